@@ -1,0 +1,41 @@
+# The two commands a newcomer needs (see README.md):
+#   make run   - install missing Debian packages, build, start pathd on the demo world
+#   make test  - same bootstrap, build, run every test
+# Plus: make test-sanitize (ASan+UBSan and TSan builds), make bench (vs peers).
+BUILD    ?= build
+JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
+CONFIG   ?= config/default.json
+
+.PHONY: all deps build run test test-sanitize bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	$(BUILD)/server/pathd --config $(CONFIG)
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# Unit and integration tests under ASan+UBSan; the threaded ones under TSan.
+test-sanitize: deps
+	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DPATHD_SANITIZE=address >/dev/null
+	@cmake --build $(BUILD)-asan -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$(CURDIR)/tests/ubsan.supp \
+	  ctest --test-dir $(BUILD)-asan --output-on-failure -j $(JOBS) -L sanitize
+	@cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=Debug -DPATHD_SANITIZE=thread >/dev/null
+	@cmake --build $(BUILD)-tsan -j $(JOBS)
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  ctest --test-dir $(BUILD)-tsan --output-on-failure -j $(JOBS) -L threaded
+
+bench: build
+	bench/run-bench.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages pathd needs to build and test, and only the
+# ones that are missing, so `make run` / `make test` stay fast on a machine
+# that already has them. Needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake pkg-config
+  libuv1-dev libcjson-dev libprotobuf-c-dev protobuf-c-compiler
+  libcmocka-dev
+  clang libclang-rt-14-dev
+  valgrind
+  netcat-openbsd
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,79 @@
+/*
+ * pd_conf.h - the daemon's configuration: one const default, overlaid by a
+ * JSON file. This layer is the only code that includes cJSON.h.
+ *
+ * Every limit is named here once, with its unit and why it exists; the
+ * defaults live in pd_conf_defaults (pd_conf.c). A config that fails
+ * validation is refused whole, with the file, the JSON path and the reason
+ * ("config/default.json: $.scenes[2].cell_size: must be > 0").
+ *
+ * Lifetime: pd_conf_load_file fills a caller-owned pd_conf; pd_conf_free
+ * releases the strings and arrays it allocated (safe on a zeroed struct).
+ */
+#ifndef PD_CONF_H
+#define PD_CONF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PD_CONF_MAX_SCENES 1024
+#define PD_CONF_MAX_NAME 64          /* bytes incl. NUL: scene names are short identifiers */
+#define PD_CONF_MAX_UNIT_SIZES 8
+#define PD_CONF_MAX_UNIT_SIZE 16     /* cells: larger agents want a coarser grid */
+
+typedef enum pd_map_format {
+    PD_MAP_MOVINGAI = 0,             /* "movingai": Moving AI .map */
+    PD_MAP_ASCII = 1,                /* "ascii": '.', '#', '1'..'9' */
+} pd_map_format;
+
+typedef enum pd_log_level {
+    PD_LOG_ERROR = 0,
+    PD_LOG_WARN = 1,
+    PD_LOG_INFO = 2,
+    PD_LOG_DEBUG = 3,
+} pd_log_level;
+
+typedef struct pd_conf_scene {
+    char name[PD_CONF_MAX_NAME];
+    char *map_path;                  /* resolved against the config file's directory */
+    pd_map_format format;
+    double origin_x, origin_y;       /* world coordinates of cell (0,0)'s corner; may be negative */
+    double cell_size;                /* world units per cell; > 0 */
+    uint32_t unit_sizes[PD_CONF_MAX_UNIT_SIZES];
+    size_t n_unit_sizes;             /* >= 1; default {1} */
+} pd_conf_scene;
+
+typedef struct pd_conf {
+    char listen_host[64];            /* "127.0.0.1" */
+    uint16_t listen_port;            /* 7420 */
+    uint32_t threads;                /* worker threads; 0 = number of cores */
+    uint32_t max_frame_bytes;        /* 1 MiB: largest payload accepted, checked before allocating */
+    uint32_t max_waypoints_per_chunk;/* 256: keeps each PathChunk frame small and streamable */
+    uint32_t max_inflight_per_conn;  /* 64: beyond it a request is answered OVERLOADED */
+    uint32_t max_connections;        /* 10000: excess connections are told OVERLOADED and closed */
+    uint32_t job_queue_capacity;     /* 4096: full queue answers OVERLOADED at once */
+    uint32_t idle_timeout_ms;        /* 300000: a silent connection is closed; 0 = never */
+    uint32_t shutdown_grace_ms;      /* 5000: SIGTERM waits this long for in-flight work */
+    uint32_t write_high_watermark;   /* 4 MiB queued for a client: stop reading from it */
+    uint32_t write_low_watermark;    /* 1 MiB: resume reading */
+    uint64_t default_max_expansions; /* 0 = unlimited; used when a request gives none */
+    pd_log_level log_level;          /* info */
+    pd_conf_scene *scenes;
+    size_t n_scenes;
+} pd_conf;
+
+extern const pd_conf pd_conf_defaults;
+
+/* Returns 0 on success; otherwise -1 with a one-line reason in err. On failure
+ * *out is left zeroed (nothing half-loaded). */
+int pd_conf_load_file(const char *path, pd_conf *out, char *err, size_t errlen);
+
+/* Same, from a buffer; base_dir resolves relative map paths. */
+int pd_conf_load_buffer(const char *json, size_t len, const char *source_name,
+                        const char *base_dir, pd_conf *out, char *err, size_t errlen);
+
+void pd_conf_free(pd_conf *c);
+
+const char *pd_log_level_name(pd_log_level l);
+
+#endif

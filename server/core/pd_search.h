@@ -1,0 +1,94 @@
+/*
+ * pd_search.h - A* on a pd_grid with a reusable per-thread context.
+ *
+ * Rules (the Moving AI / GPPC rule set, so benchmark files check optimality):
+ *  - 8-connected: straight step length 1, diagonal sqrt(2); a diagonal step
+ *    needs both orthogonal neighbours passable (no corner cutting); octile
+ *    heuristic.
+ *  - 4-connected: unit steps, Manhattan heuristic.
+ *  - The cost of a step is its length times the cost byte of the cell entered,
+ *    so with costs >= 1 both heuristics stay admissible and consistent.
+ *  - Among equal f, the node with larger g is expanded first.
+ *
+ * Context: one pd_search_ctx per thread. It grows to the largest grid it has
+ * served and is then reused without allocation or clearing: every node slot
+ * carries the search generation that last wrote it.
+ *
+ * Output: the caller owns the path buffer (pointer + capacity). If the path
+ * does not fit, the search returns PD_BUFFER_TOO_SMALL with metrics->path_len
+ * set to the number needed; pd_search_extract can then copy it out of the same
+ * context, without searching again, until the next search on that context.
+ */
+#ifndef PD_SEARCH_H
+#define PD_SEARCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pd_grid.h"
+#include "pd_status.h"
+
+typedef struct pd_point {
+    int32_t x;
+    int32_t y;
+} pd_point;
+
+typedef enum pd_connectivity {
+    PD_CONNECT_8 = 8,
+    PD_CONNECT_4 = 4,
+} pd_connectivity;
+
+/* Called every PD_SEARCH_POLL_INTERVAL expansions; returning non-zero stops the
+ * search with the status it returns (e.g. PD_DEADLINE_EXCEEDED, PD_CANCELLED).
+ * It lets the worker layer enforce deadlines and cancels without core/ knowing
+ * about clocks or threads. */
+typedef pd_status (*pd_search_poll_fn)(void *user);
+#define PD_SEARCH_POLL_INTERVAL 1024
+
+typedef struct pd_search_params {
+    pd_point start;
+    pd_point goal;
+    pd_connectivity connectivity;  /* 0 means PD_CONNECT_8 */
+    uint64_t max_expansions;       /* 0 means no budget */
+    pd_search_poll_fn poll;        /* may be NULL */
+    void *poll_user;
+} pd_search_params;
+
+typedef struct pd_search_metrics {
+    double cost;            /* path cost; 0 when no path */
+    uint64_t expanded;      /* nodes taken off the open list */
+    uint64_t generated;     /* nodes pushed onto the open list (incl. start) */
+    uint64_t micros;        /* wall time of search + extraction */
+    size_t path_len;        /* waypoints in the full path, start and goal included */
+} pd_search_metrics;
+
+typedef struct pd_search_ctx pd_search_ctx;
+
+pd_search_ctx *pd_search_ctx_create(void);
+void pd_search_ctx_destroy(pd_search_ctx *ctx);
+
+/* Bytes the context currently holds; stops growing once it has served the
+ * largest grid it will see (tests use this to prove reuse). */
+size_t pd_search_ctx_footprint(const pd_search_ctx *ctx);
+
+/*
+ * Finds a shortest path from params->start to params->goal.
+ * Returns PD_OK with the path (every cell, start first, goal last) in
+ * out[0..metrics->path_len), or:
+ *  PD_OUT_OF_BOUNDS, PD_START_BLOCKED, PD_GOAL_BLOCKED, PD_INVALID_ARGUMENT
+ *  (checked in that order before searching), PD_NO_PATH, PD_BUDGET_EXCEEDED,
+ *  whatever the poll function returned, PD_BUFFER_TOO_SMALL, PD_INTERNAL
+ *  (allocation failure).
+ * out may be NULL when out_cap is 0 (cost-only queries).
+ */
+pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid,
+                          const pd_search_params *params,
+                          pd_point *out, size_t out_cap,
+                          pd_search_metrics *metrics);
+
+/* Copies the path found by the last successful search on ctx. Returns PD_OK,
+ * PD_BUFFER_TOO_SMALL, or PD_NO_PATH when the last search found none. */
+pd_status pd_search_extract(const pd_search_ctx *ctx, pd_point *out, size_t out_cap,
+                            size_t *path_len);
+
+#endif

@@ -1,0 +1,37 @@
+/*
+ * pd_status.h - the one closed list of outcomes every layer reports.
+ *
+ * The numeric values are the wire values of pathd.v1.Status (proto/pathd.proto),
+ * so the codec converts with a range check instead of a lookup table. Core
+ * search functions only ever return the first group; the rest belong to the
+ * scene, worker and net layers but live here so there is a single list.
+ */
+#ifndef PD_STATUS_H
+#define PD_STATUS_H
+
+typedef enum pd_status {
+    PD_OK = 0,
+    PD_PARTIAL = 1,             /* succeeded, but with a substituted goal or a cut-off path */
+    PD_NO_PATH = 2,             /* start and goal are not connected */
+    PD_UNKNOWN_SCENE = 3,
+    PD_OUT_OF_BOUNDS = 4,       /* start or goal lies outside the grid */
+    PD_START_BLOCKED = 5,
+    PD_GOAL_BLOCKED = 6,
+    PD_INVALID_ARGUMENT = 7,    /* a field is out of its documented range */
+    PD_BUDGET_EXCEEDED = 8,     /* the expansion budget ran out before the goal */
+    PD_DEADLINE_EXCEEDED = 9,
+    PD_CANCELLED = 10,
+    PD_OVERLOADED = 11,         /* retryable: a queue or limit is full right now */
+    PD_MALFORMED = 12,          /* a frame that does not decode */
+    PD_FRAME_TOO_LARGE = 13,
+    PD_INTERNAL = 14,           /* a bug or an allocation failure on our side */
+    PD_BUFFER_TOO_SMALL = 15,   /* core only: the caller's path buffer is short;
+                                   never sent on the wire (callers grow and re-extract) */
+} pd_status;
+
+#define PD_STATUS_COUNT 16
+
+/* Upper-case name as used in docs and the wire enum, e.g. "NO_PATH". */
+const char *pd_status_name(pd_status s);
+
+#endif

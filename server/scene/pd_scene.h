@@ -1,0 +1,67 @@
+/*
+ * pd_scene.h - named, reference-counted, immutable scene snapshots.
+ *
+ * A scene is a grid plus how it sits in the world (origin, cell size) and the
+ * unit sizes it serves. Once published a scene never changes: readers take a
+ * reference with pd_registry_acquire and keep a consistent snapshot for as
+ * long as they hold it, even if the registry is reloaded meanwhile (SIGHUP).
+ * That is what keeps a worker safe when a map is swapped mid-query.
+ *
+ * Thread safety: the registry may be read from any thread; reload/replace
+ * are serialised internally. pd_scene_retain/release are atomic.
+ */
+#ifndef PD_SCENE_H
+#define PD_SCENE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pd_conf.h"
+#include "pd_grid.h"
+#include "pd_search.h"
+
+typedef struct pd_scene {
+    atomic_uint_fast32_t refs;
+    char name[PD_CONF_MAX_NAME];
+    pd_grid *grid;
+    double origin_x, origin_y;
+    double cell_size;
+    uint32_t unit_sizes[PD_CONF_MAX_UNIT_SIZES];
+    size_t n_unit_sizes;
+    uint64_t version;                /* starts at 1; a later issue bumps it on updates */
+} pd_scene;
+
+void pd_scene_retain(pd_scene *s);
+void pd_scene_release(pd_scene *s);  /* frees on the last release; NULL is a no-op */
+
+/* World point -> cell: floor((p - origin) / cell_size). Returns PD_OK or
+ * PD_OUT_OF_BOUNDS (also for NaN / infinite inputs). */
+pd_status pd_scene_world_to_cell(const pd_scene *s, double wx, double wy, pd_point *cell);
+/* Cell -> world coordinates of the cell centre. */
+void pd_scene_cell_center(const pd_scene *s, pd_point cell, double *wx, double *wy);
+int pd_scene_allows_unit(const pd_scene *s, uint32_t unit_size);
+
+/* Loads one scene from its config entry (reads the map file). Returns NULL
+ * with a reason ("scene 'town': maps/town.map:3:7: unexpected 'x'") on error. */
+pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen);
+
+typedef struct pd_registry pd_registry;
+
+pd_registry *pd_registry_create(void);
+void pd_registry_destroy(pd_registry *r);   /* releases its references */
+
+/* Loads every scene of conf; all or nothing. On success the new set replaces
+ * the old one atomically and 0 is returned; on failure the old set keeps
+ * serving and -1 is returned with the reason in err. */
+int pd_registry_load(pd_registry *r, const pd_conf *conf, char *err, size_t errlen);
+
+/* Returns a retained scene or NULL when no scene has that name. */
+pd_scene *pd_registry_acquire(pd_registry *r, const char *name);
+
+/* Number of scenes and a retained snapshot of all of them, sorted by name.
+ * Release each entry and free the array with pd_registry_release_list. */
+size_t pd_registry_list(pd_registry *r, pd_scene ***out);
+void pd_registry_release_list(pd_scene **list, size_t n);
+
+#endif

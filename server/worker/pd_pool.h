@@ -1,0 +1,99 @@
+/*
+ * pd_pool.h - the worker pool: N threads, each owning one reusable search
+ * context, a bounded job queue in and a completion queue out.
+ *
+ * No libuv here. The loop thread submits jobs; a worker runs the search and
+ * pushes the finished job onto the completion queue, then calls the wake
+ * function (the net layer passes one that calls uv_async_send). Wake-ups may
+ * coalesce, so whoever is woken must take the whole completion list.
+ *
+ * Jobs carry a connection id, never a pointer to a connection: the net layer
+ * drops results whose connection has gone, and pd_pool_cancel_conn marks a
+ * closed connection's queued jobs so no worker spends time on them.
+ *
+ * Lifetime: the submitter allocates a job with pd_job_new, fills the request
+ * half and submits it; ownership passes to the pool on PD_OK and comes back
+ * with pd_pool_take_completed. pd_job_free releases the scene reference and
+ * the path.
+ */
+#ifndef PD_POOL_H
+#define PD_POOL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pd_scene.h"
+#include "pd_search.h"
+
+typedef enum pd_waypoint_style {
+    PD_STYLE_CELLS = 0,     /* every cell */
+    PD_STYLE_CORNERS = 1,   /* start, direction changes, goal */
+} pd_waypoint_style;
+
+typedef struct pd_job {
+    /* Request half: written by the submitter before pd_pool_submit. */
+    uint64_t conn_id;
+    uint64_t request_id;
+    pd_scene *scene;              /* retained reference; released by pd_job_free */
+    pd_search_params params;      /* start/goal in cells; poll is set by the worker */
+    pd_waypoint_style style;
+    uint64_t deadline_ns;         /* pd_pool_now_ns() clock; 0 = none */
+    uint64_t submitted_ns;
+    atomic_int cancelled;         /* set by pd_pool_cancel*; read by the worker */
+
+    /* Result half: written by the worker. */
+    pd_status status;
+    pd_search_metrics metrics;
+    pd_point *path;               /* malloc'd by the worker; path_len entries */
+    size_t path_len;
+    uint64_t finished_ns;
+
+    struct pd_job *next;          /* queue link, owned by whoever holds the job */
+} pd_job;
+
+pd_job *pd_job_new(void);         /* zeroed; NULL on allocation failure */
+void pd_job_free(pd_job *job);
+
+/* CLOCK_MONOTONIC in nanoseconds; the clock deadlines are measured on. */
+uint64_t pd_pool_now_ns(void);
+
+typedef void (*pd_pool_wake_fn)(void *user);
+
+typedef struct pd_pool_stats {
+    uint32_t threads;
+    uint64_t queue_depth;         /* jobs waiting for a worker */
+    uint64_t running;             /* jobs a worker is on right now */
+    uint64_t jobs_done;
+    uint64_t paths_found;         /* done with PD_OK or PD_PARTIAL */
+    uint64_t expansions;
+    uint64_t busy_ns;             /* summed over threads */
+} pd_pool_stats;
+
+typedef struct pd_pool pd_pool;
+
+/* threads >= 1, queue_capacity >= 1. wake is called from worker threads. */
+pd_pool *pd_pool_create(uint32_t threads, uint32_t queue_capacity,
+                        pd_pool_wake_fn wake, void *wake_user);
+
+/* PD_OK (the pool owns the job now) or PD_OVERLOADED (queue full; the caller
+ * still owns the job). Never blocks. */
+pd_status pd_pool_submit(pd_pool *p, pd_job *job);
+
+/* Takes every completed job, oldest first, as a list linked by ->next. */
+pd_job *pd_pool_take_completed(pd_pool *p);
+
+/* Marks one queued or running job of that connection as cancelled: it
+ * completes with PD_CANCELLED. Returns 1 if such a job was found. */
+int pd_pool_cancel(pd_pool *p, uint64_t conn_id, uint64_t request_id);
+
+/* Marks every queued or running job of that connection as cancelled. */
+void pd_pool_cancel_conn(pd_pool *p, uint64_t conn_id);
+
+void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out);
+
+/* Stops the threads after the jobs they are running; queued jobs complete as
+ * PD_CANCELLED and stay on the completion list, which pd_pool_destroy frees. */
+void pd_pool_destroy(pd_pool *p);
+
+#endif
