@@ -1,0 +1,115 @@
+/*
+ * pd_codec.h - protobuf (pathd.v1) <-> the C structs the server works with.
+ *
+ * The only code that includes the generated *.pb-c.h. Decoding validates every
+ * field after protobuf-c has unpacked it (protobuf-c itself checks no ranges),
+ * so the layers above see only requests that make sense. Encoders produce
+ * whole frames (header + payload) in one malloc'd buffer, so the net layer
+ * queues one uv_write per answer; a path becomes several PathChunk frames
+ * back to back in that one buffer.
+ *
+ * Lifetime: every encoder returns a buffer the caller frees with free().
+ */
+#ifndef PD_CODEC_H
+#define PD_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pd_conf.h"
+#include "pd_pool.h"
+#include "pd_scene.h"
+#include "pd_status.h"
+
+/* Limits on decoded fields, with why. */
+#define PD_CODEC_MAX_DEADLINE_MS 600000u     /* 10 min: longer is a client bug */
+
+typedef enum pd_request_kind {
+    PD_REQ_NONE = 0,
+    PD_REQ_FIND_PATH,
+    PD_REQ_CANCEL,
+    PD_REQ_LIST_SCENES,
+    PD_REQ_SCENE_INFO,
+    PD_REQ_STATS,
+    PD_REQ_PING,
+} pd_request_kind;
+
+typedef struct pd_point_spec {
+    int is_world;            /* 1: wx/wy are world coordinates; 0: cell */
+    pd_point cell;
+    double wx, wy;
+} pd_point_spec;
+
+typedef struct pd_find_path_req {
+    char scene[PD_CONF_MAX_NAME];
+    pd_point_spec start;
+    pd_point_spec goal;
+    uint32_t unit_size;      /* >= 1 after decoding */
+    pd_connectivity connectivity;
+    uint64_t max_expansions; /* 0 = server default */
+    uint32_t deadline_ms;    /* 0 = none */
+    pd_waypoint_style style;
+} pd_find_path_req;
+
+typedef struct pd_request {
+    uint64_t id;
+    pd_request_kind kind;
+    union {
+        pd_find_path_req find_path;
+        uint64_t cancel_target;             /* PD_REQ_CANCEL */
+        char scene_name[PD_CONF_MAX_NAME];  /* PD_REQ_SCENE_INFO */
+        uint64_t ping_nonce;                /* PD_REQ_PING */
+    } u;
+} pd_request;
+
+/*
+ * Decodes one frame payload into *req.
+ *  PD_OK                - req is complete and valid.
+ *  PD_INVALID_ARGUMENT  - it decoded, but a field is missing or out of range
+ *                         (no body, empty or over-long scene name, unknown enum
+ *                         value, deadline over the cap...); req->id is set so
+ *                         the answer can name the request; reason in err.
+ *  PD_MALFORMED         - not a Request at all; the connection should be
+ *                         answered and closed.
+ */
+pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request *req,
+                                  char *err, size_t errlen);
+
+/* Server-wide counters for the Stats answer, gathered by the net layer. */
+typedef struct pd_server_stats {
+    uint64_t uptime_ms;
+    uint64_t connections;
+    uint64_t requests_total;
+    uint64_t paths_found;
+    uint64_t expansions_total;
+    uint64_t queue_depth;
+    uint64_t in_flight;
+    uint32_t threads;
+    uint32_t scenes;
+    uint64_t overloaded_total;
+    uint64_t malformed_total;
+} pd_server_stats;
+
+/* Each returns a malloc'd buffer of one or more whole frames, its size in
+ * *out_len, or NULL on allocation failure. All answers are final = true
+ * except the non-last chunks of a path. */
+
+/* A request-level failure (unknown scene, bad argument, overloaded...):
+ * Response{id, status, final, Error{message}}. */
+uint8_t *pd_codec_encode_error(uint64_t id, pd_status status, const char *message, size_t *out_len);
+
+/* The answer to a finished FindPath job: ceil(path_len / max_per_chunk)
+ * PathChunk frames (at least one), waypoints with cell and world-centre
+ * coordinates; the last frame carries status and metrics. A job that found no
+ * path gives one final PathChunk with no waypoints and its metrics. */
+uint8_t *pd_codec_encode_path(const pd_job *job, uint32_t max_per_chunk, size_t *out_len);
+
+/* A bare final acknowledgement (Cancel): Response{id, status, final}. */
+uint8_t *pd_codec_encode_ack(uint64_t id, pd_status status, size_t *out_len);
+
+uint8_t *pd_codec_encode_scene_list(uint64_t id, pd_scene *const *scenes, size_t n, size_t *out_len);
+uint8_t *pd_codec_encode_scene_info(uint64_t id, const pd_scene *scene, size_t *out_len);
+uint8_t *pd_codec_encode_stats(uint64_t id, const pd_server_stats *stats, size_t *out_len);
+uint8_t *pd_codec_encode_pong(uint64_t id, uint64_t nonce, size_t *out_len);
+
+#endif

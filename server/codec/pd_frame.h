@@ -1,0 +1,56 @@
+/*
+ * pd_frame.h - incremental reader for length-prefixed frames.
+ *
+ * Wire format: 4-byte big-endian payload length, then the payload. The reader
+ * owns one growable buffer per connection. libuv's alloc callback asks it for
+ * space (pd_frame_reader_space), the read callback commits what arrived
+ * (pd_frame_reader_commit), and pd_frame_reader_next hands out complete
+ * payloads in order. The length is checked against the cap as soon as the
+ * 4 header bytes are in, before any buffer grows for that frame, so a header
+ * claiming 4 GiB costs nothing.
+ *
+ * Lifetime: a payload pointer returned by _next stays valid until the next
+ * call to _space, _commit or _next on the same reader.
+ */
+#ifndef PD_FRAME_H
+#define PD_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pd_status.h"
+
+#define PD_FRAME_HEADER_BYTES 4
+/* Initial read buffer per connection: small, because 10,000 idle connections
+ * must fit in ~100 MiB; it grows up to header + cap only for large frames. */
+#define PD_FRAME_INITIAL_BUFFER 512
+
+typedef struct pd_frame_reader {
+    uint8_t *buf;
+    size_t cap;          /* bytes allocated */
+    size_t start;        /* first unconsumed byte */
+    size_t end;          /* one past the last received byte */
+    uint32_t max_frame;  /* largest payload accepted */
+} pd_frame_reader;
+
+void pd_frame_reader_init(pd_frame_reader *r, uint32_t max_frame);
+void pd_frame_reader_free(pd_frame_reader *r);
+
+/* Bytes buffered but not yet handed out (tests, and idle-memory accounting). */
+size_t pd_frame_reader_pending(const pd_frame_reader *r);
+
+/* Gives a writable region of at least 1 byte (up to `suggested`) at the end
+ * of the buffer. Returns 0, or -1 on allocation failure. */
+int pd_frame_reader_space(pd_frame_reader *r, size_t suggested, uint8_t **out, size_t *avail);
+
+/* Records that n bytes were written into the region from _space. */
+void pd_frame_reader_commit(pd_frame_reader *r, size_t n);
+
+/* Returns PD_OK with the next payload in *payload / *len, PD_PARTIAL when no
+ * complete frame is buffered yet, or PD_FRAME_TOO_LARGE when the next header
+ * exceeds max_frame (the connection should be answered and closed). */
+pd_status pd_frame_reader_next(pd_frame_reader *r, const uint8_t **payload, size_t *len);
+
+void pd_frame_put_header(uint8_t out[PD_FRAME_HEADER_BYTES], uint32_t payload_len);
+
+#endif
