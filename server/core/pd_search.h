@@ -75,8 +75,9 @@ size_t pd_search_ctx_footprint(const pd_search_ctx *ctx);
  * Finds a shortest path from params->start to params->goal.
  * Returns PD_OK with the path (every cell, start first, goal last) in
  * out[0..metrics->path_len), or:
- *  PD_OUT_OF_BOUNDS, PD_START_BLOCKED, PD_GOAL_BLOCKED, PD_INVALID_ARGUMENT
- *  (checked in that order before searching), PD_NO_PATH, PD_BUDGET_EXCEEDED,
+ *  PD_INVALID_ARGUMENT (bad connectivity), PD_OUT_OF_BOUNDS, PD_START_BLOCKED,
+ *  PD_GOAL_BLOCKED (checked in that order before searching), PD_NO_PATH,
+ *  PD_BUDGET_EXCEEDED,
  *  whatever the poll function returned, PD_BUFFER_TOO_SMALL, PD_INTERNAL
  *  (allocation failure).
  * out may be NULL when out_cap is 0 (cost-only queries).

@@ -1,0 +1,359 @@
+/*
+ * pd_search.c - A* over a padded pd_grid with a reusable per-thread context.
+ *
+ * Per-cell state lives in one 16-byte record (g, generation, heap position),
+ * so a relaxation touches one cache line; the parent is a 1-byte direction
+ * code in a separate array that only path extraction reads. A cell whose
+ * generation differs from the context's is "unseen" in this search, which is
+ * what lets a context serve query after query without clearing anything.
+ *
+ * The expansion loop is written once and instantiated four times (4/8
+ * neighbours x uniform/weighted costs) through an always-inlined function with
+ * constant flags, so the common case - uniform octile grids - pays for neither
+ * a cost lookup nor a connectivity branch.
+ */
+#include "pd_search.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pd_heap.h"
+
+#define PD__SQRT2 1.41421356237309504880
+#define PD__CLOSED UINT32_MAX
+#define PD__IN_LEVEL (UINT32_MAX - 1)
+/* A route must be shorter by more than this to replace a known one: float
+ * sums of the same steps in another order differ in the last bits, and
+ * re-sifting for such noise only costs time. */
+#define PD__IMPROVE_EPS 1e-9
+#define PD__NO_PARENT 8
+
+typedef struct pd__node {
+    double g;
+    uint32_t gen;
+    uint32_t pos;        /* heap index while open in the heap, PD__IN_LEVEL while
+                            on the f-level stack, PD__CLOSED once expanded */
+} pd__node;
+
+struct pd_search_ctx {
+    pd__node *nodes;
+    uint8_t *parent_dir;
+    pd_heap_entry *heap_entries;
+    uint32_t *level;     /* the f-level stack (see pd__relax) */
+    size_t capacity;     /* cells the arrays can hold */
+    uint32_t gen;
+
+    /* What pd_search_extract needs from the last search. */
+    int have_path;
+    int32_t last_stride;
+    uint32_t last_goal;
+    size_t last_path_len;
+};
+
+/* Direction codes and their (dx, dy); parent_dir stores the step that
+ * reached a cell, so its parent is the cell minus that step. */
+enum { PD__N, PD__S, PD__E, PD__W, PD__NE, PD__NW, PD__SE, PD__SW };
+static const int8_t pd__dx[8] = { 0, 0, 1, -1, 1, -1, 1, -1 };
+static const int8_t pd__dy[8] = { -1, 1, 0, 0, -1, -1, 1, 1 };
+
+pd_search_ctx *pd_search_ctx_create(void)
+{
+    pd_search_ctx *ctx = calloc(1, sizeof *ctx);
+    return ctx;
+}
+
+void pd_search_ctx_destroy(pd_search_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    free(ctx->nodes);
+    free(ctx->parent_dir);
+    free(ctx->heap_entries);
+    free(ctx->level);
+    free(ctx);
+}
+
+size_t pd_search_ctx_footprint(const pd_search_ctx *ctx)
+{
+    return sizeof *ctx + ctx->capacity * (sizeof(pd__node) + 1 + sizeof(pd_heap_entry) + sizeof(uint32_t));
+}
+
+/* Grows the context to hold `cells` cells; a no-op once it is big enough. */
+static int pd__ctx_reserve(pd_search_ctx *ctx, size_t cells)
+{
+    if (cells <= ctx->capacity)
+        return 0;
+    pd__node *nodes = calloc(cells, sizeof *nodes);
+    uint8_t *parent = malloc(cells);
+    pd_heap_entry *heap = malloc(cells * sizeof *heap);
+    uint32_t *level = malloc(cells * sizeof *level);
+    if (!nodes || !parent || !heap || !level) {
+        free(nodes);
+        free(parent);
+        free(heap);
+        free(level);
+        return -1;
+    }
+    free(ctx->nodes);
+    free(ctx->parent_dir);
+    free(ctx->heap_entries);
+    free(ctx->level);
+    ctx->nodes = nodes;
+    ctx->parent_dir = parent;
+    ctx->heap_entries = heap;
+    ctx->level = level;
+    ctx->capacity = cells;
+    ctx->gen = 0; /* fresh nodes carry generation 0 */
+    ctx->have_path = 0;
+    return 0;
+}
+
+static uint64_t pd__now_micros(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static inline double pd__octile(int32_t dx, int32_t dy)
+{
+    dx = dx < 0 ? -dx : dx;
+    dy = dy < 0 ? -dy : dy;
+    return dx > dy ? dx + (PD__SQRT2 - 1.0) * dy : dy + (PD__SQRT2 - 1.0) * dx;
+}
+
+static inline double pd__manhattan(int32_t dx, int32_t dy)
+{
+    return (double)((dx < 0 ? -dx : dx) + (dy < 0 ? -dy : dy));
+}
+
+typedef struct pd__run {
+    pd_search_ctx *ctx;
+    pd_heap heap;
+    const uint8_t *cells;
+    int32_t stride;
+    int32_t gx, gy;          /* goal in padded coordinates */
+    uint64_t generated;
+    double f_level;          /* f of the node being expanded */
+    size_t level_size;
+} pd__run;
+
+/*
+ * A successor whose f equals the f of the node being expanded would be the
+ * next thing the heap hands out anyway (nothing open has a lower f, and it has
+ * the larger g). It goes onto a plain stack instead, which the loop drains
+ * before touching the heap. On octile grids most successors along a straight
+ * run toward the goal are such nodes, so this skips most heap traffic while
+ * expanding in an order A* allows: optimality is untouched.
+ */
+#define PD__LEVEL_EPS 1e-9
+
+static inline __attribute__((always_inline)) void
+pd__relax(pd__run *r, uint32_t nb, double ng, int dir, int32_t nx, int32_t ny, const int eight)
+{
+    pd__node *n = &r->ctx->nodes[nb];
+    if (n->gen != r->ctx->gen) {
+        n->gen = r->ctx->gen;
+        n->g = ng;
+        r->ctx->parent_dir[nb] = (uint8_t)dir;
+        double f = ng + (eight ? pd__octile(nx - r->gx, ny - r->gy) : pd__manhattan(nx - r->gx, ny - r->gy));
+        r->generated++;
+        if (f <= r->f_level + PD__LEVEL_EPS) {
+            n->pos = PD__IN_LEVEL;
+            r->ctx->level[r->level_size++] = nb;
+        } else {
+            pd_heap_push(&r->heap, f, ng, nb);
+        }
+    } else if (n->pos < PD__IN_LEVEL && ng < n->g - PD__IMPROVE_EPS) {
+        n->g = ng;
+        r->ctx->parent_dir[nb] = (uint8_t)dir;
+        double f = ng + (eight ? pd__octile(nx - r->gx, ny - r->gy) : pd__manhattan(nx - r->gx, ny - r->gy));
+        pd_heap_decrease(&r->heap, n->pos, f, ng);
+    } else if (n->pos == PD__IN_LEVEL && ng < n->g - PD__IMPROVE_EPS) {
+        /* Already queued on the stack: a lower g only lowers its f further. */
+        n->g = ng;
+        r->ctx->parent_dir[nb] = (uint8_t)dir;
+    }
+}
+
+static inline __attribute__((always_inline)) pd_status
+pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *expanded_out,
+               const int eight, const int uniform)
+{
+    pd__node *nodes = r->ctx->nodes;
+    const uint8_t *c = r->cells;
+    const int32_t stride = r->stride;
+    uint64_t expanded = 0;
+    const uint64_t budget = p->max_expansions;
+    pd_status st = PD_NO_PATH;
+
+    while (r->level_size > 0 || r->heap.size > 0) {
+        uint32_t cur;
+        if (r->level_size > 0) {
+            cur = r->ctx->level[--r->level_size];
+        } else {
+            pd_heap_entry top = pd_heap_pop(&r->heap);
+            cur = top.id;
+            r->f_level = top.f;
+        }
+        nodes[cur].pos = PD__CLOSED;
+        if (cur == goal) {
+            st = PD_OK;
+            break;
+        }
+        if (budget && expanded >= budget) {
+            st = PD_BUDGET_EXCEEDED;
+            break;
+        }
+        expanded++;
+        if (p->poll && (expanded & (PD_SEARCH_POLL_INTERVAL - 1)) == 0) {
+            pd_status ps = p->poll(p->poll_user);
+            if (ps != PD_OK) {
+                st = ps;
+                break;
+            }
+        }
+        const double g = nodes[cur].g;
+        const int32_t cx = (int32_t)(cur % (uint32_t)stride), cy = (int32_t)(cur / (uint32_t)stride);
+        const uint32_t n = cur - (uint32_t)stride, s = cur + (uint32_t)stride, e = cur + 1, w = cur - 1;
+        const uint8_t cn = c[n], cs = c[s], ce = c[e], cw = c[w];
+        if (cn) pd__relax(r, n, g + (uniform ? 1.0 : cn), PD__N, cx, cy - 1, eight);
+        if (cs) pd__relax(r, s, g + (uniform ? 1.0 : cs), PD__S, cx, cy + 1, eight);
+        if (ce) pd__relax(r, e, g + (uniform ? 1.0 : ce), PD__E, cx + 1, cy, eight);
+        if (cw) pd__relax(r, w, g + (uniform ? 1.0 : cw), PD__W, cx - 1, cy, eight);
+        if (!eight)
+            continue;
+        /* Diagonals only where both orthogonal neighbours are open: no corner cutting. */
+        uint8_t d;
+        if (cn && ce && (d = c[n + 1]))
+            pd__relax(r, n + 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__NE, cx + 1, cy - 1, eight);
+        if (cn && cw && (d = c[n - 1]))
+            pd__relax(r, n - 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__NW, cx - 1, cy - 1, eight);
+        if (cs && ce && (d = c[s + 1]))
+            pd__relax(r, s + 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__SE, cx + 1, cy + 1, eight);
+        if (cs && cw && (d = c[s - 1]))
+            pd__relax(r, s - 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__SW, cx - 1, cy + 1, eight);
+    }
+    *expanded_out = expanded;
+    return st;
+}
+
+/* Walks parent directions back from the goal; returns the number of cells. */
+static size_t pd__path_length(const pd_search_ctx *ctx)
+{
+    size_t len = 1;
+    uint32_t v = ctx->last_goal;
+    for (uint8_t d; (d = ctx->parent_dir[v]) != PD__NO_PARENT; len++)
+        v -= (uint32_t)(pd__dy[d] * ctx->last_stride + pd__dx[d]);
+    return len;
+}
+
+pd_status pd_search_extract(const pd_search_ctx *ctx, pd_point *out, size_t out_cap, size_t *path_len)
+{
+    if (!ctx->have_path) {
+        if (path_len)
+            *path_len = 0;
+        return PD_NO_PATH;
+    }
+    size_t len = ctx->last_path_len;
+    if (path_len)
+        *path_len = len;
+    if (out_cap < len || !out)
+        return PD_BUFFER_TOO_SMALL;
+    uint32_t v = ctx->last_goal;
+    for (size_t i = len; i-- > 0;) {
+        out[i].x = (int32_t)(v % (uint32_t)ctx->last_stride) - 1;
+        out[i].y = (int32_t)(v / (uint32_t)ctx->last_stride) - 1;
+        uint8_t d = ctx->parent_dir[v];
+        if (d != PD__NO_PARENT)
+            v -= (uint32_t)(pd__dy[d] * ctx->last_stride + pd__dx[d]);
+    }
+    return PD_OK;
+}
+
+pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_search_params *params,
+                          pd_point *out, size_t out_cap, pd_search_metrics *metrics)
+{
+    uint64_t t0 = pd__now_micros();
+    pd_search_metrics m = { 0 };
+    pd_status st;
+    ctx->have_path = 0;
+
+    const pd_connectivity conn = params->connectivity ? params->connectivity : PD_CONNECT_8;
+    const pd_point s = params->start, t = params->goal;
+    if (conn != PD_CONNECT_8 && conn != PD_CONNECT_4) {
+        st = PD_INVALID_ARGUMENT;
+        goto done;
+    }
+    if (!pd_grid_in_bounds(grid, s.x, s.y) || !pd_grid_in_bounds(grid, t.x, t.y)) {
+        st = PD_OUT_OF_BOUNDS;
+        goto done;
+    }
+    if (pd_grid_get(grid, s.x, s.y) == PD_CELL_BLOCKED) {
+        st = PD_START_BLOCKED;
+        goto done;
+    }
+    if (pd_grid_get(grid, t.x, t.y) == PD_CELL_BLOCKED) {
+        st = PD_GOAL_BLOCKED;
+        goto done;
+    }
+    size_t cells = (size_t)(grid->width + 2) * (size_t)(grid->height + 2);
+    if (pd__ctx_reserve(ctx, cells) != 0) {
+        st = PD_INTERNAL;
+        goto done;
+    }
+    if (++ctx->gen == 0) {
+        /* After 2^32 searches the stamps wrap: clear them once and go on. */
+        for (size_t i = 0; i < ctx->capacity; i++)
+            ctx->nodes[i].gen = 0;
+        ctx->gen = 1;
+    }
+
+    pd__run r = {
+        .ctx = ctx,
+        .heap = { ctx->heap_entries, 0, &ctx->nodes[0].pos, sizeof(pd__node) / sizeof(uint32_t) },
+        .cells = grid->cells,
+        .stride = grid->stride,
+        .gx = t.x + 1,
+        .gy = t.y + 1,
+    };
+    uint32_t start = (uint32_t)pd_grid_index(grid, s.x, s.y);
+    uint32_t goal = (uint32_t)pd_grid_index(grid, t.x, t.y);
+    const int eight = conn == PD_CONNECT_8;
+    ctx->nodes[start].gen = ctx->gen;
+    ctx->nodes[start].g = 0.0;
+    ctx->parent_dir[start] = PD__NO_PARENT;
+    pd_heap_push(&r.heap, eight ? pd__octile(s.x - t.x, s.y - t.y) : pd__manhattan(s.x - t.x, s.y - t.y),
+                 0.0, start);
+    r.generated = 1;
+
+    if (eight && grid->uniform_cost)
+        st = pd__astar_loop(&r, goal, params, &m.expanded, 1, 1);
+    else if (eight)
+        st = pd__astar_loop(&r, goal, params, &m.expanded, 1, 0);
+    else if (grid->uniform_cost)
+        st = pd__astar_loop(&r, goal, params, &m.expanded, 0, 1);
+    else
+        st = pd__astar_loop(&r, goal, params, &m.expanded, 0, 0);
+    m.generated = r.generated;
+
+    if (st == PD_OK) {
+        ctx->have_path = 1;
+        ctx->last_stride = grid->stride;
+        ctx->last_goal = goal;
+        ctx->last_path_len = pd__path_length(ctx);
+        m.cost = ctx->nodes[goal].g;
+        m.path_len = ctx->last_path_len;
+        if (out_cap > 0 || out)
+            st = pd_search_extract(ctx, out, out_cap, NULL);
+        else
+            st = PD_OK; /* cost-only query */
+    }
+done:
+    m.micros = pd__now_micros() - t0;
+    if (metrics)
+        *metrics = m;
+    return st;
+}
