@@ -65,7 +65,10 @@ typedef struct pd_conf {
 extern const pd_conf pd_conf_defaults;
 
 /* Returns 0 on success; otherwise -1 with a one-line reason in err. On failure
- * *out is left zeroed (nothing half-loaded). */
+ * *out is left zeroed (nothing half-loaded). The accepted JSON shape is
+ * documented at the top of pd_conf.c and in config/README.md. "listen" takes a
+ * numeric host: "HOST:PORT" or "[IPv6]:PORT"; listen_host holds the address
+ * without brackets; port 0 asks the OS for an ephemeral port. */
 int pd_conf_load_file(const char *path, pd_conf *out, char *err, size_t errlen);
 
 /* Same, from a buffer; base_dir resolves relative map paths. */
@@ -73,6 +76,11 @@ int pd_conf_load_buffer(const char *json, size_t len, const char *source_name,
                         const char *base_dir, pd_conf *out, char *err, size_t errlen);
 
 void pd_conf_free(pd_conf *c);
+
+/* Parses "HOST:PORT" or "[IPv6]:PORT" (numeric host, port 0..65535) into
+ * c->listen_host / c->listen_port, as the "listen" key does; for --listen.
+ * Returns 0, or -1 with the reason in err and c untouched. */
+int pd_conf_parse_listen(const char *s, pd_conf *c, char *err, size_t errlen);
 
 const char *pd_log_level_name(pd_log_level l);
 

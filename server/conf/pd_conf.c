@@ -1,0 +1,730 @@
+/*
+ * pd_conf.c - reads the daemon's JSON configuration over one const default.
+ *
+ * This is the only file in pathd that includes cJSON.h: every other layer sees
+ * plain C structs (pd_conf.h). A config is validated completely before it is
+ * handed back, and a bad one is refused whole with the file, the JSON path of
+ * the offending value and the reason, so a typo never starts a half-configured
+ * daemon (or, on SIGHUP, never replaces a good config with a broken one).
+ *
+ * Accepted shape (every key optional unless marked; unknown keys are errors):
+ *
+ *   {
+ *     "listen": "127.0.0.1:7420",       HOST:PORT or [IPv6]:PORT, numeric host;
+ *                                        port 0 asks the OS for an ephemeral port
+ *     "threads": 0,                      worker threads 0..256; 0 = number of cores
+ *     "log_level": "info",               "error" | "warn" | "info" | "debug"
+ *     "limits": {
+ *       "max_frame_bytes": 1048576,      64 .. 64 MiB
+ *       "max_waypoints_per_chunk": 256,  1 .. 65536
+ *       "max_inflight_per_conn": 64,     1 .. 65536
+ *       "max_connections": 10000,        1 .. 1000000
+ *       "job_queue_capacity": 4096,      1 .. 1048576
+ *       "idle_timeout_ms": 300000,       0 (never) .. 86400000 (one day)
+ *       "shutdown_grace_ms": 5000,       0 .. 600000 (ten minutes)
+ *       "write_high_watermark": 4194304, 1024 .. 1 GiB
+ *       "write_low_watermark": 1048576,  0 .. 1 GiB, and below the high watermark
+ *       "default_max_expansions": 0      0 (unlimited) .. 2^53
+ *     },
+ *     "scenes": [                        at most PD_CONF_MAX_SCENES entries
+ *       {
+ *         "name": "town",                required; 1..63 bytes of [A-Za-z0-9_.-]; unique
+ *         "map": "scenes/town.txt",      required; relative to the config file's directory
+ *         "format": "ascii",             required; "ascii" | "movingai"
+ *         "origin": [-20, -15],          world coordinates of cell (0,0); default [0, 0]
+ *         "cell_size": 1.0,              world units per cell, finite and > 0; default 1
+ *         "unit_sizes": [1, 2]           1..PD_CONF_MAX_UNIT_SIZES distinct sizes,
+ *                                        each 1..PD_CONF_MAX_UNIT_SIZE; default [1];
+ *                                        stored sorted ascending
+ *       }
+ *     ]
+ *   }
+ *
+ * Integers must be written as whole numbers (1e3 is fine, 2.5 is not).
+ * Duplicate keys in one object are errors too: cJSON would silently keep the
+ * first, which hides exactly the kind of mistake validation exists to catch.
+ */
+#include "pd_conf.h"
+
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Largest config file we read, in bytes. A config names a few hundred scenes
+ * at most; anything bigger is a wrong path (a map given as the config). */
+#define PD_CONF_MAX_FILE_BYTES (16u * 1024u * 1024u)
+/* Longest JSON path we render in an error message, in bytes. */
+#define PD_CONF_MAX_JSON_PATH 192
+/* Longest resolved map path, in bytes (PATH_MAX on Linux). */
+#define PD_CONF_MAX_MAP_PATH 4096
+/* Worker thread ceiling: far above any core count we deploy on, low enough
+ * that a typo like 10000 is caught instead of exhausting the process. */
+#define PD_CONF_MAX_THREADS 256
+/* Integers travel through cJSON as doubles, which are exact up to 2^53. */
+#define PD_CONF_MAX_EXACT_INT 9007199254740992.0
+
+#define PD__KIB 1024.0
+#define PD__MIB (1024.0 * 1024.0)
+#define PD__GIB (1024.0 * 1024.0 * 1024.0)
+
+const pd_conf pd_conf_defaults = {
+    .listen_host = "127.0.0.1",
+    .listen_port = 7420,
+    .threads = 0,
+    .max_frame_bytes = 1024u * 1024u,
+    .max_waypoints_per_chunk = 256,
+    .max_inflight_per_conn = 64,
+    .max_connections = 10000,
+    .job_queue_capacity = 4096,
+    .idle_timeout_ms = 300000,
+    .shutdown_grace_ms = 5000,
+    .write_high_watermark = 4u * 1024u * 1024u,
+    .write_low_watermark = 1024u * 1024u,
+    .default_max_expansions = 0,
+    .log_level = PD_LOG_INFO,
+    .scenes = NULL,
+    .n_scenes = 0,
+};
+
+/* Where errors go while one document is being read. */
+typedef struct pd__ctx {
+    const char *source;     /* file name (or caller's label) for messages */
+    const char *base_dir;   /* resolves relative map paths; may be NULL */
+    char *err;
+    size_t errlen;
+} pd__ctx;
+
+/* Writes "SOURCE: $.path: reason" and returns -1 so callers can
+ * `return pd__fail(...)`. */
+static int pd__fail(const pd__ctx *ctx, const char *path, const char *fmt, ...)
+{
+    if (!ctx->err || ctx->errlen == 0)
+        return -1;
+    int n = snprintf(ctx->err, ctx->errlen, "%s: %s: ", ctx->source, path);
+    if (n < 0 || (size_t)n >= ctx->errlen)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->err + n, ctx->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* Marks a JSON path that did not fit its buffer, so a message never shows a
+ * silently clipped path as if it were whole. */
+static void pd__mark_truncated(char *dst, int written)
+{
+    if (written >= PD_CONF_MAX_JSON_PATH)
+        memcpy(dst + PD_CONF_MAX_JSON_PATH - 4, "...", 4);
+}
+
+static void pd__child_key(char *dst, const char *parent, const char *key)
+{
+    pd__mark_truncated(dst, snprintf(dst, PD_CONF_MAX_JSON_PATH, "%s.%s", parent, key));
+}
+
+static void pd__child_index(char *dst, const char *parent, size_t index)
+{
+    pd__mark_truncated(dst, snprintf(dst, PD_CONF_MAX_JSON_PATH, "%s[%zu]", parent, index));
+}
+
+static const char *pd__type_name(const cJSON *v)
+{
+    if (cJSON_IsObject(v))
+        return "an object";
+    if (cJSON_IsArray(v))
+        return "an array";
+    if (cJSON_IsString(v))
+        return "a string";
+    if (cJSON_IsNumber(v))
+        return "a number";
+    if (cJSON_IsBool(v))
+        return "a boolean";
+    if (cJSON_IsNull(v))
+        return "null";
+    return "an invalid value";
+}
+
+/* Rejects keys outside `allowed` (NULL-terminated) and keys given twice. */
+static int pd__check_keys(const pd__ctx *ctx, const cJSON *obj, const char *path,
+                          const char *const *allowed)
+{
+    char child[PD_CONF_MAX_JSON_PATH];
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        int known = 0;
+        for (const char *const *a = allowed; *a; a++) {
+            if (strcmp(it->string, *a) == 0) {
+                known = 1;
+                break;
+            }
+        }
+        pd__child_key(child, path, it->string);
+        if (!known)
+            return pd__fail(ctx, child, "unknown key");
+        for (const cJSON *prev = obj->child; prev != it; prev = prev->next) {
+            if (strcmp(prev->string, it->string) == 0)
+                return pd__fail(ctx, child, "key given more than once");
+        }
+    }
+    return 0;
+}
+
+/* Reads a whole number in [lo, hi]. */
+static int pd__get_uint(const pd__ctx *ctx, const cJSON *v, const char *path,
+                        double lo, double hi, uint64_t *out)
+{
+    if (!cJSON_IsNumber(v))
+        return pd__fail(ctx, path, "must be an integer, not %s", pd__type_name(v));
+    double d = v->valuedouble;
+    if (!isfinite(d) || floor(d) != d)
+        return pd__fail(ctx, path, "must be an integer");
+    if (d < lo || d > hi)
+        return pd__fail(ctx, path, "must be in %.0f..%.0f", lo, hi);
+    *out = (uint64_t)d;
+    return 0;
+}
+
+static int pd__get_u32(const pd__ctx *ctx, const cJSON *v, const char *path,
+                       double lo, double hi, uint32_t *out)
+{
+    uint64_t u;
+    if (pd__get_uint(ctx, v, path, lo, hi, &u) != 0)
+        return -1;
+    *out = (uint32_t)u;
+    return 0;
+}
+
+static int pd__get_finite(const pd__ctx *ctx, const cJSON *v, const char *path, double *out)
+{
+    if (!cJSON_IsNumber(v))
+        return pd__fail(ctx, path, "must be a number, not %s", pd__type_name(v));
+    if (!isfinite(v->valuedouble))
+        return pd__fail(ctx, path, "must be a finite number");
+    *out = v->valuedouble;
+    return 0;
+}
+
+static int pd__get_string(const pd__ctx *ctx, const cJSON *v, const char *path, const char **out)
+{
+    if (!cJSON_IsString(v) || !v->valuestring)
+        return pd__fail(ctx, path, "must be a string, not %s", pd__type_name(v));
+    *out = v->valuestring;
+    return 0;
+}
+
+/* Parses "HOST:PORT" or "[IPv6]:PORT". The host must be a numeric address:
+ * the listener binds it directly, with no resolver on the start-up path. */
+static int pd__parse_listen(const pd__ctx *ctx, const char *s, const char *path, pd_conf *c)
+{
+    const char *host = s, *host_end, *port_str;
+    int v6 = 0;
+    if (s[0] == '[') {
+        host = s + 1;
+        host_end = strchr(host, ']');
+        if (!host_end || host_end[1] != ':')
+            return pd__fail(ctx, path, "expected \"[IPv6]:PORT\", got \"%s\"", s);
+        port_str = host_end + 2;
+        v6 = 1;
+    } else {
+        host_end = strrchr(s, ':');
+        if (!host_end)
+            return pd__fail(ctx, path, "expected \"HOST:PORT\", got \"%s\"", s);
+        if (memchr(s, ':', (size_t)(host_end - s)))
+            return pd__fail(ctx, path, "IPv6 addresses need brackets: \"[::1]:PORT\"");
+        port_str = host_end + 1;
+    }
+    size_t host_len = (size_t)(host_end - host);
+    if (host_len == 0)
+        return pd__fail(ctx, path, "host is empty");
+    if (host_len >= sizeof c->listen_host)
+        return pd__fail(ctx, path, "host is longer than %zu bytes", sizeof c->listen_host - 1);
+    char hostbuf[sizeof c->listen_host];
+    memcpy(hostbuf, host, host_len);
+    hostbuf[host_len] = '\0';
+    unsigned char addr[16];
+    if (inet_pton(v6 ? AF_INET6 : AF_INET, hostbuf, addr) != 1)
+        return pd__fail(ctx, path, "\"%s\" is not a numeric %s address", hostbuf,
+                        v6 ? "IPv6" : "IPv4");
+
+    if (*port_str == '\0')
+        return pd__fail(ctx, path, "port is missing");
+    unsigned long port = 0;
+    for (const char *p = port_str; *p; p++) {
+        if (!isdigit((unsigned char)*p))
+            return pd__fail(ctx, path, "port must be decimal digits, got \"%s\"", port_str);
+        port = port * 10 + (unsigned long)(*p - '0');
+        if (port > 65535)
+            return pd__fail(ctx, path, "port must be in 0..65535 (0 = ephemeral)");
+    }
+    memcpy(c->listen_host, hostbuf, host_len + 1);
+    c->listen_port = (uint16_t)port;
+    return 0;
+}
+
+int pd_conf_parse_listen(const char *s, pd_conf *c, char *err, size_t errlen)
+{
+    const pd__ctx ctx = { .source = "listen address", .err = err, .errlen = errlen };
+    return pd__parse_listen(&ctx, s, s, c);
+}
+
+static int pd__parse_log_level(const pd__ctx *ctx, const cJSON *v, const char *path,
+                               pd_log_level *out)
+{
+    const char *s = NULL;
+    if (pd__get_string(ctx, v, path, &s) != 0)
+        return -1;
+    for (int l = PD_LOG_ERROR; l <= PD_LOG_DEBUG; l++) {
+        if (strcmp(s, pd_log_level_name((pd_log_level)l)) == 0) {
+            *out = (pd_log_level)l;
+            return 0;
+        }
+    }
+    return pd__fail(ctx, path, "must be one of \"error\", \"warn\", \"info\", \"debug\"");
+}
+
+/* One named uint32 limit: its key, where it lives in pd_conf and its range. */
+typedef struct pd__limit {
+    const char *key;
+    size_t offset;
+    double lo, hi;
+} pd__limit;
+
+#define PD__LIMIT(field, lo, hi) { #field, offsetof(pd_conf, field), (lo), (hi) }
+
+static const pd__limit pd__limits[] = {
+    PD__LIMIT(max_frame_bytes, 64, 64 * PD__MIB),
+    PD__LIMIT(max_waypoints_per_chunk, 1, 65536),
+    PD__LIMIT(max_inflight_per_conn, 1, 65536),
+    PD__LIMIT(max_connections, 1, 1000000),
+    PD__LIMIT(job_queue_capacity, 1, 1048576),
+    PD__LIMIT(idle_timeout_ms, 0, 86400000),
+    PD__LIMIT(shutdown_grace_ms, 0, 600000),
+    PD__LIMIT(write_high_watermark, PD__KIB, PD__GIB),
+    PD__LIMIT(write_low_watermark, 0, PD__GIB),
+};
+
+#define PD__N_LIMITS (sizeof pd__limits / sizeof pd__limits[0])
+
+static int pd__parse_limits(const pd__ctx *ctx, const cJSON *obj, const char *path, pd_conf *c)
+{
+    static const char *const keys[] = {
+        "max_frame_bytes", "max_waypoints_per_chunk", "max_inflight_per_conn",
+        "max_connections", "job_queue_capacity", "idle_timeout_ms", "shutdown_grace_ms",
+        "write_high_watermark", "write_low_watermark", "default_max_expansions", NULL,
+    };
+    char child[PD_CONF_MAX_JSON_PATH];
+    if (!cJSON_IsObject(obj))
+        return pd__fail(ctx, path, "must be an object, not %s", pd__type_name(obj));
+    if (pd__check_keys(ctx, obj, path, keys) != 0)
+        return -1;
+    for (size_t i = 0; i < PD__N_LIMITS; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, pd__limits[i].key);
+        if (!v)
+            continue;
+        pd__child_key(child, path, pd__limits[i].key);
+        uint32_t *field = (uint32_t *)((char *)c + pd__limits[i].offset);
+        if (pd__get_u32(ctx, v, child, pd__limits[i].lo, pd__limits[i].hi, field) != 0)
+            return -1;
+    }
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "default_max_expansions");
+    if (v) {
+        pd__child_key(child, path, "default_max_expansions");
+        if (pd__get_uint(ctx, v, child, 0, PD_CONF_MAX_EXACT_INT, &c->default_max_expansions) != 0)
+            return -1;
+    }
+    if (c->write_low_watermark >= c->write_high_watermark) {
+        pd__child_key(child, path, "write_low_watermark");
+        return pd__fail(ctx, child, "must be below write_high_watermark (%u)",
+                        (unsigned)c->write_high_watermark);
+    }
+    return 0;
+}
+
+static int pd__valid_name_char(char ch)
+{
+    return isalnum((unsigned char)ch) || ch == '_' || ch == '.' || ch == '-';
+}
+
+/* Joins base_dir and a relative map path; absolute paths are kept as given. */
+static int pd__resolve_map(const pd__ctx *ctx, const char *map, const char *path, char **out)
+{
+    char buf[PD_CONF_MAX_MAP_PATH];
+    int n;
+    const char *dir = ctx->base_dir;
+    size_t dir_len = dir ? strlen(dir) : 0;
+    if (map[0] == '/' || dir_len == 0)
+        n = snprintf(buf, sizeof buf, "%s", map);
+    else if (dir[dir_len - 1] == '/')
+        n = snprintf(buf, sizeof buf, "%s%s", dir, map);
+    else
+        n = snprintf(buf, sizeof buf, "%s/%s", dir, map);
+    if (n < 0 || (size_t)n >= sizeof buf)
+        return pd__fail(ctx, path, "resolved path is longer than %d bytes", PD_CONF_MAX_MAP_PATH - 1);
+    *out = strdup(buf);
+    if (!*out)
+        return pd__fail(ctx, path, "out of memory");
+    return 0;
+}
+
+static int pd__parse_unit_sizes(const pd__ctx *ctx, const cJSON *arr, const char *path,
+                                pd_conf_scene *s)
+{
+    char child[PD_CONF_MAX_JSON_PATH];
+    if (!cJSON_IsArray(arr))
+        return pd__fail(ctx, path, "must be an array, not %s", pd__type_name(arr));
+    int n = cJSON_GetArraySize(arr);
+    if (n < 1 || n > PD_CONF_MAX_UNIT_SIZES)
+        return pd__fail(ctx, path, "must list 1..%d unit sizes", PD_CONF_MAX_UNIT_SIZES);
+    size_t count = 0;
+    for (const cJSON *it = arr->child; it; it = it->next, count++) {
+        pd__child_index(child, path, count);
+        uint32_t size;
+        if (pd__get_u32(ctx, it, child, 1, PD_CONF_MAX_UNIT_SIZE, &size) != 0)
+            return -1;
+        /* Insertion keeps the list sorted so consumers can scan it in order. */
+        size_t pos = count;
+        while (pos > 0 && s->unit_sizes[pos - 1] > size)
+            pos--;
+        if (pos > 0 && s->unit_sizes[pos - 1] == size)
+            return pd__fail(ctx, child, "unit size %u is listed twice", (unsigned)size);
+        memmove(&s->unit_sizes[pos + 1], &s->unit_sizes[pos], (count - pos) * sizeof size);
+        s->unit_sizes[pos] = size;
+    }
+    s->n_unit_sizes = count;
+    return 0;
+}
+
+static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *path,
+                           pd_conf_scene *s)
+{
+    static const char *const keys[] = {
+        "name", "map", "format", "origin", "cell_size", "unit_sizes", NULL,
+    };
+    char child[PD_CONF_MAX_JSON_PATH];
+    const char *str = NULL;
+    const cJSON *v;
+
+    if (!cJSON_IsObject(obj))
+        return pd__fail(ctx, path, "must be an object, not %s", pd__type_name(obj));
+    if (pd__check_keys(ctx, obj, path, keys) != 0)
+        return -1;
+
+    pd__child_key(child, path, "name");
+    v = cJSON_GetObjectItemCaseSensitive(obj, "name");
+    if (!v)
+        return pd__fail(ctx, child, "is required");
+    if (pd__get_string(ctx, v, child, &str) != 0)
+        return -1;
+    size_t len = strlen(str);
+    if (len == 0)
+        return pd__fail(ctx, child, "must not be empty");
+    if (len >= PD_CONF_MAX_NAME)
+        return pd__fail(ctx, child, "must be at most %d bytes", PD_CONF_MAX_NAME - 1);
+    for (size_t i = 0; i < len; i++) {
+        if (!pd__valid_name_char(str[i]))
+            return pd__fail(ctx, child, "may only contain A-Z a-z 0-9 _ . - (got \"%s\")", str);
+    }
+    memcpy(s->name, str, len + 1);
+
+    pd__child_key(child, path, "format");
+    v = cJSON_GetObjectItemCaseSensitive(obj, "format");
+    if (!v)
+        return pd__fail(ctx, child, "is required (\"ascii\" or \"movingai\")");
+    if (pd__get_string(ctx, v, child, &str) != 0)
+        return -1;
+    if (strcmp(str, "ascii") == 0)
+        s->format = PD_MAP_ASCII;
+    else if (strcmp(str, "movingai") == 0)
+        s->format = PD_MAP_MOVINGAI;
+    else
+        return pd__fail(ctx, child, "must be \"ascii\" or \"movingai\"");
+
+    s->origin_x = 0.0;
+    s->origin_y = 0.0;
+    v = cJSON_GetObjectItemCaseSensitive(obj, "origin");
+    if (v) {
+        pd__child_key(child, path, "origin");
+        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2)
+            return pd__fail(ctx, child, "must be an array [x, y] of two numbers");
+        char elem[PD_CONF_MAX_JSON_PATH];
+        pd__child_index(elem, child, 0);
+        if (pd__get_finite(ctx, v->child, elem, &s->origin_x) != 0)
+            return -1;
+        pd__child_index(elem, child, 1);
+        if (pd__get_finite(ctx, v->child->next, elem, &s->origin_y) != 0)
+            return -1;
+    }
+
+    s->cell_size = 1.0;
+    v = cJSON_GetObjectItemCaseSensitive(obj, "cell_size");
+    if (v) {
+        pd__child_key(child, path, "cell_size");
+        if (pd__get_finite(ctx, v, child, &s->cell_size) != 0)
+            return -1;
+        if (!(s->cell_size > 0.0))
+            return pd__fail(ctx, child, "must be > 0");
+    }
+
+    s->unit_sizes[0] = 1;
+    s->n_unit_sizes = 1;
+    v = cJSON_GetObjectItemCaseSensitive(obj, "unit_sizes");
+    if (v) {
+        pd__child_key(child, path, "unit_sizes");
+        if (pd__parse_unit_sizes(ctx, v, child, s) != 0)
+            return -1;
+    }
+
+    /* The map comes last: it is the only field that allocates. */
+    pd__child_key(child, path, "map");
+    v = cJSON_GetObjectItemCaseSensitive(obj, "map");
+    if (!v)
+        return pd__fail(ctx, child, "is required");
+    if (pd__get_string(ctx, v, child, &str) != 0)
+        return -1;
+    if (str[0] == '\0')
+        return pd__fail(ctx, child, "must not be empty");
+    return pd__resolve_map(ctx, str, child, &s->map_path);
+}
+
+static int pd__parse_scenes(const pd__ctx *ctx, const cJSON *arr, const char *path, pd_conf *c)
+{
+    char child[PD_CONF_MAX_JSON_PATH];
+    if (!cJSON_IsArray(arr))
+        return pd__fail(ctx, path, "must be an array, not %s", pd__type_name(arr));
+    int n = cJSON_GetArraySize(arr);
+    if (n > PD_CONF_MAX_SCENES)
+        return pd__fail(ctx, path, "lists %d scenes; at most %d are allowed", n, PD_CONF_MAX_SCENES);
+    if (n == 0)
+        return 0;
+    c->scenes = calloc((size_t)n, sizeof *c->scenes);
+    if (!c->scenes)
+        return pd__fail(ctx, path, "out of memory");
+    size_t i = 0;
+    for (const cJSON *it = arr->child; it; it = it->next, i++) {
+        pd__child_index(child, path, i);
+        /* Counting before parsing lets pd_conf_free release a partly filled entry. */
+        c->n_scenes = i + 1;
+        if (pd__parse_scene(ctx, it, child, &c->scenes[i]) != 0)
+            return -1;
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(c->scenes[j].name, c->scenes[i].name) == 0) {
+                char name_path[PD_CONF_MAX_JSON_PATH];
+                pd__child_key(name_path, child, "name");
+                return pd__fail(ctx, name_path, "duplicate scene name \"%s\" (also %s[%zu])",
+                                c->scenes[i].name, path, j);
+            }
+        }
+    }
+    return 0;
+}
+
+/* Turns a byte offset into a 1-based line and column for parse errors.
+ * cJSON's error offset points at the offending character or just past it,
+ * so the column is accurate to one. */
+static void pd__line_col(const char *buf, size_t off, int *line, int *col)
+{
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < off; i++) {
+        if (buf[i] == '\n') {
+            (*line)++;
+            *col = 1;
+        } else {
+            (*col)++;
+        }
+    }
+}
+
+static int pd__parse_document(const pd__ctx *ctx, const char *json, size_t len, pd_conf *c)
+{
+    static const char *const keys[] = {
+        "listen", "threads", "limits", "log_level", "scenes", NULL,
+    };
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+    if (!root) {
+        size_t off = (end && end >= json && end <= json + len) ? (size_t)(end - json) : 0;
+        int line, col;
+        pd__line_col(json, off, &line, &col);
+        if (ctx->err && ctx->errlen)
+            snprintf(ctx->err, ctx->errlen, "%s:%d:%d: invalid JSON", ctx->source, line, col);
+        return -1;
+    }
+    /* Without require_null_terminated cJSON stops after the first value; text
+     * after it would otherwise be ignored silently. */
+    size_t off = (size_t)(end - json);
+    while (off < len && isspace((unsigned char)json[off]))
+        off++;
+    int rc = -1;
+    if (off < len) {
+        int line, col;
+        pd__line_col(json, off, &line, &col);
+        if (ctx->err && ctx->errlen)
+            snprintf(ctx->err, ctx->errlen, "%s:%d:%d: unexpected text after the JSON document",
+                     ctx->source, line, col);
+        goto out;
+    }
+    if (!cJSON_IsObject(root)) {
+        pd__fail(ctx, "$", "must be an object, not %s", pd__type_name(root));
+        goto out;
+    }
+    if (pd__check_keys(ctx, root, "$", keys) != 0)
+        goto out;
+
+    const cJSON *v;
+    const char *str = NULL;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "listen"))) {
+        if (pd__get_string(ctx, v, "$.listen", &str) != 0 ||
+            pd__parse_listen(ctx, str, "$.listen", c) != 0)
+            goto out;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "threads")) &&
+        pd__get_u32(ctx, v, "$.threads", 0, PD_CONF_MAX_THREADS, &c->threads) != 0)
+        goto out;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "log_level")) &&
+        pd__parse_log_level(ctx, v, "$.log_level", &c->log_level) != 0)
+        goto out;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "limits")) &&
+        pd__parse_limits(ctx, v, "$.limits", c) != 0)
+        goto out;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "scenes")) &&
+        pd__parse_scenes(ctx, v, "$.scenes", c) != 0)
+        goto out;
+    rc = 0;
+out:
+    cJSON_Delete(root);
+    return rc;
+}
+
+int pd_conf_load_buffer(const char *json, size_t len, const char *source_name,
+                        const char *base_dir, pd_conf *out, char *err, size_t errlen)
+{
+    pd__ctx ctx = {
+        .source = source_name ? source_name : "<config>",
+        .base_dir = base_dir,
+        .err = err,
+        .errlen = errlen,
+    };
+    if (err && errlen)
+        err[0] = '\0';
+    memset(out, 0, sizeof *out);
+    if (!json) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s: no config text", ctx.source);
+        return -1;
+    }
+    pd_conf c = pd_conf_defaults;
+    if (pd__parse_document(&ctx, json, len, &c) != 0) {
+        pd_conf_free(&c);
+        return -1;
+    }
+    *out = c;
+    return 0;
+}
+
+/* Reads a whole config file, refusing anything above `cap` bytes before
+ * allocating for it. */
+static char *pd__read_file(const char *path, size_t cap, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file", path);
+        fclose(f);
+        return NULL;
+    }
+    if ((uintmax_t)st.st_size > cap) {
+        snprintf(err, errlen, "%s: larger than %zu bytes", path, cap);
+        fclose(f);
+        return NULL;
+    }
+    size_t size = (size_t)st.st_size;
+    char *buf = malloc(size + 1);
+    if (!buf) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        fclose(f);
+        return NULL;
+    }
+    /* Asking for one byte more than fstat reported catches a file that changed. */
+    size_t n = fread(buf, 1, size + 1, f);
+    int failed = ferror(f) || n != size;
+    fclose(f);
+    if (failed) {
+        snprintf(err, errlen, "%s: read error or file changed while reading", path);
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+int pd_conf_load_file(const char *path, pd_conf *out, char *err, size_t errlen)
+{
+    char scratch[1];
+    if (!err || errlen == 0) {
+        /* Messages still need somewhere to go; this one is thrown away. */
+        err = scratch;
+        errlen = sizeof scratch;
+    }
+    memset(out, 0, sizeof *out);
+    size_t len = 0;
+    char *json = pd__read_file(path, PD_CONF_MAX_FILE_BYTES, &len, err, errlen);
+    if (!json)
+        return -1;
+    /* Map paths are relative to the directory holding the config file. */
+    char *dir = strdup(path);
+    if (!dir) {
+        free(json);
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        dir[0] = '\0';
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    int rc = pd_conf_load_buffer(json, len, path, dir, out, err, errlen);
+    free(dir);
+    free(json);
+    return rc;
+}
+
+void pd_conf_free(pd_conf *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->n_scenes; i++)
+        free(c->scenes[i].map_path);
+    free(c->scenes);
+    c->scenes = NULL;
+    c->n_scenes = 0;
+}
+
+const char *pd_log_level_name(pd_log_level l)
+{
+    switch (l) {
+    case PD_LOG_ERROR:
+        return "error";
+    case PD_LOG_WARN:
+        return "warn";
+    case PD_LOG_INFO:
+        return "info";
+    case PD_LOG_DEBUG:
+        return "debug";
+    }
+    return "unknown";
+}

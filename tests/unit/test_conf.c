@@ -1,0 +1,567 @@
+/*
+ * test_conf.c - the JSON config reader: defaults, a complete valid file,
+ * every validation error with its JSON path, listen-address parsing, map path
+ * resolution, and that a refused config leaves *out zeroed without leaking
+ * (the sanitizer run checks the leaks).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pd_conf.h"
+
+static const pd_conf zero_conf;
+
+/* Loads a JSON string; base dir "/cfg" so resolved map paths are predictable. */
+static int load(const char *json, pd_conf *c, char *err, size_t errlen)
+{
+    return pd_conf_load_buffer(json, strlen(json), "t.json", "/cfg", c, err, errlen);
+}
+
+/* Asserts that json is refused with exactly `expected`, and that the output
+ * struct is left zeroed. */
+static void expect_error(const char *json, const char *expected)
+{
+    pd_conf c;
+    memset(&c, 0xAB, sizeof c);
+    char err[256];
+    int rc = load(json, &c, err, sizeof err);
+    if (rc == 0 || strcmp(err, expected) != 0)
+        print_error("input:    %s\nexpected: %s\ngot:      %s (rc %d)\n", json, expected,
+                    rc == 0 ? "<accepted>" : err, rc);
+    assert_int_equal(rc, -1);
+    assert_string_equal(err, expected);
+    assert_memory_equal(&c, &zero_conf, sizeof c);
+}
+
+static void test_empty_object_gives_defaults(void **state)
+{
+    (void)state;
+    pd_conf c;
+    char err[256];
+    assert_int_equal(load("{}", &c, err, sizeof err), 0);
+    assert_string_equal(c.listen_host, "127.0.0.1");
+    assert_int_equal(c.listen_port, 7420);
+    assert_int_equal(c.threads, 0);
+    assert_int_equal(c.max_frame_bytes, 1024 * 1024);
+    assert_int_equal(c.max_waypoints_per_chunk, 256);
+    assert_int_equal(c.max_inflight_per_conn, 64);
+    assert_int_equal(c.max_connections, 10000);
+    assert_int_equal(c.job_queue_capacity, 4096);
+    assert_int_equal(c.idle_timeout_ms, 300000);
+    assert_int_equal(c.shutdown_grace_ms, 5000);
+    assert_int_equal(c.write_high_watermark, 4 * 1024 * 1024);
+    assert_int_equal(c.write_low_watermark, 1024 * 1024);
+    assert_int_equal(c.default_max_expansions, 0);
+    assert_int_equal(c.log_level, PD_LOG_INFO);
+    assert_null(c.scenes);
+    assert_int_equal(c.n_scenes, 0);
+    pd_conf_free(&c);
+}
+
+static void test_full_file(void **state)
+{
+    (void)state;
+    pd_conf c;
+    char err[256] = "";
+    int rc = pd_conf_load_file(PD_TEST_DATA_DIR "/conf_full.json", &c, err, sizeof err);
+    if (rc != 0)
+        print_error("%s\n", err);
+    assert_int_equal(rc, 0);
+    assert_string_equal(c.listen_host, "::1");
+    assert_int_equal(c.listen_port, 9000);
+    assert_int_equal(c.threads, 3);
+    assert_int_equal(c.log_level, PD_LOG_DEBUG);
+    assert_int_equal(c.max_frame_bytes, 65536);
+    assert_int_equal(c.max_waypoints_per_chunk, 32);
+    assert_int_equal(c.max_inflight_per_conn, 8);
+    assert_int_equal(c.max_connections, 100);
+    assert_int_equal(c.job_queue_capacity, 16);
+    assert_int_equal(c.idle_timeout_ms, 0);
+    assert_int_equal(c.shutdown_grace_ms, 250);
+    assert_int_equal(c.write_high_watermark, 131072);
+    assert_int_equal(c.write_low_watermark, 2048);
+    assert_int_equal(c.default_max_expansions, 1000000);
+    assert_int_equal(c.n_scenes, 2);
+
+    const pd_conf_scene *s = &c.scenes[0];
+    assert_string_equal(s->name, "small");
+    /* Relative map paths resolve against the config file's directory. */
+    assert_string_equal(s->map_path, PD_TEST_DATA_DIR "/scene_small.txt");
+    assert_int_equal(s->format, PD_MAP_ASCII);
+    assert_true(s->origin_x == -3.5);
+    assert_true(s->origin_y == 2.0);
+    assert_true(s->cell_size == 0.25);
+    /* Unit sizes come back sorted. */
+    assert_int_equal(s->n_unit_sizes, 3);
+    assert_int_equal(s->unit_sizes[0], 1);
+    assert_int_equal(s->unit_sizes[1], 2);
+    assert_int_equal(s->unit_sizes[2], 3);
+
+    s = &c.scenes[1];
+    assert_string_equal(s->name, "mai.map-1");
+    assert_string_equal(s->map_path, "/absolute/path/x.map");
+    assert_int_equal(s->format, PD_MAP_MOVINGAI);
+    /* Omitted scene keys take their defaults. */
+    assert_true(s->origin_x == 0.0 && s->origin_y == 0.0);
+    assert_true(s->cell_size == 1.0);
+    assert_int_equal(s->n_unit_sizes, 1);
+    assert_int_equal(s->unit_sizes[0], 1);
+    pd_conf_free(&c);
+    /* Freeing twice is harmless: free resets the scene array. */
+    pd_conf_free(&c);
+}
+
+static void test_bundled_default_config(void **state)
+{
+    (void)state;
+    pd_conf c;
+    char err[256] = "";
+    int rc = pd_conf_load_file(PD_SOURCE_DIR "/config/default.json", &c, err, sizeof err);
+    if (rc != 0)
+        print_error("%s\n", err);
+    assert_int_equal(rc, 0);
+    assert_string_equal(c.listen_host, "127.0.0.1");
+    assert_int_equal(c.listen_port, 7420);
+    assert_int_equal(c.n_scenes, 5);
+    assert_string_equal(c.scenes[0].name, "town");
+    assert_string_equal(c.scenes[0].map_path, PD_SOURCE_DIR "/config/scenes/town.txt");
+    assert_true(c.scenes[0].origin_x == -20.0 && c.scenes[0].origin_y == -15.0);
+    pd_conf_free(&c);
+}
+
+static void test_map_path_resolution(void **state)
+{
+    (void)state;
+    static const char *json =
+        "{\"scenes\": [{\"name\": \"a\", \"map\": \"maps/a.txt\", \"format\": \"ascii\"}]}";
+    pd_conf c;
+    char err[256];
+    size_t len = strlen(json);
+
+    assert_int_equal(pd_conf_load_buffer(json, len, "x", "/etc/pathd", &c, err, sizeof err), 0);
+    assert_string_equal(c.scenes[0].map_path, "/etc/pathd/maps/a.txt");
+    pd_conf_free(&c);
+
+    assert_int_equal(pd_conf_load_buffer(json, len, "x", "/etc/pathd/", &c, err, sizeof err), 0);
+    assert_string_equal(c.scenes[0].map_path, "/etc/pathd/maps/a.txt");
+    pd_conf_free(&c);
+
+    /* No base directory (a config in the working directory): kept as given. */
+    assert_int_equal(pd_conf_load_buffer(json, len, "x", NULL, &c, err, sizeof err), 0);
+    assert_string_equal(c.scenes[0].map_path, "maps/a.txt");
+    pd_conf_free(&c);
+    assert_int_equal(pd_conf_load_buffer(json, len, "x", "", &c, err, sizeof err), 0);
+    assert_string_equal(c.scenes[0].map_path, "maps/a.txt");
+    pd_conf_free(&c);
+}
+
+static void test_config_file_in_working_directory(void **state)
+{
+    (void)state;
+    /* A bare file name has no directory part; its maps resolve from the CWD. */
+    static const char *name = "test_conf_cwd.json";
+    FILE *f = fopen(name, "w");
+    assert_non_null(f);
+    fputs("{\"scenes\": [{\"name\": \"a\", \"map\": \"a.txt\", \"format\": \"ascii\"}]}", f);
+    fclose(f);
+    pd_conf c;
+    char err[256] = "";
+    int rc = pd_conf_load_file(name, &c, err, sizeof err);
+    remove(name);
+    assert_int_equal(rc, 0);
+    assert_string_equal(c.scenes[0].map_path, "a.txt");
+    pd_conf_free(&c);
+}
+
+static void test_listen_accepted(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json;
+        const char *host;
+        unsigned port;
+    } cases[] = {
+        { "{\"listen\": \"0.0.0.0:0\"}", "0.0.0.0", 0 },
+        { "{\"listen\": \"10.1.2.3:65535\"}", "10.1.2.3", 65535 },
+        { "{\"listen\": \"[::1]:7420\"}", "::1", 7420 },
+        { "{\"listen\": \"[::]:1\"}", "::", 1 },
+        { "{\"listen\": \"[fe80::1:2]:00080\"}", "fe80::1:2", 80 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pd_conf c;
+        char err[256] = "";
+        int rc = load(cases[i].json, &c, err, sizeof err);
+        if (rc != 0)
+            print_error("%s: %s\n", cases[i].json, err);
+        assert_int_equal(rc, 0);
+        assert_string_equal(c.listen_host, cases[i].host);
+        assert_int_equal(c.listen_port, cases[i].port);
+        pd_conf_free(&c);
+    }
+}
+
+static void test_listen_errors(void **state)
+{
+    (void)state;
+    expect_error("{\"listen\": \"localhost:80\"}",
+                 "t.json: $.listen: \"localhost\" is not a numeric IPv4 address");
+    expect_error("{\"listen\": \"::1:80\"}",
+                 "t.json: $.listen: IPv6 addresses need brackets: \"[::1]:PORT\"");
+    expect_error("{\"listen\": \"1.2.3.4\"}",
+                 "t.json: $.listen: expected \"HOST:PORT\", got \"1.2.3.4\"");
+    expect_error("{\"listen\": \"1.2.3.4:\"}", "t.json: $.listen: port is missing");
+    expect_error("{\"listen\": \":80\"}", "t.json: $.listen: host is empty");
+    expect_error("{\"listen\": \"1.2.3.4:65536\"}",
+                 "t.json: $.listen: port must be in 0..65535 (0 = ephemeral)");
+    expect_error("{\"listen\": \"1.2.3.4:99999999999999999999\"}",
+                 "t.json: $.listen: port must be in 0..65535 (0 = ephemeral)");
+    expect_error("{\"listen\": \"1.2.3.4:-1\"}",
+                 "t.json: $.listen: port must be decimal digits, got \"-1\"");
+    expect_error("{\"listen\": \"1.2.3.4:8o\"}",
+                 "t.json: $.listen: port must be decimal digits, got \"8o\"");
+    expect_error("{\"listen\": \"[::1]80\"}",
+                 "t.json: $.listen: expected \"[IPv6]:PORT\", got \"[::1]80\"");
+    expect_error("{\"listen\": \"[::1\"}",
+                 "t.json: $.listen: expected \"[IPv6]:PORT\", got \"[::1\"");
+    expect_error("{\"listen\": \"[1.2.3.4]:80\"}",
+                 "t.json: $.listen: \"1.2.3.4\" is not a numeric IPv6 address");
+    expect_error("{\"listen\": \"[]:80\"}", "t.json: $.listen: host is empty");
+    expect_error("{\"listen\": \"1111111111111111111111111111111111111111111111111111111111111111:1\"}",
+                 "t.json: $.listen: host is longer than 63 bytes");
+    expect_error("{\"listen\": 7420}", "t.json: $.listen: must be a string, not a number");
+}
+
+static void test_top_level_errors(void **state)
+{
+    (void)state;
+    expect_error("[]", "t.json: $: must be an object, not an array");
+    expect_error("{\"listn\": \"1.2.3.4:1\"}", "t.json: $.listn: unknown key");
+    expect_error("{\"threads\": 1, \"threads\": 2}", "t.json: $.threads: key given more than once");
+    expect_error("{\"threads\": 257}", "t.json: $.threads: must be in 0..256");
+    expect_error("{\"threads\": -1}", "t.json: $.threads: must be in 0..256");
+    expect_error("{\"threads\": 2.5}", "t.json: $.threads: must be an integer");
+    expect_error("{\"threads\": 1e300}", "t.json: $.threads: must be in 0..256");
+    expect_error("{\"threads\": \"4\"}", "t.json: $.threads: must be an integer, not a string");
+    expect_error("{\"threads\": true}", "t.json: $.threads: must be an integer, not a boolean");
+    expect_error("{\"threads\": null}", "t.json: $.threads: must be an integer, not null");
+    expect_error("{\"log_level\": \"verbose\"}",
+                 "t.json: $.log_level: must be one of \"error\", \"warn\", \"info\", \"debug\"");
+    expect_error("{\"log_level\": 3}", "t.json: $.log_level: must be a string, not a number");
+    expect_error("{\"limits\": []}", "t.json: $.limits: must be an object, not an array");
+    expect_error("{\"scenes\": {}}", "t.json: $.scenes: must be an array, not an object");
+}
+
+static void test_json_syntax_errors(void **state)
+{
+    (void)state;
+    expect_error("", "t.json:1:1: invalid JSON");
+    /* cJSON reports the position at or just after the offending character:
+     * here the 'o' of oops is column 3. */
+    expect_error("{\n  \"threads\": 1,\n  oops\n}", "t.json:3:4: invalid JSON");
+    expect_error("{} {}", "t.json:1:4: unexpected text after the JSON document");
+    expect_error("{\"threads\": 1}\n\nx", "t.json:3:1: unexpected text after the JSON document");
+    /* Trailing whitespace is fine. */
+    pd_conf c;
+    char err[256];
+    assert_int_equal(load("{}\n \t\n", &c, err, sizeof err), 0);
+    pd_conf_free(&c);
+}
+
+static void test_limit_errors(void **state)
+{
+    (void)state;
+    expect_error("{\"limits\": {\"max_frame_byte\": 100}}",
+                 "t.json: $.limits.max_frame_byte: unknown key");
+    expect_error("{\"limits\": {\"max_frame_bytes\": 63}}",
+                 "t.json: $.limits.max_frame_bytes: must be in 64..67108864");
+    expect_error("{\"limits\": {\"max_frame_bytes\": 67108865}}",
+                 "t.json: $.limits.max_frame_bytes: must be in 64..67108864");
+    expect_error("{\"limits\": {\"max_waypoints_per_chunk\": 0}}",
+                 "t.json: $.limits.max_waypoints_per_chunk: must be in 1..65536");
+    expect_error("{\"limits\": {\"max_inflight_per_conn\": 0}}",
+                 "t.json: $.limits.max_inflight_per_conn: must be in 1..65536");
+    expect_error("{\"limits\": {\"max_connections\": 1000001}}",
+                 "t.json: $.limits.max_connections: must be in 1..1000000");
+    expect_error("{\"limits\": {\"job_queue_capacity\": 0}}",
+                 "t.json: $.limits.job_queue_capacity: must be in 1..1048576");
+    expect_error("{\"limits\": {\"idle_timeout_ms\": 86400001}}",
+                 "t.json: $.limits.idle_timeout_ms: must be in 0..86400000");
+    expect_error("{\"limits\": {\"shutdown_grace_ms\": -5}}",
+                 "t.json: $.limits.shutdown_grace_ms: must be in 0..600000");
+    expect_error("{\"limits\": {\"write_high_watermark\": 1023}}",
+                 "t.json: $.limits.write_high_watermark: must be in 1024..1073741824");
+    expect_error("{\"limits\": {\"write_low_watermark\": 1073741825}}",
+                 "t.json: $.limits.write_low_watermark: must be in 0..1073741824");
+    expect_error("{\"limits\": {\"default_max_expansions\": 1e16}}",
+                 "t.json: $.limits.default_max_expansions: must be in 0..9007199254740992");
+    expect_error("{\"limits\": {\"default_max_expansions\": 0.5}}",
+                 "t.json: $.limits.default_max_expansions: must be an integer");
+    /* The watermarks are checked against each other, defaults included. */
+    expect_error("{\"limits\": {\"write_low_watermark\": 4194304}}",
+                 "t.json: $.limits.write_low_watermark: must be below write_high_watermark (4194304)");
+    expect_error("{\"limits\": {\"write_high_watermark\": 4096, \"write_low_watermark\": 8192}}",
+                 "t.json: $.limits.write_low_watermark: must be below write_high_watermark (4096)");
+
+    /* The bounds themselves are accepted. */
+    pd_conf c;
+    char err[256];
+    assert_int_equal(load("{\"limits\": {\"max_frame_bytes\": 64, \"write_high_watermark\": 1024,"
+                          " \"write_low_watermark\": 0, \"idle_timeout_ms\": 86400000,"
+                          " \"default_max_expansions\": 9007199254740992}}",
+                          &c, err, sizeof err),
+                     0);
+    assert_int_equal(c.max_frame_bytes, 64);
+    assert_int_equal(c.write_high_watermark, 1024);
+    assert_int_equal(c.write_low_watermark, 0);
+    assert_int_equal(c.idle_timeout_ms, 86400000);
+    assert_true(c.default_max_expansions == UINT64_C(9007199254740992));
+    pd_conf_free(&c);
+}
+
+/* Wraps one scene object in a config with a valid first scene, so every error
+ * below also exercises the cleanup of an already allocated entry. */
+static void expect_scene_error(const char *scene_json, const char *expected)
+{
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"scenes\": [{\"name\": \"ok\", \"map\": \"ok.txt\", \"format\": \"ascii\"}, %s]}",
+             scene_json);
+    expect_error(json, expected);
+}
+
+static void test_scene_errors(void **state)
+{
+    (void)state;
+    expect_scene_error("[]", "t.json: $.scenes[1]: must be an object, not an array");
+    expect_scene_error("{\"map\": \"a\", \"format\": \"ascii\"}", "t.json: $.scenes[1].name: is required");
+    expect_scene_error("{\"name\": \"\", \"map\": \"a\", \"format\": \"ascii\"}",
+                       "t.json: $.scenes[1].name: must not be empty");
+    expect_scene_error("{\"name\": \"a b\", \"map\": \"a\", \"format\": \"ascii\"}",
+                       "t.json: $.scenes[1].name: may only contain A-Z a-z 0-9 _ . - (got \"a b\")");
+    expect_scene_error("{\"name\": \"caf\\u00e9\", \"map\": \"a\", \"format\": \"ascii\"}",
+                       "t.json: $.scenes[1].name: may only contain A-Z a-z 0-9 _ . - (got \"caf\xc3\xa9\")");
+    expect_scene_error("{\"name\": \"a/b\", \"map\": \"a\", \"format\": \"ascii\"}",
+                       "t.json: $.scenes[1].name: may only contain A-Z a-z 0-9 _ . - (got \"a/b\")");
+    expect_scene_error("{\"name\": 5, \"map\": \"a\", \"format\": \"ascii\"}",
+                       "t.json: $.scenes[1].name: must be a string, not a number");
+    expect_scene_error("{\"name\": \"ok\", \"map\": \"a\", \"format\": \"ascii\"}",
+                       "t.json: $.scenes[1].name: duplicate scene name \"ok\" (also $.scenes[0])");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"colour\": 1}",
+                       "t.json: $.scenes[1].colour: unknown key");
+    expect_scene_error("{\"name\": \"b\", \"format\": \"ascii\"}", "t.json: $.scenes[1].map: is required");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"\", \"format\": \"ascii\"}",
+                       "t.json: $.scenes[1].map: must not be empty");
+    expect_scene_error("{\"name\": \"b\", \"map\": [\"a\"], \"format\": \"ascii\"}",
+                       "t.json: $.scenes[1].map: must be a string, not an array");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\"}",
+                       "t.json: $.scenes[1].format: is required (\"ascii\" or \"movingai\")");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"png\"}",
+                       "t.json: $.scenes[1].format: must be \"ascii\" or \"movingai\"");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"origin\": [1]}",
+                       "t.json: $.scenes[1].origin: must be an array [x, y] of two numbers");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"origin\": {\"x\": 1}}",
+                       "t.json: $.scenes[1].origin: must be an array [x, y] of two numbers");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"origin\": [1, \"2\"]}",
+                       "t.json: $.scenes[1].origin[1]: must be a number, not a string");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"origin\": [1e999, 0]}",
+                       "t.json: $.scenes[1].origin[0]: must be a finite number");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"cell_size\": 0}",
+                       "t.json: $.scenes[1].cell_size: must be > 0");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"cell_size\": -1.5}",
+                       "t.json: $.scenes[1].cell_size: must be > 0");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"cell_size\": 1e999}",
+                       "t.json: $.scenes[1].cell_size: must be a finite number");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"unit_sizes\": []}",
+                       "t.json: $.scenes[1].unit_sizes: must list 1..8 unit sizes");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\","
+                       " \"unit_sizes\": [1, 2, 3, 4, 5, 6, 7, 8, 9]}",
+                       "t.json: $.scenes[1].unit_sizes: must list 1..8 unit sizes");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"unit_sizes\": [1, 0]}",
+                       "t.json: $.scenes[1].unit_sizes[1]: must be in 1..16");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"unit_sizes\": [17]}",
+                       "t.json: $.scenes[1].unit_sizes[0]: must be in 1..16");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"unit_sizes\": [2, 1, 2]}",
+                       "t.json: $.scenes[1].unit_sizes[2]: unit size 2 is listed twice");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"unit_sizes\": 2}",
+                       "t.json: $.scenes[1].unit_sizes: must be an array, not a number");
+}
+
+static void test_scene_name_length(void **state)
+{
+    (void)state;
+    char name[PD_CONF_MAX_NAME + 1];
+    char json[512];
+    pd_conf c;
+    char err[256];
+
+    /* PD_CONF_MAX_NAME - 1 bytes fit... */
+    memset(name, 'n', PD_CONF_MAX_NAME - 1);
+    name[PD_CONF_MAX_NAME - 1] = '\0';
+    snprintf(json, sizeof json, "{\"scenes\": [{\"name\": \"%s\", \"map\": \"m\", \"format\": \"ascii\"}]}", name);
+    assert_int_equal(load(json, &c, err, sizeof err), 0);
+    assert_string_equal(c.scenes[0].name, name);
+    pd_conf_free(&c);
+
+    /* ...one more does not. */
+    memset(name, 'n', PD_CONF_MAX_NAME);
+    name[PD_CONF_MAX_NAME] = '\0';
+    snprintf(json, sizeof json, "{\"scenes\": [{\"name\": \"%s\", \"map\": \"m\", \"format\": \"ascii\"}]}", name);
+    expect_error(json, "t.json: $.scenes[0].name: must be at most 63 bytes");
+}
+
+static void test_too_many_scenes(void **state)
+{
+    (void)state;
+    /* Builds PD_CONF_MAX_SCENES + 1 scene entries. */
+    size_t cap = (PD_CONF_MAX_SCENES + 1) * 64 + 64;
+    char *json = malloc(cap);
+    assert_non_null(json);
+    size_t off = (size_t)snprintf(json, cap, "{\"scenes\": [");
+    for (int i = 0; i <= PD_CONF_MAX_SCENES; i++)
+        off += (size_t)snprintf(json + off, cap - off, "%s{\"name\": \"s%d\", \"map\": \"m\", \"format\": \"ascii\"}",
+                                i ? "," : "", i);
+    snprintf(json + off, cap - off, "]}");
+    expect_error(json, "t.json: $.scenes: lists 1025 scenes; at most 1024 are allowed");
+
+    /* Exactly the maximum is accepted (and each entry is checked for duplicates). */
+    char *last = strrchr(json, '{');
+    strcpy(last - 1, "]}");
+    pd_conf c;
+    char err[256] = "";
+    int rc = load(json, &c, err, sizeof err);
+    if (rc != 0)
+        print_error("%s\n", err);
+    assert_int_equal(rc, 0);
+    assert_int_equal(c.n_scenes, PD_CONF_MAX_SCENES);
+    assert_string_equal(c.scenes[PD_CONF_MAX_SCENES - 1].name, "s1023");
+    assert_string_equal(c.scenes[5].map_path, "/cfg/m");
+    pd_conf_free(&c);
+    free(json);
+}
+
+static void test_long_json_path_is_marked(void **state)
+{
+    (void)state;
+    /* An unknown key too long for the path buffer is cut off visibly. */
+    char key[300];
+    memset(key, 'k', sizeof key - 1);
+    key[sizeof key - 1] = '\0';
+    char json[400];
+    snprintf(json, sizeof json, "{\"limits\": {\"%s\": 1}}", key);
+    pd_conf c;
+    char err[512];
+    assert_int_equal(load(json, &c, err, sizeof err), -1);
+    assert_memory_equal(err, "t.json: $.limits.kkk", 20);
+    const char *tail = strstr(err, "...: unknown key");
+    assert_non_null(tail);
+    assert_string_equal(tail, "...: unknown key");
+    /* The path, marker included, fills its buffer minus the terminator. */
+    assert_int_equal(tail + 3 - (err + strlen("t.json: ")), 191);
+}
+
+static void test_file_errors(void **state)
+{
+    (void)state;
+    pd_conf c;
+    char err[256];
+    memset(&c, 0xAB, sizeof c);
+    assert_int_equal(pd_conf_load_file(PD_TEST_DATA_DIR "/no_such_conf.json", &c, err, sizeof err), -1);
+    assert_string_equal(err, PD_TEST_DATA_DIR "/no_such_conf.json: cannot open: No such file or directory");
+    assert_memory_equal(&c, &zero_conf, sizeof c);
+
+    /* A file above the size cap is refused before it is parsed. */
+    static const char *big = PD_BINARY_DIR "/test_conf_big.json";
+    FILE *f = fopen(big, "w");
+    assert_non_null(f);
+    fputs("{}", f);
+    assert_int_equal(fseek(f, 16L * 1024 * 1024, SEEK_SET), 0);
+    fputc(' ', f);
+    fclose(f);
+    memset(&c, 0xAB, sizeof c);
+    int rc = pd_conf_load_file(big, &c, err, sizeof err);
+    remove(big);
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err, ": larger than 16777216 bytes"));
+    assert_memory_equal(&c, &zero_conf, sizeof c);
+
+    memset(&c, 0xAB, sizeof c);
+    assert_int_equal(pd_conf_load_file(PD_TEST_DATA_DIR, &c, err, sizeof err), -1);
+    assert_string_equal(err, PD_TEST_DATA_DIR ": not a regular file");
+    assert_memory_equal(&c, &zero_conf, sizeof c);
+
+    /* A syntax error in a file names the file, line and column. */
+    static const char *bad = PD_BINARY_DIR "/test_conf_bad.json";
+    f = fopen(bad, "w");
+    assert_non_null(f);
+    fputs("{\n  \"threads\": 4,\n  \"limits\": {\"max_connections\": 10,}\n}\n", f);
+    fclose(f);
+    rc = pd_conf_load_file(bad, &c, err, sizeof err);
+    remove(bad);
+    assert_int_equal(rc, -1);
+    char expected[512];
+    /* The stray '}' is column 36; cJSON points just past it. */
+    snprintf(expected, sizeof expected, "%s:3:37: invalid JSON", bad);
+    assert_string_equal(err, expected);
+}
+
+static void test_small_error_buffers(void **state)
+{
+    (void)state;
+    /* A short or absent error buffer truncates the message but never overflows. */
+    pd_conf c;
+    char err[8];
+    assert_int_equal(load("{\"threads\": 999}", &c, err, sizeof err), -1);
+    assert_string_equal(err, "t.json:");
+    assert_int_equal(load("{\"threads\": 999}", &c, NULL, 0), -1);
+    assert_int_equal(pd_conf_load_file(PD_TEST_DATA_DIR "/no_such_conf.json", &c, NULL, 0), -1);
+    assert_int_equal(pd_conf_load_buffer(NULL, 0, "t.json", NULL, &c, NULL, 0), -1);
+}
+
+static void test_log_level_names(void **state)
+{
+    (void)state;
+    static const char *names[] = { "error", "warn", "info", "debug" };
+    for (int l = PD_LOG_ERROR; l <= PD_LOG_DEBUG; l++) {
+        assert_string_equal(pd_log_level_name((pd_log_level)l), names[l]);
+        /* Every name round-trips through the config reader. */
+        char json[64];
+        snprintf(json, sizeof json, "{\"log_level\": \"%s\"}", names[l]);
+        pd_conf c;
+        char err[256];
+        assert_int_equal(load(json, &c, err, sizeof err), 0);
+        assert_int_equal(c.log_level, l);
+        pd_conf_free(&c);
+    }
+    assert_string_equal(pd_log_level_name((pd_log_level)42), "unknown");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_empty_object_gives_defaults),
+        cmocka_unit_test(test_full_file),
+        cmocka_unit_test(test_bundled_default_config),
+        cmocka_unit_test(test_map_path_resolution),
+        cmocka_unit_test(test_config_file_in_working_directory),
+        cmocka_unit_test(test_listen_accepted),
+        cmocka_unit_test(test_listen_errors),
+        cmocka_unit_test(test_top_level_errors),
+        cmocka_unit_test(test_json_syntax_errors),
+        cmocka_unit_test(test_limit_errors),
+        cmocka_unit_test(test_scene_errors),
+        cmocka_unit_test(test_scene_name_length),
+        cmocka_unit_test(test_too_many_scenes),
+        cmocka_unit_test(test_long_json_path_is_marked),
+        cmocka_unit_test(test_file_errors),
+        cmocka_unit_test(test_small_error_buffers),
+        cmocka_unit_test(test_log_level_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
