@@ -67,7 +67,8 @@ typedef struct pd_request {
  *  PD_OK                - req is complete and valid.
  *  PD_INVALID_ARGUMENT  - it decoded, but a field is missing or out of range
  *                         (no body, empty or over-long scene name, unknown enum
- *                         value, deadline over the cap...); req->id is set so
+ *                         value, deadline over the cap...); req->id (and
+ *                         req->kind when the body was recognised) is set so
  *                         the answer can name the request; reason in err.
  *  PD_MALFORMED         - not a Request at all; the connection should be
  *                         answered and closed.
@@ -99,9 +100,10 @@ typedef struct pd_server_stats {
 uint8_t *pd_codec_encode_error(uint64_t id, pd_status status, const char *message, size_t *out_len);
 
 /* The answer to a finished FindPath job: ceil(path_len / max_per_chunk)
- * PathChunk frames (at least one), waypoints with cell and world-centre
- * coordinates; the last frame carries status and metrics. A job that found no
- * path gives one final PathChunk with no waypoints and its metrics. */
+ * PathChunk frames (at least one; max_per_chunk 0 counts as 1), seq 0..n-1,
+ * waypoints with cell and world-centre coordinates; only the last frame is
+ * final and carries the job's status and metrics. A job that found no path
+ * gives one final PathChunk with no waypoints and its metrics. */
 uint8_t *pd_codec_encode_path(const pd_job *job, uint32_t max_per_chunk, size_t *out_len);
 
 /* A bare final acknowledgement (Cancel): Response{id, status, final}. */

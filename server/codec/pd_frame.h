@@ -39,16 +39,22 @@ void pd_frame_reader_free(pd_frame_reader *r);
 /* Bytes buffered but not yet handed out (tests, and idle-memory accounting). */
 size_t pd_frame_reader_pending(const pd_frame_reader *r);
 
-/* Gives a writable region of at least 1 byte (up to `suggested`) at the end
- * of the buffer. Returns 0, or -1 on allocation failure. */
+/* Gives a writable region of at least 1 byte (up to `suggested`; 0 means no
+ * preference) at the end of the buffer. Grows the buffer only for a frame
+ * whose header passed the cap, to exactly header + its length. Returns 0, or
+ * -1 when no space can be given: allocation failure, a refused header with
+ * the buffer full, or a whole frame still buffered (drain _next first). */
 int pd_frame_reader_space(pd_frame_reader *r, size_t suggested, uint8_t **out, size_t *avail);
 
 /* Records that n bytes were written into the region from _space. */
 void pd_frame_reader_commit(pd_frame_reader *r, size_t n);
 
-/* Returns PD_OK with the next payload in *payload / *len, PD_PARTIAL when no
- * complete frame is buffered yet, or PD_FRAME_TOO_LARGE when the next header
- * exceeds max_frame (the connection should be answered and closed). */
+/* Returns PD_OK with the next payload in *payload / *len (len may be 0),
+ * PD_PARTIAL when no complete frame is buffered yet, or PD_FRAME_TOO_LARGE
+ * when the next header exceeds max_frame (the connection should be answered
+ * and closed; the reader keeps answering FRAME_TOO_LARGE). Once everything is
+ * consumed, a buffer that grew for a large frame shrinks back to
+ * PD_FRAME_INITIAL_BUFFER. */
 pd_status pd_frame_reader_next(pd_frame_reader *r, const uint8_t **payload, size_t *len);
 
 void pd_frame_put_header(uint8_t out[PD_FRAME_HEADER_BYTES], uint32_t payload_len);

@@ -1,0 +1,884 @@
+/*
+ * test_codec.c - protobuf <-> server structs (server/codec/pd_codec.h).
+ *
+ * Requests are built with the generated protobuf-c API, as a client would,
+ * and fed to pd_codec_decode_request: every kind must round-trip and every
+ * out-of-range field must be refused with INVALID_ARGUMENT and a reason.
+ * Answers produced by the pd_codec_encode_* functions are split into frames
+ * and unpacked with protobuf-c again, so the tests check what a client
+ * actually receives.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pathd.pb-c.h"
+#include "pd_codec.h"
+#include "pd_frame.h"
+
+#define TEST_ID 42u
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static uint8_t *pack_request(const Pathd__V1__Request *m, size_t *len)
+{
+    uint8_t *buf;
+    *len = pathd__v1__request__get_packed_size(m);
+    buf = malloc(*len > 0 ? *len : 1);
+    assert_non_null(buf);
+    assert_int_equal(pathd__v1__request__pack(m, buf), *len);
+    return buf;
+}
+
+static pd_status decode_msg(const Pathd__V1__Request *m, pd_request *req, char *err, size_t errlen)
+{
+    size_t len;
+    uint8_t *buf = pack_request(m, &len);
+    pd_status st = pd_codec_decode_request(buf, len, req, err, errlen);
+    free(buf);
+    return st;
+}
+
+/* A valid FindPath request; tests break one field at a time. The struct
+ * points into itself, so it is initialised in place and never copied. */
+typedef struct find_path_msg {
+    Pathd__V1__Request req;
+    Pathd__V1__FindPath fp;
+    Pathd__V1__Point start, goal;
+    Pathd__V1__Cell start_cell;
+    Pathd__V1__WorldPoint goal_world;
+} find_path_msg;
+
+static void find_path_init(find_path_msg *m)
+{
+    pathd__v1__request__init(&m->req);
+    pathd__v1__find_path__init(&m->fp);
+    pathd__v1__point__init(&m->start);
+    pathd__v1__point__init(&m->goal);
+    pathd__v1__cell__init(&m->start_cell);
+    pathd__v1__world_point__init(&m->goal_world);
+    m->start_cell.x = 3;
+    m->start_cell.y = -7;
+    m->start.kind_case = PATHD__V1__POINT__KIND_CELL;
+    m->start.cell = &m->start_cell;
+    m->goal_world.x = 12.75;
+    m->goal_world.y = -300.5;
+    m->goal.kind_case = PATHD__V1__POINT__KIND_WORLD;
+    m->goal.world = &m->goal_world;
+    m->fp.scene = "town";
+    m->fp.start = &m->start;
+    m->fp.goal = &m->goal;
+    m->fp.unit_size = 2;
+    m->fp.connectivity = PATHD__V1__CONNECTIVITY__CONNECTIVITY_4;
+    m->fp.max_expansions = 123456789012ull;
+    m->fp.deadline_ms = 250;
+    m->fp.style = PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS;
+    m->req.id = TEST_ID;
+    m->req.body_case = PATHD__V1__REQUEST__BODY_FIND_PATH;
+    m->req.find_path = &m->fp;
+}
+
+/* Decodes m and expects INVALID_ARGUMENT naming `needle` in the reason, with
+ * the request id kept so the answer can be matched. */
+static void expect_invalid(const Pathd__V1__Request *m, const char *needle)
+{
+    pd_request req;
+    char err[256];
+    assert_int_equal(decode_msg(m, &req, err, sizeof err), PD_INVALID_ARGUMENT);
+    assert_int_equal(req.id, m->id);
+    if (strstr(err, needle) == NULL)
+        fail_msg("reason \"%s\" does not mention \"%s\"", err, needle);
+}
+
+static pd_status decode_find_path(find_path_msg *m, pd_request *req)
+{
+    char err[256];
+    pd_status st = decode_msg(&m->req, req, err, sizeof err);
+    if (st != PD_OK)
+        print_message("decode: %s\n", err);
+    return st;
+}
+
+/* Splits an encoder's output into frames and unpacks each as a Response. */
+#define MAX_FRAMES 16
+typedef struct frames {
+    size_t n;
+    Pathd__V1__Response *r[MAX_FRAMES];
+    size_t payload_len[MAX_FRAMES];
+} frames;
+
+static void unpack_frames(const uint8_t *buf, size_t len, frames *out)
+{
+    size_t off = 0;
+    assert_non_null(buf);
+    memset(out, 0, sizeof *out);
+    while (off < len) {
+        uint32_t n;
+        assert_true(len - off >= PD_FRAME_HEADER_BYTES);
+        n = ((uint32_t)buf[off] << 24) | ((uint32_t)buf[off + 1] << 16) | ((uint32_t)buf[off + 2] << 8) |
+            buf[off + 3];
+        off += PD_FRAME_HEADER_BYTES;
+        assert_true(len - off >= n);
+        assert_true(out->n < MAX_FRAMES);
+        out->r[out->n] = pathd__v1__response__unpack(NULL, n, buf + off);
+        assert_non_null(out->r[out->n]);
+        out->payload_len[out->n] = n;
+        out->n++;
+        off += n;
+    }
+    assert_int_equal(off, len);
+}
+
+static void free_frames(frames *f)
+{
+    for (size_t i = 0; i < f->n; i++)
+        pathd__v1__response__free_unpacked(f->r[i], NULL);
+    f->n = 0;
+}
+
+/* A scene built by hand: 40 x 30 cells at a negative origin with half-unit
+ * cells, so world centres exercise both signs and the fraction. */
+typedef struct scene_fixture {
+    pd_scene scene;
+    uint64_t passable;
+} scene_fixture;
+
+static void scene_fixture_init(scene_fixture *f, const char *name, int32_t w, int32_t h)
+{
+    memset(f, 0, sizeof *f);
+    atomic_init(&f->scene.refs, 1);
+    strcpy(f->scene.name, name);
+    f->scene.grid = pd_grid_create(w, h);
+    assert_non_null(f->scene.grid);
+    for (int32_t y = 0; y < h; y++)
+        for (int32_t x = 0; x < w; x++)
+            if ((x * 7 + y * 3) % 5 != 0) {
+                pd_grid_set(f->scene.grid, x, y, (uint8_t)(1 + (x + y) % 3));
+                f->passable++;
+            }
+    f->scene.origin_x = -10.5;
+    f->scene.origin_y = -20.0;
+    f->scene.cell_size = 0.5;
+    f->scene.unit_sizes[0] = 1;
+    f->scene.unit_sizes[1] = 2;
+    f->scene.n_unit_sizes = 2;
+    f->scene.version = 7;
+}
+
+static void scene_fixture_free(scene_fixture *f)
+{
+    pd_grid_destroy(f->scene.grid);
+    f->scene.grid = NULL;
+}
+
+/* ---- decode: round trips ---------------------------------------------- */
+
+static void test_decode_find_path_round_trip(void **state)
+{
+    find_path_msg m;
+    pd_request req;
+    (void)state;
+    find_path_init(&m);
+    assert_int_equal(decode_find_path(&m, &req), PD_OK);
+    assert_int_equal(req.id, TEST_ID);
+    assert_int_equal(req.kind, PD_REQ_FIND_PATH);
+    assert_string_equal(req.u.find_path.scene, "town");
+    assert_int_equal(req.u.find_path.start.is_world, 0);
+    assert_int_equal(req.u.find_path.start.cell.x, 3);
+    assert_int_equal(req.u.find_path.start.cell.y, -7);
+    assert_int_equal(req.u.find_path.goal.is_world, 1);
+    assert_true(req.u.find_path.goal.wx == 12.75);
+    assert_true(req.u.find_path.goal.wy == -300.5);
+    assert_int_equal(req.u.find_path.unit_size, 2);
+    assert_int_equal(req.u.find_path.connectivity, PD_CONNECT_4);
+    assert_int_equal(req.u.find_path.max_expansions, 123456789012ull);
+    assert_int_equal(req.u.find_path.deadline_ms, 250);
+    assert_int_equal(req.u.find_path.style, PD_STYLE_CORNERS);
+}
+
+static void test_decode_find_path_defaults(void **state)
+{
+    find_path_msg m;
+    pd_request req;
+    (void)state;
+    find_path_init(&m);
+    m.fp.unit_size = 0;
+    m.fp.connectivity = PATHD__V1__CONNECTIVITY__CONNECTIVITY_DEFAULT;
+    m.fp.style = PATHD__V1__WAYPOINT_STYLE__STYLE_CELLS;
+    m.fp.max_expansions = 0;
+    m.fp.deadline_ms = 0;
+    assert_int_equal(decode_find_path(&m, &req), PD_OK);
+    assert_int_equal(req.u.find_path.unit_size, 1);
+    assert_int_equal(req.u.find_path.connectivity, PD_CONNECT_8);
+    assert_int_equal(req.u.find_path.style, PD_STYLE_CELLS);
+    assert_int_equal(req.u.find_path.max_expansions, 0);
+    assert_int_equal(req.u.find_path.deadline_ms, 0);
+
+    m.fp.connectivity = PATHD__V1__CONNECTIVITY__CONNECTIVITY_8;
+    assert_int_equal(decode_find_path(&m, &req), PD_OK);
+    assert_int_equal(req.u.find_path.connectivity, PD_CONNECT_8);
+}
+
+static void test_decode_find_path_limits_accepted(void **state)
+{
+    find_path_msg m;
+    pd_request req;
+    char name[PD_CONF_MAX_NAME];
+    (void)state;
+    find_path_init(&m);
+    memset(name, 'a', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    m.fp.scene = name; /* PD_CONF_MAX_NAME - 1 bytes: the longest allowed */
+    m.fp.unit_size = PD_CONF_MAX_UNIT_SIZE;
+    m.fp.deadline_ms = PD_CODEC_MAX_DEADLINE_MS;
+    assert_int_equal(decode_find_path(&m, &req), PD_OK);
+    assert_string_equal(req.u.find_path.scene, name);
+    assert_int_equal(req.u.find_path.unit_size, PD_CONF_MAX_UNIT_SIZE);
+    assert_int_equal(req.u.find_path.deadline_ms, PD_CODEC_MAX_DEADLINE_MS);
+
+    m.fp.scene = "caf\xc3\xa9"; /* UTF-8 is fine */
+    assert_int_equal(decode_find_path(&m, &req), PD_OK);
+    assert_string_equal(req.u.find_path.scene, "caf\xc3\xa9");
+}
+
+static void test_decode_other_kinds_round_trip(void **state)
+{
+    Pathd__V1__Request m = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__Cancel cancel = PATHD__V1__CANCEL__INIT;
+    Pathd__V1__ListScenes list = PATHD__V1__LIST_SCENES__INIT;
+    Pathd__V1__GetSceneInfo info = PATHD__V1__GET_SCENE_INFO__INIT;
+    Pathd__V1__GetStats stats = PATHD__V1__GET_STATS__INIT;
+    Pathd__V1__Ping ping = PATHD__V1__PING__INIT;
+    pd_request req;
+    char err[128];
+    (void)state;
+
+    m.id = UINT64_MAX;
+    m.body_case = PATHD__V1__REQUEST__BODY_CANCEL;
+    cancel.target_id = 0x0123456789abcdefull;
+    m.cancel = &cancel;
+    assert_int_equal(decode_msg(&m, &req, err, sizeof err), PD_OK);
+    assert_int_equal(req.id, UINT64_MAX);
+    assert_int_equal(req.kind, PD_REQ_CANCEL);
+    assert_int_equal(req.u.cancel_target, 0x0123456789abcdefull);
+
+    m.id = 1;
+    m.body_case = PATHD__V1__REQUEST__BODY_LIST_SCENES;
+    m.list_scenes = &list;
+    assert_int_equal(decode_msg(&m, &req, err, sizeof err), PD_OK);
+    assert_int_equal(req.id, 1);
+    assert_int_equal(req.kind, PD_REQ_LIST_SCENES);
+
+    m.id = 2;
+    m.body_case = PATHD__V1__REQUEST__BODY_SCENE_INFO;
+    info.scene = "dungeon-2";
+    m.scene_info = &info;
+    assert_int_equal(decode_msg(&m, &req, err, sizeof err), PD_OK);
+    assert_int_equal(req.id, 2);
+    assert_int_equal(req.kind, PD_REQ_SCENE_INFO);
+    assert_string_equal(req.u.scene_name, "dungeon-2");
+
+    m.id = 3;
+    m.body_case = PATHD__V1__REQUEST__BODY_STATS;
+    m.stats = &stats;
+    assert_int_equal(decode_msg(&m, &req, err, sizeof err), PD_OK);
+    assert_int_equal(req.id, 3);
+    assert_int_equal(req.kind, PD_REQ_STATS);
+
+    m.id = 4;
+    m.body_case = PATHD__V1__REQUEST__BODY_PING;
+    ping.nonce = 0xfeedfacecafebeefull;
+    m.ping = &ping;
+    assert_int_equal(decode_msg(&m, &req, err, sizeof err), PD_OK);
+    assert_int_equal(req.id, 4);
+    assert_int_equal(req.kind, PD_REQ_PING);
+    assert_int_equal(req.u.ping_nonce, 0xfeedfacecafebeefull);
+}
+
+/* ---- decode: validation ------------------------------------------------ */
+
+static void test_decode_no_body(void **state)
+{
+    Pathd__V1__Request m = PATHD__V1__REQUEST__INIT;
+    pd_request req;
+    char err[128];
+    (void)state;
+    m.id = 77;
+    expect_invalid(&m, "request has no body");
+
+    /* A zero-length payload is a Request with every field at its default. */
+    assert_int_equal(pd_codec_decode_request((const uint8_t *)"", 0, &req, err, sizeof err),
+                     PD_INVALID_ARGUMENT);
+    assert_int_equal(req.id, 0);
+    assert_non_null(strstr(err, "request has no body"));
+    assert_int_equal(pd_codec_decode_request(NULL, 0, &req, err, sizeof err), PD_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "request has no body"));
+}
+
+static void test_decode_bad_scene_names(void **state)
+{
+    find_path_msg m;
+    char name[PD_CONF_MAX_NAME + 1];
+    (void)state;
+    find_path_init(&m);
+    m.fp.scene = "";
+    expect_invalid(&m.req, "find_path.scene is empty");
+    memset(name, 'b', PD_CONF_MAX_NAME);
+    name[PD_CONF_MAX_NAME] = '\0';
+    m.fp.scene = name;
+    expect_invalid(&m.req, "find_path.scene is 64 bytes");
+    m.fp.scene = "bad\xff";
+    expect_invalid(&m.req, "find_path.scene is not valid UTF-8");
+    m.fp.scene = "\xc0\xaf"; /* overlong '/' */
+    expect_invalid(&m.req, "not valid UTF-8");
+    m.fp.scene = "\xed\xa0\x80"; /* UTF-16 surrogate */
+    expect_invalid(&m.req, "not valid UTF-8");
+    m.fp.scene = "two\nlines";
+    expect_invalid(&m.req, "control character");
+}
+
+static void test_decode_bad_points(void **state)
+{
+    find_path_msg m;
+    Pathd__V1__Point empty = PATHD__V1__POINT__INIT;
+    (void)state;
+    find_path_init(&m);
+    m.fp.start = NULL;
+    expect_invalid(&m.req, "find_path.start is missing");
+    find_path_init(&m);
+    m.fp.goal = NULL;
+    expect_invalid(&m.req, "find_path.goal is missing");
+    find_path_init(&m);
+    m.fp.start = &empty;
+    expect_invalid(&m.req, "find_path.start has neither cell nor world");
+    find_path_init(&m);
+    m.goal_world.x = NAN;
+    expect_invalid(&m.req, "find_path.goal.world is not a finite point");
+    find_path_init(&m);
+    m.goal_world.y = INFINITY;
+    expect_invalid(&m.req, "find_path.goal.world is not a finite point");
+    find_path_init(&m);
+    m.goal_world.x = -INFINITY;
+    expect_invalid(&m.req, "find_path.goal.world");
+}
+
+static void test_decode_bad_ranges(void **state)
+{
+    find_path_msg m;
+    (void)state;
+    find_path_init(&m);
+    m.fp.unit_size = PD_CONF_MAX_UNIT_SIZE + 1;
+    expect_invalid(&m.req, "find_path.unit_size");
+    find_path_init(&m);
+    m.fp.unit_size = UINT32_MAX;
+    expect_invalid(&m.req, "find_path.unit_size");
+
+    /* Enum numbers the schema does not define still arrive as numbers. */
+    find_path_init(&m);
+    m.fp.connectivity = (Pathd__V1__Connectivity)6;
+    expect_invalid(&m.req, "find_path.connectivity 6");
+    m.fp.connectivity = (Pathd__V1__Connectivity)-1;
+    expect_invalid(&m.req, "find_path.connectivity -1");
+    find_path_init(&m);
+    m.fp.style = (Pathd__V1__WaypointStyle)2;
+    expect_invalid(&m.req, "find_path.style 2");
+    m.fp.style = (Pathd__V1__WaypointStyle)-5;
+    expect_invalid(&m.req, "find_path.style -5");
+
+    find_path_init(&m);
+    m.fp.deadline_ms = PD_CODEC_MAX_DEADLINE_MS + 1;
+    expect_invalid(&m.req, "find_path.deadline_ms");
+}
+
+static void test_decode_bad_scene_info(void **state)
+{
+    Pathd__V1__Request m = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__GetSceneInfo info = PATHD__V1__GET_SCENE_INFO__INIT;
+    char name[PD_CONF_MAX_NAME + 1];
+    (void)state;
+    m.id = 9;
+    m.body_case = PATHD__V1__REQUEST__BODY_SCENE_INFO;
+    m.scene_info = &info;
+    expect_invalid(&m, "scene_info.scene is empty");
+    memset(name, 'c', PD_CONF_MAX_NAME);
+    name[PD_CONF_MAX_NAME] = '\0';
+    info.scene = name;
+    expect_invalid(&m, "scene_info.scene is 64 bytes");
+}
+
+static void test_decode_garbage_is_malformed(void **state)
+{
+    static const char http[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    static const uint8_t varint_overflow[] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
+    static const uint8_t bad_wire_type[] = {0x0F, 0x01};      /* field 1, wire type 7 */
+    static const uint8_t field_zero[] = {0x00, 0x01};         /* field number 0 */
+    static const uint8_t long_length[] = {0x52, 0x7F, 0x0A};  /* find_path claims 127 bytes, has 1 */
+    pd_request req;
+    char err[128];
+    (void)state;
+    assert_int_equal(pd_codec_decode_request((const uint8_t *)http, sizeof http - 1, &req, err, sizeof err),
+                     PD_MALFORMED);
+    assert_true(strlen(err) > 0);
+    assert_int_equal(pd_codec_decode_request(varint_overflow, sizeof varint_overflow, &req, err, sizeof err),
+                     PD_MALFORMED);
+    assert_int_equal(pd_codec_decode_request(bad_wire_type, sizeof bad_wire_type, &req, err, sizeof err),
+                     PD_MALFORMED);
+    assert_int_equal(pd_codec_decode_request(field_zero, sizeof field_zero, &req, err, sizeof err),
+                     PD_MALFORMED);
+    assert_int_equal(pd_codec_decode_request(long_length, sizeof long_length, &req, err, sizeof err),
+                     PD_MALFORMED);
+    /* err may be NULL. */
+    assert_int_equal(pd_codec_decode_request(long_length, sizeof long_length, &req, NULL, 0), PD_MALFORMED);
+}
+
+/* Cutting a packed FindPath anywhere inside its body leaves a length prefix
+ * that promises more than is there: every such prefix must be MALFORMED. */
+static void test_decode_truncated_is_malformed(void **state)
+{
+    find_path_msg m;
+    Pathd__V1__Request id_only = PATHD__V1__REQUEST__INIT;
+    size_t len, id_len;
+    uint8_t *full, *id_bytes;
+    pd_request req;
+    char err[128];
+    (void)state;
+    find_path_init(&m);
+    full = pack_request(&m.req, &len);
+    id_only.id = TEST_ID;
+    id_bytes = pack_request(&id_only, &id_len);
+    /* protobuf-c writes fields in number order, so the id comes first. */
+    assert_memory_equal(full, id_bytes, id_len);
+    for (size_t cut = id_len + 1; cut < len; cut++) {
+        uint8_t *prefix = malloc(cut);
+        assert_non_null(prefix);
+        memcpy(prefix, full, cut);
+        if (pd_codec_decode_request(prefix, cut, &req, err, sizeof err) != PD_MALFORMED)
+            fail_msg("prefix of %zu of %zu bytes was not MALFORMED", cut, len);
+        free(prefix);
+    }
+    /* Cut exactly after the id it is a valid Request without a body. */
+    assert_int_equal(pd_codec_decode_request(full, id_len, &req, err, sizeof err), PD_INVALID_ARGUMENT);
+    assert_int_equal(req.id, TEST_ID);
+    assert_int_equal(pd_codec_decode_request(full, len, &req, err, sizeof err), PD_OK);
+    free(full);
+    free(id_bytes);
+}
+
+static void test_decode_unknown_fields_ignored(void **state)
+{
+    Pathd__V1__Request m = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__Ping ping = PATHD__V1__PING__INIT;
+    static const uint8_t extra[] = {
+        0x98, 0x06, 0x01,             /* field 99, varint 1 */
+        0x3A, 0x03, 'a', 'b', 'c',    /* field 7, 3 bytes */
+        0x45, 1, 2, 3, 4,             /* field 8, fixed32 */
+    };
+    static const uint8_t future_body[] = {
+        0x08, 0x05,                   /* id = 5 */
+        0x82, 0x01, 0x02, 0x08, 0x01, /* field 16 (a later request kind), 2 bytes */
+    };
+    size_t len;
+    uint8_t *packed, *buf;
+    pd_request req;
+    char err[128];
+    (void)state;
+    m.id = 11;
+    m.body_case = PATHD__V1__REQUEST__BODY_PING;
+    ping.nonce = 99;
+    m.ping = &ping;
+    packed = pack_request(&m, &len);
+    buf = malloc(len + sizeof extra);
+    assert_non_null(buf);
+    memcpy(buf, packed, len);
+    memcpy(buf + len, extra, sizeof extra);
+    assert_int_equal(pd_codec_decode_request(buf, len + sizeof extra, &req, err, sizeof err), PD_OK);
+    assert_int_equal(req.id, 11);
+    assert_int_equal(req.kind, PD_REQ_PING);
+    assert_int_equal(req.u.ping_nonce, 99);
+    free(buf);
+    free(packed);
+
+    /* A body this server does not know: valid protobuf, but nothing to do. */
+    assert_int_equal(pd_codec_decode_request(future_body, sizeof future_body, &req, err, sizeof err),
+                     PD_INVALID_ARGUMENT);
+    assert_int_equal(req.id, 5);
+    assert_non_null(strstr(err, "request has no body"));
+}
+
+/* ---- encode ------------------------------------------------------------ */
+
+static void check_path_answer(const pd_job *job, const scene_fixture *f, uint32_t per_chunk,
+                              size_t expect_chunks)
+{
+    size_t len, seen = 0;
+    uint8_t *buf = pd_codec_encode_path(job, per_chunk, &len);
+    uint32_t effective = per_chunk == 0 ? 1 : per_chunk;
+    frames fr;
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.n, expect_chunks);
+    for (size_t i = 0; i < fr.n; i++) {
+        const Pathd__V1__Response *r = fr.r[i];
+        const Pathd__V1__PathChunk *c;
+        int last = i + 1 == fr.n;
+        assert_int_equal(r->id, job->request_id);
+        assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PATH);
+        c = r->path;
+        assert_int_equal(c->seq, i);
+        assert_int_equal(r->final, last);
+        if (!last)
+            assert_int_equal(c->n_waypoints, effective);
+        for (size_t k = 0; k < c->n_waypoints; k++, seen++) {
+            pd_point cell = job->path[seen];
+            assert_int_equal(c->waypoints[k]->x, cell.x);
+            assert_int_equal(c->waypoints[k]->y, cell.y);
+            assert_true(c->waypoints[k]->wx == f->scene.origin_x + (cell.x + 0.5) * f->scene.cell_size);
+            assert_true(c->waypoints[k]->wy == f->scene.origin_y + (cell.y + 0.5) * f->scene.cell_size);
+        }
+        if (last) {
+            assert_int_equal(r->status, (int)job->status);
+            assert_true(c->cost == job->metrics.cost);
+            assert_int_equal(c->expansions, job->metrics.expanded);
+            assert_int_equal(c->search_micros, job->metrics.micros);
+            assert_int_equal(c->scene_version, f->scene.version);
+            assert_int_equal(c->total_waypoints, job->path_len);
+        } else {
+            assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+            assert_true(c->cost == 0.0);
+            assert_int_equal(c->expansions, 0);
+            assert_int_equal(c->search_micros, 0);
+            assert_int_equal(c->scene_version, 0);
+            assert_int_equal(c->total_waypoints, 0);
+        }
+    }
+    assert_int_equal(seen, job->path != NULL ? job->path_len : 0);
+    free_frames(&fr);
+    free(buf);
+}
+
+static void make_job(pd_job *job, pd_scene *scene, size_t path_len, pd_status status)
+{
+    memset(job, 0, sizeof *job);
+    job->request_id = 0x1122334455667788ull;
+    job->scene = scene;
+    job->status = status;
+    job->metrics.cost = 612.3456789;
+    job->metrics.expanded = 98765;
+    job->metrics.generated = 123456;
+    job->metrics.micros = 4321;
+    job->metrics.path_len = path_len;
+    if (path_len > 0) {
+        job->path = malloc(path_len * sizeof *job->path);
+        assert_non_null(job->path);
+        for (size_t i = 0; i < path_len; i++) {
+            job->path[i].x = (int32_t)(i % 40);
+            job->path[i].y = (int32_t)(i / 40 % 30);
+        }
+    }
+    job->path_len = path_len;
+}
+
+static void test_encode_path_chunks(void **state)
+{
+    scene_fixture f;
+    pd_job job;
+    (void)state;
+    scene_fixture_init(&f, "town", 40, 30);
+
+    make_job(&job, &f.scene, 600, PD_PARTIAL);
+    check_path_answer(&job, &f, 256, 3); /* 256 + 256 + 88 */
+    check_path_answer(&job, &f, 600, 1);
+    check_path_answer(&job, &f, 599, 2);
+    check_path_answer(&job, &f, 100000, 1);
+    free(job.path);
+
+    make_job(&job, &f.scene, 512, PD_OK);
+    check_path_answer(&job, &f, 256, 2);
+    free(job.path);
+
+    make_job(&job, &f.scene, 1, PD_OK);
+    check_path_answer(&job, &f, 256, 1);
+    free(job.path);
+
+    /* 0 per chunk would never finish a path; it is taken as 1. */
+    make_job(&job, &f.scene, 3, PD_OK);
+    check_path_answer(&job, &f, 0, 3);
+    free(job.path);
+    scene_fixture_free(&f);
+}
+
+static void test_encode_path_sizes_of_600_in_256(void **state)
+{
+    scene_fixture f;
+    pd_job job;
+    size_t len;
+    uint8_t *buf;
+    frames fr;
+    (void)state;
+    scene_fixture_init(&f, "town", 40, 30);
+    make_job(&job, &f.scene, 600, PD_OK);
+    buf = pd_codec_encode_path(&job, 256, &len);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.n, 3);
+    assert_int_equal(fr.r[0]->path->n_waypoints, 256);
+    assert_int_equal(fr.r[1]->path->n_waypoints, 256);
+    assert_int_equal(fr.r[2]->path->n_waypoints, 88);
+    /* Spot-check one centre by value: cell (5, 1) of the second chunk. */
+    assert_int_equal(fr.r[1]->path->waypoints[5]->x, (256 + 5) % 40);
+    assert_int_equal(fr.r[1]->path->waypoints[5]->y, (256 + 5) / 40);
+    assert_true(fr.r[1]->path->waypoints[5]->wx == -10.5 + 21.5 * 0.5);
+    assert_true(fr.r[1]->path->waypoints[5]->wy == -20.0 + 6.5 * 0.5);
+    free_frames(&fr);
+    free(buf);
+    free(job.path);
+    scene_fixture_free(&f);
+}
+
+static void test_encode_path_without_path(void **state)
+{
+    scene_fixture f;
+    pd_job job;
+    (void)state;
+    scene_fixture_init(&f, "town", 40, 30);
+    make_job(&job, &f.scene, 0, PD_NO_PATH);
+    check_path_answer(&job, &f, 256, 1);
+
+    /* A non-wire status (core's BUFFER_TOO_SMALL) goes out as INTERNAL. */
+    {
+        size_t len;
+        uint8_t *buf;
+        frames fr;
+        job.status = PD_BUFFER_TOO_SMALL;
+        buf = pd_codec_encode_path(&job, 256, &len);
+        unpack_frames(buf, len, &fr);
+        assert_int_equal(fr.n, 1);
+        assert_int_equal(fr.r[0]->status, PATHD__V1__STATUS__INTERNAL);
+        assert_true(fr.r[0]->final);
+        assert_int_equal(fr.r[0]->path->n_waypoints, 0);
+        free_frames(&fr);
+        free(buf);
+    }
+    scene_fixture_free(&f);
+}
+
+static void test_encode_error_and_ack(void **state)
+{
+    size_t len;
+    uint8_t *buf;
+    frames fr;
+    (void)state;
+    buf = pd_codec_encode_error(17, PD_UNKNOWN_SCENE, "no scene named 'x'", &len);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.n, 1);
+    assert_int_equal(fr.r[0]->id, 17);
+    assert_int_equal(fr.r[0]->status, PATHD__V1__STATUS__UNKNOWN_SCENE);
+    assert_true(fr.r[0]->final);
+    assert_int_equal(fr.r[0]->body_case, PATHD__V1__RESPONSE__BODY_ERROR);
+    assert_string_equal(fr.r[0]->error->message, "no scene named 'x'");
+    free_frames(&fr);
+    free(buf);
+
+    /* Messages that quote client bytes stay valid UTF-8 on the wire. */
+    buf = pd_codec_encode_error(0, PD_MALFORMED, "bad \xff\xc3 caf\xc3\xa9 \xe2\x82", &len);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.r[0]->id, 0);
+    assert_int_equal(fr.r[0]->status, PATHD__V1__STATUS__MALFORMED);
+    assert_string_equal(fr.r[0]->error->message, "bad ?? caf\xc3\xa9 ??");
+    free_frames(&fr);
+    free(buf);
+
+    buf = pd_codec_encode_error(3, PD_OVERLOADED, NULL, &len);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.r[0]->status, PATHD__V1__STATUS__OVERLOADED);
+    assert_int_equal(fr.r[0]->body_case, PATHD__V1__RESPONSE__BODY_ERROR);
+    assert_string_equal(fr.r[0]->error->message, "");
+    free_frames(&fr);
+    free(buf);
+
+    buf = pd_codec_encode_ack(123, PD_INVALID_ARGUMENT, &len);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.n, 1);
+    assert_int_equal(fr.r[0]->id, 123);
+    assert_int_equal(fr.r[0]->status, PATHD__V1__STATUS__INVALID_ARGUMENT);
+    assert_true(fr.r[0]->final);
+    assert_int_equal(fr.r[0]->body_case, PATHD__V1__RESPONSE__BODY__NOT_SET);
+    free_frames(&fr);
+    free(buf);
+}
+
+static void test_encode_pong_and_stats(void **state)
+{
+    pd_server_stats s = {
+        .uptime_ms = 1, .connections = 2, .requests_total = 3, .paths_found = 4,
+        .expansions_total = 5, .queue_depth = 6, .in_flight = 7, .threads = 8,
+        .scenes = 9, .overloaded_total = 10, .malformed_total = UINT64_MAX,
+    };
+    size_t len;
+    uint8_t *buf;
+    frames fr;
+    (void)state;
+    buf = pd_codec_encode_pong(5, 0xabcdef, &len);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.n, 1);
+    assert_int_equal(fr.r[0]->id, 5);
+    assert_int_equal(fr.r[0]->status, PATHD__V1__STATUS__OK);
+    assert_true(fr.r[0]->final);
+    assert_int_equal(fr.r[0]->body_case, PATHD__V1__RESPONSE__BODY_PONG);
+    assert_int_equal(fr.r[0]->pong->nonce, 0xabcdef);
+    free_frames(&fr);
+    free(buf);
+
+    buf = pd_codec_encode_stats(6, &s, &len);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.r[0]->id, 6);
+    assert_true(fr.r[0]->final);
+    assert_int_equal(fr.r[0]->body_case, PATHD__V1__RESPONSE__BODY_STATS);
+    assert_int_equal(fr.r[0]->stats->uptime_ms, 1);
+    assert_int_equal(fr.r[0]->stats->connections, 2);
+    assert_int_equal(fr.r[0]->stats->requests_total, 3);
+    assert_int_equal(fr.r[0]->stats->paths_found, 4);
+    assert_int_equal(fr.r[0]->stats->expansions_total, 5);
+    assert_int_equal(fr.r[0]->stats->queue_depth, 6);
+    assert_int_equal(fr.r[0]->stats->in_flight, 7);
+    assert_int_equal(fr.r[0]->stats->threads, 8);
+    assert_int_equal(fr.r[0]->stats->scenes, 9);
+    assert_int_equal(fr.r[0]->stats->overloaded_total, 10);
+    assert_int_equal(fr.r[0]->stats->malformed_total, UINT64_MAX);
+    free_frames(&fr);
+    free(buf);
+}
+
+static void test_encode_scene_info_and_list(void **state)
+{
+    scene_fixture a, b;
+    pd_scene *list[2];
+    size_t len;
+    uint8_t *buf;
+    frames fr;
+    (void)state;
+    scene_fixture_init(&a, "alpha", 40, 30);
+    scene_fixture_init(&b, "beta", 7, 513);
+    b.scene.version = 12;
+
+    buf = pd_codec_encode_scene_info(8, &a.scene, &len);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.n, 1);
+    assert_int_equal(fr.r[0]->id, 8);
+    assert_true(fr.r[0]->final);
+    assert_int_equal(fr.r[0]->body_case, PATHD__V1__RESPONSE__BODY_SCENE_INFO);
+    assert_string_equal(fr.r[0]->scene_info->name, "alpha");
+    assert_int_equal(fr.r[0]->scene_info->width, 40);
+    assert_int_equal(fr.r[0]->scene_info->height, 30);
+    assert_true(fr.r[0]->scene_info->origin_x == -10.5);
+    assert_true(fr.r[0]->scene_info->origin_y == -20.0);
+    assert_true(fr.r[0]->scene_info->cell_size == 0.5);
+    assert_int_equal(fr.r[0]->scene_info->n_unit_sizes, 2);
+    assert_int_equal(fr.r[0]->scene_info->unit_sizes[0], 1);
+    assert_int_equal(fr.r[0]->scene_info->unit_sizes[1], 2);
+    assert_int_equal(fr.r[0]->scene_info->version, 7);
+    assert_int_equal(fr.r[0]->scene_info->passable_cells, a.passable);
+    assert_true(a.passable > 0 && a.passable < 40 * 30);
+    free_frames(&fr);
+    free(buf);
+
+    list[0] = &a.scene;
+    list[1] = &b.scene;
+    buf = pd_codec_encode_scene_list(9, list, 2, &len);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.r[0]->id, 9);
+    assert_int_equal(fr.r[0]->body_case, PATHD__V1__RESPONSE__BODY_SCENE_LIST);
+    assert_int_equal(fr.r[0]->scene_list->n_scenes, 2);
+    assert_string_equal(fr.r[0]->scene_list->scenes[0]->name, "alpha");
+    assert_int_equal(fr.r[0]->scene_list->scenes[0]->width, 40);
+    assert_int_equal(fr.r[0]->scene_list->scenes[0]->height, 30);
+    assert_int_equal(fr.r[0]->scene_list->scenes[0]->version, 7);
+    assert_string_equal(fr.r[0]->scene_list->scenes[1]->name, "beta");
+    assert_int_equal(fr.r[0]->scene_list->scenes[1]->width, 7);
+    assert_int_equal(fr.r[0]->scene_list->scenes[1]->height, 513);
+    assert_int_equal(fr.r[0]->scene_list->scenes[1]->version, 12);
+    free_frames(&fr);
+    free(buf);
+
+    buf = pd_codec_encode_scene_list(10, NULL, 0, &len);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.n, 1);
+    assert_int_equal(fr.r[0]->id, 10);
+    assert_true(fr.r[0]->final);
+    assert_int_equal(fr.r[0]->body_case, PATHD__V1__RESPONSE__BODY_SCENE_LIST);
+    assert_int_equal(fr.r[0]->scene_list->n_scenes, 0);
+    free_frames(&fr);
+    free(buf);
+
+    scene_fixture_free(&a);
+    scene_fixture_free(&b);
+}
+
+/* What the encoder writes, the frame reader reads back frame by frame. */
+static void test_encoded_frames_pass_the_reader(void **state)
+{
+    scene_fixture f;
+    pd_job job;
+    size_t len, off = 0, got = 0;
+    uint8_t *buf;
+    pd_frame_reader r;
+    (void)state;
+    scene_fixture_init(&f, "town", 40, 30);
+    make_job(&job, &f.scene, 600, PD_OK);
+    buf = pd_codec_encode_path(&job, 256, &len);
+    assert_non_null(buf);
+    pd_frame_reader_init(&r, 1u << 20);
+    while (off < len) {
+        uint8_t *space;
+        size_t avail, take;
+        const uint8_t *payload;
+        size_t plen;
+        assert_int_equal(pd_frame_reader_space(&r, 1000, &space, &avail), 0);
+        take = len - off < avail ? len - off : avail;
+        memcpy(space, buf + off, take);
+        pd_frame_reader_commit(&r, take);
+        off += take;
+        while (pd_frame_reader_next(&r, &payload, &plen) == PD_OK) {
+            Pathd__V1__Response *resp = pathd__v1__response__unpack(NULL, plen, payload);
+            assert_non_null(resp);
+            assert_int_equal(resp->path->seq, got);
+            pathd__v1__response__free_unpacked(resp, NULL);
+            got++;
+        }
+    }
+    assert_int_equal(got, 3);
+    pd_frame_reader_free(&r);
+    free(buf);
+    free(job.path);
+    scene_fixture_free(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_decode_find_path_round_trip),
+        cmocka_unit_test(test_decode_find_path_defaults),
+        cmocka_unit_test(test_decode_find_path_limits_accepted),
+        cmocka_unit_test(test_decode_other_kinds_round_trip),
+        cmocka_unit_test(test_decode_no_body),
+        cmocka_unit_test(test_decode_bad_scene_names),
+        cmocka_unit_test(test_decode_bad_points),
+        cmocka_unit_test(test_decode_bad_ranges),
+        cmocka_unit_test(test_decode_bad_scene_info),
+        cmocka_unit_test(test_decode_garbage_is_malformed),
+        cmocka_unit_test(test_decode_truncated_is_malformed),
+        cmocka_unit_test(test_decode_unknown_fields_ignored),
+        cmocka_unit_test(test_encode_path_chunks),
+        cmocka_unit_test(test_encode_path_sizes_of_600_in_256),
+        cmocka_unit_test(test_encode_path_without_path),
+        cmocka_unit_test(test_encode_error_and_ack),
+        cmocka_unit_test(test_encode_pong_and_stats),
+        cmocka_unit_test(test_encode_scene_info_and_list),
+        cmocka_unit_test(test_encoded_frames_pass_the_reader),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
