@@ -105,12 +105,17 @@ static inline pd_heap_entry pd_heap_pop(pd_heap *h)
     return top;
 }
 
-/* Lowers the entry at heap index i to (f, g); f must not increase. */
+/* Gives the entry at heap index i a new (f, g) that is no worse than before
+ * (f not higher). With equal f a lower g ranks later, so the entry may have to
+ * move down as well as up. */
 static inline void pd_heap_decrease(pd_heap *h, size_t i, double f, double g)
 {
+    const uint32_t id = h->entries[i].id;
     h->entries[i].f = f;
     h->entries[i].g = (float)g;
     pd_heap_sift_up(h, i);
+    if (h->pos_base[(size_t)id * h->pos_stride] == i)
+        pd_heap_sift_down(h, i);
 }
 
 /* Checks the heap order and position map (tests and debug builds). */

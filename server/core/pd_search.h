@@ -56,7 +56,8 @@ typedef struct pd_search_params {
 
 typedef struct pd_search_metrics {
     double cost;            /* path cost; 0 when no path */
-    uint64_t expanded;      /* nodes taken off the open list */
+    uint64_t expanded;      /* nodes whose successors were generated (the goal
+                               is not counted); max_expansions bounds this */
     uint64_t generated;     /* nodes pushed onto the open list (incl. start) */
     uint64_t micros;        /* wall time of search + extraction */
     size_t path_len;        /* waypoints in the full path, start and goal included */

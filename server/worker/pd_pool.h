@@ -15,6 +15,10 @@
  * half and submits it; ownership passes to the pool on PD_OK and comes back
  * with pd_pool_take_completed. pd_job_free releases the scene reference and
  * the path.
+ *
+ * Threads: submit, take_completed, cancel, cancel_conn and get_stats may be
+ * called from any thread (normally the loop thread); destroy from the thread
+ * that created the pool, once nothing else calls into it.
  */
 #ifndef PD_POOL_H
 #define PD_POOL_H
@@ -36,16 +40,18 @@ typedef struct pd_job {
     uint64_t conn_id;
     uint64_t request_id;
     pd_scene *scene;              /* retained reference; released by pd_job_free */
-    pd_search_params params;      /* start/goal in cells; poll is set by the worker */
+    pd_search_params params;      /* start/goal in cells; poll and poll_user are
+                                     ignored: the worker installs its own */
     pd_waypoint_style style;
     uint64_t deadline_ns;         /* pd_pool_now_ns() clock; 0 = none */
-    uint64_t submitted_ns;
+    uint64_t submitted_ns;        /* pd_pool_submit sets it when left 0 */
     atomic_int cancelled;         /* set by pd_pool_cancel*; read by the worker */
 
     /* Result half: written by the worker. */
     pd_status status;
     pd_search_metrics metrics;
-    pd_point *path;               /* malloc'd by the worker; path_len entries */
+    pd_point *path;               /* malloc'd by the worker, exactly path_len entries in
+                                     the requested style; NULL unless PD_OK/PD_PARTIAL */
     size_t path_len;
     uint64_t finished_ns;
 
@@ -53,7 +59,7 @@ typedef struct pd_job {
 } pd_job;
 
 pd_job *pd_job_new(void);         /* zeroed; NULL on allocation failure */
-void pd_job_free(pd_job *job);
+void pd_job_free(pd_job *job);    /* NULL is a no-op */
 
 /* CLOCK_MONOTONIC in nanoseconds; the clock deadlines are measured on. */
 uint64_t pd_pool_now_ns(void);
@@ -72,19 +78,28 @@ typedef struct pd_pool_stats {
 
 typedef struct pd_pool pd_pool;
 
-/* threads >= 1, queue_capacity >= 1. wake is called from worker threads. */
+/* threads >= 1, queue_capacity >= 1 (NULL otherwise, or when a thread cannot
+ * be started). wake may be NULL; otherwise a worker calls it once after each
+ * job it pushes onto the completion list, outside every pool lock. Each
+ * worker creates its search context on its own thread and reuses it. */
 pd_pool *pd_pool_create(uint32_t threads, uint32_t queue_capacity,
                         pd_pool_wake_fn wake, void *wake_user);
 
 /* PD_OK (the pool owns the job now) or PD_OVERLOADED (queue full; the caller
- * still owns the job). Never blocks. */
+ * still owns the job). PD_INVALID_ARGUMENT when p or job is NULL or the job
+ * has no scene or grid (the caller still owns it). Never blocks.
+ *
+ * A job found cancelled or past its deadline when a worker takes it
+ * completes at once (PD_CANCELLED / PD_DEADLINE_EXCEEDED) without searching;
+ * a running search checks both every PD_SEARCH_POLL_INTERVAL expansions. */
 pd_status pd_pool_submit(pd_pool *p, pd_job *job);
 
 /* Takes every completed job, oldest first, as a list linked by ->next. */
 pd_job *pd_pool_take_completed(pd_pool *p);
 
 /* Marks one queued or running job of that connection as cancelled: it
- * completes with PD_CANCELLED. Returns 1 if such a job was found. */
+ * completes with PD_CANCELLED. Returns 1 if such a job was found, 0 if not
+ * (including a job that has already completed: its result stands). */
 int pd_pool_cancel(pd_pool *p, uint64_t conn_id, uint64_t request_id);
 
 /* Marks every queued or running job of that connection as cancelled. */
@@ -92,8 +107,10 @@ void pd_pool_cancel_conn(pd_pool *p, uint64_t conn_id);
 
 void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out);
 
-/* Stops the threads after the jobs they are running; queued jobs complete as
- * PD_CANCELLED and stay on the completion list, which pd_pool_destroy frees. */
+/* Stops the threads: a running search is stopped at its next poll (nobody is
+ * left to read its result), queued jobs complete as PD_CANCELLED, and every
+ * job still on the completion list is freed with pd_job_free. wake is not
+ * called for the jobs destroy drains itself. NULL is a no-op. */
 void pd_pool_destroy(pd_pool *p);
 
 #endif

@@ -1,0 +1,11 @@
+# Worker layer tests, plus the core waypoint helper the worker applies.
+pd_test(NAME test_path
+        SOURCES unit/test_path.c
+        LIBS pathd_core
+        LABELS sanitize)
+
+pd_test(NAME test_pool
+        SOURCES unit/test_pool.c
+        LIBS pathd_worker
+        LABELS sanitize threaded
+        TIMEOUT 120)
