@@ -29,14 +29,18 @@ typedef struct pd_scene {
     double cell_size;
     uint32_t unit_sizes[PD_CONF_MAX_UNIT_SIZES];
     size_t n_unit_sizes;
-    uint64_t version;                /* starts at 1; a later issue bumps it on updates */
+    uint64_t version;                /* starts at 1; a registry reload that replaces a
+                                        scene of the same name gives the new snapshot
+                                        the old version + 1 (a later issue also bumps
+                                        it on cell updates) */
 } pd_scene;
 
 void pd_scene_retain(pd_scene *s);
 void pd_scene_release(pd_scene *s);  /* frees on the last release; NULL is a no-op */
 
 /* World point -> cell: floor((p - origin) / cell_size). Returns PD_OK or
- * PD_OUT_OF_BOUNDS (also for NaN / infinite inputs). */
+ * PD_OUT_OF_BOUNDS (also for NaN / infinite / huge inputs); *cell is written
+ * only on PD_OK. A point exactly on a cell's low edge belongs to that cell. */
 pd_status pd_scene_world_to_cell(const pd_scene *s, double wx, double wy, pd_point *cell);
 /* Cell -> world coordinates of the cell centre. */
 void pd_scene_cell_center(const pd_scene *s, pd_point cell, double *wx, double *wy);
@@ -60,7 +64,8 @@ int pd_registry_load(pd_registry *r, const pd_conf *conf, char *err, size_t errl
 pd_scene *pd_registry_acquire(pd_registry *r, const char *name);
 
 /* Number of scenes and a retained snapshot of all of them, sorted by name.
- * Release each entry and free the array with pd_registry_release_list. */
+ * Release each entry and free the array with pd_registry_release_list.
+ * An empty registry (or an allocation failure) gives 0 and *out = NULL. */
 size_t pd_registry_list(pd_registry *r, pd_scene ***out);
 void pd_registry_release_list(pd_scene **list, size_t n);
 

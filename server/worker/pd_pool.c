@@ -48,6 +48,7 @@ struct pd_pool {
     uint32_t queue_len;
     uint32_t queue_capacity;
     atomic_int stopping;      /* written under lock, also read lock-free by poll */
+    int paused;               /* guarded by lock; see pd_pool_set_paused */
 
     pthread_mutex_t done_lock;
     pd_job *done_head, *done_tail;
@@ -200,6 +201,28 @@ static void pd__run_job(pd_pool *p, pd__worker *w, pd__scratch *s, pd_job *job)
         p->wake(p->wake_user);
 }
 
+/* Unlinks the job a worker should run next: the queue head, or while the
+ * pool is paused the first cancelled job (it only needs its CANCELLED answer).
+ * Returns NULL when there is none. Caller holds p->lock. */
+static pd_job *pd__take_job(pd_pool *p)
+{
+    pd_job *prev = NULL, *job = p->queue_head;
+    if (p->paused)
+        for (; job && !atomic_load(&job->cancelled); prev = job, job = job->next)
+            ;
+    if (!job)
+        return NULL;
+    if (prev)
+        prev->next = job->next;
+    else
+        p->queue_head = job->next;
+    if (p->queue_tail == job)
+        p->queue_tail = prev;
+    p->queue_len--;
+    job->next = NULL;
+    return job;
+}
+
 static void *pd__worker_main(void *arg)
 {
     pd__worker *w = arg;
@@ -208,16 +231,19 @@ static void *pd__worker_main(void *arg)
 
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!atomic_load(&p->stopping) && !p->queue_head)
+        pd_job *job = NULL;
+        while (!atomic_load(&p->stopping) && !(job = pd__take_job(p)))
             pthread_cond_wait(&p->work_ready, &p->lock);
-        if (atomic_load(&p->stopping))
+        if (atomic_load(&p->stopping)) {
+            if (job) { /* put it back: destroy answers every queued job */
+                job->next = p->queue_head;
+                p->queue_head = job;
+                if (!p->queue_tail)
+                    p->queue_tail = job;
+                p->queue_len++;
+            }
             break;
-        pd_job *job = p->queue_head;
-        p->queue_head = job->next;
-        if (!p->queue_head)
-            p->queue_tail = NULL;
-        p->queue_len--;
-        job->next = NULL;
+        }
         w->current = job;
         pthread_mutex_unlock(&p->lock);
 
@@ -372,6 +398,8 @@ int pd_pool_cancel(pd_pool *p, uint64_t conn_id, uint64_t request_id)
         return 0;
     pthread_mutex_lock(&p->lock);
     size_t marked = pd__mark_cancelled(p, conn_id, 1, request_id);
+    if (marked && p->paused)
+        pthread_cond_broadcast(&p->work_ready);
     pthread_mutex_unlock(&p->lock);
     return marked > 0;
 }
@@ -381,7 +409,18 @@ void pd_pool_cancel_conn(pd_pool *p, uint64_t conn_id)
     if (!p)
         return;
     pthread_mutex_lock(&p->lock);
-    pd__mark_cancelled(p, conn_id, 0, 0);
+    if (pd__mark_cancelled(p, conn_id, 0, 0) && p->paused)
+        pthread_cond_broadcast(&p->work_ready);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void pd_pool_set_paused(pd_pool *p, int paused)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->paused = paused != 0;
+    pthread_cond_broadcast(&p->work_ready);
     pthread_mutex_unlock(&p->lock);
 }
 

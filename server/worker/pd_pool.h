@@ -105,6 +105,12 @@ int pd_pool_cancel(pd_pool *p, uint64_t conn_id, uint64_t request_id);
 /* Marks every queued or running job of that connection as cancelled. */
 void pd_pool_cancel_conn(pd_pool *p, uint64_t conn_id);
 
+/* While paused, workers start no new search: queued jobs wait (and still
+ * count against the queue capacity), except cancelled ones, which complete
+ * with PD_CANCELLED as usual. Running searches are not interrupted. Lets an
+ * operator or a test hold work back deterministically. */
+void pd_pool_set_paused(pd_pool *p, int paused);
+
 void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out);
 
 /* Stops the threads: a running search is stopped at its next poll (nobody is

@@ -708,6 +708,46 @@ static void *open_gate_later(void *arg)
 /* Destroy with jobs queued, one waiting to be taken and workers busy: every
  * job is freed (the scene's reference count returns to the fixture's one,
  * and ASan would report any leak). */
+/* A paused pool starts no search; a cancelled job still gets its answer
+ * while paused, and resuming runs the rest in order. */
+static void test_pause_holds_work(void **state)
+{
+    pool_fixture *f = *state;
+    test_waker w;
+    waker_init(&w, 0);
+    pd_pool *pool = pd_pool_create(2, 8, waker_wake, &w);
+    assert_non_null(pool);
+    pd_pool_set_paused(pool, 1);
+    for (uint64_t id = 1; id <= 4; id++)
+        submit_ok(pool, make_job(f->small, 7, id, 0, 0, 9, 9));
+
+    pd_pool_stats st;
+    pd_pool_get_stats(pool, &st);
+    assert_int_equal(st.queue_depth, 4);
+
+    assert_int_equal(pd_pool_cancel(pool, 7, 3), 1);
+    pd_job *done[4];
+    collect(pool, &w, done, 1);
+    assert_int_equal(done[0]->request_id, 3);
+    assert_int_equal(done[0]->status, PD_CANCELLED);
+    pd_pool_get_stats(pool, &st);
+    assert_int_equal(st.queue_depth, 3);
+    assert_int_equal(st.jobs_done, 1);
+    free_jobs(done, 1);
+
+    pd_pool_set_paused(pool, 0);
+    collect(pool, &w, done, 3);
+    size_t ok = 0;
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_not_equal(done[i]->request_id, 3);
+        ok += done[i]->status == PD_OK;
+    }
+    assert_int_equal(ok, 3);
+    free_jobs(done, 3);
+    pd_pool_destroy(pool);
+    waker_destroy(&w);
+}
+
 static void test_destroy_with_queued_jobs(void **state)
 {
     pool_fixture *f = *state;
@@ -780,6 +820,7 @@ int main(void)
         cmocka_unit_test(test_deadline_already_passed),
         cmocka_unit_test(test_deadline_stops_long_search),
         cmocka_unit_test(test_corners_style),
+        cmocka_unit_test(test_pause_holds_work),
         cmocka_unit_test(test_destroy_with_queued_jobs),
         cmocka_unit_test(test_destroy_stops_running_search),
     };

@@ -1,0 +1,235 @@
+/*
+ * main.c - the pathd daemon: arguments, config, scenes, workers, server, run,
+ * then teardown in reverse.
+ *
+ * Everything interesting lives in the layers; this file only wires them
+ * together in one straight line so the start-up and shutdown order can be
+ * read top to bottom. Exit status: 0 after a clean stop (or a good
+ * --check-config), 1 when the config, the scenes or the listener fail, 2 for
+ * bad command-line arguments.
+ */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "pd_conf.h"
+#include "pd_log.h"
+#include "pd_pool.h"
+#include "pd_scene.h"
+#include "pd_server.h"
+
+#ifndef PATHD_VERSION
+#define PATHD_VERSION "unknown"
+#endif
+
+#define PD_DEFAULT_CONFIG "config/default.json"
+/* Upper bound for --threads, the same as the config file's "threads". */
+#define PD_MAX_THREADS 256
+
+typedef struct pd_args {
+    const char *config_path;
+    int check_config;
+    int has_listen;
+    pd_conf listen;           /* only listen_host / listen_port are used */
+    int has_threads;
+    uint32_t threads;
+    int has_log_level;
+    pd_log_level log_level;
+} pd_args;
+
+static void pd__usage(FILE *out)
+{
+    fprintf(out,
+            "usage: pathd [options]\n"
+            "  --config FILE      config file (default " PD_DEFAULT_CONFIG ")\n"
+            "  --listen HOST:PORT listen address, overrides the config ([::1]:PORT for IPv6;\n"
+            "                     port 0 picks a free port)\n"
+            "  --threads N        worker threads, 0 = one per core (overrides the config)\n"
+            "  --log-level LEVEL  error, warn, info or debug (overrides the config)\n"
+            "  --check-config     load the config and every scene, print a summary, exit\n"
+            "  --version          print the version and exit\n"
+            "  --help             print this help and exit\n"
+            "Signals: SIGTERM/SIGINT stop gracefully, SIGHUP reloads the config.\n");
+}
+
+/* Returns 0 to run, 1 when --help/--version has been answered, 2 on error. */
+static int pd__parse_args(int argc, char **argv, pd_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->config_path = PD_DEFAULT_CONFIG;
+    for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i];
+        const char *val = (i + 1 < argc) ? argv[i + 1] : NULL;
+        int takes_value = strcmp(opt, "--config") == 0 || strcmp(opt, "--listen") == 0 ||
+                          strcmp(opt, "--threads") == 0 || strcmp(opt, "--log-level") == 0;
+        if (takes_value && !val) {
+            fprintf(stderr, "pathd: %s needs a value\n", opt);
+            return 2;
+        }
+        if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
+            pd__usage(stdout);
+            return 1;
+        } else if (strcmp(opt, "--version") == 0) {
+            printf("pathd %s\n", PATHD_VERSION);
+            return 1;
+        } else if (strcmp(opt, "--check-config") == 0) {
+            a->check_config = 1;
+        } else if (strcmp(opt, "--config") == 0) {
+            a->config_path = val;
+        } else if (strcmp(opt, "--listen") == 0) {
+            char err[160];
+            if (pd_conf_parse_listen(val, &a->listen, err, sizeof err) != 0) {
+                fprintf(stderr, "pathd: --listen: %s\n", err);
+                return 2;
+            }
+            a->has_listen = 1;
+        } else if (strcmp(opt, "--threads") == 0) {
+            char *end;
+            unsigned long n = strtoul(val, &end, 10);
+            if (*val < '0' || *val > '9' || *end != '\0' || n > PD_MAX_THREADS) {
+                fprintf(stderr, "pathd: --threads wants 0..%d, got \"%s\"\n", PD_MAX_THREADS, val);
+                return 2;
+            }
+            a->threads = (uint32_t)n;
+            a->has_threads = 1;
+        } else if (strcmp(opt, "--log-level") == 0) {
+            if (pd_log_level_parse(val, &a->log_level) != 0) {
+                fprintf(stderr, "pathd: --log-level wants error, warn, info or debug, got \"%s\"\n", val);
+                return 2;
+            }
+            a->has_log_level = 1;
+        } else {
+            fprintf(stderr, "pathd: unknown argument \"%s\"\n", opt);
+            return 2;
+        }
+        if (takes_value)
+            i++;
+    }
+    return 0;
+}
+
+/* Command-line settings win over the file, at start-up and on every reload. */
+static void pd__apply_args(pd_conf *conf, void *user)
+{
+    const pd_args *a = user;
+    if (a->has_listen) {
+        memcpy(conf->listen_host, a->listen.listen_host, sizeof conf->listen_host);
+        conf->listen_port = a->listen.listen_port;
+    }
+    if (a->has_threads)
+        conf->threads = a->threads;
+    if (a->has_log_level)
+        conf->log_level = a->log_level;
+}
+
+/* --check-config: every scene must load; the summary goes to stdout. */
+static int pd__check_config(const char *path, const pd_conf *conf, pd_registry *registry)
+{
+    char err[512];
+    if (pd_registry_load(registry, conf, err, sizeof err) != 0) {
+        fprintf(stderr, "pathd: %s\n", err);
+        return 1;
+    }
+    pd_scene **list = NULL;
+    size_t n = pd_registry_list(registry, &list);
+    printf("%s: ok, %zu scenes, listen %s:%u, threads %" PRIu32 "%s\n", path, n, conf->listen_host,
+           (unsigned)conf->listen_port, conf->threads, conf->threads ? "" : " (one per core)");
+    for (size_t i = 0; i < n; i++)
+        printf("  %s %" PRId32 "x%" PRId32 " cell_size %g origin (%g, %g)\n", list[i]->name,
+               list[i]->grid->width, list[i]->grid->height, list[i]->cell_size, list[i]->origin_x,
+               list[i]->origin_y);
+    pd_registry_release_list(list, n);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    pd_args args;
+    pd_conf conf;
+    char err[512];
+    int status = 1;
+    uv_loop_t loop;
+    pd_registry *registry = NULL;
+    pd_server *server = NULL;
+    pd_pool *pool = NULL;
+    int loop_ready = 0;
+
+    int parsed = pd__parse_args(argc, argv, &args);
+    if (parsed == 1)
+        return 0;
+    if (parsed == 2) {
+        pd__usage(stderr);
+        return 2;
+    }
+    /* A client that vanishes mid-write must cost an EPIPE, not the process. */
+    signal(SIGPIPE, SIG_IGN);
+
+    if (pd_conf_load_file(args.config_path, &conf, err, sizeof err) != 0) {
+        pd_log_error("%s", err);
+        return 1;
+    }
+    pd__apply_args(&conf, &args);
+    pd_log_set_level(conf.log_level);
+
+    registry = pd_registry_create();
+    if (!registry) {
+        pd_log_error("out of memory creating the scene registry");
+        goto out;
+    }
+    if (args.check_config) {
+        status = pd__check_config(args.config_path, &conf, registry);
+        goto out;
+    }
+    if (pd_registry_load(registry, &conf, err, sizeof err) != 0) {
+        pd_log_error("%s", err);
+        goto out;
+    }
+
+    uint32_t threads = conf.threads ? conf.threads : uv_available_parallelism();
+    if (uv_loop_init(&loop) != 0) {
+        pd_log_error("cannot create the event loop");
+        goto out;
+    }
+    loop_ready = 1;
+    pd_server_config_source source = {args.config_path, pd__apply_args, &args};
+    server = pd_server_create(&loop, &conf, registry, &source);
+    if (server)
+        pool = pd_pool_create(threads, conf.job_queue_capacity, pd_server_wake, server);
+    if (!server || !pool) {
+        pd_log_error("out of memory creating the server");
+        goto out;
+    }
+    if (pd_server_start(server, pool, err, sizeof err) != 0) {
+        pd_log_error("%s", err);
+        goto out;
+    }
+    if (pd_server_watch_signals(server) != 0) {
+        pd_log_error("cannot install signal handlers");
+        goto out;
+    }
+
+    pd_scene **list = NULL;
+    size_t n_scenes = pd_registry_list(registry, &list);
+    pd_registry_release_list(list, n_scenes);
+    pd_log_info("pathd started version=%s config=%s scenes=%zu threads=%" PRIu32
+                " listen=%s%s%s:%u log_level=%s",
+                PATHD_VERSION, args.config_path, n_scenes, threads,
+                strchr(conf.listen_host, ':') ? "[" : "", conf.listen_host,
+                strchr(conf.listen_host, ':') ? "]" : "", (unsigned)pd_server_port(server),
+                pd_log_level_name(conf.log_level));
+
+    uv_run(&loop, UV_RUN_DEFAULT);
+    status = 0;
+
+out:
+    pd_pool_destroy(pool);
+    pd_server_destroy(server);
+    if (loop_ready && uv_loop_close(&loop) != 0)
+        pd_log_warn("event loop closed with handles still open");
+    pd_registry_destroy(registry);
+    pd_conf_free(&conf);
+    return status;
+}

@@ -1,0 +1,1175 @@
+/*
+ * pd_server.c - the libuv front end (see pd_server.h).
+ *
+ * Everything here runs on the loop thread except pd_server_wake and the two
+ * request_* functions, which only set atomic flags and call uv_async_send.
+ *
+ * A connection lives in two places: a list (for the idle sweep and shutdown,
+ * which visit every connection) and a hash map from its id (for completions,
+ * which arrive carrying only the id). It leaves the map as soon as it starts
+ * closing, so late results for it are dropped, and leaves the list and is
+ * freed only in its uv_close callback, after libuv has called back every
+ * pending write and shutdown request on it.
+ *
+ * Closing after a protocol error (MALFORMED, FRAME_TOO_LARGE, too many
+ * connections) is a "lingering close": the error reply is queued, the write
+ * side is shut down once it has gone out, and whatever the peer still sends
+ * is read and thrown away until it closes or PD_SERVER_LINGER_MS pass.
+ * Closing a socket with unread input would make the kernel send a reset,
+ * which can destroy the error reply before the client reads it.
+ *
+ * Shutdown runs through phases: DRAINING (nothing new is read; in-flight jobs
+ * get shutdown_grace_ms), CANCELLING (the rest are cancelled and get
+ * PD_SERVER_CANCEL_WAIT_MS to come back), FLUSHING (every connection is shut
+ * down once its replies are written, cut after PD_SERVER_FLUSH_MS), CLOSED
+ * (the server's own handles close and uv_run returns).
+ */
+#include "pd_server.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pd_frame.h"
+#include "pd_log.h"
+
+/* Hash map sizing: a power of two, kept at most half full so linear probes
+ * stay short even with 10,000+ connections. */
+#define PD__MAP_INITIAL_SLOTS 64
+
+/* Input from a connection that is closing is read into this and dropped. */
+#define PD__DISCARD_BYTES 4096
+
+/* Longest error text sent to a client, in bytes. */
+#define PD__MESSAGE_MAX 256
+
+typedef enum pd__phase {
+    PD__RUNNING = 0,
+    PD__DRAINING,
+    PD__CANCELLING,
+    PD__FLUSHING,
+    PD__CLOSED,
+} pd__phase;
+
+typedef struct pd__conn {
+    uv_tcp_t tcp;                /* tcp.data points back to the connection */
+    pd_server *server;
+    uint64_t id;                 /* never reused; jobs name their connection by it */
+    pd_frame_reader reader;
+    struct pd__conn *prev, *next;
+    uint64_t last_active_ms;     /* uv_now of the last read or finished write: a
+                                    client that neither sends nor takes replies
+                                    is idle, whatever it still has queued */
+    uint64_t lingering_since_ms; /* uv_now when the lingering close began */
+    uint32_t writes_pending;     /* uv_write requests not yet called back */
+    uint32_t in_flight;          /* jobs submitted and not yet completed */
+    unsigned reading : 1;        /* uv_read_start is in effect */
+    unsigned paused : 1;         /* reading stopped for backpressure */
+    unsigned lingering : 1;      /* error reply queued; input is discarded */
+    unsigned shutdown_done : 1;  /* the write side has been shut down */
+    unsigned closing : 1;        /* uv_close has been called */
+    unsigned in_map : 1;
+    uv_shutdown_t shutdown_req;
+} pd__conn;
+
+/* One queued write: the request and the buffer it sends, freed together in
+ * the write callback. */
+typedef struct pd__write {
+    uv_write_t req;
+    uv_buf_t buf;
+} pd__write;
+
+typedef struct pd__conn_map {
+    pd__conn **slots;
+    size_t n_slots;              /* power of two */
+    size_t count;
+} pd__conn_map;
+
+struct pd_server {
+    uv_loop_t *loop;
+    pd_conf conf;                /* scalar settings only; scenes live in the registry */
+    pd_registry *registry;
+    pd_pool *pool;
+    char *config_path;
+    void (*adjust)(pd_conf *conf, void *user);
+    void *adjust_user;
+
+    uv_tcp_t listener;
+    uv_async_t async;
+    uv_timer_t sweep_timer;
+    uv_timer_t stop_timer;
+    uv_signal_t sig_term, sig_int, sig_hup;
+    uv_tcp_t spare;              /* accepts and closes one connection when memory is out */
+    int spare_busy;
+    int open_handles;            /* server-level handles not yet called back from uv_close */
+    uint64_t sweep_interval_ms;
+
+    atomic_int stop_requested;
+    atomic_int reload_requested;
+
+    pd__conn_map map;
+    pd__conn *conns;             /* every connection not yet freed */
+    size_t n_conns;
+    uint64_t next_conn_id;
+    uint16_t port;
+    pd__phase phase;
+    uint64_t started_ns;
+
+    uint64_t requests_total;
+    uint64_t overloaded_total;
+    uint64_t malformed_total;
+    uint64_t in_flight;
+
+    uint8_t discard[PD__DISCARD_BYTES];
+};
+
+static void pd__conn_close(pd__conn *c);
+static void pd__check_drained(pd_server *s);
+static void pd__stop_timer_cb(uv_timer_t *t);
+
+/* ---- connection map ---------------------------------------------------- */
+
+static size_t pd__map_home(const pd__conn_map *m, uint64_t id)
+{
+    /* splitmix64 finaliser: ids are sequential, so spread them. */
+    uint64_t z = id + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (size_t)z & (m->n_slots - 1);
+}
+
+static int pd__map_grow(pd__conn_map *m)
+{
+    size_t n = m->n_slots ? m->n_slots * 2 : PD__MAP_INITIAL_SLOTS;
+    pd__conn **slots = calloc(n, sizeof *slots);
+    if (!slots)
+        return -1;
+    pd__conn_map grown = {slots, n, 0};
+    for (size_t i = 0; i < m->n_slots; i++) {
+        pd__conn *c = m->slots[i];
+        if (!c)
+            continue;
+        size_t j = pd__map_home(&grown, c->id);
+        while (grown.slots[j])
+            j = (j + 1) & (n - 1);
+        grown.slots[j] = c;
+        grown.count++;
+    }
+    free(m->slots);
+    *m = grown;
+    return 0;
+}
+
+static int pd__map_insert(pd__conn_map *m, pd__conn *c)
+{
+    if ((m->count + 1) * 2 > m->n_slots && pd__map_grow(m) != 0)
+        return -1;
+    size_t j = pd__map_home(m, c->id);
+    while (m->slots[j])
+        j = (j + 1) & (m->n_slots - 1);
+    m->slots[j] = c;
+    m->count++;
+    return 0;
+}
+
+static size_t pd__map_slot(const pd__conn_map *m, uint64_t id)
+{
+    if (m->n_slots == 0)
+        return SIZE_MAX;
+    size_t j = pd__map_home(m, id);
+    while (m->slots[j]) {
+        if (m->slots[j]->id == id)
+            return j;
+        j = (j + 1) & (m->n_slots - 1);
+    }
+    return SIZE_MAX;
+}
+
+static pd__conn *pd__map_find(const pd__conn_map *m, uint64_t id)
+{
+    size_t j = pd__map_slot(m, id);
+    return j == SIZE_MAX ? NULL : m->slots[j];
+}
+
+/* Removes by shifting later members of the probe run back, so lookups never
+ * need tombstones. */
+static void pd__map_remove(pd__conn_map *m, uint64_t id)
+{
+    size_t mask = m->n_slots - 1;
+    size_t hole = pd__map_slot(m, id);
+    if (hole == SIZE_MAX)
+        return;
+    m->slots[hole] = NULL;
+    m->count--;
+    for (size_t j = (hole + 1) & mask; m->slots[j]; j = (j + 1) & mask) {
+        size_t home = pd__map_home(m, m->slots[j]->id);
+        /* The entry at j may move into the hole only if its home is not in
+         * the cyclic range (hole, j]. */
+        int home_in_range = hole < j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (!home_in_range) {
+            m->slots[hole] = m->slots[j];
+            m->slots[j] = NULL;
+            hole = j;
+        }
+    }
+}
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static void pd__handle_closed(uv_handle_t *h)
+{
+    pd_server *s = h->data;
+    s->open_handles--;
+}
+
+/* Closes one of the server's own handles if it was ever initialised and is
+ * not closing yet (the server struct starts zeroed: UV_UNKNOWN_HANDLE). */
+static void pd__close_handle(uv_handle_t *h)
+{
+    if (h->type != UV_UNKNOWN_HANDLE && !uv_is_closing(h))
+        uv_close(h, pd__handle_closed);
+}
+
+static void pd__format_address(const pd_server *s, uint16_t port, char *out, size_t len)
+{
+    if (strchr(s->conf.listen_host, ':'))
+        snprintf(out, len, "[%s]:%u", s->conf.listen_host, (unsigned)port);
+    else
+        snprintf(out, len, "%s:%u", s->conf.listen_host, (unsigned)port);
+}
+
+/* The idle sweep runs often enough to close an idle connection within about a
+ * quarter of the timeout past it, and at least once a second for lingering
+ * closes. */
+static uint64_t pd__sweep_interval(const pd_conf *conf)
+{
+    uint64_t ms = conf->idle_timeout_ms / 4;
+    if (conf->idle_timeout_ms == 0 || ms > PD_SERVER_SWEEP_MAX_MS)
+        ms = PD_SERVER_SWEEP_MAX_MS;
+    if (ms < PD_SERVER_SWEEP_MIN_MS)
+        ms = PD_SERVER_SWEEP_MIN_MS;
+    return ms;
+}
+
+/* ---- reading and writing ----------------------------------------------- */
+
+static void pd__alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    pd__conn *c = h->data;
+    uint8_t *p;
+    size_t avail;
+    if (c->lingering) {
+        *buf = uv_buf_init((char *)c->server->discard, sizeof c->server->discard);
+        return;
+    }
+    if (pd_frame_reader_space(&c->reader, suggested, &p, &avail) != 0) {
+        /* A zero-length buffer makes libuv report UV_ENOBUFS to read_cb. */
+        *buf = uv_buf_init(NULL, 0);
+        return;
+    }
+    *buf = uv_buf_init((char *)p, (unsigned int)avail);
+}
+
+static void pd__read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+static void pd__conn_process(pd__conn *c);
+
+static void pd__conn_read_start(pd__conn *c)
+{
+    if (c->reading || c->closing)
+        return;
+    int rc = uv_read_start((uv_stream_t *)&c->tcp, pd__alloc_cb, pd__read_cb);
+    if (rc != 0) {
+        pd_log_debug("conn %" PRIu64 ": read start failed: %s", c->id, uv_strerror(rc));
+        pd__conn_close(c);
+        return;
+    }
+    c->reading = 1;
+}
+
+static void pd__conn_read_stop(pd__conn *c)
+{
+    if (!c->reading)
+        return;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = 0;
+}
+
+static void pd__write_cb(uv_write_t *req, int status)
+{
+    pd__write *w = (pd__write *)req;
+    pd__conn *c = req->handle->data;
+    pd_server *s = c->server;
+
+    c->writes_pending--;
+    free(w->buf.base);
+    free(w);
+    if (status < 0) {
+        if (status != UV_ECANCELED)
+            pd_log_debug("conn %" PRIu64 ": write failed: %s", c->id, uv_strerror(status));
+        pd__conn_close(c);
+        return;
+    }
+    c->last_active_ms = uv_now(s->loop);
+    if (c->paused && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <= s->conf.write_low_watermark) {
+        pd_log_debug("conn %" PRIu64 ": replies drained; resuming reads", c->id);
+        c->paused = 0;
+        if (s->phase == PD__RUNNING && !c->lingering) {
+            /* Frames that arrived before the pause come first; the reader
+             * hands out no new space while a whole frame is buffered. */
+            pd__conn_process(c);
+            if (!c->paused && !c->closing && !c->lingering)
+                pd__conn_read_start(c);
+        }
+    }
+}
+
+/* Queues one encoded answer (whole frames) and takes ownership of buf. A NULL
+ * buf means encoding ran out of memory: the client cannot be told, so the
+ * connection is closed rather than left waiting for an answer. */
+static void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len)
+{
+    pd_server *s = c->server;
+    if (!buf) {
+        pd_log_error("conn %" PRIu64 ": out of memory encoding a reply; closing", c->id);
+        pd__conn_close(c);
+        return;
+    }
+    if (c->closing) {
+        free(buf);
+        return;
+    }
+    pd__write *w = malloc(sizeof *w);
+    if (!w) {
+        free(buf);
+        pd_log_error("conn %" PRIu64 ": out of memory queueing a reply; closing", c->id);
+        pd__conn_close(c);
+        return;
+    }
+    w->buf = uv_buf_init((char *)buf, (unsigned int)len);
+    int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &w->buf, 1, pd__write_cb);
+    if (rc != 0) {
+        free(buf);
+        free(w);
+        pd_log_debug("conn %" PRIu64 ": write failed: %s", c->id, uv_strerror(rc));
+        pd__conn_close(c);
+        return;
+    }
+    c->writes_pending++;
+
+    /* The backlog is what libuv holds because the kernel's send buffer is
+     * full: bytes the client has not taken yet. */
+    size_t backlog = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+    uint64_t hard_cap = (uint64_t)s->conf.write_high_watermark * PD_SERVER_WRITE_HARD_CAP_FACTOR;
+    if (backlog > hard_cap) {
+        pd_log_warn("conn %" PRIu64 ": %zu reply bytes unread (cap %" PRIu64 "); closing",
+                    c->id, backlog, hard_cap);
+        pd__conn_close(c);
+    } else if (backlog > s->conf.write_high_watermark && !c->paused) {
+        pd_log_debug("conn %" PRIu64 ": %zu reply bytes unread; pausing reads", c->id, backlog);
+        c->paused = 1;
+        if (!c->lingering)
+            pd__conn_read_stop(c);
+    }
+}
+
+static void pd__send_error(pd__conn *c, uint64_t id, pd_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+static void pd__send_error(pd__conn *c, uint64_t id, pd_status status, const char *fmt, ...)
+{
+    char msg[PD__MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (status == PD_OVERLOADED)
+        c->server->overloaded_total++;
+    size_t len = 0;
+    uint8_t *buf = pd_codec_encode_error(id, status, msg, &len);
+    pd__conn_send(c, buf, len);
+}
+
+/* ---- connection lifetime ----------------------------------------------- */
+
+static void pd__conn_closed(uv_handle_t *h)
+{
+    pd__conn *c = h->data;
+    pd_server *s = c->server;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    s->n_conns--;
+    pd_frame_reader_free(&c->reader);
+    free(c);
+    if (s->phase == PD__FLUSHING && s->n_conns == 0)
+        pd__check_drained(s);
+}
+
+static void pd__conn_close(pd__conn *c)
+{
+    pd_server *s = c->server;
+    if (c->closing)
+        return;
+    c->closing = 1;
+    c->reading = 0;
+    if (c->in_map) {
+        pd__map_remove(&s->map, c->id);
+        c->in_map = 0;
+    }
+    /* Queued jobs of a closed connection are skipped by the workers; their
+     * completions are dropped because the id is no longer in the map. */
+    if (c->in_flight > 0 && s->pool)
+        pd_pool_cancel_conn(s->pool, c->id);
+    uv_close((uv_handle_t *)&c->tcp, pd__conn_closed);
+}
+
+static void pd__shutdown_cb(uv_shutdown_t *req, int status)
+{
+    pd__conn *c = req->handle->data;
+    c->shutdown_done = 1;
+    /* While running, a lingering connection stays open to drain the peer's
+     * input (see the top of this file); during a server stop there is no
+     * point in waiting. */
+    if (status < 0 || c->server->phase != PD__RUNNING)
+        pd__conn_close(c);
+}
+
+/* Shuts the write side down once queued replies have gone out. */
+static void pd__conn_shutdown(pd__conn *c)
+{
+    if (c->closing || c->shutdown_req.handle)
+        return;
+    int rc = uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, pd__shutdown_cb);
+    if (rc != 0)
+        pd__conn_close(c);
+}
+
+/* Answer-then-close after a protocol error: the reply (already queued by the
+ * caller) goes out, then the write side shuts, and input is discarded until
+ * the peer closes or the linger time runs out. */
+static void pd__conn_linger(pd__conn *c)
+{
+    if (c->closing || c->lingering)
+        return;
+    c->lingering = 1;
+    c->lingering_since_ms = uv_now(c->server->loop);
+    pd__conn_shutdown(c);
+    pd__conn_read_start(c);
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+/* Resolves a start or goal point to an in-bounds cell. */
+static pd_status pd__resolve_point(const pd_scene *scene, const pd_point_spec *spec, pd_point *cell)
+{
+    if (spec->is_world)
+        return pd_scene_world_to_cell(scene, spec->wx, spec->wy, cell);
+    if (!pd_grid_in_bounds(scene->grid, spec->cell.x, spec->cell.y))
+        return PD_OUT_OF_BOUNDS;
+    *cell = spec->cell;
+    return PD_OK;
+}
+
+static void pd__describe_point(const pd_point_spec *spec, char *out, size_t len)
+{
+    if (spec->is_world)
+        snprintf(out, len, "world (%g, %g)", spec->wx, spec->wy);
+    else
+        snprintf(out, len, "cell (%" PRId32 ", %" PRId32 ")", spec->cell.x, spec->cell.y);
+}
+
+static void pd__handle_find_path(pd__conn *c, const pd_request *req, uint64_t arrival_ns)
+{
+    pd_server *s = c->server;
+    const pd_find_path_req *fp = &req->u.find_path;
+
+    if (c->in_flight >= s->conf.max_inflight_per_conn) {
+        pd__send_error(c, req->id, PD_OVERLOADED,
+                       "%" PRIu32 " requests already in flight on this connection (the limit)",
+                       c->in_flight);
+        return;
+    }
+    pd_scene *scene = pd_registry_acquire(s->registry, fp->scene);
+    if (!scene) {
+        pd__send_error(c, req->id, PD_UNKNOWN_SCENE, "unknown scene '%s'", fp->scene);
+        return;
+    }
+    if (!pd_scene_allows_unit(scene, fp->unit_size)) {
+        pd__send_error(c, req->id, PD_INVALID_ARGUMENT, "scene '%s' does not serve unit size %" PRIu32,
+                       scene->name, fp->unit_size);
+        pd_scene_release(scene);
+        return;
+    }
+    /* Only unit size 1 is searchable so far; larger agents need the
+     * clearance grids of a later issue. */
+    if (fp->unit_size != 1) {
+        pd__send_error(c, req->id, PD_INVALID_ARGUMENT, "unit size %" PRIu32 " not supported yet",
+                       fp->unit_size);
+        pd_scene_release(scene);
+        return;
+    }
+
+    pd_point start, goal;
+    const pd_point_spec *bad = NULL;
+    if (pd__resolve_point(scene, &fp->start, &start) != PD_OK)
+        bad = &fp->start;
+    else if (pd__resolve_point(scene, &fp->goal, &goal) != PD_OK)
+        bad = &fp->goal;
+    if (bad) {
+        char where[96];
+        pd__describe_point(bad, where, sizeof where);
+        pd__send_error(c, req->id, PD_OUT_OF_BOUNDS, "%s %s is outside scene '%s' (%" PRId32 "x%" PRId32 ")",
+                       bad == &fp->start ? "start" : "goal", where, scene->name,
+                       scene->grid->width, scene->grid->height);
+        pd_scene_release(scene);
+        return;
+    }
+
+    pd_job *job = pd_job_new();
+    if (!job) {
+        pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
+        pd_scene_release(scene);
+        return;
+    }
+    job->conn_id = c->id;
+    job->request_id = req->id;
+    job->scene = scene; /* the job owns the reference now */
+    job->params.start = start;
+    job->params.goal = goal;
+    job->params.connectivity = fp->connectivity;
+    job->params.max_expansions = fp->max_expansions ? fp->max_expansions : s->conf.default_max_expansions;
+    job->style = fp->style;
+    job->deadline_ns = fp->deadline_ms ? arrival_ns + (uint64_t)fp->deadline_ms * 1000000u : 0;
+    job->submitted_ns = pd_pool_now_ns();
+
+    if (pd_pool_submit(s->pool, job) != PD_OK) {
+        pd_job_free(job);
+        pd__send_error(c, req->id, PD_OVERLOADED, "job queue full (%" PRIu32 " jobs)",
+                       s->conf.job_queue_capacity);
+        return;
+    }
+    c->in_flight++;
+    s->in_flight++;
+}
+
+static void pd__handle_request(pd__conn *c, const pd_request *req, uint64_t arrival_ns)
+{
+    pd_server *s = c->server;
+    size_t len = 0;
+    uint8_t *buf;
+
+    switch (req->kind) {
+    case PD_REQ_FIND_PATH:
+        pd__handle_find_path(c, req, arrival_ns);
+        return;
+    case PD_REQ_CANCEL:
+        if (pd_pool_cancel(s->pool, c->id, req->u.cancel_target))
+            buf = pd_codec_encode_ack(req->id, PD_OK, &len);
+        else {
+            pd__send_error(c, req->id, PD_INVALID_ARGUMENT,
+                           "no request %" PRIu64 " in flight on this connection", req->u.cancel_target);
+            return;
+        }
+        break;
+    case PD_REQ_LIST_SCENES: {
+        pd_scene **list = NULL;
+        size_t n = pd_registry_list(s->registry, &list);
+        buf = pd_codec_encode_scene_list(req->id, list, n, &len);
+        pd_registry_release_list(list, n);
+        break;
+    }
+    case PD_REQ_SCENE_INFO: {
+        pd_scene *scene = pd_registry_acquire(s->registry, req->u.scene_name);
+        if (!scene) {
+            pd__send_error(c, req->id, PD_UNKNOWN_SCENE, "unknown scene '%s'", req->u.scene_name);
+            return;
+        }
+        buf = pd_codec_encode_scene_info(req->id, scene, &len);
+        pd_scene_release(scene);
+        break;
+    }
+    case PD_REQ_STATS: {
+        pd_server_stats st;
+        pd_server_get_stats(s, &st);
+        buf = pd_codec_encode_stats(req->id, &st, &len);
+        break;
+    }
+    case PD_REQ_PING:
+        buf = pd_codec_encode_pong(req->id, req->u.ping_nonce, &len);
+        break;
+    case PD_REQ_NONE:
+    default:
+        pd__send_error(c, req->id, PD_INVALID_ARGUMENT, "request has no body");
+        return;
+    }
+    pd__conn_send(c, buf, len);
+}
+
+static void pd__handle_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_t arrival_ns)
+{
+    pd_server *s = c->server;
+    pd_request req;
+    char err[PD__MESSAGE_MAX];
+
+    s->requests_total++;
+    err[0] = '\0';
+    memset(&req, 0, sizeof req);
+    pd_status st = pd_codec_decode_request(payload, len, &req, err, sizeof err);
+    if (st == PD_MALFORMED) {
+        s->malformed_total++;
+        pd_log_debug("conn %" PRIu64 ": malformed frame: %s; closing", c->id, err);
+        pd__send_error(c, 0, PD_MALFORMED, "%s", err[0] ? err : "frame is not a pathd.v1.Request");
+        pd__conn_linger(c);
+        return;
+    }
+    if (st != PD_OK) {
+        pd__send_error(c, req.id, st, "%s", err[0] ? err : pd_status_name(st));
+        return;
+    }
+    pd__handle_request(c, &req, arrival_ns);
+}
+
+/* Answers the complete frames that are buffered, until backpressure pauses
+ * the connection: the rest wait in the reader until replies drain, so the
+ * unread backlog never grows by more than one reply past the high
+ * watermark (plus what in-flight searches bring back). */
+static void pd__conn_process(pd__conn *c)
+{
+    pd_server *s = c->server;
+    uint64_t arrival_ns = pd_pool_now_ns();
+    while (!c->closing && !c->lingering && !c->paused) {
+        const uint8_t *payload;
+        size_t len;
+        pd_status st = pd_frame_reader_next(&c->reader, &payload, &len);
+        if (st == PD_PARTIAL)
+            return;
+        if (st == PD_FRAME_TOO_LARGE) {
+            const uint8_t *h = c->reader.buf + c->reader.start;
+            uint32_t claimed = ((uint32_t)h[0] << 24) | ((uint32_t)h[1] << 16) |
+                               ((uint32_t)h[2] << 8) | (uint32_t)h[3];
+            s->malformed_total++;
+            pd_log_debug("conn %" PRIu64 ": frame of %" PRIu32 " bytes refused; closing", c->id, claimed);
+            pd__send_error(c, 0, PD_FRAME_TOO_LARGE,
+                           "frame of %" PRIu32 " bytes exceeds the %" PRIu32 "-byte limit", claimed,
+                           c->reader.max_frame);
+            pd__conn_linger(c);
+            return;
+        }
+        pd__handle_frame(c, payload, len, arrival_ns);
+    }
+}
+
+static void pd__read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    pd__conn *c = stream->data;
+    if (nread > 0) {
+        if (c->lingering)
+            return; /* read into the discard buffer */
+        c->last_active_ms = uv_now(c->server->loop);
+        pd_frame_reader_commit(&c->reader, (size_t)nread);
+        pd__conn_process(c);
+        return;
+    }
+    if (nread == 0)
+        return; /* EAGAIN: not end of stream */
+    if (nread == UV_ENOBUFS)
+        pd_log_warn("conn %" PRIu64 ": no memory for its read buffer; closing", c->id);
+    else if (nread != UV_EOF)
+        pd_log_debug("conn %" PRIu64 ": read failed: %s", c->id, uv_strerror((int)nread));
+    /* A client that hangs up gets no more answers: its queued jobs are
+     * cancelled rather than computed for nobody. */
+    pd__conn_close(c);
+}
+
+/* ---- accepting --------------------------------------------------------- */
+
+static void pd__spare_closed(uv_handle_t *h)
+{
+    pd_server *s = h->data;
+    s->spare_busy = 0;
+    s->open_handles--;
+}
+
+/* Accepts a connection into the spare handle and closes it: without a
+ * uv_accept libuv stops watching the listener, so even when there is no
+ * memory for a connection, the pending one must be taken off the queue. */
+static void pd__accept_and_drop(pd_server *s)
+{
+    if (s->spare_busy || uv_tcp_init(s->loop, &s->spare) != 0)
+        return;
+    s->spare.data = s;
+    s->spare_busy = 1;
+    s->open_handles++;
+    (void)uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&s->spare);
+    uv_close((uv_handle_t *)&s->spare, pd__spare_closed);
+}
+
+static void pd__on_connection(uv_stream_t *listener, int status)
+{
+    pd_server *s = listener->data;
+    if (status < 0) {
+        pd_log_warn("accept failed: %s", uv_strerror(status));
+        return;
+    }
+    pd__conn *c = calloc(1, sizeof *c);
+    if (!c || uv_tcp_init(s->loop, &c->tcp) != 0) {
+        free(c);
+        pd_log_error("out of memory accepting a connection; dropping it");
+        pd__accept_and_drop(s);
+        return;
+    }
+    c->tcp.data = c;
+    c->server = s;
+    c->id = s->next_conn_id++;
+    pd_frame_reader_init(&c->reader, s->conf.max_frame_bytes);
+    c->last_active_ms = uv_now(s->loop);
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    s->n_conns++;
+
+    int rc = uv_accept(listener, (uv_stream_t *)&c->tcp);
+    if (rc != 0) {
+        pd_log_warn("accept failed: %s", uv_strerror(rc));
+        pd__conn_close(c);
+        return;
+    }
+    if (pd__map_insert(&s->map, c) != 0) {
+        pd_log_error("out of memory registering a connection; closing it");
+        pd__conn_close(c);
+        return;
+    }
+    c->in_map = 1;
+    uv_tcp_nodelay(&c->tcp, 1);
+
+    if (s->n_conns > s->conf.max_connections) {
+        pd__send_error(c, 0, PD_OVERLOADED, "server has %zu connections (limit %" PRIu32 ")",
+                       s->n_conns - 1, s->conf.max_connections);
+        pd__conn_linger(c);
+        return;
+    }
+    pd_log_debug("conn %" PRIu64 ": accepted (%zu open)", c->id, s->n_conns);
+    pd__conn_read_start(c);
+}
+
+/* ---- completions, stop and reload -------------------------------------- */
+
+static void pd__drain_completions(pd_server *s)
+{
+    if (!s->pool)
+        return;
+    pd_job *job = pd_pool_take_completed(s->pool);
+    while (job) {
+        pd_job *next = job->next;
+        if (s->in_flight > 0)
+            s->in_flight--;
+        pd__conn *c = pd__map_find(&s->map, job->conn_id);
+        if (c) {
+            if (c->in_flight > 0)
+                c->in_flight--;
+            if (!c->lingering) {
+                size_t len = 0;
+                uint8_t *buf = pd_codec_encode_path(job, s->conf.max_waypoints_per_chunk, &len);
+                pd__conn_send(c, buf, len);
+            }
+        }
+        pd_job_free(job);
+        job = next;
+    }
+}
+
+/* Last step of a stop: close the server's own handles. The async handle
+ * stays open (workers may still wake it until the pool is destroyed) but no
+ * longer keeps uv_run going. */
+static void pd__stop_finish(pd_server *s)
+{
+    s->phase = PD__CLOSED;
+    pd__close_handle((uv_handle_t *)&s->listener);
+    pd__close_handle((uv_handle_t *)&s->sweep_timer);
+    pd__close_handle((uv_handle_t *)&s->stop_timer);
+    pd__close_handle((uv_handle_t *)&s->sig_term);
+    pd__close_handle((uv_handle_t *)&s->sig_int);
+    pd__close_handle((uv_handle_t *)&s->sig_hup);
+    uv_unref((uv_handle_t *)&s->async);
+    pd_log_info("stopped");
+}
+
+static void pd__flush_begin(pd_server *s)
+{
+    s->phase = PD__FLUSHING;
+    for (pd__conn *c = s->conns; c; c = c->next) {
+        if (c->closing)
+            continue;
+        if (c->writes_pending == 0 || c->shutdown_done)
+            pd__conn_close(c);
+        else
+            pd__conn_shutdown(c);
+    }
+    if (s->n_conns == 0)
+        pd__stop_finish(s);
+    else
+        uv_timer_start(&s->stop_timer, pd__stop_timer_cb, PD_SERVER_FLUSH_MS, 0);
+}
+
+static void pd__cancel_all(pd_server *s)
+{
+    pd_log_warn("grace period over: cancelling %" PRIu64 " jobs in flight", s->in_flight);
+    s->phase = PD__CANCELLING;
+    for (pd__conn *c = s->conns; c; c = c->next)
+        if (c->in_flight > 0)
+            pd_pool_cancel_conn(s->pool, c->id);
+}
+
+static void pd__check_drained(pd_server *s)
+{
+    switch (s->phase) {
+    case PD__DRAINING:
+    case PD__CANCELLING:
+        if (s->in_flight == 0) {
+            uv_timer_stop(&s->stop_timer);
+            pd__flush_begin(s);
+        }
+        break;
+    case PD__FLUSHING:
+        if (s->n_conns == 0) {
+            uv_timer_stop(&s->stop_timer);
+            pd__stop_finish(s);
+        }
+        break;
+    case PD__RUNNING:
+    case PD__CLOSED:
+        break;
+    }
+}
+
+static void pd__stop_timer_cb(uv_timer_t *t)
+{
+    pd_server *s = t->data;
+    switch (s->phase) {
+    case PD__DRAINING:
+        pd__cancel_all(s);
+        uv_timer_start(&s->stop_timer, pd__stop_timer_cb, PD_SERVER_CANCEL_WAIT_MS, 0);
+        break;
+    case PD__CANCELLING:
+        pd_log_warn("%" PRIu64 " cancelled jobs did not come back in time", s->in_flight);
+        pd__flush_begin(s);
+        break;
+    case PD__FLUSHING:
+        pd_log_warn("cutting %zu connections that did not take their replies", s->n_conns);
+        for (pd__conn *c = s->conns; c; c = c->next)
+            pd__conn_close(c);
+        break;
+    case PD__RUNNING:
+    case PD__CLOSED:
+        break;
+    }
+}
+
+static void pd__stop_begin(pd_server *s)
+{
+    if (s->phase == PD__DRAINING) {
+        /* A second request: skip what is left of the grace period. */
+        uv_timer_stop(&s->stop_timer);
+        pd__cancel_all(s);
+        uv_timer_start(&s->stop_timer, pd__stop_timer_cb, PD_SERVER_CANCEL_WAIT_MS, 0);
+        return;
+    }
+    if (s->phase != PD__RUNNING)
+        return;
+    s->phase = PD__DRAINING;
+    pd_log_info("stopping: %zu connections, %" PRIu64 " jobs in flight, grace %" PRIu32 " ms",
+                s->n_conns, s->in_flight, s->conf.shutdown_grace_ms);
+    pd__close_handle((uv_handle_t *)&s->listener);
+    for (pd__conn *c = s->conns; c; c = c->next)
+        if (!c->lingering)
+            pd__conn_read_stop(c);
+    if (s->in_flight == 0)
+        pd__flush_begin(s);
+    else
+        uv_timer_start(&s->stop_timer, pd__stop_timer_cb, s->conf.shutdown_grace_ms, 0);
+}
+
+static void pd__reload(pd_server *s)
+{
+    char err[512];
+    pd_conf next;
+
+    if (!s->config_path) {
+        pd_log_warn("reload requested, but the server has no config file to reread");
+        return;
+    }
+    pd_log_info("reloading %s", s->config_path);
+    if (pd_conf_load_file(s->config_path, &next, err, sizeof err) != 0) {
+        pd_log_error("reload refused: %s; the running configuration stays", err);
+        return;
+    }
+    if (s->adjust)
+        s->adjust(&next, s->adjust_user);
+    if (pd_registry_load(s->registry, &next, err, sizeof err) != 0) {
+        pd_log_error("reload refused: %s; the running scenes stay", err);
+        pd_conf_free(&next);
+        return;
+    }
+
+    if (strcmp(next.listen_host, s->conf.listen_host) != 0 || next.listen_port != s->conf.listen_port)
+        pd_log_warn("reload: a new listen address needs a restart; still on %s:%u",
+                    s->conf.listen_host, (unsigned)s->conf.listen_port);
+    if (next.threads != s->conf.threads || next.job_queue_capacity != s->conf.job_queue_capacity)
+        pd_log_warn("reload: thread count and job queue capacity need a restart; unchanged");
+    memcpy(next.listen_host, s->conf.listen_host, sizeof next.listen_host);
+    next.listen_port = s->conf.listen_port;
+    next.threads = s->conf.threads;
+    next.job_queue_capacity = s->conf.job_queue_capacity;
+
+    size_t n_scenes = next.n_scenes;
+    pd_conf scenes_only = {0};
+    scenes_only.scenes = next.scenes;
+    scenes_only.n_scenes = next.n_scenes;
+    next.scenes = NULL;
+    next.n_scenes = 0;
+    s->conf = next;
+    pd_conf_free(&scenes_only);
+
+    pd_log_set_level(s->conf.log_level);
+    uint64_t interval = pd__sweep_interval(&s->conf);
+    if (interval != s->sweep_interval_ms && uv_is_active((uv_handle_t *)&s->sweep_timer)) {
+        s->sweep_interval_ms = interval;
+        uv_timer_set_repeat(&s->sweep_timer, interval);
+    }
+    pd_log_info("reloaded %s: %zu scenes", s->config_path, n_scenes);
+}
+
+static void pd__async_cb(uv_async_t *a)
+{
+    pd_server *s = a->data;
+    if (atomic_exchange(&s->reload_requested, 0))
+        pd__reload(s);
+    if (atomic_exchange(&s->stop_requested, 0))
+        pd__stop_begin(s);
+    pd__drain_completions(s);
+    pd__check_drained(s);
+}
+
+static void pd__sweep_cb(uv_timer_t *t)
+{
+    pd_server *s = t->data;
+    uint64_t now = uv_now(s->loop);
+    uint32_t idle_ms = s->conf.idle_timeout_ms;
+    for (pd__conn *c = s->conns; c; c = c->next) {
+        if (c->closing)
+            continue;
+        if (c->lingering) {
+            if (now - c->lingering_since_ms >= PD_SERVER_LINGER_MS)
+                pd__conn_close(c);
+        } else if (idle_ms > 0 && c->in_flight == 0 && now - c->last_active_ms >= idle_ms) {
+            pd_log_debug("conn %" PRIu64 ": idle for %" PRIu32 " ms; closing", c->id, idle_ms);
+            pd__conn_close(c);
+        }
+    }
+}
+
+static void pd__signal_cb(uv_signal_t *h, int signum)
+{
+    pd_server *s = h->data;
+    if (signum == SIGHUP) {
+        pd__reload(s);
+        return;
+    }
+    pd_log_info("received %s", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    pd__stop_begin(s);
+}
+
+/* ---- public API -------------------------------------------------------- */
+
+pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *registry,
+                            const pd_server_config_source *source)
+{
+    pd_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->loop = loop;
+    s->conf = *conf;
+    s->conf.scenes = NULL;
+    s->conf.n_scenes = 0;
+    s->registry = registry;
+    s->next_conn_id = 1;
+    s->started_ns = uv_hrtime();
+    s->sweep_interval_ms = pd__sweep_interval(&s->conf);
+    atomic_init(&s->stop_requested, 0);
+    atomic_init(&s->reload_requested, 0);
+    if (source) {
+        s->adjust = source->adjust;
+        s->adjust_user = source->adjust_user;
+        if (source->path && !(s->config_path = strdup(source->path)))
+            goto fail;
+    }
+
+    if (uv_async_init(loop, &s->async, pd__async_cb) != 0)
+        goto fail;
+    s->async.data = s;
+    s->open_handles++;
+    if (uv_timer_init(loop, &s->sweep_timer) != 0)
+        goto fail;
+    s->sweep_timer.data = s;
+    s->open_handles++;
+    if (uv_timer_init(loop, &s->stop_timer) != 0)
+        goto fail;
+    s->stop_timer.data = s;
+    s->open_handles++;
+    if (pd__map_grow(&s->map) != 0)
+        goto fail;
+    return s;
+
+fail:
+    pd_server_destroy(s);
+    return NULL;
+}
+
+void pd_server_wake(void *server)
+{
+    pd_server *s = server;
+    uv_async_send(&s->async);
+}
+
+int pd_server_start(pd_server *s, pd_pool *pool, char *err, size_t errlen)
+{
+    struct sockaddr_storage addr;
+    char where[96];
+    int rc;
+
+    s->pool = pool;
+    pd__format_address(s, s->conf.listen_port, where, sizeof where);
+    if (strchr(s->conf.listen_host, ':'))
+        rc = uv_ip6_addr(s->conf.listen_host, s->conf.listen_port, (struct sockaddr_in6 *)&addr);
+    else
+        rc = uv_ip4_addr(s->conf.listen_host, s->conf.listen_port, (struct sockaddr_in *)&addr);
+    if (rc != 0) {
+        snprintf(err, errlen, "listen address %s: %s", where, uv_strerror(rc));
+        return -1;
+    }
+    if ((rc = uv_tcp_init(s->loop, &s->listener)) != 0) {
+        snprintf(err, errlen, "listen on %s: %s", where, uv_strerror(rc));
+        return -1;
+    }
+    s->listener.data = s;
+    s->open_handles++;
+    if ((rc = uv_tcp_bind(&s->listener, (const struct sockaddr *)&addr, 0)) != 0 ||
+        (rc = uv_listen((uv_stream_t *)&s->listener, PD_SERVER_LISTEN_BACKLOG, pd__on_connection)) != 0) {
+        snprintf(err, errlen, "listen on %s: %s", where, uv_strerror(rc));
+        pd__close_handle((uv_handle_t *)&s->listener);
+        return -1;
+    }
+
+    struct sockaddr_storage bound;
+    int bound_len = (int)sizeof bound;
+    if ((rc = uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &bound_len)) != 0) {
+        snprintf(err, errlen, "listen on %s: %s", where, uv_strerror(rc));
+        pd__close_handle((uv_handle_t *)&s->listener);
+        return -1;
+    }
+    if (bound.ss_family == AF_INET6)
+        s->port = ntohs(((struct sockaddr_in6 *)&bound)->sin6_port);
+    else
+        s->port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+
+    uv_timer_start(&s->sweep_timer, pd__sweep_cb, s->sweep_interval_ms, s->sweep_interval_ms);
+    pd__format_address(s, s->port, where, sizeof where);
+    pd_log_info("listening on %s", where);
+    return 0;
+}
+
+uint16_t pd_server_port(const pd_server *s)
+{
+    return s->port;
+}
+
+int pd_server_watch_signals(pd_server *s)
+{
+    struct {
+        uv_signal_t *h;
+        int signum;
+    } sigs[] = {{&s->sig_term, SIGTERM}, {&s->sig_int, SIGINT}, {&s->sig_hup, SIGHUP}};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        if (uv_signal_init(s->loop, sigs[i].h) != 0)
+            return -1;
+        sigs[i].h->data = s;
+        s->open_handles++;
+        if (uv_signal_start(sigs[i].h, pd__signal_cb, sigs[i].signum) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+void pd_server_request_stop(pd_server *s)
+{
+    atomic_store(&s->stop_requested, 1);
+    uv_async_send(&s->async);
+}
+
+void pd_server_request_reload(pd_server *s)
+{
+    atomic_store(&s->reload_requested, 1);
+    uv_async_send(&s->async);
+}
+
+void pd_server_get_stats(pd_server *s, pd_server_stats *out)
+{
+    pd_pool_stats ps;
+    memset(&ps, 0, sizeof ps);
+    if (s->pool)
+        pd_pool_get_stats(s->pool, &ps);
+    pd_scene **list = NULL;
+    size_t n_scenes = pd_registry_list(s->registry, &list);
+    pd_registry_release_list(list, n_scenes);
+
+    memset(out, 0, sizeof *out);
+    out->uptime_ms = (uv_hrtime() - s->started_ns) / 1000000u;
+    out->connections = s->n_conns;
+    out->requests_total = s->requests_total;
+    out->paths_found = ps.paths_found;
+    out->expansions_total = ps.expansions;
+    out->queue_depth = ps.queue_depth;
+    out->in_flight = s->in_flight;
+    out->threads = ps.threads;
+    out->scenes = (uint32_t)n_scenes;
+    out->overloaded_total = s->overloaded_total;
+    out->malformed_total = s->malformed_total;
+}
+
+void pd_server_destroy(pd_server *s)
+{
+    if (!s)
+        return;
+    /* The pool is gone by now (or never existed): nothing may call into it. */
+    s->pool = NULL;
+    for (pd__conn *c = s->conns; c; c = c->next)
+        pd__conn_close(c);
+    pd__close_handle((uv_handle_t *)&s->listener);
+    pd__close_handle((uv_handle_t *)&s->sweep_timer);
+    pd__close_handle((uv_handle_t *)&s->stop_timer);
+    pd__close_handle((uv_handle_t *)&s->sig_term);
+    pd__close_handle((uv_handle_t *)&s->sig_int);
+    pd__close_handle((uv_handle_t *)&s->sig_hup);
+    pd__close_handle((uv_handle_t *)&s->async);
+    /* Close callbacks run on the next loop iteration; the phase must not
+     * start a flush from pd__conn_closed meanwhile. */
+    s->phase = PD__CLOSED;
+    while (s->open_handles > 0 || s->conns)
+        uv_run(s->loop, UV_RUN_NOWAIT);
+    free(s->map.slots);
+    free(s->config_path);
+    free(s);
+}

@@ -1,0 +1,98 @@
+/*
+ * pd_server.h - the TCP front end: listener, connections, request dispatch,
+ * completions, reload and graceful shutdown, all on one libuv loop.
+ *
+ * The server owns every libuv handle it creates and touches them only from
+ * the loop thread. Worker threads reach it through pd_server_wake (a
+ * pd_pool_wake_fn that calls uv_async_send); other threads may call only
+ * pd_server_wake, pd_server_request_stop and pd_server_request_reload.
+ *
+ * Order of use (main.c does exactly this):
+ *   s = pd_server_create(loop, &conf, registry, &source);
+ *   pool = pd_pool_create(threads, conf.job_queue_capacity, pd_server_wake, s);
+ *   pd_server_start(s, pool, err, errlen);     binds, listens, logs the address
+ *   pd_server_watch_signals(s);                optional: SIGTERM/SIGINT/SIGHUP
+ *   uv_run(loop, UV_RUN_DEFAULT);              returns once a stop has drained
+ *   pd_pool_destroy(pool);                     no more wake-ups after this
+ *   pd_server_destroy(s);                      closes what is left, frees
+ *
+ * The process must ignore SIGPIPE (a peer that vanishes mid-write would
+ * otherwise kill it); main.c and the tests do.
+ */
+#ifndef PD_SERVER_H
+#define PD_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "pd_codec.h"
+#include "pd_conf.h"
+#include "pd_pool.h"
+#include "pd_scene.h"
+
+/* Fixed server limits (the configurable ones are in pd_conf). */
+#define PD_SERVER_LISTEN_BACKLOG 511          /* connections the kernel queues before accept */
+#define PD_SERVER_WRITE_HARD_CAP_FACTOR 4     /* queued bytes above high watermark x this: close */
+#define PD_SERVER_SWEEP_MAX_MS 1000           /* idle sweep period; shorter for short timeouts */
+#define PD_SERVER_SWEEP_MIN_MS 10             /* ...but never busier than this */
+#define PD_SERVER_LINGER_MS 5000              /* a connection closing after an error reply gets
+                                                 this long to take the reply, then is cut */
+#define PD_SERVER_CANCEL_WAIT_MS 1000         /* after the grace period, how long cancelled jobs
+                                                 get to come back before connections close */
+#define PD_SERVER_FLUSH_MS 2000               /* at shutdown, how long pending replies get to
+                                                 reach slow clients before they are cut */
+
+typedef struct pd_server pd_server;
+
+/* Where a reload (SIGHUP) reads the config from. adjust, if set, is applied to
+ * every freshly loaded config before it is used (main.c re-applies its
+ * command-line overrides with it), so a reload never undoes --listen etc. */
+typedef struct pd_server_config_source {
+    const char *path;                     /* NULL disables reload */
+    void (*adjust)(pd_conf *conf, void *user);
+    void *adjust_user;
+} pd_server_config_source;
+
+/*
+ * Creates a server on loop. conf is copied (its scene list is not needed: the
+ * registry holds the scenes); registry and loop must outlive the server.
+ * source may be NULL (no reload). Returns NULL on allocation or libuv failure.
+ */
+pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *registry,
+                            const pd_server_config_source *source);
+
+/* The pd_pool_wake_fn to give pd_pool_create, with the server as user data.
+ * Thread-safe. */
+void pd_server_wake(void *server);
+
+/* Binds conf's listen address (port 0 = ephemeral) and starts accepting.
+ * The pool must have been created with pd_server_wake and this server.
+ * Logs "listening on HOST:PORT" at info. Returns 0, or -1 with a reason. */
+int pd_server_start(pd_server *s, pd_pool *pool, char *err, size_t errlen);
+
+/* The port actually bound (useful with port 0); 0 before pd_server_start. */
+uint16_t pd_server_port(const pd_server *s);
+
+/* Installs SIGTERM/SIGINT (graceful stop; a second one skips the grace
+ * period) and SIGHUP (reload) handlers on the loop. Returns 0 or -1. */
+int pd_server_watch_signals(pd_server *s);
+
+/* Thread-safe. Starts a graceful stop: stop accepting and reading, wait up
+ * to shutdown_grace_ms for in-flight jobs (then cancel the rest), flush the
+ * replies, close every handle; uv_run then returns. */
+void pd_server_request_stop(pd_server *s);
+
+/* Thread-safe. Rereads the config file and swaps scenes in atomically; a bad
+ * config is logged and the old one keeps serving. */
+void pd_server_request_reload(pd_server *s);
+
+/* Loop thread only: the counters the Stats request reports. */
+void pd_server_get_stats(pd_server *s, pd_server_stats *out);
+
+/* Call after uv_run has returned and the pool is destroyed. Closes any
+ * handle still open, runs the loop until they are gone and frees the server.
+ * The loop itself stays the caller's to close. NULL is a no-op. */
+void pd_server_destroy(pd_server *s);
+
+#endif

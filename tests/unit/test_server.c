@@ -1,0 +1,1181 @@
+/*
+ * test_server.c - the net layer in-process: a real pd_server on 127.0.0.1
+ * with an ephemeral port, its loop running in a thread, and a plain blocking
+ * socket client in the test that builds and reads protobuf frames by hand.
+ *
+ * Scenes come from tests/data/net_server.json: "small" (10x5, one wall with
+ * a gap, origin (-10, 5), cell size 2) for exact answers, "maze" (a 128x127
+ * serpentine) for searches slow enough to still be in flight while a test
+ * cancels, overloads or stops the server. Each test starts its own server,
+ * tweaking limits in the loaded pd_conf, and stops it through
+ * pd_server_request_stop, which is itself under test: every test ends with
+ * the loop returning and valgrind/ASan-clean teardown.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "pathd.pb-c.h"
+#include "pd_conf.h"
+#include "pd_log.h"
+#include "pd_pool.h"
+#include "pd_scene.h"
+#include "pd_server.h"
+
+/* How long the client waits for any one answer before the test fails
+ * (generous: sanitizer builds are slow). */
+#define T_RECV_TIMEOUT_S 20
+/* Largest frame the test client accepts. */
+#define T_MAX_FRAME (1u << 20)
+#define T_CONFIG PD_TEST_DATA_DIR "/net_server.json"
+
+typedef struct test_server {
+    uv_loop_t loop;
+    pd_conf conf;
+    pd_registry *registry;
+    pd_pool *pool;
+    pd_server *server;
+    pthread_t thread;
+    uint16_t port;
+} test_server;
+
+typedef void (*conf_tweak)(pd_conf *conf);
+
+static void *loop_thread(void *arg)
+{
+    test_server *ts = arg;
+    uv_run(&ts->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+static void server_start_with(test_server *ts, conf_tweak tweak, const char *reload_path)
+{
+    char err[512];
+    memset(ts, 0, sizeof *ts);
+    assert_int_equal(pd_conf_load_file(T_CONFIG, &ts->conf, err, sizeof err), 0);
+    if (tweak)
+        tweak(&ts->conf);
+    pd_log_set_level(ts->conf.log_level);
+    ts->registry = pd_registry_create();
+    assert_non_null(ts->registry);
+    assert_int_equal(pd_registry_load(ts->registry, &ts->conf, err, sizeof err), 0);
+    assert_int_equal(uv_loop_init(&ts->loop), 0);
+    pd_server_config_source source = {reload_path, NULL, NULL};
+    ts->server = pd_server_create(&ts->loop, &ts->conf, ts->registry, &source);
+    assert_non_null(ts->server);
+    ts->pool = pd_pool_create(ts->conf.threads, ts->conf.job_queue_capacity, pd_server_wake, ts->server);
+    assert_non_null(ts->pool);
+    assert_int_equal(pd_server_start(ts->server, ts->pool, err, sizeof err), 0);
+    ts->port = pd_server_port(ts->server);
+    assert_true(ts->port != 0);
+    assert_int_equal(pthread_create(&ts->thread, NULL, loop_thread, ts), 0);
+}
+
+static void server_start(test_server *ts, conf_tweak tweak)
+{
+    server_start_with(ts, tweak, NULL);
+}
+
+/* Waits for the loop thread to return (the stop must have been requested). */
+static void server_join(test_server *ts)
+{
+    assert_int_equal(pthread_join(ts->thread, NULL), 0);
+    pd_pool_destroy(ts->pool);
+    pd_server_destroy(ts->server);
+    assert_int_equal(uv_loop_close(&ts->loop), 0);
+    pd_registry_destroy(ts->registry);
+    pd_conf_free(&ts->conf);
+}
+
+static void server_stop(test_server *ts)
+{
+    pd_server_request_stop(ts->server);
+    server_join(ts);
+}
+
+/* ---- the raw client ---------------------------------------------------- */
+
+/* rcvbuf > 0 shrinks the client's receive buffer (before connecting, so
+ * the window is small from the start): replies then back up in the server
+ * quickly, which is what the backpressure tests need. */
+static int client_connect_rcvbuf(uint16_t port, int rcvbuf)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    if (rcvbuf > 0)
+        assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf), 0);
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&addr, sizeof addr), 0);
+    struct timeval tv = {T_RECV_TIMEOUT_S, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+static int client_connect(uint16_t port)
+{
+    return client_connect_rcvbuf(port, 0);
+}
+
+static void send_all(int fd, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        assert_true(n > 0);
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+/* Appends one framed Request to a growing buffer, so tests can send many
+ * requests in a single write (and so in a single server read). */
+typedef struct out_buf {
+    uint8_t *data;
+    size_t len;
+} out_buf;
+
+static void out_append_request(out_buf *b, const Pathd__V1__Request *req)
+{
+    size_t n = pathd__v1__request__get_packed_size(req);
+    b->data = realloc(b->data, b->len + 4 + n);
+    assert_non_null(b->data);
+    uint8_t *p = b->data + b->len;
+    p[0] = (uint8_t)(n >> 24);
+    p[1] = (uint8_t)(n >> 16);
+    p[2] = (uint8_t)(n >> 8);
+    p[3] = (uint8_t)n;
+    pathd__v1__request__pack(req, p + 4);
+    b->len += 4 + n;
+}
+
+static void out_send(int fd, out_buf *b)
+{
+    send_all(fd, b->data, b->len);
+    free(b->data);
+    b->data = NULL;
+    b->len = 0;
+}
+
+static void send_request(int fd, const Pathd__V1__Request *req)
+{
+    out_buf b = {0};
+    out_append_request(&b, req);
+    out_send(fd, &b);
+}
+
+/* Reads exactly len bytes. Returns 1, or 0 on orderly EOF / reset before
+ * any byte of it arrived. A timeout fails the test. */
+static int recv_exact(int fd, uint8_t *buf, size_t len)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = recv(fd, buf + got, len - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            fail_msg("timed out waiting for the server");
+        if (n <= 0) {
+            assert_int_equal(got, 0); /* no truncated frames */
+            return 0;
+        }
+        got += (size_t)n;
+    }
+    return 1;
+}
+
+/* Next Response, or NULL when the server closed the connection. */
+static Pathd__V1__Response *recv_response(int fd)
+{
+    uint8_t h[4];
+    if (!recv_exact(fd, h, 4))
+        return NULL;
+    uint32_t len = ((uint32_t)h[0] << 24) | ((uint32_t)h[1] << 16) | ((uint32_t)h[2] << 8) | h[3];
+    assert_true(len <= T_MAX_FRAME);
+    uint8_t *payload = malloc(len ? len : 1);
+    assert_non_null(payload);
+    assert_int_equal(recv_exact(fd, payload, len), 1);
+    Pathd__V1__Response *r = pathd__v1__response__unpack(NULL, len, payload);
+    free(payload);
+    assert_non_null(r);
+    return r;
+}
+
+static void expect_closed(int fd)
+{
+    assert_null(recv_response(fd));
+}
+
+/* ---- request builders -------------------------------------------------- */
+
+static void ping_request(Pathd__V1__Request *req, Pathd__V1__Ping *ping, uint64_t id, uint64_t nonce)
+{
+    pathd__v1__request__init(req);
+    pathd__v1__ping__init(ping);
+    ping->nonce = nonce;
+    req->id = id;
+    req->body_case = PATHD__V1__REQUEST__BODY_PING;
+    req->ping = ping;
+}
+
+/* A FindPath between two cells; the caller can adjust fields afterwards. */
+typedef struct find_msg {
+    Pathd__V1__Request req;
+    Pathd__V1__FindPath fp;
+    Pathd__V1__Point start, goal;
+    Pathd__V1__Cell start_cell, goal_cell;
+    Pathd__V1__WorldPoint start_world;
+} find_msg;
+
+static void find_request(find_msg *m, uint64_t id, const char *scene, int32_t sx, int32_t sy,
+                         int32_t gx, int32_t gy)
+{
+    pathd__v1__request__init(&m->req);
+    pathd__v1__find_path__init(&m->fp);
+    pathd__v1__point__init(&m->start);
+    pathd__v1__point__init(&m->goal);
+    pathd__v1__cell__init(&m->start_cell);
+    pathd__v1__cell__init(&m->goal_cell);
+    pathd__v1__world_point__init(&m->start_world);
+    m->start_cell.x = sx;
+    m->start_cell.y = sy;
+    m->goal_cell.x = gx;
+    m->goal_cell.y = gy;
+    m->start.kind_case = PATHD__V1__POINT__KIND_CELL;
+    m->start.cell = &m->start_cell;
+    m->goal.kind_case = PATHD__V1__POINT__KIND_CELL;
+    m->goal.cell = &m->goal_cell;
+    m->fp.scene = (char *)scene;
+    m->fp.start = &m->start;
+    m->fp.goal = &m->goal;
+    m->req.id = id;
+    m->req.body_case = PATHD__V1__REQUEST__BODY_FIND_PATH;
+    m->req.find_path = &m->fp;
+}
+
+/* The slow search: corner to corner through the whole maze. Corners only,
+ * so the answer stays a few frames. */
+static void maze_request(find_msg *m, uint64_t id)
+{
+    find_request(m, id, "maze", 0, 0, 0, 126);
+    m->fp.style = PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS;
+}
+
+/* Reads responses until the final one for some request; frees chunks on the
+ * way. Returns the final frame (caller frees) or NULL on close. */
+static Pathd__V1__Response *recv_final(int fd)
+{
+    for (;;) {
+        Pathd__V1__Response *r = recv_response(fd);
+        if (!r || r->final)
+            return r;
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+}
+
+static void expect_pong(int fd, uint64_t id, uint64_t nonce)
+{
+    Pathd__V1__Request req;
+    Pathd__V1__Ping ping;
+    ping_request(&req, &ping, id, nonce);
+    send_request(fd, &req);
+    Pathd__V1__Response *r = recv_response(fd);
+    assert_non_null(r);
+    assert_int_equal(r->id, id);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    assert_true(r->final);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PONG);
+    assert_int_equal(r->pong->nonce, nonce);
+    pathd__v1__response__free_unpacked(r, NULL);
+}
+
+static Pathd__V1__Response *request_stats(int fd, uint64_t id)
+{
+    Pathd__V1__Request req;
+    Pathd__V1__GetStats st;
+    pathd__v1__request__init(&req);
+    pathd__v1__get_stats__init(&st);
+    req.id = id;
+    req.body_case = PATHD__V1__REQUEST__BODY_STATS;
+    req.stats = &st;
+    send_request(fd, &req);
+    Pathd__V1__Response *r = recv_response(fd);
+    assert_non_null(r);
+    assert_int_equal(r->id, id);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_STATS);
+    return r;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- tests ------------------------------------------------------------- */
+
+static void test_ping(void **state)
+{
+    test_server ts;
+    server_start(&ts, NULL);
+    int fd = client_connect(ts.port);
+    expect_pong(fd, 7, 42);
+    expect_pong(fd, 8, UINT64_MAX);
+    close(fd);
+    server_stop(&ts);
+}
+
+/* "small": a wall across row 2 with a gap at x = 9 and no corner cutting,
+ * so (0,0) -> (0,4) runs 8 straight + 1 diagonal to (9,1), down 2 to (9,3),
+ * then 8 straight + 1 diagonal back: cost 18 + 2*sqrt(2), 21 cells. With
+ * max_waypoints_per_chunk = 8 that is chunks of 8, 8 and 5. */
+static void test_find_path_streams_chunks(void **state)
+{
+    test_server ts;
+    server_start(&ts, NULL);
+    int fd = client_connect(ts.port);
+
+    find_msg m;
+    find_request(&m, 99, "small", 0, 0, 0, 4);
+    /* Start given in world coordinates: cell (0,0) spans [-10,-8) x [5,7). */
+    m.start_world.x = -9.3;
+    m.start_world.y = 6.9;
+    m.start.kind_case = PATHD__V1__POINT__KIND_WORLD;
+    m.start.world = &m.start_world;
+    send_request(fd, &m.req);
+
+    const size_t chunk_cap = ts.conf.max_waypoints_per_chunk;
+    size_t total = 0;
+    uint32_t expect_seq = 0;
+    int32_t px = 0, py = 0;
+    Pathd__V1__Response *last = NULL;
+    for (;;) {
+        Pathd__V1__Response *r = recv_response(fd);
+        assert_non_null(r);
+        assert_int_equal(r->id, 99);
+        assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PATH);
+        Pathd__V1__PathChunk *c = r->path;
+        assert_int_equal(c->seq, expect_seq++);
+        assert_true(c->n_waypoints <= chunk_cap);
+        if (!r->final)
+            assert_int_equal(c->n_waypoints, chunk_cap);
+        for (size_t i = 0; i < c->n_waypoints; i++) {
+            const Pathd__V1__Waypoint *w = c->waypoints[i];
+            if (total == 0) {
+                assert_int_equal(w->x, 0);
+                assert_int_equal(w->y, 0);
+            } else {
+                /* Each step goes to one of the eight neighbours... */
+                assert_true(abs(w->x - px) <= 1 && abs(w->y - py) <= 1);
+                assert_false(w->x == px && w->y == py);
+            }
+            /* ...never onto the wall except through its gap. */
+            assert_false(w->y == 2 && w->x != 9);
+            assert_true(fabs(w->wx - (-10.0 + (w->x + 0.5) * 2.0)) < 1e-9);
+            assert_true(fabs(w->wy - (5.0 + (w->y + 0.5) * 2.0)) < 1e-9);
+            px = w->x;
+            py = w->y;
+            total++;
+        }
+        if (r->final) {
+            last = r;
+            break;
+        }
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+    assert_int_equal(last->status, PATHD__V1__STATUS__OK);
+    assert_int_equal(px, 0);
+    assert_int_equal(py, 4);
+    assert_int_equal(total, 21);
+    assert_int_equal(expect_seq, 3);
+    assert_int_equal(last->path->total_waypoints, 21);
+    assert_true(fabs(last->path->cost - (18.0 + 2.0 * sqrt(2.0))) < 1e-9);
+    assert_true(last->path->expansions > 0);
+    assert_true(last->path->scene_version >= 1);
+    pathd__v1__response__free_unpacked(last, NULL);
+
+    close(fd);
+    server_stop(&ts);
+}
+
+static void expect_error(int fd, const Pathd__V1__Request *req, Pathd__V1__Status status)
+{
+    send_request(fd, req);
+    Pathd__V1__Response *r = recv_response(fd);
+    assert_non_null(r);
+    assert_int_equal(r->id, req->id);
+    assert_int_equal(r->status, status);
+    assert_true(r->final);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_ERROR);
+    assert_true(r->error->message && r->error->message[0]);
+    pathd__v1__response__free_unpacked(r, NULL);
+}
+
+/* Request-level errors answer that request and keep the connection. */
+static void test_bad_requests_keep_connection(void **state)
+{
+    test_server ts;
+    server_start(&ts, NULL);
+    int fd = client_connect(ts.port);
+    find_msg m;
+
+    find_request(&m, 1, "atlantis", 0, 0, 1, 1);
+    expect_error(fd, &m.req, PATHD__V1__STATUS__UNKNOWN_SCENE);
+
+    find_request(&m, 2, "small", 0, 0, 10, 0); /* width is 10: x = 10 is outside */
+    expect_error(fd, &m.req, PATHD__V1__STATUS__OUT_OF_BOUNDS);
+
+    find_request(&m, 3, "small", -1, 0, 1, 1);
+    expect_error(fd, &m.req, PATHD__V1__STATUS__OUT_OF_BOUNDS);
+
+    find_request(&m, 4, "small", 0, 0, 1, 1); /* world point left of the origin */
+    m.start_world.x = -10.5;
+    m.start_world.y = 6.0;
+    m.start.kind_case = PATHD__V1__POINT__KIND_WORLD;
+    m.start.world = &m.start_world;
+    expect_error(fd, &m.req, PATHD__V1__STATUS__OUT_OF_BOUNDS);
+
+    find_request(&m, 5, "small", 0, 0, 1, 1);
+    m.fp.unit_size = 2; /* listed for the scene, not searchable yet */
+    expect_error(fd, &m.req, PATHD__V1__STATUS__INVALID_ARGUMENT);
+
+    find_request(&m, 6, "small", 0, 0, 1, 1);
+    m.fp.unit_size = 3; /* not listed for the scene */
+    expect_error(fd, &m.req, PATHD__V1__STATUS__INVALID_ARGUMENT);
+
+    Pathd__V1__Request cancel_req;
+    Pathd__V1__Cancel cancel;
+    pathd__v1__request__init(&cancel_req);
+    pathd__v1__cancel__init(&cancel);
+    cancel.target_id = 12345;
+    cancel_req.id = 7;
+    cancel_req.body_case = PATHD__V1__REQUEST__BODY_CANCEL;
+    cancel_req.cancel = &cancel;
+    expect_error(fd, &cancel_req, PATHD__V1__STATUS__INVALID_ARGUMENT);
+
+    /* A blocked start comes back from the search itself, as a final chunk. */
+    find_request(&m, 8, "small", 0, 2, 0, 4);
+    send_request(fd, &m.req);
+    Pathd__V1__Response *r = recv_final(fd);
+    assert_non_null(r);
+    assert_int_equal(r->id, 8);
+    assert_int_equal(r->status, PATHD__V1__STATUS__START_BLOCKED);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    expect_pong(fd, 9, 1);
+    close(fd);
+    server_stop(&ts);
+}
+
+static void test_scene_queries_and_stats(void **state)
+{
+    test_server ts;
+    server_start(&ts, NULL);
+    int fd = client_connect(ts.port);
+
+    Pathd__V1__Request req;
+    Pathd__V1__ListScenes ls;
+    pathd__v1__request__init(&req);
+    pathd__v1__list_scenes__init(&ls);
+    req.id = 1;
+    req.body_case = PATHD__V1__REQUEST__BODY_LIST_SCENES;
+    req.list_scenes = &ls;
+    send_request(fd, &req);
+    Pathd__V1__Response *r = recv_response(fd);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_SCENE_LIST);
+    assert_int_equal(r->scene_list->n_scenes, 2);
+    assert_string_equal(r->scene_list->scenes[0]->name, "maze");
+    assert_string_equal(r->scene_list->scenes[1]->name, "small");
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    Pathd__V1__GetSceneInfo gi;
+    pathd__v1__request__init(&req);
+    pathd__v1__get_scene_info__init(&gi);
+    gi.scene = "small";
+    req.id = 2;
+    req.body_case = PATHD__V1__REQUEST__BODY_SCENE_INFO;
+    req.scene_info = &gi;
+    send_request(fd, &req);
+    r = recv_response(fd);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_SCENE_INFO);
+    assert_int_equal(r->scene_info->width, 10);
+    assert_int_equal(r->scene_info->height, 5);
+    assert_true(r->scene_info->origin_x == -10.0 && r->scene_info->origin_y == 5.0);
+    assert_true(r->scene_info->cell_size == 2.0);
+    assert_int_equal(r->scene_info->n_unit_sizes, 2);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    gi.scene = "nowhere";
+    req.id = 3;
+    expect_error(fd, &req, PATHD__V1__STATUS__UNKNOWN_SCENE);
+
+    /* Stats count what this connection did: 3 requests so far, this is the
+     * 4th; one open connection; the configured threads and scenes. */
+    r = request_stats(fd, 4);
+    assert_int_equal(r->stats->requests_total, 4);
+    assert_int_equal(r->stats->connections, 1);
+    assert_int_equal(r->stats->threads, ts.conf.threads);
+    assert_int_equal(r->stats->scenes, 2);
+    assert_int_equal(r->stats->in_flight, 0);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    close(fd);
+    server_stop(&ts);
+}
+
+/* Garbage gets MALFORMED (id 0) and the connection is closed; another
+ * connection is not disturbed. */
+static void test_garbage_closes_only_that_connection(void **state)
+{
+    test_server ts;
+    server_start(&ts, NULL);
+    int bad = client_connect(ts.port);
+    int good = client_connect(ts.port);
+    expect_pong(good, 1, 1);
+
+    /* A 5-byte frame holding an unterminated varint. */
+    const uint8_t garbage[] = {0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, 0xff};
+    send_all(bad, garbage, sizeof garbage);
+    Pathd__V1__Response *r = recv_response(bad);
+    assert_non_null(r);
+    assert_int_equal(r->id, 0);
+    assert_int_equal(r->status, PATHD__V1__STATUS__MALFORMED);
+    pathd__v1__response__free_unpacked(r, NULL);
+    expect_closed(bad);
+    close(bad);
+
+    expect_pong(good, 2, 2);
+    r = request_stats(good, 3);
+    assert_int_equal(r->stats->malformed_total, 1);
+    pathd__v1__response__free_unpacked(r, NULL);
+    close(good);
+    server_stop(&ts);
+}
+
+/* A header claiming 4 GiB is refused before anything is allocated. */
+static void test_huge_header_is_refused(void **state)
+{
+    test_server ts;
+    server_start(&ts, NULL);
+    int bad = client_connect(ts.port);
+    const uint8_t header[] = {0xff, 0xff, 0xff, 0xff};
+    send_all(bad, header, sizeof header);
+    Pathd__V1__Response *r = recv_response(bad);
+    assert_non_null(r);
+    assert_int_equal(r->id, 0);
+    assert_int_equal(r->status, PATHD__V1__STATUS__FRAME_TOO_LARGE);
+    pathd__v1__response__free_unpacked(r, NULL);
+    expect_closed(bad);
+    close(bad);
+
+    int good = client_connect(ts.port);
+    expect_pong(good, 1, 1);
+    close(good);
+    server_stop(&ts);
+}
+
+static void tweak_inflight(pd_conf *c)
+{
+    c->max_inflight_per_conn = 2;
+    c->threads = 1;
+}
+
+/* Twelve searches in one write are read in one go, before any completion
+ * can be taken: two are accepted, the rest answered OVERLOADED, and the
+ * connection keeps working. */
+static void test_inflight_limit(void **state)
+{
+    enum { N = 12 };
+    test_server ts;
+    server_start(&ts, tweak_inflight);
+    int fd = client_connect(ts.port);
+
+    out_buf b = {0};
+    find_msg m;
+    for (uint64_t id = 1; id <= N; id++) {
+        maze_request(&m, id);
+        out_append_request(&b, &m.req);
+    }
+    out_send(fd, &b);
+
+    int seen[N + 1] = {0};
+    int ok = 0, overloaded = 0;
+    for (int i = 0; i < N; i++) {
+        Pathd__V1__Response *r = recv_final(fd);
+        assert_non_null(r);
+        assert_true(r->id >= 1 && r->id <= N);
+        assert_int_equal(seen[r->id]++, 0);
+        if (r->status == PATHD__V1__STATUS__OK)
+            ok++;
+        else if (r->status == PATHD__V1__STATUS__OVERLOADED)
+            overloaded++;
+        else
+            fail_msg("unexpected status %d", r->status);
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+    assert_int_equal(ok, 2);
+    assert_int_equal(overloaded, N - 2);
+    expect_pong(fd, 100, 100);
+
+    Pathd__V1__Response *r = request_stats(fd, 101);
+    assert_int_equal(r->stats->overloaded_total, N - 2);
+    pathd__v1__response__free_unpacked(r, NULL);
+    close(fd);
+    server_stop(&ts);
+}
+
+static void tweak_one_thread(pd_conf *c)
+{
+    c->threads = 1;
+}
+
+/* Cancel in the same write as the searches, with the pool paused so the
+ * last one is certainly still queued: the cancel is acknowledged, the search
+ * comes back CANCELLED, and the rest run once the pool resumes. */
+static void test_cancel_queued_request(void **state)
+{
+    enum { N = 6 };
+    test_server ts;
+    server_start(&ts, tweak_one_thread);
+    pd_pool_set_paused(ts.pool, 1);
+    int fd = client_connect(ts.port);
+
+    out_buf b = {0};
+    find_msg m;
+    for (uint64_t id = 1; id <= N; id++) {
+        maze_request(&m, id);
+        out_append_request(&b, &m.req);
+    }
+    Pathd__V1__Request cancel_req;
+    Pathd__V1__Cancel cancel;
+    pathd__v1__request__init(&cancel_req);
+    pathd__v1__cancel__init(&cancel);
+    cancel.target_id = N;
+    cancel_req.id = 50;
+    cancel_req.body_case = PATHD__V1__REQUEST__BODY_CANCEL;
+    cancel_req.cancel = &cancel;
+    out_append_request(&b, &cancel_req);
+    out_send(fd, &b);
+
+    int ack_seen = 0, target_seen = 0, others = 0;
+    for (int i = 0; i < N + 1; i++) {
+        if (ack_seen && target_seen)
+            pd_pool_set_paused(ts.pool, 0);
+        Pathd__V1__Response *r = recv_final(fd);
+        assert_non_null(r);
+        if (r->id == 50) {
+            assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+            ack_seen++;
+        } else if (r->id == N) {
+            assert_int_equal(r->status, PATHD__V1__STATUS__CANCELLED);
+            target_seen++;
+        } else {
+            assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+            others++;
+        }
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+    assert_int_equal(ack_seen, 1);
+    assert_int_equal(target_seen, 1);
+    assert_int_equal(others, N - 1);
+    close(fd);
+    server_stop(&ts);
+}
+
+/* A client that hangs up with searches queued: the server drops their
+ * results, its in-flight count returns to zero, and others are served. */
+static void test_disconnect_with_queued_requests(void **state)
+{
+    enum { N = 32 };
+    test_server ts;
+    server_start(&ts, tweak_one_thread);
+    int gone = client_connect(ts.port);
+    out_buf b = {0};
+    find_msg m;
+    for (uint64_t id = 1; id <= N; id++) {
+        maze_request(&m, id);
+        out_append_request(&b, &m.req);
+    }
+    out_send(gone, &b);
+    close(gone);
+
+    int fd = client_connect(ts.port);
+    expect_pong(fd, 1, 1);
+    uint64_t in_flight = UINT64_MAX;
+    for (int tries = 0; tries < 500 && in_flight != 0; tries++) {
+        Pathd__V1__Response *r = request_stats(fd, 2);
+        in_flight = r->stats->in_flight;
+        pathd__v1__response__free_unpacked(r, NULL);
+        if (in_flight)
+            sleep_ms(10);
+    }
+    assert_int_equal(in_flight, 0);
+    find_request(&m, 3, "small", 0, 0, 9, 4);
+    send_request(fd, &m.req);
+    Pathd__V1__Response *r = recv_final(fd);
+    assert_non_null(r);
+    assert_int_equal(r->id, 3);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    pathd__v1__response__free_unpacked(r, NULL);
+    close(fd);
+    server_stop(&ts);
+}
+
+/* Sends N maze searches and waits for the first answer, so the server has
+ * certainly read them all before the test goes on. */
+static void send_maze_batch(int fd, int n, int *ok)
+{
+    out_buf b = {0};
+    find_msg m;
+    for (int id = 1; id <= n; id++) {
+        maze_request(&m, (uint64_t)id);
+        out_append_request(&b, &m.req);
+    }
+    out_send(fd, &b);
+    Pathd__V1__Response *r = recv_final(fd);
+    assert_non_null(r);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    (*ok)++;
+    pathd__v1__response__free_unpacked(r, NULL);
+}
+
+/* A stop lets in-flight searches finish and answers them, then closes. */
+static void test_stop_drains_in_flight(void **state)
+{
+    enum { N = 8 };
+    test_server ts;
+    server_start(&ts, tweak_one_thread);
+    int fd = client_connect(ts.port);
+    int ok = 0;
+    send_maze_batch(fd, N, &ok);
+
+    pd_server_request_stop(ts.server);
+    for (int i = 1; i < N; i++) {
+        Pathd__V1__Response *r = recv_final(fd);
+        assert_non_null(r);
+        assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+        ok++;
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+    assert_int_equal(ok, N);
+    expect_closed(fd);
+    close(fd);
+    server_join(&ts);
+}
+
+static void tweak_no_grace(pd_conf *c)
+{
+    c->threads = 1;
+    c->shutdown_grace_ms = 0;
+}
+
+/* Waits until the server has queued n jobs on the (paused) pool. */
+static void wait_queue_depth(test_server *ts, uint64_t n)
+{
+    pd_pool_stats st;
+    for (int tries = 0; tries < 1000; tries++) {
+        pd_pool_get_stats(ts->pool, &st);
+        if (st.queue_depth == n)
+            return;
+        sleep_ms(5);
+    }
+    fail_msg("queue depth %llu, expected %llu", (unsigned long long)st.queue_depth,
+             (unsigned long long)n);
+}
+
+/* With no grace period, what is still queued is cancelled, but every
+ * request is still answered before the connection closes. The pool is
+ * paused, so all of them are still queued when the stop comes. */
+static void test_stop_without_grace_cancels(void **state)
+{
+    enum { N = 16 };
+    test_server ts;
+    server_start(&ts, tweak_no_grace);
+    pd_pool_set_paused(ts.pool, 1);
+    int fd = client_connect(ts.port);
+    out_buf b = {0};
+    find_msg m;
+    for (uint64_t id = 1; id <= N; id++) {
+        maze_request(&m, id);
+        out_append_request(&b, &m.req);
+    }
+    out_send(fd, &b);
+    wait_queue_depth(&ts, N);
+
+    pd_server_request_stop(ts.server);
+    int seen[N + 1] = {0};
+    for (int i = 0; i < N; i++) {
+        Pathd__V1__Response *r = recv_final(fd);
+        assert_non_null(r);
+        assert_true(r->id >= 1 && r->id <= N);
+        assert_int_equal(seen[r->id]++, 0);
+        assert_int_equal(r->status, PATHD__V1__STATUS__CANCELLED);
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+    expect_closed(fd);
+    close(fd);
+    server_join(&ts);
+}
+
+static void tweak_two_connections(pd_conf *c)
+{
+    c->max_connections = 2;
+}
+
+static void test_max_connections(void **state)
+{
+    test_server ts;
+    server_start(&ts, tweak_two_connections);
+    int a = client_connect(ts.port);
+    int b = client_connect(ts.port);
+    expect_pong(a, 1, 1);
+    expect_pong(b, 1, 1);
+
+    int c = client_connect(ts.port);
+    Pathd__V1__Response *r = recv_response(c);
+    assert_non_null(r);
+    assert_int_equal(r->id, 0);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OVERLOADED);
+    pathd__v1__response__free_unpacked(r, NULL);
+    expect_closed(c);
+    close(c);
+
+    /* Once a slot frees up, a new client gets in (retry while the server
+     * has not yet seen the hang-up). */
+    close(a);
+    int admitted = 0;
+    for (int tries = 0; tries < 200 && !admitted; tries++) {
+        int d = client_connect(ts.port);
+        Pathd__V1__Request req;
+        Pathd__V1__Ping ping;
+        ping_request(&req, &ping, 5, 5);
+        send_request(d, &req);
+        r = recv_response(d);
+        if (r && r->status == PATHD__V1__STATUS__OK && r->id == 5)
+            admitted = 1;
+        if (r)
+            pathd__v1__response__free_unpacked(r, NULL);
+        close(d);
+        if (!admitted)
+            sleep_ms(10);
+    }
+    assert_true(admitted);
+    expect_pong(b, 2, 2);
+    close(b);
+    server_stop(&ts);
+}
+
+static void tweak_idle(pd_conf *c)
+{
+    c->idle_timeout_ms = 200;
+}
+
+static void test_idle_timeout(void **state)
+{
+    test_server ts;
+    server_start(&ts, tweak_idle);
+    int fd = client_connect(ts.port);
+    expect_pong(fd, 1, 1);
+    double t0 = now_ms();
+    expect_closed(fd);
+    double waited = now_ms() - t0;
+    assert_true(waited >= 150.0);
+    assert_true(waited < 5000.0);
+    close(fd);
+    server_stop(&ts);
+}
+
+static void tweak_small_watermarks(pd_conf *c)
+{
+    c->write_high_watermark = 4096;
+    c->write_low_watermark = 1024;
+}
+
+/* Sixty more copies of "small" make each LIST_SCENES answer about 1 KiB for
+ * an 8-byte request, so a few thousand requests outrun the kernel's socket
+ * buffers (several MiB on loopback) quickly. */
+enum { T_EXTRA_SCENES = 60 };
+
+static void tweak_many_scenes(pd_conf *c)
+{
+    tweak_small_watermarks(c);
+    size_t n = c->n_scenes + T_EXTRA_SCENES;
+    pd_conf_scene *scenes = realloc(c->scenes, n * sizeof *scenes);
+    assert_non_null(scenes);
+    for (size_t i = c->n_scenes; i < n; i++) {
+        memset(&scenes[i], 0, sizeof scenes[i]);
+        snprintf(scenes[i].name, sizeof scenes[i].name, "copy%03zu", i);
+        scenes[i].map_path = strdup(PD_TEST_DATA_DIR "/net_small.txt");
+        assert_non_null(scenes[i].map_path);
+        scenes[i].format = PD_MAP_ASCII;
+        scenes[i].cell_size = 1.0;
+        scenes[i].unit_sizes[0] = 1;
+        scenes[i].n_unit_sizes = 1;
+    }
+    c->scenes = scenes;
+    c->n_scenes = n;
+}
+
+static void list_scenes_request(Pathd__V1__Request *req, Pathd__V1__ListScenes *ls, uint64_t id)
+{
+    pathd__v1__request__init(req);
+    pathd__v1__list_scenes__init(ls);
+    req->id = id;
+    req->body_case = PATHD__V1__REQUEST__BODY_LIST_SCENES;
+    req->list_scenes = ls;
+}
+
+/* Sends a prepared buffer from its own thread, so the test thread can hold
+ * off reading while the sender blocks on a full socket. No cmocka asserts
+ * here: they must not fire outside the test thread. */
+typedef struct sender {
+    int fd;
+    out_buf buf;
+    int ok;
+} sender;
+
+static void *sender_main(void *arg)
+{
+    sender *sd = arg;
+    size_t off = 0;
+    while (off < sd->buf.len) {
+        ssize_t n = send(sd->fd, sd->buf.data + off, sd->buf.len - off, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return NULL;
+        off += (size_t)n;
+    }
+    sd->ok = 1;
+    return NULL;
+}
+
+static uint64_t stats_connections(int fd)
+{
+    Pathd__V1__Response *r = request_stats(fd, 1000);
+    uint64_t n = r->stats->connections;
+    pathd__v1__response__free_unpacked(r, NULL);
+    return n;
+}
+
+/* A client that sends far more than it reads (6000 requests, ~6 MiB of
+ * answers): the server stops taking its requests once a few KiB of replies
+ * back up, instead of queueing them without bound (which would cross the
+ * hard cap, 4 x high watermark, and get the client cut), and resumes when the
+ * client reads again. Every request is answered, in order. */
+static void test_backpressure_pauses_reading(void **state)
+{
+    enum { N = 6000 };
+    test_server ts;
+    server_start(&ts, tweak_many_scenes);
+    int hog = client_connect_rcvbuf(ts.port, 4096);
+
+    sender sd = {hog, {0}, 0};
+    Pathd__V1__Request req;
+    Pathd__V1__ListScenes ls;
+    for (uint64_t id = 1; id <= N; id++) {
+        list_scenes_request(&req, &ls, id);
+        out_append_request(&sd.buf, &req);
+    }
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, sender_main, &sd), 0);
+
+    sleep_ms(300);
+    int other = client_connect(ts.port);
+    assert_int_equal(stats_connections(other), 2);
+
+    for (uint64_t id = 1; id <= N; id++) {
+        Pathd__V1__Response *r = recv_response(hog);
+        assert_non_null(r);
+        assert_int_equal(r->id, id);
+        assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_SCENE_LIST);
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    assert_true(sd.ok);
+    free(sd.buf.data);
+    close(hog);
+    close(other);
+    server_stop(&ts);
+}
+
+/* A client that never reads while long paths stream back: pausing reads
+ * cannot help (its requests are all in), so the server cuts it once the
+ * unread replies pass the hard cap, and keeps serving everyone else. */
+static void test_slow_reader_is_cut(void **state)
+{
+    enum { N = 48 };
+    test_server ts;
+    server_start(&ts, tweak_small_watermarks);
+    int hog = client_connect_rcvbuf(ts.port, 4096);
+    out_buf b = {0};
+    find_msg m;
+    for (uint64_t id = 1; id <= N; id++) {
+        find_request(&m, id, "maze", 0, 0, 0, 126); /* every cell: ~8000 waypoints */
+        out_append_request(&b, &m.req);
+    }
+    out_send(hog, &b);
+
+    int other = client_connect(ts.port);
+    uint64_t conns = 2;
+    for (int tries = 0; tries < 1000 && conns != 1; tries++) {
+        conns = stats_connections(other);
+        if (conns != 1)
+            sleep_ms(10);
+    }
+    assert_int_equal(conns, 1);
+    expect_pong(other, 2, 2);
+
+    /* The hog sees its stream end (possibly mid-frame). */
+    uint8_t sink[65536];
+    ssize_t n;
+    while ((n = recv(hog, sink, sizeof sink, 0)) > 0)
+        ;
+    assert_true(n == 0 || errno == ECONNRESET);
+    close(hog);
+    close(other);
+    server_stop(&ts);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static size_t count_scenes(int fd, uint64_t id)
+{
+    Pathd__V1__Request req;
+    Pathd__V1__ListScenes ls;
+    pathd__v1__request__init(&req);
+    pathd__v1__list_scenes__init(&ls);
+    req.id = id;
+    req.body_case = PATHD__V1__REQUEST__BODY_LIST_SCENES;
+    req.list_scenes = &ls;
+    send_request(fd, &req);
+    Pathd__V1__Response *r = recv_response(fd);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_SCENE_LIST);
+    size_t n = r->scene_list->n_scenes;
+    pathd__v1__response__free_unpacked(r, NULL);
+    return n;
+}
+
+/* Reload picks up a new scene list; a broken file is refused and the old
+ * scenes keep serving. */
+static void test_reload(void **state)
+{
+    char dir[] = "/tmp/pathd-test-server-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/pathd.json", dir);
+    const char *one =
+        "{\"listen\": \"127.0.0.1:0\", \"threads\": 2, \"log_level\": \"error\", \"scenes\": ["
+        "{\"name\": \"small\", \"map\": \"" PD_TEST_DATA_DIR "/net_small.txt\", \"format\": \"ascii\"}]}";
+    const char *three =
+        "{\"listen\": \"127.0.0.1:0\", \"threads\": 2, \"log_level\": \"error\", \"scenes\": ["
+        "{\"name\": \"small\", \"map\": \"" PD_TEST_DATA_DIR "/net_small.txt\", \"format\": \"ascii\"},"
+        "{\"name\": \"small2\", \"map\": \"" PD_TEST_DATA_DIR "/net_small.txt\", \"format\": \"ascii\"},"
+        "{\"name\": \"maze\", \"map\": \"" PD_TEST_DATA_DIR "/net_maze.txt\", \"format\": \"ascii\"}]}";
+    const char *broken =
+        "{\"listen\": \"127.0.0.1:0\", \"scenes\": ["
+        "{\"name\": \"small\", \"map\": \"" PD_TEST_DATA_DIR "/no_such_map.txt\", \"format\": \"ascii\"}]}";
+
+    test_server ts;
+    server_start_with(&ts, NULL, path);
+    int fd = client_connect(ts.port);
+    assert_int_equal(count_scenes(fd, 1), 2);
+
+    write_file(path, one);
+    pd_server_request_reload(ts.server);
+    size_t n = 0;
+    for (int tries = 0; tries < 500 && n != 1; tries++) {
+        n = count_scenes(fd, 2);
+        if (n != 1)
+            sleep_ms(10);
+    }
+    assert_int_equal(n, 1);
+
+    write_file(path, three);
+    pd_server_request_reload(ts.server);
+    for (int tries = 0; tries < 500 && n != 3; tries++) {
+        n = count_scenes(fd, 3);
+        if (n != 3)
+            sleep_ms(10);
+    }
+    assert_int_equal(n, 3);
+
+    /* A refused reload changes nothing that can be polled for, so give the
+     * loop ample time to handle it (it fails fast: the map is missing). */
+    write_file(path, broken);
+    pd_server_request_reload(ts.server);
+    sleep_ms(300);
+    expect_pong(fd, 4, 4);
+    assert_int_equal(count_scenes(fd, 5), 3);
+
+    close(fd);
+    server_stop(&ts);
+    unlink(path);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    /* The server writes to sockets the tests close; that must be EPIPE. */
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ping),
+        cmocka_unit_test(test_find_path_streams_chunks),
+        cmocka_unit_test(test_bad_requests_keep_connection),
+        cmocka_unit_test(test_scene_queries_and_stats),
+        cmocka_unit_test(test_garbage_closes_only_that_connection),
+        cmocka_unit_test(test_huge_header_is_refused),
+        cmocka_unit_test(test_inflight_limit),
+        cmocka_unit_test(test_cancel_queued_request),
+        cmocka_unit_test(test_disconnect_with_queued_requests),
+        cmocka_unit_test(test_stop_drains_in_flight),
+        cmocka_unit_test(test_stop_without_grace_cancels),
+        cmocka_unit_test(test_max_connections),
+        cmocka_unit_test(test_backpressure_pauses_reading),
+        cmocka_unit_test(test_slow_reader_is_cut),
+        cmocka_unit_test(test_idle_timeout),
+        cmocka_unit_test(test_reload),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
