@@ -1,0 +1,631 @@
+/*
+ * pathd_load.c - load generator for pathd, in the spirit of redis-benchmark.
+ *
+ * It measures what a game server would see end to end: C connections, each
+ * keeping P path requests in flight, drawn round-robin from a Moving AI
+ * scenario file, for D seconds (or until N requests). While it runs it prints
+ * progress once a second; at the end it prints totals, answers by status,
+ * throughput and latency percentiles (every latency is recorded and sorted).
+ *
+ * One thread per connection, each driving its own pdc_conn through the
+ * pipelined client API: simple, and with a few dozen connections the threads
+ * cost nothing next to the server's work. It connects only to --server
+ * (default 127.0.0.1:7420) and always stops by itself after the duration.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "pathd_client.h"
+
+/* Limits, with why. */
+#define LOAD_MAX_CONNECTIONS 1024      /* one thread each; more measures the host, not pathd */
+#define LOAD_MAX_PIPELINE 1024         /* far above the server's per-connection in-flight cap */
+#define LOAD_DEFAULT_SECONDS 10
+#define LOAD_MAX_SECONDS 86400         /* a day: a typo should not run forever */
+#define LOAD_DRAIN_TIMEOUT_MS 5000     /* after the run, wait this long for in-flight answers */
+#define LOAD_RECV_SLICE_MS 100         /* how often a worker looks at the stop flag */
+#define LOAD_RECONNECT_PAUSE_MS 100    /* between reconnect attempts after a lost connection */
+#define LOAD_MAX_SCEN_LINE 1024        /* longest scenario line, in bytes */
+/* Latency samples kept in total (8 bytes each, 512 MiB). Beyond this, each
+ * worker keeps a uniform reservoir sample, so percentiles stay unbiased. */
+#define LOAD_MAX_LATENCY_SAMPLES (64u * 1024u * 1024u)
+/* Client-side failures are counted by -status (PDC_ERR_* are small negatives). */
+#define LOAD_CLIENT_ERROR_SLOTS 8
+
+typedef struct load_pair {
+    int32_t sx, sy, gx, gy;
+} load_pair;
+
+typedef struct load_config {
+    const char *server;
+    const char *scene;
+    const char *scen_path;
+    int connections;
+    int pipeline;
+    int seconds;
+    uint64_t max_requests;      /* 0 = no limit */
+    int every;
+    int quiet;
+    int json;
+} load_config;
+
+/* State all workers share; counters are atomics read by the progress line. */
+typedef struct load_shared {
+    const load_config *cfg;
+    const load_pair *pairs;
+    size_t npairs;
+    atomic_uint_fast64_t next_pair;
+    atomic_uint_fast64_t issued;
+    atomic_uint_fast64_t completed;
+    atomic_uint_fast64_t errors;
+    atomic_int stop;
+    atomic_int workers_done;
+} load_shared;
+
+typedef struct load_slot {
+    uint64_t id;
+    uint64_t sent_us;
+} load_slot;
+
+typedef struct load_worker {
+    pthread_t thread;
+    load_shared *sh;
+    load_slot *slots;           /* pipeline entries; id 0 = free */
+    int inflight;
+    uint64_t *latencies;        /* µs, answered requests only */
+    size_t nlat, caplat, maxlat;
+    uint64_t answered;          /* samples offered to the reservoir */
+    uint64_t rng;
+    uint64_t status_counts[PDC_WIRE_STATUS_COUNT];
+    uint64_t client_errors[LOAD_CLIENT_ERROR_SLOTS];
+    uint64_t other_status;      /* wire status numbers this build does not know */
+    uint64_t reconnects;
+    int connect_failed;
+    char connect_error[PDC_MESSAGE_MAX];
+} load_worker;
+
+static uint64_t load_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void load_sleep_us(uint64_t us)
+{
+    struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void load_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: pathd-load [--server HOST:PORT] [-c CONNS] [-P PIPELINE] [-d SECONDS]\n"
+            "                  [-n MAX_REQUESTS] --scene NAME --scen FILE.map.scen\n"
+            "                  [--every K] [--quiet] [--json]\n"
+            "\n"
+            "  --server HOST:PORT  where to connect (default %s)\n"
+            "  -c CONNS            connections, one thread each (default 1, max %d)\n"
+            "  -P PIPELINE         requests in flight per connection (default 1, max %d)\n"
+            "  -d SECONDS          run time (default %d, max %d)\n"
+            "  -n MAX_REQUESTS     stop after this many requests (default: no limit)\n"
+            "  --scene NAME        scene name on the server\n"
+            "  --scen FILE         Moving AI scenario file; its start/goal cells are used\n"
+            "  --every K           use every K-th scenario line (default 1)\n"
+            "  --quiet             no progress lines\n"
+            "  --json              print the summary as one JSON object\n",
+            PDC_DEFAULT_SERVER, LOAD_MAX_CONNECTIONS, LOAD_MAX_PIPELINE, LOAD_DEFAULT_SECONDS,
+            LOAD_MAX_SECONDS);
+}
+
+static int load_parse_long(const char *s, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Returns -1 to go on, or an exit code. */
+static int load_parse_args(int argc, char **argv, load_config *cfg)
+{
+    static const struct option longopts[] = {
+        {"server", required_argument, NULL, 's'},
+        {"scene", required_argument, NULL, 'S'},
+        {"scen", required_argument, NULL, 'f'},
+        {"every", required_argument, NULL, 'e'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    memset(cfg, 0, sizeof *cfg);
+    cfg->server = PDC_DEFAULT_SERVER;
+    cfg->connections = 1;
+    cfg->pipeline = 1;
+    cfg->seconds = LOAD_DEFAULT_SECONDS;
+    cfg->every = 1;
+    int opt;
+    long v;
+    while ((opt = getopt_long(argc, argv, "c:P:d:n:h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 's': cfg->server = optarg; break;
+        case 'S': cfg->scene = optarg; break;
+        case 'f': cfg->scen_path = optarg; break;
+        case 'q': cfg->quiet = 1; break;
+        case 'j': cfg->json = 1; break;
+        case 'h': load_usage(stdout); return 0;
+        case 'c':
+            if (load_parse_long(optarg, 1, LOAD_MAX_CONNECTIONS, &v))
+                goto bad;
+            cfg->connections = (int)v;
+            break;
+        case 'P':
+            if (load_parse_long(optarg, 1, LOAD_MAX_PIPELINE, &v))
+                goto bad;
+            cfg->pipeline = (int)v;
+            break;
+        case 'd':
+            if (load_parse_long(optarg, 1, LOAD_MAX_SECONDS, &v))
+                goto bad;
+            cfg->seconds = (int)v;
+            break;
+        case 'n':
+            if (load_parse_long(optarg, 1, LONG_MAX, &v))
+                goto bad;
+            cfg->max_requests = (uint64_t)v;
+            break;
+        case 'e':
+            if (load_parse_long(optarg, 1, 1000000, &v))
+                goto bad;
+            cfg->every = (int)v;
+            break;
+        default:
+            load_usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "pathd-load: unexpected argument %s\n", argv[optind]);
+        return 2;
+    }
+    if (!cfg->scene || !cfg->scene[0] || !cfg->scen_path) {
+        fprintf(stderr, "pathd-load: --scene and --scen are required (see --help)\n");
+        return 2;
+    }
+    return -1;
+bad:
+    fprintf(stderr, "pathd-load: bad value \"%s\" for -%c (see --help)\n", optarg, opt);
+    return 2;
+}
+
+/* Reads start/goal cells from a Moving AI .scen file (version 1 format:
+ * bucket map width height sx sy gx gy optimal), keeping every k-th line. */
+static int load_read_scen(const char *path, int every, load_pair **out, size_t *count)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "pathd-load: cannot open %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char line[LOAD_MAX_SCEN_LINE];
+    load_pair *pairs = NULL;
+    size_t n = 0, cap = 0, lineno = 0, kept_index = 0;
+    int rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        if (!strncmp(line, "version", 7) || line[0] == '\n')
+            continue;
+        int bucket, w, h, sx, sy, gx, gy;
+        char map[256];
+        double optimal;
+        if (sscanf(line, "%d %255s %d %d %d %d %d %d %lf", &bucket, map, &w, &h, &sx, &sy,
+                   &gx, &gy, &optimal) != 9) {
+            fprintf(stderr, "pathd-load: %s:%zu: not a scenario line\n", path, lineno);
+            rc = -1;
+            break;
+        }
+        if (kept_index++ % (size_t)every)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 256;
+            load_pair *grown = realloc(pairs, cap * sizeof *grown);
+            if (!grown) {
+                fprintf(stderr, "pathd-load: out of memory\n");
+                rc = -1;
+                break;
+            }
+            pairs = grown;
+        }
+        pairs[n++] = (load_pair){sx, sy, gx, gy};
+    }
+    fclose(f);
+    if (rc == 0 && n == 0) {
+        fprintf(stderr, "pathd-load: %s has no scenarios\n", path);
+        rc = -1;
+    }
+    if (rc != 0) {
+        free(pairs);
+        return -1;
+    }
+    *out = pairs;
+    *count = n;
+    return 0;
+}
+
+/* Keeps a latency sample: all of them until maxlat, then a uniform reservoir
+ * (Vitter's algorithm R) so memory stays bounded on very long runs. */
+static void load_record_latency(load_worker *w, uint64_t us)
+{
+    w->answered++;
+    if (w->nlat < w->maxlat) {
+        if (w->nlat == w->caplat) {
+            size_t cap = w->caplat ? w->caplat * 2 : 4096;
+            if (cap > w->maxlat)
+                cap = w->maxlat;
+            uint64_t *grown = realloc(w->latencies, cap * sizeof *grown);
+            if (!grown)
+                return;         /* one lost sample is better than a failed run */
+            w->latencies = grown;
+            w->caplat = cap;
+        }
+        w->latencies[w->nlat++] = us;
+        return;
+    }
+    /* xorshift64: cheap, and quality is ample for picking sample slots. */
+    w->rng ^= w->rng << 13;
+    w->rng ^= w->rng >> 7;
+    w->rng ^= w->rng << 17;
+    uint64_t j = w->rng % w->answered;
+    if (j < w->maxlat)
+        w->latencies[j] = us;
+}
+
+static void load_count(load_worker *w, int status)
+{
+    if (status >= 0 && status < PDC_WIRE_STATUS_COUNT)
+        w->status_counts[status]++;
+    else if (status < 0 && -status < LOAD_CLIENT_ERROR_SLOTS)
+        w->client_errors[-status]++;
+    else
+        w->other_status++;
+    if (status != PDC_OK && status != PDC_PARTIAL)
+        atomic_fetch_add(&w->sh->errors, 1);
+    atomic_fetch_add(&w->sh->completed, 1);
+}
+
+/* Takes one request from the -n budget; 0 when it is used up. */
+static int load_take_budget(load_shared *sh)
+{
+    uint64_t max = sh->cfg->max_requests;
+    return max == 0 || atomic_fetch_add(&sh->issued, 1) < max;
+}
+
+static int load_budget_left(load_shared *sh)
+{
+    uint64_t max = sh->cfg->max_requests;
+    return max == 0 || atomic_load(&sh->issued) < max;
+}
+
+static void load_finish_slot(load_worker *w, const pdc_path_result *r)
+{
+    for (int i = 0; i < w->sh->cfg->pipeline; i++) {
+        if (w->slots[i].id != r->id || r->id == 0)
+            continue;
+        if (r->status >= 0)
+            load_record_latency(w, load_now_us() - w->slots[i].sent_us);
+        w->slots[i].id = 0;
+        w->inflight--;
+        load_count(w, r->status);
+        return;
+    }
+}
+
+/* Sends until the pipeline is full. Returns 0, or -1 once the connection is
+ * gone (the failed request is counted). */
+static int load_fill(load_worker *w, pdc_conn *c)
+{
+    load_shared *sh = w->sh;
+    while (w->inflight < sh->cfg->pipeline && !atomic_load(&sh->stop) && load_take_budget(sh)) {
+        const load_pair *p = &sh->pairs[atomic_fetch_add(&sh->next_pair, 1) % sh->npairs];
+        pdc_path_req req;
+        memset(&req, 0, sizeof req);
+        req.scene = sh->cfg->scene;
+        req.start = pdc_cell(p->sx, p->sy);
+        req.goal = pdc_cell(p->gx, p->gy);
+        uint64_t id;
+        int r = pdc_send_find_path(c, &req, &id);
+        if (r != PDC_OK) {
+            load_count(w, r);
+            return -1;
+        }
+        int i = 0;
+        while (w->slots[i].id != 0)
+            i++;
+        w->slots[i].id = id;
+        w->slots[i].sent_us = load_now_us();
+        w->inflight++;
+    }
+    return 0;
+}
+
+static void *load_worker_main(void *arg)
+{
+    load_worker *w = arg;
+    load_shared *sh = w->sh;
+    pdc_conn *c = pdc_connect(sh->cfg->server, 0, w->connect_error, sizeof w->connect_error);
+    if (!c) {
+        w->connect_failed = 1;
+        atomic_fetch_add(&sh->workers_done, 1);
+        return NULL;
+    }
+    uint64_t drain_deadline = 0;
+    for (;;) {
+        int stopping = atomic_load(&sh->stop) || !load_budget_left(sh);
+        if (!stopping && pdc_is_connected(c))
+            load_fill(w, c);
+        if (w->inflight == 0) {
+            if (stopping)
+                break;
+            if (!pdc_is_connected(c)) {
+                load_sleep_us(LOAD_RECONNECT_PAUSE_MS * 1000u);
+                if (atomic_load(&sh->stop))
+                    break;
+                w->reconnects++;
+                pdc_reconnect(c);
+            }
+            continue;
+        }
+        if (stopping && drain_deadline == 0)
+            drain_deadline = load_now_us() + LOAD_DRAIN_TIMEOUT_MS * 1000u;
+        pdc_path_result r;
+        int status = pdc_recv_result(c, LOAD_RECV_SLICE_MS, &r);
+        if (r.id != 0) {
+            load_finish_slot(w, &r);
+        } else if (status != PDC_ERR_TIMEOUT) {
+            /* Nothing in flight on the client's side although we track some:
+             * cannot happen with this loop, but never spin on it. */
+            break;
+        } else if (drain_deadline && load_now_us() > drain_deadline) {
+            for (int i = 0; i < sh->cfg->pipeline; i++)
+                if (w->slots[i].id != 0)
+                    load_count(w, PDC_ERR_TIMEOUT);
+            w->inflight = 0;
+            break;
+        }
+        pdc_path_result_free(&r);
+    }
+    pdc_close(c);
+    atomic_fetch_add(&sh->workers_done, 1);
+    return NULL;
+}
+
+static int load_cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of a sorted array. */
+static uint64_t load_percentile(const uint64_t *sorted, size_t n, double p)
+{
+    if (n == 0)
+        return 0;
+    size_t rank = (size_t)ceil(p / 100.0 * (double)n);
+    return sorted[rank ? rank - 1 : 0];
+}
+
+typedef struct load_totals {
+    uint64_t requests, ok, status_counts[PDC_WIRE_STATUS_COUNT];
+    uint64_t client_errors[LOAD_CLIENT_ERROR_SLOTS], other_status, reconnects;
+    int connect_failures;
+    double seconds, throughput;
+    uint64_t p50, p90, p99, max;
+    size_t samples;
+} load_totals;
+
+static void load_summarise(load_worker *workers, int n, double seconds, load_totals *t)
+{
+    memset(t, 0, sizeof *t);
+    size_t total_samples = 0;
+    for (int i = 0; i < n; i++)
+        total_samples += workers[i].nlat;
+    uint64_t *all = total_samples ? malloc(total_samples * sizeof *all) : NULL;
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+        load_worker *w = &workers[i];
+        for (int s = 0; s < PDC_WIRE_STATUS_COUNT; s++) {
+            t->status_counts[s] += w->status_counts[s];
+            t->requests += w->status_counts[s];
+        }
+        for (int s = 0; s < LOAD_CLIENT_ERROR_SLOTS; s++) {
+            t->client_errors[s] += w->client_errors[s];
+            t->requests += w->client_errors[s];
+        }
+        t->other_status += w->other_status;
+        t->requests += w->other_status;
+        t->reconnects += w->reconnects;
+        t->connect_failures += w->connect_failed;
+        if (all) {
+            memcpy(all + k, w->latencies, w->nlat * sizeof *all);
+            k += w->nlat;
+        }
+    }
+    t->ok = t->status_counts[PDC_OK] + t->status_counts[PDC_PARTIAL];
+    t->seconds = seconds;
+    t->throughput = seconds > 0 ? (double)t->requests / seconds : 0.0;
+    if (all) {
+        qsort(all, k, sizeof *all, load_cmp_u64);
+        t->samples = k;
+        t->p50 = load_percentile(all, k, 50);
+        t->p90 = load_percentile(all, k, 90);
+        t->p99 = load_percentile(all, k, 99);
+        t->max = all[k - 1];
+        free(all);
+    }
+}
+
+static void load_print_text(const load_config *cfg, const load_totals *t)
+{
+    printf("server %s scene %s connections %d pipeline %d\n", cfg->server, cfg->scene,
+           cfg->connections, cfg->pipeline);
+    printf("requests %" PRIu64 " in %.2f s (ok %" PRIu64 ", errors %" PRIu64 ")\n", t->requests,
+           t->seconds, t->ok, t->requests - t->ok);
+    for (int s = 0; s < PDC_WIRE_STATUS_COUNT; s++)
+        if (t->status_counts[s])
+            printf("  %-18s %" PRIu64 "\n", pdc_status_name(s), t->status_counts[s]);
+    for (int s = 1; s < LOAD_CLIENT_ERROR_SLOTS; s++)
+        if (t->client_errors[s])
+            printf("  %-18s %" PRIu64 "\n", pdc_status_name(-s), t->client_errors[s]);
+    if (t->other_status)
+        printf("  %-18s %" PRIu64 "\n", "UNKNOWN_STATUS", t->other_status);
+    if (t->connect_failures)
+        printf("connections that failed to open: %d\n", t->connect_failures);
+    if (t->reconnects)
+        printf("reconnects: %" PRIu64 "\n", t->reconnects);
+    printf("throughput %.1f req/s (OK/PARTIAL %.1f req/s)\n", t->throughput,
+           t->seconds > 0 ? (double)t->ok / t->seconds : 0.0);
+    printf("latency us p50 %" PRIu64 " p90 %" PRIu64 " p99 %" PRIu64 " max %" PRIu64 "\n",
+           t->p50, t->p90, t->p99, t->max);
+}
+
+static void load_print_json(const load_config *cfg, const load_totals *t)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "server", cfg->server);
+    cJSON_AddStringToObject(o, "scene", cfg->scene);
+    cJSON_AddNumberToObject(o, "connections", cfg->connections);
+    cJSON_AddNumberToObject(o, "pipeline", cfg->pipeline);
+    cJSON_AddNumberToObject(o, "seconds", t->seconds);
+    cJSON_AddNumberToObject(o, "requests", (double)t->requests);
+    cJSON_AddNumberToObject(o, "ok", (double)t->ok);
+    cJSON_AddNumberToObject(o, "errors", (double)(t->requests - t->ok));
+    cJSON *statuses = cJSON_AddObjectToObject(o, "statuses");
+    for (int s = 0; statuses && s < PDC_WIRE_STATUS_COUNT; s++)
+        if (t->status_counts[s])
+            cJSON_AddNumberToObject(statuses, pdc_status_name(s), (double)t->status_counts[s]);
+    for (int s = 1; statuses && s < LOAD_CLIENT_ERROR_SLOTS; s++)
+        if (t->client_errors[s])
+            cJSON_AddNumberToObject(statuses, pdc_status_name(-s), (double)t->client_errors[s]);
+    if (statuses && t->other_status)
+        cJSON_AddNumberToObject(statuses, "UNKNOWN_STATUS", (double)t->other_status);
+    cJSON_AddNumberToObject(o, "connect_failures", t->connect_failures);
+    cJSON_AddNumberToObject(o, "reconnects", (double)t->reconnects);
+    cJSON_AddNumberToObject(o, "throughput", t->throughput);
+    cJSON_AddNumberToObject(o, "ok_throughput", t->seconds > 0 ? (double)t->ok / t->seconds : 0.0);
+    cJSON *lat = cJSON_AddObjectToObject(o, "latency_us");
+    if (lat) {
+        cJSON_AddNumberToObject(lat, "p50", (double)t->p50);
+        cJSON_AddNumberToObject(lat, "p90", (double)t->p90);
+        cJSON_AddNumberToObject(lat, "p99", (double)t->p99);
+        cJSON_AddNumberToObject(lat, "max", (double)t->max);
+        cJSON_AddNumberToObject(lat, "samples", (double)t->samples);
+    }
+    char *text = cJSON_PrintUnformatted(o);
+    if (text)
+        puts(text);
+    free(text);
+    cJSON_Delete(o);
+}
+
+int main(int argc, char **argv)
+{
+    load_config cfg;
+    int code = load_parse_args(argc, argv, &cfg);
+    if (code >= 0)
+        return code;
+    load_pair *pairs;
+    size_t npairs;
+    if (load_read_scen(cfg.scen_path, cfg.every, &pairs, &npairs) != 0)
+        return 1;
+
+    load_shared sh = {.cfg = &cfg, .pairs = pairs, .npairs = npairs};
+    atomic_init(&sh.next_pair, 0);
+    atomic_init(&sh.issued, 0);
+    atomic_init(&sh.completed, 0);
+    atomic_init(&sh.errors, 0);
+    atomic_init(&sh.stop, 0);
+    atomic_init(&sh.workers_done, 0);
+    load_worker *workers = calloc((size_t)cfg.connections, sizeof *workers);
+    if (!workers) {
+        free(pairs);
+        return 1;
+    }
+    int started = 0;
+    uint64_t t0 = load_now_us();
+    for (int i = 0; i < cfg.connections; i++) {
+        load_worker *w = &workers[i];
+        w->sh = &sh;
+        w->maxlat = LOAD_MAX_LATENCY_SAMPLES / (size_t)cfg.connections;
+        w->rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)(i + 1);
+        w->slots = calloc((size_t)cfg.pipeline, sizeof *w->slots);
+        if (!w->slots || pthread_create(&w->thread, NULL, load_worker_main, w) != 0) {
+            fprintf(stderr, "pathd-load: cannot start connection thread %d\n", i);
+            free(w->slots);
+            w->slots = NULL;
+            break;
+        }
+        started++;
+    }
+
+    /* Progress once a second until the time is up or every worker is done
+     * (the -n budget ran out, or no connection could be opened). */
+    uint64_t end = t0 + (uint64_t)cfg.seconds * 1000000u;
+    uint64_t next_tick = t0 + 1000000u, last_completed = 0;
+    while (atomic_load(&sh.workers_done) < started) {
+        uint64_t now = load_now_us();
+        if (now >= end)
+            break;
+        if (now >= next_tick) {
+            uint64_t done = atomic_load(&sh.completed);
+            if (!cfg.quiet)
+                fprintf(stderr, "[%3.0fs] %" PRIu64 " requests, %" PRIu64 " req/s, %" PRIu64
+                        " errors\n", (double)(now - t0) / 1e6, done, done - last_completed,
+                        (uint64_t)atomic_load(&sh.errors));
+            last_completed = done;
+            next_tick += 1000000u;
+        }
+        uint64_t wake = next_tick < end ? next_tick : end;
+        uint64_t nap = wake > now ? wake - now : 0;
+        load_sleep_us(nap < 50000u ? nap : 50000u);
+    }
+    atomic_store(&sh.stop, 1);
+    for (int i = 0; i < started; i++)
+        pthread_join(workers[i].thread, NULL);
+    double seconds = (double)(load_now_us() - t0) / 1e6;
+
+    for (int i = 0; i < started; i++)
+        if (workers[i].connect_failed)
+            fprintf(stderr, "pathd-load: connection %d: %s\n", i, workers[i].connect_error);
+    load_totals totals;
+    load_summarise(workers, started, seconds, &totals);
+    if (cfg.json)
+        load_print_json(&cfg, &totals);
+    else
+        load_print_text(&cfg, &totals);
+
+    for (int i = 0; i < cfg.connections; i++) {
+        free(workers[i].slots);
+        free(workers[i].latencies);
+    }
+    free(workers);
+    free(pairs);
+    if (started == 0 || totals.connect_failures == started)
+        return 3;
+    return started == cfg.connections ? 0 : 1;
+}

@@ -1,0 +1,1062 @@
+/*
+ * pathd_client.c - implementation of the pathd C client (see pathd_client.h).
+ *
+ * One non-blocking TCP socket per connection, waited on with poll() so every
+ * call can honour a timeout. Incoming bytes go into one growable read buffer;
+ * complete frames are unpacked with protobuf-c and dispatched into a small
+ * table of requests still waiting for answers ("pending"), keyed by id. Path
+ * chunks are appended to their entry until the final chunk completes it.
+ * Blocking calls pump frames until their own entry completes; anything else
+ * that completes meanwhile stays in the table for pdc_recv_result.
+ */
+#include "pathd_client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pathd.pb-c.h"
+
+#define PDC__HEADER_BYTES 4
+/* First size of the read buffer: holds a few typical path chunks per recv(),
+ * and grows only when a single frame is larger. */
+#define PDC__READ_BUFFER_INITIAL (64u * 1024u)
+/* Longest "host:port" we accept, in characters (a DNS name is at most 253). */
+#define PDC__HOST_PORT_MAX 300
+
+typedef enum pdc__kind {
+    PDC__KIND_PATH,             /* answered by PathChunk frames, assembled here */
+    PDC__KIND_OTHER,            /* answered by one frame, kept as the Response */
+} pdc__kind;
+
+/* A request still waiting for its answer, or answered but not yet taken. */
+typedef struct pdc__pending {
+    uint64_t id;
+    pdc__kind kind;
+    uint64_t done_order;        /* 0 while waiting; completion order once done */
+    int status;
+    uint32_t chunks;            /* path chunks received so far (next expected seq) */
+    pdc_waypoint *waypoints;
+    size_t count, capacity;
+    double cost;
+    uint64_t expansions, search_micros, scene_version;
+    Pathd__V1__Response *response; /* KIND_OTHER: the answer frame */
+    char message[PDC_MESSAGE_MAX];
+} pdc__pending;
+
+struct pdc_conn {
+    int fd;                     /* -1 while disconnected */
+    char host_port[PDC__HOST_PORT_MAX + 1];
+    int timeout_ms;
+    uint64_t next_id;
+    uint8_t *rbuf;
+    size_t rcap, rstart, rend;  /* unconsumed bytes are rbuf[rstart, rend) */
+    pdc__pending *pending;
+    size_t npending, cap_pending;
+    uint64_t completions;       /* source of done_order */
+    char error[PDC_MESSAGE_MAX];
+};
+
+static const char *const pdc__wire_names[PDC_WIRE_STATUS_COUNT] = {
+    "OK", "PARTIAL", "NO_PATH", "UNKNOWN_SCENE", "OUT_OF_BOUNDS",
+    "START_BLOCKED", "GOAL_BLOCKED", "INVALID_ARGUMENT", "BUDGET_EXCEEDED",
+    "DEADLINE_EXCEEDED", "CANCELLED", "OVERLOADED", "MALFORMED",
+    "FRAME_TOO_LARGE", "INTERNAL",
+};
+
+/* Indexed by -status. */
+static const char *const pdc__client_names[] = {
+    "UNKNOWN_STATUS", "DISCONNECTED", "TIMEOUT", "PROTOCOL_ERROR", "NO_MEMORY",
+    "BAD_ARGUMENT", "CONNECT_FAILED", "IDLE",
+};
+
+const char *pdc_status_name(int status)
+{
+    if (status >= 0 && status < PDC_WIRE_STATUS_COUNT)
+        return pdc__wire_names[status];
+    if (status < 0 && -(long)status < (long)(sizeof pdc__client_names / sizeof pdc__client_names[0]))
+        return pdc__client_names[-status];
+    return "UNKNOWN_STATUS";
+}
+
+/* ---- time ---------------------------------------------------------------- */
+
+static int64_t pdc__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t pdc__now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* A deadline of -1 means "no limit". */
+static int64_t pdc__deadline_after(int timeout_ms)
+{
+    return timeout_ms < 0 ? -1 : pdc__now_ms() + timeout_ms;
+}
+
+/* Milliseconds left for poll(): -1 for no limit, 0 once passed. */
+static int pdc__remaining_ms(int64_t deadline)
+{
+    if (deadline < 0)
+        return -1;
+    int64_t left = deadline - pdc__now_ms();
+    if (left <= 0)
+        return 0;
+    return left > 1000000 ? 1000000 : (int)left;
+}
+
+static void pdc__sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* ---- pending table -------------------------------------------------------- */
+
+static void pdc__pending_release(pdc__pending *p)
+{
+    free(p->waypoints);
+    if (p->response)
+        pathd__v1__response__free_unpacked(p->response, NULL);
+    p->waypoints = NULL;
+    p->response = NULL;
+}
+
+static pdc__pending *pdc__pending_find(pdc_conn *c, uint64_t id)
+{
+    for (size_t i = 0; i < c->npending; i++)
+        if (c->pending[i].id == id)
+            return &c->pending[i];
+    return NULL;
+}
+
+static pdc__pending *pdc__pending_add(pdc_conn *c, uint64_t id, pdc__kind kind)
+{
+    if (c->npending == c->cap_pending) {
+        size_t cap = c->cap_pending ? c->cap_pending * 2 : 16;
+        pdc__pending *grown = realloc(c->pending, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        c->pending = grown;
+        c->cap_pending = cap;
+    }
+    pdc__pending *p = &c->pending[c->npending++];
+    memset(p, 0, sizeof *p);
+    p->id = id;
+    p->kind = kind;
+    return p;
+}
+
+/* Removes an entry by moving the last one into its slot; the caller has
+ * already taken or released what the entry owned. */
+static void pdc__pending_remove(pdc_conn *c, pdc__pending *p)
+{
+    size_t i = (size_t)(p - c->pending);
+    c->pending[i] = c->pending[--c->npending];
+}
+
+static void pdc__complete(pdc_conn *c, pdc__pending *p, int status, const char *message)
+{
+    p->status = status;
+    p->done_order = ++c->completions;
+    if (message && message[0])
+        snprintf(p->message, sizeof p->message, "%s", message);
+}
+
+/* Closes the socket after a transport or protocol failure and fails every
+ * request still waiting with `status`: a stream that broke cannot be trusted
+ * to deliver their answers any more. */
+static void pdc__fail(pdc_conn *c, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->error, sizeof c->error, fmt, ap);
+    va_end(ap);
+    if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+    c->rstart = c->rend = 0;
+    for (size_t i = 0; i < c->npending; i++) {
+        pdc__pending *p = &c->pending[i];
+        if (p->done_order)
+            continue;
+        /* Half a path is no path: drop what arrived before the failure. */
+        free(p->waypoints);
+        p->waypoints = NULL;
+        p->count = p->capacity = 0;
+        pdc__complete(c, p, status, c->error);
+    }
+}
+
+/* ---- connecting --------------------------------------------------------- */
+
+/* Splits "host:port" / "[v6]:port" into its parts; 0 on success. */
+static int pdc__split_host_port(const char *hp, char *host, size_t hostlen,
+                                char *port, size_t portlen)
+{
+    const char *colon;
+    const char *host_start = hp;
+    size_t host_len;
+    if (hp[0] == '[') {
+        const char *close_br = strchr(hp, ']');
+        if (!close_br || close_br[1] != ':')
+            return -1;
+        host_start = hp + 1;
+        host_len = (size_t)(close_br - host_start);
+        colon = close_br + 1;
+    } else {
+        colon = strrchr(hp, ':');
+        if (!colon || memchr(hp, ':', (size_t)(colon - hp)))
+            return -1;          /* no port, or a bare IPv6 address without [] */
+        host_len = (size_t)(colon - hp);
+    }
+    const char *port_str = colon + 1;
+    size_t port_len = strlen(port_str);
+    if (host_len == 0 || host_len >= hostlen || port_len == 0 || port_len >= portlen)
+        return -1;
+    long port_num = 0;
+    for (size_t i = 0; i < port_len; i++) {
+        if (port_str[i] < '0' || port_str[i] > '9')
+            return -1;
+        port_num = port_num * 10 + (port_str[i] - '0');
+        if (port_num > 65535)
+            return -1;
+    }
+    if (port_num == 0)
+        return -1;
+    memcpy(host, host_start, host_len);
+    host[host_len] = '\0';
+    memcpy(port, port_str, port_len + 1);
+    return 0;
+}
+
+/* Tries one resolved address with a non-blocking connect bounded by the
+ * deadline. Returns the connected socket or -1 with errno set. */
+static int pdc__connect_one(const struct addrinfo *ai, int64_t deadline)
+{
+    int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    if (fd < 0)
+        return -1;
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
+        fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+        goto fail;
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        if (errno != EINPROGRESS)
+            goto fail;
+        struct pollfd pfd = {fd, POLLOUT, 0};
+        int r;
+        do {
+            r = poll(&pfd, 1, pdc__remaining_ms(deadline));
+        } while (r < 0 && errno == EINTR);
+        if (r == 0) {
+            errno = ETIMEDOUT;
+            goto fail;
+        }
+        if (r < 0)
+            goto fail;
+        int soerr = 0;
+        socklen_t len = sizeof soerr;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
+            goto fail;
+        if (soerr != 0) {
+            errno = soerr;
+            goto fail;
+        }
+    }
+    /* Requests are small and latency matters more than packet count. */
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+fail:;
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return -1;
+}
+
+static int pdc__open_socket(pdc_conn *c, char *err, size_t errlen)
+{
+    char host[PDC__HOST_PORT_MAX + 1], port[8];
+    if (pdc__split_host_port(c->host_port, host, sizeof host, port, sizeof port) != 0) {
+        snprintf(err, errlen, "bad server address \"%s\" (want HOST:PORT or [V6]:PORT)",
+                 c->host_port);
+        return PDC_ERR_ARG;
+    }
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    struct addrinfo *list = NULL;
+    int gai = getaddrinfo(host, port, &hints, &list);
+    if (gai != 0) {
+        snprintf(err, errlen, "cannot resolve %s: %s", host, gai_strerror(gai));
+        return PDC_ERR_CONNECT;
+    }
+    int64_t deadline = pdc__deadline_after(c->timeout_ms);
+    int last_errno = 0;
+    for (struct addrinfo *ai = list; ai; ai = ai->ai_next) {
+        int fd = pdc__connect_one(ai, deadline);
+        if (fd >= 0) {
+            freeaddrinfo(list);
+            c->fd = fd;
+            c->rstart = c->rend = 0;
+            return PDC_OK;
+        }
+        last_errno = errno;
+    }
+    freeaddrinfo(list);
+    snprintf(err, errlen, "cannot connect to %s: %s", c->host_port, strerror(last_errno));
+    return PDC_ERR_CONNECT;
+}
+
+pdc_conn *pdc_connect(const char *host_port, int timeout_ms, char *err, size_t errlen)
+{
+    char scratch[PDC_MESSAGE_MAX];
+    if (!err || errlen == 0) {
+        err = scratch;
+        errlen = sizeof scratch;
+    }
+    err[0] = '\0';
+    if (!host_port || strlen(host_port) > PDC__HOST_PORT_MAX || timeout_ms < 0) {
+        snprintf(err, errlen, "bad server address or timeout");
+        return NULL;
+    }
+    pdc_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->fd = -1;
+    c->next_id = 1;
+    c->timeout_ms = timeout_ms > 0 ? timeout_ms : PDC_DEFAULT_TIMEOUT_MS;
+    snprintf(c->host_port, sizeof c->host_port, "%s", host_port);
+    if (pdc__open_socket(c, err, errlen) != PDC_OK) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void pdc_close(pdc_conn *c)
+{
+    if (!c)
+        return;
+    if (c->fd >= 0)
+        close(c->fd);
+    for (size_t i = 0; i < c->npending; i++)
+        pdc__pending_release(&c->pending[i]);
+    free(c->pending);
+    free(c->rbuf);
+    free(c);
+}
+
+int pdc_reconnect(pdc_conn *c)
+{
+    if (!c)
+        return PDC_ERR_ARG;
+    if (c->fd >= 0)
+        pdc__fail(c, PDC_ERR_DISCONNECTED, "connection closed by pdc_reconnect");
+    char err[PDC_MESSAGE_MAX];
+    int r = pdc__open_socket(c, err, sizeof err);
+    if (r != PDC_OK) {
+        snprintf(c->error, sizeof c->error, "%s", err);
+        return PDC_ERR_CONNECT;
+    }
+    return PDC_OK;
+}
+
+int pdc_is_connected(const pdc_conn *c)
+{
+    return c && c->fd >= 0;
+}
+
+void pdc_set_timeout(pdc_conn *c, int timeout_ms)
+{
+    if (c && timeout_ms > 0)
+        c->timeout_ms = timeout_ms;
+}
+
+const char *pdc_last_error(const pdc_conn *c)
+{
+    return c ? c->error : "no connection";
+}
+
+size_t pdc_in_flight(const pdc_conn *c)
+{
+    size_t n = 0;
+    for (size_t i = 0; c && i < c->npending; i++)
+        if (c->pending[i].kind == PDC__KIND_PATH)
+            n++;
+    return n;
+}
+
+/* ---- sending ---------------------------------------------------------------- */
+
+/* Writes one whole frame. A timeout or error after part of it went out
+ * leaves the stream unusable, so both close the connection. */
+static int pdc__send_frame(pdc_conn *c, const Pathd__V1__Request *req)
+{
+    if (c->fd < 0)
+        return PDC_ERR_DISCONNECTED;
+    size_t len = pathd__v1__request__get_packed_size(req);
+    if (len > PDC_MAX_FRAME_BYTES)
+        return PDC_ERR_ARG;
+    uint8_t stack_buf[512];
+    uint8_t *buf = len + PDC__HEADER_BYTES <= sizeof stack_buf
+                       ? stack_buf : malloc(len + PDC__HEADER_BYTES);
+    if (!buf)
+        return PDC_ERR_NOMEM;
+    buf[0] = (uint8_t)(len >> 24);
+    buf[1] = (uint8_t)(len >> 16);
+    buf[2] = (uint8_t)(len >> 8);
+    buf[3] = (uint8_t)len;
+    pathd__v1__request__pack(req, buf + PDC__HEADER_BYTES);
+
+    int result = PDC_OK;
+    size_t total = len + PDC__HEADER_BYTES, sent = 0;
+    int64_t deadline = pdc__deadline_after(c->timeout_ms);
+    while (sent < total) {
+        ssize_t n = send(c->fd, buf + sent, total - sent, MSG_NOSIGNAL);
+        if (n > 0) {
+            sent += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd pfd = {c->fd, POLLOUT, 0};
+            int r = poll(&pfd, 1, pdc__remaining_ms(deadline));
+            if (r == 0) {
+                pdc__fail(c, PDC_ERR_DISCONNECTED, "send timed out after %d ms; connection closed",
+                          c->timeout_ms);
+                result = PDC_ERR_TIMEOUT;
+                break;
+            }
+            continue;
+        }
+        pdc__fail(c, PDC_ERR_DISCONNECTED, "send failed: %s", strerror(errno));
+        result = PDC_ERR_DISCONNECTED;
+        break;
+    }
+    if (buf != stack_buf)
+        free(buf);
+    return result;
+}
+
+/* ---- receiving ------------------------------------------------------------ */
+
+/* Makes room for `need` unconsumed bytes starting at rstart. */
+static int pdc__reserve(pdc_conn *c, size_t need)
+{
+    if (c->rstart + need <= c->rcap)
+        return PDC_OK;
+    if (c->rstart > 0) {
+        memmove(c->rbuf, c->rbuf + c->rstart, c->rend - c->rstart);
+        c->rend -= c->rstart;
+        c->rstart = 0;
+    }
+    if (need <= c->rcap)
+        return PDC_OK;
+    size_t cap = need > PDC__READ_BUFFER_INITIAL ? need : PDC__READ_BUFFER_INITIAL;
+    uint8_t *grown = realloc(c->rbuf, cap);
+    if (!grown)
+        return PDC_ERR_NOMEM;
+    c->rbuf = grown;
+    c->rcap = cap;
+    return PDC_OK;
+}
+
+/* Reads until one whole frame is buffered and unpacks it. Returns PDC_OK with
+ * *out set, PDC_ERR_TIMEOUT (connection intact, partial bytes kept), or the
+ * failure that pdc__fail has already applied to the connection. */
+static int pdc__read_frame(pdc_conn *c, int64_t deadline, Pathd__V1__Response **out)
+{
+    for (;;) {
+        if (c->fd < 0)
+            return PDC_ERR_DISCONNECTED;
+        size_t avail = c->rend - c->rstart;
+        size_t need = PDC__HEADER_BYTES;
+        if (avail >= PDC__HEADER_BYTES) {
+            const uint8_t *h = c->rbuf + c->rstart;
+            uint32_t len = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 |
+                           (uint32_t)h[2] << 8 | (uint32_t)h[3];
+            /* Checked before anything is allocated for the frame. */
+            if (len > PDC_MAX_FRAME_BYTES) {
+                pdc__fail(c, PDC_ERR_PROTOCOL,
+                          "server sent a %u-byte frame, above the %u-byte limit",
+                          len, PDC_MAX_FRAME_BYTES);
+                return PDC_ERR_PROTOCOL;
+            }
+            need = PDC__HEADER_BYTES + (size_t)len;
+            if (avail >= need) {
+                Pathd__V1__Response *resp = pathd__v1__response__unpack(
+                    NULL, len, c->rbuf + c->rstart + PDC__HEADER_BYTES);
+                c->rstart += need;
+                if (c->rstart == c->rend)
+                    c->rstart = c->rend = 0;
+                if (!resp) {
+                    pdc__fail(c, PDC_ERR_PROTOCOL, "server sent a frame that does not decode");
+                    return PDC_ERR_PROTOCOL;
+                }
+                *out = resp;
+                return PDC_OK;
+            }
+        }
+        if (pdc__reserve(c, need) != PDC_OK) {
+            pdc__fail(c, PDC_ERR_NOMEM, "out of memory for a %zu-byte frame", need);
+            return PDC_ERR_NOMEM;
+        }
+        ssize_t n = recv(c->fd, c->rbuf + c->rend, c->rcap - c->rend, 0);
+        if (n > 0) {
+            c->rend += (size_t)n;
+            continue;
+        }
+        if (n == 0) {
+            pdc__fail(c, PDC_ERR_DISCONNECTED, "server closed the connection");
+            return PDC_ERR_DISCONNECTED;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            pdc__fail(c, PDC_ERR_DISCONNECTED, "receive failed: %s", strerror(errno));
+            return PDC_ERR_DISCONNECTED;
+        }
+        struct pollfd pfd = {c->fd, POLLIN, 0};
+        int r = poll(&pfd, 1, pdc__remaining_ms(deadline));
+        if (r == 0)
+            return PDC_ERR_TIMEOUT;
+        if (r < 0 && errno != EINTR) {
+            pdc__fail(c, PDC_ERR_DISCONNECTED, "poll failed: %s", strerror(errno));
+            return PDC_ERR_DISCONNECTED;
+        }
+    }
+}
+
+static int pdc__append_chunk(pdc_conn *c, pdc__pending *p, const Pathd__V1__PathChunk *chunk)
+{
+    if (chunk->seq != p->chunks) {
+        pdc__fail(c, PDC_ERR_PROTOCOL, "request %llu: path chunk %u arrived, expected %u",
+                  (unsigned long long)p->id, chunk->seq, p->chunks);
+        return PDC_ERR_PROTOCOL;
+    }
+    p->chunks++;
+    size_t n = chunk->n_waypoints;
+    if (n > PDC_MAX_PATH_WAYPOINTS - p->count) {
+        pdc__fail(c, PDC_ERR_PROTOCOL, "request %llu: path longer than %u waypoints",
+                  (unsigned long long)p->id, PDC_MAX_PATH_WAYPOINTS);
+        return PDC_ERR_PROTOCOL;
+    }
+    if (p->count + n > p->capacity) {
+        size_t cap = p->capacity ? p->capacity : 64;
+        while (cap < p->count + n)
+            cap *= 2;
+        pdc_waypoint *grown = realloc(p->waypoints, cap * sizeof *grown);
+        if (!grown) {
+            pdc__fail(c, PDC_ERR_NOMEM, "out of memory for %zu waypoints", cap);
+            return PDC_ERR_NOMEM;
+        }
+        p->waypoints = grown;
+        p->capacity = cap;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const Pathd__V1__Waypoint *w = chunk->waypoints[i];
+        pdc_waypoint *d = &p->waypoints[p->count++];
+        d->x = w->x;
+        d->y = w->y;
+        d->wx = w->wx;
+        d->wy = w->wy;
+    }
+    return PDC_OK;
+}
+
+/* Files one frame under its request. Takes ownership of resp. */
+static void pdc__dispatch(pdc_conn *c, Pathd__V1__Response *resp)
+{
+    const char *msg = resp->body_case == PATHD__V1__RESPONSE__BODY_ERROR && resp->error
+                          ? resp->error->message : "";
+    if (resp->id == 0) {
+        /* A connection-level error (frame too large, malformed, too many
+         * connections): the server closes after it, so close our side too
+         * and fail everything waiting with that status. */
+        if (resp->status != PATHD__V1__STATUS__OK)
+            pdc__fail(c, (int)resp->status, "server: %s%s%s",
+                      pdc_status_name((int)resp->status), msg[0] ? ": " : "", msg);
+        pathd__v1__response__free_unpacked(resp, NULL);
+        return;
+    }
+    pdc__pending *p = pdc__pending_find(c, resp->id);
+    if (!p || p->done_order) {
+        /* An answer to a cancel, or to a request given up after a timeout. */
+        pathd__v1__response__free_unpacked(resp, NULL);
+        return;
+    }
+    if (p->kind == PDC__KIND_OTHER) {
+        /* Non-path answers are single frames; complete on the first one even
+         * if a server forgets to set final. */
+        p->response = resp;
+        pdc__complete(c, p, (int)resp->status, msg);
+        return;
+    }
+    if (resp->body_case == PATHD__V1__RESPONSE__BODY_PATH && resp->path) {
+        const Pathd__V1__PathChunk *chunk = resp->path;
+        if (pdc__append_chunk(c, p, chunk) != PDC_OK) {
+            pathd__v1__response__free_unpacked(resp, NULL);
+            return;
+        }
+        if (resp->final) {
+            if (chunk->total_waypoints != 0 && chunk->total_waypoints != p->count) {
+                pdc__fail(c, PDC_ERR_PROTOCOL,
+                          "request %llu: final chunk says %u waypoints, %zu arrived",
+                          (unsigned long long)p->id, chunk->total_waypoints, p->count);
+                pathd__v1__response__free_unpacked(resp, NULL);
+                return;
+            }
+            p->cost = chunk->cost;
+            p->expansions = chunk->expansions;
+            p->search_micros = chunk->search_micros;
+            p->scene_version = chunk->scene_version;
+        }
+    }
+    if (resp->final)
+        pdc__complete(c, p, (int)resp->status, msg);
+    pathd__v1__response__free_unpacked(resp, NULL);
+}
+
+/* Pumps frames until request `id` completes or the deadline passes. On a
+ * timeout the request is forgotten (a late answer is then ignored). */
+static int pdc__wait_for(pdc_conn *c, uint64_t id, int64_t deadline, pdc__pending *taken)
+{
+    for (;;) {
+        pdc__pending *p = pdc__pending_find(c, id);
+        if (!p)
+            return PDC_ERR_PROTOCOL;
+        if (p->done_order) {
+            *taken = *p;
+            pdc__pending_remove(c, p);
+            return taken->status;
+        }
+        Pathd__V1__Response *resp = NULL;
+        int r = pdc__read_frame(c, deadline, &resp);
+        if (r == PDC_ERR_TIMEOUT) {
+            pdc__pending_release(p);
+            pdc__pending_remove(c, p);
+            snprintf(c->error, sizeof c->error, "no answer within %d ms", c->timeout_ms);
+            return PDC_ERR_TIMEOUT;
+        }
+        if (r == PDC_OK)
+            pdc__dispatch(c, resp);
+        /* On other errors pdc__fail completed the entry; the loop returns it. */
+    }
+}
+
+/* Sends req (kind decides how its answer is assembled) and registers it. */
+static int pdc__send_tracked(pdc_conn *c, Pathd__V1__Request *req, pdc__kind kind, uint64_t *id)
+{
+    if (c->fd < 0) {
+        snprintf(c->error, sizeof c->error, "not connected");
+        return PDC_ERR_DISCONNECTED;
+    }
+    req->id = c->next_id++;
+    if (!pdc__pending_add(c, req->id, kind))
+        return PDC_ERR_NOMEM;
+    int r = pdc__send_frame(c, req);
+    if (r != PDC_OK) {
+        pdc__pending *p = pdc__pending_find(c, req->id);
+        pdc__pending_release(p);
+        pdc__pending_remove(c, p);
+        return r;
+    }
+    *id = req->id;
+    return PDC_OK;
+}
+
+/* The blocking round trip shared by every blocking call: reconnect if an
+ * earlier call lost the connection, send, wait, and retry OVERLOADED with
+ * backoff. *taken receives the completed entry (caller releases it). */
+static int pdc__call(pdc_conn *c, Pathd__V1__Request *req, pdc__kind kind, pdc__pending *taken)
+{
+    memset(taken, 0, sizeof *taken);
+    int backoff_ms = PDC_RETRY_BACKOFF_FIRST_MS;
+    for (int attempt = 1;; attempt++) {
+        c->error[0] = '\0';
+        if (c->fd < 0 && pdc_reconnect(c) != PDC_OK)
+            return PDC_ERR_CONNECT;
+        uint64_t id;
+        int r = pdc__send_tracked(c, req, kind, &id);
+        if (r != PDC_OK)
+            return r;
+        r = pdc__wait_for(c, id, pdc__deadline_after(c->timeout_ms), taken);
+        if (r != PDC_OVERLOADED || attempt == PDC_RETRY_ATTEMPTS) {
+            if (r != PDC_OK && r != PDC_PARTIAL && taken->message[0])
+                snprintf(c->error, sizeof c->error, "%s", taken->message);
+            return r;
+        }
+        pdc__pending_release(taken);
+        memset(taken, 0, sizeof *taken);
+        pdc__sleep_ms(backoff_ms);
+        backoff_ms = backoff_ms * 2 > PDC_RETRY_BACKOFF_MAX_MS ? PDC_RETRY_BACKOFF_MAX_MS
+                                                               : backoff_ms * 2;
+    }
+}
+
+/* ---- path requests -------------------------------------------------------- */
+
+/* The protobuf objects one FindPath request needs, all on the caller's stack. */
+typedef struct pdc__find_msg {
+    Pathd__V1__Request req;
+    Pathd__V1__FindPath fp;
+    Pathd__V1__Point start, goal;
+    Pathd__V1__Cell start_cell, goal_cell;
+    Pathd__V1__WorldPoint start_world, goal_world;
+} pdc__find_msg;
+
+static void pdc__point_to_wire(const pdc_point *src, Pathd__V1__Point *dst,
+                               Pathd__V1__Cell *cell, Pathd__V1__WorldPoint *world)
+{
+    pathd__v1__point__init(dst);
+    if (src->is_world) {
+        pathd__v1__world_point__init(world);
+        world->x = src->wx;
+        world->y = src->wy;
+        dst->kind_case = PATHD__V1__POINT__KIND_WORLD;
+        dst->world = world;
+    } else {
+        pathd__v1__cell__init(cell);
+        cell->x = src->x;
+        cell->y = src->y;
+        dst->kind_case = PATHD__V1__POINT__KIND_CELL;
+        dst->cell = cell;
+    }
+}
+
+static int pdc__build_find(const pdc_path_req *r, pdc__find_msg *m)
+{
+    if (!r || !r->scene || !r->scene[0])
+        return PDC_ERR_ARG;
+    if (r->connectivity != 0 && r->connectivity != 4 && r->connectivity != 8)
+        return PDC_ERR_ARG;
+    if (r->style != PDC_STYLE_CELLS && r->style != PDC_STYLE_CORNERS)
+        return PDC_ERR_ARG;
+    pathd__v1__request__init(&m->req);
+    pathd__v1__find_path__init(&m->fp);
+    m->fp.scene = (char *)r->scene;
+    pdc__point_to_wire(&r->start, &m->start, &m->start_cell, &m->start_world);
+    pdc__point_to_wire(&r->goal, &m->goal, &m->goal_cell, &m->goal_world);
+    m->fp.start = &m->start;
+    m->fp.goal = &m->goal;
+    m->fp.unit_size = r->unit_size;
+    m->fp.connectivity = r->connectivity == 4   ? PATHD__V1__CONNECTIVITY__CONNECTIVITY_4
+                         : r->connectivity == 8 ? PATHD__V1__CONNECTIVITY__CONNECTIVITY_8
+                                                : PATHD__V1__CONNECTIVITY__CONNECTIVITY_DEFAULT;
+    m->fp.max_expansions = r->max_expansions;
+    m->fp.deadline_ms = r->deadline_ms;
+    m->fp.style = r->style == PDC_STYLE_CORNERS ? PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS
+                                                : PATHD__V1__WAYPOINT_STYLE__STYLE_CELLS;
+    m->req.body_case = PATHD__V1__REQUEST__BODY_FIND_PATH;
+    m->req.find_path = &m->fp;
+    return PDC_OK;
+}
+
+/* Moves an assembled path out of a table entry into the caller's result. */
+static void pdc__path_take(pdc__pending *p, pdc_path_result *out)
+{
+    out->id = p->id;
+    out->status = p->status;
+    out->waypoints = p->count ? p->waypoints : NULL;
+    if (!p->count)
+        free(p->waypoints);
+    out->count = p->count;
+    out->cost = p->cost;
+    out->expansions = p->expansions;
+    out->search_micros = p->search_micros;
+    out->scene_version = p->scene_version;
+    snprintf(out->message, sizeof out->message, "%s", p->message);
+    p->waypoints = NULL;
+    pdc__pending_release(p);
+}
+
+void pdc_path_result_free(pdc_path_result *r)
+{
+    if (!r)
+        return;
+    free(r->waypoints);
+    memset(r, 0, sizeof *r);
+}
+
+int pdc_find_path(pdc_conn *c, const pdc_path_req *req, pdc_path_result *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    pdc__find_msg m;
+    if (!c || pdc__build_find(req, &m) != PDC_OK) {
+        out->status = PDC_ERR_ARG;
+        return PDC_ERR_ARG;
+    }
+    pdc__pending taken;
+    int r = pdc__call(c, &m.req, PDC__KIND_PATH, &taken);
+    pdc__path_take(&taken, out);
+    out->status = r;
+    if (r < 0 && !out->message[0])
+        snprintf(out->message, sizeof out->message, "%s", c->error);
+    return r;
+}
+
+int pdc_send_find_path(pdc_conn *c, const pdc_path_req *req, uint64_t *id)
+{
+    pdc__find_msg m;
+    if (!c || !id || pdc__build_find(req, &m) != PDC_OK)
+        return PDC_ERR_ARG;
+    return pdc__send_tracked(c, &m.req, PDC__KIND_PATH, id);
+}
+
+int pdc_send_cancel(pdc_conn *c, uint64_t target_id)
+{
+    if (!c || target_id == 0)
+        return PDC_ERR_ARG;
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__Cancel cancel = PATHD__V1__CANCEL__INIT;
+    cancel.target_id = target_id;
+    req.id = c->next_id++;
+    req.body_case = PATHD__V1__REQUEST__BODY_CANCEL;
+    req.cancel = &cancel;
+    return pdc__send_frame(c, &req);
+}
+
+int pdc_recv_result(pdc_conn *c, int timeout_ms, pdc_path_result *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if (!c) {
+        out->status = PDC_ERR_ARG;
+        return PDC_ERR_ARG;
+    }
+    int64_t deadline = pdc__deadline_after(timeout_ms);
+    for (;;) {
+        pdc__pending *first = NULL;
+        size_t waiting = 0;
+        for (size_t i = 0; i < c->npending; i++) {
+            pdc__pending *p = &c->pending[i];
+            if (p->kind != PDC__KIND_PATH)
+                continue;
+            if (!p->done_order)
+                waiting++;
+            else if (!first || p->done_order < first->done_order)
+                first = p;
+        }
+        if (first) {
+            pdc__pending copy = *first;
+            pdc__pending_remove(c, first);
+            pdc__path_take(&copy, out);
+            return out->status;
+        }
+        if (waiting == 0) {
+            out->status = c->fd < 0 ? PDC_ERR_DISCONNECTED : PDC_ERR_IDLE;
+            return out->status;
+        }
+        Pathd__V1__Response *resp = NULL;
+        int r = pdc__read_frame(c, deadline, &resp);
+        if (r == PDC_ERR_TIMEOUT) {
+            out->status = PDC_ERR_TIMEOUT;
+            return out->status;
+        }
+        if (r == PDC_OK)
+            pdc__dispatch(c, resp);
+    }
+}
+
+/* ---- other requests ------------------------------------------------------- */
+
+/* Runs a single-frame request and checks that an OK answer has the expected
+ * body. On PDC_OK *resp_out is the answer (caller frees it). */
+static int pdc__call_other(pdc_conn *c, Pathd__V1__Request *req,
+                           Pathd__V1__Response__BodyCase expect, Pathd__V1__Response **resp_out)
+{
+    *resp_out = NULL;
+    if (!c)
+        return PDC_ERR_ARG;
+    pdc__pending taken;
+    int r = pdc__call(c, req, PDC__KIND_OTHER, &taken);
+    if (r == PDC_OK && (!taken.response || taken.response->body_case != expect)) {
+        snprintf(c->error, sizeof c->error, "answer to request %llu has the wrong body",
+                 (unsigned long long)taken.id);
+        r = PDC_ERR_PROTOCOL;
+    }
+    if (r == PDC_OK) {
+        *resp_out = taken.response;
+        taken.response = NULL;
+    }
+    pdc__pending_release(&taken);
+    return r;
+}
+
+int pdc_list_scenes(pdc_conn *c, pdc_scene_list *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__ListScenes body = PATHD__V1__LIST_SCENES__INIT;
+    req.body_case = PATHD__V1__REQUEST__BODY_LIST_SCENES;
+    req.list_scenes = &body;
+    Pathd__V1__Response *resp;
+    int r = pdc__call_other(c, &req, PATHD__V1__RESPONSE__BODY_SCENE_LIST, &resp);
+    if (r != PDC_OK)
+        return r;
+    const Pathd__V1__SceneList *sl = resp->scene_list;
+    if (sl->n_scenes) {
+        out->scenes = calloc(sl->n_scenes, sizeof *out->scenes);
+        if (!out->scenes)
+            r = PDC_ERR_NOMEM;
+    }
+    for (size_t i = 0; r == PDC_OK && i < sl->n_scenes; i++) {
+        const Pathd__V1__SceneSummary *s = sl->scenes[i];
+        pdc_scene_summary *d = &out->scenes[i];
+        d->name = strdup(s->name ? s->name : "");
+        if (!d->name) {
+            r = PDC_ERR_NOMEM;
+            break;
+        }
+        d->width = s->width;
+        d->height = s->height;
+        d->version = s->version;
+        out->count = i + 1;
+    }
+    pathd__v1__response__free_unpacked(resp, NULL);
+    if (r != PDC_OK)
+        pdc_scene_list_free(out);
+    return r;
+}
+
+void pdc_scene_list_free(pdc_scene_list *l)
+{
+    if (!l)
+        return;
+    for (size_t i = 0; i < l->count; i++)
+        free(l->scenes[i].name);
+    free(l->scenes);
+    memset(l, 0, sizeof *l);
+}
+
+int pdc_scene_info(pdc_conn *c, const char *scene, pdc_scene_details *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if (!scene || !scene[0])
+        return PDC_ERR_ARG;
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__GetSceneInfo body = PATHD__V1__GET_SCENE_INFO__INIT;
+    body.scene = (char *)scene;
+    req.body_case = PATHD__V1__REQUEST__BODY_SCENE_INFO;
+    req.scene_info = &body;
+    Pathd__V1__Response *resp;
+    int r = pdc__call_other(c, &req, PATHD__V1__RESPONSE__BODY_SCENE_INFO, &resp);
+    if (r != PDC_OK)
+        return r;
+    const Pathd__V1__SceneInfo *si = resp->scene_info;
+    out->name = strdup(si->name ? si->name : "");
+    if (si->n_unit_sizes)
+        out->unit_sizes = malloc(si->n_unit_sizes * sizeof *out->unit_sizes);
+    if (!out->name || (si->n_unit_sizes && !out->unit_sizes)) {
+        r = PDC_ERR_NOMEM;
+    } else {
+        out->width = si->width;
+        out->height = si->height;
+        out->origin_x = si->origin_x;
+        out->origin_y = si->origin_y;
+        out->cell_size = si->cell_size;
+        if (si->n_unit_sizes)
+            memcpy(out->unit_sizes, si->unit_sizes, si->n_unit_sizes * sizeof *out->unit_sizes);
+        out->unit_size_count = si->n_unit_sizes;
+        out->version = si->version;
+        out->passable_cells = si->passable_cells;
+    }
+    pathd__v1__response__free_unpacked(resp, NULL);
+    if (r != PDC_OK)
+        pdc_scene_details_free(out);
+    return r;
+}
+
+void pdc_scene_details_free(pdc_scene_details *i)
+{
+    if (!i)
+        return;
+    free(i->name);
+    free(i->unit_sizes);
+    memset(i, 0, sizeof *i);
+}
+
+int pdc_stats(pdc_conn *c, pdc_server_stats *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__GetStats body = PATHD__V1__GET_STATS__INIT;
+    req.body_case = PATHD__V1__REQUEST__BODY_STATS;
+    req.stats = &body;
+    Pathd__V1__Response *resp;
+    int r = pdc__call_other(c, &req, PATHD__V1__RESPONSE__BODY_STATS, &resp);
+    if (r != PDC_OK)
+        return r;
+    const Pathd__V1__Stats *s = resp->stats;
+    out->uptime_ms = s->uptime_ms;
+    out->connections = s->connections;
+    out->requests_total = s->requests_total;
+    out->paths_found = s->paths_found;
+    out->expansions_total = s->expansions_total;
+    out->queue_depth = s->queue_depth;
+    out->in_flight = s->in_flight;
+    out->threads = s->threads;
+    out->scenes = s->scenes;
+    out->overloaded_total = s->overloaded_total;
+    out->malformed_total = s->malformed_total;
+    pathd__v1__response__free_unpacked(resp, NULL);
+    return PDC_OK;
+}
+
+int pdc_ping(pdc_conn *c, uint64_t *rtt_micros)
+{
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__Ping body = PATHD__V1__PING__INIT;
+    /* Any value the server could not guess works; the clock is at hand. */
+    body.nonce = pdc__now_us() ^ 0x9e3779b97f4a7c15ull;
+    req.body_case = PATHD__V1__REQUEST__BODY_PING;
+    req.ping = &body;
+    uint64_t start = pdc__now_us();
+    Pathd__V1__Response *resp;
+    int r = pdc__call_other(c, &req, PATHD__V1__RESPONSE__BODY_PONG, &resp);
+    if (r != PDC_OK)
+        return r;
+    if (resp->pong->nonce != body.nonce) {
+        snprintf(c->error, sizeof c->error, "pong carries the wrong nonce");
+        r = PDC_ERR_PROTOCOL;
+    }
+    if (rtt_micros)
+        *rtt_micros = pdc__now_us() - start;
+    pathd__v1__response__free_unpacked(resp, NULL);
+    return r;
+}

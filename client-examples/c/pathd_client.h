@@ -1,0 +1,261 @@
+/*
+ * pathd_client.h - a small C client for the pathd pathfinding daemon.
+ *
+ * This is example code meant to be copied into a game server: it depends only
+ * on libc, POSIX sockets and protobuf-c (plus the code protoc-c generates from
+ * proto/pathd.proto), never on the daemon's own libraries.
+ *
+ * Wire format (see docs/PROTOCOL.md): every message is a 4-byte big-endian
+ * length followed by one protobuf message; the client sends pathd.v1.Request,
+ * the server answers with pathd.v1.Response frames carrying the request's id.
+ * A path arrives as one or more PathChunk frames; the last has final = true
+ * and carries cost, expansions, search time and scene version. Answers to
+ * different requests may arrive in any order.
+ *
+ * Two ways to call:
+ *   - Blocking: pdc_find_path, pdc_list_scenes, pdc_scene_info, pdc_stats,
+ *     pdc_ping send one request and wait for its answer (other answers that
+ *     arrive meanwhile are kept for pdc_recv_result). An OVERLOADED answer is
+ *     retried with exponential backoff, at most PDC_RETRY_ATTEMPTS times.
+ *   - Pipelined: pdc_send_find_path sends without waiting and returns the
+ *     request id; pdc_recv_result hands back completed paths in completion
+ *     order, whatever their id. OVERLOADED is handed back, not retried.
+ *
+ * Return values: every call returns an int that is either a wire status
+ * (PDC_OK .. PDC_INTERNAL, >= 0, the server's answer) or a negative client-side
+ * error (PDC_ERR_*, the request got no answer). pdc_status_name() names both.
+ *
+ * Connection loss: when the connection drops (or the server sends something
+ * that breaks the protocol), every request still waiting for its answer fails
+ * with PDC_ERR_DISCONNECTED (or PDC_ERR_PROTOCOL), and nothing is resent.
+ * Reconnecting: the next BLOCKING call reconnects automatically to the same
+ * address (returning PDC_ERR_CONNECT if that fails); the pipelined API never
+ * does, call pdc_reconnect() yourself.
+ *
+ * Threads: a pdc_conn is not thread-safe; use one connection per thread, or
+ * guard it with your own lock.
+ *
+ * Lifetime: results own heap memory (waypoints, names); release them with the
+ * matching pdc_*_free. A result struct may be reused after it was freed.
+ */
+#ifndef PATHD_CLIENT_H
+#define PATHD_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Port the daemon listens on unless configured otherwise. */
+#define PDC_DEFAULT_SERVER "127.0.0.1:7420"
+/* Largest incoming frame accepted, in bytes. A path chunk holds at most a
+ * few hundred waypoints (~10 KiB), so 16 MiB only protects the client's
+ * memory from a broken or hostile peer; larger frames are a protocol error. */
+#define PDC_MAX_FRAME_BYTES (16u * 1024u * 1024u)
+/* Most waypoints assembled for one path (24 bytes each, so 96 MiB): more than
+ * any sane grid path, and a bound on what a misbehaving server can make us
+ * allocate by streaming chunks forever. */
+#define PDC_MAX_PATH_WAYPOINTS (4u * 1024u * 1024u)
+/* Blocking calls: total attempts when the server answers OVERLOADED, and the
+ * backoff between them in milliseconds (doubling from FIRST up to MAX). Five
+ * attempts wait at most 20+40+80+160 ms, short enough to stay interactive. */
+#define PDC_RETRY_ATTEMPTS 5
+#define PDC_RETRY_BACKOFF_FIRST_MS 20
+#define PDC_RETRY_BACKOFF_MAX_MS 1000
+/* Per-call timeout used when pdc_connect is given 0, in milliseconds. */
+#define PDC_DEFAULT_TIMEOUT_MS 5000
+/* Room for an error detail text (server Error.message or a client reason). */
+#define PDC_MESSAGE_MAX 256
+
+/* Wire statuses (pathd.v1.Status, same numbers and names) and client errors. */
+typedef enum pdc_status {
+    PDC_OK = 0,
+    PDC_PARTIAL = 1,            /* goal substituted or path cut off by a budget */
+    PDC_NO_PATH = 2,
+    PDC_UNKNOWN_SCENE = 3,
+    PDC_OUT_OF_BOUNDS = 4,
+    PDC_START_BLOCKED = 5,
+    PDC_GOAL_BLOCKED = 6,
+    PDC_INVALID_ARGUMENT = 7,
+    PDC_BUDGET_EXCEEDED = 8,
+    PDC_DEADLINE_EXCEEDED = 9,
+    PDC_CANCELLED = 10,
+    PDC_OVERLOADED = 11,        /* retryable */
+    PDC_MALFORMED = 12,
+    PDC_FRAME_TOO_LARGE = 13,
+    PDC_INTERNAL = 14,
+
+    PDC_ERR_DISCONNECTED = -1,  /* connection lost or never there; request unanswered */
+    PDC_ERR_TIMEOUT = -2,       /* no answer within the timeout */
+    PDC_ERR_PROTOCOL = -3,      /* the server sent something that breaks the protocol */
+    PDC_ERR_NOMEM = -4,
+    PDC_ERR_ARG = -5,           /* bad argument to a pdc_ function */
+    PDC_ERR_CONNECT = -6,       /* (re)connecting failed */
+    PDC_ERR_IDLE = -7,          /* pdc_recv_result: no request is in flight */
+} pdc_status;
+
+/* Number of wire statuses (0 .. PDC_WIRE_STATUS_COUNT-1). */
+#define PDC_WIRE_STATUS_COUNT 15
+
+/* "OK", "NO_PATH", ... for wire statuses (the proto enum's names); for client
+ * errors "DISCONNECTED", "TIMEOUT", "PROTOCOL_ERROR", ...; "UNKNOWN_STATUS"
+ * otherwise. Never NULL. */
+const char *pdc_status_name(int status);
+
+/* A start or goal: a cell, or a point in world coordinates. */
+typedef struct pdc_point {
+    int is_world;               /* 0: cell x,y; 1: world wx,wy */
+    int32_t x, y;
+    double wx, wy;
+} pdc_point;
+
+typedef enum pdc_style {
+    PDC_STYLE_CELLS = 0,        /* every cell of the path */
+    PDC_STYLE_CORNERS = 1,      /* start, each direction change, goal */
+} pdc_style;
+
+/* A path query. Zero-initialise, then set scene, start and goal: every other
+ * field's zero means the server default (unit 1, 8-connected, no budget or
+ * deadline, every cell). */
+typedef struct pdc_path_req {
+    const char *scene;
+    pdc_point start, goal;
+    uint32_t unit_size;         /* agent size in cells; 0 = 1 */
+    int connectivity;           /* 0 (= 8), 4 or 8 */
+    pdc_style style;
+    uint64_t max_expansions;    /* 0 = server default */
+    uint32_t deadline_ms;       /* 0 = none; counted from arrival at the server */
+} pdc_path_req;
+
+typedef struct pdc_waypoint {
+    int32_t x, y;               /* cell */
+    double wx, wy;              /* world coordinates of the cell centre */
+} pdc_waypoint;
+
+typedef struct pdc_path_result {
+    uint64_t id;                /* request id this answers */
+    int status;                 /* same value the call returned */
+    pdc_waypoint *waypoints;    /* count entries, heap; NULL when count == 0 */
+    size_t count;
+    double cost;
+    uint64_t expansions;
+    uint64_t search_micros;
+    uint64_t scene_version;
+    char message[PDC_MESSAGE_MAX]; /* error detail, "" if none */
+} pdc_path_result;
+
+void pdc_path_result_free(pdc_path_result *r);
+
+typedef struct pdc_scene_summary {
+    char *name;
+    int32_t width, height;
+    uint64_t version;
+} pdc_scene_summary;
+
+typedef struct pdc_scene_list {
+    pdc_scene_summary *scenes;
+    size_t count;
+} pdc_scene_list;
+
+void pdc_scene_list_free(pdc_scene_list *l);
+
+typedef struct pdc_scene_details {
+    char *name;
+    int32_t width, height;
+    double origin_x, origin_y;  /* world coordinates of cell (0,0)'s corner */
+    double cell_size;
+    uint32_t *unit_sizes;
+    size_t unit_size_count;
+    uint64_t version;
+    uint64_t passable_cells;
+} pdc_scene_details;
+
+void pdc_scene_details_free(pdc_scene_details *i);
+
+typedef struct pdc_server_stats {
+    uint64_t uptime_ms;
+    uint64_t connections;
+    uint64_t requests_total;
+    uint64_t paths_found;
+    uint64_t expansions_total;
+    uint64_t queue_depth;
+    uint64_t in_flight;
+    uint32_t threads;
+    uint32_t scenes;
+    uint64_t overloaded_total;
+    uint64_t malformed_total;
+} pdc_server_stats;
+
+typedef struct pdc_conn pdc_conn;
+
+/* Connects to "host:port", "[v6addr]:port" (host may be a name; resolved with
+ * getaddrinfo, every address tried in turn). timeout_ms bounds the connect and
+ * becomes the connection's per-call timeout (0 = PDC_DEFAULT_TIMEOUT_MS).
+ * Returns NULL on failure with the reason in err (may be NULL). */
+pdc_conn *pdc_connect(const char *host_port, int timeout_ms, char *err, size_t errlen);
+
+/* Closes the socket and frees everything, including unfetched results. */
+void pdc_close(pdc_conn *c);
+
+/* Drops the current socket (unanswered requests fail with
+ * PDC_ERR_DISCONNECTED) and connects again to the same address. Ids keep
+ * increasing, so a late answer to an old request can never be mistaken for a
+ * new one. Returns PDC_OK or PDC_ERR_CONNECT. */
+int pdc_reconnect(pdc_conn *c);
+
+/* 1 while the socket is open. */
+int pdc_is_connected(const pdc_conn *c);
+
+/* Per-call timeout for blocking calls and sends, in milliseconds (> 0). */
+void pdc_set_timeout(pdc_conn *c, int timeout_ms);
+
+/* Detail of the last failure or non-OK answer on this connection (server
+ * message or client reason); "" if none. Valid until the next call. */
+const char *pdc_last_error(const pdc_conn *c);
+
+/* Blocking calls. Each returns the answer's status or a PDC_ERR_*. The output
+ * is filled when the status is PDC_OK (find_path: also PDC_PARTIAL, and the
+ * metrics of any answered status); free it with the matching _free even on
+ * failure (it is then empty). */
+int pdc_find_path(pdc_conn *c, const pdc_path_req *req, pdc_path_result *out);
+int pdc_list_scenes(pdc_conn *c, pdc_scene_list *out);
+int pdc_scene_info(pdc_conn *c, const char *scene, pdc_scene_details *out);
+int pdc_stats(pdc_conn *c, pdc_server_stats *out);
+/* Round trip; rtt_micros (may be NULL) gets the measured time. */
+int pdc_ping(pdc_conn *c, uint64_t *rtt_micros);
+
+/* Pipelined calls. pdc_send_find_path writes the request and returns at once
+ * with its id in *id (ids are assigned here, increasing from 1). It returns
+ * PDC_OK, PDC_ERR_ARG, PDC_ERR_DISCONNECTED (never reconnects), or
+ * PDC_ERR_TIMEOUT (the socket would not take the bytes; the connection is
+ * closed because a half-written frame cannot be taken back). */
+int pdc_send_find_path(pdc_conn *c, const pdc_path_req *req, uint64_t *id);
+
+/* Asks the server to stop working on target_id. The target's answer still
+ * arrives through pdc_recv_result (CANCELLED, or its normal result if it
+ * finished first); any reply to the cancel request itself is discarded. */
+int pdc_send_cancel(pdc_conn *c, uint64_t target_id);
+
+/* Hands back the next completed path (any id, in completion order), waiting
+ * up to timeout_ms (0: do not wait; < 0: no limit). Returns out->status: a
+ * wire status, or a negative PDC_ERR_* for the request out->id (e.g.
+ * DISCONNECTED for each request lost with the connection). With out->id == 0
+ * it means nothing was completed: PDC_ERR_TIMEOUT, PDC_ERR_IDLE (nothing in
+ * flight) or PDC_ERR_DISCONNECTED (nothing in flight, socket closed). */
+int pdc_recv_result(pdc_conn *c, int timeout_ms, pdc_path_result *out);
+
+/* Path requests sent but not yet handed back by pdc_recv_result. */
+size_t pdc_in_flight(const pdc_conn *c);
+
+/* Convenience constructors for pdc_path_req points. */
+static inline pdc_point pdc_cell(int32_t x, int32_t y)
+{
+    pdc_point p = {0, x, y, 0.0, 0.0};
+    return p;
+}
+
+static inline pdc_point pdc_world(double wx, double wy)
+{
+    pdc_point p = {1, 0, 0, wx, wy};
+    return p;
+}
+
+#endif

@@ -1,0 +1,1109 @@
+/*
+ * test_client.c - the C client library (client-examples/c) against a fake
+ * server, plus pathctl and pathd-load run as processes against it.
+ *
+ * The real daemon is not needed: each test starts a thread with a listening
+ * loopback socket on an ephemeral port that runs a small script - read these
+ * requests, answer with these canned protobuf frames (built with the same
+ * generated protobuf-c code), perhaps one byte at a time, perhaps cut off.
+ * The script records what it saw and any surprise; the test checks both after
+ * joining the thread, so cmocka is only ever called from the main thread.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "pathd.pb-c.h"
+#include "pathd_client.h"
+
+/* How long the fake server waits for a connection or a request, in seconds:
+ * long enough for a sanitizer build on a busy machine, short enough that a
+ * broken client fails the test instead of hanging it. */
+#define FAKE_WAIT_SECONDS 10
+/* Largest request the fake server reads; real requests are under 200 bytes. */
+#define FAKE_MAX_REQUEST 65536
+/* Pause between single bytes when simulating a trickling server, in µs. */
+#define FAKE_TRICKLE_US 100
+/* Cell size of the fake world: waypoint world coordinates are x*2+1, y*2+1. */
+#define FAKE_CELL 2.0
+
+typedef struct fake_server fake_server;
+typedef void (*fake_script)(fake_server *fs, int conn_index, int fd);
+
+struct fake_server {
+    int listen_fd;
+    char addr[64];
+    pthread_t thread;
+    fake_script script;
+    int connections;            /* accepted one after another */
+    int byte_at_a_time;
+    /* Written by the server thread, read by the test after pthread_join. */
+    int requests_seen;
+    int extra_requests;         /* frames received while waiting for close */
+    uint64_t ids[16];
+    int failed;
+    char failure[256];
+};
+
+static void fake_fail(fake_server *fs, int line, const char *what)
+{
+    if (!fs->failed)
+        snprintf(fs->failure, sizeof fs->failure, "fake server line %d: %s", line, what);
+    fs->failed = 1;
+}
+
+#define FAKE_CHECK(fs, cond)                      \
+    do {                                          \
+        if (!(cond))                              \
+            fake_fail((fs), __LINE__, #cond);     \
+    } while (0)
+
+static int fake_read_exact(int fd, uint8_t *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = recv(fd, buf + got, n - got, 0);
+        if (r > 0)
+            got += (size_t)r;
+        else if (r < 0 && errno == EINTR)
+            continue;
+        else
+            return 0;
+    }
+    return 1;
+}
+
+static void fake_write(fake_server *fs, int fd, const uint8_t *buf, size_t n)
+{
+    if (fs->byte_at_a_time) {
+        for (size_t i = 0; i < n; i++) {
+            if (send(fd, buf + i, 1, MSG_NOSIGNAL) != 1) {
+                fake_fail(fs, __LINE__, "send failed");
+                return;
+            }
+            struct timespec pause = {0, FAKE_TRICKLE_US * 1000L};
+            nanosleep(&pause, NULL);
+        }
+        return;
+    }
+    size_t sent = 0;
+    while (sent < n) {
+        ssize_t r = send(fd, buf + sent, n - sent, MSG_NOSIGNAL);
+        if (r <= 0) {
+            fake_fail(fs, __LINE__, "send failed");
+            return;
+        }
+        sent += (size_t)r;
+    }
+}
+
+/* Reads one request frame; NULL on EOF or timeout. */
+static Pathd__V1__Request *fake_recv(fake_server *fs, int fd)
+{
+    uint8_t h[4];
+    if (!fake_read_exact(fd, h, 4))
+        return NULL;
+    uint32_t len = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+    if (len > FAKE_MAX_REQUEST) {
+        fake_fail(fs, __LINE__, "request frame too large");
+        return NULL;
+    }
+    uint8_t *buf = malloc(len ? len : 1);
+    Pathd__V1__Request *req = NULL;
+    if (buf && fake_read_exact(fd, buf, len))
+        req = pathd__v1__request__unpack(NULL, len, buf);
+    free(buf);
+    if (!req) {
+        fake_fail(fs, __LINE__, "request did not arrive whole or did not decode");
+        return NULL;
+    }
+    if (fs->requests_seen < (int)(sizeof fs->ids / sizeof fs->ids[0]))
+        fs->ids[fs->requests_seen] = req->id;
+    fs->requests_seen++;
+    return req;
+}
+
+/* Waits for the client to close, counting any further requests as extra. */
+static void fake_wait_eof(fake_server *fs, int fd)
+{
+    uint8_t h[4];
+    while (fake_read_exact(fd, h, 4)) {
+        uint32_t len = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+        uint8_t skip[256];
+        while (len > 0) {
+            size_t n = len < sizeof skip ? len : sizeof skip;
+            if (!fake_read_exact(fd, skip, n))
+                return;
+            len -= (uint32_t)n;
+        }
+        fs->extra_requests++;
+    }
+}
+
+static void fake_send_response(fake_server *fs, int fd, const Pathd__V1__Response *resp)
+{
+    size_t len = pathd__v1__response__get_packed_size(resp);
+    uint8_t *buf = malloc(len + 4);
+    if (!buf) {
+        fake_fail(fs, __LINE__, "out of memory");
+        return;
+    }
+    buf[0] = (uint8_t)(len >> 24);
+    buf[1] = (uint8_t)(len >> 16);
+    buf[2] = (uint8_t)(len >> 8);
+    buf[3] = (uint8_t)len;
+    pathd__v1__response__pack(resp, buf + 4);
+    fake_write(fs, fd, buf, len + 4);
+    free(buf);
+}
+
+/* Totals carried by a final chunk. */
+typedef struct fake_totals {
+    double cost;
+    uint64_t expansions, micros, version;
+    uint32_t total_waypoints;
+} fake_totals;
+
+/* Sends one PathChunk with cells xy[0..n) (world = centre of each cell);
+ * final when totals is given. */
+static void fake_send_chunk(fake_server *fs, int fd, uint64_t id, uint32_t seq,
+                            const int32_t (*xy)[2], size_t n, const fake_totals *totals)
+{
+    Pathd__V1__Waypoint wps[16];
+    Pathd__V1__Waypoint *ptrs[16];
+    if (n > 16) {
+        fake_fail(fs, __LINE__, "chunk too long for the fake");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        pathd__v1__waypoint__init(&wps[i]);
+        wps[i].x = xy[i][0];
+        wps[i].y = xy[i][1];
+        wps[i].wx = xy[i][0] * FAKE_CELL + FAKE_CELL / 2;
+        wps[i].wy = xy[i][1] * FAKE_CELL + FAKE_CELL / 2;
+        ptrs[i] = &wps[i];
+    }
+    Pathd__V1__PathChunk chunk = PATHD__V1__PATH_CHUNK__INIT;
+    chunk.n_waypoints = n;
+    chunk.waypoints = n ? ptrs : NULL;
+    chunk.seq = seq;
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    resp.id = id;
+    resp.status = PATHD__V1__STATUS__OK;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_PATH;
+    resp.path = &chunk;
+    if (totals) {
+        resp.final = 1;
+        chunk.cost = totals->cost;
+        chunk.expansions = totals->expansions;
+        chunk.search_micros = totals->micros;
+        chunk.scene_version = totals->version;
+        chunk.total_waypoints = totals->total_waypoints;
+    }
+    fake_send_response(fs, fd, &resp);
+}
+
+/* A final status-only answer, with an Error body when message is given. */
+static void fake_send_status(fake_server *fs, int fd, uint64_t id, Pathd__V1__Status status,
+                             const char *message)
+{
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    Pathd__V1__Error err = PATHD__V1__ERROR__INIT;
+    resp.id = id;
+    resp.status = status;
+    resp.final = 1;
+    if (message) {
+        err.message = (char *)message;
+        resp.body_case = PATHD__V1__RESPONSE__BODY_ERROR;
+        resp.error = &err;
+    }
+    fake_send_response(fs, fd, &resp);
+}
+
+static void *fake_main(void *arg)
+{
+    fake_server *fs = arg;
+    for (int i = 0; i < fs->connections; i++) {
+        struct pollfd pfd = {fs->listen_fd, POLLIN, 0};
+        if (poll(&pfd, 1, FAKE_WAIT_SECONDS * 1000) != 1) {
+            fake_fail(fs, __LINE__, "client never connected");
+            break;
+        }
+        int fd = accept(fs->listen_fd, NULL, NULL);
+        if (fd < 0) {
+            fake_fail(fs, __LINE__, "accept failed");
+            break;
+        }
+        struct timeval tv = {FAKE_WAIT_SECONDS, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        fs->script(fs, i, fd);
+        close(fd);
+    }
+    return NULL;
+}
+
+static void fake_start(fake_server *fs, fake_script script, int connections)
+{
+    memset(fs, 0, sizeof *fs);
+    fs->script = script;
+    fs->connections = connections;
+    fs->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fs->listen_fd >= 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = 0;
+    assert_int_equal(bind(fs->listen_fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(fs->listen_fd, 8), 0);
+    socklen_t len = sizeof sa;
+    assert_int_equal(getsockname(fs->listen_fd, (struct sockaddr *)&sa, &len), 0);
+    snprintf(fs->addr, sizeof fs->addr, "127.0.0.1:%u", (unsigned)ntohs(sa.sin_port));
+}
+
+static void fake_run(fake_server *fs)
+{
+    assert_int_equal(pthread_create(&fs->thread, NULL, fake_main, fs), 0);
+}
+
+static void fake_finish(fake_server *fs)
+{
+    pthread_join(fs->thread, NULL);
+    close(fs->listen_fd);
+    if (fs->failed)
+        fail_msg("%s", fs->failure);
+}
+
+static pdc_conn *connect_to(const fake_server *fs, int timeout_ms)
+{
+    char err[PDC_MESSAGE_MAX];
+    pdc_conn *c = pdc_connect(fs->addr, timeout_ms, err, sizeof err);
+    if (!c)
+        fail_msg("connect %s: %s", fs->addr, err);
+    return c;
+}
+
+static pdc_path_req demo_request(int32_t sx, int32_t sy, int32_t gx, int32_t gy)
+{
+    pdc_path_req req;
+    memset(&req, 0, sizeof req);
+    req.scene = "demo";
+    req.start = pdc_cell(sx, sy);
+    req.goal = pdc_cell(gx, gy);
+    return req;
+}
+
+/* ---- blocking path in three chunks (whole frames or one byte at a time) ---- */
+
+static const int32_t three_chunk_path[7][2] = {
+    {1, 2}, {2, 2}, {3, 2}, {4, 2}, {5, 2}, {6, 3}, {7, 2},
+};
+static const fake_totals three_chunk_totals = {6.8284271247461898, 40, 123, 7, 7};
+
+static void script_three_chunks(fake_server *fs, int conn_index, int fd)
+{
+    Pathd__V1__Request *req = fake_recv(fs, fd);
+    if (!req)
+        return;
+    FAKE_CHECK(fs, req->body_case == PATHD__V1__REQUEST__BODY_FIND_PATH);
+    if (req->body_case == PATHD__V1__REQUEST__BODY_FIND_PATH) {
+        const Pathd__V1__FindPath *fp = req->find_path;
+        FAKE_CHECK(fs, strcmp(fp->scene, "demo") == 0);
+        FAKE_CHECK(fs, fp->start && fp->start->kind_case == PATHD__V1__POINT__KIND_CELL);
+        FAKE_CHECK(fs, fp->start && fp->start->cell->x == 1 && fp->start->cell->y == 2);
+        FAKE_CHECK(fs, fp->goal && fp->goal->kind_case == PATHD__V1__POINT__KIND_CELL);
+        FAKE_CHECK(fs, fp->goal && fp->goal->cell->x == 7 && fp->goal->cell->y == 2);
+        FAKE_CHECK(fs, fp->connectivity == PATHD__V1__CONNECTIVITY__CONNECTIVITY_4);
+        FAKE_CHECK(fs, fp->style == PATHD__V1__WAYPOINT_STYLE__STYLE_CELLS);
+    }
+    fake_send_chunk(fs, fd, req->id, 0, three_chunk_path, 3, NULL);
+    fake_send_chunk(fs, fd, req->id, 1, three_chunk_path + 3, 2, NULL);
+    fake_send_chunk(fs, fd, req->id, 2, three_chunk_path + 5, 2, &three_chunk_totals);
+    pathd__v1__request__free_unpacked(req, NULL);
+    fake_wait_eof(fs, fd);
+}
+
+static void check_three_chunk_result(const pdc_path_result *r)
+{
+    assert_int_equal(r->status, PDC_OK);
+    assert_int_equal(r->count, 7);
+    for (size_t i = 0; i < 7; i++) {
+        assert_int_equal(r->waypoints[i].x, three_chunk_path[i][0]);
+        assert_int_equal(r->waypoints[i].y, three_chunk_path[i][1]);
+        assert_true(r->waypoints[i].wx == three_chunk_path[i][0] * FAKE_CELL + 1.0);
+        assert_true(r->waypoints[i].wy == three_chunk_path[i][1] * FAKE_CELL + 1.0);
+    }
+    assert_true(r->cost == three_chunk_totals.cost);
+    assert_int_equal(r->expansions, 40);
+    assert_int_equal(r->search_micros, 123);
+    assert_int_equal(r->scene_version, 7);
+}
+
+static void run_three_chunks(int byte_at_a_time)
+{
+    fake_server fs;
+    fake_start(&fs, script_three_chunks, 1);
+    fs.byte_at_a_time = byte_at_a_time;
+    fake_run(&fs);
+    pdc_conn *c = connect_to(&fs, 0);
+    pdc_path_req req = demo_request(1, 2, 7, 2);
+    req.connectivity = 4;
+    pdc_path_result r;
+    int status = pdc_find_path(c, &req, &r);
+    assert_int_equal(status, PDC_OK);
+    assert_int_equal(r.id, 1);
+    check_three_chunk_result(&r);
+    pdc_path_result_free(&r);
+    pdc_close(c);
+    fake_finish(&fs);
+    assert_int_equal(fs.requests_seen, 1);
+    assert_int_equal(fs.extra_requests, 0);
+}
+
+static void test_blocking_path_three_chunks(void **state)
+{
+    run_three_chunks(0);
+}
+
+static void test_partial_frames_byte_at_a_time(void **state)
+{
+    run_three_chunks(1);
+}
+
+/* ---- pipelined answers out of order -------------------------------------- */
+
+static void script_out_of_order(fake_server *fs, int conn_index, int fd)
+{
+    Pathd__V1__Request *a = fake_recv(fs, fd);
+    Pathd__V1__Request *b = a ? fake_recv(fs, fd) : NULL;
+    Pathd__V1__Request *c = b ? fake_recv(fs, fd) : NULL;
+    if (c) {
+        FAKE_CHECK(fs, a->id < b->id && b->id < c->id);
+        FAKE_CHECK(fs, a->find_path->goal->cell->x == 1);
+        FAKE_CHECK(fs, c->find_path->goal->cell->x == 3);
+        static const int32_t c_first[1][2] = {{0, 0}};
+        static const int32_t b_path[2][2] = {{0, 0}, {2, 0}};
+        static const int32_t c_last[1][2] = {{3, 0}};
+        const fake_totals b_totals = {2.0, 5, 10, 1, 2};
+        const fake_totals c_totals = {3.0, 6, 11, 1, 2};
+        fake_send_chunk(fs, fd, c->id, 0, c_first, 1, NULL);
+        fake_send_chunk(fs, fd, b->id, 0, b_path, 2, &b_totals);
+        fake_send_chunk(fs, fd, c->id, 1, c_last, 1, &c_totals);
+        fake_send_status(fs, fd, a->id, PATHD__V1__STATUS__OVERLOADED, "queue full");
+    }
+    if (a)
+        pathd__v1__request__free_unpacked(a, NULL);
+    if (b)
+        pathd__v1__request__free_unpacked(b, NULL);
+    if (c)
+        pathd__v1__request__free_unpacked(c, NULL);
+    fake_wait_eof(fs, fd);
+}
+
+static void test_pipelined_out_of_order(void **state)
+{
+    fake_server fs;
+    fake_start(&fs, script_out_of_order, 1);
+    fake_run(&fs);
+    pdc_conn *c = connect_to(&fs, 0);
+    uint64_t ids[3];
+    for (int i = 0; i < 3; i++) {
+        pdc_path_req req = demo_request(0, 0, i + 1, 0);
+        assert_int_equal(pdc_send_find_path(c, &req, &ids[i]), PDC_OK);
+    }
+    assert_true(ids[0] < ids[1] && ids[1] < ids[2]);
+    assert_int_equal(pdc_in_flight(c), 3);
+
+    pdc_path_result r;
+    assert_int_equal(pdc_recv_result(c, 5000, &r), PDC_OK);
+    assert_int_equal(r.id, ids[1]);
+    assert_int_equal(r.count, 2);
+    assert_int_equal(r.waypoints[1].x, 2);
+    assert_true(r.cost == 2.0);
+    pdc_path_result_free(&r);
+
+    assert_int_equal(pdc_recv_result(c, 5000, &r), PDC_OK);
+    assert_int_equal(r.id, ids[2]);
+    assert_int_equal(r.count, 2);
+    assert_int_equal(r.waypoints[0].x, 0);
+    assert_int_equal(r.waypoints[1].x, 3);
+    assert_true(r.cost == 3.0);
+    assert_int_equal(r.expansions, 6);
+    pdc_path_result_free(&r);
+
+    /* The pipelined API surfaces OVERLOADED instead of retrying it. */
+    assert_int_equal(pdc_recv_result(c, 5000, &r), PDC_OVERLOADED);
+    assert_int_equal(r.id, ids[0]);
+    assert_int_equal(r.count, 0);
+    assert_string_equal(r.message, "queue full");
+    pdc_path_result_free(&r);
+
+    assert_int_equal(pdc_in_flight(c), 0);
+    assert_int_equal(pdc_recv_result(c, 0, &r), PDC_ERR_IDLE);
+    assert_int_equal(r.id, 0);
+    pdc_close(c);
+    fake_finish(&fs);
+    assert_int_equal(fs.requests_seen, 3);
+    assert_int_equal(fs.extra_requests, 0);
+}
+
+/* ---- server closes mid-answer -------------------------------------------- */
+
+static void script_close_mid_answer(fake_server *fs, int conn_index, int fd)
+{
+    if (conn_index == 0) {
+        Pathd__V1__Request *reqs[3] = {NULL, NULL, NULL};
+        for (int i = 0; i < 3; i++)
+            if (!(reqs[i] = fake_recv(fs, fd)))
+                break;
+        if (reqs[2]) {
+            static const int32_t first[2][2] = {{0, 0}, {1, 1}};
+            fake_send_chunk(fs, fd, reqs[2]->id, 0, first, 2, NULL);
+            static const uint8_t half_header[2] = {0, 0};
+            fake_write(fs, fd, half_header, sizeof half_header);
+        }
+        for (int i = 0; i < 3; i++)
+            if (reqs[i])
+                pathd__v1__request__free_unpacked(reqs[i], NULL);
+        return;                 /* closes the connection mid-answer */
+    }
+    /* Second connection: the client's automatic reconnect. */
+    Pathd__V1__Request *ping = fake_recv(fs, fd);
+    if (!ping)
+        return;
+    FAKE_CHECK(fs, ping->body_case == PATHD__V1__REQUEST__BODY_PING);
+    if (ping->body_case == PATHD__V1__REQUEST__BODY_PING) {
+        Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+        Pathd__V1__Pong pong = PATHD__V1__PONG__INIT;
+        pong.nonce = ping->ping->nonce;
+        resp.id = ping->id;
+        resp.final = 1;
+        resp.body_case = PATHD__V1__RESPONSE__BODY_PONG;
+        resp.pong = &pong;
+        fake_send_response(fs, fd, &resp);
+    }
+    pathd__v1__request__free_unpacked(ping, NULL);
+    fake_wait_eof(fs, fd);
+}
+
+static void test_server_closes_mid_answer(void **state)
+{
+    fake_server fs;
+    fake_start(&fs, script_close_mid_answer, 2);
+    fake_run(&fs);
+    pdc_conn *c = connect_to(&fs, 0);
+    uint64_t ids[2];
+    for (int i = 0; i < 2; i++) {
+        pdc_path_req req = demo_request(0, 0, 5, 5);
+        assert_int_equal(pdc_send_find_path(c, &req, &ids[i]), PDC_OK);
+    }
+    pdc_path_req req = demo_request(0, 0, 5, 5);
+    pdc_path_result r;
+    assert_int_equal(pdc_find_path(c, &req, &r), PDC_ERR_DISCONNECTED);
+    assert_int_equal(r.status, PDC_ERR_DISCONNECTED);
+    assert_int_equal(r.count, 0);
+    pdc_path_result_free(&r);
+    assert_false(pdc_is_connected(c));
+    assert_non_null(strstr(pdc_last_error(c), "closed"));
+
+    /* The pipelined requests fail too, each handed back with its id. */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(pdc_recv_result(c, 1000, &r), PDC_ERR_DISCONNECTED);
+        assert_true(r.id == ids[0] || r.id == ids[1]);
+        pdc_path_result_free(&r);
+    }
+    assert_int_equal(pdc_recv_result(c, 1000, &r), PDC_ERR_DISCONNECTED);
+    assert_int_equal(r.id, 0);
+    uint64_t id;
+    assert_int_equal(pdc_send_find_path(c, &req, &id), PDC_ERR_DISCONNECTED);
+
+    /* The next blocking call reconnects by itself. */
+    uint64_t rtt = 0;
+    assert_int_equal(pdc_ping(c, &rtt), PDC_OK);
+    assert_true(pdc_is_connected(c));
+    pdc_close(c);
+    fake_finish(&fs);
+    assert_int_equal(fs.requests_seen, 4);
+    assert_true(fs.ids[3] > fs.ids[2]);
+}
+
+/* ---- OVERLOADED then OK: the blocking call retries ------------------------ */
+
+static void script_overloaded_then_ok(fake_server *fs, int conn_index, int fd)
+{
+    Pathd__V1__Request *first = fake_recv(fs, fd);
+    if (!first)
+        return;
+    fake_send_status(fs, fd, first->id, PATHD__V1__STATUS__OVERLOADED, NULL);
+    Pathd__V1__Request *second = fake_recv(fs, fd);
+    if (second) {
+        FAKE_CHECK(fs, second->id > first->id);
+        FAKE_CHECK(fs, second->body_case == PATHD__V1__REQUEST__BODY_FIND_PATH);
+        FAKE_CHECK(fs, second->find_path->goal->cell->x == 4);
+        static const int32_t path[2][2] = {{3, 3}, {4, 4}};
+        const fake_totals totals = {1.4142135623730951, 2, 3, 4, 2};
+        fake_send_chunk(fs, fd, second->id, 0, path, 2, &totals);
+        pathd__v1__request__free_unpacked(second, NULL);
+    }
+    pathd__v1__request__free_unpacked(first, NULL);
+    fake_wait_eof(fs, fd);
+}
+
+static void test_overloaded_then_ok_retries(void **state)
+{
+    fake_server fs;
+    fake_start(&fs, script_overloaded_then_ok, 1);
+    fake_run(&fs);
+    pdc_conn *c = connect_to(&fs, 0);
+    pdc_path_req req = demo_request(3, 3, 4, 4);
+    pdc_path_result r;
+    assert_int_equal(pdc_find_path(c, &req, &r), PDC_OK);
+    assert_int_equal(r.count, 2);
+    assert_int_equal(r.waypoints[1].y, 4);
+    assert_int_equal(r.scene_version, 4);
+    assert_int_equal(r.id, 2);
+    pdc_path_result_free(&r);
+    pdc_close(c);
+    fake_finish(&fs);
+    assert_int_equal(fs.requests_seen, 2);
+    assert_int_equal(fs.extra_requests, 0);
+}
+
+static void script_always_overloaded(fake_server *fs, int conn_index, int fd)
+{
+    Pathd__V1__Request *req;
+    while ((req = fake_recv(fs, fd)) != NULL) {
+        fake_send_status(fs, fd, req->id, PATHD__V1__STATUS__OVERLOADED, "busy");
+        pathd__v1__request__free_unpacked(req, NULL);
+    }
+}
+
+static void test_overloaded_retries_are_bounded(void **state)
+{
+    fake_server fs;
+    fake_start(&fs, script_always_overloaded, 1);
+    fake_run(&fs);
+    pdc_conn *c = connect_to(&fs, 0);
+    pdc_path_req req = demo_request(0, 0, 1, 1);
+    pdc_path_result r;
+    assert_int_equal(pdc_find_path(c, &req, &r), PDC_OVERLOADED);
+    assert_string_equal(r.message, "busy");
+    pdc_path_result_free(&r);
+    pdc_close(c);
+    fake_finish(&fs);
+    assert_int_equal(fs.requests_seen, PDC_RETRY_ATTEMPTS);
+}
+
+/* ---- frames that break the protocol ---------------------------------------- */
+
+static void script_bad_frames(fake_server *fs, int conn_index, int fd)
+{
+    Pathd__V1__Request *req = fake_recv(fs, fd);
+    if (!req)
+        return;
+    if (conn_index == 0) {
+        /* A header one byte over the client's cap, then a little payload. */
+        uint32_t len = PDC_MAX_FRAME_BYTES + 1;
+        uint8_t bytes[8] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
+                            (uint8_t)len, 1, 2, 3, 4};
+        fake_write(fs, fd, bytes, sizeof bytes);
+    } else if (conn_index == 1) {
+        /* A frame whose payload is not a valid Response (truncated varint). */
+        static const uint8_t garbage[7] = {0, 0, 0, 3, 0x08, 0xff, 0xff};
+        fake_write(fs, fd, garbage, sizeof garbage);
+    } else {
+        /* The second chunk of a path arrives without the first. */
+        static const int32_t wp[1][2] = {{9, 9}};
+        const fake_totals totals = {1.0, 1, 1, 1, 0};
+        fake_send_chunk(fs, fd, req->id, 1, wp, 1, &totals);
+    }
+    pathd__v1__request__free_unpacked(req, NULL);
+    fake_wait_eof(fs, fd);
+}
+
+static void test_protocol_errors(void **state)
+{
+    fake_server fs;
+    fake_start(&fs, script_bad_frames, 3);
+    fake_run(&fs);
+    pdc_conn *c = connect_to(&fs, 0);
+    pdc_path_req req = demo_request(0, 0, 1, 1);
+    pdc_path_result r;
+
+    assert_int_equal(pdc_find_path(c, &req, &r), PDC_ERR_PROTOCOL);
+    assert_non_null(strstr(r.message, "limit"));
+    assert_false(pdc_is_connected(c));
+    pdc_path_result_free(&r);
+
+    assert_int_equal(pdc_find_path(c, &req, &r), PDC_ERR_PROTOCOL);
+    assert_non_null(strstr(r.message, "decode"));
+    pdc_path_result_free(&r);
+
+    assert_int_equal(pdc_find_path(c, &req, &r), PDC_ERR_PROTOCOL);
+    assert_non_null(strstr(r.message, "chunk 1"));
+    pdc_path_result_free(&r);
+
+    pdc_close(c);
+    fake_finish(&fs);
+    assert_int_equal(fs.requests_seen, 3);
+}
+
+/* ---- cancel ----------------------------------------------------------------- */
+
+static void script_cancel(fake_server *fs, int conn_index, int fd)
+{
+    Pathd__V1__Request *find = fake_recv(fs, fd);
+    Pathd__V1__Request *cancel = find ? fake_recv(fs, fd) : NULL;
+    if (cancel) {
+        FAKE_CHECK(fs, cancel->body_case == PATHD__V1__REQUEST__BODY_CANCEL);
+        FAKE_CHECK(fs, cancel->id > find->id);
+        if (cancel->body_case == PATHD__V1__REQUEST__BODY_CANCEL)
+            FAKE_CHECK(fs, cancel->cancel->target_id == find->id);
+        /* An acknowledgement of the cancel itself, which the client drops. */
+        fake_send_status(fs, fd, cancel->id, PATHD__V1__STATUS__OK, NULL);
+        fake_send_status(fs, fd, find->id, PATHD__V1__STATUS__CANCELLED, "cancelled by client");
+        pathd__v1__request__free_unpacked(cancel, NULL);
+    }
+    if (find)
+        pathd__v1__request__free_unpacked(find, NULL);
+    fake_wait_eof(fs, fd);
+}
+
+static void test_cancel(void **state)
+{
+    fake_server fs;
+    fake_start(&fs, script_cancel, 1);
+    fake_run(&fs);
+    pdc_conn *c = connect_to(&fs, 0);
+    pdc_path_req req = demo_request(0, 0, 1, 1);
+    uint64_t id;
+    assert_int_equal(pdc_send_find_path(c, &req, &id), PDC_OK);
+    assert_int_equal(pdc_send_cancel(c, id), PDC_OK);
+    pdc_path_result r;
+    assert_int_equal(pdc_recv_result(c, 5000, &r), PDC_CANCELLED);
+    assert_int_equal(r.id, id);
+    pdc_path_result_free(&r);
+    assert_int_equal(pdc_recv_result(c, 0, &r), PDC_ERR_IDLE);
+    pdc_close(c);
+    fake_finish(&fs);
+    assert_int_equal(fs.requests_seen, 2);
+}
+
+/* ---- timeout, then a late answer that must be ignored ------------------------ */
+
+static void script_slow(fake_server *fs, int conn_index, int fd)
+{
+    Pathd__V1__Request *find = fake_recv(fs, fd);
+    Pathd__V1__Request *ping = find ? fake_recv(fs, fd) : NULL;
+    if (ping) {
+        static const int32_t wp[1][2] = {{1, 1}};
+        const fake_totals totals = {0.0, 1, 1, 1, 1};
+        fake_send_chunk(fs, fd, find->id, 0, wp, 1, &totals);
+        Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+        Pathd__V1__Pong pong = PATHD__V1__PONG__INIT;
+        pong.nonce = ping->body_case == PATHD__V1__REQUEST__BODY_PING ? ping->ping->nonce : 0;
+        resp.id = ping->id;
+        resp.final = 1;
+        resp.body_case = PATHD__V1__RESPONSE__BODY_PONG;
+        resp.pong = &pong;
+        fake_send_response(fs, fd, &resp);
+        pathd__v1__request__free_unpacked(ping, NULL);
+    }
+    if (find)
+        pathd__v1__request__free_unpacked(find, NULL);
+    fake_wait_eof(fs, fd);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void test_timeout_then_late_answer_ignored(void **state)
+{
+    fake_server fs;
+    fake_start(&fs, script_slow, 1);
+    fake_run(&fs);
+    pdc_conn *c = connect_to(&fs, 200);
+    pdc_path_req req = demo_request(0, 0, 1, 1);
+    pdc_path_result r;
+    int64_t t0 = now_ms();
+    assert_int_equal(pdc_find_path(c, &req, &r), PDC_ERR_TIMEOUT);
+    int64_t waited = now_ms() - t0;
+    assert_true(waited >= 190 && waited < 3000);
+    pdc_path_result_free(&r);
+    assert_true(pdc_is_connected(c));
+    assert_int_equal(pdc_ping(c, NULL), PDC_OK);
+    assert_int_equal(pdc_in_flight(c), 0);
+    pdc_close(c);
+    fake_finish(&fs);
+    assert_int_equal(fs.requests_seen, 2);
+}
+
+/* ---- scene list, scene info, stats, error answers ------------------------------ */
+
+static void script_other_calls(fake_server *fs, int conn_index, int fd)
+{
+    Pathd__V1__Request *req;
+    while ((req = fake_recv(fs, fd)) != NULL) {
+        Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+        resp.id = req->id;
+        resp.final = 1;
+        if (req->body_case == PATHD__V1__REQUEST__BODY_LIST_SCENES) {
+            Pathd__V1__SceneSummary s1 = PATHD__V1__SCENE_SUMMARY__INIT;
+            Pathd__V1__SceneSummary s2 = PATHD__V1__SCENE_SUMMARY__INIT;
+            s1.name = "demo";
+            s1.width = 64;
+            s1.height = 32;
+            s1.version = 3;
+            s2.name = "big \"one\"";
+            s2.width = 512;
+            s2.height = 512;
+            s2.version = 1;
+            Pathd__V1__SceneSummary *list[2] = {&s1, &s2};
+            Pathd__V1__SceneList sl = PATHD__V1__SCENE_LIST__INIT;
+            sl.n_scenes = 2;
+            sl.scenes = list;
+            resp.body_case = PATHD__V1__RESPONSE__BODY_SCENE_LIST;
+            resp.scene_list = &sl;
+            fake_send_response(fs, fd, &resp);
+        } else if (req->body_case == PATHD__V1__REQUEST__BODY_SCENE_INFO &&
+                   strcmp(req->scene_info->scene, "demo") == 0) {
+            Pathd__V1__SceneInfo si = PATHD__V1__SCENE_INFO__INIT;
+            uint32_t units[2] = {1, 3};
+            si.name = "demo";
+            si.width = 64;
+            si.height = 32;
+            si.origin_x = -128.5;
+            si.origin_y = 16.0;
+            si.cell_size = 0.25;
+            si.n_unit_sizes = 2;
+            si.unit_sizes = units;
+            si.version = 3;
+            si.passable_cells = 1999;
+            resp.body_case = PATHD__V1__RESPONSE__BODY_SCENE_INFO;
+            resp.scene_info = &si;
+            fake_send_response(fs, fd, &resp);
+        } else if (req->body_case == PATHD__V1__REQUEST__BODY_SCENE_INFO) {
+            fake_send_status(fs, fd, req->id, PATHD__V1__STATUS__UNKNOWN_SCENE,
+                             "no scene named that");
+        } else if (req->body_case == PATHD__V1__REQUEST__BODY_STATS) {
+            Pathd__V1__Stats st = PATHD__V1__STATS__INIT;
+            st.uptime_ms = 1000;
+            st.connections = 2;
+            st.requests_total = 300;
+            st.threads = 4;
+            st.scenes = 2;
+            st.malformed_total = 1;
+            resp.body_case = PATHD__V1__RESPONSE__BODY_STATS;
+            resp.stats = &st;
+            fake_send_response(fs, fd, &resp);
+        } else {
+            /* A ping answered with the wrong nonce. */
+            Pathd__V1__Pong pong = PATHD__V1__PONG__INIT;
+            pong.nonce = req->body_case == PATHD__V1__REQUEST__BODY_PING ? ~req->ping->nonce : 0;
+            resp.body_case = PATHD__V1__RESPONSE__BODY_PONG;
+            resp.pong = &pong;
+            fake_send_response(fs, fd, &resp);
+        }
+        pathd__v1__request__free_unpacked(req, NULL);
+    }
+}
+
+static void test_scenes_info_stats(void **state)
+{
+    fake_server fs;
+    fake_start(&fs, script_other_calls, 1);
+    fake_run(&fs);
+    pdc_conn *c = connect_to(&fs, 0);
+
+    pdc_scene_list l;
+    assert_int_equal(pdc_list_scenes(c, &l), PDC_OK);
+    assert_int_equal(l.count, 2);
+    assert_string_equal(l.scenes[0].name, "demo");
+    assert_int_equal(l.scenes[0].width, 64);
+    assert_int_equal(l.scenes[0].height, 32);
+    assert_int_equal(l.scenes[0].version, 3);
+    assert_string_equal(l.scenes[1].name, "big \"one\"");
+    pdc_scene_list_free(&l);
+
+    pdc_scene_details d;
+    assert_int_equal(pdc_scene_info(c, "demo", &d), PDC_OK);
+    assert_string_equal(d.name, "demo");
+    assert_true(d.origin_x == -128.5 && d.origin_y == 16.0 && d.cell_size == 0.25);
+    assert_int_equal(d.unit_size_count, 2);
+    assert_int_equal(d.unit_sizes[1], 3);
+    assert_int_equal(d.passable_cells, 1999);
+    pdc_scene_details_free(&d);
+
+    assert_int_equal(pdc_scene_info(c, "nowhere", &d), PDC_UNKNOWN_SCENE);
+    assert_null(d.name);
+    assert_string_equal(pdc_last_error(c), "no scene named that");
+    pdc_scene_details_free(&d);
+
+    pdc_server_stats st;
+    assert_int_equal(pdc_stats(c, &st), PDC_OK);
+    assert_int_equal(st.requests_total, 300);
+    assert_int_equal(st.threads, 4);
+    assert_int_equal(st.malformed_total, 1);
+
+    assert_int_equal(pdc_ping(c, NULL), PDC_ERR_PROTOCOL);
+    pdc_close(c);
+    fake_finish(&fs);
+    assert_int_equal(fs.requests_seen, 5);
+}
+
+/* ---- names, arguments, addresses --------------------------------------------- */
+
+static void test_status_names_and_arguments(void **state)
+{
+    assert_string_equal(pdc_status_name(PDC_OK), "OK");
+    assert_string_equal(pdc_status_name(PDC_NO_PATH), "NO_PATH");
+    assert_string_equal(pdc_status_name(PDC_OVERLOADED), "OVERLOADED");
+    assert_string_equal(pdc_status_name(PDC_INTERNAL), "INTERNAL");
+    assert_string_equal(pdc_status_name(PDC_ERR_DISCONNECTED), "DISCONNECTED");
+    assert_string_equal(pdc_status_name(PDC_ERR_PROTOCOL), "PROTOCOL_ERROR");
+    assert_string_equal(pdc_status_name(99), "UNKNOWN_STATUS");
+    assert_string_equal(pdc_status_name(-99), "UNKNOWN_STATUS");
+    /* Every wire name matches the generated enum's name. */
+    for (int s = 0; s < PDC_WIRE_STATUS_COUNT; s++) {
+        const ProtobufCEnumValue *v =
+            protobuf_c_enum_descriptor_get_value(&pathd__v1__status__descriptor, s);
+        assert_non_null(v);
+        assert_string_equal(pdc_status_name(s), v->name);
+    }
+
+    char err[PDC_MESSAGE_MAX];
+    const char *bad[] = {"nocolon", "127.0.0.1:", ":7420", "127.0.0.1:70000",
+                         "127.0.0.1:0", "[::1", "[::1]7420", "::1:7420", "h:12x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        assert_null(pdc_connect(bad[i], 100, err, sizeof err));
+        assert_true(err[0] != '\0');
+    }
+
+    /* A port nobody listens on: take one from the kernel, then close it. */
+    fake_server fs;
+    fake_start(&fs, NULL, 0);
+    close(fs.listen_fd);
+    assert_null(pdc_connect(fs.addr, 1000, err, sizeof err));
+    assert_non_null(strstr(err, "cannot connect"));
+}
+
+static void test_localhost_name_resolves(void **state)
+{
+    fake_server fs;
+    fake_start(&fs, script_three_chunks, 1);
+    fake_run(&fs);
+    char addr[64];
+    snprintf(addr, sizeof addr, "localhost%s", strchr(fs.addr, ':'));
+    char err[PDC_MESSAGE_MAX];
+    pdc_conn *c = pdc_connect(addr, 2000, err, sizeof err);
+    if (!c)
+        fail_msg("connect %s: %s", addr, err);
+    pdc_path_req req = demo_request(1, 2, 7, 2);
+    req.connectivity = 4;
+    pdc_path_result r;
+    assert_int_equal(pdc_find_path(c, &req, &r), PDC_OK);
+    check_three_chunk_result(&r);
+    pdc_path_result_free(&r);
+
+    pdc_path_req bad = demo_request(0, 0, 1, 1);
+    bad.connectivity = 6;
+    assert_int_equal(pdc_find_path(c, &bad, &r), PDC_ERR_ARG);
+    bad = demo_request(0, 0, 1, 1);
+    bad.scene = "";
+    uint64_t id;
+    assert_int_equal(pdc_send_find_path(c, &bad, &id), PDC_ERR_ARG);
+    pdc_close(c);
+    fake_finish(&fs);
+    assert_int_equal(fs.requests_seen, 1);
+}
+
+/* ---- pathctl and pathd-load as processes ------------------------------------- */
+
+/* Runs a shell command, capturing stdout (and stderr with 2>&1 in cmd). */
+static int run_capture(const char *cmd, char *out, size_t outlen)
+{
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, outlen - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_pathctl_path_json(void **state)
+{
+    fake_server fs;
+    fake_start(&fs, script_three_chunks, 1);
+    fake_run(&fs);
+    char cmd[512], out[8192];
+    snprintf(cmd, sizeof cmd,
+             "'%s' --server %s --json path --scene demo --from 1,2 --to 7,2 --connect 4",
+             PDC_PATHCTL_BIN, fs.addr);
+    int code = run_capture(cmd, out, sizeof out);
+    fake_finish(&fs);
+    assert_int_equal(code, 0);
+    cJSON *o = cJSON_Parse(out);
+    assert_non_null(o);
+    assert_string_equal(cJSON_GetObjectItem(o, "status")->valuestring, "OK");
+    assert_true(cJSON_GetObjectItem(o, "cost")->valuedouble == three_chunk_totals.cost);
+    assert_int_equal(cJSON_GetObjectItem(o, "expansions")->valuedouble, 40);
+    assert_int_equal(cJSON_GetObjectItem(o, "version")->valuedouble, 7);
+    cJSON *wps = cJSON_GetObjectItem(o, "waypoints");
+    cJSON *world = cJSON_GetObjectItem(o, "world");
+    assert_int_equal(cJSON_GetArraySize(wps), 7);
+    assert_int_equal(cJSON_GetArraySize(world), 7);
+    for (int i = 0; i < 7; i++) {
+        cJSON *pair = cJSON_GetArrayItem(wps, i);
+        assert_int_equal(cJSON_GetArrayItem(pair, 0)->valuedouble, three_chunk_path[i][0]);
+        assert_int_equal(cJSON_GetArrayItem(pair, 1)->valuedouble, three_chunk_path[i][1]);
+        assert_true(cJSON_GetArrayItem(cJSON_GetArrayItem(world, i), 0)->valuedouble ==
+                    three_chunk_path[i][0] * FAKE_CELL + 1.0);
+    }
+    cJSON_Delete(o);
+}
+
+static void test_pathctl_human_output_and_exit_codes(void **state)
+{
+    fake_server fs;
+    fake_start(&fs, script_three_chunks, 1);
+    fake_run(&fs);
+    char cmd[512], out[8192];
+    snprintf(cmd, sizeof cmd, "'%s' --server %s path --scene demo --from 1,2 --to 7,2 --connect 4",
+             PDC_PATHCTL_BIN, fs.addr);
+    int code = run_capture(cmd, out, sizeof out);
+    fake_finish(&fs);
+    assert_int_equal(code, 0);
+    assert_string_equal(out, "status OK cost 6.83 expansions 40 version 7 waypoints 7\n"
+                             "1,2\n2,2\n3,2\n4,2\n5,2\n6,3\n7,2\n");
+
+    /* scenes: one a line, name first; info of an unknown scene exits 1. */
+    fake_start(&fs, script_other_calls, 2);
+    fake_run(&fs);
+    snprintf(cmd, sizeof cmd, "'%s' --server %s scenes", PDC_PATHCTL_BIN, fs.addr);
+    code = run_capture(cmd, out, sizeof out);
+    assert_int_equal(code, 0);
+    assert_string_equal(out, "demo 64x32 version 3\nbig \"one\" 512x512 version 1\n");
+    snprintf(cmd, sizeof cmd, "'%s' --server %s --json info nowhere 2>&1", PDC_PATHCTL_BIN,
+             fs.addr);
+    code = run_capture(cmd, out, sizeof out);
+    fake_finish(&fs);
+    assert_int_equal(code, 1);
+    assert_non_null(strstr(out, "{\"status\":\"UNKNOWN_SCENE\",\"message\":\"no scene named that\"}"));
+}
+
+#ifdef PDC_LOAD_BIN
+/* Answers every path request with start and goal, until the client leaves. */
+static void script_echo_paths(fake_server *fs, int conn_index, int fd)
+{
+    Pathd__V1__Request *req;
+    while ((req = fake_recv(fs, fd)) != NULL) {
+        if (req->body_case == PATHD__V1__REQUEST__BODY_FIND_PATH &&
+            req->find_path->start->kind_case == PATHD__V1__POINT__KIND_CELL) {
+            const int32_t wp[2][2] = {
+                {req->find_path->start->cell->x, req->find_path->start->cell->y},
+                {req->find_path->goal->cell->x, req->find_path->goal->cell->y},
+            };
+            const fake_totals totals = {1.0, 1, 1, 1, 2};
+            /* Every third scenario has no path, to see errors counted. */
+            if (wp[0][0] == 30)
+                fake_send_status(fs, fd, req->id, PATHD__V1__STATUS__NO_PATH, NULL);
+            else
+                fake_send_chunk(fs, fd, req->id, 0, wp, 2, &totals);
+        } else {
+            fake_fail(fs, __LINE__, "pathd-load sent something other than a cell path");
+        }
+        pathd__v1__request__free_unpacked(req, NULL);
+    }
+}
+
+static void test_pathd_load_against_fake(void **state)
+{
+    char scen[] = "/tmp/test_client_scen_XXXXXX";
+    int fd = mkstemp(scen);
+    assert_true(fd >= 0);
+    const char *text = "version 1\n"
+                       "0\tm.map\t64\t64\t10\t11\t12\t13\t2.8\n"
+                       "0\tm.map\t64\t64\t20\t21\t22\t23\t2.8\n"
+                       "0\tm.map\t64\t64\t30\t31\t32\t33\t2.8\n";
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+
+    fake_server fs;
+    fake_start(&fs, script_echo_paths, 1);
+    fake_run(&fs);
+    char cmd[768], out[8192];
+    snprintf(cmd, sizeof cmd, "'%s' --server %s -c 1 -P 4 -n 30 -d 20 --scene demo --scen %s "
+             "--quiet --json", PDC_LOAD_BIN, fs.addr, scen);
+    int code = run_capture(cmd, out, sizeof out);
+    fake_finish(&fs);
+    unlink(scen);
+    assert_int_equal(code, 0);
+    cJSON *o = cJSON_Parse(out);
+    if (!o)
+        fail_msg("pathd-load printed: %s", out);
+    assert_int_equal(cJSON_GetObjectItem(o, "requests")->valuedouble, 30);
+    assert_int_equal(cJSON_GetObjectItem(o, "ok")->valuedouble, 20);
+    cJSON *statuses = cJSON_GetObjectItem(o, "statuses");
+    assert_int_equal(cJSON_GetObjectItem(statuses, "OK")->valuedouble, 20);
+    assert_int_equal(cJSON_GetObjectItem(statuses, "NO_PATH")->valuedouble, 10);
+    cJSON *lat = cJSON_GetObjectItem(o, "latency_us");
+    assert_int_equal(cJSON_GetObjectItem(lat, "samples")->valuedouble, 30);
+    assert_true(cJSON_GetObjectItem(lat, "p50")->valuedouble <=
+                cJSON_GetObjectItem(lat, "p99")->valuedouble);
+    assert_true(cJSON_GetObjectItem(lat, "p99")->valuedouble <=
+                cJSON_GetObjectItem(lat, "max")->valuedouble);
+    assert_true(cJSON_GetObjectItem(o, "throughput")->valuedouble > 0);
+    cJSON_Delete(o);
+    assert_int_equal(fs.requests_seen, 30);
+}
+#endif
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_blocking_path_three_chunks),
+        cmocka_unit_test(test_partial_frames_byte_at_a_time),
+        cmocka_unit_test(test_pipelined_out_of_order),
+        cmocka_unit_test(test_server_closes_mid_answer),
+        cmocka_unit_test(test_overloaded_then_ok_retries),
+        cmocka_unit_test(test_overloaded_retries_are_bounded),
+        cmocka_unit_test(test_protocol_errors),
+        cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_timeout_then_late_answer_ignored),
+        cmocka_unit_test(test_scenes_info_stats),
+        cmocka_unit_test(test_status_names_and_arguments),
+        cmocka_unit_test(test_localhost_name_resolves),
+        cmocka_unit_test(test_pathctl_path_json),
+        cmocka_unit_test(test_pathctl_human_output_and_exit_codes),
+#ifdef PDC_LOAD_BIN
+        cmocka_unit_test(test_pathd_load_against_fake),
+#endif
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
