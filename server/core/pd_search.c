@@ -42,6 +42,7 @@ struct pd_search_ctx {
     uint8_t *parent_dir;
     pd_heap_entry *heap_entries;
     uint32_t *level;     /* the f-level stack (see pd__relax) */
+    uint32_t *blocked;   /* per-request blockers: blocked[i] == gen; allocated on first use */
     size_t capacity;     /* cells the arrays can hold */
     uint32_t gen;
 
@@ -72,12 +73,14 @@ void pd_search_ctx_destroy(pd_search_ctx *ctx)
     free(ctx->parent_dir);
     free(ctx->heap_entries);
     free(ctx->level);
+    free(ctx->blocked);
     free(ctx);
 }
 
 size_t pd_search_ctx_footprint(const pd_search_ctx *ctx)
 {
-    return sizeof *ctx + ctx->capacity * (sizeof(pd__node) + 1 + sizeof(pd_heap_entry) + sizeof(uint32_t));
+    return sizeof *ctx + ctx->capacity * (sizeof(pd__node) + 1 + sizeof(pd_heap_entry) + sizeof(uint32_t)) +
+           (ctx->blocked ? ctx->capacity * sizeof(uint32_t) : 0);
 }
 
 /* Grows the context to hold `cells` cells; a no-op once it is big enough. */
@@ -100,6 +103,8 @@ static int pd__ctx_reserve(pd_search_ctx *ctx, size_t cells)
     free(ctx->parent_dir);
     free(ctx->heap_entries);
     free(ctx->level);
+    free(ctx->blocked);
+    ctx->blocked = NULL;
     ctx->nodes = nodes;
     ctx->parent_dir = parent;
     ctx->heap_entries = heap;
@@ -138,7 +143,28 @@ typedef struct pd__run {
     uint64_t generated;
     double f_level;          /* f of the node being expanded */
     size_t level_size;
+
+    /* Masked searches only (blockers or a window), padded coordinates. */
+    const uint32_t *blocked;
+    int32_t wx0, wy0, wx1, wy1;
+
+    /* partial_on_cutoff: the expanded node nearest the goal so far. */
+    int track_best;
+    uint32_t best;
+    double best_h, best_g;
 } pd__run;
+
+/* A neighbour's cost byte, or 0 when this search may not enter it: the
+ * masked variant also honours per-request blockers and the window. */
+static inline __attribute__((always_inline)) uint8_t
+pd__cell(const pd__run *r, uint32_t i, int32_t x, int32_t y, const int masked)
+{
+    uint8_t v = r->cells[i];
+    if (masked && v &&
+        (r->blocked[i] == r->ctx->gen || x < r->wx0 || x > r->wx1 || y < r->wy0 || y > r->wy1))
+        return 0;
+    return v;
+}
 
 /*
  * A successor whose f equals the f of the node being expanded would be the
@@ -180,10 +206,9 @@ pd__relax(pd__run *r, uint32_t nb, double ng, int dir, int32_t nx, int32_t ny, c
 
 static inline __attribute__((always_inline)) pd_status
 pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *expanded_out,
-               const int eight, const int uniform)
+               const int eight, const int uniform, const int masked)
 {
     pd__node *nodes = r->ctx->nodes;
-    const uint8_t *c = r->cells;
     const int32_t stride = r->stride;
     uint64_t expanded = 0;
     const uint64_t budget = p->max_expansions;
@@ -217,8 +242,17 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
         }
         const double g = nodes[cur].g;
         const int32_t cx = (int32_t)(cur % (uint32_t)stride), cy = (int32_t)(cur / (uint32_t)stride);
+        if (r->track_best) {
+            double h = eight ? pd__octile(cx - r->gx, cy - r->gy) : pd__manhattan(cx - r->gx, cy - r->gy);
+            if (h < r->best_h || (h == r->best_h && g < r->best_g)) {
+                r->best = cur;
+                r->best_h = h;
+                r->best_g = g;
+            }
+        }
         const uint32_t n = cur - (uint32_t)stride, s = cur + (uint32_t)stride, e = cur + 1, w = cur - 1;
-        const uint8_t cn = c[n], cs = c[s], ce = c[e], cw = c[w];
+        const uint8_t cn = pd__cell(r, n, cx, cy - 1, masked), cs = pd__cell(r, s, cx, cy + 1, masked);
+        const uint8_t ce = pd__cell(r, e, cx + 1, cy, masked), cw = pd__cell(r, w, cx - 1, cy, masked);
         if (cn) pd__relax(r, n, g + (uniform ? 1.0 : cn), PD__N, cx, cy - 1, eight);
         if (cs) pd__relax(r, s, g + (uniform ? 1.0 : cs), PD__S, cx, cy + 1, eight);
         if (ce) pd__relax(r, e, g + (uniform ? 1.0 : ce), PD__E, cx + 1, cy, eight);
@@ -227,13 +261,13 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
             continue;
         /* Diagonals only where both orthogonal neighbours are open: no corner cutting. */
         uint8_t d;
-        if (cn && ce && (d = c[n + 1]))
+        if (cn && ce && (d = pd__cell(r, n + 1, cx + 1, cy - 1, masked)))
             pd__relax(r, n + 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__NE, cx + 1, cy - 1, eight);
-        if (cn && cw && (d = c[n - 1]))
+        if (cn && cw && (d = pd__cell(r, n - 1, cx - 1, cy - 1, masked)))
             pd__relax(r, n - 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__NW, cx - 1, cy - 1, eight);
-        if (cs && ce && (d = c[s + 1]))
+        if (cs && ce && (d = pd__cell(r, s + 1, cx + 1, cy + 1, masked)))
             pd__relax(r, s + 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__SE, cx + 1, cy + 1, eight);
-        if (cs && cw && (d = c[s - 1]))
+        if (cs && cw && (d = pd__cell(r, s - 1, cx - 1, cy + 1, masked)))
             pd__relax(r, s - 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__SW, cx - 1, cy + 1, eight);
     }
     *expanded_out = expanded;
@@ -273,6 +307,35 @@ pd_status pd_search_extract(const pd_search_ctx *ctx, pd_point *out, size_t out_
     return PD_OK;
 }
 
+/* Stamps the request's blockers into ctx->blocked for the current
+ * generation. Returns PD_OK, PD_START_BLOCKED / PD_GOAL_BLOCKED when a
+ * blocker sits on an endpoint, or PD_INTERNAL on allocation failure. */
+static pd_status pd__stamp_blockers(pd_search_ctx *ctx, const pd_grid *grid, const pd_search_params *p)
+{
+    if (!ctx->blocked) {
+        ctx->blocked = calloc(ctx->capacity, sizeof *ctx->blocked);
+        if (!ctx->blocked)
+            return PD_INTERNAL;
+    }
+    for (size_t i = 0; i < p->n_blockers; i++) {
+        pd_point b = p->blockers[i];
+        if (!pd_grid_in_bounds(grid, b.x, b.y))
+            continue;
+        if (b.x == p->start.x && b.y == p->start.y)
+            return PD_START_BLOCKED;
+        if (b.x == p->goal.x && b.y == p->goal.y)
+            return PD_GOAL_BLOCKED;
+        ctx->blocked[pd_grid_index(grid, b.x, b.y)] = ctx->gen;
+    }
+    return PD_OK;
+}
+
+static int pd__in_window(const pd_search_params *p, pd_point q)
+{
+    return q.x >= p->window_min.x && q.x <= p->window_max.x && q.y >= p->window_min.y &&
+           q.y <= p->window_max.y;
+}
+
 pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_search_params *params,
                           pd_point *out, size_t out_cap, pd_search_metrics *metrics)
 {
@@ -299,6 +362,14 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
         st = PD_GOAL_BLOCKED;
         goto done;
     }
+    if (params->has_window && !pd__in_window(params, s)) {
+        st = PD_INVALID_ARGUMENT;
+        goto done;
+    }
+    if (params->has_window && !pd__in_window(params, t)) {
+        st = PD_NO_PATH;
+        goto done;
+    }
     size_t cells = (size_t)(grid->width + 2) * (size_t)(grid->height + 2);
     if (pd__ctx_reserve(ctx, cells) != 0) {
         st = PD_INTERNAL;
@@ -308,9 +379,18 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
         /* After 2^32 searches the stamps wrap: clear them once and go on. */
         for (size_t i = 0; i < ctx->capacity; i++)
             ctx->nodes[i].gen = 0;
+        if (ctx->blocked)
+            memset(ctx->blocked, 0, ctx->capacity * sizeof *ctx->blocked);
         ctx->gen = 1;
     }
+    const int masked = params->n_blockers > 0 || params->has_window;
+    if (params->n_blockers > 0 && (st = pd__stamp_blockers(ctx, grid, params)) != PD_OK)
+        goto done;
 
+    const int eight = conn == PD_CONNECT_8;
+    const double h0 = eight ? pd__octile(s.x - t.x, s.y - t.y) : pd__manhattan(s.x - t.x, s.y - t.y);
+    uint32_t start = (uint32_t)pd_grid_index(grid, s.x, s.y);
+    uint32_t goal = (uint32_t)pd_grid_index(grid, t.x, t.y);
     pd__run r = {
         .ctx = ctx,
         .heap = { ctx->heap_entries, 0, &ctx->nodes[0].pos, sizeof(pd__node) / sizeof(uint32_t) },
@@ -318,38 +398,60 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
         .stride = grid->stride,
         .gx = t.x + 1,
         .gy = t.y + 1,
+        .blocked = ctx->blocked,
+        .wx0 = params->has_window ? params->window_min.x + 1 : 0,
+        .wy0 = params->has_window ? params->window_min.y + 1 : 0,
+        .wx1 = params->has_window ? params->window_max.x + 1 : INT32_MAX,
+        .wy1 = params->has_window ? params->window_max.y + 1 : INT32_MAX,
+        .track_best = params->partial_on_cutoff,
+        .best = start,
+        .best_h = h0,
+        .best_g = 0.0,
     };
-    uint32_t start = (uint32_t)pd_grid_index(grid, s.x, s.y);
-    uint32_t goal = (uint32_t)pd_grid_index(grid, t.x, t.y);
-    const int eight = conn == PD_CONNECT_8;
     ctx->nodes[start].gen = ctx->gen;
     ctx->nodes[start].g = 0.0;
     ctx->parent_dir[start] = PD__NO_PARENT;
-    pd_heap_push(&r.heap, eight ? pd__octile(s.x - t.x, s.y - t.y) : pd__manhattan(s.x - t.x, s.y - t.y),
-                 0.0, start);
+    pd_heap_push(&r.heap, h0, 0.0, start);
     r.generated = 1;
 
-    if (eight && grid->uniform_cost)
-        st = pd__astar_loop(&r, goal, params, &m.expanded, 1, 1);
-    else if (eight)
-        st = pd__astar_loop(&r, goal, params, &m.expanded, 1, 0);
-    else if (grid->uniform_cost)
-        st = pd__astar_loop(&r, goal, params, &m.expanded, 0, 1);
-    else
-        st = pd__astar_loop(&r, goal, params, &m.expanded, 0, 0);
+    /* Eight instantiations of one loop; see the file comment. */
+    if (masked) {
+        if (eight)
+            st = grid->uniform_cost ? pd__astar_loop(&r, goal, params, &m.expanded, 1, 1, 1)
+                                    : pd__astar_loop(&r, goal, params, &m.expanded, 1, 0, 1);
+        else
+            st = grid->uniform_cost ? pd__astar_loop(&r, goal, params, &m.expanded, 0, 1, 1)
+                                    : pd__astar_loop(&r, goal, params, &m.expanded, 0, 0, 1);
+    } else {
+        if (eight)
+            st = grid->uniform_cost ? pd__astar_loop(&r, goal, params, &m.expanded, 1, 1, 0)
+                                    : pd__astar_loop(&r, goal, params, &m.expanded, 1, 0, 0);
+        else
+            st = grid->uniform_cost ? pd__astar_loop(&r, goal, params, &m.expanded, 0, 1, 0)
+                                    : pd__astar_loop(&r, goal, params, &m.expanded, 0, 0, 0);
+    }
     m.generated = r.generated;
 
-    if (st == PD_OK) {
+    uint32_t end = goal;
+    if (params->partial_on_cutoff && (st == PD_BUDGET_EXCEEDED || st == PD_DEADLINE_EXCEEDED)) {
+        m.cutoff = st;
+        end = r.best;
+        st = PD_PARTIAL;
+    }
+    if (st == PD_OK || st == PD_PARTIAL) {
+        pd_status found = st;
         ctx->have_path = 1;
         ctx->last_stride = grid->stride;
-        ctx->last_goal = goal;
+        ctx->last_goal = end;
         ctx->last_path_len = pd__path_length(ctx);
-        m.cost = ctx->nodes[goal].g;
+        m.cost = ctx->nodes[end].g;
         m.path_len = ctx->last_path_len;
+        m.end.x = (int32_t)(end % (uint32_t)grid->stride) - 1;
+        m.end.y = (int32_t)(end / (uint32_t)grid->stride) - 1;
         if (out_cap > 0 || out)
             st = pd_search_extract(ctx, out, out_cap, NULL);
-        else
-            st = PD_OK; /* cost-only query */
+        if (st == PD_OK)
+            st = found;
     }
 done:
     m.micros = pd__now_micros() - t0;

@@ -52,6 +52,26 @@ typedef struct pd_search_params {
     uint64_t max_expansions;       /* 0 means no budget */
     pd_search_poll_fn poll;        /* may be NULL */
     void *poll_user;
+
+    /* Cells treated as blocked for this search only (e.g. other agents),
+     * without touching the shared grid; also for the corner-cutting rule.
+     * Cells outside the grid are ignored. A blocker on the start or goal
+     * gives PD_START_BLOCKED / PD_GOAL_BLOCKED. */
+    const pd_point *blockers;
+    size_t n_blockers;
+
+    /* When set, the search never enters a cell outside [window_min ..
+     * window_max] (inclusive; clipped to the grid): bounded re-pathing.
+     * A start outside it is PD_INVALID_ARGUMENT; a goal outside it is
+     * PD_NO_PATH. */
+    int has_window;
+    pd_point window_min, window_max;
+
+    /* When the budget or the poll's deadline stops the search, return the
+     * path to the expanded node closest to the goal (lowest heuristic; ties
+     * to the lower g) with PD_PARTIAL instead of failing; metrics->cutoff
+     * then says why. Cancels still end with PD_CANCELLED. */
+    int partial_on_cutoff;
 } pd_search_params;
 
 typedef struct pd_search_metrics {
@@ -61,6 +81,8 @@ typedef struct pd_search_metrics {
     uint64_t generated;     /* nodes pushed onto the open list (incl. start) */
     uint64_t micros;        /* wall time of search + extraction */
     size_t path_len;        /* waypoints in the full path, start and goal included */
+    pd_point end;           /* last point of the path: the goal, or the best node of a PARTIAL */
+    pd_status cutoff;       /* PD_BUDGET_EXCEEDED / PD_DEADLINE_EXCEEDED behind a PARTIAL, else PD_OK */
 } pd_search_metrics;
 
 typedef struct pd_search_ctx pd_search_ctx;
@@ -75,13 +97,15 @@ size_t pd_search_ctx_footprint(const pd_search_ctx *ctx);
 /*
  * Finds a shortest path from params->start to params->goal.
  * Returns PD_OK with the path (every cell, start first, goal last) in
- * out[0..metrics->path_len), or:
+ * out[0..metrics->path_len), PD_PARTIAL (see partial_on_cutoff), or:
  *  PD_INVALID_ARGUMENT (bad connectivity), PD_OUT_OF_BOUNDS, PD_START_BLOCKED,
  *  PD_GOAL_BLOCKED (checked in that order before searching), PD_NO_PATH,
  *  PD_BUDGET_EXCEEDED,
  *  whatever the poll function returned, PD_BUFFER_TOO_SMALL, PD_INTERNAL
  *  (allocation failure).
- * out may be NULL when out_cap is 0 (cost-only queries).
+ * out may be NULL when out_cap is 0 (cost-only queries). PD_BUFFER_TOO_SMALL
+ * is also returned for a partial path that does not fit: metrics->cutoff
+ * then says it was PARTIAL.
  */
 pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid,
                           const pd_search_params *params,

@@ -1,0 +1,53 @@
+/*
+ * pd_components.h - connected-component labels, so "start and goal are not
+ * connected" costs O(1) instead of a search that floods half the map.
+ *
+ * Labels are computed on a (unit) grid with 4-neighbour connectivity. Under
+ * the no-corner-cutting rule every diagonal step can be replaced by two
+ * straight ones, so the same labels serve 8- and 4-connected searches.
+ *
+ * Updates after a local change stay local where they can: opening cells
+ * merges the components they touch (relabelling the smaller); closing cells
+ * first checks, with a flood bounded to a margin around the rectangle,
+ * whether the open cells around it still reach each other, and relabels the
+ * affected component only when that check fails.
+ */
+#ifndef PD_COMPONENTS_H
+#define PD_COMPONENTS_H
+
+#include <stdint.h>
+
+#include "pd_grid.h"
+#include "pd_search.h"
+
+typedef struct pd_components {
+    int32_t width, height, stride;   /* as the grid */
+    uint32_t *labels;                /* padded; 0 = blocked (and padding) */
+    uint32_t next_label;             /* labels are never reused within one lineage */
+    uint32_t count;                  /* components currently present */
+} pd_components;
+
+pd_components *pd_components_build(const pd_grid *g);
+pd_components *pd_components_clone(const pd_components *c);
+void pd_components_destroy(pd_components *c);
+
+static inline uint32_t pd_components_label(const pd_components *c, pd_point p)
+{
+    if (p.x < 0 || p.y < 0 || p.x >= c->width || p.y >= c->height)
+        return 0;
+    return c->labels[(size_t)(p.y + 1) * (size_t)c->stride + (size_t)(p.x + 1)];
+}
+
+static inline int pd_components_connected(const pd_components *c, pd_point a, pd_point b)
+{
+    uint32_t la = pd_components_label(c, a);
+    return la != 0 && la == pd_components_label(c, b);
+}
+
+/* g already holds the new cells for [x0..x1] x [y0..y1]. Returns 0, or -1
+ * on allocation failure (labels are then left as a full rebuild would need:
+ * call pd_components_build). */
+int pd_components_update(pd_components *c, const pd_grid *g,
+                         int32_t x0, int32_t y0, int32_t x1, int32_t y1);
+
+#endif

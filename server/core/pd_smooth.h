@@ -1,0 +1,40 @@
+/*
+ * pd_smooth.h - line of sight, path smoothing and waypoint timing.
+ *
+ * Line of sight is tested on the grid the unit searched (its unit grid), so
+ * "visible" means the unit's whole footprint can slide along the segment.
+ * The segment's supercover - every cell the ideal line touches - must be
+ * passable; where the line passes exactly through a cell corner, both cells
+ * beside the corner must be passable (the corner-cutting rule).
+ *
+ * Smoothing is string pulling: from each kept waypoint, jump to the farthest
+ * later path point still in sight. The result is never longer than the input
+ * (each jump replaces a sub-path by a straight segment between its ends).
+ */
+#ifndef PD_SMOOTH_H
+#define PD_SMOOTH_H
+
+#include <stddef.h>
+
+#include "pd_grid.h"
+#include "pd_search.h"
+
+int pd_line_of_sight(const pd_grid *g, pd_point a, pd_point b);
+
+/* Smooths pts in place; returns the new count (<= n). Start and goal stay. */
+size_t pd_path_smooth(const pd_grid *g, pd_point *pts, size_t n);
+
+/* Euclidean length of the polyline, in cells. */
+double pd_path_length(const pd_point *pts, size_t n);
+
+/*
+ * Arrival time at every waypoint: times[0] = start_time, and each segment
+ * takes (its Euclidean length x the mean cost of the cells it enters along
+ * its supercover) / speed_cells_per_s. For a cell-by-cell path that is
+ * exactly: straight step 1/speed, diagonal sqrt(2)/speed, times the cost of
+ * the cell entered. speed_cells_per_s must be > 0.
+ */
+void pd_path_times(const pd_grid *g, const pd_point *pts, size_t n,
+                   double speed_cells_per_s, double start_time, double *times);
+
+#endif
