@@ -17,14 +17,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pd_clearance.h"
+#include "pd_components.h"
 #include "pd_conf.h"
 #include "pd_grid.h"
 #include "pd_search.h"
+
+/* What one allowed unit size searches on: its unit grid (for unit 1 the
+ * scene grid itself, not a copy) and that grid's component labels. */
+typedef struct pd_scene_unit {
+    uint32_t unit;
+    pd_grid *grid;
+    pd_components *components;
+} pd_scene_unit;
 
 typedef struct pd_scene {
     atomic_uint_fast32_t refs;
     char name[PD_CONF_MAX_NAME];
     pd_grid *grid;
+    pd_clearance *clearance;         /* built when any unit size > 1 is allowed, else NULL */
+    pd_scene_unit units[PD_CONF_MAX_UNIT_SIZES];  /* one per unit_sizes[i], same order */
+    uint64_t passable_cells;
     double origin_x, origin_y;
     double cell_size;
     uint32_t unit_sizes[PD_CONF_MAX_UNIT_SIZES];
@@ -45,6 +58,44 @@ pd_status pd_scene_world_to_cell(const pd_scene *s, double wx, double wy, pd_poi
 /* Cell -> world coordinates of the cell centre. */
 void pd_scene_cell_center(const pd_scene *s, pd_point cell, double *wx, double *wy);
 int pd_scene_allows_unit(const pd_scene *s, uint32_t unit_size);
+
+/* The unit data for an allowed size, or NULL. */
+const pd_scene_unit *pd_scene_unit_for(const pd_scene *s, uint32_t unit_size);
+
+/* Live obstacle updates (UpdateCells). */
+typedef enum pd_update_op {
+    PD_UPDATE_BLOCK = 0,             /* cells become blocked */
+    PD_UPDATE_PASS = 1,              /* cells become passable with cost 1 */
+    PD_UPDATE_COST = 2,              /* cells become passable with the given cost */
+} pd_update_op;
+
+/* Cells changed by one update at most: bounds the copy and repair work one
+ * request can cause on the loop of updates. */
+#define PD_SCENE_MAX_UPDATE_CELLS (1024u * 1024u)
+
+typedef struct pd_scene_update {
+    pd_update_op op;
+    uint8_t cost;                    /* PD_UPDATE_COST: 1..255 */
+    int is_rect;                     /* 1: the rectangle; 0: the cell list */
+    pd_point rect_min, rect_max;     /* inclusive; must lie inside the grid */
+    const pd_point *cells;
+    size_t n_cells;
+} pd_scene_update;
+
+typedef struct pd_scene_update_result {
+    uint64_t version;                /* of the new snapshot */
+    uint64_t cells_changed;          /* cells whose value actually changed */
+    uint64_t micros;                 /* copy + apply + local repair */
+} pd_scene_update_result;
+
+/* Builds the next version of s with the update applied: grid, clearance,
+ * unit grids and component labels are copied and repaired for the changed
+ * region only. s itself is untouched (readers keep using it). Returns PD_OK
+ * with a new scene (refcount 1) in *out, or PD_INVALID_ARGUMENT (bad op or
+ * cost, empty or oversized update), PD_OUT_OF_BOUNDS (a cell or the rectangle
+ * outside the grid), PD_INTERNAL (allocation). */
+pd_status pd_scene_apply_update(const pd_scene *s, const pd_scene_update *u, pd_scene **out,
+                                pd_scene_update_result *res);
 
 /* Loads one scene from its config entry (reads the map file). Returns NULL
  * with a reason ("scene 'town': maps/town.map:3:7: unexpected 'x'") on error. */
@@ -68,5 +119,11 @@ pd_scene *pd_registry_acquire(pd_registry *r, const char *name);
  * An empty registry (or an allocation failure) gives 0 and *out = NULL. */
 size_t pd_registry_list(pd_registry *r, pd_scene ***out);
 void pd_registry_release_list(pd_scene **list, size_t n);
+
+/* Applies u to the current version of scene `name` and publishes the result
+ * atomically; updates and reloads are serialised, so none is lost. Returns
+ * PD_UNKNOWN_SCENE or the statuses of pd_scene_apply_update. */
+pd_status pd_registry_update(pd_registry *r, const char *name, const pd_scene_update *u,
+                             pd_scene_update_result *res);
 
 #endif
