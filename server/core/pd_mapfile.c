@@ -102,6 +102,12 @@ static int pd__movingai_cell(char c, uint8_t *out)
 
 pd_grid *pd_map_parse_movingai(const char *buf, size_t len, pd_parse_error *err)
 {
+    return pd_map_parse_movingai_with(buf, len, NULL, err);
+}
+
+pd_grid *pd_map_parse_movingai_with(const char *buf, size_t len, const pd_char_costs *costs,
+                                    pd_parse_error *err)
+{
     pd__line_reader r = { buf, len, 0, 0 };
     const char *line;
     size_t n;
@@ -162,6 +168,11 @@ pd_grid *pd_map_parse_movingai(const char *buf, size_t len, pd_parse_error *err)
         }
         uint8_t *row = g->cells + pd_grid_index(g, 0, (int32_t)y);
         for (long x = 0; x < width; x++) {
+            unsigned char ch = (unsigned char)line[x];
+            if (costs && costs->set[ch]) {
+                row[x] = costs->cost[ch];
+                continue;
+            }
             if (!pd__movingai_cell(line[x], &row[x])) {
                 pd__set_error(err, r.line_no, (int)x + 1, "unexpected character '%c' (0x%02x)",
                               (line[x] >= 32 && line[x] < 127) ? line[x] : '?',
@@ -177,7 +188,7 @@ pd_grid *pd_map_parse_movingai(const char *buf, size_t len, pd_parse_error *err)
             goto fail;
         }
     }
-    g->uniform_cost = 1;
+    pd_grid_refresh_flags(g);
     return g;
 fail:
     pd_grid_destroy(g);

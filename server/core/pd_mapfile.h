@@ -27,8 +27,20 @@ typedef struct pd_parse_error {
     char message[128];
 } pd_parse_error;
 
-/* On failure both return NULL and fill *err (err may be NULL). */
+/* Per-character overrides for Moving AI maps (e.g. swamp 'S' costs 3). An
+ * entry with set[c] != 0 makes character c mean cost[c]: 0 = blocked,
+ * 1..255 = passable with that cost; it also admits characters the format
+ * does not know. */
+typedef struct pd_char_costs {
+    uint8_t cost[256];
+    uint8_t set[256];
+} pd_char_costs;
+
+/* On failure these return NULL and fill *err (err may be NULL). */
 pd_grid *pd_map_parse_movingai(const char *buf, size_t len, pd_parse_error *err);
+/* As pd_map_parse_movingai, with overrides (costs may be NULL). */
+pd_grid *pd_map_parse_movingai_with(const char *buf, size_t len, const pd_char_costs *costs,
+                                    pd_parse_error *err);
 pd_grid *pd_map_parse_ascii(const char *buf, size_t len, pd_parse_error *err);
 
 #endif
