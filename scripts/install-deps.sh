@@ -10,8 +10,15 @@ PKGS=(
   libcmocka-dev
   clang libclang-rt-14-dev
   valgrind
-  netcat-openbsd
+  python3-protobuf protobuf-compiler
+  libpng-dev
 )
+# Node.js runs the PathFinding.js peer benchmark and the Node client's tests.
+# Machines that already ship a node (as this project's dev images do) keep it;
+# elsewhere Debian's nodejs + npm are enough.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  PKGS+=(nodejs npm)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do
