@@ -1,0 +1,621 @@
+/*
+ * pd_components.c - 4-neighbour component labels and their local repair
+ * (see pd_components.h).
+ *
+ * Every flood here is a breadth-first search over an explicit queue of padded
+ * cell indices, never recursion, so map size cannot exhaust the stack. The
+ * padding is always 0 (blocked), so neighbours are read without bounds checks.
+ *
+ * While a flood runs, cells it has visited are marked in the label itself
+ * with PD__VISITED, and seed cells with PD__SEED; the queue doubles as the
+ * list of marked cells, so the marks are cleared (or turned into the final
+ * label) without another scan. Real labels therefore stay below
+ * PD__LABEL_LIMIT.
+ *
+ * Update, after the cells of a rectangle changed:
+ *  1. Cells that became blocked get label 0. For each old label they carried,
+ *     the open cells next to them ("seeds") are the only places the component
+ *     can have been cut: any path between two surviving cells that ran
+ *     through the closed cells can be rerouted through the seeds if the seeds
+ *     still reach each other. A flood bounded to the rectangle grown by
+ *     PD_COMPONENTS_REPAIR_MARGIN tries to prove that; if it cannot, the
+ *     component is relabelled from each seed, each part under a new label.
+ *  2. Cells that became passable are grouped into connected regions; a region
+ *     joins the components it touches. They merge into the largest one,
+ *     found by flooding all of them in lock step until only one is still
+ *     growing, so the work is bounded by the smaller components' sizes.
+ *     A region that touches nothing gets a new label.
+ */
+#include "pd_components.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* How far beyond the changed rectangle, in cells, the flood that tries to
+ * prove a closed area did not split its component may look. Detours around a
+ * small obstacle are short; a longer one is settled by relabelling instead. */
+#define PD_COMPONENTS_REPAIR_MARGIN 16
+
+/* Transient marks kept in the top bits of a label during a flood. */
+#define PD__VISITED 0x80000000u
+#define PD__SEED 0x40000000u
+#define PD__MARKS (PD__VISITED | PD__SEED)
+/* Labels must stay below the mark bits; the update refuses (asks for a
+ * rebuild) before reaching it. */
+#define PD__LABEL_LIMIT PD__SEED
+
+/* A growable array of padded cell indices, used as a BFS queue that keeps
+ * everything ever pushed. */
+typedef struct pd__cells {
+    uint32_t *v;
+    size_t n, cap;
+} pd__cells;
+
+static int pd__cells_push(pd__cells *q, uint32_t cell)
+{
+    if (q->n == q->cap) {
+        size_t cap = q->cap ? q->cap * 2 : 256;
+        uint32_t *v = realloc(q->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        q->v = v;
+        q->cap = cap;
+    }
+    q->v[q->n++] = cell;
+    return 0;
+}
+
+static size_t pd__cells_total(int32_t width, int32_t height)
+{
+    return (size_t)(width + 2) * (size_t)(height + 2);
+}
+
+static pd_components *pd__components_alloc(int32_t width, int32_t height)
+{
+    pd_components *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->width = width;
+    c->height = height;
+    c->stride = width + 2;
+    c->labels = calloc(pd__cells_total(width, height), sizeof *c->labels);
+    if (!c->labels) {
+        free(c);
+        return NULL;
+    }
+    c->next_label = 1;
+    return c;
+}
+
+void pd_components_destroy(pd_components *c)
+{
+    if (!c)
+        return;
+    free(c->labels);
+    free(c);
+}
+
+pd_components *pd_components_clone(const pd_components *c)
+{
+    if (!c || !c->labels)
+        return NULL;
+    pd_components *copy = pd__components_alloc(c->width, c->height);
+    if (!copy)
+        return NULL;
+    memcpy(copy->labels, c->labels, pd__cells_total(c->width, c->height) * sizeof *c->labels);
+    copy->next_label = c->next_label;
+    copy->count = c->count;
+    return copy;
+}
+
+/* Floods from `start` over passable cells of g still labelled 0, writing
+ * `label`. The queue is a plain array: each cell enters it once. */
+static void pd__flood_unlabelled(pd_components *c, const pd_grid *g, uint32_t *queue,
+                                 uint32_t start, uint32_t label)
+{
+    const uint32_t step[4] = { 1u, (uint32_t)-1, (uint32_t)c->stride, (uint32_t)-c->stride };
+    size_t head = 0, tail = 0;
+    c->labels[start] = label;
+    queue[tail++] = start;
+    while (head < tail) {
+        uint32_t cell = queue[head++];
+        for (int d = 0; d < 4; d++) {
+            uint32_t n = cell + step[d];
+            if (g->cells[n] != PD_CELL_BLOCKED && c->labels[n] == 0) {
+                c->labels[n] = label;
+                queue[tail++] = n;
+            }
+        }
+    }
+}
+
+pd_components *pd_components_build(const pd_grid *g)
+{
+    if (!g || !g->cells)
+        return NULL;
+    pd_components *c = pd__components_alloc(g->width, g->height);
+    if (!c)
+        return NULL;
+    uint32_t *queue = malloc((size_t)g->width * (size_t)g->height * sizeof *queue);
+    if (!queue) {
+        pd_components_destroy(c);
+        return NULL;
+    }
+    for (int32_t y = 0; y < g->height; y++) {
+        for (int32_t x = 0; x < g->width; x++) {
+            uint32_t i = (uint32_t)pd_grid_index(g, x, y);
+            if (g->cells[i] != PD_CELL_BLOCKED && c->labels[i] == 0) {
+                pd__flood_unlabelled(c, g, queue, i, c->next_label++);
+                c->count++;
+            }
+        }
+    }
+    free(queue);
+    return c;
+}
+
+/* ------------------------------------------------------------ update */
+
+/* One of several floods run side by side, one cell each per round, so the
+ * work stays proportional to the smaller parts they explore. */
+typedef struct pd__lockstep {
+    uint32_t label;           /* the label it floods (merges) */
+    pd__cells queue;          /* every cell it marked, in visiting order */
+    size_t head;
+} pd__lockstep;
+
+/* Scratch shared by the steps of one update; freed at the end. */
+typedef struct pd__repair {
+    pd_components *c;
+    const pd_grid *g;
+    int32_t x0, y0, x1, y1;   /* the changed rectangle, clipped */
+    uint32_t step[4];         /* index offsets of the four neighbours */
+    pd__cells closed;         /* cells that became blocked */
+    pd__cells seeds;          /* open neighbours of one label's closed cells */
+    pd__cells queue;          /* the current flood */
+    pd__cells region;         /* a connected group of newly opened cells */
+    pd__cells touched;        /* (label, cell) pairs next to a region */
+    pd__lockstep *floods;
+    size_t n_floods, floods_cap;
+} pd__repair;
+
+static int pd__new_label(pd_components *c, uint32_t *label)
+{
+    if (c->next_label >= PD__LABEL_LIMIT)
+        return -1;
+    *label = c->next_label++;
+    return 0;
+}
+
+static void pd__coords(const pd_components *c, uint32_t cell, int32_t *x, int32_t *y)
+{
+    *x = (int32_t)(cell % (uint32_t)c->stride) - 1;
+    *y = (int32_t)(cell / (uint32_t)c->stride) - 1;
+}
+
+/* Orders (label, cell) pairs, stored flat in a pd__cells, by label. */
+static int pd__compare_pair(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+
+/*
+ * Floods the cells labelled `label` from the first seed, staying inside
+ * [bx0..bx1] x [by0..by1], and reports whether every seed was reached. The
+ * visited marks are cleared again before returning; seed marks stay.
+ * Returns 1 (connected), 0 (not proven) or -1 (allocation failure).
+ */
+static int pd__seeds_connected(pd__repair *r, uint32_t label, int32_t bx0, int32_t by0,
+                               int32_t bx1, int32_t by1)
+{
+    uint32_t *labels = r->c->labels;
+    size_t reached = 0;
+    int result = 0;
+    r->queue.n = 0;
+    uint32_t first = r->seeds.v[0];
+    labels[first] |= PD__VISITED;
+    if (pd__cells_push(&r->queue, first) < 0)
+        return -1;
+    for (size_t head = 0; head < r->queue.n; head++) {
+        uint32_t cell = r->queue.v[head];
+        if ((labels[cell] & PD__SEED) && ++reached == r->seeds.n) {
+            result = 1;
+            break;
+        }
+        int32_t x, y;
+        pd__coords(r->c, cell, &x, &y);
+        for (int d = 0; d < 4; d++) {
+            uint32_t n = cell + r->step[d];
+            if ((labels[n] & ~PD__SEED) != label)
+                continue;
+            int32_t nx = x + (d == 0) - (d == 1), ny = y + (d == 2) - (d == 3);
+            if (nx < bx0 || nx > bx1 || ny < by0 || ny > by1)
+                continue;
+            labels[n] |= PD__VISITED;
+            if (pd__cells_push(&r->queue, n) < 0) {
+                result = -1;
+                break;
+            }
+        }
+        if (result < 0)
+            break;
+    }
+    for (size_t i = 0; i < r->queue.n; i++)
+        labels[r->queue.v[i]] &= ~PD__VISITED;
+    return result;
+}
+
+/* Makes room for n lock-step floods, each starting with an empty queue. */
+static int pd__reserve_floods(pd__repair *r, size_t n)
+{
+    if (n > r->floods_cap) {
+        pd__lockstep *floods = realloc(r->floods, n * sizeof *floods);
+        if (!floods)
+            return -1;
+        memset(&floods[r->floods_cap], 0, (n - r->floods_cap) * sizeof *floods);
+        r->floods = floods;
+        r->floods_cap = n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        r->floods[i].queue.n = 0;
+        r->floods[i].head = 0;
+    }
+    r->n_floods = n;
+    return 0;
+}
+
+static size_t pd__set_find(size_t *parent, size_t i)
+{
+    while (parent[i] != i) {
+        parent[i] = parent[parent[i]];
+        i = parent[i];
+    }
+    return i;
+}
+
+/*
+ * Splits the old component `label` into its parts after the local proof
+ * failed. One flood starts at each seed; a cell carries PD__VISITED plus the
+ * index of the flood that reached it, and floods that meet join one set. A
+ * set whose floods are all exhausted is a whole part and gets a new label.
+ * Once a single set is still growing, everything not yet claimed belongs to
+ * it (each surviving cell reaches some seed), so it keeps `label` without
+ * being flooded to the end: a few cells cut off a big component cost only
+ * their own size.
+ */
+static int pd__split_component(pd__repair *r, uint32_t label)
+{
+    pd_components *c = r->c;
+    uint32_t *labels = c->labels;
+    size_t n = r->seeds.n;
+    if (pd__reserve_floods(r, n) < 0)
+        return -1;
+    /* parent: union-find over floods; growing: live floods per set root;
+     * fresh: the new label given to an exhausted set's root. */
+    size_t *parent = malloc(n * sizeof *parent);
+    size_t *growing = malloc(n * sizeof *growing);
+    uint32_t *fresh = calloc(n, sizeof *fresh);
+    int rc = -1;
+    if (!parent || !growing || !fresh)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        parent[i] = i;
+        growing[i] = 1;
+        labels[r->seeds.v[i]] = PD__VISITED | (uint32_t)i;
+        if (pd__cells_push(&r->floods[i].queue, r->seeds.v[i]) < 0)
+            goto out;
+    }
+    size_t live_sets = n;
+    while (live_sets > 1) {
+        for (size_t i = 0; i < n && live_sets > 1; i++) {
+            pd__lockstep *f = &r->floods[i];
+            if (f->head == f->queue.n)
+                continue;
+            uint32_t cell = f->queue.v[f->head++];
+            for (int d = 0; d < 4; d++) {
+                uint32_t nb = cell + r->step[d];
+                uint32_t lab = labels[nb];
+                if (lab == label) {
+                    labels[nb] = PD__VISITED | (uint32_t)i;
+                    if (pd__cells_push(&f->queue, nb) < 0)
+                        goto out;
+                } else if (lab & PD__VISITED) {
+                    size_t a = pd__set_find(parent, i);
+                    size_t b = pd__set_find(parent, lab & ~PD__VISITED);
+                    if (a != b) {
+                        parent[b] = a;
+                        growing[a] += growing[b];
+                        live_sets--;
+                    }
+                }
+            }
+            if (f->head == f->queue.n && --growing[pd__set_find(parent, i)] == 0)
+                live_sets--;
+        }
+    }
+    uint32_t parts = 1;
+    for (size_t i = 0; i < n; i++) {
+        size_t root = pd__set_find(parent, i);
+        uint32_t to = label;
+        if (growing[root] == 0) {
+            if (fresh[root] == 0) {
+                if (pd__new_label(c, &fresh[root]) < 0)
+                    goto out;
+                parts++;
+            }
+            to = fresh[root];
+        }
+        pd__lockstep *f = &r->floods[i];
+        for (size_t j = 0; j < f->queue.n; j++)
+            labels[f->queue.v[j]] = to;
+    }
+    c->count += parts - 1;
+    rc = 0;
+out:
+    free(parent);
+    free(growing);
+    free(fresh);
+    return rc;
+}
+
+/*
+ * Repairs one old label after its cells in closed[from..to) were blocked.
+ * closed[] holds (label, cell) pairs sorted by label.
+ */
+static int pd__repair_label(pd__repair *r, uint32_t label, size_t from, size_t to)
+{
+    pd_components *c = r->c;
+    uint32_t *labels = c->labels;
+    r->seeds.n = 0;
+    for (size_t i = from; i < to; i += 2) {
+        uint32_t cell = r->closed.v[i + 1];
+        for (int d = 0; d < 4; d++) {
+            uint32_t n = cell + r->step[d];
+            if (labels[n] != label)
+                continue; /* closed, opened this time, already a seed */
+            labels[n] |= PD__SEED;
+            if (pd__cells_push(&r->seeds, n) < 0)
+                return -1;
+        }
+    }
+    if (r->seeds.n == 0) {
+        /* Every cell of the component was closed. */
+        c->count--;
+        return 0;
+    }
+    int proven = 1;
+    if (r->seeds.n > 1) {
+        int32_t m = PD_COMPONENTS_REPAIR_MARGIN;
+        proven = pd__seeds_connected(r, label, r->x0 - m, r->y0 - m, r->x1 + m, r->y1 + m);
+        if (proven < 0)
+            return -1;
+    }
+    if (proven)
+        for (size_t i = 0; i < r->seeds.n; i++)
+            labels[r->seeds.v[i]] &= ~PD__SEED;
+    else if (pd__split_component(r, label) < 0)
+        return -1;
+    return 0;
+}
+
+/* Step 1: blocks the cells that closed and repairs the labels they had. */
+static int pd__apply_closed(pd__repair *r)
+{
+    pd_components *c = r->c;
+    for (int32_t y = r->y0; y <= r->y1; y++) {
+        for (int32_t x = r->x0; x <= r->x1; x++) {
+            uint32_t i = (uint32_t)pd_grid_index(r->g, x, y);
+            if (c->labels[i] == 0 || r->g->cells[i] != PD_CELL_BLOCKED)
+                continue;
+            if (pd__cells_push(&r->closed, c->labels[i]) < 0 || pd__cells_push(&r->closed, i) < 0)
+                return -1;
+            c->labels[i] = 0;
+        }
+    }
+    if (r->closed.n == 0)
+        return 0;
+    qsort(r->closed.v, r->closed.n / 2, 2 * sizeof *r->closed.v, pd__compare_pair);
+    for (size_t from = 0; from < r->closed.n;) {
+        uint32_t label = r->closed.v[from];
+        size_t to = from;
+        while (to < r->closed.n && r->closed.v[to] == label)
+            to += 2;
+        if (pd__repair_label(r, label, from, to) < 0)
+            return -1;
+        from = to;
+    }
+    return 0;
+}
+
+/* Collects the connected group of newly opened cells containing `start`
+ * (marked PD__VISITED with label 0) and the labelled cells around it. */
+static int pd__collect_region(pd__repair *r, uint32_t start)
+{
+    uint32_t *labels = r->c->labels;
+    r->region.n = 0;
+    r->touched.n = 0;
+    labels[start] = PD__VISITED;
+    if (pd__cells_push(&r->region, start) < 0)
+        return -1;
+    for (size_t head = 0; head < r->region.n; head++) {
+        uint32_t cell = r->region.v[head];
+        for (int d = 0; d < 4; d++) {
+            uint32_t n = cell + r->step[d];
+            uint32_t lab = labels[n];
+            if (lab == PD__VISITED)
+                continue;
+            if (lab != 0) {
+                if (pd__cells_push(&r->touched, lab) < 0 || pd__cells_push(&r->touched, n) < 0)
+                    return -1;
+                continue;
+            }
+            /* Label 0 and passable is an opened cell, and those lie only
+             * inside the rectangle. */
+            if (r->g->cells[n] == PD_CELL_BLOCKED)
+                continue;
+            labels[n] = PD__VISITED;
+            if (pd__cells_push(&r->region, n) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* Advances one lock-step flood by one cell; returns 0 when it is exhausted,
+ * 1 while it still grows, -1 on allocation failure. */
+static int pd__lockstep_step(pd__repair *r, pd__lockstep *f)
+{
+    uint32_t *labels = r->c->labels;
+    if (f->head == f->queue.n)
+        return 0;
+    uint32_t cell = f->queue.v[f->head++];
+    for (int d = 0; d < 4; d++) {
+        uint32_t n = cell + r->step[d];
+        if (labels[n] != f->label)
+            continue;
+        labels[n] |= PD__VISITED;
+        if (pd__cells_push(&f->queue, n) < 0)
+            return -1;
+    }
+    return 1;
+}
+
+/*
+ * Gives the region just collected its label: a new one when it touches no
+ * component, else the label of the largest component it touches, into which
+ * the others are relabelled.
+ */
+static int pd__join_region(pd__repair *r)
+{
+    pd_components *c = r->c;
+    uint32_t *labels = c->labels;
+    size_t pairs = r->touched.n / 2;
+    if (pairs > 0)
+        qsort(r->touched.v, pairs, 2 * sizeof *r->touched.v, pd__compare_pair);
+    r->n_floods = 0;
+    for (size_t i = 0; i < pairs; i++) {
+        uint32_t label = r->touched.v[2 * i], cell = r->touched.v[2 * i + 1];
+        if (i > 0 && label == r->touched.v[2 * (i - 1)])
+            continue;
+        pd__lockstep *f = &r->floods[r->n_floods++];
+        f->label = label;
+        f->queue.n = 0;
+        f->head = 0;
+        labels[cell] |= PD__VISITED;
+        if (pd__cells_push(&f->queue, cell) < 0)
+            return -1;
+    }
+    uint32_t target;
+    size_t keeper = 0;
+    if (r->n_floods == 0) {
+        if (pd__new_label(c, &target) < 0)
+            return -1;
+        c->count++;
+    } else {
+        /* Flood all touched components one cell each per round; the one
+         * still growing when all others are exhausted is the largest. */
+        size_t growing = r->n_floods;
+        char *done = calloc(r->n_floods, 1);
+        if (!done)
+            return -1;
+        while (growing > 1) {
+            for (size_t i = 0; i < r->n_floods && growing > 1; i++) {
+                if (done[i])
+                    continue;
+                int s = pd__lockstep_step(r, &r->floods[i]);
+                if (s < 0) {
+                    free(done);
+                    return -1;
+                }
+                if (s == 0) {
+                    done[i] = 1;
+                    growing--;
+                }
+            }
+        }
+        /* The loop stops as soon as one flood is left growing. */
+        for (size_t i = 0; i < r->n_floods; i++)
+            if (!done[i])
+                keeper = i;
+        free(done);
+        target = r->floods[keeper].label;
+        /* Exhausted floods hold whole components; the keeper's holds only
+         * the cells it marked, which just lose the mark. */
+        for (size_t i = 0; i < r->n_floods; i++) {
+            pd__lockstep *f = &r->floods[i];
+            for (size_t j = 0; j < f->queue.n; j++)
+                labels[f->queue.v[j]] = target;
+        }
+        c->count -= (uint32_t)(r->n_floods - 1);
+    }
+    for (size_t i = 0; i < r->region.n; i++)
+        labels[r->region.v[i]] = target;
+    return 0;
+}
+
+/* Step 2: gives the cells that opened their labels. */
+static int pd__apply_opened(pd__repair *r)
+{
+    pd_components *c = r->c;
+    for (int32_t y = r->y0; y <= r->y1; y++) {
+        for (int32_t x = r->x0; x <= r->x1; x++) {
+            uint32_t i = (uint32_t)pd_grid_index(r->g, x, y);
+            if (c->labels[i] != 0 || r->g->cells[i] == PD_CELL_BLOCKED)
+                continue;
+            if (pd__collect_region(r, i) < 0)
+                return -1;
+            /* A region touches at most as many components as it has
+             * labelled neighbours. */
+            if (pd__reserve_floods(r, r->touched.n / 2) < 0)
+                return -1;
+            if (pd__join_region(r) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+int pd_components_update(pd_components *c, const pd_grid *g, int32_t x0, int32_t y0, int32_t x1,
+                         int32_t y1)
+{
+    if (!c || !c->labels || !g || !g->cells || c->width != g->width || c->height != g->height)
+        return -1;
+    if (x0 > x1) {
+        int32_t t = x0;
+        x0 = x1;
+        x1 = t;
+    }
+    if (y0 > y1) {
+        int32_t t = y0;
+        y0 = y1;
+        y1 = t;
+    }
+    if (x1 < 0 || y1 < 0 || x0 >= g->width || y0 >= g->height)
+        return 0;
+    pd__repair r;
+    memset(&r, 0, sizeof r);
+    r.c = c;
+    r.g = g;
+    r.x0 = x0 < 0 ? 0 : x0;
+    r.y0 = y0 < 0 ? 0 : y0;
+    r.x1 = x1 >= g->width ? g->width - 1 : x1;
+    r.y1 = y1 >= g->height ? g->height - 1 : y1;
+    r.step[0] = 1u;
+    r.step[1] = (uint32_t)-1;
+    r.step[2] = (uint32_t)c->stride;
+    r.step[3] = (uint32_t)-c->stride;
+    int rc = pd__apply_closed(&r);
+    if (rc == 0)
+        rc = pd__apply_opened(&r);
+    free(r.closed.v);
+    free(r.seeds.v);
+    free(r.queue.v);
+    free(r.region.v);
+    free(r.touched.v);
+    for (size_t i = 0; i < r.floods_cap; i++)
+        free(r.floods[i].queue.v);
+    free(r.floods);
+    return rc;
+}
