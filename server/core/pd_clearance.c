@@ -210,13 +210,29 @@ static int pd__unit_tile(pd_grid *ug, const pd_grid *g, const pd_clearance *c, i
     return costly;
 }
 
-/* Recomputes the unit grid over [x0..x1] x [y0..y1] (already clipped) tile
- * by tile, then keeps uniform_cost true without rescanning unless a costly
- * cell may have been the last one. */
+/* Recomputes the unit grid over [x0..x1] x [y0..y1] (already clipped): from
+ * clearance alone on a grid without costs, else tile by tile. uniform_cost
+ * is kept true without rescanning unless a costly cell may have been the
+ * last one. */
 static void pd__unit_fill(pd_grid *ug, const pd_grid *g, const pd_clearance *c, int k,
                           int32_t x0, int32_t y0, int32_t x1, int32_t y1)
 {
     int costly = 0, lost_costly = 0;
+    if (g->uniform_cost) {
+        /* Every open cell costs 1, so every footprint that fits does too:
+         * the clearance alone decides, and no maximum is needed. */
+        for (int32_t y = y0; y <= y1; y++) {
+            for (int32_t x = x0; x <= x1; x++) {
+                size_t at = pd_grid_index(ug, x, y);
+                if (ug->cells[at] > PD_CELL_FREE)
+                    lost_costly = 1;
+                ug->cells[at] = c->values[at] >= k ? PD_CELL_FREE : PD_CELL_BLOCKED;
+            }
+        }
+        if (lost_costly)
+            pd_grid_refresh_flags(ug);
+        return;
+    }
     for (int32_t ty = y0; ty <= y1; ty += PD__UNIT_TILE) {
         int th = y1 - ty + 1 < PD__UNIT_TILE ? (int)(y1 - ty + 1) : PD__UNIT_TILE;
         for (int32_t tx = x0; tx <= x1; tx += PD__UNIT_TILE) {

@@ -18,8 +18,11 @@
  *     can have been cut: any path between two surviving cells that ran
  *     through the closed cells can be rerouted through the seeds if the seeds
  *     still reach each other. A flood bounded to the rectangle grown by
- *     PD_COMPONENTS_REPAIR_MARGIN tries to prove that; if it cannot, the
- *     component is relabelled from each seed, each part under a new label.
+ *     PD_COMPONENTS_REPAIR_MARGIN tries to prove that. If it cannot, one
+ *     flood per seed runs in lock step, floods that meet join, and each
+ *     group that runs out of cells is a part cut off, given a new label;
+ *     the last group still growing keeps the old label unflooded, so a small
+ *     piece cut off a big component costs only the piece.
  *  2. Cells that became passable are grouped into connected regions; a region
  *     joins the components it touches. They merge into the largest one,
  *     found by flooding all of them in lock step until only one is still
@@ -33,7 +36,8 @@
 
 /* How far beyond the changed rectangle, in cells, the flood that tries to
  * prove a closed area did not split its component may look. Detours around a
- * small obstacle are short; a longer one is settled by relabelling instead. */
+ * small obstacle are short; a longer one is settled by the lock-step floods
+ * instead, which cost more. */
 #define PD_COMPONENTS_REPAIR_MARGIN 16
 
 /* Transient marks kept in the top bits of a label during a flood. */
@@ -199,7 +203,6 @@ static int pd__compare_pair(const void *a, const void *b)
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return x < y ? -1 : x > y;
 }
-
 
 /*
  * Floods the cells labelled `label` from the first seed, staying inside
