@@ -1,0 +1,109 @@
+# Tests for pathd-bench, the Moving AI benchmark runner (bench/pathd_bench.c).
+#
+# bench_movingai_quick runs a spread-out subset of every scenario file in the
+# shared Moving AI data and fails on any mismatch: it is the project's
+# end-to-end proof that the search is optimal on real game maps. The other
+# tests use small files in tests/data (made for this project, with lengths
+# from an independent Dijkstra) to prove the runner itself catches wrong
+# lengths, unreachable goals and bad input instead of passing everything.
+#
+# Commands are small POSIX sh scripts (bracket arguments, so CMake leaves them
+# alone) because ctest cannot otherwise check both an exit status and output.
+
+# Every 200th query of each of the 20 files: about 280 queries from every
+# bucket range, some 2 s in a Release build and well under a minute under
+# ASan+UBSan in Debug.
+set(PD_BENCH_QUICK_EVERY 200)
+
+add_test(NAME bench_movingai_quick
+  COMMAND sh -c [=[
+bench="$1"; every="$2"; data="${PATHD_BENCH_DATA:-$3}"
+if [ ! -d "$data/scen" ] || [ ! -d "$data/maps" ]; then
+  echo "bench_movingai_quick: Moving AI data not found at '$data' (need scen/ and maps/)." >&2
+  echo "Set PATHD_BENCH_DATA or configure with -DPATHD_BENCH_DATA=DIR." >&2
+  exit 1
+fi
+set -- "$data"/scen/*.map.scen
+if [ ! -f "$1" ]; then
+  echo "bench_movingai_quick: no .map.scen files in '$data/scen'." >&2
+  exit 1
+fi
+echo "bench_movingai_quick: $# scenario files from $data, every ${every}th query"
+exec "$bench" --every "$every" "$@"
+]=] bench_movingai_quick $<TARGET_FILE:pathd-bench> ${PD_BENCH_QUICK_EVERY} ${PATHD_BENCH_DATA})
+set_tests_properties(bench_movingai_quick PROPERTIES LABELS "sanitize" TIMEOUT 120)
+
+# Runs pathd-bench on the given files and passes only when it exits with the
+# expected status and its last line is exactly the expected closing line.
+set(PD_BENCH_EXPECT_SCRIPT [=[
+bench="$1"; want_rc="$2"; want_last="$3"; shift 3
+out=$("$bench" "$@" 2>&1); rc=$?
+printf '%s\n' "$out"
+last=$(printf '%s\n' "$out" | tail -n 1)
+if [ "$rc" -ne "$want_rc" ]; then
+  echo "expected exit status $want_rc, got $rc" >&2; exit 1
+fi
+if [ "$last" != "$want_last" ]; then
+  echo "expected closing line '$want_last', got '$last'" >&2; exit 1
+fi
+]=])
+
+function(pd_bench_expect NAME RC LAST)
+  add_test(NAME ${NAME}
+    COMMAND sh -c "${PD_BENCH_EXPECT_SCRIPT}" ${NAME} $<TARGET_FILE:pathd-bench> ${RC} "${LAST}" ${ARGN}
+    WORKING_DIRECTORY ${PD_TEST_DATA_DIR})
+  set_tests_properties(${NAME} PROPERTIES LABELS "sanitize" TIMEOUT 60)
+endfunction()
+
+# Correct files pass: 8-decimal lengths (LF), and "%g" lengths with CRLF line
+# endings and map paths that need resolving by basename.
+pd_bench_expect(bench_small_pass 0 "20 passed, 0 failed"
+  bench_small.map.scen bench_small_g.map.scen)
+# The same queries in 4-connected mode: costs are not compared, paths are.
+pd_bench_expect(bench_small_connect4 0 "10 passed, 0 failed"
+  --connect 4 bench_small.map.scen)
+# Subsets (options apply to every file): of 10 queries, --every 3 runs
+# the 1st, 4th, 7th and 10th; --last 3 the 8th to 10th; both, the 8th.
+pd_bench_expect(bench_small_every 0 "4 passed, 0 failed" --every 3 bench_small.map.scen)
+pd_bench_expect(bench_small_last 0 "3 passed, 0 failed"
+  --last 3 --reps 3 bench_small.map.scen)
+pd_bench_expect(bench_small_last_every 0 "1 passed, 0 failed"
+  --last 3 --every 3 bench_small.map.scen)
+# One length is 1e-6 too long: far inside a flat 1e-3 tolerance, outside the
+# 8 printed decimals.
+pd_bench_expect(bench_wrong_length 1 "9 passed, 1 failed" bench_wrong_length.map.scen)
+# In a 6-significant-digit file "6" means 6.00000, so a true 6.41421 fails.
+pd_bench_expect(bench_wrong_g 1 "9 passed, 1 failed" bench_wrong_g.map.scen)
+# A goal with no path counts as a failure.
+pd_bench_expect(bench_unreachable 1 "1 passed, 1 failed" bench_unreachable.map.scen)
+
+# Bad usage and bad input exit with status 2 and say why.
+add_test(NAME bench_cli_errors
+  COMMAND sh -c [=[
+bench="$1"; status=0; err=$(mktemp) || exit 1
+check() {
+  want="$1"; shift
+  "$bench" "$@" >/dev/null 2>"$err"; rc=$?
+  if [ "$rc" -ne "$want" ] || { [ "$want" -ne 0 ] && [ ! -s "$err" ]; }; then
+    echo "FAIL: pathd-bench $* -> exit $rc (want $want, with a message)"; status=1
+  else
+    echo "ok: pathd-bench $* -> exit $rc: $(head -n 1 "$err")"
+  fi
+}
+check 2
+check 2 --every 0 bench_small.map.scen
+check 2 --every x bench_small.map.scen
+check 2 --last -1 bench_small.map.scen
+check 2 --reps
+check 2 --connect 6 bench_small.map.scen
+check 2 --no-such-option bench_small.map.scen
+check 2 no_such_file.map.scen
+check 2 bench_malformed.map.scen
+check 2 bench_missing_map.map.scen
+check 2 bench_small.map
+check 0 --help
+rm -f "$err"
+exit $status
+]=] bench_cli_errors $<TARGET_FILE:pathd-bench>
+  WORKING_DIRECTORY ${PD_TEST_DATA_DIR})
+set_tests_properties(bench_cli_errors PROPERTIES LABELS "sanitize" TIMEOUT 60)
