@@ -1,0 +1,277 @@
+/*
+ * harness.h - end-to-end test harness: runs the real pathd binary on an
+ * ephemeral loopback port and gives the tests what they need to talk to it.
+ *
+ * Each test writes a fresh config into its own temporary directory (listen
+ * "127.0.0.1:0", the scenes below), forks and execs PD_BINARY_DIR/server/pathd,
+ * and learns the port from the daemon's "listening on HOST:PORT" log line.
+ * The daemon's stderr is copied to a log file for the whole run; stopping it
+ * (SIGTERM) must give exit status 0 within the grace period, and the log must
+ * hold no sanitizer report, otherwise the log is printed and the test fails.
+ *
+ * Scenes every config serves:
+ *   "rooms"   tests/data/integ_rooms.txt (ascii, 24x12, origin (-10.5, 4),
+ *             cell size 0.5): walls, a sealed pocket, a cost-3 patch.
+ *   "den520d" the Moving AI den520d map, read from the shared benchmark data
+ *             ($PATHD_BENCH_DATA, else PD_BENCH_DATA_DEFAULT), whose .scen
+ *             file gives optimal costs.
+ *   "serpent" a PDI_SERPENT_SIZE square serpentine written into the temp dir
+ *             at start: the one path from (0,0) to its far end threads every
+ *             corridor, so a search takes long enough (~0.5 M expansions) to
+ *             still be running while a test cancels, overloads or stops it.
+ *
+ * Besides the pathd_client library the tests get raw-socket helpers that
+ * speak the framing by hand (for bad input and for replies the library hides,
+ * such as the Cancel acknowledgement).
+ *
+ * Every wait here is bounded in time; nothing talks to anything but
+ * 127.0.0.1.
+ */
+#ifndef PDI_HARNESS_H
+#define PDI_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "pathd.pb-c.h"
+#include "pathd_client.h"
+
+/* How long pathd gets to print its "listening on" line: scene loading is
+ * quick, but sanitizer builds start slowly. */
+#define PDI_START_TIMEOUT_MS 10000
+/* Beyond the configured shutdown grace, how long a stopping daemon gets to
+ * exit: the server's own cancel wait (1 s) and flush time (2 s) plus slack
+ * for sanitizer builds writing their exit reports. */
+#define PDI_STOP_SLACK_MS 15000
+/* Client timeout for any one answer. Generous: a TSan daemon is ~10x slower. */
+#define PDI_CALL_TIMEOUT_MS 30000
+/* Side of the generated serpentine scene, in cells (odd, so the last row is
+ * a corridor). 1023 gives 512 corridors and a 524,286-step path: about
+ * 0.1-0.2 s of search in an optimised build, seconds under TSan. */
+#define PDI_SERPENT_SIZE 1023
+/* Largest log printed on failure, in bytes (the tail is kept). */
+#define PDI_LOG_PRINT_MAX (64 * 1024)
+/* See pdi_limits.small_quarantine: recent frees are still checked. */
+#define PDI_ASAN_QUARANTINE_MB 4
+/* Longest line of a config or path built here. */
+#define PDI_PATH_MAX 512
+
+/* Optional config settings; a zero field leaves the daemon's default. */
+typedef struct pdi_limits {
+    uint32_t threads;                 /* 0: the harness uses 2 (the machine's cores) */
+    uint32_t max_frame_bytes;
+    uint32_t max_waypoints_per_chunk;
+    uint32_t max_inflight_per_conn;
+    uint32_t max_connections;
+    uint32_t job_queue_capacity;
+    uint32_t shutdown_grace_ms;
+    uint64_t write_high_watermark;
+    uint64_t write_low_watermark;
+    const char *log_level;            /* NULL: "info" */
+    const char *extra_scenes_json;    /* appended to "scenes", e.g. ",{...}"; NULL: none */
+    /* Not config: 1 runs the daemon with AddressSanitizer's quarantine of
+     * freed memory capped at PDI_ASAN_QUARANTINE_MB, for tests that bound
+     * its RSS (the default quarantine holds up to 256 MiB of freed blocks,
+     * which would swamp any bound). No effect in other builds. */
+    int small_quarantine;
+} pdi_limits;
+
+typedef struct pdi_daemon {
+    pid_t pid;                        /* 0 when not running */
+    uint16_t port;
+    char addr[64];                    /* "127.0.0.1:PORT" for pdc_connect and pathctl */
+    char dir[64];                     /* temporary directory: config, serpent map, log */
+    char config_path[PDI_PATH_MAX];
+    char log_path[PDI_PATH_MAX];
+    int exit_status;                  /* after pdi_daemon_stop: the wait status */
+    uint32_t grace_ms;                /* the config's shutdown grace (default 5000) */
+    int stderr_fd;                    /* read end of the daemon's stderr pipe */
+    int log_fd;
+    int drainer_running;
+    unsigned long drainer;            /* pthread_t, kept opaque to spare includes */
+} pdi_daemon;
+
+/* ---- daemon ------------------------------------------------------------ */
+
+/* Writes the config (and the serpent map) into a new temp dir and starts
+ * pathd on it. Returns 0, or -1 after printing why (and the log). */
+int pdi_daemon_start(pdi_daemon *d, const pdi_limits *limits);
+
+/* Rewrites d's config file (atomically, via rename, so a reload never reads
+ * half a file). Returns 0 or -1. */
+int pdi_write_config(const pdi_daemon *d, const pdi_limits *limits);
+
+/* Replaces d's config file with arbitrary text (for broken configs). */
+int pdi_write_config_text(const pdi_daemon *d, const char *text);
+
+/* Sends a signal to the running daemon. */
+int pdi_daemon_signal(const pdi_daemon *d, int sig);
+
+/* SIGTERM, then waits for the exit. Returns 0 only when pathd exited with
+ * status 0 within its grace period plus PDI_STOP_SLACK_MS and its log holds
+ * no sanitizer report; otherwise prints why and the log, kills it if it is
+ * still running, and returns -1. */
+int pdi_daemon_stop(pdi_daemon *d);
+
+/* cmocka fixtures: start a daemon into *state (heap) / stop it, requiring a
+ * clean exit, and free it. A test file's setup calls pdi_fixture_start with
+ * its limits; pdi_fixture_stop is the teardown as is. */
+int pdi_fixture_start(void **state, const pdi_limits *limits);
+int pdi_fixture_stop(void **state);
+
+/* After the daemon exited (pdi_daemon_wait_exit): 0 when its status was 0
+ * and its log holds no sanitizer report, else prints why and the log, -1. */
+int pdi_daemon_check_exit(const pdi_daemon *d);
+
+/* Waits up to timeout_ms for the daemon to exit by itself; fills
+ * d->exit_status. Returns 0 when it exited, -1 on timeout. */
+int pdi_daemon_wait_exit(pdi_daemon *d, int timeout_ms);
+
+/* Test teardown: kills a daemon still running (printing its log, since that
+ * means the test failed), and removes the temp dir. Safe to call twice. */
+void pdi_daemon_cleanup(pdi_daemon *d);
+
+/* 1 when the log holds a sanitizer report (ASan, UBSan, TSan, LSan). */
+int pdi_log_has_sanitizer_report(const pdi_daemon *d);
+
+/* 1 when the log contains needle; pdi_wait_log polls up to timeout_ms. */
+int pdi_log_contains(const pdi_daemon *d, const char *needle);
+int pdi_wait_log(const pdi_daemon *d, const char *needle, int timeout_ms);
+/* How many times needle occurs in the log. */
+int pdi_log_count(const pdi_daemon *d, const char *needle);
+
+/* Prints the daemon's log (tail) to stderr. */
+void pdi_print_log(const pdi_daemon *d);
+
+/* The daemon's resident set from /proc/PID/status (VmRSS), KiB; -1 if unknown. */
+long pdi_daemon_rss_kib(const pdi_daemon *d);
+
+/* Runs pathd to completion with the given arguments (argv[0] is supplied),
+ * capturing stdout and stderr together into out. Returns the exit status
+ * (0..255), or -1 if it did not exit within timeout_ms or died by a signal. */
+int pdi_run_pathd(const char *const *args, int timeout_ms, char *out, size_t outlen);
+
+/* Paths of the built binaries. */
+const char *pdi_pathd_binary(void);
+const char *pdi_pathctl_binary(void);
+
+/* ---- clients ----------------------------------------------------------- */
+
+/* pdc_connect to the daemon with PDI_CALL_TIMEOUT_MS; NULL on failure. */
+pdc_conn *pdi_connect(const pdi_daemon *d);
+
+/* The control client: a fresh connection that must answer a ping and find
+ * one known den520d path with the right cost. Fails the test (cmocka) if not. */
+void pdi_assert_daemon_serves(const pdi_daemon *d);
+
+/* Milliseconds on CLOCK_MONOTONIC. */
+double pdi_now_ms(void);
+void pdi_sleep_ms(int ms);
+
+/* ---- Moving AI data ---------------------------------------------------- */
+
+/* The benchmark data directory: $PATHD_BENCH_DATA or PD_BENCH_DATA_DEFAULT. */
+const char *pdi_bench_data_dir(void);
+
+typedef struct pdi_scenario {
+    int32_t sx, sy, gx, gy;
+    double optimal;     /* as printed in the .scen file */
+    double tolerance;   /* half a unit in the last printed digit, + 1e-9 */
+} pdi_scenario;
+
+/* Loads up to max den520d scenarios spread evenly over the whole file (so
+ * every length bucket is represented). Returns how many, 0 on error. */
+size_t pdi_load_scenarios(pdi_scenario *out, size_t max);
+
+/* A map read independently of the daemon's parser: cost[y*width+x] is 0 for
+ * a blocked cell, else the multiplier for entering it (1 on Moving AI maps). */
+typedef struct pdi_grid {
+    int32_t width, height;
+    uint8_t *cost;
+} pdi_grid;
+
+int pdi_grid_load_den520d(pdi_grid *g);
+/* tests/data/integ_rooms.txt, the "rooms" scene. */
+int pdi_grid_load_rooms(pdi_grid *g);
+void pdi_grid_free(pdi_grid *g);
+int pdi_grid_open(const pdi_grid *g, int32_t x, int32_t y);
+
+/* Walks a returned path under the search rules (8-connected, straight step
+ * 1 and diagonal sqrt(2) times the entered cell's cost, no corner cutting)
+ * and sums its cost. Returns 0 and *cost, or -1 with the reason in why when
+ * a step is not a legal move or a cell is blocked. */
+int pdi_grid_path_cost(const pdi_grid *g, const pdc_waypoint *wp, size_t n, double *cost,
+                       char *why, size_t whylen);
+
+/* The optimal cost by plain Dijkstra under the same rules (an oracle for
+ * small maps only: O(cells^2)); -1 when the goal is unreachable. */
+double pdi_grid_dijkstra(const pdi_grid *g, int32_t sx, int32_t sy, int32_t gx, int32_t gy);
+
+/* The serpent scene's far end (the goal of the long search) and the cost of
+ * the one path to it from (0,0): every corridor plus two steps per gap. */
+void pdi_serpent_goal(int32_t *x, int32_t *y);
+double pdi_serpent_cost(void);
+
+/* ---- raw sockets ------------------------------------------------------- */
+
+/* A blocking TCP connection to 127.0.0.1:port; -1 on failure. */
+int pdi_raw_connect(uint16_t port);
+
+/* Sends all bytes (bounded by PDI_CALL_TIMEOUT_MS). Returns 0 or -1. */
+int pdi_raw_send(int fd, const void *buf, size_t len);
+
+/* Frames and sends one Request. Returns 0 or -1. */
+int pdi_raw_send_request(int fd, const Pathd__V1__Request *req);
+
+/* Reads one Response frame, waiting up to timeout_ms. Returns it (free with
+ * pathd__v1__response__free_unpacked(r, NULL)) or NULL on EOF, timeout or a
+ * frame that does not decode; *eof (may be NULL) says whether the peer closed. */
+Pathd__V1__Response *pdi_raw_recv(int fd, int timeout_ms, int *eof);
+
+/* Reads and discards until the peer closes; 1 if it did within timeout_ms. */
+int pdi_raw_wait_closed(int fd, int timeout_ms);
+
+/* A FindPath request with its sub-messages, so tests can build one on the
+ * stack and tweak fields (m.fp.deadline_ms = 1, ...). Cell points. */
+typedef struct pdi_fp_msg {
+    Pathd__V1__Request req;
+    Pathd__V1__FindPath fp;
+    Pathd__V1__Point start, goal;
+    Pathd__V1__Cell start_cell, goal_cell;
+} pdi_fp_msg;
+
+void pdi_fp_init(pdi_fp_msg *m, uint64_t id, const char *scene, int32_t sx, int32_t sy,
+                 int32_t gx, int32_t gy);
+
+/* Ping and Cancel requests (the message owns its body). */
+typedef struct pdi_small_msg {
+    Pathd__V1__Request req;
+    Pathd__V1__Ping ping;
+    Pathd__V1__Cancel cancel;
+} pdi_small_msg;
+
+void pdi_ping_init(pdi_small_msg *m, uint64_t id, uint64_t nonce);
+void pdi_cancel_init(pdi_small_msg *m, uint64_t id, uint64_t target_id);
+
+/* Reads Responses until the final frame for id arrives, dropping every other
+ * frame on the way (so only for when nothing else is awaited on fd).
+ * Returns it, or NULL on timeout or EOF. */
+Pathd__V1__Response *pdi_raw_recv_final(int fd, uint64_t id, int timeout_ms);
+
+/* Reads until the final answer of every id in ids has arrived, in any order,
+ * into out[i] (free each with pathd__v1__response__free_unpacked); other
+ * frames are dropped. Fails the test (cmocka) on timeout or EOF. */
+void pdi_raw_collect(int fd, const uint64_t *ids, Pathd__V1__Response **out, size_t n);
+void pdi_raw_free_all(Pathd__V1__Response **r, size_t n);
+
+/* Runs two serpent searches at once and waits for both, so both workers have
+ * allocated their search contexts: a worker's first search on the serpent
+ * is several times slower than later ones. ids 1 and 2 are used on fd. */
+void pdi_warm_up(int fd);
+
+/* Sends one serpent search (STYLE_CORNERS) with the given deadline (0: none). */
+void pdi_send_serpent(int fd, uint64_t id, uint32_t deadline_ms);
+void pdi_send_cancel(int fd, uint64_t id, uint64_t target);
+
+#endif

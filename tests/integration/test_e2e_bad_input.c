@@ -1,0 +1,430 @@
+/*
+ * test_e2e_bad_input.c - the daemon survives bad input. After each kind of
+ * bad input below, a separate control client must still get a ping and a
+ * correct path (pdi_assert_daemon_serves):
+ *   garbage bytes, a header claiming 4 GiB, a zero-length frame, a truncated
+ *   frame then close, a valid frame with unknown fields (answered normally),
+ *   an unknown scene, an out-of-bounds point, a blocked start, a client that
+ *   disconnects with requests queued (its jobs must be dropped, not run), and
+ *   a client that never reads its answers (memory must stay bounded while
+ *   other clients are served).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+/* Room for a deep queue in the disconnect test: 256 long searches on 2
+ * workers would keep the daemon busy for ~128 search times if they ran. */
+#define T_MAX_INFLIGHT 256
+#define T_QUEUED_THEN_GONE 256
+/* Write watermarks for the never-reading client: small, so the bound on
+ * what the daemon may hold for one connection (4 x high, its hard cap) is
+ * small too. */
+#define T_HIGH_WATERMARK (1024u * 1024u)
+#define T_LOW_WATERMARK (256u * 1024u)
+/* How long the never-reading client keeps sending. */
+#define T_FLOOD_MS 3000
+/* Requests encoded per send() in the flood. */
+#define T_FLOOD_BATCH 256
+/* Memory the daemon may grow by beyond the replies it holds for the stalled
+ * connection (4 x high watermark): one read buffer, up to T_MAX_INFLIGHT
+ * finished paths waiting to be encoded (~8 KiB each, 2 MiB), allocator
+ * arenas of the worker and loop threads and sanitizer bookkeeping. A daemon
+ * that kept reading and queueing replies for this client would grow by the
+ * hundreds of MiB it sends in T_FLOOD_MS instead. */
+#define T_RSS_SLACK_KIB (24L * 1024L)
+/* Sanitizer builds (the daemon has the same sanitizer as this test) pay
+ * more per byte the daemon touches: ASan adds shadow memory (1/8), redzones
+ * and PDI_ASAN_QUARANTINE_MB of freed blocks; TSan keeps 2-4 bytes of shadow
+ * plus metadata per byte. The bound scales with them. */
+#if defined(__SANITIZE_THREAD__)
+#define T_RSS_FACTOR 4L
+#elif defined(__SANITIZE_ADDRESS__)
+#define T_RSS_FACTOR 2L
+#else
+#define T_RSS_FACTOR 1L
+#endif
+
+static int setup(void **state)
+{
+    pdi_limits l = {0};
+    l.max_inflight_per_conn = T_MAX_INFLIGHT;
+    l.write_high_watermark = T_HIGH_WATERMARK;
+    l.write_low_watermark = T_LOW_WATERMARK;
+    l.small_quarantine = 1;
+    return pdi_fixture_start(state, &l);
+}
+
+/* Sends bytes on a fresh connection and expects one id-0 answer with the
+ * given status, then the close. */
+static void expect_protocol_error(const pdi_daemon *d, const void *bytes, size_t len, Pathd__V1__Status status)
+{
+    int fd = pdi_raw_connect(d->port);
+    assert_true(fd >= 0);
+    assert_int_equal(pdi_raw_send(fd, bytes, len), 0);
+    Pathd__V1__Response *r = pdi_raw_recv(fd, PDI_CALL_TIMEOUT_MS, NULL);
+    assert_non_null(r);
+    assert_int_equal(r->id, 0);
+    assert_int_equal(r->status, status);
+    assert_true(r->final);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_ERROR);
+    pathd__v1__response__free_unpacked(r, NULL);
+    assert_true(pdi_raw_wait_closed(fd, PDI_CALL_TIMEOUT_MS));
+    close(fd);
+}
+
+static void test_garbage_bytes(void **state)
+{
+    pdi_daemon *d = *state;
+    /* Someone points a web browser at the port: "GET " read as a length is
+     * 0x47455420, over a GiB. */
+    static const char http[] = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    expect_protocol_error(d, http, sizeof http - 1, PATHD__V1__STATUS__FRAME_TOO_LARGE);
+    pdi_assert_daemon_serves(d);
+    /* A plausible length followed by bytes that are no protobuf: a varint
+     * that never ends. */
+    uint8_t junk[4 + 32] = {0, 0, 0, 32};
+    memset(junk + 4, 0xff, 32);
+    expect_protocol_error(d, junk, sizeof junk, PATHD__V1__STATUS__MALFORMED);
+    pdi_assert_daemon_serves(d);
+    /* A length-delimited field whose length runs past the frame. */
+    const uint8_t overrun[] = {0, 0, 0, 4, 0x52, 0x7f, 0x0a, 0x01};
+    expect_protocol_error(d, overrun, sizeof overrun, PATHD__V1__STATUS__MALFORMED);
+    pdi_assert_daemon_serves(d);
+}
+
+/* The header alone is refused: the daemon neither waits for 4 GiB nor
+ * allocates for it. */
+static void test_header_claiming_4gib(void **state)
+{
+    pdi_daemon *d = *state;
+    long rss_before = pdi_daemon_rss_kib(d);
+    const uint8_t header[4] = {0xff, 0xff, 0xff, 0xff};
+    expect_protocol_error(d, header, sizeof header, PATHD__V1__STATUS__FRAME_TOO_LARGE);
+    long rss_after = pdi_daemon_rss_kib(d);
+    assert_true(rss_before > 0 && rss_after > 0);
+    assert_true(rss_after - rss_before < T_RSS_SLACK_KIB);
+    pdi_assert_daemon_serves(d);
+}
+
+/* A zero-length frame is a Request with no body: answered, connection kept. */
+static void test_zero_length_frame(void **state)
+{
+    pdi_daemon *d = *state;
+    int fd = pdi_raw_connect(d->port);
+    assert_true(fd >= 0);
+    const uint8_t zero[4] = {0, 0, 0, 0};
+    assert_int_equal(pdi_raw_send(fd, zero, sizeof zero), 0);
+    Pathd__V1__Response *r = pdi_raw_recv(fd, PDI_CALL_TIMEOUT_MS, NULL);
+    assert_non_null(r);
+    assert_int_equal(r->id, 0);
+    assert_int_equal(r->status, PATHD__V1__STATUS__INVALID_ARGUMENT);
+    assert_true(r->final);
+    pathd__v1__response__free_unpacked(r, NULL);
+    pdi_small_msg ping;
+    pdi_ping_init(&ping, 5, 55);
+    assert_int_equal(pdi_raw_send_request(fd, &ping.req), 0);
+    r = pdi_raw_recv_final(fd, 5, PDI_CALL_TIMEOUT_MS);
+    assert_non_null(r);
+    assert_int_equal(r->pong->nonce, 55);
+    pathd__v1__response__free_unpacked(r, NULL);
+    close(fd);
+    pdi_assert_daemon_serves(d);
+}
+
+static void test_truncated_frame_then_close(void **state)
+{
+    pdi_daemon *d = *state;
+    int fd = pdi_raw_connect(d->port);
+    assert_true(fd >= 0);
+    /* A ping frame cut short: the daemon must wait for the rest, not answer. */
+    pdi_small_msg ping;
+    pdi_ping_init(&ping, 1, 1);
+    uint8_t frame[64];
+    size_t len = pathd__v1__request__pack(&ping.req, frame + 4);
+    frame[0] = frame[1] = frame[2] = 0;
+    frame[3] = (uint8_t)len;
+    assert_int_equal(pdi_raw_send(fd, frame, 4 + len - 1), 0);
+    int eof = 0;
+    assert_null(pdi_raw_recv(fd, 200, &eof));
+    assert_false(eof);
+    close(fd);
+    pdi_assert_daemon_serves(d);
+    /* The same with a header promising far more than ever comes. */
+    fd = pdi_raw_connect(d->port);
+    assert_true(fd >= 0);
+    const uint8_t promise[] = {0, 0, 0x10, 0, 0x08, 0x01, 0x7a};
+    assert_int_equal(pdi_raw_send(fd, promise, sizeof promise), 0);
+    close(fd);
+    pdi_assert_daemon_serves(d);
+}
+
+/* proto3 ignores unknown fields: a newer client's request is answered as if
+ * they were not there, at the top level and inside the body. */
+static void test_unknown_fields(void **state)
+{
+    pdi_daemon *d = *state;
+    static const uint8_t unknown[] = {
+        0x98, 0x06, 0x07,                                    /* field 99, varint 7 */
+        0xa2, 0x06, 0x05, 'h', 'e', 'l', 'l', 'o',           /* field 100, "hello" */
+        0xa9, 0x06, 1, 2, 3, 4, 5, 6, 7, 8,                  /* field 101, fixed64 */
+    };
+    int fd = pdi_raw_connect(d->port);
+    assert_true(fd >= 0);
+
+    pdi_small_msg ping;
+    pdi_ping_init(&ping, 7, 4242);
+    uint8_t frame[256];
+    size_t len = pathd__v1__request__pack(&ping.req, frame + 4);
+    memcpy(frame + 4 + len, unknown, sizeof unknown);
+    len += sizeof unknown;
+    frame[0] = frame[1] = frame[2] = 0;
+    frame[3] = (uint8_t)len;
+    assert_int_equal(pdi_raw_send(fd, frame, 4 + len), 0);
+    Pathd__V1__Response *r = pdi_raw_recv_final(fd, 7, PDI_CALL_TIMEOUT_MS);
+    assert_non_null(r);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    assert_int_equal(r->pong->nonce, 4242);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    /* FindPath with unknown fields inside the FindPath body and around it:
+     * Request{unknown..., id = 8, find_path = FindPath{known..., unknown...}}. */
+    pdi_scenario sc[2];
+    assert_int_equal(pdi_load_scenarios(sc, 2), 2);
+    pdi_fp_msg m;
+    pdi_fp_init(&m, 8, "den520d", sc[1].sx, sc[1].sy, sc[1].gx, sc[1].gy);
+    uint8_t body[256];
+    size_t body_len = pathd__v1__find_path__pack(&m.fp, body);
+    memcpy(body + body_len, unknown, sizeof unknown);
+    body_len += sizeof unknown;
+    assert_true(body_len < 128);
+    size_t n = 4;
+    memcpy(frame + n, unknown, sizeof unknown);
+    n += sizeof unknown;
+    frame[n++] = 0x08; /* Request.id */
+    frame[n++] = 8;
+    frame[n++] = 0x52; /* Request.find_path, length-delimited */
+    frame[n++] = (uint8_t)body_len;
+    memcpy(frame + n, body, body_len);
+    n += body_len;
+    frame[0] = frame[1] = frame[2] = 0;
+    frame[3] = (uint8_t)(n - 4);
+    assert_int_equal(pdi_raw_send(fd, frame, n), 0);
+    r = pdi_raw_recv_final(fd, 8, PDI_CALL_TIMEOUT_MS);
+    assert_non_null(r);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    assert_true(fabs(r->path->cost - sc[1].optimal) <= sc[1].tolerance);
+    pathd__v1__response__free_unpacked(r, NULL);
+    close(fd);
+    pdi_assert_daemon_serves(d);
+}
+
+static void test_bad_requests(void **state)
+{
+    pdi_daemon *d = *state;
+    pdc_conn *c = pdi_connect(d);
+    assert_non_null(c);
+    pdc_path_req req = {0};
+    pdc_path_result r = {0};
+
+    req.scene = "atlantis";
+    req.start = pdc_cell(1, 1);
+    req.goal = pdc_cell(2, 2);
+    assert_int_equal(pdc_find_path(c, &req, &r), PDC_UNKNOWN_SCENE);
+    pdc_path_result_free(&r);
+    pdi_assert_daemon_serves(d);
+
+    req.scene = "rooms";
+    req.start = pdc_cell(1, 1);
+    req.goal = pdc_cell(1000000, 3);
+    assert_int_equal(pdc_find_path(c, &req, &r), PDC_OUT_OF_BOUNDS);
+    pdc_path_result_free(&r);
+    req.goal = pdc_world(-1e300, 1e300);
+    assert_int_equal(pdc_find_path(c, &req, &r), PDC_OUT_OF_BOUNDS);
+    pdc_path_result_free(&r);
+    pdi_assert_daemon_serves(d);
+
+    req.start = pdc_cell(0, 0); /* the corner wall */
+    req.goal = pdc_cell(2, 2);
+    assert_int_equal(pdc_find_path(c, &req, &r), PDC_START_BLOCKED);
+    pdc_path_result_free(&r);
+    pdi_assert_daemon_serves(d);
+    /* The same connection carries on too. */
+    assert_int_equal(pdc_ping(c, NULL), PDC_OK);
+    pdc_close(c);
+}
+
+static pdc_server_stats get_stats(const pdi_daemon *d)
+{
+    pdc_server_stats st = {0};
+    pdc_conn *c = pdi_connect(d);
+    assert_non_null(c);
+    assert_int_equal(pdc_stats(c, &st), PDC_OK);
+    pdc_close(c);
+    return st;
+}
+
+/* A client that queues many long searches and hangs up: its queued jobs are
+ * dropped and its running ones cancelled, so hardly any of them produces a
+ * path (the daemon's paths_found counter), where running them would add
+ * T_QUEUED_THEN_GONE. */
+static void test_disconnect_with_requests_queued(void **state)
+{
+    pdi_daemon *d = *state;
+    int32_t gx, gy;
+    pdi_serpent_goal(&gx, &gy);
+    pdc_server_stats before = get_stats(d);
+
+    int fd = pdi_raw_connect(d->port);
+    assert_true(fd >= 0);
+    for (uint64_t id = 1; id <= T_QUEUED_THEN_GONE; id++) {
+        pdi_fp_msg m;
+        pdi_fp_init(&m, id, "serpent", 0, 0, gx, gy);
+        m.fp.style = PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS;
+        assert_int_equal(pdi_raw_send_request(fd, &m.req), 0);
+    }
+    /* The pong proves the daemon has read them all before the hang-up. */
+    pdi_small_msg ping;
+    pdi_ping_init(&ping, 1000, 1);
+    assert_int_equal(pdi_raw_send_request(fd, &ping.req), 0);
+    Pathd__V1__Response *pong = pdi_raw_recv_final(fd, 1000, PDI_CALL_TIMEOUT_MS);
+    assert_non_null(pong);
+    pathd__v1__response__free_unpacked(pong, NULL);
+    close(fd);
+
+    double gone = pdi_now_ms();
+    pdi_assert_daemon_serves(d); /* finds one path itself */
+    pdc_server_stats st;
+    double deadline = gone + PDI_CALL_TIMEOUT_MS;
+    do {
+        st = get_stats(d);
+        if (st.in_flight == 0 && st.queue_depth == 0)
+            break;
+        pdi_sleep_ms(10);
+    } while (pdi_now_ms() < deadline);
+    double idle_after = pdi_now_ms() - gone;
+    uint64_t theirs = st.paths_found - before.paths_found - 1;
+    print_message("idle %.0f ms after the hang-up; %llu of its %d searches produced a path\n", idle_after,
+                  (unsigned long long)theirs, T_QUEUED_THEN_GONE);
+    assert_int_equal(st.in_flight, 0);
+    assert_int_equal(st.queue_depth, 0);
+    /* At most the ones running on the two workers may have finished. */
+    assert_true(theirs <= 2);
+}
+
+static size_t encode_flood_batch(uint8_t **out)
+{
+    pdi_scenario sc[8];
+    size_t n_sc = pdi_load_scenarios(sc, 8);
+    assert_int_equal(n_sc, 8);
+    size_t cap = T_FLOOD_BATCH * 64, len = 0;
+    uint8_t *buf = malloc(cap);
+    assert_non_null(buf);
+    for (size_t i = 0; i < T_FLOOD_BATCH; i++) {
+        /* The longer half of the spread: answers of several KiB each. */
+        const pdi_scenario *s = &sc[4 + i % 4];
+        pdi_fp_msg m;
+        pdi_fp_init(&m, i + 1, "den520d", s->sx, s->sy, s->gx, s->gy);
+        size_t n = pathd__v1__request__get_packed_size(&m.req);
+        assert_true(len + 4 + n <= cap);
+        buf[len] = 0;
+        buf[len + 1] = 0;
+        buf[len + 2] = 0;
+        buf[len + 3] = (uint8_t)n;
+        pathd__v1__request__pack(&m.req, buf + len + 4);
+        len += 4 + n;
+    }
+    *out = buf;
+    return len;
+}
+
+/* A client that sends and sends but never reads: the daemon stops reading
+ * from it (backpressure), its memory stays bounded, and everyone else is
+ * still served meanwhile. */
+static void test_client_never_reads(void **state)
+{
+    pdi_daemon *d = *state;
+    /* Warm up both workers' search contexts on the largest scene, so the
+     * baseline includes them. */
+    int warm = pdi_raw_connect(d->port);
+    assert_true(warm >= 0);
+    pdi_warm_up(warm);
+    close(warm);
+    pdi_assert_daemon_serves(d);
+    long baseline = pdi_daemon_rss_kib(d);
+    assert_true(baseline > 0);
+
+    uint8_t *batch;
+    size_t batch_len = encode_flood_batch(&batch);
+    int fd = pdi_raw_connect(d->port);
+    assert_true(fd >= 0);
+    assert_int_equal(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
+
+    uint64_t sent = 0;
+    size_t off = 0;
+    long peak = baseline;
+    int controlled = 0, send_failed = 0;
+    double start = pdi_now_ms();
+    while (pdi_now_ms() - start < T_FLOOD_MS) {
+        ssize_t n = send(fd, batch + off, batch_len - off, MSG_NOSIGNAL);
+        if (n > 0) {
+            sent += (uint64_t)n;
+            off = (off + (size_t)n) % batch_len;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            struct pollfd pfd = {fd, POLLOUT, 0};
+            poll(&pfd, 1, 50);
+        } else {
+            send_failed = 1; /* the daemon cut us off: also a bound */
+            break;
+        }
+        long rss = pdi_daemon_rss_kib(d);
+        if (rss > peak)
+            peak = rss;
+        /* Halfway, while the flood is stalled, others must still be served. */
+        if (!controlled && pdi_now_ms() - start > T_FLOOD_MS / 2) {
+            pdi_assert_daemon_serves(d);
+            controlled = 1;
+        }
+    }
+    long rss_end = pdi_daemon_rss_kib(d);
+    if (rss_end > peak)
+        peak = rss_end;
+    close(fd);
+    free(batch);
+    long bound = T_RSS_FACTOR * (4L * (long)(T_HIGH_WATERMARK / 1024u) + T_RSS_SLACK_KIB);
+    print_message("never-reading client sent %.1f MiB of requests in %d ms (%s); daemon RSS %ld KiB -> "
+                  "peak %ld KiB (+%ld, bound +%ld)\n",
+                  (double)sent / (1024.0 * 1024.0), T_FLOOD_MS,
+                  send_failed ? "the daemon closed it" : "still open", baseline, peak, peak - baseline, bound);
+    assert_true(controlled);
+    assert_true(peak - baseline <= bound);
+    pdi_assert_daemon_serves(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_garbage_bytes, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_header_claiming_4gib, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_zero_length_frame, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_truncated_frame_then_close, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_unknown_fields, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_bad_requests, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_disconnect_with_requests_queued, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_client_never_reads, setup, pdi_fixture_stop),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

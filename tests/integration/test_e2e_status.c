@@ -1,0 +1,349 @@
+/*
+ * test_e2e_status.c - every wire status the daemon can give, provoked through
+ * the real pathd over a raw socket, each checked for the right id, the final
+ * flag and the body the protocol promises (docs/PROTOCOL.md, section 7).
+ *
+ * PARTIAL is provoked the documented way: a budget cut-off with
+ * partial_on_cutoff set returns the path to the best node so far. INTERNAL
+ * has no honest trigger (only an allocation failure inside the daemon gives
+ * it) and is deliberately not faked.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "harness.h"
+
+/* A low per-connection limit, so OVERLOADED needs only a few long searches. */
+#define T_MAX_INFLIGHT 4
+/* A tiny job queue (plus a worker per core busy) for the queue-full case. */
+#define T_QUEUE_CAPACITY 2
+#define T_MAX_CONNECTIONS 2
+
+static int setup(void **state)
+{
+    pdi_limits l = {0};
+    l.max_inflight_per_conn = T_MAX_INFLIGHT;
+    return pdi_fixture_start(state, &l);
+}
+
+static int setup_small_queue(void **state)
+{
+    pdi_limits l = {0};
+    l.job_queue_capacity = T_QUEUE_CAPACITY;
+    l.max_connections = T_MAX_CONNECTIONS;
+    return pdi_fixture_start(state, &l);
+}
+
+/* Receives the final answer for id and checks its status; returns it. */
+static Pathd__V1__Response *expect(int fd, uint64_t id, Pathd__V1__Status status)
+{
+    Pathd__V1__Response *r = pdi_raw_recv_final(fd, id, PDI_CALL_TIMEOUT_MS);
+    if (!r)
+        fail_msg("no final answer for request %llu", (unsigned long long)id);
+    if (r->status != status)
+        fail_msg("request %llu: status %d, expected %d (%s)", (unsigned long long)id, r->status, status,
+                 r->body_case == PATHD__V1__RESPONSE__BODY_ERROR ? r->error->message : "");
+    assert_true(r->final);
+    return r;
+}
+
+static void expect_and_free(int fd, uint64_t id, Pathd__V1__Status status)
+{
+    pathd__v1__response__free_unpacked(expect(fd, id, status), NULL);
+}
+
+/* A failed search is answered with one final PathChunk and no waypoints. */
+static void expect_empty_path(int fd, uint64_t id, Pathd__V1__Status status)
+{
+    Pathd__V1__Response *r = expect(fd, id, status);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PATH);
+    assert_int_equal(r->path->n_waypoints, 0);
+    pathd__v1__response__free_unpacked(r, NULL);
+}
+
+/* A request refused before any search is answered with an Error body. */
+static void expect_error(int fd, uint64_t id, Pathd__V1__Status status)
+{
+    Pathd__V1__Response *r = expect(fd, id, status);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_ERROR);
+    assert_true(r->error->message && r->error->message[0]);
+    pathd__v1__response__free_unpacked(r, NULL);
+}
+
+static void send_fp(int fd, uint64_t id, const char *scene, int32_t sx, int32_t sy, int32_t gx, int32_t gy)
+{
+    pdi_fp_msg m;
+    pdi_fp_init(&m, id, scene, sx, sy, gx, gy);
+    assert_int_equal(pdi_raw_send_request(fd, &m.req), 0);
+}
+
+static void test_ok_partial_no_path_and_search_outcomes(void **state)
+{
+    pdi_daemon *d = *state;
+    int fd = pdi_raw_connect(d->port);
+    assert_true(fd >= 0);
+
+    pdi_small_msg ping;
+    pdi_ping_init(&ping, 1, 77);
+    assert_int_equal(pdi_raw_send_request(fd, &ping.req), 0);
+    Pathd__V1__Response *r = expect(fd, 1, PATHD__V1__STATUS__OK);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PONG);
+    assert_int_equal(r->pong->nonce, 77);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    send_fp(fd, 2, "rooms", 1, 1, 10, 1);
+    r = expect(fd, 2, PATHD__V1__STATUS__OK);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PATH);
+    assert_int_equal(r->path->total_waypoints, 10);
+    assert_true(r->path->cost == 9.0);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    send_fp(fd, 3, "rooms", 1, 1, 17, 4); /* the sealed pocket */
+    expect_empty_path(fd, 3, PATHD__V1__STATUS__NO_PATH);
+    send_fp(fd, 4, "rooms", 11, 1, 1, 1); /* start on the wall */
+    expect_empty_path(fd, 4, PATHD__V1__STATUS__START_BLOCKED);
+    send_fp(fd, 5, "rooms", 1, 1, 11, 2); /* goal on the wall */
+    expect_empty_path(fd, 5, PATHD__V1__STATUS__GOAL_BLOCKED);
+
+    pdi_scenario sc[2];
+    assert_int_equal(pdi_load_scenarios(sc, 2), 2);
+    pdi_fp_msg m;
+    pdi_fp_init(&m, 6, "den520d", sc[1].sx, sc[1].sy, sc[1].gx, sc[1].gy);
+    m.fp.max_expansions = 10;
+    assert_int_equal(pdi_raw_send_request(fd, &m.req), 0);
+    r = expect(fd, 6, PATHD__V1__STATUS__BUDGET_EXCEEDED);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PATH);
+    assert_true(r->path->expansions <= 10);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    /* The same cut-off with partial_on_cutoff: PARTIAL, a usable path from
+     * the start towards the goal, and the cause in cutoff. */
+    pdi_fp_init(&m, 8, "den520d", sc[1].sx, sc[1].sy, sc[1].gx, sc[1].gy);
+    m.fp.max_expansions = 100;
+    m.fp.partial_on_cutoff = 1;
+    assert_int_equal(pdi_raw_send_request(fd, &m.req), 0);
+    r = expect(fd, 8, PATHD__V1__STATUS__PARTIAL);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PATH);
+    assert_true(r->path->n_waypoints >= 2);
+    assert_int_equal(r->path->waypoints[0]->x, sc[1].sx);
+    assert_int_equal(r->path->waypoints[0]->y, sc[1].sy);
+    assert_int_equal(r->path->cutoff, PATHD__V1__STATUS__BUDGET_EXCEEDED);
+    assert_non_null(r->path->goal_used);
+    assert_false(r->path->goal_used->x == sc[1].gx && r->path->goal_used->y == sc[1].gy);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    /* 1 ms is far less than the ~0.5 M expansions the serpent needs. */
+    pdi_send_serpent(fd, 7, 1);
+    expect_empty_path(fd, 7, PATHD__V1__STATUS__DEADLINE_EXCEEDED);
+    close(fd);
+}
+
+static void test_refusals(void **state)
+{
+    pdi_daemon *d = *state;
+    int fd = pdi_raw_connect(d->port);
+    assert_true(fd >= 0);
+
+    send_fp(fd, 1, "no-such-scene", 0, 0, 1, 1);
+    expect_error(fd, 1, PATHD__V1__STATUS__UNKNOWN_SCENE);
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__GetSceneInfo info = PATHD__V1__GET_SCENE_INFO__INIT;
+    info.scene = "no-such-scene";
+    req.id = 2;
+    req.body_case = PATHD__V1__REQUEST__BODY_SCENE_INFO;
+    req.scene_info = &info;
+    assert_int_equal(pdi_raw_send_request(fd, &req), 0);
+    expect_error(fd, 2, PATHD__V1__STATUS__UNKNOWN_SCENE);
+
+    send_fp(fd, 3, "rooms", 24, 0, 1, 1); /* x == width */
+    expect_error(fd, 3, PATHD__V1__STATUS__OUT_OF_BOUNDS);
+    send_fp(fd, 4, "rooms", 1, 1, 1, -1);
+    expect_error(fd, 4, PATHD__V1__STATUS__OUT_OF_BOUNDS);
+
+    /* INVALID_ARGUMENT, one bad field at a time. */
+    pdi_fp_msg m;
+    pdi_fp_init(&m, 10, "rooms", 1, 1, 2, 2);
+    m.fp.unit_size = 3; /* rooms serves 1 and 2 */
+    assert_int_equal(pdi_raw_send_request(fd, &m.req), 0);
+    expect_error(fd, 10, PATHD__V1__STATUS__INVALID_ARGUMENT);
+    pdi_fp_init(&m, 11, "rooms", 1, 1, 2, 2);
+    m.fp.connectivity = 5;
+    assert_int_equal(pdi_raw_send_request(fd, &m.req), 0);
+    expect_error(fd, 11, PATHD__V1__STATUS__INVALID_ARGUMENT);
+    pdi_fp_init(&m, 12, "", 1, 1, 2, 2);
+    assert_int_equal(pdi_raw_send_request(fd, &m.req), 0);
+    expect_error(fd, 12, PATHD__V1__STATUS__INVALID_ARGUMENT);
+    pdi_fp_init(&m, 13, "rooms", 1, 1, 2, 2);
+    m.fp.start = NULL;
+    assert_int_equal(pdi_raw_send_request(fd, &m.req), 0);
+    expect_error(fd, 13, PATHD__V1__STATUS__INVALID_ARGUMENT);
+    pdi_fp_init(&m, 14, "rooms", 1, 1, 2, 2);
+    m.fp.deadline_ms = 600001;
+    assert_int_equal(pdi_raw_send_request(fd, &m.req), 0);
+    expect_error(fd, 14, PATHD__V1__STATUS__INVALID_ARGUMENT);
+    pdi_fp_init(&m, 15, "rooms", 1, 1, 2, 2);
+    m.fp.style = 7;
+    assert_int_equal(pdi_raw_send_request(fd, &m.req), 0);
+    expect_error(fd, 15, PATHD__V1__STATUS__INVALID_ARGUMENT);
+    Pathd__V1__Request empty = PATHD__V1__REQUEST__INIT;
+    empty.id = 16;
+    assert_int_equal(pdi_raw_send_request(fd, &empty), 0);
+    expect_error(fd, 16, PATHD__V1__STATUS__INVALID_ARGUMENT);
+    /* Cancelling what is not in flight is refused with an empty body. */
+    pdi_send_cancel(fd, 17, 9999);
+    Pathd__V1__Response *r = expect(fd, 17, PATHD__V1__STATUS__INVALID_ARGUMENT);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    /* The connection survived every refusal. */
+    pdi_small_msg ping;
+    pdi_ping_init(&ping, 18, 5);
+    assert_int_equal(pdi_raw_send_request(fd, &ping.req), 0);
+    expect_and_free(fd, 18, PATHD__V1__STATUS__OK);
+    close(fd);
+}
+
+static void test_cancelled_and_overloaded(void **state)
+{
+    pdi_daemon *d = *state;
+    int fd = pdi_raw_connect(d->port);
+    assert_true(fd >= 0);
+    /* T_MAX_INFLIGHT long searches fill the connection's allowance, so one
+     * more is refused at once. Then all are cancelled: with 2 workers at
+     * least two are still queued, and a queued job is always cancelled; a
+     * running one may finish first. Frames are taken in whatever order
+     * they come. */
+    for (uint64_t id = 1; id <= T_MAX_INFLIGHT; id++)
+        pdi_send_serpent(fd, id, 0);
+    pdi_send_serpent(fd, 100, 0);
+    int refused = 0, answered = 0, acked = 0, cancelled = 0;
+    while (!refused || answered < T_MAX_INFLIGHT || acked < T_MAX_INFLIGHT) {
+        Pathd__V1__Response *r = pdi_raw_recv(fd, PDI_CALL_TIMEOUT_MS, NULL);
+        assert_non_null(r);
+        if (r->id == 100) {
+            assert_true(r->final);
+            assert_int_equal(r->status, PATHD__V1__STATUS__OVERLOADED);
+            assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_ERROR);
+            assert_false(refused);
+            refused = 1;
+            for (uint64_t id = 1; id <= T_MAX_INFLIGHT; id++)
+                pdi_send_cancel(fd, 200 + id, id);
+        } else if (r->final && r->id >= 1 && r->id <= T_MAX_INFLIGHT) {
+            assert_true(r->status == PATHD__V1__STATUS__CANCELLED || r->status == PATHD__V1__STATUS__OK);
+            assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PATH);
+            cancelled += r->status == PATHD__V1__STATUS__CANCELLED;
+            answered++;
+        } else if (r->id > 200 && r->id <= 200 + T_MAX_INFLIGHT) {
+            /* The ack: OK while the target was in flight, INVALID_ARGUMENT
+             * if it had already been answered. */
+            assert_true(r->final);
+            assert_true(r->status == PATHD__V1__STATUS__OK || r->status == PATHD__V1__STATUS__INVALID_ARGUMENT);
+            assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY__NOT_SET);
+            acked++;
+        }
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+    assert_true(cancelled >= T_MAX_INFLIGHT - 2);
+    close(fd);
+}
+
+static void test_protocol_errors(void **state)
+{
+    pdi_daemon *d = *state;
+    /* MALFORMED: a frame whose payload is not a Request (a varint that never
+     * ends), answered with id 0, then the connection closes. */
+    int fd = pdi_raw_connect(d->port);
+    assert_true(fd >= 0);
+    uint8_t bad[4 + 16] = {0, 0, 0, 16};
+    memset(bad + 4, 0xff, 16);
+    assert_int_equal(pdi_raw_send(fd, bad, sizeof bad), 0);
+    Pathd__V1__Response *r = expect(fd, 0, PATHD__V1__STATUS__MALFORMED);
+    pathd__v1__response__free_unpacked(r, NULL);
+    assert_true(pdi_raw_wait_closed(fd, PDI_CALL_TIMEOUT_MS));
+    close(fd);
+
+    /* FRAME_TOO_LARGE: a header one byte above the 1 MiB default. */
+    fd = pdi_raw_connect(d->port);
+    assert_true(fd >= 0);
+    const uint8_t big[4] = {0x00, 0x10, 0x00, 0x01};
+    assert_int_equal(pdi_raw_send(fd, big, sizeof big), 0);
+    r = expect(fd, 0, PATHD__V1__STATUS__FRAME_TOO_LARGE);
+    pathd__v1__response__free_unpacked(r, NULL);
+    assert_true(pdi_raw_wait_closed(fd, PDI_CALL_TIMEOUT_MS));
+    close(fd);
+    pdi_assert_daemon_serves(d);
+}
+
+/* OVERLOADED from the two global limits: the job queue and the connection
+ * count. */
+static void test_overloaded_global_limits(void **state)
+{
+    pdi_daemon *d = *state;
+    int fd = pdi_raw_connect(d->port);
+    assert_true(fd >= 0);
+    /* 2 workers + T_QUEUE_CAPACITY queued slots: the fifth long search at the
+     * latest finds the queue full. */
+    const uint64_t n = 2 + T_QUEUE_CAPACITY + 1;
+    for (uint64_t id = 1; id <= n; id++)
+        pdi_send_serpent(fd, id, 0);
+    int overloaded = 0;
+    for (uint64_t k = 0; k < n; k++) {
+        Pathd__V1__Response *r = pdi_raw_recv(fd, PDI_CALL_TIMEOUT_MS, NULL);
+        assert_non_null(r);
+        if (!r->final) {
+            pathd__v1__response__free_unpacked(r, NULL);
+            k--;
+            continue;
+        }
+        if (r->status == PATHD__V1__STATUS__OVERLOADED) {
+            assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_ERROR);
+            assert_non_null(strstr(r->error->message, "queue"));
+            overloaded++;
+            /* Refusals come at once; end the rest early. */
+            if (overloaded == 1)
+                for (uint64_t id = 1; id <= n; id++)
+                    pdi_send_cancel(fd, 100 + id, id);
+        } else if (r->id >= 100) {
+            k--; /* a cancel ack */
+        } else {
+            assert_true(r->status == PATHD__V1__STATUS__CANCELLED || r->status == PATHD__V1__STATUS__OK);
+        }
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+    assert_true(overloaded >= 1);
+
+    /* This connection plus one more reach T_MAX_CONNECTIONS; a third is
+     * accepted, told OVERLOADED with id 0, and closed. */
+    int fd2 = pdi_raw_connect(d->port);
+    assert_true(fd2 >= 0);
+    pdi_small_msg ping;
+    pdi_ping_init(&ping, 1, 1);
+    assert_int_equal(pdi_raw_send_request(fd2, &ping.req), 0);
+    expect_and_free(fd2, 1, PATHD__V1__STATUS__OK);
+    int fd3 = pdi_raw_connect(d->port);
+    assert_true(fd3 >= 0);
+    Pathd__V1__Response *r = expect(fd3, 0, PATHD__V1__STATUS__OVERLOADED);
+    pathd__v1__response__free_unpacked(r, NULL);
+    assert_true(pdi_raw_wait_closed(fd3, PDI_CALL_TIMEOUT_MS));
+    close(fd3);
+    close(fd2);
+    close(fd);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_ok_partial_no_path_and_search_outcomes, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_refusals, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_cancelled_and_overloaded, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_protocol_errors, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_overloaded_global_limits, setup_small_queue, pdi_fixture_stop),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
