@@ -28,6 +28,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,7 @@ typedef struct pd_bench_options {
     int json;
     int quiet;
     const char *maps_dir;   /* NULL = look next to the scen file, then ../maps */
+    long threads;           /* > 0: also measure throughput with this many threads */
 } pd_bench_options;
 
 static const pd_bench_options pd__default_options = {
@@ -114,7 +116,12 @@ static const pd_bench_options pd__default_options = {
     .json = 0,
     .quiet = 0,
     .maps_dir = NULL,
+    .threads = 0,
 };
+
+/* Most threads --threads accepts: far more than the cores of any machine we
+ * run on; each thread holds a search context as large as the map. */
+#define PD_BENCH_MAX_THREADS 256
 
 /* One line of a scenario file. */
 typedef struct pd_bench_query {
@@ -173,6 +180,10 @@ static void pd__usage(FILE *out, const char *argv0)
             "  --every K      run only every K-th query of each file (the 1st, K+1-th, ...)\n"
             "  --last N       run only the last N queries of each file (the longest ones);\n"
             "                 with --every, every K-th of those\n"
+            "  --threads N    after checking, also run the selected queries of each file\n"
+            "                 spread over N threads (one search context each) and print\n"
+            "                 the throughput in queries/s: the in-process ceiling that\n"
+            "                 pathd-load's end-to-end figure is compared with\n"
             "  --reps R       run each query R times; a query's time is the median of\n"
             "                 its runs, a map's median is the median of those (default 1)\n"
             "  --connect 4|8  connectivity (default 8). Scenario lengths are 8-connected,\n"
@@ -725,6 +736,64 @@ static const char *pd__run_query(pd_bench_run *run, const pd_grid *g, const pd_b
     return reason;
 }
 
+typedef struct pd_bench_worker {
+    const pd_grid *grid;
+    const pd_bench_query *qs;
+    const size_t *picked;          /* indices into qs */
+    size_t n_picked;
+    size_t first, stride;          /* this thread's share: first, first+stride, ... */
+    pd_connectivity connect;
+    size_t failed;                 /* searches that did not return PD_OK */
+} pd_bench_worker;
+
+static void *pd__throughput_thread(void *arg)
+{
+    pd_bench_worker *w = arg;
+    pd_search_ctx *ctx = pd_search_ctx_create();
+    if (!ctx) {
+        w->failed = w->n_picked;
+        return NULL;
+    }
+    for (size_t i = w->first; i < w->n_picked; i += w->stride) {
+        const pd_bench_query *q = &w->qs[w->picked[i]];
+        pd_search_params p = { .start = q->start, .goal = q->goal, .connectivity = w->connect };
+        pd_search_metrics m;
+        /* Cost only: the daemon copies the path out too, but that is per
+         * waypoint work the network side also pays; the search dominates. */
+        if (pd_search_astar(ctx, w->grid, &p, NULL, 0, &m) != PD_OK)
+            w->failed++;
+    }
+    pd_search_ctx_destroy(ctx);
+    return NULL;
+}
+
+/* Runs the picked queries over opt.threads threads and prints queries/s. */
+static void pd__run_throughput(const pd_bench_run *run, const char *scen_path, const pd_grid *grid,
+                               const pd_bench_query *qs, const size_t *picked, size_t n_picked)
+{
+    size_t nt = (size_t)run->opt.threads;
+    pd_bench_worker *ws = pd__xrealloc(NULL, nt * sizeof *ws);
+    pthread_t *tids = pd__xrealloc(NULL, nt * sizeof *tids);
+    uint64_t t0 = pd__now_nanos();
+    for (size_t t = 0; t < nt; t++) {
+        ws[t] = (pd_bench_worker){ grid, qs, picked, n_picked, t, nt, run->opt.connect, 0 };
+        if (pthread_create(&tids[t], NULL, pd__throughput_thread, &ws[t]) != 0)
+            pd__die_input("cannot start a thread");
+    }
+    size_t failed = 0;
+    for (size_t t = 0; t < nt; t++) {
+        pthread_join(tids[t], NULL);
+        failed += ws[t].failed;
+    }
+    double secs = (double)(pd__now_nanos() - t0) / 1e9;
+    fprintf(run->opt.json ? stderr : stdout,
+            "# throughput %s: %zu queries on %zu threads in %.3f s = %.1f queries/s%s\n",
+            pd__basename(scen_path), n_picked, nt, secs, secs > 0 ? (double)n_picked / secs : 0.0,
+            failed ? " (SOME FAILED)" : "");
+    free(ws);
+    free(tids);
+}
+
 static void pd__run_scen_file(pd_bench_run *run, const char *scen_path)
 {
     size_t n = 0;
@@ -737,6 +806,8 @@ static void pd__run_scen_file(pd_bench_run *run, const char *scen_path)
     pd_grid *grid = NULL;
     char grid_name[PD_BENCH_MAX_NAME] = "";
     size_t reported = 0, file_failed = 0;
+    size_t *picked = pd__xrealloc(NULL, (n ? n : 1) * sizeof *picked);
+    size_t n_picked = 0;
 
     for (size_t i = first; i < n; i += (size_t)run->opt.every) {
         const pd_bench_query *q = &qs[i];
@@ -744,6 +815,7 @@ static void pd__run_scen_file(pd_bench_run *run, const char *scen_path)
             pd_grid_destroy(grid);
             grid = pd__load_map(&run->opt, scen_path, q->map);
             snprintf(grid_name, sizeof grid_name, "%s", q->map);
+            n_picked = 0; /* throughput runs on the file's last map only */
             /* A path never holds more cells than the map has. */
             pd__reserve_path(run, (size_t)grid->width * (size_t)grid->height);
         }
@@ -752,6 +824,7 @@ static void pd__run_scen_file(pd_bench_run *run, const char *scen_path)
                           q->line, q->map, (int)q->map_width, (int)q->map_height,
                           (int)grid->width, (int)grid->height);
 
+        picked[n_picked++] = i;
         double micros = 0.0;
         pd_search_metrics m;
         pd_status st;
@@ -781,7 +854,10 @@ static void pd__run_scen_file(pd_bench_run *run, const char *scen_path)
     }
     if (!run->opt.quiet && file_failed > reported)
         fprintf(stderr, "mismatch: %s: %zu more not shown\n", scen_path, file_failed - reported);
+    if (run->opt.threads > 0 && grid && n_picked > 0)
+        pd__run_throughput(run, scen_path, grid, qs, picked, n_picked);
     pd_grid_destroy(grid);
+    free(picked);
     free(qs);
 }
 
@@ -925,6 +1001,9 @@ int main(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--reps") == 0) {
             run.opt.reps = pd__parse_count(argv0, a, next, PD_BENCH_MAX_REPS);
+            i++;
+        } else if (strcmp(a, "--threads") == 0) {
+            run.opt.threads = pd__parse_count(argv0, a, next, PD_BENCH_MAX_THREADS);
             i++;
         } else if (strcmp(a, "--connect") == 0) {
             if (next && strcmp(next, "4") == 0)

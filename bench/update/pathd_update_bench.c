@@ -2,13 +2,17 @@
  * pathd_update_bench.c - latency of live cell updates (UpdateCells).
  *
  * Builds a random N x N scene (about 20% obstacles, default 1024 x 1024) with
- * the given unit sizes, then times pd_scene_apply_update - copy of the
- * snapshot plus local repair of clearance, unit grids and component labels -
- * for a 1-cell change and a 32 x 32 rectangle change. Every timed update is a
- * real change (a cell or rectangle is blocked, then opened again), and each
- * builds on the version before it, as a live scene would. For comparison it
- * also times a copy of the derived data alone (the floor of copy-on-write)
- * and a full rebuild of it from the grid (what an update would cost without
+ * the given unit sizes, then times updates - copy of the snapshot plus local
+ * repair of clearance, unit grids and component labels - for a 1-cell change
+ * and a 32 x 32 rectangle change, two ways:
+ *  - pd_registry_update, the daemon's path: the new version is written into
+ *    the buffers of the snapshot the previous update retired;
+ *  - pd_scene_apply_update alone: every version gets freshly allocated
+ *    buffers (what an update costs while searches still hold the old one).
+ * Every timed update is a real change (a cell or rectangle is blocked, then
+ * opened again), and each builds on the version before it, as a live scene
+ * would. For comparison it also times a copy of the derived data alone and
+ * a full rebuild of it from the grid (what an update would cost without
  * local repair). Prints median, p99 and max per row.
  *
  *   pathd-update-bench [--size N] [--reps R] [--units 1,2,3] [--seed S]
@@ -171,8 +175,8 @@ static void rect_update(const pd_scene *s, int rep, pd_scene_update *u, pd_point
 
 /* Times `reps` updates from `make` on a chain of versions starting at *cur;
  * *cur ends at the last version. Returns 0 or -1. */
-static int time_updates(pd_scene **cur, make_update_fn make, int reps, uint64_t *ns,
-                        uint64_t *changed_total)
+static int time_apply(pd_scene **cur, make_update_fn make, int reps, uint64_t *ns,
+                      uint64_t *changed_total)
 {
     pd_point where = { 0, 0 };
     *changed_total = 0;
@@ -193,6 +197,30 @@ static int time_updates(pd_scene **cur, make_update_fn make, int reps, uint64_t 
         *changed_total += res.cells_changed;
         pd_scene_release(*cur);
         *cur = next;
+    }
+    return 0;
+}
+
+/* The same through the registry, which reuses retired snapshots. */
+static int time_registry(pd_registry *r, make_update_fn make, int reps, uint64_t *ns)
+{
+    pd_point where = { 0, 0 };
+    for (int rep = 0; rep < reps; rep++) {
+        pd_scene *cur = pd_registry_acquire(r, "bench");
+        if (!cur)
+            return -1;
+        pd_scene_update u;
+        make(cur, rep, &u, &where);
+        pd_scene_release(cur);
+        pd_scene_update_result res;
+        uint64_t t0 = now_ns();
+        pd_status st = pd_registry_update(r, "bench", &u, &res);
+        ns[rep] = now_ns() - t0;
+        if (st != PD_OK || res.cells_changed == 0) {
+            fprintf(stderr, "pathd-update-bench: registry update %d: %s, %" PRIu64 " cells changed\n",
+                    rep, pd_status_name(st), res.cells_changed);
+            return -1;
+        }
     }
     return 0;
 }
@@ -292,15 +320,23 @@ int main(int argc, char **argv)
     uint64_t t0 = now_ns();
     pd_scene *s = pd_scene_load(&cs, err, sizeof err);
     uint64_t load_ns = now_ns() - t0;
+    pd_registry *r = pd_registry_create();
+    pd_conf conf = pd_conf_defaults;
+    conf.scenes = &cs;
+    conf.n_scenes = 1;
+    int loaded = s && r && pd_registry_load(r, &conf, err, sizeof err) == 0;
     remove(path);
-    if (!s) {
-        fprintf(stderr, "pathd-update-bench: %s\n", err);
+    if (!loaded) {
+        fprintf(stderr, "pathd-update-bench: %s\n", s && r ? err : "cannot load the map");
+        pd_scene_release(s);
+        pd_registry_destroy(r);
         return 1;
     }
 
     uint64_t *ns = calloc((size_t)reps, sizeof *ns);
     if (!ns) {
         pd_scene_release(s);
+        pd_registry_destroy(r);
         fprintf(stderr, "pathd-update-bench: out of memory\n");
         return 1;
     }
@@ -312,16 +348,26 @@ int main(int argc, char **argv)
 
     int rc = 0;
     uint64_t changed = 0;
-    if (time_updates(&s, one_cell_update, (int)reps, ns, &changed) != 0) {
+    if (time_registry(r, one_cell_update, (int)reps, ns) != 0) {
         rc = 1;
         goto out;
     }
-    print_row("update 1 cell", ns, (size_t)reps);
-    if (time_updates(&s, rect_update, (int)reps, ns, &changed) != 0) {
+    print_row("1 cell, registry", ns, (size_t)reps);
+    if (time_registry(r, rect_update, (int)reps, ns) != 0) {
         rc = 1;
         goto out;
     }
-    print_row("update 32x32 rect", ns, (size_t)reps);
+    print_row("32x32 rect, registry", ns, (size_t)reps);
+    if (time_apply(&s, one_cell_update, (int)reps, ns, &changed) != 0) {
+        rc = 1;
+        goto out;
+    }
+    print_row("1 cell, new buffers", ns, (size_t)reps);
+    if (time_apply(&s, rect_update, (int)reps, ns, &changed) != 0) {
+        rc = 1;
+        goto out;
+    }
+    print_row("32x32 rect, new bufs", ns, (size_t)reps);
     size_t few = (size_t)reps < BENCH_REBUILD_REPS_MAX ? (size_t)reps : BENCH_REBUILD_REPS_MAX;
     for (size_t i = 0; i < few; i++) {
         if (time_copy(s, 0, &ns[i]) != 0) {
@@ -329,7 +375,7 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    print_row("copy only (floor)", ns, few);
+    print_row("copy, new buffers", ns, few);
     for (size_t i = 0; i < few; i++) {
         if (time_copy(s, 1, &ns[i]) != 0) {
             rc = 1;
@@ -344,5 +390,6 @@ out:
         fprintf(stderr, "pathd-update-bench: out of memory or failed update\n");
     free(ns);
     pd_scene_release(s);
+    pd_registry_destroy(r);
     return rc;
 }
