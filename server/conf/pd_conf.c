@@ -30,12 +30,17 @@
  *       {
  *         "name": "town",                required; 1..63 bytes of [A-Za-z0-9_.-]; unique
  *         "map": "scenes/town.txt",      required; relative to the config file's directory
- *         "format": "ascii",             required; "ascii" | "movingai"
+ *         "format": "ascii",             required; "ascii" | "movingai" | "tiled"
  *         "origin": [-20, -15],          world coordinates of cell (0,0); default [0, 0]
  *         "cell_size": 1.0,              world units per cell, finite and > 0; default 1
- *         "unit_sizes": [1, 2]           1..PD_CONF_MAX_UNIT_SIZES distinct sizes,
+ *         "unit_sizes": [1, 2],          1..PD_CONF_MAX_UNIT_SIZES distinct sizes,
  *                                        each 1..PD_CONF_MAX_UNIT_SIZE; default [1];
  *                                        stored sorted ascending
+ *         "costs": {"S": 3, "T": 9},     movingai only: map character (one printable
+ *                                        ASCII character) -> cost 1..255 or "blocked";
+ *                                        overrides the format's meaning of it
+ *         "layer": "walls"               tiled only: tile layer name; default: the
+ *                                        first tile layer
  *       }
  *     ]
  *   }
@@ -402,11 +407,43 @@ static int pd__parse_unit_sizes(const pd__ctx *ctx, const cJSON *arr, const char
     return 0;
 }
 
+/* "costs": {"S": 3, "W": "blocked"}. Keys are single printable ASCII
+ * characters, because map rows are bytes and a multi-byte key could never
+ * match one cell. */
+static int pd__parse_costs(const pd__ctx *ctx, const cJSON *obj, const char *path,
+                           pd_conf_scene *s)
+{
+    char child[PD_CONF_MAX_JSON_PATH];
+    if (!cJSON_IsObject(obj))
+        return pd__fail(ctx, path, "must be an object, not %s", pd__type_name(obj));
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        pd__child_key(child, path, it->string);
+        const unsigned char *key = (const unsigned char *)it->string;
+        if (key[0] < 0x21 || key[0] > 0x7e || key[1] != '\0')
+            return pd__fail(ctx, child, "a key must be one printable ASCII character");
+        if (s->char_cost_set[key[0]])
+            return pd__fail(ctx, child, "key given more than once");
+        if (cJSON_IsString(it) && it->valuestring && strcmp(it->valuestring, "blocked") == 0) {
+            s->char_cost[key[0]] = 0;
+        } else if (cJSON_IsNumber(it)) {
+            uint32_t cost;
+            if (pd__get_u32(ctx, it, child, 1, 255, &cost) != 0)
+                return -1;
+            s->char_cost[key[0]] = (uint8_t)cost;
+        } else {
+            return pd__fail(ctx, child, "must be a cost 1..255 or \"blocked\", not %s",
+                            pd__type_name(it));
+        }
+        s->char_cost_set[key[0]] = 1;
+    }
+    return 0;
+}
+
 static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *path,
                            pd_conf_scene *s)
 {
     static const char *const keys[] = {
-        "name", "map", "format", "origin", "cell_size", "unit_sizes", NULL,
+        "name", "map", "format", "origin", "cell_size", "unit_sizes", "costs", "layer", NULL,
     };
     char child[PD_CONF_MAX_JSON_PATH];
     const char *str = NULL;
@@ -437,15 +474,43 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
     pd__child_key(child, path, "format");
     v = cJSON_GetObjectItemCaseSensitive(obj, "format");
     if (!v)
-        return pd__fail(ctx, child, "is required (\"ascii\" or \"movingai\")");
+        return pd__fail(ctx, child, "is required (\"ascii\", \"movingai\" or \"tiled\")");
     if (pd__get_string(ctx, v, child, &str) != 0)
         return -1;
     if (strcmp(str, "ascii") == 0)
         s->format = PD_MAP_ASCII;
     else if (strcmp(str, "movingai") == 0)
         s->format = PD_MAP_MOVINGAI;
+    else if (strcmp(str, "tiled") == 0)
+        s->format = PD_MAP_TILED;
     else
-        return pd__fail(ctx, child, "must be \"ascii\" or \"movingai\"");
+        return pd__fail(ctx, child, "must be \"ascii\", \"movingai\" or \"tiled\"");
+
+    /* Both keys only mean something for one format; elsewhere they would be
+     * silently ignored, which is the mistake strict validation is for. */
+    v = cJSON_GetObjectItemCaseSensitive(obj, "costs");
+    if (v) {
+        pd__child_key(child, path, "costs");
+        if (s->format != PD_MAP_MOVINGAI)
+            return pd__fail(ctx, child, "applies to movingai maps only (ascii maps write costs "
+                                        "as 1..9, tiled maps as tile properties)");
+        if (pd__parse_costs(ctx, v, child, s) != 0)
+            return -1;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(obj, "layer");
+    if (v) {
+        pd__child_key(child, path, "layer");
+        if (s->format != PD_MAP_TILED)
+            return pd__fail(ctx, child, "applies to tiled maps only");
+        if (pd__get_string(ctx, v, child, &str) != 0)
+            return -1;
+        len = strlen(str);
+        if (len == 0)
+            return pd__fail(ctx, child, "must not be empty (leave it out for the first tile layer)");
+        if (len >= PD_CONF_MAX_LAYER_NAME)
+            return pd__fail(ctx, child, "must be at most %d bytes", PD_CONF_MAX_LAYER_NAME - 1);
+        memcpy(s->tiled_layer, str, len + 1);
+    }
 
     s->origin_x = 0.0;
     s->origin_y = 0.0;

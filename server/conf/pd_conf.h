@@ -24,7 +24,14 @@
 typedef enum pd_map_format {
     PD_MAP_MOVINGAI = 0,             /* "movingai": Moving AI .map */
     PD_MAP_ASCII = 1,                /* "ascii": '.', '#', '1'..'9' */
+    PD_MAP_TILED = 2,                /* "tiled": Tiled JSON map (.tmj / .json), see pd_tiled.h */
 } pd_map_format;
+
+/* Longest Tiled layer name a scene may select, in bytes incl. NUL: Tiled
+ * names are labels typed in an editor, never paragraphs. */
+#define PD_CONF_MAX_LAYER_NAME 128
+/* Entries of a per-character cost table: one per byte value. */
+#define PD_CONF_CHAR_COSTS 256
 
 typedef enum pd_log_level {
     PD_LOG_ERROR = 0,
@@ -41,6 +48,14 @@ typedef struct pd_conf_scene {
     double cell_size;                /* world units per cell; > 0 */
     uint32_t unit_sizes[PD_CONF_MAX_UNIT_SIZES];
     size_t n_unit_sizes;             /* >= 1; default {1} */
+    /* "costs" (movingai only): char_cost_set[c] != 0 makes map character c
+     * mean char_cost[c]: 0 = blocked, 1..255 = passable with that cost. Unset
+     * characters keep the format's meaning. */
+    uint8_t char_cost[PD_CONF_CHAR_COSTS];
+    uint8_t char_cost_set[PD_CONF_CHAR_COSTS];
+    /* "layer" (tiled only): the tile layer that marks blocked cells; "" =
+     * the first tile layer in the file. */
+    char tiled_layer[PD_CONF_MAX_LAYER_NAME];
 } pd_conf_scene;
 
 typedef struct pd_conf {

@@ -7,8 +7,11 @@
  * long as they hold it, even if the registry is reloaded meanwhile (SIGHUP).
  * That is what keeps a worker safe when a map is swapped mid-query.
  *
- * Thread safety: the registry may be read from any thread; reload/replace
- * are serialised internally. pd_scene_retain/release are atomic.
+ * Thread safety: the registry may be read from any thread; reloads and cell
+ * updates are serialised internally. pd_scene_retain/release are atomic.
+ * The registry may reuse a retired snapshot's memory for a later version once
+ * every reference to it is gone, so tell snapshots apart by version, never
+ * by address.
  */
 #ifndef PD_SCENE_H
 #define PD_SCENE_H
@@ -43,9 +46,9 @@ typedef struct pd_scene {
     uint32_t unit_sizes[PD_CONF_MAX_UNIT_SIZES];
     size_t n_unit_sizes;
     uint64_t version;                /* starts at 1; a registry reload that replaces a
-                                        scene of the same name gives the new snapshot
-                                        the old version + 1 (a later issue also bumps
-                                        it on cell updates) */
+                                        scene of the same name, and every cell update
+                                        that changes a cell, gives the new snapshot the
+                                        old version + 1 */
 } pd_scene;
 
 void pd_scene_retain(pd_scene *s);
@@ -69,8 +72,8 @@ typedef enum pd_update_op {
     PD_UPDATE_COST = 2,              /* cells become passable with the given cost */
 } pd_update_op;
 
-/* Cells changed by one update at most: bounds the copy and repair work one
- * request can cause on the loop of updates. */
+/* Cells one update may name at most (rectangle area or list length): bounds
+ * the validation, apply and repair work a single request can cause. */
 #define PD_SCENE_MAX_UPDATE_CELLS (1024u * 1024u)
 
 typedef struct pd_scene_update {
@@ -91,9 +94,14 @@ typedef struct pd_scene_update_result {
 /* Builds the next version of s with the update applied: grid, clearance,
  * unit grids and component labels are copied and repaired for the changed
  * region only. s itself is untouched (readers keep using it). Returns PD_OK
- * with a new scene (refcount 1) in *out, or PD_INVALID_ARGUMENT (bad op or
- * cost, empty or oversized update), PD_OUT_OF_BOUNDS (a cell or the rectangle
- * outside the grid), PD_INTERNAL (allocation). */
+ * with a new scene (refcount 1, version s->version + 1) in *out, or
+ * PD_INVALID_ARGUMENT (bad op or cost, min > max, empty or oversized update,
+ * NULL arguments), PD_OUT_OF_BOUNDS (a cell or the rectangle outside the
+ * grid), PD_INTERNAL (allocation); on error *out is NULL.
+ *
+ * An update that changes no cell (every cell already has the value) makes no
+ * new version: PD_OK with *out = NULL, res->version = s->version and
+ * res->cells_changed = 0. res may be NULL. A cell listed twice counts once. */
 pd_status pd_scene_apply_update(const pd_scene *s, const pd_scene_update *u, pd_scene **out,
                                 pd_scene_update_result *res);
 
@@ -122,7 +130,10 @@ void pd_registry_release_list(pd_scene **list, size_t n);
 
 /* Applies u to the current version of scene `name` and publishes the result
  * atomically; updates and reloads are serialised, so none is lost. Returns
- * PD_UNKNOWN_SCENE or the statuses of pd_scene_apply_update. */
+ * PD_UNKNOWN_SCENE or the statuses of pd_scene_apply_update; res->version is
+ * the version now served (unchanged when the update changed no cell). The
+ * copy and repair run on the calling thread: call it from a worker, never
+ * from the event loop. */
 pd_status pd_registry_update(pd_registry *r, const char *name, const pd_scene_update *u,
                              pd_scene_update_result *res);
 

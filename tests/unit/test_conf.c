@@ -1,8 +1,9 @@
 /*
  * test_conf.c - the JSON config reader: defaults, a complete valid file,
  * every validation error with its JSON path, listen-address parsing, map path
- * resolution, and that a refused config leaves *out zeroed without leaking
- * (the sanitizer run checks the leaks).
+ * resolution, per-character costs and the Tiled layer key, and that a
+ * refused config leaves *out zeroed without leaking (the sanitizer run
+ * checks the leaks).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -129,10 +130,20 @@ static void test_bundled_default_config(void **state)
     assert_int_equal(rc, 0);
     assert_string_equal(c.listen_host, "127.0.0.1");
     assert_int_equal(c.listen_port, 7420);
-    assert_int_equal(c.n_scenes, 5);
+    assert_int_equal(c.n_scenes, 6);
     assert_string_equal(c.scenes[0].name, "town");
     assert_string_equal(c.scenes[0].map_path, PD_SOURCE_DIR "/config/scenes/town.txt");
     assert_true(c.scenes[0].origin_x == -20.0 && c.scenes[0].origin_y == -15.0);
+    /* The dungeon's swampy shore costs 3; nothing else is overridden. */
+    assert_string_equal(c.scenes[4].name, "dungeon");
+    assert_int_equal(c.scenes[4].format, PD_MAP_MOVINGAI);
+    for (int ch = 0; ch < PD_CONF_CHAR_COSTS; ch++)
+        assert_int_equal(c.scenes[4].char_cost_set[ch], ch == 'S');
+    assert_int_equal(c.scenes[4].char_cost['S'], 3);
+    assert_string_equal(c.scenes[5].name, "courtyard");
+    assert_int_equal(c.scenes[5].format, PD_MAP_TILED);
+    assert_string_equal(c.scenes[5].tiled_layer, "walls");
+    assert_string_equal(c.scenes[5].map_path, PD_SOURCE_DIR "/config/scenes/courtyard.tmj");
     pd_conf_free(&c);
 }
 
@@ -361,9 +372,9 @@ static void test_scene_errors(void **state)
     expect_scene_error("{\"name\": \"b\", \"map\": [\"a\"], \"format\": \"ascii\"}",
                        "t.json: $.scenes[1].map: must be a string, not an array");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\"}",
-                       "t.json: $.scenes[1].format: is required (\"ascii\" or \"movingai\")");
+                       "t.json: $.scenes[1].format: is required (\"ascii\", \"movingai\" or \"tiled\")");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"png\"}",
-                       "t.json: $.scenes[1].format: must be \"ascii\" or \"movingai\"");
+                       "t.json: $.scenes[1].format: must be \"ascii\", \"movingai\" or \"tiled\"");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"origin\": [1]}",
                        "t.json: $.scenes[1].origin: must be an array [x, y] of two numbers");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"origin\": {\"x\": 1}}",
@@ -391,6 +402,111 @@ static void test_scene_errors(void **state)
                        "t.json: $.scenes[1].unit_sizes[2]: unit size 2 is listed twice");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"unit_sizes\": 2}",
                        "t.json: $.scenes[1].unit_sizes: must be an array, not a number");
+}
+
+static void test_scene_costs(void **state)
+{
+    (void)state;
+    pd_conf c;
+    char err[256] = "";
+    int rc = load("{\"scenes\": [{\"name\": \"m\", \"map\": \"m.map\", \"format\": \"movingai\","
+                  " \"costs\": {\"S\": 3, \"W\": \"blocked\", \"~\": 255, \"!\": 1, \".\": 2}}]}",
+                  &c, err, sizeof err);
+    if (rc != 0)
+        print_error("%s\n", err);
+    assert_int_equal(rc, 0);
+    const pd_conf_scene *s = &c.scenes[0];
+    static const struct {
+        unsigned char ch;
+        uint8_t cost;
+    } want[] = { { 'S', 3 }, { 'W', 0 }, { '~', 255 }, { '!', 1 }, { '.', 2 } };
+    int n_set = 0;
+    for (int ch = 0; ch < PD_CONF_CHAR_COSTS; ch++)
+        n_set += s->char_cost_set[ch] != 0;
+    assert_int_equal(n_set, 5);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        assert_int_equal(s->char_cost_set[want[i].ch], 1);
+        assert_int_equal(s->char_cost[want[i].ch], want[i].cost);
+    }
+    assert_string_equal(s->tiled_layer, "");
+    pd_conf_free(&c);
+
+    /* An empty table is allowed and overrides nothing. */
+    assert_int_equal(load("{\"scenes\": [{\"name\": \"m\", \"map\": \"m.map\", \"format\": \"movingai\","
+                          " \"costs\": {}}]}", &c, err, sizeof err), 0);
+    for (int ch = 0; ch < PD_CONF_CHAR_COSTS; ch++)
+        assert_int_equal(c.scenes[0].char_cost_set[ch], 0);
+    pd_conf_free(&c);
+
+#define MAI "{\"name\": \"b\", \"map\": \"a\", \"format\": \"movingai\", "
+    expect_scene_error(MAI "\"costs\": [1]}", "t.json: $.scenes[1].costs: must be an object, not an array");
+    expect_scene_error(MAI "\"costs\": {\"SW\": 2}}",
+                       "t.json: $.scenes[1].costs.SW: a key must be one printable ASCII character");
+    expect_scene_error(MAI "\"costs\": {\"\": 2}}",
+                       "t.json: $.scenes[1].costs.: a key must be one printable ASCII character");
+    expect_scene_error(MAI "\"costs\": {\" \": 2}}",
+                       "t.json: $.scenes[1].costs. : a key must be one printable ASCII character");
+    expect_scene_error(MAI "\"costs\": {\"\\u00e9\": 2}}",
+                       "t.json: $.scenes[1].costs.\xc3\xa9: a key must be one printable ASCII character");
+    expect_scene_error(MAI "\"costs\": {\"S\": 0}}", "t.json: $.scenes[1].costs.S: must be in 1..255");
+    expect_scene_error(MAI "\"costs\": {\"S\": 256}}", "t.json: $.scenes[1].costs.S: must be in 1..255");
+    expect_scene_error(MAI "\"costs\": {\"S\": 2.5}}", "t.json: $.scenes[1].costs.S: must be an integer");
+    expect_scene_error(MAI "\"costs\": {\"S\": \"swamp\"}}",
+                       "t.json: $.scenes[1].costs.S: must be a cost 1..255 or \"blocked\", not a string");
+    expect_scene_error(MAI "\"costs\": {\"S\": true}}",
+                       "t.json: $.scenes[1].costs.S: must be a cost 1..255 or \"blocked\", not a boolean");
+    expect_scene_error(MAI "\"costs\": {\"S\": 2, \"S\": 3}}",
+                       "t.json: $.scenes[1].costs.S: key given more than once");
+    expect_scene_error(MAI "\"layer\": \"walls\"}", "t.json: $.scenes[1].layer: applies to tiled maps only");
+#undef MAI
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"costs\": {\"S\": 2}}",
+                       "t.json: $.scenes[1].costs: applies to movingai maps only (ascii maps write "
+                       "costs as 1..9, tiled maps as tile properties)");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"costs\": {\"S\": 2}}",
+                       "t.json: $.scenes[1].costs: applies to movingai maps only (ascii maps write "
+                       "costs as 1..9, tiled maps as tile properties)");
+}
+
+static void test_scene_tiled_layer(void **state)
+{
+    (void)state;
+    pd_conf c;
+    char err[256] = "";
+    int rc = load("{\"scenes\": [{\"name\": \"t\", \"map\": \"t.tmj\", \"format\": \"tiled\","
+                  " \"layer\": \"walls\"}, {\"name\": \"u\", \"map\": \"u.json\", \"format\": \"tiled\"}]}",
+                  &c, err, sizeof err);
+    if (rc != 0)
+        print_error("%s\n", err);
+    assert_int_equal(rc, 0);
+    assert_int_equal(c.scenes[0].format, PD_MAP_TILED);
+    assert_string_equal(c.scenes[0].tiled_layer, "walls");
+    assert_string_equal(c.scenes[0].map_path, "/cfg/t.tmj");
+    /* No layer: the first tile layer is read. */
+    assert_string_equal(c.scenes[1].tiled_layer, "");
+    pd_conf_free(&c);
+
+    /* The longest allowed name fits; one more byte does not. */
+    char name[PD_CONF_MAX_LAYER_NAME + 1];
+    char json[512];
+    memset(name, 'L', PD_CONF_MAX_LAYER_NAME - 1);
+    name[PD_CONF_MAX_LAYER_NAME - 1] = '\0';
+    snprintf(json, sizeof json,
+             "{\"scenes\": [{\"name\": \"t\", \"map\": \"t.tmj\", \"format\": \"tiled\", \"layer\": \"%s\"}]}",
+             name);
+    assert_int_equal(load(json, &c, err, sizeof err), 0);
+    assert_string_equal(c.scenes[0].tiled_layer, name);
+    pd_conf_free(&c);
+    memset(name, 'L', PD_CONF_MAX_LAYER_NAME);
+    name[PD_CONF_MAX_LAYER_NAME] = '\0';
+    snprintf(json, sizeof json, "{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"layer\": \"%s\"}",
+             name);
+    expect_scene_error(json, "t.json: $.scenes[1].layer: must be at most 127 bytes");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"layer\": \"\"}",
+                       "t.json: $.scenes[1].layer: must not be empty (leave it out for the first tile layer)");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"layer\": 3}",
+                       "t.json: $.scenes[1].layer: must be a string, not a number");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"layer\": \"w\"}",
+                       "t.json: $.scenes[1].layer: applies to tiled maps only");
 }
 
 static void test_scene_name_length(void **state)
@@ -556,6 +672,8 @@ int main(void)
         cmocka_unit_test(test_json_syntax_errors),
         cmocka_unit_test(test_limit_errors),
         cmocka_unit_test(test_scene_errors),
+        cmocka_unit_test(test_scene_costs),
+        cmocka_unit_test(test_scene_tiled_layer),
         cmocka_unit_test(test_scene_name_length),
         cmocka_unit_test(test_too_many_scenes),
         cmocka_unit_test(test_long_json_path_is_marked),

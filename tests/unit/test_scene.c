@@ -4,7 +4,10 @@
  * the edges (negative origins, fractional cell sizes, NaN, infinities, huge
  * values), reference counting, atomic reloads that keep old snapshots alive,
  * the bundled demo world, and concurrent readers during reloads (run under
- * TSan as well).
+ * TSan as well). Also the per-unit data a load builds (clearance only when
+ * needed, unit grids, component labels, passable count), per-character
+ * costs for Moving AI maps, and Tiled maps loaded through the config.
+ * Cell updates have their own file, test_scene_update.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -87,6 +90,29 @@ static void test_load_ascii(void **state)
     assert_true(pd_scene_allows_unit(s, 3));
     assert_false(pd_scene_allows_unit(s, 0));
 
+    /* Per-unit data: unit 1 searches the scene grid itself; unit 3 gets its
+     * own grid, which needs the clearance map. 24 cells, 4 of them walls. */
+    assert_true(s->passable_cells == 20);
+    assert_non_null(s->clearance);
+    const pd_scene_unit *u1 = pd_scene_unit_for(s, 1), *u3 = pd_scene_unit_for(s, 3);
+    assert_ptr_equal(u1, &s->units[0]);
+    assert_ptr_equal(u1->grid, s->grid);
+    assert_non_null(u1->components);
+    assert_ptr_equal(u3, &s->units[1]);
+    assert_int_equal(u3->unit, 3);
+    assert_ptr_not_equal(u3->grid, s->grid);
+    assert_non_null(u3->components);
+    assert_null(pd_scene_unit_for(s, 2));
+    /* A 3x3 unit fits only at (3,0), whose footprint holds the cost-9 cell;
+     * every other 3x3 window holds a wall or leaves the map. */
+    for (int32_t y = 0; y < 4; y++) {
+        for (int32_t x = 0; x < 6; x++)
+            assert_int_equal(pd_grid_get(u3->grid, x, y), (x == 3 && y == 0) ? 9 : PD_CELL_BLOCKED);
+    }
+    /* The wall "##" / "#" with the gap keeps the open cells one component. */
+    assert_true(pd_components_connected(u1->components, (pd_point){ 0, 0 }, (pd_point){ 5, 3 }));
+    assert_int_equal(u1->components->count, 1);
+
     pd_scene_retain(s);
     assert_int_equal(atomic_load(&s->refs), 2);
     pd_scene_release(s);
@@ -114,7 +140,106 @@ static void test_load_movingai(void **state)
     assert_int_equal(pd_grid_get(s->grid, 3, 2), PD_CELL_BLOCKED);
     assert_int_equal(pd_grid_get(s->grid, 4, 2), PD_CELL_BLOCKED);
     assert_int_equal(s->grid->uniform_cost, 1);
+    /* Unit 1 only: no clearance map, and the unit grid is the scene grid. */
+    assert_null(s->clearance);
+    assert_ptr_equal(pd_scene_unit_for(s, 1)->grid, s->grid);
+    assert_true(s->passable_cells == 11);
     pd_scene_release(s);
+}
+
+static void test_load_movingai_costs(void **state)
+{
+    (void)state;
+    /* ".S@xT." / "SS..W@" / "..xx.." - 'x' is not a Moving AI character. */
+    pd_conf c;
+    load_conf("{\"scenes\": [{\"name\": \"c\", \"map\": \"scene4_costs.map\", \"format\": \"movingai\","
+              " \"costs\": {\"S\": 4, \"@\": 2, \"x\": \"blocked\", \"T\": 5}, \"unit_sizes\": [1, 2]}]}",
+              &c);
+    char err[512] = "";
+    pd_scene *s = pd_scene_load(&c.scenes[0], err, sizeof err);
+    if (!s)
+        print_error("%s\n", err);
+    assert_non_null(s);
+    static const uint8_t want[3][6] = {
+        { 1, 4, 2, 0, 5, 1 },
+        { 4, 4, 1, 1, 0, 2 },
+        { 1, 1, 0, 0, 1, 1 },
+    };
+    for (int32_t y = 0; y < 3; y++) {
+        for (int32_t x = 0; x < 6; x++)
+            assert_int_equal(pd_grid_get(s->grid, x, y), want[y][x]);
+    }
+    assert_int_equal(s->grid->uniform_cost, 0);
+    assert_true(s->passable_cells == 14);
+    /* The unit-2 grid takes the dearest cell under its footprint. */
+    assert_int_equal(pd_grid_get(pd_scene_unit_for(s, 2)->grid, 0, 0), 4);
+    assert_int_equal(pd_grid_get(pd_scene_unit_for(s, 2)->grid, 1, 0), 4);
+    assert_int_equal(pd_grid_get(pd_scene_unit_for(s, 2)->grid, 2, 0), PD_CELL_BLOCKED);
+    pd_scene_release(s);
+    pd_conf_free(&c);
+
+    /* Without the table 'x' is refused where it first appears. */
+    pd_conf_scene cs = make_entry("plain", "scene4_costs.map", PD_MAP_MOVINGAI);
+    assert_null(pd_scene_load(&cs, err, sizeof err));
+    char expected[512];
+    snprintf(expected, sizeof expected, "scene 'plain': %s:5:4: ", cs.map_path);
+    assert_memory_equal(err, expected, strlen(expected));
+}
+
+static void test_load_tiled(void **state)
+{
+    (void)state;
+    pd_conf c;
+    char err[512] = "";
+    load_conf("{\"scenes\": ["
+              " {\"name\": \"yard\", \"map\": \"../../config/scenes/courtyard.tmj\", \"format\": \"tiled\","
+              "  \"layer\": \"walls\", \"unit_sizes\": [1, 2]},"
+              " {\"name\": \"decor\", \"map\": \"../../config/scenes/courtyard.tmj\", \"format\": \"tiled\"}]}",
+              &c);
+    pd_scene *s = pd_scene_load(&c.scenes[0], err, sizeof err);
+    if (!s)
+        print_error("%s\n", err);
+    assert_non_null(s);
+    assert_int_equal(s->grid->width, 24);
+    assert_int_equal(s->grid->height, 16);
+    /* Wall corner, open floor, mud (cost 3), fountain water, flagstones. */
+    assert_int_equal(pd_grid_get(s->grid, 0, 0), PD_CELL_BLOCKED);
+    assert_int_equal(pd_grid_get(s->grid, 1, 1), PD_CELL_FREE);
+    assert_int_equal(pd_grid_get(s->grid, 3, 11), 3);
+    assert_int_equal(pd_grid_get(s->grid, 10, 7), PD_CELL_BLOCKED);
+    assert_int_equal(pd_grid_get(s->grid, 8, 5), PD_CELL_FREE);
+    assert_non_null(pd_scene_unit_for(s, 2));
+    assert_non_null(s->clearance);
+    pd_scene_release(s);
+    /* No layer: the first tile layer, decorations that block nothing. */
+    s = pd_scene_load(&c.scenes[1], err, sizeof err);
+    assert_non_null(s);
+    assert_true(s->passable_cells == 24 * 16);
+    pd_scene_release(s);
+    pd_conf_free(&c);
+
+    /* Errors carry the scene, the file and the JSON path (or line:col). */
+    char expected[512];
+    pd_conf_scene cs = make_entry("b64", "scene4_base64.tmj", PD_MAP_TILED);
+    assert_null(pd_scene_load(&cs, err, sizeof err));
+    snprintf(expected, sizeof expected,
+             "scene 'b64': %s: $.layers[0].encoding: unsupported encoding \"base64\": save the map "
+             "with tile layer format CSV", cs.map_path);
+    assert_string_equal(err, expected);
+    cs = make_entry("syn", "scene4_syntax.tmj", PD_MAP_TILED);
+    assert_null(pd_scene_load(&cs, err, sizeof err));
+    snprintf(expected, sizeof expected, "scene 'syn': %s:3:12: invalid JSON", cs.map_path);
+    assert_string_equal(err, expected);
+    cs = make_entry("nolayer", "../../config/scenes/courtyard.tmj", PD_MAP_TILED);
+    snprintf(cs.tiled_layer, sizeof cs.tiled_layer, "roof");
+    assert_null(pd_scene_load(&cs, err, sizeof err));
+    snprintf(expected, sizeof expected, "scene 'nolayer': %s: $.layers: no tile layer named \"roof\"",
+             cs.map_path);
+    assert_string_equal(err, expected);
+    /* A hand-built entry with an unterminated layer name is refused. */
+    memset(cs.tiled_layer, 'L', sizeof cs.tiled_layer);
+    assert_null(pd_scene_load(&cs, err, sizeof err));
+    assert_string_equal(err, "scene 'nolayer': layer name is unterminated");
 }
 
 static void test_load_errors(void **state)
@@ -503,8 +628,8 @@ static void test_bundled_demo_world(void **state)
 
     pd_scene **list;
     size_t n = pd_registry_list(r, &list);
-    assert_int_equal(n, 5);
-    static const char *names[] = { "cellar", "dungeon", "forest", "house", "town" };
+    assert_int_equal(n, 6);
+    static const char *names[] = { "cellar", "courtyard", "dungeon", "forest", "house", "town" };
     for (size_t i = 0; i < n; i++)
         assert_string_equal(list[i]->name, names[i]);
     pd_registry_release_list(list, n);
@@ -538,7 +663,20 @@ static void test_bundled_demo_world(void **state)
     assert_non_null(dungeon);
     assert_int_equal(dungeon->grid->width, 64);
     assert_int_equal(dungeon->grid->height, 64);
+    /* Its swampy shore ('S') costs 3 through the config's cost table. */
+    assert_int_equal(dungeon->grid->uniform_cost, 0);
+    for (size_t i = 0; i < dungeon->n_unit_sizes; i++)
+        assert_non_null(pd_scene_unit_for(dungeon, dungeon->unit_sizes[i]));
     pd_scene_release(dungeon);
+
+    /* The Tiled demo map: walls, a fountain, a mud patch costing 3. */
+    pd_scene *yard = pd_registry_acquire(r, "courtyard");
+    assert_non_null(yard);
+    assert_int_equal(yard->grid->width, 24);
+    assert_int_equal(yard->grid->height, 16);
+    assert_int_equal(pd_grid_get(yard->grid, 3, 11), 3);
+    assert_non_null(pd_scene_unit_for(yard, 2));
+    pd_scene_release(yard);
     pd_registry_destroy(r);
 }
 
@@ -643,6 +781,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_ascii),
         cmocka_unit_test(test_load_movingai),
+        cmocka_unit_test(test_load_movingai_costs),
+        cmocka_unit_test(test_load_tiled),
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_world_to_cell),
         cmocka_unit_test(test_cell_center),

@@ -1,0 +1,886 @@
+/*
+ * test_scene_update.c - live cell updates: pd_scene_apply_update and
+ * pd_registry_update.
+ *
+ * The central check: after any sequence of updates (rectangles, clustered
+ * and scattered cell lists, blocking, opening, cost changes), the repaired
+ * scene must equal a scene loaded fresh from the updated map text - grid,
+ * clearance and every unit grid byte for byte, component labels as the same
+ * partition of cells, and the passable-cell count. Besides that: every
+ * validation error, the source snapshot staying untouched, version numbers,
+ * updates that change nothing, and the registry under concurrent updaters
+ * and readers (labelled "threaded" for the TSan run).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pd_conf.h"
+#include "pd_scene.h"
+
+/* A map held as cell values (0 blocked, 1..9 cost), written out as the ASCII
+ * format so a fresh scene can be loaded from it. */
+typedef struct model {
+    int32_t w, h;
+    uint8_t *v;
+} model;
+
+static uint64_t rng_state;
+
+static uint32_t rng_next(void)
+{
+    /* xorshift64*: deterministic, so a failure reproduces. */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (uint32_t)((rng_state * 2685821657736338717ull) >> 32);
+}
+
+static int32_t rng_below(int32_t n)
+{
+    return (int32_t)(rng_next() % (uint32_t)n);
+}
+
+static model model_random(int32_t w, int32_t h, int blocked_percent)
+{
+    model m = { w, h, malloc((size_t)w * (size_t)h) };
+    assert_non_null(m.v);
+    for (int32_t i = 0; i < w * h; i++) {
+        int r = rng_below(100);
+        m.v[i] = r < blocked_percent ? 0 : (r < blocked_percent + 10 ? (uint8_t)(2 + rng_below(8)) : 1);
+    }
+    return m;
+}
+
+static char *model_text(const model *m)
+{
+    char *text = malloc((size_t)(m->w + 1) * (size_t)m->h + 1);
+    assert_non_null(text);
+    char *p = text;
+    for (int32_t y = 0; y < m->h; y++) {
+        for (int32_t x = 0; x < m->w; x++) {
+            uint8_t v = m->v[y * m->w + x];
+            *p++ = v == 0 ? '#' : v == 1 ? '.' : (char)('0' + v);
+        }
+        *p++ = '\n';
+    }
+    *p = '\0';
+    return text;
+}
+
+/* Loads a scene from the model through a temporary ASCII map file. */
+static pd_scene *model_scene(const model *m, const uint32_t *units, size_t n_units)
+{
+    static int counter;
+    char path[512];
+    snprintf(path, sizeof path, "%s/test_scene_update_%ld_%d.txt", PD_BINARY_DIR, (long)getpid(),
+             counter++);
+    char *text = model_text(m);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+    free(text);
+    pd_conf_scene cs;
+    memset(&cs, 0, sizeof cs);
+    snprintf(cs.name, sizeof cs.name, "upd");
+    cs.map_path = path;
+    cs.format = PD_MAP_ASCII;
+    cs.cell_size = 1.0;
+    memcpy(cs.unit_sizes, units, n_units * sizeof *units);
+    cs.n_unit_sizes = n_units;
+    char err[512] = "";
+    pd_scene *s = pd_scene_load(&cs, err, sizeof err);
+    remove(path);
+    if (!s)
+        fail_msg("%s", err);
+    return s;
+}
+
+static size_t padded_cells(const pd_grid *g)
+{
+    return (size_t)(g->width + 2) * (size_t)(g->height + 2);
+}
+
+/* Two labellings describe the same components when the label of one maps
+ * to exactly one label of the other, both ways, and blocked cells agree. */
+static void expect_same_partition(const pd_components *a, const pd_components *b)
+{
+    assert_int_equal(a->width, b->width);
+    assert_int_equal(a->height, b->height);
+    assert_int_equal(a->count, b->count);
+    uint32_t *a_to_b = calloc((size_t)a->next_label + 1, sizeof *a_to_b);
+    uint32_t *b_to_a = calloc((size_t)b->next_label + 1, sizeof *b_to_a);
+    assert_non_null(a_to_b);
+    assert_non_null(b_to_a);
+    for (int32_t y = 0; y < a->height; y++) {
+        for (int32_t x = 0; x < a->width; x++) {
+            pd_point p = { x, y };
+            uint32_t la = pd_components_label(a, p), lb = pd_components_label(b, p);
+            if ((la == 0) != (lb == 0))
+                fail_msg("cell (%d, %d): labels %u and %u disagree on passability", x, y, la, lb);
+            if (la == 0)
+                continue;
+            assert_true(la <= a->next_label && lb <= b->next_label);
+            if (a_to_b[la] == 0)
+                a_to_b[la] = lb;
+            if (b_to_a[lb] == 0)
+                b_to_a[lb] = la;
+            if (a_to_b[la] != lb || b_to_a[lb] != la)
+                fail_msg("cell (%d, %d): component %u/%u is split or merged differently", x, y, la, lb);
+        }
+    }
+    free(a_to_b);
+    free(b_to_a);
+}
+
+/* The strongest check: s (built by updates) equals a fresh load of m. */
+static void expect_equals_fresh(const pd_scene *s, const model *m)
+{
+    pd_scene *f = model_scene(m, s->unit_sizes, s->n_unit_sizes);
+    assert_int_equal(s->grid->width, f->grid->width);
+    assert_int_equal(s->grid->height, f->grid->height);
+    assert_memory_equal(s->grid->cells, f->grid->cells, padded_cells(f->grid));
+    assert_int_equal(s->grid->uniform_cost, f->grid->uniform_cost);
+    assert_true(s->passable_cells == f->passable_cells);
+    assert_int_equal(s->clearance != NULL, f->clearance != NULL);
+    if (f->clearance)
+        assert_memory_equal(s->clearance->values, f->clearance->values, padded_cells(f->grid));
+    assert_int_equal(s->n_unit_sizes, f->n_unit_sizes);
+    for (size_t i = 0; i < f->n_unit_sizes; i++) {
+        const pd_scene_unit *su = &s->units[i], *fu = &f->units[i];
+        assert_int_equal(su->unit, fu->unit);
+        if (su->unit == 1)
+            assert_ptr_equal(su->grid, s->grid);
+        else
+            assert_ptr_not_equal(su->grid, s->grid);
+        if (memcmp(su->grid->cells, fu->grid->cells, padded_cells(f->grid)) != 0)
+            fail_msg("unit %u grid differs from a fresh build", su->unit);
+        assert_int_equal(su->grid->uniform_cost, fu->grid->uniform_cost);
+        expect_same_partition(su->components, fu->components);
+    }
+    pd_scene_release(f);
+}
+
+/* Mirrors an update into the model; returns how many cells change. */
+static uint64_t model_apply(model *m, const pd_scene_update *u)
+{
+    uint8_t v = u->op == PD_UPDATE_BLOCK ? 0 : u->op == PD_UPDATE_PASS ? 1 : u->cost;
+    uint64_t changed = 0;
+    if (u->is_rect) {
+        for (int32_t y = u->rect_min.y; y <= u->rect_max.y; y++) {
+            for (int32_t x = u->rect_min.x; x <= u->rect_max.x; x++) {
+                changed += m->v[y * m->w + x] != v;
+                m->v[y * m->w + x] = v;
+            }
+        }
+    } else {
+        for (size_t i = 0; i < u->n_cells; i++) {
+            uint8_t *c = &m->v[u->cells[i].y * m->w + u->cells[i].x];
+            changed += *c != v;
+            *c = v;
+        }
+    }
+    return changed;
+}
+
+/* Copies of everything a snapshot holds, to prove an update left it alone. */
+typedef struct snapshot {
+    uint8_t *grid, *clearance, *unit_grids[PD_CONF_MAX_UNIT_SIZES];
+    uint32_t *labels[PD_CONF_MAX_UNIT_SIZES];
+    uint64_t version, passable;
+} snapshot;
+
+static void *dup_bytes(const void *p, size_t n)
+{
+    void *c = malloc(n);
+    assert_non_null(c);
+    memcpy(c, p, n);
+    return c;
+}
+
+static snapshot snapshot_take(const pd_scene *s)
+{
+    snapshot t;
+    memset(&t, 0, sizeof t);
+    size_t n = padded_cells(s->grid);
+    t.grid = dup_bytes(s->grid->cells, n);
+    if (s->clearance)
+        t.clearance = dup_bytes(s->clearance->values, n);
+    for (size_t i = 0; i < s->n_unit_sizes; i++) {
+        t.unit_grids[i] = dup_bytes(s->units[i].grid->cells, n);
+        t.labels[i] = dup_bytes(s->units[i].components->labels, n * sizeof(uint32_t));
+    }
+    t.version = s->version;
+    t.passable = s->passable_cells;
+    return t;
+}
+
+static void snapshot_check_and_free(snapshot *t, const pd_scene *s)
+{
+    size_t n = padded_cells(s->grid);
+    assert_memory_equal(t->grid, s->grid->cells, n);
+    if (s->clearance)
+        assert_memory_equal(t->clearance, s->clearance->values, n);
+    for (size_t i = 0; i < s->n_unit_sizes; i++) {
+        assert_memory_equal(t->unit_grids[i], s->units[i].grid->cells, n);
+        assert_memory_equal(t->labels[i], s->units[i].components->labels, n * sizeof(uint32_t));
+        free(t->unit_grids[i]);
+        free(t->labels[i]);
+    }
+    assert_true(t->version == s->version);
+    assert_true(t->passable == s->passable_cells);
+    free(t->grid);
+    free(t->clearance);
+}
+
+static pd_scene_update rect_update(pd_update_op op, uint8_t cost, int32_t x0, int32_t y0, int32_t x1,
+                                   int32_t y1)
+{
+    pd_scene_update u;
+    memset(&u, 0, sizeof u);
+    u.op = op;
+    u.cost = cost;
+    u.is_rect = 1;
+    u.rect_min = (pd_point){ x0, y0 };
+    u.rect_max = (pd_point){ x1, y1 };
+    return u;
+}
+
+static pd_scene_update list_update(pd_update_op op, uint8_t cost, const pd_point *cells, size_t n)
+{
+    pd_scene_update u;
+    memset(&u, 0, sizeof u);
+    u.op = op;
+    u.cost = cost;
+    u.cells = cells;
+    u.n_cells = n;
+    return u;
+}
+
+/* Applies u to *s, checks the result against the model and a fresh build,
+ * and moves *s on to the new version. */
+static void apply_and_check(pd_scene **s, model *m, const pd_scene_update *u)
+{
+    uint64_t want_changed = model_apply(m, u);
+    snapshot before = snapshot_take(*s);
+    pd_scene *next = (pd_scene *)&next;
+    pd_scene_update_result res;
+    memset(&res, 0xEE, sizeof res);
+    assert_int_equal(pd_scene_apply_update(*s, u, &next, &res), PD_OK);
+    snapshot_check_and_free(&before, *s);
+    assert_true(res.cells_changed == want_changed);
+    if (want_changed == 0) {
+        assert_null(next);
+        assert_true(res.version == (*s)->version);
+        return;
+    }
+    assert_non_null(next);
+    assert_true(res.version == (*s)->version + 1);
+    assert_true(next->version == res.version);
+    assert_int_equal(atomic_load(&next->refs), 1);
+    assert_string_equal(next->name, (*s)->name);
+    expect_equals_fresh(next, m);
+    pd_scene_release(*s);
+    *s = next;
+}
+
+static void test_unit_data_after_load(void **state)
+{
+    (void)state;
+    rng_state = 0x9E3779B97F4A7C15ull;
+    model m = model_random(30, 20, 25);
+    /* The most unit sizes a scene may list, up to the largest allowed. */
+    static const uint32_t units[] = { 1, 2, 3, 4, 6, 9, 13, 16 };
+    pd_scene *s = model_scene(&m, units, 8);
+    assert_non_null(s->clearance);
+    uint64_t passable = 0;
+    for (int32_t i = 0; i < m.w * m.h; i++)
+        passable += m.v[i] != 0;
+    assert_true(s->passable_cells == passable);
+    for (size_t i = 0; i < 8; i++) {
+        const pd_scene_unit *u = pd_scene_unit_for(s, units[i]);
+        assert_ptr_equal(u, &s->units[i]);
+        assert_int_equal(u->unit, units[i]);
+        assert_non_null(u->components);
+        /* A unit fits at an anchor when its whole footprint is open; its
+         * cost is the dearest cell under it. Checked by brute force. */
+        int32_t k = (int32_t)units[i];
+        for (int32_t y = 0; y < m.h; y++) {
+            for (int32_t x = 0; x < m.w; x++) {
+                uint8_t want = 0;
+                int fits = x + k <= m.w && y + k <= m.h;
+                for (int32_t dy = 0; fits && dy < k; dy++) {
+                    for (int32_t dx = 0; fits && dx < k; dx++) {
+                        uint8_t c = m.v[(y + dy) * m.w + x + dx];
+                        fits = c != 0;
+                        if (c > want)
+                            want = c;
+                    }
+                }
+                if (pd_grid_get(u->grid, x, y) != (fits ? want : 0))
+                    fail_msg("unit %d at (%d, %d): %u, want %u", k, x, y, pd_grid_get(u->grid, x, y),
+                             fits ? want : 0);
+                /* Labels exist exactly on cells where the unit fits. */
+                assert_int_equal(pd_components_label(u->components, (pd_point){ x, y }) != 0, fits);
+            }
+        }
+    }
+    assert_ptr_equal(s->units[0].grid, s->grid);
+    assert_null(pd_scene_unit_for(s, 5));
+    assert_null(pd_scene_unit_for(s, 0));
+    assert_null(pd_scene_unit_for(s, 17));
+    pd_scene_release(s);
+
+    /* Unit 1 alone needs no clearance map. */
+    static const uint32_t one[] = { 1 };
+    s = model_scene(&m, one, 1);
+    assert_null(s->clearance);
+    assert_ptr_equal(pd_scene_unit_for(s, 1)->grid, s->grid);
+    assert_null(pd_scene_unit_for(s, 2));
+    pd_scene_release(s);
+    free(m.v);
+}
+
+static void test_validation_errors(void **state)
+{
+    (void)state;
+    rng_state = 42;
+    model m = model_random(20, 10, 20);
+    static const uint32_t units[] = { 1, 2 };
+    pd_scene *s = model_scene(&m, units, 2);
+    snapshot before = snapshot_take(s);
+    pd_scene_update_result res;
+    pd_scene *out;
+    static const pd_point ok_cell[] = { { 3, 3 } };
+    struct {
+        pd_scene_update u;
+        pd_status want;
+    } cases[] = {
+        { rect_update((pd_update_op)3, 0, 0, 0, 1, 1), PD_INVALID_ARGUMENT },
+        { rect_update((pd_update_op)-1, 0, 0, 0, 1, 1), PD_INVALID_ARGUMENT },
+        { rect_update(PD_UPDATE_COST, 0, 0, 0, 1, 1), PD_INVALID_ARGUMENT },
+        { list_update(PD_UPDATE_COST, 0, ok_cell, 1), PD_INVALID_ARGUMENT },
+        { rect_update(PD_UPDATE_BLOCK, 0, 5, 0, 4, 1), PD_INVALID_ARGUMENT },
+        { rect_update(PD_UPDATE_BLOCK, 0, 0, 5, 1, 4), PD_INVALID_ARGUMENT },
+        { rect_update(PD_UPDATE_BLOCK, 0, -1, 0, 1, 1), PD_OUT_OF_BOUNDS },
+        { rect_update(PD_UPDATE_BLOCK, 0, 0, -1, 1, 1), PD_OUT_OF_BOUNDS },
+        { rect_update(PD_UPDATE_BLOCK, 0, 0, 0, 20, 1), PD_OUT_OF_BOUNDS },
+        { rect_update(PD_UPDATE_BLOCK, 0, 0, 0, 1, 10), PD_OUT_OF_BOUNDS },
+        { rect_update(PD_UPDATE_BLOCK, 0, 20, 10, 20, 10), PD_OUT_OF_BOUNDS },
+        { list_update(PD_UPDATE_BLOCK, 0, ok_cell, 0), PD_INVALID_ARGUMENT },
+        { list_update(PD_UPDATE_BLOCK, 0, NULL, 1), PD_INVALID_ARGUMENT },
+        /* The count is checked before a single cell is read. */
+        { list_update(PD_UPDATE_BLOCK, 0, ok_cell, (size_t)PD_SCENE_MAX_UPDATE_CELLS + 1), PD_INVALID_ARGUMENT },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        out = (pd_scene *)&out;
+        memset(&res, 0xEE, sizeof res);
+        pd_status st = pd_scene_apply_update(s, &cases[i].u, &out, &res);
+        if (st != cases[i].want)
+            fail_msg("case %zu: %s, want %s", i, pd_status_name(st), pd_status_name(cases[i].want));
+        assert_null(out);
+        assert_true(res.cells_changed == 0);
+    }
+    /* Bad cells anywhere in a list: the update is refused whole. */
+    static const pd_point bad_lists[][3] = {
+        { { 3, 3 }, { -1, 0 }, { 4, 4 } },
+        { { 3, 3 }, { 4, 4 }, { 20, 0 } },
+        { { 0, 10 }, { 3, 3 }, { 4, 4 } },
+        { { 3, 3 }, { 0, -7 }, { 4, 4 } },
+    };
+    for (size_t i = 0; i < sizeof bad_lists / sizeof bad_lists[0]; i++) {
+        pd_scene_update u = list_update(PD_UPDATE_BLOCK, 0, bad_lists[i], 3);
+        out = (pd_scene *)&out;
+        assert_int_equal(pd_scene_apply_update(s, &u, &out, &res), PD_OUT_OF_BOUNDS);
+        assert_null(out);
+    }
+    pd_scene_update good = list_update(PD_UPDATE_BLOCK, 0, ok_cell, 1);
+    assert_int_equal(pd_scene_apply_update(NULL, &good, &out, &res), PD_INVALID_ARGUMENT);
+    assert_int_equal(pd_scene_apply_update(s, NULL, &out, &res), PD_INVALID_ARGUMENT);
+    assert_int_equal(pd_scene_apply_update(s, &good, NULL, &res), PD_INVALID_ARGUMENT);
+    snapshot_check_and_free(&before, s);
+    pd_scene_release(s);
+    free(m.v);
+
+    /* A rectangle of more than PD_SCENE_MAX_UPDATE_CELLS cells is refused
+     * even though it lies inside the grid. */
+    m = (model){ 1025, 1024, malloc(1025u * 1024u) };
+    assert_non_null(m.v);
+    memset(m.v, 1, 1025u * 1024u);
+    s = model_scene(&m, units, 1);
+    pd_scene_update big = rect_update(PD_UPDATE_BLOCK, 0, 0, 0, 1024, 1023);
+    out = (pd_scene *)&out;
+    assert_int_equal(pd_scene_apply_update(s, &big, &out, &res), PD_INVALID_ARGUMENT);
+    assert_null(out);
+    /* Exactly the limit is fine. */
+    big = rect_update(PD_UPDATE_BLOCK, 0, 1, 0, 1024, 1023);
+    assert_int_equal(pd_scene_apply_update(s, &big, &out, &res), PD_OK);
+    assert_non_null(out);
+    assert_true(res.cells_changed == PD_SCENE_MAX_UPDATE_CELLS);
+    assert_true(out->passable_cells == 1024);
+    pd_scene_release(out);
+    pd_scene_release(s);
+    free(m.v);
+}
+
+static void test_single_updates_match_fresh_build(void **state)
+{
+    (void)state;
+    rng_state = 7;
+    model m = model_random(40, 30, 25);
+    static const uint32_t units[] = { 1, 2, 3, 5 };
+    pd_scene *s = model_scene(&m, units, 4);
+    assert_true(s->version == 1);
+
+    /* Close a corridor-sized rectangle, reopen part of it, give it a cost. */
+    pd_scene_update u = rect_update(PD_UPDATE_BLOCK, 0, 10, 0, 12, 29);
+    apply_and_check(&s, &m, &u);
+    assert_true(s->version == 2);
+    u = rect_update(PD_UPDATE_PASS, 0, 10, 14, 12, 16);
+    apply_and_check(&s, &m, &u);
+    u = rect_update(PD_UPDATE_COST, 6, 0, 0, 39, 3);
+    apply_and_check(&s, &m, &u);
+    /* Cost 1 through COST is the same as PASS; on a costly area it drops
+     * the costs back to 1. */
+    u = rect_update(PD_UPDATE_COST, 1, 0, 0, 39, 3);
+    apply_and_check(&s, &m, &u);
+    /* One cell, at each corner (clearance and unit footprints are clipped
+     * there). */
+    static const pd_point corners[] = { { 0, 0 }, { 39, 0 }, { 0, 29 }, { 39, 29 } };
+    for (size_t i = 0; i < 4; i++) {
+        u = list_update(PD_UPDATE_BLOCK, 0, &corners[i], 1);
+        apply_and_check(&s, &m, &u);
+        u = list_update(PD_UPDATE_COST, 9, &corners[i], 1);
+        apply_and_check(&s, &m, &u);
+    }
+    /* Everything blocked, then everything open again. */
+    u = rect_update(PD_UPDATE_BLOCK, 0, 0, 0, 39, 29);
+    apply_and_check(&s, &m, &u);
+    assert_true(s->passable_cells == 0);
+    u = rect_update(PD_UPDATE_PASS, 0, 0, 0, 39, 29);
+    apply_and_check(&s, &m, &u);
+    assert_true(s->passable_cells == 40 * 30);
+    assert_int_equal(s->grid->uniform_cost, 1);
+    pd_scene_release(s);
+    free(m.v);
+}
+
+static void test_random_updates_match_fresh_build(void **state)
+{
+    (void)state;
+    rng_state = 0xC0FFEEull;
+    /* Large enough that a handful of scattered cells spans more than the
+     * box threshold, so both repair strategies run. */
+    model m = model_random(120, 90, 22);
+    static const uint32_t units[] = { 1, 2, 3, 4 };
+    pd_scene *s = model_scene(&m, units, 4);
+    pd_point cells[64];
+    for (int step = 0; step < 60; step++) {
+        pd_update_op op = (pd_update_op)rng_below(3);
+        uint8_t cost = (uint8_t)(1 + rng_below(9));
+        pd_scene_update u;
+        switch (rng_below(3)) {
+        case 0: {
+            int32_t x0 = rng_below(m.w), y0 = rng_below(m.h);
+            int32_t x1 = x0 + rng_below(12), y1 = y0 + rng_below(12);
+            u = rect_update(op, cost, x0, y0, x1 < m.w ? x1 : m.w - 1, y1 < m.h ? y1 : m.h - 1);
+            break;
+        }
+        case 1: {
+            /* Clustered: repaired as one box. */
+            size_t n = 1 + (size_t)rng_below(20);
+            int32_t cx = rng_below(m.w - 8), cy = rng_below(m.h - 8);
+            for (size_t i = 0; i < n; i++)
+                cells[i] = (pd_point){ cx + rng_below(8), cy + rng_below(8) };
+            u = list_update(op, cost, cells, n);
+            break;
+        }
+        default: {
+            /* Scattered over the whole map: repaired cell by cell. Duplicates
+             * happen and must count once. */
+            size_t n = 2 + (size_t)rng_below(10);
+            for (size_t i = 0; i < n; i++)
+                cells[i] = (pd_point){ rng_below(m.w), rng_below(m.h) };
+            cells[n] = cells[0];
+            u = list_update(op, cost, cells, n + 1);
+            break;
+        }
+        }
+        uint64_t version = s->version;
+        apply_and_check(&s, &m, &u);
+        assert_true(s->version == version || s->version == version + 1);
+    }
+    pd_scene_release(s);
+    free(m.v);
+}
+
+static void test_update_that_changes_nothing(void **state)
+{
+    (void)state;
+    rng_state = 99;
+    model m = model_random(16, 16, 30);
+    static const uint32_t units[] = { 1, 2 };
+    pd_scene *s = model_scene(&m, units, 2);
+    /* Find a blocked cell and an open one. */
+    pd_point blocked = { -1, -1 }, open = { -1, -1 };
+    for (int32_t i = 0; i < 256; i++) {
+        pd_point p = { i % 16, i / 16 };
+        if (m.v[i] == 0)
+            blocked = p;
+        else if (m.v[i] == 1)
+            open = p;
+    }
+    assert_true(blocked.x >= 0 && open.x >= 0);
+    pd_scene_update_result res;
+    pd_scene *out = (pd_scene *)&out;
+    pd_point twice[] = { blocked, blocked };
+    pd_scene_update u = list_update(PD_UPDATE_BLOCK, 0, twice, 2);
+    assert_int_equal(pd_scene_apply_update(s, &u, &out, &res), PD_OK);
+    assert_null(out);
+    assert_true(res.version == 1 && res.cells_changed == 0);
+    u = list_update(PD_UPDATE_PASS, 0, &open, 1);
+    assert_int_equal(pd_scene_apply_update(s, &u, &out, &res), PD_OK);
+    assert_null(out);
+    u = rect_update(PD_UPDATE_COST, 1, open.x, open.y, open.x, open.y);
+    assert_int_equal(pd_scene_apply_update(s, &u, &out, &res), PD_OK);
+    assert_null(out);
+    /* res may be NULL. */
+    assert_int_equal(pd_scene_apply_update(s, &u, &out, NULL), PD_OK);
+    /* The same cell listed twice changes once. */
+    pd_point open_twice[] = { open, open };
+    u = list_update(PD_UPDATE_BLOCK, 0, open_twice, 2);
+    assert_int_equal(pd_scene_apply_update(s, &u, &out, &res), PD_OK);
+    assert_non_null(out);
+    assert_true(res.cells_changed == 1 && res.version == 2);
+    assert_true(out->passable_cells == s->passable_cells - 1);
+    pd_scene_release(out);
+    pd_scene_release(s);
+    free(m.v);
+}
+
+static const char *conf_two =
+    "{\"scenes\": ["
+    " {\"name\": \"alpha\", \"map\": \"scene_small.txt\", \"format\": \"ascii\", \"unit_sizes\": [1, 2]},"
+    " {\"name\": \"beta\", \"map\": \"scene_alt.txt\", \"format\": \"ascii\"}"
+    "]}";
+
+static pd_registry *registry_with(const char *json)
+{
+    pd_conf c;
+    char err[256] = "";
+    int rc = pd_conf_load_buffer(json, strlen(json), "test", PD_TEST_DATA_DIR, &c, err, sizeof err);
+    if (rc != 0)
+        fail_msg("%s", err);
+    pd_registry *r = pd_registry_create();
+    assert_non_null(r);
+    rc = pd_registry_load(r, &c, err, sizeof err);
+    if (rc != 0)
+        fail_msg("%s", err);
+    pd_conf_free(&c);
+    return r;
+}
+
+static void test_registry_update(void **state)
+{
+    (void)state;
+    pd_registry *r = registry_with(conf_two);
+    pd_scene_update_result res;
+    static const pd_point cell[] = { { 0, 0 } };
+    pd_scene_update u = list_update(PD_UPDATE_BLOCK, 0, cell, 1);
+    assert_int_equal(pd_registry_update(r, "gamma", &u, &res), PD_UNKNOWN_SCENE);
+    assert_int_equal(pd_registry_update(r, NULL, &u, &res), PD_UNKNOWN_SCENE);
+    assert_int_equal(pd_registry_update(r, "alpha", NULL, &res), PD_INVALID_ARGUMENT);
+
+    pd_scene *held = pd_registry_acquire(r, "alpha");
+    assert_int_not_equal(pd_grid_get(held->grid, 0, 0), PD_CELL_BLOCKED);
+    assert_int_equal(pd_registry_update(r, "alpha", &u, &res), PD_OK);
+    assert_true(res.version == 2 && res.cells_changed == 1);
+    pd_scene *now = pd_registry_acquire(r, "alpha");
+    assert_ptr_not_equal(now, held);
+    assert_true(now->version == 2);
+    assert_int_equal(pd_grid_get(now->grid, 0, 0), PD_CELL_BLOCKED);
+    assert_true(now->passable_cells == held->passable_cells - 1);
+    /* The held snapshot is intact; besides ours, the registry keeps a
+     * reference to it as the spare for the next update. */
+    assert_int_not_equal(pd_grid_get(held->grid, 0, 0), PD_CELL_BLOCKED);
+    assert_int_equal(atomic_load(&held->refs), 2);
+    pd_scene_release(held);
+    pd_scene_release(now);
+
+    /* A refused or empty update publishes nothing. */
+    u = list_update(PD_UPDATE_BLOCK, 0, cell, 0);
+    assert_int_equal(pd_registry_update(r, "alpha", &u, &res), PD_INVALID_ARGUMENT);
+    u = list_update(PD_UPDATE_BLOCK, 0, cell, 1);
+    assert_int_equal(pd_registry_update(r, "alpha", &u, &res), PD_OK);
+    assert_true(res.version == 2 && res.cells_changed == 0);
+    /* res may be NULL. */
+    u = list_update(PD_UPDATE_PASS, 0, cell, 1);
+    assert_int_equal(pd_registry_update(r, "alpha", &u, NULL), PD_OK);
+
+    /* The set stays sorted and whole; beta is untouched. */
+    pd_scene **list;
+    size_t n = pd_registry_list(r, &list);
+    assert_int_equal(n, 2);
+    assert_string_equal(list[0]->name, "alpha");
+    assert_true(list[0]->version == 3);
+    assert_string_equal(list[1]->name, "beta");
+    assert_true(list[1]->version == 1);
+    pd_registry_release_list(list, n);
+
+    /* A reload after updates carries the version on. */
+    pd_conf c;
+    char err[256];
+    assert_int_equal(pd_conf_load_buffer(conf_two, strlen(conf_two), "test", PD_TEST_DATA_DIR, &c, err,
+                                         sizeof err), 0);
+    assert_int_equal(pd_registry_load(r, &c, err, sizeof err), 0);
+    pd_conf_free(&c);
+    now = pd_registry_acquire(r, "alpha");
+    assert_true(now->version == 4);
+    pd_scene_release(now);
+    pd_registry_destroy(r);
+}
+
+/* A registry serving the model as scene "m" with the given unit sizes. */
+static pd_registry *registry_from_model(const model *m, const char *units_json)
+{
+    char *text = model_text(m);
+    char path[512];
+    snprintf(path, sizeof path, "%s/test_scene_update_reg_%ld.txt", PD_BINARY_DIR, (long)getpid());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+    free(text);
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"scenes\": [{\"name\": \"m\", \"map\": \"%s\", \"format\": \"ascii\", \"unit_sizes\": %s}]}",
+             path, units_json);
+    pd_registry *r = registry_with(json);
+    remove(path);
+    return r;
+}
+
+/* The registry writes a new version into the snapshot the previous update
+ * replaced, once no one holds it: the result must still equal a fresh
+ * build, and a snapshot a reader holds must never be written. */
+static void test_registry_reuses_retired_snapshots(void **state)
+{
+    (void)state;
+    rng_state = 2024;
+    model m = model_random(50, 40, 22);
+    pd_registry *r = registry_from_model(&m, "[1, 2, 3]");
+    pd_scene *v1 = pd_registry_acquire(r, "m");
+    const pd_scene *v1_address = v1;
+    pd_scene_release(v1);
+
+    pd_point cells[16];
+    pd_scene *held = NULL;
+    snapshot held_copy;
+    for (int step = 0; step < 30; step++) {
+        size_t n = 1 + (size_t)rng_below(16);
+        for (size_t i = 0; i < n; i++)
+            cells[i] = (pd_point){ rng_below(m.w), rng_below(m.h) };
+        pd_update_op op = step % 2 ? PD_UPDATE_PASS : PD_UPDATE_BLOCK;
+        pd_scene_update u = step % 3 ? list_update(op, 0, cells, n)
+                                     : rect_update(PD_UPDATE_COST, (uint8_t)(2 + step % 8), cells[0].x,
+                                                   cells[0].y, cells[0].x + (cells[0].x < m.w - 3 ? 2 : 0),
+                                                   cells[0].y + (cells[0].y < m.h - 3 ? 2 : 0));
+        uint64_t want_changed = model_apply(&m, &u);
+        pd_scene_update_result res;
+        assert_int_equal(pd_registry_update(r, "m", &u, &res), PD_OK);
+        assert_true(res.cells_changed == want_changed);
+        pd_scene *now = pd_registry_acquire(r, "m");
+        assert_true(now->version == res.version);
+        expect_equals_fresh(now, &m);
+        if (step == 1) {
+            /* Version 3 went into version 1's buffers: nobody held them. */
+            assert_ptr_equal(now, v1_address);
+        }
+        /* From step 10 to 20 a reader holds one snapshot across updates. */
+        if (step == 10) {
+            held = now;
+            held_copy = snapshot_take(held);
+        } else {
+            pd_scene_release(now);
+        }
+        if (step == 20) {
+            snapshot_check_and_free(&held_copy, held);
+            pd_scene_release(held);
+        }
+    }
+    pd_registry_destroy(r);
+    free(m.v);
+}
+
+/* Concurrency: UPDATERS threads each block UPDATES_EACH distinct cells of
+ * one open scene, one cell per update, while readers check every snapshot
+ * they see: each update blocks exactly one new cell, so a snapshot of
+ * version v must have exactly (v - 1) fewer passable cells, in its count
+ * and in its grid. A lost update would show as a final version short. */
+#define UPDATERS 4
+#define UPDATES_EACH 150
+#define UPD_READERS 2
+/* Big enough that one update takes long enough for updaters to overlap. */
+#define OPEN_SIDE 128
+
+typedef struct updater_arg {
+    pd_registry *r;
+    pthread_barrier_t *start;
+    int index;
+    int failures;
+} updater_arg;
+
+typedef struct upd_reader_arg {
+    pd_registry *r;
+    atomic_int *stop;
+    uint64_t passable0;
+    int failures;
+    atomic_ulong seen;
+} upd_reader_arg;
+
+static void *updater_main(void *p)
+{
+    updater_arg *a = p;
+    /* All updaters start together, so their updates contend. */
+    pthread_barrier_wait(a->start);
+    for (int k = 0; k < UPDATES_EACH; k++) {
+        int i = a->index * UPDATES_EACH + k;
+        pd_point cell = { i % OPEN_SIDE, i / OPEN_SIDE };
+        pd_scene_update u = list_update(PD_UPDATE_BLOCK, 0, &cell, 1);
+        pd_scene_update_result res;
+        if (pd_registry_update(a->r, "open", &u, &res) != PD_OK || res.cells_changed != 1)
+            a->failures++;
+    }
+    return NULL;
+}
+
+static void *upd_reader_main(void *p)
+{
+    upd_reader_arg *a = p;
+    uint64_t last = 0;
+    while (!atomic_load(a->stop)) {
+        pd_scene *s = pd_registry_acquire(a->r, "open");
+        if (!s) {
+            a->failures++;
+            continue;
+        }
+        uint64_t open = 0;
+        for (int32_t y = 0; y < s->grid->height; y++) {
+            for (int32_t x = 0; x < s->grid->width; x++)
+                open += pd_grid_get(s->grid, x, y) != PD_CELL_BLOCKED;
+        }
+        if (s->version < last || open != s->passable_cells ||
+            open + (s->version - 1) != a->passable0 ||
+            pd_grid_get(s->units[1].grid, 0, 0) > pd_grid_get(s->grid, 0, 0))
+            a->failures++;
+        last = s->version;
+        atomic_fetch_add(&a->seen, 1);
+        pd_scene_release(s);
+    }
+    return NULL;
+}
+
+static void test_registry_concurrent_updates(void **state)
+{
+    (void)state;
+    /* An open OPEN_SIDE x OPEN_SIDE map. */
+    model m = { OPEN_SIDE, OPEN_SIDE, malloc(OPEN_SIDE * OPEN_SIDE) };
+    assert_non_null(m.v);
+    memset(m.v, 1, OPEN_SIDE * OPEN_SIDE);
+    char *text = model_text(&m);
+    char path[512];
+    snprintf(path, sizeof path, "%s/test_scene_update_open_%ld.txt", PD_BINARY_DIR, (long)getpid());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    free(text);
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"scenes\": [{\"name\": \"open\", \"map\": \"%s\", \"format\": \"ascii\", \"unit_sizes\": [1, 2]},"
+             " {\"name\": \"other\", \"map\": \"scene_alt.txt\", \"format\": \"ascii\"}]}",
+             path);
+    pd_registry *r = registry_with(json);
+    remove(path);
+
+    atomic_int stop;
+    atomic_init(&stop, 0);
+    upd_reader_arg readers[UPD_READERS];
+    pthread_t reader_threads[UPD_READERS], updater_threads[UPDATERS];
+    updater_arg updaters[UPDATERS];
+    for (int t = 0; t < UPD_READERS; t++) {
+        readers[t] = (upd_reader_arg){ .r = r, .stop = &stop, .passable0 = OPEN_SIDE * OPEN_SIDE };
+        atomic_init(&readers[t].seen, 0);
+        assert_int_equal(pthread_create(&reader_threads[t], NULL, upd_reader_main, &readers[t]), 0);
+    }
+    /* Every reader is running before the first update, whatever the
+     * scheduler does. */
+    for (int t = 0; t < UPD_READERS; t++) {
+        while (atomic_load(&readers[t].seen) == 0)
+            sched_yield();
+    }
+    pthread_barrier_t start;
+    assert_int_equal(pthread_barrier_init(&start, NULL, UPDATERS), 0);
+    for (int t = 0; t < UPDATERS; t++) {
+        updaters[t] = (updater_arg){ .r = r, .start = &start, .index = t };
+        assert_int_equal(pthread_create(&updater_threads[t], NULL, updater_main, &updaters[t]), 0);
+    }
+    for (int t = 0; t < UPDATERS; t++) {
+        assert_int_equal(pthread_join(updater_threads[t], NULL), 0);
+        assert_int_equal(updaters[t].failures, 0);
+    }
+    pthread_barrier_destroy(&start);
+    atomic_store(&stop, 1);
+    for (int t = 0; t < UPD_READERS; t++) {
+        assert_int_equal(pthread_join(reader_threads[t], NULL), 0);
+        assert_int_equal(readers[t].failures, 0);
+        assert_true(atomic_load(&readers[t].seen) > 0);
+    }
+
+    pd_scene *s = pd_registry_acquire(r, "open");
+    if (s->version != 1 + UPDATERS * UPDATES_EACH)
+        print_error("final version %" PRIu64 ": updates were lost\n", s->version);
+    assert_true(s->version == 1 + UPDATERS * UPDATES_EACH);
+    assert_true(s->passable_cells == OPEN_SIDE * OPEN_SIDE - UPDATERS * UPDATES_EACH);
+    for (int i = 0; i < OPEN_SIDE * OPEN_SIDE; i++) {
+        uint8_t want = i < UPDATERS * UPDATES_EACH ? PD_CELL_BLOCKED : PD_CELL_FREE;
+        assert_int_equal(pd_grid_get(s->grid, i % OPEN_SIDE, i / OPEN_SIDE), want);
+        m.v[i] = want;
+    }
+    /* The repaired data of the last version is still right. */
+    expect_equals_fresh(s, &m);
+    pd_scene_release(s);
+    pd_scene *other = pd_registry_acquire(r, "other");
+    assert_true(other->version == 1);
+    pd_scene_release(other);
+    pd_registry_destroy(r);
+    free(m.v);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_unit_data_after_load),
+        cmocka_unit_test(test_validation_errors),
+        cmocka_unit_test(test_single_updates_match_fresh_build),
+        cmocka_unit_test(test_random_updates_match_fresh_build),
+        cmocka_unit_test(test_update_that_changes_nothing),
+        cmocka_unit_test(test_registry_update),
+        cmocka_unit_test(test_registry_reuses_retired_snapshots),
+        cmocka_unit_test(test_registry_concurrent_updates),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
