@@ -1,0 +1,492 @@
+/*
+ * test_render.c - pictures of grids and paths (client-examples/c/pathctl_render.h).
+ *
+ * Every picture is written to a file and decoded again with libpng, so the
+ * checks see what a viewer would: the size rule, the shading of walls, open
+ * ground and costs, a path that stays on passable cells, the markers, and the
+ * map parsers and the `pathctl render` command that feed the renderer.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <png.h>
+
+#include "pathctl_render.h"
+
+#define OUT_DIR PD_BINARY_DIR "/test_render_out"
+
+typedef struct decoded {
+    uint32_t width, height;
+    uint8_t *rgb;
+} decoded;
+
+static void out_path(char *buf, size_t len, const char *name)
+{
+    snprintf(buf, len, "%s/%ld-%s", OUT_DIR, (long)getpid(), name);
+}
+
+static void decode_png(const char *path, decoded *img)
+{
+    png_image pi;
+    memset(&pi, 0, sizeof pi);
+    pi.version = PNG_IMAGE_VERSION;
+    assert_true(png_image_begin_read_from_file(&pi, path));
+    pi.format = PNG_FORMAT_RGB;
+    img->width = pi.width;
+    img->height = pi.height;
+    img->rgb = malloc(PNG_IMAGE_SIZE(pi));
+    assert_non_null(img->rgb);
+    assert_true(png_image_finish_read(&pi, NULL, img->rgb, 0, NULL));
+    png_image_free(&pi);
+}
+
+static uint32_t pixel(const decoded *img, uint32_t x, uint32_t y)
+{
+    const uint8_t *p = img->rgb + ((size_t)y * img->width + x) * 3;
+    return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+}
+
+/* Perceived brightness, 0..255. */
+static double luma(uint32_t rgb)
+{
+    return 0.299 * (rgb >> 16 & 0xFF) + 0.587 * (rgb >> 8 & 0xFF) + 0.114 * (rgb & 0xFF);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    mkdir(OUT_DIR, 0755);
+    return 0;
+}
+
+/* A 10x6 room: a wall block, two cost cells (3 and 9) and open ground. */
+static const char *const room_rows[] = {
+    "..........",
+    ".####.....",
+    ".#..#..3..",
+    ".#..#..9..",
+    "....#.....",
+    "..........",
+};
+#define ROOM_W 10
+#define ROOM_H 6
+
+static void room_grid(pdc_render_grid *g, uint8_t *cells)
+{
+    for (int y = 0; y < ROOM_H; y++)
+        for (int x = 0; x < ROOM_W; x++) {
+            char c = room_rows[y][x];
+            cells[y * ROOM_W + x] = c == '#' ? 0 : c == '.' ? 1 : (uint8_t)(c - '0');
+        }
+    g->width = ROOM_W;
+    g->height = ROOM_H;
+    g->cells = cells;
+}
+
+/* Cell by cell from the top-left to the bottom-right corner, round the wall,
+ * with two diagonal steps whose orthogonal neighbours are both open. */
+static const pdc_xy room_path[] = {
+    {0, 0}, {1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}, {6, 1}, {6, 2}, {6, 3}, {6, 4}, {7, 5}, {8, 5}, {9, 5},
+};
+#define ROOM_PATH_LEN (sizeof room_path / sizeof room_path[0])
+
+static void test_small_grid_picture(void **state)
+{
+    (void)state;
+    uint8_t cells[ROOM_W * ROOM_H];
+    pdc_render_grid g;
+    room_grid(&g, cells);
+    pdc_render_path p = {room_path, ROOM_PATH_LEN, 1, 1, 1, room_path[0], room_path[ROOM_PATH_LEN - 1]};
+    char file[512], err[256] = "";
+    out_path(file, sizeof file, "room.png");
+    assert_int_equal(pdc_render_png(file, &g, &p, err, sizeof err), PDC_RENDER_OK);
+
+    decoded img;
+    decode_png(file, &img);
+    /* The least whole number of pixels per cell that makes the longer side
+     * (10 cells) reach the minimum. */
+    const uint32_t s = (PDC_RENDER_MIN_SIDE_PX + ROOM_W - 1) / ROOM_W;
+    assert_true(s * ROOM_W >= PDC_RENDER_MIN_SIDE_PX && (s - 1) * ROOM_W < PDC_RENDER_MIN_SIDE_PX);
+    assert_int_equal(img.width, ROOM_W * s);
+    assert_int_equal(img.height, ROOM_H * s);
+
+    /* Every pixel is the path, a marker, or its cell's own colour; each cell
+     * value has exactly one colour. */
+    uint32_t colour_of[256];
+    int seen[256] = {0};
+    size_t path_pixels = 0;
+    for (uint32_t y = 0; y < img.height; y++)
+        for (uint32_t x = 0; x < img.width; x++) {
+            uint32_t c = pixel(&img, x, y);
+            uint8_t v = cells[(y / s) * ROOM_W + x / s];
+            if (c == PDC_RENDER_RGB_PATH) {
+                assert_int_not_equal(v, 0);
+                path_pixels++;
+            } else if (c != PDC_RENDER_RGB_START && c != PDC_RENDER_RGB_GOAL && c != PDC_RENDER_RGB_OUTLINE) {
+                if (!seen[v]) {
+                    seen[v] = 1;
+                    colour_of[v] = c;
+                }
+                assert_int_equal(c, colour_of[v]);
+            }
+        }
+    assert_true(seen[0] && seen[1] && seen[3] && seen[9]);
+    assert_true(luma(colour_of[0]) < 64.0);
+    assert_true(luma(colour_of[1]) > 200.0);
+    assert_true(luma(colour_of[0]) < luma(colour_of[9]));
+    assert_true(luma(colour_of[9]) < luma(colour_of[3]));
+    assert_true(luma(colour_of[3]) < luma(colour_of[1]));
+
+    /* The line goes through the centre of every inner waypoint and halfway
+     * along each step; the markers sit on the ends. */
+    assert_true(path_pixels > 0);
+    for (size_t i = 0; i + 1 < ROOM_PATH_LEN; i++) {
+        uint32_t cx = (uint32_t)room_path[i].x * s + s / 2, cy = (uint32_t)room_path[i].y * s + s / 2;
+        uint32_t nx = (uint32_t)room_path[i + 1].x * s + s / 2, ny = (uint32_t)room_path[i + 1].y * s + s / 2;
+        if (i > 0)
+            assert_int_equal(pixel(&img, cx, cy), PDC_RENDER_RGB_PATH);
+        assert_int_equal(pixel(&img, (cx + nx) / 2, (cy + ny) / 2), PDC_RENDER_RGB_PATH);
+    }
+    assert_int_equal(pixel(&img, room_path[0].x * s + s / 2, room_path[0].y * s + s / 2), PDC_RENDER_RGB_START);
+    pdc_xy goal = room_path[ROOM_PATH_LEN - 1];
+    assert_int_equal(pixel(&img, goal.x * s + s / 2, goal.y * s + s / 2), PDC_RENDER_RGB_GOAL);
+    free(img.rgb);
+    unlink(file);
+}
+
+/* No path at all: only the grid, so no pixel has a path or marker colour. */
+static void test_grid_without_path(void **state)
+{
+    (void)state;
+    uint8_t cells[ROOM_W * ROOM_H];
+    pdc_render_grid g;
+    room_grid(&g, cells);
+    char file[512], err[256] = "";
+    out_path(file, sizeof file, "bare.png");
+    assert_int_equal(pdc_render_png(file, &g, NULL, err, sizeof err), PDC_RENDER_OK);
+    decoded img;
+    decode_png(file, &img);
+    for (uint32_t y = 0; y < img.height; y++)
+        for (uint32_t x = 0; x < img.width; x++) {
+            uint32_t c = pixel(&img, x, y);
+            assert_true(c != PDC_RENDER_RGB_PATH && c != PDC_RENDER_RGB_START && c != PDC_RENDER_RGB_GOAL);
+        }
+    free(img.rgb);
+    unlink(file);
+}
+
+/* A 2x2 unit's line runs through its footprint's centre: the corner shared
+ * by the four cells under it. */
+static void test_unit_footprint_centre(void **state)
+{
+    (void)state;
+    uint8_t cells[8 * 8];
+    memset(cells, 1, sizeof cells);
+    pdc_render_grid g = {8, 8, cells};
+    const pdc_xy pts[] = {{0, 0}, {1, 0}, {2, 0}, {3, 0}, {4, 0}, {5, 0}, {6, 0}};
+    pdc_render_path p = {pts, 7, 2, 0, 0, {0, 0}, {0, 0}};
+    char file[512], err[256] = "";
+    out_path(file, sizeof file, "unit.png");
+    assert_int_equal(pdc_render_png(file, &g, &p, err, sizeof err), PDC_RENDER_OK);
+    decoded img;
+    decode_png(file, &img);
+    const uint32_t s = PDC_RENDER_MIN_SIDE_PX / 8;
+    assert_int_equal(img.width, 8 * s);
+    assert_int_equal(pixel(&img, 3 * s, s), PDC_RENDER_RGB_PATH);
+    assert_int_not_equal(pixel(&img, 3 * s, s / 2), PDC_RENDER_RGB_PATH);
+    free(img.rgb);
+    unlink(file);
+}
+
+static void test_large_grid_downscaled(void **state)
+{
+    (void)state;
+    const int32_t w = 2000, h = 1000;
+    uint8_t *cells = malloc((size_t)w * h);
+    assert_non_null(cells);
+    /* Left half walls, right half open ground. */
+    for (int32_t y = 0; y < h; y++)
+        for (int32_t x = 0; x < w; x++)
+            cells[(size_t)y * w + x] = x < w / 2 ? 0 : 1;
+    pdc_render_grid g = {w, h, cells};
+    char file[512], err[256] = "";
+    out_path(file, sizeof file, "large.png");
+    assert_int_equal(pdc_render_png(file, &g, NULL, err, sizeof err), PDC_RENDER_OK);
+    decoded img;
+    decode_png(file, &img);
+    assert_int_equal(img.width, PDC_RENDER_MAX_SIDE_PX);
+    assert_int_equal(img.height, PDC_RENDER_MAX_SIDE_PX / 2);
+    assert_int_equal(pixel(&img, 10, 10), PDC_RENDER_RGB_BLOCKED);
+    assert_int_equal(pixel(&img, img.width - 10, img.height - 10), PDC_RENDER_RGB_FREE);
+    free(img.rgb);
+    unlink(file);
+    free(cells);
+
+    /* The rule keeps the aspect ratio whichever side is longer. */
+    uint32_t pw, ph;
+    pdc_render_image_size(1000, 2000, &pw, &ph);
+    assert_int_equal(pw, PDC_RENDER_MAX_SIDE_PX / 2);
+    assert_int_equal(ph, PDC_RENDER_MAX_SIDE_PX);
+    pdc_render_image_size(3000, 1, &pw, &ph);
+    assert_int_equal(pw, PDC_RENDER_MAX_SIDE_PX);
+    assert_int_equal(ph, 1);
+    pdc_render_image_size(512, 512, &pw, &ph);
+    assert_int_equal(pw, 512);
+    assert_int_equal(ph, 512);
+}
+
+/* A downscaled pixel averages its cells: a checkerboard turns mid-grey. */
+static void test_downscale_averages(void **state)
+{
+    (void)state;
+    const int32_t w = 2048, h = 2048;
+    uint8_t *cells = malloc((size_t)w * h);
+    assert_non_null(cells);
+    for (int32_t y = 0; y < h; y++)
+        for (int32_t x = 0; x < w; x++)
+            cells[(size_t)y * w + x] = (x + y) % 2;
+    pdc_render_grid g = {w, h, cells};
+    char file[512], err[256] = "";
+    out_path(file, sizeof file, "checker.png");
+    assert_int_equal(pdc_render_png(file, &g, NULL, err, sizeof err), PDC_RENDER_OK);
+    decoded img;
+    decode_png(file, &img);
+    double mid = (luma(PDC_RENDER_RGB_BLOCKED) + luma(PDC_RENDER_RGB_FREE)) / 2.0;
+    assert_true(luma(pixel(&img, 100, 100)) > mid - 2.0 && luma(pixel(&img, 100, 100)) < mid + 2.0);
+    free(img.rgb);
+    unlink(file);
+    free(cells);
+}
+
+static void test_bad_output_path(void **state)
+{
+    (void)state;
+    uint8_t cells[ROOM_W * ROOM_H];
+    pdc_render_grid g;
+    room_grid(&g, cells);
+    char err[256] = "";
+    const char *missing = "/nonexistent-pathd-dir/out.png";
+    assert_int_equal(pdc_render_png(missing, &g, NULL, err, sizeof err), PDC_RENDER_ERR_IO);
+    assert_non_null(strstr(err, missing));
+    assert_non_null(strstr(err, "No such file"));
+    /* A directory cannot be written as a file either. */
+    err[0] = '\0';
+    assert_int_equal(pdc_render_png(OUT_DIR, &g, NULL, err, sizeof err), PDC_RENDER_ERR_IO);
+    assert_non_null(strstr(err, OUT_DIR));
+    assert_int_equal(pdc_render_png("", &g, NULL, err, sizeof err), PDC_RENDER_ERR_ARG);
+}
+
+static void test_bad_grid_and_path(void **state)
+{
+    (void)state;
+    uint8_t cells[ROOM_W * ROOM_H];
+    pdc_render_grid g;
+    room_grid(&g, cells);
+    char file[512], err[256] = "";
+    out_path(file, sizeof file, "bad.png");
+
+    const pdc_xy outside[] = {{0, 0}, {ROOM_W, 0}};
+    pdc_render_path p = {outside, 2, 1, 0, 0, {0, 0}, {0, 0}};
+    assert_int_equal(pdc_render_png(file, &g, &p, err, sizeof err), PDC_RENDER_ERR_ARG);
+    assert_non_null(strstr(err, "waypoint 1"));
+
+    /* A 2x2 unit at the last column would stick out of the grid. */
+    const pdc_xy edge[] = {{ROOM_W - 1, 0}};
+    pdc_render_path unit = {edge, 1, 2, 0, 0, {0, 0}, {0, 0}};
+    assert_int_equal(pdc_render_png(file, &g, &unit, err, sizeof err), PDC_RENDER_ERR_ARG);
+
+    pdc_render_path marker = {NULL, 0, 1, 1, 0, {-1, 2}, {0, 0}};
+    assert_int_equal(pdc_render_png(file, &g, &marker, err, sizeof err), PDC_RENDER_ERR_ARG);
+    assert_non_null(strstr(err, "marker (-1,2)"));
+
+    pdc_render_path no_points = {NULL, 3, 1, 0, 0, {0, 0}, {0, 0}};
+    assert_int_equal(pdc_render_png(file, &g, &no_points, err, sizeof err), PDC_RENDER_ERR_ARG);
+
+    pdc_render_grid empty = {0, 5, cells};
+    assert_int_equal(pdc_render_png(file, &empty, NULL, err, sizeof err), PDC_RENDER_ERR_ARG);
+    pdc_render_grid huge = {PDC_RENDER_MAX_GRID_SIDE + 1, 1, cells};
+    assert_int_equal(pdc_render_png(file, &huge, NULL, err, sizeof err), PDC_RENDER_ERR_ARG);
+    /* Nothing was written for any of them. */
+    assert_int_not_equal(access(file, F_OK), 0);
+}
+
+static void test_parse_ascii(void **state)
+{
+    (void)state;
+    const char map[] = "; a comment\r\n.#3\r\n9..\r\n\r\n";
+    pdc_render_grid g;
+    char err[256] = "";
+    assert_int_equal(pdc_render_grid_parse(map, strlen(map), PDC_RENDER_FORMAT_ASCII, NULL, NULL, &g, err, sizeof err),
+                     PDC_RENDER_OK);
+    assert_int_equal(g.width, 3);
+    assert_int_equal(g.height, 2);
+    const uint8_t want[] = {1, 0, 3, 9, 1, 1};
+    assert_memory_equal(g.cells, want, sizeof want);
+    pdc_render_grid_free(&g);
+    assert_null(g.cells);
+
+    const char ragged[] = "...\n..\n";
+    assert_int_equal(pdc_render_grid_parse(ragged, strlen(ragged), PDC_RENDER_FORMAT_ASCII, NULL, NULL, &g, err,
+                                           sizeof err),
+                     PDC_RENDER_ERR_PARSE);
+    assert_non_null(strstr(err, "line 2"));
+    const char gap[] = "..\n\n..\n";
+    assert_int_equal(pdc_render_grid_parse(gap, strlen(gap), PDC_RENDER_FORMAT_ASCII, NULL, NULL, &g, err,
+                                           sizeof err),
+                     PDC_RENDER_ERR_PARSE);
+    const char letter[] = "..x\n";
+    assert_int_equal(pdc_render_grid_parse(letter, strlen(letter), PDC_RENDER_FORMAT_ASCII, NULL, NULL, &g, err,
+                                           sizeof err),
+                     PDC_RENDER_ERR_PARSE);
+    assert_non_null(strstr(err, "column 3"));
+    assert_int_equal(pdc_render_grid_parse("", 0, PDC_RENDER_FORMAT_ASCII, NULL, NULL, &g, err, sizeof err),
+                     PDC_RENDER_ERR_PARSE);
+}
+
+static void test_parse_movingai(void **state)
+{
+    (void)state;
+    const char map[] = "type octile\nheight 2\nwidth 4\nmap\n.GS@\nOTW.\n";
+    pdc_render_grid g;
+    char err[256] = "";
+    assert_int_equal(pdc_render_grid_parse(map, strlen(map), PDC_RENDER_FORMAT_MOVINGAI, NULL, NULL, &g, err,
+                                           sizeof err),
+                     PDC_RENDER_OK);
+    assert_int_equal(g.width, 4);
+    assert_int_equal(g.height, 2);
+    const uint8_t want[] = {1, 1, 1, 0, 0, 0, 0, 1};
+    assert_memory_equal(g.cells, want, sizeof want);
+    pdc_render_grid_free(&g);
+
+    /* Overrides as in a scene's "costs": swamp costs 3, water is walkable. */
+    uint8_t costs[256] = {0}, set[256] = {0};
+    costs['S'] = 3;
+    set['S'] = 1;
+    costs['W'] = 1;
+    set['W'] = 1;
+    assert_int_equal(pdc_render_grid_parse(map, strlen(map), PDC_RENDER_FORMAT_MOVINGAI, costs, set, &g, err,
+                                           sizeof err),
+                     PDC_RENDER_OK);
+    assert_int_equal(g.cells[2], 3);
+    assert_int_equal(g.cells[6], 1);
+    pdc_render_grid_free(&g);
+
+    const char short_rows[] = "type octile\nheight 3\nwidth 4\nmap\n....\n....\n";
+    assert_int_equal(pdc_render_grid_parse(short_rows, strlen(short_rows), PDC_RENDER_FORMAT_MOVINGAI, NULL, NULL,
+                                           &g, err, sizeof err),
+                     PDC_RENDER_ERR_PARSE);
+    assert_non_null(strstr(err, "expected 3 map rows"));
+    const char no_type[] = "height 1\nwidth 1\nmap\n.\n";
+    assert_int_equal(pdc_render_grid_parse(no_type, strlen(no_type), PDC_RENDER_FORMAT_MOVINGAI, NULL, NULL, &g,
+                                           err, sizeof err),
+                     PDC_RENDER_ERR_PARSE);
+    const char too_wide[] = "type octile\nheight 1\nwidth 99999\nmap\n.\n";
+    assert_int_equal(pdc_render_grid_parse(too_wide, strlen(too_wide), PDC_RENDER_FORMAT_MOVINGAI, NULL, NULL, &g,
+                                           err, sizeof err),
+                     PDC_RENDER_ERR_PARSE);
+    assert_null(g.cells);
+
+    assert_int_equal(pdc_render_grid_load("/nonexistent-pathd-dir/x.map", PDC_RENDER_FORMAT_MOVINGAI, NULL, NULL,
+                                          &g, err, sizeof err),
+                     PDC_RENDER_ERR_IO);
+    assert_non_null(strstr(err, "/nonexistent-pathd-dir/x.map"));
+}
+
+/* Runs pathctl_render_main on a NULL-terminated argument list. */
+static int run_render(const char *first, ...)
+{
+    char *argv[32];
+    int argc = 0;
+    argv[argc++] = (char *)"pathctl";
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && argc < 31; a = va_arg(ap, const char *))
+        argv[argc++] = (char *)a;
+    va_end(ap);
+    argv[argc] = NULL;
+    return pathctl_render_main(argc, argv);
+}
+
+static void test_render_command(void **state)
+{
+    (void)state;
+    char map[512], file[512];
+    out_path(map, sizeof map, "room.txt");
+    out_path(file, sizeof file, "cli.png");
+    FILE *f = fopen(map, "w");
+    assert_non_null(f);
+    for (int y = 0; y < ROOM_H; y++)
+        fprintf(f, "%s\n", room_rows[y]);
+    fclose(f);
+
+    /* Another command is not render's business. */
+    assert_int_equal(run_render("--server", "127.0.0.1:1", "path", "--scene", "render", NULL),
+                     PATHCTL_RENDER_NOT_MINE);
+    assert_int_equal(run_render("ping", NULL), PATHCTL_RENDER_NOT_MINE);
+
+    assert_int_equal(run_render("--json", "render", "--map", map, "--format", "ascii", "--path",
+                                "0,0;5,0;6,1;6,4;7,5;9,5", "-o", file, NULL),
+                     0);
+    decoded img;
+    decode_png(file, &img);
+    const uint32_t s = (PDC_RENDER_MIN_SIDE_PX + ROOM_W - 1) / ROOM_W;
+    assert_int_equal(img.width, ROOM_W * s);
+    assert_int_equal(img.height, ROOM_H * s);
+    assert_int_equal(pixel(&img, s / 2, s / 2), PDC_RENDER_RGB_START);
+    assert_int_equal(pixel(&img, 9 * s + s / 2, 5 * s + s / 2), PDC_RENDER_RGB_GOAL);
+    assert_int_equal(pixel(&img, 3 * s + s / 2, s / 2), PDC_RENDER_RGB_PATH);
+    free(img.rgb);
+    unlink(file);
+
+    /* Usage errors: no output, no map, a scene's grid (needs SceneGrid), a
+     * half-given query, both --path and --from/--to, a bad waypoint list. */
+    assert_int_equal(run_render("render", "--map", map, NULL), PATHCTL_RENDER_EXIT_USAGE);
+    assert_int_equal(run_render("render", "-o", file, NULL), PATHCTL_RENDER_EXIT_USAGE);
+    assert_int_equal(run_render("render", "--scene", "town", "-o", file, NULL), PATHCTL_RENDER_EXIT_USAGE);
+    assert_int_equal(run_render("render", "--map", map, "--from", "0,0", "-o", file, NULL),
+                     PATHCTL_RENDER_EXIT_USAGE);
+    assert_int_equal(run_render("render", "--map", map, "--scene", "x", "--from", "0,0", "--to", "1,1", "--path",
+                                "0,0", "-o", file, NULL),
+                     PATHCTL_RENDER_EXIT_USAGE);
+    assert_int_equal(run_render("render", "--map", map, "--path", "0,0;;1,1", "-o", file, NULL),
+                     PATHCTL_RENDER_EXIT_USAGE);
+    assert_int_equal(run_render("render", "--map", map, "--format", "tiled", "-o", file, NULL),
+                     PATHCTL_RENDER_EXIT_USAGE);
+    assert_int_equal(run_render("render", "--map", map, "--frobnicate", "-o", file, NULL),
+                     PATHCTL_RENDER_EXIT_USAGE);
+    /* Work that fails: a waypoint off the map, a missing map, no server. */
+    assert_int_equal(run_render("render", "--map", map, "--path", "0,0;40,0", "-o", file, NULL),
+                     PATHCTL_RENDER_EXIT_FAIL);
+    assert_int_equal(run_render("render", "--map", OUT_DIR "/missing.txt", "-o", file, NULL),
+                     PATHCTL_RENDER_EXIT_FAIL);
+    assert_int_equal(run_render("--server", "127.0.0.1:1", "--timeout", "2000", "render", "--map", map, "--scene",
+                                "room", "--from", "0,0", "--to", "9,5", "-o", file, NULL),
+                     PATHCTL_RENDER_EXIT_CONNECT);
+    assert_int_not_equal(access(file, F_OK), 0);
+    unlink(map);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_small_grid_picture),
+        cmocka_unit_test(test_grid_without_path),
+        cmocka_unit_test(test_unit_footprint_centre),
+        cmocka_unit_test(test_large_grid_downscaled),
+        cmocka_unit_test(test_downscale_averages),
+        cmocka_unit_test(test_bad_output_path),
+        cmocka_unit_test(test_bad_grid_and_path),
+        cmocka_unit_test(test_parse_ascii),
+        cmocka_unit_test(test_parse_movingai),
+        cmocka_unit_test(test_render_command),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
