@@ -2,8 +2,8 @@
  * pathctl.c - command-line client for pathd, built on pathd_client.h.
  *
  * It exists so a person (or a shell script) can ask the daemon for a path,
- * list its scenes or read its statistics without writing code, and as a
- * worked example of the client library. Human-readable output by default,
+ * change a scene's cells, list its scenes or read its statistics without
+ * writing code, and as a worked example of the client library. Human-readable output by default,
  * one JSON object per answer with --json (written with cJSON).
  *
  * Exit status: 0 for OK/PARTIAL answers, 1 for any other answer (its status
@@ -26,17 +26,34 @@
 /* Longest --timeout accepted, in ms: an hour is already absurd for one call. */
 #define PATHCTL_MAX_TIMEOUT_MS 3600000L
 
+/* Most cells `update --cells` takes: the list is typed on a command line,
+ * so this is only a guard against a runaway script; a rectangle covers more. */
+#define PATHCTL_MAX_UPDATE_CELLS 65536
+
 typedef struct pathctl_args {
     const char *server;
     int json;
     int timeout_ms;
     const char *command;
     const char *name;           /* info NAME */
-    int path_options_seen;      /* a path-only option was given */
+    const char *path_option;    /* a path-only option that was given, for errors */
+    const char *update_option;  /* an update-only option that was given */
+    const char *scene;
     const char *from, *to;
     int world;
     pdc_path_req req;
+    pdc_xy *avoid;              /* heap; freed by pathctl_args_free */
+    pdc_update_req update;
+    pdc_xy *update_cells;       /* heap; freed by pathctl_args_free */
 } pathctl_args;
+
+static void pathctl_args_free(pathctl_args *a)
+{
+    free(a->avoid);
+    free(a->update_cells);
+    a->avoid = NULL;
+    a->update_cells = NULL;
+}
 
 static void pathctl_usage(FILE *out)
 {
@@ -44,10 +61,16 @@ static void pathctl_usage(FILE *out)
             "usage: pathctl [--server HOST:PORT] [--json] [--timeout MS] COMMAND\n"
             "\n"
             "commands:\n"
-            "  path --scene NAME --from X,Y --to X,Y [--world] [--unit N]\n"
-            "       [--connect 4|8] [--style cells|corners]\n"
-            "       [--max-expansions N] [--deadline MS]\n"
-            "                     find a path; --world reads X,Y as world coordinates\n"
+            "  path --scene NAME --from X,Y --to X,Y [--world] [--unit K]\n"
+            "       [--connect 4|8] [--style cells|corners|smooth]\n"
+            "       [--max-expansions N] [--deadline MS] [--partial]\n"
+            "       [--goal-mode exact|nearest|line] [--snap]\n"
+            "       [--speed S] [--start-time T] [--avoid \"X,Y;X,Y\"] [--window X0,Y0,X1,Y1]\n"
+            "                     find a path; --world reads X,Y as world coordinates;\n"
+            "                     for --unit K > 1, X,Y is the unit's top-left cell\n"
+            "  update --scene NAME (--rect X0,Y0,X1,Y1 | --cells \"X,Y;X,Y\")\n"
+            "         --set blocked|passable|cost=N\n"
+            "                     change cells; prints the new scene version\n"
             "  scenes             list scenes, one a line: name WxH version N\n"
             "  info NAME          describe one scene\n"
             "  stats              server statistics\n"
@@ -123,6 +146,79 @@ static int pathctl_parse_point(const char *s, int world, pdc_point *out)
     return 0;
 }
 
+/* "X,Y;X,Y;..." into a heap array of at most max cells (a trailing ';' is
+ * allowed). Returns the count, or -1 on a syntax error, an empty list, or
+ * more than max cells. */
+static long pathctl_parse_cells(const char *s, size_t max, pdc_xy **out)
+{
+    size_t n = 0, cap = 0;
+    pdc_xy *cells = NULL;
+    const char *p = s;
+    while (*p) {
+        char item[64];
+        const char *semi = strchr(p, ';');
+        size_t len = semi ? (size_t)(semi - p) : strlen(p);
+        pdc_point pt;
+        if (len == 0 || len >= sizeof item || n == max)
+            goto fail;
+        memcpy(item, p, len);
+        item[len] = '\0';
+        if (pathctl_parse_point(item, 0, &pt))
+            goto fail;
+        if (n == cap) {
+            size_t grown_cap = cap ? cap * 2 : 16;
+            pdc_xy *grown = realloc(cells, grown_cap * sizeof *grown);
+            if (!grown)
+                goto fail;
+            cells = grown;
+            cap = grown_cap;
+        }
+        cells[n].x = pt.x;
+        cells[n].y = pt.y;
+        n++;
+        p += len + (semi ? 1 : 0);
+    }
+    if (n == 0)
+        goto fail;
+    *out = cells;
+    return (long)n;
+fail:
+    free(cells);
+    return -1;
+}
+
+/* "X0,Y0,X1,Y1": an inclusive cell rectangle with X0 <= X1 and Y0 <= Y1. */
+static int pathctl_parse_rect(const char *s, pdc_xy *min, pdc_xy *max)
+{
+    long v[4];
+    const char *p = s;
+    for (int i = 0; i < 4; i++) {
+        char *end;
+        errno = 0;
+        v[i] = strtol(p, &end, 10);
+        if (errno || end == p || v[i] < INT32_MIN || v[i] > INT32_MAX || *end != (i < 3 ? ',' : '\0'))
+            return -1;
+        p = end + 1;
+    }
+    if (v[0] > v[2] || v[1] > v[3])
+        return -1;
+    *min = (pdc_xy){(int32_t)v[0], (int32_t)v[1]};
+    *max = (pdc_xy){(int32_t)v[2], (int32_t)v[3]};
+    return 0;
+}
+
+/* A finite double. */
+static int pathctl_parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || v != v || v > 1e308 || v < -1e308)
+        return -1;
+    *out = v;
+    return 0;
+}
+
 /* Options that take a value. Returns the value for argv[*i] (and advances
  * *i past it), accepting both "--opt value" and "--opt=value". */
 static const char *pathctl_option_value(int argc, char **argv, int *i, const char *name)
@@ -144,16 +240,135 @@ static int pathctl_is_option(const char *arg, const char *name)
     return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || arg[n] == '=');
 }
 
+/* Options that take a value, and which command they belong to. */
+typedef enum pathctl_opt {
+    OPT_SERVER, OPT_TIMEOUT, OPT_SCENE,
+    OPT_FROM, OPT_TO, OPT_UNIT, OPT_CONNECT, OPT_STYLE, OPT_MAX_EXPANSIONS, OPT_DEADLINE,
+    OPT_GOAL_MODE, OPT_SPEED, OPT_START_TIME, OPT_AVOID, OPT_WINDOW,
+    OPT_RECT, OPT_CELLS, OPT_SET,
+    OPT_COUNT
+} pathctl_opt;
+
+static const char *const pathctl_opt_names[OPT_COUNT] = {
+    "--server", "--timeout", "--scene",
+    "--from", "--to", "--unit", "--connect", "--style", "--max-expansions", "--deadline",
+    "--goal-mode", "--speed", "--start-time", "--avoid", "--window",
+    "--rect", "--cells", "--set",
+};
+
+/* Checks and converts the path command's options. Returns -1 or an exit code. */
+static int pathctl_parse_path(pathctl_args *a, const char *const *val)
+{
+    long n;
+    a->req.scene = a->scene;
+    if (!a->scene || !a->scene[0] || !a->from || !a->to)
+        return pathctl_usage_error("%s", "path needs --scene, --from and --to");
+    if (pathctl_parse_point(a->from, a->world, &a->req.start))
+        return pathctl_usage_error("bad --from %s (want X,Y)", a->from);
+    if (pathctl_parse_point(a->to, a->world, &a->req.goal))
+        return pathctl_usage_error("bad --to %s (want X,Y)", a->to);
+    if (val[OPT_UNIT]) {
+        if (pathctl_parse_long(val[OPT_UNIT], 1, UINT16_MAX, &n))
+            return pathctl_usage_error("bad --unit %s", val[OPT_UNIT]);
+        a->req.unit_size = (uint32_t)n;
+    }
+    if (val[OPT_CONNECT]) {
+        if (pathctl_parse_long(val[OPT_CONNECT], 4, 8, &n) || (n != 4 && n != 8))
+            return pathctl_usage_error("bad --connect %s (4 or 8)", val[OPT_CONNECT]);
+        a->req.connectivity = (int)n;
+    }
+    if (val[OPT_STYLE]) {
+        const char *style = val[OPT_STYLE];
+        if (!strcmp(style, "cells"))
+            a->req.style = PDC_STYLE_CELLS;
+        else if (!strcmp(style, "corners"))
+            a->req.style = PDC_STYLE_CORNERS;
+        else if (!strcmp(style, "smooth"))
+            a->req.style = PDC_STYLE_SMOOTH;
+        else
+            return pathctl_usage_error("bad --style %s (cells, corners or smooth)", style);
+    }
+    if (val[OPT_GOAL_MODE]) {
+        const char *mode = val[OPT_GOAL_MODE];
+        if (!strcmp(mode, "exact"))
+            a->req.goal_mode = PDC_GOAL_EXACT;
+        else if (!strcmp(mode, "nearest"))
+            a->req.goal_mode = PDC_GOAL_NEAREST;
+        else if (!strcmp(mode, "line"))
+            a->req.goal_mode = PDC_GOAL_LINE;
+        else
+            return pathctl_usage_error("bad --goal-mode %s (exact, nearest or line)", mode);
+    }
+    if (val[OPT_MAX_EXPANSIONS] && pathctl_parse_u64(val[OPT_MAX_EXPANSIONS], &a->req.max_expansions))
+        return pathctl_usage_error("bad --max-expansions %s", val[OPT_MAX_EXPANSIONS]);
+    if (val[OPT_DEADLINE]) {
+        uint64_t ms;
+        if (pathctl_parse_u64(val[OPT_DEADLINE], &ms) || ms > UINT32_MAX)
+            return pathctl_usage_error("bad --deadline %s (milliseconds)", val[OPT_DEADLINE]);
+        a->req.deadline_ms = (uint32_t)ms;
+    }
+    if (val[OPT_SPEED] && (pathctl_parse_double(val[OPT_SPEED], &a->req.speed) || a->req.speed < 0))
+        return pathctl_usage_error("bad --speed %s (world units per second, >= 0)", val[OPT_SPEED]);
+    if (val[OPT_START_TIME] && pathctl_parse_double(val[OPT_START_TIME], &a->req.start_time))
+        return pathctl_usage_error("bad --start-time %s (seconds)", val[OPT_START_TIME]);
+    if (val[OPT_AVOID]) {
+        long count = pathctl_parse_cells(val[OPT_AVOID], PDC_MAX_AVOID, &a->avoid);
+        if (count < 0)
+            return pathctl_usage_error("bad --avoid %s (want \"X,Y;X,Y\", at most 4096 cells)", val[OPT_AVOID]);
+        a->req.avoid = a->avoid;
+        a->req.avoid_count = (size_t)count;
+    }
+    if (val[OPT_WINDOW]) {
+        if (pathctl_parse_rect(val[OPT_WINDOW], &a->req.window_min, &a->req.window_max) ||
+            a->req.window_min.x < 0 || a->req.window_min.y < 0)
+            return pathctl_usage_error("bad --window %s (want X0,Y0,X1,Y1, 0 <= X0 <= X1, 0 <= Y0 <= Y1)",
+                                       val[OPT_WINDOW]);
+        a->req.has_window = 1;
+    }
+    return -1;
+}
+
+/* Checks and converts the update command's options. Returns -1 or an exit code. */
+static int pathctl_parse_update(pathctl_args *a, const char *const *val)
+{
+    a->update.scene = a->scene;
+    if (!a->scene || !a->scene[0] || !val[OPT_SET] || !val[OPT_RECT] == !val[OPT_CELLS])
+        return pathctl_usage_error("%s", "update needs --scene, --set and one of --rect or --cells");
+    if (val[OPT_RECT]) {
+        if (pathctl_parse_rect(val[OPT_RECT], &a->update.rect_min, &a->update.rect_max))
+            return pathctl_usage_error("bad --rect %s (want X0,Y0,X1,Y1 with X0 <= X1, Y0 <= Y1)",
+                                       val[OPT_RECT]);
+        a->update.is_rect = 1;
+    } else {
+        long count = pathctl_parse_cells(val[OPT_CELLS], PATHCTL_MAX_UPDATE_CELLS, &a->update_cells);
+        if (count < 0)
+            return pathctl_usage_error("bad --cells %s (want \"X,Y;X,Y\")", val[OPT_CELLS]);
+        a->update.cells = a->update_cells;
+        a->update.cell_count = (size_t)count;
+    }
+    const char *set = val[OPT_SET];
+    long cost;
+    if (!strcmp(set, "blocked"))
+        a->update.op = PDC_UPDATE_BLOCK;
+    else if (!strcmp(set, "passable"))
+        a->update.op = PDC_UPDATE_PASS;
+    else if (!strncmp(set, "cost=", 5) && !pathctl_parse_long(set + 5, 1, 255, &cost)) {
+        a->update.op = PDC_UPDATE_COST;
+        a->update.cost = (uint32_t)cost;
+    } else
+        return pathctl_usage_error("bad --set %s (blocked, passable or cost=1..255)", set);
+    return -1;
+}
+
 /* Fills args from argv. Returns -1 to continue, or an exit code. */
 static int pathctl_parse(int argc, char **argv, pathctl_args *a)
 {
+    const char *val[OPT_COUNT] = {0};
     memset(a, 0, sizeof *a);
     a->server = PDC_DEFAULT_SERVER;
     a->timeout_ms = PDC_DEFAULT_TIMEOUT_MS;
-    const char *unit = NULL, *conn = NULL, *style = NULL, *maxexp = NULL, *deadline = NULL;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        const char *v;
         if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
             pathctl_usage(stdout);
             return 0;
@@ -162,40 +377,33 @@ static int pathctl_parse(int argc, char **argv, pathctl_args *a)
             a->json = 1;
         } else if (!strcmp(arg, "--world")) {
             a->world = 1;
-            a->path_options_seen = 1;
+            a->path_option = arg;
+        } else if (!strcmp(arg, "--snap")) {
+            a->req.snap = 1;
+            a->path_option = arg;
+        } else if (!strcmp(arg, "--partial")) {
+            a->req.partial_on_cutoff = 1;
+            a->path_option = arg;
         } else if (arg[0] == '-' && arg[1] == '-') {
-            static const char *const with_value[] = {
-                "--server", "--timeout", "--scene", "--from", "--to", "--unit",
-                "--connect", "--style", "--max-expansions", "--deadline",
-            };
-            size_t k = 0, nopts = sizeof with_value / sizeof with_value[0];
-            while (k < nopts && !pathctl_is_option(arg, with_value[k]))
+            size_t k = 0;
+            while (k < OPT_COUNT && !pathctl_is_option(arg, pathctl_opt_names[k]))
                 k++;
-            if (k == nopts)
+            if (k == OPT_COUNT)
                 return pathctl_usage_error("unknown option %s", arg);
-            v = pathctl_option_value(argc, argv, &i, with_value[k]);
+            const char *v = pathctl_option_value(argc, argv, &i, pathctl_opt_names[k]);
             if (!v)
-                return pathctl_usage_error("option %s needs a value", with_value[k]);
-            switch (k) {
-            case 0: a->server = v; break;
-            case 1: {
+                return pathctl_usage_error("option %s needs a value", pathctl_opt_names[k]);
+            val[k] = v;
+            if (k == OPT_TIMEOUT) {
                 long t;
                 if (pathctl_parse_long(v, 1, PATHCTL_MAX_TIMEOUT_MS, &t))
                     return pathctl_usage_error("bad --timeout %s (milliseconds, > 0)", v);
                 a->timeout_ms = (int)t;
-                break;
             }
-            case 2: a->req.scene = v; break;
-            case 3: a->from = v; break;
-            case 4: a->to = v; break;
-            case 5: unit = v; break;
-            case 6: conn = v; break;
-            case 7: style = v; break;
-            case 8: maxexp = v; break;
-            default: deadline = v; break;
-            }
-            if (k >= 2)
-                a->path_options_seen = 1;
+            if (k >= OPT_FROM && k <= OPT_WINDOW)
+                a->path_option = pathctl_opt_names[k];
+            else if (k >= OPT_RECT)
+                a->update_option = pathctl_opt_names[k];
         } else if (arg[0] == '-' && arg[1] != '\0') {
             return pathctl_usage_error("unknown option %s", arg);
         } else if (!a->command) {
@@ -206,53 +414,31 @@ static int pathctl_parse(int argc, char **argv, pathctl_args *a)
             return pathctl_usage_error("unexpected argument %s", arg);
         }
     }
+    if (val[OPT_SERVER])
+        a->server = val[OPT_SERVER];
+    a->scene = val[OPT_SCENE];
+    a->from = val[OPT_FROM];
+    a->to = val[OPT_TO];
     if (!a->command)
         return pathctl_usage_error("%s", "no command given");
     int is_path = !strcmp(a->command, "path");
-    if (!is_path && strcmp(a->command, "scenes") && strcmp(a->command, "info") &&
+    int is_update = !strcmp(a->command, "update");
+    if (!is_path && !is_update && strcmp(a->command, "scenes") && strcmp(a->command, "info") &&
         strcmp(a->command, "stats") && strcmp(a->command, "ping"))
         return pathctl_usage_error("unknown command %s", a->command);
-    if (!is_path && a->path_options_seen)
-        return pathctl_usage_error("%s takes no path options", a->command);
+    if (!is_path && a->path_option)
+        return pathctl_usage_error("option %s belongs to the path command", a->path_option);
+    if (!is_update && a->update_option)
+        return pathctl_usage_error("option %s belongs to the update command", a->update_option);
+    if (!is_path && !is_update && a->scene)
+        return pathctl_usage_error("%s takes no --scene", a->command);
     if (!strcmp(a->command, "info") ? !a->name : a->name != NULL)
         return pathctl_usage_error(a->name ? "unexpected argument %s" : "info needs a scene name%s",
                                    a->name ? a->name : "");
-    if (!is_path)
-        return -1;
-
-    if (!a->req.scene || !a->req.scene[0] || !a->from || !a->to)
-        return pathctl_usage_error("%s", "path needs --scene, --from and --to");
-    if (pathctl_parse_point(a->from, a->world, &a->req.start))
-        return pathctl_usage_error("bad --from %s (want X,Y)", a->from);
-    if (pathctl_parse_point(a->to, a->world, &a->req.goal))
-        return pathctl_usage_error("bad --to %s (want X,Y)", a->to);
-    long n;
-    if (unit) {
-        if (pathctl_parse_long(unit, 1, UINT16_MAX, &n))
-            return pathctl_usage_error("bad --unit %s", unit);
-        a->req.unit_size = (uint32_t)n;
-    }
-    if (conn) {
-        if (pathctl_parse_long(conn, 4, 8, &n) || (n != 4 && n != 8))
-            return pathctl_usage_error("bad --connect %s (4 or 8)", conn);
-        a->req.connectivity = (int)n;
-    }
-    if (style) {
-        if (!strcmp(style, "cells"))
-            a->req.style = PDC_STYLE_CELLS;
-        else if (!strcmp(style, "corners"))
-            a->req.style = PDC_STYLE_CORNERS;
-        else
-            return pathctl_usage_error("bad --style %s (cells or corners)", style);
-    }
-    if (maxexp && pathctl_parse_u64(maxexp, &a->req.max_expansions))
-        return pathctl_usage_error("bad --max-expansions %s", maxexp);
-    if (deadline) {
-        uint64_t ms;
-        if (pathctl_parse_u64(deadline, &ms) || ms > UINT32_MAX)
-            return pathctl_usage_error("bad --deadline %s (milliseconds)", deadline);
-        a->req.deadline_ms = (uint32_t)ms;
-    }
+    if (is_path)
+        return pathctl_parse_path(a, val);
+    if (is_update)
+        return pathctl_parse_update(a, val);
     return -1;
 }
 
@@ -286,11 +472,21 @@ static int pathctl_fail(const pathctl_args *a, int status, const char *detail)
     return status == PDC_ERR_ARG ? PATHCTL_EXIT_USAGE : PATHCTL_EXIT_ANSWER;
 }
 
+/* [x,y] for a substituted endpoint, or JSON null. */
+static cJSON *pathctl_json_cell(int present, pdc_xy cell)
+{
+    if (!present)
+        return cJSON_CreateNull();
+    const double xy[2] = {cell.x, cell.y};
+    return cJSON_CreateDoubleArray(xy, 2);
+}
+
 static int pathctl_path(pdc_conn *c, const pathctl_args *a)
 {
     pdc_path_result r;
     int status = pdc_find_path(c, &a->req, &r);
     int answered = status >= 0;
+    int timed = a->req.speed > 0;
     if (answered && a->json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "status", pdc_status_name(status));
@@ -300,24 +496,42 @@ static int pathctl_path(pdc_conn *c, const pathctl_args *a)
         cJSON_AddNumberToObject(o, "version", (double)r.scene_version);
         if (r.message[0])
             cJSON_AddStringToObject(o, "message", r.message);
+        cJSON_AddItemToObject(o, "start_used", pathctl_json_cell(r.has_start_used, r.start_used));
+        cJSON_AddItemToObject(o, "goal_used", pathctl_json_cell(r.has_goal_used, r.goal_used));
+        if (r.cutoff != PDC_OK)
+            cJSON_AddStringToObject(o, "cutoff", pdc_status_name(r.cutoff));
+        else
+            cJSON_AddNullToObject(o, "cutoff");
         cJSON *cells = cJSON_AddArrayToObject(o, "waypoints");
         cJSON *world = cJSON_AddArrayToObject(o, "world");
+        cJSON *times = timed ? cJSON_AddArrayToObject(o, "times") : NULL;
+        if (!timed)
+            cJSON_AddNullToObject(o, "times");
         for (size_t i = 0; i < r.count && cells && world; i++) {
             const double xy[2] = {r.waypoints[i].x, r.waypoints[i].y};
             const double wxy[2] = {r.waypoints[i].wx, r.waypoints[i].wy};
             cJSON_AddItemToArray(cells, cJSON_CreateDoubleArray(xy, 2));
             cJSON_AddItemToArray(world, cJSON_CreateDoubleArray(wxy, 2));
+            if (times)
+                cJSON_AddItemToArray(times, cJSON_CreateNumber(r.waypoints[i].t));
         }
         pathctl_print_json(o);
     } else if (answered) {
         printf("status %s cost %.2f expansions %" PRIu64 " version %" PRIu64 " waypoints %zu\n",
                pdc_status_name(status), r.cost, r.expansions, r.scene_version, r.count);
+        if (r.has_start_used)
+            printf("start_used %d,%d (start was blocked; snapped)\n", r.start_used.x, r.start_used.y);
+        if (r.has_goal_used)
+            printf("goal_used %d,%d (the path ends there, not at the goal)\n", r.goal_used.x, r.goal_used.y);
+        if (r.cutoff != PDC_OK)
+            printf("cutoff %s (path to the best node found)\n", pdc_status_name(r.cutoff));
         for (size_t i = 0; i < r.count; i++) {
+            printf("%d,%d", r.waypoints[i].x, r.waypoints[i].y);
             if (a->world)
-                printf("%d,%d %.10g,%.10g\n", r.waypoints[i].x, r.waypoints[i].y,
-                       r.waypoints[i].wx, r.waypoints[i].wy);
-            else
-                printf("%d,%d\n", r.waypoints[i].x, r.waypoints[i].y);
+                printf(" %.10g,%.10g", r.waypoints[i].wx, r.waypoints[i].wy);
+            if (timed)
+                printf(" t=%.3f", r.waypoints[i].t);
+            putchar('\n');
         }
     }
     int code = 0;
@@ -332,6 +546,26 @@ static int pathctl_path(pdc_conn *c, const pathctl_args *a)
     }
     pdc_path_result_free(&r);
     return code;
+}
+
+static int pathctl_update(pdc_conn *c, const pathctl_args *a)
+{
+    pdc_update_result u;
+    int status = pdc_update_cells(c, &a->update, &u);
+    if (status != PDC_OK)
+        return pathctl_fail(a, status, pdc_last_error(c));
+    if (a->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "status", "OK");
+        cJSON_AddNumberToObject(o, "version", (double)u.version);
+        cJSON_AddNumberToObject(o, "cells_changed", (double)u.cells_changed);
+        cJSON_AddNumberToObject(o, "micros", (double)u.micros);
+        pathctl_print_json(o);
+    } else {
+        printf("status OK version %" PRIu64 " cells_changed %" PRIu64 " micros %" PRIu64 "\n", u.version,
+               u.cells_changed, u.micros);
+    }
+    return 0;
 }
 
 static int pathctl_scenes(pdc_conn *c, const pathctl_args *a)
@@ -453,17 +687,22 @@ int main(int argc, char **argv)
 {
     pathctl_args args;
     int code = pathctl_parse(argc, argv, &args);
-    if (code >= 0)
+    if (code >= 0) {
+        pathctl_args_free(&args);
         return code;
+    }
 
     char err[PDC_MESSAGE_MAX];
     pdc_conn *c = pdc_connect(args.server, args.timeout_ms, err, sizeof err);
     if (!c) {
         fprintf(stderr, "pathctl: %s\n", err);
+        pathctl_args_free(&args);
         return PATHCTL_EXIT_CONNECT;
     }
     if (!strcmp(args.command, "path"))
         code = pathctl_path(c, &args);
+    else if (!strcmp(args.command, "update"))
+        code = pathctl_update(c, &args);
     else if (!strcmp(args.command, "scenes"))
         code = pathctl_scenes(c, &args);
     else if (!strcmp(args.command, "info"))
@@ -473,5 +712,6 @@ int main(int argc, char **argv)
     else
         code = pathctl_ping(c, &args);
     pdc_close(c);
+    pathctl_args_free(&args);
     return code;
 }

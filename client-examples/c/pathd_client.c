@@ -50,6 +50,9 @@ typedef struct pdc__pending {
     size_t count, capacity;
     double cost;
     uint64_t expansions, search_micros, scene_version;
+    int has_start_used, has_goal_used;
+    pdc_xy start_used, goal_used;
+    int cutoff;
     Pathd__V1__Response *response; /* KIND_OTHER: the answer frame */
     char message[PDC_MESSAGE_MAX];
 } pdc__pending;
@@ -586,6 +589,7 @@ static int pdc__append_chunk(pdc_conn *c, pdc__pending *p, const Pathd__V1__Path
         d->y = w->y;
         d->wx = w->wx;
         d->wy = w->wy;
+        d->t = w->t;
     }
     return PDC_OK;
 }
@@ -636,6 +640,15 @@ static void pdc__dispatch(pdc_conn *c, Pathd__V1__Response *resp)
             p->expansions = chunk->expansions;
             p->search_micros = chunk->search_micros;
             p->scene_version = chunk->scene_version;
+            if (chunk->start_used) {
+                p->has_start_used = 1;
+                p->start_used = (pdc_xy){chunk->start_used->x, chunk->start_used->y};
+            }
+            if (chunk->goal_used) {
+                p->has_goal_used = 1;
+                p->goal_used = (pdc_xy){chunk->goal_used->x, chunk->goal_used->y};
+            }
+            p->cutoff = (int)chunk->cutoff;
         }
     }
     if (resp->final)
@@ -722,13 +735,18 @@ static int pdc__call(pdc_conn *c, Pathd__V1__Request *req, pdc__kind kind, pdc__
 
 /* ---- path requests -------------------------------------------------------- */
 
-/* The protobuf objects one FindPath request needs, all on the caller's stack. */
+/* The protobuf objects one FindPath request needs: all on the caller's stack
+ * except the avoid cells, whose number varies (pdc__find_msg_free). */
 typedef struct pdc__find_msg {
     Pathd__V1__Request req;
     Pathd__V1__FindPath fp;
     Pathd__V1__Point start, goal;
     Pathd__V1__Cell start_cell, goal_cell;
     Pathd__V1__WorldPoint start_world, goal_world;
+    Pathd__V1__Rect window;
+    Pathd__V1__Cell window_min, window_max;
+    Pathd__V1__Cell *avoid_cells;
+    Pathd__V1__Cell **avoid_ptrs;
 } pdc__find_msg;
 
 static void pdc__point_to_wire(const pdc_point *src, Pathd__V1__Point *dst,
@@ -750,13 +768,62 @@ static void pdc__point_to_wire(const pdc_point *src, Pathd__V1__Point *dst,
     }
 }
 
+static void pdc__cell_to_wire(pdc_xy src, Pathd__V1__Cell *dst)
+{
+    pathd__v1__cell__init(dst);
+    dst->x = src.x;
+    dst->y = src.y;
+}
+
+/* Heap copies of n cells in the form protobuf-c packs: an array of cells and
+ * an array of pointers to them. 0 or PDC_ERR_NOMEM. */
+static int pdc__cells_to_wire(const pdc_xy *src, size_t n, Pathd__V1__Cell **cells,
+                              Pathd__V1__Cell ***ptrs)
+{
+    *cells = malloc(n * sizeof **cells);
+    *ptrs = malloc(n * sizeof **ptrs);
+    if (!*cells || !*ptrs) {
+        free(*cells);
+        free(*ptrs);
+        *cells = NULL;
+        *ptrs = NULL;
+        return PDC_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        pdc__cell_to_wire(src[i], &(*cells)[i]);
+        (*ptrs)[i] = &(*cells)[i];
+    }
+    return PDC_OK;
+}
+
+static void pdc__find_msg_free(pdc__find_msg *m)
+{
+    free(m->avoid_cells);
+    free(m->avoid_ptrs);
+    m->avoid_cells = NULL;
+    m->avoid_ptrs = NULL;
+}
+
+/* Checks what the server would refuse anyway (so a typo fails fast, without a
+ * round trip) and builds the message. Free it with pdc__find_msg_free. */
 static int pdc__build_find(const pdc_path_req *r, pdc__find_msg *m)
 {
+    memset(m, 0, sizeof *m);
     if (!r || !r->scene || !r->scene[0])
         return PDC_ERR_ARG;
     if (r->connectivity != 0 && r->connectivity != 4 && r->connectivity != 8)
         return PDC_ERR_ARG;
-    if (r->style != PDC_STYLE_CELLS && r->style != PDC_STYLE_CORNERS)
+    if (r->style != PDC_STYLE_CELLS && r->style != PDC_STYLE_CORNERS && r->style != PDC_STYLE_SMOOTH)
+        return PDC_ERR_ARG;
+    if (r->goal_mode != PDC_GOAL_EXACT && r->goal_mode != PDC_GOAL_NEAREST && r->goal_mode != PDC_GOAL_LINE)
+        return PDC_ERR_ARG;
+    /* NaN fails both comparisons. */
+    if (!(r->speed >= 0 && r->speed <= 1e308) || !(r->start_time >= -1e308 && r->start_time <= 1e308))
+        return PDC_ERR_ARG;
+    if (r->avoid_count > PDC_MAX_AVOID || (r->avoid_count > 0 && !r->avoid))
+        return PDC_ERR_ARG;
+    if (r->has_window && (r->window_min.x < 0 || r->window_min.y < 0 || r->window_min.x > r->window_max.x ||
+                          r->window_min.y > r->window_max.y))
         return PDC_ERR_ARG;
     pathd__v1__request__init(&m->req);
     pathd__v1__find_path__init(&m->fp);
@@ -771,8 +838,30 @@ static int pdc__build_find(const pdc_path_req *r, pdc__find_msg *m)
                                                 : PATHD__V1__CONNECTIVITY__CONNECTIVITY_DEFAULT;
     m->fp.max_expansions = r->max_expansions;
     m->fp.deadline_ms = r->deadline_ms;
-    m->fp.style = r->style == PDC_STYLE_CORNERS ? PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS
-                                                : PATHD__V1__WAYPOINT_STYLE__STYLE_CELLS;
+    m->fp.style = r->style == PDC_STYLE_SMOOTH    ? PATHD__V1__WAYPOINT_STYLE__STYLE_SMOOTH
+                  : r->style == PDC_STYLE_CORNERS ? PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS
+                                                  : PATHD__V1__WAYPOINT_STYLE__STYLE_CELLS;
+    m->fp.goal_mode = r->goal_mode == PDC_GOAL_NEAREST ? PATHD__V1__GOAL_MODE__GOAL_NEAREST
+                      : r->goal_mode == PDC_GOAL_LINE  ? PATHD__V1__GOAL_MODE__GOAL_LINE
+                                                       : PATHD__V1__GOAL_MODE__GOAL_EXACT;
+    m->fp.snap = r->snap != 0;
+    m->fp.partial_on_cutoff = r->partial_on_cutoff != 0;
+    m->fp.speed = r->speed;
+    m->fp.start_time = r->start_time;
+    if (r->has_window) {
+        pathd__v1__rect__init(&m->window);
+        pdc__cell_to_wire(r->window_min, &m->window_min);
+        pdc__cell_to_wire(r->window_max, &m->window_max);
+        m->window.min = &m->window_min;
+        m->window.max = &m->window_max;
+        m->fp.window = &m->window;
+    }
+    if (r->avoid_count > 0) {
+        if (pdc__cells_to_wire(r->avoid, r->avoid_count, &m->avoid_cells, &m->avoid_ptrs) != PDC_OK)
+            return PDC_ERR_NOMEM;
+        m->fp.n_avoid = r->avoid_count;
+        m->fp.avoid = m->avoid_ptrs;
+    }
     m->req.body_case = PATHD__V1__REQUEST__BODY_FIND_PATH;
     m->req.find_path = &m->fp;
     return PDC_OK;
@@ -791,6 +880,11 @@ static void pdc__path_take(pdc__pending *p, pdc_path_result *out)
     out->expansions = p->expansions;
     out->search_micros = p->search_micros;
     out->scene_version = p->scene_version;
+    out->has_start_used = p->has_start_used;
+    out->start_used = p->start_used;
+    out->has_goal_used = p->has_goal_used;
+    out->goal_used = p->goal_used;
+    out->cutoff = p->cutoff;
     snprintf(out->message, sizeof out->message, "%s", p->message);
     p->waypoints = NULL;
     pdc__pending_release(p);
@@ -810,12 +904,16 @@ int pdc_find_path(pdc_conn *c, const pdc_path_req *req, pdc_path_result *out)
         return PDC_ERR_ARG;
     memset(out, 0, sizeof *out);
     pdc__find_msg m;
-    if (!c || pdc__build_find(req, &m) != PDC_OK) {
-        out->status = PDC_ERR_ARG;
-        return PDC_ERR_ARG;
+    int r = c ? pdc__build_find(req, &m) : PDC_ERR_ARG;
+    if (r != PDC_OK) {
+        if (c)
+            pdc__find_msg_free(&m);
+        out->status = r;
+        return r;
     }
     pdc__pending taken;
-    int r = pdc__call(c, &m.req, PDC__KIND_PATH, &taken);
+    r = pdc__call(c, &m.req, PDC__KIND_PATH, &taken);
+    pdc__find_msg_free(&m);
     pdc__path_take(&taken, out);
     out->status = r;
     if (r < 0 && !out->message[0])
@@ -826,9 +924,13 @@ int pdc_find_path(pdc_conn *c, const pdc_path_req *req, pdc_path_result *out)
 int pdc_send_find_path(pdc_conn *c, const pdc_path_req *req, uint64_t *id)
 {
     pdc__find_msg m;
-    if (!c || !id || pdc__build_find(req, &m) != PDC_OK)
+    if (!c || !id)
         return PDC_ERR_ARG;
-    return pdc__send_tracked(c, &m.req, PDC__KIND_PATH, id);
+    int r = pdc__build_find(req, &m);
+    if (r == PDC_OK)
+        r = pdc__send_tracked(c, &m.req, PDC__KIND_PATH, id);
+    pdc__find_msg_free(&m);
+    return r;
 }
 
 int pdc_send_cancel(pdc_conn *c, uint64_t target_id)
@@ -1034,6 +1136,62 @@ int pdc_stats(pdc_conn *c, pdc_server_stats *out)
     out->scenes = s->scenes;
     out->overloaded_total = s->overloaded_total;
     out->malformed_total = s->malformed_total;
+    pathd__v1__response__free_unpacked(resp, NULL);
+    return PDC_OK;
+}
+
+int pdc_update_cells(pdc_conn *c, const pdc_update_req *req, pdc_update_result *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if (!c || !req || !req->scene || !req->scene[0])
+        return PDC_ERR_ARG;
+    if (req->op != PDC_UPDATE_BLOCK && req->op != PDC_UPDATE_PASS && req->op != PDC_UPDATE_COST)
+        return PDC_ERR_ARG;
+    if (req->op == PDC_UPDATE_COST ? req->cost < 1 || req->cost > 255 : req->cost != 0)
+        return PDC_ERR_ARG;
+    if (req->is_rect ? req->rect_min.x > req->rect_max.x || req->rect_min.y > req->rect_max.y
+                     : req->cell_count == 0 || !req->cells)
+        return PDC_ERR_ARG;
+
+    Pathd__V1__Request msg = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__UpdateCells body = PATHD__V1__UPDATE_CELLS__INIT;
+    Pathd__V1__Rect rect = PATHD__V1__RECT__INIT;
+    Pathd__V1__Cell rmin, rmax;
+    Pathd__V1__CellList list = PATHD__V1__CELL_LIST__INIT;
+    Pathd__V1__Cell *cells = NULL, **ptrs = NULL;
+    body.scene = (char *)req->scene;
+    body.op = req->op == PDC_UPDATE_COST  ? PATHD__V1__UPDATE_OP__UPDATE_COST
+              : req->op == PDC_UPDATE_PASS ? PATHD__V1__UPDATE_OP__UPDATE_PASS
+                                           : PATHD__V1__UPDATE_OP__UPDATE_BLOCK;
+    body.cost = req->cost;
+    if (req->is_rect) {
+        pdc__cell_to_wire(req->rect_min, &rmin);
+        pdc__cell_to_wire(req->rect_max, &rmax);
+        rect.min = &rmin;
+        rect.max = &rmax;
+        body.target_case = PATHD__V1__UPDATE_CELLS__TARGET_RECT;
+        body.rect = &rect;
+    } else {
+        if (pdc__cells_to_wire(req->cells, req->cell_count, &cells, &ptrs) != PDC_OK)
+            return PDC_ERR_NOMEM;
+        list.n_cells = req->cell_count;
+        list.cells = ptrs;
+        body.target_case = PATHD__V1__UPDATE_CELLS__TARGET_CELLS;
+        body.cells = &list;
+    }
+    msg.body_case = PATHD__V1__REQUEST__BODY_UPDATE_CELLS;
+    msg.update_cells = &body;
+    Pathd__V1__Response *resp;
+    int r = pdc__call_other(c, &msg, PATHD__V1__RESPONSE__BODY_UPDATE, &resp);
+    free(cells);
+    free(ptrs);
+    if (r != PDC_OK)
+        return r;
+    out->version = resp->update->version;
+    out->cells_changed = resp->update->cells_changed;
+    out->micros = resp->update->micros;
     pathd__v1__response__free_unpacked(resp, NULL);
     return PDC_OK;
 }

@@ -13,8 +13,9 @@
  * different requests may arrive in any order.
  *
  * Two ways to call:
- *   - Blocking: pdc_find_path, pdc_list_scenes, pdc_scene_info, pdc_stats,
- *     pdc_ping send one request and wait for its answer (other answers that
+ *   - Blocking: pdc_find_path, pdc_update_cells, pdc_list_scenes,
+ *     pdc_scene_info, pdc_stats, pdc_ping send one request and wait for its
+ *     answer (other answers that
  *     arrive meanwhile are kept for pdc_recv_result). An OVERLOADED answer is
  *     retried with exponential backoff, at most PDC_RETRY_ATTEMPTS times.
  *   - Pipelined: pdc_send_find_path sends without waiting and returns the
@@ -110,24 +111,53 @@ typedef struct pdc_point {
 typedef enum pdc_style {
     PDC_STYLE_CELLS = 0,        /* every cell of the path */
     PDC_STYLE_CORNERS = 1,      /* start, each direction change, goal */
+    PDC_STYLE_SMOOTH = 2,       /* string-pulled: straight segments the unit can walk */
 } pdc_style;
+
+/* What the server does when the goal cannot be reached from the start. */
+typedef enum pdc_goal_mode {
+    PDC_GOAL_EXACT = 0,         /* answer NO_PATH */
+    PDC_GOAL_NEAREST = 1,       /* go to the reachable cell nearest the goal (PARTIAL) */
+    PDC_GOAL_LINE = 2,          /* first reachable cell on the line goal -> start (PARTIAL) */
+} pdc_goal_mode;
+
+/* A cell, for avoid lists, windows and cell updates (pdc_cell() below
+ * builds a pdc_point instead). */
+typedef struct pdc_xy {
+    int32_t x, y;
+} pdc_xy;
+
+/* Most avoid cells one request may carry (the server's limit). */
+#define PDC_MAX_AVOID 4096
 
 /* A path query. Zero-initialise, then set scene, start and goal: every other
  * field's zero means the server default (unit 1, 8-connected, no budget or
- * deadline, every cell). */
+ * deadline, every cell, EXACT goal, no snapping, no times, no avoid cells,
+ * no window). */
 typedef struct pdc_path_req {
     const char *scene;
-    pdc_point start, goal;
+    pdc_point start, goal;      /* for unit_size > 1: the unit's top-left cell */
     uint32_t unit_size;         /* agent size in cells; 0 = 1 */
     int connectivity;           /* 0 (= 8), 4 or 8 */
     pdc_style style;
     uint64_t max_expansions;    /* 0 = server default */
     uint32_t deadline_ms;       /* 0 = none; counted from arrival at the server */
+    pdc_goal_mode goal_mode;
+    int snap;                   /* blocked start/goal: use the nearest open cell */
+    int partial_on_cutoff;      /* budget/deadline: path to the best node so far */
+    double speed;               /* world units per second; > 0 adds waypoint times */
+    double start_time;          /* seconds at the first waypoint */
+    const pdc_xy *avoid;        /* cells blocked for this request only; not copied,
+                                   must stay valid during the call */
+    size_t avoid_count;         /* <= PDC_MAX_AVOID */
+    int has_window;             /* 1: the search stays inside window_min..window_max */
+    pdc_xy window_min, window_max; /* inclusive cells, min <= max, non-negative */
 } pdc_path_req;
 
 typedef struct pdc_waypoint {
-    int32_t x, y;               /* cell */
+    int32_t x, y;               /* cell (a unit's top-left cell) */
     double wx, wy;              /* world coordinates of the cell centre */
+    double t;                   /* arrival time in seconds; 0 unless the request had speed > 0 */
 } pdc_waypoint;
 
 typedef struct pdc_path_result {
@@ -139,6 +169,12 @@ typedef struct pdc_path_result {
     uint64_t expansions;
     uint64_t search_micros;
     uint64_t scene_version;
+    int has_start_used;         /* 1: the start was snapped to start_used */
+    pdc_xy start_used;
+    int has_goal_used;          /* 1: the path ends at goal_used, not at the goal */
+    pdc_xy goal_used;
+    int cutoff;                 /* PDC_BUDGET_EXCEEDED / PDC_DEADLINE_EXCEEDED behind a
+                                   cut-off PARTIAL; PDC_OK otherwise */
     char message[PDC_MESSAGE_MAX]; /* error detail, "" if none */
 } pdc_path_result;
 
@@ -169,6 +205,30 @@ typedef struct pdc_scene_details {
 } pdc_scene_details;
 
 void pdc_scene_details_free(pdc_scene_details *i);
+
+typedef enum pdc_update_op {
+    PDC_UPDATE_BLOCK = 0,       /* cells become blocked */
+    PDC_UPDATE_PASS = 1,        /* cells become passable, cost 1 */
+    PDC_UPDATE_COST = 2,        /* cells become passable with `cost` */
+} pdc_update_op;
+
+/* A live obstacle change: a rectangle (is_rect = 1) or a list of cells,
+ * applied atomically as a new scene version. */
+typedef struct pdc_update_req {
+    const char *scene;
+    int is_rect;
+    pdc_xy rect_min, rect_max;    /* inclusive */
+    const pdc_xy *cells;          /* is_rect = 0; not copied */
+    size_t cell_count;
+    pdc_update_op op;
+    uint32_t cost;                /* PDC_UPDATE_COST: 1..255; otherwise 0 */
+} pdc_update_req;
+
+typedef struct pdc_update_result {
+    uint64_t version;             /* the scene version the update produced */
+    uint64_t cells_changed;       /* cells whose value actually changed */
+    uint64_t micros;              /* server time to copy, apply and repair */
+} pdc_update_result;
 
 typedef struct pdc_server_stats {
     uint64_t uptime_ms;
@@ -216,6 +276,10 @@ const char *pdc_last_error(const pdc_conn *c);
  * metrics of any answered status); free it with the matching _free even on
  * failure (it is then empty). */
 int pdc_find_path(pdc_conn *c, const pdc_path_req *req, pdc_path_result *out);
+/* Applies an UpdateCells request; out (needs no _free) is filled on PDC_OK.
+ * A path search sent before this call returned may still run on the old
+ * version. */
+int pdc_update_cells(pdc_conn *c, const pdc_update_req *req, pdc_update_result *out);
 int pdc_list_scenes(pdc_conn *c, pdc_scene_list *out);
 int pdc_scene_info(pdc_conn *c, const char *scene, pdc_scene_details *out);
 int pdc_stats(pdc_conn *c, pdc_server_stats *out);

@@ -127,6 +127,46 @@ static pd_status pd__decode_point(const Pathd__V1__Point *p, const char *field, 
     }
 }
 
+/* A Rect with both corners set and min <= max on each axis. */
+static pd_status pd__decode_rect(const Pathd__V1__Rect *r, const char *field, pd_point *min, pd_point *max,
+                                 char *err, size_t errlen)
+{
+    if (r->min == NULL || r->max == NULL) {
+        pd__set_err(err, errlen, "%s needs both min and max", field);
+        return PD_INVALID_ARGUMENT;
+    }
+    *min = (pd_point){r->min->x, r->min->y};
+    *max = (pd_point){r->max->x, r->max->y};
+    if (min->x > max->x || min->y > max->y) {
+        pd__set_err(err, errlen, "%s min (%d,%d) is not <= max (%d,%d)", field, (int)min->x, (int)min->y,
+                    (int)max->x, (int)max->y);
+        return PD_INVALID_ARGUMENT;
+    }
+    return PD_OK;
+}
+
+/* Copies n repeated Cells into a malloc'd array the request owns (the
+ * protobuf message is freed before the request is used). */
+static pd_status pd__copy_cells(Pathd__V1__Cell *const *cells, size_t n, const char *field, pd_point **out,
+                                char *err, size_t errlen)
+{
+    pd_point *pts = malloc(n * sizeof *pts);
+    if (pts == NULL) {
+        pd__set_err(err, errlen, "out of memory for %zu cells of %s", n, field);
+        return PD_INTERNAL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (cells[i] == NULL) {
+            free(pts);
+            pd__set_err(err, errlen, "%s[%zu] is missing", field, i);
+            return PD_INVALID_ARGUMENT;
+        }
+        pts[i] = (pd_point){cells[i]->x, cells[i]->y};
+    }
+    *out = pts;
+    return PD_OK;
+}
+
 static pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path_req *out,
                                       char *err, size_t errlen)
 {
@@ -167,10 +207,65 @@ static pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path
     case PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS:
         out->style = PD_STYLE_CORNERS;
         break;
+    case PATHD__V1__WAYPOINT_STYLE__STYLE_SMOOTH:
+        out->style = PD_STYLE_SMOOTH;
+        break;
     default:
-        pd__set_err(err, errlen, "find_path.style %d is not STYLE_CELLS (0) or STYLE_CORNERS (1)",
+        pd__set_err(err, errlen, "find_path.style %d is not STYLE_CELLS (0), STYLE_CORNERS (1) or STYLE_SMOOTH (2)",
                     (int)m->style);
         return PD_INVALID_ARGUMENT;
+    }
+
+    switch ((int)m->goal_mode) {
+    case PATHD__V1__GOAL_MODE__GOAL_EXACT:
+        out->goal_mode = PD_GOAL_EXACT;
+        break;
+    case PATHD__V1__GOAL_MODE__GOAL_NEAREST:
+        out->goal_mode = PD_GOAL_NEAREST;
+        break;
+    case PATHD__V1__GOAL_MODE__GOAL_LINE:
+        out->goal_mode = PD_GOAL_LINE;
+        break;
+    default:
+        pd__set_err(err, errlen, "find_path.goal_mode %d is not GOAL_EXACT (0), GOAL_NEAREST (1) or GOAL_LINE (2)",
+                    (int)m->goal_mode);
+        return PD_INVALID_ARGUMENT;
+    }
+
+    if (!isfinite(m->speed) || m->speed < 0) {
+        pd__set_err(err, errlen, "find_path.speed %g is not a finite number >= 0", m->speed);
+        return PD_INVALID_ARGUMENT;
+    }
+    if (!isfinite(m->start_time)) {
+        pd__set_err(err, errlen, "find_path.start_time is not finite");
+        return PD_INVALID_ARGUMENT;
+    }
+    out->speed = m->speed;
+    out->start_time = m->start_time;
+    out->snap = m->snap != 0;
+    out->partial_on_cutoff = m->partial_on_cutoff != 0;
+
+    if (m->window != NULL) {
+        if ((st = pd__decode_rect(m->window, "find_path.window", &out->window_min, &out->window_max, err,
+                                  errlen)) != PD_OK)
+            return st;
+        if (out->window_min.x < 0 || out->window_min.y < 0) {
+            pd__set_err(err, errlen, "find_path.window has a negative corner (%d,%d)",
+                        (int)out->window_min.x, (int)out->window_min.y);
+            return PD_INVALID_ARGUMENT;
+        }
+        out->has_window = 1;
+    }
+
+    if (m->n_avoid > PD_CODEC_MAX_AVOID) {
+        pd__set_err(err, errlen, "find_path.avoid has %zu cells; at most %u allowed", m->n_avoid,
+                    PD_CODEC_MAX_AVOID);
+        return PD_INVALID_ARGUMENT;
+    }
+    if (m->n_avoid > 0) {
+        if ((st = pd__copy_cells(m->avoid, m->n_avoid, "find_path.avoid", &out->avoid, err, errlen)) != PD_OK)
+            return st;
+        out->n_avoid = m->n_avoid;
     }
 
     if (m->deadline_ms > PD_CODEC_MAX_DEADLINE_MS) {
@@ -181,6 +276,81 @@ static pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path
     out->deadline_ms = m->deadline_ms;
     out->max_expansions = m->max_expansions;
     return PD_OK;
+}
+
+static pd_status pd__decode_update_cells(const Pathd__V1__UpdateCells *m, pd_update_cells_req *out,
+                                         char *err, size_t errlen)
+{
+    pd_status st = pd__decode_scene_name(m->scene, "update_cells.scene", out->scene, err, errlen);
+    if (st != PD_OK)
+        return st;
+
+    switch ((int)m->op) {
+    case PATHD__V1__UPDATE_OP__UPDATE_BLOCK:
+        out->update.op = PD_UPDATE_BLOCK;
+        break;
+    case PATHD__V1__UPDATE_OP__UPDATE_PASS:
+        out->update.op = PD_UPDATE_PASS;
+        break;
+    case PATHD__V1__UPDATE_OP__UPDATE_COST:
+        out->update.op = PD_UPDATE_COST;
+        break;
+    default:
+        pd__set_err(err, errlen, "update_cells.op %d is not UPDATE_BLOCK (0), UPDATE_PASS (1) or UPDATE_COST (2)",
+                    (int)m->op);
+        return PD_INVALID_ARGUMENT;
+    }
+    if (out->update.op == PD_UPDATE_COST) {
+        if (m->cost < 1 || m->cost > 255) {
+            pd__set_err(err, errlen, "update_cells.cost %u is not 1..255", (unsigned)m->cost);
+            return PD_INVALID_ARGUMENT;
+        }
+        out->update.cost = (uint8_t)m->cost;
+    } else if (m->cost != 0) {
+        pd__set_err(err, errlen, "update_cells.cost %u is only allowed with UPDATE_COST", (unsigned)m->cost);
+        return PD_INVALID_ARGUMENT;
+    }
+
+    switch (m->target_case) {
+    case PATHD__V1__UPDATE_CELLS__TARGET_RECT: {
+        pd_point min, max;
+        if ((st = pd__decode_rect(m->rect, "update_cells.rect", &min, &max, err, errlen)) != PD_OK)
+            return st;
+        /* Each side is at most 2^32, so their product could wrap: compare
+         * the sides first, then the product of two sides that fit. */
+        uint64_t w = (uint64_t)((int64_t)max.x - min.x + 1), h = (uint64_t)((int64_t)max.y - min.y + 1);
+        if (w > PD_SCENE_MAX_UPDATE_CELLS || h > PD_SCENE_MAX_UPDATE_CELLS || w * h > PD_SCENE_MAX_UPDATE_CELLS) {
+            pd__set_err(err, errlen, "update_cells.rect covers %llu x %llu cells; at most %u allowed",
+                        (unsigned long long)w, (unsigned long long)h, (unsigned)PD_SCENE_MAX_UPDATE_CELLS);
+            return PD_INVALID_ARGUMENT;
+        }
+        out->update.is_rect = 1;
+        out->update.rect_min = min;
+        out->update.rect_max = max;
+        return PD_OK;
+    }
+    case PATHD__V1__UPDATE_CELLS__TARGET_CELLS: {
+        size_t n = m->cells->n_cells;
+        if (n == 0) {
+            pd__set_err(err, errlen, "update_cells.cells is empty");
+            return PD_INVALID_ARGUMENT;
+        }
+        if (n > PD_SCENE_MAX_UPDATE_CELLS) {
+            pd__set_err(err, errlen, "update_cells.cells has %zu cells; at most %u allowed", n,
+                        (unsigned)PD_SCENE_MAX_UPDATE_CELLS);
+            return PD_INVALID_ARGUMENT;
+        }
+        if ((st = pd__copy_cells(m->cells->cells, n, "update_cells.cells", &out->cells, err, errlen)) != PD_OK)
+            return st;
+        out->update.is_rect = 0;
+        out->update.cells = out->cells;
+        out->update.n_cells = n;
+        return PD_OK;
+    }
+    default:
+        pd__set_err(err, errlen, "update_cells has neither rect nor cells set");
+        return PD_INVALID_ARGUMENT;
+    }
 }
 
 static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, char *err, size_t errlen)
@@ -207,8 +377,11 @@ static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, c
         req->kind = PD_REQ_PING;
         req->u.ping_nonce = m->ping->nonce;
         return PD_OK;
+    case PATHD__V1__REQUEST__BODY_UPDATE_CELLS:
+        req->kind = PD_REQ_UPDATE_CELLS;
+        return pd__decode_update_cells(m->update_cells, &req->u.update_cells, err, errlen);
     default:
-        /* Bodies added to the schema later (field numbers 16 and up) arrive
+        /* Bodies added to the schema later (field numbers 17 and up) arrive
          * here as unknown fields; say so, since the client likely is newer. */
         if (m->base.n_unknown_fields > 0)
             pd__set_err(err, errlen, "request has no body this server knows (newer client?)");
@@ -247,11 +420,28 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
     if (st != PD_OK) {
         uint64_t id = req->id;
         pd_request_kind kind = req->kind;
+        pd_request_free(req);
         memset(req, 0, sizeof *req);
         req->id = id;
         req->kind = kind;
     }
     return st;
+}
+
+void pd_request_free(pd_request *req)
+{
+    if (req == NULL)
+        return;
+    if (req->kind == PD_REQ_FIND_PATH) {
+        free(req->u.find_path.avoid);
+        req->u.find_path.avoid = NULL;
+        req->u.find_path.n_avoid = 0;
+    } else if (req->kind == PD_REQ_UPDATE_CELLS) {
+        free(req->u.update_cells.cells);
+        req->u.update_cells.cells = NULL;
+        req->u.update_cells.update.cells = NULL;
+        req->u.update_cells.update.n_cells = 0;
+    }
 }
 
 /* ---- encoding ---------------------------------------------------------- */
@@ -465,9 +655,15 @@ done:
 
 /* Fills chunk `seq` of a path answer: its waypoints, and for the last chunk
  * the status and totals. wps/ptrs have room for max_per_chunk entries. */
+/* The final chunk's substituted endpoints, owned by the caller's stack. */
+typedef struct pd__chunk_extras {
+    Pathd__V1__Cell start_used, goal_used;
+} pd__chunk_extras;
+
 static void pd__fill_path_chunk(const pd_job *job, size_t path_len, uint32_t max_per_chunk, size_t seq,
                                 size_t n_chunks, Pathd__V1__Waypoint *wps, Pathd__V1__Waypoint **ptrs,
-                                Pathd__V1__PathChunk *chunk, Pathd__V1__Response *resp)
+                                pd__chunk_extras *extras, Pathd__V1__PathChunk *chunk,
+                                Pathd__V1__Response *resp)
 {
     size_t first = seq * max_per_chunk;
     size_t count = path_len - first < max_per_chunk ? path_len - first : max_per_chunk;
@@ -482,6 +678,8 @@ static void pd__fill_path_chunk(const pd_job *job, size_t path_len, uint32_t max
         wps[i].y = cell.y;
         if (job->scene != NULL)
             pd_scene_cell_center(job->scene, cell, &wps[i].wx, &wps[i].wy);
+        if (job->times != NULL)
+            wps[i].t = job->times[first + i];
         ptrs[i] = &wps[i];
     }
     chunk->n_waypoints = count;
@@ -496,6 +694,20 @@ static void pd__fill_path_chunk(const pd_job *job, size_t path_len, uint32_t max
         chunk->search_micros = job->metrics.micros;
         chunk->scene_version = job->scene != NULL ? job->scene->version : 0;
         chunk->total_waypoints = (uint32_t)path_len;
+        if (job->start_substituted) {
+            pathd__v1__cell__init(&extras->start_used);
+            extras->start_used.x = job->start_used.x;
+            extras->start_used.y = job->start_used.y;
+            chunk->start_used = &extras->start_used;
+        }
+        if (job->goal_substituted) {
+            pathd__v1__cell__init(&extras->goal_used);
+            extras->goal_used.x = job->goal_used.x;
+            extras->goal_used.y = job->goal_used.y;
+            chunk->goal_used = &extras->goal_used;
+        }
+        if (job->metrics.cutoff != PD_OK)
+            chunk->cutoff = pd__wire_status(job->metrics.cutoff);
         resp->status = pd__wire_status(job->status);
         resp->final = 1;
     }
@@ -509,6 +721,7 @@ uint8_t *pd_codec_encode_path(const pd_job *job, uint32_t max_per_chunk, size_t 
     Pathd__V1__Waypoint **ptrs = NULL;
     Pathd__V1__PathChunk chunk;
     Pathd__V1__Response resp;
+    pd__chunk_extras extras;
     uint8_t *buf = NULL;
 
     *out_len = 0;
@@ -527,14 +740,14 @@ uint8_t *pd_codec_encode_path(const pd_job *job, uint32_t max_per_chunk, size_t 
     /* Two passes over the same chunks: size everything, then pack into one
      * buffer, so the net layer gets the whole answer as a single write. */
     for (size_t seq = 0; seq < n_chunks; seq++) {
-        pd__fill_path_chunk(job, path_len, max_per_chunk, seq, n_chunks, wps, ptrs, &chunk, &resp);
+        pd__fill_path_chunk(job, path_len, max_per_chunk, seq, n_chunks, wps, ptrs, &extras, &chunk, &resp);
         total += pd__frame_size(&resp);
     }
     buf = malloc(total);
     if (buf == NULL)
         goto done;
     for (size_t seq = 0; seq < n_chunks; seq++) {
-        pd__fill_path_chunk(job, path_len, max_per_chunk, seq, n_chunks, wps, ptrs, &chunk, &resp);
+        pd__fill_path_chunk(job, path_len, max_per_chunk, seq, n_chunks, wps, ptrs, &extras, &chunk, &resp);
         off += pd__frame_pack(&resp, buf + off);
     }
     *out_len = off;
@@ -542,4 +755,26 @@ done:
     free(wps);
     free(ptrs);
     return buf;
+}
+
+uint8_t *pd_codec_encode_update(const pd_job *job, size_t *out_len)
+{
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    Pathd__V1__UpdateResult m = PATHD__V1__UPDATE_RESULT__INIT;
+
+    if (job->status != PD_OK) {
+        char message[160];
+        snprintf(message, sizeof message, "update of scene '%s' failed: %s", job->update_scene,
+                 pd_status_name(job->status));
+        return pd_codec_encode_error(job->request_id, job->status, message, out_len);
+    }
+    m.version = job->update_result.version;
+    m.cells_changed = job->update_result.cells_changed;
+    m.micros = job->update_result.micros;
+    resp.id = job->request_id;
+    resp.status = PATHD__V1__STATUS__OK;
+    resp.final = 1;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_UPDATE;
+    resp.update = &m;
+    return pd__encode_single(&resp, out_len);
 }

@@ -9,6 +9,10 @@
  * back to back in that one buffer.
  *
  * Lifetime: every encoder returns a buffer the caller frees with free().
+ * A decoded request may own heap arrays (FindPath.avoid, UpdateCells.cells),
+ * because the protobuf message they came from is freed inside the decoder:
+ * release them with pd_request_free, or take them over by copying the
+ * pointer and setting the request's field to NULL first.
  */
 #ifndef PD_CODEC_H
 #define PD_CODEC_H
@@ -23,6 +27,9 @@
 
 /* Limits on decoded fields, with why. */
 #define PD_CODEC_MAX_DEADLINE_MS 600000u     /* 10 min: longer is a client bug */
+/* Avoid cells per FindPath: thousands of nearby agents is already a crowd;
+ * the search stamps each one per query, so the list must stay short. */
+#define PD_CODEC_MAX_AVOID 4096u
 
 typedef enum pd_request_kind {
     PD_REQ_NONE = 0,
@@ -32,6 +39,7 @@ typedef enum pd_request_kind {
     PD_REQ_SCENE_INFO,
     PD_REQ_STATS,
     PD_REQ_PING,
+    PD_REQ_UPDATE_CELLS,
 } pd_request_kind;
 
 typedef struct pd_point_spec {
@@ -49,13 +57,32 @@ typedef struct pd_find_path_req {
     uint64_t max_expansions; /* 0 = server default */
     uint32_t deadline_ms;    /* 0 = none */
     pd_waypoint_style style;
+    pd_goal_mode goal_mode;
+    int snap;                /* blocked start/goal: nearest open cell (PARTIAL) */
+    int partial_on_cutoff;   /* budget/deadline: path to the best node (PARTIAL) */
+    double speed;            /* world units per second, finite, >= 0; 0 = no times */
+    double start_time;       /* seconds at the start, finite */
+    pd_point *avoid;         /* malloc'd (owned, see pd_request_free); NULL when empty */
+    size_t n_avoid;          /* <= PD_CODEC_MAX_AVOID */
+    int has_window;          /* window_min <= window_max, both non-negative; the grid
+                                clips it later */
+    pd_point window_min, window_max;
 } pd_find_path_req;
+
+/* UpdateCells: update.cells points at the owned array cells (NULL for a
+ * rectangle). Bounds against the grid are the scene layer's to check. */
+typedef struct pd_update_cells_req {
+    char scene[PD_CONF_MAX_NAME];
+    pd_scene_update update;
+    pd_point *cells;         /* malloc'd (owned, see pd_request_free) */
+} pd_update_cells_req;
 
 typedef struct pd_request {
     uint64_t id;
     pd_request_kind kind;
     union {
         pd_find_path_req find_path;
+        pd_update_cells_req update_cells;   /* PD_REQ_UPDATE_CELLS */
         uint64_t cancel_target;             /* PD_REQ_CANCEL */
         char scene_name[PD_CONF_MAX_NAME];  /* PD_REQ_SCENE_INFO */
         uint64_t ping_nonce;                /* PD_REQ_PING */
@@ -72,9 +99,15 @@ typedef struct pd_request {
  *                         the answer can name the request; reason in err.
  *  PD_MALFORMED         - not a Request at all; the connection should be
  *                         answered and closed.
+ *  PD_INTERNAL          - no memory to copy an avoid or cell list.
+ * Only a PD_OK request owns arrays; call pd_request_free on it either way.
  */
 pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request *req,
                                   char *err, size_t errlen);
+
+/* Frees the arrays a decoded request owns and sets their pointers to NULL.
+ * Safe on any decoded (or zeroed) request, and twice. */
+void pd_request_free(pd_request *req);
 
 /* Server-wide counters for the Stats answer, gathered by the net layer. */
 typedef struct pd_server_stats {
@@ -101,10 +134,17 @@ uint8_t *pd_codec_encode_error(uint64_t id, pd_status status, const char *messag
 
 /* The answer to a finished FindPath job: ceil(path_len / max_per_chunk)
  * PathChunk frames (at least one; max_per_chunk 0 counts as 1), seq 0..n-1,
- * waypoints with cell and world-centre coordinates; only the last frame is
- * final and carries the job's status and metrics. A job that found no path
- * gives one final PathChunk with no waypoints and its metrics. */
+ * waypoints with cell and world-centre coordinates (and arrival time t when
+ * the job has times); only the last frame is final and carries the job's
+ * status and metrics, start_used / goal_used when they were substituted and
+ * cutoff behind a cut-off PARTIAL. A job that found no path gives one final
+ * PathChunk with no waypoints and its metrics. */
 uint8_t *pd_codec_encode_path(const pd_job *job, uint32_t max_per_chunk, size_t *out_len);
+
+/* The answer to a finished UpdateCells job: on PD_OK Response{update:
+ * UpdateResult{version, cells_changed, micros}}; otherwise an error answer
+ * naming the scene and the status. */
+uint8_t *pd_codec_encode_update(const pd_job *job, size_t *out_len);
 
 /* A bare final acknowledgement (Cancel): Response{id, status, final}. */
 uint8_t *pd_codec_encode_ack(uint64_t id, pd_status status, size_t *out_len);

@@ -383,8 +383,9 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
             memset(ctx->blocked, 0, ctx->capacity * sizeof *ctx->blocked);
         ctx->gen = 1;
     }
+    /* The masked loop reads ctx->blocked for every neighbour, window or not. */
     const int masked = params->n_blockers > 0 || params->has_window;
-    if (params->n_blockers > 0 && (st = pd__stamp_blockers(ctx, grid, params)) != PD_OK)
+    if (masked && (st = pd__stamp_blockers(ctx, grid, params)) != PD_OK)
         goto done;
 
     const int eight = conn == PD_CONNECT_8;

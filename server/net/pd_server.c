@@ -490,17 +490,42 @@ static void pd__describe_point(const pd_point_spec *spec, char *out, size_t len)
         snprintf(out, len, "cell (%" PRId32 ", %" PRId32 ")", spec->cell.x, spec->cell.y);
 }
 
-static void pd__handle_find_path(pd__conn *c, const pd_request *req, uint64_t arrival_ns)
+/* Answers OVERLOADED when the connection already has its limit of requests
+ * in flight; returns 1 when the request may go on. */
+static int pd__inflight_ok(pd__conn *c, uint64_t id)
+{
+    if (c->in_flight < c->server->conf.max_inflight_per_conn)
+        return 1;
+    pd__send_error(c, id, PD_OVERLOADED, "%" PRIu32 " requests already in flight on this connection (the limit)",
+                   c->in_flight);
+    return 0;
+}
+
+/* Hands a job to the pool and counts it in flight, or answers OVERLOADED and
+ * frees it. */
+static void pd__submit(pd__conn *c, uint64_t id, pd_job *job)
 {
     pd_server *s = c->server;
-    const pd_find_path_req *fp = &req->u.find_path;
-
-    if (c->in_flight >= s->conf.max_inflight_per_conn) {
-        pd__send_error(c, req->id, PD_OVERLOADED,
-                       "%" PRIu32 " requests already in flight on this connection (the limit)",
-                       c->in_flight);
+    if (pd_pool_submit(s->pool, job) != PD_OK) {
+        pd_job_free(job);
+        pd__send_error(c, id, PD_OVERLOADED, "job queue full (%" PRIu32 " jobs)", s->conf.job_queue_capacity);
         return;
     }
+    c->in_flight++;
+    s->in_flight++;
+}
+
+/* Resolves the request, then queues it for a worker, which runs the rest of
+ * the pipeline (snap, reachability, search, style, timing; see pd_pool.c).
+ * Start and goal of a unit request are anchor cells: a world point names the
+ * cell that contains it, which becomes the unit's top-left cell. */
+static void pd__handle_find_path(pd__conn *c, pd_request *req, uint64_t arrival_ns)
+{
+    pd_server *s = c->server;
+    pd_find_path_req *fp = &req->u.find_path;
+
+    if (!pd__inflight_ok(c, req->id))
+        return;
     pd_scene *scene = pd_registry_acquire(s->registry, fp->scene);
     if (!scene) {
         pd__send_error(c, req->id, PD_UNKNOWN_SCENE, "unknown scene '%s'", fp->scene);
@@ -509,14 +534,6 @@ static void pd__handle_find_path(pd__conn *c, const pd_request *req, uint64_t ar
     if (!pd_scene_allows_unit(scene, fp->unit_size)) {
         pd__send_error(c, req->id, PD_INVALID_ARGUMENT, "scene '%s' does not serve unit size %" PRIu32,
                        scene->name, fp->unit_size);
-        pd_scene_release(scene);
-        return;
-    }
-    /* Only unit size 1 is searchable so far; larger agents need the
-     * clearance grids of a later issue. */
-    if (fp->unit_size != 1) {
-        pd__send_error(c, req->id, PD_INVALID_ARGUMENT, "unit size %" PRIu32 " not supported yet",
-                       fp->unit_size);
         pd_scene_release(scene);
         return;
     }
@@ -543,28 +560,59 @@ static void pd__handle_find_path(pd__conn *c, const pd_request *req, uint64_t ar
         pd_scene_release(scene);
         return;
     }
+    job->kind = PD_JOB_FIND_PATH;
     job->conn_id = c->id;
     job->request_id = req->id;
     job->scene = scene; /* the job owns the reference now */
+    job->unit_size = fp->unit_size;
     job->params.start = start;
     job->params.goal = goal;
     job->params.connectivity = fp->connectivity;
     job->params.max_expansions = fp->max_expansions ? fp->max_expansions : s->conf.default_max_expansions;
+    job->params.partial_on_cutoff = fp->partial_on_cutoff;
+    job->params.has_window = fp->has_window;
+    job->params.window_min = fp->window_min;
+    job->params.window_max = fp->window_max;
     job->style = fp->style;
+    job->goal_mode = fp->goal_mode;
+    job->snap = fp->snap;
+    job->speed = fp->speed;
+    job->start_time = fp->start_time;
+    job->avoid = fp->avoid; /* the job owns the array now */
+    job->n_avoid = fp->n_avoid;
+    fp->avoid = NULL;
+    fp->n_avoid = 0;
     job->deadline_ns = fp->deadline_ms ? arrival_ns + (uint64_t)fp->deadline_ms * 1000000u : 0;
     job->submitted_ns = pd_pool_now_ns();
-
-    if (pd_pool_submit(s->pool, job) != PD_OK) {
-        pd_job_free(job);
-        pd__send_error(c, req->id, PD_OVERLOADED, "job queue full (%" PRIu32 " jobs)",
-                       s->conf.job_queue_capacity);
-        return;
-    }
-    c->in_flight++;
-    s->in_flight++;
+    pd__submit(c, req->id, job);
 }
 
-static void pd__handle_request(pd__conn *c, const pd_request *req, uint64_t arrival_ns)
+/* UpdateCells copies and repairs a scene, which takes milliseconds on big
+ * maps, so it runs on a worker like a search; the pool keeps updates in
+ * order. The scene name and the cells' bounds are checked there. */
+static void pd__handle_update_cells(pd__conn *c, pd_request *req)
+{
+    pd_update_cells_req *uc = &req->u.update_cells;
+    if (!pd__inflight_ok(c, req->id))
+        return;
+    pd_job *job = pd_job_new();
+    if (!job) {
+        pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
+        return;
+    }
+    job->kind = PD_JOB_UPDATE_CELLS;
+    job->conn_id = c->id;
+    job->request_id = req->id;
+    job->registry = c->server->registry;
+    memcpy(job->update_scene, uc->scene, sizeof job->update_scene);
+    job->update = uc->update;
+    job->update_cells = uc->cells; /* the job owns the array now */
+    uc->cells = NULL;
+    job->submitted_ns = pd_pool_now_ns();
+    pd__submit(c, req->id, job);
+}
+
+static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns)
 {
     pd_server *s = c->server;
     size_t len = 0;
@@ -573,6 +621,9 @@ static void pd__handle_request(pd__conn *c, const pd_request *req, uint64_t arri
     switch (req->kind) {
     case PD_REQ_FIND_PATH:
         pd__handle_find_path(c, req, arrival_ns);
+        return;
+    case PD_REQ_UPDATE_CELLS:
+        pd__handle_update_cells(c, req);
         return;
     case PD_REQ_CANCEL:
         if (pd_pool_cancel(s->pool, c->id, req->u.cancel_target))
@@ -639,6 +690,7 @@ static void pd__handle_frame(pd__conn *c, const uint8_t *payload, size_t len, ui
         return;
     }
     pd__handle_request(c, &req, arrival_ns);
+    pd_request_free(&req);
 }
 
 /* Answers the complete frames that are buffered, until backpressure pauses
@@ -782,7 +834,9 @@ static void pd__drain_completions(pd_server *s)
                 c->in_flight--;
             if (!c->lingering) {
                 size_t len = 0;
-                uint8_t *buf = pd_codec_encode_path(job, s->conf.max_waypoints_per_chunk, &len);
+                uint8_t *buf = job->kind == PD_JOB_UPDATE_CELLS
+                                   ? pd_codec_encode_update(job, &len)
+                                   : pd_codec_encode_path(job, s->conf.max_waypoints_per_chunk, &len);
                 pd__conn_send(c, buf, len);
             }
         }

@@ -1,26 +1,56 @@
 /*
  * pd_pool.c - the worker pool (see pd_pool.h): threads, job queue,
- * completion queue, cancels, deadlines and per-thread statistics.
+ * completion queue, cancels, deadlines, per-thread statistics, and the
+ * request pipeline a path job runs through.
  *
  * Locking: one pool mutex guards the job queue, every worker's `current`
- * pointer and every worker's statistics; a second mutex guards the
- * completion list so the loop thread taking results never waits for a
- * submit or a cancel. A worker clears `current` under the pool mutex before
- * it pushes the job onto the completion list: from that moment the loop
- * thread may free the job, so cancel must no longer be able to reach it.
+ * pointer, every worker's statistics and the "an update is running" flag; a
+ * second mutex guards the completion list so the loop thread taking results
+ * never waits for a submit or a cancel. A worker clears `current` under the
+ * pool mutex before it pushes the job onto the completion list: from that
+ * moment the loop thread may free the job, so cancel must no longer be able
+ * to reach it.
  *
  * Each worker creates its search context on its own thread (its memory is
  * first touched there) and keeps it, and a growing path buffer, for every
  * job it runs: after warm-up a job allocates only its exact-size result.
+ *
+ * Request pipeline of a path job, in this order:
+ *  1. Unit grid: pd_scene_unit_for(scene, unit_size) gives the grid the unit
+ *     searches (unit 1: the scene grid) and its component labels. start and
+ *     goal are anchor cells on it.
+ *  2. Blocked start or goal: with snap, pd_fallback_nearest (any component)
+ *     substitutes the nearest open cell and the answer becomes PARTIAL with
+ *     start_used / goal_used; without it, START_BLOCKED / GOAL_BLOCKED -
+ *     except a blocked goal under goal_mode NEAREST or LINE, which step 3
+ *     treats as unreachable (a click on a wall still gets the nearest spot).
+ *  3. Components: when start and goal carry different labels, goal_mode
+ *     EXACT answers NO_PATH without searching (0 expansions); NEAREST takes
+ *     the cell of the start's component nearest the goal as asked, LINE the
+ *     first such cell on the line from that goal back to the start (PARTIAL,
+ *     goal_used).
+ *  4. Search: A* with the request's avoid cells as blockers, its window and
+ *     partial_on_cutoff. Labels ignore avoid and window, so this may still
+ *     end in NO_PATH, which is then reported as it is. A path cut off by the
+ *     budget or the deadline ends at goal_used, with metrics.cutoff set.
+ *  5. Style: every cell, corners (pd_path_corners) or smoothed
+ *     (pd_path_smooth on the unit grid, with the avoid cells blocked too).
+ *  6. Timing when speed > 0: pd_path_times on the unit grid with
+ *     speed / cell_size cells per second, over the final waypoints.
+ * A scene built without component labels (hand-made scenes in tests) skips
+ * step 3: the search itself then finds out that the goal is unreachable.
  */
 #include "pd_pool.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "pd_fallback.h"
 #include "pd_path.h"
+#include "pd_smooth.h"
 
 /* Points the per-thread path buffer starts with (8 KiB): enough for most
  * paths on game maps, so the buffer seldom grows; it grows on demand to the
@@ -49,6 +79,7 @@ struct pd_pool {
     uint32_t queue_capacity;
     atomic_int stopping;      /* written under lock, also read lock-free by poll */
     int paused;               /* guarded by lock; see pd_pool_set_paused */
+    int update_running;       /* guarded by lock: updates run one at a time, in order */
 
     pthread_mutex_t done_lock;
     pd_job *done_head, *done_tail;
@@ -80,6 +111,9 @@ void pd_job_free(pd_job *job)
         return;
     pd_scene_release(job->scene);
     free(job->path);
+    free(job->times);
+    free(job->avoid);
+    free(job->update_cells);
     free(job);
 }
 
@@ -131,9 +165,10 @@ static int pd__scratch_reserve(pd__scratch *s, size_t need)
 }
 
 /* Searches into the thread's buffer, growing it and re-extracting (never
- * re-searching) when the path does not fit, then hands the job an exact-size
- * copy in the requested waypoint style. */
-static pd_status pd__search(const pd_pool *p, pd__scratch *s, pd_job *job)
+ * re-searching) when the path does not fit. Returns the search's status with
+ * the path in s->buf[0..*len). */
+static pd_status pd__astar(const pd_pool *p, pd__scratch *s, pd_job *job, const pd_grid *grid,
+                           const pd_search_params *base, size_t *len)
 {
     if (!s->ctx)
         s->ctx = pd_search_ctx_create();
@@ -141,29 +176,184 @@ static pd_status pd__search(const pd_pool *p, pd__scratch *s, pd_job *job)
         return PD_INTERNAL;
 
     pd__poll_ctx pc = {p, job};
-    pd_search_params params = job->params;
+    pd_search_params params = *base;
     params.poll = pd__poll;
     params.poll_user = &pc;
+    params.blockers = job->avoid;
+    params.n_blockers = job->avoid ? job->n_avoid : 0;
 
-    pd_status st = pd_search_astar(s->ctx, job->scene->grid, &params, s->buf, s->cap,
-                                   &job->metrics);
-    size_t len = job->metrics.path_len;
+    pd_status st = pd_search_astar(s->ctx, grid, &params, s->buf, s->cap, &job->metrics);
+    *len = job->metrics.path_len;
     if (st == PD_BUFFER_TOO_SMALL) {
-        if (pd__scratch_reserve(s, len) != 0)
+        if (pd__scratch_reserve(s, *len) != 0)
             return PD_INTERNAL;
-        st = pd_search_extract(s->ctx, s->buf, s->cap, &len);
+        st = pd_search_extract(s->ctx, s->buf, s->cap, len);
+        /* A cut-off path that did not fit comes back as BUFFER_TOO_SMALL
+         * with the cutoff recorded: it is still a PARTIAL answer. */
+        if (st == PD_OK && job->metrics.cutoff != PD_OK)
+            st = PD_PARTIAL;
     }
+    return st;
+}
+
+/* A blocked endpoint: snapped to the nearest open cell when the request
+ * allows it (any component: step 3 decides reachability). */
+static pd_status pd__snap(const pd_job *job, const pd_grid *grid, const pd_components *comps,
+                          pd_point *pt, int *substituted, pd_status blocked)
+{
+    if (pd_grid_get(grid, pt->x, pt->y) != PD_CELL_BLOCKED)
+        return PD_OK;
+    if (!job->snap)
+        return blocked;
+    pd_point open;
+    if (pd_fallback_nearest(grid, comps, 0, *pt, PD_FALLBACK_MAX_RADIUS, &open) != PD_OK)
+        return blocked;
+    *pt = open;
+    *substituted = 1;
+    return PD_OK;
+}
+
+/* Step 3 of the pipeline: NO_PATH in O(1), or a substitute goal. */
+static pd_status pd__reachable_goal(const pd_job *job, const pd_grid *grid, const pd_components *comps,
+                                    pd_point start, pd_point *goal, int *substituted)
+{
+    if (!comps || pd_components_connected(comps, start, *goal))
+        return PD_OK;
+    pd_point sub;
+    pd_status st;
+    switch (job->goal_mode) {
+    case PD_GOAL_NEAREST:
+        st = pd_fallback_nearest(grid, comps, pd_components_label(comps, start), job->params.goal,
+                                 PD_FALLBACK_MAX_RADIUS, &sub);
+        break;
+    case PD_GOAL_LINE:
+        st = pd_fallback_line(grid, comps, start, job->params.goal, &sub);
+        break;
+    case PD_GOAL_EXACT:
+    default:
+        return PD_NO_PATH;
+    }
+    if (st != PD_OK)
+        return PD_NO_PATH;
+    *goal = sub;
+    *substituted = 1;
+    return PD_OK;
+}
+
+/* Smooths the path on the unit grid. With avoid cells, line of sight must
+ * treat them as blocked too, so it runs on a copy of the path's bounding box
+ * with those cells blocked: every segment between two path points stays
+ * inside that box, and cells outside a grid read as blocked. Returns the new
+ * length, or 0 on allocation failure. */
+static size_t pd__smooth(const pd_job *job, const pd_grid *grid, pd_point *pts, size_t n)
+{
+    if (job->n_avoid == 0 || !job->avoid)
+        return pd_path_smooth(grid, pts, n);
+    int32_t x0 = pts[0].x, y0 = pts[0].y, x1 = x0, y1 = y0;
+    for (size_t i = 1; i < n; i++) {
+        x0 = pts[i].x < x0 ? pts[i].x : x0;
+        y0 = pts[i].y < y0 ? pts[i].y : y0;
+        x1 = pts[i].x > x1 ? pts[i].x : x1;
+        y1 = pts[i].y > y1 ? pts[i].y : y1;
+    }
+    pd_grid *box = pd_grid_create(x1 - x0 + 1, y1 - y0 + 1);
+    if (!box)
+        return 0;
+    for (int32_t y = y0; y <= y1; y++)
+        memcpy(&box->cells[pd_grid_index(box, 0, y - y0)], &grid->cells[pd_grid_index(grid, x0, y)],
+               (size_t)(x1 - x0 + 1));
+    for (size_t i = 0; i < job->n_avoid; i++) {
+        pd_point a = job->avoid[i];
+        if (a.x >= x0 && a.x <= x1 && a.y >= y0 && a.y <= y1)
+            box->cells[pd_grid_index(box, a.x - x0, a.y - y0)] = PD_CELL_BLOCKED;
+    }
+    pd_grid_refresh_flags(box);
+    for (size_t i = 0; i < n; i++) {
+        pts[i].x -= x0;
+        pts[i].y -= y0;
+    }
+    n = pd_path_smooth(box, pts, n);
+    for (size_t i = 0; i < n; i++) {
+        pts[i].x += x0;
+        pts[i].y += y0;
+    }
+    pd_grid_destroy(box);
+    return n;
+}
+
+/* Runs a path job through the pipeline (see the top of this file) and hands
+ * the job an exact-size copy of the path in the requested style. */
+static pd_status pd__find_path(const pd_pool *p, pd__scratch *s, pd_job *job)
+{
+    uint32_t unit = job->unit_size ? job->unit_size : 1;
+    const pd_scene_unit *su = pd_scene_unit_for(job->scene, unit);
+    const pd_grid *grid = su && su->grid ? su->grid : NULL;
+    const pd_components *comps = su ? su->components : NULL;
+    /* A scene built by hand (tests) may list no unit data: unit 1 is then
+     * simply the scene grid, without labels. */
+    if (!grid && unit == 1)
+        grid = job->scene->grid;
+    if (!grid)
+        return PD_INVALID_ARGUMENT;
+
+    pd_search_params params = job->params;
+    if (!pd_grid_in_bounds(grid, params.start.x, params.start.y) ||
+        !pd_grid_in_bounds(grid, params.goal.x, params.goal.y))
+        return PD_OUT_OF_BOUNDS;
+
+    pd_status st = pd__snap(job, grid, comps, &params.start, &job->start_substituted, PD_START_BLOCKED);
+    const int goal_falls_back = job->goal_mode != PD_GOAL_EXACT && comps;
+    if (st == PD_OK && !(goal_falls_back && !job->snap))
+        st = pd__snap(job, grid, comps, &params.goal, &job->goal_substituted, PD_GOAL_BLOCKED);
+    if (st == PD_OK)
+        st = pd__reachable_goal(job, grid, comps, params.start, &params.goal, &job->goal_substituted);
+    if (job->start_substituted)
+        job->start_used = params.start;
+    if (st != PD_OK)
+        return st;
+
+    size_t len = 0;
+    st = pd__astar(p, s, job, grid, &params, &len);
     if ((st != PD_OK && st != PD_PARTIAL) || len == 0)
         return st;
+    if (st == PD_PARTIAL)
+        params.goal = job->metrics.end;
+    if (params.goal.x != job->params.goal.x || params.goal.y != job->params.goal.y)
+        job->goal_substituted = 1;
+    if (job->goal_substituted)
+        job->goal_used = params.goal;
+    if (job->start_substituted || job->goal_substituted)
+        st = PD_PARTIAL;
 
     if (job->style == PD_STYLE_CORNERS)
         len = pd_path_corners(s->buf, len);
+    else if (job->style == PD_STYLE_SMOOTH && (len = pd__smooth(job, grid, s->buf, len)) == 0)
+        return PD_INTERNAL;
     job->path = malloc(len * sizeof *job->path);
     if (!job->path)
         return PD_INTERNAL;
     memcpy(job->path, s->buf, len * sizeof *job->path);
     job->path_len = len;
+
+    double speed_cells = job->speed / job->scene->cell_size;
+    if (job->speed > 0 && speed_cells > 0 && isfinite(speed_cells)) {
+        job->times = malloc(len * sizeof *job->times);
+        if (!job->times) {
+            free(job->path);
+            job->path = NULL;
+            job->path_len = 0;
+            return PD_INTERNAL;
+        }
+        pd_path_times(grid, job->path, len, speed_cells, job->start_time, job->times);
+    }
     return st;
+}
+
+static pd_status pd__update_cells(pd_job *job)
+{
+    if (job->update_cells)
+        job->update.cells = job->update_cells;
+    return pd_registry_update(job->registry, job->update_scene, &job->update, &job->update_result);
 }
 
 static void pd__complete(pd_pool *p, pd_job *job)
@@ -178,38 +368,58 @@ static void pd__complete(pd_pool *p, pd_job *job)
     pthread_mutex_unlock(&p->done_lock);
 }
 
-static void pd__run_job(pd_pool *p, pd__worker *w, pd__scratch *s, pd_job *job)
+static void pd__run_job(pd_pool *p, pd__worker *w, pd__scratch *s, pd_job *job, int holds_update)
 {
     uint64_t started = pd_pool_now_ns();
     pd_status st = pd__job_interrupt(p, job);
     if (st == PD_OK)
-        st = pd__search(p, s, job);
+        st = job->kind == PD_JOB_UPDATE_CELLS ? pd__update_cells(job) : pd__find_path(p, s, job);
     job->status = st;
     job->finished_ns = pd_pool_now_ns();
 
     pthread_mutex_lock(&p->lock);
     w->current = NULL;
     w->stats.jobs_done++;
-    if (st == PD_OK || st == PD_PARTIAL)
+    if (job->kind == PD_JOB_FIND_PATH && (st == PD_OK || st == PD_PARTIAL))
         w->stats.paths_found++;
     w->stats.expansions += job->metrics.expanded;
     w->stats.busy_ns += job->finished_ns - started;
     pthread_mutex_unlock(&p->lock);
 
     pd__complete(p, job);
+    /* The next update may start only now that this one is on the completion
+     * list, so updates also complete in the order they were applied. */
+    if (holds_update) {
+        pthread_mutex_lock(&p->lock);
+        p->update_running = 0;
+        pthread_cond_signal(&p->work_ready);
+        pthread_mutex_unlock(&p->lock);
+    }
     if (p->wake)
         p->wake(p->wake_user);
 }
 
-/* Unlinks the job a worker should run next: the queue head, or while the
- * pool is paused the first cancelled job (it only needs its CANCELLED answer).
- * Returns NULL when there is none. Caller holds p->lock. */
-static pd_job *pd__take_job(pd_pool *p)
+/* Whether a worker may start this job now: while paused only cancelled jobs
+ * (they only need their CANCELLED answer), and an update only when no other
+ * update is running. Caller holds p->lock. */
+static int pd__can_start(const pd_pool *p, pd_job *job)
+{
+    int cancelled = atomic_load(&job->cancelled);
+    if (p->paused && !cancelled)
+        return 0;
+    return cancelled || job->kind != PD_JOB_UPDATE_CELLS || !p->update_running;
+}
+
+/* Unlinks the job a worker should run next: the first one it may start.
+ * Updates keep their order among themselves: one that cannot start blocks
+ * every later one for the same reason. *holds_update is set when the job
+ * takes the pool's single update slot. Returns NULL when there is none.
+ * Caller holds p->lock. */
+static pd_job *pd__take_job(pd_pool *p, int *holds_update)
 {
     pd_job *prev = NULL, *job = p->queue_head;
-    if (p->paused)
-        for (; job && !atomic_load(&job->cancelled); prev = job, job = job->next)
-            ;
+    for (; job && !pd__can_start(p, job); prev = job, job = job->next)
+        ;
     if (!job)
         return NULL;
     if (prev)
@@ -220,6 +430,9 @@ static pd_job *pd__take_job(pd_pool *p)
         p->queue_tail = prev;
     p->queue_len--;
     job->next = NULL;
+    *holds_update = job->kind == PD_JOB_UPDATE_CELLS && !atomic_load(&job->cancelled);
+    if (*holds_update)
+        p->update_running = 1;
     return job;
 }
 
@@ -232,10 +445,13 @@ static void *pd__worker_main(void *arg)
     pthread_mutex_lock(&p->lock);
     for (;;) {
         pd_job *job = NULL;
-        while (!atomic_load(&p->stopping) && !(job = pd__take_job(p)))
+        int holds_update = 0;
+        while (!atomic_load(&p->stopping) && !(job = pd__take_job(p, &holds_update)))
             pthread_cond_wait(&p->work_ready, &p->lock);
         if (atomic_load(&p->stopping)) {
             if (job) { /* put it back: destroy answers every queued job */
+                if (holds_update)
+                    p->update_running = 0;
                 job->next = p->queue_head;
                 p->queue_head = job;
                 if (!p->queue_tail)
@@ -247,7 +463,7 @@ static void *pd__worker_main(void *arg)
         w->current = job;
         pthread_mutex_unlock(&p->lock);
 
-        pd__run_job(p, w, &s, job);
+        pd__run_job(p, w, &s, job, holds_update);
 
         pthread_mutex_lock(&p->lock);
     }
@@ -332,7 +548,9 @@ fail_workers:
 
 pd_status pd_pool_submit(pd_pool *p, pd_job *job)
 {
-    if (!p || !job || !job->scene || !job->scene->grid)
+    if (!p || !job)
+        return PD_INVALID_ARGUMENT;
+    if (job->kind == PD_JOB_UPDATE_CELLS ? !job->registry : !job->scene || !job->scene->grid)
         return PD_INVALID_ARGUMENT;
     if (job->submitted_ns == 0)
         job->submitted_ns = pd_pool_now_ns();

@@ -11,10 +11,16 @@
  * drops results whose connection has gone, and pd_pool_cancel_conn marks a
  * closed connection's queued jobs so no worker spends time on them.
  *
+ * Two kinds of job: a path search (the request pipeline described at the top
+ * of pd_pool.c) and a live obstacle update (pd_registry_update), which copies
+ * and repairs a scene and so belongs on a worker, never on the loop thread.
+ * Updates run one at a time, in the order they were submitted, so two
+ * updates to one scene can never overtake each other.
+ *
  * Lifetime: the submitter allocates a job with pd_job_new, fills the request
  * half and submits it; ownership passes to the pool on PD_OK and comes back
  * with pd_pool_take_completed. pd_job_free releases the scene reference and
- * the path.
+ * every array the job owns.
  *
  * Threads: submit, take_completed, cancel, cancel_conn and get_stats may be
  * called from any thread (normally the loop thread); destroy from the thread
@@ -33,33 +39,78 @@
 typedef enum pd_waypoint_style {
     PD_STYLE_CELLS = 0,     /* every cell */
     PD_STYLE_CORNERS = 1,   /* start, direction changes, goal */
+    PD_STYLE_SMOOTH = 2,    /* string-pulled on the unit grid (pd_path_smooth) */
 } pd_waypoint_style;
+
+/* What to do when start and goal are not connected (see the pipeline at the
+ * top of pd_pool.c). */
+typedef enum pd_goal_mode {
+    PD_GOAL_EXACT = 0,      /* NO_PATH, decided in O(1) from component labels */
+    PD_GOAL_NEAREST = 1,    /* the reachable cell nearest the goal (PARTIAL) */
+    PD_GOAL_LINE = 2,       /* the first reachable cell on the line goal -> start (PARTIAL) */
+} pd_goal_mode;
+
+typedef enum pd_job_kind {
+    PD_JOB_FIND_PATH = 0,   /* a path search on job->scene */
+    PD_JOB_UPDATE_CELLS = 1,/* pd_registry_update on job->registry */
+} pd_job_kind;
 
 typedef struct pd_job {
     /* Request half: written by the submitter before pd_pool_submit. */
+    pd_job_kind kind;
     uint64_t conn_id;
     uint64_t request_id;
-    pd_scene *scene;              /* retained reference; released by pd_job_free */
-    pd_search_params params;      /* start/goal in cells; poll and poll_user are
-                                     ignored: the worker installs its own */
-    pd_waypoint_style style;
     uint64_t deadline_ns;         /* pd_pool_now_ns() clock; 0 = none */
     uint64_t submitted_ns;        /* pd_pool_submit sets it when left 0 */
     atomic_int cancelled;         /* set by pd_pool_cancel*; read by the worker */
 
+    /* PD_JOB_FIND_PATH. start/goal are anchor cells on the unit grid of
+     * unit_size (unit 1: plain cells). */
+    pd_scene *scene;              /* retained reference; released by pd_job_free */
+    uint32_t unit_size;           /* 0 means 1 */
+    pd_search_params params;      /* start, goal, connectivity, max_expansions,
+                                     window and partial_on_cutoff are used; poll,
+                                     poll_user, blockers and n_blockers are ignored:
+                                     the worker installs its own poll and `avoid` */
+    pd_waypoint_style style;
+    pd_goal_mode goal_mode;
+    int snap;                     /* blocked start/goal: use the nearest open cell */
+    double speed;                 /* world units per second; > 0 adds `times` */
+    double start_time;            /* seconds at the first waypoint */
+    pd_point *avoid;              /* malloc'd, owned by the job (pd_job_free frees it):
+                                     cells blocked for this request only */
+    size_t n_avoid;
+
+    /* PD_JOB_UPDATE_CELLS. The registry must outlive the pool's work on the
+     * job; update.cells, when used, points at update_cells. */
+    pd_registry *registry;
+    char update_scene[PD_CONF_MAX_NAME];
+    pd_scene_update update;
+    pd_point *update_cells;       /* malloc'd, owned by the job */
+
     /* Result half: written by the worker. */
     pd_status status;
-    pd_search_metrics metrics;
+    pd_search_metrics metrics;    /* metrics.cutoff says why a PARTIAL path was cut off */
     pd_point *path;               /* malloc'd by the worker, exactly path_len entries in
                                      the requested style; NULL unless PD_OK/PD_PARTIAL */
     size_t path_len;
+    double *times;                /* malloc'd, path_len arrival times in seconds when
+                                     speed > 0 and there is a path; else NULL */
+    int start_substituted;        /* 1: the start was snapped to start_used */
+    pd_point start_used;
+    int goal_substituted;         /* 1: the path ends at goal_used, not at the goal
+                                     (snapped, NEAREST/LINE, or cut off) */
+    pd_point goal_used;
+    pd_scene_update_result update_result;  /* PD_JOB_UPDATE_CELLS on PD_OK */
     uint64_t finished_ns;
 
     struct pd_job *next;          /* queue link, owned by whoever holds the job */
 } pd_job;
 
 pd_job *pd_job_new(void);         /* zeroed; NULL on allocation failure */
-void pd_job_free(pd_job *job);    /* NULL is a no-op */
+/* Releases the scene reference and frees path, times, avoid and
+ * update_cells. NULL is a no-op. */
+void pd_job_free(pd_job *job);
 
 /* CLOCK_MONOTONIC in nanoseconds; the clock deadlines are measured on. */
 uint64_t pd_pool_now_ns(void);
@@ -86,8 +137,9 @@ pd_pool *pd_pool_create(uint32_t threads, uint32_t queue_capacity,
                         pd_pool_wake_fn wake, void *wake_user);
 
 /* PD_OK (the pool owns the job now) or PD_OVERLOADED (queue full; the caller
- * still owns the job). PD_INVALID_ARGUMENT when p or job is NULL or the job
- * has no scene or grid (the caller still owns it). Never blocks.
+ * still owns the job). PD_INVALID_ARGUMENT when p or job is NULL, a path job
+ * has no scene or grid, or an update job has no registry (the caller still
+ * owns it). Never blocks.
  *
  * A job found cancelled or past its deadline when a worker takes it
  * completes at once (PD_CANCELLED / PD_DEADLINE_EXCEEDED) without searching;

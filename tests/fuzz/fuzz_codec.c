@@ -58,6 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             pd_status dst = pd_codec_decode_request(payload, plen, &req, err, sizeof err);
             if (dst != PD_OK)
                 fuzz_answer(req.id, dst, err);
+            pd_request_free(&req);
             if (dst == PD_MALFORMED) {
                 closed = 1;
                 break;

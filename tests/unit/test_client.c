@@ -1017,6 +1017,332 @@ static void test_pathctl_human_output_and_exit_codes(void **state)
     assert_non_null(strstr(out, "{\"status\":\"UNKNOWN_SCENE\",\"message\":\"no scene named that\"}"));
 }
 
+/* ---- issue 4: FindPath options, PARTIAL extras, UpdateCells ----------------- */
+
+/* The options every issue-4 request below carries, checked by the fake. */
+static const pdc_xy issue4_avoid[3] = {{3, 4}, {5, 6}, {-1, 0}};
+
+/* Checks a FindPath carrying the issue-4 options (as set by issue4_request
+ * or by the pathctl flags in test_pathctl_issue4_flags). */
+static void fake_check_issue4_find(fake_server *fs, const Pathd__V1__FindPath *fp)
+{
+    FAKE_CHECK(fs, strcmp(fp->scene, "demo") == 0);
+    FAKE_CHECK(fs, fp->unit_size == 2);
+    FAKE_CHECK(fs, fp->style == PATHD__V1__WAYPOINT_STYLE__STYLE_SMOOTH);
+    FAKE_CHECK(fs, fp->goal_mode == PATHD__V1__GOAL_MODE__GOAL_NEAREST);
+    FAKE_CHECK(fs, fp->snap);
+    FAKE_CHECK(fs, fp->partial_on_cutoff);
+    FAKE_CHECK(fs, fp->speed == 2.5);
+    FAKE_CHECK(fs, fp->start_time == 100.0);
+    FAKE_CHECK(fs, fp->n_avoid == 3);
+    for (size_t i = 0; i < fp->n_avoid && i < 3; i++)
+        FAKE_CHECK(fs, fp->avoid[i]->x == issue4_avoid[i].x && fp->avoid[i]->y == issue4_avoid[i].y);
+    FAKE_CHECK(fs, fp->window && fp->window->min && fp->window->max);
+    if (fp->window && fp->window->min && fp->window->max) {
+        FAKE_CHECK(fs, fp->window->min->x == 0 && fp->window->min->y == 1);
+        FAKE_CHECK(fs, fp->window->max->x == 30 && fp->window->max->y == 20);
+    }
+}
+
+/* A PARTIAL answer in two chunks: times on every waypoint, a snapped start,
+ * a substituted goal and a budget cutoff on the final chunk. */
+static const int32_t issue4_path[3][2] = {{2, 2}, {5, 3}, {9, 3}};
+static const double issue4_times[3] = {100.0, 101.5, 103.25};
+
+static void fake_send_issue4_answer(fake_server *fs, int fd, uint64_t id)
+{
+    for (uint32_t seq = 0; seq < 2; seq++) {
+        Pathd__V1__Waypoint wps[2];
+        Pathd__V1__Waypoint *ptrs[2];
+        size_t first = seq * 2, n = seq == 0 ? 2 : 1;
+        for (size_t i = 0; i < n; i++) {
+            pathd__v1__waypoint__init(&wps[i]);
+            wps[i].x = issue4_path[first + i][0];
+            wps[i].y = issue4_path[first + i][1];
+            wps[i].wx = wps[i].x * FAKE_CELL + FAKE_CELL / 2;
+            wps[i].wy = wps[i].y * FAKE_CELL + FAKE_CELL / 2;
+            wps[i].t = issue4_times[first + i];
+            ptrs[i] = &wps[i];
+        }
+        Pathd__V1__PathChunk chunk = PATHD__V1__PATH_CHUNK__INIT;
+        Pathd__V1__Cell start_used = PATHD__V1__CELL__INIT, goal_used = PATHD__V1__CELL__INIT;
+        Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+        chunk.n_waypoints = n;
+        chunk.waypoints = ptrs;
+        chunk.seq = seq;
+        resp.id = id;
+        resp.body_case = PATHD__V1__RESPONSE__BODY_PATH;
+        resp.path = &chunk;
+        if (seq == 1) {
+            start_used.x = 2;
+            start_used.y = 2;
+            goal_used.x = 9;
+            goal_used.y = 3;
+            chunk.start_used = &start_used;
+            chunk.goal_used = &goal_used;
+            chunk.cutoff = PATHD__V1__STATUS__BUDGET_EXCEEDED;
+            chunk.cost = 7.5;
+            chunk.expansions = 64;
+            chunk.scene_version = 4;
+            chunk.total_waypoints = 3;
+            resp.status = PATHD__V1__STATUS__PARTIAL;
+            resp.final = 1;
+        }
+        fake_send_response(fs, fd, &resp);
+    }
+}
+
+/* Answers requests until the client leaves: FindPath with the issue-4
+ * answer, UpdateCells with an UpdateResult (version 9, cells counted from
+ * the request) or, for scene "nowhere", UNKNOWN_SCENE. */
+static void script_issue4(fake_server *fs, int conn_index, int fd)
+{
+    Pathd__V1__Request *req;
+    (void)conn_index;
+    while ((req = fake_recv(fs, fd)) != NULL) {
+        if (req->body_case == PATHD__V1__REQUEST__BODY_FIND_PATH) {
+            fake_check_issue4_find(fs, req->find_path);
+            fake_send_issue4_answer(fs, fd, req->id);
+        } else if (req->body_case == PATHD__V1__REQUEST__BODY_UPDATE_CELLS) {
+            const Pathd__V1__UpdateCells *uc = req->update_cells;
+            if (strcmp(uc->scene, "nowhere") == 0) {
+                fake_send_status(fs, fd, req->id, PATHD__V1__STATUS__UNKNOWN_SCENE, "no such scene");
+            } else {
+                Pathd__V1__UpdateResult ur = PATHD__V1__UPDATE_RESULT__INIT;
+                Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+                if (uc->target_case == PATHD__V1__UPDATE_CELLS__TARGET_RECT) {
+                    FAKE_CHECK(fs, uc->op == PATHD__V1__UPDATE_OP__UPDATE_COST && uc->cost == 7);
+                    ur.cells_changed = (uint64_t)(uc->rect->max->x - uc->rect->min->x + 1) *
+                                       (uint64_t)(uc->rect->max->y - uc->rect->min->y + 1);
+                } else {
+                    FAKE_CHECK(fs, uc->target_case == PATHD__V1__UPDATE_CELLS__TARGET_CELLS);
+                    FAKE_CHECK(fs, uc->op == PATHD__V1__UPDATE_OP__UPDATE_BLOCK && uc->cost == 0);
+                    FAKE_CHECK(fs, uc->cells->n_cells == 2 && uc->cells->cells[1]->x == 8 &&
+                                       uc->cells->cells[1]->y == 9);
+                    ur.cells_changed = uc->cells->n_cells;
+                }
+                ur.version = 9;
+                ur.micros = 77;
+                resp.id = req->id;
+                resp.final = 1;
+                resp.body_case = PATHD__V1__RESPONSE__BODY_UPDATE;
+                resp.update = &ur;
+                fake_send_response(fs, fd, &resp);
+            }
+        } else {
+            fake_fail(fs, __LINE__, "unexpected request kind");
+        }
+        pathd__v1__request__free_unpacked(req, NULL);
+    }
+}
+
+static pdc_path_req issue4_request(void)
+{
+    pdc_path_req req = demo_request(1, 2, 12, 3);
+    req.unit_size = 2;
+    req.style = PDC_STYLE_SMOOTH;
+    req.goal_mode = PDC_GOAL_NEAREST;
+    req.snap = 1;
+    req.partial_on_cutoff = 1;
+    req.speed = 2.5;
+    req.start_time = 100.0;
+    req.avoid = issue4_avoid;
+    req.avoid_count = 3;
+    req.has_window = 1;
+    req.window_min = (pdc_xy){0, 1};
+    req.window_max = (pdc_xy){30, 20};
+    return req;
+}
+
+static void test_issue4_fields_round_trip(void **state)
+{
+    (void)state;
+    fake_server fs;
+    fake_start(&fs, script_issue4, 1);
+    fake_run(&fs);
+    pdc_conn *c = connect_to(&fs, 2000);
+
+    pdc_path_req req = issue4_request();
+    pdc_path_result r;
+    assert_int_equal(pdc_find_path(c, &req, &r), PDC_PARTIAL);
+    assert_int_equal(r.count, 3);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(r.waypoints[i].x, issue4_path[i][0]);
+        assert_true(r.waypoints[i].t == issue4_times[i]);
+    }
+    assert_int_equal(r.has_start_used, 1);
+    assert_int_equal(r.start_used.x, 2);
+    assert_int_equal(r.start_used.y, 2);
+    assert_int_equal(r.has_goal_used, 1);
+    assert_int_equal(r.goal_used.x, 9);
+    assert_int_equal(r.goal_used.y, 3);
+    assert_int_equal(r.cutoff, PDC_BUDGET_EXCEEDED);
+    assert_int_equal(r.scene_version, 4);
+    pdc_path_result_free(&r);
+
+    /* The pipelined path carries the same fields. */
+    uint64_t id;
+    assert_int_equal(pdc_send_find_path(c, &req, &id), PDC_OK);
+    assert_int_equal(pdc_recv_result(c, 2000, &r), PDC_PARTIAL);
+    assert_int_equal(r.id, id);
+    assert_int_equal(r.cutoff, PDC_BUDGET_EXCEEDED);
+    assert_int_equal(r.has_goal_used, 1);
+    pdc_path_result_free(&r);
+
+    pdc_update_req up;
+    memset(&up, 0, sizeof up);
+    up.scene = "demo";
+    up.is_rect = 1;
+    up.rect_min = (pdc_xy){2, 3};
+    up.rect_max = (pdc_xy){5, 4};
+    up.op = PDC_UPDATE_COST;
+    up.cost = 7;
+    pdc_update_result ur;
+    assert_int_equal(pdc_update_cells(c, &up, &ur), PDC_OK);
+    assert_int_equal(ur.version, 9);
+    assert_int_equal(ur.cells_changed, 8);
+    assert_int_equal(ur.micros, 77);
+
+    const pdc_xy cells[2] = {{1, 1}, {8, 9}};
+    memset(&up, 0, sizeof up);
+    up.scene = "demo";
+    up.cells = cells;
+    up.cell_count = 2;
+    up.op = PDC_UPDATE_BLOCK;
+    assert_int_equal(pdc_update_cells(c, &up, &ur), PDC_OK);
+    assert_int_equal(ur.cells_changed, 2);
+
+    up.scene = "nowhere";
+    assert_int_equal(pdc_update_cells(c, &up, &ur), PDC_UNKNOWN_SCENE);
+    assert_string_equal(pdc_last_error(c), "no such scene");
+    assert_int_equal(ur.version, 0);
+
+    /* Refused on the client side, never sent. */
+    up.scene = "demo";
+    up.op = PDC_UPDATE_COST;
+    up.cost = 0;
+    assert_int_equal(pdc_update_cells(c, &up, &ur), PDC_ERR_ARG);
+    up.cost = 256;
+    assert_int_equal(pdc_update_cells(c, &up, &ur), PDC_ERR_ARG);
+    up.op = PDC_UPDATE_PASS;
+    up.cost = 3;
+    assert_int_equal(pdc_update_cells(c, &up, &ur), PDC_ERR_ARG);
+    up.cost = 0;
+    up.cell_count = 0;
+    assert_int_equal(pdc_update_cells(c, &up, &ur), PDC_ERR_ARG);
+    up.is_rect = 1;
+    up.rect_min = (pdc_xy){3, 0};
+    up.rect_max = (pdc_xy){2, 0};
+    assert_int_equal(pdc_update_cells(c, &up, &ur), PDC_ERR_ARG);
+
+    pdc_path_req bad = issue4_request();
+    bad.goal_mode = (pdc_goal_mode)3;
+    assert_int_equal(pdc_find_path(c, &bad, &r), PDC_ERR_ARG);
+    bad = issue4_request();
+    bad.style = (pdc_style)3;
+    assert_int_equal(pdc_find_path(c, &bad, &r), PDC_ERR_ARG);
+    bad = issue4_request();
+    bad.speed = -1.0;
+    assert_int_equal(pdc_find_path(c, &bad, &r), PDC_ERR_ARG);
+    bad.speed = 0.0 / 0.0;
+    assert_int_equal(pdc_send_find_path(c, &bad, &id), PDC_ERR_ARG);
+    bad = issue4_request();
+    bad.avoid_count = PDC_MAX_AVOID + 1;
+    assert_int_equal(pdc_find_path(c, &bad, &r), PDC_ERR_ARG);
+    bad = issue4_request();
+    bad.window_min = (pdc_xy){31, 1};
+    assert_int_equal(pdc_find_path(c, &bad, &r), PDC_ERR_ARG);
+    bad = issue4_request();
+    bad.window_min = (pdc_xy){-1, 1};
+    assert_int_equal(pdc_find_path(c, &bad, &r), PDC_ERR_ARG);
+    pdc_close(c);
+    fake_finish(&fs);
+    assert_int_equal(fs.requests_seen, 5);
+}
+
+static void test_pathctl_issue4_flags(void **state)
+{
+    (void)state;
+    const char *flags = "path --scene demo --from 1,2 --to 12,3 --unit 2 --style smooth "
+                        "--goal-mode nearest --snap --partial --speed 2.5 --start-time 100 "
+                        "--avoid '3,4;5,6;-1,0' --window 0,1,30,20";
+    fake_server fs;
+    char cmd[768], out[8192];
+
+    fake_start(&fs, script_issue4, 1);
+    fake_run(&fs);
+    snprintf(cmd, sizeof cmd, "'%s' --server %s --json %s", PDC_PATHCTL_BIN, fs.addr, flags);
+    int code = run_capture(cmd, out, sizeof out);
+    fake_finish(&fs);
+    assert_int_equal(code, 0);
+    cJSON *o = cJSON_Parse(out);
+    assert_non_null(o);
+    assert_string_equal(cJSON_GetObjectItem(o, "status")->valuestring, "PARTIAL");
+    assert_string_equal(cJSON_GetObjectItem(o, "cutoff")->valuestring, "BUDGET_EXCEEDED");
+    cJSON *su = cJSON_GetObjectItem(o, "start_used"), *gu = cJSON_GetObjectItem(o, "goal_used");
+    assert_int_equal(cJSON_GetArrayItem(su, 0)->valuedouble, 2);
+    assert_int_equal(cJSON_GetArrayItem(su, 1)->valuedouble, 2);
+    assert_int_equal(cJSON_GetArrayItem(gu, 0)->valuedouble, 9);
+    assert_int_equal(cJSON_GetArrayItem(gu, 1)->valuedouble, 3);
+    cJSON *times = cJSON_GetObjectItem(o, "times");
+    assert_int_equal(cJSON_GetArraySize(times), 3);
+    for (int i = 0; i < 3; i++)
+        assert_true(cJSON_GetArrayItem(times, i)->valuedouble == issue4_times[i]);
+    cJSON_Delete(o);
+
+    fake_start(&fs, script_issue4, 1);
+    fake_run(&fs);
+    snprintf(cmd, sizeof cmd, "'%s' --server %s %s", PDC_PATHCTL_BIN, fs.addr, flags);
+    code = run_capture(cmd, out, sizeof out);
+    fake_finish(&fs);
+    assert_int_equal(code, 0);
+    assert_string_equal(out, "status PARTIAL cost 7.50 expansions 64 version 4 waypoints 3\n"
+                             "start_used 2,2 (start was blocked; snapped)\n"
+                             "goal_used 9,3 (the path ends there, not at the goal)\n"
+                             "cutoff BUDGET_EXCEEDED (path to the best node found)\n"
+                             "2,2 t=100.000\n5,3 t=101.500\n9,3 t=103.250\n");
+
+    /* update: a rectangle with a cost, then a cell list, human and JSON. */
+    fake_start(&fs, script_issue4, 2);
+    fake_run(&fs);
+    snprintf(cmd, sizeof cmd, "'%s' --server %s update --scene demo --rect 2,3,5,4 --set cost=7",
+             PDC_PATHCTL_BIN, fs.addr);
+    code = run_capture(cmd, out, sizeof out);
+    assert_int_equal(code, 0);
+    assert_string_equal(out, "status OK version 9 cells_changed 8 micros 77\n");
+    snprintf(cmd, sizeof cmd, "'%s' --server %s --json update --scene demo --cells '1,1;8,9' --set blocked",
+             PDC_PATHCTL_BIN, fs.addr);
+    code = run_capture(cmd, out, sizeof out);
+    fake_finish(&fs);
+    assert_int_equal(code, 0);
+    assert_string_equal(out, "{\"status\":\"OK\",\"version\":9,\"cells_changed\":2,\"micros\":77}\n");
+
+    /* Usage errors exit 2 without connecting. */
+    const char *bad[] = {
+        "path --scene demo --from 1,2 --to 3,4 --goal-mode far",
+        "path --scene demo --from 1,2 --to 3,4 --style wiggly",
+        "path --scene demo --from 1,2 --to 3,4 --speed -1",
+        "path --scene demo --from 1,2 --to 3,4 --avoid '1,2;'x",
+        "path --scene demo --from 1,2 --to 3,4 --window 5,0,4,9",
+        "path --scene demo --from 1,2 --to 3,4 --window -1,0,4,9",
+        "path --scene demo --from 1,2 --to 3,4 --set blocked",
+        "update --scene demo --rect 0,0,1,1",
+        "update --scene demo --set blocked",
+        "update --scene demo --rect 0,0,1,1 --cells 1,1 --set blocked",
+        "update --scene demo --rect 0,0,1,1 --set cost=0",
+        "update --scene demo --rect 0,0,1,1 --set cost=256",
+        "update --scene demo --rect 0,0,1,1 --set lava",
+        "update --scene demo --rect 0,0,1,1 --set blocked --snap",
+        "ping --rect 0,0,1,1",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' --server 127.0.0.1:1 %s 2>&1", PDC_PATHCTL_BIN, bad[i]);
+        code = run_capture(cmd, out, sizeof out);
+        if (code != 2)
+            fail_msg("pathctl %s: exit %d, want 2 (%s)", bad[i], code, out);
+    }
+}
+
 #ifdef PDC_LOAD_BIN
 /* Answers every path request with start and goal, until the client leaves. */
 static void script_echo_paths(fake_server *fs, int conn_index, int fd)
@@ -1101,6 +1427,8 @@ int main(void)
         cmocka_unit_test(test_localhost_name_resolves),
         cmocka_unit_test(test_pathctl_path_json),
         cmocka_unit_test(test_pathctl_human_output_and_exit_codes),
+        cmocka_unit_test(test_issue4_fields_round_trip),
+        cmocka_unit_test(test_pathctl_issue4_flags),
 #ifdef PDC_LOAD_BIN
         cmocka_unit_test(test_pathd_load_against_fake),
 #endif

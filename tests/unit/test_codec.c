@@ -90,7 +90,11 @@ static void expect_invalid(const Pathd__V1__Request *m, const char *needle)
 {
     pd_request req;
     char err[256];
-    assert_int_equal(decode_msg(m, &req, err, sizeof err), PD_INVALID_ARGUMENT);
+    pd_status st = decode_msg(m, &req, err, sizeof err);
+    if (st != PD_INVALID_ARGUMENT) {
+        pd_request_free(&req);
+        fail_msg("expected INVALID_ARGUMENT naming \"%s\", got %s (\"%s\")", needle, pd_status_name(st), err);
+    }
     assert_int_equal(req.id, m->id);
     if (strstr(err, needle) == NULL)
         fail_msg("reason \"%s\" does not mention \"%s\"", err, needle);
@@ -219,6 +223,14 @@ static void test_decode_find_path_defaults(void **state)
     assert_int_equal(req.u.find_path.style, PD_STYLE_CELLS);
     assert_int_equal(req.u.find_path.max_expansions, 0);
     assert_int_equal(req.u.find_path.deadline_ms, 0);
+    assert_int_equal(req.u.find_path.goal_mode, PD_GOAL_EXACT);
+    assert_int_equal(req.u.find_path.snap, 0);
+    assert_int_equal(req.u.find_path.partial_on_cutoff, 0);
+    assert_true(req.u.find_path.speed == 0.0);
+    assert_true(req.u.find_path.start_time == 0.0);
+    assert_null(req.u.find_path.avoid);
+    assert_int_equal(req.u.find_path.n_avoid, 0);
+    assert_int_equal(req.u.find_path.has_window, 0);
 
     m.fp.connectivity = PATHD__V1__CONNECTIVITY__CONNECTIVITY_8;
     assert_int_equal(decode_find_path(&m, &req), PD_OK);
@@ -386,8 +398,8 @@ static void test_decode_bad_ranges(void **state)
     m.fp.connectivity = (Pathd__V1__Connectivity)-1;
     expect_invalid(&m.req, "find_path.connectivity -1");
     find_path_init(&m);
-    m.fp.style = (Pathd__V1__WaypointStyle)2;
-    expect_invalid(&m.req, "find_path.style 2");
+    m.fp.style = (Pathd__V1__WaypointStyle)3;
+    expect_invalid(&m.req, "find_path.style 3");
     m.fp.style = (Pathd__V1__WaypointStyle)-5;
     expect_invalid(&m.req, "find_path.style -5");
 
@@ -481,7 +493,7 @@ static void test_decode_unknown_fields_ignored(void **state)
     };
     static const uint8_t future_body[] = {
         0x08, 0x05,                   /* id = 5 */
-        0x82, 0x01, 0x02, 0x08, 0x01, /* field 16 (a later request kind), 2 bytes */
+        0x8A, 0x01, 0x02, 0x08, 0x01, /* field 17 (a later request kind), 2 bytes */
     };
     size_t len;
     uint8_t *packed, *buf;
@@ -857,6 +869,388 @@ static void test_encoded_frames_pass_the_reader(void **state)
     scene_fixture_free(&f);
 }
 
+/* ---- issue 4: FindPath options, UpdateCells, new answer fields ---------- */
+
+/* Cells for repeated Cell fields: storage plus the pointer array protobuf-c
+ * packs from. */
+#define MAX_TEST_CELLS (PD_CODEC_MAX_AVOID + 1)
+typedef struct cell_list {
+    Pathd__V1__Cell cells[MAX_TEST_CELLS];
+    Pathd__V1__Cell *ptrs[MAX_TEST_CELLS];
+} cell_list;
+
+static Pathd__V1__Cell **cell_list_fill(cell_list *l, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        pathd__v1__cell__init(&l->cells[i]);
+        l->cells[i].x = (int32_t)i - 5;
+        l->cells[i].y = (int32_t)(i * 3);
+        l->ptrs[i] = &l->cells[i];
+    }
+    return l->ptrs;
+}
+
+typedef struct rect_msg {
+    Pathd__V1__Rect rect;
+    Pathd__V1__Cell min, max;
+} rect_msg;
+
+static Pathd__V1__Rect *rect_init(rect_msg *r, int32_t x0, int32_t y0, int32_t x1, int32_t y1)
+{
+    pathd__v1__rect__init(&r->rect);
+    pathd__v1__cell__init(&r->min);
+    pathd__v1__cell__init(&r->max);
+    r->min.x = x0;
+    r->min.y = y0;
+    r->max.x = x1;
+    r->max.y = y1;
+    r->rect.min = &r->min;
+    r->rect.max = &r->max;
+    return &r->rect;
+}
+
+static void test_decode_find_path_options_round_trip(void **state)
+{
+    static cell_list avoid;
+    find_path_msg m;
+    rect_msg window;
+    pd_request req;
+    (void)state;
+    find_path_init(&m);
+    m.fp.goal_mode = PATHD__V1__GOAL_MODE__GOAL_LINE;
+    m.fp.snap = 1;
+    m.fp.partial_on_cutoff = 1;
+    m.fp.speed = 2.5;
+    m.fp.start_time = -3.25;
+    m.fp.style = PATHD__V1__WAYPOINT_STYLE__STYLE_SMOOTH;
+    m.fp.avoid = cell_list_fill(&avoid, 3);
+    m.fp.n_avoid = 3;
+    m.fp.window = rect_init(&window, 0, 2, 30, 2);
+    assert_int_equal(decode_find_path(&m, &req), PD_OK);
+    const pd_find_path_req *fp = &req.u.find_path;
+    assert_int_equal(fp->goal_mode, PD_GOAL_LINE);
+    assert_int_equal(fp->style, PD_STYLE_SMOOTH);
+    assert_int_equal(fp->snap, 1);
+    assert_int_equal(fp->partial_on_cutoff, 1);
+    assert_true(fp->speed == 2.5);
+    assert_true(fp->start_time == -3.25);
+    assert_int_equal(fp->has_window, 1);
+    assert_int_equal(fp->window_min.x, 0);
+    assert_int_equal(fp->window_min.y, 2);
+    assert_int_equal(fp->window_max.x, 30);
+    assert_int_equal(fp->window_max.y, 2);
+    /* The avoid cells are copied: the request owns them, not protobuf-c. */
+    assert_int_equal(fp->n_avoid, 3);
+    assert_non_null(fp->avoid);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(fp->avoid[i].x, (int32_t)i - 5);
+        assert_int_equal(fp->avoid[i].y, (int32_t)(i * 3));
+    }
+    pd_request_free(&req);
+    assert_null(req.u.find_path.avoid);
+    assert_int_equal(req.u.find_path.n_avoid, 0);
+    pd_request_free(&req); /* twice is harmless */
+
+    m.fp.goal_mode = PATHD__V1__GOAL_MODE__GOAL_NEAREST;
+    m.fp.avoid = cell_list_fill(&avoid, PD_CODEC_MAX_AVOID);
+    m.fp.n_avoid = PD_CODEC_MAX_AVOID; /* the cap itself is allowed */
+    assert_int_equal(decode_find_path(&m, &req), PD_OK);
+    assert_int_equal(req.u.find_path.goal_mode, PD_GOAL_NEAREST);
+    assert_int_equal(req.u.find_path.n_avoid, PD_CODEC_MAX_AVOID);
+    assert_int_equal(req.u.find_path.avoid[PD_CODEC_MAX_AVOID - 1].x, (int32_t)PD_CODEC_MAX_AVOID - 6);
+    pd_request_free(&req);
+}
+
+static void test_decode_find_path_option_errors(void **state)
+{
+    static cell_list avoid;
+    find_path_msg m;
+    rect_msg window;
+    (void)state;
+
+    find_path_init(&m);
+    m.fp.goal_mode = (Pathd__V1__GoalMode)3;
+    expect_invalid(&m.req, "find_path.goal_mode 3");
+    m.fp.goal_mode = (Pathd__V1__GoalMode)-1;
+    expect_invalid(&m.req, "find_path.goal_mode -1");
+
+    find_path_init(&m);
+    m.fp.speed = -0.5;
+    expect_invalid(&m.req, "find_path.speed");
+    m.fp.speed = NAN;
+    expect_invalid(&m.req, "find_path.speed");
+    m.fp.speed = INFINITY;
+    expect_invalid(&m.req, "find_path.speed");
+
+    find_path_init(&m);
+    m.fp.start_time = NAN;
+    expect_invalid(&m.req, "find_path.start_time");
+    m.fp.start_time = -INFINITY;
+    expect_invalid(&m.req, "find_path.start_time");
+
+    find_path_init(&m);
+    m.fp.avoid = cell_list_fill(&avoid, PD_CODEC_MAX_AVOID + 1);
+    m.fp.n_avoid = PD_CODEC_MAX_AVOID + 1;
+    expect_invalid(&m.req, "find_path.avoid");
+
+    find_path_init(&m);
+    m.fp.window = rect_init(&window, 5, 0, 4, 9);
+    expect_invalid(&m.req, "find_path.window min (5,0) is not <= max (4,9)");
+    m.fp.window = rect_init(&window, 0, 10, 4, 9);
+    expect_invalid(&m.req, "find_path.window min");
+    m.fp.window = rect_init(&window, -1, 0, 4, 9);
+    expect_invalid(&m.req, "find_path.window has a negative corner");
+    m.fp.window = rect_init(&window, 0, -3, 4, 9);
+    expect_invalid(&m.req, "find_path.window has a negative corner");
+    m.fp.window = rect_init(&window, 0, 0, 4, 9);
+    window.rect.max = NULL;
+    expect_invalid(&m.req, "find_path.window needs both min and max");
+    m.fp.window = rect_init(&window, 0, 0, 4, 9);
+    window.rect.min = NULL;
+    expect_invalid(&m.req, "find_path.window needs both min and max");
+
+    /* A failure after the avoid list was copied leaks nothing (ASan). */
+    find_path_init(&m);
+    m.fp.avoid = cell_list_fill(&avoid, 2);
+    m.fp.n_avoid = 2;
+    m.fp.window = rect_init(&window, 3, 3, 1, 1);
+    expect_invalid(&m.req, "find_path.window");
+}
+
+typedef struct update_msg {
+    Pathd__V1__Request req;
+    Pathd__V1__UpdateCells uc;
+    Pathd__V1__CellList list;
+    rect_msg rect;
+} update_msg;
+
+static void update_init_rect(update_msg *m, int32_t x0, int32_t y0, int32_t x1, int32_t y1)
+{
+    pathd__v1__request__init(&m->req);
+    pathd__v1__update_cells__init(&m->uc);
+    pathd__v1__cell_list__init(&m->list);
+    m->uc.scene = "town";
+    m->uc.target_case = PATHD__V1__UPDATE_CELLS__TARGET_RECT;
+    m->uc.rect = rect_init(&m->rect, x0, y0, x1, y1);
+    m->uc.op = PATHD__V1__UPDATE_OP__UPDATE_BLOCK;
+    m->req.id = TEST_ID;
+    m->req.body_case = PATHD__V1__REQUEST__BODY_UPDATE_CELLS;
+    m->req.update_cells = &m->uc;
+}
+
+static void update_use_cells(update_msg *m, cell_list *cells, size_t n)
+{
+    m->list.cells = cell_list_fill(cells, n);
+    m->list.n_cells = n;
+    m->uc.target_case = PATHD__V1__UPDATE_CELLS__TARGET_CELLS;
+    m->uc.cells = &m->list;
+}
+
+static void test_decode_update_cells_round_trip(void **state)
+{
+    static cell_list cells;
+    update_msg m;
+    pd_request req;
+    char err[256];
+    (void)state;
+
+    update_init_rect(&m, 2, 3, 7, 4);
+    assert_int_equal(decode_msg(&m.req, &req, err, sizeof err), PD_OK);
+    assert_int_equal(req.id, TEST_ID);
+    assert_int_equal(req.kind, PD_REQ_UPDATE_CELLS);
+    assert_string_equal(req.u.update_cells.scene, "town");
+    assert_int_equal(req.u.update_cells.update.op, PD_UPDATE_BLOCK);
+    assert_int_equal(req.u.update_cells.update.cost, 0);
+    assert_int_equal(req.u.update_cells.update.is_rect, 1);
+    assert_int_equal(req.u.update_cells.update.rect_min.x, 2);
+    assert_int_equal(req.u.update_cells.update.rect_min.y, 3);
+    assert_int_equal(req.u.update_cells.update.rect_max.x, 7);
+    assert_int_equal(req.u.update_cells.update.rect_max.y, 4);
+    assert_null(req.u.update_cells.cells);
+    pd_request_free(&req);
+
+    update_init_rect(&m, 0, 0, 0, 0);
+    update_use_cells(&m, &cells, 4);
+    m.uc.op = PATHD__V1__UPDATE_OP__UPDATE_COST;
+    m.uc.cost = 255;
+    assert_int_equal(decode_msg(&m.req, &req, err, sizeof err), PD_OK);
+    assert_int_equal(req.u.update_cells.update.op, PD_UPDATE_COST);
+    assert_int_equal(req.u.update_cells.update.cost, 255);
+    assert_int_equal(req.u.update_cells.update.is_rect, 0);
+    assert_int_equal(req.u.update_cells.update.n_cells, 4);
+    assert_ptr_equal(req.u.update_cells.update.cells, req.u.update_cells.cells);
+    assert_int_equal(req.u.update_cells.cells[3].x, -2);
+    assert_int_equal(req.u.update_cells.cells[3].y, 9);
+    pd_request_free(&req);
+    assert_null(req.u.update_cells.cells);
+    assert_null(req.u.update_cells.update.cells);
+
+    m.uc.op = PATHD__V1__UPDATE_OP__UPDATE_PASS;
+    m.uc.cost = 0;
+    assert_int_equal(decode_msg(&m.req, &req, err, sizeof err), PD_OK);
+    assert_int_equal(req.u.update_cells.update.op, PD_UPDATE_PASS);
+    pd_request_free(&req);
+
+    /* The largest rectangle allowed: exactly PD_SCENE_MAX_UPDATE_CELLS. */
+    update_init_rect(&m, 0, 0, 1023, 1023);
+    assert_int_equal(decode_msg(&m.req, &req, err, sizeof err), PD_OK);
+    pd_request_free(&req);
+}
+
+static void test_decode_update_cells_errors(void **state)
+{
+    static cell_list cells;
+    update_msg m;
+    (void)state;
+
+    update_init_rect(&m, 0, 0, 1, 1);
+    m.uc.scene = "";
+    expect_invalid(&m.req, "update_cells.scene is empty");
+
+    update_init_rect(&m, 0, 0, 1, 1);
+    m.uc.target_case = PATHD__V1__UPDATE_CELLS__TARGET__NOT_SET;
+    m.uc.rect = NULL;
+    expect_invalid(&m.req, "update_cells has neither rect nor cells");
+
+    update_init_rect(&m, 0, 0, 1, 1);
+    m.uc.op = (Pathd__V1__UpdateOp)3;
+    expect_invalid(&m.req, "update_cells.op 3");
+    m.uc.op = (Pathd__V1__UpdateOp)-2;
+    expect_invalid(&m.req, "update_cells.op -2");
+
+    update_init_rect(&m, 0, 0, 1, 1);
+    m.uc.op = PATHD__V1__UPDATE_OP__UPDATE_COST;
+    m.uc.cost = 0;
+    expect_invalid(&m.req, "update_cells.cost 0 is not 1..255");
+    m.uc.cost = 256;
+    expect_invalid(&m.req, "update_cells.cost 256 is not 1..255");
+    m.uc.op = PATHD__V1__UPDATE_OP__UPDATE_BLOCK;
+    m.uc.cost = 5;
+    expect_invalid(&m.req, "only allowed with UPDATE_COST");
+    m.uc.op = PATHD__V1__UPDATE_OP__UPDATE_PASS;
+    expect_invalid(&m.req, "only allowed with UPDATE_COST");
+
+    update_init_rect(&m, 4, 0, 3, 1);
+    expect_invalid(&m.req, "update_cells.rect min (4,0) is not <= max (3,1)");
+    update_init_rect(&m, 0, 0, 1, 1);
+    m.rect.rect.max = NULL;
+    expect_invalid(&m.req, "update_cells.rect needs both min and max");
+    update_init_rect(&m, 0, 0, 1024, 1023);
+    expect_invalid(&m.req, "update_cells.rect covers 1025 x 1024 cells");
+    update_init_rect(&m, INT32_MIN, INT32_MIN, INT32_MAX, INT32_MAX);
+    expect_invalid(&m.req, "update_cells.rect covers");
+
+    update_init_rect(&m, 0, 0, 1, 1);
+    update_use_cells(&m, &cells, 0);
+    expect_invalid(&m.req, "update_cells.cells is empty");
+}
+
+static void test_encode_path_issue4_fields(void **state)
+{
+    scene_fixture f;
+    pd_job job;
+    size_t len;
+    uint8_t *buf;
+    frames fr;
+    (void)state;
+    scene_fixture_init(&f, "town", 40, 30);
+
+    /* A plain answer carries none of the optional fields. */
+    make_job(&job, &f.scene, 3, PD_OK);
+    buf = pd_codec_encode_path(&job, 256, &len);
+    unpack_frames(buf, len, &fr);
+    assert_null(fr.r[0]->path->start_used);
+    assert_null(fr.r[0]->path->goal_used);
+    assert_int_equal(fr.r[0]->path->cutoff, PATHD__V1__STATUS__OK);
+    for (size_t i = 0; i < 3; i++)
+        assert_true(fr.r[0]->path->waypoints[i]->t == 0.0);
+    free_frames(&fr);
+    free(buf);
+    free(job.path);
+
+    /* Times on every waypoint of every chunk; substituted endpoints and the
+     * cutoff on the final chunk only. */
+    make_job(&job, &f.scene, 5, PD_PARTIAL);
+    job.times = malloc(5 * sizeof *job.times);
+    assert_non_null(job.times);
+    for (size_t i = 0; i < 5; i++)
+        job.times[i] = 10.0 + 0.5 * (double)i;
+    job.start_substituted = 1;
+    job.start_used = (pd_point){7, 8};
+    job.goal_substituted = 1;
+    job.goal_used = (pd_point){4, 0};
+    job.metrics.cutoff = PD_BUDGET_EXCEEDED;
+    buf = pd_codec_encode_path(&job, 2, &len);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.n, 3);
+    size_t k = 0;
+    for (size_t i = 0; i < fr.n; i++) {
+        const Pathd__V1__PathChunk *c = fr.r[i]->path;
+        for (size_t w = 0; w < c->n_waypoints; w++, k++)
+            assert_true(c->waypoints[w]->t == 10.0 + 0.5 * (double)k);
+        if (i + 1 < fr.n) {
+            assert_null(c->start_used);
+            assert_null(c->goal_used);
+            assert_int_equal(c->cutoff, PATHD__V1__STATUS__OK);
+        }
+    }
+    const Pathd__V1__PathChunk *last = fr.r[2]->path;
+    assert_int_equal(fr.r[2]->status, PATHD__V1__STATUS__PARTIAL);
+    assert_non_null(last->start_used);
+    assert_int_equal(last->start_used->x, 7);
+    assert_int_equal(last->start_used->y, 8);
+    assert_non_null(last->goal_used);
+    assert_int_equal(last->goal_used->x, 4);
+    assert_int_equal(last->goal_used->y, 0);
+    assert_int_equal(last->cutoff, PATHD__V1__STATUS__BUDGET_EXCEEDED);
+    free_frames(&fr);
+    free(buf);
+    free(job.path);
+    free(job.times);
+    scene_fixture_free(&f);
+}
+
+static void test_encode_update(void **state)
+{
+    pd_job job;
+    size_t len;
+    uint8_t *buf;
+    frames fr;
+    (void)state;
+    memset(&job, 0, sizeof job);
+    job.kind = PD_JOB_UPDATE_CELLS;
+    job.request_id = 31;
+    strcpy(job.update_scene, "town");
+    job.status = PD_OK;
+    job.update_result.version = 12;
+    job.update_result.cells_changed = 1024;
+    job.update_result.micros = 345;
+    buf = pd_codec_encode_update(&job, &len);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.n, 1);
+    assert_int_equal(fr.r[0]->id, 31);
+    assert_int_equal(fr.r[0]->status, PATHD__V1__STATUS__OK);
+    assert_true(fr.r[0]->final);
+    assert_int_equal(fr.r[0]->body_case, PATHD__V1__RESPONSE__BODY_UPDATE);
+    assert_int_equal(fr.r[0]->update->version, 12);
+    assert_int_equal(fr.r[0]->update->cells_changed, 1024);
+    assert_int_equal(fr.r[0]->update->micros, 345);
+    free_frames(&fr);
+    free(buf);
+
+    job.status = PD_OUT_OF_BOUNDS;
+    buf = pd_codec_encode_update(&job, &len);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.n, 1);
+    assert_int_equal(fr.r[0]->id, 31);
+    assert_int_equal(fr.r[0]->status, PATHD__V1__STATUS__OUT_OF_BOUNDS);
+    assert_true(fr.r[0]->final);
+    assert_int_equal(fr.r[0]->body_case, PATHD__V1__RESPONSE__BODY_ERROR);
+    assert_non_null(strstr(fr.r[0]->error->message, "town"));
+    free_frames(&fr);
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -879,6 +1273,12 @@ int main(void)
         cmocka_unit_test(test_encode_pong_and_stats),
         cmocka_unit_test(test_encode_scene_info_and_list),
         cmocka_unit_test(test_encoded_frames_pass_the_reader),
+        cmocka_unit_test(test_decode_find_path_options_round_trip),
+        cmocka_unit_test(test_decode_find_path_option_errors),
+        cmocka_unit_test(test_decode_update_cells_round_trip),
+        cmocka_unit_test(test_decode_update_cells_errors),
+        cmocka_unit_test(test_encode_path_issue4_fields),
+        cmocka_unit_test(test_encode_update),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -467,10 +467,6 @@ static void test_bad_requests_keep_connection(void **state)
     m.start.world = &m.start_world;
     expect_error(fd, &m.req, PATHD__V1__STATUS__OUT_OF_BOUNDS);
 
-    find_request(&m, 5, "small", 0, 0, 1, 1);
-    m.fp.unit_size = 2; /* listed for the scene, not searchable yet */
-    expect_error(fd, &m.req, PATHD__V1__STATUS__INVALID_ARGUMENT);
-
     find_request(&m, 6, "small", 0, 0, 1, 1);
     m.fp.unit_size = 3; /* not listed for the scene */
     expect_error(fd, &m.req, PATHD__V1__STATUS__INVALID_ARGUMENT);
@@ -1155,6 +1151,255 @@ static void test_reload(void **state)
     rmdir(dir);
 }
 
+/* ---- issue 4: UpdateCells, unit sizes, new FindPath fields -------------- */
+
+/* An UpdateCells of one cell of "small". */
+typedef struct update_msg {
+    Pathd__V1__Request req;
+    Pathd__V1__UpdateCells uc;
+    Pathd__V1__Rect rect;
+    Pathd__V1__Cell min, max;
+} update_msg;
+
+static void update_request(update_msg *m, uint64_t id, const char *scene, int32_t x, int32_t y,
+                           Pathd__V1__UpdateOp op)
+{
+    pathd__v1__request__init(&m->req);
+    pathd__v1__update_cells__init(&m->uc);
+    pathd__v1__rect__init(&m->rect);
+    pathd__v1__cell__init(&m->min);
+    pathd__v1__cell__init(&m->max);
+    m->min.x = m->max.x = x;
+    m->min.y = m->max.y = y;
+    m->rect.min = &m->min;
+    m->rect.max = &m->max;
+    m->uc.scene = (char *)scene;
+    m->uc.target_case = PATHD__V1__UPDATE_CELLS__TARGET_RECT;
+    m->uc.rect = &m->rect;
+    m->uc.op = op;
+    m->req.id = id;
+    m->req.body_case = PATHD__V1__REQUEST__BODY_UPDATE_CELLS;
+    m->req.update_cells = &m->uc;
+}
+
+/* Reads the UpdateResult answering `id`; returns its version. */
+static uint64_t expect_update(int fd, uint64_t id, uint64_t cells_changed)
+{
+    Pathd__V1__Response *r = recv_response(fd);
+    assert_non_null(r);
+    assert_int_equal(r->id, id);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    assert_true(r->final);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_UPDATE);
+    assert_int_equal(r->update->cells_changed, cells_changed);
+    uint64_t version = r->update->version;
+    pathd__v1__response__free_unpacked(r, NULL);
+    return version;
+}
+
+/* A whole path answer: its waypoints gathered over every chunk, and the
+ * final frame (caller frees). */
+#define T_MAX_PATH 256
+typedef struct path_answer {
+    size_t n;
+    int32_t x[T_MAX_PATH], y[T_MAX_PATH];
+    double t[T_MAX_PATH];
+    Pathd__V1__Response *final;
+} path_answer;
+
+static void recv_path(int fd, uint64_t id, path_answer *a)
+{
+    memset(a, 0, sizeof *a);
+    for (;;) {
+        Pathd__V1__Response *r = recv_response(fd);
+        assert_non_null(r);
+        assert_int_equal(r->id, id);
+        assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PATH);
+        for (size_t i = 0; i < r->path->n_waypoints; i++) {
+            assert_true(a->n < T_MAX_PATH);
+            a->x[a->n] = r->path->waypoints[i]->x;
+            a->y[a->n] = r->path->waypoints[i]->y;
+            a->t[a->n] = r->path->waypoints[i]->t;
+            a->n++;
+        }
+        if (r->final) {
+            a->final = r;
+            return;
+        }
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+}
+
+static int answer_visits(const path_answer *a, int32_t x, int32_t y)
+{
+    for (size_t i = 0; i < a->n; i++)
+        if (a->x[i] == x && a->y[i] == y)
+            return 1;
+    return 0;
+}
+
+/* "small" has a wall across row 2 with its only gap at (9,2). Opening (0,2)
+ * makes a new version and a straight path; blocking it again makes another,
+ * and the next path detours through the gap and reports that version. */
+static void test_update_cells_changes_paths(void **state)
+{
+    test_server ts;
+    server_start(&ts, NULL);
+    int fd = client_connect(ts.port);
+    find_msg m;
+    update_msg u;
+    path_answer a;
+
+    update_request(&u, 1, "small", 0, 2, PATHD__V1__UPDATE_OP__UPDATE_PASS);
+    send_request(fd, &u.req);
+    assert_int_equal(expect_update(fd, 1, 1), 2);
+
+    find_request(&m, 2, "small", 0, 0, 0, 4);
+    send_request(fd, &m.req);
+    recv_path(fd, 2, &a);
+    assert_int_equal(a.final->status, PATHD__V1__STATUS__OK);
+    assert_int_equal(a.final->path->scene_version, 2);
+    assert_true(fabs(a.final->path->cost - 4.0) < 1e-9);
+    assert_true(answer_visits(&a, 0, 2));
+    pathd__v1__response__free_unpacked(a.final, NULL);
+
+    update_request(&u, 3, "small", 0, 2, PATHD__V1__UPDATE_OP__UPDATE_BLOCK);
+    send_request(fd, &u.req);
+    assert_int_equal(expect_update(fd, 3, 1), 3);
+
+    find_request(&m, 4, "small", 0, 0, 0, 4);
+    send_request(fd, &m.req);
+    recv_path(fd, 4, &a);
+    assert_int_equal(a.final->status, PATHD__V1__STATUS__OK);
+    assert_int_equal(a.final->path->scene_version, 3);
+    assert_true(fabs(a.final->path->cost - (18.0 + 2.0 * sqrt(2.0))) < 1e-9);
+    assert_false(answer_visits(&a, 0, 2));
+    assert_true(answer_visits(&a, 9, 2));
+    pathd__v1__response__free_unpacked(a.final, NULL);
+
+    /* The same block again changes nothing: same version, nothing changed. */
+    update_request(&u, 5, "small", 0, 2, PATHD__V1__UPDATE_OP__UPDATE_BLOCK);
+    send_request(fd, &u.req);
+    assert_int_equal(expect_update(fd, 5, 0), 3);
+
+    /* Refusals: unknown scene, a cell off the grid, a bad cost. */
+    update_request(&u, 6, "atlantis", 0, 2, PATHD__V1__UPDATE_OP__UPDATE_BLOCK);
+    expect_error(fd, &u.req, PATHD__V1__STATUS__UNKNOWN_SCENE);
+    update_request(&u, 7, "small", 10, 2, PATHD__V1__UPDATE_OP__UPDATE_BLOCK);
+    expect_error(fd, &u.req, PATHD__V1__STATUS__OUT_OF_BOUNDS);
+    update_request(&u, 8, "small", 1, 1, PATHD__V1__UPDATE_OP__UPDATE_COST);
+    u.uc.cost = 300;
+    expect_error(fd, &u.req, PATHD__V1__STATUS__INVALID_ARGUMENT);
+
+    expect_pong(fd, 9, 9);
+    close(fd);
+    server_stop(&ts);
+}
+
+/* A search holds the scene version current when it arrived. With one worker
+ * and the pool paused, an update and then a path request queue up; the
+ * update runs first (one worker, in order) and blocks the opened cell, yet
+ * the path, accepted before, still runs on the old version: it goes through
+ * the cell and says so in scene_version. */
+static void test_inflight_search_keeps_its_version(void **state)
+{
+    test_server ts;
+    server_start(&ts, tweak_one_thread);
+    int fd = client_connect(ts.port);
+    find_msg m;
+    update_msg u;
+    path_answer a;
+
+    update_request(&u, 1, "small", 0, 2, PATHD__V1__UPDATE_OP__UPDATE_PASS);
+    send_request(fd, &u.req);
+    assert_int_equal(expect_update(fd, 1, 1), 2);
+
+    pd_pool_set_paused(ts.pool, 1);
+    update_request(&u, 2, "small", 0, 2, PATHD__V1__UPDATE_OP__UPDATE_BLOCK);
+    find_request(&m, 3, "small", 0, 0, 0, 4);
+    out_buf b = {0};
+    out_append_request(&b, &u.req);
+    out_append_request(&b, &m.req);
+    out_send(fd, &b);
+    /* The pong proves both were dispatched (and the path took version 2). */
+    expect_pong(fd, 4, 4);
+    pd_pool_set_paused(ts.pool, 0);
+
+    assert_int_equal(expect_update(fd, 2, 1), 3);
+    recv_path(fd, 3, &a);
+    assert_int_equal(a.final->status, PATHD__V1__STATUS__OK);
+    assert_int_equal(a.final->path->scene_version, 2);
+    assert_true(answer_visits(&a, 0, 2));
+    assert_true(fabs(a.final->path->cost - 4.0) < 1e-9);
+    pathd__v1__response__free_unpacked(a.final, NULL);
+
+    /* A request arriving now sees version 3. */
+    find_request(&m, 5, "small", 0, 0, 0, 4);
+    send_request(fd, &m.req);
+    recv_path(fd, 5, &a);
+    assert_int_equal(a.final->path->scene_version, 3);
+    assert_false(answer_visits(&a, 0, 2));
+    pathd__v1__response__free_unpacked(a.final, NULL);
+
+    close(fd);
+    server_stop(&ts);
+}
+
+/* Unit size 2 is served on "small" (unit_sizes [1, 2]): it walks the top
+ * half, but the 1-wide gap is too narrow, so the bottom half is NO_PATH,
+ * decided from the labels without expanding a node. Snap, times and the
+ * substituted start travel on the final chunk. */
+static void test_unit_sizes_and_options(void **state)
+{
+    test_server ts;
+    server_start(&ts, NULL);
+    int fd = client_connect(ts.port);
+    find_msg m;
+    path_answer a;
+
+    find_request(&m, 1, "small", 0, 0, 8, 0);
+    m.fp.unit_size = 2;
+    send_request(fd, &m.req);
+    recv_path(fd, 1, &a);
+    assert_int_equal(a.final->status, PATHD__V1__STATUS__OK);
+    assert_true(fabs(a.final->path->cost - 8.0) < 1e-9);
+    for (size_t i = 0; i < a.n; i++)
+        assert_int_equal(a.y[i], 0); /* anchors in row 0: the footprint covers rows 0-1 */
+    pathd__v1__response__free_unpacked(a.final, NULL);
+
+    find_request(&m, 2, "small", 0, 0, 0, 3);
+    m.fp.unit_size = 2;
+    send_request(fd, &m.req);
+    recv_path(fd, 2, &a);
+    assert_int_equal(a.final->status, PATHD__V1__STATUS__NO_PATH);
+    assert_int_equal(a.final->path->expansions, 0);
+    assert_int_equal(a.n, 0);
+    pathd__v1__response__free_unpacked(a.final, NULL);
+
+    /* (0,2) is wall; (0,1) and (0,3) tie, the smaller y wins. Speed 4 world
+     * units/s on 2-unit cells is 2 cells/s. */
+    find_request(&m, 3, "small", 0, 2, 3, 1);
+    m.fp.snap = 1;
+    m.fp.speed = 4.0;
+    m.fp.start_time = 10.0;
+    send_request(fd, &m.req);
+    recv_path(fd, 3, &a);
+    assert_int_equal(a.final->status, PATHD__V1__STATUS__PARTIAL);
+    assert_non_null(a.final->path->start_used);
+    assert_int_equal(a.final->path->start_used->x, 0);
+    assert_int_equal(a.final->path->start_used->y, 1);
+    assert_null(a.final->path->goal_used);
+    assert_int_equal(a.x[0], 0);
+    assert_int_equal(a.y[0], 1);
+    assert_int_equal(a.n, 4);
+    for (size_t i = 0; i < a.n; i++)
+        assert_true(fabs(a.t[i] - (10.0 + 0.5 * (double)i)) < 1e-9);
+    pathd__v1__response__free_unpacked(a.final, NULL);
+
+    close(fd);
+    server_stop(&ts);
+}
+
 int main(void)
 {
     /* The server writes to sockets the tests close; that must be EPIPE. */
@@ -1176,6 +1421,9 @@ int main(void)
         cmocka_unit_test(test_slow_reader_is_cut),
         cmocka_unit_test(test_idle_timeout),
         cmocka_unit_test(test_reload),
+        cmocka_unit_test(test_update_cells_changes_paths),
+        cmocka_unit_test(test_inflight_search_keeps_its_version),
+        cmocka_unit_test(test_unit_sizes_and_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
