@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "pathctl_render.h"
 #include "pathd_client.h"
 
 #define PATHCTL_EXIT_ANSWER 1   /* the server answered with a non-OK status */
@@ -75,6 +76,7 @@ static void pathctl_usage(FILE *out)
             "  info NAME          describe one scene\n"
             "  stats              server statistics\n"
             "  ping               round-trip time\n"
+            "%s"
             "\n"
             "options:\n"
             "  --server HOST:PORT  default %s ([::1]:PORT for IPv6)\n"
@@ -83,7 +85,7 @@ static void pathctl_usage(FILE *out)
             "  -h, --help          this text\n"
             "\n"
             "exit status: 0 OK/PARTIAL, 1 other answer, 2 usage, 3 connection failure\n",
-            PDC_DEFAULT_SERVER, PDC_DEFAULT_TIMEOUT_MS);
+            pathctl_render_usage, PDC_DEFAULT_SERVER, PDC_DEFAULT_TIMEOUT_MS);
 }
 
 static int pathctl_usage_error(const char *fmt, const char *arg)
@@ -685,8 +687,13 @@ static int pathctl_ping(pdc_conn *c, const pathctl_args *a)
 
 int main(int argc, char **argv)
 {
+    /* render parses its own arguments and needs a server only sometimes. */
+    int code = pathctl_render_main(argc, argv);
+    if (code != PATHCTL_RENDER_NOT_MINE)
+        return code;
+
     pathctl_args args;
-    int code = pathctl_parse(argc, argv, &args);
+    code = pathctl_parse(argc, argv, &args);
     if (code >= 0) {
         pathctl_args_free(&args);
         return code;
