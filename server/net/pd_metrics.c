@@ -1,0 +1,304 @@
+/*
+ * pd_metrics.c - request counters and the Prometheus text renderer.
+ *
+ * Counters are plain integers owned by the loop thread (see pd_metrics.h).
+ * The renderer writes every (type, status) pair, zeros included, so a
+ * series exists from the first scrape and rate() never starts from a gap.
+ * Fractional seconds are printed from integer micro- or nanoseconds with a
+ * fixed number of decimals, so sums are exact and never show as 1e-05.
+ */
+#include "pd_metrics.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Longest version string kept, in bytes incl. NUL: release and git
+ * describe strings are far shorter. */
+#define PD__METRICS_MAX_VERSION 64
+/* First size of the render buffer, in bytes: a default scrape (120 request
+ * series, the histogram, a few scenes) fits without growing. */
+#define PD__METRICS_RENDER_INITIAL (16u * 1024u)
+
+static const uint64_t pd__latency_bounds_us[PD_METRICS_LATENCY_BUCKETS] = {
+    100, 250, 500,
+    1000, 2500, 5000,
+    10000, 25000, 50000,
+    100000, 250000, 500000,
+    1000000, 2500000, 5000000,
+    10000000,
+};
+
+static const char *const pd__type_names[PD_METRICS_REQ_TYPE_COUNT] = {
+    [PD_METRICS_REQ_UNKNOWN] = "unknown",
+    [PD_METRICS_REQ_FIND_PATH] = "find_path",
+    [PD_METRICS_REQ_CANCEL] = "cancel",
+    [PD_METRICS_REQ_LIST_SCENES] = "list_scenes",
+    [PD_METRICS_REQ_SCENE_INFO] = "scene_info",
+    [PD_METRICS_REQ_STATS] = "stats",
+    [PD_METRICS_REQ_PING] = "ping",
+    [PD_METRICS_REQ_UPDATE_CELLS] = "update_cells",
+};
+
+struct pd_metrics {
+    char version[PD__METRICS_MAX_VERSION];
+    uint64_t requests[PD_METRICS_REQ_TYPE_COUNT][PD_STATUS_COUNT];
+    uint64_t latency_buckets[PD_METRICS_LATENCY_BUCKETS]; /* per bucket, not cumulative */
+    uint64_t latency_count;                                /* includes values above 10 s */
+    uint64_t latency_sum_us;
+    uint64_t expansions;
+};
+
+pd_metrics *pd_metrics_create(const char *version)
+{
+    pd_metrics *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    snprintf(m->version, sizeof m->version, "%s", version ? version : "unknown");
+    return m;
+}
+
+void pd_metrics_destroy(pd_metrics *m)
+{
+    free(m);
+}
+
+const char *pd_metrics_req_type_name(pd_metrics_req_type type)
+{
+    if ((unsigned)type >= PD_METRICS_REQ_TYPE_COUNT)
+        return pd__type_names[PD_METRICS_REQ_UNKNOWN];
+    return pd__type_names[type];
+}
+
+pd_metrics_req_type pd_metrics_req_type_of(pd_request_kind kind)
+{
+    switch (kind) {
+    case PD_REQ_FIND_PATH: return PD_METRICS_REQ_FIND_PATH;
+    case PD_REQ_CANCEL: return PD_METRICS_REQ_CANCEL;
+    case PD_REQ_LIST_SCENES: return PD_METRICS_REQ_LIST_SCENES;
+    case PD_REQ_SCENE_INFO: return PD_METRICS_REQ_SCENE_INFO;
+    case PD_REQ_STATS: return PD_METRICS_REQ_STATS;
+    case PD_REQ_PING: return PD_METRICS_REQ_PING;
+    case PD_REQ_UPDATE_CELLS: return PD_METRICS_REQ_UPDATE_CELLS;
+    case PD_REQ_NONE:
+    default: return PD_METRICS_REQ_UNKNOWN;
+    }
+}
+
+/* Statuses that are ever an answer: every one except the core-only
+ * PD_BUFFER_TOO_SMALL. */
+static int pd__status_reported(unsigned status)
+{
+    return status < PD_STATUS_COUNT && status != PD_BUFFER_TOO_SMALL;
+}
+
+void pd_metrics_observe(pd_metrics *m, pd_metrics_req_type type, pd_status status,
+                        uint64_t latency_us, uint64_t expansions)
+{
+    if (!m)
+        return;
+    if ((unsigned)type >= PD_METRICS_REQ_TYPE_COUNT)
+        type = PD_METRICS_REQ_UNKNOWN;
+    if (!pd__status_reported((unsigned)status))
+        status = PD_INTERNAL;
+    m->requests[type][status]++;
+    m->expansions += expansions;
+    if (type != PD_METRICS_REQ_FIND_PATH)
+        return;
+    for (size_t i = 0; i < PD_METRICS_LATENCY_BUCKETS; i++) {
+        if (latency_us <= pd__latency_bounds_us[i]) {
+            m->latency_buckets[i]++;
+            break;
+        }
+    }
+    m->latency_count++;
+    m->latency_sum_us += latency_us;
+}
+
+size_t pd_metrics_escape_label(const char *in, char *out, size_t cap)
+{
+    size_t n = 0;
+    if (cap == 0)
+        return 0;
+    for (const char *p = in ? in : ""; *p; p++) {
+        char esc = 0;
+        if (*p == '\\')
+            esc = '\\';
+        else if (*p == '"')
+            esc = '"';
+        else if (*p == '\n')
+            esc = 'n';
+        size_t need = esc ? 2 : 1;
+        if (n + need >= cap)
+            break;
+        if (esc) {
+            out[n++] = '\\';
+            out[n++] = esc;
+        } else {
+            out[n++] = *p;
+        }
+    }
+    out[n] = '\0';
+    return n;
+}
+
+/* ---- text builder ------------------------------------------------------- */
+
+/* An append-only buffer that remembers an allocation failure, so the
+ * renderer can write straight through and check once at the end. */
+typedef struct pd__text {
+    char *buf;
+    size_t len, cap;
+    int failed;
+} pd__text;
+
+static void pd__text_printf(pd__text *t, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void pd__text_printf(pd__text *t, const char *fmt, ...)
+{
+    if (t->failed)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            t->failed = 1;
+            return;
+        }
+        if ((size_t)n < t->cap - t->len) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = t->cap * 2;
+        while (cap - t->len <= (size_t)n)
+            cap *= 2;
+        char *grown = realloc(t->buf, cap);
+        if (!grown) {
+            t->failed = 1;
+            return;
+        }
+        t->buf = grown;
+        t->cap = cap;
+    }
+}
+
+static void pd__family(pd__text *t, const char *name, const char *type, const char *help)
+{
+    pd__text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* ---- rendering ---------------------------------------------------------- */
+
+static void pd__render_requests(pd__text *t, const pd_metrics *m)
+{
+    pd__family(t, "pathd_requests_total", "counter",
+               "Requests answered, by request type and final status.");
+    for (unsigned type = 0; type < PD_METRICS_REQ_TYPE_COUNT; type++) {
+        for (unsigned st = 0; st < PD_STATUS_COUNT; st++) {
+            if (!pd__status_reported(st))
+                continue;
+            pd__text_printf(t, "pathd_requests_total{type=\"%s\",status=\"%s\"} %" PRIu64 "\n",
+                            pd__type_names[type], pd_status_name((pd_status)st), m->requests[type][st]);
+        }
+    }
+}
+
+static void pd__render_latency(pd__text *t, const pd_metrics *m)
+{
+    const char *name = "pathd_find_path_duration_seconds";
+    pd__family(t, name, "histogram",
+               "Time from a FindPath request's arrival to its final answer, in seconds.");
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < PD_METRICS_LATENCY_BUCKETS; i++) {
+        cumulative += m->latency_buckets[i];
+        uint64_t b = pd__latency_bounds_us[i];
+        /* Six decimals with the trailing zeros trimmed print the bounds
+         * as written: 0.0001, 0.00025, 2.5, 10. */
+        char le[32];
+        if (b % 1000000u == 0) {
+            snprintf(le, sizeof le, "%" PRIu64, b / 1000000u);
+        } else {
+            int n = snprintf(le, sizeof le, "%" PRIu64 ".%06" PRIu64, b / 1000000u, b % 1000000u);
+            while (n > 0 && le[n - 1] == '0')
+                le[--n] = '\0';
+        }
+        pd__text_printf(t, "%s_bucket{le=\"%s\"} %" PRIu64 "\n", name, le, cumulative);
+    }
+    pd__text_printf(t, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, m->latency_count);
+    pd__text_printf(t, "%s_sum %" PRIu64 ".%06" PRIu64 "\n", name, m->latency_sum_us / 1000000u,
+                    m->latency_sum_us % 1000000u);
+    pd__text_printf(t, "%s_count %" PRIu64 "\n", name, m->latency_count);
+}
+
+static void pd__render_gauges(pd__text *t, const pd_metrics_gauges *g)
+{
+    pd__family(t, "pathd_uptime_seconds", "gauge", "Seconds since the server started.");
+    pd__text_printf(t, "pathd_uptime_seconds %" PRIu64 ".%03" PRIu64 "\n", g->uptime_ms / 1000u,
+                    g->uptime_ms % 1000u);
+    pd__family(t, "pathd_connections", "gauge", "Client connections open now.");
+    pd__text_printf(t, "pathd_connections %" PRIu64 "\n", g->connections);
+    pd__family(t, "pathd_in_flight", "gauge", "Requests handed to workers and not yet answered.");
+    pd__text_printf(t, "pathd_in_flight %" PRIu64 "\n", g->in_flight);
+    pd__family(t, "pathd_queue_depth", "gauge", "Jobs waiting for a worker thread.");
+    pd__text_printf(t, "pathd_queue_depth %" PRIu64 "\n", g->queue_depth);
+    pd__family(t, "pathd_worker_threads", "gauge", "Worker threads that run searches and updates.");
+    pd__text_printf(t, "pathd_worker_threads %" PRIu32 "\n", g->worker_threads);
+    pd__family(t, "pathd_worker_busy_seconds_total", "counter",
+               "Time worker threads spent on jobs, summed over threads; utilisation is its rate "
+               "divided by pathd_worker_threads.");
+    pd__text_printf(t, "pathd_worker_busy_seconds_total %" PRIu64 ".%09" PRIu64 "\n",
+                    g->worker_busy_ns / 1000000000u, g->worker_busy_ns % 1000000000u);
+}
+
+static void pd__render_scenes(pd__text *t, pd_registry *registry)
+{
+    pd__family(t, "pathd_scene_version", "gauge",
+               "Version of each loaded scene; it grows with every reload or cell update that changes it.");
+    pd_scene **list = NULL;
+    size_t n = pd_registry_list(registry, &list);
+    for (size_t i = 0; i < n; i++) {
+        char name[PD_METRICS_MAX_LABEL];
+        pd_metrics_escape_label(list[i]->name, name, sizeof name);
+        pd__text_printf(t, "pathd_scene_version{scene=\"%s\"} %" PRIu64 "\n", name, list[i]->version);
+    }
+    pd_registry_release_list(list, n);
+}
+
+int pd_metrics_render(const pd_metrics *m, const pd_metrics_gauges *gauges, pd_registry *registry,
+                      char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    pd__text t = {malloc(PD__METRICS_RENDER_INITIAL), 0, PD__METRICS_RENDER_INITIAL, 0};
+    if (!t.buf)
+        return -1;
+
+    char version[PD_METRICS_MAX_LABEL];
+    pd_metrics_escape_label(m->version, version, sizeof version);
+    pd__family(&t, "pathd_build_info", "gauge", "Build of the running daemon; the value is always 1.");
+    pd__text_printf(&t, "pathd_build_info{version=\"%s\"} 1\n", version);
+    pd__render_requests(&t, m);
+    pd__render_latency(&t, m);
+    pd__family(&t, "pathd_expansions_total", "counter", "Search nodes expanded by answered FindPath requests.");
+    pd__text_printf(&t, "pathd_expansions_total %" PRIu64 "\n", m->expansions);
+    if (gauges)
+        pd__render_gauges(&t, gauges);
+    if (registry)
+        pd__render_scenes(&t, registry);
+
+    if (t.failed) {
+        free(t.buf);
+        return -1;
+    }
+    *out = t.buf;
+    *len = t.len;
+    return 0;
+}

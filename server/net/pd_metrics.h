@@ -1,0 +1,106 @@
+/*
+ * pd_metrics.h - the daemon's Prometheus metrics: counters the event loop
+ * bumps as it answers requests, and a renderer for the text exposition
+ * format (version 0.0.4) that pd_http.h serves on its own port.
+ *
+ * Two kinds of numbers meet in one scrape. Counters that only the loop can
+ * see (requests by type and status, the FindPath latency histogram,
+ * expansions) live here and are updated with pd_metrics_observe as each
+ * request gets its final answer. Numbers that other parts already keep
+ * (connections, in-flight, queue depth, worker time, uptime) are read at
+ * scrape time into a pd_metrics_gauges, so nothing is counted twice. Scene
+ * versions come straight from the registry.
+ *
+ * Threads: a pd_metrics belongs to the loop thread. pd_metrics_observe and
+ * pd_metrics_render must both be called there (the HTTP responder runs on
+ * the same loop), so the counters need no locks.
+ */
+#ifndef PD_METRICS_H
+#define PD_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pd_codec.h"
+#include "pd_scene.h"
+#include "pd_status.h"
+
+/* The request types counted in pathd_requests_total{type=...}; UNKNOWN is a
+ * frame that never decoded into a request (malformed, too large). */
+typedef enum pd_metrics_req_type {
+    PD_METRICS_REQ_UNKNOWN = 0,
+    PD_METRICS_REQ_FIND_PATH,
+    PD_METRICS_REQ_CANCEL,
+    PD_METRICS_REQ_LIST_SCENES,
+    PD_METRICS_REQ_SCENE_INFO,
+    PD_METRICS_REQ_STATS,
+    PD_METRICS_REQ_PING,
+    PD_METRICS_REQ_UPDATE_CELLS,
+} pd_metrics_req_type;
+
+#define PD_METRICS_REQ_TYPE_COUNT 8
+
+/* FindPath latency buckets, upper bounds in microseconds: a 1-2.5-5 series
+ * from 100 us (a short path on a warm worker) to 10 s (far beyond any
+ * sensible deadline), 16 buckets plus +Inf. */
+#define PD_METRICS_LATENCY_BUCKETS 16
+
+/* Longest escaped label value the renderer writes, in bytes incl. NUL: a
+ * scene name (PD_CONF_MAX_NAME) or version string where every byte needs a
+ * two-byte escape. Longer values are cut at a character boundary. */
+#define PD_METRICS_MAX_LABEL (2 * PD_CONF_MAX_NAME)
+
+/* Values read at scrape time from the server and the worker pool. */
+typedef struct pd_metrics_gauges {
+    uint64_t uptime_ms;          /* since the server started */
+    uint64_t connections;        /* client connections open now */
+    uint64_t in_flight;          /* requests handed to workers, not yet answered */
+    uint64_t queue_depth;        /* jobs waiting for a worker */
+    uint32_t worker_threads;
+    uint64_t worker_busy_ns;     /* time workers spent on jobs, summed over threads */
+} pd_metrics_gauges;
+
+/* Fills *out (zeroed by the caller) when a scrape arrives; runs on the loop
+ * thread, so it may call loop-only functions such as pd_server_get_stats. */
+typedef void (*pd_metrics_gauges_fn)(void *user, pd_metrics_gauges *out);
+
+typedef struct pd_metrics pd_metrics;
+
+/* version is copied; it is reported as pathd_build_info{version="..."} 1.
+ * NULL gives "unknown". Returns NULL on allocation failure. */
+pd_metrics *pd_metrics_create(const char *version);
+void pd_metrics_destroy(pd_metrics *m);   /* NULL is a no-op */
+
+/* Counts one request answered with status. For FIND_PATH, latency_us (from
+ * the request's arrival or submission to its answer) goes into the latency
+ * histogram; other types ignore it. expansions adds to
+ * pathd_expansions_total. m == NULL is a no-op, so code paths without
+ * metrics (tests of the server alone) need no checks. An out-of-range type
+ * counts as UNKNOWN; an out-of-range status, or PD_BUFFER_TOO_SMALL (never
+ * an answer), counts as INTERNAL. */
+void pd_metrics_observe(pd_metrics *m, pd_metrics_req_type type, pd_status status,
+                        uint64_t latency_us, uint64_t expansions);
+
+/* Renders every metric family in the text format 0.0.4, each with one HELP
+ * and one TYPE line. gauges == NULL leaves out the families it feeds;
+ * registry == NULL leaves out pathd_scene_version. On success returns 0 and
+ * a malloc'd, NUL-terminated text in *out (the caller frees it) of *len
+ * bytes; on allocation failure returns -1 and *out = NULL. */
+int pd_metrics_render(const pd_metrics *m, const pd_metrics_gauges *gauges, pd_registry *registry,
+                      char **out, size_t *len);
+
+/* Writes in as a label value escaped for the text format (backslash, double
+ * quote and newline become \\, \" and \n) into out, always NUL-terminated;
+ * a value that does not fit is cut before the escape that would overflow.
+ * Returns the length written. The renderer uses it for scene names and the
+ * version; it is public so the rule can be tested on any input. */
+size_t pd_metrics_escape_label(const char *in, char *out, size_t cap);
+
+/* The metrics type of a decoded request (PD_REQ_NONE and unknown kinds:
+ * UNKNOWN). */
+pd_metrics_req_type pd_metrics_req_type_of(pd_request_kind kind);
+
+/* Lower-case type label ("find_path", "unknown", ...). */
+const char *pd_metrics_req_type_name(pd_metrics_req_type type);
+
+#endif

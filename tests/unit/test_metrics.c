@@ -1,0 +1,950 @@
+/*
+ * test_metrics.c - the metrics port: pd_metrics counters and their
+ * Prometheus text rendering, and the pd_http responder that serves them.
+ *
+ * Rendering is checked line by line against values computed here from what
+ * the test observed, and every rendered text also goes through a small
+ * parser of the exposition format (one HELP and TYPE per family, samples
+ * contiguous under their family, well-formed labels, numeric values).
+ *
+ * The HTTP tests run the responder on a loop in its own thread, bound to an
+ * ephemeral loopback port, and talk to it with plain blocking sockets from
+ * the test thread. Each test stops the loop through an async handle that
+ * closes the responder, and asserts that the loop then closes cleanly, so
+ * ASan sees every connection and buffer freed.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "pd_conf.h"
+#include "pd_http.h"
+#include "pd_metrics.h"
+#include "pd_scene.h"
+
+#define T_CONFIG PD_TEST_DATA_DIR "/net_server.json"
+/* How long the client waits for any one answer before the test fails
+ * (generous: sanitizer builds are slow). */
+#define T_RECV_TIMEOUT_S 20
+/* Largest answer the test client reads. */
+#define T_MAX_ANSWER (256u * 1024u)
+/* Read timeout for the tests that wait for it: short, so they run fast. */
+#define T_SHORT_TIMEOUT_MS 300u
+/* Families and samples the exposition parser keeps track of. */
+#define T_MAX_FAMILIES 64
+
+/* ---- text helpers ------------------------------------------------------- */
+
+/* Whether text contains line as a whole line. */
+static int has_line(const char *text, const char *line)
+{
+    size_t n = strlen(line);
+    for (const char *p = text; (p = strstr(p, line)) != NULL; p++) {
+        if ((p == text || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+            return 1;
+    }
+    return 0;
+}
+
+static void assert_line(const char *text, const char *line)
+{
+    if (!has_line(text, line))
+        fail_msg("missing line: %s", line);
+}
+
+static size_t count_prefix_lines(const char *text, const char *prefix)
+{
+    size_t n = 0, len = strlen(prefix);
+    for (const char *p = text; *p;) {
+        if (strncmp(p, prefix, len) == 0)
+            n++;
+        const char *nl = strchr(p, '\n');
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    return n;
+}
+
+static int is_name_char(char ch, int first)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' || ch == ':' ||
+           (!first && ch >= '0' && ch <= '9');
+}
+
+typedef struct t_family {
+    char name[96];
+    char type[16];
+    int help, types;
+} t_family;
+
+/* The family a sample belongs to: a histogram's _bucket, _sum and _count
+ * samples belong to the base name. */
+static int sample_in_family(const char *sample, size_t len, const t_family *f)
+{
+    size_t fl = strlen(f->name);
+    if (len == fl && memcmp(sample, f->name, fl) == 0)
+        return 1;
+    if (strcmp(f->type, "histogram") != 0 || len <= fl || memcmp(sample, f->name, fl) != 0)
+        return 0;
+    const char *suffix = sample + fl;
+    size_t sl = len - fl;
+    return (sl == 7 && memcmp(suffix, "_bucket", 7) == 0) || (sl == 4 && memcmp(suffix, "_sum", 4) == 0) ||
+           (sl == 6 && memcmp(suffix, "_count", 6) == 0);
+}
+
+/* Parses a text-format 0.0.4 exposition and fails the test on anything
+ * malformed. Returns the number of sample lines. */
+static size_t check_exposition(const char *text)
+{
+    t_family fams[T_MAX_FAMILIES];
+    size_t n_fams = 0, samples = 0;
+    t_family *current = NULL;
+    assert_true(strlen(text) > 0);
+    assert_int_equal(text[strlen(text) - 1], '\n');
+
+    for (const char *line = text; *line;) {
+        const char *end = strchr(line, '\n');
+        assert_non_null(end);
+        size_t len = (size_t)(end - line);
+        char buf[512];
+        assert_true(len < sizeof buf);
+        memcpy(buf, line, len);
+        buf[len] = '\0';
+
+        if (buf[0] == '#') {
+            char kind[8], name[96];
+            int off = 0;
+            assert_int_equal(sscanf(buf, "# %7s %95s %n", kind, name, &off), 2);
+            int is_type = strcmp(kind, "TYPE") == 0;
+            assert_true(is_type || strcmp(kind, "HELP") == 0);
+            t_family *f = NULL;
+            for (size_t i = 0; i < n_fams; i++)
+                if (strcmp(fams[i].name, name) == 0)
+                    f = &fams[i];
+            if (!f) {
+                assert_true(n_fams < T_MAX_FAMILIES);
+                f = &fams[n_fams++];
+                memset(f, 0, sizeof *f);
+                snprintf(f->name, sizeof f->name, "%s", name);
+            } else {
+                /* A family's metadata must come together, before its samples. */
+                assert_ptr_equal(f, current);
+            }
+            current = f;
+            if (is_type) {
+                f->types++;
+                snprintf(f->type, sizeof f->type, "%s", buf + off);
+                assert_true(strcmp(f->type, "counter") == 0 || strcmp(f->type, "gauge") == 0 ||
+                            strcmp(f->type, "histogram") == 0);
+            } else {
+                f->help++;
+                assert_true(strlen(buf + off) > 0);
+            }
+        } else {
+            const char *p = buf;
+            assert_true(is_name_char(*p, 1));
+            while (is_name_char(*p, 0))
+                p++;
+            assert_non_null(current);
+            if (!sample_in_family(buf, (size_t)(p - buf), current))
+                fail_msg("sample outside its family: %s", buf);
+            if (*p == '{') {
+                p++;
+                while (*p != '}') {
+                    assert_true(is_name_char(*p, 1));
+                    while (is_name_char(*p, 0))
+                        p++;
+                    assert_int_equal(*p++, '=');
+                    assert_int_equal(*p++, '"');
+                    while (*p != '"') {
+                        assert_true(*p != '\0');
+                        if (*p == '\\') {
+                            p++;
+                            assert_true(*p == '\\' || *p == '"' || *p == 'n');
+                        }
+                        p++;
+                    }
+                    p++;
+                    if (*p == ',')
+                        p++;
+                    else
+                        assert_int_equal(*p, '}');
+                }
+                p++;
+            }
+            assert_int_equal(*p++, ' ');
+            char *num_end = NULL;
+            strtod(p, &num_end);
+            assert_true(num_end != p && *num_end == '\0');
+            samples++;
+        }
+        line = end + 1;
+    }
+    for (size_t i = 0; i < n_fams; i++) {
+        if (fams[i].help != 1 || fams[i].types != 1)
+            fail_msg("family %s has %d HELP and %d TYPE lines", fams[i].name, fams[i].help, fams[i].types);
+    }
+    return samples;
+}
+
+static char *render(const pd_metrics *m, const pd_metrics_gauges *g, pd_registry *r)
+{
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(pd_metrics_render(m, g, r, &text, &len), 0);
+    assert_non_null(text);
+    assert_int_equal(strlen(text), len);
+    check_exposition(text);
+    return text;
+}
+
+static void load_registry(pd_conf *conf, pd_registry **out)
+{
+    char err[256];
+    memset(conf, 0, sizeof *conf);
+    assert_int_equal(pd_conf_load_file(T_CONFIG, conf, err, sizeof err), 0);
+    *out = pd_registry_create();
+    assert_non_null(*out);
+    assert_int_equal(pd_registry_load(*out, conf, err, sizeof err), 0);
+}
+
+/* ---- rendering ---------------------------------------------------------- */
+
+static void test_requests_by_type_and_status(void **state)
+{
+    (void)state;
+    pd_metrics *m = pd_metrics_create("1.2.3");
+    assert_non_null(m);
+    pd_metrics_observe(m, PD_METRICS_REQ_FIND_PATH, PD_OK, 150, 10);
+    pd_metrics_observe(m, PD_METRICS_REQ_FIND_PATH, PD_OK, 100, 5);
+    pd_metrics_observe(m, PD_METRICS_REQ_FIND_PATH, PD_NO_PATH, 3000, 7);
+    pd_metrics_observe(m, PD_METRICS_REQ_PING, PD_OK, 0, 0);
+    pd_metrics_observe(m, PD_METRICS_REQ_PING, PD_OK, 0, 0);
+    pd_metrics_observe(m, PD_METRICS_REQ_UPDATE_CELLS, PD_INVALID_ARGUMENT, 0, 0);
+    pd_metrics_observe(m, PD_METRICS_REQ_UNKNOWN, PD_MALFORMED, 0, 0);
+    /* Out-of-range inputs land in the catch-all series instead of memory
+     * past the table; a NULL metrics is a no-op. */
+    pd_metrics_observe(m, (pd_metrics_req_type)99, PD_FRAME_TOO_LARGE, 0, 0);
+    pd_metrics_observe(m, PD_METRICS_REQ_STATS, PD_BUFFER_TOO_SMALL, 0, 0);
+    pd_metrics_observe(m, PD_METRICS_REQ_STATS, (pd_status)1000, 0, 0);
+    pd_metrics_observe(NULL, PD_METRICS_REQ_PING, PD_OK, 0, 0);
+
+    char *text = render(m, NULL, NULL);
+    assert_line(text, "pathd_build_info{version=\"1.2.3\"} 1");
+    assert_line(text, "pathd_requests_total{type=\"find_path\",status=\"OK\"} 2");
+    assert_line(text, "pathd_requests_total{type=\"find_path\",status=\"NO_PATH\"} 1");
+    assert_line(text, "pathd_requests_total{type=\"ping\",status=\"OK\"} 2");
+    assert_line(text, "pathd_requests_total{type=\"update_cells\",status=\"INVALID_ARGUMENT\"} 1");
+    assert_line(text, "pathd_requests_total{type=\"unknown\",status=\"MALFORMED\"} 1");
+    assert_line(text, "pathd_requests_total{type=\"unknown\",status=\"FRAME_TOO_LARGE\"} 1");
+    assert_line(text, "pathd_requests_total{type=\"stats\",status=\"INTERNAL\"} 2");
+    /* Series that saw nothing are there from the start, at zero. */
+    assert_line(text, "pathd_requests_total{type=\"cancel\",status=\"OK\"} 0");
+    assert_line(text, "pathd_requests_total{type=\"scene_info\",status=\"UNKNOWN_SCENE\"} 0");
+    assert_null(strstr(text, "BUFFER_TOO_SMALL"));
+    size_t statuses = PD_STATUS_COUNT - 1;
+    assert_int_equal(count_prefix_lines(text, "pathd_requests_total{"), PD_METRICS_REQ_TYPE_COUNT * statuses);
+    assert_line(text, "pathd_expansions_total 22");
+    /* Without gauges and registry their families are left out. */
+    assert_null(strstr(text, "pathd_connections"));
+    assert_null(strstr(text, "pathd_scene_version"));
+    free(text);
+    pd_metrics_destroy(m);
+    pd_metrics_destroy(NULL);
+}
+
+static void test_latency_histogram(void **state)
+{
+    (void)state;
+    static const char *const le[PD_METRICS_LATENCY_BUCKETS] = {
+        "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025",
+        "0.05",   "0.1",     "0.25",   "0.5",   "1",      "2.5",   "5",     "10",
+    };
+    static const uint64_t bound_us[PD_METRICS_LATENCY_BUCKETS] = {
+        100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
+        1000000, 2500000, 5000000, 10000000,
+    };
+    pd_metrics *m = pd_metrics_create(NULL);
+    assert_non_null(m);
+    /* i + 1 observations exactly on bound i (le is inclusive) and one just
+     * above it, which belongs to bucket i + 1 (or only to +Inf for the
+     * last bound). */
+    uint64_t sum_us = 0, count = 0;
+    uint64_t own[PD_METRICS_LATENCY_BUCKETS] = {0};
+    for (size_t i = 0; i < PD_METRICS_LATENCY_BUCKETS; i++) {
+        for (size_t k = 0; k <= i; k++) {
+            pd_metrics_observe(m, PD_METRICS_REQ_FIND_PATH, PD_OK, bound_us[i], 0);
+            sum_us += bound_us[i];
+            count++;
+            own[i]++;
+        }
+        pd_metrics_observe(m, PD_METRICS_REQ_FIND_PATH, PD_OK, bound_us[i] + 1, 0);
+        sum_us += bound_us[i] + 1;
+        count++;
+        if (i + 1 < PD_METRICS_LATENCY_BUCKETS)
+            own[i + 1]++;
+    }
+    /* Other types never enter the FindPath histogram. */
+    pd_metrics_observe(m, PD_METRICS_REQ_PING, PD_OK, 42, 0);
+
+    char *text = render(m, NULL, NULL);
+    assert_line(text, "pathd_build_info{version=\"unknown\"} 1");
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < PD_METRICS_LATENCY_BUCKETS; i++) {
+        cumulative += own[i];
+        char line[128];
+        snprintf(line, sizeof line, "pathd_find_path_duration_seconds_bucket{le=\"%s\"} %llu", le[i],
+                 (unsigned long long)cumulative);
+        assert_line(text, line);
+    }
+    /* The one value above 10 s is only in +Inf. */
+    assert_int_equal(cumulative + 1, count);
+    char line[128];
+    snprintf(line, sizeof line, "pathd_find_path_duration_seconds_bucket{le=\"+Inf\"} %llu",
+             (unsigned long long)count);
+    assert_line(text, line);
+    snprintf(line, sizeof line, "pathd_find_path_duration_seconds_sum %llu.%06llu",
+             (unsigned long long)(sum_us / 1000000u), (unsigned long long)(sum_us % 1000000u));
+    assert_line(text, line);
+    snprintf(line, sizeof line, "pathd_find_path_duration_seconds_count %llu", (unsigned long long)count);
+    assert_line(text, line);
+    assert_int_equal(count_prefix_lines(text, "pathd_find_path_duration_seconds_bucket{"),
+                     PD_METRICS_LATENCY_BUCKETS + 1);
+    free(text);
+    pd_metrics_destroy(m);
+}
+
+static void test_gauges_and_scene_versions(void **state)
+{
+    (void)state;
+    pd_conf conf;
+    pd_registry *registry;
+    load_registry(&conf, &registry);
+    pd_metrics *m = pd_metrics_create("0.1.0");
+    assert_non_null(m);
+    pd_metrics_gauges g = {
+        .uptime_ms = 12345,
+        .connections = 7,
+        .in_flight = 3,
+        .queue_depth = 2,
+        .worker_threads = 4,
+        .worker_busy_ns = 1500000001,
+    };
+
+    char *text = render(m, &g, registry);
+    assert_line(text, "pathd_uptime_seconds 12.345");
+    assert_line(text, "pathd_connections 7");
+    assert_line(text, "pathd_in_flight 3");
+    assert_line(text, "pathd_queue_depth 2");
+    assert_line(text, "pathd_worker_threads 4");
+    assert_line(text, "pathd_worker_busy_seconds_total 1.500000001");
+    assert_line(text, "# TYPE pathd_worker_busy_seconds_total counter");
+    assert_line(text, "# TYPE pathd_scene_version gauge");
+    assert_line(text, "pathd_scene_version{scene=\"maze\"} 1");
+    assert_line(text, "pathd_scene_version{scene=\"small\"} 1");
+    assert_int_equal(count_prefix_lines(text, "pathd_scene_version{"), 2);
+    free(text);
+
+    /* A cell update publishes a new version of "small"; the next scrape
+     * shows it and leaves "maze" alone. (3,0) is open floor. */
+    pd_scene_update u = {.op = PD_UPDATE_BLOCK, .cells = &(pd_point){3, 0}, .n_cells = 1};
+    pd_scene_update_result res;
+    assert_int_equal(pd_registry_update(registry, "small", &u, &res), PD_OK);
+    assert_int_equal(res.version, 2);
+    text = render(m, &g, registry);
+    assert_line(text, "pathd_scene_version{scene=\"small\"} 2");
+    assert_line(text, "pathd_scene_version{scene=\"maze\"} 1");
+    free(text);
+
+    pd_metrics_destroy(m);
+    pd_registry_destroy(registry);
+    pd_conf_free(&conf);
+}
+
+static void test_label_escaping(void **state)
+{
+    (void)state;
+    char out[PD_METRICS_MAX_LABEL];
+    assert_int_equal(pd_metrics_escape_label("plain-name_1.x", out, sizeof out), 14);
+    assert_string_equal(out, "plain-name_1.x");
+    pd_metrics_escape_label("a\"b\\c\nd", out, sizeof out);
+    assert_string_equal(out, "a\\\"b\\\\c\\nd");
+    /* Cut before an escape that would not fit, never in its middle. */
+    char small[4];
+    assert_int_equal(pd_metrics_escape_label("ab\"c", small, sizeof small), 2);
+    assert_string_equal(small, "ab");
+    assert_int_equal(pd_metrics_escape_label(NULL, small, sizeof small), 0);
+    assert_string_equal(small, "");
+
+    /* The renderer escapes the version it was given. */
+    pd_metrics *m = pd_metrics_create("1.0 \"beta\"\\\n");
+    assert_non_null(m);
+    char *text = render(m, NULL, NULL);
+    assert_line(text, "pathd_build_info{version=\"1.0 \\\"beta\\\"\\\\\\n\"} 1");
+    free(text);
+    pd_metrics_destroy(m);
+}
+
+static void test_type_names(void **state)
+{
+    (void)state;
+    assert_int_equal(pd_metrics_req_type_of(PD_REQ_FIND_PATH), PD_METRICS_REQ_FIND_PATH);
+    assert_int_equal(pd_metrics_req_type_of(PD_REQ_CANCEL), PD_METRICS_REQ_CANCEL);
+    assert_int_equal(pd_metrics_req_type_of(PD_REQ_LIST_SCENES), PD_METRICS_REQ_LIST_SCENES);
+    assert_int_equal(pd_metrics_req_type_of(PD_REQ_SCENE_INFO), PD_METRICS_REQ_SCENE_INFO);
+    assert_int_equal(pd_metrics_req_type_of(PD_REQ_STATS), PD_METRICS_REQ_STATS);
+    assert_int_equal(pd_metrics_req_type_of(PD_REQ_PING), PD_METRICS_REQ_PING);
+    assert_int_equal(pd_metrics_req_type_of(PD_REQ_UPDATE_CELLS), PD_METRICS_REQ_UPDATE_CELLS);
+    assert_int_equal(pd_metrics_req_type_of(PD_REQ_NONE), PD_METRICS_REQ_UNKNOWN);
+    assert_string_equal(pd_metrics_req_type_name(PD_METRICS_REQ_UPDATE_CELLS), "update_cells");
+    assert_string_equal(pd_metrics_req_type_name((pd_metrics_req_type)-1), "unknown");
+}
+
+/* ---- HTTP --------------------------------------------------------------- */
+
+typedef struct t_http {
+    uv_loop_t loop;
+    uv_async_t stop;
+    pthread_t thread;
+    pd_conf conf;
+    pd_registry *registry;
+    pd_metrics *metrics;
+    pd_metrics_http *http;
+    uint16_t port;
+    atomic_int gauge_calls;
+} t_http;
+
+static void t_gauges(void *user, pd_metrics_gauges *out)
+{
+    t_http *t = user;
+    int calls = atomic_fetch_add(&t->gauge_calls, 1) + 1;
+    out->connections = 5;
+    out->in_flight = (uint64_t)calls;
+    out->worker_threads = 2;
+}
+
+static void t_stop_cb(uv_async_t *a)
+{
+    t_http *t = a->data;
+    pd_metrics_http_close(t->http);
+    uv_close((uv_handle_t *)a, NULL);
+}
+
+static void *t_loop_main(void *arg)
+{
+    t_http *t = arg;
+    uv_run(&t->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+static t_http *t_start(const pd_metrics_http_limits *limits)
+{
+    t_http *t = calloc(1, sizeof *t);
+    assert_non_null(t);
+    load_registry(&t->conf, &t->registry);
+    t->metrics = pd_metrics_create("9.9.9");
+    assert_non_null(t->metrics);
+    pd_metrics_observe(t->metrics, PD_METRICS_REQ_FIND_PATH, PD_OK, 1200, 40);
+    assert_int_equal(uv_loop_init(&t->loop), 0);
+    assert_int_equal(uv_async_init(&t->loop, &t->stop, t_stop_cb), 0);
+    t->stop.data = t;
+    char err[256];
+    t->http = pd_metrics_http_start(&t->loop, "127.0.0.1", 0, limits, t->metrics, t->registry, t_gauges, t,
+                                    err, sizeof err);
+    if (!t->http)
+        fail_msg("pd_metrics_http_start: %s", err);
+    t->port = pd_metrics_http_port(t->http);
+    assert_true(t->port != 0);
+    assert_int_equal(pthread_create(&t->thread, NULL, t_loop_main, t), 0);
+    return t;
+}
+
+/* Stops the loop, which must then close with no handle left behind. */
+static void t_stop(t_http *t)
+{
+    uv_async_send(&t->stop);
+    assert_int_equal(pthread_join(t->thread, NULL), 0);
+    assert_int_equal(uv_loop_close(&t->loop), 0);
+    pd_metrics_destroy(t->metrics);
+    pd_registry_destroy(t->registry);
+    pd_conf_free(&t->conf);
+    free(t);
+}
+
+static int t_connect(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct timeval tv = {T_RECV_TIMEOUT_S, 0};
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    return fd;
+}
+
+static void t_send(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        assert_true(n > 0);
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+/* Reads until the server closes. A reset fails the test unless
+ * allow_reset: the responder drains input it does not need, so a client it
+ * answered always sees a clean close (a reset could have destroyed the
+ * answer on a real network); only a refused connection may be reset.
+ * Fails on the receive timeout. Returns a malloc'd, NUL-terminated buffer. */
+static char *t_read_all(int fd, size_t *len_out, int allow_reset)
+{
+    char *buf = malloc(T_MAX_ANSWER + 1);
+    assert_non_null(buf);
+    size_t len = 0;
+    for (;;) {
+        assert_true(len < T_MAX_ANSWER);
+        ssize_t n = recv(fd, buf + len, T_MAX_ANSWER - len, 0);
+        if (n == 0 || (n < 0 && errno == ECONNRESET && allow_reset))
+            break;
+        if (n < 0)
+            fail_msg("recv: %s", strerror(errno));
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    *len_out = len;
+    return buf;
+}
+
+typedef struct t_answer {
+    char *raw;
+    int code;
+    const char *head;       /* status line and headers, inside raw */
+    const char *body;       /* inside raw */
+    size_t body_len;
+    long content_length;
+} t_answer;
+
+/* Splits an answer and checks what every answer must have: an HTTP/1.1
+ * status line, Connection: close, a Content-Length. */
+static void t_parse(char *raw, size_t len, t_answer *a)
+{
+    memset(a, 0, sizeof *a);
+    a->raw = raw;
+    char *sep = strstr(raw, "\r\n\r\n");
+    assert_non_null(sep);
+    *sep = '\0';
+    a->head = raw;
+    a->body = sep + 4;
+    a->body_len = len - (size_t)(a->body - raw);
+    assert_int_equal(sscanf(raw, "HTTP/1.1 %d ", &a->code), 1);
+    assert_non_null(strstr(a->head, "\r\nConnection: close"));
+    const char *cl = strstr(a->head, "\r\nContent-Length: ");
+    assert_non_null(cl);
+    a->content_length = strtol(cl + 18, NULL, 10);
+}
+
+/* One request on a fresh connection; the whole answer back. */
+static void t_exchange(uint16_t port, const char *request, size_t request_len, t_answer *a)
+{
+    int fd = t_connect(port);
+    t_send(fd, request, request_len);
+    size_t len = 0;
+    char *raw = t_read_all(fd, &len, 0);
+    close(fd);
+    t_parse(raw, len, a);
+}
+
+static void t_get(uint16_t port, const char *request, t_answer *a)
+{
+    t_exchange(port, request, strlen(request), a);
+    assert_int_equal((size_t)a->content_length, a->body_len);
+}
+
+static double t_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void t_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void test_http_metrics(void **state)
+{
+    (void)state;
+    t_http *t = t_start(NULL);
+    t_answer a;
+    t_get(t->port, "GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n", &a);
+    assert_int_equal(a.code, 200);
+    assert_non_null(strstr(a.head, "\r\nContent-Type: text/plain; version=0.0.4"));
+    check_exposition(a.body);
+    assert_line(a.body, "pathd_build_info{version=\"9.9.9\"} 1");
+    assert_line(a.body, "pathd_requests_total{type=\"find_path\",status=\"OK\"} 1");
+    assert_line(a.body, "pathd_find_path_duration_seconds_bucket{le=\"0.001\"} 0");
+    assert_line(a.body, "pathd_find_path_duration_seconds_bucket{le=\"0.0025\"} 1");
+    assert_line(a.body, "pathd_expansions_total 40");
+    assert_line(a.body, "pathd_connections 5");
+    assert_line(a.body, "pathd_in_flight 1");
+    assert_line(a.body, "pathd_scene_version{scene=\"small\"} 1");
+    free(a.raw);
+
+    /* Each scrape reads the gauges afresh; a query string is ignored. */
+    t_get(t->port, "GET /metrics?name[]=pathd_connections HTTP/1.0\r\n\r\n", &a);
+    assert_int_equal(a.code, 200);
+    assert_line(a.body, "pathd_in_flight 2");
+    free(a.raw);
+
+    /* HEAD: the same head, Content-Length included, and no body. */
+    t_exchange(t->port, "HEAD /metrics HTTP/1.1\r\n\r\n", 26, &a);
+    assert_int_equal(a.code, 200);
+    assert_true(a.content_length > 1000);
+    assert_int_equal(a.body_len, 0);
+    free(a.raw);
+    t_stop(t);
+}
+
+static void test_http_routes(void **state)
+{
+    (void)state;
+    t_http *t = t_start(NULL);
+    t_answer a;
+
+    t_get(t->port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", &a);
+    assert_int_equal(a.code, 200);
+    assert_string_equal(a.body, "ok\n");
+    free(a.raw);
+
+    /* A bare LF ends lines too (RFC 9112 allows a server to accept it). */
+    t_get(t->port, "GET /healthz HTTP/1.0\n\n", &a);
+    assert_int_equal(a.code, 200);
+    assert_string_equal(a.body, "ok\n");
+    free(a.raw);
+
+    t_get(t->port, "GET /metricsx HTTP/1.1\r\n\r\n", &a);
+    assert_int_equal(a.code, 404);
+    free(a.raw);
+    t_get(t->port, "GET / HTTP/1.1\r\n\r\n", &a);
+    assert_int_equal(a.code, 404);
+    free(a.raw);
+
+    /* A body after the headers is read and dropped, not left to reset the
+     * connection under the answer. */
+    t_get(t->port, "POST /metrics HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", &a);
+    assert_int_equal(a.code, 405);
+    assert_non_null(strstr(a.head, "\r\nAllow: GET, HEAD"));
+    free(a.raw);
+    t_get(t->port, "DELETE /healthz HTTP/1.1\r\n\r\n", &a);
+    assert_int_equal(a.code, 405);
+    free(a.raw);
+
+    static const char *const bad[] = {
+        "garbage\r\n\r\n",
+        "GET metrics HTTP/1.1\r\n\r\n",
+        "GET /metrics HTTP/2.0\r\n\r\n",
+        "GET /metrics\r\n\r\n",
+        "GET  /metrics HTTP/1.1\r\n\r\n",
+        "GET /metrics HTTP/1.1 extra\r\n\r\n",
+        "G(T /metrics HTTP/1.1\r\n\r\n",
+        "\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        t_get(t->port, bad[i], &a);
+        if (a.code != 400)
+            fail_msg("request %zu answered %d, not 400", i, a.code);
+        free(a.raw);
+    }
+    t_stop(t);
+}
+
+/* A request that arrives a few bytes at a time, with the blank line split
+ * across reads, is still recognised. */
+static void test_http_trickled_request(void **state)
+{
+    (void)state;
+    t_http *t = t_start(NULL);
+    const char *req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    int fd = t_connect(t->port);
+    size_t len = strlen(req);
+    for (size_t i = 0; i < len; i += 3) {
+        t_send(fd, req + i, len - i < 3 ? len - i : 3);
+        t_sleep_ms(2);
+    }
+    char *raw = t_read_all(fd, &len, 0);
+    close(fd);
+    t_answer a;
+    t_parse(raw, len, &a);
+    assert_int_equal(a.code, 200);
+    assert_string_equal(a.body, "ok\n");
+    free(raw);
+    t_stop(t);
+}
+
+static void test_http_oversized_headers(void **state)
+{
+    (void)state;
+    pd_metrics_http_limits limits = {.max_request_bytes = 1024};
+    t_http *t = t_start(&limits);
+
+    /* Just under the cap is served... */
+    char req[4096];
+    int n = snprintf(req, sizeof req, "GET /healthz HTTP/1.1\r\nX-Pad: ");
+    memset(req + n, 'a', 1024 - (size_t)n - 4);
+    memcpy(req + 1024 - 4, "\r\n\r\n", 4);
+    t_answer a;
+    t_exchange(t->port, req, 1024, &a);
+    assert_int_equal(a.code, 200);
+    free(a.raw);
+
+    /* ...one byte more is not, and neither are headers that never end:
+     * 431, with the rest of the input drained rather than reset. */
+    n = snprintf(req, sizeof req, "GET /healthz HTTP/1.1\r\nX-Pad: ");
+    memset(req + n, 'a', 1025 - (size_t)n - 4);
+    memcpy(req + 1025 - 4, "\r\n\r\n", 4);
+    t_exchange(t->port, req, 1025, &a);
+    assert_int_equal(a.code, 431);
+    free(a.raw);
+
+    memset(req + n, 'b', sizeof req - (size_t)n);
+    t_exchange(t->port, req, sizeof req, &a);
+    assert_int_equal(a.code, 431);
+    assert_int_equal((size_t)a.content_length, a.body_len);
+    free(a.raw);
+
+    /* A client still sending long after the answer: the responder keeps
+     * reading until it is done, so the client's send completes and it sees
+     * the answer and a clean close, not a reset. */
+    size_t big_len = T_MAX_ANSWER * 2;
+    char *big = malloc(big_len);
+    assert_non_null(big);
+    memcpy(big, req, (size_t)n);
+    memset(big + n, 'c', big_len - (size_t)n);
+    t_exchange(t->port, big, big_len, &a);
+    assert_int_equal(a.code, 431);
+    free(a.raw);
+    free(big);
+    t_stop(t);
+}
+
+static void test_http_default_header_cap(void **state)
+{
+    (void)state;
+    t_http *t = t_start(NULL);
+    size_t len = PD_HTTP_MAX_REQUEST_BYTES + 100;
+    char *req = malloc(len);
+    assert_non_null(req);
+    int n = snprintf(req, len, "GET /metrics HTTP/1.1\r\nCookie: ");
+    memset(req + n, 'c', len - (size_t)n);
+    t_answer a;
+    t_exchange(t->port, req, len, &a);
+    assert_int_equal(a.code, 431);
+    free(a.raw);
+    free(req);
+    t_stop(t);
+}
+
+static void test_http_read_timeout(void **state)
+{
+    (void)state;
+    pd_metrics_http_limits limits = {.read_timeout_ms = T_SHORT_TIMEOUT_MS};
+    t_http *t = t_start(&limits);
+
+    /* Silent: closed without an answer once the timeout runs out. */
+    double t0 = t_now_ms();
+    int fd = t_connect(t->port);
+    size_t len = 0;
+    char *raw = t_read_all(fd, &len, 0);
+    double waited = t_now_ms() - t0;
+    close(fd);
+    assert_int_equal(len, 0);
+    free(raw);
+    assert_true(waited >= T_SHORT_TIMEOUT_MS * 0.8);
+    assert_true(waited < T_RECV_TIMEOUT_S * 1000.0 / 2);
+
+    /* Half a request: the same. */
+    fd = t_connect(t->port);
+    t_send(fd, "GET /metr", 9);
+    raw = t_read_all(fd, &len, 0);
+    close(fd);
+    assert_int_equal(len, 0);
+    free(raw);
+
+    t_stop(t);
+}
+
+/* After its answer a connection waits for the client to hang up, but only
+ * for the read timeout. With room for one connection, a client that keeps
+ * its socket open after the answer holds the only place until then. */
+static void test_http_linger_bounded(void **state)
+{
+    (void)state;
+    pd_metrics_http_limits limits = {.read_timeout_ms = 1000, .max_connections = 1};
+    t_http *t = t_start(&limits);
+
+    int holder = t_connect(t->port);
+    t_send(holder, "GET /healthz HTTP/1.1\r\n\r\n", 25);
+    size_t len = 0;
+    char *raw = t_read_all(holder, &len, 0);
+    double answered = t_now_ms();
+    t_answer a;
+    t_parse(raw, len, &a);
+    assert_int_equal(a.code, 200);
+    free(raw);
+
+    int code = 0;
+    double served = 0;
+    for (int attempt = 0; attempt < 500 && code != 200; attempt++) {
+        int fd = t_connect(t->port);
+        t_send(fd, "GET /healthz HTTP/1.1\r\n\r\n", 25);
+        raw = t_read_all(fd, &len, 1);
+        close(fd);
+        if (len > 0) {
+            t_parse(raw, len, &a);
+            code = a.code;
+            served = t_now_ms();
+        } else {
+            t_sleep_ms(20);
+        }
+        free(raw);
+    }
+    assert_int_equal(code, 200);
+    assert_true(served - answered >= limits.read_timeout_ms * 0.8);
+    close(holder);
+    t_stop(t);
+}
+
+static void test_http_connection_limit(void **state)
+{
+    (void)state;
+    pd_metrics_http_limits limits = {.max_connections = 2};
+    t_http *t = t_start(&limits);
+    int idle1 = t_connect(t->port);
+    int idle2 = t_connect(t->port);
+
+    /* The third is accepted and closed at once, well before the 5 s read
+     * timeout would have closed it. */
+    double t0 = t_now_ms();
+    int third = t_connect(t->port);
+    size_t len = 0;
+    char *raw = t_read_all(third, &len, 1);
+    double waited = t_now_ms() - t0;
+    close(third);
+    free(raw);
+    assert_int_equal(len, 0);
+    assert_true(waited < PD_HTTP_READ_TIMEOUT_MS / 2.0);
+
+    /* The two that fit are served. */
+    t_send(idle1, "GET /healthz HTTP/1.1\r\n\r\n", 25);
+    raw = t_read_all(idle1, &len, 0);
+    t_answer a;
+    t_parse(raw, len, &a);
+    assert_int_equal(a.code, 200);
+    free(raw);
+    close(idle1);
+
+    /* Once one has gone, a new connection fits again (the server notices
+     * the close asynchronously, so allow it a moment). */
+    int code = 0;
+    for (int attempt = 0; attempt < 100 && code != 200; attempt++) {
+        int fd = t_connect(t->port);
+        t_send(fd, "GET /healthz HTTP/1.1\r\n\r\n", 25);
+        raw = t_read_all(fd, &len, 1);
+        close(fd);
+        if (len > 0) {
+            t_parse(raw, len, &a);
+            code = a.code;
+        } else {
+            t_sleep_ms(10);
+        }
+        free(raw);
+    }
+    assert_int_equal(code, 200);
+
+    /* idle2 is still open: closing the responder must free it too. */
+    t_stop(t);
+    close(idle2);
+}
+
+static void test_http_start_errors(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    pd_metrics *m = pd_metrics_create("x");
+    assert_non_null(m);
+    char err[256];
+
+    err[0] = '\0';
+    assert_null(pd_metrics_http_start(&loop, "localhost", 0, NULL, m, NULL, NULL, NULL, err, sizeof err));
+    assert_non_null(strstr(err, "'localhost' is not a numeric"));
+    assert_null(pd_metrics_http_start(&loop, "127.0.0.1", 0, NULL, NULL, NULL, NULL, NULL, err, sizeof err));
+
+    /* A port someone already listens on. */
+    pd_metrics_http *first = pd_metrics_http_start(&loop, "127.0.0.1", 0, NULL, m, NULL, NULL, NULL, err, sizeof err);
+    assert_non_null(first);
+    uint16_t port = pd_metrics_http_port(first);
+    err[0] = '\0';
+    assert_null(pd_metrics_http_start(&loop, "127.0.0.1", port, NULL, m, NULL, NULL, NULL, err, sizeof err));
+    assert_non_null(strstr(err, "cannot listen on 127.0.0.1:"));
+    pd_metrics_http_close(first);
+    pd_metrics_http_close(NULL);
+    assert_int_equal(pd_metrics_http_port(NULL), 0);
+
+    /* IPv6 loopback, where the machine has it. */
+    pd_metrics_http *v6 = pd_metrics_http_start(&loop, "::1", 0, NULL, m, NULL, NULL, NULL, err, sizeof err);
+    if (v6) {
+        assert_true(pd_metrics_http_port(v6) != 0);
+        pd_metrics_http_close(v6);
+    } else {
+        assert_non_null(strstr(err, "cannot listen on [::1]:0"));
+    }
+
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    pd_metrics_destroy(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_requests_by_type_and_status),
+        cmocka_unit_test(test_latency_histogram),
+        cmocka_unit_test(test_gauges_and_scene_versions),
+        cmocka_unit_test(test_label_escaping),
+        cmocka_unit_test(test_type_names),
+        cmocka_unit_test(test_http_metrics),
+        cmocka_unit_test(test_http_routes),
+        cmocka_unit_test(test_http_trickled_request),
+        cmocka_unit_test(test_http_oversized_headers),
+        cmocka_unit_test(test_http_default_header_cap),
+        cmocka_unit_test(test_http_read_timeout),
+        cmocka_unit_test(test_http_linger_bounded),
+        cmocka_unit_test(test_http_connection_limit),
+        cmocka_unit_test(test_http_start_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
