@@ -1,0 +1,217 @@
+'use strict';
+/*
+ * Helpers for pathd-client.test.js: the environment the harness provides,
+ * the C reference client, a second pathd with other limits, and a scripted
+ * fake server for exact sequences a real daemon cannot be made to produce.
+ */
+const { execFileSync, spawn } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+const protobuf = require('protobufjs');
+
+// How long a helper daemon may take to start listening, in milliseconds.
+const DAEMON_START_TIMEOUT_MS = 10000;
+// Side of the generated trap scene, in cells: a wall splits it down the
+// middle except for a gap in the last row, and the search goes from one side
+// of the wall's top to the other, so A* floods most of the grid (about
+// 470,000 expansions; 100+ ms). Tests that need a request to stay in flight
+// for a while use it instead of the demo world's few-millisecond searches.
+const TRAP_SIDE = 1024;
+const TRAP = ['trap', [TRAP_SIDE / 2 - 1, 0], [TRAP_SIDE / 2 + 1, 0]];
+
+function writeTrapScene(file) {
+  const open = '.'.repeat(TRAP_SIDE);
+  const walled = `${'.'.repeat(TRAP_SIDE / 2)}#${'.'.repeat(TRAP_SIDE / 2 - 1)}`;
+  const rows = Array.from({ length: TRAP_SIDE }, (_, y) => (y < TRAP_SIDE - 1 ? walled : open));
+  fs.writeFileSync(file, `${rows.join('\n')}\n`);
+}
+
+/* Holds back the client's writes until fn returns, so the requests sent in
+ * fn reach the server in one segment (the client must be connected). */
+function corked(client, fn) {
+  client._socket.cork();
+  try {
+    return fn();
+  } finally {
+    client._socket.uncork();
+  }
+}
+
+const root = protobuf.loadSync(path.join(__dirname, '..', '..', '..', 'proto', 'pathd.proto'));
+const Request = root.lookupType('pathd.v1.Request');
+const Response = root.lookupType('pathd.v1.Response');
+
+function env(name) {
+  const value = process.env[name];
+  if (!value) {
+    throw new Error(`${name} is not set: run these tests through scripts/run-with-daemon.sh `
+      + '(see client-examples/node/run-tests.sh)');
+  }
+  return value;
+}
+
+/* The C reference client's answer, as the object pathctl --json prints. */
+function pathctl(addr, scene, start, goal, ...extra) {
+  const out = execFileSync(env('PATHCTL_BIN'), ['--server', addr, '--json', 'path', '--scene', scene,
+    '--from', start.join(','), '--to', goal.join(','), ...extra], { encoding: 'utf8', timeout: 30000 });
+  return JSON.parse(out);
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/* A pathd started by a test from PATHD_CONFIG, with some limits changed and
+ * the trap scene added. */
+class Daemon {
+  static async start(limits) {
+    const configPath = env('PATHD_CONFIG');
+    const config = JSON.parse(fs.readFileSync(configPath, 'utf8'));
+    const base = path.dirname(path.resolve(configPath));
+    for (const scene of config.scenes) scene.map = path.resolve(base, scene.map);
+    const d = new Daemon();
+    d.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pathd-node-'));
+    const trapFile = path.join(d.dir, 'trap.txt');
+    writeTrapScene(trapFile);
+    config.scenes.push({ name: 'trap', map: trapFile, format: 'ascii' });
+    config.listen = '127.0.0.1:0';
+    Object.assign(config.limits, limits);
+    const file = path.join(d.dir, 'pathd.json');
+    fs.writeFileSync(file, JSON.stringify(config));
+    d.logPath = path.join(d.dir, 'pathd.log');
+    const log = fs.openSync(d.logPath, 'w');
+    d.proc = spawn(env('PATHD_BIN'), ['--config', file], { stdio: ['ignore', 'ignore', log] });
+    fs.closeSync(log);
+    d.exited = new Promise((resolve) => d.proc.on('exit', (code, signal) => resolve(signal || code)));
+    const deadline = Date.now() + DAEMON_START_TIMEOUT_MS;
+    for (;;) {
+      const match = /listening on (\S+)/.exec(d.log());
+      if (match) {
+        d.addr = match[1];
+        return d;
+      }
+      if (d.proc.exitCode !== null || Date.now() > deadline) {
+        const text = d.log();
+        await d.stop();
+        throw new Error(`helper pathd did not start:\n${text}`);
+      }
+      await sleep(50);
+    }
+  }
+
+  log() {
+    return fs.readFileSync(this.logPath, 'utf8');
+  }
+
+  /* SIGTERM; resolves with the exit status (or the signal's name). */
+  async stop() {
+    if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill('SIGTERM');
+    const status = await this.exited;
+    fs.rmSync(this.dir, { recursive: true, force: true });
+    return status;
+  }
+}
+
+function frame(message, Type) {
+  const payload = Type.encode(Type.fromObject(message)).finish();
+  const header = Buffer.alloc(4);
+  header.writeUInt32BE(payload.length);
+  return Buffer.concat([header, payload]);
+}
+
+/* A TCP server on 127.0.0.1 that plays an async script against the client:
+ * accept(), readRequest() and send(); whatever the script throws is thrown
+ * again by done(), so a wrong request fails the test. */
+class FakeServer {
+  static async start(script) {
+    const s = new FakeServer();
+    s.requests = [];
+    s.conns = [];
+    s.connWaiters = [];
+    s.server = net.createServer((conn) => {
+      s.conns.push(conn);
+      const waiter = s.connWaiters.shift();
+      if (waiter) waiter();
+    });
+    await new Promise((resolve) => s.server.listen(0, '127.0.0.1', resolve));
+    s.addr = `127.0.0.1:${s.server.address().port}`;
+    s.finished = Promise.resolve().then(() => script(s)).finally(() => {
+      if (s.conn) s.conn.destroy();
+      s.server.close();
+    });
+    s.finished.catch(() => {}); // reported by done()
+    return s;
+  }
+
+  /* Waits for the next connection; the previous one is closed. */
+  async accept() {
+    if (this.conn) this.conn.destroy();
+    if (this.conns.length === 0) await new Promise((resolve) => this.connWaiters.push(resolve));
+    this.conn = this.conns.shift();
+    this.buf = Buffer.alloc(0);
+    this.ended = false;
+    this.readWaiter = null;
+    this.conn.on('data', (d) => { this.buf = Buffer.concat([this.buf, d]); this._wake(); });
+    this.conn.on('end', () => { this.ended = true; this._wake(); });
+  }
+
+  _wake() {
+    const w = this.readWaiter;
+    this.readWaiter = null;
+    if (w) w();
+  }
+
+  async _read(n) {
+    while (this.buf.length < n) {
+      if (this.ended) throw new Error('client closed the connection');
+      await new Promise((resolve) => { this.readWaiter = resolve; });
+    }
+    const out = this.buf.subarray(0, n);
+    this.buf = this.buf.subarray(n);
+    return out;
+  }
+
+  async readRequest() {
+    const length = (await this._read(4)).readUInt32BE(0);
+    const request = Request.toObject(Request.decode(await this._read(length)),
+      { longs: Number, enums: String, oneofs: true });
+    this.requests.push(request);
+    return request;
+  }
+
+  /* Resolves once the client closed the connection; fails if it sends more. */
+  async waitClosed() {
+    while (!this.ended) await new Promise((resolve) => { this.readWaiter = resolve; });
+    if (this.buf.length) throw new Error('client sent more bytes instead of closing');
+  }
+
+  /* Writes the frames; with dribble one byte at a time, so the client sees
+   * every frame boundary split. */
+  async send(responses, { dribble = false } = {}) {
+    const data = Buffer.concat(responses.map((r) => frame(r, Response)));
+    if (!dribble) {
+      this.conn.write(data);
+      return;
+    }
+    for (let i = 0; i < data.length; i++) {
+      this.conn.write(data.subarray(i, i + 1));
+      await sleep(1);
+    }
+  }
+
+  done() {
+    return this.finished;
+  }
+}
+
+function chunk(id, seq, cells, { final = false, status = 'OK', cost = 0, total = 0 } = {}) {
+  const path = { seq, waypoints: cells.map(([x, y]) => ({ x, y, wx: x + 0.5, wy: y + 0.5 })) };
+  if (final) Object.assign(path, { cost, expansions: 7, sceneVersion: 3, totalWaypoints: total });
+  return { id, status, final, path };
+}
+
+function error(id, status, message) {
+  return { id, status, final: true, error: { message } };
+}
+
+module.exports = { env, pathctl, corked, TRAP, Daemon, FakeServer, chunk, error };

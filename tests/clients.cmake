@@ -1,0 +1,57 @@
+# Python and Node.js client examples (client-examples/python, client-examples/node),
+# each tested against the live daemon: scripts/run-with-daemon.sh starts this
+# build's pathd on the demo world (config/default.json, on an ephemeral
+# loopback port), runs the client's test suite with PATHD_ADDR set, then stops the daemon with
+# SIGTERM and requires a clean exit. PATHCTL_BIN is the C reference client,
+# whose answers the other clients must match. The tests exercise the wire
+# protocol, not the daemon's memory, so they carry no sanitizer labels; the
+# label "clients" selects them (ctest -L clients).
+#
+# Missing tools (protoc, python3-protobuf, node, npm) never stop configuring,
+# since the daemon builds without them; the affected test then fails and says
+# which Debian package to install.
+add_subdirectory("${PROJECT_SOURCE_DIR}/client-examples/python"
+                 "${CMAKE_BINARY_DIR}/client-examples/python")
+
+find_program(PATHD_NODE NAMES node nodejs)
+find_program(PATHD_NPM NAMES npm)
+set(PD_NODE_MISSING "")
+if(NOT PATHD_NODE OR NOT PATHD_NPM)
+  set(PD_NODE_MISSING "node or npm not found: install the Debian packages nodejs and npm")
+endif()
+
+set(PD_CLIENT_DAEMON
+    "${PROJECT_SOURCE_DIR}/scripts/run-with-daemon.sh"
+    --pathd $<TARGET_FILE:pathd>
+    --config "${PROJECT_SOURCE_DIR}/config/default.json")
+
+# A test that fails at once with the reason it cannot run.
+function(pd_client_test_unavailable name reason)
+  add_test(NAME ${name} COMMAND sh -c "echo \"${name}: $0\" >&2; exit 1" "${reason}")
+endfunction()
+
+if(PDPY_MISSING)
+  pd_client_test_unavailable(client_python "${PDPY_MISSING}")
+else()
+  add_test(NAME client_python
+           COMMAND ${CMAKE_COMMAND} -E env
+                   PATHCTL_BIN=$<TARGET_FILE:pathctl>
+                   "PYTHONPATH=${PDPY_GEN_DIR}:${PROJECT_SOURCE_DIR}/client-examples/python"
+                   "PYTHONPYCACHEPREFIX=${CMAKE_BINARY_DIR}/client-examples/python/pycache"
+                   ${PD_CLIENT_DAEMON}
+                   -- "${PATHD_PYTHON}" "${PROJECT_SOURCE_DIR}/client-examples/python/test_pathd_client.py" -v)
+endif()
+
+# run-tests.sh installs the pinned packages (npm ci) when node_modules is missing.
+if(PD_NODE_MISSING)
+  pd_client_test_unavailable(client_node "${PD_NODE_MISSING}")
+else()
+  add_test(NAME client_node
+           COMMAND ${CMAKE_COMMAND} -E env
+                   PATHCTL_BIN=$<TARGET_FILE:pathctl>
+                   PATHD_NODE=${PATHD_NODE} PATHD_NPM=${PATHD_NPM}
+                   ${PD_CLIENT_DAEMON}
+                   -- "${PROJECT_SOURCE_DIR}/client-examples/node/run-tests.sh")
+endif()
+
+set_tests_properties(client_python client_node PROPERTIES LABELS "clients" TIMEOUT 60)
