@@ -1,12 +1,13 @@
 # The two commands a newcomer needs (see README.md):
 #   make run   - install missing Debian packages, build, start pathd on the demo world
 #   make test  - same bootstrap, build, run every test
-# Plus: make test-sanitize (ASan+UBSan and TSan builds), make bench (vs peers).
+# Plus: make test-sanitize (ASan+UBSan and TSan builds), make test-docker (the
+# container image), make bench (vs peers).
 BUILD    ?= build
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CONFIG   ?= config/default.json
 
-.PHONY: all deps build run test test-sanitize bench clean
+.PHONY: all deps build run test test-sanitize test-docker bench clean
 
 all: build
 
@@ -33,6 +34,11 @@ test-sanitize: deps
 	@cmake --build $(BUILD)-tsan -j $(JOBS)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --test-dir $(BUILD)-tsan --output-on-failure -j $(JOBS) -L threaded
+
+# The container image, built and run with podman/buildah (no Docker engine
+# needed): see docs/DOCKER.md.
+test-docker: build
+	scripts/test-docker.sh $(BUILD)
 
 bench: build
 	bench/run-bench.sh $(BUILD)
