@@ -66,4 +66,4 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
 
 # Arguments given to `docker run IMAGE ...` are appended, and a later option
 # wins, so `docker run pathd --threads 4 --log-level debug` works.
-ENTRYPOINT ["/usr/local/bin/pathd", "--config", "/etc/pathd/default.json", "--listen", "0.0.0.0:7420"]
+ENTRYPOINT ["/usr/local/bin/pathd", "--config", "/etc/pathd/default.json", "--listen", "0.0.0.0:7420", "--metrics-listen", "0.0.0.0:9420"]

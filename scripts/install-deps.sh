@@ -11,7 +11,7 @@ PKGS=(
   clang libclang-rt-14-dev
   valgrind
   python3-protobuf protobuf-compiler
-  libpng-dev
+  libpng-dev curl
 )
 # Node.js runs the PathFinding.js peer benchmark and the Node client's tests.
 # Machines that already ship a node (as this project's dev images do) keep it;

@@ -63,7 +63,7 @@ show_log() {
   echo "-------------------" >&2
 }
 
-"$pathd_bin" --config "$config" --listen 127.0.0.1:0 "${daemon_args[@]}" 2>"$log" &
+"$pathd_bin" --config "$config" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 "${daemon_args[@]}" 2>"$log" &
 daemon_pid=$!
 
 addr=""

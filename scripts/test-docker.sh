@@ -197,7 +197,9 @@ printf '%s\n' "${health[@]}" | grep -qx "127.0.0.1:$IMAGE_PORT" \
   || fail "HEALTHCHECK does not ask 127.0.0.1:$IMAGE_PORT: ${health[*]}"
 
 # ---- 4. run ----
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+mport=$(free_port)
 health=("${health[@]/#127.0.0.1:$IMAGE_PORT/127.0.0.1:$port}")
 
 # Every process below $1, children first, one per line.
@@ -239,7 +241,7 @@ trap cleanup EXIT
 ctr=$(buildah from --pull-never --name "pathd-test-$$" "$IMAGE")
 # The image's own ENTRYPOINT; the appended --listen wins over the one in it,
 # exactly as `docker run pathd --listen ...` would.
-daemon_cmd=("${entrypoint[@]}" --listen "127.0.0.1:$port")
+daemon_cmd=("${entrypoint[@]}" --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$mport")
 say "starting ${daemon_cmd[*]} in $ctr (log: $LOG_DIR/daemon.log)"
 start_ms=$(now_ms)
 # ./config is mounted read-only over /etc/pathd as docker-compose.yml does, so
@@ -284,6 +286,13 @@ rc=0
 health_out=$(buildah run --isolation chroot --network host "$ctr" -- "${health[@]}" 2>&1) || rc=$?
 [ "$rc" -eq 0 ] || fail "HEALTHCHECK (${health[*]}) exited $rc: $health_out"
 say "healthcheck in the container: $health_out"
+
+# The metrics endpoint the image exposes on 9420 (moved to a free port here).
+metrics=$(curl -fsS --max-time 5 "http://127.0.0.1:$mport/metrics") || fail "GET /metrics failed"
+echo "$metrics" | grep -q '^pathd_requests_total{type="find_path",status="OK"} [1-9]' \
+  || fail "/metrics does not count the path answered above"
+[ "$(curl -fsS --max-time 5 "http://127.0.0.1:$mport/healthz")" = ok ] || fail "GET /healthz failed"
+say "metrics from the container: $(echo "$metrics" | grep -c '^pathd_') samples, /healthz ok"
 
 # The runtime stage must carry no compiler.
 buildah run --isolation chroot "$ctr" -- /bin/sh -c '! command -v cc && ! command -v gcc' >/dev/null \

@@ -30,6 +30,7 @@ python3 - "$here/config/default.json" "$tmp/config.json" "$n" <<'CONF'
 import json, sys
 conf = json.load(open(sys.argv[1]))
 conf["listen"] = "127.0.0.1:0"
+conf["metrics_listen"] = ""
 conf.setdefault("limits", {})["max_connections"] = int(sys.argv[3]) + 16
 json.dump(conf, open(sys.argv[2], "w"), indent=2)
 CONF

@@ -11,6 +11,8 @@
  *
  *   {
  *     "listen": "127.0.0.1:7420",       HOST:PORT or [IPv6]:PORT, numeric host;
+ *     "metrics_listen": "127.0.0.1:9420", Prometheus /metrics + /healthz; "" or null
+ *                                       or absent = off;
  *                                        port 0 asks the OS for an ephemeral port
  *     "threads": 0,                      worker threads 0..256; 0 = number of cores
  *     "log_level": "info",               "error" | "warn" | "info" | "debug"
@@ -83,6 +85,9 @@
 const pd_conf pd_conf_defaults = {
     .listen_host = "127.0.0.1",
     .listen_port = 7420,
+    .metrics_enabled = 0,          /* config/default.json turns it on at 127.0.0.1:9420 */
+    .metrics_host = "127.0.0.1",
+    .metrics_port = 9420,
     .threads = 0,
     .max_frame_bytes = 1024u * 1024u,
     .max_waypoints_per_chunk = 256,
@@ -227,7 +232,8 @@ static int pd__get_string(const pd__ctx *ctx, const cJSON *v, const char *path, 
 
 /* Parses "HOST:PORT" or "[IPv6]:PORT". The host must be a numeric address:
  * the listener binds it directly, with no resolver on the start-up path. */
-static int pd__parse_listen(const pd__ctx *ctx, const char *s, const char *path, pd_conf *c)
+static int pd__parse_listen(const pd__ctx *ctx, const char *s, const char *path,
+                            char host_out[PD_CONF_MAX_HOST], uint16_t *port_out)
 {
     const char *host = s, *host_end, *port_str;
     int v6 = 0;
@@ -249,9 +255,9 @@ static int pd__parse_listen(const pd__ctx *ctx, const char *s, const char *path,
     size_t host_len = (size_t)(host_end - host);
     if (host_len == 0)
         return pd__fail(ctx, path, "host is empty");
-    if (host_len >= sizeof c->listen_host)
-        return pd__fail(ctx, path, "host is longer than %zu bytes", sizeof c->listen_host - 1);
-    char hostbuf[sizeof c->listen_host];
+    if (host_len >= PD_CONF_MAX_HOST)
+        return pd__fail(ctx, path, "host is longer than %d bytes", PD_CONF_MAX_HOST - 1);
+    char hostbuf[PD_CONF_MAX_HOST];
     memcpy(hostbuf, host, host_len);
     hostbuf[host_len] = '\0';
     unsigned char addr[16];
@@ -269,15 +275,16 @@ static int pd__parse_listen(const pd__ctx *ctx, const char *s, const char *path,
         if (port > 65535)
             return pd__fail(ctx, path, "port must be in 0..65535 (0 = ephemeral)");
     }
-    memcpy(c->listen_host, hostbuf, host_len + 1);
-    c->listen_port = (uint16_t)port;
+    memcpy(host_out, hostbuf, host_len + 1);
+    *port_out = (uint16_t)port;
     return 0;
 }
 
-int pd_conf_parse_listen(const char *s, pd_conf *c, char *err, size_t errlen)
+int pd_conf_parse_address(const char *s, char host[PD_CONF_MAX_HOST], uint16_t *port,
+                          char *err, size_t errlen)
 {
-    const pd__ctx ctx = { .source = "listen address", .err = err, .errlen = errlen };
-    return pd__parse_listen(&ctx, s, s, c);
+    const pd__ctx ctx = { .source = "address", .err = err, .errlen = errlen };
+    return pd__parse_listen(&ctx, s, s, host, port);
 }
 
 static int pd__parse_log_level(const pd__ctx *ctx, const cJSON *v, const char *path,
@@ -611,7 +618,8 @@ static void pd__line_col(const char *buf, size_t off, int *line, int *col)
 static int pd__parse_document(const pd__ctx *ctx, const char *json, size_t len, pd_conf *c)
 {
     static const char *const keys[] = {
-        "listen", "threads", "limits", "log_level", "scenes", NULL,
+        "listen", "metrics_listen", "threads", "limits", "log_level", "scenes", "portals", "routes",
+        NULL,
     };
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
@@ -648,8 +656,23 @@ static int pd__parse_document(const pd__ctx *ctx, const char *json, size_t len, 
     const char *str = NULL;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "listen"))) {
         if (pd__get_string(ctx, v, "$.listen", &str) != 0 ||
-            pd__parse_listen(ctx, str, "$.listen", c) != 0)
+            pd__parse_listen(ctx, str, "$.listen", c->listen_host, &c->listen_port) != 0)
             goto out;
+    }
+    /* "" or null switches the metrics endpoint off. */
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "metrics_listen"))) {
+        if (cJSON_IsNull(v)) {
+            c->metrics_enabled = 0;
+        } else if (pd__get_string(ctx, v, "$.metrics_listen", &str) != 0) {
+            goto out;
+        } else if (*str == '\0') {
+            c->metrics_enabled = 0;
+        } else if (pd__parse_listen(ctx, str, "$.metrics_listen", c->metrics_host,
+                                    &c->metrics_port) != 0) {
+            goto out;
+        } else {
+            c->metrics_enabled = 1;
+        }
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "threads")) &&
         pd__get_u32(ctx, v, "$.threads", 0, PD_CONF_MAX_THREADS, &c->threads) != 0)
@@ -662,6 +685,8 @@ static int pd__parse_document(const pd__ctx *ctx, const char *json, size_t len, 
         goto out;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "scenes")) &&
         pd__parse_scenes(ctx, v, "$.scenes", c) != 0)
+        goto out;
+    if (pd_conf_world_parse(root, ctx->source, &c->world, ctx->err, ctx->errlen) != 0)
         goto out;
     rc = 0;
 out:
@@ -777,6 +802,7 @@ void pd_conf_free(pd_conf *c)
     free(c->scenes);
     c->scenes = NULL;
     c->n_scenes = 0;
+    pd_conf_world_free(&c->world);
 }
 
 const char *pd_log_level_name(pd_log_level l)

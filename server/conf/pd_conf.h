@@ -16,7 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pd_conf_world.h"
+
 #define PD_CONF_MAX_SCENES 1024
+#define PD_CONF_MAX_HOST 64          /* bytes incl. NUL: a numeric IPv4/IPv6 address */
 #define PD_CONF_MAX_NAME 64          /* bytes incl. NUL: scene names are short identifiers */
 #define PD_CONF_MAX_UNIT_SIZES 8
 #define PD_CONF_MAX_UNIT_SIZE 16     /* cells: larger agents want a coarser grid */
@@ -59,8 +62,11 @@ typedef struct pd_conf_scene {
 } pd_conf_scene;
 
 typedef struct pd_conf {
-    char listen_host[64];            /* "127.0.0.1" */
+    char listen_host[PD_CONF_MAX_HOST];  /* "127.0.0.1" */
     uint16_t listen_port;            /* 7420 */
+    int metrics_enabled;             /* 1: serve /metrics and /healthz over HTTP */
+    char metrics_host[PD_CONF_MAX_HOST]; /* "127.0.0.1": metrics stay on loopback by default */
+    uint16_t metrics_port;           /* 9420 */
     uint32_t threads;                /* worker threads; 0 = number of cores */
     uint32_t max_frame_bytes;        /* 1 MiB: largest payload accepted, checked before allocating */
     uint32_t max_waypoints_per_chunk;/* 256: keeps each PathChunk frame small and streamable */
@@ -75,6 +81,7 @@ typedef struct pd_conf {
     pd_log_level log_level;          /* info */
     pd_conf_scene *scenes;
     size_t n_scenes;
+    pd_conf_world world;             /* portals and pinned routes ("portals", "routes") */
 } pd_conf;
 
 extern const pd_conf pd_conf_defaults;
@@ -92,10 +99,11 @@ int pd_conf_load_buffer(const char *json, size_t len, const char *source_name,
 
 void pd_conf_free(pd_conf *c);
 
-/* Parses "HOST:PORT" or "[IPv6]:PORT" (numeric host, port 0..65535) into
- * c->listen_host / c->listen_port, as the "listen" key does; for --listen.
- * Returns 0, or -1 with the reason in err and c untouched. */
-int pd_conf_parse_listen(const char *s, pd_conf *c, char *err, size_t errlen);
+/* Parses "HOST:PORT" or "[IPv6]:PORT" (numeric host, port 0..65535) as the
+ * "listen" key does; for --listen and --metrics-listen. Returns 0, or -1 with
+ * the reason in err and host/port untouched. */
+int pd_conf_parse_address(const char *s, char host[PD_CONF_MAX_HOST], uint16_t *port,
+                          char *err, size_t errlen);
 
 const char *pd_log_level_name(pd_log_level l);
 
