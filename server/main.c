@@ -16,7 +16,9 @@
 #include <uv.h>
 
 #include "pd_conf.h"
+#include "pd_http.h"
 #include "pd_log.h"
+#include "pd_metrics.h"
 #include "pd_pool.h"
 #include "pd_scene.h"
 #include "pd_server.h"
@@ -33,7 +35,11 @@ typedef struct pd_args {
     const char *config_path;
     int check_config;
     int has_listen;
-    pd_conf listen;           /* only listen_host / listen_port are used */
+    char listen_host[PD_CONF_MAX_HOST];
+    uint16_t listen_port;
+    int has_metrics_listen;
+    char metrics_host[PD_CONF_MAX_HOST];
+    uint16_t metrics_port;
     int has_threads;
     uint32_t threads;
     int has_log_level;
@@ -47,6 +53,8 @@ static void pd__usage(FILE *out)
             "  --config FILE      config file (default " PD_DEFAULT_CONFIG ")\n"
             "  --listen HOST:PORT listen address, overrides the config ([::1]:PORT for IPv6;\n"
             "                     port 0 picks a free port)\n"
+            "  --metrics-listen HOST:PORT  Prometheus /metrics and /healthz address,\n"
+            "                     overrides the config (port 0 picks a free port)\n"
             "  --threads N        worker threads, 0 = one per core (overrides the config)\n"
             "  --log-level LEVEL  error, warn, info or debug (overrides the config)\n"
             "  --check-config     load the config and every scene, print a summary, exit\n"
@@ -64,6 +72,7 @@ static int pd__parse_args(int argc, char **argv, pd_args *a)
         const char *opt = argv[i];
         const char *val = (i + 1 < argc) ? argv[i + 1] : NULL;
         int takes_value = strcmp(opt, "--config") == 0 || strcmp(opt, "--listen") == 0 ||
+                          strcmp(opt, "--metrics-listen") == 0 ||
                           strcmp(opt, "--threads") == 0 || strcmp(opt, "--log-level") == 0;
         if (takes_value && !val) {
             fprintf(stderr, "pathd: %s needs a value\n", opt);
@@ -81,11 +90,18 @@ static int pd__parse_args(int argc, char **argv, pd_args *a)
             a->config_path = val;
         } else if (strcmp(opt, "--listen") == 0) {
             char err[160];
-            if (pd_conf_parse_listen(val, &a->listen, err, sizeof err) != 0) {
+            if (pd_conf_parse_address(val, a->listen_host, &a->listen_port, err, sizeof err) != 0) {
                 fprintf(stderr, "pathd: --listen: %s\n", err);
                 return 2;
             }
             a->has_listen = 1;
+        } else if (strcmp(opt, "--metrics-listen") == 0) {
+            char err[160];
+            if (pd_conf_parse_address(val, a->metrics_host, &a->metrics_port, err, sizeof err) != 0) {
+                fprintf(stderr, "pathd: --metrics-listen: %s\n", err);
+                return 2;
+            }
+            a->has_metrics_listen = 1;
         } else if (strcmp(opt, "--threads") == 0) {
             char *end;
             unsigned long n = strtoul(val, &end, 10);
@@ -116,8 +132,13 @@ static void pd__apply_args(pd_conf *conf, void *user)
 {
     const pd_args *a = user;
     if (a->has_listen) {
-        memcpy(conf->listen_host, a->listen.listen_host, sizeof conf->listen_host);
-        conf->listen_port = a->listen.listen_port;
+        memcpy(conf->listen_host, a->listen_host, sizeof conf->listen_host);
+        conf->listen_port = a->listen_port;
+    }
+    if (a->has_metrics_listen) {
+        memcpy(conf->metrics_host, a->metrics_host, sizeof conf->metrics_host);
+        conf->metrics_port = a->metrics_port;
+        conf->metrics_enabled = 1;
     }
     if (a->has_threads)
         conf->threads = a->threads;
@@ -130,7 +151,7 @@ static int pd__check_config(const char *path, const pd_conf *conf, pd_registry *
 {
     char err[512];
     if (pd_registry_load(registry, conf, err, sizeof err) != 0) {
-        fprintf(stderr, "pathd: %s\n", err);
+        fprintf(stderr, "pathd: %s: %s\n", path, err);
         return 1;
     }
     pd_scene **list = NULL;
@@ -145,6 +166,28 @@ static int pd__check_config(const char *path, const pd_conf *conf, pd_registry *
     return 0;
 }
 
+/* What a scrape reads besides the counters: the server's and the pool's
+ * live numbers. Runs on the loop thread. */
+typedef struct pd__metrics_source {
+    pd_server *server;
+    pd_pool *pool;
+} pd__metrics_source;
+
+static void pd__metrics_gauges(void *user, pd_metrics_gauges *out)
+{
+    const pd__metrics_source *src = user;
+    pd_server_stats st;
+    pd_pool_stats ps;
+    pd_server_get_stats(src->server, &st);
+    pd_pool_get_stats(src->pool, &ps);
+    out->uptime_ms = st.uptime_ms;
+    out->connections = st.connections;
+    out->in_flight = st.in_flight;
+    out->queue_depth = ps.queue_depth;
+    out->worker_threads = ps.threads;
+    out->worker_busy_ns = ps.busy_ns;
+}
+
 int main(int argc, char **argv)
 {
     pd_args args;
@@ -155,6 +198,9 @@ int main(int argc, char **argv)
     pd_registry *registry = NULL;
     pd_server *server = NULL;
     pd_pool *pool = NULL;
+    pd_metrics *metrics = NULL;
+    pd_metrics_http *metrics_http = NULL;
+    pd__metrics_source metrics_source = {NULL, NULL};
     int loop_ready = 0;
 
     int parsed = pd__parse_args(argc, argv, &args);
@@ -184,7 +230,7 @@ int main(int argc, char **argv)
         goto out;
     }
     if (pd_registry_load(registry, &conf, err, sizeof err) != 0) {
-        pd_log_error("%s", err);
+        pd_log_error("%s: %s", args.config_path, err);
         goto out;
     }
 
@@ -198,13 +244,28 @@ int main(int argc, char **argv)
     server = pd_server_create(&loop, &conf, registry, &source);
     if (server)
         pool = pd_pool_create(threads, conf.job_queue_capacity, pd_server_wake, server);
-    if (!server || !pool) {
+    metrics = pd_metrics_create(PATHD_VERSION);
+    if (!server || !pool || !metrics) {
         pd_log_error("out of memory creating the server");
         goto out;
     }
+    pd_server_set_metrics(server, metrics);
     if (pd_server_start(server, pool, err, sizeof err) != 0) {
         pd_log_error("%s", err);
         goto out;
+    }
+    if (conf.metrics_enabled) {
+        metrics_source = (pd__metrics_source){server, pool};
+        metrics_http = pd_metrics_http_start(&loop, conf.metrics_host, conf.metrics_port, NULL, metrics,
+                                             registry, pd__metrics_gauges, &metrics_source, err,
+                                             sizeof err);
+        if (!metrics_http) {
+            pd_log_error("metrics: %s", err);
+            goto out;
+        }
+        pd_log_info("metrics on http://%s%s%s:%u/metrics", strchr(conf.metrics_host, ':') ? "[" : "",
+                    conf.metrics_host, strchr(conf.metrics_host, ':') ? "]" : "",
+                    (unsigned)pd_metrics_http_port(metrics_http));
     }
     if (pd_server_watch_signals(server) != 0) {
         pd_log_error("cannot install signal handlers");
@@ -215,20 +276,26 @@ int main(int argc, char **argv)
     size_t n_scenes = pd_registry_list(registry, &list);
     pd_registry_release_list(list, n_scenes);
     pd_log_info("pathd started version=%s config=%s scenes=%zu threads=%" PRIu32
-                " listen=%s%s%s:%u log_level=%s",
+                " listen=%s%s%s:%u metrics=%s log_level=%s",
                 PATHD_VERSION, args.config_path, n_scenes, threads,
                 strchr(conf.listen_host, ':') ? "[" : "", conf.listen_host,
                 strchr(conf.listen_host, ':') ? "]" : "", (unsigned)pd_server_port(server),
-                pd_log_level_name(conf.log_level));
+                metrics_http ? "on" : "off", pd_log_level_name(conf.log_level));
 
     uv_run(&loop, UV_RUN_DEFAULT);
     status = 0;
 
 out:
+    /* First: a scrape reads the pool and the server. */
+    pd_metrics_http_close(metrics_http);
     pd_pool_destroy(pool);
     pd_server_destroy(server);
+    /* Lets the metrics handles finish closing before the loop goes. */
+    if (loop_ready)
+        uv_run(&loop, UV_RUN_DEFAULT);
     if (loop_ready && uv_loop_close(&loop) != 0)
         pd_log_warn("event loop closed with handles still open");
+    pd_metrics_destroy(metrics);
     pd_registry_destroy(registry);
     pd_conf_free(&conf);
     return status;

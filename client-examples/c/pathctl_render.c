@@ -640,14 +640,14 @@ int pdc_render_grid_load(const char *file, pdc_render_format format, const uint8
 /* ---- pathctl render ----------------------------------------------------- */
 
 const char pathctl_render_usage[] =
-    "  render -o FILE.png (--map FILE [--format movingai|ascii] [--costs \"C=N,...\"])\n"
-    "         [--path \"X,Y;X,Y;...\" | --scene NAME --from X,Y --to X,Y\n"
-    "          [--unit K] [--style cells|corners|smooth] [--connect 4|8]]\n"
-    "                     draw the map (walls dark, costs shaded) with a path:\n"
-    "                     --path draws the given waypoints, --from/--to asks the\n"
-    "                     server's scene NAME (it must be the map's scene). A\n"
-    "                     scene's grid cannot come from the server yet: that\n"
-    "                     needs the SceneGrid request, which is coming.\n";
+    "  render -o FILE.png (--scene NAME | --map FILE [--format movingai|ascii]\n"
+    "         [--costs \"C=N,...\"]) [--path \"X,Y;X,Y;...\" | --from X,Y --to X,Y\n"
+    "         [--unit K] [--style cells|corners|smooth] [--connect 4|8]]\n"
+    "                     draw a grid (walls dark, costs shaded) with a path:\n"
+    "                     the server's scene NAME, or a local map file; --path\n"
+    "                     draws the given waypoints, --from/--to asks the server\n"
+    "                     for a path in scene NAME (with --map, the map must be\n"
+    "                     that scene's); --unit K draws a K x K unit's footprint.\n";
 
 /* Options that take a value: pathctl's own (so the command word can be found
  * behind them) and render's. */
@@ -677,6 +677,8 @@ typedef struct pathctl__render_args {
     pdc_xy *points;             /* --path, heap */
     size_t point_count, point_cap;
     pdc_path_req req;           /* --from/--to */
+    int grid_from_server;       /* no --map: the grid is the scene's, fetched */
+    uint64_t grid_version;      /* ... and this is the version it was read from */
 } pathctl__render_args;
 
 static int pathctl__usage_error(const char *fmt, const char *arg)
@@ -801,32 +803,34 @@ static int pathctl__render_check_args(pathctl__render_args *a)
     long n;
     if (!val[ROPT_OUTPUT] || !val[ROPT_OUTPUT][0])
         return pathctl__usage_error("%s", "render needs -o FILE.png");
-    if (!val[ROPT_MAP])
-        return pathctl__usage_error("%s", val[ROPT_SCENE]
-            ? "render needs --map FILE: fetching a scene's grid from the server needs the SceneGrid request, "
-              "which the protocol does not have yet"
-            : "render needs --map FILE");
-    if (val[ROPT_FORMAT]) {
-        if (!strcmp(val[ROPT_FORMAT], "movingai"))
+    if (!val[ROPT_MAP] && (!val[ROPT_SCENE] || !val[ROPT_SCENE][0]))
+        return pathctl__usage_error("%s", "render needs --scene NAME or --map FILE");
+    if (!val[ROPT_MAP] && (val[ROPT_FORMAT] || val[ROPT_COSTS]))
+        return pathctl__usage_error("%s", "--format and --costs go with --map");
+    if (val[ROPT_MAP]) {
+        if (!val[ROPT_FORMAT])
+            a->format = pathctl__ends_with(val[ROPT_MAP], ".map") ? PDC_RENDER_FORMAT_MOVINGAI
+                                                                  : PDC_RENDER_FORMAT_ASCII;
+        else if (!strcmp(val[ROPT_FORMAT], "movingai"))
             a->format = PDC_RENDER_FORMAT_MOVINGAI;
         else if (!strcmp(val[ROPT_FORMAT], "ascii"))
             a->format = PDC_RENDER_FORMAT_ASCII;
         else
             return pathctl__usage_error("bad --format %s (movingai or ascii)", val[ROPT_FORMAT]);
-    } else {
-        a->format = pathctl__ends_with(val[ROPT_MAP], ".map") ? PDC_RENDER_FORMAT_MOVINGAI : PDC_RENDER_FORMAT_ASCII;
+        if (val[ROPT_COSTS] && (a->format != PDC_RENDER_FORMAT_MOVINGAI ||
+                                pathctl__each_item(val[ROPT_COSTS], ',', 256, pathctl__add_cost, a) < 0))
+            return pathctl__usage_error("bad --costs %s (want \"C=N,...\" with N 0..255, Moving AI maps only)",
+                                        val[ROPT_COSTS]);
     }
-    if (val[ROPT_COSTS] && (a->format != PDC_RENDER_FORMAT_MOVINGAI ||
-                            pathctl__each_item(val[ROPT_COSTS], ',', 256, pathctl__add_cost, a) < 0))
-        return pathctl__usage_error("bad --costs %s (want \"C=N,...\" with N 0..255, Moving AI maps only)",
-                                    val[ROPT_COSTS]);
     int ask = val[ROPT_FROM] || val[ROPT_TO];
     if (ask && val[ROPT_PATH])
         return pathctl__usage_error("%s", "give either --path or --from/--to, not both");
     if (ask && (!val[ROPT_FROM] || !val[ROPT_TO] || !val[ROPT_SCENE] || !val[ROPT_SCENE][0]))
         return pathctl__usage_error("%s", "--from/--to need each other and --scene NAME");
-    if (!ask && (val[ROPT_STYLE] || val[ROPT_CONNECT] || val[ROPT_SCENE]))
-        return pathctl__usage_error("%s", "--scene, --style and --connect go with --from/--to");
+    if (!ask && (val[ROPT_STYLE] || val[ROPT_CONNECT]))
+        return pathctl__usage_error("%s", "--style and --connect go with --from/--to");
+    if (!ask && val[ROPT_MAP] && val[ROPT_SCENE])
+        return pathctl__usage_error("%s", "with --map, --scene goes with --from/--to");
     if (val[ROPT_PATH] &&
         pathctl__each_item(val[ROPT_PATH], ';', PDC_RENDER_MAX_PATH_POINTS, pathctl__add_point, a) < 0)
         return pathctl__usage_error("bad --path %s (want \"X,Y;X,Y;...\")", val[ROPT_PATH]);
@@ -907,41 +911,99 @@ static int pathctl__render_parse(int argc, char **argv, int cmd, pathctl__render
     return pathctl__render_check_args(a);
 }
 
-/* Asks the server for the path; fills *path_out (the caller frees it).
- * Returns -1 to go on drawing, or an exit code when there is nothing to draw
- * against (no connection, a scene of another size). */
-static int pathctl__render_ask(pathctl__render_args *a, const pdc_render_grid *g, pdc_path_result *path_out,
-                               int *answer)
+/* pathctl's exit codes for a call that did not return OK: a lost or
+ * unreachable server is EXIT_CONNECT, anything the server answered (or a
+ * broken answer) is EXIT_FAIL. Prints the reason first. */
+static int pathctl__render_call_failed(pdc_conn *c, const char *what, int status)
+{
+    const char *detail = pdc_last_error(c);
+    fprintf(stderr, "pathctl render: %s: %s%s%s\n", what, pdc_status_name(status), detail[0] ? ": " : "", detail);
+    if (status == PDC_ERR_DISCONNECTED || status == PDC_ERR_TIMEOUT || status == PDC_ERR_CONNECT)
+        return PATHCTL_RENDER_EXIT_CONNECT;
+    return PATHCTL_RENDER_EXIT_FAIL;
+}
+
+/* Fetches the scene's grid into *g (which then owns the cells). Always the
+ * scene grid itself, whatever --unit says: a unit's path is drawn with its
+ * footprint over the real walls, which shows why it went where it did better
+ * than the unit grid's shrunken open space would. Returns -1 or an exit code. */
+static int pathctl__render_fetch_grid(pathctl__render_args *a, pdc_conn *c, pdc_render_grid *g)
+{
+    char what[PDC_MESSAGE_MAX];
+    pdc_grid sg;
+    int status = pdc_scene_grid(c, a->val[ROPT_SCENE], 1, &sg);
+    if (status != PDC_OK) {
+        snprintf(what, sizeof what, "grid of scene %s", a->val[ROPT_SCENE]);
+        return pathctl__render_call_failed(c, what, status);
+    }
+    pdc_render_grid_free(g);
+    g->width = sg.width;
+    g->height = sg.height;
+    g->cells = sg.cells;
+    a->grid_from_server = 1;
+    a->grid_version = sg.version;
+    return -1;
+}
+
+/* The grid to draw: the --map file, or else the scene's grid from the
+ * server. Returns -1 to go on, or an exit code. */
+static int pathctl__render_load_grid(pathctl__render_args *a, pdc_conn *c, pdc_render_grid *g)
 {
     char err[PDC_MESSAGE_MAX];
-    const char *server = a->val[ROPT_SERVER] ? a->val[ROPT_SERVER] : PDC_DEFAULT_SERVER;
-    pdc_conn *c = pdc_connect(server, a->timeout_ms, err, sizeof err);
-    if (!c) {
+    memset(g, 0, sizeof *g);
+    if (!a->val[ROPT_MAP])
+        return pathctl__render_fetch_grid(a, c, g);
+    if (pdc_render_grid_load(a->val[ROPT_MAP], a->format, a->costs, a->costs_set, g, err, sizeof err) !=
+        PDC_RENDER_OK) {
         fprintf(stderr, "pathctl render: %s\n", err);
-        return PATHCTL_RENDER_EXIT_CONNECT;
+        return PATHCTL_RENDER_EXIT_FAIL;
     }
-    pdc_scene_details info;
-    int status = pdc_scene_info(c, a->req.scene, &info);
-    int code = -1;
-    if (status != PDC_OK) {
-        fprintf(stderr, "pathctl render: scene %s: %s%s%s\n", a->req.scene, pdc_status_name(status),
-                pdc_last_error(c)[0] ? ": " : "", pdc_last_error(c));
-        code = status < 0 ? PATHCTL_RENDER_EXIT_CONNECT : PATHCTL_RENDER_EXIT_FAIL;
-    } else if (info.width != g->width || info.height != g->height) {
-        fprintf(stderr, "pathctl render: scene %s is %dx%d but the map file is %dx%d\n", a->req.scene,
-                info.width, info.height, g->width, g->height);
-        code = PATHCTL_RENDER_EXIT_FAIL;
-    }
-    pdc_scene_details_free(&info);
-    if (code < 0) {
-        *answer = pdc_find_path(c, &a->req, path_out);
-        if (*answer < 0) {
-            fprintf(stderr, "pathctl render: %s: %s\n", pdc_status_name(*answer), pdc_last_error(c));
-            code = PATHCTL_RENDER_EXIT_CONNECT;
+    return -1;
+}
+
+/* Asks the server for the path; fills *path_out (the caller frees it) and
+ * *answer. A local map must have the scene's size, or the path would be
+ * drawn on the wrong picture. When the grid came from the server and the
+ * scene changed between fetching it and the search, the grid is fetched
+ * again so the path is drawn on the version it was found on. Returns -1 to
+ * go on drawing, or an exit code when there is nothing to draw against. */
+static int pathctl__render_ask(pathctl__render_args *a, pdc_conn *c, pdc_render_grid *g, pdc_path_result *path_out,
+                               int *answer)
+{
+    char what[PDC_MESSAGE_MAX];
+    if (!a->grid_from_server) {
+        pdc_scene_details info;
+        int status = pdc_scene_info(c, a->req.scene, &info);
+        int code = -1;
+        if (status != PDC_OK) {
+            snprintf(what, sizeof what, "scene %s", a->req.scene);
+            code = pathctl__render_call_failed(c, what, status);
+        } else if (info.width != g->width || info.height != g->height) {
+            fprintf(stderr, "pathctl render: scene %s is %dx%d but the map file is %dx%d\n", a->req.scene,
+                    info.width, info.height, g->width, g->height);
+            code = PATHCTL_RENDER_EXIT_FAIL;
         }
+        pdc_scene_details_free(&info);
+        if (code >= 0)
+            return code;
     }
-    pdc_close(c);
-    return code;
+    *answer = pdc_find_path(c, &a->req, path_out);
+    if (*answer < 0) {
+        snprintf(what, sizeof what, "path in scene %s", a->req.scene);
+        return pathctl__render_call_failed(c, what, *answer);
+    }
+    if (a->grid_from_server && (*answer == PDC_OK || *answer == PDC_PARTIAL) &&
+        path_out->scene_version != a->grid_version) {
+        int code = pathctl__render_fetch_grid(a, c, g);
+        if (code >= 0)
+            return code;
+        if (path_out->scene_version != a->grid_version)
+            fprintf(stderr, "pathctl render: scene %s keeps changing: the path is from version %llu, "
+                            "the picture shows version %llu\n",
+                    a->req.scene, (unsigned long long)path_out->scene_version,
+                    (unsigned long long)a->grid_version);
+    }
+    return -1;
 }
 
 static void pathctl__render_report(const pathctl__render_args *a, const pdc_render_grid *g, size_t waypoints,
@@ -957,6 +1019,8 @@ static void pathctl__render_report(const pathctl__render_args *a, const pdc_rend
         cJSON_AddNumberToObject(o, "height_px", ph);
         cJSON_AddNumberToObject(o, "grid_width", g->width);
         cJSON_AddNumberToObject(o, "grid_height", g->height);
+        if (a->grid_from_server)
+            cJSON_AddNumberToObject(o, "scene_version", (double)a->grid_version);
         cJSON_AddNumberToObject(o, "waypoints", (double)waypoints);
         if (answer >= 0)
             cJSON_AddStringToObject(o, "path_status", pdc_status_name(answer));
@@ -981,20 +1045,31 @@ int pathctl_render_main(int argc, char **argv)
         free(a.points);
         return code;
     }
-    char err[PDC_MESSAGE_MAX];
+    /* One connection serves both the grid and the path. */
+    pdc_conn *c = NULL;
+    if (!a.val[ROPT_MAP] || a.req.scene) {
+        char err[PDC_MESSAGE_MAX];
+        const char *server = a.val[ROPT_SERVER] ? a.val[ROPT_SERVER] : PDC_DEFAULT_SERVER;
+        c = pdc_connect(server, a.timeout_ms, err, sizeof err);
+        if (!c) {
+            fprintf(stderr, "pathctl render: %s\n", err);
+            free(a.points);
+            return PATHCTL_RENDER_EXIT_CONNECT;
+        }
+    }
     pdc_render_grid g;
-    if (pdc_render_grid_load(a.val[ROPT_MAP], a.format, a.costs, a.costs_set, &g, err, sizeof err) !=
-        PDC_RENDER_OK) {
-        fprintf(stderr, "pathctl render: %s\n", err);
+    code = pathctl__render_load_grid(&a, c, &g);
+    if (code >= 0) {
+        pdc_close(c);
         free(a.points);
-        return PATHCTL_RENDER_EXIT_FAIL;
+        return code;
     }
     pdc_render_path p = {a.points, a.point_count, a.req.unit_size, 0, 0, {0, 0}, {0, 0}};
     pdc_path_result r;
     memset(&r, 0, sizeof r);
     int answer = -1;            /* the server's status for --from/--to */
     if (a.req.scene) {
-        code = pathctl__render_ask(&a, &g, &r, &answer);
+        code = pathctl__render_ask(&a, c, &g, &r, &answer);
         p.points = NULL;
         p.count = 0;
         p.has_start = p.has_goal = 1;
@@ -1018,7 +1093,9 @@ int pathctl_render_main(int argc, char **argv)
             p.count = r.count;
         }
     }
+    pdc_close(c);
     if (code < 0) {
+        char err[PDC_MESSAGE_MAX];
         if (pdc_render_png(a.val[ROPT_OUTPUT], &g, &p, err, sizeof err) != PDC_RENDER_OK) {
             fprintf(stderr, "pathctl render: %s\n", err);
             code = PATHCTL_RENDER_EXIT_FAIL;

@@ -8,11 +8,12 @@
  * and the goal a blue marker.
  *
  * The renderer (pdc_render_png) is a pure function of a grid and a path, so it
- * is testable without a server. Grids come from a local map file today
- * (pdc_render_grid_load: Moving AI .map or the plain ASCII format, parsed
- * here because client code must not link the daemon's libraries). Once the
- * protocol has a SceneGrid answer, a scene's grid arrives over the wire in the
- * same byte encoding and fills a pdc_render_grid directly.
+ * is testable without a server. `pathctl render --scene NAME` fetches the
+ * scene's grid from the daemon (pdc_scene_grid: GetSceneGrid bands in the
+ * same byte encoding, which fill a pdc_render_grid directly); with --map the
+ * grid comes from a local map file instead (pdc_render_grid_load: Moving AI
+ * .map or the plain ASCII format, parsed here because client code must not
+ * link the daemon's libraries).
  *
  * Image size: a grid whose longer side exceeds PDC_RENDER_MAX_SIDE_PX cells is
  * box-filtered down so that side is PDC_RENDER_MAX_SIDE_PX pixels (aspect
@@ -43,7 +44,7 @@
 /* Most waypoints `pathctl render --path` takes on its command line. */
 #define PDC_RENDER_MAX_PATH_POINTS 65536
 
-/* Cell byte values, as the daemon stores them and SceneGrid will send them. */
+/* Cell byte values, as the daemon stores them and SceneGrid sends them. */
 #define PDC_RENDER_CELL_BLOCKED 0
 #define PDC_RENDER_CELL_FREE 1      /* 2..255: passable with that cost */
 
@@ -130,7 +131,8 @@ extern const char pathctl_render_usage[];
 /* Runs `pathctl [global options] render ...` from pathctl's own argv and
  * returns its exit code, or PATHCTL_RENDER_NOT_MINE when argv's command is
  * not "render". It reads the global options (--server, --timeout, --json)
- * itself and connects only when the picture needs the server, so pathctl's
+ * itself and connects only when the picture needs the server (a scene's grid
+ * or a path; one connection serves both), so pathctl's
  * main() calls it first:
  *     if ((code = pathctl_render_main(argc, argv)) != PATHCTL_RENDER_NOT_MINE) return code;
  */

@@ -1111,6 +1111,119 @@ void pdc_scene_details_free(pdc_scene_details *i)
     memset(i, 0, sizeof *i);
 }
 
+/* Asks for the band of rows starting at row_start; on PDC_OK *resp is the
+ * answer (caller frees). */
+static int pdc__scene_grid_band(pdc_conn *c, const char *scene, uint32_t unit_size, int32_t row_start,
+                                Pathd__V1__Response **resp)
+{
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__GetSceneGrid body = PATHD__V1__GET_SCENE_GRID__INIT;
+    body.scene = (char *)scene;
+    body.unit_size = unit_size;
+    body.row_start = row_start;
+    body.row_count = 0;         /* as many as the server puts in one band */
+    req.body_case = PATHD__V1__REQUEST__BODY_SCENE_GRID;
+    req.scene_grid = &body;
+    return pdc__call_other(c, &req, PATHD__V1__RESPONSE__BODY_SCENE_GRID, resp);
+}
+
+/* Checks one band against the request (rows from `row`) and against itself.
+ * Returns 0, or -1 with the reason in c->error. */
+static int pdc__scene_grid_band_ok(pdc_conn *c, const Pathd__V1__SceneGrid *g, int32_t row)
+{
+    if (g->row_start != row || g->row_count < 1 || g->row_count > g->height - row) {
+        snprintf(c->error, sizeof c->error, "scene grid band of rows %d+%d does not continue at row %d of %d",
+                 (int)g->row_start, (int)g->row_count, (int)row, (int)g->height);
+        return -1;
+    }
+    if (g->cells.len != (size_t)g->row_count * (size_t)g->width) {
+        snprintf(c->error, sizeof c->error, "scene grid band has %zu cell bytes; %d rows of %d need %zu",
+                 g->cells.len, (int)g->row_count, (int)g->width, (size_t)g->row_count * (size_t)g->width);
+        return -1;
+    }
+    return 0;
+}
+
+int pdc_scene_grid(pdc_conn *c, const char *scene, uint32_t unit_size, pdc_grid *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if (!c || !scene || !scene[0])
+        return PDC_ERR_ARG;
+    int restarts = 0;
+    int32_t row = 0;
+    int r;
+    for (;;) {
+        Pathd__V1__Response *resp = NULL;
+        const Pathd__V1__SceneGrid *g = NULL;
+        int changed = 0;
+        r = pdc__scene_grid_band(c, scene, unit_size, row, &resp);
+        if (r == PDC_OUT_OF_BOUNDS && row > 0) {
+            /* The rows read so far lay inside the grid, so it was replaced
+             * by a smaller one meanwhile. */
+            changed = 1;
+            r = PDC_OK;
+        } else if (r == PDC_OK) {
+            g = resp->scene_grid;
+            if (g->width < 1 || g->height < 1 || g->width > PDC_MAX_GRID_SIDE || g->height > PDC_MAX_GRID_SIDE) {
+                snprintf(c->error, sizeof c->error, "scene grid of %dx%d cells is outside 1..%d a side",
+                         (int)g->width, (int)g->height, PDC_MAX_GRID_SIDE);
+                r = PDC_ERR_PROTOCOL;
+            } else if (out->cells && g->version != out->version) {
+                changed = 1;
+            } else if (pdc__scene_grid_band_ok(c, g, row) != 0) {
+                r = PDC_ERR_PROTOCOL;
+            } else if (out->cells && (g->width != out->width || g->height != out->height)) {
+                snprintf(c->error, sizeof c->error,
+                         "scene grid is %dx%d in one band and %dx%d in another of version %llu", (int)out->width,
+                         (int)out->height, (int)g->width, (int)g->height, (unsigned long long)g->version);
+                r = PDC_ERR_PROTOCOL;
+            }
+        }
+        if (changed) {
+            /* The scene changed between two bands, so the rows read so far
+             * belong to an older version: start again from the top. */
+            pdc_grid_free(out);
+            row = 0;
+            if (++restarts > PDC_SCENE_GRID_RESTARTS) {
+                snprintf(c->error, sizeof c->error, "scene %s changed during each of %d attempts to read its grid",
+                         scene, restarts);
+                r = PDC_ERR_PROTOCOL;
+            }
+        } else if (r == PDC_OK && !out->cells) {
+            out->cells = malloc((size_t)g->width * (size_t)g->height);
+            if (!out->cells) {
+                snprintf(c->error, sizeof c->error, "out of memory for a %dx%d grid", (int)g->width,
+                         (int)g->height);
+                r = PDC_ERR_NOMEM;
+            }
+            out->width = g->width;
+            out->height = g->height;
+            out->version = g->version;
+        }
+        if (r == PDC_OK && !changed) {
+            memcpy(out->cells + (size_t)row * (size_t)out->width, g->cells.data, g->cells.len);
+            row += g->row_count;
+        }
+        if (resp)
+            pathd__v1__response__free_unpacked(resp, NULL);
+        if (r != PDC_OK || (!changed && row == out->height))
+            break;
+    }
+    if (r != PDC_OK)
+        pdc_grid_free(out);
+    return r;
+}
+
+void pdc_grid_free(pdc_grid *g)
+{
+    if (!g)
+        return;
+    free(g->cells);
+    memset(g, 0, sizeof *g);
+}
+
 int pdc_stats(pdc_conn *c, pdc_server_stats *out)
 {
     if (!out)

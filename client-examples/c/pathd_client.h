@@ -14,8 +14,9 @@
  *
  * Two ways to call:
  *   - Blocking: pdc_find_path, pdc_update_cells, pdc_list_scenes,
- *     pdc_scene_info, pdc_stats, pdc_ping send one request and wait for its
- *     answer (other answers that
+ *     pdc_scene_info, pdc_scene_grid, pdc_stats, pdc_ping send one request
+ *     (pdc_scene_grid: one per band of rows) and wait for its answer (other
+ *     answers that
  *     arrive meanwhile are kept for pdc_recv_result). An OVERLOADED answer is
  *     retried with exponential backoff, at most PDC_RETRY_ATTEMPTS times.
  *   - Pipelined: pdc_send_find_path sends without waiting and returns the
@@ -61,6 +62,13 @@
 #define PDC_RETRY_ATTEMPTS 5
 #define PDC_RETRY_BACKOFF_FIRST_MS 20
 #define PDC_RETRY_BACKOFF_MAX_MS 1000
+/* Largest grid side pdc_scene_grid accepts, in cells: the daemon's own limit
+ * (PD_GRID_MAX_SIDE), so a grid is at most 16384 x 16384 bytes (256 MiB). */
+#define PDC_MAX_GRID_SIDE 16384
+/* pdc_scene_grid starts over when the scene changes between two bands; after
+ * this many restarts it gives up, since a scene updated that often will not
+ * hold still long enough to be read whole. */
+#define PDC_SCENE_GRID_RESTARTS 3
 /* Per-call timeout used when pdc_connect is given 0, in milliseconds. */
 #define PDC_DEFAULT_TIMEOUT_MS 5000
 /* Room for an error detail text (server Error.message or a client reason). */
@@ -206,6 +214,19 @@ typedef struct pdc_scene_details {
 
 void pdc_scene_details_free(pdc_scene_details *i);
 
+/* A scene's grid (or one of its unit grids) as one snapshot: width * height
+ * cell bytes, row-major (cells[y * width + x]); 0 = blocked, 1..255 =
+ * passable with that cost. For a unit size K > 1 a cell is passable when a
+ * K x K unit may have its top-left corner there, and costs the dearest cell
+ * under that footprint. cells is heap memory owned by the struct. */
+typedef struct pdc_grid {
+    int32_t width, height;
+    uint64_t version;           /* the scene version every row was read from */
+    uint8_t *cells;
+} pdc_grid;
+
+void pdc_grid_free(pdc_grid *g);
+
 typedef enum pdc_update_op {
     PDC_UPDATE_BLOCK = 0,       /* cells become blocked */
     PDC_UPDATE_PASS = 1,        /* cells become passable, cost 1 */
@@ -282,6 +303,17 @@ int pdc_find_path(pdc_conn *c, const pdc_path_req *req, pdc_path_result *out);
 int pdc_update_cells(pdc_conn *c, const pdc_update_req *req, pdc_update_result *out);
 int pdc_list_scenes(pdc_conn *c, pdc_scene_list *out);
 int pdc_scene_info(pdc_conn *c, const char *scene, pdc_scene_details *out);
+/* Fetches the grid of `scene` for unit_size (0 or 1: the scene grid itself;
+ * K: the unit-K grid, which the scene must serve) with GetSceneGrid requests,
+ * one per band of rows, and checks that all bands come from one version: if
+ * the scene changes between bands it starts over, at most
+ * PDC_SCENE_GRID_RESTARTS times. Returns PDC_OK with *out filled, the
+ * server's status (UNKNOWN_SCENE, INVALID_ARGUMENT for a unit size the scene
+ * does not serve...), PDC_ERR_PROTOCOL when a band does not fit the others
+ * (wrong rows, size or byte count, a side above PDC_MAX_GRID_SIDE) or the
+ * scene kept changing, or another PDC_ERR_*. The per-call timeout applies to
+ * each band. */
+int pdc_scene_grid(pdc_conn *c, const char *scene, uint32_t unit_size, pdc_grid *out);
 int pdc_stats(pdc_conn *c, pdc_server_stats *out);
 /* Round trip; rtt_micros (may be NULL) gets the measured time. */
 int pdc_ping(pdc_conn *c, uint64_t *rtt_micros);

@@ -353,6 +353,33 @@ static pd_status pd__decode_update_cells(const Pathd__V1__UpdateCells *m, pd_upd
     }
 }
 
+static pd_status pd__decode_scene_grid(const Pathd__V1__GetSceneGrid *m, pd_scene_grid_req *out,
+                                       char *err, size_t errlen)
+{
+    pd_status st = pd__decode_scene_name(m->scene, "scene_grid.scene", out->scene, err, errlen);
+    if (st != PD_OK)
+        return st;
+    out->unit_size = m->unit_size == 0 ? 1 : m->unit_size;
+    if (out->unit_size > PD_CONF_MAX_UNIT_SIZE) {
+        pd__set_err(err, errlen, "scene_grid.unit_size %u is above the limit %d", (unsigned)m->unit_size,
+                    PD_CONF_MAX_UNIT_SIZE);
+        return PD_INVALID_ARGUMENT;
+    }
+    /* No grid has more rows than PD_GRID_MAX_SIDE, so larger values can only
+     * be mistakes; refusing them here keeps row arithmetic far from overflow. */
+    if (m->row_start < 0 || m->row_start > PD_GRID_MAX_SIDE) {
+        pd__set_err(err, errlen, "scene_grid.row_start %d is not 0..%d", (int)m->row_start, PD_GRID_MAX_SIDE);
+        return PD_INVALID_ARGUMENT;
+    }
+    if (m->row_count < 0 || m->row_count > PD_GRID_MAX_SIDE) {
+        pd__set_err(err, errlen, "scene_grid.row_count %d is not 0..%d", (int)m->row_count, PD_GRID_MAX_SIDE);
+        return PD_INVALID_ARGUMENT;
+    }
+    out->row_start = m->row_start;
+    out->row_count = m->row_count;
+    return PD_OK;
+}
+
 static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, char *err, size_t errlen)
 {
     switch (m->body_case) {
@@ -380,8 +407,11 @@ static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, c
     case PATHD__V1__REQUEST__BODY_UPDATE_CELLS:
         req->kind = PD_REQ_UPDATE_CELLS;
         return pd__decode_update_cells(m->update_cells, &req->u.update_cells, err, errlen);
+    case PATHD__V1__REQUEST__BODY_SCENE_GRID:
+        req->kind = PD_REQ_SCENE_GRID;
+        return pd__decode_scene_grid(m->scene_grid, &req->u.grid, err, errlen);
     default:
-        /* Bodies added to the schema later (field numbers 17 and up) arrive
+        /* Bodies added to the schema later (FindRoute's 17, 19 and up) arrive
          * here as unknown fields; say so, since the client likely is newer. */
         if (m->base.n_unknown_fields > 0)
             pd__set_err(err, errlen, "request has no body this server knows (newer client?)");
@@ -612,6 +642,41 @@ uint8_t *pd_codec_encode_scene_info(uint64_t id, const pd_scene *scene, size_t *
     resp.body_case = PATHD__V1__RESPONSE__BODY_SCENE_INFO;
     resp.scene_info = &m;
     return pd__encode_single(&resp, out_len);
+}
+
+uint8_t *pd_codec_encode_scene_grid(uint64_t id, const pd_grid *grid, uint64_t version, int32_t row_start,
+                                    int32_t rows, size_t *out_len)
+{
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    Pathd__V1__SceneGrid m = PATHD__V1__SCENE_GRID__INIT;
+    uint8_t *cells, *buf;
+
+    *out_len = 0;
+    if (grid == NULL || rows < 1 || row_start < 0 || row_start > grid->height - rows)
+        return NULL;
+    /* The grid keeps a blocked border around every row; the wire carries
+     * the rows without it, so copy them out one by one. */
+    size_t width = (size_t)grid->width;
+    cells = malloc((size_t)rows * width);
+    if (cells == NULL)
+        return NULL;
+    for (int32_t r = 0; r < rows; r++)
+        memcpy(cells + (size_t)r * width, grid->cells + pd_grid_index(grid, 0, row_start + r), width);
+    m.width = grid->width;
+    m.height = grid->height;
+    m.version = version;
+    m.row_start = row_start;
+    m.row_count = rows;
+    m.cells.len = (size_t)rows * width;
+    m.cells.data = cells;
+    resp.id = id;
+    resp.status = PATHD__V1__STATUS__OK;
+    resp.final = 1;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_SCENE_GRID;
+    resp.scene_grid = &m;
+    buf = pd__encode_single(&resp, out_len);
+    free(cells);
+    return buf;
 }
 
 uint8_t *pd_codec_encode_scene_list(uint64_t id, pd_scene *const *scenes, size_t n, size_t *out_len)

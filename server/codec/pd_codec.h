@@ -30,6 +30,13 @@
 /* Avoid cells per FindPath: thousands of nearby agents is already a crowd;
  * the search stamps each one per query, so the list must stay short. */
 #define PD_CODEC_MAX_AVOID 4096u
+/* Most cell bytes in one SceneGrid answer (512 KiB). A band must stay under
+ * the 1 MiB default frame cap that clients are told to expect (and under the
+ * write high watermark, so one answer cannot pause a reader on its own);
+ * half the cap leaves room for the framing and for clients that keep the
+ * default. A row wider than this still goes out as a band of one row (at
+ * most PD_GRID_MAX_SIDE = 16 KiB). */
+#define PD_SCENE_GRID_BAND_BYTES (512u * 1024u)
 
 typedef enum pd_request_kind {
     PD_REQ_NONE = 0,
@@ -40,6 +47,7 @@ typedef enum pd_request_kind {
     PD_REQ_STATS,
     PD_REQ_PING,
     PD_REQ_UPDATE_CELLS,
+    PD_REQ_SCENE_GRID,
 } pd_request_kind;
 
 typedef struct pd_point_spec {
@@ -77,6 +85,16 @@ typedef struct pd_update_cells_req {
     pd_point *cells;         /* malloc'd (owned, see pd_request_free) */
 } pd_update_cells_req;
 
+/* GetSceneGrid: which grid and which rows. Whether the scene serves the unit
+ * size and whether row_start lies inside its grid are the server's to check,
+ * since only it holds the scene. */
+typedef struct pd_scene_grid_req {
+    char scene[PD_CONF_MAX_NAME];
+    uint32_t unit_size;      /* 1..PD_CONF_MAX_UNIT_SIZE (0 on the wire becomes 1) */
+    int32_t row_start;       /* 0..PD_GRID_MAX_SIDE */
+    int32_t row_count;       /* 0..PD_GRID_MAX_SIDE; 0 = as many as fit in one band */
+} pd_scene_grid_req;
+
 typedef struct pd_request {
     uint64_t id;
     pd_request_kind kind;
@@ -86,6 +104,7 @@ typedef struct pd_request {
         uint64_t cancel_target;             /* PD_REQ_CANCEL */
         char scene_name[PD_CONF_MAX_NAME];  /* PD_REQ_SCENE_INFO */
         uint64_t ping_nonce;                /* PD_REQ_PING */
+        pd_scene_grid_req grid;             /* PD_REQ_SCENE_GRID */
     } u;
 } pd_request;
 
@@ -153,5 +172,14 @@ uint8_t *pd_codec_encode_scene_list(uint64_t id, pd_scene *const *scenes, size_t
 uint8_t *pd_codec_encode_scene_info(uint64_t id, const pd_scene *scene, size_t *out_len);
 uint8_t *pd_codec_encode_stats(uint64_t id, const pd_server_stats *stats, size_t *out_len);
 uint8_t *pd_codec_encode_pong(uint64_t id, uint64_t nonce, size_t *out_len);
+
+/* One band of a grid: Response{scene_grid: SceneGrid{width, height, version,
+ * row_start, row_count = rows, cells}} with rows x width cell bytes copied
+ * row by row out of the padded grid. The rows must lie inside the grid
+ * (rows >= 1, row_start + rows <= height); otherwise, like on allocation
+ * failure, the answer is NULL. Choosing rows so the frame stays under the
+ * frame cap is the caller's job. */
+uint8_t *pd_codec_encode_scene_grid(uint64_t id, const pd_grid *grid, uint64_t version, int32_t row_start,
+                                    int32_t rows, size_t *out_len);
 
 #endif

@@ -40,6 +40,7 @@ static const char *const pd__type_names[PD_METRICS_REQ_TYPE_COUNT] = {
     [PD_METRICS_REQ_STATS] = "stats",
     [PD_METRICS_REQ_PING] = "ping",
     [PD_METRICS_REQ_UPDATE_CELLS] = "update_cells",
+    [PD_METRICS_REQ_SCENE_GRID] = "scene_grid",
 };
 
 struct pd_metrics {
@@ -82,6 +83,7 @@ pd_metrics_req_type pd_metrics_req_type_of(pd_request_kind kind)
     case PD_REQ_STATS: return PD_METRICS_REQ_STATS;
     case PD_REQ_PING: return PD_METRICS_REQ_PING;
     case PD_REQ_UPDATE_CELLS: return PD_METRICS_REQ_UPDATE_CELLS;
+    case PD_REQ_SCENE_GRID: return PD_METRICS_REQ_SCENE_GRID;
     case PD_REQ_NONE:
     default: return PD_METRICS_REQ_UNKNOWN;
     }

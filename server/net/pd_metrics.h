@@ -36,9 +36,10 @@ typedef enum pd_metrics_req_type {
     PD_METRICS_REQ_STATS,
     PD_METRICS_REQ_PING,
     PD_METRICS_REQ_UPDATE_CELLS,
+    PD_METRICS_REQ_SCENE_GRID,
 } pd_metrics_req_type;
 
-#define PD_METRICS_REQ_TYPE_COUNT 8
+#define PD_METRICS_REQ_TYPE_COUNT 9
 
 /* FindPath latency buckets, upper bounds in microseconds: a 1-2.5-5 series
  * from 100 us (a short path on a warm worker) to 10 s (far beyond any

@@ -125,6 +125,11 @@ struct pd_server {
     uint64_t malformed_total;
     uint64_t in_flight;
 
+    pd_metrics *metrics;         /* NULL: nothing is counted */
+    int answering;               /* pd_metrics_req_type of the frame being handled, or -1
+                                    between frames (errors outside a request are not counted) */
+    uint64_t answering_since_ns; /* that frame's arrival */
+
     uint8_t discard[PD__DISCARD_BYTES];
 };
 
@@ -384,6 +389,14 @@ static void pd__send_error(pd__conn *c, uint64_t id, pd_status status, const cha
 #endif
     ;
 
+/* Counts the answer to the frame being handled, if any. */
+static void pd__observe(pd_server *s, pd_status status)
+{
+    if (s->answering >= 0)
+        pd_metrics_observe(s->metrics, (pd_metrics_req_type)s->answering, status,
+                           (pd_pool_now_ns() - s->answering_since_ns) / 1000u, 0);
+}
+
 static void pd__send_error(pd__conn *c, uint64_t id, pd_status status, const char *fmt, ...)
 {
     char msg[PD__MESSAGE_MAX];
@@ -393,6 +406,7 @@ static void pd__send_error(pd__conn *c, uint64_t id, pd_status status, const cha
     va_end(ap);
     if (status == PD_OVERLOADED)
         c->server->overloaded_total++;
+    pd__observe(c->server, status);
     size_t len = 0;
     uint8_t *buf = pd_codec_encode_error(id, status, msg, &len);
     pd__conn_send(c, buf, len);
@@ -612,6 +626,50 @@ static void pd__handle_update_cells(pd__conn *c, pd_request *req)
     pd__submit(c, req->id, job);
 }
 
+/* GetSceneGrid: one band of rows of the scene grid (unit 1) or a unit grid,
+ * read from the snapshot current now and answered on the loop thread. A band
+ * is one memcpy per row of at most PD_SCENE_GRID_BAND_BYTES, cheap enough not
+ * to need a worker; the client stitches bands together and starts over when
+ * the version changes between them. */
+static void pd__handle_scene_grid(pd__conn *c, const pd_request *req)
+{
+    const pd_scene_grid_req *gr = &req->u.grid;
+    pd_scene *scene = pd_registry_acquire(c->server->registry, gr->scene);
+    if (!scene) {
+        pd__send_error(c, req->id, PD_UNKNOWN_SCENE, "unknown scene '%s'", gr->scene);
+        return;
+    }
+    const pd_grid *grid = scene->grid;
+    if (gr->unit_size > 1) {
+        const pd_scene_unit *unit = pd_scene_unit_for(scene, gr->unit_size);
+        if (!unit) {
+            pd__send_error(c, req->id, PD_INVALID_ARGUMENT, "scene '%s' does not serve unit size %" PRIu32,
+                           scene->name, gr->unit_size);
+            pd_scene_release(scene);
+            return;
+        }
+        grid = unit->grid;
+    }
+    if (gr->row_start >= grid->height) {
+        pd__send_error(c, req->id, PD_OUT_OF_BOUNDS, "row %" PRId32 " is outside scene '%s' (%" PRId32 " rows)",
+                       gr->row_start, scene->name, grid->height);
+        pd_scene_release(scene);
+        return;
+    }
+    int32_t rows = grid->height - gr->row_start;
+    int32_t band_rows = (int32_t)(PD_SCENE_GRID_BAND_BYTES / (uint32_t)grid->width);
+    if (band_rows < 1)
+        band_rows = 1;
+    if (rows > band_rows)
+        rows = band_rows;
+    if (gr->row_count > 0 && rows > gr->row_count)
+        rows = gr->row_count;
+    size_t len = 0;
+    uint8_t *buf = pd_codec_encode_scene_grid(req->id, grid, scene->version, gr->row_start, rows, &len);
+    pd_scene_release(scene);
+    pd__conn_send(c, buf, len);
+}
+
 static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns)
 {
     pd_server *s = c->server;
@@ -651,6 +709,9 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
         pd_scene_release(scene);
         break;
     }
+    case PD_REQ_SCENE_GRID:
+        pd__handle_scene_grid(c, req);
+        return;
     case PD_REQ_STATS: {
         pd_server_stats st;
         pd_server_get_stats(s, &st);
@@ -665,6 +726,7 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
         pd__send_error(c, req->id, PD_INVALID_ARGUMENT, "request has no body");
         return;
     }
+    pd__observe(s, PD_OK);
     pd__conn_send(c, buf, len);
 }
 
@@ -678,18 +740,23 @@ static void pd__handle_frame(pd__conn *c, const uint8_t *payload, size_t len, ui
     err[0] = '\0';
     memset(&req, 0, sizeof req);
     pd_status st = pd_codec_decode_request(payload, len, &req, err, sizeof err);
+    s->answering = (int)pd_metrics_req_type_of(req.kind);
+    s->answering_since_ns = arrival_ns;
     if (st == PD_MALFORMED) {
         s->malformed_total++;
         pd_log_debug("conn %" PRIu64 ": malformed frame: %s; closing", c->id, err);
         pd__send_error(c, 0, PD_MALFORMED, "%s", err[0] ? err : "frame is not a pathd.v1.Request");
+        s->answering = -1;
         pd__conn_linger(c);
         return;
     }
     if (st != PD_OK) {
         pd__send_error(c, req.id, st, "%s", err[0] ? err : pd_status_name(st));
+        s->answering = -1;
         return;
     }
     pd__handle_request(c, &req, arrival_ns);
+    s->answering = -1;
     pd_request_free(&req);
 }
 
@@ -712,6 +779,7 @@ static void pd__conn_process(pd__conn *c)
             uint32_t claimed = ((uint32_t)h[0] << 24) | ((uint32_t)h[1] << 16) |
                                ((uint32_t)h[2] << 8) | (uint32_t)h[3];
             s->malformed_total++;
+            pd_metrics_observe(s->metrics, PD_METRICS_REQ_UNKNOWN, PD_FRAME_TOO_LARGE, 0, 0);
             pd_log_debug("conn %" PRIu64 ": frame of %" PRIu32 " bytes refused; closing", c->id, claimed);
             pd__send_error(c, 0, PD_FRAME_TOO_LARGE,
                            "frame of %" PRIu32 " bytes exceeds the %" PRIu32 "-byte limit", claimed,
@@ -828,6 +896,10 @@ static void pd__drain_completions(pd_server *s)
         pd_job *next = job->next;
         if (s->in_flight > 0)
             s->in_flight--;
+        int is_update = job->kind == PD_JOB_UPDATE_CELLS;
+        pd_metrics_observe(s->metrics, is_update ? PD_METRICS_REQ_UPDATE_CELLS : PD_METRICS_REQ_FIND_PATH,
+                           job->status, (pd_pool_now_ns() - job->submitted_ns) / 1000u,
+                           is_update ? 0 : job->metrics.expanded);
         pd__conn *c = pd__map_find(&s->map, job->conn_id);
         if (c) {
             if (c->in_flight > 0)
@@ -1060,6 +1132,7 @@ pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *r
     s->conf.n_scenes = 0;
     s->registry = registry;
     s->next_conn_id = 1;
+    s->answering = -1;
     s->started_ns = uv_hrtime();
     s->sweep_interval_ms = pd__sweep_interval(&s->conf);
     atomic_init(&s->stop_requested, 0);
@@ -1177,6 +1250,11 @@ void pd_server_request_reload(pd_server *s)
 {
     atomic_store(&s->reload_requested, 1);
     uv_async_send(&s->async);
+}
+
+void pd_server_set_metrics(pd_server *s, pd_metrics *m)
+{
+    s->metrics = m;
 }
 
 void pd_server_get_stats(pd_server *s, pd_server_stats *out)

@@ -28,6 +28,7 @@
 
 #include "pd_codec.h"
 #include "pd_conf.h"
+#include "pd_metrics.h"
 #include "pd_pool.h"
 #include "pd_scene.h"
 
@@ -86,6 +87,11 @@ void pd_server_request_stop(pd_server *s);
 /* Thread-safe. Rereads the config file and swaps scenes in atomically; a bad
  * config is logged and the old one keeps serving. */
 void pd_server_request_reload(pd_server *s);
+
+/* Loop thread, before pd_server_start: every answered request is counted in
+ * m (pd_metrics_observe). m may be NULL (nothing is counted) and must
+ * outlive the server. */
+void pd_server_set_metrics(pd_server *s, pd_metrics *m);
 
 /* Loop thread only: the counters the Stats request reports. */
 void pd_server_get_stats(pd_server *s, pd_server_stats *out);

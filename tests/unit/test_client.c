@@ -876,6 +876,224 @@ static void test_scenes_info_stats(void **state)
     assert_int_equal(fs.requests_seen, 5);
 }
 
+/* ---- pdc_scene_grid --------------------------------------------------------- */
+
+/* The fake scene: 7 x 10 cells served in bands of 3 rows, so a whole grid
+ * takes four requests (3 + 3 + 3 + 1 rows). Cell values depend on the
+ * version, so rows of two versions mixed together would show. */
+#define FAKE_GRID_W 7
+#define FAKE_GRID_H 10
+#define FAKE_GRID_BAND 3
+
+typedef enum fake_grid_mode {
+    GRID_STEADY,                /* version 4 throughout */
+    GRID_CHANGES_ONCE,          /* the second band is version 5, and so is everything after */
+    GRID_ALWAYS_CHANGING,       /* every band has a new version */
+    GRID_SHRINKS,               /* the second band is OUT_OF_BOUNDS, then a 7 x 2 grid */
+    GRID_BAD_LENGTH,            /* the second band is a byte short */
+    GRID_SKIPS_A_ROW,           /* the second band starts a row late */
+    GRID_TOO_WIDE,              /* one side above PDC_MAX_GRID_SIDE */
+    GRID_UNKNOWN_SCENE,
+} fake_grid_mode;
+
+/* Set before fake_run, read by the server thread (pthread_create orders the
+ * accesses); what it saw is read after fake_finish. */
+static fake_grid_mode fake_grid_mode_now;
+static int32_t fake_grid_rows_asked[16];
+static uint32_t fake_grid_unit_asked;
+
+static uint8_t fake_grid_cell(uint64_t version, int32_t x, int32_t y)
+{
+    return (uint8_t)(((uint64_t)x * 5 + (uint64_t)y * 3 + version * 11) % 7);
+}
+
+static void fake_send_grid_band(fake_server *fs, int fd, uint64_t id, int32_t width, int32_t height,
+                                uint64_t version, int32_t row_start, int32_t rows, int32_t len_delta)
+{
+    size_t len = (size_t)((int64_t)rows * width + len_delta);
+    uint8_t *cells = malloc(len ? len : 1);
+    if (!cells) {
+        fake_fail(fs, __LINE__, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < len; i++)
+        cells[i] = fake_grid_cell(version, (int32_t)(i % (size_t)width), row_start + (int32_t)(i / (size_t)width));
+    Pathd__V1__SceneGrid band = PATHD__V1__SCENE_GRID__INIT;
+    band.width = width;
+    band.height = height;
+    band.version = version;
+    band.row_start = row_start;
+    band.row_count = rows;
+    band.cells.len = len;
+    band.cells.data = cells;
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    resp.id = id;
+    resp.final = 1;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_SCENE_GRID;
+    resp.scene_grid = &band;
+    fake_send_response(fs, fd, &resp);
+    free(cells);
+}
+
+static void script_grid(fake_server *fs, int conn_index, int fd)
+{
+    (void)conn_index;
+    Pathd__V1__Request *req;
+    for (int n = 0; (req = fake_recv(fs, fd)) != NULL; n++) {
+        FAKE_CHECK(fs, req->body_case == PATHD__V1__REQUEST__BODY_SCENE_GRID);
+        if (req->body_case != PATHD__V1__REQUEST__BODY_SCENE_GRID) {
+            pathd__v1__request__free_unpacked(req, NULL);
+            continue;
+        }
+        const Pathd__V1__GetSceneGrid *g = req->scene_grid;
+        FAKE_CHECK(fs, strcmp(g->scene, "demo") == 0);
+        FAKE_CHECK(fs, g->row_count == 0);
+        if (n < 16)
+            fake_grid_rows_asked[n] = g->row_start;
+        fake_grid_unit_asked = g->unit_size;
+        int32_t width = FAKE_GRID_W, height = FAKE_GRID_H, row_start = g->row_start, delta = 0;
+        uint64_t version = 4;
+        switch (fake_grid_mode_now) {
+        case GRID_STEADY:
+            break;
+        case GRID_CHANGES_ONCE:
+            version = n == 0 ? 4 : 5;
+            break;
+        case GRID_ALWAYS_CHANGING:
+            version = (uint64_t)n + 1;
+            break;
+        case GRID_SHRINKS:
+            if (n >= 1) {
+                height = 2;
+                version = 5;
+            }
+            break;
+        case GRID_BAD_LENGTH:
+            delta = n == 1 ? -1 : 0;
+            break;
+        case GRID_SKIPS_A_ROW:
+            row_start += n == 1 ? 1 : 0;
+            break;
+        case GRID_TOO_WIDE:
+            width = PDC_MAX_GRID_SIDE + 1;
+            height = 1;
+            break;
+        case GRID_UNKNOWN_SCENE:
+            break;
+        }
+        if (fake_grid_mode_now == GRID_UNKNOWN_SCENE)
+            fake_send_status(fs, fd, req->id, PATHD__V1__STATUS__UNKNOWN_SCENE, "unknown scene 'demo'");
+        else if (g->row_start >= height)
+            fake_send_status(fs, fd, req->id, PATHD__V1__STATUS__OUT_OF_BOUNDS, "row is outside the scene");
+        else
+            fake_send_grid_band(fs, fd, req->id, width, height, version, row_start,
+                                height - row_start < FAKE_GRID_BAND ? height - row_start : FAKE_GRID_BAND, delta);
+        pathd__v1__request__free_unpacked(req, NULL);
+    }
+}
+
+/* Runs pdc_scene_grid against the fake in `mode`; returns its status. */
+static int run_scene_grid(fake_grid_mode mode, uint32_t unit, pdc_grid *out, fake_server *fs, int *still_connected)
+{
+    fake_grid_mode_now = mode;
+    memset(fake_grid_rows_asked, 0xFF, sizeof fake_grid_rows_asked);
+    fake_grid_unit_asked = 999;
+    fake_start(fs, script_grid, 1);
+    fake_run(fs);
+    pdc_conn *c = connect_to(fs, 0);
+    int st = pdc_scene_grid(c, "demo", unit, out);
+    if (st != PDC_OK)
+        print_message("pdc_scene_grid: %s: %s\n", pdc_status_name(st), pdc_last_error(c));
+    *still_connected = pdc_is_connected(c);
+    pdc_close(c);
+    fake_finish(fs);
+    return st;
+}
+
+static void expect_fake_grid(const pdc_grid *g, int32_t height, uint64_t version)
+{
+    assert_int_equal(g->width, FAKE_GRID_W);
+    assert_int_equal(g->height, height);
+    assert_int_equal(g->version, version);
+    assert_non_null(g->cells);
+    for (int32_t y = 0; y < height; y++)
+        for (int32_t x = 0; x < FAKE_GRID_W; x++)
+            assert_int_equal(g->cells[(size_t)y * FAKE_GRID_W + (size_t)x], fake_grid_cell(version, x, y));
+}
+
+/* Bands are asked for one after another and stitched together. */
+static void test_scene_grid_bands(void **state)
+{
+    (void)state;
+    fake_server fs;
+    pdc_grid g;
+    int connected;
+    assert_int_equal(run_scene_grid(GRID_STEADY, 2, &g, &fs, &connected), PDC_OK);
+    expect_fake_grid(&g, FAKE_GRID_H, 4);
+    assert_int_equal(fs.requests_seen, 4);
+    const int32_t rows[4] = {0, 3, 6, 9};
+    assert_memory_equal(fake_grid_rows_asked, rows, sizeof rows);
+    assert_int_equal(fake_grid_unit_asked, 2);
+    assert_true(connected);
+    pdc_grid_free(&g);
+    assert_null(g.cells);
+    pdc_grid_free(&g);          /* twice is harmless */
+}
+
+/* A new version between bands starts the read over; the result is all one
+ * version. A grid that shrank (the next band is OUT_OF_BOUNDS) does too. */
+static void test_scene_grid_restarts_on_a_new_version(void **state)
+{
+    (void)state;
+    fake_server fs;
+    pdc_grid g;
+    int connected;
+    assert_int_equal(run_scene_grid(GRID_CHANGES_ONCE, 0, &g, &fs, &connected), PDC_OK);
+    expect_fake_grid(&g, FAKE_GRID_H, 5);
+    assert_int_equal(fs.requests_seen, 6);
+    const int32_t rows[6] = {0, 3, 0, 3, 6, 9};
+    assert_memory_equal(fake_grid_rows_asked, rows, sizeof rows);
+    assert_int_equal(fake_grid_unit_asked, 0);
+    pdc_grid_free(&g);
+
+    assert_int_equal(run_scene_grid(GRID_SHRINKS, 1, &g, &fs, &connected), PDC_OK);
+    expect_fake_grid(&g, 2, 5);
+    assert_int_equal(fs.requests_seen, 3);
+    const int32_t shrunk_rows[3] = {0, 3, 0};
+    assert_memory_equal(fake_grid_rows_asked, shrunk_rows, sizeof shrunk_rows);
+    pdc_grid_free(&g);
+
+    /* A scene that changes between every two bands is given up on after
+     * PDC_SCENE_GRID_RESTARTS restarts, with nothing half-filled left. */
+    assert_int_equal(run_scene_grid(GRID_ALWAYS_CHANGING, 1, &g, &fs, &connected), PDC_ERR_PROTOCOL);
+    assert_int_equal(fs.requests_seen, 2 * (PDC_SCENE_GRID_RESTARTS + 1));
+    assert_null(g.cells);
+    assert_int_equal(g.width, 0);
+    assert_true(connected);     /* the frames were fine; only the scene would not hold still */
+}
+
+/* Bands that do not fit together are protocol errors; a refusal is the
+ * server's status. Either way nothing is left allocated. */
+static void test_scene_grid_bad_bands(void **state)
+{
+    (void)state;
+    fake_server fs;
+    pdc_grid g;
+    int connected;
+    const fake_grid_mode bad[] = {GRID_BAD_LENGTH, GRID_SKIPS_A_ROW, GRID_TOO_WIDE};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(run_scene_grid(bad[i], 1, &g, &fs, &connected), PDC_ERR_PROTOCOL);
+        assert_null(g.cells);
+        assert_int_equal(fs.requests_seen, bad[i] == GRID_TOO_WIDE ? 1 : 2);
+    }
+    assert_int_equal(run_scene_grid(GRID_UNKNOWN_SCENE, 1, &g, &fs, &connected), PDC_UNKNOWN_SCENE);
+    assert_null(g.cells);
+    assert_int_equal(fs.requests_seen, 1);
+
+    assert_int_equal(pdc_scene_grid(NULL, "demo", 1, &g), PDC_ERR_ARG);
+    assert_int_equal(pdc_scene_grid(NULL, "demo", 1, NULL), PDC_ERR_ARG);
+}
+
 /* ---- names, arguments, addresses --------------------------------------------- */
 
 static void test_status_names_and_arguments(void **state)
@@ -1423,6 +1641,9 @@ int main(void)
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_timeout_then_late_answer_ignored),
         cmocka_unit_test(test_scenes_info_stats),
+        cmocka_unit_test(test_scene_grid_bands),
+        cmocka_unit_test(test_scene_grid_restarts_on_a_new_version),
+        cmocka_unit_test(test_scene_grid_bad_bands),
         cmocka_unit_test(test_status_names_and_arguments),
         cmocka_unit_test(test_localhost_name_resolves),
         cmocka_unit_test(test_pathctl_path_json),

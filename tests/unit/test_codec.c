@@ -1251,6 +1251,180 @@ static void test_encode_update(void **state)
     free(buf);
 }
 
+/* ---- GetSceneGrid / SceneGrid ------------------------------------------ */
+
+typedef struct grid_msg {
+    Pathd__V1__Request req;
+    Pathd__V1__GetSceneGrid body;
+} grid_msg;
+
+static void grid_msg_init(grid_msg *m, const char *scene, uint32_t unit, int32_t row_start, int32_t row_count)
+{
+    pathd__v1__request__init(&m->req);
+    pathd__v1__get_scene_grid__init(&m->body);
+    m->body.scene = (char *)scene;
+    m->body.unit_size = unit;
+    m->body.row_start = row_start;
+    m->body.row_count = row_count;
+    m->req.id = TEST_ID;
+    m->req.body_case = PATHD__V1__REQUEST__BODY_SCENE_GRID;
+    m->req.scene_grid = &m->body;
+}
+
+static void expect_grid_decodes(const char *scene, uint32_t unit, int32_t row_start, int32_t row_count,
+                                uint32_t want_unit)
+{
+    grid_msg m;
+    pd_request req;
+    char err[256];
+    grid_msg_init(&m, scene, unit, row_start, row_count);
+    pd_status st = decode_msg(&m.req, &req, err, sizeof err);
+    if (st != PD_OK)
+        fail_msg("GetSceneGrid(%s, %u, %d, %d): %s (%s)", scene, (unsigned)unit, (int)row_start, (int)row_count,
+                 pd_status_name(st), err);
+    assert_int_equal(req.id, TEST_ID);
+    assert_int_equal(req.kind, PD_REQ_SCENE_GRID);
+    assert_string_equal(req.u.grid.scene, scene);
+    assert_int_equal(req.u.grid.unit_size, want_unit);
+    assert_int_equal(req.u.grid.row_start, row_start);
+    assert_int_equal(req.u.grid.row_count, row_count);
+    pd_request_free(&req);
+}
+
+static void test_decode_scene_grid_round_trip(void **state)
+{
+    (void)state;
+    expect_grid_decodes("town", 0, 0, 0, 1);     /* 0 means the scene grid, unit 1 */
+    expect_grid_decodes("town", 1, 5, 7, 1);
+    expect_grid_decodes("forest", 3, 1000, 1, 3);
+    /* The largest values each field allows. */
+    expect_grid_decodes("f", PD_CONF_MAX_UNIT_SIZE, PD_GRID_MAX_SIDE, PD_GRID_MAX_SIDE, PD_CONF_MAX_UNIT_SIZE);
+}
+
+static void expect_grid_invalid(const char *scene, uint32_t unit, int32_t row_start, int32_t row_count,
+                                const char *needle)
+{
+    grid_msg m;
+    pd_request req;
+    char err[256];
+    grid_msg_init(&m, scene, unit, row_start, row_count);
+    expect_invalid(&m.req, needle);
+    /* The kind survives the refusal, so the answer is counted as a grid request. */
+    assert_int_equal(decode_msg(&m.req, &req, err, sizeof err), PD_INVALID_ARGUMENT);
+    assert_int_equal(req.kind, PD_REQ_SCENE_GRID);
+    pd_request_free(&req);
+}
+
+static void test_decode_scene_grid_errors(void **state)
+{
+    char too_long[PD_CONF_MAX_NAME + 1];
+    (void)state;
+    memset(too_long, 'a', PD_CONF_MAX_NAME);
+    too_long[PD_CONF_MAX_NAME] = '\0';
+    expect_grid_invalid("", 1, 0, 0, "scene_grid.scene is empty");
+    expect_grid_invalid(too_long, 1, 0, 0, "scene_grid.scene is");
+    expect_grid_invalid("bad\xC3(", 1, 0, 0, "not valid UTF-8");
+    expect_grid_invalid("tab\tname", 1, 0, 0, "control character");
+    expect_grid_invalid("town", PD_CONF_MAX_UNIT_SIZE + 1, 0, 0, "scene_grid.unit_size");
+    expect_grid_invalid("town", UINT32_MAX, 0, 0, "scene_grid.unit_size");
+    expect_grid_invalid("town", 1, -1, 0, "scene_grid.row_start -1");
+    expect_grid_invalid("town", 1, PD_GRID_MAX_SIDE + 1, 0, "scene_grid.row_start");
+    expect_grid_invalid("town", 1, INT32_MIN, 0, "scene_grid.row_start");
+    expect_grid_invalid("town", 1, 0, -1, "scene_grid.row_count -1");
+    expect_grid_invalid("town", 1, 0, PD_GRID_MAX_SIDE + 1, "scene_grid.row_count");
+}
+
+/* Checks one SceneGrid answer against the grid it was cut from. */
+static void check_grid_band(const Pathd__V1__Response *r, uint64_t id, const pd_grid *g, uint64_t version,
+                            int32_t row_start, int32_t rows)
+{
+    assert_int_equal(r->id, id);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    assert_true(r->final);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_SCENE_GRID);
+    const Pathd__V1__SceneGrid *m = r->scene_grid;
+    assert_int_equal(m->width, g->width);
+    assert_int_equal(m->height, g->height);
+    assert_int_equal(m->version, version);
+    assert_int_equal(m->row_start, row_start);
+    assert_int_equal(m->row_count, rows);
+    assert_int_equal(m->cells.len, (size_t)rows * (size_t)g->width);
+    for (int32_t y = 0; y < rows; y++)
+        for (int32_t x = 0; x < g->width; x++)
+            if (m->cells.data[(size_t)y * (size_t)g->width + (size_t)x] != pd_grid_get(g, x, row_start + y))
+                fail_msg("cell (%d,%d) differs", (int)x, (int)(row_start + y));
+}
+
+static void test_encode_scene_grid(void **state)
+{
+    scene_fixture f;
+    size_t len;
+    uint8_t *buf;
+    frames fr;
+    (void)state;
+    scene_fixture_init(&f, "alpha", 40, 30);
+    /* Costs 1..3 and walls, so a copy that drops or shifts a byte shows. */
+    assert_int_equal(pd_grid_get(f.scene.grid, 0, 0), PD_CELL_BLOCKED);
+    assert_int_equal(pd_grid_get(f.scene.grid, 1, 0), 2);
+
+    buf = pd_codec_encode_scene_grid(5, f.scene.grid, f.scene.version, 0, 30, &len);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.n, 1);
+    check_grid_band(fr.r[0], 5, f.scene.grid, 7, 0, 30);
+    free_frames(&fr);
+    free(buf);
+
+    buf = pd_codec_encode_scene_grid(6, f.scene.grid, 99, 29, 1, &len);
+    unpack_frames(buf, len, &fr);
+    check_grid_band(fr.r[0], 6, f.scene.grid, 99, 29, 1);
+    free_frames(&fr);
+    free(buf);
+
+    buf = pd_codec_encode_scene_grid(7, f.scene.grid, 7, 11, 8, &len);
+    unpack_frames(buf, len, &fr);
+    check_grid_band(fr.r[0], 7, f.scene.grid, 7, 11, 8);
+    free_frames(&fr);
+    free(buf);
+
+    /* Rows outside the grid are the caller's bug: no answer rather than
+     * bytes from the padding or beyond. */
+    len = 123;
+    assert_null(pd_codec_encode_scene_grid(8, f.scene.grid, 7, 0, 0, &len));
+    assert_int_equal(len, 0);
+    assert_null(pd_codec_encode_scene_grid(8, f.scene.grid, 7, 25, 6, &len));
+    assert_null(pd_codec_encode_scene_grid(8, f.scene.grid, 7, -1, 2, &len));
+    assert_null(pd_codec_encode_scene_grid(8, f.scene.grid, 7, 30, 1, &len));
+    assert_null(pd_codec_encode_scene_grid(8, f.scene.grid, 7, 0, INT32_MAX, &len));
+    assert_null(pd_codec_encode_scene_grid(8, NULL, 7, 0, 1, &len));
+    scene_fixture_free(&f);
+}
+
+/* A band of PD_SCENE_GRID_BAND_BYTES, the most the server sends, frames
+ * below the default 1 MiB cap even for the widest grid. */
+static void test_encode_scene_grid_band_fits_a_frame(void **state)
+{
+    (void)state;
+    pd_grid *g = pd_grid_create(PD_GRID_MAX_SIDE, 40);
+    assert_non_null(g);
+    for (int32_t y = 0; y < g->height; y++)
+        for (int32_t x = 0; x < g->width; x++)
+            pd_grid_set(g, x, y, (uint8_t)((x ^ y) & 0xFF));
+    int32_t rows = (int32_t)(PD_SCENE_GRID_BAND_BYTES / (uint32_t)g->width);
+    assert_true(rows >= 1 && rows < g->height);
+    size_t len;
+    uint8_t *buf = pd_codec_encode_scene_grid(9, g, 3, 2, rows, &len);
+    frames fr;
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.n, 1);
+    assert_true(fr.payload_len[0] < pd_conf_defaults.max_frame_bytes);
+    assert_true(len < pd_conf_defaults.write_high_watermark);
+    assert_true(fr.payload_len[0] >= PD_SCENE_GRID_BAND_BYTES);
+    check_grid_band(fr.r[0], 9, g, 3, 2, rows);
+    free_frames(&fr);
+    free(buf);
+    pd_grid_destroy(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1279,6 +1453,10 @@ int main(void)
         cmocka_unit_test(test_decode_update_cells_errors),
         cmocka_unit_test(test_encode_path_issue4_fields),
         cmocka_unit_test(test_encode_update),
+        cmocka_unit_test(test_decode_scene_grid_round_trip),
+        cmocka_unit_test(test_decode_scene_grid_errors),
+        cmocka_unit_test(test_encode_scene_grid),
+        cmocka_unit_test(test_encode_scene_grid_band_fits_a_frame),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

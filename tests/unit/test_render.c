@@ -5,21 +5,32 @@
  * checks see what a viewer would: the size rule, the shading of walls, open
  * ground and costs, a path that stays on passable cells, the markers, and the
  * map parsers and the `pathctl render` command that feed the renderer.
+ * `render --scene` fetches its grid from a fake server: a child process
+ * serving one connection with canned GetSceneGrid bands and a FindPath
+ * answer built with the generated protobuf-c code.
  */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 #include <png.h>
 
 #include "pathctl_render.h"
+#include "pathd.pb-c.h"
 
 #define OUT_DIR PD_BINARY_DIR "/test_render_out"
 
@@ -446,11 +457,19 @@ static void test_render_command(void **state)
     free(img.rgb);
     unlink(file);
 
-    /* Usage errors: no output, no map, a scene's grid (needs SceneGrid), a
-     * half-given query, both --path and --from/--to, a bad waypoint list. */
+    /* Usage errors: no output, neither map nor scene, map options without a
+     * map, a half-given query, both --path and --from/--to, a bad waypoint
+     * list. */
     assert_int_equal(run_render("render", "--map", map, NULL), PATHCTL_RENDER_EXIT_USAGE);
     assert_int_equal(run_render("render", "-o", file, NULL), PATHCTL_RENDER_EXIT_USAGE);
-    assert_int_equal(run_render("render", "--scene", "town", "-o", file, NULL), PATHCTL_RENDER_EXIT_USAGE);
+    assert_int_equal(run_render("render", "--scene", "town", "--format", "ascii", "-o", file, NULL),
+                     PATHCTL_RENDER_EXIT_USAGE);
+    assert_int_equal(run_render("render", "--scene", "town", "--costs", "S=3", "-o", file, NULL),
+                     PATHCTL_RENDER_EXIT_USAGE);
+    assert_int_equal(run_render("render", "--map", map, "--scene", "town", "-o", file, NULL),
+                     PATHCTL_RENDER_EXIT_USAGE);
+    assert_int_equal(run_render("render", "--scene", "town", "--style", "smooth", "-o", file, NULL),
+                     PATHCTL_RENDER_EXIT_USAGE);
     assert_int_equal(run_render("render", "--map", map, "--from", "0,0", "-o", file, NULL),
                      PATHCTL_RENDER_EXIT_USAGE);
     assert_int_equal(run_render("render", "--map", map, "--scene", "x", "--from", "0,0", "--to", "1,1", "--path",
@@ -470,8 +489,324 @@ static void test_render_command(void **state)
     assert_int_equal(run_render("--server", "127.0.0.1:1", "--timeout", "2000", "render", "--map", map, "--scene",
                                 "room", "--from", "0,0", "--to", "9,5", "-o", file, NULL),
                      PATHCTL_RENDER_EXIT_CONNECT);
+    assert_int_equal(run_render("--server", "127.0.0.1:1", "--timeout", "2000", "render", "--scene", "room", "-o",
+                                file, NULL),
+                     PATHCTL_RENDER_EXIT_CONNECT);
     assert_int_not_equal(access(file, F_OK), 0);
     unlink(map);
+}
+
+/* ---- render --scene against a fake server ------------------------------- */
+
+/* The fake answers GetSceneGrid with bands of FAKE_BAND_ROWS rows of the
+ * room, so the picture needs several requests, and FindPath with room_path.
+ * In the "changed" script the path comes from version 2, in which cell
+ * (2,2) costs 9: pathctl must fetch the grid again and draw version 2. */
+#define FAKE_BAND_ROWS 2
+#define FAKE_WAIT_MS 10000
+
+typedef struct fake_counts {
+    int grid_requests, find_requests, failed;
+} fake_counts;
+
+static uint8_t fake_room_cell(uint64_t version, int32_t x, int32_t y)
+{
+    char c = room_rows[y][x];
+    if (version >= 2 && x == 2 && y == 2)
+        return 9;
+    return c == '#' ? 0 : c == '.' ? 1 : (uint8_t)(c - '0');
+}
+
+static int fake_read_exact(int fd, uint8_t *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = recv(fd, buf + got, n - got, 0);
+        if (r > 0)
+            got += (size_t)r;
+        else if (!(r < 0 && errno == EINTR))
+            return 0;
+    }
+    return 1;
+}
+
+static int fake_send(int fd, const Pathd__V1__Response *resp)
+{
+    size_t len = pathd__v1__response__get_packed_size(resp);
+    uint8_t *buf = malloc(len + 4);
+    if (!buf)
+        return -1;
+    buf[0] = (uint8_t)(len >> 24);
+    buf[1] = (uint8_t)(len >> 16);
+    buf[2] = (uint8_t)(len >> 8);
+    buf[3] = (uint8_t)len;
+    pathd__v1__response__pack(resp, buf + 4);
+    size_t sent = 0;
+    while (sent < len + 4) {
+        ssize_t n = send(fd, buf + sent, len + 4 - sent, MSG_NOSIGNAL);
+        if (n <= 0) {
+            free(buf);
+            return -1;
+        }
+        sent += (size_t)n;
+    }
+    free(buf);
+    return 0;
+}
+
+static int fake_answer_grid(int fd, const Pathd__V1__Request *req, uint64_t version)
+{
+    const Pathd__V1__GetSceneGrid *g = req->scene_grid;
+    if (strcmp(g->scene, "room") != 0 || g->unit_size > 1 || g->row_count != 0 || g->row_start < 0) {
+        Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+        Pathd__V1__Error err = PATHD__V1__ERROR__INIT;
+        err.message = "unknown scene";
+        resp.id = req->id;
+        resp.status = PATHD__V1__STATUS__UNKNOWN_SCENE;
+        resp.final = 1;
+        resp.body_case = PATHD__V1__RESPONSE__BODY_ERROR;
+        resp.error = &err;
+        return fake_send(fd, &resp) == 0 && strcmp(g->scene, "room") != 0 ? 0 : -1;
+    }
+    int32_t rows = ROOM_H - g->row_start < FAKE_BAND_ROWS ? ROOM_H - g->row_start : FAKE_BAND_ROWS;
+    if (rows < 1)
+        return -1;
+    uint8_t cells[FAKE_BAND_ROWS * ROOM_W];
+    for (int32_t y = 0; y < rows; y++)
+        for (int32_t x = 0; x < ROOM_W; x++)
+            cells[y * ROOM_W + x] = fake_room_cell(version, x, g->row_start + y);
+    Pathd__V1__SceneGrid band = PATHD__V1__SCENE_GRID__INIT;
+    band.width = ROOM_W;
+    band.height = ROOM_H;
+    band.version = version;
+    band.row_start = g->row_start;
+    band.row_count = rows;
+    band.cells.len = (size_t)rows * ROOM_W;
+    band.cells.data = cells;
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    resp.id = req->id;
+    resp.final = 1;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_SCENE_GRID;
+    resp.scene_grid = &band;
+    return fake_send(fd, &resp);
+}
+
+static int fake_answer_find(int fd, const Pathd__V1__Request *req, uint64_t version)
+{
+    const Pathd__V1__FindPath *fp = req->find_path;
+    if (!fp->start || !fp->start->cell || fp->start->cell->x != room_path[0].x ||
+        fp->start->cell->y != room_path[0].y)
+        return -1;
+    Pathd__V1__Waypoint wps[ROOM_PATH_LEN];
+    Pathd__V1__Waypoint *ptrs[ROOM_PATH_LEN];
+    for (size_t i = 0; i < ROOM_PATH_LEN; i++) {
+        pathd__v1__waypoint__init(&wps[i]);
+        wps[i].x = room_path[i].x;
+        wps[i].y = room_path[i].y;
+        ptrs[i] = &wps[i];
+    }
+    Pathd__V1__PathChunk chunk = PATHD__V1__PATH_CHUNK__INIT;
+    chunk.n_waypoints = ROOM_PATH_LEN;
+    chunk.waypoints = ptrs;
+    chunk.scene_version = version;
+    chunk.total_waypoints = ROOM_PATH_LEN;
+    chunk.cost = 14.0;
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    resp.id = req->id;
+    resp.final = 1;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_PATH;
+    resp.path = &chunk;
+    return fake_send(fd, &resp);
+}
+
+/* The child's whole life: one connection, answered until the client
+ * closes it; the counts go back through `report`. */
+static void fake_serve(int listen_fd, int report, int changed)
+{
+    fake_counts counts = {0, 0, 0};
+    uint64_t version = 1;
+    struct pollfd pfd = {listen_fd, POLLIN, 0};
+    int fd = poll(&pfd, 1, FAKE_WAIT_MS) == 1 ? accept(listen_fd, NULL, NULL) : -1;
+    counts.failed = fd < 0;
+    for (;;) {
+        uint8_t h[4];
+        if (fd < 0 || !fake_read_exact(fd, h, 4))
+            break;
+        uint32_t len = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+        uint8_t buf[4096];
+        Pathd__V1__Request *req = NULL;
+        if (len <= sizeof buf && fake_read_exact(fd, buf, len))
+            req = pathd__v1__request__unpack(NULL, len, buf);
+        if (!req) {
+            counts.failed = 1;
+            break;
+        }
+        int rc = -1;
+        if (req->body_case == PATHD__V1__REQUEST__BODY_SCENE_GRID) {
+            counts.grid_requests++;
+            rc = fake_answer_grid(fd, req, version);
+        } else if (req->body_case == PATHD__V1__REQUEST__BODY_FIND_PATH) {
+            counts.find_requests++;
+            if (changed)
+                version = 2;
+            rc = fake_answer_find(fd, req, version);
+        }
+        pathd__v1__request__free_unpacked(req, NULL);
+        if (rc != 0)
+            counts.failed = 1;
+    }
+    if (fd >= 0)
+        close(fd);
+    ssize_t ignored = write(report, &counts, sizeof counts);
+    (void)ignored;
+}
+
+typedef struct fake_child {
+    pid_t pid;
+    int report;
+    char addr[64];
+} fake_child;
+
+static void fake_start(fake_child *fc, int changed)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(lfd >= 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(lfd, 1), 0);
+    socklen_t len = sizeof sa;
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
+    snprintf(fc->addr, sizeof fc->addr, "127.0.0.1:%u", (unsigned)ntohs(sa.sin_port));
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0);
+    fflush(NULL);
+    fc->pid = fork();
+    assert_true(fc->pid >= 0);
+    if (fc->pid == 0) {
+        close(pipefd[0]);
+        fake_serve(lfd, pipefd[1], changed);
+        _exit(0);
+    }
+    close(pipefd[1]);
+    close(lfd);
+    fc->report = pipefd[0];
+}
+
+static fake_counts fake_finish(fake_child *fc)
+{
+    fake_counts counts;
+    memset(&counts, 0, sizeof counts);
+    assert_int_equal(read(fc->report, &counts, sizeof counts), (ssize_t)sizeof counts);
+    close(fc->report);
+    int status;
+    assert_int_equal(waitpid(fc->pid, &status, 0), fc->pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_false(counts.failed);
+    return counts;
+}
+
+/* The picture of the fake room at `version` with room_path on it: the
+ * expected size, every pixel either path, marker or its cell's colour, path
+ * pixels only on passable cells, and the markers on the ends. */
+static void check_scene_picture(const char *file, uint64_t version)
+{
+    decoded img;
+    decode_png(file, &img);
+    uint32_t pw, ph;
+    pdc_render_image_size(ROOM_W, ROOM_H, &pw, &ph);
+    assert_int_equal(img.width, pw);
+    assert_int_equal(img.height, ph);
+    const uint32_t s = pw / ROOM_W;
+    assert_int_equal(ph, ROOM_H * s);
+    size_t path_pixels = 0;
+    for (uint32_t y = 0; y < img.height; y++)
+        for (uint32_t x = 0; x < img.width; x++)
+            if (pixel(&img, x, y) == PDC_RENDER_RGB_PATH) {
+                assert_int_not_equal(fake_room_cell(version, (int32_t)(x / s), (int32_t)(y / s)), 0);
+                path_pixels++;
+            }
+    assert_true(path_pixels > 0);
+    assert_int_equal(pixel(&img, s / 2, s / 2), PDC_RENDER_RGB_START);
+    assert_int_equal(pixel(&img, 9 * s + s / 2, 5 * s + s / 2), PDC_RENDER_RGB_GOAL);
+    /* Cell (2,2) is open ground in version 1 and costs 9 in version 2: it
+     * must look like (2,3) (open) or like (7,3) (cost 9) accordingly. */
+    uint32_t c22 = pixel(&img, 2 * s + s / 2, 2 * s + s / 2);
+    uint32_t open = pixel(&img, 2 * s + s / 2, 3 * s + s / 2), dear = pixel(&img, 7 * s + s / 2, 3 * s + s / 2);
+    assert_int_not_equal(open, dear);
+    assert_int_equal(c22, version >= 2 ? dear : open);
+    free(img.rgb);
+}
+
+static void test_render_scene_from_server(void **state)
+{
+    (void)state;
+    char file[512];
+    out_path(file, sizeof file, "scene.png");
+    const int bands = (ROOM_H + FAKE_BAND_ROWS - 1) / FAKE_BAND_ROWS;
+    fake_child fc;
+
+    /* The grid alone: bands until the last row, no path request. */
+    fake_start(&fc, 0);
+    assert_int_equal(run_render("--server", fc.addr, "render", "--scene", "room", "-o", file, NULL), 0);
+    fake_counts n = fake_finish(&fc);
+    assert_int_equal(n.grid_requests, bands);
+    assert_int_equal(n.find_requests, 0);
+    decoded img;
+    decode_png(file, &img);
+    uint32_t pw, ph;
+    pdc_render_image_size(ROOM_W, ROOM_H, &pw, &ph);
+    assert_int_equal(img.width, pw);
+    assert_int_equal(img.height, ph);
+    for (uint32_t y = 0; y < img.height; y++)
+        for (uint32_t x = 0; x < img.width; x++)
+            assert_int_not_equal(pixel(&img, x, y), PDC_RENDER_RGB_PATH);
+    free(img.rgb);
+    unlink(file);
+
+    /* Grid and path over one connection. */
+    fake_start(&fc, 0);
+    assert_int_equal(run_render("--server", fc.addr, "--json", "render", "--scene", "room", "--from", "0,0", "--to",
+                                "9,5", "-o", file, NULL),
+                     0);
+    n = fake_finish(&fc);
+    assert_int_equal(n.grid_requests, bands);
+    assert_int_equal(n.find_requests, 1);
+    check_scene_picture(file, 1);
+    unlink(file);
+
+    /* The scene changed before the search: the grid is read again, and the
+     * picture shows the version the path was found on. */
+    fake_start(&fc, 1);
+    assert_int_equal(run_render("--server", fc.addr, "render", "--scene", "room", "--from", "0,0", "--to", "9,5",
+                                "-o", file, NULL),
+                     0);
+    n = fake_finish(&fc);
+    assert_int_equal(n.grid_requests, 2 * bands);
+    assert_int_equal(n.find_requests, 1);
+    check_scene_picture(file, 2);
+    unlink(file);
+
+    /* Given waypoints on the server's grid. */
+    fake_start(&fc, 0);
+    assert_int_equal(run_render("--server", fc.addr, "render", "--scene", "room", "--path", "0,0;5,0;6,1;6,4;7,5;9,5",
+                                "-o", file, NULL),
+                     0);
+    n = fake_finish(&fc);
+    assert_int_equal(n.grid_requests, bands);
+    assert_int_equal(n.find_requests, 0);
+    check_scene_picture(file, 1);
+    unlink(file);
+
+    /* A scene the server does not have: nothing is drawn. */
+    fake_start(&fc, 0);
+    assert_int_equal(run_render("--server", fc.addr, "render", "--scene", "cellar", "-o", file, NULL),
+                     PATHCTL_RENDER_EXIT_FAIL);
+    n = fake_finish(&fc);
+    assert_int_equal(n.grid_requests, 1);
+    assert_int_not_equal(access(file, F_OK), 0);
 }
 
 int main(void)
@@ -487,6 +822,7 @@ int main(void)
         cmocka_unit_test(test_parse_ascii),
         cmocka_unit_test(test_parse_movingai),
         cmocka_unit_test(test_render_command),
+        cmocka_unit_test(test_render_scene_from_server),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -33,6 +33,7 @@
 #include <cmocka.h>
 
 #include "pathd.pb-c.h"
+#include "pd_codec.h"
 #include "pd_conf.h"
 #include "pd_log.h"
 #include "pd_pool.h"
@@ -65,11 +66,13 @@ static void *loop_thread(void *arg)
     return NULL;
 }
 
-static void server_start_with(test_server *ts, conf_tweak tweak, const char *reload_path)
+/* Starts a server on the scenes of `config`. */
+static void server_start_from(test_server *ts, const char *config, conf_tweak tweak, const char *reload_path)
 {
     char err[512];
     memset(ts, 0, sizeof *ts);
-    assert_int_equal(pd_conf_load_file(T_CONFIG, &ts->conf, err, sizeof err), 0);
+    if (pd_conf_load_file(config, &ts->conf, err, sizeof err) != 0)
+        fail_msg("%s: %s", config, err);
     if (tweak)
         tweak(&ts->conf);
     pd_log_set_level(ts->conf.log_level);
@@ -86,6 +89,11 @@ static void server_start_with(test_server *ts, conf_tweak tweak, const char *rel
     ts->port = pd_server_port(ts->server);
     assert_true(ts->port != 0);
     assert_int_equal(pthread_create(&ts->thread, NULL, loop_thread, ts), 0);
+}
+
+static void server_start_with(test_server *ts, conf_tweak tweak, const char *reload_path)
+{
+    server_start_from(ts, T_CONFIG, tweak, reload_path);
 }
 
 static void server_start(test_server *ts, conf_tweak tweak)
@@ -1400,6 +1408,292 @@ static void test_unit_sizes_and_options(void **state)
     server_stop(&ts);
 }
 
+/* ---- GetSceneGrid ------------------------------------------------------ */
+
+static void grid_request(Pathd__V1__Request *req, Pathd__V1__GetSceneGrid *body, uint64_t id, const char *scene,
+                         uint32_t unit, int32_t row_start, int32_t row_count)
+{
+    pathd__v1__request__init(req);
+    pathd__v1__get_scene_grid__init(body);
+    body->scene = (char *)scene;
+    body->unit_size = unit;
+    body->row_start = row_start;
+    body->row_count = row_count;
+    req->id = id;
+    req->body_case = PATHD__V1__REQUEST__BODY_SCENE_GRID;
+    req->scene_grid = body;
+}
+
+/* A whole grid read band by band, the way a client does. */
+typedef struct grid_read {
+    int32_t width, height;
+    uint64_t version;
+    uint8_t *cells;              /* width * height, row-major; caller frees */
+    int bands;
+    int32_t first_band_rows;
+} grid_read;
+
+/* Asks for bands of at most row_count rows (0: the server's band size)
+ * until the last row; every band must be final, OK, agree with the others
+ * and continue where the previous one ended. *next_id advances per request. */
+static void read_grid(int fd, uint64_t *next_id, const char *scene, uint32_t unit, int32_t row_count,
+                      grid_read *g)
+{
+    memset(g, 0, sizeof *g);
+    int32_t row = 0;
+    do {
+        Pathd__V1__Request req;
+        Pathd__V1__GetSceneGrid body;
+        uint64_t id = (*next_id)++;
+        grid_request(&req, &body, id, scene, unit, row, row_count);
+        send_request(fd, &req);
+        Pathd__V1__Response *r = recv_response(fd);
+        assert_non_null(r);
+        assert_int_equal(r->id, id);
+        assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+        assert_true(r->final);
+        assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_SCENE_GRID);
+        const Pathd__V1__SceneGrid *b = r->scene_grid;
+        if (g->bands == 0) {
+            g->width = b->width;
+            g->height = b->height;
+            g->version = b->version;
+            g->first_band_rows = b->row_count;
+            assert_true(g->width > 0 && g->height > 0);
+            g->cells = malloc((size_t)g->width * (size_t)g->height);
+            assert_non_null(g->cells);
+        }
+        assert_int_equal(b->width, g->width);
+        assert_int_equal(b->height, g->height);
+        assert_int_equal(b->version, g->version);
+        assert_int_equal(b->row_start, row);
+        assert_true(b->row_count >= 1 && b->row_count <= g->height - row);
+        if (row_count > 0)
+            assert_true(b->row_count <= row_count);
+        assert_true((uint64_t)b->row_count * (uint64_t)b->width <= PD_SCENE_GRID_BAND_BYTES ||
+                    b->row_count == 1);
+        assert_int_equal(b->cells.len, (size_t)b->row_count * (size_t)b->width);
+        memcpy(g->cells + (size_t)row * (size_t)g->width, b->cells.data, b->cells.len);
+        row += b->row_count;
+        g->bands++;
+        pathd__v1__response__free_unpacked(r, NULL);
+    } while (row < g->height);
+}
+
+/* The cell bytes of an ASCII map file (the test's own reading of the
+ * format: '.' 1, '#' 0, '1'..'9' that cost, ';' lines are comments). */
+static uint8_t *ascii_map_cells(const char *path, int32_t *w, int32_t *h)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    uint8_t *cells = NULL;
+    size_t n = 0;
+    char line[4096];
+    *w = 0;
+    *h = 0;
+    while (fgets(line, sizeof line, f)) {
+        size_t len = strcspn(line, "\r\n");
+        if (line[0] == ';' || len == 0)
+            continue;
+        if (*w == 0)
+            *w = (int32_t)len;
+        assert_int_equal(len, (size_t)*w);
+        cells = realloc(cells, n + len);
+        assert_non_null(cells);
+        for (size_t i = 0; i < len; i++)
+            cells[n + i] = line[i] == '#' ? 0 : line[i] == '.' ? 1 : (uint8_t)(line[i] - '0');
+        n += len;
+        (*h)++;
+    }
+    fclose(f);
+    return cells;
+}
+
+/* The unit-k grid by its definition (pd_clearance.h): passable where the
+ * k x k square anchored there lies inside the grid and is all passable,
+ * costing its dearest cell. */
+static uint8_t unit_cell(const uint8_t *cells, int32_t w, int32_t h, uint32_t k, int32_t x, int32_t y)
+{
+    uint8_t dearest = 0;
+    for (int32_t dy = 0; dy < (int32_t)k; dy++)
+        for (int32_t dx = 0; dx < (int32_t)k; dx++) {
+            if (x + dx >= w || y + dy >= h)
+                return 0;
+            uint8_t c = cells[(size_t)(y + dy) * (size_t)w + (size_t)(x + dx)];
+            if (c == 0)
+                return 0;
+            if (c > dearest)
+                dearest = c;
+        }
+    return dearest;
+}
+
+/* "small" whole and in bands, its unit-2 grid, the errors a grid request
+ * can get (each keeps the connection), and a new version after an update. */
+static void test_scene_grid(void **state)
+{
+    int32_t w, h;
+    uint8_t *want = ascii_map_cells(PD_TEST_DATA_DIR "/net_small.txt", &w, &h);
+    assert_int_equal(w, 10);
+    assert_int_equal(h, 5);
+    test_server ts;
+    server_start(&ts, NULL);
+    int fd = client_connect(ts.port);
+    uint64_t id = 1;
+    grid_read g, banded;
+
+    read_grid(fd, &id, "small", 0, 0, &g);
+    assert_int_equal(g.width, w);
+    assert_int_equal(g.height, h);
+    assert_int_equal(g.version, 1);
+    assert_int_equal(g.bands, 1);
+    assert_memory_equal(g.cells, want, (size_t)w * (size_t)h);
+
+    /* Asking for 2 rows at a time gives bands of 2, 2 and 1 rows. */
+    read_grid(fd, &id, "small", 1, 2, &banded);
+    assert_int_equal(banded.bands, 3);
+    assert_int_equal(banded.first_band_rows, 2);
+    assert_memory_equal(banded.cells, want, (size_t)w * (size_t)h);
+    free(banded.cells);
+
+    read_grid(fd, &id, "small", 2, 0, &banded);
+    assert_int_equal(banded.width, w);
+    assert_int_equal(banded.height, h);
+    size_t open_cells = 0;
+    for (int32_t y = 0; y < h; y++)
+        for (int32_t x = 0; x < w; x++) {
+            uint8_t c = banded.cells[(size_t)y * (size_t)w + (size_t)x];
+            assert_int_equal(c, unit_cell(want, w, h, 2, x, y));
+            open_cells += c != 0;
+        }
+    assert_int_equal(open_cells, 18); /* rows 0 and 3, x 0..8: the wall and the edges leave nothing else */
+    free(banded.cells);
+
+    Pathd__V1__Request req;
+    Pathd__V1__GetSceneGrid body;
+    grid_request(&req, &body, id++, "nowhere", 1, 0, 0);
+    expect_error(fd, &req, PATHD__V1__STATUS__UNKNOWN_SCENE);
+    grid_request(&req, &body, id++, "small", 3, 0, 0);  /* "small" serves units 1 and 2 only */
+    expect_error(fd, &req, PATHD__V1__STATUS__INVALID_ARGUMENT);
+    grid_request(&req, &body, id++, "small", PD_CONF_MAX_UNIT_SIZE + 1, 0, 0);
+    expect_error(fd, &req, PATHD__V1__STATUS__INVALID_ARGUMENT);
+    grid_request(&req, &body, id++, "small", 1, 5, 0);  /* rows are 0..4 */
+    expect_error(fd, &req, PATHD__V1__STATUS__OUT_OF_BOUNDS);
+    grid_request(&req, &body, id++, "small", 2, 5, 1);
+    expect_error(fd, &req, PATHD__V1__STATUS__OUT_OF_BOUNDS);
+    grid_request(&req, &body, id++, "small", 1, -1, 0);
+    expect_error(fd, &req, PATHD__V1__STATUS__INVALID_ARGUMENT);
+    grid_request(&req, &body, id++, "small", 1, 0, -3);
+    expect_error(fd, &req, PATHD__V1__STATUS__INVALID_ARGUMENT);
+
+    /* Opening (0,2) makes version 2, and the grid shows it. */
+    update_msg um;
+    update_request(&um, id, "small", 0, 2, PATHD__V1__UPDATE_OP__UPDATE_PASS);
+    send_request(fd, &um.req);
+    assert_int_equal(expect_update(fd, id++, 1), 2);
+    read_grid(fd, &id, "small", 1, 0, &banded);
+    assert_int_equal(banded.version, 2);
+    want[2 * (size_t)w] = 1;
+    assert_memory_equal(banded.cells, want, (size_t)w * (size_t)h);
+    free(banded.cells);
+
+    /* Every grid request counts in the stats, refused ones too. */
+    Pathd__V1__Response *r = request_stats(fd, id);
+    assert_int_equal(r->stats->requests_total, id);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    free(g.cells);
+    free(want);
+    close(fd);
+    server_stop(&ts);
+}
+
+/* A scene larger than one band: 1100 x 600 cells is 660,000 bytes, above
+ * PD_SCENE_GRID_BAND_BYTES, so the server splits it and the first band is
+ * as many whole rows as fit the limit. Cells are walls and costs 1..9 in a
+ * pattern the test can recompute. */
+#define T_BIG_W 1100
+#define T_BIG_H 600
+
+static uint8_t big_cell(int32_t x, int32_t y)
+{
+    int v = (x * 31 + y * 17) % 11;
+    return v == 10 ? 1 : (uint8_t)v;   /* 0 wall, 1..9 cost */
+}
+
+static void test_scene_grid_bands_of_a_large_scene(void **state)
+{
+    char dir[] = "/tmp/pathd-test-server-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char map_path[256], conf_path[256];
+    snprintf(map_path, sizeof map_path, "%s/big.txt", dir);
+    snprintf(conf_path, sizeof conf_path, "%s/pathd.json", dir);
+    FILE *f = fopen(map_path, "w");
+    assert_non_null(f);
+    for (int32_t y = 0; y < T_BIG_H; y++) {
+        for (int32_t x = 0; x < T_BIG_W; x++) {
+            uint8_t c = big_cell(x, y);
+            fputc(c == 0 ? '#' : c == 1 ? '.' : '0' + c, f);
+        }
+        fputc('\n', f);
+    }
+    assert_int_equal(fclose(f), 0);
+    char conf[512];
+    snprintf(conf, sizeof conf,
+             "{\"listen\": \"127.0.0.1:0\", \"threads\": 1, \"log_level\": \"error\", \"scenes\": ["
+             "{\"name\": \"big\", \"map\": \"%s\", \"format\": \"ascii\", \"unit_sizes\": [1, 3]}]}",
+             map_path);
+    write_file(conf_path, conf);
+
+    test_server ts;
+    server_start_from(&ts, conf_path, NULL, NULL);
+    int fd = client_connect(ts.port);
+    uint64_t id = 1;
+    grid_read g;
+    read_grid(fd, &id, "big", 0, 0, &g);
+    int32_t band_rows = (int32_t)(PD_SCENE_GRID_BAND_BYTES / T_BIG_W);
+    assert_int_equal(g.width, T_BIG_W);
+    assert_int_equal(g.height, T_BIG_H);
+    assert_int_equal(g.first_band_rows, band_rows);
+    assert_int_equal(g.bands, (T_BIG_H + band_rows - 1) / band_rows);
+    assert_true(g.bands >= 2);
+    for (int32_t y = 0; y < T_BIG_H; y++)
+        for (int32_t x = 0; x < T_BIG_W; x++)
+            if (g.cells[(size_t)y * T_BIG_W + (size_t)x] != big_cell(x, y))
+                fail_msg("cell (%d,%d) is %u, want %u", (int)x, (int)y, g.cells[(size_t)y * T_BIG_W + (size_t)x],
+                         big_cell(x, y));
+
+    /* The unit-3 grid comes in the same bands and follows the footprint rule. */
+    grid_read u;
+    read_grid(fd, &id, "big", 3, 0, &u);
+    assert_int_equal(u.bands, g.bands);
+    for (int32_t y = 0; y < T_BIG_H; y++)
+        for (int32_t x = 0; x < T_BIG_W; x++)
+            if (u.cells[(size_t)y * T_BIG_W + (size_t)x] != unit_cell(g.cells, T_BIG_W, T_BIG_H, 3, x, y))
+                fail_msg("unit-3 cell (%d,%d) is %u", (int)x, (int)y, u.cells[(size_t)y * T_BIG_W + (size_t)x]);
+
+    /* A band may also start mid-grid and be cut short by row_count. */
+    Pathd__V1__Request req;
+    Pathd__V1__GetSceneGrid body;
+    grid_request(&req, &body, id, "big", 1, T_BIG_H - 3, 1000);
+    send_request(fd, &req);
+    Pathd__V1__Response *r = recv_response(fd);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_SCENE_GRID);
+    assert_int_equal(r->scene_grid->row_start, T_BIG_H - 3);
+    assert_int_equal(r->scene_grid->row_count, 3);
+    assert_memory_equal(r->scene_grid->cells.data, g.cells + (size_t)(T_BIG_H - 3) * T_BIG_W, 3 * T_BIG_W);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    free(g.cells);
+    free(u.cells);
+    close(fd);
+    server_stop(&ts);
+    assert_int_equal(remove(map_path), 0);
+    assert_int_equal(remove(conf_path), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
     /* The server writes to sockets the tests close; that must be EPIPE. */
@@ -1424,6 +1718,8 @@ int main(void)
         cmocka_unit_test(test_update_cells_changes_paths),
         cmocka_unit_test(test_inflight_search_keeps_its_version),
         cmocka_unit_test(test_unit_sizes_and_options),
+        cmocka_unit_test(test_scene_grid),
+        cmocka_unit_test(test_scene_grid_bands_of_a_large_scene),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
