@@ -18,8 +18,22 @@
  *    scenario file carries plus an allowance for the inexact arithmetic of the
  *    generator that wrote it (see pd__scen_tolerance and docs/BENCHMARKS.md).
  *
+ * Unit sizes (--unit K, issue 4): the run searches the unit grid for a K x K
+ * unit built exactly as the daemon builds it (pd_clearance_build, then
+ * pd_unit_grid_build). Scenario lengths are for unit 1, so for K > 1 costs
+ * are not compared with them. Instead: scenarios whose start or goal is not
+ * a legal anchor for the unit (its square leaves the map or covers a blocked
+ * cell) are skipped and counted; pairs the bench's own flood fill puts in
+ * different components must be answered PD_NO_PATH (counted, not timed);
+ * every path is walked on the map itself under the footprint rule (every
+ * square passable, a diagonal step only where the square fits at both
+ * orthogonal neighbours, a step costing its length times the dearest cell
+ * under the square entered); and --check-brute N compares N costs per file
+ * with a plain Dijkstra over the unit grid written here.
+ *
  * Timing: wall-clock nanoseconds from clock_gettime(CLOCK_MONOTONIC) taken
- * immediately around each pd_search_astar call, so map loading, checking and
+ * immediately around each search call (pd_search_astar, or pd_search_jps with
+ * --algo jps), so map loading, checking and
  * printing are never timed. The search's own metrics.micros is not used (its
  * microsecond resolution is too coarse for short queries).
  */
@@ -34,7 +48,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "pd_clearance.h"
 #include "pd_grid.h"
+#include "pd_jps.h"
 #include "pd_mapfile.h"
 #include "pd_search.h"
 #include "pd_status.h"
@@ -90,6 +106,10 @@
 #define PD_BENCH_MAX_OPTION_VALUE 100000000L
 #define PD_BENCH_MAX_REPS 10000L
 
+/* Relative agreement required between a path's cost and --check-brute's
+ * Dijkstra: both sum the same step costs, in different orders. */
+#define PD_BENCH_BRUTE_REL_EPS 1e-9
+
 /* Longest map name (basename) we keep. */
 #define PD_BENCH_MAX_NAME 256
 
@@ -106,6 +126,9 @@ typedef struct pd_bench_options {
     int quiet;
     const char *maps_dir;   /* NULL = look next to the scen file, then ../maps */
     long threads;           /* > 0: also measure throughput with this many threads */
+    uint32_t unit;          /* unit size in cells (1..PD_UNIT_SIZE_MAX) */
+    long check_brute;       /* per file: this many costs checked against Dijkstra */
+    int jps;                /* --algo jps: Jump Point Search instead of A* */
 } pd_bench_options;
 
 static const pd_bench_options pd__default_options = {
@@ -117,6 +140,9 @@ static const pd_bench_options pd__default_options = {
     .quiet = 0,
     .maps_dir = NULL,
     .threads = 0,
+    .unit = 1,
+    .check_brute = 0,
+    .jps = 0,
 };
 
 /* Most threads --threads accepts: far more than the cores of any machine we
@@ -151,6 +177,7 @@ typedef struct pd_bench_map_stats {
 typedef struct pd_bench_run {
     pd_bench_options opt;
     pd_search_ctx *ctx;
+    pd_jps_ctx *jps_ctx;           /* --algo jps only, else NULL */
     pd_point *path;
     size_t path_cap;
     uint64_t *rep_nanos;           /* scratch: one slot per rep */
@@ -159,6 +186,9 @@ typedef struct pd_bench_run {
     size_t passed, failed;
     size_t footprint_after_first;  /* context bytes after the first query */
     int have_footprint;
+    size_t skipped_anchor;         /* --unit: start or goal not a legal anchor */
+    size_t unreachable;            /* --unit: endpoints in different components */
+    size_t brute_checked;          /* costs compared with the bench's Dijkstra */
 } pd_bench_run;
 
 static void pd__usage(FILE *out, const char *argv0)
@@ -188,14 +218,25 @@ static void pd__usage(FILE *out, const char *argv0)
             "                 its runs, a map's median is the median of those (default 1)\n"
             "  --connect 4|8  connectivity (default 8). Scenario lengths are 8-connected,\n"
             "                 so with 4 the cost check is skipped; paths are still checked\n"
+            "  --unit K       search for a K x K unit (1..%d, default 1) on the unit grid\n"
+            "                 the daemon would build; scenarios whose start or goal the\n"
+            "                 unit cannot stand on are skipped (and counted), pairs not\n"
+            "                 connected for the unit must give no path (counted, not\n"
+            "                 timed). For K > 1 scenario lengths do not apply, so costs\n"
+            "                 are not compared with them; paths are checked step by step\n"
+            "                 under the footprint rule\n"
+            "  --algo astar|jps  search with A* (default) or Jump Point Search (8-connected\n"
+            "                 uniform-cost grids only; the same checks apply)\n"
+            "  --check-brute N  also compare the cost of the first N timed queries of\n"
+            "                 each file with a plain Dijkstra over the (unit) grid\n"
             "  --maps DIR     directory holding the .map files\n"
             "  --json         print machine-readable results on stdout (the closing\n"
             "                 \"N passed, N failed\" line then goes to stderr)\n"
             "  --quiet        print only the closing line (and errors); --json overrides\n"
             "  --help         show this text\n"
             "\n"
-            "Time is wall clock (CLOCK_MONOTONIC) around each pd_search_astar call only.\n",
-            argv0);
+            "Time is wall clock (CLOCK_MONOTONIC) around each search call only.\n",
+            argv0, PD_UNIT_SIZE_MAX);
 }
 
 static void pd__die_usage(const char *argv0, const char *fmt, ...)
@@ -608,12 +649,39 @@ static double pd__mean(const double *v, size_t n)
     return n ? s / (double)n : 0.0;
 }
 
+/* 1 when a unit of size `unit` fits at anchor (x, y) of the map: its whole
+ * square lies on the map and on passable cells. Unit 1: the cell is open. */
+static int pd__unit_fits(const pd_grid *g, uint32_t unit, int32_t x, int32_t y)
+{
+    for (int32_t dy = 0; dy < (int32_t)unit; dy++)
+        for (int32_t dx = 0; dx < (int32_t)unit; dx++)
+            if (pd_grid_get(g, x + dx, y + dy) == PD_CELL_BLOCKED)
+                return 0;
+    return 1;
+}
+
+/* The cost of entering anchor (x, y): the dearest cell under the square. */
+static double pd__unit_cost(const pd_grid *g, uint32_t unit, int32_t x, int32_t y)
+{
+    uint8_t most = 0;
+    for (int32_t dy = 0; dy < (int32_t)unit; dy++)
+        for (int32_t dx = 0; dx < (int32_t)unit; dx++)
+            if (pd_grid_get(g, x + dx, y + dy) > most)
+                most = pd_grid_get(g, x + dx, y + dy);
+    return (double)most;
+}
+
 /*
- * Checks a path cell by cell under the search's rules. Returns NULL when it
- * is a legal path from start to goal whose step costs sum to reported_cost,
- * else a reason; *summed receives the summed step cost.
+ * Checks a path cell by cell under the search's rules, on the map itself
+ * (never on the unit grid the search used): every waypoint is an anchor the
+ * unit fits on, every step goes to a neighbour, a diagonal step needs the
+ * unit to fit at both orthogonal neighbours (no corner cutting, for the
+ * whole square), and a step costs its length times the dearest cell under
+ * the square it enters. Unit 1 is the plain Moving AI rule set. Returns NULL
+ * when it is a legal path from start to goal whose step costs sum to
+ * reported_cost, else a reason; *summed receives the summed step cost.
  */
-static const char *pd__check_path(const pd_grid *g, pd_connectivity connect,
+static const char *pd__check_path(const pd_grid *g, uint32_t unit, pd_connectivity connect,
                                   pd_point start, pd_point goal,
                                   const pd_point *path, size_t n,
                                   double reported_cost, double *summed)
@@ -626,8 +694,9 @@ static const char *pd__check_path(const pd_grid *g, pd_connectivity connect,
     if (path[n - 1].x != goal.x || path[n - 1].y != goal.y)
         return "path does not end at the goal";
     for (size_t i = 0; i < n; i++)
-        if (pd_grid_get(g, path[i].x, path[i].y) == PD_CELL_BLOCKED)
-            return "path visits a blocked or out-of-bounds cell";
+        if (!pd__unit_fits(g, unit, path[i].x, path[i].y))
+            return unit == 1 ? "path visits a blocked or out-of-bounds cell"
+                             : "path puts the unit's square on a blocked or out-of-bounds cell";
 
     double sum = 0.0;
     for (size_t i = 1; i < n; i++) {
@@ -638,19 +707,138 @@ static const char *pd__check_path(const pd_grid *g, pd_connectivity connect,
         if (dx != 0 && dy != 0) {
             if (connect == PD_CONNECT_4)
                 return "path has a diagonal step in 4-connected mode";
-            /* No corner cutting: both orthogonal neighbours must be open. */
-            if (pd_grid_get(g, path[i - 1].x + dx, path[i - 1].y) == PD_CELL_BLOCKED ||
-                pd_grid_get(g, path[i - 1].x, path[i - 1].y + dy) == PD_CELL_BLOCKED)
+            /* No corner cutting: the unit fits at both orthogonal neighbours. */
+            if (!pd__unit_fits(g, unit, path[i - 1].x + dx, path[i - 1].y) ||
+                !pd__unit_fits(g, unit, path[i - 1].x, path[i - 1].y + dy))
                 return "path cuts a corner";
             len = PD_BENCH_SQRT2;
         }
-        /* A step costs its length times the cost byte of the cell entered. */
-        sum += len * (double)pd_grid_get(g, path[i].x, path[i].y);
+        sum += len * pd__unit_cost(g, unit, path[i].x, path[i].y);
     }
     *summed = sum;
     if (fabs(sum - reported_cost) > PD_BENCH_PATH_SUM_EPS)
         return "step lengths do not add up to the reported cost";
     return NULL;
+}
+
+/*
+ * Component labels of a (unit) grid by flood fill: 8-connected moves
+ * without corner cutting connect exactly what 4-connected moves connect, so
+ * 4-neighbour flooding is enough. labels[y * width + x] is 0 on blocked
+ * cells. The caller frees the result.
+ */
+static uint32_t *pd__flood_labels(const pd_grid *g)
+{
+    size_t n = (size_t)g->width * (size_t)g->height;
+    uint32_t *labels = pd__xrealloc(NULL, n * sizeof *labels);
+    uint32_t *stack = pd__xrealloc(NULL, n * sizeof *stack);
+    memset(labels, 0, n * sizeof *labels);
+    uint32_t next = 0;
+    for (size_t seed = 0; seed < n; seed++) {
+        int32_t sx = (int32_t)(seed % (size_t)g->width), sy = (int32_t)(seed / (size_t)g->width);
+        if (labels[seed] || pd_grid_get(g, sx, sy) == PD_CELL_BLOCKED)
+            continue;
+        labels[seed] = ++next;
+        size_t top = 0;
+        stack[top++] = (uint32_t)seed;
+        while (top > 0) {
+            uint32_t v = stack[--top];
+            int32_t x = (int32_t)(v % (uint32_t)g->width), y = (int32_t)(v / (uint32_t)g->width);
+            static const int32_t d4[4][2] = {{1, 0}, {-1, 0}, {0, 1}, {0, -1}};
+            for (int k = 0; k < 4; k++) {
+                int32_t nx = x + d4[k][0], ny = y + d4[k][1];
+                if (pd_grid_get(g, nx, ny) == PD_CELL_BLOCKED)
+                    continue;
+                size_t j = (size_t)ny * (size_t)g->width + (size_t)nx;
+                if (!labels[j]) {
+                    labels[j] = next;
+                    stack[top++] = (uint32_t)j;
+                }
+            }
+        }
+    }
+    free(stack);
+    return labels;
+}
+
+/* A binary min-heap of (distance, cell) for the brute-force Dijkstra. */
+typedef struct pd_bench_heap_item {
+    double d;
+    uint32_t v;
+} pd_bench_heap_item;
+
+/*
+ * The optimal cost from start to goal on g by plain Dijkstra (lazy deletion,
+ * a binary heap, nothing shared with pd_search): 8-connected without corner
+ * cutting or 4-connected, a step costing its length times the cost byte of
+ * the cell entered. -1 when the goal is unreachable.
+ */
+static double pd__dijkstra(const pd_grid *g, pd_connectivity connect, pd_point start, pd_point goal)
+{
+    size_t n = (size_t)g->width * (size_t)g->height;
+    double *dist = pd__xrealloc(NULL, n * sizeof *dist);
+    for (size_t i = 0; i < n; i++)
+        dist[i] = INFINITY;
+    /* Lazy deletion pushes each cell at most once per neighbour: 8n. */
+    pd_bench_heap_item *heap = pd__xrealloc(NULL, (8 * n + 1) * sizeof *heap);
+    size_t size = 0;
+    double result = -1.0;
+    size_t s = (size_t)start.y * (size_t)g->width + (size_t)start.x;
+    dist[s] = 0.0;
+    heap[size++] = (pd_bench_heap_item){0.0, (uint32_t)s};
+    static const int32_t d8[8][2] = {{1, 0}, {-1, 0}, {0, 1}, {0, -1}, {1, 1}, {1, -1}, {-1, 1}, {-1, -1}};
+    while (size > 0) {
+        pd_bench_heap_item top = heap[0];
+        heap[0] = heap[--size];
+        for (size_t i = 0;;) {
+            size_t l = 2 * i + 1, r = l + 1, m = i;
+            if (l < size && heap[l].d < heap[m].d)
+                m = l;
+            if (r < size && heap[r].d < heap[m].d)
+                m = r;
+            if (m == i)
+                break;
+            pd_bench_heap_item t = heap[i];
+            heap[i] = heap[m];
+            heap[m] = t;
+            i = m;
+        }
+        if (top.d > dist[top.v])
+            continue;
+        int32_t x = (int32_t)(top.v % (uint32_t)g->width), y = (int32_t)(top.v / (uint32_t)g->width);
+        if (x == goal.x && y == goal.y) {
+            result = top.d;
+            break;
+        }
+        for (int k = 0; k < (connect == PD_CONNECT_4 ? 4 : 8); k++) {
+            int32_t nx = x + d8[k][0], ny = y + d8[k][1];
+            uint8_t c = pd_grid_get(g, nx, ny);
+            if (c == PD_CELL_BLOCKED)
+                continue;
+            double len = 1.0;
+            if (k >= 4) {
+                if (pd_grid_get(g, nx, y) == PD_CELL_BLOCKED || pd_grid_get(g, x, ny) == PD_CELL_BLOCKED)
+                    continue;
+                len = PD_BENCH_SQRT2;
+            }
+            size_t j = (size_t)ny * (size_t)g->width + (size_t)nx;
+            double nd = top.d + len * (double)c;
+            if (nd < dist[j]) {
+                dist[j] = nd;
+                size_t i = size++;
+                heap[i] = (pd_bench_heap_item){nd, (uint32_t)j};
+                while (i > 0 && heap[(i - 1) / 2].d > heap[i].d) {
+                    pd_bench_heap_item t = heap[i];
+                    heap[i] = heap[(i - 1) / 2];
+                    heap[(i - 1) / 2] = t;
+                    i = (i - 1) / 2;
+                }
+            }
+        }
+    }
+    free(heap);
+    free(dist);
+    return result;
 }
 
 static uint64_t pd__now_nanos(void)
@@ -669,12 +857,32 @@ static void pd__reserve_path(pd_bench_run *run, size_t need)
     run->path_cap = need;
 }
 
+/* The search --algo chose: Jump Point Search when jps is non-NULL, else A*. */
+static pd_status pd__search(pd_search_ctx *ctx, pd_jps_ctx *jps, const pd_grid *g,
+                            const pd_search_params *p, pd_point *out, size_t cap,
+                            pd_search_metrics *m)
+{
+    return jps ? pd_search_jps(jps, g, p, out, cap, m) : pd_search_astar(ctx, g, p, out, cap, m);
+}
+
+static size_t pd__footprint(const pd_bench_run *run)
+{
+    return run->jps_ctx ? pd_jps_ctx_footprint(run->jps_ctx) : pd_search_ctx_footprint(run->ctx);
+}
+
+static const char *pd__algo_function(const pd_bench_run *run)
+{
+    return run->opt.jps ? "pd_search_jps" : "pd_search_astar";
+}
+
 /*
- * Runs one query opt.reps times and checks the first answer (and that every
- * repetition gives the same status and cost). Returns NULL on a pass or the
- * reason for the failure; *cost_out and *metrics_out describe the first run.
+ * Runs one query opt.reps times on the search grid sg (the map, or the unit
+ * grid for --unit K) and checks the first answer on the map itself (and that
+ * every repetition gives the same status and cost). Returns NULL on a pass or
+ * the reason for the failure; *metrics_out describes the first run.
  */
-static const char *pd__run_query(pd_bench_run *run, const pd_grid *g, const pd_bench_query *q,
+static const char *pd__run_query(pd_bench_run *run, const pd_grid *sg, const pd_grid *g,
+                                 const pd_bench_query *q,
                                  double *micros_out, pd_search_metrics *metrics_out,
                                  pd_status *status_out)
 {
@@ -693,7 +901,7 @@ static const char *pd__run_query(pd_bench_run *run, const pd_grid *g, const pd_b
         pd_search_metrics m;
         memset(&m, 0, sizeof m);
         uint64_t t0 = pd__now_nanos();
-        pd_status st = pd_search_astar(run->ctx, g, &params, run->path, run->path_cap, &m);
+        pd_status st = pd__search(run->ctx, run->jps_ctx, sg, &params, run->path, run->path_cap, &m);
         uint64_t t1 = pd__now_nanos();
         run->rep_nanos[r] = t1 - t0;
 
@@ -702,7 +910,8 @@ static const char *pd__run_query(pd_bench_run *run, const pd_grid *g, const pd_b
              * does, the search told us the length: fetch the path untimed. */
             pd__reserve_path(run, m.path_len);
             size_t len = 0;
-            st = pd_search_extract(run->ctx, run->path, run->path_cap, &len);
+            st = run->jps_ctx ? pd_jps_extract(run->jps_ctx, run->path, run->path_cap, &len)
+                              : pd_search_extract(run->ctx, run->path, run->path_cap, &len);
             m.path_len = len;
         }
         if (r == 0) {
@@ -712,9 +921,10 @@ static const char *pd__run_query(pd_bench_run *run, const pd_grid *g, const pd_b
                 reason = st == PD_NO_PATH ? "no path found" : "search failed";
             } else {
                 double summed = 0.0;
-                reason = pd__check_path(g, run->opt.connect, q->start, q->goal, run->path,
-                                        m.path_len, m.cost, &summed);
-                if (!reason && run->opt.connect == PD_CONNECT_8 &&
+                reason = pd__check_path(g, run->opt.unit, run->opt.connect, q->start, q->goal,
+                                        run->path, m.path_len, m.cost, &summed);
+                /* Scenario lengths are 8-connected lengths for unit 1. */
+                if (!reason && run->opt.connect == PD_CONNECT_8 && run->opt.unit == 1 &&
                     !(fabs(m.cost - q->optimal) <= q->tolerance))
                     reason = "cost differs from the optimal length";
             }
@@ -722,7 +932,7 @@ static const char *pd__run_query(pd_bench_run *run, const pd_grid *g, const pd_b
             reason = "repeated run gave a different answer";
         }
         if (!run->have_footprint) {
-            run->footprint_after_first = pd_search_ctx_footprint(run->ctx);
+            run->footprint_after_first = pd__footprint(run);
             run->have_footprint = 1;
         }
     }
@@ -744,13 +954,16 @@ typedef struct pd_bench_worker {
     size_t first, stride;          /* this thread's share: first, first+stride, ... */
     pd_connectivity connect;
     size_t failed;                 /* searches that did not return PD_OK */
+    int jps;                       /* --algo jps */
 } pd_bench_worker;
 
 static void *pd__throughput_thread(void *arg)
 {
     pd_bench_worker *w = arg;
     pd_search_ctx *ctx = pd_search_ctx_create();
-    if (!ctx) {
+    pd_jps_ctx *jps = w->jps ? pd_jps_ctx_create() : NULL;
+    if (!ctx || (w->jps && !jps)) {
+        pd_search_ctx_destroy(ctx);
         w->failed = w->n_picked;
         return NULL;
     }
@@ -760,10 +973,11 @@ static void *pd__throughput_thread(void *arg)
         pd_search_metrics m;
         /* Cost only: the daemon copies the path out too, but that is per
          * waypoint work the network side also pays; the search dominates. */
-        if (pd_search_astar(ctx, w->grid, &p, NULL, 0, &m) != PD_OK)
+        if (pd__search(ctx, jps, w->grid, &p, NULL, 0, &m) != PD_OK)
             w->failed++;
     }
     pd_search_ctx_destroy(ctx);
+    pd_jps_ctx_destroy(jps);
     return NULL;
 }
 
@@ -776,7 +990,7 @@ static void pd__run_throughput(const pd_bench_run *run, const char *scen_path, c
     pthread_t *tids = pd__xrealloc(NULL, nt * sizeof *tids);
     uint64_t t0 = pd__now_nanos();
     for (size_t t = 0; t < nt; t++) {
-        ws[t] = (pd_bench_worker){ grid, qs, picked, n_picked, t, nt, run->opt.connect, 0 };
+        ws[t] = (pd_bench_worker){ grid, qs, picked, n_picked, t, nt, run->opt.connect, 0, run->opt.jps };
         if (pthread_create(&tids[t], NULL, pd__throughput_thread, &ws[t]) != 0)
             pd__die_input("cannot start a thread");
     }
@@ -794,6 +1008,35 @@ static void pd__run_throughput(const pd_bench_run *run, const char *scen_path, c
     free(tids);
 }
 
+/* Prints a failed query (up to PD_BENCH_MAX_REPORTED_MISMATCHES per file). */
+static void pd__report_mismatch(const pd_bench_run *run, const char *scen_path, const pd_bench_query *q,
+                                const char *reason, pd_status st, const pd_search_metrics *m,
+                                size_t *reported)
+{
+    if (run->opt.quiet || *reported >= PD_BENCH_MAX_REPORTED_MISMATCHES)
+        return;
+    (*reported)++;
+    fprintf(stderr,
+            "mismatch: %s:%d %s (%d,%d)->(%d,%d): %s [unit %u, status %s, cost %.10g, "
+            "optimal %.10g, tolerance %.3g, path %zu cells]\n",
+            scen_path, q->line, q->map, (int)q->start.x, (int)q->start.y, (int)q->goal.x,
+            (int)q->goal.y, reason, run->opt.unit, pd_status_name(st), m->cost, q->optimal,
+            q->tolerance, m->path_len);
+}
+
+/* The grid a unit of opt.unit searches, built as the daemon builds it. */
+static pd_grid *pd__unit_grid(const pd_grid *map, uint32_t unit)
+{
+    if (unit == 1)
+        return NULL;
+    pd_clearance *c = pd_clearance_build(map);
+    pd_grid *ug = c ? pd_unit_grid_build(map, c, unit) : NULL;
+    pd_clearance_destroy(c);
+    if (!ug)
+        pd__die_input("cannot build the unit grid for unit %u (out of memory)", unit);
+    return ug;
+}
+
 static void pd__run_scen_file(pd_bench_run *run, const char *scen_path)
 {
     size_t n = 0;
@@ -803,9 +1046,11 @@ static void pd__run_scen_file(pd_bench_run *run, const char *scen_path)
     if (run->opt.last > 0 && (size_t)run->opt.last < n)
         first = n - (size_t)run->opt.last;
 
-    pd_grid *grid = NULL;
+    pd_grid *grid = NULL, *unit_grid = NULL;
+    uint32_t *labels = NULL;       /* --unit K > 1: components of the unit grid */
     char grid_name[PD_BENCH_MAX_NAME] = "";
-    size_t reported = 0, file_failed = 0;
+    size_t reported = 0, file_failed = 0, file_skipped = 0, file_unreachable = 0;
+    long file_brute = 0;
     size_t *picked = pd__xrealloc(NULL, (n ? n : 1) * sizeof *picked);
     size_t n_picked = 0;
 
@@ -813,7 +1058,11 @@ static void pd__run_scen_file(pd_bench_run *run, const char *scen_path)
         const pd_bench_query *q = &qs[i];
         if (!grid || strcmp(grid_name, q->map) != 0) {
             pd_grid_destroy(grid);
+            pd_grid_destroy(unit_grid);
+            free(labels);
             grid = pd__load_map(&run->opt, scen_path, q->map);
+            unit_grid = pd__unit_grid(grid, run->opt.unit);
+            labels = unit_grid ? pd__flood_labels(unit_grid) : NULL;
             snprintf(grid_name, sizeof grid_name, "%s", q->map);
             n_picked = 0; /* throughput runs on the file's last map only */
             /* A path never holds more cells than the map has. */
@@ -823,12 +1072,49 @@ static void pd__run_scen_file(pd_bench_run *run, const char *scen_path)
             pd__die_input("%s:%d: scenario says %s is %dx%d, the map file is %dx%d", scen_path,
                           q->line, q->map, (int)q->map_width, (int)q->map_height,
                           (int)grid->width, (int)grid->height);
+        const pd_grid *search_grid = unit_grid ? unit_grid : grid;
+
+        pd_search_metrics m;
+        memset(&m, 0, sizeof m);
+        pd_status st;
+        if (unit_grid) {
+            if (!pd__unit_fits(grid, run->opt.unit, q->start.x, q->start.y) ||
+                !pd__unit_fits(grid, run->opt.unit, q->goal.x, q->goal.y)) {
+                file_skipped++;
+                continue;
+            }
+            size_t w = (size_t)grid->width;
+            if (labels[(size_t)q->start.y * w + (size_t)q->start.x] !=
+                labels[(size_t)q->goal.y * w + (size_t)q->goal.x]) {
+                /* Not timed: the daemon answers these from its own labels
+                 * without searching. The search must still agree. */
+                pd_search_params p = { .start = q->start, .goal = q->goal,
+                                       .connectivity = run->opt.connect };
+                file_unreachable++;
+                st = pd__search(run->ctx, run->jps_ctx, search_grid, &p, NULL, 0, &m);
+                if (st != PD_NO_PATH) {
+                    run->failed++;
+                    file_failed++;
+                    pd__report_mismatch(run, scen_path, q,
+                                        "a path between cells the flood fill does not connect",
+                                        st, &m, &reported);
+                } else {
+                    run->passed++;
+                }
+                continue;
+            }
+        }
 
         picked[n_picked++] = i;
         double micros = 0.0;
-        pd_search_metrics m;
-        pd_status st;
-        const char *reason = pd__run_query(run, grid, q, &micros, &m, &st);
+        const char *reason = pd__run_query(run, search_grid, grid, q, &micros, &m, &st);
+        if (!reason && file_brute < run->opt.check_brute) {
+            double brute = pd__dijkstra(search_grid, run->opt.connect, q->start, q->goal);
+            file_brute++;
+            run->brute_checked++;
+            if (brute < 0 || fabs(brute - m.cost) > PD_BENCH_BRUTE_REL_EPS * (brute > 1 ? brute : 1))
+                reason = "cost differs from the bench's Dijkstra";
+        }
 
         pd_bench_map_stats *s = pd__map_stats(run, q->map);
         pd__stats_add_time(s, micros);
@@ -839,24 +1125,25 @@ static void pd__run_scen_file(pd_bench_run *run, const char *scen_path)
             s->mismatches++;
             run->failed++;
             file_failed++;
-            if (!run->opt.quiet && reported < PD_BENCH_MAX_REPORTED_MISMATCHES) {
-                reported++;
-                fprintf(stderr,
-                        "mismatch: %s:%d %s (%d,%d)->(%d,%d): %s [status %s, cost %.10g, "
-                        "optimal %.10g, tolerance %.3g, path %zu cells]\n",
-                        scen_path, q->line, q->map, (int)q->start.x, (int)q->start.y,
-                        (int)q->goal.x, (int)q->goal.y, reason, pd_status_name(st), m.cost,
-                        q->optimal, q->tolerance, m.path_len);
-            }
+            pd__report_mismatch(run, scen_path, q, reason, st, &m, &reported);
         } else {
             run->passed++;
         }
     }
     if (!run->opt.quiet && file_failed > reported)
         fprintf(stderr, "mismatch: %s: %zu more not shown\n", scen_path, file_failed - reported);
+    if (unit_grid && !run->opt.quiet)
+        fprintf(run->opt.json ? stderr : stdout,
+                "# unit %u, %s: %zu scenarios skipped (start or goal not a legal anchor), "
+                "%zu not connected for the unit (NO_PATH checked, not timed)\n",
+                run->opt.unit, pd__basename(scen_path), file_skipped, file_unreachable);
+    run->skipped_anchor += file_skipped;
+    run->unreachable += file_unreachable;
     if (run->opt.threads > 0 && grid && n_picked > 0)
-        pd__run_throughput(run, scen_path, grid, qs, picked, n_picked);
+        pd__run_throughput(run, scen_path, unit_grid ? unit_grid : grid, qs, picked, n_picked);
     pd_grid_destroy(grid);
+    pd_grid_destroy(unit_grid);
+    free(labels);
     free(picked);
     free(qs);
 }
@@ -927,11 +1214,16 @@ static void pd__print_json(pd_bench_run *run)
 {
     FILE *out = stdout;
     fprintf(out, "{\n  \"tool\": \"pathd-bench\",\n");
-    fprintf(out, "  \"timing\": \"clock_gettime(CLOCK_MONOTONIC) around pd_search_astar\",\n");
+    fprintf(out, "  \"timing\": \"clock_gettime(CLOCK_MONOTONIC) around %s\",\n",
+            pd__algo_function(run));
+    fprintf(out, "  \"algo\": \"%s\",\n", run->opt.jps ? "jps" : "astar");
     fprintf(out, "  \"connect\": %d, \"every\": %ld, \"last\": %ld, \"reps\": %ld,\n",
             (int)run->opt.connect, run->opt.every, run->opt.last, run->opt.reps);
     fprintf(out, "  \"cost_checked\": %s,\n",
-            run->opt.connect == PD_CONNECT_8 ? "true" : "false");
+            run->opt.connect == PD_CONNECT_8 && run->opt.unit == 1 ? "true" : "false");
+    fprintf(out, "  \"unit\": %u, \"skipped_not_anchor\": %zu, \"not_connected\": %zu, "
+            "\"brute_checked\": %zu,\n",
+            run->opt.unit, run->skipped_anchor, run->unreachable, run->brute_checked);
     fprintf(out, "  \"maps\": [");
     for (size_t i = 0; i < run->map_count; i++) {
         pd_bench_summary s = pd__summarize(&run->maps[i]);
@@ -945,19 +1237,28 @@ static void pd__print_json(pd_bench_run *run)
     fprintf(out, "\n  ],\n  \"overall\": {");
     pd__json_summary(out, &all);
     fprintf(out, "},\n  \"context_bytes_after_first_query\": %zu,\n", run->footprint_after_first);
-    fprintf(out, "  \"context_bytes_at_end\": %zu,\n", pd_search_ctx_footprint(run->ctx));
+    fprintf(out, "  \"context_bytes_at_end\": %zu,\n", pd__footprint(run));
     fprintf(out, "  \"passed\": %zu, \"failed\": %zu\n}\n", run->passed, run->failed);
 }
 
 static void pd__print_table(pd_bench_run *run)
 {
     const char *row = "%-18s %9zu %10zu %12.2f %12.2f %14.1f\n";
-    printf("# connect %d, every %ld, last %ld, reps %ld; time = CLOCK_MONOTONIC around "
-           "pd_search_astar, median of reps per query\n",
-           (int)run->opt.connect, run->opt.every, run->opt.last, run->opt.reps);
+    printf("# connect %d, unit %u, every %ld, last %ld, reps %ld; time = CLOCK_MONOTONIC around "
+           "%s, median of reps per query\n",
+           (int)run->opt.connect, run->opt.unit, run->opt.every, run->opt.last, run->opt.reps, pd__algo_function(run));
     if (run->opt.connect == PD_CONNECT_4)
         printf("# connect 4: scenario optimal lengths are 8-connected, so costs are NOT "
                "checked against them; paths are still checked step by step\n");
+    if (run->opt.unit > 1)
+        printf("# unit %u: scenario optimal lengths are for unit 1, so costs are NOT checked "
+               "against them; paths are checked step by step under the footprint rule; "
+               "%zu scenarios skipped (start or goal not a legal anchor), %zu not connected "
+               "for the unit (NO_PATH checked, not timed)\n",
+               run->opt.unit, run->skipped_anchor, run->unreachable);
+    if (run->opt.check_brute > 0)
+        printf("# %zu costs checked against the bench's Dijkstra on the %s grid\n",
+               run->brute_checked, run->opt.unit > 1 ? "unit" : "map");
     printf("%-18s %9s %10s %12s %12s %14s\n", "map", "queries", "mismatches", "median_us",
            "mean_us", "mean_expanded");
     for (size_t i = 0; i < run->map_count; i++) {
@@ -969,7 +1270,7 @@ static void pd__print_table(pd_bench_run *run)
     printf(row, "overall", all.queries, all.mismatches, all.median_us, all.mean_us,
            all.mean_expanded);
     printf("# search context: %zu bytes after the first query, %zu at the end\n",
-           run->footprint_after_first, pd_search_ctx_footprint(run->ctx));
+           run->footprint_after_first, pd__footprint(run));
 }
 
 int main(int argc, char **argv)
@@ -1013,6 +1314,20 @@ int main(int argc, char **argv)
             else
                 pd__die_usage(argv0, "--connect takes 4 or 8, got '%s'", next ? next : "(nothing)");
             i++;
+        } else if (strcmp(a, "--unit") == 0) {
+            run.opt.unit = (uint32_t)pd__parse_count(argv0, a, next, PD_UNIT_SIZE_MAX);
+            i++;
+        } else if (strcmp(a, "--algo") == 0) {
+            if (next && strcmp(next, "astar") == 0)
+                run.opt.jps = 0;
+            else if (next && strcmp(next, "jps") == 0)
+                run.opt.jps = 1;
+            else
+                pd__die_usage(argv0, "--algo takes astar or jps, got '%s'", next ? next : "(nothing)");
+            i++;
+        } else if (strcmp(a, "--check-brute") == 0) {
+            run.opt.check_brute = pd__parse_count(argv0, a, next, PD_BENCH_MAX_OPTION_VALUE);
+            i++;
         } else if (strcmp(a, "--maps") == 0) {
             if (!next || !*next)
                 pd__die_usage(argv0, "--maps needs a directory");
@@ -1028,10 +1343,14 @@ int main(int argc, char **argv)
     }
     if (file_count == 0)
         pd__die_usage(argv0, "no scenario files given");
+    if (run.opt.jps && run.opt.connect != PD_CONNECT_8)
+        pd__die_usage(argv0, "--algo jps searches 8-connected grids only");
 
     run.ctx = pd_search_ctx_create();
     if (!run.ctx)
         pd__die_input("cannot create a search context (out of memory)");
+    if (run.opt.jps && !(run.jps_ctx = pd_jps_ctx_create()))
+        pd__die_input("cannot create a JPS context (out of memory)");
     run.rep_nanos = pd__xrealloc(NULL, (size_t)run.opt.reps * sizeof *run.rep_nanos);
 
     for (int i = 0; i < file_count; i++)
@@ -1050,5 +1369,6 @@ int main(int argc, char **argv)
     free(run.path);
     free(files);
     pd_search_ctx_destroy(run.ctx);
+    pd_jps_ctx_destroy(run.jps_ctx);
     return run.failed ? PD_BENCH_EXIT_FAILED : PD_BENCH_EXIT_OK;
 }

@@ -154,10 +154,19 @@ static int pd__check_config(const char *path, const pd_conf *conf, pd_registry *
         fprintf(stderr, "pathd: %s: %s\n", path, err);
         return 1;
     }
+    pd_world *world = pd_world_build_from_registry(&conf->world, registry, err, sizeof err);
+    if (!world) {
+        fprintf(stderr, "pathd: %s: portals and routes: %s\n", path, err);
+        return 1;
+    }
+    pd_world_stats ws;
+    pd_world_get_stats(world, &ws);
+    pd_world_release(world);
     pd_scene **list = NULL;
     size_t n = pd_registry_list(registry, &list);
-    printf("%s: ok, %zu scenes, listen %s:%u, threads %" PRIu32 "%s\n", path, n, conf->listen_host,
-           (unsigned)conf->listen_port, conf->threads, conf->threads ? "" : " (one per core)");
+    printf("%s: ok, %zu scenes, listen %s:%u, threads %" PRIu32 "%s, %zu portals, %zu pinned routes\n", path, n,
+           conf->listen_host, (unsigned)conf->listen_port, conf->threads, conf->threads ? "" : " (one per core)",
+           ws.n_portals, ws.n_routes);
     for (size_t i = 0; i < n; i++)
         printf("  %s %" PRId32 "x%" PRId32 " cell_size %g origin (%g, %g)\n", list[i]->name,
                list[i]->grid->width, list[i]->grid->height, list[i]->cell_size, list[i]->origin_x,
@@ -196,6 +205,7 @@ int main(int argc, char **argv)
     int status = 1;
     uv_loop_t loop;
     pd_registry *registry = NULL;
+    pd_world_store *world_store = NULL;
     pd_server *server = NULL;
     pd_pool *pool = NULL;
     pd_metrics *metrics = NULL;
@@ -233,6 +243,18 @@ int main(int argc, char **argv)
         pd_log_error("%s: %s", args.config_path, err);
         goto out;
     }
+    /* Portals and pinned routes are checked against the loaded maps here
+     * (cells inside their scenes); a config whose world does not fit its
+     * scenes is refused at start-up like a bad map. */
+    world_store = pd_world_store_create();
+    if (!world_store) {
+        pd_log_error("out of memory creating the world store");
+        goto out;
+    }
+    if (pd_world_store_rebuild(world_store, &conf.world, registry, err, sizeof err) != 0) {
+        pd_log_error("%s: portals and routes: %s", args.config_path, err);
+        goto out;
+    }
 
     uint32_t threads = conf.threads ? conf.threads : uv_available_parallelism();
     if (uv_loop_init(&loop) != 0) {
@@ -249,7 +271,14 @@ int main(int argc, char **argv)
         pd_log_error("out of memory creating the server");
         goto out;
     }
+    pd_server_set_world_store(server, world_store);
     pd_server_set_metrics(server, metrics);
+    /* Before the listener announces itself: a SIGHUP or SIGTERM sent as soon
+     * as "listening on" appears must reach our handlers, not kill the process. */
+    if (pd_server_watch_signals(server) != 0) {
+        pd_log_error("cannot install signal handlers");
+        goto out;
+    }
     if (pd_server_start(server, pool, err, sizeof err) != 0) {
         pd_log_error("%s", err);
         goto out;
@@ -266,10 +295,6 @@ int main(int argc, char **argv)
         pd_log_info("metrics on http://%s%s%s:%u/metrics", strchr(conf.metrics_host, ':') ? "[" : "",
                     conf.metrics_host, strchr(conf.metrics_host, ':') ? "]" : "",
                     (unsigned)pd_metrics_http_port(metrics_http));
-    }
-    if (pd_server_watch_signals(server) != 0) {
-        pd_log_error("cannot install signal handlers");
-        goto out;
     }
 
     pd_scene **list = NULL;
@@ -296,6 +321,7 @@ out:
     if (loop_ready && uv_loop_close(&loop) != 0)
         pd_log_warn("event loop closed with handles still open");
     pd_metrics_destroy(metrics);
+    pd_world_store_destroy(world_store);
     pd_registry_destroy(registry);
     pd_conf_free(&conf);
     return status;

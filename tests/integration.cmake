@@ -25,3 +25,46 @@ foreach(name cancel concurrency lifecycle)
           LIBS pathd_integ_harness LABELS sanitize threaded TIMEOUT 240)
 endforeach()
 target_link_libraries(test_e2e_pathctl PRIVATE PkgConfig::CJSON)
+
+# Issue 4 through the daemon: unit sizes, goal fallbacks, waypoint styles and
+# timing, terrain costs with avoid cells, windows and the Tiled scene, and
+# live cell updates (the last also from several threads at once).
+foreach(name units fallback waypoints terrain)
+  pd_test(NAME test_e2e_${name} SOURCES integration/test_e2e_${name}.c
+          LIBS pathd_integ_harness LABELS sanitize TIMEOUT 240)
+endforeach()
+pd_test(NAME test_e2e_updates SOURCES integration/test_e2e_updates.c
+        LIBS pathd_integ_harness LABELS sanitize threaded TIMEOUT 240)
+
+# pathd-bench --unit K (bench/pathd_bench.c) on e2e4_bench.map, a Moving AI
+# copy of e2e4_units.txt whose scenario lengths come from an independent
+# Dijkstra: unit 1 is checked against those lengths; unit 2 must skip the
+# three scenarios it cannot stand on; unit 3 skips four and must find one
+# pair unconnected (the search has to agree: no path). --check-brute
+# compares costs with the bench's own Dijkstra on the unit grid.
+add_test(NAME bench_unit_sizes
+  COMMAND sh -c [=[
+bench="$1"; status=0
+run() {
+  unit="$1"; want_last="$2"; want_note="$3"
+  out=$("$bench" --unit "$unit" --check-brute 5 e2e4_bench.map.scen 2>&1); rc=$?
+  printf '%s\n' "$out"
+  last=$(printf '%s\n' "$out" | tail -n 1)
+  if [ "$rc" -ne 0 ] || [ "$last" != "$want_last" ]; then
+    echo "FAIL: --unit $unit: exit $rc, last line '$last' (want '$want_last')"; status=1
+  fi
+  if [ -n "$want_note" ] && ! printf '%s\n' "$out" | grep -q "$want_note"; then
+    echo "FAIL: --unit $unit: no line matching '$want_note'"; status=1
+  fi
+}
+run 1 "6 passed, 0 failed" "5 costs checked against the bench's Dijkstra"
+run 2 "3 passed, 0 failed" "3 scenarios skipped (start or goal not a legal anchor), 0 not connected"
+run 3 "2 passed, 0 failed" "4 scenarios skipped (start or goal not a legal anchor), 1 not connected"
+for bad in "--unit 0" "--unit 17" "--unit x" "--check-brute 0"; do
+  "$bench" $bad e2e4_bench.map.scen >/dev/null 2>&1; rc=$?
+  if [ "$rc" -ne 2 ]; then echo "FAIL: pathd-bench $bad -> exit $rc (want 2)"; status=1; fi
+done
+exit $status
+]=] bench_unit_sizes $<TARGET_FILE:pathd-bench>
+  WORKING_DIRECTORY ${PD_TEST_DATA_DIR})
+set_tests_properties(bench_unit_sizes PROPERTIES LABELS "sanitize" TIMEOUT 60)

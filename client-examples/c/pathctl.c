@@ -1,8 +1,8 @@
 /*
  * pathctl.c - command-line client for pathd, built on pathd_client.h.
  *
- * It exists so a person (or a shell script) can ask the daemon for a path,
- * change a scene's cells, list its scenes or read its statistics without
+ * It exists so a person (or a shell script) can ask the daemon for a path
+ * or a cross-scene route, change a scene's cells, list its scenes or read its statistics without
  * writing code, and as a worked example of the client library. Human-readable output by default,
  * one JSON object per answer with --json (written with cJSON).
  *
@@ -43,6 +43,8 @@ typedef struct pathctl_args {
     const char *from, *to;
     int world;
     pdc_path_req req;
+    pdc_route_req route;        /* the route command; scene names point into route_names */
+    char *route_names[2];       /* heap copies of the SCENE parts of --from / --to */
     pdc_xy *avoid;              /* heap; freed by pathctl_args_free */
     pdc_update_req update;
     pdc_xy *update_cells;       /* heap; freed by pathctl_args_free */
@@ -52,6 +54,9 @@ static void pathctl_args_free(pathctl_args *a)
 {
     free(a->avoid);
     free(a->update_cells);
+    free(a->route_names[0]);
+    free(a->route_names[1]);
+    a->route_names[0] = a->route_names[1] = NULL;
     a->avoid = NULL;
     a->update_cells = NULL;
 }
@@ -69,6 +74,11 @@ static void pathctl_usage(FILE *out)
             "       [--speed S] [--start-time T] [--avoid \"X,Y;X,Y\"] [--window X0,Y0,X1,Y1]\n"
             "                     find a path; --world reads X,Y as world coordinates;\n"
             "                     for --unit K > 1, X,Y is the unit's top-left cell\n"
+            "  route --from SCENE:X,Y --to SCENE:X,Y [--world] [--unit K]\n"
+            "        [--style cells|corners|smooth] [--goal-mode exact|nearest|line]\n"
+            "        [--speed S] [--start-time T] [--max-expansions N] [--deadline MS]\n"
+            "                     find a route across scenes through portals; prints\n"
+            "                     each leg with its cost and portal, then the total\n"
             "  update --scene NAME (--rect X0,Y0,X1,Y1 | --cells \"X,Y;X,Y\")\n"
             "         --set blocked|passable|cost=N\n"
             "                     change cells; prints the new scene version\n"
@@ -258,10 +268,11 @@ static const char *const pathctl_opt_names[OPT_COUNT] = {
     "--rect", "--cells", "--set",
 };
 
+static int pathctl_parse_path_options(pathctl_args *a, const char *const *val);
+
 /* Checks and converts the path command's options. Returns -1 or an exit code. */
 static int pathctl_parse_path(pathctl_args *a, const char *const *val)
 {
-    long n;
     a->req.scene = a->scene;
     if (!a->scene || !a->scene[0] || !a->from || !a->to)
         return pathctl_usage_error("%s", "path needs --scene, --from and --to");
@@ -269,6 +280,60 @@ static int pathctl_parse_path(pathctl_args *a, const char *const *val)
         return pathctl_usage_error("bad --from %s (want X,Y)", a->from);
     if (pathctl_parse_point(a->to, a->world, &a->req.goal))
         return pathctl_usage_error("bad --to %s (want X,Y)", a->to);
+    return pathctl_parse_path_options(a, val);
+}
+
+/* "SCENE:X,Y": a heap copy of SCENE in *scene and the point. 0 or -1. */
+static int pathctl_parse_scene_point(const char *s, int world, char **scene, pdc_point *pt)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s || pathctl_parse_point(colon + 1, world, pt))
+        return -1;
+    size_t n = (size_t)(colon - s);
+    *scene = malloc(n + 1);
+    if (!*scene)
+        return -1;
+    memcpy(*scene, s, n);
+    (*scene)[n] = '\0';
+    return 0;
+}
+
+/* Checks and converts the route command's options: the path command's,
+ * except those a route has no use for. Returns -1 or an exit code. */
+static int pathctl_parse_route(pathctl_args *a, const char *const *val)
+{
+    static const pathctl_opt path_only[] = {OPT_SCENE, OPT_CONNECT, OPT_AVOID, OPT_WINDOW};
+    for (size_t i = 0; i < sizeof path_only / sizeof path_only[0]; i++)
+        if (val[path_only[i]])
+            return pathctl_usage_error("option %s belongs to the path command", pathctl_opt_names[path_only[i]]);
+    if (a->req.snap || a->req.partial_on_cutoff)
+        return pathctl_usage_error("option %s belongs to the path command", a->req.snap ? "--snap" : "--partial");
+    if (!a->from || !a->to)
+        return pathctl_usage_error("%s", "route needs --from SCENE:X,Y and --to SCENE:X,Y");
+    if (pathctl_parse_scene_point(a->from, a->world, &a->route_names[0], &a->route.start))
+        return pathctl_usage_error("bad --from %s (want SCENE:X,Y)", a->from);
+    if (pathctl_parse_scene_point(a->to, a->world, &a->route_names[1], &a->route.goal))
+        return pathctl_usage_error("bad --to %s (want SCENE:X,Y)", a->to);
+    int code = pathctl_parse_path_options(a, val);
+    if (code >= 0)
+        return code;
+    a->route.from_scene = a->route_names[0];
+    a->route.to_scene = a->route_names[1];
+    a->route.unit_size = a->req.unit_size;
+    a->route.style = a->req.style;
+    a->route.goal_mode = a->req.goal_mode;
+    a->route.speed = a->req.speed;
+    a->route.start_time = a->req.start_time;
+    a->route.max_expansions = a->req.max_expansions;
+    a->route.deadline_ms = a->req.deadline_ms;
+    return -1;
+}
+
+/* The options path and route share (and path's own, which route refuses
+ * before it gets here). Returns -1 or an exit code. */
+static int pathctl_parse_path_options(pathctl_args *a, const char *const *val)
+{
+    long n;
     if (val[OPT_UNIT]) {
         if (pathctl_parse_long(val[OPT_UNIT], 1, UINT16_MAX, &n))
             return pathctl_usage_error("bad --unit %s", val[OPT_UNIT]);
@@ -423,13 +488,14 @@ static int pathctl_parse(int argc, char **argv, pathctl_args *a)
     a->to = val[OPT_TO];
     if (!a->command)
         return pathctl_usage_error("%s", "no command given");
-    int is_path = !strcmp(a->command, "path");
+    int is_route = !strcmp(a->command, "route");
+    int is_path = !strcmp(a->command, "path") || is_route;
     int is_update = !strcmp(a->command, "update");
     if (!is_path && !is_update && strcmp(a->command, "scenes") && strcmp(a->command, "info") &&
         strcmp(a->command, "stats") && strcmp(a->command, "ping"))
         return pathctl_usage_error("unknown command %s", a->command);
     if (!is_path && a->path_option)
-        return pathctl_usage_error("option %s belongs to the path command", a->path_option);
+        return pathctl_usage_error("option %s belongs to the path and route commands", a->path_option);
     if (!is_update && a->update_option)
         return pathctl_usage_error("option %s belongs to the update command", a->update_option);
     if (!is_path && !is_update && a->scene)
@@ -437,6 +503,8 @@ static int pathctl_parse(int argc, char **argv, pathctl_args *a)
     if (!strcmp(a->command, "info") ? !a->name : a->name != NULL)
         return pathctl_usage_error(a->name ? "unexpected argument %s" : "info needs a scene name%s",
                                    a->name ? a->name : "");
+    if (is_route)
+        return pathctl_parse_route(a, val);
     if (is_path)
         return pathctl_parse_path(a, val);
     if (is_update)
@@ -547,6 +615,102 @@ static int pathctl_path(pdc_conn *c, const pathctl_args *a)
         }
     }
     pdc_path_result_free(&r);
+    return code;
+}
+
+/* One leg of a route as JSON: scene, cost, waypoints, world centres, times
+ * (null without --speed) and the portal at its end (null on the last leg). */
+static cJSON *pathctl_json_leg(const pdc_route_leg *leg, int timed)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "scene", leg->scene);
+    cJSON_AddNumberToObject(o, "cost", leg->cost);
+    cJSON_AddNumberToObject(o, "version", (double)leg->scene_version);
+    cJSON *cells = cJSON_AddArrayToObject(o, "waypoints");
+    cJSON *world = cJSON_AddArrayToObject(o, "world");
+    cJSON *times = timed ? cJSON_AddArrayToObject(o, "times") : NULL;
+    if (!timed)
+        cJSON_AddNullToObject(o, "times");
+    for (size_t i = 0; i < leg->count && cells && world; i++) {
+        const double xy[2] = {leg->waypoints[i].x, leg->waypoints[i].y};
+        const double wxy[2] = {leg->waypoints[i].wx, leg->waypoints[i].wy};
+        cJSON_AddItemToArray(cells, cJSON_CreateDoubleArray(xy, 2));
+        cJSON_AddItemToArray(world, cJSON_CreateDoubleArray(wxy, 2));
+        if (times)
+            cJSON_AddItemToArray(times, cJSON_CreateNumber(leg->waypoints[i].t));
+    }
+    if (!leg->has_portal) {
+        cJSON_AddNullToObject(o, "portal");
+        return o;
+    }
+    cJSON *portal = cJSON_AddObjectToObject(o, "portal");
+    if (portal) {
+        cJSON_AddStringToObject(portal, "name", leg->portal);
+        cJSON_AddItemToObject(portal, "exit", pathctl_json_cell(1, leg->portal_exit));
+        cJSON_AddStringToObject(portal, "to_scene", leg->portal_to_scene);
+        cJSON_AddItemToObject(portal, "entry", pathctl_json_cell(1, leg->portal_entry));
+        cJSON_AddNumberToObject(portal, "cost", leg->portal_cost);
+    }
+    return o;
+}
+
+static int pathctl_route(pdc_conn *c, const pathctl_args *a)
+{
+    pdc_route_result r;
+    int status = pdc_find_route(c, &a->route, &r);
+    int answered = status >= 0;
+    int timed = a->route.speed > 0;
+    if (answered && a->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "status", pdc_status_name(status));
+        cJSON_AddNumberToObject(o, "total_cost", r.total_cost);
+        cJSON *legs = cJSON_AddArrayToObject(o, "legs");
+        for (size_t i = 0; i < r.leg_count && legs; i++)
+            cJSON_AddItemToArray(legs, pathctl_json_leg(&r.legs[i], timed));
+        cJSON_AddNumberToObject(o, "expansions", (double)r.expansions);
+        cJSON_AddNumberToObject(o, "micros", (double)r.micros);
+        cJSON_AddBoolToObject(o, "pinned", r.pinned);
+        cJSON_AddItemToObject(o, "goal_used", pathctl_json_cell(r.has_goal_used, r.goal_used));
+        if (r.message[0])
+            cJSON_AddStringToObject(o, "message", r.message);
+        pathctl_print_json(o);
+    } else if (answered && r.leg_count > 0) {
+        for (size_t i = 0; i < r.leg_count; i++) {
+            const pdc_route_leg *leg = &r.legs[i];
+            printf("leg %zu %s %.2f", i + 1, leg->scene, leg->cost);
+            if (leg->has_portal)
+                printf(" -> portal %s (%d,%d) -> %s (%d,%d)", leg->portal, leg->portal_exit.x, leg->portal_exit.y,
+                       leg->portal_to_scene, leg->portal_entry.x, leg->portal_entry.y);
+            if (leg->has_portal && leg->portal_cost != 0)
+                printf(" portal cost %.2f", leg->portal_cost);
+            putchar('\n');
+            for (size_t k = 0; k < leg->count; k++) {
+                printf("  %d,%d", leg->waypoints[k].x, leg->waypoints[k].y);
+                if (a->world)
+                    printf(" %.10g,%.10g", leg->waypoints[k].wx, leg->waypoints[k].wy);
+                if (timed)
+                    printf(" t=%.3f", leg->waypoints[k].t);
+                putchar('\n');
+            }
+        }
+        printf("status %s total %.3f legs %zu expansions %" PRIu64 " micros %" PRIu64 "%s\n",
+               pdc_status_name(status), r.total_cost, r.leg_count, r.expansions, r.micros,
+               r.pinned ? " (pinned route)" : "");
+        if (r.has_goal_used)
+            printf("goal_used %d,%d (the route ends there, not at the goal)\n", r.goal_used.x, r.goal_used.y);
+    }
+    int code = 0;
+    if (status != PDC_OK && status != PDC_PARTIAL) {
+        if (answered) {
+            fprintf(stderr, "pathctl: %s%s%s\n", pdc_status_name(status), r.message[0] ? ": " : "", r.message);
+            code = PATHCTL_EXIT_ANSWER;
+        } else {
+            code = pathctl_fail(a, status, pdc_last_error(c));
+        }
+    }
+    pdc_route_result_free(&r);
     return code;
 }
 
@@ -708,6 +872,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(args.command, "path"))
         code = pathctl_path(c, &args);
+    else if (!strcmp(args.command, "route"))
+        code = pathctl_route(c, &args);
     else if (!strcmp(args.command, "update"))
         code = pathctl_update(c, &args);
     else if (!strcmp(args.command, "scenes"))

@@ -37,6 +37,7 @@
 typedef enum pdc__kind {
     PDC__KIND_PATH,             /* answered by PathChunk frames, assembled here */
     PDC__KIND_OTHER,            /* answered by one frame, kept as the Response */
+    PDC__KIND_ROUTE,            /* answered by RouteLeg frames and a RouteResult */
 } pdc__kind;
 
 /* A request still waiting for its answer, or answered but not yet taken. */
@@ -54,6 +55,11 @@ typedef struct pdc__pending {
     pdc_xy start_used, goal_used;
     int cutoff;
     Pathd__V1__Response *response; /* KIND_OTHER: the answer frame */
+    pdc_route_result *route;    /* KIND_ROUTE: legs assembled so far (heap) */
+    size_t leg_capacity;        /* KIND_ROUTE: waypoint room in the open leg */
+    uint32_t leg_frames;        /* KIND_ROUTE: frames of the open leg so far */
+    int leg_open;               /* KIND_ROUTE: the last leg has not ended yet */
+    size_t route_waypoints;     /* KIND_ROUTE: over every leg, against the cap */
     char message[PDC_MESSAGE_MAX];
 } pdc__pending;
 
@@ -136,6 +142,11 @@ static void pdc__sleep_ms(int ms)
 
 static void pdc__pending_release(pdc__pending *p)
 {
+    if (p->route) {
+        pdc_route_result_free(p->route);
+        free(p->route);
+        p->route = NULL;
+    }
     free(p->waypoints);
     if (p->response)
         pathd__v1__response__free_unpacked(p->response, NULL);
@@ -206,6 +217,11 @@ static void pdc__fail(pdc_conn *c, int status, const char *fmt, ...)
         free(p->waypoints);
         p->waypoints = NULL;
         p->count = p->capacity = 0;
+        if (p->route) {
+            pdc_route_result_free(p->route);
+            free(p->route);
+            p->route = NULL;
+        }
         pdc__complete(c, p, status, c->error);
     }
 }
@@ -594,6 +610,145 @@ static int pdc__append_chunk(pdc_conn *c, pdc__pending *p, const Pathd__V1__Path
     return PDC_OK;
 }
 
+static char *pdc__strdup(const char *s)
+{
+    size_t n = strlen(s ? s : "") + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s ? s : "", n);
+    return d;
+}
+
+/* Adds one RouteLeg frame to the route being assembled: a new leg starts at
+ * seq 0 with the next leg index; an open leg continues with the next seq in
+ * the same scene. Anything else breaks the protocol. */
+static int pdc__route_leg_frame(pdc_conn *c, pdc__pending *p, const Pathd__V1__RouteLeg *f)
+{
+    pdc_route_result *r = p->route;
+    unsigned long long id = (unsigned long long)p->id;
+    pdc_route_leg *leg;
+    if (p->leg_open) {
+        leg = &r->legs[r->leg_count - 1];
+        if (f->leg != r->leg_count - 1 || f->seq != p->leg_frames || strcmp(leg->scene, f->scene ? f->scene : "")) {
+            pdc__fail(c, PDC_ERR_PROTOCOL, "request %llu: route frame leg %u seq %u arrived, expected leg %zu seq %u",
+                      id, f->leg, f->seq, r->leg_count - 1, p->leg_frames);
+            return PDC_ERR_PROTOCOL;
+        }
+    } else {
+        if (f->leg != r->leg_count || f->seq != 0) {
+            pdc__fail(c, PDC_ERR_PROTOCOL, "request %llu: route frame leg %u seq %u arrived, expected leg %zu seq 0",
+                      id, f->leg, f->seq, r->leg_count);
+            return PDC_ERR_PROTOCOL;
+        }
+        if (r->leg_count >= PDC_MAX_ROUTE_LEGS) {
+            pdc__fail(c, PDC_ERR_PROTOCOL, "request %llu: route longer than %u legs", id, PDC_MAX_ROUTE_LEGS);
+            return PDC_ERR_PROTOCOL;
+        }
+        pdc_route_leg *grown = realloc(r->legs, (r->leg_count + 1) * sizeof *grown);
+        if (!grown) {
+            pdc__fail(c, PDC_ERR_NOMEM, "out of memory for %zu route legs", r->leg_count + 1);
+            return PDC_ERR_NOMEM;
+        }
+        r->legs = grown;
+        leg = &r->legs[r->leg_count++];
+        memset(leg, 0, sizeof *leg);
+        if (!(leg->scene = pdc__strdup(f->scene))) {
+            pdc__fail(c, PDC_ERR_NOMEM, "out of memory for a scene name");
+            return PDC_ERR_NOMEM;
+        }
+        p->leg_open = 1;
+        p->leg_frames = 0;
+        p->leg_capacity = 0;
+    }
+    p->leg_frames++;
+
+    size_t n = f->n_waypoints;
+    if (n > PDC_MAX_PATH_WAYPOINTS - p->route_waypoints) {
+        pdc__fail(c, PDC_ERR_PROTOCOL, "request %llu: route longer than %u waypoints", id, PDC_MAX_PATH_WAYPOINTS);
+        return PDC_ERR_PROTOCOL;
+    }
+    if (leg->count + n > p->leg_capacity) {
+        size_t cap = p->leg_capacity ? p->leg_capacity : 64;
+        while (cap < leg->count + n)
+            cap *= 2;
+        pdc_waypoint *grown = realloc(leg->waypoints, cap * sizeof *grown);
+        if (!grown) {
+            pdc__fail(c, PDC_ERR_NOMEM, "out of memory for %zu waypoints", cap);
+            return PDC_ERR_NOMEM;
+        }
+        leg->waypoints = grown;
+        p->leg_capacity = cap;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const Pathd__V1__Waypoint *w = f->waypoints[i];
+        leg->waypoints[leg->count++] = (pdc_waypoint){w->x, w->y, w->wx, w->wy, w->t};
+    }
+    p->route_waypoints += n;
+    leg->scene_version = f->scene_version;
+    if (!f->leg_end)
+        return PDC_OK;
+
+    p->leg_open = 0;
+    if (f->total_waypoints != leg->count) {
+        pdc__fail(c, PDC_ERR_PROTOCOL, "request %llu: leg %u says %u waypoints, %zu arrived", id, f->leg,
+                  f->total_waypoints, leg->count);
+        return PDC_ERR_PROTOCOL;
+    }
+    leg->cost = f->cost;
+    if (f->portal) {
+        const Pathd__V1__PortalHop *h = f->portal;
+        leg->has_portal = 1;
+        leg->portal = pdc__strdup(h->name);
+        leg->portal_to_scene = pdc__strdup(h->to_scene);
+        if (!leg->portal || !leg->portal_to_scene) {
+            pdc__fail(c, PDC_ERR_NOMEM, "out of memory for a portal name");
+            return PDC_ERR_NOMEM;
+        }
+        if (h->exit)
+            leg->portal_exit = (pdc_xy){h->exit->x, h->exit->y};
+        if (h->entry)
+            leg->portal_entry = (pdc_xy){h->entry->x, h->entry->y};
+        leg->portal_cost = h->cost;
+    }
+    return PDC_OK;
+}
+
+/* Files one frame of a route answer: a leg frame, the final RouteResult, or
+ * a final error. */
+static int pdc__route_frame(pdc_conn *c, pdc__pending *p, const Pathd__V1__Response *resp)
+{
+    if (!p->route && !(p->route = calloc(1, sizeof *p->route))) {
+        pdc__fail(c, PDC_ERR_NOMEM, "out of memory for a route");
+        return PDC_ERR_NOMEM;
+    }
+    if (resp->body_case == PATHD__V1__RESPONSE__BODY_ROUTE_LEG && resp->route_leg) {
+        if (resp->final) {
+            pdc__fail(c, PDC_ERR_PROTOCOL, "request %llu: a route leg frame is marked final",
+                      (unsigned long long)p->id);
+            return PDC_ERR_PROTOCOL;
+        }
+        return pdc__route_leg_frame(c, p, resp->route_leg);
+    }
+    if (resp->body_case == PATHD__V1__RESPONSE__BODY_ROUTE_RESULT && resp->route_result) {
+        const Pathd__V1__RouteResult *rr = resp->route_result;
+        pdc_route_result *r = p->route;
+        if (p->leg_open || rr->legs != r->leg_count) {
+            pdc__fail(c, PDC_ERR_PROTOCOL, "request %llu: route result counts %u legs, %zu arrived%s",
+                      (unsigned long long)p->id, rr->legs, r->leg_count, p->leg_open ? " (one unfinished)" : "");
+            return PDC_ERR_PROTOCOL;
+        }
+        r->total_cost = rr->total_cost;
+        r->expansions = rr->expansions;
+        r->micros = rr->micros;
+        r->pinned = rr->pinned != 0;
+        if (rr->goal_used) {
+            r->has_goal_used = 1;
+            r->goal_used = (pdc_xy){rr->goal_used->x, rr->goal_used->y};
+        }
+    }
+    return PDC_OK;
+}
+
 /* Files one frame under its request. Takes ownership of resp. */
 static void pdc__dispatch(pdc_conn *c, Pathd__V1__Response *resp)
 {
@@ -622,7 +777,12 @@ static void pdc__dispatch(pdc_conn *c, Pathd__V1__Response *resp)
         pdc__complete(c, p, (int)resp->status, msg);
         return;
     }
-    if (resp->body_case == PATHD__V1__RESPONSE__BODY_PATH && resp->path) {
+    if (p->kind == PDC__KIND_ROUTE) {
+        if (pdc__route_frame(c, p, resp) != PDC_OK) {
+            pathd__v1__response__free_unpacked(resp, NULL);
+            return;
+        }
+    } else if (resp->body_case == PATHD__V1__RESPONSE__BODY_PATH && resp->path) {
         const Pathd__V1__PathChunk *chunk = resp->path;
         if (pdc__append_chunk(c, p, chunk) != PDC_OK) {
             pathd__v1__response__free_unpacked(resp, NULL);
@@ -919,6 +1079,81 @@ int pdc_find_path(pdc_conn *c, const pdc_path_req *req, pdc_path_result *out)
     if (r < 0 && !out->message[0])
         snprintf(out->message, sizeof out->message, "%s", c->error);
     return r;
+}
+
+void pdc_route_result_free(pdc_route_result *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->leg_count; i++) {
+        free(r->legs[i].scene);
+        free(r->legs[i].waypoints);
+        free(r->legs[i].portal);
+        free(r->legs[i].portal_to_scene);
+    }
+    free(r->legs);
+    memset(r, 0, sizeof *r);
+}
+
+int pdc_find_route(pdc_conn *c, const pdc_route_req *r, pdc_route_result *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    /* What the server would refuse anyway fails here, without a round trip. */
+    if (!c || !r || !r->from_scene || !r->from_scene[0] || !r->to_scene || !r->to_scene[0] ||
+        (r->style != PDC_STYLE_CELLS && r->style != PDC_STYLE_CORNERS && r->style != PDC_STYLE_SMOOTH) ||
+        (r->goal_mode != PDC_GOAL_EXACT && r->goal_mode != PDC_GOAL_NEAREST && r->goal_mode != PDC_GOAL_LINE) ||
+        !(r->speed >= 0 && r->speed <= 1e308) || !(r->start_time >= -1e308 && r->start_time <= 1e308)) {
+        out->status = PDC_ERR_ARG;
+        return PDC_ERR_ARG;
+    }
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__FindRoute fr = PATHD__V1__FIND_ROUTE__INIT;
+    Pathd__V1__Point start, goal;
+    Pathd__V1__Cell start_cell, goal_cell;
+    Pathd__V1__WorldPoint start_world, goal_world;
+    fr.from_scene = (char *)r->from_scene;
+    fr.to_scene = (char *)r->to_scene;
+    pdc__point_to_wire(&r->start, &start, &start_cell, &start_world);
+    pdc__point_to_wire(&r->goal, &goal, &goal_cell, &goal_world);
+    fr.start = &start;
+    fr.goal = &goal;
+    fr.unit_size = r->unit_size;
+    fr.style = r->style == PDC_STYLE_SMOOTH    ? PATHD__V1__WAYPOINT_STYLE__STYLE_SMOOTH
+               : r->style == PDC_STYLE_CORNERS ? PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS
+                                               : PATHD__V1__WAYPOINT_STYLE__STYLE_CELLS;
+    fr.goal_mode = r->goal_mode == PDC_GOAL_NEAREST ? PATHD__V1__GOAL_MODE__GOAL_NEAREST
+                   : r->goal_mode == PDC_GOAL_LINE  ? PATHD__V1__GOAL_MODE__GOAL_LINE
+                                                    : PATHD__V1__GOAL_MODE__GOAL_EXACT;
+    fr.speed = r->speed;
+    fr.start_time = r->start_time;
+    fr.max_expansions = r->max_expansions;
+    fr.deadline_ms = r->deadline_ms;
+    req.body_case = PATHD__V1__REQUEST__BODY_FIND_ROUTE;
+    req.find_route = &fr;
+
+    pdc__pending taken;
+    int st = pdc__call(c, &req, PDC__KIND_ROUTE, &taken);
+    if (taken.route) {
+        *out = *taken.route;
+        free(taken.route);
+        taken.route = NULL;
+    }
+    /* Legs belong to an answered route only; an error drops any that came. */
+    if (st != PDC_OK && st != PDC_PARTIAL) {
+        double total = out->total_cost;
+        uint64_t expansions = out->expansions, micros = out->micros;
+        pdc_route_result_free(out);
+        out->total_cost = total;
+        out->expansions = expansions;
+        out->micros = micros;
+    }
+    out->id = taken.id;
+    out->status = st;
+    snprintf(out->message, sizeof out->message, "%s", st < 0 && !taken.message[0] ? c->error : taken.message);
+    pdc__pending_release(&taken);
+    return st;
 }
 
 int pdc_send_find_path(pdc_conn *c, const pdc_path_req *req, uint64_t *id)

@@ -13,7 +13,7 @@
  * different requests may arrive in any order.
  *
  * Two ways to call:
- *   - Blocking: pdc_find_path, pdc_update_cells, pdc_list_scenes,
+ *   - Blocking: pdc_find_path, pdc_find_route, pdc_update_cells, pdc_list_scenes,
  *     pdc_scene_info, pdc_scene_grid, pdc_stats, pdc_ping send one request
  *     (pdc_scene_grid: one per band of rows) and wait for its answer (other
  *     answers that
@@ -188,6 +188,60 @@ typedef struct pdc_path_result {
 
 void pdc_path_result_free(pdc_path_result *r);
 
+/* Most legs one route may have: an optimal route passes each portal at most
+ * once and the daemon allows 4096 portals, so more legs than this can only
+ * come from a broken peer. */
+#define PDC_MAX_ROUTE_LEGS 4097
+
+/* A cross-scene route query (FindRoute). Zero-initialise, then set the
+ * scenes and points; zero elsewhere means the server default (unit 1, every
+ * cell, EXACT goal, no times, no budget or deadline). Searches are
+ * 8-connected. */
+typedef struct pdc_route_req {
+    const char *from_scene;
+    pdc_point start;            /* in from_scene (a unit's top-left cell) */
+    const char *to_scene;
+    pdc_point goal;             /* in to_scene */
+    uint32_t unit_size;         /* 0 = 1; every scene on the way must serve it */
+    pdc_style style;            /* per leg */
+    pdc_goal_mode goal_mode;    /* fallbacks in to_scene (PARTIAL, goal_used) */
+    double speed;               /* world units per second; > 0 adds times across legs */
+    double start_time;          /* seconds at the first waypoint */
+    uint64_t max_expansions;    /* per leg search; 0 = server default */
+    uint32_t deadline_ms;       /* 0 = none */
+} pdc_route_req;
+
+/* One leg: a walk in one scene, then (except on the last leg) a portal. */
+typedef struct pdc_route_leg {
+    char *scene;
+    pdc_waypoint *waypoints;    /* count entries, heap */
+    size_t count;
+    double cost;                /* in-scene path cost of the leg */
+    uint64_t scene_version;
+    int has_portal;             /* 0 on the last leg */
+    char *portal;               /* portal name; NULL when has_portal == 0 */
+    pdc_xy portal_exit;         /* the leg's last cell */
+    char *portal_to_scene;      /* the next leg's scene */
+    pdc_xy portal_entry;        /* the next leg's first cell */
+    double portal_cost;
+} pdc_route_leg;
+
+typedef struct pdc_route_result {
+    uint64_t id;
+    int status;                 /* same value the call returned */
+    pdc_route_leg *legs;        /* leg_count entries, heap; NULL when there is no route */
+    size_t leg_count;
+    double total_cost;          /* leg costs + portal costs */
+    uint64_t expansions;        /* planning and leg searches */
+    uint64_t micros;            /* server time for the whole route */
+    int pinned;                 /* 1: a route pinned in the server's config was followed */
+    int has_goal_used;          /* 1: the route ends at goal_used (NEAREST/LINE), PARTIAL */
+    pdc_xy goal_used;
+    char message[PDC_MESSAGE_MAX];
+} pdc_route_result;
+
+void pdc_route_result_free(pdc_route_result *r);
+
 typedef struct pdc_scene_summary {
     char *name;
     int32_t width, height;
@@ -297,6 +351,10 @@ const char *pdc_last_error(const pdc_conn *c);
  * metrics of any answered status); free it with the matching _free even on
  * failure (it is then empty). */
 int pdc_find_path(pdc_conn *c, const pdc_path_req *req, pdc_path_result *out);
+/* A cross-scene route: legs are filled on PDC_OK and PDC_PARTIAL; the
+ * metrics also on NO_PATH and other answered statuses. UNKNOWN_SCENE,
+ * OUT_OF_BOUNDS, INVALID_ARGUMENT come with a message. */
+int pdc_find_route(pdc_conn *c, const pdc_route_req *req, pdc_route_result *out);
 /* Applies an UpdateCells request; out (needs no _free) is filled on PDC_OK.
  * A path search sent before this call returned may still run on the old
  * version. */

@@ -103,7 +103,7 @@ static pd_status pd__decode_point(const Pathd__V1__Point *p, const char *field, 
                                   char *err, size_t errlen)
 {
     if (p == NULL) {
-        pd__set_err(err, errlen, "find_path.%s is missing", field);
+        pd__set_err(err, errlen, "%s is missing", field);
         return PD_INVALID_ARGUMENT;
     }
     switch (p->kind_case) {
@@ -114,7 +114,7 @@ static pd_status pd__decode_point(const Pathd__V1__Point *p, const char *field, 
         return PD_OK;
     case PATHD__V1__POINT__KIND_WORLD:
         if (!isfinite(p->world->x) || !isfinite(p->world->y)) {
-            pd__set_err(err, errlen, "find_path.%s.world is not a finite point", field);
+            pd__set_err(err, errlen, "%s.world is not a finite point", field);
             return PD_INVALID_ARGUMENT;
         }
         out->is_world = 1;
@@ -122,7 +122,7 @@ static pd_status pd__decode_point(const Pathd__V1__Point *p, const char *field, 
         out->wy = p->world->y;
         return PD_OK;
     default:
-        pd__set_err(err, errlen, "find_path.%s has neither cell nor world set", field);
+        pd__set_err(err, errlen, "%s has neither cell nor world set", field);
         return PD_INVALID_ARGUMENT;
     }
 }
@@ -173,9 +173,9 @@ static pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path
     pd_status st = pd__decode_scene_name(m->scene, "find_path.scene", out->scene, err, errlen);
     if (st != PD_OK)
         return st;
-    if ((st = pd__decode_point(m->start, "start", &out->start, err, errlen)) != PD_OK)
+    if ((st = pd__decode_point(m->start, "find_path.start", &out->start, err, errlen)) != PD_OK)
         return st;
-    if ((st = pd__decode_point(m->goal, "goal", &out->goal, err, errlen)) != PD_OK)
+    if ((st = pd__decode_point(m->goal, "find_path.goal", &out->goal, err, errlen)) != PD_OK)
         return st;
 
     out->unit_size = m->unit_size == 0 ? 1 : m->unit_size;
@@ -273,6 +273,77 @@ static pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path
                     PD_CODEC_MAX_DEADLINE_MS);
         return PD_INVALID_ARGUMENT;
     }
+    out->deadline_ms = m->deadline_ms;
+    out->max_expansions = m->max_expansions;
+    return PD_OK;
+}
+
+static pd_status pd__decode_find_route(const Pathd__V1__FindRoute *m, pd_find_route_req *out,
+                                       char *err, size_t errlen)
+{
+    pd_status st = pd__decode_scene_name(m->from_scene, "find_route.from_scene", out->from_scene, err, errlen);
+    if (st != PD_OK)
+        return st;
+    if ((st = pd__decode_scene_name(m->to_scene, "find_route.to_scene", out->to_scene, err, errlen)) != PD_OK)
+        return st;
+    if ((st = pd__decode_point(m->start, "find_route.start", &out->start, err, errlen)) != PD_OK)
+        return st;
+    if ((st = pd__decode_point(m->goal, "find_route.goal", &out->goal, err, errlen)) != PD_OK)
+        return st;
+
+    out->unit_size = m->unit_size == 0 ? 1 : m->unit_size;
+    if (out->unit_size > PD_CONF_MAX_UNIT_SIZE) {
+        pd__set_err(err, errlen, "find_route.unit_size %u is above the limit %d", (unsigned)m->unit_size,
+                    PD_CONF_MAX_UNIT_SIZE);
+        return PD_INVALID_ARGUMENT;
+    }
+    /* Unknown enum numbers arrive as they were sent: compare with the
+     * schema's values. */
+    switch ((int)m->style) {
+    case PATHD__V1__WAYPOINT_STYLE__STYLE_CELLS:
+        out->style = PD_STYLE_CELLS;
+        break;
+    case PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS:
+        out->style = PD_STYLE_CORNERS;
+        break;
+    case PATHD__V1__WAYPOINT_STYLE__STYLE_SMOOTH:
+        out->style = PD_STYLE_SMOOTH;
+        break;
+    default:
+        pd__set_err(err, errlen, "find_route.style %d is not STYLE_CELLS (0), STYLE_CORNERS (1) or STYLE_SMOOTH (2)",
+                    (int)m->style);
+        return PD_INVALID_ARGUMENT;
+    }
+    switch ((int)m->goal_mode) {
+    case PATHD__V1__GOAL_MODE__GOAL_EXACT:
+        out->goal_mode = PD_GOAL_EXACT;
+        break;
+    case PATHD__V1__GOAL_MODE__GOAL_NEAREST:
+        out->goal_mode = PD_GOAL_NEAREST;
+        break;
+    case PATHD__V1__GOAL_MODE__GOAL_LINE:
+        out->goal_mode = PD_GOAL_LINE;
+        break;
+    default:
+        pd__set_err(err, errlen, "find_route.goal_mode %d is not GOAL_EXACT (0), GOAL_NEAREST (1) or GOAL_LINE (2)",
+                    (int)m->goal_mode);
+        return PD_INVALID_ARGUMENT;
+    }
+    if (!isfinite(m->speed) || m->speed < 0) {
+        pd__set_err(err, errlen, "find_route.speed %g is not a finite number >= 0", m->speed);
+        return PD_INVALID_ARGUMENT;
+    }
+    if (!isfinite(m->start_time)) {
+        pd__set_err(err, errlen, "find_route.start_time is not finite");
+        return PD_INVALID_ARGUMENT;
+    }
+    if (m->deadline_ms > PD_CODEC_MAX_DEADLINE_MS) {
+        pd__set_err(err, errlen, "find_route.deadline_ms %u is above the limit %u", (unsigned)m->deadline_ms,
+                    PD_CODEC_MAX_DEADLINE_MS);
+        return PD_INVALID_ARGUMENT;
+    }
+    out->speed = m->speed;
+    out->start_time = m->start_time;
     out->deadline_ms = m->deadline_ms;
     out->max_expansions = m->max_expansions;
     return PD_OK;
@@ -410,8 +481,11 @@ static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, c
     case PATHD__V1__REQUEST__BODY_SCENE_GRID:
         req->kind = PD_REQ_SCENE_GRID;
         return pd__decode_scene_grid(m->scene_grid, &req->u.grid, err, errlen);
+    case PATHD__V1__REQUEST__BODY_FIND_ROUTE:
+        req->kind = PD_REQ_FIND_ROUTE;
+        return pd__decode_find_route(m->find_route, &req->u.find_route, err, errlen);
     default:
-        /* Bodies added to the schema later (FindRoute's 17, 19 and up) arrive
+        /* Bodies added to the schema later (19 and up) arrive
          * here as unknown fields; say so, since the client likely is newer. */
         if (m->base.n_unknown_fields > 0)
             pd__set_err(err, errlen, "request has no body this server knows (newer client?)");
@@ -819,6 +893,163 @@ uint8_t *pd_codec_encode_path(const pd_job *job, uint32_t max_per_chunk, size_t 
 done:
     free(wps);
     free(ptrs);
+    return buf;
+}
+
+/* The protobuf objects of one route frame; wps/ptrs have room for
+ * max_per_chunk waypoints, leg_costs/versions for every leg. */
+typedef struct pd__route_msg {
+    Pathd__V1__Response resp;
+    Pathd__V1__RouteLeg leg;
+    Pathd__V1__PortalHop hop;
+    Pathd__V1__Cell exit, entry, goal_used;
+    Pathd__V1__RouteResult result;
+    Pathd__V1__Waypoint *wps;
+    Pathd__V1__Waypoint **ptrs;
+    double *leg_costs;
+    uint64_t *versions;
+} pd__route_msg;
+
+/* Fills frame `seq` of leg `li`: its slice of waypoints and, on the leg's
+ * last frame, the cost and the portal. */
+static void pd__fill_route_leg(const pd_job *job, size_t li, size_t seq, size_t n_frames,
+                               uint32_t max_per_chunk, pd__route_msg *m)
+{
+    const pd_job_leg *leg = &job->legs[li];
+    size_t first = seq * max_per_chunk;
+    size_t count = leg->path_len - first < max_per_chunk ? leg->path_len - first : max_per_chunk;
+
+    pathd__v1__response__init(&m->resp);
+    pathd__v1__route_leg__init(&m->leg);
+    for (size_t i = 0; i < count; i++) {
+        pd_point cell = leg->path[first + i];
+        pathd__v1__waypoint__init(&m->wps[i]);
+        m->wps[i].x = cell.x;
+        m->wps[i].y = cell.y;
+        pd_scene_cell_center(leg->scene, cell, &m->wps[i].wx, &m->wps[i].wy);
+        if (leg->times != NULL)
+            m->wps[i].t = leg->times[first + i];
+        m->ptrs[i] = &m->wps[i];
+    }
+    m->leg.leg = (uint32_t)li;
+    m->leg.scene = (char *)leg->scene->name;
+    m->leg.seq = (uint32_t)seq;
+    m->leg.n_waypoints = count;
+    m->leg.waypoints = count > 0 ? m->ptrs : NULL;
+    m->leg.scene_version = leg->scene->version;
+    if (seq + 1 == n_frames) {
+        m->leg.leg_end = 1;
+        m->leg.cost = leg->cost;
+        m->leg.total_waypoints = (uint32_t)leg->path_len;
+        if (leg->has_portal) {
+            pathd__v1__portal_hop__init(&m->hop);
+            pathd__v1__cell__init(&m->exit);
+            pathd__v1__cell__init(&m->entry);
+            m->exit.x = leg->portal_exit.x;
+            m->exit.y = leg->portal_exit.y;
+            m->entry.x = leg->portal_entry.x;
+            m->entry.y = leg->portal_entry.y;
+            m->hop.name = (char *)leg->portal;
+            m->hop.exit = &m->exit;
+            m->hop.to_scene = (char *)leg->next_scene;
+            m->hop.entry = &m->entry;
+            m->hop.cost = leg->portal_cost;
+            m->leg.portal = &m->hop;
+        }
+    }
+    /* Like non-final path chunks: the outcome is the final frame's to say. */
+    m->resp.id = job->request_id;
+    m->resp.status = PATHD__V1__STATUS__OK;
+    m->resp.body_case = PATHD__V1__RESPONSE__BODY_ROUTE_LEG;
+    m->resp.route_leg = &m->leg;
+}
+
+static void pd__fill_route_result(const pd_job *job, size_t n_legs, pd__route_msg *m)
+{
+    pathd__v1__response__init(&m->resp);
+    pathd__v1__route_result__init(&m->result);
+    for (size_t i = 0; i < n_legs; i++) {
+        m->leg_costs[i] = job->legs[i].cost;
+        m->versions[i] = job->legs[i].scene->version;
+    }
+    m->result.legs = (uint32_t)n_legs;
+    m->result.total_cost = n_legs > 0 ? job->metrics.cost : 0;
+    m->result.n_leg_costs = n_legs;
+    m->result.leg_costs = n_legs > 0 ? m->leg_costs : NULL;
+    m->result.n_scene_versions = n_legs;
+    m->result.scene_versions = n_legs > 0 ? m->versions : NULL;
+    m->result.expansions = job->metrics.expanded;
+    m->result.micros = job->metrics.micros;
+    m->result.pinned = job->route_pinned != 0;
+    if (job->goal_substituted && n_legs > 0) {
+        pathd__v1__cell__init(&m->goal_used);
+        m->goal_used.x = job->goal_used.x;
+        m->goal_used.y = job->goal_used.y;
+        m->result.goal_used = &m->goal_used;
+    }
+    m->resp.id = job->request_id;
+    m->resp.status = pd__wire_status(job->status);
+    m->resp.final = 1;
+    m->resp.body_case = PATHD__V1__RESPONSE__BODY_ROUTE_RESULT;
+    m->resp.route_result = &m->result;
+}
+
+static size_t pd__leg_frames(const pd_job_leg *leg, uint32_t max_per_chunk)
+{
+    return leg->path_len == 0 ? 1 : (leg->path_len + max_per_chunk - 1) / max_per_chunk;
+}
+
+uint8_t *pd_codec_encode_route(const pd_job *job, uint32_t max_per_chunk, size_t *out_len)
+{
+    int has_route = (job->status == PD_OK || job->status == PD_PARTIAL) && job->legs != NULL;
+    size_t n_legs = has_route ? job->n_legs : 0;
+    size_t most = 1, total = 0, off = 0;
+    pd__route_msg m;
+    uint8_t *buf = NULL;
+
+    *out_len = 0;
+    memset(&m, 0, sizeof m);
+    if (max_per_chunk == 0)
+        max_per_chunk = 1;
+    for (size_t i = 0; i < n_legs; i++)
+        if (job->legs[i].path_len > most)
+            most = job->legs[i].path_len;
+    if (most > max_per_chunk)
+        most = max_per_chunk;
+    m.wps = malloc(most * sizeof *m.wps);
+    m.ptrs = malloc(most * sizeof *m.ptrs);
+    m.leg_costs = malloc((n_legs ? n_legs : 1) * sizeof *m.leg_costs);
+    m.versions = malloc((n_legs ? n_legs : 1) * sizeof *m.versions);
+    if (!m.wps || !m.ptrs || !m.leg_costs || !m.versions)
+        goto done;
+
+    /* Two passes, as for a path: size every frame, then pack them all into
+     * one buffer so the answer goes out as a single write. */
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && (buf = malloc(total)) == NULL)
+            goto done;
+        for (size_t li = 0; li < n_legs; li++) {
+            size_t n_frames = pd__leg_frames(&job->legs[li], max_per_chunk);
+            for (size_t seq = 0; seq < n_frames; seq++) {
+                pd__fill_route_leg(job, li, seq, n_frames, max_per_chunk, &m);
+                if (pass == 0)
+                    total += pd__frame_size(&m.resp);
+                else
+                    off += pd__frame_pack(&m.resp, buf + off);
+            }
+        }
+        pd__fill_route_result(job, n_legs, &m);
+        if (pass == 0)
+            total += pd__frame_size(&m.resp);
+        else
+            off += pd__frame_pack(&m.resp, buf + off);
+    }
+    *out_len = off;
+done:
+    free(m.wps);
+    free(m.ptrs);
+    free(m.leg_costs);
+    free(m.versions);
     return buf;
 }
 

@@ -48,6 +48,7 @@ typedef enum pd_request_kind {
     PD_REQ_PING,
     PD_REQ_UPDATE_CELLS,
     PD_REQ_SCENE_GRID,
+    PD_REQ_FIND_ROUTE,
 } pd_request_kind;
 
 typedef struct pd_point_spec {
@@ -77,6 +78,22 @@ typedef struct pd_find_path_req {
     pd_point window_min, window_max;
 } pd_find_path_req;
 
+/* FindRoute. Whether the scenes exist, serve the unit size and hold the
+ * points is the server's to check against its world. */
+typedef struct pd_find_route_req {
+    char from_scene[PD_CONF_MAX_NAME];
+    pd_point_spec start;
+    char to_scene[PD_CONF_MAX_NAME];
+    pd_point_spec goal;
+    uint32_t unit_size;      /* 1..PD_CONF_MAX_UNIT_SIZE after decoding */
+    pd_waypoint_style style;
+    pd_goal_mode goal_mode;
+    double speed;            /* world units per second, finite, >= 0; 0 = no times */
+    double start_time;       /* seconds at the start, finite */
+    uint64_t max_expansions; /* per leg search; 0 = server default */
+    uint32_t deadline_ms;    /* 0 = none; <= PD_CODEC_MAX_DEADLINE_MS */
+} pd_find_route_req;
+
 /* UpdateCells: update.cells points at the owned array cells (NULL for a
  * rectangle). Bounds against the grid are the scene layer's to check. */
 typedef struct pd_update_cells_req {
@@ -100,6 +117,7 @@ typedef struct pd_request {
     pd_request_kind kind;
     union {
         pd_find_path_req find_path;
+        pd_find_route_req find_route;       /* PD_REQ_FIND_ROUTE */
         pd_update_cells_req update_cells;   /* PD_REQ_UPDATE_CELLS */
         uint64_t cancel_target;             /* PD_REQ_CANCEL */
         char scene_name[PD_CONF_MAX_NAME];  /* PD_REQ_SCENE_INFO */
@@ -159,6 +177,17 @@ uint8_t *pd_codec_encode_error(uint64_t id, pd_status status, const char *messag
  * cutoff behind a cut-off PARTIAL. A job that found no path gives one final
  * PathChunk with no waypoints and its metrics. */
 uint8_t *pd_codec_encode_path(const pd_job *job, uint32_t max_per_chunk, size_t *out_len);
+
+/* The answer to a finished FindRoute job. On PD_OK / PD_PARTIAL: for each
+ * leg in travel order, ceil(path_len / max_per_chunk) RouteLeg frames (at
+ * least one; max_per_chunk 0 counts as 1) with seq 0..n-1 within the leg,
+ * waypoints with cell and world-centre coordinates (and t when the job has
+ * times), and on the leg's last frame leg_end, its cost, total_waypoints and
+ * the portal it ends at (none on the last leg). Then one final RouteResult
+ * frame with the job's status, the totals, per-leg costs and scene versions,
+ * goal_used when substituted and pinned. A job that failed gives only the
+ * final RouteResult (no legs) with its status and metrics. */
+uint8_t *pd_codec_encode_route(const pd_job *job, uint32_t max_per_chunk, size_t *out_len);
 
 /* The answer to a finished UpdateCells job: on PD_OK Response{update:
  * UpdateResult{version, cells_changed, micros}}; otherwise an error answer

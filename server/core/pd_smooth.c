@@ -35,38 +35,6 @@ int pd_line_of_sight(const pd_grid *g, pd_point a, pd_point b)
     }
 }
 
-/*
- * Greedy string pulling. From each kept anchor it first tries the goal
- * directly (so start and goal that see each other give the direct line),
- * then advances along the path while the next point is still in sight and
- * keeps the last visible one. The next path point is kept even when it is
- * not visible (only possible for input that is not a legal walk), so points
- * are only ever dropped where a visible straight segment replaces them.
- *
- * Kept points are a subsequence of the input and each new segment joins two
- * of them, so by the triangle inequality the result is never longer.
- */
-size_t pd_path_smooth(const pd_grid *g, pd_point *pts, size_t n)
-{
-    if (!g || !pts || n < 3)
-        return n;
-    size_t kept = 1;
-    size_t anchor = 0;
-    while (anchor < n - 1) {
-        size_t next;
-        if (pd_line_of_sight(g, pts[anchor], pts[n - 1])) {
-            next = n - 1;
-        } else {
-            next = anchor + 1;
-            while (next + 1 < n - 1 && pd_line_of_sight(g, pts[anchor], pts[next + 1]))
-                next++;
-        }
-        pts[kept++] = pts[next];
-        anchor = next;
-    }
-    return kept;
-}
-
 static double pd__segment_length(pd_point a, pd_point b)
 {
     double dx = (double)b.x - (double)a.x, dy = (double)b.y - (double)a.y;
@@ -107,6 +75,69 @@ static double pd__segment_mean_cost(const pd_grid *g, pd_point a, pd_point b)
         entered++;
     }
     return entered ? sum / (double)entered : 0.0;
+}
+
+/* What walking a segment costs: its length times the mean cost of the cells
+ * it enters, the same measure pd_path_times turns into seconds. */
+static double pd__segment_cost(const pd_grid *g, pd_point a, pd_point b)
+{
+    return pd__segment_length(a, b) * pd__segment_mean_cost(g, a, b);
+}
+
+/*
+ * Greedy string pulling. From each kept anchor it first tries the goal
+ * directly (so start and goal that see each other give the direct line),
+ * then advances along the path while the next point is still in sight and
+ * keeps the last visible one. The next path point is kept even when it is
+ * not visible (only possible for input that is not a legal walk), so points
+ * are only ever dropped where a visible straight segment replaces them.
+ *
+ * Kept points are a subsequence of the input and each new segment joins two
+ * of them, so on uniform ground the triangle inequality makes the result
+ * never longer. On ground with terrain costs a straight segment may cross
+ * dearer cells than the stretch it would replace went around, so there a
+ * segment is taken only when it costs no more than that stretch: the result
+ * then never costs more (and never takes longer to walk) than the input.
+ */
+#define PD__SMOOTH_COST_EPS 1e-9
+
+size_t pd_path_smooth(const pd_grid *g, pd_point *pts, size_t n)
+{
+    if (!g || !pts || n < 3)
+        return n;
+    const int weighted = !g->uniform_cost;
+    size_t kept = 1;
+    size_t anchor = 0;
+    while (anchor < n - 1) {
+        /* Points from anchor on are still the input's: output slots only
+         * ever overwrite indices at or below the current anchor. */
+        int direct = pd_line_of_sight(g, pts[anchor], pts[n - 1]);
+        if (direct && weighted) {
+            double stretch = 0.0;
+            for (size_t i = anchor + 1; i < n; i++)
+                stretch += pd__segment_cost(g, pts[i - 1], pts[i]);
+            direct = pd__segment_cost(g, pts[anchor], pts[n - 1]) <= stretch + PD__SMOOTH_COST_EPS;
+        }
+        size_t next;
+        if (direct) {
+            next = n - 1;
+        } else {
+            next = anchor + 1;
+            double stretch = weighted ? pd__segment_cost(g, pts[anchor], pts[next]) : 0.0;
+            while (next + 1 < n - 1 && pd_line_of_sight(g, pts[anchor], pts[next + 1])) {
+                if (weighted) {
+                    double longer = stretch + pd__segment_cost(g, pts[next], pts[next + 1]);
+                    if (pd__segment_cost(g, pts[anchor], pts[next + 1]) > longer + PD__SMOOTH_COST_EPS)
+                        break;
+                    stretch = longer;
+                }
+                next++;
+            }
+        }
+        pts[kept++] = pts[next];
+        anchor = next;
+    }
+    return kept;
 }
 
 void pd_path_times(const pd_grid *g, const pd_point *pts, size_t n,

@@ -9,7 +9,9 @@
  *
  * Smoothing is string pulling: from each kept waypoint, jump to the farthest
  * later path point still in sight. The result is never longer than the input
- * (each jump replaces a sub-path by a straight segment between its ends).
+ * (each jump replaces a sub-path by a straight segment between its ends), and
+ * on ground with terrain costs a jump is taken only when the segment costs no
+ * more than the sub-path it replaces, so it never costs more either.
  */
 #ifndef PD_SMOOTH_H
 #define PD_SMOOTH_H

@@ -41,6 +41,7 @@ static const char *const pd__type_names[PD_METRICS_REQ_TYPE_COUNT] = {
     [PD_METRICS_REQ_PING] = "ping",
     [PD_METRICS_REQ_UPDATE_CELLS] = "update_cells",
     [PD_METRICS_REQ_SCENE_GRID] = "scene_grid",
+    [PD_METRICS_REQ_FIND_ROUTE] = "find_route",
 };
 
 struct pd_metrics {
@@ -84,6 +85,7 @@ pd_metrics_req_type pd_metrics_req_type_of(pd_request_kind kind)
     case PD_REQ_PING: return PD_METRICS_REQ_PING;
     case PD_REQ_UPDATE_CELLS: return PD_METRICS_REQ_UPDATE_CELLS;
     case PD_REQ_SCENE_GRID: return PD_METRICS_REQ_SCENE_GRID;
+    case PD_REQ_FIND_ROUTE: return PD_METRICS_REQ_FIND_ROUTE;
     case PD_REQ_NONE:
     default: return PD_METRICS_REQ_UNKNOWN;
     }

@@ -37,9 +37,10 @@ typedef enum pd_metrics_req_type {
     PD_METRICS_REQ_PING,
     PD_METRICS_REQ_UPDATE_CELLS,
     PD_METRICS_REQ_SCENE_GRID,
+    PD_METRICS_REQ_FIND_ROUTE,
 } pd_metrics_req_type;
 
-#define PD_METRICS_REQ_TYPE_COUNT 9
+#define PD_METRICS_REQ_TYPE_COUNT 10
 
 /* FindPath latency buckets, upper bounds in microseconds: a 1-2.5-5 series
  * from 100 us (a short path on a warm worker) to 10 s (far beyond any

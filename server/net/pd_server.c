@@ -94,6 +94,7 @@ struct pd_server {
     uv_loop_t *loop;
     pd_conf conf;                /* scalar settings only; scenes live in the registry */
     pd_registry *registry;
+    pd_world_store *world_store; /* NULL: FindRoute is refused (pd_server_set_world_store) */
     pd_pool *pool;
     char *config_path;
     void (*adjust)(pd_conf *conf, void *user);
@@ -601,6 +602,81 @@ static void pd__handle_find_path(pd__conn *c, pd_request *req, uint64_t arrival_
     pd__submit(c, req->id, job);
 }
 
+/* FindRoute: resolves the scenes and points against the world current now
+ * (so unknown scenes, unit sizes and out-of-bounds points are answered at
+ * once, like FindPath's), then queues a route job holding that world; the
+ * worker plans, searches the legs and releases it. */
+static void pd__handle_find_route(pd__conn *c, pd_request *req, uint64_t arrival_ns)
+{
+    pd_server *s = c->server;
+    const pd_find_route_req *fr = &req->u.find_route;
+
+    if (!pd__inflight_ok(c, req->id))
+        return;
+    pd_world *world = s->world_store ? pd_world_store_acquire(s->world_store) : NULL;
+    if (!world) {
+        pd__send_error(c, req->id, PD_INVALID_ARGUMENT, "this server has no world loaded: routes are not served");
+        return;
+    }
+    const pd_scene *from = pd_world_scene(world, fr->from_scene);
+    const pd_scene *to = pd_world_scene(world, fr->to_scene);
+    const pd_scene *unserved = NULL;
+    pd_point start, goal;
+    const pd_point_spec *bad = NULL;
+    if (!from || !to) {
+        pd__send_error(c, req->id, PD_UNKNOWN_SCENE, "unknown scene '%s'", !from ? fr->from_scene : fr->to_scene);
+        goto fail;
+    }
+    if (!pd_scene_allows_unit(from, fr->unit_size))
+        unserved = from;
+    else if (!pd_scene_allows_unit(to, fr->unit_size))
+        unserved = to;
+    if (unserved) {
+        pd__send_error(c, req->id, PD_INVALID_ARGUMENT, "scene '%s' does not serve unit size %" PRIu32,
+                       unserved->name, fr->unit_size);
+        goto fail;
+    }
+    if (pd__resolve_point(from, &fr->start, &start) != PD_OK)
+        bad = &fr->start;
+    else if (pd__resolve_point(to, &fr->goal, &goal) != PD_OK)
+        bad = &fr->goal;
+    if (bad) {
+        const pd_scene *sc = bad == &fr->start ? from : to;
+        char where[96];
+        pd__describe_point(bad, where, sizeof where);
+        pd__send_error(c, req->id, PD_OUT_OF_BOUNDS, "%s %s is outside scene '%s' (%" PRId32 "x%" PRId32 ")",
+                       bad == &fr->start ? "start" : "goal", where, sc->name, sc->grid->width, sc->grid->height);
+        goto fail;
+    }
+
+    pd_job *job = pd_job_new();
+    if (!job) {
+        pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
+        goto fail;
+    }
+    job->kind = PD_JOB_FIND_ROUTE;
+    job->conn_id = c->id;
+    job->request_id = req->id;
+    job->world = world; /* the job owns the reference now */
+    memcpy(job->route_from, fr->from_scene, sizeof job->route_from);
+    memcpy(job->route_to, fr->to_scene, sizeof job->route_to);
+    job->unit_size = fr->unit_size;
+    job->params.start = start;
+    job->params.goal = goal;
+    job->params.connectivity = PD_CONNECT_8;
+    job->params.max_expansions = fr->max_expansions ? fr->max_expansions : s->conf.default_max_expansions;
+    job->style = fr->style;
+    job->goal_mode = fr->goal_mode;
+    job->speed = fr->speed;
+    job->start_time = fr->start_time;
+    job->deadline_ns = fr->deadline_ms ? arrival_ns + (uint64_t)fr->deadline_ms * 1000000u : 0;
+    job->submitted_ns = pd_pool_now_ns();
+    pd__submit(c, req->id, job);
+    return;
+fail:
+    pd_world_release(world);
+}
+
 /* UpdateCells copies and repairs a scene, which takes milliseconds on big
  * maps, so it runs on a worker like a search; the pool keeps updates in
  * order. The scene name and the cells' bounds are checked there. */
@@ -620,6 +696,7 @@ static void pd__handle_update_cells(pd__conn *c, pd_request *req)
     job->registry = c->server->registry;
     memcpy(job->update_scene, uc->scene, sizeof job->update_scene);
     job->update = uc->update;
+    job->world_store = c->server->world_store;
     job->update_cells = uc->cells; /* the job owns the array now */
     uc->cells = NULL;
     job->submitted_ns = pd_pool_now_ns();
@@ -682,6 +759,9 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
         return;
     case PD_REQ_UPDATE_CELLS:
         pd__handle_update_cells(c, req);
+        return;
+    case PD_REQ_FIND_ROUTE:
+        pd__handle_find_route(c, req, arrival_ns);
         return;
     case PD_REQ_CANCEL:
         if (pd_pool_cancel(s->pool, c->id, req->u.cancel_target))
@@ -897,17 +977,24 @@ static void pd__drain_completions(pd_server *s)
         if (s->in_flight > 0)
             s->in_flight--;
         int is_update = job->kind == PD_JOB_UPDATE_CELLS;
-        pd_metrics_observe(s->metrics, is_update ? PD_METRICS_REQ_UPDATE_CELLS : PD_METRICS_REQ_FIND_PATH,
-                           job->status, (pd_pool_now_ns() - job->submitted_ns) / 1000u,
-                           is_update ? 0 : job->metrics.expanded);
+        pd_request_kind kind = is_update ? PD_REQ_UPDATE_CELLS
+                               : job->kind == PD_JOB_FIND_ROUTE ? PD_REQ_FIND_ROUTE
+                                                                : PD_REQ_FIND_PATH;
+        pd_metrics_observe(s->metrics, pd_metrics_req_type_of(kind), job->status,
+                           (pd_pool_now_ns() - job->submitted_ns) / 1000u, is_update ? 0 : job->metrics.expanded);
+        if (is_update && job->status == PD_OK && job->world_refresh != PD_OK)
+            pd_log_warn("update of scene '%s' applied, but the route tables were not refreshed: %s (%s); "
+                        "routes keep the previous tables until the next reload",
+                        job->update_scene, job->world_refresh_error, pd_status_name(job->world_refresh));
         pd__conn *c = pd__map_find(&s->map, job->conn_id);
         if (c) {
             if (c->in_flight > 0)
                 c->in_flight--;
             if (!c->lingering) {
                 size_t len = 0;
-                uint8_t *buf = job->kind == PD_JOB_UPDATE_CELLS
-                                   ? pd_codec_encode_update(job, &len)
+                uint8_t *buf = is_update ? pd_codec_encode_update(job, &len)
+                               : job->kind == PD_JOB_FIND_ROUTE
+                                   ? pd_codec_encode_route(job, s->conf.max_waypoints_per_chunk, &len)
                                    : pd_codec_encode_path(job, s->conf.max_waypoints_per_chunk, &len);
                 pd__conn_send(c, buf, len);
             }
@@ -1049,6 +1136,13 @@ static void pd__reload(pd_server *s)
         pd_conf_free(&next);
         return;
     }
+    /* The scenes are swapped in by now; a world that does not fit them
+     * (a portal cell outside a reloaded map) keeps the old world, whose
+     * snapshots stay valid for routes, until a reload that fits. */
+    if (s->world_store &&
+        pd_world_store_rebuild(s->world_store, &next.world, s->registry, err, sizeof err) != 0)
+        pd_log_error("reload: portals and routes of %s refused: %s; the previous world keeps serving routes",
+                     s->config_path, err);
 
     if (strcmp(next.listen_host, s->conf.listen_host) != 0 || next.listen_port != s->conf.listen_port)
         pd_log_warn("reload: a new listen address needs a restart; still on %s:%u",
@@ -1064,8 +1158,10 @@ static void pd__reload(pd_server *s)
     pd_conf scenes_only = {0};
     scenes_only.scenes = next.scenes;
     scenes_only.n_scenes = next.n_scenes;
+    scenes_only.world = next.world;   /* the world store keeps its own copy */
     next.scenes = NULL;
     next.n_scenes = 0;
+    memset(&next.world, 0, sizeof next.world);
     s->conf = next;
     pd_conf_free(&scenes_only);
 
@@ -1130,6 +1226,9 @@ pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *r
     s->conf = *conf;
     s->conf.scenes = NULL;
     s->conf.n_scenes = 0;
+    /* The caller's config owns the portals; the world store holds what
+     * routes need, so the server keeps no pointer into them. */
+    memset(&s->conf.world, 0, sizeof s->conf.world);
     s->registry = registry;
     s->next_conn_id = 1;
     s->answering = -1;
@@ -1250,6 +1349,11 @@ void pd_server_request_reload(pd_server *s)
 {
     atomic_store(&s->reload_requested, 1);
     uv_async_send(&s->async);
+}
+
+void pd_server_set_world_store(pd_server *s, pd_world_store *store)
+{
+    s->world_store = store;
 }
 
 void pd_server_set_metrics(pd_server *s, pd_metrics *m)

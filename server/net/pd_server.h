@@ -9,6 +9,7 @@
  *
  * Order of use (main.c does exactly this):
  *   s = pd_server_create(loop, &conf, registry, &source);
+ *   pd_server_set_world_store(s, store);       optional: serves FindRoute
  *   pool = pd_pool_create(threads, conf.job_queue_capacity, pd_server_wake, s);
  *   pd_server_start(s, pool, err, errlen);     binds, listens, logs the address
  *   pd_server_watch_signals(s);                optional: SIGTERM/SIGINT/SIGHUP
@@ -31,6 +32,7 @@
 #include "pd_metrics.h"
 #include "pd_pool.h"
 #include "pd_scene.h"
+#include "pd_world.h"
 
 /* Fixed server limits (the configurable ones are in pd_conf). */
 #define PD_SERVER_LISTEN_BACKLOG 511          /* connections the kernel queues before accept */
@@ -87,6 +89,14 @@ void pd_server_request_stop(pd_server *s);
 /* Thread-safe. Rereads the config file and swaps scenes in atomically; a bad
  * config is logged and the old one keeps serving. */
 void pd_server_request_reload(pd_server *s);
+
+/* Loop thread, before pd_server_start: FindRoute plans on the world store's
+ * current world, each successful UpdateCells refreshes that scene's route
+ * tables in it (on the worker, before the answer), and a reload rebuilds it
+ * from the new config's portals and routes (a failure is logged and the old
+ * world stays). Without a store FindRoute is answered INVALID_ARGUMENT. The
+ * store must outlive the server and the pool. */
+void pd_server_set_world_store(pd_server *s, pd_world_store *store);
 
 /* Loop thread, before pd_server_start: every answered request is counted in
  * m (pd_metrics_observe). m may be NULL (nothing is counted) and must

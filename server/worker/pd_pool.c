@@ -39,11 +39,25 @@
  *     speed / cell_size cells per second, over the final waypoints.
  * A scene built without component labels (hand-made scenes in tests) skips
  * step 3: the search itself then finds out that the goal is unreachable.
+ *
+ * A route job plans on the world it holds (pd_world_plan with this thread's
+ * search context). On NO_PATH or GOAL_BLOCKED under goal_mode NEAREST or
+ * LINE it substitutes the goal in the last scene among the components
+ * pd_world_arrivals names (NEAREST: per component the cell nearest the goal;
+ * LINE: per arrival cell the first cell of its component on the line from
+ * the goal back to it; the candidate nearest the goal wins, the first on a
+ * tie) and plans again (PARTIAL, goal_used). Each leg then runs steps 4-6
+ * above on its scene's snapshot from the world: A* from the leg's first to
+ * its last cell (8-connected, the request's budget, no avoid or window),
+ * style, and timing. Times run on across legs: a portal's cost counts as
+ * that many cells of travel at the departing scene's speed, so crossing it
+ * takes portal_cost * cell_size / speed seconds.
  */
 #include "pd_pool.h"
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -114,6 +128,13 @@ void pd_job_free(pd_job *job)
     free(job->times);
     free(job->avoid);
     free(job->update_cells);
+    pd_world_release(job->world);
+    for (size_t i = 0; i < job->n_legs; i++) {
+        pd_scene_release(job->legs[i].scene);
+        free(job->legs[i].path);
+        free(job->legs[i].times);
+    }
+    free(job->legs);
     free(job);
 }
 
@@ -349,11 +370,208 @@ static pd_status pd__find_path(const pd_pool *p, pd__scratch *s, pd_job *job)
     return st;
 }
 
+/* Squared Euclidean distance: only compared, never reported. */
+static int64_t pd__dist2(pd_point a, pd_point b)
+{
+    int64_t dx = (int64_t)a.x - b.x, dy = (int64_t)a.y - b.y;
+    return dx * dx + dy * dy;
+}
+
+/* The goal_mode fallback of a route (see the top of this file): a
+ * substitute goal in q->to_scene that the unit can reach, or PD_NO_PATH. */
+static pd_status pd__route_substitute(pd__scratch *s, const pd_job *job, const pd_world_query *q,
+                                      pd_point *sub)
+{
+    const pd_scene *to = pd_world_scene(job->world, q->to_scene);
+    const pd_scene_unit *su = to ? pd_scene_unit_for(to, q->unit_size) : NULL;
+    if (!su || !su->grid || !su->components)
+        return PD_NO_PATH;
+    size_t n = 0;
+    pd_status st = pd_world_arrivals(job->world, s->ctx, q, NULL, 0, &n);
+    if (st != PD_OK)
+        return st;
+    if (n == 0)
+        return PD_NO_PATH;
+    pd_point *arrivals = malloc(n * sizeof *arrivals);
+    if (!arrivals)
+        return PD_INTERNAL;
+    st = pd_world_arrivals(job->world, s->ctx, q, arrivals, n, &n);
+
+    int found = 0;
+    int64_t best = 0;
+    for (size_t i = 0; st == PD_OK && i < n; i++) {
+        uint32_t label = pd_components_label(su->components, arrivals[i]);
+        if (label == 0)
+            continue;
+        pd_point cand;
+        pd_status fs = job->goal_mode == PD_GOAL_LINE
+                           ? pd_fallback_line(su->grid, su->components, arrivals[i], q->goal, &cand)
+                           : pd_fallback_nearest(su->grid, su->components, label, q->goal,
+                                                 PD_FALLBACK_MAX_RADIUS, &cand);
+        if (fs != PD_OK)
+            continue;
+        int64_t d = pd__dist2(cand, q->goal);
+        if (!found || d < best) {
+            found = 1;
+            best = d;
+            *sub = cand;
+        }
+    }
+    free(arrivals);
+    if (st != PD_OK)
+        return st;
+    return found ? PD_OK : PD_NO_PATH;
+}
+
+/* Searches one leg of a planned route on its scene's unit grid and fills
+ * *out with an exact-size copy of its path in the requested style, and its
+ * arrival times from *t (advanced to the leg's last waypoint). */
+static pd_status pd__route_leg(const pd_pool *p, pd__scratch *s, pd_job *job, const pd_world_leg *leg,
+                               uint32_t unit, double *t, uint64_t *expanded, pd_job_leg *out)
+{
+    const pd_scene_unit *su = pd_scene_unit_for(leg->scene, unit);
+    const pd_grid *grid = su && su->grid ? su->grid : NULL;
+    if (!grid && unit == 1)
+        grid = leg->scene->grid;
+    if (!grid)
+        return PD_INTERNAL;
+
+    /* The snapshot belongs to the world, which the job releases before the
+     * answer is encoded; the leg keeps the scene itself alive. Retaining
+     * only touches the reference count. */
+    out->scene = (pd_scene *)leg->scene;
+    pd_scene_retain(out->scene);
+    out->has_portal = leg->has_portal;
+    if (leg->has_portal) {
+        snprintf(out->portal, sizeof out->portal, "%s", leg->portal);
+        snprintf(out->next_scene, sizeof out->next_scene, "%s", leg->next_scene->name);
+        out->portal_exit = leg->portal_exit;
+        out->portal_entry = leg->portal_entry;
+        out->portal_cost = leg->portal_cost;
+    }
+
+    pd_search_params params = {0};
+    params.start = leg->from;
+    params.goal = leg->to;
+    params.connectivity = PD_CONNECT_8;
+    params.max_expansions = job->params.max_expansions;
+    size_t len = 0;
+    pd_status st = pd__astar(p, s, job, grid, &params, &len);
+    *expanded += job->metrics.expanded;
+    if (st != PD_OK)
+        return st == PD_PARTIAL || st == PD_NO_PATH ? PD_INTERNAL : st;
+    out->cost = job->metrics.cost;
+
+    if (job->style == PD_STYLE_CORNERS)
+        len = pd_path_corners(s->buf, len);
+    else if (job->style == PD_STYLE_SMOOTH)
+        len = pd_path_smooth(grid, s->buf, len);
+    out->path = malloc(len * sizeof *out->path);
+    if (!out->path)
+        return PD_INTERNAL;
+    memcpy(out->path, s->buf, len * sizeof *out->path);
+    out->path_len = len;
+
+    double speed_cells = job->speed / leg->scene->cell_size;
+    if (job->speed > 0 && speed_cells > 0 && isfinite(speed_cells)) {
+        out->times = malloc(len * sizeof *out->times);
+        if (!out->times)
+            return PD_INTERNAL;
+        pd_path_times(grid, out->path, len, speed_cells, *t, out->times);
+        *t = out->times[len - 1];
+        if (leg->has_portal)
+            *t += leg->portal_cost / speed_cells;
+    }
+    return PD_OK;
+}
+
+/* Plans a route on the job's world, applies the goal_mode fallback, and
+ * searches every leg (see the top of this file). Releases the world before
+ * returning: the legs hold what the encoder needs. */
+static pd_status pd__find_route(const pd_pool *p, pd__scratch *s, pd_job *job)
+{
+    uint64_t started = pd_pool_now_ns();
+    if (!s->ctx)
+        s->ctx = pd_search_ctx_create();
+    if (!s->ctx)
+        return PD_INTERNAL;
+    pd__poll_ctx pc = {p, job};
+    pd_world_query q = {
+        .from_scene = job->route_from,
+        .start = job->params.start,
+        .to_scene = job->route_to,
+        .goal = job->params.goal,
+        .unit_size = job->unit_size ? job->unit_size : 1,
+        .poll = pd__poll,
+        .poll_user = &pc,
+    };
+    pd_world_route route = {0};
+    pd_status st = pd_world_plan(job->world, s->ctx, &q, &route);
+    uint64_t expanded = route.expanded;
+    if ((st == PD_NO_PATH || st == PD_GOAL_BLOCKED) && job->goal_mode != PD_GOAL_EXACT) {
+        pd_point sub;
+        pd_status fs = pd__route_substitute(s, job, &q, &sub);
+        if (fs == PD_OK) {
+            pd_world_route_free(&route);
+            q.goal = sub;
+            st = pd_world_plan(job->world, s->ctx, &q, &route);
+            expanded += route.expanded;
+            if (st == PD_OK) {
+                job->goal_substituted = 1;
+                job->goal_used = sub;
+            }
+        } else if (fs != PD_NO_PATH) {
+            st = fs;
+        }
+    }
+
+    double total = 0, t = job->start_time;
+    if (st == PD_OK) {
+        job->route_pinned = route.pinned;
+        job->legs = calloc(route.n_legs, sizeof *job->legs);
+        if (!job->legs)
+            st = PD_INTERNAL;
+    }
+    for (size_t i = 0; st == PD_OK && i < route.n_legs; i++) {
+        job->n_legs = i + 1;
+        st = pd__route_leg(p, s, job, &route.legs[i], q.unit_size, &t, &expanded, &job->legs[i]);
+        total += job->legs[i].cost + (job->legs[i].has_portal ? job->legs[i].portal_cost : 0);
+    }
+    pd_world_route_free(&route);
+    pd_world_release(job->world);
+    job->world = NULL;
+
+    memset(&job->metrics, 0, sizeof job->metrics);
+    job->metrics.expanded = expanded;
+    job->metrics.micros = (pd_pool_now_ns() - started) / 1000u;
+    if (st != PD_OK) {
+        for (size_t i = 0; i < job->n_legs; i++) {
+            pd_scene_release(job->legs[i].scene);
+            free(job->legs[i].path);
+            free(job->legs[i].times);
+        }
+        free(job->legs);
+        job->legs = NULL;
+        job->n_legs = 0;
+        job->goal_substituted = 0;
+        return st;
+    }
+    job->metrics.cost = total;
+    return job->goal_substituted ? PD_PARTIAL : PD_OK;
+}
+
 static pd_status pd__update_cells(pd_job *job)
 {
     if (job->update_cells)
         job->update.cells = job->update_cells;
-    return pd_registry_update(job->registry, job->update_scene, &job->update, &job->update_result);
+    pd_status st = pd_registry_update(job->registry, job->update_scene, &job->update, &job->update_result);
+    /* Refreshing the world before the answer goes out means a route asked
+     * for after the update's answer already plans around the change. */
+    if (st == PD_OK && job->world_store)
+        job->world_refresh = pd_world_store_refresh(job->world_store, job->registry, job->update_scene,
+                                                    job->world_refresh_error,
+                                                    sizeof job->world_refresh_error);
+    return st;
 }
 
 static void pd__complete(pd_pool *p, pd_job *job)
@@ -373,14 +591,16 @@ static void pd__run_job(pd_pool *p, pd__worker *w, pd__scratch *s, pd_job *job, 
     uint64_t started = pd_pool_now_ns();
     pd_status st = pd__job_interrupt(p, job);
     if (st == PD_OK)
-        st = job->kind == PD_JOB_UPDATE_CELLS ? pd__update_cells(job) : pd__find_path(p, s, job);
+        st = job->kind == PD_JOB_UPDATE_CELLS ? pd__update_cells(job)
+             : job->kind == PD_JOB_FIND_ROUTE ? pd__find_route(p, s, job)
+                                              : pd__find_path(p, s, job);
     job->status = st;
     job->finished_ns = pd_pool_now_ns();
 
     pthread_mutex_lock(&p->lock);
     w->current = NULL;
     w->stats.jobs_done++;
-    if (job->kind == PD_JOB_FIND_PATH && (st == PD_OK || st == PD_PARTIAL))
+    if (job->kind != PD_JOB_UPDATE_CELLS && (st == PD_OK || st == PD_PARTIAL))
         w->stats.paths_found++;
     w->stats.expansions += job->metrics.expanded;
     w->stats.busy_ns += job->finished_ns - started;
@@ -550,7 +770,9 @@ pd_status pd_pool_submit(pd_pool *p, pd_job *job)
 {
     if (!p || !job)
         return PD_INVALID_ARGUMENT;
-    if (job->kind == PD_JOB_UPDATE_CELLS ? !job->registry : !job->scene || !job->scene->grid)
+    if (job->kind == PD_JOB_UPDATE_CELLS  ? !job->registry
+        : job->kind == PD_JOB_FIND_ROUTE ? !job->world
+                                         : !job->scene || !job->scene->grid)
         return PD_INVALID_ARGUMENT;
     if (job->submitted_ns == 0)
         job->submitted_ns = pd_pool_now_ns();

@@ -11,16 +11,18 @@
  * drops results whose connection has gone, and pd_pool_cancel_conn marks a
  * closed connection's queued jobs so no worker spends time on them.
  *
- * Two kinds of job: a path search (the request pipeline described at the top
- * of pd_pool.c) and a live obstacle update (pd_registry_update), which copies
- * and repairs a scene and so belongs on a worker, never on the loop thread.
- * Updates run one at a time, in the order they were submitted, so two
- * updates to one scene can never overtake each other.
+ * Three kinds of job: a path search (the request pipeline described at the
+ * top of pd_pool.c), a cross-scene route (pd_world_plan, then one path
+ * search per leg) and a live obstacle update (pd_registry_update, then the
+ * world's route tables for that scene), which copies and repairs a scene and
+ * so belongs on a worker, never on the loop thread. Updates run one at a
+ * time, in the order they were submitted, so two updates to one scene can
+ * never overtake each other.
  *
  * Lifetime: the submitter allocates a job with pd_job_new, fills the request
  * half and submits it; ownership passes to the pool on PD_OK and comes back
- * with pd_pool_take_completed. pd_job_free releases the scene reference and
- * every array the job owns.
+ * with pd_pool_take_completed. pd_job_free releases the scene and world
+ * references and every array the job owns.
  *
  * Threads: submit, take_completed, cancel, cancel_conn and get_stats may be
  * called from any thread (normally the loop thread); destroy from the thread
@@ -35,6 +37,7 @@
 
 #include "pd_scene.h"
 #include "pd_search.h"
+#include "pd_world.h"
 
 typedef enum pd_waypoint_style {
     PD_STYLE_CELLS = 0,     /* every cell */
@@ -53,7 +56,25 @@ typedef enum pd_goal_mode {
 typedef enum pd_job_kind {
     PD_JOB_FIND_PATH = 0,   /* a path search on job->scene */
     PD_JOB_UPDATE_CELLS = 1,/* pd_registry_update on job->registry */
+    PD_JOB_FIND_ROUTE = 2,  /* a cross-scene route on job->world */
 } pd_job_kind;
+
+/* One leg of a finished route: everything the encoder needs, so the worker
+ * can release the world as soon as the legs are searched. */
+typedef struct pd_job_leg {
+    pd_scene *scene;              /* retained snapshot the leg was searched on;
+                                     released by pd_job_free */
+    pd_point *path;               /* malloc'd, path_len anchor cells in the requested style */
+    size_t path_len;
+    double *times;                /* malloc'd arrival times when speed > 0; else NULL */
+    double cost;                  /* in-scene path cost of the leg */
+    int has_portal;               /* 0 on the last leg */
+    char portal[PD_CONF_MAX_NAME];/* the portal the leg ends at */
+    pd_point portal_exit;         /* equals the leg's last cell */
+    char next_scene[PD_CONF_MAX_NAME];
+    pd_point portal_entry;        /* the next leg's first cell */
+    double portal_cost;
+} pd_job_leg;
 
 typedef struct pd_job {
     /* Request half: written by the submitter before pd_pool_submit. */
@@ -67,7 +88,7 @@ typedef struct pd_job {
     /* PD_JOB_FIND_PATH. start/goal are anchor cells on the unit grid of
      * unit_size (unit 1: plain cells). */
     pd_scene *scene;              /* retained reference; released by pd_job_free */
-    uint32_t unit_size;           /* 0 means 1 */
+    uint32_t unit_size;           /* 0 means 1 (also for routes) */
     pd_search_params params;      /* start, goal, connectivity, max_expansions,
                                      window and partial_on_cutoff are used; poll,
                                      poll_user, blockers and n_blockers are ignored:
@@ -87,6 +108,19 @@ typedef struct pd_job {
     char update_scene[PD_CONF_MAX_NAME];
     pd_scene_update update;
     pd_point *update_cells;       /* malloc'd, owned by the job */
+    pd_world_store *world_store;  /* may be NULL; else, after a successful update, the
+                                     store's world gets the scene's new route tables
+                                     (pd_world_store_refresh); must outlive the job */
+
+    /* PD_JOB_FIND_ROUTE. params.start / params.goal are anchor cells on the
+     * unit grids of route_from / route_to; params.max_expansions bounds each
+     * leg's search; unit_size, style, goal_mode, speed and start_time are
+     * used as for a path (goal_mode's fallbacks apply in route_to; snap,
+     * avoid, window and connectivity do not: route tables are 8-connected). */
+    pd_world *world;              /* retained; the worker releases it once the legs are
+                                     searched, pd_job_free if it is still held */
+    char route_from[PD_CONF_MAX_NAME];
+    char route_to[PD_CONF_MAX_NAME];
 
     /* Result half: written by the worker. */
     pd_status status;
@@ -102,14 +136,25 @@ typedef struct pd_job {
                                      (snapped, NEAREST/LINE, or cut off) */
     pd_point goal_used;
     pd_scene_update_result update_result;  /* PD_JOB_UPDATE_CELLS on PD_OK */
+    pd_status world_refresh;      /* PD_JOB_UPDATE_CELLS with a world_store: how the
+                                     route-table refresh went (PD_OK when nothing had
+                                     to change); the update itself stands either way */
+    char world_refresh_error[160];/* the reason when world_refresh != PD_OK */
+    /* PD_JOB_FIND_ROUTE, on PD_OK / PD_PARTIAL: the legs in travel order.
+     * metrics.cost is the total (legs + portals), metrics.expanded counts the
+     * planner's and the legs' searches, metrics.micros the whole job. A
+     * GOAL_NEAREST/LINE substitute sets goal_substituted / goal_used. */
+    pd_job_leg *legs;             /* malloc'd, n_legs entries */
+    size_t n_legs;
+    int route_pinned;             /* 1: a pinned route from the config was followed */
     uint64_t finished_ns;
 
     struct pd_job *next;          /* queue link, owned by whoever holds the job */
 } pd_job;
 
 pd_job *pd_job_new(void);         /* zeroed; NULL on allocation failure */
-/* Releases the scene reference and frees path, times, avoid and
- * update_cells. NULL is a no-op. */
+/* Releases the scene and world references and frees path, times, avoid,
+ * update_cells and the route legs. NULL is a no-op. */
 void pd_job_free(pd_job *job);
 
 /* CLOCK_MONOTONIC in nanoseconds; the clock deadlines are measured on. */
@@ -138,8 +183,8 @@ pd_pool *pd_pool_create(uint32_t threads, uint32_t queue_capacity,
 
 /* PD_OK (the pool owns the job now) or PD_OVERLOADED (queue full; the caller
  * still owns the job). PD_INVALID_ARGUMENT when p or job is NULL, a path job
- * has no scene or grid, or an update job has no registry (the caller still
- * owns it). Never blocks.
+ * has no scene or grid, a route job no world, or an update job has no
+ * registry (the caller still owns it). Never blocks.
  *
  * A job found cancelled or past its deadline when a worker takes it
  * completes at once (PD_CANCELLED / PD_DEADLINE_EXCEEDED) without searching;

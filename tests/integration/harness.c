@@ -889,8 +889,13 @@ int pdi_grid_load_den520d(pdi_grid *g)
 
 int pdi_grid_load_rooms(pdi_grid *g)
 {
+    return pdi_grid_load_ascii(g, PD_TEST_DATA_DIR "/integ_rooms.txt");
+}
+
+int pdi_grid_load_ascii(pdi_grid *g, const char *path)
+{
     memset(g, 0, sizeof *g);
-    char *text = pdi__read_file(PD_TEST_DATA_DIR "/integ_rooms.txt", PDI__LOG_READ_MAX, NULL);
+    char *text = pdi__read_file(path, PDI__LOG_READ_MAX, NULL);
     if (!text)
         return -1;
     /* Two passes over the non-comment rows: measure, then fill. */
@@ -1277,4 +1282,206 @@ void pdi_warm_up(int fd)
     int ok = r[0]->status == PATHD__V1__STATUS__OK && r[1]->status == PATHD__V1__STATUS__OK;
     pdi_raw_free_all(r, 2);
     assert_true(ok);
+}
+
+/* ---- issue 4: footprint oracles and helpers ---------------------------------- */
+
+static int pdi__unit_fits(const pdi_grid *g, uint32_t unit, int32_t x, int32_t y)
+{
+    int32_t k = unit ? (int32_t)unit : 1;
+    for (int32_t dy = 0; dy < k; dy++)
+        for (int32_t dx = 0; dx < k; dx++)
+            if (!pdi_grid_open(g, x + dx, y + dy))
+                return 0;
+    return 1;
+}
+
+int pdi_rules_open(const pdi_grid *g, const pdi_rules *r, int32_t x, int32_t y)
+{
+    if (!pdi__unit_fits(g, r->unit, x, y))
+        return 0;
+    for (size_t i = 0; i < r->avoid_count; i++)
+        if (r->avoid[i].x == x && r->avoid[i].y == y)
+            return 0;
+    if (r->has_window && (x < r->window_min.x || x > r->window_max.x || y < r->window_min.y ||
+                          y > r->window_max.y))
+        return 0;
+    return 1;
+}
+
+double pdi_unit_cost(const pdi_grid *g, uint32_t unit, int32_t x, int32_t y)
+{
+    int32_t k = unit ? (int32_t)unit : 1;
+    double most = 0;
+    for (int32_t dy = 0; dy < k; dy++)
+        for (int32_t dx = 0; dx < k; dx++)
+            if (pdi_grid_open(g, x + dx, y + dy) && pdi__cell_cost(g, x + dx, y + dy) > most)
+                most = pdi__cell_cost(g, x + dx, y + dy);
+    return most;
+}
+
+double pdi_rules_step(const pdi_grid *g, const pdi_rules *r, int32_t x0, int32_t y0, int32_t x1,
+                      int32_t y1)
+{
+    int32_t dx = x1 - x0, dy = y1 - y0;
+    if ((dx == 0 && dy == 0) || dx < -1 || dx > 1 || dy < -1 || dy > 1 || !pdi_rules_open(g, r, x0, y0) ||
+        !pdi_rules_open(g, r, x1, y1))
+        return -1;
+    double enter = pdi_unit_cost(g, r->unit, x1, y1);
+    if (dx != 0 && dy != 0) {
+        if (r->connect4 || !pdi_rules_open(g, r, x0 + dx, y0) || !pdi_rules_open(g, r, x0, y0 + dy))
+            return -1;
+        return sqrt(2.0) * enter;
+    }
+    return enter;
+}
+
+int pdi_rules_path_cost(const pdi_grid *g, const pdi_rules *r, const pdc_waypoint *wp, size_t n,
+                        double *cost, char *why, size_t whylen)
+{
+    double total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!pdi_rules_open(g, r, wp[i].x, wp[i].y)) {
+            snprintf(why, whylen, "waypoint %zu (%d,%d) is not an open anchor for unit %u", i, wp[i].x,
+                     wp[i].y, r->unit ? r->unit : 1);
+            return -1;
+        }
+        if (i == 0)
+            continue;
+        double step = pdi_rules_step(g, r, wp[i - 1].x, wp[i - 1].y, wp[i].x, wp[i].y);
+        if (step < 0) {
+            snprintf(why, whylen, "step %zu (%d,%d)->(%d,%d) is not a legal move for unit %u", i,
+                     wp[i - 1].x, wp[i - 1].y, wp[i].x, wp[i].y, r->unit ? r->unit : 1);
+            return -1;
+        }
+        total += step;
+    }
+    *cost = total;
+    return 0;
+}
+
+int pdi_rules_dijkstra_all(const pdi_grid *g, const pdi_rules *r, int32_t sx, int32_t sy, double *dist)
+{
+    size_t n = (size_t)g->width * (size_t)g->height;
+    if (n > PDI_ORACLE_MAX_CELLS)
+        return -1;
+    uint8_t done[PDI_ORACLE_MAX_CELLS];
+    memset(done, 0, n);
+    for (size_t i = 0; i < n; i++)
+        dist[i] = INFINITY;
+    if (!pdi_rules_open(g, r, sx, sy))
+        return 0;
+    dist[(size_t)sy * (size_t)g->width + (size_t)sx] = 0;
+    for (;;) {
+        size_t best = n;
+        for (size_t i = 0; i < n; i++)
+            if (!done[i] && dist[i] < INFINITY && (best == n || dist[i] < dist[best]))
+                best = i;
+        if (best == n)
+            break;
+        done[best] = 1;
+        int32_t x = (int32_t)(best % (size_t)g->width), y = (int32_t)(best / (size_t)g->width);
+        for (int32_t dy = -1; dy <= 1; dy++)
+            for (int32_t dx = -1; dx <= 1; dx++) {
+                double step = pdi_rules_step(g, r, x, y, x + dx, y + dy);
+                if (step < 0)
+                    continue;
+                size_t j = (size_t)(y + dy) * (size_t)g->width + (size_t)(x + dx);
+                if (dist[best] + step < dist[j])
+                    dist[j] = dist[best] + step;
+            }
+    }
+    return 0;
+}
+
+double pdi_rules_dijkstra(const pdi_grid *g, const pdi_rules *r, int32_t sx, int32_t sy, int32_t gx,
+                          int32_t gy)
+{
+    static _Thread_local double dist[PDI_ORACLE_MAX_CELLS];
+    if (pdi_rules_dijkstra_all(g, r, sx, sy, dist) != 0 || !pdi_grid_open(g, gx, gy))
+        return -1;
+    double d = dist[(size_t)gy * (size_t)g->width + (size_t)gx];
+    return d < INFINITY ? d : -1;
+}
+
+static void pdi__cover_add(pdc_xy *out, size_t cap, size_t *n, int32_t x, int32_t y)
+{
+    if (*n < cap)
+        out[*n] = (pdc_xy){x, y};
+    (*n)++;
+}
+
+size_t pdi_supercover(pdc_xy a, pdc_xy b, pdc_xy *out, size_t cap)
+{
+    int64_t nx = llabs((long long)b.x - a.x), ny = llabs((long long)b.y - a.y);
+    int32_t sx = b.x > a.x ? 1 : -1, sy = b.y > a.y ? 1 : -1;
+    int32_t x = a.x, y = a.y;
+    size_t n = 0;
+    pdi__cover_add(out, cap, &n, x, y);
+    for (int64_t ix = 0, iy = 0; ix < nx || iy < ny;) {
+        /* Which grid line the segment from the centre crosses next: the
+         * vertical one at (ix + 1/2) / nx of the way, or the horizontal one
+         * at (iy + 1/2) / ny; equal means it passes through their corner. */
+        int64_t decision = (1 + 2 * ix) * ny - (1 + 2 * iy) * nx;
+        if (decision == 0) {
+            if (sy < 0) {
+                pdi__cover_add(out, cap, &n, x, y + sy);
+                pdi__cover_add(out, cap, &n, x + sx, y);
+            } else {
+                pdi__cover_add(out, cap, &n, x + sx, y);
+                pdi__cover_add(out, cap, &n, x, y + sy);
+            }
+            x += sx;
+            y += sy;
+            ix++;
+            iy++;
+        } else if (decision < 0) {
+            x += sx;
+            ix++;
+        } else {
+            y += sy;
+            iy++;
+        }
+        pdi__cover_add(out, cap, &n, x, y);
+    }
+    return n;
+}
+
+int pdi_segment_clear(const pdi_grid *g, const pdi_rules *r, pdc_xy a, pdc_xy b)
+{
+    size_t cap = (size_t)(llabs((long long)b.x - a.x) + llabs((long long)b.y - a.y)) * 2 + 2;
+    pdc_xy *cells = malloc(cap * sizeof *cells);
+    if (!cells)
+        return 0;
+    size_t n = pdi_supercover(a, b, cells, cap);
+    int clear = n <= cap;
+    for (size_t i = 0; clear && i < n; i++)
+        clear = pdi_rules_open(g, r, cells[i].x, cells[i].y);
+    free(cells);
+    return clear;
+}
+
+double pdi_polyline_length(const pdc_waypoint *wp, size_t n)
+{
+    double len = 0;
+    for (size_t i = 1; i < n; i++)
+        len += hypot((double)wp[i].x - wp[i - 1].x, (double)wp[i].y - wp[i - 1].y);
+    return len;
+}
+
+int pdi_write_temp_map(const char *text, char *path, size_t cap)
+{
+    if (cap < sizeof "/tmp/pathd-e2e4-XXXXXX")
+        return -1;
+    snprintf(path, cap, "/tmp/pathd-e2e4-XXXXXX");
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return -1;
+    size_t len = strlen(text);
+    int rc = pdi__write_all(fd, text, len);
+    if (close(fd) != 0 || rc != 0) {
+        unlink(path);
+        return -1;
+    }
+    return 0;
 }

@@ -194,6 +194,10 @@ typedef struct pdi_grid {
 int pdi_grid_load_den520d(pdi_grid *g);
 /* tests/data/integ_rooms.txt, the "rooms" scene. */
 int pdi_grid_load_rooms(pdi_grid *g);
+/* Any ascii scene file, read the way the rooms loader reads it: '.' costs 1,
+ * '1'..'9' that cost, anything else is blocked; lines starting with ';' are
+ * comments. Returns 0 or -1. */
+int pdi_grid_load_ascii(pdi_grid *g, const char *path);
 void pdi_grid_free(pdi_grid *g);
 int pdi_grid_open(const pdi_grid *g, int32_t x, int32_t y);
 
@@ -273,5 +277,79 @@ void pdi_warm_up(int fd);
 /* Sends one serpent search (STYLE_CORNERS) with the given deadline (0: none). */
 void pdi_send_serpent(int fd, uint64_t id, uint32_t deadline_ms);
 void pdi_send_cancel(int fd, uint64_t id, uint64_t target);
+
+
+/* ---- issue 4: footprint oracles and helpers ------------------------------
+ *
+ * Independent references for unit sizes, avoid cells, windows, fallbacks and
+ * smoothing, written from the rules in docs/PROTOCOL.md and never from the
+ * server's code: a unit of size k at anchor (x, y) covers x..x+k-1 by
+ * y..y+k-1; it may stand there when every covered cell is on the grid and
+ * passable, and entering the anchor costs the most expensive covered cell.
+ * A diagonal step needs the (k+1) x (k+1) box spanned by both footprints to
+ * be passable, which is the same as the unit fitting at both orthogonal
+ * neighbours (no corner cutting). Avoid cells and the window restrict anchors
+ * and count for the corner rule like blocked ones.
+ */
+
+/* Most cells an oracle grid may have: the O(V^2) Dijkstra below is for
+ * hand-made and small generated maps only. */
+#define PDI_ORACLE_MAX_CELLS (64 * 64)
+
+/* What one query may do, as the daemon is asked to do it. Zero = unit 1,
+ * 8-connected, no avoid cells, no window. */
+typedef struct pdi_rules {
+    uint32_t unit;
+    int connect4;
+    const pdc_xy *avoid;
+    size_t avoid_count;
+    int has_window;
+    pdc_xy window_min, window_max;
+} pdi_rules;
+
+/* 1 when a unit of the rules' size fits at anchor (x, y), is not on an avoid
+ * cell and lies inside the window. */
+int pdi_rules_open(const pdi_grid *g, const pdi_rules *r, int32_t x, int32_t y);
+
+/* The cost of entering anchor (x, y): the largest cost under the footprint. */
+double pdi_unit_cost(const pdi_grid *g, uint32_t unit, int32_t x, int32_t y);
+
+/* The cost of one move under the rules, or -1 when it is not a legal move. */
+double pdi_rules_step(const pdi_grid *g, const pdi_rules *r, int32_t x0, int32_t y0, int32_t x1,
+                      int32_t y1);
+
+/* Walks a returned cell path under the rules (every waypoint an open anchor,
+ * every step a legal move) and sums its cost. 0 and *cost, or -1 and why. */
+int pdi_rules_path_cost(const pdi_grid *g, const pdi_rules *r, const pdc_waypoint *wp, size_t n,
+                        double *cost, char *why, size_t whylen);
+
+/* Dijkstra from (sx, sy) over the explicitly built graph of anchors:
+ * dist[y * width + x] gets the optimal cost to every anchor, INFINITY where
+ * unreachable (everywhere when the start is not open). dist holds
+ * width * height doubles. Returns 0, or -1 when the grid is too large. */
+int pdi_rules_dijkstra_all(const pdi_grid *g, const pdi_rules *r, int32_t sx, int32_t sy,
+                           double *dist);
+
+/* One optimal cost; -1 when the goal is unreachable. */
+double pdi_rules_dijkstra(const pdi_grid *g, const pdi_rules *r, int32_t sx, int32_t sy, int32_t gx,
+                          int32_t gy);
+
+/* The cells the segment between the centres of a and b touches, in walking
+ * order from a to b, into out (at most cap; returns how many there are).
+ * Where the segment passes exactly through a cell corner, the two cells
+ * beside the corner come before the diagonal one, the smaller y first. */
+size_t pdi_supercover(pdc_xy a, pdc_xy b, pdc_xy *out, size_t cap);
+
+/* 1 when every cell of the segment's supercover is open under the rules:
+ * the unit can slide along it without touching a blocked cell. */
+int pdi_segment_clear(const pdi_grid *g, const pdi_rules *r, pdc_xy a, pdc_xy b);
+
+/* Euclidean length of the waypoint polyline, in cells. */
+double pdi_polyline_length(const pdc_waypoint *wp, size_t n);
+
+/* Writes text into a new file /tmp/pathd-e2e4-XXXXXX (path gets its name)
+ * for scenes a test generates (the config names their format, so no
+ * extension is needed); the caller unlinks it. 0 or -1. */
+int pdi_write_temp_map(const char *text, char *path, size_t cap);
 
 #endif

@@ -1628,6 +1628,304 @@ static void test_pathd_load_against_fake(void **state)
 }
 #endif
 
+/* ---- FindRoute ---------------------------------------------------------- */
+
+/* The fake route: leg 0 in "town" (5 cells, sent as 3 + 2, ends at portal
+ * inn-door), leg 1 in "house" (2 cells, the last leg). */
+static const int32_t route_leg0[5][2] = {{3, 4}, {4, 4}, {5, 4}, {6, 5}, {7, 5}};
+static const int32_t route_leg1[2][2] = {{5, 7}, {6, 7}};
+
+/* One RouteLeg frame; leg_end with cost (and portal when name is set). */
+static void fake_send_route_leg(fake_server *fs, int fd, uint64_t id, uint32_t leg, const char *scene, uint32_t seq,
+                                const int32_t (*xy)[2], size_t n, int leg_end, double cost, uint32_t total,
+                                const char *portal)
+{
+    Pathd__V1__Waypoint wps[8];
+    Pathd__V1__Waypoint *ptrs[8];
+    for (size_t i = 0; i < n && i < 8; i++) {
+        pathd__v1__waypoint__init(&wps[i]);
+        wps[i].x = xy[i][0];
+        wps[i].y = xy[i][1];
+        wps[i].wx = xy[i][0] * FAKE_CELL + FAKE_CELL / 2;
+        wps[i].wy = xy[i][1] * FAKE_CELL + FAKE_CELL / 2;
+        wps[i].t = 10.0 * leg + (double)(seq * 3 + i);
+        ptrs[i] = &wps[i];
+    }
+    Pathd__V1__RouteLeg l = PATHD__V1__ROUTE_LEG__INIT;
+    Pathd__V1__PortalHop hop = PATHD__V1__PORTAL_HOP__INIT;
+    Pathd__V1__Cell exit_cell = PATHD__V1__CELL__INIT, entry_cell = PATHD__V1__CELL__INIT;
+    l.leg = leg;
+    l.scene = (char *)scene;
+    l.seq = seq;
+    l.n_waypoints = n;
+    l.waypoints = n ? ptrs : NULL;
+    l.scene_version = 4 + leg;
+    if (leg_end) {
+        l.leg_end = 1;
+        l.cost = cost;
+        l.total_waypoints = total;
+        if (portal) {
+            exit_cell.x = 7;
+            exit_cell.y = 5;
+            entry_cell.x = 5;
+            entry_cell.y = 7;
+            hop.name = (char *)portal;
+            hop.exit = &exit_cell;
+            hop.to_scene = "house";
+            hop.entry = &entry_cell;
+            hop.cost = 1.5;
+            l.portal = &hop;
+        }
+    }
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    resp.id = id;
+    resp.status = PATHD__V1__STATUS__OK;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_ROUTE_LEG;
+    resp.route_leg = &l;
+    fake_send_response(fs, fd, &resp);
+}
+
+static void fake_send_route_result(fake_server *fs, int fd, uint64_t id, uint32_t legs)
+{
+    double costs[2] = {4.5, 1.0};
+    uint64_t versions[2] = {4, 5};
+    Pathd__V1__RouteResult rr = PATHD__V1__ROUTE_RESULT__INIT;
+    rr.legs = legs;
+    rr.total_cost = 7.0;
+    rr.n_leg_costs = 2;
+    rr.leg_costs = costs;
+    rr.n_scene_versions = 2;
+    rr.scene_versions = versions;
+    rr.expansions = 99;
+    rr.micros = 12;
+    rr.pinned = 1;
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    resp.id = id;
+    resp.status = PATHD__V1__STATUS__OK;
+    resp.final = 1;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_ROUTE_RESULT;
+    resp.route_result = &rr;
+    fake_send_response(fs, fd, &resp);
+}
+
+static void fake_send_good_route(fake_server *fs, int fd, uint64_t id)
+{
+    fake_send_route_leg(fs, fd, id, 0, "town", 0, route_leg0, 3, 0, 0, 0, NULL);
+    fake_send_route_leg(fs, fd, id, 0, "town", 1, route_leg0 + 3, 2, 1, 4.5, 5, "inn-door");
+    fake_send_route_leg(fs, fd, id, 1, "house", 0, route_leg1, 2, 1, 1.0, 2, NULL);
+    fake_send_route_result(fs, fd, id, 2);
+}
+
+/* Connection 0: a good route, then UNKNOWN_SCENE. Connection 1: leg 1
+ * starts before leg 0 has ended. Connection 2: the result counts legs that
+ * never came. */
+static void script_route(fake_server *fs, int conn_index, int fd)
+{
+    for (int round = 0; round < (conn_index == 0 ? 2 : 1); round++) {
+        Pathd__V1__Request *req = fake_recv(fs, fd);
+        if (!req)
+            return;
+        FAKE_CHECK(fs, req->body_case == PATHD__V1__REQUEST__BODY_FIND_ROUTE);
+        if (req->body_case != PATHD__V1__REQUEST__BODY_FIND_ROUTE) {
+            pathd__v1__request__free_unpacked(req, NULL);
+            return;
+        }
+        const Pathd__V1__FindRoute *fr = req->find_route;
+        FAKE_CHECK(fs, !strcmp(fr->from_scene, "town") && !strcmp(fr->to_scene, round ? "attic" : "house"));
+        FAKE_CHECK(fs, fr->start && fr->start->kind_case == PATHD__V1__POINT__KIND_CELL &&
+                           fr->start->cell->x == 3 && fr->start->cell->y == 4);
+        FAKE_CHECK(fs, fr->goal && fr->goal->kind_case == PATHD__V1__POINT__KIND_CELL &&
+                           fr->goal->cell->x == 6 && fr->goal->cell->y == 7);
+        if (conn_index == 0 && round == 0) {
+            FAKE_CHECK(fs, fr->unit_size == 2 && fr->style == PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS);
+            FAKE_CHECK(fs, fr->goal_mode == PATHD__V1__GOAL_MODE__GOAL_NEAREST && fr->speed == 2.5);
+            FAKE_CHECK(fs, fr->start_time == 1.0 && fr->max_expansions == 1000 && fr->deadline_ms == 40);
+        }
+        if (conn_index == 0 && round == 0) {
+            fake_send_good_route(fs, fd, req->id);
+        } else if (conn_index == 0) {
+            fake_send_status(fs, fd, req->id, PATHD__V1__STATUS__UNKNOWN_SCENE, "unknown scene 'attic'");
+        } else if (conn_index == 1) {
+            fake_send_route_leg(fs, fd, req->id, 0, "town", 0, route_leg0, 3, 0, 0, 0, NULL);
+            fake_send_route_leg(fs, fd, req->id, 1, "house", 0, route_leg1, 2, 1, 1.0, 2, NULL);
+        } else {
+            fake_send_route_leg(fs, fd, req->id, 0, "town", 0, route_leg0, 5, 1, 4.5, 5, "inn-door");
+            fake_send_route_result(fs, fd, req->id, 2);
+        }
+        pathd__v1__request__free_unpacked(req, NULL);
+    }
+    fake_wait_eof(fs, fd);
+}
+
+static void check_good_route(const pdc_route_result *r)
+{
+    assert_int_equal(r->status, PDC_OK);
+    assert_int_equal(r->leg_count, 2);
+    assert_string_equal(r->legs[0].scene, "town");
+    assert_string_equal(r->legs[1].scene, "house");
+    assert_int_equal(r->legs[0].count, 5);
+    assert_int_equal(r->legs[1].count, 2);
+    for (size_t i = 0; i < 5; i++) {
+        assert_int_equal(r->legs[0].waypoints[i].x, route_leg0[i][0]);
+        assert_int_equal(r->legs[0].waypoints[i].y, route_leg0[i][1]);
+        assert_true(r->legs[0].waypoints[i].wx == route_leg0[i][0] * FAKE_CELL + FAKE_CELL / 2);
+        assert_true(r->legs[0].waypoints[i].t == (double)i);
+    }
+    assert_int_equal(r->legs[1].waypoints[1].x, 6);
+    assert_true(r->legs[1].waypoints[1].t == 11.0);
+    assert_true(r->legs[0].cost == 4.5 && r->legs[1].cost == 1.0);
+    assert_int_equal(r->legs[0].scene_version, 4);
+    assert_int_equal(r->legs[1].scene_version, 5);
+    assert_true(r->legs[0].has_portal);
+    assert_string_equal(r->legs[0].portal, "inn-door");
+    assert_string_equal(r->legs[0].portal_to_scene, "house");
+    assert_int_equal(r->legs[0].portal_exit.x, 7);
+    assert_int_equal(r->legs[0].portal_entry.y, 7);
+    assert_true(r->legs[0].portal_cost == 1.5);
+    assert_false(r->legs[1].has_portal);
+    assert_null(r->legs[1].portal);
+    assert_true(r->total_cost == 7.0);
+    assert_int_equal(r->expansions, 99);
+    assert_int_equal(r->micros, 12);
+    assert_true(r->pinned);
+    assert_false(r->has_goal_used);
+}
+
+static void test_find_route(void **state)
+{
+    (void)state;
+    fake_server fs;
+    fake_start(&fs, script_route, 3);
+    fake_run(&fs);
+    pdc_conn *c = connect_to(&fs, 0);
+    pdc_route_req req;
+    memset(&req, 0, sizeof req);
+    req.from_scene = "town";
+    req.start = pdc_cell(3, 4);
+    req.to_scene = "house";
+    req.goal = pdc_cell(6, 7);
+    req.unit_size = 2;
+    req.style = PDC_STYLE_CORNERS;
+    req.goal_mode = PDC_GOAL_NEAREST;
+    req.speed = 2.5;
+    req.start_time = 1.0;
+    req.max_expansions = 1000;
+    req.deadline_ms = 40;
+    pdc_route_result r;
+
+    assert_int_equal(pdc_find_route(c, &req, &r), PDC_OK);
+    check_good_route(&r);
+    pdc_route_result_free(&r);
+    assert_null(r.legs);
+
+    /* An error answer: no legs, the message kept. */
+    memset(&req, 0, sizeof req);
+    req.from_scene = "town";
+    req.start = pdc_cell(3, 4);
+    req.to_scene = "attic";
+    req.goal = pdc_cell(6, 7);
+    assert_int_equal(pdc_find_route(c, &req, &r), PDC_UNKNOWN_SCENE);
+    assert_int_equal(r.leg_count, 0);
+    assert_null(r.legs);
+    assert_non_null(strstr(r.message, "attic"));
+    pdc_route_result_free(&r);
+
+    /* Legs out of order and a result that miscounts legs break the
+     * protocol: the connection is dropped, and nothing half-built leaks.
+     * Connection 0's script is done, so move on to connection 1. */
+    assert_int_equal(pdc_reconnect(c), PDC_OK);
+    req.to_scene = "house";
+    assert_int_equal(pdc_find_route(c, &req, &r), PDC_ERR_PROTOCOL);
+    assert_int_equal(r.leg_count, 0);
+    assert_non_null(strstr(r.message, "expected leg 0 seq 1"));
+    pdc_route_result_free(&r);
+    assert_int_equal(pdc_find_route(c, &req, &r), PDC_ERR_PROTOCOL);
+    assert_non_null(strstr(r.message, "counts 2 legs, 1 arrived"));
+    pdc_route_result_free(&r);
+
+    /* Bad arguments fail before anything is sent. */
+    req.from_scene = "";
+    assert_int_equal(pdc_find_route(c, &req, &r), PDC_ERR_ARG);
+    req.from_scene = "town";
+    req.speed = -1;
+    assert_int_equal(pdc_find_route(c, &req, &r), PDC_ERR_ARG);
+    assert_int_equal(pdc_find_route(c, NULL, &r), PDC_ERR_ARG);
+    pdc_close(c);
+    fake_finish(&fs);
+    assert_int_equal(fs.requests_seen, 4);
+}
+
+/* A one-connection fake that answers one route request with the good route. */
+static void script_route_once(fake_server *fs, int conn_index, int fd)
+{
+    (void)conn_index;
+    Pathd__V1__Request *req = fake_recv(fs, fd);
+    if (!req)
+        return;
+    FAKE_CHECK(fs, req->body_case == PATHD__V1__REQUEST__BODY_FIND_ROUTE);
+    if (req->body_case == PATHD__V1__REQUEST__BODY_FIND_ROUTE) {
+        FAKE_CHECK(fs, !strcmp(req->find_route->from_scene, "town"));
+        FAKE_CHECK(fs, req->find_route->goal->cell->x == 6);
+        fake_send_good_route(fs, fd, req->id);
+    }
+    pathd__v1__request__free_unpacked(req, NULL);
+    fake_wait_eof(fs, fd);
+}
+
+static void test_pathctl_route(void **state)
+{
+    (void)state;
+    fake_server fs;
+    char cmd[512], out[8192];
+
+    fake_start(&fs, script_route_once, 1);
+    fake_run(&fs);
+    snprintf(cmd, sizeof cmd, "'%s' --server %s --json route --from town:3,4 --to house:6,7", PDC_PATHCTL_BIN,
+             fs.addr);
+    int code = run_capture(cmd, out, sizeof out);
+    fake_finish(&fs);
+    assert_int_equal(code, 0);
+    cJSON *o = cJSON_Parse(out);
+    assert_non_null(o);
+    assert_string_equal(cJSON_GetObjectItem(o, "status")->valuestring, "OK");
+    assert_true(cJSON_GetObjectItem(o, "total_cost")->valuedouble == 7.0);
+    assert_int_equal(cJSON_GetObjectItem(o, "expansions")->valuedouble, 99);
+    cJSON *legs = cJSON_GetObjectItem(o, "legs");
+    assert_int_equal(cJSON_GetArraySize(legs), 2);
+    cJSON *leg0 = cJSON_GetArrayItem(legs, 0), *leg1 = cJSON_GetArrayItem(legs, 1);
+    assert_string_equal(cJSON_GetObjectItem(leg0, "scene")->valuestring, "town");
+    assert_true(cJSON_GetObjectItem(leg0, "cost")->valuedouble == 4.5);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(leg0, "waypoints")), 5);
+    cJSON *last = cJSON_GetArrayItem(cJSON_GetObjectItem(leg0, "waypoints"), 4);
+    assert_int_equal(cJSON_GetArrayItem(last, 0)->valuedouble, 7);
+    cJSON *portal = cJSON_GetObjectItem(leg0, "portal");
+    assert_string_equal(cJSON_GetObjectItem(portal, "name")->valuestring, "inn-door");
+    assert_int_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(portal, "entry"), 0)->valuedouble, 5);
+    assert_true(cJSON_GetObjectItem(portal, "cost")->valuedouble == 1.5);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(leg1, "portal")));
+    cJSON_Delete(o);
+
+    fake_start(&fs, script_route_once, 1);
+    fake_run(&fs);
+    snprintf(cmd, sizeof cmd, "'%s' --server %s route --from town:3,4 --to house:6,7", PDC_PATHCTL_BIN, fs.addr);
+    code = run_capture(cmd, out, sizeof out);
+    fake_finish(&fs);
+    assert_int_equal(code, 0);
+    assert_string_equal(out, "leg 1 town 4.50 -> portal inn-door (7,5) -> house (5,7) portal cost 1.50\n"
+                             "  3,4\n  4,4\n  5,4\n  6,5\n  7,5\n"
+                             "leg 2 house 1.00\n  5,7\n  6,7\n"
+                             "status OK total 7.000 legs 2 expansions 99 micros 12 (pinned route)\n");
+
+    /* Usage errors: no scene in --from, options that belong to path only. */
+    snprintf(cmd, sizeof cmd, "'%s' --server %s route --from 3,4 --to house:6,7 2>&1", PDC_PATHCTL_BIN, fs.addr);
+    assert_int_equal(run_capture(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "SCENE:X,Y"));
+    snprintf(cmd, sizeof cmd, "'%s' --server %s route --from town:3,4 --to house:6,7 --connect 4 2>&1",
+             PDC_PATHCTL_BIN, fs.addr);
+    assert_int_equal(run_capture(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "--connect belongs to the path command"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1652,6 +1950,8 @@ int main(void)
         cmocka_unit_test(test_pathctl_issue4_flags),
 #ifdef PDC_LOAD_BIN
         cmocka_unit_test(test_pathd_load_against_fake),
+        cmocka_unit_test(test_find_route),
+        cmocka_unit_test(test_pathctl_route),
 #endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -493,7 +493,7 @@ static void test_decode_unknown_fields_ignored(void **state)
     };
     static const uint8_t future_body[] = {
         0x08, 0x05,                   /* id = 5 */
-        0x8A, 0x01, 0x02, 0x08, 0x01, /* field 17 (a later request kind), 2 bytes */
+        0xA2, 0x01, 0x02, 0x08, 0x01, /* field 20 (a later request kind), 2 bytes */
     };
     size_t len;
     uint8_t *packed, *buf;
@@ -1425,6 +1425,294 @@ static void test_encode_scene_grid_band_fits_a_frame(void **state)
     pd_grid_destroy(g);
 }
 
+/* ---- FindRoute ---------------------------------------------------------- */
+
+/* A valid FindRoute request, initialised in place like find_path_msg. */
+typedef struct find_route_msg {
+    Pathd__V1__Request req;
+    Pathd__V1__FindRoute fr;
+    Pathd__V1__Point start, goal;
+    Pathd__V1__Cell start_cell;
+    Pathd__V1__WorldPoint goal_world;
+} find_route_msg;
+
+static void find_route_init(find_route_msg *m)
+{
+    pathd__v1__request__init(&m->req);
+    pathd__v1__find_route__init(&m->fr);
+    pathd__v1__point__init(&m->start);
+    pathd__v1__point__init(&m->goal);
+    pathd__v1__cell__init(&m->start_cell);
+    pathd__v1__world_point__init(&m->goal_world);
+    m->start_cell.x = 3;
+    m->start_cell.y = 4;
+    m->start.kind_case = PATHD__V1__POINT__KIND_CELL;
+    m->start.cell = &m->start_cell;
+    m->goal_world.x = 5.25;
+    m->goal_world.y = -1.5;
+    m->goal.kind_case = PATHD__V1__POINT__KIND_WORLD;
+    m->goal.world = &m->goal_world;
+    m->fr.from_scene = "town";
+    m->fr.to_scene = "cellar";
+    m->fr.start = &m->start;
+    m->fr.goal = &m->goal;
+    m->fr.unit_size = 2;
+    m->fr.style = PATHD__V1__WAYPOINT_STYLE__STYLE_SMOOTH;
+    m->fr.goal_mode = PATHD__V1__GOAL_MODE__GOAL_LINE;
+    m->fr.speed = 1.5;
+    m->fr.start_time = 10.0;
+    m->fr.max_expansions = 5000;
+    m->fr.deadline_ms = 300;
+    m->req.id = TEST_ID;
+    m->req.body_case = PATHD__V1__REQUEST__BODY_FIND_ROUTE;
+    m->req.find_route = &m->fr;
+}
+
+static void test_decode_find_route_round_trip(void **state)
+{
+    find_route_msg m;
+    pd_request req;
+    char err[256];
+    (void)state;
+    find_route_init(&m);
+    assert_int_equal(decode_msg(&m.req, &req, err, sizeof err), PD_OK);
+    assert_int_equal(req.id, TEST_ID);
+    assert_int_equal(req.kind, PD_REQ_FIND_ROUTE);
+    const pd_find_route_req *fr = &req.u.find_route;
+    assert_string_equal(fr->from_scene, "town");
+    assert_string_equal(fr->to_scene, "cellar");
+    assert_int_equal(fr->start.is_world, 0);
+    assert_int_equal(fr->start.cell.x, 3);
+    assert_int_equal(fr->start.cell.y, 4);
+    assert_int_equal(fr->goal.is_world, 1);
+    assert_true(fr->goal.wx == 5.25 && fr->goal.wy == -1.5);
+    assert_int_equal(fr->unit_size, 2);
+    assert_int_equal(fr->style, PD_STYLE_SMOOTH);
+    assert_int_equal(fr->goal_mode, PD_GOAL_LINE);
+    assert_true(fr->speed == 1.5 && fr->start_time == 10.0);
+    assert_int_equal(fr->max_expansions, 5000);
+    assert_int_equal(fr->deadline_ms, 300);
+    pd_request_free(&req);
+
+    /* Zero fields are the defaults: unit 1, every cell, EXACT. */
+    m.fr.unit_size = 0;
+    m.fr.style = PATHD__V1__WAYPOINT_STYLE__STYLE_CELLS;
+    m.fr.goal_mode = PATHD__V1__GOAL_MODE__GOAL_EXACT;
+    m.fr.speed = 0;
+    m.fr.deadline_ms = PD_CODEC_MAX_DEADLINE_MS;
+    assert_int_equal(decode_msg(&m.req, &req, err, sizeof err), PD_OK);
+    assert_int_equal(req.u.find_route.unit_size, 1);
+    assert_int_equal(req.u.find_route.style, PD_STYLE_CELLS);
+    assert_int_equal(req.u.find_route.goal_mode, PD_GOAL_EXACT);
+    assert_int_equal(req.u.find_route.deadline_ms, PD_CODEC_MAX_DEADLINE_MS);
+    pd_request_free(&req);
+}
+
+static void test_decode_find_route_errors(void **state)
+{
+    find_route_msg m;
+    (void)state;
+
+    find_route_init(&m);
+    m.fr.from_scene = "";
+    expect_invalid(&m.req, "find_route.from_scene is empty");
+    find_route_init(&m);
+    m.fr.to_scene = "bad\nname";
+    expect_invalid(&m.req, "find_route.to_scene contains a control character");
+    find_route_init(&m);
+    m.fr.start = NULL;
+    expect_invalid(&m.req, "find_route.start is missing");
+    find_route_init(&m);
+    m.goal.kind_case = PATHD__V1__POINT__KIND__NOT_SET;
+    expect_invalid(&m.req, "find_route.goal has neither cell nor world set");
+    find_route_init(&m);
+    m.goal_world.x = NAN;
+    expect_invalid(&m.req, "find_route.goal.world is not a finite point");
+    find_route_init(&m);
+    m.fr.unit_size = PD_CONF_MAX_UNIT_SIZE + 1;
+    expect_invalid(&m.req, "find_route.unit_size");
+    find_route_init(&m);
+    m.fr.style = (Pathd__V1__WaypointStyle)3;
+    expect_invalid(&m.req, "find_route.style 3");
+    find_route_init(&m);
+    m.fr.goal_mode = (Pathd__V1__GoalMode)-1;
+    expect_invalid(&m.req, "find_route.goal_mode -1");
+    find_route_init(&m);
+    m.fr.speed = -2;
+    expect_invalid(&m.req, "find_route.speed");
+    find_route_init(&m);
+    m.fr.speed = INFINITY;
+    expect_invalid(&m.req, "find_route.speed");
+    find_route_init(&m);
+    m.fr.start_time = NAN;
+    expect_invalid(&m.req, "find_route.start_time");
+    find_route_init(&m);
+    m.fr.deadline_ms = PD_CODEC_MAX_DEADLINE_MS + 1;
+    expect_invalid(&m.req, "find_route.deadline_ms");
+}
+
+/* A route job by hand: leg 0 in scene a (5 cells, timed, portal "door" to
+ * b), leg 1 in scene b (3 cells, the last leg). */
+static void make_route_job(pd_job *job, pd_job_leg legs[2], scene_fixture *a, scene_fixture *b,
+                           pd_point *path0, pd_point *path1, double *t0, double *t1)
+{
+    memset(job, 0, sizeof *job);
+    memset(legs, 0, 2 * sizeof *legs);
+    for (int i = 0; i < 5; i++) {
+        path0[i] = (pd_point){i, 2 * i};
+        t0[i] = 1.0 + i;
+    }
+    for (int i = 0; i < 3; i++) {
+        path1[i] = (pd_point){7, 7 + i};
+        t1[i] = 8.0 + i;
+    }
+    legs[0] = (pd_job_leg){.scene = &a->scene, .path = path0, .path_len = 5, .times = t0, .cost = 6.5,
+                           .has_portal = 1, .portal_exit = {4, 8}, .portal_entry = {7, 7}, .portal_cost = 2.25};
+    strcpy(legs[0].portal, "door");
+    strcpy(legs[0].next_scene, b->scene.name);
+    legs[1] = (pd_job_leg){.scene = &b->scene, .path = path1, .path_len = 3, .times = t1, .cost = 2.0};
+    job->kind = PD_JOB_FIND_ROUTE;
+    job->request_id = 77;
+    job->status = PD_PARTIAL;
+    job->legs = legs;
+    job->n_legs = 2;
+    job->metrics.cost = 10.75;
+    job->metrics.expanded = 321;
+    job->metrics.micros = 55;
+    job->goal_substituted = 1;
+    job->goal_used = (pd_point){7, 9};
+    job->route_pinned = 1;
+}
+
+static void check_route_waypoint(const Pathd__V1__Waypoint *w, const pd_scene *scene, pd_point cell, double t)
+{
+    double wx, wy;
+    pd_scene_cell_center(scene, cell, &wx, &wy);
+    assert_int_equal(w->x, cell.x);
+    assert_int_equal(w->y, cell.y);
+    assert_true(w->wx == wx && w->wy == wy);
+    assert_true(w->t == t);
+}
+
+static void test_encode_route_legs(void **state)
+{
+    scene_fixture a, b;
+    pd_job job;
+    pd_job_leg legs[2];
+    pd_point path0[5], path1[3];
+    double t0[5], t1[3];
+    size_t len;
+    frames fr;
+    (void)state;
+    scene_fixture_init(&a, "alpha", 10, 20);
+    scene_fixture_init(&b, "beta", 10, 20);
+    b.scene.version = 9;
+    b.scene.cell_size = 2.0;
+    make_route_job(&job, legs, &a, &b, path0, path1, t0, t1);
+
+    /* Two waypoints a frame: leg 0 takes 3 frames, leg 1 takes 2, then the
+     * result. */
+    uint8_t *buf = pd_codec_encode_route(&job, 2, &len);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.n, 6);
+    const uint32_t leg_of[5] = {0, 0, 0, 1, 1}, seq_of[5] = {0, 1, 2, 0, 1};
+    size_t next[2] = {0, 0};
+    for (size_t i = 0; i < 5; i++) {
+        const Pathd__V1__Response *r = fr.r[i];
+        assert_int_equal(r->id, 77);
+        assert_false(r->final);
+        assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_ROUTE_LEG);
+        const Pathd__V1__RouteLeg *l = r->route_leg;
+        const pd_job_leg *jl = &legs[leg_of[i]];
+        assert_int_equal(l->leg, leg_of[i]);
+        assert_int_equal(l->seq, seq_of[i]);
+        assert_string_equal(l->scene, jl->scene->name);
+        assert_int_equal(l->scene_version, jl->scene->version);
+        for (size_t k = 0; k < l->n_waypoints; k++, next[leg_of[i]]++)
+            check_route_waypoint(l->waypoints[k], jl->scene, jl->path[next[leg_of[i]]], jl->times[next[leg_of[i]]]);
+        int end = i == 2 || i == 4;
+        assert_int_equal(l->leg_end, end);
+        if (!end) {
+            assert_null(l->portal);
+            assert_int_equal(l->n_waypoints, 2);
+            continue;
+        }
+        assert_true(l->cost == jl->cost);
+        assert_int_equal(l->total_waypoints, jl->path_len);
+        if (i == 4) {
+            assert_null(l->portal);
+            continue;
+        }
+        assert_non_null(l->portal);
+        assert_string_equal(l->portal->name, "door");
+        assert_string_equal(l->portal->to_scene, "beta");
+        assert_int_equal(l->portal->exit->x, 4);
+        assert_int_equal(l->portal->exit->y, 8);
+        assert_int_equal(l->portal->entry->x, 7);
+        assert_int_equal(l->portal->entry->y, 7);
+        assert_true(l->portal->cost == 2.25);
+    }
+    assert_int_equal(next[0], 5);
+    assert_int_equal(next[1], 3);
+
+    const Pathd__V1__Response *last = fr.r[5];
+    assert_true(last->final);
+    assert_int_equal(last->status, PATHD__V1__STATUS__PARTIAL);
+    assert_int_equal(last->body_case, PATHD__V1__RESPONSE__BODY_ROUTE_RESULT);
+    const Pathd__V1__RouteResult *rr = last->route_result;
+    assert_int_equal(rr->legs, 2);
+    assert_true(rr->total_cost == 10.75);
+    assert_int_equal(rr->n_leg_costs, 2);
+    assert_true(rr->leg_costs[0] == 6.5 && rr->leg_costs[1] == 2.0);
+    assert_int_equal(rr->n_scene_versions, 2);
+    assert_int_equal(rr->scene_versions[0], 7);
+    assert_int_equal(rr->scene_versions[1], 9);
+    assert_int_equal(rr->expansions, 321);
+    assert_int_equal(rr->micros, 55);
+    assert_true(rr->pinned);
+    assert_non_null(rr->goal_used);
+    assert_int_equal(rr->goal_used->x, 7);
+    assert_int_equal(rr->goal_used->y, 9);
+    free_frames(&fr);
+    free(buf);
+
+    /* max_per_chunk 0 counts as 1: one frame per waypoint. */
+    buf = pd_codec_encode_route(&job, 0, &len);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.n, 5 + 3 + 1);
+    free_frames(&fr);
+    free(buf);
+    scene_fixture_free(&a);
+    scene_fixture_free(&b);
+}
+
+static void test_encode_route_failure(void **state)
+{
+    pd_job job;
+    size_t len;
+    frames fr;
+    (void)state;
+    memset(&job, 0, sizeof job);
+    job.kind = PD_JOB_FIND_ROUTE;
+    job.request_id = 78;
+    job.status = PD_NO_PATH;
+    job.metrics.expanded = 12;
+    job.metrics.micros = 3;
+    uint8_t *buf = pd_codec_encode_route(&job, 256, &len);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.n, 1);
+    assert_true(fr.r[0]->final);
+    assert_int_equal(fr.r[0]->id, 78);
+    assert_int_equal(fr.r[0]->status, PATHD__V1__STATUS__NO_PATH);
+    assert_int_equal(fr.r[0]->body_case, PATHD__V1__RESPONSE__BODY_ROUTE_RESULT);
+    assert_int_equal(fr.r[0]->route_result->legs, 0);
+    assert_int_equal(fr.r[0]->route_result->n_leg_costs, 0);
+    assert_int_equal(fr.r[0]->route_result->expansions, 12);
+    assert_null(fr.r[0]->route_result->goal_used);
+    free_frames(&fr);
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1457,6 +1745,10 @@ int main(void)
         cmocka_unit_test(test_decode_scene_grid_errors),
         cmocka_unit_test(test_encode_scene_grid),
         cmocka_unit_test(test_encode_scene_grid_band_fits_a_frame),
+        cmocka_unit_test(test_decode_find_route_round_trip),
+        cmocka_unit_test(test_decode_find_route_errors),
+        cmocka_unit_test(test_encode_route_legs),
+        cmocka_unit_test(test_encode_route_failure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,6 +15,10 @@
  * avoid cells, windows, cut-off paths, smoothing, timing, cell updates) runs
  * on scenes loaded from tests/data/wire4_*.txt through pd_scene_load, so
  * they carry real unit grids and component labels.
+ *
+ * Route jobs run on the world of tests/data/route_world.json (four scenes
+ * joined by portals; see test_world.c): each leg is checked cell by cell and
+ * priced again by an independent A* between its ends.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "pd_conf.h"
 #include "pd_path.h"
 #include "pd_pool.h"
 #include "pd_smooth.h"
@@ -1366,6 +1371,272 @@ static void test_update_cells_jobs(void **state)
     pd_registry_destroy(reg);
 }
 
+/* ---- routes ---- */
+
+#define ROUTE_WORLD_JSON PD_TEST_DATA_DIR "/route_world.json"
+
+/* The route test world: its scenes in a registry, its portals parsed, and a
+ * world store built over them. */
+typedef struct route_fixture {
+    pd_registry *reg;
+    pd_conf_world cw;
+    pd_world_store *store;
+} route_fixture;
+
+static void route_fixture_init(route_fixture *rf)
+{
+    static const char *const names[] = {"plaza", "hall", "tunnel", "vault"};
+    pd_conf conf = pd_conf_defaults;
+    char err[256];
+    conf.scenes = calloc(4, sizeof *conf.scenes);
+    assert_non_null(conf.scenes);
+    conf.n_scenes = 4;
+    for (size_t i = 0; i < 4; i++) {
+        pd_conf_scene *cs = &conf.scenes[i];
+        char path[512];
+        snprintf(cs->name, sizeof cs->name, "%s", names[i]);
+        snprintf(path, sizeof path, "%s/route_%s.txt", PD_TEST_DATA_DIR, names[i]);
+        cs->map_path = strdup(path);
+        assert_non_null(cs->map_path);
+        cs->format = PD_MAP_ASCII;
+        cs->cell_size = i == 3 ? 0.5 : 1.0; /* the vault's cells are smaller: timing crosses scales */
+        cs->unit_sizes[0] = 1;
+        cs->unit_sizes[1] = 2;
+        cs->n_unit_sizes = 2;
+    }
+    rf->reg = pd_registry_create();
+    assert_non_null(rf->reg);
+    if (pd_registry_load(rf->reg, &conf, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    pd_conf_free(&conf);
+
+    FILE *f = fopen(ROUTE_WORLD_JSON, "rb");
+    assert_non_null(f);
+    char json[8192];
+    size_t len = fread(json, 1, sizeof json, f);
+    fclose(f);
+    assert_true(len > 0 && len < sizeof json);
+    if (pd_conf_world_parse_buffer(json, len, ROUTE_WORLD_JSON, names, 4, &rf->cw, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    rf->store = pd_world_store_create();
+    assert_non_null(rf->store);
+    if (pd_world_store_rebuild(rf->store, &rf->cw, rf->reg, err, sizeof err) != 0)
+        fail_msg("%s", err);
+}
+
+static void route_fixture_free(route_fixture *rf)
+{
+    pd_world_store_destroy(rf->store);
+    pd_conf_world_free(&rf->cw);
+    pd_registry_destroy(rf->reg);
+}
+
+static pd_job *make_route_job(route_fixture *rf, uint64_t req, const char *from, pd_point start, const char *to,
+                              pd_point goal, uint32_t unit)
+{
+    pd_job *job = pd_job_new();
+    assert_non_null(job);
+    job->kind = PD_JOB_FIND_ROUTE;
+    job->request_id = req;
+    job->world = pd_world_store_acquire(rf->store);
+    assert_non_null(job->world);
+    snprintf(job->route_from, sizeof job->route_from, "%s", from);
+    snprintf(job->route_to, sizeof job->route_to, "%s", to);
+    job->params.start = start;
+    job->params.goal = goal;
+    job->unit_size = unit;
+    return job;
+}
+
+/* Independent A* cost between two cells of a scene's unit grid. */
+static double route_walk_cost(const pd_scene *scene, uint32_t unit, pd_point a, pd_point b)
+{
+    pd_search_ctx *ctx = pd_search_ctx_create();
+    assert_non_null(ctx);
+    const pd_scene_unit *su = pd_scene_unit_for(scene, unit);
+    assert_non_null(su);
+    pd_search_params p = {.start = a, .goal = b, .connectivity = PD_CONNECT_8};
+    pd_search_metrics m;
+    pd_status st = pd_search_astar(ctx, su->grid, &p, NULL, 0, &m);
+    pd_search_ctx_destroy(ctx);
+    return st == PD_OK ? m.cost : INFINITY;
+}
+
+/* A finished route: legs chain through their portals from start to end,
+ * every leg is a cell path on its scene's unit grid whose cost an
+ * independent A* confirms, and the total adds legs and portals. */
+static void assert_route(const pd_job *job, const char *from, pd_point start, const char *to, pd_point end,
+                         uint32_t unit)
+{
+    assert_true(job->n_legs >= 1);
+    assert_null(job->world);   /* released by the worker */
+    double total = 0;
+    for (size_t i = 0; i < job->n_legs; i++) {
+        const pd_job_leg *leg = &job->legs[i];
+        const pd_grid *g = pd_scene_unit_for(leg->scene, unit)->grid;
+        assert_true(leg->path_len >= 1);
+        if (i == 0) {
+            assert_string_equal(leg->scene->name, from);
+            assert_int_equal(leg->path[0].x, start.x);
+            assert_int_equal(leg->path[0].y, start.y);
+        } else {
+            const pd_job_leg *prev = &job->legs[i - 1];
+            assert_string_equal(prev->next_scene, leg->scene->name);
+            assert_int_equal(leg->path[0].x, prev->portal_entry.x);
+            assert_int_equal(leg->path[0].y, prev->portal_entry.y);
+        }
+        pd_point last = leg->path[leg->path_len - 1];
+        if (i + 1 == job->n_legs) {
+            assert_false(leg->has_portal);
+            assert_string_equal(leg->scene->name, to);
+            assert_int_equal(last.x, end.x);
+            assert_int_equal(last.y, end.y);
+        } else {
+            assert_true(leg->has_portal);
+            assert_int_equal(last.x, leg->portal_exit.x);
+            assert_int_equal(last.y, leg->portal_exit.y);
+        }
+        for (size_t k = 1; k < leg->path_len; k++) {
+            int dx = abs(leg->path[k].x - leg->path[k - 1].x), dy = abs(leg->path[k].y - leg->path[k - 1].y);
+            assert_true(dx <= 1 && dy <= 1 && dx + dy >= 1);
+            assert_int_not_equal(pd_grid_get(g, leg->path[k].x, leg->path[k].y), PD_CELL_BLOCKED);
+        }
+        assert_float_equal(leg->cost, route_walk_cost(leg->scene, unit, leg->path[0], last), 1e-9);
+        total += leg->cost + (leg->has_portal ? leg->portal_cost : 0);
+    }
+    assert_float_equal(job->metrics.cost, total, 1e-9);
+}
+
+static void test_route_jobs(void **state)
+{
+    (void)state;
+    route_fixture rf;
+    route_fixture_init(&rf);
+    test_waker w;
+    waker_init(&w, 0);
+    pd_pool *pool = pd_pool_create(2, 16, waker_wake, &w);
+    assert_non_null(pool);
+
+    /* A route job needs a world. */
+    pd_job *bad = pd_job_new();
+    assert_non_null(bad);
+    bad->kind = PD_JOB_FIND_ROUTE;
+    assert_int_equal(pd_pool_submit(pool, bad), PD_INVALID_ARGUMENT);
+    pd_job_free(bad);
+
+    /* Unit 1 goes through the hall; unit 2 may not take plaza-hall
+     * (max_unit 1), so it goes another way and pays more. */
+    pd_point start = {2, 2}, goal = {5, 2};
+    submit_ok(pool, make_route_job(&rf, 1, "plaza", start, "vault", goal, 1));
+    submit_ok(pool, make_route_job(&rf, 2, "plaza", start, "vault", goal, 2));
+    /* Unknown scenes and blocked goals come back as the planner says. */
+    submit_ok(pool, make_route_job(&rf, 3, "plaza", start, "attic", goal, 1));
+    submit_ok(pool, make_route_job(&rf, 4, "plaza", start, "vault", (pd_point){0, 3}, 1));
+    pd_job *done[4];
+    collect(pool, &w, done, 4);
+    pd_job *by_id[5] = {0};
+    for (int i = 0; i < 4; i++)
+        by_id[done[i]->request_id] = done[i];
+
+    assert_int_equal(by_id[1]->status, PD_OK);
+    assert_route(by_id[1], "plaza", start, "vault", goal, 1);
+    assert_int_equal(by_id[1]->n_legs, 3);
+    assert_string_equal(by_id[1]->legs[0].portal, "plaza-hall");
+    assert_string_equal(by_id[1]->legs[1].portal, "hall-vault");
+    assert_true(by_id[1]->metrics.expanded > 0);
+    assert_null(by_id[1]->legs[0].times);
+
+    assert_int_equal(by_id[2]->status, PD_OK);
+    assert_route(by_id[2], "plaza", start, "vault", goal, 2);
+    for (size_t i = 0; i < by_id[2]->n_legs; i++)
+        if (by_id[2]->legs[i].has_portal)
+            assert_string_not_equal(by_id[2]->legs[i].portal, "plaza-hall");
+    assert_true(by_id[2]->metrics.cost > by_id[1]->metrics.cost);
+
+    assert_int_equal(by_id[3]->status, PD_UNKNOWN_SCENE);
+    assert_null(by_id[3]->legs);
+    assert_int_equal(by_id[4]->status, PD_GOAL_BLOCKED);
+    assert_null(by_id[4]->legs);
+    free_jobs(done, 4);
+
+    /* Corners and times: times run on across each portal, which takes
+     * portal_cost * cell_size / speed seconds of the departing scene. */
+    pd_job *timed = make_route_job(&rf, 5, "plaza", start, "vault", goal, 1);
+    timed->style = PD_STYLE_CORNERS;
+    timed->speed = 2.0;
+    timed->start_time = 5.0;
+    submit_ok(pool, timed);
+    collect(pool, &w, done, 1);
+    assert_int_equal(done[0]->status, PD_OK);
+    double t = 5.0;
+    for (size_t i = 0; i < done[0]->n_legs; i++) {
+        const pd_job_leg *leg = &done[0]->legs[i];
+        double speed_cells = 2.0 / leg->scene->cell_size;
+        assert_non_null(leg->times);
+        assert_float_equal(leg->times[0], t, 1e-9);
+        double expect[64];
+        assert_true(leg->path_len <= 64);
+        pd_path_times(pd_scene_unit_for(leg->scene, 1)->grid, leg->path, leg->path_len, speed_cells, t, expect);
+        for (size_t k = 0; k < leg->path_len; k++)
+            assert_float_equal(leg->times[k], expect[k], 1e-9);
+        t = leg->times[leg->path_len - 1] + (leg->has_portal ? leg->portal_cost / speed_cells : 0);
+        /* Corners: no three consecutive waypoints on one straight line. */
+        for (size_t k = 2; k < leg->path_len; k++) {
+            int dx1 = leg->path[k - 1].x - leg->path[k - 2].x, dy1 = leg->path[k - 1].y - leg->path[k - 2].y;
+            int dx2 = leg->path[k].x - leg->path[k - 1].x, dy2 = leg->path[k].y - leg->path[k - 1].y;
+            assert_true((long)dx1 * dy2 != (long)dy1 * dx2 || (long)dx1 * dx2 + (long)dy1 * dy2 < 0);
+        }
+    }
+    free_jobs(done, 1);
+
+    /* NEAREST: a goal in the vault's wall becomes the nearest cell the route
+     * can reach (PARTIAL, goal_used), and the route ends there. */
+    pd_job *nearest = make_route_job(&rf, 6, "plaza", start, "vault", (pd_point){0, 3}, 1);
+    nearest->goal_mode = PD_GOAL_NEAREST;
+    submit_ok(pool, nearest);
+    collect(pool, &w, done, 1);
+    assert_int_equal(done[0]->status, PD_PARTIAL);
+    assert_true(done[0]->goal_substituted);
+    assert_int_equal(done[0]->goal_used.x, 1);
+    assert_int_equal(done[0]->goal_used.y, 3);
+    assert_route(done[0], "plaza", start, "vault", done[0]->goal_used, 1);
+    free_jobs(done, 1);
+
+    /* An update through the pool refreshes the world's tables: with the
+     * plaza end of plaza-hall blocked, unit 1 no longer goes through the
+     * hall; opening it again brings the hall back. */
+    for (int round = 0; round < 2; round++) {
+        pd_job *u = pd_job_new();
+        assert_non_null(u);
+        u->kind = PD_JOB_UPDATE_CELLS;
+        u->registry = rf.reg;
+        u->world_store = rf.store;
+        strcpy(u->update_scene, "plaza");
+        u->update.op = round == 0 ? PD_UPDATE_BLOCK : PD_UPDATE_PASS;
+        u->update.is_rect = 1;
+        u->update.rect_min = u->update.rect_max = (pd_point){9, 1};
+        submit_ok(pool, u);
+        collect(pool, &w, done, 1);
+        assert_int_equal(done[0]->status, PD_OK);
+        assert_int_equal(done[0]->world_refresh, PD_OK);
+        free_jobs(done, 1);
+
+        submit_ok(pool, make_route_job(&rf, 7, "plaza", start, "vault", goal, 1));
+        collect(pool, &w, done, 1);
+        assert_int_equal(done[0]->status, PD_OK);
+        assert_route(done[0], "plaza", start, "vault", goal, 1);
+        int via_hall = 0;
+        for (size_t i = 0; i < done[0]->n_legs; i++)
+            via_hall |= done[0]->legs[i].has_portal && !strcmp(done[0]->legs[i].portal, "plaza-hall");
+        assert_int_equal(via_hall, round == 1);
+        free_jobs(done, 1);
+    }
+
+    pd_pool_destroy(pool);
+    waker_destroy(&w);
+    route_fixture_free(&rf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1392,6 +1663,7 @@ int main(void)
         cmocka_unit_test(test_smooth_style),
         cmocka_unit_test(test_waypoint_times),
         cmocka_unit_test(test_update_cells_jobs),
+        cmocka_unit_test(test_route_jobs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

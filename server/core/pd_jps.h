@@ -1,0 +1,70 @@
+/*
+ * pd_jps.h - Jump Point Search (Harabor & Grastien, AAAI 2011): an optimal
+ * search for 8-connected grids where every passable cell costs 1.
+ *
+ * JPS exists because on uniform octile grids most of A*'s work is spent on
+ * symmetric paths: it expands only "jump points" (cells where an optimal path
+ * may have to turn) and scans the straight and diagonal runs between them
+ * without touching the open list. It returns the same cost as pd_search_astar
+ * and the same kind of path (every cell, start first, goal last).
+ *
+ * Rules: those of pd_search.h for 8-connectivity (Moving AI / GPPC): straight
+ * step 1, diagonal step sqrt(2), a diagonal step needs both orthogonal
+ * neighbours passable (no corner cutting), octile heuristic, ties on f go to
+ * the larger g.
+ *
+ * Where it applies (pd_jps_applicable): connectivity 8 (or 0, meaning 8),
+ * grid->uniform_cost set, no per-request blockers, no window and no
+ * partial_on_cutoff. Any other request gets PD_INVALID_ARGUMENT before
+ * anything else is checked, so a caller can fall back to pd_search_astar,
+ * which then gives the request its proper answer.
+ *
+ * Context: one pd_jps_ctx per thread, grown to the largest grid it served and
+ * reused without clearing (node records carry a search generation), exactly
+ * like pd_search_ctx but independent of it.
+ */
+#ifndef PD_JPS_H
+#define PD_JPS_H
+
+#include <stddef.h>
+
+#include "pd_grid.h"
+#include "pd_search.h"
+#include "pd_status.h"
+
+typedef struct pd_jps_ctx pd_jps_ctx;
+
+/* Returns NULL on allocation failure. */
+pd_jps_ctx *pd_jps_ctx_create(void);
+void pd_jps_ctx_destroy(pd_jps_ctx *ctx);
+
+/* Bytes the context currently holds (stops growing once it has served the
+ * largest grid it will see). */
+size_t pd_jps_ctx_footprint(const pd_jps_ctx *ctx);
+
+/* 1 when pd_search_jps can answer this request, 0 when it would return
+ * PD_INVALID_ARGUMENT for the reasons listed in the file comment (endpoints
+ * are not looked at). */
+int pd_jps_applicable(const pd_grid *grid, const pd_search_params *params);
+
+/*
+ * Finds a shortest path like pd_search_astar, with the same statuses checked
+ * in the same order after the applicability check above:
+ *  PD_INVALID_ARGUMENT (not applicable, or a connectivity other than 0/4/8),
+ *  PD_OUT_OF_BOUNDS, PD_START_BLOCKED, PD_GOAL_BLOCKED, then PD_NO_PATH,
+ *  PD_BUDGET_EXCEEDED, whatever the poll function returned,
+ *  PD_BUFFER_TOO_SMALL (metrics->path_len says how many points; copy them
+ *  with pd_jps_extract), PD_INTERNAL (allocation failure).
+ * metrics->expanded counts jump points expanded (the goal not counted), and
+ * max_expansions bounds that count; the poll runs every
+ * PD_SEARCH_POLL_INTERVAL expansions. metrics->generated counts jump points
+ * pushed onto the open list, the start included.
+ */
+pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_params *params,
+                        pd_point *out, size_t out_cap, pd_search_metrics *metrics);
+
+/* Copies the full path found by the last successful pd_search_jps on ctx.
+ * Returns PD_OK, PD_BUFFER_TOO_SMALL, or PD_NO_PATH when it found none. */
+pd_status pd_jps_extract(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, size_t *path_len);
+
+#endif

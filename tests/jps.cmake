@@ -1,0 +1,37 @@
+# Jump Point Search (server/core/pd_jps.c): compared against A* on random
+# grids and on every 10th query of the Moving AI scenario files.
+# The Moving AI comparison runs A* too: minutes under ASan, hence the timeout.
+pd_test(NAME test_jps SOURCES unit/test_jps.c LIBS pathd_core LABELS sanitize TIMEOUT 900)
+
+# pathd-bench --algo jps: the small hand-checked files (a wrong length must
+# still be caught), every 200th query of the Moving AI files, and the usage
+# errors. pd_bench_expect comes from bench.cmake, which sorts before this file.
+pd_bench_expect(bench_jps_small_pass 0 "20 passed, 0 failed"
+  --algo jps bench_small.map.scen bench_small_g.map.scen)
+pd_bench_expect(bench_jps_wrong_length 1 "9 passed, 1 failed" --algo jps bench_wrong_length.map.scen)
+pd_bench_expect(bench_jps_unreachable 1 "1 passed, 1 failed" --algo jps bench_unreachable.map.scen)
+
+add_test(NAME bench_jps_movingai_quick
+  COMMAND sh -c [=[
+bench="$1"; data="${PATHD_BENCH_DATA:-$2}"
+set -- "$data"/scen/*.map.scen
+if [ ! -f "$1" ]; then
+  echo "bench_jps_movingai_quick: no Moving AI scenarios under '$data/scen'." >&2
+  exit 1
+fi
+exec "$bench" --algo jps --every 200 "$@"
+]=] bench_jps_movingai_quick $<TARGET_FILE:pathd-bench> ${PATHD_BENCH_DATA})
+set_tests_properties(bench_jps_movingai_quick PROPERTIES LABELS "sanitize" TIMEOUT 120)
+
+add_test(NAME bench_jps_cli_errors
+  COMMAND sh -c [=[
+bench="$1"; status=0
+for args in "--algo" "--algo dijkstra" "--algo jps --connect 4"; do
+  # shellcheck disable=SC2086
+  "$bench" $args bench_small.map.scen >/dev/null 2>&1; rc=$?
+  if [ "$rc" -ne 2 ]; then echo "FAIL: pathd-bench $args -> exit $rc, want 2"; status=1; fi
+done
+exit $status
+]=] bench_jps_cli_errors $<TARGET_FILE:pathd-bench>
+  WORKING_DIRECTORY ${PD_TEST_DATA_DIR})
+set_tests_properties(bench_jps_cli_errors PROPERTIES LABELS "sanitize" TIMEOUT 60)

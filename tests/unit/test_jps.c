@@ -1,0 +1,419 @@
+/*
+ * test_jps.c - Jump Point Search (pd_jps.h) against A* (pd_search.h).
+ *
+ * JPS prunes by rules that are easy to get subtly wrong once corner cutting
+ * is forbidden, so its answers are checked against A* rather than against
+ * expected values: on 500 random grids (sizes 1..60, random obstacles at
+ * 0..45% density, half of them with rectangular walls that make rooms and
+ * corridors) and 50 random start/goal pairs each, JPS must give A*'s status,
+ * A*'s cost within 1e-9 and a full, legal, contiguous path whose summed cost
+ * is that cost. The same comparison runs on every 10th query of the 20
+ * Moving AI scenario files ($PATHD_BENCH_DATA, else the configured default).
+ * Hand-made cases cover the contract: trivial and refused requests, the
+ * expansion budget, the poll, buffer-too-small followed by extraction, and
+ * context reuse.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core_check.h"
+#include "pd_jps.h"
+
+#define JPS_GRIDS 500
+#define JPS_MAX_SIDE 60
+#define JPS_MAX_DENSITY_PCT 46 /* densities drawn from 0..45% */
+#define JPS_PAIRS_PER_GRID 50
+#define JPS_MOVINGAI_EVERY 10
+#define JPS_MOVINGAI_FILES 20
+#define JPS_PATH_CAP (1024 * 1024)
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+static int32_t rng_below(uint64_t *s, int32_t n)
+{
+    return (int32_t)(rng_next(s) % (uint64_t)n);
+}
+
+typedef struct jps_fixture {
+    pd_jps_ctx *jps;
+    pd_search_ctx *astar;
+    pd_point *path;
+    pd_point *apath;
+} jps_fixture;
+
+static int setup(void **state)
+{
+    jps_fixture *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    f->jps = pd_jps_ctx_create();
+    f->astar = pd_search_ctx_create();
+    f->path = malloc(JPS_PATH_CAP * sizeof *f->path);
+    f->apath = malloc(JPS_PATH_CAP * sizeof *f->apath);
+    *state = f;
+    return f->jps && f->astar && f->path && f->apath ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    jps_fixture *f = *state;
+    pd_jps_ctx_destroy(f->jps);
+    pd_search_ctx_destroy(f->astar);
+    free(f->path);
+    free(f->apath);
+    free(f);
+    return 0;
+}
+
+/* Runs both searches on one query and fails on any disagreement. Returns the
+ * status both gave. */
+static pd_status compare_query(jps_fixture *f, const pd_grid *g, pd_point s, pd_point t, const char *where)
+{
+    pd_search_params p = { .start = s, .goal = t };
+    pd_search_metrics ma, mj;
+    pd_status sa = pd_search_astar(f->astar, g, &p, f->apath, JPS_PATH_CAP, &ma);
+    pd_status sj = pd_search_jps(f->jps, g, &p, f->path, JPS_PATH_CAP, &mj);
+    if (sa != sj)
+        fail_msg("%s (%d,%d)->(%d,%d): A* says %s, JPS %s", where, s.x, s.y, t.x, t.y, pd_status_name(sa),
+                 pd_status_name(sj));
+    if (sa != PD_OK)
+        return sa;
+    if (fabs(ma.cost - mj.cost) > CORE_COST_EPS)
+        fail_msg("%s (%d,%d)->(%d,%d): A* cost %.12f, JPS %.12f", where, s.x, s.y, t.x, t.y, ma.cost, mj.cost);
+    double walked = core_check_path(g, PD_CONNECT_8, f->path, mj.path_len, s, t);
+    if (fabs(walked - mj.cost) > CORE_COST_EPS)
+        fail_msg("%s (%d,%d)->(%d,%d): path sums to %.12f, reported %.12f", where, s.x, s.y, t.x, t.y, walked,
+                 mj.cost);
+    assert_int_equal(mj.end.x, t.x);
+    assert_int_equal(mj.end.y, t.y);
+    return sa;
+}
+
+/* A random uniform-cost grid: scattered obstacles, and on odd seeds a few
+ * walls with gaps so rooms and corridors (where forced neighbours live) are
+ * common. */
+static pd_grid *random_grid(uint64_t *rng, int rooms)
+{
+    int32_t w = 1 + rng_below(rng, JPS_MAX_SIDE), h = 1 + rng_below(rng, JPS_MAX_SIDE);
+    int32_t density = rng_below(rng, JPS_MAX_DENSITY_PCT);
+    pd_grid *g = pd_grid_create(w, h);
+    assert_non_null(g);
+    for (int32_t y = 0; y < h; y++)
+        for (int32_t x = 0; x < w; x++)
+            pd_grid_set(g, x, y, rng_below(rng, 100) < density ? PD_CELL_BLOCKED : PD_CELL_FREE);
+    if (rooms) {
+        int walls = 1 + rng_below(rng, 6);
+        for (int k = 0; k < walls; k++) {
+            int vertical = rng_below(rng, 2);
+            int32_t at = rng_below(rng, vertical ? w : h);
+            int32_t len = vertical ? h : w;
+            for (int32_t i = 0; i < len; i++)
+                if (rng_below(rng, 100) >= 8)
+                    pd_grid_set(g, vertical ? at : i, vertical ? i : at, PD_CELL_BLOCKED);
+        }
+    }
+    return g;
+}
+
+static void test_random_grids_match_astar(void **state)
+{
+    jps_fixture *f = *state;
+    uint64_t rng = 0x4a505321u;
+    size_t found = 0, none = 0;
+    char where[64];
+    for (int n = 0; n < JPS_GRIDS; n++) {
+        pd_grid *g = random_grid(&rng, n & 1);
+        snprintf(where, sizeof where, "grid %d (%dx%d)", n, g->width, g->height);
+        for (int k = 0; k < JPS_PAIRS_PER_GRID; k++) {
+            pd_point s = { rng_below(&rng, g->width), rng_below(&rng, g->height) };
+            pd_point t = { rng_below(&rng, g->width), rng_below(&rng, g->height) };
+            pd_status st = compare_query(f, g, s, t, where);
+            found += st == PD_OK;
+            none += st == PD_NO_PATH;
+        }
+        pd_grid_destroy(g);
+    }
+    /* The generator must actually produce both kinds of answer. */
+    print_message("random grids: %zu paths, %zu no-path\n", found, none);
+    assert_true(found > 5000);
+    assert_true(none > 500);
+}
+
+/* Every start/goal pair on a few small dense grids: exhaustive where the
+ * corner cases are densest. */
+static void test_small_grids_all_pairs(void **state)
+{
+    jps_fixture *f = *state;
+    uint64_t rng = 0x5eed0fa11u;
+    for (int n = 0; n < 40; n++) {
+        int32_t w = 2 + rng_below(&rng, 9), h = 2 + rng_below(&rng, 9);
+        pd_grid *g = pd_grid_create(w, h);
+        assert_non_null(g);
+        int32_t density = 15 + rng_below(&rng, 30);
+        for (int32_t y = 0; y < h; y++)
+            for (int32_t x = 0; x < w; x++)
+                pd_grid_set(g, x, y, rng_below(&rng, 100) < density ? PD_CELL_BLOCKED : PD_CELL_FREE);
+        char where[64];
+        snprintf(where, sizeof where, "small grid %d (%dx%d)", n, w, h);
+        for (int32_t a = 0; a < w * h; a++)
+            for (int32_t b = 0; b < w * h; b++)
+                compare_query(f, g, (pd_point){ a % w, a / w }, (pd_point){ b % w, b / w }, where);
+        pd_grid_destroy(g);
+    }
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return NULL;
+    char *buf = NULL;
+    if (fseek(fp, 0, SEEK_END) == 0) {
+        long n = ftell(fp);
+        if (n >= 0 && fseek(fp, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) != NULL) {
+            *len = fread(buf, 1, (size_t)n, fp);
+            buf[*len] = '\0';
+        }
+    }
+    fclose(fp);
+    return buf;
+}
+
+static const char *const movingai_files[JPS_MOVINGAI_FILES] = {
+    "8room_000",     "AR0011SR",      "AR0307SR",       "AR0602SR",      "Aftershock",
+    "Berlin_0_1024", "Berlin_0_256",  "Berlin_0_512",   "BlackLotus",    "arena2",
+    "brc202d",       "den520d",       "hrt201n",        "lak303d",       "maze512-1-0",
+    "maze512-32-0",  "orz100d",       "ost003d",        "random512-10-0", "random512-40-0",
+};
+
+static void test_movingai_matches_astar(void **state)
+{
+    jps_fixture *f = *state;
+    const char *data = getenv("PATHD_BENCH_DATA");
+    if (!data || !*data)
+        data = PD_BENCH_DATA_DEFAULT;
+    size_t total = 0;
+    for (int i = 0; i < JPS_MOVINGAI_FILES; i++) {
+        char path[1024];
+        size_t len = 0;
+        snprintf(path, sizeof path, "%s/maps/%s.map", data, movingai_files[i]);
+        char *text = read_file(path, &len);
+        if (!text)
+            fail_msg("Moving AI map '%s' missing: set PATHD_BENCH_DATA", path);
+        pd_parse_error err;
+        pd_grid *g = pd_map_parse_movingai(text, len, &err);
+        free(text);
+        if (!g)
+            fail_msg("%s: %d:%d %s", path, err.line, err.column, err.message);
+        snprintf(path, sizeof path, "%s/scen/%s.map.scen", data, movingai_files[i]);
+        text = read_file(path, &len);
+        if (!text)
+            fail_msg("Moving AI scenarios '%s' missing: set PATHD_BENCH_DATA", path);
+        size_t line_no = 0, checked = 0;
+        for (char *line = text + strspn(text, "\r\n"), *next; *line; line = next + strspn(next, "\r\n")) {
+            next = line + strcspn(line, "\r\n");
+            if (*next)
+                *next++ = '\0';
+            if (line_no++ == 0 || (line_no - 2) % JPS_MOVINGAI_EVERY != 0)
+                continue;
+            int bucket, mw, mh, sx, sy, gx, gy;
+            double opt;
+            char map[256];
+            if (sscanf(line, "%d %255s %d %d %d %d %d %d %lf", &bucket, map, &mw, &mh, &sx, &sy, &gx, &gy, &opt) != 9)
+                fail_msg("%s line %zu unreadable", path, line_no);
+            pd_status st = compare_query(f, g, (pd_point){ sx, sy }, (pd_point){ gx, gy }, movingai_files[i]);
+            if (st != PD_OK)
+                fail_msg("%s line %zu: no path (%s)", path, line_no, pd_status_name(st));
+            checked++;
+        }
+        free(text);
+        pd_grid_destroy(g);
+        assert_true(checked > 0);
+        total += checked;
+    }
+    print_message("Moving AI: %zu queries agree\n", total);
+}
+
+static void test_trivial_and_refused(void **state)
+{
+    jps_fixture *f = *state;
+    pd_grid *g = core_grid("....\n.#..\n....\n");
+    pd_search_metrics m;
+    pd_search_params p = { .start = { 2, 0 }, .goal = { 2, 0 } };
+    assert_int_equal(pd_search_jps(f->jps, g, &p, f->path, 4, &m), PD_OK);
+    assert_int_equal(m.path_len, 1);
+    assert_true(m.cost == 0.0);
+    assert_int_equal(f->path[0].x, 2);
+    assert_int_equal(f->path[0].y, 0);
+
+    p.goal = (pd_point){ 1, 1 };
+    assert_int_equal(pd_search_jps(f->jps, g, &p, f->path, 4, &m), PD_GOAL_BLOCKED);
+    p.start = (pd_point){ 1, 1 };
+    assert_int_equal(pd_search_jps(f->jps, g, &p, f->path, 4, &m), PD_START_BLOCKED);
+    p.start = (pd_point){ 4, 0 };
+    assert_int_equal(pd_search_jps(f->jps, g, &p, f->path, 4, &m), PD_OUT_OF_BOUNDS);
+    p.start = (pd_point){ 0, -1 };
+    assert_int_equal(pd_search_jps(f->jps, g, &p, f->path, 4, &m), PD_OUT_OF_BOUNDS);
+    size_t len = 99;
+    assert_int_equal(pd_jps_extract(f->jps, f->path, 4, &len), PD_NO_PATH);
+    assert_int_equal(len, 0);
+
+    /* Requests JPS does not serve are refused up front so callers fall back. */
+    pd_search_params ok = { .start = { 0, 0 }, .goal = { 3, 2 } };
+    assert_true(pd_jps_applicable(g, &ok));
+    pd_search_params q = ok;
+    q.connectivity = PD_CONNECT_4;
+    assert_false(pd_jps_applicable(g, &q));
+    assert_int_equal(pd_search_jps(f->jps, g, &q, f->path, 16, &m), PD_INVALID_ARGUMENT);
+    q = ok;
+    q.connectivity = (pd_connectivity)6;
+    assert_int_equal(pd_search_jps(f->jps, g, &q, f->path, 16, &m), PD_INVALID_ARGUMENT);
+    q = ok;
+    q.partial_on_cutoff = 1;
+    assert_int_equal(pd_search_jps(f->jps, g, &q, f->path, 16, &m), PD_INVALID_ARGUMENT);
+    q = ok;
+    q.has_window = 1;
+    q.window_max = (pd_point){ 3, 2 };
+    assert_int_equal(pd_search_jps(f->jps, g, &q, f->path, 16, &m), PD_INVALID_ARGUMENT);
+    q = ok;
+    pd_point blocker = { 2, 2 };
+    q.blockers = &blocker;
+    q.n_blockers = 1;
+    assert_int_equal(pd_search_jps(f->jps, g, &q, f->path, 16, &m), PD_INVALID_ARGUMENT);
+    pd_grid_set(g, 3, 0, 2);
+    assert_false(g->uniform_cost);
+    assert_false(pd_jps_applicable(g, &ok));
+    assert_int_equal(pd_search_jps(f->jps, g, &ok, f->path, 16, &m), PD_INVALID_ARGUMENT);
+    pd_grid_destroy(g);
+
+    pd_grid *one = core_grid(".\n");
+    p = (pd_search_params){ .start = { 0, 0 }, .goal = { 0, 0 } };
+    assert_int_equal(pd_search_jps(f->jps, one, &p, f->path, 1, &m), PD_OK);
+    assert_int_equal(m.path_len, 1);
+    pd_grid_destroy(one);
+}
+
+static void test_corridor_and_no_path(void **state)
+{
+    jps_fixture *f = *state;
+    /* A winding corridor: every turn is a forced neighbour. */
+    pd_grid *g = core_grid("......#\n#####.#\n....#.#\n.##.#..\n.#..###\n.#.####\n.......\n");
+    pd_search_params p = { .start = { 0, 0 }, .goal = { 6, 3 } };
+    pd_search_metrics m;
+    assert_int_equal(pd_search_jps(f->jps, g, &p, f->path, JPS_PATH_CAP, &m), PD_OK);
+    core_check_path(g, PD_CONNECT_8, f->path, m.path_len, p.start, p.goal);
+    compare_query(f, g, p.start, p.goal, "corridor");
+    /* The dead end behind the corridor cannot reach the bottom row. */
+    p.goal = (pd_point){ 0, 6 };
+    assert_int_equal(compare_query(f, g, p.start, p.goal, "corridor"), PD_NO_PATH);
+    assert_int_equal(pd_search_jps(f->jps, g, &p, f->path, JPS_PATH_CAP, &m), PD_NO_PATH);
+    assert_true(m.cost == 0.0);
+    assert_int_equal(m.path_len, 0);
+    pd_grid_destroy(g);
+
+    /* A diagonal squeeze between two blocked corners is not a path. */
+    g = core_grid(".#\n#.\n");
+    p = (pd_search_params){ .start = { 0, 0 }, .goal = { 1, 1 } };
+    assert_int_equal(pd_search_jps(f->jps, g, &p, f->path, 4, &m), PD_NO_PATH);
+    pd_grid_destroy(g);
+}
+
+static pd_status count_polls(void *user)
+{
+    int *n = user;
+    return ++*n >= 2 ? PD_CANCELLED : PD_OK;
+}
+
+static void test_budget_poll_and_buffer(void **state)
+{
+    jps_fixture *f = *state;
+    /* Pillars every other cell force a jump point at nearly every cell. */
+    pd_grid *g = core_open_grid(200, 200);
+    for (int32_t y = 1; y < 200; y += 2)
+        for (int32_t x = 1; x < 199; x += 2)
+            pd_grid_set(g, x, y, PD_CELL_BLOCKED);
+    pd_search_params p = { .start = { 0, 0 }, .goal = { 199, 198 }, .max_expansions = 5 };
+    pd_search_metrics m;
+    assert_int_equal(pd_search_jps(f->jps, g, &p, f->path, JPS_PATH_CAP, &m), PD_BUDGET_EXCEEDED);
+    assert_int_equal(m.expanded, 5);
+    size_t len = 1;
+    assert_int_equal(pd_jps_extract(f->jps, f->path, JPS_PATH_CAP, &len), PD_NO_PATH);
+
+    int polls = 0;
+    p.max_expansions = 0;
+    p.poll = count_polls;
+    p.poll_user = &polls;
+    assert_int_equal(pd_search_jps(f->jps, g, &p, f->path, JPS_PATH_CAP, &m), PD_CANCELLED);
+    assert_int_equal(polls, 2);
+    assert_int_equal(m.expanded, 2 * PD_SEARCH_POLL_INTERVAL);
+
+    /* Too small a buffer: the length is reported and extraction copies the
+     * same path A* would cost, without searching again. */
+    p.poll = NULL;
+    assert_int_equal(pd_search_jps(f->jps, g, &p, f->path, 3, &m), PD_BUFFER_TOO_SMALL);
+    assert_true(m.path_len > 3);
+    const size_t want = m.path_len;
+    const double cost = m.cost;
+    assert_int_equal(pd_jps_extract(f->jps, f->path, want - 1, &len), PD_BUFFER_TOO_SMALL);
+    assert_int_equal(len, want);
+    assert_int_equal(pd_jps_extract(f->jps, f->path, want, &len), PD_OK);
+    double walked = core_check_path(g, PD_CONNECT_8, f->path, len, p.start, p.goal);
+    assert_true(fabs(walked - cost) <= CORE_COST_EPS);
+    /* Cost-only query: no buffer, no error. */
+    assert_int_equal(pd_search_jps(f->jps, g, &p, NULL, 0, &m), PD_OK);
+    assert_true(fabs(m.cost - cost) <= CORE_COST_EPS);
+    compare_query(f, g, p.start, p.goal, "pillars");
+    pd_grid_destroy(g);
+}
+
+static void test_context_reuse(void **state)
+{
+    jps_fixture *f = *state;
+    pd_jps_ctx *ctx = pd_jps_ctx_create();
+    assert_non_null(ctx);
+    pd_grid *big = core_open_grid(50, 40), *small = core_open_grid(5, 5);
+    pd_search_params p = { .start = { 0, 0 }, .goal = { 49, 39 } };
+    pd_search_metrics m;
+    assert_int_equal(pd_search_jps(ctx, big, &p, f->path, JPS_PATH_CAP, &m), PD_OK);
+    const size_t footprint = pd_jps_ctx_footprint(ctx);
+    assert_true(footprint > 52u * 42u * 16u);
+    p.goal = (pd_point){ 4, 2 };
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(pd_search_jps(ctx, (i & 1) ? big : small, &p, f->path, JPS_PATH_CAP, &m), PD_OK);
+        assert_true(fabs(m.cost - (2.0 + 2.0 * CORE_SQRT2)) <= CORE_COST_EPS);
+        assert_int_equal(m.path_len, 5);
+    }
+    assert_int_equal(pd_jps_ctx_footprint(ctx), footprint);
+    pd_grid_destroy(big);
+    pd_grid_destroy(small);
+    pd_jps_ctx_destroy(ctx);
+    pd_jps_ctx_destroy(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_trivial_and_refused),
+        cmocka_unit_test(test_corridor_and_no_path),
+        cmocka_unit_test(test_budget_poll_and_buffer),
+        cmocka_unit_test(test_context_reuse),
+        cmocka_unit_test(test_small_grids_all_pairs),
+        cmocka_unit_test(test_random_grids_match_astar),
+        cmocka_unit_test(test_movingai_matches_astar),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
