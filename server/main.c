@@ -211,6 +211,7 @@ int main(int argc, char **argv)
     pd_metrics *metrics = NULL;
     pd_metrics_http *metrics_http = NULL;
     pd__metrics_source metrics_source = {NULL, NULL};
+    char metrics_addr[PD_CONF_MAX_HOST + 16] = "off";
     int loop_ready = 0;
 
     int parsed = pd__parse_args(argc, argv, &args);
@@ -292,9 +293,10 @@ int main(int argc, char **argv)
             pd_log_error("metrics: %s", err);
             goto out;
         }
-        pd_log_info("metrics on http://%s%s%s:%u/metrics", strchr(conf.metrics_host, ':') ? "[" : "",
-                    conf.metrics_host, strchr(conf.metrics_host, ':') ? "]" : "",
-                    (unsigned)pd_metrics_http_port(metrics_http));
+        snprintf(metrics_addr, sizeof metrics_addr, "%s%s%s:%u", strchr(conf.metrics_host, ':') ? "[" : "",
+                 conf.metrics_host, strchr(conf.metrics_host, ':') ? "]" : "",
+                 (unsigned)pd_metrics_http_port(metrics_http));
+        pd_log_info("metrics on http://%s/metrics", metrics_addr);
     }
 
     pd_scene **list = NULL;
@@ -305,7 +307,7 @@ int main(int argc, char **argv)
                 PATHD_VERSION, args.config_path, n_scenes, threads,
                 strchr(conf.listen_host, ':') ? "[" : "", conf.listen_host,
                 strchr(conf.listen_host, ':') ? "]" : "", (unsigned)pd_server_port(server),
-                metrics_http ? "on" : "off", pd_log_level_name(conf.log_level));
+                metrics_addr, pd_log_level_name(conf.log_level));
 
     uv_run(&loop, UV_RUN_DEFAULT);
     status = 0;
