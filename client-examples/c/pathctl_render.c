@@ -235,8 +235,9 @@ static int pdc__footprint_inside(const pdc_render_grid *g, pdc_xy xy, uint32_t u
     return xy.x >= 0 && xy.y >= 0 && (int64_t)xy.x + unit <= g->width && (int64_t)xy.y + unit <= g->height;
 }
 
-/* Checks everything pdc_render_png is given before anything is allocated. */
-static int pdc__render_check(const pdc_render_grid *g, const pdc_render_path *p, char *err, size_t errlen)
+/* Checks everything pdc_render_png_multi is given before anything is
+ * allocated. */
+static int pdc__render_check(const pdc_render_grid *g, const pdc_render_drawing *d, char *err, size_t errlen)
 {
     if (!g || !g->cells || g->width < 1 || g->height < 1 || g->width > PDC_RENDER_MAX_GRID_SIDE ||
         g->height > PDC_RENDER_MAX_GRID_SIDE) {
@@ -244,55 +245,68 @@ static int pdc__render_check(const pdc_render_grid *g, const pdc_render_path *p,
                           PDC_RENDER_MAX_GRID_SIDE);
         return PDC_RENDER_ERR_ARG;
     }
-    if (!p)
+    if (!d)
         return PDC_RENDER_OK;
-    uint32_t unit = p->unit_size ? p->unit_size : 1;
-    if (p->count && !p->points) {
-        pdc__render_error(err, errlen, "the path has %zu waypoints but no points", p->count);
+    uint32_t unit = d->unit_size ? d->unit_size : 1;
+    if ((d->line_count && !d->lines) || (d->marker_count && !d->markers)) {
+        pdc__render_error(err, errlen, "the drawing has %zu lines and %zu markers but no array for them",
+                          d->line_count, d->marker_count);
         return PDC_RENDER_ERR_ARG;
     }
     if (unit > (uint32_t)g->width || unit > (uint32_t)g->height) {
         pdc__render_error(err, errlen, "unit size %u does not fit the %dx%d grid", unit, g->width, g->height);
         return PDC_RENDER_ERR_ARG;
     }
-    for (size_t i = 0; i < p->count; i++)
-        if (!pdc__footprint_inside(g, p->points[i], unit)) {
-            pdc__render_error(err, errlen, "waypoint %zu (%d,%d) lies outside the %dx%d grid", i,
-                              p->points[i].x, p->points[i].y, g->width, g->height);
+    for (size_t l = 0; l < d->line_count; l++) {
+        const pdc_render_line *line = &d->lines[l];
+        /* Name the line only when there are several, so a plain path's
+         * message reads like one. */
+        char which[48] = "";
+        if (d->line_count > 1)
+            snprintf(which, sizeof which, " of line %zu", l);
+        if (line->count && !line->points) {
+            pdc__render_error(err, errlen, "the path%s has %zu waypoints but no points", which, line->count);
             return PDC_RENDER_ERR_ARG;
         }
-    if ((p->has_start && !pdc__footprint_inside(g, p->start, unit)) ||
-        (p->has_goal && !pdc__footprint_inside(g, p->goal, unit))) {
-        pdc_xy bad = p->has_start && !pdc__footprint_inside(g, p->start, unit) ? p->start : p->goal;
-        pdc__render_error(err, errlen, "marker (%d,%d) lies outside the %dx%d grid", bad.x, bad.y, g->width,
-                          g->height);
-        return PDC_RENDER_ERR_ARG;
+        for (size_t i = 0; i < line->count; i++)
+            if (!pdc__footprint_inside(g, line->points[i], unit)) {
+                pdc__render_error(err, errlen, "waypoint %zu%s (%d,%d) lies outside the %dx%d grid", i, which,
+                                  line->points[i].x, line->points[i].y, g->width, g->height);
+                return PDC_RENDER_ERR_ARG;
+            }
     }
+    for (size_t i = 0; i < d->marker_count; i++)
+        if (!pdc__footprint_inside(g, d->markers[i].at, unit)) {
+            pdc__render_error(err, errlen, "marker (%d,%d) lies outside the %dx%d grid", d->markers[i].at.x,
+                              d->markers[i].at.y, g->width, g->height);
+            return PDC_RENDER_ERR_ARG;
+        }
     return PDC_RENDER_OK;
 }
 
-static void pdc__canvas_draw_path(pdc__canvas *c, const pdc_render_grid *g, const pdc_render_path *p)
+static void pdc__canvas_draw(pdc__canvas *c, const pdc_render_grid *g, const pdc_render_drawing *d)
 {
-    uint32_t unit = p->unit_size ? p->unit_size : 1;
+    uint32_t unit = d->unit_size ? d->unit_size : 1;
     pdc__mapping m = {(double)c->width / g->width, (double)c->height / g->height, unit / 2.0};
-    int line = (int)(c->width / (uint32_t)g->width) / PDC_RENDER_LINE_CELL_FRACTION;
-    if (line < PDC_RENDER_LINE_MIN_PX)
-        line = PDC_RENDER_LINE_MIN_PX;
+    int width = (int)(c->width / (uint32_t)g->width) / PDC_RENDER_LINE_CELL_FRACTION;
+    if (width < PDC_RENDER_LINE_MIN_PX)
+        width = PDC_RENDER_LINE_MIN_PX;
     pdc__rgb path_rgb = pdc__rgb_of(PDC_RENDER_RGB_PATH);
-    for (size_t i = 0; i < p->count; i++) {
-        double x0, y0, x1, y1;
-        pdc__map_centre(&m, p->points[i], &x0, &y0);
-        pdc__map_centre(&m, p->points[i + 1 < p->count ? i + 1 : i], &x1, &y1);
-        pdc__canvas_line(c, x0, y0, x1, y1, line, path_rgb);
+    for (size_t l = 0; l < d->line_count; l++) {
+        const pdc_render_line *line = &d->lines[l];
+        for (size_t i = 0; i < line->count; i++) {
+            double x0, y0, x1, y1;
+            pdc__map_centre(&m, line->points[i], &x0, &y0);
+            pdc__map_centre(&m, line->points[i + 1 < line->count ? i + 1 : i], &x1, &y1);
+            pdc__canvas_line(c, x0, y0, x1, y1, width, path_rgb);
+        }
     }
     double footprint = (m.sx < m.sy ? m.sx : m.sy) * unit;
     double radius = footprint * PDC_RENDER_MARKER_FOOTPRINT_SHARE;
     if (radius < PDC_RENDER_MARKER_MIN_PX)
         radius = PDC_RENDER_MARKER_MIN_PX;
-    if (p->has_start)
-        pdc__canvas_marker(c, &m, p->start, radius, PDC_RENDER_RGB_START);
-    if (p->has_goal)
-        pdc__canvas_marker(c, &m, p->goal, radius, PDC_RENDER_RGB_GOAL);
+    for (size_t i = 0; i < d->marker_count; i++)
+        pdc__canvas_marker(c, &m, d->markers[i].at, radius, d->markers[i].rgb);
 }
 
 static int pdc__write_png(const char *path, const pdc__canvas *c, char *err, size_t errlen)
@@ -326,14 +340,14 @@ static int pdc__write_png(const char *path, const pdc__canvas *c, char *err, siz
     return PDC_RENDER_OK;
 }
 
-int pdc_render_png(const char *path, const pdc_render_grid *g, const pdc_render_path *p, char *err,
-                   size_t errlen)
+int pdc_render_png_multi(const char *path, const pdc_render_grid *g, const pdc_render_drawing *d, char *err,
+                         size_t errlen)
 {
     if (!path || !path[0]) {
         pdc__render_error(err, errlen, "no output file named");
         return PDC_RENDER_ERR_ARG;
     }
-    int status = pdc__render_check(g, p, err, errlen);
+    int status = pdc__render_check(g, d, err, errlen);
     if (status != PDC_RENDER_OK)
         return status;
     pdc__canvas c = {NULL, 0, 0};
@@ -346,11 +360,27 @@ int pdc_render_png(const char *path, const pdc_render_grid *g, const pdc_render_
     pdc__rgb palette[256];
     pdc__render_palette(g, palette);
     pdc__canvas_fill_grid(&c, g, palette);
-    if (p)
-        pdc__canvas_draw_path(&c, g, p);
+    if (d)
+        pdc__canvas_draw(&c, g, d);
     status = pdc__write_png(path, &c, err, errlen);
     free(c.rgb);
     return status;
+}
+
+int pdc_render_png(const char *path, const pdc_render_grid *g, const pdc_render_path *p, char *err,
+                   size_t errlen)
+{
+    if (!p)
+        return pdc_render_png_multi(path, g, NULL, err, errlen);
+    pdc_render_line line = {p->points, p->count};
+    pdc_render_marker markers[2];
+    size_t marker_count = 0;
+    if (p->has_start)
+        markers[marker_count++] = (pdc_render_marker){p->start, PDC_RENDER_RGB_START};
+    if (p->has_goal)
+        markers[marker_count++] = (pdc_render_marker){p->goal, PDC_RENDER_RGB_GOAL};
+    pdc_render_drawing d = {&line, p->count ? 1 : 0, markers, marker_count, p->unit_size};
+    return pdc_render_png_multi(path, g, &d, err, errlen);
 }
 
 /* ---- map files ---------------------------------------------------------- */
@@ -647,7 +677,13 @@ const char pathctl_render_usage[] =
     "                     the server's scene NAME, or a local map file; --path\n"
     "                     draws the given waypoints, --from/--to asks the server\n"
     "                     for a path in scene NAME (with --map, the map must be\n"
-    "                     that scene's); --unit K draws a K x K unit's footprint.\n";
+    "                     that scene's); --unit K draws a K x K unit's footprint.\n"
+    "  render -o FILE.png --scene NAME --route --from SCENE:X,Y --to SCENE:X,Y\n"
+    "         [--unit K] [--style cells|corners|smooth]\n"
+    "                     ask the server for a route across scenes and draw the\n"
+    "                     legs that lie in scene NAME, each as its own line, with\n"
+    "                     its portal cells in NAME marked orange; fails when no\n"
+    "                     leg lies in NAME.\n";
 
 /* Options that take a value: pathctl's own (so the command word can be found
  * behind them) and render's. */
@@ -679,6 +715,9 @@ typedef struct pathctl__render_args {
     pdc_path_req req;           /* --from/--to */
     int grid_from_server;       /* no --map: the grid is the scene's, fetched */
     uint64_t grid_version;      /* ... and this is the version it was read from */
+    int route;                  /* --route: --from/--to are SCENE:X,Y of a route */
+    pdc_route_req route_req;    /* its scene names point into route_scene */
+    char route_scene[2][PDC_RENDER_MAX_SCENE_NAME];
 } pathctl__render_args;
 
 static int pathctl__usage_error(const char *fmt, const char *arg)
@@ -796,6 +835,57 @@ static int pathctl__ends_with(const char *s, const char *suffix)
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
+static int pathctl__parse_style(const char *s, pdc_style *out)
+{
+    if (!strcmp(s, "cells"))
+        *out = PDC_STYLE_CELLS;
+    else if (!strcmp(s, "corners"))
+        *out = PDC_STYLE_CORNERS;
+    else if (!strcmp(s, "smooth"))
+        *out = PDC_STYLE_SMOOTH;
+    else
+        return -1;
+    return 0;
+}
+
+/* "SCENE:X,Y" (split at the last ':', so the scene name may hold colons);
+ * the name is copied into name[PDC_RENDER_MAX_SCENE_NAME]. */
+static int pathctl__parse_scene_xy(const char *s, char *name, pdc_xy *out)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s || (size_t)(colon - s) >= PDC_RENDER_MAX_SCENE_NAME)
+        return -1;
+    memcpy(name, s, (size_t)(colon - s));
+    name[colon - s] = '\0';
+    return pathctl__parse_xy(colon + 1, out);
+}
+
+/* The options of render --route, after the unit size is read. Returns -1 to
+ * go on, or an exit code. */
+static int pathctl__render_check_route(pathctl__render_args *a)
+{
+    const char *const *val = a->val;
+    if (!val[ROPT_SCENE] || !val[ROPT_SCENE][0] || val[ROPT_MAP])
+        return pathctl__usage_error("%s", "--route draws on a server scene: it needs --scene NAME and no --map");
+    if (val[ROPT_PATH] || val[ROPT_CONNECT])
+        return pathctl__usage_error("%s", "--route takes neither --path nor --connect (routes are 8-connected)");
+    if (!val[ROPT_FROM] || !val[ROPT_TO])
+        return pathctl__usage_error("%s", "--route needs --from SCENE:X,Y and --to SCENE:X,Y");
+    pdc_xy from, to;
+    if (pathctl__parse_scene_xy(val[ROPT_FROM], a->route_scene[0], &from))
+        return pathctl__usage_error("bad --from %s (want SCENE:X,Y)", val[ROPT_FROM]);
+    if (pathctl__parse_scene_xy(val[ROPT_TO], a->route_scene[1], &to))
+        return pathctl__usage_error("bad --to %s (want SCENE:X,Y)", val[ROPT_TO]);
+    a->route_req.from_scene = a->route_scene[0];
+    a->route_req.to_scene = a->route_scene[1];
+    a->route_req.start = pdc_cell(from.x, from.y);
+    a->route_req.goal = pdc_cell(to.x, to.y);
+    a->route_req.unit_size = a->req.unit_size;
+    if (val[ROPT_STYLE] && pathctl__parse_style(val[ROPT_STYLE], &a->route_req.style))
+        return pathctl__usage_error("bad --style %s (cells, corners or smooth)", val[ROPT_STYLE]);
+    return -1;
+}
+
 /* Converts and cross-checks the options. Returns -1 to go on, or an exit code. */
 static int pathctl__render_check_args(pathctl__render_args *a)
 {
@@ -822,6 +912,13 @@ static int pathctl__render_check_args(pathctl__render_args *a)
             return pathctl__usage_error("bad --costs %s (want \"C=N,...\" with N 0..255, Moving AI maps only)",
                                         val[ROPT_COSTS]);
     }
+    if (val[ROPT_UNIT]) {
+        if (pathctl__parse_long(val[ROPT_UNIT], 1, PDC_RENDER_MAX_GRID_SIDE, &n))
+            return pathctl__usage_error("bad --unit %s", val[ROPT_UNIT]);
+        a->req.unit_size = (uint32_t)n;
+    }
+    if (a->route)
+        return pathctl__render_check_route(a);
     int ask = val[ROPT_FROM] || val[ROPT_TO];
     if (ask && val[ROPT_PATH])
         return pathctl__usage_error("%s", "give either --path or --from/--to, not both");
@@ -834,11 +931,6 @@ static int pathctl__render_check_args(pathctl__render_args *a)
     if (val[ROPT_PATH] &&
         pathctl__each_item(val[ROPT_PATH], ';', PDC_RENDER_MAX_PATH_POINTS, pathctl__add_point, a) < 0)
         return pathctl__usage_error("bad --path %s (want \"X,Y;X,Y;...\")", val[ROPT_PATH]);
-    if (val[ROPT_UNIT]) {
-        if (pathctl__parse_long(val[ROPT_UNIT], 1, PDC_RENDER_MAX_GRID_SIDE, &n))
-            return pathctl__usage_error("bad --unit %s", val[ROPT_UNIT]);
-        a->req.unit_size = (uint32_t)n;
-    }
     if (!ask)
         return -1;
     pdc_xy from, to;
@@ -849,17 +941,8 @@ static int pathctl__render_check_args(pathctl__render_args *a)
     a->req.scene = val[ROPT_SCENE];
     a->req.start = pdc_cell(from.x, from.y);
     a->req.goal = pdc_cell(to.x, to.y);
-    if (val[ROPT_STYLE]) {
-        const char *s = val[ROPT_STYLE];
-        if (!strcmp(s, "cells"))
-            a->req.style = PDC_STYLE_CELLS;
-        else if (!strcmp(s, "corners"))
-            a->req.style = PDC_STYLE_CORNERS;
-        else if (!strcmp(s, "smooth"))
-            a->req.style = PDC_STYLE_SMOOTH;
-        else
-            return pathctl__usage_error("bad --style %s (cells, corners or smooth)", s);
-    }
+    if (val[ROPT_STYLE] && pathctl__parse_style(val[ROPT_STYLE], &a->req.style))
+        return pathctl__usage_error("bad --style %s (cells, corners or smooth)", val[ROPT_STYLE]);
     if (val[ROPT_CONNECT]) {
         if (pathctl__parse_long(val[ROPT_CONNECT], 4, 8, &n) || (n != 4 && n != 8))
             return pathctl__usage_error("bad --connect %s (4 or 8)", val[ROPT_CONNECT]);
@@ -884,6 +967,10 @@ static int pathctl__render_parse(int argc, char **argv, int cmd, pathctl__render
         }
         if (!strcmp(arg, "--json")) {
             a->json = 1;
+            continue;
+        }
+        if (!strcmp(arg, "--route")) {
+            a->route = 1;
             continue;
         }
         const char *name = !strcmp(arg, "-o") ? "--output" : arg;
@@ -1006,8 +1093,11 @@ static int pathctl__render_ask(pathctl__render_args *a, pdc_conn *c, pdc_render_
     return -1;
 }
 
+/* Prints what was drawn. answer is the server's path or route status (-1:
+ * none was asked for); legs_drawn is the number of route legs drawn (-1: not
+ * a route). */
 static void pathctl__render_report(const pathctl__render_args *a, const pdc_render_grid *g, size_t waypoints,
-                                   int answer)
+                                   int answer, long legs_drawn)
 {
     uint32_t pw, ph;
     pdc_render_image_size(g->width, g->height, &pw, &ph);
@@ -1023,15 +1113,135 @@ static void pathctl__render_report(const pathctl__render_args *a, const pdc_rend
             cJSON_AddNumberToObject(o, "scene_version", (double)a->grid_version);
         cJSON_AddNumberToObject(o, "waypoints", (double)waypoints);
         if (answer >= 0)
-            cJSON_AddStringToObject(o, "path_status", pdc_status_name(answer));
+            cJSON_AddStringToObject(o, legs_drawn >= 0 ? "route_status" : "path_status", pdc_status_name(answer));
+        if (legs_drawn >= 0)
+            cJSON_AddNumberToObject(o, "legs_drawn", (double)legs_drawn);
         char *text = cJSON_PrintUnformatted(o);
         puts(text ? text : "{\"status\":\"NO_MEMORY\"}");
         free(text);
         cJSON_Delete(o);
     } else {
-        printf("wrote %s: %ux%u px, grid %dx%d, %zu waypoints%s%s\n", a->val[ROPT_OUTPUT], pw, ph, g->width,
-               g->height, waypoints, answer >= 0 ? ", path " : "", answer >= 0 ? pdc_status_name(answer) : "");
+        char legs[64] = "";
+        if (legs_drawn >= 0)
+            snprintf(legs, sizeof legs, ", %ld leg%s drawn", legs_drawn, legs_drawn == 1 ? "" : "s");
+        printf("wrote %s: %ux%u px, grid %dx%d, %zu waypoints%s%s%s\n", a->val[ROPT_OUTPUT], pw, ph, g->width,
+               g->height, waypoints, legs, answer < 0 ? "" : legs_drawn >= 0 ? ", route " : ", path ",
+               answer >= 0 ? pdc_status_name(answer) : "");
     }
+}
+
+/* Draws the legs of route r that lie in the drawn scene, each as its own
+ * line (never joined: between two visits the route walks elsewhere), with
+ * the route's start and goal and the portal cells in the scene marked.
+ * Returns the exit code. */
+static int pathctl__render_route_legs(const pathctl__render_args *a, const pdc_render_grid *g,
+                                      const pdc_route_result *r, int answer)
+{
+    const char *scene = a->val[ROPT_SCENE];
+    size_t drawn = 0, waypoints = 0;
+    for (size_t i = 0; i < r->leg_count; i++)
+        if (!strcmp(r->legs[i].scene, scene)) {
+            drawn++;
+            waypoints += r->legs[i].count;
+        }
+    /* Two portal cells a leg, then the start and goal on top. */
+    size_t marker_cap = 2 * r->leg_count + 2;
+    pdc_render_line *lines = calloc(drawn ? drawn : 1, sizeof *lines);
+    pdc_xy *points = malloc((waypoints ? waypoints : 1) * sizeof *points);
+    pdc_render_marker *markers = malloc(marker_cap * sizeof *markers);
+    int code = 0;
+    if (!lines || !points || !markers) {
+        fprintf(stderr, "pathctl render: out of memory for %zu route waypoints\n", waypoints);
+        code = PATHCTL_RENDER_EXIT_FAIL;
+        goto done;
+    }
+    pdc_render_drawing d = {lines, 0, markers, 0, a->route_req.unit_size};
+    size_t used = 0;
+    for (size_t i = 0; i < r->leg_count; i++) {
+        const pdc_route_leg *leg = &r->legs[i];
+        if (!strcmp(leg->scene, scene)) {
+            lines[d.line_count].points = points + used;
+            lines[d.line_count++].count = leg->count;
+            for (size_t k = 0; k < leg->count; k++)
+                points[used++] = (pdc_xy){leg->waypoints[k].x, leg->waypoints[k].y};
+            if (leg->has_portal)
+                markers[d.marker_count++] = (pdc_render_marker){leg->portal_exit, PDC_RENDER_RGB_PORTAL};
+        }
+        if (leg->has_portal && !strcmp(leg->portal_to_scene, scene))
+            markers[d.marker_count++] = (pdc_render_marker){leg->portal_entry, PDC_RENDER_RGB_PORTAL};
+    }
+    if (!strcmp(a->route_req.from_scene, scene))
+        markers[d.marker_count++] = (pdc_render_marker){{a->route_req.start.x, a->route_req.start.y},
+                                                        PDC_RENDER_RGB_START};
+    if (!strcmp(a->route_req.to_scene, scene))
+        markers[d.marker_count++] = (pdc_render_marker){{a->route_req.goal.x, a->route_req.goal.y},
+                                                        PDC_RENDER_RGB_GOAL};
+    char err[PDC_MESSAGE_MAX];
+    if (pdc_render_png_multi(a->val[ROPT_OUTPUT], g, &d, err, sizeof err) != PDC_RENDER_OK) {
+        fprintf(stderr, "pathctl render: %s\n", err);
+        code = PATHCTL_RENDER_EXIT_FAIL;
+        goto done;
+    }
+    pathctl__render_report(a, g, waypoints, answer, (long)drawn);
+done:
+    free(lines);
+    free(points);
+    free(markers);
+    return code;
+}
+
+/* render --route: asks the server for the route and draws its legs in the
+ * scene. Nothing is written when there is no route or no leg in the scene.
+ * When a leg in the scene was found on another version than the grid shows,
+ * the grid is fetched again, as for a path. Returns the exit code. */
+static int pathctl__render_route(pathctl__render_args *a, pdc_conn *c, pdc_render_grid *g)
+{
+    const char *scene = a->val[ROPT_SCENE];
+    const pdc_route_req *q = &a->route_req;
+    char what[PDC_MESSAGE_MAX];
+    pdc_route_result r;
+    memset(&r, 0, sizeof r);
+    int code;
+    int answer = pdc_find_route(c, q, &r);
+    if (answer < 0) {
+        snprintf(what, sizeof what, "route from %s to %s", q->from_scene, q->to_scene);
+        code = pathctl__render_call_failed(c, what, answer);
+        goto done;
+    }
+    if (answer != PDC_OK && answer != PDC_PARTIAL) {
+        fprintf(stderr, "pathctl render: route from %s to %s: %s%s%s\n", q->from_scene, q->to_scene,
+                pdc_status_name(answer), r.message[0] ? ": " : "", r.message);
+        code = PATHCTL_RENDER_EXIT_FAIL;
+        goto done;
+    }
+    const pdc_route_leg *stale = NULL;
+    size_t in_scene = 0;
+    for (size_t i = 0; i < r.leg_count; i++)
+        if (!strcmp(r.legs[i].scene, scene)) {
+            in_scene++;
+            if (r.legs[i].scene_version != a->grid_version)
+                stale = &r.legs[i];
+        }
+    if (!in_scene) {
+        fprintf(stderr, "pathctl render: the route from %s to %s (%zu legs) has no leg in scene %s; "
+                        "nothing drawn\n",
+                q->from_scene, q->to_scene, r.leg_count, scene);
+        code = PATHCTL_RENDER_EXIT_FAIL;
+        goto done;
+    }
+    if (stale) {
+        code = pathctl__render_fetch_grid(a, c, g);
+        if (code >= 0)
+            goto done;
+        if (stale->scene_version != a->grid_version)
+            fprintf(stderr, "pathctl render: scene %s keeps changing: the route is from version %llu, "
+                            "the picture shows version %llu\n",
+                    scene, (unsigned long long)stale->scene_version, (unsigned long long)a->grid_version);
+    }
+    code = pathctl__render_route_legs(a, g, &r, answer);
+done:
+    pdc_route_result_free(&r);
+    return code;
 }
 
 int pathctl_render_main(int argc, char **argv)
@@ -1062,6 +1272,12 @@ int pathctl_render_main(int argc, char **argv)
     if (code >= 0) {
         pdc_close(c);
         free(a.points);
+        return code;
+    }
+    if (a.route) {
+        code = pathctl__render_route(&a, c, &g);
+        pdc_close(c);
+        pdc_render_grid_free(&g);
         return code;
     }
     pdc_render_path p = {a.points, a.point_count, a.req.unit_size, 0, 0, {0, 0}, {0, 0}};
@@ -1100,7 +1316,7 @@ int pathctl_render_main(int argc, char **argv)
             fprintf(stderr, "pathctl render: %s\n", err);
             code = PATHCTL_RENDER_EXIT_FAIL;
         } else {
-            pathctl__render_report(&a, &g, p.count, answer);
+            pathctl__render_report(&a, &g, p.count, answer, -1);
             code = 0;
             /* The picture shows the markers even when there is no path, but
              * the exit status still says the answer was not a path. */

@@ -5,10 +5,14 @@
  * A picture answers "why did the NPC walk there?" faster than a list of
  * waypoints: walls are dark, open ground is light, expensive ground is shaded
  * in between (greener the dearer), the path is a red line, the start a green
- * and the goal a blue marker.
+ * and the goal a blue marker. A cross-scene route is drawn on one of its
+ * scenes: each leg in that scene is its own line (a route may come back to a
+ * scene, and the walk between two visits happens elsewhere), with the portal
+ * cells where it leaves and enters the scene marked in orange.
  *
- * The renderer (pdc_render_png) is a pure function of a grid and a path, so it
- * is testable without a server. `pathctl render --scene NAME` fetches the
+ * The renderer (pdc_render_png, and pdc_render_png_multi for several lines
+ * and any markers) is a pure function of a grid and what is drawn on it, so
+ * it is testable without a server. `pathctl render --scene NAME` fetches the
  * scene's grid from the daemon (pdc_scene_grid: GetSceneGrid bands in the
  * same byte encoding, which fill a pdc_render_grid directly); with --map the
  * grid comes from a local map file instead (pdc_render_grid_load: Moving AI
@@ -43,6 +47,9 @@
 #define PDC_RENDER_MAX_MAP_BYTES ((size_t)PDC_RENDER_MAX_GRID_SIDE * (PDC_RENDER_MAX_GRID_SIDE + 2) + 4096)
 /* Most waypoints `pathctl render --path` takes on its command line. */
 #define PDC_RENDER_MAX_PATH_POINTS 65536
+/* Longest scene name `pathctl render --route` takes in SCENE:X,Y, in bytes:
+ * far above any sensible name, small enough for a stack buffer. */
+#define PDC_RENDER_MAX_SCENE_NAME 256
 
 /* Cell byte values, as the daemon stores them and SceneGrid sends them. */
 #define PDC_RENDER_CELL_BLOCKED 0
@@ -55,6 +62,7 @@
 #define PDC_RENDER_RGB_PATH 0xDC1E28u
 #define PDC_RENDER_RGB_START 0x00AA46u
 #define PDC_RENDER_RGB_GOAL 0x1E5AE6u
+#define PDC_RENDER_RGB_PORTAL 0xF08C00u   /* a route's portal exit and entry cells */
 #define PDC_RENDER_RGB_OUTLINE 0xFFFFFFu  /* ring around the markers */
 
 /* Results of the pdc_render_* functions; err says more. */
@@ -104,6 +112,37 @@ void pdc_render_image_size(int32_t width, int32_t height, uint32_t *px_width, ui
  * (may be NULL) says why, naming the file for I/O errors. */
 int pdc_render_png(const char *path, const pdc_render_grid *g, const pdc_render_path *p,
                    char *err, size_t errlen);
+
+/* One line of a drawing: waypoints in order, joined by straight segments.
+ * Lines are never joined to each other. */
+typedef struct pdc_render_line {
+    const pdc_xy *points;
+    size_t count;
+} pdc_render_line;
+
+/* A marker disc on a unit footprint, in the colour rgb (0xRRGGBB). */
+typedef struct pdc_render_marker {
+    pdc_xy at;
+    uint32_t rgb;
+} pdc_render_marker;
+
+/* Several lines and markers (all counts may be zero). Lines are drawn first,
+ * then the markers in order, so a later marker covers an earlier one. Nothing
+ * is copied or freed. */
+typedef struct pdc_render_drawing {
+    const pdc_render_line *lines;
+    size_t line_count;
+    const pdc_render_marker *markers;
+    size_t marker_count;
+    uint32_t unit_size;         /* as in pdc_render_path */
+} pdc_render_drawing;
+
+/* Draws g with d (may be NULL) into an RGB PNG at path, with the same checks
+ * and failure rules as pdc_render_png (every line's waypoints and every
+ * marker's footprint must lie inside the grid). pdc_render_png is this with
+ * one line and the start and goal markers. */
+int pdc_render_png_multi(const char *path, const pdc_render_grid *g, const pdc_render_drawing *d,
+                         char *err, size_t errlen);
 
 /* Parses a map held in buf. costs (may be NULL) overrides Moving AI
  * characters as the daemon's scene "costs" setting does: costs_set[c] != 0

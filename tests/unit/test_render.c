@@ -6,11 +6,12 @@
  * ground and costs, a path that stays on passable cells, the markers, and the
  * map parsers and the `pathctl render` command that feed the renderer.
  * `render --scene` fetches its grid from a fake server: a child process
- * serving one connection with canned GetSceneGrid bands and a FindPath
- * answer built with the generated protobuf-c code.
+ * serving one connection with canned GetSceneGrid bands and FindPath and
+ * FindRoute answers built with the generated protobuf-c code.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -501,13 +502,44 @@ static void test_render_command(void **state)
 /* The fake answers GetSceneGrid with bands of FAKE_BAND_ROWS rows of the
  * room, so the picture needs several requests, and FindPath with room_path.
  * In the "changed" script the path comes from version 2, in which cell
- * (2,2) costs 9: pathctl must fetch the grid again and draw version 2. */
+ * (2,2) costs 9: pathctl must fetch the grid again and draw version 2.
+ * FindRoute is answered with route_in_room (two legs in the room, one in
+ * the cellar between them) or, in the "elsewhere" script, route_elsewhere
+ * (no leg in the room). */
 #define FAKE_BAND_ROWS 2
 #define FAKE_WAIT_MS 10000
 
+typedef enum fake_script {
+    FAKE_PLAIN,
+    FAKE_CHANGED,
+    FAKE_ROUTE_ELSEWHERE,
+} fake_script;
+
 typedef struct fake_counts {
-    int grid_requests, find_requests, failed;
+    int grid_requests, find_requests, route_requests, failed;
 } fake_counts;
+
+/* A canned route leg; portal_to is NULL on the last leg. */
+typedef struct fake_leg {
+    const char *scene;
+    pdc_xy points[4];
+    size_t count;
+    const char *portal_to;
+    pdc_xy entry;               /* the next leg's first cell */
+} fake_leg;
+
+/* room (0,0) -> trapdoor at (3,0) -> cellar -> ladder -> room (9,2) -> (9,5).
+ * The straight line from the first leg's end to the second room leg's start
+ * crosses open cells no leg visits, so a joining line would show. */
+static const fake_leg route_in_room[] = {
+    {"room", {{0, 0}, {1, 0}, {2, 0}, {3, 0}}, 4, "cellar", {2, 2}},
+    {"cellar", {{2, 2}, {3, 3}, {4, 4}}, 3, "room", {9, 2}},
+    {"room", {{9, 2}, {9, 3}, {9, 4}, {9, 5}}, 4, NULL, {0, 0}},
+};
+static const fake_leg route_elsewhere[] = {
+    {"cellar", {{2, 2}, {3, 3}, {4, 4}}, 3, "house", {1, 1}},
+    {"house", {{1, 1}, {1, 2}}, 2, NULL, {0, 0}},
+};
 
 static uint8_t fake_room_cell(uint64_t version, int32_t x, int32_t y)
 {
@@ -619,11 +651,73 @@ static int fake_answer_find(int fd, const Pathd__V1__Request *req, uint64_t vers
     return fake_send(fd, &resp);
 }
 
+/* Answers FindRoute with one RouteLeg frame per leg and a final
+ * RouteResult, checking that the route asked for starts where the script's
+ * route does. */
+static int fake_answer_route(int fd, const Pathd__V1__Request *req, uint64_t version, fake_script script)
+{
+    const fake_leg *legs = script == FAKE_ROUTE_ELSEWHERE ? route_elsewhere : route_in_room;
+    size_t leg_count = script == FAKE_ROUTE_ELSEWHERE ? sizeof route_elsewhere / sizeof route_elsewhere[0]
+                                                      : sizeof route_in_room / sizeof route_in_room[0];
+    const Pathd__V1__FindRoute *fr = req->find_route;
+    if (!fr->from_scene || strcmp(fr->from_scene, legs[0].scene) || !fr->start || !fr->start->cell ||
+        fr->start->cell->x != legs[0].points[0].x || fr->start->cell->y != legs[0].points[0].y)
+        return -1;
+    for (size_t l = 0; l < leg_count; l++) {
+        Pathd__V1__Waypoint wps[4];
+        Pathd__V1__Waypoint *ptrs[4];
+        for (size_t i = 0; i < legs[l].count; i++) {
+            pathd__v1__waypoint__init(&wps[i]);
+            wps[i].x = legs[l].points[i].x;
+            wps[i].y = legs[l].points[i].y;
+            ptrs[i] = &wps[i];
+        }
+        Pathd__V1__Cell exit_cell = PATHD__V1__CELL__INIT, entry_cell = PATHD__V1__CELL__INIT;
+        Pathd__V1__PortalHop hop = PATHD__V1__PORTAL_HOP__INIT;
+        Pathd__V1__RouteLeg frame = PATHD__V1__ROUTE_LEG__INIT;
+        frame.leg = (uint32_t)l;
+        frame.scene = (char *)legs[l].scene;
+        frame.n_waypoints = legs[l].count;
+        frame.waypoints = ptrs;
+        frame.leg_end = 1;
+        frame.cost = (double)legs[l].count;
+        frame.total_waypoints = (uint32_t)legs[l].count;
+        frame.scene_version = version;
+        if (legs[l].portal_to) {
+            exit_cell.x = legs[l].points[legs[l].count - 1].x;
+            exit_cell.y = legs[l].points[legs[l].count - 1].y;
+            entry_cell.x = legs[l].entry.x;
+            entry_cell.y = legs[l].entry.y;
+            hop.name = "door";
+            hop.exit = &exit_cell;
+            hop.to_scene = (char *)legs[l].portal_to;
+            hop.entry = &entry_cell;
+            hop.cost = 1.0;
+            frame.portal = &hop;
+        }
+        Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+        resp.id = req->id;
+        resp.body_case = PATHD__V1__RESPONSE__BODY_ROUTE_LEG;
+        resp.route_leg = &frame;
+        if (fake_send(fd, &resp) != 0)
+            return -1;
+    }
+    Pathd__V1__RouteResult result = PATHD__V1__ROUTE_RESULT__INIT;
+    result.legs = (uint32_t)leg_count;
+    result.total_cost = 10.0;
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    resp.id = req->id;
+    resp.final = 1;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_ROUTE_RESULT;
+    resp.route_result = &result;
+    return fake_send(fd, &resp);
+}
+
 /* The child's whole life: one connection, answered until the client
  * closes it; the counts go back through `report`. */
-static void fake_serve(int listen_fd, int report, int changed)
+static void fake_serve(int listen_fd, int report, fake_script script)
 {
-    fake_counts counts = {0, 0, 0};
+    fake_counts counts = {0, 0, 0, 0};
     uint64_t version = 1;
     struct pollfd pfd = {listen_fd, POLLIN, 0};
     int fd = poll(&pfd, 1, FAKE_WAIT_MS) == 1 ? accept(listen_fd, NULL, NULL) : -1;
@@ -647,9 +741,12 @@ static void fake_serve(int listen_fd, int report, int changed)
             rc = fake_answer_grid(fd, req, version);
         } else if (req->body_case == PATHD__V1__REQUEST__BODY_FIND_PATH) {
             counts.find_requests++;
-            if (changed)
+            if (script == FAKE_CHANGED)
                 version = 2;
             rc = fake_answer_find(fd, req, version);
+        } else if (req->body_case == PATHD__V1__REQUEST__BODY_FIND_ROUTE) {
+            counts.route_requests++;
+            rc = fake_answer_route(fd, req, version, script);
         }
         pathd__v1__request__free_unpacked(req, NULL);
         if (rc != 0)
@@ -667,7 +764,7 @@ typedef struct fake_child {
     char addr[64];
 } fake_child;
 
-static void fake_start(fake_child *fc, int changed)
+static void fake_start(fake_child *fc, fake_script script)
 {
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(lfd >= 0);
@@ -687,7 +784,7 @@ static void fake_start(fake_child *fc, int changed)
     assert_true(fc->pid >= 0);
     if (fc->pid == 0) {
         close(pipefd[0]);
-        fake_serve(lfd, pipefd[1], changed);
+        fake_serve(lfd, pipefd[1], script);
         _exit(0);
     }
     close(pipefd[1]);
@@ -749,7 +846,7 @@ static void test_render_scene_from_server(void **state)
     fake_child fc;
 
     /* The grid alone: bands until the last row, no path request. */
-    fake_start(&fc, 0);
+    fake_start(&fc, FAKE_PLAIN);
     assert_int_equal(run_render("--server", fc.addr, "render", "--scene", "room", "-o", file, NULL), 0);
     fake_counts n = fake_finish(&fc);
     assert_int_equal(n.grid_requests, bands);
@@ -767,7 +864,7 @@ static void test_render_scene_from_server(void **state)
     unlink(file);
 
     /* Grid and path over one connection. */
-    fake_start(&fc, 0);
+    fake_start(&fc, FAKE_PLAIN);
     assert_int_equal(run_render("--server", fc.addr, "--json", "render", "--scene", "room", "--from", "0,0", "--to",
                                 "9,5", "-o", file, NULL),
                      0);
@@ -779,7 +876,7 @@ static void test_render_scene_from_server(void **state)
 
     /* The scene changed before the search: the grid is read again, and the
      * picture shows the version the path was found on. */
-    fake_start(&fc, 1);
+    fake_start(&fc, FAKE_CHANGED);
     assert_int_equal(run_render("--server", fc.addr, "render", "--scene", "room", "--from", "0,0", "--to", "9,5",
                                 "-o", file, NULL),
                      0);
@@ -790,7 +887,7 @@ static void test_render_scene_from_server(void **state)
     unlink(file);
 
     /* Given waypoints on the server's grid. */
-    fake_start(&fc, 0);
+    fake_start(&fc, FAKE_PLAIN);
     assert_int_equal(run_render("--server", fc.addr, "render", "--scene", "room", "--path", "0,0;5,0;6,1;6,4;7,5;9,5",
                                 "-o", file, NULL),
                      0);
@@ -801,11 +898,148 @@ static void test_render_scene_from_server(void **state)
     unlink(file);
 
     /* A scene the server does not have: nothing is drawn. */
-    fake_start(&fc, 0);
+    fake_start(&fc, FAKE_PLAIN);
     assert_int_equal(run_render("--server", fc.addr, "render", "--scene", "cellar", "-o", file, NULL),
                      PATHCTL_RENDER_EXIT_FAIL);
     n = fake_finish(&fc);
     assert_int_equal(n.grid_requests, 1);
+    assert_int_not_equal(access(file, F_OK), 0);
+}
+
+/* The pixel at a position given in cells, at s pixels a cell. */
+static uint32_t at_px(double cell, uint32_t s)
+{
+    return (uint32_t)(cell * s);
+}
+
+/* A route with two legs in the room and one in the cellar between them,
+ * drawn on the room: both room legs, never joined, portal cells marked,
+ * every path pixel on open ground; --json reports the legs drawn. */
+static void test_render_route(void **state)
+{
+    (void)state;
+    char file[512], json[512];
+    out_path(file, sizeof file, "route.png");
+    out_path(json, sizeof json, "route.json");
+    fake_child fc;
+    fake_start(&fc, FAKE_PLAIN);
+    fflush(stdout);
+    int saved_stdout = dup(STDOUT_FILENO);
+    int capture = open(json, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(saved_stdout >= 0 && capture >= 0);
+    assert_true(dup2(capture, STDOUT_FILENO) >= 0);
+    int code = run_render("--server", fc.addr, "--json", "render", "--scene", "room", "--route", "--from",
+                          "room:0,0", "--to", "room:9,5", "-o", file, NULL);
+    fflush(stdout);
+    assert_true(dup2(saved_stdout, STDOUT_FILENO) >= 0);
+    close(saved_stdout);
+    close(capture);
+    assert_int_equal(code, 0);
+    fake_counts n = fake_finish(&fc);
+    assert_int_equal(n.route_requests, 1);
+    assert_int_equal(n.find_requests, 0);
+
+    char text[1024] = "";
+    FILE *f = fopen(json, "r");
+    assert_non_null(f);
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    assert_non_null(strstr(text, "\"legs_drawn\":2"));
+    assert_non_null(strstr(text, "\"waypoints\":8"));
+    unlink(json);
+
+    decoded img;
+    decode_png(file, &img);
+    uint32_t pw, ph;
+    pdc_render_image_size(ROOM_W, ROOM_H, &pw, &ph);
+    assert_int_equal(img.width, pw);
+    assert_int_equal(img.height, ph);
+    const uint32_t s = pw / ROOM_W;
+    for (uint32_t y = 0; y < img.height; y++)
+        for (uint32_t x = 0; x < img.width; x++)
+            if (pixel(&img, x, y) == PDC_RENDER_RGB_PATH)
+                assert_int_not_equal(fake_room_cell(1, (int32_t)(x / s), (int32_t)(y / s)), 0);
+    /* Both room legs: halfway along each of their steps. */
+    const fake_leg *room_legs[] = {&route_in_room[0], &route_in_room[2]};
+    for (size_t l = 0; l < 2; l++)
+        for (size_t i = 0; i + 1 < room_legs[l]->count; i++) {
+            double cx = (room_legs[l]->points[i].x + room_legs[l]->points[i + 1].x) / 2.0 + 0.5;
+            double cy = (room_legs[l]->points[i].y + room_legs[l]->points[i + 1].y) / 2.0 + 0.5;
+            assert_int_equal(pixel(&img, at_px(cx, s), at_px(cy, s)), PDC_RENDER_RGB_PATH);
+        }
+    /* Nothing on the straight line from the first leg's end (3,0) to the
+     * second room leg's start (9,2), away from the markers at its ends. */
+    pdc_xy a = route_in_room[0].points[3], b = route_in_room[2].points[0];
+    for (int k = 2; k <= 8; k++) {
+        double t = k / 10.0;
+        double cx = a.x + 0.5 + t * (b.x - a.x), cy = a.y + 0.5 + t * (b.y - a.y);
+        assert_int_not_equal(pixel(&img, at_px(cx, s), at_px(cy, s)), PDC_RENDER_RGB_PATH);
+    }
+    /* Portal exit and entry cells in the room, the route's start and goal;
+     * the cellar's cells are not marked. */
+    assert_int_equal(pixel(&img, at_px(a.x + 0.5, s), at_px(a.y + 0.5, s)), PDC_RENDER_RGB_PORTAL);
+    assert_int_equal(pixel(&img, at_px(b.x + 0.5, s), at_px(b.y + 0.5, s)), PDC_RENDER_RGB_PORTAL);
+    assert_int_equal(pixel(&img, at_px(0.5, s), at_px(0.5, s)), PDC_RENDER_RGB_START);
+    assert_int_equal(pixel(&img, at_px(9.5, s), at_px(5.5, s)), PDC_RENDER_RGB_GOAL);
+    size_t portal_pixels = 0;
+    for (uint32_t y = 0; y < img.height; y++)
+        for (uint32_t x = 0; x < img.width; x++)
+            if (pixel(&img, x, y) == PDC_RENDER_RGB_PORTAL) {
+                int32_t cx = (int32_t)(x / s), cy = (int32_t)(y / s);
+                assert_true((abs(cx - a.x) <= 1 && abs(cy - a.y) <= 1) || (abs(cx - b.x) <= 1 && abs(cy - b.y) <= 1));
+                portal_pixels++;
+            }
+    assert_true(portal_pixels > 0);
+    free(img.rgb);
+    unlink(file);
+
+    /* No leg in the room: exit 1 and no file. */
+    fake_start(&fc, FAKE_ROUTE_ELSEWHERE);
+    assert_int_equal(run_render("--server", fc.addr, "render", "--scene", "room", "--route", "--from", "cellar:2,2",
+                                "--to", "house:1,2", "-o", file, NULL),
+                     PATHCTL_RENDER_EXIT_FAIL);
+    n = fake_finish(&fc);
+    assert_int_equal(n.route_requests, 1);
+    assert_int_not_equal(access(file, F_OK), 0);
+
+    /* Usage errors: no scene to draw, a point without its scene, --connect
+     * or a local map with a route. */
+    assert_int_equal(run_render("render", "--route", "--from", "room:0,0", "--to", "room:9,5", "-o", file, NULL),
+                     PATHCTL_RENDER_EXIT_USAGE);
+    assert_int_equal(run_render("render", "--scene", "room", "--route", "--from", "0,0", "--to", "room:9,5", "-o",
+                                file, NULL),
+                     PATHCTL_RENDER_EXIT_USAGE);
+    assert_int_equal(run_render("render", "--scene", "room", "--route", "--from", "room:0,0", "--to", "room:9,5",
+                                "--connect", "4", "-o", file, NULL),
+                     PATHCTL_RENDER_EXIT_USAGE);
+    assert_int_equal(run_render("render", "--scene", "room", "--route", "--map", file, "--from", "room:0,0", "--to",
+                                "room:9,5", "-o", file, NULL),
+                     PATHCTL_RENDER_EXIT_USAGE);
+    assert_int_equal(run_render("render", "--scene", "room", "--route", "--from", "room:0,0", "-o", file, NULL),
+                     PATHCTL_RENDER_EXIT_USAGE);
+}
+
+/* pdc_render_png_multi checks every line and marker it is given. */
+static void test_multi_checks(void **state)
+{
+    (void)state;
+    uint8_t cells[ROOM_W * ROOM_H];
+    pdc_render_grid g;
+    room_grid(&g, cells);
+    char file[512], err[256] = "";
+    out_path(file, sizeof file, "multi-bad.png");
+    const pdc_xy inside[] = {{0, 0}, {1, 0}}, outside[] = {{2, 0}, {0, ROOM_H}};
+    pdc_render_line lines[] = {{inside, 2}, {outside, 2}};
+    pdc_render_drawing d = {lines, 2, NULL, 0, 1};
+    assert_int_equal(pdc_render_png_multi(file, &g, &d, err, sizeof err), PDC_RENDER_ERR_ARG);
+    assert_non_null(strstr(err, "waypoint 1 of line 1"));
+    pdc_render_marker off = {{ROOM_W, 0}, PDC_RENDER_RGB_PORTAL};
+    pdc_render_drawing m = {lines, 1, &off, 1, 1};
+    assert_int_equal(pdc_render_png_multi(file, &g, &m, err, sizeof err), PDC_RENDER_ERR_ARG);
+    assert_non_null(strstr(err, "marker (10,0)"));
+    pdc_render_drawing no_markers = {lines, 1, NULL, 1, 1};
+    assert_int_equal(pdc_render_png_multi(file, &g, &no_markers, err, sizeof err), PDC_RENDER_ERR_ARG);
     assert_int_not_equal(access(file, F_OK), 0);
 }
 
@@ -823,6 +1057,8 @@ int main(void)
         cmocka_unit_test(test_parse_movingai),
         cmocka_unit_test(test_render_command),
         cmocka_unit_test(test_render_scene_from_server),
+        cmocka_unit_test(test_render_route),
+        cmocka_unit_test(test_multi_checks),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
