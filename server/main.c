@@ -273,6 +273,7 @@ int main(int argc, char **argv)
         goto out;
     }
     pd_server_set_world_store(server, world_store);
+    pd_pool_set_jump_points(pool, conf.jump_point_search);
     pd_server_set_metrics(server, metrics);
     /* Before the listener announces itself: a SIGHUP or SIGTERM sent as soon
      * as "listening on" appears must reach our handlers, not kill the process. */

@@ -11,6 +11,7 @@
  *
  *   {
  *     "listen": "127.0.0.1:7420",       HOST:PORT or [IPv6]:PORT, numeric host;
+ *     "jump_point_search": false,        true: JPS where it applies (same costs, faster);
  *     "metrics_listen": "127.0.0.1:9420", Prometheus /metrics + /healthz; "" or null
  *                                       or absent = off;
  *                                        port 0 asks the OS for an ephemeral port
@@ -618,7 +619,8 @@ static void pd__line_col(const char *buf, size_t off, int *line, int *col)
 static int pd__parse_document(const pd__ctx *ctx, const char *json, size_t len, pd_conf *c)
 {
     static const char *const keys[] = {
-        "listen", "metrics_listen", "threads", "limits", "log_level", "scenes", "portals", "routes",
+        "listen", "metrics_listen", "threads", "limits", "log_level", "jump_point_search", "scenes",
+        "portals", "routes",
         NULL,
     };
     const char *end = NULL;
@@ -680,6 +682,13 @@ static int pd__parse_document(const pd__ctx *ctx, const char *json, size_t len, 
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "log_level")) &&
         pd__parse_log_level(ctx, v, "$.log_level", &c->log_level) != 0)
         goto out;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "jump_point_search"))) {
+        if (!cJSON_IsBool(v)) {
+            pd__fail(ctx, "$.jump_point_search", "must be true or false, not %s", pd__type_name(v));
+            goto out;
+        }
+        c->jump_point_search = cJSON_IsTrue(v);
+    }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "limits")) &&
         pd__parse_limits(ctx, v, "$.limits", c) != 0)
         goto out;

@@ -79,6 +79,9 @@ typedef struct pd_conf {
     uint32_t write_low_watermark;    /* 1 MiB: resume reading */
     uint64_t default_max_expansions; /* 0 = unlimited; used when a request gives none */
     pd_log_level log_level;          /* info */
+    int jump_point_search;           /* 1: workers answer with JPS where it applies
+                                        (uniform 8-connected grids, no avoid/window/
+                                        partial); same optimal cost, far fewer nodes */
     pd_conf_scene *scenes;
     size_t n_scenes;
     pd_conf_world world;             /* portals and pinned routes ("portals", "routes") */

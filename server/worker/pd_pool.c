@@ -63,6 +63,7 @@
 #include <time.h>
 
 #include "pd_fallback.h"
+#include "pd_jps.h"
 #include "pd_path.h"
 #include "pd_smooth.h"
 
@@ -93,6 +94,7 @@ struct pd_pool {
     uint32_t queue_capacity;
     atomic_int stopping;      /* written under lock, also read lock-free by poll */
     int paused;               /* guarded by lock; see pd_pool_set_paused */
+    atomic_int jump_points;   /* see pd_pool_set_jump_points */
     int update_running;       /* guarded by lock: updates run one at a time, in order */
 
     pthread_mutex_t done_lock;
@@ -166,6 +168,7 @@ static pd_status pd__poll(void *user)
 /* The per-thread scratch a worker keeps across jobs. */
 typedef struct pd__scratch {
     pd_search_ctx *ctx;
+    pd_jps_ctx *jps;          /* created on first use */
     pd_point *buf;
     size_t cap;
 } pd__scratch;
@@ -187,8 +190,13 @@ static int pd__scratch_reserve(pd__scratch *s, size_t need)
 
 /* Searches into the thread's buffer, growing it and re-extracting (never
  * re-searching) when the path does not fit. Returns the search's status with
- * the path in s->buf[0..*len). */
-static pd_status pd__astar(const pd_pool *p, pd__scratch *s, pd_job *job, const pd_grid *grid,
+ * the path in s->buf[0..*len).
+ *
+ * Jump point search answers whatever it can: uniform-cost 8-connected grids
+ * without avoid cells, window or partial_on_cutoff. It finds the same optimal
+ * cost as A* an order of magnitude faster on open maps; everything else goes
+ * to A*. metrics.expanded then counts jump points. */
+static pd_status pd__search(const pd_pool *p, pd__scratch *s, pd_job *job, const pd_grid *grid,
                            const pd_search_params *base, size_t *len)
 {
     if (!s->ctx)
@@ -203,12 +211,16 @@ static pd_status pd__astar(const pd_pool *p, pd__scratch *s, pd_job *job, const 
     params.blockers = job->avoid;
     params.n_blockers = job->avoid ? job->n_avoid : 0;
 
-    pd_status st = pd_search_astar(s->ctx, grid, &params, s->buf, s->cap, &job->metrics);
+    const int jps = atomic_load(&p->jump_points) && pd_jps_applicable(grid, &params) &&
+                    (s->jps || (s->jps = pd_jps_ctx_create()));
+    pd_status st = jps ? pd_search_jps(s->jps, grid, &params, s->buf, s->cap, &job->metrics)
+                       : pd_search_astar(s->ctx, grid, &params, s->buf, s->cap, &job->metrics);
     *len = job->metrics.path_len;
     if (st == PD_BUFFER_TOO_SMALL) {
         if (pd__scratch_reserve(s, *len) != 0)
             return PD_INTERNAL;
-        st = pd_search_extract(s->ctx, s->buf, s->cap, len);
+        st = jps ? pd_jps_extract(s->jps, s->buf, s->cap, len)
+                 : pd_search_extract(s->ctx, s->buf, s->cap, len);
         /* A cut-off path that did not fit comes back as BUFFER_TOO_SMALL
          * with the cutoff recorded: it is still a PARTIAL answer. */
         if (st == PD_OK && job->metrics.cutoff != PD_OK)
@@ -334,7 +346,7 @@ static pd_status pd__find_path(const pd_pool *p, pd__scratch *s, pd_job *job)
         return st;
 
     size_t len = 0;
-    st = pd__astar(p, s, job, grid, &params, &len);
+    st = pd__search(p, s, job, grid, &params, &len);
     if ((st != PD_OK && st != PD_PARTIAL) || len == 0)
         return st;
     if (st == PD_PARTIAL)
@@ -456,7 +468,7 @@ static pd_status pd__route_leg(const pd_pool *p, pd__scratch *s, pd_job *job, co
     params.connectivity = PD_CONNECT_8;
     params.max_expansions = job->params.max_expansions;
     size_t len = 0;
-    pd_status st = pd__astar(p, s, job, grid, &params, &len);
+    pd_status st = pd__search(p, s, job, grid, &params, &len);
     *expanded += job->metrics.expanded;
     if (st != PD_OK)
         return st == PD_PARTIAL || st == PD_NO_PATH ? PD_INTERNAL : st;
@@ -660,7 +672,7 @@ static void *pd__worker_main(void *arg)
 {
     pd__worker *w = arg;
     pd_pool *p = w->pool;
-    pd__scratch s = {pd_search_ctx_create(), NULL, 0};
+    pd__scratch s = {pd_search_ctx_create(), NULL, NULL, 0};
 
     pthread_mutex_lock(&p->lock);
     for (;;) {
@@ -690,6 +702,7 @@ static void *pd__worker_main(void *arg)
     pthread_mutex_unlock(&p->lock);
 
     pd_search_ctx_destroy(s.ctx);
+    pd_jps_ctx_destroy(s.jps);
     free(s.buf);
     return NULL;
 }
@@ -740,6 +753,7 @@ pd_pool *pd_pool_create(uint32_t threads, uint32_t queue_capacity,
     if (pthread_mutex_init(&p->done_lock, NULL) != 0)
         goto fail_done_lock;
     atomic_init(&p->stopping, 0);
+    atomic_init(&p->jump_points, 0);
     p->queue_capacity = queue_capacity;
     p->wake = wake;
     p->wake_user = wake_user;
@@ -852,6 +866,12 @@ void pd_pool_cancel_conn(pd_pool *p, uint64_t conn_id)
     if (pd__mark_cancelled(p, conn_id, 0, 0) && p->paused)
         pthread_cond_broadcast(&p->work_ready);
     pthread_mutex_unlock(&p->lock);
+}
+
+void pd_pool_set_jump_points(pd_pool *p, int on)
+{
+    if (p)
+        atomic_store(&p->jump_points, on != 0);
 }
 
 void pd_pool_set_paused(pd_pool *p, int paused)

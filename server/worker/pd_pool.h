@@ -208,6 +208,11 @@ void pd_pool_cancel_conn(pd_pool *p, uint64_t conn_id);
  * operator or a test hold work back deterministically. */
 void pd_pool_set_paused(pd_pool *p, int paused);
 
+/* Lets workers answer with jump point search where it applies (see
+ * pd_jps_applicable); off by default. Thread-safe; affects jobs that start
+ * after the call. */
+void pd_pool_set_jump_points(pd_pool *p, int on);
+
 void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out);
 
 /* Stops the threads: a running search is stopped at its next poll (nobody is

@@ -861,6 +861,59 @@ static pd_job *run_one(pd_job *job)
     return done[0];
 }
 
+/* Runs the same jobs on two pools, A* only and with jump points, and
+ * returns nothing: every answer must agree in status, cost and endpoints, and
+ * the JPS pool must expand fewer nodes in total (it expands jump points). */
+static void test_jump_points_match_astar(void **state)
+{
+    pool_fixture *f = *state;
+    enum { N = 40 };
+    test_waker wa, wj;
+    waker_init(&wa, 0);
+    waker_init(&wj, 0);
+    pd_pool *astar = pd_pool_create(1, N, waker_wake, &wa);
+    pd_pool *jps = pd_pool_create(1, N, waker_wake, &wj);
+    assert_non_null(astar);
+    assert_non_null(jps);
+    pd_pool_set_jump_points(jps, 1);
+    /* Deterministic pairs on the 1000x1000 grid (uniform cost, 8-connected):
+     * spread over the map, plus the walled-in goal (NO_PATH both ways). */
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (uint64_t id = 1; id <= N; id++) {
+        int32_t c[4];
+        for (int k = 0; k < 4; k++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            c[k] = (int32_t)(x % 400);
+        }
+        if (id == N) { c[2] = BIG_SIDE - 1; c[3] = BIG_SIDE - 1; }
+        submit_ok(astar, make_job(f->big, 1, id, c[0], c[1], c[2], c[3]));
+        submit_ok(jps, make_job(f->big, 1, id, c[0], c[1], c[2], c[3]));
+    }
+    pd_job *a[N], *j[N];
+    collect(astar, &wa, a, N);
+    collect(jps, &wj, j, N);
+    uint64_t exp_a = 0, exp_j = 0;
+    for (size_t i = 0; i < N; i++) {
+        assert_int_equal(a[i]->request_id, j[i]->request_id);
+        assert_int_equal(a[i]->status, j[i]->status);
+        assert_float_equal(a[i]->metrics.cost, j[i]->metrics.cost, 1e-9);
+        if (a[i]->status == PD_OK) {
+            assert_int_equal(a[i]->path_len > 0, 1);
+            assert_int_equal(j[i]->path[0].x, a[i]->path[0].x);
+            assert_int_equal(j[i]->path[j[i]->path_len - 1].y, a[i]->path[a[i]->path_len - 1].y);
+        }
+        exp_a += a[i]->metrics.expanded;
+        exp_j += j[i]->metrics.expanded;
+    }
+    assert_true(exp_j < exp_a);
+    free_jobs(a, N);
+    free_jobs(j, N);
+    pd_pool_destroy(astar);
+    pd_pool_destroy(jps);
+    waker_destroy(&wa);
+    waker_destroy(&wj);
+}
+
 static int path_contains(const pd_job *job, int32_t x, int32_t y)
 {
     for (size_t i = 0; i < job->path_len; i++)
@@ -1652,6 +1705,7 @@ int main(void)
         cmocka_unit_test(test_deadline_stops_long_search),
         cmocka_unit_test(test_corners_style),
         cmocka_unit_test(test_pause_holds_work),
+        cmocka_unit_test(test_jump_points_match_astar),
         cmocka_unit_test(test_destroy_with_queued_jobs),
         cmocka_unit_test(test_destroy_stops_running_search),
         cmocka_unit_test(test_unit_size_two_avoids_narrow_gap),
