@@ -33,9 +33,9 @@
  *
  * Timing: wall-clock nanoseconds from clock_gettime(CLOCK_MONOTONIC) taken
  * immediately around each search call (pd_search_astar, or pd_search_jps with
- * --algo jps), so map loading, checking and
- * printing are never timed. The search's own metrics.micros is not used (its
- * microsecond resolution is too coarse for short queries).
+ * --algo jps), so map loading, checking and printing are never timed. The
+ * search's own metrics.micros is not used (its microsecond resolution is too
+ * coarse for short queries).
  */
 #include <errno.h>
 #include <limits.h>
