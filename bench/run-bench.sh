@@ -92,6 +92,11 @@ while [ "$pass" -le "$passes" ]; do
     "$bench" --json --maps "$data/maps" "$@" > "$out/ours-$pass.json" || rc=$?
     [ "$rc" -le 1 ] || fail "pathd-bench failed (exit $rc)"
     [ "$rc" -eq 0 ] || ours_rc=$rc
+    # The same queries with jump point search, the daemon's answer on uniform grids.
+    rc=0
+    "$bench" --algo jps --json --maps "$data/maps" "$@" > "$out/ours-jps-$pass.json" || rc=$?
+    [ "$rc" -le 1 ] || fail "pathd-bench --algo jps failed (exit $rc)"
+    [ "$rc" -eq 0 ] || ours_rc=$rc
     mkdir -p "$out/yardstick-$pass"
     for m in $maps; do
         "$yard" "$data/maps/$m.map" "$out/scen/$m.map.scen" > "$out/yardstick-$pass/$m.tsv"

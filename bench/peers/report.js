@@ -65,7 +65,14 @@ function main() {
   const runs = passes(dir).map(p => ({
     ours: JSON.parse(fs.readFileSync(path.join(dir, `ours-${p}.json`), 'utf8')),
     yardDir: path.join(dir, `yardstick-${p}`),
+    jps: fs.existsSync(path.join(dir, `ours-jps-${p}.json`))
+      ? JSON.parse(fs.readFileSync(path.join(dir, `ours-jps-${p}.json`), 'utf8')) : null,
   }));
+  const jpsMedian = name => {
+    const per = runs.filter(r => r.jps).map(r => r.jps.maps.find(m => m.map === name))
+      .filter(Boolean).map(m => m.median_us);
+    return per.length ? median(per) : NaN;
+  };
   const ours = runs[0].ours;
   const peers = JSON.parse(fs.readFileSync(path.join(dir, 'peers.json'), 'utf8'));
   const peerByMap = new Map(peers.maps.map(m => [m.map, m]));
@@ -79,8 +86,9 @@ function main() {
   };
 
   const cols = ['map', 'queries', 'ours_us', 'yard_us', 'pf_astar_us', 'pf_jps_us',
-                'pf_astar/ours', 'yard/ours', '+clone/ours', 'mismatch o/a/j'];
-  const widths = [16, 7, 10, 10, 12, 11, 13, 9, 11, 14];
+                'pf_astar/ours', 'yard/ours', '+clone/ours', 'mismatch o/a/j',
+                'jps_us', 'pf_astar/jps', 'pf_jps/jps'];
+  const widths = [16, 7, 10, 10, 12, 11, 13, 9, 11, 14, 9, 12, 10];
   const line = cells => cells.map((c, i) => (i === 0 ? String(c).padEnd(widths[i])
                                                      : String(c).padStart(widths[i]))).join(' ');
   console.log(line(cols));
@@ -97,12 +105,16 @@ function main() {
     row.ratioA = row.pfA / row.ours;
     row.ratioY = row.yard / row.ours;
     row.ratioClone = (pa ? pa.median_with_clone_us : NaN) / row.ours;
+    row.jps = jpsMedian(m.map);
+    row.ratioAJ = row.pfA / row.jps;
+    row.ratioJJ = row.pfJ / row.jps;
     rows.push(row);
     if (y && y.queries !== m.queries) console.log(`# warning: yardstick ran ${y.queries} queries on ${m.map}`);
     if (p && p.queries !== m.queries) console.log(`# warning: peers ran ${p.queries} queries on ${m.map}`);
     console.log(line([m.map, m.queries, fmt(row.ours, 1), fmt(row.yard, 1), fmt(row.pfA, 1),
                       fmt(row.pfJ, 1), fmt(row.ratioA, 1), fmt(row.ratioY, 2), fmt(row.ratioClone, 1),
-                      `${mismatches(m.map)}/${pa ? pa.mismatches : '-'}/${pj ? pj.mismatches : '-'}`]));
+                      `${mismatches(m.map)}/${pa ? pa.mismatches : '-'}/${pj ? pj.mismatches : '-'}`,
+                      fmt(row.jps, 1), fmt(row.ratioAJ, 1), fmt(row.ratioJJ, 1)]));
   }
 
   console.log('');
@@ -110,15 +122,24 @@ function main() {
   for (const [family] of FAMILIES) {
     const fr = rows.filter(r => r.family === family && Number.isFinite(r.ratioA));
     if (!fr.length) continue;
+    const fj = fr.filter(r => Number.isFinite(r.ratioAJ));
     console.log(`#   ${family.padEnd(18)} PF-A*/ours ${fmt(geomean(fr.map(r => r.ratioA)), 1).padStart(7)}` +
-                `   yardstick/ours ${fmt(geomean(fr.filter(r => Number.isFinite(r.ratioY)).map(r => r.ratioY)), 2)}`);
+                `   yardstick/ours ${fmt(geomean(fr.filter(r => Number.isFinite(r.ratioY)).map(r => r.ratioY)), 2)}` +
+                (fj.length ? `   PF-A*/jps ${fmt(geomean(fj.map(r => r.ratioAJ)), 1)}` +
+                             `   PF-JPS/jps ${fmt(geomean(fj.map(r => r.ratioJJ)), 1)}` : ''));
   }
   const bar = rows.filter(r => r.family === 'Dragon Age' || r.family === 'StarCraft');
   if (bar.length) {
     const worst = bar.reduce((a, r) => (r.ratioA < a.ratioA ? r : a));
     const ok = bar.every(r => r.ratioA >= PF_ASTAR_BAR);
-    console.log(`# Dragon Age + StarCraft: lowest PF-A*/ours ratio ${fmt(worst.ratioA, 1)} (${worst.map});` +
+    console.log(`# Dragon Age + StarCraft: lowest PF-A*/ours (A*) ratio ${fmt(worst.ratioA, 1)} (${worst.map});` +
                 ` bar >= ${PF_ASTAR_BAR}: ${ok ? 'met' : 'NOT met'}`);
+    const bj = bar.filter(r => Number.isFinite(r.ratioAJ));
+    if (bj.length) {
+      const worstJ = bj.reduce((a, r) => (r.ratioAJ < a.ratioAJ ? r : a));
+      console.log(`# Dragon Age + StarCraft: lowest PF-A*/jps ratio ${fmt(worstJ.ratioAJ, 1)} (${worstJ.map});` +
+                  ` >= ${PF_ASTAR_BAR}: ${bj.every(r => r.ratioAJ >= PF_ASTAR_BAR) ? 'yes' : 'no'}`);
+    }
   }
   console.log('# +clone/ours: PF A* per query including the grid clone every PathFinding.js' +
               ' query needs (median of the sums) over ours; the bar uses pf_astar/ours');
@@ -126,6 +147,9 @@ function main() {
   console.log(`# ours: ${ours.timing}; yardstick: nanos column (search + path walk);` +
               ` PF: ${peers.timing}; ${peers.library}, node ${peers.node}`);
   console.log(`# ours, per pass: ${runs.map(r => `${r.ours.passed} passed, ${r.ours.failed} failed`).join('; ')}`);
+  if (runs.some(r => r.jps))
+    console.log(`# jps (pathd-bench --algo jps), per pass: ` +
+                `${runs.filter(r => r.jps).map(r => `${r.jps.passed} passed, ${r.jps.failed} failed`).join('; ')}`);
 }
 
 main();
