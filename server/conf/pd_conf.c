@@ -56,6 +56,8 @@
 
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
+
+#include "pd_conf_json.h"
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -69,8 +71,6 @@
 /* Largest config file we read, in bytes. A config names a few hundred scenes
  * at most; anything bigger is a wrong path (a map given as the config). */
 #define PD_CONF_MAX_FILE_BYTES (16u * 1024u * 1024u)
-/* Longest JSON path we render in an error message, in bytes. */
-#define PD_CONF_MAX_JSON_PATH 192
 /* Longest resolved map path, in bytes (PATH_MAX on Linux). */
 #define PD_CONF_MAX_MAP_PATH 4096
 /* Worker thread ceiling: far above any core count we deploy on, low enough
@@ -117,75 +117,20 @@ typedef struct pd__ctx {
  * `return pd__fail(...)`. */
 static int pd__fail(const pd__ctx *ctx, const char *path, const char *fmt, ...)
 {
-    if (!ctx->err || ctx->errlen == 0)
-        return -1;
-    int n = snprintf(ctx->err, ctx->errlen, "%s: %s: ", ctx->source, path);
-    if (n < 0 || (size_t)n >= ctx->errlen)
-        return -1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ctx->err + n, ctx->errlen - (size_t)n, fmt, ap);
+    pd_conf_json_vfail(ctx->err, ctx->errlen, ctx->source, path, fmt, ap);
     va_end(ap);
     return -1;
-}
-
-/* Marks a JSON path that did not fit its buffer, so a message never shows a
- * silently clipped path as if it were whole. */
-static void pd__mark_truncated(char *dst, int written)
-{
-    if (written >= PD_CONF_MAX_JSON_PATH)
-        memcpy(dst + PD_CONF_MAX_JSON_PATH - 4, "...", 4);
-}
-
-static void pd__child_key(char *dst, const char *parent, const char *key)
-{
-    pd__mark_truncated(dst, snprintf(dst, PD_CONF_MAX_JSON_PATH, "%s.%s", parent, key));
-}
-
-static void pd__child_index(char *dst, const char *parent, size_t index)
-{
-    pd__mark_truncated(dst, snprintf(dst, PD_CONF_MAX_JSON_PATH, "%s[%zu]", parent, index));
-}
-
-static const char *pd__type_name(const cJSON *v)
-{
-    if (cJSON_IsObject(v))
-        return "an object";
-    if (cJSON_IsArray(v))
-        return "an array";
-    if (cJSON_IsString(v))
-        return "a string";
-    if (cJSON_IsNumber(v))
-        return "a number";
-    if (cJSON_IsBool(v))
-        return "a boolean";
-    if (cJSON_IsNull(v))
-        return "null";
-    return "an invalid value";
 }
 
 /* Rejects keys outside `allowed` (NULL-terminated) and keys given twice. */
 static int pd__check_keys(const pd__ctx *ctx, const cJSON *obj, const char *path,
                           const char *const *allowed)
 {
-    char child[PD_CONF_MAX_JSON_PATH];
-    for (const cJSON *it = obj->child; it; it = it->next) {
-        int known = 0;
-        for (const char *const *a = allowed; *a; a++) {
-            if (strcmp(it->string, *a) == 0) {
-                known = 1;
-                break;
-            }
-        }
-        pd__child_key(child, path, it->string);
-        if (!known)
-            return pd__fail(ctx, child, "unknown key");
-        for (const cJSON *prev = obj->child; prev != it; prev = prev->next) {
-            if (strcmp(prev->string, it->string) == 0)
-                return pd__fail(ctx, child, "key given more than once");
-        }
-    }
-    return 0;
+    char bad[PD_CONF_JSON_PATH_MAX];
+    const char *why = pd_conf_json_bad_key(obj, path, allowed, bad);
+    return why ? pd__fail(ctx, bad, "%s", why) : 0;
 }
 
 /* Reads a whole number in [lo, hi]. */
@@ -193,7 +138,7 @@ static int pd__get_uint(const pd__ctx *ctx, const cJSON *v, const char *path,
                         double lo, double hi, uint64_t *out)
 {
     if (!cJSON_IsNumber(v))
-        return pd__fail(ctx, path, "must be an integer, not %s", pd__type_name(v));
+        return pd__fail(ctx, path, "must be an integer, not %s", pd_conf_json_type(v));
     double d = v->valuedouble;
     if (!isfinite(d) || floor(d) != d)
         return pd__fail(ctx, path, "must be an integer");
@@ -216,7 +161,7 @@ static int pd__get_u32(const pd__ctx *ctx, const cJSON *v, const char *path,
 static int pd__get_finite(const pd__ctx *ctx, const cJSON *v, const char *path, double *out)
 {
     if (!cJSON_IsNumber(v))
-        return pd__fail(ctx, path, "must be a number, not %s", pd__type_name(v));
+        return pd__fail(ctx, path, "must be a number, not %s", pd_conf_json_type(v));
     if (!isfinite(v->valuedouble))
         return pd__fail(ctx, path, "must be a finite number");
     *out = v->valuedouble;
@@ -226,7 +171,7 @@ static int pd__get_finite(const pd__ctx *ctx, const cJSON *v, const char *path, 
 static int pd__get_string(const pd__ctx *ctx, const cJSON *v, const char *path, const char **out)
 {
     if (!cJSON_IsString(v) || !v->valuestring)
-        return pd__fail(ctx, path, "must be a string, not %s", pd__type_name(v));
+        return pd__fail(ctx, path, "must be a string, not %s", pd_conf_json_type(v));
     *out = v->valuestring;
     return 0;
 }
@@ -333,28 +278,28 @@ static int pd__parse_limits(const pd__ctx *ctx, const cJSON *obj, const char *pa
         "max_connections", "job_queue_capacity", "idle_timeout_ms", "shutdown_grace_ms",
         "write_high_watermark", "write_low_watermark", "default_max_expansions", NULL,
     };
-    char child[PD_CONF_MAX_JSON_PATH];
+    char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsObject(obj))
-        return pd__fail(ctx, path, "must be an object, not %s", pd__type_name(obj));
+        return pd__fail(ctx, path, "must be an object, not %s", pd_conf_json_type(obj));
     if (pd__check_keys(ctx, obj, path, keys) != 0)
         return -1;
     for (size_t i = 0; i < PD__N_LIMITS; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, pd__limits[i].key);
         if (!v)
             continue;
-        pd__child_key(child, path, pd__limits[i].key);
+        pd_conf_json_key(child, path, pd__limits[i].key);
         uint32_t *field = (uint32_t *)((char *)c + pd__limits[i].offset);
         if (pd__get_u32(ctx, v, child, pd__limits[i].lo, pd__limits[i].hi, field) != 0)
             return -1;
     }
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "default_max_expansions");
     if (v) {
-        pd__child_key(child, path, "default_max_expansions");
+        pd_conf_json_key(child, path, "default_max_expansions");
         if (pd__get_uint(ctx, v, child, 0, PD_CONF_MAX_EXACT_INT, &c->default_max_expansions) != 0)
             return -1;
     }
     if (c->write_low_watermark >= c->write_high_watermark) {
-        pd__child_key(child, path, "write_low_watermark");
+        pd_conf_json_key(child, path, "write_low_watermark");
         return pd__fail(ctx, child, "must be below write_high_watermark (%u)",
                         (unsigned)c->write_high_watermark);
     }
@@ -390,15 +335,15 @@ static int pd__resolve_map(const pd__ctx *ctx, const char *map, const char *path
 static int pd__parse_unit_sizes(const pd__ctx *ctx, const cJSON *arr, const char *path,
                                 pd_conf_scene *s)
 {
-    char child[PD_CONF_MAX_JSON_PATH];
+    char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsArray(arr))
-        return pd__fail(ctx, path, "must be an array, not %s", pd__type_name(arr));
+        return pd__fail(ctx, path, "must be an array, not %s", pd_conf_json_type(arr));
     int n = cJSON_GetArraySize(arr);
     if (n < 1 || n > PD_CONF_MAX_UNIT_SIZES)
         return pd__fail(ctx, path, "must list 1..%d unit sizes", PD_CONF_MAX_UNIT_SIZES);
     size_t count = 0;
     for (const cJSON *it = arr->child; it; it = it->next, count++) {
-        pd__child_index(child, path, count);
+        pd_conf_json_index(child, path, count);
         uint32_t size;
         if (pd__get_u32(ctx, it, child, 1, PD_CONF_MAX_UNIT_SIZE, &size) != 0)
             return -1;
@@ -421,11 +366,11 @@ static int pd__parse_unit_sizes(const pd__ctx *ctx, const cJSON *arr, const char
 static int pd__parse_costs(const pd__ctx *ctx, const cJSON *obj, const char *path,
                            pd_conf_scene *s)
 {
-    char child[PD_CONF_MAX_JSON_PATH];
+    char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsObject(obj))
-        return pd__fail(ctx, path, "must be an object, not %s", pd__type_name(obj));
+        return pd__fail(ctx, path, "must be an object, not %s", pd_conf_json_type(obj));
     for (const cJSON *it = obj->child; it; it = it->next) {
-        pd__child_key(child, path, it->string);
+        pd_conf_json_key(child, path, it->string);
         const unsigned char *key = (const unsigned char *)it->string;
         if (key[0] < 0x21 || key[0] > 0x7e || key[1] != '\0')
             return pd__fail(ctx, child, "a key must be one printable ASCII character");
@@ -440,7 +385,7 @@ static int pd__parse_costs(const pd__ctx *ctx, const cJSON *obj, const char *pat
             s->char_cost[key[0]] = (uint8_t)cost;
         } else {
             return pd__fail(ctx, child, "must be a cost 1..255 or \"blocked\", not %s",
-                            pd__type_name(it));
+                            pd_conf_json_type(it));
         }
         s->char_cost_set[key[0]] = 1;
     }
@@ -453,16 +398,16 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
     static const char *const keys[] = {
         "name", "map", "format", "origin", "cell_size", "unit_sizes", "costs", "layer", NULL,
     };
-    char child[PD_CONF_MAX_JSON_PATH];
+    char child[PD_CONF_JSON_PATH_MAX];
     const char *str = NULL;
     const cJSON *v;
 
     if (!cJSON_IsObject(obj))
-        return pd__fail(ctx, path, "must be an object, not %s", pd__type_name(obj));
+        return pd__fail(ctx, path, "must be an object, not %s", pd_conf_json_type(obj));
     if (pd__check_keys(ctx, obj, path, keys) != 0)
         return -1;
 
-    pd__child_key(child, path, "name");
+    pd_conf_json_key(child, path, "name");
     v = cJSON_GetObjectItemCaseSensitive(obj, "name");
     if (!v)
         return pd__fail(ctx, child, "is required");
@@ -479,7 +424,7 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
     }
     memcpy(s->name, str, len + 1);
 
-    pd__child_key(child, path, "format");
+    pd_conf_json_key(child, path, "format");
     v = cJSON_GetObjectItemCaseSensitive(obj, "format");
     if (!v)
         return pd__fail(ctx, child, "is required (\"ascii\", \"movingai\" or \"tiled\")");
@@ -498,7 +443,7 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
      * silently ignored, which is the mistake strict validation is for. */
     v = cJSON_GetObjectItemCaseSensitive(obj, "costs");
     if (v) {
-        pd__child_key(child, path, "costs");
+        pd_conf_json_key(child, path, "costs");
         if (s->format != PD_MAP_MOVINGAI)
             return pd__fail(ctx, child, "applies to movingai maps only (ascii maps write costs "
                                         "as 1..9, tiled maps as tile properties)");
@@ -507,7 +452,7 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
     }
     v = cJSON_GetObjectItemCaseSensitive(obj, "layer");
     if (v) {
-        pd__child_key(child, path, "layer");
+        pd_conf_json_key(child, path, "layer");
         if (s->format != PD_MAP_TILED)
             return pd__fail(ctx, child, "applies to tiled maps only");
         if (pd__get_string(ctx, v, child, &str) != 0)
@@ -524,14 +469,14 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
     s->origin_y = 0.0;
     v = cJSON_GetObjectItemCaseSensitive(obj, "origin");
     if (v) {
-        pd__child_key(child, path, "origin");
+        pd_conf_json_key(child, path, "origin");
         if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2)
             return pd__fail(ctx, child, "must be an array [x, y] of two numbers");
-        char elem[PD_CONF_MAX_JSON_PATH];
-        pd__child_index(elem, child, 0);
+        char elem[PD_CONF_JSON_PATH_MAX];
+        pd_conf_json_index(elem, child, 0);
         if (pd__get_finite(ctx, v->child, elem, &s->origin_x) != 0)
             return -1;
-        pd__child_index(elem, child, 1);
+        pd_conf_json_index(elem, child, 1);
         if (pd__get_finite(ctx, v->child->next, elem, &s->origin_y) != 0)
             return -1;
     }
@@ -539,7 +484,7 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
     s->cell_size = 1.0;
     v = cJSON_GetObjectItemCaseSensitive(obj, "cell_size");
     if (v) {
-        pd__child_key(child, path, "cell_size");
+        pd_conf_json_key(child, path, "cell_size");
         if (pd__get_finite(ctx, v, child, &s->cell_size) != 0)
             return -1;
         if (!(s->cell_size > 0.0))
@@ -550,13 +495,13 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
     s->n_unit_sizes = 1;
     v = cJSON_GetObjectItemCaseSensitive(obj, "unit_sizes");
     if (v) {
-        pd__child_key(child, path, "unit_sizes");
+        pd_conf_json_key(child, path, "unit_sizes");
         if (pd__parse_unit_sizes(ctx, v, child, s) != 0)
             return -1;
     }
 
     /* The map comes last: it is the only field that allocates. */
-    pd__child_key(child, path, "map");
+    pd_conf_json_key(child, path, "map");
     v = cJSON_GetObjectItemCaseSensitive(obj, "map");
     if (!v)
         return pd__fail(ctx, child, "is required");
@@ -569,9 +514,9 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
 
 static int pd__parse_scenes(const pd__ctx *ctx, const cJSON *arr, const char *path, pd_conf *c)
 {
-    char child[PD_CONF_MAX_JSON_PATH];
+    char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsArray(arr))
-        return pd__fail(ctx, path, "must be an array, not %s", pd__type_name(arr));
+        return pd__fail(ctx, path, "must be an array, not %s", pd_conf_json_type(arr));
     int n = cJSON_GetArraySize(arr);
     if (n > PD_CONF_MAX_SCENES)
         return pd__fail(ctx, path, "lists %d scenes; at most %d are allowed", n, PD_CONF_MAX_SCENES);
@@ -582,15 +527,15 @@ static int pd__parse_scenes(const pd__ctx *ctx, const cJSON *arr, const char *pa
         return pd__fail(ctx, path, "out of memory");
     size_t i = 0;
     for (const cJSON *it = arr->child; it; it = it->next, i++) {
-        pd__child_index(child, path, i);
+        pd_conf_json_index(child, path, i);
         /* Counting before parsing lets pd_conf_free release a partly filled entry. */
         c->n_scenes = i + 1;
         if (pd__parse_scene(ctx, it, child, &c->scenes[i]) != 0)
             return -1;
         for (size_t j = 0; j < i; j++) {
             if (strcmp(c->scenes[j].name, c->scenes[i].name) == 0) {
-                char name_path[PD_CONF_MAX_JSON_PATH];
-                pd__child_key(name_path, child, "name");
+                char name_path[PD_CONF_JSON_PATH_MAX];
+                pd_conf_json_key(name_path, child, "name");
                 return pd__fail(ctx, name_path, "duplicate scene name \"%s\" (also %s[%zu])",
                                 c->scenes[i].name, path, j);
             }
@@ -648,7 +593,7 @@ static int pd__parse_document(const pd__ctx *ctx, const char *json, size_t len, 
         goto out;
     }
     if (!cJSON_IsObject(root)) {
-        pd__fail(ctx, "$", "must be an object, not %s", pd__type_name(root));
+        pd__fail(ctx, "$", "must be an object, not %s", pd_conf_json_type(root));
         goto out;
     }
     if (pd__check_keys(ctx, root, "$", keys) != 0)
@@ -684,7 +629,7 @@ static int pd__parse_document(const pd__ctx *ctx, const char *json, size_t len, 
         goto out;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "jump_point_search"))) {
         if (!cJSON_IsBool(v)) {
-            pd__fail(ctx, "$.jump_point_search", "must be true or false, not %s", pd__type_name(v));
+            pd__fail(ctx, "$.jump_point_search", "must be true or false, not %s", pd_conf_json_type(v));
             goto out;
         }
         c->jump_point_search = cJSON_IsTrue(v);

@@ -9,6 +9,8 @@
 #include "pd_conf_world.h"
 
 #include <cjson/cJSON.h>
+
+#include "pd_conf_json.h"
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
@@ -22,9 +24,6 @@
 _Static_assert(PD_CONF_WORLD_MAX_NAME == PD_CONF_MAX_NAME,
                "portal and scene names share one length limit");
 
-/* Longest JSON path rendered in a message, in bytes (as pd_conf.c). */
-#define PD_CONF_WORLD_MAX_JSON_PATH 192
-
 typedef struct pd__wctx {
     const char *source;
     char *err;
@@ -36,68 +35,19 @@ typedef struct pd__wctx {
 
 static int pd__wfail(const pd__wctx *ctx, const char *path, const char *fmt, ...)
 {
-    if (!ctx->err || ctx->errlen == 0)
-        return -1;
-    int n = snprintf(ctx->err, ctx->errlen, "%s: %s: ", ctx->source, path);
-    if (n < 0 || (size_t)n >= ctx->errlen)
-        return -1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ctx->err + n, ctx->errlen - (size_t)n, fmt, ap);
+    pd_conf_json_vfail(ctx->err, ctx->errlen, ctx->source, path, fmt, ap);
     va_end(ap);
     return -1;
-}
-
-static void pd__wmark_truncated(char *dst, int written)
-{
-    if (written >= PD_CONF_WORLD_MAX_JSON_PATH)
-        memcpy(dst + PD_CONF_WORLD_MAX_JSON_PATH - 4, "...", 4);
-}
-
-static void pd__wkey(char *dst, const char *parent, const char *key)
-{
-    pd__wmark_truncated(dst, snprintf(dst, PD_CONF_WORLD_MAX_JSON_PATH, "%s.%s", parent, key));
-}
-
-static void pd__windex(char *dst, const char *parent, size_t index)
-{
-    pd__wmark_truncated(dst, snprintf(dst, PD_CONF_WORLD_MAX_JSON_PATH, "%s[%zu]", parent, index));
-}
-
-static const char *pd__wtype(const cJSON *v)
-{
-    if (cJSON_IsObject(v))
-        return "an object";
-    if (cJSON_IsArray(v))
-        return "an array";
-    if (cJSON_IsString(v))
-        return "a string";
-    if (cJSON_IsNumber(v))
-        return "a number";
-    if (cJSON_IsBool(v))
-        return "a boolean";
-    if (cJSON_IsNull(v))
-        return "null";
-    return "an invalid value";
 }
 
 static int pd__wcheck_keys(const pd__wctx *ctx, const cJSON *obj, const char *path,
                            const char *const *allowed)
 {
-    char child[PD_CONF_WORLD_MAX_JSON_PATH];
-    for (const cJSON *it = obj->child; it; it = it->next) {
-        int known = 0;
-        for (const char *const *a = allowed; *a; a++)
-            known |= strcmp(it->string, *a) == 0;
-        pd__wkey(child, path, it->string);
-        if (!known)
-            return pd__wfail(ctx, child, "unknown key");
-        for (const cJSON *prev = obj->child; prev != it; prev = prev->next) {
-            if (strcmp(prev->string, it->string) == 0)
-                return pd__wfail(ctx, child, "key given more than once");
-        }
-    }
-    return 0;
+    char bad[PD_CONF_JSON_PATH_MAX];
+    const char *why = pd_conf_json_bad_key(obj, path, allowed, bad);
+    return why ? pd__wfail(ctx, bad, "%s", why) : 0;
 }
 
 /* Reads a name: 1..63 bytes of [A-Za-z0-9_.-], the rule scene names follow. */
@@ -105,7 +55,7 @@ static int pd__wname(const pd__wctx *ctx, const cJSON *v, const char *path,
                      char out[PD_CONF_WORLD_MAX_NAME])
 {
     if (!cJSON_IsString(v) || !v->valuestring)
-        return pd__wfail(ctx, path, "must be a string, not %s", pd__wtype(v));
+        return pd__wfail(ctx, path, "must be a string, not %s", pd_conf_json_type(v));
     size_t len = strlen(v->valuestring);
     if (len == 0)
         return pd__wfail(ctx, path, "must not be empty");
@@ -152,10 +102,10 @@ static int pd__wcell(const pd__wctx *ctx, const cJSON *v, const char *path, int3
     int32_t xy[2];
     size_t i = 0;
     for (const cJSON *it = v->child; it; it = it->next, i++) {
-        char elem[PD_CONF_WORLD_MAX_JSON_PATH];
-        pd__windex(elem, path, i);
+        char elem[PD_CONF_JSON_PATH_MAX];
+        pd_conf_json_index(elem, path, i);
         if (!cJSON_IsNumber(it))
-            return pd__wfail(ctx, elem, "must be an integer, not %s", pd__wtype(it));
+            return pd__wfail(ctx, elem, "must be an integer, not %s", pd_conf_json_type(it));
         double d = it->valuedouble;
         if (!isfinite(d) || floor(d) != d)
             return pd__wfail(ctx, elem, "must be an integer");
@@ -171,21 +121,21 @@ static int pd__wcell(const pd__wctx *ctx, const cJSON *v, const char *path, int3
 static int pd__wend(const pd__wctx *ctx, const cJSON *obj, const char *path, pd_conf_portal_end *e)
 {
     static const char *const keys[] = { "scene", "cell", NULL };
-    char child[PD_CONF_WORLD_MAX_JSON_PATH];
+    char child[PD_CONF_JSON_PATH_MAX];
     if (!obj)
         return pd__wfail(ctx, path, "is required ({\"scene\": NAME, \"cell\": [x, y]})");
     if (!cJSON_IsObject(obj))
         return pd__wfail(ctx, path, "must be an object {\"scene\": NAME, \"cell\": [x, y]}, not %s",
-                         pd__wtype(obj));
+                         pd_conf_json_type(obj));
     if (pd__wcheck_keys(ctx, obj, path, keys) != 0)
         return -1;
-    pd__wkey(child, path, "scene");
+    pd_conf_json_key(child, path, "scene");
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "scene");
     if (!v)
         return pd__wfail(ctx, child, "is required");
     if (pd__wscene(ctx, v, child, e->scene) != 0)
         return -1;
-    pd__wkey(child, path, "cell");
+    pd_conf_json_key(child, path, "cell");
     v = cJSON_GetObjectItemCaseSensitive(obj, "cell");
     if (!v)
         return pd__wfail(ctx, child, "is required");
@@ -195,23 +145,23 @@ static int pd__wend(const pd__wctx *ctx, const cJSON *obj, const char *path, pd_
 static int pd__wportal(const pd__wctx *ctx, const cJSON *obj, const char *path, pd_conf_portal *p)
 {
     static const char *const keys[] = { "name", "a", "b", "two_way", "cost", "max_unit", NULL };
-    char child[PD_CONF_WORLD_MAX_JSON_PATH];
+    char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsObject(obj))
-        return pd__wfail(ctx, path, "must be an object, not %s", pd__wtype(obj));
+        return pd__wfail(ctx, path, "must be an object, not %s", pd_conf_json_type(obj));
     if (pd__wcheck_keys(ctx, obj, path, keys) != 0)
         return -1;
 
-    pd__wkey(child, path, "name");
+    pd_conf_json_key(child, path, "name");
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "name");
     if (!v)
         return pd__wfail(ctx, child, "is required");
     if (pd__wname(ctx, v, child, p->name) != 0)
         return -1;
 
-    pd__wkey(child, path, "a");
+    pd_conf_json_key(child, path, "a");
     if (pd__wend(ctx, cJSON_GetObjectItemCaseSensitive(obj, "a"), child, &p->a) != 0)
         return -1;
-    pd__wkey(child, path, "b");
+    pd_conf_json_key(child, path, "b");
     if (pd__wend(ctx, cJSON_GetObjectItemCaseSensitive(obj, "b"), child, &p->b) != 0)
         return -1;
     if (strcmp(p->a.scene, p->b.scene) == 0 && p->a.x == p->b.x && p->a.y == p->b.y)
@@ -220,17 +170,17 @@ static int pd__wportal(const pd__wctx *ctx, const cJSON *obj, const char *path, 
 
     p->two_way = 1;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "two_way"))) {
-        pd__wkey(child, path, "two_way");
+        pd_conf_json_key(child, path, "two_way");
         if (!cJSON_IsBool(v))
-            return pd__wfail(ctx, child, "must be true or false, not %s", pd__wtype(v));
+            return pd__wfail(ctx, child, "must be true or false, not %s", pd_conf_json_type(v));
         p->two_way = cJSON_IsTrue(v);
     }
 
     p->cost = 0.0;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "cost"))) {
-        pd__wkey(child, path, "cost");
+        pd_conf_json_key(child, path, "cost");
         if (!cJSON_IsNumber(v))
-            return pd__wfail(ctx, child, "must be a number, not %s", pd__wtype(v));
+            return pd__wfail(ctx, child, "must be a number, not %s", pd_conf_json_type(v));
         if (!isfinite(v->valuedouble))
             return pd__wfail(ctx, child, "must be a finite number");
         if (v->valuedouble < 0.0)
@@ -240,7 +190,7 @@ static int pd__wportal(const pd__wctx *ctx, const cJSON *obj, const char *path, 
 
     p->max_unit = 0;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "max_unit"))) {
-        pd__wkey(child, path, "max_unit");
+        pd_conf_json_key(child, path, "max_unit");
         if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || floor(v->valuedouble) != v->valuedouble)
             return pd__wfail(ctx, child, "must be an integer");
         if (v->valuedouble < 1 || v->valuedouble > PD_CONF_MAX_UNIT_SIZE)
@@ -253,9 +203,9 @@ static int pd__wportal(const pd__wctx *ctx, const cJSON *obj, const char *path, 
 static int pd__wportals(const pd__wctx *ctx, const cJSON *arr, pd_conf_world *w)
 {
     const char *path = "$.portals";
-    char child[PD_CONF_WORLD_MAX_JSON_PATH];
+    char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsArray(arr))
-        return pd__wfail(ctx, path, "must be an array, not %s", pd__wtype(arr));
+        return pd__wfail(ctx, path, "must be an array, not %s", pd_conf_json_type(arr));
     int n = cJSON_GetArraySize(arr);
     if (n > PD_CONF_WORLD_MAX_PORTALS)
         return pd__wfail(ctx, path, "lists %d portals; at most %d are allowed", n,
@@ -267,14 +217,14 @@ static int pd__wportals(const pd__wctx *ctx, const cJSON *arr, pd_conf_world *w)
         return pd__wfail(ctx, path, "out of memory");
     size_t i = 0;
     for (const cJSON *it = arr->child; it; it = it->next, i++) {
-        pd__windex(child, path, i);
+        pd_conf_json_index(child, path, i);
         if (pd__wportal(ctx, it, child, &w->portals[i]) != 0)
             return -1;
         w->n_portals = i + 1;
         for (size_t j = 0; j < i; j++) {
             if (strcmp(w->portals[j].name, w->portals[i].name) == 0) {
-                char name_path[PD_CONF_WORLD_MAX_JSON_PATH];
-                pd__wkey(name_path, child, "name");
+                char name_path[PD_CONF_JSON_PATH_MAX];
+                pd_conf_json_key(name_path, child, "name");
                 return pd__wfail(ctx, name_path, "duplicate portal name \"%s\" (also %s[%zu])",
                                  w->portals[i].name, path, j);
             }
@@ -313,9 +263,9 @@ static void pd__wset_add(const char *set[2], size_t *n, const char *name)
 static int pd__wchain(const pd__wctx *ctx, const pd_conf_world *w, const pd_conf_route *r,
                       const char *path)
 {
-    char child[PD_CONF_WORLD_MAX_JSON_PATH];
-    char via_path[PD_CONF_WORLD_MAX_JSON_PATH];
-    pd__wkey(via_path, path, "via");
+    char child[PD_CONF_JSON_PATH_MAX];
+    char via_path[PD_CONF_JSON_PATH_MAX];
+    pd_conf_json_key(via_path, path, "via");
     const char *cur[2] = { r->from, NULL };
     size_t n_cur = 1;
     for (size_t i = 0; i < r->n_via; i++) {
@@ -329,7 +279,7 @@ static int pd__wchain(const pd__wctx *ctx, const pd_conf_world *w, const pd_conf
                 pd__wset_add(next, &n_next, p->a.scene);
         }
         if (n_next == 0) {
-            pd__windex(child, via_path, i);
+            pd_conf_json_index(child, via_path, i);
             return pd__wfail(ctx, child,
                              "portal \"%s\" (%s -> %s, %s) cannot be taken from scene \"%s\"%s%s%s",
                              p->name, p->a.scene, p->b.scene, p->two_way ? "two-way" : "one-way",
@@ -350,34 +300,34 @@ static int pd__wroute(const pd__wctx *ctx, const cJSON *obj, const char *path,
                       const pd_conf_world *w, pd_conf_route *r)
 {
     static const char *const keys[] = { "from", "to", "via", NULL };
-    char child[PD_CONF_WORLD_MAX_JSON_PATH];
+    char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsObject(obj))
-        return pd__wfail(ctx, path, "must be an object, not %s", pd__wtype(obj));
+        return pd__wfail(ctx, path, "must be an object, not %s", pd_conf_json_type(obj));
     if (pd__wcheck_keys(ctx, obj, path, keys) != 0)
         return -1;
     static const char *const ends[] = { "from", "to" };
     for (int k = 0; k < 2; k++) {
-        pd__wkey(child, path, ends[k]);
+        pd_conf_json_key(child, path, ends[k]);
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, ends[k]);
         if (!v)
             return pd__wfail(ctx, child, "is required");
         if (pd__wscene(ctx, v, child, k == 0 ? r->from : r->to) != 0)
             return -1;
     }
-    pd__wkey(child, path, "via");
+    pd_conf_json_key(child, path, "via");
     const cJSON *via = cJSON_GetObjectItemCaseSensitive(obj, "via");
     if (!via)
         return pd__wfail(ctx, child, "is required (a list of portal names)");
     if (!cJSON_IsArray(via))
-        return pd__wfail(ctx, child, "must be an array of portal names, not %s", pd__wtype(via));
+        return pd__wfail(ctx, child, "must be an array of portal names, not %s", pd_conf_json_type(via));
     int n = cJSON_GetArraySize(via);
     if (n < 1 || n > PD_CONF_WORLD_MAX_VIA)
         return pd__wfail(ctx, child, "must list 1..%d portals", PD_CONF_WORLD_MAX_VIA);
     size_t i = 0;
     for (const cJSON *it = via->child; it; it = it->next, i++) {
-        char elem[PD_CONF_WORLD_MAX_JSON_PATH];
+        char elem[PD_CONF_JSON_PATH_MAX];
         char name[PD_CONF_WORLD_MAX_NAME];
-        pd__windex(elem, child, i);
+        pd_conf_json_index(elem, child, i);
         if (pd__wname(ctx, it, elem, name) != 0)
             return -1;
         long idx = pd_conf_world_find_portal(w, name);
@@ -392,9 +342,9 @@ static int pd__wroute(const pd__wctx *ctx, const cJSON *obj, const char *path,
 static int pd__wroutes(const pd__wctx *ctx, const cJSON *arr, pd_conf_world *w)
 {
     const char *path = "$.routes";
-    char child[PD_CONF_WORLD_MAX_JSON_PATH];
+    char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsArray(arr))
-        return pd__wfail(ctx, path, "must be an array, not %s", pd__wtype(arr));
+        return pd__wfail(ctx, path, "must be an array, not %s", pd_conf_json_type(arr));
     int n = cJSON_GetArraySize(arr);
     if (n > PD_CONF_WORLD_MAX_ROUTES)
         return pd__wfail(ctx, path, "lists %d routes; at most %d are allowed", n,
@@ -406,7 +356,7 @@ static int pd__wroutes(const pd__wctx *ctx, const cJSON *arr, pd_conf_world *w)
         return pd__wfail(ctx, path, "out of memory");
     size_t i = 0;
     for (const cJSON *it = arr->child; it; it = it->next, i++) {
-        pd__windex(child, path, i);
+        pd_conf_json_index(child, path, i);
         if (pd__wroute(ctx, it, child, w, &w->routes[i]) != 0)
             return -1;
         w->n_routes = i + 1;

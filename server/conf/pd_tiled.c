@@ -10,6 +10,8 @@
 #include "pd_tiled.h"
 
 #include <cjson/cJSON.h>
+
+#include "pd_conf_json.h"
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
@@ -28,8 +30,6 @@
 /* Group layers nested deeper than this are refused: real maps nest a few
  * levels, and the bound keeps the recursive layer search shallow. */
 #define PD_TILED_MAX_GROUP_DEPTH 32
-/* Longest JSON path we render in an error message, in bytes. */
-#define PD_TILED_MAX_JSON_PATH 192
 
 typedef struct pd__tctx {
     char *err;
@@ -51,63 +51,24 @@ typedef struct pd__tileset {
 /* Writes "path: reason" and returns -1, so callers can `return pd__tfail(...)`. */
 static int pd__tfail(const pd__tctx *ctx, const char *path, const char *fmt, ...)
 {
-    if (!ctx->err || ctx->errlen == 0)
-        return -1;
-    int n = snprintf(ctx->err, ctx->errlen, "%s: ", path);
-    if (n < 0 || (size_t)n >= ctx->errlen)
-        return -1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ctx->err + n, ctx->errlen - (size_t)n, fmt, ap);
+    pd_conf_json_vfail(ctx->err, ctx->errlen, NULL, path, fmt, ap);
     va_end(ap);
     return -1;
-}
-
-/* Marks a JSON path that did not fit, so a clipped path never looks whole. */
-static void pd__tpath_mark(char *dst, int written)
-{
-    if (written >= PD_TILED_MAX_JSON_PATH)
-        memcpy(dst + PD_TILED_MAX_JSON_PATH - 4, "...", 4);
-}
-
-static void pd__tpath_key(char *dst, const char *parent, const char *key)
-{
-    pd__tpath_mark(dst, snprintf(dst, PD_TILED_MAX_JSON_PATH, "%s.%s", parent, key));
-}
-
-static void pd__tpath_index(char *dst, const char *parent, size_t index)
-{
-    pd__tpath_mark(dst, snprintf(dst, PD_TILED_MAX_JSON_PATH, "%s[%zu]", parent, index));
-}
-
-static const char *pd__ttype(const cJSON *v)
-{
-    if (cJSON_IsObject(v))
-        return "an object";
-    if (cJSON_IsArray(v))
-        return "an array";
-    if (cJSON_IsString(v))
-        return "a string";
-    if (cJSON_IsNumber(v))
-        return "a number";
-    if (cJSON_IsBool(v))
-        return "a boolean";
-    if (cJSON_IsNull(v))
-        return "null";
-    return "an invalid value";
 }
 
 /* Reads the whole number at obj.key (path names obj) in [lo, hi]. */
 static int pd__tget_uint(const pd__tctx *ctx, const cJSON *obj, const char *path, const char *key,
                          double lo, double hi, uint32_t *out)
 {
-    char child[PD_TILED_MAX_JSON_PATH];
-    pd__tpath_key(child, path, key);
+    char child[PD_CONF_JSON_PATH_MAX];
+    pd_conf_json_key(child, path, key);
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!v)
         return pd__tfail(ctx, child, "is required");
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || floor(v->valuedouble) != v->valuedouble)
-        return pd__tfail(ctx, child, "must be an integer, not %s", pd__ttype(v));
+        return pd__tfail(ctx, child, "must be an integer, not %s", pd_conf_json_type(v));
     if (v->valuedouble < lo || v->valuedouble > hi)
         return pd__tfail(ctx, child, "must be in %.0f..%.0f", lo, hi);
     *out = (uint32_t)v->valuedouble;
@@ -123,9 +84,9 @@ static int pd__tget_string(const pd__tctx *ctx, const cJSON *obj, const char *pa
     if (!v)
         return 0;
     if (!cJSON_IsString(v) || !v->valuestring) {
-        char child[PD_TILED_MAX_JSON_PATH];
-        pd__tpath_key(child, path, key);
-        return pd__tfail(ctx, child, "must be a string, not %s", pd__ttype(v));
+        char child[PD_CONF_JSON_PATH_MAX];
+        pd_conf_json_key(child, path, key);
+        return pd__tfail(ctx, child, "must be a string, not %s", pd_conf_json_type(v));
     }
     *out = v->valuestring;
     return 0;
@@ -136,28 +97,28 @@ static int pd__tget_string(const pd__tctx *ctx, const cJSON *obj, const char *pa
 static int pd__parse_properties(const pd__tctx *ctx, const cJSON *props, const char *path,
                                 int *has, uint8_t *cell)
 {
-    char child[PD_TILED_MAX_JSON_PATH];
+    char child[PD_CONF_JSON_PATH_MAX];
     int blocked_set = 0, blocked = 0, cost_set = 0;
     uint32_t cost = 0;
     if (!cJSON_IsArray(props))
         return pd__tfail(ctx, path, "must be an array of {name, type, value} (Tiled 1.2+), not %s",
-                         pd__ttype(props));
+                         pd_conf_json_type(props));
     size_t i = 0;
     for (const cJSON *p = props->child; p; p = p->next, i++) {
-        pd__tpath_index(child, path, i);
+        pd_conf_json_index(child, path, i);
         if (!cJSON_IsObject(p))
-            return pd__tfail(ctx, child, "must be an object, not %s", pd__ttype(p));
+            return pd__tfail(ctx, child, "must be an object, not %s", pd_conf_json_type(p));
         const char *name = NULL, *type = NULL;
         if (pd__tget_string(ctx, p, child, "name", &name) != 0 ||
             pd__tget_string(ctx, p, child, "type", &type) != 0)
             return -1;
         if (!name) {
-            char name_path[PD_TILED_MAX_JSON_PATH];
-            pd__tpath_key(name_path, child, "name");
+            char name_path[PD_CONF_JSON_PATH_MAX];
+            pd_conf_json_key(name_path, child, "name");
             return pd__tfail(ctx, name_path, "is required");
         }
-        char value_path[PD_TILED_MAX_JSON_PATH];
-        pd__tpath_key(value_path, child, "value");
+        char value_path[PD_CONF_JSON_PATH_MAX];
+        pd_conf_json_key(value_path, child, "value");
         const cJSON *value = cJSON_GetObjectItemCaseSensitive(p, "value");
         if (strcmp(name, "blocked") == 0) {
             if (blocked_set)
@@ -205,11 +166,11 @@ static int pd__cmp_tileset(const void *a, const void *b)
 static int pd__parse_tileset(const pd__tctx *ctx, const cJSON *ts, const char *path,
                              pd__tileset *out)
 {
-    char child[PD_TILED_MAX_JSON_PATH];
+    char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsObject(ts))
-        return pd__tfail(ctx, path, "must be an object, not %s", pd__ttype(ts));
+        return pd__tfail(ctx, path, "must be an object, not %s", pd_conf_json_type(ts));
     if (cJSON_GetObjectItemCaseSensitive(ts, "source")) {
-        pd__tpath_key(child, path, "source");
+        pd_conf_json_key(child, path, "source");
         return pd__tfail(ctx, child, "external tilesets are not supported; embed the tileset "
                                      "in the map (Tiled: Map > Embed Tilesets)");
     }
@@ -222,9 +183,9 @@ static int pd__parse_tileset(const pd__tctx *ctx, const cJSON *ts, const char *p
     const cJSON *tiles = cJSON_GetObjectItemCaseSensitive(ts, "tiles");
     if (!tiles)
         return 0;
-    pd__tpath_key(child, path, "tiles");
+    pd_conf_json_key(child, path, "tiles");
     if (!cJSON_IsArray(tiles))
-        return pd__tfail(ctx, child, "must be an array, not %s", pd__ttype(tiles));
+        return pd__tfail(ctx, child, "must be an array, not %s", pd_conf_json_type(tiles));
     int n = cJSON_GetArraySize(tiles);
     if (n == 0)
         return 0;
@@ -232,11 +193,11 @@ static int pd__parse_tileset(const pd__tctx *ctx, const cJSON *ts, const char *p
     if (!out->rules)
         return pd__tfail(ctx, child, "out of memory");
     size_t i = 0;
-    char tile_path[PD_TILED_MAX_JSON_PATH];
+    char tile_path[PD_CONF_JSON_PATH_MAX];
     for (const cJSON *t = tiles->child; t; t = t->next, i++) {
-        pd__tpath_index(tile_path, child, i);
+        pd_conf_json_index(tile_path, child, i);
         if (!cJSON_IsObject(t))
-            return pd__tfail(ctx, tile_path, "must be an object, not %s", pd__ttype(t));
+            return pd__tfail(ctx, tile_path, "must be an object, not %s", pd_conf_json_type(t));
         if (tilecount == 0)
             return pd__tfail(ctx, tile_path, "describes a tile, but the tileset has tilecount 0");
         uint32_t id;
@@ -245,8 +206,8 @@ static int pd__parse_tileset(const pd__tctx *ctx, const cJSON *ts, const char *p
         const cJSON *props = cJSON_GetObjectItemCaseSensitive(t, "properties");
         if (!props)
             continue;
-        char props_path[PD_TILED_MAX_JSON_PATH];
-        pd__tpath_key(props_path, tile_path, "properties");
+        char props_path[PD_CONF_JSON_PATH_MAX];
+        pd_conf_json_key(props_path, tile_path, "properties");
         int has = 0;
         uint8_t cell = 0;
         if (pd__parse_properties(ctx, props, props_path, &has, &cell) != 0)
@@ -280,17 +241,17 @@ static int pd__parse_tilesets(const pd__tctx *ctx, const cJSON *root, pd__tilese
     if (!arr)
         return 0;
     if (!cJSON_IsArray(arr))
-        return pd__tfail(ctx, "$.tilesets", "must be an array, not %s", pd__ttype(arr));
+        return pd__tfail(ctx, "$.tilesets", "must be an array, not %s", pd_conf_json_type(arr));
     int n = cJSON_GetArraySize(arr);
     if (n == 0)
         return 0;
     pd__tileset *sets = calloc((size_t)n, sizeof *sets);
     if (!sets)
         return pd__tfail(ctx, "$.tilesets", "out of memory");
-    char child[PD_TILED_MAX_JSON_PATH];
+    char child[PD_CONF_JSON_PATH_MAX];
     size_t i = 0;
     for (const cJSON *ts = arr->child; ts; ts = ts->next, i++) {
-        pd__tpath_index(child, "$.tilesets", i);
+        pd_conf_json_index(child, "$.tilesets", i);
         if (pd__parse_tileset(ctx, ts, child, &sets[i]) != 0) {
             pd__free_tilesets(sets, (size_t)n);
             return -1;
@@ -348,34 +309,34 @@ static uint8_t pd__gid_cell(const pd__tileset *sets, size_t n, uint32_t raw_gid)
 static int pd__find_layer(const pd__tctx *ctx, const cJSON *layers, const char *path,
                           const char *name, int depth, const cJSON **found, char *found_path)
 {
-    char child[PD_TILED_MAX_JSON_PATH];
+    char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsArray(layers))
-        return pd__tfail(ctx, path, "must be an array, not %s", pd__ttype(layers));
+        return pd__tfail(ctx, path, "must be an array, not %s", pd_conf_json_type(layers));
     if (depth > PD_TILED_MAX_GROUP_DEPTH)
         return pd__tfail(ctx, path, "group layers nested deeper than %d", PD_TILED_MAX_GROUP_DEPTH);
     size_t i = 0;
     for (const cJSON *l = layers->child; l; l = l->next, i++) {
-        pd__tpath_index(child, path, i);
+        pd_conf_json_index(child, path, i);
         if (!cJSON_IsObject(l))
-            return pd__tfail(ctx, child, "must be an object, not %s", pd__ttype(l));
+            return pd__tfail(ctx, child, "must be an object, not %s", pd_conf_json_type(l));
         const char *type = NULL, *lname = NULL;
         if (pd__tget_string(ctx, l, child, "type", &type) != 0 ||
             pd__tget_string(ctx, l, child, "name", &lname) != 0)
             return -1;
         if (!type) {
-            char type_path[PD_TILED_MAX_JSON_PATH];
-            pd__tpath_key(type_path, child, "type");
+            char type_path[PD_CONF_JSON_PATH_MAX];
+            pd_conf_json_key(type_path, child, "type");
             return pd__tfail(ctx, type_path, "is required");
         }
         if (strcmp(type, "tilelayer") == 0) {
             if (!name || (lname && strcmp(lname, name) == 0)) {
                 *found = l;
-                memcpy(found_path, child, PD_TILED_MAX_JSON_PATH);
+                memcpy(found_path, child, PD_CONF_JSON_PATH_MAX);
                 return 1;
             }
         } else if (strcmp(type, "group") == 0) {
-            char sub[PD_TILED_MAX_JSON_PATH];
-            pd__tpath_key(sub, child, "layers");
+            char sub[PD_CONF_JSON_PATH_MAX];
+            pd_conf_json_key(sub, child, "layers");
             const cJSON *nested = cJSON_GetObjectItemCaseSensitive(l, "layers");
             if (!nested)
                 return pd__tfail(ctx, sub, "is required in a group layer");
@@ -391,9 +352,9 @@ static int pd__find_layer(const pd__tctx *ctx, const cJSON *layers, const char *
 static int pd__read_layer(const pd__tctx *ctx, const cJSON *layer, const char *path, pd_grid *g,
                           const pd__tileset *sets, size_t n_sets)
 {
-    char child[PD_TILED_MAX_JSON_PATH];
+    char child[PD_CONF_JSON_PATH_MAX];
     if (cJSON_GetObjectItemCaseSensitive(layer, "chunks")) {
-        pd__tpath_key(child, path, "chunks");
+        pd_conf_json_key(child, path, "chunks");
         return pd__tfail(ctx, child, "infinite maps are not supported");
     }
     static const char *const sides[2] = { "width", "height" };
@@ -405,7 +366,7 @@ static int pd__read_layer(const pd__tctx *ctx, const cJSON *layer, const char *p
         if (pd__tget_uint(ctx, layer, path, sides[k], 0, PD_TILED_MAX_RAW_GID, &side) != 0)
             return -1;
         if (side != (uint32_t)want[k]) {
-            pd__tpath_key(child, path, sides[k]);
+            pd_conf_json_key(child, path, sides[k]);
             return pd__tfail(ctx, child, "is %u, but the map's %s is %d", (unsigned)side, sides[k],
                              (int)want[k]);
         }
@@ -415,21 +376,21 @@ static int pd__read_layer(const pd__tctx *ctx, const cJSON *layer, const char *p
         pd__tget_string(ctx, layer, path, "compression", &compression) != 0)
         return -1;
     if (encoding && strcmp(encoding, "csv") != 0) {
-        pd__tpath_key(child, path, "encoding");
+        pd_conf_json_key(child, path, "encoding");
         return pd__tfail(ctx, child, "unsupported encoding \"%s\": save the map with tile layer "
                                      "format CSV", encoding);
     }
     if (compression && compression[0] != '\0') {
-        pd__tpath_key(child, path, "compression");
+        pd_conf_json_key(child, path, "compression");
         return pd__tfail(ctx, child, "unsupported encoding: compressed with \"%s\"; save the map "
                                      "with tile layer format CSV", compression);
     }
-    pd__tpath_key(child, path, "data");
+    pd_conf_json_key(child, path, "data");
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(layer, "data");
     if (!data)
         return pd__tfail(ctx, child, "is required");
     if (!cJSON_IsArray(data))
-        return pd__tfail(ctx, child, "must be an array of gids, not %s", pd__ttype(data));
+        return pd__tfail(ctx, child, "must be an array of gids, not %s", pd_conf_json_type(data));
     size_t need = (size_t)g->width * (size_t)g->height;
     size_t have = (size_t)cJSON_GetArraySize(data);
     if (have != need)
@@ -439,8 +400,8 @@ static int pd__read_layer(const pd__tctx *ctx, const cJSON *layer, const char *p
     for (const cJSON *v = data->child; v; v = v->next, i++) {
         if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0.0 && v->valuedouble <= PD_TILED_MAX_RAW_GID) ||
             floor(v->valuedouble) != v->valuedouble) {
-            char elem[PD_TILED_MAX_JSON_PATH];
-            pd__tpath_index(elem, child, i);
+            char elem[PD_CONF_JSON_PATH_MAX];
+            pd_conf_json_index(elem, child, i);
             return pd__tfail(ctx, elem, "gid must be an integer in 0..4294967295");
         }
         int32_t x = (int32_t)(i % (size_t)g->width), y = (int32_t)(i / (size_t)g->width);
@@ -468,7 +429,7 @@ static void pd__tline_col(const char *buf, size_t off, int *line, int *col)
 static int pd__read_header(const pd__tctx *ctx, const cJSON *root, uint32_t *w, uint32_t *h)
 {
     if (!cJSON_IsObject(root))
-        return pd__tfail(ctx, "$", "must be an object, not %s", pd__ttype(root));
+        return pd__tfail(ctx, "$", "must be an object, not %s", pd_conf_json_type(root));
     const char *type = NULL, *orientation = NULL;
     if (pd__tget_string(ctx, root, "$", "type", &type) != 0 ||
         pd__tget_string(ctx, root, "$", "orientation", &orientation) != 0)
@@ -480,7 +441,7 @@ static int pd__read_header(const pd__tctx *ctx, const cJSON *root, uint32_t *w, 
                          orientation);
     const cJSON *infinite = cJSON_GetObjectItemCaseSensitive(root, "infinite");
     if (infinite && !cJSON_IsBool(infinite))
-        return pd__tfail(ctx, "$.infinite", "must be a boolean, not %s", pd__ttype(infinite));
+        return pd__tfail(ctx, "$.infinite", "must be a boolean, not %s", pd_conf_json_type(infinite));
     if (cJSON_IsTrue(infinite))
         return pd__tfail(ctx, "$.infinite", "infinite maps are not supported");
     if (pd__tget_uint(ctx, root, "$", "width", 1, PD_GRID_MAX_SIDE, w) != 0 ||
@@ -535,7 +496,7 @@ pd_grid *pd_tiled_parse(const char *buf, size_t len, const char *layer, char *er
     }
     const char *name = (layer && layer[0]) ? layer : NULL;
     const cJSON *found = NULL;
-    char found_path[PD_TILED_MAX_JSON_PATH];
+    char found_path[PD_CONF_JSON_PATH_MAX];
     int rc = pd__find_layer(&ctx, layers, "$.layers", name, 0, &found, found_path);
     if (rc < 0)
         goto out;
