@@ -116,6 +116,11 @@ class Daemon:
         write_trap_scene(trap_path)
         config["scenes"].append({"name": "trap", "map": trap_path, "format": "ascii"})
         config["listen"] = "127.0.0.1:0"
+        # No fixed metrics port (parallel test daemons would collide on it),
+        # and A* only: the trap scene holds a request in flight by being slow
+        # for A*, which jump point search would answer at once.
+        config["metrics_listen"] = ""
+        config["jump_point_search"] = False
         config["limits"].update(limits)
         path = os.path.join(self.dir.name, "pathd.json")
         with open(path, "w") as f:

@@ -167,6 +167,63 @@ static pd_status pd__copy_cells(Pathd__V1__Cell *const *cells, size_t n, const c
     return PD_OK;
 }
 
+/* The waypoint style, goal mode and timing fields FindPath and FindRoute
+ * share; `what` names the message in errors. Unknown enum numbers arrive as
+ * they were sent, so they are compared with the schema's values. */
+static pd_status pd__decode_style(int style, const char *what, pd_waypoint_style *out, char *err,
+                                  size_t errlen)
+{
+    switch (style) {
+    case PATHD__V1__WAYPOINT_STYLE__STYLE_CELLS:
+        *out = PD_STYLE_CELLS;
+        return PD_OK;
+    case PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS:
+        *out = PD_STYLE_CORNERS;
+        return PD_OK;
+    case PATHD__V1__WAYPOINT_STYLE__STYLE_SMOOTH:
+        *out = PD_STYLE_SMOOTH;
+        return PD_OK;
+    default:
+        pd__set_err(err, errlen, "%s.style %d is not STYLE_CELLS (0), STYLE_CORNERS (1) or STYLE_SMOOTH (2)",
+                    what, style);
+        return PD_INVALID_ARGUMENT;
+    }
+}
+
+static pd_status pd__decode_goal_mode(int mode, const char *what, pd_goal_mode *out, char *err,
+                                      size_t errlen)
+{
+    switch (mode) {
+    case PATHD__V1__GOAL_MODE__GOAL_EXACT:
+        *out = PD_GOAL_EXACT;
+        return PD_OK;
+    case PATHD__V1__GOAL_MODE__GOAL_NEAREST:
+        *out = PD_GOAL_NEAREST;
+        return PD_OK;
+    case PATHD__V1__GOAL_MODE__GOAL_LINE:
+        *out = PD_GOAL_LINE;
+        return PD_OK;
+    default:
+        pd__set_err(err, errlen, "%s.goal_mode %d is not GOAL_EXACT (0), GOAL_NEAREST (1) or GOAL_LINE (2)",
+                    what, mode);
+        return PD_INVALID_ARGUMENT;
+    }
+}
+
+static pd_status pd__decode_timing(double speed, double start_time, const char *what, char *err,
+                                   size_t errlen)
+{
+    if (!isfinite(speed) || speed < 0) {
+        pd__set_err(err, errlen, "%s.speed %g is not a finite number >= 0", what, speed);
+        return PD_INVALID_ARGUMENT;
+    }
+    if (!isfinite(start_time)) {
+        pd__set_err(err, errlen, "%s.start_time is not finite", what);
+        return PD_INVALID_ARGUMENT;
+    }
+    return PD_OK;
+}
+
 static pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path_req *out,
                                       char *err, size_t errlen)
 {
@@ -200,46 +257,12 @@ static pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path
         return PD_INVALID_ARGUMENT;
     }
 
-    switch ((int)m->style) {
-    case PATHD__V1__WAYPOINT_STYLE__STYLE_CELLS:
-        out->style = PD_STYLE_CELLS;
-        break;
-    case PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS:
-        out->style = PD_STYLE_CORNERS;
-        break;
-    case PATHD__V1__WAYPOINT_STYLE__STYLE_SMOOTH:
-        out->style = PD_STYLE_SMOOTH;
-        break;
-    default:
-        pd__set_err(err, errlen, "find_path.style %d is not STYLE_CELLS (0), STYLE_CORNERS (1) or STYLE_SMOOTH (2)",
-                    (int)m->style);
-        return PD_INVALID_ARGUMENT;
-    }
+    if ((st = pd__decode_style((int)m->style, "find_path", &out->style, err, errlen)) != PD_OK ||
+        (st = pd__decode_goal_mode((int)m->goal_mode, "find_path", &out->goal_mode, err, errlen)) != PD_OK ||
+        (st = pd__decode_timing(m->speed, m->start_time, "find_path", err, errlen)) != PD_OK)
+        return st;
 
-    switch ((int)m->goal_mode) {
-    case PATHD__V1__GOAL_MODE__GOAL_EXACT:
-        out->goal_mode = PD_GOAL_EXACT;
-        break;
-    case PATHD__V1__GOAL_MODE__GOAL_NEAREST:
-        out->goal_mode = PD_GOAL_NEAREST;
-        break;
-    case PATHD__V1__GOAL_MODE__GOAL_LINE:
-        out->goal_mode = PD_GOAL_LINE;
-        break;
-    default:
-        pd__set_err(err, errlen, "find_path.goal_mode %d is not GOAL_EXACT (0), GOAL_NEAREST (1) or GOAL_LINE (2)",
-                    (int)m->goal_mode);
-        return PD_INVALID_ARGUMENT;
-    }
 
-    if (!isfinite(m->speed) || m->speed < 0) {
-        pd__set_err(err, errlen, "find_path.speed %g is not a finite number >= 0", m->speed);
-        return PD_INVALID_ARGUMENT;
-    }
-    if (!isfinite(m->start_time)) {
-        pd__set_err(err, errlen, "find_path.start_time is not finite");
-        return PD_INVALID_ARGUMENT;
-    }
     out->speed = m->speed;
     out->start_time = m->start_time;
     out->snap = m->snap != 0;
@@ -297,46 +320,10 @@ static pd_status pd__decode_find_route(const Pathd__V1__FindRoute *m, pd_find_ro
                     PD_CONF_MAX_UNIT_SIZE);
         return PD_INVALID_ARGUMENT;
     }
-    /* Unknown enum numbers arrive as they were sent: compare with the
-     * schema's values. */
-    switch ((int)m->style) {
-    case PATHD__V1__WAYPOINT_STYLE__STYLE_CELLS:
-        out->style = PD_STYLE_CELLS;
-        break;
-    case PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS:
-        out->style = PD_STYLE_CORNERS;
-        break;
-    case PATHD__V1__WAYPOINT_STYLE__STYLE_SMOOTH:
-        out->style = PD_STYLE_SMOOTH;
-        break;
-    default:
-        pd__set_err(err, errlen, "find_route.style %d is not STYLE_CELLS (0), STYLE_CORNERS (1) or STYLE_SMOOTH (2)",
-                    (int)m->style);
-        return PD_INVALID_ARGUMENT;
-    }
-    switch ((int)m->goal_mode) {
-    case PATHD__V1__GOAL_MODE__GOAL_EXACT:
-        out->goal_mode = PD_GOAL_EXACT;
-        break;
-    case PATHD__V1__GOAL_MODE__GOAL_NEAREST:
-        out->goal_mode = PD_GOAL_NEAREST;
-        break;
-    case PATHD__V1__GOAL_MODE__GOAL_LINE:
-        out->goal_mode = PD_GOAL_LINE;
-        break;
-    default:
-        pd__set_err(err, errlen, "find_route.goal_mode %d is not GOAL_EXACT (0), GOAL_NEAREST (1) or GOAL_LINE (2)",
-                    (int)m->goal_mode);
-        return PD_INVALID_ARGUMENT;
-    }
-    if (!isfinite(m->speed) || m->speed < 0) {
-        pd__set_err(err, errlen, "find_route.speed %g is not a finite number >= 0", m->speed);
-        return PD_INVALID_ARGUMENT;
-    }
-    if (!isfinite(m->start_time)) {
-        pd__set_err(err, errlen, "find_route.start_time is not finite");
-        return PD_INVALID_ARGUMENT;
-    }
+    if ((st = pd__decode_style((int)m->style, "find_route", &out->style, err, errlen)) != PD_OK ||
+        (st = pd__decode_goal_mode((int)m->goal_mode, "find_route", &out->goal_mode, err, errlen)) != PD_OK ||
+        (st = pd__decode_timing(m->speed, m->start_time, "find_route", err, errlen)) != PD_OK)
+        return st;
     if (m->deadline_ms > PD_CODEC_MAX_DEADLINE_MS) {
         pd__set_err(err, errlen, "find_route.deadline_ms %u is above the limit %u", (unsigned)m->deadline_ms,
                     PD_CODEC_MAX_DEADLINE_MS);

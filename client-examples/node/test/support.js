@@ -75,6 +75,11 @@ class Daemon {
     writeTrapScene(trapFile);
     config.scenes.push({ name: 'trap', map: trapFile, format: 'ascii' });
     config.listen = '127.0.0.1:0';
+    // No fixed metrics port (parallel test daemons would collide on it), and
+    // A* only: the trap scene holds a request in flight by being slow for A*,
+    // which jump point search would answer at once.
+    config.metrics_listen = '';
+    config.jump_point_search = false;
     Object.assign(config.limits, limits);
     const file = path.join(d.dir, 'pathd.json');
     fs.writeFileSync(file, JSON.stringify(config));
