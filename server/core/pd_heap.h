@@ -9,8 +9,11 @@
  *
  * Where a position lives is up to the owner: pos(id) is pos_base[id * pos_stride].
  * The search keeps it inside its per-cell node record, so one cache line holds
- * everything a relaxation touches. PD_HEAP_ARITY was chosen by measurement
- * (docs/BENCHMARKS.md): 4 children per node beat 2 on the Moving AI set.
+ * everything a relaxation touches. PD_HEAP_ARITY was measured on the Moving AI
+ * maps (arena2, den520d, Aftershock): 2 and 4 within noise of each other, 8
+ * about 10% slower; 4 is kept for its shallower tree (four 16-byte children
+ * share a cache line). Lazy deletion was not needed: with the f-level stack
+ * in front, most successors never reach the heap.
  *
  * The heap never allocates; its owner sizes `entries` to the number of ids.
  */
