@@ -12,8 +12,8 @@
  * everything a relaxation touches. PD_HEAP_ARITY was measured on the Moving AI
  * maps (arena2, den520d, Aftershock): 2 and 4 within noise of each other, 8
  * about 10% slower; 4 is kept for its shallower tree (four 16-byte children
- * share a cache line). Lazy deletion was not needed: with the f-level stack
- * in front, most successors never reach the heap.
+ * share a cache line). Lazy deletion (duplicates instead of decrease-key)
+ * was not measured.
  *
  * The heap never allocates; its owner sizes `entries` to the number of ids.
  */
