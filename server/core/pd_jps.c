@@ -41,8 +41,8 @@
 #include <time.h>
 
 #include "pd_heap.h"
+#include "pd_search_common.h"
 
-#define PD__SQRT2 1.41421356237309504880
 #define PD__CLOSED UINT32_MAX
 #define PD__IN_LEVEL (UINT32_MAX - 1)
 #define PD__NO_PARENT UINT32_MAX
@@ -122,20 +122,6 @@ static int pd__jps_reserve(pd_jps_ctx *ctx, size_t cells)
     ctx->gen = 0; /* fresh nodes carry generation 0 */
     ctx->have_path = 0;
     return 0;
-}
-
-static uint64_t pd__jps_now_micros(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static inline double pd__jps_octile(int32_t dx, int32_t dy)
-{
-    dx = dx < 0 ? -dx : dx;
-    dy = dy < 0 ? -dy : dy;
-    return dx > dy ? dx + (PD__SQRT2 - 1.0) * dy : dy + (PD__SQRT2 - 1.0) * dx;
 }
 
 static inline int32_t pd__sign(int32_t v)
@@ -292,7 +278,7 @@ static void pd__jps_relax(pd__jrun *r, const uint8_t *j, uint32_t cur, double ng
         n->gen = r->ctx->gen;
         n->g = ng;
         r->ctx->parent[nb] = cur;
-        double f = ng + pd__jps_octile(nx - r->gx, ny - r->gy);
+        double f = ng + pd__octile(nx - r->gx, ny - r->gy);
         r->generated++;
         if (f <= r->f_level + PD__LEVEL_EPS) {
             n->pos = PD__IN_LEVEL;
@@ -303,7 +289,7 @@ static void pd__jps_relax(pd__jrun *r, const uint8_t *j, uint32_t cur, double ng
     } else if (n->pos < PD__IN_LEVEL && ng < n->g - PD__IMPROVE_EPS) {
         n->g = ng;
         r->ctx->parent[nb] = cur;
-        pd_heap_decrease(&r->heap, n->pos, ng + pd__jps_octile(nx - r->gx, ny - r->gy), ng);
+        pd_heap_decrease(&r->heap, n->pos, ng + pd__octile(nx - r->gx, ny - r->gy), ng);
     } else if (n->pos == PD__IN_LEVEL && ng < n->g - PD__IMPROVE_EPS) {
         n->g = ng;
         r->ctx->parent[nb] = cur;
@@ -451,7 +437,7 @@ pd_status pd_jps_extract(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, s
 pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_params *params, pd_point *out,
                         size_t out_cap, pd_search_metrics *metrics)
 {
-    uint64_t t0 = pd__jps_now_micros();
+    uint64_t t0 = pd__now_micros();
     pd_search_metrics m = { 0 };
     pd_status st;
     ctx->have_path = 0;
@@ -487,7 +473,7 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
 
     const uint32_t start = (uint32_t)pd_grid_index(grid, s.x, s.y);
     const uint32_t goal = (uint32_t)pd_grid_index(grid, t.x, t.y);
-    const double h0 = pd__jps_octile(s.x - t.x, s.y - t.y);
+    const double h0 = pd__octile(s.x - t.x, s.y - t.y);
     pd__jrun r = {
         .ctx = ctx,
         .heap = { ctx->heap_entries, 0, &ctx->nodes[0].pos, sizeof(pd__jnode) / sizeof(uint32_t) },
@@ -519,7 +505,7 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
             st = pd_jps_extract(ctx, out, out_cap, NULL);
     }
 done:
-    m.micros = pd__jps_now_micros() - t0;
+    m.micros = pd__now_micros() - t0;
     if (metrics)
         *metrics = m;
     return st;

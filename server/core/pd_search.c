@@ -20,8 +20,8 @@
 #include <time.h>
 
 #include "pd_heap.h"
+#include "pd_search_common.h"
 
-#define PD__SQRT2 1.41421356237309504880
 #define PD__CLOSED UINT32_MAX
 #define PD__IN_LEVEL (UINT32_MAX - 1)
 /* A route must be shorter by more than this to replace a known one: float
@@ -113,20 +113,6 @@ static int pd__ctx_reserve(pd_search_ctx *ctx, size_t cells)
     ctx->gen = 0; /* fresh nodes carry generation 0 */
     ctx->have_path = 0;
     return 0;
-}
-
-static uint64_t pd__now_micros(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static inline double pd__octile(int32_t dx, int32_t dy)
-{
-    dx = dx < 0 ? -dx : dx;
-    dy = dy < 0 ? -dy : dy;
-    return dx > dy ? dx + (PD__SQRT2 - 1.0) * dy : dy + (PD__SQRT2 - 1.0) * dx;
 }
 
 static inline double pd__manhattan(int32_t dx, int32_t dy)
