@@ -28,9 +28,9 @@
  * around a pd_grid ends every scan without a bounds check. Tests compare the
  * result against A* exhaustively on random grids and on the Moving AI set.
  *
- * The open list is the A* one (pd_heap.h, with the same f-level stack and
- * tie-breaking); node records are 16 bytes stamped with a generation, so a
- * context is reused without clearing. Each jump point remembers its parent
+ * The open list is the A* one (the radix heap of pd_radix.h, with the same
+ * keys, tie-breaking and push tags); node records are 16 bytes stamped with
+ * a generation, so a context is reused without clearing. Each jump point remembers its parent
  * jump point; extraction walks those and fills in the straight or diagonal
  * run between each pair.
  */
@@ -40,29 +40,25 @@
 #include <string.h>
 #include <time.h>
 
-#include "pd_heap.h"
+#include "pd_radix.h"
 #include "pd_search_common.h"
 
 #define PD__CLOSED UINT32_MAX
-#define PD__IN_LEVEL (UINT32_MAX - 1)
 #define PD__NO_PARENT UINT32_MAX
-/* As in pd_search.c: improvements smaller than float noise are ignored, and
- * successors whose f is within this of the current f go on the level stack. */
+/* As in pd_search.c: improvements smaller than float noise are ignored. */
 #define PD__IMPROVE_EPS 1e-9
-#define PD__LEVEL_EPS 1e-9
 
 typedef struct pd__jnode {
     double g;
     uint32_t gen;
-    uint32_t pos;        /* heap index while in the heap, PD__IN_LEVEL while on
-                            the f-level stack, PD__CLOSED once expanded */
+    uint32_t tag;        /* counts the node's pushes this search (see
+                            pd_search.c); PD__CLOSED once expanded */
 } pd__jnode;
 
 struct pd_jps_ctx {
     pd__jnode *nodes;
     uint32_t *parent;    /* padded index of the parent jump point */
-    pd_heap_entry *heap_entries;
-    uint32_t *level;
+    pd_radix open;       /* its arrays are kept across searches */
     size_t capacity;     /* cells the arrays can hold */
     uint32_t gen;
 
@@ -84,15 +80,13 @@ void pd_jps_ctx_destroy(pd_jps_ctx *ctx)
         return;
     free(ctx->nodes);
     free(ctx->parent);
-    free(ctx->heap_entries);
-    free(ctx->level);
+    pd_radix_free(&ctx->open);
     free(ctx);
 }
 
 size_t pd_jps_ctx_footprint(const pd_jps_ctx *ctx)
 {
-    return sizeof *ctx +
-           ctx->capacity * (sizeof(pd__jnode) + sizeof(uint32_t) + sizeof(pd_heap_entry) + sizeof(uint32_t));
+    return sizeof *ctx + ctx->capacity * (sizeof(pd__jnode) + sizeof(uint32_t)) + pd_radix_footprint(&ctx->open);
 }
 
 static int pd__jps_reserve(pd_jps_ctx *ctx, size_t cells)
@@ -101,23 +95,17 @@ static int pd__jps_reserve(pd_jps_ctx *ctx, size_t cells)
         return 0;
     pd__jnode *nodes = calloc(cells, sizeof *nodes);
     uint32_t *parent = malloc(cells * sizeof *parent);
-    pd_heap_entry *heap = malloc(cells * sizeof *heap);
-    uint32_t *level = malloc(cells * sizeof *level);
-    if (!nodes || !parent || !heap || !level) {
+    if (!nodes || !parent) {
         free(nodes);
         free(parent);
-        free(heap);
-        free(level);
         return -1;
     }
+    pd__prefault(nodes, cells * sizeof *nodes);
+    pd__prefault(parent, cells * sizeof *parent);
     free(ctx->nodes);
     free(ctx->parent);
-    free(ctx->heap_entries);
-    free(ctx->level);
     ctx->nodes = nodes;
     ctx->parent = parent;
-    ctx->heap_entries = heap;
-    ctx->level = level;
     ctx->capacity = cells;
     ctx->gen = 0; /* fresh nodes carry generation 0 */
     ctx->have_path = 0;
@@ -139,15 +127,13 @@ int pd_jps_applicable(const pd_grid *grid, const pd_search_params *params)
 
 typedef struct pd__jrun {
     pd_jps_ctx *ctx;
-    pd_heap heap;
     const uint8_t *cells;
     int32_t stride;
     const uint8_t *goal;
     const uint8_t *cells_end;  /* one past the last padded cell */
     int32_t gx, gy;      /* goal in padded coordinates */
     uint64_t generated;
-    double f_level;      /* f of the node being expanded */
-    size_t level_size;
+    int out_of_memory;   /* the open list could not grow */
 } pd__jrun;
 
 /*
@@ -274,26 +260,19 @@ static void pd__jps_relax(pd__jrun *r, const uint8_t *j, uint32_t cur, double ng
     const uint32_t nb = (uint32_t)(j - r->cells);
     pd__jnode *n = &r->ctx->nodes[nb];
     const int32_t nx = (int32_t)(nb % (uint32_t)r->stride), ny = (int32_t)(nb / (uint32_t)r->stride);
-    if (n->gen != r->ctx->gen) {
+    if (n->gen == r->ctx->gen) {
+        if (n->tag == PD__CLOSED || !(ng < n->g - PD__IMPROVE_EPS))
+            return;
+        n->tag++; /* one per expanded jump point that improves it: far below PD__CLOSED */
+    } else {
         n->gen = r->ctx->gen;
-        n->g = ng;
-        r->ctx->parent[nb] = cur;
-        double f = ng + pd__octile(nx - r->gx, ny - r->gy);
+        n->tag = 0;
         r->generated++;
-        if (f <= r->f_level + PD__LEVEL_EPS) {
-            n->pos = PD__IN_LEVEL;
-            r->ctx->level[r->level_size++] = nb;
-        } else {
-            pd_heap_push(&r->heap, f, ng, nb);
-        }
-    } else if (n->pos < PD__IN_LEVEL && ng < n->g - PD__IMPROVE_EPS) {
-        n->g = ng;
-        r->ctx->parent[nb] = cur;
-        pd_heap_decrease(&r->heap, n->pos, ng + pd__octile(nx - r->gx, ny - r->gy), ng);
-    } else if (n->pos == PD__IN_LEVEL && ng < n->g - PD__IMPROVE_EPS) {
-        n->g = ng;
-        r->ctx->parent[nb] = cur;
     }
+    n->g = ng;
+    r->ctx->parent[nb] = cur;
+    if (pd_radix_push(&r->ctx->open, pd__f_key(ng + pd__octile(nx - r->gx, ny - r->gy)), nb, n->tag) != 0)
+        r->out_of_memory = 1; /* the loop stops before its next pop */
 }
 
 /* Cells between a and b on one straight or diagonal line (steps taken). */
@@ -360,16 +339,17 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
     const uint64_t budget = p->max_expansions;
     pd_status st = PD_NO_PATH;
 
-    while (r->level_size > 0 || r->heap.size > 0) {
-        uint32_t cur;
-        if (r->level_size > 0) {
-            cur = r->ctx->level[--r->level_size];
-        } else {
-            pd_heap_entry top = pd_heap_pop(&r->heap);
-            cur = top.id;
-            r->f_level = top.f;
+    pd_radix *open = &r->ctx->open;
+    while (open->size > 0) {
+        pd_radix_entry top;
+        if (r->out_of_memory || pd_radix_pop(open, &top) != 0) {
+            st = PD_INTERNAL;
+            break;
         }
-        nodes[cur].pos = PD__CLOSED;
+        const uint32_t cur = top.id;
+        if (nodes[cur].tag != top.tag)
+            continue; /* superseded by a lower g, or already expanded */
+        nodes[cur].tag = PD__CLOSED;
         if (cur == goal) {
             st = PD_OK;
             break;
@@ -476,7 +456,6 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
     const double h0 = pd__octile(s.x - t.x, s.y - t.y);
     pd__jrun r = {
         .ctx = ctx,
-        .heap = { ctx->heap_entries, 0, &ctx->nodes[0].pos, sizeof(pd__jnode) / sizeof(uint32_t) },
         .cells = grid->cells,
         .stride = grid->stride,
         .goal = grid->cells + goal,
@@ -486,8 +465,13 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
     };
     ctx->nodes[start].gen = ctx->gen;
     ctx->nodes[start].g = 0.0;
+    ctx->nodes[start].tag = 0;
     ctx->parent[start] = PD__NO_PARENT;
-    pd_heap_push(&r.heap, h0, 0.0, start);
+    pd_radix_reset(&ctx->open, pd__f_key(h0));
+    if (pd_radix_push(&ctx->open, pd__f_key(h0), start, 0) != 0) {
+        st = PD_INTERNAL;
+        goto done;
+    }
     r.generated = 1;
 
     st = pd__jps_loop(&r, goal, params, &m.expanded);

@@ -1,11 +1,13 @@
 /*
  * pd_search.c - A* over a padded pd_grid with a reusable per-thread context.
  *
- * Per-cell state lives in one 16-byte record (g, generation, heap position),
- * so a relaxation touches one cache line; the parent is a 1-byte direction
- * code in a separate array that only path extraction reads. A cell whose
- * generation differs from the context's is "unseen" in this search, which is
- * what lets a context serve query after query without clearing anything.
+ * Per-cell state lives in one 16-byte record (g, generation, current open
+ * entry), so a relaxation touches one cache line; the parent is a 1-byte
+ * direction code in a separate array that only path extraction reads. A cell
+ * whose generation differs from the context's is "unseen" in this search,
+ * which is what lets a context serve query after query without clearing
+ * anything. The open list is a radix heap (pd_radix.h) over f quantised to
+ * integer keys.
  *
  * The expansion loop is written once and instantiated four times (4/8
  * neighbours x uniform/weighted costs) through an always-inlined function with
@@ -19,11 +21,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "pd_heap.h"
+#include "pd_radix.h"
 #include "pd_search_common.h"
 
 #define PD__CLOSED UINT32_MAX
-#define PD__IN_LEVEL (UINT32_MAX - 1)
 /* A route must be shorter by more than this to replace a known one: float
  * sums of the same steps in another order differ in the last bits, and
  * re-sifting for such noise only costs time. */
@@ -33,15 +34,15 @@
 typedef struct pd__node {
     double g;
     uint32_t gen;
-    uint32_t pos;        /* heap index while open in the heap, PD__IN_LEVEL while
-                            on the f-level stack, PD__CLOSED once expanded */
+    uint32_t tag;        /* counts the node's pushes this search: only the open
+                            entry carrying the same tag is current; PD__CLOSED
+                            once expanded */
 } pd__node;
 
 struct pd_search_ctx {
     pd__node *nodes;
     uint8_t *parent_dir;
-    pd_heap_entry *heap_entries;
-    uint32_t *level;     /* the f-level stack (see pd__relax) */
+    pd_radix open;       /* its pool is kept across searches */
     uint32_t *blocked;   /* per-request blockers: blocked[i] == gen; allocated on first use */
     size_t capacity;     /* cells the arrays can hold */
     uint32_t gen;
@@ -71,15 +72,15 @@ void pd_search_ctx_destroy(pd_search_ctx *ctx)
         return;
     free(ctx->nodes);
     free(ctx->parent_dir);
-    free(ctx->heap_entries);
-    free(ctx->level);
+    pd_radix_free(&ctx->open);
     free(ctx->blocked);
     free(ctx);
 }
 
 size_t pd_search_ctx_footprint(const pd_search_ctx *ctx)
 {
-    return sizeof *ctx + ctx->capacity * (sizeof(pd__node) + 1 + sizeof(pd_heap_entry) + sizeof(uint32_t)) +
+    return sizeof *ctx + ctx->capacity * (sizeof(pd__node) + 1) +
+           pd_radix_footprint(&ctx->open) +
            (ctx->blocked ? ctx->capacity * sizeof(uint32_t) : 0);
 }
 
@@ -90,25 +91,19 @@ static int pd__ctx_reserve(pd_search_ctx *ctx, size_t cells)
         return 0;
     pd__node *nodes = calloc(cells, sizeof *nodes);
     uint8_t *parent = malloc(cells);
-    pd_heap_entry *heap = malloc(cells * sizeof *heap);
-    uint32_t *level = malloc(cells * sizeof *level);
-    if (!nodes || !parent || !heap || !level) {
+    if (!nodes || !parent) {
         free(nodes);
         free(parent);
-        free(heap);
-        free(level);
         return -1;
     }
+    pd__prefault(nodes, cells * sizeof *nodes);
+    pd__prefault(parent, cells);
     free(ctx->nodes);
     free(ctx->parent_dir);
-    free(ctx->heap_entries);
-    free(ctx->level);
     free(ctx->blocked);
     ctx->blocked = NULL;
     ctx->nodes = nodes;
     ctx->parent_dir = parent;
-    ctx->heap_entries = heap;
-    ctx->level = level;
     ctx->capacity = cells;
     ctx->gen = 0; /* fresh nodes carry generation 0 */
     ctx->have_path = 0;
@@ -122,13 +117,11 @@ static inline double pd__manhattan(int32_t dx, int32_t dy)
 
 typedef struct pd__run {
     pd_search_ctx *ctx;
-    pd_heap heap;
     const uint8_t *cells;
     int32_t stride;
     int32_t gx, gy;          /* goal in padded coordinates */
     uint64_t generated;
-    double f_level;          /* f of the node being expanded */
-    size_t level_size;
+    int out_of_memory;       /* the open list's pool could not grow */
 
     /* Masked searches only (blockers or a window), padded coordinates. */
     const uint32_t *blocked;
@@ -152,42 +145,26 @@ pd__cell(const pd__run *r, uint32_t i, int32_t x, int32_t y, const int masked)
     return v;
 }
 
-/*
- * A successor whose f equals the f of the node being expanded would be the
- * next thing the heap hands out anyway (nothing open has a lower f, and it has
- * the larger g). It goes onto a plain stack instead, which the loop drains
- * before touching the heap. On octile grids most successors along a straight
- * run toward the goal are such nodes, so this skips most heap traffic while
- * expanding in an order A* allows: optimality is untouched.
- */
-#define PD__LEVEL_EPS 1e-9
-
+/* Opens nb with g = ng, or reopens it with a lower g: the older entry stays
+ * in the queue and is skipped when popped. */
 static inline __attribute__((always_inline)) void
 pd__relax(pd__run *r, uint32_t nb, double ng, int dir, int32_t nx, int32_t ny, const int eight)
 {
     pd__node *n = &r->ctx->nodes[nb];
-    if (n->gen != r->ctx->gen) {
+    if (n->gen == r->ctx->gen) {
+        if (n->tag == PD__CLOSED || !(ng < n->g - PD__IMPROVE_EPS))
+            return;
+        n->tag++; /* at most 8 pushes per node: never reaches PD__CLOSED */
+    } else {
         n->gen = r->ctx->gen;
-        n->g = ng;
-        r->ctx->parent_dir[nb] = (uint8_t)dir;
-        double f = ng + (eight ? pd__octile(nx - r->gx, ny - r->gy) : pd__manhattan(nx - r->gx, ny - r->gy));
+        n->tag = 0;
         r->generated++;
-        if (f <= r->f_level + PD__LEVEL_EPS) {
-            n->pos = PD__IN_LEVEL;
-            r->ctx->level[r->level_size++] = nb;
-        } else {
-            pd_heap_push(&r->heap, f, ng, nb);
-        }
-    } else if (n->pos < PD__IN_LEVEL && ng < n->g - PD__IMPROVE_EPS) {
-        n->g = ng;
-        r->ctx->parent_dir[nb] = (uint8_t)dir;
-        double f = ng + (eight ? pd__octile(nx - r->gx, ny - r->gy) : pd__manhattan(nx - r->gx, ny - r->gy));
-        pd_heap_decrease(&r->heap, n->pos, f, ng);
-    } else if (n->pos == PD__IN_LEVEL && ng < n->g - PD__IMPROVE_EPS) {
-        /* Already queued on the stack: a lower g only lowers its f further. */
-        n->g = ng;
-        r->ctx->parent_dir[nb] = (uint8_t)dir;
     }
+    n->g = ng;
+    r->ctx->parent_dir[nb] = (uint8_t)dir;
+    double f = ng + (eight ? pd__octile(nx - r->gx, ny - r->gy) : pd__manhattan(nx - r->gx, ny - r->gy));
+    if (pd_radix_push(&r->ctx->open, pd__f_key(f), nb, n->tag) != 0)
+        r->out_of_memory = 1; /* the loop stops before its next pop */
 }
 
 static inline __attribute__((always_inline)) pd_status
@@ -195,21 +172,23 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
                const int eight, const int uniform, const int masked)
 {
     pd__node *nodes = r->ctx->nodes;
+    pd_radix *open = &r->ctx->open;
     const int32_t stride = r->stride;
     uint64_t expanded = 0;
     const uint64_t budget = p->max_expansions;
     pd_status st = PD_NO_PATH;
 
-    while (r->level_size > 0 || r->heap.size > 0) {
-        uint32_t cur;
-        if (r->level_size > 0) {
-            cur = r->ctx->level[--r->level_size];
-        } else {
-            pd_heap_entry top = pd_heap_pop(&r->heap);
-            cur = top.id;
-            r->f_level = top.f;
+    while (open->size > 0) {
+        pd_radix_entry top;
+        if (r->out_of_memory || pd_radix_pop(open, &top) != 0) {
+            st = PD_INTERNAL;
+            break;
         }
-        nodes[cur].pos = PD__CLOSED;
+        const uint32_t cur = top.id;
+        const int32_t cx = (int32_t)(cur % (uint32_t)stride), cy = (int32_t)(cur / (uint32_t)stride);
+        if (nodes[cur].tag != top.tag)
+            continue; /* superseded by a lower g, or already expanded */
+        nodes[cur].tag = PD__CLOSED;
         if (cur == goal) {
             st = PD_OK;
             break;
@@ -227,7 +206,6 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
             }
         }
         const double g = nodes[cur].g;
-        const int32_t cx = (int32_t)(cur % (uint32_t)stride), cy = (int32_t)(cur / (uint32_t)stride);
         if (r->track_best) {
             double h = eight ? pd__octile(cx - r->gx, cy - r->gy) : pd__manhattan(cx - r->gx, cy - r->gy);
             if (h < r->best_h || (h == r->best_h && g < r->best_g)) {
@@ -380,7 +358,6 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
     uint32_t goal = (uint32_t)pd_grid_index(grid, t.x, t.y);
     pd__run r = {
         .ctx = ctx,
-        .heap = { ctx->heap_entries, 0, &ctx->nodes[0].pos, sizeof(pd__node) / sizeof(uint32_t) },
         .cells = grid->cells,
         .stride = grid->stride,
         .gx = t.x + 1,
@@ -398,7 +375,12 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
     ctx->nodes[start].gen = ctx->gen;
     ctx->nodes[start].g = 0.0;
     ctx->parent_dir[start] = PD__NO_PARENT;
-    pd_heap_push(&r.heap, h0, 0.0, start);
+    ctx->nodes[start].tag = 0;
+    pd_radix_reset(&ctx->open, pd__f_key(h0));
+    if (pd_radix_push(&ctx->open, pd__f_key(h0), start, 0) != 0) {
+        st = PD_INTERNAL;
+        goto done;
+    }
     r.generated = 1;
 
     /* Eight instantiations of one loop; see the file comment. */

@@ -8,7 +8,8 @@
  *  - 4-connected: unit steps, Manhattan heuristic.
  *  - The cost of a step is its length times the cost byte of the cell entered,
  *    so with costs >= 1 both heuristics stay admissible and consistent.
- *  - Among equal f, the node with larger g is expanded first.
+ *  - Among equal f, the node generated last is expanded first, so a run of
+ *    successors toward the goal is followed before the plateau around it.
  *
  * Context: one pd_search_ctx per thread. It grows to the largest grid it has
  * served and is then reused without allocation or clearing: every node slot

@@ -1,11 +1,13 @@
 /*
  * pd_search_common.h - the small pieces A* (pd_search.c) and jump point
- * search (pd_jps.c) share: the diagonal step length, the octile heuristic
- * and the clock their metrics are timed on. Internal to server/core.
+ * search (pd_jps.c) share: the diagonal step length, the octile heuristic,
+ * the open-list key of an f value and the clock their metrics are timed on.
+ * Internal to server/core.
  */
 #ifndef PD_SEARCH_COMMON_H
 #define PD_SEARCH_COMMON_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -17,6 +19,41 @@ static inline double pd__octile(int32_t dx, int32_t dy)
     dx = dx < 0 ? -dx : dx;
     dy = dy < 0 ? -dy : dy;
     return dx > dy ? dx + (PD__SQRT2 - 1.0) * dy : dy + (PD__SQRT2 - 1.0) * dx;
+}
+
+/*
+ * The open list (pd_radix.h) orders integer keys: f becomes
+ * round(f * 2^PD__KEY_FRACTION_BITS). Distinct f on a uniform octile grid are
+ * a + b*sqrt(2) for integers a, b and differ by at least about 1/(3|b|), far
+ * above 2^-24 for any path on a PD_GRID_MAX_SIDE grid, so they keep their
+ * order; equal f reached along different routes differ only by float
+ * rounding (~1e-12) and mostly share a key, so ties stay ties. Two f closer
+ * than 2^-24 (possible only with terrain costs) may come out in either
+ * order, which can cost at most that much. The largest f (255 * sqrt(2) per
+ * cell of a 16386^2 padded grid, ~1e11) times 2^24 stays below 2^64.
+ */
+#define PD__KEY_FRACTION_BITS 24
+
+static inline uint64_t pd__f_key(double f)
+{
+    return (uint64_t)(f * (double)(1u << PD__KEY_FRACTION_BITS) + 0.5);
+}
+
+/*
+ * Writes one byte in every 4 KiB of freshly calloc'ed memory, so the kernel
+ * maps its zero pages now. Left to the search, a fresh 2000^2 context faulted
+ * them in one by one during the first searches, at ~20 us per expansion
+ * (measured), and a search could run far past its deadline before its first
+ * poll. (A plain memset after malloc is turned back into calloc by the
+ * compiler, hence the volatile strided writes.)
+ */
+#define PD__PREFAULT_STEP 4096
+
+static inline void pd__prefault(void *mem, size_t bytes)
+{
+    volatile unsigned char *p = mem;
+    for (size_t i = 0; i < bytes; i += PD__PREFAULT_STEP)
+        p[i] = 0;
 }
 
 static inline uint64_t pd__now_micros(void)

@@ -40,10 +40,10 @@
 #include "pd_smooth.h"
 
 #define SMALL_SIDE 10
-/* 1000x1000: an exhausting search takes a few hundred milliseconds even in
- * an optimised build (far beyond the deadlines used here) while its context
- * stays around 40 MiB. */
-#define BIG_SIDE 1000
+/* 2000x2000: an exhausting search takes 170-250 ms in an optimised build
+ * (measured), several times the deadline and stop bound used here, while its
+ * context stays around 70 MiB. */
+#define BIG_SIDE 2000
 /* A one-row corridor longer than the worker's starting path buffer. */
 #define CORRIDOR_LEN 3000
 /* How long a test waits for results before failing: generous, because the
@@ -631,9 +631,9 @@ static void test_deadline_already_passed(void **state)
     waker_destroy(&w);
 }
 
-/* A search that would exhaust a million cells (a few hundred milliseconds
- * even in an optimised build) stops at its deadline, part way through. */
-#define SHORT_DEADLINE_NS (50ull * 1000000ull)
+/* A search that would exhaust four million cells (170-250 ms in an
+ * optimised build) stops at its deadline, part way through. */
+#define SHORT_DEADLINE_NS (20ull * 1000000ull)
 
 static void test_deadline_stops_long_search(void **state)
 {
@@ -788,14 +788,14 @@ static void test_destroy_with_queued_jobs(void **state)
 
 /* Destroy does not wait for a long search to finish on its own: it stops it
  * at the next poll, a thousand expansions away. Exhausting the big grid takes
- * a few hundred milliseconds even in an optimised build (seconds under the
- * sanitizers), so a search left to run would blow this bound, while one that
+ * 170-250 ms in an optimised build (seconds under the sanitizers), so a
+ * search left to run would blow this bound, while one that
  * is stopped completes (and wakes) within milliseconds. The bound is checked
  * on the wake time, not on destroy's return, because freeing a context is
  * itself slow under TSan. A short job first grows the worker's context to the
  * big grid, so the long search starts at once rather than spending the bound
  * on its first allocation. */
-#define STOP_BOUND_NS (150ull * 1000000ull)
+#define STOP_BOUND_NS (60ull * 1000000ull)
 
 static void test_destroy_stops_running_search(void **state)
 {
