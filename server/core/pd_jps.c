@@ -112,6 +112,13 @@ static int pd__jps_reserve(pd_jps_ctx *ctx, size_t cells)
     return 0;
 }
 
+int pd_jps_ctx_reserve(pd_jps_ctx *ctx, int32_t width, int32_t height)
+{
+    if (width < 1 || height < 1 || width > PD_GRID_MAX_SIDE || height > PD_GRID_MAX_SIDE)
+        return -1;
+    return pd__jps_reserve(ctx, (size_t)(width + 2) * (size_t)(height + 2));
+}
+
 static inline int32_t pd__sign(int32_t v)
 {
     return (v > 0) - (v < 0);

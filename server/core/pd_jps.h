@@ -41,6 +41,8 @@ void pd_jps_ctx_destroy(pd_jps_ctx *ctx);
 /* Bytes the context currently holds (stops growing once it has served the
  * largest grid it will see). */
 size_t pd_jps_ctx_footprint(const pd_jps_ctx *ctx);
+/* As pd_search_ctx_reserve, for jump point search. */
+int pd_jps_ctx_reserve(pd_jps_ctx *ctx, int32_t width, int32_t height);
 
 /* 1 when pd_search_jps can answer this request, 0 when it would return
  * PD_INVALID_ARGUMENT for the reasons listed in the file comment (endpoints

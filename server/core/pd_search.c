@@ -110,6 +110,13 @@ static int pd__ctx_reserve(pd_search_ctx *ctx, size_t cells)
     return 0;
 }
 
+int pd_search_ctx_reserve(pd_search_ctx *ctx, int32_t width, int32_t height)
+{
+    if (width < 1 || height < 1 || width > PD_GRID_MAX_SIDE || height > PD_GRID_MAX_SIDE)
+        return -1;
+    return pd__ctx_reserve(ctx, (size_t)(width + 2) * (size_t)(height + 2));
+}
+
 static inline double pd__manhattan(int32_t dx, int32_t dy)
 {
     return (double)((dx < 0 ? -dx : dx) + (dy < 0 ? -dy : dy));

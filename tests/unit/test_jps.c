@@ -388,7 +388,13 @@ static void test_context_reuse(void **state)
     pd_grid *big = core_open_grid(50, 40), *small = core_open_grid(5, 5);
     pd_search_params p = { .start = { 0, 0 }, .goal = { 49, 39 } };
     pd_search_metrics m;
+    /* Grown ahead for the big grid: its first search allocates no node arrays. */
+    assert_int_equal(pd_jps_ctx_reserve(ctx, 50, 0), -1);
+    assert_int_equal(pd_jps_ctx_reserve(ctx, 50, 40), 0);
+    const size_t reserved = pd_jps_ctx_footprint(ctx);
+    assert_true(reserved >= 52u * 42u * 20u);
     assert_int_equal(pd_search_jps(ctx, big, &p, f->path, JPS_PATH_CAP, &m), PD_OK);
+    assert_true(pd_jps_ctx_footprint(ctx) - reserved < 52u * 42u * 20u);
     const size_t footprint = pd_jps_ctx_footprint(ctx);
     assert_true(footprint > 52u * 42u * 16u);
     p.goal = (pd_point){ 4, 2 };

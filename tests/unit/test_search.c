@@ -655,6 +655,33 @@ static void test_context_reuse_across_sizes(void **state)
     pd_grid_destroy(tiny);
 }
 
+/* A context grown in advance serves that size without growing its node
+ * arrays again; a smaller reservation is a no-op; bad sides are refused. */
+static void test_reserve_ahead(void **state)
+{
+    (void)state;
+    pd_search_ctx *ctx = pd_search_ctx_create();
+    assert_non_null(ctx);
+    assert_int_equal(pd_search_ctx_reserve(ctx, 0, 10), -1);
+    assert_int_equal(pd_search_ctx_reserve(ctx, 10, PD_GRID_MAX_SIDE + 1), -1);
+    assert_int_equal(pd_search_ctx_reserve(ctx, 300, 200), 0);
+    const size_t reserved = pd_search_ctx_footprint(ctx);
+    const size_t node_arrays = (size_t)302 * 202 * 17; /* 16-byte record + parent byte */
+    assert_true(reserved >= node_arrays);
+    assert_int_equal(pd_search_ctx_reserve(ctx, 30, 20), 0);
+    assert_int_equal(pd_search_ctx_footprint(ctx), reserved);
+
+    pd_grid *big = core_open_grid(300, 200);
+    for (int32_t y = 1; y < 200; y++)
+        pd_grid_set(big, 150, y, PD_CELL_BLOCKED);
+    known_query q = { big, PD_CONNECT_8, { 0, 199 }, { 299, 199 }, PD_OK, 297 * CORE_SQRT2 + 103 };
+    run_known(ctx, &q);
+    /* Only the open list may have grown, never a second set of node arrays. */
+    assert_true(pd_search_ctx_footprint(ctx) - reserved < node_arrays);
+    pd_grid_destroy(big);
+    pd_search_ctx_destroy(ctx);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup_ctx, teardown_ctx)
@@ -674,6 +701,7 @@ int main(void)
         T(test_buffer_too_small_and_extract),
         T(test_cost_only),
         cmocka_unit_test(test_context_reuse_across_sizes),
+        cmocka_unit_test(test_reserve_ahead),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
