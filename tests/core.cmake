@@ -3,7 +3,7 @@
 # prove the core needs nothing above libc and libm.
 pd_test(NAME test_grid SOURCES unit/test_grid.c LIBS pathd_core LABELS sanitize)
 pd_test(NAME test_mapfile SOURCES unit/test_mapfile.c LIBS pathd_core LABELS sanitize)
-pd_test(NAME test_radix SOURCES unit/test_radix.c LIBS pathd_core LABELS sanitize)
+pd_test(NAME test_open_list SOURCES unit/test_open_list.c LIBS pathd_core LABELS sanitize)
 pd_test(NAME test_search SOURCES unit/test_search.c LIBS pathd_core LABELS sanitize)
 pd_test(NAME test_search_reference SOURCES unit/test_search_reference.c LIBS pathd_core
         LABELS sanitize)

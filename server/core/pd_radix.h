@@ -34,7 +34,7 @@
 
 #define PD_RADIX_BUCKETS 65
 /* A bucket's first capacity; doubling takes it from there. */
-#define PD_RADIX_MIN_BUCKET 256u
+#define PD_RADIX_MIN_BUCKET 64u
 /* Entries one bucket can hold (uint32_t counts). */
 #define PD_RADIX_MAX_BUCKET (UINT32_MAX / 2u)
 

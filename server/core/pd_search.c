@@ -6,8 +6,8 @@
  * direction code in a separate array that only path extraction reads. A cell
  * whose generation differs from the context's is "unseen" in this search,
  * which is what lets a context serve query after query without clearing
- * anything. The open list is a radix heap (pd_radix.h) over f quantised to
- * integer keys.
+ * anything. The open list is a ring of f buckets (pd_ring.h) over f
+ * quantised to integer keys (pd__f_key).
  *
  * The expansion loop is written once and instantiated four times (4/8
  * neighbours x uniform/weighted costs) through an always-inlined function with
@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "pd_radix.h"
+#include "pd_ring.h"
 #include "pd_search_common.h"
 
 #define PD__CLOSED UINT32_MAX
@@ -30,6 +30,8 @@
  * re-sifting for such noise only costs time. */
 #define PD__IMPROVE_EPS 1e-9
 #define PD__NO_PARENT 8
+/* Added to the open list's window for float noise in g + h. */
+#define PD__RING_SLACK 1e-3
 
 typedef struct pd__node {
     double g;
@@ -42,7 +44,7 @@ typedef struct pd__node {
 struct pd_search_ctx {
     pd__node *nodes;
     uint8_t *parent_dir;
-    pd_radix open;       /* its pool is kept across searches */
+    pd_ring open;        /* its bucket arrays are kept across searches */
     uint32_t *blocked;   /* per-request blockers: blocked[i] == gen; allocated on first use */
     size_t capacity;     /* cells the arrays can hold */
     uint32_t gen;
@@ -72,7 +74,7 @@ void pd_search_ctx_destroy(pd_search_ctx *ctx)
         return;
     free(ctx->nodes);
     free(ctx->parent_dir);
-    pd_radix_free(&ctx->open);
+    pd_ring_free(&ctx->open);
     free(ctx->blocked);
     free(ctx);
 }
@@ -80,7 +82,7 @@ void pd_search_ctx_destroy(pd_search_ctx *ctx)
 size_t pd_search_ctx_footprint(const pd_search_ctx *ctx)
 {
     return sizeof *ctx + ctx->capacity * (sizeof(pd__node) + 1) +
-           pd_radix_footprint(&ctx->open) +
+           pd_ring_footprint(&ctx->open) +
            (ctx->blocked ? ctx->capacity * sizeof(uint32_t) : 0);
 }
 
@@ -128,7 +130,7 @@ typedef struct pd__run {
     int32_t stride;
     int32_t gx, gy;          /* goal in padded coordinates */
     uint64_t generated;
-    int out_of_memory;       /* the open list's pool could not grow */
+    int out_of_memory;       /* the open list could not grow */
 
     /* Masked searches only (blockers or a window), padded coordinates. */
     const uint32_t *blocked;
@@ -170,7 +172,7 @@ pd__relax(pd__run *r, uint32_t nb, double ng, int dir, int32_t nx, int32_t ny, c
     n->g = ng;
     r->ctx->parent_dir[nb] = (uint8_t)dir;
     double f = ng + (eight ? pd__octile(nx - r->gx, ny - r->gy) : pd__manhattan(nx - r->gx, ny - r->gy));
-    if (pd_radix_push(&r->ctx->open, pd__f_key(f), nb, n->tag) != 0)
+    if (pd_ring_push(&r->ctx->open, pd__f_key(f), nb, n->tag) != 0)
         r->out_of_memory = 1; /* the loop stops before its next pop */
 }
 
@@ -179,7 +181,7 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
                const int eight, const int uniform, const int masked)
 {
     pd__node *nodes = r->ctx->nodes;
-    pd_radix *open = &r->ctx->open;
+    pd_ring *open = &r->ctx->open;
     const int32_t stride = r->stride;
     uint64_t expanded = 0;
     const uint64_t budget = p->max_expansions;
@@ -187,7 +189,7 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
 
     while (open->size > 0) {
         pd_radix_entry top;
-        if (r->out_of_memory || pd_radix_pop(open, &top) != 0) {
+        if (r->out_of_memory || pd_ring_pop(open, &top) != 0) {
             st = PD_INTERNAL;
             break;
         }
@@ -383,8 +385,13 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
     ctx->nodes[start].g = 0.0;
     ctx->parent_dir[start] = PD__NO_PARENT;
     ctx->nodes[start].tag = 0;
-    pd_radix_reset(&ctx->open, pd__f_key(h0));
-    if (pd_radix_push(&ctx->open, pd__f_key(h0), start, 0) != 0) {
+    /* A step raises f by at most its cost plus its length (the heuristic
+     * changes by no more than that): the ring's window. The largest cost
+     * byte on a weighted grid is not tracked, so 255 stands for it. */
+    const double max_cost = grid->uniform_cost ? 1.0 : 255.0;
+    const double max_len = eight ? PD__SQRT2 : 1.0;
+    if (pd_ring_reset(&ctx->open, pd__f_key(h0), pd__f_key((max_cost + 1.0) * max_len + PD__RING_SLACK)) != 0 ||
+        pd_ring_push(&ctx->open, pd__f_key(h0), start, 0) != 0) {
         st = PD_INTERNAL;
         goto done;
     }
