@@ -21,24 +21,11 @@
 
 #include "core_check.h"
 #include "pd_clearance.h"
+#include "test_rng.h"
 
 #define CL_RANDOM_GRIDS 150
 #define CL_MAX_SIDE 48
 #define CL_UPDATES_PER_GRID 25
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
-static int32_t rng_below(uint64_t *s, int32_t n)
-{
-    return (int32_t)(rng_next(s) % (uint64_t)n);
-}
 
 /* A random cell value: blocked with `density` percent, else cost 1 or,
  * on weighted grids, 1..9. */

@@ -23,24 +23,11 @@
 
 #include "core_check.h"
 #include "pd_components.h"
+#include "test_rng.h"
 
 #define CC_RANDOM_GRIDS 120
 #define CC_MAX_SIDE 60
 #define CC_UPDATES_PER_GRID 40
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
-static int32_t rng_below(uint64_t *s, int32_t n)
-{
-    return (int32_t)(rng_next(s) % (uint64_t)n);
-}
 
 /* ------------------------------------------------- reference partition */
 

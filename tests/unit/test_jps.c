@@ -25,6 +25,7 @@
 
 #include "core_check.h"
 #include "pd_jps.h"
+#include "test_rng.h"
 
 #define JPS_GRIDS 500
 #define JPS_MAX_SIDE 60
@@ -33,20 +34,6 @@
 #define JPS_MOVINGAI_EVERY 10
 #define JPS_MOVINGAI_FILES 20
 #define JPS_PATH_CAP (1024 * 1024)
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
-static int32_t rng_below(uint64_t *s, int32_t n)
-{
-    return (int32_t)(rng_next(s) % (uint64_t)n);
-}
 
 typedef struct jps_fixture {
     pd_jps_ctx *jps;

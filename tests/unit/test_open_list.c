@@ -23,18 +23,9 @@
 
 #include "pd_radix.h"
 #include "pd_ring.h"
+#include "test_rng.h"
 
 #define MODEL_MAX 4096
-
-/* xorshift64: a fixed-seed generator of our own, so runs are reproducible. */
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
 
 typedef struct model {
     pd_radix_entry e[MODEL_MAX];

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "pd_route.h"
+#include "test_rng.h"
 
 #define ROUTE_RANDOM_GRAPHS 200
 #define ROUTE_RANDOM_MAX_NODES 24
@@ -200,15 +201,6 @@ static void test_arguments_and_buffer(void **state)
     assert_int_equal(p.n_edges, 1);
     pd_route_graph_free(&g);
     pd_route_graph_free(&g);   /* safe on a freed (zeroed) graph */
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
 }
 
 /* Random sparse graphs (one-way edges, zero and fractional costs): the cost

@@ -22,25 +22,12 @@
 #include <cmocka.h>
 
 #include "core_check.h"
+#include "test_rng.h"
 
 #define REF_GRIDS 400
 #define REF_MAX_SIDE 40
 #define REF_GOALS_PER_START 10
 #define REF_UNREACHED (-1.0)
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
-static int32_t rng_below(uint64_t *s, int32_t n)
-{
-    return (int32_t)(rng_next(s) % (uint64_t)n);
-}
 
 /* The test's own copy of a map: w*h cost bytes, 0 = blocked. */
 typedef struct ref_map {

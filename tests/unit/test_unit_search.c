@@ -30,6 +30,7 @@
 #include "core_check.h"
 #include "pd_clearance.h"
 #include "pd_components.h"
+#include "test_rng.h"
 
 #define US_GRIDS 200
 #define US_MAX_SIDE 30
@@ -37,20 +38,6 @@
 #define US_GOALS_PER_START 8
 #define US_UNREACHED (-1.0)
 #define US_TIMING_SIDE 1024
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
-static int32_t rng_below(uint64_t *s, int32_t n)
-{
-    return (int32_t)(rng_next(s) % (uint64_t)n);
-}
 
 /* ------------------------------------------------ reference footprint graph */
 

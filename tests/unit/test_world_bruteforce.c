@@ -30,6 +30,7 @@
 #include "pd_conf_world.h"
 #include "pd_scene.h"
 #include "pd_world.h"
+#include "test_rng.h"
 
 #define BF_WORLDS 100
 #define BF_MAX_SCENES 5
@@ -37,20 +38,6 @@
 #define BF_MAX_PORTALS 10
 #define BF_QUERIES_PER_WORLD 12
 #define BF_MAX_NODES (BF_MAX_SCENES * BF_MAX_SIDE * BF_MAX_SIDE)
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
-static int rng_below(uint64_t *s, int n)
-{
-    return (int)(rng_next(s) % (uint64_t)n);
-}
 
 /* A random scene as the test sees it: cost per cell, 0 = blocked. */
 typedef struct bf_scene {
