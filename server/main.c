@@ -274,6 +274,15 @@ int main(int argc, char **argv)
     }
     pd_server_set_world_store(server, world_store);
     pd_pool_set_jump_points(pool, conf.jump_point_search);
+    /* Workers grow their search contexts now, before the listener opens,
+     * so no request's search pays for it (see pd_pool_reserve). */
+    int32_t largest_w, largest_h;
+    char largest[PD_CONF_MAX_NAME];
+    if (pd_registry_largest(registry, &largest_w, &largest_h, largest, sizeof largest)) {
+        pd_pool_reserve(pool, largest_w, largest_h);
+        pd_log_info("workers prepare search contexts for %" PRId32 "x%" PRId32 " grids (largest scene %s)",
+                    largest_w, largest_h, largest);
+    }
     pd_server_set_metrics(server, metrics);
     /* Before the listener announces itself: a SIGHUP or SIGTERM sent as soon
      * as "listening on" appears must reach our handlers, not kill the process. */

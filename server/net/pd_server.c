@@ -1115,6 +1115,21 @@ static void pd__stop_begin(pd_server *s)
         uv_timer_start(&s->stop_timer, pd__stop_timer_cb, s->conf.shutdown_grace_ms, 0);
 }
 
+/* After a reload: has the workers grow their search contexts for the
+ * largest scene now being served, so the first request on a larger new map
+ * does not pay for it. Contexts never shrink, so after a reload to smaller
+ * maps they are simply already big enough. */
+static void pd__prepare_workers(pd_server *s)
+{
+    int32_t w, h;
+    char name[PD_CONF_MAX_NAME];
+    if (s->pool && pd_registry_largest(s->registry, &w, &h, name, sizeof name)) {
+        pd_pool_reserve(s->pool, w, h);
+        pd_log_info("reload: workers prepare search contexts for %" PRId32 "x%" PRId32 " grids (largest scene %s)",
+                    w, h, name);
+    }
+}
+
 static void pd__reload(pd_server *s)
 {
     char err[512];
@@ -1136,6 +1151,7 @@ static void pd__reload(pd_server *s)
         pd_conf_free(&next);
         return;
     }
+    pd__prepare_workers(s);
     /* The scenes are swapped in by now; a world that does not fit them
      * (a portal cell outside a reloaded map) keeps the old world, whose
      * snapshots stay valid for routes, until a reload that fits. */

@@ -14,6 +14,10 @@
  * Each worker creates its search context on its own thread (its memory is
  * first touched there) and keeps it, and a growing path buffer, for every
  * job it runs: after warm-up a job allocates only its exact-size result.
+ * pd_pool_reserve does the warm-up ahead of time: the pool records the
+ * largest grid asked for, and a worker looking for work grows its contexts
+ * to it first (unlocked, since that takes ~0.2 s on a 2000^2 grid), so no
+ * job's search spends its deadline faulting in pages.
  *
  * Request pipeline of a path job, in this order:
  *  1. Unit grid: pd_scene_unit_for(scene, unit_size) gives the grid the unit
@@ -84,6 +88,8 @@ typedef struct pd__worker {
     pthread_t thread;
     pd_job *current;          /* guarded by pool->lock; NULL when idle */
     pd__worker_stats stats;   /* guarded by pool->lock */
+    size_t reserved_astar;    /* guarded by pool->lock: padded cells pd_pool_reserve */
+    size_t reserved_jps;      /* has grown the A* / jump point context to */
 } pd__worker;
 
 struct pd_pool {
@@ -96,6 +102,9 @@ struct pd_pool {
     int paused;               /* guarded by lock; see pd_pool_set_paused */
     atomic_int jump_points;   /* see pd_pool_set_jump_points */
     int update_running;       /* guarded by lock: updates run one at a time, in order */
+    int32_t reserve_width;    /* guarded by lock: the grid pd_pool_reserve asked for, */
+    int32_t reserve_height;   /* the largest by padded area; */
+    size_t reserve_cells;     /* its padded cells, 0 = none asked for */
 
     pthread_mutex_t done_lock;
     pd_job *done_head, *done_tail;
@@ -171,6 +180,12 @@ typedef struct pd__scratch {
     pd_jps_ctx *jps;          /* created on first use */
     pd_point *buf;
     size_t cap;
+    /* Padded cells of the largest pd_pool_reserve request this thread has
+     * tried to grow each context to, whether or not the allocation worked:
+     * a failure is left to the searches' own lazy growth, not retried in a
+     * loop. */
+    size_t tried_astar;
+    size_t tried_jps;
 } pd__scratch;
 
 static int pd__scratch_reserve(pd__scratch *s, size_t need)
@@ -668,18 +683,79 @@ static pd_job *pd__take_job(pd_pool *p, int *holds_update)
     return job;
 }
 
+/* The context growth a worker owes the pool (see pd_pool_reserve). */
+typedef struct pd__reservation {
+    int32_t width, height;
+    size_t cells;
+    int astar, jps;           /* which contexts to grow */
+    int astar_ok, jps_ok;     /* filled in by pd__reserve_contexts */
+} pd__reservation;
+
+static size_t pd__padded_cells(int32_t width, int32_t height)
+{
+    return (size_t)(width + 2) * (size_t)(height + 2);
+}
+
+/* Whether this worker still has to grow a context for the pool's latest
+ * reservation; fills *r. Caller holds p->lock. */
+static int pd__reservation_due(const pd_pool *p, const pd__scratch *s, pd__reservation *r)
+{
+    memset(r, 0, sizeof *r);
+    r->width = p->reserve_width;
+    r->height = p->reserve_height;
+    r->cells = p->reserve_cells;
+    r->astar = r->cells > s->tried_astar;
+    r->jps = atomic_load(&p->jump_points) && r->cells > s->tried_jps;
+    return r->astar || r->jps;
+}
+
+/* Grows the contexts r names. Runs without any pool lock: growing touches
+ * every page of the new arrays. */
+static void pd__reserve_contexts(pd__scratch *s, pd__reservation *r)
+{
+    if (r->astar) {
+        s->tried_astar = r->cells;
+        if (!s->ctx)
+            s->ctx = pd_search_ctx_create();
+        r->astar_ok = s->ctx && pd_search_ctx_reserve(s->ctx, r->width, r->height) == 0;
+    }
+    if (r->jps) {
+        s->tried_jps = r->cells;
+        if (!s->jps)
+            s->jps = pd_jps_ctx_create();
+        r->jps_ok = s->jps && pd_jps_ctx_reserve(s->jps, r->width, r->height) == 0;
+    }
+}
+
 static void *pd__worker_main(void *arg)
 {
     pd__worker *w = arg;
     pd_pool *p = w->pool;
-    pd__scratch s = {pd_search_ctx_create(), NULL, NULL, 0};
+    pd__scratch s = {pd_search_ctx_create(), NULL, NULL, 0, 0, 0};
 
     pthread_mutex_lock(&p->lock);
     for (;;) {
         pd_job *job = NULL;
         int holds_update = 0;
-        while (!atomic_load(&p->stopping) && !(job = pd__take_job(p, &holds_update)))
+        pd__reservation r;
+        /* A reservation comes before the next job: a job waiting for it
+         * still has its deadline checked when it is taken, whereas a search
+         * that grew the context itself would run far past it unpolled. */
+        while (!atomic_load(&p->stopping)) {
+            if (pd__reservation_due(p, &s, &r)) {
+                pthread_mutex_unlock(&p->lock);
+                pd__reserve_contexts(&s, &r);
+                pthread_mutex_lock(&p->lock);
+                if (r.astar_ok)
+                    w->reserved_astar = r.cells;
+                if (r.jps_ok)
+                    w->reserved_jps = r.cells;
+                continue;
+            }
+            if ((job = pd__take_job(p, &holds_update)))
+                break;
             pthread_cond_wait(&p->work_ready, &p->lock);
+        }
         if (atomic_load(&p->stopping)) {
             if (job) { /* put it back: destroy answers every queued job */
                 if (holds_update)
@@ -870,8 +946,28 @@ void pd_pool_cancel_conn(pd_pool *p, uint64_t conn_id)
 
 void pd_pool_set_jump_points(pd_pool *p, int on)
 {
-    if (p)
-        atomic_store(&p->jump_points, on != 0);
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    atomic_store(&p->jump_points, on != 0);
+    /* Idle workers grow their jump point contexts to the reservation now. */
+    pthread_cond_broadcast(&p->work_ready);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void pd_pool_reserve(pd_pool *p, int32_t width, int32_t height)
+{
+    if (!p || width < 1 || height < 1 || width > PD_GRID_MAX_SIDE || height > PD_GRID_MAX_SIDE)
+        return;
+    size_t cells = pd__padded_cells(width, height);
+    pthread_mutex_lock(&p->lock);
+    if (cells > p->reserve_cells) {
+        p->reserve_width = width;
+        p->reserve_height = height;
+        p->reserve_cells = cells;
+        pthread_cond_broadcast(&p->work_ready);
+    }
+    pthread_mutex_unlock(&p->lock);
 }
 
 void pd_pool_set_paused(pd_pool *p, int paused)
@@ -894,6 +990,7 @@ void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out)
     pthread_mutex_lock(&p->lock);
     out->threads = p->n_workers;
     out->queue_depth = p->queue_len;
+    const int jps = atomic_load(&p->jump_points);
     for (uint32_t i = 0; i < p->n_workers; i++) {
         const pd__worker *w = &p->workers[i];
         if (w->current)
@@ -902,6 +999,9 @@ void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out)
         out->paths_found += w->stats.paths_found;
         out->expansions += w->stats.expansions;
         out->busy_ns += w->stats.busy_ns;
+        size_t reserved = jps && w->reserved_jps < w->reserved_astar ? w->reserved_jps : w->reserved_astar;
+        if (i == 0 || reserved < out->reserved_cells)
+            out->reserved_cells = reserved;
     }
     pthread_mutex_unlock(&p->lock);
 }

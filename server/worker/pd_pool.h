@@ -24,9 +24,9 @@
  * with pd_pool_take_completed. pd_job_free releases the scene and world
  * references and every array the job owns.
  *
- * Threads: submit, take_completed, cancel, cancel_conn and get_stats may be
- * called from any thread (normally the loop thread); destroy from the thread
- * that created the pool, once nothing else calls into it.
+ * Threads: submit, take_completed, cancel, cancel_conn, reserve and
+ * get_stats may be called from any thread (normally the loop thread); destroy
+ * from the thread that created the pool, once nothing else calls into it.
  */
 #ifndef PD_POOL_H
 #define PD_POOL_H
@@ -170,6 +170,13 @@ typedef struct pd_pool_stats {
     uint64_t paths_found;         /* done with PD_OK or PD_PARTIAL */
     uint64_t expansions;
     uint64_t busy_ns;             /* summed over threads */
+    uint64_t reserved_cells;      /* padded cells, (width + 2) * (height + 2), that
+                                     every worker's contexts have been grown to by
+                                     pd_pool_reserve: the smallest over the workers,
+                                     counting the jump point context too while jump
+                                     points are on. 0 until all have done so; stays
+                                     below the request for a worker whose allocation
+                                     failed (its searches then grow lazily) */
 } pd_pool_stats;
 
 typedef struct pd_pool pd_pool;
@@ -210,8 +217,25 @@ void pd_pool_set_paused(pd_pool *p, int paused);
 
 /* Lets workers answer with jump point search where it applies (see
  * pd_jps_applicable); off by default. Thread-safe; affects jobs that start
- * after the call. */
+ * after the call. Turning it on also makes each worker grow its new jump
+ * point context to the size pd_pool_reserve asked for, as below. */
 void pd_pool_set_jump_points(pd_pool *p, int on);
+
+/* Prepares the workers for grids up to width x height (the largest scene,
+ * at start-up and after a reload), so that no request pays for growing a
+ * search context: on a VM that costs about 10 us per 4 KiB page, ~0.2 s for
+ * a 2000^2 grid, all of it before the search's first deadline poll. The pool
+ * keeps the larger, by padded area, of this and every earlier request
+ * (contexts never shrink). Returns at once: each worker grows its A*
+ * context, and its jump point context while jump points are on, the next
+ * time it looks for work - before it takes another job, paused or not - and
+ * never while holding a pool lock. A job queued meanwhile waits for that,
+ * and its deadline is checked when a worker takes it. If an allocation
+ * fails, the worker goes on as before (its searches grow the context when
+ * they need it, PD_INTERNAL if that fails too) and reserved_cells in
+ * pd_pool_stats stays below the request. Sides outside 1..PD_GRID_MAX_SIDE
+ * and a NULL pool are ignored. */
+void pd_pool_reserve(pd_pool *p, int32_t width, int32_t height);
 
 void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out);
 

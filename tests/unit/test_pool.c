@@ -7,9 +7,9 @@
  * be gated: a worker that has just finished a job blocks inside wake until
  * the test opens the gate, so jobs submitted meanwhile stay queued.
  *
- * Long searches run on a 1000x1000 open grid whose goal cell is walled in: it
- * is passable, so the search cannot refuse it up front, and it is
- * unreachable, so A* keeps expanding until something stops it.
+ * Long searches run on a BIG_SIDE square open grid whose goal cell is
+ * walled in: it is passable, so the search cannot refuse it up front, and it
+ * is unreachable, so A* keeps expanding until something stops it.
  *
  * The issue-4 pipeline (unit grids, snapping, reachability, fallback goals,
  * avoid cells, windows, cut-off paths, smoothing, timing, cell updates) runs
@@ -818,6 +818,87 @@ static void test_destroy_stops_running_search(void **state)
     waker_destroy(&w);
 }
 
+/* Polls the pool's statistics until every worker's contexts have been
+ * grown to at least `cells` padded cells by pd_pool_reserve; returns them. */
+static uint64_t wait_reserved(pd_pool *pool, uint64_t cells)
+{
+    uint64_t give_up = pd_pool_now_ns() + COLLECT_TIMEOUT_NS;
+    pd_pool_stats st;
+    for (;;) {
+        pd_pool_get_stats(pool, &st);
+        if (st.reserved_cells >= cells)
+            return st.reserved_cells;
+        assert_true(pd_pool_now_ns() < give_up);
+        struct timespec pause = {0, 1000000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* pd_pool_reserve grows every worker's context to the big grid before any
+ * job runs: the workers do it while the pool is paused and a big-grid job
+ * is queued, so statistics show the reservation with no job done. It keeps
+ * the largest request and ignores bad sizes. Turning jump points on makes
+ * the workers grow their jump point contexts too (the statistic counts them
+ * while jump points are on). Jobs on the reserved grid then find correct
+ * paths with either search. */
+static void test_reserve_prepares_workers(void **state)
+{
+    pool_fixture *f = *state;
+    const uint64_t big_cells = (uint64_t)(BIG_SIDE + 2) * (BIG_SIDE + 2);
+    test_waker w;
+    waker_init(&w, 0);
+    pd_pool *pool = pd_pool_create(2, 8, waker_wake, &w);
+    assert_non_null(pool);
+    pd_pool_stats st;
+    pd_pool_get_stats(pool, &st);
+    assert_int_equal(st.reserved_cells, 0);
+
+    pd_pool_set_paused(pool, 1);
+    pd_job *astar_job = make_job(f->big, 1, 1, 0, 0, BIG_SIDE - 3, BIG_SIDE - 1);
+    submit_ok(pool, astar_job);
+    pd_pool_reserve(NULL, BIG_SIDE, BIG_SIDE);
+    pd_pool_reserve(pool, BIG_SIDE, BIG_SIDE);
+    pd_pool_reserve(pool, SMALL_SIDE, SMALL_SIDE);
+    pd_pool_reserve(pool, 0, BIG_SIDE);
+    pd_pool_reserve(pool, BIG_SIDE, -1);
+    pd_pool_reserve(pool, PD_GRID_MAX_SIDE + 1, 1);
+    assert_int_equal(wait_reserved(pool, big_cells), big_cells);
+    pd_pool_get_stats(pool, &st);
+    assert_int_equal(st.jobs_done, 0);
+    assert_int_equal(st.queue_depth, 1);
+
+    pd_pool_set_paused(pool, 0);
+    pd_job *done[1];
+    collect(pool, &w, done, 1);
+    assert_int_equal(astar_job->status, PD_OK);
+    assert_cell_path(astar_job);
+    assert_float_equal(astar_job->metrics.cost, octile(astar_job->params.start, astar_job->params.goal), 1e-9);
+    free_jobs(done, 1);
+
+    /* No worker has a jump point context yet; turning them on has each
+     * worker create and grow one to the reservation. */
+    pd_pool_set_paused(pool, 1);
+    pd_pool_set_jump_points(pool, 1);
+    pd_job *jps_job = make_job(f->big, 1, 2, BIG_SIDE - 1, 0, 0, BIG_SIDE - 1);
+    submit_ok(pool, jps_job);
+    assert_int_equal(wait_reserved(pool, big_cells), big_cells);
+    pd_pool_get_stats(pool, &st);
+    assert_int_equal(st.jobs_done, 1);
+    assert_int_equal(st.queue_depth, 1);
+
+    pd_pool_set_paused(pool, 0);
+    collect(pool, &w, done, 1);
+    assert_int_equal(jps_job->status, PD_OK);
+    assert_cell_path(jps_job);
+    assert_float_equal(jps_job->metrics.cost, (BIG_SIDE - 1) * SQRT2, 1e-9);
+    /* Jump point search answered: A* would have expanded every cell of the
+     * path but the goal, jump point search expands only its jump points. */
+    assert_true(jps_job->metrics.expanded < jps_job->path_len - 1);
+    free_jobs(done, 1);
+    pd_pool_destroy(pool);
+    waker_destroy(&w);
+}
+
 /* ---- issue 4: the request pipeline ---- */
 
 /* Loads tests/data/<file> as an ASCII scene serving unit sizes 1 and 2. */
@@ -876,7 +957,7 @@ static void test_jump_points_match_astar(void **state)
     assert_non_null(astar);
     assert_non_null(jps);
     pd_pool_set_jump_points(jps, 1);
-    /* Deterministic pairs on the 1000x1000 grid (uniform cost, 8-connected):
+    /* Deterministic pairs on the big grid (uniform cost, 8-connected):
      * spread over the map, plus the walled-in goal (NO_PATH both ways). */
     uint64_t x = 0x9e3779b97f4a7c15ull;
     for (uint64_t id = 1; id <= N; id++) {
@@ -1708,6 +1789,7 @@ int main(void)
         cmocka_unit_test(test_jump_points_match_astar),
         cmocka_unit_test(test_destroy_with_queued_jobs),
         cmocka_unit_test(test_destroy_stops_running_search),
+        cmocka_unit_test(test_reserve_prepares_workers),
         cmocka_unit_test(test_unit_size_two_avoids_narrow_gap),
         cmocka_unit_test(test_snap_blocked_endpoints),
         cmocka_unit_test(test_unreachable_goal_modes),
