@@ -2,13 +2,26 @@
 /*
  * report.js - joins one `make bench` run into a single table.
  *
- * Input: the run directory run-bench.sh fills: ours-P.json (pathd-bench
- * --json, one per pass P), yardstick-P/MAP.tsv (yardstick output, "i
- * expanded nanos plen pcost opt", one directory per pass) and peers.json
- * (peers.js). All ran on the same subset scenario files, so per-map medians
- * compare directly. For ours and the yardstick a map's figure is the median
- * over passes of the per-pass median. Ratios are "their median / our
- * median": above 1 means pathd is faster.
+ * Input: the run directory run-bench.sh fills:
+ *   ours-P.json, ours-jps-P.json  pathd-bench --json (A* and JPS), one per pass P,
+ *                                 run on the warm files: map entries named
+ *                                 "warmup-MAP" are the warm-up first copy (timed
+ *                                 but not counted) and are skipped here;
+ *   yardstick-P/MAP.tsv           yardstick output ("i expanded nanos plen pcost
+ *                                 opt") on the same warm file: the second half
+ *                                 of its rows is the steady-state copy;
+ *   peers-P.json, peers-jps-P.json  peers.js, one per PathFinding.js pass and
+ *                                 process (A* and JPS run in separate processes;
+ *                                 an older run's single peers.json is read too).
+ *                                 A finder's passes are the files that hold it.
+ * All ran the same queries, so per-map medians compare directly. For every
+ * tool a map's figure is the median over passes of the per-pass median.
+ * Ratios are "their median / our median" (above 1 = pathd faster), or
+ * "PF / yardstick" where said.
+ *
+ * PathFinding.js is given two ways: findPath alone, and grid clone plus
+ * findPath timed as one interval (PathFinding.js writes search state into the
+ * grid, so its documented per-query use clones the grid first).
  *
  * Usage: node report.js RUN_DIR
  */
@@ -21,6 +34,9 @@ const path = require('path');
  * least this many times lower than PathFinding.js AStarFinder's. */
 const PF_ASTAR_BAR = 20;
 
+/* run-bench.sh names the warm-up copy's map with this prefix. */
+const WARM_PREFIX = 'warmup-';
+
 const FAMILIES = [
   ['Dragon Age', /^(arena2|brc202d|den520d|hrt201n|lak303d|orz100d|ost003d)$/],
   ['StarCraft', /^(Aftershock|BlackLotus)$/],
@@ -32,28 +48,48 @@ const FAMILIES = [
 ];
 const familyOf = name => (FAMILIES.find(([, re]) => re.test(name)) || ['other'])[0];
 
+/* "PathFinding.js A*" over the yardstick per family, from the table in
+ * ../shared/yardstick/README.md (median time per query, same run). */
+const YARDSTICK_README_PF_ASTAR = {
+  'Dragon Age': 14,
+  "Baldur's Gate 512": 20,
+  StarCraft: 14,
+  'Mazes 512': 12,
+  'Rooms 512': 9,
+  'Random 512': 14,
+  'Street (Berlin)': 21,
+};
+/* A family's measured ratio "reproduces" the README's when within this factor. */
+const README_MATCH_FACTOR = 1.5;
+
 function median(v) {
   if (!v.length) return NaN;
   const s = Float64Array.from(v).sort();
   const n = s.length;
   return n % 2 ? s[(n - 1) / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
 }
-const geomean = v => Math.exp(v.reduce((a, x) => a + Math.log(x), 0) / v.length);
-
-function yardstickMedian(file) {
-  const rows = fs.readFileSync(file, 'utf8').trim().split('\n').slice(1).map(l => l.split('\t'));
-  return { queries: rows.length, median_us: median(rows.map(r => Number(r[2]) / 1000)) };
-}
-
-/* Passes numbered 1..n, found by the files run-bench.sh writes. */
-function passes(dir) {
-  const n = fs.readdirSync(dir).filter(f => /^ours-\d+\.json$/.test(f)).length;
-  if (!n) throw new Error(`no ours-*.json in ${dir}`);
-  return Array.from({ length: n }, (_, i) => i + 1);
-}
+const geomean = v => (v.length ? Math.exp(v.reduce((a, x) => a + Math.log(x), 0) / v.length) : NaN);
+const finite = v => v.filter(Number.isFinite);
 
 function fmt(v, digits) {
   return Number.isFinite(v) ? v.toFixed(digits) : '-';
+}
+
+const readJson = file => JSON.parse(fs.readFileSync(file, 'utf8'));
+
+/* Passes numbered 1..n, found by the files run-bench.sh writes. */
+function passNumbers(dir, re) {
+  return fs.readdirSync(dir).map(f => re.exec(f)).filter(Boolean).map(m => Number(m[1]))
+    .sort((a, b) => a - b);
+}
+
+/* The yardstick's steady-state median for one pass: the second copy's rows. */
+function yardstickPass(file, queries, warnings) {
+  const rows = fs.readFileSync(file, 'utf8').trim().split('\n').slice(1).map(l => l.split('\t'));
+  let kept = rows;
+  if (rows.length === 2 * queries) kept = rows.slice(queries);
+  else warnings.add(`# warning: ${file} has ${rows.length} rows, not 2 x ${queries}: all used (cold queries included)`);
+  return median(kept.map(r => Number(r[2]) / 1000));
 }
 
 function main() {
@@ -62,93 +98,140 @@ function main() {
     process.stderr.write('usage: node report.js RUN_DIR\n');
     process.exit(2);
   }
-  const runs = passes(dir).map(p => ({
-    ours: JSON.parse(fs.readFileSync(path.join(dir, `ours-${p}.json`), 'utf8')),
+  const warnings = new Set();
+  const oursPasses = passNumbers(dir, /^ours-(\d+)\.json$/);
+  if (!oursPasses.length) throw new Error(`no ours-*.json in ${dir}`);
+  const runs = oursPasses.map(p => ({
+    ours: readJson(path.join(dir, `ours-${p}.json`)),
     yardDir: path.join(dir, `yardstick-${p}`),
     jps: fs.existsSync(path.join(dir, `ours-jps-${p}.json`))
-      ? JSON.parse(fs.readFileSync(path.join(dir, `ours-jps-${p}.json`), 'utf8')) : null,
+      ? readJson(path.join(dir, `ours-jps-${p}.json`)) : null,
   }));
-  const jpsMedian = name => {
-    const per = runs.filter(r => r.jps).map(r => r.jps.maps.find(m => m.map === name))
-      .filter(Boolean).map(m => m.median_us);
-    return per.length ? median(per) : NaN;
-  };
-  const ours = runs[0].ours;
-  const peers = JSON.parse(fs.readFileSync(path.join(dir, 'peers.json'), 'utf8'));
-  const peerByMap = new Map(peers.maps.map(m => [m.map, m]));
-  const oursMedian = name => median(runs.map(r => r.ours.maps.find(m => m.map === name).median_us));
-  /* Our mismatches: the most any pass had (the search is deterministic). */
-  const mismatches = name => Math.max(...runs.map(r => r.ours.maps.find(m => m.map === name).mismatches));
-  const yardMedian = name => {
-    const per = runs.map(r => path.join(r.yardDir, `${name}.tsv`)).filter(f => fs.existsSync(f))
-      .map(yardstickMedian);
-    return per.length ? { queries: per[0].queries, median_us: median(per.map(y => y.median_us)) } : null;
-  };
+  const peerFiles = fs.readdirSync(dir).filter(f => /^peers(-jps)?(-\d+)?\.json$/.test(f)).sort();
+  const peers = peerFiles.map(f => readJson(path.join(dir, f)));
+  const peerPasses = finder => peers.filter(p => p.maps.some(m => m[finder])).length;
 
-  const cols = ['map', 'queries', 'ours_us', 'yard_us', 'pf_astar_us', 'pf_jps_us',
-                'pf_astar/ours', 'yard/ours', '+clone/ours', 'mismatch o/a/j',
-                'jps_us', 'pf_astar/jps', 'pf_jps/jps'];
-  const widths = [16, 7, 10, 10, 12, 11, 13, 9, 11, 14, 9, 12, 10];
+  const entry = (json, name) => json.maps.find(m => m.map === name);
+  const oursMedian = name => median(runs.map(r => entry(r.ours, name).median_us));
+  const jpsMedian = name => median(runs.filter(r => r.jps).map(r => entry(r.jps, name))
+    .filter(Boolean).map(m => m.median_us));
+  /* Our mismatches: the most any pass had (the search is deterministic). */
+  const mismatches = name => Math.max(...runs.map(r => entry(r.ours, name).mismatches));
+  const yardMedian = (name, queries) => median(runs.map(r => path.join(r.yardDir, `${name}.tsv`))
+    .filter(f => fs.existsSync(f)).map(f => yardstickPass(f, queries, warnings)));
+  /* PathFinding.js: median over passes of a per-pass field, and the worst mismatch count. */
+  const peerStat = (name, finder, field) => median(peers.map(p => entry(p, name))
+    .filter(m => m && m[finder]).map(m => m[finder][field]));
+  const peerMismatches = (name, finder) => {
+    const per = peers.map(p => entry(p, name)).filter(m => m && m[finder]).map(m => m[finder].mismatches);
+    return per.length ? Math.max(...per) : '-';
+  };
+  const peerQueries = name => peers.map(p => entry(p, name)).filter(Boolean).map(m => m.queries);
+
+  const cols = ['map', 'queries', 'ours_us', 'yard_us', 'pfA_us', 'pfA+cl_us', 'pfJPS_us',
+                'pfA/ours', 'pfA+cl/ours', 'yard/ours', 'pfA/yard', 'pfA+cl/yard', 'mism o/a/j',
+                'jps_us', 'pfA/jps', 'pfJPS/jps'];
+  const widths = [15, 7, 9, 9, 9, 10, 9, 8, 11, 9, 8, 11, 10, 8, 8, 9];
   const line = cells => cells.map((c, i) => (i === 0 ? String(c).padEnd(widths[i])
                                                      : String(c).padStart(widths[i]))).join(' ');
   console.log(line(cols));
 
   const rows = [];
-  for (const m of ours.maps) {
-    const y = yardMedian(m.map);
-    const p = peerByMap.get(m.map);
-    const pa = p && p.astar ? p.astar : null, pj = p && p.jps ? p.jps : null;
+  const oursMaps = runs[0].ours.maps.filter(m => !m.map.startsWith(WARM_PREFIX));
+  for (const m of oursMaps) {
     const row = {
       map: m.map, family: familyOf(m.map), queries: m.queries, ours: oursMedian(m.map),
-      yard: y ? y.median_us : NaN, pfA: pa ? pa.median_us : NaN, pfJ: pj ? pj.median_us : NaN,
+      yard: yardMedian(m.map, m.queries),
+      pfA: peerStat(m.map, 'astar', 'median_us'),
+      pfAC: peerStat(m.map, 'astar', 'median_with_clone_us'),
+      pfJ: peerStat(m.map, 'jps', 'median_us'),
+      jps: jpsMedian(m.map),
     };
-    row.ratioA = row.pfA / row.ours;
-    row.ratioY = row.yard / row.ours;
-    row.ratioClone = (pa ? pa.median_with_clone_us : NaN) / row.ours;
-    row.jps = jpsMedian(m.map);
-    row.ratioAJ = row.pfA / row.jps;
-    row.ratioJJ = row.pfJ / row.jps;
+    row.pfA_ours = row.pfA / row.ours;
+    row.pfAC_ours = row.pfAC / row.ours;
+    row.yard_ours = row.yard / row.ours;
+    row.pfA_yard = row.pfA / row.yard;
+    row.pfAC_yard = row.pfAC / row.yard;
+    row.pfA_jps = row.pfA / row.jps;
+    row.pfAC_jps = row.pfAC / row.jps;
+    row.pfJ_jps = row.pfJ / row.jps;
     rows.push(row);
-    if (y && y.queries !== m.queries) console.log(`# warning: yardstick ran ${y.queries} queries on ${m.map}`);
-    if (p && p.queries !== m.queries) console.log(`# warning: peers ran ${p.queries} queries on ${m.map}`);
+    for (const q of peerQueries(m.map))
+      if (q !== m.queries) warnings.add(`# warning: peers ran ${q} queries on ${m.map}, ours ${m.queries}`);
     console.log(line([m.map, m.queries, fmt(row.ours, 1), fmt(row.yard, 1), fmt(row.pfA, 1),
-                      fmt(row.pfJ, 1), fmt(row.ratioA, 1), fmt(row.ratioY, 2), fmt(row.ratioClone, 1),
-                      `${mismatches(m.map)}/${pa ? pa.mismatches : '-'}/${pj ? pj.mismatches : '-'}`,
-                      fmt(row.jps, 1), fmt(row.ratioAJ, 1), fmt(row.ratioJJ, 1)]));
+                      fmt(row.pfAC, 1), fmt(row.pfJ, 1), fmt(row.pfA_ours, 1), fmt(row.pfAC_ours, 1),
+                      fmt(row.yard_ours, 2), fmt(row.pfA_yard, 1), fmt(row.pfAC_yard, 1),
+                      `${mismatches(m.map)}/${peerMismatches(m.map, 'astar')}/${peerMismatches(m.map, 'jps')}`,
+                      fmt(row.jps, 1), fmt(row.pfA_jps, 1), fmt(row.pfJ_jps, 1)]));
+  }
+  for (const w of warnings) console.log(w);
+
+  const families = FAMILIES.map(([family]) => [family, rows.filter(r => r.family === family)])
+    .filter(([, fr]) => fr.length);
+  const geo = (fr, key) => geomean(finite(fr.map(r => r[key])));
+
+  console.log('');
+  console.log('# per family, geometric mean over its maps of the per-map ratios');
+  for (const [family, fr] of families) {
+    console.log(`#   ${family.padEnd(18)} maps ${String(fr.length).padStart(2)}` +
+                `   pfA/ours ${fmt(geo(fr, 'pfA_ours'), 1).padStart(6)}` +
+                `   pfA+cl/ours ${fmt(geo(fr, 'pfAC_ours'), 1).padStart(6)}` +
+                `   yard/ours ${fmt(geo(fr, 'yard_ours'), 2)}` +
+                `   pfA/jps ${fmt(geo(fr, 'pfA_jps'), 1).padStart(6)}` +
+                `   pfJPS/jps ${fmt(geo(fr, 'pfJ_jps'), 1).padStart(5)}`);
   }
 
   console.log('');
-  console.log('# per family, geometric mean over its maps of the per-map median ratios');
-  for (const [family] of FAMILIES) {
-    const fr = rows.filter(r => r.family === family && Number.isFinite(r.ratioA));
-    if (!fr.length) continue;
-    const fj = fr.filter(r => Number.isFinite(r.ratioAJ));
-    console.log(`#   ${family.padEnd(18)} PF-A*/ours ${fmt(geomean(fr.map(r => r.ratioA)), 1).padStart(7)}` +
-                `   yardstick/ours ${fmt(geomean(fr.filter(r => Number.isFinite(r.ratioY)).map(r => r.ratioY)), 2)}` +
-                (fj.length ? `   PF-A*/jps ${fmt(geomean(fj.map(r => r.ratioAJ)), 1)}` +
-                             `   PF-JPS/jps ${fmt(geomean(fj.map(r => r.ratioJJ)), 1)}` : ''));
-  }
-  const bar = rows.filter(r => r.family === 'Dragon Age' || r.family === 'StarCraft');
-  if (bar.length) {
-    const worst = bar.reduce((a, r) => (r.ratioA < a.ratioA ? r : a));
-    const ok = bar.every(r => r.ratioA >= PF_ASTAR_BAR);
-    console.log(`# Dragon Age + StarCraft: lowest PF-A*/ours (A*) ratio ${fmt(worst.ratioA, 1)} (${worst.map});` +
-                ` bar >= ${PF_ASTAR_BAR}: ${ok ? 'met' : 'NOT met'}`);
-    const bj = bar.filter(r => Number.isFinite(r.ratioAJ));
-    if (bj.length) {
-      const worstJ = bj.reduce((a, r) => (r.ratioAJ < a.ratioAJ ? r : a));
-      console.log(`# Dragon Age + StarCraft: lowest PF-A*/jps ratio ${fmt(worstJ.ratioAJ, 1)} (${worstJ.map});` +
-                  ` >= ${PF_ASTAR_BAR}: ${bj.every(r => r.ratioAJ >= PF_ASTAR_BAR) ? 'yes' : 'no'}`);
+  console.log('# PathFinding.js A* / yardstick per family beside ../shared/yardstick/README.md' +
+              ' (geometric mean over the family\'s maps, [lowest-highest map])');
+  const matchCount = { find: 0, clone: 0 };
+  for (const [family, fr] of families) {
+    const readme = YARDSTICK_README_PF_ASTAR[family];
+    const span = key => {
+      const v = finite(fr.map(r => r[key]));
+      return v.length ? `${fmt(geomean(v), 1)} [${fmt(Math.min(...v), 1)}-${fmt(Math.max(...v), 1)}]` : '-';
+    };
+    let verdict = '';
+    if (readme) {
+      const off = key => Math.abs(Math.log(geo(fr, key) / readme));
+      const close = key => off(key) <= Math.log(README_MATCH_FACTOR);
+      if (close('pfA_yard')) matchCount.find++;
+      if (close('pfAC_yard')) matchCount.clone++;
+      const nearer = off('pfA_yard') <= off('pfAC_yard') ? 'findPath alone' : 'clone+findPath';
+      verdict = `   nearer: ${nearer}`;
     }
+    console.log(`#   ${family.padEnd(18)} findPath ${span('pfA_yard').padEnd(17)}` +
+                ` clone+findPath ${span('pfAC_yard').padEnd(19)} README ${readme || '-'}${verdict}`);
   }
-  console.log('# +clone/ours: PF A* per query including the grid clone every PathFinding.js' +
-              ' query needs (median of the sums) over ours; the bar uses pf_astar/ours');
-  console.log(`# ${runs.length} passes of ours and the yardstick, 1 of PathFinding.js`);
-  console.log(`# ours: ${ours.timing}; yardstick: nanos column (search + path walk);` +
-              ` PF: ${peers.timing}; ${peers.library}, node ${peers.node}`);
-  console.log(`# ours, per pass: ${runs.map(r => `${r.ours.passed} passed, ${r.ours.failed} failed`).join('; ')}`);
+  const withReadme = families.filter(([f]) => YARDSTICK_README_PF_ASTAR[f]).length;
+  console.log(`#   within ${README_MATCH_FACTOR}x of the README: findPath alone in ${matchCount.find}` +
+              ` of ${withReadme} families, clone+findPath in ${matchCount.clone} of ${withReadme}`);
+
+  console.log('');
+  const bar = rows.filter(r => r.family === 'Dragon Age' || r.family === 'StarCraft');
+  const barLine = (key, what, label) => {
+    const v = bar.filter(r => Number.isFinite(r[key]));
+    if (!v.length) return;
+    const worst = v.reduce((a, r) => (r[key] < a[key] ? r : a));
+    const ok = v.length === bar.length && v.every(r => r[key] >= PF_ASTAR_BAR);
+    console.log(`# ${label}: Dragon Age + StarCraft, ${what} >= ${PF_ASTAR_BAR} on every map:` +
+                ` ${ok ? 'met' : 'NOT met'}; lowest ${fmt(worst[key], 1)} (${worst.map})`);
+  };
+  barLine('pfA_ours', 'PF A* findPath / ours A*', 'issue 2 bar (A*), PF findPath alone');
+  barLine('pfAC_ours', 'PF A* clone+findPath / ours A*', 'issue 2 bar (A*), PF clone+findPath');
+  barLine('pfA_jps', 'PF A* findPath / ours JPS', 'for reference, our JPS, PF findPath alone');
+  barLine('pfAC_jps', 'PF A* clone+findPath / ours JPS', 'for reference, our JPS, PF clone+findPath');
+
+  console.log(`# ${runs.length} passes of ours and the yardstick (each on the subset run twice;` +
+              ` only the second copy counts); PathFinding.js ${peerPasses('astar')} passes of A*,` +
+              ` ${peerPasses('jps')} of JPS (a fresh node process each,` +
+              ` ${peers.length ? peers[0].warmup : '-'} untimed warm-up queries per map)`);
+  console.log(`# ours: ${runs[0].ours.timing}; yardstick: nanos column (search + path walk)` +
+              (peers.length ? `; PF: ${peers[0].timing}; ${peers[0].library}, node ${peers[0].node}` : ''));
+  console.log(`# ours, per pass (both copies): ` +
+              `${runs.map(r => `${r.ours.passed} passed, ${r.ours.failed} failed`).join('; ')}`);
   if (runs.some(r => r.jps))
-    console.log(`# jps (pathd-bench --algo jps), per pass: ` +
+    console.log(`# jps (pathd-bench --algo jps), per pass (both copies): ` +
                 `${runs.filter(r => r.jps).map(r => `${r.jps.passed} passed, ${r.jps.failed} failed`).join('; ')}`);
 }
 
