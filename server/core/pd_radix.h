@@ -1,29 +1,30 @@
 /*
- * pd_radix.h - A*'s open list: a radix heap, a priority queue for keys that
- * never fall below the last key popped.
+ * pd_radix.h - jump point search's open list: a radix heap, a priority queue
+ * for keys that never fall below the last key popped. Also the open-list
+ * entry and the growable entry array that A*'s ring (pd_ring.h) uses.
  *
- * A* with a consistent heuristic pops f-values in non-decreasing order, so it
- * can use a monotone queue. A radix heap keeps entries in 65 buckets by the
- * highest bit in which their key differs from the last key popped: bucket 0
- * holds keys equal to it, bucket b keys that first differ in bit b-1. A pop
+ * A search with a consistent heuristic pops f-values in non-decreasing order,
+ * so it can use a monotone queue. A radix heap keeps entries in 65 buckets by
+ * the highest bit in which their key differs from the last key popped: bucket
+ * 0 holds keys equal to it, bucket b keys that first differ in bit b-1. A pop
  * takes from bucket 0; only when that is empty does it find the smallest key
  * in the lowest non-empty bucket and spread that bucket over the lower ones.
- * Each entry moves down at most 64 times, and in A* most moves are none: the
- * successors of a node mostly land in bucket 0 or 1. This replaced a 4-ary
- * heap whose sift-down was about half of A*'s time (perf, Dragon Age maps).
+ * Each entry moves down at most 64 times (about 3 times in A* on the Dragon
+ * Age maps, measured). It replaced a 4-ary heap whose sift-down was half of
+ * A*'s time; A* has since moved on to the ring, whose window a jump cannot
+ * respect (a jump raises f by up to twice the map's side), so JPS stays here.
  *
  * Bucket 0 is a stack, so among equal keys the newest entry goes first: the
  * successor just generated along a straight run toward the goal is expanded
- * next, which is the tie-breaking toward deeper nodes A* wants on octile
- * grids.
+ * next, which is the tie-breaking toward deeper nodes octile grids want.
  *
  * There is no decrease-key: the search pushes the node again with its lower
  * key and skips the older entry when it comes out (an entry carries a tag the
  * search compares with its node's). Each bucket is an array, so spreading a
  * bucket reads it front to back instead of chasing list links (which cost a
  * quarter of A*'s time in a linked-list version). The arrays grow by doubling
- * and are kept across searches, so a search allocates only while they are
- * still growing to their largest size.
+ * and are kept across searches; each keeps the size of its own busiest moment,
+ * which is small for JPS, whose open list holds jump points only.
  */
 #ifndef PD_RADIX_H
 #define PD_RADIX_H
