@@ -28,11 +28,12 @@
  * around a pd_grid ends every scan without a bounds check. Tests compare the
  * result against A* exhaustively on random grids and on the Moving AI set.
  *
- * The open list is the A* one (the radix heap of pd_radix.h, with the same
- * keys, tie-breaking and push tags); node records are 16 bytes stamped with
- * a generation, so a context is reused without clearing. Each jump point remembers its parent
- * jump point; extraction walks those and fills in the straight or diagonal
- * run between each pair.
+ * The open list is the radix heap of pd_radix.h, with A*'s keys,
+ * tie-breaking and push tags (A* itself uses a ring of f buckets, whose
+ * window a long jump would overrun); node records are 16 bytes stamped with
+ * a generation, so a context is reused without clearing. Each jump point
+ * remembers its parent jump point; extraction walks those and fills in the
+ * straight or diagonal run between each pair.
  */
 #include "pd_jps.h"
 
