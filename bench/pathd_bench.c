@@ -36,6 +36,13 @@
  * --algo jps), so map loading, checking and printing are never timed. The
  * search's own metrics.micros is not used (its microsecond resolution is too
  * coarse for short queries).
+ *
+ * Steady state (--warmup): a context grows its per-cell arrays on a map's
+ * first query and touches their pages during the first queries, so those
+ * queries pay allocation and page faults a long-running daemon pays once.
+ * With --warmup, each map's picked queries first run once untimed and
+ * unchecked, through the same search function and context, and only the
+ * second run is timed and checked.
  */
 #include <errno.h>
 #include <limits.h>
@@ -129,6 +136,7 @@ typedef struct pd_bench_options {
     uint32_t unit;          /* unit size in cells (1..PD_UNIT_SIZE_MAX) */
     long check_brute;       /* per file: this many costs checked against Dijkstra */
     int jps;                /* --algo jps: Jump Point Search instead of A* */
+    int warmup;             /* run each map's picked queries once untimed first */
 } pd_bench_options;
 
 static const pd_bench_options pd__default_options = {
@@ -143,6 +151,7 @@ static const pd_bench_options pd__default_options = {
     .unit = 1,
     .check_brute = 0,
     .jps = 0,
+    .warmup = 0,
 };
 
 /* Most threads --threads accepts: far more than the cores of any machine we
@@ -184,7 +193,7 @@ typedef struct pd_bench_run {
     pd_bench_map_stats *maps;
     size_t map_count, map_cap;
     size_t passed, failed;
-    size_t footprint_after_first;  /* context bytes after the first query */
+    size_t footprint_after_first;  /* context bytes after the first search (warm-up or timed) */
     int have_footprint;
     size_t skipped_anchor;         /* --unit: start or goal not a legal anchor */
     size_t unreachable;            /* --unit: endpoints in different components */
@@ -227,6 +236,11 @@ static void pd__usage(FILE *out, const char *argv0)
             "                 under the footprint rule\n"
             "  --algo astar|jps  search with A* (default) or Jump Point Search (8-connected\n"
             "                 uniform-cost grids only; the same checks apply)\n"
+            "  --warmup       before timing a map's queries, run the same selected\n"
+            "                 queries once untimed and unchecked (same search function,\n"
+            "                 same context), so the timed run is in steady state: the\n"
+            "                 context grown and its pages touched, as in a long-running\n"
+            "                 daemon. Counts and checks cover the timed run only\n"
             "  --check-brute N  also compare the cost of the first N timed queries of\n"
             "                 each file with a plain Dijkstra over the (unit) grid\n"
             "  --maps DIR     directory holding the .map files\n"
@@ -1037,6 +1051,46 @@ static pd_grid *pd__unit_grid(const pd_grid *map, uint32_t unit)
     return ug;
 }
 
+/*
+ * --warmup: runs the queries the timed loop will pick on this map (from
+ * index first on, every opt.every-th, while they name map_name and the map's
+ * size) once, untimed and unchecked, through the same search function and
+ * context, so the timed run finds the context grown and its pages touched.
+ * Queries the timed loop does not time (--unit: start or goal not a legal
+ * anchor, endpoints not connected) are left out here too.
+ */
+static void pd__warm_up(pd_bench_run *run, const pd_grid *grid, const pd_grid *unit_grid,
+                        const uint32_t *labels, const pd_bench_query *qs, size_t n, size_t first,
+                        const char *map_name)
+{
+    const pd_grid *search_grid = unit_grid ? unit_grid : grid;
+    size_t w = (size_t)grid->width;
+    for (size_t i = first; i < n; i += (size_t)run->opt.every) {
+        const pd_bench_query *q = &qs[i];
+        if (strcmp(q->map, map_name) != 0 || grid->width != q->map_width ||
+            grid->height != q->map_height)
+            break;
+        if (unit_grid &&
+            (!pd__unit_fits(grid, run->opt.unit, q->start.x, q->start.y) ||
+             !pd__unit_fits(grid, run->opt.unit, q->goal.x, q->goal.y) ||
+             labels[(size_t)q->start.y * w + (size_t)q->start.x] !=
+                 labels[(size_t)q->goal.y * w + (size_t)q->goal.x]))
+            continue;
+        pd_search_params params = { .start = q->start, .goal = q->goal,
+                                    .connectivity = run->opt.connect };
+        pd_search_metrics m;
+        memset(&m, 0, sizeof m);
+        /* The answer is not looked at: the timed run searches again and is
+         * the one checked. */
+        (void)pd__search(run->ctx, run->jps_ctx, search_grid, &params, run->path, run->path_cap,
+                         &m);
+        if (!run->have_footprint) {
+            run->footprint_after_first = pd__footprint(run);
+            run->have_footprint = 1;
+        }
+    }
+}
+
 static void pd__run_scen_file(pd_bench_run *run, const char *scen_path)
 {
     size_t n = 0;
@@ -1067,6 +1121,8 @@ static void pd__run_scen_file(pd_bench_run *run, const char *scen_path)
             n_picked = 0; /* throughput runs on the file's last map only */
             /* A path never holds more cells than the map has. */
             pd__reserve_path(run, (size_t)grid->width * (size_t)grid->height);
+            if (run->opt.warmup)
+                pd__warm_up(run, grid, unit_grid, labels, qs, n, i, grid_name);
         }
         if (grid->width != q->map_width || grid->height != q->map_height)
             pd__die_input("%s:%d: scenario says %s is %dx%d, the map file is %dx%d", scen_path,
@@ -1219,6 +1275,7 @@ static void pd__print_json(pd_bench_run *run)
     fprintf(out, "  \"algo\": \"%s\",\n", run->opt.jps ? "jps" : "astar");
     fprintf(out, "  \"connect\": %d, \"every\": %ld, \"last\": %ld, \"reps\": %ld,\n",
             (int)run->opt.connect, run->opt.every, run->opt.last, run->opt.reps);
+    fprintf(out, "  \"warmup\": %s,\n", run->opt.warmup ? "true" : "false");
     fprintf(out, "  \"cost_checked\": %s,\n",
             run->opt.connect == PD_CONNECT_8 && run->opt.unit == 1 ? "true" : "false");
     fprintf(out, "  \"unit\": %u, \"skipped_not_anchor\": %zu, \"not_connected\": %zu, "
@@ -1244,9 +1301,10 @@ static void pd__print_json(pd_bench_run *run)
 static void pd__print_table(pd_bench_run *run)
 {
     const char *row = "%-18s %9zu %10zu %12.2f %12.2f %14.1f\n";
-    printf("# connect %d, unit %u, every %ld, last %ld, reps %ld; time = CLOCK_MONOTONIC around "
-           "%s, median of reps per query\n",
-           (int)run->opt.connect, run->opt.unit, run->opt.every, run->opt.last, run->opt.reps, pd__algo_function(run));
+    printf("# connect %d, unit %u, every %ld, last %ld, reps %ld, warmup %s; time = "
+           "CLOCK_MONOTONIC around %s, median of reps per query\n",
+           (int)run->opt.connect, run->opt.unit, run->opt.every, run->opt.last, run->opt.reps,
+           run->opt.warmup ? "on" : "off", pd__algo_function(run));
     if (run->opt.connect == PD_CONNECT_4)
         printf("# connect 4: scenario optimal lengths are 8-connected, so costs are NOT "
                "checked against them; paths are still checked step by step\n");
@@ -1335,6 +1393,8 @@ int main(int argc, char **argv)
             i++;
         } else if (strcmp(a, "--json") == 0) {
             run.opt.json = 1;
+        } else if (strcmp(a, "--warmup") == 0) {
+            run.opt.warmup = 1;
         } else if (strcmp(a, "--quiet") == 0) {
             run.opt.quiet = 1;
         } else {

@@ -11,16 +11,15 @@
 #
 # The query subset is written out as scenario files first (evenly spaced
 # queries from every bucket of each chosen map), and all three tools run on
-# exactly those queries, in steady state:
-#   - ours and the yardstick run a "warm" file per map that holds the subset
-#     twice; only the second copy counts. Both allocate their per-cell search
-#     arrays on a map's first query and touch their pages for the first time
-#     while the first queries run, so without this a few page-faulting cold
-#     queries (up to 10x their warm time) sit inside a 20-query median. The
-#     first copy names its map "warmup-MAP.map" (a symlink to the map, next to
-#     the warm file) so pathd-bench reports it as a separate map that
-#     report.js ignores; the yardstick ignores the map column, and report.js
-#     keeps the second half of its rows.
+# exactly those queries, in steady state. Ours and the yardstick allocate
+# their per-cell search arrays on a map's first query and touch their pages
+# for the first time while the first queries run, so without a warm-up a few
+# page-faulting cold queries (up to 10x their warm time) sit inside a
+# 20-query median:
+#   - ours (A* and JPS) run the subset with pathd-bench --warmup, which
+#     searches each map's queries once untimed before timing them;
+#   - the yardstick, which we cannot change, runs a "warm" file per map that
+#     holds the subset twice; report.js keeps the second half of its rows;
 #   - PathFinding.js keeps no state between queries (each query searches a
 #     fresh clone of the grid), so its steady state is a warm JIT: peers.js
 #     runs the first queries of every map untimed before timing that map.
@@ -50,9 +49,9 @@
 # Passes interleave the tools (ours, ours JPS, yardstick, PathFinding.js), so
 # a slow spell on the machine hits all of them rather than one.
 # Results are kept in BUILD_DIR/bench-last/: the subset scen/, the doubled
-# warm/, ours-P.json, ours-jps-P.json, yardstick-P/MAP.tsv (both copies),
-# peers-P.json (A*), peers-jps-P.json and report.txt. Exit status: pathd-bench's (1 when any of our
-# paths failed its check).
+# warm/ (yardstick only), ours-P.json, ours-jps-P.json, yardstick-P/MAP.tsv
+# (both copies), peers-P.json (A*), peers-jps-P.json and report.txt.
+# Exit status: pathd-bench's (1 when any of our paths failed its check).
 set -eu
 
 build=${1:?usage: bench/run-bench.sh BUILD_DIR}
@@ -66,15 +65,13 @@ pf_passes=${BENCH_PF_PASSES:-3}
 node_flags=${BENCH_NODE_FLAGS:-}
 maps=${BENCH_MAPS:-"arena2 brc202d den520d hrt201n lak303d orz100d ost003d
 Aftershock BlackLotus AR0307SR maze512-32-0 8room_000 random512-40-0 Berlin_0_512"}
-# Map-name prefix of the untimed first copy in warm/ (report.js skips it).
-warm_prefix=warmup-
 
 fail() { echo "run-bench.sh: $*" >&2; exit 2; }
 
 bench="$build/bench/pathd-bench"
 [ -x "$bench" ] || fail "$bench not found: build first (make build)"
 [ -d "$data/scen" ] && [ -d "$data/maps" ] || fail "no Moving AI data at $data (set PATHD_BENCH_DATA)"
-# Absolute, because the warm-up symlinks point into it.
+# Absolute, because PathFinding.js runs from inside the run directory.
 data=$(cd "$data" && pwd)
 [ -f "$yard_src" ] || fail "yardstick source $yard_src not found (set PATHD_YARDSTICK)"
 command -v node >/dev/null 2>&1 || fail "node not found: install nodejs and npm (Debian: apt-get install nodejs npm)"
@@ -102,7 +99,7 @@ started=$(date +%s)
 
 # The subset: per_map queries spread evenly over each file (which is sorted
 # by bucket, i.e. by length), so short and long queries are both present.
-# The warm file: the subset under the alias map name, then the subset as is.
+# The yardstick's warm file: the subset twice.
 for m in $maps; do
     src="$data/scen/$m.map.scen"
     [ -f "$src" ] || fail "no scenario file $src"
@@ -114,26 +111,16 @@ for m in $maps; do
             k = (n < count) ? n : count
             for (i = 0; i < k; i++) print q[int((i + 0.5) * count / k) + 1]
         }' "$src" > "$out/scen/$m.map.scen" || fail "$src holds no queries"
-    awk -v prefix="$warm_prefix" -v want="$m.map" '
-        BEGIN { OFS = "\t" }
-        NR == 1 { print; next }
-        NF > 0 {
-            kept[++count] = $0
-            parts = split($2, dirs, "/")
-            if (dirs[parts] != want) exit 1
-            $2 = prefix dirs[parts]
-            print
-        }
-        END { for (i = 1; i <= count; i++) print kept[i] }' \
-        "$out/scen/$m.map.scen" > "$out/warm/$m.map.scen" ||
-        fail "$src: a query names a map other than $m.map"
-    ln -s "$data/maps/$m.map" "$out/warm/$warm_prefix$m.map"
+    awk 'NR == 1 { print; next } NF > 0 { q[++count] = $0; print }
+         END { for (i = 1; i <= count; i++) print q[i] }' \
+        "$out/scen/$m.map.scen" > "$out/warm/$m.map.scen"
 done
 
+# Ours reads the plain subset with --warmup.
 set --
-for m in $maps; do set -- "$@" "$out/warm/$m.map.scen"; done
-# PathFinding.js reads the plain subset, named relative to scen/ (map names
-# hold no blanks; BUILD_DIR might).
+for m in $maps; do set -- "$@" "$out/scen/$m.map.scen"; done
+# PathFinding.js reads the plain subset too, named relative to scen/ (map
+# names hold no blanks; BUILD_DIR might).
 subset=
 for m in $maps; do subset="$subset $m.map.scen"; done
 
@@ -141,14 +128,14 @@ ours_rc=0
 pass=1
 while [ "$pass" -le "$passes" ] || [ "$pass" -le "$pf_passes" ]; do
     if [ "$pass" -le "$passes" ]; then
-        echo "run-bench.sh: pass $pass/$passes: pathd-bench, yardstick ($# maps, $per_map queries each, run twice)" >&2
+        echo "run-bench.sh: pass $pass/$passes: pathd-bench, yardstick ($# maps, $per_map queries each, after a warm-up)" >&2
         rc=0
-        "$bench" --json --maps "$data/maps" "$@" > "$out/ours-$pass.json" || rc=$?
+        "$bench" --warmup --json --maps "$data/maps" "$@" > "$out/ours-$pass.json" || rc=$?
         [ "$rc" -le 1 ] || fail "pathd-bench failed (exit $rc)"
         [ "$rc" -eq 0 ] || ours_rc=$rc
         # The same queries with jump point search, the daemon's answer on uniform grids.
         rc=0
-        "$bench" --algo jps --json --maps "$data/maps" "$@" > "$out/ours-jps-$pass.json" || rc=$?
+        "$bench" --warmup --algo jps --json --maps "$data/maps" "$@" > "$out/ours-jps-$pass.json" || rc=$?
         [ "$rc" -le 1 ] || fail "pathd-bench --algo jps failed (exit $rc)"
         [ "$rc" -eq 0 ] || ours_rc=$rc
         mkdir -p "$out/yardstick-$pass"

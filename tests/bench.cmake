@@ -33,6 +33,34 @@ exec "$bench" --every "$every" "$@"
 ]=] bench_movingai_quick $<TARGET_FILE:pathd-bench> ${PD_BENCH_QUICK_EVERY} ${PATHD_BENCH_DATA})
 set_tests_properties(bench_movingai_quick PROPERTIES LABELS "sanitize" TIMEOUT 120)
 
+# --warmup (what `make bench` times with) runs each map's picked queries once
+# untimed first; the timed run must still check every one of them. The quick
+# subset is run with and without it: both must pass with 0 failures and report
+# the same query count (so the warm-up neither adds nor drops queries), and
+# the JSON header must say which mode ran.
+add_test(NAME bench_movingai_quick_warmup
+  COMMAND sh -c [=[
+bench="$1"; every="$2"; data="${PATHD_BENCH_DATA:-$3}"
+if [ ! -d "$data/scen" ] || [ ! -d "$data/maps" ]; then
+  echo "bench_movingai_quick_warmup: Moving AI data not found at '$data'." >&2
+  echo "Set PATHD_BENCH_DATA or configure with -DPATHD_BENCH_DATA=DIR." >&2
+  exit 1
+fi
+set -- "$data"/scen/*.map.scen
+[ -f "$1" ] || { echo "no .map.scen files in '$data/scen'" >&2; exit 1; }
+cold=$("$bench" --quiet --every "$every" "$@") || { echo "cold run failed: $cold" >&2; exit 1; }
+json=$(mktemp) || exit 1
+warm=$("$bench" --json --warmup --every "$every" "$@" 2>&1 >"$json"); rc=$?
+header=$(grep -c '"warmup": true' "$json"); rm -f "$json"
+echo "without --warmup: $cold"
+echo "with --warmup:    $warm"
+case $cold in *" passed, 0 failed") ;; *) echo "expected 0 failures without --warmup" >&2; exit 1 ;; esac
+[ "$rc" -eq 0 ] || { echo "pathd-bench --warmup exited $rc" >&2; exit 1; }
+[ "$warm" = "$cold" ] || { echo "--warmup changed the closing line" >&2; exit 1; }
+[ "$header" -eq 1 ] || { echo "JSON header lacks \"warmup\": true" >&2; exit 1; }
+]=] bench_movingai_quick_warmup $<TARGET_FILE:pathd-bench> ${PD_BENCH_QUICK_EVERY} ${PATHD_BENCH_DATA})
+set_tests_properties(bench_movingai_quick_warmup PROPERTIES LABELS "sanitize" TIMEOUT 240)
+
 # Runs pathd-bench on the given files and passes only when it exits with the
 # expected status and its last line is exactly the expected closing line.
 set(PD_BENCH_EXPECT_SCRIPT [=[
@@ -76,6 +104,13 @@ pd_bench_expect(bench_wrong_length 1 "9 passed, 1 failed" bench_wrong_length.map
 pd_bench_expect(bench_wrong_g 1 "9 passed, 1 failed" bench_wrong_g.map.scen)
 # A goal with no path counts as a failure.
 pd_bench_expect(bench_unreachable 1 "1 passed, 1 failed" bench_unreachable.map.scen)
+# --warmup searches every query once untimed before the timed run: the same
+# queries are counted and a wrong length still fails (the warm-up run checks
+# nothing, so it must not hide or add a result).
+pd_bench_expect(bench_small_warmup 0 "20 passed, 0 failed"
+  --warmup bench_small.map.scen bench_small_g.map.scen)
+pd_bench_expect(bench_wrong_length_warmup 1 "9 passed, 1 failed"
+  --warmup bench_wrong_length.map.scen)
 
 # Bad usage and bad input exit with status 2 and say why.
 add_test(NAME bench_cli_errors

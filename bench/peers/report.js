@@ -3,13 +3,13 @@
  * report.js - joins one `make bench` run into a single table.
  *
  * Input: the run directory run-bench.sh fills:
- *   ours-P.json, ours-jps-P.json  pathd-bench --json (A* and JPS), one per pass P,
- *                                 run on the warm files: map entries named
- *                                 "warmup-MAP" are the warm-up first copy (timed
- *                                 but not counted) and are skipped here;
+ *   ours-P.json, ours-jps-P.json  pathd-bench --warmup --json (A* and JPS), one
+ *                                 per pass P: each map's queries already ran
+ *                                 once untimed, so every entry is steady state;
  *   yardstick-P/MAP.tsv           yardstick output ("i expanded nanos plen pcost
- *                                 opt") on the same warm file: the second half
- *                                 of its rows is the steady-state copy;
+ *                                 opt") on a file holding the subset twice: the
+ *                                 second half of its rows is the steady-state
+ *                                 copy;
  *   peers-P.json, peers-jps-P.json  peers.js, one per PathFinding.js pass and
  *                                 process (A* and JPS run in separate processes;
  *                                 an older run's single peers.json is read too).
@@ -33,9 +33,6 @@ const path = require('path');
 /* Issue 2's bar: on the Dragon Age and StarCraft maps, our median must be at
  * least this many times lower than PathFinding.js AStarFinder's. */
 const PF_ASTAR_BAR = 20;
-
-/* run-bench.sh names the warm-up copy's map with this prefix. */
-const WARM_PREFIX = 'warmup-';
 
 const FAMILIES = [
   ['Dragon Age', /^(arena2|brc202d|den520d|hrt201n|lak303d|orz100d|ost003d)$/],
@@ -137,8 +134,11 @@ function main() {
   console.log(line(cols));
 
   const rows = [];
-  const oursMaps = runs[0].ours.maps.filter(m => !m.map.startsWith(WARM_PREFIX));
-  for (const m of oursMaps) {
+  for (const r of runs)
+    for (const json of [r.ours, r.jps].filter(Boolean))
+      if (json.warmup !== true)
+        warnings.add(`# warning: a pathd-bench ${json.algo} pass ran without --warmup (cold queries included)`);
+  for (const m of runs[0].ours.maps) {
     const row = {
       map: m.map, family: familyOf(m.map), queries: m.queries, ours: oursMedian(m.map),
       yard: yardMedian(m.map, m.queries),
@@ -222,16 +222,17 @@ function main() {
   barLine('pfA_jps', 'PF A* findPath / ours JPS', 'for reference, our JPS, PF findPath alone');
   barLine('pfAC_jps', 'PF A* clone+findPath / ours JPS', 'for reference, our JPS, PF clone+findPath');
 
-  console.log(`# ${runs.length} passes of ours and the yardstick (each on the subset run twice;` +
-              ` only the second copy counts); PathFinding.js ${peerPasses('astar')} passes of A*,` +
+  console.log(`# ${runs.length} passes of ours and the yardstick (ours after an untimed` +
+              ` pathd-bench --warmup run of each map's queries; the yardstick on the subset run` +
+              ` twice, only the second copy counts); PathFinding.js ${peerPasses('astar')} passes of A*,` +
               ` ${peerPasses('jps')} of JPS (a fresh node process each,` +
               ` ${peers.length ? peers[0].warmup : '-'} untimed warm-up queries per map)`);
   console.log(`# ours: ${runs[0].ours.timing}; yardstick: nanos column (search + path walk)` +
               (peers.length ? `; PF: ${peers[0].timing}; ${peers[0].library}, node ${peers[0].node}` : ''));
-  console.log(`# ours, per pass (both copies): ` +
+  console.log(`# ours, per pass (timed run): ` +
               `${runs.map(r => `${r.ours.passed} passed, ${r.ours.failed} failed`).join('; ')}`);
   if (runs.some(r => r.jps))
-    console.log(`# jps (pathd-bench --algo jps), per pass (both copies): ` +
+    console.log(`# jps (pathd-bench --algo jps), per pass (timed run): ` +
                 `${runs.filter(r => r.jps).map(r => `${r.jps.passed} passed, ${r.jps.failed} failed`).join('; ')}`);
 }
 
