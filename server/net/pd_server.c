@@ -2,7 +2,9 @@
  * pd_server.c - the libuv front end (see pd_server.h).
  *
  * Everything here runs on the loop thread except pd_server_wake and the two
- * request_* functions, which only set atomic flags and call uv_async_send.
+ * request_* functions, which only set atomic flags and call uv_async_send,
+ * and pd__reload_work, which loads a reload's config and scenes on libuv's
+ * threadpool without touching the server.
  *
  * A connection lives in two places: a list (for the idle sweep and shutdown,
  * which visit every connection) and a hash map from its id (for completions,
@@ -112,6 +114,8 @@ struct pd_server {
 
     atomic_int stop_requested;
     atomic_int reload_requested;
+    struct pd__reload_job *reload;   /* the reload loading on the threadpool, or NULL */
+    int reload_again;            /* a reload was asked for while one was loading */
 
     pd__conn_map map;
     pd__conn *conns;             /* every connection not yet freed */
@@ -1130,27 +1134,46 @@ static void pd__prepare_workers(pd_server *s)
     }
 }
 
-static void pd__reload(pd_server *s)
+/* One reload in progress. The loop thread fills in what the load needs and
+ * queues it; the work callback (a libuv threadpool thread) reads the config
+ * and builds the scene set; the after-work callback (the loop thread again)
+ * publishes or refuses it and frees this. libuv runs the two callbacks one
+ * after the other and orders them with its own lock, so the fields need no
+ * lock of their own; the loop thread does not touch them in between. */
+typedef struct pd__reload_job {
+    uv_work_t req;               /* req.data points back to the server */
+    const char *config_path;     /* the server's; lives until the after-work callback */
+    void (*adjust)(pd_conf *conf, void *user);
+    void *adjust_user;
+    /* Results, written by the work callback. */
+    int conf_loaded;             /* next holds a config to use or free */
+    pd_conf next;
+    pd_scene_set *scenes;        /* the loaded scenes; NULL when refused */
+    char err[512];
+} pd__reload_job;
+
+/* The slow part, off the loop thread: everything that reads files or builds
+ * grids. It touches no server state, so the loop keeps serving meanwhile. */
+static void pd__reload_work(uv_work_t *req)
+{
+    pd__reload_job *rl = (pd__reload_job *)req;
+    if (pd_conf_load_file(rl->config_path, &rl->next, rl->err, sizeof rl->err) != 0)
+        return;
+    rl->conf_loaded = 1;
+    if (rl->adjust)
+        rl->adjust(&rl->next, rl->adjust_user);
+    rl->scenes = pd_registry_prepare(&rl->next, rl->err, sizeof rl->err);
+}
+
+/* Publishes a loaded reload: the scene swap, the workers' contexts, the
+ * world, and the settings a reload may change. Takes over rl->next. */
+static void pd__reload_publish(pd_server *s, pd__reload_job *rl)
 {
     char err[512];
-    pd_conf next;
+    pd_conf next = rl->next;
 
-    if (!s->config_path) {
-        pd_log_warn("reload requested, but the server has no config file to reread");
-        return;
-    }
-    pd_log_info("reloading %s", s->config_path);
-    if (pd_conf_load_file(s->config_path, &next, err, sizeof err) != 0) {
-        pd_log_error("reload refused: %s; the running configuration stays", err);
-        return;
-    }
-    if (s->adjust)
-        s->adjust(&next, s->adjust_user);
-    if (pd_registry_load(s->registry, &next, err, sizeof err) != 0) {
-        pd_log_error("reload refused: %s; the running scenes stay", err);
-        pd_conf_free(&next);
-        return;
-    }
+    pd_registry_publish(s->registry, rl->scenes);
+    rl->scenes = NULL;
     pd__prepare_workers(s);
     /* The scenes are swapped in by now; a world that does not fit them
      * (a portal cell outside a reloaded map) keeps the old world, whose
@@ -1188,6 +1211,88 @@ static void pd__reload(pd_server *s)
         uv_timer_set_repeat(&s->sweep_timer, interval);
     }
     pd_log_info("reloaded %s: %zu scenes", s->config_path, n_scenes);
+}
+
+static void pd__reload_start(pd_server *s);
+
+/* Back on the loop thread once the load is done: publish it, or log why it
+ * was refused and keep serving the running set. A stop that began meanwhile
+ * wins: the loaded set is dropped unpublished. Then a reload asked for
+ * during the load runs (once, however many were asked for). */
+static void pd__reload_done(uv_work_t *req, int status)
+{
+    pd_server *s = req->data;
+    pd__reload_job *rl = (pd__reload_job *)req;
+    s->reload = NULL;
+    if (status != 0) {
+        /* Only uv_cancel gives this, and nothing cancels a reload; kept so
+         * no path leaks what the work may have loaded. */
+        snprintf(rl->err, sizeof rl->err, "the load did not run: %s", uv_strerror(status));
+    }
+    if (!rl->conf_loaded) {
+        pd_log_error("reload refused: %s; the running configuration stays", rl->err);
+    } else if (!rl->scenes) {
+        pd_log_error("reload refused: %s; the running scenes stay", rl->err);
+        pd_conf_free(&rl->next);
+    } else if (s->phase != PD__RUNNING) {
+        pd_log_warn("reload of %s dropped: the server is stopping", s->config_path);
+        pd_registry_discard(rl->scenes);
+        pd_conf_free(&rl->next);
+    } else {
+        pd__reload_publish(s, rl);
+    }
+    free(rl);
+    if (s->reload_again) {
+        s->reload_again = 0;
+        if (s->phase == PD__RUNNING)
+            pd__reload_start(s);
+    }
+}
+
+/* Queues the load of the config file on libuv's threadpool. The pending
+ * work request keeps uv_run going, so a stop that begins meanwhile still
+ * waits for pd__reload_done before the loop can be closed. */
+static void pd__reload_start(pd_server *s)
+{
+    pd_log_info("reloading %s", s->config_path);
+    pd__reload_job *rl = calloc(1, sizeof *rl);
+    if (!rl) {
+        pd_log_error("reload refused: out of memory; the running configuration stays");
+        return;
+    }
+    rl->req.data = s;
+    rl->config_path = s->config_path;
+    rl->adjust = s->adjust;
+    rl->adjust_user = s->adjust_user;
+    int rc = uv_queue_work(s->loop, &rl->req, pd__reload_work, pd__reload_done);
+    if (rc != 0) {
+        pd_log_error("reload refused: cannot start the load: %s; the running configuration stays",
+                     uv_strerror(rc));
+        free(rl);
+        return;
+    }
+    s->reload = rl;
+}
+
+/* A reload request (SIGHUP or pd_server_request_reload). While one is still
+ * loading, requests are coalesced into one more run after it: the file may
+ * have changed after the running load read it. */
+static void pd__reload(pd_server *s)
+{
+    if (!s->config_path) {
+        pd_log_warn("reload requested, but the server has no config file to reread");
+        return;
+    }
+    if (s->phase != PD__RUNNING) {
+        pd_log_warn("reload requested while stopping; ignored");
+        return;
+    }
+    if (s->reload) {
+        pd_log_info("reload requested while one is loading; it runs again once that one is done");
+        s->reload_again = 1;
+        return;
+    }
+    pd__reload_start(s);
 }
 
 static void pd__async_cb(uv_async_t *a)
@@ -1419,8 +1524,11 @@ void pd_server_destroy(pd_server *s)
     /* Close callbacks run on the next loop iteration; the phase must not
      * start a flush from pd__conn_closed meanwhile. */
     s->phase = PD__CLOSED;
-    while (s->open_handles > 0 || s->conns)
-        uv_run(s->loop, UV_RUN_NOWAIT);
+    /* A reload still loading must call back before the server is freed (it
+     * frees its own memory there, dropping what it loaded); waiting for it
+     * blocks in the loop instead of spinning. */
+    while (s->open_handles > 0 || s->conns || s->reload)
+        uv_run(s->loop, s->reload ? UV_RUN_ONCE : UV_RUN_NOWAIT);
     free(s->map.slots);
     free(s->config_path);
     free(s);

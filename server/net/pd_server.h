@@ -50,7 +50,9 @@ typedef struct pd_server pd_server;
 
 /* Where a reload (SIGHUP) reads the config from. adjust, if set, is applied to
  * every freshly loaded config before it is used (main.c re-applies its
- * command-line overrides with it), so a reload never undoes --listen etc. */
+ * command-line overrides with it), so a reload never undoes --listen etc.
+ * adjust runs on a libuv threadpool thread, one call at a time, while the
+ * loop goes on: it may read adjust_user but must not touch the server. */
 typedef struct pd_server_config_source {
     const char *path;                     /* NULL disables reload */
     void (*adjust)(pd_conf *conf, void *user);
@@ -87,7 +89,13 @@ int pd_server_watch_signals(pd_server *s);
 void pd_server_request_stop(pd_server *s);
 
 /* Thread-safe. Rereads the config file and swaps scenes in atomically; a bad
- * config is logged and the old one keeps serving. */
+ * config is logged and the old one keeps serving. The file and the maps are
+ * read and built on libuv's threadpool (uv_queue_work), so the loop keeps
+ * answering meanwhile; the swap, the world rebuild and the log lines happen
+ * on the loop thread once the load is done. Requests that arrive while a
+ * load is running are coalesced into one more reload after it; requests
+ * during a stop are ignored, and a load that finishes during a stop is
+ * dropped unpublished (uv_run still waits for it to finish). */
 void pd_server_request_reload(pd_server *s);
 
 /* Loop thread, before pd_server_start: FindRoute plans on the world store's
@@ -107,7 +115,8 @@ void pd_server_set_metrics(pd_server *s, pd_metrics *m);
 void pd_server_get_stats(pd_server *s, pd_server_stats *out);
 
 /* Call after uv_run has returned and the pool is destroyed. Closes any
- * handle still open, runs the loop until they are gone and frees the server.
+ * handle still open, runs the loop until they are gone (and until a reload
+ * still loading has called back, dropping what it loaded) and frees the server.
  * The loop itself stays the caller's to close. NULL is a no-op. */
 void pd_server_destroy(pd_server *s);
 

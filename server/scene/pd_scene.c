@@ -7,7 +7,10 @@
  * request) take the read side for a binary search and one atomic increment,
  * and a reload takes the write side only for the pointer swap. All the slow
  * work - reading and parsing maps, dropping the old set's references - happens
- * outside the lock, so a SIGHUP reload never stalls the workers.
+ * outside the lock, so a SIGHUP reload never stalls the workers. A reload is
+ * two steps, pd_registry_prepare (the slow load, on any thread, touching no
+ * registry) and pd_registry_publish (the swap), so the server can load on a
+ * background thread and publish on its event loop.
  *
  * Versions: pd_scene_load starts a scene at version 1. When the registry
  * replaces a scene with a new snapshot of the same name (a reload or a cell
@@ -718,7 +721,14 @@ static pd_scene *pd__find(pd_scene *const *scenes, size_t n, const char *name)
     return i < n ? scenes[i] : NULL;
 }
 
-int pd_registry_load(pd_registry *r, const pd_conf *conf, char *err, size_t errlen)
+/* A loaded scene set nobody reads yet: what pd_registry_prepare builds and
+ * pd_registry_publish swaps in. */
+struct pd_scene_set {
+    pd_scene **scenes;          /* sorted by name, one reference each */
+    size_t n_scenes;
+};
+
+pd_scene_set *pd_registry_prepare(const pd_conf *conf, char *err, size_t errlen)
 {
     char scratch[1];
     if (!err || errlen == 0) {
@@ -726,21 +736,20 @@ int pd_registry_load(pd_registry *r, const pd_conf *conf, char *err, size_t errl
         errlen = sizeof scratch;
     }
     err[0] = '\0';
-    pd_scene **fresh = NULL;
-    size_t n = 0;
-    if (conf->n_scenes > 0) {
-        fresh = calloc(conf->n_scenes, sizeof *fresh);
-        if (!fresh) {
-            snprintf(err, errlen, "scenes: out of memory");
-            return -1;
-        }
+    pd_scene_set *set = calloc(1, sizeof *set);
+    if (!set || (conf->n_scenes > 0 && !(set->scenes = calloc(conf->n_scenes, sizeof *set->scenes)))) {
+        free(set);
+        snprintf(err, errlen, "scenes: out of memory");
+        return NULL;
     }
-    /* Build the complete new set before touching the live one: all or nothing. */
+    pd_scene **fresh = set->scenes;
+    size_t n = 0;
     for (; n < conf->n_scenes; n++) {
         fresh[n] = pd_scene_load(&conf->scenes[n], err, errlen);
         if (!fresh[n]) {
             pd__release_set(fresh, n);
-            return -1;
+            free(set);
+            return NULL;
         }
     }
     if (n > 1)
@@ -749,9 +758,27 @@ int pd_registry_load(pd_registry *r, const pd_conf *conf, char *err, size_t errl
         if (strcmp(fresh[i - 1]->name, fresh[i]->name) == 0) {
             snprintf(err, errlen, "scene '%s': name given more than once", fresh[i]->name);
             pd__release_set(fresh, n);
-            return -1;
+            free(set);
+            return NULL;
         }
     }
+    set->n_scenes = n;
+    return set;
+}
+
+void pd_registry_discard(pd_scene_set *set)
+{
+    if (!set)
+        return;
+    pd__release_set(set->scenes, set->n_scenes);
+    free(set);
+}
+
+void pd_registry_publish(pd_registry *r, pd_scene_set *set)
+{
+    pd_scene **fresh = set->scenes;
+    size_t n = set->n_scenes;
+    free(set);
 
     pthread_mutex_lock(&r->reload_lock);
     /* Only reloads write the set, and they are serialised by reload_lock, so
@@ -775,6 +802,15 @@ int pd_registry_load(pd_registry *r, const pd_conf *conf, char *err, size_t errl
     /* Readers that still hold old scenes keep them alive by their own references. */
     pd__release_set(old, old_n);
     pd_scene_release(spare);
+}
+
+int pd_registry_load(pd_registry *r, const pd_conf *conf, char *err, size_t errlen)
+{
+    /* Build the complete new set before touching the live one: all or nothing. */
+    pd_scene_set *set = pd_registry_prepare(conf, err, errlen);
+    if (!set)
+        return -1;
+    pd_registry_publish(r, set);
     return 0;
 }
 

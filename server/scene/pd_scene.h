@@ -116,8 +116,30 @@ void pd_registry_destroy(pd_registry *r);   /* releases its references */
 
 /* Loads every scene of conf; all or nothing. On success the new set replaces
  * the old one atomically and 0 is returned; on failure the old set keeps
- * serving and -1 is returned with the reason in err. */
+ * serving and -1 is returned with the reason in err. The same as
+ * pd_registry_prepare followed by pd_registry_publish. */
 int pd_registry_load(pd_registry *r, const pd_conf *conf, char *err, size_t errlen);
+
+/* A complete set of loaded scenes that no registry serves yet. */
+typedef struct pd_scene_set pd_scene_set;
+
+/* The slow half of a load: reads every map of conf and builds its scenes
+ * (grids, clearance, unit grids, labels), all or nothing, touching no
+ * registry, so it may run on any thread while readers and updates go on.
+ * Returns the set, owned by the caller until it is handed to
+ * pd_registry_publish or pd_registry_discard; NULL with the reason in err
+ * (a bad map, a name given twice, out of memory). conf is only read, and
+ * may be freed once this returns. */
+pd_scene_set *pd_registry_prepare(const pd_conf *conf, char *err, size_t errlen);
+
+/* The quick half: the set replaces r's scenes atomically (a scene whose name
+ * was served before gets that version + 1) and the old set's references are
+ * dropped. Takes ownership of set, which is gone after the call. Serialised
+ * with other publishes and with pd_registry_update. */
+void pd_registry_publish(pd_registry *r, pd_scene_set *set);
+
+/* Frees a set that will not be published. NULL is a no-op. */
+void pd_registry_discard(pd_scene_set *set);
 
 /* Returns a retained scene or NULL when no scene has that name. */
 pd_scene *pd_registry_acquire(pd_registry *r, const char *name);

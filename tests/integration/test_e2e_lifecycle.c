@@ -2,8 +2,11 @@
  * test_e2e_lifecycle.c - the daemon as a process: graceful stop on SIGTERM
  * and SIGINT with work in flight, config reload on SIGHUP (a good config
  * swaps scenes in, a broken one is refused and the old scenes keep serving),
+ * the loop answering while a reload loads (and a stop waiting for that load),
  * --check-config, --help, --version and bad arguments.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -12,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -26,6 +30,14 @@
 #define T_RUN_TIMEOUT_MS 20000
 /* How long a reload may take to show. */
 #define T_RELOAD_TIMEOUT_MS 10000
+/* Side of the generated map a reload loads, in cells: 4 Mi cells, with unit
+ * sizes 1 and 2 (clearance, two unit grids, two label sets) - a real load's
+ * work, a few hundred ms in a debug build and seconds under sanitizers. */
+#define T_VAST_SIDE 2048
+/* How long loading it may take (TSan is slowest). */
+#define T_VAST_TIMEOUT_MS 120000
+/* How long a stopping daemon held by a load is watched for a wrong exit. */
+#define T_HELD_WATCH_MS 300
 
 static int setup(void **state)
 {
@@ -180,6 +192,167 @@ static void test_sighup_reload(void **state)
     pdi_assert_daemon_serves(d);
 }
 
+/* ---- reloads held at a gate ----------------------------------------------
+ *
+ * To know for certain that a reload is still loading while the test talks to
+ * the daemon, the config path is made a FIFO: the reload's open() of it blocks
+ * until the test opens the FIFO's other end, so the load lasts exactly as long
+ * as the test wants, whatever the machine's speed. (The loader then refuses
+ * the FIFO as "not a regular file".) The FIFO keeps a second name, gate.fifo,
+ * so the config path can be given a real file while a load waits on it.
+ */
+
+/* Puts a FIFO at d's config path; its second name goes into gate. */
+static void gate_install(const pdi_daemon *d, char *gate, size_t cap)
+{
+    char tmp[PDI_PATH_MAX + 8];
+    snprintf(gate, cap, "%s/gate.fifo", d->dir);
+    snprintf(tmp, sizeof tmp, "%s.gate", d->config_path);
+    assert_int_equal(mkfifo(gate, 0600), 0);
+    assert_int_equal(link(gate, tmp), 0);
+    assert_int_equal(rename(tmp, d->config_path), 0);
+}
+
+/* Lets the load waiting on the FIFO go on: opens and closes the writing end
+ * (a non-blocking open fails with ENXIO until a reader waits, so this polls,
+ * bounded by PDI_CALL_TIMEOUT_MS). */
+static void gate_open(const char *gate)
+{
+    double deadline = pdi_now_ms() + PDI_CALL_TIMEOUT_MS;
+    int fd;
+    while ((fd = open(gate, O_WRONLY | O_NONBLOCK)) < 0 && errno == ENXIO && pdi_now_ms() < deadline)
+        pdi_sleep_ms(10);
+    assert_true(fd >= 0);
+    close(fd);
+}
+
+/* A ping on a fresh raw connection must be answered. */
+static void assert_pong(const pdi_daemon *d, uint64_t nonce)
+{
+    int fd = pdi_raw_connect(d->port);
+    assert_true(fd >= 0);
+    pdi_small_msg ping;
+    pdi_ping_init(&ping, 1, nonce);
+    assert_int_equal(pdi_raw_send_request(fd, &ping.req), 0);
+    Pathd__V1__Response *r = pdi_raw_recv_final(fd, 1, PDI_CALL_TIMEOUT_MS);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PONG);
+    assert_true(r->pong->nonce == nonce);
+    pathd__v1__response__free_unpacked(r, NULL);
+    close(fd);
+}
+
+/* Waits until needle occurs `count` times in the log. */
+static int wait_log_count(const pdi_daemon *d, const char *needle, int count, int timeout_ms)
+{
+    double deadline = pdi_now_ms() + timeout_ms;
+    while (pdi_log_count(d, needle) < count && pdi_now_ms() < deadline)
+        pdi_sleep_ms(20);
+    return pdi_log_count(d, needle) >= count;
+}
+
+/* A T_VAST_SIDE square: open cells with a wall every 16th column that has a
+ * gap every 32 rows, so clearance and labels have structure to work on. */
+static void write_vast_map(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    char row[T_VAST_SIDE + 1];
+    row[T_VAST_SIDE] = '\n';
+    for (int y = 0; y < T_VAST_SIDE; y++) {
+        for (int x = 0; x < T_VAST_SIDE; x++)
+            row[x] = (x % 16 == 15 && y % 32 != 0) ? '#' : '.';
+        assert_int_equal(fwrite(row, 1, sizeof row, f), sizeof row);
+    }
+    assert_int_equal(fclose(f), 0);
+}
+
+/* SIGHUP loads on a background thread: while the load is held, the daemon
+ * answers pings and lists the old scenes; SIGHUPs meanwhile are coalesced
+ * into one more reload after it, which reads the config as it is by then
+ * (here one that adds a large generated map). */
+static void test_sighup_reload_off_loop(void **state)
+{
+    pdi_daemon *d = *state;
+    char vast[PDI_PATH_MAX + 16];
+    snprintf(vast, sizeof vast, "%s/vast.txt", d->dir);
+    write_vast_map(vast);
+    char gate[PDI_PATH_MAX + 16];
+    gate_install(d, gate, sizeof gate);
+
+    assert_int_equal(pdi_daemon_signal(d, SIGHUP), 0);
+    assert_true(pdi_wait_log(d, "reloading ", T_RELOAD_TIMEOUT_MS));
+    /* The load waits at the gate, and the loop answers all the same. */
+    assert_pong(d, 11);
+    assert_int_equal(has_scene(d, "serpent"), 1);
+    assert_int_equal(has_scene(d, "vast"), 0);
+    assert_pong(d, 12);
+    assert_int_equal(pdi_log_count(d, "reload refused"), 0);
+    assert_int_equal(pdi_log_count(d, "reloaded "), 0);
+
+    /* Two more SIGHUPs while it loads: each is logged, neither starts a load. */
+    assert_int_equal(pdi_daemon_signal(d, SIGHUP), 0);
+    assert_true(wait_log_count(d, "reload requested while one is loading", 1, T_RELOAD_TIMEOUT_MS));
+    assert_int_equal(pdi_daemon_signal(d, SIGHUP), 0);
+    assert_true(wait_log_count(d, "reload requested while one is loading", 2, T_RELOAD_TIMEOUT_MS));
+    assert_int_equal(pdi_log_count(d, "reloading "), 1);
+
+    /* The config changes while the first load still waits... */
+    pdi_limits l = {0};
+    l.shutdown_grace_ms = T_GRACE_MS;
+    l.extra_scenes_json = ",\n    {\"name\": \"vast\", \"map\": \"vast.txt\", \"format\": \"ascii\", "
+                          "\"unit_sizes\": [1, 2]}";
+    assert_int_equal(pdi_write_config(d, &l), 0);
+    /* ...which itself is refused (it opened the FIFO)... */
+    gate_open(gate);
+    assert_true(pdi_wait_log(d, "not a regular file; the running configuration stays", T_RELOAD_TIMEOUT_MS));
+    /* ...and the one coalesced reload after it loads the new config. */
+    assert_true(pdi_wait_log(d, "reloaded ", T_VAST_TIMEOUT_MS));
+    assert_int_equal(pdi_log_count(d, "reloading "), 2);
+    assert_int_equal(pdi_log_count(d, "reloaded "), 1);
+    assert_true(pdi_log_contains(d, ": 4 scenes"));
+    assert_int_equal(has_scene(d, "vast"), 1);
+    pdc_conn *c = pdi_connect(d);
+    assert_non_null(c);
+    pdc_path_req req = {0};
+    req.scene = "vast";
+    req.start = pdc_cell(0, 0);
+    req.goal = pdc_cell(20, 0); /* through the gap in the wall at x = 15 */
+    pdc_path_result r = {0};
+    assert_int_equal(pdc_find_path(c, &req, &r), PDC_OK);
+    assert_true(r.cost == 20.0);
+    pdc_path_result_free(&r);
+    pdc_close(c);
+    pdi_assert_daemon_serves(d);
+    unlink(gate);
+    unlink(vast);
+}
+
+/* SIGTERM while a reload loads: the daemon stops serving but does not exit
+ * (nor crash) before the load has come back; then it exits 0 with a clean
+ * sanitizer report. */
+static void test_sigterm_while_reload_loads(void **state)
+{
+    pdi_daemon *d = *state;
+    char gate[PDI_PATH_MAX + 16];
+    gate_install(d, gate, sizeof gate);
+    assert_int_equal(pdi_daemon_signal(d, SIGHUP), 0);
+    assert_true(pdi_wait_log(d, "reloading ", T_RELOAD_TIMEOUT_MS));
+    assert_pong(d, 21);
+
+    assert_int_equal(pdi_daemon_signal(d, SIGTERM), 0);
+    assert_true(pdi_wait_log(d, "stopped", T_RELOAD_TIMEOUT_MS));
+    /* Everything is closed, but the pending load holds the loop open. */
+    assert_int_equal(pdi_daemon_wait_exit(d, T_HELD_WATCH_MS), -1);
+    assert_int_equal(pdi_log_count(d, "reload refused"), 0);
+
+    gate_open(gate);
+    assert_int_equal(pdi_daemon_wait_exit(d, T_GRACE_MS + PDI_STOP_SLACK_MS), 0);
+    assert_int_equal(pdi_daemon_check_exit(d), 0);
+    assert_true(pdi_log_contains(d, "not a regular file; the running configuration stays"));
+    unlink(gate);
+}
+
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -258,6 +431,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sigterm_with_work_in_flight, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_sigint_with_work_in_flight, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_sighup_reload, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_sighup_reload_off_loop, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_sigterm_while_reload_loads, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_check_config, setup, pdi_fixture_stop),
         cmocka_unit_test(test_command_line),
     };

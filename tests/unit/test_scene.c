@@ -556,6 +556,72 @@ static void test_registry_reload_keeps_held_snapshot(void **state)
     pd_scene_release(new_alpha);
 }
 
+/* The two halves of a reload: a prepared set is invisible until published
+ * (the registry keeps serving and may even be reloaded meanwhile), publish
+ * carries versions on from the set served at that moment, and a set that is
+ * never published is discarded without a trace. */
+static void test_registry_prepare_then_publish(void **state)
+{
+    (void)state;
+    pd_registry *r = pd_registry_create();
+    assert_non_null(r);
+    pd_conf c;
+    char err[512] = "";
+    load_conf(conf_three, &c);
+    assert_int_equal(pd_registry_load(r, &c, err, sizeof err), 0);
+    pd_conf_free(&c);
+
+    load_conf(conf_changed, &c);
+    pd_scene_set *set = pd_registry_prepare(&c, err, sizeof err);
+    pd_conf_free(&c); /* the set needs nothing from the config */
+    assert_non_null(set);
+    /* Not published yet: the old set still serves. */
+    pd_scene *zeta = pd_registry_acquire(r, "zeta");
+    assert_non_null(zeta);
+    pd_scene_release(zeta);
+    assert_null(pd_registry_acquire(r, "omega"));
+
+    /* A reload that lands between prepare and publish moves alpha to 2... */
+    load_conf(conf_three, &c);
+    assert_int_equal(pd_registry_load(r, &c, err, sizeof err), 0);
+    pd_conf_free(&c);
+    /* ...so the prepared alpha, published after it, becomes 3. */
+    pd_registry_publish(r, set);
+    pd_scene *alpha = pd_registry_acquire(r, "alpha");
+    assert_non_null(alpha);
+    assert_int_equal(alpha->grid->width, 3);
+    assert_int_equal(alpha->version, 3);
+    pd_scene_release(alpha);
+    pd_scene *omega = pd_registry_acquire(r, "omega");
+    assert_non_null(omega);
+    assert_int_equal(omega->version, 1);
+    pd_scene_release(omega);
+    assert_null(pd_registry_acquire(r, "zeta"));
+
+    /* A discarded set changes nothing; an empty config prepares an empty set. */
+    load_conf(conf_three, &c);
+    set = pd_registry_prepare(&c, err, sizeof err);
+    pd_conf_free(&c);
+    assert_non_null(set);
+    pd_registry_discard(set);
+    pd_registry_discard(NULL);
+    assert_null(pd_registry_acquire(r, "zeta"));
+    pd_conf empty;
+    memset(&empty, 0, sizeof empty);
+    set = pd_registry_prepare(&empty, err, sizeof err);
+    assert_non_null(set);
+    pd_registry_publish(r, set);
+    pd_scene **list = NULL;
+    assert_int_equal(pd_registry_list(r, &list), 0);
+
+    /* A bad map: NULL with the reason, nothing half-built left behind. */
+    load_conf("{\"scenes\": [{\"name\": \"gone\", \"map\": \"no_such.txt\", \"format\": \"ascii\"}]}", &c);
+    assert_null(pd_registry_prepare(&c, err, sizeof err));
+    pd_conf_free(&c);
+    assert_non_null(strstr(err, "scene 'gone': "));
+    pd_registry_destroy(r);
+}
+
 static void test_registry_failed_reload_keeps_old_set(void **state)
 {
     (void)state;
@@ -797,6 +863,7 @@ int main(void)
         cmocka_unit_test(test_cell_center),
         cmocka_unit_test(test_registry_load_and_list),
         cmocka_unit_test(test_registry_reload_keeps_held_snapshot),
+        cmocka_unit_test(test_registry_prepare_then_publish),
         cmocka_unit_test(test_registry_failed_reload_keeps_old_set),
         cmocka_unit_test(test_bundled_demo_world),
         cmocka_unit_test(test_registry_concurrent_reload),

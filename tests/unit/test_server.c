@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,6 +55,7 @@ typedef struct test_server {
     pd_pool *pool;
     pd_server *server;
     pthread_t thread;
+    atomic_int loop_returned;    /* set by the loop thread once uv_run is back */
     uint16_t port;
 } test_server;
 
@@ -63,14 +65,17 @@ static void *loop_thread(void *arg)
 {
     test_server *ts = arg;
     uv_run(&ts->loop, UV_RUN_DEFAULT);
+    atomic_store(&ts->loop_returned, 1);
     return NULL;
 }
 
-/* Starts a server on the scenes of `config`. */
-static void server_start_from(test_server *ts, const char *config, conf_tweak tweak, const char *reload_path)
+/* Starts a server on the scenes of `config`, reloading from `source`. */
+static void server_start_source(test_server *ts, const char *config, conf_tweak tweak,
+                                const pd_server_config_source *source)
 {
     char err[512];
     memset(ts, 0, sizeof *ts);
+    atomic_init(&ts->loop_returned, 0);
     if (pd_conf_load_file(config, &ts->conf, err, sizeof err) != 0)
         fail_msg("%s: %s", config, err);
     if (tweak)
@@ -80,8 +85,7 @@ static void server_start_from(test_server *ts, const char *config, conf_tweak tw
     assert_non_null(ts->registry);
     assert_int_equal(pd_registry_load(ts->registry, &ts->conf, err, sizeof err), 0);
     assert_int_equal(uv_loop_init(&ts->loop), 0);
-    pd_server_config_source source = {reload_path, NULL, NULL};
-    ts->server = pd_server_create(&ts->loop, &ts->conf, ts->registry, &source);
+    ts->server = pd_server_create(&ts->loop, &ts->conf, ts->registry, source);
     assert_non_null(ts->server);
     ts->pool = pd_pool_create(ts->conf.threads, ts->conf.job_queue_capacity, pd_server_wake, ts->server);
     assert_non_null(ts->pool);
@@ -89,6 +93,13 @@ static void server_start_from(test_server *ts, const char *config, conf_tweak tw
     ts->port = pd_server_port(ts->server);
     assert_true(ts->port != 0);
     assert_int_equal(pthread_create(&ts->thread, NULL, loop_thread, ts), 0);
+}
+
+/* Starts a server on the scenes of `config`. */
+static void server_start_from(test_server *ts, const char *config, conf_tweak tweak, const char *reload_path)
+{
+    pd_server_config_source source = {reload_path, NULL, NULL};
+    server_start_source(ts, config, tweak, &source);
 }
 
 static void server_start_with(test_server *ts, conf_tweak tweak, const char *reload_path)
@@ -1159,6 +1170,195 @@ static void test_reload(void **state)
     rmdir(dir);
 }
 
+/* Holds a reload in its load phase: the server calls the config source's
+ * adjust hook on the threadpool thread that loads, after reading the config
+ * and before loading the maps, and gate_adjust waits there until the test
+ * lets one load through. So a test knows for certain that a load is running
+ * while it talks to the server, whatever the machine's speed. */
+typedef struct reload_gate {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int entered;     /* loads that have reached the hook */
+    int passes;      /* loads the test has let through and not yet used */
+} reload_gate;
+
+/* How long a test waits for a load to reach the gate. */
+#define T_GATE_WAIT_S 20
+
+static void gate_adjust(pd_conf *conf, void *user)
+{
+    (void)conf;
+    reload_gate *g = user;
+    pthread_mutex_lock(&g->lock);
+    g->entered++;
+    pthread_cond_broadcast(&g->cond);
+    while (g->passes == 0)
+        pthread_cond_wait(&g->cond, &g->lock);
+    g->passes--;
+    pthread_mutex_unlock(&g->lock);
+}
+
+static void gate_init(reload_gate *g)
+{
+    memset(g, 0, sizeof *g);
+    assert_int_equal(pthread_mutex_init(&g->lock, NULL), 0);
+    assert_int_equal(pthread_cond_init(&g->cond, NULL), 0);
+}
+
+static void gate_destroy(reload_gate *g)
+{
+    pthread_cond_destroy(&g->cond);
+    pthread_mutex_destroy(&g->lock);
+}
+
+/* Waits until `count` loads have reached the gate; fails the test after
+ * T_GATE_WAIT_S. */
+static void gate_wait_entered(reload_gate *g, int count)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += T_GATE_WAIT_S;
+    pthread_mutex_lock(&g->lock);
+    int rc = 0;
+    while (g->entered < count && rc == 0)
+        rc = pthread_cond_timedwait(&g->cond, &g->lock, &until);
+    int entered = g->entered;
+    pthread_mutex_unlock(&g->lock);
+    assert_true(entered >= count);
+}
+
+static void gate_pass(reload_gate *g)
+{
+    pthread_mutex_lock(&g->lock);
+    g->passes++;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+}
+
+static int gate_entered(reload_gate *g)
+{
+    pthread_mutex_lock(&g->lock);
+    int entered = g->entered;
+    pthread_mutex_unlock(&g->lock);
+    return entered;
+}
+
+/* A connection attempt that may fail: 1 when the server accepted it. */
+static int client_can_connect(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int ok = connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0;
+    close(fd);
+    return ok;
+}
+
+/* The reload's slow part runs off the loop: while a load is held at the
+ * gate, the same connection is answered (ping, scene list from the old set),
+ * and the new set appears only once the load is let through. */
+static void test_reload_loads_off_loop(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/pathd-test-server-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/pathd.json", dir);
+    write_file(path, "{\"listen\": \"127.0.0.1:0\", \"threads\": 2, \"log_level\": \"error\", \"scenes\": ["
+                     "{\"name\": \"small\", \"map\": \"" PD_TEST_DATA_DIR "/net_small.txt\", \"format\": \"ascii\"}]}");
+    reload_gate gate;
+    gate_init(&gate);
+    pd_server_config_source source = {path, gate_adjust, &gate};
+    test_server ts;
+    server_start_source(&ts, T_CONFIG, NULL, &source);
+    int fd = client_connect(ts.port);
+    assert_int_equal(count_scenes(fd, 1), 2);
+
+    pd_server_request_reload(ts.server);
+    gate_wait_entered(&gate, 1);
+    /* The load is held on its thread: the loop answers anyway. */
+    expect_pong(fd, 2, 2);
+    assert_int_equal(count_scenes(fd, 3), 2);
+    expect_pong(fd, 4, 4);
+
+    gate_pass(&gate);
+    size_t n = 0;
+    for (int tries = 0; tries < 500 && n != 1; tries++) {
+        n = count_scenes(fd, 5);
+        if (n != 1)
+            sleep_ms(10);
+    }
+    assert_int_equal(n, 1);
+    assert_int_equal(gate_entered(&gate), 1);
+
+    close(fd);
+    server_stop(&ts);
+    gate_destroy(&gate);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* A stop while a load runs: the loop does not return before the load has
+ * called back (so the loop is never closed under it), the loaded set is
+ * dropped unpublished and freed (ASan checks for leaks), and teardown is
+ * clean. */
+static void test_stop_while_reload_loads(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/pathd-test-server-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/pathd.json", dir);
+    write_file(path, "{\"listen\": \"127.0.0.1:0\", \"threads\": 2, \"log_level\": \"error\", \"scenes\": ["
+                     "{\"name\": \"small\", \"map\": \"" PD_TEST_DATA_DIR "/net_small.txt\", \"format\": \"ascii\"},"
+                     "{\"name\": \"small2\", \"map\": \"" PD_TEST_DATA_DIR "/net_small.txt\", \"format\": \"ascii\"},"
+                     "{\"name\": \"maze\", \"map\": \"" PD_TEST_DATA_DIR "/net_maze.txt\", \"format\": \"ascii\"}]}");
+    reload_gate gate;
+    gate_init(&gate);
+    pd_server_config_source source = {path, gate_adjust, &gate};
+    test_server ts;
+    server_start_source(&ts, T_CONFIG, NULL, &source);
+
+    pd_server_request_reload(ts.server);
+    gate_wait_entered(&gate, 1);
+    pd_server_request_stop(ts.server);
+    /* The stop has begun once the listener is closed; only then is the load
+     * let through, so it certainly finishes during the stop. */
+    int accepting = 1;
+    for (int tries = 0; tries < 2000 && accepting; tries++) {
+        accepting = client_can_connect(ts.port);
+        if (accepting)
+            sleep_ms(10);
+    }
+    assert_false(accepting);
+    /* With no connection and no job the stop runs to its end at once, but
+     * the pending load keeps uv_run going. */
+    sleep_ms(50);
+    assert_int_equal(atomic_load(&ts.loop_returned), 0);
+    /* A reload asked for during the stop is not started. */
+    pd_server_request_reload(ts.server);
+    gate_pass(&gate);
+    assert_int_equal(pthread_join(ts.thread, NULL), 0);
+    assert_int_equal(gate_entered(&gate), 1);
+    /* Dropped, not published: the registry still serves the old two scenes. */
+    pd_scene **list = NULL;
+    size_t n = pd_registry_list(ts.registry, &list);
+    pd_registry_release_list(list, n);
+    assert_int_equal(n, 2);
+    pd_pool_destroy(ts.pool);
+    pd_server_destroy(ts.server);
+    assert_int_equal(uv_loop_close(&ts.loop), 0);
+    pd_registry_destroy(ts.registry);
+    pd_conf_free(&ts.conf);
+    gate_destroy(&gate);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* ---- issue 4: UpdateCells, unit sizes, new FindPath fields -------------- */
 
 /* An UpdateCells of one cell of "small". */
@@ -1715,6 +1915,8 @@ int main(void)
         cmocka_unit_test(test_slow_reader_is_cut),
         cmocka_unit_test(test_idle_timeout),
         cmocka_unit_test(test_reload),
+        cmocka_unit_test(test_reload_loads_off_loop),
+        cmocka_unit_test(test_stop_while_reload_loads),
         cmocka_unit_test(test_update_cells_changes_paths),
         cmocka_unit_test(test_inflight_search_keeps_its_version),
         cmocka_unit_test(test_unit_sizes_and_options),
