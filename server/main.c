@@ -195,6 +195,7 @@ static void pd__metrics_gauges(void *user, pd_metrics_gauges *out)
     out->queue_depth = ps.queue_depth;
     out->worker_threads = ps.threads;
     out->worker_busy_ns = ps.busy_ns;
+    out->worker_prepared_cells = ps.reserved_cells;
 }
 
 int main(int argc, char **argv)

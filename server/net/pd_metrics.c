@@ -260,6 +260,10 @@ static void pd__render_gauges(pd__text *t, const pd_metrics_gauges *g)
                "divided by pathd_worker_threads.");
     pd__text_printf(t, "pathd_worker_busy_seconds_total %" PRIu64 ".%09" PRIu64 "\n",
                     g->worker_busy_ns / 1000000000u, g->worker_busy_ns % 1000000000u);
+    pd__family(t, "pathd_worker_prepared_cells", "gauge",
+               "Padded grid cells, (width+2)*(height+2), that every worker's search contexts are grown for "
+               "(the largest scene); 0 until all workers have grown them.");
+    pd__text_printf(t, "pathd_worker_prepared_cells %" PRIu64 "\n", g->worker_prepared_cells);
 }
 
 static void pd__render_scenes(pd__text *t, pd_registry *registry)

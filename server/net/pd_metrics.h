@@ -60,6 +60,8 @@ typedef struct pd_metrics_gauges {
     uint64_t queue_depth;        /* jobs waiting for a worker */
     uint32_t worker_threads;
     uint64_t worker_busy_ns;     /* time workers spent on jobs, summed over threads */
+    uint64_t worker_prepared_cells; /* padded grid cells every worker's search
+                                       contexts are grown for (pd_pool_reserve) */
 } pd_metrics_gauges;
 
 /* Fills *out (zeroed by the caller) when a scrape arrives; runs on the loop

@@ -70,6 +70,8 @@ expect '# TYPE pathd_find_path_duration_seconds histogram'
 expect 'pathd_find_path_duration_seconds_bucket{le="+Inf"} 2'
 expect 'pathd_find_path_duration_seconds_count 2'
 expect 'pathd_worker_threads 2'
+# Both workers grew their contexts for the 512x512 forest, the largest scene.
+expect 'pathd_worker_prepared_cells 264196'
 expect 'pathd_in_flight 0'
 expect 'pathd_queue_depth 0'
 expect 'pathd_scene_version{scene="town"} 1'

@@ -344,6 +344,7 @@ static void test_gauges_and_scene_versions(void **state)
         .queue_depth = 2,
         .worker_threads = 4,
         .worker_busy_ns = 1500000001,
+        .worker_prepared_cells = 264196,
     };
 
     char *text = render(m, &g, registry);
@@ -354,6 +355,8 @@ static void test_gauges_and_scene_versions(void **state)
     assert_line(text, "pathd_worker_threads 4");
     assert_line(text, "pathd_worker_busy_seconds_total 1.500000001");
     assert_line(text, "# TYPE pathd_worker_busy_seconds_total counter");
+    assert_line(text, "pathd_worker_prepared_cells 264196");
+    assert_line(text, "# TYPE pathd_worker_prepared_cells gauge");
     assert_line(text, "# TYPE pathd_scene_version gauge");
     assert_line(text, "pathd_scene_version{scene=\"maze\"} 1");
     assert_line(text, "pathd_scene_version{scene=\"small\"} 1");
