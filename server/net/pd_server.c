@@ -3,8 +3,9 @@
  *
  * Everything here runs on the loop thread except pd_server_wake and the two
  * request_* functions, which only set atomic flags and call uv_async_send,
- * and pd__reload_work, which loads a reload's config and scenes on libuv's
- * threadpool without touching the server.
+ * and pd__reload_work, which loads a reload's config and scenes and builds
+ * its world (portals and route tables) on libuv's threadpool without
+ * touching the server.
  *
  * A connection lives in two places: a list (for the idle sweep and shutdown,
  * which visit every connection) and a hash map from its id (for completions,
@@ -1135,25 +1136,34 @@ static void pd__prepare_workers(pd_server *s)
 }
 
 /* One reload in progress. The loop thread fills in what the load needs and
- * queues it; the work callback (a libuv threadpool thread) reads the config
- * and builds the scene set; the after-work callback (the loop thread again)
- * publishes or refuses it and frees this. libuv runs the two callbacks one
- * after the other and orders them with its own lock, so the fields need no
- * lock of their own; the loop thread does not touch them in between. */
+ * queues it; the work callback (a libuv threadpool thread) reads the config,
+ * builds the scene set and the world over it; the after-work callback (the
+ * loop thread again) publishes or refuses them and frees this. libuv runs
+ * the two callbacks one after the other and orders them with its own lock,
+ * so the fields need no lock of their own; the loop thread does not touch
+ * them in between. */
 typedef struct pd__reload_job {
     uv_work_t req;               /* req.data points back to the server */
     const char *config_path;     /* the server's; lives until the after-work callback */
     void (*adjust)(pd_conf *conf, void *user);
     void *adjust_user;
+    int build_world;             /* the server serves routes: build the world too */
     /* Results, written by the work callback. */
     int conf_loaded;             /* next holds a config to use or free */
     pd_conf next;
     pd_scene_set *scenes;        /* the loaded scenes; NULL when refused */
+    pd_world *world;             /* built over `scenes`, unpublished; NULL when
+                                    refused (world_err says why) or not built */
     char err[512];
+    char world_err[512];
 } pd__reload_job;
 
 /* The slow part, off the loop thread: everything that reads files or builds
- * grids. It touches no server state, so the loop keeps serving meanwhile. */
+ * grids and route tables. It touches no server state, so the loop keeps
+ * serving meanwhile. The world is built over the loaded set itself, the
+ * scenes the publish will serve; a world that does not fit them is not an
+ * error of the load (the scenes are still published, see
+ * pd__reload_publish). */
 static void pd__reload_work(uv_work_t *req)
 {
     pd__reload_job *rl = (pd__reload_job *)req;
@@ -1163,25 +1173,34 @@ static void pd__reload_work(uv_work_t *req)
     if (rl->adjust)
         rl->adjust(&rl->next, rl->adjust_user);
     rl->scenes = pd_registry_prepare(&rl->next, rl->err, sizeof rl->err);
+    if (rl->scenes && rl->build_world)
+        rl->world = pd_world_build_from_set(&rl->next.world, rl->scenes, rl->world_err,
+                                            sizeof rl->world_err);
 }
 
-/* Publishes a loaded reload: the scene swap, the workers' contexts, the
- * world, and the settings a reload may change. Takes over rl->next. */
+/* Publishes a loaded reload: the scene swap with the world built for it,
+ * the workers' contexts, and the settings a reload may change. Only swaps
+ * happen here; the tables were computed by pd__reload_work. Takes over
+ * rl->next, rl->scenes and rl->world. */
 static void pd__reload_publish(pd_server *s, pd__reload_job *rl)
 {
-    char err[512];
     pd_conf next = rl->next;
+    int world_refused = s->world_store && !rl->world;
 
-    pd_registry_publish(s->registry, rl->scenes);
+    /* A world that does not fit the new scenes (a portal cell outside a
+     * reloaded map) was refused by the build: the scenes are swapped in
+     * anyway and the old world, whose snapshots stay valid for routes,
+     * serves until a reload that fits. */
+    if (s->world_store)
+        pd_world_store_publish_reload(s->world_store, s->registry, rl->scenes, rl->world);
+    else
+        pd_registry_publish(s->registry, rl->scenes);
     rl->scenes = NULL;
+    rl->world = NULL;
     pd__prepare_workers(s);
-    /* The scenes are swapped in by now; a world that does not fit them
-     * (a portal cell outside a reloaded map) keeps the old world, whose
-     * snapshots stay valid for routes, until a reload that fits. */
-    if (s->world_store &&
-        pd_world_store_rebuild(s->world_store, &next.world, s->registry, err, sizeof err) != 0)
+    if (world_refused)
         pd_log_error("reload: portals and routes of %s refused: %s; the previous world keeps serving routes",
-                     s->config_path, err);
+                     s->config_path, rl->world_err);
 
     if (strcmp(next.listen_host, s->conf.listen_host) != 0 || next.listen_port != s->conf.listen_port)
         pd_log_warn("reload: a new listen address needs a restart; still on %s:%u",
@@ -1217,8 +1236,8 @@ static void pd__reload_start(pd_server *s);
 
 /* Back on the loop thread once the load is done: publish it, or log why it
  * was refused and keep serving the running set. A stop that began meanwhile
- * wins: the loaded set is dropped unpublished. Then a reload asked for
- * during the load runs (once, however many were asked for). */
+ * wins: the loaded set and its world are dropped unpublished. Then a reload
+ * asked for during the load runs (once, however many were asked for). */
 static void pd__reload_done(uv_work_t *req, int status)
 {
     pd_server *s = req->data;
@@ -1236,6 +1255,7 @@ static void pd__reload_done(uv_work_t *req, int status)
         pd_conf_free(&rl->next);
     } else if (s->phase != PD__RUNNING) {
         pd_log_warn("reload of %s dropped: the server is stopping", s->config_path);
+        pd_world_release(rl->world);
         pd_registry_discard(rl->scenes);
         pd_conf_free(&rl->next);
     } else {
@@ -1264,6 +1284,7 @@ static void pd__reload_start(pd_server *s)
     rl->config_path = s->config_path;
     rl->adjust = s->adjust;
     rl->adjust_user = s->adjust_user;
+    rl->build_world = s->world_store != NULL;
     int rc = uv_queue_work(s->loop, &rl->req, pd__reload_work, pd__reload_done);
     if (rc != 0) {
         pd_log_error("reload refused: cannot start the load: %s; the running configuration stays",

@@ -774,6 +774,14 @@ void pd_registry_discard(pd_scene_set *set)
     free(set);
 }
 
+pd_scene *const *pd_scene_set_scenes(const pd_scene_set *set, size_t *n_out)
+{
+    size_t n = set ? set->n_scenes : 0;
+    if (n_out)
+        *n_out = n;
+    return n ? set->scenes : NULL;
+}
+
 void pd_registry_publish(pd_registry *r, pd_scene_set *set)
 {
     pd_scene **fresh = set->scenes;

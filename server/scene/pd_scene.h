@@ -141,6 +141,13 @@ void pd_registry_publish(pd_registry *r, pd_scene_set *set);
 /* Frees a set that will not be published. NULL is a no-op. */
 void pd_registry_discard(pd_scene_set *set);
 
+/* The scenes of a prepared set, sorted by name (*n_out of them; NULL when
+ * empty), so work that must match the scenes about to be published (the
+ * world's route tables) can be done before the set is. The set keeps its
+ * references: the pointers are valid until it is published or discarded.
+ * Reading them is safe from any thread until then. */
+pd_scene *const *pd_scene_set_scenes(const pd_scene_set *set, size_t *n_out);
+
 /* Returns a retained scene or NULL when no scene has that name. */
 pd_scene *pd_registry_acquire(pd_registry *r, const char *name);
 

@@ -392,6 +392,18 @@ pd_world *pd_world_build_from_registry(const pd_conf_world *cw, pd_registry *r,
     return w;
 }
 
+pd_world *pd_world_build_from_set(const pd_conf_world *cw, const pd_scene_set *set,
+                                  char *err, size_t errlen)
+{
+    if (!set) {
+        PD__ERR("world: no scene set");
+        return NULL;
+    }
+    size_t n = 0;
+    pd_scene *const *scenes = pd_scene_set_scenes(set, &n);
+    return pd_world_build(cw, scenes, n, err, errlen);
+}
+
 /* Copies w's portals, routes and endpoint index into a fresh world that
  * holds the same scenes (retained) and copies of their tables. */
 static pd_world *pd__world_copy(const pd_world *w)
@@ -1063,6 +1075,22 @@ int pd_world_store_rebuild(pd_world_store *s, const pd_conf_world *cw, pd_regist
         pd__store_publish(s, w);
     pthread_mutex_unlock(&s->write_lock);
     return w ? 0 : -1;
+}
+
+void pd_world_store_publish_reload(pd_world_store *s, pd_registry *r, pd_scene_set *set,
+                                   pd_world *w)
+{
+    if (!s || !r || !set) {
+        /* Nothing can be published; drop what the caller handed over. */
+        pd_registry_discard(set);
+        pd_world_release(w);
+        return;
+    }
+    pthread_mutex_lock(&s->write_lock);
+    pd_registry_publish(r, set);
+    if (w)
+        pd__store_publish(s, w);
+    pthread_mutex_unlock(&s->write_lock);
 }
 
 pd_status pd_world_store_refresh(pd_world_store *s, pd_registry *r, const char *name,

@@ -70,6 +70,17 @@ pd_world *pd_world_build(const pd_conf_world *cw, pd_scene *const *scenes, size_
 pd_world *pd_world_build_from_registry(const pd_conf_world *cw, pd_registry *r,
                                        char *err, size_t errlen);
 
+/* Same, over the scenes of a prepared set (pd_registry_prepare) that no
+ * registry serves yet: the slow half of a reload's world (every route
+ * table), which touches no store and no registry, so it may run on any
+ * thread while the running world keeps serving. The result is an ordinary
+ * world, invisible to planners until pd_world_store_publish_reload makes it
+ * current; drop one that will not be published with pd_world_release. The
+ * set must stay unpublished during the call. NULL with the reason in err,
+ * as for pd_world_build (the caller then publishes the set without it). */
+pd_world *pd_world_build_from_set(const pd_conf_world *cw, const pd_scene_set *set,
+                                  char *err, size_t errlen);
+
 void pd_world_retain(pd_world *w);
 void pd_world_release(pd_world *w);        /* frees on the last release; NULL is a no-op */
 
@@ -180,10 +191,30 @@ void pd_world_store_destroy(pd_world_store *s);   /* releases its world */
 pd_world *pd_world_store_acquire(pd_world_store *s);
 
 /* Builds a world from cw over the registry's current scenes and publishes it
- * (after a config load or reload). Returns 0, or -1 with the reason in err
- * and the old world still published. */
+ * (at start-up, after pd_registry_load). The table computation runs on the
+ * calling thread; a reload uses pd_world_build_from_set and
+ * pd_world_store_publish_reload instead. Returns 0, or -1 with the reason in
+ * err and the old world still published. */
 int pd_world_store_rebuild(pd_world_store *s, const pd_conf_world *cw, pd_registry *r,
                            char *err, size_t errlen);
+
+/* The quick half of a reload, on the thread that publishes it: set replaces
+ * r's scenes (pd_registry_publish), then w, built over that same set with
+ * pd_world_build_from_set, becomes the current world. With w NULL (the
+ * reload's world was refused) only the scenes change and the previous world
+ * keeps serving routes on its own snapshots. Takes over set and the
+ * caller's reference to w (both are dropped unpublished when s or r is
+ * NULL).
+ *
+ * Both swaps happen under the lock that serialises rebuilds and refreshes,
+ * so a pd_world_store_refresh after an UpdateCells runs either wholly
+ * before them (and its world is replaced) or wholly after them (and finds
+ * the new world and compares it with the scene the registry serves then):
+ * an update landing between the scene swap and the world swap cannot leave
+ * the world on a stale snapshot. The wait is at most one refresh already
+ * computing its scene's tables. */
+void pd_world_store_publish_reload(pd_world_store *s, pd_registry *r, pd_scene_set *set,
+                                   pd_world *w);
 
 /* After pd_registry_update changed scene `name`: if the registry serves a
  * different snapshot of it than the current world holds, publishes a world

@@ -41,10 +41,14 @@
 #define T_ROUTE_THREADS 2
 #define T_ROUTES_PER_THREAD 30
 #define T_DOOR_TOGGLES 10
+/* A portal cell column past the right edge of every demo map. */
+#define T_MISFIT_X 999
 
 /* The demo config with map paths made absolute (the harness's temp dir is
- * elsewhere), the harness's listen address, and no metrics listener. */
-static char *demo_config_text(const pdi_daemon *d)
+ * elsewhere), the harness's listen address, and no metrics listener. With
+ * misfit set, the first portal's "a" cell lies outside its scene's map,
+ * which the config accepts and the world build refuses. */
+static char *demo_config_text(const pdi_daemon *d, int misfit)
 {
     FILE *f = fopen(T_DEMO_CONFIG, "rb");
     assert_non_null(f);
@@ -66,6 +70,12 @@ static char *demo_config_text(const pdi_daemon *d)
         snprintf(path, sizeof path, "%s/config/%s", PD_SOURCE_DIR, cJSON_GetObjectItem(scene, "map")->valuestring);
         cJSON_ReplaceItemInObject(scene, "map", cJSON_CreateString(path));
     }
+    if (misfit) {
+        cJSON *end = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "portals"), 0), "a");
+        assert_non_null(end);
+        const int cell[2] = {T_MISFIT_X, 5};
+        cJSON_ReplaceItemInObject(end, "cell", cJSON_CreateIntArray(cell, 2));
+    }
     char *out = cJSON_Print(root);
     cJSON_Delete(root);
     assert_non_null(out);
@@ -84,7 +94,7 @@ static int setup(void **state)
         pdi_print_log(d);
         return -1;
     }
-    char *text = demo_config_text(d);
+    char *text = demo_config_text(d, 0);
     int rc = pdi_write_config_text(d, text);
     free(text);
     if (rc != 0 || pdi_daemon_signal(d, SIGHUP) != 0)
@@ -507,6 +517,55 @@ static void test_routes_while_door_toggles(void **state)
     pdc_close(c);
 }
 
+/* Reloads the config text and waits until the daemon has logged
+ * "reloaded " `count` times in all. */
+static void reload_demo(pdi_daemon *d, int misfit, int count)
+{
+    char *text = demo_config_text(d, misfit);
+    assert_int_equal(pdi_write_config_text(d, text), 0);
+    free(text);
+    assert_int_equal(pdi_daemon_signal(d, SIGHUP), 0);
+    double deadline = pdi_now_ms() + T_RELOAD_TIMEOUT_MS;
+    while (pdi_log_count(d, "reloaded ") < count && pdi_now_ms() < deadline)
+        pdi_sleep_ms(20);
+    assert_int_equal(pdi_log_count(d, "reloaded "), count);
+}
+
+/* The demo route, checked in full. */
+static void expect_demo_route(pdc_conn *c)
+{
+    pdc_route_req q = route_req("town", 3, 4, "cellar", 10, 2);
+    pdc_route_result r;
+    assert_int_equal(pdc_find_route(c, &q, &r), PDC_OK);
+    static const char *const scenes[] = {"town", "house", "cellar"};
+    check_route(c, &r, &q, scenes, 3);
+    assert_string_equal(leg_portal(&r, 0), "inn-door");
+    assert_float_equal(r.total_cost, T_DEMO_TOTAL, T_COST_EPS);
+    pdc_route_result_free(&r);
+}
+
+/* A reload whose portals do not fit its maps: the scenes are taken, the
+ * world (built off the loop) is refused with its reason, and the previous
+ * world keeps answering routes; the next reload that fits replaces it. */
+static void test_reload_world_refused(void **state)
+{
+    pdi_daemon *d = *state;
+    int reloaded = pdi_log_count(d, "reloaded ");
+    assert_int_equal(pdi_log_count(d, "portals and routes of"), 0);
+    reload_demo(d, 1, reloaded + 1);
+    assert_int_equal(pdi_log_count(d, "portals and routes of"), 1);
+    assert_true(pdi_log_contains(d, "portal 'inn-door': cell 999,5 is outside scene 'town'"));
+    assert_true(pdi_log_contains(d, "the previous world keeps serving routes"));
+    pdc_conn *c = pdi_connect(d);
+    assert_non_null(c);
+    expect_demo_route(c);
+
+    reload_demo(d, 0, reloaded + 2);
+    assert_int_equal(pdi_log_count(d, "portals and routes of"), 1);
+    expect_demo_route(c);
+    pdc_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -518,6 +577,7 @@ int main(void)
         cmocka_unit_test(test_unit_size_limit),
         cmocka_unit_test(test_pathctl_route_json),
         cmocka_unit_test(test_routes_while_door_toggles),
+        cmocka_unit_test(test_reload_world_refused),
     };
     return cmocka_run_group_tests(tests, setup, pdi_fixture_stop);
 }

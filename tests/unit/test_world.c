@@ -9,12 +9,16 @@
  * each candidate way is priced here by summing independent A* searches per
  * leg plus the portal costs, and the planner must pick the cheapest and
  * report exactly its legs. The demo world (config/default.json scenes with
- * its portals and routes) gets the same checks the issue names.
+ * its portals and routes) gets the same checks the issue names. A reload's
+ * world is checked in its two halves (built over a prepared scene set,
+ * published with it) and against updates refreshing tables meanwhile.
  */
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +37,8 @@
 /* Plans each reader thread runs while the door is toggled. */
 #define WORLD_READER_PLANS 200
 #define WORLD_TOGGLES 20
+/* Reloads published, each while another thread toggles the door. */
+#define WORLD_RELOADS 20
 
 static char *read_text(const char *path, size_t *len)
 {
@@ -63,16 +69,16 @@ static void parse_world_file(const char *path, const char *const *names, size_t 
     free(json);
 }
 
-/* The four test scenes, loaded the way the daemon loads scenes. */
-static pd_registry *load_test_registry(void)
+/* The config of the four test scenes (free it with pd_conf_free). */
+static void test_scene_conf(pd_conf *conf)
 {
     static const char *const names[] = { "plaza", "hall", "tunnel", "vault" };
-    pd_conf conf = pd_conf_defaults;
-    conf.scenes = calloc(4, sizeof *conf.scenes);
-    assert_non_null(conf.scenes);
-    conf.n_scenes = 4;
+    *conf = pd_conf_defaults;
+    conf->scenes = calloc(4, sizeof *conf->scenes);
+    assert_non_null(conf->scenes);
+    conf->n_scenes = 4;
     for (size_t i = 0; i < 4; i++) {
-        pd_conf_scene *s = &conf.scenes[i];
+        pd_conf_scene *s = &conf->scenes[i];
         snprintf(s->name, sizeof s->name, "%s", names[i]);
         char path[512];
         snprintf(path, sizeof path, "%s/route_%s.txt", PD_TEST_DATA_DIR, names[i]);
@@ -84,6 +90,13 @@ static pd_registry *load_test_registry(void)
         s->unit_sizes[1] = 2;
         s->n_unit_sizes = 2;
     }
+}
+
+/* The four test scenes, loaded the way the daemon loads scenes. */
+static pd_registry *load_test_registry(void)
+{
+    pd_conf conf;
+    test_scene_conf(&conf);
     pd_registry *r = pd_registry_create();
     assert_non_null(r);
     char err[256];
@@ -91,6 +104,32 @@ static pd_registry *load_test_registry(void)
         fail_msg("%s", err);
     pd_conf_free(&conf);
     return r;
+}
+
+/* The four test scenes loaded again, the way a reload loads them: a set no
+ * registry serves yet. */
+static pd_scene_set *prepare_test_set(void)
+{
+    pd_conf conf;
+    test_scene_conf(&conf);
+    char err[256];
+    pd_scene_set *set = pd_registry_prepare(&conf, err, sizeof err);
+    if (!set)
+        fail_msg("%s", err);
+    pd_conf_free(&conf);
+    return set;
+}
+
+/* The scene called `name` in a prepared set, or NULL. */
+static pd_scene *set_scene(const pd_scene_set *set, const char *name)
+{
+    size_t n = 0;
+    pd_scene *const *scenes = pd_scene_set_scenes(set, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(scenes[i]->name, name) == 0)
+            return scenes[i];
+    }
+    return NULL;
 }
 
 static pd_world *build_world(pd_registry *r, const pd_conf_world *cw)
@@ -563,6 +602,104 @@ static void test_blocked_door_reroutes(void **state)
     pd_registry_destroy(r);
 }
 
+/* A reload's world in two halves: built over a prepared set without
+ * touching the store or the registry, then published together with the set;
+ * a world that does not fit the set is refused and the old one stays. */
+static void test_reload_build_publish_discard(void **state)
+{
+    (void)state;
+    pd_registry *r = load_test_registry();
+    pd_conf_world cw;
+    parse_world_file(WORLD_JSON, NULL, 0, &cw);
+    pd_world_store *store = pd_world_store_create();
+    char err[256];
+    assert_int_equal(pd_world_store_rebuild(store, &cw, r, err, sizeof err), 0);
+    pd_world *old = pd_world_store_acquire(store);
+    pd_scene *old_hall = pd_registry_acquire(r, "hall");
+    assert_ptr_equal(pd_world_scene(old, "hall"), old_hall);
+
+    pd_scene_set *set = prepare_test_set();
+    size_t n_set = 0;
+    assert_non_null(pd_scene_set_scenes(set, &n_set));
+    assert_int_equal(n_set, 4);
+    pd_scene *new_hall = set_scene(set, "hall");
+    assert_non_null(new_hall);
+    assert_ptr_not_equal(new_hall, old_hall);
+
+    /* Discarding an unpublished world gives back its scene references. */
+    uint_fast32_t refs = atomic_load(&new_hall->refs);
+    pd_world *dropped = pd_world_build_from_set(&cw, set, err, sizeof err);
+    assert_non_null(dropped);
+    assert_true(atomic_load(&new_hall->refs) > refs);
+    pd_world_release(dropped);
+    assert_int_equal(atomic_load(&new_hall->refs), refs);
+
+    /* Built over the set, and invisible: planners and the registry still
+     * see the old snapshots. */
+    pd_world *built = pd_world_build_from_set(&cw, set, err, sizeof err);
+    if (!built)
+        fail_msg("%s", err);
+    assert_ptr_equal(pd_world_scene(built, "hall"), new_hall);
+    pd_world *still = pd_world_store_acquire(store);
+    assert_ptr_equal(still, old);
+    pd_world_release(still);
+    pd_scene *served = pd_registry_acquire(r, "hall");
+    assert_ptr_equal(served, old_hall);
+    pd_scene_release(served);
+
+    /* Published: the set's scenes and the world built on them, together. */
+    pd_world_store_publish_reload(store, r, set, built);
+    pd_world *now = pd_world_store_acquire(store);
+    assert_ptr_equal(now, built);
+    served = pd_registry_acquire(r, "hall");
+    assert_ptr_equal(served, new_hall);
+    assert_int_equal(served->version, old_hall->version + 1);
+    pd_scene_release(served);
+    pd_search_ctx *ctx = pd_search_ctx_create();
+    pd_world_route rt;
+    assert_int_equal(plan(now, ctx, "plaza", PLAZA_START, "vault", VAULT_GOAL, 1, &rt), PD_OK);
+    assert_true(fabs(rt.total_cost - via_hall(ctx, now, 1)) < 1e-9);
+    pd_world_route_free(&rt);
+
+    /* A reload whose portals do not fit its maps: the build is refused with
+     * the reason, the scenes are published anyway, the old world stays. */
+    pd_scene_set *next = prepare_test_set();
+    pd_scene *next_hall = set_scene(next, "hall");
+    cw.portals[0].a.x = 12;
+    assert_null(pd_world_build_from_set(&cw, next, err, sizeof err));
+    assert_non_null(strstr(err, "portal 'plaza-hall': cell 12,1 is outside scene 'plaza' (12x8)"));
+    cw.portals[0].a.x = 9;
+    pd_world_store_publish_reload(store, r, next, NULL);
+    served = pd_registry_acquire(r, "hall");
+    assert_ptr_equal(served, next_hall);
+    pd_scene_release(served);
+    still = pd_world_store_acquire(store);
+    assert_ptr_equal(still, now);
+    assert_int_equal(plan(still, ctx, "plaza", PLAZA_START, "vault", VAULT_GOAL, 1, &rt), PD_OK);
+    pd_world_route_free(&rt);
+    pd_world_release(still);
+
+    /* The world keeps up with updates to the scenes it was built on. */
+    assert_int_equal(set_door(r, PD_UPDATE_BLOCK), PD_OK);
+    assert_int_equal(pd_world_store_refresh(store, r, "hall", err, sizeof err), PD_OK);
+    pd_world *shut = pd_world_store_acquire(store);
+    served = pd_registry_acquire(r, "hall");
+    assert_ptr_equal(pd_world_scene(shut, "hall"), served);
+    pd_scene_release(served);
+    pd_world_release(shut);
+
+    assert_null(pd_world_build_from_set(&cw, NULL, err, sizeof err));
+    assert_non_null(strstr(err, "no scene set"));
+
+    pd_search_ctx_destroy(ctx);
+    pd_world_release(now);
+    pd_scene_release(old_hall);
+    pd_world_release(old);
+    pd_world_store_destroy(store);
+    pd_conf_world_free(&cw);
+    pd_registry_destroy(r);
+}
+
 static void test_pinned_route_is_honoured(void **state)
 {
     (void)state;
@@ -830,6 +967,75 @@ static void test_plans_during_refresh(void **state)
     pd_registry_destroy(r);
 }
 
+typedef struct updater_arg {
+    pd_registry *registry;
+    pd_world_store *store;
+    atomic_int go;               /* set just before the reload publishes */
+    pd_update_op op;
+    int bad;
+} updater_arg;
+
+/* One UpdateCells as a worker runs it, started as a reload publishes:
+ * update the registry, then refresh the world's tables for that scene. */
+static void *updater(void *p)
+{
+    updater_arg *a = p;
+    char err[256];
+    while (!atomic_load(&a->go))
+        sched_yield();
+    if (set_door(a->registry, a->op) != PD_OK ||
+        pd_world_store_refresh(a->store, a->registry, "hall", err, sizeof err) != PD_OK)
+        a->bad++;
+    return NULL;
+}
+
+/* Reloads published while an update refreshes the tables: however they
+ * interleave, the world ends up holding the very snapshots the registry
+ * serves (an update between a reload's scene swap and its world swap must
+ * not leave the world on the reloaded, not yet updated, hall). */
+static void test_updates_during_reloads(void **state)
+{
+    (void)state;
+    pd_registry *r = load_test_registry();
+    pd_conf_world cw;
+    parse_world_file(WORLD_JSON, NULL, 0, &cw);
+    pd_world_store *store = pd_world_store_create();
+    char err[256];
+    assert_int_equal(pd_world_store_rebuild(store, &cw, r, err, sizeof err), 0);
+
+    for (int i = 0; i < WORLD_RELOADS; i++) {
+        updater_arg arg = { .registry = r, .store = store,
+                            .op = i % 2 ? PD_UPDATE_PASS : PD_UPDATE_BLOCK };
+        atomic_init(&arg.go, 0);
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, updater, &arg), 0);
+        pd_scene_set *set = prepare_test_set();
+        pd_world *built = pd_world_build_from_set(&cw, set, err, sizeof err);
+        if (!built)
+            fail_msg("%s", err);
+        atomic_store(&arg.go, 1);
+        pd_world_store_publish_reload(store, r, set, built);
+        assert_int_equal(pthread_join(th, NULL), 0);
+        assert_int_equal(arg.bad, 0);
+
+        pd_world *w = pd_world_store_acquire(store);
+        assert_int_equal(pd_world_scene_count(w), 4);
+        for (size_t k = 0; k < pd_world_scene_count(w); k++) {
+            const pd_scene *held = pd_world_scene_at(w, k);
+            pd_scene *served = pd_registry_acquire(r, held->name);
+            if (served != held)
+                fail_msg("reload %d, scene '%s': the world holds version %llu, the registry serves %llu",
+                         i, held->name, (unsigned long long)held->version,
+                         (unsigned long long)(served ? served->version : 0));
+            pd_scene_release(served);
+        }
+        pd_world_release(w);
+    }
+    pd_world_store_destroy(store);
+    pd_conf_world_free(&cw);
+    pd_registry_destroy(r);
+}
+
 /* ---- the demo world ---------------------------------------------------- */
 
 static void test_demo_world(void **state)
@@ -906,11 +1112,13 @@ int main(void)
         cmocka_unit_test(test_best_route_through_intermediate),
         cmocka_unit_test(test_one_way_portal_changes_answer),
         cmocka_unit_test(test_blocked_door_reroutes),
+        cmocka_unit_test(test_reload_build_publish_discard),
         cmocka_unit_test(test_pinned_route_is_honoured),
         cmocka_unit_test(test_max_unit_excludes_portal),
         cmocka_unit_test(test_plan_errors),
         cmocka_unit_test(test_arrivals),
         cmocka_unit_test(test_plans_during_refresh),
+        cmocka_unit_test(test_updates_during_reloads),
         cmocka_unit_test(test_demo_world),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
