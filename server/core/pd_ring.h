@@ -17,9 +17,10 @@
  * Measured against the radix heap (pd_radix.h), which A* used first: the
  * radix heap moved each entry about three times between its buckets (perf:
  * a third of A*'s time); this ring moves it at most once, onto the level
- * stack, and A* runs 20-25% faster on the Dragon Age maps. Jump point search keeps the
- * radix heap: a jump can raise f by up to twice the map's side, too wide a
- * window for a ring.
+ * stack, and A* runs 15-25% faster on the Dragon Age maps (about 15% with
+ * the chunked buckets below, which cost a little speed for bounded memory).
+ * Jump point search keeps the radix heap: a jump can raise f by up to twice
+ * the map's side, too wide a window for a ring.
  *
  * There is no decrease-key: the search pushes a node again with its lower key
  * and skips the older entry when it comes out (entries carry a tag the search
