@@ -344,7 +344,6 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
     pd__jnode *nodes = r->ctx->nodes;
     const uint32_t stride = (uint32_t)r->stride;
     uint64_t expanded = 0;
-    const uint64_t budget = p->max_expansions;
     pd_status st = PD_NO_PATH;
 
     pd_radix *open = &r->ctx->open;
@@ -362,17 +361,10 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
             st = PD_OK;
             break;
         }
-        if (budget && expanded >= budget) {
-            st = PD_BUDGET_EXCEEDED;
+        const pd_status go = pd__count_expansion(p, &expanded);
+        if (go != PD_OK) {
+            st = go;
             break;
-        }
-        expanded++;
-        if (p->poll && (expanded & (PD_SEARCH_POLL_INTERVAL - 1)) == 0) {
-            pd_status ps = p->poll(p->poll_user);
-            if (ps != PD_OK) {
-                st = ps;
-                break;
-            }
         }
         int32_t dx = 0, dy = 0;
         const uint32_t par = r->ctx->parent[cur];

@@ -184,7 +184,6 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
     pd_ring *open = &r->ctx->open;
     const int32_t stride = r->stride;
     uint64_t expanded = 0;
-    const uint64_t budget = p->max_expansions;
     pd_status st = PD_NO_PATH;
 
     while (open->size > 0) {
@@ -194,7 +193,6 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
             break;
         }
         const uint32_t cur = top.id;
-        const int32_t cx = (int32_t)(cur % (uint32_t)stride), cy = (int32_t)(cur / (uint32_t)stride);
         if (nodes[cur].tag != top.tag)
             continue; /* superseded by a lower g, or already expanded */
         nodes[cur].tag = PD__CLOSED;
@@ -202,19 +200,13 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
             st = PD_OK;
             break;
         }
-        if (budget && expanded >= budget) {
-            st = PD_BUDGET_EXCEEDED;
+        const pd_status go = pd__count_expansion(p, &expanded);
+        if (go != PD_OK) {
+            st = go;
             break;
         }
-        expanded++;
-        if (p->poll && (expanded & (PD_SEARCH_POLL_INTERVAL - 1)) == 0) {
-            pd_status ps = p->poll(p->poll_user);
-            if (ps != PD_OK) {
-                st = ps;
-                break;
-            }
-        }
         const double g = nodes[cur].g;
+        const int32_t cx = (int32_t)(cur % (uint32_t)stride), cy = (int32_t)(cur / (uint32_t)stride);
         if (r->track_best) {
             double h = eight ? pd__octile(cx - r->gx, cy - r->gy) : pd__manhattan(cx - r->gx, cy - r->gy);
             if (h < r->best_h || (h == r->best_h && g < r->best_g)) {

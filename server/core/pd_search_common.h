@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "pd_search.h"
+
 #define PD__SQRT2 1.41421356237309504880
 
 /* Octile distance: the exact cost of an obstacle-free 8-connected path. */
@@ -54,6 +56,21 @@ static inline void pd__prefault(void *mem, size_t bytes)
     volatile unsigned char *p = mem;
     for (size_t i = 0; i < bytes; i += PD__PREFAULT_STEP)
         p[i] = 0;
+}
+
+/*
+ * Counts one more expansion if the budget allows it, and asks the caller's
+ * poll every PD_SEARCH_POLL_INTERVAL expansions. Returns PD_OK to go on, or
+ * why the search stops: PD_BUDGET_EXCEEDED, or what the poll returned.
+ */
+static inline pd_status pd__count_expansion(const pd_search_params *p, uint64_t *expanded)
+{
+    if (p->max_expansions && *expanded >= p->max_expansions)
+        return PD_BUDGET_EXCEEDED;
+    ++*expanded;
+    if (p->poll && (*expanded & (PD_SEARCH_POLL_INTERVAL - 1)) == 0)
+        return p->poll(p->poll_user);
+    return PD_OK;
 }
 
 static inline uint64_t pd__now_micros(void)
