@@ -301,6 +301,15 @@ static int pd__in_window(const pd_search_params *p, pd_point q)
            q.y <= p->window_max.y;
 }
 
+/* The window's last column and row inside the grid: corners past the edge
+ * (INT32_MAX included) stop at it, so the padded coordinates (+1) that the
+ * loop compares with cannot overflow. Only called once the start, which
+ * lies in both, has been checked. */
+static int32_t pd__window_last(int32_t max, int32_t size)
+{
+    return max < size - 1 ? max : size - 1;
+}
+
 pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_search_params *params,
                           pd_point *out, size_t out_cap, pd_search_metrics *metrics)
 {
@@ -366,8 +375,8 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
         .blocked = ctx->blocked,
         .wx0 = params->has_window ? params->window_min.x + 1 : 0,
         .wy0 = params->has_window ? params->window_min.y + 1 : 0,
-        .wx1 = params->has_window ? params->window_max.x + 1 : INT32_MAX,
-        .wy1 = params->has_window ? params->window_max.y + 1 : INT32_MAX,
+        .wx1 = params->has_window ? pd__window_last(params->window_max.x, grid->width) + 1 : INT32_MAX,
+        .wy1 = params->has_window ? pd__window_last(params->window_max.y, grid->height) + 1 : INT32_MAX,
         .track_best = params->partial_on_cutoff,
         .best = start,
         .best_h = h0,

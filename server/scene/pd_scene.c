@@ -529,6 +529,11 @@ static int pd__apply_cell(pd_grid *g, int32_t x, int32_t y, pd__apply_state *a)
     if (old == a->value)
         return PD__CELL_SAME;
     *cell = a->value;
+    /* The unit grids' repair reads this flag, and it runs before the update
+     * is finished (cell by cell for scattered lists): a costly cell makes
+     * the grid weighted the moment it is written. */
+    if (a->value > PD_CELL_FREE)
+        g->uniform_cost = 0;
     a->changed++;
     a->lost_costly |= old > PD_CELL_FREE;
     pd__box_add(&a->box, x, y);
@@ -629,15 +634,13 @@ static pd_status pd__apply_update(const pd_scene *s, const pd_scene_update *u, p
                 goto fail;
         }
     }
+    /* A grid whose last costly cell was overwritten is uniform again; say so
+     * before the repair, which reads the flag. */
+    if (a.lost_costly && a.value <= PD_CELL_FREE && !n->grid->uniform_cost)
+        pd_grid_refresh_flags(n->grid);
     if (!per_cell &&
         pd__scene_repair(n, a.box.x0, a.box.y0, a.box.x1, a.box.y1, a.passability_changed) != 0)
         goto fail;
-
-    /* Cells were written directly; keep the grid's uniform-cost flag true. */
-    if (a.value > PD_CELL_FREE)
-        n->grid->uniform_cost = 0;
-    else if (a.lost_costly && !n->grid->uniform_cost)
-        pd_grid_refresh_flags(n->grid);
     n->passable_cells = (uint64_t)((int64_t)n->passable_cells + a.passable_delta);
     res->version = n->version;
     res->cells_changed = a.changed;

@@ -303,6 +303,12 @@ static void test_search_window(void **state)
     assert_int_equal(t_raw_window_status(d, -1, 0, 29, 15, 1), PDC_INVALID_ARGUMENT);
     assert_int_equal(t_raw_window_status(d, 0, 0, 29, 15, 0), PDC_INVALID_ARGUMENT);
     assert_int_equal(t_raw_window_status(d, 0, 0, 29, 15, 1), PDC_OK);
+    /* Corners far past the scene mean "to the edge" (INT32_MAX used to
+     * overflow in the search and answer NO_PATH); a window wholly past it
+     * does not hold the start. */
+    assert_int_equal(t_raw_window_status(d, 0, 0, INT32_MAX, INT32_MAX, 1), PDC_OK);
+    assert_int_equal(t_raw_window_status(d, 0, 5, INT32_MAX, 15, 1), PDC_OK);
+    assert_int_equal(t_raw_window_status(d, INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, 1), PDC_INVALID_ARGUMENT);
     pdc_close(c);
     pdi_grid_free(&g);
 }

@@ -53,15 +53,24 @@ static int32_t rng_below(int32_t n)
     return (int32_t)(rng_next() % (uint32_t)n);
 }
 
-static model model_random(int32_t w, int32_t h, int blocked_percent)
+/* A random map: blocked_percent walls, costly_percent cells of cost 2..9
+ * (0 gives a uniform-cost map), the rest cost 1. */
+static model model_random_costs(int32_t w, int32_t h, int blocked_percent, int costly_percent)
 {
     model m = { w, h, malloc((size_t)w * (size_t)h) };
     assert_non_null(m.v);
     for (int32_t i = 0; i < w * h; i++) {
         int r = rng_below(100);
-        m.v[i] = r < blocked_percent ? 0 : (r < blocked_percent + 10 ? (uint8_t)(2 + rng_below(8)) : 1);
+        m.v[i] = r < blocked_percent                    ? 0
+                 : r < blocked_percent + costly_percent ? (uint8_t)(2 + rng_below(8))
+                                                        : 1;
     }
     return m;
+}
+
+static model model_random(int32_t w, int32_t h, int blocked_percent)
+{
+    return model_random_costs(w, h, blocked_percent, 10);
 }
 
 static char *model_text(const model *m)
@@ -478,13 +487,13 @@ static void test_single_updates_match_fresh_build(void **state)
     free(m.v);
 }
 
-static void test_random_updates_match_fresh_build(void **state)
+/* Random updates of every op (BLOCK, PASS, COST 1..9) as rectangles,
+ * clustered lists and scattered lists, each result compared with a fresh
+ * build of every derived grid. */
+static void random_updates_match_fresh_build(model *mp, uint64_t seed)
 {
-    (void)state;
-    rng_state = 0xC0FFEEull;
-    /* Large enough that a handful of scattered cells spans more than the
-     * box threshold, so both repair strategies run. */
-    model m = model_random(120, 90, 22);
+    model m = *mp;
+    rng_state = seed;
     static const uint32_t units[] = { 1, 2, 3, 4 };
     pd_scene *s = model_scene(&m, units, 4);
     pd_point cells[64];
@@ -525,6 +534,55 @@ static void test_random_updates_match_fresh_build(void **state)
     }
     pd_scene_release(s);
     free(m.v);
+}
+
+static void test_random_updates_match_fresh_build_weighted(void **state)
+{
+    (void)state;
+    rng_state = 0xC0FFEEull;
+    /* Large enough that a handful of scattered cells spans more than the
+     * box threshold, so both repair strategies run. */
+    model m = model_random(120, 90, 22);
+    random_updates_match_fresh_build(&m, 0xC0FFEEull);
+}
+
+static void test_random_updates_match_fresh_build_uniform(void **state)
+{
+    (void)state;
+    /* Starts with every open cell at cost 1, so the first costly update
+     * turns the scene weighted mid-update. */
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        rng_state = seed * 0x9E3779B97F4A7C15ull;
+        model m = model_random_costs(120, 90, 22, 0);
+        random_updates_match_fresh_build(&m, seed);
+    }
+}
+
+/* Regression: the first COST above 1 on a uniform scene must reach the unit
+ * grids of sizes 2 and up (their repair used to run while the scene still
+ * said it was uniform, so they kept cost 1). Every update shape: a
+ * rectangle, a clustered list and a scattered list (repaired cell by cell). */
+static void test_first_cost_on_uniform_scene_reaches_unit_grids(void **state)
+{
+    (void)state;
+    static const uint32_t units[] = { 1, 2, 3 };
+    for (int shape = 0; shape < 3; shape++) {
+        rng_state = 99 + (uint64_t)shape;
+        model m = model_random_costs(120, 90, 0, 0);
+        pd_scene *s = model_scene(&m, units, 3);
+        assert_int_equal(s->grid->uniform_cost, 1);
+        static const pd_point clustered[] = { { 10, 10 }, { 11, 10 }, { 10, 11 } };
+        static const pd_point scattered[] = { { 2, 3 }, { 110, 80 }, { 60, 5 }, { 7, 85 } };
+        pd_scene_update u = shape == 0   ? rect_update(PD_UPDATE_COST, 7, 20, 20, 23, 24)
+                            : shape == 1 ? list_update(PD_UPDATE_COST, 7, clustered, 3)
+                                         : list_update(PD_UPDATE_COST, 7, scattered, 4);
+        apply_and_check(&s, &m, &u);
+        assert_int_equal(s->grid->uniform_cost, 0);
+        for (size_t i = 0; i < s->n_unit_sizes; i++)
+            assert_int_equal(s->units[i].grid->uniform_cost, 0);
+        pd_scene_release(s);
+        free(m.v);
+    }
 }
 
 static void test_update_that_changes_nothing(void **state)
@@ -876,7 +934,9 @@ int main(void)
         cmocka_unit_test(test_unit_data_after_load),
         cmocka_unit_test(test_validation_errors),
         cmocka_unit_test(test_single_updates_match_fresh_build),
-        cmocka_unit_test(test_random_updates_match_fresh_build),
+        cmocka_unit_test(test_random_updates_match_fresh_build_weighted),
+        cmocka_unit_test(test_random_updates_match_fresh_build_uniform),
+        cmocka_unit_test(test_first_cost_on_uniform_scene_reaches_unit_grids),
         cmocka_unit_test(test_update_that_changes_nothing),
         cmocka_unit_test(test_registry_update),
         cmocka_unit_test(test_registry_reuses_retired_snapshots),

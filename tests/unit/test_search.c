@@ -682,6 +682,40 @@ static void test_reserve_ahead(void **state)
     pd_search_ctx_destroy(ctx);
 }
 
+/* A window is clipped to the grid before any arithmetic: corners at
+ * INT32_MAX (or anywhere past the edge) mean "to the edge", and the answer
+ * equals the windowless one (the +1 of the padded coordinates used to
+ * overflow there). A window wholly past the grid holds neither end. */
+static void test_window_past_the_grid(void **state)
+{
+    pd_search_ctx *ctx = *state;
+    pd_grid *g = core_grid("....\n.##.\n....\n");
+    for (int conn = 4; conn <= 8; conn += 4) {
+        pd_point path[PATH_CAP];
+        pd_search_metrics plain, windowed;
+        assert_int_equal(core_search(ctx, g, (pd_connectivity)conn, pt(0, 0), pt(3, 2), path, PATH_CAP, &plain),
+                         PD_OK);
+        static const int32_t far[] = { 3, 4, 1000, INT32_MAX - 1, INT32_MAX };
+        for (size_t i = 0; i < sizeof far / sizeof far[0]; i++) {
+            pd_search_params p = params(pt(0, 0), pt(3, 2), conn);
+            p.has_window = 1;
+            p.window_min = pt(0, 0);
+            p.window_max = pt(far[i], far[i]);
+            memset(&windowed, 0, sizeof windowed);
+            pd_status st = pd_search_astar(ctx, g, &p, path, PATH_CAP, &windowed);
+            if (st != PD_OK)
+                fail_msg("window max %d: %s, want OK", far[i], pd_status_name(st));
+            assert_true(fabs(windowed.cost - plain.cost) <= CORE_COST_EPS);
+        }
+        pd_search_params p = params(pt(0, 0), pt(3, 2), conn);
+        p.has_window = 1;
+        p.window_min = pt(INT32_MAX, INT32_MAX);
+        p.window_max = pt(INT32_MAX, INT32_MAX);
+        expect_status(ctx, g, &p, PD_INVALID_ARGUMENT);
+    }
+    pd_grid_destroy(g);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup_ctx, teardown_ctx)
@@ -700,6 +734,7 @@ int main(void)
         T(test_poll_cancels),
         T(test_buffer_too_small_and_extract),
         T(test_cost_only),
+        T(test_window_past_the_grid),
         cmocka_unit_test(test_context_reuse_across_sizes),
         cmocka_unit_test(test_reserve_ahead),
     };
