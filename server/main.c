@@ -267,14 +267,13 @@ int main(int argc, char **argv)
     pd_server_config_source source = {args.config_path, pd__apply_args, &args};
     server = pd_server_create(&loop, &conf, registry, &source);
     if (server)
-        pool = pd_pool_create(threads, conf.job_queue_capacity, pd_server_wake, server);
+        pool = pd_server_pool_create(server, threads);
     metrics = pd_metrics_create(PATHD_VERSION);
     if (!server || !pool || !metrics) {
         pd_log_error("out of memory creating the server");
         goto out;
     }
     pd_server_set_world_store(server, world_store);
-    pd_pool_set_jump_points(pool, conf.jump_point_search);
     /* Workers grow their search contexts now, before the listener opens,
      * so no request's search pays for it (see pd_pool_reserve). */
     int32_t largest_w, largest_h;
@@ -326,7 +325,7 @@ int main(int argc, char **argv)
 out:
     /* First: a scrape reads the pool and the server. */
     pd_metrics_http_close(metrics_http);
-    pd_pool_destroy(pool);
+    pd_server_pool_destroy(pool);
     pd_server_destroy(server);
     /* Lets the metrics handles finish closing before the loop goes. */
     if (loop_ready)

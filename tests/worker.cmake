@@ -6,6 +6,6 @@ pd_test(NAME test_path
 
 pd_test(NAME test_pool
         SOURCES unit/test_pool.c
-        LIBS pathd_worker
+        LIBS pathd_worker pathd_query
         LABELS sanitize threaded
         TIMEOUT 120)

@@ -519,22 +519,6 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
     return st;
 }
 
-void pd_request_free(pd_request *req)
-{
-    if (req == NULL)
-        return;
-    if (req->kind == PD_REQ_FIND_PATH) {
-        free(req->u.find_path.avoid);
-        req->u.find_path.avoid = NULL;
-        req->u.find_path.n_avoid = 0;
-    } else if (req->kind == PD_REQ_UPDATE_CELLS) {
-        free(req->u.update_cells.cells);
-        req->u.update_cells.cells = NULL;
-        req->u.update_cells.update.cells = NULL;
-        req->u.update_cells.update.n_cells = 0;
-    }
-}
-
 /* ---- encoding ---------------------------------------------------------- */
 
 /* pd_status values double as wire values; the ones that never go on the
@@ -786,7 +770,7 @@ typedef struct pd__chunk_extras {
     Pathd__V1__Cell start_used, goal_used;
 } pd__chunk_extras;
 
-static void pd__fill_path_chunk(const pd_job *job, size_t path_len, uint32_t max_per_chunk, size_t seq,
+static void pd__fill_path_chunk(uint64_t id, const pd_scene *scene, const pd_path_result *r, size_t path_len, uint32_t max_per_chunk, size_t seq,
                                 size_t n_chunks, Pathd__V1__Waypoint *wps, Pathd__V1__Waypoint **ptrs,
                                 pd__chunk_extras *extras, Pathd__V1__PathChunk *chunk,
                                 Pathd__V1__Response *resp)
@@ -798,50 +782,51 @@ static void pd__fill_path_chunk(const pd_job *job, size_t path_len, uint32_t max
     pathd__v1__path_chunk__init(chunk);
     pathd__v1__response__init(resp);
     for (size_t i = 0; i < count; i++) {
-        pd_point cell = job->path[first + i];
+        pd_point cell = r->path[first + i];
         pathd__v1__waypoint__init(&wps[i]);
         wps[i].x = cell.x;
         wps[i].y = cell.y;
-        if (job->scene != NULL)
-            pd_scene_cell_center(job->scene, cell, &wps[i].wx, &wps[i].wy);
-        if (job->times != NULL)
-            wps[i].t = job->times[first + i];
+        if (scene != NULL)
+            pd_scene_cell_center(scene, cell, &wps[i].wx, &wps[i].wy);
+        if (r->times != NULL)
+            wps[i].t = r->times[first + i];
         ptrs[i] = &wps[i];
     }
     chunk->n_waypoints = count;
     chunk->waypoints = count > 0 ? ptrs : NULL;
     chunk->seq = (uint32_t)seq;
-    resp->id = job->request_id;
+    resp->id = id;
     resp->body_case = PATHD__V1__RESPONSE__BODY_PATH;
     resp->path = chunk;
     if (last) {
-        chunk->cost = job->metrics.cost;
-        chunk->expansions = job->metrics.expanded;
-        chunk->search_micros = job->metrics.micros;
-        chunk->scene_version = job->scene != NULL ? job->scene->version : 0;
+        chunk->cost = r->metrics.cost;
+        chunk->expansions = r->metrics.expanded;
+        chunk->search_micros = r->metrics.micros;
+        chunk->scene_version = scene != NULL ? scene->version : 0;
         chunk->total_waypoints = (uint32_t)path_len;
-        if (job->start_substituted) {
+        if (r->start_substituted) {
             pathd__v1__cell__init(&extras->start_used);
-            extras->start_used.x = job->start_used.x;
-            extras->start_used.y = job->start_used.y;
+            extras->start_used.x = r->start_used.x;
+            extras->start_used.y = r->start_used.y;
             chunk->start_used = &extras->start_used;
         }
-        if (job->goal_substituted) {
+        if (r->goal_substituted) {
             pathd__v1__cell__init(&extras->goal_used);
-            extras->goal_used.x = job->goal_used.x;
-            extras->goal_used.y = job->goal_used.y;
+            extras->goal_used.x = r->goal_used.x;
+            extras->goal_used.y = r->goal_used.y;
             chunk->goal_used = &extras->goal_used;
         }
-        if (job->metrics.cutoff != PD_OK)
-            chunk->cutoff = pd__wire_status(job->metrics.cutoff);
-        resp->status = pd__wire_status(job->status);
+        if (r->metrics.cutoff != PD_OK)
+            chunk->cutoff = pd__wire_status(r->metrics.cutoff);
+        resp->status = pd__wire_status(r->status);
         resp->final = 1;
     }
 }
 
-uint8_t *pd_codec_encode_path(const pd_job *job, uint32_t max_per_chunk, size_t *out_len)
+uint8_t *pd_codec_encode_path(uint64_t id, const pd_scene *scene, const pd_path_result *r,
+                              uint32_t max_per_chunk, size_t *out_len)
 {
-    size_t path_len = job->path != NULL ? job->path_len : 0;
+    size_t path_len = r->path != NULL ? r->path_len : 0;
     size_t n_chunks, per_chunk_alloc, total = 0, off = 0;
     Pathd__V1__Waypoint *wps = NULL;
     Pathd__V1__Waypoint **ptrs = NULL;
@@ -866,14 +851,14 @@ uint8_t *pd_codec_encode_path(const pd_job *job, uint32_t max_per_chunk, size_t 
     /* Two passes over the same chunks: size everything, then pack into one
      * buffer, so the net layer gets the whole answer as a single write. */
     for (size_t seq = 0; seq < n_chunks; seq++) {
-        pd__fill_path_chunk(job, path_len, max_per_chunk, seq, n_chunks, wps, ptrs, &extras, &chunk, &resp);
+        pd__fill_path_chunk(id, scene, r, path_len, max_per_chunk, seq, n_chunks, wps, ptrs, &extras, &chunk, &resp);
         total += pd__frame_size(&resp);
     }
     buf = malloc(total);
     if (buf == NULL)
         goto done;
     for (size_t seq = 0; seq < n_chunks; seq++) {
-        pd__fill_path_chunk(job, path_len, max_per_chunk, seq, n_chunks, wps, ptrs, &extras, &chunk, &resp);
+        pd__fill_path_chunk(id, scene, r, path_len, max_per_chunk, seq, n_chunks, wps, ptrs, &extras, &chunk, &resp);
         off += pd__frame_pack(&resp, buf + off);
     }
     *out_len = off;
@@ -899,10 +884,10 @@ typedef struct pd__route_msg {
 
 /* Fills frame `seq` of leg `li`: its slice of waypoints and, on the leg's
  * last frame, the cost and the portal. */
-static void pd__fill_route_leg(const pd_job *job, size_t li, size_t seq, size_t n_frames,
+static void pd__fill_route_leg(uint64_t id, const pd_route_result *r, size_t li, size_t seq, size_t n_frames,
                                uint32_t max_per_chunk, pd__route_msg *m)
 {
-    const pd_job_leg *leg = &job->legs[li];
+    const pd_route_leg *leg = &r->legs[li];
     size_t first = seq * max_per_chunk;
     size_t count = leg->path_len - first < max_per_chunk ? leg->path_len - first : max_per_chunk;
 
@@ -945,51 +930,52 @@ static void pd__fill_route_leg(const pd_job *job, size_t li, size_t seq, size_t 
         }
     }
     /* Like non-final path chunks: the outcome is the final frame's to say. */
-    m->resp.id = job->request_id;
+    m->resp.id = id;
     m->resp.status = PATHD__V1__STATUS__OK;
     m->resp.body_case = PATHD__V1__RESPONSE__BODY_ROUTE_LEG;
     m->resp.route_leg = &m->leg;
 }
 
-static void pd__fill_route_result(const pd_job *job, size_t n_legs, pd__route_msg *m)
+static void pd__fill_route_result(uint64_t id, const pd_route_result *r, size_t n_legs, pd__route_msg *m)
 {
     pathd__v1__response__init(&m->resp);
     pathd__v1__route_result__init(&m->result);
     for (size_t i = 0; i < n_legs; i++) {
-        m->leg_costs[i] = job->legs[i].cost;
-        m->versions[i] = job->legs[i].scene->version;
+        m->leg_costs[i] = r->legs[i].cost;
+        m->versions[i] = r->legs[i].scene->version;
     }
     m->result.legs = (uint32_t)n_legs;
-    m->result.total_cost = n_legs > 0 ? job->metrics.cost : 0;
+    m->result.total_cost = n_legs > 0 ? r->metrics.cost : 0;
     m->result.n_leg_costs = n_legs;
     m->result.leg_costs = n_legs > 0 ? m->leg_costs : NULL;
     m->result.n_scene_versions = n_legs;
     m->result.scene_versions = n_legs > 0 ? m->versions : NULL;
-    m->result.expansions = job->metrics.expanded;
-    m->result.micros = job->metrics.micros;
-    m->result.pinned = job->route_pinned != 0;
-    if (job->goal_substituted && n_legs > 0) {
+    m->result.expansions = r->metrics.expanded;
+    m->result.micros = r->metrics.micros;
+    m->result.pinned = r->pinned != 0;
+    if (r->goal_substituted && n_legs > 0) {
         pathd__v1__cell__init(&m->goal_used);
-        m->goal_used.x = job->goal_used.x;
-        m->goal_used.y = job->goal_used.y;
+        m->goal_used.x = r->goal_used.x;
+        m->goal_used.y = r->goal_used.y;
         m->result.goal_used = &m->goal_used;
     }
-    m->resp.id = job->request_id;
-    m->resp.status = pd__wire_status(job->status);
+    m->resp.id = id;
+    m->resp.status = pd__wire_status(r->status);
     m->resp.final = 1;
     m->resp.body_case = PATHD__V1__RESPONSE__BODY_ROUTE_RESULT;
     m->resp.route_result = &m->result;
 }
 
-static size_t pd__leg_frames(const pd_job_leg *leg, uint32_t max_per_chunk)
+static size_t pd__leg_frames(const pd_route_leg *leg, uint32_t max_per_chunk)
 {
     return leg->path_len == 0 ? 1 : (leg->path_len + max_per_chunk - 1) / max_per_chunk;
 }
 
-uint8_t *pd_codec_encode_route(const pd_job *job, uint32_t max_per_chunk, size_t *out_len)
+uint8_t *pd_codec_encode_route(uint64_t id, const pd_route_result *r, uint32_t max_per_chunk,
+                               size_t *out_len)
 {
-    int has_route = (job->status == PD_OK || job->status == PD_PARTIAL) && job->legs != NULL;
-    size_t n_legs = has_route ? job->n_legs : 0;
+    int has_route = (r->status == PD_OK || r->status == PD_PARTIAL) && r->legs != NULL;
+    size_t n_legs = has_route ? r->n_legs : 0;
     size_t most = 1, total = 0, off = 0;
     pd__route_msg m;
     uint8_t *buf = NULL;
@@ -999,8 +985,8 @@ uint8_t *pd_codec_encode_route(const pd_job *job, uint32_t max_per_chunk, size_t
     if (max_per_chunk == 0)
         max_per_chunk = 1;
     for (size_t i = 0; i < n_legs; i++)
-        if (job->legs[i].path_len > most)
-            most = job->legs[i].path_len;
+        if (r->legs[i].path_len > most)
+            most = r->legs[i].path_len;
     if (most > max_per_chunk)
         most = max_per_chunk;
     m.wps = malloc(most * sizeof *m.wps);
@@ -1016,16 +1002,16 @@ uint8_t *pd_codec_encode_route(const pd_job *job, uint32_t max_per_chunk, size_t
         if (pass == 1 && (buf = malloc(total)) == NULL)
             goto done;
         for (size_t li = 0; li < n_legs; li++) {
-            size_t n_frames = pd__leg_frames(&job->legs[li], max_per_chunk);
+            size_t n_frames = pd__leg_frames(&r->legs[li], max_per_chunk);
             for (size_t seq = 0; seq < n_frames; seq++) {
-                pd__fill_route_leg(job, li, seq, n_frames, max_per_chunk, &m);
+                pd__fill_route_leg(id, r, li, seq, n_frames, max_per_chunk, &m);
                 if (pass == 0)
                     total += pd__frame_size(&m.resp);
                 else
                     off += pd__frame_pack(&m.resp, buf + off);
             }
         }
-        pd__fill_route_result(job, n_legs, &m);
+        pd__fill_route_result(id, r, n_legs, &m);
         if (pass == 0)
             total += pd__frame_size(&m.resp);
         else
@@ -1040,21 +1026,22 @@ done:
     return buf;
 }
 
-uint8_t *pd_codec_encode_update(const pd_job *job, size_t *out_len)
+uint8_t *pd_codec_encode_update(uint64_t id, const char *scene, const pd_update_outcome *o,
+                                size_t *out_len)
 {
     Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     Pathd__V1__UpdateResult m = PATHD__V1__UPDATE_RESULT__INIT;
 
-    if (job->status != PD_OK) {
+    if (o->status != PD_OK) {
         char message[160];
-        snprintf(message, sizeof message, "update of scene '%s' failed: %s", job->update_scene,
-                 pd_status_name(job->status));
-        return pd_codec_encode_error(job->request_id, job->status, message, out_len);
+        snprintf(message, sizeof message, "update of scene '%s' failed: %s", scene,
+                 pd_status_name(o->status));
+        return pd_codec_encode_error(id, o->status, message, out_len);
     }
-    m.version = job->update_result.version;
-    m.cells_changed = job->update_result.cells_changed;
-    m.micros = job->update_result.micros;
-    resp.id = job->request_id;
+    m.version = o->update.version;
+    m.cells_changed = o->update.cells_changed;
+    m.micros = o->update.micros;
+    resp.id = id;
     resp.status = PATHD__V1__STATUS__OK;
     resp.final = 1;
     resp.body_case = PATHD__V1__RESPONSE__BODY_UPDATE;

@@ -31,22 +31,9 @@ static const uint64_t pd__latency_bounds_us[PD_METRICS_LATENCY_BUCKETS] = {
     10000000,
 };
 
-static const char *const pd__type_names[PD_METRICS_REQ_TYPE_COUNT] = {
-    [PD_METRICS_REQ_UNKNOWN] = "unknown",
-    [PD_METRICS_REQ_FIND_PATH] = "find_path",
-    [PD_METRICS_REQ_CANCEL] = "cancel",
-    [PD_METRICS_REQ_LIST_SCENES] = "list_scenes",
-    [PD_METRICS_REQ_SCENE_INFO] = "scene_info",
-    [PD_METRICS_REQ_STATS] = "stats",
-    [PD_METRICS_REQ_PING] = "ping",
-    [PD_METRICS_REQ_UPDATE_CELLS] = "update_cells",
-    [PD_METRICS_REQ_SCENE_GRID] = "scene_grid",
-    [PD_METRICS_REQ_FIND_ROUTE] = "find_route",
-};
-
 struct pd_metrics {
     char version[PD__METRICS_MAX_VERSION];
-    uint64_t requests[PD_METRICS_REQ_TYPE_COUNT][PD_STATUS_COUNT];
+    uint64_t requests[PD_REQ__COUNT][PD_STATUS_COUNT];
     uint64_t latency_buckets[PD_METRICS_LATENCY_BUCKETS]; /* per bucket, not cumulative */
     uint64_t latency_count;                                /* includes values above 10 s */
     uint64_t latency_sum_us;
@@ -67,30 +54,6 @@ void pd_metrics_destroy(pd_metrics *m)
     free(m);
 }
 
-const char *pd_metrics_req_type_name(pd_metrics_req_type type)
-{
-    if ((unsigned)type >= PD_METRICS_REQ_TYPE_COUNT)
-        return pd__type_names[PD_METRICS_REQ_UNKNOWN];
-    return pd__type_names[type];
-}
-
-pd_metrics_req_type pd_metrics_req_type_of(pd_request_kind kind)
-{
-    switch (kind) {
-    case PD_REQ_FIND_PATH: return PD_METRICS_REQ_FIND_PATH;
-    case PD_REQ_CANCEL: return PD_METRICS_REQ_CANCEL;
-    case PD_REQ_LIST_SCENES: return PD_METRICS_REQ_LIST_SCENES;
-    case PD_REQ_SCENE_INFO: return PD_METRICS_REQ_SCENE_INFO;
-    case PD_REQ_STATS: return PD_METRICS_REQ_STATS;
-    case PD_REQ_PING: return PD_METRICS_REQ_PING;
-    case PD_REQ_UPDATE_CELLS: return PD_METRICS_REQ_UPDATE_CELLS;
-    case PD_REQ_SCENE_GRID: return PD_METRICS_REQ_SCENE_GRID;
-    case PD_REQ_FIND_ROUTE: return PD_METRICS_REQ_FIND_ROUTE;
-    case PD_REQ_NONE:
-    default: return PD_METRICS_REQ_UNKNOWN;
-    }
-}
-
 /* Statuses that are ever an answer: every one except the core-only
  * PD_BUFFER_TOO_SMALL. */
 static int pd__status_reported(unsigned status)
@@ -98,18 +61,18 @@ static int pd__status_reported(unsigned status)
     return status < PD_STATUS_COUNT && status != PD_BUFFER_TOO_SMALL;
 }
 
-void pd_metrics_observe(pd_metrics *m, pd_metrics_req_type type, pd_status status,
+void pd_metrics_observe(pd_metrics *m, pd_request_kind type, pd_status status,
                         uint64_t latency_us, uint64_t expansions)
 {
     if (!m)
         return;
-    if ((unsigned)type >= PD_METRICS_REQ_TYPE_COUNT)
-        type = PD_METRICS_REQ_UNKNOWN;
+    if ((unsigned)type >= PD_REQ__COUNT)
+        type = PD_REQ_NONE;
     if (!pd__status_reported((unsigned)status))
         status = PD_INTERNAL;
     m->requests[type][status]++;
     m->expansions += expansions;
-    if (type != PD_METRICS_REQ_FIND_PATH)
+    if (type != PD_REQ_FIND_PATH)
         return;
     for (size_t i = 0; i < PD_METRICS_LATENCY_BUCKETS; i++) {
         if (latency_us <= pd__latency_bounds_us[i]) {
@@ -205,12 +168,12 @@ static void pd__render_requests(pd__text *t, const pd_metrics *m)
 {
     pd__family(t, "pathd_requests_total", "counter",
                "Requests answered, by request type and final status.");
-    for (unsigned type = 0; type < PD_METRICS_REQ_TYPE_COUNT; type++) {
+    for (unsigned type = 0; type < PD_REQ__COUNT; type++) {
         for (unsigned st = 0; st < PD_STATUS_COUNT; st++) {
             if (!pd__status_reported(st))
                 continue;
             pd__text_printf(t, "pathd_requests_total{type=\"%s\",status=\"%s\"} %" PRIu64 "\n",
-                            pd__type_names[type], pd_status_name((pd_status)st), m->requests[type][st]);
+                            pd_request_kind_name((pd_request_kind)type), pd_status_name((pd_status)st), m->requests[type][st]);
         }
     }
 }

@@ -22,25 +22,13 @@
 #include <stdint.h>
 
 #include "pd_codec.h"
+#include "pd_request.h"
 #include "pd_scene.h"
 #include "pd_status.h"
 
-/* The request types counted in pathd_requests_total{type=...}; UNKNOWN is a
+/* Requests are counted in pathd_requests_total{type=...} by their kind
+ * (pd_request.h, the one list of kinds); PD_REQ_NONE, type "unknown", is a
  * frame that never decoded into a request (malformed, too large). */
-typedef enum pd_metrics_req_type {
-    PD_METRICS_REQ_UNKNOWN = 0,
-    PD_METRICS_REQ_FIND_PATH,
-    PD_METRICS_REQ_CANCEL,
-    PD_METRICS_REQ_LIST_SCENES,
-    PD_METRICS_REQ_SCENE_INFO,
-    PD_METRICS_REQ_STATS,
-    PD_METRICS_REQ_PING,
-    PD_METRICS_REQ_UPDATE_CELLS,
-    PD_METRICS_REQ_SCENE_GRID,
-    PD_METRICS_REQ_FIND_ROUTE,
-} pd_metrics_req_type;
-
-#define PD_METRICS_REQ_TYPE_COUNT 10
 
 /* FindPath latency buckets, upper bounds in microseconds: a 1-2.5-5 series
  * from 100 us (a short path on a warm worker) to 10 s (far beyond any
@@ -80,9 +68,9 @@ void pd_metrics_destroy(pd_metrics *m);   /* NULL is a no-op */
  * histogram; other types ignore it. expansions adds to
  * pathd_expansions_total. m == NULL is a no-op, so code paths without
  * metrics (tests of the server alone) need no checks. An out-of-range type
- * counts as UNKNOWN; an out-of-range status, or PD_BUFFER_TOO_SMALL (never
+ * counts as PD_REQ_NONE ("unknown"); an out-of-range status, or PD_BUFFER_TOO_SMALL (never
  * an answer), counts as INTERNAL. */
-void pd_metrics_observe(pd_metrics *m, pd_metrics_req_type type, pd_status status,
+void pd_metrics_observe(pd_metrics *m, pd_request_kind type, pd_status status,
                         uint64_t latency_us, uint64_t expansions);
 
 /* Renders every metric family in the text format 0.0.4, each with one HELP
@@ -99,12 +87,5 @@ int pd_metrics_render(const pd_metrics *m, const pd_metrics_gauges *gauges, pd_r
  * Returns the length written. The renderer uses it for scene names and the
  * version; it is public so the rule can be tested on any input. */
 size_t pd_metrics_escape_label(const char *in, char *out, size_t cap);
-
-/* The metrics type of a decoded request (PD_REQ_NONE and unknown kinds:
- * UNKNOWN). */
-pd_metrics_req_type pd_metrics_req_type_of(pd_request_kind kind);
-
-/* Lower-case type label ("find_path", "unknown", ...). */
-const char *pd_metrics_req_type_name(pd_metrics_req_type type);
 
 #endif

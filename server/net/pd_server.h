@@ -10,11 +10,11 @@
  * Order of use (main.c does exactly this):
  *   s = pd_server_create(loop, &conf, registry, &source);
  *   pd_server_set_world_store(s, store);       optional: serves FindRoute
- *   pool = pd_pool_create(threads, conf.job_queue_capacity, pd_server_wake, s);
+ *   pool = pd_server_pool_create(s, threads);  the workers, wired to this server
  *   pd_server_start(s, pool, err, errlen);     binds, listens, logs the address
  *   pd_server_watch_signals(s);                optional: SIGTERM/SIGINT/SIGHUP
  *   uv_run(loop, UV_RUN_DEFAULT);              returns once a stop has drained
- *   pd_pool_destroy(pool);                     no more wake-ups after this
+ *   pd_server_pool_destroy(pool);              no more wake-ups after this
  *   pd_server_destroy(s);                      closes what is left, frees
  *
  * The process must ignore SIGPIPE (a peer that vanishes mid-write would
@@ -66,6 +66,15 @@ typedef struct pd_server_config_source {
  */
 pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *registry,
                             const pd_server_config_source *source);
+
+/* A worker pool for this server: threads workers, each with a query
+ * scratch (pd_query.h) prepared for the largest scene, the queue capacity of
+ * the config and pd_server_wake as its wake function. NULL on failure. */
+pd_pool *pd_server_pool_create(pd_server *s, uint32_t threads);
+
+/* Destroys a pool made by pd_server_pool_create and frees the jobs it still
+ * held. NULL is a no-op. */
+void pd_server_pool_destroy(pd_pool *pool);
 
 /* The pd_pool_wake_fn to give pd_pool_create, with the server as user data.
  * Thread-safe. */

@@ -22,6 +22,52 @@
 #include "pd_codec.h"
 #include "pd_frame.h"
 
+/* One answer's inputs as the encode tests build them: the request id, the
+ * scene and every result field the three job encoders read. */
+typedef enum { PD_JOB_FIND_PATH, PD_JOB_UPDATE_CELLS, PD_JOB_FIND_ROUTE } pd_job_kind;
+typedef struct pd_job {
+    pd_job_kind kind;
+    uint64_t request_id;
+    pd_scene *scene;
+    pd_status status;
+    pd_search_metrics metrics;
+    pd_point *path;
+    size_t path_len;
+    double *times;
+    int start_substituted, goal_substituted;
+    pd_point start_used, goal_used;
+    char update_scene[PD_CONF_MAX_NAME];
+    pd_scene_update_result update_result;
+    pd_route_leg *legs;
+    size_t n_legs;
+    int route_pinned;
+} pd_job;
+
+static uint8_t *encode_path(const pd_job *job, uint32_t per_chunk, size_t *len)
+{
+    pd_path_result r = {
+        .status = job->status, .metrics = job->metrics, .path = job->path, .path_len = job->path_len,
+        .times = job->times, .start_substituted = job->start_substituted, .start_used = job->start_used,
+        .goal_substituted = job->goal_substituted, .goal_used = job->goal_used,
+    };
+    return pd_codec_encode_path(job->request_id, job->scene, &r, per_chunk, len);
+}
+
+static uint8_t *encode_route(const pd_job *job, uint32_t per_chunk, size_t *len)
+{
+    pd_route_result r = {
+        .status = job->status, .metrics = job->metrics, .legs = job->legs, .n_legs = job->n_legs,
+        .pinned = job->route_pinned, .goal_substituted = job->goal_substituted, .goal_used = job->goal_used,
+    };
+    return pd_codec_encode_route(job->request_id, &r, per_chunk, len);
+}
+
+static uint8_t *encode_update(const pd_job *job, size_t *len)
+{
+    pd_update_outcome o = {.status = job->status, .update = job->update_result};
+    return pd_codec_encode_update(job->request_id, job->update_scene, &o, len);
+}
+
 #define TEST_ID 42u
 
 /* ---- helpers ----------------------------------------------------------- */
@@ -529,7 +575,7 @@ static void check_path_answer(const pd_job *job, const scene_fixture *f, uint32_
                               size_t expect_chunks)
 {
     size_t len, seen = 0;
-    uint8_t *buf = pd_codec_encode_path(job, per_chunk, &len);
+    uint8_t *buf = encode_path(job, per_chunk, &len);
     uint32_t effective = per_chunk == 0 ? 1 : per_chunk;
     frames fr;
     unpack_frames(buf, len, &fr);
@@ -634,7 +680,7 @@ static void test_encode_path_sizes_of_600_in_256(void **state)
     (void)state;
     scene_fixture_init(&f, "town", 40, 30);
     make_job(&job, &f.scene, 600, PD_OK);
-    buf = pd_codec_encode_path(&job, 256, &len);
+    buf = encode_path(&job, 256, &len);
     unpack_frames(buf, len, &fr);
     assert_int_equal(fr.n, 3);
     assert_int_equal(fr.r[0]->path->n_waypoints, 256);
@@ -666,7 +712,7 @@ static void test_encode_path_without_path(void **state)
         uint8_t *buf;
         frames fr;
         job.status = PD_BUFFER_TOO_SMALL;
-        buf = pd_codec_encode_path(&job, 256, &len);
+        buf = encode_path(&job, 256, &len);
         unpack_frames(buf, len, &fr);
         assert_int_equal(fr.n, 1);
         assert_int_equal(fr.r[0]->status, PATHD__V1__STATUS__INTERNAL);
@@ -841,7 +887,7 @@ static void test_encoded_frames_pass_the_reader(void **state)
     (void)state;
     scene_fixture_init(&f, "town", 40, 30);
     make_job(&job, &f.scene, 600, PD_OK);
-    buf = pd_codec_encode_path(&job, 256, &len);
+    buf = encode_path(&job, 256, &len);
     assert_non_null(buf);
     pd_frame_reader_init(&r, 1u << 20);
     while (off < len) {
@@ -1157,7 +1203,7 @@ static void test_encode_path_issue4_fields(void **state)
 
     /* A plain answer carries none of the optional fields. */
     make_job(&job, &f.scene, 3, PD_OK);
-    buf = pd_codec_encode_path(&job, 256, &len);
+    buf = encode_path(&job, 256, &len);
     unpack_frames(buf, len, &fr);
     assert_null(fr.r[0]->path->start_used);
     assert_null(fr.r[0]->path->goal_used);
@@ -1180,7 +1226,7 @@ static void test_encode_path_issue4_fields(void **state)
     job.goal_substituted = 1;
     job.goal_used = (pd_point){4, 0};
     job.metrics.cutoff = PD_BUDGET_EXCEEDED;
-    buf = pd_codec_encode_path(&job, 2, &len);
+    buf = encode_path(&job, 2, &len);
     unpack_frames(buf, len, &fr);
     assert_int_equal(fr.n, 3);
     size_t k = 0;
@@ -1225,7 +1271,7 @@ static void test_encode_update(void **state)
     job.update_result.version = 12;
     job.update_result.cells_changed = 1024;
     job.update_result.micros = 345;
-    buf = pd_codec_encode_update(&job, &len);
+    buf = encode_update(&job, &len);
     unpack_frames(buf, len, &fr);
     assert_int_equal(fr.n, 1);
     assert_int_equal(fr.r[0]->id, 31);
@@ -1239,7 +1285,7 @@ static void test_encode_update(void **state)
     free(buf);
 
     job.status = PD_OUT_OF_BOUNDS;
-    buf = pd_codec_encode_update(&job, &len);
+    buf = encode_update(&job, &len);
     unpack_frames(buf, len, &fr);
     assert_int_equal(fr.n, 1);
     assert_int_equal(fr.r[0]->id, 31);
@@ -1553,7 +1599,7 @@ static void test_decode_find_route_errors(void **state)
 
 /* A route job by hand: leg 0 in scene a (5 cells, timed, portal "door" to
  * b), leg 1 in scene b (3 cells, the last leg). */
-static void make_route_job(pd_job *job, pd_job_leg legs[2], scene_fixture *a, scene_fixture *b,
+static void make_route_job(pd_job *job, pd_route_leg legs[2], scene_fixture *a, scene_fixture *b,
                            pd_point *path0, pd_point *path1, double *t0, double *t1)
 {
     memset(job, 0, sizeof *job);
@@ -1566,11 +1612,11 @@ static void make_route_job(pd_job *job, pd_job_leg legs[2], scene_fixture *a, sc
         path1[i] = (pd_point){7, 7 + i};
         t1[i] = 8.0 + i;
     }
-    legs[0] = (pd_job_leg){.scene = &a->scene, .path = path0, .path_len = 5, .times = t0, .cost = 6.5,
+    legs[0] = (pd_route_leg){.scene = &a->scene, .path = path0, .path_len = 5, .times = t0, .cost = 6.5,
                            .has_portal = 1, .portal_exit = {4, 8}, .portal_entry = {7, 7}, .portal_cost = 2.25};
     strcpy(legs[0].portal, "door");
     strcpy(legs[0].next_scene, b->scene.name);
-    legs[1] = (pd_job_leg){.scene = &b->scene, .path = path1, .path_len = 3, .times = t1, .cost = 2.0};
+    legs[1] = (pd_route_leg){.scene = &b->scene, .path = path1, .path_len = 3, .times = t1, .cost = 2.0};
     job->kind = PD_JOB_FIND_ROUTE;
     job->request_id = 77;
     job->status = PD_PARTIAL;
@@ -1598,7 +1644,7 @@ static void test_encode_route_legs(void **state)
 {
     scene_fixture a, b;
     pd_job job;
-    pd_job_leg legs[2];
+    pd_route_leg legs[2];
     pd_point path0[5], path1[3];
     double t0[5], t1[3];
     size_t len;
@@ -1612,7 +1658,7 @@ static void test_encode_route_legs(void **state)
 
     /* Two waypoints a frame: leg 0 takes 3 frames, leg 1 takes 2, then the
      * result. */
-    uint8_t *buf = pd_codec_encode_route(&job, 2, &len);
+    uint8_t *buf = encode_route(&job, 2, &len);
     unpack_frames(buf, len, &fr);
     assert_int_equal(fr.n, 6);
     const uint32_t leg_of[5] = {0, 0, 0, 1, 1}, seq_of[5] = {0, 1, 2, 0, 1};
@@ -1623,7 +1669,7 @@ static void test_encode_route_legs(void **state)
         assert_false(r->final);
         assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_ROUTE_LEG);
         const Pathd__V1__RouteLeg *l = r->route_leg;
-        const pd_job_leg *jl = &legs[leg_of[i]];
+        const pd_route_leg *jl = &legs[leg_of[i]];
         assert_int_equal(l->leg, leg_of[i]);
         assert_int_equal(l->seq, seq_of[i]);
         assert_string_equal(l->scene, jl->scene->name);
@@ -1677,7 +1723,7 @@ static void test_encode_route_legs(void **state)
     free(buf);
 
     /* max_per_chunk 0 counts as 1: one frame per waypoint. */
-    buf = pd_codec_encode_route(&job, 0, &len);
+    buf = encode_route(&job, 0, &len);
     unpack_frames(buf, len, &fr);
     assert_int_equal(fr.n, 5 + 3 + 1);
     free_frames(&fr);
@@ -1698,7 +1744,7 @@ static void test_encode_route_failure(void **state)
     job.status = PD_NO_PATH;
     job.metrics.expanded = 12;
     job.metrics.micros = 3;
-    uint8_t *buf = pd_codec_encode_route(&job, 256, &len);
+    uint8_t *buf = encode_route(&job, 256, &len);
     unpack_frames(buf, len, &fr);
     assert_int_equal(fr.n, 1);
     assert_true(fr.r[0]->final);

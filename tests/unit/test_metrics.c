@@ -230,19 +230,19 @@ static void test_requests_by_type_and_status(void **state)
     (void)state;
     pd_metrics *m = pd_metrics_create("1.2.3");
     assert_non_null(m);
-    pd_metrics_observe(m, PD_METRICS_REQ_FIND_PATH, PD_OK, 150, 10);
-    pd_metrics_observe(m, PD_METRICS_REQ_FIND_PATH, PD_OK, 100, 5);
-    pd_metrics_observe(m, PD_METRICS_REQ_FIND_PATH, PD_NO_PATH, 3000, 7);
-    pd_metrics_observe(m, PD_METRICS_REQ_PING, PD_OK, 0, 0);
-    pd_metrics_observe(m, PD_METRICS_REQ_PING, PD_OK, 0, 0);
-    pd_metrics_observe(m, PD_METRICS_REQ_UPDATE_CELLS, PD_INVALID_ARGUMENT, 0, 0);
-    pd_metrics_observe(m, PD_METRICS_REQ_UNKNOWN, PD_MALFORMED, 0, 0);
+    pd_metrics_observe(m, PD_REQ_FIND_PATH, PD_OK, 150, 10);
+    pd_metrics_observe(m, PD_REQ_FIND_PATH, PD_OK, 100, 5);
+    pd_metrics_observe(m, PD_REQ_FIND_PATH, PD_NO_PATH, 3000, 7);
+    pd_metrics_observe(m, PD_REQ_PING, PD_OK, 0, 0);
+    pd_metrics_observe(m, PD_REQ_PING, PD_OK, 0, 0);
+    pd_metrics_observe(m, PD_REQ_UPDATE_CELLS, PD_INVALID_ARGUMENT, 0, 0);
+    pd_metrics_observe(m, PD_REQ_NONE, PD_MALFORMED, 0, 0);
     /* Out-of-range inputs land in the catch-all series instead of memory
      * past the table; a NULL metrics is a no-op. */
-    pd_metrics_observe(m, (pd_metrics_req_type)99, PD_FRAME_TOO_LARGE, 0, 0);
-    pd_metrics_observe(m, PD_METRICS_REQ_STATS, PD_BUFFER_TOO_SMALL, 0, 0);
-    pd_metrics_observe(m, PD_METRICS_REQ_STATS, (pd_status)1000, 0, 0);
-    pd_metrics_observe(NULL, PD_METRICS_REQ_PING, PD_OK, 0, 0);
+    pd_metrics_observe(m, (pd_request_kind)99, PD_FRAME_TOO_LARGE, 0, 0);
+    pd_metrics_observe(m, PD_REQ_STATS, PD_BUFFER_TOO_SMALL, 0, 0);
+    pd_metrics_observe(m, PD_REQ_STATS, (pd_status)1000, 0, 0);
+    pd_metrics_observe(NULL, PD_REQ_PING, PD_OK, 0, 0);
 
     char *text = render(m, NULL, NULL);
     assert_line(text, "pathd_build_info{version=\"1.2.3\"} 1");
@@ -258,7 +258,7 @@ static void test_requests_by_type_and_status(void **state)
     assert_line(text, "pathd_requests_total{type=\"scene_info\",status=\"UNKNOWN_SCENE\"} 0");
     assert_null(strstr(text, "BUFFER_TOO_SMALL"));
     size_t statuses = PD_STATUS_COUNT - 1;
-    assert_int_equal(count_prefix_lines(text, "pathd_requests_total{"), PD_METRICS_REQ_TYPE_COUNT * statuses);
+    assert_int_equal(count_prefix_lines(text, "pathd_requests_total{"), PD_REQ__COUNT * statuses);
     assert_line(text, "pathd_expansions_total 22");
     /* Without gauges and registry their families are left out. */
     assert_null(strstr(text, "pathd_connections"));
@@ -288,19 +288,19 @@ static void test_latency_histogram(void **state)
     uint64_t own[PD_METRICS_LATENCY_BUCKETS] = {0};
     for (size_t i = 0; i < PD_METRICS_LATENCY_BUCKETS; i++) {
         for (size_t k = 0; k <= i; k++) {
-            pd_metrics_observe(m, PD_METRICS_REQ_FIND_PATH, PD_OK, bound_us[i], 0);
+            pd_metrics_observe(m, PD_REQ_FIND_PATH, PD_OK, bound_us[i], 0);
             sum_us += bound_us[i];
             count++;
             own[i]++;
         }
-        pd_metrics_observe(m, PD_METRICS_REQ_FIND_PATH, PD_OK, bound_us[i] + 1, 0);
+        pd_metrics_observe(m, PD_REQ_FIND_PATH, PD_OK, bound_us[i] + 1, 0);
         sum_us += bound_us[i] + 1;
         count++;
         if (i + 1 < PD_METRICS_LATENCY_BUCKETS)
             own[i + 1]++;
     }
     /* Other types never enter the FindPath histogram. */
-    pd_metrics_observe(m, PD_METRICS_REQ_PING, PD_OK, 42, 0);
+    pd_metrics_observe(m, PD_REQ_PING, PD_OK, 42, 0);
 
     char *text = render(m, NULL, NULL);
     assert_line(text, "pathd_build_info{version=\"unknown\"} 1");
@@ -406,16 +406,15 @@ static void test_label_escaping(void **state)
 static void test_type_names(void **state)
 {
     (void)state;
-    assert_int_equal(pd_metrics_req_type_of(PD_REQ_FIND_PATH), PD_METRICS_REQ_FIND_PATH);
-    assert_int_equal(pd_metrics_req_type_of(PD_REQ_CANCEL), PD_METRICS_REQ_CANCEL);
-    assert_int_equal(pd_metrics_req_type_of(PD_REQ_LIST_SCENES), PD_METRICS_REQ_LIST_SCENES);
-    assert_int_equal(pd_metrics_req_type_of(PD_REQ_SCENE_INFO), PD_METRICS_REQ_SCENE_INFO);
-    assert_int_equal(pd_metrics_req_type_of(PD_REQ_STATS), PD_METRICS_REQ_STATS);
-    assert_int_equal(pd_metrics_req_type_of(PD_REQ_PING), PD_METRICS_REQ_PING);
-    assert_int_equal(pd_metrics_req_type_of(PD_REQ_UPDATE_CELLS), PD_METRICS_REQ_UPDATE_CELLS);
-    assert_int_equal(pd_metrics_req_type_of(PD_REQ_NONE), PD_METRICS_REQ_UNKNOWN);
-    assert_string_equal(pd_metrics_req_type_name(PD_METRICS_REQ_UPDATE_CELLS), "update_cells");
-    assert_string_equal(pd_metrics_req_type_name((pd_metrics_req_type)-1), "unknown");
+    /* Every kind has its own label, and the labels are the protocol's. */
+    static const char *const want[PD_REQ__COUNT] = {
+        "unknown", "find_path", "cancel", "list_scenes", "scene_info",
+        "stats", "ping", "update_cells", "scene_grid", "find_route",
+    };
+    for (unsigned k = 0; k < PD_REQ__COUNT; k++)
+        assert_string_equal(pd_request_kind_name((pd_request_kind)k), want[k]);
+    assert_string_equal(pd_request_kind_name((pd_request_kind)-1), "unknown");
+    assert_string_equal(pd_request_kind_name(PD_REQ__COUNT), "unknown");
 }
 
 /* ---- HTTP --------------------------------------------------------------- */
@@ -462,7 +461,7 @@ static t_http *t_start(const pd_metrics_http_limits *limits)
     load_registry(&t->conf, &t->registry);
     t->metrics = pd_metrics_create("9.9.9");
     assert_non_null(t->metrics);
-    pd_metrics_observe(t->metrics, PD_METRICS_REQ_FIND_PATH, PD_OK, 1200, 40);
+    pd_metrics_observe(t->metrics, PD_REQ_FIND_PATH, PD_OK, 1200, 40);
     assert_int_equal(uv_loop_init(&t->loop), 0);
     assert_int_equal(uv_async_init(&t->loop, &t->stop, t_stop_cb), 0);
     t->stop.data = t;

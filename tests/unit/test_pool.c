@@ -1,6 +1,7 @@
 /*
- * test_pool.c - the worker pool: results, queue limits, cancels, deadlines,
- * waypoint styles, statistics and teardown.
+ * test_pool.c - the worker pool (an executor of opaque tasks) running query
+ * tasks: results, queue limits, cancels, deadlines, ordered tasks,
+ * preparation, statistics and teardown; and the query pipelines themselves.
  *
  * Scenes are built by hand (pd_scene is a public struct) so the tests need no
  * map files. To hold a worker still without sleeping, the wake callback can
@@ -12,8 +13,9 @@
  * is unreachable, so A* keeps expanding until something stops it.
  *
  * The issue-4 pipeline (unit grids, snapping, reachability, fallback goals,
- * avoid cells, windows, cut-off paths, smoothing, timing, cell updates) runs
- * on scenes loaded from tests/data/wire4_*.txt through pd_scene_load, so
+ * avoid cells, windows, cut-off paths, smoothing, timing, cell updates) is
+ * the query layer's (pd_query.h): those tests call it directly through
+ * run_one, with no threads, on scenes loaded from tests/data/wire4_*.txt through pd_scene_load, so
  * they carry real unit grids and component labels.
  *
  * Route jobs run on the world of tests/data/route_world.json (four scenes
@@ -37,6 +39,7 @@
 #include "pd_conf.h"
 #include "pd_path.h"
 #include "pd_pool.h"
+#include "query_job.h"
 #include "pd_smooth.h"
 
 #define SMALL_SIDE 10
@@ -141,11 +144,11 @@ static size_t collect(pd_pool *pool, test_waker *w, pd_job **out, size_t n)
     size_t got = 0;
     uint64_t give_up = pd_pool_now_ns() + COLLECT_TIMEOUT_NS;
     while (got < n) {
-        for (pd_job *job = pd_pool_take_completed(pool); job;) {
-            pd_job *next = job->next;
+        for (pd_task *task = pd_pool_take_completed(pool); task;) {
+            pd_task *next = task->next;
             assert_true(got < n);
-            out[got++] = job;
-            job = next;
+            out[got++] = qj_settled(task);
+            task = next;
         }
         if (got >= n)
             break;
@@ -257,7 +260,7 @@ static pd_job *make_long_job(pool_fixture *f, uint64_t conn, uint64_t req)
 
 static void submit_ok(pd_pool *pool, pd_job *job)
 {
-    assert_int_equal(pd_pool_submit(pool, job), PD_OK);
+    assert_int_equal(qj_submit(pool, job), PD_OK);
 }
 
 /* Runs one short job on the big grid so the worker's thread is up and its
@@ -306,21 +309,27 @@ static void assert_cell_path(const pd_job *job)
 static void test_bad_arguments(void **state)
 {
     pool_fixture *f = *state;
-    assert_null(pd_pool_create(0, 4, NULL, NULL));
-    assert_null(pd_pool_create(1, 0, NULL, NULL));
+    assert_null(pd_pool_create(0, 4, &qj_thread_ops, NULL, NULL, NULL));
+    assert_null(pd_pool_create(1, 0, &qj_thread_ops, NULL, NULL, NULL));
 
-    pd_pool *pool = pd_pool_create(1, 4, NULL, NULL);
+    pd_pool *pool = pd_pool_create(1, 4, &qj_thread_ops, NULL, NULL, NULL);
     assert_non_null(pool);
     assert_int_equal(pd_pool_submit(pool, NULL), PD_INVALID_ARGUMENT);
-    pd_job *no_scene = pd_job_new();
-    assert_non_null(no_scene);
-    assert_int_equal(pd_pool_submit(pool, no_scene), PD_INVALID_ARGUMENT);
+    /* A task with nothing to run is refused; the submitter still holds it. */
+    pd_job *no_run = pd_job_new();
+    assert_non_null(no_run);
+    no_run->task.run = NULL;
+    assert_int_equal(pd_pool_submit(pool, &no_run->task), PD_INVALID_ARGUMENT);
+    pd_job_free(no_run);
+    /* A path query with no scene is the query layer's to refuse. */
+    pd_job *no_scene = run_now(pd_job_new());
+    assert_int_equal(no_scene->status, PD_INVALID_ARGUMENT);
     pd_job_free(no_scene);
     pd_job *job = make_job(f->small, 1, 1, 0, 0, 1, 1);
-    assert_int_equal(pd_pool_submit(NULL, job), PD_INVALID_ARGUMENT);
+    assert_int_equal(pd_pool_submit(NULL, &job->task), PD_INVALID_ARGUMENT);
     pd_job_free(job);
     assert_int_equal(pd_pool_cancel(pool, 1, 1), 0);
-    pd_pool_destroy(pool);
+    qj_pool_destroy(pool);
 }
 
 static void test_costs_on_open_grid(void **state)
@@ -328,7 +337,7 @@ static void test_costs_on_open_grid(void **state)
     pool_fixture *f = *state;
     test_waker w;
     waker_init(&w, 0);
-    pd_pool *pool = pd_pool_create(2, 16, waker_wake, &w);
+    pd_pool *pool = pd_pool_create(2, 16, &qj_thread_ops, NULL, waker_wake, &w);
     assert_non_null(pool);
 
     submit_ok(pool, make_job(f->small, 1, 1, 0, 0, 9, 9));
@@ -361,11 +370,11 @@ static void test_costs_on_open_grid(void **state)
             assert_float_equal(job->metrics.cost, 9 * SQRT2, 1e-9);
             assert_int_equal(job->path_len, 10);
         }
-        assert_true(job->finished_ns >= job->submitted_ns);
+        assert_true(job->task.finished_ns >= job->task.submitted_ns);
     }
     free_jobs(done, 6);
     assert_true(waker_wakes(&w) >= 1);
-    pd_pool_destroy(pool);
+    qj_pool_destroy(pool);
     waker_destroy(&w);
 }
 
@@ -375,7 +384,7 @@ static void test_long_path(void **state)
     pool_fixture *f = *state;
     test_waker w;
     waker_init(&w, 0);
-    pd_pool *pool = pd_pool_create(1, 4, waker_wake, &w);
+    pd_pool *pool = pd_pool_create(1, 4, &qj_thread_ops, NULL, waker_wake, &w);
     assert_non_null(pool);
 
     submit_ok(pool, make_job(f->corridor, 1, 1, 0, 0, CORRIDOR_LEN - 1, 0));
@@ -397,7 +406,7 @@ static void test_long_path(void **state)
     assert_int_equal(corners->path[0].x, 5);
     assert_int_equal(corners->path[1].x, CORRIDOR_LEN - 5);
     free_jobs(done, 3);
-    pd_pool_destroy(pool);
+    qj_pool_destroy(pool);
     waker_destroy(&w);
 }
 
@@ -410,7 +419,7 @@ static void test_many_jobs_four_workers(void **state)
     pd_scene *scene = scene_open(MANY_SIDE, MANY_SIDE);
     test_waker w;
     waker_init(&w, 0);
-    pd_pool *pool = pd_pool_create(4, MANY_JOBS, waker_wake, &w);
+    pd_pool *pool = pd_pool_create(4, MANY_JOBS, &qj_thread_ops, NULL, waker_wake, &w);
     assert_non_null(pool);
 
     uint32_t seed = 12345;
@@ -452,13 +461,12 @@ static void test_many_jobs_four_workers(void **state)
     assert_int_equal(st.threads, 4);
     assert_int_equal(st.queue_depth, 0);
     assert_int_equal(st.running, 0);
-    assert_int_equal(st.jobs_done, MANY_JOBS);
-    assert_int_equal(st.paths_found, MANY_JOBS);
-    assert_int_equal(st.expansions, expanded);
+    assert_int_equal(st.tasks_done, MANY_JOBS);
+    assert_true(expanded > 0);
     assert_true(st.busy_ns > 0);
 
     free_jobs(done, MANY_JOBS);
-    pd_pool_destroy(pool);
+    qj_pool_destroy(pool);
     waker_destroy(&w);
     assert_int_equal(atomic_load(&scene->refs), 1);
     pd_scene_release(scene);
@@ -469,7 +477,7 @@ static void test_queue_full_overloaded(void **state)
     pool_fixture *f = *state;
     test_waker w;
     waker_init(&w, 1);
-    pd_pool *pool = pd_pool_create(1, 2, waker_wake, &w);
+    pd_pool *pool = pd_pool_create(1, 2, &qj_thread_ops, NULL, waker_wake, &w);
     assert_non_null(pool);
 
     submit_ok(pool, make_job(f->small, 1, 1, 0, 0, 3, 3));
@@ -477,7 +485,7 @@ static void test_queue_full_overloaded(void **state)
     submit_ok(pool, make_job(f->small, 1, 2, 0, 0, 4, 4));
     submit_ok(pool, make_job(f->small, 1, 3, 0, 0, 5, 5));
     pd_job *extra = make_job(f->small, 1, 4, 0, 0, 6, 6);
-    assert_int_equal(pd_pool_submit(pool, extra), PD_OVERLOADED);
+    assert_int_equal(qj_submit(pool, extra), PD_OVERLOADED);
     /* The caller still owns the refused job. */
     assert_int_equal(extra->status, PD_OK);
     assert_null(extra->path);
@@ -486,7 +494,7 @@ static void test_queue_full_overloaded(void **state)
     pd_pool_get_stats(pool, &st);
     assert_int_equal(st.queue_depth, 2);
     assert_int_equal(st.running, 0);
-    assert_int_equal(st.jobs_done, 1);
+    assert_int_equal(st.tasks_done, 1);
 
     waker_open_gate(&w);
     pd_job *done[3];
@@ -505,7 +513,7 @@ static void test_queue_full_overloaded(void **state)
     assert_int_equal(extra->status, PD_OK);
     assert_float_equal(extra->metrics.cost, 6 * SQRT2, 1e-9);
     free_jobs(done, 1);
-    pd_pool_destroy(pool);
+    qj_pool_destroy(pool);
     waker_destroy(&w);
 }
 
@@ -514,7 +522,7 @@ static void test_cancel_queued(void **state)
     pool_fixture *f = *state;
     test_waker w;
     waker_init(&w, 1);
-    pd_pool *pool = pd_pool_create(1, 8, waker_wake, &w);
+    pd_pool *pool = pd_pool_create(1, 8, &qj_thread_ops, NULL, waker_wake, &w);
     assert_non_null(pool);
 
     submit_ok(pool, make_job(f->small, 1, 1, 0, 0, 3, 3));
@@ -545,9 +553,8 @@ static void test_cancel_queued(void **state)
 
     pd_pool_stats st;
     pd_pool_get_stats(pool, &st);
-    assert_int_equal(st.jobs_done, 4);
-    assert_int_equal(st.paths_found, 3);
-    pd_pool_destroy(pool);
+    assert_int_equal(st.tasks_done, 4);
+    qj_pool_destroy(pool);
     waker_destroy(&w);
 }
 
@@ -556,7 +563,7 @@ static void test_cancel_running(void **state)
     pool_fixture *f = *state;
     test_waker w;
     waker_init(&w, 0);
-    pd_pool *pool = pd_pool_create(1, 4, waker_wake, &w);
+    pd_pool *pool = pd_pool_create(1, 4, &qj_thread_ops, NULL, waker_wake, &w);
     assert_non_null(pool);
 
     submit_ok(pool, make_long_job(f, 5, 1));
@@ -567,7 +574,7 @@ static void test_cancel_running(void **state)
     assert_int_equal(done[0]->status, PD_CANCELLED);
     assert_null(done[0]->path);
     free_jobs(done, 1);
-    pd_pool_destroy(pool);
+    qj_pool_destroy(pool);
     waker_destroy(&w);
 }
 
@@ -578,7 +585,7 @@ static void test_cancel_conn(void **state)
     pool_fixture *f = *state;
     test_waker w;
     waker_init(&w, 0);
-    pd_pool *pool = pd_pool_create(1, 8, waker_wake, &w);
+    pd_pool *pool = pd_pool_create(1, 8, &qj_thread_ops, NULL, waker_wake, &w);
     assert_non_null(pool);
 
     submit_ok(pool, make_long_job(f, 7, 1));
@@ -586,7 +593,7 @@ static void test_cancel_conn(void **state)
     submit_ok(pool, make_job(f->small, 7, 2, 0, 0, 9, 9));
     submit_ok(pool, make_job(f->small, 8, 1, 0, 0, 9, 9));
     submit_ok(pool, make_job(f->small, 7, 3, 0, 0, 9, 9));
-    pd_pool_cancel_conn(pool, 7);
+    pd_pool_cancel_owner(pool, 7);
 
     pd_job *done[4];
     collect(pool, &w, done, 4);
@@ -600,7 +607,7 @@ static void test_cancel_conn(void **state)
         }
     }
     free_jobs(done, 4);
-    pd_pool_destroy(pool);
+    qj_pool_destroy(pool);
     waker_destroy(&w);
 }
 
@@ -609,14 +616,14 @@ static void test_deadline_already_passed(void **state)
     pool_fixture *f = *state;
     test_waker w;
     waker_init(&w, 0);
-    pd_pool *pool = pd_pool_create(1, 4, waker_wake, &w);
+    pd_pool *pool = pd_pool_create(1, 4, &qj_thread_ops, NULL, waker_wake, &w);
     assert_non_null(pool);
 
     pd_job *late = make_job(f->small, 1, 1, 0, 0, 9, 9);
-    late->deadline_ns = pd_pool_now_ns() - 1;
+    late->task.deadline_ns = pd_pool_now_ns() - 1;
     submit_ok(pool, late);
     pd_job *in_time = make_job(f->small, 1, 2, 0, 0, 9, 9);
-    in_time->deadline_ns = pd_pool_now_ns() + COLLECT_TIMEOUT_NS;
+    in_time->task.deadline_ns = pd_pool_now_ns() + COLLECT_TIMEOUT_NS;
     submit_ok(pool, in_time);
 
     pd_job *done[2];
@@ -627,7 +634,7 @@ static void test_deadline_already_passed(void **state)
     assert_null(late->path);
     assert_int_equal(in_time->status, PD_OK);
     free_jobs(done, 2);
-    pd_pool_destroy(pool);
+    qj_pool_destroy(pool);
     waker_destroy(&w);
 }
 
@@ -640,22 +647,22 @@ static void test_deadline_stops_long_search(void **state)
     pool_fixture *f = *state;
     test_waker w;
     waker_init(&w, 0);
-    pd_pool *pool = pd_pool_create(1, 4, waker_wake, &w);
+    pd_pool *pool = pd_pool_create(1, 4, &qj_thread_ops, NULL, waker_wake, &w);
     assert_non_null(pool);
 
     warm_up(pool, &w, f);
     pd_job *job = make_long_job(f, 1, 1);
-    job->deadline_ns = pd_pool_now_ns() + SHORT_DEADLINE_NS;
+    job->task.deadline_ns = pd_pool_now_ns() + SHORT_DEADLINE_NS;
     submit_ok(pool, job);
     pd_job *done[1];
     collect(pool, &w, done, 1);
     assert_int_equal(job->status, PD_DEADLINE_EXCEEDED);
     assert_true(job->metrics.expanded > 0);
     assert_true(job->metrics.expanded < (uint64_t)BIG_SIDE * BIG_SIDE);
-    assert_true(job->finished_ns >= job->deadline_ns);
+    assert_true(job->task.finished_ns >= job->task.deadline_ns);
     assert_null(job->path);
     free_jobs(done, 1);
-    pd_pool_destroy(pool);
+    qj_pool_destroy(pool);
     waker_destroy(&w);
 }
 
@@ -664,7 +671,7 @@ static void test_corners_style(void **state)
     pool_fixture *f = *state;
     test_waker w;
     waker_init(&w, 0);
-    pd_pool *pool = pd_pool_create(1, 8, waker_wake, &w);
+    pd_pool *pool = pd_pool_create(1, 8, &qj_thread_ops, NULL, waker_wake, &w);
     assert_non_null(pool);
 
     submit_ok(pool, make_job(f->small, 1, 1, 0, 0, 9, 4));
@@ -699,7 +706,7 @@ static void test_corners_style(void **state)
     assert_int_equal(straight->path[1].x, 9);
     assert_int_equal(straight->path[1].y, 6);
     free_jobs(done, 3);
-    pd_pool_destroy(pool);
+    qj_pool_destroy(pool);
     waker_destroy(&w);
 }
 
@@ -727,7 +734,7 @@ static void test_pause_holds_work(void **state)
     pool_fixture *f = *state;
     test_waker w;
     waker_init(&w, 0);
-    pd_pool *pool = pd_pool_create(2, 8, waker_wake, &w);
+    pd_pool *pool = pd_pool_create(2, 8, &qj_thread_ops, NULL, waker_wake, &w);
     assert_non_null(pool);
     pd_pool_set_paused(pool, 1);
     for (uint64_t id = 1; id <= 4; id++)
@@ -744,7 +751,7 @@ static void test_pause_holds_work(void **state)
     assert_int_equal(done[0]->status, PD_CANCELLED);
     pd_pool_get_stats(pool, &st);
     assert_int_equal(st.queue_depth, 3);
-    assert_int_equal(st.jobs_done, 1);
+    assert_int_equal(st.tasks_done, 1);
     free_jobs(done, 1);
 
     pd_pool_set_paused(pool, 0);
@@ -756,7 +763,7 @@ static void test_pause_holds_work(void **state)
     }
     assert_int_equal(ok, 3);
     free_jobs(done, 3);
-    pd_pool_destroy(pool);
+    qj_pool_destroy(pool);
     waker_destroy(&w);
 }
 
@@ -765,7 +772,7 @@ static void test_destroy_with_queued_jobs(void **state)
     pool_fixture *f = *state;
     test_waker w;
     waker_init(&w, 1);
-    pd_pool *pool = pd_pool_create(2, 16, waker_wake, &w);
+    pd_pool *pool = pd_pool_create(2, 16, &qj_thread_ops, NULL, waker_wake, &w);
     assert_non_null(pool);
 
     submit_ok(pool, make_job(f->small, 1, 1, 0, 0, 3, 3));
@@ -780,7 +787,7 @@ static void test_destroy_with_queued_jobs(void **state)
     gate_opener g = {&w, 50};
     pthread_t opener;
     assert_int_equal(pthread_create(&opener, NULL, open_gate_later, &g), 0);
-    pd_pool_destroy(pool);
+    qj_pool_destroy(pool);
     pthread_join(opener, NULL);
     assert_int_equal(atomic_load(&f->small->refs), 1);
     waker_destroy(&w);
@@ -802,7 +809,7 @@ static void test_destroy_stops_running_search(void **state)
     pool_fixture *f = *state;
     test_waker w;
     waker_init(&w, 0);
-    pd_pool *pool = pd_pool_create(1, 4, waker_wake, &w);
+    pd_pool *pool = pd_pool_create(1, 4, &qj_thread_ops, NULL, waker_wake, &w);
     assert_non_null(pool);
     warm_up(pool, &w, f);
 
@@ -810,7 +817,7 @@ static void test_destroy_stops_running_search(void **state)
     submit_ok(pool, make_long_job(f, 1, 2));
     wait_running(pool, 1);
     uint64_t before = pd_pool_now_ns();
-    pd_pool_destroy(pool);
+    qj_pool_destroy(pool);
     /* The running search completed (one more wake); the queued one never ran. */
     assert_int_equal(waker_wakes(&w), 2);
     assert_true(w.last_wake_ns - before < STOP_BOUND_NS);
@@ -837,9 +844,9 @@ static uint64_t wait_reserved(pd_pool *pool, uint64_t cells)
 /* pd_pool_reserve grows every worker's context to the big grid before any
  * job runs: the workers do it while the pool is paused and a big-grid job
  * is queued, so statistics show the reservation with no job done. It keeps
- * the largest request and ignores bad sizes. Turning jump points on makes
- * the workers grow their jump point contexts too (the statistic counts them
- * while jump points are on). Jobs on the reserved grid then find correct
+ * the largest request and ignores bad sizes. With jump points on, the
+ * workers grow their jump point contexts too (the statistic counts both).
+ * Jobs on the reserved grid then find correct
  * paths with either search. */
 static void test_reserve_prepares_workers(void **state)
 {
@@ -847,7 +854,8 @@ static void test_reserve_prepares_workers(void **state)
     const uint64_t big_cells = (uint64_t)(BIG_SIDE + 2) * (BIG_SIDE + 2);
     test_waker w;
     waker_init(&w, 0);
-    pd_pool *pool = pd_pool_create(2, 8, waker_wake, &w);
+    int jump_points = 1; /* the thread ops grow jump point contexts too */
+    pd_pool *pool = pd_pool_create(2, 8, &qj_thread_ops, &jump_points, waker_wake, &w);
     assert_non_null(pool);
     pd_pool_stats st;
     pd_pool_get_stats(pool, &st);
@@ -864,7 +872,7 @@ static void test_reserve_prepares_workers(void **state)
     pd_pool_reserve(pool, PD_GRID_MAX_SIDE + 1, 1);
     assert_int_equal(wait_reserved(pool, big_cells), big_cells);
     pd_pool_get_stats(pool, &st);
-    assert_int_equal(st.jobs_done, 0);
+    assert_int_equal(st.tasks_done, 0);
     assert_int_equal(st.queue_depth, 1);
 
     pd_pool_set_paused(pool, 0);
@@ -875,15 +883,14 @@ static void test_reserve_prepares_workers(void **state)
     assert_float_equal(astar_job->metrics.cost, octile(astar_job->params.start, astar_job->params.goal), 1e-9);
     free_jobs(done, 1);
 
-    /* No worker has a jump point context yet; turning them on has each
-     * worker create and grow one to the reservation. */
+    /* A job that allows jump points runs on the context prepared for it. */
     pd_pool_set_paused(pool, 1);
-    pd_pool_set_jump_points(pool, 1);
     pd_job *jps_job = make_job(f->big, 1, 2, BIG_SIDE - 1, 0, 0, BIG_SIDE - 1);
+    jps_job->jump_points = 1;
     submit_ok(pool, jps_job);
     assert_int_equal(wait_reserved(pool, big_cells), big_cells);
     pd_pool_get_stats(pool, &st);
-    assert_int_equal(st.jobs_done, 1);
+    assert_int_equal(st.tasks_done, 1);
     assert_int_equal(st.queue_depth, 1);
 
     pd_pool_set_paused(pool, 0);
@@ -895,7 +902,7 @@ static void test_reserve_prepares_workers(void **state)
      * path but the goal, jump point search expands only its jump points. */
     assert_true(jps_job->metrics.expanded < jps_job->path_len - 1);
     free_jobs(done, 1);
-    pd_pool_destroy(pool);
+    qj_pool_destroy(pool);
     waker_destroy(&w);
 }
 
@@ -927,19 +934,11 @@ static pd_scene *wire4_load(const char *file)
     return s;
 }
 
-/* Runs one job on a fresh one-thread pool and returns it completed. */
+/* Runs one job's query on this thread, straight through the query layer
+ * (no pool, no threads), and returns it completed. */
 static pd_job *run_one(pd_job *job)
 {
-    test_waker w;
-    waker_init(&w, 0);
-    pd_pool *pool = pd_pool_create(1, 4, waker_wake, &w);
-    assert_non_null(pool);
-    submit_ok(pool, job);
-    pd_job *done[1];
-    collect(pool, &w, done, 1);
-    pd_pool_destroy(pool);
-    waker_destroy(&w);
-    return done[0];
+    return run_now(job);
 }
 
 /* Runs the same jobs on two pools, A* only and with jump points, and
@@ -952,11 +951,10 @@ static void test_jump_points_match_astar(void **state)
     test_waker wa, wj;
     waker_init(&wa, 0);
     waker_init(&wj, 0);
-    pd_pool *astar = pd_pool_create(1, N, waker_wake, &wa);
-    pd_pool *jps = pd_pool_create(1, N, waker_wake, &wj);
+    pd_pool *astar = pd_pool_create(1, N, &qj_thread_ops, NULL, waker_wake, &wa);
+    pd_pool *jps = pd_pool_create(1, N, &qj_thread_ops, NULL, waker_wake, &wj);
     assert_non_null(astar);
     assert_non_null(jps);
-    pd_pool_set_jump_points(jps, 1);
     /* Deterministic pairs on the big grid (uniform cost, 8-connected):
      * spread over the map, plus the walled-in goal (NO_PATH both ways). */
     uint64_t x = 0x9e3779b97f4a7c15ull;
@@ -968,7 +966,9 @@ static void test_jump_points_match_astar(void **state)
         }
         if (id == N) { c[2] = BIG_SIDE - 1; c[3] = BIG_SIDE - 1; }
         submit_ok(astar, make_job(f->big, 1, id, c[0], c[1], c[2], c[3]));
-        submit_ok(jps, make_job(f->big, 1, id, c[0], c[1], c[2], c[3]));
+        pd_job *jj = make_job(f->big, 1, id, c[0], c[1], c[2], c[3]);
+        jj->jump_points = 1;
+        submit_ok(jps, jj);
     }
     pd_job *a[N], *j[N];
     collect(astar, &wa, a, N);
@@ -989,8 +989,8 @@ static void test_jump_points_match_astar(void **state)
     assert_true(exp_j < exp_a);
     free_jobs(a, N);
     free_jobs(j, N);
-    pd_pool_destroy(astar);
-    pd_pool_destroy(jps);
+    qj_pool_destroy(astar);
+    qj_pool_destroy(jps);
     waker_destroy(&wa);
     waker_destroy(&wj);
 }
@@ -1399,12 +1399,12 @@ static void test_update_cells_jobs(void **state)
 
     test_waker w;
     waker_init(&w, 0);
-    pd_pool *pool = pd_pool_create(4, 16, waker_wake, &w);
+    pd_pool *pool = pd_pool_create(4, 16, &qj_thread_ops, NULL, waker_wake, &w);
     assert_non_null(pool);
 
     pd_job *bad = pd_job_new();
     bad->kind = PD_JOB_UPDATE_CELLS;
-    assert_int_equal(pd_pool_submit(pool, bad), PD_INVALID_ARGUMENT); /* no registry */
+    assert_int_equal(run_now(bad)->status, PD_INVALID_ARGUMENT); /* no registry */
     pd_job_free(bad);
 
     pd_job *up = pd_job_new();
@@ -1500,7 +1500,7 @@ static void test_update_cells_jobs(void **state)
     assert_int_equal(done[0]->update_result.version, 8);
     free_jobs(done, 1);
 
-    pd_pool_destroy(pool);
+    qj_pool_destroy(pool);
     waker_destroy(&w);
     pd_registry_destroy(reg);
 }
@@ -1606,7 +1606,7 @@ static void assert_route(const pd_job *job, const char *from, pd_point start, co
     assert_null(job->world);   /* released by the worker */
     double total = 0;
     for (size_t i = 0; i < job->n_legs; i++) {
-        const pd_job_leg *leg = &job->legs[i];
+        const pd_route_leg *leg = &job->legs[i];
         const pd_grid *g = pd_scene_unit_for(leg->scene, unit)->grid;
         assert_true(leg->path_len >= 1);
         if (i == 0) {
@@ -1614,7 +1614,7 @@ static void assert_route(const pd_job *job, const char *from, pd_point start, co
             assert_int_equal(leg->path[0].x, start.x);
             assert_int_equal(leg->path[0].y, start.y);
         } else {
-            const pd_job_leg *prev = &job->legs[i - 1];
+            const pd_route_leg *prev = &job->legs[i - 1];
             assert_string_equal(prev->next_scene, leg->scene->name);
             assert_int_equal(leg->path[0].x, prev->portal_entry.x);
             assert_int_equal(leg->path[0].y, prev->portal_entry.y);
@@ -1648,14 +1648,14 @@ static void test_route_jobs(void **state)
     route_fixture_init(&rf);
     test_waker w;
     waker_init(&w, 0);
-    pd_pool *pool = pd_pool_create(2, 16, waker_wake, &w);
+    pd_pool *pool = pd_pool_create(2, 16, &qj_thread_ops, NULL, waker_wake, &w);
     assert_non_null(pool);
 
     /* A route job needs a world. */
     pd_job *bad = pd_job_new();
     assert_non_null(bad);
     bad->kind = PD_JOB_FIND_ROUTE;
-    assert_int_equal(pd_pool_submit(pool, bad), PD_INVALID_ARGUMENT);
+    assert_int_equal(run_now(bad)->status, PD_INVALID_ARGUMENT);
     pd_job_free(bad);
 
     /* Unit 1 goes through the hall; unit 2 may not take plaza-hall
@@ -1704,7 +1704,7 @@ static void test_route_jobs(void **state)
     assert_int_equal(done[0]->status, PD_OK);
     double t = 5.0;
     for (size_t i = 0; i < done[0]->n_legs; i++) {
-        const pd_job_leg *leg = &done[0]->legs[i];
+        const pd_route_leg *leg = &done[0]->legs[i];
         double speed_cells = 2.0 / leg->scene->cell_size;
         assert_non_null(leg->times);
         assert_float_equal(leg->times[0], t, 1e-9);
@@ -1766,7 +1766,7 @@ static void test_route_jobs(void **state)
         free_jobs(done, 1);
     }
 
-    pd_pool_destroy(pool);
+    qj_pool_destroy(pool);
     waker_destroy(&w);
     route_fixture_free(&rf);
 }

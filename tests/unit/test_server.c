@@ -87,7 +87,7 @@ static void server_start_source(test_server *ts, const char *config, conf_tweak 
     assert_int_equal(uv_loop_init(&ts->loop), 0);
     ts->server = pd_server_create(&ts->loop, &ts->conf, ts->registry, source);
     assert_non_null(ts->server);
-    ts->pool = pd_pool_create(ts->conf.threads, ts->conf.job_queue_capacity, pd_server_wake, ts->server);
+    ts->pool = pd_server_pool_create(ts->server, ts->conf.threads);
     assert_non_null(ts->pool);
     assert_int_equal(pd_server_start(ts->server, ts->pool, err, sizeof err), 0);
     ts->port = pd_server_port(ts->server);
@@ -116,7 +116,7 @@ static void server_start(test_server *ts, conf_tweak tweak)
 static void server_join(test_server *ts)
 {
     assert_int_equal(pthread_join(ts->thread, NULL), 0);
-    pd_pool_destroy(ts->pool);
+    pd_server_pool_destroy(ts->pool);
     pd_server_destroy(ts->server);
     assert_int_equal(uv_loop_close(&ts->loop), 0);
     pd_registry_destroy(ts->registry);
@@ -1349,7 +1349,7 @@ static void test_stop_while_reload_loads(void **state)
     size_t n = pd_registry_list(ts.registry, &list);
     pd_registry_release_list(list, n);
     assert_int_equal(n, 2);
-    pd_pool_destroy(ts.pool);
+    pd_server_pool_destroy(ts.pool);
     pd_server_destroy(ts.server);
     assert_int_equal(uv_loop_close(&ts.loop), 0);
     pd_registry_destroy(ts.registry);

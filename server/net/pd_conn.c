@@ -1,0 +1,362 @@
+/*
+ * pd_conn.c - one client connection: accepting it, reading frames, queueing
+ * answers with backpressure, and closing it (lingering after a protocol
+ * error). Runs on the loop thread.
+ *
+ * A connection lives in two places: a list (for the idle sweep and shutdown,
+ * which visit every connection) and the connection map (for completions,
+ * which arrive carrying only the id). It leaves the map as soon as it starts
+ * closing, so late results for it are dropped, and leaves the list and is
+ * freed only in its uv_close callback, after libuv has called back every
+ * pending write and shutdown request on it.
+ *
+ * Closing after a protocol error (MALFORMED, FRAME_TOO_LARGE, too many
+ * connections) is a "lingering close": the error reply is queued, the write
+ * side is shut down once it has gone out, and whatever the peer still sends
+ * is read and thrown away until it closes or PD_SERVER_LINGER_MS pass.
+ * Closing a socket with unread input would make the kernel send a reset,
+ * which can destroy the error reply before the client reads it.
+ */
+#include "pd_server_internal.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "pd_log.h"
+
+static void pd__read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+static void pd__conn_process(pd__conn *c);
+
+static void pd__alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    pd__conn *c = h->data;
+    uint8_t *p;
+    size_t avail;
+    if (c->lingering) {
+        *buf = uv_buf_init((char *)c->server->discard, sizeof c->server->discard);
+        return;
+    }
+    if (pd_frame_reader_space(&c->reader, suggested, &p, &avail) != 0) {
+        /* A zero-length buffer makes libuv report UV_ENOBUFS to read_cb. */
+        *buf = uv_buf_init(NULL, 0);
+        return;
+    }
+    *buf = uv_buf_init((char *)p, (unsigned int)avail);
+}
+
+static void pd__conn_read_start(pd__conn *c)
+{
+    if (c->reading || c->closing)
+        return;
+    int rc = uv_read_start((uv_stream_t *)&c->tcp, pd__alloc_cb, pd__read_cb);
+    if (rc != 0) {
+        pd_log_debug("conn %" PRIu64 ": read start failed: %s", c->id, uv_strerror(rc));
+        pd__conn_close(c);
+        return;
+    }
+    c->reading = 1;
+}
+
+void pd__conn_read_stop(pd__conn *c)
+{
+    if (!c->reading)
+        return;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = 0;
+}
+
+static void pd__write_cb(uv_write_t *req, int status)
+{
+    pd__write *w = (pd__write *)req;
+    pd__conn *c = req->handle->data;
+    pd_server *s = c->server;
+
+    c->writes_pending--;
+    free(w->buf.base);
+    free(w);
+    if (status < 0) {
+        if (status != UV_ECANCELED)
+            pd_log_debug("conn %" PRIu64 ": write failed: %s", c->id, uv_strerror(status));
+        pd__conn_close(c);
+        return;
+    }
+    c->last_active_ms = uv_now(s->loop);
+    if (c->paused && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <= s->conf.write_low_watermark) {
+        pd_log_debug("conn %" PRIu64 ": replies drained; resuming reads", c->id);
+        c->paused = 0;
+        if (s->phase == PD__RUNNING && !c->lingering) {
+            /* Frames that arrived before the pause come first; the reader
+             * hands out no new space while a whole frame is buffered. */
+            pd__conn_process(c);
+            if (!c->paused && !c->closing && !c->lingering)
+                pd__conn_read_start(c);
+        }
+    }
+}
+
+/* Queues one encoded answer (whole frames) and takes ownership of buf. A NULL
+ * buf means encoding ran out of memory: the client cannot be told, so the
+ * connection is closed rather than left waiting for an answer. */
+void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len)
+{
+    pd_server *s = c->server;
+    if (!buf) {
+        pd_log_error("conn %" PRIu64 ": out of memory encoding a reply; closing", c->id);
+        pd__conn_close(c);
+        return;
+    }
+    if (c->closing) {
+        free(buf);
+        return;
+    }
+    pd__write *w = malloc(sizeof *w);
+    if (!w) {
+        free(buf);
+        pd_log_error("conn %" PRIu64 ": out of memory queueing a reply; closing", c->id);
+        pd__conn_close(c);
+        return;
+    }
+    w->buf = uv_buf_init((char *)buf, (unsigned int)len);
+    int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &w->buf, 1, pd__write_cb);
+    if (rc != 0) {
+        free(buf);
+        free(w);
+        pd_log_debug("conn %" PRIu64 ": write failed: %s", c->id, uv_strerror(rc));
+        pd__conn_close(c);
+        return;
+    }
+    c->writes_pending++;
+
+    /* The backlog is what libuv holds because the kernel's send buffer is
+     * full: bytes the client has not taken yet. */
+    size_t backlog = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+    uint64_t hard_cap = (uint64_t)s->conf.write_high_watermark * PD_SERVER_WRITE_HARD_CAP_FACTOR;
+    if (backlog > hard_cap) {
+        pd_log_warn("conn %" PRIu64 ": %zu reply bytes unread (cap %" PRIu64 "); closing",
+                    c->id, backlog, hard_cap);
+        pd__conn_close(c);
+    } else if (backlog > s->conf.write_high_watermark && !c->paused) {
+        pd_log_debug("conn %" PRIu64 ": %zu reply bytes unread; pausing reads", c->id, backlog);
+        c->paused = 1;
+        if (!c->lingering)
+            pd__conn_read_stop(c);
+    }
+}
+
+/* Counts the answer to the frame being handled, if any. */
+void pd__observe(pd_server *s, pd_status status)
+{
+    if (s->answering >= 0)
+        pd_metrics_observe(s->metrics, (pd_request_kind)s->answering, status,
+                           (pd_pool_now_ns() - s->answering_since_ns) / 1000u, 0);
+}
+
+void pd__send_error(pd__conn *c, uint64_t id, pd_status status, const char *fmt, ...)
+{
+    char msg[PD__MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (status == PD_OVERLOADED)
+        c->server->overloaded_total++;
+    pd__observe(c->server, status);
+    size_t len = 0;
+    uint8_t *buf = pd_codec_encode_error(id, status, msg, &len);
+    pd__conn_send(c, buf, len);
+}
+
+void pd__conn_closed(uv_handle_t *h)
+{
+    pd__conn *c = h->data;
+    pd_server *s = c->server;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    s->n_conns--;
+    pd_frame_reader_free(&c->reader);
+    free(c);
+    if (s->phase == PD__FLUSHING && s->n_conns == 0)
+        pd__check_drained(s);
+}
+
+void pd__conn_close(pd__conn *c)
+{
+    pd_server *s = c->server;
+    if (c->closing)
+        return;
+    c->closing = 1;
+    c->reading = 0;
+    if (c->in_map) {
+        pd__map_remove(&s->map, c->id);
+        c->in_map = 0;
+    }
+    /* Queued jobs of a closed connection are skipped by the workers; their
+     * completions are dropped because the id is no longer in the map. */
+    if (c->in_flight > 0 && s->pool)
+        pd_pool_cancel_owner(s->pool, c->id);
+    uv_close((uv_handle_t *)&c->tcp, pd__conn_closed);
+}
+
+static void pd__shutdown_cb(uv_shutdown_t *req, int status)
+{
+    pd__conn *c = req->handle->data;
+    c->shutdown_done = 1;
+    /* While running, a lingering connection stays open to drain the peer's
+     * input (see the top of this file); during a server stop there is no
+     * point in waiting. */
+    if (status < 0 || c->server->phase != PD__RUNNING)
+        pd__conn_close(c);
+}
+
+/* Shuts the write side down once queued replies have gone out. */
+void pd__conn_shutdown(pd__conn *c)
+{
+    if (c->closing || c->shutdown_req.handle)
+        return;
+    int rc = uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, pd__shutdown_cb);
+    if (rc != 0)
+        pd__conn_close(c);
+}
+
+/* Answer-then-close after a protocol error: the reply (already queued by the
+ * caller) goes out, then the write side shuts, and input is discarded until
+ * the peer closes or the linger time runs out. */
+void pd__conn_linger(pd__conn *c)
+{
+    if (c->closing || c->lingering)
+        return;
+    c->lingering = 1;
+    c->lingering_since_ms = uv_now(c->server->loop);
+    pd__conn_shutdown(c);
+    pd__conn_read_start(c);
+}
+
+
+/* Answers the complete frames that are buffered, until backpressure pauses
+ * the connection: the rest wait in the reader until replies drain, so the
+ * unread backlog never grows by more than one reply past the high
+ * watermark (plus what in-flight searches bring back). */
+static void pd__conn_process(pd__conn *c)
+{
+    pd_server *s = c->server;
+    uint64_t arrival_ns = pd_pool_now_ns();
+    while (!c->closing && !c->lingering && !c->paused) {
+        const uint8_t *payload;
+        size_t len;
+        pd_status st = pd_frame_reader_next(&c->reader, &payload, &len);
+        if (st == PD_PARTIAL)
+            return;
+        if (st == PD_FRAME_TOO_LARGE) {
+            const uint8_t *h = c->reader.buf + c->reader.start;
+            uint32_t claimed = ((uint32_t)h[0] << 24) | ((uint32_t)h[1] << 16) |
+                               ((uint32_t)h[2] << 8) | (uint32_t)h[3];
+            s->malformed_total++;
+            pd_metrics_observe(s->metrics, PD_REQ_NONE, PD_FRAME_TOO_LARGE, 0, 0);
+            pd_log_debug("conn %" PRIu64 ": frame of %" PRIu32 " bytes refused; closing", c->id, claimed);
+            pd__send_error(c, 0, PD_FRAME_TOO_LARGE,
+                           "frame of %" PRIu32 " bytes exceeds the %" PRIu32 "-byte limit", claimed,
+                           c->reader.max_frame);
+            pd__conn_linger(c);
+            return;
+        }
+        pd__dispatch_frame(c, payload, len, arrival_ns);
+    }
+}
+
+static void pd__read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    pd__conn *c = stream->data;
+    if (nread > 0) {
+        if (c->lingering)
+            return; /* read into the discard buffer */
+        c->last_active_ms = uv_now(c->server->loop);
+        pd_frame_reader_commit(&c->reader, (size_t)nread);
+        pd__conn_process(c);
+        return;
+    }
+    if (nread == 0)
+        return; /* EAGAIN: not end of stream */
+    if (nread == UV_ENOBUFS)
+        pd_log_warn("conn %" PRIu64 ": no memory for its read buffer; closing", c->id);
+    else if (nread != UV_EOF)
+        pd_log_debug("conn %" PRIu64 ": read failed: %s", c->id, uv_strerror((int)nread));
+    /* A client that hangs up gets no more answers: its queued jobs are
+     * cancelled rather than computed for nobody. */
+    pd__conn_close(c);
+}
+
+static void pd__spare_closed(uv_handle_t *h)
+{
+    pd_server *s = h->data;
+    s->spare_busy = 0;
+    s->open_handles--;
+}
+
+/* Accepts a connection into the spare handle and closes it: without a
+ * uv_accept libuv stops watching the listener, so even when there is no
+ * memory for a connection, the pending one must be taken off the queue. */
+static void pd__accept_and_drop(pd_server *s)
+{
+    if (s->spare_busy || uv_tcp_init(s->loop, &s->spare) != 0)
+        return;
+    s->spare.data = s;
+    s->spare_busy = 1;
+    s->open_handles++;
+    (void)uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&s->spare);
+    uv_close((uv_handle_t *)&s->spare, pd__spare_closed);
+}
+
+void pd__on_connection(uv_stream_t *listener, int status)
+{
+    pd_server *s = listener->data;
+    if (status < 0) {
+        pd_log_warn("accept failed: %s", uv_strerror(status));
+        return;
+    }
+    pd__conn *c = calloc(1, sizeof *c);
+    if (!c || uv_tcp_init(s->loop, &c->tcp) != 0) {
+        free(c);
+        pd_log_error("out of memory accepting a connection; dropping it");
+        pd__accept_and_drop(s);
+        return;
+    }
+    c->tcp.data = c;
+    c->server = s;
+    c->id = s->next_conn_id++;
+    pd_frame_reader_init(&c->reader, s->conf.max_frame_bytes);
+    c->last_active_ms = uv_now(s->loop);
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    s->n_conns++;
+
+    int rc = uv_accept(listener, (uv_stream_t *)&c->tcp);
+    if (rc != 0) {
+        pd_log_warn("accept failed: %s", uv_strerror(rc));
+        pd__conn_close(c);
+        return;
+    }
+    if (pd__map_insert(&s->map, c) != 0) {
+        pd_log_error("out of memory registering a connection; closing it");
+        pd__conn_close(c);
+        return;
+    }
+    c->in_map = 1;
+    uv_tcp_nodelay(&c->tcp, 1);
+
+    if (s->n_conns > s->conf.max_connections) {
+        pd__send_error(c, 0, PD_OVERLOADED, "server has %zu connections (limit %" PRIu32 ")",
+                       s->n_conns - 1, s->conf.max_connections);
+        pd__conn_linger(c);
+        return;
+    }
+    pd_log_debug("conn %" PRIu64 ": accepted (%zu open)", c->id, s->n_conns);
+    pd__conn_read_start(c);
+}

@@ -1,0 +1,470 @@
+/*
+ * pd_dispatch.c - a frame's way through the server: decode, check against
+ * the snapshot (pd_query_*_prepare), answer at once or submit a job to the
+ * worker pool, and encode the job's result when it comes back.
+ *
+ * A job is a pd_task (the pool's opaque unit of work) with the query and
+ * result of one request kind around it; the pool runs it with the worker's
+ * pd_query_scratch as its thread context and knows nothing else about it.
+ * The connection and request ids travel as the task's owner and tag, so a
+ * result whose connection has gone is dropped and a closed connection's
+ * queued jobs are cancelled by owner.
+ *
+ * Everything here runs on the loop thread except the pd__run_* functions
+ * and the thread ops, which run on workers.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pd_log.h"
+#include "pd_query.h"
+#include "pd_server_internal.h"
+
+/* One request on its way through the pool. */
+typedef struct pd__job {
+    pd_task task;                 /* first: the pool hands back &job->task;
+                                     owner = connection id, tag = request id */
+    pd_request_kind kind;
+    int jump_points;              /* the server's setting when the job was made */
+
+    /* PD_REQ_FIND_PATH */
+    pd_scene *scene;              /* retained */
+    pd_point *avoid;              /* owned; path_query.avoid points at it */
+    pd_path_query path_query;
+    pd_path_result path;
+
+    /* PD_REQ_FIND_ROUTE */
+    pd_world *world;              /* retained until the legs are searched */
+    pd_route_query route_query;
+    pd_route_result route;
+
+    /* PD_REQ_UPDATE_CELLS */
+    pd_registry *registry;
+    pd_world_store *world_store;  /* may be NULL */
+    pd_update_cells_req update_req;   /* cells owned */
+    pd_update_outcome update;
+} pd__job;
+
+static pd__job *pd__job_new(pd__conn *c, uint64_t request_id, pd_request_kind kind, pd_task_run_fn run)
+{
+    pd__job *job = calloc(1, sizeof *job);
+    if (!job)
+        return NULL;
+    pd_task_init(&job->task, run);
+    job->task.owner = c->id;
+    job->task.tag = request_id;
+    job->kind = kind;
+    job->jump_points = c->server->conf.jump_point_search;
+    return job;
+}
+
+static void pd__job_free(pd__job *job)
+{
+    if (!job)
+        return;
+    pd_scene_release(job->scene);
+    free(job->avoid);
+    pd_path_result_free(&job->path);
+    pd_world_release(job->world);
+    pd_route_result_free(&job->route);
+    free(job->update_req.cells);
+    free(job);
+}
+
+/* ---- on the workers ---------------------------------------------------- */
+
+static pd_status pd__run_find_path(pd_task *task, void *scratch)
+{
+    pd__job *job = (pd__job *)task;
+    pd_query_control ctl = {pd_task_poll, task, job->jump_points};
+    return pd_query_find_path(scratch, job->scene, &job->path_query, &ctl, &job->path);
+}
+
+/* Releases the world as soon as the legs are searched: they hold what the
+ * answer needs. */
+static pd_status pd__run_find_route(pd_task *task, void *scratch)
+{
+    pd__job *job = (pd__job *)task;
+    pd_query_control ctl = {pd_task_poll, task, job->jump_points};
+    pd_status st = pd_query_find_route(scratch, job->world, &job->route_query, &ctl, &job->route);
+    pd_world_release(job->world);
+    job->world = NULL;
+    return st;
+}
+
+static pd_status pd__run_update_cells(pd_task *task, void *scratch)
+{
+    (void)scratch;
+    pd__job *job = (pd__job *)task;
+    return pd_query_update_cells(job->registry, job->world_store, &job->update_req, &job->update);
+}
+
+static void *pd__scratch_create(void *user)
+{
+    (void)user;
+    return pd_query_scratch_create();
+}
+
+static void pd__scratch_destroy(void *scratch)
+{
+    pd_query_scratch_destroy(scratch);
+}
+
+static size_t pd__scratch_prepare(void *scratch, void *user, int32_t width, int32_t height)
+{
+    const pd_server *s = user;
+    return pd_query_scratch_reserve(scratch, width, height, atomic_load(&s->jump_points));
+}
+
+static const pd_pool_thread_ops pd__thread_ops = {
+    pd__scratch_create,
+    pd__scratch_destroy,
+    pd__scratch_prepare,
+};
+
+pd_pool *pd_server_pool_create(pd_server *s, uint32_t threads)
+{
+    return pd_pool_create(threads, s->conf.job_queue_capacity, &pd__thread_ops, s, pd_server_wake, s);
+}
+
+static void pd__free_tasks(pd_task *task)
+{
+    while (task) {
+        pd_task *next = task->next;
+        pd__job_free((pd__job *)task);
+        task = next;
+    }
+}
+
+void pd_server_pool_destroy(pd_pool *pool)
+{
+    pd__free_tasks(pd_pool_destroy(pool));
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+/* Answers OVERLOADED when the connection already has its limit of requests
+ * in flight; returns 1 when the request may go on. */
+static int pd__inflight_ok(pd__conn *c, uint64_t id)
+{
+    if (c->in_flight < c->server->conf.max_inflight_per_conn)
+        return 1;
+    pd__send_error(c, id, PD_OVERLOADED, "%" PRIu32 " requests already in flight on this connection (the limit)",
+                   c->in_flight);
+    return 0;
+}
+
+/* Hands a job to the pool and counts it in flight, or answers OVERLOADED and
+ * frees it. */
+static void pd__submit(pd__conn *c, pd__job *job)
+{
+    pd_server *s = c->server;
+    uint64_t id = job->task.tag;
+    if (pd_pool_submit(s->pool, &job->task) != PD_OK) {
+        pd__job_free(job);
+        pd__send_error(c, id, PD_OVERLOADED, "job queue full (%" PRIu32 " jobs)", s->conf.job_queue_capacity);
+        return;
+    }
+    c->in_flight++;
+    s->in_flight++;
+}
+
+static uint64_t pd__deadline_ns(uint32_t deadline_ms, uint64_t arrival_ns)
+{
+    return deadline_ms ? arrival_ns + (uint64_t)deadline_ms * 1000000u : 0;
+}
+
+/* Checks the request against the scene current now, then queues it for a
+ * worker, which runs the path pipeline (see pd_query.c). */
+static void pd__handle_find_path(pd__conn *c, pd_request *req, uint64_t arrival_ns)
+{
+    pd_server *s = c->server;
+    pd_find_path_req *fp = &req->u.find_path;
+    char err[PD_QUERY_MESSAGE_MAX];
+
+    if (!pd__inflight_ok(c, req->id))
+        return;
+    pd_scene *scene = pd_registry_acquire(s->registry, fp->scene);
+    if (!scene) {
+        pd__send_error(c, req->id, PD_UNKNOWN_SCENE, "unknown scene '%s'", fp->scene);
+        return;
+    }
+    pd__job *job = pd__job_new(c, req->id, PD_REQ_FIND_PATH, pd__run_find_path);
+    if (!job) {
+        pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
+        pd_scene_release(scene);
+        return;
+    }
+    job->scene = scene; /* the job owns the reference now */
+    pd_status st = pd_query_path_prepare(scene, fp, s->conf.default_max_expansions, &job->path_query, err,
+                                         sizeof err);
+    if (st != PD_OK) {
+        pd__send_error(c, req->id, st, "%s", err);
+        pd__job_free(job);
+        return;
+    }
+    job->avoid = fp->avoid; /* the job owns the array now */
+    fp->avoid = NULL;
+    fp->n_avoid = 0;
+    job->task.deadline_ns = pd__deadline_ns(fp->deadline_ms, arrival_ns);
+    pd__submit(c, job);
+}
+
+/* FindRoute: checked against the world current now (so unknown scenes, unit
+ * sizes and out-of-bounds points are answered at once, like FindPath's),
+ * then queued holding that world; the worker plans, searches the legs and
+ * releases it. */
+static void pd__handle_find_route(pd__conn *c, pd_request *req, uint64_t arrival_ns)
+{
+    pd_server *s = c->server;
+    const pd_find_route_req *fr = &req->u.find_route;
+    char err[PD_QUERY_MESSAGE_MAX];
+
+    if (!pd__inflight_ok(c, req->id))
+        return;
+    pd_world *world = s->world_store ? pd_world_store_acquire(s->world_store) : NULL;
+    if (!world) {
+        pd__send_error(c, req->id, PD_INVALID_ARGUMENT, "this server has no world loaded: routes are not served");
+        return;
+    }
+    pd__job *job = pd__job_new(c, req->id, PD_REQ_FIND_ROUTE, pd__run_find_route);
+    if (!job) {
+        pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
+        pd_world_release(world);
+        return;
+    }
+    job->world = world; /* the job owns the reference now */
+    pd_status st = pd_query_route_prepare(world, fr, s->conf.default_max_expansions, &job->route_query, err,
+                                          sizeof err);
+    if (st != PD_OK) {
+        pd__send_error(c, req->id, st, "%s", err);
+        pd__job_free(job);
+        return;
+    }
+    job->task.deadline_ns = pd__deadline_ns(fr->deadline_ms, arrival_ns);
+    pd__submit(c, job);
+}
+
+/* UpdateCells copies and repairs a scene, which takes milliseconds on big
+ * maps, so it runs on a worker like a search; ordered tasks keep updates in
+ * order. The scene name and the cells' bounds are checked there. */
+static void pd__handle_update_cells(pd__conn *c, pd_request *req)
+{
+    pd_update_cells_req *uc = &req->u.update_cells;
+    if (!pd__inflight_ok(c, req->id))
+        return;
+    pd__job *job = pd__job_new(c, req->id, PD_REQ_UPDATE_CELLS, pd__run_update_cells);
+    if (!job) {
+        pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
+        return;
+    }
+    job->task.ordered = 1;
+    job->registry = c->server->registry;
+    job->world_store = c->server->world_store;
+    job->update_req = *uc; /* the job owns the cells now */
+    uc->cells = NULL;
+    pd__submit(c, job);
+}
+
+/* GetSceneGrid: one band of rows of the scene grid (unit 1) or a unit grid,
+ * read from the snapshot current now and answered on the loop thread. A band
+ * is one memcpy per row of at most PD_SCENE_GRID_BAND_BYTES, cheap enough not
+ * to need a worker; the client stitches bands together and starts over when
+ * the version changes between them. */
+static void pd__handle_scene_grid(pd__conn *c, const pd_request *req)
+{
+    const pd_scene_grid_req *gr = &req->u.grid;
+    pd_scene *scene = pd_registry_acquire(c->server->registry, gr->scene);
+    if (!scene) {
+        pd__send_error(c, req->id, PD_UNKNOWN_SCENE, "unknown scene '%s'", gr->scene);
+        return;
+    }
+    const pd_grid *grid = scene->grid;
+    if (gr->unit_size > 1) {
+        const pd_scene_unit *unit = pd_scene_unit_for(scene, gr->unit_size);
+        if (!unit) {
+            pd__send_error(c, req->id, PD_INVALID_ARGUMENT, "scene '%s' does not serve unit size %" PRIu32,
+                           scene->name, gr->unit_size);
+            pd_scene_release(scene);
+            return;
+        }
+        grid = unit->grid;
+    }
+    if (gr->row_start >= grid->height) {
+        pd__send_error(c, req->id, PD_OUT_OF_BOUNDS, "row %" PRId32 " is outside scene '%s' (%" PRId32 " rows)",
+                       gr->row_start, scene->name, grid->height);
+        pd_scene_release(scene);
+        return;
+    }
+    int32_t rows = grid->height - gr->row_start;
+    int32_t band_rows = (int32_t)(PD_SCENE_GRID_BAND_BYTES / (uint32_t)grid->width);
+    if (band_rows < 1)
+        band_rows = 1;
+    if (rows > band_rows)
+        rows = band_rows;
+    if (gr->row_count > 0 && rows > gr->row_count)
+        rows = gr->row_count;
+    size_t len = 0;
+    uint8_t *buf = pd_codec_encode_scene_grid(req->id, grid, scene->version, gr->row_start, rows, &len);
+    pd_scene_release(scene);
+    pd__conn_send(c, buf, len);
+}
+
+static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns)
+{
+    pd_server *s = c->server;
+    size_t len = 0;
+    uint8_t *buf;
+
+    switch (req->kind) {
+    case PD_REQ_FIND_PATH:
+        pd__handle_find_path(c, req, arrival_ns);
+        return;
+    case PD_REQ_UPDATE_CELLS:
+        pd__handle_update_cells(c, req);
+        return;
+    case PD_REQ_FIND_ROUTE:
+        pd__handle_find_route(c, req, arrival_ns);
+        return;
+    case PD_REQ_CANCEL:
+        if (pd_pool_cancel(s->pool, c->id, req->u.cancel_target))
+            buf = pd_codec_encode_ack(req->id, PD_OK, &len);
+        else {
+            pd__send_error(c, req->id, PD_INVALID_ARGUMENT,
+                           "no request %" PRIu64 " in flight on this connection", req->u.cancel_target);
+            return;
+        }
+        break;
+    case PD_REQ_LIST_SCENES: {
+        pd_scene **list = NULL;
+        size_t n = pd_registry_list(s->registry, &list);
+        buf = pd_codec_encode_scene_list(req->id, list, n, &len);
+        pd_registry_release_list(list, n);
+        break;
+    }
+    case PD_REQ_SCENE_INFO: {
+        pd_scene *scene = pd_registry_acquire(s->registry, req->u.scene_name);
+        if (!scene) {
+            pd__send_error(c, req->id, PD_UNKNOWN_SCENE, "unknown scene '%s'", req->u.scene_name);
+            return;
+        }
+        buf = pd_codec_encode_scene_info(req->id, scene, &len);
+        pd_scene_release(scene);
+        break;
+    }
+    case PD_REQ_SCENE_GRID:
+        pd__handle_scene_grid(c, req);
+        return;
+    case PD_REQ_STATS: {
+        pd_server_stats st;
+        pd_server_get_stats(s, &st);
+        buf = pd_codec_encode_stats(req->id, &st, &len);
+        break;
+    }
+    case PD_REQ_PING:
+        buf = pd_codec_encode_pong(req->id, req->u.ping_nonce, &len);
+        break;
+    case PD_REQ_NONE:
+    default:
+        pd__send_error(c, req->id, PD_INVALID_ARGUMENT, "request has no body");
+        return;
+    }
+    pd__observe(s, PD_OK);
+    pd__conn_send(c, buf, len);
+}
+
+void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_t arrival_ns)
+{
+    pd_server *s = c->server;
+    pd_request req;
+    char err[PD__MESSAGE_MAX];
+
+    s->requests_total++;
+    err[0] = '\0';
+    memset(&req, 0, sizeof req);
+    pd_status st = pd_codec_decode_request(payload, len, &req, err, sizeof err);
+    s->answering = (int)req.kind;
+    s->answering_since_ns = arrival_ns;
+    if (st == PD_MALFORMED) {
+        s->malformed_total++;
+        pd_log_debug("conn %" PRIu64 ": malformed frame: %s; closing", c->id, err);
+        pd__send_error(c, 0, PD_MALFORMED, "%s", err[0] ? err : "frame is not a pathd.v1.Request");
+        s->answering = -1;
+        pd__conn_linger(c);
+        return;
+    }
+    if (st != PD_OK) {
+        pd__send_error(c, req.id, st, "%s", err[0] ? err : pd_status_name(st));
+        s->answering = -1;
+        return;
+    }
+    pd__handle_request(c, &req, arrival_ns);
+    s->answering = -1;
+    pd_request_free(&req);
+}
+
+/* ---- completions ------------------------------------------------------- */
+
+/* The answer to a finished job; NULL when encoding ran out of memory. */
+static uint8_t *pd__encode_job(const pd_server *s, pd__job *job, size_t *len)
+{
+    uint64_t id = job->task.tag;
+    switch (job->kind) {
+    case PD_REQ_UPDATE_CELLS:
+        return pd_codec_encode_update(id, job->update_req.scene, &job->update, len);
+    case PD_REQ_FIND_ROUTE:
+        return pd_codec_encode_route(id, &job->route, s->conf.max_waypoints_per_chunk, len);
+    default:
+        return pd_codec_encode_path(id, job->scene, &job->path, s->conf.max_waypoints_per_chunk, len);
+    }
+}
+
+/* A job that never ran (cancelled, past its deadline) carries only the
+ * task's status: the result says the same. */
+static void pd__settle_status(pd__job *job)
+{
+    pd_status st = job->task.status;
+    job->path.status = st;
+    job->route.status = st;
+    job->update.status = st;
+}
+
+void pd__dispatch_completions(pd_server *s)
+{
+    if (!s->pool)
+        return;
+    pd_task *task = pd_pool_take_completed(s->pool);
+    while (task) {
+        pd_task *next = task->next;
+        pd__job *job = (pd__job *)task;
+        pd__settle_status(job);
+        if (s->in_flight > 0)
+            s->in_flight--;
+        uint64_t expanded = job->kind == PD_REQ_FIND_ROUTE  ? job->route.metrics.expanded
+                            : job->kind == PD_REQ_FIND_PATH ? job->path.metrics.expanded
+                                                            : 0;
+        if (job->kind != PD_REQ_UPDATE_CELLS && (task->status == PD_OK || task->status == PD_PARTIAL))
+            s->paths_found++;
+        s->expansions_total += expanded;
+        pd_metrics_observe(s->metrics, job->kind, task->status, (pd_pool_now_ns() - task->submitted_ns) / 1000u,
+                           expanded);
+        if (job->kind == PD_REQ_UPDATE_CELLS && task->status == PD_OK && job->update.world_refresh != PD_OK)
+            pd_log_warn("update of scene '%s' applied, but the route tables were not refreshed: %s (%s); "
+                        "routes keep the previous tables until the next reload",
+                        job->update_req.scene, job->update.world_refresh_error,
+                        pd_status_name(job->update.world_refresh));
+        pd__conn *c = pd__map_find(&s->map, task->owner);
+        if (c) {
+            if (c->in_flight > 0)
+                c->in_flight--;
+            if (!c->lingering) {
+                size_t len = 0;
+                uint8_t *buf = pd__encode_job(s, job, &len);
+                pd__conn_send(c, buf, len);
+            }
+        }
+        pd__job_free(job);
+        task = next;
+    }
+}

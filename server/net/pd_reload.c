@@ -1,0 +1,212 @@
+/*
+ * pd_reload.c - SIGHUP: the config and its maps are loaded, and the world
+ * built over them, on libuv's threadpool; the loop thread then publishes
+ * scenes and world together, or refuses them and keeps serving. Repeats
+ * asked for during a load are coalesced into one more run.
+ */
+#include "pd_server_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pd_log.h"
+
+
+/* After a reload: has the workers grow their search contexts for the
+ * largest scene now being served, so the first request on a larger new map
+ * does not pay for it. Contexts never shrink, so after a reload to smaller
+ * maps they are simply already big enough. */
+static void pd__prepare_workers(pd_server *s)
+{
+    int32_t w, h;
+    char name[PD_CONF_MAX_NAME];
+    if (s->pool && pd_registry_largest(s->registry, &w, &h, name, sizeof name)) {
+        pd_pool_reserve(s->pool, w, h);
+        pd_log_info("reload: workers prepare search contexts for %" PRId32 "x%" PRId32 " grids (largest scene %s)",
+                    w, h, name);
+    }
+}
+
+/* One reload in progress. The loop thread fills in what the load needs and
+ * queues it; the work callback (a libuv threadpool thread) reads the config,
+ * builds the scene set and the world over it; the after-work callback (the
+ * loop thread again) publishes or refuses them and frees this. libuv runs
+ * the two callbacks one after the other and orders them with its own lock,
+ * so the fields need no lock of their own; the loop thread does not touch
+ * them in between. */
+typedef struct pd__reload_job {
+    uv_work_t req;               /* req.data points back to the server */
+    const char *config_path;     /* the server's; lives until the after-work callback */
+    void (*adjust)(pd_conf *conf, void *user);
+    void *adjust_user;
+    int build_world;             /* the server serves routes: build the world too */
+    /* Results, written by the work callback. */
+    int conf_loaded;             /* next holds a config to use or free */
+    pd_conf next;
+    pd_scene_set *scenes;        /* the loaded scenes; NULL when refused */
+    pd_world *world;             /* built over `scenes`, unpublished; NULL when
+                                    refused (world_err says why) or not built */
+    char err[512];
+    char world_err[512];
+} pd__reload_job;
+
+/* The slow part, off the loop thread: everything that reads files or builds
+ * grids and route tables. It touches no server state, so the loop keeps
+ * serving meanwhile. The world is built over the loaded set itself, the
+ * scenes the publish will serve; a world that does not fit them is not an
+ * error of the load (the scenes are still published, see
+ * pd__reload_publish). */
+static void pd__reload_work(uv_work_t *req)
+{
+    pd__reload_job *rl = (pd__reload_job *)req;
+    if (pd_conf_load_file(rl->config_path, &rl->next, rl->err, sizeof rl->err) != 0)
+        return;
+    rl->conf_loaded = 1;
+    if (rl->adjust)
+        rl->adjust(&rl->next, rl->adjust_user);
+    rl->scenes = pd_registry_prepare(&rl->next, rl->err, sizeof rl->err);
+    if (rl->scenes && rl->build_world)
+        rl->world = pd_world_build_from_set(&rl->next.world, rl->scenes, rl->world_err,
+                                            sizeof rl->world_err);
+}
+
+/* Publishes a loaded reload: the scene swap with the world built for it,
+ * the workers' contexts, and the settings a reload may change. Only swaps
+ * happen here; the tables were computed by pd__reload_work. Takes over
+ * rl->next, rl->scenes and rl->world. */
+static void pd__reload_publish(pd_server *s, pd__reload_job *rl)
+{
+    pd_conf next = rl->next;
+    int world_refused = s->world_store && !rl->world;
+
+    /* A world that does not fit the new scenes (a portal cell outside a
+     * reloaded map) was refused by the build: the scenes are swapped in
+     * anyway and the old world, whose snapshots stay valid for routes,
+     * serves until a reload that fits. */
+    if (s->world_store)
+        pd_world_store_publish_reload(s->world_store, s->registry, rl->scenes, rl->world);
+    else
+        pd_registry_publish(s->registry, rl->scenes);
+    rl->scenes = NULL;
+    rl->world = NULL;
+    pd__prepare_workers(s);
+    if (world_refused)
+        pd_log_error("reload: portals and routes of %s refused: %s; the previous world keeps serving routes",
+                     s->config_path, rl->world_err);
+
+    if (strcmp(next.listen_host, s->conf.listen_host) != 0 || next.listen_port != s->conf.listen_port)
+        pd_log_warn("reload: a new listen address needs a restart; still on %s:%u",
+                    s->conf.listen_host, (unsigned)s->conf.listen_port);
+    if (next.threads != s->conf.threads || next.job_queue_capacity != s->conf.job_queue_capacity)
+        pd_log_warn("reload: thread count and job queue capacity need a restart; unchanged");
+    memcpy(next.listen_host, s->conf.listen_host, sizeof next.listen_host);
+    next.listen_port = s->conf.listen_port;
+    next.threads = s->conf.threads;
+    next.job_queue_capacity = s->conf.job_queue_capacity;
+
+    size_t n_scenes = next.n_scenes;
+    pd_conf scenes_only = {0};
+    scenes_only.scenes = next.scenes;
+    scenes_only.n_scenes = next.n_scenes;
+    scenes_only.world = next.world;   /* the world store keeps its own copy */
+    next.scenes = NULL;
+    next.n_scenes = 0;
+    memset(&next.world, 0, sizeof next.world);
+    s->conf = next;
+    atomic_store(&s->jump_points, s->conf.jump_point_search != 0);
+    pd_conf_free(&scenes_only);
+
+    pd_log_set_level(s->conf.log_level);
+    uint64_t interval = pd__sweep_interval(&s->conf);
+    if (interval != s->sweep_interval_ms && uv_is_active((uv_handle_t *)&s->sweep_timer)) {
+        s->sweep_interval_ms = interval;
+        uv_timer_set_repeat(&s->sweep_timer, interval);
+    }
+    pd_log_info("reloaded %s: %zu scenes", s->config_path, n_scenes);
+}
+
+static void pd__reload_start(pd_server *s);
+
+/* Back on the loop thread once the load is done: publish it, or log why it
+ * was refused and keep serving the running set. A stop that began meanwhile
+ * wins: the loaded set and its world are dropped unpublished. Then a reload
+ * asked for during the load runs (once, however many were asked for). */
+static void pd__reload_done(uv_work_t *req, int status)
+{
+    pd_server *s = req->data;
+    pd__reload_job *rl = (pd__reload_job *)req;
+    s->reload = NULL;
+    if (status != 0) {
+        /* Only uv_cancel gives this, and nothing cancels a reload; kept so
+         * no path leaks what the work may have loaded. */
+        snprintf(rl->err, sizeof rl->err, "the load did not run: %s", uv_strerror(status));
+    }
+    if (!rl->conf_loaded) {
+        pd_log_error("reload refused: %s; the running configuration stays", rl->err);
+    } else if (!rl->scenes) {
+        pd_log_error("reload refused: %s; the running scenes stay", rl->err);
+        pd_conf_free(&rl->next);
+    } else if (s->phase != PD__RUNNING) {
+        pd_log_warn("reload of %s dropped: the server is stopping", s->config_path);
+        pd_world_release(rl->world);
+        pd_registry_discard(rl->scenes);
+        pd_conf_free(&rl->next);
+    } else {
+        pd__reload_publish(s, rl);
+    }
+    free(rl);
+    if (s->reload_again) {
+        s->reload_again = 0;
+        if (s->phase == PD__RUNNING)
+            pd__reload_start(s);
+    }
+}
+
+/* Queues the load of the config file on libuv's threadpool. The pending
+ * work request keeps uv_run going, so a stop that begins meanwhile still
+ * waits for pd__reload_done before the loop can be closed. */
+static void pd__reload_start(pd_server *s)
+{
+    pd_log_info("reloading %s", s->config_path);
+    pd__reload_job *rl = calloc(1, sizeof *rl);
+    if (!rl) {
+        pd_log_error("reload refused: out of memory; the running configuration stays");
+        return;
+    }
+    rl->req.data = s;
+    rl->config_path = s->config_path;
+    rl->adjust = s->adjust;
+    rl->adjust_user = s->adjust_user;
+    rl->build_world = s->world_store != NULL;
+    int rc = uv_queue_work(s->loop, &rl->req, pd__reload_work, pd__reload_done);
+    if (rc != 0) {
+        pd_log_error("reload refused: cannot start the load: %s; the running configuration stays",
+                     uv_strerror(rc));
+        free(rl);
+        return;
+    }
+    s->reload = rl;
+}
+
+/* A reload request (SIGHUP or pd_server_request_reload). While one is still
+ * loading, requests are coalesced into one more run after it: the file may
+ * have changed after the running load read it. */
+void pd__reload(pd_server *s)
+{
+    if (!s->config_path) {
+        pd_log_warn("reload requested, but the server has no config file to reread");
+        return;
+    }
+    if (s->phase != PD__RUNNING) {
+        pd_log_warn("reload requested while stopping; ignored");
+        return;
+    }
+    if (s->reload) {
+        pd_log_info("reload requested while one is loading; it runs again once that one is done");
+        s->reload_again = 1;
+        return;
+    }
+    pd__reload_start(s);
+}

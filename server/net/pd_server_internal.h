@@ -1,0 +1,149 @@
+/*
+ * pd_server_internal.h - what the files of the net layer's server share:
+ * the server and connection structs and the functions one file calls in
+ * another. Not for use outside server/net.
+ */
+#ifndef PD_SERVER_INTERNAL_H
+#define PD_SERVER_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "pd_frame.h"
+#include "pd_server.h"
+
+/* Hash map sizing: a power of two, kept at most half full so linear probes
+ * stay short even with 10,000+ connections. */
+#define PD__MAP_INITIAL_SLOTS 64
+
+/* Input from a connection that is closing is read into this and dropped. */
+#define PD__DISCARD_BYTES 4096
+
+/* Longest error text sent to a client, in bytes. */
+#define PD__MESSAGE_MAX 256
+
+typedef enum pd__phase {
+    PD__RUNNING = 0,
+    PD__DRAINING,
+    PD__CANCELLING,
+    PD__FLUSHING,
+    PD__CLOSED,
+} pd__phase;
+
+typedef struct pd__conn {
+    uv_tcp_t tcp;                /* tcp.data points back to the connection */
+    pd_server *server;
+    uint64_t id;                 /* never reused; jobs name their connection by it */
+    pd_frame_reader reader;
+    struct pd__conn *prev, *next;
+    uint64_t last_active_ms;     /* uv_now of the last read or finished write: a
+                                    client that neither sends nor takes replies
+                                    is idle, whatever it still has queued */
+    uint64_t lingering_since_ms; /* uv_now when the lingering close began */
+    uint32_t writes_pending;     /* uv_write requests not yet called back */
+    uint32_t in_flight;          /* jobs submitted and not yet completed */
+    unsigned reading : 1;        /* uv_read_start is in effect */
+    unsigned paused : 1;         /* reading stopped for backpressure */
+    unsigned lingering : 1;      /* error reply queued; input is discarded */
+    unsigned shutdown_done : 1;  /* the write side has been shut down */
+    unsigned closing : 1;        /* uv_close has been called */
+    unsigned in_map : 1;
+    uv_shutdown_t shutdown_req;
+} pd__conn;
+
+/* One queued write: the request and the buffer it sends, freed together in
+ * the write callback. */
+typedef struct pd__write {
+    uv_write_t req;
+    uv_buf_t buf;
+} pd__write;
+
+typedef struct pd__conn_map {
+    pd__conn **slots;
+    size_t n_slots;              /* power of two */
+    size_t count;
+} pd__conn_map;
+
+struct pd_server {
+    uv_loop_t *loop;
+    pd_conf conf;                /* scalar settings only; scenes live in the registry */
+    pd_registry *registry;
+    pd_world_store *world_store; /* NULL: FindRoute is refused (pd_server_set_world_store) */
+    pd_pool *pool;
+    char *config_path;
+    void (*adjust)(pd_conf *conf, void *user);
+    void *adjust_user;
+
+    uv_tcp_t listener;
+    uv_async_t async;
+    uv_timer_t sweep_timer;
+    uv_timer_t stop_timer;
+    uv_signal_t sig_term, sig_int, sig_hup;
+    uv_tcp_t spare;              /* accepts and closes one connection when memory is out */
+    int spare_busy;
+    int open_handles;            /* server-level handles not yet called back from uv_close */
+    uint64_t sweep_interval_ms;
+
+    atomic_int stop_requested;
+    atomic_int reload_requested;
+    struct pd__reload_job *reload;   /* the reload loading on the threadpool, or NULL */
+    int reload_again;            /* a reload was asked for while one was loading */
+
+    pd__conn_map map;
+    pd__conn *conns;             /* every connection not yet freed */
+    size_t n_conns;
+    uint64_t next_conn_id;
+    uint16_t port;
+    pd__phase phase;
+    uint64_t started_ns;
+
+    uint64_t requests_total;
+    uint64_t overloaded_total;
+    uint64_t malformed_total;
+    uint64_t in_flight;
+    uint64_t paths_found;        /* FindPath / FindRoute answered OK or PARTIAL */
+    uint64_t expansions_total;
+    atomic_int jump_points;      /* conf.jump_point_search, for the workers' prepare */
+
+    pd_metrics *metrics;         /* NULL: nothing is counted */
+    int answering;               /* pd_request_kind of the frame being handled, or -1
+                                    between frames (errors outside a request are not counted) */
+    uint64_t answering_since_ns; /* that frame's arrival */
+
+    uint8_t discard[PD__DISCARD_BYTES];
+};
+
+
+/* pd_conn.c */
+void pd__conn_close(pd__conn *c);
+void pd__conn_closed(uv_handle_t *h);
+void pd__conn_linger(pd__conn *c);
+void pd__conn_read_stop(pd__conn *c);
+void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len);
+void pd__conn_shutdown(pd__conn *c);
+void pd__observe(pd_server *s, pd_status status);
+void pd__on_connection(uv_stream_t *listener, int status);
+void pd__send_error(pd__conn *c, uint64_t id, pd_status status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* pd_connmap.c */
+int pd__map_grow(pd__conn_map *m);
+int pd__map_insert(pd__conn_map *m, pd__conn *c);
+pd__conn *pd__map_find(const pd__conn_map *m, uint64_t id);
+void pd__map_remove(pd__conn_map *m, uint64_t id);
+
+/* pd_reload.c */
+void pd__reload(pd_server *s);
+
+/* pd_server.c */
+void pd__check_drained(pd_server *s);
+
+/* pd_dispatch.c */
+void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_t arrival_ns);
+void pd__dispatch_completions(pd_server *s);
+
+/* pd_server.c */
+uint64_t pd__sweep_interval(const pd_conf *conf);
+
+#endif

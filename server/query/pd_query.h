@@ -1,0 +1,185 @@
+/*
+ * pd_query.h - the query layer: every request kind's pipeline as a plain
+ * function over a scene (or world) snapshot and a per-thread scratch.
+ *
+ * Two steps per request kind:
+ *  - prepare (loop thread, cheap): checks the decoded request against the
+ *    snapshot it will run on - the scene serves the unit size, every point
+ *    and rectangle lies inside it - and resolves world coordinates to cells.
+ *    Every such check lives here, once, with its message.
+ *  - run (a worker, or a test, with no threads at all): the pipeline itself
+ *    (see the top of pd_query.c), writing a result struct the codec encodes.
+ *
+ * Nothing here knows about threads, connections or the wire. A run polls
+ * its caller through pd_query_control (deadline, cancel) and reads the
+ * scratch it is given; one scratch per thread, reused for every run.
+ *
+ * Lifetime: results own their arrays (and, for routes, scene references);
+ * free them with the matching *_free. A pd_path_query borrows its avoid
+ * array from whoever holds it (the decoded request, or the job that took
+ * it over) for as long as the run lasts.
+ */
+#ifndef PD_QUERY_H
+#define PD_QUERY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pd_request.h"
+#include "pd_scene.h"
+#include "pd_search.h"
+#include "pd_world.h"
+
+/* Longest message a prepare step writes, in bytes with the NUL. */
+#define PD_QUERY_MESSAGE_MAX 256
+
+/* ---- per-thread scratch ------------------------------------------------ */
+
+typedef struct pd_query_scratch pd_query_scratch;
+
+/* NULL on allocation failure. The search contexts inside grow on demand. */
+pd_query_scratch *pd_query_scratch_create(void);
+void pd_query_scratch_destroy(pd_query_scratch *s);   /* NULL is a no-op */
+
+/* Grows the A* context (and the jump point context when jump_points is set)
+ * for grids up to width x height ahead of the first search that needs it.
+ * Returns the padded cells, (width + 2) * (height + 2), now reserved by
+ * every context asked for, or 0 when an allocation failed (searches then
+ * grow the contexts lazily). */
+size_t pd_query_scratch_reserve(pd_query_scratch *s, int32_t width, int32_t height, int jump_points);
+
+/* How a run talks to its caller. */
+typedef struct pd_query_control {
+    pd_search_poll_fn poll;       /* deadline / cancel, every PD_SEARCH_POLL_INTERVAL
+                                     expansions; may be NULL */
+    void *poll_user;
+    int jump_points;              /* answer with jump point search where it applies */
+} pd_query_control;
+
+/* ---- FindPath ---------------------------------------------------------- */
+
+/* A FindPath resolved against its scene: start and goal are anchor cells on
+ * the unit grid of unit_size, the window lies inside the scene. */
+typedef struct pd_path_query {
+    uint32_t unit_size;           /* 0 means 1 */
+    pd_search_params params;      /* start, goal, connectivity, max_expansions, window and
+                                     partial_on_cutoff are used; poll and blockers are
+                                     the run's own (control and avoid) */
+    pd_waypoint_style style;
+    pd_goal_mode goal_mode;
+    int snap;                     /* blocked start/goal: use the nearest open cell */
+    double speed;                 /* world units per second; > 0 adds times */
+    double start_time;            /* seconds at the first waypoint */
+    const pd_point *avoid;        /* borrowed: cells blocked for this request only */
+    size_t n_avoid;
+} pd_path_query;
+
+typedef struct pd_path_result {
+    pd_status status;
+    pd_search_metrics metrics;    /* metrics.cutoff says why a PARTIAL path was cut off */
+    pd_point *path;               /* malloc'd, path_len entries in the requested style;
+                                     NULL unless PD_OK / PD_PARTIAL */
+    size_t path_len;
+    double *times;                /* malloc'd arrival times when speed > 0; else NULL */
+    int start_substituted;        /* 1: the start was snapped to start_used */
+    pd_point start_used;
+    int goal_substituted;         /* 1: the path ends at goal_used, not at the goal
+                                     (snapped, NEAREST/LINE, or cut off) */
+    pd_point goal_used;
+} pd_path_result;
+
+/* Checks req against scene and fills *out (avoid borrowed from req):
+ * PD_INVALID_ARGUMENT (unit size not served), PD_OUT_OF_BOUNDS (start or
+ * goal outside the scene), with the reason in err. A window is clipped to
+ * the scene; one that does not hold the start is the search's to refuse.
+ * default_max_expansions replaces a request's 0. */
+pd_status pd_query_path_prepare(const pd_scene *scene, const pd_find_path_req *req,
+                                uint64_t default_max_expansions, pd_path_query *out, char *err,
+                                size_t errlen);
+
+/* Runs the path pipeline on scene; returns out->status. */
+pd_status pd_query_find_path(pd_query_scratch *s, const pd_scene *scene, const pd_path_query *q,
+                             const pd_query_control *ctl, pd_path_result *out);
+
+void pd_path_result_free(pd_path_result *r);   /* frees the arrays; NULL is a no-op */
+
+/* ---- FindRoute --------------------------------------------------------- */
+
+/* A FindRoute resolved against its world: start and goal are anchor cells on
+ * the unit grids of from_scene and to_scene. */
+typedef struct pd_route_query {
+    char from_scene[PD_CONF_MAX_NAME];
+    pd_point start;
+    char to_scene[PD_CONF_MAX_NAME];
+    pd_point goal;
+    uint32_t unit_size;           /* 0 means 1 */
+    pd_waypoint_style style;
+    pd_goal_mode goal_mode;       /* its fallbacks apply in to_scene */
+    double speed;
+    double start_time;
+    uint64_t max_expansions;      /* per leg search */
+} pd_route_query;
+
+/* One leg of a finished route: everything the encoder needs, so the world
+ * can be released as soon as the legs are searched. */
+typedef struct pd_route_leg {
+    pd_scene *scene;              /* retained snapshot the leg was searched on */
+    pd_point *path;               /* malloc'd, path_len anchor cells in the requested style */
+    size_t path_len;
+    double *times;                /* malloc'd arrival times when speed > 0; else NULL */
+    double cost;                  /* in-scene path cost of the leg */
+    int has_portal;               /* 0 on the last leg */
+    char portal[PD_CONF_MAX_NAME];/* the portal the leg ends at */
+    pd_point portal_exit;         /* equals the leg's last cell */
+    char next_scene[PD_CONF_MAX_NAME];
+    pd_point portal_entry;        /* the next leg's first cell */
+    double portal_cost;
+} pd_route_leg;
+
+/* On PD_OK / PD_PARTIAL: the legs in travel order; metrics.cost is the total
+ * (legs + portals), metrics.expanded counts the planner's and the legs'
+ * searches, metrics.micros the whole run. */
+typedef struct pd_route_result {
+    pd_status status;
+    pd_search_metrics metrics;
+    pd_route_leg *legs;           /* malloc'd, n_legs entries */
+    size_t n_legs;
+    int pinned;                   /* 1: a pinned route from the config was followed */
+    int goal_substituted;         /* a GOAL_NEAREST / LINE substitute */
+    pd_point goal_used;
+} pd_route_result;
+
+/* Checks req against world: PD_UNKNOWN_SCENE, PD_INVALID_ARGUMENT (unit size
+ * not served), PD_OUT_OF_BOUNDS, with the reason in err. */
+pd_status pd_query_route_prepare(const pd_world *world, const pd_find_route_req *req,
+                                 uint64_t default_max_expansions, pd_route_query *out, char *err,
+                                 size_t errlen);
+
+/* Plans on world, applies the goal_mode fallback and searches every leg;
+ * returns out->status. */
+pd_status pd_query_find_route(pd_query_scratch *s, const pd_world *world, const pd_route_query *q,
+                              const pd_query_control *ctl, pd_route_result *out);
+
+void pd_route_result_free(pd_route_result *r);   /* releases the legs; NULL is a no-op */
+
+/* ---- UpdateCells ------------------------------------------------------- */
+
+typedef struct pd_update_outcome {
+    pd_status status;
+    pd_scene_update_result update;   /* on PD_OK */
+    pd_status world_refresh;         /* with a world store: how refreshing its route
+                                        tables went (PD_OK when nothing had to change);
+                                        the update itself stands either way */
+    char world_refresh_error[160];   /* the reason when world_refresh != PD_OK */
+} pd_update_outcome;
+
+/* Applies req to its scene in registry (pd_registry_update checks the name
+ * and the cells' bounds), then, when world_store is not NULL, refreshes the
+ * world's route tables for that scene before returning, so a route asked
+ * for after the answer already plans around the change. Returns
+ * out->status. Updates to one registry must not overtake each other: the
+ * caller runs them one at a time, in order. */
+pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_store,
+                                const pd_update_cells_req *req, pd_update_outcome *out);
+
+#endif

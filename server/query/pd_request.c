@@ -1,0 +1,43 @@
+/*
+ * pd_request.c - the request kinds' names and freeing a decoded request
+ * (see pd_request.h).
+ */
+#include "pd_request.h"
+
+#include <stdlib.h>
+
+static const char *const pd__kind_names[PD_REQ__COUNT] = {
+    [PD_REQ_NONE] = "unknown",
+    [PD_REQ_FIND_PATH] = "find_path",
+    [PD_REQ_CANCEL] = "cancel",
+    [PD_REQ_LIST_SCENES] = "list_scenes",
+    [PD_REQ_SCENE_INFO] = "scene_info",
+    [PD_REQ_STATS] = "stats",
+    [PD_REQ_PING] = "ping",
+    [PD_REQ_UPDATE_CELLS] = "update_cells",
+    [PD_REQ_SCENE_GRID] = "scene_grid",
+    [PD_REQ_FIND_ROUTE] = "find_route",
+};
+
+const char *pd_request_kind_name(pd_request_kind kind)
+{
+    if ((unsigned)kind >= PD_REQ__COUNT)
+        return pd__kind_names[PD_REQ_NONE];
+    return pd__kind_names[kind];
+}
+
+void pd_request_free(pd_request *req)
+{
+    if (req == NULL)
+        return;
+    if (req->kind == PD_REQ_FIND_PATH) {
+        free(req->u.find_path.avoid);
+        req->u.find_path.avoid = NULL;
+        req->u.find_path.n_avoid = 0;
+    } else if (req->kind == PD_REQ_UPDATE_CELLS) {
+        free(req->u.update_cells.cells);
+        req->u.update_cells.cells = NULL;
+        req->u.update_cells.update.cells = NULL;
+        req->u.update_cells.update.n_cells = 0;
+    }
+}

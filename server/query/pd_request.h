@@ -1,0 +1,136 @@
+/*
+ * pd_request.h - what a client can ask: the one list of request kinds and
+ * the decoded request of each, as the codec hands them to the server.
+ *
+ * The codec fills these from the wire and checks every field's own range;
+ * what needs a scene (does it exist, does it serve the unit size, is the
+ * point inside it) is checked against the snapshot a request runs on, by
+ * the pd_query_*_prepare functions (pd_query.h) - in one place for every
+ * kind.
+ *
+ * Lifetime: a decoded request may own heap arrays (FindPath.avoid,
+ * UpdateCells.cells); release them with pd_request_free, or take them over
+ * by copying the pointer and setting the request's field to NULL first.
+ */
+#ifndef PD_REQUEST_H
+#define PD_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pd_conf.h"
+#include "pd_scene.h"
+#include "pd_search.h"
+
+typedef enum pd_waypoint_style {
+    PD_STYLE_CELLS = 0,     /* every cell */
+    PD_STYLE_CORNERS = 1,   /* start, direction changes, goal */
+    PD_STYLE_SMOOTH = 2,    /* string-pulled on the unit grid (pd_path_smooth) */
+} pd_waypoint_style;
+
+/* What to do when start and goal are not connected (see the pipeline at the
+ * top of pd_query.c). */
+typedef enum pd_goal_mode {
+    PD_GOAL_EXACT = 0,      /* NO_PATH, decided in O(1) from component labels */
+    PD_GOAL_NEAREST = 1,    /* the reachable cell nearest the goal (PARTIAL) */
+    PD_GOAL_LINE = 2,       /* the first reachable cell on the line goal -> start (PARTIAL) */
+} pd_goal_mode;
+
+typedef enum pd_request_kind {
+    PD_REQ_NONE = 0,
+    PD_REQ_FIND_PATH,
+    PD_REQ_CANCEL,
+    PD_REQ_LIST_SCENES,
+    PD_REQ_SCENE_INFO,
+    PD_REQ_STATS,
+    PD_REQ_PING,
+    PD_REQ_UPDATE_CELLS,
+    PD_REQ_SCENE_GRID,
+    PD_REQ_FIND_ROUTE,
+    PD_REQ__COUNT            /* not a kind: how many there are */
+} pd_request_kind;
+
+typedef struct pd_point_spec {
+    int is_world;            /* 1: wx/wy are world coordinates; 0: cell */
+    pd_point cell;
+    double wx, wy;
+} pd_point_spec;
+
+typedef struct pd_find_path_req {
+    char scene[PD_CONF_MAX_NAME];
+    pd_point_spec start;
+    pd_point_spec goal;
+    uint32_t unit_size;      /* >= 1 after decoding */
+    pd_connectivity connectivity;
+    uint64_t max_expansions; /* 0 = server default */
+    uint32_t deadline_ms;    /* 0 = none */
+    pd_waypoint_style style;
+    pd_goal_mode goal_mode;
+    int snap;                /* blocked start/goal: nearest open cell (PARTIAL) */
+    int partial_on_cutoff;   /* budget/deadline: path to the best node (PARTIAL) */
+    double speed;            /* world units per second, finite, >= 0; 0 = no times */
+    double start_time;       /* seconds at the start, finite */
+    pd_point *avoid;         /* malloc'd (owned, see pd_request_free); NULL when empty */
+    size_t n_avoid;          /* <= PD_CODEC_MAX_AVOID (pd_codec.h) */
+    int has_window;          /* window_min <= window_max, both non-negative; the grid
+                                clips it later */
+    pd_point window_min, window_max;
+} pd_find_path_req;
+
+/* FindRoute. Whether the scenes exist, serve the unit size and hold the
+ * points is the server's to check against its world. */
+typedef struct pd_find_route_req {
+    char from_scene[PD_CONF_MAX_NAME];
+    pd_point_spec start;
+    char to_scene[PD_CONF_MAX_NAME];
+    pd_point_spec goal;
+    uint32_t unit_size;      /* 1..PD_CONF_MAX_UNIT_SIZE after decoding */
+    pd_waypoint_style style;
+    pd_goal_mode goal_mode;
+    double speed;            /* world units per second, finite, >= 0; 0 = no times */
+    double start_time;       /* seconds at the start, finite */
+    uint64_t max_expansions; /* per leg search; 0 = server default */
+    uint32_t deadline_ms;    /* 0 = none; <= PD_CODEC_MAX_DEADLINE_MS (pd_codec.h) */
+} pd_find_route_req;
+
+/* UpdateCells: update.cells points at the owned array cells (NULL for a
+ * rectangle). Bounds against the grid are the scene layer's to check. */
+typedef struct pd_update_cells_req {
+    char scene[PD_CONF_MAX_NAME];
+    pd_scene_update update;
+    pd_point *cells;         /* malloc'd (owned, see pd_request_free) */
+} pd_update_cells_req;
+
+/* GetSceneGrid: which grid and which rows. Whether the scene serves the unit
+ * size and whether row_start lies inside its grid are the server's to check,
+ * since only it holds the scene. */
+typedef struct pd_scene_grid_req {
+    char scene[PD_CONF_MAX_NAME];
+    uint32_t unit_size;      /* 1..PD_CONF_MAX_UNIT_SIZE (0 on the wire becomes 1) */
+    int32_t row_start;       /* 0..PD_GRID_MAX_SIDE */
+    int32_t row_count;       /* 0..PD_GRID_MAX_SIDE; 0 = as many as fit in one band */
+} pd_scene_grid_req;
+
+typedef struct pd_request {
+    uint64_t id;
+    pd_request_kind kind;
+    union {
+        pd_find_path_req find_path;
+        pd_find_route_req find_route;       /* PD_REQ_FIND_ROUTE */
+        pd_update_cells_req update_cells;   /* PD_REQ_UPDATE_CELLS */
+        uint64_t cancel_target;             /* PD_REQ_CANCEL */
+        char scene_name[PD_CONF_MAX_NAME];  /* PD_REQ_SCENE_INFO */
+        uint64_t ping_nonce;                /* PD_REQ_PING */
+        pd_scene_grid_req grid;             /* PD_REQ_SCENE_GRID */
+    } u;
+} pd_request;
+
+/* Frees the arrays a decoded request owns and sets their pointers to NULL.
+ * Safe on any decoded (or zeroed) request, and twice. */
+void pd_request_free(pd_request *req);
+
+/* The request kind's name as the protocol spells it ("find_path", ...);
+ * "unknown" for anything else. */
+const char *pd_request_kind_name(pd_request_kind kind);
+
+#endif
