@@ -647,20 +647,6 @@ uint8_t *pd_codec_encode_stats(uint64_t id, const pd_server_stats *stats, size_t
     return pd__encode_single(&resp, out_len);
 }
 
-/* Passable cells of a grid. Counted on demand because pd_scene keeps no such
- * total; a byte scan per row is fast enough for the grid sizes pathd serves
- * (a 2048 x 2048 map is 4 MB). */
-static uint64_t pd__count_passable(const pd_grid *g)
-{
-    uint64_t count = 0;
-    for (int32_t y = 0; y < g->height; y++) {
-        const uint8_t *row = g->cells + pd_grid_index(g, 0, y);
-        for (int32_t x = 0; x < g->width; x++)
-            count += row[x] != PD_CELL_BLOCKED;
-    }
-    return count;
-}
-
 uint8_t *pd_codec_encode_scene_info(uint64_t id, const pd_scene *scene, size_t *out_len)
 {
     Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
@@ -673,7 +659,8 @@ uint8_t *pd_codec_encode_scene_info(uint64_t id, const pd_scene *scene, size_t *
     if (scene->grid != NULL) {
         m.width = scene->grid->width;
         m.height = scene->grid->height;
-        m.passable_cells = pd__count_passable(scene->grid);
+        /* Maintained by load and every update: no rescan on the loop. */
+        m.passable_cells = scene->passable_cells;
     }
     m.origin_x = scene->origin_x;
     m.origin_y = scene->origin_y;

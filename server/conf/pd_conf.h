@@ -1,8 +1,11 @@
 /*
  * pd_conf.h - the daemon's configuration: one const default, overlaid by a
- * JSON file. This layer is the only code that includes cJSON.h.
+ * JSON file. The only server layer that includes cJSON.h (the C client,
+ * pathctl and pathd-load read JSON with it too, outside the server).
  *
- * Every limit is named here once, with its unit and why it exists; the
+ * The config's limits are named here, each with its unit and why it exists
+ * (the world's in pd_conf_world.h, request limits in pd_codec.h and
+ * pd_query.h, server constants in pd_server.h); the
  * defaults live in pd_conf_defaults (pd_conf.c). A config that fails
  * validation is refused whole, with the file, the JSON path and the reason
  * ("config/default.json: $.scenes[2].cell_size: must be > 0").

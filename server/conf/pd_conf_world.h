@@ -3,7 +3,7 @@
  * scenes and pinned routes ("portals" and "routes" at the top level).
  *
  * It is parsed from the same cJSON document as the rest of pd_conf (the conf
- * layer stays the only includer of cJSON.h), after "scenes", whose names the
+ * layer stays the only server layer that includes cJSON.h), after "scenes", whose names the
  * portals and routes are checked against. What the config alone cannot know
  * - whether a cell lies inside its map, whether it is passable - is checked
  * when the world is built from loaded scenes (scene/pd_world.h).

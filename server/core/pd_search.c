@@ -9,10 +9,12 @@
  * anything. The open list is a ring of f buckets (pd_ring.h) over f
  * quantised to integer keys (pd__f_key).
  *
- * The expansion loop is written once and instantiated four times (4/8
- * neighbours x uniform/weighted costs) through an always-inlined function with
- * constant flags, so the common case - uniform octile grids - pays for neither
- * a cost lookup nor a connectivity branch.
+ * The expansion loop is written once and instantiated eight times (4/8
+ * neighbours x uniform/weighted costs x masked or not, the last for
+ * per-request blockers and the search window) through an always-inlined
+ * function with constant flags, so the common case - uniform octile grids,
+ * no mask - pays for neither a cost lookup, a mask read nor a connectivity
+ * branch.
  */
 #include "pd_search.h"
 

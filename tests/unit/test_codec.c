@@ -219,6 +219,7 @@ static void scene_fixture_init(scene_fixture *f, const char *name, int32_t w, in
     f->scene.unit_sizes[1] = 2;
     f->scene.n_unit_sizes = 2;
     f->scene.version = 7;
+    f->scene.passable_cells = f->passable; /* as pd_scene_load would count it */
 }
 
 static void scene_fixture_free(scene_fixture *f)
