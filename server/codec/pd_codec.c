@@ -482,6 +482,88 @@ static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, c
     }
 }
 
+/* ---- pre-scan: what unpacking would cost, before it is paid ----------- */
+
+/* What the pre-scan learned about a frame. */
+typedef struct pd__scan {
+    uint64_t elements;        /* fields unpacking would allocate or store */
+    uint64_t id;              /* Request.id, when the frame reached it */
+    int nul_string;           /* a string field holds a NUL byte */
+    const char *nul_field;    /* its name */
+} pd__scan;
+
+/* Reads a base-128 varint; returns the bytes used, or 0 when it runs past
+ * end or over ten bytes. */
+static size_t pd__varint(const uint8_t *p, const uint8_t *end, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < 10 && p + i < end; i++) {
+        v |= (uint64_t)(p[i] & 0x7Fu) << (7 * i);
+        if (!(p[i] & 0x80u)) {
+            *out = v;
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+/* Walks one message's wire bytes with its descriptor: counts every field
+ * occurrence (known or not), descends into sub-messages, looks for NUL
+ * bytes in strings (protobuf-c hands strings back NUL-terminated, so an
+ * embedded NUL would silently cut a name short). Stops counting past cap.
+ * Returns 0, or -1 when the bytes are not wire format at all (unpack will
+ * say so). Depth is bounded by the schema, which has no recursion. */
+static int pd__scan_message(const ProtobufCMessageDescriptor *d, const uint8_t *p, const uint8_t *end,
+                            int top, uint64_t cap, pd__scan *sc)
+{
+    while (p < end && sc->elements <= cap) {
+        uint64_t key, v;
+        size_t n = pd__varint(p, end, &key);
+        if (n == 0)
+            return -1;
+        p += n;
+        uint32_t number = (uint32_t)(key >> 3);
+        const ProtobufCFieldDescriptor *f = d ? protobuf_c_message_descriptor_get_field(d, number) : NULL;
+        sc->elements++;
+        switch (key & 7u) {
+        case 0: /* varint */
+            if ((n = pd__varint(p, end, &v)) == 0)
+                return -1;
+            if (top && number == 1)
+                sc->id = v;
+            p += n;
+            break;
+        case 1: /* 64-bit */
+            if (end - p < 8)
+                return -1;
+            p += 8;
+            break;
+        case 5: /* 32-bit */
+            if (end - p < 4)
+                return -1;
+            p += 4;
+            break;
+        case 2: { /* length-delimited */
+            if ((n = pd__varint(p, end, &v)) == 0 || v > (uint64_t)((size_t)(end - p) - n))
+                return -1;
+            p += n;
+            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+                if (pd__scan_message(f->descriptor, p, p + v, 0, cap, sc) != 0)
+                    return -1;
+            } else if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, (size_t)v) && !sc->nul_string) {
+                sc->nul_string = 1;
+                sc->nul_field = f->name;
+            }
+            p += v;
+            break;
+        }
+        default: /* groups (3, 4) and reserved types: protobuf-c refuses them */
+            return -1;
+        }
+    }
+    return 0;
+}
+
 pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request *req,
                                   char *err, size_t errlen)
 {
@@ -498,8 +580,26 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
         }
         payload = empty;
     }
+    /* Unpacking allocates per element, on the loop thread: a frame of
+     * half a million empty sub-messages would hold it for ~60 ms. Counted
+     * first, in one pass that allocates nothing, and refused above the cap. */
+    pd__scan sc = {0};
+    if (pd__scan_message(&pathd__v1__request__descriptor, payload, payload + len, 1, PD_CODEC_MAX_ELEMENTS,
+                         &sc) == 0) {
+        if (sc.elements > PD_CODEC_MAX_ELEMENTS) {
+            req->id = sc.id;
+            pd__set_err(err, errlen, "request holds more than %u fields and list elements (the limit)",
+                        PD_CODEC_MAX_ELEMENTS);
+            return PD_INVALID_ARGUMENT;
+        }
+        if (sc.nul_string) {
+            req->id = sc.id;
+            pd__set_err(err, errlen, "string field %s holds a NUL byte", sc.nul_field);
+            return PD_INVALID_ARGUMENT;
+        }
+    }
     /* The default allocator (malloc + free) keeps protobuf-c #690 out of the
-     * picture; the frame cap already bounds what unpack can allocate. */
+     * picture; the element cap above bounds what unpack allocates. */
     m = pathd__v1__request__unpack(NULL, len, payload);
     if (m == NULL) {
         pd__set_err(err, errlen, "frame is not a pathd.v1.Request");

@@ -529,6 +529,79 @@ static void test_decode_truncated_is_malformed(void **state)
     free(id_bytes);
 }
 
+/* Appends a FindPath (field 10) holding scene "s" and n empty avoid cells
+ * (field 14, length 0: two bytes each) to an id field, as raw wire bytes. */
+static uint8_t *many_avoid_frame(uint64_t id, size_t n, size_t *len)
+{
+    size_t body = 3 + 2 * n; /* scene field (0x0A 0x01 's') + cells */
+    uint8_t *buf = malloc(2 + 1 + 5 + body);
+    assert_non_null(buf);
+    size_t at = 0;
+    buf[at++] = 0x08;
+    buf[at++] = (uint8_t)id; /* id < 128 */
+    buf[at++] = 0x52;        /* field 10, length-delimited */
+    for (size_t v = body; ; v >>= 7) {
+        buf[at++] = (uint8_t)((v & 0x7F) | (v >= 0x80 ? 0x80 : 0));
+        if (v < 0x80)
+            break;
+    }
+    buf[at++] = 0x0A;
+    buf[at++] = 0x01;
+    buf[at++] = 's';
+    for (size_t i = 0; i < n; i++) {
+        buf[at++] = 0x72; /* field 14, length-delimited */
+        buf[at++] = 0x00;
+    }
+    *len = at;
+    return buf;
+}
+
+/* Issue 10, finding 3: a frame of half a million empty sub-messages is
+ * refused by counting, before protobuf-c allocates one message per element
+ * on the loop thread; the answer still names the request. Just under the
+ * cap it unpacks, and the field checks speak. */
+static void test_decode_element_cap(void **state)
+{
+    pd_request req;
+    char err[160];
+    size_t len;
+    (void)state;
+    uint8_t *buf = many_avoid_frame(42, 500000, &len);
+    assert_true(len < 1024 * 1024);
+    assert_int_equal(pd_codec_decode_request(buf, len, &req, err, sizeof err), PD_INVALID_ARGUMENT);
+    assert_int_equal(req.id, 42);
+    assert_non_null(strstr(err, "fields and list elements"));
+    pd_request_free(&req);
+    free(buf);
+
+    buf = many_avoid_frame(43, PD_CODEC_MAX_ELEMENTS - 8, &len);
+    assert_int_equal(pd_codec_decode_request(buf, len, &req, err, sizeof err), PD_INVALID_ARGUMENT);
+    assert_int_equal(req.id, 43);
+    /* Unpacked and checked field by field: no start was sent. */
+    assert_null(strstr(err, "fields and list elements"));
+    assert_non_null(strstr(err, "find_path.start"));
+    pd_request_free(&req);
+    free(buf);
+}
+
+/* Issue 10, finding 8: a scene name with an embedded NUL is refused, not
+ * taken as its prefix. */
+static void test_decode_nul_in_string(void **state)
+{
+    static const uint8_t frame[] = {
+        0x08, 0x07,                         /* id = 7 */
+        0x6A, 0x06,                         /* field 13 (scene_info), 6 bytes */
+        0x0A, 0x04, 't', 'o', 0x00, 'x',    /* scene = "to\0x" */
+    };
+    pd_request req;
+    char err[160];
+    (void)state;
+    assert_int_equal(pd_codec_decode_request(frame, sizeof frame, &req, err, sizeof err), PD_INVALID_ARGUMENT);
+    assert_int_equal(req.id, 7);
+    assert_non_null(strstr(err, "NUL"));
+    pd_request_free(&req);
+}
+
 static void test_decode_unknown_fields_ignored(void **state)
 {
     Pathd__V1__Request m = PATHD__V1__REQUEST__INIT;
@@ -1775,6 +1848,8 @@ int main(void)
         cmocka_unit_test(test_decode_garbage_is_malformed),
         cmocka_unit_test(test_decode_truncated_is_malformed),
         cmocka_unit_test(test_decode_unknown_fields_ignored),
+        cmocka_unit_test(test_decode_element_cap),
+        cmocka_unit_test(test_decode_nul_in_string),
         cmocka_unit_test(test_encode_path_chunks),
         cmocka_unit_test(test_encode_path_sizes_of_600_in_256),
         cmocka_unit_test(test_encode_path_without_path),
