@@ -196,6 +196,10 @@ static void pd__metrics_gauges(void *user, pd_metrics_gauges *out)
     out->worker_threads = ps.threads;
     out->worker_busy_ns = ps.busy_ns;
     out->worker_prepared_cells = ps.reserved_cells;
+    out->buffered_bytes = st.buffered_bytes;
+    out->buffer_budget_bytes = st.buffer_budget_bytes;
+    out->connections_shed = st.connections_shed_total;
+    out->frame_timeouts = st.frame_timeouts_total;
 }
 
 int main(int argc, char **argv)

@@ -739,6 +739,10 @@ uint8_t *pd_codec_encode_stats(uint64_t id, const pd_server_stats *stats, size_t
     m.scenes = stats->scenes;
     m.overloaded_total = stats->overloaded_total;
     m.malformed_total = stats->malformed_total;
+    m.buffered_bytes = stats->buffered_bytes;
+    m.buffer_budget_bytes = stats->buffer_budget_bytes;
+    m.connections_shed = stats->connections_shed_total;
+    m.frame_timeouts = stats->frame_timeouts_total;
     resp.id = id;
     resp.status = PATHD__V1__STATUS__OK;
     resp.final = 1;

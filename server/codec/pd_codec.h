@@ -75,6 +75,10 @@ typedef struct pd_server_stats {
     uint32_t scenes;
     uint64_t overloaded_total;
     uint64_t malformed_total;
+    uint64_t buffered_bytes;         /* input and output held for all connections */
+    uint64_t buffer_budget_bytes;
+    uint64_t connections_shed_total; /* closed to keep within the budget */
+    uint64_t frame_timeouts_total;   /* closed for a frame too slow to arrive */
 } pd_server_stats;
 
 /* Each returns a malloc'd buffer of one or more whole frames, its size in

@@ -27,6 +27,8 @@
  *       "shutdown_grace_ms": 5000,       0 .. 600000 (ten minutes)
  *       "write_high_watermark": 4194304, 1024 .. 1 GiB
  *       "write_low_watermark": 1048576,  0 .. 1 GiB, and below the high watermark
+ *       "buffer_budget_bytes": 134217728, 1 MiB .. 4 GiB - 1: all connections' buffers
+ *       "frame_timeout_ms": 10000,       0 (never) .. 3600000 (one hour)
  *       "default_max_expansions": 0      0 (unlimited) .. 2^53
  *     },
  *     "scenes": [                        at most PD_CONF_MAX_SCENES entries
@@ -99,6 +101,8 @@ const pd_conf pd_conf_defaults = {
     .shutdown_grace_ms = 5000,
     .write_high_watermark = 4u * 1024u * 1024u,
     .write_low_watermark = 1024u * 1024u,
+    .buffer_budget_bytes = 128u * 1024u * 1024u,
+    .frame_timeout_ms = 10000,
     .default_max_expansions = 0,
     .log_level = PD_LOG_INFO,
     .scenes = NULL,
@@ -151,7 +155,7 @@ static int pd__get_uint(const pd__ctx *ctx, const cJSON *v, const char *path,
 static int pd__get_u32(const pd__ctx *ctx, const cJSON *v, const char *path,
                        double lo, double hi, uint32_t *out)
 {
-    uint64_t u;
+    uint64_t u = 0;
     if (pd__get_uint(ctx, v, path, lo, hi, &u) != 0)
         return -1;
     *out = (uint32_t)u;
@@ -267,6 +271,8 @@ static const pd__limit pd__limits[] = {
     PD__LIMIT(shutdown_grace_ms, 0, 600000),
     PD__LIMIT(write_high_watermark, PD__KIB, PD__GIB),
     PD__LIMIT(write_low_watermark, 0, PD__GIB),
+    PD__LIMIT(buffer_budget_bytes, PD__MIB, 4.0 * PD__GIB - 1),
+    PD__LIMIT(frame_timeout_ms, 0, 3600000),
 };
 
 #define PD__N_LIMITS (sizeof pd__limits / sizeof pd__limits[0])
@@ -276,7 +282,8 @@ static int pd__parse_limits(const pd__ctx *ctx, const cJSON *obj, const char *pa
     static const char *const keys[] = {
         "max_frame_bytes", "max_waypoints_per_chunk", "max_inflight_per_conn",
         "max_connections", "job_queue_capacity", "idle_timeout_ms", "shutdown_grace_ms",
-        "write_high_watermark", "write_low_watermark", "default_max_expansions", NULL,
+        "write_high_watermark", "write_low_watermark", "buffer_budget_bytes", "frame_timeout_ms",
+        "default_max_expansions", NULL,
     };
     char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsObject(obj))

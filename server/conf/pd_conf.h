@@ -80,6 +80,11 @@ typedef struct pd_conf {
     uint32_t shutdown_grace_ms;      /* 5000: SIGTERM waits this long for in-flight work */
     uint32_t write_high_watermark;   /* 4 MiB queued for a client: stop reading from it */
     uint32_t write_low_watermark;    /* 1 MiB: resume reading */
+    uint32_t buffer_budget_bytes;    /* 128 MiB: input and output buffered for all
+                                        connections together; past it the largest
+                                        holders are closed first */
+    uint32_t frame_timeout_ms;       /* 10000: a frame's header and body must arrive
+                                        within this of its first byte; 0 = never */
     uint64_t default_max_expansions; /* 0 = unlimited; used when a request gives none */
     pd_log_level log_level;          /* info */
     int jump_point_search;           /* 1: workers answer with JPS where it applies

@@ -83,6 +83,7 @@ static void pd__write_cb(uv_write_t *req, int status)
         return;
     }
     c->last_active_ms = uv_now(s->loop);
+    pd__conn_account(c);
     if (c->paused && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <= s->conf.write_low_watermark) {
         pd_log_debug("conn %" PRIu64 ": replies drained; resuming reads", c->id);
         c->paused = 0;
@@ -143,9 +144,42 @@ void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len)
         if (!c->lingering)
             pd__conn_read_stop(c);
     }
+    pd__conn_account(c);
 }
 
 /* Counts the answer to the frame being handled, if any. */
+/* Closes the connections holding the most buffered bytes, largest first,
+ * until the server is within its buffer budget again. A scan of every
+ * connection, but only while over budget. */
+static void pd__shed(pd_server *s)
+{
+    while (s->buffered_bytes > s->conf.buffer_budget_bytes) {
+        pd__conn *big = NULL;
+        for (pd__conn *c = s->conns; c; c = c->next)
+            if (!c->closing && (!big || c->buffered > big->buffered))
+                big = c;
+        if (!big || big->buffered == 0)
+            return;
+        pd_log_warn("conn %" PRIu64 ": closed to keep buffers within the budget (%zu bytes held, %" PRIu64
+                    " by all connections, budget %" PRIu32 ")",
+                    big->id, big->buffered, s->buffered_bytes, s->conf.buffer_budget_bytes);
+        s->shed_total++;
+        pd__conn_close(big);
+    }
+}
+
+/* Counts again what c holds against the server's buffer budget - its read
+ * buffer as allocated and the answers libuv has not written yet - then keeps
+ * the server within the budget (which may close c itself). */
+void pd__conn_account(pd__conn *c)
+{
+    pd_server *s = c->server;
+    size_t now = c->closing ? 0 : c->reader.cap + uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+    s->buffered_bytes = s->buffered_bytes - c->buffered + now;
+    c->buffered = now;
+    pd__shed(s);
+}
+
 void pd__observe(pd_server *s, pd_status status)
 {
     if (s->answering >= 0)
@@ -192,6 +226,9 @@ void pd__conn_close(pd__conn *c)
         return;
     c->closing = 1;
     c->reading = 0;
+    /* Its buffers go with it: they no longer count against the budget. */
+    s->buffered_bytes -= c->buffered;
+    c->buffered = 0;
     if (c->in_map) {
         pd__map_remove(&s->map, c->id);
         c->in_map = 0;
@@ -265,6 +302,7 @@ static void pd__conn_process(pd__conn *c)
             pd__conn_linger(c);
             return;
         }
+        c->frame_started_ms = 0;
         pd__dispatch_frame(c, payload, len, arrival_ns);
     }
 }
@@ -278,6 +316,11 @@ static void pd__read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         c->last_active_ms = uv_now(c->server->loop);
         pd_frame_reader_commit(&c->reader, (size_t)nread);
         pd__conn_process(c);
+        /* A frame's clock starts with its first byte: with bytes left over
+         * after every whole frame was taken, the next one has begun. */
+        if (c->frame_started_ms == 0 && pd_frame_reader_pending(&c->reader) > 0)
+            c->frame_started_ms = c->last_active_ms;
+        pd__conn_account(c);
         return;
     }
     if (nread == 0)

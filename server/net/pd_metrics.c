@@ -227,6 +227,18 @@ static void pd__render_gauges(pd__text *t, const pd_metrics_gauges *g)
                "Padded grid cells, (width+2)*(height+2), that every worker's search contexts are grown for "
                "(the largest scene); 0 until all workers have grown them.");
     pd__text_printf(t, "pathd_worker_prepared_cells %" PRIu64 "\n", g->worker_prepared_cells);
+    pd__family(t, "pathd_buffered_bytes", "gauge",
+               "Bytes held for all connections: read buffers (partial frames) and answers not yet written.");
+    pd__text_printf(t, "pathd_buffered_bytes %" PRIu64 "\n", g->buffered_bytes);
+    pd__family(t, "pathd_buffer_budget_bytes", "gauge",
+               "limits.buffer_budget_bytes: past it the connections holding the most are closed.");
+    pd__text_printf(t, "pathd_buffer_budget_bytes %" PRIu64 "\n", g->buffer_budget_bytes);
+    pd__family(t, "pathd_connections_shed_total", "counter",
+               "Connections closed to keep the buffered bytes within the budget, largest first.");
+    pd__text_printf(t, "pathd_connections_shed_total %" PRIu64 "\n", g->connections_shed);
+    pd__family(t, "pathd_frame_timeouts_total", "counter",
+               "Connections closed because a frame was not finished within limits.frame_timeout_ms.");
+    pd__text_printf(t, "pathd_frame_timeouts_total %" PRIu64 "\n", g->frame_timeouts);
 }
 
 static void pd__render_scenes(pd__text *t, pd_registry *registry)

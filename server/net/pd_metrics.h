@@ -50,6 +50,10 @@ typedef struct pd_metrics_gauges {
     uint64_t worker_busy_ns;     /* time workers spent on jobs, summed over threads */
     uint64_t worker_prepared_cells; /* padded grid cells every worker's search
                                        contexts are grown for (pd_pool_reserve) */
+    uint64_t buffered_bytes;     /* input and output held for all connections */
+    uint64_t buffer_budget_bytes;
+    uint64_t connections_shed;   /* total closed to keep within the budget */
+    uint64_t frame_timeouts;     /* total closed for a frame too slow to arrive */
 } pd_metrics_gauges;
 
 /* Fills *out (zeroed by the caller) when a scrape arrives; runs on the loop

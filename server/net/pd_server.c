@@ -190,12 +190,22 @@ static void pd__sweep_cb(uv_timer_t *t)
     pd_server *s = t->data;
     uint64_t now = uv_now(s->loop);
     uint32_t idle_ms = s->conf.idle_timeout_ms;
+    uint32_t frame_ms = s->conf.frame_timeout_ms;
     for (pd__conn *c = s->conns; c; c = c->next) {
         if (c->closing)
             continue;
         if (c->lingering) {
             if (now - c->lingering_since_ms >= PD_SERVER_LINGER_MS)
                 pd__conn_close(c);
+        } else if (frame_ms > 0 && c->frame_started_ms != 0 && !c->paused &&
+                   now - c->frame_started_ms >= frame_ms) {
+            /* Input stalls only while the client is paused for not reading
+             * its answers; otherwise a frame this slow is being trickled. */
+            s->frame_timeouts_total++;
+            pd_log_debug("conn %" PRIu64 ": frame not completed within %" PRIu32 " ms; closing", c->id, frame_ms);
+            pd__send_error(c, 0, PD_MALFORMED, "frame not completed within %" PRIu32 " ms of its first byte",
+                           frame_ms);
+            pd__conn_linger(c);
         } else if (idle_ms > 0 && c->in_flight == 0 && now - c->last_active_ms >= idle_ms) {
             pd_log_debug("conn %" PRIu64 ": idle for %" PRIu32 " ms; closing", c->id, idle_ms);
             pd__conn_close(c);
@@ -382,6 +392,10 @@ void pd_server_get_stats(pd_server *s, pd_server_stats *out)
     out->scenes = (uint32_t)n_scenes;
     out->overloaded_total = s->overloaded_total;
     out->malformed_total = s->malformed_total;
+    out->buffered_bytes = s->buffered_bytes;
+    out->buffer_budget_bytes = s->conf.buffer_budget_bytes;
+    out->connections_shed_total = s->shed_total;
+    out->frame_timeouts_total = s->frame_timeouts_total;
 }
 
 void pd_server_destroy(pd_server *s)

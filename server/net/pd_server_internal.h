@@ -43,6 +43,10 @@ typedef struct pd__conn {
     uint64_t lingering_since_ms; /* uv_now when the lingering close began */
     uint32_t writes_pending;     /* uv_write requests not yet called back */
     uint32_t in_flight;          /* jobs submitted and not yet completed */
+    size_t buffered;             /* bytes counted against the server's buffer budget:
+                                    read buffer allocated + answers not yet written */
+    uint64_t frame_started_ms;   /* uv_now when the partial frame now buffered began;
+                                    0 while no partial frame is buffered */
     unsigned reading : 1;        /* uv_read_start is in effect */
     unsigned paused : 1;         /* reading stopped for backpressure */
     unsigned lingering : 1;      /* error reply queued; input is discarded */
@@ -102,6 +106,9 @@ struct pd_server {
     uint64_t overloaded_total;
     uint64_t malformed_total;
     uint64_t in_flight;
+    uint64_t buffered_bytes;     /* sum of every connection's `buffered` */
+    uint64_t shed_total;         /* connections closed to keep within the budget */
+    uint64_t frame_timeouts_total;  /* connections closed for a frame too slow to arrive */
     uint64_t paths_found;        /* FindPath / FindRoute answered OK or PARTIAL */
     uint64_t expansions_total;
     atomic_int jump_points;      /* conf.jump_point_search, for the workers' prepare */
@@ -138,6 +145,8 @@ void pd__reload(pd_server *s);
 
 /* pd_server.c */
 void pd__check_drained(pd_server *s);
+
+void pd__conn_account(pd__conn *c);
 
 /* pd_dispatch.c */
 void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_t arrival_ns);

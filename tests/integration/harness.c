@@ -219,6 +219,8 @@ static int pdi__config_text(const pdi_limits *l, char *buf, size_t cap)
         {"shutdown_grace_ms", l->shutdown_grace_ms},
         {"write_high_watermark", l->write_high_watermark},
         {"write_low_watermark", l->write_low_watermark},
+        {"buffer_budget_bytes", l->buffer_budget_bytes},
+        {"frame_timeout_ms", l->frame_timeout_ms},
     };
     const char *sep = "  \"limits\": {";
     for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {

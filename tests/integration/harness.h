@@ -68,6 +68,8 @@ typedef struct pdi_limits {
     uint32_t shutdown_grace_ms;
     uint64_t write_high_watermark;
     uint64_t write_low_watermark;
+    uint64_t buffer_budget_bytes;
+    uint32_t frame_timeout_ms;
     const char *log_level;            /* NULL: "info" */
     const char *extra_scenes_json;    /* appended to "scenes", e.g. ",{...}"; NULL: none */
     /* Not config: 1 runs the daemon with AddressSanitizer's quarantine of

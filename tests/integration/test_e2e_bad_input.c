@@ -414,6 +414,101 @@ static void test_client_never_reads(void **state)
     pdi_assert_daemon_serves(d);
 }
 
+/* Limits small enough to reach in a test: a 4 MiB budget for all buffers
+ * (four partial 1 MiB frames) and 300 ms to finish a frame. */
+#define T_BUDGET_BYTES (4u * 1024u * 1024u)
+#define T_FRAME_TIMEOUT_MS 300
+#define T_PARTIALS 12
+
+static int setup_budget(void **state)
+{
+    pdi_limits l = {0};
+    l.buffer_budget_bytes = T_BUDGET_BYTES;
+    l.small_quarantine = 1;
+    return pdi_fixture_start(state, &l);
+}
+
+static int setup_frame_timeout(void **state)
+{
+    pdi_limits l = {0};
+    l.frame_timeout_ms = T_FRAME_TIMEOUT_MS;
+    return pdi_fixture_start(state, &l);
+}
+
+/* Issue 10, finding 4: partial frames are held against one server-wide
+ * budget. Twelve clients each send 90% of a 1 MB frame and stall; the
+ * server closes the largest holders until it is within 4 MiB again (so at
+ * most four stay open), logs each, and goes on serving others. */
+static void test_buffer_budget_sheds_largest(void **state)
+{
+    pdi_daemon *d = *state;
+    int fds[T_PARTIALS];
+    const uint32_t claim = 1000000;
+    const size_t sent = 4 + claim / 10 * 9;
+    uint8_t *frame = calloc(1, sent);
+    assert_non_null(frame);
+    frame[0] = (uint8_t)(claim >> 24);
+    frame[1] = (uint8_t)(claim >> 16);
+    frame[2] = (uint8_t)(claim >> 8);
+    frame[3] = (uint8_t)claim;
+    for (int i = 0; i < T_PARTIALS; i++) {
+        fds[i] = pdi_raw_connect(d->port);
+        assert_true(fds[i] >= 0);
+        /* A connection shed mid-send makes the send fail: that is the point. */
+        (void)pdi_raw_send(fds[i], frame, sent);
+    }
+    free(frame);
+    int closed = 0;
+    for (int i = 0; i < T_PARTIALS; i++)
+        closed += pdi_raw_wait_closed(fds[i], 300);
+    for (int i = 0; i < T_PARTIALS; i++)
+        close(fds[i]);
+    if (closed < T_PARTIALS - (int)(T_BUDGET_BYTES / claim))
+        fail_msg("only %d of %d stalled 1 MB frames were shed", closed, T_PARTIALS);
+    assert_true(pdi_wait_log(d, "closed to keep buffers within the budget", PDI_CALL_TIMEOUT_MS));
+    assert_true(pdi_log_count(d, "closed to keep buffers within the budget") >= closed);
+    pdi_assert_daemon_serves(d);
+}
+
+/* Issue 10, finding 6: a frame trickled a byte at a time never lets the
+ * idle timer fire, so its header and body must finish within
+ * frame_timeout_ms of its first byte: the client is told MALFORMED and the
+ * connection closes within a few sweeps, while it is still sending. */
+static void test_frame_trickled_times_out(void **state)
+{
+    pdi_daemon *d = *state;
+    int fd = pdi_raw_connect(d->port);
+    assert_true(fd >= 0);
+    const uint8_t header[4] = {0, 0, 0, 100};
+    assert_int_equal(pdi_raw_send(fd, header, 3), 0);
+    double started = pdi_now_ms();
+    int still_open = 1;
+    Pathd__V1__Response *r = NULL;
+    for (int i = 0; i < 60 && still_open; i++) {
+        pdi_sleep_ms(100);
+        const uint8_t one = i == 0 ? header[3] : 0x08;
+        if (send(fd, &one, 1, MSG_NOSIGNAL) != 1)
+            break;
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 0) == 1) {
+            r = pdi_raw_recv(fd, PDI_CALL_TIMEOUT_MS, NULL);
+            still_open = 0;
+        }
+    }
+    double took = pdi_now_ms() - started;
+    assert_false(still_open);
+    assert_non_null(r);
+    assert_int_equal(r->status, PATHD__V1__STATUS__MALFORMED);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_ERROR);
+    assert_non_null(strstr(r->error->message, "not completed within"));
+    pathd__v1__response__free_unpacked(r, NULL);
+    assert_true(pdi_raw_wait_closed(fd, PDI_CALL_TIMEOUT_MS));
+    close(fd);
+    /* The sweep runs at least once a second. */
+    assert_true(took < T_FRAME_TIMEOUT_MS + 2500);
+    pdi_assert_daemon_serves(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -425,6 +520,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_requests, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_disconnect_with_requests_queued, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_client_never_reads, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_buffer_budget_sheds_largest, setup_budget, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_frame_trickled_times_out, setup_frame_timeout, pdi_fixture_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -345,6 +345,10 @@ static void test_gauges_and_scene_versions(void **state)
         .worker_threads = 4,
         .worker_busy_ns = 1500000001,
         .worker_prepared_cells = 264196,
+        .buffered_bytes = 70000,
+        .buffer_budget_bytes = 134217728,
+        .connections_shed = 5,
+        .frame_timeouts = 2,
     };
 
     char *text = render(m, &g, registry);
@@ -357,6 +361,12 @@ static void test_gauges_and_scene_versions(void **state)
     assert_line(text, "# TYPE pathd_worker_busy_seconds_total counter");
     assert_line(text, "pathd_worker_prepared_cells 264196");
     assert_line(text, "# TYPE pathd_worker_prepared_cells gauge");
+    assert_line(text, "pathd_buffered_bytes 70000");
+    assert_line(text, "pathd_buffer_budget_bytes 134217728");
+    assert_line(text, "pathd_connections_shed_total 5");
+    assert_line(text, "# TYPE pathd_connections_shed_total counter");
+    assert_line(text, "pathd_frame_timeouts_total 2");
+    assert_line(text, "# TYPE pathd_frame_timeouts_total counter");
     assert_line(text, "# TYPE pathd_scene_version gauge");
     assert_line(text, "pathd_scene_version{scene=\"maze\"} 1");
     assert_line(text, "pathd_scene_version{scene=\"small\"} 1");
