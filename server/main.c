@@ -200,6 +200,7 @@ static void pd__metrics_gauges(void *user, pd_metrics_gauges *out)
     out->buffer_budget_bytes = st.buffer_budget_bytes;
     out->connections_shed = st.connections_shed_total;
     out->frame_timeouts = st.frame_timeouts_total;
+    out->accept_errors = st.accept_errors_total;
 }
 
 int main(int argc, char **argv)

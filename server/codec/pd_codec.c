@@ -743,6 +743,7 @@ uint8_t *pd_codec_encode_stats(uint64_t id, const pd_server_stats *stats, size_t
     m.buffer_budget_bytes = stats->buffer_budget_bytes;
     m.connections_shed = stats->connections_shed_total;
     m.frame_timeouts = stats->frame_timeouts_total;
+    m.accept_errors = stats->accept_errors_total;
     resp.id = id;
     resp.status = PATHD__V1__STATUS__OK;
     resp.final = 1;

@@ -79,6 +79,7 @@ typedef struct pd_server_stats {
     uint64_t buffer_budget_bytes;
     uint64_t connections_shed_total; /* closed to keep within the budget */
     uint64_t frame_timeouts_total;   /* closed for a frame too slow to arrive */
+    uint64_t accept_errors_total;    /* accepts that failed: the peer was reset */
 } pd_server_stats;
 
 /* Each returns a malloc'd buffer of one or more whole frames, its size in

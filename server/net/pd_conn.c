@@ -359,7 +359,19 @@ void pd__on_connection(uv_stream_t *listener, int status)
 {
     pd_server *s = listener->data;
     if (status < 0) {
-        pd_log_warn("accept failed: %s", uv_strerror(status));
+        /* libuv has already taken the connection off the queue and closed
+         * it (its EMFILE trick): the peer sees a reset. Logged at most once
+         * per PD_SERVER_ACCEPT_LOG_MS so a storm cannot flood the log. */
+        s->accept_errors_total++;
+        uint64_t now = uv_now(s->loop);
+        if (s->accept_logged_ms == 0 || now - s->accept_logged_ms >= PD_SERVER_ACCEPT_LOG_MS) {
+            pd_log_warn("accept failed: %s (%" PRIu64 " failures since the last report; %zu connections open, "
+                        "limit %" PRIu32 ")",
+                        uv_strerror(status), s->accept_errors_total - s->accept_errors_logged, s->n_conns,
+                        s->conf.max_connections);
+            s->accept_errors_logged = s->accept_errors_total;
+            s->accept_logged_ms = now;
+        }
         return;
     }
     pd__conn *c = calloc(1, sizeof *c);

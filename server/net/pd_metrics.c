@@ -239,6 +239,9 @@ static void pd__render_gauges(pd__text *t, const pd_metrics_gauges *g)
     pd__family(t, "pathd_frame_timeouts_total", "counter",
                "Connections closed because a frame was not finished within limits.frame_timeout_ms.");
     pd__text_printf(t, "pathd_frame_timeouts_total %" PRIu64 "\n", g->frame_timeouts);
+    pd__family(t, "pathd_accept_errors_total", "counter",
+               "Connections the kernel queued that could not be accepted (open-file limit): reset unanswered.");
+    pd__text_printf(t, "pathd_accept_errors_total %" PRIu64 "\n", g->accept_errors);
 }
 
 static void pd__render_scenes(pd__text *t, pd_registry *registry)

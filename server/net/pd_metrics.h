@@ -54,6 +54,7 @@ typedef struct pd_metrics_gauges {
     uint64_t buffer_budget_bytes;
     uint64_t connections_shed;   /* total closed to keep within the budget */
     uint64_t frame_timeouts;     /* total closed for a frame too slow to arrive */
+    uint64_t accept_errors;      /* total accepts that failed */
 } pd_metrics_gauges;
 
 /* Fills *out (zeroed by the caller) when a scrape arrives; runs on the loop

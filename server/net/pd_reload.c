@@ -115,6 +115,7 @@ static void pd__reload_publish(pd_server *s, pd__reload_job *rl)
     next.n_scenes = 0;
     memset(&next.world, 0, sizeof next.world);
     s->conf = next;
+    pd__fit_fd_limit(&s->conf);
     atomic_store(&s->jump_points, s->conf.jump_point_search != 0);
     pd_conf_free(&scenes_only);
 

@@ -19,6 +19,7 @@
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,8 +280,33 @@ void pd_server_wake(void *server)
     uv_async_send(&s->async);
 }
 
+/* Makes max_connections fit the open-file limit: raises the soft limit
+ * toward the hard one if that is what it takes, else lowers the cap and
+ * says so (see PD_SERVER_FD_RESERVE). */
+void pd__fit_fd_limit(pd_conf *conf)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t need = (rlim_t)conf->max_connections + PD_SERVER_FD_RESERVE;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+        struct rlimit raised = rl;
+        raised.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &raised) == 0)
+            rl = raised;
+    }
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
+        return;
+    uint32_t fit = rl.rlim_cur > PD_SERVER_FD_RESERVE + 1 ? (uint32_t)(rl.rlim_cur - PD_SERVER_FD_RESERVE) : 1;
+    pd_log_warn("the open-file limit (%llu) cannot hold %" PRIu32 " connections and %d spare descriptors: "
+                "max_connections lowered to %" PRIu32 " (raise it with ulimit -n or LimitNOFILE)",
+                (unsigned long long)rl.rlim_cur, conf->max_connections, PD_SERVER_FD_RESERVE, fit);
+    conf->max_connections = fit;
+}
+
 int pd_server_start(pd_server *s, pd_pool *pool, char *err, size_t errlen)
 {
+    pd__fit_fd_limit(&s->conf);
     struct sockaddr_storage addr;
     char where[96];
     int rc;
@@ -396,6 +422,7 @@ void pd_server_get_stats(pd_server *s, pd_server_stats *out)
     out->buffer_budget_bytes = s->conf.buffer_budget_bytes;
     out->connections_shed_total = s->shed_total;
     out->frame_timeouts_total = s->frame_timeouts_total;
+    out->accept_errors_total = s->accept_errors_total;
 }
 
 void pd_server_destroy(pd_server *s)

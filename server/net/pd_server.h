@@ -43,6 +43,14 @@
                                                  this long to take the reply, then is cut */
 #define PD_SERVER_CANCEL_WAIT_MS 1000         /* after the grace period, how long cancelled jobs
                                                  get to come back before connections close */
+/* File descriptors kept free beyond max_connections: the listeners, the
+ * loop's own, the log, a reload reading maps, metrics scrapes and the
+ * connections that are closing. max_connections is lowered at start (and on
+ * reload) when the open-file limit cannot hold both, so a client past the
+ * cap is told OVERLOADED instead of being reset by a failed accept. */
+#define PD_SERVER_FD_RESERVE 64
+/* A failed accept is logged at most once per this long, with the count. */
+#define PD_SERVER_ACCEPT_LOG_MS 1000
 #define PD_SERVER_FLUSH_MS 2000               /* at shutdown, how long pending replies get to
                                                  reach slow clients before they are cut */
 

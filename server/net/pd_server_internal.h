@@ -109,6 +109,9 @@ struct pd_server {
     uint64_t buffered_bytes;     /* sum of every connection's `buffered` */
     uint64_t shed_total;         /* connections closed to keep within the budget */
     uint64_t frame_timeouts_total;  /* connections closed for a frame too slow to arrive */
+    uint64_t accept_errors_total;   /* accepts that failed (EMFILE...): the peer was reset */
+    uint64_t accept_errors_logged;  /* accept_errors_total at the last log line */
+    uint64_t accept_logged_ms;      /* uv_now of that line */
     uint64_t paths_found;        /* FindPath / FindRoute answered OK or PARTIAL */
     uint64_t expansions_total;
     atomic_int jump_points;      /* conf.jump_point_search, for the workers' prepare */
@@ -144,6 +147,7 @@ void pd__map_remove(pd__conn_map *m, uint64_t id);
 void pd__reload(pd_server *s);
 
 /* pd_server.c */
+void pd__fit_fd_limit(pd_conf *conf);
 void pd__check_drained(pd_server *s);
 
 void pd__conn_account(pd__conn *c);
@@ -153,6 +157,7 @@ void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_
 void pd__dispatch_completions(pd_server *s);
 
 /* pd_server.c */
+void pd__fit_fd_limit(pd_conf *conf);
 uint64_t pd__sweep_interval(const pd_conf *conf);
 
 #endif

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -509,6 +510,45 @@ static void test_frame_trickled_times_out(void **state)
     pdi_assert_daemon_serves(d);
 }
 
+/* Issue 10, finding 5: an open-file limit too small for max_connections is
+ * found at start: the cap comes down to fit (and is logged), so a client
+ * past it is told OVERLOADED instead of being reset by a failed accept.
+ * Lowers this process's limit for good (the daemon inherits it): run last. */
+#define T_FD_LIMIT 200
+#define T_FD_RESERVE 64 /* PD_SERVER_FD_RESERVE in server/net/pd_server.h */
+static int setup_fd_limit(void **state)
+{
+    struct rlimit rl = {T_FD_LIMIT, T_FD_LIMIT};
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return -1;
+    pdi_limits l = {0};
+    l.max_connections = 10000;
+    return pdi_fixture_start(state, &l);
+}
+
+static void test_fd_limit_lowers_max_connections(void **state)
+{
+    pdi_daemon *d = *state;
+    const int cap = T_FD_LIMIT - T_FD_RESERVE;
+    char want[96];
+    snprintf(want, sizeof want, "max_connections lowered to %d", cap);
+    assert_true(pdi_wait_log(d, want, PDI_CALL_TIMEOUT_MS));
+    enum { N = T_FD_LIMIT - T_FD_RESERVE + 10 };
+    int fds[N];
+    for (int i = 0; i < N; i++) {
+        fds[i] = pdi_raw_connect(d->port);
+        assert_true(fds[i] >= 0);
+    }
+    /* Past the cap: an answer, then the close - not a reset. */
+    Pathd__V1__Response *r = pdi_raw_recv(fds[N - 1], PDI_CALL_TIMEOUT_MS, NULL);
+    assert_non_null(r);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OVERLOADED);
+    pathd__v1__response__free_unpacked(r, NULL);
+    for (int i = 0; i < N; i++)
+        close(fds[i]);
+    pdi_assert_daemon_serves(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -522,6 +562,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_client_never_reads, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_buffer_budget_sheds_largest, setup_budget, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_frame_trickled_times_out, setup_frame_timeout, pdi_fixture_stop),
+        /* Last: it lowers this process's open-file limit for good. */
+        cmocka_unit_test_setup_teardown(test_fd_limit_lowers_max_connections, setup_fd_limit, pdi_fixture_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -349,6 +349,7 @@ static void test_gauges_and_scene_versions(void **state)
         .buffer_budget_bytes = 134217728,
         .connections_shed = 5,
         .frame_timeouts = 2,
+        .accept_errors = 9,
     };
 
     char *text = render(m, &g, registry);
@@ -367,6 +368,7 @@ static void test_gauges_and_scene_versions(void **state)
     assert_line(text, "# TYPE pathd_connections_shed_total counter");
     assert_line(text, "pathd_frame_timeouts_total 2");
     assert_line(text, "# TYPE pathd_frame_timeouts_total counter");
+    assert_line(text, "pathd_accept_errors_total 9");
     assert_line(text, "# TYPE pathd_scene_version gauge");
     assert_line(text, "pathd_scene_version{scene=\"maze\"} 1");
     assert_line(text, "pathd_scene_version{scene=\"small\"} 1");
