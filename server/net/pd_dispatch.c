@@ -155,17 +155,32 @@ static int pd__inflight_ok(pd__conn *c, uint64_t id)
     return 0;
 }
 
-/* Hands a job to the pool and counts it in flight, or answers OVERLOADED and
- * frees it. */
+/* Hands a job to the pool and counts it in flight, or answers why not
+ * (OVERLOADED: the queue is full; DEADLINE_EXCEEDED: the work queued ahead
+ * of it would outlast its deadline) and frees it.
+ *
+ * Fairness between connections is start-time fair queueing: each request
+ * costs one, a connection's next key follows its previous one or the
+ * pool's virtual time, whichever is later, and the pool runs the lowest key
+ * first. A client with one request in flight is served next after whatever
+ * is running, however many a busy client has queued. */
 static void pd__submit(pd__conn *c, pd__job *job)
 {
     pd_server *s = c->server;
     uint64_t id = job->task.tag;
-    if (pd_pool_submit(s->pool, &job->task) != PD_OK) {
+    uint64_t now_key = pd_pool_virtual_time(s->pool);
+    uint64_t key = (c->fair_key > now_key ? c->fair_key : now_key) + 1;
+    job->task.key = key;
+    pd_status st = pd_pool_submit(s->pool, &job->task);
+    if (st != PD_OK) {
         pd__job_free(job);
-        pd__send_error(c, id, PD_OVERLOADED, "job queue full (%" PRIu32 " jobs)", s->conf.job_queue_capacity);
+        if (st == PD_DEADLINE_EXCEEDED)
+            pd__send_error(c, id, st, "the work queued ahead would outlast this request's deadline");
+        else
+            pd__send_error(c, id, PD_OVERLOADED, "job queue full (%" PRIu32 " jobs)", s->conf.job_queue_capacity);
         return;
     }
+    c->fair_key = key;
     c->in_flight++;
     s->in_flight++;
 }

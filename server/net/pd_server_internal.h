@@ -43,6 +43,7 @@ typedef struct pd__conn {
     uint64_t lingering_since_ms; /* uv_now when the lingering close began */
     uint32_t writes_pending;     /* uv_write requests not yet called back */
     uint32_t in_flight;          /* jobs submitted and not yet completed */
+    uint64_t fair_key;           /* key of its latest job (pd__submit's fair queueing) */
     size_t buffered;             /* bytes counted against the server's buffer budget:
                                     read buffer allocated + answers not yet written */
     uint64_t frame_started_ms;   /* uv_now when the partial frame now buffered began;

@@ -3,6 +3,11 @@
  * completion list, cancels, deadlines, ordered tasks, context preparation
  * and per-thread statistics.
  *
+ * Queue: tasks wait in a binary min-heap ordered by (key, submission
+ * order), so the submitter decides who goes first (the server gives each
+ * connection its own sequence of keys: start-time fair queueing); ordered
+ * tasks wait apart, in one FIFO, since they must also run one at a time.
+ *
  * Locking: one pool mutex guards the task queue, every worker's `current`
  * pointer, every worker's statistics and the "an ordered task is running"
  * flag; a second mutex guards the completion list so the loop thread taking
@@ -41,8 +46,12 @@ typedef struct pd__worker {
 struct pd_pool {
     pthread_mutex_t lock;     /* task queue, workers' current and stats */
     pthread_cond_t work_ready;
-    pd_task *queue_head, *queue_tail;
-    uint32_t queue_len;
+    pd_task **heap;           /* unordered tasks, min-heap by (key, seq) */
+    uint32_t heap_len;
+    pd_task *ord_head, *ord_tail;  /* ordered tasks, FIFO */
+    uint32_t queue_len;       /* heap_len + ordered tasks queued */
+    uint64_t next_seq;        /* submission order, ties between equal keys */
+    atomic_uint_fast64_t virtual_time;  /* key of the task taken last */
     uint32_t queue_capacity;
     atomic_int stopping;      /* written under lock, also read lock-free by polls */
     int paused;               /* guarded by lock; see pd_pool_set_paused */
@@ -132,41 +141,120 @@ static void pd__run_task(pd_pool *p, pd__worker *w, void *ctx, pd_task *task, in
         p->wake(p->wake_user);
 }
 
-/* Whether a worker may start this task now: while paused only cancelled
- * ones (they only need their CANCELLED answer), and an ordered one only when
- * no other ordered task is running. Caller holds p->lock. */
-static int pd__can_start(const pd_pool *p, pd_task *task)
+static int pd__before(const pd_task *a, const pd_task *b)
 {
-    int cancelled = atomic_load(&task->cancelled);
-    if (p->paused && !cancelled)
-        return 0;
-    return cancelled || !task->ordered || !p->ordered_running;
+    return a->key < b->key || (a->key == b->key && a->seq < b->seq);
 }
 
-/* Unlinks the task a worker should run next: the first one it may start.
- * Ordered tasks keep their order among themselves: one that cannot start
- * blocks every later one for the same reason. *holds_order is set when the
- * task takes the pool's single ordered slot. Returns NULL when there is
- * none. Caller holds p->lock. */
+static void pd__heap_up(pd_pool *p, uint32_t i)
+{
+    pd_task *t = p->heap[i];
+    while (i > 0) {
+        uint32_t parent = (i - 1) / 2;
+        if (!pd__before(t, p->heap[parent]))
+            break;
+        p->heap[i] = p->heap[parent];
+        i = parent;
+    }
+    p->heap[i] = t;
+}
+
+static void pd__heap_down(pd_pool *p, uint32_t i)
+{
+    pd_task *t = p->heap[i];
+    for (;;) {
+        uint32_t child = 2 * i + 1;
+        if (child >= p->heap_len)
+            break;
+        if (child + 1 < p->heap_len && pd__before(p->heap[child + 1], p->heap[child]))
+            child++;
+        if (!pd__before(p->heap[child], t))
+            break;
+        p->heap[i] = p->heap[child];
+        i = child;
+    }
+    p->heap[i] = t;
+}
+
+/* Takes heap entry i out, keeping the heap in order. */
+static pd_task *pd__heap_remove(pd_pool *p, uint32_t i)
+{
+    pd_task *t = p->heap[i];
+    p->heap_len--;
+    if (i < p->heap_len) {
+        p->heap[i] = p->heap[p->heap_len];
+        pd__heap_down(p, i);
+        pd__heap_up(p, i);
+    }
+    return t;
+}
+
+static pd_task *pd__ord_pop(pd_pool *p)
+{
+    pd_task *t = p->ord_head;
+    p->ord_head = t->next;
+    if (!p->ord_head)
+        p->ord_tail = NULL;
+    t->next = NULL;
+    return t;
+}
+
+/* While paused: the first cancelled task anywhere (it only needs its
+ * CANCELLED answer), or NULL. */
+static pd_task *pd__take_cancelled(pd_pool *p)
+{
+    if (p->ord_head && atomic_load(&p->ord_head->cancelled))
+        return pd__ord_pop(p);
+    for (uint32_t i = 0; i < p->heap_len; i++)
+        if (atomic_load(&p->heap[i]->cancelled))
+            return pd__heap_remove(p, i);
+    return NULL;
+}
+
+/* Unlinks the task a worker should run next, or returns NULL: while paused
+ * only a cancelled one; otherwise the first ordered task when no ordered
+ * task is running (or it is cancelled), else the heap's first. An ordered
+ * task that cannot start holds back every later ordered one.
+ * *holds_order is set when the task takes the pool's single ordered slot.
+ * Caller holds p->lock. */
 static pd_task *pd__take_task(pd_pool *p, int *holds_order)
 {
-    pd_task *prev = NULL, *task = p->queue_head;
-    for (; task && !pd__can_start(p, task); prev = task, task = task->next)
-        ;
+    pd_task *task = NULL;
+    *holds_order = 0;
+    if (p->paused)
+        task = pd__take_cancelled(p);
+    else if (p->ord_head && (!p->ordered_running || atomic_load(&p->ord_head->cancelled)))
+        task = pd__ord_pop(p);
+    else if (p->heap_len > 0)
+        task = pd__heap_remove(p, 0);
     if (!task)
         return NULL;
-    if (prev)
-        prev->next = task->next;
-    else
-        p->queue_head = task->next;
-    if (p->queue_tail == task)
-        p->queue_tail = prev;
     p->queue_len--;
     task->next = NULL;
+    if (!task->ordered)
+        atomic_store_explicit(&p->virtual_time, task->key, memory_order_relaxed);
     *holds_order = task->ordered && !atomic_load(&task->cancelled);
     if (*holds_order)
         p->ordered_running = 1;
     return task;
+}
+
+/* Queues a task (the caller checked the capacity). Caller holds p->lock. */
+static void pd__enqueue(pd_pool *p, pd_task *task)
+{
+    task->next = NULL;
+    if (task->ordered) {
+        if (p->ord_tail)
+            p->ord_tail->next = task;
+        else
+            p->ord_head = task;
+        p->ord_tail = task;
+    } else {
+        task->seq = p->next_seq++;
+        p->heap[p->heap_len++] = task;
+        pd__heap_up(p, p->heap_len - 1);
+    }
+    p->queue_len++;
 }
 
 static size_t pd__padded_cells(int32_t width, int32_t height)
@@ -210,11 +298,7 @@ static void *pd__worker_main(void *arg)
             if (task) { /* put it back: destroy answers every queued task */
                 if (holds_order)
                     p->ordered_running = 0;
-                task->next = p->queue_head;
-                p->queue_head = task;
-                if (!p->queue_tail)
-                    p->queue_tail = task;
-                p->queue_len++;
+                pd__enqueue(p, task);
             }
             break;
         }
@@ -247,6 +331,7 @@ static void pd__pool_free(pd_pool *p)
     pthread_mutex_destroy(&p->done_lock);
     pthread_cond_destroy(&p->work_ready);
     pthread_mutex_destroy(&p->lock);
+    free(p->heap);
     free(p->workers);
     free(p);
 }
@@ -260,7 +345,8 @@ pd_pool *pd_pool_create(uint32_t threads, uint32_t queue_capacity, const pd_pool
     if (!p)
         return NULL;
     p->workers = calloc(threads, sizeof *p->workers);
-    if (!p->workers)
+    p->heap = calloc(queue_capacity, sizeof *p->heap);
+    if (!p->workers || !p->heap)
         goto fail_workers;
     if (pthread_mutex_init(&p->lock, NULL) != 0)
         goto fail_lock;
@@ -269,6 +355,7 @@ pd_pool *pd_pool_create(uint32_t threads, uint32_t queue_capacity, const pd_pool
     if (pthread_mutex_init(&p->done_lock, NULL) != 0)
         goto fail_done_lock;
     atomic_init(&p->stopping, 0);
+    atomic_init(&p->virtual_time, 0);
     p->queue_capacity = queue_capacity;
     p->ops = ops;
     p->thread_user = thread_user;
@@ -291,10 +378,32 @@ fail_done_lock:
 fail_cond:
     pthread_mutex_destroy(&p->lock);
 fail_lock:
-    free(p->workers);
 fail_workers:
+    free(p->heap);
+    free(p->workers);
     free(p);
     return NULL;
+}
+
+/* When a worker would likely start this task: the tasks that would go
+ * before it, spread over the workers, times the mean time a task has taken
+ * so far. 0 (no estimate) before any task has finished. Caller holds
+ * p->lock. */
+static uint64_t pd__expected_start_ns(const pd_pool *p, const pd_task *task)
+{
+    uint64_t done = 0, busy = 0;
+    for (uint32_t i = 0; i < p->n_workers; i++) {
+        done += p->workers[i].stats.tasks_done;
+        busy += p->workers[i].stats.busy_ns;
+    }
+    if (done == 0)
+        return 0;
+    uint64_t ahead = 0;
+    for (pd_task *t = p->ord_head; t; t = t->next)
+        ahead++;
+    for (uint32_t i = 0; i < p->heap_len; i++)
+        ahead += p->heap[i]->key <= task->key;
+    return pd_pool_now_ns() + ahead * (busy / done) / p->n_workers;
 }
 
 pd_status pd_pool_submit(pd_pool *p, pd_task *task)
@@ -311,12 +420,11 @@ pd_status pd_pool_submit(pd_pool *p, pd_task *task)
         pthread_mutex_unlock(&p->lock);
         return PD_OVERLOADED;
     }
-    if (p->queue_tail)
-        p->queue_tail->next = task;
-    else
-        p->queue_head = task;
-    p->queue_tail = task;
-    p->queue_len++;
+    if (task->deadline_ns != 0 && !task->ordered && pd__expected_start_ns(p, task) >= task->deadline_ns) {
+        pthread_mutex_unlock(&p->lock);
+        return PD_DEADLINE_EXCEEDED;
+    }
+    pd__enqueue(p, task);
     pthread_cond_signal(&p->work_ready);
     pthread_mutex_unlock(&p->lock);
     return PD_OK;
@@ -339,7 +447,16 @@ pd_task *pd_pool_take_completed(pd_pool *p)
 static size_t pd__mark_cancelled(pd_pool *p, uint64_t owner, int one_task, uint64_t tag)
 {
     size_t marked = 0;
-    for (pd_task *task = p->queue_head; task; task = task->next) {
+    for (pd_task *task = p->ord_head; task; task = task->next) {
+        if (task->owner == owner && (!one_task || task->tag == tag)) {
+            atomic_store(&task->cancelled, 1);
+            marked++;
+            if (one_task)
+                return marked;
+        }
+    }
+    for (uint32_t i = 0; i < p->heap_len; i++) {
+        pd_task *task = p->heap[i];
         if (task->owner == owner && (!one_task || task->tag == tag)) {
             atomic_store(&task->cancelled, 1);
             marked++;
@@ -435,19 +552,24 @@ pd_task *pd_pool_destroy(pd_pool *p)
     pd__stop_and_join(p, p->n_workers);
 
     /* No thread is left, so the queues need no lock from here on. */
-    pd_task *queued = p->queue_head;
-    p->queue_head = p->queue_tail = NULL;
-    p->queue_len = 0;
-    while (queued) {
-        pd_task *next = queued->next;
+    p->paused = 0;
+    p->ordered_running = 0;
+    pd_task *queued;
+    int holds_order;
+    while ((queued = pd__take_task(p, &holds_order))) {
+        p->ordered_running = 0;
         queued->status = PD_CANCELLED;
         queued->finished_ns = pd_pool_now_ns();
         pd__complete(p, queued);
-        queued = next;
     }
     pd_task *left = pd_pool_take_completed(p);
     for (pd_task *t = left; t; t = t->next)
         t->pool = NULL;
     pd__pool_free(p);
     return left;
+}
+
+uint64_t pd_pool_virtual_time(const pd_pool *p)
+{
+    return p ? atomic_load_explicit(&p->virtual_time, memory_order_relaxed) : 0;
 }

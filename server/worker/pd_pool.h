@@ -14,7 +14,10 @@
  * pd_pool_cancel marks one (owner, tag), pd_pool_cancel_owner all of an
  * owner's, so no worker spends time on work nobody will read. Ordered tasks
  * run one at a time, in the order they were submitted (an ordered task that
- * cannot start holds back every later ordered one).
+ * cannot start holds back every later ordered one), ahead of the others.
+ * The others run in the order of their keys, lowest first (submission order
+ * among equal keys): the submitter's policy, for instance fair queueing
+ * between clients (pd_pool_virtual_time).
  *
  * Lifetime: the submitter initialises the task with pd_task_init, fills its
  * own fields and submits it; the pool holds it from PD_OK until it comes
@@ -49,6 +52,7 @@ struct pd_task {
     uint64_t tag;                 /* cancel key with owner: pd_pool_cancel */
     uint64_t deadline_ns;         /* pd_pool_now_ns() clock; 0 = none */
     int ordered;                  /* one at a time, in submission order */
+    uint64_t key;                 /* unordered tasks run lowest key first */
 
     /* Set by the pool. */
     uint64_t submitted_ns;        /* pd_pool_submit sets it when left 0 */
@@ -56,6 +60,7 @@ struct pd_task {
     pd_status status;             /* what run returned; PD_CANCELLED or
                                      PD_DEADLINE_EXCEEDED when it never ran */
     atomic_int cancelled;         /* set by pd_pool_cancel*; read by pd_task_interrupt */
+    uint64_t seq;                 /* submission order among equal keys */
     const pd_pool *pool;
     pd_task *next;                /* queue link, owned by whoever holds the task */
 };
@@ -108,10 +113,13 @@ typedef struct pd_pool_stats {
 pd_pool *pd_pool_create(uint32_t threads, uint32_t queue_capacity, const pd_pool_thread_ops *ops,
                         void *thread_user, pd_pool_wake_fn wake, void *wake_user);
 
-/* PD_OK (the pool holds the task now) or PD_OVERLOADED (queue full; the
- * caller still holds it); PD_INVALID_ARGUMENT for a NULL pool, task or run.
- * Never blocks. A task found cancelled or past its deadline when a worker
- * takes it completes at once without running. */
+/* PD_OK (the pool holds the task now), PD_OVERLOADED (queue full) or
+ * PD_DEADLINE_EXCEEDED (an unordered task with a deadline that the tasks
+ * ahead of it would already outlast: their count over the workers times
+ * the mean task time so far); the caller still holds a refused task.
+ * PD_INVALID_ARGUMENT for a NULL pool, task or run. Never blocks. A task
+ * found cancelled or past its deadline when a worker takes it completes at
+ * once without running. */
 pd_status pd_pool_submit(pd_pool *p, pd_task *task);
 
 /* Takes every completed task, oldest first, as a list linked by ->next. */
@@ -143,6 +151,12 @@ void pd_pool_set_paused(pd_pool *p, int paused);
 void pd_pool_reserve(pd_pool *p, int32_t width, int32_t height);
 
 void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out);
+
+/* The key of the unordered task a worker took last: a submitter doing fair
+ * queueing starts each client's next key from at least this, so a client
+ * that was idle does not jump ahead of everything queued meanwhile, nor
+ * wait behind keys other clients ran through long ago. Thread-safe. */
+uint64_t pd_pool_virtual_time(const pd_pool *p);
 
 /* Stops the threads: a running task is told to stop at its next poll
  * (pd_task_interrupt says CANCELLED), queued tasks complete as

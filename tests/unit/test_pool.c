@@ -517,6 +517,75 @@ static void test_queue_full_overloaded(void **state)
     waker_destroy(&w);
 }
 
+/* Queued tasks run lowest key first (submission order among equal keys),
+ * ordered tasks ahead of them and one at a time; the virtual time follows
+ * the key of the task taken last. This is what the server's fair queueing
+ * between connections rests on. */
+static void test_keys_order_the_queue(void **state)
+{
+    pool_fixture *f = *state;
+    test_waker w;
+    waker_init(&w, 0);
+    pd_pool *pool = pd_pool_create(1, 16, &qj_thread_ops, NULL, waker_wake, &w);
+    assert_non_null(pool);
+    pd_pool_set_paused(pool, 1);
+    static const uint64_t keys[] = {5, 3, 9, 3, 1};
+    for (uint64_t i = 0; i < 5; i++) {
+        pd_job *job = make_job(f->small, 1, i + 1, 0, 0, 3, 3);
+        job->task.key = keys[i];
+        submit_ok(pool, job);
+    }
+    /* An update-like ordered task goes first, whatever the keys. */
+    pd_job *ord = make_job(f->small, 2, 99, 0, 0, 3, 3);
+    ord->task.key = 100;
+    ord->task.owner = 2;
+    ord->task.tag = 99;
+    ord->task.ordered = 1;
+    assert_int_equal(pd_pool_submit(pool, &ord->task), PD_OK);
+    assert_int_equal(pd_pool_virtual_time(pool), 0);
+    pd_pool_set_paused(pool, 0);
+    pd_job *done[6];
+    collect(pool, &w, done, 6);
+    static const uint64_t want[] = {99, 5, 2, 4, 1, 3};
+    for (size_t i = 0; i < 6; i++) {
+        assert_int_equal(done[i]->status, PD_OK);
+        if (done[i]->task.tag != want[i])
+            fail_msg("task %zu done was %llu, want %llu", i, (unsigned long long)done[i]->task.tag,
+                     (unsigned long long)want[i]);
+    }
+    assert_int_equal(pd_pool_virtual_time(pool), 9);
+    free_jobs(done, 6);
+    qj_pool_destroy(pool);
+    waker_destroy(&w);
+}
+
+/* A task whose deadline the queue ahead of it would outlast is refused at
+ * submission (the caller keeps it), once the pool has a mean task time to
+ * go by; one with room to spare, or with no deadline, is queued. */
+static void test_deadline_refused_when_queue_outlasts_it(void **state)
+{
+    pool_fixture *f = *state;
+    test_waker w;
+    waker_init(&w, 0);
+    pd_pool *pool = pd_pool_create(1, 64, &qj_thread_ops, NULL, waker_wake, &w);
+    assert_non_null(pool);
+    warm_up(pool, &w, f); /* one finished task: a mean to estimate with */
+    pd_pool_set_paused(pool, 1);
+    for (uint64_t i = 1; i <= 32; i++)
+        submit_ok(pool, make_job(f->big, 1, i, 0, 0, 400, 400));
+    pd_job *late = make_job(f->small, 2, 100, 0, 0, 3, 3);
+    late->task.deadline_ns = pd_pool_now_ns() + 1000; /* 1 us: far less than 32 searches */
+    assert_int_equal(qj_submit(pool, late), PD_DEADLINE_EXCEEDED);
+    late->task.deadline_ns = pd_pool_now_ns() + 60ull * 1000000000ull;
+    assert_int_equal(qj_submit(pool, late), PD_OK);
+    pd_pool_set_paused(pool, 0);
+    pd_job *done[33];
+    collect(pool, &w, done, 33);
+    free_jobs(done, 33);
+    qj_pool_destroy(pool);
+    waker_destroy(&w);
+}
+
 static void test_cancel_queued(void **state)
 {
     pool_fixture *f = *state;
@@ -1779,6 +1848,8 @@ int main(void)
         cmocka_unit_test(test_long_path),
         cmocka_unit_test(test_many_jobs_four_workers),
         cmocka_unit_test(test_queue_full_overloaded),
+        cmocka_unit_test(test_keys_order_the_queue),
+        cmocka_unit_test(test_deadline_refused_when_queue_outlasts_it),
         cmocka_unit_test(test_cancel_queued),
         cmocka_unit_test(test_cancel_running),
         cmocka_unit_test(test_cancel_conn),
