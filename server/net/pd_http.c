@@ -344,8 +344,15 @@ static void pd__http_on_connection(uv_stream_t *listener, int status)
     if (status < 0 || h->closing)
         return;
     if (h->n_conns >= h->limits.max_connections) {
-        pd__http_refuse(h);
-        return;
+        /* Full: the oldest connection makes room (new ones go to the head).
+         * Scrapers and probes finish in milliseconds, so the oldest is a
+         * client that stalls or lingers, and a probe is never locked out by
+         * a few of those. */
+        pd__http_conn *oldest = h->conns;
+        while (oldest && oldest->next)
+            oldest = oldest->next;
+        if (oldest)
+            pd__http_conn_close(oldest);
     }
     pd__http_conn *c = calloc(1, sizeof *c);
     char *request = malloc(h->limits.max_request_bytes);

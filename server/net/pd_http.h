@@ -39,8 +39,9 @@
                                                   hundred bytes; more is refused with 431 */
 #define PD_HTTP_READ_TIMEOUT_MS 5000u          /* a request must arrive whole in this time; also
                                                   bounds the wait for the client after the answer */
-#define PD_HTTP_MAX_CONNECTIONS 64u            /* scrapers and probes are few; more connections
-                                                  than this are accepted and closed at once */
+#define PD_HTTP_MAX_CONNECTIONS 64u            /* scrapers and probes are few; a new connection
+                                                  beyond this closes the oldest one, so a probe
+                                                  always gets in */
 #define PD_HTTP_LISTEN_BACKLOG 64              /* connections the kernel queues before accept */
 
 typedef struct pd_metrics_http_limits {
