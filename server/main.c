@@ -236,6 +236,11 @@ int main(int argc, char **argv)
     }
     pd__apply_args(&conf, &args);
     pd_log_set_level(conf.log_level);
+    if (pd_conf_check_protected(&conf, err, sizeof err) != 0) {
+        pd_log_error("%s: %s", args.config_path, err);
+        pd_conf_free(&conf);
+        return 1;
+    }
 
     registry = pd_registry_create();
     if (!registry) {

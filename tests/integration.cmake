@@ -16,7 +16,7 @@ add_dependencies(pathd_integ_harness pathd pathctl)
 
 # Every daemon run is checked under ASan+UBSan; the ones that exercise
 # threads and signals hardest also run under TSan.
-foreach(name harness paths status bad_input pathctl)
+foreach(name harness paths status bad_input pathctl auth)
   pd_test(NAME test_e2e_${name} SOURCES integration/test_e2e_${name}.c
           LIBS pathd_integ_harness LABELS sanitize TIMEOUT 240)
 endforeach()

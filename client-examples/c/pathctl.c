@@ -33,6 +33,7 @@
 
 typedef struct pathctl_args {
     const char *server;
+    const char *token;          /* --token, else $PATHD_TOKEN; NULL: none */
     int json;
     int timeout_ms;
     const char *command;
@@ -64,7 +65,7 @@ static void pathctl_args_free(pathctl_args *a)
 static void pathctl_usage(FILE *out)
 {
     fprintf(out,
-            "usage: pathctl [--server HOST:PORT] [--json] [--timeout MS] COMMAND\n"
+            "usage: pathctl [--server HOST:PORT] [--token T] [--json] [--timeout MS] COMMAND\n"
             "\n"
             "commands:\n"
             "  path --scene NAME --from X,Y --to X,Y [--world] [--unit K]\n"
@@ -86,12 +87,14 @@ static void pathctl_usage(FILE *out)
             "  info NAME          describe one scene\n"
             "  stats              server statistics\n"
             "  ping               round-trip time\n"
+            "  reload             admin: reread the server's config and maps (as SIGHUP)\n"
             "%s"
             "\n"
             "options:\n"
             "  --server HOST:PORT  default %s ([::1]:PORT for IPv6)\n"
             "  --json              one JSON object per answer\n"
             "  --timeout MS        per-call timeout (default %d)\n"
+            "  --token T           authenticate first (default: $PATHD_TOKEN if set)\n"
             "  -h, --help          this text\n"
             "\n"
             "exit status: 0 OK/PARTIAL, 1 other answer, 2 usage, 3 connection failure\n",
@@ -440,7 +443,10 @@ static int pathctl_parse(int argc, char **argv, pathctl_args *a)
             pathctl_usage(stdout);
             return 0;
         }
-        if (!strcmp(arg, "--json")) {
+        if (pathctl_is_option(arg, "--token")) {
+            if (!(a->token = pathctl_option_value(argc, argv, &i, "--token")))
+                return pathctl_usage_error("option %s needs a value", "--token");
+        } else if (!strcmp(arg, "--json")) {
             a->json = 1;
         } else if (!strcmp(arg, "--world")) {
             a->world = 1;
@@ -483,6 +489,8 @@ static int pathctl_parse(int argc, char **argv, pathctl_args *a)
     }
     if (val[OPT_SERVER])
         a->server = val[OPT_SERVER];
+    if (!a->token && getenv("PATHD_TOKEN") && *getenv("PATHD_TOKEN"))
+        a->token = getenv("PATHD_TOKEN");
     a->scene = val[OPT_SCENE];
     a->from = val[OPT_FROM];
     a->to = val[OPT_TO];
@@ -492,7 +500,7 @@ static int pathctl_parse(int argc, char **argv, pathctl_args *a)
     int is_path = !strcmp(a->command, "path") || is_route;
     int is_update = !strcmp(a->command, "update");
     if (!is_path && !is_update && strcmp(a->command, "scenes") && strcmp(a->command, "info") &&
-        strcmp(a->command, "stats") && strcmp(a->command, "ping"))
+        strcmp(a->command, "stats") && strcmp(a->command, "ping") && strcmp(a->command, "reload"))
         return pathctl_usage_error("unknown command %s", a->command);
     if (!is_path && a->path_option)
         return pathctl_usage_error("option %s belongs to the path and route commands", a->path_option);
@@ -849,6 +857,21 @@ static int pathctl_ping(pdc_conn *c, const pathctl_args *a)
     return 0;
 }
 
+static int pathctl_reload(pdc_conn *c, const pathctl_args *a)
+{
+    int status = pdc_reload(c);
+    if (status != PDC_OK)
+        return pathctl_fail(a, status, pdc_last_error(c));
+    if (a->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "status", "OK");
+        pathctl_print_json(o);
+    } else {
+        printf("reload started on %s (its outcome is in the server's log)\n", a->server);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* render parses its own arguments and needs a server only sometimes. */
@@ -870,6 +893,12 @@ int main(int argc, char **argv)
         pathctl_args_free(&args);
         return PATHCTL_EXIT_CONNECT;
     }
+    if (args.token && (code = pdc_auth(c, args.token, NULL, 0)) != PDC_OK) {
+        code = pathctl_fail(&args, code, pdc_last_error(c));
+        pdc_close(c);
+        pathctl_args_free(&args);
+        return code;
+    }
     if (!strcmp(args.command, "path"))
         code = pathctl_path(c, &args);
     else if (!strcmp(args.command, "route"))
@@ -882,6 +911,8 @@ int main(int argc, char **argv)
         code = pathctl_info(c, &args);
     else if (!strcmp(args.command, "stats"))
         code = pathctl_stats(c, &args);
+    else if (!strcmp(args.command, "reload"))
+        code = pathctl_reload(c, &args);
     else
         code = pathctl_ping(c, &args);
     pdc_close(c);

@@ -73,6 +73,7 @@ struct pdc_conn {
     pdc__pending *pending;
     size_t npending, cap_pending;
     uint64_t completions;       /* source of done_order */
+    char token[PDC_TOKEN_MAX];  /* from pdc_auth; sent again after each reconnect */
     char error[PDC_MESSAGE_MAX];
 };
 
@@ -80,8 +81,11 @@ static const char *const pdc__wire_names[PDC_WIRE_STATUS_COUNT] = {
     "OK", "PARTIAL", "NO_PATH", "UNKNOWN_SCENE", "OUT_OF_BOUNDS",
     "START_BLOCKED", "GOAL_BLOCKED", "INVALID_ARGUMENT", "BUDGET_EXCEEDED",
     "DEADLINE_EXCEEDED", "CANCELLED", "OVERLOADED", "MALFORMED",
-    "FRAME_TOO_LARGE", "INTERNAL",
+    "FRAME_TOO_LARGE", "INTERNAL", "UNKNOWN_STATUS" /* 15: never sent */, "UNAUTHENTICATED",
+    "PERMISSION_DENIED",
 };
+
+static int pdc__authenticate(pdc_conn *c, char *role, size_t role_len);
 
 /* Indexed by -status. */
 static const char *const pdc__client_names[] = {
@@ -402,7 +406,7 @@ int pdc_reconnect(pdc_conn *c)
         snprintf(c->error, sizeof c->error, "%s", err);
         return PDC_ERR_CONNECT;
     }
-    return PDC_OK;
+    return c->token[0] ? pdc__authenticate(c, NULL, 0) : PDC_OK;
 }
 
 int pdc_is_connected(const pdc_conn *c)
@@ -1542,6 +1546,46 @@ int pdc_update_cells(pdc_conn *c, const pdc_update_req *req, pdc_update_result *
     out->micros = resp->update->micros;
     pathd__v1__response__free_unpacked(resp, NULL);
     return PDC_OK;
+}
+
+/* Sends Auth with the kept token and waits for its answer. */
+static int pdc__authenticate(pdc_conn *c, char *role, size_t role_len)
+{
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__Auth body = PATHD__V1__AUTH__INIT;
+    body.token = c->token;
+    req.body_case = PATHD__V1__REQUEST__BODY_AUTH;
+    req.auth = &body;
+    Pathd__V1__Response *resp;
+    int r = pdc__call_other(c, &req, PATHD__V1__RESPONSE__BODY_AUTH, &resp);
+    if (r != PDC_OK)
+        return r;
+    if (role && role_len > 0)
+        snprintf(role, role_len, "%s", resp->auth->role ? resp->auth->role : "");
+    pathd__v1__response__free_unpacked(resp, NULL);
+    return PDC_OK;
+}
+
+int pdc_auth(pdc_conn *c, const char *token, char *role, size_t role_len)
+{
+    if (!c || !token || strlen(token) >= sizeof c->token)
+        return PDC_ERR_ARG;
+    snprintf(c->token, sizeof c->token, "%s", token);
+    return pdc__authenticate(c, role, role_len);
+}
+
+int pdc_reload(pdc_conn *c)
+{
+    if (!c)
+        return PDC_ERR_ARG;
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__Reload body = PATHD__V1__RELOAD__INIT;
+    req.body_case = PATHD__V1__REQUEST__BODY_RELOAD;
+    req.reload = &body;
+    pdc__pending taken;
+    int r = pdc__call(c, &req, PDC__KIND_OTHER, &taken);
+    pdc__pending_release(&taken);
+    return r;
 }
 
 int pdc_ping(pdc_conn *c, uint64_t *rtt_micros)

@@ -91,6 +91,8 @@ typedef enum pdc_status {
     PDC_MALFORMED = 12,
     PDC_FRAME_TOO_LARGE = 13,
     PDC_INTERNAL = 14,
+    PDC_UNAUTHENTICATED = 16,   /* send pdc_auth first, or the token was wrong */
+    PDC_PERMISSION_DENIED = 17, /* the token's role does not allow the request */
 
     PDC_ERR_DISCONNECTED = -1,  /* connection lost or never there; request unanswered */
     PDC_ERR_TIMEOUT = -2,       /* no answer within the timeout */
@@ -102,7 +104,7 @@ typedef enum pdc_status {
 } pdc_status;
 
 /* Number of wire statuses (0 .. PDC_WIRE_STATUS_COUNT-1). */
-#define PDC_WIRE_STATUS_COUNT 15
+#define PDC_WIRE_STATUS_COUNT 18
 
 /* "OK", "NO_PATH", ... for wire statuses (the proto enum's names); for client
  * errors "DISCONNECTED", "TIMEOUT", "PROTOCOL_ERROR", ...; "UNKNOWN_STATUS"
@@ -333,11 +335,27 @@ void pdc_close(pdc_conn *c);
 /* Drops the current socket (unanswered requests fail with
  * PDC_ERR_DISCONNECTED) and connects again to the same address. Ids keep
  * increasing, so a late answer to an old request can never be mistaken for a
- * new one. Returns PDC_OK or PDC_ERR_CONNECT. */
+ * new one. With a token from pdc_auth, authenticates again. Returns PDC_OK,
+ * PDC_ERR_CONNECT, or the status of that Auth. */
 int pdc_reconnect(pdc_conn *c);
 
 /* 1 while the socket is open. */
 int pdc_is_connected(const pdc_conn *c);
+
+/* Longest token pdc_auth takes, in bytes with the NUL (the server's cap). */
+#define PDC_TOKEN_MAX 128
+
+/* Authenticates with a token from the server's auth.tokens and keeps it, so
+ * pdc_reconnect (and the reconnect inside every blocking call) sends it
+ * again first. On PDC_OK the role granted ("query", "write" or "admin") is
+ * copied into role (may be NULL). A wrong token answers
+ * PDC_UNAUTHENTICATED after about a second and the server closes the
+ * connection. A server without tokens grants "admin" to everyone. */
+int pdc_auth(pdc_conn *c, const char *token, char *role, size_t role_len);
+
+/* Admin: asks the server to reread its config and maps, as SIGHUP does.
+ * PDC_OK once the reload has started (its outcome is in the server's log). */
+int pdc_reload(pdc_conn *c);
 
 /* Per-call timeout for blocking calls and sends, in milliseconds (> 0). */
 void pdc_set_timeout(pdc_conn *c, int timeout_ms);

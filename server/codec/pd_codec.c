@@ -471,6 +471,22 @@ static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, c
     case PATHD__V1__REQUEST__BODY_FIND_ROUTE:
         req->kind = PD_REQ_FIND_ROUTE;
         return pd__decode_find_route(m->find_route, &req->u.find_route, err, errlen);
+    case PATHD__V1__REQUEST__BODY_AUTH: {
+        req->kind = PD_REQ_AUTH;
+        /* The token itself is never echoed: it may be a real one mistyped. */
+        const char *token = m->auth->token ? m->auth->token : "";
+        size_t n = strlen(token);
+        if (n >= PD_CONF_MAX_TOKEN) {
+            pd__set_err(err, errlen, "auth.token is longer than %d bytes", PD_CONF_MAX_TOKEN - 1);
+            return PD_INVALID_ARGUMENT;
+        }
+        memcpy(req->u.auth.token, token, n + 1);
+        req->u.auth.len = n;
+        return PD_OK;
+    }
+    case PATHD__V1__REQUEST__BODY_RELOAD:
+        req->kind = PD_REQ_RELOAD;
+        return PD_OK;
     default:
         /* Bodies added to the schema later (19 and up) arrive
          * here as unknown fields; say so, since the client likely is newer. */
@@ -625,7 +641,7 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
  * wire (PD_BUFFER_TOO_SMALL, anything out of range) become INTERNAL. */
 static Pathd__V1__Status pd__wire_status(pd_status s)
 {
-    if ((unsigned)s > (unsigned)PD_INTERNAL)
+    if ((unsigned)s >= PD_STATUS_COUNT || s == PD_BUFFER_TOO_SMALL)
         return PATHD__V1__STATUS__INTERNAL;
     return (Pathd__V1__Status)s;
 }
@@ -721,6 +737,19 @@ uint8_t *pd_codec_encode_pong(uint64_t id, uint64_t nonce, size_t *out_len)
     resp.final = 1;
     resp.body_case = PATHD__V1__RESPONSE__BODY_PONG;
     resp.pong = &pong;
+    return pd__encode_single(&resp, out_len);
+}
+
+uint8_t *pd_codec_encode_auth(uint64_t id, const char *role, size_t *out_len)
+{
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    Pathd__V1__AuthResult m = PATHD__V1__AUTH_RESULT__INIT;
+    m.role = (char *)role;
+    resp.id = id;
+    resp.status = PATHD__V1__STATUS__OK;
+    resp.final = 1;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_AUTH;
+    resp.auth = &m;
     return pd__encode_single(&resp, out_len);
 }
 

@@ -126,6 +126,8 @@ uint8_t *pd_codec_encode_scene_list(uint64_t id, pd_scene *const *scenes, size_t
 uint8_t *pd_codec_encode_scene_info(uint64_t id, const pd_scene *scene, size_t *out_len);
 uint8_t *pd_codec_encode_stats(uint64_t id, const pd_server_stats *stats, size_t *out_len);
 uint8_t *pd_codec_encode_pong(uint64_t id, uint64_t nonce, size_t *out_len);
+/* Auth accepted: Response{auth: AuthResult{role}}. */
+uint8_t *pd_codec_encode_auth(uint64_t id, const char *role, size_t *out_len);
 
 /* One band of a grid: Response{scene_grid: SceneGrid{width, height, version,
  * row_start, row_count = rows, cells}} with rows x width cell bytes copied

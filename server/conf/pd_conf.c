@@ -17,6 +17,14 @@
  *                                        port 0 asks the OS for an ephemeral port
  *     "threads": 0,                      worker threads 0..256; 0 = number of cores
  *     "log_level": "info",               "error" | "warn" | "info" | "debug"
+ *     "auth": {                          optional; no tokens = no authentication
+ *       "tokens": [                      at most PD_CONF_MAX_TOKENS
+ *         { "token": "...", "role": "query" },     16..127 printable ASCII bytes
+ *         { "token_env": "PATHD_TOKEN_ADMIN", "role": "admin" }
+ *       ],                               token_env: read from the environment; an
+ *                                        unset variable skips the entry
+ *       "protected_mode": true           refuse to listen off loopback with no token
+ *     },
  *     "limits": {
  *       "max_frame_bytes": 1048576,      64 .. 64 MiB
  *       "max_waypoints_per_chunk": 256,  1 .. 65536
@@ -101,6 +109,7 @@ const pd_conf pd_conf_defaults = {
     .shutdown_grace_ms = 5000,
     .write_high_watermark = 4u * 1024u * 1024u,
     .write_low_watermark = 1024u * 1024u,
+    .protected_mode = 1,
     .buffer_budget_bytes = 128u * 1024u * 1024u,
     .frame_timeout_ms = 10000,
     .default_max_expansions = 0,
@@ -568,10 +577,103 @@ static void pd__line_col(const char *buf, size_t off, int *line, int *col)
     }
 }
 
+static int pd__parse_role(const pd__ctx *ctx, const cJSON *v, const char *path, pd_role *out)
+{
+    static const struct {
+        const char *name;
+        pd_role role;
+    } roles[] = {{"query", PD_ROLE_QUERY}, {"write", PD_ROLE_WRITE}, {"admin", PD_ROLE_ADMIN}};
+    const char *str = NULL;
+    if (pd__get_string(ctx, v, path, &str) != 0)
+        return -1;
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
+        if (strcmp(str, roles[i].name) == 0) {
+            *out = roles[i].role;
+            return 0;
+        }
+    }
+    return pd__fail(ctx, path, "must be \"query\", \"write\" or \"admin\"");
+}
+
+/* One auth.tokens entry: the token itself or the environment variable that
+ * holds it (skipped when unset, so one config serves with and without it),
+ * and its role. Returns 0 (*added says whether it counted), or -1. */
+static int pd__parse_token(const pd__ctx *ctx, const cJSON *e, const char *path, pd_conf_token *out, int *added)
+{
+    static const char *const keys[] = {"token", "token_env", "role", NULL};
+    char child[PD_CONF_JSON_PATH_MAX];
+    *added = 0;
+    if (!cJSON_IsObject(e))
+        return pd__fail(ctx, path, "must be an object, not %s", pd_conf_json_type(e));
+    if (pd__check_keys(ctx, e, path, keys) != 0)
+        return -1;
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(e, "token");
+    const cJSON *env = cJSON_GetObjectItemCaseSensitive(e, "token_env");
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role");
+    if (!role || (!tok) == (!env))
+        return pd__fail(ctx, path, "needs \"role\" and exactly one of \"token\" and \"token_env\"");
+    pd_conf_json_key(child, path, "role");
+    if (pd__parse_role(ctx, role, child, &out->role) != 0)
+        return -1;
+    const char *value = NULL;
+    pd_conf_json_key(child, path, tok ? "token" : "token_env");
+    if (pd__get_string(ctx, tok ? tok : env, child, &value) != 0)
+        return -1;
+    if (env && !(value = getenv(value)))
+        return 0;
+    size_t n = strlen(value);
+    if (n < PD_CONF_MIN_TOKEN || n >= PD_CONF_MAX_TOKEN)
+        return pd__fail(ctx, child, "the token must be %d..%d bytes long, not %zu", PD_CONF_MIN_TOKEN,
+                        PD_CONF_MAX_TOKEN - 1, n);
+    for (size_t i = 0; i < n; i++)
+        if (value[i] < 0x21 || value[i] > 0x7e)
+            return pd__fail(ctx, child, "the token must be printable ASCII without spaces");
+    memcpy(out->token, value, n + 1);
+    *added = 1;
+    return 0;
+}
+
+static int pd__parse_auth(const pd__ctx *ctx, const cJSON *obj, const char *path, pd_conf *c)
+{
+    static const char *const keys[] = {"tokens", "protected_mode", NULL};
+    char child[PD_CONF_JSON_PATH_MAX];
+    if (!cJSON_IsObject(obj))
+        return pd__fail(ctx, path, "must be an object, not %s", pd_conf_json_type(obj));
+    if (pd__check_keys(ctx, obj, path, keys) != 0)
+        return -1;
+    const cJSON *pm = cJSON_GetObjectItemCaseSensitive(obj, "protected_mode");
+    if (pm) {
+        pd_conf_json_key(child, path, "protected_mode");
+        if (!cJSON_IsBool(pm))
+            return pd__fail(ctx, child, "must be true or false, not %s", pd_conf_json_type(pm));
+        c->protected_mode = cJSON_IsTrue(pm);
+    }
+    const cJSON *toks = cJSON_GetObjectItemCaseSensitive(obj, "tokens");
+    if (!toks)
+        return 0;
+    pd_conf_json_key(child, path, "tokens");
+    if (!cJSON_IsArray(toks))
+        return pd__fail(ctx, child, "must be an array, not %s", pd_conf_json_type(toks));
+    if (cJSON_GetArraySize(toks) > PD_CONF_MAX_TOKENS)
+        return pd__fail(ctx, child, "has more than %d entries", PD_CONF_MAX_TOKENS);
+    int i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, toks)
+    {
+        char entry[PD_CONF_JSON_PATH_MAX + 16];
+        snprintf(entry, sizeof entry, "%s[%d]", child, i++);
+        int added = 0;
+        if (pd__parse_token(ctx, e, entry, &c->tokens[c->n_tokens], &added) != 0)
+            return -1;
+        c->n_tokens += (size_t)added;
+    }
+    return 0;
+}
+
 static int pd__parse_document(const pd__ctx *ctx, const char *json, size_t len, pd_conf *c)
 {
     static const char *const keys[] = {
-        "listen", "metrics_listen", "threads", "limits", "log_level", "jump_point_search", "scenes",
+        "listen", "metrics_listen", "threads", "limits", "log_level", "jump_point_search", "auth", "scenes",
         "portals", "routes",
         NULL,
     };
@@ -643,6 +745,8 @@ static int pd__parse_document(const pd__ctx *ctx, const char *json, size_t len, 
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "limits")) &&
         pd__parse_limits(ctx, v, "$.limits", c) != 0)
+        goto out;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "auth")) && pd__parse_auth(ctx, v, "$.auth", c) != 0)
         goto out;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "scenes")) &&
         pd__parse_scenes(ctx, v, "$.scenes", c) != 0)
@@ -779,4 +883,64 @@ const char *pd_log_level_name(pd_log_level l)
         return "debug";
     }
     return "unknown";
+}
+
+/* Loopback: 127.0.0.0/8 and ::1, the addresses only this host reaches. */
+static int pd__is_loopback(const char *host)
+{
+    return strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0;
+}
+
+int pd_conf_check_protected(const pd_conf *c, char *err, size_t errlen)
+{
+    if (!c->protected_mode || c->n_tokens > 0)
+        return 0;
+    const char *open = !pd__is_loopback(c->listen_host)                            ? c->listen_host
+                       : c->metrics_enabled && !pd__is_loopback(c->metrics_host) ? c->metrics_host
+                                                                                   : NULL;
+    if (!open)
+        return 0;
+    snprintf(err, errlen,
+             "protected mode: refusing to listen on %s with no auth token (anyone who reaches it could "
+             "change the world); configure auth.tokens, listen on loopback, or set "
+             "auth.protected_mode to false",
+             open);
+    return -1;
+}
+
+pd_role pd_conf_token_role(const pd_conf *c, const char *token, size_t len)
+{
+    pd_role role = PD_ROLE_NONE;
+    for (size_t i = 0; i < c->n_tokens; i++) {
+        /* Every byte of every token is compared, whatever matched: the time
+         * says nothing about how close a guess came. */
+        const char *t = c->tokens[i].token;
+        size_t n = strlen(t);
+        unsigned diff = (unsigned)(n ^ len);
+        for (size_t k = 0; k < PD_CONF_MAX_TOKEN - 1; k++) {
+            unsigned char a = k < n ? (unsigned char)t[k] : 0;
+            unsigned char b = k < len ? (unsigned char)token[k] : 0;
+            diff |= (unsigned)(a ^ b);
+        }
+        if (len >= PD_CONF_MAX_TOKEN)
+            diff |= 1;
+        if (diff == 0 && c->tokens[i].role > role)
+            role = c->tokens[i].role;
+    }
+    return role;
+}
+
+const char *pd_role_name(pd_role role)
+{
+    switch (role) {
+    case PD_ROLE_QUERY:
+        return "query";
+    case PD_ROLE_WRITE:
+        return "write";
+    case PD_ROLE_ADMIN:
+        return "admin";
+    case PD_ROLE_NONE:
+    default:
+        return "none";
+    }
 }

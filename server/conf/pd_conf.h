@@ -26,6 +26,22 @@
 #define PD_CONF_MAX_NAME 64          /* bytes incl. NUL: scene names are short identifiers */
 #define PD_CONF_MAX_UNIT_SIZES 8
 #define PD_CONF_MAX_UNIT_SIZE 16     /* cells: larger agents want a coarser grid */
+#define PD_CONF_MAX_TOKENS 16        /* auth.tokens entries: a few roles, a few rotations */
+#define PD_CONF_MIN_TOKEN 16         /* bytes: shorter tokens are guessable */
+#define PD_CONF_MAX_TOKEN 128        /* bytes incl. NUL */
+
+/* What a token lets a connection do; each role includes the ones before. */
+typedef enum pd_role {
+    PD_ROLE_NONE = 0,                /* not authenticated yet: Ping and Auth only */
+    PD_ROLE_QUERY = 1,               /* paths, routes and read-only queries */
+    PD_ROLE_WRITE = 2,               /* also cell updates (and scene changes) */
+    PD_ROLE_ADMIN = 3,               /* also Stats and Reload */
+} pd_role;
+
+typedef struct pd_conf_token {
+    char token[PD_CONF_MAX_TOKEN];   /* never logged */
+    pd_role role;
+} pd_conf_token;
 
 typedef enum pd_map_format {
     PD_MAP_MOVINGAI = 0,             /* "movingai": Moving AI .map */
@@ -90,12 +106,27 @@ typedef struct pd_conf {
     int jump_point_search;           /* 1: workers answer with JPS where it applies
                                         (uniform 8-connected grids, no avoid/window/
                                         partial); same optimal cost, far fewer nodes */
+    pd_conf_token tokens[PD_CONF_MAX_TOKENS];  /* auth.tokens; none = no authentication */
+    size_t n_tokens;
+    int protected_mode;              /* 1: refuse to listen off loopback with no token */
     pd_conf_scene *scenes;
     size_t n_scenes;
     pd_conf_world world;             /* portals and pinned routes ("portals", "routes") */
 } pd_conf;
 
 extern const pd_conf pd_conf_defaults;
+
+/* Protected mode, as Redis has it: with protected_mode on and no token, both
+ * listen addresses (the metrics one when enabled) must be loopback. Returns
+ * 0, or -1 with the reason in err. Run it on the config as it will be used,
+ * command-line overrides included. */
+int pd_conf_check_protected(const pd_conf *c, char *err, size_t errlen);
+
+/* The role a token grants, or PD_ROLE_NONE; compares against every
+ * configured token in time independent of where they differ. */
+pd_role pd_conf_token_role(const pd_conf *c, const char *token, size_t len);
+
+const char *pd_role_name(pd_role role);
 
 /* Returns 0 on success; otherwise -1 with a one-line reason in err. On failure
  * *out is left zeroed (nothing half-loaded). The accepted JSON shape is

@@ -7,7 +7,8 @@ const char *pd_status_name(pd_status s)
         "OK", "PARTIAL", "NO_PATH", "UNKNOWN_SCENE", "OUT_OF_BOUNDS",
         "START_BLOCKED", "GOAL_BLOCKED", "INVALID_ARGUMENT", "BUDGET_EXCEEDED",
         "DEADLINE_EXCEEDED", "CANCELLED", "OVERLOADED", "MALFORMED",
-        "FRAME_TOO_LARGE", "INTERNAL", "BUFFER_TOO_SMALL",
+        "FRAME_TOO_LARGE", "INTERNAL", "BUFFER_TOO_SMALL", "UNAUTHENTICATED",
+        "PERMISSION_DENIED",
     };
     if ((unsigned)s >= PD_STATUS_COUNT)
         return "UNKNOWN_STATUS";

@@ -27,9 +27,11 @@ typedef enum pd_status {
     PD_INTERNAL = 14,           /* a bug or an allocation failure on our side */
     PD_BUFFER_TOO_SMALL = 15,   /* core only: the caller's path buffer is short;
                                    never sent on the wire (callers grow and re-extract) */
+    PD_UNAUTHENTICATED = 16,    /* the connection has not authenticated (or a wrong token) */
+    PD_PERMISSION_DENIED = 17,  /* the connection's role does not allow the request */
 } pd_status;
 
-#define PD_STATUS_COUNT 16
+#define PD_STATUS_COUNT 18
 
 /* Upper-case name as used in docs and the wire enum, e.g. "NO_PATH". */
 const char *pd_status_name(pd_status s);

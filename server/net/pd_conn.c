@@ -91,7 +91,7 @@ static void pd__write_cb(uv_write_t *req, int status)
             /* Frames that arrived before the pause come first; the reader
              * hands out no new space while a whole frame is buffered. */
             pd__conn_process(c);
-            if (!c->paused && !c->closing && !c->lingering)
+            if (!c->paused && !c->closing && !c->lingering && !c->auth_failed_ms)
                 pd__conn_read_start(c);
         }
     }
@@ -283,7 +283,7 @@ static void pd__conn_process(pd__conn *c)
 {
     pd_server *s = c->server;
     uint64_t arrival_ns = pd_pool_now_ns();
-    while (!c->closing && !c->lingering && !c->paused) {
+    while (!c->closing && !c->lingering && !c->paused && !c->auth_failed_ms) {
         const uint8_t *payload;
         size_t len;
         pd_status st = pd_frame_reader_next(&c->reader, &payload, &len);

@@ -326,13 +326,84 @@ static void pd__handle_scene_grid(pd__conn *c, const pd_request *req)
     pd__conn_send(c, buf, len);
 }
 
+/* What a connection may do: everything while the server has no tokens
+ * (it listens on loopback, or protected mode was turned off), else what its
+ * Auth granted. Read per request, so a reload that adds tokens takes the
+ * rights of connections that never authenticated. */
+static pd_role pd__conn_role(const pd__conn *c)
+{
+    return c->server->conf.n_tokens == 0 ? PD_ROLE_ADMIN : c->role;
+}
+
+static pd_role pd__required_role(pd_request_kind kind)
+{
+    switch (kind) {
+    case PD_REQ_PING:
+    case PD_REQ_AUTH:
+    case PD_REQ_NONE:
+        return PD_ROLE_NONE;
+    case PD_REQ_UPDATE_CELLS:
+        return PD_ROLE_WRITE;
+    case PD_REQ_STATS:
+    case PD_REQ_RELOAD:
+        return PD_ROLE_ADMIN;
+    default:
+        return PD_ROLE_QUERY;
+    }
+}
+
+/* Auth: the token's role, or - for a wrong token - nothing more read from
+ * this connection, and the answer and close after
+ * PD_SERVER_AUTH_FAIL_DELAY_MS (the sweep's job). Tokens are never logged. */
+static void pd__handle_auth(pd__conn *c, const pd_request *req)
+{
+    pd_server *s = c->server;
+    size_t len = 0;
+    if (s->conf.n_tokens == 0) {
+        uint8_t *buf = pd_codec_encode_auth(req->id, pd_role_name(PD_ROLE_ADMIN), &len);
+        pd__observe(s, PD_OK);
+        pd__conn_send(c, buf, len);
+        return;
+    }
+    pd_role role = pd_conf_token_role(&s->conf, req->u.auth.token, req->u.auth.len);
+    if (role == PD_ROLE_NONE) {
+        pd_log_info("conn %" PRIu64 ": wrong token; closing in %d ms", c->id, PD_SERVER_AUTH_FAIL_DELAY_MS);
+        c->auth_failed_ms = uv_now(s->loop);
+        c->auth_failed_id = req->id;
+        pd__conn_read_stop(c);
+        return;
+    }
+    c->role = role;
+    uint8_t *buf = pd_codec_encode_auth(req->id, pd_role_name(role), &len);
+    pd__observe(s, PD_OK);
+    pd__conn_send(c, buf, len);
+}
+
 static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns)
 {
     pd_server *s = c->server;
     size_t len = 0;
     uint8_t *buf;
 
+    pd_role have = pd__conn_role(c), need = pd__required_role(req->kind);
+    if (have < need) {
+        if (have == PD_ROLE_NONE)
+            pd__send_error(c, req->id, PD_UNAUTHENTICATED,
+                           "authenticate first: send Auth with a token (only Ping and Auth are served before)");
+        else
+            pd__send_error(c, req->id, PD_PERMISSION_DENIED, "role %s may not send %s (it needs %s)",
+                           pd_role_name(have), pd_request_kind_name(req->kind), pd_role_name(need));
+        return;
+    }
+
     switch (req->kind) {
+    case PD_REQ_AUTH:
+        pd__handle_auth(c, req);
+        return;
+    case PD_REQ_RELOAD:
+        pd__reload(s);
+        buf = pd_codec_encode_ack(req->id, PD_OK, &len);
+        break;
     case PD_REQ_FIND_PATH:
         pd__handle_find_path(c, req, arrival_ns);
         return;

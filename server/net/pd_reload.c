@@ -66,6 +66,8 @@ static void pd__reload_work(uv_work_t *req)
     rl->conf_loaded = 1;
     if (rl->adjust)
         rl->adjust(&rl->next, rl->adjust_user);
+    if (pd_conf_check_protected(&rl->next, rl->err, sizeof rl->err) != 0)
+        return;
     rl->scenes = pd_registry_prepare(&rl->next, rl->err, sizeof rl->err);
     if (rl->scenes && rl->build_world)
         rl->world = pd_world_build_from_set(&rl->next.world, rl->scenes, rl->world_err,

@@ -198,6 +198,11 @@ static void pd__sweep_cb(uv_timer_t *t)
         if (c->lingering) {
             if (now - c->lingering_since_ms >= PD_SERVER_LINGER_MS)
                 pd__conn_close(c);
+        } else if (c->auth_failed_ms != 0) {
+            if (now - c->auth_failed_ms >= PD_SERVER_AUTH_FAIL_DELAY_MS) {
+                pd__send_error(c, c->auth_failed_id, PD_UNAUTHENTICATED, "wrong token");
+                pd__conn_linger(c);
+            }
         } else if (frame_ms > 0 && c->frame_started_ms != 0 && !c->paused &&
                    now - c->frame_started_ms >= frame_ms) {
             /* Input stalls only while the client is paused for not reading

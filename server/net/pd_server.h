@@ -51,6 +51,10 @@
 #define PD_SERVER_FD_RESERVE 64
 /* A failed accept is logged at most once per this long, with the count. */
 #define PD_SERVER_ACCEPT_LOG_MS 1000
+/* After a wrong token nothing more is read from the connection; the answer
+ * (UNAUTHENTICATED) and the close come this long after, give or take one
+ * sweep, so guessing costs a connection and a second per try. */
+#define PD_SERVER_AUTH_FAIL_DELAY_MS 1000
 #define PD_SERVER_FLUSH_MS 2000               /* at shutdown, how long pending replies get to
                                                  reach slow clients before they are cut */
 

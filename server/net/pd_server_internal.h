@@ -44,6 +44,10 @@ typedef struct pd__conn {
     uint32_t writes_pending;     /* uv_write requests not yet called back */
     uint32_t in_flight;          /* jobs submitted and not yet completed */
     uint64_t fair_key;           /* key of its latest job (pd__submit's fair queueing) */
+    pd_role role;                /* what its Auth granted (used while tokens are set) */
+    uint64_t auth_failed_ms;     /* uv_now of a wrong token; 0 = none. Nothing more is
+                                    read; the sweep answers and closes after the delay */
+    uint64_t auth_failed_id;     /* that Auth request's id */
     size_t buffered;             /* bytes counted against the server's buffer budget:
                                     read buffer allocated + answers not yet written */
     uint64_t frame_started_ms;   /* uv_now when the partial frame now buffered began;
@@ -147,6 +151,9 @@ void pd__map_remove(pd__conn_map *m, uint64_t id);
 /* pd_reload.c */
 void pd__reload(pd_server *s);
 
+/* pd_reload.c */
+void pd__reload(pd_server *s);
+
 /* pd_server.c */
 void pd__fit_fd_limit(pd_conf *conf);
 void pd__check_drained(pd_server *s);
@@ -156,6 +163,9 @@ void pd__conn_account(pd__conn *c);
 /* pd_dispatch.c */
 void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_t arrival_ns);
 void pd__dispatch_completions(pd_server *s);
+
+/* pd_reload.c */
+void pd__reload(pd_server *s);
 
 /* pd_server.c */
 void pd__fit_fd_limit(pd_conf *conf);

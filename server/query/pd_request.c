@@ -17,6 +17,8 @@ static const char *const pd__kind_names[PD_REQ__COUNT] = {
     [PD_REQ_UPDATE_CELLS] = "update_cells",
     [PD_REQ_SCENE_GRID] = "scene_grid",
     [PD_REQ_FIND_ROUTE] = "find_route",
+    [PD_REQ_AUTH] = "auth",
+    [PD_REQ_RELOAD] = "reload",
 };
 
 const char *pd_request_kind_name(pd_request_kind kind)

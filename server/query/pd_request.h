@@ -47,6 +47,8 @@ typedef enum pd_request_kind {
     PD_REQ_UPDATE_CELLS,
     PD_REQ_SCENE_GRID,
     PD_REQ_FIND_ROUTE,
+    PD_REQ_AUTH,
+    PD_REQ_RELOAD,
     PD_REQ__COUNT            /* not a kind: how many there are */
 } pd_request_kind;
 
@@ -122,6 +124,10 @@ typedef struct pd_request {
         char scene_name[PD_CONF_MAX_NAME];  /* PD_REQ_SCENE_INFO */
         uint64_t ping_nonce;                /* PD_REQ_PING */
         pd_scene_grid_req grid;             /* PD_REQ_SCENE_GRID */
+        struct {
+            char token[PD_CONF_MAX_TOKEN];  /* never logged */
+            size_t len;
+        } auth;                             /* PD_REQ_AUTH */
     } u;
 } pd_request;
 

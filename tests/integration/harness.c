@@ -207,6 +207,8 @@ static int pdi__config_text(const pdi_limits *l, char *buf, size_t cap)
                        "  \"log_level\": \"%s\",\n",
                        l->threads ? l->threads : PDI__DEFAULT_THREADS,
                        l->log_level ? l->log_level : "info");
+    if (l->auth_json)
+        bad |= pdi__append(buf, cap, &len, "  \"auth\": %s,\n", l->auth_json);
     struct {
         const char *key;
         uint64_t value;
