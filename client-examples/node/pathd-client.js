@@ -180,9 +180,11 @@ class PathdClient {
   /* addr is "host:port" or "[v6addr]:port". The socket opens on the first
    * call. options.timeoutMs bounds each request; options.retryAttempts
    * (>= 1) is how many times in all a request the server answers OVERLOADED
-   * is sent; options.protoPath locates pathd.proto. */
+   * is sent; options.protoPath locates pathd.proto; options.token, for a
+   * server with auth.tokens, is sent first on every new socket (auth()). */
   constructor(addr = DEFAULT_SERVER, {
     timeoutMs = DEFAULT_TIMEOUT_MS, retryAttempts = RETRY_ATTEMPTS, protoPath = DEFAULT_PROTO_PATH,
+    token = null,
   } = {}) {
     ({ host: this.host, port: this.port } = parseAddress(addr));
     if (!(Number.isInteger(retryAttempts) && retryAttempts >= 1)) {
@@ -197,6 +199,33 @@ class PathdClient {
     // request can never be mistaken for a new one.
     this._nextId = 1;
     this._pending = new Map(); // id -> { isPath, result, nextSeq, resolve, reject, timer }
+    this.token = token;
+    this.role = null;
+    this._auth = null;
+  }
+
+  /* Authenticates this socket (and every later one) with token; resolves
+   * with the role granted ("query", "write" or "admin"). A wrong token
+   * rejects with UNAUTHENTICATED after about a second, and the server
+   * closes the connection. */
+  auth(token) {
+    this.token = token;
+    return this._socket ? this._authenticate() : (this._ensureConnected(), this._auth);
+  }
+
+  /* Sends Auth with the kept token ahead of anything else queued after it. */
+  _authenticate() {
+    const { promise } = this._send({ auth: { token: this.token } }, false);
+    this._auth = promise.then((answer) => {
+      if (answer.status !== 'OK') {
+        throw new PathdError(answer.status, answer.message, { requestId: answer.id });
+      }
+      this.role = answer.auth.role;
+      return this.role;
+    });
+    // Requests sent behind it fail on their own; only auth() reports this.
+    this._auth.catch(() => {});
+    return this._auth;
   }
 
   get connected() {
@@ -232,6 +261,7 @@ class PathdClient {
     socket.on('close', () => this._fail(socket, PathdDisconnected, reason));
     this._socket = socket;
     this._rbuf = Buffer.alloc(0);
+    if (this.token !== null) this._authenticate();
     return socket;
   }
 
@@ -442,6 +472,12 @@ class PathdClient {
   /* Server-wide counters (pathd.v1.Stats, camelCase names). */
   stats() {
     return this._callOther({ stats: {} }, 'stats');
+  }
+
+  /* Admin: the server rereads its config and maps, as on SIGHUP. */
+  async reload() {
+    const answer = await this._call({ reload: {} }, false);
+    if (answer.status !== 'OK') throw new PathdError(answer.status, answer.message, { requestId: answer.id });
   }
 }
 

@@ -192,11 +192,13 @@ class PathdClient:
     """One TCP connection to pathd (see the module docstring)."""
 
     def __init__(self, addr=DEFAULT_SERVER, timeout=DEFAULT_TIMEOUT_S, connect=True,
-                 retry_attempts=RETRY_ATTEMPTS):
+                 retry_attempts=RETRY_ATTEMPTS, token=None):
         """addr is "host:port" or "[v6addr]:port"; timeout (seconds) bounds the
         connect, every blocking call and every send. With connect=False the
         first call connects. retry_attempts (>= 1) is how many times in all a
-        blocking call sends a request the server answers OVERLOADED."""
+        blocking call sends a request the server answers OVERLOADED. token, for
+        a server with auth.tokens, is sent first on every (re)connect; role
+        then says what it granted ("query", "write" or "admin")."""
         self._host, self._port = _parse_addr(addr)
         if retry_attempts < 1:
             raise ValueError("retry_attempts must be at least 1")
@@ -209,6 +211,8 @@ class PathdClient:
         self._next_id = 1
         self._pending = {}
         self._completed = deque()  # ids of finished path requests, completion order
+        self.token = token
+        self.role = None
         if connect:
             self.connect()
 
@@ -225,6 +229,12 @@ class PathdClient:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock = sock
         self._rbuf.clear()
+        if self.token is not None:
+            try:
+                self.auth(self.token)
+            except PathdError:
+                self.close()
+                raise
 
     def reconnect(self):
         """Drops the connection (unanswered requests fail with
@@ -507,6 +517,26 @@ class PathdClient:
         if response.WhichOneof("body") != body:
             raise PathdProtocolError("answer to request %d has the wrong body" % p.id, p.id)
         return getattr(response, body)
+
+    def auth(self, token):
+        """Authenticates this connection (and every later reconnect) with token;
+        returns the role granted. A wrong token raises PathdError
+        UNAUTHENTICATED after about a second, and the server closes the
+        connection."""
+        self.token = token
+        request = pb.Request()
+        request.auth.token = token
+        self.role = self._call_other(request, "auth").role
+        return self.role
+
+    def reload(self):
+        """Admin: the server rereads its config and maps, as on SIGHUP."""
+        request = pb.Request()
+        request.reload.SetInParent()
+        p = self._call(request, False)
+        if p.response.status != pb.OK:
+            message = p.response.error.message if p.response.WhichOneof("body") == "error" else ""
+            raise PathdError(_status_name(p.response.status), message, p.id)
 
     def ping(self):
         """Round trip; returns the measured time in seconds."""

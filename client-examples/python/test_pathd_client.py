@@ -104,7 +104,7 @@ class Daemon:
     """A pathd started by a test from PATHD_CONFIG, with some limits changed
     and the trap scene added."""
 
-    def __init__(self, limits):
+    def __init__(self, limits, auth=None):
         config_path = env("PATHD_CONFIG")
         with open(config_path) as f:
             config = json.load(f)
@@ -122,6 +122,8 @@ class Daemon:
         config["metrics_listen"] = ""
         config["jump_point_search"] = False
         config["limits"].update(limits)
+        if auth is not None:
+            config["auth"] = auth
         path = os.path.join(self.dir.name, "pathd.json")
         with open(path, "w") as f:
             json.dump(config, f)
@@ -443,6 +445,52 @@ class OverloadedLiveTest(unittest.TestCase):
             self.assertEqual(client.recv().id, long_id)
             # The short request was refused at least once while the long one ran.
             self.assertGreater(client.stats()["overloaded_total"], before)
+
+
+class AuthLiveTest(unittest.TestCase):
+    """Against a daemon with tokens: the client authenticates on connect."""
+
+    QUERY = "query-token-0123456789"
+    ADMIN = "admin-token-0123456789"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = Daemon({}, auth={"tokens": [{"token": cls.QUERY, "role": "query"},
+                                                 {"token": cls.ADMIN, "role": "admin"}]})
+
+    @classmethod
+    def tearDownClass(cls):
+        status = cls.daemon.stop()
+        if status != 0:
+            raise AssertionError("helper pathd exited with %d:\n%s" % (status, cls.daemon.read_log()))
+
+    def test_without_a_token_only_ping_is_served(self):
+        with PathdClient(self.daemon.addr, timeout=10) as client:
+            client.ping()
+            with self.assertRaises(PathdError) as caught:
+                client.scenes()
+            self.assertEqual(caught.exception.status, "UNAUTHENTICATED")
+
+    def test_token_grants_its_role_and_no_more(self):
+        with PathdClient(self.daemon.addr, timeout=10, token=self.QUERY) as client:
+            self.assertEqual(client.role, "query")
+            self.assertEqual(client.find_path(*SHORT).status, "OK")
+            with self.assertRaises(PathdError) as caught:
+                client.stats()
+            self.assertEqual(caught.exception.status, "PERMISSION_DENIED")
+        with PathdClient(self.daemon.addr, timeout=10, token=self.ADMIN) as client:
+            self.assertEqual(client.role, "admin")
+            self.assertIn("requests_total", client.stats())
+
+    def test_token_is_sent_again_after_a_reconnect(self):
+        with PathdClient(self.daemon.addr, timeout=10, token=self.QUERY) as client:
+            client.reconnect()
+            self.assertEqual(client.find_path(*SHORT).status, "OK")
+
+    def test_wrong_token_is_refused(self):
+        with self.assertRaises(PathdError) as caught:
+            PathdClient(self.daemon.addr, timeout=10, token="wrong-token-0123456789")
+        self.assertEqual(caught.exception.status, "UNAUTHENTICATED")
 
 
 class FakeServerTest(unittest.TestCase):

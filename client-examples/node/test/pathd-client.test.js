@@ -250,6 +250,54 @@ describe('daemon with one request in flight per connection', () => {
   });
 });
 
+describe('daemon with tokens', () => {
+  const QUERY = 'query-token-0123456789';
+  const ADMIN = 'admin-token-0123456789';
+  let daemon;
+
+  before(async () => {
+    daemon = await Daemon.start({}, { tokens: [{ token: QUERY, role: 'query' }, { token: ADMIN, role: 'admin' }] });
+  });
+
+  after(async () => {
+    const log = daemon.log();
+    assert.equal(await daemon.stop(), 0, log);
+  });
+
+  it('serves only ping before auth', async () => {
+    const client = new PathdClient(daemon.addr, { timeoutMs: 10000 });
+    try {
+      await client.ping();
+      await assert.rejects(client.scenes(), (err) => err instanceof PathdError && err.status === 'UNAUTHENTICATED');
+    } finally {
+      client.close();
+    }
+  });
+
+  it('grants the token its role and no more, first thing on every socket', async () => {
+    const client = new PathdClient(daemon.addr, { timeoutMs: 10000, token: QUERY });
+    try {
+      assert.equal((await client.findPath(...SHORT)).status, 'OK');
+      assert.equal(client.role, 'query');
+      await assert.rejects(client.stats(), (err) => err instanceof PathdError && err.status === 'PERMISSION_DENIED');
+      assert.equal(await client.auth(ADMIN), 'admin');
+      assert.ok((await client.stats()).requestsTotal > 0);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('refuses a wrong token', async () => {
+    const client = new PathdClient(daemon.addr, { timeoutMs: 10000 });
+    try {
+      await assert.rejects(client.auth('wrong-token-0123456789'),
+        (err) => err instanceof PathdError && err.status === 'UNAUTHENTICATED');
+    } finally {
+      client.close();
+    }
+  });
+});
+
 describe('fake server', () => {
   it('retries OVERLOADED once, then assembles an answer from split frames', async () => {
     const server = await FakeServer.start(async (s) => {

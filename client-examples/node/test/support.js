@@ -64,7 +64,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 /* A pathd started by a test from PATHD_CONFIG, with some limits changed and
  * the trap scene added. */
 class Daemon {
-  static async start(limits) {
+  static async start(limits, auth = null) {
     const configPath = env('PATHD_CONFIG');
     const config = JSON.parse(fs.readFileSync(configPath, 'utf8'));
     const base = path.dirname(path.resolve(configPath));
@@ -81,6 +81,7 @@ class Daemon {
     config.metrics_listen = '';
     config.jump_point_search = false;
     Object.assign(config.limits, limits);
+    if (auth) config.auth = auth;
     const file = path.join(d.dir, 'pathd.json');
     fs.writeFileSync(file, JSON.stringify(config));
     d.logPath = path.join(d.dir, 'pathd.log');
