@@ -22,7 +22,7 @@
  *         { "token": "...", "role": "query" },     16..127 printable ASCII bytes
  *         { "token_env": "PATHD_TOKEN_ADMIN", "role": "admin" }
  *       ],                               token_env: read from the environment; an
- *                                        unset variable skips the entry
+ *                                        unset or empty variable skips the entry
  *       "protected_mode": true           refuse to listen off loopback with no token
  *     },
  *     "limits": {
@@ -619,8 +619,8 @@ static int pd__parse_token(const pd__ctx *ctx, const cJSON *e, const char *path,
     pd_conf_json_key(child, path, tok ? "token" : "token_env");
     if (pd__get_string(ctx, tok ? tok : env, child, &value) != 0)
         return -1;
-    if (env && !(value = getenv(value)))
-        return 0;
+    if (env && (!(value = getenv(value)) || !*value))
+        return 0; /* unset or empty: this entry is off */
     size_t n = strlen(value);
     if (n < PD_CONF_MIN_TOKEN || n >= PD_CONF_MAX_TOKEN)
         return pd__fail(ctx, child, "the token must be %d..%d bytes long, not %zu", PD_CONF_MIN_TOKEN,

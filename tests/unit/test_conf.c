@@ -658,6 +658,74 @@ static void test_log_level_names(void **state)
     assert_string_equal(pd_log_level_name((pd_log_level)42), "unknown");
 }
 
+/* auth: tokens with roles (literal or from the environment, an unset or
+ * empty variable skipping its entry), their checks, the role a token
+ * grants (an exact match only, the highest when a token is listed twice),
+ * and protected mode. */
+static void test_auth(void **state)
+{
+    (void)state;
+    pd_conf c;
+    char err[512];
+    setenv("PD_TEST_TOKEN_SET", "from-the-environment-123", 1);
+    unsetenv("PD_TEST_TOKEN_UNSET");
+    setenv("PD_TEST_TOKEN_EMPTY", "", 1);
+    assert_int_equal(load("{\"auth\": {\"tokens\": ["
+                          "{\"token\": \"query-token-0123456789\", \"role\": \"query\"},"
+                          "{\"token_env\": \"PD_TEST_TOKEN_SET\", \"role\": \"admin\"},"
+                          "{\"token_env\": \"PD_TEST_TOKEN_UNSET\", \"role\": \"write\"},"
+                          "{\"token_env\": \"PD_TEST_TOKEN_EMPTY\", \"role\": \"write\"},"
+                          "{\"token\": \"query-token-0123456789\", \"role\": \"write\"}]}}",
+                          &c, err, sizeof err),
+                     0);
+    assert_int_equal(c.n_tokens, 3);
+    assert_int_equal(c.protected_mode, 1);
+    assert_int_equal(pd_conf_token_role(&c, "query-token-0123456789", 22), PD_ROLE_WRITE);
+    assert_int_equal(pd_conf_token_role(&c, "from-the-environment-123", 24), PD_ROLE_ADMIN);
+    assert_int_equal(pd_conf_token_role(&c, "query-token-012345678", 21), PD_ROLE_NONE);  /* prefix */
+    assert_int_equal(pd_conf_token_role(&c, "query-token-01234567890", 23), PD_ROLE_NONE); /* longer */
+    assert_int_equal(pd_conf_token_role(&c, "", 0), PD_ROLE_NONE);
+    assert_string_equal(pd_role_name(PD_ROLE_WRITE), "write");
+    pd_conf_free(&c);
+
+    expect_error("{\"auth\": {\"tokens\": [{\"token\": \"short\", \"role\": \"query\"}]}}",
+                 "t.json: $.auth.tokens[0].token: the token must be 16..127 bytes long, not 5");
+    expect_error("{\"auth\": {\"tokens\": [{\"token\": \"has a space in it, long\", \"role\": \"query\"}]}}",
+                 "t.json: $.auth.tokens[0].token: the token must be printable ASCII without spaces");
+    expect_error("{\"auth\": {\"tokens\": [{\"token\": \"query-token-0123456789\", \"role\": \"root\"}]}}",
+                 "t.json: $.auth.tokens[0].role: must be \"query\", \"write\" or \"admin\"");
+    expect_error("{\"auth\": {\"tokens\": [{\"role\": \"query\"}]}}",
+                 "t.json: $.auth.tokens[0]: needs \"role\" and exactly one of \"token\" and \"token_env\"");
+    expect_error("{\"auth\": {\"protected_mode\": 1}}",
+                 "t.json: $.auth.protected_mode: must be true or false, not a number");
+    expect_error("{\"auth\": {\"secret\": 1}}", "t.json: $.auth.secret: unknown key");
+
+    /* Protected mode: off loopback with no token is refused, for either
+     * port; a token, loopback, or protected_mode false lets it be. */
+    static const struct {
+        const char *json;
+        int ok;
+    } cases[] = {
+        {"{\"listen\": \"0.0.0.0:1\"}", 0},
+        {"{\"listen\": \"[::]:1\"}", 0},
+        {"{\"listen\": \"127.0.0.1:1\", \"metrics_listen\": \"0.0.0.0:2\"}", 0},
+        {"{\"listen\": \"127.0.0.1:1\", \"metrics_listen\": \"127.0.0.1:2\"}", 1},
+        {"{\"listen\": \"[::1]:1\"}", 1},
+        {"{\"listen\": \"0.0.0.0:1\", \"auth\": {\"protected_mode\": false}}", 1},
+        {"{\"listen\": \"0.0.0.0:1\", \"auth\": {\"tokens\": [{\"token\": \"query-token-0123456789\", "
+         "\"role\": \"query\"}]}}", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(load(cases[i].json, &c, err, sizeof err), 0);
+        int rc = pd_conf_check_protected(&c, err, sizeof err);
+        if ((rc == 0) != cases[i].ok)
+            fail_msg("%s: protected mode says %d (%s)", cases[i].json, rc, rc ? err : "");
+        if (rc != 0)
+            assert_non_null(strstr(err, "protected mode"));
+        pd_conf_free(&c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -680,6 +748,7 @@ int main(void)
         cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_small_error_buffers),
         cmocka_unit_test(test_log_level_names),
+        cmocka_unit_test(test_auth),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
