@@ -12,6 +12,7 @@ PKGS=(
   valgrind
   python3-protobuf protobuf-compiler
   libpng-dev curl
+  haproxy openssl
 )
 # Node.js runs the PathFinding.js peer benchmark and the Node client's tests.
 # Machines that already ship a node (as this project's dev images do) keep it;
