@@ -9,6 +9,7 @@
  * bad command-line arguments.
  */
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,9 @@
 #include "pd_pool.h"
 #include "pd_scene.h"
 #include "pd_server.h"
+
+/* Bytes from which an allocation is its own mapping (see main). */
+#define PD_MAIN_MMAP_THRESHOLD (128 * 1024)
 
 #ifndef PATHD_VERSION
 #define PATHD_VERSION "unknown"
@@ -229,6 +233,11 @@ int main(int argc, char **argv)
     }
     /* A client that vanishes mid-write must cost an EPIPE, not the process. */
     signal(SIGPIPE, SIG_IGN);
+    /* Frame and answer buffers of 128 KiB and more come from mmap and go
+     * back to the system when freed. glibc would otherwise raise this
+     * threshold after the first such free and serve later ones from the
+     * heap, which keeps what the buffer budget sheds as fragments. */
+    mallopt(M_MMAP_THRESHOLD, PD_MAIN_MMAP_THRESHOLD);
 
     if (pd_conf_load_file(args.config_path, &conf, err, sizeof err) != 0) {
         pd_log_error("%s", err);

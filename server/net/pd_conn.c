@@ -74,6 +74,7 @@ static void pd__write_cb(uv_write_t *req, int status)
     pd_server *s = c->server;
 
     c->writes_pending--;
+    c->out_bytes -= w->buf.len;
     free(w->buf.base);
     free(w);
     if (status < 0) {
@@ -129,6 +130,7 @@ void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len)
         return;
     }
     c->writes_pending++;
+    c->out_bytes += len;
 
     /* The backlog is what libuv holds because the kernel's send buffer is
      * full: bytes the client has not taken yet. */
@@ -169,12 +171,14 @@ static void pd__shed(pd_server *s)
 }
 
 /* Counts again what c holds against the server's buffer budget - its read
- * buffer as allocated and the answers libuv has not written yet - then keeps
- * the server within the budget (which may close c itself). */
+ * buffer as allocated and every answer buffer not yet called back from
+ * uv_write (not libuv's write queue size, which leaves out the part of an
+ * answer the kernel took while the buffer stays allocated) - then keeps the
+ * server within the budget (which may close c itself). */
 void pd__conn_account(pd__conn *c)
 {
     pd_server *s = c->server;
-    size_t now = c->closing ? 0 : c->reader.cap + uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+    size_t now = c->closing ? 0 : c->reader.cap + c->out_bytes;
     s->buffered_bytes = s->buffered_bytes - c->buffered + now;
     c->buffered = now;
     pd__shed(s);

@@ -48,6 +48,7 @@ typedef struct pd__conn {
     uint64_t auth_failed_ms;     /* uv_now of a wrong token; 0 = none. Nothing more is
                                     read; the sweep answers and closes after the delay */
     uint64_t auth_failed_id;     /* that Auth request's id */
+    size_t out_bytes;            /* answer bytes handed to uv_write, not yet called back */
     size_t buffered;             /* bytes counted against the server's buffer budget:
                                     read buffer allocated + answers not yet written */
     uint64_t frame_started_ms;   /* uv_now when the partial frame now buffered began;
