@@ -1,53 +1,60 @@
 # Tests for pathd-bench, the Moving AI benchmark runner (bench/pathd_bench.c).
 #
 # bench_movingai_quick runs a spread-out subset of every scenario file in the
-# shared Moving AI data and fails on any mismatch: it is the project's
-# end-to-end proof that the search is optimal on real game maps. The other
-# tests use small files in tests/data (made for this project, with lengths
-# from an independent Dijkstra) to prove the runner itself catches wrong
-# lengths, unreachable goals and bad input instead of passing everything.
+# repository's Moving AI subset (tests/data/movingai) and fails on any
+# mismatch; bench_movingai_full_quick does the same over the full shared set
+# when it is present. The other tests use small files in tests/data (made for
+# this project, with lengths from an independent Dijkstra) to prove the runner
+# itself catches wrong lengths, unreachable goals and bad input instead of
+# passing everything.
 #
 # Commands are small POSIX sh scripts (bracket arguments, so CMake leaves them
 # alone) because ctest cannot otherwise check both an exit status and output.
 
-# Every 200th query of each of the 20 files: about 280 queries from every
-# bucket range, some 2 s in a Release build and well under a minute under
-# ASan+UBSan in Debug.
+# Every 200th query of each scenario file: from every bucket range, a few
+# seconds in a Release build and well under a minute under ASan+UBSan.
 set(PD_BENCH_QUICK_EVERY 200)
 
-add_test(NAME bench_movingai_quick
-  COMMAND sh -c [=[
-bench="$1"; every="$2"; data="${PATHD_BENCH_DATA:-$3}"
-if [ ! -d "$data/scen" ] || [ ! -d "$data/maps" ]; then
-  echo "bench_movingai_quick: Moving AI data not found at '$data' (need scen/ and maps/)." >&2
-  echo "Set PATHD_BENCH_DATA or configure with -DPATHD_BENCH_DATA=DIR." >&2
-  exit 1
-fi
-set -- "$data"/scen/*.map.scen
-if [ ! -f "$1" ]; then
-  echo "bench_movingai_quick: no .map.scen files in '$data/scen'." >&2
-  exit 1
-fi
-echo "bench_movingai_quick: $# scenario files from $data, every ${every}th query"
+# pd_movingai_test(NAME name DATA dir [FULL] SCRIPT script [ARGS ...])
+#   Runs SCRIPT (sh; ARGS then the scenario files as its parameters) over
+#   every .map.scen file under DATA/scen, through tests/movingai_suite.sh.
+#   Without FULL the data is the repository's subset and missing files fail
+#   the test; with FULL it is the shared 20-map set, whose absence exits 77:
+#   ctest reports the test as skipped and its output says why.
+function(pd_movingai_test)
+  cmake_parse_arguments(T "FULL" "NAME;DATA;SCRIPT;TIMEOUT" "ARGS" ${ARGN})
+  set(missing 1)
+  if(T_FULL)
+    set(missing 77)
+  endif()
+  add_test(NAME ${T_NAME}
+    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/movingai_suite.sh ${T_NAME} ${T_DATA} ${missing} "${T_SCRIPT}"
+      ${T_ARGS})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  set_tests_properties(${T_NAME} PROPERTIES LABELS "sanitize" TIMEOUT ${T_TIMEOUT} SKIP_RETURN_CODE 77)
+endfunction()
+
+# The project's end-to-end proof that the search is optimal on real game maps:
+# any mismatch with a file's optimal length fails.
+set(PD_BENCH_QUICK_SCRIPT [=[
+bench="$1"; every="$2"; shift 2
 exec "$bench" --every "$every" "$@"
-]=] bench_movingai_quick $<TARGET_FILE:pathd-bench> ${PD_BENCH_QUICK_EVERY} ${PATHD_BENCH_DATA})
-set_tests_properties(bench_movingai_quick PROPERTIES LABELS "sanitize" TIMEOUT 120)
+]=])
+pd_movingai_test(NAME bench_movingai_quick DATA ${PD_MOVINGAI_DIR} SCRIPT "${PD_BENCH_QUICK_SCRIPT}"
+  ARGS $<TARGET_FILE:pathd-bench> ${PD_BENCH_QUICK_EVERY})
+pd_movingai_test(NAME bench_movingai_full_quick DATA ${PATHD_BENCH_DATA} FULL SCRIPT "${PD_BENCH_QUICK_SCRIPT}"
+  ARGS $<TARGET_FILE:pathd-bench> ${PD_BENCH_QUICK_EVERY})
 
 # --warmup (what `make bench` times with) runs each map's picked queries once
 # untimed first; the timed run must still check every one of them. The quick
 # subset is run with and without it: both must pass with 0 failures and report
 # the same query count (so the warm-up neither adds nor drops queries), and
 # the JSON header must say which mode ran.
-add_test(NAME bench_movingai_quick_warmup
-  COMMAND sh -c [=[
-bench="$1"; every="$2"; data="${PATHD_BENCH_DATA:-$3}"
-if [ ! -d "$data/scen" ] || [ ! -d "$data/maps" ]; then
-  echo "bench_movingai_quick_warmup: Moving AI data not found at '$data'." >&2
-  echo "Set PATHD_BENCH_DATA or configure with -DPATHD_BENCH_DATA=DIR." >&2
-  exit 1
-fi
-set -- "$data"/scen/*.map.scen
-[ -f "$1" ] || { echo "no .map.scen files in '$data/scen'" >&2; exit 1; }
+pd_movingai_test(NAME bench_movingai_quick_warmup DATA ${PD_MOVINGAI_DIR} TIMEOUT 240
+  ARGS $<TARGET_FILE:pathd-bench> ${PD_BENCH_QUICK_EVERY} SCRIPT [=[
+bench="$1"; every="$2"; shift 2
 cold=$("$bench" --quiet --every "$every" "$@") || { echo "cold run failed: $cold" >&2; exit 1; }
 json=$(mktemp) || exit 1
 warm=$("$bench" --json --warmup --every "$every" "$@" 2>&1 >"$json"); rc=$?
@@ -58,8 +65,7 @@ case $cold in *" passed, 0 failed") ;; *) echo "expected 0 failures without --wa
 [ "$rc" -eq 0 ] || { echo "pathd-bench --warmup exited $rc" >&2; exit 1; }
 [ "$warm" = "$cold" ] || { echo "--warmup changed the closing line" >&2; exit 1; }
 [ "$header" -eq 1 ] || { echo "JSON header lacks \"warmup\": true" >&2; exit 1; }
-]=] bench_movingai_quick_warmup $<TARGET_FILE:pathd-bench> ${PD_BENCH_QUICK_EVERY} ${PATHD_BENCH_DATA})
-set_tests_properties(bench_movingai_quick_warmup PROPERTIES LABELS "sanitize" TIMEOUT 240)
+]=])
 
 # Runs pathd-bench on the given files and passes only when it exits with the
 # expected status and its last line is exactly the expected closing line.

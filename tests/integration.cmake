@@ -2,14 +2,14 @@
 # from this build on an ephemeral loopback port and talks to it over sockets,
 # through the C client library and through raw frames. In sanitizer builds the
 # daemon carries the same sanitizer, and the harness fails a test whose daemon
-# log holds a sanitizer report. The Moving AI data comes from
-# $PATHD_BENCH_DATA or PATHD_BENCH_DATA (the shared benchmarks).
+# log holds a sanitizer report. den520d comes from the Moving AI subset in
+# tests/data/movingai, so no outside data is needed.
 add_library(pathd_integ_harness STATIC integration/harness.c)
 target_include_directories(pathd_integ_harness PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}/integration")
 target_link_libraries(pathd_integ_harness PUBLIC pathd_client PkgConfig::CMOCKA Threads::Threads m)
 target_compile_definitions(pathd_integ_harness PRIVATE
   PD_TEST_DATA_DIR="${PD_TEST_DATA_DIR}"
-  PD_BENCH_DATA_DEFAULT="${PATHD_BENCH_DATA}"
+  PD_MOVINGAI_DIR="${PD_MOVINGAI_DIR}"
   PD_BINARY_DIR="${CMAKE_BINARY_DIR}")
 # The tests run the binaries, so building a test builds them too.
 add_dependencies(pathd_integ_harness pathd pathctl)

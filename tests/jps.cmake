@@ -1,27 +1,25 @@
 # Jump Point Search (server/core/pd_jps.c): compared against A* on random
-# grids and on every 10th query of the Moving AI scenario files.
+# grids and on every 10th query of the repository's Moving AI subset.
 # The Moving AI comparison runs A* too: minutes under ASan, hence the timeout.
 pd_test(NAME test_jps SOURCES unit/test_jps.c LIBS pathd_core LABELS sanitize TIMEOUT 900)
 
 # pathd-bench --algo jps: the small hand-checked files (a wrong length must
-# still be caught), every 200th query of the Moving AI files, and the usage
+# still be caught), every 200th query of the Moving AI files (the
+# repository's subset, and the full shared set when present), and the usage
 # errors. pd_bench_expect comes from bench.cmake, which sorts before this file.
 pd_bench_expect(bench_jps_small_pass 0 "20 passed, 0 failed"
   --algo jps bench_small.map.scen bench_small_g.map.scen)
 pd_bench_expect(bench_jps_wrong_length 1 "9 passed, 1 failed" --algo jps bench_wrong_length.map.scen)
 pd_bench_expect(bench_jps_unreachable 1 "1 passed, 1 failed" --algo jps bench_unreachable.map.scen)
 
-add_test(NAME bench_jps_movingai_quick
-  COMMAND sh -c [=[
-bench="$1"; data="${PATHD_BENCH_DATA:-$2}"
-set -- "$data"/scen/*.map.scen
-if [ ! -f "$1" ]; then
-  echo "bench_jps_movingai_quick: no Moving AI scenarios under '$data/scen'." >&2
-  exit 1
-fi
+set(PD_BENCH_JPS_SCRIPT [=[
+bench="$1"; shift
 exec "$bench" --algo jps --every 200 "$@"
-]=] bench_jps_movingai_quick $<TARGET_FILE:pathd-bench> ${PATHD_BENCH_DATA})
-set_tests_properties(bench_jps_movingai_quick PROPERTIES LABELS "sanitize" TIMEOUT 120)
+]=])
+pd_movingai_test(NAME bench_jps_movingai_quick DATA ${PD_MOVINGAI_DIR} SCRIPT "${PD_BENCH_JPS_SCRIPT}"
+  ARGS $<TARGET_FILE:pathd-bench>)
+pd_movingai_test(NAME bench_jps_movingai_full_quick DATA ${PATHD_BENCH_DATA} FULL SCRIPT "${PD_BENCH_JPS_SCRIPT}"
+  ARGS $<TARGET_FILE:pathd-bench>)
 
 add_test(NAME bench_jps_cli_errors
   COMMAND sh -c [=[

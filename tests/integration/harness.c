@@ -80,10 +80,9 @@ const char *pdi_pathctl_binary(void)
     return PD_BINARY_DIR "/client-examples/c/pathctl";
 }
 
-const char *pdi_bench_data_dir(void)
+const char *pdi_movingai_dir(void)
 {
-    const char *env = getenv("PATHD_BENCH_DATA");
-    return (env && env[0]) ? env : PD_BENCH_DATA_DEFAULT;
+    return PD_MOVINGAI_DIR;
 }
 
 /* ---- files --------------------------------------------------------------- */
@@ -242,7 +241,7 @@ static int pdi__config_text(const pdi_limits *l, char *buf, size_t cap)
         "    {\"name\": \"den520d\", \"map\": \"%s/maps/den520d.map\", \"format\": \"movingai\"},\n"
         "    {\"name\": \"serpent\", \"map\": \"serpent.txt\", \"format\": \"ascii\"}%s\n"
         "  ]\n}\n",
-        PD_TEST_DATA_DIR, pdi_bench_data_dir(), l->extra_scenes_json ? l->extra_scenes_json : "");
+        PD_TEST_DATA_DIR, pdi_movingai_dir(), l->extra_scenes_json ? l->extra_scenes_json : "");
     return bad ? -1 : 0;
 }
 
@@ -819,11 +818,11 @@ static double pdi__tolerance(const char *printed, double value)
 size_t pdi_load_scenarios(pdi_scenario *out, size_t max)
 {
     char path[PDI_PATH_MAX];
-    snprintf(path, sizeof path, "%s/scen/den520d.map.scen", pdi_bench_data_dir());
+    snprintf(path, sizeof path, "%s/scen/den520d.map.scen", pdi_movingai_dir());
     size_t len = 0;
     char *text = pdi__read_file(path, PDI__LOG_READ_MAX, &len);
     if (!text) {
-        fprintf(stderr, "harness: cannot read %s (set PATHD_BENCH_DATA)\n", path);
+        fprintf(stderr, "harness: cannot read %s (the Moving AI subset in tests/data/movingai)\n", path);
         return 0;
     }
     /* Collect the problem lines (everything after "version 1"). */
@@ -867,7 +866,7 @@ int pdi_grid_load_den520d(pdi_grid *g)
 {
     memset(g, 0, sizeof *g);
     char path[PDI_PATH_MAX];
-    snprintf(path, sizeof path, "%s/maps/den520d.map", pdi_bench_data_dir());
+    snprintf(path, sizeof path, "%s/maps/den520d.map", pdi_movingai_dir());
     char *text = pdi__read_file(path, PDI__LOG_READ_MAX, NULL);
     if (!text)
         return -1;

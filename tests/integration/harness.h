@@ -12,9 +12,9 @@
  * Scenes every config serves:
  *   "rooms"   tests/data/integ_rooms.txt (ascii, 24x12, origin (-10.5, 4),
  *             cell size 0.5): walls, a sealed pocket, a cost-3 patch.
- *   "den520d" the Moving AI den520d map, read from the shared benchmark data
- *             ($PATHD_BENCH_DATA, else PD_BENCH_DATA_DEFAULT), whose .scen
- *             file gives optimal costs.
+ *   "den520d" the Moving AI den520d map, read from the subset in the
+ *             repository (tests/data/movingai), whose .scen file gives
+ *             optimal costs.
  *   "serpent" a PDI_SERPENT_SIZE square serpentine written into the temp dir
  *             at start: the one path from (0,0) to its far end threads every
  *             corridor, so a search takes long enough (~0.5 M expansions) to
@@ -174,8 +174,8 @@ void pdi_sleep_ms(int ms);
 
 /* ---- Moving AI data ---------------------------------------------------- */
 
-/* The benchmark data directory: $PATHD_BENCH_DATA or PD_BENCH_DATA_DEFAULT. */
-const char *pdi_bench_data_dir(void);
+/* The Moving AI subset in the repository (tests/data/movingai). */
+const char *pdi_movingai_dir(void);
 
 typedef struct pdi_scenario {
     int32_t sx, sy, gx, gy;
