@@ -2,12 +2,16 @@
 #   make run   - install missing Debian packages, build, start pathd on the demo world
 #   make test  - same bootstrap, build, run every test
 # Plus: make test-sanitize (ASan+UBSan and TSan builds), make test-docker (the
-# container image), make bench (vs peers).
+# container image), make bench (vs peers), make fuzz (each libFuzzer target for
+# FUZZ_SECONDS, docs/FUZZING.md).
 BUILD    ?= build
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CONFIG   ?= config/default.json
+# The libFuzzer targets: clang, ASan+UBSan in the code under test too.
+FUZZ_BUILD   ?= $(BUILD)-fuzz
+FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build run test test-sanitize test-docker bench clean
+.PHONY: all deps build fuzz-build run test test-sanitize test-docker bench fuzz clean
 
 all: build
 
@@ -18,11 +22,19 @@ build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
+fuzz-build: deps
+	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DPATHD_SANITIZE=address -DPATHD_FUZZ=ON >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
+
 run: build
 	$(BUILD)/server/pathd --config $(CONFIG)
 
-test: build
+# Every test, then every fuzz target's corpus and regression inputs replayed
+# once under ASan+UBSan (no fuzzing).
+test: build fuzz-build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	ctest --test-dir $(FUZZ_BUILD) --output-on-failure -j $(JOBS) -L fuzz
 
 # Unit and integration tests under ASan+UBSan; the threaded ones under TSan.
 test-sanitize: deps
@@ -43,5 +55,9 @@ test-docker: build
 bench: build
 	bench/run-bench.sh $(BUILD)
 
+# Each fuzz target for FUZZ_SECONDS (make fuzz FUZZ_SECONDS=600).
+fuzz: fuzz-build
+	tests/fuzz/run-fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(FUZZ_BUILD)

@@ -380,8 +380,11 @@ static size_t pd__smooth(const pd_path_query *q, const pd_grid *grid, pd_point *
 
 /* Steps 5 and 6 for one stretch of path in s->buf: the requested style
  * (smoothing on grid, avoid cells blocked), then an exact-size copy in
- * *path and, when speed > 0, arrival times from t0 on. Returns PD_OK or
- * PD_INTERNAL (memory), with nothing left allocated on failure. */
+ * *path and, when speed > 0, arrival times from t0 on. Returns PD_OK,
+ * PD_INVALID_ARGUMENT (a speed so slow, or a start time so late, that an
+ * arrival time overflows to infinity: no answer in seconds exists, and inf
+ * is no number for a client's JSON) or PD_INTERNAL (memory), with nothing
+ * left allocated on failure. */
 static pd_status pd__finish_path(pd_query_scratch *s, const pd_path_query *styler, const pd_grid *grid,
                                  pd_waypoint_style style, size_t len, double speed, double cell_size,
                                  double t0, pd_point **path, double **times, size_t *path_len)
@@ -402,6 +405,12 @@ static pd_status pd__finish_path(pd_query_scratch *s, const pd_path_query *style
             return PD_INTERNAL;
         }
         pd_path_times(grid, p, len, speed_cells, t0, t);
+        /* Times only grow along the path, so the last is the one to check. */
+        if (!isfinite(t[len - 1])) {
+            free(t);
+            free(p);
+            return PD_INVALID_ARGUMENT;
+        }
         *times = t;
     }
     *path = p;

@@ -68,7 +68,9 @@ typedef struct pd_path_query {
     pd_waypoint_style style;
     pd_goal_mode goal_mode;
     int snap;                     /* blocked start/goal: use the nearest open cell */
-    double speed;                 /* world units per second; > 0 adds times */
+    double speed;                 /* world units per second; > 0 adds times (so slow
+                                     that an arrival time overflows: the run
+                                     answers INVALID_ARGUMENT) */
     double start_time;            /* seconds at the first waypoint */
     const pd_point *avoid;        /* borrowed: cells blocked for this request only */
     size_t n_avoid;

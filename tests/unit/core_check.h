@@ -3,11 +3,8 @@
  * test_search_reference.c): building grids from text and checking that a
  * returned path obeys the movement rules.
  *
- * The path check is written from the rules in pd_search.h, not from
- * pd_search.c: every step moves to one of the eight (or four) neighbours,
- * every cell on the path is passable, a diagonal step needs both orthogonal
- * neighbours passable, and a step costs its length times the cost byte of the
- * cell it enters. Include after <cmocka.h>.
+ * The path check is path_rules.h's: the movement rules of pd_search.h.
+ * Include after <cmocka.h>.
  */
 #ifndef CORE_CHECK_H
 #define CORE_CHECK_H
@@ -18,8 +15,9 @@
 
 #include "pd_mapfile.h"
 #include "pd_search.h"
+#include "path_rules.h"
 
-#define CORE_SQRT2 1.41421356237309504880
+#define CORE_SQRT2 PATH_RULES_SQRT2
 /* Two sums of the same kind of steps may round differently in the last bits. */
 #define CORE_COST_EPS 1e-9
 
@@ -44,42 +42,16 @@ static inline pd_grid *core_open_grid(int32_t w, int32_t h)
     return g;
 }
 
-/*
- * Checks the path runs start..goal through legal steps and returns its cost,
- * summed step by step from the start. Fails the test on any broken rule.
- */
+/* Checks the path runs start..goal through legal steps (path_rules.h) and
+ * returns its cost, summed step by step from the start. Fails the test on
+ * any broken rule. */
 static inline double core_check_path(const pd_grid *g, pd_connectivity conn, const pd_point *path,
                                      size_t len, pd_point start, pd_point goal)
 {
-    assert_true(len >= 1);
-    if (path[0].x != start.x || path[0].y != start.y)
-        fail_msg("path starts at (%d,%d), want (%d,%d)", path[0].x, path[0].y, start.x, start.y);
-    if (path[len - 1].x != goal.x || path[len - 1].y != goal.y)
-        fail_msg("path ends at (%d,%d), want (%d,%d)", path[len - 1].x, path[len - 1].y, goal.x,
-                 goal.y);
-    double cost = 0.0;
-    for (size_t i = 0; i < len; i++) {
-        if (!pd_grid_in_bounds(g, path[i].x, path[i].y) || pd_grid_get(g, path[i].x, path[i].y) == 0)
-            fail_msg("path cell %zu (%d,%d) is outside or blocked", i, path[i].x, path[i].y);
-        if (i == 0)
-            continue;
-        int32_t dx = path[i].x - path[i - 1].x, dy = path[i].y - path[i - 1].y;
-        if (dx < -1 || dx > 1 || dy < -1 || dy > 1 || (dx == 0 && dy == 0))
-            fail_msg("step %zu (%d,%d)->(%d,%d) is not to a neighbour", i, path[i - 1].x,
-                     path[i - 1].y, path[i].x, path[i].y);
-        double entered = (double)pd_grid_get(g, path[i].x, path[i].y);
-        if (dx != 0 && dy != 0) {
-            if (conn == PD_CONNECT_4)
-                fail_msg("diagonal step %zu in a 4-connected search", i);
-            if (pd_grid_get(g, path[i - 1].x + dx, path[i - 1].y) == 0 ||
-                pd_grid_get(g, path[i - 1].x, path[i - 1].y + dy) == 0)
-                fail_msg("step %zu (%d,%d)->(%d,%d) cuts a corner", i, path[i - 1].x,
-                         path[i - 1].y, path[i].x, path[i].y);
-            cost += CORE_SQRT2 * entered;
-        } else {
-            cost += entered;
-        }
-    }
+    double cost;
+    char why[160];
+    if (path_breaks_rules(g, conn, path, len, start, goal, &cost, why, sizeof why))
+        fail_msg("%s", why);
     return cost;
 }
 

@@ -1449,6 +1449,37 @@ static void test_waypoint_times(void **state)
     pd_scene_release(s);
 }
 
+/* Arrival times that overflow to infinity (found by fuzz_find_path): a
+ * positive but subnormal speed, or a start time near DBL_MAX, has no answer
+ * in seconds, so the run refuses it instead of sending inf. */
+static void test_waypoint_times_that_overflow(void **state)
+{
+    (void)state;
+    pd_scene *rooms = wire4_load("wire4_rooms.txt");
+    pd_job *slow = make_job(rooms, 1, 1, 0, 0, 3, 3);
+    slow->speed = 5.9e-309;
+    slow = run_one(slow);
+    assert_int_equal(slow->status, PD_INVALID_ARGUMENT);
+    assert_null(slow->path);
+    assert_null(slow->times);
+    /* DBL_MAX plus a 7e294 s step is infinity; plus 0.35 s it stays DBL_MAX. */
+    pd_job *late = make_job(rooms, 1, 2, 0, 0, 3, 3);
+    late->speed = 1e-295;
+    late->start_time = 1.7976931348623157e308;
+    late = run_one(late);
+    assert_int_equal(late->status, PD_INVALID_ARGUMENT);
+    pd_job *still = make_job(rooms, 1, 3, 0, 0, 3, 3);
+    still->speed = 2.0;
+    still->start_time = 1.7976931348623157e308;
+    still = run_one(still);
+    assert_int_equal(still->status, PD_OK);
+    assert_true(still->times[still->path_len - 1] == still->start_time);
+    pd_job_free(slow);
+    pd_job_free(late);
+    pd_job_free(still);
+    pd_scene_release(rooms);
+}
+
 /* UpdateCells jobs: applied through the registry on a worker, in order.
  * Blocking the narrow gap gives version 2; a later search detours; while
  * the pool is paused, a block and an unblock of the same cell queue up and
@@ -1869,6 +1900,7 @@ int main(void)
         cmocka_unit_test(test_partial_on_cutoff),
         cmocka_unit_test(test_smooth_style),
         cmocka_unit_test(test_waypoint_times),
+        cmocka_unit_test(test_waypoint_times_that_overflow),
         cmocka_unit_test(test_update_cells_jobs),
         cmocka_unit_test(test_route_jobs),
     };

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "components_check.h"
 #include "pd_conf.h"
 #include "pd_scene.h"
 
@@ -123,36 +124,12 @@ static size_t padded_cells(const pd_grid *g)
     return (size_t)(g->width + 2) * (size_t)(g->height + 2);
 }
 
-/* Two labellings describe the same components when the label of one maps
- * to exactly one label of the other, both ways, and blocked cells agree. */
+/* Two labellings describe the same components (components_check.h). */
 static void expect_same_partition(const pd_components *a, const pd_components *b)
 {
-    assert_int_equal(a->width, b->width);
-    assert_int_equal(a->height, b->height);
-    assert_int_equal(a->count, b->count);
-    uint32_t *a_to_b = calloc((size_t)a->next_label + 1, sizeof *a_to_b);
-    uint32_t *b_to_a = calloc((size_t)b->next_label + 1, sizeof *b_to_a);
-    assert_non_null(a_to_b);
-    assert_non_null(b_to_a);
-    for (int32_t y = 0; y < a->height; y++) {
-        for (int32_t x = 0; x < a->width; x++) {
-            pd_point p = { x, y };
-            uint32_t la = pd_components_label(a, p), lb = pd_components_label(b, p);
-            if ((la == 0) != (lb == 0))
-                fail_msg("cell (%d, %d): labels %u and %u disagree on passability", x, y, la, lb);
-            if (la == 0)
-                continue;
-            assert_true(la <= a->next_label && lb <= b->next_label);
-            if (a_to_b[la] == 0)
-                a_to_b[la] = lb;
-            if (b_to_a[lb] == 0)
-                b_to_a[lb] = la;
-            if (a_to_b[la] != lb || b_to_a[lb] != la)
-                fail_msg("cell (%d, %d): component %u/%u is split or merged differently", x, y, la, lb);
-        }
-    }
-    free(a_to_b);
-    free(b_to_a);
+    char why[160];
+    if (components_differ(a, b, why, sizeof why))
+        fail_msg("%s", why);
 }
 
 /* The strongest check: s (built by updates) equals a fresh load of m. */

@@ -1,0 +1,43 @@
+/*
+ * fuzz_tiled.c - libFuzzer target for the Tiled JSON map reader
+ * (server/conf/pd_tiled.c): the JSON a level designer's editor wrote.
+ *
+ * Input: the map file. When it holds a NUL byte in its first
+ * FUZZ_MAX_LAYER bytes, the bytes before it name the tile layer to read and
+ * the rest is the file; otherwise the first tile layer is read. A grid that
+ * parses must keep the grid invariants (fuzz_check.h); a refusal must say why.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "fuzz_check.h"
+#include "pd_tiled.h"
+
+/* Longer than any layer name a scene may select (PD_CONF_MAX_LAYER_NAME). */
+#define FUZZ_MAX_LAYER 160
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char layer[FUZZ_MAX_LAYER];
+    const char *want = NULL;
+    const uint8_t *nul = memchr(data, '\0', size < FUZZ_MAX_LAYER ? size : FUZZ_MAX_LAYER);
+    if (nul) {
+        size_t n = (size_t)(nul - data);
+        memcpy(layer, data, n + 1);
+        want = layer;
+        size -= n + 1;
+        data = nul + 1;
+    }
+    char err[256];
+    err[0] = '\0';
+    pd_grid *g = pd_tiled_parse((const char *)data, size, want, err, sizeof err);
+    if (!g) {
+        FUZZ_REQUIRE(err[0] != '\0', "refused without a reason");
+        return 0;
+    }
+    fuzz_check_grid(g);
+    pd_grid_destroy(g);
+    return 0;
+}
