@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "pathctl_query.h"
 #include "pathctl_render.h"
 #include "pathd_client.h"
 
@@ -88,7 +89,7 @@ static void pathctl_usage(FILE *out)
             "  stats              server statistics\n"
             "  ping               round-trip time\n"
             "  reload             admin: reread the server's config and maps (as SIGHUP)\n"
-            "%s"
+            "%s%s"
             "\n"
             "options:\n"
             "  --server HOST:PORT  default %s ([::1]:PORT for IPv6)\n"
@@ -98,7 +99,7 @@ static void pathctl_usage(FILE *out)
             "  -h, --help          this text\n"
             "\n"
             "exit status: 0 OK/PARTIAL, 1 other answer, 2 usage, 3 connection failure\n",
-            pathctl_render_usage, PDC_DEFAULT_SERVER, PDC_DEFAULT_TIMEOUT_MS);
+            pathctl_query_usage, pathctl_render_usage, PDC_DEFAULT_SERVER, PDC_DEFAULT_TIMEOUT_MS);
 }
 
 static int pathctl_usage_error(const char *fmt, const char *arg)
@@ -877,6 +878,9 @@ int main(int argc, char **argv)
     /* render parses its own arguments and needs a server only sometimes. */
     int code = pathctl_render_main(argc, argv);
     if (code != PATHCTL_RENDER_NOT_MINE)
+        return code;
+    code = pathctl_query_main(argc, argv);
+    if (code != PATHCTL_QUERY_NOT_MINE)
         return code;
 
     pathctl_args args;

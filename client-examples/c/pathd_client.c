@@ -1610,3 +1610,342 @@ int pdc_ping(pdc_conn *c, uint64_t *rtt_micros)
     pathd__v1__response__free_unpacked(resp, NULL);
     return r;
 }
+
+/* ---- movement queries ------------------------------------------------------ */
+
+const char *pdc_move_reason_name(int reason)
+{
+    static const char *const names[] = {"valid", "out_of_bounds", "blocked_point", "blocked_segment", "too_fast",
+                                        "time_not_increasing"};
+    return reason >= 0 && (size_t)reason < sizeof names / sizeof names[0] ? names[reason] : "unknown";
+}
+
+/* Everything one query needs on the wire, owned by the caller's stack or a
+ * batch's array. */
+typedef struct pdc__query_msg {
+    Pathd__V1__Query query;
+    union {
+        Pathd__V1__Raycast raycast;
+        Pathd__V1__ValidateMove validate;
+        Pathd__V1__MoveAlong move;
+        Pathd__V1__NearestWalkable nearest;
+        Pathd__V1__IsReachable reachable;
+        Pathd__V1__RandomPoint random;
+        Pathd__V1__DistanceToWall wall;
+    } u;
+    Pathd__V1__Point a, b;
+    Pathd__V1__Cell a_cell, b_cell;
+    Pathd__V1__WorldPoint a_world, b_world;
+    Pathd__V1__TimedPoint *timed;      /* VALIDATE: move_count entries */
+    Pathd__V1__TimedPoint **timed_ptrs;
+    Pathd__V1__Point *points;
+    Pathd__V1__Cell *cells;
+    Pathd__V1__WorldPoint *worlds;
+} pdc__query_msg;
+
+static void pdc__query_msg_free(pdc__query_msg *m)
+{
+    free(m->timed);
+    free(m->timed_ptrs);
+    free(m->points);
+    free(m->cells);
+    free(m->worlds);
+}
+
+/* Builds m->query from q; PDC_ERR_ARG for a query the server would refuse
+ * for its shape alone, PDC_ERR_NOMEM. */
+static int pdc__build_query(const pdc_query *q, pdc__query_msg *m)
+{
+    memset(m, 0, sizeof *m);
+    pathd__v1__query__init(&m->query);
+    if (!q->scene || !q->scene[0])
+        return PDC_ERR_ARG;
+    pdc__point_to_wire(&q->a, &m->a, &m->a_cell, &m->a_world);
+    pdc__point_to_wire(&q->b, &m->b, &m->b_cell, &m->b_world);
+    char *scene = (char *)q->scene;
+    switch (q->kind) {
+    case PDC_Q_RAYCAST:
+        pathd__v1__raycast__init(&m->u.raycast);
+        m->u.raycast.scene = scene;
+        m->u.raycast.unit_size = q->unit_size;
+        m->u.raycast.from = &m->a;
+        m->u.raycast.to = &m->b;
+        m->query.kind_case = PATHD__V1__QUERY__KIND_RAYCAST;
+        m->query.raycast = &m->u.raycast;
+        return PDC_OK;
+    case PDC_Q_VALIDATE_MOVE: {
+        if (!q->moves || q->move_count == 0 || q->move_count > PDC_MAX_MOVES)
+            return PDC_ERR_ARG;
+        size_t n = q->move_count;
+        m->timed = calloc(n, sizeof *m->timed);
+        m->timed_ptrs = calloc(n, sizeof *m->timed_ptrs);
+        m->points = calloc(n, sizeof *m->points);
+        m->cells = calloc(n, sizeof *m->cells);
+        m->worlds = calloc(n, sizeof *m->worlds);
+        if (!m->timed || !m->timed_ptrs || !m->points || !m->cells || !m->worlds)
+            return PDC_ERR_NOMEM;
+        for (size_t i = 0; i < n; i++) {
+            pathd__v1__timed_point__init(&m->timed[i]);
+            pdc__point_to_wire(&q->moves[i].point, &m->points[i], &m->cells[i], &m->worlds[i]);
+            m->timed[i].point = &m->points[i];
+            m->timed[i].t = q->moves[i].t;
+            m->timed_ptrs[i] = &m->timed[i];
+        }
+        pathd__v1__validate_move__init(&m->u.validate);
+        m->u.validate.scene = scene;
+        m->u.validate.unit_size = q->unit_size;
+        m->u.validate.n_moves = n;
+        m->u.validate.moves = m->timed_ptrs;
+        m->u.validate.max_speed = q->max_speed;
+        m->u.validate.tolerance = q->tolerance;
+        m->query.kind_case = PATHD__V1__QUERY__KIND_VALIDATE_MOVE;
+        m->query.validate_move = &m->u.validate;
+        return PDC_OK;
+    }
+    case PDC_Q_MOVE_ALONG:
+        pathd__v1__move_along__init(&m->u.move);
+        m->u.move.scene = scene;
+        m->u.move.unit_size = q->unit_size;
+        m->u.move.from = &m->a;
+        m->u.move.dx = q->dx;
+        m->u.move.dy = q->dy;
+        m->query.kind_case = PATHD__V1__QUERY__KIND_MOVE_ALONG;
+        m->query.move_along = &m->u.move;
+        return PDC_OK;
+    case PDC_Q_NEAREST:
+        pathd__v1__nearest_walkable__init(&m->u.nearest);
+        m->u.nearest.scene = scene;
+        m->u.nearest.unit_size = q->unit_size;
+        m->u.nearest.at = &m->a;
+        m->u.nearest.radius = (uint32_t)q->radius;
+        m->u.nearest.reachable_from = q->has_b ? &m->b : NULL;
+        m->query.kind_case = PATHD__V1__QUERY__KIND_NEAREST;
+        m->query.nearest = &m->u.nearest;
+        return PDC_OK;
+    case PDC_Q_REACHABLE:
+        pathd__v1__is_reachable__init(&m->u.reachable);
+        m->u.reachable.scene = scene;
+        m->u.reachable.unit_size = q->unit_size;
+        m->u.reachable.from = &m->a;
+        m->u.reachable.to = &m->b;
+        m->query.kind_case = PATHD__V1__QUERY__KIND_REACHABLE;
+        m->query.reachable = &m->u.reachable;
+        return PDC_OK;
+    case PDC_Q_RANDOM_POINT:
+        pathd__v1__random_point__init(&m->u.random);
+        m->u.random.scene = scene;
+        m->u.random.unit_size = q->unit_size;
+        m->u.random.around = &m->a;
+        m->u.random.radius = q->radius;
+        m->u.random.seed = q->seed;
+        m->query.kind_case = PATHD__V1__QUERY__KIND_RANDOM_POINT;
+        m->query.random_point = &m->u.random;
+        return PDC_OK;
+    case PDC_Q_DISTANCE_TO_WALL:
+        pathd__v1__distance_to_wall__init(&m->u.wall);
+        m->u.wall.scene = scene;
+        m->u.wall.unit_size = q->unit_size;
+        m->u.wall.at = &m->a;
+        m->u.wall.max_distance = (uint32_t)q->radius;
+        m->query.kind_case = PATHD__V1__QUERY__KIND_DISTANCE_TO_WALL;
+        m->query.distance_to_wall = &m->u.wall;
+        return PDC_OK;
+    default:
+        return PDC_ERR_ARG;
+    }
+}
+
+static void pdc__take_cell(const Pathd__V1__Cell *c, int *has, pdc_xy *out)
+{
+    if (c) {
+        *has = 1;
+        *out = (pdc_xy){c->x, c->y};
+    }
+}
+
+static void pdc__take_world(const Pathd__V1__WorldPoint *w, pdc_query_result *out)
+{
+    if (w) {
+        out->wx = w->x;
+        out->wy = w->y;
+    }
+}
+
+/* Copies one answer body (the same sub-messages serve a single query's
+ * Response and a batch item); returns 0 when the body is not the kind's. */
+static int pdc__take_query_result(pdc_query_kind kind, int body, const void *msg, pdc_query_result *out)
+{
+    switch (kind) {
+    case PDC_Q_RAYCAST: {
+        const Pathd__V1__RaycastResult *r = msg;
+        if (body != PATHD__V1__QUERY_RESULT__KIND_RAYCAST || !r)
+            return 0;
+        out->version = r->version;
+        out->yes = r->clear;
+        pdc__take_cell(r->hit, &out->has_hit, &out->hit);
+        pdc__take_cell(r->last_free, &out->has_cell, &out->cell);
+        pdc__take_world(r->last_free_world, out);
+        return 1;
+    }
+    case PDC_Q_VALIDATE_MOVE: {
+        const Pathd__V1__ValidateMoveResult *r = msg;
+        if (body != PATHD__V1__QUERY_RESULT__KIND_VALIDATE_MOVE || !r)
+            return 0;
+        out->version = r->version;
+        out->yes = r->valid;
+        out->first_invalid = r->first_invalid;
+        out->reason = (int)r->reason;
+        pdc__take_cell(r->last_valid, &out->has_cell, &out->cell);
+        pdc__take_world(r->last_valid_world, out);
+        return 1;
+    }
+    case PDC_Q_MOVE_ALONG: {
+        const Pathd__V1__MoveAlongResult *r = msg;
+        if (body != PATHD__V1__QUERY_RESULT__KIND_MOVE_ALONG || !r)
+            return 0;
+        out->version = r->version;
+        out->yes = r->slid;
+        pdc__take_cell(r->end, &out->has_cell, &out->cell);
+        pdc__take_world(r->end_world, out);
+        return 1;
+    }
+    case PDC_Q_NEAREST: {
+        const Pathd__V1__NearestResult *r = msg;
+        if (body != PATHD__V1__QUERY_RESULT__KIND_NEAREST || !r)
+            return 0;
+        out->version = r->version;
+        out->distance = r->distance;
+        pdc__take_cell(r->cell, &out->has_cell, &out->cell);
+        pdc__take_world(r->world, out);
+        return 1;
+    }
+    case PDC_Q_REACHABLE: {
+        const Pathd__V1__ReachableResult *r = msg;
+        if (body != PATHD__V1__QUERY_RESULT__KIND_REACHABLE || !r)
+            return 0;
+        out->version = r->version;
+        out->yes = r->reachable;
+        return 1;
+    }
+    case PDC_Q_RANDOM_POINT: {
+        const Pathd__V1__RandomPointResult *r = msg;
+        if (body != PATHD__V1__QUERY_RESULT__KIND_RANDOM_POINT || !r)
+            return 0;
+        out->version = r->version;
+        out->seed = r->seed;
+        out->candidates = r->candidates;
+        pdc__take_cell(r->cell, &out->has_cell, &out->cell);
+        pdc__take_world(r->world, out);
+        return 1;
+    }
+    default: {
+        const Pathd__V1__DistanceToWallResult *r = msg;
+        if (body != PATHD__V1__QUERY_RESULT__KIND_DISTANCE_TO_WALL || !r)
+            return 0;
+        out->version = r->version;
+        out->distance = r->distance;
+        pdc__take_cell(r->wall, &out->has_hit, &out->hit);
+        return 1;
+    }
+    }
+}
+
+/* The Response body of a single query of each kind, and the batch item
+ * case it corresponds to (the numbering differs between the two oneofs). */
+static int pdc__response_item_case(int response_case)
+{
+    return response_case - PATHD__V1__RESPONSE__BODY_RAYCAST + PATHD__V1__QUERY_RESULT__KIND_RAYCAST;
+}
+
+static void pdc__query_result_reset(pdc_query_result *out)
+{
+    memset(out, 0, sizeof *out);
+    out->first_invalid = -1;
+}
+
+int pdc_query_run(pdc_conn *c, const pdc_query *q, pdc_query_result *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    pdc__query_result_reset(out);
+    if (!c || !q)
+        return PDC_ERR_ARG;
+    pdc__query_msg m;
+    int r = pdc__build_query(q, &m);
+    if (r != PDC_OK) {
+        pdc__query_msg_free(&m);
+        return out->status = r;
+    }
+    /* A Request's body oneof has the same members as Query's, numbered
+     * from Raycast = 40 in the same order. */
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    req.body_case = (Pathd__V1__Request__BodyCase)(PATHD__V1__REQUEST__BODY_RAYCAST + (m.query.kind_case - 1));
+    req.raycast = m.query.raycast;
+    Pathd__V1__Response__BodyCase expect =
+        (Pathd__V1__Response__BodyCase)(PATHD__V1__RESPONSE__BODY_RAYCAST + (m.query.kind_case - 1));
+    Pathd__V1__Response *resp = NULL;
+    r = pdc__call_other(c, &req, expect, &resp);
+    pdc__query_msg_free(&m);
+    out->status = r;
+    if (r != PDC_OK) {
+        snprintf(out->message, sizeof out->message, "%s", pdc_last_error(c));
+        return r;
+    }
+    if (!pdc__take_query_result(q->kind, pdc__response_item_case((int)resp->body_case), resp->raycast, out)) {
+        snprintf(c->error, sizeof c->error, "answer has no result body");
+        r = out->status = PDC_ERR_PROTOCOL;
+    }
+    pathd__v1__response__free_unpacked(resp, NULL);
+    return r;
+}
+
+int pdc_batch(pdc_conn *c, const pdc_query *q, size_t n, pdc_query_result *out)
+{
+    if (!out || !c || !q || n == 0 || n > PDC_MAX_BATCH)
+        return PDC_ERR_ARG;
+    for (size_t i = 0; i < n; i++)
+        pdc__query_result_reset(&out[i]);
+    pdc__query_msg *msgs = calloc(n, sizeof *msgs);
+    Pathd__V1__Query **items = calloc(n, sizeof *items);
+    int r = msgs && items ? PDC_OK : PDC_ERR_NOMEM;
+    size_t built = 0;
+    for (; r == PDC_OK && built < n; built++) {
+        r = pdc__build_query(&q[built], &msgs[built]);
+        items[built] = &msgs[built].query;
+    }
+    Pathd__V1__Response *resp = NULL;
+    if (r == PDC_OK) {
+        Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+        Pathd__V1__Batch batch = PATHD__V1__BATCH__INIT;
+        batch.n_items = n;
+        batch.items = items;
+        req.body_case = PATHD__V1__REQUEST__BODY_BATCH;
+        req.batch = &batch;
+        r = pdc__call_other(c, &req, PATHD__V1__RESPONSE__BODY_BATCH, &resp);
+    }
+    for (size_t i = 0; msgs && i < built; i++)
+        pdc__query_msg_free(&msgs[i]);
+    free(msgs);
+    free(items);
+    if (r != PDC_OK)
+        return r;
+    const Pathd__V1__BatchResult *b = resp->batch;
+    if (b->n_items != n) {
+        snprintf(c->error, sizeof c->error, "batch of %zu answered with %zu items", n, b->n_items);
+        r = PDC_ERR_PROTOCOL;
+    }
+    for (size_t i = 0; r == PDC_OK && i < n; i++) {
+        const Pathd__V1__QueryResult *it = b->items[i];
+        out[i].status = (int)it->status;
+        if (it->status != PATHD__V1__STATUS__OK) {
+            snprintf(out[i].message, sizeof out[i].message, "%s", it->message ? it->message : "");
+            continue;
+        }
+        if (!pdc__take_query_result(q[i].kind, (int)it->kind_case, it->raycast, &out[i])) {
+            snprintf(c->error, sizeof c->error, "batch item %zu has no result of its kind", i);
+            r = PDC_ERR_PROTOCOL;
+        }
+    }
+    pathd__v1__response__free_unpacked(resp, NULL);
+    return r;
+}

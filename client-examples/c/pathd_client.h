@@ -417,6 +417,92 @@ int pdc_recv_result(pdc_conn *c, int timeout_ms, pdc_path_result *out);
 /* Path requests sent but not yet handed back by pdc_recv_result. */
 size_t pdc_in_flight(const pdc_conn *c);
 
+/* ---- authoritative movement ---------------------------------------------
+ * Seven questions a game server asks about what its players claim, answered
+ * on one scene snapshot (the answer's version). Points are cells (standing
+ * for the cell's centre) or world points (kept to 1/65536 of a cell); for a
+ * unit of size K a point is the unit's top-left cell. See docs/PROTOCOL.md. */
+
+typedef enum pdc_query_kind {
+    PDC_Q_RAYCAST = 1,          /* a -> b walkable? */
+    PDC_Q_VALIDATE_MOVE,        /* moves[] with times, max_speed, tolerance */
+    PDC_Q_MOVE_ALONG,           /* from a by (dx, dy), sliding along walls */
+    PDC_Q_NEAREST,              /* nearest open cell to a within radius [in b's component] */
+    PDC_Q_REACHABLE,            /* a and b connected? */
+    PDC_Q_RANDOM_POINT,         /* a cell within walking distance radius of a */
+    PDC_Q_DISTANCE_TO_WALL,     /* distance from a to the nearest wall, up to radius */
+} pdc_query_kind;
+
+/* Most items in one batch, points in one ValidateMove (the server's limits). */
+#define PDC_MAX_BATCH 256
+#define PDC_MAX_MOVES 256
+
+typedef struct pdc_timed_point {
+    pdc_point point;
+    double t;                   /* seconds */
+} pdc_timed_point;
+
+/* One query. Zero-initialise, then set kind, scene and the fields the kind
+ * uses (see pdc_query_kind). */
+typedef struct pdc_query {
+    pdc_query_kind kind;
+    const char *scene;
+    uint32_t unit_size;         /* 0 = 1 */
+    pdc_point a;                /* from / at / around */
+    pdc_point b;                /* to / reachable_from */
+    int has_b;                  /* NEAREST: 1 when b (reachable_from) is set */
+    double dx, dy;              /* MOVE_ALONG: cells for a cell a, world units for a world a */
+    double radius;              /* NEAREST (cells), RANDOM_POINT (walking cost in cells),
+                                   DISTANCE_TO_WALL (max distance; 0 = 64) */
+    uint64_t seed;              /* RANDOM_POINT: 0 = the server picks (reported back) */
+    const pdc_timed_point *moves; /* VALIDATE_MOVE: not copied */
+    size_t move_count;          /* 1..PDC_MAX_MOVES */
+    double max_speed;           /* VALIDATE_MOVE: world units per second, > 0 */
+    double tolerance;           /* VALIDATE_MOVE: allowed excess as a fraction, 0..10 */
+} pdc_query;
+
+/* Why ValidateMove refused a point (proto MoveReason). */
+enum {
+    PDC_MOVE_VALID = 0,
+    PDC_MOVE_OUT_OF_BOUNDS = 1,
+    PDC_MOVE_BLOCKED_POINT = 2,
+    PDC_MOVE_BLOCKED_SEGMENT = 3,
+    PDC_MOVE_TOO_FAST = 4,
+    PDC_MOVE_TIME_NOT_INCREASING = 5,
+};
+
+/* "valid", "out_of_bounds", ...; "unknown" otherwise. */
+const char *pdc_move_reason_name(int reason);
+
+typedef struct pdc_query_result {
+    int status;                 /* wire status of this answer (or item) */
+    char message[PDC_MESSAGE_MAX]; /* why, when status is not OK */
+    uint64_t version;           /* scene version the answer was computed on */
+    int yes;                    /* RAYCAST clear, VALIDATE valid, MOVE_ALONG slid,
+                                   REACHABLE reachable */
+    int has_hit;                /* RAYCAST: the first blocked cell; DISTANCE_TO_WALL: the wall */
+    pdc_xy hit;
+    int has_cell;               /* RAYCAST last_free, VALIDATE last_valid, MOVE_ALONG end,
+                                   NEAREST / RANDOM_POINT cell */
+    pdc_xy cell;
+    double wx, wy;              /* the world point that goes with cell */
+    int32_t first_invalid;      /* VALIDATE: index of the first illegal point, -1 if valid */
+    int reason;                 /* VALIDATE: PDC_MOVE_* */
+    double distance;            /* NEAREST, DISTANCE_TO_WALL (cells) */
+    uint64_t seed;              /* RANDOM_POINT: the seed used */
+    uint64_t candidates;        /* RANDOM_POINT: cells within the walking distance */
+} pdc_query_result;
+
+/* One query, one round trip. Returns the answer's status (also in
+ * out->status) or a PDC_ERR_*. */
+int pdc_query_run(pdc_conn *c, const pdc_query *q, pdc_query_result *out);
+
+/* n queries (1..PDC_MAX_BATCH) in one Batch frame; out[i] answers q[i]
+ * with its own status. Returns PDC_OK when the batch was answered (look at
+ * each out[i].status), the server's status when it refused the whole batch
+ * (OVERLOADED when the items exceed the in-flight limit...), or PDC_ERR_*. */
+int pdc_batch(pdc_conn *c, const pdc_query *q, size_t n, pdc_query_result *out);
+
 /* Convenience constructors for pdc_path_req points. */
 static inline pdc_point pdc_cell(int32_t x, int32_t y)
 {

@@ -438,6 +438,232 @@ static pd_status pd__decode_scene_grid(const Pathd__V1__GetSceneGrid *m, pd_scen
     return PD_OK;
 }
 
+/* ---- movement queries ---------------------------------------------------- */
+
+/* The common fields of a movement query: scene, unit size, first point. */
+static pd_status pd__decode_move_head(const char *scene, uint32_t unit_size, const Pathd__V1__Point *a,
+                                      const char *kind, const char *a_name, pd_move_req *out, char *err,
+                                      size_t errlen)
+{
+    char field[64];
+    snprintf(field, sizeof field, "%s.scene", kind);
+    pd_status st = pd__decode_scene_name(scene, field, out->scene, err, errlen);
+    if (st != PD_OK)
+        return st;
+    out->unit_size = unit_size == 0 ? 1 : unit_size;
+    if (out->unit_size > PD_CONF_MAX_UNIT_SIZE) {
+        pd__set_err(err, errlen, "%s.unit_size %u is above the limit %d", kind, (unsigned)unit_size,
+                    PD_CONF_MAX_UNIT_SIZE);
+        return PD_INVALID_ARGUMENT;
+    }
+    if (a_name == NULL)
+        return PD_OK;
+    snprintf(field, sizeof field, "%s.%s", kind, a_name);
+    return pd__decode_point(a, field, &out->a, err, errlen);
+}
+
+static pd_status pd__decode_validate_move(const Pathd__V1__ValidateMove *m, pd_move_req *out, char *err,
+                                          size_t errlen)
+{
+    pd_status st = pd__decode_move_head(m->scene, m->unit_size, NULL, "validate_move", NULL, out, err, errlen);
+    if (st != PD_OK)
+        return st;
+    if (m->n_moves == 0 || m->n_moves > PD_MOVE_MAX_POINTS) {
+        pd__set_err(err, errlen, "validate_move.moves has %zu points; 1 to %u allowed", m->n_moves,
+                    PD_MOVE_MAX_POINTS);
+        return PD_INVALID_ARGUMENT;
+    }
+    if (!(isfinite(m->max_speed) && m->max_speed > 0)) {
+        pd__set_err(err, errlen, "validate_move.max_speed must be a finite number > 0");
+        return PD_INVALID_ARGUMENT;
+    }
+    if (!(m->tolerance >= 0 && m->tolerance <= PD_MOVE_MAX_TOLERANCE)) {
+        pd__set_err(err, errlen, "validate_move.tolerance must lie in 0..%g", PD_MOVE_MAX_TOLERANCE);
+        return PD_INVALID_ARGUMENT;
+    }
+    out->max_speed = m->max_speed;
+    out->tolerance = m->tolerance;
+    out->moves = calloc(m->n_moves, sizeof *out->moves);
+    if (out->moves == NULL) {
+        pd__set_err(err, errlen, "out of memory");
+        return PD_INTERNAL;
+    }
+    out->n_moves = m->n_moves;
+    for (size_t i = 0; i < m->n_moves; i++) {
+        char field[64];
+        snprintf(field, sizeof field, "validate_move.moves[%zu].point", i);
+        if (m->moves[i] == NULL)
+            return pd__decode_point(NULL, field, &out->moves[i].point, err, errlen);
+        if ((st = pd__decode_point(m->moves[i]->point, field, &out->moves[i].point, err, errlen)) != PD_OK)
+            return st;
+        if (!isfinite(m->moves[i]->t)) {
+            pd__set_err(err, errlen, "validate_move.moves[%zu].t is not finite", i);
+            return PD_INVALID_ARGUMENT;
+        }
+        out->moves[i].t = m->moves[i]->t;
+    }
+    return PD_OK;
+}
+
+/* One movement query, from a Request body or a Batch item (same layouts). */
+static pd_status pd__decode_query(const Pathd__V1__Query *q, pd_move_req *out, char *err, size_t errlen)
+{
+    pd_status st;
+    switch (q->kind_case) {
+    case PATHD__V1__QUERY__KIND_RAYCAST: {
+        const Pathd__V1__Raycast *m = q->raycast;
+        out->kind = PD_REQ_RAYCAST;
+        if ((st = pd__decode_move_head(m->scene, m->unit_size, m->from, "raycast", "from", out, err, errlen)) != PD_OK)
+            return st;
+        return pd__decode_point(m->to, "raycast.to", &out->b, err, errlen);
+    }
+    case PATHD__V1__QUERY__KIND_VALIDATE_MOVE:
+        out->kind = PD_REQ_VALIDATE_MOVE;
+        return pd__decode_validate_move(q->validate_move, out, err, errlen);
+    case PATHD__V1__QUERY__KIND_MOVE_ALONG: {
+        const Pathd__V1__MoveAlong *m = q->move_along;
+        out->kind = PD_REQ_MOVE_ALONG;
+        if ((st = pd__decode_move_head(m->scene, m->unit_size, m->from, "move_along", "from", out, err, errlen)) !=
+            PD_OK)
+            return st;
+        if (!isfinite(m->dx) || !isfinite(m->dy)) {
+            pd__set_err(err, errlen, "move_along.dx/dy must be finite");
+            return PD_INVALID_ARGUMENT;
+        }
+        out->dx = m->dx;
+        out->dy = m->dy;
+        return PD_OK;
+    }
+    case PATHD__V1__QUERY__KIND_NEAREST: {
+        const Pathd__V1__NearestWalkable *m = q->nearest;
+        out->kind = PD_REQ_NEAREST;
+        if ((st = pd__decode_move_head(m->scene, m->unit_size, m->at, "nearest", "at", out, err, errlen)) != PD_OK)
+            return st;
+        if (m->radius > PD_MOVE_MAX_RADIUS) {
+            pd__set_err(err, errlen, "nearest.radius %u is above the limit %u", (unsigned)m->radius,
+                        PD_MOVE_MAX_RADIUS);
+            return PD_INVALID_ARGUMENT;
+        }
+        out->radius = m->radius;
+        if (m->reachable_from != NULL) {
+            out->has_b = 1;
+            return pd__decode_point(m->reachable_from, "nearest.reachable_from", &out->b, err, errlen);
+        }
+        return PD_OK;
+    }
+    case PATHD__V1__QUERY__KIND_REACHABLE: {
+        const Pathd__V1__IsReachable *m = q->reachable;
+        out->kind = PD_REQ_REACHABLE;
+        if ((st = pd__decode_move_head(m->scene, m->unit_size, m->from, "reachable", "from", out, err, errlen)) !=
+            PD_OK)
+            return st;
+        return pd__decode_point(m->to, "reachable.to", &out->b, err, errlen);
+    }
+    case PATHD__V1__QUERY__KIND_RANDOM_POINT: {
+        const Pathd__V1__RandomPoint *m = q->random_point;
+        out->kind = PD_REQ_RANDOM_POINT;
+        if ((st = pd__decode_move_head(m->scene, m->unit_size, m->around, "random_point", "around", out, err,
+                                       errlen)) != PD_OK)
+            return st;
+        if (!(m->radius >= 0 && m->radius <= PD_MOVE_MAX_WALK_RADIUS)) {
+            pd__set_err(err, errlen, "random_point.radius must lie in 0..%g", PD_MOVE_MAX_WALK_RADIUS);
+            return PD_INVALID_ARGUMENT;
+        }
+        out->radius = m->radius;
+        out->seed = m->seed;
+        return PD_OK;
+    }
+    case PATHD__V1__QUERY__KIND_DISTANCE_TO_WALL: {
+        const Pathd__V1__DistanceToWall *m = q->distance_to_wall;
+        out->kind = PD_REQ_DISTANCE_TO_WALL;
+        if ((st = pd__decode_move_head(m->scene, m->unit_size, m->at, "distance_to_wall", "at", out, err,
+                                       errlen)) != PD_OK)
+            return st;
+        if (m->max_distance > PD_MOVE_MAX_RADIUS) {
+            pd__set_err(err, errlen, "distance_to_wall.max_distance %u is above the limit %u",
+                        (unsigned)m->max_distance, PD_MOVE_MAX_RADIUS);
+            return PD_INVALID_ARGUMENT;
+        }
+        out->radius = m->max_distance ? m->max_distance : PD_MOVE_DEFAULT_WALL_DISTANCE;
+        return PD_OK;
+    }
+    default:
+        pd__set_err(err, errlen, "query has no kind this server knows");
+        return PD_INVALID_ARGUMENT;
+    }
+}
+
+/* A Batch: each item decoded on its own; an item that fails keeps its
+ * status and reason and the rest go on. Only a missing or oversized list,
+ * or no memory, fails the whole request. */
+static pd_status pd__decode_batch(const Pathd__V1__Batch *m, pd_batch_req *out, char *err, size_t errlen)
+{
+    if (m->n_items == 0 || m->n_items > PD_BATCH_MAX_ITEMS) {
+        pd__set_err(err, errlen, "batch.items has %zu queries; 1 to %u allowed", m->n_items, PD_BATCH_MAX_ITEMS);
+        return PD_INVALID_ARGUMENT;
+    }
+    out->items = calloc(m->n_items, sizeof *out->items);
+    if (out->items == NULL) {
+        pd__set_err(err, errlen, "out of memory");
+        return PD_INTERNAL;
+    }
+    out->n_items = m->n_items;
+    for (size_t i = 0; i < m->n_items; i++) {
+        pd_move_req *item = &out->items[i];
+        char why[PD_REQUEST_MESSAGE_MAX] = "";
+        pd_status st = pd__decode_query(m->items[i], item, why, sizeof why);
+        if (st == PD_INTERNAL) {
+            pd__set_err(err, errlen, "out of memory");
+            return st;
+        }
+        if (st != PD_OK) {
+            pd_move_req_free(item);
+            item->status = st;
+            snprintf(item->message, sizeof item->message, "batch.items[%zu]: %s", i, why);
+        }
+    }
+    return PD_OK;
+}
+
+/* A movement query sent alone: the Request body wrapped as a Query. */
+static pd_status pd__decode_single_query(const Pathd__V1__Request *m, pd_request *req, char *err, size_t errlen)
+{
+    Pathd__V1__Query q = PATHD__V1__QUERY__INIT;
+    switch (m->body_case) {
+    case PATHD__V1__REQUEST__BODY_RAYCAST:
+        q.kind_case = PATHD__V1__QUERY__KIND_RAYCAST;
+        q.raycast = m->raycast;
+        break;
+    case PATHD__V1__REQUEST__BODY_VALIDATE_MOVE:
+        q.kind_case = PATHD__V1__QUERY__KIND_VALIDATE_MOVE;
+        q.validate_move = m->validate_move;
+        break;
+    case PATHD__V1__REQUEST__BODY_MOVE_ALONG:
+        q.kind_case = PATHD__V1__QUERY__KIND_MOVE_ALONG;
+        q.move_along = m->move_along;
+        break;
+    case PATHD__V1__REQUEST__BODY_NEAREST:
+        q.kind_case = PATHD__V1__QUERY__KIND_NEAREST;
+        q.nearest = m->nearest;
+        break;
+    case PATHD__V1__REQUEST__BODY_REACHABLE:
+        q.kind_case = PATHD__V1__QUERY__KIND_REACHABLE;
+        q.reachable = m->reachable;
+        break;
+    case PATHD__V1__REQUEST__BODY_RANDOM_POINT:
+        q.kind_case = PATHD__V1__QUERY__KIND_RANDOM_POINT;
+        q.random_point = m->random_point;
+        break;
+    default:
+        q.kind_case = PATHD__V1__QUERY__KIND_DISTANCE_TO_WALL;
+        q.distance_to_wall = m->distance_to_wall;
+        break;
+    }
+    pd_status st = pd__decode_query(&q, &req->u.move, err, errlen);
+    req->kind = req->u.move.kind;
+    return st;
+}
+
 static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, char *err, size_t errlen)
 {
     switch (m->body_case) {
@@ -487,6 +713,17 @@ static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, c
     case PATHD__V1__REQUEST__BODY_RELOAD:
         req->kind = PD_REQ_RELOAD;
         return PD_OK;
+    case PATHD__V1__REQUEST__BODY_RAYCAST:
+    case PATHD__V1__REQUEST__BODY_VALIDATE_MOVE:
+    case PATHD__V1__REQUEST__BODY_MOVE_ALONG:
+    case PATHD__V1__REQUEST__BODY_NEAREST:
+    case PATHD__V1__REQUEST__BODY_REACHABLE:
+    case PATHD__V1__REQUEST__BODY_RANDOM_POINT:
+    case PATHD__V1__REQUEST__BODY_DISTANCE_TO_WALL:
+        return pd__decode_single_query(m, req, err, errlen);
+    case PATHD__V1__REQUEST__BODY_BATCH:
+        req->kind = PD_REQ_BATCH;
+        return pd__decode_batch(m->batch, &req->u.batch, err, errlen);
     default:
         /* Bodies added to the schema later (19 and up) arrive
          * here as unknown fields; say so, since the client likely is newer. */
@@ -1168,4 +1405,181 @@ uint8_t *pd_codec_encode_update(uint64_t id, const char *scene, const pd_update_
     resp.body_case = PATHD__V1__RESPONSE__BODY_UPDATE;
     resp.update = &m;
     return pd__encode_single(&resp, out_len);
+}
+
+/* ---- movement answers ---------------------------------------------------- */
+
+/* Every sub-message one movement answer may need, so an answer (or a batch
+ * item) is built without allocating. */
+typedef struct pd__move_msg {
+    Pathd__V1__Cell hit, cell;
+    Pathd__V1__WorldPoint world;
+    union {
+        Pathd__V1__RaycastResult raycast;
+        Pathd__V1__ValidateMoveResult validate;
+        Pathd__V1__MoveAlongResult move;
+        Pathd__V1__NearestResult nearest;
+        Pathd__V1__ReachableResult reachable;
+        Pathd__V1__RandomPointResult random;
+        Pathd__V1__DistanceToWallResult wall;
+    } u;
+} pd__move_msg;
+
+/* Fills mm for a PD_OK result of the given kind; returns the message to
+ * hang in the oneof. */
+static void *pd__fill_move(pd_request_kind kind, const pd_move_result *r, pd__move_msg *mm)
+{
+    pathd__v1__cell__init(&mm->hit);
+    pathd__v1__cell__init(&mm->cell);
+    pathd__v1__world_point__init(&mm->world);
+    mm->hit.x = r->hit.x;
+    mm->hit.y = r->hit.y;
+    mm->cell.x = r->cell.x;
+    mm->cell.y = r->cell.y;
+    mm->world.x = r->wx;
+    mm->world.y = r->wy;
+    Pathd__V1__Cell *hit = r->has_hit ? &mm->hit : NULL, *cell = r->has_cell ? &mm->cell : NULL;
+    Pathd__V1__WorldPoint *world = r->has_cell ? &mm->world : NULL;
+    switch (kind) {
+    case PD_REQ_RAYCAST:
+        pathd__v1__raycast_result__init(&mm->u.raycast);
+        mm->u.raycast.version = r->version;
+        mm->u.raycast.clear = r->yes != 0;
+        mm->u.raycast.hit = hit;
+        mm->u.raycast.last_free = cell;
+        mm->u.raycast.last_free_world = world;
+        return &mm->u.raycast;
+    case PD_REQ_VALIDATE_MOVE:
+        pathd__v1__validate_move_result__init(&mm->u.validate);
+        mm->u.validate.version = r->version;
+        mm->u.validate.valid = r->yes != 0;
+        mm->u.validate.first_invalid = r->first_invalid;
+        mm->u.validate.reason = (Pathd__V1__MoveReason)r->reason;
+        mm->u.validate.last_valid = cell;
+        mm->u.validate.last_valid_world = world;
+        return &mm->u.validate;
+    case PD_REQ_MOVE_ALONG:
+        pathd__v1__move_along_result__init(&mm->u.move);
+        mm->u.move.version = r->version;
+        mm->u.move.end = cell;
+        mm->u.move.end_world = world;
+        mm->u.move.slid = r->yes != 0;
+        return &mm->u.move;
+    case PD_REQ_NEAREST:
+        pathd__v1__nearest_result__init(&mm->u.nearest);
+        mm->u.nearest.version = r->version;
+        mm->u.nearest.cell = cell;
+        mm->u.nearest.world = world;
+        mm->u.nearest.distance = r->distance;
+        return &mm->u.nearest;
+    case PD_REQ_REACHABLE:
+        pathd__v1__reachable_result__init(&mm->u.reachable);
+        mm->u.reachable.version = r->version;
+        mm->u.reachable.reachable = r->yes != 0;
+        return &mm->u.reachable;
+    case PD_REQ_RANDOM_POINT:
+        pathd__v1__random_point_result__init(&mm->u.random);
+        mm->u.random.version = r->version;
+        mm->u.random.cell = cell;
+        mm->u.random.world = world;
+        mm->u.random.seed = r->seed;
+        mm->u.random.candidates = r->candidates;
+        return &mm->u.random;
+    default:
+        pathd__v1__distance_to_wall_result__init(&mm->u.wall);
+        mm->u.wall.version = r->version;
+        mm->u.wall.distance = r->distance;
+        mm->u.wall.wall = hit;
+        return &mm->u.wall;
+    }
+}
+
+/* The Response oneof case of each movement kind, and a batch item's. */
+static Pathd__V1__Response__BodyCase pd__move_response_case(pd_request_kind kind)
+{
+    switch (kind) {
+    case PD_REQ_RAYCAST: return PATHD__V1__RESPONSE__BODY_RAYCAST;
+    case PD_REQ_VALIDATE_MOVE: return PATHD__V1__RESPONSE__BODY_VALIDATE_MOVE;
+    case PD_REQ_MOVE_ALONG: return PATHD__V1__RESPONSE__BODY_MOVE_ALONG;
+    case PD_REQ_NEAREST: return PATHD__V1__RESPONSE__BODY_NEAREST;
+    case PD_REQ_REACHABLE: return PATHD__V1__RESPONSE__BODY_REACHABLE;
+    case PD_REQ_RANDOM_POINT: return PATHD__V1__RESPONSE__BODY_RANDOM_POINT;
+    default: return PATHD__V1__RESPONSE__BODY_DISTANCE_TO_WALL;
+    }
+}
+
+static Pathd__V1__QueryResult__KindCase pd__move_item_case(pd_request_kind kind)
+{
+    switch (kind) {
+    case PD_REQ_RAYCAST: return PATHD__V1__QUERY_RESULT__KIND_RAYCAST;
+    case PD_REQ_VALIDATE_MOVE: return PATHD__V1__QUERY_RESULT__KIND_VALIDATE_MOVE;
+    case PD_REQ_MOVE_ALONG: return PATHD__V1__QUERY_RESULT__KIND_MOVE_ALONG;
+    case PD_REQ_NEAREST: return PATHD__V1__QUERY_RESULT__KIND_NEAREST;
+    case PD_REQ_REACHABLE: return PATHD__V1__QUERY_RESULT__KIND_REACHABLE;
+    case PD_REQ_RANDOM_POINT: return PATHD__V1__QUERY_RESULT__KIND_RANDOM_POINT;
+    default: return PATHD__V1__QUERY_RESULT__KIND_DISTANCE_TO_WALL;
+    }
+}
+
+uint8_t *pd_codec_encode_move(uint64_t id, pd_request_kind kind, const pd_move_result *r, size_t *out_len)
+{
+    if (r->status != PD_OK)
+        return pd_codec_encode_error(id, r->status, r->message, out_len);
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    pd__move_msg mm;
+    void *body = pd__fill_move(kind, r, &mm);
+    resp.id = id;
+    resp.status = PATHD__V1__STATUS__OK;
+    resp.final = 1;
+    resp.body_case = pd__move_response_case(kind);
+    /* Every movement result sits in the Response's oneof at the same offset
+     * (a union in the generated struct), so one assignment serves them all. */
+    resp.raycast = body;
+    return pd__encode_single(&resp, out_len);
+}
+
+uint8_t *pd_codec_encode_batch(uint64_t id, const pd_move_req *items, const pd_move_result *results, size_t n,
+                               size_t *out_len)
+{
+    *out_len = 0;
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    Pathd__V1__BatchResult batch = PATHD__V1__BATCH_RESULT__INIT;
+    Pathd__V1__QueryResult *qr = calloc(n, sizeof *qr);
+    Pathd__V1__QueryResult **qrp = calloc(n, sizeof *qrp);
+    pd__move_msg *mm = calloc(n, sizeof *mm);
+    char **messages = calloc(n, sizeof *messages);
+    uint8_t *buf = NULL;
+    if (!qr || !qrp || !mm || !messages)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        pathd__v1__query_result__init(&qr[i]);
+        qrp[i] = &qr[i];
+        qr[i].status = pd__wire_status(results[i].status);
+        if (results[i].status != PD_OK) {
+            messages[i] = pd__utf8_sanitized(results[i].message);
+            if (!messages[i])
+                goto out;
+            qr[i].message = messages[i];
+            continue;
+        }
+        qr[i].kind_case = pd__move_item_case(items[i].kind);
+        qr[i].raycast = pd__fill_move(items[i].kind, &results[i], &mm[i]);
+    }
+    batch.n_items = n;
+    batch.items = qrp;
+    resp.id = id;
+    resp.status = PATHD__V1__STATUS__OK;
+    resp.final = 1;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_BATCH;
+    resp.batch = &batch;
+    buf = pd__encode_single(&resp, out_len);
+out:
+    if (messages)
+        for (size_t i = 0; i < n; i++)
+            free(messages[i]);
+    free(messages);
+    free(mm);
+    free(qrp);
+    free(qr);
+    return buf;
 }

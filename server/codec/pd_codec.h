@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "pd_conf.h"
+#include "pd_movement.h"
 #include "pd_query.h"
 #include "pd_request.h"
 #include "pd_scene.h"
@@ -137,5 +138,14 @@ uint8_t *pd_codec_encode_auth(uint64_t id, const char *role, size_t *out_len);
  * frame cap is the caller's job. */
 uint8_t *pd_codec_encode_scene_grid(uint64_t id, const pd_grid *grid, uint64_t version, int32_t row_start,
                                     int32_t rows, size_t *out_len);
+
+/* A movement query's answer: its result message, or an Error frame with
+ * the result's status and message. */
+uint8_t *pd_codec_encode_move(uint64_t id, pd_request_kind kind, const pd_move_result *r, size_t *out_len);
+
+/* A Batch's answer: one BatchResult frame with one QueryResult per item, in
+ * order, each with its own status (and message when not OK). */
+uint8_t *pd_codec_encode_batch(uint64_t id, const pd_move_req *items, const pd_move_result *results, size_t n,
+                               size_t *out_len);
 
 #endif

@@ -14,10 +14,12 @@
  * and the thread ops, which run on workers.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pd_log.h"
+#include "pd_movement.h"
 #include "pd_query.h"
 #include "pd_server_internal.h"
 
@@ -44,6 +46,15 @@ typedef struct pd__job {
     pd_world_store *world_store;  /* may be NULL */
     pd_update_cells_req update_req;   /* cells owned */
     pd_update_outcome update;
+
+    /* Movement queries (pd_request_is_move) and PD_REQ_BATCH: n_moves items
+     * (1 for a single query), each with its query and result. */
+    pd_move_req *move_reqs;       /* owned, with their arrays */
+    pd_move_query *move_queries;  /* scenes retained */
+    pd_move_result *move_results;
+    size_t n_moves;
+
+    uint32_t weight;              /* in-flight slots the job holds: a batch's items */
 } pd__job;
 
 static pd__job *pd__job_new(pd__conn *c, uint64_t request_id, pd_request_kind kind, pd_task_run_fn run)
@@ -56,6 +67,7 @@ static pd__job *pd__job_new(pd__conn *c, uint64_t request_id, pd_request_kind ki
     job->task.tag = request_id;
     job->kind = kind;
     job->jump_points = c->server->conf.jump_point_search;
+    job->weight = 1;
     return job;
 }
 
@@ -69,6 +81,15 @@ static void pd__job_free(pd__job *job)
     pd_world_release(job->world);
     pd_route_result_free(&job->route);
     free(job->update_req.cells);
+    for (size_t i = 0; i < job->n_moves; i++) {
+        if (job->move_queries)
+            pd_move_query_release(&job->move_queries[i]);
+        if (job->move_reqs)
+            pd_move_req_free(&job->move_reqs[i]);
+    }
+    free(job->move_reqs);
+    free(job->move_queries);
+    free(job->move_results);
     free(job);
 }
 
@@ -98,6 +119,25 @@ static pd_status pd__run_update_cells(pd_task *task, void *scratch)
     (void)scratch;
     pd__job *job = (pd__job *)task;
     return pd_query_update_cells(job->registry, job->world_store, &job->update_req, &job->update);
+}
+
+/* Runs every item that prepared; refused items keep their answer. A cancel
+ * or deadline between items leaves the rest with that status. */
+static pd_status pd__run_moves(pd_task *task, void *scratch)
+{
+    pd__job *job = (pd__job *)task;
+    for (size_t i = 0; i < job->n_moves; i++) {
+        if (!job->move_queries[i].scene || job->move_results[i].status != PD_OK)
+            continue;
+        pd_status st = pd_task_poll(task);
+        if (st != PD_OK) {
+            job->move_results[i].status = st;
+            snprintf(job->move_results[i].message, sizeof job->move_results[i].message, "%s", pd_status_name(st));
+            continue;
+        }
+        pd_move_run(scratch, &job->move_queries[i], &job->move_results[i]);
+    }
+    return PD_OK;
 }
 
 static void *pd__scratch_create(void *user)
@@ -144,14 +184,21 @@ void pd_server_pool_destroy(pd_pool *pool)
 
 /* ---- requests ---------------------------------------------------------- */
 
-/* Answers OVERLOADED when the connection already has its limit of requests
- * in flight; returns 1 when the request may go on. */
-static int pd__inflight_ok(pd__conn *c, uint64_t id)
+/* Answers OVERLOADED when `weight` more requests (a batch's items) would
+ * take the connection past its in-flight limit; returns 1 when the request
+ * may go on. */
+static int pd__inflight_ok(pd__conn *c, uint64_t id, size_t weight)
 {
-    if (c->in_flight < c->server->conf.max_inflight_per_conn)
+    uint32_t limit = c->server->conf.max_inflight_per_conn;
+    if (c->in_flight < limit && weight <= limit - c->in_flight)
         return 1;
-    pd__send_error(c, id, PD_OVERLOADED, "%" PRIu32 " requests already in flight on this connection (the limit)",
-                   c->in_flight);
+    if (weight > 1)
+        pd__send_error(c, id, PD_OVERLOADED,
+                       "%zu queries with %" PRIu32 " already in flight exceed this connection's limit of %" PRIu32,
+                       weight, c->in_flight, limit);
+    else
+        pd__send_error(c, id, PD_OVERLOADED,
+                       "%" PRIu32 " requests already in flight on this connection (the limit)", c->in_flight);
     return 0;
 }
 
@@ -160,7 +207,7 @@ static int pd__inflight_ok(pd__conn *c, uint64_t id)
  * of it would outlast its deadline) and frees it.
  *
  * Fairness between connections is start-time fair queueing: each request
- * costs one, a connection's next key follows its previous one or the
+ * costs one (a batch one per item), a connection's next key follows its previous one or the
  * pool's virtual time, whichever is later, and the pool runs the lowest key
  * first. A client with one request in flight is served next after whatever
  * is running, however many a busy client has queued. */
@@ -169,7 +216,7 @@ static void pd__submit(pd__conn *c, pd__job *job)
     pd_server *s = c->server;
     uint64_t id = job->task.tag;
     uint64_t now_key = pd_pool_virtual_time(s->pool);
-    uint64_t key = (c->fair_key > now_key ? c->fair_key : now_key) + 1;
+    uint64_t key = (c->fair_key > now_key ? c->fair_key : now_key) + job->weight;
     job->task.key = key;
     pd_status st = pd_pool_submit(s->pool, &job->task);
     if (st != PD_OK) {
@@ -181,8 +228,8 @@ static void pd__submit(pd__conn *c, pd__job *job)
         return;
     }
     c->fair_key = key;
-    c->in_flight++;
-    s->in_flight++;
+    c->in_flight += job->weight;
+    s->in_flight += job->weight;
 }
 
 static uint64_t pd__deadline_ns(uint32_t deadline_ms, uint64_t arrival_ns)
@@ -198,7 +245,7 @@ static void pd__handle_find_path(pd__conn *c, pd_request *req, uint64_t arrival_
     pd_find_path_req *fp = &req->u.find_path;
     char err[PD_QUERY_MESSAGE_MAX];
 
-    if (!pd__inflight_ok(c, req->id))
+    if (!pd__inflight_ok(c, req->id, 1))
         return;
     pd_scene *scene = pd_registry_acquire(s->registry, fp->scene);
     if (!scene) {
@@ -236,7 +283,7 @@ static void pd__handle_find_route(pd__conn *c, pd_request *req, uint64_t arrival
     const pd_find_route_req *fr = &req->u.find_route;
     char err[PD_QUERY_MESSAGE_MAX];
 
-    if (!pd__inflight_ok(c, req->id))
+    if (!pd__inflight_ok(c, req->id, 1))
         return;
     pd_world *world = s->world_store ? pd_world_store_acquire(s->world_store) : NULL;
     if (!world) {
@@ -267,7 +314,7 @@ static void pd__handle_find_route(pd__conn *c, pd_request *req, uint64_t arrival
 static void pd__handle_update_cells(pd__conn *c, pd_request *req)
 {
     pd_update_cells_req *uc = &req->u.update_cells;
-    if (!pd__inflight_ok(c, req->id))
+    if (!pd__inflight_ok(c, req->id, 1))
         return;
     pd__job *job = pd__job_new(c, req->id, PD_REQ_UPDATE_CELLS, pd__run_update_cells);
     if (!job) {
@@ -279,6 +326,55 @@ static void pd__handle_update_cells(pd__conn *c, pd_request *req)
     job->world_store = c->server->world_store;
     job->update_req = *uc; /* the job owns the cells now */
     uc->cells = NULL;
+    pd__submit(c, job);
+}
+
+/* A movement query or a Batch: each item is checked against the scene
+ * current now (pd_move_prepare), then the whole job runs on one worker, so
+ * a batch costs one queue slot and one wakeup. A single query refused by
+ * its checks is answered at once; a batch always goes through, carrying its
+ * refused items' answers. */
+static void pd__handle_move(pd__conn *c, pd_request *req)
+{
+    pd_server *s = c->server;
+    int batch = req->kind == PD_REQ_BATCH;
+    size_t n = batch ? req->u.batch.n_items : 1;
+    if (!pd__inflight_ok(c, req->id, n))
+        return;
+    pd__job *job = pd__job_new(c, req->id, req->kind, pd__run_moves);
+    if (job) {
+        job->move_queries = calloc(n, sizeof *job->move_queries);
+        job->move_results = calloc(n, sizeof *job->move_results);
+        job->move_reqs = batch ? req->u.batch.items : malloc(sizeof *job->move_reqs);
+    }
+    if (!job || !job->move_queries || !job->move_results || !job->move_reqs) {
+        pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
+        if (job && batch)
+            job->move_reqs = NULL; /* still the request's, freed with it */
+        pd__job_free(job);
+        return;
+    }
+    /* The job owns the items (and their arrays) now. */
+    if (batch) {
+        req->u.batch.items = NULL;
+        req->u.batch.n_items = 0;
+    } else {
+        job->move_reqs[0] = req->u.move;
+        req->u.move.moves = NULL;
+        req->u.move.n_moves = 0;
+    }
+    job->n_moves = n;
+    job->weight = (uint32_t)n;
+    for (size_t i = 0; i < n; i++) {
+        const pd_move_req *item = &job->move_reqs[i];
+        pd_scene *scene = item->status == PD_OK ? pd_registry_acquire(s->registry, item->scene) : NULL;
+        pd_move_prepare(scene, item, &job->move_queries[i], &job->move_results[i]);
+    }
+    if (!batch && job->move_results[0].status != PD_OK) {
+        pd__send_error(c, req->id, job->move_results[0].status, "%s", job->move_results[0].message);
+        pd__job_free(job);
+        return;
+    }
     pd__submit(c, job);
 }
 
@@ -442,6 +538,16 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
     case PD_REQ_SCENE_GRID:
         pd__handle_scene_grid(c, req);
         return;
+    case PD_REQ_RAYCAST:
+    case PD_REQ_VALIDATE_MOVE:
+    case PD_REQ_MOVE_ALONG:
+    case PD_REQ_NEAREST:
+    case PD_REQ_REACHABLE:
+    case PD_REQ_RANDOM_POINT:
+    case PD_REQ_DISTANCE_TO_WALL:
+    case PD_REQ_BATCH:
+        pd__handle_move(c, req);
+        return;
     case PD_REQ_STATS: {
         pd_server_stats st;
         pd_server_get_stats(s, &st);
@@ -501,8 +607,12 @@ static uint8_t *pd__encode_job(const pd_server *s, pd__job *job, size_t *len)
         return pd_codec_encode_update(id, job->update_req.scene, &job->update, len);
     case PD_REQ_FIND_ROUTE:
         return pd_codec_encode_route(id, &job->route, s->conf.max_waypoints_per_chunk, len);
-    default:
+    case PD_REQ_BATCH:
+        return pd_codec_encode_batch(id, job->move_reqs, job->move_results, job->n_moves, len);
+    case PD_REQ_FIND_PATH:
         return pd_codec_encode_path(id, job->scene, &job->path, s->conf.max_waypoints_per_chunk, len);
+    default:
+        return pd_codec_encode_move(id, job->kind, &job->move_results[0], len);
     }
 }
 
@@ -514,6 +624,13 @@ static void pd__settle_status(pd__job *job)
     job->path.status = st;
     job->route.status = st;
     job->update.status = st;
+    if (st != PD_OK)
+        for (size_t i = 0; i < job->n_moves; i++)
+            if (job->move_results[i].status == PD_OK) {
+                job->move_results[i].status = st;
+                snprintf(job->move_results[i].message, sizeof job->move_results[i].message, "%s",
+                         pd_status_name(st));
+            }
 }
 
 void pd__dispatch_completions(pd_server *s)
@@ -525,12 +642,12 @@ void pd__dispatch_completions(pd_server *s)
         pd_task *next = task->next;
         pd__job *job = (pd__job *)task;
         pd__settle_status(job);
-        if (s->in_flight > 0)
-            s->in_flight--;
+        s->in_flight -= s->in_flight >= job->weight ? job->weight : s->in_flight;
         uint64_t expanded = job->kind == PD_REQ_FIND_ROUTE  ? job->route.metrics.expanded
                             : job->kind == PD_REQ_FIND_PATH ? job->path.metrics.expanded
                                                             : 0;
-        if (job->kind != PD_REQ_UPDATE_CELLS && (task->status == PD_OK || task->status == PD_PARTIAL))
+        if ((job->kind == PD_REQ_FIND_PATH || job->kind == PD_REQ_FIND_ROUTE) &&
+            (task->status == PD_OK || task->status == PD_PARTIAL))
             s->paths_found++;
         s->expansions_total += expanded;
         pd_metrics_observe(s->metrics, job->kind, task->status, (pd_pool_now_ns() - task->submitted_ns) / 1000u,
@@ -542,8 +659,7 @@ void pd__dispatch_completions(pd_server *s)
                         pd_status_name(job->update.world_refresh));
         pd__conn *c = pd__map_find(&s->map, task->owner);
         if (c) {
-            if (c->in_flight > 0)
-                c->in_flight--;
+            c->in_flight -= c->in_flight >= job->weight ? job->weight : c->in_flight;
             if (!c->lingering) {
                 size_t len = 0;
                 uint8_t *buf = pd__encode_job(s, job, &len);

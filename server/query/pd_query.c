@@ -52,6 +52,7 @@
 
 #include "pd_fallback.h"
 #include "pd_jps.h"
+#include "pd_move.h"
 #include "pd_path.h"
 #include "pd_smooth.h"
 
@@ -65,6 +66,7 @@ struct pd_query_scratch {
     pd_jps_ctx *jps;          /* created on first use */
     pd_point *buf;
     size_t cap;
+    pd_move_area area;        /* RandomPoint's walking-distance area */
 };
 
 pd_query_scratch *pd_query_scratch_create(void)
@@ -86,8 +88,14 @@ void pd_query_scratch_destroy(pd_query_scratch *s)
         return;
     pd_search_ctx_destroy(s->ctx);
     pd_jps_ctx_destroy(s->jps);
+    pd_move_area_free(&s->area);
     free(s->buf);
     free(s);
+}
+
+pd_move_area *pd_query_scratch_move_area(pd_query_scratch *s)
+{
+    return &s->area;
 }
 
 size_t pd_query_scratch_reserve(pd_query_scratch *s, int32_t width, int32_t height, int jump_points)

@@ -48,6 +48,9 @@ void pd_query_scratch_destroy(pd_query_scratch *s);   /* NULL is a no-op */
  * grow the contexts lazily). */
 size_t pd_query_scratch_reserve(pd_query_scratch *s, int32_t width, int32_t height, int jump_points);
 
+/* The scratch's memory for walking-distance areas (pd_movement.c). */
+struct pd_move_area *pd_query_scratch_move_area(pd_query_scratch *s);
+
 /* How a run talks to its caller. */
 typedef struct pd_query_control {
     pd_search_poll_fn poll;       /* deadline / cancel, every PD_SEARCH_POLL_INTERVAL

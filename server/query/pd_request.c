@@ -19,6 +19,14 @@ static const char *const pd__kind_names[PD_REQ__COUNT] = {
     [PD_REQ_FIND_ROUTE] = "find_route",
     [PD_REQ_AUTH] = "auth",
     [PD_REQ_RELOAD] = "reload",
+    [PD_REQ_RAYCAST] = "raycast",
+    [PD_REQ_VALIDATE_MOVE] = "validate_move",
+    [PD_REQ_MOVE_ALONG] = "move_along",
+    [PD_REQ_NEAREST] = "nearest",
+    [PD_REQ_REACHABLE] = "reachable",
+    [PD_REQ_RANDOM_POINT] = "random_point",
+    [PD_REQ_DISTANCE_TO_WALL] = "distance_to_wall",
+    [PD_REQ_BATCH] = "batch",
 };
 
 const char *pd_request_kind_name(pd_request_kind kind)
@@ -26,6 +34,15 @@ const char *pd_request_kind_name(pd_request_kind kind)
     if ((unsigned)kind >= PD_REQ__COUNT)
         return pd__kind_names[PD_REQ_NONE];
     return pd__kind_names[kind];
+}
+
+void pd_move_req_free(pd_move_req *m)
+{
+    if (m == NULL)
+        return;
+    free(m->moves);
+    m->moves = NULL;
+    m->n_moves = 0;
 }
 
 void pd_request_free(pd_request *req)
@@ -41,5 +58,13 @@ void pd_request_free(pd_request *req)
         req->u.update_cells.cells = NULL;
         req->u.update_cells.update.cells = NULL;
         req->u.update_cells.update.n_cells = 0;
+    } else if (pd_request_is_move(req->kind)) {
+        pd_move_req_free(&req->u.move);
+    } else if (req->kind == PD_REQ_BATCH) {
+        for (size_t i = 0; i < req->u.batch.n_items; i++)
+            pd_move_req_free(&req->u.batch.items[i]);
+        free(req->u.batch.items);
+        req->u.batch.items = NULL;
+        req->u.batch.n_items = 0;
     }
 }

@@ -9,7 +9,7 @@
  * kind.
  *
  * Lifetime: a decoded request may own heap arrays (FindPath.avoid,
- * UpdateCells.cells); release them with pd_request_free, or take them over
+ * UpdateCells.cells, ValidateMove.moves, Batch.items); release them with pd_request_free, or take them over
  * by copying the pointer and setting the request's field to NULL first.
  */
 #ifndef PD_REQUEST_H
@@ -49,6 +49,14 @@ typedef enum pd_request_kind {
     PD_REQ_FIND_ROUTE,
     PD_REQ_AUTH,
     PD_REQ_RELOAD,
+    PD_REQ_RAYCAST,          /* the movement queries: PD_REQ_RAYCAST .. */
+    PD_REQ_VALIDATE_MOVE,
+    PD_REQ_MOVE_ALONG,
+    PD_REQ_NEAREST,
+    PD_REQ_REACHABLE,
+    PD_REQ_RANDOM_POINT,
+    PD_REQ_DISTANCE_TO_WALL, /* .. PD_REQ_DISTANCE_TO_WALL (pd_request_is_move) */
+    PD_REQ_BATCH,            /* up to PD_BATCH_MAX_ITEMS movement queries */
     PD_REQ__COUNT            /* not a kind: how many there are */
 } pd_request_kind;
 
@@ -113,6 +121,54 @@ typedef struct pd_scene_grid_req {
     int32_t row_count;       /* 0..PD_GRID_MAX_SIDE; 0 = as many as fit in one band */
 } pd_scene_grid_req;
 
+/* ---- authoritative movement (pd_movement.h runs these) ---------------- */
+
+#define PD_MOVE_MAX_POINTS 256u        /* ValidateMove.moves */
+#define PD_MOVE_MAX_RADIUS 1024u       /* NearestWalkable.radius, DistanceToWall.max_distance (cells) */
+#define PD_MOVE_DEFAULT_WALL_DISTANCE 64u  /* DistanceToWall.max_distance 0 */
+#define PD_MOVE_MAX_WALK_RADIUS 256.0  /* RandomPoint.radius (walking cost in cells) */
+#define PD_MOVE_MAX_TOLERANCE 10.0     /* ValidateMove.tolerance */
+#define PD_BATCH_MAX_ITEMS 256u        /* Batch.items */
+/* Longest reason a request item carries, in bytes with the NUL. */
+#define PD_REQUEST_MESSAGE_MAX 192
+
+typedef struct pd_timed_point {
+    pd_point_spec point;
+    double t;                /* seconds, finite */
+} pd_timed_point;
+
+/* One movement query; which fields count depends on kind:
+ *   RAYCAST           a = from, b = to
+ *   VALIDATE_MOVE     moves[0..n_moves), max_speed, tolerance
+ *   MOVE_ALONG        a = from, dx/dy (cells, or world units for a world a)
+ *   NEAREST           a = at, radius, b = reachable_from when has_b
+ *   REACHABLE         a = from, b = to
+ *   RANDOM_POINT      a = around, radius, seed
+ *   DISTANCE_TO_WALL  a = at, radius = max_distance
+ * Inside a Batch an item that fails decoding keeps its kind (or
+ * PD_REQ_NONE) with status and message set; the others still run. */
+typedef struct pd_move_req {
+    pd_request_kind kind;
+    pd_status status;        /* PD_OK, or why decoding refused this item */
+    char message[PD_REQUEST_MESSAGE_MAX];
+    char scene[PD_CONF_MAX_NAME];
+    uint32_t unit_size;      /* >= 1 after decoding */
+    pd_point_spec a, b;
+    int has_b;
+    double dx, dy;           /* finite */
+    double radius;           /* within the kind's cap */
+    uint64_t seed;           /* 0: the server picks */
+    double max_speed;        /* > 0, finite */
+    double tolerance;        /* 0..PD_MOVE_MAX_TOLERANCE */
+    pd_timed_point *moves;   /* malloc'd (owned) */
+    size_t n_moves;
+} pd_move_req;
+
+typedef struct pd_batch_req {
+    pd_move_req *items;      /* malloc'd (owned), 1..PD_BATCH_MAX_ITEMS */
+    size_t n_items;
+} pd_batch_req;
+
 typedef struct pd_request {
     uint64_t id;
     pd_request_kind kind;
@@ -124,6 +180,8 @@ typedef struct pd_request {
         char scene_name[PD_CONF_MAX_NAME];  /* PD_REQ_SCENE_INFO */
         uint64_t ping_nonce;                /* PD_REQ_PING */
         pd_scene_grid_req grid;             /* PD_REQ_SCENE_GRID */
+        pd_move_req move;                   /* pd_request_is_move(kind) */
+        pd_batch_req batch;                 /* PD_REQ_BATCH */
         struct {
             char token[PD_CONF_MAX_TOKEN];  /* never logged */
             size_t len;
@@ -134,6 +192,15 @@ typedef struct pd_request {
 /* Frees the arrays a decoded request owns and sets their pointers to NULL.
  * Safe on any decoded (or zeroed) request, and twice. */
 void pd_request_free(pd_request *req);
+
+/* 1 for the seven movement query kinds (PD_REQ_RAYCAST..DISTANCE_TO_WALL). */
+static inline int pd_request_is_move(pd_request_kind kind)
+{
+    return kind >= PD_REQ_RAYCAST && kind <= PD_REQ_DISTANCE_TO_WALL;
+}
+
+/* Frees what a decoded movement query owns (its moves). */
+void pd_move_req_free(pd_move_req *m);
 
 /* The request kind's name as the protocol spells it ("find_path", ...);
  * "unknown" for anything else. */

@@ -1,0 +1,19 @@
+/*
+ * pathctl_query.h - pathctl's movement commands (raycast, validate, move,
+ * nearest, reachable, random, clearance, batch) and grid, kept apart from
+ * the path commands because they share one option set of their own.
+ */
+#ifndef PATHCTL_QUERY_H
+#define PATHCTL_QUERY_H
+
+/* pathctl_query_main's answer when the command is not one of its own. */
+#define PATHCTL_QUERY_NOT_MINE (-1)
+
+/* Usage lines for these commands, included in pathctl --help. */
+extern const char pathctl_query_usage[];
+
+/* Runs the command in argv when it is one of these; returns its exit code
+ * (as pathctl's), or PATHCTL_QUERY_NOT_MINE. */
+int pathctl_query_main(int argc, char **argv);
+
+#endif
