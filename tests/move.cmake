@@ -1,3 +1,5 @@
 # Issue 11 part 2, core: rays, slides, nearest open cell, distance to the
 # wall and cells within a walking distance (pd_move), against brute force.
 pd_test(NAME test_move SOURCES unit/test_move.c LIBS pathd_core LABELS sanitize)
+# The movement queries through the query layer (pd_movement), no threads.
+pd_test(NAME test_movement SOURCES unit/test_movement.c LIBS pathd_query LABELS sanitize)
