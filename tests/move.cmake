@@ -3,3 +3,6 @@
 pd_test(NAME test_move SOURCES unit/test_move.c LIBS pathd_core LABELS sanitize)
 # The movement queries through the query layer (pd_movement), no threads.
 pd_test(NAME test_movement SOURCES unit/test_movement.c LIBS pathd_query LABELS sanitize)
+# Through the daemon: every kind, Batch against singles, in-flight slots, pathctl batch.
+pd_test(NAME test_e2e_movement SOURCES integration/test_e2e_movement.c LIBS pathd_integ_harness
+        LABELS sanitize TIMEOUT 120)
