@@ -135,33 +135,6 @@ static int pathctl_parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
-/* "X,Y" as cells (integers) or world coordinates (finite doubles). */
-static int pathctl_parse_point(const char *s, int world, pdc_point *out)
-{
-    char *end;
-    errno = 0;
-    if (world) {
-        double x = strtod(s, &end);
-        if (errno || end == s || *end != ',')
-            return -1;
-        const char *ys = end + 1;
-        double y = strtod(ys, &end);
-        if (errno || end == ys || *end || x != x || y != y)
-            return -1;
-        *out = pdc_world(x, y);
-        return 0;
-    }
-    long x = strtol(s, &end, 10);
-    if (errno || end == s || *end != ',' || x < INT32_MIN || x > INT32_MAX)
-        return -1;
-    const char *ys = end + 1;
-    long y = strtol(ys, &end, 10);
-    if (errno || end == ys || *end || y < INT32_MIN || y > INT32_MAX)
-        return -1;
-    *out = pdc_cell((int32_t)x, (int32_t)y);
-    return 0;
-}
-
 /* "X,Y;X,Y;..." into a heap array of at most max cells (a trailing ';' is
  * allowed). Returns the count, or -1 on a syntax error, an empty list, or
  * more than max cells. */

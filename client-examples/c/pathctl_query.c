@@ -79,8 +79,7 @@ static int pq_parse_double(const char *s, double *out)
     return 0;
 }
 
-/* "X,Y": integers as a cell, or finite numbers as a world point. */
-static int pq_parse_point(const char *s, int world, pdc_point *out)
+int pathctl_parse_point(const char *s, int world, pdc_point *out)
 {
     char *end;
     errno = 0;
@@ -123,7 +122,7 @@ static long pq_parse_moves(const char *s, int world, pdc_timed_point **out)
         if (!last || n >= PDC_MAX_MOVES)
             goto bad;
         *last = '\0';
-        if (pq_parse_point(item, world, &moves[n].point) || pq_parse_double(last + 1, &moves[n].t))
+        if (pathctl_parse_point(item, world, &moves[n].point) || pq_parse_double(last + 1, &moves[n].t))
             goto bad;
         n++;
     }
@@ -238,15 +237,15 @@ static int pq_parse(int argc, char **argv, int first, int global, pq_args *a)
         return pq_usage_error("unknown command %s", a->command);
     a->q.kind = shapes[s].kind;
     if (shapes[s].a) {
-        if (!*shapes[s].a || pq_parse_point(*shapes[s].a, world, &a->q.a))
+        if (!*shapes[s].a || pathctl_parse_point(*shapes[s].a, world, &a->q.a))
             return pq_usage_error("%s needs a point X,Y", shapes[s].a_name);
     }
     if (shapes[s].b) {
-        if (!*shapes[s].b || pq_parse_point(*shapes[s].b, world, &a->q.b))
+        if (!*shapes[s].b || pathctl_parse_point(*shapes[s].b, world, &a->q.b))
             return pq_usage_error("%s needs a point X,Y", shapes[s].b_name);
     }
     if (a->q.kind == PDC_Q_NEAREST && reach) {
-        if (pq_parse_point(reach, world, &a->q.b))
+        if (pathctl_parse_point(reach, world, &a->q.b))
             return pq_usage_error("bad --reachable-from %s", reach);
         a->q.has_b = 1;
     }

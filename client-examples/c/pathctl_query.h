@@ -6,11 +6,17 @@
 #ifndef PATHCTL_QUERY_H
 #define PATHCTL_QUERY_H
 
+#include "pathd_client.h"
+
 /* pathctl_query_main's answer when the command is not one of its own. */
 #define PATHCTL_QUERY_NOT_MINE (-1)
 
 /* Usage lines for these commands, included in pathctl --help. */
 extern const char pathctl_query_usage[];
+
+/* "X,Y" as a cell (integers) or, with world set, a world point (finite
+ * numbers); 0, or -1 for anything else. Shared by every pathctl command. */
+int pathctl_parse_point(const char *s, int world, pdc_point *out);
 
 /* Runs the command in argv when it is one of these; returns its exit code
  * (as pathctl's), or PATHCTL_QUERY_NOT_MINE. */
