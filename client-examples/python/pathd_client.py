@@ -1,4 +1,4 @@
-"""A small Python client for the pathd pathfinding daemon.
+"""A small Python client for the pathd pathfinding daemon, blocking and asyncio.
 
 Example code meant to be copied into a game server. It needs only the
 standard library and Debian's python3-protobuf, plus pathd_pb2.py, which
@@ -11,35 +11,52 @@ does not see it).
 Wire format (docs/PROTOCOL.md): every message is a 4-byte big-endian length
 followed by one protobuf message. The client sends pathd.v1.Request, the
 server answers with pathd.v1.Response frames carrying the request's id. A
-path arrives as one or more PathChunk frames; the last has final = true and
-carries cost, expansions, search time and scene version. Answers to
-different requests may arrive in any order and are matched by id.
+path arrives as one or more PathChunk frames, a route as RouteLeg frames and
+a final RouteResult; every other answer is one frame. Answers to different
+requests may arrive in any order and are matched by id.
 
-Two ways to call, on one connection:
-  - Blocking: find_path, scenes, scene_info, stats and ping send a request
-    and wait for its answer. Answers to other requests that arrive meanwhile
-    are kept for recv(). OVERLOADED is retried with exponential backoff, at
-    most retry_attempts times in all (RETRY_ATTEMPTS unless the constructor
-    was told otherwise).
-  - Pipelined: send_find_path sends without waiting and returns the id;
-    recv() hands back completed paths in completion order, whatever their id.
-    OVERLOADED is handed back, not retried.
+Two clients with the same methods:
+  - PathdClient: blocking calls, safe to share between threads. Each
+    connection has one reader thread that decodes every answer and hands it
+    to the request with that id (a lock guards the table of requests and a
+    second one keeps each frame whole on the socket), so calls from many
+    threads are in flight together on one socket.
+  - AsyncPathdClient: the same calls as coroutines, on asyncio streams; one
+    reader task per connection, so concurrent calls (asyncio.gather) share
+    one socket the same way.
 
-Errors: find_path returns a PathResult for OK and PARTIAL and raises
-PathdError (its .status is the wire status name, e.g. "NO_PATH") for any
-other answer. A request that got no answer raises a subclass:
-PathdDisconnected (connection lost; every request still waiting fails with
-it and nothing is resent), PathdTimeout or PathdProtocolError (the server
-broke the protocol; the connection is closed, as the server does). The next
-call, blocking or pipelined, reconnects to the same address by itself.
+Every call sends a request and waits for its answer; OVERLOADED is retried
+with exponential backoff, at most retry_attempts times in all. The send_*
+forms and send(name, ...) send without waiting and return the id; recv()
+hands back answers in completion order, whatever their id, of any status
+(OVERLOADED too, not retried).
 
-A PathdClient is not thread-safe: use one per thread, or your own lock.
+Results:
+  - find_path: a PathResult (attributes; to_dict() is pathctl path --json).
+  - Everything else answers plain dicts (an Answer, a dict with .id) shaped
+    like pathctl's --json output: status, version and the fields of the kind
+    (raycast: clear, hit, last_free, last_free_world; validate_move: valid,
+    first_invalid, reason, last_valid[, last_valid_world]; move_along: end,
+    end_world, slid; nearest_walkable: cell, distance; is_reachable:
+    reachable; random_point: cell, seed, candidates; distance_to_wall:
+    distance, wall). Cells are [x, y] lists, absent ones None.
+  - batch(items): a list of such dicts, one per item in order, each with its
+    own status (an item that failed is {"status": ..., "message": ...}).
+
+Errors: a call returns for OK (and PARTIAL for paths and routes) and raises
+PathdError (its .status is the wire status name, e.g. "NO_PATH"; .result the
+answer) for any other answer. A request that got no answer raises a
+subclass: PathdDisconnected (connection lost; every request still waiting
+fails with it and nothing is resent), PathdTimeout or PathdProtocolError
+(the server broke the protocol; the connection is closed, as the server
+does). The next call reconnects to the same address by itself.
 """
 
+import asyncio
 import random
-import select
 import socket
 import struct
+import threading
 import time
 from collections import deque, namedtuple
 
@@ -50,11 +67,12 @@ import pathd_pb2 as pb
 DEFAULT_SERVER = "127.0.0.1:7420"
 # Per-call timeout in seconds (connect, each blocking call, each send).
 DEFAULT_TIMEOUT_S = 5.0
-# Largest incoming frame accepted, in bytes. A path chunk is ~10 KiB, so this
-# only protects the client's memory from a broken or hostile peer.
+# Largest incoming frame accepted, in bytes. A path chunk is ~10 KiB and a
+# grid band ~512 KiB, so this only protects the client's memory from a
+# broken or hostile peer.
 MAX_FRAME_BYTES = 16 * 1024 * 1024
-# Most waypoints assembled for one path: more than any sane grid path, and a
-# bound on what a misbehaving server can make us hold by streaming chunks.
+# Most waypoints assembled for one path or route: more than any sane grid
+# path, and a bound on what a misbehaving server can make us hold.
 MAX_PATH_WAYPOINTS = 4 * 1024 * 1024
 # Blocking calls: total attempts when the server answers OVERLOADED, and the
 # backoff between them in seconds, doubling from FIRST up to MAX. Five
@@ -62,12 +80,20 @@ MAX_PATH_WAYPOINTS = 4 * 1024 * 1024
 RETRY_ATTEMPTS = 5
 RETRY_BACKOFF_FIRST_S = 0.020
 RETRY_BACKOFF_MAX_S = 1.0
+# Most items in one Batch (the server's PD_BATCH_MAX_ITEMS).
+MAX_BATCH_ITEMS = 256
+# scene_grid: times it starts over when the scene changes between bands.
+SCENE_GRID_RESTARTS = 8
 
 _HEADER = struct.Struct(">I")
 # Bytes asked of the socket per recv(): a few typical path chunks.
 _RECV_BYTES = 64 * 1024
-_STYLES = {"cells": pb.STYLE_CELLS, "corners": pb.STYLE_CORNERS}
+_STYLES = {"cells": pb.STYLE_CELLS, "corners": pb.STYLE_CORNERS, "smooth": pb.STYLE_SMOOTH}
+_GOAL_MODES = {"exact": pb.GOAL_EXACT, "nearest": pb.GOAL_NEAREST, "line": pb.GOAL_LINE}
+_UPDATE_OPS = {"block": pb.UPDATE_BLOCK, "pass": pb.UPDATE_PASS, "cost": pb.UPDATE_COST}
 _CONNECTIVITY = {0: pb.CONNECTIVITY_DEFAULT, 8: pb.CONNECTIVITY_8, 4: pb.CONNECTIVITY_4}
+# Symbols of the config's ASCII map format (pathctl grid): cost byte -> char.
+_GRID_SYMBOLS = "#." + "".join(str(c) for c in range(2, 10)) + "+" * 246
 
 SceneSummary = namedtuple("SceneSummary", "name width height version")
 SceneInfo = namedtuple(
@@ -76,12 +102,12 @@ SceneInfo = namedtuple(
 
 
 class PathdError(Exception):
-    """An answer other than OK/PARTIAL, or a request that got no answer.
+    """An answer a call does not accept, or a request that got no answer.
 
     status is the wire status name ("UNKNOWN_SCENE", "OVERLOADED", ...) or,
     for the subclasses, "DISCONNECTED", "TIMEOUT" or "PROTOCOL_ERROR".
-    request_id is the request's id when there was one; result is the
-    PathResult of a path answer (its metrics), else None.
+    request_id is the request's id when there was one; result is the answer
+    (PathResult or dict) when one came, else None.
     """
 
     def __init__(self, status, message="", request_id=None, result=None):
@@ -117,17 +143,30 @@ class _Violation(Exception):
     """Raised inside the reader when the server breaks the protocol."""
 
 
+class Answer(dict):
+    """A plain dict answer (the keys of pathctl --json) that also knows its
+    request's id, for answers collected with recv()."""
+
+    def __init__(self, request_id, fields):
+        super().__init__(fields)
+        self.id = request_id
+
+
 class PathResult:
     """One answered path request.
 
     waypoints are cells [(x, y)], world the centres of those cells in world
-    coordinates [(wx, wy)]; version is the scene version the search ran on.
+    coordinates [(wx, wy)], times the arrival times (None unless speed > 0);
+    version is the scene version the search ran on; start_used / goal_used
+    the cells the path really starts / ends at when snapped or substituted
+    (else None); cutoff "BUDGET_EXCEEDED" / "DEADLINE_EXCEEDED" behind a
+    PARTIAL from partial_on_cutoff (else None).
     """
 
     __slots__ = ("id", "status", "cost", "expansions", "search_micros", "version",
-                 "waypoints", "world", "message")
+                 "waypoints", "world", "times", "start_used", "goal_used", "cutoff", "message")
 
-    def __init__(self, request_id, status, message=""):
+    def __init__(self, request_id, status="OK", message="", timed=False):
         self.id = request_id
         self.status = status
         self.message = message
@@ -137,30 +176,34 @@ class PathResult:
         self.version = 0
         self.waypoints = []
         self.world = []
+        self.times = [] if timed else None
+        self.start_used = None
+        self.goal_used = None
+        self.cutoff = None
 
     @property
     def ok(self):
         """True for OK and PARTIAL: the waypoints are usable."""
         return self.status in ("OK", "PARTIAL")
 
+    def to_dict(self):
+        """The object pathctl path --json prints for this answer."""
+        d = {"status": self.status, "cost": self.cost, "expansions": self.expansions,
+             "micros": self.search_micros, "version": self.version}
+        if self.message:
+            d["message"] = self.message
+        d.update(start_used=_pair(self.start_used), goal_used=_pair(self.goal_used),
+                 cutoff=self.cutoff, waypoints=[list(w) for w in self.waypoints],
+                 world=[list(w) for w in self.world], times=self.times)
+        return d
+
     def __repr__(self):
         return "PathResult(id=%d, status=%s, cost=%g, expansions=%d, version=%d, waypoints=%d)" % (
             self.id, self.status, self.cost, self.expansions, self.version, len(self.waypoints))
 
 
-class _Pending:
-    """A request still waiting for its answer, or answered but not yet taken."""
-
-    __slots__ = ("id", "is_path", "done", "error", "result", "response", "next_seq")
-
-    def __init__(self, request_id, is_path):
-        self.id = request_id
-        self.is_path = is_path
-        self.done = False
-        self.error = None          # (exception class, message) when it got no answer
-        self.result = PathResult(request_id, "OK") if is_path else None
-        self.response = None       # a non-path request's answer frame
-        self.next_seq = 0
+def _pair(xy):
+    return None if xy is None else list(xy)
 
 
 def _status_name(number):
@@ -168,6 +211,13 @@ def _status_name(number):
         return pb.Status.Name(number)
     except ValueError:
         return "UNKNOWN_STATUS_%d" % number
+
+
+def _reason_name(number):
+    try:
+        return pb.MoveReason.Name(number)[len("MOVE_"):].lower()
+    except ValueError:
+        return "unknown"
 
 
 def _parse_addr(addr):
@@ -188,8 +238,670 @@ def _point(msg, point, world):
         msg.cell.x, msg.cell.y = int(point[0]), int(point[1])
 
 
-class PathdClient:
-    """One TCP connection to pathd (see the module docstring)."""
+def _cell(msg, xy):
+    if len(xy) != 2:
+        raise ValueError("a cell is a pair (x, y), got %r" % (xy,))
+    msg.x, msg.y = int(xy[0]), int(xy[1])
+
+
+def _check_scene(scene, name="scene"):
+    if not isinstance(scene, str) or not scene:
+        raise ValueError("%s must be a non-empty string" % name)
+
+
+def _choice(table, value, what):
+    if value not in table:
+        raise ValueError("%s must be one of %s, got %r" % (what, ", ".join(map(str, table)), value))
+    return table[value]
+
+
+def _xy(msg, field):
+    """[x, y] of a Cell field, or None when absent (as pathctl prints)."""
+    if not msg.HasField(field):
+        return None
+    c = getattr(msg, field)
+    return [c.x, c.y]
+
+
+def _wxy(w):
+    return [w.x, w.y]
+
+
+# ---- what each request kind sends, and how its answer is read ---------------
+#
+# An _Op is one call: the request to send, how its frames are assembled
+# ("path", "route" or "single"), finish(pending) -> the answer (PathResult or
+# Answer, with its status), the statuses a blocking call accepts, and value()
+# turning the accepted answer into what the call returns.
+
+_Op = namedtuple("_Op", "request assemble finish accept value")
+_OK = ("OK",)
+_OK_PARTIAL = ("OK", "PARTIAL")
+
+
+def _same(answer):
+    return answer
+
+
+def _op(request, finish, accept=_OK, value=_same, assemble="single"):
+    return _Op(request, assemble, finish, accept, value)
+
+
+def _error_answer(p, response):
+    d = {"status": _status_name(response.status)}
+    message = response.error.message if response.WhichOneof("body") == "error" else ""
+    if message:
+        d["message"] = message
+    return Answer(p.id, d)
+
+
+def _single(body, fields):
+    """finish for a one-frame answer: fields(message) -> dict, for OK with that body."""
+    def finish(p):
+        response = p.response
+        if response.status != pb.OK:
+            return _error_answer(p, response)
+        d = {"status": "OK"}
+        if body is not None:
+            if response.WhichOneof("body") != body:
+                raise _Violation("answer to request %d has the wrong body" % p.id)
+            d.update(fields(getattr(response, body)))
+        return Answer(p.id, d)
+    return finish
+
+
+def _find_path_op(scene, start, goal, world=False, unit_size=0, connectivity=0, style="cells",
+                  goal_mode="exact", snap=False, partial_on_cutoff=False, speed=0.0, start_time=0.0,
+                  avoid=(), window=None, max_expansions=0, deadline_ms=0):
+    _check_scene(scene)
+    request = pb.Request()
+    fp = request.find_path
+    fp.scene = scene
+    _point(fp.start, start, world)
+    _point(fp.goal, goal, world)
+    fp.unit_size = unit_size
+    fp.connectivity = _choice(_CONNECTIVITY, connectivity, "connectivity")
+    fp.style = _choice(_STYLES, style, "style")
+    fp.goal_mode = _choice(_GOAL_MODES, goal_mode, "goal_mode")
+    fp.snap = bool(snap)
+    fp.partial_on_cutoff = bool(partial_on_cutoff)
+    fp.speed = float(speed)
+    fp.start_time = float(start_time)
+    for xy in avoid:
+        _cell(fp.avoid.add(), xy)
+    if window is not None:
+        (lo, hi) = window
+        _cell(fp.window.min, lo)
+        _cell(fp.window.max, hi)
+    fp.max_expansions = max_expansions
+    fp.deadline_ms = deadline_ms
+    timed = fp.speed > 0
+    return _Op(request, "path", lambda p: p.finish_path(timed), _OK_PARTIAL, _same)
+
+
+def _find_route_op(from_scene, start, to_scene, goal, world=False, unit_size=0, style="cells",
+                   goal_mode="exact", speed=0.0, start_time=0.0, max_expansions=0, deadline_ms=0):
+    _check_scene(from_scene, "from_scene")
+    _check_scene(to_scene, "to_scene")
+    request = pb.Request()
+    fr = request.find_route
+    fr.from_scene, fr.to_scene = from_scene, to_scene
+    _point(fr.start, start, world)
+    _point(fr.goal, goal, world)
+    fr.unit_size = unit_size
+    fr.style = _choice(_STYLES, style, "style")
+    fr.goal_mode = _choice(_GOAL_MODES, goal_mode, "goal_mode")
+    fr.speed = float(speed)
+    fr.start_time = float(start_time)
+    fr.max_expansions = max_expansions
+    fr.deadline_ms = deadline_ms
+    timed = fr.speed > 0
+    return _Op(request, "route", lambda p: p.finish_route(timed), _OK_PARTIAL, _same)
+
+
+def _update_cells_op(scene, rect=None, cells=None, op="block", cost=0):
+    _check_scene(scene)
+    if (rect is None) == (cells is None):
+        raise ValueError("give exactly one of rect ((x0, y0), (x1, y1)) and cells [(x, y), ...]")
+    request = pb.Request()
+    u = request.update_cells
+    u.scene = scene
+    if rect is not None:
+        _cell(u.rect.min, rect[0])
+        _cell(u.rect.max, rect[1])
+    else:
+        u.cells.SetInParent()
+        for xy in cells:
+            _cell(u.cells.cells.add(), xy)
+    u.op = _choice(_UPDATE_OPS, op, "op")
+    u.cost = cost
+    return _op(request, _single("update", lambda m: {
+        "version": m.version, "cells_changed": m.cells_changed, "micros": m.micros}))
+
+
+def _scene_grid_op(scene, unit_size=0, row_start=0, row_count=0):
+    _check_scene(scene)
+    request = pb.Request()
+    g = request.scene_grid
+    g.scene, g.unit_size, g.row_start, g.row_count = scene, unit_size, row_start, row_count
+
+    def fields(m):
+        if len(m.cells) != m.row_count * m.width or m.row_count < 1:
+            raise _Violation("grid band of %d rows x %d holds %d bytes" % (m.row_count, m.width, len(m.cells)))
+        return {"version": m.version, "width": m.width, "height": m.height,
+                "row_start": m.row_start, "row_count": m.row_count, "cells": m.cells}
+    return _op(request, _single("scene_grid", fields))
+
+
+# The movement queries: (request field, builder of the message, answer fields).
+def _raycast(m, frm, to, world=False, unit_size=0):
+    m.unit_size = unit_size
+    _point(getattr(m, "from"), frm, world)
+    _point(m.to, to, world)
+
+
+def _validate_move(m, moves, max_speed, tolerance=0.0, world=False, unit_size=0):
+    m.unit_size = unit_size
+    for move in moves:
+        if len(move) != 3:
+            raise ValueError("a move is (x, y, t), got %r" % (move,))
+        tp = m.moves.add()
+        _point(tp.point, move[:2], world)
+        tp.t = float(move[2])
+    m.max_speed = float(max_speed)
+    m.tolerance = float(tolerance)
+
+
+def _move_along(m, frm, delta, world=False, unit_size=0):
+    m.unit_size = unit_size
+    _point(getattr(m, "from"), frm, world)
+    m.dx, m.dy = float(delta[0]), float(delta[1])
+
+
+def _nearest(m, at, radius, reachable_from=None, world=False, unit_size=0):
+    m.unit_size = unit_size
+    _point(m.at, at, world)
+    m.radius = radius
+    if reachable_from is not None:
+        _point(m.reachable_from, reachable_from, world)
+
+
+def _reachable(m, frm, to, world=False, unit_size=0):
+    m.unit_size = unit_size
+    _point(getattr(m, "from"), frm, world)
+    _point(m.to, to, world)
+
+
+def _random_point(m, around, radius, seed=0, world=False, unit_size=0):
+    m.unit_size = unit_size
+    _point(m.around, around, world)
+    m.radius = float(radius)
+    m.seed = seed
+
+
+def _distance_to_wall(m, at, max_distance=0, world=False, unit_size=0):
+    m.unit_size = unit_size
+    _point(m.at, at, world)
+    m.max_distance = max_distance
+
+
+def _validate_fields(m):
+    d = {"valid": m.valid, "first_invalid": None if m.first_invalid < 0 else m.first_invalid,
+         "reason": _reason_name(m.reason), "last_valid": _xy(m, "last_valid")}
+    if m.HasField("last_valid"):
+        d["last_valid_world"] = _wxy(m.last_valid_world)
+    return d
+
+
+_QUERIES = {
+    "raycast": ("raycast", _raycast, lambda m: {
+        "clear": m.clear, "hit": _xy(m, "hit"), "last_free": _xy(m, "last_free"),
+        "last_free_world": _wxy(m.last_free_world)}),
+    "validate_move": ("validate_move", _validate_move, _validate_fields),
+    "move_along": ("move_along", _move_along, lambda m: {
+        "end": _xy(m, "end"), "end_world": _wxy(m.end_world), "slid": m.slid}),
+    "nearest_walkable": ("nearest", _nearest, lambda m: {
+        "cell": _xy(m, "cell"), "distance": m.distance}),
+    "is_reachable": ("reachable", _reachable, lambda m: {"reachable": m.reachable}),
+    "random_point": ("random_point", _random_point, lambda m: {
+        "cell": _xy(m, "cell"), "seed": m.seed, "candidates": m.candidates}),
+    "distance_to_wall": ("distance_to_wall", _distance_to_wall, lambda m: {
+        "distance": m.distance, "wall": _xy(m, "wall")}),
+}
+
+
+def query(kind, scene, *args, **options):
+    """One item for batch(): kind is a movement call's name ("raycast",
+    "validate_move", "move_along", "nearest_walkable", "is_reachable",
+    "random_point", "distance_to_wall") and the rest its arguments, e.g.
+    query("raycast", "town", (1, 1), (9, 9), unit_size=2)."""
+    field, build, _ = _choice(_QUERIES, kind, "query kind")
+    _check_scene(scene)
+    q = pb.Query()
+    m = getattr(q, field)
+    m.scene = scene
+    build(m, *args, **options)
+    return q
+
+
+def _with_version(fields):
+    def read(m):
+        d = {"version": m.version}
+        d.update(fields(m))
+        return d
+    return read
+
+
+def _query_op(kind, scene, *args, **options):
+    field, _, fields = _QUERIES[kind]
+    request = pb.Request()
+    getattr(request, field).CopyFrom(getattr(query(kind, scene, *args, **options), field))
+    return _op(request, _single(field, _with_version(fields)))
+
+
+def _item_answer(request_id, item):
+    d = {"status": _status_name(item.status)}
+    if item.status != pb.OK:
+        if item.message:
+            d["message"] = item.message
+        return d
+    field = item.WhichOneof("kind")
+    for _, (name, _, fields) in _QUERIES.items():
+        if name == field:
+            d.update(_with_version(fields)(getattr(item, field)))
+            return d
+    raise _Violation("request %d: batch item without a result" % request_id)
+
+
+def _batch_op(items):
+    items = list(items)
+    if not 1 <= len(items) <= MAX_BATCH_ITEMS:
+        raise ValueError("a batch holds 1..%d items, got %d" % (MAX_BATCH_ITEMS, len(items)))
+    request = pb.Request()
+    request.batch.SetInParent()
+    for q in items:
+        if not isinstance(q, pb.Query):
+            raise ValueError("batch items are made by pathd_client.query(kind, scene, ...)")
+        request.batch.items.add().CopyFrom(q)
+
+    def fields(m):
+        if len(m.items) != len(items):
+            raise _Violation("batch of %d items answered with %d" % (len(items), len(m.items)))
+        return {"items": [_item_answer(0, item) for item in m.items]}
+    return _op(request, _single("batch", fields), value=lambda a: a["items"])
+
+
+def _ping_op():
+    request = pb.Request()
+    request.ping.nonce = random.getrandbits(64)
+    started = time.monotonic()
+
+    def value(answer):
+        if answer["nonce"] != request.ping.nonce:
+            raise PathdProtocolError("pong carries the wrong nonce", answer.id)
+        return time.monotonic() - started
+    return _op(request, _single("pong", lambda m: {"nonce": m.nonce}), value=value)
+
+
+def _scenes_op():
+    request = pb.Request()
+    request.list_scenes.SetInParent()
+    return _op(request, _single("scene_list", lambda m: {"scenes": [
+        SceneSummary(s.name, s.width, s.height, s.version) for s in m.scenes]}),
+        value=lambda a: a["scenes"])
+
+
+def _scene_info_op(scene):
+    request = pb.Request()
+    request.scene_info.scene = scene
+    return _op(request, _single("scene_info", lambda i: {"info": SceneInfo(
+        i.name, i.width, i.height, i.origin_x, i.origin_y, i.cell_size, list(i.unit_sizes),
+        i.version, i.passable_cells)}), value=lambda a: a["info"])
+
+
+def _stats_op():
+    request = pb.Request()
+    request.stats.SetInParent()
+    return _op(request, _single("stats", lambda s: {f.name: getattr(s, f.name)
+                                                    for f in s.DESCRIPTOR.fields}),
+               value=lambda a: {k: v for k, v in a.items() if k != "status"})
+
+
+def _auth_op(token, granted):
+    request = pb.Request()
+    request.auth.token = token
+    return _op(request, _single("auth", lambda m: {"role": m.role}),
+               value=lambda a: granted(a["role"]))
+
+
+def _reload_op():
+    request = pb.Request()
+    request.reload.SetInParent()
+    return _op(request, _single(None, None), value=lambda a: None)
+
+
+def _cancel_request(target_id):
+    request = pb.Request()
+    request.cancel.target_id = target_id
+    return request
+
+
+# Request kinds send(name, ...) sends without waiting.
+_PIPELINED = dict(find_path=_find_path_op, find_route=_find_route_op,
+                  update_cells=_update_cells_op, scene_grid_band=_scene_grid_op, batch=_batch_op,
+                  **{kind: (lambda kind: lambda *a, **kw: _query_op(kind, *a, **kw))(kind)
+                     for kind in _QUERIES})
+
+
+def grid_rows(grid):
+    """A scene_grid() answer in the config's ASCII map format, one string per
+    row, as pathctl grid prints it: '#' blocked, '.' cost 1, '2'..'9' that
+    cost, '+' 10 or more."""
+    w, cells = grid["width"], grid["cells"]
+    return ["".join(_GRID_SYMBOLS[c] for c in cells[y * w:(y + 1) * w]) for y in range(grid["height"])]
+
+
+class _Pending:
+    """A request waiting for its answer: assembles its frames and, on the
+    final one, builds the answer with op.finish."""
+
+    __slots__ = ("id", "op", "pipelined", "done", "error", "result", "response", "next_seq",
+                 "path", "legs", "leg_seq", "waypoint_count", "waiter")
+
+    def __init__(self, request_id, op, pipelined):
+        self.id = request_id
+        self.op = op
+        self.pipelined = pipelined     # handed back by recv(), not by a blocking call
+        self.done = False
+        self.error = None              # (exception class, message) when it got no answer
+        self.result = None
+        self.response = None           # the final frame
+        self.next_seq = 0
+        self.path = []                 # path: Waypoint messages so far
+        self.legs = []                 # route: finished and current legs
+        self.leg_seq = 0
+        self.waypoint_count = 0
+        self.waiter = None             # asyncio: the future a blocking call awaits
+
+    def feed(self, response):
+        """Takes one frame; returns True when the answer is complete."""
+        body = response.WhichOneof("body")
+        if self.op.assemble == "path" and body == "path":
+            chunk = response.path
+            if chunk.seq != self.next_seq:
+                raise _Violation("request %d: path chunk %d arrived, expected %d"
+                                 % (self.id, chunk.seq, self.next_seq))
+            self.next_seq += 1
+            self._count(len(chunk.waypoints))
+            self.path.extend(chunk.waypoints)
+        elif self.op.assemble == "route" and body == "route_leg":
+            self._route_leg(response.route_leg)
+        if self.op.assemble != "single" and not response.final:
+            return False
+        self.response = response
+        self.result = self.op.finish(self)
+        return True
+
+    def _count(self, n):
+        self.waypoint_count += n
+        if self.waypoint_count > MAX_PATH_WAYPOINTS:
+            raise _Violation("request %d: answer longer than %d waypoints" % (self.id, MAX_PATH_WAYPOINTS))
+
+    def _route_leg(self, leg):
+        current = self.legs[-1] if self.legs else None
+        if current is not None and not current["end"]:
+            if leg.leg != len(self.legs) - 1 or leg.seq != self.leg_seq:
+                raise _Violation("request %d: route leg %d frame %d arrived, expected leg %d frame %d"
+                                 % (self.id, leg.leg, leg.seq, len(self.legs) - 1, self.leg_seq))
+        elif leg.leg != len(self.legs) or leg.seq != 0:
+            raise _Violation("request %d: route leg %d frame %d arrived, expected leg %d frame 0"
+                             % (self.id, leg.leg, leg.seq, len(self.legs)))
+        else:
+            current = {"end": False, "scene": leg.scene, "waypoints": []}
+            self.legs.append(current)
+            self.leg_seq = 0
+        self.leg_seq += 1
+        self._count(len(leg.waypoints))
+        current["waypoints"].extend(leg.waypoints)
+        current["version"] = leg.scene_version
+        if leg.leg_end:
+            if leg.total_waypoints and leg.total_waypoints != len(current["waypoints"]):
+                raise _Violation("request %d: leg %d says %d waypoints, %d arrived"
+                                 % (self.id, leg.leg, leg.total_waypoints, len(current["waypoints"])))
+            current["end"] = True
+            current["cost"] = leg.cost
+            current["portal"] = None
+            if leg.HasField("portal"):
+                hop = leg.portal
+                current["portal"] = {"name": hop.name, "exit": [hop.exit.x, hop.exit.y],
+                                     "to_scene": hop.to_scene, "entry": [hop.entry.x, hop.entry.y],
+                                     "cost": hop.cost}
+
+    def finish_path(self, timed):
+        response = self.response
+        status = _status_name(response.status)
+        message = response.error.message if response.WhichOneof("body") == "error" else ""
+        r = PathResult(self.id, status, message, timed)
+        r.waypoints = [(w.x, w.y) for w in self.path]
+        r.world = [(w.wx, w.wy) for w in self.path]
+        if timed:
+            r.times = [w.t for w in self.path]
+        if response.WhichOneof("body") == "path":
+            chunk = response.path
+            if chunk.total_waypoints and chunk.total_waypoints != len(self.path):
+                raise _Violation("request %d: final chunk says %d waypoints, %d arrived"
+                                 % (self.id, chunk.total_waypoints, len(self.path)))
+            r.cost = chunk.cost
+            r.expansions = chunk.expansions
+            r.search_micros = chunk.search_micros
+            r.version = chunk.scene_version
+            if chunk.HasField("start_used"):
+                r.start_used = (chunk.start_used.x, chunk.start_used.y)
+            if chunk.HasField("goal_used"):
+                r.goal_used = (chunk.goal_used.x, chunk.goal_used.y)
+            if chunk.cutoff != pb.OK:
+                r.cutoff = _status_name(chunk.cutoff)
+        return r
+
+    def finish_route(self, timed):
+        """The object pathctl route --json prints."""
+        response = self.response
+        body = response.WhichOneof("body")
+        if body == "route_result":
+            rr = response.route_result
+        elif self.legs:
+            raise _Violation("request %d: route ended without a RouteResult" % self.id)
+        else:
+            rr = pb.RouteResult()   # refused before planning: an error body
+        if rr.legs != len(self.legs) or (self.legs and not self.legs[-1]["end"]):
+            raise _Violation("request %d: RouteResult counts %d legs, %d arrived"
+                             % (self.id, rr.legs, len(self.legs)))
+        legs = []
+        for leg in self.legs:
+            legs.append({"scene": leg["scene"], "cost": leg["cost"], "version": leg["version"],
+                         "waypoints": [[w.x, w.y] for w in leg["waypoints"]],
+                         "world": [[w.wx, w.wy] for w in leg["waypoints"]],
+                         "times": [w.t for w in leg["waypoints"]] if timed else None,
+                         "portal": leg["portal"]})
+        d = {"status": _status_name(response.status), "total_cost": rr.total_cost, "legs": legs,
+             "expansions": rr.expansions, "micros": rr.micros, "pinned": rr.pinned,
+             "goal_used": _xy(rr, "goal_used")}
+        if body == "error" and response.error.message:
+            d["message"] = response.error.message
+        return Answer(self.id, d)
+
+
+def _take_frame(buf):
+    """The next whole frame in buf (a bytearray), decoded and removed, or None."""
+    if len(buf) < _HEADER.size:
+        return None
+    (length,) = _HEADER.unpack_from(buf)
+    # Checked before waiting for (and buffering) the frame's body.
+    if length > MAX_FRAME_BYTES:
+        raise _Violation("server sent a %d-byte frame, above the %d-byte limit"
+                         % (length, MAX_FRAME_BYTES))
+    end = _HEADER.size + length
+    if len(buf) < end:
+        return None
+    return _decode(bytes(buf[_HEADER.size:end])), end
+
+
+def _decode(payload):
+    response = pb.Response()
+    try:
+        response.ParseFromString(payload)
+    except DecodeError:
+        raise _Violation("server sent a frame that does not decode")
+    return response
+
+
+def _frame(request):
+    payload = request.SerializeToString()
+    return _HEADER.pack(len(payload)) + payload
+
+
+class _Api:
+    """The calls, written once: each builds an _Op and hands it to the
+    transport's _call (blocking: returns the value; asyncio: a coroutine) or
+    _send_op (pipelined: the id, or a coroutine giving it)."""
+
+    # ---- paths and routes ----------------------------------------------------
+
+    def find_path(self, scene, start, goal, **options):
+        """A path from start to goal, cells (x, y) unless world=True.
+
+        Options (0 / unset means the server default): world, unit_size,
+        connectivity (4 or 8), style ("cells", "corners", "smooth"),
+        goal_mode ("exact", "nearest", "line"), snap, partial_on_cutoff,
+        speed (world units/s; > 0 adds times), start_time, avoid [(x, y)],
+        window ((x0, y0), (x1, y1)), max_expansions, deadline_ms. Returns a
+        PathResult for OK or PARTIAL; raises PathdError for any other answer
+        (its .result holds the PathResult)."""
+        return self._call(_find_path_op(scene, start, goal, **options))
+
+    def send_find_path(self, scene, start, goal, **options):
+        """Sends a path request without waiting (options as find_path) and
+        returns its id; collect the PathResult with recv()."""
+        return self._send_op(_find_path_op(scene, start, goal, **options))
+
+    def find_route(self, from_scene, start, to_scene, goal, **options):
+        """A route across scenes through portals, as the dict pathctl route
+        --json prints: status, total_cost, legs [{scene, cost, version,
+        waypoints, world, times, portal}], expansions, micros, pinned,
+        goal_used. Options: world, unit_size, style, goal_mode, speed,
+        start_time, max_expansions, deadline_ms. OK and PARTIAL return."""
+        return self._call(_find_route_op(from_scene, start, to_scene, goal, **options))
+
+    # ---- scenes ---------------------------------------------------------------
+
+    def update_cells(self, scene, rect=None, cells=None, op="block", cost=0):
+        """Blocks ("block"), opens ("pass") or re-costs ("cost", with cost
+        1..255) the cells of rect ((x0, y0), (x1, y1)), inclusive, or of the
+        list cells [(x, y)]. Returns {status, version, cells_changed, micros}."""
+        return self._call(_update_cells_op(scene, rect, cells, op, cost))
+
+    def scene_grid_band(self, scene, unit_size=0, row_start=0, row_count=0):
+        """One band of a grid's rows: {status, version, width, height,
+        row_start, row_count, cells (bytes, row-major, 0 blocked, else cost)}.
+        scene_grid() reads the whole grid."""
+        return self._call(_scene_grid_op(scene, unit_size, row_start, row_count))
+
+    def scenes(self):
+        """The served scenes, sorted by name, as SceneSummary tuples."""
+        return self._call(_scenes_op())
+
+    def scene_info(self, scene):
+        """Details of one scene as a SceneInfo tuple; PathdError UNKNOWN_SCENE if absent."""
+        return self._call(_scene_info_op(scene))
+
+    def stats(self):
+        """Server-wide counters as a dict (field names of pathd.v1.Stats)."""
+        return self._call(_stats_op())
+
+    def ping(self):
+        """Round trip; returns the measured time in seconds."""
+        return self._call(_ping_op())
+
+    def reload(self):
+        """Admin: the server rereads its config and maps, as on SIGHUP."""
+        return self._call(_reload_op())
+
+    def _granted(self, role):
+        self.role = role
+        return role
+
+    # ---- movement queries -----------------------------------------------------
+    # Points are cells unless world=True; every query takes unit_size. Each
+    # returns the dict pathctl --json prints (status, version, ...).
+
+    def raycast(self, scene, frm, to, **options):
+        """Is the straight segment walkable? {clear, hit, last_free, last_free_world}."""
+        return self._call(_query_op("raycast", scene, frm, to, **options))
+
+    def validate_move(self, scene, moves, max_speed, tolerance=0.0, **options):
+        """Checks claimed moves [(x, y, t)]: {valid, first_invalid, reason,
+        last_valid[, last_valid_world]}; reason is "valid", "out_of_bounds",
+        "blocked_point", "blocked_segment", "too_fast" or "time_not_increasing"."""
+        return self._call(_query_op("validate_move", scene, moves, max_speed, tolerance, **options))
+
+    def move_along(self, scene, frm, delta, **options):
+        """Moves by delta (dx, dy), sliding along walls: {end, end_world, slid}."""
+        return self._call(_query_op("move_along", scene, frm, delta, **options))
+
+    def nearest_walkable(self, scene, at, radius, reachable_from=None, **options):
+        """The nearest cell the unit fits on within radius cells (Euclidean
+        between centres): {cell, distance}; NO_PATH when there is none."""
+        return self._call(_query_op("nearest_walkable", scene, at, radius, reachable_from, **options))
+
+    def is_reachable(self, scene, frm, to, **options):
+        """Are the cells connected for the unit? {reachable}."""
+        return self._call(_query_op("is_reachable", scene, frm, to, **options))
+
+    def random_point(self, scene, around, radius, seed=0, **options):
+        """A cell drawn uniformly within walking distance radius: {cell,
+        seed, candidates}; the same seed gives the same cell."""
+        return self._call(_query_op("random_point", scene, around, radius, seed, **options))
+
+    def distance_to_wall(self, scene, at, max_distance=0, **options):
+        """Distance to the nearest blocked cell: {distance, wall}."""
+        return self._call(_query_op("distance_to_wall", scene, at, max_distance, **options))
+
+    def batch(self, items):
+        """Up to MAX_BATCH_ITEMS queries (made by query()) in one frame;
+        returns their answers in order, each its own dict with its own status."""
+        return self._call(_batch_op(items))
+
+    # ---- pipelined --------------------------------------------------------------
+
+    def send(self, name, *args, **options):
+        """Sends one request without waiting and returns its id; recv()
+        hands back its answer. name is find_path, find_route, update_cells,
+        scene_grid_band, batch or a movement query's name; the arguments are
+        that call's."""
+        return self._send_op(_choice(_PIPELINED, name, "request kind")(*args, **options))
+
+    @staticmethod
+    def _accept(op, answer):
+        status = answer.status if isinstance(answer, PathResult) else answer["status"]
+        if status not in op.accept:
+            message = answer.message if isinstance(answer, PathResult) else answer.get("message", "")
+            raise PathdError(status, message, answer.id, answer)
+        return op.value(answer)
+
+    @staticmethod
+    def _status(answer):
+        return answer.status if isinstance(answer, PathResult) else answer["status"]
+
+
+class PathdClient(_Api):
+    """One TCP connection to pathd, safe to share between threads.
+
+    Thread safety: a reader thread per connection decodes answers and files
+    them by id under self._lock (a Condition); callers block on it until
+    theirs is in. Frames are written whole under self._send_lock. So any
+    number of threads may call at once, and their requests are in flight
+    together on the one socket. recv() hands back what send()/send_find_path
+    sent, from whichever thread calls it."""
 
     def __init__(self, addr=DEFAULT_SERVER, timeout=DEFAULT_TIMEOUT_S, connect=True,
                  retry_attempts=RETRY_ATTEMPTS, token=None):
@@ -204,47 +916,62 @@ class PathdClient:
             raise ValueError("retry_attempts must be at least 1")
         self.timeout = timeout
         self.retry_attempts = retry_attempts
+        self._lock = threading.Condition()
+        self._send_lock = threading.Lock()
+        self._connect_lock = threading.Lock()
         self._sock = None
-        self._rbuf = bytearray()
+        self._reader = None
         # Ids keep increasing across reconnects, so a late answer to an old
         # request can never be mistaken for a new one.
         self._next_id = 1
         self._pending = {}
-        self._completed = deque()  # ids of finished path requests, completion order
+        self._completed = deque()  # finished pipelined requests, completion order
         self.token = token
         self.role = None
         if connect:
             self.connect()
 
-    # ---- connection ---------------------------------------------------------
+    # ---- connection -------------------------------------------------------------
 
     def connect(self):
-        """Connects if not connected. Raises PathdDisconnected on failure."""
-        if self._sock is not None:
-            return
-        try:
-            sock = socket.create_connection((self._host, self._port), timeout=self.timeout)
-        except OSError as e:
-            raise PathdDisconnected("cannot connect to %s:%d: %s" % (self._host, self._port, e))
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock = sock
-        self._rbuf.clear()
-        if self.token is not None:
+        """Connects (and authenticates) if not connected. Raises
+        PathdDisconnected on failure, PathdError for a refused token."""
+        with self._connect_lock:
+            if self._sock is not None:
+                return
             try:
-                self.auth(self.token)
-            except PathdError:
-                self.close()
-                raise
+                sock = socket.create_connection((self._host, self._port), timeout=self.timeout)
+            except OSError as e:
+                raise PathdDisconnected("cannot connect to %s:%d: %s" % (self._host, self._port, e))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                self._sock = sock
+            self._reader = threading.Thread(target=self._read_loop, args=(sock,), daemon=True,
+                                            name="pathd-reader")
+            self._reader.start()
+            if self.token is not None:
+                try:
+                    self._roundtrip(_auth_op(self.token, self._granted))
+                except PathdError:
+                    self.close()
+                    raise
 
     def reconnect(self):
         """Drops the connection (unanswered requests fail with
         PathdDisconnected) and connects again."""
-        self._fail(PathdDisconnected, "connection dropped by reconnect()")
+        self._drop(PathdDisconnected, "connection dropped by reconnect()")
         self.connect()
 
     def close(self):
         """Closes the connection; unanswered requests fail with PathdDisconnected."""
-        self._fail(PathdDisconnected, "connection closed by the client")
+        self._drop(PathdDisconnected, "connection closed by the client")
+
+    def _drop(self, error_class, message):
+        with self._lock:
+            reader = self._reader
+            self._fail(self._sock, error_class, message)
+        if reader is not None and reader is not threading.current_thread():
+            reader.join(timeout=self.timeout)
 
     @property
     def connected(self):
@@ -252,8 +979,9 @@ class PathdClient:
 
     @property
     def in_flight(self):
-        """Path requests sent but not yet handed back by recv() (nor by find_path)."""
-        return sum(1 for p in self._pending.values() if p.is_path)
+        """Requests sent with send()/send_find_path not yet handed back by recv()."""
+        with self._lock:
+            return sum(1 for p in self._pending.values() if p.pipelined)
 
     def __enter__(self):
         return self
@@ -261,262 +989,141 @@ class PathdClient:
     def __exit__(self, *exc):
         self.close()
 
-    def _fail(self, error_class, message):
-        """Closes the socket; every request still waiting fails with error_class."""
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-        self._rbuf.clear()
+    def _fail(self, sock, error_class, message):
+        """With the lock held: closes sock if it is still the connection;
+        every request still waiting fails with error_class."""
+        if sock is None or sock is not self._sock:
+            return
+        self._sock = None
+        try:
+            sock.shutdown(socket.SHUT_RDWR)  # wakes the reader thread
+        except OSError:
+            pass
+        sock.close()
         for p in self._pending.values():
             if not p.done:
                 p.error = (error_class, message)
                 self._complete(p)
-
-    def _ensure_connected(self):
-        # A connection the server closed while we were idle (idle timeout,
-        # restart) is noticed here rather than by the next request failing.
-        while self._sock is not None and select.select([self._sock], [], [], 0)[0]:
-            if not self._pump(time.monotonic()):
-                break
-        self.connect()
-
-    # ---- sending ------------------------------------------------------------
-
-    def _send(self, request, is_path):
-        request_id = self._next_id
-        self._next_id += 1
-        request.id = request_id
-        payload = request.SerializeToString()
-        try:
-            self._sock.settimeout(self.timeout)
-            self._sock.sendall(_HEADER.pack(len(payload)) + payload)
-        except socket.timeout:
-            # Part of the frame may be out: the stream cannot be resumed.
-            self._fail(PathdDisconnected, "send timed out; connection closed")
-            raise PathdTimeout("send timed out after %gs; connection closed" % self.timeout,
-                               request_id)
-        except OSError as e:
-            self._fail(PathdDisconnected, "send failed: %s" % e)
-            raise PathdDisconnected("send failed: %s" % e, request_id)
-        self._pending[request_id] = _Pending(request_id, is_path)
-        return request_id
-
-    # ---- receiving ----------------------------------------------------------
-
-    def _take_frame(self):
-        """The next whole frame in the read buffer, decoded, or None."""
-        if len(self._rbuf) < _HEADER.size:
-            return None
-        (length,) = _HEADER.unpack_from(self._rbuf)
-        # Checked before waiting for (and buffering) the frame's body.
-        if length > MAX_FRAME_BYTES:
-            raise _Violation("server sent a %d-byte frame, above the %d-byte limit"
-                             % (length, MAX_FRAME_BYTES))
-        end = _HEADER.size + length
-        if len(self._rbuf) < end:
-            return None
-        response = pb.Response()
-        try:
-            response.ParseFromString(bytes(self._rbuf[_HEADER.size:end]))
-        except DecodeError:
-            raise _Violation("server sent a frame that does not decode")
-        del self._rbuf[:end]
-        return response
-
-    def _pump(self, deadline):
-        """Reads and files one frame, or notes the connection's loss.
-        Returns False when the deadline passed first (nothing changed)."""
-        while self._sock is not None:
-            try:
-                response = self._take_frame()
-                if response is not None:
-                    self._dispatch(response)
-                    return True
-            except _Violation as e:
-                self._fail(PathdProtocolError, str(e))
-                return True
-            remaining = deadline - time.monotonic() if deadline is not None else None
-            try:
-                self._sock.settimeout(max(remaining, 0.0) if remaining is not None else None)
-                data = self._sock.recv(_RECV_BYTES)
-            except (socket.timeout, BlockingIOError):
-                return False
-            except OSError as e:
-                self._fail(PathdDisconnected, "receive failed: %s" % e)
-                return True
-            if not data:
-                self._fail(PathdDisconnected, "server closed the connection")
-                return True
-            self._rbuf += data
-        return True
+        self._lock.notify_all()
 
     def _complete(self, p):
         p.done = True
-        if p.is_path:
-            self._completed.append(p.id)
+        if p.pipelined:
+            self._completed.append(p)
 
-    def _dispatch(self, response):
-        message = response.error.message if response.WhichOneof("body") == "error" else ""
-        status = _status_name(response.status)
+    # ---- the reader thread -------------------------------------------------------
+
+    def _read_loop(self, sock):
+        buf = bytearray()
+        error = (PathdDisconnected, "server closed the connection")
+        try:
+            while True:
+                try:
+                    data = sock.recv(_RECV_BYTES)
+                except socket.timeout:
+                    continue
+                if not data:
+                    break
+                buf += data
+                with self._lock:
+                    if sock is not self._sock:
+                        return
+                    while True:
+                        taken = _take_frame(buf)
+                        if taken is None:
+                            break
+                        del buf[:taken[1]]
+                        self._dispatch(sock, taken[0])
+                        if sock is not self._sock:
+                            return
+                    self._lock.notify_all()
+        except _Violation as e:
+            error = (PathdProtocolError, str(e))
+        except OSError as e:
+            error = (PathdDisconnected, "receive failed: %s" % e)
+        with self._lock:
+            self._fail(sock, *error)
+
+    def _dispatch(self, sock, response):
         if response.id == 0:
             # A connection-level error (frame too large, malformed, too many
             # connections): the server closes after it, so close our side too.
             if response.status != pb.OK:
-                self._fail(PathdDisconnected, "server closed the connection after %s%s"
-                           % (status, ": " + message if message else ""))
+                message = response.error.message if response.WhichOneof("body") == "error" else ""
+                self._fail(sock, PathdDisconnected, "server closed the connection after %s%s"
+                           % (_status_name(response.status), ": " + message if message else ""))
             return
         p = self._pending.get(response.id)
         if p is None or p.done:
             return  # the answer to a cancel, or to a request given up after a timeout
-        if not p.is_path:
-            # Single-frame answers: complete on the first frame even if a
-            # server forgets to set final.
-            p.response = response
-            self._complete(p)
-            return
-        r = p.result
-        if response.WhichOneof("body") == "path":
-            chunk = response.path
-            if chunk.seq != p.next_seq:
-                raise _Violation("request %d: path chunk %d arrived, expected %d"
-                                 % (p.id, chunk.seq, p.next_seq))
-            p.next_seq += 1
-            if len(r.waypoints) + len(chunk.waypoints) > MAX_PATH_WAYPOINTS:
-                raise _Violation("request %d: path longer than %d waypoints"
-                                 % (p.id, MAX_PATH_WAYPOINTS))
-            for w in chunk.waypoints:
-                r.waypoints.append((w.x, w.y))
-                r.world.append((w.wx, w.wy))
-            if response.final:
-                if chunk.total_waypoints and chunk.total_waypoints != len(r.waypoints):
-                    raise _Violation("request %d: final chunk says %d waypoints, %d arrived"
-                                     % (p.id, chunk.total_waypoints, len(r.waypoints)))
-                r.cost = chunk.cost
-                r.expansions = chunk.expansions
-                r.search_micros = chunk.search_micros
-                r.version = chunk.scene_version
-        if response.final:
-            r.status = status
-            r.message = message
+        if p.feed(response):
             self._complete(p)
 
-    def _wait(self, request_id):
-        """Pumps frames until request_id completes; returns its entry."""
+    # ---- sending and waiting ------------------------------------------------------
+
+    def _send(self, request, op, pipelined):
+        """Sends one request on the current connection; returns its _Pending
+        (None for an untracked one, op None)."""
+        with self._lock:
+            sock = self._sock
+            if sock is None:
+                raise PathdDisconnected("not connected (the connection was just closed)")
+            request_id = self._next_id
+            self._next_id += 1
+            p = None
+            if op is not None:
+                p = _Pending(request_id, op, pipelined)
+                self._pending[request_id] = p
+        request.id = request_id
+        data = _frame(request)
+        with self._send_lock:
+            try:
+                sock.settimeout(self.timeout)
+                sock.sendall(data)
+                return p if p is not None else request_id
+            except socket.timeout:
+                # Part of the frame may be out: the stream cannot be resumed.
+                failure = (PathdTimeout, "send timed out after %gs; connection closed" % self.timeout)
+            except OSError as e:
+                failure = (PathdDisconnected, "send failed: %s" % e)
+        with self._lock:
+            self._pending.pop(request_id, None)
+            self._fail(sock, PathdDisconnected, failure[1])
+        raise failure[0](failure[1], request_id)
+
+    def _wait(self, p):
         deadline = time.monotonic() + self.timeout
-        while True:
-            p = self._pending[request_id]
-            if p.done:
-                del self._pending[request_id]
-                if p.error:
-                    error_class, message = p.error
-                    raise error_class(message, request_id)
-                return p
-            if not self._pump(deadline):
-                del self._pending[request_id]
-                raise PathdTimeout("no answer within %gs" % self.timeout, request_id)
+        with self._lock:
+            while not p.done:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._pending.pop(p.id, None)
+                    raise PathdTimeout("no answer within %gs" % self.timeout, p.id)
+                self._lock.wait(remaining)
+            self._pending.pop(p.id, None)
+        if p.error:
+            error_class, message = p.error
+            raise error_class(message, p.id)
+        return p.result
 
-    def _call(self, request, is_path):
-        """The blocking round trip: (re)connect, send, wait, and retry
-        OVERLOADED with backoff. Returns the completed entry."""
+    def _roundtrip(self, op):
+        """Send, wait, and retry OVERLOADED with backoff, on the current
+        connection; returns the call's value."""
         backoff = RETRY_BACKOFF_FIRST_S
         for attempt in range(1, self.retry_attempts + 1):
-            self._ensure_connected()
-            p = self._wait(self._send(request, is_path))
-            status = p.result.status if is_path else _status_name(p.response.status)
-            if status != "OVERLOADED" or attempt == self.retry_attempts:
-                return p
+            answer = self._wait(self._send(op.request, op, False))
+            if self._status(answer) != "OVERLOADED" or attempt == self.retry_attempts:
+                return self._accept(op, answer)
             time.sleep(backoff)
             backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
 
-    # ---- paths --------------------------------------------------------------
+    def _call(self, op):
+        self.connect()
+        return self._roundtrip(op)
 
-    @staticmethod
-    def _find_request(scene, start, goal, world=False, unit_size=0, connectivity=0,
-                      style="cells", max_expansions=0, deadline_ms=0):
-        if not isinstance(scene, str) or not scene:
-            raise ValueError("scene must be a non-empty string")
-        if connectivity not in _CONNECTIVITY:
-            raise ValueError("connectivity must be 0 (server default, 8), 4 or 8")
-        if style not in _STYLES:
-            raise ValueError("style must be 'cells' or 'corners'")
-        request = pb.Request()
-        fp = request.find_path
-        fp.scene = scene
-        _point(fp.start, start, world)
-        _point(fp.goal, goal, world)
-        fp.unit_size = unit_size
-        fp.connectivity = _CONNECTIVITY[connectivity]
-        fp.style = _STYLES[style]
-        fp.max_expansions = max_expansions
-        fp.deadline_ms = deadline_ms
-        return request
-
-    def find_path(self, scene, start, goal, **options):
-        """Asks for a path from start to goal, cells (x, y) unless world=True.
-
-        Options (all optional, 0 means the server default): world,
-        unit_size, connectivity (4 or 8), style ("cells" or "corners"),
-        max_expansions, deadline_ms. Returns a PathResult for OK or PARTIAL;
-        raises PathdError for any other answer (its .result holds the
-        metrics), PathdDisconnected / PathdTimeout / PathdProtocolError when
-        no answer came."""
-        p = self._call(self._find_request(scene, start, goal, **options), True)
-        if not p.result.ok:
-            raise PathdError(p.result.status, p.result.message, p.id, p.result)
-        return p.result
-
-    def send_find_path(self, scene, start, goal, **options):
-        """Sends a path request without waiting (options as find_path) and
-        returns its id; collect the answer with recv()."""
-        request = self._find_request(scene, start, goal, **options)
-        self._ensure_connected()
-        return self._send(request, True)
-
-    def send_cancel(self, target_id):
-        """Asks the server to stop working on target_id; its answer (CANCELLED,
-        or the normal result if it finished first) still comes through recv()."""
-        request = pb.Request()
-        request.cancel.target_id = target_id
-        self._ensure_connected()
-        # The acknowledgement is not tracked; _dispatch drops it.
-        self._send(request, False)
-        del self._pending[request.id]
-
-    def recv(self, timeout=None):
-        """Hands back the next completed path request, whatever its id, in
-        completion order, waiting up to timeout seconds (default: the
-        client's). Returns a PathResult with any wire status (OVERLOADED
-        included); raises PathdDisconnected / PathdProtocolError (with
-        .request_id) once for each request lost with the connection,
-        PathdTimeout when nothing completed in time, and PathdError("IDLE")
-        when no path request is in flight."""
-        wait = self.timeout if timeout is None else timeout
-        deadline = time.monotonic() + wait
-        while True:
-            while self._completed:
-                p = self._pending.pop(self._completed.popleft(), None)
-                if p is None:
-                    continue  # already taken by a blocking call
-                if p.error:
-                    error_class, message = p.error
-                    raise error_class(message, p.id)
-                return p.result
-            if not any(p.is_path for p in self._pending.values()):
-                raise PathdError("IDLE", "no path request in flight")
-            if not self._pump(deadline):
-                raise PathdTimeout("no path completed within %gs" % wait)
-
-    # ---- other requests -----------------------------------------------------
-
-    def _call_other(self, request, body):
-        p = self._call(request, False)
-        response = p.response
-        if response.status != pb.OK:
-            message = response.error.message if response.WhichOneof("body") == "error" else ""
-            raise PathdError(_status_name(response.status), message, p.id)
-        if response.WhichOneof("body") != body:
-            raise PathdProtocolError("answer to request %d has the wrong body" % p.id, p.id)
-        return getattr(response, body)
+    def _send_op(self, op):
+        self.connect()
+        return self._send(op.request, op, True).id
 
     def auth(self, token):
         """Authenticates this connection (and every later reconnect) with token;
@@ -524,48 +1131,329 @@ class PathdClient:
         UNAUTHENTICATED after about a second, and the server closes the
         connection."""
         self.token = token
-        request = pb.Request()
-        request.auth.token = token
-        self.role = self._call_other(request, "auth").role
-        return self.role
+        return self._call(_auth_op(token, self._granted))
 
-    def reload(self):
-        """Admin: the server rereads its config and maps, as on SIGHUP."""
-        request = pb.Request()
-        request.reload.SetInParent()
-        p = self._call(request, False)
-        if p.response.status != pb.OK:
-            message = p.response.error.message if p.response.WhichOneof("body") == "error" else ""
-            raise PathdError(_status_name(p.response.status), message, p.id)
+    def send_cancel(self, target_id):
+        """Asks the server to stop working on target_id; its answer (CANCELLED,
+        or the normal result if it finished first) still comes through recv()."""
+        self.connect()
+        # The acknowledgement is not tracked; _dispatch drops it.
+        self._send(_cancel_request(target_id), None, False)
 
-    def ping(self):
-        """Round trip; returns the measured time in seconds."""
-        request = pb.Request()
-        request.ping.nonce = random.getrandbits(64)
-        started = time.monotonic()
-        pong = self._call_other(request, "pong")
-        if pong.nonce != request.ping.nonce:
-            raise PathdProtocolError("pong carries the wrong nonce")
-        return time.monotonic() - started
+    def recv(self, timeout=None):
+        """Hands back the next completed pipelined request, whatever its id,
+        in completion order, waiting up to timeout seconds (default: the
+        client's): a PathResult or an Answer dict with any wire status
+        (OVERLOADED included). Raises PathdDisconnected / PathdProtocolError
+        (with .request_id) once for each request lost with the connection,
+        PathdTimeout when nothing completed in time, and PathdError("IDLE")
+        when nothing pipelined is in flight."""
+        wait = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
+        with self._lock:
+            while True:
+                if self._completed:
+                    p = self._completed.popleft()
+                    self._pending.pop(p.id, None)
+                    if p.error:
+                        error_class, message = p.error
+                        raise error_class(message, p.id)
+                    return p.result
+                if not any(p.pipelined for p in self._pending.values()):
+                    raise PathdError("IDLE", "no pipelined request in flight")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise PathdTimeout("no answer completed within %gs" % wait)
+                self._lock.wait(remaining)
 
-    def scenes(self):
-        """The served scenes, sorted by name, as SceneSummary tuples."""
-        request = pb.Request()
-        request.list_scenes.SetInParent()
-        scene_list = self._call_other(request, "scene_list")
-        return [SceneSummary(s.name, s.width, s.height, s.version) for s in scene_list.scenes]
+    def scene_grid(self, scene, unit_size=0):
+        """The whole grid (the scene's, or the unit-K grid), read band by
+        band and started over when the scene changes between bands:
+        {status, version, width, height, cells (bytes, row-major)}.
+        grid_rows() turns it into the ASCII map pathctl grid prints."""
+        for _ in range(SCENE_GRID_RESTARTS):
+            grid = _GridReader(scene, unit_size)
+            while not grid.done:
+                try:
+                    band = self._call(grid.next_op())
+                except PathdError as e:
+                    grid.refused(e)
+                    continue
+                grid.add(band)
+            if grid.result is not None:
+                return grid.result
+        raise PathdError("INTERNAL", "scene %s kept changing while its grid was read" % scene)
 
-    def scene_info(self, scene):
-        """Details of one scene as a SceneInfo tuple; PathdError UNKNOWN_SCENE if absent."""
-        request = pb.Request()
-        request.scene_info.scene = scene
-        i = self._call_other(request, "scene_info")
-        return SceneInfo(i.name, i.width, i.height, i.origin_x, i.origin_y, i.cell_size,
-                         list(i.unit_sizes), i.version, i.passable_cells)
 
-    def stats(self):
-        """Server-wide counters as a dict (field names of pathd.v1.Stats)."""
-        request = pb.Request()
-        request.stats.SetInParent()
-        s = self._call_other(request, "stats")
-        return {f.name: getattr(s, f.name) for f in s.DESCRIPTOR.fields}
+class _GridReader:
+    """Joins the bands of one pass over a grid; result None when the
+    version changed midway (start over)."""
+
+    def __init__(self, scene, unit_size):
+        self.scene, self.unit_size = scene, unit_size
+        self.rows = []
+        self.version = None
+        self.next_row = 0
+        self.done = False
+        self.result = None
+        self.first = None
+
+    def next_op(self):
+        return _scene_grid_op(self.scene, self.unit_size, self.next_row, 0)
+
+    def refused(self, error):
+        """A later band OUT_OF_BOUNDS: the grid shrank meanwhile, start over."""
+        if error.status != "OUT_OF_BOUNDS" or self.next_row == 0:
+            raise error
+        self.done = True
+
+    def add(self, band):
+        if self.first is None:
+            self.first = band
+        elif band["version"] != self.first["version"]:
+            self.done = True
+            return
+        self.rows.append(band["cells"])
+        self.next_row += band["row_count"]
+        if self.next_row >= band["height"]:
+            self.done = True
+            self.result = Answer(band.id, {"status": "OK", "version": band["version"],
+                                           "width": band["width"], "height": band["height"],
+                                           "cells": b"".join(self.rows)})
+
+
+class AsyncPathdClient(_Api):
+    """PathdClient's calls as coroutines, on asyncio streams.
+
+    One reader task per connection files answers by id, so concurrent calls
+    (asyncio.gather, several tasks) share the socket. Use it from one event
+    loop. The connection opens on the first call (or connect()); close()
+    is a coroutine; `async with AsyncPathdClient(addr) as client:` closes it.
+    Same methods, arguments and answers as PathdClient, each awaited:
+    await client.find_path(...), await client.send(...), await client.recv()."""
+
+    def __init__(self, addr=DEFAULT_SERVER, timeout=DEFAULT_TIMEOUT_S,
+                 retry_attempts=RETRY_ATTEMPTS, token=None):
+        self._host, self._port = _parse_addr(addr)
+        if retry_attempts < 1:
+            raise ValueError("retry_attempts must be at least 1")
+        self.timeout = timeout
+        self.retry_attempts = retry_attempts
+        self._connect_lock = None      # made on first use, inside the loop
+        self._writer = None
+        self._reader_task = None
+        self._next_id = 1
+        self._pending = {}
+        self._completed = deque()
+        self._completed_event = None
+        self.token = token
+        self.role = None
+
+    # ---- connection -------------------------------------------------------------
+
+    async def connect(self):
+        """Connects (and authenticates) if not connected."""
+        if self._connect_lock is None:
+            self._connect_lock = asyncio.Lock()
+            self._completed_event = asyncio.Event()
+        async with self._connect_lock:
+            if self._writer is not None:
+                return
+            try:
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(self._host, self._port), self.timeout)
+            except (OSError, asyncio.TimeoutError) as e:
+                raise PathdDisconnected("cannot connect to %s:%d: %s"
+                                        % (self._host, self._port, e or "timed out"))
+            writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._writer = writer
+            self._reader_task = asyncio.ensure_future(self._read_loop(reader, writer))
+            if self.token is not None:
+                try:
+                    await self._roundtrip(_auth_op(self.token, self._granted))
+                except PathdError:
+                    await self.close()
+                    raise
+
+    async def reconnect(self):
+        await self._drop(PathdDisconnected, "connection dropped by reconnect()")
+        await self.connect()
+
+    async def close(self):
+        """Closes the connection; unanswered requests fail with PathdDisconnected."""
+        await self._drop(PathdDisconnected, "connection closed by the client")
+
+    async def _drop(self, error_class, message):
+        task = self._reader_task
+        self._fail(self._writer, error_class, message)
+        if task is not None and task is not asyncio.current_task():
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+    @property
+    def connected(self):
+        return self._writer is not None
+
+    @property
+    def in_flight(self):
+        return sum(1 for p in self._pending.values() if p.pipelined)
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    def _fail(self, writer, error_class, message):
+        if writer is None or writer is not self._writer:
+            return
+        self._writer = None
+        writer.close()
+        for p in self._pending.values():
+            if not p.done:
+                p.error = (error_class, message)
+                self._complete(p)
+
+    def _complete(self, p):
+        p.done = True
+        if p.pipelined:
+            self._completed.append(p)
+            self._completed_event.set()
+        if p.waiter is not None and not p.waiter.done():
+            p.waiter.set_result(None)
+
+    async def _read_loop(self, reader, writer):
+        error = (PathdDisconnected, "server closed the connection")
+        try:
+            while writer is self._writer:
+                (length,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
+                if length > MAX_FRAME_BYTES:
+                    raise _Violation("server sent a %d-byte frame, above the %d-byte limit"
+                                     % (length, MAX_FRAME_BYTES))
+                self._dispatch(writer, _decode(await reader.readexactly(length)))
+        except asyncio.IncompleteReadError:
+            pass
+        except _Violation as e:
+            error = (PathdProtocolError, str(e))
+        except OSError as e:
+            error = (PathdDisconnected, "receive failed: %s" % e)
+        self._fail(writer, *error)
+
+    def _dispatch(self, writer, response):
+        if response.id == 0:
+            if response.status != pb.OK:
+                message = response.error.message if response.WhichOneof("body") == "error" else ""
+                self._fail(writer, PathdDisconnected, "server closed the connection after %s%s"
+                           % (_status_name(response.status), ": " + message if message else ""))
+            return
+        p = self._pending.get(response.id)
+        if p is None or p.done:
+            return
+        if p.feed(response):
+            self._complete(p)
+
+    # ---- sending and waiting ------------------------------------------------------
+
+    async def _send(self, request, op, pipelined):
+        writer = self._writer
+        if writer is None:
+            raise PathdDisconnected("not connected (the connection was just closed)")
+        request_id = self._next_id
+        self._next_id += 1
+        p = None
+        if op is not None:
+            p = _Pending(request_id, op, pipelined)
+            p.waiter = asyncio.get_running_loop().create_future()
+            self._pending[request_id] = p
+        request.id = request_id
+        writer.write(_frame(request))  # whole frames: write() never interleaves
+        try:
+            await asyncio.wait_for(writer.drain(), self.timeout)
+        except asyncio.TimeoutError:
+            failure = (PathdTimeout, "send timed out after %gs; connection closed" % self.timeout)
+        except OSError as e:
+            failure = (PathdDisconnected, "send failed: %s" % e)
+        else:
+            return p if p is not None else request_id
+        self._pending.pop(request_id, None)
+        self._fail(writer, PathdDisconnected, failure[1])
+        raise failure[0](failure[1], request_id)
+
+    async def _wait(self, p):
+        try:
+            await asyncio.wait_for(asyncio.shield(p.waiter), self.timeout)
+        except asyncio.TimeoutError:
+            self._pending.pop(p.id, None)
+            raise PathdTimeout("no answer within %gs" % self.timeout, p.id)
+        self._pending.pop(p.id, None)
+        if p.error:
+            error_class, message = p.error
+            raise error_class(message, p.id)
+        return p.result
+
+    async def _roundtrip(self, op):
+        backoff = RETRY_BACKOFF_FIRST_S
+        for attempt in range(1, self.retry_attempts + 1):
+            answer = await self._wait(await self._send(op.request, op, False))
+            if self._status(answer) != "OVERLOADED" or attempt == self.retry_attempts:
+                return self._accept(op, answer)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
+
+    async def _call(self, op):
+        await self.connect()
+        return await self._roundtrip(op)
+
+    async def _send_op(self, op):
+        await self.connect()
+        return (await self._send(op.request, op, True)).id
+
+    async def auth(self, token):
+        """As PathdClient.auth."""
+        self.token = token
+        return await self._call(_auth_op(token, self._granted))
+
+    async def send_cancel(self, target_id):
+        """As PathdClient.send_cancel."""
+        await self.connect()
+        await self._send(_cancel_request(target_id), None, False)
+
+    async def recv(self, timeout=None):
+        """As PathdClient.recv."""
+        wait = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
+        while True:
+            if self._completed:
+                p = self._completed.popleft()
+                self._pending.pop(p.id, None)
+                if p.error:
+                    error_class, message = p.error
+                    raise error_class(message, p.id)
+                return p.result
+            if not any(p.pipelined for p in self._pending.values()):
+                raise PathdError("IDLE", "no pipelined request in flight")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise PathdTimeout("no answer completed within %gs" % wait)
+            self._completed_event.clear()
+            try:
+                await asyncio.wait_for(self._completed_event.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+
+    async def scene_grid(self, scene, unit_size=0):
+        """As PathdClient.scene_grid."""
+        for _ in range(SCENE_GRID_RESTARTS):
+            grid = _GridReader(scene, unit_size)
+            while not grid.done:
+                try:
+                    band = await self._call(grid.next_op())
+                except PathdError as e:
+                    grid.refused(e)
+                    continue
+                grid.add(band)
+            if grid.result is not None:
+                return grid.result
+        raise PathdError("INTERNAL", "scene %s kept changing while its grid was read" % scene)

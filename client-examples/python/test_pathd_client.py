@@ -581,6 +581,7 @@ class FakeServerTest(unittest.TestCase):
             pong = pb.Response(id=ping.id, final=True)
             pong.pong.nonce = ping.ping.nonce
             server.send(chunk(slow.id, 0, [(0, 0)], final=True, total=1), pong)
+            server.wait_closed()
 
         server = FakeServer(script)
         with PathdClient(server.addr, timeout=0.2) as client:
