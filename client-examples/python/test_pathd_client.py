@@ -25,6 +25,7 @@ refusal such as OUT_OF_BOUNDS or OVERLOADED), never one that races a worker
 thread, so a busy machine cannot reorder what the tests check.
 """
 
+import asyncio
 import json
 import os
 import socket
@@ -37,8 +38,9 @@ import time
 import unittest
 
 import pathd_pb2 as pb
-from pathd_client import (RETRY_ATTEMPTS, RETRY_BACKOFF_FIRST_S, PathdClient, PathdDisconnected,
-                          PathdError, PathdProtocolError, PathdTimeout)
+from pathd_client import (RETRY_ATTEMPTS, RETRY_BACKOFF_FIRST_S, AsyncPathdClient, PathdClient,
+                          PathdDisconnected, PathdError, PathdProtocolError, PathdTimeout, grid_rows,
+                          query)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # A search across the forest (512x512): tens of thousands of expansions and
@@ -73,6 +75,99 @@ def pathctl_path(addr, scene, start, goal, *extra):
            "--from", "%s,%s" % start, "--to", "%s,%s" % goal] + list(extra)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     return json.loads(out.stdout)
+
+
+def pathctl(addr, *args, stdin=None):
+    """pathctl --json ARGS: the one JSON object it prints (a list for batch)."""
+    cmd = [env("PATHCTL_BIN"), "--server", addr, "--json"] + [str(a) for a in args]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, input=stdin)
+    lines = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    if not lines:
+        raise AssertionError("pathctl %s printed nothing: %s" % (" ".join(cmd), out.stderr))
+    return lines if args[0] == "batch" else lines[0]
+
+
+def pathctl_text(addr, *args):
+    """pathctl ARGS without --json: its standard output."""
+    cmd = [env("PATHCTL_BIN"), "--server", addr] + [str(a) for a in args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=True).stdout
+
+
+def xy(p):
+    return "%s,%s" % tuple(p)
+
+
+def without(d, *keys):
+    """d without the keys that differ between two runs (server time)."""
+    return {k: v for k, v in d.items() if k not in keys}
+
+
+def assert_same(test, ours, reference, where="answer"):
+    """ours equals pathctl's JSON, but for the server time ("micros") and
+    the last digits of doubles (cJSON prints 15 significant digits)."""
+    if isinstance(reference, dict):
+        test.assertIsInstance(ours, dict, where)
+        test.assertEqual(sorted(without(ours, "micros")), sorted(without(reference, "micros")), where)
+        for key in reference:
+            if key != "micros":
+                assert_same(test, ours[key], reference[key], "%s.%s" % (where, key))
+    elif isinstance(reference, list):
+        test.assertEqual(len(ours), len(reference), where)
+        for i, (a, b) in enumerate(zip(ours, reference)):
+            assert_same(test, a, b, "%s[%d]" % (where, i))
+    elif isinstance(reference, float) or isinstance(ours, float):
+        test.assertAlmostEqual(ours, reference, delta=1e-12 * max(1.0, abs(reference)), msg=where)
+    else:
+        test.assertEqual(ours, reference, where)
+
+
+# An open forest cell in another component than the start (a clearing of
+# 95 cells walled off by trees).
+UNREACHABLE = ("forest", (5, 0), (357, 278))
+
+
+# Movement queries on the demo town, each as a client call and as the same
+# pathctl command: (method, args, kwargs, pathctl words). Together they
+# cover a clear and a blocked ray, a legal move, a speed hack and a move
+# through a wall, a slide, a nearest cell with and without a component,
+# reachable and not, a seeded random point, distance to a wall, unit size
+# 2 and world coordinates.
+QUERIES = [
+    ("raycast", ("town", (1, 1), (10, 1)), {},
+     ["raycast", "--scene", "town", "--from", "1,1", "--to", "10,1"]),
+    ("raycast", ("town", (1, 1), (5, 5)), {},
+     ["raycast", "--scene", "town", "--from", "1,1", "--to", "5,5"]),
+    ("raycast", ("town", (-18.3, -13.2), (-14.1, -9.7)), {"world": True},
+     ["raycast", "--scene", "town", "--world", "--from", "-18.3,-13.2", "--to", "-14.1,-9.7"]),
+    ("raycast", ("town", (1, 14), (30, 14)), {"unit_size": 2},
+     ["raycast", "--scene", "town", "--unit", "2", "--from", "1,14", "--to", "30,14"]),
+    ("validate_move", ("town", [(1, 1, 0), (7, 1, 6), (7, 7, 12)], 1.5), {},
+     ["validate", "--scene", "town", "--max-speed", "1.5", "--moves", "1,1,0;7,1,6;7,7,12"]),
+    ("validate_move", ("town", [(1, 1, 0), (10, 1, 1)], 2), {"tolerance": 0.5},
+     ["validate", "--scene", "town", "--max-speed", "2", "--tolerance", "0.5", "--moves", "1,1,0;10,1,1"]),
+    ("validate_move", ("town", [(1, 1, 0), (5, 5, 100)], 2), {},
+     ["validate", "--scene", "town", "--max-speed", "2", "--moves", "1,1,0;5,5,100"]),
+    ("validate_move", ("town", [(1, 1, 0), (3, 1, 0)], 2), {},
+     ["validate", "--scene", "town", "--max-speed", "2", "--moves", "1,1,0;3,1,0"]),
+    ("move_along", ("town", (1, 1), (0, -3)), {},
+     ["move", "--scene", "town", "--from", "1,1", "--by", "0,-3"]),
+    ("move_along", ("town", (1, 1), (6, 2.5)), {},
+     ["move", "--scene", "town", "--from", "1,1", "--by", "6,2.5"]),
+    ("nearest_walkable", ("town", (2, 2), 3), {"reachable_from": (1, 1)},
+     ["nearest", "--scene", "town", "--at", "2,2", "--radius", "3", "--reachable-from", "1,1"]),
+    ("nearest_walkable", ("town", (22, 4), 5), {},
+     ["nearest", "--scene", "town", "--at", "22,4", "--radius", "5"]),
+    ("is_reachable", ("town", (1, 1), (3, 4)), {},
+     ["reachable", "--scene", "town", "--from", "1,1", "--to", "3,4"]),
+    ("is_reachable", ("forest", (5, 0), (357, 278)), {},
+     ["reachable", "--scene", "forest", "--from", "5,0", "--to", "357,278"]),
+    ("random_point", ("town", (3, 4), 5), {"seed": 7},
+     ["random", "--scene", "town", "--around", "3,4", "--radius", "5", "--seed", "7"]),
+    ("distance_to_wall", ("town", (3, 4)), {},
+     ["clearance", "--scene", "town", "--at", "3,4"]),
+    ("distance_to_wall", ("forest", (200, 200)), {"max_distance": 3},
+     ["clearance", "--scene", "forest", "--at", "200,200", "--radius", "3"]),
+]
 
 
 def write_trap_scene(path):
@@ -251,6 +346,17 @@ def error(request_id, status, message):
     return r
 
 
+def overloaded_then_path(server):
+    """Fake server script: OVERLOADED to the first request, then the path
+    (1,1) (2,2) (3,2) at cost 2.5 to the second, one byte at a time."""
+    server.accept()
+    first = server.read_request()
+    server.send(error(first.id, pb.OVERLOADED, "busy"))
+    second = server.read_request()
+    server.send(chunk(second.id, 0, [(1, 1), (2, 2)]),
+                chunk(second.id, 1, [(3, 2)], final=True, cost=2.5, total=3), dribble=True)
+
+
 def assert_walkable(test, result, start, goal):
     """Cells path from start to goal in single 8-connected steps."""
     test.assertEqual(result.waypoints[0], tuple(start))
@@ -260,8 +366,8 @@ def assert_walkable(test, result, start, goal):
         test.assertNotEqual((ax, ay), (bx, by))
 
 
-class LiveDaemonTest(unittest.TestCase):
-    """Against the daemon the harness started on the demo world."""
+class LiveClientCase(unittest.TestCase):
+    """A client of the daemon the harness started on the demo world."""
 
     def setUp(self):
         self.addr = env("PATHD_ADDR")
@@ -269,6 +375,27 @@ class LiveDaemonTest(unittest.TestCase):
 
     def tearDown(self):
         self.client.close()
+
+
+class HelperDaemonCase(unittest.TestCase):
+    """A Daemon of the test's own for the class, with LIMITS and AUTH."""
+
+    LIMITS = {}
+    AUTH = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = Daemon(cls.LIMITS, auth=cls.AUTH)
+
+    @classmethod
+    def tearDownClass(cls):
+        status = cls.daemon.stop()
+        if status != 0:
+            raise AssertionError("helper pathd exited with %d:\n%s" % (status, cls.daemon.read_log()))
+
+
+class LiveDaemonTest(LiveClientCase):
+    """Against the daemon the harness started on the demo world."""
 
     def test_find_path_matches_the_c_client(self):
         for scene, start, goal in [SHORT, ("town", (1, 1), (10, 5)), LONG]:
@@ -412,18 +539,335 @@ class LiveDaemonTest(unittest.TestCase):
             self.assertIn("cell (%d, %d)" % (x, y), out.stdout)
 
 
-class OverloadedLiveTest(unittest.TestCase):
+class WholeProtocolTest(LiveClientCase):
+    """Every request kind against the live daemon, compared with pathctl."""
+
+    def test_find_path_options_match_pathctl(self):
+        cases = [
+            (SHORT, {"style": "smooth"}, ["--style", "smooth"]),
+            (("town", (1, 1), (30, 20)), {"style": "corners", "connectivity": 4},
+             ["--style", "corners", "--connect", "4"]),
+            (("town", (1, 1), (30, 20)), {"speed": 2.5, "start_time": 10},
+             ["--speed", "2.5", "--start-time", "10"]),
+            (("town", (1, 1), (0, 0)), {"snap": True}, ["--snap"]),
+            (UNREACHABLE, {"goal_mode": "nearest"}, ["--goal-mode", "nearest"]),
+            (UNREACHABLE, {"goal_mode": "line"}, ["--goal-mode", "line"]),
+            (("town", (1, 1), (10, 1)), {"avoid": [(5, 1), (5, 2)]}, ["--avoid", "5,1;5,2"]),
+            (("town", (1, 1), (10, 5)), {"window": ((0, 0), (12, 8))}, ["--window", "0,0,12,8"]),
+            (LONG, {"max_expansions": 50, "partial_on_cutoff": True},
+             ["--max-expansions", "50", "--partial"]),
+            (("town", (1, 13), (30, 22)), {"unit_size": 2}, ["--unit", "2"]),
+            (("town", (-18.5, -13.5), (17.5, -0.5)), {"world": True, "deadline_ms": 5000},
+             ["--world", "--deadline", "5000"]),
+        ]
+        for (scene, start, goal), options, words in cases:
+            with self.subTest(options=options):
+                result = self.client.find_path(scene, start, goal, **options)
+                reference = pathctl(self.addr, "path", "--scene", scene, "--from", xy(start),
+                                    "--to", xy(goal), *words)
+                assert_same(self, result.to_dict(), reference)
+        # The options really took effect, not only matched.
+        timed = self.client.find_path("town", (1, 1), (30, 20), speed=2.5, start_time=10)
+        self.assertEqual(timed.times[0], 10)
+        self.assertGreater(timed.times[-1], 10)
+        snapped = self.client.find_path("town", (1, 1), (0, 0), snap=True)
+        self.assertEqual((snapped.status, snapped.goal_used), ("PARTIAL", (1, 1)))
+        cut = self.client.find_path(*LONG, max_expansions=50, partial_on_cutoff=True)
+        self.assertEqual((cut.status, cut.cutoff), ("PARTIAL", "BUDGET_EXCEEDED"))
+        with self.assertRaises(PathdError) as caught:
+            self.client.find_path(*LONG, max_expansions=50)
+        self.assertEqual(caught.exception.status, "BUDGET_EXCEEDED")
+        avoided = self.client.find_path("town", (1, 1), (10, 1), avoid=[(5, 1), (5, 2)])
+        self.assertNotIn((5, 1), avoided.waypoints)
+        with self.assertRaises(PathdError) as caught:
+            self.client.find_path(*UNREACHABLE)
+        self.assertEqual(caught.exception.status, "NO_PATH")
+        nearest = self.client.find_path(*UNREACHABLE, goal_mode="nearest")
+        self.assertEqual(nearest.status, "PARTIAL")
+        self.assertEqual(nearest.waypoints[-1], nearest.goal_used)
+
+    def test_find_route_matches_pathctl(self):
+        for words, call, options in [
+                (["--from", "town:3,4", "--to", "cellar:5,3"], ("town", (3, 4), "cellar", (5, 3)), {}),
+                (["--from", "town:3,4", "--to", "cellar:5,3", "--speed", "2", "--style", "corners"],
+                 ("town", (3, 4), "cellar", (5, 3)), {"speed": 2, "style": "corners"}),
+                (["--from", "house:3,4", "--to", "town:3,4"], ("house", (3, 4), "town", (3, 4)), {})]:
+            with self.subTest(words=words):
+                route = self.client.find_route(*call, **options)
+                reference = pathctl(self.addr, "route", *words)
+                assert_same(self, route, reference)
+                self.assertGreaterEqual(len(route["legs"]), 2)
+                self.assertEqual(route["legs"][0]["portal"]["to_scene"], route["legs"][1]["scene"])
+        # The pinned house -> town route goes through the cellar.
+        pinned = self.client.find_route("house", (3, 4), "town", (3, 4))
+        self.assertTrue(pinned["pinned"])
+        self.assertEqual([leg["scene"] for leg in pinned["legs"]], ["house", "cellar", "town"])
+        with self.assertRaises(PathdError) as caught:
+            self.client.find_route("house", (3, 3), "town", (3, 4))
+        self.assertEqual(caught.exception.status, "START_BLOCKED")
+
+    def test_movement_queries_match_pathctl(self):
+        seen = set()
+        for method, args, options, words in QUERIES:
+            with self.subTest(method=method, args=args, options=options):
+                answer = getattr(self.client, method)(*args, **options)
+                assert_same(self, answer, pathctl(self.addr, *words))
+                self.assertEqual(answer["status"], "OK")
+                self.assertEqual(answer["version"], self.client.scene_info(args[0]).version)
+                seen.add((method, json.dumps(answer.get("clear", answer.get("valid",
+                                                        answer.get("reachable"))))))
+        # Both outcomes of each yes/no query were exercised.
+        for method in ("raycast", "validate_move", "is_reachable"):
+            self.assertIn((method, "true"), seen)
+            self.assertIn((method, "false"), seen)
+        reasons = {self.client.validate_move(*args, **options)["reason"]
+                   for method, args, options, _ in QUERIES if method == "validate_move"}
+        self.assertEqual(reasons, {"valid", "too_fast", "blocked_segment", "time_not_increasing"})
+        # The same seed draws the same cell.
+        self.assertEqual(self.client.random_point("town", (3, 4), 5, seed=7),
+                         self.client.random_point("town", (3, 4), 5, seed=7))
+
+    def test_refused_queries_raise_with_the_answer(self):
+        for call, status in [(lambda: self.client.raycast("town", (0, 0), (3, 3)), "START_BLOCKED"),
+                             (lambda: self.client.is_reachable("nope", (1, 1), (2, 2)), "UNKNOWN_SCENE"),
+                             (lambda: self.client.nearest_walkable("town", (1, 1), 5000), "INVALID_ARGUMENT"),
+                             (lambda: self.client.distance_to_wall("town", (99, 1)), "OUT_OF_BOUNDS")]:
+            with self.assertRaises(PathdError) as caught:
+                call()
+            self.assertEqual(caught.exception.status, status)
+            self.assertEqual(caught.exception.result["status"], status)
+            self.assertTrue(caught.exception.message)
+        self.client.ping()
+
+    def test_batch_answers_item_by_item(self):
+        items = [query(method, *args, **options) for method, args, options, _ in QUERIES]
+        items.insert(3, query("is_reachable", "nope", (1, 1), (2, 2)))
+        items.insert(5, query("raycast", "town", (0, 0), (3, 3)))
+        answers = self.client.batch(items)
+        self.assertEqual(len(answers), len(items))
+        self.assertEqual(answers[3]["status"], "UNKNOWN_SCENE")
+        self.assertEqual(answers[5]["status"], "START_BLOCKED")
+        singles = [getattr(self.client, method)(*args, **options)
+                   for method, args, options, _ in QUERIES]
+        self.assertEqual(answers[:3] + answers[4:5] + answers[6:], singles)
+        lines = "\n".join(" ".join(words) for _, _, _, words in QUERIES) + "\n"
+        assert_same(self, [a for i, a in enumerate(answers) if i not in (3, 5)],
+                    pathctl(self.addr, "batch", stdin=lines))
+        with self.assertRaises(ValueError):
+            self.client.batch([])
+        with self.assertRaises(ValueError):
+            self.client.batch([query("raycast", "town", (1, 1), (2, 2))] * 257)
+
+    def test_grid_matches_pathctl(self):
+        for scene, unit in [("town", 0), ("town", 2), ("cellar", 0)]:
+            grid = self.client.scene_grid(scene, unit_size=unit)
+            info = self.client.scene_info(scene)
+            self.assertEqual((grid["width"], grid["height"], grid["version"]),
+                             (info.width, info.height, info.version))
+            words = ["grid", "--scene", scene] + (["--unit", str(unit)] if unit else [])
+            self.assertEqual(grid_rows(grid), pathctl_text(self.addr, *words).splitlines())
+        band = self.client.scene_grid_band("town", row_start=5, row_count=3)
+        whole = self.client.scene_grid("town")
+        self.assertEqual((band["row_start"], band["row_count"]), (5, 3))
+        self.assertEqual(band["cells"], whole["cells"][5 * 40:8 * 40])
+
+    def test_update_cells_every_op(self):
+        # Street cells of the town (all '.'), restored at the end.
+        rect = ((5, 14), (7, 15))
+        before = self.client.scene_info("town").version
+        try:
+            blocked = self.client.update_cells("town", rect=rect, op="block")
+            self.assertEqual((blocked["status"], blocked["cells_changed"], blocked["version"]),
+                             ("OK", 6, before + 1))
+            self.assertFalse(self.client.raycast("town", (1, 14), (10, 14))["clear"])
+            self.assertEqual(self.client.update_cells("town", rect=rect, op="block")["cells_changed"], 0)
+            costly = self.client.update_cells("town", cells=[(5, 14), (6, 14)], op="cost", cost=5)
+            self.assertEqual((costly["cells_changed"], costly["version"]), (2, before + 2))
+            rows = grid_rows(self.client.scene_grid("town"))
+            self.assertEqual(rows[14][4:9], ".55#.")
+            self.assertEqual(rows, pathctl_text(self.addr, "grid", "--scene", "town").splitlines())
+            with self.assertRaises(PathdError) as caught:
+                self.client.update_cells("town", rect=((38, 0), (40, 1)), op="pass")
+            self.assertEqual(caught.exception.status, "OUT_OF_BOUNDS")
+        finally:
+            opened = self.client.update_cells("town", rect=rect, op="pass")
+        self.assertEqual(opened["cells_changed"], 6)
+        self.assertTrue(self.client.raycast("town", (1, 14), (10, 14))["clear"])
+        with self.assertRaises(ValueError):
+            self.client.update_cells("town", op="block")
+
+    def test_pipelined_queries_come_back_through_recv(self):
+        ids = {self.client.send("raycast", "town", (1, 1), (5, 5)): "raycast",
+               self.client.send("batch", [query("is_reachable", "town", (1, 1), (3, 4))]): "batch",
+               self.client.send("find_route", "town", (3, 4), "cellar", (5, 3)): "route",
+               self.client.send("update_cells", "town", rect=((1, 1), (1, 1)), op="pass"): "update",
+               self.client.send_find_path(*SHORT): "path"}
+        got = {}
+        while self.client.in_flight:
+            answer = self.client.recv()
+            got[answer.id] = answer
+        self.assertEqual(set(got), set(ids))
+        by_kind = {kind: got[i] for i, kind in ids.items()}
+        self.assertEqual(by_kind["raycast"]["hit"], [2, 2])
+        self.assertEqual(by_kind["batch"]["items"], [{"status": "OK", "version": by_kind["batch"]["items"][0]["version"],
+                                                      "reachable": True}])
+        self.assertEqual(by_kind["route"]["status"], "OK")
+        self.assertEqual(by_kind["update"]["cells_changed"], 0)
+        self.assertEqual(by_kind["path"].status, "OK")
+
+    def test_one_client_shared_by_threads(self):
+        expected_path = self.client.find_path(*LONG).waypoints
+        expected_ray = self.client.raycast("town", (1, 1), (5, 5))
+        errors = []
+        counts = [0] * 8
+
+        def work(n):
+            try:
+                for i in range(15):
+                    if (n + i) % 3 == 0:
+                        self.assertEqual(self.client.find_path(*LONG).waypoints, expected_path)
+                    elif (n + i) % 3 == 1:
+                        self.assertEqual(self.client.raycast("town", (1, 1), (5, 5)), expected_ray)
+                    else:
+                        # At most 8 x 4 items in flight: under the limit of 64.
+                        self.assertEqual(len(self.client.batch(
+                            [query("distance_to_wall", "town", (3, 4))] * (1 + i % 4))), 1 + i % 4)
+                    counts[n] += 1
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        before = self.client.stats()["requests_total"]
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertEqual(errors, [])
+        self.assertEqual(counts, [15] * 8)
+        # All of it went over the one connection.
+        self.assertGreaterEqual(self.client.stats()["requests_total"] - before, 120)
+        self.assertTrue(self.client.connected)
+
+
+class CancelLiveTest(HelperDaemonCase):
+    """Cancel, against a daemon with the slow trap scene."""
+
+    def test_cancel_stops_a_running_search(self):
+        with PathdClient(self.daemon.addr, timeout=10) as client:
+            client.ping()
+            with corked(client):
+                slow = client.send_find_path(*TRAP)
+                client.send_cancel(slow)
+            result = client.recv()
+            self.assertEqual((result.id, result.status), (slow, "CANCELLED"))
+            self.assertEqual(result.waypoints, [])
+            self.assertEqual(client.find_path(*TRAP).status, "OK")
+
+
+class AsyncClientTest(unittest.TestCase):
+    """AsyncPathdClient: the same calls as coroutines."""
+
+    def run_async(self, coroutine):
+        return asyncio.run(asyncio.wait_for(coroutine, 60))
+
+    def test_same_answers_as_the_blocking_client(self):
+        addr = env("PATHD_ADDR")
+        with PathdClient(addr, timeout=10) as sync:
+            expected = [getattr(sync, m)(*a, **o) for m, a, o, _ in QUERIES]
+            expected_path = sync.find_path(*LONG, style="smooth").to_dict()
+            expected_route = sync.find_route("town", (3, 4), "cellar", (5, 3))
+            expected_grid = sync.scene_grid("town", unit_size=2)
+
+        async def main():
+            async with AsyncPathdClient(addr, timeout=10) as client:
+                answers = await asyncio.gather(*(getattr(client, m)(*a, **o) for m, a, o, _ in QUERIES))
+                path = await client.find_path(*LONG, style="smooth")
+                route = await client.find_route("town", (3, 4), "cellar", (5, 3))
+                grid = await client.scene_grid("town", unit_size=2)
+                batch = await client.batch([query(m, *a, **o) for m, a, o, _ in QUERIES])
+                scenes = await client.scenes()
+                info = await client.scene_info("town")
+                stats = await client.stats()
+                rtt = await client.ping()
+                pipelined = [await client.send("raycast", "town", (1, 1), (5, 5)),
+                             await client.send_find_path(*SHORT)]
+                received = {(await client.recv()).id for _ in pipelined}
+                with self.assertRaises(PathdError) as caught:
+                    await client.is_reachable("nope", (1, 1), (2, 2))
+                self.assertEqual(caught.exception.status, "UNKNOWN_SCENE")
+                return (answers, path, route, grid, batch, scenes, info, stats, rtt, pipelined,
+                        received)
+
+        (answers, path, route, grid, batch, scenes, info, stats, rtt, pipelined,
+         received) = self.run_async(main())
+        self.assertEqual(answers, expected)
+        self.assertEqual(batch, expected)
+        self.assertEqual(without(path.to_dict(), "micros"), without(expected_path, "micros"))
+        self.assertEqual(without(route, "micros"), without(expected_route, "micros"))
+        self.assertEqual(grid, expected_grid)
+        self.assertIn("town", [s.name for s in scenes])
+        self.assertEqual((info.width, info.height), (40, 30))
+        self.assertIn("requests_total", stats)
+        self.assertGreaterEqual(rtt, 0)
+        self.assertEqual(received, set(pipelined))
+
+    def test_overloaded_once_then_ok_and_a_lost_connection(self):
+        def script(server):
+            overloaded_then_path(server)
+            server.read_request()
+            server.accept()  # drops the connection: the ping is never answered
+            ping = server.read_request()
+            pong = pb.Response(id=ping.id, final=True)
+            pong.pong.nonce = ping.ping.nonce
+            server.send(pong)
+
+        server = FakeServer(script)
+
+        async def main():
+            client = AsyncPathdClient(server.addr, timeout=10)
+            result = await client.find_path("demo", (1, 1), (3, 2))
+            with self.assertRaises(PathdDisconnected):
+                await client.ping()
+            self.assertFalse(client.connected)
+            await client.ping()
+            await client.close()
+            return result
+
+        result = self.run_async(main())
+        server.join()
+        self.assertEqual((result.status, result.cost, result.waypoints), ("OK", 2.5, [(1, 1), (2, 2), (3, 2)]))
+        self.assertEqual(len(server.requests), 4)
+        self.assertEqual(server.requests[1].find_path, server.requests[0].find_path)
+
+    def test_timeout_and_protocol_error(self):
+        def script(server):
+            server.accept()
+            server.read_request()  # never answered
+            request = server.read_request()
+            server.send(chunk(request.id, 1, [(0, 0)], final=True, total=1))
+            server.wait_closed()
+
+        server = FakeServer(script)
+
+        async def main():
+            client = AsyncPathdClient(server.addr, timeout=0.3)
+            with self.assertRaises(PathdTimeout):
+                await client.raycast("demo", (0, 0), (1, 1))
+            client.timeout = 10
+            with self.assertRaises(PathdProtocolError) as caught:
+                await client.find_path("demo", (0, 0), (1, 0))
+            self.assertIn("chunk 1 arrived, expected 0", caught.exception.message)
+            self.assertFalse(client.connected)
+            await client.close()
+
+        self.run_async(main())
+        server.join()
+
+
+class OverloadedLiveTest(HelperDaemonCase):
     """Against a daemon that allows one request in flight per connection."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.daemon = Daemon({"max_inflight_per_conn": 1})
-
-    @classmethod
-    def tearDownClass(cls):
-        status = cls.daemon.stop()
-        if status != 0:
-            raise AssertionError("helper pathd exited with %d:\n%s" % (status, cls.daemon.read_log()))
+    LIMITS = {"max_inflight_per_conn": 1}
 
     def test_pipelined_request_beyond_the_limit_is_answered_overloaded(self):
         with PathdClient(self.daemon.addr, timeout=10) as client:
@@ -447,22 +891,12 @@ class OverloadedLiveTest(unittest.TestCase):
             self.assertGreater(client.stats()["overloaded_total"], before)
 
 
-class AuthLiveTest(unittest.TestCase):
+class AuthLiveTest(HelperDaemonCase):
     """Against a daemon with tokens: the client authenticates on connect."""
 
     QUERY = "query-token-0123456789"
     ADMIN = "admin-token-0123456789"
-
-    @classmethod
-    def setUpClass(cls):
-        cls.daemon = Daemon({}, auth={"tokens": [{"token": cls.QUERY, "role": "query"},
-                                                 {"token": cls.ADMIN, "role": "admin"}]})
-
-    @classmethod
-    def tearDownClass(cls):
-        status = cls.daemon.stop()
-        if status != 0:
-            raise AssertionError("helper pathd exited with %d:\n%s" % (status, cls.daemon.read_log()))
+    AUTH = {"tokens": [{"token": QUERY, "role": "query"}, {"token": ADMIN, "role": "admin"}]}
 
     def test_without_a_token_only_ping_is_served(self):
         with PathdClient(self.daemon.addr, timeout=10) as client:
@@ -482,6 +916,15 @@ class AuthLiveTest(unittest.TestCase):
             self.assertEqual(client.role, "admin")
             self.assertIn("requests_total", client.stats())
 
+    def test_reload_needs_the_admin_role(self):
+        with PathdClient(self.daemon.addr, timeout=10, token=self.QUERY) as client:
+            with self.assertRaises(PathdError) as caught:
+                client.reload()
+            self.assertEqual(caught.exception.status, "PERMISSION_DENIED")
+        with PathdClient(self.daemon.addr, timeout=10, token=self.ADMIN) as client:
+            self.assertIsNone(client.reload())
+            client.ping()
+
     def test_token_is_sent_again_after_a_reconnect(self):
         with PathdClient(self.daemon.addr, timeout=10, token=self.QUERY) as client:
             client.reconnect()
@@ -497,16 +940,7 @@ class FakeServerTest(unittest.TestCase):
     """Exact sequences a real daemon cannot be made to produce on demand."""
 
     def test_overloaded_once_then_ok_from_split_frames(self):
-        def script(server):
-            server.accept()
-            first = server.read_request()
-            server.send(error(first.id, pb.OVERLOADED, "busy"))
-            second = server.read_request()
-            server.send(chunk(second.id, 0, [(1, 1), (2, 2)]),
-                        chunk(second.id, 1, [(3, 2)], final=True, cost=2.5, total=3),
-                        dribble=True)
-
-        server = FakeServer(script)
+        server = FakeServer(overloaded_then_path)
         with PathdClient(server.addr, timeout=10) as client:
             started = time.monotonic()
             result = client.find_path("demo", (1, 1), (3, 2))
