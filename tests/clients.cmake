@@ -42,7 +42,23 @@ else()
                    -- "${PATHD_PYTHON}" "${PROJECT_SOURCE_DIR}/client-examples/python/test_pathd_client.py" -v)
 endif()
 
-# run-tests.sh installs the pinned packages (npm ci) when node_modules is missing.
+# The Node client's pinned packages (npm ci) are installed by the build, not
+# by the test: every build runs install-deps.sh, which returns at once when
+# node_modules holds a complete install of package-lock.json and otherwise
+# removes whatever is there (an empty or partial node_modules left by an
+# interrupted npm ci) and installs again. So the install never runs inside
+# client_node's timeout, and a half-finished one is redone by the next build.
+# --soft: a failed install (offline) warns instead of failing the build, and
+# client_node then fails saying the packages are missing.
+if(NOT PD_NODE_MISSING)
+  add_custom_target(pathd_node_deps ALL
+                    COMMAND ${CMAKE_COMMAND} -E env PATHD_NODE=${PATHD_NODE} PATHD_NPM=${PATHD_NPM}
+                            "${PROJECT_SOURCE_DIR}/client-examples/node/install-deps.sh" --soft
+                    COMMENT "Node client: pinned packages (npm ci when incomplete)"
+                    VERBATIM)
+endif()
+
+# run-tests.sh only checks the install (install-deps.sh --check).
 if(PD_NODE_MISSING)
   pd_client_test_unavailable(client_node "${PD_NODE_MISSING}")
 else()
