@@ -9,23 +9,35 @@
  * Wire format (docs/PROTOCOL.md): every message is a 4-byte big-endian length
  * followed by one protobuf message. The client sends pathd.v1.Request, the
  * server answers with pathd.v1.Response frames carrying the request's id. A
- * path arrives as one or more PathChunk frames; the last has final = true and
- * carries cost, expansions, search time and scene version.
+ * path arrives as one or more PathChunk frames, a route as RouteLeg frames
+ * and a final RouteResult; every other answer is one frame.
  *
  * One socket carries every call: each request gets a fresh id, any number
  * may be in flight at once, and answers (which may come back in any order)
  * settle the promise waiting for that id. So "pipelining" is simply calling
  * again before the last promise settled.
  *
- *   findPath(scene, start, goal, options) resolves with a PathResult for OK
- *     and PARTIAL and rejects with a PathdError (err.status = "NO_PATH", ...)
- *     for any other answer. OVERLOADED is retried with exponential backoff,
- *     at most options.retryAttempts times in all (default RETRY_ATTEMPTS).
- *   sendFindPath(...) is the raw form: it returns { id, promise } at once, and
- *     the promise resolves with a PathResult of ANY status (OVERLOADED too,
- *     not retried); it rejects only when no answer came.
- *   ping(), scenes(), sceneInfo(name), stats(): single-frame calls, with the
- *     same OVERLOADED retry.
+ *   Every call (findPath, findRoute, updateCells, sceneGrid, raycast,
+ *     validateMove, moveAlong, nearestWalkable, isReachable, randomPoint,
+ *     distanceToWall, batch, ping, scenes, sceneInfo, stats, auth, reload)
+ *     resolves for OK (and PARTIAL for paths and routes) and rejects with a
+ *     PathdError (err.status = "NO_PATH", ...; err.result the answer) for
+ *     any other answer. OVERLOADED is retried with exponential backoff, at
+ *     most options.retryAttempts times in all (default RETRY_ATTEMPTS).
+ *   sendFindPath(...) and send(name, ...args) are the raw form: they return
+ *     { id, promise } at once, and the promise resolves with the answer of
+ *     ANY status (OVERLOADED too, not retried); it rejects only when no
+ *     answer came.
+ *
+ * Answers: findPath gives a PathResult (toJSON() is pathctl path --json);
+ * the others plain objects with the keys pathctl --json prints (status,
+ * version, and raycast: clear, hit, last_free, last_free_world; validate:
+ * valid, first_invalid, reason, last_valid; move: end, end_world, slid;
+ * nearest: cell, distance; reachable: reachable; random: cell, seed,
+ * candidates; clearance: distance, wall; route: total_cost, legs, ...),
+ * so they can be compared with pathctl or logged as they are. Cells are
+ * [x, y], absent ones null. batch(items) resolves with one such object per
+ * item, each with its own status.
  *
  * A request that gets no answer rejects with a subclass of PathdError:
  * PathdDisconnected (connection lost: every request still waiting fails with
@@ -55,15 +67,22 @@ const RETRY_ATTEMPTS = 5;
 const RETRY_BACKOFF_FIRST_MS = 20;
 const RETRY_BACKOFF_MAX_MS = 1000;
 const HEADER_BYTES = 4;
+// Most items in one Batch (the server's PD_BATCH_MAX_ITEMS).
+const MAX_BATCH_ITEMS = 256;
+// sceneGrid: times it starts over when the scene changes between bands.
+const SCENE_GRID_RESTARTS = 8;
 // Where the schema is read from: the repository's proto/ unless
 // options.protoPath says otherwise (when this file is copied elsewhere).
 const DEFAULT_PROTO_PATH = path.join(__dirname, '..', '..', 'proto', 'pathd.proto');
 
-const STYLES = { cells: 'STYLE_CELLS', corners: 'STYLE_CORNERS' };
+const STYLES = { cells: 'STYLE_CELLS', corners: 'STYLE_CORNERS', smooth: 'STYLE_SMOOTH' };
+const GOAL_MODES = { exact: 'GOAL_EXACT', nearest: 'GOAL_NEAREST', line: 'GOAL_LINE' };
+const UPDATE_OPS = { block: 'UPDATE_BLOCK', pass: 'UPDATE_PASS', cost: 'UPDATE_COST' };
 const CONNECTIVITY = { 0: 'CONNECTIVITY_DEFAULT', 8: 'CONNECTIVITY_8', 4: 'CONNECTIVITY_4' };
 // How decoded answers are turned into plain objects: uint64 as Number (ids
-// and counters stay far below 2^53), enums by name, oneof names in `body`.
-const TO_OBJECT = { longs: Number, enums: String, defaults: true, oneofs: true };
+// and counters stay far below 2^53), enums by name, oneof names in `body`,
+// absent sub-messages as null.
+const TO_OBJECT = { longs: Number, enums: String, bytes: Buffer, defaults: true, oneofs: true };
 
 const schemas = new Map();
 
@@ -81,7 +100,7 @@ function loadSchema(protoPath) {
 class PathdError extends Error {
   /* status: the wire status name ("UNKNOWN_SCENE", "OVERLOADED", ...) or, for
    * the subclasses, "DISCONNECTED", "TIMEOUT", "PROTOCOL_ERROR". requestId is
-   * the request's id; result is the PathResult of a path answer (its metrics). */
+   * the request's id; result is the answer (PathResult or object) when one came. */
   constructor(status, message = '', { requestId = null, result = null } = {}) {
     super(message ? `${status}: ${message}` : status);
     this.name = this.constructor.name;
@@ -108,10 +127,13 @@ class PathdProtocolError extends PathdError {
 class Violation extends Error {}
 
 /* One answered path request. waypoints are cells [[x, y]], world the centres
- * of those cells in world coordinates [[wx, wy]]; version is the scene
- * version the search ran on. */
+ * of those cells in world coordinates [[wx, wy]], times the arrival times
+ * (null unless speed > 0); version is the scene version the search ran on;
+ * startUsed / goalUsed the cells the path really starts / ends at when
+ * snapped or substituted (else null); cutoff 'BUDGET_EXCEEDED' /
+ * 'DEADLINE_EXCEEDED' behind a PARTIAL from partialOnCutoff (else null). */
 class PathResult {
-  constructor(id) {
+  constructor(id, timed = false) {
     this.id = id;
     this.status = 'OK';
     this.message = '';
@@ -121,11 +143,33 @@ class PathResult {
     this.version = 0;
     this.waypoints = [];
     this.world = [];
+    this.times = timed ? [] : null;
+    this.startUsed = null;
+    this.goalUsed = null;
+    this.cutoff = null;
   }
 
   /* True for OK and PARTIAL: the waypoints are usable. */
   get ok() {
     return this.status === 'OK' || this.status === 'PARTIAL';
+  }
+
+  /* The object pathctl path --json prints for this answer. */
+  toJSON() {
+    return {
+      status: this.status,
+      cost: this.cost,
+      expansions: this.expansions,
+      micros: this.searchMicros,
+      version: this.version,
+      ...(this.message ? { message: this.message } : {}),
+      start_used: this.startUsed,
+      goal_used: this.goalUsed,
+      cutoff: this.cutoff,
+      waypoints: this.waypoints,
+      world: this.world,
+      times: this.times,
+    };
   }
 }
 
@@ -152,29 +196,385 @@ function point(p, world) {
     : { cell: { x: Math.trunc(p[0]), y: Math.trunc(p[1]) } };
 }
 
-function findPathBody(scene, start, goal, options = {}) {
+function cell(c) {
+  if (!Array.isArray(c) || c.length !== 2) throw new TypeError(`a cell is a pair [x, y], got ${JSON.stringify(c)}`);
+  return { x: Math.trunc(c[0]), y: Math.trunc(c[1]) };
+}
+
+function checkScene(scene, name = 'scene') {
+  if (typeof scene !== 'string' || scene === '') throw new TypeError(`${name} must be a non-empty string`);
+}
+
+function choice(table, value, what) {
+  if (!Object.prototype.hasOwnProperty.call(table, value)) {
+    throw new TypeError(`${what} must be one of ${Object.keys(table).join(', ')}, got ${JSON.stringify(value)}`);
+  }
+  return table[value];
+}
+
+const xy = (c) => (c ? [c.x, c.y] : null);
+const wxy = (w) => (w ? [w.x, w.y] : [0, 0]);
+const errorMessage = (response) => (response.body === 'error' ? response.error.message : '');
+
+/* ---- what each request kind sends, and how its answer is read -------------
+ * An op is one call: body (the Request's oneof, as an object), assemble
+ * ('path', 'route' or 'single'), finish(pending) -> the answer with its
+ * status, accept (statuses a call resolves with) and value(answer) (what it
+ * resolves with). */
+
+const OK = ['OK'];
+const OK_PARTIAL = ['OK', 'PARTIAL'];
+const same = (answer) => answer;
+
+function op(body, finish, { accept = OK, value = same, assemble = 'single' } = {}) {
+  return { body, assemble, finish, accept, value };
+}
+
+/* finish for a one-frame answer: fields(message) -> object, for OK with that body. */
+function single(body, fields) {
+  return (p) => {
+    const response = p.response;
+    const status = statusName(response.status);
+    if (status !== 'OK') {
+      const message = errorMessage(response);
+      return { status, ...(message ? { message } : {}) };
+    }
+    if (body === null) return { status };
+    if (response.body !== body) throw new Violation(`answer to request ${p.id} has the wrong body`);
+    return { status, ...fields(response[body]) };
+  };
+}
+
+function findPathOp(scene, start, goal, options = {}) {
   const {
-    world = false, unitSize = 0, connectivity = 0, style = 'cells',
+    world = false, unitSize = 0, connectivity = 0, style = 'cells', goalMode = 'exact', snap = false,
+    partialOnCutoff = false, speed = 0, startTime = 0, avoid = [], window = null,
     maxExpansions = 0, deadlineMs = 0,
   } = options;
-  if (typeof scene !== 'string' || scene === '') throw new TypeError('scene must be a non-empty string');
-  if (!(connectivity in CONNECTIVITY)) throw new TypeError('connectivity must be 0 (server default, 8), 4 or 8');
-  if (!(style in STYLES)) throw new TypeError("style must be 'cells' or 'corners'");
-  return {
+  checkScene(scene);
+  const body = {
     findPath: {
       scene,
       start: point(start, world),
       goal: point(goal, world),
       unitSize,
-      connectivity: CONNECTIVITY[connectivity],
-      style: STYLES[style],
+      connectivity: choice(CONNECTIVITY, connectivity, 'connectivity'),
+      style: choice(STYLES, style, 'style'),
+      goalMode: choice(GOAL_MODES, goalMode, 'goalMode'),
+      snap: Boolean(snap),
+      partialOnCutoff: Boolean(partialOnCutoff),
+      speed: Number(speed),
+      startTime: Number(startTime),
+      avoid: avoid.map(cell),
       maxExpansions,
       deadlineMs,
     },
   };
+  if (window) body.findPath.window = { min: cell(window[0]), max: cell(window[1]) };
+  const timed = Number(speed) > 0;
+  return op(body, (p) => p.finishPath(timed), { accept: OK_PARTIAL, assemble: 'path' });
+}
+
+function findRouteOp(fromScene, start, toScene, goal, options = {}) {
+  const {
+    world = false, unitSize = 0, style = 'cells', goalMode = 'exact', speed = 0, startTime = 0,
+    maxExpansions = 0, deadlineMs = 0,
+  } = options;
+  checkScene(fromScene, 'fromScene');
+  checkScene(toScene, 'toScene');
+  const body = {
+    findRoute: {
+      fromScene,
+      start: point(start, world),
+      toScene,
+      goal: point(goal, world),
+      unitSize,
+      style: choice(STYLES, style, 'style'),
+      goalMode: choice(GOAL_MODES, goalMode, 'goalMode'),
+      speed: Number(speed),
+      startTime: Number(startTime),
+      maxExpansions,
+      deadlineMs,
+    },
+  };
+  const timed = Number(speed) > 0;
+  return op(body, (p) => p.finishRoute(timed), { accept: OK_PARTIAL, assemble: 'route' });
+}
+
+function updateCellsOp(scene, { rect = null, cells = null, op: kind = 'block', cost = 0 } = {}) {
+  checkScene(scene);
+  if ((rect === null) === (cells === null)) {
+    throw new TypeError('give exactly one of rect [[x0, y0], [x1, y1]] and cells [[x, y], ...]');
+  }
+  const updateCells = { scene, op: choice(UPDATE_OPS, kind, 'op'), cost };
+  if (rect !== null) updateCells.rect = { min: cell(rect[0]), max: cell(rect[1]) };
+  else updateCells.cells = { cells: cells.map(cell) };
+  return op({ updateCells }, single('update', (m) => ({
+    version: m.version, cells_changed: m.cellsChanged, micros: m.micros,
+  })));
+}
+
+function sceneGridOp(scene, { unitSize = 0, rowStart = 0, rowCount = 0 } = {}) {
+  checkScene(scene);
+  return op({ sceneGrid: { scene, unitSize, rowStart, rowCount } }, single('sceneGrid', (m) => {
+    if (m.rowCount < 1 || m.cells.length !== m.rowCount * m.width) {
+      throw new Violation(`grid band of ${m.rowCount} rows x ${m.width} holds ${m.cells.length} bytes`);
+    }
+    return {
+      version: m.version, width: m.width, height: m.height, row_start: m.rowStart, row_count: m.rowCount,
+      cells: Buffer.from(m.cells),
+    };
+  }));
+}
+
+/* The movement queries: request field, message builder, answer fields. */
+const unitOf = (o) => (o && o.unitSize) || 0;
+const worldOf = (o) => Boolean(o && o.world);
+const QUERIES = {
+  raycast: ['raycast', (from, to, o) => ({ unitSize: unitOf(o), from: point(from, worldOf(o)), to: point(to, worldOf(o)) }),
+    (m) => ({ clear: m.clear, hit: xy(m.hit), last_free: xy(m.lastFree), last_free_world: wxy(m.lastFreeWorld) })],
+  validateMove: ['validateMove', (moves, maxSpeed, o) => ({
+    unitSize: unitOf(o),
+    moves: moves.map((m) => {
+      if (!Array.isArray(m) || m.length !== 3) throw new TypeError(`a move is [x, y, t], got ${JSON.stringify(m)}`);
+      return { point: point(m.slice(0, 2), worldOf(o)), t: Number(m[2]) };
+    }),
+    maxSpeed: Number(maxSpeed),
+    tolerance: Number((o && o.tolerance) || 0),
+  }), (m) => ({
+    valid: m.valid,
+    first_invalid: m.firstInvalid < 0 ? null : m.firstInvalid,
+    reason: m.reason.replace(/^MOVE_/, '').toLowerCase(),
+    last_valid: xy(m.lastValid),
+    ...(m.lastValid ? { last_valid_world: wxy(m.lastValidWorld) } : {}),
+  })],
+  moveAlong: ['moveAlong', (from, delta, o) => ({
+    unitSize: unitOf(o), from: point(from, worldOf(o)), dx: Number(delta[0]), dy: Number(delta[1]),
+  }), (m) => ({ end: xy(m.end), end_world: wxy(m.endWorld), slid: m.slid })],
+  nearestWalkable: ['nearest', (at, radius, o) => ({
+    unitSize: unitOf(o),
+    at: point(at, worldOf(o)),
+    radius,
+    ...(o && o.reachableFrom ? { reachableFrom: point(o.reachableFrom, worldOf(o)) } : {}),
+  }), (m) => ({ cell: xy(m.cell), distance: m.distance })],
+  isReachable: ['reachable', (from, to, o) => ({ unitSize: unitOf(o), from: point(from, worldOf(o)), to: point(to, worldOf(o)) }),
+    (m) => ({ reachable: m.reachable })],
+  randomPoint: ['randomPoint', (around, radius, o) => ({
+    unitSize: unitOf(o), around: point(around, worldOf(o)), radius: Number(radius), seed: (o && o.seed) || 0,
+  }), (m) => ({ cell: xy(m.cell), seed: m.seed, candidates: m.candidates })],
+  distanceToWall: ['distanceToWall', (at, o) => ({
+    unitSize: unitOf(o), at: point(at, worldOf(o)), maxDistance: (o && o.maxDistance) || 0,
+  }), (m) => ({ distance: m.distance, wall: xy(m.wall) })],
+};
+
+/* One item for batch(): kind is a movement call's name ('raycast',
+ * 'validateMove', 'moveAlong', 'nearestWalkable', 'isReachable',
+ * 'randomPoint', 'distanceToWall') and the rest its arguments, e.g.
+ * query('raycast', 'town', [1, 1], [9, 9], { unitSize: 2 }). */
+function query(kind, scene, ...args) {
+  const [field, build] = choice(QUERIES, kind, 'query kind');
+  checkScene(scene);
+  return { [field]: { scene, ...build(...args) } };
+}
+
+function queryFields(field, m) {
+  const entry = Object.values(QUERIES).find(([name]) => name === field);
+  return { version: m.version, ...entry[2](m) };
+}
+
+function queryOp(kind, scene, ...args) {
+  const body = query(kind, scene, ...args);
+  const field = Object.keys(body)[0];
+  return op(body, single(field, (m) => queryFields(field, m)));
+}
+
+function itemAnswer(item) {
+  const status = statusName(item.status);
+  if (status !== 'OK') return { status, ...(item.message ? { message: item.message } : {}) };
+  if (!item.kind) throw new Violation('batch item without a result');
+  return { status, ...queryFields(item.kind, item[item.kind]) };
+}
+
+function batchOp(items) {
+  if (!Array.isArray(items) || items.length < 1 || items.length > MAX_BATCH_ITEMS) {
+    throw new TypeError(`a batch holds 1..${MAX_BATCH_ITEMS} items (made by query())`);
+  }
+  return op({ batch: { items } }, single('batch', (m) => {
+    if (m.items.length !== items.length) {
+      throw new Violation(`batch of ${items.length} items answered with ${m.items.length}`);
+    }
+    return { items: m.items.map(itemAnswer) };
+  }), { value: (a) => a.items });
+}
+
+function pingOp() {
+  // Any value the server could not guess works; it must survive the
+  // uint64 -> Number conversion, so stay below 2^53.
+  const nonce = Math.floor(Math.random() * Number.MAX_SAFE_INTEGER);
+  const started = process.hrtime.bigint();
+  return op({ ping: { nonce } }, single('pong', (m) => ({ nonce: m.nonce })), {
+    value: (a) => {
+      if (a.nonce !== nonce) throw new PathdProtocolError('pong carries the wrong nonce');
+      return Number(process.hrtime.bigint() - started) / 1e6;
+    },
+  });
+}
+
+const body = (name) => (a) => a[name];
+const stripStatus = ({ status, ...rest }) => rest;
+
+// Request kinds send(name, ...) sends without waiting.
+const PIPELINED = {
+  findPath: findPathOp,
+  findRoute: findRouteOp,
+  updateCells: updateCellsOp,
+  sceneGridBand: sceneGridOp,
+  batch: batchOp,
+  ...Object.fromEntries(Object.keys(QUERIES).map((kind) => [kind, (...args) => queryOp(kind, ...args)])),
+};
+
+/* A sceneGrid() answer in the config's ASCII map format, one string per row,
+ * as pathctl grid prints it: '#' blocked, '.' cost 1, '2'..'9' that cost,
+ * '+' 10 or more. */
+function gridRows(grid) {
+  const symbol = (c) => (c === 0 ? '#' : c === 1 ? '.' : c <= 9 ? String(c) : '+');
+  const rows = [];
+  for (let y = 0; y < grid.height; y++) {
+    rows.push(Array.from(grid.cells.subarray(y * grid.width, (y + 1) * grid.width), symbol).join(''));
+  }
+  return rows;
+}
+
+/* A request waiting for its answer: assembles its frames. */
+class Pending {
+  constructor(id, theOp, resolve, reject, timer) {
+    Object.assign(this, { id, op: theOp, resolve, reject, timer });
+    this.nextSeq = 0;
+    this.path = [];
+    this.legs = [];
+    this.legSeq = 0;
+    this.waypointCount = 0;
+    this.response = null;
+  }
+
+  /* Takes one frame; returns the answer when it is complete, else undefined. */
+  feed(response) {
+    const { assemble } = this.op;
+    if (assemble === 'path' && response.body === 'path') {
+      const chunk = response.path;
+      if (chunk.seq !== this.nextSeq) {
+        throw new Violation(`request ${this.id}: path chunk ${chunk.seq} arrived, expected ${this.nextSeq}`);
+      }
+      this.nextSeq++;
+      this.count(chunk.waypoints.length);
+      this.path.push(...chunk.waypoints);
+    } else if (assemble === 'route' && response.body === 'routeLeg') {
+      this.routeLeg(response.routeLeg);
+    }
+    // Single-frame answers complete on the first frame even if a server
+    // forgets to set final.
+    if (assemble !== 'single' && !response.final) return undefined;
+    this.response = response;
+    return this.op.finish(this);
+  }
+
+  count(n) {
+    this.waypointCount += n;
+    if (this.waypointCount > MAX_PATH_WAYPOINTS) {
+      throw new Violation(`request ${this.id}: answer longer than ${MAX_PATH_WAYPOINTS} waypoints`);
+    }
+  }
+
+  routeLeg(leg) {
+    let current = this.legs.at(-1);
+    if (current && !current.end) {
+      if (leg.leg !== this.legs.length - 1 || leg.seq !== this.legSeq) {
+        throw new Violation(`request ${this.id}: route leg ${leg.leg} frame ${leg.seq} arrived, expected leg ${this.legs.length - 1} frame ${this.legSeq}`);
+      }
+    } else if (leg.leg !== this.legs.length || leg.seq !== 0) {
+      throw new Violation(`request ${this.id}: route leg ${leg.leg} frame ${leg.seq} arrived, expected leg ${this.legs.length} frame 0`);
+    } else {
+      current = { end: false, scene: leg.scene, waypoints: [] };
+      this.legs.push(current);
+      this.legSeq = 0;
+    }
+    this.legSeq++;
+    this.count(leg.waypoints.length);
+    current.waypoints.push(...leg.waypoints);
+    current.version = leg.sceneVersion;
+    if (leg.legEnd) {
+      if (leg.totalWaypoints && leg.totalWaypoints !== current.waypoints.length) {
+        throw new Violation(`request ${this.id}: leg ${leg.leg} says ${leg.totalWaypoints} waypoints, ${current.waypoints.length} arrived`);
+      }
+      current.end = true;
+      current.cost = leg.cost;
+      const hop = leg.portal;
+      current.portal = hop ? {
+        name: hop.name, exit: xy(hop.exit), to_scene: hop.toScene, entry: xy(hop.entry), cost: hop.cost,
+      } : null;
+    }
+  }
+
+  finishPath(timed) {
+    const { response } = this;
+    const r = new PathResult(this.id, timed);
+    r.status = statusName(response.status);
+    r.message = errorMessage(response);
+    r.waypoints = this.path.map((w) => [w.x, w.y]);
+    r.world = this.path.map((w) => [w.wx, w.wy]);
+    if (timed) r.times = this.path.map((w) => w.t);
+    if (response.body === 'path') {
+      const chunk = response.path;
+      if (chunk.totalWaypoints && chunk.totalWaypoints !== this.path.length) {
+        throw new Violation(`request ${this.id}: final chunk says ${chunk.totalWaypoints} waypoints, ${this.path.length} arrived`);
+      }
+      r.cost = chunk.cost;
+      r.expansions = chunk.expansions;
+      r.searchMicros = chunk.searchMicros;
+      r.version = chunk.sceneVersion;
+      r.startUsed = xy(chunk.startUsed);
+      r.goalUsed = xy(chunk.goalUsed);
+      r.cutoff = chunk.cutoff !== 'OK' ? chunk.cutoff : null;
+    }
+    return r;
+  }
+
+  /* The object pathctl route --json prints. */
+  finishRoute(timed) {
+    const { response } = this;
+    let rr = response.routeResult;
+    if (response.body !== 'routeResult') {
+      if (this.legs.length) throw new Violation(`request ${this.id}: route ended without a RouteResult`);
+      rr = { legs: 0, totalCost: 0, expansions: 0, micros: 0, pinned: false, goalUsed: null };
+    }
+    if (rr.legs !== this.legs.length || (this.legs.length && !this.legs.at(-1).end)) {
+      throw new Violation(`request ${this.id}: RouteResult counts ${rr.legs} legs, ${this.legs.length} arrived`);
+    }
+    const message = errorMessage(response);
+    return {
+      status: statusName(response.status),
+      total_cost: rr.totalCost,
+      legs: this.legs.map((leg) => ({
+        scene: leg.scene,
+        cost: leg.cost,
+        version: leg.version,
+        waypoints: leg.waypoints.map((w) => [w.x, w.y]),
+        world: leg.waypoints.map((w) => [w.wx, w.wy]),
+        times: timed ? leg.waypoints.map((w) => w.t) : null,
+        portal: leg.portal,
+      })),
+      expansions: rr.expansions,
+      micros: rr.micros,
+      pinned: rr.pinned,
+      goal_used: xy(rr.goalUsed),
+      ...(message ? { message } : {}),
+    };
+  }
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const statusOf = (answer) => answer.status;
+const messageOf = (answer) => answer.message || '';
 
 class PathdClient {
   /* addr is "host:port" or "[v6addr]:port". The socket opens on the first
@@ -198,7 +598,7 @@ class PathdClient {
     // Ids keep increasing across reconnects, so a late answer to an old
     // request can never be mistaken for a new one.
     this._nextId = 1;
-    this._pending = new Map(); // id -> { isPath, result, nextSeq, resolve, reject, timer }
+    this._pending = new Map(); // id -> Pending
     this.token = token;
     this.role = null;
     this._auth = null;
@@ -215,12 +615,10 @@ class PathdClient {
 
   /* Sends Auth with the kept token ahead of anything else queued after it. */
   _authenticate() {
-    const { promise } = this._send({ auth: { token: this.token } }, false);
+    const authOp = op({ auth: { token: this.token } }, single('auth', (m) => ({ role: m.role })));
+    const { promise } = this._send(authOp);
     this._auth = promise.then((answer) => {
-      if (answer.status !== 'OK') {
-        throw new PathdError(answer.status, answer.message, { requestId: answer.id });
-      }
-      this.role = answer.auth.role;
+      this.role = this._accept(authOp, answer).role;
       return this.role;
     });
     // Requests sent behind it fail on their own; only auth() reports this.
@@ -232,11 +630,9 @@ class PathdClient {
     return this._socket !== null;
   }
 
-  /* Path requests sent and not yet answered. */
+  /* Requests sent and not yet answered. */
   get inFlight() {
-    let n = 0;
-    for (const p of this._pending.values()) if (p.isPath) n++;
-    return n;
+    return this._pending.size;
   }
 
   /* Closes the socket; requests still waiting reject with PathdDisconnected. */
@@ -282,35 +678,46 @@ class PathdClient {
 
   // ---- sending --------------------------------------------------------------
 
-  /* Sends one request; the promise settles with the PathResult (paths) or the
-   * answer frame as a plain object (everything else). */
-  _send(body, isPath) {
+  /* Sends one request; the promise settles with its answer, of any status.
+   * Without theOp.finish the answer is not tracked. */
+  _send(theOp) {
     const id = this._nextId++;
     const { Request } = this._schema;
-    const payload = Request.encode(Request.fromObject({ id, ...body })).finish();
+    const payload = Request.encode(Request.fromObject({ id, ...theOp.body })).finish();
     const header = Buffer.alloc(HEADER_BYTES);
     header.writeUInt32BE(payload.length);
     const socket = this._ensureConnected();
-    const promise = new Promise((resolve, reject) => {
+    const promise = theOp.finish ? new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this._pending.delete(id);
         reject(new PathdTimeout(`no answer within ${this.timeoutMs} ms`, { requestId: id }));
       }, this.timeoutMs);
-      this._pending.set(id, {
-        id, isPath, result: isPath ? new PathResult(id) : null, nextSeq: 0, resolve, reject, timer,
-      });
-    });
+      this._pending.set(id, new Pending(id, theOp, resolve, reject, timer));
+    }) : Promise.resolve(null);
     socket.write(Buffer.concat([header, payload]));
     return { id, promise };
   }
 
+  /* An answer a call resolves with becomes its value; any other rejects. */
+  _accept(theOp, answer) {
+    const status = statusOf(answer);
+    if (!theOp.accept.includes(status)) {
+      throw new PathdError(status, messageOf(answer), { requestId: answer.id, result: answer });
+    }
+    return theOp.value(answer);
+  }
+
   /* The blocking-style round trip: send, wait, and retry OVERLOADED with
-   * backoff. Resolves with the last answer. */
-  async _call(body, isPath) {
+   * backoff. Resolves with the call's value. */
+  async _call(theOp) {
     let backoff = RETRY_BACKOFF_FIRST_MS;
     for (let attempt = 1; ; attempt++) {
-      const answer = await this._send(body, isPath).promise;
-      if (answer.status !== 'OVERLOADED' || attempt === this.retryAttempts) return answer;
+      const { id, promise } = this._send(theOp);
+      const answer = await promise;
+      if (answer.status !== 'OVERLOADED' || attempt === this.retryAttempts) {
+        if (!(answer instanceof PathResult)) Object.defineProperty(answer, 'id', { value: id });
+        return this._accept(theOp, answer);
+      }
       await sleep(backoff);
       backoff = Math.min(backoff * 2, RETRY_BACKOFF_MAX_MS);
     }
@@ -346,19 +753,13 @@ class PathdClient {
     }
   }
 
-  _complete(p, value) {
-    clearTimeout(p.timer);
-    this._pending.delete(p.id);
-    p.resolve(value);
-  }
-
   _dispatch(socket, response) {
     const status = statusName(response.status);
-    const message = response.body === 'error' ? response.error.message : '';
     if (response.id === 0) {
       // A connection-level error (frame too large, malformed, too many
       // connections): the server closes after it, so close our side too.
       if (status !== 'OK') {
+        const message = errorMessage(response);
         this._fail(socket, PathdDisconnected,
           `server closed the connection after ${status}${message ? `: ${message}` : ''}`);
       }
@@ -366,124 +767,187 @@ class PathdClient {
     }
     const p = this._pending.get(response.id);
     if (!p) return; // the answer to a cancel, or to a request that timed out
-    if (!p.isPath) {
-      // Single-frame answers: complete on the first frame even if a server
-      // forgets to set final.
-      this._complete(p, { ...response, status, message });
-      return;
-    }
-    const r = p.result;
-    if (response.body === 'path') {
-      const chunk = response.path;
-      if (chunk.seq !== p.nextSeq) {
-        throw new Violation(`request ${p.id}: path chunk ${chunk.seq} arrived, expected ${p.nextSeq}`);
-      }
-      p.nextSeq++;
-      if (r.waypoints.length + chunk.waypoints.length > MAX_PATH_WAYPOINTS) {
-        throw new Violation(`request ${p.id}: path longer than ${MAX_PATH_WAYPOINTS} waypoints`);
-      }
-      for (const w of chunk.waypoints) {
-        r.waypoints.push([w.x, w.y]);
-        r.world.push([w.wx, w.wy]);
-      }
-      if (response.final) {
-        if (chunk.totalWaypoints && chunk.totalWaypoints !== r.waypoints.length) {
-          throw new Violation(`request ${p.id}: final chunk says ${chunk.totalWaypoints} waypoints, ${r.waypoints.length} arrived`);
-        }
-        r.cost = chunk.cost;
-        r.expansions = chunk.expansions;
-        r.searchMicros = chunk.searchMicros;
-        r.version = chunk.sceneVersion;
-      }
-    }
-    if (response.final) {
-      r.status = status;
-      r.message = message;
-      this._complete(p, r);
-    }
+    const answer = p.feed(response);
+    if (answer === undefined) return;
+    clearTimeout(p.timer);
+    this._pending.delete(p.id);
+    p.resolve(answer);
   }
 
-  // ---- paths ----------------------------------------------------------------
+  // ---- paths and routes -------------------------------------------------------
 
-  /* Asks for a path from start to goal, cells [x, y] unless options.world.
-   * Options (all optional, 0 means the server default): world, unitSize,
-   * connectivity (4 or 8), style ('cells' or 'corners'), maxExpansions,
-   * deadlineMs. Resolves with a PathResult for OK or PARTIAL; rejects with a
-   * PathdError for any other answer (err.result holds the metrics). */
-  async findPath(scene, start, goal, options) {
-    const result = await this._call(findPathBody(scene, start, goal, options), true);
-    if (!result.ok) {
-      throw new PathdError(result.status, result.message, { requestId: result.id, result });
-    }
-    return result;
+  /* A path from start to goal, cells [x, y] unless options.world. Options
+   * (0 / unset means the server default): world, unitSize, connectivity (4
+   * or 8), style ('cells', 'corners', 'smooth'), goalMode ('exact',
+   * 'nearest', 'line'), snap, partialOnCutoff, speed (world units/s; > 0
+   * adds times), startTime, avoid [[x, y]], window [[x0, y0], [x1, y1]],
+   * maxExpansions, deadlineMs. Resolves with a PathResult for OK or PARTIAL;
+   * rejects with a PathdError for any other answer (err.result holds it). */
+  findPath(scene, start, goal, options) {
+    return this._call(findPathOp(scene, start, goal, options));
   }
 
   /* Sends a path request without retrying: returns { id, promise } at once;
    * the promise resolves with a PathResult of any status. */
   sendFindPath(scene, start, goal, options) {
-    return this._send(findPathBody(scene, start, goal, options), true);
+    return this._send(findPathOp(scene, start, goal, options));
+  }
+
+  /* A route across scenes through portals, as pathctl route --json prints it:
+   * { status, total_cost, legs: [{ scene, cost, version, waypoints, world,
+   * times, portal }], expansions, micros, pinned, goal_used }. Options:
+   * world, unitSize, style, goalMode, speed, startTime, maxExpansions,
+   * deadlineMs. OK and PARTIAL resolve. */
+  findRoute(fromScene, start, toScene, goal, options) {
+    return this._call(findRouteOp(fromScene, start, toScene, goal, options));
+  }
+
+  /* Sends any request kind without retrying: name is findPath, findRoute,
+   * updateCells, sceneGridBand, batch or a movement query's name, the rest
+   * that call's arguments. Returns { id, promise }; the promise resolves
+   * with the answer of any status. */
+  send(name, ...args) {
+    return this._send(choice(PIPELINED, name, 'request kind')(...args));
   }
 
   /* Asks the server to stop working on targetId; that request's promise then
    * settles with CANCELLED (or its normal result if it finished first). */
   cancel(targetId) {
-    const { id, promise } = this._send({ cancel: { targetId } }, false);
-    // The acknowledgement carries nothing the caller needs: stop tracking it.
-    clearTimeout(this._pending.get(id).timer);
-    this._pending.delete(id);
-    promise.catch(() => {});
+    // The acknowledgement carries nothing the caller needs: not tracked.
+    this._send({ body: { cancel: { targetId } }, finish: null });
   }
 
-  // ---- other requests -------------------------------------------------------
+  // ---- scenes -----------------------------------------------------------------
 
-  async _callOther(body, expect) {
-    const response = await this._call(body, false);
-    if (response.status !== 'OK') {
-      throw new PathdError(response.status, response.message, { requestId: response.id });
+  /* Blocks ('block'), opens ('pass') or re-costs ('cost', with cost 1..255)
+   * the cells of rect [[x0, y0], [x1, y1]] (inclusive) or of the list
+   * cells [[x, y]]: { rect | cells, op, cost }. Resolves with { status,
+   * version, cells_changed, micros }. */
+  updateCells(scene, change) {
+    return this._call(updateCellsOp(scene, change));
+  }
+
+  /* One band of a grid's rows: { status, version, width, height, row_start,
+   * row_count, cells (Buffer, row-major, 0 blocked, else the cost) }.
+   * Options unitSize, rowStart, rowCount. */
+  sceneGridBand(scene, options) {
+    return this._call(sceneGridOp(scene, options));
+  }
+
+  /* The whole grid (the scene's, or the unit-K grid with { unitSize }), read
+   * band by band and started over when the scene changes between bands:
+   * { status, version, width, height, cells }. gridRows() makes it text. */
+  async sceneGrid(scene, { unitSize = 0 } = {}) {
+    for (let attempt = 0; attempt < SCENE_GRID_RESTARTS; attempt++) {
+      const bands = [];
+      let row = 0;
+      let first = null;
+      for (;;) {
+        let band;
+        try {
+          // eslint-disable-next-line no-await-in-loop
+          band = await this.sceneGridBand(scene, { unitSize, rowStart: row });
+        } catch (err) {
+          // A later band OUT_OF_BOUNDS: the grid shrank meanwhile.
+          if (err.status !== 'OUT_OF_BOUNDS' || row === 0) throw err;
+          break;
+        }
+        if (first && band.version !== first.version) break;
+        first = first || band;
+        bands.push(band.cells);
+        row += band.row_count;
+        if (row >= band.height) {
+          return {
+            status: 'OK', version: band.version, width: band.width, height: band.height, cells: Buffer.concat(bands),
+          };
+        }
+      }
     }
-    if (response.body !== expect) {
-      throw new PathdProtocolError(`answer to request ${response.id} has the wrong body`, { requestId: response.id });
-    }
-    return response[expect];
+    throw new PathdError('INTERNAL', `scene ${scene} kept changing while its grid was read`);
   }
 
   /* Round trip; resolves with the measured time in milliseconds. */
-  async ping() {
-    // Any value the server could not guess works; it must survive the
-    // uint64 -> Number conversion, so stay below 2^53.
-    const nonce = Math.floor(Math.random() * Number.MAX_SAFE_INTEGER);
-    const started = process.hrtime.bigint();
-    const pong = await this._callOther({ ping: { nonce } }, 'pong');
-    if (pong.nonce !== nonce) throw new PathdProtocolError('pong carries the wrong nonce');
-    return Number(process.hrtime.bigint() - started) / 1e6;
+  ping() {
+    return this._call(pingOp());
   }
 
   /* The served scenes, sorted by name: [{ name, width, height, version }]. */
-  async scenes() {
-    return (await this._callOther({ listScenes: {} }, 'sceneList')).scenes;
+  scenes() {
+    return this._call(op({ listScenes: {} }, single('sceneList', (m) => m), { value: (a) => a.scenes }));
   }
 
   /* { name, width, height, originX, originY, cellSize, unitSizes, version,
    * passableCells }; rejects with UNKNOWN_SCENE if there is no such scene. */
   sceneInfo(scene) {
-    return this._callOther({ sceneInfo: { scene } }, 'sceneInfo');
+    return this._call(op({ sceneInfo: { scene } }, single('sceneInfo', (m) => ({ info: m })), { value: body('info') }));
   }
 
   /* Server-wide counters (pathd.v1.Stats, camelCase names). */
   stats() {
-    return this._callOther({ stats: {} }, 'stats');
+    return this._call(op({ stats: {} }, single('stats', (m) => m), { value: stripStatus }));
   }
 
   /* Admin: the server rereads its config and maps, as on SIGHUP. */
   async reload() {
-    const answer = await this._call({ reload: {} }, false);
-    if (answer.status !== 'OK') throw new PathdError(answer.status, answer.message, { requestId: answer.id });
+    await this._call(op({ reload: {} }, single(null, null)));
+  }
+
+  // ---- movement queries -------------------------------------------------------
+  // Points are cells unless options.world; every query takes options.unitSize.
+  // Each resolves with the object pathctl --json prints (status, version, ...).
+
+  /* Is the straight segment walkable? { clear, hit, last_free, last_free_world }. */
+  raycast(scene, from, to, options) {
+    return this._call(queryOp('raycast', scene, from, to, options));
+  }
+
+  /* Checks claimed moves [[x, y, t]] (options.tolerance): { valid,
+   * first_invalid, reason, last_valid[, last_valid_world] }; reason is
+   * 'valid', 'out_of_bounds', 'blocked_point', 'blocked_segment',
+   * 'too_fast' or 'time_not_increasing'. */
+  validateMove(scene, moves, maxSpeed, options) {
+    return this._call(queryOp('validateMove', scene, moves, maxSpeed, options));
+  }
+
+  /* Moves by delta [dx, dy], sliding along walls: { end, end_world, slid }. */
+  moveAlong(scene, from, delta, options) {
+    return this._call(queryOp('moveAlong', scene, from, delta, options));
+  }
+
+  /* The nearest cell the unit fits on within radius cells (Euclidean between
+   * centres; options.reachableFrom): { cell, distance }; NO_PATH if none. */
+  nearestWalkable(scene, at, radius, options) {
+    return this._call(queryOp('nearestWalkable', scene, at, radius, options));
+  }
+
+  /* Are the cells connected for the unit? { reachable }. */
+  isReachable(scene, from, to, options) {
+    return this._call(queryOp('isReachable', scene, from, to, options));
+  }
+
+  /* A cell drawn uniformly within walking distance radius (options.seed):
+   * { cell, seed, candidates }. */
+  randomPoint(scene, around, radius, options) {
+    return this._call(queryOp('randomPoint', scene, around, radius, options));
+  }
+
+  /* Distance to the nearest blocked cell (options.maxDistance): { distance, wall }. */
+  distanceToWall(scene, at, options) {
+    return this._call(queryOp('distanceToWall', scene, at, options));
+  }
+
+  /* Up to MAX_BATCH_ITEMS queries (made by query()) in one frame; resolves
+   * with their answers in order, each with its own status. */
+  batch(items) {
+    return this._call(batchOp(items));
   }
 }
 
 module.exports = {
   PathdClient,
   PathResult,
+  query,
+  gridRows,
   PathdError,
   PathdDisconnected,
   PathdTimeout,
@@ -492,6 +956,7 @@ module.exports = {
   DEFAULT_TIMEOUT_MS,
   MAX_FRAME_BYTES,
   MAX_PATH_WAYPOINTS,
+  MAX_BATCH_ITEMS,
   RETRY_ATTEMPTS,
   RETRY_BACKOFF_FIRST_MS,
   RETRY_BACKOFF_MAX_MS,
