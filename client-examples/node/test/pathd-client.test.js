@@ -24,10 +24,10 @@ const { describe, it, before, after } = require('node:test');
 
 const {
   PathdClient, PathdError, PathdDisconnected, PathdProtocolError, PathdTimeout,
-  RETRY_ATTEMPTS, RETRY_BACKOFF_FIRST_MS,
+  RETRY_ATTEMPTS, RETRY_BACKOFF_FIRST_MS, query, gridRows,
 } = require('../pathd-client');
 const {
-  env, pathctl, corked, TRAP, Daemon, FakeServer, chunk, error,
+  env, pathctl, pathctlJson, pathctlText, assertSame, corked, TRAP, Daemon, FakeServer, chunk, error,
 } = require('./support');
 
 // A search across the forest (512x512): tens of thousands of expansions and
@@ -35,6 +35,43 @@ const {
 const LONG = ['forest', [0, 511], [511, 0]];
 // A few cells across the town: microseconds.
 const SHORT = ['town', [1, 1], [3, 3]];
+// An open forest cell in another component than the start (a clearing of
+// 95 cells walled off by trees).
+const UNREACHABLE = ['forest', [5, 0], [357, 278]];
+// Movement queries on the demo world, each as a client call and as the same
+// pathctl command: [method, args, pathctl words]. Together they cover a
+// clear and a blocked ray, a legal move, a speed hack, a move through a wall
+// and one back in time, a slide, a nearest cell with and without a
+// component, reachable and not, a seeded random point, distance to a wall,
+// unit size 2 and world coordinates.
+const QUERIES = [
+  ['raycast', ['town', [1, 1], [10, 1]], ['raycast', '--scene', 'town', '--from', '1,1', '--to', '10,1']],
+  ['raycast', ['town', [1, 1], [5, 5]], ['raycast', '--scene', 'town', '--from', '1,1', '--to', '5,5']],
+  ['raycast', ['town', [-18.3, -13.2], [-14.1, -9.7], { world: true }],
+    ['raycast', '--scene', 'town', '--world', '--from', '-18.3,-13.2', '--to', '-14.1,-9.7']],
+  ['raycast', ['town', [1, 14], [30, 14], { unitSize: 2 }],
+    ['raycast', '--scene', 'town', '--unit', '2', '--from', '1,14', '--to', '30,14']],
+  ['validateMove', ['town', [[1, 1, 0], [7, 1, 6], [7, 7, 12]], 1.5],
+    ['validate', '--scene', 'town', '--max-speed', '1.5', '--moves', '1,1,0;7,1,6;7,7,12']],
+  ['validateMove', ['town', [[1, 1, 0], [10, 1, 1]], 2, { tolerance: 0.5 }],
+    ['validate', '--scene', 'town', '--max-speed', '2', '--tolerance', '0.5', '--moves', '1,1,0;10,1,1']],
+  ['validateMove', ['town', [[1, 1, 0], [5, 5, 100]], 2],
+    ['validate', '--scene', 'town', '--max-speed', '2', '--moves', '1,1,0;5,5,100']],
+  ['validateMove', ['town', [[1, 1, 0], [3, 1, 0]], 2],
+    ['validate', '--scene', 'town', '--max-speed', '2', '--moves', '1,1,0;3,1,0']],
+  ['moveAlong', ['town', [1, 1], [0, -3]], ['move', '--scene', 'town', '--from', '1,1', '--by', '0,-3']],
+  ['moveAlong', ['town', [1, 1], [6, 2.5]], ['move', '--scene', 'town', '--from', '1,1', '--by', '6,2.5']],
+  ['nearestWalkable', ['town', [2, 2], 3, { reachableFrom: [1, 1] }],
+    ['nearest', '--scene', 'town', '--at', '2,2', '--radius', '3', '--reachable-from', '1,1']],
+  ['nearestWalkable', ['town', [22, 4], 5], ['nearest', '--scene', 'town', '--at', '22,4', '--radius', '5']],
+  ['isReachable', ['town', [1, 1], [3, 4]], ['reachable', '--scene', 'town', '--from', '1,1', '--to', '3,4']],
+  ['isReachable', [...UNREACHABLE], ['reachable', '--scene', 'forest', '--from', '5,0', '--to', '357,278']],
+  ['randomPoint', ['town', [3, 4], 5, { seed: 7 }],
+    ['random', '--scene', 'town', '--around', '3,4', '--radius', '5', '--seed', '7']],
+  ['distanceToWall', ['town', [3, 4]], ['clearance', '--scene', 'town', '--at', '3,4']],
+  ['distanceToWall', ['forest', [200, 200], { maxDistance: 3 }],
+    ['clearance', '--scene', 'forest', '--at', '200,200', '--radius', '3']],
+];
 // OVERLOADED retries allowed where a test waits for a trap search to end:
 // the backoff then adds up to several seconds, far beyond the search.
 const PATIENT_RETRY_ATTEMPTS = 10;
@@ -57,6 +94,20 @@ function assertStatus(status) {
     assert.equal(err.status, status);
     return true;
   };
+}
+
+/* Starts a helper Daemon before the suite's tests and stops it after them,
+ * requiring a clean exit; returns a function that gives the daemon. */
+function helperDaemon(limits, auth = null) {
+  let daemon;
+  before(async () => {
+    daemon = await Daemon.start(limits, auth);
+  });
+  after(async () => {
+    const log = daemon.log();
+    assert.equal(await daemon.stop(), 0, log);
+  });
+  return () => daemon;
 }
 
 describe('live daemon', () => {
@@ -210,20 +261,196 @@ describe('live daemon', () => {
   });
 });
 
+describe('the whole protocol against the live daemon, compared with pathctl', () => {
+  let addr;
+  let client;
+
+  before(() => {
+    addr = env('PATHD_ADDR');
+    client = new PathdClient(addr, { timeoutMs: 10000 });
+  });
+
+  after(() => client.close());
+
+  it('answers every FindPath option as pathctl does', async () => {
+    const cases = [
+      [SHORT, { style: 'smooth' }, ['--style', 'smooth']],
+      [['town', [1, 1], [30, 20]], { style: 'corners', connectivity: 4 }, ['--style', 'corners', '--connect', '4']],
+      [['town', [1, 1], [30, 20]], { speed: 2.5, startTime: 10 }, ['--speed', '2.5', '--start-time', '10']],
+      [['town', [1, 1], [0, 0]], { snap: true }, ['--snap']],
+      [UNREACHABLE, { goalMode: 'nearest' }, ['--goal-mode', 'nearest']],
+      [UNREACHABLE, { goalMode: 'line' }, ['--goal-mode', 'line']],
+      [['town', [1, 1], [10, 1]], { avoid: [[5, 1], [5, 2]] }, ['--avoid', '5,1;5,2']],
+      [['town', [1, 1], [10, 5]], { window: [[0, 0], [12, 8]] }, ['--window', '0,0,12,8']],
+      [LONG, { maxExpansions: 50, partialOnCutoff: true }, ['--max-expansions', '50', '--partial']],
+      [['town', [1, 13], [30, 22]], { unitSize: 2 }, ['--unit', '2']],
+      [['town', [-18.5, -13.5], [17.5, -0.5]], { world: true, deadlineMs: 5000 }, ['--world', '--deadline', '5000']],
+    ];
+    for (const [[scene, start, goal], options, words] of cases) {
+      const result = await client.findPath(scene, start, goal, options);
+      const reference = pathctlJson(addr, ['path', '--scene', scene, '--from', start.join(','), '--to', goal.join(','), ...words]);
+      assertSame(assert, result.toJSON(), reference, JSON.stringify(options));
+    }
+    const timed = await client.findPath('town', [1, 1], [30, 20], { speed: 2.5, startTime: 10 });
+    assert.equal(timed.times[0], 10);
+    assert.ok(timed.times.at(-1) > 10);
+    const snapped = await client.findPath('town', [1, 1], [0, 0], { snap: true });
+    assert.deepEqual([snapped.status, snapped.goalUsed], ['PARTIAL', [1, 1]]);
+    const cut = await client.findPath(...LONG, { maxExpansions: 50, partialOnCutoff: true });
+    assert.deepEqual([cut.status, cut.cutoff], ['PARTIAL', 'BUDGET_EXCEEDED']);
+    await assert.rejects(client.findPath(...LONG, { maxExpansions: 50 }), assertStatus('BUDGET_EXCEEDED'));
+    await assert.rejects(client.findPath(...UNREACHABLE), assertStatus('NO_PATH'));
+    const nearest = await client.findPath(...UNREACHABLE, { goalMode: 'nearest' });
+    assert.deepEqual(nearest.waypoints.at(-1), nearest.goalUsed);
+    const avoided = await client.findPath('town', [1, 1], [10, 1], { avoid: [[5, 1], [5, 2]] });
+    assert.ok(!avoided.waypoints.some(([x, y]) => x === 5 && y === 1));
+  });
+
+  it('finds routes as pathctl does', async () => {
+    for (const [args, options, words] of [
+      [['town', [3, 4], 'cellar', [5, 3]], {}, ['--from', 'town:3,4', '--to', 'cellar:5,3']],
+      [['town', [3, 4], 'cellar', [5, 3]], { speed: 2, style: 'corners' },
+        ['--from', 'town:3,4', '--to', 'cellar:5,3', '--speed', '2', '--style', 'corners']],
+      [['house', [3, 4], 'town', [3, 4]], {}, ['--from', 'house:3,4', '--to', 'town:3,4']],
+    ]) {
+      const route = await client.findRoute(...args, options);
+      assertSame(assert, route, pathctlJson(addr, ['route', ...words]), words.join(' '));
+      assert.ok(route.legs.length >= 2);
+      assert.equal(route.legs[0].portal.to_scene, route.legs[1].scene);
+    }
+    const pinned = await client.findRoute('house', [3, 4], 'town', [3, 4]);
+    assert.equal(pinned.pinned, true);
+    assert.deepEqual(pinned.legs.map((leg) => leg.scene), ['house', 'cellar', 'town']);
+    await assert.rejects(client.findRoute('house', [3, 3], 'town', [3, 4]), assertStatus('START_BLOCKED'));
+  });
+
+  it('answers the movement queries as pathctl does', async () => {
+    const seen = new Set();
+    for (const [method, args, words] of QUERIES) {
+      const answer = await client[method](...args);
+      assertSame(assert, answer, pathctlJson(addr, words), `${method} ${JSON.stringify(args)}`);
+      assert.equal(answer.status, 'OK');
+      assert.equal(answer.version, (await client.sceneInfo(args[0])).version);
+      for (const key of ['clear', 'valid', 'reachable']) if (key in answer) seen.add(`${method} ${answer[key]}`);
+      if ('reason' in answer) seen.add(answer.reason);
+    }
+    for (const method of ['raycast', 'validateMove', 'isReachable']) {
+      assert.ok(seen.has(`${method} true`) && seen.has(`${method} false`), method);
+    }
+    for (const reason of ['valid', 'too_fast', 'blocked_segment', 'time_not_increasing']) assert.ok(seen.has(reason), reason);
+    assert.deepEqual(await client.randomPoint('town', [3, 4], 5, { seed: 7 }),
+      await client.randomPoint('town', [3, 4], 5, { seed: 7 }));
+  });
+
+  it('rejects refused queries with the answer', async () => {
+    for (const [call, status] of [
+      [() => client.raycast('town', [0, 0], [3, 3]), 'START_BLOCKED'],
+      [() => client.isReachable('nope', [1, 1], [2, 2]), 'UNKNOWN_SCENE'],
+      [() => client.nearestWalkable('town', [1, 1], 5000), 'INVALID_ARGUMENT'],
+      [() => client.distanceToWall('town', [99, 1]), 'OUT_OF_BOUNDS'],
+    ]) {
+      await assert.rejects(call(), (err) => assertStatus(status)(err) && err.result.status === status && err.detail !== '');
+    }
+    await client.ping();
+  });
+
+  it('answers a batch item by item', async () => {
+    const items = QUERIES.map(([method, args]) => query(method, ...args));
+    items.splice(3, 0, query('isReachable', 'nope', [1, 1], [2, 2]));
+    items.splice(5, 0, query('raycast', 'town', [0, 0], [3, 3]));
+    const answers = await client.batch(items);
+    assert.equal(answers.length, items.length);
+    assert.equal(answers[3].status, 'UNKNOWN_SCENE');
+    assert.equal(answers[5].status, 'START_BLOCKED');
+    const good = answers.filter((_, i) => i !== 3 && i !== 5);
+    const singles = [];
+    for (const [method, args] of QUERIES) singles.push(await client[method](...args));
+    assert.deepEqual(good, singles);
+    const input = `${QUERIES.map(([, , words]) => words.join(' ')).join('\n')}\n`;
+    assertSame(assert, good, pathctlJson(addr, ['batch'], { input }));
+    assert.throws(() => client.batch([]), TypeError);
+    assert.throws(() => client.batch(Array(257).fill(query('raycast', 'town', [1, 1], [2, 2]))), TypeError);
+  });
+
+  it('reads grids as pathctl grid prints them', async () => {
+    for (const [scene, unitSize] of [['town', 0], ['town', 2], ['cellar', 0]]) {
+      const grid = await client.sceneGrid(scene, { unitSize });
+      const info = await client.sceneInfo(scene);
+      assert.deepEqual([grid.width, grid.height, grid.version], [info.width, info.height, info.version]);
+      const words = ['grid', '--scene', scene, ...(unitSize ? ['--unit', unitSize] : [])];
+      assert.deepEqual(gridRows(grid), pathctlText(addr, words).split('\n').filter(Boolean));
+    }
+    const band = await client.sceneGridBand('town', { rowStart: 5, rowCount: 3 });
+    const whole = await client.sceneGrid('town');
+    assert.deepEqual([band.row_start, band.row_count], [5, 3]);
+    assert.deepEqual(band.cells, whole.cells.subarray(5 * 40, 8 * 40));
+  });
+
+  it('updates cells with every op', async () => {
+    // Street cells of the town (all '.'), restored at the end.
+    const rect = [[5, 14], [7, 15]];
+    const before = (await client.sceneInfo('town')).version;
+    try {
+      const blocked = await client.updateCells('town', { rect, op: 'block' });
+      assert.deepEqual([blocked.status, blocked.cells_changed, blocked.version], ['OK', 6, before + 1]);
+      assert.equal((await client.raycast('town', [1, 14], [10, 14])).clear, false);
+      assert.equal((await client.updateCells('town', { rect, op: 'block' })).cells_changed, 0);
+      const costly = await client.updateCells('town', { cells: [[5, 14], [6, 14]], op: 'cost', cost: 5 });
+      assert.deepEqual([costly.cells_changed, costly.version], [2, before + 2]);
+      const rows = gridRows(await client.sceneGrid('town'));
+      assert.equal(rows[14].slice(4, 9), '.55#.');
+      assert.deepEqual(rows, pathctlText(addr, ['grid', '--scene', 'town']).split('\n').filter(Boolean));
+      await assert.rejects(client.updateCells('town', { rect: [[38, 0], [40, 1]], op: 'pass' }), assertStatus('OUT_OF_BOUNDS'));
+    } finally {
+      const opened = await client.updateCells('town', { rect, op: 'pass' });
+      assert.equal(opened.cells_changed, 6);
+    }
+    assert.equal((await client.raycast('town', [1, 14], [10, 14])).clear, true);
+    assert.throws(() => client.updateCells('town', { op: 'block' }), TypeError);
+  });
+
+  it('sends any kind raw with send(), answers of any status', async () => {
+    const [ray, batch, route, update, refused] = await Promise.all([
+      client.send('raycast', 'town', [1, 1], [5, 5]),
+      client.send('batch', [query('isReachable', 'town', [1, 1], [3, 4])]),
+      client.send('findRoute', 'town', [3, 4], 'cellar', [5, 3]),
+      client.send('updateCells', 'town', { rect: [[1, 1], [1, 1]], op: 'pass' }),
+      client.send('distanceToWall', 'nope', [1, 1]),
+    ].map((sent) => sent.promise));
+    assert.deepEqual(ray.hit, [2, 2]);
+    assert.deepEqual(batch.items.map((item) => [item.status, item.reachable]), [['OK', true]]);
+    assert.equal(route.status, 'OK');
+    assert.equal(update.cells_changed, 0);
+    assert.equal(refused.status, 'UNKNOWN_SCENE');
+  });
+});
+
+describe('cancel, against a daemon with the slow trap scene', () => {
+  const daemon = helperDaemon({});
+
+  it('stops a running search', async () => {
+    const client = new PathdClient(daemon().addr, { timeoutMs: 10000 });
+    try {
+      await client.ping();
+      const slow = corked(client, () => {
+        const sent = client.sendFindPath(...TRAP);
+        client.cancel(sent.id);
+        return sent;
+      });
+      const result = await slow.promise;
+      assert.deepEqual([result.status, result.waypoints], ['CANCELLED', []]);
+      assert.equal((await client.findPath(...TRAP)).status, 'OK');
+    } finally {
+      client.close();
+    }
+  });
+});
+
 describe('daemon with one request in flight per connection', () => {
-  let daemon;
-
-  before(async () => {
-    daemon = await Daemon.start({ max_inflight_per_conn: 1 });
-  });
-
-  after(async () => {
-    const log = daemon.log();
-    assert.equal(await daemon.stop(), 0, log);
-  });
+  const daemon = helperDaemon({ max_inflight_per_conn: 1 });
 
   it('answers a pipelined request beyond the limit with OVERLOADED', async () => {
-    const client = new PathdClient(daemon.addr, { timeoutMs: 10000 });
+    const client = new PathdClient(daemon().addr, { timeoutMs: 10000 });
     try {
       await client.ping(); // connects, so the two requests can be corked together
       const [long, short] = corked(client, () => [client.sendFindPath(...TRAP), client.sendFindPath(...SHORT)]);
@@ -235,7 +462,7 @@ describe('daemon with one request in flight per connection', () => {
   });
 
   it('retries OVERLOADED in findPath until the request fits', async () => {
-    const client = new PathdClient(daemon.addr, { timeoutMs: 10000, retryAttempts: PATIENT_RETRY_ATTEMPTS });
+    const client = new PathdClient(daemon().addr, { timeoutMs: 10000, retryAttempts: PATIENT_RETRY_ATTEMPTS });
     try {
       const before = (await client.stats()).overloadedTotal;
       const long = client.sendFindPath(...TRAP);
@@ -253,19 +480,10 @@ describe('daemon with one request in flight per connection', () => {
 describe('daemon with tokens', () => {
   const QUERY = 'query-token-0123456789';
   const ADMIN = 'admin-token-0123456789';
-  let daemon;
-
-  before(async () => {
-    daemon = await Daemon.start({}, { tokens: [{ token: QUERY, role: 'query' }, { token: ADMIN, role: 'admin' }] });
-  });
-
-  after(async () => {
-    const log = daemon.log();
-    assert.equal(await daemon.stop(), 0, log);
-  });
+  const daemon = helperDaemon({}, { tokens: [{ token: QUERY, role: 'query' }, { token: ADMIN, role: 'admin' }] });
 
   it('serves only ping before auth', async () => {
-    const client = new PathdClient(daemon.addr, { timeoutMs: 10000 });
+    const client = new PathdClient(daemon().addr, { timeoutMs: 10000 });
     try {
       await client.ping();
       await assert.rejects(client.scenes(), (err) => err instanceof PathdError && err.status === 'UNAUTHENTICATED');
@@ -275,7 +493,7 @@ describe('daemon with tokens', () => {
   });
 
   it('grants the token its role and no more, first thing on every socket', async () => {
-    const client = new PathdClient(daemon.addr, { timeoutMs: 10000, token: QUERY });
+    const client = new PathdClient(daemon().addr, { timeoutMs: 10000, token: QUERY });
     try {
       assert.equal((await client.findPath(...SHORT)).status, 'OK');
       assert.equal(client.role, 'query');
@@ -287,8 +505,20 @@ describe('daemon with tokens', () => {
     }
   });
 
+  it('reloads for an admin only', async () => {
+    const client = new PathdClient(daemon().addr, { timeoutMs: 10000, token: QUERY });
+    try {
+      await assert.rejects(client.reload(), (err) => err instanceof PathdError && err.status === 'PERMISSION_DENIED');
+      await client.auth(ADMIN);
+      assert.equal(await client.reload(), undefined);
+      await client.ping();
+    } finally {
+      client.close();
+    }
+  });
+
   it('refuses a wrong token', async () => {
-    const client = new PathdClient(daemon.addr, { timeoutMs: 10000 });
+    const client = new PathdClient(daemon().addr, { timeoutMs: 10000 });
     try {
       await assert.rejects(client.auth('wrong-token-0123456789'),
         (err) => err instanceof PathdError && err.status === 'UNAUTHENTICATED');

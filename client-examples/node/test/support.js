@@ -59,6 +59,38 @@ function pathctl(addr, scene, start, goal, ...extra) {
   return JSON.parse(out);
 }
 
+/* pathctl --json ARGS: the one object it prints (an array of them for batch). */
+function pathctlJson(addr, args, { input } = {}) {
+  const out = execFileSync(env('PATHCTL_BIN'), ['--server', addr, '--json', ...args.map(String)],
+    { encoding: 'utf8', timeout: 30000, input });
+  const lines = out.split('\n').filter((line) => line.trim()).map((line) => JSON.parse(line));
+  return args[0] === 'batch' ? lines : lines[0];
+}
+
+/* pathctl ARGS without --json: its standard output. */
+function pathctlText(addr, args) {
+  return execFileSync(env('PATHCTL_BIN'), ['--server', addr, ...args.map(String)], { encoding: 'utf8', timeout: 30000 });
+}
+
+/* ours equals pathctl's JSON, but for the server time ("micros") and the
+ * last digits of doubles (cJSON prints 15 significant digits). */
+function assertSame(assert, ours, reference, where = 'answer') {
+  if (Array.isArray(reference)) {
+    assert.ok(Array.isArray(ours), `${where}: ${JSON.stringify(ours)} is not an array`);
+    assert.equal(ours.length, reference.length, where);
+    reference.forEach((r, i) => assertSame(assert, ours[i], r, `${where}[${i}]`));
+  } else if (reference !== null && typeof reference === 'object') {
+    assert.ok(ours !== null && typeof ours === 'object', `${where}: ${JSON.stringify(ours)} is not an object`);
+    const keys = (o) => Object.keys(o).filter((k) => k !== 'micros').sort();
+    assert.deepEqual(keys(ours), keys(reference), where);
+    for (const k of keys(reference)) assertSame(assert, ours[k], reference[k], `${where}.${k}`);
+  } else if (typeof reference === 'number') {
+    assert.ok(Math.abs(ours - reference) <= 1e-12 * Math.max(1, Math.abs(reference)), `${where}: ${ours} vs ${reference}`);
+  } else {
+    assert.equal(ours, reference, where);
+  }
+}
+
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /* A pathd started by a test from PATHD_CONFIG, with some limits changed and
@@ -220,4 +252,6 @@ function error(id, status, message) {
   return { id, status, final: true, error: { message } };
 }
 
-module.exports = { env, pathctl, corked, TRAP, Daemon, FakeServer, chunk, error };
+module.exports = {
+  env, pathctl, pathctlJson, pathctlText, assertSame, corked, TRAP, Daemon, FakeServer, chunk, error,
+};
