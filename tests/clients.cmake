@@ -70,4 +70,14 @@ else()
                    -- "${PROJECT_SOURCE_DIR}/client-examples/node/run-tests.sh")
 endif()
 
-set_tests_properties(client_python client_node PROPERTIES LABELS "clients" TIMEOUT 60)
+# install-deps.sh itself, against a stub npm in a scratch directory: an empty
+# or partial node_modules is detected and installed again.
+if(PD_NODE_MISSING)
+  pd_client_test_unavailable(client_node_install "${PD_NODE_MISSING}")
+else()
+  add_test(NAME client_node_install
+           COMMAND ${CMAKE_COMMAND} -E env PATHD_NODE=${PATHD_NODE}
+                   "${PROJECT_SOURCE_DIR}/client-examples/node/test/install-deps-test.sh")
+endif()
+
+set_tests_properties(client_python client_node client_node_install PROPERTIES LABELS "clients" TIMEOUT 60)

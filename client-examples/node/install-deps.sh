@@ -38,7 +38,7 @@ fi
 # One install at a time (parallel builds of several build trees share this
 # node_modules).
 if command -v flock >/dev/null 2>&1 && [ -z "${PATHD_NODE_DEPS_LOCKED:-}" ]; then
-  PATHD_NODE_DEPS_LOCKED=1 exec flock .install-deps.lock "$0" "$@"
+  PATHD_NODE_DEPS_LOCKED=1 exec flock .install-deps.lock ./install-deps.sh "$@"
 fi
 
 if complete; then exit 0; fi
