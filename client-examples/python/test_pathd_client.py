@@ -763,6 +763,22 @@ class CancelLiveTest(HelperDaemonCase):
             self.assertEqual(result.waypoints, [])
             self.assertEqual(client.find_path(*TRAP).status, "OK")
 
+    def test_threads_calls_overlap_on_the_shared_connection(self):
+        # A slow search in one thread does not hold up another thread's
+        # ping: the calls are in flight together, not one after the other.
+        with PathdClient(self.daemon.addr, timeout=10) as client:
+            client.ping()
+            done = []
+            slow = threading.Thread(target=lambda: done.append(client.find_path(*TRAP).status))
+            slow.start()
+            deadline = time.monotonic() + 5
+            while not client._pending and time.monotonic() < deadline:
+                time.sleep(0.001)
+            client.ping()
+            self.assertEqual(done, [], "the ping waited for the search")
+            slow.join(10)
+            self.assertEqual(done, ["OK"])
+
 
 class AsyncClientTest(unittest.TestCase):
     """AsyncPathdClient: the same calls as coroutines."""
@@ -1025,6 +1041,46 @@ class FakeServerTest(unittest.TestCase):
             client.ping()
             self.assertTrue(client.connected)
             self.assertEqual(client.in_flight, 0)
+        server.join()
+
+    def test_grid_read_again_when_the_scene_changes_between_bands(self):
+        def band(request, version, rows):
+            r = pb.Response(id=request.id, final=True)
+            g = r.scene_grid
+            g.width, g.height, g.version = 2, 3, version
+            g.row_start, g.row_count = request.scene_grid.row_start, len(rows)
+            g.cells = bytes(c for row in rows for c in row)
+            return r
+
+        def script(server):
+            server.accept()
+            server.send(band(server.read_request(), 1, [(0, 1), (1, 1)]))
+            server.send(band(server.read_request(), 2, [(5, 0)]))      # updated meanwhile
+            server.send(band(server.read_request(), 2, [(0, 1), (1, 12)]))
+            server.send(band(server.read_request(), 2, [(5, 0)]))
+
+        server = FakeServer(script)
+        with PathdClient(server.addr, timeout=10) as client:
+            grid = client.scene_grid("demo")
+        server.join()
+        self.assertEqual([r.scene_grid.row_start for r in server.requests], [0, 2, 0, 2])
+        self.assertEqual((grid["version"], grid["cells"]), (2, bytes([0, 1, 1, 12, 5, 0])))
+        self.assertEqual(grid_rows(grid), ["#.", ".+", "5#"])
+
+    def test_route_legs_out_of_order_are_a_protocol_error(self):
+        def script(server):
+            server.accept()
+            request = server.read_request()
+            leg = pb.Response(id=request.id)
+            leg.route_leg.leg, leg.route_leg.scene, leg.route_leg.seq = 1, "b", 0
+            server.send(leg)
+            server.wait_closed()
+
+        server = FakeServer(script)
+        with PathdClient(server.addr, timeout=10) as client:
+            with self.assertRaises(PathdProtocolError) as caught:
+                client.find_route("a", (0, 0), "b", (1, 1))
+            self.assertIn("route leg 1 frame 0 arrived, expected leg 0", caught.exception.message)
         server.join()
 
     def test_unreachable_server(self):
