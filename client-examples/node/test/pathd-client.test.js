@@ -628,6 +628,46 @@ describe('fake server', () => {
     await server.done();
   });
 
+  it('reads a grid again when the scene changes between bands', async () => {
+    const band = (request, version, rows) => ({
+      id: request.id,
+      final: true,
+      sceneGrid: {
+        width: 2, height: 3, version, rowStart: request.sceneGrid.rowStart, rowCount: rows.length, cells: Buffer.from(rows.flat()),
+      },
+    });
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      await s.send([band(await s.readRequest(), 1, [[0, 1], [1, 1]])]);
+      await s.send([band(await s.readRequest(), 2, [[5, 0]])]); // updated meanwhile
+      await s.send([band(await s.readRequest(), 2, [[0, 1], [1, 12]])]);
+      await s.send([band(await s.readRequest(), 2, [[5, 0]])]);
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 10000 });
+    const grid = await client.sceneGrid('demo');
+    client.close();
+    await server.done();
+    assert.deepEqual(server.requests.map((r) => r.sceneGrid.rowStart || 0), [0, 2, 0, 2]);
+    assert.deepEqual([grid.version, [...grid.cells]], [2, [0, 1, 1, 12, 5, 0]]);
+    assert.deepEqual(gridRows(grid), ['#.', '.+', '5#']);
+  });
+
+  it('treats route legs out of order as a protocol error', async () => {
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      const request = await s.readRequest();
+      await s.send([{ id: request.id, routeLeg: { leg: 1, scene: 'b', seq: 0 } }]);
+      await s.waitClosed();
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 10000 });
+    await assert.rejects(client.findRoute('a', [0, 0], 'b', [1, 1]), (err) => {
+      assert.ok(err instanceof PathdProtocolError);
+      assert.match(err.message, /route leg 1 frame 0 arrived, expected leg 0/);
+      return true;
+    });
+    await server.done();
+  });
+
   it('reports an unreachable server', async () => {
     const probe = net.createServer();
     await new Promise((resolve) => probe.listen(0, '127.0.0.1', resolve));
