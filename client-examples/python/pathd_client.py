@@ -394,7 +394,8 @@ def _scene_grid_op(scene, unit_size=0, row_start=0, row_count=0):
 
 
 # The movement queries: (request field, builder of the message, answer fields).
-def _raycast(m, frm, to, world=False, unit_size=0):
+def _segment(m, frm, to, world=False, unit_size=0):
+    """Raycast and IsReachable: from and to."""
     m.unit_size = unit_size
     _point(getattr(m, "from"), frm, world)
     _point(m.to, to, world)
@@ -426,12 +427,6 @@ def _nearest(m, at, radius, reachable_from=None, world=False, unit_size=0):
         _point(m.reachable_from, reachable_from, world)
 
 
-def _reachable(m, frm, to, world=False, unit_size=0):
-    m.unit_size = unit_size
-    _point(getattr(m, "from"), frm, world)
-    _point(m.to, to, world)
-
-
 def _random_point(m, around, radius, seed=0, world=False, unit_size=0):
     m.unit_size = unit_size
     _point(m.around, around, world)
@@ -454,7 +449,7 @@ def _validate_fields(m):
 
 
 _QUERIES = {
-    "raycast": ("raycast", _raycast, lambda m: {
+    "raycast": ("raycast", _segment, lambda m: {
         "clear": m.clear, "hit": _xy(m, "hit"), "last_free": _xy(m, "last_free"),
         "last_free_world": _wxy(m.last_free_world)}),
     "validate_move": ("validate_move", _validate_move, _validate_fields),
@@ -462,7 +457,7 @@ _QUERIES = {
         "end": _xy(m, "end"), "end_world": _wxy(m.end_world), "slid": m.slid}),
     "nearest_walkable": ("nearest", _nearest, lambda m: {
         "cell": _xy(m, "cell"), "distance": m.distance}),
-    "is_reachable": ("reachable", _reachable, lambda m: {"reachable": m.reachable}),
+    "is_reachable": ("reachable", _segment, lambda m: {"reachable": m.reachable}),
     "random_point": ("random_point", _random_point, lambda m: {
         "cell": _xy(m, "cell"), "seed": m.seed, "candidates": m.candidates}),
     "distance_to_wall": ("distance_to_wall", _distance_to_wall, lambda m: {
@@ -880,6 +875,84 @@ class _Api:
         that call's."""
         return self._send_op(_choice(_PIPELINED, name, "request kind")(*args, **options))
 
+    # ---- what both transports share ----------------------------------------------
+
+    def _setup(self, addr, timeout, retry_attempts, token):
+        self._host, self._port = _parse_addr(addr)
+        if retry_attempts < 1:
+            raise ValueError("retry_attempts must be at least 1")
+        self.timeout = timeout
+        self.retry_attempts = retry_attempts
+        # Ids keep increasing across reconnects, so a late answer to an old
+        # request can never be mistaken for a new one.
+        self._next_id = 1
+        self._pending = {}
+        self._completed = deque()  # finished pipelined requests, completion order
+        self.token = token
+        self.role = None
+
+    @property
+    def in_flight(self):
+        """Requests sent with send()/send_find_path not yet handed back by recv()."""
+        return sum(1 for p in list(self._pending.values()) if p.pipelined)
+
+    def _fail_pending(self, error_class, message):
+        """Every request still waiting fails with error_class."""
+        for p in self._pending.values():
+            if not p.done:
+                p.error = (error_class, message)
+                self._complete(p)
+
+    def _dispatch(self, conn, response):
+        """Files one answer frame read from conn (the current connection)."""
+        if response.id == 0:
+            # A connection-level error (frame too large, malformed, too many
+            # connections): the server closes after it, so close our side too.
+            if response.status != pb.OK:
+                message = response.error.message if response.WhichOneof("body") == "error" else ""
+                self._fail(conn, PathdDisconnected, "server closed the connection after %s%s"
+                           % (_status_name(response.status), ": " + message if message else ""))
+            return
+        p = self._pending.get(response.id)
+        if p is None or p.done:
+            return  # the answer to a cancel, or to a request given up after a timeout
+        if p.feed(response):
+            self._complete(p)
+
+    def _register(self, conn, op, pipelined):
+        """A fresh id for a request about to go out on conn, and its
+        _Pending (None for an untracked request, op None)."""
+        if conn is None:
+            raise PathdDisconnected("not connected (the connection was just closed)")
+        request_id = self._next_id
+        self._next_id += 1
+        p = None
+        if op is not None:
+            p = _Pending(request_id, op, pipelined)
+            self._pending[request_id] = p
+        return request_id, p
+
+    @staticmethod
+    def _outcome(p):
+        """The answer of a completed request, or its error raised."""
+        if p.error:
+            error_class, message = p.error
+            raise error_class(message, p.id)
+        return p.result
+
+    def _take_completed(self, wait, deadline):
+        """recv()'s step: the next completed pipelined answer (its error
+        raised), or None to wait until deadline."""
+        if self._completed:
+            p = self._completed.popleft()
+            self._pending.pop(p.id, None)
+            return self._outcome(p)
+        if not any(p.pipelined for p in self._pending.values()):
+            raise PathdError("IDLE", "no pipelined request in flight")
+        if deadline - time.monotonic() <= 0:
+            raise PathdTimeout("no answer completed within %gs" % wait)
+        return None
+
     @staticmethod
     def _accept(op, answer):
         status = answer.status if isinstance(answer, PathResult) else answer["status"]
@@ -911,23 +984,12 @@ class PathdClient(_Api):
         blocking call sends a request the server answers OVERLOADED. token, for
         a server with auth.tokens, is sent first on every (re)connect; role
         then says what it granted ("query", "write" or "admin")."""
-        self._host, self._port = _parse_addr(addr)
-        if retry_attempts < 1:
-            raise ValueError("retry_attempts must be at least 1")
-        self.timeout = timeout
-        self.retry_attempts = retry_attempts
+        self._setup(addr, timeout, retry_attempts, token)
         self._lock = threading.Condition()
         self._send_lock = threading.Lock()
         self._connect_lock = threading.Lock()
         self._sock = None
         self._reader = None
-        # Ids keep increasing across reconnects, so a late answer to an old
-        # request can never be mistaken for a new one.
-        self._next_id = 1
-        self._pending = {}
-        self._completed = deque()  # finished pipelined requests, completion order
-        self.token = token
-        self.role = None
         if connect:
             self.connect()
 
@@ -977,12 +1039,6 @@ class PathdClient(_Api):
     def connected(self):
         return self._sock is not None
 
-    @property
-    def in_flight(self):
-        """Requests sent with send()/send_find_path not yet handed back by recv()."""
-        with self._lock:
-            return sum(1 for p in self._pending.values() if p.pipelined)
-
     def __enter__(self):
         return self
 
@@ -1000,10 +1056,7 @@ class PathdClient(_Api):
         except OSError:
             pass
         sock.close()
-        for p in self._pending.values():
-            if not p.done:
-                p.error = (error_class, message)
-                self._complete(p)
+        self._fail_pending(error_class, message)
         self._lock.notify_all()
 
     def _complete(self, p):
@@ -1044,21 +1097,6 @@ class PathdClient(_Api):
         with self._lock:
             self._fail(sock, *error)
 
-    def _dispatch(self, sock, response):
-        if response.id == 0:
-            # A connection-level error (frame too large, malformed, too many
-            # connections): the server closes after it, so close our side too.
-            if response.status != pb.OK:
-                message = response.error.message if response.WhichOneof("body") == "error" else ""
-                self._fail(sock, PathdDisconnected, "server closed the connection after %s%s"
-                           % (_status_name(response.status), ": " + message if message else ""))
-            return
-        p = self._pending.get(response.id)
-        if p is None or p.done:
-            return  # the answer to a cancel, or to a request given up after a timeout
-        if p.feed(response):
-            self._complete(p)
-
     # ---- sending and waiting ------------------------------------------------------
 
     def _send(self, request, op, pipelined):
@@ -1066,14 +1104,7 @@ class PathdClient(_Api):
         (None for an untracked one, op None)."""
         with self._lock:
             sock = self._sock
-            if sock is None:
-                raise PathdDisconnected("not connected (the connection was just closed)")
-            request_id = self._next_id
-            self._next_id += 1
-            p = None
-            if op is not None:
-                p = _Pending(request_id, op, pipelined)
-                self._pending[request_id] = p
+            request_id, p = self._register(sock, op, pipelined)
         request.id = request_id
         data = _frame(request)
         with self._send_lock:
@@ -1101,10 +1132,7 @@ class PathdClient(_Api):
                     raise PathdTimeout("no answer within %gs" % self.timeout, p.id)
                 self._lock.wait(remaining)
             self._pending.pop(p.id, None)
-        if p.error:
-            error_class, message = p.error
-            raise error_class(message, p.id)
-        return p.result
+        return self._outcome(p)
 
     def _roundtrip(self, op):
         """Send, wait, and retry OVERLOADED with backoff, on the current
@@ -1152,37 +1180,45 @@ class PathdClient(_Api):
         deadline = time.monotonic() + wait
         with self._lock:
             while True:
-                if self._completed:
-                    p = self._completed.popleft()
-                    self._pending.pop(p.id, None)
-                    if p.error:
-                        error_class, message = p.error
-                        raise error_class(message, p.id)
-                    return p.result
-                if not any(p.pipelined for p in self._pending.values()):
-                    raise PathdError("IDLE", "no pipelined request in flight")
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise PathdTimeout("no answer completed within %gs" % wait)
-                self._lock.wait(remaining)
+                answer = self._take_completed(wait, deadline)
+                if answer is not None:
+                    return answer
+                self._lock.wait(deadline - time.monotonic())
 
     def scene_grid(self, scene, unit_size=0):
         """The whole grid (the scene's, or the unit-K grid), read band by
         band and started over when the scene changes between bands:
         {status, version, width, height, cells (bytes, row-major)}.
         grid_rows() turns it into the ASCII map pathctl grid prints."""
-        for _ in range(SCENE_GRID_RESTARTS):
-            grid = _GridReader(scene, unit_size)
-            while not grid.done:
-                try:
-                    band = self._call(grid.next_op())
-                except PathdError as e:
-                    grid.refused(e)
-                    continue
+        steps = _grid_steps(scene, unit_size)
+        step = next(steps)
+        while not isinstance(step, Answer):
+            step = steps.send(self._try_call(step))
+        return step
+
+    def _try_call(self, op):
+        try:
+            return self._call(op)
+        except PathdError as e:
+            return e
+
+
+def _grid_steps(scene, unit_size):
+    """scene_grid as a generator both clients drive: yields the op of the
+    next band, takes back its answer (or the PathdError it raised) and
+    yields the whole grid, an Answer, last."""
+    for _ in range(SCENE_GRID_RESTARTS):
+        grid = _GridReader(scene, unit_size)
+        while not grid.done:
+            band = yield grid.next_op()
+            if isinstance(band, PathdError):
+                grid.refused(band)
+            else:
                 grid.add(band)
-            if grid.result is not None:
-                return grid.result
-        raise PathdError("INTERNAL", "scene %s kept changing while its grid was read" % scene)
+        if grid.result is not None:
+            yield grid.result
+            return
+    raise PathdError("INTERNAL", "scene %s kept changing while its grid was read" % scene)
 
 
 class _GridReader:
@@ -1234,20 +1270,11 @@ class AsyncPathdClient(_Api):
 
     def __init__(self, addr=DEFAULT_SERVER, timeout=DEFAULT_TIMEOUT_S,
                  retry_attempts=RETRY_ATTEMPTS, token=None):
-        self._host, self._port = _parse_addr(addr)
-        if retry_attempts < 1:
-            raise ValueError("retry_attempts must be at least 1")
-        self.timeout = timeout
-        self.retry_attempts = retry_attempts
+        self._setup(addr, timeout, retry_attempts, token)
         self._connect_lock = None      # made on first use, inside the loop
         self._writer = None
         self._reader_task = None
-        self._next_id = 1
-        self._pending = {}
-        self._completed = deque()
         self._completed_event = None
-        self.token = token
-        self.role = None
 
     # ---- connection -------------------------------------------------------------
 
@@ -1296,10 +1323,6 @@ class AsyncPathdClient(_Api):
     def connected(self):
         return self._writer is not None
 
-    @property
-    def in_flight(self):
-        return sum(1 for p in self._pending.values() if p.pipelined)
-
     async def __aenter__(self):
         return self
 
@@ -1311,10 +1334,7 @@ class AsyncPathdClient(_Api):
             return
         self._writer = None
         writer.close()
-        for p in self._pending.values():
-            if not p.done:
-                p.error = (error_class, message)
-                self._complete(p)
+        self._fail_pending(error_class, message)
 
     def _complete(self, p):
         p.done = True
@@ -1341,32 +1361,13 @@ class AsyncPathdClient(_Api):
             error = (PathdDisconnected, "receive failed: %s" % e)
         self._fail(writer, *error)
 
-    def _dispatch(self, writer, response):
-        if response.id == 0:
-            if response.status != pb.OK:
-                message = response.error.message if response.WhichOneof("body") == "error" else ""
-                self._fail(writer, PathdDisconnected, "server closed the connection after %s%s"
-                           % (_status_name(response.status), ": " + message if message else ""))
-            return
-        p = self._pending.get(response.id)
-        if p is None or p.done:
-            return
-        if p.feed(response):
-            self._complete(p)
-
     # ---- sending and waiting ------------------------------------------------------
 
     async def _send(self, request, op, pipelined):
         writer = self._writer
-        if writer is None:
-            raise PathdDisconnected("not connected (the connection was just closed)")
-        request_id = self._next_id
-        self._next_id += 1
-        p = None
-        if op is not None:
-            p = _Pending(request_id, op, pipelined)
+        request_id, p = self._register(writer, op, pipelined)
+        if p is not None:
             p.waiter = asyncio.get_running_loop().create_future()
-            self._pending[request_id] = p
         request.id = request_id
         writer.write(_frame(request))  # whole frames: write() never interleaves
         try:
@@ -1388,10 +1389,7 @@ class AsyncPathdClient(_Api):
             self._pending.pop(p.id, None)
             raise PathdTimeout("no answer within %gs" % self.timeout, p.id)
         self._pending.pop(p.id, None)
-        if p.error:
-            error_class, message = p.error
-            raise error_class(message, p.id)
-        return p.result
+        return self._outcome(p)
 
     async def _roundtrip(self, op):
         backoff = RETRY_BACKOFF_FIRST_S
@@ -1425,35 +1423,25 @@ class AsyncPathdClient(_Api):
         wait = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + wait
         while True:
-            if self._completed:
-                p = self._completed.popleft()
-                self._pending.pop(p.id, None)
-                if p.error:
-                    error_class, message = p.error
-                    raise error_class(message, p.id)
-                return p.result
-            if not any(p.pipelined for p in self._pending.values()):
-                raise PathdError("IDLE", "no pipelined request in flight")
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise PathdTimeout("no answer completed within %gs" % wait)
+            answer = self._take_completed(wait, deadline)
+            if answer is not None:
+                return answer
             self._completed_event.clear()
             try:
-                await asyncio.wait_for(self._completed_event.wait(), remaining)
+                await asyncio.wait_for(self._completed_event.wait(), deadline - time.monotonic())
             except asyncio.TimeoutError:
                 pass
 
     async def scene_grid(self, scene, unit_size=0):
         """As PathdClient.scene_grid."""
-        for _ in range(SCENE_GRID_RESTARTS):
-            grid = _GridReader(scene, unit_size)
-            while not grid.done:
-                try:
-                    band = await self._call(grid.next_op())
-                except PathdError as e:
-                    grid.refused(e)
-                    continue
-                grid.add(band)
-            if grid.result is not None:
-                return grid.result
-        raise PathdError("INTERNAL", "scene %s kept changing while its grid was read" % scene)
+        steps = _grid_steps(scene, unit_size)
+        step = next(steps)
+        while not isinstance(step, Answer):
+            step = steps.send(await self._try_call(step))
+        return step
+
+    async def _try_call(self, op):
+        try:
+            return await self._call(op)
+        except PathdError as e:
+            return e
