@@ -52,8 +52,14 @@
  *         "costs": {"S": 3, "T": 9},     movingai only: map character (one printable
  *                                        ASCII character) -> cost 1..255 or "blocked";
  *                                        overrides the format's meaning of it
- *         "layer": "walls"               tiled only: tile layer name; default: the
- *                                        first tile layer
+ *         "layer": "walls",              tiled only: the one tile layer that counts;
+ *                                        default: every tile layer
+ *         "blocked_property": "blocked", tiled only: bool tile/object property that
+ *         "cost_property": "cost",       blocks; int property 1..255 that costs;
+ *         "walkable_property": "",       bool property, true = open ("" = none)
+ *         "untagged_tiles": "blocked",   tiled only: a tile nothing decides: "blocked"
+ *                                        or "open"
+ *         "colliders": true              tiled only: object layers add blockers
  *       }
  *     ]
  *   }
@@ -376,6 +382,74 @@ static int pd__parse_unit_sizes(const pd__ctx *ctx, const cJSON *arr, const char
     return 0;
 }
 
+/* A tiled-only name key ("layer", "*_property") into dst. empty_ok: ""
+ * means "none" (walkable_property). */
+static int pd__parse_tiled_name(const pd__ctx *ctx, const cJSON *obj, const char *path,
+                                const pd_conf_scene *s, const char *key, int empty_ok,
+                                char dst[PD_TILED_MAX_NAME])
+{
+    char child[PD_CONF_JSON_PATH_MAX];
+    const char *str = NULL;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v)
+        return 0;
+    pd_conf_json_key(child, path, key);
+    if (s->format != PD_MAP_TILED)
+        return pd__fail(ctx, child, "applies to tiled maps only");
+    if (pd__get_string(ctx, v, child, &str) != 0)
+        return -1;
+    size_t len = strlen(str);
+    if (len == 0 && !empty_ok)
+        return pd__fail(ctx, child, "must not be empty%s",
+                        strcmp(key, "layer") == 0 ? " (leave it out for every tile layer)" : "");
+    if (len >= PD_TILED_MAX_NAME)
+        return pd__fail(ctx, child, "must be at most %d bytes", PD_TILED_MAX_NAME - 1);
+    memcpy(dst, str, len + 1);
+    return 0;
+}
+
+/* The tiled walkability keys (pd_tiled.h states the rule they tune). */
+static int pd__parse_tiled_rules(const pd__ctx *ctx, const cJSON *obj, const char *path,
+                                 pd_conf_scene *s)
+{
+    pd_tiled_rules *r = &s->tiled;
+    char child[PD_CONF_JSON_PATH_MAX];
+    if (pd__parse_tiled_name(ctx, obj, path, s, "layer", 0, r->layer) != 0 ||
+        pd__parse_tiled_name(ctx, obj, path, s, "blocked_property", 0, r->blocked_property) != 0 ||
+        pd__parse_tiled_name(ctx, obj, path, s, "cost_property", 0, r->cost_property) != 0 ||
+        pd__parse_tiled_name(ctx, obj, path, s, "walkable_property", 1, r->walkable_property) != 0)
+        return -1;
+    if ((r->walkable_property[0] && (strcmp(r->walkable_property, r->blocked_property) == 0 ||
+                                     strcmp(r->walkable_property, r->cost_property) == 0)) ||
+        strcmp(r->blocked_property, r->cost_property) == 0) {
+        pd_conf_json_key(child, path, "cost_property");
+        return pd__fail(ctx, child, "blocked_property, cost_property and walkable_property must "
+                                    "be different names");
+    }
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "untagged_tiles");
+    if (v) {
+        const char *str = NULL;
+        pd_conf_json_key(child, path, "untagged_tiles");
+        if (s->format != PD_MAP_TILED)
+            return pd__fail(ctx, child, "applies to tiled maps only");
+        if (pd__get_string(ctx, v, child, &str) != 0)
+            return -1;
+        if (strcmp(str, "blocked") != 0 && strcmp(str, "open") != 0)
+            return pd__fail(ctx, child, "must be \"blocked\" or \"open\"");
+        r->untagged_open = str[0] == 'o';
+    }
+    v = cJSON_GetObjectItemCaseSensitive(obj, "colliders");
+    if (v) {
+        pd_conf_json_key(child, path, "colliders");
+        if (s->format != PD_MAP_TILED)
+            return pd__fail(ctx, child, "applies to tiled maps only");
+        if (!cJSON_IsBool(v))
+            return pd__fail(ctx, child, "must be true or false, not %s", pd_conf_json_type(v));
+        r->colliders = cJSON_IsTrue(v);
+    }
+    return 0;
+}
+
 /* "costs": {"S": 3, "W": "blocked"}. Keys are single printable ASCII
  * characters, because map rows are bytes and a multi-byte key could never
  * match one cell. */
@@ -412,7 +486,8 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
                            pd_conf_scene *s)
 {
     static const char *const keys[] = {
-        "name", "map", "format", "origin", "cell_size", "unit_sizes", "costs", "layer", NULL,
+        "name", "map", "format", "origin", "cell_size", "unit_sizes", "costs", "layer",
+        "blocked_property", "cost_property", "walkable_property", "untagged_tiles", "colliders", NULL,
     };
     char child[PD_CONF_JSON_PATH_MAX];
     const char *str = NULL;
@@ -466,20 +541,9 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
         if (pd__parse_costs(ctx, v, child, s) != 0)
             return -1;
     }
-    v = cJSON_GetObjectItemCaseSensitive(obj, "layer");
-    if (v) {
-        pd_conf_json_key(child, path, "layer");
-        if (s->format != PD_MAP_TILED)
-            return pd__fail(ctx, child, "applies to tiled maps only");
-        if (pd__get_string(ctx, v, child, &str) != 0)
-            return -1;
-        len = strlen(str);
-        if (len == 0)
-            return pd__fail(ctx, child, "must not be empty (leave it out for the first tile layer)");
-        if (len >= PD_CONF_MAX_LAYER_NAME)
-            return pd__fail(ctx, child, "must be at most %d bytes", PD_CONF_MAX_LAYER_NAME - 1);
-        memcpy(s->tiled_layer, str, len + 1);
-    }
+    pd_tiled_rules_default(&s->tiled);
+    if (pd__parse_tiled_rules(ctx, obj, path, s) != 0)
+        return -1;
 
     s->origin_x = 0.0;
     s->origin_y = 0.0;
@@ -525,6 +589,9 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
         return -1;
     if (str[0] == '\0')
         return pd__fail(ctx, child, "must not be empty");
+    s->root_dir = strdup(ctx->base_dir && ctx->base_dir[0] ? ctx->base_dir : ".");
+    if (!s->root_dir)
+        return pd__fail(ctx, child, "out of memory");
     return pd__resolve_map(ctx, str, child, &s->map_path);
 }
 
@@ -862,8 +929,10 @@ void pd_conf_free(pd_conf *c)
 {
     if (!c)
         return;
-    for (size_t i = 0; i < c->n_scenes; i++)
+    for (size_t i = 0; i < c->n_scenes; i++) {
         free(c->scenes[i].map_path);
+        free(c->scenes[i].root_dir);
+    }
     free(c->scenes);
     c->scenes = NULL;
     c->n_scenes = 0;

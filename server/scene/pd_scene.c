@@ -270,13 +270,23 @@ pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
         snprintf(err, errlen, "scene '%s': unknown map format %d", cs->name, (int)cs->format);
         return NULL;
     }
-    if (memchr(cs->tiled_layer, '\0', sizeof cs->tiled_layer) == NULL) {
-        snprintf(err, errlen, "scene '%s': layer name is unterminated", cs->name);
+    const pd_tiled_rules *tr = &cs->tiled;
+    if (!memchr(tr->layer, '\0', sizeof tr->layer) ||
+        !memchr(tr->blocked_property, '\0', sizeof tr->blocked_property) ||
+        !memchr(tr->cost_property, '\0', sizeof tr->cost_property) ||
+        !memchr(tr->walkable_property, '\0', sizeof tr->walkable_property)) {
+        snprintf(err, errlen, "scene '%s': a tiled layer or property name is unterminated",
+                 cs->name);
+        return NULL;
+    }
+    if (cs->format == PD_MAP_TILED && (!tr->blocked_property[0] || !tr->cost_property[0])) {
+        snprintf(err, errlen, "scene '%s': tiled blocked and cost property names must not be empty",
+                 cs->name);
         return NULL;
     }
 
     size_t len = 0;
-    size_t cap = cs->format == PD_MAP_TILED ? PD_TILED_MAX_BYTES : PD_SCENE_MAX_FILE_BYTES;
+    size_t cap = cs->format == PD_MAP_TILED ? PD_TILED_MAX_FILE_BYTES : PD_SCENE_MAX_FILE_BYTES;
     char *buf = pd__read_file(cs->map_path, cap, &len, cs->name, err, errlen);
     if (!buf)
         return NULL;
@@ -284,7 +294,8 @@ pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
     pd_parse_error perr = { 0 };
     if (cs->format == PD_MAP_TILED) {
         char msg[256];
-        grid = pd_tiled_parse(buf, len, cs->tiled_layer, msg, sizeof msg);
+        const pd_tiled_origin origin = { .map_path = cs->map_path, .root_dir = cs->root_dir };
+        grid = pd_tiled_load(buf, len, tr, &origin, msg, sizeof msg);
         free(buf);
         if (!grid) {
             /* "3:7: invalid JSON" reads as file:line:col like the other formats;

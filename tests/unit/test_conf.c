@@ -142,7 +142,7 @@ static void test_bundled_default_config(void **state)
     assert_int_equal(c.scenes[4].char_cost['S'], 3);
     assert_string_equal(c.scenes[5].name, "courtyard");
     assert_int_equal(c.scenes[5].format, PD_MAP_TILED);
-    assert_string_equal(c.scenes[5].tiled_layer, "walls");
+    assert_string_equal(c.scenes[5].tiled.layer, "walls");
     assert_string_equal(c.scenes[5].map_path, PD_SOURCE_DIR "/config/scenes/courtyard.tmj");
     pd_conf_free(&c);
 }
@@ -428,7 +428,7 @@ static void test_scene_costs(void **state)
         assert_int_equal(s->char_cost_set[want[i].ch], 1);
         assert_int_equal(s->char_cost[want[i].ch], want[i].cost);
     }
-    assert_string_equal(s->tiled_layer, "");
+    assert_string_equal(s->tiled.layer, "");
     pd_conf_free(&c);
 
     /* An empty table is allowed and overrides nothing. */
@@ -479,30 +479,30 @@ static void test_scene_tiled_layer(void **state)
         print_error("%s\n", err);
     assert_int_equal(rc, 0);
     assert_int_equal(c.scenes[0].format, PD_MAP_TILED);
-    assert_string_equal(c.scenes[0].tiled_layer, "walls");
+    assert_string_equal(c.scenes[0].tiled.layer, "walls");
     assert_string_equal(c.scenes[0].map_path, "/cfg/t.tmj");
     /* No layer: the first tile layer is read. */
-    assert_string_equal(c.scenes[1].tiled_layer, "");
+    assert_string_equal(c.scenes[1].tiled.layer, "");
     pd_conf_free(&c);
 
     /* The longest allowed name fits; one more byte does not. */
-    char name[PD_CONF_MAX_LAYER_NAME + 1];
+    char name[PD_TILED_MAX_NAME + 1];
     char json[512];
-    memset(name, 'L', PD_CONF_MAX_LAYER_NAME - 1);
-    name[PD_CONF_MAX_LAYER_NAME - 1] = '\0';
+    memset(name, 'L', PD_TILED_MAX_NAME - 1);
+    name[PD_TILED_MAX_NAME - 1] = '\0';
     snprintf(json, sizeof json,
              "{\"scenes\": [{\"name\": \"t\", \"map\": \"t.tmj\", \"format\": \"tiled\", \"layer\": \"%s\"}]}",
              name);
     assert_int_equal(load(json, &c, err, sizeof err), 0);
-    assert_string_equal(c.scenes[0].tiled_layer, name);
+    assert_string_equal(c.scenes[0].tiled.layer, name);
     pd_conf_free(&c);
-    memset(name, 'L', PD_CONF_MAX_LAYER_NAME);
-    name[PD_CONF_MAX_LAYER_NAME] = '\0';
+    memset(name, 'L', PD_TILED_MAX_NAME);
+    name[PD_TILED_MAX_NAME] = '\0';
     snprintf(json, sizeof json, "{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"layer\": \"%s\"}",
              name);
     expect_scene_error(json, "t.json: $.scenes[1].layer: must be at most 127 bytes");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"layer\": \"\"}",
-                       "t.json: $.scenes[1].layer: must not be empty (leave it out for the first tile layer)");
+                       "t.json: $.scenes[1].layer: must not be empty (leave it out for every tile layer)");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"layer\": 3}",
                        "t.json: $.scenes[1].layer: must be a string, not a number");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"layer\": \"w\"}",
