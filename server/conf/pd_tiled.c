@@ -543,8 +543,12 @@ static int pd__external_tileset(const pd__tctx *ctx, const char *source, const c
     free(buf);
     if (!ts)
         return pd__tfail(ctx, path, "tileset \"%s\": %s", source, msg);
+    /* Messages about the tileset's own content: "$.tilesets[0].source:
+     * walls.tsx: $.tiles[2]...: reason". */
+    char label[PD_CONF_JSON_PATH_MAX + PATH_MAX];
+    snprintf(label, sizeof label, "%s: %s", path, source);
     pd__tctx sub = *ctx;
-    sub.source = source;
+    sub.source = label;
     int rc = -1;
     const char *type = NULL;
     if (!cJSON_IsObject(ts))

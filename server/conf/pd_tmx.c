@@ -335,7 +335,8 @@ static cJSON *pd__layers_into(const xmlNode *parent, cJSON *owner)
 static cJSON *pd__tileset(const xmlNode *n)
 {
     cJSON *ts = cJSON_CreateObject();
-    if (!ts || pd__copy_attrs(n, ts) != 0)
+    if (!ts || pd__copy_attrs(n, ts) != 0 ||
+        pd__add(ts, "type", cJSON_CreateString("tileset")) != 0)
         goto fail;
     for (const xmlNode *c = n->children; c; c = c->next) {
         int rc = 0;
