@@ -143,6 +143,18 @@ int pd_scene_allows_unit(const pd_scene *s, uint32_t unit_size)
     return 0;
 }
 
+size_t pd_scene_memory_bytes(const pd_scene *s)
+{
+    size_t cells = (size_t)(s->grid->width + 2) * (size_t)(s->grid->height + 2);
+    size_t bytes = cells + (s->clearance ? cells : 0);
+    for (size_t i = 0; i < s->n_unit_sizes; i++) {
+        if (s->units[i].unit > 1)
+            bytes += cells;
+        bytes += cells * sizeof *s->units[i].components->labels;
+    }
+    return bytes;
+}
+
 const pd_scene_unit *pd_scene_unit_for(const pd_scene *s, uint32_t unit_size)
 {
     for (size_t i = 0; i < s->n_unit_sizes; i++) {
