@@ -511,8 +511,19 @@ static cJSON *pd__parse_doc(const char *buf, size_t len, char *err, size_t errle
     return NULL;
 }
 
+/* Whether the real path p lies in the directory tree of the real path dir. */
+static int pd__path_within(const char *p, const char *dir)
+{
+    size_t n = strlen(dir);
+    if (n == 1 && dir[0] == '/')
+        return 1;
+    return strncmp(p, dir, n) == 0 && p[n] == '/';
+}
+
 /* Reads an external tileset (.tsj or .tsx) named by source, relative to the
- * map's directory, refusing a file outside the root directory. */
+ * map's directory, refusing a file outside both the config directory's tree
+ * and the map directory's (the config names the map, so its directory is
+ * the config author's choice too; a map's own "../" is not). */
 static int pd__external_tileset(const pd__tctx *ctx, const char *source, const char *path,
                                 const pd_tiled_origin *origin, pd__tileset *out)
 {
@@ -529,11 +540,10 @@ static int pd__external_tileset(const pd__tctx *ctx, const char *source, const c
     snprintf(joined, sizeof joined, "%s/%s", source[0] == '/' ? "" : map_real, source);
     if (!realpath(joined, ts_real))
         return pd__tfail(ctx, path, "tileset \"%s\": %s", source, strerror(errno));
-    size_t root_len = strlen(root_real);
-    if (strncmp(ts_real, root_real, root_len) != 0 ||
-        (ts_real[root_len] != '/' && root_len > 1))
+    if (!pd__path_within(ts_real, root_real) && !pd__path_within(ts_real, map_real))
         return pd__tfail(ctx, path, "tileset \"%s\" resolves to %s, outside the config "
-                                    "directory %s", source, ts_real, root_real);
+                                    "directory %s and the map's directory", source, ts_real,
+                         root_real);
     size_t len = 0;
     char *buf = pd__slurp(ts_real, PD_TILED_MAX_FILE_BYTES, &len);
     if (!buf)

@@ -70,8 +70,9 @@ typedef struct pd_tiled_rules {
 void pd_tiled_rules_default(pd_tiled_rules *r);
 
 /* Where the map came from, for external tilesets: map_path's directory
- * resolves a tileset's "source", which must lie inside root_dir (both
- * compared after realpath). map_path NULL: external tilesets are refused. */
+ * resolves a tileset's "source", which must lie inside root_dir's tree or
+ * the map directory's own (compared after realpath, so links and ".." are
+ * followed first). map_path NULL: external tilesets are refused. */
 typedef struct pd_tiled_origin {
     const char *map_path;
     const char *root_dir;

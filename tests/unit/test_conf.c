@@ -130,7 +130,7 @@ static void test_bundled_default_config(void **state)
     assert_int_equal(rc, 0);
     assert_string_equal(c.listen_host, "127.0.0.1");
     assert_int_equal(c.listen_port, 7420);
-    assert_int_equal(c.n_scenes, 6);
+    assert_int_equal(c.n_scenes, 7);
     assert_string_equal(c.scenes[0].name, "town");
     assert_string_equal(c.scenes[0].map_path, PD_SOURCE_DIR "/config/scenes/town.txt");
     assert_true(c.scenes[0].origin_x == -20.0 && c.scenes[0].origin_y == -15.0);
@@ -144,6 +144,15 @@ static void test_bundled_default_config(void **state)
     assert_int_equal(c.scenes[5].format, PD_MAP_TILED);
     assert_string_equal(c.scenes[5].tiled.layer, "walls");
     assert_string_equal(c.scenes[5].map_path, PD_SOURCE_DIR "/config/scenes/courtyard.tmj");
+    /* The harbour keeps every default of the Tiled rule. */
+    assert_string_equal(c.scenes[6].name, "harbour");
+    assert_string_equal(c.scenes[6].tiled.layer, "");
+    assert_string_equal(c.scenes[6].tiled.blocked_property, "blocked");
+    assert_string_equal(c.scenes[6].tiled.cost_property, "cost");
+    assert_string_equal(c.scenes[6].tiled.walkable_property, "");
+    assert_int_equal(c.scenes[6].tiled.untagged_open, 0);
+    assert_int_equal(c.scenes[6].tiled.colliders, 1);
+    assert_string_equal(c.scenes[6].root_dir, PD_SOURCE_DIR "/config");
     pd_conf_free(&c);
 }
 

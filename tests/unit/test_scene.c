@@ -711,8 +711,8 @@ static void test_bundled_demo_world(void **state)
 
     pd_scene **list;
     size_t n = pd_registry_list(r, &list);
-    assert_int_equal(n, 6);
-    static const char *names[] = { "cellar", "courtyard", "dungeon", "forest", "house", "town" };
+    assert_int_equal(n, 7);
+    static const char *names[] = { "cellar", "courtyard", "dungeon", "forest", "harbour", "house", "town" };
     for (size_t i = 0; i < n; i++)
         assert_string_equal(list[i]->name, names[i]);
     pd_registry_release_list(list, n);

@@ -534,6 +534,7 @@ static void test_external_tilesets(void **state)
     assert_null(load_file("escape.tmx", root, err, sizeof err));
     assert_non_null(strstr(err, "$.tilesets[0].source: tileset \"../scene4_base64.tmj\" resolves to "));
     assert_non_null(strstr(err, "scene4_base64.tmj, outside the config directory "));
+    assert_non_null(strstr(err, " and the map's directory"));
     /* The same file is fine when the config directory holds it. */
     g = load_file("escape.tmx", PD_TEST_DATA_DIR, err, sizeof err);
     assert_null(g);
@@ -542,6 +543,43 @@ static void test_external_tilesets(void **state)
     assert_string_equal(err, "$.tilesets[0].source: sub/chained.tsj: $.source: an external tileset cannot point to another");
     assert_null(load_file("missing.tmx", root, err, sizeof err));
     assert_string_equal(err, "$.tilesets[0].source: tileset \"sub/missing.tsj\": No such file or directory");
+}
+
+/* The demo scene (zlib and gzip layers, an external .tsx with a tile
+ * collision box, colliders) against its hand-drawn picture. */
+static void test_demo_harbour_matches_its_picture(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    const char *path = PD_SOURCE_DIR "/config/scenes/harbour.tmx";
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char text[MAP_TEXT_MAX];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    pd_tiled_rules r;
+    pd_tiled_rules_default(&r);
+    const pd_tiled_origin origin = { .map_path = path, .root_dir = PD_SOURCE_DIR "/config" };
+    pd_grid *g = pd_tiled_load(text, n, &r, &origin, err, sizeof err);
+    if (!g)
+        fail_msg("%s", err);
+    f = fopen(PD_TEST_DATA_DIR "/scene5_harbour.txt", "rb");
+    assert_non_null(f);
+    char picture[4096];
+    n = fread(picture, 1, sizeof picture - 1, f);
+    fclose(f);
+    picture[n] = '\0';
+    const char *rows[12] = { 0 };
+    int32_t h = 0;
+    for (char *line = strtok(picture, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] != ';') {
+            assert_true(h < 12);
+            rows[h++] = line;
+        }
+    }
+    assert_int_equal(h, 12);
+    expect_picture(g, rows, h);
+    pd_grid_destroy(g);
 }
 
 int main(void)
@@ -554,6 +592,7 @@ int main(void)
         cmocka_unit_test(test_property_names_and_untagged_tiles),
         cmocka_unit_test(test_orientation_and_xml_errors),
         cmocka_unit_test(test_external_tilesets),
+        cmocka_unit_test(test_demo_harbour_matches_its_picture),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
