@@ -43,17 +43,19 @@
  *       {
  *         "name": "town",                required; 1..63 bytes of [A-Za-z0-9_.-]; unique
  *         "map": "scenes/town.txt",      required; relative to the config file's directory
- *         "format": "ascii",             required; "ascii" | "movingai" | "tiled"
+ *         "format": "ascii",             required; "ascii" | "movingai" | "tiled" | "ldtk"
  *         "origin": [-20, -15],          world coordinates of cell (0,0); default [0, 0]
  *         "cell_size": 1.0,              world units per cell, finite and > 0; default 1
  *         "unit_sizes": [1, 2],          1..PD_CONF_MAX_UNIT_SIZES distinct sizes,
  *                                        each 1..PD_CONF_MAX_UNIT_SIZE; default [1];
  *                                        stored sorted ascending
- *         "costs": {"S": 3, "T": 9},     movingai only: map character (one printable
+ *         "costs": {"S": 3, "T": 9},     movingai: map character (one printable
  *                                        ASCII character) -> cost 1..255 or "blocked";
- *                                        overrides the format's meaning of it
- *         "layer": "walls",              tiled only: the one tile layer that counts;
- *                                        default: every tile layer
+ *                                        overrides the format's meaning of it;
+ *                                        ldtk: IntGrid value "1".."255" -> the same
+ *         "level": "Keep",               ldtk only: level identifier; default the first
+ *         "layer": "walls",              tiled / ldtk: the one tile (IntGrid) layer
+ *                                        that counts; default: every one
  *         "blocked_property": "blocked", tiled only: bool tile/object property that
  *         "cost_property": "cost",       blocks; int property 1..255 that costs;
  *         "walkable_property": "",       bool property, true = open ("" = none)
@@ -450,6 +452,80 @@ static int pd__parse_tiled_rules(const pd__ctx *ctx, const cJSON *obj, const cha
     return 0;
 }
 
+/* One value of a "costs" table: a cost 1..255, or "blocked" (0). */
+static int pd__parse_cost_value(const pd__ctx *ctx, const cJSON *v, const char *path, uint8_t *out)
+{
+    if (cJSON_IsString(v) && v->valuestring && strcmp(v->valuestring, "blocked") == 0) {
+        *out = 0;
+        return 0;
+    }
+    if (!cJSON_IsNumber(v))
+        return pd__fail(ctx, path, "must be a cost 1..255 or \"blocked\", not %s",
+                        pd_conf_json_type(v));
+    uint32_t cost;
+    if (pd__get_u32(ctx, v, path, 1, 255, &cost) != 0)
+        return -1;
+    *out = (uint8_t)cost;
+    return 0;
+}
+
+/* "level" and "layer" of an ldtk scene: names, as a tiled scene's layer. */
+static int pd__parse_ldtk_names(const pd__ctx *ctx, const cJSON *obj, const char *path,
+                                pd_conf_scene *s)
+{
+    char child[PD_CONF_JSON_PATH_MAX];
+    static const char *const keys[2] = { "level", "layer" };
+    char *const dst[2] = { s->ldtk.level, s->ldtk.layer };
+    for (int k = 0; k < 2; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, keys[k]);
+        if (!v)
+            continue;
+        const char *str = NULL;
+        pd_conf_json_key(child, path, keys[k]);
+        if (pd__get_string(ctx, v, child, &str) != 0)
+            return -1;
+        size_t len = strlen(str);
+        if (len == 0)
+            return pd__fail(ctx, child, "must not be empty");
+        if (len >= PD_TILED_MAX_NAME)
+            return pd__fail(ctx, child, "must be at most %d bytes", PD_TILED_MAX_NAME - 1);
+        memcpy(dst[k], str, len + 1);
+    }
+    static const char *const tiled_only[] = { "blocked_property", "cost_property",
+                                               "walkable_property", "untagged_tiles", "colliders" };
+    for (size_t k = 0; k < sizeof tiled_only / sizeof tiled_only[0]; k++) {
+        if (cJSON_GetObjectItemCaseSensitive(obj, tiled_only[k])) {
+            pd_conf_json_key(child, path, tiled_only[k]);
+            return pd__fail(ctx, child, "applies to tiled maps only");
+        }
+    }
+    return 0;
+}
+
+/* "costs" of an ldtk scene: {"1": "blocked", "2": 3}, IntGrid value ->
+ * cost. */
+static int pd__parse_intgrid_costs(const pd__ctx *ctx, const cJSON *obj, const char *path,
+                                   pd_conf_scene *s)
+{
+    char child[PD_CONF_JSON_PATH_MAX];
+    if (!cJSON_IsObject(obj))
+        return pd__fail(ctx, path, "must be an object, not %s", pd_conf_json_type(obj));
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        pd_conf_json_key(child, path, it->string);
+        char *end = NULL;
+        long value = strtol(it->string, &end, 10);
+        if (end == it->string || *end != '\0' || it->string[0] == '+' || it->string[0] == '-' ||
+            it->string[0] == ' ' || value < 1 || value > 255)
+            return pd__fail(ctx, child, "a key must be an IntGrid value 1..255");
+        if (s->ldtk.cost_set[value])
+            return pd__fail(ctx, child, "key given more than once");
+        if (pd__parse_cost_value(ctx, it, child, &s->ldtk.cost[value]) != 0)
+            return -1;
+        s->ldtk.cost_set[value] = 1;
+    }
+    return 0;
+}
+
 /* "costs": {"S": 3, "W": "blocked"}. Keys are single printable ASCII
  * characters, because map rows are bytes and a multi-byte key could never
  * match one cell. */
@@ -466,17 +542,8 @@ static int pd__parse_costs(const pd__ctx *ctx, const cJSON *obj, const char *pat
             return pd__fail(ctx, child, "a key must be one printable ASCII character");
         if (s->char_cost_set[key[0]])
             return pd__fail(ctx, child, "key given more than once");
-        if (cJSON_IsString(it) && it->valuestring && strcmp(it->valuestring, "blocked") == 0) {
-            s->char_cost[key[0]] = 0;
-        } else if (cJSON_IsNumber(it)) {
-            uint32_t cost;
-            if (pd__get_u32(ctx, it, child, 1, 255, &cost) != 0)
-                return -1;
-            s->char_cost[key[0]] = (uint8_t)cost;
-        } else {
-            return pd__fail(ctx, child, "must be a cost 1..255 or \"blocked\", not %s",
-                            pd_conf_json_type(it));
-        }
+        if (pd__parse_cost_value(ctx, it, child, &s->char_cost[key[0]]) != 0)
+            return -1;
         s->char_cost_set[key[0]] = 1;
     }
     return 0;
@@ -487,7 +554,8 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
 {
     static const char *const keys[] = {
         "name", "map", "format", "origin", "cell_size", "unit_sizes", "costs", "layer",
-        "blocked_property", "cost_property", "walkable_property", "untagged_tiles", "colliders", NULL,
+        "blocked_property", "cost_property", "walkable_property", "untagged_tiles", "colliders", "level",
+        NULL,
     };
     char child[PD_CONF_JSON_PATH_MAX];
     const char *str = NULL;
@@ -518,7 +586,7 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
     pd_conf_json_key(child, path, "format");
     v = cJSON_GetObjectItemCaseSensitive(obj, "format");
     if (!v)
-        return pd__fail(ctx, child, "is required (\"ascii\", \"movingai\" or \"tiled\")");
+        return pd__fail(ctx, child, "is required (\"ascii\", \"movingai\", \"tiled\" or \"ldtk\")");
     if (pd__get_string(ctx, v, child, &str) != 0)
         return -1;
     if (strcmp(str, "ascii") == 0)
@@ -527,23 +595,38 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
         s->format = PD_MAP_MOVINGAI;
     else if (strcmp(str, "tiled") == 0)
         s->format = PD_MAP_TILED;
+    else if (strcmp(str, "ldtk") == 0)
+        s->format = PD_MAP_LDTK;
     else
-        return pd__fail(ctx, child, "must be \"ascii\", \"movingai\" or \"tiled\"");
+        return pd__fail(ctx, child, "must be \"ascii\", \"movingai\", \"tiled\" or \"ldtk\"");
 
-    /* Both keys only mean something for one format; elsewhere they would be
-     * silently ignored, which is the mistake strict validation is for. */
+    /* These keys only mean something for some formats; elsewhere they would
+     * be silently ignored, which is the mistake strict validation is for. */
     v = cJSON_GetObjectItemCaseSensitive(obj, "costs");
     if (v) {
         pd_conf_json_key(child, path, "costs");
-        if (s->format != PD_MAP_MOVINGAI)
-            return pd__fail(ctx, child, "applies to movingai maps only (ascii maps write costs "
-                                        "as 1..9, tiled maps as tile properties)");
-        if (pd__parse_costs(ctx, v, child, s) != 0)
+        if (s->format == PD_MAP_LDTK) {
+            if (pd__parse_intgrid_costs(ctx, v, child, s) != 0)
+                return -1;
+        } else if (s->format != PD_MAP_MOVINGAI) {
+            return pd__fail(ctx, child, "applies to movingai and ldtk maps only (ascii maps write "
+                                        "costs as 1..9, tiled maps as tile properties)");
+        } else if (pd__parse_costs(ctx, v, child, s) != 0) {
             return -1;
+        }
     }
     pd_tiled_rules_default(&s->tiled);
-    if (pd__parse_tiled_rules(ctx, obj, path, s) != 0)
+    if (s->format == PD_MAP_LDTK) {
+        if (pd__parse_ldtk_names(ctx, obj, path, s) != 0)
+            return -1;
+    } else if (pd__parse_tiled_rules(ctx, obj, path, s) != 0) {
         return -1;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(obj, "level");
+    if (v && s->format != PD_MAP_LDTK) {
+        pd_conf_json_key(child, path, "level");
+        return pd__fail(ctx, child, "applies to ldtk maps only");
+    }
 
     s->origin_x = 0.0;
     s->origin_y = 0.0;

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "pd_conf_world.h"
+#include "pd_ldtk.h"
 #include "pd_tiled.h"
 
 #define PD_CONF_MAX_SCENES 1024
@@ -48,6 +49,7 @@ typedef enum pd_map_format {
     PD_MAP_MOVINGAI = 0,             /* "movingai": Moving AI .map */
     PD_MAP_ASCII = 1,                /* "ascii": '.', '#', '1'..'9' */
     PD_MAP_TILED = 2,                /* "tiled": Tiled map (.tmx / .tmj), see pd_tiled.h */
+    PD_MAP_LDTK = 3,                 /* "ldtk": LDtk project, IntGrid layers, see pd_ldtk.h */
 } pd_map_format;
 
 /* Entries of a per-character cost table: one per byte value. */
@@ -78,6 +80,8 @@ typedef struct pd_conf_scene {
     /* Tiled maps: "layer", the "*_property" names, "untagged_tiles" and
      * "colliders" (defaults: pd_tiled_rules_default). */
     pd_tiled_rules tiled;
+    /* LDtk projects: "level", "layer" and "costs" (IntGrid value -> cost). */
+    pd_ldtk_rules ldtk;
 } pd_conf_scene;
 
 typedef struct pd_conf {

@@ -88,17 +88,7 @@ static int pd__tfail(const pd__tctx *ctx, const char *path, const char *fmt, ...
 static int pd__tget_int(const pd__tctx *ctx, const cJSON *obj, const char *path, const char *key,
                         double lo, double hi, double *out)
 {
-    char child[PD_CONF_JSON_PATH_MAX];
-    pd_conf_json_key(child, path, key);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!v)
-        return pd__tfail(ctx, child, "is required");
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || floor(v->valuedouble) != v->valuedouble)
-        return pd__tfail(ctx, child, "must be an integer, not %s", pd_conf_json_type(v));
-    if (v->valuedouble < lo || v->valuedouble > hi)
-        return pd__tfail(ctx, child, "must be in %.0f..%.0f", lo, hi);
-    *out = v->valuedouble;
-    return 0;
+    return pd_conf_json_get_int(ctx->err, ctx->errlen, ctx->source, obj, path, key, lo, hi, out);
 }
 
 static int pd__tget_uint(const pd__tctx *ctx, const cJSON *obj, const char *path, const char *key,
@@ -484,31 +474,7 @@ static cJSON *pd__parse_doc(const char *buf, size_t len, char *err, size_t errle
         off++;
     if (off < len && buf[off] == '<')
         return pd_tmx_to_json(buf, len, err, errlen);
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
-    size_t at = root ? (size_t)(end - buf) : 0;
-    if (root) {
-        while (at < len && isspace((unsigned char)buf[at]))
-            at++;
-        if (at == len)
-            return root;
-        cJSON_Delete(root);
-    } else if (end && end >= buf && end <= buf + len) {
-        at = (size_t)(end - buf);
-    }
-    int line = 1, col = 1;
-    for (size_t i = 0; i < at; i++) {
-        if (buf[i] == '\n') {
-            line++;
-            col = 1;
-        } else {
-            col++;
-        }
-    }
-    if (err && errlen)
-        snprintf(err, errlen, "%d:%d: %s", line, col,
-                 root ? "unexpected text after the JSON document" : "invalid JSON");
-    return NULL;
+    return pd_conf_json_parse(buf, len, err, errlen);
 }
 
 /* Whether the real path p lies in the directory tree of the real path dir. */

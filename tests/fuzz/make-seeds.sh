@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 C=tests/fuzz/corpus
 S=tests/fuzz/seeds
 
-for t in fuzz_codec fuzz_find_path fuzz_mapfile fuzz_tiled fuzz_tdata fuzz_conf fuzz_scene_update; do
+for t in fuzz_codec fuzz_find_path fuzz_mapfile fuzz_tiled fuzz_tdata fuzz_ldtk fuzz_conf fuzz_scene_update; do
   rm -rf "${C:?}/$t"
   mkdir -p "$C/$t"
 done
@@ -66,6 +66,11 @@ printf '%s' '<map orientation="orthogonal" width="4" height="4" tilewidth="10" t
 <object x="0" y="0" width="20" height="10" rotation="30"/><object x="0" y="20" width="20" height="20"><ellipse/></object>
 <object x="20" y="20"><polygon points="0,0 20,0 0,20"/></object><object gid="1" x="30" y="10" width="10" height="10"/>
 <object x="5" y="5"><point/></object></objectgroup></map>' >"$C/fuzz_tiled/colliders_tmx"
+
+# LDtk: the hand-written project, and a multi-world one.
+cp tests/data/scene6_keep.ldtk "$C/fuzz_ldtk/keep"
+printf '%s' '{"levels": [], "worlds": [{"levels": [{"identifier": "W", "worldX": 8, "worldY": 16, "layerInstances":
+ [{"__identifier": "C", "__type": "IntGrid", "__cWid": 2, "__cHei": 1, "__gridSize": 8, "intGridCsv": [1, 0]}]}]}]}' >"$C/fuzz_ldtk/worlds"
 
 # Layer data: byte 0 the form (0 csv, 1 base64, 2 +zlib, 3 +gzip, 4 +zstd),
 # byte 1 the gid count, then the text; here three gids 1, 2, 3.

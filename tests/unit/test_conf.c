@@ -381,9 +381,9 @@ static void test_scene_errors(void **state)
     expect_scene_error("{\"name\": \"b\", \"map\": [\"a\"], \"format\": \"ascii\"}",
                        "t.json: $.scenes[1].map: must be a string, not an array");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\"}",
-                       "t.json: $.scenes[1].format: is required (\"ascii\", \"movingai\" or \"tiled\")");
+                       "t.json: $.scenes[1].format: is required (\"ascii\", \"movingai\", \"tiled\" or \"ldtk\")");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"png\"}",
-                       "t.json: $.scenes[1].format: must be \"ascii\", \"movingai\" or \"tiled\"");
+                       "t.json: $.scenes[1].format: must be \"ascii\", \"movingai\", \"tiled\" or \"ldtk\"");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"origin\": [1]}",
                        "t.json: $.scenes[1].origin: must be an array [x, y] of two numbers");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"origin\": {\"x\": 1}}",
@@ -469,10 +469,10 @@ static void test_scene_costs(void **state)
     expect_scene_error(MAI "\"layer\": \"walls\"}", "t.json: $.scenes[1].layer: applies to tiled maps only");
 #undef MAI
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"costs\": {\"S\": 2}}",
-                       "t.json: $.scenes[1].costs: applies to movingai maps only (ascii maps write "
+                       "t.json: $.scenes[1].costs: applies to movingai and ldtk maps only (ascii maps write "
                        "costs as 1..9, tiled maps as tile properties)");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"costs\": {\"S\": 2}}",
-                       "t.json: $.scenes[1].costs: applies to movingai maps only (ascii maps write "
+                       "t.json: $.scenes[1].costs: applies to movingai and ldtk maps only (ascii maps write "
                        "costs as 1..9, tiled maps as tile properties)");
 }
 

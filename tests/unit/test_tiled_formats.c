@@ -21,28 +21,12 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "grid_picture.h"
 #include "pd_tdata.h"
 #include "pd_tiled.h"
 
 /* Room for the inline maps below. */
 #define MAP_TEXT_MAX 16384
-
-/* The grid a map should give, one string a row: '#' blocked, '.' open
- * (cost 1), '2'..'9' open with that cost. */
-static void expect_picture(const pd_grid *g, const char *const *rows, int32_t h)
-{
-    int32_t w = (int32_t)strlen(rows[0]);
-    assert_int_equal(g->width, w);
-    assert_int_equal(g->height, h);
-    for (int32_t y = 0; y < h; y++) {
-        for (int32_t x = 0; x < w; x++) {
-            char c = rows[y][x];
-            unsigned want = c == '#' ? PD_CELL_BLOCKED : c == '.' ? PD_CELL_FREE : (unsigned)(c - '0');
-            if (pd_grid_get(g, x, y) != want)
-                fail_msg("cell (%d, %d) is %u, want %u", x, y, pd_grid_get(g, x, y), want);
-        }
-    }
-}
 
 static pd_grid *load(const char *text, const pd_tiled_rules *rules, char *err, size_t errlen)
 {
@@ -232,11 +216,11 @@ static void test_every_encoding_gives_the_same_grid(void **state)
     char buf[MAP_TEXT_MAX];
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
         pd_grid *g = load_ok(tmx_map(buf, variants[i][0], variants[i][1]), NULL);
-        expect_picture(g, both_layers, 3);
+        grid_picture_check(g, both_layers, 3);
         assert_int_equal(g->uniform_cost, 0);
         pd_grid_destroy(g);
         g = load_ok(tmj_map(buf, variants[i][0], variants[i][1]), NULL);
-        expect_picture(g, both_layers, 3);
+        grid_picture_check(g, both_layers, 3);
         pd_grid_destroy(g);
     }
     /* One layer by name: the walls alone (the ground's costs are gone). */
@@ -245,7 +229,7 @@ static void test_every_encoding_gives_the_same_grid(void **state)
     snprintf(r.layer, sizeof r.layer, "walls");
     static const char *const walls_only[] = { "#..#", "....", "..#." };
     pd_grid *g = load_ok(tmx_map(buf, "base64", "zstd"), &r);
-    expect_picture(g, walls_only, 3);
+    grid_picture_check(g, walls_only, 3);
     pd_grid_destroy(g);
     /* The oldest TMX form: one <tile gid=".."/> per cell. */
     const char *xml_tiles =
@@ -254,7 +238,7 @@ static void test_every_encoding_gives_the_same_grid(void **state)
         "<layer name=\"l\" width=\"2\" height=\"1\"><data><tile gid=\"1\"/><tile/></data></layer></map>";
     static const char *const xml_tiles_want[] = { "#." };
     g = load_ok(xml_tiles, NULL);
-    expect_picture(g, xml_tiles_want, 1);
+    grid_picture_check(g, xml_tiles_want, 1);
     pd_grid_destroy(g);
 }
 
@@ -338,7 +322,7 @@ static void test_infinite_maps(void **state)
         "</map>";
     static const char *const want[] = { "#...", ".3.#", "..33", "...#" };
     pd_grid *g = load_ok(tmx, NULL);
-    expect_picture(g, want, 4);
+    grid_picture_check(g, want, 4);
     pd_grid_destroy(g);
     const char *tmj =
         "{\"orientation\": \"orthogonal\", \"infinite\": true, \"tilewidth\": 10, \"tileheight\": 10,"
@@ -348,7 +332,7 @@ static void test_infinite_maps(void **state)
         "   {\"x\": 0, \"y\": 0, \"width\": 2, \"height\": 2, \"data\": [2, 2, 0, 1]}]},"
         "  {\"type\": \"objectgroup\", \"name\": \"c\", \"objects\": [{\"x\": 10, \"y\": -10, \"width\": 10, \"height\": 10}]}]}";
     g = load_ok(tmj, NULL);
-    expect_picture(g, want, 4);
+    grid_picture_check(g, want, 4);
     pd_grid_destroy(g);
 
     expect_error("{\"infinite\": true, \"layers\": [{\"type\": \"tilelayer\", \"name\": \"l\","
@@ -410,7 +394,7 @@ static void test_object_colliders(void **state)
         ".###.#....",
     };
     pd_grid *g = load_ok(map, NULL);
-    expect_picture(g, want, 10);
+    grid_picture_check(g, want, 10);
     pd_grid_destroy(g);
     /* colliders off: the object layer adds nothing. */
     pd_tiled_rules r;
@@ -459,19 +443,19 @@ static void test_property_names_and_untagged_tiles(void **state)
     /* With the default names every tile is untagged, so every tile blocks. */
     static const char *const by_default[] = { "####" };
     pd_grid *g = load_ok(map, &r);
-    expect_picture(g, by_default, 1);
+    grid_picture_check(g, by_default, 1);
     pd_grid_destroy(g);
     snprintf(r.blocked_property, sizeof r.blocked_property, "collides");
     snprintf(r.cost_property, sizeof r.cost_property, "speed");
     snprintf(r.walkable_property, sizeof r.walkable_property, "walkable");
     static const char *const named[] = { "#.3#" };
     g = load_ok(map, &r);
-    expect_picture(g, named, 1);
+    grid_picture_check(g, named, 1);
     pd_grid_destroy(g);
     r.untagged_open = 1;
     static const char *const untagged_open[] = { "#.3." };
     g = load_ok(map, &r);
-    expect_picture(g, untagged_open, 1);
+    grid_picture_check(g, untagged_open, 1);
     pd_grid_destroy(g);
     expect_error("{\"width\": 1, \"height\": 1, \"layers\": [{\"type\": \"tilelayer\", \"data\": [1]}],"
                  " \"tilesets\": [{\"firstgid\": 1, \"tiles\": [{\"id\": 0, \"properties\": ["
@@ -529,7 +513,7 @@ static void test_external_tilesets(void **state)
     if (!g)
         fail_msg("%s", err);
     static const char *const want[] = { ".62", "#.." };
-    expect_picture(g, want, 2);
+    grid_picture_check(g, want, 2);
     pd_grid_destroy(g);
     assert_null(load_file("escape.tmx", root, err, sizeof err));
     assert_non_null(strstr(err, "$.tilesets[0].source: tileset \"../scene4_base64.tmj\" resolves to "));
@@ -578,7 +562,7 @@ static void test_demo_harbour_matches_its_picture(void **state)
         }
     }
     assert_int_equal(h, 12);
-    expect_picture(g, rows, h);
+    grid_picture_check(g, rows, h);
     pd_grid_destroy(g);
 }
 
