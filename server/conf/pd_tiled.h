@@ -13,7 +13,7 @@
  *    infinite map gives the bounding box of the chunks of the counted tile
  *    layers, its top-left chunk corner being cell (0, 0).
  *  - Counted tile layers: every tile layer (group layers entered, hidden
- *    layers included), or only the one named by pd_tiled_rules.layer.
+ *    layers included), or only those named pd_tiled_rules.layer.
  *  - A tile's value: its tileset's properties decide (names configurable):
  *    blocked_property true blocks; else cost_property (int 1..255) makes it
  *    open with that cost; else blocked_property false or walkable_property
