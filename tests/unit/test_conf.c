@@ -490,7 +490,7 @@ static void test_scene_tiled_layer(void **state)
     assert_int_equal(c.scenes[0].format, PD_MAP_TILED);
     assert_string_equal(c.scenes[0].tiled.layer, "walls");
     assert_string_equal(c.scenes[0].map_path, "/cfg/t.tmj");
-    /* No layer: the first tile layer is read. */
+    /* No layer: every tile layer counts. */
     assert_string_equal(c.scenes[1].tiled.layer, "");
     pd_conf_free(&c);
 

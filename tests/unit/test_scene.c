@@ -659,6 +659,17 @@ static void test_registry_failed_reload_keeps_old_set(void **state)
     pd_conf_free(&c);
     assert_non_null(strstr(err, "scene 'gone': "));
 
+    /* Tiled maps that cannot be decided: a layer that decompresses to the
+     * wrong length, a tileset that points to another. */
+    load_conf("{\"scenes\": [{\"name\": \"short\", \"map\": \"scene4_base64.tmj\", \"format\": \"tiled\"}]}", &c);
+    assert_int_equal(pd_registry_load(r, &c, err, sizeof err), -1);
+    pd_conf_free(&c);
+    assert_non_null(strstr(err, "(layer \"walls\").data: zlib: decompresses to 4 bytes, the layer needs 16"));
+    load_conf("{\"scenes\": [{\"name\": \"chain\", \"map\": \"tiled/chained.tmx\", \"format\": \"tiled\"}]}", &c);
+    assert_int_equal(pd_registry_load(r, &c, err, sizeof err), -1);
+    pd_conf_free(&c);
+    assert_non_null(strstr(err, "$.tilesets[0].source: sub/chained.tsj: $.source: an external tileset cannot point to another"));
+
     /* The old set still serves, unchanged. */
     pd_scene **list;
     size_t n = pd_registry_list(r, &list);

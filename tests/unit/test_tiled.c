@@ -1,9 +1,10 @@
 /*
- * test_tiled.c - the Tiled JSON map reader (server/conf/pd_tiled.c).
+ * test_tiled.c - the Tiled map reader (server/conf/pd_tiled.c) on JSON maps;
+ * test_tiled_formats.c covers .tmx, the encodings and the rest of issue 13.
  *
  * The bundled courtyard map is compared cell by cell with a hand-drawn ASCII
  * picture of it; small inline maps then pin down layer selection (named,
- * first, inside groups, object layers skipped), tile properties (blocked,
+ * every layer, inside groups, object layers adding nothing), tile properties (blocked,
  * cost, both, neither, several tilesets), the flip flags, and every refusal
  * with the JSON path it names. Every error case also runs with err == NULL.
  */
