@@ -7,6 +7,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config
   libuv1-dev libcjson-dev libprotobuf-c-dev protobuf-c-compiler
+  libxml2-dev zlib1g-dev libzstd-dev
   libcmocka-dev
   clang libclang-rt-14-dev
   valgrind

@@ -171,10 +171,17 @@ static int pd__check_config(const char *path, const pd_conf *conf, pd_registry *
     printf("%s: ok, %zu scenes, listen %s:%u, threads %" PRIu32 "%s, %zu portals, %zu pinned routes\n", path, n,
            conf->listen_host, (unsigned)conf->listen_port, conf->threads, conf->threads ? "" : " (one per core)",
            ws.n_portals, ws.n_routes);
-    for (size_t i = 0; i < n; i++)
-        printf("  %s %" PRId32 "x%" PRId32 " cell_size %g origin (%g, %g)\n", list[i]->name,
-               list[i]->grid->width, list[i]->grid->height, list[i]->cell_size, list[i]->origin_x,
-               list[i]->origin_y);
+    for (size_t i = 0; i < n; i++) {
+        const pd_scene *s = list[i];
+        printf("  %s %" PRId32 "x%" PRId32 " cell_size %g origin (%g, %g), %" PRIu64
+               " walkable cells, ~%zu KiB\n",
+               s->name, s->grid->width, s->grid->height, s->cell_size, s->origin_x, s->origin_y,
+               s->passable_cells, (pd_scene_memory_bytes(s) + 1023) / 1024);
+        /* A map read with the wrong layer or property names often loads as
+         * all wall; say so instead of passing it as fine. */
+        if (s->passable_cells == 0)
+            fprintf(stderr, "pathd: %s: warning: scene '%s' has no walkable cell\n", path, s->name);
+    }
     pd_registry_release_list(list, n);
     return 0;
 }

@@ -1,8 +1,13 @@
 # Tests for the conf and scene layers (tests/unit/test_conf.c, test_tiled.c,
+# test_tiled_formats.c, test_ldtk.c,
 # test_scene.c, test_scene_update.c). test_scene runs readers against reloads
 # and test_scene_update runs updaters and readers on several threads, so both
 # are labelled "threaded" for the TSan run.
 pd_test(NAME test_conf SOURCES unit/test_conf.c LIBS pathd_conf LABELS sanitize)
 pd_test(NAME test_tiled SOURCES unit/test_tiled.c LIBS pathd_conf LABELS sanitize)
+# The encoded variants are compressed by the test itself.
+pd_test(NAME test_tiled_formats SOURCES unit/test_tiled_formats.c
+        LIBS pathd_conf PkgConfig::ZLIB PkgConfig::ZSTD LABELS sanitize)
+pd_test(NAME test_ldtk SOURCES unit/test_ldtk.c LIBS pathd_scene LABELS sanitize)
 pd_test(NAME test_scene SOURCES unit/test_scene.c LIBS pathd_scene LABELS sanitize threaded)
 pd_test(NAME test_scene_update SOURCES unit/test_scene_update.c LIBS pathd_scene LABELS sanitize threaded)

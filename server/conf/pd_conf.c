@@ -43,17 +43,25 @@
  *       {
  *         "name": "town",                required; 1..63 bytes of [A-Za-z0-9_.-]; unique
  *         "map": "scenes/town.txt",      required; relative to the config file's directory
- *         "format": "ascii",             required; "ascii" | "movingai" | "tiled"
+ *         "format": "ascii",             required; "ascii" | "movingai" | "tiled" | "ldtk"
  *         "origin": [-20, -15],          world coordinates of cell (0,0); default [0, 0]
  *         "cell_size": 1.0,              world units per cell, finite and > 0; default 1
  *         "unit_sizes": [1, 2],          1..PD_CONF_MAX_UNIT_SIZES distinct sizes,
  *                                        each 1..PD_CONF_MAX_UNIT_SIZE; default [1];
  *                                        stored sorted ascending
- *         "costs": {"S": 3, "T": 9},     movingai only: map character (one printable
+ *         "costs": {"S": 3, "T": 9},     movingai: map character (one printable
  *                                        ASCII character) -> cost 1..255 or "blocked";
- *                                        overrides the format's meaning of it
- *         "layer": "walls"               tiled only: tile layer name; default: the
- *                                        first tile layer
+ *                                        overrides the format's meaning of it;
+ *                                        ldtk: IntGrid value "1".."255" -> the same
+ *         "level": "Keep",               ldtk only: level identifier; default the first
+ *         "layer": "walls",              tiled / ldtk: the one tile (IntGrid) layer
+ *                                        that counts; default: every one
+ *         "blocked_property": "blocked", tiled only: bool tile/object property that
+ *         "cost_property": "cost",       blocks; int property 1..255 that costs;
+ *         "walkable_property": "",       bool property, true = open ("" = none)
+ *         "untagged_tiles": "blocked",   tiled only: a tile nothing decides: "blocked"
+ *                                        or "open"
+ *         "colliders": true              tiled only: object layers add blockers
  *       }
  *     ]
  *   }
@@ -376,6 +384,148 @@ static int pd__parse_unit_sizes(const pd__ctx *ctx, const cJSON *arr, const char
     return 0;
 }
 
+/* A tiled-only name key ("layer", "*_property") into dst. empty_ok: ""
+ * means "none" (walkable_property). */
+static int pd__parse_tiled_name(const pd__ctx *ctx, const cJSON *obj, const char *path,
+                                const pd_conf_scene *s, const char *key, int empty_ok,
+                                char dst[PD_TILED_MAX_NAME])
+{
+    char child[PD_CONF_JSON_PATH_MAX];
+    const char *str = NULL;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v)
+        return 0;
+    pd_conf_json_key(child, path, key);
+    if (s->format != PD_MAP_TILED)
+        return pd__fail(ctx, child, "applies to tiled maps only");
+    if (pd__get_string(ctx, v, child, &str) != 0)
+        return -1;
+    size_t len = strlen(str);
+    if (len == 0 && !empty_ok)
+        return pd__fail(ctx, child, "must not be empty%s",
+                        strcmp(key, "layer") == 0 ? " (leave it out for every tile layer)" : "");
+    if (len >= PD_TILED_MAX_NAME)
+        return pd__fail(ctx, child, "must be at most %d bytes", PD_TILED_MAX_NAME - 1);
+    memcpy(dst, str, len + 1);
+    return 0;
+}
+
+/* The tiled walkability keys (pd_tiled.h states the rule they tune). */
+static int pd__parse_tiled_rules(const pd__ctx *ctx, const cJSON *obj, const char *path,
+                                 pd_conf_scene *s)
+{
+    pd_tiled_rules *r = &s->tiled;
+    char child[PD_CONF_JSON_PATH_MAX];
+    if (pd__parse_tiled_name(ctx, obj, path, s, "layer", 0, r->layer) != 0 ||
+        pd__parse_tiled_name(ctx, obj, path, s, "blocked_property", 0, r->blocked_property) != 0 ||
+        pd__parse_tiled_name(ctx, obj, path, s, "cost_property", 0, r->cost_property) != 0 ||
+        pd__parse_tiled_name(ctx, obj, path, s, "walkable_property", 1, r->walkable_property) != 0)
+        return -1;
+    if ((r->walkable_property[0] && (strcmp(r->walkable_property, r->blocked_property) == 0 ||
+                                     strcmp(r->walkable_property, r->cost_property) == 0)) ||
+        strcmp(r->blocked_property, r->cost_property) == 0) {
+        pd_conf_json_key(child, path, "cost_property");
+        return pd__fail(ctx, child, "blocked_property, cost_property and walkable_property must "
+                                    "be different names");
+    }
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "untagged_tiles");
+    if (v) {
+        const char *str = NULL;
+        pd_conf_json_key(child, path, "untagged_tiles");
+        if (s->format != PD_MAP_TILED)
+            return pd__fail(ctx, child, "applies to tiled maps only");
+        if (pd__get_string(ctx, v, child, &str) != 0)
+            return -1;
+        if (strcmp(str, "blocked") != 0 && strcmp(str, "open") != 0)
+            return pd__fail(ctx, child, "must be \"blocked\" or \"open\"");
+        r->untagged_open = str[0] == 'o';
+    }
+    v = cJSON_GetObjectItemCaseSensitive(obj, "colliders");
+    if (v) {
+        pd_conf_json_key(child, path, "colliders");
+        if (s->format != PD_MAP_TILED)
+            return pd__fail(ctx, child, "applies to tiled maps only");
+        if (!cJSON_IsBool(v))
+            return pd__fail(ctx, child, "must be true or false, not %s", pd_conf_json_type(v));
+        r->colliders = cJSON_IsTrue(v);
+    }
+    return 0;
+}
+
+/* One value of a "costs" table: a cost 1..255, or "blocked" (0). */
+static int pd__parse_cost_value(const pd__ctx *ctx, const cJSON *v, const char *path, uint8_t *out)
+{
+    if (cJSON_IsString(v) && v->valuestring && strcmp(v->valuestring, "blocked") == 0) {
+        *out = 0;
+        return 0;
+    }
+    if (!cJSON_IsNumber(v))
+        return pd__fail(ctx, path, "must be a cost 1..255 or \"blocked\", not %s",
+                        pd_conf_json_type(v));
+    uint32_t cost;
+    if (pd__get_u32(ctx, v, path, 1, 255, &cost) != 0)
+        return -1;
+    *out = (uint8_t)cost;
+    return 0;
+}
+
+/* "level" and "layer" of an ldtk scene: names, as a tiled scene's layer. */
+static int pd__parse_ldtk_names(const pd__ctx *ctx, const cJSON *obj, const char *path,
+                                pd_conf_scene *s)
+{
+    char child[PD_CONF_JSON_PATH_MAX];
+    static const char *const keys[2] = { "level", "layer" };
+    char *const dst[2] = { s->ldtk.level, s->ldtk.layer };
+    for (int k = 0; k < 2; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, keys[k]);
+        if (!v)
+            continue;
+        const char *str = NULL;
+        pd_conf_json_key(child, path, keys[k]);
+        if (pd__get_string(ctx, v, child, &str) != 0)
+            return -1;
+        size_t len = strlen(str);
+        if (len == 0)
+            return pd__fail(ctx, child, "must not be empty");
+        if (len >= PD_TILED_MAX_NAME)
+            return pd__fail(ctx, child, "must be at most %d bytes", PD_TILED_MAX_NAME - 1);
+        memcpy(dst[k], str, len + 1);
+    }
+    static const char *const tiled_only[] = { "blocked_property", "cost_property",
+                                               "walkable_property", "untagged_tiles", "colliders" };
+    for (size_t k = 0; k < sizeof tiled_only / sizeof tiled_only[0]; k++) {
+        if (cJSON_GetObjectItemCaseSensitive(obj, tiled_only[k])) {
+            pd_conf_json_key(child, path, tiled_only[k]);
+            return pd__fail(ctx, child, "applies to tiled maps only");
+        }
+    }
+    return 0;
+}
+
+/* "costs" of an ldtk scene: {"1": "blocked", "2": 3}, IntGrid value ->
+ * cost. */
+static int pd__parse_intgrid_costs(const pd__ctx *ctx, const cJSON *obj, const char *path,
+                                   pd_conf_scene *s)
+{
+    char child[PD_CONF_JSON_PATH_MAX];
+    if (!cJSON_IsObject(obj))
+        return pd__fail(ctx, path, "must be an object, not %s", pd_conf_json_type(obj));
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        pd_conf_json_key(child, path, it->string);
+        char *end = NULL;
+        long value = strtol(it->string, &end, 10);
+        if (end == it->string || *end != '\0' || it->string[0] == '+' || it->string[0] == '-' ||
+            it->string[0] == ' ' || value < 1 || value > 255)
+            return pd__fail(ctx, child, "a key must be an IntGrid value 1..255");
+        if (s->ldtk.cost_set[value])
+            return pd__fail(ctx, child, "key given more than once");
+        if (pd__parse_cost_value(ctx, it, child, &s->ldtk.cost[value]) != 0)
+            return -1;
+        s->ldtk.cost_set[value] = 1;
+    }
+    return 0;
+}
+
 /* "costs": {"S": 3, "W": "blocked"}. Keys are single printable ASCII
  * characters, because map rows are bytes and a multi-byte key could never
  * match one cell. */
@@ -392,17 +542,8 @@ static int pd__parse_costs(const pd__ctx *ctx, const cJSON *obj, const char *pat
             return pd__fail(ctx, child, "a key must be one printable ASCII character");
         if (s->char_cost_set[key[0]])
             return pd__fail(ctx, child, "key given more than once");
-        if (cJSON_IsString(it) && it->valuestring && strcmp(it->valuestring, "blocked") == 0) {
-            s->char_cost[key[0]] = 0;
-        } else if (cJSON_IsNumber(it)) {
-            uint32_t cost;
-            if (pd__get_u32(ctx, it, child, 1, 255, &cost) != 0)
-                return -1;
-            s->char_cost[key[0]] = (uint8_t)cost;
-        } else {
-            return pd__fail(ctx, child, "must be a cost 1..255 or \"blocked\", not %s",
-                            pd_conf_json_type(it));
-        }
+        if (pd__parse_cost_value(ctx, it, child, &s->char_cost[key[0]]) != 0)
+            return -1;
         s->char_cost_set[key[0]] = 1;
     }
     return 0;
@@ -412,7 +553,9 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
                            pd_conf_scene *s)
 {
     static const char *const keys[] = {
-        "name", "map", "format", "origin", "cell_size", "unit_sizes", "costs", "layer", NULL,
+        "name", "map", "format", "origin", "cell_size", "unit_sizes", "costs", "layer",
+        "blocked_property", "cost_property", "walkable_property", "untagged_tiles", "colliders", "level",
+        NULL,
     };
     char child[PD_CONF_JSON_PATH_MAX];
     const char *str = NULL;
@@ -443,7 +586,7 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
     pd_conf_json_key(child, path, "format");
     v = cJSON_GetObjectItemCaseSensitive(obj, "format");
     if (!v)
-        return pd__fail(ctx, child, "is required (\"ascii\", \"movingai\" or \"tiled\")");
+        return pd__fail(ctx, child, "is required (\"ascii\", \"movingai\", \"tiled\" or \"ldtk\")");
     if (pd__get_string(ctx, v, child, &str) != 0)
         return -1;
     if (strcmp(str, "ascii") == 0)
@@ -452,33 +595,37 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
         s->format = PD_MAP_MOVINGAI;
     else if (strcmp(str, "tiled") == 0)
         s->format = PD_MAP_TILED;
+    else if (strcmp(str, "ldtk") == 0)
+        s->format = PD_MAP_LDTK;
     else
-        return pd__fail(ctx, child, "must be \"ascii\", \"movingai\" or \"tiled\"");
+        return pd__fail(ctx, child, "must be \"ascii\", \"movingai\", \"tiled\" or \"ldtk\"");
 
-    /* Both keys only mean something for one format; elsewhere they would be
-     * silently ignored, which is the mistake strict validation is for. */
+    /* These keys only mean something for some formats; elsewhere they would
+     * be silently ignored, which is the mistake strict validation is for. */
     v = cJSON_GetObjectItemCaseSensitive(obj, "costs");
     if (v) {
         pd_conf_json_key(child, path, "costs");
-        if (s->format != PD_MAP_MOVINGAI)
-            return pd__fail(ctx, child, "applies to movingai maps only (ascii maps write costs "
-                                        "as 1..9, tiled maps as tile properties)");
-        if (pd__parse_costs(ctx, v, child, s) != 0)
+        if (s->format == PD_MAP_LDTK) {
+            if (pd__parse_intgrid_costs(ctx, v, child, s) != 0)
+                return -1;
+        } else if (s->format != PD_MAP_MOVINGAI) {
+            return pd__fail(ctx, child, "applies to movingai and ldtk maps only (ascii maps write "
+                                        "costs as 1..9, tiled maps as tile properties)");
+        } else if (pd__parse_costs(ctx, v, child, s) != 0) {
             return -1;
+        }
     }
-    v = cJSON_GetObjectItemCaseSensitive(obj, "layer");
-    if (v) {
-        pd_conf_json_key(child, path, "layer");
-        if (s->format != PD_MAP_TILED)
-            return pd__fail(ctx, child, "applies to tiled maps only");
-        if (pd__get_string(ctx, v, child, &str) != 0)
+    pd_tiled_rules_default(&s->tiled);
+    if (s->format == PD_MAP_LDTK) {
+        if (pd__parse_ldtk_names(ctx, obj, path, s) != 0)
             return -1;
-        len = strlen(str);
-        if (len == 0)
-            return pd__fail(ctx, child, "must not be empty (leave it out for the first tile layer)");
-        if (len >= PD_CONF_MAX_LAYER_NAME)
-            return pd__fail(ctx, child, "must be at most %d bytes", PD_CONF_MAX_LAYER_NAME - 1);
-        memcpy(s->tiled_layer, str, len + 1);
+    } else if (pd__parse_tiled_rules(ctx, obj, path, s) != 0) {
+        return -1;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(obj, "level");
+    if (v && s->format != PD_MAP_LDTK) {
+        pd_conf_json_key(child, path, "level");
+        return pd__fail(ctx, child, "applies to ldtk maps only");
     }
 
     s->origin_x = 0.0;
@@ -525,6 +672,9 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
         return -1;
     if (str[0] == '\0')
         return pd__fail(ctx, child, "must not be empty");
+    s->root_dir = strdup(ctx->base_dir && ctx->base_dir[0] ? ctx->base_dir : ".");
+    if (!s->root_dir)
+        return pd__fail(ctx, child, "out of memory");
     return pd__resolve_map(ctx, str, child, &s->map_path);
 }
 
@@ -862,8 +1012,10 @@ void pd_conf_free(pd_conf *c)
 {
     if (!c)
         return;
-    for (size_t i = 0; i < c->n_scenes; i++)
+    for (size_t i = 0; i < c->n_scenes; i++) {
         free(c->scenes[i].map_path);
+        free(c->scenes[i].root_dir);
+    }
     free(c->scenes);
     c->scenes = NULL;
     c->n_scenes = 0;

@@ -20,6 +20,8 @@
 #include <stdint.h>
 
 #include "pd_conf_world.h"
+#include "pd_ldtk.h"
+#include "pd_tiled.h"
 
 #define PD_CONF_MAX_SCENES 1024
 #define PD_CONF_MAX_HOST 64          /* bytes incl. NUL: a numeric IPv4/IPv6 address */
@@ -46,12 +48,10 @@ typedef struct pd_conf_token {
 typedef enum pd_map_format {
     PD_MAP_MOVINGAI = 0,             /* "movingai": Moving AI .map */
     PD_MAP_ASCII = 1,                /* "ascii": '.', '#', '1'..'9' */
-    PD_MAP_TILED = 2,                /* "tiled": Tiled JSON map (.tmj / .json), see pd_tiled.h */
+    PD_MAP_TILED = 2,                /* "tiled": Tiled map (.tmx / .tmj), see pd_tiled.h */
+    PD_MAP_LDTK = 3,                 /* "ldtk": LDtk project, IntGrid layers, see pd_ldtk.h */
 } pd_map_format;
 
-/* Longest Tiled layer name a scene may select, in bytes incl. NUL: Tiled
- * names are labels typed in an editor, never paragraphs. */
-#define PD_CONF_MAX_LAYER_NAME 128
 /* Entries of a per-character cost table: one per byte value. */
 #define PD_CONF_CHAR_COSTS 256
 
@@ -65,6 +65,8 @@ typedef enum pd_log_level {
 typedef struct pd_conf_scene {
     char name[PD_CONF_MAX_NAME];
     char *map_path;                  /* resolved against the config file's directory */
+    char *root_dir;                  /* that directory ("." when none): a Tiled map's
+                                        external tilesets must lie inside it */
     pd_map_format format;
     double origin_x, origin_y;       /* world coordinates of cell (0,0)'s corner; may be negative */
     double cell_size;                /* world units per cell; > 0 */
@@ -75,9 +77,11 @@ typedef struct pd_conf_scene {
      * characters keep the format's meaning. */
     uint8_t char_cost[PD_CONF_CHAR_COSTS];
     uint8_t char_cost_set[PD_CONF_CHAR_COSTS];
-    /* "layer" (tiled only): the tile layer that marks blocked cells; "" =
-     * the first tile layer in the file. */
-    char tiled_layer[PD_CONF_MAX_LAYER_NAME];
+    /* Tiled maps: "layer", the "*_property" names, "untagged_tiles" and
+     * "colliders" (defaults: pd_tiled_rules_default). */
+    pd_tiled_rules tiled;
+    /* LDtk projects: "level", "layer" and "costs" (IntGrid value -> cost). */
+    pd_ldtk_rules ldtk;
 } pd_conf_scene;
 
 typedef struct pd_conf {

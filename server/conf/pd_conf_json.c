@@ -1,6 +1,7 @@
 /* pd_conf_json.c - the conf layer's shared JSON helpers (see pd_conf_json.h). */
 #include "pd_conf_json.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -64,4 +65,68 @@ const char *pd_conf_json_bad_key(const cJSON *obj, const char *path, const char 
                 return "key given more than once";
     }
     return NULL;
+}
+
+/* JSON's whitespace (RFC 8259), which is what may trail a document. */
+static int pd__json_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+cJSON *pd_conf_json_parse(const char *buf, size_t len, char *err, size_t errlen)
+{
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
+    size_t at = root ? (size_t)(end - buf) : 0;
+    if (root) {
+        while (at < len && pd__json_space(buf[at]))
+            at++;
+        if (at == len)
+            return root;
+        cJSON_Delete(root);
+    } else if (end && end >= buf && end <= buf + len) {
+        at = (size_t)(end - buf);
+    }
+    int line = 1, col = 1;
+    for (size_t i = 0; i < at; i++) {
+        if (buf[i] == '\n') {
+            line++;
+            col = 1;
+        } else {
+            col++;
+        }
+    }
+    if (err && errlen)
+        snprintf(err, errlen, "%d:%d: %s", line, col,
+                 root ? "unexpected text after the JSON document" : "invalid JSON");
+    return NULL;
+}
+
+
+/* pd_conf_json_vfail with its arguments inline. */
+static int pd__json_fail(char *err, size_t errlen, const char *source, const char *path,
+                         const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pd_conf_json_vfail(err, errlen, source, path, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int pd_conf_json_get_int(char *err, size_t errlen, const char *source, const cJSON *obj,
+                         const char *path, const char *key, double lo, double hi, double *out)
+{
+    char child[PD_CONF_JSON_PATH_MAX];
+    pd_conf_json_key(child, path, key);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v)
+        return pd__json_fail(err, errlen, source, child, "is required");
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || floor(v->valuedouble) != v->valuedouble)
+        return pd__json_fail(err, errlen, source, child, "must be an integer, not %s",
+                             pd_conf_json_type(v));
+    if (v->valuedouble < lo || v->valuedouble > hi)
+        return pd__json_fail(err, errlen, source, child, "must be in %.0f..%.0f", lo, hi);
+    *out = v->valuedouble;
+    return 0;
 }

@@ -30,6 +30,17 @@ void pd_conf_json_index(char dst[PD_CONF_JSON_PATH_MAX], const char *parent, siz
 int pd_conf_json_vfail(char *err, size_t errlen, const char *source, const char *path,
                        const char *fmt, va_list ap);
 
+/* Reads the whole number at obj.key (path names obj) in [lo, hi]; on a
+ * missing, fractional or out-of-range value writes "SOURCE: PATH.key:
+ * reason" (as pd_conf_json_vfail) and returns -1. */
+int pd_conf_json_get_int(char *err, size_t errlen, const char *source, const cJSON *obj,
+                         const char *path, const char *key, double lo, double hi, double *out);
+
+/* Parses one JSON document filling buf[0..len) (trailing whitespace
+ * allowed); NULL with "LINE:COL: invalid JSON" or "LINE:COL: unexpected text
+ * after the JSON document" in err. Free the tree with cJSON_Delete. */
+cJSON *pd_conf_json_parse(const char *buf, size_t len, char *err, size_t errlen);
+
 /* Finds the first key of obj that is not in allowed (NULL-terminated) or is
  * given twice: writes its path to bad and returns the reason, or returns
  * NULL when every key is fine. */

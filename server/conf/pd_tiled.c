@@ -1,18 +1,26 @@
 /*
- * pd_tiled.c - Tiled JSON map reader (see pd_tiled.h for what is accepted).
+ * pd_tiled.c - Tiled map reader: the walkability rule of pd_tiled.h applied
+ * to the JSON tree of a .tmj, or of a .tmx converted by pd_tmx.c.
  *
  * The map is validated as it is read, and every refusal names the JSON path
- * of the offending value, so a level designer can find the problem in the
- * file without reading this code. Keys pathd does not need (tile sizes,
- * images, object layers, editor settings) are ignored: Tiled writes many of
- * them and adds more with each release.
+ * of the offending value (with the layer's name and the cell where there is
+ * one), so a level designer can find the problem in the file without
+ * reading this code. Keys pathd does not need (images, editor settings) are
+ * ignored: Tiled writes many of them and adds more with each release.
  */
+/* realpath(3), for keeping external tilesets inside the config directory. */
+#define _XOPEN_SOURCE 700
+
 #include "pd_tiled.h"
 
 #include <cjson/cJSON.h>
 
 #include "pd_conf_json.h"
+#include "pd_tdata.h"
+#include "pd_tmx.h"
 #include <ctype.h>
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -28,15 +36,26 @@
 /* Largest value a gid may have with its flags: an unsigned 32-bit number. */
 #define PD_TILED_MAX_RAW_GID 4294967295.0
 /* Group layers nested deeper than this are refused: real maps nest a few
- * levels, and the bound keeps the recursive layer search shallow. */
+ * levels, and the bound keeps the recursive layer walk shallow. */
 #define PD_TILED_MAX_GROUP_DEPTH 32
+/* Chunk coordinates of an infinite map: far beyond any editor session, and
+ * small enough that their sums cannot overflow. */
+#define PD_TILED_MAX_CHUNK_COORD 1e9
+/* Degrees to radians (M_PI is not in strict C11). */
+#define PD_TILED_DEG (3.14159265358979323846 / 180.0)
+/* Most points a polygon collider may have: hand-drawn shapes have tens. */
+#define PD_TILED_MAX_POLYGON_POINTS 65536
 
 typedef struct pd__tctx {
     char *err;
     size_t errlen;
+    const pd_tiled_rules *rules;
+    const char *source;          /* external tileset being read, for messages; else NULL */
+    double tile_w, tile_h;       /* the map's tile size in pixels */
+    int64_t min_x, min_y;        /* tile coordinates of cell (0, 0) (infinite maps) */
 } pd__tctx;
 
-/* A tile whose properties decide its cell value. */
+/* A tile whose properties or collision shapes decide its cell value. */
 typedef struct pd__tile_rule {
     uint32_t id;
     uint8_t cell;                /* 0 = blocked, 1..255 = passable with that cost */
@@ -44,34 +63,57 @@ typedef struct pd__tile_rule {
 
 typedef struct pd__tileset {
     uint32_t firstgid;
+    uint32_t tilecount;          /* tiles in the set, when has_tilecount */
+    int has_tilecount;           /* 0: not given, the tileset runs to the next one */
     pd__tile_rule *rules;        /* sorted by id */
     size_t n_rules;
 } pd__tileset;
+
+typedef struct pd__tilesets {
+    pd__tileset *sets;           /* sorted by firstgid */
+    size_t n;
+} pd__tilesets;
 
 /* Writes "path: reason" and returns -1, so callers can `return pd__tfail(...)`. */
 static int pd__tfail(const pd__tctx *ctx, const char *path, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    pd_conf_json_vfail(ctx->err, ctx->errlen, NULL, path, fmt, ap);
+    pd_conf_json_vfail(ctx->err, ctx->errlen, ctx->source, path, fmt, ap);
     va_end(ap);
     return -1;
 }
 
 /* Reads the whole number at obj.key (path names obj) in [lo, hi]. */
+static int pd__tget_int(const pd__tctx *ctx, const cJSON *obj, const char *path, const char *key,
+                        double lo, double hi, double *out)
+{
+    return pd_conf_json_get_int(ctx->err, ctx->errlen, ctx->source, obj, path, key, lo, hi, out);
+}
+
 static int pd__tget_uint(const pd__tctx *ctx, const cJSON *obj, const char *path, const char *key,
                          double lo, double hi, uint32_t *out)
 {
-    char child[PD_CONF_JSON_PATH_MAX];
-    pd_conf_json_key(child, path, key);
+    double d;
+    if (pd__tget_int(ctx, obj, path, key, lo, hi, &d) != 0)
+        return -1;
+    *out = (uint32_t)d;
+    return 0;
+}
+
+/* An optional finite number; *out keeps its default when absent. */
+static int pd__tget_number(const pd__tctx *ctx, const cJSON *obj, const char *path,
+                           const char *key, double *out)
+{
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!v)
-        return pd__tfail(ctx, child, "is required");
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || floor(v->valuedouble) != v->valuedouble)
-        return pd__tfail(ctx, child, "must be an integer, not %s", pd_conf_json_type(v));
-    if (v->valuedouble < lo || v->valuedouble > hi)
-        return pd__tfail(ctx, child, "must be in %.0f..%.0f", lo, hi);
-    *out = (uint32_t)v->valuedouble;
+        return 0;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
+        char child[PD_CONF_JSON_PATH_MAX];
+        pd_conf_json_key(child, path, key);
+        return pd__tfail(ctx, child, "must be a finite number, not %s", pd_conf_json_type(v));
+    }
+    *out = v->valuedouble;
     return 0;
 }
 
@@ -92,14 +134,30 @@ static int pd__tget_string(const pd__tctx *ctx, const cJSON *obj, const char *pa
     return 0;
 }
 
-/* Reads a tile's properties array. *has is set when `blocked` or `cost`
- * decides the tile's cell value, which goes to *cell. */
+/* One bool property, given at most once. */
+static int pd__prop_bool(const pd__tctx *ctx, const cJSON *p, const char *path, const char *name,
+                         const char *type, int *set, int *value)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, "value");
+    if (*set)
+        return pd__tfail(ctx, path, "property \"%s\" given more than once", name);
+    if ((type && strcmp(type, "bool") != 0) || !cJSON_IsBool(v))
+        return pd__tfail(ctx, path, "\"%s\" must be a bool property", name);
+    *set = 1;
+    *value = cJSON_IsTrue(v);
+    return 0;
+}
+
+/* Reads a properties array. *has is set when the configured blocked, cost
+ * or walkable property decides the cell value, which goes to *cell. */
 static int pd__parse_properties(const pd__tctx *ctx, const cJSON *props, const char *path,
                                 int *has, uint8_t *cell)
 {
+    const pd_tiled_rules *r = ctx->rules;
     char child[PD_CONF_JSON_PATH_MAX];
-    int blocked_set = 0, blocked = 0, cost_set = 0;
+    int blocked_set = 0, blocked = 0, cost_set = 0, walk_set = 0, walk = 0;
     uint32_t cost = 0;
+    *has = 0;
     if (!cJSON_IsArray(props))
         return pd__tfail(ctx, path, "must be an array of {name, type, value} (Tiled 1.2+), not %s",
                          pd_conf_json_type(props));
@@ -119,37 +177,161 @@ static int pd__parse_properties(const pd__tctx *ctx, const cJSON *props, const c
         }
         char value_path[PD_CONF_JSON_PATH_MAX];
         pd_conf_json_key(value_path, child, "value");
-        const cJSON *value = cJSON_GetObjectItemCaseSensitive(p, "value");
-        if (strcmp(name, "blocked") == 0) {
-            if (blocked_set)
-                return pd__tfail(ctx, child, "property \"blocked\" given more than once");
-            if ((type && strcmp(type, "bool") != 0) || !cJSON_IsBool(value))
-                return pd__tfail(ctx, value_path, "\"blocked\" must be a bool property");
-            blocked_set = 1;
-            blocked = cJSON_IsTrue(value);
-        } else if (strcmp(name, "cost") == 0) {
+        if (strcmp(name, r->blocked_property) == 0) {
+            if (pd__prop_bool(ctx, p, blocked_set ? child : value_path, name, type, &blocked_set,
+                              &blocked) != 0)
+                return -1;
+        } else if (r->walkable_property[0] && strcmp(name, r->walkable_property) == 0) {
+            if (pd__prop_bool(ctx, p, walk_set ? child : value_path, name, type, &walk_set,
+                              &walk) != 0)
+                return -1;
+        } else if (strcmp(name, r->cost_property) == 0) {
             if (cost_set)
-                return pd__tfail(ctx, child, "property \"cost\" given more than once");
+                return pd__tfail(ctx, child, "property \"%s\" given more than once", name);
             if (type && strcmp(type, "int") != 0)
-                return pd__tfail(ctx, value_path, "\"cost\" must be an int property, not %s", type);
-            if (!value)
-                return pd__tfail(ctx, value_path, "is required");
+                return pd__tfail(ctx, value_path, "\"%s\" must be an int property, not %s", name,
+                                 type);
             if (pd__tget_uint(ctx, p, child, "value", 1, 255, &cost) != 0)
                 return -1;
             cost_set = 1;
         }
     }
+    if (blocked_set && walk_set && blocked == walk)
+        return pd__tfail(ctx, path, "\"%s\" and \"%s\" contradict each other",
+                         r->blocked_property, r->walkable_property);
     *has = 1;
-    if (blocked_set && blocked)
+    if ((blocked_set && blocked) || (walk_set && !walk))
         *cell = PD_CELL_BLOCKED;
     else if (cost_set)
         *cell = (uint8_t)cost;
-    else if (blocked_set)
+    else if (blocked_set || walk_set)
         *cell = PD_CELL_FREE;
     else
         *has = 0;
     return 0;
 }
+
+/* ---- shapes ---- */
+
+enum { PD__SHAPE_NONE, PD__SHAPE_RECT, PD__SHAPE_ELLIPSE, PD__SHAPE_POLYGON };
+
+/* An object's area in its own frame: x right, y down from (x, y), turned
+ * clockwise by rotation degrees around (x, y), as Tiled draws it. */
+typedef struct pd__shape {
+    int kind;
+    double x, y, cos_r, sin_r;
+    double x0, y0, x1, y1;       /* local bounding box; the rectangle itself */
+    double *pts;                 /* polygon: n_pts (x, y) pairs, local */
+    size_t n_pts;
+    uint32_t gid;                /* tile object: its raw gid, else 0 */
+} pd__shape;
+
+/* Reads an object's shape. NONE for points and text (no area). */
+static int pd__parse_shape(const pd__tctx *ctx, const cJSON *obj, const char *path, pd__shape *s)
+{
+    memset(s, 0, sizeof *s);
+    double w = 0, h = 0, rot = 0;
+    if (!cJSON_IsObject(obj))
+        return pd__tfail(ctx, path, "must be an object, not %s", pd_conf_json_type(obj));
+    if (pd__tget_number(ctx, obj, path, "x", &s->x) != 0 ||
+        pd__tget_number(ctx, obj, path, "y", &s->y) != 0 ||
+        pd__tget_number(ctx, obj, path, "width", &w) != 0 ||
+        pd__tget_number(ctx, obj, path, "height", &h) != 0 ||
+        pd__tget_number(ctx, obj, path, "rotation", &rot) != 0)
+        return -1;
+    if (w < 0 || h < 0)
+        return pd__tfail(ctx, path, "width and height must not be negative");
+    s->cos_r = cos(rot * PD_TILED_DEG);
+    s->sin_r = sin(rot * PD_TILED_DEG);
+    char child[PD_CONF_JSON_PATH_MAX];
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj, "point")) ||
+        cJSON_GetObjectItemCaseSensitive(obj, "text"))
+        return 0;
+    if (cJSON_GetObjectItemCaseSensitive(obj, "polyline")) {
+        pd_conf_json_key(child, path, "polyline");
+        return pd__tfail(ctx, child, "a polyline has no inside to block; draw a polygon");
+    }
+    const cJSON *poly = cJSON_GetObjectItemCaseSensitive(obj, "polygon");
+    if (poly) {
+        pd_conf_json_key(child, path, "polygon");
+        int n = cJSON_IsArray(poly) ? cJSON_GetArraySize(poly) : -1;
+        if (n < 3 || n > PD_TILED_MAX_POLYGON_POINTS)
+            return pd__tfail(ctx, child, "must be an array of 3..%d points {x, y}",
+                             PD_TILED_MAX_POLYGON_POINTS);
+        s->pts = malloc((size_t)n * 2 * sizeof *s->pts);
+        if (!s->pts)
+            return pd__tfail(ctx, child, "out of memory");
+        s->kind = PD__SHAPE_POLYGON;
+        s->x0 = s->y0 = INFINITY;
+        s->x1 = s->y1 = -INFINITY;
+        char pt_path[PD_CONF_JSON_PATH_MAX];
+        for (const cJSON *p = poly->child; p; p = p->next, s->n_pts++) {
+            pd_conf_json_index(pt_path, child, s->n_pts);
+            double px = NAN, py = NAN;
+            if (!cJSON_IsObject(p))
+                return pd__tfail(ctx, pt_path, "must be a point {x, y}");
+            if (pd__tget_number(ctx, p, pt_path, "x", &px) != 0 ||
+                pd__tget_number(ctx, p, pt_path, "y", &py) != 0)
+                return -1;
+            if (isnan(px) || isnan(py))
+                return pd__tfail(ctx, pt_path, "must be a point {x, y}");
+            s->pts[2 * s->n_pts] = px;
+            s->pts[2 * s->n_pts + 1] = py;
+            s->x0 = fmin(s->x0, px);
+            s->y0 = fmin(s->y0, py);
+            s->x1 = fmax(s->x1, px);
+            s->y1 = fmax(s->y1, py);
+        }
+        return 0;
+    }
+    const cJSON *gid = cJSON_GetObjectItemCaseSensitive(obj, "gid");
+    if (gid) {
+        /* A tile object stands on its bottom-left corner. */
+        if (pd__tget_uint(ctx, obj, path, "gid", 0, PD_TILED_MAX_RAW_GID, &s->gid) != 0)
+            return -1;
+        s->kind = PD__SHAPE_RECT;
+        s->x1 = w;
+        s->y0 = -h;
+        return 0;
+    }
+    s->kind = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj, "ellipse")) ? PD__SHAPE_ELLIPSE
+                                                                              : PD__SHAPE_RECT;
+    s->x1 = w;
+    s->y1 = h;
+    return 0;
+}
+
+/* Whether the point (px, py) (map pixels) lies inside the shape. */
+static int pd__shape_covers(const pd__shape *s, double px, double py)
+{
+    double dx = px - s->x, dy = py - s->y;
+    double lx = s->cos_r * dx + s->sin_r * dy, ly = -s->sin_r * dx + s->cos_r * dy;
+    switch (s->kind) {
+    case PD__SHAPE_RECT:
+        return lx >= s->x0 && lx < s->x1 && ly >= s->y0 && ly < s->y1;
+    case PD__SHAPE_ELLIPSE: {
+        double rx = s->x1 / 2, ry = s->y1 / 2;
+        if (rx <= 0 || ry <= 0)
+            return 0;
+        double ex = (lx - rx) / rx, ey = (ly - ry) / ry;
+        return ex * ex + ey * ey < 1.0;
+    }
+    case PD__SHAPE_POLYGON: {
+        int inside = 0;
+        for (size_t i = 0, j = s->n_pts - 1; i < s->n_pts; j = i++) {
+            double xi = s->pts[2 * i], yi = s->pts[2 * i + 1];
+            double xj = s->pts[2 * j], yj = s->pts[2 * j + 1];
+            if ((yi > ly) != (yj > ly) && lx < (xj - xi) * (ly - yi) / (yj - yi) + xi)
+                inside = !inside;
+        }
+        return inside;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* ---- tilesets ---- */
 
 static int pd__cmp_rule(const void *a, const void *b)
 {
@@ -163,22 +345,44 @@ static int pd__cmp_tileset(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int pd__parse_tileset(const pd__tctx *ctx, const cJSON *ts, const char *path,
-                             pd__tileset *out)
+/* A tile's collision shapes: blocked when one covers the tile's centre. */
+static int pd__tile_collision(const pd__tctx *ctx, const cJSON *group, const char *path,
+                              double tw, double th, int *has, uint8_t *cell)
 {
     char child[PD_CONF_JSON_PATH_MAX];
-    if (!cJSON_IsObject(ts))
-        return pd__tfail(ctx, path, "must be an object, not %s", pd_conf_json_type(ts));
-    if (cJSON_GetObjectItemCaseSensitive(ts, "source")) {
-        pd_conf_json_key(child, path, "source");
-        return pd__tfail(ctx, child, "external tilesets are not supported; embed the tileset "
-                                     "in the map (Tiled: Map > Embed Tilesets)");
+    pd_conf_json_key(child, path, "objects");
+    const cJSON *objs = cJSON_IsObject(group) ? cJSON_GetObjectItemCaseSensitive(group, "objects")
+                                             : NULL;
+    if (!cJSON_IsArray(objs))
+        return pd__tfail(ctx, child, "must be an array of objects");
+    size_t i = 0;
+    char obj_path[PD_CONF_JSON_PATH_MAX];
+    for (const cJSON *o = objs->child; o; o = o->next, i++) {
+        pd_conf_json_index(obj_path, child, i);
+        pd__shape s;
+        int rc = pd__parse_shape(ctx, o, obj_path, &s);
+        int covers = rc == 0 && pd__shape_covers(&s, tw / 2, th / 2);
+        free(s.pts);
+        if (rc != 0)
+            return -1;
+        *has = 1;
+        if (covers) {
+            *cell = PD_CELL_BLOCKED;
+            return 0;
+        }
     }
-    if (pd__tget_uint(ctx, ts, path, "firstgid", 1, PD_TILED_MAX_TILE_ID, &out->firstgid) != 0)
-        return -1;
-    uint32_t tilecount = PD_TILED_MAX_TILE_ID;
-    if (cJSON_GetObjectItemCaseSensitive(ts, "tilecount") &&
-        pd__tget_uint(ctx, ts, path, "tilecount", 0, PD_TILED_MAX_TILE_ID, &tilecount) != 0)
+    if (*has)
+        *cell = PD_CELL_FREE;
+    return 0;
+}
+
+static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *path,
+                           pd__tileset *out)
+{
+    char child[PD_CONF_JSON_PATH_MAX];
+    double tw = ctx->tile_w, th = ctx->tile_h;
+    if (pd__tget_number(ctx, ts, path, "tilewidth", &tw) != 0 ||
+        pd__tget_number(ctx, ts, path, "tileheight", &th) != 0)
         return -1;
     const cJSON *tiles = cJSON_GetObjectItemCaseSensitive(ts, "tiles");
     if (!tiles)
@@ -193,25 +397,31 @@ static int pd__parse_tileset(const pd__tctx *ctx, const cJSON *ts, const char *p
     if (!out->rules)
         return pd__tfail(ctx, child, "out of memory");
     size_t i = 0;
-    char tile_path[PD_CONF_JSON_PATH_MAX];
+    char tile_path[PD_CONF_JSON_PATH_MAX], sub[PD_CONF_JSON_PATH_MAX];
     for (const cJSON *t = tiles->child; t; t = t->next, i++) {
         pd_conf_json_index(tile_path, child, i);
         if (!cJSON_IsObject(t))
             return pd__tfail(ctx, tile_path, "must be an object, not %s", pd_conf_json_type(t));
-        if (tilecount == 0)
+        if (out->has_tilecount && out->tilecount == 0)
             return pd__tfail(ctx, tile_path, "describes a tile, but the tileset has tilecount 0");
+        uint32_t max_id = out->has_tilecount ? out->tilecount - 1 : PD_TILED_MAX_TILE_ID;
         uint32_t id;
-        if (pd__tget_uint(ctx, t, tile_path, "id", 0, (double)tilecount - 1.0, &id) != 0)
+        if (pd__tget_uint(ctx, t, tile_path, "id", 0, max_id, &id) != 0)
             return -1;
-        const cJSON *props = cJSON_GetObjectItemCaseSensitive(t, "properties");
-        if (!props)
-            continue;
-        char props_path[PD_CONF_JSON_PATH_MAX];
-        pd_conf_json_key(props_path, tile_path, "properties");
         int has = 0;
         uint8_t cell = 0;
-        if (pd__parse_properties(ctx, props, props_path, &has, &cell) != 0)
-            return -1;
+        const cJSON *props = cJSON_GetObjectItemCaseSensitive(t, "properties");
+        if (props) {
+            pd_conf_json_key(sub, tile_path, "properties");
+            if (pd__parse_properties(ctx, props, sub, &has, &cell) != 0)
+                return -1;
+        }
+        const cJSON *group = cJSON_GetObjectItemCaseSensitive(t, "objectgroup");
+        if (!has && group) {
+            pd_conf_json_key(sub, tile_path, "objectgroup");
+            if (pd__tile_collision(ctx, group, sub, tw, th, &has, &cell) != 0)
+                return -1;
+        }
         if (has)
             out->rules[out->n_rules++] = (pd__tile_rule){ id, cell };
     }
@@ -224,19 +434,149 @@ static int pd__parse_tileset(const pd__tctx *ctx, const cJSON *ts, const char *p
     return 0;
 }
 
-static void pd__free_tilesets(pd__tileset *sets, size_t n)
+/* Reads a whole file of at most cap bytes; NULL with errno set on failure. */
+static char *pd__slurp(const char *path, size_t cap, size_t *len)
 {
-    for (size_t i = 0; i < n; i++)
-        free(sets[i].rules);
-    free(sets);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t n = 0, size = 0;
+    for (;;) {
+        if (n == size) {
+            size_t next = size ? size * 2 : 65536;
+            if (size >= cap + 1 || !(buf = realloc(buf, next + 1)))
+                break;
+            size = next;
+        }
+        size_t got = fread(buf + n, 1, size - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    int failed = ferror(f) || n > cap || !buf;
+    fclose(f);
+    if (failed) {
+        free(buf);
+        errno = n > cap ? EFBIG : EIO;
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
 }
 
-/* Reads "tilesets" (optional) into an array sorted by firstgid. */
-static int pd__parse_tilesets(const pd__tctx *ctx, const cJSON *root, pd__tileset **out,
-                              size_t *n_out)
+/* Parses a map or tileset buffer, JSON or XML, into a tree. */
+static cJSON *pd__parse_doc(const char *buf, size_t len, char *err, size_t errlen)
 {
-    *out = NULL;
-    *n_out = 0;
+    size_t off = 0;
+    while (off < len && isspace((unsigned char)buf[off]))
+        off++;
+    if (off < len && buf[off] == '<')
+        return pd_tmx_to_json(buf, len, err, errlen);
+    return pd_conf_json_parse(buf, len, err, errlen);
+}
+
+/* Whether the real path p lies in the directory tree of the real path dir. */
+static int pd__path_within(const char *p, const char *dir)
+{
+    size_t n = strlen(dir);
+    if (n == 1 && dir[0] == '/')
+        return 1;
+    return strncmp(p, dir, n) == 0 && p[n] == '/';
+}
+
+/* Reads an external tileset (.tsj or .tsx) named by source, relative to the
+ * map's directory, refusing a file outside both the config directory's tree
+ * and the map directory's (the config names the map, so its directory is
+ * the config author's choice too; a map's own "../" is not). */
+static int pd__external_tileset(const pd__tctx *ctx, const char *source, const char *path,
+                                const pd_tiled_origin *origin, pd__tileset *out)
+{
+    if (!origin || !origin->map_path)
+        return pd__tfail(ctx, path, "external tileset \"%s\": no map directory to resolve it in",
+                         source);
+    char map_real[PATH_MAX], root_real[PATH_MAX], ts_real[PATH_MAX], joined[2 * PATH_MAX];
+    if (!realpath(origin->map_path, map_real))
+        return pd__tfail(ctx, path, "cannot resolve the map's path: %s", strerror(errno));
+    if (!realpath(origin->root_dir && origin->root_dir[0] ? origin->root_dir : ".", root_real))
+        return pd__tfail(ctx, path, "cannot resolve the config directory: %s", strerror(errno));
+    char *slash = strrchr(map_real, '/');
+    *slash = '\0';
+    snprintf(joined, sizeof joined, "%s/%s", source[0] == '/' ? "" : map_real, source);
+    if (!realpath(joined, ts_real))
+        return pd__tfail(ctx, path, "tileset \"%s\": %s", source, strerror(errno));
+    if (!pd__path_within(ts_real, root_real) && !pd__path_within(ts_real, map_real))
+        return pd__tfail(ctx, path, "tileset \"%s\" resolves to %s, outside the config "
+                                    "directory %s and the map's directory", source, ts_real,
+                         root_real);
+    size_t len = 0;
+    char *buf = pd__slurp(ts_real, PD_TILED_MAX_FILE_BYTES, &len);
+    if (!buf)
+        return pd__tfail(ctx, path, "tileset \"%s\": %s", source, strerror(errno));
+    char msg[256];
+    cJSON *ts = pd__parse_doc(buf, len, msg, sizeof msg);
+    free(buf);
+    if (!ts)
+        return pd__tfail(ctx, path, "tileset \"%s\": %s", source, msg);
+    /* Messages about the tileset's own content: "$.tilesets[0].source:
+     * walls.tsx: $.tiles[2]...: reason". */
+    char label[PD_CONF_JSON_PATH_MAX + PATH_MAX];
+    snprintf(label, sizeof label, "%s: %s", path, source);
+    pd__tctx sub = *ctx;
+    sub.source = label;
+    int rc = -1;
+    const char *type = NULL;
+    if (!cJSON_IsObject(ts))
+        pd__tfail(&sub, "$", "must be an object, not %s", pd_conf_json_type(ts));
+    else if (pd__tget_string(&sub, ts, "$", "type", &type) != 0)
+        ;
+    else if (type && strcmp(type, "tileset") != 0)
+        pd__tfail(&sub, "$.type", "is \"%s\", not a tileset", type);
+    else if (cJSON_GetObjectItemCaseSensitive(ts, "source"))
+        /* Tiled never writes one; refusing it also rules out cycles. */
+        pd__tfail(&sub, "$.source", "an external tileset cannot point to another");
+    else if ((out->has_tilecount = cJSON_GetObjectItemCaseSensitive(ts, "tilecount") != NULL) &&
+             pd__tget_uint(&sub, ts, "$", "tilecount", 0, PD_TILED_MAX_TILE_ID, &out->tilecount) != 0)
+        ;
+    else
+        rc = pd__parse_tiles(&sub, ts, "$", out);
+    cJSON_Delete(ts);
+    return rc;
+}
+
+static int pd__parse_tileset(const pd__tctx *ctx, const cJSON *ts, const char *path,
+                             const pd_tiled_origin *origin, pd__tileset *out)
+{
+    if (!cJSON_IsObject(ts))
+        return pd__tfail(ctx, path, "must be an object, not %s", pd_conf_json_type(ts));
+    if (pd__tget_uint(ctx, ts, path, "firstgid", 1, PD_TILED_MAX_TILE_ID, &out->firstgid) != 0)
+        return -1;
+    const char *source = NULL;
+    char child[PD_CONF_JSON_PATH_MAX];
+    pd_conf_json_key(child, path, "source");
+    if (pd__tget_string(ctx, ts, path, "source", &source) != 0)
+        return -1;
+    if (source)
+        return pd__external_tileset(ctx, source, child, origin, out);
+    out->has_tilecount = cJSON_GetObjectItemCaseSensitive(ts, "tilecount") != NULL;
+    if (out->has_tilecount &&
+        pd__tget_uint(ctx, ts, path, "tilecount", 0, PD_TILED_MAX_TILE_ID, &out->tilecount) != 0)
+        return -1;
+    return pd__parse_tiles(ctx, ts, path, out);
+}
+
+static void pd__free_tilesets(pd__tilesets *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        free(t->sets[i].rules);
+    free(t->sets);
+}
+
+/* Reads "tilesets" (optional) sorted by firstgid. */
+static int pd__parse_tilesets(const pd__tctx *ctx, const cJSON *root,
+                              const pd_tiled_origin *origin, pd__tilesets *out)
+{
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "tilesets");
     if (!arr)
         return 0;
@@ -245,51 +585,48 @@ static int pd__parse_tilesets(const pd__tctx *ctx, const cJSON *root, pd__tilese
     int n = cJSON_GetArraySize(arr);
     if (n == 0)
         return 0;
-    pd__tileset *sets = calloc((size_t)n, sizeof *sets);
-    if (!sets)
+    out->sets = calloc((size_t)n, sizeof *out->sets);
+    if (!out->sets)
         return pd__tfail(ctx, "$.tilesets", "out of memory");
+    out->n = (size_t)n;
     char child[PD_CONF_JSON_PATH_MAX];
     size_t i = 0;
     for (const cJSON *ts = arr->child; ts; ts = ts->next, i++) {
         pd_conf_json_index(child, "$.tilesets", i);
-        if (pd__parse_tileset(ctx, ts, child, &sets[i]) != 0) {
-            pd__free_tilesets(sets, (size_t)n);
+        if (pd__parse_tileset(ctx, ts, child, origin, &out->sets[i]) != 0)
             return -1;
-        }
     }
-    qsort(sets, (size_t)n, sizeof *sets, pd__cmp_tileset);
-    for (size_t k = 1; k < (size_t)n; k++) {
-        if (sets[k - 1].firstgid == sets[k].firstgid) {
-            pd__tfail(ctx, "$.tilesets", "two tilesets share firstgid %u", (unsigned)sets[k].firstgid);
-            pd__free_tilesets(sets, (size_t)n);
-            return -1;
-        }
+    qsort(out->sets, out->n, sizeof *out->sets, pd__cmp_tileset);
+    for (size_t k = 1; k < out->n; k++) {
+        if (out->sets[k - 1].firstgid == out->sets[k].firstgid)
+            return pd__tfail(ctx, "$.tilesets", "two tilesets share firstgid %u",
+                             (unsigned)out->sets[k].firstgid);
     }
-    *out = sets;
-    *n_out = (size_t)n;
     return 0;
 }
 
-/* The cell value of a gid: 0 is empty ground; otherwise the tile's rule in
- * the tileset it belongs to (the one with the largest firstgid <= gid), and
- * blocked when the tile has none. */
-static uint8_t pd__gid_cell(const pd__tileset *sets, size_t n, uint32_t raw_gid)
+/* The cell value of a gid: 0 is empty ground (open, cost 1); otherwise the
+ * tile's rule in the tileset it belongs to (the one with the largest
+ * firstgid <= gid), or the untagged default. -1: beyond every tileset. */
+static int pd__gid_cell(const pd__tctx *ctx, const pd__tilesets *t, uint32_t raw_gid)
 {
     uint32_t gid = raw_gid & ~PD_TILED_FLAG_BITS;
     if (gid == 0)
         return PD_CELL_FREE;
-    size_t lo = 0, hi = n;
+    size_t lo = 0, hi = t->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (sets[mid].firstgid <= gid)
+        if (t->sets[mid].firstgid <= gid)
             lo = mid + 1;
         else
             hi = mid;
     }
     if (lo == 0)
-        return PD_CELL_BLOCKED;
-    const pd__tileset *ts = &sets[lo - 1];
+        return -1;
+    const pd__tileset *ts = &t->sets[lo - 1];
     uint32_t id = gid - ts->firstgid;
+    if (ts->has_tilecount && id >= ts->tilecount)
+        return -1;
     lo = 0;
     hi = ts->n_rules;
     while (lo < hi) {
@@ -301,15 +638,269 @@ static uint8_t pd__gid_cell(const pd__tileset *sets, size_t n, uint32_t raw_gid)
         else
             hi = mid;
     }
-    return PD_CELL_BLOCKED;
+    return ctx->rules->untagged_open ? PD_CELL_FREE : PD_CELL_BLOCKED;
 }
 
-/* Depth-first search for the tile layer to read. Returns 1 with the layer
- * and its path, 0 when there is none, -1 on a malformed layer. */
-static int pd__find_layer(const pd__tctx *ctx, const cJSON *layers, const char *path,
-                          const char *name, int depth, const cJSON **found, char *found_path)
+/* Folds a tile or collider value into a cell: blocked wins, else the
+ * larger cost. */
+static void pd__combine(uint8_t *cell, uint8_t v)
 {
+    if (v == PD_CELL_BLOCKED || *cell == PD_CELL_BLOCKED)
+        *cell = PD_CELL_BLOCKED;
+    else if (v > *cell)
+        *cell = v;
+}
+
+/* ---- layers ---- */
+
+typedef struct pd__walk {
+    const pd__tctx *ctx;
+    const pd__tilesets *sets;
+    pd_grid *g;                  /* NULL in the bounds pass */
+    int infinite;
+    int64_t x0, y0, x1, y1;      /* bounds pass: chunk bounding box in tiles */
+    int have_bounds;             /* a chunk has been seen */
+    size_t n_tile_layers;        /* counted tile layers seen */
+    uint32_t *gids;              /* scratch for one layer or chunk */
+    size_t gids_cap;
+} pd__walk;
+
+/* "path (layer "name")" for messages; just the path for a nameless layer. */
+static void pd__layer_label(char dst[PD_CONF_JSON_PATH_MAX], const char *path, const char *name)
+{
+    char tmp[PD_CONF_JSON_PATH_MAX + PD_TILED_MAX_NAME + 16];
+    int n = name && name[0] ? snprintf(tmp, sizeof tmp, "%s (layer \"%s\")", path, name)
+                            : snprintf(tmp, sizeof tmp, "%s", path);
+    if (n >= PD_CONF_JSON_PATH_MAX)
+        memcpy(tmp + PD_CONF_JSON_PATH_MAX - 4, "...", 4);
+    memcpy(dst, tmp, PD_CONF_JSON_PATH_MAX);
+}
+
+/* Decodes a layer's or chunk's data member into w->gids (n gids). */
+static int pd__read_gids(pd__walk *w, const cJSON *holder, const char *label, const char *encoding,
+                         const char *compression, size_t n)
+{
+    const pd__tctx *ctx = w->ctx;
     char child[PD_CONF_JSON_PATH_MAX];
+    pd_conf_json_key(child, label, "data");
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(holder, "data");
+    if (!data)
+        return pd__tfail(ctx, child, "is required");
+    if (n > w->gids_cap) {
+        uint32_t *p = realloc(w->gids, n * sizeof *p);
+        if (!p)
+            return pd__tfail(ctx, child, "out of memory for %zu gids", n);
+        w->gids = p;
+        w->gids_cap = n;
+    }
+    if (cJSON_IsString(data)) {
+        char msg[160];
+        if (pd_tdata_decode(data->valuestring, strlen(data->valuestring),
+                            encoding ? encoding : "csv", compression, w->gids, n, msg,
+                            sizeof msg) != 0)
+            return pd__tfail(ctx, child, "%s", msg);
+        return 0;
+    }
+    if (!cJSON_IsArray(data))
+        return pd__tfail(ctx, child, "must be an array of gids or a string, not %s",
+                         pd_conf_json_type(data));
+    if ((encoding && strcmp(encoding, "csv") != 0) || (compression && compression[0]))
+        return pd__tfail(ctx, child, "is an array, but the layer says encoding \"%s\" / "
+                                     "compression \"%s\"", encoding ? encoding : "",
+                         compression ? compression : "");
+    size_t have = (size_t)cJSON_GetArraySize(data);
+    if (have != n)
+        return pd__tfail(ctx, child, "has %zu gids, the layer needs %zu", have, n);
+    size_t i = 0;
+    for (const cJSON *v = data->child; v; v = v->next, i++) {
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0.0 && v->valuedouble <= PD_TILED_MAX_RAW_GID) ||
+            floor(v->valuedouble) != v->valuedouble) {
+            char elem[PD_CONF_JSON_PATH_MAX];
+            pd_conf_json_index(elem, child, i);
+            return pd__tfail(ctx, elem, "gid must be an integer in 0..4294967295");
+        }
+        w->gids[i] = (uint32_t)v->valuedouble;
+    }
+    return 0;
+}
+
+/* Folds cw x ch gids whose top-left is tile (tx, ty) into the grid. */
+static int pd__apply_gids(pd__walk *w, const char *label, int64_t tx, int64_t ty, uint32_t cw,
+                          uint32_t ch)
+{
+    pd_grid *g = w->g;
+    for (uint32_t y = 0; y < ch; y++) {
+        for (uint32_t x = 0; x < cw; x++) {
+            uint32_t raw = w->gids[(size_t)y * cw + x];
+            int v = pd__gid_cell(w->ctx, w->sets, raw);
+            if (v < 0)
+                return pd__tfail(w->ctx, label, "cell (%lld, %lld): gid %u is beyond every tileset",
+                                 (long long)(tx + x), (long long)(ty + y),
+                                 (unsigned)(raw & ~PD_TILED_FLAG_BITS));
+            int32_t gx = (int32_t)(tx + x - w->ctx->min_x), gy = (int32_t)(ty + y - w->ctx->min_y);
+            pd__combine(&g->cells[pd_grid_index(g, gx, gy)], (uint8_t)v);
+        }
+    }
+    return 0;
+}
+
+static int pd__tile_layer(pd__walk *w, const cJSON *layer, const char *label)
+{
+    const pd__tctx *ctx = w->ctx;
+    char child[PD_CONF_JSON_PATH_MAX];
+    const char *encoding = NULL, *compression = NULL;
+    if (pd__tget_string(ctx, layer, label, "encoding", &encoding) != 0 ||
+        pd__tget_string(ctx, layer, label, "compression", &compression) != 0)
+        return -1;
+    const cJSON *chunks = cJSON_GetObjectItemCaseSensitive(layer, "chunks");
+    pd_conf_json_key(child, label, "chunks");
+    if (!w->infinite) {
+        if (chunks)
+            return pd__tfail(ctx, child, "chunks in a map that is not infinite");
+        if (!w->g)
+            return 0;
+        static const char *const sides[2] = { "width", "height" };
+        const int32_t want[2] = { w->g->width, w->g->height };
+        for (int k = 0; k < 2; k++) {
+            if (!cJSON_GetObjectItemCaseSensitive(layer, sides[k]))
+                continue;
+            uint32_t side;
+            if (pd__tget_uint(ctx, layer, label, sides[k], 0, PD_TILED_MAX_RAW_GID, &side) != 0)
+                return -1;
+            if (side != (uint32_t)want[k]) {
+                char sub[PD_CONF_JSON_PATH_MAX];
+                pd_conf_json_key(sub, label, sides[k]);
+                return pd__tfail(ctx, sub, "is %u, but the map's %s is %d", (unsigned)side,
+                                 sides[k], (int)want[k]);
+            }
+        }
+        if (pd__read_gids(w, layer, label, encoding, compression,
+                          (size_t)w->g->width * (size_t)w->g->height) != 0)
+            return -1;
+        return pd__apply_gids(w, label, 0, 0, (uint32_t)w->g->width, (uint32_t)w->g->height);
+    }
+    if (!cJSON_IsArray(chunks))
+        return pd__tfail(ctx, child, "is required in an infinite map (an array of chunks)");
+    size_t i = 0;
+    char chunk_path[PD_CONF_JSON_PATH_MAX];
+    for (const cJSON *c = chunks->child; c; c = c->next, i++) {
+        pd_conf_json_index(chunk_path, child, i);
+        if (!cJSON_IsObject(c))
+            return pd__tfail(ctx, chunk_path, "must be an object, not %s", pd_conf_json_type(c));
+        double cx, cy;
+        uint32_t cw, ch;
+        if (pd__tget_int(ctx, c, chunk_path, "x", -PD_TILED_MAX_CHUNK_COORD,
+                         PD_TILED_MAX_CHUNK_COORD, &cx) != 0 ||
+            pd__tget_int(ctx, c, chunk_path, "y", -PD_TILED_MAX_CHUNK_COORD,
+                         PD_TILED_MAX_CHUNK_COORD, &cy) != 0 ||
+            pd__tget_uint(ctx, c, chunk_path, "width", 1, PD_GRID_MAX_SIDE, &cw) != 0 ||
+            pd__tget_uint(ctx, c, chunk_path, "height", 1, PD_GRID_MAX_SIDE, &ch) != 0)
+            return -1;
+        if (!w->g) {
+            int64_t x0 = (int64_t)cx, y0 = (int64_t)cy, x1 = x0 + cw, y1 = y0 + ch;
+            if (!w->have_bounds || x0 < w->x0)
+                w->x0 = x0;
+            if (!w->have_bounds || y0 < w->y0)
+                w->y0 = y0;
+            if (!w->have_bounds || x1 > w->x1)
+                w->x1 = x1;
+            if (!w->have_bounds || y1 > w->y1)
+                w->y1 = y1;
+            w->have_bounds = 1;
+            continue;
+        }
+        if (pd__read_gids(w, c, chunk_path, encoding, compression, (size_t)cw * ch) != 0 ||
+            pd__apply_gids(w, chunk_path, (int64_t)cx, (int64_t)cy, cw, ch) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* An object layer's colliders. */
+static int pd__object_layer(pd__walk *w, const cJSON *layer, const char *label)
+{
+    const pd__tctx *ctx = w->ctx;
+    pd_grid *g = w->g;
+    char child[PD_CONF_JSON_PATH_MAX], obj_path[PD_CONF_JSON_PATH_MAX], sub[PD_CONF_JSON_PATH_MAX];
+    pd_conf_json_key(child, label, "objects");
+    const cJSON *objs = cJSON_GetObjectItemCaseSensitive(layer, "objects");
+    if (!objs)
+        return 0;
+    if (!cJSON_IsArray(objs))
+        return pd__tfail(ctx, child, "must be an array, not %s", pd_conf_json_type(objs));
+    if (cJSON_GetArraySize(objs) > 0 && !(ctx->tile_w > 0 && ctx->tile_h > 0))
+        return pd__tfail(ctx, "$", "colliders need the map's tilewidth and tileheight (> 0)");
+    size_t i = 0;
+    for (const cJSON *o = objs->child; o; o = o->next, i++) {
+        pd_conf_json_index(obj_path, child, i);
+        pd__shape s;
+        if (pd__parse_shape(ctx, o, obj_path, &s) != 0) {
+            free(s.pts);
+            return -1;
+        }
+        int value = PD_CELL_BLOCKED;
+        if (s.gid) {
+            value = pd__gid_cell(ctx, w->sets, s.gid);
+            if (value < 0) {
+                free(s.pts);
+                return pd__tfail(ctx, obj_path, "gid %u is beyond every tileset",
+                                 (unsigned)(s.gid & ~PD_TILED_FLAG_BITS));
+            }
+        }
+        const cJSON *props = cJSON_GetObjectItemCaseSensitive(o, "properties");
+        if (props) {
+            int has = 0;
+            uint8_t cell = 0;
+            pd_conf_json_key(sub, obj_path, "properties");
+            if (pd__parse_properties(ctx, props, sub, &has, &cell) != 0) {
+                free(s.pts);
+                return -1;
+            }
+            if (has)
+                value = cell;
+        }
+        if (s.kind == PD__SHAPE_NONE || value == PD_CELL_FREE) {
+            free(s.pts);
+            continue;
+        }
+        /* The shape's bounding box in map pixels, then the cells whose
+         * centres it may hold. */
+        double bx0 = INFINITY, by0 = INFINITY, bx1 = -INFINITY, by1 = -INFINITY;
+        const double cx[4] = { s.x0, s.x1, s.x1, s.x0 }, cy[4] = { s.y0, s.y0, s.y1, s.y1 };
+        for (int k = 0; k < 4; k++) {
+            double px = s.x + s.cos_r * cx[k] - s.sin_r * cy[k];
+            double py = s.y + s.sin_r * cx[k] + s.cos_r * cy[k];
+            bx0 = fmin(bx0, px);
+            by0 = fmin(by0, py);
+            bx1 = fmax(bx1, px);
+            by1 = fmax(by1, py);
+        }
+        double off_x = (double)ctx->min_x, off_y = (double)ctx->min_y;
+        double gx0 = fmax(floor(bx0 / ctx->tile_w - 0.5) - off_x, 0.0);
+        double gy0 = fmax(floor(by0 / ctx->tile_h - 0.5) - off_y, 0.0);
+        double gx1 = fmin(ceil(bx1 / ctx->tile_w) - off_x, (double)g->width - 1);
+        double gy1 = fmin(ceil(by1 / ctx->tile_h) - off_y, (double)g->height - 1);
+        for (double gy = gy0; gy <= gy1; gy++) {
+            for (double gx = gx0; gx <= gx1; gx++) {
+                if (pd__shape_covers(&s, (gx + off_x + 0.5) * ctx->tile_w,
+                                     (gy + off_y + 0.5) * ctx->tile_h))
+                    pd__combine(&g->cells[pd_grid_index(g, (int32_t)gx, (int32_t)gy)],
+                                (uint8_t)value);
+            }
+        }
+        free(s.pts);
+    }
+    return 0;
+}
+
+/* Visits every layer depth first. In the bounds pass (w->g NULL) it counts
+ * the tile layers and, for infinite maps, takes the chunks' bounding box;
+ * then it folds each counted layer into the grid. */
+static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, int depth)
+{
+    const pd__tctx *ctx = w->ctx;
+    const pd_tiled_rules *r = ctx->rules;
+    char child[PD_CONF_JSON_PATH_MAX], label[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsArray(layers))
         return pd__tfail(ctx, path, "must be an array, not %s", pd_conf_json_type(layers));
     if (depth > PD_TILED_MAX_GROUP_DEPTH)
@@ -319,114 +910,56 @@ static int pd__find_layer(const pd__tctx *ctx, const cJSON *layers, const char *
         pd_conf_json_index(child, path, i);
         if (!cJSON_IsObject(l))
             return pd__tfail(ctx, child, "must be an object, not %s", pd_conf_json_type(l));
-        const char *type = NULL, *lname = NULL;
+        const char *type = NULL, *name = NULL;
         if (pd__tget_string(ctx, l, child, "type", &type) != 0 ||
-            pd__tget_string(ctx, l, child, "name", &lname) != 0)
+            pd__tget_string(ctx, l, child, "name", &name) != 0)
             return -1;
         if (!type) {
             char type_path[PD_CONF_JSON_PATH_MAX];
             pd_conf_json_key(type_path, child, "type");
             return pd__tfail(ctx, type_path, "is required");
         }
-        if (strcmp(type, "tilelayer") == 0) {
-            if (!name || (lname && strcmp(lname, name) == 0)) {
-                *found = l;
-                memcpy(found_path, child, PD_CONF_JSON_PATH_MAX);
-                return 1;
-            }
+        pd__layer_label(label, child, name);
+        int tile = strcmp(type, "tilelayer") == 0, objects = strcmp(type, "objectgroup") == 0;
+        int counted = (tile && (!r->layer[0] || (name && strcmp(name, r->layer) == 0))) ||
+                      (objects && r->colliders);
+        if (counted) {
+            double ox = 0, oy = 0;
+            if (pd__tget_number(ctx, l, label, "offsetx", &ox) != 0 ||
+                pd__tget_number(ctx, l, label, "offsety", &oy) != 0)
+                return -1;
+            if (ox != 0 || oy != 0)
+                return pd__tfail(ctx, label, "is drawn at an offset (%g, %g); a layer that counts "
+                                             "must line up with the grid", ox, oy);
+        }
+        int rc = 0;
+        if (tile && counted) {
+            if (!w->g)
+                w->n_tile_layers++;
+            rc = pd__tile_layer(w, l, label);
+        } else if (objects && counted && w->g) {
+            rc = pd__object_layer(w, l, label);
         } else if (strcmp(type, "group") == 0) {
             char sub[PD_CONF_JSON_PATH_MAX];
-            pd_conf_json_key(sub, child, "layers");
+            pd_conf_json_key(sub, label, "layers");
             const cJSON *nested = cJSON_GetObjectItemCaseSensitive(l, "layers");
             if (!nested)
                 return pd__tfail(ctx, sub, "is required in a group layer");
-            int rc = pd__find_layer(ctx, nested, sub, name, depth + 1, found, found_path);
-            if (rc != 0)
-                return rc;
+            rc = pd__walk_layers(w, nested, sub, depth + 1);
+        } else if (!tile && !objects && strcmp(type, "imagelayer") != 0) {
+            char type_path[PD_CONF_JSON_PATH_MAX];
+            pd_conf_json_key(type_path, label, "type");
+            return pd__tfail(ctx, type_path, "unknown layer type \"%s\"", type);
         }
+        if (rc != 0)
+            return rc;
     }
     return 0;
 }
 
-/* Fills g from the layer's gids. */
-static int pd__read_layer(const pd__tctx *ctx, const cJSON *layer, const char *path, pd_grid *g,
-                          const pd__tileset *sets, size_t n_sets)
-{
-    char child[PD_CONF_JSON_PATH_MAX];
-    if (cJSON_GetObjectItemCaseSensitive(layer, "chunks")) {
-        pd_conf_json_key(child, path, "chunks");
-        return pd__tfail(ctx, child, "infinite maps are not supported");
-    }
-    static const char *const sides[2] = { "width", "height" };
-    const int32_t want[2] = { g->width, g->height };
-    for (int k = 0; k < 2; k++) {
-        if (!cJSON_GetObjectItemCaseSensitive(layer, sides[k]))
-            continue;
-        uint32_t side;
-        if (pd__tget_uint(ctx, layer, path, sides[k], 0, PD_TILED_MAX_RAW_GID, &side) != 0)
-            return -1;
-        if (side != (uint32_t)want[k]) {
-            pd_conf_json_key(child, path, sides[k]);
-            return pd__tfail(ctx, child, "is %u, but the map's %s is %d", (unsigned)side, sides[k],
-                             (int)want[k]);
-        }
-    }
-    const char *encoding = NULL, *compression = NULL;
-    if (pd__tget_string(ctx, layer, path, "encoding", &encoding) != 0 ||
-        pd__tget_string(ctx, layer, path, "compression", &compression) != 0)
-        return -1;
-    if (encoding && strcmp(encoding, "csv") != 0) {
-        pd_conf_json_key(child, path, "encoding");
-        return pd__tfail(ctx, child, "unsupported encoding \"%s\": save the map with tile layer "
-                                     "format CSV", encoding);
-    }
-    if (compression && compression[0] != '\0') {
-        pd_conf_json_key(child, path, "compression");
-        return pd__tfail(ctx, child, "unsupported encoding: compressed with \"%s\"; save the map "
-                                     "with tile layer format CSV", compression);
-    }
-    pd_conf_json_key(child, path, "data");
-    const cJSON *data = cJSON_GetObjectItemCaseSensitive(layer, "data");
-    if (!data)
-        return pd__tfail(ctx, child, "is required");
-    if (!cJSON_IsArray(data))
-        return pd__tfail(ctx, child, "must be an array of gids, not %s", pd_conf_json_type(data));
-    size_t need = (size_t)g->width * (size_t)g->height;
-    size_t have = (size_t)cJSON_GetArraySize(data);
-    if (have != need)
-        return pd__tfail(ctx, child, "has %zu gids, the map needs %zu (%d x %d)", have, need,
-                         (int)g->width, (int)g->height);
-    size_t i = 0;
-    for (const cJSON *v = data->child; v; v = v->next, i++) {
-        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0.0 && v->valuedouble <= PD_TILED_MAX_RAW_GID) ||
-            floor(v->valuedouble) != v->valuedouble) {
-            char elem[PD_CONF_JSON_PATH_MAX];
-            pd_conf_json_index(elem, child, i);
-            return pd__tfail(ctx, elem, "gid must be an integer in 0..4294967295");
-        }
-        int32_t x = (int32_t)(i % (size_t)g->width), y = (int32_t)(i / (size_t)g->width);
-        g->cells[pd_grid_index(g, x, y)] = pd__gid_cell(sets, n_sets, (uint32_t)v->valuedouble);
-    }
-    return 0;
-}
-
-/* Turns a byte offset into a 1-based line and column for JSON syntax errors. */
-static void pd__tline_col(const char *buf, size_t off, int *line, int *col)
-{
-    *line = 1;
-    *col = 1;
-    for (size_t i = 0; i < off; i++) {
-        if (buf[i] == '\n') {
-            (*line)++;
-            *col = 1;
-        } else {
-            (*col)++;
-        }
-    }
-}
-
-/* Checks the map-level keys and returns its size. */
-static int pd__read_header(const pd__tctx *ctx, const cJSON *root, uint32_t *w, uint32_t *h)
+/* Checks the map-level keys. */
+static int pd__read_header(pd__tctx *ctx, const cJSON *root, int *infinite, uint32_t *w,
+                           uint32_t *h)
 {
     if (!cJSON_IsObject(root))
         return pd__tfail(ctx, "$", "must be an object, not %s", pd_conf_json_type(root));
@@ -437,91 +970,101 @@ static int pd__read_header(const pd__tctx *ctx, const cJSON *root, uint32_t *w, 
     if (type && strcmp(type, "map") != 0)
         return pd__tfail(ctx, "$.type", "is \"%s\"; a scene needs a map (type \"map\")", type);
     if (orientation && strcmp(orientation, "orthogonal") != 0)
-        return pd__tfail(ctx, "$.orientation", "is \"%s\"; only orthogonal maps are supported",
+        return pd__tfail(ctx, "$.orientation", "is \"%s\"; only orthogonal maps are supported "
+                                               "(isometric, staggered and hexagonal are not)",
                          orientation);
-    const cJSON *infinite = cJSON_GetObjectItemCaseSensitive(root, "infinite");
-    if (infinite && !cJSON_IsBool(infinite))
-        return pd__tfail(ctx, "$.infinite", "must be a boolean, not %s", pd_conf_json_type(infinite));
-    if (cJSON_IsTrue(infinite))
-        return pd__tfail(ctx, "$.infinite", "infinite maps are not supported");
+    const cJSON *inf = cJSON_GetObjectItemCaseSensitive(root, "infinite");
+    if (inf && !cJSON_IsBool(inf))
+        return pd__tfail(ctx, "$.infinite", "must be a boolean, not %s", pd_conf_json_type(inf));
+    *infinite = cJSON_IsTrue(inf);
+    if (pd__tget_number(ctx, root, "$", "tilewidth", &ctx->tile_w) != 0 ||
+        pd__tget_number(ctx, root, "$", "tileheight", &ctx->tile_h) != 0)
+        return -1;
+    if (*infinite)
+        return 0;
     if (pd__tget_uint(ctx, root, "$", "width", 1, PD_GRID_MAX_SIDE, w) != 0 ||
         pd__tget_uint(ctx, root, "$", "height", 1, PD_GRID_MAX_SIDE, h) != 0)
         return -1;
     return 0;
 }
 
-pd_grid *pd_tiled_parse(const char *buf, size_t len, const char *layer, char *err, size_t errlen)
+void pd_tiled_rules_default(pd_tiled_rules *r)
 {
-    const pd__tctx ctx = { .err = err, .errlen = errlen };
+    memset(r, 0, sizeof *r);
+    strcpy(r->blocked_property, "blocked");
+    strcpy(r->cost_property, "cost");
+    r->colliders = 1;
+}
+
+pd_grid *pd_tiled_load(const char *buf, size_t len, const pd_tiled_rules *rules,
+                       const pd_tiled_origin *origin, char *err, size_t errlen)
+{
+    pd__tctx ctx = { .err = err, .errlen = errlen, .rules = rules };
     if (err && errlen)
         err[0] = '\0';
-    if (!buf) {
+    if (!buf || !rules) {
         pd__tfail(&ctx, "$", "no map text");
         return NULL;
     }
-    if (len > PD_TILED_MAX_BYTES) {
-        pd__tfail(&ctx, "$", "the file is larger than %u bytes", (unsigned)PD_TILED_MAX_BYTES);
+    cJSON *root = pd__parse_doc(buf, len, err, errlen);
+    if (!root)
         return NULL;
-    }
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
-    if (!root) {
-        size_t off = (end && end >= buf && end <= buf + len) ? (size_t)(end - buf) : 0;
-        int line, col;
-        pd__tline_col(buf, off, &line, &col);
-        if (err && errlen)
-            snprintf(err, errlen, "%d:%d: invalid JSON", line, col);
-        return NULL;
-    }
-    size_t off = (size_t)(end - buf);
-    while (off < len && isspace((unsigned char)buf[off]))
-        off++;
     pd_grid *g = NULL;
-    pd__tileset *sets = NULL;
-    size_t n_sets = 0;
-    if (off < len) {
-        int line, col;
-        pd__tline_col(buf, off, &line, &col);
-        if (err && errlen)
-            snprintf(err, errlen, "%d:%d: unexpected text after the JSON document", line, col);
-        goto out;
-    }
-    uint32_t w, h;
-    if (pd__read_header(&ctx, root, &w, &h) != 0)
+    pd__tilesets sets = { 0 };
+    pd__walk w = { .ctx = &ctx, .sets = &sets };
+    uint32_t gw = 0, gh = 0;
+    if (pd__read_header(&ctx, root, &w.infinite, &gw, &gh) != 0)
         goto out;
     const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "layers");
     if (!layers) {
         pd__tfail(&ctx, "$.layers", "is required");
         goto out;
     }
-    const char *name = (layer && layer[0]) ? layer : NULL;
-    const cJSON *found = NULL;
-    char found_path[PD_CONF_JSON_PATH_MAX];
-    int rc = pd__find_layer(&ctx, layers, "$.layers", name, 0, &found, found_path);
-    if (rc < 0)
+    if (pd__walk_layers(&w, layers, "$.layers", 0) != 0)
         goto out;
-    if (rc == 0) {
-        if (name)
-            pd__tfail(&ctx, "$.layers", "no tile layer named \"%s\"", name);
+    if (w.n_tile_layers == 0) {
+        if (rules->layer[0])
+            pd__tfail(&ctx, "$.layers", "no tile layer named \"%s\"", rules->layer);
         else
             pd__tfail(&ctx, "$.layers", "no tile layer");
         goto out;
     }
-    if (pd__parse_tilesets(&ctx, root, &sets, &n_sets) != 0)
-        goto out;
-    g = pd_grid_create((int32_t)w, (int32_t)h);
-    if (!g) {
-        pd__tfail(&ctx, "$", "out of memory for a %u x %u grid", (unsigned)w, (unsigned)h);
+    if (w.infinite) {
+        if (w.x1 - w.x0 > PD_GRID_MAX_SIDE || w.y1 - w.y0 > PD_GRID_MAX_SIDE) {
+            pd__tfail(&ctx, "$.layers", "the chunks span %lld x %lld tiles; at most %d a side",
+                      (long long)(w.x1 - w.x0), (long long)(w.y1 - w.y0), PD_GRID_MAX_SIDE);
+            goto out;
+        }
+        ctx.min_x = w.x0;
+        ctx.min_y = w.y0;
+        gw = (uint32_t)(w.x1 - w.x0);
+        gh = (uint32_t)(w.y1 - w.y0);
+    }
+    if ((uint64_t)gw * gh > PD_TILED_MAX_CELLS) {
+        pd__tfail(&ctx, "$", "%u x %u cells is more than PD_TILED_MAX_CELLS (%u)", (unsigned)gw,
+                  (unsigned)gh, (unsigned)PD_TILED_MAX_CELLS);
         goto out;
     }
-    if (pd__read_layer(&ctx, found, found_path, g, sets, n_sets) != 0) {
+    if (pd__parse_tilesets(&ctx, root, origin, &sets) != 0)
+        goto out;
+    g = pd_grid_create((int32_t)gw, (int32_t)gh);
+    if (!g) {
+        pd__tfail(&ctx, "$", "out of memory for a %u x %u grid", (unsigned)gw, (unsigned)gh);
+        goto out;
+    }
+    /* Open ground wherever no counted layer has a tile. */
+    for (int32_t y = 0; y < g->height; y++)
+        memset(&g->cells[pd_grid_index(g, 0, y)], PD_CELL_FREE, (size_t)g->width);
+    w.g = g;
+    if (pd__walk_layers(&w, layers, "$.layers", 0) != 0) {
         pd_grid_destroy(g);
         g = NULL;
         goto out;
     }
     pd_grid_refresh_flags(g);
 out:
-    pd__free_tilesets(sets, n_sets);
+    free(w.gids);
+    pd__free_tilesets(&sets);
     cJSON_Delete(root);
     return g;
 }

@@ -1,26 +1,40 @@
 /*
- * pd_tiled.h - reads Tiled JSON maps (.tmj / .json) into a pd_grid.
+ * pd_tiled.h - reads Tiled maps (.tmx XML and .tmj JSON) into a pd_grid.
  *
  * Tiled (mapeditor.org) is the editor many 2D games draw their levels in, so
  * a scene can use the level file as it is instead of a converted copy. The
- * parser lives in the conf layer because that is the only layer allowed to
- * include cJSON.h; it does no file I/O (the scene layer reads the file).
+ * reader lives in the conf layer because that is the only layer allowed to
+ * include cJSON.h; .tmx and .tsx are converted to the same JSON tree first
+ * (pd_tmx.h). The map itself comes in as a buffer (the scene layer reads
+ * it); external tilesets are read here, from the map's directory.
  *
- * What is read:
- *  - orthogonal, finite maps ("infinite": false): "width" x "height" cells;
- *  - one tile layer: the one named by the scene's "layer", else the first
- *    tile layer (group layers are searched in order, depth first);
- *  - its "data" as a plain array of gids (encoding "csv" or none);
- *  - gid 0 (no tile) is passable with cost 1, any other gid is blocked,
- *    unless the tile carries properties in a tileset embedded in the map:
- *    `blocked` (bool) and `cost` (int 1..255). blocked=true wins; otherwise
- *    a cost makes the tile passable with that cost, and blocked=false alone
- *    makes it passable with cost 1. The flip and rotation flags in the top
- *    four bits of a gid are stripped first (Tiled's own loader does the same).
- *
- * Refused with a message naming the JSON path: other orientations, infinite
- * maps, base64 / compressed layer data ("unsupported encoding"), external
- * tilesets ("source"), malformed or out-of-range values, a missing layer.
+ * The walkability rule (config/README.md states it for users):
+ *  - Orthogonal maps only. Finite maps give width x height cells; an
+ *    infinite map gives the bounding box of the chunks of the counted tile
+ *    layers, its top-left chunk corner being cell (0, 0).
+ *  - Counted tile layers: every tile layer (group layers entered, hidden
+ *    layers included), or only those named pd_tiled_rules.layer.
+ *  - A tile's value: its tileset's properties decide (names configurable):
+ *    blocked_property true blocks; else cost_property (int 1..255) makes it
+ *    open with that cost; else blocked_property false or walkable_property
+ *    true makes it open (cost 1); walkable_property false blocks. A tile
+ *    with none of these but collision shapes (Tiled's tile collision editor)
+ *    blocks when a shape covers the tile's centre, else is open. Any other
+ *    tile is blocked, or open when untagged_open is set. Flip and rotation
+ *    flags (the top four bits of a gid) are stripped first.
+ *  - A cell: open with cost 1 when no counted layer has a tile there;
+ *    blocked if any counted layer's tile there blocks; else the largest
+ *    cost among its tiles.
+ *  - Object colliders (when colliders is set, every object layer): a
+ *    rectangle, ellipse, polygon or tile object covers the cells whose
+ *    centre lies inside it (rotation applied; edges: left and top inside,
+ *    right and bottom outside). It blocks, or adds its cost_property as a
+ *    cost, or does nothing when it says blocked=false / walkable=true;
+ *    objects never open a cell. Points and text have no area and are
+ *    skipped; a polyline is refused (it has no inside: draw a polygon).
+ * Anything else that cannot be decided (a gid beyond every tileset, a layer
+ * offset that does not line up with the grid, a property of the wrong type)
+ * is refused with the JSON path, the layer's name and the cell.
  */
 #ifndef PD_TILED_H
 #define PD_TILED_H
@@ -29,15 +43,46 @@
 
 #include "pd_grid.h"
 
-/* Largest Tiled file we parse, in bytes. cJSON builds a tree node (about
- * 64 bytes) per gid, so the file size bounds memory at roughly 32x itself;
- * 32 MiB covers maps of several million tiles. */
-#define PD_TILED_MAX_BYTES (32u * 1024u * 1024u)
+/* Most cells a Tiled map may decode to. The decoded grid and one layer's
+ * gids (5 bytes a cell) are what a map costs, whatever its file size, so
+ * the cap is on cells: 64 Mi = 8192 x 8192, about 320 MiB while loading. */
+#define PD_TILED_MAX_CELLS (64u * 1024u * 1024u)
 
-/* Parses buf[0..len). layer = tile layer name, or NULL / "" for the first
- * tile layer. Returns a new grid, or NULL with a one-line reason in err
- * ("$.layers[1].data[37]: gid must be an integer in 0..4294967295",
- * "3:7: invalid JSON"). err may be NULL. */
-pd_grid *pd_tiled_parse(const char *buf, size_t len, const char *layer, char *err, size_t errlen);
+/* Largest map or tileset file read, in bytes. Only a guard against reading
+ * something that is not a map (a device, a huge log): memory is bounded by
+ * PD_TILED_MAX_CELLS. A CSV layer of 64 Mi cells runs to ~700 MB. */
+#define PD_TILED_MAX_FILE_BYTES (1024u * 1024u * 1024u)
+
+/* Longest layer or property name, in bytes incl. NUL: labels typed in an
+ * editor, never paragraphs. */
+#define PD_TILED_MAX_NAME 128
+
+typedef struct pd_tiled_rules {
+    char layer[PD_TILED_MAX_NAME];             /* "" = every tile layer counts */
+    char blocked_property[PD_TILED_MAX_NAME];  /* "blocked" (bool) */
+    char cost_property[PD_TILED_MAX_NAME];     /* "cost" (int 1..255) */
+    char walkable_property[PD_TILED_MAX_NAME]; /* "" = none (bool, true = open) */
+    int untagged_open;                         /* 0: a tile nothing decides blocks */
+    int colliders;                             /* 1: object layers add blockers */
+} pd_tiled_rules;
+
+/* The defaults above. */
+void pd_tiled_rules_default(pd_tiled_rules *r);
+
+/* Where the map came from, for external tilesets: map_path's directory
+ * resolves a tileset's "source", which must lie inside root_dir's tree or
+ * the map directory's own (compared after realpath, so links and ".." are
+ * followed first). map_path NULL: external tilesets are refused. */
+typedef struct pd_tiled_origin {
+    const char *map_path;
+    const char *root_dir;
+} pd_tiled_origin;
+
+/* Parses buf[0..len): XML when it starts with '<', else JSON. Returns a new
+ * grid, or NULL with a one-line reason in err ("$.layers[1] (layer
+ * \"walls\"): cell (3, 7): gid 99 is beyond every tileset", "3:7: invalid
+ * JSON"). origin may be NULL; err may be NULL. */
+pd_grid *pd_tiled_load(const char *buf, size_t len, const pd_tiled_rules *rules,
+                       const pd_tiled_origin *origin, char *err, size_t errlen);
 
 #endif

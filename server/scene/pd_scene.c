@@ -46,6 +46,7 @@
 #include <time.h>
 
 #include "pd_mapfile.h"
+#include "pd_ldtk.h"
 #include "pd_tiled.h"
 
 /* The config may only allow unit sizes the core can build grids for. */
@@ -141,6 +142,18 @@ int pd_scene_allows_unit(const pd_scene *s, uint32_t unit_size)
             return 1;
     }
     return 0;
+}
+
+size_t pd_scene_memory_bytes(const pd_scene *s)
+{
+    size_t cells = (size_t)(s->grid->width + 2) * (size_t)(s->grid->height + 2);
+    size_t bytes = cells + (s->clearance ? cells : 0);
+    for (size_t i = 0; i < s->n_unit_sizes; i++) {
+        if (s->units[i].unit > 1)
+            bytes += cells;
+        bytes += cells * sizeof *s->units[i].components->labels;
+    }
+    return bytes;
 }
 
 const pd_scene_unit *pd_scene_unit_for(const pd_scene *s, uint32_t unit_size)
@@ -266,25 +279,42 @@ pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
         snprintf(err, errlen, "scene '%s': no map file", cs->name);
         return NULL;
     }
-    if (cs->format != PD_MAP_ASCII && cs->format != PD_MAP_MOVINGAI && cs->format != PD_MAP_TILED) {
+    if (cs->format != PD_MAP_ASCII && cs->format != PD_MAP_MOVINGAI && cs->format != PD_MAP_TILED &&
+        cs->format != PD_MAP_LDTK) {
         snprintf(err, errlen, "scene '%s': unknown map format %d", cs->name, (int)cs->format);
         return NULL;
     }
-    if (memchr(cs->tiled_layer, '\0', sizeof cs->tiled_layer) == NULL) {
-        snprintf(err, errlen, "scene '%s': layer name is unterminated", cs->name);
+    const pd_tiled_rules *tr = &cs->tiled;
+    if (!memchr(tr->layer, '\0', sizeof tr->layer) ||
+        !memchr(tr->blocked_property, '\0', sizeof tr->blocked_property) ||
+        !memchr(tr->cost_property, '\0', sizeof tr->cost_property) ||
+        !memchr(tr->walkable_property, '\0', sizeof tr->walkable_property)) {
+        snprintf(err, errlen, "scene '%s': a tiled layer or property name is unterminated",
+                 cs->name);
+        return NULL;
+    }
+    if (cs->format == PD_MAP_TILED && (!tr->blocked_property[0] || !tr->cost_property[0])) {
+        snprintf(err, errlen, "scene '%s': tiled blocked and cost property names must not be empty",
+                 cs->name);
         return NULL;
     }
 
     size_t len = 0;
-    size_t cap = cs->format == PD_MAP_TILED ? PD_TILED_MAX_BYTES : PD_SCENE_MAX_FILE_BYTES;
+    size_t cap = cs->format == PD_MAP_TILED || cs->format == PD_MAP_LDTK ? PD_TILED_MAX_FILE_BYTES
+                                                                         : PD_SCENE_MAX_FILE_BYTES;
     char *buf = pd__read_file(cs->map_path, cap, &len, cs->name, err, errlen);
     if (!buf)
         return NULL;
     pd_grid *grid = NULL;
     pd_parse_error perr = { 0 };
-    if (cs->format == PD_MAP_TILED) {
+    /* LDtk levels carry their world position: cells, added to the origin. */
+    double off_x = 0, off_y = 0;
+    if (cs->format == PD_MAP_TILED || cs->format == PD_MAP_LDTK) {
         char msg[256];
-        grid = pd_tiled_parse(buf, len, cs->tiled_layer, msg, sizeof msg);
+        const pd_tiled_origin origin = { .map_path = cs->map_path, .root_dir = cs->root_dir };
+        grid = cs->format == PD_MAP_TILED
+                   ? pd_tiled_load(buf, len, tr, &origin, msg, sizeof msg)
+                   : pd_ldtk_load(buf, len, &cs->ldtk, &off_x, &off_y, msg, sizeof msg);
         free(buf);
         if (!grid) {
             /* "3:7: invalid JSON" reads as file:line:col like the other formats;
@@ -324,8 +354,8 @@ pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
     atomic_init(&s->refs, 1);
     memcpy(s->name, cs->name, sizeof s->name);
     s->grid = grid;
-    s->origin_x = cs->origin_x;
-    s->origin_y = cs->origin_y;
+    s->origin_x = cs->origin_x + off_x * cs->cell_size;
+    s->origin_y = cs->origin_y + off_y * cs->cell_size;
     s->cell_size = cs->cell_size;
     memcpy(s->unit_sizes, cs->unit_sizes, sizeof s->unit_sizes);
     s->n_unit_sizes = cs->n_unit_sizes;

@@ -62,6 +62,13 @@ pd_status pd_scene_world_to_cell(const pd_scene *s, double wx, double wy, pd_poi
 void pd_scene_cell_center(const pd_scene *s, pd_point cell, double *wx, double *wy);
 int pd_scene_allows_unit(const pd_scene *s, uint32_t unit_size);
 
+/* Bytes the snapshot's per-cell arrays take: the grid, the clearance map,
+ * each unit grid and each label array (padding included). An update keeps
+ * a spare copy of them, so a scene that is updated costs up to twice this;
+ * each worker's search context adds about 17 bytes a cell of the largest
+ * scene. */
+size_t pd_scene_memory_bytes(const pd_scene *s);
+
 /* The unit data for an allowed size, or NULL. */
 const pd_scene_unit *pd_scene_unit_for(const pd_scene *s, uint32_t unit_size);
 

@@ -53,7 +53,7 @@ static void fuzz_check_scene(const pd_conf *c, size_t i)
     }
     for (int ch = 0; ch < PD_CONF_CHAR_COSTS; ch++)
         FUZZ_REQUIRE(!s->char_cost_set[ch] || s->format == PD_MAP_MOVINGAI, "costs on a non-movingai map");
-    FUZZ_REQUIRE(memchr(s->tiled_layer, '\0', sizeof s->tiled_layer) != NULL, "layer not terminated");
+    FUZZ_REQUIRE(memchr(s->tiled.layer, '\0', sizeof s->tiled.layer) != NULL, "layer not terminated");
 }
 
 static void fuzz_check_world(const pd_conf *c)

@@ -1,11 +1,14 @@
 /*
- * fuzz_tiled.c - libFuzzer target for the Tiled JSON map reader
- * (server/conf/pd_tiled.c): the JSON a level designer's editor wrote.
+ * fuzz_tiled.c - libFuzzer target for the Tiled map reader
+ * (server/conf/pd_tiled.c, with pd_tmx.c for XML and pd_tdata.c for layer
+ * data): the .tmj or .tmx a level designer's editor wrote.
  *
  * Input: the map file. When it holds a NUL byte in its first
  * FUZZ_MAX_LAYER bytes, the bytes before it name the tile layer to read and
- * the rest is the file; otherwise the first tile layer is read. A grid that
- * parses must keep the grid invariants (fuzz_check.h); a refusal must say why.
+ * the rest is the file; otherwise every tile layer counts. No map directory
+ * is given, so external tilesets are refused without touching the file
+ * system. A grid that parses must keep the grid invariants (fuzz_check.h);
+ * a refusal must say why.
  */
 #include <stdint.h>
 #include <string.h>
@@ -13,7 +16,7 @@
 #include "fuzz_check.h"
 #include "pd_tiled.h"
 
-/* Longer than any layer name a scene may select (PD_CONF_MAX_LAYER_NAME). */
+/* Longer than any layer name a scene may select (PD_TILED_MAX_NAME). */
 #define FUZZ_MAX_LAYER 160
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -30,9 +33,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size -= n + 1;
         data = nul + 1;
     }
+    pd_tiled_rules rules;
+    pd_tiled_rules_default(&rules);
+    if (want && strlen(want) < sizeof rules.layer)
+        memcpy(rules.layer, want, strlen(want) + 1);
     char err[256];
     err[0] = '\0';
-    pd_grid *g = pd_tiled_parse((const char *)data, size, want, err, sizeof err);
+    pd_grid *g = pd_tiled_load((const char *)data, size, &rules, NULL, err, sizeof err);
     if (!g) {
         FUZZ_REQUIRE(err[0] != '\0', "refused without a reason");
         return 0;

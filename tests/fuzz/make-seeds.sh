@@ -3,13 +3,14 @@
 # sources: request frames from tests/fuzz/seeds/*.txtpb (protoc's text
 # format, so a seed stays readable and survives schema changes), maps and
 # configs from tests/data and config/, update chains spelled out below.
-# Run it after changing the schema or a seed; commit what it writes.
+# Run it after changing the schema or a seed; commit what it writes. Needs
+# protoc, python3, gzip and the zstd command (Debian: zstd).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=tests/fuzz/corpus
 S=tests/fuzz/seeds
 
-for t in fuzz_codec fuzz_find_path fuzz_mapfile fuzz_tiled fuzz_conf fuzz_scene_update; do
+for t in fuzz_codec fuzz_find_path fuzz_mapfile fuzz_tiled fuzz_tdata fuzz_ldtk fuzz_conf fuzz_scene_update; do
   rm -rf "${C:?}/$t"
   mkdir -p "$C/$t"
 done
@@ -50,6 +51,35 @@ cp config/scenes/courtyard.tmj "$C/fuzz_tiled/courtyard"
 { printf 'spawns\000'; cat config/scenes/courtyard.tmj; } >"$C/fuzz_tiled/courtyard_object_layer"
 cp tests/data/scene4_base64.tmj "$C/fuzz_tiled/base64"
 cp tests/data/scene4_syntax.tmj "$C/fuzz_tiled/syntax_error"
+# .tmx: compressed layers and colliders; external tilesets, refused here.
+cp config/scenes/harbour.tmx "$C/fuzz_tiled/harbour_tmx"
+cp config/scenes/harbour.tsx "$C/fuzz_tiled/harbour_tsx"
+for m in external chained escape; do cp "tests/data/tiled/$m.tmx" "$C/fuzz_tiled/$m"; done
+cp tests/data/tiled/sub/floor.tsj "$C/fuzz_tiled/floor_tsj"
+# An infinite map with chunks and a collider, and one of each collider kind.
+printf '%s' '{"infinite": true, "tilewidth": 10, "tileheight": 10, "tilesets": [{"firstgid": 1, "tilecount": 2}],
+ "layers": [{"type": "tilelayer", "chunks": [{"x": -2, "y": -2, "width": 2, "height": 2, "data": [1, 0, 0, 2]},
+ {"x": 0, "y": 0, "width": 2, "height": 2, "encoding": "base64", "data": "AgAAAAIAAAAAAAAAAQAAAA=="}]},
+ {"type": "objectgroup", "objects": [{"x": 10, "y": -10, "width": 10, "height": 10}]}]}' >"$C/fuzz_tiled/infinite"
+printf '%s' '<map orientation="orthogonal" width="4" height="4" tilewidth="10" tileheight="10"><tileset firstgid="1" tilecount="1"/>
+<layer name="g"><data encoding="csv">0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1</data></layer><objectgroup name="o">
+<object x="0" y="0" width="20" height="10" rotation="30"/><object x="0" y="20" width="20" height="20"><ellipse/></object>
+<object x="20" y="20"><polygon points="0,0 20,0 0,20"/></object><object gid="1" x="30" y="10" width="10" height="10"/>
+<object x="5" y="5"><point/></object></objectgroup></map>' >"$C/fuzz_tiled/colliders_tmx"
+
+# LDtk: the hand-written project, and a multi-world one.
+cp tests/data/scene6_keep.ldtk "$C/fuzz_ldtk/keep"
+printf '%s' '{"levels": [], "worlds": [{"levels": [{"identifier": "W", "worldX": 8, "worldY": 16, "layerInstances":
+ [{"__identifier": "C", "__type": "IntGrid", "__cWid": 2, "__cHei": 1, "__gridSize": 8, "intGridCsv": [1, 0]}]}]}]}' >"$C/fuzz_ldtk/worlds"
+
+# Layer data: byte 0 the form (0 csv, 1 base64, 2 +zlib, 3 +gzip, 4 +zstd),
+# byte 1 the gid count, then the text; here three gids 1, 2, 3.
+gids() { printf '\001\000\000\000\002\000\000\000\003\000\000\000'; }
+printf '\000\003 1,2,\n3\n' >"$C/fuzz_tdata/csv"
+{ printf '\001\003'; gids | base64 -w0; } >"$C/fuzz_tdata/base64"
+{ printf '\002\003'; gids | python3 -c 'import sys, zlib; sys.stdout.buffer.write(zlib.compress(sys.stdin.buffer.read()))' | base64 -w0; } >"$C/fuzz_tdata/zlib"
+{ printf '\003\003'; gids | gzip -n -c | base64 -w0; } >"$C/fuzz_tdata/gzip"
+{ printf '\004\003'; gids | zstd -q -c | base64 -w0; } >"$C/fuzz_tdata/zstd"
 
 # Configs, with scenes, limits, portals and pinned routes.
 cp config/default.json "$C/fuzz_conf/default"

@@ -370,6 +370,22 @@ static void test_check_config(void **state)
     assert_int_equal(pdi_run_pathd(good, T_RUN_TIMEOUT_MS, out, sizeof out), 0);
     assert_non_null(strstr(out, "3 scenes"));
     assert_non_null(strstr(out, "den520d"));
+    assert_non_null(strstr(out, " walkable cells, ~"));
+
+    /* A scene with no walkable cell loads, but is named in a warning. */
+    char wall[PDI_PATH_MAX + 32], walled[PDI_PATH_MAX + 32], text[PDI_PATH_MAX * 2];
+    snprintf(wall, sizeof wall, "%s/wall.txt", d->dir);
+    write_file(wall, "##\n##\n");
+    snprintf(walled, sizeof walled, "%s/walled.json", d->dir);
+    snprintf(text, sizeof text, "{ \"scenes\": [ {\"name\": \"walled\", \"map\": \"%s\", \"format\": \"ascii\"} ] }",
+             wall);
+    write_file(walled, text);
+    const char *walled_args[] = {"--check-config", "--config", walled, NULL};
+    assert_int_equal(pdi_run_pathd(walled_args, T_RUN_TIMEOUT_MS, out, sizeof out), 0);
+    assert_non_null(strstr(out, "walled 2x2 cell_size 1 origin (0, 0), 0 walkable cells"));
+    assert_non_null(strstr(out, "warning: scene 'walled' has no walkable cell"));
+    unlink(walled);
+    unlink(wall);
 
     char bad[PDI_PATH_MAX + 32];
     const char *bad_args[] = {"--check-config", "--config", bad, NULL};

@@ -130,7 +130,7 @@ static void test_bundled_default_config(void **state)
     assert_int_equal(rc, 0);
     assert_string_equal(c.listen_host, "127.0.0.1");
     assert_int_equal(c.listen_port, 7420);
-    assert_int_equal(c.n_scenes, 6);
+    assert_int_equal(c.n_scenes, 7);
     assert_string_equal(c.scenes[0].name, "town");
     assert_string_equal(c.scenes[0].map_path, PD_SOURCE_DIR "/config/scenes/town.txt");
     assert_true(c.scenes[0].origin_x == -20.0 && c.scenes[0].origin_y == -15.0);
@@ -142,8 +142,17 @@ static void test_bundled_default_config(void **state)
     assert_int_equal(c.scenes[4].char_cost['S'], 3);
     assert_string_equal(c.scenes[5].name, "courtyard");
     assert_int_equal(c.scenes[5].format, PD_MAP_TILED);
-    assert_string_equal(c.scenes[5].tiled_layer, "walls");
+    assert_string_equal(c.scenes[5].tiled.layer, "walls");
     assert_string_equal(c.scenes[5].map_path, PD_SOURCE_DIR "/config/scenes/courtyard.tmj");
+    /* The harbour keeps every default of the Tiled rule. */
+    assert_string_equal(c.scenes[6].name, "harbour");
+    assert_string_equal(c.scenes[6].tiled.layer, "");
+    assert_string_equal(c.scenes[6].tiled.blocked_property, "blocked");
+    assert_string_equal(c.scenes[6].tiled.cost_property, "cost");
+    assert_string_equal(c.scenes[6].tiled.walkable_property, "");
+    assert_int_equal(c.scenes[6].tiled.untagged_open, 0);
+    assert_int_equal(c.scenes[6].tiled.colliders, 1);
+    assert_string_equal(c.scenes[6].root_dir, PD_SOURCE_DIR "/config");
     pd_conf_free(&c);
 }
 
@@ -372,9 +381,9 @@ static void test_scene_errors(void **state)
     expect_scene_error("{\"name\": \"b\", \"map\": [\"a\"], \"format\": \"ascii\"}",
                        "t.json: $.scenes[1].map: must be a string, not an array");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\"}",
-                       "t.json: $.scenes[1].format: is required (\"ascii\", \"movingai\" or \"tiled\")");
+                       "t.json: $.scenes[1].format: is required (\"ascii\", \"movingai\", \"tiled\" or \"ldtk\")");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"png\"}",
-                       "t.json: $.scenes[1].format: must be \"ascii\", \"movingai\" or \"tiled\"");
+                       "t.json: $.scenes[1].format: must be \"ascii\", \"movingai\", \"tiled\" or \"ldtk\"");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"origin\": [1]}",
                        "t.json: $.scenes[1].origin: must be an array [x, y] of two numbers");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"origin\": {\"x\": 1}}",
@@ -428,7 +437,7 @@ static void test_scene_costs(void **state)
         assert_int_equal(s->char_cost_set[want[i].ch], 1);
         assert_int_equal(s->char_cost[want[i].ch], want[i].cost);
     }
-    assert_string_equal(s->tiled_layer, "");
+    assert_string_equal(s->tiled.layer, "");
     pd_conf_free(&c);
 
     /* An empty table is allowed and overrides nothing. */
@@ -460,10 +469,10 @@ static void test_scene_costs(void **state)
     expect_scene_error(MAI "\"layer\": \"walls\"}", "t.json: $.scenes[1].layer: applies to tiled maps only");
 #undef MAI
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"costs\": {\"S\": 2}}",
-                       "t.json: $.scenes[1].costs: applies to movingai maps only (ascii maps write "
+                       "t.json: $.scenes[1].costs: applies to movingai and ldtk maps only (ascii maps write "
                        "costs as 1..9, tiled maps as tile properties)");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"costs\": {\"S\": 2}}",
-                       "t.json: $.scenes[1].costs: applies to movingai maps only (ascii maps write "
+                       "t.json: $.scenes[1].costs: applies to movingai and ldtk maps only (ascii maps write "
                        "costs as 1..9, tiled maps as tile properties)");
 }
 
@@ -479,30 +488,30 @@ static void test_scene_tiled_layer(void **state)
         print_error("%s\n", err);
     assert_int_equal(rc, 0);
     assert_int_equal(c.scenes[0].format, PD_MAP_TILED);
-    assert_string_equal(c.scenes[0].tiled_layer, "walls");
+    assert_string_equal(c.scenes[0].tiled.layer, "walls");
     assert_string_equal(c.scenes[0].map_path, "/cfg/t.tmj");
-    /* No layer: the first tile layer is read. */
-    assert_string_equal(c.scenes[1].tiled_layer, "");
+    /* No layer: every tile layer counts. */
+    assert_string_equal(c.scenes[1].tiled.layer, "");
     pd_conf_free(&c);
 
     /* The longest allowed name fits; one more byte does not. */
-    char name[PD_CONF_MAX_LAYER_NAME + 1];
+    char name[PD_TILED_MAX_NAME + 1];
     char json[512];
-    memset(name, 'L', PD_CONF_MAX_LAYER_NAME - 1);
-    name[PD_CONF_MAX_LAYER_NAME - 1] = '\0';
+    memset(name, 'L', PD_TILED_MAX_NAME - 1);
+    name[PD_TILED_MAX_NAME - 1] = '\0';
     snprintf(json, sizeof json,
              "{\"scenes\": [{\"name\": \"t\", \"map\": \"t.tmj\", \"format\": \"tiled\", \"layer\": \"%s\"}]}",
              name);
     assert_int_equal(load(json, &c, err, sizeof err), 0);
-    assert_string_equal(c.scenes[0].tiled_layer, name);
+    assert_string_equal(c.scenes[0].tiled.layer, name);
     pd_conf_free(&c);
-    memset(name, 'L', PD_CONF_MAX_LAYER_NAME);
-    name[PD_CONF_MAX_LAYER_NAME] = '\0';
+    memset(name, 'L', PD_TILED_MAX_NAME);
+    name[PD_TILED_MAX_NAME] = '\0';
     snprintf(json, sizeof json, "{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"layer\": \"%s\"}",
              name);
     expect_scene_error(json, "t.json: $.scenes[1].layer: must be at most 127 bytes");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"layer\": \"\"}",
-                       "t.json: $.scenes[1].layer: must not be empty (leave it out for the first tile layer)");
+                       "t.json: $.scenes[1].layer: must not be empty (leave it out for every tile layer)");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"layer\": 3}",
                        "t.json: $.scenes[1].layer: must be a string, not a number");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"layer\": \"w\"}",

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "grid_picture.h"
 #include "pd_mapfile.h"
 
 typedef pd_grid *(*parse_fn)(const char *buf, size_t len, pd_parse_error *err);
@@ -54,31 +55,6 @@ static void expect_error_n(parse_fn parse, const char *buf, size_t len, int line
 static void expect_error(parse_fn parse, const char *text, int line, int column)
 {
     expect_error_n(parse, text, strlen(text), line, column);
-}
-
-/* Asserts the interior matches rows of '.' (cost 1), '#' (blocked) or digits. */
-static void assert_cells(const pd_grid *g, const char *const *rows, int32_t h)
-{
-    int32_t w = (int32_t)strlen(rows[0]);
-    assert_int_equal(g->width, w);
-    assert_int_equal(g->height, h);
-    for (int32_t y = 0; y < h; y++) {
-        for (int32_t x = 0; x < w; x++) {
-            char c = rows[y][x];
-            uint8_t want = c == '#' ? PD_CELL_BLOCKED : c == '.' ? PD_CELL_FREE : (uint8_t)(c - '0');
-            if (pd_grid_get(g, x, y) != want)
-                fail_msg("cell (%d,%d) = %u, want %u", x, y, pd_grid_get(g, x, y), want);
-        }
-    }
-    /* The parser must not have written into the padding. */
-    for (int32_t x = -1; x <= w; x++) {
-        assert_int_equal(g->cells[pd_grid_index(g, x, -1)], PD_CELL_BLOCKED);
-        assert_int_equal(g->cells[pd_grid_index(g, x, h)], PD_CELL_BLOCKED);
-    }
-    for (int32_t y = 0; y < h; y++) {
-        assert_int_equal(g->cells[pd_grid_index(g, -1, y)], PD_CELL_BLOCKED);
-        assert_int_equal(g->cells[pd_grid_index(g, w, y)], PD_CELL_BLOCKED);
-    }
 }
 
 /* Returns a malloc'd copy of text with every "\n" turned into "\r\n". */
@@ -124,7 +100,7 @@ static const char *const movingai_rows[] = { "..#.", "###.", "...." };
 static void test_movingai_good_lf(void **state)
 {
     pd_grid *g = parse_ok(pd_map_parse_movingai, "type octile\nheight 3\nwidth 4\n" MOVINGAI_BODY);
-    assert_cells(g, movingai_rows, 3);
+    grid_picture_check(g, movingai_rows, 3);
     assert_int_equal(g->uniform_cost, 1);
     pd_grid_destroy(g);
 }
@@ -137,7 +113,7 @@ static void test_movingai_good_crlf(void **state)
     pd_grid *g = pd_map_parse_movingai(crlf, len, &err);
     if (!g)
         fail_msg("CRLF map refused at %d:%d: %s", err.line, err.column, err.message);
-    assert_cells(g, movingai_rows, 3);
+    grid_picture_check(g, movingai_rows, 3);
     pd_grid_destroy(g);
     free(crlf);
 }
@@ -155,7 +131,7 @@ static void test_movingai_header_orders(void **state)
         char text[256];
         snprintf(text, sizeof text, "%s%s", headers[i], MOVINGAI_BODY);
         pd_grid *g = parse_ok(pd_map_parse_movingai, text);
-        assert_cells(g, movingai_rows, 3);
+        grid_picture_check(g, movingai_rows, 3);
         pd_grid_destroy(g);
     }
 }
@@ -189,14 +165,14 @@ static void test_movingai_no_trailing_newline(void **state)
 {
     pd_grid *g = parse_ok(pd_map_parse_movingai, "type octile\nheight 2\nwidth 2\nmap\n.@\n@.");
     static const char *const rows[] = { ".#", "#." };
-    assert_cells(g, rows, 2);
+    grid_picture_check(g, rows, 2);
     pd_grid_destroy(g);
 
     size_t len;
     char *crlf = to_crlf("type octile\nheight 2\nwidth 2\nmap\n.@\n@.", &len);
     g = pd_map_parse_movingai(crlf, len, NULL);
     assert_non_null(g);
-    assert_cells(g, rows, 2);
+    grid_picture_check(g, rows, 2);
     pd_grid_destroy(g);
     free(crlf);
 }
@@ -351,7 +327,7 @@ static void test_ascii_good(void **state)
 {
     pd_grid *g = parse_ok(pd_map_parse_ascii, "; a comment\n.#1\n9.5\n;another\n23#\n");
     static const char *const rows[] = { ".#1", "9.5", "23#" };
-    assert_cells(g, rows, 3);
+    grid_picture_check(g, rows, 3);
     assert_int_equal(g->uniform_cost, 0);
     pd_grid_destroy(g);
 
@@ -393,12 +369,12 @@ static void test_ascii_crlf_and_no_trailing_newline(void **state)
     char *crlf = to_crlf("; c\n.#\n2.\n\n", &len);
     pd_grid *g = pd_map_parse_ascii(crlf, len, NULL);
     assert_non_null(g);
-    assert_cells(g, rows, 2);
+    grid_picture_check(g, rows, 2);
     pd_grid_destroy(g);
     free(crlf);
 
     g = parse_ok(pd_map_parse_ascii, ".#\n2.");
-    assert_cells(g, rows, 2);
+    grid_picture_check(g, rows, 2);
     pd_grid_destroy(g);
 }
 

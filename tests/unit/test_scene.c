@@ -39,6 +39,7 @@ static pd_conf_scene make_entry(const char *name, const char *file, pd_map_forma
     snprintf(path, sizeof paths[0], "%s/%s", PD_TEST_DATA_DIR, file);
     cs.map_path = path;
     cs.format = format;
+    pd_tiled_rules_default(&cs.tiled);
     cs.cell_size = 1.0;
     cs.unit_sizes[0] = 1;
     cs.n_unit_sizes = 1;
@@ -210,11 +211,14 @@ static void test_load_tiled(void **state)
     assert_int_equal(pd_grid_get(s->grid, 8, 5), PD_CELL_FREE);
     assert_non_null(pd_scene_unit_for(s, 2));
     assert_non_null(s->clearance);
+    uint64_t walls_passable = s->passable_cells;
     pd_scene_release(s);
-    /* No layer: the first tile layer, decorations that block nothing. */
+    /* No layer: every tile layer; the decorations block nothing, so the
+     * walls decide alone. */
     s = pd_scene_load(&c.scenes[1], err, sizeof err);
     assert_non_null(s);
-    assert_true(s->passable_cells == 24 * 16);
+    assert_true(walls_passable < 24 * 16);
+    assert_true(s->passable_cells == walls_passable);
     pd_scene_release(s);
     pd_conf_free(&c);
 
@@ -223,23 +227,27 @@ static void test_load_tiled(void **state)
     pd_conf_scene cs = make_entry("b64", "scene4_base64.tmj", PD_MAP_TILED);
     assert_null(pd_scene_load(&cs, err, sizeof err));
     snprintf(expected, sizeof expected,
-             "scene 'b64': %s: $.layers[0].encoding: unsupported encoding \"base64\": save the map "
-             "with tile layer format CSV", cs.map_path);
+             "scene 'b64': %s: $.layers[0] (layer \"walls\").data: zlib: decompresses to 4 bytes, "
+             "the layer needs 16", cs.map_path);
     assert_string_equal(err, expected);
     cs = make_entry("syn", "scene4_syntax.tmj", PD_MAP_TILED);
     assert_null(pd_scene_load(&cs, err, sizeof err));
     snprintf(expected, sizeof expected, "scene 'syn': %s:3:12: invalid JSON", cs.map_path);
     assert_string_equal(err, expected);
     cs = make_entry("nolayer", "../../config/scenes/courtyard.tmj", PD_MAP_TILED);
-    snprintf(cs.tiled_layer, sizeof cs.tiled_layer, "roof");
+    snprintf(cs.tiled.layer, sizeof cs.tiled.layer, "roof");
     assert_null(pd_scene_load(&cs, err, sizeof err));
     snprintf(expected, sizeof expected, "scene 'nolayer': %s: $.layers: no tile layer named \"roof\"",
              cs.map_path);
     assert_string_equal(err, expected);
     /* A hand-built entry with an unterminated layer name is refused. */
-    memset(cs.tiled_layer, 'L', sizeof cs.tiled_layer);
+    memset(cs.tiled.layer, 'L', sizeof cs.tiled.layer);
     assert_null(pd_scene_load(&cs, err, sizeof err));
-    assert_string_equal(err, "scene 'nolayer': layer name is unterminated");
+    assert_string_equal(err, "scene 'nolayer': a tiled layer or property name is unterminated");
+    pd_tiled_rules_default(&cs.tiled);
+    cs.tiled.cost_property[0] = '\0';
+    assert_null(pd_scene_load(&cs, err, sizeof err));
+    assert_string_equal(err, "scene 'nolayer': tiled blocked and cost property names must not be empty");
 }
 
 static void test_load_errors(void **state)
@@ -651,6 +659,17 @@ static void test_registry_failed_reload_keeps_old_set(void **state)
     pd_conf_free(&c);
     assert_non_null(strstr(err, "scene 'gone': "));
 
+    /* Tiled maps that cannot be decided: a layer that decompresses to the
+     * wrong length, a tileset that points to another. */
+    load_conf("{\"scenes\": [{\"name\": \"short\", \"map\": \"scene4_base64.tmj\", \"format\": \"tiled\"}]}", &c);
+    assert_int_equal(pd_registry_load(r, &c, err, sizeof err), -1);
+    pd_conf_free(&c);
+    assert_non_null(strstr(err, "(layer \"walls\").data: zlib: decompresses to 4 bytes, the layer needs 16"));
+    load_conf("{\"scenes\": [{\"name\": \"chain\", \"map\": \"tiled/chained.tmx\", \"format\": \"tiled\"}]}", &c);
+    assert_int_equal(pd_registry_load(r, &c, err, sizeof err), -1);
+    pd_conf_free(&c);
+    assert_non_null(strstr(err, "$.tilesets[0].source: sub/chained.tsj: $.source: an external tileset cannot point to another"));
+
     /* The old set still serves, unchanged. */
     pd_scene **list;
     size_t n = pd_registry_list(r, &list);
@@ -703,8 +722,8 @@ static void test_bundled_demo_world(void **state)
 
     pd_scene **list;
     size_t n = pd_registry_list(r, &list);
-    assert_int_equal(n, 6);
-    static const char *names[] = { "cellar", "courtyard", "dungeon", "forest", "house", "town" };
+    assert_int_equal(n, 7);
+    static const char *names[] = { "cellar", "courtyard", "dungeon", "forest", "harbour", "house", "town" };
     for (size_t i = 0; i < n; i++)
         assert_string_equal(list[i]->name, names[i]);
     pd_registry_release_list(list, n);

@@ -1,9 +1,10 @@
 /*
- * test_tiled.c - the Tiled JSON map reader (server/conf/pd_tiled.c).
+ * test_tiled.c - the Tiled map reader (server/conf/pd_tiled.c) on JSON maps;
+ * test_tiled_formats.c covers .tmx, the encodings and the rest of issue 13.
  *
  * The bundled courtyard map is compared cell by cell with a hand-drawn ASCII
  * picture of it; small inline maps then pin down layer selection (named,
- * first, inside groups, object layers skipped), tile properties (blocked,
+ * every layer, inside groups, object layers adding nothing), tile properties (blocked,
  * cost, both, neither, several tilesets), the flip flags, and every refusal
  * with the JSON path it names. Every error case also runs with err == NULL.
  */
@@ -22,6 +23,18 @@
 
 /* Room for the inline maps below. */
 #define MAP_TEXT_MAX 8192
+
+/* The default rules with only the layer chosen (NULL or "": every tile
+ * layer counts), and no directory for external tilesets. */
+static pd_grid *pd_tiled_parse(const char *buf, size_t len, const char *layer, char *err,
+                               size_t errlen)
+{
+    pd_tiled_rules r;
+    pd_tiled_rules_default(&r);
+    if (layer)
+        snprintf(r.layer, sizeof r.layer, "%s", layer);
+    return pd_tiled_load(buf, len, &r, NULL, err, errlen);
+}
 
 static char *read_all(const char *path, size_t *len)
 {
@@ -135,15 +148,14 @@ static void test_courtyard_matches_its_picture(void **state)
     assert_int_equal(pd_grid_get(g, 3, 11), 3);
     pd_grid_destroy(g);
 
-    /* Without a layer name the first tile layer ("decor": flowers, which
-     * are not blocked) is read: all open, cost 1. */
+    /* Without a layer name every tile layer counts: the decor layer's
+     * flowers say blocked=false, so the walls decide alone. */
     g = pd_tiled_parse(json, len, NULL, err, sizeof err);
     assert_non_null(g);
     for (int32_t y = 0; y < g->height; y++) {
         for (int32_t x = 0; x < g->width; x++)
-            assert_int_equal(pd_grid_get(g, x, y), PD_CELL_FREE);
+            assert_int_equal(pd_grid_get(g, x, y), pd_grid_get(want, x, y));
     }
-    assert_int_equal(g->uniform_cost, 1);
     pd_grid_destroy(g);
     /* The object layer "spawns" is not a tile layer. */
     char msg[256];
@@ -154,20 +166,24 @@ static void test_courtyard_matches_its_picture(void **state)
     free(json);
 }
 
-static void test_gid_zero_and_nonzero_without_tilesets(void **state)
+static void test_gids_need_a_tileset(void **state)
 {
     (void)state;
     char buf[MAP_TEXT_MAX];
-    pd_grid *g = parse_ok(map3x2(buf, "{\"type\": \"tilelayer\", \"name\": \"w\", \"data\": [0, 1, 0, 99, 0, 7]}", ""),
+    pd_grid *g = parse_ok(map3x2(buf, "{\"type\": \"tilelayer\", \"name\": \"w\", \"data\": [0, 0, 0, 0, 0, 0]}", ""),
                           NULL);
-    static const uint8_t want[] = { 1, 0, 1, 0, 1, 0 };
-    expect_cells(g, 3, 2, want);
+    static const uint8_t open[] = { 1, 1, 1, 1, 1, 1 };
+    expect_cells(g, 3, 2, open);
     assert_int_equal(g->uniform_cost, 1);
     pd_grid_destroy(g);
+    /* A tile no tileset holds is not guessed at. */
+    expect_error(map3x2(buf, "{\"type\": \"tilelayer\", \"name\": \"w\", \"data\": [0, 0, 0, 0, 0, 7]}", ""), NULL,
+                 "$.layers[0] (layer \"w\"): cell (2, 1): gid 7 is beyond every tileset");
     /* An explicit "csv" encoding and an empty compression are the same thing. */
     g = parse_ok(map3x2(buf, "{\"type\": \"tilelayer\", \"name\": \"w\", \"encoding\": \"csv\","
                              " \"compression\": \"\", \"width\": 3, \"height\": 2,"
-                             " \"data\": [0, 1, 0, 99, 0, 7]}", ""), "w");
+                             " \"data\": [0, 1, 0, 3, 0, 2]}", "{\"firstgid\": 1, \"tilecount\": 3}"), "w");
+    static const uint8_t want[] = { 1, 0, 1, 0, 1, 0 };
     expect_cells(g, 3, 2, want);
     pd_grid_destroy(g);
 }
@@ -185,22 +201,22 @@ static void test_layer_selection(void **state)
         "    {\"type\": \"tilelayer\", \"name\": \"deep\", \"data\": [0, 0, 1, 0, 0, 0]}]},"
         "  {\"type\": \"tilelayer\", \"name\": \"b\", \"data\": [0, 1, 0, 0, 0, 0]}]},"
         "{\"type\": \"tilelayer\", \"name\": \"b\", \"data\": [0, 0, 0, 1, 0, 0]}";
-    map3x2(buf, layers, "");
-    static const uint8_t first[] = { 0, 1, 1, 1, 1, 1 };
-    static const uint8_t in_group[] = { 1, 0, 1, 1, 1, 1 };
+    map3x2(buf, layers, "{\"firstgid\": 1, \"tilecount\": 1}");
+    static const uint8_t all[] = { 0, 0, 0, 0, 1, 1 };
+    static const uint8_t named_b[] = { 1, 0, 1, 0, 1, 1 };
     static const uint8_t deep[] = { 1, 1, 0, 1, 1, 1 };
-    /* No name: the first tile layer; the object and image layers before it
-     * do not count. */
+    /* No name: every tile layer, groups entered; a tile in any blocks. The
+     * object and image layers add nothing. */
     pd_grid *g = parse_ok(buf, NULL);
-    expect_cells(g, 3, 2, first);
+    expect_cells(g, 3, 2, all);
     pd_grid_destroy(g);
     g = parse_ok(buf, "");
-    expect_cells(g, 3, 2, first);
+    expect_cells(g, 3, 2, all);
     pd_grid_destroy(g);
-    /* A name: the first tile layer with it, depth first through groups (the
-     * object layer called "b" is skipped, the top-level "b" comes later). */
+    /* A name: every tile layer with it, in groups too (the object layer
+     * called "b" adds nothing). */
     g = parse_ok(buf, "b");
-    expect_cells(g, 3, 2, in_group);
+    expect_cells(g, 3, 2, named_b);
     pd_grid_destroy(g);
     g = parse_ok(buf, "deep");
     expect_cells(g, 3, 2, deep);
@@ -227,13 +243,16 @@ static void test_tile_properties(void **state)
     assert_int_equal(g->uniform_cost, 0);
     pd_grid_destroy(g);
 
-    snprintf(layer, sizeof layer, "{\"type\": \"tilelayer\", \"name\": \"w\", \"data\": [7, 8, 9, 0, 3, 1000]}");
+    snprintf(layer, sizeof layer, "{\"type\": \"tilelayer\", \"name\": \"w\", \"data\": [7, 8, 0, 0, 3, 3]}");
     g = parse_ok(map3x2(buf, layer, tileset_props), NULL);
-    /* 7: unrelated property only -> blocked; 8: no properties -> blocked;
-     * 9 and 1000: beyond the tileset's tiles -> blocked like any non-zero gid. */
-    static const uint8_t want2[] = { 0, 0, 0, 1, 1, 0 };
+    /* 7: unrelated property only -> blocked; 8: no properties -> blocked. */
+    static const uint8_t want2[] = { 0, 0, 1, 1, 1, 1 };
     expect_cells(g, 3, 2, want2);
     pd_grid_destroy(g);
+    /* 9: past the tileset's 8 tiles. */
+    snprintf(layer, sizeof layer, "{\"type\": \"tilelayer\", \"name\": \"w\", \"data\": [7, 8, 9, 0, 3, 3]}");
+    expect_error(map3x2(buf, layer, tileset_props), NULL,
+                 "$.layers[0] (layer \"w\"): cell (2, 0): gid 9 is beyond every tileset");
 
     /* Two tilesets, listed out of order: a gid belongs to the one with the
      * largest firstgid not above it. */
@@ -261,8 +280,8 @@ static void test_flip_flags_are_stripped(void **state)
     static const uint8_t want[] = { 7, 7, 7, 7, 7, 1 };
     expect_cells(g, 3, 2, want);
     pd_grid_destroy(g);
-    /* The largest gid a file can hold: all flags plus the last tile id. */
-    layer = "{\"type\": \"tilelayer\", \"name\": \"w\", \"data\": [4294967295, 3, 0, 0, 0, 0]}";
+    /* All flags on the set's last tile (id 7, untagged: blocked). */
+    layer = "{\"type\": \"tilelayer\", \"name\": \"w\", \"data\": [4026531848, 3, 0, 0, 0, 0]}";
     g = parse_ok(map3x2(buf, layer, tileset_props), NULL);
     static const uint8_t want2[] = { 0, 1, 1, 1, 1, 1 };
     expect_cells(g, 3, 2, want2);
@@ -280,11 +299,12 @@ static void test_map_errors(void **state)
     expect_error("{\"type\": \"tileset\", \"width\": 3, \"height\": 2, \"layers\": []}", NULL,
                  "$.type: is \"tileset\"; a scene needs a map (type \"map\")");
     expect_error("{\"orientation\": \"isometric\", \"width\": 3, \"height\": 2, \"layers\": []}", NULL,
-                 "$.orientation: is \"isometric\"; only orthogonal maps are supported");
+                 "$.orientation: is \"isometric\"; only orthogonal maps are supported "
+                 "(isometric, staggered and hexagonal are not)");
     expect_error("{\"orientation\": 1, \"width\": 3, \"height\": 2, \"layers\": []}", NULL,
                  "$.orientation: must be a string, not a number");
     expect_error("{\"infinite\": true, \"width\": 3, \"height\": 2, \"layers\": []}", NULL,
-                 "$.infinite: infinite maps are not supported");
+                 "$.layers: no tile layer");
     expect_error("{\"infinite\": 0, \"width\": 3, \"height\": 2, \"layers\": []}", NULL,
                  "$.infinite: must be a boolean, not a number");
     expect_error("{\"height\": 2, \"layers\": []}", NULL, "$.width: is required");
@@ -303,13 +323,13 @@ static void test_map_errors(void **state)
     expect_error(map3x2(buf, "{\"type\": \"tilelayer\", \"name\": 5, \"data\": []}", ""), NULL,
                  "$.layers[0].name: must be a string, not a number");
     expect_error(map3x2(buf, "{\"type\": \"group\", \"name\": \"g\"}", ""), NULL,
-                 "$.layers[0].layers: is required in a group layer");
+                 "$.layers[0] (layer \"g\").layers: is required in a group layer");
     expect_error(map3x2(buf, "{\"type\": \"group\", \"name\": \"g\", \"layers\": [{\"type\": \"tilelayer\"}]}", ""),
-                 NULL, "$.layers[0].layers[0].data: is required");
+                 NULL, "$.layers[0] (layer \"g\").layers[0].data: is required");
     expect_error(map3x2(buf, "{\"type\": \"tilelayer\", \"data\": [0, 0, 0, 0, 0]}", ""), NULL,
-                 "$.layers[0].data: has 5 gids, the map needs 6 (3 x 2)");
+                 "$.layers[0].data: has 5 gids, the layer needs 6");
     expect_error(map3x2(buf, "{\"type\": \"tilelayer\", \"data\": \"AAAA\"}", ""), NULL,
-                 "$.layers[0].data: must be an array of gids, not a string");
+                 "$.layers[0].data: csv: expected a gid at offset 0");
     expect_error(map3x2(buf, "{\"type\": \"tilelayer\", \"data\": [0, 0, 0, -1, 0, 0]}", ""), NULL,
                  "$.layers[0].data[3]: gid must be an integer in 0..4294967295");
     expect_error(map3x2(buf, "{\"type\": \"tilelayer\", \"data\": [0, 0, 0, 0, 0, 4294967296]}", ""), NULL,
@@ -323,16 +343,16 @@ static void test_map_errors(void **state)
     expect_error(map3x2(buf, "{\"type\": \"tilelayer\", \"height\": 1, \"data\": [0, 0, 0, 0, 0, 0]}", ""), NULL,
                  "$.layers[0].height: is 1, but the map's height is 2");
     expect_error(map3x2(buf, "{\"type\": \"tilelayer\", \"chunks\": [], \"data\": []}", ""), NULL,
-                 "$.layers[0].chunks: infinite maps are not supported");
+                 "$.layers[0].chunks: chunks in a map that is not infinite");
     expect_error(map3x2(buf, "{\"type\": \"tilelayer\", \"encoding\": \"base64\", \"data\": \"AAAA\"}", ""), NULL,
-                 "$.layers[0].encoding: unsupported encoding \"base64\": save the map with tile layer format CSV");
+                 "$.layers[0].data: base64: 3 bytes, the layer needs 24 (6 gids)");
     expect_error(map3x2(buf, "{\"type\": \"tilelayer\", \"encoding\": \"csv\", \"compression\": \"zlib\","
                              " \"data\": [0, 0, 0, 0, 0, 0]}", ""), NULL,
-                 "$.layers[0].compression: unsupported encoding: compressed with \"zlib\"; save the map "
-                 "with tile layer format CSV");
+                 "$.layers[0].data: is an array, but the layer says encoding \"csv\" / compression \"zlib\"");
     /* Only the layer that is read has to be well-formed data-wise. */
     pd_grid *g = parse_ok(map3x2(buf, "{\"type\": \"tilelayer\", \"name\": \"x\", \"encoding\": \"base64\", \"data\": \"A\"},"
-                                      "{\"type\": \"tilelayer\", \"name\": \"w\", \"data\": [0, 0, 0, 0, 0, 1]}", ""), "w");
+                                      "{\"type\": \"tilelayer\", \"name\": \"w\", \"data\": [0, 0, 0, 0, 0, 1]}",
+                                  "{\"firstgid\": 1}"), "w");
     assert_int_equal(pd_grid_get(g, 2, 1), PD_CELL_BLOCKED);
     pd_grid_destroy(g);
 
@@ -352,9 +372,10 @@ static void test_map_errors(void **state)
     assert_non_null(strstr(err, ": group layers nested deeper than 32"));
     free(big);
 
-    /* Oversized input is refused before parsing. */
-    assert_null(pd_tiled_parse("{}", (size_t)PD_TILED_MAX_BYTES + 1, NULL, err, sizeof err));
-    assert_string_equal(err, "$: the file is larger than 33554432 bytes");
+    /* The cells cap, not the file size, bounds a map. */
+    const char *huge = "{\"width\": 16384, \"height\": 8193, \"layers\": [{\"type\": \"tilelayer\", \"data\": []}]}";
+    assert_null(pd_tiled_parse(huge, strlen(huge), NULL, err, sizeof err));
+    assert_string_equal(err, "$: 16384 x 8193 cells is more than PD_TILED_MAX_CELLS (67108864)");
     assert_null(pd_tiled_parse(NULL, 0, NULL, err, sizeof err));
     assert_string_equal(err, "$: no map text");
 }
@@ -365,8 +386,7 @@ static void test_tileset_errors(void **state)
     char buf[MAP_TEXT_MAX];
     const char *layer = "{\"type\": \"tilelayer\", \"name\": \"w\", \"data\": [0, 0, 0, 0, 0, 0]}";
     expect_error(map3x2(buf, layer, "{\"firstgid\": 1, \"source\": \"terrain.tsj\"}"), NULL,
-                 "$.tilesets[0].source: external tilesets are not supported; embed the tileset in the "
-                 "map (Tiled: Map > Embed Tilesets)");
+                 "$.tilesets[0].source: external tileset \"terrain.tsj\": no map directory to resolve it in");
     expect_error(map3x2(buf, layer, "7"), NULL, "$.tilesets[0]: must be an object, not a number");
     expect_error(map3x2(buf, layer, "{\"tiles\": []}"), NULL, "$.tilesets[0].firstgid: is required");
     expect_error(map3x2(buf, layer, "{\"firstgid\": 0}"), NULL, "$.tilesets[0].firstgid: must be in 1..268435455");
@@ -426,7 +446,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_courtyard_matches_its_picture),
-        cmocka_unit_test(test_gid_zero_and_nonzero_without_tilesets),
+        cmocka_unit_test(test_gids_need_a_tileset),
         cmocka_unit_test(test_layer_selection),
         cmocka_unit_test(test_tile_properties),
         cmocka_unit_test(test_flip_flags_are_stripped),

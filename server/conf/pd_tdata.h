@@ -1,0 +1,26 @@
+/*
+ * pd_tdata.h - decodes the data of one Tiled tile layer or chunk into gids.
+ *
+ * Tiled stores a layer's tiles as CSV text, or as base64 of little-endian
+ * 32-bit gids, optionally compressed with zlib, gzip or zstd
+ * (doc.mapeditor.org, "TMX Map Format", <data>). The .tmx and .tmj readers
+ * both hand the text here, so the encodings are checked in one place. The
+ * caller knows how many cells the layer has and owns the output array; a
+ * decoded stream of any other length is an error, so a truncated or padded
+ * layer is never read as a smaller map.
+ */
+#ifndef PD_TDATA_H
+#define PD_TDATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Decodes text[0..len) into exactly n gids in out.
+ * encoding: "csv" or "base64"; compression: NULL or "" (none), "zlib",
+ * "gzip" or "zstd" (base64 only). Returns 0, or -1 with a reason in err
+ * ("base64: invalid character at offset 17", "zlib: decompresses to fewer
+ * than 4096 bytes"). */
+int pd_tdata_decode(const char *text, size_t len, const char *encoding, const char *compression,
+                    uint32_t *out, size_t n, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,582 @@
+/*
+ * test_tiled_formats.c - Tiled maps as editors save them: .tmx (XML) and
+ * .tmj with every layer data encoding, infinite maps, external tilesets,
+ * object colliders and the configurable walkability rule (pd_tiled.h).
+ *
+ * The maps are written by hand from the format specification
+ * (doc.mapeditor.org, "TMX Map Format" and "JSON Map Format"), each with the
+ * grid it is meant to give drawn beside it, and compared cell by cell. The
+ * compressed variants encode the same gids here with zlib and libzstd, so
+ * every encoding must give the very grid the CSV form gives.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "grid_picture.h"
+#include "pd_tdata.h"
+#include "pd_tiled.h"
+
+/* Room for the inline maps below. */
+#define MAP_TEXT_MAX 16384
+
+static pd_grid *load(const char *text, const pd_tiled_rules *rules, char *err, size_t errlen)
+{
+    pd_tiled_rules def;
+    if (!rules) {
+        pd_tiled_rules_default(&def);
+        rules = &def;
+    }
+    return pd_tiled_load(text, strlen(text), rules, NULL, err, errlen);
+}
+
+static pd_grid *load_ok(const char *text, const pd_tiled_rules *rules)
+{
+    char err[512] = "";
+    pd_grid *g = load(text, rules, err, sizeof err);
+    if (!g)
+        fail_msg("refused: %s\n--- input ---\n%s", err, text);
+    return g;
+}
+
+static void expect_error(const char *text, const pd_tiled_rules *rules, const char *expected)
+{
+    char err[512];
+    pd_grid *g = load(text, rules, err, sizeof err);
+    if (g || strcmp(err, expected) != 0)
+        fail_msg("expected: %s\ngot:      %s\n--- input ---\n%s", expected, g ? "<accepted>" : err,
+                 text);
+    assert_null(load(text, rules, NULL, 0));
+}
+
+/* ---- one map, every encoding ---- */
+
+/* Tileset "a" (firstgid 1): tile 0 untagged (blocked), 1 blocked=false,
+ * 2 cost 5, 3 a collision box over its centre (blocked), 4 a collision box
+ * in its top-left corner only (open). Tileset "b" (firstgid 10): tile 0
+ * costs 2, tile 1 blocked. */
+static const char *const tmx_tilesets =
+    " <tileset firstgid=\"10\" name=\"b\" tilewidth=\"16\" tileheight=\"16\" tilecount=\"2\">\n"
+    "  <tile id=\"0\"><properties><property name=\"cost\" type=\"int\" value=\"2\"/></properties></tile>\n"
+    "  <tile id=\"1\"><properties><property name=\"blocked\" type=\"bool\" value=\"true\"/></properties></tile>\n"
+    " </tileset>\n"
+    " <tileset firstgid=\"1\" name=\"a\" tilewidth=\"16\" tileheight=\"16\" tilecount=\"5\">\n"
+    "  <tile id=\"1\"><properties><property name=\"blocked\" type=\"bool\" value=\"false\"/></properties></tile>\n"
+    "  <tile id=\"2\"><properties><property name=\"cost\" type=\"int\" value=\"5\"/></properties></tile>\n"
+    "  <tile id=\"3\"><objectgroup draworder=\"index\"><object id=\"1\" x=\"4\" y=\"4\" width=\"8\" height=\"8\"/></objectgroup></tile>\n"
+    "  <tile id=\"4\"><objectgroup><object id=\"1\" x=\"0\" y=\"0\" width=\"4\" height=\"4\"/></objectgroup></tile>\n"
+    " </tileset>\n";
+
+/* Ground (inside a group) and walls, 4 x 3. Gid 2147483649 is tile 0 of
+ * "a" flipped horizontally. */
+static const uint32_t ground_gids[12] = { 2, 2, 2, 2, 2, 3, 10, 2, 2, 2, 2, 2 };
+static const uint32_t wall_gids[12] = { 2147483649u, 0, 0, 4, 0, 0, 0, 0, 0, 5, 11, 0 };
+static const char *const both_layers[] = {
+    "#..#",
+    ".52.",
+    "..#.",
+};
+
+/* Standard base64 of n bytes, for the encoded variants. */
+static void base64(const unsigned char *in, size_t n, char *out)
+{
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0) |
+                     (i + 2 < n ? in[i + 2] : 0);
+        out[o++] = abc[v >> 18 & 63];
+        out[o++] = abc[v >> 12 & 63];
+        out[o++] = i + 1 < n ? abc[v >> 6 & 63] : '=';
+        out[o++] = i + 2 < n ? abc[v & 63] : '=';
+    }
+    out[o] = '\0';
+}
+
+/* The gids as Tiled stores them (little-endian), compressed, in base64. */
+static void encode_gids(const uint32_t *gids, size_t n, const char *compression, char *out)
+{
+    unsigned char raw[256], packed[512];
+    assert_true(n * 4 <= sizeof raw);
+    for (size_t i = 0; i < n; i++) {
+        for (int b = 0; b < 4; b++)
+            raw[i * 4 + (size_t)b] = (unsigned char)(gids[i] >> (8 * b));
+    }
+    size_t len = n * 4;
+    const unsigned char *src = raw;
+    if (strcmp(compression, "zlib") == 0 || strcmp(compression, "gzip") == 0) {
+        z_stream zs;
+        memset(&zs, 0, sizeof zs);
+        assert_int_equal(deflateInit2(&zs, 9, Z_DEFLATED, compression[0] == 'g' ? 31 : 15, 8,
+                                      Z_DEFAULT_STRATEGY), Z_OK);
+        zs.next_in = raw;
+        zs.avail_in = (uInt)len;
+        zs.next_out = packed;
+        zs.avail_out = sizeof packed;
+        assert_int_equal(deflate(&zs, Z_FINISH), Z_STREAM_END);
+        len = sizeof packed - zs.avail_out;
+        deflateEnd(&zs);
+        src = packed;
+    } else if (strcmp(compression, "zstd") == 0) {
+        len = ZSTD_compress(packed, sizeof packed, raw, len, 3);
+        assert_false(ZSTD_isError(len));
+        src = packed;
+    }
+    base64(src, len, out);
+}
+
+static void csv(const uint32_t *gids, size_t n, char *out)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)sprintf(out + o, "%s%u", i ? (i % 4 ? "," : ",\n") : "\n", (unsigned)gids[i]);
+    out[o++] = '\n';
+    out[o] = '\0';
+}
+
+/* The 4 x 3 map in TMX, its data in the given encoding. */
+static const char *tmx_map(char *buf, const char *encoding, const char *compression)
+{
+    char ground[1024], walls[1024], attrs[128];
+    if (strcmp(encoding, "csv") == 0) {
+        csv(ground_gids, 12, ground);
+        csv(wall_gids, 12, walls);
+        snprintf(attrs, sizeof attrs, "encoding=\"csv\"");
+    } else {
+        encode_gids(ground_gids, 12, compression, ground);
+        encode_gids(wall_gids, 12, compression, walls);
+        snprintf(attrs, sizeof attrs, "encoding=\"base64\"%s%s%s", compression[0] ? " compression=\"" : "",
+                 compression, compression[0] ? "\"" : "");
+    }
+    snprintf(buf, MAP_TEXT_MAX,
+             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+             "<map version=\"1.10\" orientation=\"orthogonal\" renderorder=\"right-down\" width=\"4\""
+             " height=\"3\" tilewidth=\"16\" tileheight=\"16\" infinite=\"0\">\n%s"
+             " <group id=\"3\" name=\"terrain\">\n"
+             "  <layer id=\"1\" name=\"ground\" width=\"4\" height=\"3\"><data %s>%s</data></layer>\n"
+             " </group>\n"
+             " <imagelayer id=\"4\" name=\"sky\"><image source=\"sky.png\"/></imagelayer>\n"
+             " <layer id=\"2\" name=\"walls\" width=\"4\" height=\"3\">\n  <data %s>\n   %s\n  </data>\n </layer>\n"
+             "</map>\n",
+             tmx_tilesets, attrs, ground, attrs, walls);
+    return buf;
+}
+
+/* The same map in JSON: the tilesets as the JSON format writes them. */
+static const char *tmj_map(char *buf, const char *encoding, const char *compression)
+{
+    char ground[1024], walls[1024], enc[128];
+    if (strcmp(encoding, "csv") == 0) {
+        csv(ground_gids, 12, ground + 1);
+        csv(wall_gids, 12, walls + 1);
+        ground[0] = walls[0] = '[';
+        strcat(ground, "]");
+        strcat(walls, "]");
+        snprintf(enc, sizeof enc, "\"encoding\": \"csv\"");
+    } else {
+        ground[0] = walls[0] = '"';
+        encode_gids(ground_gids, 12, compression, ground + 1);
+        encode_gids(wall_gids, 12, compression, walls + 1);
+        strcat(ground, "\"");
+        strcat(walls, "\"");
+        snprintf(enc, sizeof enc, "\"encoding\": \"base64\", \"compression\": \"%s\"", compression);
+    }
+    snprintf(buf, MAP_TEXT_MAX,
+             "{\"type\": \"map\", \"orientation\": \"orthogonal\", \"infinite\": false, \"width\": 4,"
+             " \"height\": 3, \"tilewidth\": 16, \"tileheight\": 16,"
+             " \"layers\": [{\"type\": \"group\", \"name\": \"terrain\", \"layers\": ["
+             "   {\"type\": \"tilelayer\", \"name\": \"ground\", \"width\": 4, \"height\": 3, %s, \"data\": %s}]},"
+             "  {\"type\": \"tilelayer\", \"name\": \"walls\", %s, \"data\": %s}],"
+             " \"tilesets\": [{\"firstgid\": 1, \"tilecount\": 5, \"tiles\": ["
+             "   {\"id\": 1, \"properties\": [{\"name\": \"blocked\", \"type\": \"bool\", \"value\": false}]},"
+             "   {\"id\": 2, \"properties\": [{\"name\": \"cost\", \"type\": \"int\", \"value\": 5}]},"
+             "   {\"id\": 3, \"objectgroup\": {\"type\": \"objectgroup\", \"objects\": [{\"x\": 4, \"y\": 4, \"width\": 8, \"height\": 8}]}},"
+             "   {\"id\": 4, \"objectgroup\": {\"type\": \"objectgroup\", \"objects\": [{\"x\": 0, \"y\": 0, \"width\": 4, \"height\": 4}]}}]},"
+             "  {\"firstgid\": 10, \"tilecount\": 2, \"tiles\": ["
+             "   {\"id\": 0, \"properties\": [{\"name\": \"cost\", \"type\": \"int\", \"value\": 2}]},"
+             "   {\"id\": 1, \"properties\": [{\"name\": \"blocked\", \"type\": \"bool\", \"value\": true}]}]}]}",
+             enc, ground, enc, walls);
+    return buf;
+}
+
+static void test_every_encoding_gives_the_same_grid(void **state)
+{
+    (void)state;
+    static const char *const variants[][2] = {
+        { "csv", "" }, { "base64", "" }, { "base64", "zlib" }, { "base64", "gzip" }, { "base64", "zstd" },
+    };
+    char buf[MAP_TEXT_MAX];
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+        pd_grid *g = load_ok(tmx_map(buf, variants[i][0], variants[i][1]), NULL);
+        grid_picture_check(g, both_layers, 3);
+        assert_int_equal(g->uniform_cost, 0);
+        pd_grid_destroy(g);
+        g = load_ok(tmj_map(buf, variants[i][0], variants[i][1]), NULL);
+        grid_picture_check(g, both_layers, 3);
+        pd_grid_destroy(g);
+    }
+    /* One layer by name: the walls alone (the ground's costs are gone). */
+    pd_tiled_rules r;
+    pd_tiled_rules_default(&r);
+    snprintf(r.layer, sizeof r.layer, "walls");
+    static const char *const walls_only[] = { "#..#", "....", "..#." };
+    pd_grid *g = load_ok(tmx_map(buf, "base64", "zstd"), &r);
+    grid_picture_check(g, walls_only, 3);
+    pd_grid_destroy(g);
+    /* The oldest TMX form: one <tile gid=".."/> per cell. */
+    const char *xml_tiles =
+        "<map orientation=\"orthogonal\" width=\"2\" height=\"1\" tilewidth=\"8\" tileheight=\"8\">"
+        "<tileset firstgid=\"1\" tilecount=\"1\"/>"
+        "<layer name=\"l\" width=\"2\" height=\"1\"><data><tile gid=\"1\"/><tile/></data></layer></map>";
+    static const char *const xml_tiles_want[] = { "#." };
+    g = load_ok(xml_tiles, NULL);
+    grid_picture_check(g, xml_tiles_want, 1);
+    pd_grid_destroy(g);
+}
+
+static void test_bad_layer_data(void **state)
+{
+    (void)state;
+    uint32_t out[4];
+    char err[256];
+    /* A truncated base64 string. */
+    assert_int_equal(pd_tdata_decode("AAAAAAAAAAAAAAAAAAAAA", 21, "base64", "", out, 4, err, sizeof err), -1);
+    assert_string_equal(err, "base64: truncated (21 characters do not form whole bytes)");
+    assert_int_equal(pd_tdata_decode("AAAA*AAA", 8, "base64", "", out, 2, err, sizeof err), -1);
+    assert_string_equal(err, "base64: invalid character at offset 4");
+    assert_int_equal(pd_tdata_decode("AAAAAAAAAAA=", 12, "base64", "", out, 4, err, sizeof err), -1);
+    assert_string_equal(err, "base64: 8 bytes, the layer needs 16 (4 gids)");
+    /* A wrong decompressed length, both ways, for each compressor. */
+    static const uint32_t three[3] = { 1, 2, 3 }, five[5] = { 1, 2, 3, 4, 5 };
+    static const char *const comps[] = { "zlib", "gzip", "zstd" };
+    char text[256];
+    for (size_t i = 0; i < 3; i++) {
+        encode_gids(three, 3, comps[i], text);
+        assert_int_equal(pd_tdata_decode(text, strlen(text), "base64", comps[i], out, 4, err, sizeof err), -1);
+        char want[128];
+        snprintf(want, sizeof want, "%s: decompresses to 12 bytes, the layer needs 16", comps[i]);
+        assert_string_equal(err, want);
+        encode_gids(five, 5, comps[i], text);
+        assert_int_equal(pd_tdata_decode(text, strlen(text), "base64", comps[i], out, 4, err, sizeof err), -1);
+        snprintf(want, sizeof want, "%s: decompresses to more than the 16 bytes the layer needs", comps[i]);
+        assert_string_equal(err, want);
+        /* Cut short: the stream ends early. */
+        encode_gids(five, 4, comps[i], text);
+        text[strlen(text) - 8] = '\0';
+        assert_int_equal(pd_tdata_decode(text, strlen(text), "base64", comps[i], out, 4, err, sizeof err), -1);
+    }
+    /* Data that is not the compression it claims. */
+    encode_gids(three, 3, "zstd", text);
+    assert_int_equal(pd_tdata_decode(text, strlen(text), "base64", "zlib", out, 3, err, sizeof err), -1);
+    assert_string_equal(err, "zlib: corrupt or truncated stream");
+    assert_int_equal(pd_tdata_decode("AAAA", 4, "base64", "lz4", out, 1, err, sizeof err), -1);
+    assert_string_equal(err, "unknown compression \"lz4\" (zlib, gzip or zstd)");
+    assert_int_equal(pd_tdata_decode("1,2", 3, "csv", "zlib", out, 2, err, sizeof err), -1);
+    assert_string_equal(err, "compression \"zlib\" needs base64 encoding");
+    assert_int_equal(pd_tdata_decode("1,2,x", 5, "csv", NULL, out, 3, err, sizeof err), -1);
+    assert_string_equal(err, "csv: expected a gid at offset 4");
+    assert_int_equal(pd_tdata_decode("1,2,3", 5, "csv", NULL, out, 2, err, sizeof err), -1);
+    assert_string_equal(err, "csv: more than the 2 gids the layer needs");
+    assert_int_equal(pd_tdata_decode("4294967296", 10, "csv", NULL, out, 1, err, sizeof err), -1);
+    assert_string_equal(err, "csv: gid at offset 9 is above 4294967295");
+    assert_int_equal(pd_tdata_decode(" 4294967295 ,\n0\n", 16, "csv", NULL, out, 2, err, sizeof err), 0);
+    assert_true(out[0] == 4294967295u && out[1] == 0);
+
+    /* In a map, the message names the file's layer. */
+    char buf[MAP_TEXT_MAX];
+    tmx_map(buf, "base64", "zlib");
+    char *data = strstr(strstr(buf, "name=\"walls\""), "<data");
+    data = strchr(data, '>') + 1;
+    while (*data == ' ' || *data == '\n')
+        data++;
+    memmove(data, data + 4, strlen(data + 4) + 1);
+    expect_error(buf, NULL, "$.layers[2] (layer \"walls\").data: zlib: corrupt or truncated stream");
+    expect_error("<map orientation=\"orthogonal\" width=\"2\" height=\"1\"><layer name=\"l\"><data encoding=\"base64\">AAAA</data></layer></map>",
+                 NULL, "$.layers[0] (layer \"l\").data: base64: 3 bytes, the layer needs 8 (2 gids)");
+}
+
+/* ---- infinite maps ---- */
+
+static void test_infinite_maps(void **state)
+{
+    (void)state;
+    /* Two 2 x 2 chunks at (-2, -2) and (0, 0): the grid is their bounding
+     * box, 4 x 4, cell (0, 0) being tile (-2, -2). The object layer's
+     * rectangle at tile (1, -1) lands on cell (3, 1). */
+    const char *tmx =
+        "<map orientation=\"orthogonal\" width=\"30\" height=\"20\" tilewidth=\"10\" tileheight=\"10\" infinite=\"1\">\n"
+        " <tileset firstgid=\"1\" tilecount=\"2\"><tile id=\"1\"><properties><property name=\"cost\" type=\"int\" value=\"3\"/></properties></tile></tileset>\n"
+        " <layer name=\"l\" width=\"30\" height=\"20\"><data encoding=\"csv\">\n"
+        "  <chunk x=\"-2\" y=\"-2\" width=\"2\" height=\"2\">1,0,\n0,2</chunk>\n"
+        "  <chunk x=\"0\" y=\"0\" width=\"2\" height=\"2\">2,2,\n0,1</chunk>\n"
+        " </data></layer>\n"
+        " <objectgroup name=\"c\"><object id=\"1\" x=\"10\" y=\"-10\" width=\"10\" height=\"10\"/></objectgroup>\n"
+        "</map>";
+    static const char *const want[] = { "#...", ".3.#", "..33", "...#" };
+    pd_grid *g = load_ok(tmx, NULL);
+    grid_picture_check(g, want, 4);
+    pd_grid_destroy(g);
+    const char *tmj =
+        "{\"orientation\": \"orthogonal\", \"infinite\": true, \"tilewidth\": 10, \"tileheight\": 10,"
+        " \"tilesets\": [{\"firstgid\": 1, \"tilecount\": 2, \"tiles\": [{\"id\": 1, \"properties\": [{\"name\": \"cost\", \"type\": \"int\", \"value\": 3}]}]}],"
+        " \"layers\": [{\"type\": \"tilelayer\", \"name\": \"l\", \"chunks\": ["
+        "   {\"x\": -2, \"y\": -2, \"width\": 2, \"height\": 2, \"data\": [1, 0, 0, 2]},"
+        "   {\"x\": 0, \"y\": 0, \"width\": 2, \"height\": 2, \"data\": [2, 2, 0, 1]}]},"
+        "  {\"type\": \"objectgroup\", \"name\": \"c\", \"objects\": [{\"x\": 10, \"y\": -10, \"width\": 10, \"height\": 10}]}]}";
+    g = load_ok(tmj, NULL);
+    grid_picture_check(g, want, 4);
+    pd_grid_destroy(g);
+
+    expect_error("{\"infinite\": true, \"layers\": [{\"type\": \"tilelayer\", \"name\": \"l\","
+                 " \"chunks\": [{\"x\": 0, \"y\": 0, \"width\": 2, \"height\": 1, \"data\": [0]}]}]}",
+                 NULL, "$.layers[0] (layer \"l\").chunks[0].data: has 1 gids, the layer needs 2");
+    expect_error("{\"infinite\": true, \"layers\": [{\"type\": \"tilelayer\", \"name\": \"l\"}]}", NULL,
+                 "$.layers[0] (layer \"l\").chunks: is required in an infinite map (an array of chunks)");
+    expect_error("{\"infinite\": true, \"layers\": [{\"type\": \"tilelayer\", \"chunks\": ["
+                 "{\"x\": 0, \"y\": 0, \"width\": 1, \"height\": 1, \"data\": [0]},"
+                 "{\"x\": 20000, \"y\": 0, \"width\": 1, \"height\": 1, \"data\": [0]}]}]}",
+                 NULL, "$.layers: the chunks span 20001 x 1 tiles; at most 16384 a side");
+    expect_error("{\"width\": 2, \"height\": 1, \"layers\": [{\"type\": \"tilelayer\", \"chunks\": []}]}", NULL,
+                 "$.layers[0].chunks: chunks in a map that is not infinite");
+}
+
+/* ---- colliders ---- */
+
+static void test_object_colliders(void **state)
+{
+    (void)state;
+    /* 10 x 10 cells of 10 px, no tiles; every collider kind once. */
+    const char *map =
+        "<map orientation=\"orthogonal\" width=\"10\" height=\"10\" tilewidth=\"10\" tileheight=\"10\">\n"
+        " <tileset firstgid=\"1\" tilecount=\"1\"/>\n"
+        " <layer name=\"ground\" width=\"10\" height=\"10\"><data encoding=\"csv\">" /* all 0 */
+        "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,"
+        "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,"
+        "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0</data></layer>\n"
+        " <objectgroup name=\"colliders\">\n"
+        /* Rectangles: centres (5,5) and (15,5) inside; (35,5) inside 30..44, (45,5) not. */
+        "  <object id=\"1\" x=\"0\" y=\"0\" width=\"20\" height=\"10\"/>\n"
+        "  <object id=\"2\" x=\"30\" y=\"0\" width=\"14\" height=\"10\"/>\n"
+        /* Turned 90 degrees clockwise about (100, 0): x 90..100, y 0..30. */
+        "  <object id=\"3\" x=\"100\" y=\"0\" width=\"30\" height=\"10\" rotation=\"90\"/>\n"
+        /* A cost area, and an area that says it blocks nothing. */
+        "  <object id=\"4\" x=\"40\" y=\"20\" width=\"20\" height=\"10\"><properties><property name=\"cost\" type=\"int\" value=\"4\"/></properties></object>\n"
+        "  <object id=\"5\" x=\"20\" y=\"20\" width=\"10\" height=\"10\"><properties><property name=\"blocked\" type=\"bool\" value=\"false\"/></properties></object>\n"
+        /* A circle of radius 25 centred on (25, 75): 5 x 5 cells less the corners. */
+        "  <object id=\"6\" x=\"0\" y=\"50\" width=\"50\" height=\"50\"><ellipse/></object>\n"
+        /* A triangle: local centres with x + y < 39. */
+        "  <object id=\"7\" x=\"60\" y=\"50\"><polygon points=\"0,0 39,0 0,39\"/></object>\n"
+        /* A tile object (bottom-left anchor) of the untagged, blocking tile. */
+        "  <object id=\"8\" gid=\"1\" x=\"50\" y=\"100\" width=\"10\" height=\"10\"/>\n"
+        /* No area: skipped. */
+        "  <object id=\"9\" x=\"95\" y=\"95\"><point/></object>\n"
+        "  <object id=\"10\" x=\"80\" y=\"80\" width=\"20\" height=\"20\"><text>sign</text></object>\n"
+        " </objectgroup>\n"
+        "</map>";
+    static const char *const want[] = {
+        "##.#.....#",
+        ".........#",
+        "....44...#",
+        "..........",
+        "..........",
+        ".###..###.",
+        "#####.##..",
+        "#####.#...",
+        "#####.....",
+        ".###.#....",
+    };
+    pd_grid *g = load_ok(map, NULL);
+    grid_picture_check(g, want, 10);
+    pd_grid_destroy(g);
+    /* colliders off: the object layer adds nothing. */
+    pd_tiled_rules r;
+    pd_tiled_rules_default(&r);
+    r.colliders = 0;
+    g = load_ok(map, &r);
+    assert_int_equal(g->uniform_cost, 1);
+    for (int32_t y = 0; y < 10; y++) {
+        for (int32_t x = 0; x < 10; x++)
+            assert_int_equal(pd_grid_get(g, x, y), PD_CELL_FREE);
+    }
+    pd_grid_destroy(g);
+
+    const char *head = "{\"width\": 2, \"height\": 1, \"tilewidth\": 8, \"tileheight\": 8, \"layers\": ["
+                       "{\"type\": \"tilelayer\", \"data\": [0, 0]},";
+    char buf[MAP_TEXT_MAX];
+    snprintf(buf, sizeof buf, "%s{\"type\": \"objectgroup\", \"name\": \"o\", \"objects\": [{\"x\": 0, \"y\": 0, "
+                              "\"polyline\": [{\"x\": 0, \"y\": 0}, {\"x\": 8, \"y\": 0}]}]}]}", head);
+    expect_error(buf, NULL, "$.layers[1] (layer \"o\").objects[0].polyline: a polyline has no inside to block; draw a polygon");
+    snprintf(buf, sizeof buf, "%s{\"type\": \"objectgroup\", \"name\": \"o\", \"objects\": [{\"polygon\": [{\"x\": 0, \"y\": 0}]}]}]}", head);
+    expect_error(buf, NULL, "$.layers[1] (layer \"o\").objects[0].polygon: must be an array of 3..65536 points {x, y}");
+    snprintf(buf, sizeof buf, "%s{\"type\": \"objectgroup\", \"name\": \"o\", \"offsetx\": 4, \"objects\": []}]}", head);
+    expect_error(buf, NULL, "$.layers[1] (layer \"o\"): is drawn at an offset (4, 0); a layer that counts must line up with the grid");
+    snprintf(buf, sizeof buf, "%s{\"type\": \"objectgroup\", \"name\": \"o\", \"objects\": [{\"gid\": 3, \"x\": 0, \"y\": 8}]}]}", head);
+    expect_error(buf, NULL, "$.layers[1] (layer \"o\").objects[0]: gid 3 is beyond every tileset");
+    snprintf(buf, sizeof buf, "%s{\"type\": \"objectgroup\", \"name\": \"o\", \"objects\": [{\"x\": \"0\"}]}]}", head);
+    expect_error(buf, NULL, "$.layers[1] (layer \"o\").objects[0].x: must be a finite number, not a string");
+}
+
+/* ---- the configurable rule ---- */
+
+static void test_property_names_and_untagged_tiles(void **state)
+{
+    (void)state;
+    /* A tileset in another convention: "collides" blocks, "walkable"
+     * opens, "speed" is the cost; tile 3 says nothing. */
+    const char *map =
+        "{\"width\": 4, \"height\": 1, \"layers\": [{\"type\": \"tilelayer\", \"data\": [1, 2, 3, 4]}],"
+        " \"tilesets\": [{\"firstgid\": 1, \"tilecount\": 4, \"tiles\": ["
+        "  {\"id\": 0, \"properties\": [{\"name\": \"collides\", \"type\": \"bool\", \"value\": true}]},"
+        "  {\"id\": 1, \"properties\": [{\"name\": \"walkable\", \"type\": \"bool\", \"value\": true}]},"
+        "  {\"id\": 2, \"properties\": [{\"name\": \"speed\", \"type\": \"int\", \"value\": 3},"
+        "                              {\"name\": \"walkable\", \"type\": \"bool\", \"value\": true}]}]}]}";
+    pd_tiled_rules r;
+    pd_tiled_rules_default(&r);
+    /* With the default names every tile is untagged, so every tile blocks. */
+    static const char *const by_default[] = { "####" };
+    pd_grid *g = load_ok(map, &r);
+    grid_picture_check(g, by_default, 1);
+    pd_grid_destroy(g);
+    snprintf(r.blocked_property, sizeof r.blocked_property, "collides");
+    snprintf(r.cost_property, sizeof r.cost_property, "speed");
+    snprintf(r.walkable_property, sizeof r.walkable_property, "walkable");
+    static const char *const named[] = { "#.3#" };
+    g = load_ok(map, &r);
+    grid_picture_check(g, named, 1);
+    pd_grid_destroy(g);
+    r.untagged_open = 1;
+    static const char *const untagged_open[] = { "#.3." };
+    g = load_ok(map, &r);
+    grid_picture_check(g, untagged_open, 1);
+    pd_grid_destroy(g);
+    expect_error("{\"width\": 1, \"height\": 1, \"layers\": [{\"type\": \"tilelayer\", \"data\": [1]}],"
+                 " \"tilesets\": [{\"firstgid\": 1, \"tiles\": [{\"id\": 0, \"properties\": ["
+                 "{\"name\": \"collides\", \"value\": true}, {\"name\": \"walkable\", \"value\": true}]}]}]}",
+                 &r, "$.tilesets[0].tiles[0].properties: \"collides\" and \"walkable\" contradict each other");
+}
+
+static void test_orientation_and_xml_errors(void **state)
+{
+    (void)state;
+    static const char *const orientations[] = { "isometric", "staggered", "hexagonal" };
+    char buf[512], want[256];
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(buf, sizeof buf, "<map orientation=\"%s\" width=\"2\" height=\"2\"/>", orientations[i]);
+        snprintf(want, sizeof want, "$.orientation: is \"%s\"; only orthogonal maps are supported "
+                                    "(isometric, staggered and hexagonal are not)", orientations[i]);
+        expect_error(buf, NULL, want);
+    }
+    expect_error("<map width=\"2\">\n <layer></map>", NULL,
+                 "2:15: invalid XML: Premature end of data in tag map line 1");
+    expect_error("<tileset name=\"t\"/>", NULL, "$.type: is \"tileset\"; a scene needs a map (type \"map\")");
+    expect_error("<level/>", NULL, "the root element is <level>, not <map> or <tileset>");
+    expect_error("<map width=\"two\" height=\"2\"/>", NULL, "$.width: must be an integer, not a string");
+    /* An external entity is never read into the map. */
+    expect_error("<!DOCTYPE map [<!ENTITY w SYSTEM \"/etc/hostname\">]>"
+                 "<map orientation=\"orthogonal\" width=\"&w;\" height=\"1\"/>", NULL,
+                 "1:92: invalid XML: Attribute references external entity 'w'");
+}
+
+/* ---- external tilesets ---- */
+
+static pd_grid *load_file(const char *name, const char *root, char *err, size_t errlen)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/tiled/%s", PD_TEST_DATA_DIR, name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char text[MAP_TEXT_MAX];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    pd_tiled_rules r;
+    pd_tiled_rules_default(&r);
+    const pd_tiled_origin origin = { .map_path = path, .root_dir = root };
+    return pd_tiled_load(text, n, &r, &origin, err, errlen);
+}
+
+static void test_external_tilesets(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    const char *root = PD_TEST_DATA_DIR "/tiled";
+    /* floor.tsj: 1 open, 2 cost 6; walls.tsx: 3 cost 2, 4 blocked. */
+    pd_grid *g = load_file("external.tmx", root, err, sizeof err);
+    if (!g)
+        fail_msg("%s", err);
+    static const char *const want[] = { ".62", "#.." };
+    grid_picture_check(g, want, 2);
+    pd_grid_destroy(g);
+    assert_null(load_file("escape.tmx", root, err, sizeof err));
+    assert_non_null(strstr(err, "$.tilesets[0].source: tileset \"../scene4_base64.tmj\" resolves to "));
+    assert_non_null(strstr(err, "scene4_base64.tmj, outside the config directory "));
+    assert_non_null(strstr(err, " and the map's directory"));
+    /* The same file is fine when the config directory holds it. */
+    g = load_file("escape.tmx", PD_TEST_DATA_DIR, err, sizeof err);
+    assert_null(g);
+    assert_string_equal(err, "$.tilesets[0].source: ../scene4_base64.tmj: $.type: is \"map\", not a tileset");
+    assert_null(load_file("chained.tmx", root, err, sizeof err));
+    assert_string_equal(err, "$.tilesets[0].source: sub/chained.tsj: $.source: an external tileset cannot point to another");
+    assert_null(load_file("missing.tmx", root, err, sizeof err));
+    assert_string_equal(err, "$.tilesets[0].source: tileset \"sub/missing.tsj\": No such file or directory");
+}
+
+/* The demo scene (zlib and gzip layers, an external .tsx with a tile
+ * collision box, colliders) against its hand-drawn picture. */
+static void test_demo_harbour_matches_its_picture(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    const char *path = PD_SOURCE_DIR "/config/scenes/harbour.tmx";
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char text[MAP_TEXT_MAX];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    pd_tiled_rules r;
+    pd_tiled_rules_default(&r);
+    const pd_tiled_origin origin = { .map_path = path, .root_dir = PD_SOURCE_DIR "/config" };
+    pd_grid *g = pd_tiled_load(text, n, &r, &origin, err, sizeof err);
+    if (!g)
+        fail_msg("%s", err);
+    f = fopen(PD_TEST_DATA_DIR "/scene5_harbour.txt", "rb");
+    assert_non_null(f);
+    char picture[4096];
+    n = fread(picture, 1, sizeof picture - 1, f);
+    fclose(f);
+    picture[n] = '\0';
+    const char *rows[12] = { 0 };
+    int32_t h = 0;
+    for (char *line = strtok(picture, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] != ';') {
+            assert_true(h < 12);
+            rows[h++] = line;
+        }
+    }
+    assert_int_equal(h, 12);
+    grid_picture_check(g, rows, h);
+    pd_grid_destroy(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_encoding_gives_the_same_grid),
+        cmocka_unit_test(test_bad_layer_data),
+        cmocka_unit_test(test_infinite_maps),
+        cmocka_unit_test(test_object_colliders),
+        cmocka_unit_test(test_property_names_and_untagged_tiles),
+        cmocka_unit_test(test_orientation_and_xml_errors),
+        cmocka_unit_test(test_external_tilesets),
+        cmocka_unit_test(test_demo_harbour_matches_its_picture),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
