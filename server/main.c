@@ -199,7 +199,8 @@ static void pd__metrics_gauges(void *user, pd_metrics_gauges *out)
     out->queue_depth = ps.queue_depth;
     out->worker_threads = ps.threads;
     out->worker_busy_ns = ps.busy_ns;
-    out->worker_prepared_cells = ps.reserved_cells;
+    out->worker_context_bytes = ps.context_bytes;
+    out->worker_context_bytes_max = ps.context_bytes_max;
     out->buffered_bytes = st.buffered_bytes;
     out->buffer_budget_bytes = st.buffer_budget_bytes;
     out->connections_shed = st.connections_shed_total;
@@ -293,15 +294,6 @@ int main(int argc, char **argv)
         goto out;
     }
     pd_server_set_world_store(server, world_store);
-    /* Workers grow their search contexts now, before the listener opens,
-     * so no request's search pays for it (see pd_pool_reserve). */
-    int32_t largest_w, largest_h;
-    char largest[PD_CONF_MAX_NAME];
-    if (pd_registry_largest(registry, &largest_w, &largest_h, largest, sizeof largest)) {
-        pd_pool_reserve(pool, largest_w, largest_h);
-        pd_log_info("workers prepare search contexts for %" PRId32 "x%" PRId32 " grids (largest scene %s)",
-                    largest_w, largest_h, largest);
-    }
     pd_server_set_metrics(server, metrics);
     /* Before the listener announces itself: a SIGHUP or SIGTERM sent as soon
      * as "listening on" appears must reach our handlers, not kill the process. */

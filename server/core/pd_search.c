@@ -3,10 +3,14 @@
  *
  * Per-cell state lives in one 16-byte record (g, generation, current open
  * entry), so a relaxation touches one cache line; the parent is a 1-byte
- * direction code in a separate array that only path extraction reads. A cell
- * whose generation differs from the context's is "unseen" in this search,
- * which is what lets a context serve query after query without clearing
- * anything. The open list is a ring of f buckets (pd_ring.h) over f
+ * direction code kept beside the records of its block, read only by path
+ * extraction. Records live in the lazy node pool (pd_nodepool.h): a block of
+ * 64 cells exists once a search has touched one of them, so the context
+ * grows with the area searched, not with the map. A cell whose generation
+ * differs from the pool's is "unseen" in this search, which is what lets a
+ * context serve query after query without clearing anything. Per-request
+ * blockers are stamped into a second pool of the same kind, which a lookup
+ * never grows. The open list is a ring of f buckets (pd_ring.h) over f
  * quantised to integer keys (pd__f_key).
  *
  * The expansion loop is written once and instantiated eight times (4/8
@@ -23,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "pd_nodepool.h"
 #include "pd_ring.h"
 #include "pd_search_common.h"
 
@@ -43,13 +48,19 @@ typedef struct pd__node {
                             once expanded */
 } pd__node;
 
+/* A node pool block: 64 cells' records, then their parent directions. */
+typedef struct pd__block {
+    pd__node n[PD_NODEPOOL_BLOCK_CELLS];
+    uint8_t parent_dir[PD_NODEPOOL_BLOCK_CELLS];
+} pd__block;
+
+#define PD__SLOT(i) ((i) & (PD_NODEPOOL_BLOCK_CELLS - 1u))
+
 struct pd_search_ctx {
-    pd__node *nodes;
-    uint8_t *parent_dir;
+    pd_nodepool nodes;   /* pd__block per 64 cells touched */
     pd_ring open;        /* its bucket arrays are kept across searches */
-    uint32_t *blocked;   /* per-request blockers: blocked[i] == gen; allocated on first use */
-    size_t capacity;     /* cells the arrays can hold */
-    uint32_t gen;
+    pd_nodepool blocked; /* per-request blockers: a uint32_t stamp per cell,
+                            equal to blocked.gen when blocked in this search */
 
     /* What pd_search_extract needs from the last search. */
     int have_path;
@@ -67,6 +78,10 @@ static const int8_t pd__dy[8] = { -1, 1, 0, 0, -1, -1, 1, 1 };
 pd_search_ctx *pd_search_ctx_create(void)
 {
     pd_search_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return NULL;
+    pd_nodepool_init(&ctx->nodes, sizeof(pd__block));
+    pd_nodepool_init(&ctx->blocked, PD_NODEPOOL_BLOCK_CELLS * sizeof(uint32_t));
     return ctx;
 }
 
@@ -74,51 +89,33 @@ void pd_search_ctx_destroy(pd_search_ctx *ctx)
 {
     if (!ctx)
         return;
-    free(ctx->nodes);
-    free(ctx->parent_dir);
+    pd_nodepool_free(&ctx->nodes);
     pd_ring_free(&ctx->open);
-    free(ctx->blocked);
+    pd_nodepool_free(&ctx->blocked);
     free(ctx);
 }
 
 size_t pd_search_ctx_footprint(const pd_search_ctx *ctx)
 {
-    return sizeof *ctx + ctx->capacity * (sizeof(pd__node) + 1) +
-           pd_ring_footprint(&ctx->open) +
-           (ctx->blocked ? ctx->capacity * sizeof(uint32_t) : 0);
+    return sizeof *ctx + pd_nodepool_footprint(&ctx->nodes) + pd_ring_footprint(&ctx->open) +
+           pd_nodepool_footprint(&ctx->blocked);
 }
 
-/* Grows the context to hold `cells` cells; a no-op once it is big enough. */
-static int pd__ctx_reserve(pd_search_ctx *ctx, size_t cells)
+void pd_search_ctx_trim(pd_search_ctx *ctx, size_t keep_bytes)
 {
-    if (cells <= ctx->capacity)
-        return 0;
-    pd__node *nodes = calloc(cells, sizeof *nodes);
-    uint8_t *parent = malloc(cells);
-    if (!nodes || !parent) {
-        free(nodes);
-        free(parent);
-        return -1;
-    }
-    pd__prefault(nodes, cells * sizeof *nodes);
-    pd__prefault(parent, cells);
-    free(ctx->nodes);
-    free(ctx->parent_dir);
-    free(ctx->blocked);
-    ctx->blocked = NULL;
-    ctx->nodes = nodes;
-    ctx->parent_dir = parent;
-    ctx->capacity = cells;
-    ctx->gen = 0; /* fresh nodes carry generation 0 */
+    if (pd_search_ctx_footprint(ctx) <= keep_bytes)
+        return;
+    /* The node records are what a later search would fault in again, so
+     * they keep whatever the open list and the blockers leave over. */
     ctx->have_path = 0;
-    return 0;
-}
-
-int pd_search_ctx_reserve(pd_search_ctx *ctx, int32_t width, int32_t height)
-{
-    if (width < 1 || height < 1 || width > PD_GRID_MAX_SIDE || height > PD_GRID_MAX_SIDE)
-        return -1;
-    return pd__ctx_reserve(ctx, (size_t)(width + 2) * (size_t)(height + 2));
+    size_t rest = pd_search_ctx_footprint(ctx) - pd_nodepool_footprint(&ctx->nodes);
+    pd_nodepool_trim(&ctx->nodes, keep_bytes > rest ? keep_bytes - rest : 0);
+    if (pd_search_ctx_footprint(ctx) <= keep_bytes)
+        return;
+    pd_ring_free(&ctx->open);
+    pd_nodepool_trim(&ctx->blocked, 0);
+    rest = pd_search_ctx_footprint(ctx) - pd_nodepool_footprint(&ctx->nodes);
+    pd_nodepool_trim(&ctx->nodes, keep_bytes > rest ? keep_bytes - rest : 0);
 }
 
 static inline double pd__manhattan(int32_t dx, int32_t dy)
@@ -128,6 +125,7 @@ static inline double pd__manhattan(int32_t dx, int32_t dy)
 
 typedef struct pd__run {
     pd_search_ctx *ctx;
+    uint32_t gen;            /* the node pool's, for this search */
     const uint8_t *cells;
     int32_t stride;
     int32_t gx, gy;          /* goal in padded coordinates */
@@ -135,7 +133,7 @@ typedef struct pd__run {
     int out_of_memory;       /* the open list could not grow */
 
     /* Masked searches only (blockers or a window), padded coordinates. */
-    const uint32_t *blocked;
+    const pd_nodepool *blocked;
     int32_t wx0, wy0, wx1, wy1;
 
     /* partial_on_cutoff: the expanded node nearest the goal so far. */
@@ -150,9 +148,14 @@ static inline __attribute__((always_inline)) uint8_t
 pd__cell(const pd__run *r, uint32_t i, int32_t x, int32_t y, const int masked)
 {
     uint8_t v = r->cells[i];
-    if (masked && v &&
-        (r->blocked[i] == r->ctx->gen || x < r->wx0 || x > r->wx1 || y < r->wy0 || y > r->wy1))
-        return 0;
+    if (masked && v) {
+        if (x < r->wx0 || x > r->wx1 || y < r->wy0 || y > r->wy1)
+            return 0;
+        /* A block no blocker was stamped into holds no blocker. */
+        const uint32_t *stamps = (const uint32_t *)(const void *)pd_nodepool_peek(r->blocked, i);
+        if (stamps && stamps[PD__SLOT(i)] == r->blocked->gen)
+            return 0;
+    }
     return v;
 }
 
@@ -161,18 +164,23 @@ pd__cell(const pd__run *r, uint32_t i, int32_t x, int32_t y, const int masked)
 static inline __attribute__((always_inline)) void
 pd__relax(pd__run *r, uint32_t nb, double ng, int dir, int32_t nx, int32_t ny, const int eight)
 {
-    pd__node *n = &r->ctx->nodes[nb];
-    if (n->gen == r->ctx->gen) {
+    pd__block *b = (pd__block *)(void *)pd_nodepool_block(&r->ctx->nodes, nb);
+    if (!b) {
+        r->out_of_memory = 1; /* the loop stops before its next pop */
+        return;
+    }
+    pd__node *n = &b->n[PD__SLOT(nb)];
+    if (n->gen == r->gen) {
         if (n->tag == PD__CLOSED || !(ng < n->g - PD__IMPROVE_EPS))
             return;
         n->tag++; /* at most 8 pushes per node: never reaches PD__CLOSED */
     } else {
-        n->gen = r->ctx->gen;
+        n->gen = r->gen;
         n->tag = 0;
         r->generated++;
     }
     n->g = ng;
-    r->ctx->parent_dir[nb] = (uint8_t)dir;
+    b->parent_dir[PD__SLOT(nb)] = (uint8_t)dir;
     double f = ng + (eight ? pd__octile(nx - r->gx, ny - r->gy) : pd__manhattan(nx - r->gx, ny - r->gy));
     if (pd_ring_push(&r->ctx->open, pd__f_key(f), nb, n->tag) != 0)
         r->out_of_memory = 1; /* the loop stops before its next pop */
@@ -182,7 +190,7 @@ static inline __attribute__((always_inline)) pd_status
 pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *expanded_out,
                const int eight, const int uniform, const int masked)
 {
-    pd__node *nodes = r->ctx->nodes;
+    unsigned char *const *dir = r->ctx->nodes.dir; /* sized by begin; fixed during the search */
     pd_ring *open = &r->ctx->open;
     const int32_t stride = r->stride;
     uint64_t expanded = 0;
@@ -195,9 +203,11 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
             break;
         }
         const uint32_t cur = top.id;
-        if (nodes[cur].tag != top.tag)
+        /* A pushed node's block exists. */
+        pd__node *node = &((pd__block *)(void *)dir[cur >> PD_NODEPOOL_BLOCK_SHIFT])->n[PD__SLOT(cur)];
+        if (node->tag != top.tag)
             continue; /* superseded by a lower g, or already expanded */
-        nodes[cur].tag = PD__CLOSED;
+        node->tag = PD__CLOSED;
         if (cur == goal) {
             st = PD_OK;
             break;
@@ -207,7 +217,7 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
             st = go;
             break;
         }
-        const double g = nodes[cur].g;
+        const double g = node->g;
         const int32_t cx = (int32_t)(cur % (uint32_t)stride), cy = (int32_t)(cur / (uint32_t)stride);
         if (r->track_best) {
             double h = eight ? pd__octile(cx - r->gx, cy - r->gy) : pd__manhattan(cx - r->gx, cy - r->gy);
@@ -241,12 +251,18 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
     return st;
 }
 
+/* The block of a cell the last search reached. */
+static const pd__block *pd__reached(const pd_search_ctx *ctx, uint32_t v)
+{
+    return (const pd__block *)(const void *)pd_nodepool_peek(&ctx->nodes, v);
+}
+
 /* Walks parent directions back from the goal; returns the number of cells. */
 static size_t pd__path_length(const pd_search_ctx *ctx)
 {
     size_t len = 1;
     uint32_t v = ctx->last_goal;
-    for (uint8_t d; (d = ctx->parent_dir[v]) != PD__NO_PARENT; len++)
+    for (uint8_t d; (d = pd__reached(ctx, v)->parent_dir[PD__SLOT(v)]) != PD__NO_PARENT; len++)
         v -= (uint32_t)(pd__dy[d] * ctx->last_stride + pd__dx[d]);
     return len;
 }
@@ -267,23 +283,21 @@ pd_status pd_search_extract(const pd_search_ctx *ctx, pd_point *out, size_t out_
     for (size_t i = len; i-- > 0;) {
         out[i].x = (int32_t)(v % (uint32_t)ctx->last_stride) - 1;
         out[i].y = (int32_t)(v / (uint32_t)ctx->last_stride) - 1;
-        uint8_t d = ctx->parent_dir[v];
+        uint8_t d = pd__reached(ctx, v)->parent_dir[PD__SLOT(v)];
         if (d != PD__NO_PARENT)
             v -= (uint32_t)(pd__dy[d] * ctx->last_stride + pd__dx[d]);
     }
     return PD_OK;
 }
 
-/* Stamps the request's blockers into ctx->blocked for the current
- * generation. Returns PD_OK, PD_START_BLOCKED / PD_GOAL_BLOCKED when a
- * blocker sits on an endpoint, or PD_INTERNAL on allocation failure. */
-static pd_status pd__stamp_blockers(pd_search_ctx *ctx, const pd_grid *grid, const pd_search_params *p)
+/* Stamps the request's blockers into ctx->blocked for a new generation.
+ * Returns PD_OK, PD_START_BLOCKED / PD_GOAL_BLOCKED when a blocker sits on
+ * an endpoint, or PD_INTERNAL on allocation failure. */
+static pd_status pd__stamp_blockers(pd_search_ctx *ctx, const pd_grid *grid, const pd_search_params *p,
+                                    size_t cells)
 {
-    if (!ctx->blocked) {
-        ctx->blocked = calloc(ctx->capacity, sizeof *ctx->blocked);
-        if (!ctx->blocked)
-            return PD_INTERNAL;
-    }
+    if (pd_nodepool_begin(&ctx->blocked, cells) != 0)
+        return PD_INTERNAL;
     for (size_t i = 0; i < p->n_blockers; i++) {
         pd_point b = p->blockers[i];
         if (!pd_grid_in_bounds(grid, b.x, b.y))
@@ -292,7 +306,11 @@ static pd_status pd__stamp_blockers(pd_search_ctx *ctx, const pd_grid *grid, con
             return PD_START_BLOCKED;
         if (b.x == p->goal.x && b.y == p->goal.y)
             return PD_GOAL_BLOCKED;
-        ctx->blocked[pd_grid_index(grid, b.x, b.y)] = ctx->gen;
+        const uint32_t cell = (uint32_t)pd_grid_index(grid, b.x, b.y);
+        uint32_t *stamps = (uint32_t *)(void *)pd_nodepool_block(&ctx->blocked, cell);
+        if (!stamps)
+            return PD_INTERNAL;
+        stamps[PD__SLOT(cell)] = ctx->blocked.gen;
     }
     return PD_OK;
 }
@@ -347,22 +365,19 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
         goto done;
     }
     size_t cells = (size_t)(grid->width + 2) * (size_t)(grid->height + 2);
-    if (pd__ctx_reserve(ctx, cells) != 0) {
+    if (pd_nodepool_begin(&ctx->nodes, cells) != 0) {
         st = PD_INTERNAL;
         goto done;
     }
-    if (++ctx->gen == 0) {
-        /* After 2^32 searches the stamps wrap: clear them once and go on. */
-        for (size_t i = 0; i < ctx->capacity; i++)
-            ctx->nodes[i].gen = 0;
-        if (ctx->blocked)
-            memset(ctx->blocked, 0, ctx->capacity * sizeof *ctx->blocked);
-        ctx->gen = 1;
-    }
     /* The masked loop reads ctx->blocked for every neighbour, window or not. */
     const int masked = params->n_blockers > 0 || params->has_window;
-    if (masked && (st = pd__stamp_blockers(ctx, grid, params)) != PD_OK)
+    if (masked && (st = pd__stamp_blockers(ctx, grid, params, cells)) != PD_OK)
         goto done;
+    pd__block *sb = (pd__block *)(void *)pd_nodepool_block(&ctx->nodes, (uint32_t)pd_grid_index(grid, s.x, s.y));
+    if (!sb) {
+        st = PD_INTERNAL;
+        goto done;
+    }
 
     const int eight = conn == PD_CONNECT_8;
     const double h0 = eight ? pd__octile(s.x - t.x, s.y - t.y) : pd__manhattan(s.x - t.x, s.y - t.y);
@@ -370,11 +385,12 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
     uint32_t goal = (uint32_t)pd_grid_index(grid, t.x, t.y);
     pd__run r = {
         .ctx = ctx,
+        .gen = ctx->nodes.gen,
         .cells = grid->cells,
         .stride = grid->stride,
         .gx = t.x + 1,
         .gy = t.y + 1,
-        .blocked = ctx->blocked,
+        .blocked = &ctx->blocked,
         .wx0 = params->has_window ? params->window_min.x + 1 : 0,
         .wy0 = params->has_window ? params->window_min.y + 1 : 0,
         .wx1 = params->has_window ? pd__window_last(params->window_max.x, grid->width) + 1 : INT32_MAX,
@@ -384,10 +400,8 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
         .best_h = h0,
         .best_g = 0.0,
     };
-    ctx->nodes[start].gen = ctx->gen;
-    ctx->nodes[start].g = 0.0;
-    ctx->parent_dir[start] = PD__NO_PARENT;
-    ctx->nodes[start].tag = 0;
+    sb->n[PD__SLOT(start)] = (pd__node){ .g = 0.0, .gen = ctx->nodes.gen, .tag = 0 };
+    sb->parent_dir[PD__SLOT(start)] = PD__NO_PARENT;
     /* A step raises f by at most its cost plus its length (the heuristic
      * changes by no more than that): the ring's window. The largest cost
      * byte on a weighted grid is not tracked, so 255 stands for it. */
@@ -430,7 +444,7 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
         ctx->last_stride = grid->stride;
         ctx->last_goal = end;
         ctx->last_path_len = pd__path_length(ctx);
-        m.cost = ctx->nodes[end].g;
+        m.cost = pd__reached(ctx, end)->n[PD__SLOT(end)].g;
         m.path_len = ctx->last_path_len;
         m.end.x = (int32_t)(end % (uint32_t)grid->stride) - 1;
         m.end.y = (int32_t)(end / (uint32_t)grid->stride) - 1;

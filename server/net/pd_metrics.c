@@ -223,10 +223,14 @@ static void pd__render_gauges(pd__text *t, const pd_metrics_gauges *g)
                "divided by pathd_worker_threads.");
     pd__text_printf(t, "pathd_worker_busy_seconds_total %" PRIu64 ".%09" PRIu64 "\n",
                     g->worker_busy_ns / 1000000000u, g->worker_busy_ns % 1000000000u);
-    pd__family(t, "pathd_worker_prepared_cells", "gauge",
-               "Padded grid cells, (width+2)*(height+2), that every worker's search contexts are grown for "
-               "(the largest scene); 0 until all workers have grown them.");
-    pd__text_printf(t, "pathd_worker_prepared_cells %" PRIu64 "\n", g->worker_prepared_cells);
+    pd__family(t, "pathd_worker_context_bytes", "gauge",
+               "Search memory (node records, open lists, path buffers) the worker threads hold, summed; "
+               "it grows with the area searches cover, not with the maps.");
+    pd__text_printf(t, "pathd_worker_context_bytes %" PRIu64 "\n", g->worker_context_bytes);
+    pd__family(t, "pathd_worker_context_bytes_max", "gauge",
+               "The most search memory one worker holds; after each job a worker gives back what "
+               "exceeds limits.worker_retained_bytes.");
+    pd__text_printf(t, "pathd_worker_context_bytes_max %" PRIu64 "\n", g->worker_context_bytes_max);
     pd__family(t, "pathd_buffered_bytes", "gauge",
                "Bytes held for all connections: read buffers (partial frames) and answers not yet written.");
     pd__text_printf(t, "pathd_buffered_bytes %" PRIu64 "\n", g->buffered_bytes);

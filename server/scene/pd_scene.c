@@ -856,24 +856,6 @@ size_t pd_registry_list(pd_registry *r, pd_scene ***out)
     return n;
 }
 
-int pd_registry_largest(pd_registry *r, int32_t *width, int32_t *height, char *name, size_t namelen)
-{
-    size_t best = 0;
-    pthread_rwlock_rdlock(&r->lock);
-    for (size_t i = 0; i < r->n_scenes; i++) {
-        const pd_grid *g = r->scenes[i]->grid;
-        size_t cells = (size_t)(g->width + 2) * (size_t)(g->height + 2);
-        if (cells > best) {
-            best = cells;
-            *width = g->width;
-            *height = g->height;
-            snprintf(name, namelen, "%s", r->scenes[i]->name);
-        }
-    }
-    pthread_rwlock_unlock(&r->lock);
-    return best > 0;
-}
-
 void pd_registry_release_list(pd_scene **list, size_t n)
 {
     pd__release_set(list, n);

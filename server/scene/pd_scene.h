@@ -157,12 +157,6 @@ pd_scene *pd_registry_acquire(pd_registry *r, const char *name);
 size_t pd_registry_list(pd_registry *r, pd_scene ***out);
 void pd_registry_release_list(pd_scene **list, size_t n);
 
-/* The scene whose grid has the largest padded area, (width + 2) * (height +
- * 2): unit grids share their scene's dimensions, so it bounds every search
- * (the workers prepare their contexts for it). Writes its grid's size and
- * its name (truncated to namelen) and returns 1; 0 for an empty registry. */
-int pd_registry_largest(pd_registry *r, int32_t *width, int32_t *height, char *name, size_t namelen);
-
 /* Applies u to the current version of scene `name` and publishes the result
  * atomically; updates and reloads are serialised, so none is lost. Returns
  * PD_UNKNOWN_SCENE or the statuses of pd_scene_apply_update; res->version is

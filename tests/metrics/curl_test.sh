@@ -70,8 +70,11 @@ expect '# TYPE pathd_find_path_duration_seconds histogram'
 expect 'pathd_find_path_duration_seconds_bucket{le="+Inf"} 2'
 expect 'pathd_find_path_duration_seconds_count 2'
 expect 'pathd_worker_threads 2'
-# Both workers grew their contexts for the 512x512 forest, the largest scene.
-expect 'pathd_worker_prepared_cells 264196'
+# The searches grew a worker's context, which kept no more than the default
+# limits.worker_retained_bytes (8 MiB).
+ctx_max=$(awk '$1 == "pathd_worker_context_bytes_max" {print $2}' "$dir/metrics")
+[ -n "$ctx_max" ] && [ "$ctx_max" -gt 0 ] && [ "$ctx_max" -le 8388608 ] ||
+    fail "pathd_worker_context_bytes_max is '$ctx_max', want 1..8388608"
 expect 'pathd_in_flight 0'
 expect 'pathd_queue_depth 0'
 expect 'pathd_scene_version{scene="town"} 1'

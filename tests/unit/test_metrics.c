@@ -344,7 +344,8 @@ static void test_gauges_and_scene_versions(void **state)
         .queue_depth = 2,
         .worker_threads = 4,
         .worker_busy_ns = 1500000001,
-        .worker_prepared_cells = 264196,
+        .worker_context_bytes = 3000000,
+        .worker_context_bytes_max = 2000000,
         .buffered_bytes = 70000,
         .buffer_budget_bytes = 134217728,
         .connections_shed = 5,
@@ -360,8 +361,10 @@ static void test_gauges_and_scene_versions(void **state)
     assert_line(text, "pathd_worker_threads 4");
     assert_line(text, "pathd_worker_busy_seconds_total 1.500000001");
     assert_line(text, "# TYPE pathd_worker_busy_seconds_total counter");
-    assert_line(text, "pathd_worker_prepared_cells 264196");
-    assert_line(text, "# TYPE pathd_worker_prepared_cells gauge");
+    assert_line(text, "pathd_worker_context_bytes 3000000");
+    assert_line(text, "# TYPE pathd_worker_context_bytes gauge");
+    assert_line(text, "pathd_worker_context_bytes_max 2000000");
+    assert_line(text, "# TYPE pathd_worker_context_bytes_max gauge");
     assert_line(text, "pathd_buffered_bytes 70000");
     assert_line(text, "pathd_buffer_budget_bytes 134217728");
     assert_line(text, "pathd_connections_shed_total 5");
