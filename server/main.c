@@ -171,10 +171,17 @@ static int pd__check_config(const char *path, const pd_conf *conf, pd_registry *
     printf("%s: ok, %zu scenes, listen %s:%u, threads %" PRIu32 "%s, %zu portals, %zu pinned routes\n", path, n,
            conf->listen_host, (unsigned)conf->listen_port, conf->threads, conf->threads ? "" : " (one per core)",
            ws.n_portals, ws.n_routes);
-    for (size_t i = 0; i < n; i++)
-        printf("  %s %" PRId32 "x%" PRId32 " cell_size %g origin (%g, %g)\n", list[i]->name,
-               list[i]->grid->width, list[i]->grid->height, list[i]->cell_size, list[i]->origin_x,
-               list[i]->origin_y);
+    for (size_t i = 0; i < n; i++) {
+        pd_scene_bytes b;
+        pd_scene_get_bytes(list[i], &b);
+        const double cells = (double)list[i]->grid->width * (double)list[i]->grid->height;
+        printf("  %s %" PRId32 "x%" PRId32 " cell_size %g origin (%g, %g), %" PRIu64 " bytes (%.2f per cell):",
+               list[i]->name, list[i]->grid->width, list[i]->grid->height, list[i]->cell_size, list[i]->origin_x,
+               list[i]->origin_y, b.total, (double)b.total / cells);
+        for (int st = 0; st < PD_SCENE_STRUCTURES; st++)
+            printf(" %s %" PRIu64, pd_scene_structure_name((pd_scene_structure)st), b.by[st]);
+        printf("\n");
+    }
     pd_registry_release_list(list, n);
     return 0;
 }

@@ -133,6 +133,11 @@ static void pd__flood_unlabelled(pd_components *c, const pd_grid *g, uint32_t *q
     }
 }
 
+uint64_t pd_components_bytes(const pd_components *c)
+{
+    return (uint64_t)c->stride * (uint64_t)(c->height + 2) * sizeof *c->labels;
+}
+
 pd_components *pd_components_build(const pd_grid *g)
 {
     if (!g || !g->cells)

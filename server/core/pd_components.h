@@ -28,6 +28,8 @@ typedef struct pd_components {
 } pd_components;
 
 pd_components *pd_components_build(const pd_grid *g);
+/* Bytes its labels take. */
+uint64_t pd_components_bytes(const pd_components *c);
 pd_components *pd_components_clone(const pd_components *c);
 void pd_components_destroy(pd_components *c);
 

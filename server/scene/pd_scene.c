@@ -115,6 +115,35 @@ void pd_scene_release(pd_scene *s)
     pd__scene_free(s);
 }
 
+const char *pd_scene_structure_name(pd_scene_structure st)
+{
+    static const char *const names[PD_SCENE_STRUCTURES] = { "grid", "clearance", "labels", "unit_grids" };
+    return (unsigned)st < PD_SCENE_STRUCTURES ? names[st] : "unknown";
+}
+
+static uint64_t pd__padded(const pd_grid *g)
+{
+    return (uint64_t)g->stride * (uint64_t)(g->height + 2);
+}
+
+void pd_scene_get_bytes(const pd_scene *s, pd_scene_bytes *out)
+{
+    memset(out, 0, sizeof *out);
+    if (s->grid)
+        out->by[PD_SCENE_GRID] = pd__padded(s->grid);
+    if (s->clearance)
+        out->by[PD_SCENE_CLEARANCE] = (uint64_t)s->clearance->stride * (uint64_t)(s->clearance->height + 2);
+    for (size_t i = 0; i < s->n_unit_sizes; i++) {
+        const pd_scene_unit *u = &s->units[i];
+        if (u->components)
+            out->by[PD_SCENE_LABELS] += pd_components_bytes(u->components);
+        if (u->grid && u->grid != s->grid)
+            out->by[PD_SCENE_UNIT_GRIDS] += pd__padded(u->grid);
+    }
+    for (int st = 0; st < PD_SCENE_STRUCTURES; st++)
+        out->total += out->by[st];
+}
+
 pd_status pd_scene_world_to_cell(const pd_scene *s, double wx, double wy, pd_point *cell)
 {
     double fx = floor((wx - s->origin_x) / s->cell_size);

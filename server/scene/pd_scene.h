@@ -65,6 +65,28 @@ int pd_scene_allows_unit(const pd_scene *s, uint32_t unit_size);
 /* The unit data for an allowed size, or NULL. */
 const pd_scene_unit *pd_scene_unit_for(const pd_scene *s, uint32_t unit_size);
 
+/* The structures a scene snapshot holds, in bytes, padding included. Terrain
+ * costs share the grid's byte (0 blocked, 1..255 cost), so they add nothing;
+ * there are no per-cell bitsets. A version made by a cell update holds the
+ * same structures again (copied, then repaired). */
+typedef enum pd_scene_structure {
+    PD_SCENE_GRID = 0,               /* one byte per padded cell: passability and cost */
+    PD_SCENE_CLEARANCE,              /* one byte per padded cell; only with a unit size > 1 */
+    PD_SCENE_LABELS,                 /* component labels, per allowed unit size */
+    PD_SCENE_UNIT_GRIDS,             /* unit grids of sizes > 1 (unit 1 searches the grid) */
+    PD_SCENE_STRUCTURES
+} pd_scene_structure;
+
+/* Its name in --check-config and in /metrics' structure label. */
+const char *pd_scene_structure_name(pd_scene_structure st);
+
+typedef struct pd_scene_bytes {
+    uint64_t by[PD_SCENE_STRUCTURES];
+    uint64_t total;
+} pd_scene_bytes;
+
+void pd_scene_get_bytes(const pd_scene *s, pd_scene_bytes *out);
+
 /* Live obstacle updates (UpdateCells). */
 typedef enum pd_update_op {
     PD_UPDATE_BLOCK = 0,             /* cells become blocked */

@@ -79,6 +79,9 @@ expect 'pathd_in_flight 0'
 expect 'pathd_queue_depth 0'
 expect 'pathd_scene_version{scene="town"} 1'
 expect 'pathd_scene_version{scene="forest"} 1'
+expect 'pathd_scene_bytes{scene="forest",structure="grid"} 264196'
+grep -q '^process_resident_memory_bytes [1-9]' "$dir/metrics" || fail "no process_resident_memory_bytes"
+grep -q '^process_open_fds [1-9]' "$dir/metrics" || fail "no process_open_fds"
 grep -q '^pathd_build_info{version="[^"]*"} 1$' "$dir/metrics" || fail "no build info line"
 # Both searches expanded nodes.
 exp=$(sed -n 's/^pathd_expansions_total \([0-9]*\)$/\1/p' "$dir/metrics")

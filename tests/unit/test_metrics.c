@@ -66,6 +66,17 @@ static void assert_line(const char *text, const char *line)
         fail_msg("missing line: %s", line);
 }
 
+/* The value of the sample line "name value", failing the test without one. */
+static double sample_value(const char *text, const char *name)
+{
+    const size_t len = strlen(name);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (strncmp(p, name, len) == 0 && p[len] == ' ')
+            return strtod(p + len + 1, NULL);
+    fail_msg("no sample %s", name);
+    return -1.0;
+}
+
 static size_t count_prefix_lines(const char *text, const char *prefix)
 {
     size_t n = 0, len = strlen(prefix);
@@ -376,6 +387,28 @@ static void test_gauges_and_scene_versions(void **state)
     assert_line(text, "pathd_scene_version{scene=\"maze\"} 1");
     assert_line(text, "pathd_scene_version{scene=\"small\"} 1");
     assert_int_equal(count_prefix_lines(text, "pathd_scene_version{"), 2);
+    /* small is 10x5 (12x7 padded) serving units 1 and 2: clearance, one unit
+     * grid and two sets of 4-byte labels; maze is 128x127 (130x129) with
+     * unit 1 only: its grid and one set of labels. */
+    assert_line(text, "# TYPE pathd_scene_bytes gauge");
+    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"grid\"} 84");
+    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"clearance\"} 84");
+    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"labels\"} 672");
+    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"unit_grids\"} 84");
+    assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"grid\"} 16770");
+    assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"clearance\"} 0");
+    assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"labels\"} 67080");
+    assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"unit_grids\"} 0");
+    assert_int_equal(count_prefix_lines(text, "pathd_scene_bytes{"), 8);
+    /* The standard process metrics, read from /proc for this process: it
+     * has used some CPU, holds memory, has stdin/out/err open and started
+     * before now. */
+    assert_true(sample_value(text, "process_cpu_seconds_total") >= 0.0);
+    assert_true(sample_value(text, "process_resident_memory_bytes") > 1e5);
+    assert_true(sample_value(text, "process_open_fds") >= 3.0);
+    assert_true(sample_value(text, "process_max_fds") >= sample_value(text, "process_open_fds"));
+    const double started = sample_value(text, "process_start_time_seconds");
+    assert_true(started > 1.6e9 && started <= (double)time(NULL) + 1.0);
     free(text);
 
     /* A cell update publishes a new version of "small"; the next scrape
