@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "../unit/prom_sample.h"
 #include "harness.h"
 
 #define T_THREADS 4
@@ -99,26 +100,15 @@ static int teardown(void **state)
     return rc;
 }
 
-/* The value of the sample line "name value" in a scrape; fails without one. */
-static double sample(const char *text, const char *name)
-{
-    const size_t len = strlen(name);
-    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-        if (strncmp(p, name, len) == 0 && p[len] == ' ')
-            return strtod(p + len + 1, NULL);
-    fail_msg("/metrics has no sample %s", name);
-    return -1.0;
-}
-
 static void test_contexts_stay_under_retained_size(void **state)
 {
     memory_fixture *f = *state;
     char *text = pdi_metrics_get(f->d);
     assert_non_null(text);
-    assert_true(sample(text, "pathd_worker_threads") == T_THREADS);
+    assert_true(prom_sample(text, "pathd_worker_threads") == T_THREADS);
     /* Nothing sized for the 2.56 M-cell scene before the first search. */
-    assert_true(sample(text, "pathd_worker_context_bytes") <= T_THREADS * (double)T_IDLE_MAX);
-    const double expansions_before = sample(text, "pathd_expansions_total");
+    assert_true(prom_sample(text, "pathd_worker_context_bytes") <= T_THREADS * (double)T_IDLE_MAX);
+    const double expansions_before = prom_sample(text, "pathd_expansions_total");
     free(text);
 
     /* Four long searches at once, corner to corner both ways along both
@@ -156,10 +146,10 @@ static void test_contexts_stay_under_retained_size(void **state)
     /* Each search recorded more nodes than a worker keeps: every worker
      * grew past the retained size while it searched... */
     assert_true(least * 16.0 > 2.0 * T_RETAINED);
-    assert_true(sample(text, "pathd_expansions_total") - expansions_before >= 4 * least);
+    assert_true(prom_sample(text, "pathd_expansions_total") - expansions_before >= 4 * least);
     /* ...and gave the rest back before its answer went out. */
-    const double most = sample(text, "pathd_worker_context_bytes_max");
-    const double all = sample(text, "pathd_worker_context_bytes");
+    const double most = prom_sample(text, "pathd_worker_context_bytes_max");
+    const double all = prom_sample(text, "pathd_worker_context_bytes");
     if (most > T_RETAINED || all > T_THREADS * (double)T_RETAINED)
         fail_msg("worker contexts hold %.0f bytes (most %.0f), retained size %u each", all, most, T_RETAINED);
     assert_true(most > 0);

@@ -35,6 +35,7 @@
 #include "pd_http.h"
 #include "pd_metrics.h"
 #include "pd_scene.h"
+#include "prom_sample.h"
 
 #define T_CONFIG PD_TEST_DATA_DIR "/net_server.json"
 /* How long the client waits for any one answer before the test fails
@@ -64,17 +65,6 @@ static void assert_line(const char *text, const char *line)
 {
     if (!has_line(text, line))
         fail_msg("missing line: %s", line);
-}
-
-/* The value of the sample line "name value", failing the test without one. */
-static double sample_value(const char *text, const char *name)
-{
-    const size_t len = strlen(name);
-    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-        if (strncmp(p, name, len) == 0 && p[len] == ' ')
-            return strtod(p + len + 1, NULL);
-    fail_msg("no sample %s", name);
-    return -1.0;
 }
 
 static size_t count_prefix_lines(const char *text, const char *prefix)
@@ -403,11 +393,11 @@ static void test_gauges_and_scene_versions(void **state)
     /* The standard process metrics, read from /proc for this process: it
      * has used some CPU, holds memory, has stdin/out/err open and started
      * before now. */
-    assert_true(sample_value(text, "process_cpu_seconds_total") >= 0.0);
-    assert_true(sample_value(text, "process_resident_memory_bytes") > 1e5);
-    assert_true(sample_value(text, "process_open_fds") >= 3.0);
-    assert_true(sample_value(text, "process_max_fds") >= sample_value(text, "process_open_fds"));
-    const double started = sample_value(text, "process_start_time_seconds");
+    assert_true(prom_sample(text, "process_cpu_seconds_total") >= 0.0);
+    assert_true(prom_sample(text, "process_resident_memory_bytes") > 1e5);
+    assert_true(prom_sample(text, "process_open_fds") >= 3.0);
+    assert_true(prom_sample(text, "process_max_fds") >= prom_sample(text, "process_open_fds"));
+    const double started = prom_sample(text, "process_start_time_seconds");
     assert_true(started > 1.6e9 && started <= (double)time(NULL) + 1.0);
     free(text);
 
