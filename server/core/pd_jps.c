@@ -32,7 +32,7 @@
  * tie-breaking and push tags (A* itself uses a ring of f buckets, whose
  * window a long jump would overrun); node records are 16 bytes stamped with
  * a generation, in the lazy node pool of pd_nodepool.h, so a context is
- * reused without clearing and holds memory only for the blocks of 64 cells
+ * reused without clearing and holds memory only for the blocks of 256 cells
  * where jump points were recorded. Each jump point remembers its parent jump
  * point; extraction walks those and fills in the straight or diagonal run
  * between each pair.
@@ -59,7 +59,7 @@ typedef struct pd__jnode {
                             pd_search.c); PD__CLOSED once expanded */
 } pd__jnode;
 
-/* A node pool block: 64 cells' records, then their parents' padded
+/* A node pool block: 256 cells' records, then their parents' padded
  * indices. */
 typedef struct pd__jblock {
     pd__jnode n[PD_NODEPOOL_BLOCK_CELLS];
@@ -69,7 +69,7 @@ typedef struct pd__jblock {
 #define PD__SLOT(i) ((i) & (PD_NODEPOOL_BLOCK_CELLS - 1u))
 
 struct pd_jps_ctx {
-    pd_nodepool nodes;   /* pd__jblock per 64 cells holding a jump point */
+    pd_nodepool nodes;   /* pd__jblock per 256 cells holding a jump point */
     pd_radix open;       /* its arrays are kept across searches */
 
     /* What pd_jps_extract needs from the last search. */

@@ -3,10 +3,10 @@
  * growing the directory, handing out blocks from mmap'ed slabs, clearing the
  * stamps when the generation wraps, and handing slabs back.
  *
- * A slab starts with the directory index of each block it has handed out
- * (so trimming can clear exactly those entries), then the blocks, 64-byte
- * aligned. Fresh anonymous mappings are zero, which is "never seen" for every
- * record layout the searches use.
+ * A slab holds only blocks (page aligned, so 4 KiB blocks are pages); the
+ * directory index each block serves is kept beside, in `owner`, so trimming
+ * can clear exactly those entries. Fresh anonymous mappings are zero, which
+ * is "never seen" for every record layout the searches use.
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS under -std=c11 */
 #include "pd_nodepool.h"
@@ -15,26 +15,11 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define PD__ALIGN 64u
-
-static size_t pd__header_bytes(size_t blocks)
-{
-    return (blocks * sizeof(uint32_t) + PD__ALIGN - 1) / PD__ALIGN * PD__ALIGN;
-}
-
 void pd_nodepool_init(pd_nodepool *p, size_t block_bytes)
 {
     memset(p, 0, sizeof *p);
     p->block_bytes = block_bytes;
-    size_t n = PD_NODEPOOL_SLAB_BYTES / (block_bytes + sizeof(uint32_t));
-    while (n > 1 && pd__header_bytes(n) + n * block_bytes > PD_NODEPOOL_SLAB_BYTES)
-        n--;
-    p->blocks_per_slab = n;
-}
-
-static unsigned char *pd__slab_block(const pd_nodepool *p, unsigned char *slab, size_t i)
-{
-    return slab + pd__header_bytes(p->blocks_per_slab) + i * p->block_bytes;
+    p->blocks_per_slab = PD_NODEPOOL_SLAB_BYTES / block_bytes;
 }
 
 void pd_nodepool_free(pd_nodepool *p)
@@ -42,6 +27,7 @@ void pd_nodepool_free(pd_nodepool *p)
     for (size_t i = 0; i < p->n_slabs; i++)
         munmap(p->slabs[i], PD_NODEPOOL_SLAB_BYTES);
     free(p->slabs);
+    free(p->owner);
     free(p->dir);
     pd_nodepool_init(p, p->block_bytes);
 }
@@ -67,7 +53,7 @@ int pd_nodepool_begin(pd_nodepool *p, size_t cells)
          * block once, which makes each record "never seen". */
         for (size_t s = 0; s < p->n_slabs; s++) {
             size_t used = s + 1 == p->n_slabs ? p->slab_used : p->blocks_per_slab;
-            memset(pd__slab_block(p, p->slabs[s], 0), 0, used * p->block_bytes);
+            memset(p->slabs[s], 0, used * p->block_bytes);
         }
         p->gen = 1;
     }
@@ -83,6 +69,10 @@ unsigned char *pd_nodepool__grow(pd_nodepool *p, size_t block)
             if (!slabs)
                 return NULL;
             p->slabs = slabs;
+            uint32_t *owner = realloc(p->owner, cap * p->blocks_per_slab * sizeof *owner);
+            if (!owner)
+                return NULL;
+            p->owner = owner;
             p->slabs_cap = cap;
         }
         void *m = mmap(NULL, PD_NODEPOOL_SLAB_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -91,9 +81,9 @@ unsigned char *pd_nodepool__grow(pd_nodepool *p, size_t block)
         p->slabs[p->n_slabs++] = m;
         p->slab_used = 0;
     }
-    unsigned char *slab = p->slabs[p->n_slabs - 1];
-    ((uint32_t *)(void *)slab)[p->slab_used] = (uint32_t)block;
-    unsigned char *b = pd__slab_block(p, slab, p->slab_used++);
+    const size_t s = p->n_slabs - 1;
+    p->owner[s * p->blocks_per_slab + p->slab_used] = (uint32_t)block;
+    unsigned char *b = p->slabs[s] + p->slab_used++ * p->block_bytes;
     p->dir[block] = b;
     return b;
 }
@@ -101,22 +91,23 @@ unsigned char *pd_nodepool__grow(pd_nodepool *p, size_t block)
 size_t pd_nodepool_footprint(const pd_nodepool *p)
 {
     return p->dir_len * sizeof *p->dir + p->n_slabs * (size_t)PD_NODEPOOL_SLAB_BYTES +
-           p->slabs_cap * sizeof *p->slabs;
+           p->slabs_cap * (sizeof *p->slabs + p->blocks_per_slab * sizeof *p->owner);
 }
 
 void pd_nodepool_trim(pd_nodepool *p, size_t keep_bytes)
 {
     while (p->n_slabs > 0 && pd_nodepool_footprint(p) > keep_bytes) {
-        unsigned char *slab = p->slabs[--p->n_slabs];
-        const uint32_t *idx = (const uint32_t *)(const void *)slab;
+        const size_t s = --p->n_slabs;
         for (size_t i = 0; i < p->slab_used; i++)
-            p->dir[idx[i]] = NULL;
-        munmap(slab, PD_NODEPOOL_SLAB_BYTES);
+            p->dir[p->owner[s * p->blocks_per_slab + i]] = NULL;
+        munmap(p->slabs[s], PD_NODEPOOL_SLAB_BYTES);
         p->slab_used = p->n_slabs > 0 ? p->blocks_per_slab : 0;
     }
     if (p->n_slabs == 0 && pd_nodepool_footprint(p) > keep_bytes) {
         free(p->slabs);
+        free(p->owner);
         p->slabs = NULL;
+        p->owner = NULL;
         p->slabs_cap = 0;
         free(p->dir);
         p->dir = NULL;

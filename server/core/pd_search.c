@@ -2,10 +2,9 @@
  * pd_search.c - A* over a padded pd_grid with a reusable per-thread context.
  *
  * Per-cell state lives in one 16-byte record (g, generation, current open
- * entry), so a relaxation touches one cache line; the parent is a 1-byte
- * direction code kept beside the records of its block, read only by path
- * extraction. Records live in the lazy node pool (pd_nodepool.h): a block of
- * 64 cells exists once a search has touched one of them, so the context
+ * entry, parent direction), so a relaxation touches one cache line. Records
+ * live in the lazy node pool (pd_nodepool.h): a block of 256 cells'
+ * records (4 KiB) exists once a search has touched one of them, so the context
  * grows with the area searched, not with the map. A cell whose generation
  * differs from the pool's is "unseen" in this search, which is what lets a
  * context serve query after query without clearing anything. Per-request
@@ -31,7 +30,7 @@
 #include "pd_ring.h"
 #include "pd_search_common.h"
 
-#define PD__CLOSED UINT32_MAX
+#define PD__CLOSED UINT16_MAX
 /* A route must be shorter by more than this to replace a known one: float
  * sums of the same steps in another order differ in the last bits, and
  * re-sifting for such noise only costs time. */
@@ -40,24 +39,22 @@
 /* Added to the open list's window for float noise in g + h. */
 #define PD__RING_SLACK 1e-3
 
+/* The parent direction shares the record with g, so a relaxation writes one
+ * cache line and a node pool block is exactly 4 KiB. */
 typedef struct pd__node {
     double g;
     uint32_t gen;
-    uint32_t tag;        /* counts the node's pushes this search: only the open
+    uint16_t tag;        /* counts the node's pushes this search: only the open
                             entry carrying the same tag is current; PD__CLOSED
                             once expanded */
+    uint8_t parent_dir;  /* the step that reached the node (see pd__dx) */
+    uint8_t unused;
 } pd__node;
-
-/* A node pool block: 64 cells' records, then their parent directions. */
-typedef struct pd__block {
-    pd__node n[PD_NODEPOOL_BLOCK_CELLS];
-    uint8_t parent_dir[PD_NODEPOOL_BLOCK_CELLS];
-} pd__block;
 
 #define PD__SLOT(i) ((i) & (PD_NODEPOOL_BLOCK_CELLS - 1u))
 
 struct pd_search_ctx {
-    pd_nodepool nodes;   /* pd__block per 64 cells touched */
+    pd_nodepool nodes;   /* PD_NODEPOOL_BLOCK_CELLS records per block of cells touched */
     pd_ring open;        /* its bucket arrays are kept across searches */
     pd_nodepool blocked; /* per-request blockers: a uint32_t stamp per cell,
                             equal to blocked.gen when blocked in this search */
@@ -80,7 +77,7 @@ pd_search_ctx *pd_search_ctx_create(void)
     pd_search_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return NULL;
-    pd_nodepool_init(&ctx->nodes, sizeof(pd__block));
+    pd_nodepool_init(&ctx->nodes, PD_NODEPOOL_BLOCK_CELLS * sizeof(pd__node));
     pd_nodepool_init(&ctx->blocked, PD_NODEPOOL_BLOCK_CELLS * sizeof(uint32_t));
     return ctx;
 }
@@ -164,12 +161,12 @@ pd__cell(const pd__run *r, uint32_t i, int32_t x, int32_t y, const int masked)
 static inline __attribute__((always_inline)) void
 pd__relax(pd__run *r, uint32_t nb, double ng, int dir, int32_t nx, int32_t ny, const int eight)
 {
-    pd__block *b = (pd__block *)(void *)pd_nodepool_block(&r->ctx->nodes, nb);
+    pd__node *b = (pd__node *)(void *)pd_nodepool_block(&r->ctx->nodes, nb);
     if (!b) {
         r->out_of_memory = 1; /* the loop stops before its next pop */
         return;
     }
-    pd__node *n = &b->n[PD__SLOT(nb)];
+    pd__node *n = &b[PD__SLOT(nb)];
     if (n->gen == r->gen) {
         if (n->tag == PD__CLOSED || !(ng < n->g - PD__IMPROVE_EPS))
             return;
@@ -180,7 +177,7 @@ pd__relax(pd__run *r, uint32_t nb, double ng, int dir, int32_t nx, int32_t ny, c
         r->generated++;
     }
     n->g = ng;
-    b->parent_dir[PD__SLOT(nb)] = (uint8_t)dir;
+    n->parent_dir = (uint8_t)dir;
     double f = ng + (eight ? pd__octile(nx - r->gx, ny - r->gy) : pd__manhattan(nx - r->gx, ny - r->gy));
     if (pd_ring_push(&r->ctx->open, pd__f_key(f), nb, n->tag) != 0)
         r->out_of_memory = 1; /* the loop stops before its next pop */
@@ -204,7 +201,7 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
         }
         const uint32_t cur = top.id;
         /* A pushed node's block exists. */
-        pd__node *node = &((pd__block *)(void *)dir[cur >> PD_NODEPOOL_BLOCK_SHIFT])->n[PD__SLOT(cur)];
+        pd__node *node = &((pd__node *)(void *)dir[cur >> PD_NODEPOOL_BLOCK_SHIFT])[PD__SLOT(cur)];
         if (node->tag != top.tag)
             continue; /* superseded by a lower g, or already expanded */
         node->tag = PD__CLOSED;
@@ -252,9 +249,9 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
 }
 
 /* The block of a cell the last search reached. */
-static const pd__block *pd__reached(const pd_search_ctx *ctx, uint32_t v)
+static const pd__node *pd__reached(const pd_search_ctx *ctx, uint32_t v)
 {
-    return (const pd__block *)(const void *)pd_nodepool_peek(&ctx->nodes, v);
+    return &((const pd__node *)(const void *)pd_nodepool_peek(&ctx->nodes, v))[PD__SLOT(v)];
 }
 
 /* Walks parent directions back from the goal; returns the number of cells. */
@@ -262,7 +259,7 @@ static size_t pd__path_length(const pd_search_ctx *ctx)
 {
     size_t len = 1;
     uint32_t v = ctx->last_goal;
-    for (uint8_t d; (d = pd__reached(ctx, v)->parent_dir[PD__SLOT(v)]) != PD__NO_PARENT; len++)
+    for (uint8_t d; (d = pd__reached(ctx, v)->parent_dir) != PD__NO_PARENT; len++)
         v -= (uint32_t)(pd__dy[d] * ctx->last_stride + pd__dx[d]);
     return len;
 }
@@ -283,7 +280,7 @@ pd_status pd_search_extract(const pd_search_ctx *ctx, pd_point *out, size_t out_
     for (size_t i = len; i-- > 0;) {
         out[i].x = (int32_t)(v % (uint32_t)ctx->last_stride) - 1;
         out[i].y = (int32_t)(v / (uint32_t)ctx->last_stride) - 1;
-        uint8_t d = pd__reached(ctx, v)->parent_dir[PD__SLOT(v)];
+        uint8_t d = pd__reached(ctx, v)->parent_dir;
         if (d != PD__NO_PARENT)
             v -= (uint32_t)(pd__dy[d] * ctx->last_stride + pd__dx[d]);
     }
@@ -373,7 +370,7 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
     const int masked = params->n_blockers > 0 || params->has_window;
     if (masked && (st = pd__stamp_blockers(ctx, grid, params, cells)) != PD_OK)
         goto done;
-    pd__block *sb = (pd__block *)(void *)pd_nodepool_block(&ctx->nodes, (uint32_t)pd_grid_index(grid, s.x, s.y));
+    pd__node *sb = (pd__node *)(void *)pd_nodepool_block(&ctx->nodes, (uint32_t)pd_grid_index(grid, s.x, s.y));
     if (!sb) {
         st = PD_INTERNAL;
         goto done;
@@ -400,8 +397,7 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
         .best_h = h0,
         .best_g = 0.0,
     };
-    sb->n[PD__SLOT(start)] = (pd__node){ .g = 0.0, .gen = ctx->nodes.gen, .tag = 0 };
-    sb->parent_dir[PD__SLOT(start)] = PD__NO_PARENT;
+    sb[PD__SLOT(start)] = (pd__node){ .g = 0.0, .gen = ctx->nodes.gen, .tag = 0, .parent_dir = PD__NO_PARENT };
     /* A step raises f by at most its cost plus its length (the heuristic
      * changes by no more than that): the ring's window. The largest cost
      * byte on a weighted grid is not tracked, so 255 stands for it. */
@@ -444,7 +440,7 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
         ctx->last_stride = grid->stride;
         ctx->last_goal = end;
         ctx->last_path_len = pd__path_length(ctx);
-        m.cost = pd__reached(ctx, end)->n[PD__SLOT(end)].g;
+        m.cost = pd__reached(ctx, end)->g;
         m.path_len = ctx->last_path_len;
         m.end.x = (int32_t)(end % (uint32_t)grid->stride) - 1;
         m.end.y = (int32_t)(end / (uint32_t)grid->stride) - 1;

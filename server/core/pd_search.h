@@ -13,7 +13,7 @@
  *
  * Context: one pd_search_ctx per thread, reused without clearing: every node
  * record carries the search generation that last wrote it. Records are
- * allocated in blocks of 64 cells when a search first touches them
+ * allocated in blocks of 256 cells when a search first touches them
  * (pd_nodepool.h), so a context holds memory for the area its searches have
  * covered, not for the map; pd_search_ctx_trim gives memory back.
  *

@@ -24,7 +24,8 @@ typedef struct rec {
     uint32_t gen;
     uint32_t tag;
 } rec;
-#define BLOCK_BYTES (PD_NODEPOOL_BLOCK_CELLS * sizeof(rec))
+#define BC PD_NODEPOOL_BLOCK_CELLS
+#define BLOCK_BYTES (BC * sizeof(rec))
 
 static rec *rec_of(pd_nodepool *p, uint32_t cell)
 {
@@ -33,7 +34,7 @@ static rec *rec_of(pd_nodepool *p, uint32_t cell)
     return (rec *)(void *)b + (cell & (PD_NODEPOOL_BLOCK_CELLS - 1));
 }
 
-/* Nothing before a search; a block per run of 64 cells touched, zeroed,
+/* Nothing before a search; a block per run of BC cells touched, zeroed,
  * shared by the cells of that run; untouched runs stay unallocated. */
 static void test_blocks_on_first_touch(void **state)
 {
@@ -43,23 +44,23 @@ static void test_blocks_on_first_touch(void **state)
     assert_int_equal(pd_nodepool_footprint(&p), 0);
     assert_int_equal(pd_nodepool_begin(&p, 1000000), 0);
     assert_int_equal(p.gen, 1);
-    /* The directory only: one pointer per 64 cells, no slab yet. */
-    assert_int_equal(pd_nodepool_footprint(&p), (1000000 + 63) / 64 * sizeof(void *));
+    /* The directory only: one pointer per BC cells, no slab yet. */
+    assert_int_equal(pd_nodepool_footprint(&p), (1000000 + BC - 1) / BC * sizeof(void *));
     assert_null(pd_nodepool_peek(&p, 5000));
 
     rec *a = rec_of(&p, 5000);
     assert_int_equal(a->gen, 0);
     assert_true(a->g == 0.0);
     a->gen = p.gen;
-    assert_ptr_equal(pd_nodepool_peek(&p, 5000 / 64 * 64), pd_nodepool_peek(&p, 5000));
+    assert_ptr_equal(pd_nodepool_peek(&p, 5000 / BC * BC), pd_nodepool_peek(&p, 5000));
     assert_ptr_equal(rec_of(&p, 5000), a);
-    assert_null(pd_nodepool_peek(&p, 5000 / 64 * 64 + 64));
+    assert_null(pd_nodepool_peek(&p, 5000 / BC * BC + BC));
     assert_null(pd_nodepool_peek(&p, 999999));
     assert_int_equal(p.n_slabs, 1);
 
     /* Enough blocks to need a second slab. */
     for (uint32_t i = 0; i <= p.blocks_per_slab; i++)
-        rec_of(&p, 100000 + i * 64)->gen = p.gen;
+        rec_of(&p, 100000 + i * BC)->gen = p.gen;
     assert_int_equal(p.n_slabs, 2);
     assert_ptr_equal(rec_of(&p, 5000), a);
     assert_int_equal(a->gen, 1);
@@ -104,10 +105,10 @@ static void test_trim_gives_back(void **state)
     (void)state;
     pd_nodepool p;
     pd_nodepool_init(&p, BLOCK_BYTES);
-    const size_t cells = 64u * 4096u;
+    const size_t cells = BC * 4096u;
     assert_int_equal(pd_nodepool_begin(&p, cells), 0);
     for (uint32_t b = 0; b < 4096; b++)
-        rec_of(&p, b * 64)->g = (double)b;
+        rec_of(&p, b * BC)->g = (double)b;
     const size_t slabs = p.n_slabs;
     assert_true(slabs >= 3);
     const size_t full = pd_nodepool_footprint(&p);
@@ -117,7 +118,7 @@ static void test_trim_gives_back(void **state)
     assert_int_equal(p.n_slabs, slabs - 1);
     assert_true(pd_nodepool_footprint(&p) <= full - 1);
     for (uint32_t b = 0; b < 4096; b++) {
-        const rec *r = (const rec *)(const void *)pd_nodepool_peek(&p, b * 64);
+        const rec *r = (const rec *)(const void *)pd_nodepool_peek(&p, b * BC);
         if (b < (slabs - 1) * p.blocks_per_slab) {
             assert_non_null(r);
             assert_true(r->g == (double)b);
@@ -131,13 +132,13 @@ static void test_trim_gives_back(void **state)
 
     /* A block handed back with its slab comes back zeroed on its next
      * touch; after a full trim the pool starts over. */
-    assert_true(rec_of(&p, 4095u * 64u)->g == 0.0);
+    assert_true(rec_of(&p, 4095u * BC)->g == 0.0);
     assert_int_equal(p.n_slabs, slabs);
     pd_nodepool_trim(&p, 0);
     assert_int_equal(pd_nodepool_footprint(&p), 0);
     assert_int_equal(pd_nodepool_begin(&p, cells), 0);
-    assert_null(pd_nodepool_peek(&p, 64));
-    assert_true(rec_of(&p, 64)->g == 0.0);
+    assert_null(pd_nodepool_peek(&p, BC));
+    assert_true(rec_of(&p, BC)->g == 0.0);
     pd_nodepool_free(&p);
 }
 

@@ -671,9 +671,9 @@ static void test_memory_follows_search(void **state)
     known_query near = { big, PD_CONNECT_8, { 1000, 1000 }, { 1003, 1001 }, PD_OK, 2 + CORE_SQRT2 };
     run_known(ctx, &near);
     const size_t small = pd_search_ctx_footprint(ctx);
-    /* The directory (8 bytes per 64 cells, 1/136 of the old arrays), a
-     * slab and the open list: under 1/20 of the old arrays. */
-    assert_true(small < full_arrays / 20);
+    /* The directory (8 bytes per 256 cells, 1/544 of the old arrays), a
+     * slab and the open list: under 1/50 of the old arrays. */
+    assert_true(small < full_arrays / 50);
 
     known_query across = { big, PD_CONNECT_4, { 0, 0 }, { 1999, 1999 }, PD_OK, 3998.0 };
     run_known(ctx, &across);
