@@ -479,8 +479,10 @@ static int pd__scene_fits(const pd_scene *spare, const pd_scene *s)
 }
 
 /* Overwrites n - a retired snapshot of the same shape that no one else
- * holds - with a copy of s, as pd__scene_copy would make it. */
-static void pd__scene_copy_into(pd_scene *n, const pd_scene *s)
+ * holds - with a copy of s, as pd__scene_copy would make it. Returns 0, or
+ * -1 when the labels changed width and the memory for them ran out (n must
+ * then be released). */
+static int pd__scene_copy_into(pd_scene *n, const pd_scene *s)
 {
     atomic_store_explicit(&n->refs, 1, memory_order_relaxed);
     memcpy(n->name, s->name, sizeof n->name);
@@ -502,10 +504,10 @@ static void pd__scene_copy_into(pd_scene *n, const pd_scene *s)
             memcpy(to->grid->cells, from->grid->cells, cells);
             to->grid->uniform_cost = from->grid->uniform_cost;
         }
-        memcpy(to->components->labels, from->components->labels, cells * sizeof *to->components->labels);
-        to->components->next_label = from->components->next_label;
-        to->components->count = from->components->count;
+        if (pd_components_assign(to->components, from->components) != 0)
+            return -1;
     }
+    return 0;
 }
 
 /* Repairs the derived data of n after the cells of g in [x0..x1] x [y0..y1]
@@ -640,7 +642,10 @@ static pd_status pd__apply_update(const pd_scene *s, const pd_scene_update *u, p
     if (spare && *spare) {
         n = *spare;
         *spare = NULL;
-        pd__scene_copy_into(n, s);
+        if (pd__scene_copy_into(n, s) != 0) {
+            pd_scene_release(n);
+            return PD_INTERNAL;
+        }
     } else if (!(n = pd__scene_copy(s))) {
         return PD_INTERNAL;
     }
