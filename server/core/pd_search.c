@@ -159,20 +159,24 @@ pd__cell(const pd__run *r, uint32_t i, int32_t x, int32_t y, const int masked)
 /* Opens nb with g = ng, or reopens it with a lower g: the older entry stays
  * in the queue and is skipped when popped. */
 static inline __attribute__((always_inline)) void
-pd__relax(pd__run *r, uint32_t nb, double ng, int dir, int32_t nx, int32_t ny, const int eight)
+pd__relax(pd__run *r, unsigned char **dirs, uint32_t gen, uint32_t nb, double ng, int dir, int32_t nx, int32_t ny,
+          const int eight)
 {
-    pd__node *b = (pd__node *)(void *)pd_nodepool_block(&r->ctx->nodes, nb);
-    if (!b) {
+    /* dirs and gen come from the loop's locals: the parent byte stored
+     * below may alias any memory, so fields read through r would be
+     * loaded again after every relaxation. */
+    unsigned char *raw = dirs[nb >> PD_NODEPOOL_BLOCK_SHIFT];
+    if (__builtin_expect(raw == NULL, 0) && !(raw = pd_nodepool__grow(&r->ctx->nodes, nb >> PD_NODEPOOL_BLOCK_SHIFT))) {
         r->out_of_memory = 1; /* the loop stops before its next pop */
         return;
     }
-    pd__node *n = &b[PD__SLOT(nb)];
-    if (n->gen == r->gen) {
+    pd__node *n = &((pd__node *)(void *)raw)[PD__SLOT(nb)];
+    if (n->gen == gen) {
         if (n->tag == PD__CLOSED || !(ng < n->g - PD__IMPROVE_EPS))
             return;
         n->tag++; /* at most 8 pushes per node: never reaches PD__CLOSED */
     } else {
-        n->gen = r->gen;
+        n->gen = gen;
         n->tag = 0;
         r->generated++;
     }
@@ -187,7 +191,8 @@ static inline __attribute__((always_inline)) pd_status
 pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *expanded_out,
                const int eight, const int uniform, const int masked)
 {
-    unsigned char *const *dir = r->ctx->nodes.dir; /* sized by begin; fixed during the search */
+    unsigned char **const dirs = r->ctx->nodes.dir; /* sized by begin; fixed during the search */
+    const uint32_t gen = r->gen;
     pd_ring *open = &r->ctx->open;
     const int32_t stride = r->stride;
     uint64_t expanded = 0;
@@ -201,7 +206,7 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
         }
         const uint32_t cur = top.id;
         /* A pushed node's block exists. */
-        pd__node *node = &((pd__node *)(void *)dir[cur >> PD_NODEPOOL_BLOCK_SHIFT])[PD__SLOT(cur)];
+        pd__node *node = &((pd__node *)(void *)dirs[cur >> PD_NODEPOOL_BLOCK_SHIFT])[PD__SLOT(cur)];
         if (node->tag != top.tag)
             continue; /* superseded by a lower g, or already expanded */
         node->tag = PD__CLOSED;
@@ -227,22 +232,22 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
         const uint32_t n = cur - (uint32_t)stride, s = cur + (uint32_t)stride, e = cur + 1, w = cur - 1;
         const uint8_t cn = pd__cell(r, n, cx, cy - 1, masked), cs = pd__cell(r, s, cx, cy + 1, masked);
         const uint8_t ce = pd__cell(r, e, cx + 1, cy, masked), cw = pd__cell(r, w, cx - 1, cy, masked);
-        if (cn) pd__relax(r, n, g + (uniform ? 1.0 : cn), PD__N, cx, cy - 1, eight);
-        if (cs) pd__relax(r, s, g + (uniform ? 1.0 : cs), PD__S, cx, cy + 1, eight);
-        if (ce) pd__relax(r, e, g + (uniform ? 1.0 : ce), PD__E, cx + 1, cy, eight);
-        if (cw) pd__relax(r, w, g + (uniform ? 1.0 : cw), PD__W, cx - 1, cy, eight);
+        if (cn) pd__relax(r, dirs, gen, n, g + (uniform ? 1.0 : cn), PD__N, cx, cy - 1, eight);
+        if (cs) pd__relax(r, dirs, gen, s, g + (uniform ? 1.0 : cs), PD__S, cx, cy + 1, eight);
+        if (ce) pd__relax(r, dirs, gen, e, g + (uniform ? 1.0 : ce), PD__E, cx + 1, cy, eight);
+        if (cw) pd__relax(r, dirs, gen, w, g + (uniform ? 1.0 : cw), PD__W, cx - 1, cy, eight);
         if (!eight)
             continue;
         /* Diagonals only where both orthogonal neighbours are open: no corner cutting. */
         uint8_t d;
         if (cn && ce && (d = pd__cell(r, n + 1, cx + 1, cy - 1, masked)))
-            pd__relax(r, n + 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__NE, cx + 1, cy - 1, eight);
+            pd__relax(r, dirs, gen, n + 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__NE, cx + 1, cy - 1, eight);
         if (cn && cw && (d = pd__cell(r, n - 1, cx - 1, cy - 1, masked)))
-            pd__relax(r, n - 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__NW, cx - 1, cy - 1, eight);
+            pd__relax(r, dirs, gen, n - 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__NW, cx - 1, cy - 1, eight);
         if (cs && ce && (d = pd__cell(r, s + 1, cx + 1, cy + 1, masked)))
-            pd__relax(r, s + 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__SE, cx + 1, cy + 1, eight);
+            pd__relax(r, dirs, gen, s + 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__SE, cx + 1, cy + 1, eight);
         if (cs && cw && (d = pd__cell(r, s - 1, cx - 1, cy + 1, masked)))
-            pd__relax(r, s - 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__SW, cx - 1, cy + 1, eight);
+            pd__relax(r, dirs, gen, s - 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__SW, cx - 1, cy + 1, eight);
     }
     *expanded_out = expanded;
     return st;
