@@ -173,10 +173,16 @@ static int pd__check_config(const char *path, const pd_conf *conf, pd_registry *
            ws.n_portals, ws.n_routes);
     for (size_t i = 0; i < n; i++) {
         const pd_scene *s = list[i];
-        printf("  %s %" PRId32 "x%" PRId32 " cell_size %g origin (%g, %g), %" PRIu64
-               " walkable cells, ~%zu KiB\n",
-               s->name, s->grid->width, s->grid->height, s->cell_size, s->origin_x, s->origin_y,
-               s->passable_cells, (pd_scene_memory_bytes(s) + 1023) / 1024);
+        pd_scene_bytes b;
+        pd_scene_get_bytes(s, &b);
+        const double cells = (double)s->grid->width * (double)s->grid->height;
+        printf("  %s %" PRId32 "x%" PRId32 " cell_size %g origin (%g, %g), %" PRIu64 " walkable cells, %" PRIu64
+               " bytes (%.2f per cell):",
+               s->name, s->grid->width, s->grid->height, s->cell_size, s->origin_x, s->origin_y, s->passable_cells,
+               b.total, (double)b.total / cells);
+        for (int st = 0; st < PD_SCENE_STRUCTURES; st++)
+            printf(" %s %" PRIu64, pd_scene_structure_name((pd_scene_structure)st), b.by[st]);
+        printf("\n");
         /* A map read with the wrong layer or property names often loads as
          * all wall; say so instead of passing it as fine. */
         if (s->passable_cells == 0)
@@ -206,7 +212,8 @@ static void pd__metrics_gauges(void *user, pd_metrics_gauges *out)
     out->queue_depth = ps.queue_depth;
     out->worker_threads = ps.threads;
     out->worker_busy_ns = ps.busy_ns;
-    out->worker_prepared_cells = ps.reserved_cells;
+    out->worker_context_bytes = ps.context_bytes;
+    out->worker_context_bytes_max = ps.context_bytes_max;
     out->buffered_bytes = st.buffered_bytes;
     out->buffer_budget_bytes = st.buffer_budget_bytes;
     out->connections_shed = st.connections_shed_total;
@@ -300,15 +307,6 @@ int main(int argc, char **argv)
         goto out;
     }
     pd_server_set_world_store(server, world_store);
-    /* Workers grow their search contexts now, before the listener opens,
-     * so no request's search pays for it (see pd_pool_reserve). */
-    int32_t largest_w, largest_h;
-    char largest[PD_CONF_MAX_NAME];
-    if (pd_registry_largest(registry, &largest_w, &largest_h, largest, sizeof largest)) {
-        pd_pool_reserve(pool, largest_w, largest_h);
-        pd_log_info("workers prepare search contexts for %" PRId32 "x%" PRId32 " grids (largest scene %s)",
-                    largest_w, largest_h, largest);
-    }
     pd_server_set_metrics(server, metrics);
     /* Before the listener announces itself: a SIGHUP or SIGTERM sent as soon
      * as "listening on" appears must reach our handlers, not kill the process. */

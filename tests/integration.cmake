@@ -25,6 +25,10 @@ foreach(name cancel concurrency lifecycle)
           LIBS pathd_integ_harness LABELS sanitize threaded TIMEOUT 240)
 endforeach()
 target_link_libraries(test_e2e_pathctl PRIVATE PkgConfig::CJSON)
+# Issue 17: four workers' search memory after long searches on a large
+# generated scene, read from /metrics.
+pd_test(NAME test_e2e_memory SOURCES integration/test_e2e_memory.c
+        LIBS pathd_integ_harness LABELS sanitize TIMEOUT 240)
 
 # Issue 4 through the daemon: unit sizes, goal fallbacks, waypoint styles and
 # timing, terrain costs with avoid cells, windows and the Tiled scene, and

@@ -1039,6 +1039,13 @@ uint8_t *pd_codec_encode_scene_info(uint64_t id, const pd_scene *scene, size_t *
     m.n_unit_sizes = n_units;
     m.unit_sizes = unit_sizes;
     m.version = scene->version;
+    pd_scene_bytes bytes;
+    pd_scene_get_bytes(scene, &bytes);
+    m.grid_bytes = bytes.by[PD_SCENE_GRID];
+    m.clearance_bytes = bytes.by[PD_SCENE_CLEARANCE];
+    m.label_bytes = bytes.by[PD_SCENE_LABELS];
+    m.unit_grid_bytes = bytes.by[PD_SCENE_UNIT_GRIDS];
+    m.total_bytes = bytes.total;
     resp.id = id;
     resp.status = PATHD__V1__STATUS__OK;
     resp.final = 1;

@@ -37,6 +37,7 @@
  *       "write_low_watermark": 1048576,  0 .. 1 GiB, and below the high watermark
  *       "buffer_budget_bytes": 134217728, 1 MiB .. 4 GiB - 1: all connections' buffers
  *       "frame_timeout_ms": 10000,       0 (never) .. 3600000 (one hour)
+ *       "worker_retained_bytes": 8388608, 0 .. 4 GiB - 1: search memory a worker keeps
  *       "default_max_expansions": 0      0 (unlimited) .. 2^53
  *     },
  *     "scenes": [                        at most PD_CONF_MAX_SCENES entries
@@ -113,6 +114,7 @@ const pd_conf pd_conf_defaults = {
     .max_inflight_per_conn = 64,
     .max_connections = 10000,
     .job_queue_capacity = 4096,
+    .worker_retained_bytes = 8u * 1024u * 1024u,
     .idle_timeout_ms = 300000,
     .shutdown_grace_ms = 5000,
     .write_high_watermark = 4u * 1024u * 1024u,
@@ -290,6 +292,7 @@ static const pd__limit pd__limits[] = {
     PD__LIMIT(write_low_watermark, 0, PD__GIB),
     PD__LIMIT(buffer_budget_bytes, PD__MIB, 4.0 * PD__GIB - 1),
     PD__LIMIT(frame_timeout_ms, 0, 3600000),
+    PD__LIMIT(worker_retained_bytes, 0, 4.0 * PD__GIB - 1),
 };
 
 #define PD__N_LIMITS (sizeof pd__limits / sizeof pd__limits[0])
@@ -300,7 +303,7 @@ static int pd__parse_limits(const pd__ctx *ctx, const cJSON *obj, const char *pa
         "max_frame_bytes", "max_waypoints_per_chunk", "max_inflight_per_conn",
         "max_connections", "job_queue_capacity", "idle_timeout_ms", "shutdown_grace_ms",
         "write_high_watermark", "write_low_watermark", "buffer_budget_bytes", "frame_timeout_ms",
-        "default_max_expansions", NULL,
+        "worker_retained_bytes", "default_max_expansions", NULL,
     };
     char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsObject(obj))

@@ -105,6 +105,9 @@ typedef struct pd_conf {
                                         holders are closed first */
     uint32_t frame_timeout_ms;       /* 10000: a frame's header and body must arrive
                                         within this of its first byte; 0 = never */
+    uint32_t worker_retained_bytes;  /* 8 MiB: search memory (node records, open list,
+                                        path buffer) a worker keeps after a task; what a
+                                        larger search grew beyond it is given back */
     uint64_t default_max_expansions; /* 0 = unlimited; used when a request gives none */
     pd_log_level log_level;          /* info */
     int jump_point_search;           /* 1: workers answer with JPS where it applies

@@ -2,6 +2,12 @@
  * pd_components.c - 4-neighbour component labels and their local repair
  * (see pd_components.h).
  *
+ * Storage: 16 bits per label while they fit (see pd_components.h), which
+ * with the 1-byte grid keeps a unit-1 scene within 3 bytes per cell. The
+ * floods below need 32 bits (the marks live in the top bits), so an update
+ * widens the labels first and narrows them after: two passes over the
+ * labels, in the same order as the copy every update makes anyway.
+ *
  * Every flood here is a breadth-first search over an explicit queue of padded
  * cell indices, never recursion, so map size cannot exhaust the stack. The
  * padding is always 0 (blocked), so neighbours are read without bounds checks.
@@ -74,6 +80,7 @@ static size_t pd__cells_total(int32_t width, int32_t height)
     return (size_t)(width + 2) * (size_t)(height + 2);
 }
 
+/* A pd_components with 32-bit labels, all 0. */
 static pd_components *pd__components_alloc(int32_t width, int32_t height)
 {
     pd_components *c = calloc(1, sizeof *c);
@@ -91,24 +98,93 @@ static pd_components *pd__components_alloc(int32_t width, int32_t height)
     return c;
 }
 
+/* 32-bit labels from 16-bit ones, for an update. The 16-bit buffer is kept
+ * for pd__narrow to write back into; nobody reads c meanwhile (an update
+ * works on a snapshot not yet published). Returns 0 or -1 (memory; c
+ * unchanged). */
+static int pd__widen(pd_components *c)
+{
+    if (c->labels)
+        return 0;
+    const size_t n = pd__cells_total(c->width, c->height);
+    uint32_t *wide = malloc(n * sizeof *wide);
+    if (!wide)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        wide[i] = c->labels16[i];
+    c->labels = wide;
+    return 0;
+}
+
+/* 16-bit labels from 32-bit ones when every label fits; otherwise, or when
+ * memory is short, the 32-bit ones stay. Either way one width remains. */
+static void pd__narrow(pd_components *c)
+{
+    if (!c->labels)
+        return;
+    const size_t n = pd__cells_total(c->width, c->height);
+    if (c->next_label <= PD_COMPONENTS_NARROW_LIMIT && !c->labels16)
+        c->labels16 = malloc(n * sizeof *c->labels16);
+    if (c->next_label > PD_COMPONENTS_NARROW_LIMIT || !c->labels16) {
+        free(c->labels16);
+        c->labels16 = NULL;
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        c->labels16[i] = (uint16_t)c->labels[i];
+    free(c->labels);
+    c->labels = NULL;
+}
+
 void pd_components_destroy(pd_components *c)
 {
     if (!c)
         return;
     free(c->labels);
+    free(c->labels16);
     free(c);
+}
+
+uint64_t pd_components_bytes(const pd_components *c)
+{
+    return (uint64_t)pd__cells_total(c->width, c->height) * (c->labels16 ? sizeof *c->labels16 : sizeof *c->labels);
+}
+
+int pd_components_assign(pd_components *to, const pd_components *from)
+{
+    const size_t n = pd__cells_total(from->width, from->height);
+    if (from->labels16) {
+        free(to->labels);
+        to->labels = NULL;
+        if (!to->labels16 && !(to->labels16 = malloc(n * sizeof *to->labels16)))
+            return -1;
+        memcpy(to->labels16, from->labels16, n * sizeof *to->labels16);
+    } else {
+        free(to->labels16);
+        to->labels16 = NULL;
+        if (!to->labels && !(to->labels = malloc(n * sizeof *to->labels)))
+            return -1;
+        memcpy(to->labels, from->labels, n * sizeof *to->labels);
+    }
+    to->width = from->width;
+    to->height = from->height;
+    to->stride = from->stride;
+    to->next_label = from->next_label;
+    to->count = from->count;
+    return 0;
 }
 
 pd_components *pd_components_clone(const pd_components *c)
 {
-    if (!c || !c->labels)
+    if (!c || (!c->labels && !c->labels16))
         return NULL;
-    pd_components *copy = pd__components_alloc(c->width, c->height);
+    pd_components *copy = calloc(1, sizeof *copy);
     if (!copy)
         return NULL;
-    memcpy(copy->labels, c->labels, pd__cells_total(c->width, c->height) * sizeof *c->labels);
-    copy->next_label = c->next_label;
-    copy->count = c->count;
+    if (pd_components_assign(copy, c) != 0) {
+        pd_components_destroy(copy);
+        return NULL;
+    }
     return copy;
 }
 
@@ -155,6 +231,7 @@ pd_components *pd_components_build(const pd_grid *g)
         }
     }
     free(queue);
+    pd__narrow(c);
     return c;
 }
 
@@ -583,7 +660,7 @@ static int pd__apply_opened(pd__repair *r)
 int pd_components_update(pd_components *c, const pd_grid *g, int32_t x0, int32_t y0, int32_t x1,
                          int32_t y1)
 {
-    if (!c || !c->labels || !g || !g->cells || c->width != g->width || c->height != g->height)
+    if (!c || (!c->labels && !c->labels16) || !g || !g->cells || c->width != g->width || c->height != g->height)
         return -1;
     if (x0 > x1) {
         int32_t t = x0;
@@ -597,6 +674,8 @@ int pd_components_update(pd_components *c, const pd_grid *g, int32_t x0, int32_t
     }
     if (x1 < 0 || y1 < 0 || x0 >= g->width || y0 >= g->height)
         return 0;
+    if (pd__widen(c) != 0)
+        return -1;
     pd__repair r;
     memset(&r, 0, sizeof r);
     r.c = c;
@@ -620,5 +699,6 @@ int pd_components_update(pd_components *c, const pd_grid *g, int32_t x0, int32_t
     for (size_t i = 0; i < r.floods_cap; i++)
         free(r.floods[i].queue.v);
     free(r.floods);
+    pd__narrow(c);
     return rc;
 }

@@ -20,22 +20,42 @@
 #include "pd_grid.h"
 #include "pd_search.h"
 
+/* Labels are stored in 16 bits per cell while every label ever given in the
+ * lineage is below 2^16 (next_label <= PD_COMPONENTS_NARROW_LIMIT, true of
+ * nearly every map: labels count components), in 32 bits otherwise. Exactly
+ * one of labels16 and labels is set between calls; an update works on 32
+ * bits and narrows again when it can. */
+#define PD_COMPONENTS_NARROW_LIMIT 65536u
+
 typedef struct pd_components {
     int32_t width, height, stride;   /* as the grid */
-    uint32_t *labels;                /* padded; 0 = blocked (and padding) */
+    uint16_t *labels16;              /* padded; 0 = blocked (and padding); or NULL */
+    uint32_t *labels;                /* the same in 32 bits when they do not fit; or NULL */
     uint32_t next_label;             /* labels are never reused within one lineage */
     uint32_t count;                  /* components currently present */
 } pd_components;
 
 pd_components *pd_components_build(const pd_grid *g);
+/* Bytes its labels take. */
+uint64_t pd_components_bytes(const pd_components *c);
 pd_components *pd_components_clone(const pd_components *c);
+/* Makes to (of the same size) a copy of from, reusing its memory where the
+ * widths agree. Returns 0, or -1 on allocation failure (to is then left
+ * without labels: destroy it). */
+int pd_components_assign(pd_components *to, const pd_components *from);
 void pd_components_destroy(pd_components *c);
+
+/* The label at padded index i. */
+static inline uint32_t pd_components_at(const pd_components *c, size_t i)
+{
+    return c->labels16 ? c->labels16[i] : c->labels[i];
+}
 
 static inline uint32_t pd_components_label(const pd_components *c, pd_point p)
 {
     if (p.x < 0 || p.y < 0 || p.x >= c->width || p.y >= c->height)
         return 0;
-    return c->labels[(size_t)(p.y + 1) * (size_t)c->stride + (size_t)(p.x + 1)];
+    return pd_components_at(c, (size_t)(p.y + 1) * (size_t)c->stride + (size_t)(p.x + 1));
 }
 
 static inline int pd_components_connected(const pd_components *c, pd_point a, pd_point b)

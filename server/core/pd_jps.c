@@ -31,9 +31,11 @@
  * The open list is the radix heap of pd_radix.h, with A*'s keys,
  * tie-breaking and push tags (A* itself uses a ring of f buckets, whose
  * window a long jump would overrun); node records are 16 bytes stamped with
- * a generation, so a context is reused without clearing. Each jump point
- * remembers its parent jump point; extraction walks those and fills in the
- * straight or diagonal run between each pair.
+ * a generation, in the lazy node pool of pd_nodepool.h, so a context is
+ * reused without clearing and holds memory only for the blocks of 256 cells
+ * where jump points were recorded. Each jump point remembers its parent jump
+ * point; extraction walks those and fills in the straight or diagonal run
+ * between each pair.
  */
 #include "pd_jps.h"
 
@@ -41,6 +43,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "pd_nodepool.h"
 #include "pd_radix.h"
 #include "pd_search_common.h"
 
@@ -56,12 +59,18 @@ typedef struct pd__jnode {
                             pd_search.c); PD__CLOSED once expanded */
 } pd__jnode;
 
+/* A node pool block: 256 cells' records, then their parents' padded
+ * indices. */
+typedef struct pd__jblock {
+    pd__jnode n[PD_NODEPOOL_BLOCK_CELLS];
+    uint32_t parent[PD_NODEPOOL_BLOCK_CELLS];
+} pd__jblock;
+
+#define PD__SLOT(i) ((i) & (PD_NODEPOOL_BLOCK_CELLS - 1u))
+
 struct pd_jps_ctx {
-    pd__jnode *nodes;
-    uint32_t *parent;    /* padded index of the parent jump point */
+    pd_nodepool nodes;   /* pd__jblock per 256 cells holding a jump point */
     pd_radix open;       /* its arrays are kept across searches */
-    size_t capacity;     /* cells the arrays can hold */
-    uint32_t gen;
 
     /* What pd_jps_extract needs from the last search. */
     int have_path;
@@ -72,52 +81,45 @@ struct pd_jps_ctx {
 
 pd_jps_ctx *pd_jps_ctx_create(void)
 {
-    return calloc(1, sizeof(pd_jps_ctx));
+    pd_jps_ctx *ctx = calloc(1, sizeof *ctx);
+    if (ctx)
+        pd_nodepool_init(&ctx->nodes, sizeof(pd__jblock));
+    return ctx;
 }
 
 void pd_jps_ctx_destroy(pd_jps_ctx *ctx)
 {
     if (!ctx)
         return;
-    free(ctx->nodes);
-    free(ctx->parent);
+    pd_nodepool_free(&ctx->nodes);
     pd_radix_free(&ctx->open);
     free(ctx);
 }
 
 size_t pd_jps_ctx_footprint(const pd_jps_ctx *ctx)
 {
-    return sizeof *ctx + ctx->capacity * (sizeof(pd__jnode) + sizeof(uint32_t)) + pd_radix_footprint(&ctx->open);
+    return sizeof *ctx + pd_nodepool_footprint(&ctx->nodes) + pd_radix_footprint(&ctx->open);
 }
 
-static int pd__jps_reserve(pd_jps_ctx *ctx, size_t cells)
+void pd_jps_ctx_trim(pd_jps_ctx *ctx, size_t keep_bytes)
 {
-    if (cells <= ctx->capacity)
-        return 0;
-    pd__jnode *nodes = calloc(cells, sizeof *nodes);
-    uint32_t *parent = malloc(cells * sizeof *parent);
-    if (!nodes || !parent) {
-        free(nodes);
-        free(parent);
-        return -1;
-    }
-    pd__prefault(nodes, cells * sizeof *nodes);
-    pd__prefault(parent, cells * sizeof *parent);
-    free(ctx->nodes);
-    free(ctx->parent);
-    ctx->nodes = nodes;
-    ctx->parent = parent;
-    ctx->capacity = cells;
-    ctx->gen = 0; /* fresh nodes carry generation 0 */
+    if (pd_jps_ctx_footprint(ctx) <= keep_bytes)
+        return;
+    /* As pd_search_ctx_trim: the records keep what the open list leaves. */
     ctx->have_path = 0;
-    return 0;
+    size_t rest = pd_jps_ctx_footprint(ctx) - pd_nodepool_footprint(&ctx->nodes);
+    pd_nodepool_trim(&ctx->nodes, keep_bytes > rest ? keep_bytes - rest : 0);
+    if (pd_jps_ctx_footprint(ctx) <= keep_bytes)
+        return;
+    pd_radix_free(&ctx->open);
+    rest = pd_jps_ctx_footprint(ctx) - pd_nodepool_footprint(&ctx->nodes);
+    pd_nodepool_trim(&ctx->nodes, keep_bytes > rest ? keep_bytes - rest : 0);
 }
 
-int pd_jps_ctx_reserve(pd_jps_ctx *ctx, int32_t width, int32_t height)
+/* The block of a cell that holds a record this search. */
+static inline pd__jblock *pd__jblk(const pd_jps_ctx *ctx, uint32_t v)
 {
-    if (width < 1 || height < 1 || width > PD_GRID_MAX_SIDE || height > PD_GRID_MAX_SIDE)
-        return -1;
-    return pd__jps_reserve(ctx, (size_t)(width + 2) * (size_t)(height + 2));
+    return (pd__jblock *)(void *)ctx->nodes.dir[v >> PD_NODEPOOL_BLOCK_SHIFT];
 }
 
 static inline int32_t pd__sign(int32_t v)
@@ -135,6 +137,7 @@ int pd_jps_applicable(const pd_grid *grid, const pd_search_params *params)
 
 typedef struct pd__jrun {
     pd_jps_ctx *ctx;
+    uint32_t gen;        /* the node pool's, for this search */
     const uint8_t *cells;
     int32_t stride;
     const uint8_t *goal;
@@ -266,19 +269,24 @@ static inline const uint8_t *pd__jump_diag(const pd__jrun *r, const uint8_t *p, 
 static void pd__jps_relax(pd__jrun *r, const uint8_t *j, uint32_t cur, double ng)
 {
     const uint32_t nb = (uint32_t)(j - r->cells);
-    pd__jnode *n = &r->ctx->nodes[nb];
+    pd__jblock *b = (pd__jblock *)(void *)pd_nodepool_block(&r->ctx->nodes, nb);
+    if (!b) {
+        r->out_of_memory = 1; /* the loop stops before its next pop */
+        return;
+    }
+    pd__jnode *n = &b->n[PD__SLOT(nb)];
     const int32_t nx = (int32_t)(nb % (uint32_t)r->stride), ny = (int32_t)(nb / (uint32_t)r->stride);
-    if (n->gen == r->ctx->gen) {
+    if (n->gen == r->gen) {
         if (n->tag == PD__CLOSED || !(ng < n->g - PD__IMPROVE_EPS))
             return;
         n->tag++; /* one per expanded jump point that improves it: far below PD__CLOSED */
     } else {
-        n->gen = r->ctx->gen;
+        n->gen = r->gen;
         n->tag = 0;
         r->generated++;
     }
     n->g = ng;
-    r->ctx->parent[nb] = cur;
+    b->parent[PD__SLOT(nb)] = cur;
     if (pd_radix_push(&r->ctx->open, pd__f_key(ng + pd__octile(nx - r->gx, ny - r->gy)), nb, n->tag) != 0)
         r->out_of_memory = 1; /* the loop stops before its next pop */
 }
@@ -341,7 +349,6 @@ static void pd__jps_expand(pd__jrun *r, uint32_t cur, double g, int32_t dx, int3
 
 static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params *p, uint64_t *expanded_out)
 {
-    pd__jnode *nodes = r->ctx->nodes;
     const uint32_t stride = (uint32_t)r->stride;
     uint64_t expanded = 0;
     pd_status st = PD_NO_PATH;
@@ -354,9 +361,11 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
             break;
         }
         const uint32_t cur = top.id;
-        if (nodes[cur].tag != top.tag)
+        pd__jblock *cb = pd__jblk(r->ctx, cur); /* a pushed node's block exists */
+        pd__jnode *node = &cb->n[PD__SLOT(cur)];
+        if (node->tag != top.tag)
             continue; /* superseded by a lower g, or already expanded */
-        nodes[cur].tag = PD__CLOSED;
+        node->tag = PD__CLOSED;
         if (cur == goal) {
             st = PD_OK;
             break;
@@ -367,12 +376,12 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
             break;
         }
         int32_t dx = 0, dy = 0;
-        const uint32_t par = r->ctx->parent[cur];
+        const uint32_t par = cb->parent[PD__SLOT(cur)];
         if (par != PD__NO_PARENT) {
             dx = pd__sign((int32_t)(cur % stride) - (int32_t)(par % stride));
             dy = pd__sign((int32_t)(cur / stride) - (int32_t)(par / stride));
         }
-        pd__jps_expand(r, cur, nodes[cur].g, dx, dy);
+        pd__jps_expand(r, cur, node->g, dx, dy);
     }
     *expanded_out = expanded;
     return st;
@@ -381,7 +390,7 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
 static size_t pd__jps_path_length(const pd_jps_ctx *ctx)
 {
     size_t len = 1;
-    for (uint32_t v = ctx->last_goal, u; (u = ctx->parent[v]) != PD__NO_PARENT; v = u)
+    for (uint32_t v = ctx->last_goal, u; (u = pd__jblk(ctx, v)->parent[PD__SLOT(v)]) != PD__NO_PARENT; v = u)
         len += (size_t)pd__run_steps(v, u, ctx->last_stride);
     return len;
 }
@@ -402,7 +411,8 @@ pd_status pd_jps_extract(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, s
     int32_t x = (int32_t)(ctx->last_goal % stride), y = (int32_t)(ctx->last_goal / stride);
     size_t i = len - 1;
     out[i] = (pd_point){ x - 1, y - 1 };
-    for (uint32_t u = ctx->parent[ctx->last_goal]; u != PD__NO_PARENT; u = ctx->parent[u]) {
+    for (uint32_t u = pd__jblk(ctx, ctx->last_goal)->parent[PD__SLOT(ctx->last_goal)]; u != PD__NO_PARENT;
+         u = pd__jblk(ctx, u)->parent[PD__SLOT(u)]) {
         const int32_t ux = (int32_t)(u % stride), uy = (int32_t)(u / stride);
         const int32_t sx = pd__sign(ux - x), sy = pd__sign(uy - y);
         while (x != ux || y != uy) {
@@ -440,22 +450,19 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
         goto done;
     }
     size_t cells = (size_t)(grid->width + 2) * (size_t)(grid->height + 2);
-    if (pd__jps_reserve(ctx, cells) != 0) {
+    const uint32_t start = (uint32_t)pd_grid_index(grid, s.x, s.y);
+    pd__jblock *sb;
+    if (pd_nodepool_begin(&ctx->nodes, cells) != 0 ||
+        !(sb = (pd__jblock *)(void *)pd_nodepool_block(&ctx->nodes, start))) {
         st = PD_INTERNAL;
         goto done;
     }
-    if (++ctx->gen == 0) {
-        /* After 2^32 searches the stamps wrap: clear them once and go on. */
-        for (size_t i = 0; i < ctx->capacity; i++)
-            ctx->nodes[i].gen = 0;
-        ctx->gen = 1;
-    }
 
-    const uint32_t start = (uint32_t)pd_grid_index(grid, s.x, s.y);
     const uint32_t goal = (uint32_t)pd_grid_index(grid, t.x, t.y);
     const double h0 = pd__octile(s.x - t.x, s.y - t.y);
     pd__jrun r = {
         .ctx = ctx,
+        .gen = ctx->nodes.gen,
         .cells = grid->cells,
         .stride = grid->stride,
         .goal = grid->cells + goal,
@@ -463,10 +470,8 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
         .gx = t.x + 1,
         .gy = t.y + 1,
     };
-    ctx->nodes[start].gen = ctx->gen;
-    ctx->nodes[start].g = 0.0;
-    ctx->nodes[start].tag = 0;
-    ctx->parent[start] = PD__NO_PARENT;
+    sb->n[PD__SLOT(start)] = (pd__jnode){ .g = 0.0, .gen = ctx->nodes.gen, .tag = 0 };
+    sb->parent[PD__SLOT(start)] = PD__NO_PARENT;
     pd_radix_reset(&ctx->open, pd__f_key(h0));
     if (pd_radix_push(&ctx->open, pd__f_key(h0), start, 0) != 0) {
         st = PD_INTERNAL;
@@ -482,7 +487,7 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
         ctx->last_stride = grid->stride;
         ctx->last_goal = goal;
         ctx->last_path_len = pd__jps_path_length(ctx);
-        m.cost = ctx->nodes[goal].g;
+        m.cost = pd__jblk(ctx, goal)->n[PD__SLOT(goal)].g;
         m.path_len = ctx->last_path_len;
         m.end = t;
         if (out_cap > 0 || out)

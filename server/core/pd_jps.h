@@ -19,9 +19,10 @@
  * anything else is checked, so a caller can fall back to pd_search_astar,
  * which then gives the request its proper answer.
  *
- * Context: one pd_jps_ctx per thread, grown to the largest grid it served and
- * reused without clearing (node records carry a search generation), exactly
- * like pd_search_ctx but independent of it.
+ * Context: one pd_jps_ctx per thread, reused without clearing (node records
+ * carry a search generation) and holding records only for the blocks of
+ * cells its searches touched, exactly like pd_search_ctx but independent of
+ * it.
  */
 #ifndef PD_JPS_H
 #define PD_JPS_H
@@ -38,11 +39,12 @@ typedef struct pd_jps_ctx pd_jps_ctx;
 pd_jps_ctx *pd_jps_ctx_create(void);
 void pd_jps_ctx_destroy(pd_jps_ctx *ctx);
 
-/* Bytes the context currently holds (stops growing once it has served the
- * largest grid it will see). */
+/* Bytes the context currently holds (grows with the cells its searches
+ * record jump points in). */
 size_t pd_jps_ctx_footprint(const pd_jps_ctx *ctx);
-/* As pd_search_ctx_reserve, for jump point search. */
-int pd_jps_ctx_reserve(pd_jps_ctx *ctx, int32_t width, int32_t height);
+/* As pd_search_ctx_trim, for jump point search (pd_jps_extract likewise
+ * answers PD_NO_PATH after a trim that freed anything). */
+void pd_jps_ctx_trim(pd_jps_ctx *ctx, size_t keep_bytes);
 
 /* 1 when pd_search_jps can answer this request, 0 when it would return
  * PD_INVALID_ARGUMENT for the reasons listed in the file comment (endpoints

@@ -272,6 +272,11 @@ void pd_move_area_free(pd_move_area *a)
     memset(a, 0, sizeof *a);
 }
 
+size_t pd_move_area_bytes(const pd_move_area *a)
+{
+    return a->cap * (sizeof *a->cost + sizeof *a->pos + sizeof *a->heap + sizeof *a->cells);
+}
+
 static int pd__area_grow(pd_move_area *a, size_t n)
 {
     if (n <= a->cap)

@@ -98,6 +98,8 @@ typedef struct pd_move_area {
 } pd_move_area;
 
 void pd_move_area_free(pd_move_area *a);
+/* Bytes the area holds (what a worker's trim weighs). */
+size_t pd_move_area_bytes(const pd_move_area *a);
 
 /* Every open cell whose walking cost from `from` (8-connected, no corner
  * cutting, step length times the cost of the cell entered: the search's

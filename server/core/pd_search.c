@@ -2,11 +2,14 @@
  * pd_search.c - A* over a padded pd_grid with a reusable per-thread context.
  *
  * Per-cell state lives in one 16-byte record (g, generation, current open
- * entry), so a relaxation touches one cache line; the parent is a 1-byte
- * direction code in a separate array that only path extraction reads. A cell
- * whose generation differs from the context's is "unseen" in this search,
- * which is what lets a context serve query after query without clearing
- * anything. The open list is a ring of f buckets (pd_ring.h) over f
+ * entry, parent direction), so a relaxation touches one cache line. Records
+ * live in the lazy node pool (pd_nodepool.h): a block of 256 cells'
+ * records (4 KiB) exists once a search has touched one of them, so the context
+ * grows with the area searched, not with the map. A cell whose generation
+ * differs from the pool's is "unseen" in this search, which is what lets a
+ * context serve query after query without clearing anything. Per-request
+ * blockers are stamped into a second pool of the same kind, which a lookup
+ * never grows. The open list is a ring of f buckets (pd_ring.h) over f
  * quantised to integer keys (pd__f_key).
  *
  * The expansion loop is written once and instantiated eight times (4/8
@@ -23,10 +26,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "pd_nodepool.h"
 #include "pd_ring.h"
 #include "pd_search_common.h"
 
-#define PD__CLOSED UINT32_MAX
+#define PD__CLOSED UINT16_MAX
 /* A route must be shorter by more than this to replace a known one: float
  * sums of the same steps in another order differ in the last bits, and
  * re-sifting for such noise only costs time. */
@@ -35,21 +39,25 @@
 /* Added to the open list's window for float noise in g + h. */
 #define PD__RING_SLACK 1e-3
 
+/* The parent direction shares the record with g, so a relaxation writes one
+ * cache line and a node pool block is exactly 4 KiB. */
 typedef struct pd__node {
     double g;
     uint32_t gen;
-    uint32_t tag;        /* counts the node's pushes this search: only the open
+    uint16_t tag;        /* counts the node's pushes this search: only the open
                             entry carrying the same tag is current; PD__CLOSED
                             once expanded */
+    uint8_t parent_dir;  /* the step that reached the node (see pd__dx) */
+    uint8_t unused;
 } pd__node;
 
+#define PD__SLOT(i) ((i) & (PD_NODEPOOL_BLOCK_CELLS - 1u))
+
 struct pd_search_ctx {
-    pd__node *nodes;
-    uint8_t *parent_dir;
+    pd_nodepool nodes;   /* PD_NODEPOOL_BLOCK_CELLS records per block of cells touched */
     pd_ring open;        /* its bucket arrays are kept across searches */
-    uint32_t *blocked;   /* per-request blockers: blocked[i] == gen; allocated on first use */
-    size_t capacity;     /* cells the arrays can hold */
-    uint32_t gen;
+    pd_nodepool blocked; /* per-request blockers: a uint32_t stamp per cell,
+                            equal to blocked.gen when blocked in this search */
 
     /* What pd_search_extract needs from the last search. */
     int have_path;
@@ -67,6 +75,10 @@ static const int8_t pd__dy[8] = { -1, 1, 0, 0, -1, -1, 1, 1 };
 pd_search_ctx *pd_search_ctx_create(void)
 {
     pd_search_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return NULL;
+    pd_nodepool_init(&ctx->nodes, PD_NODEPOOL_BLOCK_CELLS * sizeof(pd__node));
+    pd_nodepool_init(&ctx->blocked, PD_NODEPOOL_BLOCK_CELLS * sizeof(uint32_t));
     return ctx;
 }
 
@@ -74,51 +86,33 @@ void pd_search_ctx_destroy(pd_search_ctx *ctx)
 {
     if (!ctx)
         return;
-    free(ctx->nodes);
-    free(ctx->parent_dir);
+    pd_nodepool_free(&ctx->nodes);
     pd_ring_free(&ctx->open);
-    free(ctx->blocked);
+    pd_nodepool_free(&ctx->blocked);
     free(ctx);
 }
 
 size_t pd_search_ctx_footprint(const pd_search_ctx *ctx)
 {
-    return sizeof *ctx + ctx->capacity * (sizeof(pd__node) + 1) +
-           pd_ring_footprint(&ctx->open) +
-           (ctx->blocked ? ctx->capacity * sizeof(uint32_t) : 0);
+    return sizeof *ctx + pd_nodepool_footprint(&ctx->nodes) + pd_ring_footprint(&ctx->open) +
+           pd_nodepool_footprint(&ctx->blocked);
 }
 
-/* Grows the context to hold `cells` cells; a no-op once it is big enough. */
-static int pd__ctx_reserve(pd_search_ctx *ctx, size_t cells)
+void pd_search_ctx_trim(pd_search_ctx *ctx, size_t keep_bytes)
 {
-    if (cells <= ctx->capacity)
-        return 0;
-    pd__node *nodes = calloc(cells, sizeof *nodes);
-    uint8_t *parent = malloc(cells);
-    if (!nodes || !parent) {
-        free(nodes);
-        free(parent);
-        return -1;
-    }
-    pd__prefault(nodes, cells * sizeof *nodes);
-    pd__prefault(parent, cells);
-    free(ctx->nodes);
-    free(ctx->parent_dir);
-    free(ctx->blocked);
-    ctx->blocked = NULL;
-    ctx->nodes = nodes;
-    ctx->parent_dir = parent;
-    ctx->capacity = cells;
-    ctx->gen = 0; /* fresh nodes carry generation 0 */
+    if (pd_search_ctx_footprint(ctx) <= keep_bytes)
+        return;
+    /* The node records are what a later search would fault in again, so
+     * they keep whatever the open list and the blockers leave over. */
     ctx->have_path = 0;
-    return 0;
-}
-
-int pd_search_ctx_reserve(pd_search_ctx *ctx, int32_t width, int32_t height)
-{
-    if (width < 1 || height < 1 || width > PD_GRID_MAX_SIDE || height > PD_GRID_MAX_SIDE)
-        return -1;
-    return pd__ctx_reserve(ctx, (size_t)(width + 2) * (size_t)(height + 2));
+    size_t rest = pd_search_ctx_footprint(ctx) - pd_nodepool_footprint(&ctx->nodes);
+    pd_nodepool_trim(&ctx->nodes, keep_bytes > rest ? keep_bytes - rest : 0);
+    if (pd_search_ctx_footprint(ctx) <= keep_bytes)
+        return;
+    pd_ring_free(&ctx->open);
+    pd_nodepool_trim(&ctx->blocked, 0);
+    rest = pd_search_ctx_footprint(ctx) - pd_nodepool_footprint(&ctx->nodes);
+    pd_nodepool_trim(&ctx->nodes, keep_bytes > rest ? keep_bytes - rest : 0);
 }
 
 static inline double pd__manhattan(int32_t dx, int32_t dy)
@@ -128,6 +122,7 @@ static inline double pd__manhattan(int32_t dx, int32_t dy)
 
 typedef struct pd__run {
     pd_search_ctx *ctx;
+    uint32_t gen;            /* the node pool's, for this search */
     const uint8_t *cells;
     int32_t stride;
     int32_t gx, gy;          /* goal in padded coordinates */
@@ -135,7 +130,7 @@ typedef struct pd__run {
     int out_of_memory;       /* the open list could not grow */
 
     /* Masked searches only (blockers or a window), padded coordinates. */
-    const uint32_t *blocked;
+    const pd_nodepool *blocked;
     int32_t wx0, wy0, wx1, wy1;
 
     /* partial_on_cutoff: the expanded node nearest the goal so far. */
@@ -150,29 +145,43 @@ static inline __attribute__((always_inline)) uint8_t
 pd__cell(const pd__run *r, uint32_t i, int32_t x, int32_t y, const int masked)
 {
     uint8_t v = r->cells[i];
-    if (masked && v &&
-        (r->blocked[i] == r->ctx->gen || x < r->wx0 || x > r->wx1 || y < r->wy0 || y > r->wy1))
-        return 0;
+    if (masked && v) {
+        if (x < r->wx0 || x > r->wx1 || y < r->wy0 || y > r->wy1)
+            return 0;
+        /* A block no blocker was stamped into holds no blocker. */
+        const uint32_t *stamps = (const uint32_t *)(const void *)pd_nodepool_peek(r->blocked, i);
+        if (stamps && stamps[PD__SLOT(i)] == r->blocked->gen)
+            return 0;
+    }
     return v;
 }
 
 /* Opens nb with g = ng, or reopens it with a lower g: the older entry stays
  * in the queue and is skipped when popped. */
 static inline __attribute__((always_inline)) void
-pd__relax(pd__run *r, uint32_t nb, double ng, int dir, int32_t nx, int32_t ny, const int eight)
+pd__relax(pd__run *r, unsigned char **dirs, uint32_t gen, uint32_t nb, double ng, int dir, int32_t nx, int32_t ny,
+          const int eight)
 {
-    pd__node *n = &r->ctx->nodes[nb];
-    if (n->gen == r->ctx->gen) {
+    /* dirs and gen come from the loop's locals: the parent byte stored
+     * below may alias any memory, so fields read through r would be
+     * loaded again after every relaxation. */
+    unsigned char *raw = dirs[nb >> PD_NODEPOOL_BLOCK_SHIFT];
+    if (__builtin_expect(raw == NULL, 0) && !(raw = pd_nodepool__grow(&r->ctx->nodes, nb >> PD_NODEPOOL_BLOCK_SHIFT))) {
+        r->out_of_memory = 1; /* the loop stops before its next pop */
+        return;
+    }
+    pd__node *n = &((pd__node *)(void *)raw)[PD__SLOT(nb)];
+    if (n->gen == gen) {
         if (n->tag == PD__CLOSED || !(ng < n->g - PD__IMPROVE_EPS))
             return;
         n->tag++; /* at most 8 pushes per node: never reaches PD__CLOSED */
     } else {
-        n->gen = r->ctx->gen;
+        n->gen = gen;
         n->tag = 0;
         r->generated++;
     }
     n->g = ng;
-    r->ctx->parent_dir[nb] = (uint8_t)dir;
+    n->parent_dir = (uint8_t)dir;
     double f = ng + (eight ? pd__octile(nx - r->gx, ny - r->gy) : pd__manhattan(nx - r->gx, ny - r->gy));
     if (pd_ring_push(&r->ctx->open, pd__f_key(f), nb, n->tag) != 0)
         r->out_of_memory = 1; /* the loop stops before its next pop */
@@ -182,7 +191,8 @@ static inline __attribute__((always_inline)) pd_status
 pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *expanded_out,
                const int eight, const int uniform, const int masked)
 {
-    pd__node *nodes = r->ctx->nodes;
+    unsigned char **const dirs = r->ctx->nodes.dir; /* sized by begin; fixed during the search */
+    const uint32_t gen = r->gen;
     pd_ring *open = &r->ctx->open;
     const int32_t stride = r->stride;
     uint64_t expanded = 0;
@@ -195,9 +205,11 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
             break;
         }
         const uint32_t cur = top.id;
-        if (nodes[cur].tag != top.tag)
+        /* A pushed node's block exists. */
+        pd__node *node = &((pd__node *)(void *)dirs[cur >> PD_NODEPOOL_BLOCK_SHIFT])[PD__SLOT(cur)];
+        if (node->tag != top.tag)
             continue; /* superseded by a lower g, or already expanded */
-        nodes[cur].tag = PD__CLOSED;
+        node->tag = PD__CLOSED;
         if (cur == goal) {
             st = PD_OK;
             break;
@@ -207,7 +219,7 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
             st = go;
             break;
         }
-        const double g = nodes[cur].g;
+        const double g = node->g;
         const int32_t cx = (int32_t)(cur % (uint32_t)stride), cy = (int32_t)(cur / (uint32_t)stride);
         if (r->track_best) {
             double h = eight ? pd__octile(cx - r->gx, cy - r->gy) : pd__manhattan(cx - r->gx, cy - r->gy);
@@ -220,25 +232,31 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
         const uint32_t n = cur - (uint32_t)stride, s = cur + (uint32_t)stride, e = cur + 1, w = cur - 1;
         const uint8_t cn = pd__cell(r, n, cx, cy - 1, masked), cs = pd__cell(r, s, cx, cy + 1, masked);
         const uint8_t ce = pd__cell(r, e, cx + 1, cy, masked), cw = pd__cell(r, w, cx - 1, cy, masked);
-        if (cn) pd__relax(r, n, g + (uniform ? 1.0 : cn), PD__N, cx, cy - 1, eight);
-        if (cs) pd__relax(r, s, g + (uniform ? 1.0 : cs), PD__S, cx, cy + 1, eight);
-        if (ce) pd__relax(r, e, g + (uniform ? 1.0 : ce), PD__E, cx + 1, cy, eight);
-        if (cw) pd__relax(r, w, g + (uniform ? 1.0 : cw), PD__W, cx - 1, cy, eight);
+        if (cn) pd__relax(r, dirs, gen, n, g + (uniform ? 1.0 : cn), PD__N, cx, cy - 1, eight);
+        if (cs) pd__relax(r, dirs, gen, s, g + (uniform ? 1.0 : cs), PD__S, cx, cy + 1, eight);
+        if (ce) pd__relax(r, dirs, gen, e, g + (uniform ? 1.0 : ce), PD__E, cx + 1, cy, eight);
+        if (cw) pd__relax(r, dirs, gen, w, g + (uniform ? 1.0 : cw), PD__W, cx - 1, cy, eight);
         if (!eight)
             continue;
         /* Diagonals only where both orthogonal neighbours are open: no corner cutting. */
         uint8_t d;
         if (cn && ce && (d = pd__cell(r, n + 1, cx + 1, cy - 1, masked)))
-            pd__relax(r, n + 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__NE, cx + 1, cy - 1, eight);
+            pd__relax(r, dirs, gen, n + 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__NE, cx + 1, cy - 1, eight);
         if (cn && cw && (d = pd__cell(r, n - 1, cx - 1, cy - 1, masked)))
-            pd__relax(r, n - 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__NW, cx - 1, cy - 1, eight);
+            pd__relax(r, dirs, gen, n - 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__NW, cx - 1, cy - 1, eight);
         if (cs && ce && (d = pd__cell(r, s + 1, cx + 1, cy + 1, masked)))
-            pd__relax(r, s + 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__SE, cx + 1, cy + 1, eight);
+            pd__relax(r, dirs, gen, s + 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__SE, cx + 1, cy + 1, eight);
         if (cs && cw && (d = pd__cell(r, s - 1, cx - 1, cy + 1, masked)))
-            pd__relax(r, s - 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__SW, cx - 1, cy + 1, eight);
+            pd__relax(r, dirs, gen, s - 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__SW, cx - 1, cy + 1, eight);
     }
     *expanded_out = expanded;
     return st;
+}
+
+/* The block of a cell the last search reached. */
+static const pd__node *pd__reached(const pd_search_ctx *ctx, uint32_t v)
+{
+    return &((const pd__node *)(const void *)pd_nodepool_peek(&ctx->nodes, v))[PD__SLOT(v)];
 }
 
 /* Walks parent directions back from the goal; returns the number of cells. */
@@ -246,7 +264,7 @@ static size_t pd__path_length(const pd_search_ctx *ctx)
 {
     size_t len = 1;
     uint32_t v = ctx->last_goal;
-    for (uint8_t d; (d = ctx->parent_dir[v]) != PD__NO_PARENT; len++)
+    for (uint8_t d; (d = pd__reached(ctx, v)->parent_dir) != PD__NO_PARENT; len++)
         v -= (uint32_t)(pd__dy[d] * ctx->last_stride + pd__dx[d]);
     return len;
 }
@@ -267,23 +285,21 @@ pd_status pd_search_extract(const pd_search_ctx *ctx, pd_point *out, size_t out_
     for (size_t i = len; i-- > 0;) {
         out[i].x = (int32_t)(v % (uint32_t)ctx->last_stride) - 1;
         out[i].y = (int32_t)(v / (uint32_t)ctx->last_stride) - 1;
-        uint8_t d = ctx->parent_dir[v];
+        uint8_t d = pd__reached(ctx, v)->parent_dir;
         if (d != PD__NO_PARENT)
             v -= (uint32_t)(pd__dy[d] * ctx->last_stride + pd__dx[d]);
     }
     return PD_OK;
 }
 
-/* Stamps the request's blockers into ctx->blocked for the current
- * generation. Returns PD_OK, PD_START_BLOCKED / PD_GOAL_BLOCKED when a
- * blocker sits on an endpoint, or PD_INTERNAL on allocation failure. */
-static pd_status pd__stamp_blockers(pd_search_ctx *ctx, const pd_grid *grid, const pd_search_params *p)
+/* Stamps the request's blockers into ctx->blocked for a new generation.
+ * Returns PD_OK, PD_START_BLOCKED / PD_GOAL_BLOCKED when a blocker sits on
+ * an endpoint, or PD_INTERNAL on allocation failure. */
+static pd_status pd__stamp_blockers(pd_search_ctx *ctx, const pd_grid *grid, const pd_search_params *p,
+                                    size_t cells)
 {
-    if (!ctx->blocked) {
-        ctx->blocked = calloc(ctx->capacity, sizeof *ctx->blocked);
-        if (!ctx->blocked)
-            return PD_INTERNAL;
-    }
+    if (pd_nodepool_begin(&ctx->blocked, cells) != 0)
+        return PD_INTERNAL;
     for (size_t i = 0; i < p->n_blockers; i++) {
         pd_point b = p->blockers[i];
         if (!pd_grid_in_bounds(grid, b.x, b.y))
@@ -292,7 +308,11 @@ static pd_status pd__stamp_blockers(pd_search_ctx *ctx, const pd_grid *grid, con
             return PD_START_BLOCKED;
         if (b.x == p->goal.x && b.y == p->goal.y)
             return PD_GOAL_BLOCKED;
-        ctx->blocked[pd_grid_index(grid, b.x, b.y)] = ctx->gen;
+        const uint32_t cell = (uint32_t)pd_grid_index(grid, b.x, b.y);
+        uint32_t *stamps = (uint32_t *)(void *)pd_nodepool_block(&ctx->blocked, cell);
+        if (!stamps)
+            return PD_INTERNAL;
+        stamps[PD__SLOT(cell)] = ctx->blocked.gen;
     }
     return PD_OK;
 }
@@ -347,22 +367,19 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
         goto done;
     }
     size_t cells = (size_t)(grid->width + 2) * (size_t)(grid->height + 2);
-    if (pd__ctx_reserve(ctx, cells) != 0) {
+    if (pd_nodepool_begin(&ctx->nodes, cells) != 0) {
         st = PD_INTERNAL;
         goto done;
     }
-    if (++ctx->gen == 0) {
-        /* After 2^32 searches the stamps wrap: clear them once and go on. */
-        for (size_t i = 0; i < ctx->capacity; i++)
-            ctx->nodes[i].gen = 0;
-        if (ctx->blocked)
-            memset(ctx->blocked, 0, ctx->capacity * sizeof *ctx->blocked);
-        ctx->gen = 1;
-    }
     /* The masked loop reads ctx->blocked for every neighbour, window or not. */
     const int masked = params->n_blockers > 0 || params->has_window;
-    if (masked && (st = pd__stamp_blockers(ctx, grid, params)) != PD_OK)
+    if (masked && (st = pd__stamp_blockers(ctx, grid, params, cells)) != PD_OK)
         goto done;
+    pd__node *sb = (pd__node *)(void *)pd_nodepool_block(&ctx->nodes, (uint32_t)pd_grid_index(grid, s.x, s.y));
+    if (!sb) {
+        st = PD_INTERNAL;
+        goto done;
+    }
 
     const int eight = conn == PD_CONNECT_8;
     const double h0 = eight ? pd__octile(s.x - t.x, s.y - t.y) : pd__manhattan(s.x - t.x, s.y - t.y);
@@ -370,11 +387,12 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
     uint32_t goal = (uint32_t)pd_grid_index(grid, t.x, t.y);
     pd__run r = {
         .ctx = ctx,
+        .gen = ctx->nodes.gen,
         .cells = grid->cells,
         .stride = grid->stride,
         .gx = t.x + 1,
         .gy = t.y + 1,
-        .blocked = ctx->blocked,
+        .blocked = &ctx->blocked,
         .wx0 = params->has_window ? params->window_min.x + 1 : 0,
         .wy0 = params->has_window ? params->window_min.y + 1 : 0,
         .wx1 = params->has_window ? pd__window_last(params->window_max.x, grid->width) + 1 : INT32_MAX,
@@ -384,10 +402,7 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
         .best_h = h0,
         .best_g = 0.0,
     };
-    ctx->nodes[start].gen = ctx->gen;
-    ctx->nodes[start].g = 0.0;
-    ctx->parent_dir[start] = PD__NO_PARENT;
-    ctx->nodes[start].tag = 0;
+    sb[PD__SLOT(start)] = (pd__node){ .g = 0.0, .gen = ctx->nodes.gen, .tag = 0, .parent_dir = PD__NO_PARENT };
     /* A step raises f by at most its cost plus its length (the heuristic
      * changes by no more than that): the ring's window. The largest cost
      * byte on a weighted grid is not tracked, so 255 stands for it. */
@@ -430,7 +445,7 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
         ctx->last_stride = grid->stride;
         ctx->last_goal = end;
         ctx->last_path_len = pd__path_length(ctx);
-        m.cost = ctx->nodes[end].g;
+        m.cost = pd__reached(ctx, end)->g;
         m.path_len = ctx->last_path_len;
         m.end.x = (int32_t)(end % (uint32_t)grid->stride) - 1;
         m.end.y = (int32_t)(end / (uint32_t)grid->stride) - 1;

@@ -11,9 +11,11 @@
  *  - Among equal f, the node generated last is expanded first, so a run of
  *    successors toward the goal is followed before the plateau around it.
  *
- * Context: one pd_search_ctx per thread. It grows to the largest grid it has
- * served and is then reused without allocation or clearing: every node slot
- * carries the search generation that last wrote it.
+ * Context: one pd_search_ctx per thread, reused without clearing: every node
+ * record carries the search generation that last wrote it. Records are
+ * allocated in blocks of 256 cells when a search first touches them
+ * (pd_nodepool.h), so a context holds memory for the area its searches have
+ * covered, not for the map; pd_search_ctx_trim gives memory back.
  *
  * Output: the caller owns the path buffer (pointer + capacity). If the path
  * does not fit, the search returns PD_BUFFER_TOO_SMALL with metrics->path_len
@@ -91,15 +93,16 @@ typedef struct pd_search_ctx pd_search_ctx;
 pd_search_ctx *pd_search_ctx_create(void);
 void pd_search_ctx_destroy(pd_search_ctx *ctx);
 
-/* Bytes the context currently holds; stops growing once it has served the
- * largest grid it will see (tests use this to prove reuse). */
+/* Bytes the context currently holds: it grows with the cells its searches
+ * touch and stops growing once they cover nothing new (tests use this to
+ * prove reuse). */
 size_t pd_search_ctx_footprint(const pd_search_ctx *ctx);
 
-/* Grows the context now, as if it had served a width x height grid: the
- * first search on such a grid then neither allocates nor faults pages in
- * (about 10 us per 4 KiB page on a VM, ~0.2 s for a 2000^2 grid). Returns 0,
- * or -1 for a side outside 1..PD_GRID_MAX_SIDE or on allocation failure. */
-int pd_search_ctx_reserve(pd_search_ctx *ctx, int32_t width, int32_t height);
+/* Gives memory back until the footprint is at most keep_bytes, or as close
+ * as it gets (the context itself and, for a map too large for keep_bytes,
+ * nothing more). A no-op when already within it. After a trim that freed
+ * anything, pd_search_extract answers PD_NO_PATH until the next search. */
+void pd_search_ctx_trim(pd_search_ctx *ctx, size_t keep_bytes);
 
 /*
  * Finds a shortest path from params->start to params->goal.

@@ -42,23 +42,6 @@ static inline uint64_t pd__f_key(double f)
 }
 
 /*
- * Writes one byte in every 4 KiB of freshly calloc'ed memory, so the kernel
- * maps its zero pages now. Left to the search, a fresh 2000^2 context faulted
- * them in one by one during the first searches, at ~20 us per expansion
- * (measured), and a search could run far past its deadline before its first
- * poll. (A plain memset after malloc is turned back into calloc by the
- * compiler, hence the volatile strided writes.)
- */
-#define PD__PREFAULT_STEP 4096
-
-static inline void pd__prefault(void *mem, size_t bytes)
-{
-    volatile unsigned char *p = mem;
-    for (size_t i = 0; i < bytes; i += PD__PREFAULT_STEP)
-        p[i] = 0;
-}
-
-/*
  * Counts one more expansion if the budget allows it, and asks the caller's
  * poll every PD_SEARCH_POLL_INTERVAL expansions. Returns PD_OK to go on, or
  * why the search stops: PD_BUDGET_EXCEEDED, or what the poll returned.

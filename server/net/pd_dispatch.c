@@ -5,7 +5,9 @@
  *
  * A job is a pd_task (the pool's opaque unit of work) with the query and
  * result of one request kind around it; the pool runs it with the worker's
- * pd_query_scratch as its thread context and knows nothing else about it.
+ * pd_query_scratch as its thread context and knows nothing else about it;
+ * after each job the worker trims that scratch to the configured retained
+ * size (limits.worker_retained_bytes).
  * The connection and request ids travel as the task's owner and tag, so a
  * result whose connection has gone is dropped and a closed connection's
  * queued jobs are cancelled by owner.
@@ -151,16 +153,16 @@ static void pd__scratch_destroy(void *scratch)
     pd_query_scratch_destroy(scratch);
 }
 
-static size_t pd__scratch_prepare(void *scratch, void *user, int32_t width, int32_t height)
+static size_t pd__scratch_trim(void *scratch, void *user)
 {
-    const pd_server *s = user;
-    return pd_query_scratch_reserve(scratch, width, height, atomic_load(&s->jump_points));
+    pd_server *s = user;
+    return pd_query_scratch_trim(scratch, atomic_load(&s->worker_retained_bytes));
 }
 
 static const pd_pool_thread_ops pd__thread_ops = {
     pd__scratch_create,
     pd__scratch_destroy,
-    pd__scratch_prepare,
+    pd__scratch_trim,
 };
 
 pd_pool *pd_server_pool_create(pd_server *s, uint32_t threads)

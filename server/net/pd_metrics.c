@@ -9,11 +9,14 @@
  */
 #include "pd_metrics.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 /* Longest version string kept, in bytes incl. NUL: release and git
  * describe strings are far shorter. */
@@ -223,10 +226,14 @@ static void pd__render_gauges(pd__text *t, const pd_metrics_gauges *g)
                "divided by pathd_worker_threads.");
     pd__text_printf(t, "pathd_worker_busy_seconds_total %" PRIu64 ".%09" PRIu64 "\n",
                     g->worker_busy_ns / 1000000000u, g->worker_busy_ns % 1000000000u);
-    pd__family(t, "pathd_worker_prepared_cells", "gauge",
-               "Padded grid cells, (width+2)*(height+2), that every worker's search contexts are grown for "
-               "(the largest scene); 0 until all workers have grown them.");
-    pd__text_printf(t, "pathd_worker_prepared_cells %" PRIu64 "\n", g->worker_prepared_cells);
+    pd__family(t, "pathd_worker_context_bytes", "gauge",
+               "Search memory (node records, open lists, path buffers) the worker threads hold, summed; "
+               "it grows with the area searches cover, not with the maps.");
+    pd__text_printf(t, "pathd_worker_context_bytes %" PRIu64 "\n", g->worker_context_bytes);
+    pd__family(t, "pathd_worker_context_bytes_max", "gauge",
+               "The most search memory one worker holds; after each job a worker gives back what "
+               "exceeds limits.worker_retained_bytes.");
+    pd__text_printf(t, "pathd_worker_context_bytes_max %" PRIu64 "\n", g->worker_context_bytes_max);
     pd__family(t, "pathd_buffered_bytes", "gauge",
                "Bytes held for all connections: read buffers (partial frames) and answers not yet written.");
     pd__text_printf(t, "pathd_buffered_bytes %" PRIu64 "\n", g->buffered_bytes);
@@ -246,16 +253,120 @@ static void pd__render_gauges(pd__text *t, const pd_metrics_gauges *g)
 
 static void pd__render_scenes(pd__text *t, pd_registry *registry)
 {
-    pd__family(t, "pathd_scene_version", "gauge",
-               "Version of each loaded scene; it grows with every reload or cell update that changes it.");
     pd_scene **list = NULL;
     size_t n = pd_registry_list(registry, &list);
+    pd__family(t, "pathd_scene_version", "gauge",
+               "Version of each loaded scene; it grows with every reload or cell update that changes it.");
     for (size_t i = 0; i < n; i++) {
         char name[PD_METRICS_MAX_LABEL];
         pd_metrics_escape_label(list[i]->name, name, sizeof name);
         pd__text_printf(t, "pathd_scene_version{scene=\"%s\"} %" PRIu64 "\n", name, list[i]->version);
     }
+    pd__family(t, "pathd_scene_bytes", "gauge",
+               "Memory each scene's current snapshot holds per structure (grid: passability and cost; "
+               "clearance; labels: component labels; unit_grids), padding included.");
+    for (size_t i = 0; i < n; i++) {
+        char name[PD_METRICS_MAX_LABEL];
+        pd_metrics_escape_label(list[i]->name, name, sizeof name);
+        pd_scene_bytes b;
+        pd_scene_get_bytes(list[i], &b);
+        for (int st = 0; st < PD_SCENE_STRUCTURES; st++)
+            pd__text_printf(t, "pathd_scene_bytes{scene=\"%s\",structure=\"%s\"} %" PRIu64 "\n", name,
+                            pd_scene_structure_name((pd_scene_structure)st), b.by[st]);
+    }
     pd_registry_release_list(list, n);
+}
+
+/* Reads the numbers of /proc/self/stat after the command name: field 3
+ * (state) is fields[0], so utime (14), stime (15) and starttime (22) are
+ * fields[11], [12] and [19]. Returns 0 or -1. */
+#define PD__STAT_FIELDS 20
+static int pd__read_self_stat(unsigned long long fields[PD__STAT_FIELDS])
+{
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* The command name may hold spaces and parentheses: skip to the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ' || p[2] == '\0')
+        return -1;
+    p += 4; /* ") S " */
+    fields[0] = 0;
+    for (int i = 1; i < PD__STAT_FIELDS; i++) {
+        char *end;
+        fields[i] = strtoull(p, &end, 10);
+        if (end == p)
+            return -1;
+        p = end;
+    }
+    return 0;
+}
+
+/* Seconds since the epoch at which the system booted (/proc/stat btime). */
+static int pd__boot_time(unsigned long long *btime)
+{
+    char line[256];
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+        return -1;
+    int found = -1;
+    while (found != 0 && fgets(line, sizeof line, f))
+        if (sscanf(line, "btime %llu", btime) == 1)
+            found = 0;
+    fclose(f);
+    return found;
+}
+
+/* The standard process metrics every Prometheus client library exports,
+ * read from /proc at scrape time (each is left out when it cannot be read,
+ * for instance off Linux). */
+static void pd__render_process(pd__text *t)
+{
+    unsigned long long st[PD__STAT_FIELDS];
+    const long ticks = sysconf(_SC_CLK_TCK);
+    const int have_stat = ticks > 0 && pd__read_self_stat(st) == 0;
+    if (have_stat) {
+        const unsigned long long cpu = st[11] + st[12];
+        pd__family(t, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.");
+        pd__text_printf(t, "process_cpu_seconds_total %.2f\n", (double)cpu / (double)ticks);
+    }
+    FILE *statm = fopen("/proc/self/statm", "r");
+    unsigned long long size_pages, rss_pages;
+    if (statm) {
+        if (fscanf(statm, "%llu %llu", &size_pages, &rss_pages) == 2) {
+            const double page = (double)sysconf(_SC_PAGESIZE);
+            pd__family(t, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+            pd__text_printf(t, "process_virtual_memory_bytes %.0f\n", (double)size_pages * page);
+            pd__family(t, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+            pd__text_printf(t, "process_resident_memory_bytes %.0f\n", (double)rss_pages * page);
+        }
+        fclose(statm);
+    }
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        uint64_t fds = 0;
+        for (struct dirent *e; (e = readdir(d));)
+            if (e->d_name[0] != '.')
+                fds++;
+        closedir(d);
+        pd__family(t, "process_open_fds", "gauge", "Number of open file descriptors.");
+        pd__text_printf(t, "process_open_fds %" PRIu64 "\n", fds > 0 ? fds - 1 : 0); /* not the listing's own */
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        pd__family(t, "process_max_fds", "gauge", "Maximum number of open file descriptors.");
+        pd__text_printf(t, "process_max_fds %.0f\n", rl.rlim_cur == RLIM_INFINITY ? -1.0 : (double)rl.rlim_cur);
+    }
+    unsigned long long btime;
+    if (have_stat && pd__boot_time(&btime) == 0) {
+        pd__family(t, "process_start_time_seconds", "gauge",
+                   "Start time of the process since unix epoch in seconds.");
+        pd__text_printf(t, "process_start_time_seconds %.2f\n", (double)btime + (double)st[19] / (double)ticks);
+    }
 }
 
 int pd_metrics_render(const pd_metrics *m, const pd_metrics_gauges *gauges, pd_registry *registry,
@@ -275,8 +386,10 @@ int pd_metrics_render(const pd_metrics *m, const pd_metrics_gauges *gauges, pd_r
     pd__render_latency(&t, m);
     pd__family(&t, "pathd_expansions_total", "counter", "Search nodes expanded by answered FindPath requests.");
     pd__text_printf(&t, "pathd_expansions_total %" PRIu64 "\n", m->expansions);
-    if (gauges)
+    if (gauges) {
         pd__render_gauges(&t, gauges);
+        pd__render_process(&t);
+    }
     if (registry)
         pd__render_scenes(&t, registry);
 

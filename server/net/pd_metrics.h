@@ -48,8 +48,9 @@ typedef struct pd_metrics_gauges {
     uint64_t queue_depth;        /* jobs waiting for a worker */
     uint32_t worker_threads;
     uint64_t worker_busy_ns;     /* time workers spent on jobs, summed over threads */
-    uint64_t worker_prepared_cells; /* padded grid cells every worker's search
-                                       contexts are grown for (pd_pool_reserve) */
+    uint64_t worker_context_bytes;     /* search memory the workers hold, summed */
+    uint64_t worker_context_bytes_max; /* the most one worker holds (at most
+                                          limits.worker_retained_bytes between tasks) */
     uint64_t buffered_bytes;     /* input and output held for all connections */
     uint64_t buffer_budget_bytes;
     uint64_t connections_shed;   /* total closed to keep within the budget */

@@ -14,21 +14,6 @@
 #include "pd_log.h"
 
 
-/* After a reload: has the workers grow their search contexts for the
- * largest scene now being served, so the first request on a larger new map
- * does not pay for it. Contexts never shrink, so after a reload to smaller
- * maps they are simply already big enough. */
-static void pd__prepare_workers(pd_server *s)
-{
-    int32_t w, h;
-    char name[PD_CONF_MAX_NAME];
-    if (s->pool && pd_registry_largest(s->registry, &w, &h, name, sizeof name)) {
-        pd_pool_reserve(s->pool, w, h);
-        pd_log_info("reload: workers prepare search contexts for %" PRId32 "x%" PRId32 " grids (largest scene %s)",
-                    w, h, name);
-    }
-}
-
 /* One reload in progress. The loop thread fills in what the load needs and
  * queues it; the work callback (a libuv threadpool thread) reads the config,
  * builds the scene set and the world over it; the after-work callback (the
@@ -93,7 +78,6 @@ static void pd__reload_publish(pd_server *s, pd__reload_job *rl)
         pd_registry_publish(s->registry, rl->scenes);
     rl->scenes = NULL;
     rl->world = NULL;
-    pd__prepare_workers(s);
     if (world_refused)
         pd_log_error("reload: portals and routes of %s refused: %s; the previous world keeps serving routes",
                      s->config_path, rl->world_err);
@@ -118,7 +102,7 @@ static void pd__reload_publish(pd_server *s, pd__reload_job *rl)
     memset(&next.world, 0, sizeof next.world);
     s->conf = next;
     pd__fit_fd_limit(&s->conf);
-    atomic_store(&s->jump_points, s->conf.jump_point_search != 0);
+    atomic_store(&s->worker_retained_bytes, s->conf.worker_retained_bytes);
     pd_conf_free(&scenes_only);
 
     pd_log_set_level(s->conf.log_level);

@@ -246,7 +246,7 @@ pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *r
     s->registry = registry;
     s->next_conn_id = 1;
     s->answering = -1;
-    atomic_init(&s->jump_points, conf->jump_point_search != 0);
+    atomic_init(&s->worker_retained_bytes, conf->worker_retained_bytes);
     s->started_ns = uv_hrtime();
     s->sweep_interval_ms = pd__sweep_interval(&s->conf);
     atomic_init(&s->stop_requested, 0);

@@ -80,8 +80,9 @@ pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *r
                             const pd_server_config_source *source);
 
 /* A worker pool for this server: threads workers, each with a query
- * scratch (pd_query.h) prepared for the largest scene, the queue capacity of
- * the config and pd_server_wake as its wake function. NULL on failure. */
+ * scratch (pd_query.h) that grows with its searches and is trimmed to
+ * limits.worker_retained_bytes after each job, the queue capacity of the
+ * config and pd_server_wake as its wake function. NULL on failure. */
 pd_pool *pd_server_pool_create(pd_server *s, uint32_t threads);
 
 /* Destroys a pool made by pd_server_pool_create and frees the jobs it still

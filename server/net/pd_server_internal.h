@@ -120,7 +120,8 @@ struct pd_server {
     uint64_t accept_logged_ms;      /* uv_now of that line */
     uint64_t paths_found;        /* FindPath / FindRoute answered OK or PARTIAL */
     uint64_t expansions_total;
-    atomic_int jump_points;      /* conf.jump_point_search, for the workers' prepare */
+    atomic_uint_fast32_t worker_retained_bytes; /* conf.worker_retained_bytes, for the
+                                                   workers' trim (a reload may change it) */
 
     pd_metrics *metrics;         /* NULL: nothing is counted */
     int answering;               /* pd_request_kind of the frame being handled, or -1

@@ -98,17 +98,43 @@ pd_move_area *pd_query_scratch_move_area(pd_query_scratch *s)
     return &s->area;
 }
 
-size_t pd_query_scratch_reserve(pd_query_scratch *s, int32_t width, int32_t height, int jump_points)
+static size_t pd__scratch_bytes(const pd_query_scratch *s)
 {
-    if (!s || pd_search_ctx_reserve(s->ctx, width, height) != 0)
+    return sizeof *s + s->cap * sizeof *s->buf + pd_move_area_bytes(&s->area) + pd_search_ctx_footprint(s->ctx) +
+           (s->jps ? pd_jps_ctx_footprint(s->jps) : 0);
+}
+
+size_t pd_query_scratch_trim(pd_query_scratch *s, size_t retained_bytes)
+{
+    if (!s)
         return 0;
-    if (jump_points) {
-        if (!s->jps)
-            s->jps = pd_jps_ctx_create();
-        if (!s->jps || pd_jps_ctx_reserve(s->jps, width, height) != 0)
-            return 0;
+    if (pd__scratch_bytes(s) <= retained_bytes)
+        return pd__scratch_bytes(s);
+    /* RandomPoint's walking area and a path buffer grown for one long path go
+     * first: the next such query grows them again in a few reallocs, where
+     * lost node blocks cost faults. */
+    pd_move_area_free(&s->area);
+    if (s->cap > PD_QUERY_INITIAL_PATH_CAP) {
+        free(s->buf);
+        s->buf = NULL;
+        s->cap = 0;
     }
-    return (size_t)(width + 2) * (size_t)(height + 2);
+    /* Then the larger search context, down to what the rest leaves it, and
+     * the other one when that was not enough. */
+    const int astar_first = pd_search_ctx_footprint(s->ctx) >= (s->jps ? pd_jps_ctx_footprint(s->jps) : 0);
+    for (int k = 0; k < 2; k++) {
+        const int astar = (k == 0) == astar_first;
+        const size_t total = pd__scratch_bytes(s);
+        const size_t own = astar ? pd_search_ctx_footprint(s->ctx) : s->jps ? pd_jps_ctx_footprint(s->jps) : 0;
+        if (total <= retained_bytes)
+            break;
+        const size_t keep = retained_bytes > total - own ? retained_bytes - (total - own) : 0;
+        if (astar)
+            pd_search_ctx_trim(s->ctx, keep);
+        else if (s->jps)
+            pd_jps_ctx_trim(s->jps, keep);
+    }
+    return pd__scratch_bytes(s);
 }
 
 static uint64_t pd__now_us(void)

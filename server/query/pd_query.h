@@ -41,12 +41,12 @@ typedef struct pd_query_scratch pd_query_scratch;
 pd_query_scratch *pd_query_scratch_create(void);
 void pd_query_scratch_destroy(pd_query_scratch *s);   /* NULL is a no-op */
 
-/* Grows the A* context (and the jump point context when jump_points is set)
- * for grids up to width x height ahead of the first search that needs it.
- * Returns the padded cells, (width + 2) * (height + 2), now reserved by
- * every context asked for, or 0 when an allocation failed (searches then
- * grow the contexts lazily). */
-size_t pd_query_scratch_reserve(pd_query_scratch *s, int32_t width, int32_t height, int jump_points);
+/* Gives memory back until the scratch holds at most retained_bytes (its
+ * search contexts and path buffer), or as little as it can; a no-op when it
+ * already holds less. Call it between runs: a worker that grew for one huge
+ * search does not keep that memory for the small ones after it. Returns the
+ * bytes the scratch holds afterwards. */
+size_t pd_query_scratch_trim(pd_query_scratch *s, size_t retained_bytes);
 
 /* The scratch's memory for walking-distance areas (pd_movement.c). */
 struct pd_move_area *pd_query_scratch_move_area(pd_query_scratch *s);

@@ -116,6 +116,35 @@ void pd_scene_release(pd_scene *s)
     pd__scene_free(s);
 }
 
+const char *pd_scene_structure_name(pd_scene_structure st)
+{
+    static const char *const names[PD_SCENE_STRUCTURES] = { "grid", "clearance", "labels", "unit_grids" };
+    return (unsigned)st < PD_SCENE_STRUCTURES ? names[st] : "unknown";
+}
+
+static uint64_t pd__padded(const pd_grid *g)
+{
+    return (uint64_t)g->stride * (uint64_t)(g->height + 2);
+}
+
+void pd_scene_get_bytes(const pd_scene *s, pd_scene_bytes *out)
+{
+    memset(out, 0, sizeof *out);
+    if (s->grid)
+        out->by[PD_SCENE_GRID] = pd__padded(s->grid);
+    if (s->clearance)
+        out->by[PD_SCENE_CLEARANCE] = (uint64_t)s->clearance->stride * (uint64_t)(s->clearance->height + 2);
+    for (size_t i = 0; i < s->n_unit_sizes; i++) {
+        const pd_scene_unit *u = &s->units[i];
+        if (u->components)
+            out->by[PD_SCENE_LABELS] += pd_components_bytes(u->components);
+        if (u->grid && u->grid != s->grid)
+            out->by[PD_SCENE_UNIT_GRIDS] += pd__padded(u->grid);
+    }
+    for (int st = 0; st < PD_SCENE_STRUCTURES; st++)
+        out->total += out->by[st];
+}
+
 pd_status pd_scene_world_to_cell(const pd_scene *s, double wx, double wy, pd_point *cell)
 {
     double fx = floor((wx - s->origin_x) / s->cell_size);
@@ -142,18 +171,6 @@ int pd_scene_allows_unit(const pd_scene *s, uint32_t unit_size)
             return 1;
     }
     return 0;
-}
-
-size_t pd_scene_memory_bytes(const pd_scene *s)
-{
-    size_t cells = (size_t)(s->grid->width + 2) * (size_t)(s->grid->height + 2);
-    size_t bytes = cells + (s->clearance ? cells : 0);
-    for (size_t i = 0; i < s->n_unit_sizes; i++) {
-        if (s->units[i].unit > 1)
-            bytes += cells;
-        bytes += cells * sizeof *s->units[i].components->labels;
-    }
-    return bytes;
 }
 
 const pd_scene_unit *pd_scene_unit_for(const pd_scene *s, uint32_t unit_size)
@@ -480,8 +497,10 @@ static int pd__scene_fits(const pd_scene *spare, const pd_scene *s)
 }
 
 /* Overwrites n - a retired snapshot of the same shape that no one else
- * holds - with a copy of s, as pd__scene_copy would make it. */
-static void pd__scene_copy_into(pd_scene *n, const pd_scene *s)
+ * holds - with a copy of s, as pd__scene_copy would make it. Returns 0, or
+ * -1 when the labels changed width and the memory for them ran out (n must
+ * then be released). */
+static int pd__scene_copy_into(pd_scene *n, const pd_scene *s)
 {
     atomic_store_explicit(&n->refs, 1, memory_order_relaxed);
     memcpy(n->name, s->name, sizeof n->name);
@@ -503,10 +522,10 @@ static void pd__scene_copy_into(pd_scene *n, const pd_scene *s)
             memcpy(to->grid->cells, from->grid->cells, cells);
             to->grid->uniform_cost = from->grid->uniform_cost;
         }
-        memcpy(to->components->labels, from->components->labels, cells * sizeof *to->components->labels);
-        to->components->next_label = from->components->next_label;
-        to->components->count = from->components->count;
+        if (pd_components_assign(to->components, from->components) != 0)
+            return -1;
     }
+    return 0;
 }
 
 /* Repairs the derived data of n after the cells of g in [x0..x1] x [y0..y1]
@@ -641,7 +660,10 @@ static pd_status pd__apply_update(const pd_scene *s, const pd_scene_update *u, p
     if (spare && *spare) {
         n = *spare;
         *spare = NULL;
-        pd__scene_copy_into(n, s);
+        if (pd__scene_copy_into(n, s) != 0) {
+            pd_scene_release(n);
+            return PD_INTERNAL;
+        }
     } else if (!(n = pd__scene_copy(s))) {
         return PD_INTERNAL;
     }
@@ -884,24 +906,6 @@ size_t pd_registry_list(pd_registry *r, pd_scene ***out)
         return 0;
     *out = list;
     return n;
-}
-
-int pd_registry_largest(pd_registry *r, int32_t *width, int32_t *height, char *name, size_t namelen)
-{
-    size_t best = 0;
-    pthread_rwlock_rdlock(&r->lock);
-    for (size_t i = 0; i < r->n_scenes; i++) {
-        const pd_grid *g = r->scenes[i]->grid;
-        size_t cells = (size_t)(g->width + 2) * (size_t)(g->height + 2);
-        if (cells > best) {
-            best = cells;
-            *width = g->width;
-            *height = g->height;
-            snprintf(name, namelen, "%s", r->scenes[i]->name);
-        }
-    }
-    pthread_rwlock_unlock(&r->lock);
-    return best > 0;
 }
 
 void pd_registry_release_list(pd_scene **list, size_t n)

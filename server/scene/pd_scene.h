@@ -62,15 +62,30 @@ pd_status pd_scene_world_to_cell(const pd_scene *s, double wx, double wy, pd_poi
 void pd_scene_cell_center(const pd_scene *s, pd_point cell, double *wx, double *wy);
 int pd_scene_allows_unit(const pd_scene *s, uint32_t unit_size);
 
-/* Bytes the snapshot's per-cell arrays take: the grid, the clearance map,
- * each unit grid and each label array (padding included). An update keeps
- * a spare copy of them, so a scene that is updated costs up to twice this;
- * each worker's search context adds about 17 bytes a cell of the largest
- * scene. */
-size_t pd_scene_memory_bytes(const pd_scene *s);
-
 /* The unit data for an allowed size, or NULL. */
 const pd_scene_unit *pd_scene_unit_for(const pd_scene *s, uint32_t unit_size);
+
+/* The structures a scene snapshot holds, in bytes, padding included. Terrain
+ * costs share the grid's byte (0 blocked, 1..255 cost), so they add nothing;
+ * there are no per-cell bitsets. A version made by a cell update holds the
+ * same structures again (copied, then repaired). */
+typedef enum pd_scene_structure {
+    PD_SCENE_GRID = 0,               /* one byte per padded cell: passability and cost */
+    PD_SCENE_CLEARANCE,              /* one byte per padded cell; only with a unit size > 1 */
+    PD_SCENE_LABELS,                 /* component labels, per allowed unit size */
+    PD_SCENE_UNIT_GRIDS,             /* unit grids of sizes > 1 (unit 1 searches the grid) */
+    PD_SCENE_STRUCTURES
+} pd_scene_structure;
+
+/* Its name in --check-config and in /metrics' structure label. */
+const char *pd_scene_structure_name(pd_scene_structure st);
+
+typedef struct pd_scene_bytes {
+    uint64_t by[PD_SCENE_STRUCTURES];
+    uint64_t total;
+} pd_scene_bytes;
+
+void pd_scene_get_bytes(const pd_scene *s, pd_scene_bytes *out);
 
 /* Live obstacle updates (UpdateCells). */
 typedef enum pd_update_op {
@@ -163,12 +178,6 @@ pd_scene *pd_registry_acquire(pd_registry *r, const char *name);
  * An empty registry (or an allocation failure) gives 0 and *out = NULL. */
 size_t pd_registry_list(pd_registry *r, pd_scene ***out);
 void pd_registry_release_list(pd_scene **list, size_t n);
-
-/* The scene whose grid has the largest padded area, (width + 2) * (height +
- * 2): unit grids share their scene's dimensions, so it bounds every search
- * (the workers prepare their contexts for it). Writes its grid's size and
- * its name (truncated to namelen) and returns 1; 0 for an empty registry. */
-int pd_registry_largest(pd_registry *r, int32_t *width, int32_t *height, char *name, size_t namelen);
 
 /* Applies u to the current version of scene `name` and publishes the result
  * atomically; updates and reloads are serialised, so none is lost. Returns

@@ -1,6 +1,6 @@
 /*
  * pd_pool.c - the worker pool (see pd_pool.h): threads, task queue,
- * completion list, cancels, deadlines, ordered tasks, context preparation
+ * completion list, cancels, deadlines, ordered tasks, context trimming
  * and per-thread statistics.
  *
  * Queue: tasks wait in a binary min-heap ordered by (key, submission
@@ -17,11 +17,10 @@
  * longer be able to reach it.
  *
  * Each worker creates its context on its own thread (its memory is first
- * touched there) and keeps it for every task it runs. pd_pool_reserve does
- * the warm-up ahead of time: the pool records the largest grid asked for,
- * and a worker looking for work prepares its context for it first
- * (unlocked, since that takes ~0.2 s on a 2000^2 grid), so no task spends
- * its deadline faulting in pages.
+ * touched there) and keeps it for every task it runs. After each task it
+ * trims the context (unlocked: trimming may unmap memory) before completing
+ * the task, so whoever reads the statistics after a result arrived sees the
+ * context as the next task will find it.
  */
 #include "pd_pool.h"
 
@@ -40,7 +39,7 @@ typedef struct pd__worker {
     pthread_t thread;
     pd_task *current;         /* guarded by pool->lock; NULL when idle */
     pd__worker_stats stats;   /* guarded by pool->lock */
-    size_t reserved;          /* guarded by pool->lock: padded cells prepared */
+    size_t context_bytes;     /* guarded by pool->lock: as the last trim reported */
 } pd__worker;
 
 struct pd_pool {
@@ -56,9 +55,6 @@ struct pd_pool {
     atomic_int stopping;      /* written under lock, also read lock-free by polls */
     int paused;               /* guarded by lock; see pd_pool_set_paused */
     int ordered_running;      /* guarded by lock: ordered tasks run one at a time */
-    int32_t reserve_width;    /* guarded by lock: the grid pd_pool_reserve asked for, */
-    int32_t reserve_height;   /* the largest by padded area; */
-    size_t reserve_cells;     /* its padded cells, 0 = none asked for */
 
     pthread_mutex_t done_lock;
     pd_task *done_head, *done_tail;
@@ -121,8 +117,10 @@ static void pd__run_task(pd_pool *p, pd__worker *w, void *ctx, pd_task *task, in
         st = task->run(task, ctx);
     task->status = st;
     task->finished_ns = pd_pool_now_ns();
+    const size_t bytes = p->ops->trim && ctx ? p->ops->trim(ctx, p->thread_user) : 0;
 
     pthread_mutex_lock(&p->lock);
+    w->context_bytes = bytes;
     w->current = NULL;
     w->stats.tasks_done++;
     w->stats.busy_ns += task->finished_ns - started;
@@ -257,39 +255,19 @@ static void pd__enqueue(pd_pool *p, pd_task *task)
     p->queue_len++;
 }
 
-static size_t pd__padded_cells(int32_t width, int32_t height)
-{
-    return (size_t)(width + 2) * (size_t)(height + 2);
-}
-
 static void *pd__worker_main(void *arg)
 {
     pd__worker *w = arg;
     pd_pool *p = w->pool;
     void *ctx = p->ops->create(p->thread_user);
-    /* Padded cells of the largest reservation this thread has tried to
-     * prepare for, whether or not that worked: a failure is left to the
-     * tasks' own lazy growth, not retried in a loop. */
-    size_t tried = 0;
+    const size_t bytes = p->ops->trim && ctx ? p->ops->trim(ctx, p->thread_user) : 0;
 
     pthread_mutex_lock(&p->lock);
+    w->context_bytes = bytes;
     for (;;) {
         pd_task *task = NULL;
         int holds_order = 0;
-        /* A reservation comes before the next task: a task waiting for it
-         * still has its deadline checked when it is taken, whereas one that
-         * grew the context itself would run far past it unpolled. */
         while (!atomic_load(&p->stopping)) {
-            if (p->ops->prepare && ctx && p->reserve_cells > tried) {
-                int32_t rw = p->reserve_width, rh = p->reserve_height;
-                tried = p->reserve_cells;
-                pthread_mutex_unlock(&p->lock);
-                size_t got = p->ops->prepare(ctx, p->thread_user, rw, rh);
-                pthread_mutex_lock(&p->lock);
-                if (got > w->reserved)
-                    w->reserved = got;
-                continue;
-            }
             if ((task = pd__take_task(p, &holds_order)))
                 break;
             pthread_cond_wait(&p->work_ready, &p->lock);
@@ -498,21 +476,6 @@ void pd_pool_cancel_owner(pd_pool *p, uint64_t owner)
     pthread_mutex_unlock(&p->lock);
 }
 
-void pd_pool_reserve(pd_pool *p, int32_t width, int32_t height)
-{
-    if (!p || !p->ops->prepare || width < 1 || height < 1)
-        return;
-    size_t cells = pd__padded_cells(width, height);
-    pthread_mutex_lock(&p->lock);
-    if (cells > p->reserve_cells) {
-        p->reserve_width = width;
-        p->reserve_height = height;
-        p->reserve_cells = cells;
-        pthread_cond_broadcast(&p->work_ready);
-    }
-    pthread_mutex_unlock(&p->lock);
-}
-
 void pd_pool_set_paused(pd_pool *p, int paused)
 {
     if (!p)
@@ -539,8 +502,9 @@ void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out)
             out->running++;
         out->tasks_done += w->stats.tasks_done;
         out->busy_ns += w->stats.busy_ns;
-        if (i == 0 || w->reserved < out->reserved_cells)
-            out->reserved_cells = w->reserved;
+        out->context_bytes += w->context_bytes;
+        if (w->context_bytes > out->context_bytes_max)
+            out->context_bytes_max = w->context_bytes;
     }
     pthread_mutex_unlock(&p->lock);
 }

@@ -23,7 +23,7 @@
  * own fields and submits it; the pool holds it from PD_OK until it comes
  * back from pd_pool_take_completed.
  *
- * Threads: submit, take_completed, cancel, cancel_owner, reserve, set_paused
+ * Threads: submit, take_completed, cancel, cancel_owner, set_paused
  * and get_stats may be called from any thread (normally the loop thread);
  * destroy from the thread that created the pool, once nothing else calls
  * into it.
@@ -81,13 +81,15 @@ uint64_t pd_pool_now_ns(void);
 
 /* What each worker thread keeps. create runs on the worker's own thread (its
  * memory is first touched there) and may return NULL only on failure (the
- * worker then runs tasks with a NULL context); prepare grows a context for
- * grids up to width x height and returns the padded cells it now holds (0
- * on failure); destroy frees it. user is the pool's thread_user. */
+ * worker then runs tasks with a NULL context); destroy frees it. trim (may
+ * be NULL) runs on the worker after each task it ran, before the task is
+ * completed, and after create: it gives back what the context holds beyond
+ * what it should keep and returns the bytes it holds, which the statistics
+ * report. user is the pool's thread_user. */
 typedef struct pd_pool_thread_ops {
     void *(*create)(void *user);
     void (*destroy)(void *ctx);
-    size_t (*prepare)(void *ctx, void *user, int32_t width, int32_t height);
+    size_t (*trim)(void *ctx, void *user);
 } pd_pool_thread_ops;
 
 typedef void (*pd_pool_wake_fn)(void *user);
@@ -98,12 +100,9 @@ typedef struct pd_pool_stats {
     uint64_t running;             /* tasks a worker is on right now */
     uint64_t tasks_done;
     uint64_t busy_ns;             /* summed over threads */
-    uint64_t reserved_cells;      /* padded cells every worker's context has been
-                                     prepared for by pd_pool_reserve: the smallest
-                                     over the workers. 0 until all have done so;
-                                     stays below the request for a worker whose
-                                     allocation failed (its tasks then grow
-                                     lazily) */
+    uint64_t context_bytes;       /* bytes the workers' contexts hold, summed, as
+                                     their last trim reported (0 without trim) */
+    uint64_t context_bytes_max;   /* the largest one worker's context holds */
 } pd_pool_stats;
 
 /* threads >= 1, queue_capacity >= 1, ops with create and destroy (NULL
@@ -138,17 +137,6 @@ void pd_pool_cancel_owner(pd_pool *p, uint64_t owner);
  * as PD_CANCELLED. Running tasks are not interrupted. Lets an operator or a
  * test hold work back deterministically. */
 void pd_pool_set_paused(pd_pool *p, int paused);
-
-/* Prepares every worker's context for grids up to width x height (the
- * largest scene, at start-up and after a reload), so that no task pays for
- * growing it: on a VM that costs about 10 us per 4 KiB page, ~0.2 s for a
- * 2000^2 grid. The pool keeps the larger, by padded area, of this and every
- * earlier request. Returns at once: each worker calls ops->prepare the next
- * time it looks for work - before it takes another task, paused or not -
- * and never while holding a pool lock; a task queued meanwhile has its
- * deadline checked when a worker takes it. A failed prepare is not retried.
- * Sides below 1 and a NULL pool or prepare are ignored. */
-void pd_pool_reserve(pd_pool *p, int32_t width, int32_t height);
 
 void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out);
 

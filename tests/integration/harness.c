@@ -208,6 +208,8 @@ static int pdi__config_text(const pdi_limits *l, char *buf, size_t cap)
                        l->log_level ? l->log_level : "info");
     if (l->auth_json)
         bad |= pdi__append(buf, cap, &len, "  \"auth\": %s,\n", l->auth_json);
+    if (l->metrics)
+        bad |= pdi__append(buf, cap, &len, "  \"metrics_listen\": \"127.0.0.1:0\",\n");
     struct {
         const char *key;
         uint64_t value;
@@ -222,6 +224,7 @@ static int pdi__config_text(const pdi_limits *l, char *buf, size_t cap)
         {"write_low_watermark", l->write_low_watermark},
         {"buffer_budget_bytes", l->buffer_budget_bytes},
         {"frame_timeout_ms", l->frame_timeout_ms},
+        {"worker_retained_bytes", l->worker_retained_bytes},
     };
     const char *sep = "  \"limits\": {";
     for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
@@ -665,6 +668,70 @@ int pdi_wait_log(const pdi_daemon *d, const char *needle, int timeout_ms)
         pdi_sleep_ms(10);
     } while (pdi_now_ms() < deadline);
     return pdi_log_contains(d, needle);
+}
+
+char *pdi_metrics_get(const pdi_daemon *d)
+{
+    static const char marker[] = "metrics on http://";
+    if (!pdi_wait_log(d, marker, PDI_START_TIMEOUT_MS)) {
+        fprintf(stderr, "harness: no \"%s\" line in the log\n", marker);
+        return NULL;
+    }
+    char *log = pdi__read_file(d->log_path, PDI__LOG_READ_MAX, NULL);
+    const char *at = log ? strstr(log, marker) : NULL;
+    unsigned port = 0;
+    if (!at || sscanf(at + sizeof marker - 1, "127.0.0.1:%u/", &port) != 1 || port == 0 || port > 65535) {
+        fprintf(stderr, "harness: cannot read the metrics port from the log\n");
+        free(log);
+        return NULL;
+    }
+    free(log);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    static const char req[] = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) {
+        fprintf(stderr, "harness: GET /metrics on port %u: %s\n", port, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    /* The responder closes after the body (HTTP/1.0). */
+    size_t cap = 64 * 1024, len = 0;
+    char *buf = malloc(cap);
+    for (ssize_t n = 1; buf && n > 0;) {
+        if (len + 1 == cap) {
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        n = poll(&p, 1, PDI_CALL_TIMEOUT_MS) == 1 ? read(fd, buf + len, cap - 1 - len) : -1;
+        if (n > 0)
+            len += (size_t)n;
+        else if (n < 0) {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    close(fd);
+    if (!buf)
+        return NULL;
+    buf[len] = '\0';
+    char *body = strstr(buf, "\r\n\r\n");
+    if (strncmp(buf, "HTTP/1.", 7) != 0 || !strstr(buf, " 200 ") || !body) {
+        fprintf(stderr, "harness: /metrics answered: %.200s\n", buf);
+        free(buf);
+        return NULL;
+    }
+    memmove(buf, body + 4, strlen(body + 4) + 1);
+    return buf;
 }
 
 int pdi_log_has_sanitizer_report(const pdi_daemon *d)

@@ -70,6 +70,8 @@ typedef struct pdi_limits {
     uint64_t write_low_watermark;
     uint64_t buffer_budget_bytes;
     uint32_t frame_timeout_ms;
+    uint64_t worker_retained_bytes;
+    int metrics;                      /* 1: metrics_listen on a free loopback port (pdi_metrics_get) */
     const char *log_level;            /* NULL: "info" */
     const char *extra_scenes_json;    /* appended to "scenes", e.g. ",{...}"; NULL: none */
     const char *auth_json;            /* the config's "auth" object, e.g. "{\"tokens\": [...]}"; NULL: none */
@@ -160,6 +162,11 @@ const char *pdi_pathd_binary(void);
 const char *pdi_pathctl_binary(void);
 
 /* ---- clients ----------------------------------------------------------- */
+
+/* GET /metrics from a daemon started with limits.metrics: its address comes
+ * from the "metrics on http://..." log line. Returns the body (heap, the
+ * caller frees it) or NULL after printing why. */
+char *pdi_metrics_get(const pdi_daemon *d);
 
 /* pdc_connect to the daemon with PDI_CALL_TIMEOUT_MS; NULL on failure. */
 pdc_conn *pdi_connect(const pdi_daemon *d);

@@ -70,12 +70,18 @@ expect '# TYPE pathd_find_path_duration_seconds histogram'
 expect 'pathd_find_path_duration_seconds_bucket{le="+Inf"} 2'
 expect 'pathd_find_path_duration_seconds_count 2'
 expect 'pathd_worker_threads 2'
-# Both workers grew their contexts for the 512x512 forest, the largest scene.
-expect 'pathd_worker_prepared_cells 264196'
+# The searches grew a worker's context, which kept no more than the default
+# limits.worker_retained_bytes (8 MiB).
+ctx_max=$(awk '$1 == "pathd_worker_context_bytes_max" {print $2}' "$dir/metrics")
+[ -n "$ctx_max" ] && [ "$ctx_max" -gt 0 ] && [ "$ctx_max" -le 8388608 ] ||
+    fail "pathd_worker_context_bytes_max is '$ctx_max', want 1..8388608"
 expect 'pathd_in_flight 0'
 expect 'pathd_queue_depth 0'
 expect 'pathd_scene_version{scene="town"} 1'
 expect 'pathd_scene_version{scene="forest"} 1'
+expect 'pathd_scene_bytes{scene="forest",structure="grid"} 264196'
+grep -q '^process_resident_memory_bytes [1-9]' "$dir/metrics" || fail "no process_resident_memory_bytes"
+grep -q '^process_open_fds [1-9]' "$dir/metrics" || fail "no process_open_fds"
 grep -q '^pathd_build_info{version="[^"]*"} 1$' "$dir/metrics" || fail "no build info line"
 # Both searches expanded nodes.
 exp=$(sed -n 's/^pathd_expansions_total \([0-9]*\)$/\1/p' "$dir/metrics")

@@ -201,8 +201,8 @@ static inline pd_job *run_now(pd_job *job)
     return qj_settle(job);
 }
 
-/* Thread ops giving every worker a query scratch; user is an int *, jump
- * points on when non-zero. */
+/* Thread ops giving every worker a query scratch; user is a size_t *, the
+ * bytes each worker keeps after a task (NULL: keep everything). */
 static inline void *qj_scratch_create(void *user)
 {
     (void)user;
@@ -214,12 +214,12 @@ static inline void qj_scratch_destroy(void *scratch)
     pd_query_scratch_destroy(scratch);
 }
 
-static inline size_t qj_scratch_prepare(void *scratch, void *user, int32_t w, int32_t h)
+static inline size_t qj_scratch_trim(void *scratch, void *user)
 {
-    return pd_query_scratch_reserve(scratch, w, h, user && *(const int *)user);
+    return pd_query_scratch_trim(scratch, user ? *(const size_t *)user : SIZE_MAX);
 }
 
-static const pd_pool_thread_ops qj_thread_ops = {qj_scratch_create, qj_scratch_destroy, qj_scratch_prepare};
+static const pd_pool_thread_ops qj_thread_ops = {qj_scratch_create, qj_scratch_destroy, qj_scratch_trim};
 
 /* Destroys the pool and frees the jobs it still held. */
 static inline void qj_pool_destroy(pd_pool *pool)

@@ -122,8 +122,8 @@ static void check_partition(const pd_components *c, const pd_grid *g, const char
     size_t n = (size_t)c->stride * (size_t)(h + 2);
     for (size_t i = 0; i < n; i++) {
         int32_t x = (int32_t)(i % (size_t)c->stride) - 1, y = (int32_t)(i / (size_t)c->stride) - 1;
-        if ((x < 0 || y < 0 || x >= w || y >= h) && c->labels[i] != 0)
-            fail_msg("%s: padding index %zu has label %u", what, i, c->labels[i]);
+        if ((x < 0 || y < 0 || x >= w || y >= h) && pd_components_at(c, i) != 0)
+            fail_msg("%s: padding index %zu has label %u", what, i, pd_components_at(c, i));
     }
     free(label_of_set);
     free(set_of_label);
@@ -139,7 +139,7 @@ static void check_same_partition(const pd_components *a, const pd_components *b)
     assert_non_null(a_to_b);
     assert_non_null(b_to_a);
     for (size_t i = 0; i < n; i++) {
-        uint32_t la = a->labels[i], lb = b->labels[i];
+        uint32_t la = pd_components_at(a, i), lb = pd_components_at(b, i);
         assert_int_equal(la == 0, lb == 0);
         if (la == 0)
             continue;
@@ -444,6 +444,55 @@ static void test_long_wall(void **state)
     pd_grid_destroy(g);
 }
 
+/* Labels take 16 bits while they fit and 32 when a map has more than 65535
+ * components; an update works in 32 bits and narrows again when the labels
+ * fit, and either width labels every cell right. */
+static void test_label_width(void **state)
+{
+    (void)state;
+    /* 600x600 with every other cell of every other row open: 90,000
+     * single-cell components. */
+    pd_grid *g = pd_grid_create(600, 600);
+    assert_non_null(g);
+    for (int32_t y = 0; y < 600; y += 2)
+        for (int32_t x = 0; x < 600; x += 2)
+            pd_grid_set(g, x, y, PD_CELL_FREE);
+    pd_components *c = pd_components_build(g);
+    assert_non_null(c);
+    assert_int_equal(c->count, 90000);
+    assert_null(c->labels16);
+    assert_non_null(c->labels);
+    assert_int_equal(pd_components_bytes(c), 602u * 602u * 4u);
+    check_partition(c, g, "90000 components");
+    /* Opening a row joins 300 of them; still too many labels for 16 bits. */
+    for (int32_t x = 0; x < 600; x++)
+        pd_grid_set(g, x, 0, PD_CELL_FREE);
+    assert_int_equal(pd_components_update(c, g, 0, 0, 599, 0), 0);
+    assert_non_null(c->labels);
+    check_partition(c, g, "a row opened");
+    pd_components_destroy(c);
+
+    /* The open grid has one component: 16 bits, 2 bytes per padded cell;
+     * an update leaves them 16 bits wide and correct. */
+    for (int32_t y = 0; y < 600; y++)
+        for (int32_t x = 0; x < 600; x++)
+            pd_grid_set(g, x, y, PD_CELL_FREE);
+    c = pd_components_build(g);
+    assert_non_null(c);
+    assert_non_null(c->labels16);
+    assert_null(c->labels);
+    assert_int_equal(pd_components_bytes(c), 602u * 602u * 2u);
+    for (int32_t y = 0; y < 600; y++)
+        pd_grid_set(g, 300, y, PD_CELL_BLOCKED);
+    assert_int_equal(pd_components_update(c, g, 300, 0, 300, 599), 0);
+    assert_non_null(c->labels16);
+    assert_null(c->labels);
+    assert_int_equal(c->count, 2);
+    check_partition(c, g, "split in two");
+    pd_components_destroy(c);
+    pd_grid_destroy(g);
+}
+
 static void test_clone_and_bad_arguments(void **state)
 {
     pd_grid *g = core_grid("..#\n..#\n");
@@ -452,7 +501,10 @@ static void test_clone_and_bad_arguments(void **state)
     assert_non_null(c);
     pd_components *copy = pd_components_clone(c);
     assert_non_null(copy);
-    assert_ptr_not_equal(copy->labels, c->labels);
+    /* Few labels: 16 bits each, in memory of its own. */
+    assert_non_null(copy->labels16);
+    assert_null(copy->labels);
+    assert_ptr_not_equal(copy->labels16, c->labels16);
     check_same_partition(c, copy);
     assert_int_equal(copy->next_label, c->next_label);
     pd_grid_set(g, 2, 0, PD_CELL_FREE);
@@ -485,6 +537,7 @@ int main(void)
         cmocka_unit_test(test_random_updates),
         cmocka_unit_test(test_long_wall),
         cmocka_unit_test(test_clone_and_bad_arguments),
+        cmocka_unit_test(test_label_width),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,6 +55,7 @@ static void test_empty_object_gives_defaults(void **state)
     assert_int_equal(c.max_inflight_per_conn, 64);
     assert_int_equal(c.max_connections, 10000);
     assert_int_equal(c.job_queue_capacity, 4096);
+    assert_int_equal(c.worker_retained_bytes, 8 * 1024 * 1024);
     assert_int_equal(c.idle_timeout_ms, 300000);
     assert_int_equal(c.shutdown_grace_ms, 5000);
     assert_int_equal(c.write_high_watermark, 4 * 1024 * 1024);
@@ -84,6 +85,7 @@ static void test_full_file(void **state)
     assert_int_equal(c.max_inflight_per_conn, 8);
     assert_int_equal(c.max_connections, 100);
     assert_int_equal(c.job_queue_capacity, 16);
+    assert_int_equal(c.worker_retained_bytes, 1048576);
     assert_int_equal(c.idle_timeout_ms, 0);
     assert_int_equal(c.shutdown_grace_ms, 250);
     assert_int_equal(c.write_high_watermark, 131072);
@@ -311,6 +313,10 @@ static void test_limit_errors(void **state)
                  "t.json: $.limits.max_connections: must be in 1..1000000");
     expect_error("{\"limits\": {\"job_queue_capacity\": 0}}",
                  "t.json: $.limits.job_queue_capacity: must be in 1..1048576");
+    expect_error("{\"limits\": {\"worker_retained_bytes\": 4294967296}}",
+                 "t.json: $.limits.worker_retained_bytes: must be in 0..4294967295");
+    expect_error("{\"limits\": {\"worker_retained_bytes\": \"8M\"}}",
+                 "t.json: $.limits.worker_retained_bytes: must be an integer, not a string");
     expect_error("{\"limits\": {\"idle_timeout_ms\": 86400001}}",
                  "t.json: $.limits.idle_timeout_ms: must be in 0..86400000");
     expect_error("{\"limits\": {\"shutdown_grace_ms\": -5}}",

@@ -35,6 +35,7 @@
 #include "pd_http.h"
 #include "pd_metrics.h"
 #include "pd_scene.h"
+#include "prom_sample.h"
 
 #define T_CONFIG PD_TEST_DATA_DIR "/net_server.json"
 /* How long the client waits for any one answer before the test fails
@@ -344,7 +345,8 @@ static void test_gauges_and_scene_versions(void **state)
         .queue_depth = 2,
         .worker_threads = 4,
         .worker_busy_ns = 1500000001,
-        .worker_prepared_cells = 264196,
+        .worker_context_bytes = 3000000,
+        .worker_context_bytes_max = 2000000,
         .buffered_bytes = 70000,
         .buffer_budget_bytes = 134217728,
         .connections_shed = 5,
@@ -360,8 +362,10 @@ static void test_gauges_and_scene_versions(void **state)
     assert_line(text, "pathd_worker_threads 4");
     assert_line(text, "pathd_worker_busy_seconds_total 1.500000001");
     assert_line(text, "# TYPE pathd_worker_busy_seconds_total counter");
-    assert_line(text, "pathd_worker_prepared_cells 264196");
-    assert_line(text, "# TYPE pathd_worker_prepared_cells gauge");
+    assert_line(text, "pathd_worker_context_bytes 3000000");
+    assert_line(text, "# TYPE pathd_worker_context_bytes gauge");
+    assert_line(text, "pathd_worker_context_bytes_max 2000000");
+    assert_line(text, "# TYPE pathd_worker_context_bytes_max gauge");
     assert_line(text, "pathd_buffered_bytes 70000");
     assert_line(text, "pathd_buffer_budget_bytes 134217728");
     assert_line(text, "pathd_connections_shed_total 5");
@@ -373,6 +377,28 @@ static void test_gauges_and_scene_versions(void **state)
     assert_line(text, "pathd_scene_version{scene=\"maze\"} 1");
     assert_line(text, "pathd_scene_version{scene=\"small\"} 1");
     assert_int_equal(count_prefix_lines(text, "pathd_scene_version{"), 2);
+    /* small is 10x5 (12x7 padded) serving units 1 and 2: clearance, one unit
+     * grid and two sets of 2-byte labels; maze is 128x127 (130x129) with
+     * unit 1 only: its grid and one set of labels, 3 bytes per cell. */
+    assert_line(text, "# TYPE pathd_scene_bytes gauge");
+    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"grid\"} 84");
+    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"clearance\"} 84");
+    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"labels\"} 336");
+    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"unit_grids\"} 84");
+    assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"grid\"} 16770");
+    assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"clearance\"} 0");
+    assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"labels\"} 33540");
+    assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"unit_grids\"} 0");
+    assert_int_equal(count_prefix_lines(text, "pathd_scene_bytes{"), 8);
+    /* The standard process metrics, read from /proc for this process: it
+     * has used some CPU, holds memory, has stdin/out/err open and started
+     * before now. */
+    assert_true(prom_sample(text, "process_cpu_seconds_total") >= 0.0);
+    assert_true(prom_sample(text, "process_resident_memory_bytes") > 1e5);
+    assert_true(prom_sample(text, "process_open_fds") >= 3.0);
+    assert_true(prom_sample(text, "process_max_fds") >= prom_sample(text, "process_open_fds"));
+    const double started = prom_sample(text, "process_start_time_seconds");
+    assert_true(started > 1.6e9 && started <= (double)time(NULL) + 1.0);
     free(text);
 
     /* A cell update publishes a new version of "small"; the next scrape

@@ -894,85 +894,52 @@ static void test_destroy_stops_running_search(void **state)
     waker_destroy(&w);
 }
 
-/* Polls the pool's statistics until every worker's contexts have been
- * grown to at least `cells` padded cells by pd_pool_reserve; returns them. */
-static uint64_t wait_reserved(pd_pool *pool, uint64_t cells)
+/* Runs one long job (A* across the big grid, or jump point search) on a
+ * fresh 2-worker pool keeping `retained` bytes per worker; returns the
+ * pool's statistics after it, checking the path. */
+static pd_pool_stats run_long_and_stat(pool_fixture *f, size_t *retained, int jump_points)
 {
-    uint64_t give_up = pd_pool_now_ns() + COLLECT_TIMEOUT_NS;
-    pd_pool_stats st;
-    for (;;) {
-        pd_pool_get_stats(pool, &st);
-        if (st.reserved_cells >= cells)
-            return st.reserved_cells;
-        assert_true(pd_pool_now_ns() < give_up);
-        struct timespec pause = {0, 1000000L};
-        nanosleep(&pause, NULL);
-    }
-}
-
-/* pd_pool_reserve grows every worker's context to the big grid before any
- * job runs: the workers do it while the pool is paused and a big-grid job
- * is queued, so statistics show the reservation with no job done. It keeps
- * the largest request and ignores bad sizes. With jump points on, the
- * workers grow their jump point contexts too (the statistic counts both).
- * Jobs on the reserved grid then find correct
- * paths with either search. */
-static void test_reserve_prepares_workers(void **state)
-{
-    pool_fixture *f = *state;
-    const uint64_t big_cells = (uint64_t)(BIG_SIDE + 2) * (BIG_SIDE + 2);
     test_waker w;
     waker_init(&w, 0);
-    int jump_points = 1; /* the thread ops grow jump point contexts too */
-    pd_pool *pool = pd_pool_create(2, 8, &qj_thread_ops, &jump_points, waker_wake, &w);
+    pd_pool *pool = pd_pool_create(2, 8, &qj_thread_ops, retained, waker_wake, &w);
     assert_non_null(pool);
     pd_pool_stats st;
     pd_pool_get_stats(pool, &st);
-    assert_int_equal(st.reserved_cells, 0);
+    /* Nothing sized for any grid before the first task. */
+    assert_true(st.context_bytes_max < 64 * 1024);
 
-    pd_pool_set_paused(pool, 1);
-    pd_job *astar_job = make_job(f->big, 1, 1, 0, 0, BIG_SIDE - 3, BIG_SIDE - 1);
-    submit_ok(pool, astar_job);
-    pd_pool_reserve(NULL, BIG_SIDE, BIG_SIDE);
-    pd_pool_reserve(pool, BIG_SIDE, BIG_SIDE);
-    pd_pool_reserve(pool, SMALL_SIDE, SMALL_SIDE);
-    pd_pool_reserve(pool, 0, BIG_SIDE);
-    pd_pool_reserve(pool, BIG_SIDE, -1);
-    pd_pool_reserve(pool, PD_GRID_MAX_SIDE + 1, 1);
-    assert_int_equal(wait_reserved(pool, big_cells), big_cells);
-    pd_pool_get_stats(pool, &st);
-    assert_int_equal(st.tasks_done, 0);
-    assert_int_equal(st.queue_depth, 1);
-
-    pd_pool_set_paused(pool, 0);
+    pd_job *job = make_job(f->big, 1, 1, 0, 0, BIG_SIDE - 3, BIG_SIDE - 1);
+    job->jump_points = jump_points;
+    submit_ok(pool, job);
     pd_job *done[1];
     collect(pool, &w, done, 1);
-    assert_int_equal(astar_job->status, PD_OK);
-    assert_cell_path(astar_job);
-    assert_float_equal(astar_job->metrics.cost, octile(astar_job->params.start, astar_job->params.goal), 1e-9);
-    free_jobs(done, 1);
-
-    /* A job that allows jump points runs on the context prepared for it. */
-    pd_pool_set_paused(pool, 1);
-    pd_job *jps_job = make_job(f->big, 1, 2, BIG_SIDE - 1, 0, 0, BIG_SIDE - 1);
-    jps_job->jump_points = 1;
-    submit_ok(pool, jps_job);
-    assert_int_equal(wait_reserved(pool, big_cells), big_cells);
+    assert_int_equal(job->status, PD_OK);
+    assert_cell_path(job);
+    assert_float_equal(job->metrics.cost, octile(job->params.start, job->params.goal), 1e-9);
     pd_pool_get_stats(pool, &st);
-    assert_int_equal(st.tasks_done, 1);
-    assert_int_equal(st.queue_depth, 1);
-
-    pd_pool_set_paused(pool, 0);
-    collect(pool, &w, done, 1);
-    assert_int_equal(jps_job->status, PD_OK);
-    assert_cell_path(jps_job);
-    assert_float_equal(jps_job->metrics.cost, (BIG_SIDE - 1) * SQRT2, 1e-9);
-    /* Jump point search answered: A* would have expanded every cell of the
-     * path but the goal, jump point search expands only its jump points. */
-    assert_true(jps_job->metrics.expanded < jps_job->path_len - 1);
     free_jobs(done, 1);
     qj_pool_destroy(pool);
     waker_destroy(&w);
+    return st;
+}
+
+/* A worker's context grows with its search and, after the task and before
+ * it completes, gives back whatever exceeds the retained size: with
+ * everything kept the long search leaves megabytes behind, with 256 KiB
+ * retained the statistics show at most that, for A* and for jump points. */
+static void test_workers_trim_contexts(void **state)
+{
+    pool_fixture *f = *state;
+    size_t retained = 256 * 1024;
+    for (int jps = 0; jps <= 1; jps++) {
+        pd_pool_stats kept = run_long_and_stat(f, NULL, jps);
+        assert_true(kept.context_bytes_max > retained);
+        assert_true(kept.context_bytes >= kept.context_bytes_max);
+        pd_pool_stats trimmed = run_long_and_stat(f, &retained, jps);
+        assert_true(trimmed.context_bytes_max <= retained);
+        assert_true(trimmed.context_bytes <= 2 * retained);
+        assert_true(trimmed.context_bytes_max > 0);
+    }
 }
 
 /* ---- issue 4: the request pipeline ---- */
@@ -1891,7 +1858,7 @@ int main(void)
         cmocka_unit_test(test_jump_points_match_astar),
         cmocka_unit_test(test_destroy_with_queued_jobs),
         cmocka_unit_test(test_destroy_stops_running_search),
-        cmocka_unit_test(test_reserve_prepares_workers),
+        cmocka_unit_test(test_workers_trim_contexts),
         cmocka_unit_test(test_unit_size_two_avoids_narrow_gap),
         cmocka_unit_test(test_snap_blocked_endpoints),
         cmocka_unit_test(test_unreachable_goal_modes),

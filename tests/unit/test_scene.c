@@ -454,9 +454,6 @@ static void test_registry_load_and_list(void **state)
     assert_int_equal(pd_registry_list(r, &list), 0);
     assert_null(list);
     assert_null(pd_registry_acquire(r, "alpha"));
-    int32_t lw = -1, lh = -1;
-    char largest[16] = "";
-    assert_int_equal(pd_registry_largest(r, &lw, &lh, largest, sizeof largest), 0);
 
     pd_conf c;
     load_conf(conf_three, &c);
@@ -488,12 +485,7 @@ static void test_registry_load_and_list(void **state)
     s = pd_registry_acquire(r, "zeta");
     assert_non_null(s);
     assert_int_equal(s->grid->width, 6);
-    /* zeta (6x4) outgrows alpha (5x3) and mid (3x2): the workers' target. */
-    assert_int_equal(pd_registry_largest(r, &lw, &lh, largest, sizeof largest), 1);
-    assert_string_equal(largest, "zeta");
-    assert_int_equal(lw, s->grid->width);
-    assert_int_equal(lh, s->grid->height);
-    assert_int_equal(lh, 4);
+    assert_int_equal(s->grid->height, 4);
     pd_scene_release(s);
 
     assert_null(pd_registry_acquire(r, "beta"));

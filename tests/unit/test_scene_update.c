@@ -197,6 +197,16 @@ static void *dup_bytes(const void *p, size_t n)
     return c;
 }
 
+/* The labels of c at every padded index, whatever their width. */
+static uint32_t *labels_copy(const pd_components *c, size_t n)
+{
+    uint32_t *v = malloc(n * sizeof *v);
+    assert_non_null(v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = pd_components_at(c, i);
+    return v;
+}
+
 static snapshot snapshot_take(const pd_scene *s)
 {
     snapshot t;
@@ -207,7 +217,7 @@ static snapshot snapshot_take(const pd_scene *s)
         t.clearance = dup_bytes(s->clearance->values, n);
     for (size_t i = 0; i < s->n_unit_sizes; i++) {
         t.unit_grids[i] = dup_bytes(s->units[i].grid->cells, n);
-        t.labels[i] = dup_bytes(s->units[i].components->labels, n * sizeof(uint32_t));
+        t.labels[i] = labels_copy(s->units[i].components, n);
     }
     t.version = s->version;
     t.passable = s->passable_cells;
@@ -222,7 +232,9 @@ static void snapshot_check_and_free(snapshot *t, const pd_scene *s)
         assert_memory_equal(t->clearance, s->clearance->values, n);
     for (size_t i = 0; i < s->n_unit_sizes; i++) {
         assert_memory_equal(t->unit_grids[i], s->units[i].grid->cells, n);
-        assert_memory_equal(t->labels[i], s->units[i].components->labels, n * sizeof(uint32_t));
+        uint32_t *now = labels_copy(s->units[i].components, n);
+        assert_memory_equal(t->labels[i], now, n * sizeof(uint32_t));
+        free(now);
         free(t->unit_grids[i]);
         free(t->labels[i]);
     }

@@ -655,29 +655,44 @@ static void test_context_reuse_across_sizes(void **state)
     pd_grid_destroy(tiny);
 }
 
-/* A context grown in advance serves that size without growing its node
- * arrays again; a smaller reservation is a no-op; bad sides are refused. */
-static void test_reserve_ahead(void **state)
+/* Memory follows the area searched, not the map: a short search on a big
+ * grid holds a few node blocks, a search across it holds blocks for the
+ * cells it touched, and a trim gives them back while the next search still
+ * answers exactly as before. */
+static void test_memory_follows_search(void **state)
 {
     (void)state;
     pd_search_ctx *ctx = pd_search_ctx_create();
     assert_non_null(ctx);
-    assert_int_equal(pd_search_ctx_reserve(ctx, 0, 10), -1);
-    assert_int_equal(pd_search_ctx_reserve(ctx, 10, PD_GRID_MAX_SIDE + 1), -1);
-    assert_int_equal(pd_search_ctx_reserve(ctx, 300, 200), 0);
-    const size_t reserved = pd_search_ctx_footprint(ctx);
-    const size_t node_arrays = (size_t)302 * 202 * 17; /* 16-byte record + parent byte */
-    assert_true(reserved >= node_arrays);
-    assert_int_equal(pd_search_ctx_reserve(ctx, 30, 20), 0);
-    assert_int_equal(pd_search_ctx_footprint(ctx), reserved);
+    const size_t empty = pd_search_ctx_footprint(ctx);
+    pd_grid *big = core_open_grid(2000, 2000);
+    const size_t full_arrays = (size_t)2002 * 2002 * 17; /* the old 16-byte record + parent byte per cell */
 
-    pd_grid *big = core_open_grid(300, 200);
-    for (int32_t y = 1; y < 200; y++)
-        pd_grid_set(big, 150, y, PD_CELL_BLOCKED);
-    known_query q = { big, PD_CONNECT_8, { 0, 199 }, { 299, 199 }, PD_OK, 297 * CORE_SQRT2 + 103 };
-    run_known(ctx, &q);
-    /* Only the open list may have grown, never a second set of node arrays. */
-    assert_true(pd_search_ctx_footprint(ctx) - reserved < node_arrays);
+    known_query near = { big, PD_CONNECT_8, { 1000, 1000 }, { 1003, 1001 }, PD_OK, 2 + CORE_SQRT2 };
+    run_known(ctx, &near);
+    const size_t small = pd_search_ctx_footprint(ctx);
+    /* The directory (8 bytes per 256 cells, 1/544 of the old arrays), a
+     * slab and the open list: under 1/50 of the old arrays. */
+    assert_true(small < full_arrays / 50);
+
+    known_query across = { big, PD_CONNECT_4, { 0, 0 }, { 1999, 1999 }, PD_OK, 3998.0 };
+    run_known(ctx, &across);
+    const size_t grown = pd_search_ctx_footprint(ctx);
+    assert_true(grown > small);
+
+    /* Trimmed to what the short search needed, the context still answers
+     * both queries; trimmed to nothing, it keeps only itself. */
+    pd_search_ctx_trim(ctx, small);
+    assert_true(pd_search_ctx_footprint(ctx) <= small);
+    run_known(ctx, &near);
+    run_known(ctx, &across);
+    pd_search_ctx_trim(ctx, 0);
+    assert_int_equal(pd_search_ctx_footprint(ctx), empty);
+    /* A trim that freed the path ends what extract can copy. */
+    pd_point one;
+    size_t len = 1;
+    assert_int_equal(pd_search_extract(ctx, &one, 1, &len), PD_NO_PATH);
+    run_known(ctx, &near);
     pd_grid_destroy(big);
     pd_search_ctx_destroy(ctx);
 }
@@ -736,7 +751,7 @@ int main(void)
         T(test_cost_only),
         T(test_window_past_the_grid),
         cmocka_unit_test(test_context_reuse_across_sizes),
-        cmocka_unit_test(test_reserve_ahead),
+        cmocka_unit_test(test_memory_follows_search),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
