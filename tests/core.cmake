@@ -8,3 +8,4 @@ pd_test(NAME test_search SOURCES unit/test_search.c LIBS pathd_core LABELS sanit
 pd_test(NAME test_nodepool SOURCES unit/test_nodepool.c LIBS pathd_core LABELS sanitize)
 pd_test(NAME test_search_reference SOURCES unit/test_search_reference.c LIBS pathd_core
         LABELS sanitize)
+pd_test(NAME test_targets SOURCES unit/test_targets.c LIBS pathd_core LABELS sanitize)

@@ -29,6 +29,7 @@
 #include "pd_nodepool.h"
 #include "pd_ring.h"
 #include "pd_search_common.h"
+#include "pd_targets.h"
 
 #define PD__CLOSED UINT16_MAX
 /* A route must be shorter by more than this to replace a known one: float
@@ -133,11 +134,28 @@ typedef struct pd__run {
     const pd_nodepool *blocked;
     int32_t wx0, wy0, wx1, wy1;
 
+    /* A goal set (masked searches only): heuristic and goal test are its. */
+    const pd_targets *targets;
+    pd_connectivity conn;
+    const pd_grid *grid;
+    uint32_t end;            /* the cell the search ended at */
+    uint32_t which;          /* the goal it qualified for */
+
     /* partial_on_cutoff: the expanded node nearest the goal so far. */
     int track_best;
     uint32_t best;
     double best_h, best_g;
 } pd__run;
+
+/* The heuristic at padded (x, y): the goal set's when the search has one
+ * (only masked searches do), else octile or Manhattan to the goal. */
+static inline __attribute__((always_inline)) double
+pd__h(const pd__run *r, int32_t x, int32_t y, const int eight, const int masked)
+{
+    if (masked && r->targets)
+        return pd_targets_h(r->targets, r->conn, x - 1, y - 1);
+    return eight ? pd__octile(x - r->gx, y - r->gy) : pd__manhattan(x - r->gx, y - r->gy);
+}
 
 /* A neighbour's cost byte, or 0 when this search may not enter it: the
  * masked variant also honours per-request blockers and the window. */
@@ -160,7 +178,7 @@ pd__cell(const pd__run *r, uint32_t i, int32_t x, int32_t y, const int masked)
  * in the queue and is skipped when popped. */
 static inline __attribute__((always_inline)) void
 pd__relax(pd__run *r, unsigned char **dirs, uint32_t gen, uint32_t nb, double ng, int dir, int32_t nx, int32_t ny,
-          const int eight)
+          const int eight, const int masked)
 {
     /* dirs and gen come from the loop's locals: the parent byte stored
      * below may alias any memory, so fields read through r would be
@@ -182,7 +200,7 @@ pd__relax(pd__run *r, unsigned char **dirs, uint32_t gen, uint32_t nb, double ng
     }
     n->g = ng;
     n->parent_dir = (uint8_t)dir;
-    double f = ng + (eight ? pd__octile(nx - r->gx, ny - r->gy) : pd__manhattan(nx - r->gx, ny - r->gy));
+    double f = ng + pd__h(r, nx, ny, eight, masked);
     if (pd_ring_push(&r->ctx->open, pd__f_key(f), nb, n->tag) != 0)
         r->out_of_memory = 1; /* the loop stops before its next pop */
 }
@@ -210,7 +228,12 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
         if (node->tag != top.tag)
             continue; /* superseded by a lower g, or already expanded */
         node->tag = PD__CLOSED;
-        if (cur == goal) {
+        const int32_t cx = (int32_t)(cur % (uint32_t)stride), cy = (int32_t)(cur / (uint32_t)stride);
+        /* The goal test is made when a node is popped, so the first goal
+         * popped ends a least-cost path (for a goal set too: pd_targets.c). */
+        if (masked && r->targets ? pd_targets_accepts(r->targets, r->grid, (pd_point){ cx - 1, cy - 1 }, &r->which)
+                                 : cur == goal) {
+            r->end = cur;
             st = PD_OK;
             break;
         }
@@ -220,9 +243,8 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
             break;
         }
         const double g = node->g;
-        const int32_t cx = (int32_t)(cur % (uint32_t)stride), cy = (int32_t)(cur / (uint32_t)stride);
         if (r->track_best) {
-            double h = eight ? pd__octile(cx - r->gx, cy - r->gy) : pd__manhattan(cx - r->gx, cy - r->gy);
+            double h = pd__h(r, cx, cy, eight, masked);
             if (h < r->best_h || (h == r->best_h && g < r->best_g)) {
                 r->best = cur;
                 r->best_h = h;
@@ -232,22 +254,22 @@ pd__astar_loop(pd__run *r, uint32_t goal, const pd_search_params *p, uint64_t *e
         const uint32_t n = cur - (uint32_t)stride, s = cur + (uint32_t)stride, e = cur + 1, w = cur - 1;
         const uint8_t cn = pd__cell(r, n, cx, cy - 1, masked), cs = pd__cell(r, s, cx, cy + 1, masked);
         const uint8_t ce = pd__cell(r, e, cx + 1, cy, masked), cw = pd__cell(r, w, cx - 1, cy, masked);
-        if (cn) pd__relax(r, dirs, gen, n, g + (uniform ? 1.0 : cn), PD__N, cx, cy - 1, eight);
-        if (cs) pd__relax(r, dirs, gen, s, g + (uniform ? 1.0 : cs), PD__S, cx, cy + 1, eight);
-        if (ce) pd__relax(r, dirs, gen, e, g + (uniform ? 1.0 : ce), PD__E, cx + 1, cy, eight);
-        if (cw) pd__relax(r, dirs, gen, w, g + (uniform ? 1.0 : cw), PD__W, cx - 1, cy, eight);
+        if (cn) pd__relax(r, dirs, gen, n, g + (uniform ? 1.0 : cn), PD__N, cx, cy - 1, eight, masked);
+        if (cs) pd__relax(r, dirs, gen, s, g + (uniform ? 1.0 : cs), PD__S, cx, cy + 1, eight, masked);
+        if (ce) pd__relax(r, dirs, gen, e, g + (uniform ? 1.0 : ce), PD__E, cx + 1, cy, eight, masked);
+        if (cw) pd__relax(r, dirs, gen, w, g + (uniform ? 1.0 : cw), PD__W, cx - 1, cy, eight, masked);
         if (!eight)
             continue;
         /* Diagonals only where both orthogonal neighbours are open: no corner cutting. */
         uint8_t d;
         if (cn && ce && (d = pd__cell(r, n + 1, cx + 1, cy - 1, masked)))
-            pd__relax(r, dirs, gen, n + 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__NE, cx + 1, cy - 1, eight);
+            pd__relax(r, dirs, gen, n + 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__NE, cx + 1, cy - 1, eight, masked);
         if (cn && cw && (d = pd__cell(r, n - 1, cx - 1, cy - 1, masked)))
-            pd__relax(r, dirs, gen, n - 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__NW, cx - 1, cy - 1, eight);
+            pd__relax(r, dirs, gen, n - 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__NW, cx - 1, cy - 1, eight, masked);
         if (cs && ce && (d = pd__cell(r, s + 1, cx + 1, cy + 1, masked)))
-            pd__relax(r, dirs, gen, s + 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__SE, cx + 1, cy + 1, eight);
+            pd__relax(r, dirs, gen, s + 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__SE, cx + 1, cy + 1, eight, masked);
         if (cs && cw && (d = pd__cell(r, s - 1, cx - 1, cy + 1, masked)))
-            pd__relax(r, dirs, gen, s - 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__SW, cx - 1, cy + 1, eight);
+            pd__relax(r, dirs, gen, s - 1, g + (uniform ? PD__SQRT2 : PD__SQRT2 * d), PD__SW, cx - 1, cy + 1, eight, masked);
     }
     *expanded_out = expanded;
     return st;
@@ -306,7 +328,7 @@ static pd_status pd__stamp_blockers(pd_search_ctx *ctx, const pd_grid *grid, con
             continue;
         if (b.x == p->start.x && b.y == p->start.y)
             return PD_START_BLOCKED;
-        if (b.x == p->goal.x && b.y == p->goal.y)
+        if (!p->targets && b.x == p->goal.x && b.y == p->goal.y)
             return PD_GOAL_BLOCKED;
         const uint32_t cell = (uint32_t)pd_grid_index(grid, b.x, b.y);
         uint32_t *stamps = (uint32_t *)(void *)pd_nodepool_block(&ctx->blocked, cell);
@@ -315,6 +337,23 @@ static pd_status pd__stamp_blockers(pd_search_ctx *ctx, const pd_grid *grid, con
         stamps[PD__SLOT(cell)] = ctx->blocked.gen;
     }
     return PD_OK;
+}
+
+/* A goal set's own checks: PD_INVALID_ARGUMENT (no goals, too many, or a
+ * negative or non-finite range), PD_OUT_OF_BOUNDS (a goal outside the grid),
+ * PD_GOAL_BLOCKED (range 0 and every goal blocked: nothing can qualify). */
+static pd_status pd__check_targets(const pd_grid *grid, const pd_targets *t)
+{
+    if (t->n_goals == 0 || t->n_goals > PD_TARGETS_MAX_GOALS || !t->goals || !(t->range >= 0) ||
+        !isfinite(t->range))
+        return PD_INVALID_ARGUMENT;
+    int open = 0;
+    for (size_t i = 0; i < t->n_goals; i++) {
+        if (!pd_grid_in_bounds(grid, t->goals[i].x, t->goals[i].y))
+            return PD_OUT_OF_BOUNDS;
+        open |= pd_grid_get(grid, t->goals[i].x, t->goals[i].y) != PD_CELL_BLOCKED;
+    }
+    return open || t->range > 0 ? PD_OK : PD_GOAL_BLOCKED;
 }
 
 static int pd__in_window(const pd_search_params *p, pd_point q)
@@ -346,7 +385,10 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
         st = PD_INVALID_ARGUMENT;
         goto done;
     }
-    if (!pd_grid_in_bounds(grid, s.x, s.y) || !pd_grid_in_bounds(grid, t.x, t.y)) {
+    const pd_targets *targets = params->targets;
+    if (targets && (st = pd__check_targets(grid, targets)) != PD_OK && st != PD_GOAL_BLOCKED)
+        goto done;
+    if (!pd_grid_in_bounds(grid, s.x, s.y) || (!targets && !pd_grid_in_bounds(grid, t.x, t.y))) {
         st = PD_OUT_OF_BOUNDS;
         goto done;
     }
@@ -354,7 +396,7 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
         st = PD_START_BLOCKED;
         goto done;
     }
-    if (pd_grid_get(grid, t.x, t.y) == PD_CELL_BLOCKED) {
+    if (targets ? st == PD_GOAL_BLOCKED : pd_grid_get(grid, t.x, t.y) == PD_CELL_BLOCKED) {
         st = PD_GOAL_BLOCKED;
         goto done;
     }
@@ -362,7 +404,7 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
         st = PD_INVALID_ARGUMENT;
         goto done;
     }
-    if (params->has_window && !pd__in_window(params, t)) {
+    if (!targets && params->has_window && !pd__in_window(params, t)) {
         st = PD_NO_PATH;
         goto done;
     }
@@ -372,7 +414,7 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
         goto done;
     }
     /* The masked loop reads ctx->blocked for every neighbour, window or not. */
-    const int masked = params->n_blockers > 0 || params->has_window;
+    const int masked = params->n_blockers > 0 || params->has_window || targets;
     if (masked && (st = pd__stamp_blockers(ctx, grid, params, cells)) != PD_OK)
         goto done;
     pd__node *sb = (pd__node *)(void *)pd_nodepool_block(&ctx->nodes, (uint32_t)pd_grid_index(grid, s.x, s.y));
@@ -382,9 +424,11 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
     }
 
     const int eight = conn == PD_CONNECT_8;
-    const double h0 = eight ? pd__octile(s.x - t.x, s.y - t.y) : pd__manhattan(s.x - t.x, s.y - t.y);
+    const double h0 = targets ? pd_targets_h(targets, conn, s.x, s.y)
+                      : eight ? pd__octile(s.x - t.x, s.y - t.y) : pd__manhattan(s.x - t.x, s.y - t.y);
     uint32_t start = (uint32_t)pd_grid_index(grid, s.x, s.y);
-    uint32_t goal = (uint32_t)pd_grid_index(grid, t.x, t.y);
+    /* A goal set has no goal cell: the goal test is the set's. */
+    uint32_t goal = targets ? UINT32_MAX : (uint32_t)pd_grid_index(grid, t.x, t.y);
     pd__run r = {
         .ctx = ctx,
         .gen = ctx->nodes.gen,
@@ -397,6 +441,10 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
         .wy0 = params->has_window ? params->window_min.y + 1 : 0,
         .wx1 = params->has_window ? pd__window_last(params->window_max.x, grid->width) + 1 : INT32_MAX,
         .wy1 = params->has_window ? pd__window_last(params->window_max.y, grid->height) + 1 : INT32_MAX,
+        .targets = targets,
+        .conn = conn,
+        .grid = grid,
+        .end = goal,
         .track_best = params->partial_on_cutoff,
         .best = start,
         .best_h = h0,
@@ -432,8 +480,9 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
                                     : pd__astar_loop(&r, goal, params, &m.expanded, 0, 0, 0);
     }
     m.generated = r.generated;
+    m.target = r.which;
 
-    uint32_t end = goal;
+    uint32_t end = r.end;
     if (params->partial_on_cutoff && (st == PD_BUDGET_EXCEEDED || st == PD_DEADLINE_EXCEEDED)) {
         m.cutoff = st;
         end = r.best;

@@ -75,6 +75,15 @@ typedef struct pd_search_params {
      * to the lower g) with PD_PARTIAL instead of failing; metrics->cutoff
      * then says why. Cancels still end with PD_CANCELLED. */
     int partial_on_cutoff;
+
+    /* When set, goal is ignored: the search ends at the first cell that
+     * qualifies for any of these goals, within their range and, if asked,
+     * in line of sight (pd_targets.h); metrics->target says which goal.
+     * Goals must lie inside the grid (else PD_OUT_OF_BOUNDS); a goal may be
+     * blocked when range > 0, and with range 0 PD_GOAL_BLOCKED means every
+     * goal is. Goals outside the window or under blockers simply cannot be
+     * reached. */
+    const struct pd_targets *targets;
 } pd_search_params;
 
 typedef struct pd_search_metrics {
@@ -86,6 +95,8 @@ typedef struct pd_search_metrics {
     size_t path_len;        /* waypoints in the full path, start and goal included */
     pd_point end;           /* last point of the path: the goal, or the best node of a PARTIAL */
     pd_status cutoff;       /* PD_BUDGET_EXCEEDED / PD_DEADLINE_EXCEEDED behind a PARTIAL, else PD_OK */
+    uint32_t target;        /* with params->targets: the index of the goal the path
+                               reached (the lowest when the end qualifies for several) */
 } pd_search_metrics;
 
 typedef struct pd_search_ctx pd_search_ctx;
