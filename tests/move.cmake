@@ -6,3 +6,7 @@ pd_test(NAME test_movement SOURCES unit/test_movement.c LIBS pathd_query LABELS 
 # Through the daemon: every kind, Batch against singles, in-flight slots, pathctl batch.
 pd_test(NAME test_e2e_movement SOURCES integration/test_e2e_movement.c LIBS pathd_integ_harness
         LABELS sanitize TIMEOUT 120)
+# FindPath to within range / to the nearest of several goals, and FindPath
+# items in a Batch, through the daemon against the harness's Dijkstra oracle.
+pd_test(NAME test_e2e_range SOURCES integration/test_e2e_range.c LIBS pathd_integ_harness
+        LABELS sanitize TIMEOUT 240)

@@ -54,6 +54,7 @@ typedef struct pdc__pending {
     int has_start_used, has_goal_used;
     pdc_xy start_used, goal_used;
     int cutoff;
+    uint32_t goal_index;
     Pathd__V1__Response *response; /* KIND_OTHER: the answer frame */
     pdc_route_result *route;    /* KIND_ROUTE: legs assembled so far (heap) */
     size_t leg_capacity;        /* KIND_ROUTE: waypoint room in the open leg */
@@ -614,6 +615,25 @@ static int pdc__append_chunk(pdc_conn *c, pdc__pending *p, const Pathd__V1__Path
     return PDC_OK;
 }
 
+/* The totals a path's final chunk carries. */
+static void pdc__chunk_totals(pdc__pending *p, const Pathd__V1__PathChunk *chunk)
+{
+    p->cost = chunk->cost;
+    p->expansions = chunk->expansions;
+    p->search_micros = chunk->search_micros;
+    p->scene_version = chunk->scene_version;
+    if (chunk->start_used) {
+        p->has_start_used = 1;
+        p->start_used = (pdc_xy){chunk->start_used->x, chunk->start_used->y};
+    }
+    if (chunk->goal_used) {
+        p->has_goal_used = 1;
+        p->goal_used = (pdc_xy){chunk->goal_used->x, chunk->goal_used->y};
+    }
+    p->cutoff = (int)chunk->cutoff;
+    p->goal_index = chunk->goal_index;
+}
+
 static char *pdc__strdup(const char *s)
 {
     size_t n = strlen(s ? s : "") + 1;
@@ -800,19 +820,7 @@ static void pdc__dispatch(pdc_conn *c, Pathd__V1__Response *resp)
                 pathd__v1__response__free_unpacked(resp, NULL);
                 return;
             }
-            p->cost = chunk->cost;
-            p->expansions = chunk->expansions;
-            p->search_micros = chunk->search_micros;
-            p->scene_version = chunk->scene_version;
-            if (chunk->start_used) {
-                p->has_start_used = 1;
-                p->start_used = (pdc_xy){chunk->start_used->x, chunk->start_used->y};
-            }
-            if (chunk->goal_used) {
-                p->has_goal_used = 1;
-                p->goal_used = (pdc_xy){chunk->goal_used->x, chunk->goal_used->y};
-            }
-            p->cutoff = (int)chunk->cutoff;
+            pdc__chunk_totals(p, chunk);
         }
     }
     if (resp->final)
@@ -911,6 +919,10 @@ typedef struct pdc__find_msg {
     Pathd__V1__Cell window_min, window_max;
     Pathd__V1__Cell *avoid_cells;
     Pathd__V1__Cell **avoid_ptrs;
+    Pathd__V1__Point *goals;        /* goal_count entries, with their cells / world points */
+    Pathd__V1__Point **goal_ptrs;
+    Pathd__V1__Cell *goal_cells;
+    Pathd__V1__WorldPoint *goal_worlds;
 } pdc__find_msg;
 
 static void pdc__point_to_wire(const pdc_point *src, Pathd__V1__Point *dst,
@@ -964,8 +976,36 @@ static void pdc__find_msg_free(pdc__find_msg *m)
 {
     free(m->avoid_cells);
     free(m->avoid_ptrs);
+    free(m->goals);
+    free(m->goal_ptrs);
+    free(m->goal_cells);
+    free(m->goal_worlds);
     m->avoid_cells = NULL;
     m->avoid_ptrs = NULL;
+    m->goals = NULL;
+    m->goal_ptrs = NULL;
+    m->goal_cells = NULL;
+    m->goal_worlds = NULL;
+}
+
+/* FindPath.goals as the wire wants them: heap arrays (pdc__find_msg_free). */
+static int pdc__goals_to_wire(const pdc_path_req *r, pdc__find_msg *m)
+{
+    size_t n = r->goal_count;
+    m->goals = calloc(n, sizeof *m->goals);
+    m->goal_ptrs = calloc(n, sizeof *m->goal_ptrs);
+    m->goal_cells = calloc(n, sizeof *m->goal_cells);
+    m->goal_worlds = calloc(n, sizeof *m->goal_worlds);
+    if (!m->goals || !m->goal_ptrs || !m->goal_cells || !m->goal_worlds)
+        return PDC_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        pdc__point_to_wire(&r->goals[i], &m->goals[i], &m->goal_cells[i], &m->goal_worlds[i]);
+        m->goal_ptrs[i] = &m->goals[i];
+    }
+    m->fp.n_goals = n;
+    m->fp.goals = m->goal_ptrs;
+    m->fp.goal = NULL;
+    return PDC_OK;
 }
 
 /* Checks what the server would refuse anyway (so a typo fails fast, without a
@@ -988,6 +1028,9 @@ static int pdc__build_find(const pdc_path_req *r, pdc__find_msg *m)
         return PDC_ERR_ARG;
     if (r->has_window && (r->window_min.x < 0 || r->window_min.y < 0 || r->window_min.x > r->window_max.x ||
                           r->window_min.y > r->window_max.y))
+        return PDC_ERR_ARG;
+    if (!(r->range >= 0 && r->range <= PDC_MAX_RANGE) || (r->line_of_sight && !(r->range > 0)) ||
+        r->goal_count > PDC_MAX_GOALS || (r->goal_count > 0 && !r->goals))
         return PDC_ERR_ARG;
     pathd__v1__request__init(&m->req);
     pathd__v1__find_path__init(&m->fp);
@@ -1026,6 +1069,10 @@ static int pdc__build_find(const pdc_path_req *r, pdc__find_msg *m)
         m->fp.n_avoid = r->avoid_count;
         m->fp.avoid = m->avoid_ptrs;
     }
+    m->fp.range = r->range;
+    m->fp.line_of_sight = r->line_of_sight != 0;
+    if (r->goal_count > 0 && pdc__goals_to_wire(r, m) != PDC_OK)
+        return PDC_ERR_NOMEM;
     m->req.body_case = PATHD__V1__REQUEST__BODY_FIND_PATH;
     m->req.find_path = &m->fp;
     return PDC_OK;
@@ -1049,6 +1096,7 @@ static void pdc__path_take(pdc__pending *p, pdc_path_result *out)
     out->has_goal_used = p->has_goal_used;
     out->goal_used = p->goal_used;
     out->cutoff = p->cutoff;
+    out->goal_index = p->goal_index;
     snprintf(out->message, sizeof out->message, "%s", p->message);
     p->waypoints = NULL;
     pdc__pending_release(p);
@@ -1641,10 +1689,12 @@ typedef struct pdc__query_msg {
     Pathd__V1__Point *points;
     Pathd__V1__Cell *cells;
     Pathd__V1__WorldPoint *worlds;
+    pdc__find_msg find;                /* FIND_PATH: the FindPath and its arrays */
 } pdc__query_msg;
 
 static void pdc__query_msg_free(pdc__query_msg *m)
 {
+    pdc__find_msg_free(&m->find);
     free(m->timed);
     free(m->timed_ptrs);
     free(m->points);
@@ -1658,6 +1708,15 @@ static int pdc__build_query(const pdc_query *q, pdc__query_msg *m)
 {
     memset(m, 0, sizeof *m);
     pathd__v1__query__init(&m->query);
+    if (q->kind == PDC_Q_FIND_PATH) {
+        /* The server refuses a deadline inside a batch: it runs as one job. */
+        if (!q->path || q->path->deadline_ms != 0)
+            return PDC_ERR_ARG;
+        int r = pdc__build_find(q->path, &m->find);
+        m->query.kind_case = PATHD__V1__QUERY__KIND_FIND_PATH;
+        m->query.find_path = &m->find.fp;
+        return r;
+    }
     if (!q->scene || !q->scene[0])
         return PDC_ERR_ARG;
     pdc__point_to_wire(&q->a, &m->a, &m->a_cell, &m->a_world);
@@ -1868,7 +1927,7 @@ int pdc_query_run(pdc_conn *c, const pdc_query *q, pdc_query_result *out)
     if (!out)
         return PDC_ERR_ARG;
     pdc__query_result_reset(out);
-    if (!c || !q)
+    if (!c || !q || q->kind == PDC_Q_FIND_PATH) /* alone, a path is pdc_find_path's */
         return PDC_ERR_ARG;
     pdc__query_msg m;
     int r = pdc__build_query(q, &m);
@@ -1897,6 +1956,31 @@ int pdc_query_run(pdc_conn *c, const pdc_query *q, pdc_query_result *out)
     }
     pathd__v1__response__free_unpacked(resp, NULL);
     return r;
+}
+
+/* A batch item's path answer: its one chunk (maybe without waypoints),
+ * assembled as a streamed path's are. */
+static int pdc__take_item_path(pdc_conn *c, const Pathd__V1__QueryResult *it, pdc_path_result *out)
+{
+    const Pathd__V1__PathChunk *chunk = it->path;
+    pdc__pending tmp;
+    memset(&tmp, 0, sizeof tmp);
+    snprintf(tmp.message, sizeof tmp.message, "%s", it->message ? it->message : "");
+    int r = pdc__append_chunk(c, &tmp, chunk);
+    if (r != PDC_OK) {
+        pdc__pending_release(&tmp);
+        return r;
+    }
+    pdc__chunk_totals(&tmp, chunk);
+    tmp.status = (int)it->status;
+    pdc__path_take(&tmp, out);
+    return PDC_OK;
+}
+
+void pdc_query_result_free(pdc_query_result *r)
+{
+    if (r)
+        pdc_path_result_free(&r->path);
 }
 
 int pdc_batch(pdc_conn *c, const pdc_query *q, size_t n, pdc_query_result *out)
@@ -1937,6 +2021,14 @@ int pdc_batch(pdc_conn *c, const pdc_query *q, size_t n, pdc_query_result *out)
     for (size_t i = 0; r == PDC_OK && i < n; i++) {
         const Pathd__V1__QueryResult *it = b->items[i];
         out[i].status = (int)it->status;
+        if (q[i].kind == PDC_Q_FIND_PATH) {
+            out[i].path.status = out[i].status;
+            snprintf(out[i].message, sizeof out[i].message, "%s", it->message ? it->message : "");
+            snprintf(out[i].path.message, sizeof out[i].path.message, "%s", out[i].message);
+            if (it->kind_case == PATHD__V1__QUERY_RESULT__KIND_PATH && it->path)
+                r = pdc__take_item_path(c, it, &out[i].path);
+            continue;
+        }
         if (it->status != PATHD__V1__STATUS__OK) {
             snprintf(out[i].message, sizeof out[i].message, "%s", it->message ? it->message : "");
             continue;

@@ -139,6 +139,9 @@ typedef struct pdc_xy {
 
 /* Most avoid cells one request may carry (the server's limit). */
 #define PDC_MAX_AVOID 4096
+/* FindPath.range and FindPath.goals: the server's limits. */
+#define PDC_MAX_RANGE 128.0
+#define PDC_MAX_GOALS 64
 
 /* A path query. Zero-initialise, then set scene, start and goal: every other
  * field's zero means the server default (unit 1, 8-connected, no budget or
@@ -162,6 +165,12 @@ typedef struct pdc_path_req {
     size_t avoid_count;         /* <= PDC_MAX_AVOID */
     int has_window;             /* 1: the search stays inside window_min..window_max */
     pdc_xy window_min, window_max; /* inclusive cells, min <= max, non-negative */
+    double range;               /* cells, 0..PDC_MAX_RANGE: end at the first cell within this
+                                   Euclidean distance of the goal (0 = the goal itself) */
+    int line_of_sight;          /* with range > 0: only cells that see the goal */
+    const pdc_point *goals;     /* instead of goal: the nearest of these (by path cost);
+                                   not copied, must stay valid during the call */
+    size_t goal_count;          /* 0, or 1..PDC_MAX_GOALS; result.goal_index says which */
 } pdc_path_req;
 
 typedef struct pdc_waypoint {
@@ -185,6 +194,7 @@ typedef struct pdc_path_result {
     pdc_xy goal_used;
     int cutoff;                 /* PDC_BUDGET_EXCEEDED / PDC_DEADLINE_EXCEEDED behind a
                                    cut-off PARTIAL; PDC_OK otherwise */
+    uint32_t goal_index;        /* with goals: the index of the goal reached */
     char message[PDC_MESSAGE_MAX]; /* error detail, "" if none */
 } pdc_path_result;
 
@@ -431,10 +441,15 @@ typedef enum pdc_query_kind {
     PDC_Q_REACHABLE,            /* a and b connected? */
     PDC_Q_RANDOM_POINT,         /* a cell within walking distance radius of a */
     PDC_Q_DISTANCE_TO_WALL,     /* distance from a to the nearest wall, up to radius */
+    PDC_Q_FIND_PATH,            /* batch only: path (deadline_ms 0); answer in result.path */
 } pdc_query_kind;
 
-/* Most items in one batch, points in one ValidateMove (the server's limits). */
+/* Most items in one batch, points in one ValidateMove (the server's limits);
+ * at most PDC_MAX_BATCH_PATHS FindPath items per batch, each answered with
+ * at most PDC_MAX_BATCH_PATH_WAYPOINTS waypoints (else FRAME_TOO_LARGE). */
 #define PDC_MAX_BATCH 256
+#define PDC_MAX_BATCH_PATHS 32
+#define PDC_MAX_BATCH_PATH_WAYPOINTS 512
 #define PDC_MAX_MOVES 256
 
 typedef struct pdc_timed_point {
@@ -459,6 +474,7 @@ typedef struct pdc_query {
     size_t move_count;          /* 1..PDC_MAX_MOVES */
     double max_speed;           /* VALIDATE_MOVE: world units per second, > 0 */
     double tolerance;           /* VALIDATE_MOVE: allowed excess as a fraction, 0..10 */
+    const pdc_path_req *path;   /* FIND_PATH: the request (its scene is used; not copied) */
 } pdc_query;
 
 /* Why ValidateMove refused a point (proto MoveReason). */
@@ -491,7 +507,12 @@ typedef struct pdc_query_result {
     double distance;            /* NEAREST, DISTANCE_TO_WALL (cells) */
     uint64_t seed;              /* RANDOM_POINT: the seed used */
     uint64_t candidates;        /* RANDOM_POINT: cells within the walking distance */
+    pdc_path_result path;       /* FIND_PATH: the path (OK or PARTIAL), owned: free with
+                                   pdc_query_result_free */
 } pdc_query_result;
+
+/* Frees a FIND_PATH item's waypoints; safe on any result, and twice. */
+void pdc_query_result_free(pdc_query_result *r);
 
 /* One query, one round trip. Returns the answer's status (also in
  * out->status) or a PDC_ERR_*. */

@@ -224,6 +224,54 @@ static pd_status pd__decode_timing(double speed, double start_time, const char *
     return PD_OK;
 }
 
+/* FindPath's range, line_of_sight and goals, and the combinations that make
+ * no sense: both goal and goals, line of sight without a range, a goal_mode
+ * fallback with several goals (nearest to which?). */
+static pd_status pd__decode_goal_set(const Pathd__V1__FindPath *m, pd_find_path_req *out, char *err,
+                                     size_t errlen)
+{
+    if (!isfinite(m->range) || m->range < 0 || m->range > PD_FINDPATH_MAX_RANGE) {
+        pd__set_err(err, errlen, "find_path.range %g is not a number in 0..%g (cells)", m->range,
+                    PD_FINDPATH_MAX_RANGE);
+        return PD_INVALID_ARGUMENT;
+    }
+    out->range = m->range;
+    if (m->line_of_sight && !(m->range > 0)) {
+        pd__set_err(err, errlen, "find_path.line_of_sight needs find_path.range > 0");
+        return PD_INVALID_ARGUMENT;
+    }
+    out->line_of_sight = m->line_of_sight != 0;
+    if (m->n_goals == 0)
+        return PD_OK;
+    if (m->n_goals > PD_FINDPATH_MAX_GOALS) {
+        pd__set_err(err, errlen, "find_path.goals has %zu points; at most %d allowed", m->n_goals,
+                    PD_FINDPATH_MAX_GOALS);
+        return PD_INVALID_ARGUMENT;
+    }
+    if (m->goal != NULL) {
+        pd__set_err(err, errlen, "find_path.goal and find_path.goals are exclusive: send one");
+        return PD_INVALID_ARGUMENT;
+    }
+    if (out->goal_mode != PD_GOAL_EXACT) {
+        pd__set_err(err, errlen, "find_path.goal_mode must be GOAL_EXACT with find_path.goals");
+        return PD_INVALID_ARGUMENT;
+    }
+    out->goals = calloc(m->n_goals, sizeof *out->goals);
+    if (out->goals == NULL) {
+        pd__set_err(err, errlen, "out of memory for %zu goals", m->n_goals);
+        return PD_INTERNAL;
+    }
+    out->n_goals = m->n_goals;
+    for (size_t i = 0; i < m->n_goals; i++) {
+        char field[40];
+        snprintf(field, sizeof field, "find_path.goals[%zu]", i);
+        pd_status st = pd__decode_point(m->goals[i], field, &out->goals[i], err, errlen);
+        if (st != PD_OK)
+            return st;
+    }
+    return PD_OK;
+}
+
 static pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path_req *out,
                                       char *err, size_t errlen)
 {
@@ -232,7 +280,7 @@ static pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path
         return st;
     if ((st = pd__decode_point(m->start, "find_path.start", &out->start, err, errlen)) != PD_OK)
         return st;
-    if ((st = pd__decode_point(m->goal, "find_path.goal", &out->goal, err, errlen)) != PD_OK)
+    if (m->n_goals == 0 && (st = pd__decode_point(m->goal, "find_path.goal", &out->goal, err, errlen)) != PD_OK)
         return st;
 
     out->unit_size = m->unit_size == 0 ? 1 : m->unit_size;
@@ -298,7 +346,7 @@ static pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path
     }
     out->deadline_ms = m->deadline_ms;
     out->max_expansions = m->max_expansions;
-    return PD_OK;
+    return pd__decode_goal_set(m, out, err, errlen);
 }
 
 static pd_status pd__decode_find_route(const Pathd__V1__FindRoute *m, pd_find_route_req *out,
@@ -587,6 +635,21 @@ static pd_status pd__decode_query(const Pathd__V1__Query *q, pd_move_req *out, c
         out->radius = m->max_distance ? m->max_distance : PD_MOVE_DEFAULT_WALL_DISTANCE;
         return PD_OK;
     }
+    case PATHD__V1__QUERY__KIND_FIND_PATH:
+        out->kind = PD_REQ_FIND_PATH;
+        if ((out->path = calloc(1, sizeof *out->path)) == NULL) {
+            pd__set_err(err, errlen, "out of memory");
+            return PD_INTERNAL;
+        }
+        if ((st = pd__decode_find_path(q->find_path, out->path, err, errlen)) != PD_OK)
+            return st;
+        if (out->path->deadline_ms != 0) {
+            pd__set_err(err, errlen, "find_path.deadline_ms must be 0 in a batch: the batch runs as one job");
+            return PD_INVALID_ARGUMENT;
+        }
+        memcpy(out->scene, out->path->scene, sizeof out->scene);
+        out->unit_size = out->path->unit_size;
+        return PD_OK;
     default:
         pd__set_err(err, errlen, "query has no kind this server knows");
         return PD_INVALID_ARGUMENT;
@@ -600,6 +663,14 @@ static pd_status pd__decode_batch(const Pathd__V1__Batch *m, pd_batch_req *out, 
 {
     if (m->n_items == 0 || m->n_items > PD_BATCH_MAX_ITEMS) {
         pd__set_err(err, errlen, "batch.items has %zu queries; 1 to %u allowed", m->n_items, PD_BATCH_MAX_ITEMS);
+        return PD_INVALID_ARGUMENT;
+    }
+    size_t paths = 0;
+    for (size_t i = 0; i < m->n_items; i++)
+        paths += m->items[i] != NULL && m->items[i]->kind_case == PATHD__V1__QUERY__KIND_FIND_PATH;
+    if (paths > PD_BATCH_MAX_PATHS) {
+        pd__set_err(err, errlen, "batch.items has %zu find_path queries; at most %u allowed", paths,
+                    PD_BATCH_MAX_PATHS);
         return PD_INVALID_ARGUMENT;
     }
     out->items = calloc(m->n_items, sizeof *out->items);
@@ -1183,6 +1254,8 @@ static void pd__fill_path_chunk(uint64_t id, const pd_scene *scene, const pd_pat
         }
         if (r->metrics.cutoff != PD_OK)
             chunk->cutoff = pd__wire_status(r->metrics.cutoff);
+        if (r->has_target)
+            chunk->goal_index = r->target;
         resp->status = pd__wire_status(r->status);
         resp->final = 1;
     }
@@ -1545,6 +1618,14 @@ uint8_t *pd_codec_encode_move(uint64_t id, pd_request_kind kind, const pd_move_r
     return pd__encode_single(&resp, out_len);
 }
 
+/* A FindPath item's chunk and what it points at. */
+typedef struct pd__batch_path {
+    Pathd__V1__PathChunk chunk;
+    Pathd__V1__Waypoint *wps;
+    Pathd__V1__Waypoint **ptrs;
+    pd__chunk_extras extras;
+} pd__batch_path;
+
 uint8_t *pd_codec_encode_batch(uint64_t id, const pd_move_req *items, const pd_move_result *results, size_t n,
                                size_t *out_len)
 {
@@ -1555,20 +1636,39 @@ uint8_t *pd_codec_encode_batch(uint64_t id, const pd_move_req *items, const pd_m
     Pathd__V1__QueryResult **qrp = calloc(n, sizeof *qrp);
     pd__move_msg *mm = calloc(n, sizeof *mm);
     char **messages = calloc(n, sizeof *messages);
+    pd__batch_path *paths = calloc(n, sizeof *paths);
     uint8_t *buf = NULL;
-    if (!qr || !qrp || !mm || !messages)
+    if (!qr || !qrp || !mm || !messages || !paths)
         goto out;
     for (size_t i = 0; i < n; i++) {
         pathd__v1__query_result__init(&qr[i]);
         qrp[i] = &qr[i];
         qr[i].status = pd__wire_status(results[i].status);
-        if (results[i].status != PD_OK) {
+        if (items[i].kind == PD_REQ_FIND_PATH && results[i].scene != NULL) {
+            /* A FindPath item that ran: the whole path (maybe none) as one
+             * final chunk, filled exactly like a FindPath answer's last
+             * frame; PD_BATCH_MAX_PATH_WAYPOINTS bounds it. */
+            const pd_path_result *pr = &results[i].path;
+            const size_t len = pr->path != NULL ? pr->path_len : 0;
+            paths[i].wps = malloc((len ? len : 1) * sizeof *paths[i].wps);
+            paths[i].ptrs = malloc((len ? len : 1) * sizeof *paths[i].ptrs);
+            if (!paths[i].wps || !paths[i].ptrs)
+                goto out;
+            Pathd__V1__Response unused;
+            pd__fill_path_chunk(id, results[i].scene, pr, len, (uint32_t)(len ? len : 1), 0, 1, paths[i].wps,
+                                paths[i].ptrs, &paths[i].extras, &paths[i].chunk, &unused);
+            qr[i].kind_case = PATHD__V1__QUERY_RESULT__KIND_PATH;
+            qr[i].path = &paths[i].chunk;
+        }
+        if (results[i].status != PD_OK && results[i].status != PD_PARTIAL) {
             messages[i] = pd__utf8_sanitized(results[i].message);
             if (!messages[i])
                 goto out;
             qr[i].message = messages[i];
             continue;
         }
+        if (items[i].kind == PD_REQ_FIND_PATH)
+            continue;
         qr[i].kind_case = pd__move_item_case(items[i].kind);
         qr[i].raycast = pd__fill_move(items[i].kind, &results[i], &mm[i]);
     }
@@ -1584,6 +1684,12 @@ out:
     if (messages)
         for (size_t i = 0; i < n; i++)
             free(messages[i]);
+    if (paths)
+        for (size_t i = 0; i < n; i++) {
+            free(paths[i].wps);
+            free(paths[i].ptrs);
+        }
+    free(paths);
     free(messages);
     free(mm);
     free(qrp);

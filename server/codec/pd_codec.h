@@ -144,7 +144,9 @@ uint8_t *pd_codec_encode_scene_grid(uint64_t id, const pd_grid *grid, uint64_t v
 uint8_t *pd_codec_encode_move(uint64_t id, pd_request_kind kind, const pd_move_result *r, size_t *out_len);
 
 /* A Batch's answer: one BatchResult frame with one QueryResult per item, in
- * order, each with its own status (and message when not OK). */
+ * order, each with its own status (and message when not OK). A FindPath
+ * item with a path (OK or PARTIAL) carries it whole in one PathChunk, filled
+ * like the last frame of a FindPath answer. */
 uint8_t *pd_codec_encode_batch(uint64_t id, const pd_move_req *items, const pd_move_result *results, size_t n,
                                size_t *out_len);
 

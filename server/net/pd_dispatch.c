@@ -88,6 +88,8 @@ static void pd__job_free(pd__job *job)
             pd_move_query_release(&job->move_queries[i]);
         if (job->move_reqs)
             pd_move_req_free(&job->move_reqs[i]);
+        if (job->move_results)
+            pd_move_result_free(&job->move_results[i]);
     }
     free(job->move_reqs);
     free(job->move_queries);
@@ -368,9 +370,14 @@ static void pd__handle_move(pd__conn *c, pd_request *req)
     job->n_moves = n;
     job->weight = (uint32_t)n;
     for (size_t i = 0; i < n; i++) {
-        const pd_move_req *item = &job->move_reqs[i];
+        pd_move_req *item = &job->move_reqs[i];
         pd_scene *scene = item->status == PD_OK ? pd_registry_acquire(s->registry, item->scene) : NULL;
+        /* A FindPath item gets the server's budget like one sent alone, and
+         * polls the job (the batch's cancel) while it searches. */
+        if (item->kind == PD_REQ_FIND_PATH && item->path && item->path->max_expansions == 0)
+            item->path->max_expansions = s->conf.default_max_expansions;
         pd_move_prepare(scene, item, &job->move_queries[i], &job->move_results[i]);
+        job->move_queries[i].control = (pd_query_control){ pd_task_poll, &job->task, job->jump_points };
     }
     if (!batch && job->move_results[0].status != PD_OK) {
         pd__send_error(c, req->id, job->move_results[0].status, "%s", job->move_results[0].message);

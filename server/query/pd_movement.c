@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -107,6 +108,24 @@ static const char *pd__first_name(pd_request_kind kind)
     }
 }
 
+/* A Batch's FindPath item: the path pipeline's own checks, on the same
+ * snapshot; max_expansions 0 stays 0 here (the server puts its default in
+ * the request first). */
+static pd_status pd__prepare_path(const pd_scene *scene, const pd_move_req *req, pd_move_query *q,
+                                  pd_move_result *r)
+{
+    q->path = malloc(sizeof *q->path);
+    if (!q->path) {
+        pd__fail(r, PD_INTERNAL, "out of memory");
+        return r->status;
+    }
+    char err[PD_QUERY_MESSAGE_MAX] = "";
+    pd_status st = pd_query_path_prepare(scene, req->path, 0, q->path, err, sizeof err);
+    if (st != PD_OK)
+        pd__fail(r, st, "%s", err);
+    return st;
+}
+
 pd_status pd_move_prepare(pd_scene *scene, const pd_move_req *req, pd_move_query *q, pd_move_result *r)
 {
     memset(q, 0, sizeof *q);
@@ -123,6 +142,8 @@ pd_status pd_move_prepare(pd_scene *scene, const pd_move_req *req, pd_move_query
         return r->status;
     }
     r->version = scene->version;
+    if (req->kind == PD_REQ_FIND_PATH)
+        return pd__prepare_path(scene, req, q, r);
     const pd_scene_unit *unit = pd_scene_unit_for(scene, req->unit_size);
     if (!unit) {
         pd__fail(r, PD_INVALID_ARGUMENT, "scene '%s' does not serve unit size %" PRIu32, scene->name,
@@ -168,6 +189,14 @@ void pd_move_query_release(pd_move_query *q)
         return;
     pd_scene_release(q->scene);
     q->scene = NULL;
+    free(q->path);
+    q->path = NULL;
+}
+
+void pd_move_result_free(pd_move_result *r)
+{
+    if (r)
+        pd_path_result_free(&r->path);
 }
 
 const char *pd_move_reason_name(pd_move_reason reason)
@@ -347,9 +376,30 @@ static pd_status pd__distance_to_wall(const pd_move_query *q, pd_move_result *r)
     return PD_OK;
 }
 
+/* A FindPath item: the path pipeline, then the cap on what one batch item
+ * may carry (PD_BATCH_MAX_PATH_WAYPOINTS). */
+static pd_status pd__find_path_item(pd_query_scratch *s, const pd_move_query *q, pd_move_result *r)
+{
+    pd_status st = pd_query_find_path(s, q->scene, q->path, &q->control, &r->path);
+    r->scene = q->scene; /* the item ran: its answer carries a PathChunk */
+    if (r->path.path_len > PD_BATCH_MAX_PATH_WAYPOINTS) {
+        pd__fail(r, PD_FRAME_TOO_LARGE,
+                 "the path has %zu waypoints; a batch item carries at most %u: ask for it alone, or with style "
+                 "CORNERS or SMOOTH", r->path.path_len, PD_BATCH_MAX_PATH_WAYPOINTS);
+        pd_path_result_free(&r->path);
+        return PD_FRAME_TOO_LARGE;
+    }
+    if (st != PD_OK && st != PD_PARTIAL)
+        pd__fail(r, st, "%s", pd_status_name(st));
+    return st;
+}
+
 pd_status pd_move_run(pd_query_scratch *s, const pd_move_query *q, pd_move_result *r)
 {
     switch (q->kind) {
+    case PD_REQ_FIND_PATH:
+        r->status = pd__find_path_item(s, q, r);
+        break;
     case PD_REQ_RAYCAST:
         r->status = pd__raycast(q, r);
         break;

@@ -1,7 +1,8 @@
 /*
  * pd_movement.h - the movement queries of the query layer: Raycast,
  * ValidateMove, MoveAlong, NearestWalkable, IsReachable, RandomPoint and
- * DistanceToWall, alone or as the items of a Batch.
+ * DistanceToWall, alone or as the items of a Batch; and a Batch's FindPath
+ * items, which run the path pipeline (pd_query.h) item by item.
  *
  * Like the path pipeline (pd_query.h), each query is prepared on the loop
  * thread against the scene snapshot it will run on - unit size served,
@@ -51,6 +52,9 @@ typedef struct pd_move_query {
     double max_speed, tolerance;
     const pd_timed_point *moves;  /* borrowed from the request */
     size_t n_moves;
+    pd_path_query *path;          /* FIND_PATH (Batch items): malloc'd, freed by release */
+    pd_query_control control;     /* FIND_PATH: deadline / cancel polling and jump points,
+                                     set by the caller after prepare */
 } pd_move_query;
 
 /* The answer; which fields count depends on the kind (see proto/pathd.proto:
@@ -70,6 +74,9 @@ typedef struct pd_move_result {
     double distance;
     uint64_t seed;
     uint64_t candidates;
+    pd_path_result path;          /* FIND_PATH: the path answer (pd_move_result_free) */
+    const pd_scene *scene;        /* FIND_PATH: the snapshot it ran on, for world
+                                     coordinates; borrowed from the query */
 } pd_move_result;
 
 /* Checks req against scene (which the query takes over: it is released by
@@ -82,6 +89,7 @@ pd_status pd_move_prepare(pd_scene *scene, const pd_move_req *req, pd_move_query
 pd_status pd_move_run(pd_query_scratch *s, const pd_move_query *q, pd_move_result *r);
 
 void pd_move_query_release(pd_move_query *q);  /* releases the scene; safe twice */
+void pd_move_result_free(pd_move_result *r);   /* frees a FindPath item's path; safe twice */
 
 const char *pd_move_reason_name(pd_move_reason reason);
 

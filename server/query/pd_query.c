@@ -27,6 +27,15 @@
  * A scene built without component labels (hand-made scenes in tests) skips
  * step 3: the search itself then finds out that the goal is unreachable.
  *
+ * A goal set - FindPath.goals, or a range around the goal (pd_targets.h) -
+ * changes steps 2-4: only the start snaps (a goal on a blocked cell is
+ * allowed: something stands there); step 3 asks whether the start's
+ * component holds a cell within range of some goal (pd__targets_reachable:
+ * NO_PATH in a scan of the discs, no search), and for a single goal whose
+ * range holds no such cell goal_mode NEAREST / LINE substitutes a goal as
+ * above and the search goes there alone; step 4 is A* ending at the first
+ * qualifying cell, and the answer says which goal (target).
+ *
  * A route query plans on its world snapshot (pd_world_plan with the
  * scratch's search context). On NO_PATH or GOAL_BLOCKED under goal_mode NEAREST or
  * LINE it substitutes the goal in the last scene among the components
@@ -215,6 +224,33 @@ static pd_status pd__check_unit(const pd_scene *scene, uint32_t unit_size, char 
     return PD_INVALID_ARGUMENT;
 }
 
+/* A goal set's anchors (FindPath.goals, or the one goal when a range is
+ * asked): out->goals[0] is params.goal, already resolved. */
+static pd_status pd__resolve_goals(const pd_scene *scene, const pd_find_path_req *req, pd_path_query *out,
+                                   char *err, size_t errlen)
+{
+    out->range = req->range;
+    out->line_of_sight = req->line_of_sight;
+    if (req->n_goals == 0 && req->range <= 0)
+        return PD_OK;
+    out->goals[0] = out->params.goal;
+    out->n_goals = 1;
+    for (size_t i = 1; i < req->n_goals && i < PD_FINDPATH_MAX_GOALS; i++) {
+        const pd_point_spec *g = &req->goals[i];
+        if (pd__resolve_point(scene, g, &out->goals[i]) != PD_OK) {
+            if (g->is_world)
+                pd__set_err(err, errlen, "find_path.goals[%zu] world (%g, %g) is outside scene '%s'", i, g->wx,
+                            g->wy, scene->name);
+            else
+                pd__set_err(err, errlen, "find_path.goals[%zu] cell (%" PRId32 ", %" PRId32 ") is outside scene '%s'",
+                            i, g->cell.x, g->cell.y, scene->name);
+            return PD_OUT_OF_BOUNDS;
+        }
+        out->n_goals = i + 1;
+    }
+    return PD_OK;
+}
+
 pd_status pd_query_path_prepare(const pd_scene *scene, const pd_find_path_req *req,
                                 uint64_t default_max_expansions, pd_path_query *out, char *err,
                                 size_t errlen)
@@ -224,8 +260,11 @@ pd_status pd_query_path_prepare(const pd_scene *scene, const pd_find_path_req *r
     if (st != PD_OK)
         return st;
     pd_search_params *p = &out->params;
-    st = pd__resolve_ends(scene, &req->start, scene, &req->goal, &p->start, &p->goal, err, errlen);
+    const pd_point_spec *goal = req->n_goals > 0 ? &req->goals[0] : &req->goal;
+    st = pd__resolve_ends(scene, &req->start, scene, goal, &p->start, &p->goal, err, errlen);
     if (st != PD_OK)
+        return st;
+    if ((st = pd__resolve_goals(scene, req, out, err, errlen)) != PD_OK)
         return st;
     out->unit_size = req->unit_size;
     p->connectivity = req->connectivity;
@@ -293,7 +332,7 @@ pd_status pd_query_route_prepare(const pd_world *world, const pd_find_route_req 
  * the path in s->buf[0..*len) and the metrics in *m.
  *
  * Jump point search answers whatever it can: uniform-cost 8-connected grids
- * without avoid cells, window or partial_on_cutoff. It finds the same optimal
+ * without avoid cells, window, partial_on_cutoff or a goal set. It finds the same optimal
  * cost as A* an order of magnitude faster on open maps; everything else goes
  * to A*. metrics.expanded then counts jump points. */
 static pd_status pd__search(pd_query_scratch *s, const pd_query_control *ctl, const pd_grid *grid,
@@ -309,7 +348,7 @@ static pd_status pd__search(pd_query_scratch *s, const pd_query_control *ctl, co
     params.blockers = avoid;
     params.n_blockers = avoid ? n_avoid : 0;
 
-    const int jps = ctl && ctl->jump_points && pd_jps_applicable(grid, &params) &&
+    const int jps = ctl && ctl->jump_points && !params.targets && pd_jps_applicable(grid, &params) &&
                     (s->jps || (s->jps = pd_jps_ctx_create()));
     pd_status st = jps ? pd_search_jps(s->jps, grid, &params, s->buf, s->cap, m)
                        : pd_search_astar(s->ctx, grid, &params, s->buf, s->cap, m);
@@ -369,6 +408,39 @@ static pd_status pd__reachable_goal(const pd_path_query *q, const pd_grid *grid,
     *goal = sub;
     *substituted = 1;
     return PD_OK;
+}
+
+/* Step 3 for a goal set: does the start's component hold a qualifying cell
+ * by distance (a goal's own cell for range 0, else any cell within range)?
+ * Line of sight, avoid cells and the window are left to the search, as the
+ * labels ignore them. Scans at most PD_FINDPATH_MAX_RANGE around each goal.
+ * Returns PD_OK, PD_GOAL_BLOCKED (range 0 and every goal blocked) or
+ * PD_NO_PATH. */
+static pd_status pd__targets_reachable(const pd_path_query *q, const pd_grid *grid, const pd_components *comps,
+                                       pd_point start)
+{
+    int open_goal = 0;
+    for (size_t i = 0; i < q->n_goals; i++)
+        open_goal |= pd_grid_get(grid, q->goals[i].x, q->goals[i].y) != PD_CELL_BLOCKED;
+    if (!open_goal && q->range <= 0)
+        return PD_GOAL_BLOCKED;
+    if (!comps)
+        return PD_OK;
+    const uint32_t label = pd_components_label(comps, start);
+    const int32_t r = (int32_t)ceil(q->range);
+    for (size_t i = 0; i < q->n_goals; i++) {
+        const pd_point g = q->goals[i];
+        if (pd_grid_get(grid, g.x, g.y) != PD_CELL_BLOCKED && pd_components_label(comps, g) == label)
+            return PD_OK;
+        for (int32_t y = g.y - r; y <= g.y + r; y++)
+            for (int32_t x = g.x - r; x <= g.x + r; x++) {
+                const pd_point c = { x, y };
+                if (pd_grid_in_bounds(grid, x, y) && pd_targets_in_range(q->range, c, g) &&
+                    pd_grid_get(grid, x, y) != PD_CELL_BLOCKED && pd_components_label(comps, c) == label)
+                    return PD_OK;
+            }
+    }
+    return PD_NO_PATH;
 }
 
 /* Smooths the path on the unit grid. With avoid cells, line of sight must
@@ -477,13 +549,29 @@ static pd_status pd__find_path(pd_query_scratch *s, const pd_scene *scene, const
     if (!pd_grid_in_bounds(grid, params.start.x, params.start.y) ||
         !pd_grid_in_bounds(grid, params.goal.x, params.goal.y))
         return PD_OUT_OF_BOUNDS;
+    for (size_t i = 0; i < q->n_goals; i++)
+        if (!pd_grid_in_bounds(grid, q->goals[i].x, q->goals[i].y))
+            return PD_OUT_OF_BOUNDS;
 
     pd_status st = pd__snap(q, grid, comps, &params.start, &r->start_substituted, PD_START_BLOCKED);
-    const int goal_falls_back = q->goal_mode != PD_GOAL_EXACT && comps;
-    if (st == PD_OK && !(goal_falls_back && !q->snap))
-        st = pd__snap(q, grid, comps, &params.goal, &r->goal_substituted, PD_GOAL_BLOCKED);
-    if (st == PD_OK)
-        st = pd__reachable_goal(q, grid, comps, params.start, &params.goal, &r->goal_substituted);
+    const pd_targets targets = { q->goals, q->n_goals, q->range, q->line_of_sight };
+    if (q->n_goals > 0 && st == PD_OK) {
+        /* A goal set never snaps its goals: a goal on a blocked cell (an
+         * enemy on its cell) is what a range is for. Only a single goal
+         * falls back by goal_mode (the codec refuses it with goals), and
+         * then the search goes to the substitute alone. */
+        st = pd__targets_reachable(q, grid, comps, params.start);
+        if (st == PD_OK)
+            params.targets = &targets;
+        else if (st == PD_NO_PATH && q->goal_mode != PD_GOAL_EXACT && q->n_goals == 1)
+            st = pd__reachable_goal(q, grid, comps, params.start, &params.goal, &r->goal_substituted);
+    } else if (st == PD_OK) {
+        const int goal_falls_back = q->goal_mode != PD_GOAL_EXACT && comps;
+        if (!(goal_falls_back && !q->snap))
+            st = pd__snap(q, grid, comps, &params.goal, &r->goal_substituted, PD_GOAL_BLOCKED);
+        if (st == PD_OK)
+            st = pd__reachable_goal(q, grid, comps, params.start, &params.goal, &r->goal_substituted);
+    }
     if (r->start_substituted)
         r->start_used = params.start;
     if (st != PD_OK)
@@ -495,8 +583,12 @@ static pd_status pd__find_path(pd_query_scratch *s, const pd_scene *scene, const
         return st;
     if (st == PD_PARTIAL)
         params.goal = r->metrics.end;
-    if (params.goal.x != q->params.goal.x || params.goal.y != q->params.goal.y)
+    if (params.targets && st == PD_OK) {
+        r->has_target = 1;
+        r->target = r->metrics.target;
+    } else if (params.goal.x != q->params.goal.x || params.goal.y != q->params.goal.y) {
         r->goal_substituted = 1;
+    }
     if (r->goal_substituted)
         r->goal_used = params.goal;
     if (r->start_substituted || r->goal_substituted)

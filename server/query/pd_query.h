@@ -77,6 +77,14 @@ typedef struct pd_path_query {
     double start_time;            /* seconds at the first waypoint */
     const pd_point *avoid;        /* borrowed: cells blocked for this request only */
     size_t n_avoid;
+    /* A goal set (pd_targets.h): FindPath.goals, or one goal with a range.
+     * n_goals 0: params.goal alone, the ordinary search. Otherwise goals
+     * holds the anchors and params.goal is goals[0] (what goal_mode's
+     * fallback uses). */
+    pd_point goals[PD_FINDPATH_MAX_GOALS];
+    size_t n_goals;
+    double range;                 /* cells */
+    int line_of_sight;
 } pd_path_query;
 
 typedef struct pd_path_result {
@@ -89,8 +97,12 @@ typedef struct pd_path_result {
     int start_substituted;        /* 1: the start was snapped to start_used */
     pd_point start_used;
     int goal_substituted;         /* 1: the path ends at goal_used, not at the goal
-                                     (snapped, NEAREST/LINE, or cut off) */
+                                     (snapped, NEAREST/LINE, or cut off); never for a
+                                     path that ends within range of a goal (that is
+                                     where it was asked to end) */
     pd_point goal_used;
+    int has_target;               /* a goal set was reached: target says which goal */
+    uint32_t target;              /* index into the request's goals (0 for a single goal) */
 } pd_path_result;
 
 /* Checks req against scene and fills *out (avoid borrowed from req):
@@ -102,7 +114,8 @@ pd_status pd_query_path_prepare(const pd_scene *scene, const pd_find_path_req *r
                                 uint64_t default_max_expansions, pd_path_query *out, char *err,
                                 size_t errlen);
 
-/* Runs the path pipeline on scene; returns out->status. */
+/* Runs the path pipeline on scene; returns out->status. A goal set is
+ * searched by A* (jump point search does not know one). */
 pd_status pd_query_find_path(pd_query_scratch *s, const pd_scene *scene, const pd_path_query *q,
                              const pd_query_control *ctl, pd_path_result *out);
 

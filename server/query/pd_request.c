@@ -36,6 +36,18 @@ const char *pd_request_kind_name(pd_request_kind kind)
     return pd__kind_names[kind];
 }
 
+void pd_find_path_req_free(pd_find_path_req *fp)
+{
+    if (fp == NULL)
+        return;
+    free(fp->avoid);
+    fp->avoid = NULL;
+    fp->n_avoid = 0;
+    free(fp->goals);
+    fp->goals = NULL;
+    fp->n_goals = 0;
+}
+
 void pd_move_req_free(pd_move_req *m)
 {
     if (m == NULL)
@@ -43,6 +55,9 @@ void pd_move_req_free(pd_move_req *m)
     free(m->moves);
     m->moves = NULL;
     m->n_moves = 0;
+    pd_find_path_req_free(m->path);
+    free(m->path);
+    m->path = NULL;
 }
 
 void pd_request_free(pd_request *req)
@@ -50,9 +65,7 @@ void pd_request_free(pd_request *req)
     if (req == NULL)
         return;
     if (req->kind == PD_REQ_FIND_PATH) {
-        free(req->u.find_path.avoid);
-        req->u.find_path.avoid = NULL;
-        req->u.find_path.n_avoid = 0;
+        pd_find_path_req_free(&req->u.find_path);
     } else if (req->kind == PD_REQ_UPDATE_CELLS) {
         free(req->u.update_cells.cells);
         req->u.update_cells.cells = NULL;

@@ -8,7 +8,7 @@
  * the pd_query_*_prepare functions (pd_query.h) - in one place for every
  * kind.
  *
- * Lifetime: a decoded request may own heap arrays (FindPath.avoid,
+ * Lifetime: a decoded request may own heap arrays (FindPath.avoid and goals,
  * UpdateCells.cells, ValidateMove.moves, Batch.items); release them with pd_request_free, or take them over
  * by copying the pointer and setting the request's field to NULL first.
  */
@@ -21,6 +21,7 @@
 #include "pd_conf.h"
 #include "pd_scene.h"
 #include "pd_search.h"
+#include "pd_targets.h"
 
 typedef enum pd_waypoint_style {
     PD_STYLE_CELLS = 0,     /* every cell */
@@ -56,7 +57,8 @@ typedef enum pd_request_kind {
     PD_REQ_REACHABLE,
     PD_REQ_RANDOM_POINT,
     PD_REQ_DISTANCE_TO_WALL, /* .. PD_REQ_DISTANCE_TO_WALL (pd_request_is_move) */
-    PD_REQ_BATCH,            /* up to PD_BATCH_MAX_ITEMS movement queries */
+    PD_REQ_BATCH,            /* up to PD_BATCH_MAX_ITEMS movement queries and
+                                up to PD_BATCH_MAX_PATHS FindPaths */
     PD_REQ__COUNT            /* not a kind: how many there are */
 } pd_request_kind;
 
@@ -65,6 +67,16 @@ typedef struct pd_point_spec {
     pd_point cell;
     double wx, wy;
 } pd_point_spec;
+
+/* FindPath to within range (of the goal or of each of goals): the farthest a
+ * request may stop from its goal, in cells. The query layer scans the disc
+ * of this radius around each goal for a cell of the start's component before
+ * searching (O(1) reachability's counterpart), so the cap bounds that scan
+ * (pi * 128^2, ~51k label reads per goal). */
+#define PD_FINDPATH_MAX_RANGE 128.0
+/* FindPath.goals: the nearest of several goals in one search. The search's
+ * heuristic is a minimum over them (pd_targets.h). */
+#define PD_FINDPATH_MAX_GOALS PD_TARGETS_MAX_GOALS
 
 typedef struct pd_find_path_req {
     char scene[PD_CONF_MAX_NAME];
@@ -85,6 +97,10 @@ typedef struct pd_find_path_req {
     int has_window;          /* window_min <= window_max, both non-negative; the grid
                                 clips it later */
     pd_point window_min, window_max;
+    double range;            /* 0..PD_FINDPATH_MAX_RANGE cells; 0 = reach the goal itself */
+    int line_of_sight;       /* only with range > 0 */
+    pd_point_spec *goals;    /* malloc'd (owned); with n_goals > 0 `goal` is unused */
+    size_t n_goals;          /* 0, or 1..PD_FINDPATH_MAX_GOALS */
 } pd_find_path_req;
 
 /* FindRoute. Whether the scenes exist, serve the unit size and hold the
@@ -129,6 +145,12 @@ typedef struct pd_scene_grid_req {
 #define PD_MOVE_MAX_WALK_RADIUS 256.0  /* RandomPoint.radius (walking cost in cells) */
 #define PD_MOVE_MAX_TOLERANCE 10.0     /* ValidateMove.tolerance */
 #define PD_BATCH_MAX_ITEMS 256u        /* Batch.items */
+/* FindPath items of one Batch, and the waypoints each may answer with: the
+ * whole path travels inside the one BatchResult frame, so these two bound
+ * it (32 x 512 waypoints, well under a 1 MiB frame). A longer path is that
+ * item's FRAME_TOO_LARGE: ask for it alone, which streams in chunks. */
+#define PD_BATCH_MAX_PATHS 32u
+#define PD_BATCH_MAX_PATH_WAYPOINTS 512u
 /* Longest reason a request item carries, in bytes with the NUL. */
 #define PD_REQUEST_MESSAGE_MAX 192
 
@@ -145,6 +167,8 @@ typedef struct pd_timed_point {
  *   REACHABLE         a = from, b = to
  *   RANDOM_POINT      a = around, radius, seed
  *   DISTANCE_TO_WALL  a = at, radius = max_distance
+ *   FIND_PATH         path (Batch items only; its deadline_ms must be 0:
+ *                     the batch runs as one job)
  * Inside a Batch an item that fails decoding keeps its kind (or
  * PD_REQ_NONE) with status and message set; the others still run. */
 typedef struct pd_move_req {
@@ -162,6 +186,7 @@ typedef struct pd_move_req {
     double tolerance;        /* 0..PD_MOVE_MAX_TOLERANCE */
     pd_timed_point *moves;   /* malloc'd (owned) */
     size_t n_moves;
+    pd_find_path_req *path;  /* malloc'd (owned), with its arrays */
 } pd_move_req;
 
 typedef struct pd_batch_req {
@@ -199,7 +224,10 @@ static inline int pd_request_is_move(pd_request_kind kind)
     return kind >= PD_REQ_RAYCAST && kind <= PD_REQ_DISTANCE_TO_WALL;
 }
 
-/* Frees what a decoded movement query owns (its moves). */
+/* Frees the arrays a decoded FindPath owns (avoid, goals); safe twice. */
+void pd_find_path_req_free(pd_find_path_req *fp);
+
+/* Frees what a decoded movement query owns (its moves, a batch's path). */
 void pd_move_req_free(pd_move_req *m);
 
 /* The request kind's name as the protocol spells it ("find_path", ...);
