@@ -6,3 +6,7 @@ pd_test(NAME test_frame SOURCES unit/test_frame.c LIBS pathd_codec LABELS saniti
 pd_test(NAME test_codec SOURCES unit/test_codec.c LIBS pathd_codec PkgConfig::PROTOBUFC LABELS sanitize)
 get_target_property(PD_CODEC_GEN_DIR pathd_codec PD_PROTO_GEN_DIR)
 target_include_directories(test_codec PRIVATE "${PD_CODEC_GEN_DIR}")
+# FindPath ranges, goal sets and FindPath items in a Batch, on the wire.
+pd_test(NAME test_codec_range SOURCES unit/test_codec_range.c LIBS pathd_codec PkgConfig::PROTOBUFC
+        LABELS sanitize)
+target_include_directories(test_codec_range PRIVATE "${PD_CODEC_GEN_DIR}")
