@@ -48,6 +48,7 @@ typedef struct pathctl_args {
     pdc_route_req route;        /* the route command; scene names point into route_names */
     char *route_names[2];       /* heap copies of the SCENE parts of --from / --to */
     pdc_xy *avoid;              /* heap; freed by pathctl_args_free */
+    pdc_point *goals;           /* --goals, heap; freed by pathctl_args_free */
     pdc_update_req update;
     pdc_xy *update_cells;       /* heap; freed by pathctl_args_free */
 } pathctl_args;
@@ -55,6 +56,8 @@ typedef struct pathctl_args {
 static void pathctl_args_free(pathctl_args *a)
 {
     free(a->avoid);
+    free(a->goals);
+    a->goals = NULL;
     free(a->update_cells);
     free(a->route_names[0]);
     free(a->route_names[1]);
@@ -74,8 +77,12 @@ static void pathctl_usage(FILE *out)
             "       [--max-expansions N] [--deadline MS] [--partial]\n"
             "       [--goal-mode exact|nearest|line] [--snap]\n"
             "       [--speed S] [--start-time T] [--avoid \"X,Y;X,Y\"] [--window X0,Y0,X1,Y1]\n"
+            "       [--range R [--los]] [--goals \"X,Y;X,Y\" instead of --to]\n"
             "                     find a path; --world reads X,Y as world coordinates;\n"
-            "                     for --unit K > 1, X,Y is the unit's top-left cell\n"
+            "                     for --unit K > 1, X,Y is the unit's top-left cell;\n"
+            "                     --range stops within R cells (Euclidean) of the goal,\n"
+            "                     --los only where the goal is in line of sight;\n"
+            "                     --goals goes to the nearest of several (goal_index)\n"
             "  route --from SCENE:X,Y --to SCENE:X,Y [--world] [--unit K]\n"
             "        [--style cells|corners|smooth] [--goal-mode exact|nearest|line]\n"
             "        [--speed S] [--start-time T] [--max-expansions N] [--deadline MS]\n"
@@ -135,45 +142,59 @@ static int pathctl_parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
-/* "X,Y;X,Y;..." into a heap array of at most max cells (a trailing ';' is
- * allowed). Returns the count, or -1 on a syntax error, an empty list, or
- * more than max cells. */
-static long pathctl_parse_cells(const char *s, size_t max, pdc_xy **out)
+/* "X,Y;X,Y;..." into a heap array of at most max points (cells, or world
+ * points with `world`; a trailing ';' is allowed). Returns the count, or -1
+ * on a syntax error, an empty list, or more than max points. */
+static long pathctl_parse_points(const char *s, int world, size_t max, pdc_point **out)
 {
     size_t n = 0, cap = 0;
-    pdc_xy *cells = NULL;
+    pdc_point *pts = NULL;
     const char *p = s;
     while (*p) {
         char item[64];
         const char *semi = strchr(p, ';');
         size_t len = semi ? (size_t)(semi - p) : strlen(p);
-        pdc_point pt;
         if (len == 0 || len >= sizeof item || n == max)
             goto fail;
         memcpy(item, p, len);
         item[len] = '\0';
-        if (pathctl_parse_point(item, 0, &pt))
-            goto fail;
         if (n == cap) {
             size_t grown_cap = cap ? cap * 2 : 16;
-            pdc_xy *grown = realloc(cells, grown_cap * sizeof *grown);
+            pdc_point *grown = realloc(pts, grown_cap * sizeof *grown);
             if (!grown)
                 goto fail;
-            cells = grown;
+            pts = grown;
             cap = grown_cap;
         }
-        cells[n].x = pt.x;
-        cells[n].y = pt.y;
+        if (pathctl_parse_point(item, world, &pts[n]))
+            goto fail;
         n++;
         p += len + (semi ? 1 : 0);
     }
     if (n == 0)
         goto fail;
-    *out = cells;
+    *out = pts;
     return (long)n;
 fail:
-    free(cells);
+    free(pts);
     return -1;
+}
+
+/* "X,Y;X,Y;..." cells into a heap array (see pathctl_parse_points). */
+static long pathctl_parse_cells(const char *s, size_t max, pdc_xy **out)
+{
+    pdc_point *pts;
+    long n = pathctl_parse_points(s, 0, max, &pts);
+    if (n < 0)
+        return -1;
+    pdc_xy *cells = malloc((size_t)n * sizeof *cells);
+    for (long i = 0; cells && i < n; i++) {
+        pdc_xy c = {pts[i].x, pts[i].y};
+        cells[i] = c;
+    }
+    free(pts);
+    *out = cells;
+    return cells ? n : -1;
 }
 
 /* "X0,Y0,X1,Y1": an inclusive cell rectangle with X0 <= X1 and Y0 <= Y1. */
@@ -233,7 +254,7 @@ static int pathctl_is_option(const char *arg, const char *name)
 typedef enum pathctl_opt {
     OPT_SERVER, OPT_TIMEOUT, OPT_SCENE,
     OPT_FROM, OPT_TO, OPT_UNIT, OPT_CONNECT, OPT_STYLE, OPT_MAX_EXPANSIONS, OPT_DEADLINE,
-    OPT_GOAL_MODE, OPT_SPEED, OPT_START_TIME, OPT_AVOID, OPT_WINDOW,
+    OPT_GOAL_MODE, OPT_SPEED, OPT_START_TIME, OPT_AVOID, OPT_WINDOW, OPT_RANGE, OPT_GOALS,
     OPT_RECT, OPT_CELLS, OPT_SET,
     OPT_COUNT
 } pathctl_opt;
@@ -241,7 +262,7 @@ typedef enum pathctl_opt {
 static const char *const pathctl_opt_names[OPT_COUNT] = {
     "--server", "--timeout", "--scene",
     "--from", "--to", "--unit", "--connect", "--style", "--max-expansions", "--deadline",
-    "--goal-mode", "--speed", "--start-time", "--avoid", "--window",
+    "--goal-mode", "--speed", "--start-time", "--avoid", "--window", "--range", "--goals",
     "--rect", "--cells", "--set",
 };
 
@@ -251,12 +272,24 @@ static int pathctl_parse_path_options(pathctl_args *a, const char *const *val);
 static int pathctl_parse_path(pathctl_args *a, const char *const *val)
 {
     a->req.scene = a->scene;
-    if (!a->scene || !a->scene[0] || !a->from || !a->to)
-        return pathctl_usage_error("%s", "path needs --scene, --from and --to");
+    if (!a->scene || !a->scene[0] || !a->from || !a->to == !val[OPT_GOALS])
+        return pathctl_usage_error("%s", "path needs --scene, --from and one of --to or --goals");
     if (pathctl_parse_point(a->from, a->world, &a->req.start))
         return pathctl_usage_error("bad --from %s (want X,Y)", a->from);
-    if (pathctl_parse_point(a->to, a->world, &a->req.goal))
+    if (a->to && pathctl_parse_point(a->to, a->world, &a->req.goal))
         return pathctl_usage_error("bad --to %s (want X,Y)", a->to);
+    if (val[OPT_GOALS]) {
+        long n = pathctl_parse_points(val[OPT_GOALS], a->world, PDC_MAX_GOALS, &a->goals);
+        if (n < 0)
+            return pathctl_usage_error("bad --goals %s (want \"X,Y;X,Y\", at most 64 points)", val[OPT_GOALS]);
+        a->req.goals = a->goals;
+        a->req.goal_count = (size_t)n;
+    }
+    if (val[OPT_RANGE] &&
+        (pathctl_parse_double(val[OPT_RANGE], &a->req.range) || !(a->req.range >= 0 && a->req.range <= PDC_MAX_RANGE)))
+        return pathctl_usage_error("bad --range %s (cells, 0..128)", val[OPT_RANGE]);
+    if (a->req.line_of_sight && !(a->req.range > 0))
+        return pathctl_usage_error("%s", "--los needs --range R > 0");
     return pathctl_parse_path_options(a, val);
 }
 
@@ -279,12 +312,13 @@ static int pathctl_parse_scene_point(const char *s, int world, char **scene, pdc
  * except those a route has no use for. Returns -1 or an exit code. */
 static int pathctl_parse_route(pathctl_args *a, const char *const *val)
 {
-    static const pathctl_opt path_only[] = {OPT_SCENE, OPT_CONNECT, OPT_AVOID, OPT_WINDOW};
+    static const pathctl_opt path_only[] = {OPT_SCENE, OPT_CONNECT, OPT_AVOID, OPT_WINDOW, OPT_RANGE, OPT_GOALS};
     for (size_t i = 0; i < sizeof path_only / sizeof path_only[0]; i++)
         if (val[path_only[i]])
             return pathctl_usage_error("option %s belongs to the path command", pathctl_opt_names[path_only[i]]);
-    if (a->req.snap || a->req.partial_on_cutoff)
-        return pathctl_usage_error("option %s belongs to the path command", a->req.snap ? "--snap" : "--partial");
+    if (a->req.snap || a->req.partial_on_cutoff || a->req.line_of_sight)
+        return pathctl_usage_error("option %s belongs to the path command",
+                                   a->req.snap ? "--snap" : a->req.partial_on_cutoff ? "--partial" : "--los");
     if (!a->from || !a->to)
         return pathctl_usage_error("%s", "route needs --from SCENE:X,Y and --to SCENE:X,Y");
     if (pathctl_parse_scene_point(a->from, a->world, &a->route_names[0], &a->route.start))
@@ -428,6 +462,9 @@ static int pathctl_parse(int argc, char **argv, pathctl_args *a)
         } else if (!strcmp(arg, "--snap")) {
             a->req.snap = 1;
             a->path_option = arg;
+        } else if (!strcmp(arg, "--los")) {
+            a->req.line_of_sight = 1;
+            a->path_option = arg;
         } else if (!strcmp(arg, "--partial")) {
             a->req.partial_on_cutoff = 1;
             a->path_option = arg;
@@ -447,7 +484,7 @@ static int pathctl_parse(int argc, char **argv, pathctl_args *a)
                     return pathctl_usage_error("bad --timeout %s (milliseconds, > 0)", v);
                 a->timeout_ms = (int)t;
             }
-            if (k >= OPT_FROM && k <= OPT_WINDOW)
+            if (k >= OPT_FROM && k <= OPT_GOALS)
                 a->path_option = pathctl_opt_names[k];
             else if (k >= OPT_RECT)
                 a->update_option = pathctl_opt_names[k];
@@ -554,6 +591,10 @@ static int pathctl_path(pdc_conn *c, const pathctl_args *a)
             cJSON_AddStringToObject(o, "cutoff", pdc_status_name(r.cutoff));
         else
             cJSON_AddNullToObject(o, "cutoff");
+        if (a->req.goal_count > 0 && (status == PDC_OK || status == PDC_PARTIAL))
+            cJSON_AddNumberToObject(o, "goal_index", r.goal_index);
+        else
+            cJSON_AddNullToObject(o, "goal_index");
         cJSON *cells = cJSON_AddArrayToObject(o, "waypoints");
         cJSON *world = cJSON_AddArrayToObject(o, "world");
         cJSON *times = timed ? cJSON_AddArrayToObject(o, "times") : NULL;
@@ -577,6 +618,8 @@ static int pathctl_path(pdc_conn *c, const pathctl_args *a)
             printf("goal_used %d,%d (the path ends there, not at the goal)\n", r.goal_used.x, r.goal_used.y);
         if (r.cutoff != PDC_OK)
             printf("cutoff %s (path to the best node found)\n", pdc_status_name(r.cutoff));
+        if (a->req.goal_count > 0 && (status == PDC_OK || status == PDC_PARTIAL))
+            printf("goal_index %u (the goal reached)\n", r.goal_index);
         for (size_t i = 0; i < r.count; i++) {
             printf("%d,%d", r.waypoints[i].x, r.waypoints[i].y);
             if (a->world)

@@ -14,7 +14,7 @@
  * and goal_index names it. Batch: FindPath items answer exactly as the same
  * requests alone, a path over the item cap is that item's FRAME_TOO_LARGE,
  * and too many FindPath items refuse the batch. Bad combinations get
- * INVALID_ARGUMENT naming the field.
+ * INVALID_ARGUMENT naming the field. pathctl's --range, --los and --goals.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -373,6 +374,39 @@ static void test_batch_path_caps(void **state)
     pdc_close(c);
 }
 
+/* Runs pathctl with args against the daemon; its stdout in out, exit code back. */
+static int t_pathctl(const pdi_daemon *d, const char *args, char *out, size_t cap)
+{
+    char cmd[768];
+    snprintf(cmd, sizeof cmd, "%s --server %s %s 2>/dev/null", pdi_pathctl_binary(), d->addr, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int rc = pclose(p);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static void test_pathctl_range_and_goals(void **state)
+{
+    pdi_daemon *d = *state;
+    char out[8192];
+    /* Two cells short of a wall cell: the path stops at (9,2), 2 cells away. */
+    assert_int_equal(t_pathctl(d, "--json path --scene rooms --from 1,2 --to 11,2 --range 2 --los", out, sizeof out), 0);
+    assert_non_null(strstr(out, "\"status\":\"OK\""));
+    assert_non_null(strstr(out, "[9,2]]"));
+    assert_non_null(strstr(out, "\"goal_used\":null"));
+    assert_int_equal(t_pathctl(d, "--json path --scene rooms --from 9,2 --goals \"17,4;20,2;2,10\"", out, sizeof out), 0);
+    assert_non_null(strstr(out, "\"goal_index\":2"));
+    assert_non_null(strstr(out, "[2,10]]"));
+    assert_int_equal(t_pathctl(d, "path --scene rooms --from 9,2 --goals \"17,4;20,2\"", out, sizeof out), 0);
+    assert_non_null(strstr(out, "goal_index 1"));
+    /* Usage errors: --los without --range, both --to and --goals. */
+    assert_int_equal(t_pathctl(d, "path --scene rooms --from 1,1 --to 5,5 --los", out, sizeof out), 2);
+    assert_int_equal(t_pathctl(d, "path --scene rooms --from 1,1 --to 5,5 --goals 3,3", out, sizeof out), 2);
+    assert_int_equal(t_pathctl(d, "route --from rooms:1,1 --to rooms:5,5 --range 2", out, sizeof out), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -381,6 +415,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_combinations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_paths_equal_singles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_path_caps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pathctl_range_and_goals, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
