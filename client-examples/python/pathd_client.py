@@ -82,6 +82,12 @@ RETRY_BACKOFF_FIRST_S = 0.020
 RETRY_BACKOFF_MAX_S = 1.0
 # Most items in one Batch (the server's PD_BATCH_MAX_ITEMS).
 MAX_BATCH_ITEMS = 256
+# FindPath: range cap (cells) and most goals; FindPath items per batch and
+# the waypoints each may carry (the server's limits, docs/PROTOCOL.md).
+MAX_RANGE = 128.0
+MAX_GOALS = 64
+MAX_BATCH_PATHS = 32
+MAX_BATCH_PATH_WAYPOINTS = 512
 # scene_grid: times it starts over when the scene changes between bands.
 SCENE_GRID_RESTARTS = 8
 
@@ -160,11 +166,13 @@ class PathResult:
     version is the scene version the search ran on; start_used / goal_used
     the cells the path really starts / ends at when snapped or substituted
     (else None); cutoff "BUDGET_EXCEEDED" / "DEADLINE_EXCEEDED" behind a
-    PARTIAL from partial_on_cutoff (else None).
+    PARTIAL from partial_on_cutoff (else None); goal_index the index of the
+    goal reached when the request gave goals (else None).
     """
 
     __slots__ = ("id", "status", "cost", "expansions", "search_micros", "version",
-                 "waypoints", "world", "times", "start_used", "goal_used", "cutoff", "message")
+                 "waypoints", "world", "times", "start_used", "goal_used", "cutoff", "message",
+                 "goal_index")
 
     def __init__(self, request_id, status="OK", message="", timed=False):
         self.id = request_id
@@ -180,6 +188,7 @@ class PathResult:
         self.start_used = None
         self.goal_used = None
         self.cutoff = None
+        self.goal_index = None
 
     @property
     def ok(self):
@@ -193,7 +202,8 @@ class PathResult:
         if self.message:
             d["message"] = self.message
         d.update(start_used=_pair(self.start_used), goal_used=_pair(self.goal_used),
-                 cutoff=self.cutoff, waypoints=[list(w) for w in self.waypoints],
+                 cutoff=self.cutoff, goal_index=self.goal_index,
+                 waypoints=[list(w) for w in self.waypoints],
                  world=[list(w) for w in self.world], times=self.times)
         return d
 
@@ -310,15 +320,38 @@ def _single(body, fields):
     return finish
 
 
-def _find_path_op(scene, start, goal, world=False, unit_size=0, connectivity=0, style="cells",
-                  goal_mode="exact", snap=False, partial_on_cutoff=False, speed=0.0, start_time=0.0,
-                  avoid=(), window=None, max_expansions=0, deadline_ms=0):
-    _check_scene(scene)
+def _find_path_op(scene, start, goal, **options):
     request = pb.Request()
-    fp = request.find_path
+    _find_path_fill(request.find_path, scene, start, goal, **options)
+    timed = request.find_path.speed > 0
+    goals = len(request.find_path.goals) > 0
+    return _Op(request, "path", lambda p: p.finish_path(timed, goals), _OK_PARTIAL, _same)
+
+
+def _find_path_fill(fp, scene, start, goal, world=False, unit_size=0, connectivity=0, style="cells",
+                    goal_mode="exact", snap=False, partial_on_cutoff=False, speed=0.0, start_time=0.0,
+                    avoid=(), window=None, max_expansions=0, deadline_ms=0, range=0.0,
+                    line_of_sight=False, goals=()):
+    """Fills a FindPath message (alone or as a batch item): goal, or goals
+    [(x, y)] with goal None; range in cells and line_of_sight."""
+    _check_scene(scene)
+    goals = list(goals)
+    if (goal is None) == (not goals):
+        raise ValueError("give either goal or goals (1..%d points)" % MAX_GOALS)
+    if len(goals) > MAX_GOALS:
+        raise ValueError("at most %d goals, got %d" % (MAX_GOALS, len(goals)))
+    if not 0 <= range <= MAX_RANGE:
+        raise ValueError("range must lie in 0..%g cells, got %r" % (MAX_RANGE, range))
+    if line_of_sight and not range > 0:
+        raise ValueError("line_of_sight needs range > 0")
     fp.scene = scene
     _point(fp.start, start, world)
-    _point(fp.goal, goal, world)
+    if goal is not None:
+        _point(fp.goal, goal, world)
+    for g in goals:
+        _point(fp.goals.add(), g, world)
+    fp.range = float(range)
+    fp.line_of_sight = bool(line_of_sight)
     fp.unit_size = unit_size
     fp.connectivity = _choice(_CONNECTIVITY, connectivity, "connectivity")
     fp.style = _choice(_STYLES, style, "style")
@@ -335,8 +368,6 @@ def _find_path_op(scene, start, goal, world=False, unit_size=0, connectivity=0, 
         _cell(fp.window.max, hi)
     fp.max_expansions = max_expansions
     fp.deadline_ms = deadline_ms
-    timed = fp.speed > 0
-    return _Op(request, "path", lambda p: p.finish_path(timed), _OK_PARTIAL, _same)
 
 
 def _find_route_op(from_scene, start, to_scene, goal, world=False, unit_size=0, style="cells",
@@ -468,8 +499,15 @@ _QUERIES = {
 def query(kind, scene, *args, **options):
     """One item for batch(): kind is a movement call's name ("raycast",
     "validate_move", "move_along", "nearest_walkable", "is_reachable",
-    "random_point", "distance_to_wall") and the rest its arguments, e.g.
-    query("raycast", "town", (1, 1), (9, 9), unit_size=2)."""
+    "random_point", "distance_to_wall") or "find_path", and the rest its
+    arguments, e.g. query("raycast", "town", (1, 1), (9, 9), unit_size=2) or
+    query("find_path", "town", (1, 1), None, goals=[(5, 5), (9, 2)]). A
+    find_path item answers with the dict PathResult.to_dict() gives (no
+    deadline_ms in a batch: it runs as one job)."""
+    if kind == "find_path":
+        q = pb.Query()
+        _find_path_fill(q.find_path, scene, *args, **options)
+        return q
     field, build, _ = _choice(_QUERIES, kind, "query kind")
     _check_scene(scene)
     q = pb.Query()
@@ -494,7 +532,39 @@ def _query_op(kind, scene, *args, **options):
     return _op(request, _single(field, _with_version(fields)))
 
 
-def _item_answer(request_id, item):
+def _path_result(request_id, status, message, timed, goals, waypoints, chunk):
+    """A PathResult from a path's waypoints and its final chunk (None when
+    the answer was an error frame): a streamed path's, or a batch item's."""
+    r = PathResult(request_id, _status_name(status), message, timed)
+    r.waypoints = [(w.x, w.y) for w in waypoints]
+    r.world = [(w.wx, w.wy) for w in waypoints]
+    if timed:
+        r.times = [w.t for w in waypoints]
+    if chunk is not None:
+        if chunk.total_waypoints and chunk.total_waypoints != len(waypoints):
+            raise _Violation("request %d: final chunk says %d waypoints, %d arrived"
+                             % (request_id, chunk.total_waypoints, len(waypoints)))
+        r.cost = chunk.cost
+        r.expansions = chunk.expansions
+        r.search_micros = chunk.search_micros
+        r.version = chunk.scene_version
+        if chunk.HasField("start_used"):
+            r.start_used = (chunk.start_used.x, chunk.start_used.y)
+        if chunk.HasField("goal_used"):
+            r.goal_used = (chunk.goal_used.x, chunk.goal_used.y)
+        if chunk.cutoff != pb.OK:
+            r.cutoff = _status_name(chunk.cutoff)
+        if goals and r.ok:
+            r.goal_index = chunk.goal_index
+    return r
+
+
+def _item_answer(request_id, item, q=None):
+    if q is not None and q.WhichOneof("kind") == "find_path":
+        # A FindPath item: the dict pathctl path --json prints for it.
+        chunk = item.path if item.WhichOneof("kind") == "path" else None
+        return _path_result(request_id, item.status, item.message, q.find_path.speed > 0,
+                            len(q.find_path.goals) > 0, chunk.waypoints if chunk else [], chunk).to_dict()
     d = {"status": _status_name(item.status)}
     if item.status != pb.OK:
         if item.message:
@@ -518,11 +588,13 @@ def _batch_op(items):
         if not isinstance(q, pb.Query):
             raise ValueError("batch items are made by pathd_client.query(kind, scene, ...)")
         request.batch.items.add().CopyFrom(q)
+    if sum(1 for q in items if q.WhichOneof("kind") == "find_path") > MAX_BATCH_PATHS:
+        raise ValueError("a batch holds at most %d find_path items" % MAX_BATCH_PATHS)
 
     def fields(m):
         if len(m.items) != len(items):
             raise _Violation("batch of %d items answered with %d" % (len(items), len(m.items)))
-        return {"items": [_item_answer(0, item) for item in m.items]}
+        return {"items": [_item_answer(0, item, q) for item, q in zip(m.items, items)]}
     return _op(request, _single("batch", fields), value=lambda a: a["items"])
 
 
@@ -672,31 +744,11 @@ class _Pending:
                                      "to_scene": hop.to_scene, "entry": [hop.entry.x, hop.entry.y],
                                      "cost": hop.cost}
 
-    def finish_path(self, timed):
+    def finish_path(self, timed, goals=False):
         response = self.response
-        status = _status_name(response.status)
         message = response.error.message if response.WhichOneof("body") == "error" else ""
-        r = PathResult(self.id, status, message, timed)
-        r.waypoints = [(w.x, w.y) for w in self.path]
-        r.world = [(w.wx, w.wy) for w in self.path]
-        if timed:
-            r.times = [w.t for w in self.path]
-        if response.WhichOneof("body") == "path":
-            chunk = response.path
-            if chunk.total_waypoints and chunk.total_waypoints != len(self.path):
-                raise _Violation("request %d: final chunk says %d waypoints, %d arrived"
-                                 % (self.id, chunk.total_waypoints, len(self.path)))
-            r.cost = chunk.cost
-            r.expansions = chunk.expansions
-            r.search_micros = chunk.search_micros
-            r.version = chunk.scene_version
-            if chunk.HasField("start_used"):
-                r.start_used = (chunk.start_used.x, chunk.start_used.y)
-            if chunk.HasField("goal_used"):
-                r.goal_used = (chunk.goal_used.x, chunk.goal_used.y)
-            if chunk.cutoff != pb.OK:
-                r.cutoff = _status_name(chunk.cutoff)
-        return r
+        chunk = response.path if response.WhichOneof("body") == "path" else None
+        return _path_result(self.id, response.status, message, timed, goals, self.path, chunk)
 
     def finish_route(self, timed):
         """The object pathctl route --json prints."""
@@ -769,7 +821,9 @@ class _Api:
         connectivity (4 or 8), style ("cells", "corners", "smooth"),
         goal_mode ("exact", "nearest", "line"), snap, partial_on_cutoff,
         speed (world units/s; > 0 adds times), start_time, avoid [(x, y)],
-        window ((x0, y0), (x1, y1)), max_expansions, deadline_ms. Returns a
+        window ((x0, y0), (x1, y1)), max_expansions, deadline_ms, range
+        (cells: stop within it of the goal), line_of_sight (with range),
+        goals [(x, y)] with goal None (the nearest; .goal_index). Returns a
         PathResult for OK or PARTIAL; raises PathdError for any other answer
         (its .result holds the PathResult)."""
         return self._call(_find_path_op(scene, start, goal, **options))

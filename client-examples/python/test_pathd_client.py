@@ -639,6 +639,58 @@ class WholeProtocolTest(LiveClientCase):
             self.assertTrue(caught.exception.message)
         self.client.ping()
 
+    def test_range_and_goals_match_pathctl(self):
+        start, goal = (1, 1), (30, 20)
+        for options, words in [({"range": 4}, ["--range", "4"]),
+                               ({"range": 4, "line_of_sight": True}, ["--range", "4", "--los"]),
+                               ({"range": 2.5, "unit_size": 2}, ["--range", "2.5", "--unit", "2"])]:
+            with self.subTest(options=options):
+                if options.get("unit_size") == 2:
+                    start, goal = (1, 13), (30, 22)  # where a 2x2 unit fits
+                result = self.client.find_path("town", start, goal, **options)
+                reference = pathctl(self.addr, "path", "--scene", "town", "--from", xy(start),
+                                    "--to", xy(goal), *words)
+                assert_same(self, result.to_dict(), reference)
+                # It stopped within range, short of the goal, and says no substitute.
+                (ex, ey) = result.waypoints[-1]
+                self.assertLessEqual((ex - goal[0]) ** 2 + (ey - goal[1]) ** 2, options["range"] ** 2)
+                self.assertNotEqual(result.waypoints[-1], goal)
+                self.assertIsNone(result.goal_used)
+        start, goals = (1, 1), [(30, 20), (3, 3), (10, 5)]
+        nearest = self.client.find_path("town", start, None, goals=goals)
+        self.assertEqual((nearest.goal_index, nearest.waypoints[-1]), (1, (3, 3)))
+        assert_same(self, nearest.to_dict(),
+                    pathctl(self.addr, "path", "--scene", "town", "--from", xy(start),
+                            "--goals", ";".join(xy(g) for g in goals)))
+        with self.assertRaises(PathdError) as caught:
+            self.client.find_path("town", start, None, goals=goals, goal_mode="nearest")
+        self.assertEqual(caught.exception.status, "INVALID_ARGUMENT")
+        self.assertIn("find_path.goal_mode", str(caught.exception))
+        for bad in [{"range": -1}, {"line_of_sight": True}, {"goals": [(1, 1)] * 65}]:
+            with self.assertRaises(ValueError):
+                self.client.find_path("town", start, None if "goals" in bad else goal, **bad)
+
+    def test_batch_find_path_items_equal_singles(self):
+        specs = [((1, 1), (30, 20), {"range": 4, "line_of_sight": True}),
+                 ((1, 1), None, {"goals": [(30, 20), (3, 3)], "style": "corners"}),
+                 ((1, 13), (30, 22), {"speed": 2, "unit_size": 2}),
+                 ((0, 0), (3, 3), {})]
+        items = [query("find_path", "town", s, g, **o) for s, g, o in specs]
+        items.append(query("raycast", "town", (1, 1), (3, 3)))
+        answers = self.client.batch(items)
+        for (s, g, o), answer in zip(specs, answers):
+            with self.subTest(options=o, start=s):
+                try:
+                    alone = self.client.find_path("town", s, g, **o).to_dict()
+                except PathdError as e:
+                    alone = e.result.to_dict()
+                assert_same(self, answer, alone)
+        self.assertEqual(answers[3]["status"], "START_BLOCKED")
+        self.assertEqual(answers[1]["goal_index"], 1)
+        self.assertEqual(answers[4], self.client.raycast("town", (1, 1), (3, 3)))
+        with self.assertRaises(ValueError):
+            self.client.batch([query("find_path", "town", (1, 1), (3, 3))] * 33)
+
     def test_batch_answers_item_by_item(self):
         items = [query(method, *args, **options) for method, args, options, _ in QUERIES]
         items.insert(3, query("is_reachable", "nope", (1, 1), (2, 2)))

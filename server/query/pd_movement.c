@@ -389,8 +389,8 @@ static pd_status pd__find_path_item(pd_query_scratch *s, const pd_move_query *q,
         pd_path_result_free(&r->path);
         return PD_FRAME_TOO_LARGE;
     }
-    if (st != PD_OK && st != PD_PARTIAL)
-        pd__fail(r, st, "%s", pd_status_name(st));
+    /* Like a FindPath answered alone, the status and the chunk say it all:
+     * no message. */
     return st;
 }
 
