@@ -69,6 +69,12 @@ const RETRY_BACKOFF_MAX_MS = 1000;
 const HEADER_BYTES = 4;
 // Most items in one Batch (the server's PD_BATCH_MAX_ITEMS).
 const MAX_BATCH_ITEMS = 256;
+// FindPath: range cap (cells) and most goals; FindPath items per Batch and
+// the waypoints each may carry (the server's limits, docs/PROTOCOL.md).
+const MAX_RANGE = 128;
+const MAX_GOALS = 64;
+const MAX_BATCH_PATHS = 32;
+const MAX_BATCH_PATH_WAYPOINTS = 512;
 // sceneGrid: times it starts over when the scene changes between bands.
 const SCENE_GRID_RESTARTS = 8;
 // Where the schema is read from: the repository's proto/ unless
@@ -131,7 +137,9 @@ class Violation extends Error {}
  * (null unless speed > 0); version is the scene version the search ran on;
  * startUsed / goalUsed the cells the path really starts / ends at when
  * snapped or substituted (else null); cutoff 'BUDGET_EXCEEDED' /
- * 'DEADLINE_EXCEEDED' behind a PARTIAL from partialOnCutoff (else null). */
+ * 'DEADLINE_EXCEEDED' behind a PARTIAL from partialOnCutoff (else null);
+ * goalIndex the index of the goal reached when the request gave goals
+ * (else null). */
 class PathResult {
   constructor(id, timed = false) {
     this.id = id;
@@ -147,6 +155,7 @@ class PathResult {
     this.startUsed = null;
     this.goalUsed = null;
     this.cutoff = null;
+    this.goalIndex = null;
   }
 
   /* True for OK and PARTIAL: the waypoints are usable. */
@@ -166,6 +175,7 @@ class PathResult {
       start_used: this.startUsed,
       goal_used: this.goalUsed,
       cutoff: this.cutoff,
+      goal_index: this.goalIndex,
       waypoints: this.waypoints,
       world: this.world,
       times: this.times,
@@ -246,33 +256,48 @@ function single(body, fields) {
 }
 
 function findPathOp(scene, start, goal, options = {}) {
+  const body = { findPath: findPathMessage(scene, start, goal, options) };
+  const timed = Number(body.findPath.speed) > 0;
+  const goals = body.findPath.goals.length > 0;
+  return op(body, (p) => p.finishPath(timed, goals), { accept: OK_PARTIAL, assemble: 'path' });
+}
+
+/* A FindPath message, alone or as a batch item: goal, or options.goals
+ * [[x, y]] with goal null; options.range in cells and lineOfSight. */
+function findPathMessage(scene, start, goal, options = {}) {
   const {
     world = false, unitSize = 0, connectivity = 0, style = 'cells', goalMode = 'exact', snap = false,
     partialOnCutoff = false, speed = 0, startTime = 0, avoid = [], window = null,
-    maxExpansions = 0, deadlineMs = 0,
+    maxExpansions = 0, deadlineMs = 0, range = 0, lineOfSight = false, goals = [],
   } = options;
   checkScene(scene);
-  const body = {
-    findPath: {
-      scene,
-      start: point(start, world),
-      goal: point(goal, world),
-      unitSize,
-      connectivity: choice(CONNECTIVITY, connectivity, 'connectivity'),
-      style: choice(STYLES, style, 'style'),
-      goalMode: choice(GOAL_MODES, goalMode, 'goalMode'),
-      snap: Boolean(snap),
-      partialOnCutoff: Boolean(partialOnCutoff),
-      speed: Number(speed),
-      startTime: Number(startTime),
-      avoid: avoid.map(cell),
-      maxExpansions,
-      deadlineMs,
-    },
+  if ((goal === null || goal === undefined) === (goals.length === 0)) {
+    throw new TypeError(`give either goal or goals (1..${MAX_GOALS} points)`);
+  }
+  if (goals.length > MAX_GOALS) throw new TypeError(`at most ${MAX_GOALS} goals, got ${goals.length}`);
+  if (!(range >= 0 && range <= MAX_RANGE)) throw new TypeError(`range must lie in 0..${MAX_RANGE} cells`);
+  if (lineOfSight && !(range > 0)) throw new TypeError('lineOfSight needs range > 0');
+  const fp = {
+    scene,
+    start: point(start, world),
+    goals: goals.map((g) => point(g, world)),
+    range: Number(range),
+    lineOfSight: Boolean(lineOfSight),
+    unitSize,
+    connectivity: choice(CONNECTIVITY, connectivity, 'connectivity'),
+    style: choice(STYLES, style, 'style'),
+    goalMode: choice(GOAL_MODES, goalMode, 'goalMode'),
+    snap: Boolean(snap),
+    partialOnCutoff: Boolean(partialOnCutoff),
+    speed: Number(speed),
+    startTime: Number(startTime),
+    avoid: avoid.map(cell),
+    maxExpansions,
+    deadlineMs,
   };
-  if (window) body.findPath.window = { min: cell(window[0]), max: cell(window[1]) };
-  const timed = Number(speed) > 0;
-  return op(body, (p) => p.finishPath(timed), { accept: OK_PARTIAL, assemble: 'path' });
+  if (goals.length === 0) fp.goal = point(goal, world);
+  if (window) fp.window = { min: cell(window[0]), max: cell(window[1]) };
+  return fp;
 }
 
 function findRouteOp(fromScene, start, toScene, goal, options = {}) {
@@ -369,9 +394,13 @@ const QUERIES = {
 
 /* One item for batch(): kind is a movement call's name ('raycast',
  * 'validateMove', 'moveAlong', 'nearestWalkable', 'isReachable',
- * 'randomPoint', 'distanceToWall') and the rest its arguments, e.g.
- * query('raycast', 'town', [1, 1], [9, 9], { unitSize: 2 }). */
+ * 'randomPoint', 'distanceToWall') or 'findPath', and the rest its
+ * arguments, e.g. query('raycast', 'town', [1, 1], [9, 9], { unitSize: 2 })
+ * or query('findPath', 'town', [1, 1], null, { goals: [[5, 5], [9, 2]] }).
+ * A findPath item answers with PathResult.toJSON() (no deadlineMs in a
+ * batch: it runs as one job). */
 function query(kind, scene, ...args) {
+  if (kind === 'findPath') return { findPath: findPathMessage(scene, ...args) };
   const [field, build] = choice(QUERIES, kind, 'query kind');
   checkScene(scene);
   return { [field]: { scene, ...build(...args) } };
@@ -388,7 +417,37 @@ function queryOp(kind, scene, ...args) {
   return op(body, single(field, (m) => queryFields(field, m)));
 }
 
-function itemAnswer(item) {
+/* A PathResult from a path's waypoints and its final chunk (null when the
+ * answer was an error frame): a streamed path's, or a batch item's. */
+function pathResult(id, status, message, timed, goals, waypoints, chunk) {
+  const r = new PathResult(id, timed);
+  r.status = statusName(status);
+  r.message = message || '';
+  r.waypoints = waypoints.map((w) => [w.x, w.y]);
+  r.world = waypoints.map((w) => [w.wx, w.wy]);
+  if (timed) r.times = waypoints.map((w) => w.t);
+  if (chunk) {
+    if (chunk.totalWaypoints && chunk.totalWaypoints !== waypoints.length) {
+      throw new Violation(`request ${id}: final chunk says ${chunk.totalWaypoints} waypoints, ${waypoints.length} arrived`);
+    }
+    r.cost = chunk.cost;
+    r.expansions = chunk.expansions;
+    r.searchMicros = chunk.searchMicros;
+    r.version = chunk.sceneVersion;
+    r.startUsed = xy(chunk.startUsed);
+    r.goalUsed = xy(chunk.goalUsed);
+    r.cutoff = chunk.cutoff !== 'OK' ? chunk.cutoff : null;
+    if (goals && r.ok) r.goalIndex = chunk.goalIndex;
+  }
+  return r;
+}
+
+function itemAnswer(item, q) {
+  if (q && q.findPath) {
+    const chunk = item.kind === 'path' ? item.path : null;
+    return pathResult(0, item.status, item.message, Number(q.findPath.speed) > 0, q.findPath.goals.length > 0,
+      chunk ? chunk.waypoints : [], chunk).toJSON();
+  }
   const status = statusName(item.status);
   if (status !== 'OK') return { status, ...(item.message ? { message: item.message } : {}) };
   if (!item.kind) throw new Violation('batch item without a result');
@@ -399,11 +458,14 @@ function batchOp(items) {
   if (!Array.isArray(items) || items.length < 1 || items.length > MAX_BATCH_ITEMS) {
     throw new TypeError(`a batch holds 1..${MAX_BATCH_ITEMS} items (made by query())`);
   }
+  if (items.filter((q) => q.findPath).length > MAX_BATCH_PATHS) {
+    throw new TypeError(`a batch holds at most ${MAX_BATCH_PATHS} findPath items`);
+  }
   return op({ batch: { items } }, single('batch', (m) => {
     if (m.items.length !== items.length) {
       throw new Violation(`batch of ${items.length} items answered with ${m.items.length}`);
     }
-    return { items: m.items.map(itemAnswer) };
+    return { items: m.items.map((item, i) => itemAnswer(item, items[i])) };
   }), { value: (a) => a.items });
 }
 
@@ -515,28 +577,10 @@ class Pending {
     }
   }
 
-  finishPath(timed) {
+  finishPath(timed, goals = false) {
     const { response } = this;
-    const r = new PathResult(this.id, timed);
-    r.status = statusName(response.status);
-    r.message = errorMessage(response);
-    r.waypoints = this.path.map((w) => [w.x, w.y]);
-    r.world = this.path.map((w) => [w.wx, w.wy]);
-    if (timed) r.times = this.path.map((w) => w.t);
-    if (response.body === 'path') {
-      const chunk = response.path;
-      if (chunk.totalWaypoints && chunk.totalWaypoints !== this.path.length) {
-        throw new Violation(`request ${this.id}: final chunk says ${chunk.totalWaypoints} waypoints, ${this.path.length} arrived`);
-      }
-      r.cost = chunk.cost;
-      r.expansions = chunk.expansions;
-      r.searchMicros = chunk.searchMicros;
-      r.version = chunk.sceneVersion;
-      r.startUsed = xy(chunk.startUsed);
-      r.goalUsed = xy(chunk.goalUsed);
-      r.cutoff = chunk.cutoff !== 'OK' ? chunk.cutoff : null;
-    }
-    return r;
+    return pathResult(this.id, response.status, errorMessage(response), timed, goals, this.path,
+      response.body === 'path' ? response.path : null);
   }
 
   /* The object pathctl route --json prints. */
@@ -781,7 +825,9 @@ class PathdClient {
    * or 8), style ('cells', 'corners', 'smooth'), goalMode ('exact',
    * 'nearest', 'line'), snap, partialOnCutoff, speed (world units/s; > 0
    * adds times), startTime, avoid [[x, y]], window [[x0, y0], [x1, y1]],
-   * maxExpansions, deadlineMs. Resolves with a PathResult for OK or PARTIAL;
+   * maxExpansions, deadlineMs, range (cells: stop within it of the goal),
+   * lineOfSight (with range), goals [[x, y]] with goal null (the nearest;
+   * .goalIndex). Resolves with a PathResult for OK or PARTIAL;
    * rejects with a PathdError for any other answer (err.result holds it). */
   findPath(scene, start, goal, options) {
     return this._call(findPathOp(scene, start, goal, options));
@@ -957,6 +1003,10 @@ module.exports = {
   MAX_FRAME_BYTES,
   MAX_PATH_WAYPOINTS,
   MAX_BATCH_ITEMS,
+  MAX_RANGE,
+  MAX_GOALS,
+  MAX_BATCH_PATHS,
+  MAX_BATCH_PATH_WAYPOINTS,
   RETRY_ATTEMPTS,
   RETRY_BACKOFF_FIRST_MS,
   RETRY_BACKOFF_MAX_MS,

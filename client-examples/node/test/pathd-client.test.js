@@ -354,6 +354,51 @@ describe('the whole protocol against the live daemon, compared with pathctl', ()
     await client.ping();
   });
 
+  it('answers ranges and goal sets as pathctl does', async () => {
+    for (const [[start, goal], options, words] of [
+      [[[1, 1], [30, 20]], { range: 4 }, ['--range', '4']],
+      [[[1, 1], [30, 20]], { range: 4, lineOfSight: true }, ['--range', '4', '--los']],
+      [[[1, 13], [30, 22]], { range: 2.5, unitSize: 2 }, ['--range', '2.5', '--unit', '2']],
+    ]) {
+      const result = await client.findPath('town', start, goal, options);
+      const reference = pathctlJson(addr, ['path', '--scene', 'town', '--from', start.join(','), '--to', goal.join(','), ...words]);
+      assertSame(assert, result.toJSON(), reference, JSON.stringify(options));
+      const [ex, ey] = result.waypoints.at(-1);
+      assert.ok((ex - goal[0]) ** 2 + (ey - goal[1]) ** 2 <= options.range ** 2);
+      assert.notDeepEqual([ex, ey], goal);
+      assert.equal(result.goalUsed, null);
+    }
+    const goals = [[30, 20], [3, 3], [10, 5]];
+    const nearest = await client.findPath('town', [1, 1], null, { goals });
+    assert.deepEqual([nearest.goalIndex, nearest.waypoints.at(-1)], [1, [3, 3]]);
+    assertSame(assert, nearest.toJSON(),
+      pathctlJson(addr, ['path', '--scene', 'town', '--from', '1,1', '--goals', goals.map((g) => g.join(',')).join(';')]));
+    await assert.rejects(client.findPath('town', [1, 1], null, { goals, goalMode: 'nearest' }),
+      (err) => assertStatus('INVALID_ARGUMENT')(err) && err.detail.includes('find_path.goal_mode'));
+    assert.throws(() => client.findPath('town', [1, 1], [3, 3], { lineOfSight: true }), TypeError);
+    assert.throws(() => client.findPath('town', [1, 1], null, { goals: Array(65).fill([1, 1]) }), TypeError);
+  });
+
+  it('answers FindPath items in a batch as the same requests alone', async () => {
+    const specs = [
+      [[1, 1], [30, 20], { range: 4, lineOfSight: true }],
+      [[1, 1], null, { goals: [[30, 20], [3, 3]], style: 'corners' }],
+      [[1, 13], [30, 22], { speed: 2, unitSize: 2 }],
+      [[0, 0], [3, 3], {}],
+    ];
+    const items = specs.map(([s, g, o]) => query('findPath', 'town', s, g, o));
+    items.push(query('raycast', 'town', [1, 1], [3, 3]));
+    const answers = await client.batch(items);
+    for (const [i, [s, g, o]] of specs.entries()) {
+      const alone = await client.findPath('town', s, g, o).then((r) => r, (err) => err.result);
+      assertSame(assert, answers[i], alone.toJSON(), JSON.stringify(o));
+    }
+    assert.equal(answers[3].status, 'START_BLOCKED');
+    assert.equal(answers[1].goal_index, 1);
+    assert.deepEqual(answers[4], await client.raycast('town', [1, 1], [3, 3]));
+    assert.throws(() => client.batch(Array(33).fill(query('findPath', 'town', [1, 1], [3, 3]))), TypeError);
+  });
+
   it('answers a batch item by item', async () => {
     const items = QUERIES.map(([method, args]) => query(method, ...args));
     items.splice(3, 0, query('isReachable', 'nope', [1, 1], [2, 2]));
