@@ -7,6 +7,12 @@
  *       clear row or column), and a 10-segment ValidateMove through the
  *       query layer (prepare + run). Median and p90 of 21 rounds, each the
  *       mean over a few thousand calls.
+ *   pathd-move-bench range
+ *       In process, on den520d's scenarios with optimal cost 50 or more:
+ *       A* to the goal, against A* stopping within range 5 of it, range 5
+ *       with line of sight, and the nearest of 4 goals (the scenario's and
+ *       three others'); the mean time per search (median of 7 rounds) and
+ *       the mean expansions, each with its ratio to the plain search.
  *   pathd-move-bench e2e HOST:PORT [SCENE]
  *       Against a running pathd: 64 raycasts as 64 single requests, one
  *       after another on one connection, against the same 64 in one Batch.
@@ -21,6 +27,7 @@
 #include "pathd_client.h"
 #include "pd_mapfile.h"
 #include "pd_movement.h"
+#include "pd_targets.h"
 
 #define ROUNDS 21
 
@@ -193,12 +200,80 @@ static int e2e(const char *addr, const char *scene)
     return 0;
 }
 
+#define RANGE_ROUNDS 7
+#define RANGE_MAX_SCEN 512
+
+/* The goal-set searches of `range` (see the top of this file). */
+static int range_bench(void)
+{
+    char path[1024];
+    size_t len;
+    snprintf(path, sizeof path, "%s/maps/den520d.map", PD_MOVINGAI_DIR);
+    char *text = read_file(path, &len);
+    pd_parse_error err;
+    pd_grid *g = text ? pd_map_parse_movingai(text, len, &err) : NULL;
+    free(text);
+    snprintf(path, sizeof path, "%s/scen/den520d.map.scen", PD_MOVINGAI_DIR);
+    FILE *f = fopen(path, "r");
+    if (!g || !f) {
+        fprintf(stderr, "cannot read den520d and its scenarios under %s\n", PD_MOVINGAI_DIR);
+        return 1;
+    }
+    static pd_point from[RANGE_MAX_SCEN], to[RANGE_MAX_SCEN];
+    size_t n = 0;
+    char line[512];
+    while (n < RANGE_MAX_SCEN && fgets(line, sizeof line, f)) {
+        int b, w, h, sx, sy, gx, gy;
+        double opt;
+        char map[256];
+        if (sscanf(line, "%d %255s %d %d %d %d %d %d %lf", &b, map, &w, &h, &sx, &sy, &gx, &gy, &opt) == 9 &&
+            opt >= 50) {
+            from[n] = (pd_point){ sx, sy };
+            to[n++] = (pd_point){ gx, gy };
+        }
+    }
+    fclose(f);
+    pd_search_ctx *ctx = pd_search_ctx_create();
+    static const char *const names[4] = { "A* to the goal", "range 5", "range 5, line of sight",
+                                          "nearest of 4 goals" };
+    double mean_us[4], mean_exp[4];
+    for (int v = 0; v < 4; v++) {
+        double rounds[RANGE_ROUNDS];
+        uint64_t expanded = 0;
+        for (int r = 0; r < RANGE_ROUNDS; r++) {
+            double t0 = now_us();
+            for (size_t i = 0; i < n; i++) {
+                pd_point goals[4] = { to[i], to[(i + 1) % n], to[(i + 2) % n], to[(i + 3) % n] };
+                pd_targets t = { goals, v == 3 ? 4 : 1, v == 1 || v == 2 ? 5.0 : 0.0, v == 2 };
+                pd_search_params p = { .start = from[i], .goal = to[i], .targets = v ? &t : NULL };
+                pd_search_metrics m;
+                pd_search_astar(ctx, g, &p, NULL, 0, &m);
+                if (r == 0)
+                    expanded += m.expanded;
+            }
+            rounds[r] = (now_us() - t0) / (double)n;
+        }
+        qsort(rounds, RANGE_ROUNDS, sizeof rounds[0], cmp_double);
+        mean_us[v] = rounds[RANGE_ROUNDS / 2];
+        mean_exp[v] = (double)expanded / (double)n;
+    }
+    printf("den520d: %zu scenarios with optimal cost >= 50, A* (no JPS), %d rounds\n", n, RANGE_ROUNDS);
+    for (int v = 0; v < 4; v++)
+        printf("%-26s %9.1f us/search (x%.2f)   %9.0f expansions (x%.2f)\n", names[v], mean_us[v],
+               mean_us[v] / mean_us[0], mean_exp[v], mean_exp[v] / mean_exp[0]);
+    pd_search_ctx_destroy(ctx);
+    pd_grid_destroy(g);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "core"))
         return core();
+    if (argc >= 2 && !strcmp(argv[1], "range"))
+        return range_bench();
     if (argc >= 3 && !strcmp(argv[1], "e2e"))
         return e2e(argv[2], argc >= 4 ? argv[3] : "forest");
-    fprintf(stderr, "usage: pathd-move-bench core | e2e HOST:PORT [SCENE]\n");
+    fprintf(stderr, "usage: pathd-move-bench core | range | e2e HOST:PORT [SCENE]\n");
     return 2;
 }
