@@ -15,7 +15,8 @@
  *  - the core search given the decoded window as it came off the wire (up
  *    to INT32_MAX) answers exactly as with the window prepare clipped;
  *  - a path obeys the movement rules on the unit grid (path_rules.h), costs
- *    what metrics.cost says, starts and ends where the answer says, and
+ *    what metrics.cost says, starts and ends where the answer says (for a
+ *    range or goals: on a cell that qualifies for the goal it names), and
  *    enters neither an avoid cell nor a cell outside the window;
  *  - with no budget, jump point search and A* agree on status and cost.
  */
@@ -28,6 +29,7 @@
 #include "path_rules.h"
 #include "pd_codec.h"
 #include "pd_query.h"
+#include "pd_targets.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -114,6 +116,15 @@ static void fuzz_check_path(const pd_grid *grid, const pd_path_query *q, const p
     pd_point to = r->goal_substituted ? r->goal_used : q->params.goal;
     const pd_point *p = r->path;
     size_t n = r->path_len;
+    if (r->has_target) {
+        /* A goal set: the path ends wherever it first qualified. */
+        const pd_targets t = { q->goals, q->n_goals, q->range, q->line_of_sight };
+        uint32_t which = 0;
+        FUZZ_REQUIRE(pd_targets_accepts(&t, grid, p[n - 1], &which) && which == r->target,
+                     "path end (%d,%d) does not qualify for goal %u", (int)p[n - 1].x, (int)p[n - 1].y,
+                     (unsigned)r->target);
+        to = p[n - 1];
+    }
     FUZZ_REQUIRE(p[0].x == from.x && p[0].y == from.y && p[n - 1].x == to.x && p[n - 1].y == to.y,
                  "path (%d,%d)..(%d,%d), answer says (%d,%d)..(%d,%d)", (int)p[0].x, (int)p[0].y,
                  (int)p[n - 1].x, (int)p[n - 1].y, (int)from.x, (int)from.y, (int)to.x, (int)to.y);

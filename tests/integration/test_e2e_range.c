@@ -187,6 +187,31 @@ static void test_goal_sets(void **state)
     assert_int_equal(pdc_find_path(c, &req, &res), PDC_NO_PATH);
     assert_int_equal(res.expansions, 0);
     pdc_path_result_free(&res);
+    /* Range 1 around the pocket holds only walls: NO_PATH at once, or with
+     * GOAL_NEAREST the reachable cell nearest the pocket (PARTIAL). Range 2
+     * reaches cells outside its walls. */
+    req = t_req(pdc_cell(1, 1), pdc_cell(17, 4), 1, 0);
+    assert_int_equal(pdc_find_path(c, &req, &res), PDC_NO_PATH);
+    assert_int_equal(res.expansions, 0);
+    pdc_path_result_free(&res);
+    req.goal_mode = PDC_GOAL_NEAREST;
+    assert_int_equal(pdc_find_path(c, &req, &res), PDC_PARTIAL);
+    assert_true(res.has_goal_used && res.count > 0);
+    pdc_xy end = { res.waypoints[res.count - 1].x, res.waypoints[res.count - 1].y };
+    assert_true(end.x == res.goal_used.x && end.y == res.goal_used.y);
+    assert_true((end.x - 17) * (end.x - 17) + (end.y - 4) * (end.y - 4) == 4); /* (15,4) or (17,2), (17,6), (19,4) */
+    pdc_path_result_free(&res);
+    req = t_req(pdc_cell(1, 1), pdc_cell(17, 4), 2, 0);
+    assert_int_equal(pdc_find_path(c, &req, &res), PDC_OK);
+    assert_false(res.has_goal_used);
+    pdc_path_result_free(&res);
+    /* The pocket's walls hide it from every cell in range: only the search
+     * finds that out (labels know nothing of sight). */
+    req.line_of_sight = 1;
+    assert_int_equal(pdc_find_path(c, &req, &res), PDC_NO_PATH);
+    assert_true(res.expansions > 0);
+    pdc_path_result_free(&res);
+
     /* Unit 2 (which fits through neither 1-wide opening) and world points:
      * the second goal, cell (2,6), is the nearer. */
     req = t_req(pdc_world(-10.5 + 1.25, 4 + 1.25), pdc_cell(0, 0), 2, 0);
