@@ -866,6 +866,58 @@ static void test_stop_without_grace_cancels(void **state)
     server_join(&ts);
 }
 
+/* Heavy searches queued ahead of a light client in the fairness test: far
+ * more than the worker could get through while the test reads one answer. */
+enum { T_HEAVY_JOBS = 256 };
+
+static void tweak_fairness(pd_conf *c)
+{
+    c->threads = 1;
+    c->max_inflight_per_conn = T_HEAVY_JOBS;
+}
+
+/* Issue 10, finding 7: a light client does not wait behind a heavy one.
+ * With the one worker paused, a heavy connection queues T_HEAVY_JOBS maze
+ * searches and then a light one asks for one. Resumed, the worker serves
+ * the light request first (fair queueing between connections: it has
+ * nothing else in flight), so its answer arrives while nearly all of the
+ * heavy ones are still waiting; in one shared FIFO it would come after
+ * every one of them. */
+static void test_light_client_overtakes_heavy_queue(void **state)
+{
+    test_server ts;
+    server_start(&ts, tweak_fairness);
+    pd_pool_set_paused(ts.pool, 1);
+    int heavy = client_connect(ts.port);
+    int light = client_connect(ts.port);
+    out_buf b = {0};
+    find_msg m;
+    for (uint64_t id = 1; id <= T_HEAVY_JOBS; id++) {
+        maze_request(&m, id);
+        out_append_request(&b, &m.req);
+    }
+    out_send(heavy, &b);
+    wait_queue_depth(&ts, T_HEAVY_JOBS);
+    maze_request(&m, 7);
+    send_request(light, &m.req);
+    wait_queue_depth(&ts, T_HEAVY_JOBS + 1);
+
+    pd_pool_set_paused(ts.pool, 0);
+    Pathd__V1__Response *r = recv_final(light);
+    pd_pool_stats st;
+    pd_pool_get_stats(ts.pool, &st);
+    assert_non_null(r);
+    assert_int_equal(r->id, 7);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    pathd__v1__response__free_unpacked(r, NULL);
+    if (st.tasks_done > T_HEAVY_JOBS / 2)
+        fail_msg("the light request was answered only after %llu searches had run (%d heavy ones queued before it)",
+                 (unsigned long long)st.tasks_done, T_HEAVY_JOBS);
+    close(heavy);
+    close(light);
+    server_stop(&ts);
+}
+
 static void tweak_two_connections(pd_conf *c)
 {
     c->max_connections = 2;
@@ -1910,6 +1962,7 @@ int main(void)
         cmocka_unit_test(test_disconnect_with_queued_requests),
         cmocka_unit_test(test_stop_drains_in_flight),
         cmocka_unit_test(test_stop_without_grace_cancels),
+        cmocka_unit_test(test_light_client_overtakes_heavy_queue),
         cmocka_unit_test(test_max_connections),
         cmocka_unit_test(test_backpressure_pauses_reading),
         cmocka_unit_test(test_slow_reader_is_cut),
