@@ -230,9 +230,17 @@ void pd__conn_close(pd__conn *c)
         return;
     c->closing = 1;
     c->reading = 0;
-    /* Its buffers go with it: they no longer count against the budget. */
+    /* Its buffers go with it: they no longer count against the budget. The
+     * read buffer is freed now rather than in the close callback, which
+     * runs only after libuv has handled every other connection ready in
+     * this turn of the loop: while shedding, those reads would otherwise
+     * fill new buffers beside the ones already taken off the count. Nothing
+     * reads it again: the frame being handled was decoded before any answer
+     * (and so any shedding), and a closing connection takes no more input.
+     * Answer buffers stay with libuv until their write callbacks. */
     s->buffered_bytes -= c->buffered;
     c->buffered = 0;
+    pd_frame_reader_free(&c->reader);
     if (c->in_map) {
         pd__map_remove(&s->map, c->id);
         c->in_map = 0;

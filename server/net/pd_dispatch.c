@@ -25,6 +25,12 @@
 #include "pd_query.h"
 #include "pd_server_internal.h"
 
+/* Fair queueing keys (pd__submit): a job's start tag shifted by this many
+ * bits, and below it its connection's jobs in flight, capped at
+ * PD__FAIR_TIE_MAX, to break ties. 48 bits of start tags are 2^48 requests. */
+#define PD__FAIR_TIE_BITS 16
+#define PD__FAIR_TIE_MAX ((1u << PD__FAIR_TIE_BITS) - 1u)
+
 /* One request on its way through the pool. */
 typedef struct pd__job {
     pd_task task;                 /* first: the pool hands back &job->task;
@@ -210,18 +216,25 @@ static int pd__inflight_ok(pd__conn *c, uint64_t id, size_t weight)
  * (OVERLOADED: the queue is full; DEADLINE_EXCEEDED: the work queued ahead
  * of it would outlast its deadline) and frees it.
  *
- * Fairness between connections is start-time fair queueing: each request
- * costs one (a batch one per item), a connection's next key follows its previous one or the
- * pool's virtual time, whichever is later, and the pool runs the lowest key
- * first. A client with one request in flight is served next after whatever
- * is running, however many a busy client has queued. */
+ * Fairness between connections is start-time fair queueing (Goyal, Vin
+ * and Cheng, SIGCOMM 1996): a job's start tag is its connection's previous
+ * finish tag or the pool's virtual time (the start tag of the job a worker
+ * took last), whichever is later; its finish tag adds its cost (one per
+ * request, a batch one per item); the pool runs the lowest start tag first.
+ * A client that was idle starts at the virtual time, so it is served next
+ * after what is running, however many a busy client has queued. Ordering by
+ * finish tags instead would put it behind one queued job of every busy
+ * client. Among equal start tags the connection with fewer jobs in flight
+ * goes first: the key carries the start tag above PD__FAIR_TIE_BITS and
+ * that count below. */
 static void pd__submit(pd__conn *c, pd__job *job)
 {
     pd_server *s = c->server;
     uint64_t id = job->task.tag;
-    uint64_t now_key = pd_pool_virtual_time(s->pool);
-    uint64_t key = (c->fair_key > now_key ? c->fair_key : now_key) + job->weight;
-    job->task.key = key;
+    uint64_t now = pd_pool_virtual_time(s->pool) >> PD__FAIR_TIE_BITS;
+    uint64_t start = c->fair_key > now ? c->fair_key : now;
+    uint64_t backlog = c->in_flight < PD__FAIR_TIE_MAX ? c->in_flight : PD__FAIR_TIE_MAX;
+    job->task.key = start << PD__FAIR_TIE_BITS | backlog;
     pd_status st = pd_pool_submit(s->pool, &job->task);
     if (st != PD_OK) {
         pd__job_free(job);
@@ -231,7 +244,7 @@ static void pd__submit(pd__conn *c, pd__job *job)
             pd__send_error(c, id, PD_OVERLOADED, "job queue full (%" PRIu32 " jobs)", s->conf.job_queue_capacity);
         return;
     }
-    c->fair_key = key;
+    c->fair_key = start + job->weight;
     c->in_flight += job->weight;
     s->in_flight += job->weight;
 }

@@ -43,7 +43,7 @@ typedef struct pd__conn {
     uint64_t lingering_since_ms; /* uv_now when the lingering close began */
     uint32_t writes_pending;     /* uv_write requests not yet called back */
     uint32_t in_flight;          /* jobs submitted and not yet completed */
-    uint64_t fair_key;           /* key of its latest job (pd__submit's fair queueing) */
+    uint64_t fair_key;           /* finish tag of its latest job (pd__submit's fair queueing) */
     pd_role role;                /* what its Auth granted (used while tokens are set) */
     uint64_t auth_failed_ms;     /* uv_now of a wrong token; 0 = none. Nothing more is
                                     read; the sweep answers and closes after the delay */

@@ -305,6 +305,18 @@ static void maze_request(find_msg *m, uint64_t id)
     m->fp.style = PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS;
 }
 
+/* Sends n maze searches, ids 1..n, in one write. */
+static void send_mazes(int fd, uint64_t n)
+{
+    out_buf b = {0};
+    find_msg m;
+    for (uint64_t id = 1; id <= n; id++) {
+        maze_request(&m, id);
+        out_append_request(&b, &m.req);
+    }
+    out_send(fd, &b);
+}
+
 /* Reads responses until the final one for some request; frees chunks on the
  * way. Returns the final frame (caller frees) or NULL on close. */
 static Pathd__V1__Response *recv_final(int fd)
@@ -638,14 +650,7 @@ static void test_inflight_limit(void **state)
     test_server ts;
     server_start(&ts, tweak_inflight);
     int fd = client_connect(ts.port);
-
-    out_buf b = {0};
-    find_msg m;
-    for (uint64_t id = 1; id <= N; id++) {
-        maze_request(&m, id);
-        out_append_request(&b, &m.req);
-    }
-    out_send(fd, &b);
+    send_mazes(fd, N);
 
     int seen[N + 1] = {0};
     int ok = 0, overloaded = 0;
@@ -739,13 +744,7 @@ static void test_disconnect_with_queued_requests(void **state)
     test_server ts;
     server_start(&ts, tweak_one_thread);
     int gone = client_connect(ts.port);
-    out_buf b = {0};
-    find_msg m;
-    for (uint64_t id = 1; id <= N; id++) {
-        maze_request(&m, id);
-        out_append_request(&b, &m.req);
-    }
-    out_send(gone, &b);
+    send_mazes(gone, N);
     close(gone);
 
     int fd = client_connect(ts.port);
@@ -759,6 +758,7 @@ static void test_disconnect_with_queued_requests(void **state)
             sleep_ms(10);
     }
     assert_int_equal(in_flight, 0);
+    find_msg m;
     find_request(&m, 3, "small", 0, 0, 9, 4);
     send_request(fd, &m.req);
     Pathd__V1__Response *r = recv_final(fd);
@@ -774,13 +774,7 @@ static void test_disconnect_with_queued_requests(void **state)
  * certainly read them all before the test goes on. */
 static void send_maze_batch(int fd, int n, int *ok)
 {
-    out_buf b = {0};
-    find_msg m;
-    for (int id = 1; id <= n; id++) {
-        maze_request(&m, (uint64_t)id);
-        out_append_request(&b, &m.req);
-    }
-    out_send(fd, &b);
+    send_mazes(fd, (uint64_t)n);
     Pathd__V1__Response *r = recv_final(fd);
     assert_non_null(r);
     assert_int_equal(r->status, PATHD__V1__STATUS__OK);
@@ -832,6 +826,14 @@ static void wait_queue_depth(test_server *ts, uint64_t n)
              (unsigned long long)n);
 }
 
+/* Sends n maze searches (ids 1..n) in one write and waits until the
+ * (paused) pool holds depth jobs. */
+static void queue_mazes(test_server *ts, int fd, uint64_t n, uint64_t depth)
+{
+    send_mazes(fd, n);
+    wait_queue_depth(ts, depth);
+}
+
 /* With no grace period, what is still queued is cancelled, but every
  * request is still answered before the connection closes. The pool is
  * paused, so all of them are still queued when the stop comes. */
@@ -842,14 +844,7 @@ static void test_stop_without_grace_cancels(void **state)
     server_start(&ts, tweak_no_grace);
     pd_pool_set_paused(ts.pool, 1);
     int fd = client_connect(ts.port);
-    out_buf b = {0};
-    find_msg m;
-    for (uint64_t id = 1; id <= N; id++) {
-        maze_request(&m, id);
-        out_append_request(&b, &m.req);
-    }
-    out_send(fd, &b);
-    wait_queue_depth(&ts, N);
+    queue_mazes(&ts, fd, N, N);
 
     pd_server_request_stop(ts.server);
     int seen[N + 1] = {0};
@@ -864,6 +859,52 @@ static void test_stop_without_grace_cancels(void **state)
     expect_closed(fd);
     close(fd);
     server_join(&ts);
+}
+
+/* Heavy searches queued ahead of a light client in the fairness test: far
+ * more than the worker could get through while the test reads one answer. */
+enum { T_HEAVY_JOBS = 256 };
+
+static void tweak_fairness(pd_conf *c)
+{
+    c->threads = 1;
+    c->max_inflight_per_conn = T_HEAVY_JOBS;
+}
+
+/* Issue 10, finding 7: a light client does not wait behind a heavy one.
+ * With the one worker paused, a heavy connection queues T_HEAVY_JOBS maze
+ * searches and then a light one asks for one. Resumed, the worker serves
+ * the light request first (fair queueing between connections: it has
+ * nothing else in flight), so its answer arrives while nearly all of the
+ * heavy ones are still waiting; in one shared FIFO it would come after
+ * every one of them. */
+static void test_light_client_overtakes_heavy_queue(void **state)
+{
+    test_server ts;
+    server_start(&ts, tweak_fairness);
+    pd_pool_set_paused(ts.pool, 1);
+    int heavy = client_connect(ts.port);
+    int light = client_connect(ts.port);
+    queue_mazes(&ts, heavy, T_HEAVY_JOBS, T_HEAVY_JOBS);
+    find_msg m;
+    maze_request(&m, 7);
+    send_request(light, &m.req);
+    wait_queue_depth(&ts, T_HEAVY_JOBS + 1);
+
+    pd_pool_set_paused(ts.pool, 0);
+    Pathd__V1__Response *r = recv_final(light);
+    pd_pool_stats st;
+    pd_pool_get_stats(ts.pool, &st);
+    assert_non_null(r);
+    assert_int_equal(r->id, 7);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    pathd__v1__response__free_unpacked(r, NULL);
+    if (st.tasks_done > T_HEAVY_JOBS / 2)
+        fail_msg("the light request was answered only after %llu searches had run (%d heavy ones queued before it)",
+                 (unsigned long long)st.tasks_done, T_HEAVY_JOBS);
+    close(heavy);
+    close(light);
+    server_stop(&ts);
 }
 
 static void tweak_two_connections(pd_conf *c)
@@ -1910,6 +1951,7 @@ int main(void)
         cmocka_unit_test(test_disconnect_with_queued_requests),
         cmocka_unit_test(test_stop_drains_in_flight),
         cmocka_unit_test(test_stop_without_grace_cancels),
+        cmocka_unit_test(test_light_client_overtakes_heavy_queue),
         cmocka_unit_test(test_max_connections),
         cmocka_unit_test(test_backpressure_pauses_reading),
         cmocka_unit_test(test_slow_reader_is_cut),
