@@ -13,6 +13,8 @@ CONFIG   ?= config/default.json
 # The libFuzzer targets: clang, ASan+UBSan in the code under test too.
 FUZZ_BUILD   ?= $(BUILD)-fuzz
 FUZZ_SECONDS ?= 60
+# The interpreter for scripts/gen-docs.py (Debian's, as the tests use).
+PATHD_PYTHON ?= /usr/bin/python3
 
 .PHONY: all deps deps-test deps-bench build build-test fuzz-build run test test-sanitize \
         test-docker bench fuzz docs clean
@@ -73,6 +75,12 @@ test-docker: build
 
 bench: deps-bench build-test
 	bench/run-bench.sh $(BUILD)
+
+# Regenerates the command outputs recorded in the docs (blocks marked
+# <!-- gen-docs -->) from this build's pathd on the demo config; the test
+# docs_live fails until they are regenerated after a change of output.
+docs: build-test
+	$(PATHD_PYTHON) scripts/gen-docs.py --build $(BUILD)
 
 # Each fuzz target for FUZZ_SECONDS (make fuzz FUZZ_SECONDS=600).
 fuzz: fuzz-build

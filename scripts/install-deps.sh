@@ -25,12 +25,13 @@ RUN_PKGS=(
   libxml2-dev zlib1g-dev libzstd-dev libpng-dev
 )
 # cmocka for the unit tests, clang and its runtime for the libFuzzer targets,
-# protoc + python3-protobuf for the Python client, curl for /metrics,
+# python3 for the document checks, protoc + python3-protobuf for the Python
+# client, curl for /metrics,
 # haproxy + openssl for the TLS front test.
 TEST_PKGS=(
   libcmocka-dev
   clang libclang-rt-14-dev
-  python3-protobuf protobuf-compiler
+  python3 python3-protobuf protobuf-compiler
   curl
   haproxy openssl
 )
