@@ -6,7 +6,8 @@
 #                everything, run every test
 # Plus: make test-sanitize (ASan+UBSan and TSan builds), make test-docker (the
 # container image), make bench (vs peers), make fuzz (each libFuzzer target for
-# FUZZ_SECONDS, docs/FUZZING.md).
+# FUZZ_SECONDS, docs/FUZZING.md), make docs (regenerate the outputs recorded
+# in the docs from a live daemon, scripts/gen-docs.py).
 BUILD    ?= build
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CONFIG   ?= config/default.json
@@ -29,14 +30,17 @@ deps-test:
 deps-bench:
 	@scripts/install-deps.sh bench
 
-# Tests are configured when cmocka is present (PATHD_BUILD_TESTS=AUTO), so a
-# `make run` machine without the test tools still configures.
+# Configures the Release tree; $(1) is PATHD_BUILD_TESTS: AUTO builds the tests
+# when cmocka is present, so a `make run` machine without the test tools
+# still configures; ON requires them.
+configure = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DPATHD_BUILD_TESTS=$(1) >/dev/null
+
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DPATHD_BUILD_TESTS=AUTO >/dev/null
+	@$(call configure,AUTO)
 	@cmake --build $(BUILD) -j $(JOBS)
 
 build-test: deps-test
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DPATHD_BUILD_TESTS=ON >/dev/null
+	@$(call configure,ON)
 	@cmake --build $(BUILD) -j $(JOBS)
 
 fuzz-build: deps-test
@@ -47,7 +51,7 @@ fuzz-build: deps-test
 # Only the daemon and the CLI: the tests, benchmarks and client packages are
 # left to `make test`.
 run: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DPATHD_BUILD_TESTS=AUTO >/dev/null
+	@$(call configure,AUTO)
 	@cmake --build $(BUILD) -j $(JOBS) --target pathd pathctl
 	$(BUILD)/server/pathd --config $(CONFIG)
 
