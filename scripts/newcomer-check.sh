@@ -96,12 +96,19 @@ fail=0
 summary=()
 note() { summary+=("$*"); echo "newcomer: $*" >&2; }
 tail_log() { echo "---- last lines of $1 ----" >&2; tail -n 40 "$ROOT/root/$1" >&2; }
+# What the root holds, in MB (the clone and its build trees included).
+root_mb() { du -sxm "$ROOT" | cut -f1; }
+# Each line of a make log is stamped with the seconds since the epoch, so the
+# package installs can be told from the build: the seconds from STEP_START
+# to the log's first compile line.
+stamp='while IFS= read -r l; do printf "%(%s)T %s\n" -1 "$l"; done'
+packages_s() { awk -v t0="$2" '/\[ *[0-9]+%\]/ { print $1 - t0; exit }' "$ROOT/root/$1"; }
 
 # 3. The README's prerequisites, and the clone.
 start=$SECONDS
 if in_root sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq make git' \
      >"$ROOT/root/prereq.log" 2>&1; then
-  note "apt-get install -y make git: $((SECONDS - start)) s"
+  note "apt-get install -y make git: $((SECONDS - start)) s, root $(root_mb) MB"
 else
   note "apt-get install -y make git FAILED"; tail_log prereq.log; exit 1
 fi
@@ -112,8 +119,9 @@ in_root git clone -q -b "$REF" /root/pathd.bundle /root/pathd
 start=$SECONDS
 setsid chroot "$ROOT" /usr/bin/env -i HOME=/root TERM=dumb \
   PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  sh -c 'cd /root/pathd && exec make run' >"$ROOT/root/make-run.log" 2>&1 &
+  bash -c "set -o pipefail; cd /root/pathd && make run 2>&1 | $stamp" >"$ROOT/root/make-run.log" 2>&1 &
 run_pid=$!
+run_t0="$(date +%s)"
 answered=0
 while [ $((SECONDS - start)) -lt "$RUN_TIMEOUT_S" ] && kill -0 "$run_pid" 2>/dev/null; do
   if [ -x "$ROOT/root/pathd/build/client-examples/c/pathctl" ] &&
@@ -124,7 +132,8 @@ while [ $((SECONDS - start)) -lt "$RUN_TIMEOUT_S" ] && kill -0 "$run_pid" 2>/dev
   sleep 1
 done
 if [ "$answered" -eq 1 ]; then
-  note "make run: pathctl ping answered after $((SECONDS - start)) s"
+  note "make run: pathctl ping answered after $((SECONDS - start)) s" \
+       "(packages $(packages_s make-run.log "$run_t0") s), root $(root_mb) MB"
   in_root /root/pathd/build/client-examples/c/pathctl scenes >"$ROOT/root/scenes.log" 2>&1 || true
   note "make run: pathctl scenes listed $(wc -l <"$ROOT/root/scenes.log") scenes"
   # The daemon is the one pathd in make run's process group.
@@ -154,8 +163,10 @@ fi
 
 # 5. make test.
 start=$SECONDS
-if in_root sh -c 'cd /root/pathd && make test' >"$ROOT/root/make-test.log" 2>&1; then
-  note "make test: passed in $((SECONDS - start)) s"
+test_t0="$(date +%s)"
+if in_root bash -c "set -o pipefail; cd /root/pathd && make test 2>&1 | $stamp" >"$ROOT/root/make-test.log" 2>&1; then
+  note "make test: passed in $((SECONDS - start)) s" \
+       "(packages $(packages_s make-test.log "$test_t0") s), root $(root_mb) MB"
 else
   note "make test FAILED after $((SECONDS - start)) s"; fail=1
   tail_log make-test.log
