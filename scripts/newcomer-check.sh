@@ -19,9 +19,9 @@
 # 5. `make test` (timed).
 # Prints the times and exit statuses, and the tail of any failing log; exits
 # non-zero when a step fails. Logs stay in ROOT/root/*.log. The chroot shares
-# this machine's network (apt and npm need it); pathd listens on loopback
-# only, on the demo config's 127.0.0.1:7420 and :9420, so those ports must be
-# free. Needs root, debootstrap and about 3 GB. Not part of `make test`: it
+# this machine's network and its local CAs (apt and npm need them); pathd
+# listens on loopback only, on the demo config's 127.0.0.1:7420 and :9420, so
+# those ports must be free. Needs root, debootstrap and about 3 GB. Not part of `make test`: it
 # takes 15-30 minutes.
 set -euo pipefail
 
@@ -87,6 +87,12 @@ mount -t sysfs sys "$ROOT/sys" && mounted+=("$ROOT/sys")
 mount --bind /dev "$ROOT/dev" && mounted+=("$ROOT/dev")
 mount --bind /dev/pts "$ROOT/dev/pts" && mounted+=("$ROOT/dev/pts")
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+# A network that inspects TLS with its own CA (as this project's sandboxes
+# do) must be trusted by every machine on it: the chroot gets this machine's
+# local CAs, which the ca-certificates package (pulled in by git) adds to the
+# system store that apt's https, curl and Debian's node and npm read.
+mkdir -p "$ROOT/usr/local/share/ca-certificates"
+cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/" 2>/dev/null || true
 git -C "$repo" bundle create "$ROOT/root/pathd.bundle" "$REF" 2>/dev/null
 
 in_root() { chroot "$ROOT" /usr/bin/env -i HOME=/root TERM=dumb \
