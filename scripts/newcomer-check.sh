@@ -179,7 +179,9 @@ else
 fi
 grep -E "tests passed|Skipped|\*\*\*Skipped|Not Run" "$ROOT/root/make-test.log" >&2 || true
 
-echo "==== newcomer check ($REF, bookworm minbase, $(nproc) cores) ====" >&2
+# The times mean little without the machine's load beside them.
+echo "==== newcomer check ($REF, bookworm minbase, $(nproc) cores," \
+     "load average at the end $(cut -d' ' -f1-3 /proc/loadavg)) ====" >&2
 printf '%s\n' "${summary[@]}" >&2
 umount_all
 echo "newcomer: logs in $ROOT/root/*.log" >&2
