@@ -10,13 +10,17 @@
 #                                   `make test-sanitize`, `make fuzz`)
 #   scripts/install-deps.sh bench  test + the profilers (`make bench`,
 #                                   docs/BENCHMARKS.md)
+#   scripts/install-deps.sh SET --list   print the set, one a line; install
+#                                   nothing (the test deps_dockerfile)
 #
-# The Dockerfile's build stage installs the run set by hand (it cannot run
-# this script before COPY without breaking its layer cache): keep the two in
-# step.
+# The Dockerfile's build stage installs the run set and make by hand (it
+# cannot run this script before COPY without breaking its layer cache); the
+# test deps_dockerfile keeps the two in step.
 set -euo pipefail
 
 set_name="${1:-test}"
+list_only=0
+[ "${2:-}" = "--list" ] && list_only=1
 
 # Compilers, CMake and the libraries pathd and pathctl link.
 RUN_PKGS=(
@@ -42,8 +46,13 @@ case "$set_name" in
   run) PKGS=("${RUN_PKGS[@]}") ;;
   test) PKGS=("${RUN_PKGS[@]}" "${TEST_PKGS[@]}") ;;
   bench) PKGS=("${RUN_PKGS[@]}" "${TEST_PKGS[@]}" "${BENCH_PKGS[@]}") ;;
-  *) echo "usage: $0 run|test|bench" >&2; exit 2 ;;
+  *) echo "usage: $0 run|test|bench [--list]" >&2; exit 2 ;;
 esac
+
+if [ "$list_only" -eq 1 ]; then
+  printf '%s\n' "${PKGS[@]}"
+  exit 0
+fi
 
 # Node.js runs the Node client's tests and the PathFinding.js peer benchmark.
 # Machines that already ship a node (as this project's dev images do) keep it;
