@@ -3,4 +3,4 @@
 # machine build from the same packages.
 add_test(NAME deps_dockerfile
          COMMAND "${CMAKE_CURRENT_SOURCE_DIR}/deps/dockerfile-deps.sh" "${PROJECT_SOURCE_DIR}")
-set_tests_properties(deps_dockerfile PROPERTIES LABELS "docs" TIMEOUT 30)
+set_tests_properties(deps_dockerfile PROPERTIES LABELS "deps" TIMEOUT 30)
