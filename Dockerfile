@@ -7,7 +7,8 @@
 # ---- build stage: compilers and -dev packages live only here ----
 FROM debian:bookworm AS build
 
-# Only what pathd and pathctl need: the test suite is switched off below.
+# Only what pathd and pathctl need (the run set of scripts/install-deps.sh,
+# plus make): the test suite is switched off below.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       gcc libc6-dev make cmake pkg-config \

@@ -1,48 +1,73 @@
 # The two commands a newcomer needs (see README.md):
-#   make run   - install missing Debian packages, build, start pathd on the demo world
-#   make test  - same bootstrap, build, run every test
+#   make run   - install the missing Debian packages for building and running
+#                (scripts/install-deps.sh run), build pathd and pathctl, start
+#                pathd on the demo world
+#   make test  - install the test tools as well (install-deps.sh test), build
+#                everything, run every test
 # Plus: make test-sanitize (ASan+UBSan and TSan builds), make test-docker (the
 # container image), make bench (vs peers), make fuzz (each libFuzzer target for
-# FUZZ_SECONDS, docs/FUZZING.md).
+# FUZZ_SECONDS, docs/FUZZING.md), make docs (regenerate the outputs recorded
+# in the docs from a live daemon, scripts/gen-docs.py).
 BUILD    ?= build
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CONFIG   ?= config/default.json
 # The libFuzzer targets: clang, ASan+UBSan in the code under test too.
 FUZZ_BUILD   ?= $(BUILD)-fuzz
 FUZZ_SECONDS ?= 60
+# The interpreter for scripts/gen-docs.py (Debian's, as the tests use).
+PATHD_PYTHON ?= /usr/bin/python3
 
-.PHONY: all deps build fuzz-build run test test-sanitize test-docker bench fuzz clean
+.PHONY: all deps deps-test deps-bench build build-test fuzz-build run test test-sanitize \
+        test-docker bench fuzz docs clean
 
 all: build
 
+# Package sets: scripts/install-deps.sh says what each holds.
 deps:
-	@scripts/install-deps.sh
+	@scripts/install-deps.sh run
+deps-test:
+	@scripts/install-deps.sh test
+deps-bench:
+	@scripts/install-deps.sh bench
+
+# Configures the Release tree; $(1) is PATHD_BUILD_TESTS: AUTO builds the tests
+# when cmocka is present, so a `make run` machine without the test tools
+# still configures; ON requires them.
+configure = cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DPATHD_BUILD_TESTS=$(1) >/dev/null
 
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@$(call configure,AUTO)
 	@cmake --build $(BUILD) -j $(JOBS)
 
-fuzz-build: deps
+build-test: deps-test
+	@$(call configure,ON)
+	@cmake --build $(BUILD) -j $(JOBS)
+
+fuzz-build: deps-test
 	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DPATHD_SANITIZE=address -DPATHD_FUZZ=ON >/dev/null
+	  -DPATHD_SANITIZE=address -DPATHD_FUZZ=ON -DPATHD_BUILD_TESTS=ON >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
 
-run: build
+# Only the daemon and the CLI: the tests, benchmarks and client packages are
+# left to `make test`.
+run: deps
+	@$(call configure,AUTO)
+	@cmake --build $(BUILD) -j $(JOBS) --target pathd pathctl
 	$(BUILD)/server/pathd --config $(CONFIG)
 
 # Every test, then every fuzz target's corpus and regression inputs replayed
 # once under ASan+UBSan (no fuzzing).
-test: build fuzz-build
+test: build-test fuzz-build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 	ctest --test-dir $(FUZZ_BUILD) --output-on-failure -j $(JOBS) -L fuzz
 
 # Unit and integration tests under ASan+UBSan; the threaded ones under TSan.
-test-sanitize: deps
-	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DPATHD_SANITIZE=address >/dev/null
+test-sanitize: deps-test
+	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DPATHD_SANITIZE=address -DPATHD_BUILD_TESTS=ON >/dev/null
 	@cmake --build $(BUILD)-asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$(CURDIR)/tests/ubsan.supp \
 	  ctest --test-dir $(BUILD)-asan --output-on-failure -j $(JOBS) -L sanitize
-	@cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=Debug -DPATHD_SANITIZE=thread >/dev/null
+	@cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=Debug -DPATHD_SANITIZE=thread -DPATHD_BUILD_TESTS=ON >/dev/null
 	@cmake --build $(BUILD)-tsan -j $(JOBS)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --test-dir $(BUILD)-tsan --output-on-failure -j $(JOBS) -L threaded
@@ -52,8 +77,14 @@ test-sanitize: deps
 test-docker: build
 	scripts/test-docker.sh $(BUILD)
 
-bench: build
+bench: deps-bench build-test
 	bench/run-bench.sh $(BUILD)
+
+# Regenerates the command outputs recorded in the docs (blocks marked
+# <!-- gen-docs -->) from this build's pathd on the demo config; the test
+# docs_live fails until they are regenerated after a change of output.
+docs: build-test
+	$(PATHD_PYTHON) scripts/gen-docs.py --build $(BUILD)
 
 # Each fuzz target for FUZZ_SECONDS (make fuzz FUZZ_SECONDS=600).
 fuzz: fuzz-build

@@ -1,30 +1,72 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages pathd needs to build and test, and only the
-# ones that are missing, so `make run` / `make test` stay fast on a machine
-# that already has them. Needs root (or sudo) only when something is missing.
+# Installs the Debian 12 packages pathd needs, and only the ones that are
+# missing, so `make run` / `make test` stay fast on a machine that already has
+# them (one dpkg-query, no apt-get). Needs root (or sudo) only when something
+# is missing.
+#
+#   scripts/install-deps.sh run    building and running pathd and pathctl
+#                                   (`make run`, `make build`)
+#   scripts/install-deps.sh test   run + the test tools (`make test`,
+#                                   `make test-sanitize`, `make fuzz`)
+#   scripts/install-deps.sh bench  test + the profilers (`make bench`,
+#                                   docs/BENCHMARKS.md)
+#   scripts/install-deps.sh SET --list   print the set, one a line; install
+#                                   nothing (the test deps_dockerfile)
+#
+# The Dockerfile's build stage installs the run set and make by hand (it
+# cannot run this script before COPY without breaking its layer cache); the
+# test deps_dockerfile keeps the two in step.
 set -euo pipefail
 
-PKGS=(
-  build-essential cmake pkg-config
+set_name="${1:-test}"
+list_only=0
+[ "${2:-}" = "--list" ] && list_only=1
+
+# Compilers, CMake and the libraries pathd and pathctl link.
+RUN_PKGS=(
+  gcc libc6-dev cmake pkg-config
   libuv1-dev libcjson-dev libprotobuf-c-dev protobuf-c-compiler
-  libxml2-dev zlib1g-dev libzstd-dev
+  libxml2-dev zlib1g-dev libzstd-dev libpng-dev
+)
+# cmocka for the unit tests, clang and its runtime for the libFuzzer targets,
+# python3 for the document checks, protoc + python3-protobuf for the Python
+# client, curl for /metrics,
+# haproxy + openssl for the TLS front test.
+TEST_PKGS=(
   libcmocka-dev
   clang libclang-rt-14-dev
-  valgrind
-  python3-protobuf protobuf-compiler
-  libpng-dev curl
+  python3 python3-protobuf protobuf-compiler
+  curl
   haproxy openssl
 )
-# Node.js runs the PathFinding.js peer benchmark and the Node client's tests.
+# cachegrind and massif, for the profiles in docs/BENCHMARKS.md.
+BENCH_PKGS=(valgrind)
+
+case "$set_name" in
+  run) PKGS=("${RUN_PKGS[@]}") ;;
+  test) PKGS=("${RUN_PKGS[@]}" "${TEST_PKGS[@]}") ;;
+  bench) PKGS=("${RUN_PKGS[@]}" "${TEST_PKGS[@]}" "${BENCH_PKGS[@]}") ;;
+  *) echo "usage: $0 run|test|bench [--list]" >&2; exit 2 ;;
+esac
+
+if [ "$list_only" -eq 1 ]; then
+  printf '%s\n' "${PKGS[@]}"
+  exit 0
+fi
+
+# Node.js runs the Node client's tests and the PathFinding.js peer benchmark.
 # Machines that already ship a node (as this project's dev images do) keep it;
 # elsewhere Debian's nodejs + npm are enough.
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+if [ "$set_name" != run ] &&
+   { ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; }; then
   PKGS+=(nodejs npm)
 fi
 
+# One dpkg-query for the whole list: a package it does not know is missing.
+installed="$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "${PKGS[@]}" 2>/dev/null || true)"
 missing=()
 for p in "${PKGS[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+  if ! grep -qx "$p installed" <<<"$installed"; then
     missing+=("$p")
   fi
 done
@@ -33,7 +75,7 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 
-echo "install-deps: installing ${missing[*]}" >&2
+echo "install-deps ($set_name): installing ${missing[*]}" >&2
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive

@@ -1,0 +1,6 @@
+# The package sets (scripts/install-deps.sh): the Dockerfile's build stage
+# installs the same run set as `make run`, so the image and a newcomer's
+# machine build from the same packages.
+add_test(NAME deps_dockerfile
+         COMMAND "${CMAKE_CURRENT_SOURCE_DIR}/deps/dockerfile-deps.sh" "${PROJECT_SOURCE_DIR}")
+set_tests_properties(deps_dockerfile PROPERTIES LABELS "deps" TIMEOUT 30)
