@@ -211,6 +211,32 @@ static int pd__parse_properties(const pd__tctx *ctx, const cJSON *props, const c
     return 0;
 }
 
+/* A tile's or object's class: "type" (Tiled up to 1.8 and from 1.10) or
+ * "class" (Tiled 1.9). *has is set when the classes table names it, its
+ * value going to *cell; a class the table does not name decides nothing. */
+static int pd__parse_class(const pd__tctx *ctx, const cJSON *obj, const char *path, int *has,
+                           uint8_t *cell)
+{
+    const pd_tiled_rules *r = ctx->rules;
+    const char *cls = NULL, *type = NULL;
+    *has = 0;
+    if (pd__tget_string(ctx, obj, path, "class", &cls) != 0 ||
+        pd__tget_string(ctx, obj, path, "type", &type) != 0)
+        return -1;
+    if (cls && type && strcmp(cls, type) != 0)
+        return pd__tfail(ctx, path, "class \"%s\" and type \"%s\" disagree (both name the class)",
+                         cls, type);
+    const char *name = cls ? cls : type;
+    for (size_t i = 0; name && name[0] && i < r->n_classes; i++) {
+        if (strcmp(name, r->classes[i].name) == 0) {
+            *has = 1;
+            *cell = r->classes[i].cell;
+            break;
+        }
+    }
+    return 0;
+}
+
 /* ---- shapes ---- */
 
 enum { PD__SHAPE_NONE, PD__SHAPE_RECT, PD__SHAPE_ELLIPSE, PD__SHAPE_POLYGON };
@@ -408,13 +434,20 @@ static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *pat
         uint32_t id;
         if (pd__tget_uint(ctx, t, tile_path, "id", 0, max_id, &id) != 0)
             return -1;
-        int has = 0;
-        uint8_t cell = 0;
+        /* Properties first, then the class, then collision shapes. */
+        int has = 0, has_class = 0;
+        uint8_t cell = 0, class_cell = 0;
+        if (pd__parse_class(ctx, t, tile_path, &has_class, &class_cell) != 0)
+            return -1;
         const cJSON *props = cJSON_GetObjectItemCaseSensitive(t, "properties");
         if (props) {
             pd_conf_json_key(sub, tile_path, "properties");
             if (pd__parse_properties(ctx, props, sub, &has, &cell) != 0)
                 return -1;
+        }
+        if (!has && has_class) {
+            has = 1;
+            cell = class_cell;
         }
         const cJSON *group = cJSON_GetObjectItemCaseSensitive(t, "objectgroup");
         if (!has && group) {
@@ -493,16 +526,17 @@ static int pd__path_within(const char *p, const char *dir)
 static int pd__external_tileset(const pd__tctx *ctx, const char *source, const char *path,
                                 const pd_tiled_origin *origin, pd__tileset *out)
 {
-    if (!origin || !origin->map_path)
+    if (!origin || (!origin->map_path && !origin->map_dir))
         return pd__tfail(ctx, path, "external tileset \"%s\": no map directory to resolve it in",
                          source);
     char map_real[PATH_MAX], root_real[PATH_MAX], ts_real[PATH_MAX], joined[2 * PATH_MAX];
-    if (!realpath(origin->map_path, map_real))
-        return pd__tfail(ctx, path, "cannot resolve the map's path: %s", strerror(errno));
+    if (!realpath(origin->map_path ? origin->map_path : origin->map_dir, map_real))
+        return pd__tfail(ctx, path, "cannot resolve the map's %s: %s",
+                         origin->map_path ? "path" : "directory", strerror(errno));
     if (!realpath(origin->root_dir && origin->root_dir[0] ? origin->root_dir : ".", root_real))
         return pd__tfail(ctx, path, "cannot resolve the config directory: %s", strerror(errno));
-    char *slash = strrchr(map_real, '/');
-    *slash = '\0';
+    if (origin->map_path)
+        *strrchr(map_real, '/') = '\0';
     snprintf(joined, sizeof joined, "%s/%s", source[0] == '/' ? "" : map_real, source);
     if (!realpath(joined, ts_real))
         return pd__tfail(ctx, path, "tileset \"%s\": %s", source, strerror(errno));
@@ -838,6 +872,8 @@ static int pd__object_layer(pd__walk *w, const cJSON *layer, const char *label)
             free(s.pts);
             return -1;
         }
+        /* Blocked, or the tile's value; the object's class overrides it,
+         * and its properties override both. */
         int value = PD_CELL_BLOCKED;
         if (s.gid) {
             value = pd__gid_cell(ctx, w->sets, s.gid);
@@ -847,10 +883,16 @@ static int pd__object_layer(pd__walk *w, const cJSON *layer, const char *label)
                                  (unsigned)(s.gid & ~PD_TILED_FLAG_BITS));
             }
         }
+        int has = 0;
+        uint8_t cell = 0;
+        if (pd__parse_class(ctx, o, obj_path, &has, &cell) != 0) {
+            free(s.pts);
+            return -1;
+        }
+        if (has)
+            value = cell;
         const cJSON *props = cJSON_GetObjectItemCaseSensitive(o, "properties");
         if (props) {
-            int has = 0;
-            uint8_t cell = 0;
             pd_conf_json_key(sub, obj_path, "properties");
             if (pd__parse_properties(ctx, props, sub, &has, &cell) != 0) {
                 free(s.pts);
@@ -996,8 +1038,24 @@ void pd_tiled_rules_default(pd_tiled_rules *r)
     r->colliders = 1;
 }
 
+/* A classes table built by hand (a run-time request, a test) is checked as
+ * the config's is, so a bad one is an error, not an overread. (pd_scene
+ * checks the name fields.) */
+static int pd__check_classes(const pd__tctx *ctx, const pd_tiled_rules *r)
+{
+    if (r->n_classes > PD_TILED_MAX_CLASSES)
+        return pd__tfail(ctx, "$", "%zu classes; at most PD_TILED_MAX_CLASSES (%d)", r->n_classes,
+                         PD_TILED_MAX_CLASSES);
+    for (size_t i = 0; i < r->n_classes; i++) {
+        if (!memchr(r->classes[i].name, '\0', sizeof r->classes[i].name))
+            return pd__tfail(ctx, "$", "class %zu of the rules has an unterminated name", i);
+    }
+    return 0;
+}
+
 pd_grid *pd_tiled_load(const char *buf, size_t len, const pd_tiled_rules *rules,
-                       const pd_tiled_origin *origin, char *err, size_t errlen)
+                       const pd_tiled_origin *origin, double *off_x, double *off_y, char *err,
+                       size_t errlen)
 {
     pd__tctx ctx = { .err = err, .errlen = errlen, .rules = rules };
     if (err && errlen)
@@ -1006,6 +1064,8 @@ pd_grid *pd_tiled_load(const char *buf, size_t len, const pd_tiled_rules *rules,
         pd__tfail(&ctx, "$", "no map text");
         return NULL;
     }
+    if (pd__check_classes(&ctx, rules) != 0)
+        return NULL;
     cJSON *root = pd__parse_doc(buf, len, err, errlen);
     if (!root)
         return NULL;
@@ -1062,6 +1122,10 @@ pd_grid *pd_tiled_load(const char *buf, size_t len, const pd_tiled_rules *rules,
         goto out;
     }
     pd_grid_refresh_flags(g);
+    if (off_x)
+        *off_x = (double)ctx.min_x;
+    if (off_y)
+        *off_y = (double)ctx.min_y;
 out:
     free(w.gids);
     pd__free_tilesets(&sets);
