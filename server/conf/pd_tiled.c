@@ -697,6 +697,8 @@ typedef struct pd__walk {
     size_t n_tile_layers;        /* counted tile layers seen */
     uint32_t *gids;              /* scratch for one layer or chunk */
     size_t gids_cap;
+    uint64_t *seen;              /* infinite maps: a bit per cell, set by the chunks of
+                                    the layer being read, so chunks cannot overlap */
 } pd__walk;
 
 /* "path (layer "name")" for messages; just the path for a nameless layer. */
@@ -772,6 +774,15 @@ static int pd__apply_gids(pd__walk *w, const char *label, int64_t tx, int64_t ty
                                  (long long)(tx + x), (long long)(ty + y),
                                  (unsigned)(raw & ~PD_TILED_FLAG_BITS));
             int32_t gx = (int32_t)(tx + x - w->ctx->min_x), gy = (int32_t)(ty + y - w->ctx->min_y);
+            if (w->seen) {
+                /* Two chunks giving one tile: which one Tiled meant is a guess. */
+                size_t bit = (size_t)gy * (size_t)g->width + (size_t)gx;
+                if (w->seen[bit / 64] >> (bit % 64) & 1)
+                    return pd__tfail(w->ctx, label, "cell (%lld, %lld) is also in an earlier "
+                                                    "chunk of the layer",
+                                     (long long)(tx + x), (long long)(ty + y));
+                w->seen[bit / 64] |= UINT64_C(1) << (bit % 64);
+            }
             pd__combine(&g->cells[pd_grid_index(g, gx, gy)], (uint8_t)v);
         }
     }
@@ -815,6 +826,8 @@ static int pd__tile_layer(pd__walk *w, const cJSON *layer, const char *label)
     }
     if (!cJSON_IsArray(chunks))
         return pd__tfail(ctx, child, "is required in an infinite map (an array of chunks)");
+    if (w->seen)
+        memset(w->seen, 0, ((size_t)w->g->width * (size_t)w->g->height + 63) / 64 * sizeof *w->seen);
     size_t i = 0;
     char chunk_path[PD_CONF_JSON_PATH_MAX];
     for (const cJSON *c = chunks->child; c; c = c->next, i++) {
@@ -1115,6 +1128,13 @@ pd_grid *pd_tiled_load(const char *buf, size_t len, const pd_tiled_rules *rules,
     /* Open ground wherever no counted layer has a tile. */
     for (int32_t y = 0; y < g->height; y++)
         memset(&g->cells[pd_grid_index(g, 0, y)], PD_CELL_FREE, (size_t)g->width);
+    if (w.infinite &&
+        !(w.seen = calloc(((size_t)gw * gh + 63) / 64, sizeof *w.seen))) {
+        pd__tfail(&ctx, "$", "out of memory for a %u x %u grid", (unsigned)gw, (unsigned)gh);
+        pd_grid_destroy(g);
+        g = NULL;
+        goto out;
+    }
     w.g = g;
     if (pd__walk_layers(&w, layers, "$.layers", 0) != 0) {
         pd_grid_destroy(g);
@@ -1127,6 +1147,7 @@ pd_grid *pd_tiled_load(const char *buf, size_t len, const pd_tiled_rules *rules,
     if (off_y)
         *off_y = (double)ctx.min_y;
 out:
+    free(w.seen);
     free(w.gids);
     pd__free_tilesets(&sets);
     cJSON_Delete(root);

@@ -38,7 +38,8 @@
  *    nothing); objects never open a cell. Points and text have no area and are
  *    skipped; a polyline is refused (it has no inside: draw a polygon).
  * Anything else that cannot be decided (a gid beyond every tileset, a layer
- * offset that does not line up with the grid, a property of the wrong type)
+ * offset that does not line up with the grid, a property of the wrong type,
+ * two chunks of one layer giving the same tile)
  * is refused with the JSON path, the layer's name and the cell.
  */
 #ifndef PD_TILED_H

@@ -378,6 +378,19 @@ static void test_infinite_maps(void **state)
                  NULL, "$.layers: the chunks span 20001 x 1 tiles; at most 16384 a side");
     expect_error("{\"width\": 2, \"height\": 1, \"layers\": [{\"type\": \"tilelayer\", \"chunks\": []}]}", NULL,
                  "$.layers[0].chunks: chunks in a map that is not infinite");
+    /* Two chunks of one layer giving the same tile: which is meant is a
+     * guess. The same place in two layers is just two layers. */
+    const char *chunk_a = "{\"x\": -1, \"y\": 0, \"width\": 2, \"height\": 1, \"data\": [0, 0]}";
+    const char *chunk_b = "{\"x\": 0, \"y\": 0, \"width\": 1, \"height\": 2, \"data\": [0, 0]}";
+    char buf[MAP_TEXT_MAX];
+    snprintf(buf, sizeof buf, "{\"infinite\": true, \"layers\": [{\"type\": \"tilelayer\", \"name\": \"l\", "
+                              "\"chunks\": [%s, %s]}]}", chunk_a, chunk_b);
+    expect_error(buf, NULL, "$.layers[0] (layer \"l\").chunks[1]: cell (0, 0) is also in an earlier chunk of the layer");
+    snprintf(buf, sizeof buf, "{\"infinite\": true, \"layers\": [{\"type\": \"tilelayer\", \"chunks\": [%s]},"
+                              " {\"type\": \"tilelayer\", \"chunks\": [%s]}]}", chunk_a, chunk_b);
+    g = load_ok_at(buf, NULL, off);
+    assert_true(g->width == 2 && g->height == 2 && off[0] == -1 && off[1] == 0);
+    pd_grid_destroy(g);
 }
 
 /* tests/data/tiled/infinite.tmx through the config: the first chunk's
@@ -415,6 +428,15 @@ static void test_infinite_scene_origin(void **state)
     assert_true(cell.x == 10 && cell.y == 2);
     assert_int_equal(pd_grid_get(s->grid, cell.x, cell.y), PD_CELL_BLOCKED);
     pd_scene_release(s);
+    pd_conf_free(&c);
+
+    /* A refusal names the scene, the file, the JSON path and the reason. */
+    static const char *const bad = "{\"scenes\": [{\"name\": \"chain\", \"map\": \"tiled/chained.tmx\", \"format\": \"tiled\"}]}";
+    if (pd_conf_load_buffer(bad, strlen(bad), "t.json", PD_TEST_DATA_DIR, &c, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_null(pd_scene_load(&c.scenes[0], err, sizeof err));
+    assert_string_equal(err, "scene 'chain': " PD_TEST_DATA_DIR "/tiled/chained.tmx: $.tilesets[0].source: "
+                             "sub/chained.tsj: $.source: an external tileset cannot point to another");
     pd_conf_free(&c);
 }
 
@@ -661,7 +683,10 @@ static void test_orientation_and_xml_errors(void **state)
 
 /* ---- external tilesets ---- */
 
-static pd_grid *load_file(const char *name, const char *root, char *err, size_t errlen)
+/* dir NULL: the map's path locates its tilesets; else the map is a
+ * buffer with no file, and dir does. */
+static pd_grid *load_file_in(const char *name, const char *root, const char *dir, char *err,
+                             size_t errlen)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/tiled/%s", PD_TEST_DATA_DIR, name);
@@ -673,8 +698,13 @@ static pd_grid *load_file(const char *name, const char *root, char *err, size_t 
     text[n] = '\0';
     pd_tiled_rules r;
     pd_tiled_rules_default(&r);
-    const pd_tiled_origin origin = { .map_path = path, .root_dir = root };
+    const pd_tiled_origin origin = { .map_path = dir ? NULL : path, .root_dir = root, .map_dir = dir };
     return pd_tiled_load(text, n, &r, &origin, NULL, NULL, err, errlen);
+}
+
+static pd_grid *load_file(const char *name, const char *root, char *err, size_t errlen)
+{
+    return load_file_in(name, root, NULL, err, errlen);
 }
 
 static void test_external_tilesets(void **state)
@@ -689,6 +719,15 @@ static void test_external_tilesets(void **state)
     static const char *const want[] = { ".62", "#.." };
     grid_picture_check(g, want, 2);
     pd_grid_destroy(g);
+    /* The same map as a buffer (a scene created at run time), its
+     * directory given instead of its path. */
+    g = load_file_in("external.tmx", root, root, err, sizeof err);
+    if (!g)
+        fail_msg("%s", err);
+    grid_picture_check(g, want, 2);
+    pd_grid_destroy(g);
+    assert_null(load_file_in("escape.tmx", root, root, err, sizeof err));
+    assert_non_null(strstr(err, " and the map's directory"));
     assert_null(load_file("escape.tmx", root, err, sizeof err));
     assert_non_null(strstr(err, "$.tilesets[0].source: tileset \"../scene4_base64.tmj\" resolves to "));
     assert_non_null(strstr(err, "scene4_base64.tmj, outside the config directory "));
