@@ -257,6 +257,7 @@ static int pd__parse_shape(const pd__tctx *ctx, const cJSON *obj, const char *pa
 {
     memset(s, 0, sizeof *s);
     double w = 0, h = 0, rot = 0;
+    char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsObject(obj))
         return pd__tfail(ctx, path, "must be an object, not %s", pd_conf_json_type(obj));
     if (pd__tget_number(ctx, obj, path, "x", &s->x) != 0 ||
@@ -267,9 +268,16 @@ static int pd__parse_shape(const pd__tctx *ctx, const cJSON *obj, const char *pa
         return -1;
     if (w < 0 || h < 0)
         return pd__tfail(ctx, path, "width and height must not be negative");
+    /* A template instance keeps its shape in the .tx file; read without it,
+     * the object would silently cover nothing. */
+    if (cJSON_GetObjectItemCaseSensitive(obj, "template")) {
+        pd_conf_json_key(child, path, "template");
+        return pd__tfail(ctx, child, "object templates are not read; detach the template in "
+                                     "Tiled (Detach Template) or export with templates "
+                                     "resolved");
+    }
     s->cos_r = cos(rot * PD_TILED_DEG);
     s->sin_r = sin(rot * PD_TILED_DEG);
-    char child[PD_CONF_JSON_PATH_MAX];
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj, "point")) ||
         cJSON_GetObjectItemCaseSensitive(obj, "text"))
         return 0;

@@ -36,7 +36,8 @@
  *    value instead; the object's class, then its properties, override that
  *    as they do for tiles (a cost adds that cost, an open value does
  *    nothing); objects never open a cell. Points and text have no area and are
- *    skipped; a polyline is refused (it has no inside: draw a polygon).
+ *    skipped; a polyline is refused (it has no inside: draw a polygon), and
+ *    so is a template instance (its shape is in the .tx file).
  * Anything else that cannot be decided (a gid beyond every tileset, a layer
  * offset that does not line up with the grid, a property of the wrong type,
  * two chunks of one layer giving the same tile)

@@ -355,6 +355,29 @@ static void test_infinite_maps(void **state)
     grid_picture_check(g, want, 4);
     assert_true(off[0] == -2 && off[1] == -2);
     pd_grid_destroy(g);
+    /* As Tiled saves infinite maps by default: each chunk base64 and
+     * compressed, here with zlib and zstd. */
+    static const uint32_t chunk_gids[2][4] = { { 1, 0, 0, 2 }, { 2, 2, 0, 1 } };
+    static const char *const packs[] = { "zlib", "gzip", "zstd" };
+    for (size_t k = 0; k < sizeof packs / sizeof packs[0]; k++) {
+        char enc[2][64], text[MAP_TEXT_MAX];
+        encode_gids(chunk_gids[0], 4, packs[k], enc[0]);
+        encode_gids(chunk_gids[1], 4, packs[k], enc[1]);
+        snprintf(text, sizeof text,
+                 "<map orientation=\"orthogonal\" width=\"30\" height=\"20\" tilewidth=\"10\" tileheight=\"10\" infinite=\"1\">\n"
+                 " <tileset firstgid=\"1\" tilecount=\"2\"><tile id=\"1\"><properties><property name=\"cost\" type=\"int\" value=\"3\"/></properties></tile></tileset>\n"
+                 " <layer name=\"l\" width=\"30\" height=\"20\"><data encoding=\"base64\" compression=\"%s\">\n"
+                 "  <chunk x=\"-2\" y=\"-2\" width=\"2\" height=\"2\">\n   %s\n  </chunk>\n"
+                 "  <chunk x=\"0\" y=\"0\" width=\"2\" height=\"2\">\n   %s\n  </chunk>\n"
+                 " </data></layer>\n"
+                 " <objectgroup name=\"c\"><object id=\"1\" x=\"10\" y=\"-10\" width=\"10\" height=\"10\"/></objectgroup>\n"
+                 "</map>", packs[k], enc[0], enc[1]);
+        off[0] = off[1] = NAN;
+        g = load_ok_at(text, NULL, off);
+        grid_picture_check(g, want, 4);
+        assert_true(off[0] == -2 && off[1] == -2);
+        pd_grid_destroy(g);
+    }
     /* Chunks that start at positive tiles: the grid starts there too. */
     g = load_ok_at("{\"infinite\": true, \"layers\": [{\"type\": \"tilelayer\", \"chunks\": ["
                    "{\"x\": 32, \"y\": 16, \"width\": 2, \"height\": 1, \"data\": [0, 0]}]}]}",
@@ -512,6 +535,9 @@ static void test_object_colliders(void **state)
     expect_error(buf, NULL, "$.layers[1] (layer \"o\"): is drawn at an offset (4, 0); a layer that counts must line up with the grid");
     snprintf(buf, sizeof buf, "%s{\"type\": \"objectgroup\", \"name\": \"o\", \"objects\": [{\"gid\": 3, \"x\": 0, \"y\": 8}]}]}", head);
     expect_error(buf, NULL, "$.layers[1] (layer \"o\").objects[0]: gid 3 is beyond every tileset");
+    snprintf(buf, sizeof buf, "%s{\"type\": \"objectgroup\", \"name\": \"o\", \"objects\": [{\"template\": \"crate.tx\", \"x\": 0, \"y\": 0}]}]}", head);
+    expect_error(buf, NULL, "$.layers[1] (layer \"o\").objects[0].template: object templates are not read; "
+                            "detach the template in Tiled (Detach Template) or export with templates resolved");
     snprintf(buf, sizeof buf, "%s{\"type\": \"objectgroup\", \"name\": \"o\", \"objects\": [{\"x\": \"0\"}]}]}", head);
     expect_error(buf, NULL, "$.layers[1] (layer \"o\").objects[0].x: must be a finite number, not a string");
 }
