@@ -5,9 +5,10 @@
 # are labelled "threaded" for the TSan run.
 pd_test(NAME test_conf SOURCES unit/test_conf.c LIBS pathd_conf LABELS sanitize)
 pd_test(NAME test_tiled SOURCES unit/test_tiled.c LIBS pathd_conf LABELS sanitize)
-# The encoded variants are compressed by the test itself.
+# The encoded variants are compressed by the test itself; an infinite map
+# is loaded as a scene too, for its origin.
 pd_test(NAME test_tiled_formats SOURCES unit/test_tiled_formats.c
-        LIBS pathd_conf PkgConfig::ZLIB PkgConfig::ZSTD LABELS sanitize)
+        LIBS pathd_scene PkgConfig::ZLIB PkgConfig::ZSTD LABELS sanitize)
 pd_test(NAME test_ldtk SOURCES unit/test_ldtk.c LIBS pathd_scene LABELS sanitize)
 pd_test(NAME test_scene SOURCES unit/test_scene.c LIBS pathd_scene LABELS sanitize threaded)
 pd_test(NAME test_scene_update SOURCES unit/test_scene_update.c LIBS pathd_scene LABELS sanitize threaded)

@@ -2,7 +2,8 @@
 # Load time and peak RSS of a 4096 x 4096 Tiled .tmx with zstd layer data
 # (issue 13), beside the same grid as an ASCII map, so the Tiled reader's
 # own share shows. Writes the maps into a scratch directory, runs
-# `pathd --check-config` on each under /usr/bin/time, prints the figures.
+# `pathd --check-config` on each under /usr/bin/time, prints the figures:
+# wall time, and the CPU time, which a busy shared machine inflates less.
 #
 # Usage: bench/maps/tiled-load.sh [BUILD_DIR]   (default: build)
 # Needs python3 and the zstd command.
@@ -54,6 +55,6 @@ done
 rm -f "$DIR/big.gids"
 echo "files: big.tmx $(stat -c %s "$DIR/big.tmx") bytes, big.txt $(stat -c %s "$DIR/big.txt") bytes"
 for f in tmx txt; do
-  /usr/bin/time -f "$f: %e s wall, %M KiB peak RSS" "$BUILD/server/pathd" --check-config --config "$DIR/$f.json" 2>&1 |
+  /usr/bin/time -f "$f: %e s wall, %U s user + %S s sys CPU, %M KiB peak RSS" "$BUILD/server/pathd" --check-config --config "$DIR/$f.json" 2>&1 |
     grep -v '^  \|ok,'
 done

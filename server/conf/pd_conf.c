@@ -60,6 +60,9 @@
  *         "blocked_property": "blocked", tiled only: bool tile/object property that
  *         "cost_property": "cost",       blocks; int property 1..255 that costs;
  *         "walkable_property": "",       bool property, true = open ("" = none)
+ *         "classes": {"Wall": "blocked", tiled only: tile / object class -> cost
+ *                     "Mud": 3},         1..255 or "blocked"; 1..127-byte names,
+ *                                        at most PD_TILED_MAX_CLASSES
  *         "untagged_tiles": "blocked",   tiled only: a tile nothing decides: "blocked"
  *                                        or "open"
  *         "colliders": true              tiled only: object layers add blockers
@@ -413,6 +416,53 @@ static int pd__parse_tiled_name(const pd__ctx *ctx, const cJSON *obj, const char
     return 0;
 }
 
+/* One value of a "costs" table: a cost 1..255, or "blocked" (0). */
+static int pd__parse_cost_value(const pd__ctx *ctx, const cJSON *v, const char *path, uint8_t *out)
+{
+    if (cJSON_IsString(v) && v->valuestring && strcmp(v->valuestring, "blocked") == 0) {
+        *out = 0;
+        return 0;
+    }
+    if (!cJSON_IsNumber(v))
+        return pd__fail(ctx, path, "must be a cost 1..255 or \"blocked\", not %s",
+                        pd_conf_json_type(v));
+    uint32_t cost;
+    if (pd__get_u32(ctx, v, path, 1, 255, &cost) != 0)
+        return -1;
+    *out = (uint8_t)cost;
+    return 0;
+}
+
+/* "classes" of a tiled scene: {"Wall": "blocked", "Mud": 3}, a tile's or
+ * object's class (Tiled's "type" / "class") -> cost. */
+static int pd__parse_tiled_classes(const pd__ctx *ctx, const cJSON *obj, const char *path,
+                                   pd_tiled_rules *r)
+{
+    char child[PD_CONF_JSON_PATH_MAX];
+    if (!cJSON_IsObject(obj))
+        return pd__fail(ctx, path, "must be an object {class: cost or \"blocked\"}, not %s",
+                        pd_conf_json_type(obj));
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        pd_conf_json_key(child, path, it->string);
+        size_t len = strlen(it->string);
+        if (len == 0 || len >= PD_TILED_MAX_NAME)
+            return pd__fail(ctx, child, "a class name must be 1..%d bytes", PD_TILED_MAX_NAME - 1);
+        if (r->n_classes == PD_TILED_MAX_CLASSES)
+            return pd__fail(ctx, child, "more than PD_TILED_MAX_CLASSES (%d) classes",
+                            PD_TILED_MAX_CLASSES);
+        for (size_t k = 0; k < r->n_classes; k++) {
+            if (strcmp(r->classes[k].name, it->string) == 0)
+                return pd__fail(ctx, child, "key given more than once");
+        }
+        pd_tiled_class *c = &r->classes[r->n_classes];
+        if (pd__parse_cost_value(ctx, it, child, &c->cell) != 0)
+            return -1;
+        memcpy(c->name, it->string, len + 1);
+        r->n_classes++;
+    }
+    return 0;
+}
+
 /* The tiled walkability keys (pd_tiled.h states the rule they tune). */
 static int pd__parse_tiled_rules(const pd__ctx *ctx, const cJSON *obj, const char *path,
                                  pd_conf_scene *s)
@@ -452,23 +502,13 @@ static int pd__parse_tiled_rules(const pd__ctx *ctx, const cJSON *obj, const cha
             return pd__fail(ctx, child, "must be true or false, not %s", pd_conf_json_type(v));
         r->colliders = cJSON_IsTrue(v);
     }
-    return 0;
-}
-
-/* One value of a "costs" table: a cost 1..255, or "blocked" (0). */
-static int pd__parse_cost_value(const pd__ctx *ctx, const cJSON *v, const char *path, uint8_t *out)
-{
-    if (cJSON_IsString(v) && v->valuestring && strcmp(v->valuestring, "blocked") == 0) {
-        *out = 0;
-        return 0;
+    v = cJSON_GetObjectItemCaseSensitive(obj, "classes");
+    if (v) {
+        pd_conf_json_key(child, path, "classes");
+        if (s->format != PD_MAP_TILED)
+            return pd__fail(ctx, child, "applies to tiled maps only");
+        return pd__parse_tiled_classes(ctx, v, child, r);
     }
-    if (!cJSON_IsNumber(v))
-        return pd__fail(ctx, path, "must be a cost 1..255 or \"blocked\", not %s",
-                        pd_conf_json_type(v));
-    uint32_t cost;
-    if (pd__get_u32(ctx, v, path, 1, 255, &cost) != 0)
-        return -1;
-    *out = (uint8_t)cost;
     return 0;
 }
 
@@ -495,7 +535,8 @@ static int pd__parse_ldtk_names(const pd__ctx *ctx, const cJSON *obj, const char
         memcpy(dst[k], str, len + 1);
     }
     static const char *const tiled_only[] = { "blocked_property", "cost_property",
-                                               "walkable_property", "untagged_tiles", "colliders" };
+                                               "walkable_property", "untagged_tiles", "colliders",
+                                               "classes" };
     for (size_t k = 0; k < sizeof tiled_only / sizeof tiled_only[0]; k++) {
         if (cJSON_GetObjectItemCaseSensitive(obj, tiled_only[k])) {
             pd_conf_json_key(child, path, tiled_only[k]);
@@ -558,7 +599,7 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
     static const char *const keys[] = {
         "name", "map", "format", "origin", "cell_size", "unit_sizes", "costs", "layer",
         "blocked_property", "cost_property", "walkable_property", "untagged_tiles", "colliders", "level",
-        NULL,
+        "classes", NULL,
     };
     char child[PD_CONF_JSON_PATH_MAX];
     const char *str = NULL;
@@ -613,7 +654,7 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
                 return -1;
         } else if (s->format != PD_MAP_MOVINGAI) {
             return pd__fail(ctx, child, "applies to movingai and ldtk maps only (ascii maps write "
-                                        "costs as 1..9, tiled maps as tile properties)");
+                                        "costs as 1..9, tiled maps as tile properties or \"classes\")");
         } else if (pd__parse_costs(ctx, v, child, s) != 0) {
             return -1;
         }

@@ -211,6 +211,32 @@ static int pd__parse_properties(const pd__tctx *ctx, const cJSON *props, const c
     return 0;
 }
 
+/* A tile's or object's class: "type" (Tiled up to 1.8 and from 1.10) or
+ * "class" (Tiled 1.9). *has is set when the classes table names it, its
+ * value going to *cell; a class the table does not name decides nothing. */
+static int pd__parse_class(const pd__tctx *ctx, const cJSON *obj, const char *path, int *has,
+                           uint8_t *cell)
+{
+    const pd_tiled_rules *r = ctx->rules;
+    const char *cls = NULL, *type = NULL;
+    *has = 0;
+    if (pd__tget_string(ctx, obj, path, "class", &cls) != 0 ||
+        pd__tget_string(ctx, obj, path, "type", &type) != 0)
+        return -1;
+    if (cls && type && strcmp(cls, type) != 0)
+        return pd__tfail(ctx, path, "class \"%s\" and type \"%s\" disagree (both name the class)",
+                         cls, type);
+    const char *name = cls ? cls : type;
+    for (size_t i = 0; name && name[0] && i < r->n_classes; i++) {
+        if (strcmp(name, r->classes[i].name) == 0) {
+            *has = 1;
+            *cell = r->classes[i].cell;
+            break;
+        }
+    }
+    return 0;
+}
+
 /* ---- shapes ---- */
 
 enum { PD__SHAPE_NONE, PD__SHAPE_RECT, PD__SHAPE_ELLIPSE, PD__SHAPE_POLYGON };
@@ -231,6 +257,7 @@ static int pd__parse_shape(const pd__tctx *ctx, const cJSON *obj, const char *pa
 {
     memset(s, 0, sizeof *s);
     double w = 0, h = 0, rot = 0;
+    char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsObject(obj))
         return pd__tfail(ctx, path, "must be an object, not %s", pd_conf_json_type(obj));
     if (pd__tget_number(ctx, obj, path, "x", &s->x) != 0 ||
@@ -241,9 +268,16 @@ static int pd__parse_shape(const pd__tctx *ctx, const cJSON *obj, const char *pa
         return -1;
     if (w < 0 || h < 0)
         return pd__tfail(ctx, path, "width and height must not be negative");
+    /* A template instance keeps its shape in the .tx file; read without it,
+     * the object would silently cover nothing. */
+    if (cJSON_GetObjectItemCaseSensitive(obj, "template")) {
+        pd_conf_json_key(child, path, "template");
+        return pd__tfail(ctx, child, "object templates are not read; detach the template in "
+                                     "Tiled (Detach Template) or export with templates "
+                                     "resolved");
+    }
     s->cos_r = cos(rot * PD_TILED_DEG);
     s->sin_r = sin(rot * PD_TILED_DEG);
-    char child[PD_CONF_JSON_PATH_MAX];
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj, "point")) ||
         cJSON_GetObjectItemCaseSensitive(obj, "text"))
         return 0;
@@ -408,13 +442,20 @@ static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *pat
         uint32_t id;
         if (pd__tget_uint(ctx, t, tile_path, "id", 0, max_id, &id) != 0)
             return -1;
-        int has = 0;
-        uint8_t cell = 0;
+        /* Properties first, then the class, then collision shapes. */
+        int has = 0, has_class = 0;
+        uint8_t cell = 0, class_cell = 0;
+        if (pd__parse_class(ctx, t, tile_path, &has_class, &class_cell) != 0)
+            return -1;
         const cJSON *props = cJSON_GetObjectItemCaseSensitive(t, "properties");
         if (props) {
             pd_conf_json_key(sub, tile_path, "properties");
             if (pd__parse_properties(ctx, props, sub, &has, &cell) != 0)
                 return -1;
+        }
+        if (!has && has_class) {
+            has = 1;
+            cell = class_cell;
         }
         const cJSON *group = cJSON_GetObjectItemCaseSensitive(t, "objectgroup");
         if (!has && group) {
@@ -493,16 +534,17 @@ static int pd__path_within(const char *p, const char *dir)
 static int pd__external_tileset(const pd__tctx *ctx, const char *source, const char *path,
                                 const pd_tiled_origin *origin, pd__tileset *out)
 {
-    if (!origin || !origin->map_path)
+    if (!origin || (!origin->map_path && !origin->map_dir))
         return pd__tfail(ctx, path, "external tileset \"%s\": no map directory to resolve it in",
                          source);
     char map_real[PATH_MAX], root_real[PATH_MAX], ts_real[PATH_MAX], joined[2 * PATH_MAX];
-    if (!realpath(origin->map_path, map_real))
-        return pd__tfail(ctx, path, "cannot resolve the map's path: %s", strerror(errno));
+    if (!realpath(origin->map_path ? origin->map_path : origin->map_dir, map_real))
+        return pd__tfail(ctx, path, "cannot resolve the map's %s: %s",
+                         origin->map_path ? "path" : "directory", strerror(errno));
     if (!realpath(origin->root_dir && origin->root_dir[0] ? origin->root_dir : ".", root_real))
         return pd__tfail(ctx, path, "cannot resolve the config directory: %s", strerror(errno));
-    char *slash = strrchr(map_real, '/');
-    *slash = '\0';
+    if (origin->map_path)
+        *strrchr(map_real, '/') = '\0';
     snprintf(joined, sizeof joined, "%s/%s", source[0] == '/' ? "" : map_real, source);
     if (!realpath(joined, ts_real))
         return pd__tfail(ctx, path, "tileset \"%s\": %s", source, strerror(errno));
@@ -663,6 +705,8 @@ typedef struct pd__walk {
     size_t n_tile_layers;        /* counted tile layers seen */
     uint32_t *gids;              /* scratch for one layer or chunk */
     size_t gids_cap;
+    uint64_t *seen;              /* infinite maps: a bit per cell, set by the chunks of
+                                    the layer being read, so chunks cannot overlap */
 } pd__walk;
 
 /* "path (layer "name")" for messages; just the path for a nameless layer. */
@@ -738,6 +782,15 @@ static int pd__apply_gids(pd__walk *w, const char *label, int64_t tx, int64_t ty
                                  (long long)(tx + x), (long long)(ty + y),
                                  (unsigned)(raw & ~PD_TILED_FLAG_BITS));
             int32_t gx = (int32_t)(tx + x - w->ctx->min_x), gy = (int32_t)(ty + y - w->ctx->min_y);
+            if (w->seen) {
+                /* Two chunks giving one tile: which one Tiled meant is a guess. */
+                size_t bit = (size_t)gy * (size_t)g->width + (size_t)gx;
+                if (w->seen[bit / 64] >> (bit % 64) & 1)
+                    return pd__tfail(w->ctx, label, "cell (%lld, %lld) is also in an earlier "
+                                                    "chunk of the layer",
+                                     (long long)(tx + x), (long long)(ty + y));
+                w->seen[bit / 64] |= UINT64_C(1) << (bit % 64);
+            }
             pd__combine(&g->cells[pd_grid_index(g, gx, gy)], (uint8_t)v);
         }
     }
@@ -781,6 +834,8 @@ static int pd__tile_layer(pd__walk *w, const cJSON *layer, const char *label)
     }
     if (!cJSON_IsArray(chunks))
         return pd__tfail(ctx, child, "is required in an infinite map (an array of chunks)");
+    if (w->seen)
+        memset(w->seen, 0, ((size_t)w->g->width * (size_t)w->g->height + 63) / 64 * sizeof *w->seen);
     size_t i = 0;
     char chunk_path[PD_CONF_JSON_PATH_MAX];
     for (const cJSON *c = chunks->child; c; c = c->next, i++) {
@@ -838,6 +893,8 @@ static int pd__object_layer(pd__walk *w, const cJSON *layer, const char *label)
             free(s.pts);
             return -1;
         }
+        /* Blocked, or the tile's value; the object's class overrides it,
+         * and its properties override both. */
         int value = PD_CELL_BLOCKED;
         if (s.gid) {
             value = pd__gid_cell(ctx, w->sets, s.gid);
@@ -847,10 +904,16 @@ static int pd__object_layer(pd__walk *w, const cJSON *layer, const char *label)
                                  (unsigned)(s.gid & ~PD_TILED_FLAG_BITS));
             }
         }
+        int has = 0;
+        uint8_t cell = 0;
+        if (pd__parse_class(ctx, o, obj_path, &has, &cell) != 0) {
+            free(s.pts);
+            return -1;
+        }
+        if (has)
+            value = cell;
         const cJSON *props = cJSON_GetObjectItemCaseSensitive(o, "properties");
         if (props) {
-            int has = 0;
-            uint8_t cell = 0;
             pd_conf_json_key(sub, obj_path, "properties");
             if (pd__parse_properties(ctx, props, sub, &has, &cell) != 0) {
                 free(s.pts);
@@ -996,8 +1059,24 @@ void pd_tiled_rules_default(pd_tiled_rules *r)
     r->colliders = 1;
 }
 
+/* A classes table built by hand (a run-time request, a test) is checked as
+ * the config's is, so a bad one is an error, not an overread. (pd_scene
+ * checks the name fields.) */
+static int pd__check_classes(const pd__tctx *ctx, const pd_tiled_rules *r)
+{
+    if (r->n_classes > PD_TILED_MAX_CLASSES)
+        return pd__tfail(ctx, "$", "%zu classes; at most PD_TILED_MAX_CLASSES (%d)", r->n_classes,
+                         PD_TILED_MAX_CLASSES);
+    for (size_t i = 0; i < r->n_classes; i++) {
+        if (!memchr(r->classes[i].name, '\0', sizeof r->classes[i].name))
+            return pd__tfail(ctx, "$", "class %zu of the rules has an unterminated name", i);
+    }
+    return 0;
+}
+
 pd_grid *pd_tiled_load(const char *buf, size_t len, const pd_tiled_rules *rules,
-                       const pd_tiled_origin *origin, char *err, size_t errlen)
+                       const pd_tiled_origin *origin, double *off_x, double *off_y, char *err,
+                       size_t errlen)
 {
     pd__tctx ctx = { .err = err, .errlen = errlen, .rules = rules };
     if (err && errlen)
@@ -1006,6 +1085,8 @@ pd_grid *pd_tiled_load(const char *buf, size_t len, const pd_tiled_rules *rules,
         pd__tfail(&ctx, "$", "no map text");
         return NULL;
     }
+    if (pd__check_classes(&ctx, rules) != 0)
+        return NULL;
     cJSON *root = pd__parse_doc(buf, len, err, errlen);
     if (!root)
         return NULL;
@@ -1055,6 +1136,13 @@ pd_grid *pd_tiled_load(const char *buf, size_t len, const pd_tiled_rules *rules,
     /* Open ground wherever no counted layer has a tile. */
     for (int32_t y = 0; y < g->height; y++)
         memset(&g->cells[pd_grid_index(g, 0, y)], PD_CELL_FREE, (size_t)g->width);
+    if (w.infinite &&
+        !(w.seen = calloc(((size_t)gw * gh + 63) / 64, sizeof *w.seen))) {
+        pd__tfail(&ctx, "$", "out of memory for a %u x %u grid", (unsigned)gw, (unsigned)gh);
+        pd_grid_destroy(g);
+        g = NULL;
+        goto out;
+    }
     w.g = g;
     if (pd__walk_layers(&w, layers, "$.layers", 0) != 0) {
         pd_grid_destroy(g);
@@ -1062,7 +1150,12 @@ pd_grid *pd_tiled_load(const char *buf, size_t len, const pd_tiled_rules *rules,
         goto out;
     }
     pd_grid_refresh_flags(g);
+    if (off_x)
+        *off_x = (double)ctx.min_x;
+    if (off_y)
+        *off_y = (double)ctx.min_y;
 out:
+    free(w.seen);
     free(w.gids);
     pd__free_tilesets(&sets);
     cJSON_Delete(root);

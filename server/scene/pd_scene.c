@@ -324,13 +324,14 @@ pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
         return NULL;
     pd_grid *grid = NULL;
     pd_parse_error perr = { 0 };
-    /* LDtk levels carry their world position: cells, added to the origin. */
+    /* LDtk levels carry their world position, infinite Tiled maps their top-left
+     * chunk corner: cells, added to the origin. */
     double off_x = 0, off_y = 0;
     if (cs->format == PD_MAP_TILED || cs->format == PD_MAP_LDTK) {
         char msg[256];
         const pd_tiled_origin origin = { .map_path = cs->map_path, .root_dir = cs->root_dir };
         grid = cs->format == PD_MAP_TILED
-                   ? pd_tiled_load(buf, len, tr, &origin, msg, sizeof msg)
+                   ? pd_tiled_load(buf, len, tr, &origin, &off_x, &off_y, msg, sizeof msg)
                    : pd_ldtk_load(buf, len, &cs->ldtk, &off_x, &off_y, msg, sizeof msg);
         free(buf);
         if (!grid) {

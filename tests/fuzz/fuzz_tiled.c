@@ -5,11 +5,14 @@
  *
  * Input: the map file. When it holds a NUL byte in its first
  * FUZZ_MAX_LAYER bytes, the bytes before it name the tile layer to read and
- * the rest is the file; otherwise every tile layer counts. No map directory
- * is given, so external tilesets are refused without touching the file
- * system. A grid that parses must keep the grid invariants (fuzz_check.h);
- * a refusal must say why.
+ * the rest is the file; otherwise every tile layer counts. A classes table
+ * names "Wall" (blocked), "Mud" (cost 3) and "Floor" (open), so tile and
+ * object classes are decided too. No map directory is given, so external
+ * tilesets are refused without touching the file system. A grid that parses
+ * must keep the grid invariants (fuzz_check.h) and come with the whole-tile
+ * offset of its cell (0, 0); a refusal must say why.
  */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -37,13 +40,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pd_tiled_rules_default(&rules);
     if (want && strlen(want) < sizeof rules.layer)
         memcpy(rules.layer, want, strlen(want) + 1);
+    static const pd_tiled_class classes[] = { { "Wall", PD_CELL_BLOCKED }, { "Mud", 3 },
+                                              { "Floor", PD_CELL_FREE } };
+    memcpy(rules.classes, classes, sizeof classes);
+    rules.n_classes = sizeof classes / sizeof classes[0];
     char err[256];
     err[0] = '\0';
-    pd_grid *g = pd_tiled_load((const char *)data, size, &rules, NULL, err, sizeof err);
+    double off_x = NAN, off_y = NAN;
+    pd_grid *g = pd_tiled_load((const char *)data, size, &rules, NULL, &off_x, &off_y, err,
+                               sizeof err);
     if (!g) {
         FUZZ_REQUIRE(err[0] != '\0', "refused without a reason");
         return 0;
     }
+    FUZZ_REQUIRE(off_x == floor(off_x) && off_y == floor(off_y), "offset is not whole tiles");
     fuzz_check_grid(g);
     pd_grid_destroy(g);
     return 0;

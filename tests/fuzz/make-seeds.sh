@@ -56,6 +56,9 @@ cp config/scenes/harbour.tmx "$C/fuzz_tiled/harbour_tmx"
 cp config/scenes/harbour.tsx "$C/fuzz_tiled/harbour_tsx"
 for m in external chained escape; do cp "tests/data/tiled/$m.tmx" "$C/fuzz_tiled/$m"; done
 cp tests/data/tiled/sub/floor.tsj "$C/fuzz_tiled/floor_tsj"
+# Tile and object classes (the target's table names Wall, Mud, Floor), in an
+# infinite map with chunks at negative tiles.
+cp tests/data/tiled/infinite.tmx "$C/fuzz_tiled/infinite_classes_tmx"
 # An infinite map with chunks and a collider, and one of each collider kind.
 printf '%s' '{"infinite": true, "tilewidth": 10, "tileheight": 10, "tilesets": [{"firstgid": 1, "tilecount": 2}],
  "layers": [{"type": "tilelayer", "chunks": [{"x": -2, "y": -2, "width": 2, "height": 2, "data": [1, 0, 0, 2]},

@@ -476,10 +476,55 @@ static void test_scene_costs(void **state)
 #undef MAI
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"costs\": {\"S\": 2}}",
                        "t.json: $.scenes[1].costs: applies to movingai and ldtk maps only (ascii maps write "
-                       "costs as 1..9, tiled maps as tile properties)");
+                       "costs as 1..9, tiled maps as tile properties or \"classes\")");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"costs\": {\"S\": 2}}",
                        "t.json: $.scenes[1].costs: applies to movingai and ldtk maps only (ascii maps write "
-                       "costs as 1..9, tiled maps as tile properties)");
+                       "costs as 1..9, tiled maps as tile properties or \"classes\")");
+}
+
+/* "classes": tile / object class -> cost or "blocked", in order. */
+static void test_scene_tiled_classes(void **state)
+{
+    (void)state;
+    pd_conf c;
+    char err[256] = "";
+    int rc = load("{\"scenes\": [{\"name\": \"t\", \"map\": \"t.tmx\", \"format\": \"tiled\","
+                  " \"classes\": {\"Wall\": \"blocked\", \"Mud\": 3, \"Floor\": 1}}]}",
+                  &c, err, sizeof err);
+    if (rc != 0)
+        print_error("%s\n", err);
+    assert_int_equal(rc, 0);
+    const pd_tiled_rules *r = &c.scenes[0].tiled;
+    assert_int_equal(r->n_classes, 3);
+    assert_string_equal(r->classes[0].name, "Wall");
+    assert_int_equal(r->classes[0].cell, 0);
+    assert_string_equal(r->classes[1].name, "Mud");
+    assert_int_equal(r->classes[1].cell, 3);
+    assert_string_equal(r->classes[2].name, "Floor");
+    assert_int_equal(r->classes[2].cell, 1);
+    pd_conf_free(&c);
+
+    /* PD_TILED_MAX_CLASSES entries fit; one more does not. */
+    char json[640];
+    size_t n = (size_t)snprintf(json, sizeof json, "{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"classes\": {");
+    for (int i = 0; i <= PD_TILED_MAX_CLASSES; i++)
+        n += (size_t)snprintf(json + n, sizeof json - n, "%s\"c%d\": 2", i ? ", " : "", i);
+    snprintf(json + n, sizeof json - n, "}}");
+    expect_scene_error(json, "t.json: $.scenes[1].classes.c32: more than PD_TILED_MAX_CLASSES (32) classes");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"classes\": {\"Mud\": 0}}",
+                       "t.json: $.scenes[1].classes.Mud: must be in 1..255");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"classes\": {\"Mud\": \"open\"}}",
+                       "t.json: $.scenes[1].classes.Mud: must be a cost 1..255 or \"blocked\", not a string");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"classes\": {\"\": 2}}",
+                       "t.json: $.scenes[1].classes.: a class name must be 1..127 bytes");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"classes\": [\"Wall\"]}",
+                       "t.json: $.scenes[1].classes: must be an object {class: cost or \"blocked\"}, not an array");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"tiled\", \"classes\": {\"W\": 2, \"W\": 3}}",
+                       "t.json: $.scenes[1].classes.W: key given more than once");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"movingai\", \"classes\": {\"W\": 2}}",
+                       "t.json: $.scenes[1].classes: applies to tiled maps only");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ldtk\", \"classes\": {\"W\": 2}}",
+                       "t.json: $.scenes[1].classes: applies to tiled maps only");
 }
 
 static void test_scene_tiled_layer(void **state)
@@ -757,6 +802,7 @@ int main(void)
         cmocka_unit_test(test_scene_errors),
         cmocka_unit_test(test_scene_costs),
         cmocka_unit_test(test_scene_tiled_layer),
+        cmocka_unit_test(test_scene_tiled_classes),
         cmocka_unit_test(test_scene_name_length),
         cmocka_unit_test(test_too_many_scenes),
         cmocka_unit_test(test_long_json_path_is_marked),

@@ -33,7 +33,7 @@ static pd_grid *pd_tiled_parse(const char *buf, size_t len, const char *layer, c
     pd_tiled_rules_default(&r);
     if (layer)
         snprintf(r.layer, sizeof r.layer, "%s", layer);
-    return pd_tiled_load(buf, len, &r, NULL, err, errlen);
+    return pd_tiled_load(buf, len, &r, NULL, NULL, NULL, err, errlen);
 }
 
 static char *read_all(const char *path, size_t *len)

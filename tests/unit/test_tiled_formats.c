@@ -1,7 +1,8 @@
 /*
  * test_tiled_formats.c - Tiled maps as editors save them: .tmx (XML) and
- * .tmj with every layer data encoding, infinite maps, external tilesets,
- * object colliders and the configurable walkability rule (pd_tiled.h).
+ * .tmj with every layer data encoding, infinite maps (and the scene origin
+ * they give), external tilesets, object colliders, tile and object classes
+ * and the configurable walkability rule (pd_tiled.h).
  *
  * The maps are written by hand from the format specification
  * (doc.mapeditor.org, "TMX Map Format" and "JSON Map Format"), each with the
@@ -9,6 +10,7 @@
  * compressed variants encode the same gids here with zlib and libzstd, so
  * every encoding must give the very grid the CSV form gives.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,29 +24,44 @@
 #include <zstd.h>
 
 #include "grid_picture.h"
+#include "pd_conf.h"
+#include "pd_scene.h"
 #include "pd_tdata.h"
 #include "pd_tiled.h"
 
 /* Room for the inline maps below. */
 #define MAP_TEXT_MAX 16384
 
-static pd_grid *load(const char *text, const pd_tiled_rules *rules, char *err, size_t errlen)
+/* off may be NULL; else it gets the tile coordinates of cell (0, 0). */
+static pd_grid *load_at(const char *text, const pd_tiled_rules *rules, double off[2], char *err,
+                        size_t errlen)
 {
     pd_tiled_rules def;
     if (!rules) {
         pd_tiled_rules_default(&def);
         rules = &def;
     }
-    return pd_tiled_load(text, strlen(text), rules, NULL, err, errlen);
+    return pd_tiled_load(text, strlen(text), rules, NULL, off ? &off[0] : NULL,
+                         off ? &off[1] : NULL, err, errlen);
+}
+
+static pd_grid *load(const char *text, const pd_tiled_rules *rules, char *err, size_t errlen)
+{
+    return load_at(text, rules, NULL, err, errlen);
+}
+
+static pd_grid *load_ok_at(const char *text, const pd_tiled_rules *rules, double off[2])
+{
+    char err[512] = "";
+    pd_grid *g = load_at(text, rules, off, err, sizeof err);
+    if (!g)
+        fail_msg("refused: %s\n--- input ---\n%s", err, text);
+    return g;
 }
 
 static pd_grid *load_ok(const char *text, const pd_tiled_rules *rules)
 {
-    char err[512] = "";
-    pd_grid *g = load(text, rules, err, sizeof err);
-    if (!g)
-        fail_msg("refused: %s\n--- input ---\n%s", err, text);
-    return g;
+    return load_ok_at(text, rules, NULL);
 }
 
 static void expect_error(const char *text, const pd_tiled_rules *rules, const char *expected)
@@ -321,8 +338,10 @@ static void test_infinite_maps(void **state)
         " <objectgroup name=\"c\"><object id=\"1\" x=\"10\" y=\"-10\" width=\"10\" height=\"10\"/></objectgroup>\n"
         "</map>";
     static const char *const want[] = { "#...", ".3.#", "..33", "...#" };
-    pd_grid *g = load_ok(tmx, NULL);
+    double off[2] = { NAN, NAN };
+    pd_grid *g = load_ok_at(tmx, NULL, off);
     grid_picture_check(g, want, 4);
+    assert_true(off[0] == -2 && off[1] == -2);
     pd_grid_destroy(g);
     const char *tmj =
         "{\"orientation\": \"orthogonal\", \"infinite\": true, \"tilewidth\": 10, \"tileheight\": 10,"
@@ -331,8 +350,44 @@ static void test_infinite_maps(void **state)
         "   {\"x\": -2, \"y\": -2, \"width\": 2, \"height\": 2, \"data\": [1, 0, 0, 2]},"
         "   {\"x\": 0, \"y\": 0, \"width\": 2, \"height\": 2, \"data\": [2, 2, 0, 1]}]},"
         "  {\"type\": \"objectgroup\", \"name\": \"c\", \"objects\": [{\"x\": 10, \"y\": -10, \"width\": 10, \"height\": 10}]}]}";
-    g = load_ok(tmj, NULL);
+    off[0] = off[1] = NAN;
+    g = load_ok_at(tmj, NULL, off);
     grid_picture_check(g, want, 4);
+    assert_true(off[0] == -2 && off[1] == -2);
+    pd_grid_destroy(g);
+    /* As Tiled saves infinite maps by default: each chunk base64 and
+     * compressed, here with zlib and zstd. */
+    static const uint32_t chunk_gids[2][4] = { { 1, 0, 0, 2 }, { 2, 2, 0, 1 } };
+    static const char *const packs[] = { "zlib", "gzip", "zstd" };
+    for (size_t k = 0; k < sizeof packs / sizeof packs[0]; k++) {
+        char enc[2][64], text[MAP_TEXT_MAX];
+        encode_gids(chunk_gids[0], 4, packs[k], enc[0]);
+        encode_gids(chunk_gids[1], 4, packs[k], enc[1]);
+        snprintf(text, sizeof text,
+                 "<map orientation=\"orthogonal\" width=\"30\" height=\"20\" tilewidth=\"10\" tileheight=\"10\" infinite=\"1\">\n"
+                 " <tileset firstgid=\"1\" tilecount=\"2\"><tile id=\"1\"><properties><property name=\"cost\" type=\"int\" value=\"3\"/></properties></tile></tileset>\n"
+                 " <layer name=\"l\" width=\"30\" height=\"20\"><data encoding=\"base64\" compression=\"%s\">\n"
+                 "  <chunk x=\"-2\" y=\"-2\" width=\"2\" height=\"2\">\n   %s\n  </chunk>\n"
+                 "  <chunk x=\"0\" y=\"0\" width=\"2\" height=\"2\">\n   %s\n  </chunk>\n"
+                 " </data></layer>\n"
+                 " <objectgroup name=\"c\"><object id=\"1\" x=\"10\" y=\"-10\" width=\"10\" height=\"10\"/></objectgroup>\n"
+                 "</map>", packs[k], enc[0], enc[1]);
+        off[0] = off[1] = NAN;
+        g = load_ok_at(text, NULL, off);
+        grid_picture_check(g, want, 4);
+        assert_true(off[0] == -2 && off[1] == -2);
+        pd_grid_destroy(g);
+    }
+    /* Chunks that start at positive tiles: the grid starts there too. */
+    g = load_ok_at("{\"infinite\": true, \"layers\": [{\"type\": \"tilelayer\", \"chunks\": ["
+                   "{\"x\": 32, \"y\": 16, \"width\": 2, \"height\": 1, \"data\": [0, 0]}]}]}",
+                   NULL, off);
+    assert_true(g->width == 2 && g->height == 1 && off[0] == 32 && off[1] == 16);
+    pd_grid_destroy(g);
+    /* A finite map's cell (0, 0) is tile (0, 0). */
+    g = load_ok_at("{\"width\": 2, \"height\": 1, \"layers\": [{\"type\": \"tilelayer\", \"data\": [0, 0]}]}",
+                   NULL, off);
+    assert_true(off[0] == 0 && off[1] == 0);
     pd_grid_destroy(g);
 
     expect_error("{\"infinite\": true, \"layers\": [{\"type\": \"tilelayer\", \"name\": \"l\","
@@ -346,6 +401,66 @@ static void test_infinite_maps(void **state)
                  NULL, "$.layers: the chunks span 20001 x 1 tiles; at most 16384 a side");
     expect_error("{\"width\": 2, \"height\": 1, \"layers\": [{\"type\": \"tilelayer\", \"chunks\": []}]}", NULL,
                  "$.layers[0].chunks: chunks in a map that is not infinite");
+    /* Two chunks of one layer giving the same tile: which is meant is a
+     * guess. The same place in two layers is just two layers. */
+    const char *chunk_a = "{\"x\": -1, \"y\": 0, \"width\": 2, \"height\": 1, \"data\": [0, 0]}";
+    const char *chunk_b = "{\"x\": 0, \"y\": 0, \"width\": 1, \"height\": 2, \"data\": [0, 0]}";
+    char buf[MAP_TEXT_MAX];
+    snprintf(buf, sizeof buf, "{\"infinite\": true, \"layers\": [{\"type\": \"tilelayer\", \"name\": \"l\", "
+                              "\"chunks\": [%s, %s]}]}", chunk_a, chunk_b);
+    expect_error(buf, NULL, "$.layers[0] (layer \"l\").chunks[1]: cell (0, 0) is also in an earlier chunk of the layer");
+    snprintf(buf, sizeof buf, "{\"infinite\": true, \"layers\": [{\"type\": \"tilelayer\", \"chunks\": [%s]},"
+                              " {\"type\": \"tilelayer\", \"chunks\": [%s]}]}", chunk_a, chunk_b);
+    g = load_ok_at(buf, NULL, off);
+    assert_true(g->width == 2 && g->height == 2 && off[0] == -1 && off[1] == 0);
+    pd_grid_destroy(g);
+}
+
+/* tests/data/tiled/infinite.tmx through the config: the first chunk's
+ * corner, tile (-8, -4), carried into the scene's origin, so a world point
+ * is Tiled's pixel position over the tile size, times the cell size, plus
+ * the configured origin; classes from the config. */
+static void test_infinite_scene_origin(void **state)
+{
+    (void)state;
+    static const char *const json =
+        "{\"scenes\": [{\"name\": \"inf\", \"map\": \"tiled/infinite.tmx\", \"format\": \"tiled\","
+        " \"origin\": [1, 1], \"cell_size\": 0.5, \"untagged_tiles\": \"open\","
+        " \"classes\": {\"Wall\": \"blocked\", \"Mud\": 4, \"Trigger\": 1}}]}";
+    pd_conf c;
+    char err[512] = "";
+    if (pd_conf_load_buffer(json, strlen(json), "t.json", PD_TEST_DATA_DIR, &c, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    pd_scene *s = pd_scene_load(&c.scenes[0], err, sizeof err);
+    if (!s)
+        fail_msg("%s", err);
+    static const char *const want[] = {
+        "####........",
+        ".44#........",
+        "..........#.",
+        "............",
+        "..........4.",
+        "........#...",
+    };
+    grid_picture_check(s->grid, want, 6);
+    assert_true(s->origin_x == 1 - 8 * 0.5 && s->origin_y == 1 - 4 * 0.5);
+    /* The crate at Tiled pixel (32, -32), tile (2, -2): world (1 + 2 * 0.5,
+     * 1 - 2 * 0.5) is its corner, and the cell there is the blocked one. */
+    pd_point cell;
+    assert_int_equal(pd_scene_world_to_cell(s, 2.25, 0.25, &cell), PD_OK);
+    assert_true(cell.x == 10 && cell.y == 2);
+    assert_int_equal(pd_grid_get(s->grid, cell.x, cell.y), PD_CELL_BLOCKED);
+    pd_scene_release(s);
+    pd_conf_free(&c);
+
+    /* A refusal names the scene, the file, the JSON path and the reason. */
+    static const char *const bad = "{\"scenes\": [{\"name\": \"chain\", \"map\": \"tiled/chained.tmx\", \"format\": \"tiled\"}]}";
+    if (pd_conf_load_buffer(bad, strlen(bad), "t.json", PD_TEST_DATA_DIR, &c, err, sizeof err) != 0)
+        fail_msg("%s", err);
+    assert_null(pd_scene_load(&c.scenes[0], err, sizeof err));
+    assert_string_equal(err, "scene 'chain': " PD_TEST_DATA_DIR "/tiled/chained.tmx: $.tilesets[0].source: "
+                             "sub/chained.tsj: $.source: an external tileset cannot point to another");
+    pd_conf_free(&c);
 }
 
 /* ---- colliders ---- */
@@ -420,6 +535,9 @@ static void test_object_colliders(void **state)
     expect_error(buf, NULL, "$.layers[1] (layer \"o\"): is drawn at an offset (4, 0); a layer that counts must line up with the grid");
     snprintf(buf, sizeof buf, "%s{\"type\": \"objectgroup\", \"name\": \"o\", \"objects\": [{\"gid\": 3, \"x\": 0, \"y\": 8}]}]}", head);
     expect_error(buf, NULL, "$.layers[1] (layer \"o\").objects[0]: gid 3 is beyond every tileset");
+    snprintf(buf, sizeof buf, "%s{\"type\": \"objectgroup\", \"name\": \"o\", \"objects\": [{\"template\": \"crate.tx\", \"x\": 0, \"y\": 0}]}]}", head);
+    expect_error(buf, NULL, "$.layers[1] (layer \"o\").objects[0].template: object templates are not read; "
+                            "detach the template in Tiled (Detach Template) or export with templates resolved");
     snprintf(buf, sizeof buf, "%s{\"type\": \"objectgroup\", \"name\": \"o\", \"objects\": [{\"x\": \"0\"}]}]}", head);
     expect_error(buf, NULL, "$.layers[1] (layer \"o\").objects[0].x: must be a finite number, not a string");
 }
@@ -463,6 +581,110 @@ static void test_property_names_and_untagged_tiles(void **state)
                  &r, "$.tilesets[0].tiles[0].properties: \"collides\" and \"walkable\" contradict each other");
 }
 
+/* ---- tile and object classes ---- */
+
+/* The same map as Tiled 1.9 (class) and 1.10 (type) save it, in both
+ * encodings. Tiles (gid = id + 1): 0 and 1 "Wall", 2 "Mud", 3 "Wall" but
+ * blocked=false, 4 "Decor" with a collision box over its centre, 5 "Decor",
+ * 6 "Floor". Row 1 has no tiles, only objects: a "Mud" rectangle, a
+ * "Floor" one, a "Mud" one whose cost property says 2, a tile object of the
+ * Mud tile whose own class is "Wall", one of the Floor tile, a "Decor"
+ * rectangle. */
+static const char *const classes_tmx =
+    "<map orientation=\"orthogonal\" width=\"7\" height=\"2\" tilewidth=\"10\" tileheight=\"10\">\n"
+    " <tileset firstgid=\"1\" tilecount=\"7\">\n"
+    "  <tile id=\"0\" class=\"Wall\"/>\n"
+    "  <tile id=\"1\" type=\"Wall\"/>\n"
+    "  <tile id=\"2\" class=\"Mud\"/>\n"
+    "  <tile id=\"3\" type=\"Wall\"><properties><property name=\"blocked\" type=\"bool\" value=\"false\"/></properties></tile>\n"
+    "  <tile id=\"4\" type=\"Decor\"><objectgroup><object id=\"1\" x=\"0\" y=\"0\" width=\"10\" height=\"10\"/></objectgroup></tile>\n"
+    "  <tile id=\"5\" type=\"Decor\"/>\n"
+    "  <tile id=\"6\" class=\"Floor\"/>\n"
+    " </tileset>\n"
+    " <layer name=\"ground\" width=\"7\" height=\"2\"><data encoding=\"csv\">1,2,3,4,5,6,7,\n0,0,0,0,0,0,0</data></layer>\n"
+    " <objectgroup name=\"things\">\n"
+    "  <object id=\"1\" type=\"Mud\" x=\"0\" y=\"10\" width=\"10\" height=\"10\"/>\n"
+    "  <object id=\"2\" class=\"Floor\" x=\"10\" y=\"10\" width=\"10\" height=\"10\"/>\n"
+    "  <object id=\"3\" type=\"Mud\" x=\"20\" y=\"10\" width=\"10\" height=\"10\"><properties><property name=\"cost\" type=\"int\" value=\"2\"/></properties></object>\n"
+    "  <object id=\"4\" type=\"Wall\" gid=\"3\" x=\"30\" y=\"20\" width=\"10\" height=\"10\"/>\n"
+    "  <object id=\"5\" gid=\"7\" x=\"40\" y=\"20\" width=\"10\" height=\"10\"/>\n"
+    "  <object id=\"6\" type=\"Decor\" x=\"50\" y=\"10\" width=\"10\" height=\"10\"/>\n"
+    " </objectgroup>\n"
+    "</map>";
+static const char *const classes_tmj =
+    "{\"type\": \"map\", \"orientation\": \"orthogonal\", \"width\": 7, \"height\": 2, \"tilewidth\": 10, \"tileheight\": 10,"
+    " \"tilesets\": [{\"firstgid\": 1, \"tilecount\": 7, \"tiles\": ["
+    "  {\"id\": 0, \"class\": \"Wall\"}, {\"id\": 1, \"type\": \"Wall\"}, {\"id\": 2, \"class\": \"Mud\"},"
+    "  {\"id\": 3, \"type\": \"Wall\", \"properties\": [{\"name\": \"blocked\", \"type\": \"bool\", \"value\": false}]},"
+    "  {\"id\": 4, \"type\": \"Decor\", \"objectgroup\": {\"type\": \"objectgroup\", \"objects\": [{\"x\": 0, \"y\": 0, \"width\": 10, \"height\": 10}]}},"
+    "  {\"id\": 5, \"type\": \"Decor\"}, {\"id\": 6, \"class\": \"Floor\"}]}],"
+    " \"layers\": [{\"type\": \"tilelayer\", \"name\": \"ground\", \"width\": 7, \"height\": 2, \"data\": [1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0]},"
+    "  {\"type\": \"objectgroup\", \"name\": \"things\", \"objects\": ["
+    "   {\"type\": \"Mud\", \"x\": 0, \"y\": 10, \"width\": 10, \"height\": 10},"
+    "   {\"class\": \"Floor\", \"x\": 10, \"y\": 10, \"width\": 10, \"height\": 10},"
+    "   {\"type\": \"Mud\", \"x\": 20, \"y\": 10, \"width\": 10, \"height\": 10, \"properties\": [{\"name\": \"cost\", \"type\": \"int\", \"value\": 2}]},"
+    "   {\"type\": \"Wall\", \"gid\": 3, \"x\": 30, \"y\": 20, \"width\": 10, \"height\": 10},"
+    "   {\"gid\": 7, \"x\": 40, \"y\": 20, \"width\": 10, \"height\": 10},"
+    "   {\"type\": \"Decor\", \"x\": 50, \"y\": 10, \"width\": 10, \"height\": 10}]}]}";
+
+static void add_class(pd_tiled_rules *r, const char *name, uint8_t cell)
+{
+    assert_true(r->n_classes < PD_TILED_MAX_CLASSES);
+    snprintf(r->classes[r->n_classes].name, sizeof r->classes[0].name, "%s", name);
+    r->classes[r->n_classes++].cell = cell;
+}
+
+static void test_tile_and_object_classes(void **state)
+{
+    (void)state;
+    pd_tiled_rules r;
+    pd_tiled_rules_default(&r);
+    /* No table: classes decide nothing, so only the property, the collision
+     * box and the objects' default (block) do. */
+    static const char *const no_table[] = { "###.###", "##2###." };
+    /* Wall blocks, Mud costs 4, Floor is open: properties override the
+     * class, a class the table does not name falls through (Decor: the
+     * collision box, else untagged), an object's class overrides its
+     * tile's, an open object does nothing. */
+    static const char *const table[] = { "##4.##.", "4.2#.#." };
+    static const char *const untagged_open[] = { "##4.#..", "4.2#.#." };
+    const char *const maps[2] = { classes_tmx, classes_tmj };
+    for (int m = 0; m < 2; m++) {
+        pd_tiled_rules_default(&r);
+        pd_grid *g = load_ok(maps[m], &r);
+        grid_picture_check(g, no_table, 2);
+        pd_grid_destroy(g);
+        add_class(&r, "Wall", PD_CELL_BLOCKED);
+        add_class(&r, "Mud", 4);
+        add_class(&r, "Floor", PD_CELL_FREE);
+        g = load_ok(maps[m], &r);
+        grid_picture_check(g, table, 2);
+        pd_grid_destroy(g);
+        r.untagged_open = 1;
+        g = load_ok(maps[m], &r);
+        grid_picture_check(g, untagged_open, 2);
+        pd_grid_destroy(g);
+    }
+
+    const char *head = "{\"width\": 1, \"height\": 1, \"layers\": [{\"type\": \"tilelayer\", \"data\": [1]}],"
+                       " \"tilesets\": [{\"firstgid\": 1, \"tiles\": [";
+    char buf[MAP_TEXT_MAX];
+    snprintf(buf, sizeof buf, "%s{\"id\": 0, \"class\": \"Wall\", \"type\": \"Mud\"}]}]}", head);
+    expect_error(buf, &r, "$.tilesets[0].tiles[0]: class \"Wall\" and type \"Mud\" disagree (both name the class)");
+    snprintf(buf, sizeof buf, "%s{\"id\": 0, \"class\": 7}]}]}", head);
+    expect_error(buf, &r, "$.tilesets[0].tiles[0].class: must be a string, not a number");
+    expect_error("<map orientation=\"orthogonal\" width=\"1\" height=\"1\" tilewidth=\"8\" tileheight=\"8\">"
+                 "<layer name=\"l\"><data encoding=\"csv\">0</data></layer>"
+                 "<objectgroup name=\"o\"><object id=\"1\" class=\"Wall\" type=\"Mud\" width=\"8\" height=\"8\"/></objectgroup></map>",
+                 &r, "$.layers[1] (layer \"o\").objects[0]: class \"Wall\" and type \"Mud\" disagree (both name the class)");
+    /* A table built by hand is checked, not overread. */
+    r.n_classes = PD_TILED_MAX_CLASSES + 1;
+    expect_error(buf, &r, "$: 33 classes; at most PD_TILED_MAX_CLASSES (32)");
+    r.n_classes = 1;
+    memset(r.classes[0].name, 'C', sizeof r.classes[0].name);
+    expect_error(buf, &r, "$: class 0 of the rules has an unterminated name");
+}
+
 static void test_orientation_and_xml_errors(void **state)
 {
     (void)state;
@@ -487,7 +709,10 @@ static void test_orientation_and_xml_errors(void **state)
 
 /* ---- external tilesets ---- */
 
-static pd_grid *load_file(const char *name, const char *root, char *err, size_t errlen)
+/* dir NULL: the map's path locates its tilesets; else the map is a
+ * buffer with no file, and dir does. */
+static pd_grid *load_file_in(const char *name, const char *root, const char *dir, char *err,
+                             size_t errlen)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/tiled/%s", PD_TEST_DATA_DIR, name);
@@ -499,8 +724,13 @@ static pd_grid *load_file(const char *name, const char *root, char *err, size_t 
     text[n] = '\0';
     pd_tiled_rules r;
     pd_tiled_rules_default(&r);
-    const pd_tiled_origin origin = { .map_path = path, .root_dir = root };
-    return pd_tiled_load(text, n, &r, &origin, err, errlen);
+    const pd_tiled_origin origin = { .map_path = dir ? NULL : path, .root_dir = root, .map_dir = dir };
+    return pd_tiled_load(text, n, &r, &origin, NULL, NULL, err, errlen);
+}
+
+static pd_grid *load_file(const char *name, const char *root, char *err, size_t errlen)
+{
+    return load_file_in(name, root, NULL, err, errlen);
 }
 
 static void test_external_tilesets(void **state)
@@ -515,6 +745,15 @@ static void test_external_tilesets(void **state)
     static const char *const want[] = { ".62", "#.." };
     grid_picture_check(g, want, 2);
     pd_grid_destroy(g);
+    /* The same map as a buffer (a scene created at run time), its
+     * directory given instead of its path. */
+    g = load_file_in("external.tmx", root, root, err, sizeof err);
+    if (!g)
+        fail_msg("%s", err);
+    grid_picture_check(g, want, 2);
+    pd_grid_destroy(g);
+    assert_null(load_file_in("escape.tmx", root, root, err, sizeof err));
+    assert_non_null(strstr(err, " and the map's directory"));
     assert_null(load_file("escape.tmx", root, err, sizeof err));
     assert_non_null(strstr(err, "$.tilesets[0].source: tileset \"../scene4_base64.tmj\" resolves to "));
     assert_non_null(strstr(err, "scene4_base64.tmj, outside the config directory "));
@@ -544,7 +783,7 @@ static void test_demo_harbour_matches_its_picture(void **state)
     pd_tiled_rules r;
     pd_tiled_rules_default(&r);
     const pd_tiled_origin origin = { .map_path = path, .root_dir = PD_SOURCE_DIR "/config" };
-    pd_grid *g = pd_tiled_load(text, n, &r, &origin, err, sizeof err);
+    pd_grid *g = pd_tiled_load(text, n, &r, &origin, NULL, NULL, err, sizeof err);
     if (!g)
         fail_msg("%s", err);
     f = fopen(PD_TEST_DATA_DIR "/scene5_harbour.txt", "rb");
@@ -572,8 +811,10 @@ int main(void)
         cmocka_unit_test(test_every_encoding_gives_the_same_grid),
         cmocka_unit_test(test_bad_layer_data),
         cmocka_unit_test(test_infinite_maps),
+        cmocka_unit_test(test_infinite_scene_origin),
         cmocka_unit_test(test_object_colliders),
         cmocka_unit_test(test_property_names_and_untagged_tiles),
+        cmocka_unit_test(test_tile_and_object_classes),
         cmocka_unit_test(test_orientation_and_xml_errors),
         cmocka_unit_test(test_external_tilesets),
         cmocka_unit_test(test_demo_harbour_matches_its_picture),
