@@ -14,7 +14,7 @@
  *
  * The expansion loop is written once and instantiated eight times (4/8
  * neighbours x uniform/weighted costs x masked or not, the last for
- * per-request blockers and the search window) through an always-inlined
+ * per-request blockers, the search window and goal sets (pd_targets.h)) through an always-inlined
  * function with constant flags, so the common case - uniform octile grids,
  * no mask - pays for neither a cost lookup, a mask read nor a connectivity
  * branch.

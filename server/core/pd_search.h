@@ -82,7 +82,8 @@ typedef struct pd_search_params {
      * Goals must lie inside the grid (else PD_OUT_OF_BOUNDS); a goal may be
      * blocked when range > 0, and with range 0 PD_GOAL_BLOCKED means every
      * goal is. Goals outside the window or under blockers simply cannot be
-     * reached. */
+     * reached. A* only: jump point search (pd_jps.h) does not read this
+     * field, so callers hand goal sets to pd_search_astar. */
     const struct pd_targets *targets;
 } pd_search_params;
 
