@@ -8,4 +8,4 @@ pd_test(NAME test_pool
         SOURCES unit/test_pool.c
         LIBS pathd_worker pathd_query
         LABELS sanitize threaded
-        TIMEOUT 120)
+        TIMEOUT 600)
