@@ -274,20 +274,9 @@ int main(int argc, char **argv)
         status = pd__check_config(args.config_path, &conf, registry);
         goto out;
     }
-    if (pd_registry_load(registry, &conf, err, sizeof err) != 0) {
-        pd_log_error("%s: %s", args.config_path, err);
-        goto out;
-    }
-    /* Portals and pinned routes are checked against the loaded maps here
-     * (cells inside their scenes); a config whose world does not fit its
-     * scenes is refused at start-up like a bad map. */
     world_store = pd_world_store_create();
     if (!world_store) {
         pd_log_error("out of memory creating the world store");
-        goto out;
-    }
-    if (pd_world_store_rebuild(world_store, &conf.world, registry, err, sizeof err) != 0) {
-        pd_log_error("%s: portals and routes: %s", args.config_path, err);
         goto out;
     }
 
@@ -314,10 +303,6 @@ int main(int argc, char **argv)
         pd_log_error("cannot install signal handlers");
         goto out;
     }
-    if (pd_server_start(server, pool, err, sizeof err) != 0) {
-        pd_log_error("%s", err);
-        goto out;
-    }
     if (conf.metrics_enabled) {
         metrics_source = (pd__metrics_source){server, pool};
         metrics_http = pd_metrics_http_start(&loop, conf.metrics_host, conf.metrics_port, NULL, metrics,
@@ -330,9 +315,28 @@ int main(int argc, char **argv)
         snprintf(metrics_addr, sizeof metrics_addr, "%s%s%s:%u", strchr(conf.metrics_host, ':') ? "[" : "",
                  conf.metrics_host, strchr(conf.metrics_host, ':') ? "]" : "",
                  (unsigned)pd_metrics_http_port(metrics_http));
+        pd_metrics_http_set_ready(metrics_http, pd_server_ready, server);
         pd_log_info("metrics on http://%s/metrics", metrics_addr);
     }
 
+    /* The scenes load while the loop runs: /livez answers and /readyz says
+     * "loading scenes" meanwhile. Portals and pinned routes are checked
+     * against the loaded maps; a config whose world does not fit its scenes
+     * is refused like a bad map. */
+    int loaded = pd_server_load(server, pool, &conf, err, sizeof err);
+    if (loaded < 0) {
+        pd_log_error("%s: %s", args.config_path, err);
+        goto out;
+    }
+    if (loaded > 0) {
+        pd_log_info("stopped while loading the scenes");
+        status = 0;
+        goto out;
+    }
+    if (pd_server_start(server, pool, err, sizeof err) != 0) {
+        pd_log_error("%s", err);
+        goto out;
+    }
     pd_scene **list = NULL;
     size_t n_scenes = pd_registry_list(registry, &list);
     pd_registry_release_list(list, n_scenes);
