@@ -87,6 +87,7 @@ static void pathctl_usage(FILE *out)
             "  scenes             list scenes, one a line: name WxH version N\n"
             "  info NAME          describe one scene\n"
             "  stats              server statistics\n"
+            "  limits             the limits requests must respect\n"
             "  ping               round-trip time\n"
             "  reload             admin: reread the server's config and maps (as SIGHUP)\n"
             "%s%s"
@@ -474,7 +475,7 @@ static int pathctl_parse(int argc, char **argv, pathctl_args *a)
     int is_path = !strcmp(a->command, "path") || is_route;
     int is_update = !strcmp(a->command, "update");
     if (!is_path && !is_update && strcmp(a->command, "scenes") && strcmp(a->command, "info") &&
-        strcmp(a->command, "stats") && strcmp(a->command, "ping") && strcmp(a->command, "reload"))
+        strcmp(a->command, "stats") && strcmp(a->command, "limits") && strcmp(a->command, "ping") && strcmp(a->command, "reload"))
         return pathctl_usage_error("unknown command %s", a->command);
     if (!is_path && a->path_option)
         return pathctl_usage_error("option %s belongs to the path and route commands", a->path_option);
@@ -814,6 +815,49 @@ static int pathctl_stats(pdc_conn *c, const pathctl_args *a)
     return 0;
 }
 
+static int pathctl_limits(pdc_conn *c, const pathctl_args *a)
+{
+    pdc_limits l;
+    int status = pdc_get_limits(c, &l);
+    if (status != PDC_OK)
+        return pathctl_fail(a, status, pdc_last_error(c));
+    const struct {
+        const char *name;
+        double value;
+    } fields[] = {
+        {"max_frame_bytes", l.max_frame_bytes},
+        {"max_inflight_per_conn", l.max_inflight_per_conn},
+        {"max_waypoints_per_chunk", l.max_waypoints_per_chunk},
+        {"max_connections", l.max_connections},
+        {"job_queue_capacity", l.job_queue_capacity},
+        {"idle_timeout_ms", l.idle_timeout_ms},
+        {"frame_timeout_ms", l.frame_timeout_ms},
+        {"default_max_expansions", (double)l.default_max_expansions},
+        {"max_batch_items", l.max_batch_items},
+        {"max_move_points", l.max_move_points},
+        {"max_radius_cells", l.max_radius_cells},
+        {"max_walk_radius", l.max_walk_radius},
+        {"max_tolerance", l.max_tolerance},
+        {"max_avoid_cells", l.max_avoid_cells},
+        {"max_deadline_ms", l.max_deadline_ms},
+        {"max_unit_size", l.max_unit_size},
+        {"scene_grid_band_bytes", l.scene_grid_band_bytes},
+        {"max_message_bytes", l.max_message_bytes},
+    };
+    size_t n = sizeof fields / sizeof fields[0];
+    if (a->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "status", "OK");
+        for (size_t i = 0; i < n; i++)
+            cJSON_AddNumberToObject(o, fields[i].name, fields[i].value);
+        pathctl_print_json(o);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            printf("%s: %.15g\n", fields[i].name, fields[i].value);
+    }
+    return 0;
+}
+
 static int pathctl_ping(pdc_conn *c, const pathctl_args *a)
 {
     uint64_t rtt = 0;
@@ -888,6 +932,8 @@ int main(int argc, char **argv)
         code = pathctl_info(c, &args);
     else if (!strcmp(args.command, "stats"))
         code = pathctl_stats(c, &args);
+    else if (!strcmp(args.command, "limits"))
+        code = pathctl_limits(c, &args);
     else if (!strcmp(args.command, "reload"))
         code = pathctl_reload(c, &args);
     else

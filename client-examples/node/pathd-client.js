@@ -19,7 +19,7 @@
  *
  *   Every call (findPath, findRoute, updateCells, sceneGrid, raycast,
  *     validateMove, moveAlong, nearestWalkable, isReachable, randomPoint,
- *     distanceToWall, batch, ping, scenes, sceneInfo, stats, auth, reload)
+ *     distanceToWall, batch, ping, scenes, sceneInfo, stats, limits, auth, reload)
  *     resolves for OK (and PARTIAL for paths and routes) and rejects with a
  *     PathdError (err.status = "NO_PATH", ...; err.result the answer) for
  *     any other answer. OVERLOADED is retried with exponential backoff, at
@@ -885,6 +885,12 @@ class PathdClient {
   /* Server-wide counters (pathd.v1.Stats, camelCase names). */
   stats() {
     return this._call(op({ stats: {} }, single('stats', (m) => m), { value: stripStatus }));
+  }
+
+  /* The limits requests must respect (pathd.v1.Limits, camelCase names:
+   * maxFrameBytes, maxInflightPerConn, maxBatchItems, ...). */
+  limits() {
+    return this._call(op({ limits: {} }, single('limits', (m) => m), { value: stripStatus }));
   }
 
   /* Admin: the server rereads its config and maps, as on SIGHUP. */

@@ -562,6 +562,14 @@ def _stats_op():
                value=lambda a: {k: v for k, v in a.items() if k != "status"})
 
 
+def _limits_op():
+    request = pb.Request()
+    request.limits.SetInParent()
+    return _op(request, _single("limits", lambda m: {f.name: getattr(m, f.name)
+                                                     for f in m.DESCRIPTOR.fields}),
+               value=lambda a: {k: v for k, v in a.items() if k != "status"})
+
+
 def _auth_op(token, granted):
     request = pb.Request()
     request.auth.token = token
@@ -812,6 +820,12 @@ class _Api:
     def stats(self):
         """Server-wide counters as a dict (field names of pathd.v1.Stats)."""
         return self._call(_stats_op())
+
+    def limits(self):
+        """The limits requests must respect, as a dict (field names of
+        pathd.v1.Limits: max_frame_bytes, max_inflight_per_conn,
+        max_batch_items, max_waypoints_per_chunk, ...)."""
+        return self._call(_limits_op())
 
     def ping(self):
         """Round trip; returns the measured time in seconds."""

@@ -907,6 +907,24 @@ class OverloadedLiveTest(HelperDaemonCase):
             self.assertGreater(client.stats()["overloaded_total"], before)
 
 
+class LimitsLiveTest(HelperDaemonCase):
+    """limits() reports what the daemon's config sets, as pathctl does."""
+
+    LIMITS = {"max_inflight_per_conn": 7, "max_waypoints_per_chunk": 33, "max_frame_bytes": 65536}
+
+    def test_limits_follow_the_config(self):
+        with PathdClient(self.daemon.addr, timeout=10) as client:
+            limits = client.limits()
+        self.assertEqual(limits["max_inflight_per_conn"], 7)
+        self.assertEqual(limits["max_waypoints_per_chunk"], 33)
+        self.assertEqual(limits["max_frame_bytes"], 65536)
+        self.assertGreater(limits["max_batch_items"], 0)
+        self.assertGreater(limits["max_radius_cells"], 0)
+        reference = pathctl(self.daemon.addr, "limits")
+        self.assertEqual(reference.pop("status"), "OK")
+        self.assertEqual(limits, reference)
+
+
 class AuthLiveTest(HelperDaemonCase):
     """Against a daemon with tokens: the client authenticates on connect."""
 

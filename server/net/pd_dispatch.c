@@ -562,6 +562,22 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
     case PD_REQ_PING:
         buf = pd_codec_encode_pong(req->id, req->u.ping_nonce, &len);
         break;
+    case PD_REQ_GET_LIMITS: {
+        pd_codec_limits lim = {
+            .max_frame_bytes = s->conf.max_frame_bytes,
+            .max_inflight_per_conn = s->conf.max_inflight_per_conn,
+            .max_waypoints_per_chunk = s->conf.max_waypoints_per_chunk,
+            .max_connections = s->conf.max_connections,
+            .job_queue_capacity = s->conf.job_queue_capacity,
+            .idle_timeout_ms = s->conf.idle_timeout_ms,
+            .frame_timeout_ms = s->conf.frame_timeout_ms,
+            .default_max_expansions = s->conf.default_max_expansions,
+            .max_message_bytes = PD__MESSAGE_MAX - 1,
+        };
+        pd_codec_limits_fixed(&lim);
+        buf = pd_codec_encode_limits(req->id, &lim, &len);
+        break;
+    }
     case PD_REQ_NONE:
     default:
         pd__send_error(c, req->id, PD_INVALID_ARGUMENT, "request has no body");

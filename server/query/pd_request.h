@@ -57,6 +57,7 @@ typedef enum pd_request_kind {
     PD_REQ_RANDOM_POINT,
     PD_REQ_DISTANCE_TO_WALL, /* .. PD_REQ_DISTANCE_TO_WALL (pd_request_is_move) */
     PD_REQ_BATCH,            /* up to PD_BATCH_MAX_ITEMS movement queries */
+    PD_REQ_GET_LIMITS,       /* the limits a client must respect */
     PD_REQ__COUNT            /* not a kind: how many there are */
 } pd_request_kind;
 

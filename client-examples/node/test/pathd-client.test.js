@@ -477,6 +477,28 @@ describe('daemon with one request in flight per connection', () => {
   });
 });
 
+describe('daemon with other limits', () => {
+  const daemon = helperDaemon({ max_inflight_per_conn: 7, max_waypoints_per_chunk: 33, max_frame_bytes: 65536 });
+
+  it('reports them through limits(), as pathctl does', async () => {
+    const client = new PathdClient(daemon().addr, { timeoutMs: 10000 });
+    try {
+      const limits = await client.limits();
+      assert.equal(limits.maxInflightPerConn, 7);
+      assert.equal(limits.maxWaypointsPerChunk, 33);
+      assert.equal(limits.maxFrameBytes, 65536);
+      assert.ok(limits.maxBatchItems > 0);
+      const { status, ...reference } = pathctlJson(daemon().addr, ['limits']);
+      assert.equal(status, 'OK');
+      const camel = Object.fromEntries(Object.entries(reference)
+        .map(([k, v]) => [k.replace(/_([a-z])/g, (_, c) => c.toUpperCase()), v]));
+      assert.deepEqual(limits, camel);
+    } finally {
+      client.close();
+    }
+  });
+});
+
 describe('daemon with tokens', () => {
   const QUERY = 'query-token-0123456789';
   const ADMIN = 'admin-token-0123456789';
