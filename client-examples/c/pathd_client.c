@@ -756,8 +756,11 @@ static int pdc__route_frame(pdc_conn *c, pdc__pending *p, const Pathd__V1__Respo
 /* Files one frame under its request. Takes ownership of resp. */
 static void pdc__dispatch(pdc_conn *c, Pathd__V1__Response *resp)
 {
-    const char *msg = resp->body_case == PATHD__V1__RESPONSE__BODY_ERROR && resp->error
-                          ? resp->error->message : "";
+    /* Response.message says why on every refusal, NO_PATH and blocked ends
+     * included; older servers sent it only inside Error. */
+    const char *msg = resp->message && resp->message[0]                            ? resp->message
+                      : resp->body_case == PATHD__V1__RESPONSE__BODY_ERROR && resp->error ? resp->error->message
+                                                                                        : "";
     if (resp->id == 0) {
         /* A connection-level error (frame too large, malformed, too many
          * connections): the server closes after it, so close our side too

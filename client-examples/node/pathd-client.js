@@ -214,7 +214,9 @@ function choice(table, value, what) {
 
 const xy = (c) => (c ? [c.x, c.y] : null);
 const wxy = (w) => (w ? [w.x, w.y] : [0, 0]);
-const errorMessage = (response) => (response.body === 'error' ? response.error.message : '');
+// Why an answer is not OK: Response.message, which every refusal and failed
+// search carries (older servers sent it only inside Error).
+const errorMessage = (response) => response.message || (response.body === 'error' ? response.error.message : '');
 
 /* ---- what each request kind sends, and how its answer is read -------------
  * An op is one call: body (the Request's oneof, as an object), assemble

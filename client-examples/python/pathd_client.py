@@ -287,9 +287,17 @@ def _op(request, finish, accept=_OK, value=_same, assemble="single"):
     return _Op(request, assemble, finish, accept, value)
 
 
+def _message(response):
+    """Why the answer is not OK: Response.message, which every refusal and
+    failed search carries (older servers: only Error.message)."""
+    if response.message:
+        return response.message
+    return response.error.message if response.WhichOneof("body") == "error" else ""
+
+
 def _error_answer(p, response):
     d = {"status": _status_name(response.status)}
-    message = response.error.message if response.WhichOneof("body") == "error" else ""
+    message = _message(response)
     if message:
         d["message"] = message
     return Answer(p.id, d)
@@ -683,7 +691,7 @@ class _Pending:
     def finish_path(self, timed):
         response = self.response
         status = _status_name(response.status)
-        message = response.error.message if response.WhichOneof("body") == "error" else ""
+        message = _message(response)
         r = PathResult(self.id, status, message, timed)
         r.waypoints = [(w.x, w.y) for w in self.path]
         r.world = [(w.wx, w.wy) for w in self.path]
@@ -729,8 +737,8 @@ class _Pending:
         d = {"status": _status_name(response.status), "total_cost": rr.total_cost, "legs": legs,
              "expansions": rr.expansions, "micros": rr.micros, "pinned": rr.pinned,
              "goal_used": _xy(rr, "goal_used")}
-        if body == "error" and response.error.message:
-            d["message"] = response.error.message
+        if _message(response):
+            d["message"] = _message(response)
         return Answer(self.id, d)
 
 
@@ -923,7 +931,7 @@ class _Api:
             # A connection-level error (frame too large, malformed, too many
             # connections): the server closes after it, so close our side too.
             if response.status != pb.OK:
-                message = response.error.message if response.WhichOneof("body") == "error" else ""
+                message = _message(response)
                 self._fail(conn, PathdDisconnected, "server closed the connection after %s%s"
                            % (_status_name(response.status), ": " + message if message else ""))
             return

@@ -582,6 +582,14 @@ class WholeProtocolTest(LiveClientCase):
         with self.assertRaises(PathdError) as caught:
             self.client.find_path(*UNREACHABLE)
         self.assertEqual(caught.exception.status, "NO_PATH")
+        # The refusal says why: the ends lie in different components.
+        self.assertRegex(caught.exception.message,
+                         r"start \(5,0\) is in component \d+ and goal \(357,278\) in component \d+ "
+                         r"of scene 'forest'")
+        with self.assertRaises(PathdError) as caught:
+            self.client.find_path("town", (3, 4), (30, 20), unit_size=3)
+        self.assertEqual(caught.exception.status, "START_BLOCKED")
+        self.assertIn("does not fit", caught.exception.message)
         nearest = self.client.find_path(*UNREACHABLE, goal_mode="nearest")
         self.assertEqual(nearest.status, "PARTIAL")
         self.assertEqual(nearest.waypoints[-1], nearest.goal_used)

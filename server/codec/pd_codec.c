@@ -953,6 +953,7 @@ uint8_t *pd_codec_encode_error(uint64_t id, pd_status status, const char *messag
     resp.final = 1;
     resp.body_case = PATHD__V1__RESPONSE__BODY_ERROR;
     resp.error = &error;
+    resp.message = error.message; /* the same text where every refusal carries it */
     buf = pd__encode_single(&resp, out_len);
     free(error.message);
     return buf;
@@ -1231,6 +1232,8 @@ static void pd__fill_path_chunk(uint64_t id, const pd_scene *scene, const pd_pat
             chunk->cutoff = pd__wire_status(r->metrics.cutoff);
         resp->status = pd__wire_status(r->status);
         resp->final = 1;
+        if (r->message[0])
+            resp->message = (char *)r->message;
     }
 }
 
@@ -1373,6 +1376,8 @@ static void pd__fill_route_result(uint64_t id, const pd_route_result *r, size_t 
     m->resp.id = id;
     m->resp.status = pd__wire_status(r->status);
     m->resp.final = 1;
+    if (r->message[0])
+        m->resp.message = (char *)r->message;
     m->resp.body_case = PATHD__V1__RESPONSE__BODY_ROUTE_RESULT;
     m->resp.route_result = &m->result;
 }

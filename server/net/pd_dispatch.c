@@ -664,6 +664,15 @@ static void pd__settle_status(pd__job *job)
     job->path.status = st;
     job->route.status = st;
     job->update.status = st;
+    if (st != PD_OK && st != PD_PARTIAL) {
+        const char *why = st == PD_CANCELLED ? "cancelled before a worker finished it"
+                          : st == PD_DEADLINE_EXCEEDED ? "its deadline passed before a worker finished it"
+                                                       : pd_status_name(st);
+        if (!job->path.message[0])
+            snprintf(job->path.message, sizeof job->path.message, "%s", why);
+        if (!job->route.message[0])
+            snprintf(job->route.message, sizeof job->route.message, "%s", why);
+    }
     if (st != PD_OK)
         for (size_t i = 0; i < job->n_moves; i++)
             if (job->move_results[i].status == PD_OK) {

@@ -299,7 +299,12 @@ describe('the whole protocol against the live daemon, compared with pathctl', ()
     const cut = await client.findPath(...LONG, { maxExpansions: 50, partialOnCutoff: true });
     assert.deepEqual([cut.status, cut.cutoff], ['PARTIAL', 'BUDGET_EXCEEDED']);
     await assert.rejects(client.findPath(...LONG, { maxExpansions: 50 }), assertStatus('BUDGET_EXCEEDED'));
-    await assert.rejects(client.findPath(...UNREACHABLE), assertStatus('NO_PATH'));
+    await assert.rejects(client.findPath(...UNREACHABLE), (err) => {
+      assertStatus('NO_PATH')(err);
+      // The refusal says why: the ends lie in different components.
+      assert.match(err.detail, /start \(5,0\) is in component \d+ and goal \(357,278\) in component \d+ of scene 'forest'/);
+      return true;
+    });
     const nearest = await client.findPath(...UNREACHABLE, { goalMode: 'nearest' });
     assert.deepEqual(nearest.waypoints.at(-1), nearest.goalUsed);
     const avoided = await client.findPath('town', [1, 1], [10, 1], { avoid: [[5, 1], [5, 2]] });
