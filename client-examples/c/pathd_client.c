@@ -756,8 +756,9 @@ static int pdc__route_frame(pdc_conn *c, pdc__pending *p, const Pathd__V1__Respo
 /* Files one frame under its request. Takes ownership of resp. */
 static void pdc__dispatch(pdc_conn *c, Pathd__V1__Response *resp)
 {
-    /* Response.message says why on every refusal, NO_PATH and blocked ends
-     * included; older servers sent it only inside Error. */
+    /* Why an answer is not OK: Response.message on a path or route that
+     * was searched for and not found (NO_PATH, a blocked end...), or
+     * Error.message on a refusal. */
     const char *msg = resp->message && resp->message[0]                            ? resp->message
                       : resp->body_case == PATHD__V1__RESPONSE__BODY_ERROR && resp->error ? resp->error->message
                                                                                         : "";

@@ -214,8 +214,9 @@ function choice(table, value, what) {
 
 const xy = (c) => (c ? [c.x, c.y] : null);
 const wxy = (w) => (w ? [w.x, w.y] : [0, 0]);
-// Why an answer is not OK: Response.message, which every refusal and failed
-// search carries (older servers sent it only inside Error).
+// Why an answer is not OK: Response.message on a path or route that was
+// searched for and not found (NO_PATH, a blocked end...), or Error.message on
+// a refusal.
 const errorMessage = (response) => response.message || (response.body === 'error' ? response.error.message : '');
 
 /* ---- what each request kind sends, and how its answer is read -------------

@@ -288,8 +288,9 @@ def _op(request, finish, accept=_OK, value=_same, assemble="single"):
 
 
 def _message(response):
-    """Why the answer is not OK: Response.message, which every refusal and
-    failed search carries (older servers: only Error.message)."""
+    """Why the answer is not OK: Response.message on a path or route that
+    was searched for and not found (NO_PATH, a blocked end...), or
+    Error.message on a refusal."""
     if response.message:
         return response.message
     return response.error.message if response.WhichOneof("body") == "error" else ""

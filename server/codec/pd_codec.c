@@ -953,7 +953,6 @@ uint8_t *pd_codec_encode_error(uint64_t id, pd_status status, const char *messag
     resp.final = 1;
     resp.body_case = PATHD__V1__RESPONSE__BODY_ERROR;
     resp.error = &error;
-    resp.message = error.message; /* the same text where every refusal carries it */
     buf = pd__encode_single(&resp, out_len);
     free(error.message);
     return buf;
