@@ -541,7 +541,7 @@ static void test_type_names(void **state)
         "unknown", "find_path", "cancel", "list_scenes", "scene_info",
         "stats", "ping", "update_cells", "scene_grid", "find_route",
         "auth", "reload", "raycast", "validate_move", "move_along", "nearest",
-        "reachable", "random_point", "distance_to_wall", "batch",
+        "reachable", "random_point", "distance_to_wall", "batch", "get_limits",
     };
     for (unsigned k = 0; k < PD_REQ__COUNT; k++)
         assert_string_equal(pd_request_kind_name((pd_request_kind)k), want[k]);
