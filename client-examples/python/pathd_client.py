@@ -563,19 +563,13 @@ def _scene_info_op(scene):
         i.version, i.passable_cells)}), value=lambda a: a["info"])
 
 
-def _stats_op():
+def _fields_op(body):
+    """A request with an empty body whose answer is a message of plain
+    fields (Stats, Limits), returned as a dict of them."""
     request = pb.Request()
-    request.stats.SetInParent()
-    return _op(request, _single("stats", lambda s: {f.name: getattr(s, f.name)
-                                                    for f in s.DESCRIPTOR.fields}),
-               value=lambda a: {k: v for k, v in a.items() if k != "status"})
-
-
-def _limits_op():
-    request = pb.Request()
-    request.limits.SetInParent()
-    return _op(request, _single("limits", lambda m: {f.name: getattr(m, f.name)
-                                                     for f in m.DESCRIPTOR.fields}),
+    getattr(request, body).SetInParent()
+    return _op(request, _single(body, lambda m: {f.name: getattr(m, f.name)
+                                                 for f in m.DESCRIPTOR.fields}),
                value=lambda a: {k: v for k, v in a.items() if k != "status"})
 
 
@@ -828,13 +822,13 @@ class _Api:
 
     def stats(self):
         """Server-wide counters as a dict (field names of pathd.v1.Stats)."""
-        return self._call(_stats_op())
+        return self._call(_fields_op("stats"))
 
     def limits(self):
         """The limits requests must respect, as a dict (field names of
         pathd.v1.Limits: max_frame_bytes, max_inflight_per_conn,
         max_batch_items, max_waypoints_per_chunk, ...)."""
-        return self._call(_limits_op())
+        return self._call(_fields_op("limits"))
 
     def ping(self):
         """Round trip; returns the measured time in seconds."""

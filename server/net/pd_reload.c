@@ -76,6 +76,19 @@ static void pd__reload_work(uv_work_t *req)
                                             sizeof rl->world_err);
 }
 
+/* Swaps in the loaded scenes and the world built over them (a NULL world
+ * leaves the running one serving routes); the registry and the world store
+ * own them from now on. */
+static void pd__publish_loaded(pd_server *s, pd__reload_job *rl)
+{
+    if (s->world_store)
+        pd_world_store_publish_reload(s->world_store, s->registry, rl->scenes, rl->world);
+    else
+        pd_registry_publish(s->registry, rl->scenes);
+    rl->scenes = NULL;
+    rl->world = NULL;
+}
+
 /* Publishes a loaded reload: the scene swap with the world built for it,
  * the workers' contexts, and the settings a reload may change. Only swaps
  * happen here; the tables were computed by pd__reload_work. Takes over
@@ -89,12 +102,7 @@ static void pd__reload_publish(pd_server *s, pd__reload_job *rl)
      * reloaded map) was refused by the build: the scenes are swapped in
      * anyway and the old world, whose snapshots stay valid for routes,
      * serves until a reload that fits. */
-    if (s->world_store)
-        pd_world_store_publish_reload(s->world_store, s->registry, rl->scenes, rl->world);
-    else
-        pd_registry_publish(s->registry, rl->scenes);
-    rl->scenes = NULL;
-    rl->world = NULL;
+    pd__publish_loaded(s, rl);
     if (world_refused)
         pd_log_error("reload: portals and routes of %s refused: %s; the previous world keeps serving routes",
                      s->config_path, rl->world_err);
@@ -158,12 +166,7 @@ static void pd__initial_done(pd_server *s, pd__reload_job *rl)
     } else if (s->phase != PD__RUNNING) {
         out->result = 1;
     } else {
-        if (s->world_store)
-            pd_world_store_publish_reload(s->world_store, s->registry, rl->scenes, rl->world);
-        else
-            pd_registry_publish(s->registry, rl->scenes);
-        rl->scenes = NULL;
-        rl->world = NULL;
+        pd__publish_loaded(s, rl);
         out->result = 0;
     }
     pd_world_release(rl->world);
