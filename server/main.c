@@ -16,6 +16,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "pd_clearance.h"
 #include "pd_conf.h"
 #include "pd_http.h"
 #include "pd_log.h"
@@ -150,7 +151,69 @@ static void pd__apply_args(pd_conf *conf, void *user)
         conf->log_level = a->log_level;
 }
 
-/* --check-config: every scene must load; the summary goes to stdout. */
+/* The largest unit (square side in cells) whose top-left cell may stand
+ * at (x, y): the clearance where the scene keeps it, else 1 or 0. */
+static uint32_t pd__fit_at(const pd_scene *s, int32_t x, int32_t y)
+{
+    if (!pd_grid_in_bounds(s->grid, x, y) || pd_grid_get(s->grid, x, y) == PD_CELL_BLOCKED)
+        return 0;
+    return s->clearance ? pd_clearance_get(s->clearance, x, y) : 1;
+}
+
+/* For a portal open to any unit size (max_unit 0): the largest size both
+ * of its scenes serve, which is the largest that can ever cross it. */
+static uint32_t pd__largest_unit_both(pd_registry *registry, const pd_conf_portal *p)
+{
+    uint32_t both = UINT32_MAX;
+    const char *scenes[2] = {p->a.scene, p->b.scene};
+    for (int e = 0; e < 2; e++) {
+        pd_scene *s = pd_registry_acquire(registry, scenes[e]);
+        uint32_t largest = 1;
+        for (size_t k = 0; s && k < s->n_unit_sizes; k++)
+            largest = s->unit_sizes[k] > largest ? s->unit_sizes[k] : largest;
+        both = largest < both ? largest : both;
+        pd_scene_release(s);
+    }
+    return both;
+}
+
+/* --check-config's checks of meaning on the portals: an end on a wall is an
+ * error (no unit can ever use the portal there), an end too narrow for
+ * the portal's max_unit a warning (smaller units still pass). Returns the
+ * number of errors. */
+static int pd__check_portals(const char *path, const pd_conf *conf, pd_registry *registry)
+{
+    int errors = 0;
+    for (size_t i = 0; i < conf->world.n_portals; i++) {
+        const pd_conf_portal *p = &conf->world.portals[i];
+        const pd_conf_portal_end *ends[2] = {&p->a, &p->b};
+        for (int e = 0; e < 2; e++) {
+            pd_scene *s = pd_registry_acquire(registry, ends[e]->scene);
+            if (!s)
+                continue; /* the world build has refused it already */
+            uint32_t fit = pd__fit_at(s, ends[e]->x, ends[e]->y);
+            uint32_t want = p->max_unit ? p->max_unit : pd__largest_unit_both(registry, p);
+            if (fit == 0) {
+                fprintf(stderr, "pathd: %s: error: portal '%s' end %c (%s %" PRId32 ",%" PRId32 ") is a wall\n", path,
+                        p->name, e ? 'b' : 'a', s->name, ends[e]->x, ends[e]->y);
+                errors++;
+            } else if (fit < want) {
+                fprintf(stderr,
+                        "pathd: %s: warning: portal '%s' end %c (%s %" PRId32 ",%" PRId32 ") fits units up to %" PRIu32
+                        ", not its max_unit %" PRIu32 "%s: larger units cannot use it\n",
+                        path, p->name, e ? 'b' : 'a', s->name, ends[e]->x, ends[e]->y, fit, want,
+                        p->max_unit ? "" : " (0: the largest unit size both scenes serve)");
+            }
+            pd_scene_release(s);
+        }
+    }
+    return errors;
+}
+
+/* --check-config: every scene must load; the summary goes to stdout, the
+ * checks of meaning to stderr. Errors (exit 1): a scene or the world that
+ * does not load, a portal end on a wall. Warnings (exit 0): a scene with no
+ * walkable cell, a portal end too narrow for its max_unit. */
 static int pd__check_config(const char *path, const pd_conf *conf, pd_registry *registry)
 {
     char err[512];
@@ -168,6 +231,7 @@ static int pd__check_config(const char *path, const pd_conf *conf, pd_registry *
     pd_world_release(world);
     pd_scene **list = NULL;
     size_t n = pd_registry_list(registry, &list);
+    uint64_t scene_bytes = 0;
     printf("%s: ok, %zu scenes, listen %s:%u, threads %" PRIu32 "%s, %zu portals, %zu pinned routes\n", path, n,
            conf->listen_host, (unsigned)conf->listen_port, conf->threads, conf->threads ? "" : " (one per core)",
            ws.n_portals, ws.n_routes);
@@ -187,9 +251,20 @@ static int pd__check_config(const char *path, const pd_conf *conf, pd_registry *
          * all wall; say so instead of passing it as fine. */
         if (s->passable_cells == 0)
             fprintf(stderr, "pathd: %s: warning: scene '%s' has no walkable cell\n", path, s->name);
+        scene_bytes += b.total;
     }
     pd_registry_release_list(list, n);
-    return 0;
+    /* What the daemon holds once serving, beside the code and libraries:
+     * the scenes, each worker's search memory between requests (it grows
+     * during a large search and is trimmed back after), and the buffers all
+     * connections may hold before the largest are shed. */
+    uint32_t threads = conf->threads ? conf->threads : uv_available_parallelism();
+    uint64_t workers = (uint64_t)threads * conf->worker_retained_bytes;
+    printf("memory estimate: %" PRIu64 " bytes = scenes %" PRIu64 " + %" PRIu32 " workers x %" PRIu32
+           " retained + buffer budget %" PRIu32 "\n",
+           scene_bytes + workers + conf->buffer_budget_bytes, scene_bytes, threads, conf->worker_retained_bytes,
+           conf->buffer_budget_bytes);
+    return pd__check_portals(path, conf, registry) > 0 ? 1 : 0;
 }
 
 /* What a scrape reads besides the counters: the server's and the pool's
@@ -274,20 +349,9 @@ int main(int argc, char **argv)
         status = pd__check_config(args.config_path, &conf, registry);
         goto out;
     }
-    if (pd_registry_load(registry, &conf, err, sizeof err) != 0) {
-        pd_log_error("%s: %s", args.config_path, err);
-        goto out;
-    }
-    /* Portals and pinned routes are checked against the loaded maps here
-     * (cells inside their scenes); a config whose world does not fit its
-     * scenes is refused at start-up like a bad map. */
     world_store = pd_world_store_create();
     if (!world_store) {
         pd_log_error("out of memory creating the world store");
-        goto out;
-    }
-    if (pd_world_store_rebuild(world_store, &conf.world, registry, err, sizeof err) != 0) {
-        pd_log_error("%s: portals and routes: %s", args.config_path, err);
         goto out;
     }
 
@@ -314,10 +378,6 @@ int main(int argc, char **argv)
         pd_log_error("cannot install signal handlers");
         goto out;
     }
-    if (pd_server_start(server, pool, err, sizeof err) != 0) {
-        pd_log_error("%s", err);
-        goto out;
-    }
     if (conf.metrics_enabled) {
         metrics_source = (pd__metrics_source){server, pool};
         metrics_http = pd_metrics_http_start(&loop, conf.metrics_host, conf.metrics_port, NULL, metrics,
@@ -330,9 +390,28 @@ int main(int argc, char **argv)
         snprintf(metrics_addr, sizeof metrics_addr, "%s%s%s:%u", strchr(conf.metrics_host, ':') ? "[" : "",
                  conf.metrics_host, strchr(conf.metrics_host, ':') ? "]" : "",
                  (unsigned)pd_metrics_http_port(metrics_http));
+        pd_metrics_http_set_ready(metrics_http, pd_server_ready, server);
         pd_log_info("metrics on http://%s/metrics", metrics_addr);
     }
 
+    /* The scenes load while the loop runs: /livez answers and /readyz says
+     * "loading scenes" meanwhile. Portals and pinned routes are checked
+     * against the loaded maps; a config whose world does not fit its scenes
+     * is refused like a bad map. */
+    int loaded = pd_server_load(server, pool, &conf, err, sizeof err);
+    if (loaded < 0) {
+        pd_log_error("%s: %s", args.config_path, err);
+        goto out;
+    }
+    if (loaded > 0) {
+        pd_log_info("stopped while loading the scenes");
+        status = 0;
+        goto out;
+    }
+    if (pd_server_start(server, pool, err, sizeof err) != 0) {
+        pd_log_error("%s", err);
+        goto out;
+    }
     pd_scene **list = NULL;
     size_t n_scenes = pd_registry_list(registry, &list);
     pd_registry_release_list(list, n_scenes);

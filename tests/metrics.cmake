@@ -9,3 +9,9 @@ add_test(NAME metrics_curl
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/metrics/curl_test.sh
                  $<TARGET_FILE:pathd> $<TARGET_FILE:pathctl> ${CMAKE_SOURCE_DIR}/config/default.json)
 set_tests_properties(metrics_curl PROPERTIES LABELS "sanitize" TIMEOUT 120)
+
+# /healthz, /readyz and /livez before the scenes load, when served and while
+# draining, and the reload counters (loads held back by a named pipe).
+add_test(NAME metrics_health
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/metrics/health_test.sh $<TARGET_FILE:pathd>)
+set_tests_properties(metrics_health PROPERTIES LABELS "sanitize" TIMEOUT 120)

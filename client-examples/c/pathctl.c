@@ -94,6 +94,7 @@ static void pathctl_usage(FILE *out)
             "  scenes             list scenes, one a line: name WxH version N\n"
             "  info NAME          describe one scene\n"
             "  stats              server statistics\n"
+            "  limits             the limits requests must respect\n"
             "  ping               round-trip time\n"
             "  reload             admin: reread the server's config and maps (as SIGHUP)\n"
             "%s%s"
@@ -511,7 +512,7 @@ static int pathctl_parse(int argc, char **argv, pathctl_args *a)
     int is_path = !strcmp(a->command, "path") || is_route;
     int is_update = !strcmp(a->command, "update");
     if (!is_path && !is_update && strcmp(a->command, "scenes") && strcmp(a->command, "info") &&
-        strcmp(a->command, "stats") && strcmp(a->command, "ping") && strcmp(a->command, "reload"))
+        strcmp(a->command, "stats") && strcmp(a->command, "limits") && strcmp(a->command, "ping") && strcmp(a->command, "reload"))
         return pathctl_usage_error("unknown command %s", a->command);
     if (!is_path && a->path_option)
         return pathctl_usage_error("option %s belongs to the path and route commands", a->path_option);
@@ -821,40 +822,78 @@ static int pathctl_info(pdc_conn *c, const pathctl_args *a)
     return 0;
 }
 
+/* One named number of a stats or limits answer. */
+typedef struct pathctl_number {
+    const char *name;
+    double value;      /* integers up to 2^53 print exactly */
+} pathctl_number;
+
+/* Prints an OK answer made of named numbers: "name: value" lines, or one
+ * JSON object with --json. */
+static int pathctl_print_numbers(const pathctl_args *a, const pathctl_number *fields, size_t n)
+{
+    if (a->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "status", "OK");
+        for (size_t i = 0; i < n; i++)
+            cJSON_AddNumberToObject(o, fields[i].name, fields[i].value);
+        pathctl_print_json(o);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            printf("%s: %.15g\n", fields[i].name, fields[i].value);
+    }
+    return 0;
+}
+
 static int pathctl_stats(pdc_conn *c, const pathctl_args *a)
 {
     pdc_server_stats s;
     int status = pdc_stats(c, &s);
     if (status != PDC_OK)
         return pathctl_fail(a, status, pdc_last_error(c));
-    const struct {
-        const char *name;
-        uint64_t value;
-    } fields[] = {
-        {"uptime_ms", s.uptime_ms},
-        {"connections", s.connections},
-        {"requests_total", s.requests_total},
-        {"paths_found", s.paths_found},
-        {"expansions_total", s.expansions_total},
-        {"queue_depth", s.queue_depth},
-        {"in_flight", s.in_flight},
+    const pathctl_number fields[] = {
+        {"uptime_ms", (double)s.uptime_ms},
+        {"connections", (double)s.connections},
+        {"requests_total", (double)s.requests_total},
+        {"paths_found", (double)s.paths_found},
+        {"expansions_total", (double)s.expansions_total},
+        {"queue_depth", (double)s.queue_depth},
+        {"in_flight", (double)s.in_flight},
         {"threads", s.threads},
         {"scenes", s.scenes},
-        {"overloaded_total", s.overloaded_total},
-        {"malformed_total", s.malformed_total},
+        {"overloaded_total", (double)s.overloaded_total},
+        {"malformed_total", (double)s.malformed_total},
     };
-    size_t n = sizeof fields / sizeof fields[0];
-    if (a->json) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "status", "OK");
-        for (size_t i = 0; i < n; i++)
-            cJSON_AddNumberToObject(o, fields[i].name, (double)fields[i].value);
-        pathctl_print_json(o);
-    } else {
-        for (size_t i = 0; i < n; i++)
-            printf("%s: %" PRIu64 "\n", fields[i].name, fields[i].value);
-    }
-    return 0;
+    return pathctl_print_numbers(a, fields, sizeof fields / sizeof fields[0]);
+}
+
+static int pathctl_limits(pdc_conn *c, const pathctl_args *a)
+{
+    pdc_limits l;
+    int status = pdc_get_limits(c, &l);
+    if (status != PDC_OK)
+        return pathctl_fail(a, status, pdc_last_error(c));
+    const pathctl_number fields[] = {
+        {"max_frame_bytes", l.max_frame_bytes},
+        {"max_inflight_per_conn", l.max_inflight_per_conn},
+        {"max_waypoints_per_chunk", l.max_waypoints_per_chunk},
+        {"max_connections", l.max_connections},
+        {"job_queue_capacity", l.job_queue_capacity},
+        {"idle_timeout_ms", l.idle_timeout_ms},
+        {"frame_timeout_ms", l.frame_timeout_ms},
+        {"default_max_expansions", (double)l.default_max_expansions},
+        {"max_batch_items", l.max_batch_items},
+        {"max_move_points", l.max_move_points},
+        {"max_radius_cells", l.max_radius_cells},
+        {"max_walk_radius", l.max_walk_radius},
+        {"max_tolerance", l.max_tolerance},
+        {"max_avoid_cells", l.max_avoid_cells},
+        {"max_deadline_ms", l.max_deadline_ms},
+        {"max_unit_size", l.max_unit_size},
+        {"scene_grid_band_bytes", l.scene_grid_band_bytes},
+        {"max_message_bytes", l.max_message_bytes},
+    };
+    return pathctl_print_numbers(a, fields, sizeof fields / sizeof fields[0]);
 }
 
 static int pathctl_ping(pdc_conn *c, const pathctl_args *a)
@@ -931,6 +970,8 @@ int main(int argc, char **argv)
         code = pathctl_info(c, &args);
     else if (!strcmp(args.command, "stats"))
         code = pathctl_stats(c, &args);
+    else if (!strcmp(args.command, "limits"))
+        code = pathctl_limits(c, &args);
     else if (!strcmp(args.command, "reload"))
         code = pathctl_reload(c, &args);
     else

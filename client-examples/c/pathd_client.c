@@ -776,8 +776,12 @@ static int pdc__route_frame(pdc_conn *c, pdc__pending *p, const Pathd__V1__Respo
 /* Files one frame under its request. Takes ownership of resp. */
 static void pdc__dispatch(pdc_conn *c, Pathd__V1__Response *resp)
 {
-    const char *msg = resp->body_case == PATHD__V1__RESPONSE__BODY_ERROR && resp->error
-                          ? resp->error->message : "";
+    /* Why an answer is not OK: Response.message on a path or route that
+     * was searched for and not found (NO_PATH, a blocked end...), or
+     * Error.message on a refusal. */
+    const char *msg = resp->message && resp->message[0]                            ? resp->message
+                      : resp->body_case == PATHD__V1__RESPONSE__BODY_ERROR && resp->error ? resp->error->message
+                                                                                        : "";
     if (resp->id == 0) {
         /* A connection-level error (frame too large, malformed, too many
          * connections): the server closes after it, so close our side too
@@ -1536,6 +1540,42 @@ int pdc_stats(pdc_conn *c, pdc_server_stats *out)
     out->scenes = s->scenes;
     out->overloaded_total = s->overloaded_total;
     out->malformed_total = s->malformed_total;
+    pathd__v1__response__free_unpacked(resp, NULL);
+    return PDC_OK;
+}
+
+int pdc_get_limits(pdc_conn *c, pdc_limits *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__GetLimits body = PATHD__V1__GET_LIMITS__INIT;
+    req.body_case = PATHD__V1__REQUEST__BODY_LIMITS;
+    req.limits = &body;
+    Pathd__V1__Response *resp;
+    int r = pdc__call_other(c, &req, PATHD__V1__RESPONSE__BODY_LIMITS, &resp);
+    if (r != PDC_OK)
+        return r;
+    const Pathd__V1__Limits *l = resp->limits;
+    out->max_frame_bytes = l->max_frame_bytes;
+    out->max_inflight_per_conn = l->max_inflight_per_conn;
+    out->max_waypoints_per_chunk = l->max_waypoints_per_chunk;
+    out->max_connections = l->max_connections;
+    out->job_queue_capacity = l->job_queue_capacity;
+    out->idle_timeout_ms = l->idle_timeout_ms;
+    out->frame_timeout_ms = l->frame_timeout_ms;
+    out->default_max_expansions = l->default_max_expansions;
+    out->max_batch_items = l->max_batch_items;
+    out->max_move_points = l->max_move_points;
+    out->max_radius_cells = l->max_radius_cells;
+    out->max_walk_radius = l->max_walk_radius;
+    out->max_tolerance = l->max_tolerance;
+    out->max_avoid_cells = l->max_avoid_cells;
+    out->max_deadline_ms = l->max_deadline_ms;
+    out->max_unit_size = l->max_unit_size;
+    out->scene_grid_band_bytes = l->scene_grid_band_bytes;
+    out->max_message_bytes = l->max_message_bytes;
     pathd__v1__response__free_unpacked(resp, NULL);
     return PDC_OK;
 }

@@ -331,6 +331,28 @@ typedef struct pdc_server_stats {
     uint64_t malformed_total;
 } pdc_server_stats;
 
+/* The limits the server enforces (GetLimits; docs/PROTOCOL.md, "Limits"). */
+typedef struct pdc_limits {
+    uint32_t max_frame_bytes;          /* largest request payload */
+    uint32_t max_inflight_per_conn;    /* a Batch holds one per item */
+    uint32_t max_waypoints_per_chunk;
+    uint32_t max_connections;
+    uint32_t job_queue_capacity;
+    uint32_t idle_timeout_ms;          /* 0 = never */
+    uint32_t frame_timeout_ms;         /* 0 = none */
+    uint64_t default_max_expansions;   /* 0 = unlimited */
+    uint32_t max_batch_items;
+    uint32_t max_move_points;          /* ValidateMove points */
+    uint32_t max_radius_cells;         /* NearestWalkable radius, DistanceToWall max_distance */
+    double max_walk_radius;            /* RandomPoint radius */
+    double max_tolerance;              /* ValidateMove tolerance */
+    uint32_t max_avoid_cells;
+    uint32_t max_deadline_ms;
+    uint32_t max_unit_size;
+    uint32_t scene_grid_band_bytes;
+    uint32_t max_message_bytes;
+} pdc_limits;
+
 typedef struct pdc_conn pdc_conn;
 
 /* Connects to "host:port", "[v6addr]:port" (host may be a name; resolved with
@@ -401,6 +423,8 @@ int pdc_scene_info(pdc_conn *c, const char *scene, pdc_scene_details *out);
  * each band. */
 int pdc_scene_grid(pdc_conn *c, const char *scene, uint32_t unit_size, pdc_grid *out);
 int pdc_stats(pdc_conn *c, pdc_server_stats *out);
+/* The server's limits; *out is filled on PDC_OK. */
+int pdc_get_limits(pdc_conn *c, pdc_limits *out);
 /* Round trip; rtt_micros (may be NULL) gets the measured time. */
 int pdc_ping(pdc_conn *c, uint64_t *rtt_micros);
 

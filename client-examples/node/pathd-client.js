@@ -19,7 +19,7 @@
  *
  *   Every call (findPath, findRoute, updateCells, sceneGrid, raycast,
  *     validateMove, moveAlong, nearestWalkable, isReachable, randomPoint,
- *     distanceToWall, batch, ping, scenes, sceneInfo, stats, auth, reload)
+ *     distanceToWall, batch, ping, scenes, sceneInfo, stats, limits, auth, reload)
  *     resolves for OK (and PARTIAL for paths and routes) and rejects with a
  *     PathdError (err.status = "NO_PATH", ...; err.result the answer) for
  *     any other answer. OVERLOADED is retried with exponential backoff, at
@@ -224,7 +224,10 @@ function choice(table, value, what) {
 
 const xy = (c) => (c ? [c.x, c.y] : null);
 const wxy = (w) => (w ? [w.x, w.y] : [0, 0]);
-const errorMessage = (response) => (response.body === 'error' ? response.error.message : '');
+// Why an answer is not OK: Response.message on a path or route that was
+// searched for and not found (NO_PATH, a blocked end...), or Error.message on
+// a refusal.
+const errorMessage = (response) => response.message || (response.body === 'error' ? response.error.message : '');
 
 /* ---- what each request kind sends, and how its answer is read -------------
  * An op is one call: body (the Request's oneof, as an object), assemble
@@ -931,6 +934,12 @@ class PathdClient {
   /* Server-wide counters (pathd.v1.Stats, camelCase names). */
   stats() {
     return this._call(op({ stats: {} }, single('stats', (m) => m), { value: stripStatus }));
+  }
+
+  /* The limits requests must respect (pathd.v1.Limits, camelCase names:
+   * maxFrameBytes, maxInflightPerConn, maxBatchItems, ...). */
+  limits() {
+    return this._call(op({ limits: {} }, single('limits', (m) => m), { value: stripStatus }));
   }
 
   /* Admin: the server rereads its config and maps, as on SIGHUP. */

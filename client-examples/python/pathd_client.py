@@ -297,9 +297,18 @@ def _op(request, finish, accept=_OK, value=_same, assemble="single"):
     return _Op(request, assemble, finish, accept, value)
 
 
+def _message(response):
+    """Why the answer is not OK: Response.message on a path or route that
+    was searched for and not found (NO_PATH, a blocked end...), or
+    Error.message on a refusal."""
+    if response.message:
+        return response.message
+    return response.error.message if response.WhichOneof("body") == "error" else ""
+
+
 def _error_answer(p, response):
     d = {"status": _status_name(response.status)}
-    message = response.error.message if response.WhichOneof("body") == "error" else ""
+    message = _message(response)
     if message:
         d["message"] = message
     return Answer(p.id, d)
@@ -626,11 +635,13 @@ def _scene_info_op(scene):
         i.version, i.passable_cells)}), value=lambda a: a["info"])
 
 
-def _stats_op():
+def _fields_op(body):
+    """A request with an empty body whose answer is a message of plain
+    fields (Stats, Limits), returned as a dict of them."""
     request = pb.Request()
-    request.stats.SetInParent()
-    return _op(request, _single("stats", lambda s: {f.name: getattr(s, f.name)
-                                                    for f in s.DESCRIPTOR.fields}),
+    getattr(request, body).SetInParent()
+    return _op(request, _single(body, lambda m: {f.name: getattr(m, f.name)
+                                                 for f in m.DESCRIPTOR.fields}),
                value=lambda a: {k: v for k, v in a.items() if k != "status"})
 
 
@@ -746,7 +757,7 @@ class _Pending:
 
     def finish_path(self, timed, goals=False):
         response = self.response
-        message = response.error.message if response.WhichOneof("body") == "error" else ""
+        message = _message(response)
         chunk = response.path if response.WhichOneof("body") == "path" else None
         return _path_result(self.id, response.status, message, timed, goals, self.path, chunk)
 
@@ -773,8 +784,8 @@ class _Pending:
         d = {"status": _status_name(response.status), "total_cost": rr.total_cost, "legs": legs,
              "expansions": rr.expansions, "micros": rr.micros, "pinned": rr.pinned,
              "goal_used": _xy(rr, "goal_used")}
-        if body == "error" and response.error.message:
-            d["message"] = response.error.message
+        if _message(response):
+            d["message"] = _message(response)
         return Answer(self.id, d)
 
 
@@ -865,7 +876,13 @@ class _Api:
 
     def stats(self):
         """Server-wide counters as a dict (field names of pathd.v1.Stats)."""
-        return self._call(_stats_op())
+        return self._call(_fields_op("stats"))
+
+    def limits(self):
+        """The limits requests must respect, as a dict (field names of
+        pathd.v1.Limits: max_frame_bytes, max_inflight_per_conn,
+        max_batch_items, max_waypoints_per_chunk, ...)."""
+        return self._call(_fields_op("limits"))
 
     def ping(self):
         """Round trip; returns the measured time in seconds."""
@@ -963,7 +980,7 @@ class _Api:
             # A connection-level error (frame too large, malformed, too many
             # connections): the server closes after it, so close our side too.
             if response.status != pb.OK:
-                message = response.error.message if response.WhichOneof("body") == "error" else ""
+                message = _message(response)
                 self._fail(conn, PathdDisconnected, "server closed the connection after %s%s"
                            % (_status_name(response.status), ": " + message if message else ""))
             return

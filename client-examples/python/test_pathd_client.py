@@ -582,6 +582,14 @@ class WholeProtocolTest(LiveClientCase):
         with self.assertRaises(PathdError) as caught:
             self.client.find_path(*UNREACHABLE)
         self.assertEqual(caught.exception.status, "NO_PATH")
+        # The refusal says why: the ends lie in different components.
+        self.assertRegex(caught.exception.message,
+                         r"start \(5,0\) is in component \d+ and goal \(357,278\) in component \d+ "
+                         r"of scene 'forest'")
+        with self.assertRaises(PathdError) as caught:
+            self.client.find_path("town", (3, 4), (30, 20), unit_size=3)
+        self.assertEqual(caught.exception.status, "START_BLOCKED")
+        self.assertIn("does not fit", caught.exception.message)
         nearest = self.client.find_path(*UNREACHABLE, goal_mode="nearest")
         self.assertEqual(nearest.status, "PARTIAL")
         self.assertEqual(nearest.waypoints[-1], nearest.goal_used)
@@ -957,6 +965,24 @@ class OverloadedLiveTest(HelperDaemonCase):
             self.assertEqual(client.recv().id, long_id)
             # The short request was refused at least once while the long one ran.
             self.assertGreater(client.stats()["overloaded_total"], before)
+
+
+class LimitsLiveTest(HelperDaemonCase):
+    """limits() reports what the daemon's config sets, as pathctl does."""
+
+    LIMITS = {"max_inflight_per_conn": 7, "max_waypoints_per_chunk": 33, "max_frame_bytes": 65536}
+
+    def test_limits_follow_the_config(self):
+        with PathdClient(self.daemon.addr, timeout=10) as client:
+            limits = client.limits()
+        self.assertEqual(limits["max_inflight_per_conn"], 7)
+        self.assertEqual(limits["max_waypoints_per_chunk"], 33)
+        self.assertEqual(limits["max_frame_bytes"], 65536)
+        self.assertGreater(limits["max_batch_items"], 0)
+        self.assertGreater(limits["max_radius_cells"], 0)
+        reference = pathctl(self.daemon.addr, "limits")
+        self.assertEqual(reference.pop("status"), "OK")
+        self.assertEqual(limits, reference)
 
 
 class AuthLiveTest(HelperDaemonCase):

@@ -755,6 +755,9 @@ static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, c
     case PATHD__V1__REQUEST__BODY_STATS:
         req->kind = PD_REQ_STATS;
         return PD_OK;
+    case PATHD__V1__REQUEST__BODY_LIMITS:
+        req->kind = PD_REQ_GET_LIMITS;
+        return PD_OK;
     case PATHD__V1__REQUEST__BODY_PING:
         req->kind = PD_REQ_PING;
         req->u.ping_nonce = m->ping->nonce;
@@ -1048,6 +1051,49 @@ uint8_t *pd_codec_encode_pong(uint64_t id, uint64_t nonce, size_t *out_len)
     return pd__encode_single(&resp, out_len);
 }
 
+void pd_codec_limits_fixed(pd_codec_limits *out)
+{
+    out->max_batch_items = PD_BATCH_MAX_ITEMS;
+    out->max_move_points = PD_MOVE_MAX_POINTS;
+    out->max_radius_cells = PD_MOVE_MAX_RADIUS;
+    out->max_walk_radius = PD_MOVE_MAX_WALK_RADIUS;
+    out->max_tolerance = PD_MOVE_MAX_TOLERANCE;
+    out->max_avoid_cells = PD_CODEC_MAX_AVOID;
+    out->max_deadline_ms = PD_CODEC_MAX_DEADLINE_MS;
+    out->max_unit_size = PD_CONF_MAX_UNIT_SIZE;
+    out->scene_grid_band_bytes = PD_SCENE_GRID_BAND_BYTES;
+}
+
+uint8_t *pd_codec_encode_limits(uint64_t id, const pd_codec_limits *l, size_t *out_len)
+{
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    Pathd__V1__Limits m = PATHD__V1__LIMITS__INIT;
+    m.max_frame_bytes = l->max_frame_bytes;
+    m.max_inflight_per_conn = l->max_inflight_per_conn;
+    m.max_waypoints_per_chunk = l->max_waypoints_per_chunk;
+    m.max_connections = l->max_connections;
+    m.job_queue_capacity = l->job_queue_capacity;
+    m.idle_timeout_ms = l->idle_timeout_ms;
+    m.frame_timeout_ms = l->frame_timeout_ms;
+    m.default_max_expansions = l->default_max_expansions;
+    m.max_batch_items = l->max_batch_items;
+    m.max_move_points = l->max_move_points;
+    m.max_radius_cells = l->max_radius_cells;
+    m.max_walk_radius = l->max_walk_radius;
+    m.max_tolerance = l->max_tolerance;
+    m.max_avoid_cells = l->max_avoid_cells;
+    m.max_deadline_ms = l->max_deadline_ms;
+    m.max_unit_size = l->max_unit_size;
+    m.scene_grid_band_bytes = l->scene_grid_band_bytes;
+    m.max_message_bytes = l->max_message_bytes;
+    resp.id = id;
+    resp.status = PATHD__V1__STATUS__OK;
+    resp.final = 1;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_LIMITS;
+    resp.limits = &m;
+    return pd__encode_single(&resp, out_len);
+}
+
 uint8_t *pd_codec_encode_auth(uint64_t id, const char *role, size_t *out_len)
 {
     Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
@@ -1258,6 +1304,8 @@ static void pd__fill_path_chunk(uint64_t id, const pd_scene *scene, const pd_pat
             chunk->goal_index = r->target;
         resp->status = pd__wire_status(r->status);
         resp->final = 1;
+        if (r->message[0])
+            resp->message = (char *)r->message;
     }
 }
 
@@ -1400,6 +1448,8 @@ static void pd__fill_route_result(uint64_t id, const pd_route_result *r, size_t 
     m->resp.id = id;
     m->resp.status = pd__wire_status(r->status);
     m->resp.final = 1;
+    if (r->message[0])
+        m->resp.message = (char *)r->message;
     m->resp.body_case = PATHD__V1__RESPONSE__BODY_ROUTE_RESULT;
     m->resp.route_result = &m->result;
 }

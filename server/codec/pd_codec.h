@@ -83,6 +83,34 @@ typedef struct pd_server_stats {
     uint64_t accept_errors_total;    /* accepts that failed: the peer was reset */
 } pd_server_stats;
 
+/* The limits a client must respect, for the Limits answer: the net layer
+ * fills the configurable ones from its config, pd_codec_limits_fixed the
+ * rest. */
+typedef struct pd_codec_limits {
+    uint32_t max_frame_bytes;
+    uint32_t max_inflight_per_conn;
+    uint32_t max_waypoints_per_chunk;
+    uint32_t max_connections;
+    uint32_t job_queue_capacity;
+    uint32_t idle_timeout_ms;
+    uint32_t frame_timeout_ms;
+    uint64_t default_max_expansions;
+    uint32_t max_batch_items;        /* PD_BATCH_MAX_ITEMS */
+    uint32_t max_move_points;        /* PD_MOVE_MAX_POINTS */
+    uint32_t max_radius_cells;       /* PD_MOVE_MAX_RADIUS */
+    double max_walk_radius;          /* PD_MOVE_MAX_WALK_RADIUS */
+    double max_tolerance;            /* PD_MOVE_MAX_TOLERANCE */
+    uint32_t max_avoid_cells;        /* PD_CODEC_MAX_AVOID */
+    uint32_t max_deadline_ms;        /* PD_CODEC_MAX_DEADLINE_MS */
+    uint32_t max_unit_size;          /* PD_CONF_MAX_UNIT_SIZE */
+    uint32_t scene_grid_band_bytes;  /* PD_SCENE_GRID_BAND_BYTES */
+    uint32_t max_message_bytes;      /* the net layer's longest error text */
+} pd_codec_limits;
+
+/* Fills the limits fixed at build time (the request decoder's and the
+ * movement queries' caps); leaves the others as they are. */
+void pd_codec_limits_fixed(pd_codec_limits *out);
+
 /* Each returns a malloc'd buffer of one or more whole frames, its size in
  * *out_len, or NULL on allocation failure. All answers are final = true
  * except the non-last chunks of a path. */
@@ -127,6 +155,7 @@ uint8_t *pd_codec_encode_scene_list(uint64_t id, pd_scene *const *scenes, size_t
 uint8_t *pd_codec_encode_scene_info(uint64_t id, const pd_scene *scene, size_t *out_len);
 uint8_t *pd_codec_encode_stats(uint64_t id, const pd_server_stats *stats, size_t *out_len);
 uint8_t *pd_codec_encode_pong(uint64_t id, uint64_t nonce, size_t *out_len);
+uint8_t *pd_codec_encode_limits(uint64_t id, const pd_codec_limits *limits, size_t *out_len);
 /* Auth accepted: Response{auth: AuthResult{role}}. */
 uint8_t *pd_codec_encode_auth(uint64_t id, const char *role, size_t *out_len);
 

@@ -187,8 +187,7 @@ void pd__conn_account(pd__conn *c)
 void pd__observe(pd_server *s, pd_status status)
 {
     if (s->answering >= 0)
-        pd_metrics_observe(s->metrics, (pd_request_kind)s->answering, status,
-                           (pd_pool_now_ns() - s->answering_since_ns) / 1000u, 0);
+        pd_metrics_observe(s->metrics, (pd_request_kind)s->answering, status, 0);
 }
 
 void pd__send_error(pd__conn *c, uint64_t id, pd_status status, const char *fmt, ...)
@@ -306,7 +305,7 @@ static void pd__conn_process(pd__conn *c)
             uint32_t claimed = ((uint32_t)h[0] << 24) | ((uint32_t)h[1] << 16) |
                                ((uint32_t)h[2] << 8) | (uint32_t)h[3];
             s->malformed_total++;
-            pd_metrics_observe(s->metrics, PD_REQ_NONE, PD_FRAME_TOO_LARGE, 0, 0);
+            pd_metrics_observe(s->metrics, PD_REQ_NONE, PD_FRAME_TOO_LARGE, 0);
             pd_log_debug("conn %" PRIu64 ": frame of %" PRIu32 " bytes refused; closing", c->id, claimed);
             pd__send_error(c, 0, PD_FRAME_TOO_LARGE,
                            "frame of %" PRIu32 " bytes exceeds the %" PRIu32 "-byte limit", claimed,
@@ -419,6 +418,7 @@ void pd__on_connection(uv_stream_t *listener, int status)
     uv_tcp_nodelay(&c->tcp, 1);
 
     if (s->n_conns > s->conf.max_connections) {
+        pd_metrics_observe_overloaded(s->metrics, PD_METRICS_LIMIT_CONNECTIONS);
         pd__send_error(c, 0, PD_OVERLOADED, "server has %zu connections (limit %" PRIu32 ")",
                        s->n_conns - 1, s->conf.max_connections);
         pd__conn_linger(c);

@@ -202,6 +202,7 @@ static int pd__inflight_ok(pd__conn *c, uint64_t id, size_t weight)
     uint32_t limit = c->server->conf.max_inflight_per_conn;
     if (c->in_flight < limit && weight <= limit - c->in_flight)
         return 1;
+    pd_metrics_observe_overloaded(c->server->metrics, PD_METRICS_LIMIT_CONN_IN_FLIGHT);
     if (weight > 1)
         pd__send_error(c, id, PD_OVERLOADED,
                        "%zu queries with %" PRIu32 " already in flight exceed this connection's limit of %" PRIu32,
@@ -238,10 +239,12 @@ static void pd__submit(pd__conn *c, pd__job *job)
     pd_status st = pd_pool_submit(s->pool, &job->task);
     if (st != PD_OK) {
         pd__job_free(job);
-        if (st == PD_DEADLINE_EXCEEDED)
+        if (st == PD_DEADLINE_EXCEEDED) {
             pd__send_error(c, id, st, "the work queued ahead would outlast this request's deadline");
-        else
+        } else {
+            pd_metrics_observe_overloaded(s->metrics, PD_METRICS_LIMIT_JOB_QUEUE);
             pd__send_error(c, id, PD_OVERLOADED, "job queue full (%" PRIu32 " jobs)", s->conf.job_queue_capacity);
+        }
         return;
     }
     c->fair_key = start + job->weight;
@@ -579,6 +582,22 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
     case PD_REQ_PING:
         buf = pd_codec_encode_pong(req->id, req->u.ping_nonce, &len);
         break;
+    case PD_REQ_GET_LIMITS: {
+        pd_codec_limits lim = {
+            .max_frame_bytes = s->conf.max_frame_bytes,
+            .max_inflight_per_conn = s->conf.max_inflight_per_conn,
+            .max_waypoints_per_chunk = s->conf.max_waypoints_per_chunk,
+            .max_connections = s->conf.max_connections,
+            .job_queue_capacity = s->conf.job_queue_capacity,
+            .idle_timeout_ms = s->conf.idle_timeout_ms,
+            .frame_timeout_ms = s->conf.frame_timeout_ms,
+            .default_max_expansions = s->conf.default_max_expansions,
+            .max_message_bytes = PD__MESSAGE_MAX - 1,
+        };
+        pd_codec_limits_fixed(&lim);
+        buf = pd_codec_encode_limits(req->id, &lim, &len);
+        break;
+    }
     case PD_REQ_NONE:
     default:
         pd__send_error(c, req->id, PD_INVALID_ARGUMENT, "request has no body");
@@ -638,6 +657,25 @@ static uint8_t *pd__encode_job(const pd_server *s, pd__job *job, size_t *len)
     }
 }
 
+/* The scene a job's latency is labelled with: its request's scene,
+ * FindRoute's start scene, or NULL for a Batch over several scenes. */
+static const char *pd__job_scene(const pd__job *job)
+{
+    switch (job->kind) {
+    case PD_REQ_FIND_PATH:
+        return job->scene->name;
+    case PD_REQ_FIND_ROUTE:
+        return job->route_query.from_scene;
+    case PD_REQ_UPDATE_CELLS:
+        return job->update_req.scene;
+    default:
+        for (size_t i = 1; i < job->n_moves; i++)
+            if (strcmp(job->move_reqs[i].scene, job->move_reqs[0].scene) != 0)
+                return NULL;
+        return job->n_moves > 0 ? job->move_reqs[0].scene : NULL;
+    }
+}
+
 /* A job that never ran (cancelled, past its deadline) carries only the
  * task's status: the result says the same. */
 static void pd__settle_status(pd__job *job)
@@ -646,6 +684,15 @@ static void pd__settle_status(pd__job *job)
     job->path.status = st;
     job->route.status = st;
     job->update.status = st;
+    if (st != PD_OK && st != PD_PARTIAL) {
+        const char *why = st == PD_CANCELLED ? "cancelled before a worker finished it"
+                          : st == PD_DEADLINE_EXCEEDED ? "its deadline passed before a worker finished it"
+                                                       : pd_status_name(st);
+        if (!job->path.message[0])
+            snprintf(job->path.message, sizeof job->path.message, "%s", why);
+        if (!job->route.message[0])
+            snprintf(job->route.message, sizeof job->route.message, "%s", why);
+    }
     if (st != PD_OK)
         for (size_t i = 0; i < job->n_moves; i++)
             if (job->move_results[i].status == PD_OK) {
@@ -672,8 +719,9 @@ void pd__dispatch_completions(pd_server *s)
             (task->status == PD_OK || task->status == PD_PARTIAL))
             s->paths_found++;
         s->expansions_total += expanded;
-        pd_metrics_observe(s->metrics, job->kind, task->status, (pd_pool_now_ns() - task->submitted_ns) / 1000u,
-                           expanded);
+        pd_metrics_observe(s->metrics, job->kind, task->status, expanded);
+        pd_metrics_observe_duration(s->metrics, job->kind, pd__job_scene(job),
+                                    (pd_pool_now_ns() - task->submitted_ns) / 1000u);
         if (job->kind == PD_REQ_UPDATE_CELLS && task->status == PD_OK && job->update.world_refresh != PD_OK)
             pd_log_warn("update of scene '%s' applied, but the route tables were not refreshed: %s (%s); "
                         "routes keep the previous tables until the next reload",

@@ -37,6 +37,8 @@ struct pd_metrics_http {
     pd_registry *registry;
     pd_metrics_gauges_fn gauges;
     void *gauges_user;
+    pd_metrics_ready_fn ready;   /* NULL: always ready */
+    void *ready_user;
     uint16_t port;
     pd__http_conn *conns;        /* open connections, a doubly linked list */
     uint32_t n_conns;
@@ -133,6 +135,7 @@ static const char *pd__http_reason(int code)
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 431: return "Request Header Fields Too Large";
+    case 503: return "Service Unavailable";
     default: return "Internal Server Error";
     }
 }
@@ -178,6 +181,23 @@ static void pd__http_answer(pd__http_conn *c, int code, const char *content_type
 static void pd__http_answer_text(pd__http_conn *c, int code, const char *text, int with_body)
 {
     pd__http_answer(c, code, "text/plain; charset=utf-8", text, strlen(text), with_body);
+}
+
+/* /readyz and /healthz: 200 "ok" when the daemon takes traffic, else 503
+ * with the reason the ready callback gave. */
+static void pd__http_answer_ready(pd__http_conn *c, int with_body)
+{
+    pd_metrics_http *h = c->http;
+    char reason[PD_HTTP_MAX_REASON];
+    reason[0] = '\0';
+    if (!h->ready || h->ready(h->ready_user, reason, sizeof reason - 1)) {
+        pd__http_answer_text(c, 200, "ok\n", with_body);
+        return;
+    }
+    size_t n = strlen(reason); /* at most cap - 1 = sizeof reason - 2 */
+    reason[n] = '\n';
+    reason[n + 1] = '\0';
+    pd__http_answer_text(c, 503, reason, with_body);
 }
 
 static void pd__http_answer_metrics(pd__http_conn *c, int with_body)
@@ -269,10 +289,13 @@ static void pd__http_handle(pd__http_conn *c)
     size_t path_len = query ? (size_t)(query - target) : target_len;
     if (path_len == 8 && memcmp(target, "/metrics", 8) == 0)
         pd__http_answer_metrics(c, is_get);
-    else if (path_len == 8 && memcmp(target, "/healthz", 8) == 0)
+    else if ((path_len == 8 && memcmp(target, "/healthz", 8) == 0) ||
+             (path_len == 7 && memcmp(target, "/readyz", 7) == 0))
+        pd__http_answer_ready(c, is_get);
+    else if (path_len == 6 && memcmp(target, "/livez", 6) == 0)
         pd__http_answer_text(c, 200, "ok\n", is_get);
     else
-        pd__http_answer_text(c, 404, "not found; try /metrics or /healthz\n", is_get);
+        pd__http_answer_text(c, 404, "not found; try /metrics, /healthz, /readyz or /livez\n", is_get);
 }
 
 static void pd__http_alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
@@ -478,6 +501,12 @@ pd_metrics_http *pd_metrics_http_start(uv_loop_t *loop, const char *host, uint16
         h->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
                                                     : ((struct sockaddr_in *)&bound)->sin_port);
     return h;
+}
+
+void pd_metrics_http_set_ready(pd_metrics_http *h, pd_metrics_ready_fn ready, void *user)
+{
+    h->ready = ready;
+    h->ready_user = user;
 }
 
 uint16_t pd_metrics_http_port(const pd_metrics_http *h)

@@ -5,7 +5,11 @@
  *   GET /metrics   200, Content-Type: text/plain; version=0.0.4, the
  *                  rendered metrics (gauges read through the callback at
  *                  each scrape)
- *   GET /healthz   200, "ok\n"
+ *   GET /healthz   200, "ok\n" when the ready callback says so (or none is
+ *   GET /readyz    set); else 503 with its reason ("loading scenes",
+ *                  "draining: ...", "2 of 4 worker threads ready") as the body
+ *   GET /livez     200, "ok\n" whenever the loop answers (loading and
+ *                  draining included): the process is alive
  *   other paths    404;   methods other than GET and HEAD: 405
  *   a request line that is not "METHOD /target HTTP/1.x": 400
  *   request line plus headers over max_request_bytes: 431
@@ -43,6 +47,8 @@
                                                   beyond this closes the oldest one, so a probe
                                                   always gets in */
 #define PD_HTTP_LISTEN_BACKLOG 64              /* connections the kernel queues before accept */
+#define PD_HTTP_MAX_REASON 160                 /* longest not-ready reason sent, in bytes incl.
+                                                  the newline and NUL */
 
 typedef struct pd_metrics_http_limits {
     uint32_t max_request_bytes;  /* 0 = PD_HTTP_MAX_REQUEST_BYTES */
@@ -66,6 +72,15 @@ pd_metrics_http *pd_metrics_http_start(uv_loop_t *loop, const char *host, uint16
                                        const pd_metrics_http_limits *limits, pd_metrics *metrics,
                                        pd_registry *registry, pd_metrics_gauges_fn gauges,
                                        void *gauges_user, char *err, size_t errlen);
+
+/* Whether the daemon takes traffic: returns 1, or 0 with a one-line
+ * reason written into reason (cap bytes, NUL-terminated). Called on the
+ * loop thread at each /healthz or /readyz. */
+typedef int (*pd_metrics_ready_fn)(void *user, char *reason, size_t cap);
+
+/* Sets what /healthz and /readyz ask (NULL: always ready). ready and user
+ * must stay valid until pd_metrics_http_close. */
+void pd_metrics_http_set_ready(pd_metrics_http *h, pd_metrics_ready_fn ready, void *user);
 
 /* The port actually bound. */
 uint16_t pd_metrics_http_port(const pd_metrics_http *h);

@@ -21,9 +21,9 @@
 /* Longest version string kept, in bytes incl. NUL: release and git
  * describe strings are far shorter. */
 #define PD__METRICS_MAX_VERSION 64
-/* First size of the render buffer, in bytes: a default scrape (120 request
- * series, the histogram, a few scenes) fits without growing. */
-#define PD__METRICS_RENDER_INITIAL (16u * 1024u)
+/* First size of the render buffer, in bytes: a default scrape (the request
+ * series, a few histograms, a few scenes) fits without growing. */
+#define PD__METRICS_RENDER_INITIAL (64u * 1024u)
 
 static const uint64_t pd__latency_bounds_us[PD_METRICS_LATENCY_BUCKETS] = {
     100, 250, 500,
@@ -34,13 +34,41 @@ static const uint64_t pd__latency_bounds_us[PD_METRICS_LATENCY_BUCKETS] = {
     10000000,
 };
 
+/* Scene label slots: the first PD_METRICS_MAX_SCENE_LABELS names seen,
+ * then "other", then "mixed" (a Batch over several scenes). */
+#define PD__SLOT_OTHER PD_METRICS_MAX_SCENE_LABELS
+#define PD__SLOT_MIXED (PD_METRICS_MAX_SCENE_LABELS + 1)
+#define PD__SLOTS (PD_METRICS_MAX_SCENE_LABELS + 2)
+
+typedef struct pd__histogram {
+    uint64_t buckets[PD_METRICS_LATENCY_BUCKETS]; /* per bucket, not cumulative */
+    uint64_t count;                               /* includes values above 10 s */
+    uint64_t sum_us;
+} pd__histogram;
+
 struct pd_metrics {
     char version[PD__METRICS_MAX_VERSION];
     uint64_t requests[PD_REQ__COUNT][PD_STATUS_COUNT];
-    uint64_t latency_buckets[PD_METRICS_LATENCY_BUCKETS]; /* per bucket, not cumulative */
-    uint64_t latency_count;                                /* includes values above 10 s */
-    uint64_t latency_sum_us;
+    pd__histogram durations[PD_REQ__COUNT][PD__SLOTS];
+    char scenes[PD_METRICS_MAX_SCENE_LABELS][PD_CONF_MAX_NAME];
+    size_t n_scenes;
     uint64_t expansions;
+    uint64_t overloaded[PD_METRICS_LIMIT__COUNT];
+    uint64_t reloads[PD_METRICS_RELOAD__COUNT];
+    double last_reload_s;                         /* 0: none yet */
+    double last_reload_success_s;
+};
+
+static const char *const pd__limit_names[PD_METRICS_LIMIT__COUNT] = {
+    "connections",
+    "in_flight_per_connection",
+    "job_queue",
+};
+
+static const char *const pd__reload_names[PD_METRICS_RELOAD__COUNT] = {
+    "success",
+    "partial",
+    "failure",
 };
 
 pd_metrics *pd_metrics_create(const char *version)
@@ -64,8 +92,7 @@ static int pd__status_reported(unsigned status)
     return status < PD_STATUS_COUNT && status != PD_BUFFER_TOO_SMALL;
 }
 
-void pd_metrics_observe(pd_metrics *m, pd_request_kind type, pd_status status,
-                        uint64_t latency_us, uint64_t expansions)
+void pd_metrics_observe(pd_metrics *m, pd_request_kind type, pd_status status, uint64_t expansions)
 {
     if (!m)
         return;
@@ -75,16 +102,59 @@ void pd_metrics_observe(pd_metrics *m, pd_request_kind type, pd_status status,
         status = PD_INTERNAL;
     m->requests[type][status]++;
     m->expansions += expansions;
-    if (type != PD_REQ_FIND_PATH)
+}
+
+/* The histogram slot of a scene name: its own while fewer than the cap
+ * have been seen, else "other". A linear scan: 32 short names. */
+static size_t pd__scene_slot(pd_metrics *m, const char *scene)
+{
+    if (!scene)
+        return PD__SLOT_MIXED;
+    for (size_t i = 0; i < m->n_scenes; i++)
+        if (strncmp(m->scenes[i], scene, PD_CONF_MAX_NAME) == 0)
+            return i;
+    if (m->n_scenes == PD_METRICS_MAX_SCENE_LABELS)
+        return PD__SLOT_OTHER;
+    snprintf(m->scenes[m->n_scenes], PD_CONF_MAX_NAME, "%s", scene);
+    return m->n_scenes++;
+}
+
+void pd_metrics_observe_duration(pd_metrics *m, pd_request_kind kind, const char *scene, uint64_t latency_us)
+{
+    if (!m)
         return;
+    if ((unsigned)kind >= PD_REQ__COUNT)
+        kind = PD_REQ_NONE;
+    pd__histogram *h = &m->durations[kind][pd__scene_slot(m, scene)];
     for (size_t i = 0; i < PD_METRICS_LATENCY_BUCKETS; i++) {
         if (latency_us <= pd__latency_bounds_us[i]) {
-            m->latency_buckets[i]++;
+            h->buckets[i]++;
             break;
         }
     }
-    m->latency_count++;
-    m->latency_sum_us += latency_us;
+    h->count++;
+    h->sum_us += latency_us;
+}
+
+const char *pd_metrics_limit_name(pd_metrics_limit limit)
+{
+    return (unsigned)limit < PD_METRICS_LIMIT__COUNT ? pd__limit_names[limit] : "unknown";
+}
+
+void pd_metrics_observe_overloaded(pd_metrics *m, pd_metrics_limit limit)
+{
+    if (m && (unsigned)limit < PD_METRICS_LIMIT__COUNT)
+        m->overloaded[limit]++;
+}
+
+void pd_metrics_observe_reload(pd_metrics *m, pd_metrics_reload_result result, double unix_seconds)
+{
+    if (!m || (unsigned)result >= PD_METRICS_RELOAD__COUNT)
+        return;
+    m->reloads[result]++;
+    m->last_reload_s = unix_seconds;
+    if (result != PD_METRICS_RELOAD_FAILURE)
+        m->last_reload_success_s = unix_seconds;
 }
 
 size_t pd_metrics_escape_label(const char *in, char *out, size_t cap)
@@ -181,31 +251,77 @@ static void pd__render_requests(pd__text *t, const pd_metrics *m)
     }
 }
 
-static void pd__render_latency(pd__text *t, const pd_metrics *m)
+/* Six decimals with the trailing zeros trimmed print the bounds as
+ * written: 0.0001, 0.00025, 2.5, 10. */
+static void pd__format_bound(uint64_t b, char *le, size_t cap)
 {
-    const char *name = "pathd_find_path_duration_seconds";
-    pd__family(t, name, "histogram",
-               "Time from a FindPath request's arrival to its final answer, in seconds.");
-    uint64_t cumulative = 0;
-    for (size_t i = 0; i < PD_METRICS_LATENCY_BUCKETS; i++) {
-        cumulative += m->latency_buckets[i];
-        uint64_t b = pd__latency_bounds_us[i];
-        /* Six decimals with the trailing zeros trimmed print the bounds
-         * as written: 0.0001, 0.00025, 2.5, 10. */
-        char le[32];
-        if (b % 1000000u == 0) {
-            snprintf(le, sizeof le, "%" PRIu64, b / 1000000u);
-        } else {
-            int n = snprintf(le, sizeof le, "%" PRIu64 ".%06" PRIu64, b / 1000000u, b % 1000000u);
-            while (n > 0 && le[n - 1] == '0')
-                le[--n] = '\0';
-        }
-        pd__text_printf(t, "%s_bucket{le=\"%s\"} %" PRIu64 "\n", name, le, cumulative);
+    if (b % 1000000u == 0) {
+        snprintf(le, cap, "%" PRIu64, b / 1000000u);
+        return;
     }
-    pd__text_printf(t, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, m->latency_count);
-    pd__text_printf(t, "%s_sum %" PRIu64 ".%06" PRIu64 "\n", name, m->latency_sum_us / 1000000u,
-                    m->latency_sum_us % 1000000u);
-    pd__text_printf(t, "%s_count %" PRIu64 "\n", name, m->latency_count);
+    int n = snprintf(le, cap, "%" PRIu64 ".%06" PRIu64, b / 1000000u, b % 1000000u);
+    while (n > 0 && le[n - 1] == '0')
+        le[--n] = '\0';
+}
+
+/* One series per (kind, scene) that has observations: a series appears
+ * with its first answer (as labelled histograms do in client libraries),
+ * which keeps a scrape from listing every kind for every scene. */
+static void pd__render_durations(pd__text *t, const pd_metrics *m)
+{
+    const char *name = "pathd_request_duration_seconds";
+    pd__family(t, name, "histogram",
+               "Time from a request's hand-off to the worker queue to its answer, in seconds, for work the workers "
+               "answered (refusals are not observed), by request kind and scene.");
+    char le[PD_METRICS_LATENCY_BUCKETS][32];
+    for (size_t i = 0; i < PD_METRICS_LATENCY_BUCKETS; i++)
+        pd__format_bound(pd__latency_bounds_us[i], le[i], sizeof le[i]);
+    for (unsigned kind = 0; kind < PD_REQ__COUNT; kind++) {
+        for (size_t slot = 0; slot < PD__SLOTS; slot++) {
+            const pd__histogram *h = &m->durations[kind][slot];
+            if (h->count == 0)
+                continue;
+            char scene[PD_METRICS_MAX_LABEL];
+            pd_metrics_escape_label(slot == PD__SLOT_OTHER   ? "other"
+                                    : slot == PD__SLOT_MIXED ? "mixed"
+                                                             : m->scenes[slot],
+                                    scene, sizeof scene);
+            const char *k = pd_request_kind_name((pd_request_kind)kind);
+            uint64_t cumulative = 0;
+            for (size_t i = 0; i < PD_METRICS_LATENCY_BUCKETS; i++) {
+                cumulative += h->buckets[i];
+                pd__text_printf(t, "%s_bucket{kind=\"%s\",scene=\"%s\",le=\"%s\"} %" PRIu64 "\n", name, k, scene,
+                                le[i], cumulative);
+            }
+            pd__text_printf(t, "%s_bucket{kind=\"%s\",scene=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name, k, scene,
+                            h->count);
+            pd__text_printf(t, "%s_sum{kind=\"%s\",scene=\"%s\"} %" PRIu64 ".%06" PRIu64 "\n", name, k, scene,
+                            h->sum_us / 1000000u, h->sum_us % 1000000u);
+            pd__text_printf(t, "%s_count{kind=\"%s\",scene=\"%s\"} %" PRIu64 "\n", name, k, scene, h->count);
+        }
+    }
+}
+
+/* Reload and overload counters: every label value from the first scrape,
+ * zeros included; the timestamps are 0 until the first reload. */
+static void pd__render_ops(pd__text *t, const pd_metrics *m)
+{
+    pd__family(t, "pathd_overloaded_total", "counter",
+               "Requests and connections answered OVERLOADED, by the limit that refused them.");
+    for (unsigned l = 0; l < PD_METRICS_LIMIT__COUNT; l++)
+        pd__text_printf(t, "pathd_overloaded_total{limit=\"%s\"} %" PRIu64 "\n", pd__limit_names[l],
+                        m->overloaded[l]);
+    pd__family(t, "pathd_reloads_total", "counter",
+               "Reloads (SIGHUP or Reload) by result: success, partial (scenes published, portals and routes "
+               "refused) or failure (the running configuration stays).");
+    for (unsigned r = 0; r < PD_METRICS_RELOAD__COUNT; r++)
+        pd__text_printf(t, "pathd_reloads_total{result=\"%s\"} %" PRIu64 "\n", pd__reload_names[r], m->reloads[r]);
+    pd__family(t, "pathd_last_reload_timestamp_seconds", "gauge",
+               "Unix time the last reload finished, whatever its result; 0 before the first.");
+    pd__text_printf(t, "pathd_last_reload_timestamp_seconds %.3f\n", m->last_reload_s);
+    pd__family(t, "pathd_last_reload_success_timestamp_seconds", "gauge",
+               "Unix time of the last reload that published its scenes; 0 before the first.");
+    pd__text_printf(t, "pathd_last_reload_success_timestamp_seconds %.3f\n", m->last_reload_success_s);
 }
 
 static void pd__render_gauges(pd__text *t, const pd_metrics_gauges *g)
@@ -383,8 +499,10 @@ int pd_metrics_render(const pd_metrics *m, const pd_metrics_gauges *gauges, pd_r
     pd__family(&t, "pathd_build_info", "gauge", "Build of the running daemon; the value is always 1.");
     pd__text_printf(&t, "pathd_build_info{version=\"%s\"} 1\n", version);
     pd__render_requests(&t, m);
-    pd__render_latency(&t, m);
-    pd__family(&t, "pathd_expansions_total", "counter", "Search nodes expanded by answered FindPath requests.");
+    pd__render_durations(&t, m);
+    pd__render_ops(&t, m);
+    pd__family(&t, "pathd_expansions_total", "counter",
+               "Search nodes expanded by answered FindPath and FindRoute requests.");
     pd__text_printf(&t, "pathd_expansions_total %" PRIu64 "\n", m->expansions);
     if (gauges) {
         pd__render_gauges(&t, gauges);

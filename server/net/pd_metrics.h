@@ -4,9 +4,10 @@
  * format (version 0.0.4) that pd_http.h serves on its own port.
  *
  * Two kinds of numbers meet in one scrape. Counters that only the loop can
- * see (requests by type and status, the FindPath latency histogram,
- * expansions) live here and are updated with pd_metrics_observe as each
- * request gets its final answer. Numbers that other parts already keep
+ * see (requests by type and status, latency histograms by kind and scene,
+ * expansions, reloads, OVERLOADED answers by the limit that refused) live
+ * here and are updated with the pd_metrics_observe* calls as each request
+ * gets its final answer. Numbers that other parts already keep
  * (connections, in-flight, queue depth, worker time, uptime) are read at
  * scrape time into a pd_metrics_gauges, so nothing is counted twice. Scene
  * versions come straight from the registry.
@@ -30,10 +31,16 @@
  * (pd_request.h, the one list of kinds); PD_REQ_NONE, type "unknown", is a
  * frame that never decoded into a request (malformed, too large). */
 
-/* FindPath latency buckets, upper bounds in microseconds: a 1-2.5-5 series
- * from 100 us (a short path on a warm worker) to 10 s (far beyond any
- * sensible deadline), 16 buckets plus +Inf. */
+/* Latency buckets, upper bounds in microseconds: a 1-2.5-5 series from
+ * 100 us (a short path on a warm worker) to 10 s (far beyond any sensible
+ * deadline), 16 buckets plus +Inf. */
 #define PD_METRICS_LATENCY_BUCKETS 16
+
+/* Distinct scene label values the latency histograms keep, in the order
+ * scenes are first observed; later names (a config that grows, instances
+ * made at run time) share the series scene="other". Keeps a scrape bounded:
+ * at most kinds x (this + 2) series of 19 lines each. */
+#define PD_METRICS_MAX_SCENE_LABELS 32
 
 /* Longest escaped label value the renderer writes, in bytes incl. NUL: a
  * scene name (PD_CONF_MAX_NAME) or version string where every byte needs a
@@ -69,15 +76,49 @@ typedef struct pd_metrics pd_metrics;
 pd_metrics *pd_metrics_create(const char *version);
 void pd_metrics_destroy(pd_metrics *m);   /* NULL is a no-op */
 
-/* Counts one request answered with status. For FIND_PATH, latency_us (from
- * the request's arrival or submission to its answer) goes into the latency
- * histogram; other types ignore it. expansions adds to
- * pathd_expansions_total. m == NULL is a no-op, so code paths without
- * metrics (tests of the server alone) need no checks. An out-of-range type
- * counts as PD_REQ_NONE ("unknown"); an out-of-range status, or PD_BUFFER_TOO_SMALL (never
- * an answer), counts as INTERNAL. */
-void pd_metrics_observe(pd_metrics *m, pd_request_kind type, pd_status status,
-                        uint64_t latency_us, uint64_t expansions);
+/* Counts one request answered with status, refusals included. expansions
+ * adds to pathd_expansions_total. m == NULL is a no-op (here and in every
+ * pd_metrics_observe_*), so code paths without metrics (tests of the server
+ * alone) need no checks. An out-of-range type counts as PD_REQ_NONE
+ * ("unknown"); an out-of-range status, or PD_BUFFER_TOO_SMALL (never an
+ * answer), counts as INTERNAL. */
+void pd_metrics_observe(pd_metrics *m, pd_request_kind type, pd_status status, uint64_t expansions);
+
+/* One answered piece of work into pathd_request_duration_seconds{kind,
+ * scene}: a request the server accepted, queued and answered from a worker
+ * (whatever the answer: NO_PATH and DEADLINE_EXCEEDED took work too).
+ * Refusals at the door (OVERLOADED, bad arguments, unknown scenes) are
+ * never observed here, so they cannot pull the latency down. scene is the
+ * request's scene (FindRoute: its start scene; a Batch over several scenes:
+ * NULL, labelled "mixed"); see PD_METRICS_MAX_SCENE_LABELS for the cap. */
+void pd_metrics_observe_duration(pd_metrics *m, pd_request_kind kind, const char *scene, uint64_t latency_us);
+
+/* The limits an OVERLOADED answer names (label `limit`). */
+typedef enum pd_metrics_limit {
+    PD_METRICS_LIMIT_CONNECTIONS = 0,  /* limits.max_connections */
+    PD_METRICS_LIMIT_CONN_IN_FLIGHT,   /* limits.max_inflight_per_conn */
+    PD_METRICS_LIMIT_JOB_QUEUE,        /* limits.job_queue_capacity */
+    PD_METRICS_LIMIT__COUNT
+} pd_metrics_limit;
+
+/* The label value of a limit ("connections", "in_flight_per_connection",
+ * "job_queue"); "unknown" out of range. */
+const char *pd_metrics_limit_name(pd_metrics_limit limit);
+
+/* One OVERLOADED answer, by the limit that refused. */
+void pd_metrics_observe_overloaded(pd_metrics *m, pd_metrics_limit limit);
+
+/* How a reload ended (label `result`). */
+typedef enum pd_metrics_reload_result {
+    PD_METRICS_RELOAD_SUCCESS = 0,     /* scenes and world published */
+    PD_METRICS_RELOAD_PARTIAL,         /* scenes published, the world refused (old one serves) */
+    PD_METRICS_RELOAD_FAILURE,         /* refused: the running set stays */
+    PD_METRICS_RELOAD__COUNT
+} pd_metrics_reload_result;
+
+/* One finished reload at unix_seconds (wall clock): counted by result, and
+ * the time of the last reload and of the last one that published. */
+void pd_metrics_observe_reload(pd_metrics *m, pd_metrics_reload_result result, double unix_seconds);
 
 /* Renders every metric family in the text format 0.0.4, each with one HELP
  * and one TYPE line. gauges == NULL leaves out the families it feeds;

@@ -2,7 +2,9 @@
  * pd_reload.c - SIGHUP: the config and its maps are loaded, and the world
  * built over them, on libuv's threadpool; the loop thread then publishes
  * scenes and world together, or refuses them and keeps serving. Repeats
- * asked for during a load are coalesced into one more run.
+ * asked for during a load are coalesced into one more run. The start-up
+ * load (pd_server_load) is the same job over the config main.c has read,
+ * so the metrics port already answers while large maps load.
  */
 #include "pd_server_internal.h"
 
@@ -21,8 +23,19 @@
  * the two callbacks one after the other and orders them with its own lock,
  * so the fields need no lock of their own; the loop thread does not touch
  * them in between. */
+/* What the start-up load reports to pd_server_load, which waits for it. */
+typedef struct pd__initial_load {
+    int done;
+    int result;                  /* pd_server_load's return value */
+    char *err;
+    size_t errlen;
+} pd__initial_load;
+
 typedef struct pd__reload_job {
     uv_work_t req;               /* req.data points back to the server */
+    const pd_conf *initial;      /* the start-up load: this config, already read and
+                                    adjusted (NULL for a reload, which reads the file) */
+    pd__initial_load *initial_out;
     const char *config_path;     /* the server's; lives until the after-work callback */
     void (*adjust)(pd_conf *conf, void *user);
     void *adjust_user;
@@ -46,17 +59,34 @@ typedef struct pd__reload_job {
 static void pd__reload_work(uv_work_t *req)
 {
     pd__reload_job *rl = (pd__reload_job *)req;
-    if (pd_conf_load_file(rl->config_path, &rl->next, rl->err, sizeof rl->err) != 0)
-        return;
-    rl->conf_loaded = 1;
-    if (rl->adjust)
-        rl->adjust(&rl->next, rl->adjust_user);
-    if (pd_conf_check_protected(&rl->next, rl->err, sizeof rl->err) != 0)
-        return;
-    rl->scenes = pd_registry_prepare(&rl->next, rl->err, sizeof rl->err);
+    const pd_conf *conf = rl->initial;
+    if (!conf) {
+        if (pd_conf_load_file(rl->config_path, &rl->next, rl->err, sizeof rl->err) != 0)
+            return;
+        rl->conf_loaded = 1;
+        if (rl->adjust)
+            rl->adjust(&rl->next, rl->adjust_user);
+        if (pd_conf_check_protected(&rl->next, rl->err, sizeof rl->err) != 0)
+            return;
+        conf = &rl->next;
+    }
+    rl->scenes = pd_registry_prepare(conf, rl->err, sizeof rl->err);
     if (rl->scenes && rl->build_world)
-        rl->world = pd_world_build_from_set(&rl->next.world, rl->scenes, rl->world_err,
+        rl->world = pd_world_build_from_set(&conf->world, rl->scenes, rl->world_err,
                                             sizeof rl->world_err);
+}
+
+/* Swaps in the loaded scenes and the world built over them (a NULL world
+ * leaves the running one serving routes); the registry and the world store
+ * own them from now on. */
+static void pd__publish_loaded(pd_server *s, pd__reload_job *rl)
+{
+    if (s->world_store)
+        pd_world_store_publish_reload(s->world_store, s->registry, rl->scenes, rl->world);
+    else
+        pd_registry_publish(s->registry, rl->scenes);
+    rl->scenes = NULL;
+    rl->world = NULL;
 }
 
 /* Publishes a loaded reload: the scene swap with the world built for it,
@@ -72,12 +102,7 @@ static void pd__reload_publish(pd_server *s, pd__reload_job *rl)
      * reloaded map) was refused by the build: the scenes are swapped in
      * anyway and the old world, whose snapshots stay valid for routes,
      * serves until a reload that fits. */
-    if (s->world_store)
-        pd_world_store_publish_reload(s->world_store, s->registry, rl->scenes, rl->world);
-    else
-        pd_registry_publish(s->registry, rl->scenes);
-    rl->scenes = NULL;
-    rl->world = NULL;
+    pd__publish_loaded(s, rl);
     if (world_refused)
         pd_log_error("reload: portals and routes of %s refused: %s; the previous world keeps serving routes",
                      s->config_path, rl->world_err);
@@ -116,6 +141,38 @@ static void pd__reload_publish(pd_server *s, pd__reload_job *rl)
 
 static void pd__reload_start(pd_server *s);
 
+/* Seconds since the epoch, for the time of the last reload on /metrics. */
+static double pd__wall_seconds(void)
+{
+    uv_timeval64_t tv;
+    if (uv_gettimeofday(&tv) != 0)
+        return 0;
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+/* The start-up load is back: unlike a reload there is nothing to fall back
+ * on, so a world that does not fit the scenes refuses the whole load. */
+static void pd__initial_done(pd_server *s, pd__reload_job *rl)
+{
+    pd__initial_load *out = rl->initial_out;
+    out->done = 1;
+    s->loading = 0;
+    if (!rl->scenes) {
+        snprintf(out->err, out->errlen, "%s", rl->err);
+        out->result = -1;
+    } else if (rl->build_world && !rl->world) {
+        snprintf(out->err, out->errlen, "portals and routes: %s", rl->world_err);
+        out->result = -1;
+    } else if (s->phase != PD__RUNNING) {
+        out->result = 1;
+    } else {
+        pd__publish_loaded(s, rl);
+        out->result = 0;
+    }
+    pd_world_release(rl->world);
+    pd_registry_discard(rl->scenes);
+}
+
 /* Back on the loop thread once the load is done: publish it, or log why it
  * was refused and keep serving the running set. A stop that began meanwhile
  * wins: the loaded set and its world are dropped unpublished. Then a reload
@@ -130,10 +187,14 @@ static void pd__reload_done(uv_work_t *req, int status)
          * no path leaks what the work may have loaded. */
         snprintf(rl->err, sizeof rl->err, "the load did not run: %s", uv_strerror(status));
     }
-    if (!rl->conf_loaded) {
+    if (rl->initial) {
+        pd__initial_done(s, rl);
+    } else if (!rl->conf_loaded) {
         pd_log_error("reload refused: %s; the running configuration stays", rl->err);
+        pd_metrics_observe_reload(s->metrics, PD_METRICS_RELOAD_FAILURE, pd__wall_seconds());
     } else if (!rl->scenes) {
         pd_log_error("reload refused: %s; the running scenes stay", rl->err);
+        pd_metrics_observe_reload(s->metrics, PD_METRICS_RELOAD_FAILURE, pd__wall_seconds());
         pd_conf_free(&rl->next);
     } else if (s->phase != PD__RUNNING) {
         pd_log_warn("reload of %s dropped: the server is stopping", s->config_path);
@@ -141,7 +202,10 @@ static void pd__reload_done(uv_work_t *req, int status)
         pd_registry_discard(rl->scenes);
         pd_conf_free(&rl->next);
     } else {
+        int world_refused = s->world_store && !rl->world;
         pd__reload_publish(s, rl);
+        pd_metrics_observe_reload(s->metrics, world_refused ? PD_METRICS_RELOAD_PARTIAL : PD_METRICS_RELOAD_SUCCESS,
+                                  pd__wall_seconds());
     }
     free(rl);
     if (s->reload_again) {
@@ -196,4 +260,33 @@ void pd__reload(pd_server *s)
         return;
     }
     pd__reload_start(s);
+}
+
+int pd_server_load(pd_server *s, pd_pool *pool, const pd_conf *conf, char *err, size_t errlen)
+{
+    pd__initial_load out = {0, -1, err, errlen};
+    pd__reload_job *rl = calloc(1, sizeof *rl);
+    if (!rl) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->pool = pool;
+    rl->req.data = s;
+    rl->initial = conf;
+    rl->initial_out = &out;
+    rl->build_world = s->world_store != NULL;
+    int rc = uv_queue_work(s->loop, &rl->req, pd__reload_work, pd__reload_done);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot start loading the scenes: %s", uv_strerror(rc));
+        free(rl);
+        return -1;
+    }
+    s->reload = rl;
+    s->loading = 1;
+    pd_log_info("loading %zu scenes", conf->n_scenes);
+    /* The pending work request keeps the loop running until its after-work
+     * callback has set out.done, whatever else (a stop) happens meanwhile. */
+    while (!out.done)
+        uv_run(s->loop, UV_RUN_ONCE);
+    return out.result;
 }

@@ -430,6 +430,30 @@ void pd_server_get_stats(pd_server *s, pd_server_stats *out)
     out->accept_errors_total = s->accept_errors_total;
 }
 
+int pd_server_ready(void *server, char *reason, size_t cap)
+{
+    pd_server *s = server;
+    pd_pool_stats ps;
+    pd_pool_get_stats(s->pool, &ps);
+    pd_scene **list = NULL;
+    size_t n_scenes = pd_registry_list(s->registry, &list);
+    pd_registry_release_list(list, n_scenes);
+    if (s->loading)
+        snprintf(reason, cap, "loading scenes");
+    else if (s->phase != PD__RUNNING)
+        snprintf(reason, cap, "draining: stopping, %" PRIu64 " requests in flight, %zu connections",
+                 s->in_flight, s->n_conns);
+    else if (n_scenes == 0)
+        snprintf(reason, cap, "no scenes loaded");
+    else if (s->port == 0)
+        snprintf(reason, cap, "not listening yet");
+    else if (!s->pool || ps.threads_ready < ps.threads || ps.threads == 0)
+        snprintf(reason, cap, "%" PRIu32 " of %" PRIu32 " worker threads ready", ps.threads_ready, ps.threads);
+    else
+        return 1;
+    return 0;
+}
+
 void pd_server_destroy(pd_server *s)
 {
     if (!s)

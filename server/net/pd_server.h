@@ -11,8 +11,11 @@
  *   s = pd_server_create(loop, &conf, registry, &source);
  *   pd_server_set_world_store(s, store);       optional: serves FindRoute
  *   pool = pd_server_pool_create(s, threads);  the workers, wired to this server
- *   pd_server_start(s, pool, err, errlen);     binds, listens, logs the address
  *   pd_server_watch_signals(s);                optional: SIGTERM/SIGINT/SIGHUP
+ *   pd_server_load(s, pool, &conf, err, n);    optional: the scenes, loaded while
+ *                                              the loop runs (else load the registry
+ *                                              before pd_server_create)
+ *   pd_server_start(s, pool, err, errlen);     binds, listens, logs the address
  *   uv_run(loop, UV_RUN_DEFAULT);              returns once a stop has drained
  *   pd_server_pool_destroy(pool);              no more wake-ups after this
  *   pd_server_destroy(s);                      closes what is left, frees
@@ -97,6 +100,24 @@ void pd_server_wake(void *server);
  * The pool must have been created with pd_server_wake and this server.
  * Logs "listening on HOST:PORT" at info. Returns 0, or -1 with a reason. */
 int pd_server_start(pd_server *s, pd_pool *pool, char *err, size_t errlen);
+
+/* Loop thread, before pd_server_start: loads conf's scenes and, with a world
+ * store, builds its portals and routes over them, on libuv's threadpool
+ * like a reload, and runs the loop until they are published, so the
+ * metrics port answers (/readyz: "loading scenes") and signals are handled
+ * while large maps load. conf is only read, and must stay valid until this
+ * returns. Returns 0 once scenes and world are published; 1 when a stop
+ * (SIGTERM) came first (what was loaded is dropped, and uv_run returns at
+ * once); -1 with the reason in err when a map, a scene name or the world
+ * was refused (nothing is published). A SIGHUP during the load reloads
+ * once it is done. */
+int pd_server_load(pd_server *s, pd_pool *pool, const pd_conf *conf, char *err, size_t errlen);
+
+/* Loop thread: whether the server takes traffic - its scenes are loaded
+ * and it listens, every worker thread is ready and no stop has begun.
+ * Returns 1, or 0 with the reason in reason (cap bytes). The
+ * pd_metrics_ready_fn main.c gives the metrics port (/healthz, /readyz). */
+int pd_server_ready(void *server, char *reason, size_t cap);
 
 /* The port actually bound (useful with port 0); 0 before pd_server_start. */
 uint16_t pd_server_port(const pd_server *s);

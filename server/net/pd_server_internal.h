@@ -99,6 +99,7 @@ struct pd_server {
     atomic_int reload_requested;
     struct pd__reload_job *reload;   /* the reload loading on the threadpool, or NULL */
     int reload_again;            /* a reload was asked for while one was loading */
+    int loading;                 /* the start-up load (pd_server_load) is running */
 
     pd__conn_map map;
     pd__conn *conns;             /* every connection not yet freed */
@@ -149,9 +150,6 @@ int pd__map_grow(pd__conn_map *m);
 int pd__map_insert(pd__conn_map *m, pd__conn *c);
 pd__conn *pd__map_find(const pd__conn_map *m, uint64_t id);
 void pd__map_remove(pd__conn_map *m, uint64_t id);
-
-/* pd_reload.c */
-void pd__reload(pd_server *s);
 
 /* pd_reload.c */
 void pd__reload(pd_server *s);

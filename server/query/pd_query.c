@@ -537,6 +537,69 @@ static const pd_grid *pd__unit_grid(const pd_scene *scene, uint32_t unit, const 
     return unit <= 1 ? scene->grid : NULL;
 }
 
+/* Why an end is refused: a wall in the scene, or - for a unit larger than
+ * a cell - a wall somewhere under its footprint. */
+static void pd__explain_blocked(const pd_scene *scene, const pd_path_query *q, const char *end, pd_point p,
+                                char *msg, size_t cap)
+{
+    uint32_t unit = q->unit_size ? q->unit_size : 1;
+    const char *snap = q->snap ? "; no open cell to snap to within the fallback radius" : " (snap not asked for)";
+    if (unit <= 1 || pd_grid_get(scene->grid, p.x, p.y) == PD_CELL_BLOCKED)
+        pd__set_err(msg, cap, "%s cell (%d,%d) of scene '%s' is a wall%s", end, p.x, p.y, scene->name, snap);
+    else
+        pd__set_err(msg, cap,
+                 "%s (%d,%d) of scene '%s' is open, but a unit of size %u anchored there does not fit: "
+                 "a wall lies under its %ux%u footprint%s",
+                 end, p.x, p.y, scene->name, unit, unit, unit, snap);
+}
+
+/* The message of a path refused after its checks (NO_PATH, a blocked end,
+ * a cut-off search): says which rule refused it, with the cells and the
+ * components involved. */
+static void pd__explain_path(const pd_scene *scene, const pd_path_query *q, const pd_components *comps,
+                             const pd_path_result *r, pd_status st, char *msg, size_t cap)
+{
+    const pd_point a = q->params.start, b = q->params.goal;
+    uint32_t unit = q->unit_size ? q->unit_size : 1;
+    switch (st) {
+    case PD_START_BLOCKED:
+        pd__explain_blocked(scene, q, "start", a, msg, cap);
+        break;
+    case PD_GOAL_BLOCKED:
+        pd__explain_blocked(scene, q, "goal", b, msg, cap);
+        break;
+    case PD_NO_PATH: {
+        pd_point from = r->start_substituted ? r->start_used : a;
+        if (comps && !pd_components_connected(comps, from, b) && pd_components_label(comps, b) != 0)
+            pd__set_err(msg, cap,
+                     "start (%d,%d) is in component %u and goal (%d,%d) in component %u of scene '%s' "
+                     "for unit size %u: no walk joins them%s",
+                     from.x, from.y, (unsigned)pd_components_label(comps, from), b.x, b.y,
+                     (unsigned)pd_components_label(comps, b), scene->name, unit,
+                     q->goal_mode == PD_GOAL_EXACT ? " (goal_mode EXACT: no substitute goal)"
+                                                   : ", and no reachable substitute for the goal was found");
+        else if (comps && !pd_components_connected(comps, from, b))
+            pd__set_err(msg, cap, "goal (%d,%d) is blocked for unit size %u and no reachable cell near it was found",
+                     b.x, b.y, unit);
+        else
+            pd__set_err(msg, cap,
+                     "start (%d,%d) and goal (%d,%d) are connected in scene '%s', but not within this "
+                     "request's avoid cells (%zu) and window: the search ran out of cells after %" PRIu64
+                     " expansions",
+                     from.x, from.y, b.x, b.y, scene->name, q->n_avoid, r->metrics.expanded);
+        break;
+    }
+    case PD_BUDGET_EXCEEDED:
+        pd__set_err(msg, cap, "the search expanded %" PRIu64 " nodes, the budget (max_expansions %" PRIu64
+                 "), before reaching the goal; partial_on_cutoff returns the path so far",
+                 r->metrics.expanded, q->params.max_expansions);
+        break;
+    default:
+        pd__set_err(msg, cap, "%s after %" PRIu64 " expansions", pd_status_name(st), r->metrics.expanded);
+        break;
+    }
+}
+
 static pd_status pd__find_path(pd_query_scratch *s, const pd_scene *scene, const pd_path_query *q,
                                const pd_query_control *ctl, pd_path_result *r)
 {
@@ -574,11 +637,15 @@ static pd_status pd__find_path(pd_query_scratch *s, const pd_scene *scene, const
     }
     if (r->start_substituted)
         r->start_used = params.start;
-    if (st != PD_OK)
+    if (st != PD_OK) {
+        pd__explain_path(scene, q, comps, r, st, r->message, sizeof r->message);
         return st;
+    }
 
     size_t len = 0;
     st = pd__search(s, ctl, grid, &params, q->avoid, q->n_avoid, &r->metrics, &len);
+    if (st != PD_OK && st != PD_PARTIAL)
+        pd__explain_path(scene, q, comps, r, st, r->message, sizeof r->message);
     if ((st != PD_OK && st != PD_PARTIAL) || len == 0)
         return st;
     if (st == PD_PARTIAL)
@@ -770,6 +837,20 @@ static pd_status pd__find_route(pd_query_scratch *s, const pd_world *world, cons
 
     r->metrics.expanded = expanded;
     if (st != PD_OK) {
+        uint32_t unit = q->unit_size ? q->unit_size : 1;
+        if (st == PD_NO_PATH)
+            pd__set_err(r->message, sizeof r->message,
+                     "no walk joins '%s' (%d,%d) to '%s' (%d,%d) for unit size %u: the ends are in parts of "
+                     "their scenes no portal open to this unit size connects (portals with a max_unit "
+                     "below %u are closed to it)",
+                     q->from_scene, q->start.x, q->start.y, q->to_scene, q->goal.x, q->goal.y, unit, unit);
+        else if (st == PD_START_BLOCKED || st == PD_GOAL_BLOCKED)
+            pd__set_err(r->message, sizeof r->message, "%s (%d,%d) of scene '%s' is a wall for unit size %u",
+                     st == PD_START_BLOCKED ? "start" : "goal", st == PD_START_BLOCKED ? q->start.x : q->goal.x,
+                     st == PD_START_BLOCKED ? q->start.y : q->goal.y,
+                     st == PD_START_BLOCKED ? q->from_scene : q->to_scene, unit);
+        else
+            pd__set_err(r->message, sizeof r->message, "%s after %" PRIu64 " expansions", pd_status_name(st), expanded);
         pd_route_result_free(r);
         r->goal_substituted = 0;
         return st;

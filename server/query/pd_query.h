@@ -103,6 +103,9 @@ typedef struct pd_path_result {
     pd_point goal_used;
     int has_target;               /* a goal set was reached: target says which goal */
     uint32_t target;              /* index into the request's goals (0 for a single goal) */
+    char message[PD_QUERY_MESSAGE_MAX];  /* why, for every status but OK and PARTIAL:
+                                            which end is a wall or does not fit the
+                                            unit, which components the ends are in... */
 } pd_path_result;
 
 /* Checks req against scene and fills *out (avoid borrowed from req):
@@ -165,6 +168,7 @@ typedef struct pd_route_result {
     int pinned;                   /* 1: a pinned route from the config was followed */
     int goal_substituted;         /* a GOAL_NEAREST / LINE substitute */
     pd_point goal_used;
+    char message[PD_QUERY_MESSAGE_MAX];  /* why, for every status but OK and PARTIAL */
 } pd_route_result;
 
 /* Checks req against world: PD_UNKNOWN_SCENE, PD_INVALID_ARGUMENT (unit size

@@ -27,6 +27,7 @@ static const char *const pd__kind_names[PD_REQ__COUNT] = {
     [PD_REQ_RANDOM_POINT] = "random_point",
     [PD_REQ_DISTANCE_TO_WALL] = "distance_to_wall",
     [PD_REQ_BATCH] = "batch",
+    [PD_REQ_GET_LIMITS] = "get_limits",
 };
 
 const char *pd_request_kind_name(pd_request_kind kind)

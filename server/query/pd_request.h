@@ -59,6 +59,7 @@ typedef enum pd_request_kind {
     PD_REQ_DISTANCE_TO_WALL, /* .. PD_REQ_DISTANCE_TO_WALL (pd_request_is_move) */
     PD_REQ_BATCH,            /* up to PD_BATCH_MAX_ITEMS movement queries and
                                 up to PD_BATCH_MAX_PATHS FindPaths */
+    PD_REQ_GET_LIMITS,       /* the limits a client must respect */
     PD_REQ__COUNT            /* not a kind: how many there are */
 } pd_request_kind;
 

@@ -40,6 +40,8 @@ typedef struct pd__worker {
     pd_task *current;         /* guarded by pool->lock; NULL when idle */
     pd__worker_stats stats;   /* guarded by pool->lock */
     size_t context_bytes;     /* guarded by pool->lock: as the last trim reported */
+    int ready;                /* guarded by pool->lock: the thread made its context and
+                                 waits for tasks (a health check reads it) */
 } pd__worker;
 
 struct pd_pool {
@@ -264,6 +266,7 @@ static void *pd__worker_main(void *arg)
 
     pthread_mutex_lock(&p->lock);
     w->context_bytes = bytes;
+    w->ready = ctx != NULL;
     for (;;) {
         pd_task *task = NULL;
         int holds_order = 0;
@@ -287,6 +290,7 @@ static void *pd__worker_main(void *arg)
 
         pthread_mutex_lock(&p->lock);
     }
+    w->ready = 0;
     pthread_mutex_unlock(&p->lock);
 
     if (ctx)
@@ -500,6 +504,8 @@ void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out)
         const pd__worker *w = &p->workers[i];
         if (w->current)
             out->running++;
+        if (w->ready)
+            out->threads_ready++;
         out->tasks_done += w->stats.tasks_done;
         out->busy_ns += w->stats.busy_ns;
         out->context_bytes += w->context_bytes;

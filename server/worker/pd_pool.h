@@ -96,6 +96,8 @@ typedef void (*pd_pool_wake_fn)(void *user);
 
 typedef struct pd_pool_stats {
     uint32_t threads;
+    uint32_t threads_ready;       /* threads that made their context and take tasks; fewer
+                                     while they start, or when a context could not be made */
     uint64_t queue_depth;         /* tasks waiting for a worker */
     uint64_t running;             /* tasks a worker is on right now */
     uint64_t tasks_done;

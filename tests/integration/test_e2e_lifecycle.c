@@ -379,7 +379,7 @@ static void test_check_config(void **state)
     assert_non_null(strstr(den, "per cell"));
 
     /* A scene with no walkable cell loads, but is named in a warning. */
-    char wall[PDI_PATH_MAX + 32], walled[PDI_PATH_MAX + 32], text[PDI_PATH_MAX * 2];
+    char wall[PDI_PATH_MAX + 32], walled[PDI_PATH_MAX + 32], text[PDI_PATH_MAX * 4];
     snprintf(wall, sizeof wall, "%s/wall.txt", d->dir);
     write_file(wall, "##\n##\n");
     snprintf(walled, sizeof walled, "%s/walled.json", d->dir);
@@ -392,6 +392,35 @@ static void test_check_config(void **state)
     assert_non_null(strstr(out, "warning: scene 'walled' has no walkable cell"));
     unlink(walled);
     unlink(wall);
+
+    /* Portals are checked for meaning: an end too narrow for its max_unit
+     * is a warning naming the largest unit that fits there (exit 0); an
+     * end on a wall is an error (exit 1). The memory estimate is printed. */
+    char room[PDI_PATH_MAX + 32], portals[PDI_PATH_MAX + 32];
+    snprintf(room, sizeof room, "%s/room.txt", d->dir);
+    write_file(room, "....\n..#.\n....\n");
+    snprintf(portals, sizeof portals, "%s/portals.json", d->dir);
+    const char *portal_args[] = {"--check-config", "--config", portals, NULL};
+    for (int on_wall = 0; on_wall < 2; on_wall++) {
+        snprintf(text, sizeof text,
+                 "{ \"scenes\": [ {\"name\": \"a\", \"map\": \"%s\", \"format\": \"ascii\", \"unit_sizes\": [1, 2]},"
+                 " {\"name\": \"b\", \"map\": \"%s\", \"format\": \"ascii\", \"unit_sizes\": [1, 2]} ],"
+                 " \"portals\": [ {\"name\": \"narrow\", \"a\": {\"scene\": \"a\", \"cell\": [1, 0]},"
+                 " \"b\": {\"scene\": \"b\", \"cell\": [0, 0]}, \"max_unit\": 2}%s ] }",
+                 room, room,
+                 on_wall ? ", {\"name\": \"walled\", \"a\": {\"scene\": \"a\", \"cell\": [0, 0]},"
+                           " \"b\": {\"scene\": \"b\", \"cell\": [2, 1]}}"
+                         : "");
+        write_file(portals, text);
+        assert_int_equal(pdi_run_pathd(portal_args, T_RUN_TIMEOUT_MS, out, sizeof out), on_wall ? 1 : 0);
+        if (!strstr(out, "warning: portal 'narrow' end a (a 1,0) fits units up to 1, not its max_unit 2"))
+            fail_msg("no warning for the narrow portal: %s", out);
+        assert_non_null(strstr(out, "memory estimate: "));
+        if (on_wall && !strstr(out, "error: portal 'walled' end b (b 2,1) is a wall"))
+            fail_msg("no error for the portal on a wall: %s", out);
+    }
+    unlink(portals);
+    unlink(room);
 
     char bad[PDI_PATH_MAX + 32];
     const char *bad_args[] = {"--check-config", "--config", bad, NULL};

@@ -382,6 +382,8 @@ static void test_unit_size_limit(void **state)
     q.unit_size = 3;
     assert_int_equal(pdc_find_route(c, &q, &r), PDC_NO_PATH);
     assert_int_equal(r.leg_count, 0);
+    assert_non_null(strstr(r.message, "no walk joins 'town'"));
+    assert_non_null(strstr(r.message, "for unit size 3"));
     pdc_route_result_free(&r);
 
     /* The cellar serves unit 1 only. */

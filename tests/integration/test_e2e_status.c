@@ -60,11 +60,15 @@ static void expect_and_free(int fd, uint64_t id, Pathd__V1__Status status)
 }
 
 /* A failed search is answered with one final PathChunk and no waypoints. */
-static void expect_empty_path(int fd, uint64_t id, Pathd__V1__Status status)
+/* A search that ran and found nothing: a final empty PathChunk whose
+ * Response.message says why (not empty) and contains `why`. */
+static void expect_empty_path(int fd, uint64_t id, Pathd__V1__Status status, const char *why)
 {
     Pathd__V1__Response *r = expect(fd, id, status);
     assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PATH);
     assert_int_equal(r->path->n_waypoints, 0);
+    if (!r->message || !r->message[0] || !strstr(r->message, why))
+        fail_msg("request %llu: message '%s' lacks '%s'", (unsigned long long)id, r->message ? r->message : "", why);
     pathd__v1__response__free_unpacked(r, NULL);
 }
 
@@ -106,11 +110,11 @@ static void test_ok_partial_no_path_and_search_outcomes(void **state)
     pathd__v1__response__free_unpacked(r, NULL);
 
     send_fp(fd, 3, "rooms", 1, 1, 17, 4); /* the sealed pocket */
-    expect_empty_path(fd, 3, PATHD__V1__STATUS__NO_PATH);
+    expect_empty_path(fd, 3, PATHD__V1__STATUS__NO_PATH, "no walk joins them");
     send_fp(fd, 4, "rooms", 11, 1, 1, 1); /* start on the wall */
-    expect_empty_path(fd, 4, PATHD__V1__STATUS__START_BLOCKED);
+    expect_empty_path(fd, 4, PATHD__V1__STATUS__START_BLOCKED, "start cell (11,1) of scene 'rooms' is a wall");
     send_fp(fd, 5, "rooms", 1, 1, 11, 2); /* goal on the wall */
-    expect_empty_path(fd, 5, PATHD__V1__STATUS__GOAL_BLOCKED);
+    expect_empty_path(fd, 5, PATHD__V1__STATUS__GOAL_BLOCKED, "goal cell (11,2) of scene 'rooms' is a wall");
 
     pdi_scenario sc[2];
     assert_int_equal(pdi_load_scenarios(sc, 2), 2);
@@ -141,7 +145,8 @@ static void test_ok_partial_no_path_and_search_outcomes(void **state)
 
     /* 1 ms is far less than the ~0.5 M expansions the serpent needs. */
     pdi_send_serpent(fd, 7, 1);
-    expect_empty_path(fd, 7, PATHD__V1__STATUS__DEADLINE_EXCEEDED);
+    /* Cut off in the search or before a worker took it: either says why. */
+    expect_empty_path(fd, 7, PATHD__V1__STATUS__DEADLINE_EXCEEDED, "");
     close(fd);
 }
 

@@ -225,6 +225,8 @@ static void test_corridor_choice_by_unit_size(void **state)
     assert_true(pdi_rules_dijkstra(&g, &u3, 2, 8, 24, 8) < 0);
     assert_int_equal(t_path(c, "units", 3, 0, 2, 8, 24, 8, &r), PDC_NO_PATH);
     assert_int_equal(r.expansions, 0);
+    assert_non_null(strstr(r.message, "start (2,8) is in component "));
+    assert_non_null(strstr(r.message, "for unit size 3: no walk joins them"));
     assert_int_equal(r.count, 0);
     pdc_path_result_free(&r);
 
@@ -248,6 +250,8 @@ static void test_unit_endpoint_rules(void **state)
     pdc_path_result r;
     /* Unit 2 at (6,8) would cover (7,9), a wall; at (2,11) the pillar. */
     assert_int_equal(t_path(c, "units", 2, 0, 2, 8, 6, 8, &r), PDC_GOAL_BLOCKED);
+    assert_non_null(strstr(r.message, "goal (6,8) of scene 'units' is open, but a unit of size 2 anchored there "
+                                      "does not fit"));
     pdc_path_result_free(&r);
     assert_int_equal(t_path(c, "units", 2, 0, 2, 11, 2, 8, &r), PDC_START_BLOCKED);
     pdc_path_result_free(&r);

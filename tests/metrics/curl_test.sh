@@ -49,6 +49,9 @@ base=$(sed -n 's#.*metrics on \(http://[^/]*\)/metrics.*#\1#p' "$dir/err" | head
 # The requests whose traces the scrape must show.
 "$pathctl" --server "$server" path --scene town --from 3,4 --to 30,20 >/dev/null || fail "path 1 failed"
 "$pathctl" --server "$server" path --scene forest --from 10,10 --to 500,490 >/dev/null || fail "path 2 failed"
+if "$pathctl" --server "$server" path --scene house --from 1,1 --to 5000,5000 >/dev/null 2>&1; then
+    fail "a path to a cell outside the scene succeeded"
+fi
 if "$pathctl" --server "$server" info no-such-scene >/dev/null 2>&1; then
     fail "info on an unknown scene succeeded"
 fi
@@ -66,9 +69,16 @@ expect 'pathd_requests_total{type="find_path",status="OK"} 2'
 expect 'pathd_requests_total{type="scene_info",status="UNKNOWN_SCENE"} 1'
 expect 'pathd_requests_total{type="ping",status="OK"} 1'
 expect 'pathd_requests_total{type="cancel",status="OK"} 0'
-expect '# TYPE pathd_find_path_duration_seconds histogram'
-expect 'pathd_find_path_duration_seconds_bucket{le="+Inf"} 2'
-expect 'pathd_find_path_duration_seconds_count 2'
+expect '# TYPE pathd_request_duration_seconds histogram'
+expect 'pathd_request_duration_seconds_bucket{kind="find_path",scene="town",le="+Inf"} 1'
+expect 'pathd_request_duration_seconds_count{kind="find_path",scene="town"} 1'
+expect 'pathd_request_duration_seconds_count{kind="find_path",scene="forest"} 1'
+# Refusals are counted as requests, never as latency: the path to a cell
+# outside the scene was refused before any work.
+expect 'pathd_requests_total{type="find_path",status="OUT_OF_BOUNDS"} 1'
+grep -q '^pathd_request_duration_seconds_count{kind="find_path",scene="house"}' "$dir/metrics" && fail "a refused request was observed as latency"
+expect 'pathd_overloaded_total{limit="job_queue"} 0'
+expect 'pathd_reloads_total{result="success"} 0'
 expect 'pathd_worker_threads 2'
 # The searches grew a worker's context, which kept no more than the default
 # limits.worker_retained_bytes (8 MiB).

@@ -231,19 +231,19 @@ static void test_requests_by_type_and_status(void **state)
     (void)state;
     pd_metrics *m = pd_metrics_create("1.2.3");
     assert_non_null(m);
-    pd_metrics_observe(m, PD_REQ_FIND_PATH, PD_OK, 150, 10);
-    pd_metrics_observe(m, PD_REQ_FIND_PATH, PD_OK, 100, 5);
-    pd_metrics_observe(m, PD_REQ_FIND_PATH, PD_NO_PATH, 3000, 7);
-    pd_metrics_observe(m, PD_REQ_PING, PD_OK, 0, 0);
-    pd_metrics_observe(m, PD_REQ_PING, PD_OK, 0, 0);
-    pd_metrics_observe(m, PD_REQ_UPDATE_CELLS, PD_INVALID_ARGUMENT, 0, 0);
-    pd_metrics_observe(m, PD_REQ_NONE, PD_MALFORMED, 0, 0);
+    pd_metrics_observe(m, PD_REQ_FIND_PATH, PD_OK, 10);
+    pd_metrics_observe(m, PD_REQ_FIND_PATH, PD_OK, 5);
+    pd_metrics_observe(m, PD_REQ_FIND_PATH, PD_NO_PATH, 7);
+    pd_metrics_observe(m, PD_REQ_PING, PD_OK, 0);
+    pd_metrics_observe(m, PD_REQ_PING, PD_OK, 0);
+    pd_metrics_observe(m, PD_REQ_UPDATE_CELLS, PD_INVALID_ARGUMENT, 0);
+    pd_metrics_observe(m, PD_REQ_NONE, PD_MALFORMED, 0);
     /* Out-of-range inputs land in the catch-all series instead of memory
      * past the table; a NULL metrics is a no-op. */
-    pd_metrics_observe(m, (pd_request_kind)99, PD_FRAME_TOO_LARGE, 0, 0);
-    pd_metrics_observe(m, PD_REQ_STATS, PD_BUFFER_TOO_SMALL, 0, 0);
-    pd_metrics_observe(m, PD_REQ_STATS, (pd_status)1000, 0, 0);
-    pd_metrics_observe(NULL, PD_REQ_PING, PD_OK, 0, 0);
+    pd_metrics_observe(m, (pd_request_kind)99, PD_FRAME_TOO_LARGE, 0);
+    pd_metrics_observe(m, PD_REQ_STATS, PD_BUFFER_TOO_SMALL, 0);
+    pd_metrics_observe(m, PD_REQ_STATS, (pd_status)1000, 0);
+    pd_metrics_observe(NULL, PD_REQ_PING, PD_OK, 0);
 
     char *text = render(m, NULL, NULL);
     assert_line(text, "pathd_build_info{version=\"1.2.3\"} 1");
@@ -264,6 +264,8 @@ static void test_requests_by_type_and_status(void **state)
     /* Without gauges and registry their families are left out. */
     assert_null(strstr(text, "pathd_connections"));
     assert_null(strstr(text, "pathd_scene_version"));
+    /* Counting requests observes no latency. */
+    assert_int_equal(count_prefix_lines(text, "pathd_request_duration_seconds_count"), 0);
     free(text);
     pd_metrics_destroy(m);
     pd_metrics_destroy(NULL);
@@ -289,43 +291,133 @@ static void test_latency_histogram(void **state)
     uint64_t own[PD_METRICS_LATENCY_BUCKETS] = {0};
     for (size_t i = 0; i < PD_METRICS_LATENCY_BUCKETS; i++) {
         for (size_t k = 0; k <= i; k++) {
-            pd_metrics_observe(m, PD_REQ_FIND_PATH, PD_OK, bound_us[i], 0);
+            pd_metrics_observe_duration(m, PD_REQ_FIND_PATH, "town", bound_us[i]);
             sum_us += bound_us[i];
             count++;
             own[i]++;
         }
-        pd_metrics_observe(m, PD_REQ_FIND_PATH, PD_OK, bound_us[i] + 1, 0);
+        pd_metrics_observe_duration(m, PD_REQ_FIND_PATH, "town", bound_us[i] + 1);
         sum_us += bound_us[i] + 1;
         count++;
         if (i + 1 < PD_METRICS_LATENCY_BUCKETS)
             own[i + 1]++;
     }
-    /* Other types never enter the FindPath histogram. */
-    pd_metrics_observe(m, PD_REQ_PING, PD_OK, 42, 0);
+    /* Other kinds and scenes have series of their own; a NULL scene (a
+     * Batch over several) is "mixed". */
+    pd_metrics_observe_duration(m, PD_REQ_RAYCAST, "town", 42);
+    pd_metrics_observe_duration(m, PD_REQ_FIND_PATH, "forest", 300);
+    pd_metrics_observe_duration(m, PD_REQ_BATCH, NULL, 7);
+    pd_metrics_observe_duration(NULL, PD_REQ_FIND_PATH, "town", 1);
 
     char *text = render(m, NULL, NULL);
+    check_exposition(text);
     assert_line(text, "pathd_build_info{version=\"unknown\"} 1");
+    const char *series = "kind=\"find_path\",scene=\"town\"";
     uint64_t cumulative = 0;
+    char line[192];
     for (size_t i = 0; i < PD_METRICS_LATENCY_BUCKETS; i++) {
         cumulative += own[i];
-        char line[128];
-        snprintf(line, sizeof line, "pathd_find_path_duration_seconds_bucket{le=\"%s\"} %llu", le[i],
+        snprintf(line, sizeof line, "pathd_request_duration_seconds_bucket{%s,le=\"%s\"} %llu", series, le[i],
                  (unsigned long long)cumulative);
         assert_line(text, line);
     }
     /* The one value above 10 s is only in +Inf. */
     assert_int_equal(cumulative + 1, count);
-    char line[128];
-    snprintf(line, sizeof line, "pathd_find_path_duration_seconds_bucket{le=\"+Inf\"} %llu",
+    snprintf(line, sizeof line, "pathd_request_duration_seconds_bucket{%s,le=\"+Inf\"} %llu", series,
              (unsigned long long)count);
     assert_line(text, line);
-    snprintf(line, sizeof line, "pathd_find_path_duration_seconds_sum %llu.%06llu",
+    snprintf(line, sizeof line, "pathd_request_duration_seconds_sum{%s} %llu.%06llu", series,
              (unsigned long long)(sum_us / 1000000u), (unsigned long long)(sum_us % 1000000u));
     assert_line(text, line);
-    snprintf(line, sizeof line, "pathd_find_path_duration_seconds_count %llu", (unsigned long long)count);
+    snprintf(line, sizeof line, "pathd_request_duration_seconds_count{%s} %llu", series, (unsigned long long)count);
     assert_line(text, line);
-    assert_int_equal(count_prefix_lines(text, "pathd_find_path_duration_seconds_bucket{"),
-                     PD_METRICS_LATENCY_BUCKETS + 1);
+    assert_line(text, "pathd_request_duration_seconds_count{kind=\"raycast\",scene=\"town\"} 1");
+    assert_line(text, "pathd_request_duration_seconds_bucket{kind=\"raycast\",scene=\"town\",le=\"0.0001\"} 1");
+    assert_line(text, "pathd_request_duration_seconds_count{kind=\"find_path\",scene=\"forest\"} 1");
+    assert_line(text, "pathd_request_duration_seconds_bucket{kind=\"find_path\",scene=\"forest\",le=\"0.00025\"} 0");
+    assert_line(text, "pathd_request_duration_seconds_count{kind=\"batch\",scene=\"mixed\"} 1");
+    /* Only series with observations are written: four of them. */
+    assert_int_equal(count_prefix_lines(text, "pathd_request_duration_seconds_count{"), 4);
+    assert_int_equal(count_prefix_lines(text, "pathd_request_duration_seconds_bucket{"),
+                     4 * (PD_METRICS_LATENCY_BUCKETS + 1));
+    free(text);
+    pd_metrics_destroy(m);
+}
+
+/* The scene label is bounded: the first PD_METRICS_MAX_SCENE_LABELS names
+ * keep their own series, later ones share scene="other". */
+static void test_latency_scene_cap(void **state)
+{
+    (void)state;
+    pd_metrics *m = pd_metrics_create(NULL);
+    assert_non_null(m);
+    const int extra = 5;
+    for (int i = 0; i < PD_METRICS_MAX_SCENE_LABELS + extra; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "s%d", i);
+        pd_metrics_observe_duration(m, PD_REQ_UPDATE_CELLS, name, 10);
+        /* A name seen before keeps its slot, even once the cap is reached. */
+        pd_metrics_observe_duration(m, PD_REQ_UPDATE_CELLS, "s0", 10);
+    }
+    char *text = render(m, NULL, NULL);
+    char line[160];
+    snprintf(line, sizeof line, "pathd_request_duration_seconds_count{kind=\"update_cells\",scene=\"s0\"} %d",
+             PD_METRICS_MAX_SCENE_LABELS + extra + 1);
+    assert_line(text, line);
+    snprintf(line, sizeof line, "pathd_request_duration_seconds_count{kind=\"update_cells\",scene=\"s%d\"} 1",
+             PD_METRICS_MAX_SCENE_LABELS - 1);
+    assert_line(text, line);
+    snprintf(line, sizeof line, "pathd_request_duration_seconds_count{kind=\"update_cells\",scene=\"s%d\"}",
+             PD_METRICS_MAX_SCENE_LABELS);
+    assert_int_equal(count_prefix_lines(text, line), 0);
+    snprintf(line, sizeof line, "pathd_request_duration_seconds_count{kind=\"update_cells\",scene=\"other\"} %d", extra);
+    assert_line(text, line);
+    assert_int_equal(count_prefix_lines(text, "pathd_request_duration_seconds_count{"),
+                     PD_METRICS_MAX_SCENE_LABELS + 1);
+    free(text);
+    pd_metrics_destroy(m);
+}
+
+/* OVERLOADED by limit and reloads by result: every label value from the
+ * first scrape, then the counts and times observed. */
+static void test_overload_and_reload_counters(void **state)
+{
+    (void)state;
+    pd_metrics *m = pd_metrics_create(NULL);
+    assert_non_null(m);
+    char *text = render(m, NULL, NULL);
+    check_exposition(text);
+    assert_line(text, "pathd_overloaded_total{limit=\"connections\"} 0");
+    assert_line(text, "pathd_overloaded_total{limit=\"in_flight_per_connection\"} 0");
+    assert_line(text, "pathd_overloaded_total{limit=\"job_queue\"} 0");
+    assert_line(text, "pathd_reloads_total{result=\"success\"} 0");
+    assert_line(text, "pathd_reloads_total{result=\"partial\"} 0");
+    assert_line(text, "pathd_reloads_total{result=\"failure\"} 0");
+    assert_line(text, "pathd_last_reload_timestamp_seconds 0.000");
+    assert_line(text, "pathd_last_reload_success_timestamp_seconds 0.000");
+    free(text);
+
+    pd_metrics_observe_overloaded(m, PD_METRICS_LIMIT_JOB_QUEUE);
+    pd_metrics_observe_overloaded(m, PD_METRICS_LIMIT_JOB_QUEUE);
+    pd_metrics_observe_overloaded(m, PD_METRICS_LIMIT_CONN_IN_FLIGHT);
+    pd_metrics_observe_overloaded(m, PD_METRICS_LIMIT__COUNT); /* out of range: ignored */
+    pd_metrics_observe_reload(m, PD_METRICS_RELOAD_SUCCESS, 1000.5);
+    pd_metrics_observe_reload(m, PD_METRICS_RELOAD_PARTIAL, 1001.25);
+    pd_metrics_observe_reload(m, PD_METRICS_RELOAD_FAILURE, 1002.0);
+    pd_metrics_observe_reload(m, PD_METRICS_RELOAD_FAILURE, 1003.0);
+    text = render(m, NULL, NULL);
+    assert_line(text, "pathd_overloaded_total{limit=\"connections\"} 0");
+    assert_line(text, "pathd_overloaded_total{limit=\"in_flight_per_connection\"} 1");
+    assert_line(text, "pathd_overloaded_total{limit=\"job_queue\"} 2");
+    assert_line(text, "pathd_reloads_total{result=\"success\"} 1");
+    assert_line(text, "pathd_reloads_total{result=\"partial\"} 1");
+    assert_line(text, "pathd_reloads_total{result=\"failure\"} 2");
+    /* A failure moves the last reload's time, not the last success's (a
+     * partial reload published its scenes, so it counts as one). */
+    assert_line(text, "pathd_last_reload_timestamp_seconds 1003.000");
+    assert_line(text, "pathd_last_reload_success_timestamp_seconds 1001.250");
+    assert_string_equal(pd_metrics_limit_name(PD_METRICS_LIMIT_CONNECTIONS), "connections");
+    assert_string_equal(pd_metrics_limit_name((pd_metrics_limit)77), "unknown");
     free(text);
     pd_metrics_destroy(m);
 }
@@ -449,7 +541,7 @@ static void test_type_names(void **state)
         "unknown", "find_path", "cancel", "list_scenes", "scene_info",
         "stats", "ping", "update_cells", "scene_grid", "find_route",
         "auth", "reload", "raycast", "validate_move", "move_along", "nearest",
-        "reachable", "random_point", "distance_to_wall", "batch",
+        "reachable", "random_point", "distance_to_wall", "batch", "get_limits",
     };
     for (unsigned k = 0; k < PD_REQ__COUNT; k++)
         assert_string_equal(pd_request_kind_name((pd_request_kind)k), want[k]);
@@ -469,7 +561,18 @@ typedef struct t_http {
     pd_metrics_http *http;
     uint16_t port;
     atomic_int gauge_calls;
+    atomic_int not_ready;        /* what t_ready answers: 0 ready, else not */
 } t_http;
+
+/* The readiness callback the test drives through t->not_ready. */
+static int t_ready(void *user, char *reason, size_t cap)
+{
+    t_http *t = user;
+    if (atomic_load(&t->not_ready) == 0)
+        return 1;
+    snprintf(reason, cap, "loading scenes (test %d)", atomic_load(&t->not_ready));
+    return 0;
+}
 
 static void t_gauges(void *user, pd_metrics_gauges *out)
 {
@@ -501,7 +604,8 @@ static t_http *t_start(const pd_metrics_http_limits *limits)
     load_registry(&t->conf, &t->registry);
     t->metrics = pd_metrics_create("9.9.9");
     assert_non_null(t->metrics);
-    pd_metrics_observe(t->metrics, PD_REQ_FIND_PATH, PD_OK, 1200, 40);
+    pd_metrics_observe(t->metrics, PD_REQ_FIND_PATH, PD_OK, 40);
+    pd_metrics_observe_duration(t->metrics, PD_REQ_FIND_PATH, "small", 1200);
     assert_int_equal(uv_loop_init(&t->loop), 0);
     assert_int_equal(uv_async_init(&t->loop, &t->stop, t_stop_cb), 0);
     t->stop.data = t;
@@ -510,6 +614,7 @@ static t_http *t_start(const pd_metrics_http_limits *limits)
                                     err, sizeof err);
     if (!t->http)
         fail_msg("pd_metrics_http_start: %s", err);
+    pd_metrics_http_set_ready(t->http, t_ready, t);
     t->port = pd_metrics_http_port(t->http);
     assert_true(t->port != 0);
     assert_int_equal(pthread_create(&t->thread, NULL, t_loop_main, t), 0);
@@ -647,8 +752,8 @@ static void test_http_metrics(void **state)
     check_exposition(a.body);
     assert_line(a.body, "pathd_build_info{version=\"9.9.9\"} 1");
     assert_line(a.body, "pathd_requests_total{type=\"find_path\",status=\"OK\"} 1");
-    assert_line(a.body, "pathd_find_path_duration_seconds_bucket{le=\"0.001\"} 0");
-    assert_line(a.body, "pathd_find_path_duration_seconds_bucket{le=\"0.0025\"} 1");
+    assert_line(a.body, "pathd_request_duration_seconds_bucket{kind=\"find_path\",scene=\"small\",le=\"0.001\"} 0");
+    assert_line(a.body, "pathd_request_duration_seconds_bucket{kind=\"find_path\",scene=\"small\",le=\"0.0025\"} 1");
     assert_line(a.body, "pathd_expansions_total 40");
     assert_line(a.body, "pathd_connections 5");
     assert_line(a.body, "pathd_in_flight 1");
@@ -718,6 +823,34 @@ static void test_http_routes(void **state)
         t_get(t->port, bad[i], &a);
         if (a.code != 400)
             fail_msg("request %zu answered %d, not 400", i, a.code);
+        free(a.raw);
+    }
+    t_stop(t);
+}
+
+/* /healthz and /readyz follow the readiness callback, 503 with its reason
+ * as the body; /livez answers 200 whatever it says. */
+static void test_http_ready_probes(void **state)
+{
+    (void)state;
+    t_http *t = t_start(NULL);
+    t_answer a;
+    static const char *const probes[] = {"/healthz", "/readyz"};
+    for (int round = 0; round < 2; round++) {
+        atomic_store(&t->not_ready, round == 0 ? 7 : 0);
+        for (size_t i = 0; i < 2; i++) {
+            char req[64];
+            snprintf(req, sizeof req, "GET %s HTTP/1.1\r\n\r\n", probes[i]);
+            t_get(t->port, req, &a);
+            assert_int_equal(a.code, round == 0 ? 503 : 200);
+            assert_string_equal(a.body, round == 0 ? "loading scenes (test 7)\n" : "ok\n");
+            if (round == 0)
+                assert_non_null(strstr(a.head, "HTTP/1.1 503 Service Unavailable\r\n"));
+            free(a.raw);
+        }
+        t_get(t->port, "GET /livez HTTP/1.1\r\n\r\n", &a);
+        assert_int_equal(a.code, 200);
+        assert_string_equal(a.body, "ok\n");
         free(a.raw);
     }
     t_stop(t);
@@ -959,11 +1092,14 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_requests_by_type_and_status),
         cmocka_unit_test(test_latency_histogram),
+        cmocka_unit_test(test_latency_scene_cap),
+        cmocka_unit_test(test_overload_and_reload_counters),
         cmocka_unit_test(test_gauges_and_scene_versions),
         cmocka_unit_test(test_label_escaping),
         cmocka_unit_test(test_type_names),
         cmocka_unit_test(test_http_metrics),
         cmocka_unit_test(test_http_routes),
+        cmocka_unit_test(test_http_ready_probes),
         cmocka_unit_test(test_http_trickled_request),
         cmocka_unit_test(test_http_oversized_headers),
         cmocka_unit_test(test_http_default_header_cap),

@@ -299,7 +299,12 @@ describe('the whole protocol against the live daemon, compared with pathctl', ()
     const cut = await client.findPath(...LONG, { maxExpansions: 50, partialOnCutoff: true });
     assert.deepEqual([cut.status, cut.cutoff], ['PARTIAL', 'BUDGET_EXCEEDED']);
     await assert.rejects(client.findPath(...LONG, { maxExpansions: 50 }), assertStatus('BUDGET_EXCEEDED'));
-    await assert.rejects(client.findPath(...UNREACHABLE), assertStatus('NO_PATH'));
+    await assert.rejects(client.findPath(...UNREACHABLE), (err) => {
+      assertStatus('NO_PATH')(err);
+      // The refusal says why: the ends lie in different components.
+      assert.match(err.detail, /start \(5,0\) is in component \d+ and goal \(357,278\) in component \d+ of scene 'forest'/);
+      return true;
+    });
     const nearest = await client.findPath(...UNREACHABLE, { goalMode: 'nearest' });
     assert.deepEqual(nearest.waypoints.at(-1), nearest.goalUsed);
     const avoided = await client.findPath('town', [1, 1], [10, 1], { avoid: [[5, 1], [5, 2]] });
@@ -516,6 +521,28 @@ describe('daemon with one request in flight per connection', () => {
       assert.equal((await long.promise).status, 'OK');
       // The short request was refused at least once while the long one ran.
       assert.ok((await client.stats()).overloadedTotal > before);
+    } finally {
+      client.close();
+    }
+  });
+});
+
+describe('daemon with other limits', () => {
+  const daemon = helperDaemon({ max_inflight_per_conn: 7, max_waypoints_per_chunk: 33, max_frame_bytes: 65536 });
+
+  it('reports them through limits(), as pathctl does', async () => {
+    const client = new PathdClient(daemon().addr, { timeoutMs: 10000 });
+    try {
+      const limits = await client.limits();
+      assert.equal(limits.maxInflightPerConn, 7);
+      assert.equal(limits.maxWaypointsPerChunk, 33);
+      assert.equal(limits.maxFrameBytes, 65536);
+      assert.ok(limits.maxBatchItems > 0);
+      const { status, ...reference } = pathctlJson(daemon().addr, ['limits']);
+      assert.equal(status, 'OK');
+      const camel = Object.fromEntries(Object.entries(reference)
+        .map(([k, v]) => [k.replace(/_([a-z])/g, (_, c) => c.toUpperCase()), v]));
+      assert.deepEqual(limits, camel);
     } finally {
       client.close();
     }
