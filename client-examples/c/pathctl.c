@@ -20,6 +20,7 @@
 
 #include "pathctl_query.h"
 #include "pathctl_render.h"
+#include "pathctl_scene.h"
 #include "pathd_client.h"
 
 #define PATHCTL_EXIT_ANSWER 1   /* the server answered with a non-OK status */
@@ -89,7 +90,7 @@ static void pathctl_usage(FILE *out)
             "  stats              server statistics\n"
             "  ping               round-trip time\n"
             "  reload             admin: reread the server's config and maps (as SIGHUP)\n"
-            "%s%s"
+            "%s%s%s"
             "\n"
             "options:\n"
             "  --server HOST:PORT  default %s ([::1]:PORT for IPv6)\n"
@@ -99,7 +100,7 @@ static void pathctl_usage(FILE *out)
             "  -h, --help          this text\n"
             "\n"
             "exit status: 0 OK/PARTIAL, 1 other answer, 2 usage, 3 connection failure\n",
-            pathctl_query_usage, pathctl_render_usage, PDC_DEFAULT_SERVER, PDC_DEFAULT_TIMEOUT_MS);
+            pathctl_query_usage, pathctl_scene_usage, pathctl_render_usage, PDC_DEFAULT_SERVER, PDC_DEFAULT_TIMEOUT_MS);
 }
 
 static int pathctl_usage_error(const char *fmt, const char *arg)
@@ -854,6 +855,9 @@ int main(int argc, char **argv)
         return code;
     code = pathctl_query_main(argc, argv);
     if (code != PATHCTL_QUERY_NOT_MINE)
+        return code;
+    code = pathctl_scene_main(argc, argv);
+    if (code != PATHCTL_SCENE_NOT_MINE)
         return code;
 
     pathctl_args args;

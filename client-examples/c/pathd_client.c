@@ -83,6 +83,9 @@ static const char *const pdc__wire_names[PDC_WIRE_STATUS_COUNT] = {
     "DEADLINE_EXCEEDED", "CANCELLED", "OVERLOADED", "MALFORMED",
     "FRAME_TOO_LARGE", "INTERNAL", "UNKNOWN_STATUS" /* 15: never sent */, "UNAUTHENTICATED",
     "PERMISSION_DENIED",
+    [PDC_SCENE_EXISTS] = "SCENE_EXISTS",
+    [PDC_SCENE_IN_USE] = "SCENE_IN_USE",
+    [PDC_LIMIT_EXCEEDED] = "LIMIT_EXCEEDED",
 };
 
 static int pdc__authenticate(pdc_conn *c, char *role, size_t role_len);
@@ -96,7 +99,7 @@ static const char *const pdc__client_names[] = {
 const char *pdc_status_name(int status)
 {
     if (status >= 0 && status < PDC_WIRE_STATUS_COUNT)
-        return pdc__wire_names[status];
+        return pdc__wire_names[status] ? pdc__wire_names[status] : "UNKNOWN_STATUS";
     if (status < 0 && -(long)status < (long)(sizeof pdc__client_names / sizeof pdc__client_names[0]))
         return pdc__client_names[-status];
     return "UNKNOWN_STATUS";
@@ -1546,6 +1549,83 @@ int pdc_update_cells(pdc_conn *c, const pdc_update_req *req, pdc_update_result *
     out->micros = resp->update->micros;
     pathd__v1__response__free_unpacked(resp, NULL);
     return PDC_OK;
+}
+
+/* Sends a scene change and reads its SceneChange answer. */
+static int pdc__scene_change(pdc_conn *c, Pathd__V1__Request *msg, pdc_scene_change *out)
+{
+    Pathd__V1__Response *resp;
+    int r = pdc__call_other(c, msg, PATHD__V1__RESPONSE__BODY_SCENE_CHANGE, &resp);
+    if (r != PDC_OK)
+        return r;
+    out->version = resp->scene_change->version;
+    out->own_bytes = resp->scene_change->own_bytes;
+    out->scene_bytes = resp->scene_change->scene_bytes;
+    pathd__v1__response__free_unpacked(resp, NULL);
+    return PDC_OK;
+}
+
+int pdc_create_scene(pdc_conn *c, const pdc_create_scene_req *req, pdc_scene_change *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if (!c || !req || !req->name || !req->name[0] || (!req->map == !req->cells))
+        return PDC_ERR_ARG;
+    Pathd__V1__Request msg = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__CreateScene body = PATHD__V1__CREATE_SCENE__INIT;
+    body.name = (char *)req->name;
+    if (req->map) {
+        body.format = (char *)(req->format ? req->format : "");
+        body.map.data = (uint8_t *)req->map;
+        body.map.len = req->map_len;
+    } else {
+        body.width = req->width;
+        body.height = req->height;
+        body.cells.data = (uint8_t *)req->cells;
+        body.cells.len = req->width > 0 && req->height > 0 ? (size_t)req->width * (size_t)req->height : 0;
+    }
+    body.origin_x = req->origin_x;
+    body.origin_y = req->origin_y;
+    body.cell_size = req->cell_size;
+    body.unit_sizes = (uint32_t *)req->unit_sizes;
+    body.n_unit_sizes = req->unit_sizes ? req->unit_size_count : 0;
+    msg.body_case = PATHD__V1__REQUEST__BODY_CREATE_SCENE;
+    msg.create_scene = &body;
+    return pdc__scene_change(c, &msg, out);
+}
+
+int pdc_create_instance(pdc_conn *c, const char *name, const char *template_scene,
+                        pdc_scene_change *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if (!c || !name || !name[0] || !template_scene || !template_scene[0])
+        return PDC_ERR_ARG;
+    Pathd__V1__Request msg = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__CreateInstance body = PATHD__V1__CREATE_INSTANCE__INIT;
+    body.name = (char *)name;
+    body.template_ = (char *)template_scene;
+    msg.body_case = PATHD__V1__REQUEST__BODY_CREATE_INSTANCE;
+    msg.create_instance = &body;
+    return pdc__scene_change(c, &msg, out);
+}
+
+int pdc_drop_scene(pdc_conn *c, const char *name, int drop_portals, pdc_scene_change *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if (!c || !name || !name[0])
+        return PDC_ERR_ARG;
+    Pathd__V1__Request msg = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__DropScene body = PATHD__V1__DROP_SCENE__INIT;
+    body.name = (char *)name;
+    body.drop_portals = drop_portals != 0;
+    msg.body_case = PATHD__V1__REQUEST__BODY_DROP_SCENE;
+    msg.drop_scene = &body;
+    return pdc__scene_change(c, &msg, out);
 }
 
 /* Sends Auth with the kept token and waits for its answer. */

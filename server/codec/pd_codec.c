@@ -664,6 +664,71 @@ static pd_status pd__decode_single_query(const Pathd__V1__Request *m, pd_request
     return st;
 }
 
+/* CreateScene: the scene entry goes through the config's parser
+ * (pd_conf_scene_from_fields); the map or cells are copied for the worker
+ * that parses them. */
+static pd_status pd__decode_create_scene(const Pathd__V1__CreateScene *m, pd_scene_change_req *out,
+                                         char *err, size_t errlen)
+{
+    pd_status st = pd__decode_scene_name(m->name, "create_scene.name", out->name, err, errlen);
+    if (st != PD_OK)
+        return st;
+    int raw = m->cells.len > 0 || m->width != 0 || m->height != 0;
+    if (raw && m->map.len > 0) {
+        pd__set_err(err, errlen, "create_scene has both map and cells: send one");
+        return PD_INVALID_ARGUMENT;
+    }
+    if (!raw && m->map.len == 0) {
+        pd__set_err(err, errlen, "create_scene has neither map nor cells");
+        return PD_INVALID_ARGUMENT;
+    }
+    if (raw) {
+        if (m->format && m->format[0]) {
+            pd__set_err(err, errlen, "create_scene.format applies to map, not to raw cells");
+            return PD_INVALID_ARGUMENT;
+        }
+        if (m->width < 1 || m->width > PD_GRID_MAX_SIDE || m->height < 1 || m->height > PD_GRID_MAX_SIDE) {
+            pd__set_err(err, errlen, "create_scene.width and height must be 1..%d (got %d x %d)",
+                        PD_GRID_MAX_SIDE, (int)m->width, (int)m->height);
+            return PD_INVALID_ARGUMENT;
+        }
+        if ((uint64_t)m->width * (uint64_t)m->height != m->cells.len) {
+            pd__set_err(err, errlen, "create_scene.cells has %zu bytes; width * height is %llu",
+                        m->cells.len, (unsigned long long)m->width * (unsigned long long)m->height);
+            return PD_INVALID_ARGUMENT;
+        }
+    }
+    if (m->n_unit_sizes > PD_CONF_MAX_UNIT_SIZES) {
+        pd__set_err(err, errlen, "create_scene.unit_sizes has %zu sizes; at most %d allowed", m->n_unit_sizes,
+                    PD_CONF_MAX_UNIT_SIZES);
+        return PD_INVALID_ARGUMENT;
+    }
+    const pd_conf_scene_fields f = {
+        .name = out->name,
+        /* Raw cells need no parser; "ascii" only satisfies the entry's checks. */
+        .format = raw ? "ascii" : (m->format && m->format[0] ? m->format : NULL),
+        .origin_x = m->origin_x,
+        .origin_y = m->origin_y,
+        .cell_size = m->cell_size,
+        .unit_sizes = m->unit_sizes,
+        .n_unit_sizes = m->n_unit_sizes,
+    };
+    if (pd_conf_scene_from_fields(&f, &out->scene, err, errlen) != 0)
+        return PD_INVALID_ARGUMENT;
+    const ProtobufCBinaryData *bytes = raw ? &m->cells : &m->map;
+    out->map = malloc(bytes->len);
+    if (!out->map) {
+        pd__set_err(err, errlen, "out of memory");
+        return PD_INTERNAL;
+    }
+    memcpy(out->map, bytes->data, bytes->len);
+    out->map_len = bytes->len;
+    out->raw = raw;
+    out->width = m->width;
+    out->height = m->height;
+    return PD_OK;
+}
+
 static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, char *err, size_t errlen)
 {
     switch (m->body_case) {
@@ -724,6 +789,21 @@ static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, c
     case PATHD__V1__REQUEST__BODY_BATCH:
         req->kind = PD_REQ_BATCH;
         return pd__decode_batch(m->batch, &req->u.batch, err, errlen);
+    case PATHD__V1__REQUEST__BODY_CREATE_SCENE:
+        req->kind = PD_REQ_CREATE_SCENE;
+        return pd__decode_create_scene(m->create_scene, &req->u.change, err, errlen);
+    case PATHD__V1__REQUEST__BODY_CREATE_INSTANCE: {
+        req->kind = PD_REQ_CREATE_INSTANCE;
+        pd_status st = pd__decode_scene_name(m->create_instance->name, "create_instance.name", req->u.change.name,
+                                             err, errlen);
+        return st != PD_OK ? st
+                           : pd__decode_scene_name(m->create_instance->template_, "create_instance.template",
+                                                   req->u.change.tmpl, err, errlen);
+    }
+    case PATHD__V1__REQUEST__BODY_DROP_SCENE:
+        req->kind = PD_REQ_DROP_SCENE;
+        req->u.change.drop_portals = m->drop_scene->drop_portals;
+        return pd__decode_scene_name(m->drop_scene->name, "drop_scene.name", req->u.change.name, err, errlen);
     default:
         /* Bodies added to the schema later (19 and up) arrive
          * here as unknown fields; say so, since the client likely is newer. */
@@ -878,7 +958,7 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
  * wire (PD_BUFFER_TOO_SMALL, anything out of range) become INTERNAL. */
 static Pathd__V1__Status pd__wire_status(pd_status s)
 {
-    if ((unsigned)s >= PD_STATUS_COUNT || s == PD_BUFFER_TOO_SMALL)
+    if (!pd_status_is_answer((unsigned)s))
         return PATHD__V1__STATUS__INTERNAL;
     return (Pathd__V1__Status)s;
 }
@@ -1046,6 +1126,9 @@ uint8_t *pd_codec_encode_scene_info(uint64_t id, const pd_scene *scene, size_t *
     m.label_bytes = bytes.by[PD_SCENE_LABELS];
     m.unit_grid_bytes = bytes.by[PD_SCENE_UNIT_GRIDS];
     m.total_bytes = bytes.total;
+    m.runtime = scene->runtime != 0;
+    m.shared = scene->base != NULL;
+    m.own_bytes = pd_scene_own_bytes(scene);
     resp.id = id;
     resp.status = PATHD__V1__STATUS__OK;
     resp.final = 1;
@@ -1411,6 +1494,26 @@ uint8_t *pd_codec_encode_update(uint64_t id, const char *scene, const pd_update_
     resp.final = 1;
     resp.body_case = PATHD__V1__RESPONSE__BODY_UPDATE;
     resp.update = &m;
+    return pd__encode_single(&resp, out_len);
+}
+
+uint8_t *pd_codec_encode_scene_change(uint64_t id, const char *name, const pd_scene_change_outcome *o,
+                                      size_t *out_len)
+{
+    if (o->status != PD_OK)
+        return pd_codec_encode_error(id, o->status, o->message[0] ? o->message : pd_status_name(o->status),
+                                     out_len);
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    Pathd__V1__SceneChange m = PATHD__V1__SCENE_CHANGE__INIT;
+    m.name = (char *)name;
+    m.version = o->version;
+    m.own_bytes = o->own_bytes;
+    m.scene_bytes = o->scene_bytes;
+    resp.id = id;
+    resp.status = PATHD__V1__STATUS__OK;
+    resp.final = 1;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_SCENE_CHANGE;
+    resp.scene_change = &m;
     return pd__encode_single(&resp, out_len);
 }
 

@@ -49,6 +49,10 @@ typedef struct pd__job {
     pd_update_cells_req update_req;   /* cells owned */
     pd_update_outcome update;
 
+    /* pd_request_is_scene_change(kind): registry and world_store as above */
+    pd_scene_change_req change;   /* map owned */
+    pd_scene_change_outcome change_out;
+
     /* Movement queries (pd_request_is_move) and PD_REQ_BATCH: n_moves items
      * (1 for a single query), each with its query and result. */
     pd_move_req *move_reqs;       /* owned, with their arrays */
@@ -83,6 +87,7 @@ static void pd__job_free(pd__job *job)
     pd_world_release(job->world);
     pd_route_result_free(&job->route);
     free(job->update_req.cells);
+    free(job->change.map);
     for (size_t i = 0; i < job->n_moves; i++) {
         if (job->move_queries)
             pd_move_query_release(&job->move_queries[i]);
@@ -121,6 +126,13 @@ static pd_status pd__run_update_cells(pd_task *task, void *scratch)
     (void)scratch;
     pd__job *job = (pd__job *)task;
     return pd_query_update_cells(job->registry, job->world_store, &job->update_req, &job->update);
+}
+
+static pd_status pd__run_scene_change(pd_task *task, void *scratch)
+{
+    (void)scratch;
+    pd__job *job = (pd__job *)task;
+    return pd_query_scene_change(job->registry, job->world_store, job->kind, &job->change, &job->change_out);
 }
 
 /* Runs every item that prepared; refused items keep their answer. A cancel
@@ -331,6 +343,25 @@ static void pd__handle_update_cells(pd__conn *c, pd_request *req)
     pd__submit(c, job);
 }
 
+/* CreateScene parses a whole map, so scene changes run on a worker; as
+ * ordered tasks, in order with each other and with cell updates. */
+static void pd__handle_scene_change(pd__conn *c, pd_request *req)
+{
+    if (!pd__inflight_ok(c, req->id, 1))
+        return;
+    pd__job *job = pd__job_new(c, req->id, req->kind, pd__run_scene_change);
+    if (!job) {
+        pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
+        return;
+    }
+    job->task.ordered = 1;
+    job->registry = c->server->registry;
+    job->world_store = c->server->world_store;
+    job->change = req->u.change; /* the job owns the map now */
+    req->u.change.map = NULL;
+    pd__submit(c, job);
+}
+
 /* A movement query or a Batch: each item is checked against the scene
  * current now (pd_move_prepare), then the whole job runs on one worker, so
  * a batch costs one queue slot and one wakeup. A single query refused by
@@ -441,6 +472,9 @@ static pd_role pd__required_role(pd_request_kind kind)
     case PD_REQ_NONE:
         return PD_ROLE_NONE;
     case PD_REQ_UPDATE_CELLS:
+    case PD_REQ_CREATE_SCENE:
+    case PD_REQ_CREATE_INSTANCE:
+    case PD_REQ_DROP_SCENE:
         return PD_ROLE_WRITE;
     case PD_REQ_STATS:
     case PD_REQ_RELOAD:
@@ -507,6 +541,11 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
         return;
     case PD_REQ_UPDATE_CELLS:
         pd__handle_update_cells(c, req);
+        return;
+    case PD_REQ_CREATE_SCENE:
+    case PD_REQ_CREATE_INSTANCE:
+    case PD_REQ_DROP_SCENE:
+        pd__handle_scene_change(c, req);
         return;
     case PD_REQ_FIND_ROUTE:
         pd__handle_find_route(c, req, arrival_ns);
@@ -613,6 +652,10 @@ static uint8_t *pd__encode_job(const pd_server *s, pd__job *job, size_t *len)
         return pd_codec_encode_batch(id, job->move_reqs, job->move_results, job->n_moves, len);
     case PD_REQ_FIND_PATH:
         return pd_codec_encode_path(id, job->scene, &job->path, s->conf.max_waypoints_per_chunk, len);
+    case PD_REQ_CREATE_SCENE:
+    case PD_REQ_CREATE_INSTANCE:
+    case PD_REQ_DROP_SCENE:
+        return pd_codec_encode_scene_change(id, job->change.name, &job->change_out, len);
     default:
         return pd_codec_encode_move(id, job->kind, &job->move_results[0], len);
     }
@@ -626,6 +669,10 @@ static void pd__settle_status(pd__job *job)
     job->path.status = st;
     job->route.status = st;
     job->update.status = st;
+    if (st != PD_OK && pd_request_is_scene_change(job->kind) && job->change_out.status == PD_OK) {
+        job->change_out.status = st;
+        snprintf(job->change_out.message, sizeof job->change_out.message, "%s", pd_status_name(st));
+    }
     if (st != PD_OK)
         for (size_t i = 0; i < job->n_moves; i++)
             if (job->move_results[i].status == PD_OK) {

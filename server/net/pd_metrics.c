@@ -57,11 +57,10 @@ void pd_metrics_destroy(pd_metrics *m)
     free(m);
 }
 
-/* Statuses that are ever an answer: every one except the core-only
- * PD_BUFFER_TOO_SMALL. */
+/* Statuses that are ever an answer (pd_status_is_answer). */
 static int pd__status_reported(unsigned status)
 {
-    return status < PD_STATUS_COUNT && status != PD_BUFFER_TOO_SMALL;
+    return pd_status_is_answer(status);
 }
 
 void pd_metrics_observe(pd_metrics *m, pd_request_kind type, pd_status status,

@@ -102,6 +102,7 @@ static void pd__reload_publish(pd_server *s, pd__reload_job *rl)
     memset(&next.world, 0, sizeof next.world);
     s->conf = next;
     pd__fit_fd_limit(&s->conf);
+    pd__server_scene_caps(s);
     atomic_store(&s->worker_retained_bytes, s->conf.worker_retained_bytes);
     pd_conf_free(&scenes_only);
 

@@ -27,6 +27,9 @@ static const char *const pd__kind_names[PD_REQ__COUNT] = {
     [PD_REQ_RANDOM_POINT] = "random_point",
     [PD_REQ_DISTANCE_TO_WALL] = "distance_to_wall",
     [PD_REQ_BATCH] = "batch",
+    [PD_REQ_CREATE_SCENE] = "create_scene",
+    [PD_REQ_CREATE_INSTANCE] = "create_instance",
+    [PD_REQ_DROP_SCENE] = "drop_scene",
 };
 
 const char *pd_request_kind_name(pd_request_kind kind)
@@ -66,5 +69,9 @@ void pd_request_free(pd_request *req)
         free(req->u.batch.items);
         req->u.batch.items = NULL;
         req->u.batch.n_items = 0;
+    } else if (pd_request_is_scene_change(req->kind)) {
+        free(req->u.change.map);
+        req->u.change.map = NULL;
+        req->u.change.map_len = 0;
     }
 }

@@ -57,6 +57,9 @@ typedef enum pd_request_kind {
     PD_REQ_RANDOM_POINT,
     PD_REQ_DISTANCE_TO_WALL, /* .. PD_REQ_DISTANCE_TO_WALL (pd_request_is_move) */
     PD_REQ_BATCH,            /* up to PD_BATCH_MAX_ITEMS movement queries */
+    PD_REQ_CREATE_SCENE,     /* the scene changes (pd_scene_change_req): .. */
+    PD_REQ_CREATE_INSTANCE,
+    PD_REQ_DROP_SCENE,       /* .. (pd_request_is_scene_change) */
     PD_REQ__COUNT            /* not a kind: how many there are */
 } pd_request_kind;
 
@@ -121,6 +124,21 @@ typedef struct pd_scene_grid_req {
     int32_t row_count;       /* 0..PD_GRID_MAX_SIDE; 0 = as many as fit in one band */
 } pd_scene_grid_req;
 
+/* CreateScene, CreateInstance, DropScene: which fields count depends on
+ * the kind. The scene entry passed the config's parser
+ * (pd_conf_scene_from_fields); the map is parsed on a worker. */
+typedef struct pd_scene_change_req {
+    char name[PD_CONF_MAX_NAME];
+    char tmpl[PD_CONF_MAX_NAME];     /* CreateInstance: the template */
+    int drop_portals;                /* DropScene */
+    pd_conf_scene scene;             /* CreateScene: name, format, placement, units */
+    uint8_t *map;                    /* CreateScene: malloc'd (owned): the map file's
+                                        bytes, or the raw cells */
+    size_t map_len;
+    int raw;                         /* 1: map holds width * height raw cells */
+    int32_t width, height;
+} pd_scene_change_req;
+
 /* ---- authoritative movement (pd_movement.h runs these) ---------------- */
 
 #define PD_MOVE_MAX_POINTS 256u        /* ValidateMove.moves */
@@ -182,6 +200,7 @@ typedef struct pd_request {
         pd_scene_grid_req grid;             /* PD_REQ_SCENE_GRID */
         pd_move_req move;                   /* pd_request_is_move(kind) */
         pd_batch_req batch;                 /* PD_REQ_BATCH */
+        pd_scene_change_req change;         /* pd_request_is_scene_change(kind) */
         struct {
             char token[PD_CONF_MAX_TOKEN];  /* never logged */
             size_t len;
@@ -197,6 +216,12 @@ void pd_request_free(pd_request *req);
 static inline int pd_request_is_move(pd_request_kind kind)
 {
     return kind >= PD_REQ_RAYCAST && kind <= PD_REQ_DISTANCE_TO_WALL;
+}
+
+/* 1 for CreateScene, CreateInstance and DropScene. */
+static inline int pd_request_is_scene_change(pd_request_kind kind)
+{
+    return kind >= PD_REQ_CREATE_SCENE && kind <= PD_REQ_DROP_SCENE;
 }
 
 /* Frees what a decoded movement query owns (its moves). */

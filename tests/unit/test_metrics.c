@@ -258,7 +258,10 @@ static void test_requests_by_type_and_status(void **state)
     assert_line(text, "pathd_requests_total{type=\"cancel\",status=\"OK\"} 0");
     assert_line(text, "pathd_requests_total{type=\"scene_info\",status=\"UNKNOWN_SCENE\"} 0");
     assert_null(strstr(text, "BUFFER_TOO_SMALL"));
-    size_t statuses = PD_STATUS_COUNT - 1;
+    size_t statuses = 0;
+    for (unsigned st = 0; st < PD_STATUS_COUNT; st++)
+        statuses += pd_status_is_answer(st) != 0;
+    assert_int_equal(statuses, PD_STATUS_COUNT - 1 - (30 - 18));
     assert_int_equal(count_prefix_lines(text, "pathd_requests_total{"), PD_REQ__COUNT * statuses);
     assert_line(text, "pathd_expansions_total 22");
     /* Without gauges and registry their families are left out. */
@@ -450,6 +453,7 @@ static void test_type_names(void **state)
         "stats", "ping", "update_cells", "scene_grid", "find_route",
         "auth", "reload", "raycast", "validate_move", "move_along", "nearest",
         "reachable", "random_point", "distance_to_wall", "batch",
+        "create_scene", "create_instance", "drop_scene",
     };
     for (unsigned k = 0; k < PD_REQ__COUNT; k++)
         assert_string_equal(pd_request_kind_name((pd_request_kind)k), want[k]);
