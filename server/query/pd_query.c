@@ -761,11 +761,9 @@ pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_sto
         out->own_bytes = s ? pd_scene_own_bytes(s) : 0;
         if (s != made)
             pd_scene_release(s);
-        /* Routes within the new scene are served once the world holds it;
-         * a failure leaves the scene served for everything else. */
-        char err[PD_QUERY_MESSAGE_MAX];
-        if (world_store)
-            (void)pd_world_store_sync(world_store, registry, err, sizeof err);
+        /* Routes within the new scene are served once the world holds it:
+         * the next route request syncs the world, once for a whole burst. */
+        pd_world_store_mark_stale(world_store, registry);
     }
     pd_scene_release(made);
     out->scene_bytes = pd_registry_bytes(registry);
