@@ -83,7 +83,7 @@ static void pathctl_usage(FILE *out)
             "                     find a route across scenes through portals; prints\n"
             "                     each leg with its cost and portal, then the total\n"
             "  update --scene NAME (--rect X0,Y0,X1,Y1 | --cells \"X,Y;X,Y\")\n"
-            "         --set blocked|passable|cost=N\n"
+            "         --set blocked|passable|cost=N|restore\n"
             "                     change cells; prints the new scene version\n"
             "  scenes             list scenes, one a line: name WxH version N\n"
             "  info NAME          describe one scene\n"
@@ -397,11 +397,13 @@ static int pathctl_parse_update(pathctl_args *a, const char *const *val)
         a->update.op = PDC_UPDATE_BLOCK;
     else if (!strcmp(set, "passable"))
         a->update.op = PDC_UPDATE_PASS;
+    else if (!strcmp(set, "restore"))
+        a->update.op = PDC_UPDATE_RESTORE;
     else if (!strncmp(set, "cost=", 5) && !pathctl_parse_long(set + 5, 1, 255, &cost)) {
         a->update.op = PDC_UPDATE_COST;
         a->update.cost = (uint32_t)cost;
     } else
-        return pathctl_usage_error("bad --set %s (blocked, passable or cost=1..255)", set);
+        return pathctl_usage_error("bad --set %s (blocked, passable, cost=1..255 or restore)", set);
     return -1;
 }
 

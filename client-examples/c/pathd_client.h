@@ -290,6 +290,7 @@ typedef enum pdc_update_op {
     PDC_UPDATE_BLOCK = 0,       /* cells become blocked */
     PDC_UPDATE_PASS = 1,        /* cells become passable, cost 1 */
     PDC_UPDATE_COST = 2,        /* cells become passable with `cost` */
+    PDC_UPDATE_RESTORE = 3,     /* cells return to the scene's authored state, cost included */
 } pdc_update_op;
 
 /* A live obstacle change: a rectangle (is_rect = 1) or a list of cells,
@@ -380,6 +381,9 @@ int pdc_find_route(pdc_conn *c, const pdc_route_req *req, pdc_route_result *out)
  * A path search sent before this call returned may still run on the old
  * version. */
 int pdc_update_cells(pdc_conn *c, const pdc_update_req *req, pdc_update_result *out);
+/* Several operations on ops[0].scene (every op's scene is ignored but the
+ * first's) applied in order as ONE new version; 1..64 of them. */
+int pdc_update_cells_many(pdc_conn *c, const pdc_update_req *ops, size_t n_ops, pdc_update_result *out);
 
 /* A scene made at run time (needs role write). Either map/map_len (a map
  * file's bytes in `format`: "ascii", "movingai", "tiled" or "ldtk") or

@@ -77,7 +77,9 @@ const DEFAULT_PROTO_PATH = path.join(__dirname, '..', '..', 'proto', 'pathd.prot
 
 const STYLES = { cells: 'STYLE_CELLS', corners: 'STYLE_CORNERS', smooth: 'STYLE_SMOOTH' };
 const GOAL_MODES = { exact: 'GOAL_EXACT', nearest: 'GOAL_NEAREST', line: 'GOAL_LINE' };
-const UPDATE_OPS = { block: 'UPDATE_BLOCK', pass: 'UPDATE_PASS', cost: 'UPDATE_COST' };
+const UPDATE_OPS = {
+  block: 'UPDATE_BLOCK', pass: 'UPDATE_PASS', cost: 'UPDATE_COST', restore: 'UPDATE_RESTORE',
+};
 const CONNECTIVITY = { 0: 'CONNECTIVITY_DEFAULT', 8: 'CONNECTIVITY_8', 4: 'CONNECTIVITY_4' };
 // How decoded answers are turned into plain objects: uint64 as Number (ids
 // and counters stay far below 2^53), enums by name, oneof names in `body`,

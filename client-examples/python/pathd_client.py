@@ -90,7 +90,8 @@ _HEADER = struct.Struct(">I")
 _RECV_BYTES = 64 * 1024
 _STYLES = {"cells": pb.STYLE_CELLS, "corners": pb.STYLE_CORNERS, "smooth": pb.STYLE_SMOOTH}
 _GOAL_MODES = {"exact": pb.GOAL_EXACT, "nearest": pb.GOAL_NEAREST, "line": pb.GOAL_LINE}
-_UPDATE_OPS = {"block": pb.UPDATE_BLOCK, "pass": pb.UPDATE_PASS, "cost": pb.UPDATE_COST}
+_UPDATE_OPS = {"block": pb.UPDATE_BLOCK, "pass": pb.UPDATE_PASS, "cost": pb.UPDATE_COST,
+               "restore": pb.UPDATE_RESTORE}
 _CONNECTIVITY = {0: pb.CONNECTIVITY_DEFAULT, 8: pb.CONNECTIVITY_8, 4: pb.CONNECTIVITY_4}
 # Symbols of the config's ASCII map format (pathctl grid): cost byte -> char.
 _GRID_SYMBOLS = "#." + "".join(str(c) for c in range(2, 10)) + "+" * 246

@@ -336,79 +336,131 @@ static pd_status pd__decode_find_route(const Pathd__V1__FindRoute *m, pd_find_ro
     return PD_OK;
 }
 
+/* One operation: what = "update_cells" or "update_cells.ops[i]"; the cells
+ * of a list are copied into *cells (owned by the caller). */
+static pd_status pd__decode_update_op(const char *what, int op, uint32_t cost, int target, const Pathd__V1__Rect *rect,
+                                      const Pathd__V1__CellList *list, pd_scene_update *u, pd_point **cells,
+                                      char *err, size_t errlen)
+{
+    char field[64];
+    pd_status st;
+    switch (op) {
+    case PATHD__V1__UPDATE_OP__UPDATE_BLOCK:
+        u->op = PD_UPDATE_BLOCK;
+        break;
+    case PATHD__V1__UPDATE_OP__UPDATE_PASS:
+        u->op = PD_UPDATE_PASS;
+        break;
+    case PATHD__V1__UPDATE_OP__UPDATE_COST:
+        u->op = PD_UPDATE_COST;
+        break;
+    case PATHD__V1__UPDATE_OP__UPDATE_RESTORE:
+        u->op = PD_UPDATE_RESTORE;
+        break;
+    default:
+        pd__set_err(err, errlen,
+                    "%s.op %d is not UPDATE_BLOCK (0), UPDATE_PASS (1), UPDATE_COST (2) or UPDATE_RESTORE (3)", what,
+                    op);
+        return PD_INVALID_ARGUMENT;
+    }
+    if (u->op == PD_UPDATE_COST) {
+        if (cost < 1 || cost > 255) {
+            pd__set_err(err, errlen, "%s.cost %u is not 1..255", what, (unsigned)cost);
+            return PD_INVALID_ARGUMENT;
+        }
+        u->cost = (uint8_t)cost;
+    } else if (cost != 0) {
+        pd__set_err(err, errlen, "%s.cost %u is only allowed with UPDATE_COST", what, (unsigned)cost);
+        return PD_INVALID_ARGUMENT;
+    }
+
+    if (target == 1) {
+        pd_point min, max;
+        snprintf(field, sizeof field, "%s.rect", what);
+        if ((st = pd__decode_rect(rect, field, &min, &max, err, errlen)) != PD_OK)
+            return st;
+        /* Each side is at most 2^32, so their product could wrap: compare
+         * the sides first, then the product of two sides that fit. */
+        uint64_t w = (uint64_t)((int64_t)max.x - min.x + 1), h = (uint64_t)((int64_t)max.y - min.y + 1);
+        if (w > PD_SCENE_MAX_UPDATE_CELLS || h > PD_SCENE_MAX_UPDATE_CELLS || w * h > PD_SCENE_MAX_UPDATE_CELLS) {
+            pd__set_err(err, errlen, "%s covers %llu x %llu cells; at most %u allowed", field,
+                        (unsigned long long)w, (unsigned long long)h, (unsigned)PD_SCENE_MAX_UPDATE_CELLS);
+            return PD_INVALID_ARGUMENT;
+        }
+        u->is_rect = 1;
+        u->rect_min = min;
+        u->rect_max = max;
+        return PD_OK;
+    }
+    if (target == 2) {
+        size_t n = list->n_cells;
+        snprintf(field, sizeof field, "%s.cells", what);
+        if (n == 0) {
+            pd__set_err(err, errlen, "%s is empty", field);
+            return PD_INVALID_ARGUMENT;
+        }
+        if (n > PD_SCENE_MAX_UPDATE_CELLS) {
+            pd__set_err(err, errlen, "%s has %zu cells; at most %u allowed", field, n,
+                        (unsigned)PD_SCENE_MAX_UPDATE_CELLS);
+            return PD_INVALID_ARGUMENT;
+        }
+        if ((st = pd__copy_cells(list->cells, n, field, cells, err, errlen)) != PD_OK)
+            return st;
+        u->is_rect = 0;
+        u->cells = *cells;
+        u->n_cells = n;
+        return PD_OK;
+    }
+    pd__set_err(err, errlen, "%s has neither rect nor cells set", what);
+    return PD_INVALID_ARGUMENT;
+}
+
 static pd_status pd__decode_update_cells(const Pathd__V1__UpdateCells *m, pd_update_cells_req *out,
                                          char *err, size_t errlen)
 {
     pd_status st = pd__decode_scene_name(m->scene, "update_cells.scene", out->scene, err, errlen);
     if (st != PD_OK)
         return st;
-
-    switch ((int)m->op) {
-    case PATHD__V1__UPDATE_OP__UPDATE_BLOCK:
-        out->update.op = PD_UPDATE_BLOCK;
-        break;
-    case PATHD__V1__UPDATE_OP__UPDATE_PASS:
-        out->update.op = PD_UPDATE_PASS;
-        break;
-    case PATHD__V1__UPDATE_OP__UPDATE_COST:
-        out->update.op = PD_UPDATE_COST;
-        break;
-    default:
-        pd__set_err(err, errlen, "update_cells.op %d is not UPDATE_BLOCK (0), UPDATE_PASS (1) or UPDATE_COST (2)",
-                    (int)m->op);
+    if (m->n_ops == 0) {
+        int target = m->target_case == PATHD__V1__UPDATE_CELLS__TARGET_RECT    ? 1
+                     : m->target_case == PATHD__V1__UPDATE_CELLS__TARGET_CELLS ? 2
+                                                                               : 0;
+        return pd__decode_update_op("update_cells", (int)m->op, m->cost, target, m->rect, m->cells, &out->update,
+                                    &out->cells, err, errlen);
+    }
+    if (m->target_case != PATHD__V1__UPDATE_CELLS__TARGET__NOT_SET || m->op != 0 || m->cost != 0) {
+        pd__set_err(err, errlen, "update_cells has ops: its own rect, cells, op and cost must stay unset");
         return PD_INVALID_ARGUMENT;
     }
-    if (out->update.op == PD_UPDATE_COST) {
-        if (m->cost < 1 || m->cost > 255) {
-            pd__set_err(err, errlen, "update_cells.cost %u is not 1..255", (unsigned)m->cost);
+    if (m->n_ops > PD_SCENE_MAX_UPDATE_OPS) {
+        pd__set_err(err, errlen, "update_cells.ops has %zu operations; at most %u allowed", m->n_ops,
+                    (unsigned)PD_SCENE_MAX_UPDATE_OPS);
+        return PD_INVALID_ARGUMENT;
+    }
+    out->ops = calloc(m->n_ops, sizeof *out->ops);
+    if (!out->ops) {
+        pd__set_err(err, errlen, "out of memory");
+        return PD_INTERNAL;
+    }
+    for (size_t i = 0; i < m->n_ops; i++) {
+        const Pathd__V1__CellOp *o = m->ops[i];
+        char what[40];
+        snprintf(what, sizeof what, "update_cells.ops[%zu]", i);
+        if (!o) {
+            pd__set_err(err, errlen, "%s is missing", what);
             return PD_INVALID_ARGUMENT;
         }
-        out->update.cost = (uint8_t)m->cost;
-    } else if (m->cost != 0) {
-        pd__set_err(err, errlen, "update_cells.cost %u is only allowed with UPDATE_COST", (unsigned)m->cost);
-        return PD_INVALID_ARGUMENT;
-    }
-
-    switch (m->target_case) {
-    case PATHD__V1__UPDATE_CELLS__TARGET_RECT: {
-        pd_point min, max;
-        if ((st = pd__decode_rect(m->rect, "update_cells.rect", &min, &max, err, errlen)) != PD_OK)
+        int target = o->target_case == PATHD__V1__CELL_OP__TARGET_RECT    ? 1
+                     : o->target_case == PATHD__V1__CELL_OP__TARGET_CELLS ? 2
+                                                                          : 0;
+        pd_point *cells = NULL;
+        st = pd__decode_update_op(what, (int)o->op, o->cost, target, o->rect, o->cells, &out->ops[i], &cells, err,
+                                  errlen);
+        out->n_ops = i + 1; /* counted, so pd_request_free frees its cells */
+        if (st != PD_OK)
             return st;
-        /* Each side is at most 2^32, so their product could wrap: compare
-         * the sides first, then the product of two sides that fit. */
-        uint64_t w = (uint64_t)((int64_t)max.x - min.x + 1), h = (uint64_t)((int64_t)max.y - min.y + 1);
-        if (w > PD_SCENE_MAX_UPDATE_CELLS || h > PD_SCENE_MAX_UPDATE_CELLS || w * h > PD_SCENE_MAX_UPDATE_CELLS) {
-            pd__set_err(err, errlen, "update_cells.rect covers %llu x %llu cells; at most %u allowed",
-                        (unsigned long long)w, (unsigned long long)h, (unsigned)PD_SCENE_MAX_UPDATE_CELLS);
-            return PD_INVALID_ARGUMENT;
-        }
-        out->update.is_rect = 1;
-        out->update.rect_min = min;
-        out->update.rect_max = max;
-        return PD_OK;
     }
-    case PATHD__V1__UPDATE_CELLS__TARGET_CELLS: {
-        size_t n = m->cells->n_cells;
-        if (n == 0) {
-            pd__set_err(err, errlen, "update_cells.cells is empty");
-            return PD_INVALID_ARGUMENT;
-        }
-        if (n > PD_SCENE_MAX_UPDATE_CELLS) {
-            pd__set_err(err, errlen, "update_cells.cells has %zu cells; at most %u allowed", n,
-                        (unsigned)PD_SCENE_MAX_UPDATE_CELLS);
-            return PD_INVALID_ARGUMENT;
-        }
-        if ((st = pd__copy_cells(m->cells->cells, n, "update_cells.cells", &out->cells, err, errlen)) != PD_OK)
-            return st;
-        out->update.is_rect = 0;
-        out->update.cells = out->cells;
-        out->update.n_cells = n;
-        return PD_OK;
-    }
-    default:
-        pd__set_err(err, errlen, "update_cells has neither rect nor cells set");
-        return PD_INVALID_ARGUMENT;
-    }
+    return PD_OK;
 }
 
 static pd_status pd__decode_scene_grid(const Pathd__V1__GetSceneGrid *m, pd_scene_grid_req *out,

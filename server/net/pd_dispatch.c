@@ -86,7 +86,7 @@ static void pd__job_free(pd__job *job)
     pd_path_result_free(&job->path);
     pd_world_release(job->world);
     pd_route_result_free(&job->route);
-    free(job->update_req.cells);
+    pd_update_cells_req_free(&job->update_req);
     free(job->change.map);
     for (size_t i = 0; i < job->n_moves; i++) {
         if (job->move_queries)
@@ -338,8 +338,10 @@ static void pd__handle_update_cells(pd__conn *c, pd_request *req)
     job->task.ordered = 1;
     job->registry = c->server->registry;
     job->world_store = c->server->world_store;
-    job->update_req = *uc; /* the job owns the cells now */
+    job->update_req = *uc; /* the job owns the cells and ops now */
     uc->cells = NULL;
+    uc->ops = NULL;
+    uc->n_ops = 0;
     pd__submit(c, job);
 }
 

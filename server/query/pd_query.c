@@ -717,7 +717,8 @@ pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_sto
     pd_scene_update update = req->update;
     if (req->cells)
         update.cells = req->cells;
-    out->status = pd_registry_update(registry, req->scene, &update, &out->update);
+    out->status = req->n_ops ? pd_registry_update_many(registry, req->scene, req->ops, req->n_ops, &out->update)
+                             : pd_registry_update(registry, req->scene, &update, &out->update);
     /* Refreshing the world before the answer goes out means a route asked
      * for after the update's answer already plans around the change. */
     if (out->status == PD_OK && world_store)

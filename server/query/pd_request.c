@@ -48,6 +48,19 @@ void pd_move_req_free(pd_move_req *m)
     m->n_moves = 0;
 }
 
+void pd_update_cells_req_free(pd_update_cells_req *u)
+{
+    free(u->cells);
+    u->cells = NULL;
+    u->update.cells = NULL;
+    u->update.n_cells = 0;
+    for (size_t i = 0; i < u->n_ops; i++)
+        free((pd_point *)u->ops[i].cells);
+    free(u->ops);
+    u->ops = NULL;
+    u->n_ops = 0;
+}
+
 void pd_request_free(pd_request *req)
 {
     if (req == NULL)
@@ -57,10 +70,7 @@ void pd_request_free(pd_request *req)
         req->u.find_path.avoid = NULL;
         req->u.find_path.n_avoid = 0;
     } else if (req->kind == PD_REQ_UPDATE_CELLS) {
-        free(req->u.update_cells.cells);
-        req->u.update_cells.cells = NULL;
-        req->u.update_cells.update.cells = NULL;
-        req->u.update_cells.update.n_cells = 0;
+        pd_update_cells_req_free(&req->u.update_cells);
     } else if (pd_request_is_move(req->kind)) {
         pd_move_req_free(&req->u.move);
     } else if (req->kind == PD_REQ_BATCH) {

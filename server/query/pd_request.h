@@ -112,7 +112,13 @@ typedef struct pd_update_cells_req {
     char scene[PD_CONF_MAX_NAME];
     pd_scene_update update;
     pd_point *cells;         /* malloc'd (owned, see pd_request_free) */
+    pd_scene_update *ops;    /* UpdateCells.ops: malloc'd (owned), each op's cells
+                                malloc'd and owned too; NULL without ops */
+    size_t n_ops;
 } pd_update_cells_req;
+
+/* Frees what a decoded UpdateCells owns (pd_request_free calls it). */
+void pd_update_cells_req_free(pd_update_cells_req *u);
 
 /* GetSceneGrid: which grid and which rows. Whether the scene serves the unit
  * size and whether row_start lies inside its grid are the server's to check,

@@ -122,11 +122,35 @@ static void pd__recharge(pd_scene *s)
     s->charged = now;
 }
 
+/* The cells a scene was loaded or created with, which PD_UPDATE_RESTORE
+ * puts back: shared by every version of one scene, made at its first
+ * update (until then its grid is its authored state). */
+typedef struct pd_scene_authored {
+    atomic_uint_fast32_t refs;
+    pd_grid *grid;
+} pd_scene_authored;
+
+static void pd__authored_release(pd_scene_authored *a)
+{
+    if (a && atomic_fetch_sub_explicit(&a->refs, 1, memory_order_acq_rel) == 1) {
+        pd_grid_destroy(a->grid);
+        free(a);
+    }
+}
+
+static pd_scene_authored *pd__authored_retain(pd_scene_authored *a)
+{
+    if (a)
+        atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
+    return a;
+}
+
 /* Frees a scene and everything it owns; also used on half-built scenes.
  * Unit 1's grid is the scene grid itself, so it is freed once, as the grid.
  * An instance owns none of its structures: it lets go of their owner. */
 static void pd__scene_free(pd_scene *s)
 {
+    pd__authored_release(s->authored);
     if (s->acct) {
         atomic_fetch_sub_explicit(&s->acct->bytes, s->charged, memory_order_relaxed);
         pd__acct_release(s->acct);
@@ -527,6 +551,7 @@ pd_scene *pd_scene_instance(const pd_scene *tmpl, const char *name)
     n->runtime = 1;
     n->acct = NULL;
     n->charged = 0;
+    n->authored = NULL; /* its cells now are its authored state */
     n->base = tmpl->base ? tmpl->base : (pd_scene *)tmpl;
     pd_scene_retain(n->base);
     return n;
@@ -542,7 +567,8 @@ static uint64_t pd__now_micros(void)
 /* Checks an update against the grid it will be applied to. */
 static pd_status pd__validate_update(const pd_grid *g, const pd_scene_update *u)
 {
-    if (u->op != PD_UPDATE_BLOCK && u->op != PD_UPDATE_PASS && u->op != PD_UPDATE_COST)
+    if (u->op != PD_UPDATE_BLOCK && u->op != PD_UPDATE_PASS && u->op != PD_UPDATE_COST &&
+        u->op != PD_UPDATE_RESTORE)
         return PD_INVALID_ARGUMENT;
     if (u->op == PD_UPDATE_COST && u->cost < 1)
         return PD_INVALID_ARGUMENT;
@@ -604,6 +630,7 @@ static pd_scene *pd__scene_copy(const pd_scene *s)
     n->passable_cells = s->passable_cells;
     n->version = s->version + 1;
     n->runtime = s->runtime;
+    n->authored = pd__authored_retain(s->authored);
     n->grid = pd_grid_clone(s->grid);
     if (!n->grid)
         goto fail;
@@ -661,6 +688,8 @@ static int pd__scene_copy_into(pd_scene *n, const pd_scene *s)
     n->passable_cells = s->passable_cells;
     n->version = s->version + 1;
     n->runtime = s->runtime;
+    pd__authored_release(n->authored);
+    n->authored = pd__authored_retain(s->authored);
     size_t cells = (size_t)(s->grid->width + 2) * (size_t)(s->grid->height + 2);
     memcpy(n->grid->cells, s->grid->cells, cells);
     n->grid->uniform_cost = s->grid->uniform_cost;
@@ -710,7 +739,9 @@ static int pd__scene_repair(pd_scene *n, int32_t x0, int32_t y0, int32_t x1, int
 
 /* What applying the update's cells did so far. */
 typedef struct pd__apply_state {
-    uint8_t value;                   /* what every listed cell becomes */
+    uint8_t value;                   /* what every listed cell becomes, */
+    const pd_grid *restore;          /* unless this is set (PD_UPDATE_RESTORE): then
+                                        what this authored grid holds there */
     uint64_t changed;
     int64_t passable_delta;
     int passability_changed;
@@ -724,23 +755,25 @@ enum { PD__CELL_SAME = 0, PD__CELL_COST = 1, PD__CELL_PASSABILITY = 2 };
 /* Sets one cell of g and records the change in a. */
 static int pd__apply_cell(pd_grid *g, int32_t x, int32_t y, pd__apply_state *a)
 {
-    uint8_t *cell = &g->cells[pd_grid_index(g, x, y)];
+    size_t at = pd_grid_index(g, x, y);
+    uint8_t *cell = &g->cells[at];
     uint8_t old = *cell;
-    if (old == a->value)
+    uint8_t value = a->restore ? a->restore->cells[at] : a->value;
+    if (old == value)
         return PD__CELL_SAME;
-    *cell = a->value;
+    *cell = value;
     /* The unit grids' repair reads this flag, and it runs before the update
      * is finished (cell by cell for scattered lists): a costly cell makes
      * the grid weighted the moment it is written. */
-    if (a->value > PD_CELL_FREE)
+    if (value > PD_CELL_FREE)
         g->uniform_cost = 0;
     a->changed++;
     a->lost_costly |= old > PD_CELL_FREE;
     pd__box_add(&a->box, x, y);
-    if ((old == PD_CELL_BLOCKED) == (a->value == PD_CELL_BLOCKED))
+    if ((old == PD_CELL_BLOCKED) == (value == PD_CELL_BLOCKED))
         return PD__CELL_COST;
     a->passability_changed = 1;
-    a->passable_delta += a->value == PD_CELL_BLOCKED ? -1 : 1;
+    a->passable_delta += value == PD_CELL_BLOCKED ? -1 : 1;
     return PD__CELL_PASSABILITY;
 }
 
@@ -774,6 +807,22 @@ static int pd__update_plan(const pd_grid *g, const pd_scene_update *u, uint8_t v
     *per_cell = area > PD_SCENE_REPAIR_BOX_MIN_AREA &&
                 area > PD_SCENE_REPAIR_BOX_PER_CELL * would_change;
     return 1;
+}
+
+/* Gives n (the next version of s) the authored state: s's, or - at a
+ * scene's first update - a copy of s's grid, which is that state. */
+static int pd__ensure_authored(pd_scene *n, const pd_scene *s)
+{
+    if (n->authored)
+        return 0;
+    pd_scene_authored *a = malloc(sizeof *a);
+    if (!a || !(a->grid = pd_grid_clone(s->grid))) {
+        free(a);
+        return -1;
+    }
+    atomic_init(&a->refs, 1);
+    n->authored = a;
+    return 0;
 }
 
 /* pd_scene_apply_update, optionally writing the new version into *spare (a
@@ -818,6 +867,8 @@ static pd_status pd__apply_update(const pd_scene *s, const pd_scene_update *u, p
     } else if (!(n = pd__scene_copy(s))) {
         return PD_INTERNAL;
     }
+    if (pd__ensure_authored(n, s) != 0)
+        goto fail;
     if (u->is_rect) {
         for (int32_t y = u->rect_min.y; y <= u->rect_max.y; y++) {
             for (int32_t x = u->rect_min.x; x <= u->rect_max.x; x++)
@@ -859,6 +910,113 @@ pd_status pd_scene_apply_update(const pd_scene *s, const pd_scene_update *u, pd_
                                 pd_scene_update_result *res)
 {
     return pd__apply_update(s, u, NULL, out, res);
+}
+
+/* Several operations (or any PD_UPDATE_RESTORE) as one version: the copy
+ * is made first, each operation is applied and repaired over the cells it
+ * changed (a scattered list cell by cell, as pd__apply_update does), so
+ * every repair sees the grid the earlier operations left. An update that
+ * changed nothing makes no version and hands the copy back as the spare. */
+static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops, size_t n_ops,
+                                   pd_scene **spare, pd_scene **out, pd_scene_update_result *res)
+{
+    if (n_ops == 1 && ops && ops[0].op != PD_UPDATE_RESTORE)
+        return pd__apply_update(s, &ops[0], spare, out, res);
+    uint64_t started = pd__now_micros();
+    pd_scene_update_result local;
+    if (!res)
+        res = &local;
+    memset(res, 0, sizeof *res);
+    if (out)
+        *out = NULL;
+    if (!s || !s->grid || !ops || !out || n_ops < 1 || n_ops > PD_SCENE_MAX_UPDATE_OPS)
+        return PD_INVALID_ARGUMENT;
+    res->version = s->version;
+    for (size_t k = 0; k < n_ops; k++) {
+        pd_status st = pd__validate_update(s->grid, &ops[k]);
+        if (st != PD_OK)
+            return st;
+    }
+    pd_scene *n;
+    int from_spare = spare && *spare;
+    if (from_spare) {
+        n = *spare;
+        *spare = NULL;
+        if (pd__scene_copy_into(n, s) != 0) {
+            pd_scene_release(n);
+            return PD_INTERNAL;
+        }
+    } else if (!(n = pd__scene_copy(s))) {
+        return PD_INTERNAL;
+    }
+    if (pd__ensure_authored(n, s) != 0)
+        goto fail;
+    uint64_t changed = 0;
+    int64_t delta = 0;
+    for (size_t k = 0; k < n_ops; k++) {
+        const pd_scene_update *u = &ops[k];
+        pd__apply_state a = { .box = { .empty = 1 } };
+        a.value = u->op == PD_UPDATE_BLOCK ? PD_CELL_BLOCKED : u->op == PD_UPDATE_COST ? u->cost : PD_CELL_FREE;
+        a.restore = u->op == PD_UPDATE_RESTORE ? n->authored->grid : NULL;
+        int per_cell = 0;
+        if (!u->is_rect) {
+            pd__box box = { .empty = 1 };
+            for (size_t i = 0; i < u->n_cells; i++)
+                pd__box_add(&box, u->cells[i].x, u->cells[i].y);
+            uint64_t area = (uint64_t)(box.x1 - box.x0 + 1) * (uint64_t)(box.y1 - box.y0 + 1);
+            per_cell = area > PD_SCENE_REPAIR_BOX_MIN_AREA && area > PD_SCENE_REPAIR_BOX_PER_CELL * u->n_cells;
+        }
+        if (u->is_rect) {
+            for (int32_t y = u->rect_min.y; y <= u->rect_max.y; y++)
+                for (int32_t x = u->rect_min.x; x <= u->rect_max.x; x++)
+                    pd__apply_cell(n->grid, x, y, &a);
+        } else {
+            for (size_t i = 0; i < u->n_cells; i++) {
+                int32_t x = u->cells[i].x, y = u->cells[i].y;
+                int change = pd__apply_cell(n->grid, x, y, &a);
+                if (per_cell && change != PD__CELL_SAME) {
+                    if (a.lost_costly && !n->grid->uniform_cost)
+                        pd_grid_refresh_flags(n->grid);
+                    if (pd__scene_repair(n, x, y, x, y, change == PD__CELL_PASSABILITY) != 0)
+                        goto fail;
+                }
+            }
+        }
+        if (!per_cell && !a.box.empty) {
+            /* A grid whose last costly cell was overwritten is uniform
+             * again; the repair reads the flag. */
+            if (a.lost_costly && !n->grid->uniform_cost)
+                pd_grid_refresh_flags(n->grid);
+            if (pd__scene_repair(n, a.box.x0, a.box.y0, a.box.x1, a.box.y1, a.passability_changed) != 0)
+                goto fail;
+        }
+        changed += a.changed;
+        delta += a.passable_delta;
+    }
+    if (changed == 0) {
+        /* Nothing changed: no version. The copy is as good a spare as any. */
+        if (spare && !*spare)
+            *spare = n;
+        else
+            pd_scene_release(n);
+        res->micros = pd__now_micros() - started;
+        return PD_OK;
+    }
+    n->passable_cells = (uint64_t)((int64_t)n->passable_cells + delta);
+    res->version = n->version;
+    res->cells_changed = changed;
+    res->micros = pd__now_micros() - started;
+    *out = n;
+    return PD_OK;
+fail:
+    pd_scene_release(n);
+    return PD_INTERNAL;
+}
+
+pd_status pd_scene_apply_updates(const pd_scene *s, const pd_scene_update *ops, size_t n_ops,
+                                 pd_scene **out, pd_scene_update_result *res)
+{
+    return pd__apply_updates(s, ops, n_ops, NULL, out, res);
 }
 
 pd_registry *pd_registry_create(void)
@@ -1101,11 +1259,17 @@ void pd_registry_release_list(pd_scene **list, size_t n)
 pd_status pd_registry_update(pd_registry *r, const char *name, const pd_scene_update *u,
                              pd_scene_update_result *res)
 {
+    return pd_registry_update_many(r, name, u, 1, res);
+}
+
+pd_status pd_registry_update_many(pd_registry *r, const char *name, const pd_scene_update *ops,
+                                  size_t n_ops, pd_scene_update_result *res)
+{
     pd_scene_update_result local;
     if (!res)
         res = &local;
     memset(res, 0, sizeof *res);
-    if (!r || !u)
+    if (!r || !ops)
         return PD_INVALID_ARGUMENT;
     if (!name)
         return PD_UNKNOWN_SCENE;
@@ -1131,7 +1295,7 @@ pd_status pd_registry_update(pd_registry *r, const char *name, const pd_scene_up
         spare = NULL;
     }
     pd_scene *next = NULL;
-    pd_status st = pd__apply_update(old, u, &spare, &next, res);
+    pd_status st = pd__apply_updates(old, ops, n_ops, &spare, &next, res);
     if (st == PD_OK && next) {
         if (next->acct)
             pd__recharge(next); /* a reused spare */

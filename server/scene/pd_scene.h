@@ -58,6 +58,9 @@ typedef struct pd_scene {
                                         and labels it reads (retained, never written);
                                         NULL when this snapshot owns its structures */
     struct pd_scene_acct *acct;      /* the registry memory count it is charged to, or NULL */
+    struct pd_scene_authored *authored;  /* the cells it was loaded or created with, shared
+                                        by its versions; NULL until its first update
+                                        (its grid is that state until then) */
     uint64_t charged;                /* bytes charged there (pd_scene_own_bytes) */
 } pd_scene;
 
@@ -106,7 +109,15 @@ typedef enum pd_update_op {
     PD_UPDATE_BLOCK = 0,             /* cells become blocked */
     PD_UPDATE_PASS = 1,              /* cells become passable with cost 1 */
     PD_UPDATE_COST = 2,              /* cells become passable with the given cost */
+    PD_UPDATE_RESTORE = 3,           /* cells return to the scene's authored state (the
+                                        map it was loaded or created with; an instance:
+                                        its template's cells when it was made), cost
+                                        included */
 } pd_update_op;
+
+/* Operations one update may carry (UpdateCells.ops): each names up to
+ * PD_SCENE_MAX_UPDATE_CELLS cells, so this bounds one request's work. */
+#define PD_SCENE_MAX_UPDATE_OPS 64u
 
 /* Cells one update may name at most (rectangle area or list length): bounds
  * the validation, apply and repair work a single request can cause. */
@@ -126,6 +137,13 @@ typedef struct pd_scene_update_result {
     uint64_t cells_changed;          /* cells whose value actually changed */
     uint64_t micros;                 /* copy + apply + local repair */
 } pd_scene_update_result;
+
+/* Several operations applied in order as one new version (close door A,
+ * open door B): the statuses of pd_scene_apply_update, checked for every
+ * operation before any is applied; cells_changed counts every cell an
+ * operation changed. n_ops 1..PD_SCENE_MAX_UPDATE_OPS. */
+pd_status pd_scene_apply_updates(const pd_scene *s, const pd_scene_update *ops, size_t n_ops,
+                                 pd_scene **out, pd_scene_update_result *res);
 
 /* Builds the next version of s with the update applied: grid, clearance,
  * unit grids and component labels are copied and repaired for the changed
@@ -260,5 +278,9 @@ void pd_registry_release_list(pd_scene **list, size_t n);
  * from the event loop. */
 pd_status pd_registry_update(pd_registry *r, const char *name, const pd_scene_update *u,
                              pd_scene_update_result *res);
+
+/* The same with several operations as one version (pd_scene_apply_updates). */
+pd_status pd_registry_update_many(pd_registry *r, const char *name, const pd_scene_update *ops,
+                                  size_t n_ops, pd_scene_update_result *res);
 
 #endif

@@ -3,7 +3,8 @@
  * (issue 12): CreateScene from raw cells and from a map file (pathctl),
  * CreateInstance, paths on both, an update that makes the instance diverge
  * while the template's paths stay, SceneInfo's sharing fields, DropScene
- * with and without portals, the answers' statuses, and the memory figure:
+ * with and without portals, the answers' statuses, several operations as
+ * one version and UPDATE_RESTORE, and the memory figure:
  * 10,000 instances of a 256x256 template with unit sizes 1-3 must add at
  * most 100 MiB to the daemon's RSS.
  */
@@ -118,6 +119,57 @@ static void test_create_instance_update_drop(void **state)
     pdi_assert_daemon_serves(d);
 }
 
+/* Several operations as one version, and restoring the authored cells. */
+static void test_ops_and_restore(void **state)
+{
+    pdi_daemon *d = *state;
+    pdc_conn *c = pdi_connect(d);
+    uint8_t *cells = field();
+    cells[5 * T_SIDE + 5] = 9; /* one costly cell, restored with its cost */
+    pdc_create_scene_req req = { .name = "doors", .width = T_SIDE, .height = T_SIDE, .cells = cells };
+    pdc_scene_change out;
+    assert_int_equal(pdc_create_scene(c, &req, &out), PDC_OK);
+    int st;
+    double open_cost = path_cost(c, "doors", 2, 2, 2, T_SIDE - 3, &st);
+    assert_int_equal(st, PDC_OK);
+    /* Close the gap (door A) and open a hole at the left (door B) at once. */
+    const pdc_update_req ops[] = {
+        { .scene = "doors", .is_rect = 1, .rect_min = { T_SIDE - 8, T_SIDE / 2 }, .rect_max = { T_SIDE - 1, T_SIDE / 2 },
+          .op = PDC_UPDATE_BLOCK },
+        { .scene = "doors", .is_rect = 1, .rect_min = { 0, T_SIDE / 2 }, .rect_max = { 3, T_SIDE / 2 },
+          .op = PDC_UPDATE_PASS },
+        { .scene = "doors", .is_rect = 1, .rect_min = { 5, 5 }, .rect_max = { 5, 5 }, .op = PDC_UPDATE_PASS },
+    };
+    pdc_update_result ur;
+    assert_int_equal(pdc_update_cells_many(c, ops, 3, &ur), PDC_OK);
+    assert_int_equal(ur.version, 2);
+    assert_int_equal(ur.cells_changed, 8 + 4 + 1);
+    double short_cost = path_cost(c, "doors", 2, 2, 2, T_SIDE - 3, &st);
+    assert_int_equal(st, PDC_OK);
+    assert_true(short_cost < open_cost);
+    /* Restore everything: the authored grid comes back, cost 9 included. */
+    pdc_update_req back = { .scene = "doors", .is_rect = 1, .rect_min = { 0, 0 },
+                            .rect_max = { T_SIDE - 1, T_SIDE - 1 }, .op = PDC_UPDATE_RESTORE };
+    assert_int_equal(pdc_update_cells(c, &back, &ur), PDC_OK);
+    assert_int_equal(ur.version, 3);
+    assert_int_equal(ur.cells_changed, 13);
+    assert_true(path_cost(c, "doors", 2, 2, 2, T_SIDE - 3, &st) == open_cost);
+    pdc_grid g;
+    assert_int_equal(pdc_scene_grid(c, "doors", 0, &g), PDC_OK);
+    assert_memory_equal(g.cells, cells, T_SIDE * T_SIDE);
+    pdc_grid_free(&g);
+    /* A bad operation refuses the whole update. */
+    pdc_update_req bad[] = { ops[0], ops[1] };
+    bad[1].rect_max.x = T_SIDE;
+    assert_int_equal(pdc_update_cells_many(c, bad, 2, &ur), PDC_OUT_OF_BOUNDS);
+    pdc_scene_details info;
+    assert_int_equal(pdc_scene_info(c, "doors", &info), PDC_OK);
+    assert_int_equal(info.version, 3);
+    pdc_scene_details_free(&info);
+    pdc_close(c);
+    free(cells);
+}
+
 /* pathctl scene create / instance / drop with --json. */
 static void test_pathctl_scene(void **state)
 {
@@ -203,6 +255,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_create_instance_update_drop, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_ops_and_restore, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_pathctl_scene, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_instances_memory, setup, pdi_fixture_stop),
     };

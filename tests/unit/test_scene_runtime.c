@@ -5,7 +5,9 @@
  * compared with a fresh build of the same cells, unit sizes 1-3), the
  * registry's caps and names (nothing half-made remains after a refusal),
  * drops with snapshots still held, run-time scenes kept across a publish,
- * and the config parser serving CreateScene's fields.
+ * several operations as one version and restoring authored cells (random
+ * batches against a model, each compared with a fresh build), and the
+ * config parser serving CreateScene's fields.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -274,6 +276,137 @@ static void test_runtime_scenes_survive_publish(void **state)
     free(cells);
 }
 
+/* What op writes at (x, y) of a model, given the authored cells. */
+static uint8_t model_value(const pd_scene_update *u, const uint8_t *authored, int32_t w, int32_t x, int32_t y)
+{
+    switch (u->op) {
+    case PD_UPDATE_BLOCK:
+        return 0;
+    case PD_UPDATE_PASS:
+        return 1;
+    case PD_UPDATE_COST:
+        return u->cost;
+    default:
+        return authored[(size_t)y * w + x];
+    }
+}
+
+static void model_apply(uint8_t *m, const uint8_t *authored, int32_t w, const pd_scene_update *u)
+{
+    if (u->is_rect) {
+        for (int32_t y = u->rect_min.y; y <= u->rect_max.y; y++)
+            for (int32_t x = u->rect_min.x; x <= u->rect_max.x; x++)
+                m[(size_t)y * w + x] = model_value(u, authored, w, x, y);
+    } else {
+        for (size_t i = 0; i < u->n_cells; i++)
+            m[(size_t)u->cells[i].y * w + u->cells[i].x] = model_value(u, authored, w, u->cells[i].x, u->cells[i].y);
+    }
+}
+
+static void test_several_ops_and_restore(void **state)
+{
+    (void)state;
+    uint64_t rng = 77;
+    const int32_t w = 48, h = 40;
+    uint8_t *authored = random_cells(&rng, w, h, 20);
+    uint8_t *m = malloc((size_t)w * h);
+    memcpy(m, authored, (size_t)w * h);
+    pd_registry *r = pd_registry_create();
+    char err[256];
+    assert_int_equal(pd_registry_add(r, fresh("door", authored, w, h), err, sizeof err), PD_OK);
+
+    /* Close door A, open door B, re-cost a strip: one version. */
+    const pd_point b_cells[] = { { 3, 3 }, { 40, 30 } };
+    const pd_scene_update ops[] = {
+        { .op = PD_UPDATE_BLOCK, .is_rect = 1, .rect_min = { 10, 0 }, .rect_max = { 10, h - 1 } },
+        { .op = PD_UPDATE_PASS, .cells = b_cells, .n_cells = 2 },
+        { .op = PD_UPDATE_COST, .cost = 7, .is_rect = 1, .rect_min = { 20, 5 }, .rect_max = { 30, 6 } },
+    };
+    pd_scene_update_result res;
+    assert_int_equal(pd_registry_update_many(r, "door", ops, 3, &res), PD_OK);
+    assert_int_equal(res.version, 2);
+    assert_true(res.cells_changed > 0);
+    for (size_t k = 0; k < 3; k++)
+        model_apply(m, authored, w, &ops[k]);
+    pd_scene *s = pd_registry_acquire(r, "door");
+    expect_equals_fresh(s, m);
+    pd_scene_release(s);
+
+    /* A bad operation anywhere refuses the whole update. */
+    const pd_scene_update bad[] = {
+        ops[0],
+        { .op = PD_UPDATE_PASS, .is_rect = 1, .rect_min = { 0, 0 }, .rect_max = { w, 0 } },
+    };
+    assert_int_equal(pd_registry_update_many(r, "door", bad, 2, &res), PD_OUT_OF_BOUNDS);
+    assert_int_equal(res.version, 2);
+    /* Changing nothing makes no version. */
+    assert_int_equal(pd_registry_update_many(r, "door", ops, 1, &res), PD_OK);
+    assert_int_equal(res.cells_changed, 0);
+    assert_int_equal(res.version, 2);
+
+    /* Random batches with restores, each one version, against the model. */
+    uint64_t version = 2;
+    for (int round = 0; round < 400; round++) {
+        pd_scene_update batch[4];
+        pd_point cells[4][3];
+        size_t n = 1 + (size_t)rng_below(&rng, 4);
+        for (size_t k = 0; k < n; k++) {
+            pd_scene_update *u = &batch[k];
+            memset(u, 0, sizeof *u);
+            u->op = (pd_update_op)rng_below(&rng, 4);
+            if (u->op == PD_UPDATE_COST)
+                u->cost = (uint8_t)(2 + rng_below(&rng, 9));
+            if (rng_below(&rng, 2)) {
+                u->is_rect = 1;
+                u->rect_min = (pd_point){ rng_below(&rng, w - 6), rng_below(&rng, h - 6) };
+                u->rect_max = (pd_point){ u->rect_min.x + rng_below(&rng, 6), u->rect_min.y + rng_below(&rng, 6) };
+            } else {
+                for (int i = 0; i < 3; i++)
+                    cells[k][i] = (pd_point){ rng_below(&rng, w), rng_below(&rng, h) };
+                u->cells = cells[k];
+                u->n_cells = 3;
+            }
+        }
+        assert_int_equal(pd_registry_update_many(r, "door", batch, n, &res), PD_OK);
+        for (size_t k = 0; k < n; k++)
+            model_apply(m, authored, w, &batch[k]);
+        if (res.cells_changed > 0)
+            version++;
+        assert_int_equal(res.version, version);
+        if (round % 50 == 49) {
+            s = pd_registry_acquire(r, "door");
+            expect_equals_fresh(s, m);
+            pd_scene_release(s);
+        }
+    }
+    /* Restoring everything gives back the authored scene, costs included. */
+    const pd_scene_update all = { .op = PD_UPDATE_RESTORE, .is_rect = 1, .rect_min = { 0, 0 },
+                                  .rect_max = { w - 1, h - 1 } };
+    assert_int_equal(pd_registry_update_many(r, "door", &all, 1, &res), PD_OK);
+    s = pd_registry_acquire(r, "door");
+    expect_equals_fresh(s, authored);
+    pd_scene_release(s);
+
+    /* An instance's authored state is the cells it was made with. */
+    const pd_scene_update wall = { .op = PD_UPDATE_BLOCK, .is_rect = 1, .rect_min = { 0, 5 }, .rect_max = { w - 1, 5 } };
+    assert_int_equal(pd_registry_update(r, "door", &wall, &res), PD_OK);
+    assert_int_equal(pd_registry_instance(r, "copy", "door", NULL, err, sizeof err), PD_OK);
+    memcpy(m, authored, (size_t)w * h);
+    model_apply(m, authored, w, &wall);
+    const pd_scene_update open_all = { .op = PD_UPDATE_PASS, .is_rect = 1, .rect_min = { 0, 0 },
+                                       .rect_max = { w - 1, h - 1 } };
+    assert_int_equal(pd_registry_update(r, "copy", &open_all, &res), PD_OK);
+    const pd_scene_update back = { .op = PD_UPDATE_RESTORE, .is_rect = 1, .rect_min = { 0, 0 },
+                                   .rect_max = { w - 1, h - 1 } };
+    assert_int_equal(pd_registry_update(r, "copy", &back, &res), PD_OK);
+    s = pd_registry_acquire(r, "copy");
+    expect_equals_fresh(s, m);
+    pd_scene_release(s);
+    pd_registry_destroy(r);
+    free(m);
+    free(authored);
+}
+
 static void test_conf_fields(void **state)
 {
     (void)state;
@@ -323,6 +456,7 @@ int main(void)
         cmocka_unit_test(test_instances_share_until_changed),
         cmocka_unit_test(test_caps_and_names),
         cmocka_unit_test(test_runtime_scenes_survive_publish),
+        cmocka_unit_test(test_several_ops_and_restore),
         cmocka_unit_test(test_conf_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
