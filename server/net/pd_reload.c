@@ -40,9 +40,8 @@ typedef struct pd__reload_job {
 /* The slow part, off the loop thread: everything that reads files or builds
  * grids and route tables. It touches no server state, so the loop keeps
  * serving meanwhile. The world is built over the loaded set itself, the
- * scenes the publish will serve; a world that does not fit them is not an
- * error of the load (the scenes are still published, see
- * pd__reload_publish). */
+ * scenes the publish will serve; a world that does not fit them refuses
+ * the whole reload (pd__reload_done). */
 static void pd__reload_work(uv_work_t *req)
 {
     pd__reload_job *rl = (pd__reload_job *)req;
@@ -66,21 +65,15 @@ static void pd__reload_work(uv_work_t *req)
 static void pd__reload_publish(pd_server *s, pd__reload_job *rl)
 {
     pd_conf next = rl->next;
-    int world_refused = s->world_store && !rl->world;
 
-    /* A world that does not fit the new scenes (a portal cell outside a
-     * reloaded map) was refused by the build: the scenes are swapped in
-     * anyway and the old world, whose snapshots stay valid for routes,
-     * serves until a reload that fits. */
+    /* A world that does not fit the new scenes never gets here
+     * (pd__reload_done refuses the whole reload). */
     if (s->world_store)
         pd_world_store_publish_reload(s->world_store, s->registry, rl->scenes, rl->world);
     else
         pd_registry_publish(s->registry, rl->scenes);
     rl->scenes = NULL;
     rl->world = NULL;
-    if (world_refused)
-        pd_log_error("reload: portals and routes of %s refused: %s; the previous world keeps serving routes",
-                     s->config_path, rl->world_err);
 
     if (strcmp(next.listen_host, s->conf.listen_host) != 0 || next.listen_port != s->conf.listen_port)
         pd_log_warn("reload: a new listen address needs a restart; still on %s:%u",
@@ -135,6 +128,13 @@ static void pd__reload_done(uv_work_t *req, int status)
         pd_log_error("reload refused: %s; the running configuration stays", rl->err);
     } else if (!rl->scenes) {
         pd_log_error("reload refused: %s; the running scenes stay", rl->err);
+        pd_conf_free(&rl->next);
+    } else if (rl->build_world && !rl->world && s->world_store) {
+        /* One transaction: scenes, portals and routes change together or
+         * not at all, so portals that do not fit refuse the whole reload. */
+        pd_log_error("reload refused: portals and routes of %s: %s; the running scenes, portals and routes stay",
+                     s->config_path, rl->world_err);
+        pd_registry_discard(rl->scenes);
         pd_conf_free(&rl->next);
     } else if (s->phase != PD__RUNNING) {
         pd_log_warn("reload of %s dropped: the server is stopping", s->config_path);
