@@ -25,6 +25,12 @@ foreach(name cancel concurrency lifecycle)
           LIBS pathd_integ_harness LABELS sanitize threaded TIMEOUT 240)
 endforeach()
 target_link_libraries(test_e2e_pathctl PRIVATE PkgConfig::CJSON)
+# Issue 12: scenes made at run time (CreateScene, CreateInstance, DropScene)
+# through the client and pathctl, and the RSS of 10,000 instances.
+pd_test(NAME test_e2e_scenes SOURCES integration/test_e2e_scenes.c
+        LIBS pathd_integ_harness LABELS sanitize TIMEOUT 240)
+target_compile_definitions(test_e2e_scenes PRIVATE PD_TEST_DATA_DIR="${PD_TEST_DATA_DIR}")
+
 # Issue 17: four workers' search memory after long searches on a large
 # generated scene, read from /metrics.
 pd_test(NAME test_e2e_memory SOURCES integration/test_e2e_memory.c

@@ -1,6 +1,6 @@
 # Tests for the conf and scene layers (tests/unit/test_conf.c, test_tiled.c,
 # test_tiled_formats.c, test_ldtk.c,
-# test_scene.c, test_scene_update.c). test_scene runs readers against reloads
+# test_scene.c, test_scene_update.c, test_scene_runtime.c). test_scene runs readers against reloads
 # and test_scene_update runs updaters and readers on several threads, so both
 # are labelled "threaded" for the TSan run.
 pd_test(NAME test_conf SOURCES unit/test_conf.c LIBS pathd_conf LABELS sanitize)
@@ -12,3 +12,4 @@ pd_test(NAME test_tiled_formats SOURCES unit/test_tiled_formats.c
 pd_test(NAME test_ldtk SOURCES unit/test_ldtk.c LIBS pathd_scene LABELS sanitize)
 pd_test(NAME test_scene SOURCES unit/test_scene.c LIBS pathd_scene LABELS sanitize threaded)
 pd_test(NAME test_scene_update SOURCES unit/test_scene_update.c LIBS pathd_scene LABELS sanitize threaded)
+pd_test(NAME test_scene_runtime SOURCES unit/test_scene_runtime.c LIBS pathd_scene LABELS sanitize)

@@ -20,6 +20,7 @@
 
 #include "pathctl_query.h"
 #include "pathctl_render.h"
+#include "pathctl_scene.h"
 #include "pathd_client.h"
 
 #define PATHCTL_EXIT_ANSWER 1   /* the server answered with a non-OK status */
@@ -89,7 +90,7 @@ static void pathctl_usage(FILE *out)
             "                     find a route across scenes through portals; prints\n"
             "                     each leg with its cost and portal, then the total\n"
             "  update --scene NAME (--rect X0,Y0,X1,Y1 | --cells \"X,Y;X,Y\")\n"
-            "         --set blocked|passable|cost=N\n"
+            "         --set blocked|passable|cost=N|restore\n"
             "                     change cells; prints the new scene version\n"
             "  scenes             list scenes, one a line: name WxH version N\n"
             "  info NAME          describe one scene\n"
@@ -97,7 +98,7 @@ static void pathctl_usage(FILE *out)
             "  limits             the limits requests must respect\n"
             "  ping               round-trip time\n"
             "  reload             admin: reread the server's config and maps (as SIGHUP)\n"
-            "%s%s"
+            "%s%s%s"
             "\n"
             "options:\n"
             "  --server HOST:PORT  default %s ([::1]:PORT for IPv6)\n"
@@ -107,7 +108,7 @@ static void pathctl_usage(FILE *out)
             "  -h, --help          this text\n"
             "\n"
             "exit status: 0 OK/PARTIAL, 1 other answer, 2 usage, 3 connection failure\n",
-            pathctl_query_usage, pathctl_render_usage, PDC_DEFAULT_SERVER, PDC_DEFAULT_TIMEOUT_MS);
+            pathctl_query_usage, pathctl_scene_usage, pathctl_render_usage, PDC_DEFAULT_SERVER, PDC_DEFAULT_TIMEOUT_MS);
 }
 
 static int pathctl_usage_error(const char *fmt, const char *arg)
@@ -431,11 +432,13 @@ static int pathctl_parse_update(pathctl_args *a, const char *const *val)
         a->update.op = PDC_UPDATE_BLOCK;
     else if (!strcmp(set, "passable"))
         a->update.op = PDC_UPDATE_PASS;
+    else if (!strcmp(set, "restore"))
+        a->update.op = PDC_UPDATE_RESTORE;
     else if (!strncmp(set, "cost=", 5) && !pathctl_parse_long(set + 5, 1, 255, &cost)) {
         a->update.op = PDC_UPDATE_COST;
         a->update.cost = (uint32_t)cost;
     } else
-        return pathctl_usage_error("bad --set %s (blocked, passable or cost=1..255)", set);
+        return pathctl_usage_error("bad --set %s (blocked, passable, cost=1..255 or restore)", set);
     return -1;
 }
 
@@ -936,6 +939,9 @@ int main(int argc, char **argv)
         return code;
     code = pathctl_query_main(argc, argv);
     if (code != PATHCTL_QUERY_NOT_MINE)
+        return code;
+    code = pathctl_scene_main(argc, argv);
+    if (code != PATHCTL_SCENE_NOT_MINE)
         return code;
 
     pathctl_args args;

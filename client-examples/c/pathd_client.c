@@ -84,6 +84,9 @@ static const char *const pdc__wire_names[PDC_WIRE_STATUS_COUNT] = {
     "DEADLINE_EXCEEDED", "CANCELLED", "OVERLOADED", "MALFORMED",
     "FRAME_TOO_LARGE", "INTERNAL", "UNKNOWN_STATUS" /* 15: never sent */, "UNAUTHENTICATED",
     "PERMISSION_DENIED",
+    [PDC_SCENE_EXISTS] = "SCENE_EXISTS",
+    [PDC_SCENE_IN_USE] = "SCENE_IN_USE",
+    [PDC_LIMIT_EXCEEDED] = "LIMIT_EXCEEDED",
 };
 
 static int pdc__authenticate(pdc_conn *c, char *role, size_t role_len);
@@ -97,7 +100,7 @@ static const char *const pdc__client_names[] = {
 const char *pdc_status_name(int status)
 {
     if (status >= 0 && status < PDC_WIRE_STATUS_COUNT)
-        return pdc__wire_names[status];
+        return pdc__wire_names[status] ? pdc__wire_names[status] : "UNKNOWN_STATUS";
     if (status < 0 && -(long)status < (long)(sizeof pdc__client_names / sizeof pdc__client_names[0]))
         return pdc__client_names[-status];
     return "UNKNOWN_STATUS";
@@ -1580,53 +1583,54 @@ int pdc_get_limits(pdc_conn *c, pdc_limits *out)
     return PDC_OK;
 }
 
-int pdc_update_cells(pdc_conn *c, const pdc_update_req *req, pdc_update_result *out)
+/* Checks one operation as the server would. */
+static int pdc__update_ok(const pdc_update_req *req)
 {
-    if (!out)
-        return PDC_ERR_ARG;
-    memset(out, 0, sizeof *out);
-    if (!c || !req || !req->scene || !req->scene[0])
-        return PDC_ERR_ARG;
-    if (req->op != PDC_UPDATE_BLOCK && req->op != PDC_UPDATE_PASS && req->op != PDC_UPDATE_COST)
-        return PDC_ERR_ARG;
+    if (req->op != PDC_UPDATE_BLOCK && req->op != PDC_UPDATE_PASS && req->op != PDC_UPDATE_COST &&
+        req->op != PDC_UPDATE_RESTORE)
+        return 0;
     if (req->op == PDC_UPDATE_COST ? req->cost < 1 || req->cost > 255 : req->cost != 0)
-        return PDC_ERR_ARG;
-    if (req->is_rect ? req->rect_min.x > req->rect_max.x || req->rect_min.y > req->rect_max.y
-                     : req->cell_count == 0 || !req->cells)
-        return PDC_ERR_ARG;
+        return 0;
+    return req->is_rect ? req->rect_min.x <= req->rect_max.x && req->rect_min.y <= req->rect_max.y
+                        : req->cell_count != 0 && req->cells != NULL;
+}
 
-    Pathd__V1__Request msg = PATHD__V1__REQUEST__INIT;
-    Pathd__V1__UpdateCells body = PATHD__V1__UPDATE_CELLS__INIT;
-    Pathd__V1__Rect rect = PATHD__V1__RECT__INIT;
+/* The wire form of one operation; what it allocates goes to *cells / *ptrs. */
+typedef struct pdc__wire_op {
+    Pathd__V1__Rect rect;
     Pathd__V1__Cell rmin, rmax;
-    Pathd__V1__CellList list = PATHD__V1__CELL_LIST__INIT;
-    Pathd__V1__Cell *cells = NULL, **ptrs = NULL;
-    body.scene = (char *)req->scene;
-    body.op = req->op == PDC_UPDATE_COST  ? PATHD__V1__UPDATE_OP__UPDATE_COST
-              : req->op == PDC_UPDATE_PASS ? PATHD__V1__UPDATE_OP__UPDATE_PASS
-                                           : PATHD__V1__UPDATE_OP__UPDATE_BLOCK;
-    body.cost = req->cost;
+    Pathd__V1__CellList list;
+    Pathd__V1__Cell *cells, **ptrs;
+    Pathd__V1__UpdateOp op;
+} pdc__wire_op;
+
+static int pdc__op_to_wire(const pdc_update_req *req, pdc__wire_op *w)
+{
+    memset(w, 0, sizeof *w);
+    w->rect = (Pathd__V1__Rect)PATHD__V1__RECT__INIT;
+    w->list = (Pathd__V1__CellList)PATHD__V1__CELL_LIST__INIT;
+    w->op = req->op == PDC_UPDATE_COST      ? PATHD__V1__UPDATE_OP__UPDATE_COST
+            : req->op == PDC_UPDATE_PASS    ? PATHD__V1__UPDATE_OP__UPDATE_PASS
+            : req->op == PDC_UPDATE_RESTORE ? PATHD__V1__UPDATE_OP__UPDATE_RESTORE
+                                            : PATHD__V1__UPDATE_OP__UPDATE_BLOCK;
     if (req->is_rect) {
-        pdc__cell_to_wire(req->rect_min, &rmin);
-        pdc__cell_to_wire(req->rect_max, &rmax);
-        rect.min = &rmin;
-        rect.max = &rmax;
-        body.target_case = PATHD__V1__UPDATE_CELLS__TARGET_RECT;
-        body.rect = &rect;
-    } else {
-        if (pdc__cells_to_wire(req->cells, req->cell_count, &cells, &ptrs) != PDC_OK)
-            return PDC_ERR_NOMEM;
-        list.n_cells = req->cell_count;
-        list.cells = ptrs;
-        body.target_case = PATHD__V1__UPDATE_CELLS__TARGET_CELLS;
-        body.cells = &list;
+        pdc__cell_to_wire(req->rect_min, &w->rmin);
+        pdc__cell_to_wire(req->rect_max, &w->rmax);
+        w->rect.min = &w->rmin;
+        w->rect.max = &w->rmax;
+        return PDC_OK;
     }
-    msg.body_case = PATHD__V1__REQUEST__BODY_UPDATE_CELLS;
-    msg.update_cells = &body;
+    if (pdc__cells_to_wire(req->cells, req->cell_count, &w->cells, &w->ptrs) != PDC_OK)
+        return PDC_ERR_NOMEM;
+    w->list.n_cells = req->cell_count;
+    w->list.cells = w->ptrs;
+    return PDC_OK;
+}
+
+static int pdc__update_answer(pdc_conn *c, Pathd__V1__Request *msg, pdc_update_result *out)
+{
     Pathd__V1__Response *resp;
-    int r = pdc__call_other(c, &msg, PATHD__V1__RESPONSE__BODY_UPDATE, &resp);
-    free(cells);
-    free(ptrs);
+    int r = pdc__call_other(c, msg, PATHD__V1__RESPONSE__BODY_UPDATE, &resp);
     if (r != PDC_OK)
         return r;
     out->version = resp->update->version;
@@ -1634,6 +1638,164 @@ int pdc_update_cells(pdc_conn *c, const pdc_update_req *req, pdc_update_result *
     out->micros = resp->update->micros;
     pathd__v1__response__free_unpacked(resp, NULL);
     return PDC_OK;
+}
+
+int pdc_update_cells(pdc_conn *c, const pdc_update_req *req, pdc_update_result *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if (!c || !req || !req->scene || !req->scene[0] || !pdc__update_ok(req))
+        return PDC_ERR_ARG;
+    Pathd__V1__Request msg = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__UpdateCells body = PATHD__V1__UPDATE_CELLS__INIT;
+    pdc__wire_op w;
+    if (pdc__op_to_wire(req, &w) != PDC_OK)
+        return PDC_ERR_NOMEM;
+    body.scene = (char *)req->scene;
+    body.op = w.op;
+    body.cost = req->cost;
+    if (req->is_rect) {
+        body.target_case = PATHD__V1__UPDATE_CELLS__TARGET_RECT;
+        body.rect = &w.rect;
+    } else {
+        body.target_case = PATHD__V1__UPDATE_CELLS__TARGET_CELLS;
+        body.cells = &w.list;
+    }
+    msg.body_case = PATHD__V1__REQUEST__BODY_UPDATE_CELLS;
+    msg.update_cells = &body;
+    int r = pdc__update_answer(c, &msg, out);
+    free(w.cells);
+    free(w.ptrs);
+    return r;
+}
+
+int pdc_update_cells_many(pdc_conn *c, const pdc_update_req *ops, size_t n_ops, pdc_update_result *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if (!c || !ops || n_ops < 1 || n_ops > 64 || !ops[0].scene || !ops[0].scene[0])
+        return PDC_ERR_ARG;
+    for (size_t i = 0; i < n_ops; i++)
+        if (!pdc__update_ok(&ops[i]))
+            return PDC_ERR_ARG;
+    pdc__wire_op *w = calloc(n_ops, sizeof *w);
+    Pathd__V1__CellOp *wire = calloc(n_ops, sizeof *wire);
+    Pathd__V1__CellOp **ptrs = calloc(n_ops, sizeof *ptrs);
+    size_t made = 0;
+    int r = w && wire && ptrs ? PDC_OK : PDC_ERR_NOMEM;
+    for (; r == PDC_OK && made < n_ops; made++) {
+        if ((r = pdc__op_to_wire(&ops[made], &w[made])) != PDC_OK)
+            break;
+        Pathd__V1__CellOp *o = &wire[made];
+        *o = (Pathd__V1__CellOp)PATHD__V1__CELL_OP__INIT;
+        o->op = w[made].op;
+        o->cost = ops[made].cost;
+        if (ops[made].is_rect) {
+            o->target_case = PATHD__V1__CELL_OP__TARGET_RECT;
+            o->rect = &w[made].rect;
+        } else {
+            o->target_case = PATHD__V1__CELL_OP__TARGET_CELLS;
+            o->cells = &w[made].list;
+        }
+        ptrs[made] = o;
+    }
+    if (r == PDC_OK) {
+        Pathd__V1__Request msg = PATHD__V1__REQUEST__INIT;
+        Pathd__V1__UpdateCells body = PATHD__V1__UPDATE_CELLS__INIT;
+        body.scene = (char *)ops[0].scene;
+        body.n_ops = n_ops;
+        body.ops = ptrs;
+        msg.body_case = PATHD__V1__REQUEST__BODY_UPDATE_CELLS;
+        msg.update_cells = &body;
+        r = pdc__update_answer(c, &msg, out);
+    }
+    for (size_t i = 0; w && i < n_ops; i++) {
+        free(w[i].cells);
+        free(w[i].ptrs);
+    }
+    free(w);
+    free(wire);
+    free(ptrs);
+    return r;
+}
+
+/* Sends a scene change and reads its SceneChange answer. */
+static int pdc__scene_change(pdc_conn *c, Pathd__V1__Request *msg, pdc_scene_change *out)
+{
+    Pathd__V1__Response *resp;
+    int r = pdc__call_other(c, msg, PATHD__V1__RESPONSE__BODY_SCENE_CHANGE, &resp);
+    if (r != PDC_OK)
+        return r;
+    out->version = resp->scene_change->version;
+    out->own_bytes = resp->scene_change->own_bytes;
+    out->scene_bytes = resp->scene_change->scene_bytes;
+    pathd__v1__response__free_unpacked(resp, NULL);
+    return PDC_OK;
+}
+
+int pdc_create_scene(pdc_conn *c, const pdc_create_scene_req *req, pdc_scene_change *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if (!c || !req || !req->name || !req->name[0] || (!req->map == !req->cells))
+        return PDC_ERR_ARG;
+    Pathd__V1__Request msg = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__CreateScene body = PATHD__V1__CREATE_SCENE__INIT;
+    body.name = (char *)req->name;
+    if (req->map) {
+        body.format = (char *)(req->format ? req->format : "");
+        body.map.data = (uint8_t *)req->map;
+        body.map.len = req->map_len;
+    } else {
+        body.width = req->width;
+        body.height = req->height;
+        body.cells.data = (uint8_t *)req->cells;
+        body.cells.len = req->width > 0 && req->height > 0 ? (size_t)req->width * (size_t)req->height : 0;
+    }
+    body.origin_x = req->origin_x;
+    body.origin_y = req->origin_y;
+    body.cell_size = req->cell_size;
+    body.unit_sizes = (uint32_t *)req->unit_sizes;
+    body.n_unit_sizes = req->unit_sizes ? req->unit_size_count : 0;
+    msg.body_case = PATHD__V1__REQUEST__BODY_CREATE_SCENE;
+    msg.create_scene = &body;
+    return pdc__scene_change(c, &msg, out);
+}
+
+int pdc_create_instance(pdc_conn *c, const char *name, const char *template_scene,
+                        pdc_scene_change *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if (!c || !name || !name[0] || !template_scene || !template_scene[0])
+        return PDC_ERR_ARG;
+    Pathd__V1__Request msg = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__CreateInstance body = PATHD__V1__CREATE_INSTANCE__INIT;
+    body.name = (char *)name;
+    body.template_ = (char *)template_scene;
+    msg.body_case = PATHD__V1__REQUEST__BODY_CREATE_INSTANCE;
+    msg.create_instance = &body;
+    return pdc__scene_change(c, &msg, out);
+}
+
+int pdc_drop_scene(pdc_conn *c, const char *name, int drop_portals, pdc_scene_change *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if (!c || !name || !name[0])
+        return PDC_ERR_ARG;
+    Pathd__V1__Request msg = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__DropScene body = PATHD__V1__DROP_SCENE__INIT;
+    body.name = (char *)name;
+    body.drop_portals = drop_portals != 0;
+    msg.body_case = PATHD__V1__REQUEST__BODY_DROP_SCENE;
+    msg.drop_scene = &body;
+    return pdc__scene_change(c, &msg, out);
 }
 
 /* Sends Auth with the kept token and waits for its answer. */

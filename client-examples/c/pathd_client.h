@@ -93,6 +93,9 @@ typedef enum pdc_status {
     PDC_INTERNAL = 14,
     PDC_UNAUTHENTICATED = 16,   /* send pdc_auth first, or the token was wrong */
     PDC_PERMISSION_DENIED = 17, /* the token's role does not allow the request */
+    PDC_SCENE_EXISTS = 30,      /* pdc_create_scene / pdc_create_instance: name taken */
+    PDC_SCENE_IN_USE = 31,      /* pdc_drop_scene: portals name it (pass drop_portals) */
+    PDC_LIMIT_EXCEEDED = 32,    /* a named cap on scenes; the message names it */
 
     PDC_ERR_DISCONNECTED = -1,  /* connection lost or never there; request unanswered */
     PDC_ERR_TIMEOUT = -2,       /* no answer within the timeout */
@@ -103,8 +106,8 @@ typedef enum pdc_status {
     PDC_ERR_IDLE = -7,          /* pdc_recv_result: no request is in flight */
 } pdc_status;
 
-/* Number of wire statuses (0 .. PDC_WIRE_STATUS_COUNT-1). */
-#define PDC_WIRE_STATUS_COUNT 18
+/* One past the largest wire status (18..29 are unused). */
+#define PDC_WIRE_STATUS_COUNT 33
 
 /* "OK", "NO_PATH", ... for wire statuses (the proto enum's names); for client
  * errors "DISCONNECTED", "TIMEOUT", "PROTOCOL_ERROR", ...; "UNKNOWN_STATUS"
@@ -297,6 +300,7 @@ typedef enum pdc_update_op {
     PDC_UPDATE_BLOCK = 0,       /* cells become blocked */
     PDC_UPDATE_PASS = 1,        /* cells become passable, cost 1 */
     PDC_UPDATE_COST = 2,        /* cells become passable with `cost` */
+    PDC_UPDATE_RESTORE = 3,     /* cells return to the scene's authored state, cost included */
 } pdc_update_op;
 
 /* A live obstacle change: a rectangle (is_rect = 1) or a list of cells,
@@ -409,6 +413,39 @@ int pdc_find_route(pdc_conn *c, const pdc_route_req *req, pdc_route_result *out)
  * A path search sent before this call returned may still run on the old
  * version. */
 int pdc_update_cells(pdc_conn *c, const pdc_update_req *req, pdc_update_result *out);
+/* Several operations on ops[0].scene (every op's scene is ignored but the
+ * first's) applied in order as ONE new version; 1..64 of them. */
+int pdc_update_cells_many(pdc_conn *c, const pdc_update_req *ops, size_t n_ops, pdc_update_result *out);
+
+/* A scene made at run time (needs role write). Either map/map_len (a map
+ * file's bytes in `format`: "ascii", "movingai", "tiled" or "ldtk") or
+ * cells with width and height (row-major bytes, 0 blocked, 1..255 cost). */
+typedef struct pdc_create_scene_req {
+    const char *name;
+    const char *format;           /* with map */
+    const void *map;
+    size_t map_len;
+    int32_t width, height;        /* with cells */
+    const uint8_t *cells;
+    double origin_x, origin_y;
+    double cell_size;             /* 0 means 1 */
+    const uint32_t *unit_sizes;   /* NULL / 0 means {1} */
+    size_t unit_size_count;
+} pdc_create_scene_req;
+
+typedef struct pdc_scene_change {
+    uint64_t version;             /* the new scene's (1), or the dropped scene's */
+    uint64_t own_bytes;           /* what the new scene holds on its own */
+    uint64_t scene_bytes;         /* all scenes of the server together, after it */
+} pdc_scene_change;
+
+int pdc_create_scene(pdc_conn *c, const pdc_create_scene_req *req, pdc_scene_change *out);
+/* A scene that shares `template_scene`'s memory until it is updated. */
+int pdc_create_instance(pdc_conn *c, const char *name, const char *template_scene,
+                        pdc_scene_change *out);
+/* Refused (PDC_SCENE_IN_USE) while portals name the scene, unless
+ * drop_portals, which drops them too. */
+int pdc_drop_scene(pdc_conn *c, const char *name, int drop_portals, pdc_scene_change *out);
 int pdc_list_scenes(pdc_conn *c, pdc_scene_list *out);
 int pdc_scene_info(pdc_conn *c, const char *scene, pdc_scene_details *out);
 /* Fetches the grid of `scene` for unit_size (0 or 1: the scene grid itself;

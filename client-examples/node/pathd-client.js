@@ -83,7 +83,9 @@ const DEFAULT_PROTO_PATH = path.join(__dirname, '..', '..', 'proto', 'pathd.prot
 
 const STYLES = { cells: 'STYLE_CELLS', corners: 'STYLE_CORNERS', smooth: 'STYLE_SMOOTH' };
 const GOAL_MODES = { exact: 'GOAL_EXACT', nearest: 'GOAL_NEAREST', line: 'GOAL_LINE' };
-const UPDATE_OPS = { block: 'UPDATE_BLOCK', pass: 'UPDATE_PASS', cost: 'UPDATE_COST' };
+const UPDATE_OPS = {
+  block: 'UPDATE_BLOCK', pass: 'UPDATE_PASS', cost: 'UPDATE_COST', restore: 'UPDATE_RESTORE',
+};
 const CONNECTIVITY = { 0: 'CONNECTIVITY_DEFAULT', 8: 'CONNECTIVITY_8', 4: 'CONNECTIVITY_4' };
 // How decoded answers are turned into plain objects: uint64 as Number (ids
 // and counters stay far below 2^53), enums by name, oneof names in `body`,
@@ -340,6 +342,37 @@ function updateCellsOp(scene, { rect = null, cells = null, op: kind = 'block', c
   return op({ updateCells }, single('update', (m) => ({
     version: m.version, cells_changed: m.cellsChanged, micros: m.micros,
   })));
+}
+
+const sceneChangeFields = (m) => ({
+  version: m.version, own_bytes: m.ownBytes, scene_bytes: m.sceneBytes,
+});
+
+function createSceneOp(name, {
+  map = null, format = '', cells = null, width = 0, height = 0,
+  origin = [0, 0], cellSize = 0, unitSizes = [],
+} = {}) {
+  checkScene(name);
+  if ((map === null) === (cells === null)) {
+    throw new TypeError('give exactly one of map (with format) and cells (with width, height)');
+  }
+  const createScene = {
+    name, originX: Number(origin[0]), originY: Number(origin[1]), cellSize: Number(cellSize), unitSizes,
+  };
+  if (map !== null) Object.assign(createScene, { map: Buffer.from(map), format });
+  else Object.assign(createScene, { cells: Buffer.from(cells), width, height });
+  return op({ createScene }, single('sceneChange', sceneChangeFields));
+}
+
+function createInstanceOp(name, template) {
+  checkScene(name);
+  checkScene(template);
+  return op({ createInstance: { name, template } }, single('sceneChange', sceneChangeFields));
+}
+
+function dropSceneOp(name, { dropPortals = false } = {}) {
+  checkScene(name);
+  return op({ dropScene: { name, dropPortals } }, single('sceneChange', sceneChangeFields));
 }
 
 function sceneGridOp(scene, { unitSize = 0, rowStart = 0, rowCount = 0 } = {}) {
@@ -874,6 +907,26 @@ class PathdClient {
    * version, cells_changed, micros }. */
   updateCells(scene, change) {
     return this._call(updateCellsOp(scene, change));
+  }
+
+  /* Write role: a scene made at run time, from a map file's bytes
+   * { map, format: 'ascii' | 'movingai' | 'tiled' | 'ldtk' } or raw cells
+   * { cells, width, height } (row-major, 0 blocked, else the cost), with
+   * origin [x, y], cellSize, unitSizes. Resolves with { status, version,
+   * own_bytes, scene_bytes }; rejects with SCENE_EXISTS, LIMIT_EXCEEDED... */
+  createScene(name, spec) {
+    return this._call(createSceneOp(name, spec));
+  }
+
+  /* Write role: a scene sharing template's memory until it is updated. */
+  createInstance(name, template) {
+    return this._call(createInstanceOp(name, template));
+  }
+
+  /* Write role: stop serving a scene ({ dropPortals } to drop the portals
+   * naming it too; SCENE_IN_USE otherwise). */
+  dropScene(name, options) {
+    return this._call(dropSceneOp(name, options));
   }
 
   /* One band of a grid's rows: { status, version, width, height, row_start,

@@ -96,7 +96,8 @@ _HEADER = struct.Struct(">I")
 _RECV_BYTES = 64 * 1024
 _STYLES = {"cells": pb.STYLE_CELLS, "corners": pb.STYLE_CORNERS, "smooth": pb.STYLE_SMOOTH}
 _GOAL_MODES = {"exact": pb.GOAL_EXACT, "nearest": pb.GOAL_NEAREST, "line": pb.GOAL_LINE}
-_UPDATE_OPS = {"block": pb.UPDATE_BLOCK, "pass": pb.UPDATE_PASS, "cost": pb.UPDATE_COST}
+_UPDATE_OPS = {"block": pb.UPDATE_BLOCK, "pass": pb.UPDATE_PASS, "cost": pb.UPDATE_COST,
+               "restore": pb.UPDATE_RESTORE}
 _CONNECTIVITY = {0: pb.CONNECTIVITY_DEFAULT, 8: pb.CONNECTIVITY_8, 4: pb.CONNECTIVITY_4}
 # Symbols of the config's ASCII map format (pathctl grid): cost byte -> char.
 _GRID_SYMBOLS = "#." + "".join(str(c) for c in range(2, 10)) + "+" * 246
@@ -417,6 +418,46 @@ def _update_cells_op(scene, rect=None, cells=None, op="block", cost=0):
     u.cost = cost
     return _op(request, _single("update", lambda m: {
         "version": m.version, "cells_changed": m.cells_changed, "micros": m.micros}))
+
+
+def _scene_change_fields(m):
+    return {"version": m.version, "own_bytes": m.own_bytes, "scene_bytes": m.scene_bytes}
+
+
+def _create_scene_op(name, map_bytes=None, format=None, cells=None, width=0, height=0,
+                     origin=(0.0, 0.0), cell_size=0.0, unit_sizes=()):
+    _check_scene(name)
+    if (map_bytes is None) == (cells is None):
+        raise ValueError("give exactly one of map_bytes (with format) and cells (with width, height)")
+    request = pb.Request()
+    c = request.create_scene
+    c.name = name
+    if map_bytes is not None:
+        c.map = bytes(map_bytes)
+        c.format = format or ""
+    else:
+        c.cells, c.width, c.height = bytes(cells), width, height
+    c.origin_x, c.origin_y = origin
+    c.cell_size = cell_size
+    c.unit_sizes.extend(unit_sizes)
+    return _op(request, _single("scene_change", _scene_change_fields))
+
+
+def _create_instance_op(name, template):
+    _check_scene(name)
+    _check_scene(template)
+    request = pb.Request()
+    request.create_instance.name = name
+    setattr(request.create_instance, "template", template)
+    return _op(request, _single("scene_change", _scene_change_fields))
+
+
+def _drop_scene_op(name, drop_portals=False):
+    _check_scene(name)
+    request = pb.Request()
+    request.drop_scene.name = name
+    request.drop_scene.drop_portals = drop_portals
+    return _op(request, _single("scene_change", _scene_change_fields))
 
 
 def _scene_grid_op(scene, unit_size=0, row_start=0, row_count=0):
@@ -859,6 +900,25 @@ class _Api:
         1..255) the cells of rect ((x0, y0), (x1, y1)), inclusive, or of the
         list cells [(x, y)]. Returns {status, version, cells_changed, micros}."""
         return self._call(_update_cells_op(scene, rect, cells, op, cost))
+
+    def create_scene(self, name, map_bytes=None, format=None, cells=None, width=0, height=0,
+                     origin=(0.0, 0.0), cell_size=0.0, unit_sizes=()):
+        """Write role: a scene made at run time from a map file's bytes in
+        format ("ascii", "movingai", "tiled", "ldtk") or from raw cells
+        (bytes, row-major, 0 blocked, else cost) with width and height.
+        Returns {status, version, own_bytes, scene_bytes}; PathdError
+        SCENE_EXISTS, LIMIT_EXCEEDED or INVALID_ARGUMENT otherwise."""
+        return self._call(_create_scene_op(name, map_bytes, format, cells, width, height,
+                                           origin, cell_size, unit_sizes))
+
+    def create_instance(self, name, template):
+        """Write role: a scene sharing template's memory until updated."""
+        return self._call(_create_instance_op(name, template))
+
+    def drop_scene(self, name, drop_portals=False):
+        """Write role: stop serving a scene (SCENE_IN_USE while portals name
+        it, unless drop_portals). Returns the version it had."""
+        return self._call(_drop_scene_op(name, drop_portals))
 
     def scene_grid_band(self, scene, unit_size=0, row_start=0, row_count=0):
         """One band of a grid's rows: {status, version, width, height,

@@ -756,6 +756,35 @@ class WholeProtocolTest(LiveClientCase):
         with self.assertRaises(ValueError):
             self.client.update_cells("town", op="block")
 
+    def test_scenes_made_at_run_time(self):
+        made = self.client.create_scene("py-made", cells=bytes([1] * 12), width=4, height=3,
+                                        unit_sizes=[1, 2])
+        self.assertEqual((made["status"], made["version"]), ("OK", 1))
+        try:
+            copy = self.client.create_instance("py-copy", "py-made")
+            self.assertLess(copy["own_bytes"], 1024)
+            self.assertEqual(self.client.scene_info("py-copy").width, 4)
+            with self.assertRaises(PathdError) as caught:
+                self.client.create_instance("py-copy", "py-made")
+            self.assertEqual(caught.exception.status, "SCENE_EXISTS")
+            self.client.update_cells("py-copy", rect=((1, 0), (1, 2)), op="block")
+            self.assertEqual(self.client.find_path("py-made", (0, 0), (3, 0)).cost, 3)
+            with self.assertRaises(PathdError) as caught:
+                self.client.find_path("py-copy", (0, 0), (3, 0))
+            self.assertEqual(caught.exception.status, "NO_PATH")
+            text = self.client.create_scene("py-text", map_bytes=b"..#\n...\n", format="ascii")
+            self.assertEqual(text["version"], 1)
+            self.assertEqual(self.client.drop_scene("py-copy")["version"], 2)
+            self.client.drop_scene("py-text")
+            with self.assertRaises(PathdError) as caught:
+                self.client.drop_scene("town")
+            self.assertEqual(caught.exception.status, "SCENE_IN_USE")
+        finally:
+            self.client.drop_scene("py-made")
+        with self.assertRaises(PathdError) as caught:
+            self.client.scene_info("py-made")
+        self.assertEqual(caught.exception.status, "UNKNOWN_SCENE")
+
     def test_pipelined_queries_come_back_through_recv(self):
         ids = {self.client.send("raycast", "town", (1, 1), (5, 5)): "raycast",
                self.client.send("batch", [query("is_reachable", "town", (1, 1), (3, 4))]): "batch",

@@ -384,79 +384,131 @@ static pd_status pd__decode_find_route(const Pathd__V1__FindRoute *m, pd_find_ro
     return PD_OK;
 }
 
+/* One operation: what = "update_cells" or "update_cells.ops[i]"; the cells
+ * of a list are copied into *cells (owned by the caller). */
+static pd_status pd__decode_update_op(const char *what, int op, uint32_t cost, int target, const Pathd__V1__Rect *rect,
+                                      const Pathd__V1__CellList *list, pd_scene_update *u, pd_point **cells,
+                                      char *err, size_t errlen)
+{
+    char field[64];
+    pd_status st;
+    switch (op) {
+    case PATHD__V1__UPDATE_OP__UPDATE_BLOCK:
+        u->op = PD_UPDATE_BLOCK;
+        break;
+    case PATHD__V1__UPDATE_OP__UPDATE_PASS:
+        u->op = PD_UPDATE_PASS;
+        break;
+    case PATHD__V1__UPDATE_OP__UPDATE_COST:
+        u->op = PD_UPDATE_COST;
+        break;
+    case PATHD__V1__UPDATE_OP__UPDATE_RESTORE:
+        u->op = PD_UPDATE_RESTORE;
+        break;
+    default:
+        pd__set_err(err, errlen,
+                    "%s.op %d is not UPDATE_BLOCK (0), UPDATE_PASS (1), UPDATE_COST (2) or UPDATE_RESTORE (3)", what,
+                    op);
+        return PD_INVALID_ARGUMENT;
+    }
+    if (u->op == PD_UPDATE_COST) {
+        if (cost < 1 || cost > 255) {
+            pd__set_err(err, errlen, "%s.cost %u is not 1..255", what, (unsigned)cost);
+            return PD_INVALID_ARGUMENT;
+        }
+        u->cost = (uint8_t)cost;
+    } else if (cost != 0) {
+        pd__set_err(err, errlen, "%s.cost %u is only allowed with UPDATE_COST", what, (unsigned)cost);
+        return PD_INVALID_ARGUMENT;
+    }
+
+    if (target == 1) {
+        pd_point min, max;
+        snprintf(field, sizeof field, "%s.rect", what);
+        if ((st = pd__decode_rect(rect, field, &min, &max, err, errlen)) != PD_OK)
+            return st;
+        /* Each side is at most 2^32, so their product could wrap: compare
+         * the sides first, then the product of two sides that fit. */
+        uint64_t w = (uint64_t)((int64_t)max.x - min.x + 1), h = (uint64_t)((int64_t)max.y - min.y + 1);
+        if (w > PD_SCENE_MAX_UPDATE_CELLS || h > PD_SCENE_MAX_UPDATE_CELLS || w * h > PD_SCENE_MAX_UPDATE_CELLS) {
+            pd__set_err(err, errlen, "%s covers %llu x %llu cells; at most %u allowed", field,
+                        (unsigned long long)w, (unsigned long long)h, (unsigned)PD_SCENE_MAX_UPDATE_CELLS);
+            return PD_INVALID_ARGUMENT;
+        }
+        u->is_rect = 1;
+        u->rect_min = min;
+        u->rect_max = max;
+        return PD_OK;
+    }
+    if (target == 2) {
+        size_t n = list->n_cells;
+        snprintf(field, sizeof field, "%s.cells", what);
+        if (n == 0) {
+            pd__set_err(err, errlen, "%s is empty", field);
+            return PD_INVALID_ARGUMENT;
+        }
+        if (n > PD_SCENE_MAX_UPDATE_CELLS) {
+            pd__set_err(err, errlen, "%s has %zu cells; at most %u allowed", field, n,
+                        (unsigned)PD_SCENE_MAX_UPDATE_CELLS);
+            return PD_INVALID_ARGUMENT;
+        }
+        if ((st = pd__copy_cells(list->cells, n, field, cells, err, errlen)) != PD_OK)
+            return st;
+        u->is_rect = 0;
+        u->cells = *cells;
+        u->n_cells = n;
+        return PD_OK;
+    }
+    pd__set_err(err, errlen, "%s has neither rect nor cells set", what);
+    return PD_INVALID_ARGUMENT;
+}
+
 static pd_status pd__decode_update_cells(const Pathd__V1__UpdateCells *m, pd_update_cells_req *out,
                                          char *err, size_t errlen)
 {
     pd_status st = pd__decode_scene_name(m->scene, "update_cells.scene", out->scene, err, errlen);
     if (st != PD_OK)
         return st;
-
-    switch ((int)m->op) {
-    case PATHD__V1__UPDATE_OP__UPDATE_BLOCK:
-        out->update.op = PD_UPDATE_BLOCK;
-        break;
-    case PATHD__V1__UPDATE_OP__UPDATE_PASS:
-        out->update.op = PD_UPDATE_PASS;
-        break;
-    case PATHD__V1__UPDATE_OP__UPDATE_COST:
-        out->update.op = PD_UPDATE_COST;
-        break;
-    default:
-        pd__set_err(err, errlen, "update_cells.op %d is not UPDATE_BLOCK (0), UPDATE_PASS (1) or UPDATE_COST (2)",
-                    (int)m->op);
+    if (m->n_ops == 0) {
+        int target = m->target_case == PATHD__V1__UPDATE_CELLS__TARGET_RECT    ? 1
+                     : m->target_case == PATHD__V1__UPDATE_CELLS__TARGET_CELLS ? 2
+                                                                               : 0;
+        return pd__decode_update_op("update_cells", (int)m->op, m->cost, target, m->rect, m->cells, &out->update,
+                                    &out->cells, err, errlen);
+    }
+    if (m->target_case != PATHD__V1__UPDATE_CELLS__TARGET__NOT_SET || m->op != 0 || m->cost != 0) {
+        pd__set_err(err, errlen, "update_cells has ops: its own rect, cells, op and cost must stay unset");
         return PD_INVALID_ARGUMENT;
     }
-    if (out->update.op == PD_UPDATE_COST) {
-        if (m->cost < 1 || m->cost > 255) {
-            pd__set_err(err, errlen, "update_cells.cost %u is not 1..255", (unsigned)m->cost);
+    if (m->n_ops > PD_SCENE_MAX_UPDATE_OPS) {
+        pd__set_err(err, errlen, "update_cells.ops has %zu operations; at most %u allowed", m->n_ops,
+                    (unsigned)PD_SCENE_MAX_UPDATE_OPS);
+        return PD_INVALID_ARGUMENT;
+    }
+    out->ops = calloc(m->n_ops, sizeof *out->ops);
+    if (!out->ops) {
+        pd__set_err(err, errlen, "out of memory");
+        return PD_INTERNAL;
+    }
+    for (size_t i = 0; i < m->n_ops; i++) {
+        const Pathd__V1__CellOp *o = m->ops[i];
+        char what[40];
+        snprintf(what, sizeof what, "update_cells.ops[%zu]", i);
+        if (!o) {
+            pd__set_err(err, errlen, "%s is missing", what);
             return PD_INVALID_ARGUMENT;
         }
-        out->update.cost = (uint8_t)m->cost;
-    } else if (m->cost != 0) {
-        pd__set_err(err, errlen, "update_cells.cost %u is only allowed with UPDATE_COST", (unsigned)m->cost);
-        return PD_INVALID_ARGUMENT;
-    }
-
-    switch (m->target_case) {
-    case PATHD__V1__UPDATE_CELLS__TARGET_RECT: {
-        pd_point min, max;
-        if ((st = pd__decode_rect(m->rect, "update_cells.rect", &min, &max, err, errlen)) != PD_OK)
+        int target = o->target_case == PATHD__V1__CELL_OP__TARGET_RECT    ? 1
+                     : o->target_case == PATHD__V1__CELL_OP__TARGET_CELLS ? 2
+                                                                          : 0;
+        pd_point *cells = NULL;
+        st = pd__decode_update_op(what, (int)o->op, o->cost, target, o->rect, o->cells, &out->ops[i], &cells, err,
+                                  errlen);
+        out->n_ops = i + 1; /* counted, so pd_request_free frees its cells */
+        if (st != PD_OK)
             return st;
-        /* Each side is at most 2^32, so their product could wrap: compare
-         * the sides first, then the product of two sides that fit. */
-        uint64_t w = (uint64_t)((int64_t)max.x - min.x + 1), h = (uint64_t)((int64_t)max.y - min.y + 1);
-        if (w > PD_SCENE_MAX_UPDATE_CELLS || h > PD_SCENE_MAX_UPDATE_CELLS || w * h > PD_SCENE_MAX_UPDATE_CELLS) {
-            pd__set_err(err, errlen, "update_cells.rect covers %llu x %llu cells; at most %u allowed",
-                        (unsigned long long)w, (unsigned long long)h, (unsigned)PD_SCENE_MAX_UPDATE_CELLS);
-            return PD_INVALID_ARGUMENT;
-        }
-        out->update.is_rect = 1;
-        out->update.rect_min = min;
-        out->update.rect_max = max;
-        return PD_OK;
     }
-    case PATHD__V1__UPDATE_CELLS__TARGET_CELLS: {
-        size_t n = m->cells->n_cells;
-        if (n == 0) {
-            pd__set_err(err, errlen, "update_cells.cells is empty");
-            return PD_INVALID_ARGUMENT;
-        }
-        if (n > PD_SCENE_MAX_UPDATE_CELLS) {
-            pd__set_err(err, errlen, "update_cells.cells has %zu cells; at most %u allowed", n,
-                        (unsigned)PD_SCENE_MAX_UPDATE_CELLS);
-            return PD_INVALID_ARGUMENT;
-        }
-        if ((st = pd__copy_cells(m->cells->cells, n, "update_cells.cells", &out->cells, err, errlen)) != PD_OK)
-            return st;
-        out->update.is_rect = 0;
-        out->update.cells = out->cells;
-        out->update.n_cells = n;
-        return PD_OK;
-    }
-    default:
-        pd__set_err(err, errlen, "update_cells has neither rect nor cells set");
-        return PD_INVALID_ARGUMENT;
-    }
+    return PD_OK;
 }
 
 static pd_status pd__decode_scene_grid(const Pathd__V1__GetSceneGrid *m, pd_scene_grid_req *out,
@@ -735,6 +787,71 @@ static pd_status pd__decode_single_query(const Pathd__V1__Request *m, pd_request
     return st;
 }
 
+/* CreateScene: the scene entry goes through the config's parser
+ * (pd_conf_scene_from_fields); the map or cells are copied for the worker
+ * that parses them. */
+static pd_status pd__decode_create_scene(const Pathd__V1__CreateScene *m, pd_scene_change_req *out,
+                                         char *err, size_t errlen)
+{
+    pd_status st = pd__decode_scene_name(m->name, "create_scene.name", out->name, err, errlen);
+    if (st != PD_OK)
+        return st;
+    int raw = m->cells.len > 0 || m->width != 0 || m->height != 0;
+    if (raw && m->map.len > 0) {
+        pd__set_err(err, errlen, "create_scene has both map and cells: send one");
+        return PD_INVALID_ARGUMENT;
+    }
+    if (!raw && m->map.len == 0) {
+        pd__set_err(err, errlen, "create_scene has neither map nor cells");
+        return PD_INVALID_ARGUMENT;
+    }
+    if (raw) {
+        if (m->format && m->format[0]) {
+            pd__set_err(err, errlen, "create_scene.format applies to map, not to raw cells");
+            return PD_INVALID_ARGUMENT;
+        }
+        if (m->width < 1 || m->width > PD_GRID_MAX_SIDE || m->height < 1 || m->height > PD_GRID_MAX_SIDE) {
+            pd__set_err(err, errlen, "create_scene.width and height must be 1..%d (got %d x %d)",
+                        PD_GRID_MAX_SIDE, (int)m->width, (int)m->height);
+            return PD_INVALID_ARGUMENT;
+        }
+        if ((uint64_t)m->width * (uint64_t)m->height != m->cells.len) {
+            pd__set_err(err, errlen, "create_scene.cells has %zu bytes; width * height is %llu",
+                        m->cells.len, (unsigned long long)m->width * (unsigned long long)m->height);
+            return PD_INVALID_ARGUMENT;
+        }
+    }
+    if (m->n_unit_sizes > PD_CONF_MAX_UNIT_SIZES) {
+        pd__set_err(err, errlen, "create_scene.unit_sizes has %zu sizes; at most %d allowed", m->n_unit_sizes,
+                    PD_CONF_MAX_UNIT_SIZES);
+        return PD_INVALID_ARGUMENT;
+    }
+    const pd_conf_scene_fields f = {
+        .name = out->name,
+        /* Raw cells need no parser; "ascii" only satisfies the entry's checks. */
+        .format = raw ? "ascii" : (m->format && m->format[0] ? m->format : NULL),
+        .origin_x = m->origin_x,
+        .origin_y = m->origin_y,
+        .cell_size = m->cell_size,
+        .unit_sizes = m->unit_sizes,
+        .n_unit_sizes = m->n_unit_sizes,
+    };
+    if (pd_conf_scene_from_fields(&f, &out->scene, err, errlen) != 0)
+        return PD_INVALID_ARGUMENT;
+    const ProtobufCBinaryData *bytes = raw ? &m->cells : &m->map;
+    out->map = malloc(bytes->len);
+    if (!out->map) {
+        pd__set_err(err, errlen, "out of memory");
+        return PD_INTERNAL;
+    }
+    memcpy(out->map, bytes->data, bytes->len);
+    out->map_len = bytes->len;
+    out->raw = raw;
+    out->width = m->width;
+    out->height = m->height;
+    return PD_OK;
+}
+
 static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, char *err, size_t errlen)
 {
     switch (m->body_case) {
@@ -798,6 +915,21 @@ static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, c
     case PATHD__V1__REQUEST__BODY_BATCH:
         req->kind = PD_REQ_BATCH;
         return pd__decode_batch(m->batch, &req->u.batch, err, errlen);
+    case PATHD__V1__REQUEST__BODY_CREATE_SCENE:
+        req->kind = PD_REQ_CREATE_SCENE;
+        return pd__decode_create_scene(m->create_scene, &req->u.change, err, errlen);
+    case PATHD__V1__REQUEST__BODY_CREATE_INSTANCE: {
+        req->kind = PD_REQ_CREATE_INSTANCE;
+        pd_status st = pd__decode_scene_name(m->create_instance->name, "create_instance.name", req->u.change.name,
+                                             err, errlen);
+        return st != PD_OK ? st
+                           : pd__decode_scene_name(m->create_instance->template_, "create_instance.template",
+                                                   req->u.change.tmpl, err, errlen);
+    }
+    case PATHD__V1__REQUEST__BODY_DROP_SCENE:
+        req->kind = PD_REQ_DROP_SCENE;
+        req->u.change.drop_portals = m->drop_scene->drop_portals;
+        return pd__decode_scene_name(m->drop_scene->name, "drop_scene.name", req->u.change.name, err, errlen);
     default:
         /* Bodies added to the schema later (19 and up) arrive
          * here as unknown fields; say so, since the client likely is newer. */
@@ -952,7 +1084,7 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
  * wire (PD_BUFFER_TOO_SMALL, anything out of range) become INTERNAL. */
 static Pathd__V1__Status pd__wire_status(pd_status s)
 {
-    if ((unsigned)s >= PD_STATUS_COUNT || s == PD_BUFFER_TOO_SMALL)
+    if (!pd_status_is_answer((unsigned)s))
         return PATHD__V1__STATUS__INTERNAL;
     return (Pathd__V1__Status)s;
 }
@@ -1163,6 +1295,9 @@ uint8_t *pd_codec_encode_scene_info(uint64_t id, const pd_scene *scene, size_t *
     m.label_bytes = bytes.by[PD_SCENE_LABELS];
     m.unit_grid_bytes = bytes.by[PD_SCENE_UNIT_GRIDS];
     m.total_bytes = bytes.total;
+    m.runtime = scene->runtime != 0;
+    m.shared = scene->base != NULL;
+    m.own_bytes = pd_scene_own_bytes(scene);
     resp.id = id;
     resp.status = PATHD__V1__STATUS__OK;
     resp.final = 1;
@@ -1534,6 +1669,26 @@ uint8_t *pd_codec_encode_update(uint64_t id, const char *scene, const pd_update_
     resp.final = 1;
     resp.body_case = PATHD__V1__RESPONSE__BODY_UPDATE;
     resp.update = &m;
+    return pd__encode_single(&resp, out_len);
+}
+
+uint8_t *pd_codec_encode_scene_change(uint64_t id, const char *name, const pd_scene_change_outcome *o,
+                                      size_t *out_len)
+{
+    if (o->status != PD_OK)
+        return pd_codec_encode_error(id, o->status, o->message[0] ? o->message : pd_status_name(o->status),
+                                     out_len);
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    Pathd__V1__SceneChange m = PATHD__V1__SCENE_CHANGE__INIT;
+    m.name = (char *)name;
+    m.version = o->version;
+    m.own_bytes = o->own_bytes;
+    m.scene_bytes = o->scene_bytes;
+    resp.id = id;
+    resp.status = PATHD__V1__STATUS__OK;
+    resp.final = 1;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_SCENE_CHANGE;
+    resp.scene_change = &m;
     return pd__encode_single(&resp, out_len);
 }
 

@@ -145,6 +145,10 @@ uint8_t *pd_codec_encode_route(uint64_t id, const pd_route_result *r, uint32_t m
 /* The answer to UpdateCells request id on scene: on PD_OK Response{update:
  * UpdateResult{version, cells_changed, micros}}; otherwise an error answer
  * naming the scene and the status. */
+/* SceneChange for CreateScene, CreateInstance and DropScene, or the error
+ * frame with the outcome's message. */
+uint8_t *pd_codec_encode_scene_change(uint64_t id, const char *name, const pd_scene_change_outcome *o,
+                                      size_t *out_len);
 uint8_t *pd_codec_encode_update(uint64_t id, const char *scene, const pd_update_outcome *o,
                                 size_t *out_len);
 

@@ -80,6 +80,7 @@
 #include <cjson/cJSON.h>
 
 #include "pd_conf_json.h"
+#include "pd_grid.h"
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -126,6 +127,9 @@ const pd_conf pd_conf_defaults = {
     .buffer_budget_bytes = 128u * 1024u * 1024u,
     .frame_timeout_ms = 10000,
     .default_max_expansions = 0,
+    .max_scenes = 100000,
+    .max_scene_cells = 4096u * 4096u,
+    .max_scene_bytes = 4ull * 1024u * 1024u * 1024u,
     .log_level = PD_LOG_INFO,
     .scenes = NULL,
     .n_scenes = 0,
@@ -296,6 +300,8 @@ static const pd__limit pd__limits[] = {
     PD__LIMIT(buffer_budget_bytes, PD__MIB, 4.0 * PD__GIB - 1),
     PD__LIMIT(frame_timeout_ms, 0, 3600000),
     PD__LIMIT(worker_retained_bytes, 0, 4.0 * PD__GIB - 1),
+    PD__LIMIT(max_scenes, 1, 1000000),
+    PD__LIMIT(max_scene_cells, 1, (double)PD_GRID_MAX_SIDE * PD_GRID_MAX_SIDE),
 };
 
 #define PD__N_LIMITS (sizeof pd__limits / sizeof pd__limits[0])
@@ -306,7 +312,8 @@ static int pd__parse_limits(const pd__ctx *ctx, const cJSON *obj, const char *pa
         "max_frame_bytes", "max_waypoints_per_chunk", "max_inflight_per_conn",
         "max_connections", "job_queue_capacity", "idle_timeout_ms", "shutdown_grace_ms",
         "write_high_watermark", "write_low_watermark", "buffer_budget_bytes", "frame_timeout_ms",
-        "worker_retained_bytes", "default_max_expansions", NULL,
+        "worker_retained_bytes", "default_max_expansions", "max_scenes", "max_scene_cells",
+        "max_scene_bytes", NULL,
     };
     char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsObject(obj))
@@ -326,6 +333,12 @@ static int pd__parse_limits(const pd__ctx *ctx, const cJSON *obj, const char *pa
     if (v) {
         pd_conf_json_key(child, path, "default_max_expansions");
         if (pd__get_uint(ctx, v, child, 0, PD_CONF_MAX_EXACT_INT, &c->default_max_expansions) != 0)
+            return -1;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(obj, "max_scene_bytes");
+    if (v) {
+        pd_conf_json_key(child, path, "max_scene_bytes");
+        if (pd__get_uint(ctx, v, child, PD__MIB, PD_CONF_MAX_EXACT_INT, &c->max_scene_bytes) != 0)
             return -1;
     }
     if (c->write_low_watermark >= c->write_high_watermark) {
@@ -1049,6 +1062,43 @@ int pd_conf_load_file(const char *path, pd_conf *out, char *err, size_t errlen)
     int rc = pd_conf_load_buffer(json, len, path, dir, out, err, errlen);
     free(dir);
     free(json);
+    return rc;
+}
+
+void pd_conf_scene_free(pd_conf_scene *s)
+{
+    if (!s)
+        return;
+    free(s->map_path);
+    free(s->root_dir);
+    s->map_path = NULL;
+    s->root_dir = NULL;
+}
+
+int pd_conf_scene_from_fields(const pd_conf_scene_fields *f, pd_conf_scene *out, char *err,
+                              size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    pd__ctx ctx = { "CreateScene", NULL, err, errlen };
+    /* The request's fields as the config entry they stand for, read by the
+     * config's parser; the map key only satisfies it and is dropped. */
+    cJSON *obj = cJSON_CreateObject();
+    cJSON *origin = obj ? cJSON_AddArrayToObject(obj, "origin") : NULL;
+    int ok = origin && cJSON_AddItemToArray(origin, cJSON_CreateNumber(f->origin_x)) &&
+             cJSON_AddItemToArray(origin, cJSON_CreateNumber(f->origin_y)) &&
+             cJSON_AddStringToObject(obj, "name", f->name ? f->name : "") &&
+             cJSON_AddStringToObject(obj, "map", "request") &&
+             (!f->format || cJSON_AddStringToObject(obj, "format", f->format)) &&
+             (f->cell_size == 0.0 || cJSON_AddNumberToObject(obj, "cell_size", f->cell_size));
+    if (ok && f->n_unit_sizes > 0) {
+        cJSON *units = cJSON_AddArrayToObject(obj, "unit_sizes");
+        ok = units != NULL;
+        for (size_t i = 0; ok && i < f->n_unit_sizes; i++)
+            ok = cJSON_AddItemToArray(units, cJSON_CreateNumber((double)f->unit_sizes[i]));
+    }
+    int rc = ok ? pd__parse_scene(&ctx, obj, "scene", out) : pd__fail(&ctx, "scene", "out of memory");
+    cJSON_Delete(obj);
+    pd_conf_scene_free(out);
     return rc;
 }
 

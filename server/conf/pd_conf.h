@@ -109,6 +109,13 @@ typedef struct pd_conf {
                                         path buffer) a worker keeps after a task; what a
                                         larger search grew beyond it is given back */
     uint64_t default_max_expansions; /* 0 = unlimited; used when a request gives none */
+    uint32_t max_scenes;             /* 100000: scenes served, config and run-time
+                                        together; CreateScene/CreateInstance past it
+                                        answer LIMIT_EXCEEDED */
+    uint32_t max_scene_cells;        /* 16777216 (4096 x 4096): cells of one scene made
+                                        by CreateScene */
+    uint64_t max_scene_bytes;        /* 4 GiB: memory all scene snapshots hold together
+                                        (an unchanged instance: a few hundred bytes) */
     pd_log_level log_level;          /* info */
     int jump_point_search;           /* 1: workers answer with JPS where it applies
                                         (uniform 8-connected grids, no avoid/window/
@@ -147,6 +154,29 @@ int pd_conf_load_buffer(const char *json, size_t len, const char *source_name,
                         const char *base_dir, pd_conf *out, char *err, size_t errlen);
 
 void pd_conf_free(pd_conf *c);
+
+/* What CreateScene gives for a scene made at run time: the keys of a config
+ * scene entry but the map, which comes with the request. format and
+ * unit_sizes may be NULL / empty for the config's defaults ("ascii" needs
+ * no default: NULL format is refused as in the config); cell_size 0 means
+ * the default 1. */
+typedef struct pd_conf_scene_fields {
+    const char *name;
+    const char *format;              /* "ascii" | "movingai" | "tiled" | "ldtk" */
+    double origin_x, origin_y;
+    double cell_size;
+    const uint32_t *unit_sizes;
+    size_t n_unit_sizes;
+} pd_conf_scene_fields;
+
+/* Fills out (zeroed first) from f with the config's own scene parser, so a
+ * scene made at run time passes exactly the checks and gets exactly the
+ * defaults of a config entry; map_path and root_dir stay NULL. Returns 0,
+ * or -1 with "CreateScene: scene.unit_sizes[1]: ..." in err. Free with
+ * pd_conf_scene_free. */
+int pd_conf_scene_from_fields(const pd_conf_scene_fields *f, pd_conf_scene *out, char *err,
+                              size_t errlen);
+void pd_conf_scene_free(pd_conf_scene *s);
 
 /* Parses "HOST:PORT" or "[IPv6]:PORT" (numeric host, port 0..65535) as the
  * "listen" key does; for --listen and --metrics-listen. Returns 0, or -1 with

@@ -1,16 +1,28 @@
 /* pd_status.c - names for pd_status values, for logs, CLIs and tests. */
 #include "pd_status.h"
 
+#include <stddef.h>
+
+/* Values without a name (the unused gap 18..29) are not statuses. */
+static const char *const pd__names[PD_STATUS_COUNT] = {
+    "OK", "PARTIAL", "NO_PATH", "UNKNOWN_SCENE", "OUT_OF_BOUNDS",
+    "START_BLOCKED", "GOAL_BLOCKED", "INVALID_ARGUMENT", "BUDGET_EXCEEDED",
+    "DEADLINE_EXCEEDED", "CANCELLED", "OVERLOADED", "MALFORMED",
+    "FRAME_TOO_LARGE", "INTERNAL", "BUFFER_TOO_SMALL", "UNAUTHENTICATED",
+    "PERMISSION_DENIED",
+    [PD_SCENE_EXISTS] = "SCENE_EXISTS",
+    [PD_SCENE_IN_USE] = "SCENE_IN_USE",
+    [PD_LIMIT_EXCEEDED] = "LIMIT_EXCEEDED",
+};
+
 const char *pd_status_name(pd_status s)
 {
-    static const char *const names[PD_STATUS_COUNT] = {
-        "OK", "PARTIAL", "NO_PATH", "UNKNOWN_SCENE", "OUT_OF_BOUNDS",
-        "START_BLOCKED", "GOAL_BLOCKED", "INVALID_ARGUMENT", "BUDGET_EXCEEDED",
-        "DEADLINE_EXCEEDED", "CANCELLED", "OVERLOADED", "MALFORMED",
-        "FRAME_TOO_LARGE", "INTERNAL", "BUFFER_TOO_SMALL", "UNAUTHENTICATED",
-        "PERMISSION_DENIED",
-    };
-    if ((unsigned)s >= PD_STATUS_COUNT)
+    if ((unsigned)s >= PD_STATUS_COUNT || !pd__names[s])
         return "UNKNOWN_STATUS";
-    return names[s];
+    return pd__names[s];
+}
+
+int pd_status_is_answer(unsigned s)
+{
+    return s < PD_STATUS_COUNT && pd__names[s] != NULL && s != PD_BUFFER_TOO_SMALL;
 }

@@ -29,9 +29,19 @@ typedef enum pd_status {
                                    never sent on the wire (callers grow and re-extract) */
     PD_UNAUTHENTICATED = 16,    /* the connection has not authenticated (or a wrong token) */
     PD_PERMISSION_DENIED = 17,  /* the connection's role does not allow the request */
+    /* 18..29 are unused; 30..39 belong to the live world (scenes made at run time). */
+    PD_SCENE_EXISTS = 30,       /* CreateScene / CreateInstance: the name is served already */
+    PD_SCENE_IN_USE = 31,       /* DropScene: portals name the scene (drop_portals not set) */
+    PD_LIMIT_EXCEEDED = 32,     /* a named cap on scenes (count, cells, memory) would be passed */
 } pd_status;
 
-#define PD_STATUS_COUNT 18
+/* One past the largest value; not every value below it is a status
+ * (pd_status_is_answer). */
+#define PD_STATUS_COUNT 33
+
+/* 1 for a status that is ever an answer on the wire: every named value but
+ * the core-only PD_BUFFER_TOO_SMALL. */
+int pd_status_is_answer(unsigned s);
 
 /* Upper-case name as used in docs and the wire enum, e.g. "NO_PATH". */
 const char *pd_status_name(pd_status s);

@@ -55,6 +55,10 @@ typedef struct pd__job {
     pd_update_cells_req update_req;   /* cells owned */
     pd_update_outcome update;
 
+    /* pd_request_is_scene_change(kind): registry and world_store as above */
+    pd_scene_change_req change;   /* map owned */
+    pd_scene_change_outcome change_out;
+
     /* Movement queries (pd_request_is_move) and PD_REQ_BATCH: n_moves items
      * (1 for a single query), each with its query and result. */
     pd_move_req *move_reqs;       /* owned, with their arrays */
@@ -88,7 +92,8 @@ static void pd__job_free(pd__job *job)
     pd_path_result_free(&job->path);
     pd_world_release(job->world);
     pd_route_result_free(&job->route);
-    free(job->update_req.cells);
+    pd_update_cells_req_free(&job->update_req);
+    free(job->change.map);
     for (size_t i = 0; i < job->n_moves; i++) {
         if (job->move_queries)
             pd_move_query_release(&job->move_queries[i]);
@@ -129,6 +134,13 @@ static pd_status pd__run_update_cells(pd_task *task, void *scratch)
     (void)scratch;
     pd__job *job = (pd__job *)task;
     return pd_query_update_cells(job->registry, job->world_store, &job->update_req, &job->update);
+}
+
+static pd_status pd__run_scene_change(pd_task *task, void *scratch)
+{
+    (void)scratch;
+    pd__job *job = (pd__job *)task;
+    return pd_query_scene_change(job->registry, job->world_store, job->kind, &job->change, &job->change_out);
 }
 
 /* Runs every item that prepared; refused items keep their answer. A cancel
@@ -344,8 +356,29 @@ static void pd__handle_update_cells(pd__conn *c, pd_request *req)
     job->task.ordered = 1;
     job->registry = c->server->registry;
     job->world_store = c->server->world_store;
-    job->update_req = *uc; /* the job owns the cells now */
+    job->update_req = *uc; /* the job owns the cells and ops now */
     uc->cells = NULL;
+    uc->ops = NULL;
+    uc->n_ops = 0;
+    pd__submit(c, job);
+}
+
+/* CreateScene parses a whole map, so scene changes run on a worker; as
+ * ordered tasks, in order with each other and with cell updates. */
+static void pd__handle_scene_change(pd__conn *c, pd_request *req)
+{
+    if (!pd__inflight_ok(c, req->id, 1))
+        return;
+    pd__job *job = pd__job_new(c, req->id, req->kind, pd__run_scene_change);
+    if (!job) {
+        pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
+        return;
+    }
+    job->task.ordered = 1;
+    job->registry = c->server->registry;
+    job->world_store = c->server->world_store;
+    job->change = req->u.change; /* the job owns the map now */
+    req->u.change.map = NULL;
     pd__submit(c, job);
 }
 
@@ -464,6 +497,9 @@ static pd_role pd__required_role(pd_request_kind kind)
     case PD_REQ_NONE:
         return PD_ROLE_NONE;
     case PD_REQ_UPDATE_CELLS:
+    case PD_REQ_CREATE_SCENE:
+    case PD_REQ_CREATE_INSTANCE:
+    case PD_REQ_DROP_SCENE:
         return PD_ROLE_WRITE;
     case PD_REQ_STATS:
     case PD_REQ_RELOAD:
@@ -530,6 +566,11 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
         return;
     case PD_REQ_UPDATE_CELLS:
         pd__handle_update_cells(c, req);
+        return;
+    case PD_REQ_CREATE_SCENE:
+    case PD_REQ_CREATE_INSTANCE:
+    case PD_REQ_DROP_SCENE:
+        pd__handle_scene_change(c, req);
         return;
     case PD_REQ_FIND_ROUTE:
         pd__handle_find_route(c, req, arrival_ns);
@@ -652,6 +693,10 @@ static uint8_t *pd__encode_job(const pd_server *s, pd__job *job, size_t *len)
         return pd_codec_encode_batch(id, job->move_reqs, job->move_results, job->n_moves, len);
     case PD_REQ_FIND_PATH:
         return pd_codec_encode_path(id, job->scene, &job->path, s->conf.max_waypoints_per_chunk, len);
+    case PD_REQ_CREATE_SCENE:
+    case PD_REQ_CREATE_INSTANCE:
+    case PD_REQ_DROP_SCENE:
+        return pd_codec_encode_scene_change(id, job->change.name, &job->change_out, len);
     default:
         return pd_codec_encode_move(id, job->kind, &job->move_results[0], len);
     }
@@ -692,6 +737,10 @@ static void pd__settle_status(pd__job *job)
             snprintf(job->path.message, sizeof job->path.message, "%s", why);
         if (!job->route.message[0])
             snprintf(job->route.message, sizeof job->route.message, "%s", why);
+    }
+    if (st != PD_OK && pd_request_is_scene_change(job->kind) && job->change_out.status == PD_OK) {
+        job->change_out.status = st;
+        snprintf(job->change_out.message, sizeof job->change_out.message, "%s", pd_status_name(st));
     }
     if (st != PD_OK)
         for (size_t i = 0; i < job->n_moves; i++)

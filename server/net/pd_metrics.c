@@ -67,7 +67,6 @@ static const char *const pd__limit_names[PD_METRICS_LIMIT__COUNT] = {
 
 static const char *const pd__reload_names[PD_METRICS_RELOAD__COUNT] = {
     "success",
-    "partial",
     "failure",
 };
 
@@ -85,11 +84,10 @@ void pd_metrics_destroy(pd_metrics *m)
     free(m);
 }
 
-/* Statuses that are ever an answer: every one except the core-only
- * PD_BUFFER_TOO_SMALL. */
+/* Statuses that are ever an answer (pd_status_is_answer). */
 static int pd__status_reported(unsigned status)
 {
-    return status < PD_STATUS_COUNT && status != PD_BUFFER_TOO_SMALL;
+    return pd_status_is_answer(status);
 }
 
 void pd_metrics_observe(pd_metrics *m, pd_request_kind type, pd_status status, uint64_t expansions)
@@ -312,8 +310,8 @@ static void pd__render_ops(pd__text *t, const pd_metrics *m)
         pd__text_printf(t, "pathd_overloaded_total{limit=\"%s\"} %" PRIu64 "\n", pd__limit_names[l],
                         m->overloaded[l]);
     pd__family(t, "pathd_reloads_total", "counter",
-               "Reloads (SIGHUP or Reload) by result: success, partial (scenes published, portals and routes "
-               "refused) or failure (the running configuration stays).");
+               "Reloads (SIGHUP or Reload) by result: success, or failure (the running scenes, portals and "
+               "routes all stay: a reload is one transaction).");
     for (unsigned r = 0; r < PD_METRICS_RELOAD__COUNT; r++)
         pd__text_printf(t, "pathd_reloads_total{result=\"%s\"} %" PRIu64 "\n", pd__reload_names[r], m->reloads[r]);
     pd__family(t, "pathd_last_reload_timestamp_seconds", "gauge",

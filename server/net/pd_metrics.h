@@ -111,7 +111,6 @@ void pd_metrics_observe_overloaded(pd_metrics *m, pd_metrics_limit limit);
 /* How a reload ended (label `result`). */
 typedef enum pd_metrics_reload_result {
     PD_METRICS_RELOAD_SUCCESS = 0,     /* scenes and world published */
-    PD_METRICS_RELOAD_PARTIAL,         /* scenes published, the world refused (old one serves) */
     PD_METRICS_RELOAD_FAILURE,         /* refused: the running set stays */
     PD_METRICS_RELOAD__COUNT
 } pd_metrics_reload_result;

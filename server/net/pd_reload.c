@@ -53,9 +53,8 @@ typedef struct pd__reload_job {
 /* The slow part, off the loop thread: everything that reads files or builds
  * grids and route tables. It touches no server state, so the loop keeps
  * serving meanwhile. The world is built over the loaded set itself, the
- * scenes the publish will serve; a world that does not fit them is not an
- * error of the load (the scenes are still published, see
- * pd__reload_publish). */
+ * scenes the publish will serve; a world that does not fit them refuses
+ * the whole reload (pd__reload_done). */
 static void pd__reload_work(uv_work_t *req)
 {
     pd__reload_job *rl = (pd__reload_job *)req;
@@ -76,8 +75,7 @@ static void pd__reload_work(uv_work_t *req)
                                             sizeof rl->world_err);
 }
 
-/* Swaps in the loaded scenes and the world built over them (a NULL world
- * leaves the running one serving routes); the registry and the world store
+/* Swaps in the loaded scenes and the world built over them; the registry and the world store
  * own them from now on. */
 static void pd__publish_loaded(pd_server *s, pd__reload_job *rl)
 {
@@ -96,16 +94,10 @@ static void pd__publish_loaded(pd_server *s, pd__reload_job *rl)
 static void pd__reload_publish(pd_server *s, pd__reload_job *rl)
 {
     pd_conf next = rl->next;
-    int world_refused = s->world_store && !rl->world;
 
-    /* A world that does not fit the new scenes (a portal cell outside a
-     * reloaded map) was refused by the build: the scenes are swapped in
-     * anyway and the old world, whose snapshots stay valid for routes,
-     * serves until a reload that fits. */
+    /* A world that does not fit the new scenes never gets here
+     * (pd__reload_done refuses the whole reload). */
     pd__publish_loaded(s, rl);
-    if (world_refused)
-        pd_log_error("reload: portals and routes of %s refused: %s; the previous world keeps serving routes",
-                     s->config_path, rl->world_err);
 
     if (strcmp(next.listen_host, s->conf.listen_host) != 0 || next.listen_port != s->conf.listen_port)
         pd_log_warn("reload: a new listen address needs a restart; still on %s:%u",
@@ -127,6 +119,7 @@ static void pd__reload_publish(pd_server *s, pd__reload_job *rl)
     memset(&next.world, 0, sizeof next.world);
     s->conf = next;
     pd__fit_fd_limit(&s->conf);
+    pd__server_scene_caps(s);
     atomic_store(&s->worker_retained_bytes, s->conf.worker_retained_bytes);
     pd_conf_free(&scenes_only);
 
@@ -196,16 +189,22 @@ static void pd__reload_done(uv_work_t *req, int status)
         pd_log_error("reload refused: %s; the running scenes stay", rl->err);
         pd_metrics_observe_reload(s->metrics, PD_METRICS_RELOAD_FAILURE, pd__wall_seconds());
         pd_conf_free(&rl->next);
+    } else if (rl->build_world && !rl->world && s->world_store) {
+        /* One transaction: scenes, portals and routes change together or
+         * not at all, so portals that do not fit refuse the whole reload. */
+        pd_log_error("reload refused: portals and routes of %s: %s; the running scenes, portals and routes stay",
+                     s->config_path, rl->world_err);
+        pd_metrics_observe_reload(s->metrics, PD_METRICS_RELOAD_FAILURE, pd__wall_seconds());
+        pd_registry_discard(rl->scenes);
+        pd_conf_free(&rl->next);
     } else if (s->phase != PD__RUNNING) {
         pd_log_warn("reload of %s dropped: the server is stopping", s->config_path);
         pd_world_release(rl->world);
         pd_registry_discard(rl->scenes);
         pd_conf_free(&rl->next);
     } else {
-        int world_refused = s->world_store && !rl->world;
         pd__reload_publish(s, rl);
-        pd_metrics_observe_reload(s->metrics, world_refused ? PD_METRICS_RELOAD_PARTIAL : PD_METRICS_RELOAD_SUCCESS,
-                                  pd__wall_seconds());
+        pd_metrics_observe_reload(s->metrics, PD_METRICS_RELOAD_SUCCESS, pd__wall_seconds());
     }
     free(rl);
     if (s->reload_again) {

@@ -230,6 +230,18 @@ static void pd__signal_cb(uv_signal_t *h, int signum)
     pd__stop_begin(s);
 }
 
+void pd__server_scene_caps(pd_server *s)
+{
+    if (!s->registry)
+        return;
+    const pd_registry_caps caps = {
+        .max_scenes = s->conf.max_scenes,
+        .max_scene_cells = s->conf.max_scene_cells,
+        .max_scene_bytes = s->conf.max_scene_bytes,
+    };
+    pd_registry_set_caps(s->registry, &caps);
+}
+
 pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *registry,
                             const pd_server_config_source *source)
 {
@@ -244,6 +256,7 @@ pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *r
      * routes need, so the server keeps no pointer into them. */
     memset(&s->conf.world, 0, sizeof s->conf.world);
     s->registry = registry;
+    pd__server_scene_caps(s);
     s->next_conn_id = 1;
     s->answering = -1;
     atomic_init(&s->worker_retained_bytes, conf->worker_retained_bytes);

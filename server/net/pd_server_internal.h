@@ -171,4 +171,8 @@ void pd__reload(pd_server *s);
 void pd__fit_fd_limit(pd_conf *conf);
 uint64_t pd__sweep_interval(const pd_conf *conf);
 
+/* Hands the conf's caps on scenes made at run time (limits.max_scenes,
+ * max_scene_cells, max_scene_bytes) to the registry; at start and on reload. */
+void pd__server_scene_caps(pd_server *s);
+
 #endif

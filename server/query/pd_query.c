@@ -890,7 +890,8 @@ pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_sto
     pd_scene_update update = req->update;
     if (req->cells)
         update.cells = req->cells;
-    out->status = pd_registry_update(registry, req->scene, &update, &out->update);
+    out->status = req->n_ops ? pd_registry_update_many(registry, req->scene, req->ops, req->n_ops, &out->update)
+                             : pd_registry_update(registry, req->scene, &update, &out->update);
     /* Refreshing the world before the answer goes out means a route asked
      * for after the update's answer already plans around the change. */
     if (out->status == PD_OK && world_store)
@@ -898,4 +899,48 @@ pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_sto
                                                     out->world_refresh_error,
                                                     sizeof out->world_refresh_error);
     return out->status;
+}
+
+pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_store,
+                                pd_request_kind kind, const pd_scene_change_req *req,
+                                pd_scene_change_outcome *out)
+{
+    memset(out, 0, sizeof *out);
+    pd_status st;
+    pd_scene *made = NULL;
+    if (kind == PD_REQ_DROP_SCENE) {
+        st = pd_world_store_drop_scene(world_store, registry, req->name, req->drop_portals,
+                                       &out->version, out->message, sizeof out->message);
+    } else if (kind == PD_REQ_CREATE_INSTANCE) {
+        st = pd_registry_instance(registry, req->name, req->tmpl, &out->version, out->message,
+                                  sizeof out->message);
+    } else if (kind == PD_REQ_CREATE_SCENE) {
+        made = req->raw ? pd_scene_from_cells(&req->scene, req->width, req->height, req->map,
+                                              out->message, sizeof out->message)
+                        : pd_scene_build(&req->scene, (const char *)req->map, req->map_len,
+                                         out->message, sizeof out->message);
+        if (!made) {
+            st = PD_INVALID_ARGUMENT;
+        } else {
+            out->version = made->version;
+            pd_scene_retain(made); /* to read its bytes once it is served */
+            st = pd_registry_add(registry, made, out->message, sizeof out->message);
+        }
+    } else {
+        snprintf(out->message, sizeof out->message, "not a scene change");
+        st = PD_INVALID_ARGUMENT;
+    }
+    if (st == PD_OK && kind != PD_REQ_DROP_SCENE) {
+        pd_scene *s = made ? made : pd_registry_acquire(registry, req->name);
+        out->own_bytes = s ? pd_scene_own_bytes(s) : 0;
+        if (s != made)
+            pd_scene_release(s);
+        /* Routes within the new scene are served once the world holds it:
+         * the next route request syncs the world, once for a whole burst. */
+        pd_world_store_mark_stale(world_store, registry);
+    }
+    pd_scene_release(made);
+    out->scene_bytes = pd_registry_bytes(registry);
+    out->status = st;
+    return st;
 }

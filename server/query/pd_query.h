@@ -204,4 +204,25 @@ typedef struct pd_update_outcome {
 pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_store,
                                 const pd_update_cells_req *req, pd_update_outcome *out);
 
+/* ---- CreateScene, CreateInstance, DropScene ----------------------------- */
+
+typedef struct pd_scene_change_outcome {
+    pd_status status;
+    char message[PD_QUERY_MESSAGE_MAX];   /* why, when status != PD_OK */
+    uint64_t version;                     /* the new scene's, or the dropped one's */
+    uint64_t own_bytes;                   /* the new scene's pd_scene_own_bytes */
+    uint64_t scene_bytes;                 /* pd_registry_bytes after the change */
+} pd_scene_change_outcome;
+
+/* Runs one scene change of kind (pd_request_is_scene_change): CreateScene
+ * parses the map (on the calling thread: call it from a worker) and adds
+ * the scene; CreateInstance adds an instance of the template's current
+ * version; both then let the world store take the new scene in.
+ * DropScene goes through pd_world_store_drop_scene. The caps are the
+ * registry's (pd_registry_set_caps). Changes to one registry must run one
+ * at a time, in order, like updates. Returns out->status. */
+pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_store,
+                                pd_request_kind kind, const pd_scene_change_req *req,
+                                pd_scene_change_outcome *out);
+
 #endif

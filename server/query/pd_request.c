@@ -28,6 +28,9 @@ static const char *const pd__kind_names[PD_REQ__COUNT] = {
     [PD_REQ_DISTANCE_TO_WALL] = "distance_to_wall",
     [PD_REQ_BATCH] = "batch",
     [PD_REQ_GET_LIMITS] = "get_limits",
+    [PD_REQ_CREATE_SCENE] = "create_scene",
+    [PD_REQ_CREATE_INSTANCE] = "create_instance",
+    [PD_REQ_DROP_SCENE] = "drop_scene",
 };
 
 const char *pd_request_kind_name(pd_request_kind kind)
@@ -61,6 +64,19 @@ void pd_move_req_free(pd_move_req *m)
     m->path = NULL;
 }
 
+void pd_update_cells_req_free(pd_update_cells_req *u)
+{
+    free(u->cells);
+    u->cells = NULL;
+    u->update.cells = NULL;
+    u->update.n_cells = 0;
+    for (size_t i = 0; i < u->n_ops; i++)
+        free((pd_point *)u->ops[i].cells);
+    free(u->ops);
+    u->ops = NULL;
+    u->n_ops = 0;
+}
+
 void pd_request_free(pd_request *req)
 {
     if (req == NULL)
@@ -68,10 +84,7 @@ void pd_request_free(pd_request *req)
     if (req->kind == PD_REQ_FIND_PATH) {
         pd_find_path_req_free(&req->u.find_path);
     } else if (req->kind == PD_REQ_UPDATE_CELLS) {
-        free(req->u.update_cells.cells);
-        req->u.update_cells.cells = NULL;
-        req->u.update_cells.update.cells = NULL;
-        req->u.update_cells.update.n_cells = 0;
+        pd_update_cells_req_free(&req->u.update_cells);
     } else if (pd_request_is_move(req->kind)) {
         pd_move_req_free(&req->u.move);
     } else if (req->kind == PD_REQ_BATCH) {
@@ -80,5 +93,9 @@ void pd_request_free(pd_request *req)
         free(req->u.batch.items);
         req->u.batch.items = NULL;
         req->u.batch.n_items = 0;
+    } else if (pd_request_is_scene_change(req->kind)) {
+        free(req->u.change.map);
+        req->u.change.map = NULL;
+        req->u.change.map_len = 0;
     }
 }

@@ -60,6 +60,9 @@ typedef enum pd_request_kind {
     PD_REQ_BATCH,            /* up to PD_BATCH_MAX_ITEMS movement queries and
                                 up to PD_BATCH_MAX_PATHS FindPaths */
     PD_REQ_GET_LIMITS,       /* the limits a client must respect */
+    PD_REQ_CREATE_SCENE,     /* the scene changes (pd_scene_change_req): .. */
+    PD_REQ_CREATE_INSTANCE,
+    PD_REQ_DROP_SCENE,       /* .. (pd_request_is_scene_change) */
     PD_REQ__COUNT            /* not a kind: how many there are */
 } pd_request_kind;
 
@@ -126,7 +129,13 @@ typedef struct pd_update_cells_req {
     char scene[PD_CONF_MAX_NAME];
     pd_scene_update update;
     pd_point *cells;         /* malloc'd (owned, see pd_request_free) */
+    pd_scene_update *ops;    /* UpdateCells.ops: malloc'd (owned), each op's cells
+                                malloc'd and owned too; NULL without ops */
+    size_t n_ops;
 } pd_update_cells_req;
+
+/* Frees what a decoded UpdateCells owns (pd_request_free calls it). */
+void pd_update_cells_req_free(pd_update_cells_req *u);
 
 /* GetSceneGrid: which grid and which rows. Whether the scene serves the unit
  * size and whether row_start lies inside its grid are the server's to check,
@@ -137,6 +146,21 @@ typedef struct pd_scene_grid_req {
     int32_t row_start;       /* 0..PD_GRID_MAX_SIDE */
     int32_t row_count;       /* 0..PD_GRID_MAX_SIDE; 0 = as many as fit in one band */
 } pd_scene_grid_req;
+
+/* CreateScene, CreateInstance, DropScene: which fields count depends on
+ * the kind. The scene entry passed the config's parser
+ * (pd_conf_scene_from_fields); the map is parsed on a worker. */
+typedef struct pd_scene_change_req {
+    char name[PD_CONF_MAX_NAME];
+    char tmpl[PD_CONF_MAX_NAME];     /* CreateInstance: the template */
+    int drop_portals;                /* DropScene */
+    pd_conf_scene scene;             /* CreateScene: name, format, placement, units */
+    uint8_t *map;                    /* CreateScene: malloc'd (owned): the map file's
+                                        bytes, or the raw cells */
+    size_t map_len;
+    int raw;                         /* 1: map holds width * height raw cells */
+    int32_t width, height;
+} pd_scene_change_req;
 
 /* ---- authoritative movement (pd_movement.h runs these) ---------------- */
 
@@ -208,6 +232,7 @@ typedef struct pd_request {
         pd_scene_grid_req grid;             /* PD_REQ_SCENE_GRID */
         pd_move_req move;                   /* pd_request_is_move(kind) */
         pd_batch_req batch;                 /* PD_REQ_BATCH */
+        pd_scene_change_req change;         /* pd_request_is_scene_change(kind) */
         struct {
             char token[PD_CONF_MAX_TOKEN];  /* never logged */
             size_t len;
@@ -227,6 +252,12 @@ static inline int pd_request_is_move(pd_request_kind kind)
 
 /* Frees the arrays a decoded FindPath owns (avoid, goals); safe twice. */
 void pd_find_path_req_free(pd_find_path_req *fp);
+
+/* 1 for CreateScene, CreateInstance and DropScene. */
+static inline int pd_request_is_scene_change(pd_request_kind kind)
+{
+    return kind >= PD_REQ_CREATE_SCENE && kind <= PD_REQ_DROP_SCENE;
+}
 
 /* Frees what a decoded movement query owns (its moves, a batch's path). */
 void pd_move_req_free(pd_move_req *m);

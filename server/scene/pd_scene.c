@@ -83,12 +83,83 @@ struct pd_registry {
      * allocating fresh ones, once no reader holds it any more. Guarded by
      * reload_lock. */
     pd_scene *spare;
+    pd_registry_caps caps;      /* guarded by reload_lock */
+    struct pd_scene_acct *acct; /* what every snapshot charged here holds */
 };
 
+/* A registry's memory count. Snapshots outlive the registry's hold on them
+ * (searches, instances, the world), so each charged snapshot keeps the
+ * count alive by a reference and takes its bytes back when it is freed. */
+typedef struct pd_scene_acct {
+    atomic_uint_fast32_t refs;
+    atomic_uint_fast64_t bytes;
+} pd_scene_acct;
+
+static void pd__acct_release(pd_scene_acct *a)
+{
+    if (a && atomic_fetch_sub_explicit(&a->refs, 1, memory_order_acq_rel) == 1)
+        free(a);
+}
+
+/* Charges s to a (once; s must not be charged yet). */
+static void pd__charge(pd_scene_acct *a, pd_scene *s)
+{
+    atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
+    s->acct = a;
+    s->charged = pd_scene_own_bytes(s);
+    atomic_fetch_add_explicit(&a->bytes, s->charged, memory_order_relaxed);
+}
+
+/* Charges s again after its structures were rewritten in place (a reused
+ * spare whose labels changed width). */
+static void pd__recharge(pd_scene *s)
+{
+    if (!s->acct)
+        return;
+    uint64_t now = pd_scene_own_bytes(s);
+    atomic_fetch_add_explicit(&s->acct->bytes, now, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&s->acct->bytes, s->charged, memory_order_relaxed);
+    s->charged = now;
+}
+
+/* The cells a scene was loaded or created with, which PD_UPDATE_RESTORE
+ * puts back: shared by every version of one scene, made at its first
+ * update (until then its grid is its authored state). */
+typedef struct pd_scene_authored {
+    atomic_uint_fast32_t refs;
+    pd_grid *grid;
+} pd_scene_authored;
+
+static void pd__authored_release(pd_scene_authored *a)
+{
+    if (a && atomic_fetch_sub_explicit(&a->refs, 1, memory_order_acq_rel) == 1) {
+        pd_grid_destroy(a->grid);
+        free(a);
+    }
+}
+
+static pd_scene_authored *pd__authored_retain(pd_scene_authored *a)
+{
+    if (a)
+        atomic_fetch_add_explicit(&a->refs, 1, memory_order_relaxed);
+    return a;
+}
+
 /* Frees a scene and everything it owns; also used on half-built scenes.
- * Unit 1's grid is the scene grid itself, so it is freed once, as the grid. */
+ * Unit 1's grid is the scene grid itself, so it is freed once, as the grid.
+ * An instance owns none of its structures: it lets go of their owner. */
 static void pd__scene_free(pd_scene *s)
 {
+    pd__authored_release(s->authored);
+    if (s->acct) {
+        atomic_fetch_sub_explicit(&s->acct->bytes, s->charged, memory_order_relaxed);
+        pd__acct_release(s->acct);
+    }
+    if (s->base) {
+        pd_scene_release(s->base);
+        free(s);
+        return;
+    }
     for (size_t i = 0; i < PD_CONF_MAX_UNIT_SIZES; i++) {
         if (s->units[i].grid != s->grid)
             pd_grid_destroy(s->units[i].grid);
@@ -143,6 +214,15 @@ void pd_scene_get_bytes(const pd_scene *s, pd_scene_bytes *out)
     }
     for (int st = 0; st < PD_SCENE_STRUCTURES; st++)
         out->total += out->by[st];
+}
+
+uint64_t pd_scene_own_bytes(const pd_scene *s)
+{
+    if (s->base)
+        return sizeof *s;
+    pd_scene_bytes b;
+    pd_scene_get_bytes(s, &b);
+    return sizeof *s + b.total;
 }
 
 pd_status pd_scene_world_to_cell(const pd_scene *s, double wx, double wy, pd_point *cell)
@@ -262,107 +342,40 @@ static char *pd__read_file(const char *path, size_t cap, size_t *len, const char
     return buf;
 }
 
-pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
+/* The checks every scene entry passes, from the config or from a request;
+ * the config layer makes them too, a hand-built entry gets them here.
+ * Returns 0, or -1 with the reason in err. */
+static int pd__check_entry(const pd_conf_scene *cs, char *err, size_t errlen)
 {
-    char scratch[1];
-    if (!err || errlen == 0) {
-        err = scratch;
-        errlen = sizeof scratch;
-    }
-    err[0] = '\0';
-    /* The config layer validates these; a hand-built entry gets the same checks. */
     if (cs->name[0] == '\0' || memchr(cs->name, '\0', sizeof cs->name) == NULL) {
         snprintf(err, errlen, "scene: name is empty or unterminated");
-        return NULL;
+        return -1;
     }
     if (!(isfinite(cs->cell_size) && cs->cell_size > 0.0) || !isfinite(cs->origin_x) ||
         !isfinite(cs->origin_y)) {
         snprintf(err, errlen, "scene '%s': origin must be finite and cell_size finite and > 0",
                  cs->name);
-        return NULL;
+        return -1;
     }
     if (cs->n_unit_sizes < 1 || cs->n_unit_sizes > PD_CONF_MAX_UNIT_SIZES) {
         snprintf(err, errlen, "scene '%s': needs 1..%d unit sizes", cs->name, PD_CONF_MAX_UNIT_SIZES);
-        return NULL;
+        return -1;
     }
     for (size_t i = 0; i < cs->n_unit_sizes; i++) {
         if (cs->unit_sizes[i] < 1 || cs->unit_sizes[i] > PD_CONF_MAX_UNIT_SIZE) {
             snprintf(err, errlen, "scene '%s': unit size %u is outside 1..%d", cs->name,
                      (unsigned)cs->unit_sizes[i], PD_CONF_MAX_UNIT_SIZE);
-            return NULL;
+            return -1;
         }
     }
-    if (!cs->map_path || cs->map_path[0] == '\0') {
-        snprintf(err, errlen, "scene '%s': no map file", cs->name);
-        return NULL;
-    }
-    if (cs->format != PD_MAP_ASCII && cs->format != PD_MAP_MOVINGAI && cs->format != PD_MAP_TILED &&
-        cs->format != PD_MAP_LDTK) {
-        snprintf(err, errlen, "scene '%s': unknown map format %d", cs->name, (int)cs->format);
-        return NULL;
-    }
-    const pd_tiled_rules *tr = &cs->tiled;
-    if (!memchr(tr->layer, '\0', sizeof tr->layer) ||
-        !memchr(tr->blocked_property, '\0', sizeof tr->blocked_property) ||
-        !memchr(tr->cost_property, '\0', sizeof tr->cost_property) ||
-        !memchr(tr->walkable_property, '\0', sizeof tr->walkable_property)) {
-        snprintf(err, errlen, "scene '%s': a tiled layer or property name is unterminated",
-                 cs->name);
-        return NULL;
-    }
-    if (cs->format == PD_MAP_TILED && (!tr->blocked_property[0] || !tr->cost_property[0])) {
-        snprintf(err, errlen, "scene '%s': tiled blocked and cost property names must not be empty",
-                 cs->name);
-        return NULL;
-    }
+    return 0;
+}
 
-    size_t len = 0;
-    size_t cap = cs->format == PD_MAP_TILED || cs->format == PD_MAP_LDTK ? PD_TILED_MAX_FILE_BYTES
-                                                                         : PD_SCENE_MAX_FILE_BYTES;
-    char *buf = pd__read_file(cs->map_path, cap, &len, cs->name, err, errlen);
-    if (!buf)
-        return NULL;
-    pd_grid *grid = NULL;
-    pd_parse_error perr = { 0 };
-    /* LDtk levels carry their world position, infinite Tiled maps their top-left
-     * chunk corner: cells, added to the origin. */
-    double off_x = 0, off_y = 0;
-    if (cs->format == PD_MAP_TILED || cs->format == PD_MAP_LDTK) {
-        char msg[256];
-        const pd_tiled_origin origin = { .map_path = cs->map_path, .root_dir = cs->root_dir };
-        grid = cs->format == PD_MAP_TILED
-                   ? pd_tiled_load(buf, len, tr, &origin, &off_x, &off_y, msg, sizeof msg)
-                   : pd_ldtk_load(buf, len, &cs->ldtk, &off_x, &off_y, msg, sizeof msg);
-        free(buf);
-        if (!grid) {
-            /* "3:7: invalid JSON" reads as file:line:col like the other formats;
-             * a JSON path follows the file name after a space. */
-            snprintf(err, errlen, "scene '%s': %s:%s%s", cs->name, cs->map_path,
-                     (msg[0] >= '0' && msg[0] <= '9') ? "" : " ", msg);
-            return NULL;
-        }
-    } else if (cs->format == PD_MAP_ASCII) {
-        grid = pd_map_parse_ascii(buf, len, &perr);
-        free(buf);
-    } else {
-        pd_char_costs costs;
-        memcpy(costs.cost, cs->char_cost, sizeof costs.cost);
-        memcpy(costs.set, cs->char_cost_set, sizeof costs.set);
-        grid = pd_map_parse_movingai_with(buf, len, &costs, &perr);
-        free(buf);
-    }
-    if (!grid) {
-        if (perr.line > 0 && perr.column > 0)
-            snprintf(err, errlen, "scene '%s': %s:%d:%d: %s", cs->name, cs->map_path, perr.line,
-                     perr.column, perr.message);
-        else if (perr.line > 0)
-            snprintf(err, errlen, "scene '%s': %s:%d: %s", cs->name, cs->map_path, perr.line,
-                     perr.message);
-        else
-            snprintf(err, errlen, "scene '%s': %s: %s", cs->name, cs->map_path, perr.message);
-        return NULL;
-    }
-
+/* A scene around grid (taken over, also on failure) with cs's placement and
+ * unit sizes, its derived data built; off_x/off_y (cells) move the origin. */
+static pd_scene *pd__scene_new(const pd_conf_scene *cs, pd_grid *grid, double off_x, double off_y,
+                               char *err, size_t errlen)
+{
     pd_scene *s = calloc(1, sizeof *s);
     if (!s) {
         pd_grid_destroy(grid);
@@ -386,6 +399,165 @@ pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
     return s;
 }
 
+/* Parses buf as cs's map format and builds the scene; `where` names the map
+ * in messages (its path, or "map" for one sent in a request). */
+static pd_scene *pd__scene_parse(const pd_conf_scene *cs, const char *buf, size_t len,
+                                 const char *where, char *err, size_t errlen)
+{
+    const pd_tiled_rules *tr = &cs->tiled;
+    if (cs->format != PD_MAP_ASCII && cs->format != PD_MAP_MOVINGAI && cs->format != PD_MAP_TILED &&
+        cs->format != PD_MAP_LDTK) {
+        snprintf(err, errlen, "scene '%s': unknown map format %d", cs->name, (int)cs->format);
+        return NULL;
+    }
+    if (!memchr(tr->layer, '\0', sizeof tr->layer) ||
+        !memchr(tr->blocked_property, '\0', sizeof tr->blocked_property) ||
+        !memchr(tr->cost_property, '\0', sizeof tr->cost_property) ||
+        !memchr(tr->walkable_property, '\0', sizeof tr->walkable_property)) {
+        snprintf(err, errlen, "scene '%s': a tiled layer or property name is unterminated",
+                 cs->name);
+        return NULL;
+    }
+    if (cs->format == PD_MAP_TILED && (!tr->blocked_property[0] || !tr->cost_property[0])) {
+        snprintf(err, errlen, "scene '%s': tiled blocked and cost property names must not be empty",
+                 cs->name);
+        return NULL;
+    }
+    pd_grid *grid = NULL;
+    pd_parse_error perr = { 0 };
+    /* LDtk levels carry their world position, infinite Tiled maps their top-left
+     * chunk corner: cells, added to the origin. */
+    double off_x = 0, off_y = 0;
+    if (cs->format == PD_MAP_TILED || cs->format == PD_MAP_LDTK) {
+        char msg[256];
+        const pd_tiled_origin origin = { .map_path = cs->map_path, .root_dir = cs->root_dir };
+        grid = cs->format == PD_MAP_TILED
+                   ? pd_tiled_load(buf, len, tr, &origin, &off_x, &off_y, msg, sizeof msg)
+                   : pd_ldtk_load(buf, len, &cs->ldtk, &off_x, &off_y, msg, sizeof msg);
+        if (!grid) {
+            /* "3:7: invalid JSON" reads as file:line:col like the other formats;
+             * a JSON path follows the file name after a space. */
+            snprintf(err, errlen, "scene '%s': %s:%s%s", cs->name, where,
+                     (msg[0] >= '0' && msg[0] <= '9') ? "" : " ", msg);
+            return NULL;
+        }
+    } else if (cs->format == PD_MAP_ASCII) {
+        grid = pd_map_parse_ascii(buf, len, &perr);
+    } else {
+        pd_char_costs costs;
+        memcpy(costs.cost, cs->char_cost, sizeof costs.cost);
+        memcpy(costs.set, cs->char_cost_set, sizeof costs.set);
+        grid = pd_map_parse_movingai_with(buf, len, &costs, &perr);
+    }
+    if (!grid) {
+        if (perr.line > 0 && perr.column > 0)
+            snprintf(err, errlen, "scene '%s': %s:%d:%d: %s", cs->name, where, perr.line,
+                     perr.column, perr.message);
+        else if (perr.line > 0)
+            snprintf(err, errlen, "scene '%s': %s:%d: %s", cs->name, where, perr.line,
+                     perr.message);
+        else
+            snprintf(err, errlen, "scene '%s': %s: %s", cs->name, where, perr.message);
+        return NULL;
+    }
+    return pd__scene_new(cs, grid, off_x, off_y, err, errlen);
+}
+
+pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
+{
+    char scratch[1];
+    if (!err || errlen == 0) {
+        err = scratch;
+        errlen = sizeof scratch;
+    }
+    err[0] = '\0';
+    if (pd__check_entry(cs, err, errlen) != 0)
+        return NULL;
+    if (!cs->map_path || cs->map_path[0] == '\0') {
+        snprintf(err, errlen, "scene '%s': no map file", cs->name);
+        return NULL;
+    }
+    size_t len = 0;
+    size_t cap = cs->format == PD_MAP_TILED || cs->format == PD_MAP_LDTK ? PD_TILED_MAX_FILE_BYTES
+                                                                         : PD_SCENE_MAX_FILE_BYTES;
+    char *buf = pd__read_file(cs->map_path, cap, &len, cs->name, err, errlen);
+    if (!buf)
+        return NULL;
+    pd_scene *s = pd__scene_parse(cs, buf, len, cs->map_path, err, errlen);
+    free(buf);
+    return s;
+}
+
+pd_scene *pd_scene_build(const pd_conf_scene *cs, const char *buf, size_t len, char *err,
+                         size_t errlen)
+{
+    char scratch[1];
+    if (!err || errlen == 0) {
+        err = scratch;
+        errlen = sizeof scratch;
+    }
+    err[0] = '\0';
+    if (!cs || !buf) {
+        snprintf(err, errlen, "scene: no map");
+        return NULL;
+    }
+    if (pd__check_entry(cs, err, errlen) != 0)
+        return NULL;
+    return pd__scene_parse(cs, buf, len, cs->map_path ? cs->map_path : "map", err, errlen);
+}
+
+pd_scene *pd_scene_from_cells(const pd_conf_scene *cs, int32_t width, int32_t height,
+                              const uint8_t *cells, char *err, size_t errlen)
+{
+    char scratch[1];
+    if (!err || errlen == 0) {
+        err = scratch;
+        errlen = sizeof scratch;
+    }
+    err[0] = '\0';
+    if (!cs || !cells) {
+        snprintf(err, errlen, "scene: no cells");
+        return NULL;
+    }
+    if (pd__check_entry(cs, err, errlen) != 0)
+        return NULL;
+    pd_grid *grid = pd_grid_create(width, height);
+    if (!grid) {
+        snprintf(err, errlen, "scene '%s': %dx%d cells: each side must be 1..%d", cs->name,
+                 (int)width, (int)height, PD_GRID_MAX_SIDE);
+        return NULL;
+    }
+    for (int32_t y = 0; y < height; y++)
+        memcpy(grid->cells + pd_grid_index(grid, 0, y), cells + (size_t)y * (size_t)width,
+               (size_t)width);
+    pd_grid_refresh_flags(grid);
+    return pd__scene_new(cs, grid, 0, 0, err, errlen);
+}
+
+pd_scene *pd_scene_instance(const pd_scene *tmpl, const char *name)
+{
+    size_t len = name ? strlen(name) : 0;
+    if (!tmpl || len == 0 || len >= PD_CONF_MAX_NAME)
+        return NULL;
+    pd_scene *n = malloc(sizeof *n);
+    if (!n)
+        return NULL;
+    /* Every field as the template has it (the structures' pointers
+     * included), then what makes it a scene of its own. */
+    memcpy(n, tmpl, sizeof *n);
+    atomic_init(&n->refs, 1);
+    memset(n->name, 0, sizeof n->name);
+    memcpy(n->name, name, len);
+    n->version = 1;
+    n->runtime = 1;
+    n->acct = NULL;
+    n->charged = 0;
+    n->authored = NULL; /* its cells now are its authored state */
+    n->base = tmpl->base ? tmpl->base : (pd_scene *)tmpl;
+    pd_scene_retain(n->base);
+    return n;
+}
+
 static uint64_t pd__now_micros(void)
 {
     struct timespec ts;
@@ -396,7 +568,8 @@ static uint64_t pd__now_micros(void)
 /* Checks an update against the grid it will be applied to. */
 static pd_status pd__validate_update(const pd_grid *g, const pd_scene_update *u)
 {
-    if (u->op != PD_UPDATE_BLOCK && u->op != PD_UPDATE_PASS && u->op != PD_UPDATE_COST)
+    if (u->op != PD_UPDATE_BLOCK && u->op != PD_UPDATE_PASS && u->op != PD_UPDATE_COST &&
+        u->op != PD_UPDATE_RESTORE)
         return PD_INVALID_ARGUMENT;
     if (u->op == PD_UPDATE_COST && u->cost < 1)
         return PD_INVALID_ARGUMENT;
@@ -457,6 +630,8 @@ static pd_scene *pd__scene_copy(const pd_scene *s)
     n->n_unit_sizes = s->n_unit_sizes;
     n->passable_cells = s->passable_cells;
     n->version = s->version + 1;
+    n->runtime = s->runtime;
+    n->authored = pd__authored_retain(s->authored);
     n->grid = pd_grid_clone(s->grid);
     if (!n->grid)
         goto fail;
@@ -486,6 +661,8 @@ fail:
  * grid size or the unit sizes of a name), so s can be copied into it. */
 static int pd__scene_fits(const pd_scene *spare, const pd_scene *s)
 {
+    if (spare->base)
+        return 0; /* an instance owns no buffers to write into */
     if (spare->grid->width != s->grid->width || spare->grid->height != s->grid->height ||
         spare->n_unit_sizes != s->n_unit_sizes || (spare->clearance != NULL) != (s->clearance != NULL))
         return 0;
@@ -511,6 +688,9 @@ static int pd__scene_copy_into(pd_scene *n, const pd_scene *s)
     memcpy(n->unit_sizes, s->unit_sizes, sizeof n->unit_sizes);
     n->passable_cells = s->passable_cells;
     n->version = s->version + 1;
+    n->runtime = s->runtime;
+    pd__authored_release(n->authored);
+    n->authored = pd__authored_retain(s->authored);
     size_t cells = (size_t)(s->grid->width + 2) * (size_t)(s->grid->height + 2);
     memcpy(n->grid->cells, s->grid->cells, cells);
     n->grid->uniform_cost = s->grid->uniform_cost;
@@ -560,7 +740,9 @@ static int pd__scene_repair(pd_scene *n, int32_t x0, int32_t y0, int32_t x1, int
 
 /* What applying the update's cells did so far. */
 typedef struct pd__apply_state {
-    uint8_t value;                   /* what every listed cell becomes */
+    uint8_t value;                   /* what every listed cell becomes, */
+    const pd_grid *restore;          /* unless this is set (PD_UPDATE_RESTORE): then
+                                        what this authored grid holds there */
     uint64_t changed;
     int64_t passable_delta;
     int passability_changed;
@@ -574,23 +756,25 @@ enum { PD__CELL_SAME = 0, PD__CELL_COST = 1, PD__CELL_PASSABILITY = 2 };
 /* Sets one cell of g and records the change in a. */
 static int pd__apply_cell(pd_grid *g, int32_t x, int32_t y, pd__apply_state *a)
 {
-    uint8_t *cell = &g->cells[pd_grid_index(g, x, y)];
+    size_t at = pd_grid_index(g, x, y);
+    uint8_t *cell = &g->cells[at];
     uint8_t old = *cell;
-    if (old == a->value)
+    uint8_t value = a->restore ? a->restore->cells[at] : a->value;
+    if (old == value)
         return PD__CELL_SAME;
-    *cell = a->value;
+    *cell = value;
     /* The unit grids' repair reads this flag, and it runs before the update
      * is finished (cell by cell for scattered lists): a costly cell makes
      * the grid weighted the moment it is written. */
-    if (a->value > PD_CELL_FREE)
+    if (value > PD_CELL_FREE)
         g->uniform_cost = 0;
     a->changed++;
     a->lost_costly |= old > PD_CELL_FREE;
     pd__box_add(&a->box, x, y);
-    if ((old == PD_CELL_BLOCKED) == (a->value == PD_CELL_BLOCKED))
+    if ((old == PD_CELL_BLOCKED) == (value == PD_CELL_BLOCKED))
         return PD__CELL_COST;
     a->passability_changed = 1;
-    a->passable_delta += a->value == PD_CELL_BLOCKED ? -1 : 1;
+    a->passable_delta += value == PD_CELL_BLOCKED ? -1 : 1;
     return PD__CELL_PASSABILITY;
 }
 
@@ -624,6 +808,22 @@ static int pd__update_plan(const pd_grid *g, const pd_scene_update *u, uint8_t v
     *per_cell = area > PD_SCENE_REPAIR_BOX_MIN_AREA &&
                 area > PD_SCENE_REPAIR_BOX_PER_CELL * would_change;
     return 1;
+}
+
+/* Gives n (the next version of s) the authored state: s's, or - at a
+ * scene's first update - a copy of s's grid, which is that state. */
+static int pd__ensure_authored(pd_scene *n, const pd_scene *s)
+{
+    if (n->authored)
+        return 0;
+    pd_scene_authored *a = malloc(sizeof *a);
+    if (!a || !(a->grid = pd_grid_clone(s->grid))) {
+        free(a);
+        return -1;
+    }
+    atomic_init(&a->refs, 1);
+    n->authored = a;
+    return 0;
 }
 
 /* pd_scene_apply_update, optionally writing the new version into *spare (a
@@ -668,6 +868,8 @@ static pd_status pd__apply_update(const pd_scene *s, const pd_scene_update *u, p
     } else if (!(n = pd__scene_copy(s))) {
         return PD_INTERNAL;
     }
+    if (pd__ensure_authored(n, s) != 0)
+        goto fail;
     if (u->is_rect) {
         for (int32_t y = u->rect_min.y; y <= u->rect_max.y; y++) {
             for (int32_t x = u->rect_min.x; x <= u->rect_max.x; x++)
@@ -711,6 +913,113 @@ pd_status pd_scene_apply_update(const pd_scene *s, const pd_scene_update *u, pd_
     return pd__apply_update(s, u, NULL, out, res);
 }
 
+/* Several operations (or any PD_UPDATE_RESTORE) as one version: the copy
+ * is made first, each operation is applied and repaired over the cells it
+ * changed (a scattered list cell by cell, as pd__apply_update does), so
+ * every repair sees the grid the earlier operations left. An update that
+ * changed nothing makes no version and hands the copy back as the spare. */
+static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops, size_t n_ops,
+                                   pd_scene **spare, pd_scene **out, pd_scene_update_result *res)
+{
+    if (n_ops == 1 && ops && ops[0].op != PD_UPDATE_RESTORE)
+        return pd__apply_update(s, &ops[0], spare, out, res);
+    uint64_t started = pd__now_micros();
+    pd_scene_update_result local;
+    if (!res)
+        res = &local;
+    memset(res, 0, sizeof *res);
+    if (out)
+        *out = NULL;
+    if (!s || !s->grid || !ops || !out || n_ops < 1 || n_ops > PD_SCENE_MAX_UPDATE_OPS)
+        return PD_INVALID_ARGUMENT;
+    res->version = s->version;
+    for (size_t k = 0; k < n_ops; k++) {
+        pd_status st = pd__validate_update(s->grid, &ops[k]);
+        if (st != PD_OK)
+            return st;
+    }
+    pd_scene *n;
+    int from_spare = spare && *spare;
+    if (from_spare) {
+        n = *spare;
+        *spare = NULL;
+        if (pd__scene_copy_into(n, s) != 0) {
+            pd_scene_release(n);
+            return PD_INTERNAL;
+        }
+    } else if (!(n = pd__scene_copy(s))) {
+        return PD_INTERNAL;
+    }
+    if (pd__ensure_authored(n, s) != 0)
+        goto fail;
+    uint64_t changed = 0;
+    int64_t delta = 0;
+    for (size_t k = 0; k < n_ops; k++) {
+        const pd_scene_update *u = &ops[k];
+        pd__apply_state a = { .box = { .empty = 1 } };
+        a.value = u->op == PD_UPDATE_BLOCK ? PD_CELL_BLOCKED : u->op == PD_UPDATE_COST ? u->cost : PD_CELL_FREE;
+        a.restore = u->op == PD_UPDATE_RESTORE ? n->authored->grid : NULL;
+        int per_cell = 0;
+        if (!u->is_rect) {
+            pd__box box = { .empty = 1 };
+            for (size_t i = 0; i < u->n_cells; i++)
+                pd__box_add(&box, u->cells[i].x, u->cells[i].y);
+            uint64_t area = (uint64_t)(box.x1 - box.x0 + 1) * (uint64_t)(box.y1 - box.y0 + 1);
+            per_cell = area > PD_SCENE_REPAIR_BOX_MIN_AREA && area > PD_SCENE_REPAIR_BOX_PER_CELL * u->n_cells;
+        }
+        if (u->is_rect) {
+            for (int32_t y = u->rect_min.y; y <= u->rect_max.y; y++)
+                for (int32_t x = u->rect_min.x; x <= u->rect_max.x; x++)
+                    pd__apply_cell(n->grid, x, y, &a);
+        } else {
+            for (size_t i = 0; i < u->n_cells; i++) {
+                int32_t x = u->cells[i].x, y = u->cells[i].y;
+                int change = pd__apply_cell(n->grid, x, y, &a);
+                if (per_cell && change != PD__CELL_SAME) {
+                    if (a.lost_costly && !n->grid->uniform_cost)
+                        pd_grid_refresh_flags(n->grid);
+                    if (pd__scene_repair(n, x, y, x, y, change == PD__CELL_PASSABILITY) != 0)
+                        goto fail;
+                }
+            }
+        }
+        if (!per_cell && !a.box.empty) {
+            /* A grid whose last costly cell was overwritten is uniform
+             * again; the repair reads the flag. */
+            if (a.lost_costly && !n->grid->uniform_cost)
+                pd_grid_refresh_flags(n->grid);
+            if (pd__scene_repair(n, a.box.x0, a.box.y0, a.box.x1, a.box.y1, a.passability_changed) != 0)
+                goto fail;
+        }
+        changed += a.changed;
+        delta += a.passable_delta;
+    }
+    if (changed == 0) {
+        /* Nothing changed: no version. The copy is as good a spare as any. */
+        if (spare && !*spare)
+            *spare = n;
+        else
+            pd_scene_release(n);
+        res->micros = pd__now_micros() - started;
+        return PD_OK;
+    }
+    n->passable_cells = (uint64_t)((int64_t)n->passable_cells + delta);
+    res->version = n->version;
+    res->cells_changed = changed;
+    res->micros = pd__now_micros() - started;
+    *out = n;
+    return PD_OK;
+fail:
+    pd_scene_release(n);
+    return PD_INTERNAL;
+}
+
+pd_status pd_scene_apply_updates(const pd_scene *s, const pd_scene_update *ops, size_t n_ops,
+                                 pd_scene **out, pd_scene_update_result *res)
+{
+    return pd__apply_updates(s, ops, n_ops, NULL, out, res);
+}
+
 pd_registry *pd_registry_create(void)
 {
     pd_registry *r = calloc(1, sizeof *r);
@@ -720,11 +1029,15 @@ pd_registry *pd_registry_create(void)
         free(r);
         return NULL;
     }
-    if (pthread_mutex_init(&r->reload_lock, NULL) != 0) {
+    r->acct = calloc(1, sizeof *r->acct);
+    if (!r->acct || pthread_mutex_init(&r->reload_lock, NULL) != 0) {
+        free(r->acct);
         pthread_rwlock_destroy(&r->lock);
         free(r);
         return NULL;
     }
+    atomic_init(&r->acct->refs, 1);
+    atomic_init(&r->acct->bytes, 0);
     return r;
 }
 
@@ -741,6 +1054,7 @@ void pd_registry_destroy(pd_registry *r)
         return;
     pd_scene_release(r->spare);
     pd__release_set(r->scenes, r->n_scenes);
+    pd__acct_release(r->acct);
     pthread_mutex_destroy(&r->reload_lock);
     pthread_rwlock_destroy(&r->lock);
     free(r);
@@ -838,6 +1152,31 @@ pd_scene *const *pd_scene_set_scenes(const pd_scene_set *set, size_t *n_out)
     return n ? set->scenes : NULL;
 }
 
+/* The run-time scenes of cur that set does not name, appended to set's
+ * array and the whole sorted again; 0, or -1 when memory ran out. */
+static int pd__keep_runtime(pd_scene *const *cur, size_t n_cur, pd_scene ***fresh, size_t *n)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < n_cur; i++)
+        keep += cur[i]->runtime && !pd__find(*fresh, *n, cur[i]->name);
+    if (keep == 0)
+        return 0;
+    pd_scene **grown = realloc(*fresh, (*n + keep) * sizeof *grown);
+    if (!grown)
+        return -1;
+    size_t m = *n;
+    for (size_t i = 0; i < n_cur; i++) {
+        if (cur[i]->runtime && !pd__find(grown, *n, cur[i]->name)) {
+            pd_scene_retain(cur[i]);
+            grown[m++] = cur[i];
+        }
+    }
+    *fresh = grown;
+    *n = m;
+    qsort(grown, m, sizeof *grown, pd__cmp_scene_name);
+    return 0;
+}
+
 void pd_registry_publish(pd_registry *r, pd_scene_set *set)
 {
     pd_scene **fresh = set->scenes;
@@ -851,7 +1190,11 @@ void pd_registry_publish(pd_registry *r, pd_scene_set *set)
         const pd_scene *prev = pd__find(r->scenes, r->n_scenes, fresh[i]->name);
         if (prev)
             fresh[i]->version = prev->version + 1;
+        pd__charge(r->acct, fresh[i]);
     }
+    /* Scenes made at run time are not in any config: they stay. Without
+     * the memory to keep them the config's scenes are still published. */
+    (void)pd__keep_runtime(r->scenes, r->n_scenes, &fresh, &n);
     pthread_rwlock_wrlock(&r->lock);
     pd_scene **old = r->scenes;
     size_t old_n = r->n_scenes;
@@ -917,11 +1260,17 @@ void pd_registry_release_list(pd_scene **list, size_t n)
 pd_status pd_registry_update(pd_registry *r, const char *name, const pd_scene_update *u,
                              pd_scene_update_result *res)
 {
+    return pd_registry_update_many(r, name, u, 1, res);
+}
+
+pd_status pd_registry_update_many(pd_registry *r, const char *name, const pd_scene_update *ops,
+                                  size_t n_ops, pd_scene_update_result *res)
+{
     pd_scene_update_result local;
     if (!res)
         res = &local;
     memset(res, 0, sizeof *res);
-    if (!r || !u)
+    if (!r || !ops)
         return PD_INVALID_ARGUMENT;
     if (!name)
         return PD_UNKNOWN_SCENE;
@@ -947,8 +1296,12 @@ pd_status pd_registry_update(pd_registry *r, const char *name, const pd_scene_up
         spare = NULL;
     }
     pd_scene *next = NULL;
-    pd_status st = pd__apply_update(old, u, &spare, &next, res);
+    pd_status st = pd__apply_updates(old, ops, n_ops, &spare, &next, res);
     if (st == PD_OK && next) {
+        if (next->acct)
+            pd__recharge(next); /* a reused spare */
+        else
+            pd__charge(r->acct, next);
         pthread_rwlock_wrlock(&r->lock);
         r->scenes[i] = next;
         pthread_rwlock_unlock(&r->lock);
@@ -964,4 +1317,149 @@ pd_status pd_registry_update(pd_registry *r, const char *name, const pd_scene_up
     pthread_mutex_unlock(&r->reload_lock);
     pd_scene_release(drop);
     return st;
+}
+
+void pd_registry_set_caps(pd_registry *r, const pd_registry_caps *caps)
+{
+    pthread_mutex_lock(&r->reload_lock);
+    r->caps = *caps;
+    pthread_mutex_unlock(&r->reload_lock);
+}
+
+uint64_t pd_registry_bytes(const pd_registry *r)
+{
+    return atomic_load_explicit(&r->acct->bytes, memory_order_relaxed);
+}
+
+/* pd_registry_add with reload_lock held. */
+static pd_status pd__add_locked(pd_registry *r, pd_scene *s, char *err, size_t errlen)
+{
+    const pd_registry_caps *caps = &r->caps;
+    size_t at = 0;
+    while (at < r->n_scenes && strcmp(r->scenes[at]->name, s->name) < 0)
+        at++;
+    if (at < r->n_scenes && strcmp(r->scenes[at]->name, s->name) == 0) {
+        snprintf(err, errlen, "scene '%s' exists already (version %" PRIu64 ")", s->name,
+                 r->scenes[at]->version);
+        pd_scene_release(s);
+        return PD_SCENE_EXISTS;
+    }
+    uint64_t cells = (uint64_t)s->grid->width * (uint64_t)s->grid->height;
+    if (caps->max_scenes && r->n_scenes >= caps->max_scenes) {
+        snprintf(err, errlen, "scene '%s': %zu scenes are served, limits.max_scenes is %" PRIu32,
+                 s->name, r->n_scenes, caps->max_scenes);
+        pd_scene_release(s);
+        return PD_LIMIT_EXCEEDED;
+    }
+    if (!s->base && caps->max_scene_cells && cells > caps->max_scene_cells) {
+        snprintf(err, errlen, "scene '%s': %" PRIu64 " cells, limits.max_scene_cells is %" PRIu64,
+                 s->name, cells, caps->max_scene_cells);
+        pd_scene_release(s);
+        return PD_LIMIT_EXCEEDED;
+    }
+    uint64_t held = pd_registry_bytes(r), more = pd_scene_own_bytes(s);
+    if (caps->max_scene_bytes && held + more > caps->max_scene_bytes) {
+        snprintf(err, errlen,
+                 "scene '%s': needs %" PRIu64 " bytes, scenes hold %" PRIu64
+                 ", limits.max_scene_bytes is %" PRIu64,
+                 s->name, more, held, caps->max_scene_bytes);
+        pd_scene_release(s);
+        return PD_LIMIT_EXCEEDED;
+    }
+    /* A new array, so readers under the read lock never see one being
+     * moved; swapped in under the write lock. */
+    pd_scene **grown = malloc((r->n_scenes + 1) * sizeof *grown);
+    if (!grown) {
+        snprintf(err, errlen, "scene '%s': out of memory", s->name);
+        pd_scene_release(s);
+        return PD_INTERNAL;
+    }
+    memcpy(grown, r->scenes, at * sizeof *grown);
+    grown[at] = s;
+    memcpy(grown + at + 1, r->scenes + at, (r->n_scenes - at) * sizeof *grown);
+    s->runtime = 1;
+    pd__charge(r->acct, s);
+    pthread_rwlock_wrlock(&r->lock);
+    pd_scene **old = r->scenes;
+    r->scenes = grown;
+    r->n_scenes++;
+    pthread_rwlock_unlock(&r->lock);
+    free(old);
+    return PD_OK;
+}
+
+pd_status pd_registry_add(pd_registry *r, pd_scene *s, char *err, size_t errlen)
+{
+    char scratch[1];
+    if (!err || errlen == 0) {
+        err = scratch;
+        errlen = sizeof scratch;
+    }
+    err[0] = '\0';
+    if (!r || !s || !s->grid) {
+        pd_scene_release(s);
+        return PD_INVALID_ARGUMENT;
+    }
+    pthread_mutex_lock(&r->reload_lock);
+    pd_status st = pd__add_locked(r, s, err, errlen);
+    pthread_mutex_unlock(&r->reload_lock);
+    return st;
+}
+
+pd_status pd_registry_instance(pd_registry *r, const char *name, const char *tmpl,
+                               uint64_t *version_out, char *err, size_t errlen)
+{
+    char scratch[1];
+    if (!err || errlen == 0) {
+        err = scratch;
+        errlen = sizeof scratch;
+    }
+    err[0] = '\0';
+    if (version_out)
+        *version_out = 0;
+    if (!r || !name || !tmpl)
+        return PD_INVALID_ARGUMENT;
+    /* Under reload_lock the template cannot be replaced between the lookup
+     * and the add, and the name check sees every other add. */
+    pthread_mutex_lock(&r->reload_lock);
+    pd_scene *t = pd__find(r->scenes, r->n_scenes, tmpl);
+    if (!t) {
+        pthread_mutex_unlock(&r->reload_lock);
+        snprintf(err, errlen, "unknown template scene '%s'", tmpl);
+        return PD_UNKNOWN_SCENE;
+    }
+    pd_scene *n = pd_scene_instance(t, name);
+    pd_status st = PD_INTERNAL;
+    if (!n)
+        snprintf(err, errlen, "scene '%s': out of memory", name);
+    else if ((st = pd__add_locked(r, n, err, errlen)) == PD_OK && version_out)
+        *version_out = n->version;
+    pthread_mutex_unlock(&r->reload_lock);
+    return st;
+}
+
+pd_status pd_registry_drop(pd_registry *r, const char *name, uint64_t *version_out)
+{
+    if (version_out)
+        *version_out = 0;
+    if (!r || !name)
+        return PD_UNKNOWN_SCENE;
+    pthread_mutex_lock(&r->reload_lock);
+    size_t i = pd__find_index(r->scenes, r->n_scenes, name);
+    if (i == r->n_scenes) {
+        pthread_mutex_unlock(&r->reload_lock);
+        return PD_UNKNOWN_SCENE;
+    }
+    pd_scene *gone = r->scenes[i];
+    if (version_out)
+        *version_out = gone->version;
+    /* Shifted in place under the write lock: readers only look while they
+     * hold the read lock. */
+    pthread_rwlock_wrlock(&r->lock);
+    memmove(r->scenes + i, r->scenes + i + 1, (r->n_scenes - i - 1) * sizeof *r->scenes);
+    r->n_scenes--;
+    pthread_rwlock_unlock(&r->lock);
+    pthread_mutex_unlock(&r->reload_lock);
+    pd_scene_release(gone);
+    return PD_OK;
 }

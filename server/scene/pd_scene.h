@@ -34,6 +34,8 @@ typedef struct pd_scene_unit {
     pd_components *components;
 } pd_scene_unit;
 
+struct pd_scene_acct;
+
 typedef struct pd_scene {
     atomic_uint_fast32_t refs;
     char name[PD_CONF_MAX_NAME];
@@ -49,6 +51,17 @@ typedef struct pd_scene {
                                         scene of the same name, and every cell update
                                         that changes a cell, gives the new snapshot the
                                         old version + 1 */
+    int runtime;                     /* made at run time (CreateScene, CreateInstance):
+                                        a reload keeps it unless the config names it */
+    struct pd_scene *base;           /* an instance not changed since it was made: the
+                                        snapshot that owns the grid, clearance, unit grids
+                                        and labels it reads (retained, never written);
+                                        NULL when this snapshot owns its structures */
+    struct pd_scene_acct *acct;      /* the registry memory count it is charged to, or NULL */
+    struct pd_scene_authored *authored;  /* the cells it was loaded or created with, shared
+                                        by its versions; NULL until its first update
+                                        (its grid is that state until then) */
+    uint64_t charged;                /* bytes charged there (pd_scene_own_bytes) */
 } pd_scene;
 
 void pd_scene_retain(pd_scene *s);
@@ -87,12 +100,24 @@ typedef struct pd_scene_bytes {
 
 void pd_scene_get_bytes(const pd_scene *s, pd_scene_bytes *out);
 
+/* Memory this snapshot holds on its own: its struct, plus its structures
+ * unless it shares them with a template (s->base). */
+uint64_t pd_scene_own_bytes(const pd_scene *s);
+
 /* Live obstacle updates (UpdateCells). */
 typedef enum pd_update_op {
     PD_UPDATE_BLOCK = 0,             /* cells become blocked */
     PD_UPDATE_PASS = 1,              /* cells become passable with cost 1 */
     PD_UPDATE_COST = 2,              /* cells become passable with the given cost */
+    PD_UPDATE_RESTORE = 3,           /* cells return to the scene's authored state (the
+                                        map it was loaded or created with; an instance:
+                                        its template's cells when it was made), cost
+                                        included */
 } pd_update_op;
+
+/* Operations one update may carry (UpdateCells.ops): each names up to
+ * PD_SCENE_MAX_UPDATE_CELLS cells, so this bounds one request's work. */
+#define PD_SCENE_MAX_UPDATE_OPS 64u
 
 /* Cells one update may name at most (rectangle area or list length): bounds
  * the validation, apply and repair work a single request can cause. */
@@ -113,6 +138,13 @@ typedef struct pd_scene_update_result {
     uint64_t micros;                 /* copy + apply + local repair */
 } pd_scene_update_result;
 
+/* Several operations applied in order as one new version (close door A,
+ * open door B): the statuses of pd_scene_apply_update, checked for every
+ * operation before any is applied; cells_changed counts every cell an
+ * operation changed. n_ops 1..PD_SCENE_MAX_UPDATE_OPS. */
+pd_status pd_scene_apply_updates(const pd_scene *s, const pd_scene_update *ops, size_t n_ops,
+                                 pd_scene **out, pd_scene_update_result *res);
+
 /* Builds the next version of s with the update applied: grid, clearance,
  * unit grids and component labels are copied and repaired for the changed
  * region only. s itself is untouched (readers keep using it). Returns PD_OK
@@ -131,10 +163,68 @@ pd_status pd_scene_apply_update(const pd_scene *s, const pd_scene_update *u, pd_
  * with a reason ("scene 'town': maps/town.map:3:7: unexpected 'x'") on error. */
 pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen);
 
+/* Builds a scene from a map held in memory (CreateScene): the same checks
+ * and parsers as pd_scene_load, without reading a file. cs->map_path may be
+ * NULL (a Tiled map's external tilesets are then refused); it only names
+ * the map in messages. NULL with the reason in err on error. */
+pd_scene *pd_scene_build(const pd_conf_scene *cs, const char *buf, size_t len, char *err,
+                         size_t errlen);
+
+/* Builds a scene from raw cells, row-major, width * height bytes: 0 blocked,
+ * 1..255 passable with that cost (what GetSceneGrid returns). cs gives the
+ * name, origin, cell size and unit sizes; its map fields are ignored. */
+pd_scene *pd_scene_from_cells(const pd_conf_scene *cs, int32_t width, int32_t height,
+                              const uint8_t *cells, char *err, size_t errlen);
+
+/* A new scene called `name` that reads tmpl's grid, clearance, unit grids
+ * and labels without copying them (it retains the snapshot owning them):
+ * a few hundred bytes until its first update copies them (an update builds
+ * the next version from whatever the scene reads). Version 1, runtime set.
+ * NULL when memory ran out or the name is empty or too long. */
+pd_scene *pd_scene_instance(const pd_scene *tmpl, const char *name);
+
 typedef struct pd_registry pd_registry;
+
+/* The named caps on scenes made at run time (config keys limits.max_scenes,
+ * limits.max_scene_cells, limits.max_scene_bytes; pd_conf.h has the
+ * defaults). 0 means no cap. */
+typedef struct pd_registry_caps {
+    uint32_t max_scenes;             /* scenes served, config and run-time together */
+    uint64_t max_scene_cells;        /* width * height of one scene made by CreateScene */
+    uint64_t max_scene_bytes;        /* memory every snapshot of this registry holds,
+                                        (pd_registry_bytes), after the new scene */
+} pd_registry_caps;
 
 pd_registry *pd_registry_create(void);
 void pd_registry_destroy(pd_registry *r);   /* releases its references */
+
+/* Sets the caps pd_registry_add and pd_registry_instance check (any thread). */
+void pd_registry_set_caps(pd_registry *r, const pd_registry_caps *caps);
+
+/* Bytes every live snapshot charged to r holds right now (pd_scene_own_bytes
+ * summed): served scenes, the update spare, and replaced snapshots that
+ * searches or instances still hold. */
+uint64_t pd_registry_bytes(const pd_registry *r);
+
+/* Serves s (made by pd_scene_build, pd_scene_from_cells or
+ * pd_scene_instance) under its name. Takes over the caller's reference in
+ * every case: on an error s is released and the registry is as before.
+ * Returns PD_OK, PD_SCENE_EXISTS (the name is served), PD_LIMIT_EXCEEDED (a
+ * cap of pd_registry_caps; err names it), PD_INTERNAL (memory). */
+pd_status pd_registry_add(pd_registry *r, pd_scene *s, char *err, size_t errlen);
+
+/* Serves a new instance of the scene `tmpl` under `name` (pd_scene_instance
+ * of the version served now). PD_UNKNOWN_SCENE when tmpl is not served,
+ * else as pd_registry_add. *version_out (may be NULL) gets the new scene's
+ * version. */
+pd_status pd_registry_instance(pd_registry *r, const char *name, const char *tmpl,
+                               uint64_t *version_out, char *err, size_t errlen);
+
+/* Stops serving scene `name`; searches holding it finish on their snapshot.
+ * PD_OK with the version it had in *version_out (may be NULL), or
+ * PD_UNKNOWN_SCENE. Whether portals still name it is the world's business
+ * (pd_world_store_drop checks before calling this). */
+pd_status pd_registry_drop(pd_registry *r, const char *name, uint64_t *version_out);
 
 /* Loads every scene of conf; all or nothing. On success the new set replaces
  * the old one atomically and 0 is returned; on failure the old set keeps
@@ -156,7 +246,8 @@ pd_scene_set *pd_registry_prepare(const pd_conf *conf, char *err, size_t errlen)
 
 /* The quick half: the set replaces r's scenes atomically (a scene whose name
  * was served before gets that version + 1) and the old set's references are
- * dropped. Takes ownership of set, which is gone after the call. Serialised
+ * dropped. Scenes made at run time stay served unless the set has a scene
+ * of the same name, which then replaces them. Takes ownership of set, which is gone after the call. Serialised
  * with other publishes and with pd_registry_update. */
 void pd_registry_publish(pd_registry *r, pd_scene_set *set);
 
@@ -187,5 +278,9 @@ void pd_registry_release_list(pd_scene **list, size_t n);
  * from the event loop. */
 pd_status pd_registry_update(pd_registry *r, const char *name, const pd_scene_update *u,
                              pd_scene_update_result *res);
+
+/* The same with several operations as one version (pd_scene_apply_updates). */
+pd_status pd_registry_update_many(pd_registry *r, const char *name, const pd_scene_update *ops,
+                                  size_t n_ops, pd_scene_update_result *res);
 
 #endif

@@ -511,6 +511,142 @@ pd_status pd_world_refresh_scene(const pd_world *w, pd_scene *s, pd_world **out,
     return PD_OK;
 }
 
+/* Whether scene ws of world n reads the same endpoints, in the same order,
+ * as scene os of world w did, given pmap (w's portal -> n's portal). */
+static int pd__same_ends(const pd__scene *os, const pd__scene *ws, const long *pmap)
+{
+    if (os->n_ends != ws->n_ends)
+        return 0;
+    for (size_t k = 0; k < os->n_ends; k++) {
+        uint32_t e = os->ends[k];
+        if (pmap[e / 2] < 0 || (uint32_t)pmap[e / 2] * 2 + e % 2 != ws->ends[k])
+            return 0;
+    }
+    return 1;
+}
+
+/* A world over `scenes` (sorted by name) with w's portals and pinned routes.
+ * A portal naming a scene that is not among them is left out, with the
+ * pinned routes through it, when drop is set; otherwise the result is
+ * PD_SCENE_IN_USE. A scene whose snapshot and endpoints are unchanged
+ * keeps its tables (copied); the others' are computed. */
+static pd_status pd__world_resync(const pd_world *w, pd_scene *const *scenes, size_t n_scenes,
+                                  int drop, pd_world **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    pd_status st = PD_INTERNAL;
+    pd_search_ctx *ctx = NULL;
+    long *pmap = malloc((w->n_portals ? w->n_portals : 1) * sizeof *pmap);
+    pd_world *n = calloc(1, sizeof *n);
+    if (!pmap || !n)
+        goto fail;
+    atomic_init(&n->refs, 1);
+    n->scenes = calloc(n_scenes ? n_scenes : 1, sizeof *n->scenes);
+    n->portals = malloc((w->n_portals ? w->n_portals : 1) * sizeof *n->portals);
+    n->routes = malloc((w->n_routes ? w->n_routes : 1) * sizeof *n->routes);
+    if (!n->scenes || !n->portals || !n->routes)
+        goto fail;
+    for (size_t i = 0; i < n_scenes; i++) {
+        pd_scene_retain(scenes[i]);
+        n->scenes[i].scene = scenes[i];
+        n->n_scenes = i + 1;
+    }
+    for (size_t p = 0; p < w->n_portals; p++) {
+        pd__portal np = w->portals[p];
+        pmap[p] = -1;
+        int missing = 0;
+        for (int side = 0; side < 2; side++) {
+            const char *name = w->scenes[np.scene[side]].scene->name;
+            long si = pd__find_scene(n, name);
+            if (si < 0) {
+                if (!drop) {
+                    PD__ERR("portal '%s' names scene '%s'", np.name, name);
+                    st = PD_SCENE_IN_USE;
+                    goto fail;
+                }
+                missing = 1;
+                break;
+            }
+            if (!pd_grid_in_bounds(n->scenes[si].scene->grid, np.cell[side].x, np.cell[side].y)) {
+                PD__ERR("portal '%s': cell %d,%d is outside scene '%s'", np.name, (int)np.cell[side].x,
+                        (int)np.cell[side].y, name);
+                st = PD_INVALID_ARGUMENT;
+                goto fail;
+            }
+            np.scene[side] = (uint32_t)si;
+        }
+        if (missing)
+            continue;
+        pmap[p] = (long)n->n_portals;
+        n->portals[n->n_portals++] = np;
+    }
+    for (size_t i = 0; i < w->n_routes; i++) {
+        pd__route nr = w->routes[i];
+        long from = pd__find_scene(n, w->scenes[nr.from].scene->name);
+        long to = pd__find_scene(n, w->scenes[nr.to].scene->name);
+        int ok = from >= 0 && to >= 0;
+        for (size_t k = 0; ok && k < nr.n_via; k++) {
+            ok = pmap[nr.via[k]] >= 0;
+            if (ok)
+                nr.via[k] = (uint32_t)pmap[nr.via[k]];
+        }
+        if (!ok)
+            continue; /* only when drop is set: its portals went first */
+        nr.from = (uint32_t)from;
+        nr.to = (uint32_t)to;
+        n->routes[n->n_routes++] = nr;
+    }
+    if (pd__index_endpoints(n) != 0)
+        goto fail;
+    uint64_t t0 = pd__now_micros();
+    for (size_t i = 0; i < n->n_scenes; i++) {
+        pd__scene *ws = &n->scenes[i];
+        long oi = pd__find_scene(w, ws->scene->name);
+        const pd__scene *os = oi >= 0 ? &w->scenes[oi] : NULL;
+        if (os && os->scene == ws->scene && pd__same_ends(os, ws, pmap)) {
+            size_t k = ws->n_ends;
+            for (size_t u = 0; u < PD_CONF_MAX_UNIT_SIZES; u++) {
+                if (!os->tables[u])
+                    continue;
+                if (!(ws->tables[u] = malloc(k * k * sizeof *ws->tables[u])))
+                    goto fail;
+                memcpy(ws->tables[u], os->tables[u], k * k * sizeof *ws->tables[u]);
+            }
+            continue;
+        }
+        if (ws->n_ends == 0)
+            continue;
+        if (!ctx && !(ctx = pd_search_ctx_create()))
+            goto fail;
+        if (pd__scene_tables(n, ws, ctx) != 0)
+            goto fail;
+    }
+    n->stats.table_micros = pd__now_micros() - t0;
+    n->stats.n_scenes = n->n_scenes;
+    n->stats.n_portals = n->n_portals;
+    n->stats.n_routes = n->n_routes;
+    pd_search_ctx_destroy(ctx);
+    free(pmap);
+    *out = n;
+    return PD_OK;
+fail:
+    if (st == PD_INTERNAL)
+        PD__ERR("world: out of memory");
+    pd_search_ctx_destroy(ctx);
+    free(pmap);
+    pd__world_free(n);
+    return st;
+}
+
+size_t pd_world_portals_naming(const pd_world *w, const char *name)
+{
+    long si = (w && name) ? pd__find_scene(w, name) : -1;
+    size_t count = 0;
+    for (size_t p = 0; si >= 0 && p < w->n_portals; p++)
+        count += w->portals[p].scene[0] == (uint32_t)si || w->portals[p].scene[1] == (uint32_t)si;
+    return count;
+}
+
 /* ---- planning ---------------------------------------------------------- */
 
 /* What a route-graph edge stands for, so the chosen path becomes legs. */
@@ -1010,6 +1146,11 @@ struct pd_world_store {
     pthread_mutex_t lock;         /* guards `current` (held only to swap or retain) */
     pthread_mutex_t write_lock;   /* serialises rebuilds and refreshes */
     pd_world *current;
+    /* Set when scenes without portals were made or dropped since the last
+     * sync: the registry to take them from. The next acquire or refresh
+     * syncs once, so a burst of 10,000 CreateInstance costs one O(scenes)
+     * world copy instead of one each. */
+    _Atomic(pd_registry *) stale;
 };
 
 pd_world_store *pd_world_store_create(void)
@@ -1017,6 +1158,7 @@ pd_world_store *pd_world_store_create(void)
     pd_world_store *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
+    atomic_init(&s->stale, NULL);
     if (pthread_mutex_init(&s->lock, NULL) != 0) {
         free(s);
         return NULL;
@@ -1039,16 +1181,44 @@ void pd_world_store_destroy(pd_world_store *s)
     free(s);
 }
 
-pd_world *pd_world_store_acquire(pd_world_store *s)
+static pd_status pd__store_sync_locked(pd_world_store *s, pd_registry *r, const pd_world *base,
+                                       int drop, char *err, size_t errlen);
+
+/* The current world, retained, without syncing (for holders of write_lock). */
+static pd_world *pd__store_current(pd_world_store *s)
 {
-    if (!s)
-        return NULL;
     pthread_mutex_lock(&s->lock);
     pd_world *w = s->current;
     if (w)
         pd_world_retain(w);
     pthread_mutex_unlock(&s->lock);
     return w;
+}
+
+/* With write_lock held: the sync a pd_world_store_mark_stale asked for. */
+static void pd__store_catch_up(pd_world_store *s)
+{
+    pd_registry *r = atomic_exchange(&s->stale, NULL);
+    if (r && pd__store_sync_locked(s, r, NULL, 0, NULL, 0) != PD_OK)
+        atomic_store(&s->stale, r); /* out of memory: the next caller tries again */
+}
+
+pd_world *pd_world_store_acquire(pd_world_store *s)
+{
+    if (!s)
+        return NULL;
+    if (atomic_load(&s->stale)) {
+        pthread_mutex_lock(&s->write_lock);
+        pd__store_catch_up(s);
+        pthread_mutex_unlock(&s->write_lock);
+    }
+    return pd__store_current(s);
+}
+
+void pd_world_store_mark_stale(pd_world_store *s, pd_registry *r)
+{
+    if (s && r)
+        atomic_store(&s->stale, r);
 }
 
 /* Swaps in w (taking over its reference) and releases the old world outside
@@ -1077,6 +1247,28 @@ int pd_world_store_rebuild(pd_world_store *s, const pd_conf_world *cw, pd_regist
     return w ? 0 : -1;
 }
 
+/* Makes the current world (or base, when given) hold exactly the scenes r
+ * serves now, with write_lock held; see pd_world_store_mark_stale. */
+static pd_status pd__store_sync_locked(pd_world_store *s, pd_registry *r, const pd_world *base,
+                                       int drop, char *err, size_t errlen)
+{
+    pd_world *cur = base ? NULL : pd__store_current(s);
+    const pd_world *from = base ? base : cur;
+    if (!from) {
+        PD__ERR("world: none published yet");
+        return PD_INTERNAL;
+    }
+    pd_scene **list = NULL;
+    size_t n = pd_registry_list(r, &list);
+    pd_world *next = NULL;
+    pd_status st = pd__world_resync(from, list, n, drop, &next, err, errlen);
+    pd_registry_release_list(list, n);
+    pd_world_release(cur);
+    if (st == PD_OK)
+        pd__store_publish(s, next);
+    return st;
+}
+
 void pd_world_store_publish_reload(pd_world_store *s, pd_registry *r, pd_scene_set *set,
                                    pd_world *w)
 {
@@ -1088,9 +1280,57 @@ void pd_world_store_publish_reload(pd_world_store *s, pd_registry *r, pd_scene_s
     }
     pthread_mutex_lock(&s->write_lock);
     pd_registry_publish(r, set);
-    if (w)
+    /* When the registry kept scenes made at run time, w (built over the
+     * set) lacks them: they join it with every table copied, as no portal
+     * names them. Should that fail, w as built still serves the config. */
+    pd_scene **list = NULL;
+    size_t n = w ? pd_registry_list(r, &list) : 0;
+    pd_registry_release_list(list, n);
+    if (w && (n == w->n_scenes || pd__store_sync_locked(s, r, w, 0, NULL, 0) != PD_OK))
         pd__store_publish(s, w);
+    else
+        pd_world_release(w);
     pthread_mutex_unlock(&s->write_lock);
+}
+
+pd_status pd_world_store_drop_scene(pd_world_store *s, pd_registry *r, const char *name,
+                                    int drop_portals, uint64_t *version_out, char *err,
+                                    size_t errlen)
+{
+    if (err && errlen)
+        err[0] = '\0';
+    if (version_out)
+        *version_out = 0;
+    if (!r || !name)
+        return PD_INVALID_ARGUMENT;
+    if (!s) {
+        pd_status st = pd_registry_drop(r, name, version_out);
+        if (st != PD_OK)
+            PD__ERR("unknown scene '%s'", name);
+        return st;
+    }
+    /* Under write_lock no reload or other change moves the world between
+     * the check and the drop. */
+    pthread_mutex_lock(&s->write_lock);
+    pd_world *cur = pd__store_current(s);
+    size_t naming = pd_world_portals_naming(cur, name);
+    pd_world_release(cur);
+    pd_status st;
+    if (naming > 0 && !drop_portals) {
+        PD__ERR("scene '%s' is named by %zu portal%s: drop them too (drop_portals) or keep the scene",
+                name, naming, naming == 1 ? "" : "s");
+        st = PD_SCENE_IN_USE;
+    } else if ((st = pd_registry_drop(r, name, version_out)) != PD_OK) {
+        PD__ERR("unknown scene '%s'", name);
+    } else if (naming == 0) {
+        atomic_store(&s->stale, r);
+    } else if (pd__store_sync_locked(s, r, NULL, 1, err, errlen) != PD_OK) {
+        /* The scene is gone from the registry; the world keeps its old
+         * snapshot (and portals) until the next change succeeds. */
+        st = PD_OK;
+    }
+    pthread_mutex_unlock(&s->write_lock);
+    return st;
 }
 
 pd_status pd_world_store_refresh(pd_world_store *s, pd_registry *r, const char *name,
@@ -1102,7 +1342,8 @@ pd_status pd_world_store_refresh(pd_world_store *s, pd_registry *r, const char *
         return PD_INVALID_ARGUMENT;
     pthread_mutex_lock(&s->write_lock);
     pd_status st = PD_OK;
-    pd_world *cur = pd_world_store_acquire(s);
+    pd__store_catch_up(s);
+    pd_world *cur = pd__store_current(s);
     pd_scene *scene = pd_registry_acquire(r, name);
     if (!cur || !scene) {
         PD__ERR("world refresh: unknown scene '%s'", name);

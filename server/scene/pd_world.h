@@ -178,6 +178,9 @@ void pd_world_route_free(pd_world_route *r);
 pd_status pd_world_arrivals(const pd_world *w, pd_search_ctx *ctx, const pd_world_query *q,
                             pd_point *out, size_t cap, size_t *n_out);
 
+/* How many portals have an end in scene `name` (0 when w has no such scene). */
+size_t pd_world_portals_naming(const pd_world *w, const char *name);
+
 /* A world snapshot slot for the server: planners acquire the current world,
  * loads and updates publish new ones. Writers (rebuild, refresh) are
  * serialised with each other; readers never wait for a table computation. */
@@ -215,6 +218,26 @@ int pd_world_store_rebuild(pd_world_store *s, const pd_conf_world *cw, pd_regist
  * computing its scene's tables. */
 void pd_world_store_publish_reload(pd_world_store *s, pd_registry *r, pd_scene_set *set,
                                    pd_world *w);
+
+/* After a scene was made at run time (pd_registry_add, pd_registry_instance)
+ * or dropped: the next pd_world_store_acquire (or refresh) publishes a world
+ * holding exactly the scenes r serves, with the current world's portals and
+ * pinned routes; scenes whose snapshot and portals did not change keep
+ * their tables (copied), so it costs O(scenes) and no search. Deferred so
+ * that 10,000 CreateInstance in a row copy the world once, not 10,000
+ * times. Reloads make the same sync after publishing, so the scenes made at
+ * run time that the registry kept join the reload's world. */
+void pd_world_store_mark_stale(pd_world_store *s, pd_registry *r);
+
+/* DropScene: refuses with PD_SCENE_IN_USE while a portal names the scene,
+ * unless drop_portals is set; then the scene leaves the registry and the
+ * world loses it with every portal naming it and every pinned route through
+ * those portals (a scene no portal names leaves the world at the next
+ * sync, pd_world_store_mark_stale). PD_UNKNOWN_SCENE when r does not serve it. *version_out
+ * (may be NULL) gets the version it had. s may be NULL (no world). */
+pd_status pd_world_store_drop_scene(pd_world_store *s, pd_registry *r, const char *name,
+                                    int drop_portals, uint64_t *version_out, char *err,
+                                    size_t errlen);
 
 /* After pd_registry_update changed scene `name`: if the registry serves a
  * different snapshot of it than the current world holds, publishes a world

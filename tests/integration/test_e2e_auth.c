@@ -105,6 +105,9 @@ static void test_query_role(void **state)
     pdc_scene_list_free(&list);
     assert_int_equal(try_update(c), PDC_PERMISSION_DENIED);
     assert_non_null(strstr(pdc_last_error(c), "needs write"));
+    pdc_scene_change sc;
+    assert_int_equal(pdc_create_instance(c, "rooms-copy", "rooms", &sc), PDC_PERMISSION_DENIED);
+    assert_int_equal(pdc_drop_scene(c, "rooms", 0, &sc), PDC_PERMISSION_DENIED);
     assert_int_equal(try_stats(c), PDC_PERMISSION_DENIED);
     assert_int_equal(pdc_reload(c), PDC_PERMISSION_DENIED);
     pdc_close(c);
@@ -116,6 +119,9 @@ static void test_write_role(void **state)
     pdc_conn *c = connect_as(d, T_WRITE, "write");
     assert_int_equal(try_path(c), PDC_OK);
     assert_int_equal(try_update(c), PDC_OK);
+    pdc_scene_change sc;
+    assert_int_equal(pdc_create_instance(c, "rooms-copy", "rooms", &sc), PDC_OK);
+    assert_int_equal(pdc_drop_scene(c, "rooms-copy", 0, &sc), PDC_OK);
     assert_int_equal(pdc_reload(c), PDC_PERMISSION_DENIED);
     assert_int_equal(try_stats(c), PDC_PERMISSION_DENIED);
     assert_false(pdi_log_contains(d, "reloading"));

@@ -546,23 +546,35 @@ static void expect_demo_route(pdc_conn *c)
     pdc_route_result_free(&r);
 }
 
-/* A reload whose portals do not fit its maps: the scenes are taken, the
- * world (built off the loop) is refused with its reason, and the previous
- * world keeps answering routes; the next reload that fits replaces it. */
+/* A reload whose portals do not fit its maps changes nothing: one
+ * transaction, so the scenes stay at their versions (and keep their
+ * updates) and the previous world keeps answering routes; the next reload
+ * that fits replaces everything. */
 static void test_reload_world_refused(void **state)
 {
     pdi_daemon *d = *state;
     int reloaded = pdi_log_count(d, "reloaded ");
-    assert_int_equal(pdi_log_count(d, "portals and routes of"), 0);
-    reload_demo(d, 1, reloaded + 1);
-    assert_int_equal(pdi_log_count(d, "portals and routes of"), 1);
-    assert_true(pdi_log_contains(d, "portal 'inn-door': cell 999,5 is outside scene 'town'"));
-    assert_true(pdi_log_contains(d, "the previous world keeps serving routes"));
     pdc_conn *c = pdi_connect(d);
     assert_non_null(c);
+    pdc_scene_details before;
+    assert_int_equal(pdc_scene_info(c, "town", &before), PDC_OK);
+    assert_int_equal(pdi_log_count(d, "portals and routes of"), 0);
+    char *text = demo_config_text(d, 1);
+    assert_int_equal(pdi_write_config_text(d, text), 0);
+    free(text);
+    assert_int_equal(pdi_daemon_signal(d, SIGHUP), 0);
+    assert_int_equal(pdi_wait_log(d, "portals and routes of", T_RELOAD_TIMEOUT_MS), 1);
+    assert_true(pdi_log_contains(d, "reload refused: portals and routes of"));
+    assert_true(pdi_log_contains(d, "portal 'inn-door': cell 999,5 is outside scene 'town'"));
+    assert_int_equal(pdi_log_count(d, "reloaded "), reloaded);
+    pdc_scene_details after;
+    assert_int_equal(pdc_scene_info(c, "town", &after), PDC_OK);
+    assert_int_equal(after.version, before.version);
+    pdc_scene_details_free(&before);
+    pdc_scene_details_free(&after);
     expect_demo_route(c);
 
-    reload_demo(d, 0, reloaded + 2);
+    reload_demo(d, 0, reloaded + 1);
     assert_int_equal(pdi_log_count(d, "portals and routes of"), 1);
     expect_demo_route(c);
     pdc_close(c);

@@ -1239,8 +1239,41 @@ static void test_decode_update_cells_errors(void **state)
     expect_invalid(&m.req, "update_cells has neither rect nor cells");
 
     update_init_rect(&m, 0, 0, 1, 1);
-    m.uc.op = (Pathd__V1__UpdateOp)3;
-    expect_invalid(&m.req, "update_cells.op 3");
+    m.uc.op = (Pathd__V1__UpdateOp)4;
+    expect_invalid(&m.req, "update_cells.op 4");
+    /* Ops with the top-level target also set; a bad op names its index. */
+    update_init_rect(&m, 0, 0, 1, 1);
+    Pathd__V1__CellOp op0 = PATHD__V1__CELL_OP__INIT, op1 = PATHD__V1__CELL_OP__INIT;
+    Pathd__V1__CellOp *ops[] = { &op0, &op1 };
+    Pathd__V1__Rect r0 = PATHD__V1__RECT__INIT;
+    Pathd__V1__Cell c0 = PATHD__V1__CELL__INIT, c1 = PATHD__V1__CELL__INIT;
+    r0.min = &c0;
+    r0.max = &c1;
+    op0.target_case = op1.target_case = PATHD__V1__CELL_OP__TARGET_RECT;
+    op0.rect = op1.rect = &r0;
+    op1.op = PATHD__V1__UPDATE_OP__UPDATE_RESTORE;
+    op1.cost = 3;
+    m.uc.n_ops = 2;
+    m.uc.ops = ops;
+    expect_invalid(&m.req, "update_cells has ops");
+    m.uc.target_case = PATHD__V1__UPDATE_CELLS__TARGET__NOT_SET;
+    m.uc.rect = NULL;
+    expect_invalid(&m.req, "update_cells.ops[1].cost 3 is only allowed with UPDATE_COST");
+    op1.cost = 0;
+    {
+        uint8_t buf[512];
+        size_t len = pathd__v1__request__pack(&m.req, buf);
+        pd_request req;
+        char err[256];
+        memset(&req, 0, sizeof req);
+        assert_int_equal(pd_codec_decode_request(buf, len, &req, err, sizeof err), PD_OK);
+        assert_int_equal(req.u.update_cells.n_ops, 2);
+        assert_int_equal(req.u.update_cells.ops[1].op, PD_UPDATE_RESTORE);
+        pd_request_free(&req);
+    }
+    m.uc.n_ops = 0;
+    m.uc.ops = NULL;
+    update_init_rect(&m, 0, 0, 1, 1);
     m.uc.op = (Pathd__V1__UpdateOp)-2;
     expect_invalid(&m.req, "update_cells.op -2");
 

@@ -258,7 +258,10 @@ static void test_requests_by_type_and_status(void **state)
     assert_line(text, "pathd_requests_total{type=\"cancel\",status=\"OK\"} 0");
     assert_line(text, "pathd_requests_total{type=\"scene_info\",status=\"UNKNOWN_SCENE\"} 0");
     assert_null(strstr(text, "BUFFER_TOO_SMALL"));
-    size_t statuses = PD_STATUS_COUNT - 1;
+    size_t statuses = 0;
+    for (unsigned st = 0; st < PD_STATUS_COUNT; st++)
+        statuses += pd_status_is_answer(st) != 0;
+    assert_int_equal(statuses, PD_STATUS_COUNT - 1 - (30 - 18));
     assert_int_equal(count_prefix_lines(text, "pathd_requests_total{"), PD_REQ__COUNT * statuses);
     assert_line(text, "pathd_expansions_total 22");
     /* Without gauges and registry their families are left out. */
@@ -391,7 +394,6 @@ static void test_overload_and_reload_counters(void **state)
     assert_line(text, "pathd_overloaded_total{limit=\"in_flight_per_connection\"} 0");
     assert_line(text, "pathd_overloaded_total{limit=\"job_queue\"} 0");
     assert_line(text, "pathd_reloads_total{result=\"success\"} 0");
-    assert_line(text, "pathd_reloads_total{result=\"partial\"} 0");
     assert_line(text, "pathd_reloads_total{result=\"failure\"} 0");
     assert_line(text, "pathd_last_reload_timestamp_seconds 0.000");
     assert_line(text, "pathd_last_reload_success_timestamp_seconds 0.000");
@@ -402,18 +404,16 @@ static void test_overload_and_reload_counters(void **state)
     pd_metrics_observe_overloaded(m, PD_METRICS_LIMIT_CONN_IN_FLIGHT);
     pd_metrics_observe_overloaded(m, PD_METRICS_LIMIT__COUNT); /* out of range: ignored */
     pd_metrics_observe_reload(m, PD_METRICS_RELOAD_SUCCESS, 1000.5);
-    pd_metrics_observe_reload(m, PD_METRICS_RELOAD_PARTIAL, 1001.25);
+    pd_metrics_observe_reload(m, PD_METRICS_RELOAD_SUCCESS, 1001.25);
     pd_metrics_observe_reload(m, PD_METRICS_RELOAD_FAILURE, 1002.0);
     pd_metrics_observe_reload(m, PD_METRICS_RELOAD_FAILURE, 1003.0);
     text = render(m, NULL, NULL);
     assert_line(text, "pathd_overloaded_total{limit=\"connections\"} 0");
     assert_line(text, "pathd_overloaded_total{limit=\"in_flight_per_connection\"} 1");
     assert_line(text, "pathd_overloaded_total{limit=\"job_queue\"} 2");
-    assert_line(text, "pathd_reloads_total{result=\"success\"} 1");
-    assert_line(text, "pathd_reloads_total{result=\"partial\"} 1");
+    assert_line(text, "pathd_reloads_total{result=\"success\"} 2");
     assert_line(text, "pathd_reloads_total{result=\"failure\"} 2");
-    /* A failure moves the last reload's time, not the last success's (a
-     * partial reload published its scenes, so it counts as one). */
+    /* A failure moves the last reload's time, not the last success's. */
     assert_line(text, "pathd_last_reload_timestamp_seconds 1003.000");
     assert_line(text, "pathd_last_reload_success_timestamp_seconds 1001.250");
     assert_string_equal(pd_metrics_limit_name(PD_METRICS_LIMIT_CONNECTIONS), "connections");
@@ -542,6 +542,7 @@ static void test_type_names(void **state)
         "stats", "ping", "update_cells", "scene_grid", "find_route",
         "auth", "reload", "raycast", "validate_move", "move_along", "nearest",
         "reachable", "random_point", "distance_to_wall", "batch", "get_limits",
+        "create_scene", "create_instance", "drop_scene",
     };
     for (unsigned k = 0; k < PD_REQ__COUNT; k++)
         assert_string_equal(pd_request_kind_name((pd_request_kind)k), want[k]);

@@ -367,7 +367,7 @@ static void test_validation_errors(void **state)
         pd_scene_update u;
         pd_status want;
     } cases[] = {
-        { rect_update((pd_update_op)3, 0, 0, 0, 1, 1), PD_INVALID_ARGUMENT },
+        { rect_update((pd_update_op)4, 0, 0, 0, 1, 1), PD_INVALID_ARGUMENT },
         { rect_update((pd_update_op)-1, 0, 0, 0, 1, 1), PD_INVALID_ARGUMENT },
         { rect_update(PD_UPDATE_COST, 0, 0, 0, 1, 1), PD_INVALID_ARGUMENT },
         { list_update(PD_UPDATE_COST, 0, ok_cell, 1), PD_INVALID_ARGUMENT },

@@ -459,6 +459,28 @@ describe('the whole protocol against the live daemon, compared with pathctl', ()
     assert.throws(() => client.updateCells('town', { op: 'block' }), TypeError);
   });
 
+  it('makes, copies and drops scenes at run time', async () => {
+    const made = await client.createScene('js-made', { cells: Buffer.alloc(12, 1), width: 4, height: 3, unitSizes: [1, 2] });
+    assert.deepEqual([made.status, made.version], ['OK', 1]);
+    try {
+      const copy = await client.createInstance('js-copy', 'js-made');
+      assert.ok(copy.own_bytes < 1024);
+      assert.equal((await client.sceneInfo('js-copy')).width, 4);
+      await assert.rejects(client.createInstance('js-copy', 'js-made'), assertStatus('SCENE_EXISTS'));
+      await client.updateCells('js-copy', { rect: [[1, 0], [1, 2]], op: 'block' });
+      assert.equal((await client.findPath('js-made', [0, 0], [3, 0])).cost, 3);
+      await assert.rejects(client.findPath('js-copy', [0, 0], [3, 0]), assertStatus('NO_PATH'));
+      const text = await client.createScene('js-text', { map: '..#\n...\n', format: 'ascii' });
+      assert.equal(text.version, 1);
+      assert.equal((await client.dropScene('js-copy')).version, 2);
+      await client.dropScene('js-text');
+      await assert.rejects(client.dropScene('town'), assertStatus('SCENE_IN_USE'));
+    } finally {
+      await client.dropScene('js-made');
+    }
+    await assert.rejects(client.sceneInfo('js-made'), assertStatus('UNKNOWN_SCENE'));
+  });
+
   it('sends any kind raw with send(), answers of any status', async () => {
     const [ray, batch, route, update, refused] = await Promise.all([
       client.send('raycast', 'town', [1, 1], [5, 5]),
