@@ -5,7 +5,10 @@
  * JPS exists because on uniform octile grids most of A*'s work is spent on
  * symmetric paths: it expands only "jump points" (cells where an optimal path
  * may have to turn) and scans the straight and diagonal runs between them
- * without touching the open list. It returns the same cost as pd_search_astar
+ * without touching the open list. Straight scans read the grid's passability
+ * bitsets 64 cells at a time (block-based JPS, Harabor & Grastien, ICAPS
+ * 2014), and diagonal jump points are never pushed (intermediate pruning,
+ * same paper), so the grid's bits must be current (pd_grid.h). It returns the same cost as pd_search_astar
  * and the same kind of path (every cell, start first, goal last).
  *
  * Rules: those of pd_search.h for 8-connectivity (Moving AI / GPPC): straight
@@ -59,7 +62,8 @@ int pd_jps_applicable(const pd_grid *grid, const pd_search_params *params);
  *  PD_BUDGET_EXCEEDED, whatever the poll function returned,
  *  PD_BUFFER_TOO_SMALL (metrics->path_len says how many points; copy them
  *  with pd_jps_extract), PD_INTERNAL (allocation failure).
- * metrics->expanded counts jump points expanded (the goal not counted), and
+ * metrics->expanded counts jump points expanded (the goal not counted; with
+ * intermediate pruning only straight jump points and the start), and
  * max_expansions bounds that count; the poll runs every
  * PD_SEARCH_POLL_INTERVAL expansions. metrics->generated counts jump points
  * pushed onto the open list, the start included.

@@ -122,16 +122,17 @@ const char *pd_scene_structure_name(pd_scene_structure st)
     return (unsigned)st < PD_SCENE_STRUCTURES ? names[st] : "unknown";
 }
 
-static uint64_t pd__padded(const pd_grid *g)
+/* A grid's cells and its passability bitsets. */
+static uint64_t pd__grid_bytes(const pd_grid *g)
 {
-    return (uint64_t)g->stride * (uint64_t)(g->height + 2);
+    return (uint64_t)g->stride * (uint64_t)(g->height + 2) + pd_grid_bits_bytes(g);
 }
 
 void pd_scene_get_bytes(const pd_scene *s, pd_scene_bytes *out)
 {
     memset(out, 0, sizeof *out);
     if (s->grid)
-        out->by[PD_SCENE_GRID] = pd__padded(s->grid);
+        out->by[PD_SCENE_GRID] = pd__grid_bytes(s->grid);
     if (s->clearance)
         out->by[PD_SCENE_CLEARANCE] = (uint64_t)s->clearance->stride * (uint64_t)(s->clearance->height + 2);
     for (size_t i = 0; i < s->n_unit_sizes; i++) {
@@ -139,7 +140,7 @@ void pd_scene_get_bytes(const pd_scene *s, pd_scene_bytes *out)
         if (u->components)
             out->by[PD_SCENE_LABELS] += pd_components_bytes(u->components);
         if (u->grid && u->grid != s->grid)
-            out->by[PD_SCENE_UNIT_GRIDS] += pd__padded(u->grid);
+            out->by[PD_SCENE_UNIT_GRIDS] += pd__grid_bytes(u->grid);
     }
     for (int st = 0; st < PD_SCENE_STRUCTURES; st++)
         out->total += out->by[st];
@@ -511,21 +512,28 @@ static int pd__scene_copy_into(pd_scene *n, const pd_scene *s)
     n->passable_cells = s->passable_cells;
     n->version = s->version + 1;
     size_t cells = (size_t)(s->grid->width + 2) * (size_t)(s->grid->height + 2);
-    memcpy(n->grid->cells, s->grid->cells, cells);
-    n->grid->uniform_cost = s->grid->uniform_cost;
+    pd_grid_assign(n->grid, s->grid);
     if (s->clearance)
         memcpy(n->clearance->values, s->clearance->values, cells);
     for (size_t i = 0; i < s->n_unit_sizes; i++) {
         const pd_scene_unit *from = &s->units[i];
         pd_scene_unit *to = &n->units[i];
-        if (from->grid != s->grid) {
-            memcpy(to->grid->cells, from->grid->cells, cells);
-            to->grid->uniform_cost = from->grid->uniform_cost;
-        }
+        if (from->grid != s->grid)
+            pd_grid_assign(to->grid, from->grid);
         if (pd_components_assign(to->components, from->components) != 0)
             return -1;
     }
     return 0;
+}
+
+/* The scene grid's passability bitsets after its cells in [x0..x1] x
+ * [y0..y1] were written: only the bits whose cells changed flip (the unit
+ * grids' bits follow inside pd_unit_grid_update). The jump point search
+ * reads these bits, so they must be exact before the snapshot is
+ * published. */
+static void pd__scene_sync_bits(pd_scene *n, int32_t x0, int32_t y0, int32_t x1, int32_t y1)
+{
+    pd_grid_sync_bits(n->grid, x0, y0, x1, y1);
 }
 
 /* Repairs the derived data of n after the cells of g in [x0..x1] x [y0..y1]
@@ -534,6 +542,8 @@ static int pd__scene_copy_into(pd_scene *n, const pd_scene *s)
 static int pd__scene_repair(pd_scene *n, int32_t x0, int32_t y0, int32_t x1, int32_t y1,
                             int passability_changed)
 {
+    if (passability_changed)
+        pd__scene_sync_bits(n, x0, y0, x1, y1);
     if (n->clearance && passability_changed)
         pd_clearance_update(n->clearance, n->grid, x0, y0, x1, y1);
     for (size_t i = 0; i < n->n_unit_sizes; i++) {
@@ -689,7 +699,7 @@ static pd_status pd__apply_update(const pd_scene *s, const pd_scene_update *u, p
     /* A grid whose last costly cell was overwritten is uniform again; say so
      * before the repair, which reads the flag. */
     if (a.lost_costly && a.value <= PD_CELL_FREE && !n->grid->uniform_cost)
-        pd_grid_refresh_flags(n->grid);
+        pd_grid_refresh_uniform(n->grid);
     if (!per_cell &&
         pd__scene_repair(n, a.box.x0, a.box.y0, a.box.x1, a.box.y1, a.passability_changed) != 0)
         goto fail;

@@ -915,12 +915,12 @@ static void test_encode_scene_info_and_list(void **state)
     assert_int_equal(fr.r[0]->scene_info->version, 7);
     assert_int_equal(fr.r[0]->scene_info->passable_cells, a.passable);
     assert_true(a.passable > 0 && a.passable < 40 * 30);
-    /* The fixture holds its 42x32 padded grid and nothing else. */
-    assert_int_equal(fr.r[0]->scene_info->grid_bytes, 42 * 32);
+    /* The fixture holds its 42x32 padded grid with its bitsets, and nothing else. */
+    assert_int_equal(fr.r[0]->scene_info->grid_bytes, 42 * 32 + pd_grid_bits_bytes(a.scene.grid));
     assert_int_equal(fr.r[0]->scene_info->clearance_bytes, 0);
     assert_int_equal(fr.r[0]->scene_info->label_bytes, 0);
     assert_int_equal(fr.r[0]->scene_info->unit_grid_bytes, 0);
-    assert_int_equal(fr.r[0]->scene_info->total_bytes, 42 * 32);
+    assert_int_equal(fr.r[0]->scene_info->total_bytes, 42 * 32 + pd_grid_bits_bytes(a.scene.grid));
     free_frames(&fr);
     free(buf);
 
