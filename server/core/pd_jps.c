@@ -527,3 +527,68 @@ done:
         *metrics = m;
     return st;
 }
+
+/* xorshift64*: the sample pairs of pd_jps_pick. */
+static uint32_t pd__pick_rand(uint64_t *st)
+{
+    *st ^= *st >> 12;
+    *st ^= *st << 25;
+    *st ^= *st >> 27;
+    return (uint32_t)((*st * 2685821657736338717ull) >> 32);
+}
+
+/* A random open cell of g, or 0 when PD__PICK_TRIES draws found none. */
+#define PD__PICK_TRIES 1024
+static int pd__pick_open(const pd_grid *g, uint64_t *st, pd_point *p)
+{
+    for (int i = 0; i < PD__PICK_TRIES; i++) {
+        p->x = (int32_t)(pd__pick_rand(st) % (uint32_t)g->width);
+        p->y = (int32_t)(pd__pick_rand(st) % (uint32_t)g->height);
+        if (pd_grid_get(g, p->x, p->y) != PD_CELL_BLOCKED)
+            return 1;
+    }
+    return 0;
+}
+
+int pd_jps_pick(const pd_grid *g, uint64_t seed, pd_jps_pick_result *out)
+{
+    memset(out, 0, sizeof *out);
+    pd_search_params probe = { .connectivity = PD_CONNECT_8 };
+    if (!pd_jps_applicable(g, &probe))
+        return 0;
+    pd_point from[PD_JPS_PICK_PAIRS], to[PD_JPS_PICK_PAIRS];
+    uint64_t st = seed | 1u;
+    unsigned n = 0;
+    while (n < PD_JPS_PICK_PAIRS && pd__pick_open(g, &st, &from[n]) && pd__pick_open(g, &st, &to[n]))
+        n++;
+    if (n == 0)
+        return 0;
+    pd_jps_ctx *jc = pd_jps_ctx_create();
+    pd_search_ctx *ac = pd_search_ctx_create();
+    if (!jc || !ac) {
+        pd_jps_ctx_destroy(jc);
+        pd_search_ctx_destroy(ac);
+        return -1;
+    }
+    for (int timed = 0; timed <= 1; timed++) {
+        for (unsigned i = 0; i < n; i++) {
+            pd_search_params p = { .start = from[i], .goal = to[i], .connectivity = PD_CONNECT_8 };
+            pd_search_metrics m;
+            uint64_t t0 = pd__now_nanos();
+            pd_search_jps(jc, g, &p, NULL, 0, &m);
+            uint64_t t1 = pd__now_nanos();
+            p.max_expansions = PD_JPS_PICK_MAX_EXPANSIONS;
+            pd_search_astar(ac, g, &p, NULL, 0, &m);
+            uint64_t t2 = pd__now_nanos();
+            if (timed) {
+                out->jps_ns += t1 - t0;
+                out->astar_ns += t2 - t1;
+            }
+        }
+    }
+    pd_jps_ctx_destroy(jc);
+    pd_search_ctx_destroy(ac);
+    out->pairs = n;
+    out->jps = out->jps_ns < out->astar_ns;
+    return 0;
+}

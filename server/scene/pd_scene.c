@@ -45,6 +45,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "pd_jps.h"
 #include "pd_mapfile.h"
 #include "pd_ldtk.h"
 #include "pd_tiled.h"
@@ -194,6 +195,61 @@ static uint64_t pd__count_passable(const pd_grid *g)
     return n;
 }
 
+const char *pd_scene_pick_name(pd_scene_pick pick)
+{
+    return pick == PD_SCENE_PICK_JPS ? "jps" : pick == PD_SCENE_PICK_ASTAR ? "astar" : "default";
+}
+
+const char *pd_scene_search_name(pd_conf_search search)
+{
+    static const char *const names[] = { "default", "auto", "jps", "astar" };
+    return (unsigned)search < sizeof names / sizeof *names ? names[search] : "default";
+}
+
+/* Resolves the scene's "search" config for every unit size: "auto" times
+ * both searches on each unit grid (pd_jps_pick; the seed is fixed, so the
+ * sample queries are the same at every measurement of a grid). Returns 0,
+ * or -1 when memory ran out. */
+static int pd__scene_pick_search(pd_scene *s)
+{
+    for (size_t i = 0; i < s->n_unit_sizes; i++) {
+        pd_scene_unit *u = &s->units[i];
+        switch (s->search) {
+        case PD_CONF_SEARCH_JPS:
+            u->pick = PD_SCENE_PICK_JPS;
+            break;
+        case PD_CONF_SEARCH_ASTAR:
+            u->pick = PD_SCENE_PICK_ASTAR;
+            break;
+        case PD_CONF_SEARCH_AUTO: {
+            pd_jps_pick_result res;
+            if (pd_jps_pick(u->grid, 0x9E3779B97F4A7C15ull ^ u->unit, &res) != 0)
+                return -1;
+            u->pick = res.jps ? PD_SCENE_PICK_JPS : PD_SCENE_PICK_ASTAR;
+            break;
+        }
+        default:
+            u->pick = PD_SCENE_PICK_DEFAULT;
+            break;
+        }
+    }
+    s->changed_since_pick = 0;
+    return 0;
+}
+
+/* After an update changed `changed` cells of n: an "auto" scene measures
+ * again once the changes add up to a large part of the map
+ * (PD_SCENE_REPICK_FRACTION). Returns 0, or -1 when memory ran out. */
+static int pd__scene_after_change(pd_scene *n, uint64_t changed)
+{
+    if (n->search != PD_CONF_SEARCH_AUTO)
+        return 0;
+    n->changed_since_pick += changed;
+    if (n->changed_since_pick * PD_SCENE_REPICK_FRACTION <= n->passable_cells)
+        return 0;
+    return pd__scene_pick_search(n);
+}
+
 /* Builds what searches need besides the grid: the clearance map (only when a
  * unit larger than one cell is served), one unit grid per allowed size (unit
  * 1 shares the scene grid) with its component labels, and the count of
@@ -219,7 +275,7 @@ static int pd__scene_derive(pd_scene *s)
             return -1;
     }
     s->passable_cells = pd__count_passable(s->grid);
-    return 0;
+    return pd__scene_pick_search(s);
 }
 
 /* Reads a whole map file, refusing anything above `cap` bytes before
@@ -377,6 +433,7 @@ pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
     s->cell_size = cs->cell_size;
     memcpy(s->unit_sizes, cs->unit_sizes, sizeof s->unit_sizes);
     s->n_unit_sizes = cs->n_unit_sizes;
+    s->search = cs->search;
     s->version = 1;
     if (pd__scene_derive(s) != 0) {
         pd__scene_free(s);
@@ -456,6 +513,8 @@ static pd_scene *pd__scene_copy(const pd_scene *s)
     memcpy(n->unit_sizes, s->unit_sizes, sizeof n->unit_sizes);
     n->n_unit_sizes = s->n_unit_sizes;
     n->passable_cells = s->passable_cells;
+    n->search = s->search;
+    n->changed_since_pick = s->changed_since_pick;
     n->version = s->version + 1;
     n->grid = pd_grid_clone(s->grid);
     if (!n->grid)
@@ -469,6 +528,7 @@ static pd_scene *pd__scene_copy(const pd_scene *s)
         if (!from->grid || !from->components || (from->unit > 1 && !n->clearance))
             goto fail;
         to->unit = from->unit;
+        to->pick = from->pick;
         to->grid = from->grid == s->grid ? n->grid : pd_grid_clone(from->grid);
         if (!to->grid)
             goto fail;
@@ -510,6 +570,8 @@ static int pd__scene_copy_into(pd_scene *n, const pd_scene *s)
     n->cell_size = s->cell_size;
     memcpy(n->unit_sizes, s->unit_sizes, sizeof n->unit_sizes);
     n->passable_cells = s->passable_cells;
+    n->search = s->search;
+    n->changed_since_pick = s->changed_since_pick;
     n->version = s->version + 1;
     size_t cells = (size_t)(s->grid->width + 2) * (size_t)(s->grid->height + 2);
     pd_grid_assign(n->grid, s->grid);
@@ -518,6 +580,7 @@ static int pd__scene_copy_into(pd_scene *n, const pd_scene *s)
     for (size_t i = 0; i < s->n_unit_sizes; i++) {
         const pd_scene_unit *from = &s->units[i];
         pd_scene_unit *to = &n->units[i];
+        to->pick = from->pick;
         if (from->grid != s->grid)
             pd_grid_assign(to->grid, from->grid);
         if (pd_components_assign(to->components, from->components) != 0)
@@ -704,6 +767,8 @@ static pd_status pd__apply_update(const pd_scene *s, const pd_scene_update *u, p
         pd__scene_repair(n, a.box.x0, a.box.y0, a.box.x1, a.box.y1, a.passability_changed) != 0)
         goto fail;
     n->passable_cells = (uint64_t)((int64_t)n->passable_cells + a.passable_delta);
+    if (pd__scene_after_change(n, a.changed) != 0)
+        goto fail;
     res->version = n->version;
     res->cells_changed = a.changed;
     res->micros = pd__now_micros() - started;

@@ -97,7 +97,7 @@ static char *model_text(const model *m)
 }
 
 /* Loads a scene from the model through a temporary ASCII map file. */
-static pd_scene *model_scene(const model *m, const uint32_t *units, size_t n_units)
+static pd_scene *model_scene_search(const model *m, const uint32_t *units, size_t n_units, pd_conf_search search)
 {
     static int counter;
     char path[512];
@@ -117,12 +117,18 @@ static pd_scene *model_scene(const model *m, const uint32_t *units, size_t n_uni
     cs.cell_size = 1.0;
     memcpy(cs.unit_sizes, units, n_units * sizeof *units);
     cs.n_unit_sizes = n_units;
+    cs.search = search;
     char err[512] = "";
     pd_scene *s = pd_scene_load(&cs, err, sizeof err);
     remove(path);
     if (!s)
         fail_msg("%s", err);
     return s;
+}
+
+static pd_scene *model_scene(const model *m, const uint32_t *units, size_t n_units)
+{
+    return model_scene_search(m, units, n_units, PD_CONF_SEARCH_DEFAULT);
 }
 
 static size_t padded_cells(const pd_grid *g)
@@ -626,6 +632,78 @@ static void test_jps_after_updates_matches_astar(void **state)
     pd_search_ctx_destroy(astar);
 }
 
+/* The scene's "search" config per unit size: forced picks stay through
+ * updates; "auto" measures (JPS or A*, never "default"), picks A* where JPS
+ * cannot serve (a weighted map), and measures again only once updates have
+ * changed more than 1/PD_SCENE_REPICK_FRACTION of the passable cells. */
+static void test_search_pick(void **state)
+{
+    (void)state;
+    static const uint32_t units[] = { 1, 2, 3 };
+    rng_state = 99;
+    model m = model_random_costs(64, 48, 15, 0);
+    static const struct {
+        pd_conf_search search;
+        pd_scene_pick pick;
+    } forced[] = {
+        { PD_CONF_SEARCH_DEFAULT, PD_SCENE_PICK_DEFAULT },
+        { PD_CONF_SEARCH_JPS, PD_SCENE_PICK_JPS },
+        { PD_CONF_SEARCH_ASTAR, PD_SCENE_PICK_ASTAR },
+    };
+    for (size_t f = 0; f < sizeof forced / sizeof *forced; f++) {
+        pd_scene *s = model_scene_search(&m, units, 3, forced[f].search);
+        pd_scene_update u = rect_update(PD_UPDATE_BLOCK, 0, 0, 0, 40, 40);
+        pd_scene *n = NULL;
+        assert_int_equal(pd_scene_apply_update(s, &u, &n, NULL), PD_OK);
+        for (size_t i = 0; i < 3; i++) {
+            assert_int_equal(s->units[i].pick, forced[f].pick);
+            assert_int_equal(n->units[i].pick, forced[f].pick);
+        }
+        assert_string_equal(pd_scene_search_name(n->search),
+                            forced[f].search == PD_CONF_SEARCH_JPS     ? "jps"
+                            : forced[f].search == PD_CONF_SEARCH_ASTAR ? "astar"
+                                                                       : "default");
+        pd_scene_release(n);
+        pd_scene_release(s);
+    }
+
+    pd_scene *s = model_scene_search(&m, units, 3, PD_CONF_SEARCH_AUTO);
+    for (size_t i = 0; i < 3; i++)
+        assert_true(s->units[i].pick == PD_SCENE_PICK_JPS || s->units[i].pick == PD_SCENE_PICK_ASTAR);
+    assert_true(s->changed_since_pick == 0);
+    /* A small change is counted, not measured. */
+    pd_scene_update small = rect_update(PD_UPDATE_BLOCK, 0, 10, 10, 11, 11);
+    uint64_t small_cells = model_apply(&m, &small);
+    assert_true(small_cells > 0 && small_cells * PD_SCENE_REPICK_FRACTION <= s->passable_cells);
+    pd_scene *n = NULL;
+    assert_int_equal(pd_scene_apply_update(s, &small, &n, NULL), PD_OK);
+    assert_true(n->changed_since_pick == small_cells);
+    pd_scene_release(s);
+    s = n;
+    /* A large one measures again and starts counting anew. */
+    pd_scene_update large = rect_update(PD_UPDATE_BLOCK, 0, 0, 20, 63, 40);
+    uint64_t large_cells = model_apply(&m, &large);
+    assert_true((small_cells + large_cells) * PD_SCENE_REPICK_FRACTION > s->passable_cells);
+    assert_int_equal(pd_scene_apply_update(s, &large, &n, NULL), PD_OK);
+    assert_true(n->changed_since_pick == 0);
+    for (size_t i = 0; i < 3; i++)
+        assert_true(n->units[i].pick == PD_SCENE_PICK_JPS || n->units[i].pick == PD_SCENE_PICK_ASTAR);
+    pd_scene_release(n);
+    pd_scene_release(s);
+    free(m.v);
+
+    /* Weighted: jump point search cannot serve, so "auto" picks A*. */
+    rng_state = 7;
+    m = model_random(40, 30, 15);
+    s = model_scene_search(&m, units, 3, PD_CONF_SEARCH_AUTO);
+    for (size_t i = 0; i < 3; i++) {
+        assert_false(s->units[i].grid->uniform_cost);
+        assert_int_equal(s->units[i].pick, PD_SCENE_PICK_ASTAR);
+    }
+    pd_scene_release(s);
+    free(m.v);
+}
+
 /* Regression: the first COST above 1 on a uniform scene must reach the unit
  * grids of sizes 2 and up (their repair used to run while the scene still
  * said it was uniform, so they kept cost 1). Every update shape: a
@@ -1006,6 +1084,7 @@ int main(void)
         cmocka_unit_test(test_random_updates_match_fresh_build_uniform),
         cmocka_unit_test(test_first_cost_on_uniform_scene_reaches_unit_grids),
         cmocka_unit_test(test_jps_after_updates_matches_astar),
+        cmocka_unit_test(test_search_pick),
         cmocka_unit_test(test_update_that_changes_nothing),
         cmocka_unit_test(test_registry_update),
         cmocka_unit_test(test_registry_reuses_retired_snapshots),
