@@ -897,6 +897,7 @@ static void test_encode_scene_info_and_list(void **state)
     scene_fixture_init(&b, "beta", 7, 513);
     b.scene.version = 12;
 
+    a.scene.units[1].pick = PD_SCENE_PICK_JPS;
     buf = pd_codec_encode_scene_info(8, &a.scene, &len);
     unpack_frames(buf, len, &fr);
     assert_int_equal(fr.n, 1);
@@ -920,6 +921,11 @@ static void test_encode_scene_info_and_list(void **state)
     assert_int_equal(fr.r[0]->scene_info->clearance_bytes, 0);
     assert_int_equal(fr.r[0]->scene_info->label_bytes, 0);
     assert_int_equal(fr.r[0]->scene_info->unit_grid_bytes, 0);
+    /* The search config and the pick per unit size, in unit_sizes' order. */
+    assert_string_equal(fr.r[0]->scene_info->search, "default");
+    assert_int_equal(fr.r[0]->scene_info->n_unit_search, 2);
+    assert_string_equal(fr.r[0]->scene_info->unit_search[0], "default");
+    assert_string_equal(fr.r[0]->scene_info->unit_search[1], "jps");
     assert_int_equal(fr.r[0]->scene_info->total_bytes, 42 * 32 + pd_grid_bits_bytes(a.scene.grid));
     free_frames(&fr);
     free(buf);

@@ -393,6 +393,12 @@ static void test_gauges_and_scene_versions(void **state)
     assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"labels\"} 33540");
     assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"unit_grids\"} 0");
     assert_int_equal(count_prefix_lines(text, "pathd_scene_bytes{"), 8);
+    /* Neither scene's config says "search": both follow jump_point_search. */
+    assert_line(text, "# TYPE pathd_scene_search gauge");
+    assert_line(text, "pathd_scene_search{scene=\"small\",unit=\"1\",search=\"default\"} 1");
+    assert_line(text, "pathd_scene_search{scene=\"small\",unit=\"2\",search=\"default\"} 1");
+    assert_line(text, "pathd_scene_search{scene=\"maze\",unit=\"1\",search=\"default\"} 1");
+    assert_int_equal(count_prefix_lines(text, "pathd_scene_search{"), 3);
     /* The standard process metrics, read from /proc for this process: it
      * has used some CPU, holds memory, has stdin/out/err open and started
      * before now. */
