@@ -217,28 +217,17 @@ static inline int32_t pd__scan_bwd(const uint64_t *me, const uint64_t *a, const 
     }
 }
 
-/* The horizontal scan from padded (x, y) along dx = +-1: the x of the jump
- * point it finds, or -1. */
-static inline int32_t pd__scan_row(const pd__jrun *r, int32_t x, int32_t y, int32_t dx)
+/* The scan from index c along the bitset line `me` (its neighbour lines
+ * `words` words before and after it) in direction dir = +-1: the index of
+ * the jump point it finds, or -1. goal_c is the goal's index along the line
+ * when the goal lies on it (on_line). Rows serve horizontal scans, the
+ * transposed columns vertical ones. */
+static inline int32_t pd__scan_line(const uint64_t *me, size_t words, int32_t c, int32_t dir, int on_line,
+                                    int32_t goal_c)
 {
-    const uint64_t *me = r->rows + (size_t)y * r->row_words;
-    const int on_line = y == r->gy;
-    if (dx > 0)
-        return pd__scan_fwd(me, me - r->row_words, me + r->row_words, x,
-                            on_line && r->gx > x ? r->gx : INT32_MAX);
-    return pd__scan_bwd(me, me - r->row_words, me + r->row_words, x, on_line && r->gx < x ? r->gx : INT32_MIN);
-}
-
-/* The vertical scan from padded (x, y) along dy = +-1, over the transposed
- * bits: the y of the jump point it finds, or -1. */
-static inline int32_t pd__scan_col(const pd__jrun *r, int32_t x, int32_t y, int32_t dy)
-{
-    const uint64_t *me = r->cols + (size_t)x * r->col_words;
-    const int on_line = x == r->gx;
-    if (dy > 0)
-        return pd__scan_fwd(me, me - r->col_words, me + r->col_words, y,
-                            on_line && r->gy > y ? r->gy : INT32_MAX);
-    return pd__scan_bwd(me, me - r->col_words, me + r->col_words, y, on_line && r->gy < y ? r->gy : INT32_MIN);
+    if (dir > 0)
+        return pd__scan_fwd(me, me - words, me + words, c, on_line && goal_c > c ? goal_c : INT32_MAX);
+    return pd__scan_bwd(me, me - words, me + words, c, on_line && goal_c < c ? goal_c : INT32_MIN);
 }
 
 /* Records jump point (x, y) (padded) as reached from cur with cost ng,
@@ -287,12 +276,14 @@ static inline void pd__scan_straight(pd__jrun *r, uint32_t cur, double g, int32_
                                      int32_t dy)
 {
     if (dx) {
-        const int32_t j = pd__scan_row(r, x, y, dx);
+        const int32_t j =
+            pd__scan_line(r->rows + (size_t)y * r->row_words, r->row_words, x, dx, y == r->gy, r->gx);
         if (j >= 0)
             pd__jps_relax(r, j, y, cur, g + (double)pd__abs(j - x));
     }
     if (dy) {
-        const int32_t j = pd__scan_col(r, x, y, dy);
+        const int32_t j =
+            pd__scan_line(r->cols + (size_t)x * r->col_words, r->col_words, y, dy, x == r->gx, r->gy);
         if (j >= 0)
             pd__jps_relax(r, x, j, cur, g + (double)pd__abs(j - y));
     }
