@@ -32,7 +32,8 @@
 #                           (default 3); a map's figure is the median over
 #                           passes of its per-pass median, which keeps a
 #                           preempted pass on a busy machine from counting.
-#   BENCH_PF_PASSES         passes of PathFinding.js (default 3); same median
+#   BENCH_PF_PASSES         passes of PathFinding.js (default 3; 0 skips it,
+#                           for the ours/yardstick table alone); same median
 #                           of per-pass medians. Each pass runs AStarFinder and
 #                           JumpPointFinder in separate fresh node processes:
 #                           its timings swing 2-5x between processes (GC and
@@ -45,7 +46,8 @@
 #                           --max-semi-space-size=64); the default measures
 #                           PathFinding.js as node runs it out of the box.
 #   BENCH_MAPS              space-separated map names (default below: all
-#                           Dragon Age and StarCraft maps, one of each other family)
+#                           Dragon Age and StarCraft maps, one of each other
+#                           family, both maze widths)
 # Passes interleave the tools (ours, ours JPS, yardstick, PathFinding.js), so
 # a slow spell on the machine hits all of them rather than one.
 # Results are kept in BUILD_DIR/bench-last/: the subset scen/, the doubled
@@ -64,7 +66,7 @@ passes=${BENCH_PASSES:-3}
 pf_passes=${BENCH_PF_PASSES:-3}
 node_flags=${BENCH_NODE_FLAGS:-}
 maps=${BENCH_MAPS:-"arena2 brc202d den520d hrt201n lak303d orz100d ost003d
-Aftershock BlackLotus AR0307SR maze512-32-0 8room_000 random512-40-0 Berlin_0_512"}
+Aftershock BlackLotus AR0307SR maze512-1-0 maze512-32-0 8room_000 random512-40-0 Berlin_0_512"}
 
 fail() { echo "run-bench.sh: $*" >&2; exit 2; }
 
@@ -74,13 +76,13 @@ bench="$build/bench/pathd-bench"
 # Absolute, because PathFinding.js runs from inside the run directory.
 data=$(cd "$data" && pwd)
 [ -f "$yard_src" ] || fail "yardstick source $yard_src not found (set PATHD_YARDSTICK)"
-command -v node >/dev/null 2>&1 || fail "node not found: install nodejs and npm (Debian: apt-get install nodejs npm)"
+command -v node >/dev/null 2>&1 || fail "node not found: install nodejs and npm (Debian: apt-get install nodejs npm; report.js needs node even with BENCH_PF_PASSES=0)"
 case $per_map in ''|*[!0-9]*|0) fail "BENCH_QUERIES_PER_MAP must be a positive number" ;; esac
 case $passes in ''|*[!0-9]*|0) fail "BENCH_PASSES must be a positive number" ;; esac
-case $pf_passes in ''|*[!0-9]*|0) fail "BENCH_PF_PASSES must be a positive number" ;; esac
+case $pf_passes in ''|*[!0-9]*) fail "BENCH_PF_PASSES must be a number" ;; esac
 
 # PathFinding.js, pinned by bench/peers/package-lock.json.
-if [ ! -d "$here/peers/node_modules/pathfinding" ]; then
+if [ "$pf_passes" -gt 0 ] && [ ! -d "$here/peers/node_modules/pathfinding" ]; then
     command -v npm >/dev/null 2>&1 || fail "npm not found: install npm"
     echo "run-bench.sh: installing PathFinding.js (npm ci in bench/peers)" >&2
     (cd "$here/peers" && npm ci --no-audit --no-fund >&2)

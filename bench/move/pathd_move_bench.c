@@ -123,7 +123,7 @@ static int core(void)
     scene->cell_size = 1;
     scene->unit_sizes[0] = 1;
     scene->n_unit_sizes = 1;
-    scene->units[0] = (pd_scene_unit){1, g, NULL};
+    scene->units[0] = (pd_scene_unit){1, g, NULL, PD_SCENE_PICK_DEFAULT};
     scene->version = 1;
     pd_query_scratch *scratch = pd_query_scratch_create();
     pd_timed_point moves[11];

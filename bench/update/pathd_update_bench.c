@@ -13,7 +13,12 @@
  * opened again), and each builds on the version before it, as a live scene
  * would. For comparison it also times a copy of the derived data alone and
  * a full rebuild of it from the grid (what an update would cost without
- * local repair). Prints median, p99 and max per row.
+ * local repair). The updates above include keeping the passability bitsets
+ * (pd_grid.h) of the grid and every unit grid exact; their share is timed
+ * alone too: pd_grid_sync_bits after a 1-cell and a 32 x 32 change of the
+ * grid's passability, beside a whole rebuild of the bitsets
+ * (pd_grid_refresh_flags), which no update does. Prints median, p99 and max
+ * per row.
  *
  *   pathd-update-bench [--size N] [--reps R] [--units 1,2,3] [--seed S]
  */
@@ -259,6 +264,36 @@ static int time_copy(const pd_scene *s, int rebuild, uint64_t *ns_out)
     return ok ? 0 : -1;
 }
 
+/* The bitsets' share of an update: side x side cells of a copy of the grid
+ * change passability (blocked <-> open), then pd_grid_sync_bits brings its
+ * bits up to date; only the sync is timed. With rebuild, the whole bitset
+ * is rebuilt instead (pd_grid_refresh_flags), for comparison. */
+static int time_bits(const pd_scene *s, int32_t side, int rebuild, int reps, uint64_t *ns)
+{
+    pd_grid *g = pd_grid_clone(s->grid);
+    if (!g)
+        return -1;
+    for (int rep = 0; rep < reps; rep++) {
+        int32_t x0 = (int32_t)(bench_rand() % (uint32_t)(g->width - side + 1));
+        int32_t y0 = (int32_t)(bench_rand() % (uint32_t)(g->height - side + 1));
+        for (int32_t y = y0; y < y0 + side; y++)
+            for (int32_t x = x0; x < x0 + side; x++) {
+                uint8_t *c = &g->cells[pd_grid_index(g, x, y)];
+                *c = *c == PD_CELL_BLOCKED ? PD_CELL_FREE : PD_CELL_BLOCKED;
+            }
+        uint64_t t0 = now_ns();
+        if (rebuild)
+            pd_grid_refresh_flags(g);
+        else if (pd_grid_sync_bits(g, x0, y0, x0 + side - 1, y0 + side - 1) != (uint64_t)side * (uint64_t)side) {
+            pd_grid_destroy(g);
+            return -1;
+        }
+        ns[rep] = now_ns() - t0;
+    }
+    pd_grid_destroy(g);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     long size = BENCH_DEFAULT_SIZE, reps = BENCH_DEFAULT_REPS, seed = 0;
@@ -383,6 +418,23 @@ int main(int argc, char **argv)
         }
     }
     print_row("full rebuild", ns, few);
+    static const struct {
+        const char *what;
+        int32_t side;
+        int rebuild;
+    } bit_rows[] = {
+        { "bitsets, 1 cell", 1, 0 },
+        { "bitsets, 32x32 rect", BENCH_RECT_SIDE, 0 },
+        { "bitsets, full rebuild", 1, 1 },
+    };
+    for (size_t i = 0; i < sizeof bit_rows / sizeof *bit_rows; i++) {
+        size_t n = bit_rows[i].rebuild ? few : (size_t)reps;
+        if (time_bits(s, bit_rows[i].side, bit_rows[i].rebuild, (int)n, ns) != 0) {
+            rc = 1;
+            goto out;
+        }
+        print_row(bit_rows[i].what, ns, n);
+    }
     printf("(each rect update changed %.0f cells on average; versions now at %" PRIu64 ")\n",
            (double)changed / (double)reps, s->version);
 out:

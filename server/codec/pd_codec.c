@@ -1298,6 +1298,12 @@ uint8_t *pd_codec_encode_scene_info(uint64_t id, const pd_scene *scene, size_t *
     m.runtime = scene->runtime != 0;
     m.shared = scene->base != NULL;
     m.own_bytes = pd_scene_own_bytes(scene);
+    m.search = (char *)pd_scene_search_name(scene->search);
+    char *unit_search[PD_CONF_MAX_UNIT_SIZES];
+    for (size_t i = 0; i < n_units; i++)
+        unit_search[i] = (char *)pd_scene_pick_name(scene->units[i].pick);
+    m.n_unit_search = n_units;
+    m.unit_search = unit_search;
     resp.id = id;
     resp.status = PATHD__V1__STATUS__OK;
     resp.final = 1;

@@ -50,6 +50,9 @@
  *         "unit_sizes": [1, 2],          1..PD_CONF_MAX_UNIT_SIZES distinct sizes,
  *                                        each 1..PD_CONF_MAX_UNIT_SIZE; default [1];
  *                                        stored sorted ascending
+ *         "search": "auto",              "auto" | "jps" | "astar": the search for
+ *                                        requests JPS can answer (see pd_conf_search);
+ *                                        default: as "jump_point_search" says
  *         "costs": {"S": 3, "T": 9},     movingai: map character (one printable
  *                                        ASCII character) -> cost 1..255 or "blocked";
  *                                        overrides the format's meaning of it;
@@ -612,7 +615,7 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
     static const char *const keys[] = {
         "name", "map", "format", "origin", "cell_size", "unit_sizes", "costs", "layer",
         "blocked_property", "cost_property", "walkable_property", "untagged_tiles", "colliders", "level",
-        "classes", NULL,
+        "classes", "search", NULL,
     };
     char child[PD_CONF_JSON_PATH_MAX];
     const char *str = NULL;
@@ -718,6 +721,21 @@ static int pd__parse_scene(const pd__ctx *ctx, const cJSON *obj, const char *pat
         pd_conf_json_key(child, path, "unit_sizes");
         if (pd__parse_unit_sizes(ctx, v, child, s) != 0)
             return -1;
+    }
+
+    v = cJSON_GetObjectItemCaseSensitive(obj, "search");
+    if (v) {
+        pd_conf_json_key(child, path, "search");
+        if (pd__get_string(ctx, v, child, &str) != 0)
+            return -1;
+        if (strcmp(str, "auto") == 0)
+            s->search = PD_CONF_SEARCH_AUTO;
+        else if (strcmp(str, "jps") == 0)
+            s->search = PD_CONF_SEARCH_JPS;
+        else if (strcmp(str, "astar") == 0)
+            s->search = PD_CONF_SEARCH_ASTAR;
+        else
+            return pd__fail(ctx, child, "must be \"auto\", \"jps\" or \"astar\"");
     }
 
     /* The map comes last: it is the only field that allocates. */

@@ -62,6 +62,17 @@ typedef enum pd_log_level {
     PD_LOG_DEBUG = 3,
 } pd_log_level;
 
+/* A scene's "search": which search answers its requests where jump point
+ * search applies (uniform-cost unit grid, 8-connected, no avoid cells,
+ * window or partial path; A* answers everything else). */
+typedef enum pd_conf_search {
+    PD_CONF_SEARCH_DEFAULT = 0,      /* absent: JPS when "jump_point_search" is on */
+    PD_CONF_SEARCH_AUTO,             /* "auto": measured per unit size at load and
+                                        after large updates (pd_jps_pick) */
+    PD_CONF_SEARCH_JPS,              /* "jps": always JPS */
+    PD_CONF_SEARCH_ASTAR,            /* "astar": always A* */
+} pd_conf_search;
+
 typedef struct pd_conf_scene {
     char name[PD_CONF_MAX_NAME];
     char *map_path;                  /* resolved against the config file's directory */
@@ -72,6 +83,7 @@ typedef struct pd_conf_scene {
     double cell_size;                /* world units per cell; > 0 */
     uint32_t unit_sizes[PD_CONF_MAX_UNIT_SIZES];
     size_t n_unit_sizes;             /* >= 1; default {1} */
+    pd_conf_search search;           /* "search"; default PD_CONF_SEARCH_DEFAULT */
     /* "costs" (movingai only): char_cost_set[c] != 0 makes map character c
      * mean char_cost[c]: 0 = blocked, 1..255 = passable with that cost. Unset
      * characters keep the format's meaning. */

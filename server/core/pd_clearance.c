@@ -229,8 +229,9 @@ static void pd__unit_fill(pd_grid *ug, const pd_grid *g, const pd_clearance *c, 
                 ug->cells[at] = c->values[at] >= k ? PD_CELL_FREE : PD_CELL_BLOCKED;
             }
         }
+        pd_grid_sync_bits(ug, x0, y0, x1, y1);
         if (lost_costly)
-            pd_grid_refresh_flags(ug);
+            pd_grid_refresh_uniform(ug);
         return;
     }
     for (int32_t ty = y0; ty <= y1; ty += PD__UNIT_TILE) {
@@ -240,10 +241,12 @@ static void pd__unit_fill(pd_grid *ug, const pd_grid *g, const pd_clearance *c, 
             costly |= pd__unit_tile(ug, g, c, k, tx, ty, tw, th, &lost_costly);
         }
     }
+    /* The bitsets flip only where passability changed in the rectangle. */
+    pd_grid_sync_bits(ug, x0, y0, x1, y1);
     if (costly)
         ug->uniform_cost = 0;
     else if (lost_costly && !ug->uniform_cost)
-        pd_grid_refresh_flags(ug);
+        pd_grid_refresh_uniform(ug);
 }
 
 static int pd__unit_args_ok(const pd_grid *g, const pd_clearance *c, uint32_t unit)

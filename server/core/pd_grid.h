@@ -11,6 +11,18 @@
  * Moving AI convention). Cell (x, y) is stored at index
  * (y + 1) * stride + (x + 1), where stride = width + 2.
  *
+ * Passability bitsets: every grid also keeps one bit per padded cell (set =
+ * passable), row-major in `bits` and transposed (column-major) after it, so
+ * jump point search (pd_jps.c) can scan 64 cells per machine word along
+ * either axis (block-based JPS, Harabor & Grastien, ICAPS 2014). Padded row
+ * py occupies row_words words, its cell px at bit PD_GRID_BITS_LEAD + px;
+ * padded column px occupies col_words words after the rows, its cell py at
+ * bit PD_GRID_BITS_LEAD + py. A leading and a trailing zero word per line
+ * let a scan load any 64 bits around a cell without a bounds check. The bits
+ * follow pd_grid_set and pd_grid_refresh_flags; code that writes cells[]
+ * directly and must not pay a full rebuild calls pd_grid_sync_bits on the
+ * rectangle it wrote, which flips only the bits that changed.
+ *
  * Lifetime: pd_grid_create allocates, pd_grid_destroy frees. A grid handed to
  * a search must not change while that search runs (scenes share grids as
  * immutable snapshots).
@@ -28,12 +40,19 @@
 #define PD_CELL_BLOCKED 0
 #define PD_CELL_FREE 1
 
+/* Bits before cell 0 of every bitset line (one zero word). */
+#define PD_GRID_BITS_LEAD 64
+
 typedef struct pd_grid {
     int32_t width;
     int32_t height;
     int32_t stride;      /* width + 2 */
     uint8_t *cells;      /* (width + 2) * (height + 2) bytes */
     int uniform_cost;    /* 1 when every passable cell has cost 1 */
+    uint64_t *bits;      /* (height + 2) rows of row_words, then stride
+                            columns of col_words (see above) */
+    uint32_t row_words;
+    uint32_t col_words;
 } pd_grid;
 
 /* All interior cells start blocked. Returns NULL when a side is < 1 or
@@ -61,7 +80,37 @@ static inline uint8_t pd_grid_get(const pd_grid *g, int32_t x, int32_t y)
 /* Writes an in-bounds cell and keeps uniform_cost up to date. */
 void pd_grid_set(pd_grid *g, int32_t x, int32_t y, uint8_t value);
 
-/* Recomputes uniform_cost after bulk writes to cells[]. */
+/* Recomputes uniform_cost and the bitsets after bulk writes to cells[]. */
 void pd_grid_refresh_flags(pd_grid *g);
+
+/* Recomputes uniform_cost alone (the bits already follow the cells). */
+void pd_grid_refresh_uniform(pd_grid *g);
+
+/* Brings the bitsets up to date with cells[] over the in-bounds cells
+ * [x0..x1] x [y0..y1] (clipped to the grid), flipping only the bits whose
+ * passability changed. Returns the number of cells flipped. */
+uint64_t pd_grid_sync_bits(pd_grid *g, int32_t x0, int32_t y0, int32_t x1, int32_t y1);
+
+/* Makes dst (same width and height) a copy of src: cells, flag and bits,
+ * without allocating. */
+void pd_grid_assign(pd_grid *dst, const pd_grid *src);
+
+/* Bytes of the two bitsets. */
+size_t pd_grid_bits_bytes(const pd_grid *g);
+
+/* Whether padded cell (px, py) is passable according to the row-major and
+ * the transposed bitset (the tests compare both with cells[]). */
+static inline int pd_grid_bit_row(const pd_grid *g, int32_t px, int32_t py)
+{
+    size_t b = PD_GRID_BITS_LEAD + (size_t)px;
+    return (int)((g->bits[(size_t)py * g->row_words + (b >> 6)] >> (b & 63)) & 1u);
+}
+
+static inline int pd_grid_bit_col(const pd_grid *g, int32_t px, int32_t py)
+{
+    size_t b = PD_GRID_BITS_LEAD + (size_t)py;
+    const uint64_t *cols = g->bits + (size_t)(g->height + 2) * g->row_words;
+    return (int)((cols[(size_t)px * g->col_words + (b >> 6)] >> (b & 63)) & 1u);
+}
 
 #endif

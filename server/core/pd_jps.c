@@ -23,19 +23,24 @@
  *    diagonal step). South and south-east mirror this.
  *
  * A straight scan therefore stops at a cell with an open side whose behind
- * cell is blocked; a diagonal scan stops where either straight scan along its
- * component directions finds something. Both stop at the goal. The padding
- * around a pd_grid ends every scan without a bounds check. Tests compare the
- * result against A* exhaustively on random grids and on the Moving AI set.
+ * cell is blocked, or at the goal. Straight scans run over the grid's
+ * passability bitsets, 64 cells per step (pd__scan_fwd). Diagonal walks use
+ * intermediate pruning (pd__walk_diag): the cells of a diagonal are never
+ * pushed, their straight scans' finds are. The padding around a pd_grid ends
+ * every scan without a bounds check. Tests compare the result against A*
+ * exhaustively on random grids, on grids changed by scene updates (units
+ * 1-3) and on the Moving AI set.
  *
  * The open list is the radix heap of pd_radix.h, with A*'s keys,
  * tie-breaking and push tags (A* itself uses a ring of f buckets, whose
  * window a long jump would overrun); node records are 16 bytes stamped with
  * a generation, in the lazy node pool of pd_nodepool.h, so a context is
  * reused without clearing and holds memory only for the blocks of 256 cells
- * where jump points were recorded. Each jump point remembers its parent jump
- * point; extraction walks those and fills in the straight or diagonal run
- * between each pair.
+ * where jump points were recorded. Each jump point remembers the jump point
+ * it was found from; extraction walks those and fills in the run between
+ * each pair: diagonal steps first, then straight ones (the shape a diagonal
+ * walk with intermediate pruning gives; a purely straight or diagonal run is
+ * the special case).
  */
 #include "pd_jps.h"
 
@@ -140,142 +145,102 @@ typedef struct pd__jrun {
     uint32_t gen;        /* the node pool's, for this search */
     const uint8_t *cells;
     int32_t stride;
-    const uint8_t *goal;
-    const uint8_t *cells_end;  /* one past the last padded cell */
+    const uint64_t *rows;  /* the grid's row-major passability bits */
+    const uint64_t *cols;  /* and the transposed ones */
+    size_t row_words, col_words;
+    uint32_t goal;       /* padded index */
     int32_t gx, gy;      /* goal in padded coordinates */
     uint64_t generated;
     int out_of_memory;   /* the open list could not grow */
 } pd__jrun;
 
 /*
- * Horizontal scans read eight cells of the row and of the rows above and
- * below at once (the block-based scanning of Harabor & Grastien, ICAPS 2014,
- * on bytes rather than bits): per 64-bit word they compute "blocked or
- * forced" for all eight cells and jump to the first. This needs
- * little-endian byte order; elsewhere the cell-by-cell loop does all scans.
+ * Straight scans are block-based (Harabor & Grastien, ICAPS 2014): along a
+ * line of the grid's passability bitsets (pd_grid.h; rows for horizontal
+ * scans, the transposed columns for vertical ones) they take 64 cells of the
+ * line and of its two neighbour lines per step and compute for all 64 at
+ * once "blocked, or a neighbour line opens where it was closed one cell
+ * before" (a forced neighbour), then jump to the first such cell. Positions
+ * are bit positions in a line: PD_GRID_BITS_LEAD + the cell's index along it.
  */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
-#define PD__JPS_WORDS 1
-#else
-#define PD__JPS_WORDS 0
-#endif
-#define PD__WORD_CELLS 8
-#define PD__LOW7 0x7f7f7f7f7f7f7f7fULL
 
-static inline uint64_t pd__load8(const uint8_t *p)
+/* The 64 bits of a line from bit position pos on: bit i is position pos + i.
+ * The lead and trailing zero words make every such read stay in the line. */
+static inline uint64_t pd__bits64(const uint64_t *line, size_t pos)
 {
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
+    const size_t w = pos >> 6;
+    const unsigned o = (unsigned)(pos & 63u);
+    /* (x << 1) << (63 - o) is x << (64 - o) without the undefined shift by 64. */
+    return (line[w] >> o) | ((line[w + 1] << 1) << (63u - o));
 }
 
-/* The high bit of every byte of w that is non-zero, all other bits clear. */
-static inline uint64_t pd__nonzero_bytes(uint64_t w)
+/* Forward along a line (x increasing) from index c, exclusive: the index of
+ * the first cell that is the goal (goal = its index when it lies ahead on
+ * this line, else INT32_MAX) or has a forced neighbour, or -1 when a blocked
+ * cell comes first. a and b are the neighbour lines. The padding blocks
+ * every line's end, so the loop always stops. */
+static inline int32_t pd__scan_fwd(const uint64_t *me, const uint64_t *a, const uint64_t *b, int32_t c,
+                                   int32_t goal)
 {
-    return (((w & PD__LOW7) + PD__LOW7) | w) & ~PD__LOW7;
-}
-
-/* Cell by cell: the first cell after p along step (side = the perpendicular
- * offset) that is the goal or has a forced neighbour; NULL when a blocked
- * cell comes first. */
-static inline const uint8_t *pd__scan_cells(const uint8_t *p, ptrdiff_t step, ptrdiff_t side, const uint8_t *goal)
-{
-    for (;;) {
-        p += step;
-        if (!*p)
-            return NULL;
-        if (p == goal)
-            return p;
-        if ((p[side] && !p[side - step]) || (p[-side] && !p[-side - step]))
-            return p;
-    }
-}
-
-/* The first stop after p along a row (dx = +1 or -1), word by word while the
- * words stay inside the grid's cells, then cell by cell. */
-static inline const uint8_t *pd__scan_row(const pd__jrun *r, const uint8_t *p, const ptrdiff_t dx)
-{
-#if PD__JPS_WORDS
-    const ptrdiff_t s = r->stride;
-    if (dx > 0) {
-        /* Words cover q .. q+7; reads reach q-s-1 .. q+s+7. */
-        for (const uint8_t *q = p + 1; q - r->cells >= s + 1 && r->cells_end - q >= s + PD__WORD_CELLS;
-             q += PD__WORD_CELLS) {
-            uint64_t stop = ~pd__nonzero_bytes(pd__load8(q)) & ~PD__LOW7;
-            stop |= pd__nonzero_bytes(pd__load8(q - s)) & ~pd__nonzero_bytes(pd__load8(q - s - 1));
-            stop |= pd__nonzero_bytes(pd__load8(q + s)) & ~pd__nonzero_bytes(pd__load8(q + s - 1));
-            stop &= ~PD__LOW7;
-            const uint8_t *at = stop ? q + __builtin_ctzll(stop) / 8 : q + PD__WORD_CELLS - 1;
-            if (r->goal >= q && r->goal <= at)
-                return r->goal;
-            if (stop)
-                return *at ? at : NULL;
-            p = at;
-        }
-    } else {
-        /* Words cover q-7 .. q; reads reach q-s-7 .. q+s+1. */
-        for (const uint8_t *q = p - 1; q - r->cells >= s + PD__WORD_CELLS - 1 && r->cells_end - q >= s + 2;
-             q -= PD__WORD_CELLS) {
-            const uint8_t *b = q - (PD__WORD_CELLS - 1);
-            uint64_t stop = ~pd__nonzero_bytes(pd__load8(b)) & ~PD__LOW7;
-            stop |= pd__nonzero_bytes(pd__load8(b - s)) & ~pd__nonzero_bytes(pd__load8(b - s + 1));
-            stop |= pd__nonzero_bytes(pd__load8(b + s)) & ~pd__nonzero_bytes(pd__load8(b + s + 1));
-            stop &= ~PD__LOW7;
-            const uint8_t *at = stop ? b + (63 - __builtin_clzll(stop)) / 8 : b;
-            if (r->goal <= q && r->goal >= at)
-                return r->goal;
-            if (stop)
-                return *at ? at : NULL;
-            p = at;
+    for (size_t pos = PD_GRID_BITS_LEAD + (size_t)c + 1;; pos += 64) {
+        const uint64_t open = pd__bits64(me, pos);
+        const uint64_t stop = ~open | (pd__bits64(a, pos) & ~pd__bits64(a, pos - 1)) |
+                              (pd__bits64(b, pos) & ~pd__bits64(b, pos - 1));
+        if (stop) {
+            const unsigned i = (unsigned)__builtin_ctzll(stop);
+            const int32_t at = (int32_t)(pos - PD_GRID_BITS_LEAD) + (int32_t)i;
+            if (goal <= at)
+                return goal;
+            return (open >> i) & 1u ? at : -1;
         }
     }
-    /* The rest (near the first or last rows, where a word would leave the
-     * array) cell by cell from the last cell the words passed. */
-#endif
-    return pd__scan_cells(p, dx, r->stride, r->goal);
 }
 
-/* Scans from p in a straight line (step = +-1 or +-stride) and returns the
- * first cell that is the goal or has a forced neighbour, or NULL when a
- * blocked cell comes first. */
-static inline const uint8_t *pd__jump_straight(const pd__jrun *r, const uint8_t *p, ptrdiff_t step)
+/* As pd__scan_fwd, backward (index decreasing; goal INT32_MIN when it does
+ * not lie behind c on this line). */
+static inline int32_t pd__scan_bwd(const uint64_t *me, const uint64_t *a, const uint64_t *b, int32_t c,
+                                   int32_t goal)
 {
-    if (step == 1 || step == -1)
-        return pd__scan_row(r, p, step);
-    return pd__scan_cells(p, step, 1, r->goal);
-}
-
-/* Scans diagonally from p (dx = +-1, dys = +-stride) and returns the first
- * cell that is the goal or from which a straight scan along dx or dys finds
- * a jump point; NULL when the diagonal is cut (a blocked cell or corner). */
-static inline const uint8_t *pd__jump_diag(const pd__jrun *r, const uint8_t *p, ptrdiff_t dx, ptrdiff_t dys)
-{
-    for (;;) {
-        if (!p[dx] || !p[dys])
-            return NULL;
-        p += dx + dys;
-        if (!*p)
-            return NULL;
-        if (p == r->goal)
-            return p;
-        if (pd__jump_straight(r, p, dx) || pd__jump_straight(r, p, dys))
-            return p;
+    /* The 64 positions ending at pos; the behind cell is one further on. */
+    for (size_t pos = PD_GRID_BITS_LEAD + (size_t)c - 1;; pos -= 64) {
+        const size_t lo = pos - 63;
+        const uint64_t open = pd__bits64(me, lo);
+        const uint64_t stop = ~open | (pd__bits64(a, lo) & ~pd__bits64(a, lo + 1)) |
+                              (pd__bits64(b, lo) & ~pd__bits64(b, lo + 1));
+        if (stop) {
+            const unsigned i = 63u - (unsigned)__builtin_clzll(stop);
+            const int32_t at = (int32_t)(lo - PD_GRID_BITS_LEAD) + (int32_t)i;
+            if (goal >= at)
+                return goal;
+            return (open >> i) & 1u ? at : -1;
+        }
     }
 }
 
-
-/* Records jump point j (a padded-grid cell pointer) as reached from cur with
- * cost ng, exactly as pd_search.c relaxes a neighbour. */
-static void pd__jps_relax(pd__jrun *r, const uint8_t *j, uint32_t cur, double ng)
+/* The scan from index c along the bitset line `me` (its neighbour lines
+ * `words` words before and after it) in direction dir = +-1: the index of
+ * the jump point it finds, or -1. goal_c is the goal's index along the line
+ * when the goal lies on it (on_line). Rows serve horizontal scans, the
+ * transposed columns vertical ones. */
+static inline int32_t pd__scan_line(const uint64_t *me, size_t words, int32_t c, int32_t dir, int on_line,
+                                    int32_t goal_c)
 {
-    const uint32_t nb = (uint32_t)(j - r->cells);
+    if (dir > 0)
+        return pd__scan_fwd(me, me - words, me + words, c, on_line && goal_c > c ? goal_c : INT32_MAX);
+    return pd__scan_bwd(me, me - words, me + words, c, on_line && goal_c < c ? goal_c : INT32_MIN);
+}
+
+/* Records jump point (x, y) (padded) as reached from cur with cost ng,
+ * exactly as pd_search.c relaxes a neighbour. */
+static void pd__jps_relax(pd__jrun *r, int32_t x, int32_t y, uint32_t cur, double ng)
+{
+    const uint32_t nb = (uint32_t)y * (uint32_t)r->stride + (uint32_t)x;
     pd__jblock *b = (pd__jblock *)(void *)pd_nodepool_block(&r->ctx->nodes, nb);
     if (!b) {
         r->out_of_memory = 1; /* the loop stops before its next pop */
         return;
     }
     pd__jnode *n = &b->n[PD__SLOT(nb)];
-    const int32_t nx = (int32_t)(nb % (uint32_t)r->stride), ny = (int32_t)(nb / (uint32_t)r->stride);
     if (n->gen == r->gen) {
         if (n->tag == PD__CLOSED || !(ng < n->g - PD__IMPROVE_EPS))
             return;
@@ -287,61 +252,104 @@ static void pd__jps_relax(pd__jrun *r, const uint8_t *j, uint32_t cur, double ng
     }
     n->g = ng;
     b->parent[PD__SLOT(nb)] = cur;
-    if (pd_radix_push(&r->ctx->open, pd__f_key(ng + pd__octile(nx - r->gx, ny - r->gy)), nb, n->tag) != 0)
+    if (pd_radix_push(&r->ctx->open, pd__f_key(ng + pd__octile(x - r->gx, y - r->gy)), nb, n->tag) != 0)
         r->out_of_memory = 1; /* the loop stops before its next pop */
 }
 
-/* Cells between a and b on one straight or diagonal line (steps taken). */
+static inline int32_t pd__abs(int32_t v)
+{
+    return v < 0 ? -v : v;
+}
+
+/* Cells between a and b (padded indices) on a run of diagonal steps
+ * followed by straight ones: the larger coordinate difference. */
 static inline int32_t pd__run_steps(uint32_t a, uint32_t b, int32_t stride)
 {
-    int32_t dx = (int32_t)(a % (uint32_t)stride) - (int32_t)(b % (uint32_t)stride);
-    int32_t dy = (int32_t)(a / (uint32_t)stride) - (int32_t)(b / (uint32_t)stride);
-    dx = dx < 0 ? -dx : dx;
-    dy = dy < 0 ? -dy : dy;
+    const int32_t dx = pd__abs((int32_t)(a % (uint32_t)stride) - (int32_t)(b % (uint32_t)stride));
+    const int32_t dy = pd__abs((int32_t)(a / (uint32_t)stride) - (int32_t)(b / (uint32_t)stride));
     return dx > dy ? dx : dy;
 }
 
-static inline void pd__try_straight(pd__jrun *r, uint32_t cur, double g, ptrdiff_t step)
+/* The straight scans from padded (x, y), reached from cur with cost g, along
+ * dx (0 for none) and dy (0 for none); what they find is a successor of cur. */
+static inline void pd__scan_straight(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx,
+                                     int32_t dy)
 {
-    const uint8_t *j = pd__jump_straight(r, r->cells + cur, step);
-    if (j)
-        pd__jps_relax(r, j, cur, g + (double)pd__run_steps(cur, (uint32_t)(j - r->cells), r->stride));
+    if (dx) {
+        const int32_t j =
+            pd__scan_line(r->rows + (size_t)y * r->row_words, r->row_words, x, dx, y == r->gy, r->gx);
+        if (j >= 0)
+            pd__jps_relax(r, j, y, cur, g + (double)pd__abs(j - x));
+    }
+    if (dy) {
+        const int32_t j =
+            pd__scan_line(r->cols + (size_t)x * r->col_words, r->col_words, y, dy, x == r->gx, r->gy);
+        if (j >= 0)
+            pd__jps_relax(r, x, j, cur, g + (double)pd__abs(j - y));
+    }
 }
 
-static inline void pd__try_diag(pd__jrun *r, uint32_t cur, double g, ptrdiff_t dx, ptrdiff_t dys)
+/*
+ * Walks the diagonal from cur (padded (x, y)) along (dx, dy) with
+ * intermediate pruning (Harabor & Grastien, ICAPS 2014): every cell of the
+ * diagonal would be a jump point whose only successors (a diagonal arrival
+ * has no forced neighbours, see the file comment) are its two straight scans
+ * and the next diagonal step, so instead of pushing it the walk runs those
+ * scans at once and records what they find as successors of cur, and goes
+ * on. Diagonal jump points therefore never enter the open list; the goal is
+ * the exception. A successor's path from cur is "diagonal first, then
+ * straight", which is what extraction rebuilds.
+ */
+static void pd__walk_diag(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx, int32_t dy)
 {
-    const uint8_t *j = pd__jump_diag(r, r->cells + cur, dx, dys);
-    if (j)
-        pd__jps_relax(r, j, cur, g + PD__SQRT2 * pd__run_steps(cur, (uint32_t)(j - r->cells), r->stride));
+    const ptrdiff_t s = r->stride;
+    const ptrdiff_t ds = dy * s;
+    const uint8_t *p = r->cells + cur;
+    for (int32_t k = 1;; k++) {
+        if (!p[dx] || !p[ds] || !p[dx + ds])
+            return;
+        p += dx + ds;
+        x += dx;
+        y += dy;
+        const double dg = g + PD__SQRT2 * k;
+        if (x == r->gx && y == r->gy) {
+            pd__jps_relax(r, x, y, cur, dg);
+            return;
+        }
+        pd__scan_straight(r, cur, dg, x, y, dx, dy);
+    }
 }
 
-/* Generates the successors of jump point cur, pruned by the direction it was
- * reached in (dx, dy each -1/0/1; both 0 for the start). */
-static void pd__jps_expand(pd__jrun *r, uint32_t cur, double g, int32_t dx, int32_t dy)
+/* Generates the successors of jump point cur at padded (x, y), pruned by
+ * the direction it was reached in (dx, dy each -1/0/1; both 0 for the
+ * start). */
+static void pd__jps_expand(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx, int32_t dy)
 {
     const ptrdiff_t s = r->stride;
     const uint8_t *p = r->cells + cur;
     if (dx == 0 && dy == 0) {
-        pd__try_straight(r, cur, g, 1);
-        pd__try_straight(r, cur, g, -1);
-        pd__try_straight(r, cur, g, s);
-        pd__try_straight(r, cur, g, -s);
-        pd__try_diag(r, cur, g, 1, s);
-        pd__try_diag(r, cur, g, 1, -s);
-        pd__try_diag(r, cur, g, -1, s);
-        pd__try_diag(r, cur, g, -1, -s);
+        pd__scan_straight(r, cur, g, x, y, 1, 1);
+        pd__scan_straight(r, cur, g, x, y, -1, -1);
+        pd__walk_diag(r, cur, g, x, y, 1, 1);
+        pd__walk_diag(r, cur, g, x, y, 1, -1);
+        pd__walk_diag(r, cur, g, x, y, -1, 1);
+        pd__walk_diag(r, cur, g, x, y, -1, -1);
     } else if (dx != 0 && dy != 0) {
-        pd__try_straight(r, cur, g, dx);
-        pd__try_straight(r, cur, g, dy * s);
-        pd__try_diag(r, cur, g, dx, dy * s);
+        /* Only the goal arrives diagonally, and it is never expanded; kept
+         * for completeness of the pruning rules. */
+        pd__scan_straight(r, cur, g, x, y, dx, dy);
+        pd__walk_diag(r, cur, g, x, y, dx, dy);
     } else {
-        const ptrdiff_t step = dx + dy * s, side = dx ? s : 1;
-        pd__try_straight(r, cur, g, step);
-        for (int k = 0; k < 2; k++) {
-            const ptrdiff_t sd = k ? -side : side;
+        const ptrdiff_t step = dx + dy * s;
+        pd__scan_straight(r, cur, g, x, y, dx, dy);
+        /* The two sides across the direction of travel: a side open whose
+         * cell behind is blocked is forced, with the diagonal beside it. */
+        for (int k = -1; k <= 1; k += 2) {
+            const int32_t sx = dx ? 0 : k, sy = dx ? k : 0;
+            const ptrdiff_t sd = sx + sy * s;
             if (p[sd] && !p[sd - step]) {
-                pd__try_straight(r, cur, g, sd);
-                pd__try_diag(r, cur, g, dx ? dx : sd, dx ? sd : dy * s);
+                pd__scan_straight(r, cur, g, x, y, sx, sy);
+                pd__walk_diag(r, cur, g, x, y, dx ? dx : sx, dy ? dy : sy);
             }
         }
     }
@@ -375,13 +383,18 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
             st = go;
             break;
         }
+        /* The direction of the last step from the parent: a run of
+         * diagonal steps then straight ones (intermediate pruning) ends on
+         * its longer axis. */
+        const int32_t x = (int32_t)(cur % stride), y = (int32_t)(cur / stride);
         int32_t dx = 0, dy = 0;
         const uint32_t par = cb->parent[PD__SLOT(cur)];
         if (par != PD__NO_PARENT) {
-            dx = pd__sign((int32_t)(cur % stride) - (int32_t)(par % stride));
-            dy = pd__sign((int32_t)(cur / stride) - (int32_t)(par / stride));
+            const int32_t ex = x - (int32_t)(par % stride), ey = y - (int32_t)(par / stride);
+            dx = pd__abs(ex) >= pd__abs(ey) ? pd__sign(ex) : 0;
+            dy = pd__abs(ey) >= pd__abs(ex) ? pd__sign(ey) : 0;
         }
-        pd__jps_expand(r, cur, node->g, dx, dy);
+        pd__jps_expand(r, cur, node->g, x, y, dx, dy);
     }
     *expanded_out = expanded;
     return st;
@@ -413,11 +426,14 @@ pd_status pd_jps_extract(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, s
     out[i] = (pd_point){ x - 1, y - 1 };
     for (uint32_t u = pd__jblk(ctx, ctx->last_goal)->parent[PD__SLOT(ctx->last_goal)]; u != PD__NO_PARENT;
          u = pd__jblk(ctx, u)->parent[PD__SLOT(u)]) {
+        /* Backwards over "diagonal first, then straight": straight steps
+         * until both differences are equal, then diagonal ones. */
         const int32_t ux = (int32_t)(u % stride), uy = (int32_t)(u / stride);
         const int32_t sx = pd__sign(ux - x), sy = pd__sign(uy - y);
         while (x != ux || y != uy) {
-            x += sx;
-            y += sy;
+            const int32_t ax = pd__abs(ux - x), ay = pd__abs(uy - y);
+            x += ax >= ay ? sx : 0;
+            y += ay >= ax ? sy : 0;
             out[--i] = (pd_point){ x - 1, y - 1 };
         }
     }
@@ -465,8 +481,11 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
         .gen = ctx->nodes.gen,
         .cells = grid->cells,
         .stride = grid->stride,
-        .goal = grid->cells + goal,
-        .cells_end = grid->cells + cells,
+        .rows = grid->bits,
+        .cols = grid->bits + (size_t)(grid->height + 2) * grid->row_words,
+        .row_words = grid->row_words,
+        .col_words = grid->col_words,
+        .goal = goal,
         .gx = t.x + 1,
         .gy = t.y + 1,
     };
@@ -498,4 +517,69 @@ done:
     if (metrics)
         *metrics = m;
     return st;
+}
+
+/* xorshift64*: the sample pairs of pd_jps_pick. */
+static uint32_t pd__pick_rand(uint64_t *st)
+{
+    *st ^= *st >> 12;
+    *st ^= *st << 25;
+    *st ^= *st >> 27;
+    return (uint32_t)((*st * 2685821657736338717ull) >> 32);
+}
+
+/* A random open cell of g, or 0 when PD__PICK_TRIES draws found none. */
+#define PD__PICK_TRIES 1024
+static int pd__pick_open(const pd_grid *g, uint64_t *st, pd_point *p)
+{
+    for (int i = 0; i < PD__PICK_TRIES; i++) {
+        p->x = (int32_t)(pd__pick_rand(st) % (uint32_t)g->width);
+        p->y = (int32_t)(pd__pick_rand(st) % (uint32_t)g->height);
+        if (pd_grid_get(g, p->x, p->y) != PD_CELL_BLOCKED)
+            return 1;
+    }
+    return 0;
+}
+
+int pd_jps_pick(const pd_grid *g, uint64_t seed, pd_jps_pick_result *out)
+{
+    memset(out, 0, sizeof *out);
+    pd_search_params probe = { .connectivity = PD_CONNECT_8 };
+    if (!pd_jps_applicable(g, &probe))
+        return 0;
+    pd_point from[PD_JPS_PICK_PAIRS], to[PD_JPS_PICK_PAIRS];
+    uint64_t st = seed | 1u;
+    unsigned n = 0;
+    while (n < PD_JPS_PICK_PAIRS && pd__pick_open(g, &st, &from[n]) && pd__pick_open(g, &st, &to[n]))
+        n++;
+    if (n == 0)
+        return 0;
+    pd_jps_ctx *jc = pd_jps_ctx_create();
+    pd_search_ctx *ac = pd_search_ctx_create();
+    if (!jc || !ac) {
+        pd_jps_ctx_destroy(jc);
+        pd_search_ctx_destroy(ac);
+        return -1;
+    }
+    for (int timed = 0; timed <= 1; timed++) {
+        for (unsigned i = 0; i < n; i++) {
+            pd_search_params p = { .start = from[i], .goal = to[i], .connectivity = PD_CONNECT_8 };
+            pd_search_metrics m;
+            uint64_t t0 = pd__now_nanos();
+            pd_search_jps(jc, g, &p, NULL, 0, &m);
+            uint64_t t1 = pd__now_nanos();
+            p.max_expansions = PD_JPS_PICK_MAX_EXPANSIONS;
+            pd_search_astar(ac, g, &p, NULL, 0, &m);
+            uint64_t t2 = pd__now_nanos();
+            if (timed) {
+                out->jps_ns += t1 - t0;
+                out->astar_ns += t2 - t1;
+            }
+        }
+    }
+    pd_jps_ctx_destroy(jc);
+    pd_search_ctx_destroy(ac);
+    out->pairs = n;
+    out->jps = out->jps_ns < out->astar_ns;
+    return 0;
 }

@@ -5,7 +5,10 @@
  * JPS exists because on uniform octile grids most of A*'s work is spent on
  * symmetric paths: it expands only "jump points" (cells where an optimal path
  * may have to turn) and scans the straight and diagonal runs between them
- * without touching the open list. It returns the same cost as pd_search_astar
+ * without touching the open list. Straight scans read the grid's passability
+ * bitsets 64 cells at a time (block-based JPS, Harabor & Grastien, ICAPS
+ * 2014), and diagonal jump points are never pushed (intermediate pruning,
+ * same paper), so the grid's bits must be current (pd_grid.h). It returns the same cost as pd_search_astar
  * and the same kind of path (every cell, start first, goal last).
  *
  * Rules: those of pd_search.h for 8-connectivity (Moving AI / GPPC): straight
@@ -59,7 +62,8 @@ int pd_jps_applicable(const pd_grid *grid, const pd_search_params *params);
  *  PD_BUDGET_EXCEEDED, whatever the poll function returned,
  *  PD_BUFFER_TOO_SMALL (metrics->path_len says how many points; copy them
  *  with pd_jps_extract), PD_INTERNAL (allocation failure).
- * metrics->expanded counts jump points expanded (the goal not counted), and
+ * metrics->expanded counts jump points expanded (the goal not counted; with
+ * intermediate pruning only straight jump points and the start), and
  * max_expansions bounds that count; the poll runs every
  * PD_SEARCH_POLL_INTERVAL expansions. metrics->generated counts jump points
  * pushed onto the open list, the start included.
@@ -70,5 +74,31 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
 /* Copies the full path found by the last successful pd_search_jps on ctx.
  * Returns PD_OK, PD_BUFFER_TOO_SMALL, or PD_NO_PATH when it found none. */
 pd_status pd_jps_extract(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, size_t *path_len);
+
+/* Sample queries pd_jps_pick times with both searches: enough that one
+ * unlucky pair does not decide, few enough to keep a scene load short. */
+#define PD_JPS_PICK_PAIRS 16
+/* Expansion budget of each A* sample: bounds a pick on a huge open map,
+ * where A* is the slow one anyway (a cut-off run still counts its time). */
+#define PD_JPS_PICK_MAX_EXPANSIONS 100000
+
+typedef struct pd_jps_pick_result {
+    int jps;              /* 1: JPS was faster on the samples */
+    unsigned pairs;       /* sample queries timed (0: no two open cells) */
+    uint64_t jps_ns;      /* their summed time, warm, per search */
+    uint64_t astar_ns;
+} pd_jps_pick_result;
+
+/*
+ * Measures which search answers g's queries faster: PD_JPS_PICK_PAIRS pairs
+ * of open cells drawn with seed (deterministic for a grid and seed) are run
+ * once untimed by each search (their contexts fault in memory, as a
+ * worker's have), then timed. Returns 0, or -1 when a context cannot be
+ * made. A grid jump point search cannot serve (weighted) or with fewer than
+ * two open cells gets jps = 0. The timing makes the result depend on the
+ * machine's load; both searches run interleaved, pair by pair, so a slow
+ * spell hits both.
+ */
+int pd_jps_pick(const pd_grid *g, uint64_t seed, pd_jps_pick_result *out);
 
 #endif

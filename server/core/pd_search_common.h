@@ -56,11 +56,16 @@ static inline pd_status pd__count_expansion(const pd_search_params *p, uint64_t 
     return PD_OK;
 }
 
-static inline uint64_t pd__now_micros(void)
+static inline uint64_t pd__now_nanos(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t pd__now_micros(void)
+{
+    return pd__now_nanos() / 1000u;
 }
 
 #endif

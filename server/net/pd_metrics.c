@@ -388,6 +388,17 @@ static void pd__render_scenes(pd__text *t, pd_registry *registry)
             pd__text_printf(t, "pathd_scene_bytes{scene=\"%s\",structure=\"%s\"} %" PRIu64 "\n", name,
                             pd_scene_structure_name((pd_scene_structure)st), b.by[st]);
     }
+    pd__family(t, "pathd_scene_search", "gauge",
+               "1 for the search that answers each scene's and unit size's requests where jump point search "
+               "applies: jps, astar, or default (as jump_point_search says); the scene's \"search\" config "
+               "decides, \"auto\" by measurement.");
+    for (size_t i = 0; i < n; i++) {
+        char name[PD_METRICS_MAX_LABEL];
+        pd_metrics_escape_label(list[i]->name, name, sizeof name);
+        for (size_t u = 0; u < list[i]->n_unit_sizes; u++)
+            pd__text_printf(t, "pathd_scene_search{scene=\"%s\",unit=\"%u\",search=\"%s\"} 1\n", name,
+                            (unsigned)list[i]->units[u].unit, pd_scene_pick_name(list[i]->units[u].pick));
+    }
     pd_registry_release_list(list, n);
 }
 

@@ -331,12 +331,14 @@ pd_status pd_query_route_prepare(const pd_world *world, const pd_find_route_req 
  * re-searching) when the path does not fit. Returns the search's status with
  * the path in s->buf[0..*len) and the metrics in *m.
  *
- * Jump point search answers whatever it can: uniform-cost 8-connected grids
- * without avoid cells, window, partial_on_cutoff or a goal set. It finds the same optimal
- * cost as A* an order of magnitude faster on open maps; everything else goes
- * to A*. metrics.expanded then counts jump points. */
+ * Jump point search answers whatever it can (uniform-cost 8-connected grids
+ * without avoid cells, window, partial_on_cutoff or a goal set) when the unit size's
+ * pick says so (the scene's "search", else the server's
+ * jump_point_search). It finds the same optimal cost as A*, an order of
+ * magnitude faster on open maps; everything else goes to A*.
+ * metrics.expanded then counts jump points. */
 static pd_status pd__search(pd_query_scratch *s, const pd_query_control *ctl, const pd_grid *grid,
-                            const pd_search_params *base, const pd_point *avoid, size_t n_avoid,
+                            pd_scene_pick pick, const pd_search_params *base, const pd_point *avoid, size_t n_avoid,
                             pd_search_metrics *m, size_t *len)
 {
     if (pd__scratch_grow(s, PD_QUERY_INITIAL_PATH_CAP) != 0)
@@ -348,7 +350,8 @@ static pd_status pd__search(pd_query_scratch *s, const pd_query_control *ctl, co
     params.blockers = avoid;
     params.n_blockers = avoid ? n_avoid : 0;
 
-    const int jps = ctl && ctl->jump_points && !params.targets && pd_jps_applicable(grid, &params) &&
+    const int jps = pd_scene_pick_uses_jps(pick, ctl && ctl->jump_points) && !params.targets &&
+                    pd_jps_applicable(grid, &params) &&
                     (s->jps || (s->jps = pd_jps_ctx_create()));
     pd_status st = jps ? pd_search_jps(s->jps, grid, &params, s->buf, s->cap, m)
                        : pd_search_astar(s->ctx, grid, &params, s->buf, s->cap, m);
@@ -528,10 +531,12 @@ static pd_status pd__finish_path(pd_query_scratch *s, const pd_path_query *style
  * labels; NULL when the scene does not serve the unit. A scene built by hand
  * (tests) may list no unit data: unit 1 is then simply the scene grid,
  * without labels. */
-static const pd_grid *pd__unit_grid(const pd_scene *scene, uint32_t unit, const pd_components **comps)
+static const pd_grid *pd__unit_grid(const pd_scene *scene, uint32_t unit, const pd_components **comps,
+                                    pd_scene_pick *pick)
 {
     const pd_scene_unit *su = pd_scene_unit_for(scene, unit ? unit : 1);
     *comps = su ? su->components : NULL;
+    *pick = su ? su->pick : PD_SCENE_PICK_DEFAULT;
     if (su && su->grid)
         return su->grid;
     return unit <= 1 ? scene->grid : NULL;
@@ -604,7 +609,8 @@ static pd_status pd__find_path(pd_query_scratch *s, const pd_scene *scene, const
                                const pd_query_control *ctl, pd_path_result *r)
 {
     const pd_components *comps;
-    const pd_grid *grid = pd__unit_grid(scene, q->unit_size, &comps);
+    pd_scene_pick pick;
+    const pd_grid *grid = pd__unit_grid(scene, q->unit_size, &comps, &pick);
     if (!grid)
         return PD_INVALID_ARGUMENT;
 
@@ -643,7 +649,7 @@ static pd_status pd__find_path(pd_query_scratch *s, const pd_scene *scene, const
     }
 
     size_t len = 0;
-    st = pd__search(s, ctl, grid, &params, q->avoid, q->n_avoid, &r->metrics, &len);
+    st = pd__search(s, ctl, grid, pick, &params, q->avoid, q->n_avoid, &r->metrics, &len);
     if (st != PD_OK && st != PD_PARTIAL)
         pd__explain_path(scene, q, comps, r, st, r->message, sizeof r->message);
     if ((st != PD_OK && st != PD_PARTIAL) || len == 0)
@@ -745,7 +751,8 @@ static pd_status pd__route_leg(pd_query_scratch *s, const pd_route_query *q, con
                                const pd_world_leg *leg, double *t, uint64_t *expanded, pd_route_leg *out)
 {
     const pd_components *comps;
-    const pd_grid *grid = pd__unit_grid(leg->scene, q->unit_size, &comps);
+    pd_scene_pick pick;
+    const pd_grid *grid = pd__unit_grid(leg->scene, q->unit_size, &comps, &pick);
     if (!grid)
         return PD_INTERNAL;
 
@@ -770,7 +777,7 @@ static pd_status pd__route_leg(pd_query_scratch *s, const pd_route_query *q, con
     params.max_expansions = q->max_expansions;
     pd_search_metrics m = {0};
     size_t len = 0;
-    pd_status st = pd__search(s, ctl, grid, &params, NULL, 0, &m, &len);
+    pd_status st = pd__search(s, ctl, grid, pick, &params, NULL, 0, &m, &len);
     *expanded += m.expanded;
     if (st != PD_OK)
         return st == PD_PARTIAL || st == PD_NO_PATH ? PD_INTERNAL : st;

@@ -45,6 +45,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "pd_jps.h"
 #include "pd_mapfile.h"
 #include "pd_ldtk.h"
 #include "pd_tiled.h"
@@ -193,16 +194,17 @@ const char *pd_scene_structure_name(pd_scene_structure st)
     return (unsigned)st < PD_SCENE_STRUCTURES ? names[st] : "unknown";
 }
 
-static uint64_t pd__padded(const pd_grid *g)
+/* A grid's cells and its passability bitsets. */
+static uint64_t pd__grid_bytes(const pd_grid *g)
 {
-    return (uint64_t)g->stride * (uint64_t)(g->height + 2);
+    return (uint64_t)g->stride * (uint64_t)(g->height + 2) + pd_grid_bits_bytes(g);
 }
 
 void pd_scene_get_bytes(const pd_scene *s, pd_scene_bytes *out)
 {
     memset(out, 0, sizeof *out);
     if (s->grid)
-        out->by[PD_SCENE_GRID] = pd__padded(s->grid);
+        out->by[PD_SCENE_GRID] = pd__grid_bytes(s->grid);
     if (s->clearance)
         out->by[PD_SCENE_CLEARANCE] = (uint64_t)s->clearance->stride * (uint64_t)(s->clearance->height + 2);
     for (size_t i = 0; i < s->n_unit_sizes; i++) {
@@ -210,7 +212,7 @@ void pd_scene_get_bytes(const pd_scene *s, pd_scene_bytes *out)
         if (u->components)
             out->by[PD_SCENE_LABELS] += pd_components_bytes(u->components);
         if (u->grid && u->grid != s->grid)
-            out->by[PD_SCENE_UNIT_GRIDS] += pd__padded(u->grid);
+            out->by[PD_SCENE_UNIT_GRIDS] += pd__grid_bytes(u->grid);
     }
     for (int st = 0; st < PD_SCENE_STRUCTURES; st++)
         out->total += out->by[st];
@@ -273,6 +275,61 @@ static uint64_t pd__count_passable(const pd_grid *g)
     return n;
 }
 
+const char *pd_scene_pick_name(pd_scene_pick pick)
+{
+    return pick == PD_SCENE_PICK_JPS ? "jps" : pick == PD_SCENE_PICK_ASTAR ? "astar" : "default";
+}
+
+const char *pd_scene_search_name(pd_conf_search search)
+{
+    static const char *const names[] = { "default", "auto", "jps", "astar" };
+    return (unsigned)search < sizeof names / sizeof *names ? names[search] : "default";
+}
+
+/* Resolves the scene's "search" config for every unit size: "auto" times
+ * both searches on each unit grid (pd_jps_pick; the seed is fixed, so the
+ * sample queries are the same at every measurement of a grid). Returns 0,
+ * or -1 when memory ran out. */
+static int pd__scene_pick_search(pd_scene *s)
+{
+    for (size_t i = 0; i < s->n_unit_sizes; i++) {
+        pd_scene_unit *u = &s->units[i];
+        switch (s->search) {
+        case PD_CONF_SEARCH_JPS:
+            u->pick = PD_SCENE_PICK_JPS;
+            break;
+        case PD_CONF_SEARCH_ASTAR:
+            u->pick = PD_SCENE_PICK_ASTAR;
+            break;
+        case PD_CONF_SEARCH_AUTO: {
+            pd_jps_pick_result res;
+            if (pd_jps_pick(u->grid, 0x9E3779B97F4A7C15ull ^ u->unit, &res) != 0)
+                return -1;
+            u->pick = res.jps ? PD_SCENE_PICK_JPS : PD_SCENE_PICK_ASTAR;
+            break;
+        }
+        default:
+            u->pick = PD_SCENE_PICK_DEFAULT;
+            break;
+        }
+    }
+    s->changed_since_pick = 0;
+    return 0;
+}
+
+/* After an update changed `changed` cells of n: an "auto" scene measures
+ * again once the changes add up to a large part of the map
+ * (PD_SCENE_REPICK_FRACTION). Returns 0, or -1 when memory ran out. */
+static int pd__scene_after_change(pd_scene *n, uint64_t changed)
+{
+    if (n->search != PD_CONF_SEARCH_AUTO)
+        return 0;
+    n->changed_since_pick += changed;
+    if (n->changed_since_pick * PD_SCENE_REPICK_FRACTION <= n->passable_cells)
+        return 0;
+    return pd__scene_pick_search(n);
+}
+
 /* Builds what searches need besides the grid: the clearance map (only when a
  * unit larger than one cell is served), one unit grid per allowed size (unit
  * 1 shares the scene grid) with its component labels, and the count of
@@ -298,7 +355,7 @@ static int pd__scene_derive(pd_scene *s)
             return -1;
     }
     s->passable_cells = pd__count_passable(s->grid);
-    return 0;
+    return pd__scene_pick_search(s);
 }
 
 /* Reads a whole map file, refusing anything above `cap` bytes before
@@ -390,6 +447,7 @@ static pd_scene *pd__scene_new(const pd_conf_scene *cs, pd_grid *grid, double of
     s->cell_size = cs->cell_size;
     memcpy(s->unit_sizes, cs->unit_sizes, sizeof s->unit_sizes);
     s->n_unit_sizes = cs->n_unit_sizes;
+    s->search = cs->search;
     s->version = 1;
     if (pd__scene_derive(s) != 0) {
         pd__scene_free(s);
@@ -629,6 +687,8 @@ static pd_scene *pd__scene_copy(const pd_scene *s)
     memcpy(n->unit_sizes, s->unit_sizes, sizeof n->unit_sizes);
     n->n_unit_sizes = s->n_unit_sizes;
     n->passable_cells = s->passable_cells;
+    n->search = s->search;
+    n->changed_since_pick = s->changed_since_pick;
     n->version = s->version + 1;
     n->runtime = s->runtime;
     n->authored = pd__authored_retain(s->authored);
@@ -644,6 +704,7 @@ static pd_scene *pd__scene_copy(const pd_scene *s)
         if (!from->grid || !from->components || (from->unit > 1 && !n->clearance))
             goto fail;
         to->unit = from->unit;
+        to->pick = from->pick;
         to->grid = from->grid == s->grid ? n->grid : pd_grid_clone(from->grid);
         if (!to->grid)
             goto fail;
@@ -687,26 +748,36 @@ static int pd__scene_copy_into(pd_scene *n, const pd_scene *s)
     n->cell_size = s->cell_size;
     memcpy(n->unit_sizes, s->unit_sizes, sizeof n->unit_sizes);
     n->passable_cells = s->passable_cells;
+    n->search = s->search;
+    n->changed_since_pick = s->changed_since_pick;
     n->version = s->version + 1;
     n->runtime = s->runtime;
     pd__authored_release(n->authored);
     n->authored = pd__authored_retain(s->authored);
     size_t cells = (size_t)(s->grid->width + 2) * (size_t)(s->grid->height + 2);
-    memcpy(n->grid->cells, s->grid->cells, cells);
-    n->grid->uniform_cost = s->grid->uniform_cost;
+    pd_grid_assign(n->grid, s->grid);
     if (s->clearance)
         memcpy(n->clearance->values, s->clearance->values, cells);
     for (size_t i = 0; i < s->n_unit_sizes; i++) {
         const pd_scene_unit *from = &s->units[i];
         pd_scene_unit *to = &n->units[i];
-        if (from->grid != s->grid) {
-            memcpy(to->grid->cells, from->grid->cells, cells);
-            to->grid->uniform_cost = from->grid->uniform_cost;
-        }
+        to->pick = from->pick;
+        if (from->grid != s->grid)
+            pd_grid_assign(to->grid, from->grid);
         if (pd_components_assign(to->components, from->components) != 0)
             return -1;
     }
     return 0;
+}
+
+/* The scene grid's passability bitsets after its cells in [x0..x1] x
+ * [y0..y1] were written: only the bits whose cells changed flip (the unit
+ * grids' bits follow inside pd_unit_grid_update). The jump point search
+ * reads these bits, so they must be exact before the snapshot is
+ * published. */
+static void pd__scene_sync_bits(pd_scene *n, int32_t x0, int32_t y0, int32_t x1, int32_t y1)
+{
+    pd_grid_sync_bits(n->grid, x0, y0, x1, y1);
 }
 
 /* Repairs the derived data of n after the cells of g in [x0..x1] x [y0..y1]
@@ -715,6 +786,8 @@ static int pd__scene_copy_into(pd_scene *n, const pd_scene *s)
 static int pd__scene_repair(pd_scene *n, int32_t x0, int32_t y0, int32_t x1, int32_t y1,
                             int passability_changed)
 {
+    if (passability_changed)
+        pd__scene_sync_bits(n, x0, y0, x1, y1);
     if (n->clearance && passability_changed)
         pd_clearance_update(n->clearance, n->grid, x0, y0, x1, y1);
     for (size_t i = 0; i < n->n_unit_sizes; i++) {
@@ -892,11 +965,13 @@ static pd_status pd__apply_update(const pd_scene *s, const pd_scene_update *u, p
     /* A grid whose last costly cell was overwritten is uniform again; say so
      * before the repair, which reads the flag. */
     if (a.lost_costly && a.value <= PD_CELL_FREE && !n->grid->uniform_cost)
-        pd_grid_refresh_flags(n->grid);
+        pd_grid_refresh_uniform(n->grid);
     if (!per_cell &&
         pd__scene_repair(n, a.box.x0, a.box.y0, a.box.x1, a.box.y1, a.passability_changed) != 0)
         goto fail;
     n->passable_cells = (uint64_t)((int64_t)n->passable_cells + a.passable_delta);
+    if (pd__scene_after_change(n, a.changed) != 0)
+        goto fail;
     res->version = n->version;
     res->cells_changed = a.changed;
     res->micros = pd__now_micros() - started;

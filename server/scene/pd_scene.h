@@ -26,15 +26,43 @@
 #include "pd_grid.h"
 #include "pd_search.h"
 
+/* Which search answers a unit size's requests where jump point search
+ * applies (A* answers the rest): the scene's "search" config resolved per
+ * unit size (pd_conf_search; "auto" by measurement, pd_jps_pick). */
+typedef enum pd_scene_pick {
+    PD_SCENE_PICK_DEFAULT = 0,       /* as the server's "jump_point_search" says */
+    PD_SCENE_PICK_JPS,
+    PD_SCENE_PICK_ASTAR,
+} pd_scene_pick;
+
+/* An "auto" scene measures again once the cells its updates changed since
+ * the last measurement exceed 1/PD_SCENE_REPICK_FRACTION of its passable
+ * cells: a large change can turn an open map into a maze or back. */
+#define PD_SCENE_REPICK_FRACTION 16u
+
 /* What one allowed unit size searches on: its unit grid (for unit 1 the
- * scene grid itself, not a copy) and that grid's component labels. */
+ * scene grid itself, not a copy), that grid's component labels and the
+ * search picked for it. */
 typedef struct pd_scene_unit {
     uint32_t unit;
     pd_grid *grid;
     pd_components *components;
+    pd_scene_pick pick;
 } pd_scene_unit;
 
 struct pd_scene_acct;
+
+/* "default", "jps" or "astar". */
+const char *pd_scene_pick_name(pd_scene_pick pick);
+/* "default", "auto", "jps" or "astar". */
+const char *pd_scene_search_name(pd_conf_search search);
+
+/* Whether a request that jump point search can answer goes to it, on a unit
+ * size with this pick and the server's "jump_point_search". */
+static inline int pd_scene_pick_uses_jps(pd_scene_pick pick, int server_jps)
+{
+    return pick == PD_SCENE_PICK_JPS || (pick == PD_SCENE_PICK_DEFAULT && server_jps);
+}
 
 typedef struct pd_scene {
     atomic_uint_fast32_t refs;
@@ -47,6 +75,8 @@ typedef struct pd_scene {
     double cell_size;
     uint32_t unit_sizes[PD_CONF_MAX_UNIT_SIZES];
     size_t n_unit_sizes;
+    pd_conf_search search;           /* the config's "search" */
+    uint64_t changed_since_pick;     /* cells updates changed since "auto" last measured */
     uint64_t version;                /* starts at 1; a registry reload that replaces a
                                         scene of the same name, and every cell update
                                         that changes a cell, gives the new snapshot the
@@ -80,10 +110,11 @@ const pd_scene_unit *pd_scene_unit_for(const pd_scene *s, uint32_t unit_size);
 
 /* The structures a scene snapshot holds, in bytes, padding included. Terrain
  * costs share the grid's byte (0 blocked, 1..255 cost), so they add nothing;
- * there are no per-cell bitsets. A version made by a cell update holds the
+ * a grid's bytes include its passability bitsets. A version made by a cell update holds the
  * same structures again (copied, then repaired). */
 typedef enum pd_scene_structure {
-    PD_SCENE_GRID = 0,               /* one byte per padded cell: passability and cost */
+    PD_SCENE_GRID = 0,               /* one byte per padded cell: passability and cost,
+                                        and the grid's bitsets */
     PD_SCENE_CLEARANCE,              /* one byte per padded cell; only with a unit size > 1 */
     PD_SCENE_LABELS,                 /* component labels, per allowed unit size */
     PD_SCENE_UNIT_GRIDS,             /* unit grids of sizes > 1 (unit 1 searches the grid) */

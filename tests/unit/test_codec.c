@@ -897,6 +897,7 @@ static void test_encode_scene_info_and_list(void **state)
     scene_fixture_init(&b, "beta", 7, 513);
     b.scene.version = 12;
 
+    a.scene.units[1].pick = PD_SCENE_PICK_JPS;
     buf = pd_codec_encode_scene_info(8, &a.scene, &len);
     unpack_frames(buf, len, &fr);
     assert_int_equal(fr.n, 1);
@@ -915,12 +916,17 @@ static void test_encode_scene_info_and_list(void **state)
     assert_int_equal(fr.r[0]->scene_info->version, 7);
     assert_int_equal(fr.r[0]->scene_info->passable_cells, a.passable);
     assert_true(a.passable > 0 && a.passable < 40 * 30);
-    /* The fixture holds its 42x32 padded grid and nothing else. */
-    assert_int_equal(fr.r[0]->scene_info->grid_bytes, 42 * 32);
+    /* The fixture holds its 42x32 padded grid with its bitsets, and nothing else. */
+    assert_int_equal(fr.r[0]->scene_info->grid_bytes, 42 * 32 + pd_grid_bits_bytes(a.scene.grid));
     assert_int_equal(fr.r[0]->scene_info->clearance_bytes, 0);
     assert_int_equal(fr.r[0]->scene_info->label_bytes, 0);
     assert_int_equal(fr.r[0]->scene_info->unit_grid_bytes, 0);
-    assert_int_equal(fr.r[0]->scene_info->total_bytes, 42 * 32);
+    /* The search config and the pick per unit size, in unit_sizes' order. */
+    assert_string_equal(fr.r[0]->scene_info->search, "default");
+    assert_int_equal(fr.r[0]->scene_info->n_unit_search, 2);
+    assert_string_equal(fr.r[0]->scene_info->unit_search[0], "default");
+    assert_string_equal(fr.r[0]->scene_info->unit_search[1], "jps");
+    assert_int_equal(fr.r[0]->scene_info->total_bytes, 42 * 32 + pd_grid_bits_bytes(a.scene.grid));
     free_frames(&fr);
     free(buf);
 

@@ -106,6 +106,7 @@ static void test_full_file(void **state)
     assert_int_equal(s->unit_sizes[0], 1);
     assert_int_equal(s->unit_sizes[1], 2);
     assert_int_equal(s->unit_sizes[2], 3);
+    assert_int_equal(s->search, PD_CONF_SEARCH_ASTAR);
 
     s = &c.scenes[1];
     assert_string_equal(s->name, "mai.map-1");
@@ -116,6 +117,7 @@ static void test_full_file(void **state)
     assert_true(s->cell_size == 1.0);
     assert_int_equal(s->n_unit_sizes, 1);
     assert_int_equal(s->unit_sizes[0], 1);
+    assert_int_equal(s->search, PD_CONF_SEARCH_DEFAULT);
     pd_conf_free(&c);
     /* Freeing twice is harmless: free resets the scene array. */
     pd_conf_free(&c);
@@ -417,6 +419,10 @@ static void test_scene_errors(void **state)
                        "t.json: $.scenes[1].unit_sizes[2]: unit size 2 is listed twice");
     expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"unit_sizes\": 2}",
                        "t.json: $.scenes[1].unit_sizes: must be an array, not a number");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"search\": \"fast\"}",
+                       "t.json: $.scenes[1].search: must be \"auto\", \"jps\" or \"astar\"");
+    expect_scene_error("{\"name\": \"b\", \"map\": \"a\", \"format\": \"ascii\", \"search\": 1}",
+                       "t.json: $.scenes[1].search: must be a string, not a number");
 }
 
 static void test_scene_costs(void **state)

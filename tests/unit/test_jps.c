@@ -116,6 +116,64 @@ static pd_grid *random_grid(uint64_t *rng, int rooms)
     return g;
 }
 
+/* Whether both bitsets of g say what cells[] says, padding included. */
+static void expect_bits_match_cells(const pd_grid *g)
+{
+    for (int32_t py = 0; py < g->height + 2; py++)
+        for (int32_t px = 0; px < g->stride; px++) {
+            int open = g->cells[(size_t)py * (size_t)g->stride + (size_t)px] != PD_CELL_BLOCKED;
+            if (pd_grid_bit_row(g, px, py) != open || pd_grid_bit_col(g, px, py) != open)
+                fail_msg("%dx%d grid, padded (%d,%d): cell %s, row bit %d, column bit %d", g->width, g->height,
+                         px, py, open ? "open" : "blocked", pd_grid_bit_row(g, px, py),
+                         pd_grid_bit_col(g, px, py));
+        }
+}
+
+/* The passability bitsets JPS scans follow the cells through every way a
+ * grid changes: pd_grid_set, bulk writes with pd_grid_refresh_flags, and
+ * direct writes with pd_grid_sync_bits, which flips exactly the cells whose
+ * passability changed (cost changes flip nothing). Sizes around the 64-bit
+ * word boundaries. */
+static void test_bits_follow_cells(void **state)
+{
+    (void)state;
+    static const int32_t sides[] = { 1, 2, 61, 62, 63, 64, 65, 127, 130 };
+    uint64_t rng = 77;
+    for (size_t i = 0; i < sizeof sides / sizeof *sides; i++) {
+        for (size_t j = 0; j < sizeof sides / sizeof *sides; j += 2) {
+            pd_grid *g = pd_grid_create(sides[i], sides[j]);
+            assert_non_null(g);
+            expect_bits_match_cells(g);
+            for (int32_t y = 0; y < g->height; y++)
+                for (int32_t x = 0; x < g->width; x++)
+                    pd_grid_set(g, x, y, rng_below(&rng, 3) ? PD_CELL_FREE : PD_CELL_BLOCKED);
+            expect_bits_match_cells(g);
+            for (int32_t y = 0; y < g->height; y++)
+                for (int32_t x = 0; x < g->width; x++)
+                    g->cells[pd_grid_index(g, x, y)] = (uint8_t)rng_below(&rng, 3);
+            pd_grid_refresh_flags(g);
+            expect_bits_match_cells(g);
+            int32_t x0 = rng_below(&rng, g->width), y0 = rng_below(&rng, g->height);
+            int32_t x1 = x0 + rng_below(&rng, 70), y1 = y0 + rng_below(&rng, 70);
+            uint64_t want = 0;
+            for (int32_t y = y0; y <= y1 && y < g->height; y++)
+                for (int32_t x = x0; x <= x1 && x < g->width; x++) {
+                    uint8_t *c = &g->cells[pd_grid_index(g, x, y)];
+                    uint8_t v = (uint8_t)rng_below(&rng, 3);
+                    want += (*c == PD_CELL_BLOCKED) != (v == PD_CELL_BLOCKED);
+                    *c = v;
+                }
+            assert_true(pd_grid_sync_bits(g, x0, y0, x1, y1) == want);
+            expect_bits_match_cells(g);
+            pd_grid *c = pd_grid_clone(g);
+            assert_non_null(c);
+            expect_bits_match_cells(c);
+            pd_grid_destroy(c);
+            pd_grid_destroy(g);
+        }
+    }
+}
+
 static void test_random_grids_match_astar(void **state)
 {
     jps_fixture *f = *state;
@@ -399,6 +457,7 @@ static void test_context_reuse(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bits_follow_cells),
         cmocka_unit_test(test_trivial_and_refused),
         cmocka_unit_test(test_corridor_and_no_path),
         cmocka_unit_test(test_budget_poll_and_buffer),

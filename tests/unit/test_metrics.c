@@ -471,17 +471,26 @@ static void test_gauges_and_scene_versions(void **state)
     assert_int_equal(count_prefix_lines(text, "pathd_scene_version{"), 2);
     /* small is 10x5 (12x7 padded) serving units 1 and 2: clearance, one unit
      * grid and two sets of 2-byte labels; maze is 128x127 (130x129) with
-     * unit 1 only: its grid and one set of labels, 3 bytes per cell. */
+     * unit 1 only: its grid and one set of labels, 3 bytes per cell. A grid
+     * also holds its passability bitsets: a line of bits per padded row and
+     * column, each with a lead and a trailing word (small: 7 x 3 + 12 x 3
+     * words, 456 bytes; maze: 129 x 5 + 130 x 5 words, 10360 bytes). */
     assert_line(text, "# TYPE pathd_scene_bytes gauge");
-    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"grid\"} 84");
+    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"grid\"} 540");
     assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"clearance\"} 84");
     assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"labels\"} 336");
-    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"unit_grids\"} 84");
-    assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"grid\"} 16770");
+    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"unit_grids\"} 540");
+    assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"grid\"} 27130");
     assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"clearance\"} 0");
     assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"labels\"} 33540");
     assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"unit_grids\"} 0");
     assert_int_equal(count_prefix_lines(text, "pathd_scene_bytes{"), 8);
+    /* Neither scene's config says "search": both follow jump_point_search. */
+    assert_line(text, "# TYPE pathd_scene_search gauge");
+    assert_line(text, "pathd_scene_search{scene=\"small\",unit=\"1\",search=\"default\"} 1");
+    assert_line(text, "pathd_scene_search{scene=\"small\",unit=\"2\",search=\"default\"} 1");
+    assert_line(text, "pathd_scene_search{scene=\"maze\",unit=\"1\",search=\"default\"} 1");
+    assert_int_equal(count_prefix_lines(text, "pathd_scene_search{"), 3);
     /* The standard process metrics, read from /proc for this process: it
      * has used some CPU, holds memory, has stdin/out/err open and started
      * before now. */

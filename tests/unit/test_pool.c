@@ -1043,6 +1043,39 @@ static void test_jump_points_match_astar(void **state)
     waker_destroy(&wj);
 }
 
+/* A scene's search pick per unit size overrides the server's
+ * jump_point_search both ways: "astar" answers with A* (its expansion
+ * count) although the job asks for jump points, "jps" with JPS although it
+ * does not; "default" follows the job. */
+static void test_scene_pick_overrides_server(void **state)
+{
+    pool_fixture *f = *state;
+    pd_job *runs[6];
+    static const struct {
+        pd_scene_pick pick;
+        int jump_points;
+    } cases[6] = {
+        { PD_SCENE_PICK_DEFAULT, 0 }, { PD_SCENE_PICK_DEFAULT, 1 }, { PD_SCENE_PICK_ASTAR, 1 },
+        { PD_SCENE_PICK_ASTAR, 0 },   { PD_SCENE_PICK_JPS, 0 },     { PD_SCENE_PICK_JPS, 1 },
+    };
+    for (size_t i = 0; i < 6; i++) {
+        f->big->units[0] = (pd_scene_unit){ 1, f->big->grid, NULL, cases[i].pick };
+        pd_job *job = make_job(f->big, 1, i + 1, 3, 5, 390, 311);
+        job->jump_points = cases[i].jump_points;
+        runs[i] = run_one(job);
+        assert_int_equal(runs[i]->status, PD_OK);
+        assert_float_equal(runs[i]->metrics.cost, runs[0]->metrics.cost, 1e-9);
+    }
+    f->big->units[0] = (pd_scene_unit){ 0 };
+    const uint64_t astar = runs[0]->metrics.expanded, jps = runs[1]->metrics.expanded;
+    assert_true(jps < astar);
+    assert_true(runs[2]->metrics.expanded == astar);
+    assert_true(runs[3]->metrics.expanded == astar);
+    assert_true(runs[4]->metrics.expanded == jps);
+    assert_true(runs[5]->metrics.expanded == jps);
+    free_jobs(runs, 6);
+}
+
 static int path_contains(const pd_job *job, int32_t x, int32_t y)
 {
     for (size_t i = 0; i < job->path_len; i++)
@@ -1868,6 +1901,7 @@ int main(void)
         cmocka_unit_test(test_corners_style),
         cmocka_unit_test(test_pause_holds_work),
         cmocka_unit_test(test_jump_points_match_astar),
+        cmocka_unit_test(test_scene_pick_overrides_server),
         cmocka_unit_test(test_destroy_with_queued_jobs),
         cmocka_unit_test(test_destroy_stops_running_search),
         cmocka_unit_test(test_workers_trim_contexts),

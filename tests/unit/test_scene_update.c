@@ -6,7 +6,11 @@
  * and scattered cell lists, blocking, opening, cost changes), the repaired
  * scene must equal a scene loaded fresh from the updated map text - grid,
  * clearance and every unit grid byte for byte, component labels as the same
- * partition of cells, and the passable-cell count. Besides that: every
+ * partition of cells, the passable-cell count, and the passability bitsets
+ * of the grid and of every unit grid bit for bit (updates flip bits in
+ * place, a load builds them whole). After updates on small uniform maps,
+ * jump point search must agree with A* on every pair of cells of every unit
+ * grid (units 1-3), since it reads those bits. Besides that: every
  * validation error, the source snapshot staying untouched, version numbers,
  * updates that change nothing, and the registry under concurrent updaters
  * and readers (labelled "threaded" for the TSan run).
@@ -19,6 +23,7 @@
 #include <cmocka.h>
 
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -29,6 +34,7 @@
 
 #include "components_check.h"
 #include "pd_conf.h"
+#include "pd_jps.h"
 #include "pd_scene.h"
 
 /* A map held as cell values (0 blocked, 1..9 cost), written out as the ASCII
@@ -91,7 +97,7 @@ static char *model_text(const model *m)
 }
 
 /* Loads a scene from the model through a temporary ASCII map file. */
-static pd_scene *model_scene(const model *m, const uint32_t *units, size_t n_units)
+static pd_scene *model_scene_search(const model *m, const uint32_t *units, size_t n_units, pd_conf_search search)
 {
     static int counter;
     char path[512];
@@ -111,12 +117,18 @@ static pd_scene *model_scene(const model *m, const uint32_t *units, size_t n_uni
     cs.cell_size = 1.0;
     memcpy(cs.unit_sizes, units, n_units * sizeof *units);
     cs.n_unit_sizes = n_units;
+    cs.search = search;
     char err[512] = "";
     pd_scene *s = pd_scene_load(&cs, err, sizeof err);
     remove(path);
     if (!s)
         fail_msg("%s", err);
     return s;
+}
+
+static pd_scene *model_scene(const model *m, const uint32_t *units, size_t n_units)
+{
+    return model_scene_search(m, units, n_units, PD_CONF_SEARCH_DEFAULT);
 }
 
 static size_t padded_cells(const pd_grid *g)
@@ -140,6 +152,8 @@ static void expect_equals_fresh(const pd_scene *s, const model *m)
     assert_int_equal(s->grid->height, f->grid->height);
     assert_memory_equal(s->grid->cells, f->grid->cells, padded_cells(f->grid));
     assert_int_equal(s->grid->uniform_cost, f->grid->uniform_cost);
+    if (memcmp(s->grid->bits, f->grid->bits, pd_grid_bits_bytes(f->grid)) != 0)
+        fail_msg("grid bitsets differ from a fresh build");
     assert_true(s->passable_cells == f->passable_cells);
     assert_int_equal(s->clearance != NULL, f->clearance != NULL);
     if (f->clearance)
@@ -154,6 +168,8 @@ static void expect_equals_fresh(const pd_scene *s, const model *m)
             assert_ptr_not_equal(su->grid, s->grid);
         if (memcmp(su->grid->cells, fu->grid->cells, padded_cells(f->grid)) != 0)
             fail_msg("unit %u grid differs from a fresh build", su->unit);
+        if (memcmp(su->grid->bits, fu->grid->bits, pd_grid_bits_bytes(f->grid)) != 0)
+            fail_msg("unit %u grid bitsets differ from a fresh build", su->unit);
         assert_int_equal(su->grid->uniform_cost, fu->grid->uniform_cost);
         expect_same_partition(su->components, fu->components);
     }
@@ -547,6 +563,147 @@ static void test_random_updates_match_fresh_build_uniform(void **state)
     }
 }
 
+/* JPS against A* on every ordered pair of open cells of every uniform unit
+ * grid of s: same status, same cost. */
+static void expect_jps_matches_astar(const pd_scene *s, pd_jps_ctx *jps, pd_search_ctx *astar)
+{
+    for (size_t i = 0; i < s->n_unit_sizes; i++) {
+        const pd_grid *g = s->units[i].grid;
+        if (!g->uniform_cost)
+            continue;
+        for (int32_t a = 0; a < g->width * g->height; a++) {
+            pd_point from = { a % g->width, a / g->width };
+            if (pd_grid_get(g, from.x, from.y) == PD_CELL_BLOCKED)
+                continue;
+            for (int32_t b = 0; b < g->width * g->height; b++) {
+                pd_point to = { b % g->width, b / g->width };
+                if (pd_grid_get(g, to.x, to.y) == PD_CELL_BLOCKED)
+                    continue;
+                pd_search_params p = { .start = from, .goal = to };
+                pd_search_metrics ma, mj;
+                pd_status sa = pd_search_astar(astar, g, &p, NULL, 0, &ma);
+                pd_status sj = pd_search_jps(jps, g, &p, NULL, 0, &mj);
+                if (sa != sj || (sa == PD_OK && fabs(ma.cost - mj.cost) > 1e-9))
+                    fail_msg("unit %u (%d,%d)->(%d,%d): A* %s %.9f, JPS %s %.9f", s->units[i].unit, from.x,
+                             from.y, to.x, to.y, pd_status_name(sa), ma.cost, pd_status_name(sj), mj.cost);
+            }
+        }
+    }
+}
+
+/* Jump point search reads the bitsets that updates flip in place: after
+ * every update of a small uniform map (blocking and opening rectangles and
+ * cell lists, repaired as boxes and cell by cell), it must still agree with
+ * A* on every pair of cells, for units 1, 2 and 3. */
+static void test_jps_after_updates_matches_astar(void **state)
+{
+    (void)state;
+    pd_jps_ctx *jps = pd_jps_ctx_create();
+    pd_search_ctx *astar = pd_search_ctx_create();
+    assert_non_null(jps);
+    assert_non_null(astar);
+    static const uint32_t units[] = { 1, 2, 3 };
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        rng_state = seed * 0xD1B54A32D192ED03ull;
+        model m = model_random_costs(14, 11, 18, 0);
+        pd_scene *s = model_scene(&m, units, 3);
+        expect_jps_matches_astar(s, jps, astar);
+        pd_point cells[8];
+        for (int step = 0; step < 16; step++) {
+            pd_update_op op = rng_below(2) ? PD_UPDATE_BLOCK : PD_UPDATE_PASS;
+            pd_scene_update u;
+            if (rng_below(2)) {
+                int32_t x0 = rng_below(m.w), y0 = rng_below(m.h);
+                int32_t x1 = x0 + rng_below(4), y1 = y0 + rng_below(4);
+                u = rect_update(op, 0, x0, y0, x1 < m.w ? x1 : m.w - 1, y1 < m.h ? y1 : m.h - 1);
+            } else {
+                size_t n = 1 + (size_t)rng_below(8);
+                for (size_t i = 0; i < n; i++)
+                    cells[i] = (pd_point){ rng_below(m.w), rng_below(m.h) };
+                u = list_update(op, 0, cells, n);
+            }
+            apply_and_check(&s, &m, &u);
+            expect_jps_matches_astar(s, jps, astar);
+        }
+        pd_scene_release(s);
+        free(m.v);
+    }
+    pd_jps_ctx_destroy(jps);
+    pd_search_ctx_destroy(astar);
+}
+
+/* The scene's "search" config per unit size: forced picks stay through
+ * updates; "auto" measures (JPS or A*, never "default"), picks A* where JPS
+ * cannot serve (a weighted map), and measures again only once updates have
+ * changed more than 1/PD_SCENE_REPICK_FRACTION of the passable cells. */
+static void test_search_pick(void **state)
+{
+    (void)state;
+    static const uint32_t units[] = { 1, 2, 3 };
+    rng_state = 99;
+    model m = model_random_costs(64, 48, 15, 0);
+    static const struct {
+        pd_conf_search search;
+        pd_scene_pick pick;
+    } forced[] = {
+        { PD_CONF_SEARCH_DEFAULT, PD_SCENE_PICK_DEFAULT },
+        { PD_CONF_SEARCH_JPS, PD_SCENE_PICK_JPS },
+        { PD_CONF_SEARCH_ASTAR, PD_SCENE_PICK_ASTAR },
+    };
+    for (size_t f = 0; f < sizeof forced / sizeof *forced; f++) {
+        pd_scene *s = model_scene_search(&m, units, 3, forced[f].search);
+        pd_scene_update u = rect_update(PD_UPDATE_BLOCK, 0, 0, 0, 40, 40);
+        pd_scene *n = NULL;
+        assert_int_equal(pd_scene_apply_update(s, &u, &n, NULL), PD_OK);
+        for (size_t i = 0; i < 3; i++) {
+            assert_int_equal(s->units[i].pick, forced[f].pick);
+            assert_int_equal(n->units[i].pick, forced[f].pick);
+        }
+        assert_string_equal(pd_scene_search_name(n->search),
+                            forced[f].search == PD_CONF_SEARCH_JPS     ? "jps"
+                            : forced[f].search == PD_CONF_SEARCH_ASTAR ? "astar"
+                                                                       : "default");
+        pd_scene_release(n);
+        pd_scene_release(s);
+    }
+
+    pd_scene *s = model_scene_search(&m, units, 3, PD_CONF_SEARCH_AUTO);
+    for (size_t i = 0; i < 3; i++)
+        assert_true(s->units[i].pick == PD_SCENE_PICK_JPS || s->units[i].pick == PD_SCENE_PICK_ASTAR);
+    assert_true(s->changed_since_pick == 0);
+    /* A small change is counted, not measured. */
+    pd_scene_update small = rect_update(PD_UPDATE_BLOCK, 0, 10, 10, 11, 11);
+    uint64_t small_cells = model_apply(&m, &small);
+    assert_true(small_cells > 0 && small_cells * PD_SCENE_REPICK_FRACTION <= s->passable_cells);
+    pd_scene *n = NULL;
+    assert_int_equal(pd_scene_apply_update(s, &small, &n, NULL), PD_OK);
+    assert_true(n->changed_since_pick == small_cells);
+    pd_scene_release(s);
+    s = n;
+    /* A large one measures again and starts counting anew. */
+    pd_scene_update large = rect_update(PD_UPDATE_BLOCK, 0, 0, 20, 63, 40);
+    uint64_t large_cells = model_apply(&m, &large);
+    assert_true((small_cells + large_cells) * PD_SCENE_REPICK_FRACTION > s->passable_cells);
+    assert_int_equal(pd_scene_apply_update(s, &large, &n, NULL), PD_OK);
+    assert_true(n->changed_since_pick == 0);
+    for (size_t i = 0; i < 3; i++)
+        assert_true(n->units[i].pick == PD_SCENE_PICK_JPS || n->units[i].pick == PD_SCENE_PICK_ASTAR);
+    pd_scene_release(n);
+    pd_scene_release(s);
+    free(m.v);
+
+    /* Weighted: jump point search cannot serve, so "auto" picks A*. */
+    rng_state = 7;
+    m = model_random(40, 30, 15);
+    s = model_scene_search(&m, units, 3, PD_CONF_SEARCH_AUTO);
+    for (size_t i = 0; i < 3; i++) {
+        assert_false(s->units[i].grid->uniform_cost);
+        assert_int_equal(s->units[i].pick, PD_SCENE_PICK_ASTAR);
+    }
+    pd_scene_release(s);
+    free(m.v);
+}
+
 /* Regression: the first COST above 1 on a uniform scene must reach the unit
  * grids of sizes 2 and up (their repair used to run while the scene still
  * said it was uniform, so they kept cost 1). Every update shape: a
@@ -926,6 +1083,8 @@ int main(void)
         cmocka_unit_test(test_random_updates_match_fresh_build_weighted),
         cmocka_unit_test(test_random_updates_match_fresh_build_uniform),
         cmocka_unit_test(test_first_cost_on_uniform_scene_reaches_unit_grids),
+        cmocka_unit_test(test_jps_after_updates_matches_astar),
+        cmocka_unit_test(test_search_pick),
         cmocka_unit_test(test_update_that_changes_nothing),
         cmocka_unit_test(test_registry_update),
         cmocka_unit_test(test_registry_reuses_retired_snapshots),
