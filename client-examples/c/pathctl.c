@@ -74,8 +74,10 @@ static void pathctl_usage(FILE *out)
             "       [--max-expansions N] [--deadline MS] [--partial]\n"
             "       [--goal-mode exact|nearest|line] [--snap]\n"
             "       [--speed S] [--start-time T] [--avoid \"X,Y;X,Y\"] [--window X0,Y0,X1,Y1]\n"
-            "                     find a path; --world reads X,Y as world coordinates;\n"
-            "                     for --unit K > 1, X,Y is the unit's top-left cell\n"
+            "                     find a path; --world reads X,Y as world coordinates\n"
+            "                     and prints the waypoints' world coordinates (asked of\n"
+            "                     the server, as --json does); for --unit K > 1, X,Y is\n"
+            "                     the unit's top-left cell\n"
             "  route --from SCENE:X,Y --to SCENE:X,Y [--world] [--unit K]\n"
             "        [--style cells|corners|smooth] [--goal-mode exact|nearest|line]\n"
             "        [--speed S] [--start-time T] [--max-expansions N] [--deadline MS]\n"
@@ -257,6 +259,9 @@ static int pathctl_parse_path(pathctl_args *a, const char *const *val)
         return pathctl_usage_error("bad --from %s (want X,Y)", a->from);
     if (pathctl_parse_point(a->to, a->world, &a->req.goal))
         return pathctl_usage_error("bad --to %s (want X,Y)", a->to);
+    /* The server sends world coordinates only when asked: ask when they
+     * are printed. */
+    a->req.want_world = a->world || a->json;
     return pathctl_parse_path_options(a, val);
 }
 
@@ -296,6 +301,7 @@ static int pathctl_parse_route(pathctl_args *a, const char *const *val)
         return code;
     a->route.from_scene = a->route_names[0];
     a->route.to_scene = a->route_names[1];
+    a->route.want_world = a->world || a->json;
     a->route.unit_size = a->req.unit_size;
     a->route.style = a->req.style;
     a->route.goal_mode = a->req.goal_mode;

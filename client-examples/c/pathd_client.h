@@ -162,11 +162,14 @@ typedef struct pdc_path_req {
     size_t avoid_count;         /* <= PDC_MAX_AVOID */
     int has_window;             /* 1: the search stays inside window_min..window_max */
     pdc_xy window_min, window_max; /* inclusive cells, min <= max, non-negative */
+    int want_world;             /* 1: waypoints carry world coordinates (wx, wy) too */
 } pdc_path_req;
 
 typedef struct pdc_waypoint {
     int32_t x, y;               /* cell (a unit's top-left cell) */
-    double wx, wy;              /* world coordinates of the cell centre */
+    double wx, wy;              /* world coordinates of the cell centre; 0 unless the
+                                   request had want_world (the wire carries them only then;
+                                   SceneInfo's origin and cell size give them too) */
     double t;                   /* arrival time in seconds; 0 unless the request had speed > 0 */
 } pdc_waypoint;
 
@@ -211,6 +214,7 @@ typedef struct pdc_route_req {
     double start_time;          /* seconds at the first waypoint */
     uint64_t max_expansions;    /* per leg search; 0 = server default */
     uint32_t deadline_ms;       /* 0 = none */
+    int want_world;             /* 1: waypoints carry world coordinates (wx, wy) too */
 } pdc_route_req;
 
 /* One leg: a walk in one scene, then (except on the last leg) a portal. */

@@ -127,7 +127,9 @@ class PathdProtocolError extends PathdError {
 class Violation extends Error {}
 
 /* One answered path request. waypoints are cells [[x, y]], world the centres
- * of those cells in world coordinates [[wx, wy]], times the arrival times
+ * of those cells in world coordinates [[wx, wy]] (null unless the request
+ * had wantWorld: the server sends them only when asked, and sceneInfo's
+ * origin and cell size give them too), times the arrival times
  * (null unless speed > 0); version is the scene version the search ran on;
  * startUsed / goalUsed the cells the path really starts / ends at when
  * snapped or substituted (else null); cutoff 'BUDGET_EXCEEDED' /
@@ -142,7 +144,7 @@ class PathResult {
     this.searchMicros = 0;
     this.version = 0;
     this.waypoints = [];
-    this.world = [];
+    this.world = null;
     this.times = timed ? [] : null;
     this.startUsed = null;
     this.goalUsed = null;
@@ -249,7 +251,7 @@ function findPathOp(scene, start, goal, options = {}) {
   const {
     world = false, unitSize = 0, connectivity = 0, style = 'cells', goalMode = 'exact', snap = false,
     partialOnCutoff = false, speed = 0, startTime = 0, avoid = [], window = null,
-    maxExpansions = 0, deadlineMs = 0,
+    maxExpansions = 0, deadlineMs = 0, wantWorld = false,
   } = options;
   checkScene(scene);
   const body = {
@@ -268,17 +270,18 @@ function findPathOp(scene, start, goal, options = {}) {
       avoid: avoid.map(cell),
       maxExpansions,
       deadlineMs,
+      wantWorld: Boolean(wantWorld),
     },
   };
   if (window) body.findPath.window = { min: cell(window[0]), max: cell(window[1]) };
   const timed = Number(speed) > 0;
-  return op(body, (p) => p.finishPath(timed), { accept: OK_PARTIAL, assemble: 'path' });
+  return op(body, (p) => p.finishPath(timed, Boolean(wantWorld)), { accept: OK_PARTIAL, assemble: 'path' });
 }
 
 function findRouteOp(fromScene, start, toScene, goal, options = {}) {
   const {
     world = false, unitSize = 0, style = 'cells', goalMode = 'exact', speed = 0, startTime = 0,
-    maxExpansions = 0, deadlineMs = 0,
+    maxExpansions = 0, deadlineMs = 0, wantWorld = false,
   } = options;
   checkScene(fromScene, 'fromScene');
   checkScene(toScene, 'toScene');
@@ -295,10 +298,11 @@ function findRouteOp(fromScene, start, toScene, goal, options = {}) {
       startTime: Number(startTime),
       maxExpansions,
       deadlineMs,
+      wantWorld: Boolean(wantWorld),
     },
   };
   const timed = Number(speed) > 0;
-  return op(body, (p) => p.finishRoute(timed), { accept: OK_PARTIAL, assemble: 'route' });
+  return op(body, (p) => p.finishRoute(timed, Boolean(wantWorld)), { accept: OK_PARTIAL, assemble: 'route' });
 }
 
 function updateCellsOp(scene, { rect = null, cells = null, op: kind = 'block', cost = 0 } = {}) {
@@ -466,8 +470,9 @@ class Pending {
         throw new Violation(`request ${this.id}: path chunk ${chunk.seq} arrived, expected ${this.nextSeq}`);
       }
       this.nextSeq++;
-      this.count(chunk.waypoints.length);
-      this.path.push(...chunk.waypoints);
+      const points = this.points(chunk.points);
+      this.count(points.length);
+      this.path.push(...points);
     } else if (assemble === 'route' && response.body === 'routeLeg') {
       this.routeLeg(response.routeLeg);
     }
@@ -476,6 +481,29 @@ class Pending {
     if (assemble !== 'single' && !response.final) return undefined;
     this.response = response;
     return this.op.finish(this);
+  }
+
+  /* A frame's packed waypoints as [{ x, y, wx, wy, t }]: cells by running
+   * sums over the deltas (the first is absolute); wx, wy and t are null when
+   * the frame does not carry them. */
+  points(m) {
+    if (!m) return [];
+    const n = m.dx.length;
+    if (m.dy.length !== n || ![0, n].includes(m.t.length) || ![0, n].includes(m.wx.length)
+        || m.wy.length !== m.wx.length) {
+      throw new Violation(`request ${this.id}: a frame's waypoint arrays differ in length`);
+    }
+    const out = new Array(n);
+    let x = 0;
+    let y = 0;
+    for (let i = 0; i < n; i++) {
+      x += m.dx[i];
+      y += m.dy[i];
+      out[i] = {
+        x, y, wx: m.wx.length ? m.wx[i] : null, wy: m.wy.length ? m.wy[i] : null, t: m.t.length ? m.t[i] : null,
+      };
+    }
+    return out;
   }
 
   count(n) {
@@ -499,8 +527,9 @@ class Pending {
       this.legSeq = 0;
     }
     this.legSeq++;
-    this.count(leg.waypoints.length);
-    current.waypoints.push(...leg.waypoints);
+    const points = this.points(leg.points);
+    this.count(points.length);
+    current.waypoints.push(...points);
     current.version = leg.sceneVersion;
     if (leg.legEnd) {
       if (leg.totalWaypoints && leg.totalWaypoints !== current.waypoints.length) {
@@ -515,13 +544,13 @@ class Pending {
     }
   }
 
-  finishPath(timed) {
+  finishPath(timed, wantWorld) {
     const { response } = this;
     const r = new PathResult(this.id, timed);
     r.status = statusName(response.status);
     r.message = errorMessage(response);
     r.waypoints = this.path.map((w) => [w.x, w.y]);
-    r.world = this.path.map((w) => [w.wx, w.wy]);
+    if (wantWorld) r.world = this.path.map((w) => [w.wx, w.wy]);
     if (timed) r.times = this.path.map((w) => w.t);
     if (response.body === 'path') {
       const chunk = response.path;
@@ -540,7 +569,7 @@ class Pending {
   }
 
   /* The object pathctl route --json prints. */
-  finishRoute(timed) {
+  finishRoute(timed, wantWorld) {
     const { response } = this;
     let rr = response.routeResult;
     if (response.body !== 'routeResult') {
@@ -559,7 +588,7 @@ class Pending {
         cost: leg.cost,
         version: leg.version,
         waypoints: leg.waypoints.map((w) => [w.x, w.y]),
-        world: leg.waypoints.map((w) => [w.wx, w.wy]),
+        world: wantWorld ? leg.waypoints.map((w) => [w.wx, w.wy]) : null,
         times: timed ? leg.waypoints.map((w) => w.t) : null,
         portal: leg.portal,
       })),
@@ -781,7 +810,8 @@ class PathdClient {
    * or 8), style ('cells', 'corners', 'smooth'), goalMode ('exact',
    * 'nearest', 'line'), snap, partialOnCutoff, speed (world units/s; > 0
    * adds times), startTime, avoid [[x, y]], window [[x0, y0], [x1, y1]],
-   * maxExpansions, deadlineMs. Resolves with a PathResult for OK or PARTIAL;
+   * maxExpansions, deadlineMs, wantWorld (the result's world; null without
+   * it). Resolves with a PathResult for OK or PARTIAL;
    * rejects with a PathdError for any other answer (err.result holds it). */
   findPath(scene, start, goal, options) {
     return this._call(findPathOp(scene, start, goal, options));
@@ -797,7 +827,8 @@ class PathdClient {
    * { status, total_cost, legs: [{ scene, cost, version, waypoints, world,
    * times, portal }], expansions, micros, pinned, goal_used }. Options:
    * world, unitSize, style, goalMode, speed, startTime, maxExpansions,
-   * deadlineMs. OK and PARTIAL resolve. */
+   * deadlineMs, wantWorld (each leg's world is null without it). OK and
+   * PARTIAL resolve. */
   findRoute(fromScene, start, toScene, goal, options) {
     return this._call(findRouteOp(fromScene, start, toScene, goal, options));
   }

@@ -53,6 +53,7 @@ does). The next call reconnects to the same address by itself.
 """
 
 import asyncio
+import itertools
 import random
 import socket
 import struct
@@ -156,7 +157,9 @@ class PathResult:
     """One answered path request.
 
     waypoints are cells [(x, y)], world the centres of those cells in world
-    coordinates [(wx, wy)], times the arrival times (None unless speed > 0);
+    coordinates [(wx, wy)] (None unless the request had want_world: the
+    server sends them only when asked, and SceneInfo's origin and cell size
+    give them too), times the arrival times (None unless speed > 0);
     version is the scene version the search ran on; start_used / goal_used
     the cells the path really starts / ends at when snapped or substituted
     (else None); cutoff "BUDGET_EXCEEDED" / "DEADLINE_EXCEEDED" behind a
@@ -175,7 +178,7 @@ class PathResult:
         self.search_micros = 0
         self.version = 0
         self.waypoints = []
-        self.world = []
+        self.world = None
         self.times = [] if timed else None
         self.start_used = None
         self.goal_used = None
@@ -194,7 +197,7 @@ class PathResult:
             d["message"] = self.message
         d.update(start_used=_pair(self.start_used), goal_used=_pair(self.goal_used),
                  cutoff=self.cutoff, waypoints=[list(w) for w in self.waypoints],
-                 world=[list(w) for w in self.world], times=self.times)
+                 world=None if self.world is None else [list(w) for w in self.world], times=self.times)
         return d
 
     def __repr__(self):
@@ -312,7 +315,7 @@ def _single(body, fields):
 
 def _find_path_op(scene, start, goal, world=False, unit_size=0, connectivity=0, style="cells",
                   goal_mode="exact", snap=False, partial_on_cutoff=False, speed=0.0, start_time=0.0,
-                  avoid=(), window=None, max_expansions=0, deadline_ms=0):
+                  avoid=(), window=None, max_expansions=0, deadline_ms=0, want_world=False):
     _check_scene(scene)
     request = pb.Request()
     fp = request.find_path
@@ -335,12 +338,14 @@ def _find_path_op(scene, start, goal, world=False, unit_size=0, connectivity=0, 
         _cell(fp.window.max, hi)
     fp.max_expansions = max_expansions
     fp.deadline_ms = deadline_ms
+    fp.want_world = bool(want_world)
     timed = fp.speed > 0
-    return _Op(request, "path", lambda p: p.finish_path(timed), _OK_PARTIAL, _same)
+    return _Op(request, "path", lambda p: p.finish_path(timed, fp.want_world), _OK_PARTIAL, _same)
 
 
 def _find_route_op(from_scene, start, to_scene, goal, world=False, unit_size=0, style="cells",
-                   goal_mode="exact", speed=0.0, start_time=0.0, max_expansions=0, deadline_ms=0):
+                   goal_mode="exact", speed=0.0, start_time=0.0, max_expansions=0, deadline_ms=0,
+                   want_world=False):
     _check_scene(from_scene, "from_scene")
     _check_scene(to_scene, "to_scene")
     request = pb.Request()
@@ -355,8 +360,9 @@ def _find_route_op(from_scene, start, to_scene, goal, world=False, unit_size=0, 
     fr.start_time = float(start_time)
     fr.max_expansions = max_expansions
     fr.deadline_ms = deadline_ms
+    fr.want_world = bool(want_world)
     timed = fr.speed > 0
-    return _Op(request, "route", lambda p: p.finish_route(timed), _OK_PARTIAL, _same)
+    return _Op(request, "route", lambda p: p.finish_route(timed, fr.want_world), _OK_PARTIAL, _same)
 
 
 def _update_cells_op(scene, rect=None, cells=None, op="block", cost=0):
@@ -612,7 +618,7 @@ class _Pending:
         self.result = None
         self.response = None           # the final frame
         self.next_seq = 0
-        self.path = []                 # path: Waypoint messages so far
+        self.path = []                 # path: (x, y, wx, wy, t) so far
         self.legs = []                 # route: finished and current legs
         self.leg_seq = 0
         self.waypoint_count = 0
@@ -627,8 +633,9 @@ class _Pending:
                 raise _Violation("request %d: path chunk %d arrived, expected %d"
                                  % (self.id, chunk.seq, self.next_seq))
             self.next_seq += 1
-            self._count(len(chunk.waypoints))
-            self.path.extend(chunk.waypoints)
+            points = self._points(chunk.points)
+            self._count(len(points))
+            self.path.extend(points)
         elif self.op.assemble == "route" and body == "route_leg":
             self._route_leg(response.route_leg)
         if self.op.assemble != "single" and not response.final:
@@ -636,6 +643,17 @@ class _Pending:
         self.response = response
         self.result = self.op.finish(self)
         return True
+
+    def _points(self, m):
+        """A frame's packed waypoints as [(x, y, wx, wy, t)]: cells by running
+        sums over the deltas (the first is absolute); wx, wy and t are None
+        when the frame does not carry them."""
+        n = len(m.dx)
+        if len(m.dy) != n or len(m.t) not in (0, n) or len(m.wx) not in (0, n) or len(m.wy) != len(m.wx):
+            raise _Violation("request %d: a frame's waypoint arrays differ in length" % self.id)
+        none = [None] * n
+        return list(zip(itertools.accumulate(m.dx), itertools.accumulate(m.dy),
+                        m.wx or none, m.wy or none, m.t or none))
 
     def _count(self, n):
         self.waypoint_count += n
@@ -656,8 +674,9 @@ class _Pending:
             self.legs.append(current)
             self.leg_seq = 0
         self.leg_seq += 1
-        self._count(len(leg.waypoints))
-        current["waypoints"].extend(leg.waypoints)
+        points = self._points(leg.points)
+        self._count(len(points))
+        current["waypoints"].extend(points)
         current["version"] = leg.scene_version
         if leg.leg_end:
             if leg.total_waypoints and leg.total_waypoints != len(current["waypoints"]):
@@ -672,15 +691,16 @@ class _Pending:
                                      "to_scene": hop.to_scene, "entry": [hop.entry.x, hop.entry.y],
                                      "cost": hop.cost}
 
-    def finish_path(self, timed):
+    def finish_path(self, timed, want_world):
         response = self.response
         status = _status_name(response.status)
         message = response.error.message if response.WhichOneof("body") == "error" else ""
         r = PathResult(self.id, status, message, timed)
-        r.waypoints = [(w.x, w.y) for w in self.path]
-        r.world = [(w.wx, w.wy) for w in self.path]
+        r.waypoints = [(x, y) for x, y, _, _, _ in self.path]
+        if want_world:
+            r.world = [(wx, wy) for _, _, wx, wy, _ in self.path]
         if timed:
-            r.times = [w.t for w in self.path]
+            r.times = [t for _, _, _, _, t in self.path]
         if response.WhichOneof("body") == "path":
             chunk = response.path
             if chunk.total_waypoints and chunk.total_waypoints != len(self.path):
@@ -698,7 +718,7 @@ class _Pending:
                 r.cutoff = _status_name(chunk.cutoff)
         return r
 
-    def finish_route(self, timed):
+    def finish_route(self, timed, want_world):
         """The object pathctl route --json prints."""
         response = self.response
         body = response.WhichOneof("body")
@@ -714,9 +734,9 @@ class _Pending:
         legs = []
         for leg in self.legs:
             legs.append({"scene": leg["scene"], "cost": leg["cost"], "version": leg["version"],
-                         "waypoints": [[w.x, w.y] for w in leg["waypoints"]],
-                         "world": [[w.wx, w.wy] for w in leg["waypoints"]],
-                         "times": [w.t for w in leg["waypoints"]] if timed else None,
+                         "waypoints": [[w[0], w[1]] for w in leg["waypoints"]],
+                         "world": [[w[2], w[3]] for w in leg["waypoints"]] if want_world else None,
+                         "times": [w[4] for w in leg["waypoints"]] if timed else None,
                          "portal": leg["portal"]})
         d = {"status": _status_name(response.status), "total_cost": rr.total_cost, "legs": legs,
              "expansions": rr.expansions, "micros": rr.micros, "pinned": rr.pinned,
@@ -769,7 +789,8 @@ class _Api:
         connectivity (4 or 8), style ("cells", "corners", "smooth"),
         goal_mode ("exact", "nearest", "line"), snap, partial_on_cutoff,
         speed (world units/s; > 0 adds times), start_time, avoid [(x, y)],
-        window ((x0, y0), (x1, y1)), max_expansions, deadline_ms. Returns a
+        window ((x0, y0), (x1, y1)), max_expansions, deadline_ms,
+        want_world (the result's world coordinates; None without it). Returns a
         PathResult for OK or PARTIAL; raises PathdError for any other answer
         (its .result holds the PathResult)."""
         return self._call(_find_path_op(scene, start, goal, **options))
@@ -784,7 +805,8 @@ class _Api:
         --json prints: status, total_cost, legs [{scene, cost, version,
         waypoints, world, times, portal}], expansions, micros, pinned,
         goal_used. Options: world, unit_size, style, goal_mode, speed,
-        start_time, max_expansions, deadline_ms. OK and PARTIAL return."""
+        start_time, max_expansions, deadline_ms, want_world (each leg's world
+        is None without it). OK and PARTIAL return."""
         return self._call(_find_route_op(from_scene, start, to_scene, goal, **options))
 
     # ---- scenes ---------------------------------------------------------------

@@ -85,6 +85,7 @@ typedef struct pd_find_path_req {
     int has_window;          /* window_min <= window_max, both non-negative; the grid
                                 clips it later */
     pd_point window_min, window_max;
+    int want_world;          /* the answer carries world coordinates too */
 } pd_find_path_req;
 
 /* FindRoute. Whether the scenes exist, serve the unit size and hold the
@@ -101,6 +102,7 @@ typedef struct pd_find_route_req {
     double start_time;       /* seconds at the start, finite */
     uint64_t max_expansions; /* per leg search; 0 = server default */
     uint32_t deadline_ms;    /* 0 = none; <= PD_CODEC_MAX_DEADLINE_MS (pd_codec.h) */
+    int want_world;          /* the answer carries world coordinates too */
 } pd_find_route_req;
 
 /* UpdateCells: update.cells points at the owned array cells (NULL for a
