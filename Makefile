@@ -2,7 +2,8 @@
 #   make run   - install missing Debian packages, build, start pathd on the demo world
 #   make test  - same bootstrap, build, run every test
 # Plus: make test-sanitize (ASan+UBSan and TSan builds), make test-docker (the
-# container image), make bench (vs peers), make fuzz (each libFuzzer target for
+# container image), make bench (vs peers), make bench-server (the server's own
+# cost beside redis-server), make fuzz (each libFuzzer target for
 # FUZZ_SECONDS, docs/FUZZING.md).
 BUILD    ?= build
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
@@ -11,7 +12,7 @@ CONFIG   ?= config/default.json
 FUZZ_BUILD   ?= $(BUILD)-fuzz
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build fuzz-build run test test-sanitize test-docker bench fuzz clean
+.PHONY: all deps build fuzz-build run test test-sanitize test-docker bench bench-server fuzz clean
 
 all: build
 
@@ -54,6 +55,11 @@ test-docker: build
 
 bench: build
 	bench/run-bench.sh $(BUILD)
+
+# The server's own cost beside redis-server (issue 17's table; installs
+# Debian's redis-server itself): docs/BENCHMARKS.md.
+bench-server: build
+	bench/server/bench-server.sh $(BUILD)
 
 # Each fuzz target for FUZZ_SECONDS (make fuzz FUZZ_SECONDS=600).
 fuzz: fuzz-build
