@@ -96,17 +96,23 @@ uint64_t pd_pool_now_ns(void)
 
 static void pd__publish(pd_pool *p, pd__batch *b);
 
-pd_status pd_task_interrupt(const pd_task *task)
+/* Whether task must stop now (cancelled, pool stopping, past its deadline). */
+static pd_status pd__interrupted(const pd_task *task)
 {
-    /* A long task polls: results finished before it must not wait for it. */
-    if (pd__my_batch && pd__my_batch->head)
-        pd__publish(pd__my_batch->pool, pd__my_batch);
     if (atomic_load_explicit(&task->cancelled, memory_order_relaxed) ||
         (task->pool && atomic_load_explicit(&task->pool->stopping, memory_order_relaxed)))
         return PD_CANCELLED;
     if (task->deadline_ns != 0 && pd_pool_now_ns() >= task->deadline_ns)
         return PD_DEADLINE_EXCEEDED;
     return PD_OK;
+}
+
+pd_status pd_task_interrupt(const pd_task *task)
+{
+    /* A long task polls: results finished before it must not wait for it. */
+    if (pd__my_batch && pd__my_batch->head)
+        pd__publish(pd__my_batch->pool, pd__my_batch);
+    return pd__interrupted(task);
 }
 
 pd_status pd_task_poll(void *task)
@@ -165,7 +171,7 @@ static void pd__complete(pd_pool *p, pd_task *task)
 static void pd__run_task(pd_pool *p, pd__worker *w, void *ctx, pd_task *task, int holds_order, pd__batch *b)
 {
     uint64_t started = pd_pool_now_ns();
-    pd_status st = pd_task_interrupt(task);
+    pd_status st = pd__interrupted(task);
     if (st == PD_OK)
         st = task->run(task, ctx);
     task->status = st;
