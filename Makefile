@@ -5,7 +5,8 @@
 #   make test  - install the test tools as well (install-deps.sh test), build
 #                everything, run every test
 # Plus: make test-sanitize (ASan+UBSan and TSan builds), make test-docker (the
-# container image), make bench (vs peers), make fuzz (each libFuzzer target for
+# container image), make bench (vs peers), make bench-server (the server's own
+# cost beside redis-server), make fuzz (each libFuzzer target for
 # FUZZ_SECONDS, docs/FUZZING.md), make docs (regenerate the outputs recorded
 # in the docs from a live daemon, scripts/gen-docs.py).
 BUILD    ?= build
@@ -18,7 +19,7 @@ FUZZ_SECONDS ?= 60
 PATHD_PYTHON ?= /usr/bin/python3
 
 .PHONY: all deps deps-test deps-bench build build-test fuzz-build run test test-sanitize \
-        test-docker bench fuzz docs clean
+        test-docker bench bench-server fuzz docs clean
 
 all: build
 
@@ -85,6 +86,11 @@ bench: deps-bench build-test
 # docs_live fails until they are regenerated after a change of output.
 docs: build-test
 	$(PATHD_PYTHON) scripts/gen-docs.py --build $(BUILD)
+
+# The server's own cost beside redis-server (issue 17's table; installs
+# Debian's redis-server itself): docs/BENCHMARKS.md.
+bench-server: build
+	bench/server/bench-server.sh $(BUILD)
 
 # Each fuzz target for FUZZ_SECONDS (make fuzz FUZZ_SECONDS=600).
 fuzz: fuzz-build

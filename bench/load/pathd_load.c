@@ -11,6 +11,13 @@
  * pipelined client API: simple, and with a few dozen connections the threads
  * cost nothing next to the server's work. It connects only to --server
  * (default 127.0.0.1:7420) and always stops by itself after the duration.
+ *
+ * Closed loop by default (a connection sends when an answer frees a slot).
+ * --rate R runs open loop, as wrk2 does: request i of a connection is due
+ * at start + i / (R / CONNS), latency counts from that intended time, so a
+ * server that stalls cannot hide the queue it builds. --metrics HOST:PORT
+ * reads process_cpu_seconds_total from the server's /metrics before and
+ * after the run and prints the server's CPU microseconds per request.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -23,6 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -40,6 +52,9 @@
 /* Latency samples kept in total (8 bytes each, 512 MiB). Beyond this, each
  * worker keeps a uniform reservoir sample, so percentiles stay unbiased. */
 #define LOAD_MAX_LATENCY_SAMPLES (64u * 1024u * 1024u)
+#define LOAD_MAX_RATE 10000000.0       /* requests per second: far beyond one host */
+#define LOAD_METRICS_MAX_BYTES (1u << 20)  /* largest /metrics answer read */
+#define LOAD_METRICS_TIMEOUT_S 5       /* for connecting to and reading /metrics */
 /* Client-side failures are counted by -status (PDC_ERR_* are small negatives). */
 #define LOAD_CLIENT_ERROR_SLOTS 8
 
@@ -58,6 +73,9 @@ typedef struct load_config {
     int every;
     int quiet;
     int json;
+    pdc_style style;
+    double rate;                /* requests per second over all connections; 0 = closed loop */
+    const char *metrics;        /* HOST:PORT of the server's /metrics, or NULL */
 } load_config;
 
 /* State all workers share; counters are atomics read by the progress line. */
@@ -83,6 +101,8 @@ typedef struct load_worker {
     load_shared *sh;
     load_slot *slots;           /* pipeline entries; id 0 = free */
     int inflight;
+    uint64_t next_due_us;       /* --rate: when this connection's next request is due */
+    uint64_t interval_us;       /* --rate: between its requests (>= 1) */
     uint64_t *latencies;        /* µs, answered requests only */
     size_t nlat, caplat, maxlat;
     uint64_t answered;          /* samples offered to the reservoir */
@@ -114,7 +134,8 @@ static void load_usage(FILE *out)
     fprintf(out,
             "usage: pathd-load [--server HOST:PORT] [-c CONNS] [-P PIPELINE] [-d SECONDS]\n"
             "                  [-n MAX_REQUESTS] --scene NAME --scen FILE.map.scen\n"
-            "                  [--every K] [--quiet] [--json]\n"
+            "                  [--every K] [--style cells|corners|smooth] [--rate R]\n"
+            "                  [--metrics HOST:PORT] [--quiet] [--json]\n"
             "\n"
             "  --server HOST:PORT  where to connect (default %s)\n"
             "  -c CONNS            connections, one thread each (default 1, max %d)\n"
@@ -124,6 +145,10 @@ static void load_usage(FILE *out)
             "  --scene NAME        scene name on the server\n"
             "  --scen FILE         Moving AI scenario file; its start/goal cells are used\n"
             "  --every K           use every K-th scenario line (default 1)\n"
+            "  --style S           waypoint style asked for (default cells)\n"
+            "  --rate R            open loop: R requests/s over all connections, latency\n"
+            "                      from each request's intended send time (as wrk2)\n"
+            "  --metrics HOST:PORT the server's metrics port: print its CPU us per request\n"
             "  --quiet             no progress lines\n"
             "  --json              print the summary as one JSON object\n",
             PDC_DEFAULT_SERVER, LOAD_MAX_CONNECTIONS, LOAD_MAX_PIPELINE, LOAD_DEFAULT_SECONDS,
@@ -149,6 +174,9 @@ static int load_parse_args(int argc, char **argv, load_config *cfg)
         {"scene", required_argument, NULL, 'S'},
         {"scen", required_argument, NULL, 'f'},
         {"every", required_argument, NULL, 'e'},
+        {"style", required_argument, NULL, 'y'},
+        {"rate", required_argument, NULL, 'r'},
+        {"metrics", required_argument, NULL, 'm'},
         {"quiet", no_argument, NULL, 'q'},
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
@@ -168,6 +196,24 @@ static int load_parse_args(int argc, char **argv, load_config *cfg)
         case 'S': cfg->scene = optarg; break;
         case 'f': cfg->scen_path = optarg; break;
         case 'q': cfg->quiet = 1; break;
+        case 'm': cfg->metrics = optarg; break;
+        case 'y':
+            if (!strcmp(optarg, "cells"))
+                cfg->style = PDC_STYLE_CELLS;
+            else if (!strcmp(optarg, "corners"))
+                cfg->style = PDC_STYLE_CORNERS;
+            else if (!strcmp(optarg, "smooth"))
+                cfg->style = PDC_STYLE_SMOOTH;
+            else
+                goto bad;
+            break;
+        case 'r': {
+            char *end;
+            cfg->rate = strtod(optarg, &end);
+            if (end == optarg || *end || !(cfg->rate > 0 && cfg->rate <= LOAD_MAX_RATE))
+                goto bad;
+            break;
+        }
         case 'j': cfg->json = 1; break;
         case 'h': load_usage(stdout); return 0;
         case 'c':
@@ -341,13 +387,15 @@ static void load_finish_slot(load_worker *w, const pdc_path_result *r)
 static int load_fill(load_worker *w, pdc_conn *c)
 {
     load_shared *sh = w->sh;
-    while (w->inflight < sh->cfg->pipeline && !atomic_load(&sh->stop) && load_take_budget(sh)) {
+    while (w->inflight < sh->cfg->pipeline && !atomic_load(&sh->stop) &&
+           (w->interval_us == 0 || load_now_us() >= w->next_due_us) && load_take_budget(sh)) {
         const load_pair *p = &sh->pairs[atomic_fetch_add(&sh->next_pair, 1) % sh->npairs];
         pdc_path_req req;
         memset(&req, 0, sizeof req);
         req.scene = sh->cfg->scene;
         req.start = pdc_cell(p->sx, p->sy);
         req.goal = pdc_cell(p->gx, p->gy);
+        req.style = sh->cfg->style;
         uint64_t id;
         int r = pdc_send_find_path(c, &req, &id);
         if (r != PDC_OK) {
@@ -358,7 +406,14 @@ static int load_fill(load_worker *w, pdc_conn *c)
         while (w->slots[i].id != 0)
             i++;
         w->slots[i].id = id;
-        w->slots[i].sent_us = load_now_us();
+        if (w->interval_us) {
+            /* Open loop: the clock starts when the request was due, even if
+             * a full pipeline held it back. */
+            w->slots[i].sent_us = w->next_due_us;
+            w->next_due_us += w->interval_us;
+        } else {
+            w->slots[i].sent_us = load_now_us();
+        }
         w->inflight++;
     }
     return 0;
@@ -375,10 +430,24 @@ static void *load_worker_main(void *arg)
         return NULL;
     }
     uint64_t drain_deadline = 0;
+    if (sh->cfg->rate > 0) {
+        double per_conn = sh->cfg->rate / sh->cfg->connections;
+        w->interval_us = (uint64_t)(1e6 / per_conn);
+        if (w->interval_us == 0)
+            w->interval_us = 1;
+        w->next_due_us = load_now_us();
+    }
     for (;;) {
         int stopping = atomic_load(&sh->stop) || !load_budget_left(sh);
         if (!stopping && pdc_is_connected(c))
             load_fill(w, c);
+        if (w->inflight == 0 && w->interval_us && !stopping && pdc_is_connected(c)) {
+            /* Open loop, nothing in flight: wait for the next due time. */
+            uint64_t now = load_now_us();
+            if (w->next_due_us > now)
+                load_sleep_us(w->next_due_us - now < 1000u ? w->next_due_us - now : 1000u);
+            continue;
+        }
         if (w->inflight == 0) {
             if (stopping)
                 break;
@@ -394,7 +463,10 @@ static void *load_worker_main(void *arg)
         if (stopping && drain_deadline == 0)
             drain_deadline = load_now_us() + LOAD_DRAIN_TIMEOUT_MS * 1000u;
         pdc_path_result r;
-        int status = pdc_recv_result(c, LOAD_RECV_SLICE_MS, &r);
+        /* Open loop: wake by the next due time (1 ms granularity; requests
+         * due meanwhile go out together, timed from when they were due). */
+        int slice = w->interval_us && !stopping ? 1 : LOAD_RECV_SLICE_MS;
+        int status = pdc_recv_result(c, slice, &r);
         if (r.id != 0) {
             load_finish_slot(w, &r);
         } else if (status != PDC_ERR_TIMEOUT) {
@@ -437,6 +509,7 @@ typedef struct load_totals {
     double seconds, throughput;
     uint64_t p50, p90, p99, max;
     size_t samples;
+    double server_cpu_us;       /* server CPU per request from /metrics; -1 = not measured */
 } load_totals;
 
 static void load_summarise(load_worker *workers, int n, double seconds, load_totals *t)
@@ -500,8 +573,11 @@ static void load_print_text(const load_config *cfg, const load_totals *t)
         printf("reconnects: %" PRIu64 "\n", t->reconnects);
     printf("throughput %.1f req/s (OK/PARTIAL %.1f req/s)\n", t->throughput,
            t->seconds > 0 ? (double)t->ok / t->seconds : 0.0);
-    printf("latency us p50 %" PRIu64 " p90 %" PRIu64 " p99 %" PRIu64 " max %" PRIu64 "\n",
-           t->p50, t->p90, t->p99, t->max);
+    printf("latency us p50 %" PRIu64 " p90 %" PRIu64 " p99 %" PRIu64 " max %" PRIu64 "%s\n",
+           t->p50, t->p90, t->p99, t->max, cfg->rate > 0 ? " (from intended send times)" : "");
+    if (t->server_cpu_us >= 0)
+        printf("server cpu %.2f us/request (process_cpu_seconds_total; ~10 ms resolution)\n",
+               t->server_cpu_us);
 }
 
 static void load_print_json(const load_config *cfg, const load_totals *t)
@@ -528,6 +604,9 @@ static void load_print_json(const load_config *cfg, const load_totals *t)
     cJSON_AddNumberToObject(o, "reconnects", (double)t->reconnects);
     cJSON_AddNumberToObject(o, "throughput", t->throughput);
     cJSON_AddNumberToObject(o, "ok_throughput", t->seconds > 0 ? (double)t->ok / t->seconds : 0.0);
+    cJSON_AddNumberToObject(o, "rate", cfg->rate);
+    if (t->server_cpu_us >= 0)
+        cJSON_AddNumberToObject(o, "server_cpu_us_per_request", t->server_cpu_us);
     cJSON *lat = cJSON_AddObjectToObject(o, "latency_us");
     if (lat) {
         cJSON_AddNumberToObject(lat, "p50", (double)t->p50);
@@ -541,6 +620,50 @@ static void load_print_json(const load_config *cfg, const load_totals *t)
         puts(text);
     free(text);
     cJSON_Delete(o);
+}
+
+/* process_cpu_seconds_total from http://HOSTPORT/metrics, or -1. A plain
+ * HTTP/1.0 GET: the server closes after the answer. */
+static double load_server_cpu(const char *hostport)
+{
+    char host[256];
+    const char *colon = strrchr(hostport, ':');
+    if (!colon || colon == hostport || (size_t)(colon - hostport) >= sizeof host)
+        return -1;
+    memcpy(host, hostport, (size_t)(colon - hostport));
+    host[colon - hostport] = '\0';
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
+    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0)
+        return -1;
+    int fd = socket(ai->ai_family, SOCK_STREAM, 0);
+    struct timeval tv = {LOAD_METRICS_TIMEOUT_S, 0};
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    }
+    if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        if (fd >= 0)
+            close(fd);
+        freeaddrinfo(ai);
+        return -1;
+    }
+    freeaddrinfo(ai);
+    static const char get[] = "GET /metrics HTTP/1.0\r\n\r\n";
+    char *buf = malloc(LOAD_METRICS_MAX_BYTES + 1);
+    size_t n = 0;
+    double value = -1;
+    if (buf && send(fd, get, sizeof get - 1, 0) == (ssize_t)(sizeof get - 1)) {
+        ssize_t got;
+        while (n < LOAD_METRICS_MAX_BYTES && (got = recv(fd, buf + n, LOAD_METRICS_MAX_BYTES - n, 0)) > 0)
+            n += (size_t)got;
+        buf[n] = '\0';
+        const char *line = strstr(buf, "\nprocess_cpu_seconds_total ");
+        if (line)
+            value = strtod(line + strlen("\nprocess_cpu_seconds_total "), NULL);
+    }
+    free(buf);
+    close(fd);
+    return value;
 }
 
 int main(int argc, char **argv)
@@ -567,6 +690,9 @@ int main(int argc, char **argv)
         return 1;
     }
     int started = 0;
+    double cpu0 = cfg.metrics ? load_server_cpu(cfg.metrics) : -1;
+    if (cfg.metrics && cpu0 < 0)
+        fprintf(stderr, "pathd-load: no process_cpu_seconds_total at http://%s/metrics\n", cfg.metrics);
     uint64_t t0 = load_now_us();
     for (int i = 0; i < cfg.connections; i++) {
         load_worker *w = &workers[i];
@@ -608,12 +734,15 @@ int main(int argc, char **argv)
     for (int i = 0; i < started; i++)
         pthread_join(workers[i].thread, NULL);
     double seconds = (double)(load_now_us() - t0) / 1e6;
+    double cpu1 = cpu0 >= 0 ? load_server_cpu(cfg.metrics) : -1;
 
     for (int i = 0; i < started; i++)
         if (workers[i].connect_failed)
             fprintf(stderr, "pathd-load: connection %d: %s\n", i, workers[i].connect_error);
     load_totals totals;
     load_summarise(workers, started, seconds, &totals);
+    totals.server_cpu_us = cpu1 >= cpu0 && cpu0 >= 0 && totals.requests
+                               ? (cpu1 - cpu0) * 1e6 / (double)totals.requests : -1;
     if (cfg.json)
         load_print_json(&cfg, &totals);
     else

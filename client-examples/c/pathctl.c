@@ -79,7 +79,9 @@ static void pathctl_usage(FILE *out)
             "       [--goal-mode exact|nearest|line] [--snap]\n"
             "       [--speed S] [--start-time T] [--avoid \"X,Y;X,Y\"] [--window X0,Y0,X1,Y1]\n"
             "       [--range R [--los]] [--goals \"X,Y;X,Y\" instead of --to]\n"
-            "                     find a path; --world reads X,Y as world coordinates;\n"
+            "                     find a path; --world reads X,Y as world coordinates\n"
+            "                     and prints the waypoints' world coordinates (asked of\n"
+            "                     the server, as --json does);\n"
             "                     for --unit K > 1, X,Y is the unit's top-left cell;\n"
             "                     --range stops within R cells (Euclidean) of the goal,\n"
             "                     --los only where the goal is in line of sight;\n"
@@ -292,6 +294,9 @@ static int pathctl_parse_path(pathctl_args *a, const char *const *val)
         return pathctl_usage_error("bad --range %s (cells, 0..128)", val[OPT_RANGE]);
     if (a->req.line_of_sight && !(a->req.range > 0))
         return pathctl_usage_error("%s", "--los needs --range R > 0");
+    /* The server sends world coordinates only when asked: ask when they
+     * are printed. */
+    a->req.want_world = a->world || a->json;
     return pathctl_parse_path_options(a, val);
 }
 
@@ -332,6 +337,7 @@ static int pathctl_parse_route(pathctl_args *a, const char *const *val)
         return code;
     a->route.from_scene = a->route_names[0];
     a->route.to_scene = a->route_names[1];
+    a->route.want_world = a->world || a->json;
     a->route.unit_size = a->req.unit_size;
     a->route.style = a->req.style;
     a->route.goal_mode = a->req.goal_mode;

@@ -580,6 +580,33 @@ static int pdc__read_frame(pdc_conn *c, int64_t deadline, Pathd__V1__Response **
     }
 }
 
+/* How many waypoints a frame's packed arrays hold; -1 when the arrays that
+ * are present disagree on it (a broken peer). */
+static long pdc__points_count(const Pathd__V1__Waypoints *m)
+{
+    if (m == NULL)
+        return 0;
+    size_t n = m->n_dx;
+    if (m->n_dy != n || (m->n_t != 0 && m->n_t != n) || (m->n_wx != 0 && m->n_wx != n) || m->n_wy != m->n_wx)
+        return -1;
+    return (long)n;
+}
+
+/* Writes a frame's waypoints to dst: cells by running sums over the deltas
+ * (the first is absolute), times and world centres when they were sent. */
+static void pdc__points_decode(const Pathd__V1__Waypoints *m, pdc_waypoint *dst)
+{
+    uint32_t x = 0, y = 0;   /* unsigned: a hostile delta must not be undefined behaviour */
+    if (m == NULL)
+        return;
+    for (size_t i = 0; i < m->n_dx; i++) {
+        x += (uint32_t)m->dx[i];
+        y += (uint32_t)m->dy[i];
+        dst[i] = (pdc_waypoint){(int32_t)x, (int32_t)y, m->n_wx ? m->wx[i] : 0, m->n_wx ? m->wy[i] : 0,
+                                m->n_t ? m->t[i] : 0};
+    }
+}
+
 static int pdc__append_chunk(pdc_conn *c, pdc__pending *p, const Pathd__V1__PathChunk *chunk)
 {
     if (chunk->seq != p->chunks) {
@@ -588,7 +615,13 @@ static int pdc__append_chunk(pdc_conn *c, pdc__pending *p, const Pathd__V1__Path
         return PDC_ERR_PROTOCOL;
     }
     p->chunks++;
-    size_t n = chunk->n_waypoints;
+    long pts = pdc__points_count(chunk->points);
+    if (pts < 0) {
+        pdc__fail(c, PDC_ERR_PROTOCOL, "request %llu: path chunk %u has waypoint arrays of different lengths",
+                  (unsigned long long)p->id, chunk->seq);
+        return PDC_ERR_PROTOCOL;
+    }
+    size_t n = (size_t)pts;
     if (n > PDC_MAX_PATH_WAYPOINTS - p->count) {
         pdc__fail(c, PDC_ERR_PROTOCOL, "request %llu: path longer than %u waypoints",
                   (unsigned long long)p->id, PDC_MAX_PATH_WAYPOINTS);
@@ -606,15 +639,8 @@ static int pdc__append_chunk(pdc_conn *c, pdc__pending *p, const Pathd__V1__Path
         p->waypoints = grown;
         p->capacity = cap;
     }
-    for (size_t i = 0; i < n; i++) {
-        const Pathd__V1__Waypoint *w = chunk->waypoints[i];
-        pdc_waypoint *d = &p->waypoints[p->count++];
-        d->x = w->x;
-        d->y = w->y;
-        d->wx = w->wx;
-        d->wy = w->wy;
-        d->t = w->t;
-    }
+    pdc__points_decode(chunk->points, p->waypoints + p->count);
+    p->count += n;
     return PDC_OK;
 }
 
@@ -689,7 +715,13 @@ static int pdc__route_leg_frame(pdc_conn *c, pdc__pending *p, const Pathd__V1__R
     }
     p->leg_frames++;
 
-    size_t n = f->n_waypoints;
+    long pts = pdc__points_count(f->points);
+    if (pts < 0) {
+        pdc__fail(c, PDC_ERR_PROTOCOL, "request %llu: route leg %u has waypoint arrays of different lengths", id,
+                  f->leg);
+        return PDC_ERR_PROTOCOL;
+    }
+    size_t n = (size_t)pts;
     if (n > PDC_MAX_PATH_WAYPOINTS - p->route_waypoints) {
         pdc__fail(c, PDC_ERR_PROTOCOL, "request %llu: route longer than %u waypoints", id, PDC_MAX_PATH_WAYPOINTS);
         return PDC_ERR_PROTOCOL;
@@ -706,10 +738,8 @@ static int pdc__route_leg_frame(pdc_conn *c, pdc__pending *p, const Pathd__V1__R
         leg->waypoints = grown;
         p->leg_capacity = cap;
     }
-    for (size_t i = 0; i < n; i++) {
-        const Pathd__V1__Waypoint *w = f->waypoints[i];
-        leg->waypoints[leg->count++] = (pdc_waypoint){w->x, w->y, w->wx, w->wy, w->t};
-    }
+    pdc__points_decode(f->points, leg->waypoints + leg->count);
+    leg->count += n;
     p->route_waypoints += n;
     leg->scene_version = f->scene_version;
     if (!f->leg_end)
@@ -1061,6 +1091,7 @@ static int pdc__build_find(const pdc_path_req *r, pdc__find_msg *m)
     m->fp.snap = r->snap != 0;
     m->fp.partial_on_cutoff = r->partial_on_cutoff != 0;
     m->fp.speed = r->speed;
+    m->fp.want_world = r->want_world != 0;
     m->fp.start_time = r->start_time;
     if (r->has_window) {
         pathd__v1__rect__init(&m->window);
@@ -1186,6 +1217,7 @@ int pdc_find_route(pdc_conn *c, const pdc_route_req *r, pdc_route_result *out)
                    : r->goal_mode == PDC_GOAL_LINE  ? PATHD__V1__GOAL_MODE__GOAL_LINE
                                                     : PATHD__V1__GOAL_MODE__GOAL_EXACT;
     fr.speed = r->speed;
+    fr.want_world = r->want_world != 0;
     fr.start_time = r->start_time;
     fr.max_expansions = r->max_expansions;
     fr.deadline_ms = r->deadline_ms;

@@ -174,11 +174,14 @@ typedef struct pdc_path_req {
     const pdc_point *goals;     /* instead of goal: the nearest of these (by path cost);
                                    not copied, must stay valid during the call */
     size_t goal_count;          /* 0, or 1..PDC_MAX_GOALS; result.goal_index says which */
+    int want_world;             /* 1: waypoints carry world coordinates (wx, wy) too */
 } pdc_path_req;
 
 typedef struct pdc_waypoint {
     int32_t x, y;               /* cell (a unit's top-left cell) */
-    double wx, wy;              /* world coordinates of the cell centre */
+    double wx, wy;              /* world coordinates of the cell centre; 0 unless the
+                                   request had want_world (the wire carries them only then;
+                                   SceneInfo's origin and cell size give them too) */
     double t;                   /* arrival time in seconds; 0 unless the request had speed > 0 */
 } pdc_waypoint;
 
@@ -224,6 +227,7 @@ typedef struct pdc_route_req {
     double start_time;          /* seconds at the first waypoint */
     uint64_t max_expansions;    /* per leg search; 0 = server default */
     uint32_t deadline_ms;       /* 0 = none */
+    int want_world;             /* 1: waypoints carry world coordinates (wx, wy) too */
 } pdc_route_req;
 
 /* One leg: a walk in one scene, then (except on the last leg) a portal. */

@@ -13,7 +13,7 @@ async function main() {
   const addr = process.argv[2] || process.env.PATHD_ADDR || '127.0.0.1:7420';
   const client = new PathdClient(addr);
   try {
-    const path = await client.findPath('town', [1, 1], [10, 5], { style: 'corners' });
+    const path = await client.findPath('town', [1, 1], [10, 5], { style: 'corners', wantWorld: true });
     console.log(`${path.status}: cost ${path.cost}, ${path.expansions} expansions, scene version ${path.version}`);
     path.waypoints.forEach(([x, y], i) => {
       const [wx, wy] = path.world[i];

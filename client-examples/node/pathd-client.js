@@ -135,7 +135,9 @@ class PathdProtocolError extends PathdError {
 class Violation extends Error {}
 
 /* One answered path request. waypoints are cells [[x, y]], world the centres
- * of those cells in world coordinates [[wx, wy]], times the arrival times
+ * of those cells in world coordinates [[wx, wy]] (null unless the request
+ * had wantWorld: the server sends them only when asked, and sceneInfo's
+ * origin and cell size give them too), times the arrival times
  * (null unless speed > 0); version is the scene version the search ran on;
  * startUsed / goalUsed the cells the path really starts / ends at when
  * snapped or substituted (else null); cutoff 'BUDGET_EXCEEDED' /
@@ -152,7 +154,7 @@ class PathResult {
     this.searchMicros = 0;
     this.version = 0;
     this.waypoints = [];
-    this.world = [];
+    this.world = null;
     this.times = timed ? [] : null;
     this.startUsed = null;
     this.goalUsed = null;
@@ -264,16 +266,18 @@ function findPathOp(scene, start, goal, options = {}) {
   const body = { findPath: findPathMessage(scene, start, goal, options) };
   const timed = Number(body.findPath.speed) > 0;
   const goals = body.findPath.goals.length > 0;
-  return op(body, (p) => p.finishPath(timed, goals), { accept: OK_PARTIAL, assemble: 'path' });
+  const { wantWorld } = body.findPath;
+  return op(body, (p) => p.finishPath(timed, goals, wantWorld), { accept: OK_PARTIAL, assemble: 'path' });
 }
 
 /* A FindPath message, alone or as a batch item: goal, or options.goals
- * [[x, y]] with goal null; options.range in cells and lineOfSight. */
+ * [[x, y]] with goal null; options.range in cells and lineOfSight;
+ * options.wantWorld asks for the waypoints' world coordinates. */
 function findPathMessage(scene, start, goal, options = {}) {
   const {
     world = false, unitSize = 0, connectivity = 0, style = 'cells', goalMode = 'exact', snap = false,
     partialOnCutoff = false, speed = 0, startTime = 0, avoid = [], window = null,
-    maxExpansions = 0, deadlineMs = 0, range = 0, lineOfSight = false, goals = [],
+    maxExpansions = 0, deadlineMs = 0, range = 0, lineOfSight = false, goals = [], wantWorld = false,
   } = options;
   checkScene(scene);
   if ((goal === null || goal === undefined) === (goals.length === 0)) {
@@ -299,6 +303,7 @@ function findPathMessage(scene, start, goal, options = {}) {
     avoid: avoid.map(cell),
     maxExpansions,
     deadlineMs,
+    wantWorld: Boolean(wantWorld),
   };
   if (goals.length === 0) fp.goal = point(goal, world);
   if (window) fp.window = { min: cell(window[0]), max: cell(window[1]) };
@@ -308,7 +313,7 @@ function findPathMessage(scene, start, goal, options = {}) {
 function findRouteOp(fromScene, start, toScene, goal, options = {}) {
   const {
     world = false, unitSize = 0, style = 'cells', goalMode = 'exact', speed = 0, startTime = 0,
-    maxExpansions = 0, deadlineMs = 0,
+    maxExpansions = 0, deadlineMs = 0, wantWorld = false,
   } = options;
   checkScene(fromScene, 'fromScene');
   checkScene(toScene, 'toScene');
@@ -325,10 +330,11 @@ function findRouteOp(fromScene, start, toScene, goal, options = {}) {
       startTime: Number(startTime),
       maxExpansions,
       deadlineMs,
+      wantWorld: Boolean(wantWorld),
     },
   };
   const timed = Number(speed) > 0;
-  return op(body, (p) => p.finishRoute(timed), { accept: OK_PARTIAL, assemble: 'route' });
+  return op(body, (p) => p.finishRoute(timed, Boolean(wantWorld)), { accept: OK_PARTIAL, assemble: 'route' });
 }
 
 function updateCellsOp(scene, { rect = null, cells = null, op: kind = 'block', cost = 0 } = {}) {
@@ -455,12 +461,35 @@ function queryOp(kind, scene, ...args) {
 
 /* A PathResult from a path's waypoints and its final chunk (null when the
  * answer was an error frame): a streamed path's, or a batch item's. */
-function pathResult(id, status, message, timed, goals, waypoints, chunk) {
+/* A frame's packed waypoints as [{ x, y, wx, wy, t }]: cells by running
+ * sums over the deltas (the first is absolute); wx, wy and t are null when
+ * the frame does not carry them. */
+function unpackPoints(id, m) {
+  if (!m) return [];
+  const n = m.dx.length;
+  if (m.dy.length !== n || ![0, n].includes(m.t.length) || ![0, n].includes(m.wx.length)
+      || m.wy.length !== m.wx.length) {
+    throw new Violation(`request ${id}: a frame's waypoint arrays differ in length`);
+  }
+  const out = new Array(n);
+  let x = 0;
+  let y = 0;
+  for (let i = 0; i < n; i++) {
+    x += m.dx[i];
+    y += m.dy[i];
+    out[i] = {
+      x, y, wx: m.wx.length ? m.wx[i] : null, wy: m.wy.length ? m.wy[i] : null, t: m.t.length ? m.t[i] : null,
+    };
+  }
+  return out;
+}
+
+function pathResult(id, status, message, timed, goals, wantWorld, waypoints, chunk) {
   const r = new PathResult(id, timed);
   r.status = statusName(status);
   r.message = message || '';
   r.waypoints = waypoints.map((w) => [w.x, w.y]);
-  r.world = waypoints.map((w) => [w.wx, w.wy]);
+  if (wantWorld) r.world = waypoints.map((w) => [w.wx, w.wy]);
   if (timed) r.times = waypoints.map((w) => w.t);
   if (chunk) {
     if (chunk.totalWaypoints && chunk.totalWaypoints !== waypoints.length) {
@@ -482,7 +511,7 @@ function itemAnswer(item, q) {
   if (q && q.findPath) {
     const chunk = item.kind === 'path' ? item.path : null;
     return pathResult(0, item.status, item.message, Number(q.findPath.speed) > 0, q.findPath.goals.length > 0,
-      chunk ? chunk.waypoints : [], chunk).toJSON();
+      Boolean(q.findPath.wantWorld), chunk ? unpackPoints(0, chunk.points) : [], chunk).toJSON();
   }
   const status = statusName(item.status);
   if (status !== 'OK') return { status, ...(item.message ? { message: item.message } : {}) };
@@ -564,8 +593,9 @@ class Pending {
         throw new Violation(`request ${this.id}: path chunk ${chunk.seq} arrived, expected ${this.nextSeq}`);
       }
       this.nextSeq++;
-      this.count(chunk.waypoints.length);
-      this.path.push(...chunk.waypoints);
+      const points = this.points(chunk.points);
+      this.count(points.length);
+      this.path.push(...points);
     } else if (assemble === 'route' && response.body === 'routeLeg') {
       this.routeLeg(response.routeLeg);
     }
@@ -574,6 +604,10 @@ class Pending {
     if (assemble !== 'single' && !response.final) return undefined;
     this.response = response;
     return this.op.finish(this);
+  }
+
+  points(m) {
+    return unpackPoints(this.id, m);
   }
 
   count(n) {
@@ -597,8 +631,9 @@ class Pending {
       this.legSeq = 0;
     }
     this.legSeq++;
-    this.count(leg.waypoints.length);
-    current.waypoints.push(...leg.waypoints);
+    const points = this.points(leg.points);
+    this.count(points.length);
+    current.waypoints.push(...points);
     current.version = leg.sceneVersion;
     if (leg.legEnd) {
       if (leg.totalWaypoints && leg.totalWaypoints !== current.waypoints.length) {
@@ -613,14 +648,14 @@ class Pending {
     }
   }
 
-  finishPath(timed, goals = false) {
+  finishPath(timed, goals = false, wantWorld = false) {
     const { response } = this;
-    return pathResult(this.id, response.status, errorMessage(response), timed, goals, this.path,
+    return pathResult(this.id, response.status, errorMessage(response), timed, goals, wantWorld, this.path,
       response.body === 'path' ? response.path : null);
   }
 
   /* The object pathctl route --json prints. */
-  finishRoute(timed) {
+  finishRoute(timed, wantWorld) {
     const { response } = this;
     let rr = response.routeResult;
     if (response.body !== 'routeResult') {
@@ -639,7 +674,7 @@ class Pending {
         cost: leg.cost,
         version: leg.version,
         waypoints: leg.waypoints.map((w) => [w.x, w.y]),
-        world: leg.waypoints.map((w) => [w.wx, w.wy]),
+        world: wantWorld ? leg.waypoints.map((w) => [w.wx, w.wy]) : null,
         times: timed ? leg.waypoints.map((w) => w.t) : null,
         portal: leg.portal,
       })),
@@ -863,7 +898,8 @@ class PathdClient {
    * adds times), startTime, avoid [[x, y]], window [[x0, y0], [x1, y1]],
    * maxExpansions, deadlineMs, range (cells: stop within it of the goal),
    * lineOfSight (with range), goals [[x, y]] with goal null (the nearest;
-   * .goalIndex). Resolves with a PathResult for OK or PARTIAL;
+   * .goalIndex), wantWorld (the result's world; null without it).
+   * Resolves with a PathResult for OK or PARTIAL;
    * rejects with a PathdError for any other answer (err.result holds it). */
   findPath(scene, start, goal, options) {
     return this._call(findPathOp(scene, start, goal, options));
@@ -879,7 +915,8 @@ class PathdClient {
    * { status, total_cost, legs: [{ scene, cost, version, waypoints, world,
    * times, portal }], expansions, micros, pinned, goal_used }. Options:
    * world, unitSize, style, goalMode, speed, startTime, maxExpansions,
-   * deadlineMs. OK and PARTIAL resolve. */
+   * deadlineMs, wantWorld (each leg's world is null without it). OK and
+   * PARTIAL resolve. */
   findRoute(fromScene, start, toScene, goal, options) {
     return this._call(findRouteOp(fromScene, start, toScene, goal, options));
   }

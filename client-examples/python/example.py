@@ -16,7 +16,7 @@ def main():
     addr = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("PATHD_ADDR", "127.0.0.1:7420")
     with PathdClient(addr) as client:
         try:
-            path = client.find_path("town", (1, 1), (10, 5), style="corners")
+            path = client.find_path("town", (1, 1), (10, 5), style="corners", want_world=True)
         except PathdError as e:
             print("no path: %s" % e, file=sys.stderr)
             return 1

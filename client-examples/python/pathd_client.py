@@ -53,6 +53,7 @@ does). The next call reconnects to the same address by itself.
 """
 
 import asyncio
+import itertools
 import random
 import socket
 import struct
@@ -163,7 +164,9 @@ class PathResult:
     """One answered path request.
 
     waypoints are cells [(x, y)], world the centres of those cells in world
-    coordinates [(wx, wy)], times the arrival times (None unless speed > 0);
+    coordinates [(wx, wy)] (None unless the request had want_world: the
+    server sends them only when asked, and SceneInfo's origin and cell size
+    give them too), times the arrival times (None unless speed > 0);
     version is the scene version the search ran on; start_used / goal_used
     the cells the path really starts / ends at when snapped or substituted
     (else None); cutoff "BUDGET_EXCEEDED" / "DEADLINE_EXCEEDED" behind a
@@ -184,7 +187,7 @@ class PathResult:
         self.search_micros = 0
         self.version = 0
         self.waypoints = []
-        self.world = []
+        self.world = None
         self.times = [] if timed else None
         self.start_used = None
         self.goal_used = None
@@ -205,7 +208,7 @@ class PathResult:
         d.update(start_used=_pair(self.start_used), goal_used=_pair(self.goal_used),
                  cutoff=self.cutoff, goal_index=self.goal_index,
                  waypoints=[list(w) for w in self.waypoints],
-                 world=[list(w) for w in self.world], times=self.times)
+                 world=None if self.world is None else [list(w) for w in self.world], times=self.times)
         return d
 
     def __repr__(self):
@@ -335,15 +338,17 @@ def _find_path_op(scene, start, goal, **options):
     _find_path_fill(request.find_path, scene, start, goal, **options)
     timed = request.find_path.speed > 0
     goals = len(request.find_path.goals) > 0
-    return _Op(request, "path", lambda p: p.finish_path(timed, goals), _OK_PARTIAL, _same)
+    want_world = request.find_path.want_world
+    return _Op(request, "path", lambda p: p.finish_path(timed, goals, want_world), _OK_PARTIAL, _same)
 
 
 def _find_path_fill(fp, scene, start, goal, world=False, unit_size=0, connectivity=0, style="cells",
                     goal_mode="exact", snap=False, partial_on_cutoff=False, speed=0.0, start_time=0.0,
                     avoid=(), window=None, max_expansions=0, deadline_ms=0, range=0.0,
-                    line_of_sight=False, goals=()):
+                    line_of_sight=False, goals=(), want_world=False):
     """Fills a FindPath message (alone or as a batch item): goal, or goals
-    [(x, y)] with goal None; range in cells and line_of_sight."""
+    [(x, y)] with goal None; range in cells and line_of_sight; want_world
+    asks for the waypoints' world coordinates."""
     _check_scene(scene)
     goals = list(goals)
     if (goal is None) == (not goals):
@@ -378,10 +383,12 @@ def _find_path_fill(fp, scene, start, goal, world=False, unit_size=0, connectivi
         _cell(fp.window.max, hi)
     fp.max_expansions = max_expansions
     fp.deadline_ms = deadline_ms
+    fp.want_world = bool(want_world)
 
 
 def _find_route_op(from_scene, start, to_scene, goal, world=False, unit_size=0, style="cells",
-                   goal_mode="exact", speed=0.0, start_time=0.0, max_expansions=0, deadline_ms=0):
+                   goal_mode="exact", speed=0.0, start_time=0.0, max_expansions=0, deadline_ms=0,
+                   want_world=False):
     _check_scene(from_scene, "from_scene")
     _check_scene(to_scene, "to_scene")
     request = pb.Request()
@@ -396,8 +403,9 @@ def _find_route_op(from_scene, start, to_scene, goal, world=False, unit_size=0, 
     fr.start_time = float(start_time)
     fr.max_expansions = max_expansions
     fr.deadline_ms = deadline_ms
+    fr.want_world = bool(want_world)
     timed = fr.speed > 0
-    return _Op(request, "route", lambda p: p.finish_route(timed), _OK_PARTIAL, _same)
+    return _Op(request, "route", lambda p: p.finish_route(timed, fr.want_world), _OK_PARTIAL, _same)
 
 
 def _update_cells_op(scene, rect=None, cells=None, op="block", cost=0):
@@ -582,14 +590,28 @@ def _query_op(kind, scene, *args, **options):
     return _op(request, _single(field, _with_version(fields)))
 
 
-def _path_result(request_id, status, message, timed, goals, waypoints, chunk):
-    """A PathResult from a path's waypoints and its final chunk (None when
-    the answer was an error frame): a streamed path's, or a batch item's."""
+def _unpack_points(request_id, m):
+    """A frame's packed waypoints as [(x, y, wx, wy, t)]: cells by running
+    sums over the deltas (the first is absolute); wx, wy and t are None
+    when the frame does not carry them."""
+    n = len(m.dx)
+    if len(m.dy) != n or len(m.t) not in (0, n) or len(m.wx) not in (0, n) or len(m.wy) != len(m.wx):
+        raise _Violation("request %d: a frame's waypoint arrays differ in length" % request_id)
+    none = [None] * n
+    return list(zip(itertools.accumulate(m.dx), itertools.accumulate(m.dy),
+                    m.wx or none, m.wy or none, m.t or none))
+
+
+def _path_result(request_id, status, message, timed, goals, want_world, waypoints, chunk):
+    """A PathResult from a path's waypoints [(x, y, wx, wy, t)] and its final
+    chunk (None when the answer was an error frame): a streamed path's, or a
+    batch item's."""
     r = PathResult(request_id, _status_name(status), message, timed)
-    r.waypoints = [(w.x, w.y) for w in waypoints]
-    r.world = [(w.wx, w.wy) for w in waypoints]
+    r.waypoints = [(x, y) for x, y, _, _, _ in waypoints]
+    if want_world:
+        r.world = [(wx, wy) for _, _, wx, wy, _ in waypoints]
     if timed:
-        r.times = [w.t for w in waypoints]
+        r.times = [t for _, _, _, _, t in waypoints]
     if chunk is not None:
         if chunk.total_waypoints and chunk.total_waypoints != len(waypoints):
             raise _Violation("request %d: final chunk says %d waypoints, %d arrived"
@@ -613,8 +635,9 @@ def _item_answer(request_id, item, q=None):
     if q is not None and q.WhichOneof("kind") == "find_path":
         # A FindPath item: the dict pathctl path --json prints for it.
         chunk = item.path if item.WhichOneof("kind") == "path" else None
+        points = _unpack_points(request_id, chunk.points) if chunk else []
         return _path_result(request_id, item.status, item.message, q.find_path.speed > 0,
-                            len(q.find_path.goals) > 0, chunk.waypoints if chunk else [], chunk).to_dict()
+                            len(q.find_path.goals) > 0, q.find_path.want_world, points, chunk).to_dict()
     d = {"status": _status_name(item.status)}
     if item.status != pb.OK:
         if item.message:
@@ -736,7 +759,7 @@ class _Pending:
         self.result = None
         self.response = None           # the final frame
         self.next_seq = 0
-        self.path = []                 # path: Waypoint messages so far
+        self.path = []                 # path: (x, y, wx, wy, t) so far
         self.legs = []                 # route: finished and current legs
         self.leg_seq = 0
         self.waypoint_count = 0
@@ -751,8 +774,9 @@ class _Pending:
                 raise _Violation("request %d: path chunk %d arrived, expected %d"
                                  % (self.id, chunk.seq, self.next_seq))
             self.next_seq += 1
-            self._count(len(chunk.waypoints))
-            self.path.extend(chunk.waypoints)
+            points = self._points(chunk.points)
+            self._count(len(points))
+            self.path.extend(points)
         elif self.op.assemble == "route" and body == "route_leg":
             self._route_leg(response.route_leg)
         if self.op.assemble != "single" and not response.final:
@@ -760,6 +784,9 @@ class _Pending:
         self.response = response
         self.result = self.op.finish(self)
         return True
+
+    def _points(self, m):
+        return _unpack_points(self.id, m)
 
     def _count(self, n):
         self.waypoint_count += n
@@ -780,8 +807,9 @@ class _Pending:
             self.legs.append(current)
             self.leg_seq = 0
         self.leg_seq += 1
-        self._count(len(leg.waypoints))
-        current["waypoints"].extend(leg.waypoints)
+        points = self._points(leg.points)
+        self._count(len(points))
+        current["waypoints"].extend(points)
         current["version"] = leg.scene_version
         if leg.leg_end:
             if leg.total_waypoints and leg.total_waypoints != len(current["waypoints"]):
@@ -796,13 +824,13 @@ class _Pending:
                                      "to_scene": hop.to_scene, "entry": [hop.entry.x, hop.entry.y],
                                      "cost": hop.cost}
 
-    def finish_path(self, timed, goals=False):
+    def finish_path(self, timed, goals=False, want_world=False):
         response = self.response
-        message = _message(response)
         chunk = response.path if response.WhichOneof("body") == "path" else None
-        return _path_result(self.id, response.status, message, timed, goals, self.path, chunk)
+        return _path_result(self.id, response.status, _message(response), timed, goals,
+                            want_world, self.path, chunk)
 
-    def finish_route(self, timed):
+    def finish_route(self, timed, want_world):
         """The object pathctl route --json prints."""
         response = self.response
         body = response.WhichOneof("body")
@@ -818,9 +846,9 @@ class _Pending:
         legs = []
         for leg in self.legs:
             legs.append({"scene": leg["scene"], "cost": leg["cost"], "version": leg["version"],
-                         "waypoints": [[w.x, w.y] for w in leg["waypoints"]],
-                         "world": [[w.wx, w.wy] for w in leg["waypoints"]],
-                         "times": [w.t for w in leg["waypoints"]] if timed else None,
+                         "waypoints": [[w[0], w[1]] for w in leg["waypoints"]],
+                         "world": [[w[2], w[3]] for w in leg["waypoints"]] if want_world else None,
+                         "times": [w[4] for w in leg["waypoints"]] if timed else None,
                          "portal": leg["portal"]})
         d = {"status": _status_name(response.status), "total_cost": rr.total_cost, "legs": legs,
              "expansions": rr.expansions, "micros": rr.micros, "pinned": rr.pinned,
@@ -875,7 +903,8 @@ class _Api:
         speed (world units/s; > 0 adds times), start_time, avoid [(x, y)],
         window ((x0, y0), (x1, y1)), max_expansions, deadline_ms, range
         (cells: stop within it of the goal), line_of_sight (with range),
-        goals [(x, y)] with goal None (the nearest; .goal_index). Returns a
+        goals [(x, y)] with goal None (the nearest; .goal_index), want_world
+        (the result's world coordinates; None without it). Returns a
         PathResult for OK or PARTIAL; raises PathdError for any other answer
         (its .result holds the PathResult)."""
         return self._call(_find_path_op(scene, start, goal, **options))
@@ -890,7 +919,8 @@ class _Api:
         --json prints: status, total_cost, legs [{scene, cost, version,
         waypoints, world, times, portal}], expansions, micros, pinned,
         goal_used. Options: world, unit_size, style, goal_mode, speed,
-        start_time, max_expansions, deadline_ms. OK and PARTIAL return."""
+        start_time, max_expansions, deadline_ms, want_world (each leg's world
+        is None without it). OK and PARTIAL return."""
         return self._call(_find_route_op(from_scene, start, to_scene, goal, **options))
 
     # ---- scenes ---------------------------------------------------------------

@@ -327,11 +327,23 @@ class FakeServer:
             raise self.error
 
 
+def pack_points(points, cells):
+    """cells into a Waypoints message as the server packs them: the first
+    absolute, then deltas; world = the cell centres."""
+    prev = (0, 0)
+    for x, y in cells:
+        points.dx.append(x - prev[0])
+        points.dy.append(y - prev[1])
+        points.wx.append(x + 0.5)
+        points.wy.append(y + 0.5)
+        prev = (x, y)
+
+
 def chunk(request_id, seq, cells, final=False, status=pb.OK, cost=0.0, total=0):
     r = pb.Response(id=request_id, status=status, final=final)
     r.path.seq = seq
-    for x, y in cells:
-        r.path.waypoints.add(x=x, y=y, wx=x + 0.5, wy=y + 0.5)
+    if cells:
+        pack_points(r.path.points, cells)
     if final:
         r.path.cost = cost
         r.path.expansions = 7
@@ -400,7 +412,7 @@ class LiveDaemonTest(LiveClientCase):
     def test_find_path_matches_the_c_client(self):
         for scene, start, goal in [SHORT, ("town", (1, 1), (10, 5)), LONG]:
             with self.subTest(scene=scene, start=start, goal=goal):
-                result = self.client.find_path(scene, start, goal)
+                result = self.client.find_path(scene, start, goal, want_world=True)
                 reference = pathctl_path(self.addr, scene, start, goal)
                 self.assertEqual(result.status, "OK")
                 self.assertEqual(reference["status"], "OK")
@@ -421,7 +433,8 @@ class LiveDaemonTest(LiveClientCase):
         info = self.client.scene_info("house")
         start = (info.origin_x + 1.2 * info.cell_size, info.origin_y + 1.7 * info.cell_size)
         goal = (info.origin_x + 5.5 * info.cell_size, info.origin_y + 2.1 * info.cell_size)
-        result = self.client.find_path("house", start, goal, world=True, style="corners")
+        self.assertIsNone(self.client.find_path("house", start, goal, world=True).world)
+        result = self.client.find_path("house", start, goal, world=True, style="corners", want_world=True)
         self.assertEqual(result.waypoints[0], (1, 1))
         self.assertEqual(result.waypoints[-1], (5, 2))
         for (x, y), (wx, wy) in zip(result.waypoints, result.world):
@@ -562,7 +575,8 @@ class WholeProtocolTest(LiveClientCase):
         ]
         for (scene, start, goal), options, words in cases:
             with self.subTest(options=options):
-                result = self.client.find_path(scene, start, goal, **options)
+                # pathctl --json asks for world coordinates, so ask too.
+                result = self.client.find_path(scene, start, goal, want_world=True, **options)
                 reference = pathctl(self.addr, "path", "--scene", scene, "--from", xy(start),
                                     "--to", xy(goal), *words)
                 assert_same(self, result.to_dict(), reference)
@@ -601,7 +615,7 @@ class WholeProtocolTest(LiveClientCase):
                  ("town", (3, 4), "cellar", (5, 3)), {"speed": 2, "style": "corners"}),
                 (["--from", "house:3,4", "--to", "town:3,4"], ("house", (3, 4), "town", (3, 4)), {})]:
             with self.subTest(words=words):
-                route = self.client.find_route(*call, **options)
+                route = self.client.find_route(*call, want_world=True, **options)
                 reference = pathctl(self.addr, "route", *words)
                 assert_same(self, route, reference)
                 self.assertGreaterEqual(len(route["legs"]), 2)
@@ -1066,7 +1080,7 @@ class FakeServerTest(unittest.TestCase):
         server = FakeServer(overloaded_then_path)
         with PathdClient(server.addr, timeout=10) as client:
             started = time.monotonic()
-            result = client.find_path("demo", (1, 1), (3, 2))
+            result = client.find_path("demo", (1, 1), (3, 2), want_world=True)
             waited = time.monotonic() - started
         server.join()
         self.assertEqual(len(server.requests), 2)

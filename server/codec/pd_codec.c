@@ -315,6 +315,7 @@ static pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path
     out->start_time = m->start_time;
     out->snap = m->snap != 0;
     out->partial_on_cutoff = m->partial_on_cutoff != 0;
+    out->want_world = m->want_world != 0;
 
     if (m->window != NULL) {
         if ((st = pd__decode_rect(m->window, "find_path.window", &out->window_min, &out->window_max, err,
@@ -381,6 +382,7 @@ static pd_status pd__decode_find_route(const Pathd__V1__FindRoute *m, pd_find_ro
     out->start_time = m->start_time;
     out->deadline_ms = m->deadline_ms;
     out->max_expansions = m->max_expansions;
+    out->want_world = m->want_world != 0;
     return PD_OK;
 }
 
@@ -1386,16 +1388,84 @@ done:
     return buf;
 }
 
-/* Fills chunk `seq` of a path answer: its waypoints, and for the last chunk
- * the status and totals. wps/ptrs have room for max_per_chunk entries. */
+/* Room for one frame's packed waypoints (proto Waypoints): the parallel
+ * arrays protobuf-c packs, max_per_chunk entries each, in one allocation
+ * per answer. */
+typedef struct pd__points_buf {
+    Pathd__V1__Waypoints msg;
+    int32_t *dx, *dy;
+    double *t, *wx, *wy;
+    void *block;
+} pd__points_buf;
+
+static int pd__points_alloc(pd__points_buf *b, size_t n)
+{
+    double *d;
+    memset(b, 0, sizeof *b);
+    if (n == 0)
+        n = 1;
+    /* The doubles first, so every array is aligned for its type. */
+    b->block = malloc(n * (3 * sizeof(double) + 2 * sizeof(int32_t)));
+    if (b->block == NULL)
+        return -1;
+    d = b->block;
+    b->t = d;
+    b->wx = d + n;
+    b->wy = d + 2 * n;
+    b->dx = (int32_t *)(d + 3 * n);
+    b->dy = b->dx + n;
+    return 0;
+}
+
+/* Fills b->msg with path[first .. first + count): cells delta-coded from
+ * the frame's first (absolute) cell, times when there are any, world
+ * centres of the cells when scene is given. NULL for an empty slice, so an
+ * empty frame carries no points field. */
+static Pathd__V1__Waypoints *pd__fill_points(pd__points_buf *b, const pd_scene *scene, const pd_point *path,
+                                             const double *times, size_t first, size_t count)
+{
+    pd_point prev = {0, 0};
+
+    if (count == 0)
+        return NULL;
+    pathd__v1__waypoints__init(&b->msg);
+    for (size_t i = 0; i < count; i++) {
+        pd_point cell = path[first + i];
+        /* Wrapping subtraction: cells are small, but the wire must not
+         * depend on it for defined behaviour. */
+        b->dx[i] = (int32_t)((uint32_t)cell.x - (uint32_t)prev.x);
+        b->dy[i] = (int32_t)((uint32_t)cell.y - (uint32_t)prev.y);
+        prev = cell;
+        if (scene != NULL)
+            pd_scene_cell_center(scene, cell, &b->wx[i], &b->wy[i]);
+    }
+    b->msg.n_dx = b->msg.n_dy = count;
+    b->msg.dx = b->dx;
+    b->msg.dy = b->dy;
+    if (times != NULL) {
+        memcpy(b->t, times + first, count * sizeof *b->t);
+        b->msg.n_t = count;
+        b->msg.t = b->t;
+    }
+    if (scene != NULL) {
+        b->msg.n_wx = b->msg.n_wy = count;
+        b->msg.wx = b->wx;
+        b->msg.wy = b->wy;
+    }
+    return &b->msg;
+}
+
 /* The final chunk's substituted endpoints, owned by the caller's stack. */
 typedef struct pd__chunk_extras {
     Pathd__V1__Cell start_used, goal_used;
 } pd__chunk_extras;
 
-static void pd__fill_path_chunk(uint64_t id, const pd_scene *scene, const pd_path_result *r, size_t path_len, uint32_t max_per_chunk, size_t seq,
-                                size_t n_chunks, Pathd__V1__Waypoint *wps, Pathd__V1__Waypoint **ptrs,
-                                pd__chunk_extras *extras, Pathd__V1__PathChunk *chunk,
+/* Fills chunk `seq` of a path answer: its waypoints, and for the last chunk
+ * the status and totals. pts has room for max_per_chunk waypoints; world is
+ * the scene when world coordinates were asked for, else NULL. */
+static void pd__fill_path_chunk(uint64_t id, const pd_scene *scene, const pd_scene *world, const pd_path_result *r,
+                                size_t path_len, uint32_t max_per_chunk, size_t seq, size_t n_chunks,
+                                pd__points_buf *pts, pd__chunk_extras *extras, Pathd__V1__PathChunk *chunk,
                                 Pathd__V1__Response *resp)
 {
     size_t first = seq * max_per_chunk;
@@ -1404,19 +1474,7 @@ static void pd__fill_path_chunk(uint64_t id, const pd_scene *scene, const pd_pat
 
     pathd__v1__path_chunk__init(chunk);
     pathd__v1__response__init(resp);
-    for (size_t i = 0; i < count; i++) {
-        pd_point cell = r->path[first + i];
-        pathd__v1__waypoint__init(&wps[i]);
-        wps[i].x = cell.x;
-        wps[i].y = cell.y;
-        if (scene != NULL)
-            pd_scene_cell_center(scene, cell, &wps[i].wx, &wps[i].wy);
-        if (r->times != NULL)
-            wps[i].t = r->times[first + i];
-        ptrs[i] = &wps[i];
-    }
-    chunk->n_waypoints = count;
-    chunk->waypoints = count > 0 ? ptrs : NULL;
+    chunk->points = pd__fill_points(pts, world, r->path, r->times, first, count);
     chunk->seq = (uint32_t)seq;
     resp->id = id;
     resp->body_case = PATHD__V1__RESPONSE__BODY_PATH;
@@ -1451,12 +1509,12 @@ static void pd__fill_path_chunk(uint64_t id, const pd_scene *scene, const pd_pat
 }
 
 uint8_t *pd_codec_encode_path(uint64_t id, const pd_scene *scene, const pd_path_result *r,
-                              uint32_t max_per_chunk, size_t *out_len)
+                              uint32_t max_per_chunk, int want_world, size_t *out_len)
 {
     size_t path_len = r->path != NULL ? r->path_len : 0;
-    size_t n_chunks, per_chunk_alloc, total = 0, off = 0;
-    Pathd__V1__Waypoint *wps = NULL;
-    Pathd__V1__Waypoint **ptrs = NULL;
+    size_t n_chunks, total = 0, off = 0;
+    const pd_scene *world = want_world ? scene : NULL;
+    pd__points_buf pts;
     Pathd__V1__PathChunk chunk;
     Pathd__V1__Response resp;
     pd__chunk_extras extras;
@@ -1467,44 +1525,39 @@ uint8_t *pd_codec_encode_path(uint64_t id, const pd_scene *scene, const pd_path_
     if (max_per_chunk == 0)
         max_per_chunk = 1;
     n_chunks = path_len == 0 ? 1 : (path_len + max_per_chunk - 1) / max_per_chunk;
-    per_chunk_alloc = path_len < max_per_chunk ? path_len : max_per_chunk;
-    if (per_chunk_alloc > 0) {
-        wps = malloc(per_chunk_alloc * sizeof *wps);
-        ptrs = malloc(per_chunk_alloc * sizeof *ptrs);
-        if (wps == NULL || ptrs == NULL)
-            goto done;
-    }
+    if (pd__points_alloc(&pts, path_len < max_per_chunk ? path_len : max_per_chunk) != 0)
+        return NULL;
 
     /* Two passes over the same chunks: size everything, then pack into one
      * buffer, so the net layer gets the whole answer as a single write. */
     for (size_t seq = 0; seq < n_chunks; seq++) {
-        pd__fill_path_chunk(id, scene, r, path_len, max_per_chunk, seq, n_chunks, wps, ptrs, &extras, &chunk, &resp);
+        pd__fill_path_chunk(id, scene, world, r, path_len, max_per_chunk, seq, n_chunks, &pts, &extras, &chunk,
+                            &resp);
         total += pd__frame_size(&resp);
     }
     buf = malloc(total);
     if (buf == NULL)
         goto done;
     for (size_t seq = 0; seq < n_chunks; seq++) {
-        pd__fill_path_chunk(id, scene, r, path_len, max_per_chunk, seq, n_chunks, wps, ptrs, &extras, &chunk, &resp);
+        pd__fill_path_chunk(id, scene, world, r, path_len, max_per_chunk, seq, n_chunks, &pts, &extras, &chunk,
+                            &resp);
         off += pd__frame_pack(&resp, buf + off);
     }
     *out_len = off;
 done:
-    free(wps);
-    free(ptrs);
+    free(pts.block);
     return buf;
 }
 
-/* The protobuf objects of one route frame; wps/ptrs have room for
- * max_per_chunk waypoints, leg_costs/versions for every leg. */
+/* The protobuf objects of one route frame; pts has room for max_per_chunk
+ * waypoints, leg_costs/versions for every leg. */
 typedef struct pd__route_msg {
     Pathd__V1__Response resp;
     Pathd__V1__RouteLeg leg;
     Pathd__V1__PortalHop hop;
     Pathd__V1__Cell exit, entry, goal_used;
     Pathd__V1__RouteResult result;
-    Pathd__V1__Waypoint *wps;
-    Pathd__V1__Waypoint **ptrs;
+    pd__points_buf pts;
     double *leg_costs;
     uint64_t *versions;
 } pd__route_msg;
@@ -1512,7 +1565,7 @@ typedef struct pd__route_msg {
 /* Fills frame `seq` of leg `li`: its slice of waypoints and, on the leg's
  * last frame, the cost and the portal. */
 static void pd__fill_route_leg(uint64_t id, const pd_route_result *r, size_t li, size_t seq, size_t n_frames,
-                               uint32_t max_per_chunk, pd__route_msg *m)
+                               uint32_t max_per_chunk, int want_world, pd__route_msg *m)
 {
     const pd_route_leg *leg = &r->legs[li];
     size_t first = seq * max_per_chunk;
@@ -1520,21 +1573,10 @@ static void pd__fill_route_leg(uint64_t id, const pd_route_result *r, size_t li,
 
     pathd__v1__response__init(&m->resp);
     pathd__v1__route_leg__init(&m->leg);
-    for (size_t i = 0; i < count; i++) {
-        pd_point cell = leg->path[first + i];
-        pathd__v1__waypoint__init(&m->wps[i]);
-        m->wps[i].x = cell.x;
-        m->wps[i].y = cell.y;
-        pd_scene_cell_center(leg->scene, cell, &m->wps[i].wx, &m->wps[i].wy);
-        if (leg->times != NULL)
-            m->wps[i].t = leg->times[first + i];
-        m->ptrs[i] = &m->wps[i];
-    }
+    m->leg.points = pd__fill_points(&m->pts, want_world ? leg->scene : NULL, leg->path, leg->times, first, count);
     m->leg.leg = (uint32_t)li;
     m->leg.scene = (char *)leg->scene->name;
     m->leg.seq = (uint32_t)seq;
-    m->leg.n_waypoints = count;
-    m->leg.waypoints = count > 0 ? m->ptrs : NULL;
     m->leg.scene_version = leg->scene->version;
     if (seq + 1 == n_frames) {
         m->leg.leg_end = 1;
@@ -1601,7 +1643,7 @@ static size_t pd__leg_frames(const pd_route_leg *leg, uint32_t max_per_chunk)
 }
 
 uint8_t *pd_codec_encode_route(uint64_t id, const pd_route_result *r, uint32_t max_per_chunk,
-                               size_t *out_len)
+                               int want_world, size_t *out_len)
 {
     int has_route = (r->status == PD_OK || r->status == PD_PARTIAL) && r->legs != NULL;
     size_t n_legs = has_route ? r->n_legs : 0;
@@ -1618,11 +1660,11 @@ uint8_t *pd_codec_encode_route(uint64_t id, const pd_route_result *r, uint32_t m
             most = r->legs[i].path_len;
     if (most > max_per_chunk)
         most = max_per_chunk;
-    m.wps = malloc(most * sizeof *m.wps);
-    m.ptrs = malloc(most * sizeof *m.ptrs);
+    if (pd__points_alloc(&m.pts, most) != 0)
+        return NULL;
     m.leg_costs = malloc((n_legs ? n_legs : 1) * sizeof *m.leg_costs);
     m.versions = malloc((n_legs ? n_legs : 1) * sizeof *m.versions);
-    if (!m.wps || !m.ptrs || !m.leg_costs || !m.versions)
+    if (!m.leg_costs || !m.versions)
         goto done;
 
     /* Two passes, as for a path: size every frame, then pack them all into
@@ -1633,7 +1675,7 @@ uint8_t *pd_codec_encode_route(uint64_t id, const pd_route_result *r, uint32_t m
         for (size_t li = 0; li < n_legs; li++) {
             size_t n_frames = pd__leg_frames(&r->legs[li], max_per_chunk);
             for (size_t seq = 0; seq < n_frames; seq++) {
-                pd__fill_route_leg(id, r, li, seq, n_frames, max_per_chunk, &m);
+                pd__fill_route_leg(id, r, li, seq, n_frames, max_per_chunk, want_world, &m);
                 if (pass == 0)
                     total += pd__frame_size(&m.resp);
                 else
@@ -1648,8 +1690,7 @@ uint8_t *pd_codec_encode_route(uint64_t id, const pd_route_result *r, uint32_t m
     }
     *out_len = off;
 done:
-    free(m.wps);
-    free(m.ptrs);
+    free(m.pts.block);
     free(m.leg_costs);
     free(m.versions);
     return buf;

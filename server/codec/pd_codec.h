@@ -121,26 +121,27 @@ uint8_t *pd_codec_encode_error(uint64_t id, pd_status status, const char *messag
 
 /* The answer to FindPath request id, run on scene: ceil(path_len /
  * max_per_chunk) PathChunk frames (at least one; max_per_chunk 0 counts as
- * 1), seq 0..n-1, waypoints with cell and world-centre coordinates (and
- * arrival time t when the result has times); only the last frame is final
+ * 1), seq 0..n-1, each chunk's waypoints as packed arrays (Waypoints: cells
+ * delta-coded from the chunk's first, arrival times when the result has
+ * them, world centres only with want_world); only the last frame is final
  * and carries the result's status and metrics, start_used / goal_used when
  * they were substituted and cutoff behind a cut-off PARTIAL. A result with
  * no path gives one final PathChunk with no waypoints and its metrics. scene
  * may be NULL (no world coordinates, version 0). */
 uint8_t *pd_codec_encode_path(uint64_t id, const pd_scene *scene, const pd_path_result *r,
-                              uint32_t max_per_chunk, size_t *out_len);
+                              uint32_t max_per_chunk, int want_world, size_t *out_len);
 
 /* The answer to FindRoute request id. On PD_OK / PD_PARTIAL: for each
  * leg in travel order, ceil(path_len / max_per_chunk) RouteLeg frames (at
  * least one; max_per_chunk 0 counts as 1) with seq 0..n-1 within the leg,
- * waypoints with cell and world-centre coordinates (and t when the job has
- * times), and on the leg's last frame leg_end, its cost, total_waypoints and
+ * packed waypoints as for a path (world centres of the leg's scene only with
+ * want_world), and on the leg's last frame leg_end, its cost, total_waypoints and
  * the portal it ends at (none on the last leg). Then one final RouteResult
  * frame with the job's status, the totals, per-leg costs and scene versions,
  * goal_used when substituted and pinned. A route that failed gives only the
  * final RouteResult (no legs) with its status and metrics. */
 uint8_t *pd_codec_encode_route(uint64_t id, const pd_route_result *r, uint32_t max_per_chunk,
-                               size_t *out_len);
+                               int want_world, size_t *out_len);
 
 /* The answer to UpdateCells request id on scene: on PD_OK Response{update:
  * UpdateResult{version, cells_changed, micros}}; otherwise an error answer

@@ -74,8 +74,9 @@ static void pd__write_cb(uv_write_t *req, int status)
     pd_server *s = c->server;
 
     c->writes_pending--;
-    c->out_bytes -= w->buf.len;
-    free(w->buf.base);
+    c->out_bytes -= w->bytes;
+    for (uint32_t i = 0; i < w->nbufs; i++)
+        free(w->bufs[i].base);
     free(w);
     if (status < 0) {
         if (status != UV_ECANCELED)
@@ -98,9 +99,88 @@ static void pd__write_cb(uv_write_t *req, int status)
     }
 }
 
-/* Queues one encoded answer (whole frames) and takes ownership of buf. A NULL
- * buf means encoding ran out of memory: the client cannot be told, so the
- * connection is closed rather than left waiting for an answer. */
+/* Frees the answers c has not handed to uv_write yet (it is closing). */
+static void pd__conn_drop_pending(pd__conn *c)
+{
+    pd_server *s = c->server;
+    for (uint32_t i = 0; i < c->n_pend; i++)
+        free(c->pend[i].base);
+    c->out_bytes -= c->pend_bytes;
+    c->n_pend = 0;
+    c->pend_bytes = 0;
+    if (c->dirty) {
+        /* Rare (a close while answers wait for this iteration's flush), and
+         * the list holds only connections answered since the last flush. */
+        pd__conn **pp = &s->dirty;
+        while (*pp != c)
+            pp = &(*pp)->next_dirty;
+        *pp = c->next_dirty;
+        c->next_dirty = NULL;
+        c->dirty = 0;
+    }
+}
+
+/* Hands c's pending answers to one uv_write (a writev), then checks the
+ * hard cap: the backlog is what libuv holds because the kernel's send
+ * buffer is full, bytes the client has not taken yet. */
+static void pd__conn_flush(pd__conn *c)
+{
+    pd_server *s = c->server;
+    uint32_t n = c->n_pend;
+    if (n == 0 || c->closing)
+        return;
+    pd__write *w = malloc(sizeof *w + n * sizeof w->bufs[0]);
+    if (!w) {
+        pd_log_error("conn %" PRIu64 ": out of memory queueing replies; closing", c->id);
+        pd__conn_close(c);
+        return;
+    }
+    w->nbufs = n;
+    w->bytes = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        w->bufs[i] = c->pend[i];
+        w->bytes += c->pend[i].len;
+    }
+    c->n_pend = 0;
+    c->pend_bytes = 0;
+    int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, w->bufs, n, pd__write_cb);
+    if (rc != 0) {
+        for (uint32_t i = 0; i < n; i++)
+            free(w->bufs[i].base);
+        c->out_bytes -= w->bytes;
+        free(w);
+        pd_log_debug("conn %" PRIu64 ": write failed: %s", c->id, uv_strerror(rc));
+        pd__conn_close(c);
+        return;
+    }
+    c->writes_pending++;
+
+    size_t backlog = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+    uint64_t hard_cap = (uint64_t)s->conf.write_high_watermark * PD_SERVER_WRITE_HARD_CAP_FACTOR;
+    if (backlog > hard_cap) {
+        pd_log_warn("conn %" PRIu64 ": %zu reply bytes unread (cap %" PRIu64 "); closing",
+                    c->id, backlog, hard_cap);
+        pd__conn_close(c);
+    }
+}
+
+/* Writes every connection's pending answers: one write per connection per
+ * loop iteration, however many answers it got. */
+void pd__flush_all(pd_server *s)
+{
+    while (s->dirty) {
+        pd__conn *c = s->dirty;
+        s->dirty = c->next_dirty;
+        c->next_dirty = NULL;
+        c->dirty = 0;
+        pd__conn_flush(c);
+    }
+}
+
+/* Queues one encoded answer (whole frames) for this iteration's flush and
+ * takes ownership of buf. A NULL buf means encoding ran out of memory: the
+ * client cannot be told, so the connection is closed rather than left
+ * waiting for an answer. */
 void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len)
 {
     pd_server *s = c->server;
@@ -113,34 +193,32 @@ void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len)
         free(buf);
         return;
     }
-    pd__write *w = malloc(sizeof *w);
-    if (!w) {
-        free(buf);
-        pd_log_error("conn %" PRIu64 ": out of memory queueing a reply; closing", c->id);
-        pd__conn_close(c);
-        return;
+    if (c->n_pend == c->pend_cap) {
+        uint32_t cap = c->pend_cap ? c->pend_cap * 2 : 8;
+        uv_buf_t *grown = realloc(c->pend, cap * sizeof *grown);
+        if (!grown) {
+            free(buf);
+            pd_log_error("conn %" PRIu64 ": out of memory queueing a reply; closing", c->id);
+            pd__conn_close(c);
+            return;
+        }
+        c->pend = grown;
+        c->pend_cap = cap;
     }
-    w->buf = uv_buf_init((char *)buf, (unsigned int)len);
-    int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &w->buf, 1, pd__write_cb);
-    if (rc != 0) {
-        free(buf);
-        free(w);
-        pd_log_debug("conn %" PRIu64 ": write failed: %s", c->id, uv_strerror(rc));
-        pd__conn_close(c);
-        return;
-    }
-    c->writes_pending++;
+    c->pend[c->n_pend++] = uv_buf_init((char *)buf, (unsigned int)len);
+    c->pend_bytes += len;
     c->out_bytes += len;
-
-    /* The backlog is what libuv holds because the kernel's send buffer is
-     * full: bytes the client has not taken yet. */
-    size_t backlog = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
-    uint64_t hard_cap = (uint64_t)s->conf.write_high_watermark * PD_SERVER_WRITE_HARD_CAP_FACTOR;
-    if (backlog > hard_cap) {
-        pd_log_warn("conn %" PRIu64 ": %zu reply bytes unread (cap %" PRIu64 "); closing",
-                    c->id, backlog, hard_cap);
-        pd__conn_close(c);
-    } else if (backlog > s->conf.write_high_watermark && !c->paused) {
+    if (!c->dirty) {
+        c->dirty = 1;
+        c->next_dirty = s->dirty;
+        s->dirty = c;
+    }
+    /* Unread answers: what libuv holds because the kernel's send buffer is
+     * full, plus what waits for the flush. Past the high watermark the
+     * connection stops taking requests until the write callback sees the
+     * queue drained; the flush itself always ends in a write callback. */
+    size_t backlog = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) + c->pend_bytes;
+    if (backlog > s->conf.write_high_watermark && !c->paused) {
         pd_log_debug("conn %" PRIu64 ": %zu reply bytes unread; pausing reads", c->id, backlog);
         c->paused = 1;
         if (!c->lingering)
@@ -149,7 +227,6 @@ void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len)
     pd__conn_account(c);
 }
 
-/* Counts the answer to the frame being handled, if any. */
 /* Closes the connections holding the most buffered bytes, largest first,
  * until the server is within its buffer budget again. A scan of every
  * connection, but only while over budget. */
@@ -217,6 +294,7 @@ void pd__conn_closed(uv_handle_t *h)
         c->next->prev = c->prev;
     s->n_conns--;
     pd_frame_reader_free(&c->reader);
+    free(c->pend);
     free(c);
     if (s->phase == PD__FLUSHING && s->n_conns == 0)
         pd__check_drained(s);
@@ -229,6 +307,7 @@ void pd__conn_close(pd__conn *c)
         return;
     c->closing = 1;
     c->reading = 0;
+    pd__conn_drop_pending(c);
     /* Its buffers go with it: they no longer count against the budget. The
      * read buffer is freed now rather than in the close callback, which
      * runs only after libuv has handled every other connection ready in
@@ -266,6 +345,10 @@ static void pd__shutdown_cb(uv_shutdown_t *req, int status)
 void pd__conn_shutdown(pd__conn *c)
 {
     if (c->closing || c->shutdown_req.handle)
+        return;
+    /* The shutdown waits for queued writes only: queue the pending ones. */
+    pd__conn_flush(c);
+    if (c->closing)
         return;
     int rc = uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, pd__shutdown_cb);
     if (rc != 0)

@@ -67,6 +67,7 @@ typedef struct pd__job {
     size_t n_moves;
 
     uint32_t weight;              /* in-flight slots the job holds: a batch's items */
+    int want_world;               /* FindPath / FindRoute: answer with world coordinates */
 } pd__job;
 
 static pd__job *pd__job_new(pd__conn *c, uint64_t request_id, pd_request_kind kind, pd_task_run_fn run)
@@ -301,6 +302,7 @@ static void pd__handle_find_path(pd__conn *c, pd_request *req, uint64_t arrival_
     job->avoid = fp->avoid; /* the job owns the array now */
     fp->avoid = NULL;
     fp->n_avoid = 0;
+    job->want_world = fp->want_world;
     job->task.deadline_ns = pd__deadline_ns(fp->deadline_ms, arrival_ns);
     pd__submit(c, job);
 }
@@ -336,6 +338,7 @@ static void pd__handle_find_route(pd__conn *c, pd_request *req, uint64_t arrival
         pd__job_free(job);
         return;
     }
+    job->want_world = fr->want_world;
     job->task.deadline_ns = pd__deadline_ns(fr->deadline_ms, arrival_ns);
     pd__submit(c, job);
 }
@@ -688,12 +691,12 @@ static uint8_t *pd__encode_job(const pd_server *s, pd__job *job, size_t *len)
     case PD_REQ_UPDATE_CELLS:
         return pd_codec_encode_update(id, job->update_req.scene, &job->update, len);
     case PD_REQ_FIND_ROUTE:
-        return pd_codec_encode_route(id, &job->route, s->conf.max_waypoints_per_chunk, len);
+        return pd_codec_encode_route(id, &job->route, s->conf.max_waypoints_per_chunk, job->want_world, len);
     case PD_REQ_BATCH:
         return pd_codec_encode_batch(id, job->move_reqs, job->move_results, job->n_moves, len);
     case PD_REQ_FIND_PATH:
-        return pd_codec_encode_path(id, job->scene, &job->path, s->conf.max_waypoints_per_chunk, len);
-    case PD_REQ_CREATE_SCENE:
+        return pd_codec_encode_path(id, job->scene, &job->path, s->conf.max_waypoints_per_chunk, job->want_world,
+                                    len);
     case PD_REQ_CREATE_INSTANCE:
     case PD_REQ_DROP_SCENE:
         return pd_codec_encode_scene_change(id, job->change.name, &job->change_out, len);

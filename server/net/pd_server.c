@@ -28,6 +28,16 @@
 
 static void pd__stop_timer_cb(uv_timer_t *t);
 
+static void pd__flush_prepare_cb(uv_prepare_t *h)
+{
+    pd__flush_all(h->data);
+}
+
+static void pd__flush_check_cb(uv_check_t *h)
+{
+    pd__flush_all(h->data);
+}
+
 static void pd__handle_closed(uv_handle_t *h)
 {
     pd_server *s = h->data;
@@ -83,6 +93,8 @@ static void pd__stop_finish(pd_server *s)
 static void pd__flush_begin(pd_server *s)
 {
     s->phase = PD__FLUSHING;
+    /* Answers still waiting for the iteration's flush count as queued. */
+    pd__flush_all(s);
     for (pd__conn *c = s->conns; c; c = c->next) {
         if (c->closing)
             continue;
@@ -283,6 +295,18 @@ pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *r
         goto fail;
     s->stop_timer.data = s;
     s->open_handles++;
+    if (uv_prepare_init(loop, &s->flush_prepare) != 0)
+        goto fail;
+    s->flush_prepare.data = s;
+    s->open_handles++;
+    if (uv_check_init(loop, &s->flush_check) != 0)
+        goto fail;
+    s->flush_check.data = s;
+    s->open_handles++;
+    uv_prepare_start(&s->flush_prepare, pd__flush_prepare_cb);
+    uv_check_start(&s->flush_check, pd__flush_check_cb);
+    uv_unref((uv_handle_t *)&s->flush_prepare);
+    uv_unref((uv_handle_t *)&s->flush_check);
     if (pd__map_grow(&s->map) != 0)
         goto fail;
     return s;
@@ -482,6 +506,8 @@ void pd_server_destroy(pd_server *s)
     pd__close_handle((uv_handle_t *)&s->sig_int);
     pd__close_handle((uv_handle_t *)&s->sig_hup);
     pd__close_handle((uv_handle_t *)&s->async);
+    pd__close_handle((uv_handle_t *)&s->flush_prepare);
+    pd__close_handle((uv_handle_t *)&s->flush_check);
     /* Close callbacks run on the next loop iteration; the phase must not
      * start a flush from pd__conn_closed meanwhile. */
     s->phase = PD__CLOSED;

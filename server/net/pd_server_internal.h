@@ -42,6 +42,11 @@ typedef struct pd__conn {
                                     is idle, whatever it still has queued */
     uint64_t lingering_since_ms; /* uv_now when the lingering close began */
     uint32_t writes_pending;     /* uv_write requests not yet called back */
+    uv_buf_t *pend;              /* answers queued since the last flush, not yet handed
+                                    to uv_write (owned); n_pend of pend_cap used */
+    uint32_t n_pend, pend_cap;
+    size_t pend_bytes;           /* their bytes */
+    struct pd__conn *next_dirty; /* in the server's list of connections with pend */
     uint32_t in_flight;          /* jobs submitted and not yet completed */
     uint64_t fair_key;           /* finish tag of its latest job (pd__submit's fair queueing) */
     pd_role role;                /* what its Auth granted (used while tokens are set) */
@@ -59,14 +64,17 @@ typedef struct pd__conn {
     unsigned shutdown_done : 1;  /* the write side has been shut down */
     unsigned closing : 1;        /* uv_close has been called */
     unsigned in_map : 1;
+    unsigned dirty : 1;          /* on the server's dirty list */
     uv_shutdown_t shutdown_req;
 } pd__conn;
 
-/* One queued write: the request and the buffer it sends, freed together in
- * the write callback. */
+/* One queued write: the request and the answers it sends in one writev,
+ * freed together in the write callback. */
 typedef struct pd__write {
     uv_write_t req;
-    uv_buf_t buf;
+    uint32_t nbufs;
+    size_t bytes;
+    uv_buf_t bufs[];
 } pd__write;
 
 typedef struct pd__conn_map {
@@ -87,6 +95,14 @@ struct pd_server {
 
     uv_tcp_t listener;
     uv_async_t async;
+    /* Answers queued during a loop iteration leave in one write per
+     * connection: flushed right after the I/O callbacks (check) and, for
+     * answers made in timers or deferred callbacks, before the loop sleeps
+     * (prepare), as Redis writes its replies in beforeSleep. Both are
+     * unreferenced: they never keep uv_run going. */
+    uv_prepare_t flush_prepare;
+    uv_check_t flush_check;
+    pd__conn *dirty;             /* connections with answers pending, via next_dirty */
     uv_timer_t sweep_timer;
     uv_timer_t stop_timer;
     uv_signal_t sig_term, sig_int, sig_hup;
@@ -139,6 +155,7 @@ void pd__conn_closed(uv_handle_t *h);
 void pd__conn_linger(pd__conn *c);
 void pd__conn_read_stop(pd__conn *c);
 void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len);
+void pd__flush_all(pd_server *s);
 void pd__conn_shutdown(pd__conn *c);
 void pd__observe(pd_server *s, pd_status status);
 void pd__on_connection(uv_stream_t *listener, int status);

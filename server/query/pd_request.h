@@ -105,6 +105,7 @@ typedef struct pd_find_path_req {
     int line_of_sight;       /* only with range > 0 */
     pd_point_spec *goals;    /* malloc'd (owned); with n_goals > 0 `goal` is unused */
     size_t n_goals;          /* 0, or 1..PD_FINDPATH_MAX_GOALS */
+    int want_world;          /* the answer carries world coordinates too */
 } pd_find_path_req;
 
 /* FindRoute. Whether the scenes exist, serve the unit size and hold the
@@ -121,6 +122,7 @@ typedef struct pd_find_route_req {
     double start_time;       /* seconds at the start, finite */
     uint64_t max_expansions; /* per leg search; 0 = server default */
     uint32_t deadline_ms;    /* 0 = none; <= PD_CODEC_MAX_DEADLINE_MS (pd_codec.h) */
+    int want_world;          /* the answer carries world coordinates too */
 } pd_find_route_req;
 
 /* UpdateCells: update.cells points at the owned array cells (NULL for a

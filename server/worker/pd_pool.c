@@ -44,6 +44,18 @@ typedef struct pd__worker {
                                  waits for tasks (a health check reads it) */
 } pd__worker;
 
+/* Tasks a worker finished and has not handed over yet (see pd_pool.h). */
+typedef struct pd__batch {
+    pd_pool *pool;
+    pd_task *head, *tail;
+    uint32_t n;
+    uint64_t first_ns;        /* when the oldest one finished */
+} pd__batch;
+
+/* The calling worker's batch, so pd_task_poll can hand it over in the
+ * middle of a long task; NULL on threads that are not workers. */
+static _Thread_local pd__batch *pd__my_batch;
+
 struct pd_pool {
     pthread_mutex_t lock;     /* task queue, workers' current and stats */
     pthread_cond_t work_ready;
@@ -84,7 +96,10 @@ uint64_t pd_pool_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-pd_status pd_task_interrupt(const pd_task *task)
+static void pd__publish(pd_pool *p, pd__batch *b);
+
+/* Whether task must stop now (cancelled, pool stopping, past its deadline). */
+static pd_status pd__interrupted(const pd_task *task)
 {
     if (atomic_load_explicit(&task->cancelled, memory_order_relaxed) ||
         (task->pool && atomic_load_explicit(&task->pool->stopping, memory_order_relaxed)))
@@ -94,27 +109,71 @@ pd_status pd_task_interrupt(const pd_task *task)
     return PD_OK;
 }
 
+pd_status pd_task_interrupt(const pd_task *task)
+{
+    /* A long task polls: results finished before it must not wait for it. */
+    if (pd__my_batch && pd__my_batch->head)
+        pd__publish(pd__my_batch->pool, pd__my_batch);
+    return pd__interrupted(task);
+}
+
 pd_status pd_task_poll(void *task)
 {
     return pd_task_interrupt(task);
 }
 
-static void pd__complete(pd_pool *p, pd_task *task)
+/* Appends the tasks head..tail to the completion list in one step. */
+static void pd__append_done(pd_pool *p, pd_task *head, pd_task *tail)
 {
-    task->next = NULL;
     pthread_mutex_lock(&p->done_lock);
     if (p->done_tail)
-        p->done_tail->next = task;
+        p->done_tail->next = head;
     else
-        p->done_head = task;
-    p->done_tail = task;
+        p->done_head = head;
+    p->done_tail = tail;
     pthread_mutex_unlock(&p->done_lock);
 }
 
-static void pd__run_task(pd_pool *p, pd__worker *w, void *ctx, pd_task *task, int holds_order)
+/* Hands b's tasks over and wakes the loop once; b is empty afterwards. */
+static void pd__publish(pd_pool *p, pd__batch *b)
+{
+    if (!b->head)
+        return;
+    pd__append_done(p, b->head, b->tail);
+    b->head = b->tail = NULL;
+    b->n = 0;
+    if (p->wake)
+        p->wake(p->wake_user);
+}
+
+static void pd__batch_add(pd__batch *b, pd_task *task)
+{
+    task->next = NULL;
+    if (b->tail)
+        b->tail->next = task;
+    else {
+        b->head = task;
+        b->first_ns = task->finished_ns;
+    }
+    b->tail = task;
+    b->n++;
+}
+
+/* Completes a task outside any worker (destroy): straight onto the list,
+ * with no wake. */
+static void pd__complete(pd_pool *p, pd_task *task)
+{
+    task->next = NULL;
+    pd__append_done(p, task, task);
+}
+
+/* Runs a task and adds it to the worker's batch; an ordered task's batch is
+ * handed over before the next ordered task may start, so ordered tasks also
+ * complete in order. */
+static void pd__run_task(pd_pool *p, pd__worker *w, void *ctx, pd_task *task, int holds_order, pd__batch *b)
 {
     uint64_t started = pd_pool_now_ns();
-    pd_status st = pd_task_interrupt(task);
+    pd_status st = pd__interrupted(task);
     if (st == PD_OK)
         st = task->run(task, ctx);
     task->status = st;
@@ -128,17 +187,15 @@ static void pd__run_task(pd_pool *p, pd__worker *w, void *ctx, pd_task *task, in
     w->stats.busy_ns += task->finished_ns - started;
     pthread_mutex_unlock(&p->lock);
 
-    pd__complete(p, task);
-    /* The next ordered task may start only now that this one is on the
-     * completion list, so ordered tasks also complete in order. */
+    pd__batch_add(b, task);
+    if (holds_order || b->n >= PD_POOL_BATCH_TASKS || task->finished_ns - b->first_ns >= PD_POOL_BATCH_NS)
+        pd__publish(p, b);
     if (holds_order) {
         pthread_mutex_lock(&p->lock);
         p->ordered_running = 0;
         pthread_cond_signal(&p->work_ready);
         pthread_mutex_unlock(&p->lock);
     }
-    if (p->wake)
-        p->wake(p->wake_user);
 }
 
 static int pd__before(const pd_task *a, const pd_task *b)
@@ -263,6 +320,8 @@ static void *pd__worker_main(void *arg)
     pd_pool *p = w->pool;
     void *ctx = p->ops->create(p->thread_user);
     const size_t bytes = p->ops->trim && ctx ? p->ops->trim(ctx, p->thread_user) : 0;
+    pd__batch batch = {p, NULL, NULL, 0, 0};
+    pd__my_batch = &batch;
 
     pthread_mutex_lock(&p->lock);
     w->context_bytes = bytes;
@@ -273,6 +332,14 @@ static void *pd__worker_main(void *arg)
         while (!atomic_load(&p->stopping)) {
             if ((task = pd__take_task(p, &holds_order)))
                 break;
+            if (batch.head) {
+                /* Nothing more to run now: hand the batch over before
+                 * sleeping, then look at the queue again. */
+                pthread_mutex_unlock(&p->lock);
+                pd__publish(p, &batch);
+                pthread_mutex_lock(&p->lock);
+                continue;
+            }
             pthread_cond_wait(&p->work_ready, &p->lock);
         }
         if (atomic_load(&p->stopping)) {
@@ -286,12 +353,14 @@ static void *pd__worker_main(void *arg)
         w->current = task;
         pthread_mutex_unlock(&p->lock);
 
-        pd__run_task(p, w, ctx, task, holds_order);
+        pd__run_task(p, w, ctx, task, holds_order, &batch);
 
         pthread_mutex_lock(&p->lock);
     }
     w->ready = 0;
     pthread_mutex_unlock(&p->lock);
+    pd__publish(p, &batch);
+    pd__my_batch = NULL;
 
     if (ctx)
         p->ops->destroy(ctx);

@@ -5,10 +5,15 @@
  * uv_work_t): the submitter embeds a pd_task in its own struct and gets it
  * back, finished, from pd_pool_take_completed.
  *
- * No libuv here. A worker runs the task and pushes it onto the completion
- * list, then calls the wake function (the net layer passes one that calls
- * uv_async_send). Wake-ups may coalesce, so whoever is woken must take the
- * whole completion list.
+ * No libuv here. A worker runs tasks and pushes them onto the completion
+ * list in batches, calling the wake function (the net layer passes one that
+ * calls uv_async_send) once per batch: a worker with more queued work keeps
+ * its finished tasks for up to PD_POOL_BATCH_NS or PD_POOL_BATCH_TASKS
+ * tasks, and hands them over before it sleeps, before an ordered task's
+ * successor may start, and from pd_task_poll (so a long search holds
+ * earlier results back by at most one poll interval). Trivial requests
+ * thus cost the loop one wakeup per batch, not one per request. Wake-ups
+ * may coalesce, so whoever is woken must take the whole completion list.
  *
  * Tasks carry an owner and a tag, never a pointer to their submitter:
  * pd_pool_cancel marks one (owner, tag), pd_pool_cancel_owner all of an
@@ -94,6 +99,12 @@ typedef struct pd_pool_thread_ops {
 
 typedef void (*pd_pool_wake_fn)(void *user);
 
+/* Longest a worker keeps a finished task back while it runs more (50 us:
+ * well under a network round trip, several trivial requests long), and
+ * most tasks it gathers before handing them over. */
+#define PD_POOL_BATCH_NS 50000u
+#define PD_POOL_BATCH_TASKS 64u
+
 typedef struct pd_pool_stats {
     uint32_t threads;
     uint32_t threads_ready;       /* threads that made their context and take tasks; fewer
@@ -109,8 +120,8 @@ typedef struct pd_pool_stats {
 
 /* threads >= 1, queue_capacity >= 1, ops with create and destroy (NULL
  * otherwise, or when a thread cannot be started); ops must outlive the
- * pool. wake may be NULL; otherwise a worker calls it once after each task
- * it pushes onto the completion list, outside every pool lock. */
+ * pool. wake may be NULL; otherwise a worker calls it once after each batch
+ * of tasks it pushes onto the completion list, outside every pool lock. */
 pd_pool *pd_pool_create(uint32_t threads, uint32_t queue_capacity, const pd_pool_thread_ops *ops,
                         void *thread_user, pd_pool_wake_fn wake, void *wake_user);
 

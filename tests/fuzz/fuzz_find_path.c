@@ -153,7 +153,7 @@ static void fuzz_check_path(const pd_grid *grid, const pd_path_query *q, const p
 static void fuzz_answer(uint64_t id, const pd_scene *scene, const pd_path_result *r)
 {
     size_t len;
-    uint8_t *out = pd_codec_encode_path(id, scene, r, (uint32_t)(id % 8), &len);
+    uint8_t *out = pd_codec_encode_path(id, scene, r, (uint32_t)(id % 8), (int)(id & 1), &len);
     FUZZ_REQUIRE(out != NULL && len > 4, "no answer encoded");
     free(out);
 }

@@ -54,7 +54,7 @@ static void test_cancel_running(void **state)
             /* Acknowledged with OK and no body. */
             assert_int_equal(r[1]->status, PATHD__V1__STATUS__OK);
             assert_int_equal(r[1]->body_case, PATHD__V1__RESPONSE__BODY__NOT_SET);
-            assert_int_equal(r[0]->path->n_waypoints, 0);
+            assert_null(r[0]->path->points);
             assert_true(r[0]->path->expansions < (uint64_t)pdi_serpent_cost());
             caught = r[0]->path->expansions > 0;
         } else {
@@ -89,7 +89,7 @@ static void test_cancel_queued(void **state)
     pdi_raw_collect(fd, ids, r, 4);
     assert_int_equal(r[0]->status, PATHD__V1__STATUS__CANCELLED);
     assert_int_equal(r[0]->body_case, PATHD__V1__RESPONSE__BODY_PATH);
-    assert_int_equal(r[0]->path->n_waypoints, 0);
+    assert_null(r[0]->path->points);
     assert_int_equal(r[0]->path->expansions, 0);
     assert_int_equal(r[1]->status, PATHD__V1__STATUS__OK);
     assert_int_equal(r[1]->body_case, PATHD__V1__RESPONSE__BODY__NOT_SET);
@@ -179,7 +179,7 @@ static void test_deadlines(void **state)
     assert_non_null(r);
     assert_int_equal(r->status, PATHD__V1__STATUS__DEADLINE_EXCEEDED);
     assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PATH);
-    assert_int_equal(r->path->n_waypoints, 0);
+    assert_null(r->path->points);
     assert_true(r->path->expansions < (uint64_t)pdi_serpent_cost());
     pathd__v1__response__free_unpacked(r, NULL);
 

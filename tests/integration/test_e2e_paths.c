@@ -207,6 +207,7 @@ static void test_world_coordinates(void **state)
     /* (-9.8, 4.6) lies in cell (1, 1); (-5.01, 8.74) in cell (10, 9). */
     req.start = pdc_world(-9.8, 4.6);
     req.goal = pdc_world(-5.01, 8.74);
+    req.want_world = 1;
     pdc_path_result r = {0};
     assert_int_equal(pdc_find_path(c, &req, &r), PDC_OK);
     assert_true(r.count >= 2);
@@ -218,6 +219,16 @@ static void test_world_coordinates(void **state)
         assert_true(fabs(r.waypoints[i].wx - (ox + (r.waypoints[i].x + 0.5) * cs)) < 1e-9);
         assert_true(fabs(r.waypoints[i].wy - (oy + (r.waypoints[i].y + 0.5) * cs)) < 1e-9);
     }
+    pdc_path_result_free(&r);
+
+    /* Without want_world the same cells come back and no world coordinates:
+     * the wire carries them only when asked. */
+    req.want_world = 0;
+    assert_int_equal(pdc_find_path(c, &req, &r), PDC_OK);
+    assert_true(r.count >= 2);
+    assert_int_equal(r.waypoints[r.count - 1].x, 10);
+    for (size_t i = 0; i < r.count; i++)
+        assert_true(r.waypoints[i].wx == 0.0 && r.waypoints[i].wy == 0.0);
     pdc_path_result_free(&r);
 
     /* Just left of the origin is cell -1: outside. */

@@ -66,7 +66,7 @@ static void expect_empty_path(int fd, uint64_t id, Pathd__V1__Status status, con
 {
     Pathd__V1__Response *r = expect(fd, id, status);
     assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PATH);
-    assert_int_equal(r->path->n_waypoints, 0);
+    assert_null(r->path->points);
     if (!r->message || !r->message[0] || !strstr(r->message, why))
         fail_msg("request %llu: message '%s' lacks '%s'", (unsigned long long)id, r->message ? r->message : "", why);
     pathd__v1__response__free_unpacked(r, NULL);
@@ -135,9 +135,10 @@ static void test_ok_partial_no_path_and_search_outcomes(void **state)
     assert_int_equal(pdi_raw_send_request(fd, &m.req), 0);
     r = expect(fd, 8, PATHD__V1__STATUS__PARTIAL);
     assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PATH);
-    assert_true(r->path->n_waypoints >= 2);
-    assert_int_equal(r->path->waypoints[0]->x, sc[1].sx);
-    assert_int_equal(r->path->waypoints[0]->y, sc[1].sy);
+    assert_non_null(r->path->points);
+    assert_true(r->path->points->n_dx >= 2);
+    assert_int_equal(r->path->points->dx[0], sc[1].sx); /* the first cell is absolute */
+    assert_int_equal(r->path->points->dy[0], sc[1].sy);
     assert_int_equal(r->path->cutoff, PATHD__V1__STATUS__BUDGET_EXCEEDED);
     assert_non_null(r->path->goal_used);
     assert_false(r->path->goal_used->x == sc[1].gx && r->path->goal_used->y == sc[1].gy);

@@ -183,28 +183,51 @@ typedef struct fake_totals {
     uint32_t total_waypoints;
 } fake_totals;
 
+/* Packed waypoints as the server sends them (the first cell absolute, then
+ * deltas), world = the centre of each cell, times when given. */
+typedef struct fake_points {
+    Pathd__V1__Waypoints m;
+    int32_t dx[16], dy[16];
+    double wx[16], wy[16], t[16];
+} fake_points;
+
+static Pathd__V1__Waypoints *fake_pack(fake_points *p, const int32_t (*xy)[2], size_t n, const double *times)
+{
+    pathd__v1__waypoints__init(&p->m);
+    if (n == 0)
+        return NULL;
+    for (size_t i = 0; i < n && i < 16; i++) {
+        p->dx[i] = xy[i][0] - (i > 0 ? xy[i - 1][0] : 0);
+        p->dy[i] = xy[i][1] - (i > 0 ? xy[i - 1][1] : 0);
+        p->wx[i] = xy[i][0] * FAKE_CELL + FAKE_CELL / 2;
+        p->wy[i] = xy[i][1] * FAKE_CELL + FAKE_CELL / 2;
+        if (times)
+            p->t[i] = times[i];
+    }
+    p->m.n_dx = p->m.n_dy = p->m.n_wx = p->m.n_wy = n;
+    p->m.dx = p->dx;
+    p->m.dy = p->dy;
+    p->m.wx = p->wx;
+    p->m.wy = p->wy;
+    if (times) {
+        p->m.n_t = n;
+        p->m.t = p->t;
+    }
+    return &p->m;
+}
+
 /* Sends one PathChunk with cells xy[0..n) (world = centre of each cell);
  * final when totals is given. */
 static void fake_send_chunk(fake_server *fs, int fd, uint64_t id, uint32_t seq,
                             const int32_t (*xy)[2], size_t n, const fake_totals *totals)
 {
-    Pathd__V1__Waypoint wps[16];
-    Pathd__V1__Waypoint *ptrs[16];
+    fake_points pts;
     if (n > 16) {
         fake_fail(fs, __LINE__, "chunk too long for the fake");
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        pathd__v1__waypoint__init(&wps[i]);
-        wps[i].x = xy[i][0];
-        wps[i].y = xy[i][1];
-        wps[i].wx = xy[i][0] * FAKE_CELL + FAKE_CELL / 2;
-        wps[i].wy = xy[i][1] * FAKE_CELL + FAKE_CELL / 2;
-        ptrs[i] = &wps[i];
-    }
     Pathd__V1__PathChunk chunk = PATHD__V1__PATH_CHUNK__INIT;
-    chunk.n_waypoints = n;
-    chunk.waypoints = n ? ptrs : NULL;
+    chunk.points = fake_pack(&pts, xy, n, NULL);
     chunk.seq = seq;
     Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     resp.id = id;
@@ -1277,23 +1300,12 @@ static const double issue4_times[3] = {100.0, 101.5, 103.25};
 static void fake_send_issue4_answer(fake_server *fs, int fd, uint64_t id)
 {
     for (uint32_t seq = 0; seq < 2; seq++) {
-        Pathd__V1__Waypoint wps[2];
-        Pathd__V1__Waypoint *ptrs[2];
+        fake_points pts;
         size_t first = seq * 2, n = seq == 0 ? 2 : 1;
-        for (size_t i = 0; i < n; i++) {
-            pathd__v1__waypoint__init(&wps[i]);
-            wps[i].x = issue4_path[first + i][0];
-            wps[i].y = issue4_path[first + i][1];
-            wps[i].wx = wps[i].x * FAKE_CELL + FAKE_CELL / 2;
-            wps[i].wy = wps[i].y * FAKE_CELL + FAKE_CELL / 2;
-            wps[i].t = issue4_times[first + i];
-            ptrs[i] = &wps[i];
-        }
         Pathd__V1__PathChunk chunk = PATHD__V1__PATH_CHUNK__INIT;
         Pathd__V1__Cell start_used = PATHD__V1__CELL__INIT, goal_used = PATHD__V1__CELL__INIT;
         Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
-        chunk.n_waypoints = n;
-        chunk.waypoints = ptrs;
+        chunk.points = fake_pack(&pts, issue4_path + first, n, issue4_times + first);
         chunk.seq = seq;
         resp.id = id;
         resp.body_case = PATHD__V1__RESPONSE__BODY_PATH;
@@ -1647,25 +1659,17 @@ static void fake_send_route_leg(fake_server *fs, int fd, uint64_t id, uint32_t l
                                 const int32_t (*xy)[2], size_t n, int leg_end, double cost, uint32_t total,
                                 const char *portal)
 {
-    Pathd__V1__Waypoint wps[8];
-    Pathd__V1__Waypoint *ptrs[8];
-    for (size_t i = 0; i < n && i < 8; i++) {
-        pathd__v1__waypoint__init(&wps[i]);
-        wps[i].x = xy[i][0];
-        wps[i].y = xy[i][1];
-        wps[i].wx = xy[i][0] * FAKE_CELL + FAKE_CELL / 2;
-        wps[i].wy = xy[i][1] * FAKE_CELL + FAKE_CELL / 2;
-        wps[i].t = 10.0 * leg + (double)(seq * 3 + i);
-        ptrs[i] = &wps[i];
-    }
+    fake_points pts;
+    double times[8];
+    for (size_t i = 0; i < n && i < 8; i++)
+        times[i] = 10.0 * leg + (double)(seq * 3 + i);
     Pathd__V1__RouteLeg l = PATHD__V1__ROUTE_LEG__INIT;
     Pathd__V1__PortalHop hop = PATHD__V1__PORTAL_HOP__INIT;
     Pathd__V1__Cell exit_cell = PATHD__V1__CELL__INIT, entry_cell = PATHD__V1__CELL__INIT;
     l.leg = leg;
     l.scene = (char *)scene;
     l.seq = seq;
-    l.n_waypoints = n;
-    l.waypoints = n ? ptrs : NULL;
+    l.points = fake_pack(&pts, xy, n, times);
     l.scene_version = 4 + leg;
     if (leg_end) {
         l.leg_end = 1;

@@ -41,7 +41,42 @@ typedef struct pd_job {
     pd_route_leg *legs;
     size_t n_legs;
     int route_pinned;
+    int want_world;              /* encode world coordinates too */
 } pd_job;
+
+/* One waypoint of a frame's packed arrays, decoded as a client does:
+ * running sums over the deltas from the frame's absolute first cell. */
+typedef struct wp {
+    int32_t x, y;
+    double wx, wy, t;
+} wp;
+
+static size_t wp_count(const Pathd__V1__Waypoints *m)
+{
+    if (m == NULL)
+        return 0;
+    assert_int_equal(m->n_dy, m->n_dx);
+    assert_true(m->n_t == 0 || m->n_t == m->n_dx);
+    assert_true(m->n_wx == 0 || m->n_wx == m->n_dx);
+    assert_int_equal(m->n_wy, m->n_wx);
+    return m->n_dx;
+}
+
+static wp wp_at(const Pathd__V1__Waypoints *m, size_t k)
+{
+    wp w = {0, 0, 0, 0, 0};
+    for (size_t i = 0; i <= k; i++) {
+        w.x += m->dx[i];
+        w.y += m->dy[i];
+    }
+    if (m->n_wx) {
+        w.wx = m->wx[k];
+        w.wy = m->wy[k];
+    }
+    if (m->n_t)
+        w.t = m->t[k];
+    return w;
+}
 
 static uint8_t *encode_path(const pd_job *job, uint32_t per_chunk, size_t *len)
 {
@@ -50,7 +85,7 @@ static uint8_t *encode_path(const pd_job *job, uint32_t per_chunk, size_t *len)
         .times = job->times, .start_substituted = job->start_substituted, .start_used = job->start_used,
         .goal_substituted = job->goal_substituted, .goal_used = job->goal_used,
     };
-    return pd_codec_encode_path(job->request_id, job->scene, &r, per_chunk, len);
+    return pd_codec_encode_path(job->request_id, job->scene, &r, per_chunk, job->want_world, len);
 }
 
 static uint8_t *encode_route(const pd_job *job, uint32_t per_chunk, size_t *len)
@@ -59,7 +94,7 @@ static uint8_t *encode_route(const pd_job *job, uint32_t per_chunk, size_t *len)
         .status = job->status, .metrics = job->metrics, .legs = job->legs, .n_legs = job->n_legs,
         .pinned = job->route_pinned, .goal_substituted = job->goal_substituted, .goal_used = job->goal_used,
     };
-    return pd_codec_encode_route(job->request_id, &r, per_chunk, len);
+    return pd_codec_encode_route(job->request_id, &r, per_chunk, job->want_world, len);
 }
 
 static uint8_t *encode_update(const pd_job *job, size_t *len)
@@ -664,13 +699,23 @@ static void check_path_answer(const pd_job *job, const scene_fixture *f, uint32_
         assert_int_equal(c->seq, i);
         assert_int_equal(r->final, last);
         if (!last)
-            assert_int_equal(c->n_waypoints, effective);
-        for (size_t k = 0; k < c->n_waypoints; k++, seen++) {
+            assert_int_equal(wp_count(c->points), effective);
+        if (c->points != NULL) {
+            /* The first cell of every chunk is absolute, so chunks decode alone. */
+            assert_int_equal(c->points->dx[0], job->path[seen].x);
+            assert_int_equal(c->points->dy[0], job->path[seen].y);
+            assert_int_equal(c->points->n_wx, job->want_world ? c->points->n_dx : 0);
+            assert_int_equal(c->points->n_t, 0);
+        }
+        for (size_t k = 0; k < wp_count(c->points); k++, seen++) {
             pd_point cell = job->path[seen];
-            assert_int_equal(c->waypoints[k]->x, cell.x);
-            assert_int_equal(c->waypoints[k]->y, cell.y);
-            assert_true(c->waypoints[k]->wx == f->scene.origin_x + (cell.x + 0.5) * f->scene.cell_size);
-            assert_true(c->waypoints[k]->wy == f->scene.origin_y + (cell.y + 0.5) * f->scene.cell_size);
+            wp w = wp_at(c->points, k);
+            assert_int_equal(w.x, cell.x);
+            assert_int_equal(w.y, cell.y);
+            if (job->want_world) {
+                assert_true(w.wx == f->scene.origin_x + (cell.x + 0.5) * f->scene.cell_size);
+                assert_true(w.wy == f->scene.origin_y + (cell.y + 0.5) * f->scene.cell_size);
+            }
         }
         if (last) {
             assert_int_equal(r->status, (int)job->status);
@@ -713,6 +758,7 @@ static void make_job(pd_job *job, pd_scene *scene, size_t path_len, pd_status st
         }
     }
     job->path_len = path_len;
+    job->want_world = 1;
 }
 
 static void test_encode_path_chunks(void **state)
@@ -724,6 +770,9 @@ static void test_encode_path_chunks(void **state)
 
     make_job(&job, &f.scene, 600, PD_PARTIAL);
     check_path_answer(&job, &f, 256, 3); /* 256 + 256 + 88 */
+    job.want_world = 0;
+    check_path_answer(&job, &f, 256, 3);
+    job.want_world = 1;
     check_path_answer(&job, &f, 600, 1);
     check_path_answer(&job, &f, 599, 2);
     check_path_answer(&job, &f, 100000, 1);
@@ -757,15 +806,79 @@ static void test_encode_path_sizes_of_600_in_256(void **state)
     buf = encode_path(&job, 256, &len);
     unpack_frames(buf, len, &fr);
     assert_int_equal(fr.n, 3);
-    assert_int_equal(fr.r[0]->path->n_waypoints, 256);
-    assert_int_equal(fr.r[1]->path->n_waypoints, 256);
-    assert_int_equal(fr.r[2]->path->n_waypoints, 88);
+    assert_int_equal(wp_count(fr.r[0]->path->points), 256);
+    assert_int_equal(wp_count(fr.r[1]->path->points), 256);
+    assert_int_equal(wp_count(fr.r[2]->path->points), 88);
     /* Spot-check one centre by value: cell (5, 1) of the second chunk. */
-    assert_int_equal(fr.r[1]->path->waypoints[5]->x, (256 + 5) % 40);
-    assert_int_equal(fr.r[1]->path->waypoints[5]->y, (256 + 5) / 40);
-    assert_true(fr.r[1]->path->waypoints[5]->wx == -10.5 + 21.5 * 0.5);
-    assert_true(fr.r[1]->path->waypoints[5]->wy == -20.0 + 6.5 * 0.5);
+    wp w = wp_at(fr.r[1]->path->points, 5);
+    assert_int_equal(w.x, (256 + 5) % 40);
+    assert_int_equal(w.y, (256 + 5) / 40);
+    assert_true(w.wx == -10.5 + 21.5 * 0.5);
+    assert_true(w.wy == -20.0 + 6.5 * 0.5);
+    /* A step of one cell packs into one byte per axis (zigzag 1 or -1 is a
+     * one-byte varint): 256 cells plus the chunk's header fields stay
+     * under 600 bytes, where a sub-message per cell took 24 bytes each. */
+    size_t with_world = len;
     free_frames(&fr);
+    free(buf);
+    job.want_world = 0;
+    buf = encode_path(&job, 256, &len);
+    assert_true(len < with_world);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.n, 3);
+    assert_int_equal(fr.r[0]->path->points->n_wx, 0);
+    assert_true(len < 3 * 600);
+    free_frames(&fr);
+    free(buf);
+    free(job.path);
+    scene_fixture_free(&f);
+}
+
+/* The worked example of docs/PROTOCOL.md section 8, byte for byte: a path
+ * of three cells in chunks of two, without and with world coordinates. */
+static void test_encode_path_protocol_example(void **state)
+{
+    static const uint8_t cells_only[] = {
+        0x00, 0x00, 0x00, 0x0f, 0x08, 0x02, 0x52, 0x0b, 0xa2, 0x01, 0x08, 0x0a, 0x02, 0x02, 0x02, 0x12, 0x02,
+        0x02, 0x02, 0x00, 0x00, 0x00, 0x22, 0x08, 0x02, 0x18, 0x01, 0x52, 0x1c, 0x10, 0x01, 0x19, 0xe6, 0x9d,
+        0x3f, 0x33, 0x4f, 0x50, 0x03, 0x40, 0x20, 0x03, 0x28, 0x04, 0x30, 0x01, 0x38, 0x03, 0xa2, 0x01, 0x06,
+        0x0a, 0x01, 0x06, 0x12, 0x01, 0x04,
+    };
+    static const uint8_t world_first[] = {
+        0x00, 0x00, 0x00, 0x33, 0x08, 0x02, 0x52, 0x2f, 0xa2, 0x01, 0x2c, 0x0a, 0x02, 0x02, 0x02, 0x12, 0x02,
+        0x02, 0x02, 0x22, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2a, 0xc0, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x26, 0xc0, 0x2a, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2a, 0xc0, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x26, 0xc0,
+    };
+    scene_fixture f;
+    pd_job job;
+    size_t len;
+    uint8_t *buf;
+    (void)state;
+    scene_fixture_init(&f, "demo", 8, 8);
+    f.scene.origin_x = -16;
+    f.scene.origin_y = -16;
+    f.scene.cell_size = 2;
+    f.scene.version = 1;
+    make_job(&job, &f.scene, 3, PD_OK);
+    job.path[0] = (pd_point){1, 1};
+    job.path[1] = (pd_point){2, 2};
+    job.path[2] = (pd_point){3, 2};
+    job.request_id = 2;
+    job.metrics.cost = 1 + sqrt(2.0);
+    job.metrics.expanded = 3;
+    job.metrics.micros = 4;
+
+    job.want_world = 0;
+    buf = encode_path(&job, 2, &len);
+    assert_int_equal(len, sizeof cells_only);
+    assert_memory_equal(buf, cells_only, len);
+    free(buf);
+
+    job.want_world = 1;
+    buf = encode_path(&job, 2, &len);
+    assert_true(len > sizeof world_first);
+    assert_memory_equal(buf, world_first, sizeof world_first);
     free(buf);
     free(job.path);
     scene_fixture_free(&f);
@@ -791,7 +904,7 @@ static void test_encode_path_without_path(void **state)
         assert_int_equal(fr.n, 1);
         assert_int_equal(fr.r[0]->status, PATHD__V1__STATUS__INTERNAL);
         assert_true(fr.r[0]->final);
-        assert_int_equal(fr.r[0]->path->n_waypoints, 0);
+        assert_null(fr.r[0]->path->points);
         free_frames(&fr);
         free(buf);
     }
@@ -1327,8 +1440,8 @@ static void test_encode_path_issue4_fields(void **state)
     assert_null(fr.r[0]->path->start_used);
     assert_null(fr.r[0]->path->goal_used);
     assert_int_equal(fr.r[0]->path->cutoff, PATHD__V1__STATUS__OK);
-    for (size_t i = 0; i < 3; i++)
-        assert_true(fr.r[0]->path->waypoints[i]->t == 0.0);
+    assert_int_equal(wp_count(fr.r[0]->path->points), 3);
+    assert_int_equal(fr.r[0]->path->points->n_t, 0);
     free_frames(&fr);
     free(buf);
     free(job.path);
@@ -1351,8 +1464,8 @@ static void test_encode_path_issue4_fields(void **state)
     size_t k = 0;
     for (size_t i = 0; i < fr.n; i++) {
         const Pathd__V1__PathChunk *c = fr.r[i]->path;
-        for (size_t w = 0; w < c->n_waypoints; w++, k++)
-            assert_true(c->waypoints[w]->t == 10.0 + 0.5 * (double)k);
+        for (size_t w = 0; w < wp_count(c->points); w++, k++)
+            assert_true(wp_at(c->points, w).t == 10.0 + 0.5 * (double)k);
         if (i + 1 < fr.n) {
             assert_null(c->start_used);
             assert_null(c->goal_used);
@@ -1747,16 +1860,17 @@ static void make_route_job(pd_job *job, pd_route_leg legs[2], scene_fixture *a, 
     job->goal_substituted = 1;
     job->goal_used = (pd_point){7, 9};
     job->route_pinned = 1;
+    job->want_world = 1;
 }
 
-static void check_route_waypoint(const Pathd__V1__Waypoint *w, const pd_scene *scene, pd_point cell, double t)
+static void check_route_waypoint(wp w, const pd_scene *scene, pd_point cell, double t)
 {
     double wx, wy;
     pd_scene_cell_center(scene, cell, &wx, &wy);
-    assert_int_equal(w->x, cell.x);
-    assert_int_equal(w->y, cell.y);
-    assert_true(w->wx == wx && w->wy == wy);
-    assert_true(w->t == t);
+    assert_int_equal(w.x, cell.x);
+    assert_int_equal(w.y, cell.y);
+    assert_true(w.wx == wx && w.wy == wy);
+    assert_true(w.t == t);
 }
 
 static void test_encode_route_legs(void **state)
@@ -1793,13 +1907,14 @@ static void test_encode_route_legs(void **state)
         assert_int_equal(l->seq, seq_of[i]);
         assert_string_equal(l->scene, jl->scene->name);
         assert_int_equal(l->scene_version, jl->scene->version);
-        for (size_t k = 0; k < l->n_waypoints; k++, next[leg_of[i]]++)
-            check_route_waypoint(l->waypoints[k], jl->scene, jl->path[next[leg_of[i]]], jl->times[next[leg_of[i]]]);
+        for (size_t k = 0; k < wp_count(l->points); k++, next[leg_of[i]]++)
+            check_route_waypoint(wp_at(l->points, k), jl->scene, jl->path[next[leg_of[i]]],
+                                 jl->times[next[leg_of[i]]]);
         int end = i == 2 || i == 4;
         assert_int_equal(l->leg_end, end);
         if (!end) {
             assert_null(l->portal);
-            assert_int_equal(l->n_waypoints, 2);
+            assert_int_equal(wp_count(l->points), 2);
             continue;
         }
         assert_true(l->cost == jl->cost);
@@ -1898,6 +2013,7 @@ int main(void)
         cmocka_unit_test(test_encode_path_chunks),
         cmocka_unit_test(test_encode_path_sizes_of_600_in_256),
         cmocka_unit_test(test_encode_path_without_path),
+        cmocka_unit_test(test_encode_path_protocol_example),
         cmocka_unit_test(test_encode_error_and_ack),
         cmocka_unit_test(test_encode_pong_and_stats),
         cmocka_unit_test(test_encode_scene_info_and_list),

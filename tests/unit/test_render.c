@@ -623,23 +623,32 @@ static int fake_answer_grid(int fd, const Pathd__V1__Request *req, uint64_t vers
     return fake_send(fd, &resp);
 }
 
+/* Packs n cells as the server does (Waypoints: the first absolute, then
+ * deltas) into m, with dx/dy as its arrays. */
+static Pathd__V1__Waypoints *fake_points(Pathd__V1__Waypoints *m, int32_t *dx, int32_t *dy, const pdc_xy *cells,
+                                         size_t n)
+{
+    pathd__v1__waypoints__init(m);
+    for (size_t i = 0; i < n; i++) {
+        dx[i] = cells[i].x - (i > 0 ? cells[i - 1].x : 0);
+        dy[i] = cells[i].y - (i > 0 ? cells[i - 1].y : 0);
+    }
+    m->n_dx = m->n_dy = n;
+    m->dx = dx;
+    m->dy = dy;
+    return m;
+}
+
 static int fake_answer_find(int fd, const Pathd__V1__Request *req, uint64_t version)
 {
     const Pathd__V1__FindPath *fp = req->find_path;
     if (!fp->start || !fp->start->cell || fp->start->cell->x != room_path[0].x ||
         fp->start->cell->y != room_path[0].y)
         return -1;
-    Pathd__V1__Waypoint wps[ROOM_PATH_LEN];
-    Pathd__V1__Waypoint *ptrs[ROOM_PATH_LEN];
-    for (size_t i = 0; i < ROOM_PATH_LEN; i++) {
-        pathd__v1__waypoint__init(&wps[i]);
-        wps[i].x = room_path[i].x;
-        wps[i].y = room_path[i].y;
-        ptrs[i] = &wps[i];
-    }
+    Pathd__V1__Waypoints points;
+    int32_t dx[ROOM_PATH_LEN], dy[ROOM_PATH_LEN];
     Pathd__V1__PathChunk chunk = PATHD__V1__PATH_CHUNK__INIT;
-    chunk.n_waypoints = ROOM_PATH_LEN;
-    chunk.waypoints = ptrs;
+    chunk.points = fake_points(&points, dx, dy, room_path, ROOM_PATH_LEN);
     chunk.scene_version = version;
     chunk.total_waypoints = ROOM_PATH_LEN;
     chunk.cost = 14.0;
@@ -664,21 +673,14 @@ static int fake_answer_route(int fd, const Pathd__V1__Request *req, uint64_t ver
         fr->start->cell->x != legs[0].points[0].x || fr->start->cell->y != legs[0].points[0].y)
         return -1;
     for (size_t l = 0; l < leg_count; l++) {
-        Pathd__V1__Waypoint wps[4];
-        Pathd__V1__Waypoint *ptrs[4];
-        for (size_t i = 0; i < legs[l].count; i++) {
-            pathd__v1__waypoint__init(&wps[i]);
-            wps[i].x = legs[l].points[i].x;
-            wps[i].y = legs[l].points[i].y;
-            ptrs[i] = &wps[i];
-        }
+        Pathd__V1__Waypoints points;
+        int32_t dx[4], dy[4];
         Pathd__V1__Cell exit_cell = PATHD__V1__CELL__INIT, entry_cell = PATHD__V1__CELL__INIT;
         Pathd__V1__PortalHop hop = PATHD__V1__PORTAL_HOP__INIT;
         Pathd__V1__RouteLeg frame = PATHD__V1__ROUTE_LEG__INIT;
         frame.leg = (uint32_t)l;
         frame.scene = (char *)legs[l].scene;
-        frame.n_waypoints = legs[l].count;
-        frame.waypoints = ptrs;
+        frame.points = fake_points(&points, dx, dy, legs[l].points, legs[l].count);
         frame.leg_end = 1;
         frame.cost = (double)legs[l].count;
         frame.total_waypoints = (uint32_t)legs[l].count;

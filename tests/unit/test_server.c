@@ -405,6 +405,7 @@ static void test_find_path_streams_chunks(void **state)
     m.start_world.y = 6.9;
     m.start.kind_case = PATHD__V1__POINT__KIND_WORLD;
     m.start.world = &m.start_world;
+    m.fp.want_world = 1;
     send_request(fd, &m.req);
 
     const size_t chunk_cap = ts.conf.max_waypoints_per_chunk;
@@ -419,25 +420,34 @@ static void test_find_path_streams_chunks(void **state)
         assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PATH);
         Pathd__V1__PathChunk *c = r->path;
         assert_int_equal(c->seq, expect_seq++);
-        assert_true(c->n_waypoints <= chunk_cap);
+        const Pathd__V1__Waypoints *pts = c->points;
+        assert_non_null(pts);
+        assert_true(pts->n_dx <= chunk_cap);
+        assert_int_equal(pts->n_dy, pts->n_dx);
+        assert_int_equal(pts->n_wx, pts->n_dx);
+        assert_int_equal(pts->n_wy, pts->n_dx);
+        assert_int_equal(pts->n_t, 0);
         if (!r->final)
-            assert_int_equal(c->n_waypoints, chunk_cap);
-        for (size_t i = 0; i < c->n_waypoints; i++) {
-            const Pathd__V1__Waypoint *w = c->waypoints[i];
+            assert_int_equal(pts->n_dx, chunk_cap);
+        /* Each chunk starts from an absolute cell; the rest are deltas. */
+        int32_t x = 0, y = 0;
+        for (size_t i = 0; i < pts->n_dx; i++) {
+            x += pts->dx[i];
+            y += pts->dy[i];
             if (total == 0) {
-                assert_int_equal(w->x, 0);
-                assert_int_equal(w->y, 0);
+                assert_int_equal(x, 0);
+                assert_int_equal(y, 0);
             } else {
                 /* Each step goes to one of the eight neighbours... */
-                assert_true(abs(w->x - px) <= 1 && abs(w->y - py) <= 1);
-                assert_false(w->x == px && w->y == py);
+                assert_true(abs(x - px) <= 1 && abs(y - py) <= 1);
+                assert_false(x == px && y == py);
             }
             /* ...never onto the wall except through its gap. */
-            assert_false(w->y == 2 && w->x != 9);
-            assert_true(fabs(w->wx - (-10.0 + (w->x + 0.5) * 2.0)) < 1e-9);
-            assert_true(fabs(w->wy - (5.0 + (w->y + 0.5) * 2.0)) < 1e-9);
-            px = w->x;
-            py = w->y;
+            assert_false(y == 2 && x != 9);
+            assert_true(fabs(pts->wx[i] - (-10.0 + (x + 0.5) * 2.0)) < 1e-9);
+            assert_true(fabs(pts->wy[i] - (5.0 + (y + 0.5) * 2.0)) < 1e-9);
+            px = x;
+            py = y;
             total++;
         }
         if (r->final) {
@@ -1102,6 +1112,10 @@ static void test_slow_reader_is_cut(void **state)
     find_msg m;
     for (uint64_t id = 1; id <= N; id++) {
         find_request(&m, id, "maze", 0, 0, 0, 126); /* every cell: ~8000 waypoints */
+        /* World coordinates and times make each waypoint ~26 bytes, so the
+         * unread answers pass the hard cap (cells alone pack into ~2). */
+        m.fp.want_world = 1;
+        m.fp.speed = 1.0;
         out_append_request(&b, &m.req);
     }
     out_send(hog, &b);
@@ -1464,11 +1478,15 @@ static void recv_path(int fd, uint64_t id, path_answer *a)
         assert_non_null(r);
         assert_int_equal(r->id, id);
         assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PATH);
-        for (size_t i = 0; i < r->path->n_waypoints; i++) {
+        const Pathd__V1__Waypoints *pts = r->path->points;
+        int32_t x = 0, y = 0;
+        for (size_t i = 0; pts != NULL && i < pts->n_dx; i++) {
             assert_true(a->n < T_MAX_PATH);
-            a->x[a->n] = r->path->waypoints[i]->x;
-            a->y[a->n] = r->path->waypoints[i]->y;
-            a->t[a->n] = r->path->waypoints[i]->t;
+            x += pts->dx[i];
+            y += pts->dy[i];
+            a->x[a->n] = x;
+            a->y[a->n] = y;
+            a->t[a->n] = pts->n_t ? pts->t[i] : 0;
             a->n++;
         }
         if (r->final) {

@@ -124,7 +124,7 @@ describe('live daemon', () => {
 
   it('finds the same paths as the C client', async () => {
     for (const [scene, start, goal] of [SHORT, ['town', [1, 1], [10, 5]], LONG]) {
-      const result = await client.findPath(scene, start, goal);
+      const result = await client.findPath(scene, start, goal, { wantWorld: true });
       const reference = pathctl(addr, scene, start, goal);
       assert.equal(result.status, 'OK');
       assert.equal(reference.status, 'OK');
@@ -148,7 +148,8 @@ describe('live daemon', () => {
     const info = await client.sceneInfo('house');
     const start = [info.originX + 1.2 * info.cellSize, info.originY + 1.7 * info.cellSize];
     const goal = [info.originX + 5.5 * info.cellSize, info.originY + 2.1 * info.cellSize];
-    const result = await client.findPath('house', start, goal, { world: true, style: 'corners' });
+    assert.equal((await client.findPath('house', start, goal, { world: true })).world, null);
+    const result = await client.findPath('house', start, goal, { world: true, style: 'corners', wantWorld: true });
     assert.deepEqual(result.waypoints[0], [1, 1]);
     assert.deepEqual(result.waypoints.at(-1), [5, 2]);
     result.waypoints.forEach(([x, y], i) => {
@@ -287,7 +288,8 @@ describe('the whole protocol against the live daemon, compared with pathctl', ()
       [['town', [-18.5, -13.5], [17.5, -0.5]], { world: true, deadlineMs: 5000 }, ['--world', '--deadline', '5000']],
     ];
     for (const [[scene, start, goal], options, words] of cases) {
-      const result = await client.findPath(scene, start, goal, options);
+      // pathctl --json asks for world coordinates, so ask too.
+      const result = await client.findPath(scene, start, goal, { ...options, wantWorld: true });
       const reference = pathctlJson(addr, ['path', '--scene', scene, '--from', start.join(','), '--to', goal.join(','), ...words]);
       assertSame(assert, result.toJSON(), reference, JSON.stringify(options));
     }
@@ -318,7 +320,7 @@ describe('the whole protocol against the live daemon, compared with pathctl', ()
         ['--from', 'town:3,4', '--to', 'cellar:5,3', '--speed', '2', '--style', 'corners']],
       [['house', [3, 4], 'town', [3, 4]], {}, ['--from', 'house:3,4', '--to', 'town:3,4']],
     ]) {
-      const route = await client.findRoute(...args, options);
+      const route = await client.findRoute(...args, { ...options, wantWorld: true });
       assertSame(assert, route, pathctlJson(addr, ['route', ...words]), words.join(' '));
       assert.ok(route.legs.length >= 2);
       assert.equal(route.legs[0].portal.to_scene, route.legs[1].scene);
@@ -634,7 +636,7 @@ describe('fake server', () => {
     });
     const client = new PathdClient(server.addr, { timeoutMs: 10000 });
     const started = Date.now();
-    const result = await client.findPath('demo', [1, 1], [3, 2]);
+    const result = await client.findPath('demo', [1, 1], [3, 2], { wantWorld: true });
     const waited = Date.now() - started;
     client.close();
     await server.done();

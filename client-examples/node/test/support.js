@@ -243,7 +243,14 @@ class FakeServer {
 }
 
 function chunk(id, seq, cells, { final = false, status = 'OK', cost = 0, total = 0 } = {}) {
-  const path = { seq, waypoints: cells.map(([x, y]) => ({ x, y, wx: x + 0.5, wy: y + 0.5 })) };
+  // Packed as the server packs them: the first cell absolute, then deltas.
+  const points = {
+    dx: cells.map(([x], i) => x - (i ? cells[i - 1][0] : 0)),
+    dy: cells.map(([, y], i) => y - (i ? cells[i - 1][1] : 0)),
+    wx: cells.map(([x]) => x + 0.5),
+    wy: cells.map(([, y]) => y + 0.5),
+  };
+  const path = { seq, ...(cells.length ? { points } : {}) };
   if (final) Object.assign(path, { cost, expansions: 7, sceneVersion: 3, totalWaypoints: total });
   return { id, status, final, path };
 }
