@@ -310,7 +310,6 @@ static pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path
         (st = pd__decode_timing(m->speed, m->start_time, "find_path", err, errlen)) != PD_OK)
         return st;
 
-
     out->speed = m->speed;
     out->start_time = m->start_time;
     out->snap = m->snap != 0;
@@ -1873,8 +1872,7 @@ uint8_t *pd_codec_encode_move(uint64_t id, pd_request_kind kind, const pd_move_r
 /* A FindPath item's chunk and what it points at. */
 typedef struct pd__batch_path {
     Pathd__V1__PathChunk chunk;
-    Pathd__V1__Waypoint *wps;
-    Pathd__V1__Waypoint **ptrs;
+    pd__points_buf pts;
     pd__chunk_extras extras;
 } pd__batch_path;
 
@@ -1902,13 +1900,12 @@ uint8_t *pd_codec_encode_batch(uint64_t id, const pd_move_req *items, const pd_m
              * frame; PD_BATCH_MAX_PATH_WAYPOINTS bounds it. */
             const pd_path_result *pr = &results[i].path;
             const size_t len = pr->path != NULL ? pr->path_len : 0;
-            paths[i].wps = malloc((len ? len : 1) * sizeof *paths[i].wps);
-            paths[i].ptrs = malloc((len ? len : 1) * sizeof *paths[i].ptrs);
-            if (!paths[i].wps || !paths[i].ptrs)
+            if (pd__points_alloc(&paths[i].pts, len) != 0)
                 goto out;
+            const pd_scene *world = items[i].path != NULL && items[i].path->want_world ? results[i].scene : NULL;
             Pathd__V1__Response unused;
-            pd__fill_path_chunk(id, results[i].scene, pr, len, (uint32_t)(len ? len : 1), 0, 1, paths[i].wps,
-                                paths[i].ptrs, &paths[i].extras, &paths[i].chunk, &unused);
+            pd__fill_path_chunk(id, results[i].scene, world, pr, len, (uint32_t)(len ? len : 1), 0, 1,
+                                &paths[i].pts, &paths[i].extras, &paths[i].chunk, &unused);
             qr[i].kind_case = PATHD__V1__QUERY_RESULT__KIND_PATH;
             qr[i].path = &paths[i].chunk;
         }
@@ -1937,10 +1934,8 @@ out:
         for (size_t i = 0; i < n; i++)
             free(messages[i]);
     if (paths)
-        for (size_t i = 0; i < n; i++) {
-            free(paths[i].wps);
-            free(paths[i].ptrs);
-        }
+        for (size_t i = 0; i < n; i++)
+            free(paths[i].pts.block);
     free(paths);
     free(messages);
     free(mm);

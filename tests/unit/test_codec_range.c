@@ -248,7 +248,7 @@ static void test_encode_goal_index_and_batch_path(void **state)
     pd_path_result pr = { .status = PD_OK, .path = cells, .path_len = 3, .has_target = 1, .target = 4 };
     pr.metrics.cost = 2.5;
     size_t len;
-    uint8_t *buf = pd_codec_encode_path(T_ID, scene, &pr, 256, &len);
+    uint8_t *buf = pd_codec_encode_path(T_ID, scene, &pr, 256, 0, &len);
     Pathd__V1__Response *r = t_unpack_one(buf, len);
     assert_true(r->final);
     assert_int_equal(r->path->goal_index, 4);
@@ -256,9 +256,11 @@ static void test_encode_goal_index_and_batch_path(void **state)
     pathd__v1__response__free_unpacked(r, NULL);
     free(buf);
 
-    /* Batch: a path item, a refused path item that ran (its chunk has no
-     * waypoints), and one refused before running (no chunk). */
-    pd_move_req items[3] = { { .kind = PD_REQ_FIND_PATH }, { .kind = PD_REQ_FIND_PATH },
+    /* Batch: a path item that asked for world coordinates, a refused path
+     * item that ran (its chunk has no waypoints), and one refused before
+     * running (no chunk). */
+    pd_find_path_req want_world = { .want_world = 1 };
+    pd_move_req items[3] = { { .kind = PD_REQ_FIND_PATH, .path = &want_world }, { .kind = PD_REQ_FIND_PATH },
                              { .kind = PD_REQ_FIND_PATH } };
     pd_move_result res[3];
     memset(res, 0, sizeof res);
@@ -278,18 +280,24 @@ static void test_encode_goal_index_and_batch_path(void **state)
     assert_int_equal(b->items[0]->status, PATHD__V1__STATUS__OK);
     assert_int_equal(b->items[0]->kind_case, PATHD__V1__QUERY_RESULT__KIND_PATH);
     const Pathd__V1__PathChunk *c = b->items[0]->path;
-    assert_int_equal(c->n_waypoints, 3);
+    assert_non_null(c->points);
+    assert_int_equal(c->points->n_dx, 3);
+    assert_int_equal(c->points->n_wx, 3);
     assert_int_equal(c->total_waypoints, 3);
     assert_int_equal(c->goal_index, 4);
     assert_int_equal(c->scene_version, 5);
+    int32_t x = 0, y = 0;
     for (size_t i = 0; i < 3; i++) {
-        assert_int_equal(c->waypoints[i]->x, cells[i].x);
-        assert_true(fabs(c->waypoints[i]->wx - (-2 + (cells[i].x + 0.5) * 0.5)) < 1e-12);
+        x += c->points->dx[i];
+        y += c->points->dy[i];
+        assert_int_equal(x, cells[i].x);
+        assert_int_equal(y, cells[i].y);
+        assert_true(fabs(c->points->wx[i] - (-2 + (cells[i].x + 0.5) * 0.5)) < 1e-12);
     }
     assert_true(fabs(c->cost - 2.5) < 1e-12);
     assert_int_equal(b->items[1]->status, PATHD__V1__STATUS__FRAME_TOO_LARGE);
     assert_int_equal(b->items[1]->kind_case, PATHD__V1__QUERY_RESULT__KIND_PATH);
-    assert_int_equal(b->items[1]->path->n_waypoints, 0);
+    assert_null(b->items[1]->path->points);
     assert_string_equal(b->items[1]->message, "the path has 900 waypoints");
     assert_int_equal(b->items[2]->status, PATHD__V1__STATUS__UNKNOWN_SCENE);
     assert_int_equal(b->items[2]->kind_case, PATHD__V1__QUERY_RESULT__KIND__NOT_SET);
