@@ -78,7 +78,7 @@ class Daemon:
                 self.proc.kill()
                 sys.exit("gen-docs: pathd did not start:\n" + text)
             time.sleep(0.05)
-        m = re.search(r"metrics.* on (127\.0\.0\.1:\d+)", self.log_text())
+        m = re.search(r"metrics.* on (?:http://)?(127\.0\.0\.1:\d+)", self.log_text())
         self.metrics_addr = m.group(1) if m else None
 
     def log_text(self):

@@ -669,7 +669,8 @@ class WholeProtocolTest(LiveClientCase):
             with self.subTest(options=options):
                 if options.get("unit_size") == 2:
                     start, goal = (1, 13), (30, 22)  # where a 2x2 unit fits
-                result = self.client.find_path("town", start, goal, **options)
+                # pathctl --json asks for world coordinates, so ask too.
+                result = self.client.find_path("town", start, goal, want_world=True, **options)
                 reference = pathctl(self.addr, "path", "--scene", "town", "--from", xy(start),
                                     "--to", xy(goal), *words)
                 assert_same(self, result.to_dict(), reference)
@@ -679,7 +680,7 @@ class WholeProtocolTest(LiveClientCase):
                 self.assertNotEqual(result.waypoints[-1], goal)
                 self.assertIsNone(result.goal_used)
         start, goals = (1, 1), [(30, 20), (3, 3), (10, 5)]
-        nearest = self.client.find_path("town", start, None, goals=goals)
+        nearest = self.client.find_path("town", start, None, goals=goals, want_world=True)
         self.assertEqual((nearest.goal_index, nearest.waypoints[-1]), (1, (3, 3)))
         assert_same(self, nearest.to_dict(),
                     pathctl(self.addr, "path", "--scene", "town", "--from", xy(start),

@@ -1910,7 +1910,12 @@ uint8_t *pd_codec_encode_batch(uint64_t id, const pd_move_req *items, const pd_m
             qr[i].path = &paths[i].chunk;
         }
         if (results[i].status != PD_OK && results[i].status != PD_PARTIAL) {
-            messages[i] = pd__utf8_sanitized(results[i].message);
+            /* A FindPath item that ran explains itself in its path result,
+             * as a FindPath alone does in Response.message. */
+            const char *why = results[i].message;
+            if (!why[0] && items[i].kind == PD_REQ_FIND_PATH)
+                why = results[i].path.message;
+            messages[i] = pd__utf8_sanitized(why);
             if (!messages[i])
                 goto out;
             qr[i].message = messages[i];

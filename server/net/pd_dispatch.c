@@ -697,6 +697,7 @@ static uint8_t *pd__encode_job(const pd_server *s, pd__job *job, size_t *len)
     case PD_REQ_FIND_PATH:
         return pd_codec_encode_path(id, job->scene, &job->path, s->conf.max_waypoints_per_chunk, job->want_world,
                                     len);
+    case PD_REQ_CREATE_SCENE:
     case PD_REQ_CREATE_INSTANCE:
     case PD_REQ_DROP_SCENE:
         return pd_codec_encode_scene_change(id, job->change.name, &job->change_out, len);

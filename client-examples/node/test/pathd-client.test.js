@@ -367,7 +367,8 @@ describe('the whole protocol against the live daemon, compared with pathctl', ()
       [[[1, 1], [30, 20]], { range: 4, lineOfSight: true }, ['--range', '4', '--los']],
       [[[1, 13], [30, 22]], { range: 2.5, unitSize: 2 }, ['--range', '2.5', '--unit', '2']],
     ]) {
-      const result = await client.findPath('town', start, goal, options);
+      // pathctl --json asks for world coordinates, so ask too.
+      const result = await client.findPath('town', start, goal, { ...options, wantWorld: true });
       const reference = pathctlJson(addr, ['path', '--scene', 'town', '--from', start.join(','), '--to', goal.join(','), ...words]);
       assertSame(assert, result.toJSON(), reference, JSON.stringify(options));
       const [ex, ey] = result.waypoints.at(-1);
@@ -376,7 +377,7 @@ describe('the whole protocol against the live daemon, compared with pathctl', ()
       assert.equal(result.goalUsed, null);
     }
     const goals = [[30, 20], [3, 3], [10, 5]];
-    const nearest = await client.findPath('town', [1, 1], null, { goals });
+    const nearest = await client.findPath('town', [1, 1], null, { goals, wantWorld: true });
     assert.deepEqual([nearest.goalIndex, nearest.waypoints.at(-1)], [1, [3, 3]]);
     assertSame(assert, nearest.toJSON(),
       pathctlJson(addr, ['path', '--scene', 'town', '--from', '1,1', '--goals', goals.map((g) => g.join(',')).join(';')]));
