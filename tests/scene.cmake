@@ -13,3 +13,6 @@ pd_test(NAME test_ldtk SOURCES unit/test_ldtk.c LIBS pathd_scene LABELS sanitize
 pd_test(NAME test_scene SOURCES unit/test_scene.c LIBS pathd_scene LABELS sanitize threaded)
 pd_test(NAME test_scene_update SOURCES unit/test_scene_update.c LIBS pathd_scene LABELS sanitize threaded)
 pd_test(NAME test_scene_runtime SOURCES unit/test_scene_runtime.c LIBS pathd_scene LABELS sanitize)
+# Issue 12, "Durable": the journal's record format, replay, damaged tails
+# and compaction, on temporary data directories.
+pd_test(NAME test_journal SOURCES unit/test_journal.c LIBS pathd_scene LABELS sanitize)

@@ -1702,9 +1702,9 @@ uint8_t *pd_codec_encode_update(uint64_t id, const char *scene, const pd_update_
     Pathd__V1__UpdateResult m = PATHD__V1__UPDATE_RESULT__INIT;
 
     if (o->status != PD_OK) {
-        char message[160];
+        char message[PD_QUERY_MESSAGE_MAX + 96];
         snprintf(message, sizeof message, "update of scene '%s' failed: %s", scene,
-                 pd_status_name(o->status));
+                 o->message[0] ? o->message : pd_status_name(o->status));
         return pd_codec_encode_error(id, o->status, message, out_len);
     }
     m.version = o->update.version;

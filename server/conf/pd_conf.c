@@ -17,6 +17,10 @@
  *                                        port 0 asks the OS for an ephemeral port
  *     "threads": 0,                      worker threads 0..256; 0 = number of cores
  *     "log_level": "info",               "error" | "warn" | "info" | "debug"
+ *     "data_dir": "data",                the journal's directory (relative to the config
+ *                                        file's); absent or "" = no journal
+ *     "journal_fsync": "everysec",       "always" | "everysec" | "no" (Redis's appendfsync)
+ *     "journal_compact_bytes": 67108864, 64 KiB .. 2^53: a log past this is compacted
  *     "auth": {                          optional; no tokens = no authentication
  *       "tokens": [                      at most PD_CONF_MAX_TOKENS
  *         { "token": "...", "role": "query" },     16..127 printable ASCII bytes
@@ -134,6 +138,9 @@ const pd_conf pd_conf_defaults = {
     .max_scene_cells = 4096u * 4096u,
     .max_scene_bytes = 4ull * 1024u * 1024u * 1024u,
     .log_level = PD_LOG_INFO,
+    .data_dir = "",
+    .journal_fsync = PD_CONF_FSYNC_EVERYSEC,
+    .journal_compact_bytes = 64u * 1024u * 1024u,
     .scenes = NULL,
     .n_scenes = 0,
 };
@@ -377,6 +384,53 @@ static int pd__resolve_map(const pd__ctx *ctx, const char *map, const char *path
         return pd__fail(ctx, path, "out of memory");
     return 0;
 }
+
+static const char *const pd__fsync_names[] = { "everysec", "always", "no" };
+
+const char *pd_conf_fsync_name(pd_conf_fsync f)
+{
+    return (unsigned)f < sizeof pd__fsync_names / sizeof *pd__fsync_names ? pd__fsync_names[f] : "?";
+}
+
+/* "data_dir", "journal_fsync" and "journal_compact_bytes": the journal. */
+static int pd__parse_journal(const pd__ctx *ctx, const cJSON *root, pd_conf *c)
+{
+    const cJSON *v;
+    const char *str = NULL;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "data_dir")) && !cJSON_IsNull(v)) {
+        if (pd__get_string(ctx, v, "$.data_dir", &str) != 0)
+            return -1;
+        if (str[0] != '\0') {
+            char *resolved = NULL;
+            if (pd__resolve_map(ctx, str, "$.data_dir", &resolved) != 0)
+                return -1;
+            size_t n = strlen(resolved);
+            if (n < sizeof c->data_dir)
+                memcpy(c->data_dir, resolved, n + 1);
+            free(resolved);
+            if (n >= sizeof c->data_dir)
+                return pd__fail(ctx, "$.data_dir", "resolved path is longer than %d bytes",
+                                PD_CONF_MAX_DATA_DIR - 1);
+        }
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "journal_fsync"))) {
+        if (pd__get_string(ctx, v, "$.journal_fsync", &str) != 0)
+            return -1;
+        size_t k = 0, n = sizeof pd__fsync_names / sizeof *pd__fsync_names;
+        while (k < n && strcmp(str, pd__fsync_names[k]) != 0)
+            k++;
+        if (k == n)
+            return pd__fail(ctx, "$.journal_fsync", "must be one of \"always\", \"everysec\", \"no\", not \"%s\"",
+                            str);
+        c->journal_fsync = (pd_conf_fsync)k;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "journal_compact_bytes")) &&
+        pd__get_uint(ctx, v, "$.journal_compact_bytes", 64 * PD__KIB, PD_CONF_MAX_EXACT_INT,
+                     &c->journal_compact_bytes) != 0)
+        return -1;
+    return 0;
+}
+
 
 static int pd__parse_unit_sizes(const pd__ctx *ctx, const cJSON *arr, const char *path,
                                 pd_conf_scene *s)
@@ -899,7 +953,7 @@ static int pd__parse_document(const pd__ctx *ctx, const char *json, size_t len, 
 {
     static const char *const keys[] = {
         "listen", "metrics_listen", "threads", "limits", "log_level", "jump_point_search", "auth", "scenes",
-        "portals", "routes",
+        "portals", "routes", "data_dir", "journal_fsync", "journal_compact_bytes",
         NULL,
     };
     const char *end = NULL;
@@ -970,6 +1024,8 @@ static int pd__parse_document(const pd__ctx *ctx, const char *json, size_t len, 
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "limits")) &&
         pd__parse_limits(ctx, v, "$.limits", c) != 0)
+        goto out;
+    if (pd__parse_journal(ctx, root, c) != 0)
         goto out;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "auth")) && pd__parse_auth(ctx, v, "$.auth", c) != 0)
         goto out;

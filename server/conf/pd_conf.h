@@ -31,6 +31,7 @@
 #define PD_CONF_MAX_TOKENS 16        /* auth.tokens entries: a few roles, a few rotations */
 #define PD_CONF_MIN_TOKEN 16         /* bytes: shorter tokens are guessable */
 #define PD_CONF_MAX_TOKEN 128        /* bytes incl. NUL */
+#define PD_CONF_MAX_DATA_DIR 1024    /* bytes incl. NUL: the journal's directory, resolved */
 
 /* What a token lets a connection do; each role includes the ones before. */
 typedef enum pd_role {
@@ -72,6 +73,18 @@ typedef enum pd_conf_search {
     PD_CONF_SEARCH_JPS,              /* "jps": always JPS */
     PD_CONF_SEARCH_ASTAR,            /* "astar": always A* */
 } pd_conf_search;
+
+/* "journal_fsync": when the journal (data_dir) is flushed to disk, as
+ * Redis's appendfsync. */
+typedef enum pd_conf_fsync {
+    PD_CONF_FSYNC_EVERYSEC = 0,      /* "everysec" (default): at most about a second of
+                                        acknowledged changes is lost with the machine */
+    PD_CONF_FSYNC_ALWAYS,            /* "always": before each change is answered */
+    PD_CONF_FSYNC_NO,                /* "no": when the kernel writes back (the process
+                                        may crash without loss; the machine may not) */
+} pd_conf_fsync;
+
+const char *pd_conf_fsync_name(pd_conf_fsync f);
 
 typedef struct pd_conf_scene {
     char name[PD_CONF_MAX_NAME];
@@ -138,6 +151,12 @@ typedef struct pd_conf {
     pd_conf_scene *scenes;
     size_t n_scenes;
     pd_conf_world world;             /* portals and pinned routes ("portals", "routes") */
+    char data_dir[PD_CONF_MAX_DATA_DIR]; /* "data_dir", resolved against the config file's
+                                        directory; "" = no journal (nothing survives a
+                                        restart) */
+    pd_conf_fsync journal_fsync;     /* "journal_fsync": everysec */
+    uint64_t journal_compact_bytes;  /* "journal_compact_bytes": 64 MiB: a journal log
+                                        past this is rewritten as snapshot + tail */
 } pd_conf;
 
 extern const pd_conf pd_conf_defaults;

@@ -52,10 +52,11 @@ typedef struct pd__job {
     /* PD_REQ_UPDATE_CELLS */
     pd_registry *registry;
     pd_world_store *world_store;  /* may be NULL */
+    pd_journal *journal;          /* may be NULL (no data_dir) */
     pd_update_cells_req update_req;   /* cells owned */
     pd_update_outcome update;
 
-    /* pd_request_is_scene_change(kind): registry and world_store as above */
+    /* pd_request_is_scene_change(kind): registry, world_store and journal as above */
     pd_scene_change_req change;   /* map owned */
     pd_scene_change_outcome change_out;
 
@@ -134,14 +135,15 @@ static pd_status pd__run_update_cells(pd_task *task, void *scratch)
 {
     (void)scratch;
     pd__job *job = (pd__job *)task;
-    return pd_query_update_cells(job->registry, job->world_store, &job->update_req, &job->update);
+    return pd_query_update_cells(job->registry, job->world_store, job->journal, &job->update_req, &job->update);
 }
 
 static pd_status pd__run_scene_change(pd_task *task, void *scratch)
 {
     (void)scratch;
     pd__job *job = (pd__job *)task;
-    return pd_query_scene_change(job->registry, job->world_store, job->kind, &job->change, &job->change_out);
+    return pd_query_scene_change(job->registry, job->world_store, job->journal, job->kind, &job->change,
+                                 &job->change_out);
 }
 
 /* Runs every item that prepared; refused items keep their answer. A cancel
@@ -359,6 +361,7 @@ static void pd__handle_update_cells(pd__conn *c, pd_request *req)
     job->task.ordered = 1;
     job->registry = c->server->registry;
     job->world_store = c->server->world_store;
+    job->journal = c->server->journal;
     job->update_req = *uc; /* the job owns the cells and ops now */
     uc->cells = NULL;
     uc->ops = NULL;
@@ -380,6 +383,7 @@ static void pd__handle_scene_change(pd__conn *c, pd_request *req)
     job->task.ordered = 1;
     job->registry = c->server->registry;
     job->world_store = c->server->world_store;
+    job->journal = c->server->journal;
     job->change = req->u.change; /* the job owns the map now */
     req->u.change.map = NULL;
     pd__submit(c, job);

@@ -96,14 +96,24 @@ static void pd__reload_publish(pd_server *s, pd__reload_job *rl)
     pd_conf next = rl->next;
 
     /* A world that does not fit the new scenes never gets here
-     * (pd__reload_done refuses the whole reload). */
+     * (pd__reload_done refuses the whole reload). The journal records the
+     * scenes the publish replaced or dropped, in order with the changes
+     * around it. */
+    pd_journal_reload *jr = pd__journal_reload_begin(s, rl->scenes);
     pd__publish_loaded(s, rl);
+    pd__journal_reload_end(s, jr);
 
     if (strcmp(next.listen_host, s->conf.listen_host) != 0 || next.listen_port != s->conf.listen_port)
         pd_log_warn("reload: a new listen address needs a restart; still on %s:%u",
                     s->conf.listen_host, (unsigned)s->conf.listen_port);
     if (next.threads != s->conf.threads || next.job_queue_capacity != s->conf.job_queue_capacity)
         pd_log_warn("reload: thread count and job queue capacity need a restart; unchanged");
+    if (strcmp(next.data_dir, s->conf.data_dir) != 0 || next.journal_fsync != s->conf.journal_fsync ||
+        next.journal_compact_bytes != s->conf.journal_compact_bytes)
+        pd_log_warn("reload: data_dir and the journal's settings need a restart; unchanged");
+    memcpy(next.data_dir, s->conf.data_dir, sizeof next.data_dir);
+    next.journal_fsync = s->conf.journal_fsync;
+    next.journal_compact_bytes = s->conf.journal_compact_bytes;
     memcpy(next.listen_host, s->conf.listen_host, sizeof next.listen_host);
     next.listen_port = s->conf.listen_port;
     next.threads = s->conf.threads;

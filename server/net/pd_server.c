@@ -83,6 +83,7 @@ static void pd__stop_finish(pd_server *s)
     pd__close_handle((uv_handle_t *)&s->listener);
     pd__close_handle((uv_handle_t *)&s->sweep_timer);
     pd__close_handle((uv_handle_t *)&s->stop_timer);
+    pd__close_handle((uv_handle_t *)&s->journal_timer);
     pd__close_handle((uv_handle_t *)&s->sig_term);
     pd__close_handle((uv_handle_t *)&s->sig_int);
     pd__close_handle((uv_handle_t *)&s->sig_hup);
@@ -502,6 +503,7 @@ void pd_server_destroy(pd_server *s)
     pd__close_handle((uv_handle_t *)&s->listener);
     pd__close_handle((uv_handle_t *)&s->sweep_timer);
     pd__close_handle((uv_handle_t *)&s->stop_timer);
+    pd__close_handle((uv_handle_t *)&s->journal_timer);
     pd__close_handle((uv_handle_t *)&s->sig_term);
     pd__close_handle((uv_handle_t *)&s->sig_int);
     pd__close_handle((uv_handle_t *)&s->sig_hup);
@@ -514,8 +516,11 @@ void pd_server_destroy(pd_server *s)
     /* A reload still loading must call back before the server is freed (it
      * frees its own memory there, dropping what it loaded); waiting for it
      * blocks in the loop instead of spinning. */
-    while (s->open_handles > 0 || s->conns || s->reload)
-        uv_run(s->loop, s->reload ? UV_RUN_ONCE : UV_RUN_NOWAIT);
+    while (s->open_handles > 0 || s->conns || s->reload || s->journal_jobs > 0)
+        uv_run(s->loop, s->reload || s->journal_jobs > 0 ? UV_RUN_ONCE : UV_RUN_NOWAIT);
+    /* The workers are gone and so is the journal's threadpool work: the
+     * last appends are in, and closing syncs them. */
+    pd_journal_close(s->journal);
     free(s->map.slots);
     free(s->config_path);
     free(s);

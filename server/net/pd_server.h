@@ -119,6 +119,14 @@ int pd_server_load(pd_server *s, pd_pool *pool, const pd_conf *conf, char *err, 
  * pd_metrics_ready_fn main.c gives the metrics port (/healthz, /readyz). */
 int pd_server_ready(void *server, char *reason, size_t cap);
 
+/* After pd_server_load, before pd_server_start: with a data_dir in the
+ * config, opens the journal there and replays it over the loaded scenes
+ * (on libuv's threadpool; the loop runs meanwhile and /readyz says
+ * "loading scenes"), then journals every change from now on and fsyncs or
+ * compacts it from a timer. 0 (also without data_dir), or -1 with the
+ * reason in err. The server closes the journal in pd_server_destroy. */
+int pd_server_open_journal(pd_server *s, char *err, size_t errlen);
+
 /* The port actually bound (useful with port 0); 0 before pd_server_start. */
 uint16_t pd_server_port(const pd_server *s);
 

@@ -140,6 +140,12 @@ struct pd_server {
     atomic_uint_fast32_t worker_retained_bytes; /* conf.worker_retained_bytes, for the
                                                    workers' trim (a reload may change it) */
 
+    pd_journal *journal;         /* NULL: no data_dir (pd_server_open_journal) */
+    uv_timer_t journal_timer;    /* the everysec fsync and the compaction check */
+    int journal_jobs;            /* journal work on libuv's threadpool */
+    int journal_syncing;         /* an everysec fsync is queued or running */
+    int journal_compacting;      /* a compaction is queued or running */
+
     pd_metrics *metrics;         /* NULL: nothing is counted */
     int answering;               /* pd_request_kind of the frame being handled, or -1
                                     between frames (errors outside a request are not counted) */
@@ -161,6 +167,11 @@ void pd__observe(pd_server *s, pd_status status);
 void pd__on_connection(uv_stream_t *listener, int status);
 void pd__send_error(pd__conn *c, uint64_t id, pd_status status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* pd_journal_loop.c: a reload's records (the journal's change lock is held
+ * from _begin to _end, around the publish); both no-ops without a journal. */
+pd_journal_reload *pd__journal_reload_begin(pd_server *s, const pd_scene_set *set);
+void pd__journal_reload_end(pd_server *s, pd_journal_reload *rl);
 
 /* pd_connmap.c */
 int pd__map_grow(pd__conn_map *m);

@@ -51,6 +51,7 @@
  */
 #include "pd_query.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -890,15 +891,53 @@ void pd_route_result_free(pd_route_result *r)
     r->n_legs = 0;
 }
 
-pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_store,
+/* Takes the journal's change lock (a NULL journal needs none); a journal
+ * that failed earlier refuses the change with its reason in message. */
+static pd_status pd__journal_begin(pd_journal *journal, char *message, size_t len)
+{
+    if (!journal || pd_journal_lock(journal) == 0)
+        return PD_OK;
+    snprintf(message, len, "%s; changes are refused until pathd restarts", pd_journal_error(journal));
+    return PD_INTERNAL;
+}
+
+/* Ends a change: appended (rc) under the lock, then released, then synced
+ * when the policy says so - outside the lock, so other changes can append
+ * meanwhile and one fsync may cover several. Returns the change's status,
+ * PD_INTERNAL when the journal did not take it (the change is applied in
+ * memory but would not survive a restart: it is not acknowledged). */
+static pd_status pd__journal_end(pd_journal *journal, pd_status st, int appended_rc, char *message, size_t len)
+{
+    if (!journal)
+        return st;
+    if (st == PD_OK && appended_rc != 0) {
+        snprintf(message, len, "applied, but not journalled: %s", pd_journal_error(journal));
+        st = PD_INTERNAL;
+    }
+    pd_journal_unlock(journal);
+    if (st == PD_OK && pd_journal_fsync_policy(journal) == PD_CONF_FSYNC_ALWAYS && pd_journal_sync(journal) != 0) {
+        snprintf(message, len, "applied and journalled, but the journal's fsync failed: %s", strerror(errno));
+        st = PD_INTERNAL;
+    }
+    return st;
+}
+
+pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_store, pd_journal *journal,
                                 const pd_update_cells_req *req, pd_update_outcome *out)
 {
     memset(out, 0, sizeof *out);
     pd_scene_update update = req->update;
     if (req->cells)
         update.cells = req->cells;
-    out->status = req->n_ops ? pd_registry_update_many(registry, req->scene, req->ops, req->n_ops, &out->update)
-                             : pd_registry_update(registry, req->scene, &update, &out->update);
+    const pd_scene_update *ops = req->n_ops ? req->ops : &update;
+    size_t n_ops = req->n_ops ? req->n_ops : 1;
+    if ((out->status = pd__journal_begin(journal, out->message, sizeof out->message)) != PD_OK)
+        return out->status;
+    out->status = pd_registry_update_many(registry, req->scene, ops, n_ops, &out->update);
+    int rc = 0;
+    if (journal && out->status == PD_OK && out->update.cells_changed > 0)
+        rc = pd_journal_append_update(journal, req->scene, out->update.version, ops, n_ops);
+    out->status = pd__journal_end(journal, out->status, rc, out->message, sizeof out->message);
     /* Refreshing the world before the answer goes out means a route asked
      * for after the update's answer already plans around the change. */
     if (out->status == PD_OK && world_store)
@@ -908,13 +947,31 @@ pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_sto
     return out->status;
 }
 
-pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_store,
+/* The record of an acknowledged scene change (change lock held). */
+static int pd__journal_change(pd_journal *journal, pd_registry *registry, pd_request_kind kind,
+                              const pd_scene_change_req *req, const pd_scene *made, uint64_t version)
+{
+    if (kind == PD_REQ_DROP_SCENE)
+        return pd_journal_append_drop(journal, req->name, version);
+    if (made)
+        return pd_journal_append_scene(journal, made);
+    /* Under the change lock the template is still the version the
+     * instance was made of. */
+    pd_scene *t = pd_registry_acquire(registry, req->tmpl);
+    int rc = pd_journal_append_instance(journal, req->name, version, req->tmpl, t ? t->version : 0);
+    pd_scene_release(t);
+    return rc;
+}
+
+pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_store, pd_journal *journal,
                                 pd_request_kind kind, const pd_scene_change_req *req,
                                 pd_scene_change_outcome *out)
 {
     memset(out, 0, sizeof *out);
     pd_status st;
     pd_scene *made = NULL;
+    if ((out->status = pd__journal_begin(journal, out->message, sizeof out->message)) != PD_OK)
+        return out->status;
     if (kind == PD_REQ_DROP_SCENE) {
         st = pd_world_store_drop_scene(world_store, registry, req->name, req->drop_portals,
                                        &out->version, out->message, sizeof out->message);
@@ -937,15 +994,20 @@ pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_sto
         snprintf(out->message, sizeof out->message, "not a scene change");
         st = PD_INVALID_ARGUMENT;
     }
+    pd_status applied = st;
+    int rc = journal && st == PD_OK ? pd__journal_change(journal, registry, kind, req, made, out->version) : 0;
+    st = pd__journal_end(journal, st, rc, out->message, sizeof out->message);
     if (st == PD_OK && kind != PD_REQ_DROP_SCENE) {
         pd_scene *s = made ? made : pd_registry_acquire(registry, req->name);
         out->own_bytes = s ? pd_scene_own_bytes(s) : 0;
         if (s != made)
             pd_scene_release(s);
-        /* Routes within the new scene are served once the world holds it:
-         * the next route request syncs the world, once for a whole burst. */
-        pd_world_store_mark_stale(world_store, registry);
     }
+    /* Routes within the new scene are served once the world holds it: the
+     * next route request syncs the world, once for a whole burst. Also when
+     * the journal failed: the scene is served all the same. */
+    if (kind != PD_REQ_DROP_SCENE && applied == PD_OK)
+        pd_world_store_mark_stale(world_store, registry);
     pd_scene_release(made);
     out->scene_bytes = pd_registry_bytes(registry);
     out->status = st;

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pd_journal.h"
 #include "pd_request.h"
 #include "pd_scene.h"
 #include "pd_search.h"
@@ -193,15 +194,21 @@ typedef struct pd_update_outcome {
                                         tables went (PD_OK when nothing had to change);
                                         the update itself stands either way */
     char world_refresh_error[160];   /* the reason when world_refresh != PD_OK */
+    char message[PD_QUERY_MESSAGE_MAX];  /* why, when the journal refused or failed */
 } pd_update_outcome;
 
 /* Applies req to its scene in registry (pd_registry_update checks the name
- * and the cells' bounds), then, when world_store is not NULL, refreshes the
+ * and the cells' bounds) and, with a journal, appends the update (its ops
+ * as sent and the version it made) under the journal's change lock, and
+ * syncs it when the policy is "always", all before returning: the answer
+ * is made from what this returns. A journal that failed refuses the update
+ * with PD_INTERNAL and the reason in out->message. Then, when world_store
+ * is not NULL, refreshes the
  * world's route tables for that scene before returning, so a route asked
  * for after the answer already plans around the change. Returns
  * out->status. Updates to one registry must not overtake each other: the
  * caller runs them one at a time, in order. */
-pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_store,
+pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_store, pd_journal *journal,
                                 const pd_update_cells_req *req, pd_update_outcome *out);
 
 /* ---- CreateScene, CreateInstance, DropScene ----------------------------- */
@@ -218,10 +225,11 @@ typedef struct pd_scene_change_outcome {
  * parses the map (on the calling thread: call it from a worker) and adds
  * the scene; CreateInstance adds an instance of the template's current
  * version; both then let the world store take the new scene in.
- * DropScene goes through pd_world_store_drop_scene. The caps are the
+ * DropScene goes through pd_world_store_drop_scene. With a journal (may
+ * be NULL) the change is appended and synced as for updates. The caps are the
  * registry's (pd_registry_set_caps). Changes to one registry must run one
  * at a time, in order, like updates. Returns out->status. */
-pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_store,
+pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_store, pd_journal *journal,
                                 pd_request_kind kind, const pd_scene_change_req *req,
                                 pd_scene_change_outcome *out);
 

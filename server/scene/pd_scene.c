@@ -592,6 +592,28 @@ pd_scene *pd_scene_from_cells(const pd_conf_scene *cs, int32_t width, int32_t he
     return pd__scene_new(cs, grid, 0, 0, err, errlen);
 }
 
+const pd_grid *pd_scene_authored_grid(const pd_scene *s)
+{
+    return s && s->authored ? s->authored->grid : NULL;
+}
+
+int pd_scene_set_authored(pd_scene *s, const uint8_t *cells)
+{
+    pd_scene_authored *a = malloc(sizeof *a);
+    if (!a || !(a->grid = pd_grid_create(s->grid->width, s->grid->height))) {
+        free(a);
+        return -1;
+    }
+    for (int32_t y = 0; y < s->grid->height; y++)
+        memcpy(a->grid->cells + pd_grid_index(a->grid, 0, y), cells + (size_t)y * (size_t)s->grid->width,
+               (size_t)s->grid->width);
+    pd_grid_refresh_flags(a->grid);
+    atomic_init(&a->refs, 1);
+    pd__authored_release(s->authored);
+    s->authored = a;
+    return 0;
+}
+
 pd_scene *pd_scene_instance(const pd_scene *tmpl, const char *name)
 {
     size_t len = name ? strlen(name) : 0;
@@ -1479,6 +1501,45 @@ pd_status pd_registry_add(pd_registry *r, pd_scene *s, char *err, size_t errlen)
     pd_status st = pd__add_locked(r, s, err, errlen);
     pthread_mutex_unlock(&r->reload_lock);
     return st;
+}
+
+pd_status pd_registry_put(pd_registry *r, pd_scene *s)
+{
+    if (!r || !s || !s->grid) {
+        pd_scene_release(s);
+        return PD_INTERNAL;
+    }
+    pthread_mutex_lock(&r->reload_lock);
+    size_t at = 0;
+    while (at < r->n_scenes && strcmp(r->scenes[at]->name, s->name) < 0)
+        at++;
+    pd_scene *gone = NULL;
+    pd_scene **grown = NULL;
+    int replace = at < r->n_scenes && strcmp(r->scenes[at]->name, s->name) == 0;
+    if (!replace && !(grown = malloc((r->n_scenes + 1) * sizeof *grown))) {
+        pthread_mutex_unlock(&r->reload_lock);
+        pd_scene_release(s);
+        return PD_INTERNAL;
+    }
+    if (!s->acct)
+        pd__charge(r->acct, s);
+    pthread_rwlock_wrlock(&r->lock);
+    if (replace) {
+        gone = r->scenes[at];
+        r->scenes[at] = s;
+    } else {
+        memcpy(grown, r->scenes, at * sizeof *grown);
+        grown[at] = s;
+        memcpy(grown + at + 1, r->scenes + at, (r->n_scenes - at) * sizeof *grown);
+        gone = NULL;
+        free(r->scenes);
+        r->scenes = grown;
+        r->n_scenes++;
+    }
+    pthread_rwlock_unlock(&r->lock);
+    pthread_mutex_unlock(&r->reload_lock);
+    pd_scene_release(gone);
+    return PD_OK;
 }
 
 pd_status pd_registry_instance(pd_registry *r, const char *name, const char *tmpl,

@@ -214,6 +214,17 @@ pd_scene *pd_scene_from_cells(const pd_conf_scene *cs, int32_t width, int32_t he
  * NULL when memory ran out or the name is empty or too long. */
 pd_scene *pd_scene_instance(const pd_scene *tmpl, const char *name);
 
+/* The grid of the cells s was loaded or created with, when an update has
+ * changed s since (PD_UPDATE_RESTORE writes it back); NULL while s's own
+ * grid is that state. Valid while s is held. */
+const pd_grid *pd_scene_authored_grid(const pd_scene *s);
+
+/* Gives s (made by pd_scene_from_cells and not published yet) authored
+ * cells that differ from its grid: width * height bytes, row-major, of
+ * its grid's shape. The journal's replay of a changed scene uses it.
+ * Returns 0, or -1 when memory ran out. */
+int pd_scene_set_authored(pd_scene *s, const uint8_t *cells);
+
 typedef struct pd_registry pd_registry;
 
 /* The named caps on scenes made at run time (config keys limits.max_scenes,
@@ -243,6 +254,13 @@ uint64_t pd_registry_bytes(const pd_registry *r);
  * Returns PD_OK, PD_SCENE_EXISTS (the name is served), PD_LIMIT_EXCEEDED (a
  * cap of pd_registry_caps; err names it), PD_INTERNAL (memory). */
 pd_status pd_registry_add(pd_registry *r, pd_scene *s, char *err, size_t errlen);
+
+/* Serves s under its name whatever is served now: it replaces a scene of
+ * that name or joins the set, keeping s->runtime as it is, and no cap is
+ * checked (the journal's replay puts back what was acknowledged before).
+ * Takes over the caller's reference. PD_OK or PD_INTERNAL (memory; s is
+ * released). */
+pd_status pd_registry_put(pd_registry *r, pd_scene *s);
 
 /* Serves a new instance of the scene `tmpl` under `name` (pd_scene_instance
  * of the version served now). PD_UNKNOWN_SCENE when tmpl is not served,

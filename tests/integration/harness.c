@@ -208,6 +208,8 @@ static int pdi__config_text(const pdi_limits *l, char *buf, size_t cap)
                        l->log_level ? l->log_level : "info");
     if (l->auth_json)
         bad |= pdi__append(buf, cap, &len, "  \"auth\": %s,\n", l->auth_json);
+    if (l->extra_json)
+        bad |= pdi__append(buf, cap, &len, "  %s\n", l->extra_json);
     if (l->metrics)
         bad |= pdi__append(buf, cap, &len, "  \"metrics_listen\": \"127.0.0.1:0\",\n");
     struct {

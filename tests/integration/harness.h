@@ -75,6 +75,8 @@ typedef struct pdi_limits {
     const char *log_level;            /* NULL: "info" */
     const char *extra_scenes_json;    /* appended to "scenes", e.g. ",{...}"; NULL: none */
     const char *auth_json;            /* the config's "auth" object, e.g. "{\"tokens\": [...]}"; NULL: none */
+    const char *extra_json;           /* more top-level keys, each line ending in a comma,
+                                         e.g. "\"data_dir\": \"/tmp/d\","; NULL: none */
     /* Not config: 1 runs the daemon with AddressSanitizer's quarantine of
      * freed memory capped at PDI_ASAN_QUARANTINE_MB, for tests that bound
      * its RSS (the default quarantine holds up to 256 MiB of freed blocks,

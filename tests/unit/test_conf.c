@@ -262,6 +262,40 @@ static void test_listen_errors(void **state)
     expect_error("{\"listen\": 7420}", "t.json: $.listen: must be a string, not a number");
 }
 
+/* The journal's keys: data_dir resolved like a map path, the fsync
+ * policy's three names, the compaction threshold's range. */
+static void test_journal_keys(void **state)
+{
+    (void)state;
+    pd_conf c;
+    char err[256];
+    assert_int_equal(load("{}", &c, err, sizeof err), 0);
+    assert_string_equal(c.data_dir, "");
+    assert_int_equal(c.journal_fsync, PD_CONF_FSYNC_EVERYSEC);
+    assert_int_equal(c.journal_compact_bytes, 64 * 1024 * 1024);
+    pd_conf_free(&c);
+    assert_int_equal(load("{\"data_dir\": \"var/data\", \"journal_fsync\": \"always\", "
+                          "\"journal_compact_bytes\": 65536}", &c, err, sizeof err), 0);
+    assert_string_equal(c.data_dir, "/cfg/var/data");
+    assert_int_equal(c.journal_fsync, PD_CONF_FSYNC_ALWAYS);
+    assert_int_equal(c.journal_compact_bytes, 65536);
+    pd_conf_free(&c);
+    assert_int_equal(load("{\"data_dir\": \"/srv/pathd\", \"journal_fsync\": \"no\"}", &c, err, sizeof err), 0);
+    assert_string_equal(c.data_dir, "/srv/pathd");
+    assert_int_equal(c.journal_fsync, PD_CONF_FSYNC_NO);
+    assert_string_equal(pd_conf_fsync_name(c.journal_fsync), "no");
+    pd_conf_free(&c);
+    assert_int_equal(load("{\"data_dir\": \"\"}", &c, err, sizeof err), 0);
+    assert_string_equal(c.data_dir, "");
+    pd_conf_free(&c);
+    expect_error("{\"data_dir\": 5}", "t.json: $.data_dir: must be a string, not a number");
+    expect_error("{\"journal_fsync\": \"sometimes\"}",
+                 "t.json: $.journal_fsync: must be one of \"always\", \"everysec\", \"no\", not \"sometimes\"");
+    expect_error("{\"journal_fsync\": true}", "t.json: $.journal_fsync: must be a string, not a boolean");
+    expect_error("{\"journal_compact_bytes\": 1000}",
+                 "t.json: $.journal_compact_bytes: must be in 65536..9007199254740992");
+}
+
 static void test_top_level_errors(void **state)
 {
     (void)state;
@@ -803,6 +837,7 @@ int main(void)
         cmocka_unit_test(test_listen_accepted),
         cmocka_unit_test(test_listen_errors),
         cmocka_unit_test(test_top_level_errors),
+        cmocka_unit_test(test_journal_keys),
         cmocka_unit_test(test_json_syntax_errors),
         cmocka_unit_test(test_limit_errors),
         cmocka_unit_test(test_scene_errors),

@@ -1,0 +1,201 @@
+/*
+ * pd_journal_loop.c - the journal (pd_journal.h) as the server runs it:
+ * opened and replayed at start on libuv's threadpool while the loop keeps
+ * the metrics port answering, then a once-a-second timer that hands the
+ * "everysec" fsync and, when the log has grown past journal_compact_bytes,
+ * the compaction to the threadpool. Neither ever blocks the loop thread;
+ * appends and "always" fsyncs happen on the workers that apply the changes
+ * (pd_query_update_cells, pd_query_scene_change).
+ */
+#include "pd_server_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pd_log.h"
+
+/* How often the timer looks at the journal: "everysec" means this. */
+#define PD_JOURNAL_TICK_MS 1000
+
+/* One piece of journal work on the threadpool. */
+typedef struct pd__journal_work {
+    uv_work_t req;               /* req.data: the server */
+    enum { PD__JW_OPEN, PD__JW_SYNC, PD__JW_COMPACT } kind;
+    pd_journal_opts opts;        /* PD__JW_OPEN */
+    pd_journal_replay_stats stats;
+    pd_journal *opened;
+    int rc;
+    int done;
+    char err[PD_CONF_MAX_DATA_DIR + 256];
+} pd__journal_work;
+
+static void pd__journal_warn(void *user, const char *msg)
+{
+    (void)user;
+    pd_log_warn("%s", msg);
+}
+
+static void pd__journal_work_cb(uv_work_t *req)
+{
+    pd__journal_work *w = (pd__journal_work *)req;
+    pd_server *s = req->data;
+    switch (w->kind) {
+    case PD__JW_OPEN:
+        w->opened = pd_journal_open(&w->opts, s->registry, s->world_store, &w->stats, w->err, sizeof w->err);
+        w->rc = w->opened ? 0 : -1;
+        break;
+    case PD__JW_SYNC:
+        w->rc = pd_journal_sync(s->journal);
+        if (w->rc != 0)
+            snprintf(w->err, sizeof w->err, "%s", strerror(errno));
+        break;
+    case PD__JW_COMPACT:
+        w->rc = pd_journal_compact(s->journal, s->registry, w->err, sizeof w->err);
+        break;
+    }
+}
+
+static void pd__journal_after_cb(uv_work_t *req, int status)
+{
+    pd__journal_work *w = (pd__journal_work *)req;
+    pd_server *s = req->data;
+    s->journal_jobs--;
+    if (status != 0 && w->rc == 0) {
+        w->rc = -1;
+        snprintf(w->err, sizeof w->err, "did not run: %s", uv_strerror(status));
+    }
+    switch (w->kind) {
+    case PD__JW_OPEN:
+        w->done = 1; /* pd_server_open_journal reads and frees it */
+        return;
+    case PD__JW_SYNC:
+        s->journal_syncing = 0;
+        if (w->rc != 0)
+            pd_log_error("journal %s: fsync failed: %s", s->conf.data_dir, w->err);
+        break;
+    case PD__JW_COMPACT: {
+        s->journal_compacting = 0;
+        uint64_t log_bytes = 0, snap_bytes = 0;
+        pd_journal_sizes(s->journal, &log_bytes, &snap_bytes);
+        if (w->rc != 0)
+            pd_log_error("journal compaction failed: %s; the journal keeps growing until one succeeds", w->err);
+        else
+            pd_log_info("journal %s compacted: snapshot %" PRIu64 " bytes, log %" PRIu64 " bytes", s->conf.data_dir,
+                        snap_bytes, log_bytes);
+        break;
+    }
+    }
+    free(w);
+}
+
+static int pd__journal_queue(pd_server *s, pd__journal_work *w)
+{
+    w->req.data = s;
+    int rc = uv_queue_work(s->loop, &w->req, pd__journal_work_cb, pd__journal_after_cb);
+    if (rc == 0)
+        s->journal_jobs++;
+    return rc;
+}
+
+static void pd__journal_tick(uv_timer_t *t)
+{
+    pd_server *s = t->data;
+    if (s->phase != PD__RUNNING || !s->journal)
+        return;
+    if (!s->journal_syncing && pd_journal_fsync_policy(s->journal) == PD_CONF_FSYNC_EVERYSEC &&
+        pd_journal_dirty(s->journal)) {
+        pd__journal_work *w = calloc(1, sizeof *w);
+        if (w) {
+            w->kind = PD__JW_SYNC;
+            if (pd__journal_queue(s, w) == 0)
+                s->journal_syncing = 1;
+            else
+                free(w);
+        }
+    }
+    if (!s->journal_compacting && pd_journal_wants_compaction(s->journal)) {
+        pd__journal_work *w = calloc(1, sizeof *w);
+        if (w) {
+            w->kind = PD__JW_COMPACT;
+            if (pd__journal_queue(s, w) == 0)
+                s->journal_compacting = 1;
+            else
+                free(w);
+        }
+    }
+}
+
+int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
+{
+    if (!s->conf.data_dir[0])
+        return 0;
+    pd__journal_work *w = calloc(1, sizeof *w);
+    if (!w) {
+        snprintf(err, errlen, "journal: out of memory");
+        return -1;
+    }
+    w->kind = PD__JW_OPEN;
+    w->opts = (pd_journal_opts){
+        .dir = s->conf.data_dir,
+        .fsync = s->conf.journal_fsync,
+        .compact_bytes = s->conf.journal_compact_bytes,
+        .warn = pd__journal_warn,
+    };
+    pd_log_info("journal %s: replaying", s->conf.data_dir);
+    /* /readyz answers "loading scenes" until the replay is done. */
+    s->loading = 1;
+    int rc = pd__journal_queue(s, w);
+    if (rc != 0) {
+        s->loading = 0;
+        snprintf(err, errlen, "journal: cannot start the replay: %s", uv_strerror(rc));
+        free(w);
+        return -1;
+    }
+    while (!w->done)
+        uv_run(s->loop, UV_RUN_ONCE);
+    s->loading = 0;
+    if (w->rc != 0) {
+        snprintf(err, errlen, "%s", w->err);
+        free(w);
+        return -1;
+    }
+    s->journal = w->opened;
+    const pd_journal_replay_stats *st = &w->stats;
+    pd_log_info("journal %s: replayed %" PRIu64 " records from %" PRIu64 " files (%" PRIu64 " bytes) in %" PRIu64
+                " ms, %" PRIu64 " skipped, %" PRIu64 " bytes of damaged tail truncated; appending to generation %" PRIu64
+                ", fsync %s",
+                s->conf.data_dir, st->records, st->files, st->bytes, st->micros / 1000, st->skipped,
+                st->truncated_bytes, st->generation, pd_conf_fsync_name(s->conf.journal_fsync));
+    free(w);
+    /* Replayed scenes join the world (their route tables) at the next sync. */
+    if (s->world_store)
+        pd_world_store_mark_stale(s->world_store, s->registry);
+    if ((rc = uv_timer_init(s->loop, &s->journal_timer)) != 0) {
+        snprintf(err, errlen, "journal: timer: %s", uv_strerror(rc));
+        return -1;
+    }
+    s->journal_timer.data = s;
+    s->open_handles++;
+    uv_timer_start(&s->journal_timer, pd__journal_tick, PD_JOURNAL_TICK_MS, PD_JOURNAL_TICK_MS);
+    return 0;
+}
+
+pd_journal_reload *pd__journal_reload_begin(pd_server *s, const pd_scene_set *set)
+{
+    if (!s->journal || pd_journal_lock(s->journal) != 0)
+        return NULL;
+    pd_journal_reload *rl = pd_journal_reload_begin(s->journal, s->registry, set);
+    if (!rl)
+        pd_journal_unlock(s->journal);
+    return rl;
+}
+
+void pd__journal_reload_end(pd_server *s, pd_journal_reload *rl)
+{
+    if (!rl)
+        return;
+    pd_journal_reload_end(s->journal, s->registry, rl);
+    pd_journal_unlock(s->journal);
+}

@@ -1,0 +1,609 @@
+/*
+ * test_journal.c - the journal (issue 12, "Durable"): the record format
+ * (every record type encoded and decoded back; a torn last record cut at
+ * every byte offset; a bad checksum in the middle stops the scan there),
+ * and the files: changes appended through the API replay into a fresh
+ * registry with the same versions and cells (compared cell by cell and
+ * against the authored state RESTORE brings back), a torn or corrupt log
+ * is reported with its file and offset and truncated to the last good
+ * record, RESET records go back to the config's scenes, and compaction
+ * (snapshot plus tail) replays to the same state with instances still
+ * sharing their template's cells.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pd_journal.h"
+#include "test_rng.h"
+
+static const uint32_t UNITS_12[] = { 1, 2 };
+
+static pd_conf_scene entry(const char *name)
+{
+    pd_conf_scene cs;
+    memset(&cs, 0, sizeof cs);
+    snprintf(cs.name, sizeof cs.name, "%s", name);
+    cs.format = PD_MAP_ASCII;
+    cs.cell_size = 0.5;
+    cs.origin_x = -3;
+    cs.origin_y = 7.25;
+    memcpy(cs.unit_sizes, UNITS_12, sizeof UNITS_12);
+    cs.n_unit_sizes = 2;
+    return cs;
+}
+
+static uint8_t *random_cells(uint64_t *rng, int32_t w, int32_t h)
+{
+    uint8_t *c = malloc((size_t)w * (size_t)h);
+    assert_non_null(c);
+    for (size_t i = 0; i < (size_t)w * (size_t)h; i++) {
+        int32_t r = rng_below(rng, 100);
+        c[i] = r < 20 ? 0 : r < 25 ? (uint8_t)(2 + rng_below(rng, 8)) : 1;
+    }
+    return c;
+}
+
+static pd_scene *scene_of(const char *name, const uint8_t *cells, int32_t w, int32_t h)
+{
+    pd_conf_scene cs = entry(name);
+    char err[256];
+    pd_scene *s = pd_scene_from_cells(&cs, w, h, cells, err, sizeof err);
+    if (!s)
+        fail_msg("%s", err);
+    return s;
+}
+
+/* ---- the record format ---------------------------------------------------- */
+
+static void encode(const pd_journal_record *rec, uint8_t **buf, size_t *len)
+{
+    assert_int_equal(pd_journal_encode(rec, buf, len), 0);
+    assert_true(*len > PD_JOURNAL_HEADER_BYTES);
+}
+
+static void decode(const uint8_t *framed, size_t len, pd_journal_record *out)
+{
+    char err[128];
+    pd_journal_scan_result res;
+    pd_journal_scan(framed, len, NULL, NULL, &res);
+    assert_int_equal(res.records, 1);
+    assert_false(res.damaged);
+    if (pd_journal_decode(framed + PD_JOURNAL_HEADER_BYTES, len - PD_JOURNAL_HEADER_BYTES, out, err, sizeof err) != 0)
+        fail_msg("decode: %s", err);
+}
+
+static void test_round_trip_every_type(void **state)
+{
+    (void)state;
+    uint64_t rng = 0x5eed;
+    uint8_t *cells = random_cells(&rng, 37, 11), *authored = random_cells(&rng, 37, 11);
+    pd_point pts[3] = { { 1, 2 }, { -5, 70000 }, { 36, 10 } };
+    pd_scene_update ops[3] = {
+        { .op = PD_UPDATE_BLOCK, .is_rect = 1, .rect_min = { 2, 3 }, .rect_max = { 9, 10 } },
+        { .op = PD_UPDATE_COST, .cost = 200, .cells = pts, .n_cells = 3 },
+        { .op = PD_UPDATE_RESTORE, .is_rect = 0, .cells = pts, .n_cells = 0 },
+    };
+    pd_journal_record recs[] = {
+        { .type = PD_JOURNAL_SCENE, .scene = "arena", .version = 7, .runtime = 1, .origin_x = -3.5,
+          .origin_y = 1e9, .cell_size = 0.125, .unit_sizes = { 1, 3, 16 }, .n_unit_sizes = 3,
+          .search = PD_CONF_SEARCH_JPS, .width = 37, .height = 11, .cells = cells, .authored = authored },
+        { .type = PD_JOURNAL_BASE, .scene = "b", .version = 1, .base_id = 4, .cell_size = 1, .unit_sizes = { 2 },
+          .n_unit_sizes = 1, .width = 37, .height = 11, .cells = cells },
+        { .type = PD_JOURNAL_INSTANCE, .scene = "arena-1", .version = 1, .tmpl = "arena", .tmpl_version = 7 },
+        { .type = PD_JOURNAL_INSTANCE_OF_BASE, .scene = "arena-2", .version = 3, .base_id = 4 },
+        { .type = PD_JOURNAL_DROP, .scene = "arena-1", .version = 9 },
+        { .type = PD_JOURNAL_RESET, .scene = "town", .version = 12345678901234ull },
+        { .type = PD_JOURNAL_UPDATE, .scene = "arena", .version = 8, .ops = ops, .n_ops = 3 },
+    };
+    for (size_t i = 0; i < sizeof recs / sizeof *recs; i++) {
+        const pd_journal_record *in = &recs[i];
+        uint8_t *buf;
+        size_t len;
+        encode(in, &buf, &len);
+        pd_journal_record out;
+        decode(buf, len, &out);
+        assert_int_equal(out.type, in->type);
+        assert_string_equal(out.scene, in->scene);
+        assert_int_equal(out.version, in->version);
+        if (in->type == PD_JOURNAL_SCENE || in->type == PD_JOURNAL_BASE) {
+            assert_int_equal(out.runtime, in->runtime);
+            assert_true(out.origin_x == in->origin_x && out.origin_y == in->origin_y && out.cell_size == in->cell_size);
+            assert_int_equal(out.n_unit_sizes, in->n_unit_sizes);
+            assert_memory_equal(out.unit_sizes, in->unit_sizes, in->n_unit_sizes * sizeof *in->unit_sizes);
+            assert_int_equal(out.search, in->search);
+            assert_int_equal(out.width, 37);
+            assert_int_equal(out.height, 11);
+            assert_memory_equal(out.cells, cells, 37 * 11);
+            if (in->authored)
+                assert_memory_equal(out.authored, authored, 37 * 11);
+            else
+                assert_null(out.authored);
+            assert_int_equal(out.base_id, in->base_id);
+        }
+        if (in->type == PD_JOURNAL_INSTANCE) {
+            assert_string_equal(out.tmpl, in->tmpl);
+            assert_int_equal(out.tmpl_version, in->tmpl_version);
+        }
+        if (in->type == PD_JOURNAL_INSTANCE_OF_BASE)
+            assert_int_equal(out.base_id, in->base_id);
+        if (in->type == PD_JOURNAL_UPDATE) {
+            assert_int_equal(out.n_ops, 3);
+            for (size_t k = 0; k < 3; k++) {
+                assert_int_equal(out.ops[k].op, ops[k].op);
+                assert_int_equal(out.ops[k].cost, ops[k].cost);
+                assert_int_equal(out.ops[k].is_rect, ops[k].is_rect);
+                if (ops[k].is_rect) {
+                    assert_memory_equal(&out.ops[k].rect_min, &ops[k].rect_min, sizeof ops[k].rect_min);
+                    assert_memory_equal(&out.ops[k].rect_max, &ops[k].rect_max, sizeof ops[k].rect_max);
+                } else {
+                    assert_int_equal(out.ops[k].n_cells, ops[k].n_cells);
+                    if (ops[k].n_cells)
+                        assert_memory_equal(out.ops[k].cells, ops[k].cells, ops[k].n_cells * sizeof *pts);
+                }
+            }
+        }
+        /* Every byte of the payload counts: one less is refused. */
+        char err[128];
+        pd_journal_record shorter;
+        assert_int_equal(pd_journal_decode(buf + PD_JOURNAL_HEADER_BYTES, len - PD_JOURNAL_HEADER_BYTES - 1,
+                                           &shorter, err, sizeof err),
+                         -1);
+        pd_journal_record_free(&out);
+        free(buf);
+    }
+    free(cells);
+    free(authored);
+}
+
+/* Three records one after the other; offsets[i] is where record i starts. */
+static uint8_t *three_records(size_t offsets[4])
+{
+    pd_point cell = { 3, 4 };
+    pd_scene_update op = { .op = PD_UPDATE_BLOCK, .cells = &cell, .n_cells = 1 };
+    pd_journal_record recs[3] = {
+        { .type = PD_JOURNAL_INSTANCE, .scene = "i", .version = 1, .tmpl = "t", .tmpl_version = 2 },
+        { .type = PD_JOURNAL_UPDATE, .scene = "i", .version = 2, .ops = &op, .n_ops = 1 },
+        { .type = PD_JOURNAL_UPDATE, .scene = "i", .version = 3, .ops = &op, .n_ops = 1 },
+    };
+    uint8_t *all = NULL;
+    offsets[0] = 0;
+    for (int i = 0; i < 3; i++) {
+        uint8_t *buf;
+        size_t len;
+        encode(&recs[i], &buf, &len);
+        all = realloc(all, offsets[i] + len);
+        assert_non_null(all);
+        memcpy(all + offsets[i], buf, len);
+        offsets[i + 1] = offsets[i] + len;
+        free(buf);
+    }
+    return all;
+}
+
+static void test_torn_tail_at_every_offset(void **state)
+{
+    (void)state;
+    size_t off[4];
+    uint8_t *all = three_records(off);
+    pd_journal_scan_result res;
+    pd_journal_scan(all, off[3], NULL, NULL, &res);
+    assert_int_equal(res.records, 3);
+    assert_int_equal(res.good_end, off[3]);
+    assert_false(res.damaged);
+    for (size_t cut = off[2]; cut < off[3]; cut++) {
+        pd_journal_scan(all, cut, NULL, NULL, &res);
+        assert_int_equal(res.records, 2);
+        assert_int_equal(res.good_end, off[2]);
+        assert_int_equal(res.damaged, cut > off[2]);
+        if (cut > off[2])
+            assert_non_null(strstr(res.why, "torn"));
+    }
+    free(all);
+}
+
+static void test_bad_checksum_in_the_middle(void **state)
+{
+    (void)state;
+    size_t off[4];
+    uint8_t *all = three_records(off);
+    /* One bit of the second record's payload, then of its length. */
+    size_t spots[2] = { off[1] + PD_JOURNAL_HEADER_BYTES + 3, off[1] };
+    for (int k = 0; k < 2; k++) {
+        all[spots[k]] ^= 0x10;
+        pd_journal_scan_result res;
+        pd_journal_scan(all, off[3], NULL, NULL, &res);
+        assert_int_equal(res.records, 1);
+        assert_int_equal(res.good_end, off[1]);
+        assert_true(res.damaged);
+        all[spots[k]] ^= 0x10;
+    }
+    free(all);
+}
+
+/* ---- the files -------------------------------------------------------------- */
+
+#define W 40
+#define H 30
+
+typedef struct warned {
+    char text[8][512];
+    int n;
+} warned;
+
+static void on_warn(void *user, const char *msg)
+{
+    warned *w = user;
+    if (w->n < 8)
+        snprintf(w->text[w->n], sizeof w->text[w->n], "%s", msg);
+    w->n++;
+}
+
+/* A registry holding the "config": scene "town" from cells. */
+static pd_registry *config_registry(const uint8_t *town)
+{
+    pd_registry *r = pd_registry_create();
+    assert_non_null(r);
+    assert_int_equal(pd_registry_put(r, scene_of("town", town, W, H)), PD_OK);
+    return r;
+}
+
+static pd_journal *open_at(const char *dir, pd_registry *r, warned *w, pd_journal_replay_stats *st)
+{
+    pd_journal_opts o = { .dir = dir, .fsync = PD_CONF_FSYNC_ALWAYS, .compact_bytes = 1u << 30,
+                          .warn = on_warn, .warn_user = w };
+    char err[512];
+    pd_journal *j = pd_journal_open(&o, r, NULL, st, err, sizeof err);
+    if (!j)
+        fail_msg("open: %s", err);
+    return j;
+}
+
+/* The cells of scene `name` in r, with its version and authored state,
+ * must equal those in q. */
+static void assert_same_scene(pd_registry *r, pd_registry *q, const char *name)
+{
+    pd_scene *a = pd_registry_acquire(r, name), *b = pd_registry_acquire(q, name);
+    if (!a || !b)
+        fail_msg("scene '%s' served by %s", name, a ? "the first only" : b ? "the second only" : "neither");
+    assert_int_equal(a->version, b->version);
+    assert_int_equal(a->runtime, b->runtime);
+    assert_int_equal(a->grid->width, b->grid->width);
+    assert_int_equal(a->grid->height, b->grid->height);
+    assert_true(a->origin_x == b->origin_x && a->origin_y == b->origin_y && a->cell_size == b->cell_size);
+    assert_int_equal(a->n_unit_sizes, b->n_unit_sizes);
+    assert_int_equal(a->passable_cells, b->passable_cells);
+    for (int32_t y = 0; y < a->grid->height; y++)
+        for (int32_t x = 0; x < a->grid->width; x++)
+            assert_int_equal(pd_grid_get(a->grid, x, y), pd_grid_get(b->grid, x, y));
+    /* The authored state too: RESTORE over the whole scene gives equal grids. */
+    pd_scene_update restore = { .op = PD_UPDATE_RESTORE, .is_rect = 1, .rect_min = { 0, 0 },
+                                .rect_max = { a->grid->width - 1, a->grid->height - 1 } };
+    pd_scene *ra = NULL, *rb = NULL;
+    assert_int_equal(pd_scene_apply_updates(a, &restore, 1, &ra, NULL), PD_OK);
+    assert_int_equal(pd_scene_apply_updates(b, &restore, 1, &rb, NULL), PD_OK);
+    const pd_grid *ga = ra ? ra->grid : a->grid, *gb = rb ? rb->grid : b->grid;
+    for (int32_t y = 0; y < ga->height; y++)
+        for (int32_t x = 0; x < ga->width; x++)
+            assert_int_equal(pd_grid_get(ga, x, y), pd_grid_get(gb, x, y));
+    pd_scene_release(ra);
+    pd_scene_release(rb);
+    pd_scene_release(a);
+    pd_scene_release(b);
+}
+
+static void tmpdir(char *out, size_t cap)
+{
+    snprintf(out, cap, "/tmp/pd-journal-XXXXXX");
+    assert_non_null(mkdtemp(out));
+}
+
+static void rm_rf(const char *dir)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Applies one journalled update as pd_query_update_cells does. */
+static void update(pd_journal *j, pd_registry *r, const char *name, const pd_scene_update *ops, size_t n)
+{
+    assert_int_equal(pd_journal_lock(j), 0);
+    pd_scene_update_result res;
+    assert_int_equal(pd_registry_update_many(r, name, ops, n, &res), PD_OK);
+    if (res.cells_changed)
+        assert_int_equal(pd_journal_append_update(j, name, res.version, ops, n), 0);
+    pd_journal_unlock(j);
+}
+
+/* A world of changes: the config scene updated, a run-time scene created,
+ * updated and instanced, one instance updated, one dropped, random updates
+ * with RESTORE among them. */
+static void make_changes(pd_journal *j, pd_registry *r, uint64_t *rng, int rounds)
+{
+    uint8_t *cells = random_cells(rng, W, H);
+    pd_scene *arena = scene_of("arena", cells, W, H);
+    free(cells);
+    assert_int_equal(pd_journal_lock(j), 0);
+    pd_scene_retain(arena);
+    assert_int_equal(pd_registry_add(r, arena, NULL, 0), PD_OK);
+    assert_int_equal(pd_journal_append_scene(j, arena), 0);
+    pd_scene_release(arena);
+    const char *names[] = { "arena-1", "arena-2", "arena-3" };
+    for (int i = 0; i < 3; i++) {
+        uint64_t v;
+        assert_int_equal(pd_registry_instance(r, names[i], "arena", &v, NULL, 0), PD_OK);
+        assert_int_equal(pd_journal_append_instance(j, names[i], v, "arena", 1), 0);
+    }
+    assert_int_equal(pd_registry_drop(r, "arena-3", NULL), PD_OK);
+    assert_int_equal(pd_journal_append_drop(j, "arena-3", 1), 0);
+    pd_journal_unlock(j);
+    const char *targets[] = { "town", "arena", "arena-1" };
+    for (int i = 0; i < rounds; i++) {
+        pd_point pts[4];
+        for (int k = 0; k < 4; k++)
+            pts[k] = (pd_point){ rng_below(rng, W), rng_below(rng, H) };
+        int32_t x = rng_below(rng, W - 4), y = rng_below(rng, H - 4);
+        pd_scene_update ops[2] = {
+            { .op = (pd_update_op)rng_below(rng, 4), .cost = (uint8_t)(1 + rng_below(rng, 9)), .cells = pts,
+              .n_cells = 4 },
+            { .op = (pd_update_op)rng_below(rng, 4), .cost = 3, .is_rect = 1, .rect_min = { x, y },
+              .rect_max = { x + 3, y + 2 } },
+        };
+        update(j, r, targets[i % 3], ops, 1 + (size_t)rng_below(rng, 2));
+    }
+}
+
+static void assert_same_world(pd_registry *a, pd_registry *b)
+{
+    pd_scene **la, **lb;
+    size_t na = pd_registry_list(a, &la), nb = pd_registry_list(b, &lb);
+    assert_int_equal(na, nb);
+    for (size_t i = 0; i < na; i++) {
+        assert_string_equal(la[i]->name, lb[i]->name);
+        assert_same_scene(a, b, la[i]->name);
+    }
+    pd_registry_release_list(la, na);
+    pd_registry_release_list(lb, nb);
+}
+
+static void test_replay_restores_scenes_and_versions(void **state)
+{
+    (void)state;
+    char dir[64];
+    tmpdir(dir, sizeof dir);
+    uint64_t rng = 77;
+    uint8_t *town = random_cells(&rng, W, H);
+    pd_registry *live = config_registry(town);
+    warned w = { 0 };
+    pd_journal *j = open_at(dir, live, &w, NULL);
+    make_changes(j, live, &rng, 200);
+    pd_journal_close(j);
+
+    pd_registry *again = config_registry(town);
+    pd_journal_replay_stats st;
+    j = open_at(dir, again, &w, &st);
+    assert_int_equal(w.n, 0);
+    assert_int_equal(st.skipped, 0);
+    assert_true(st.records > 5);
+    assert_same_world(live, again);
+    pd_scene *a2 = pd_registry_acquire(again, "arena-2");
+    assert_non_null(a2);
+    assert_non_null(a2->base); /* an unchanged instance shares its template's cells again */
+    pd_scene_release(a2);
+    pd_journal_close(j);
+    pd_registry_destroy(live);
+    pd_registry_destroy(again);
+    free(town);
+    rm_rf(dir);
+}
+
+static off_t file_size(const char *path)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return st.st_size;
+}
+
+/* A log cut inside its last record (at several offsets) or with a flipped
+ * byte in the middle: start reports the file and offset, keeps the records
+ * before, truncates the file there, and the state is what those records
+ * make. */
+static void test_damaged_log_is_truncated_and_reported(void **state)
+{
+    (void)state;
+    uint64_t rng = 99;
+    uint8_t *town = random_cells(&rng, W, H);
+    for (int damage = 0; damage < 4; damage++) {
+        char dir[64], log[128];
+        tmpdir(dir, sizeof dir);
+        snprintf(log, sizeof log, "%s/log.%016x", dir, 1);
+        pd_registry *live = config_registry(town);
+        warned w = { 0 };
+        pd_journal *j = open_at(dir, live, &w, NULL);
+        make_changes(j, live, &rng, 20);
+        off_t good = file_size(log);
+        /* What the state is before the last record, to compare with. */
+        pd_registry *expect = config_registry(town);
+        pd_journal *je = NULL;
+        {
+            char dir2[64];
+            tmpdir(dir2, sizeof dir2);
+            char cmd[512];
+            snprintf(cmd, sizeof cmd, "cp '%s' '%s/'", log, dir2);
+            assert_int_equal(system(cmd), 0);
+            je = open_at(dir2, expect, &w, NULL);
+            pd_journal_close(je);
+            rm_rf(dir2);
+        }
+        pd_point p = { 1, 1 };
+        pd_scene *t = pd_registry_acquire(live, "town");
+        pd_scene_update op = { .op = pd_grid_get(t->grid, 1, 1) ? PD_UPDATE_BLOCK : PD_UPDATE_PASS, .cells = &p,
+                               .n_cells = 1 };
+        pd_scene_release(t);
+        update(j, live, "town", &op, 1);
+        pd_journal_close(j);
+        off_t full = file_size(log);
+        assert_true(full > good);
+        FILE *f;
+        if (damage < 3) {
+            /* Torn: cut 1 byte in, in the middle, 1 byte short. */
+            off_t cut = damage == 0 ? good + 1 : damage == 1 ? (good + full) / 2 : full - 1;
+            assert_int_equal(truncate(log, cut), 0);
+        } else {
+            /* Corrupt: a flipped byte inside the last record's payload. */
+            assert_non_null(f = fopen(log, "r+b"));
+            assert_int_equal(fseek(f, (long)good + 12, SEEK_SET), 0);
+            int ch = fgetc(f);
+            assert_int_equal(fseek(f, (long)good + 12, SEEK_SET), 0);
+            fputc(ch ^ 0x40, f);
+            fclose(f);
+        }
+        pd_registry *again = config_registry(town);
+        warned w2 = { 0 };
+        pd_journal_replay_stats st;
+        j = open_at(dir, again, &w2, &st);
+        assert_int_equal(w2.n, 1);
+        char where[64];
+        snprintf(where, sizeof where, "damaged at offset %lld", (long long)good);
+        if (!strstr(w2.text[0], log) || !strstr(w2.text[0], where) || !strstr(w2.text[0], "records kept"))
+            fail_msg("report: %s", w2.text[0]);
+        assert_int_equal(file_size(log), good);
+        assert_true(st.truncated_bytes > 0);
+        assert_same_world(expect, again);
+        /* Appends go on after the cut. */
+        update(j, again, "town", &op, 1);
+        pd_journal_close(j);
+        assert_true(file_size(log) > good);
+        pd_registry_destroy(live);
+        pd_registry_destroy(expect);
+        pd_registry_destroy(again);
+        rm_rf(dir);
+    }
+    free(town);
+}
+
+static void test_compaction_keeps_the_state(void **state)
+{
+    (void)state;
+    char dir[64];
+    tmpdir(dir, sizeof dir);
+    uint64_t rng = 1234;
+    uint8_t *town = random_cells(&rng, W, H);
+    pd_registry *live = config_registry(town);
+    warned w = { 0 };
+    pd_journal *j = open_at(dir, live, &w, NULL);
+    make_changes(j, live, &rng, 150);
+    uint64_t log_before, snap;
+    pd_journal_sizes(j, &log_before, &snap);
+    char err[512];
+    if (pd_journal_compact(j, live, err, sizeof err) != 0)
+        fail_msg("compact: %s", err);
+    uint64_t log_after;
+    pd_journal_sizes(j, &log_after, &snap);
+    assert_int_equal(log_after, PD_JOURNAL_MAGIC_BYTES);
+    assert_true(snap > PD_JOURNAL_MAGIC_BYTES);
+    /* The tail after the snapshot. */
+    pd_point p = { 5, 5 };
+    pd_scene_update op = { .op = PD_UPDATE_COST, .cost = 9, .cells = &p, .n_cells = 1 };
+    update(j, live, "arena", &op, 1);
+    update(j, live, "arena-2", &op, 1);
+    pd_journal_close(j);
+    char path[128];
+    snprintf(path, sizeof path, "%s/log.%016x", dir, 1);
+    assert_int_not_equal(access(path, F_OK), 0);   /* the old log is gone */
+    snprintf(path, sizeof path, "%s/snapshot.%016x", dir, 2);
+    assert_int_equal(access(path, F_OK), 0);
+
+    pd_registry *again = config_registry(town);
+    pd_journal_replay_stats st;
+    j = open_at(dir, again, &w, &st);
+    assert_int_equal(w.n, 0);
+    assert_int_equal(st.files, 2);
+    assert_same_world(live, again);
+    pd_scene *a1 = pd_registry_acquire(again, "arena-1");
+    assert_non_null(a1);
+    pd_journal_close(j);
+    pd_scene_release(a1);
+    pd_registry_destroy(live);
+    pd_registry_destroy(again);
+    free(town);
+    rm_rf(dir);
+}
+
+/* A reload that replaced the config scene (RESET) and one that dropped a
+ * config scene: replay goes back to the config's cells at that version. */
+static void test_reset_and_drop_of_config_scenes(void **state)
+{
+    (void)state;
+    char dir[64];
+    tmpdir(dir, sizeof dir);
+    uint64_t rng = 5;
+    uint8_t *town = random_cells(&rng, W, H);
+    pd_registry *live = config_registry(town);
+    warned w = { 0 };
+    pd_journal *j = open_at(dir, live, &w, NULL);
+    pd_point p = { 2, 2 };
+    pd_scene_update op = { .op = PD_UPDATE_COST, .cost = 7, .cells = &p, .n_cells = 1 };
+    update(j, live, "town", &op, 1);   /* version 2 */
+    /* The reload: the config's town again, at version 3. */
+    pd_scene *fresh = scene_of("town", town, W, H);
+    fresh->version = 3;
+    assert_int_equal(pd_journal_lock(j), 0);
+    assert_int_equal(pd_registry_put(live, fresh), PD_OK);
+    assert_int_equal(pd_journal_append_reset(j, "town", 3), 0);
+    pd_journal_unlock(j);
+    op.cost = 4;
+    update(j, live, "town", &op, 1);   /* version 4 */
+    pd_journal_close(j);
+
+    pd_registry *again = config_registry(town);
+    j = open_at(dir, again, &w, NULL);
+    assert_int_equal(w.n, 0);
+    assert_same_world(live, again);
+    pd_journal_close(j);
+    pd_registry_destroy(live);
+    pd_registry_destroy(again);
+    free(town);
+    rm_rf(dir);
+}
+
+static void test_second_opener_is_refused(void **state)
+{
+    (void)state;
+    char dir[64];
+    tmpdir(dir, sizeof dir);
+    pd_registry *r = pd_registry_create();
+    warned w = { 0 };
+    pd_journal *j = open_at(dir, r, &w, NULL);
+    pd_journal_opts o = { .dir = dir };
+    char err[512];
+    assert_null(pd_journal_open(&o, r, NULL, NULL, err, sizeof err));
+    assert_non_null(strstr(err, "another pathd uses this data_dir"));
+    pd_journal_close(j);
+    pd_registry_destroy(r);
+    rm_rf(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip_every_type),
+        cmocka_unit_test(test_torn_tail_at_every_offset),
+        cmocka_unit_test(test_bad_checksum_in_the_middle),
+        cmocka_unit_test(test_replay_restores_scenes_and_versions),
+        cmocka_unit_test(test_damaged_log_is_truncated_and_reported),
+        cmocka_unit_test(test_compaction_keeps_the_state),
+        cmocka_unit_test(test_reset_and_drop_of_config_scenes),
+        cmocka_unit_test(test_second_opener_is_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
