@@ -8,12 +8,15 @@
  * --check-config), 1 when the config, the scenes or the listener fail, 2 for
  * bad command-line arguments.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "pd_clearance.h"
@@ -210,6 +213,49 @@ static int pd__check_portals(const char *path, const pd_conf *conf, pd_registry 
     return errors;
 }
 
+/* --check-config's look at data_dir: the daemon makes it (one level) when
+ * missing, so it must be a writable directory, or its parent must be.
+ * Returns the number of errors. */
+static int pd__check_data_dir(const char *path, const pd_conf *conf)
+{
+    if (!conf->data_dir[0]) {
+        printf("journal: off (no data_dir: run-time changes are lost at restart)\n");
+        return 0;
+    }
+    struct stat st;
+    char parent[PD_CONF_MAX_DATA_DIR];
+    const char *where = conf->data_dir;
+    int exists = stat(conf->data_dir, &st) == 0;
+    if (exists && !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "pathd: %s: error: data_dir %s is not a directory\n", path, conf->data_dir);
+        return 1;
+    }
+    if (!exists) {
+        snprintf(parent, sizeof parent, "%s", conf->data_dir);
+        char *slash = strrchr(parent, '/');
+        if (slash == parent)
+            slash[1] = '\0';
+        else if (slash)
+            *slash = '\0';
+        else
+            snprintf(parent, sizeof parent, ".");
+        where = parent;
+        if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "pathd: %s: error: data_dir %s: its parent %s is not a directory\n", path,
+                    conf->data_dir, parent);
+            return 1;
+        }
+    }
+    if (access(where, W_OK | X_OK) != 0) {
+        fprintf(stderr, "pathd: %s: error: data_dir %s: %s is not writable: %s\n", path, conf->data_dir, where,
+                strerror(errno));
+        return 1;
+    }
+    printf("journal: %s (%s), fsync %s, compaction past %" PRIu64 " bytes\n", conf->data_dir,
+           exists ? "exists" : "made at start", pd_conf_fsync_name(conf->journal_fsync), conf->journal_compact_bytes);
+    return 0;
+}
+
 /* --check-config: every scene must load; the summary goes to stdout, the
  * checks of meaning to stderr. Errors (exit 1): a scene or the world that
  * does not load, a portal end on a wall. Warnings (exit 0): a scene with no
@@ -264,7 +310,8 @@ static int pd__check_config(const char *path, const pd_conf *conf, pd_registry *
            " retained + buffer budget %" PRIu32 "\n",
            scene_bytes + workers + conf->buffer_budget_bytes, scene_bytes, threads, conf->worker_retained_bytes,
            conf->buffer_budget_bytes);
-    return pd__check_portals(path, conf, registry) > 0 ? 1 : 0;
+    int errors = pd__check_portals(path, conf, registry) + pd__check_data_dir(path, conf);
+    return errors > 0 ? 1 : 0;
 }
 
 /* What a scrape reads besides the counters: the server's and the pool's

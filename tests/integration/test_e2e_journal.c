@@ -8,7 +8,8 @@
  * the dropped ones not at all. A log with a torn tail starts, says where
  * it cut and how many records it kept, and serves what those records
  * made. A journal past journal_compact_bytes is compacted (snapshot plus
- * tail) and a restart from it gives the same world.
+ * tail) and a restart from it gives the same world; so does one with a
+ * reload (SIGHUP) between changes. --check-config checks data_dir.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -348,12 +349,83 @@ static void test_compaction_preserves_the_world(void **state)
     stop(f);
 }
 
+/* A reload between journalled changes: whatever the reload does to the
+ * config's scenes (replace them, or keep their updates), a restart after
+ * kill -9 serves what the daemon served before it died. */
+static void test_reload_between_changes(void **state)
+{
+    fixture *f = *state;
+    start(f, "everysec", 0);
+    pdc_conn *c = pdi_connect(&f->d);
+    make_changes(c);
+    assert_int_equal(pdi_daemon_signal(&f->d, SIGHUP), 0);
+    assert_true(pdi_wait_log(&f->d, "reloaded", 20000));
+    update_rect(c, "rooms", PDC_UPDATE_COST, 7, 2, 2, 2, 2);
+    update_rect(c, "arena-1", PDC_UPDATE_BLOCK, 0, 3, 3, 4, 4);
+    world before;
+    world_read(c, &before);
+    pdc_close(c);
+    kill9(f);
+
+    start(f, "everysec", 0);
+    assert_true(pdi_log_contains(&f->d, " 0 skipped, 0 bytes of damaged tail truncated"));
+    c = pdi_connect(&f->d);
+    world after;
+    world_read(c, &after);
+    world_assert_equal(&before, &after);
+    world_free(&before);
+    world_free(&after);
+    pdc_close(c);
+    stop(f);
+}
+
+/* --check-config names the journal and refuses a data_dir that cannot be
+ * one; a bad fsync policy is refused with the key's path. */
+static void test_check_config(void **state)
+{
+    fixture *f = *state;
+    snprintf(f->data_dir, sizeof f->data_dir, "/tmp/pathd-e2e-journal-XXXXXX");
+    assert_non_null(mkdtemp(f->data_dir));
+    struct {
+        const char *body;
+        int status;
+        const char *says;
+    } cases[] = {
+        { "\"data_dir\": \"%s/data\"", 0, "journal: %s/data (made at start), fsync everysec" },
+        { "\"data_dir\": \"%s/data/x/y\"", 1, "error: data_dir %s/data/x/y: its parent %s/data/x is not a directory" },
+        { "\"data_dir\": \"%s/file\"", 1, "error: data_dir %s/file is not a directory" },
+        { "\"data_dir\": \"%s\", \"journal_fsync\": \"sometimes\"", 1,
+          "$.journal_fsync: must be one of \"always\", \"everysec\", \"no\", not \"sometimes\"" },
+    };
+    char file[96], conf[96];
+    snprintf(file, sizeof file, "%s/file", f->data_dir);
+    snprintf(conf, sizeof conf, "%s/c.json", f->data_dir);
+    FILE *fp = fopen(file, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char body[256], want[256], out[4096];
+        snprintf(body, sizeof body, cases[i].body, f->data_dir);
+        snprintf(want, sizeof want, cases[i].says, f->data_dir, f->data_dir);
+        fp = fopen(conf, "w");
+        assert_non_null(fp);
+        fprintf(fp, "{%s}\n", body);
+        fclose(fp);
+        const char *args[] = { "--check-config", "--config", conf, NULL };
+        int st = pdi_run_pathd(args, 30000, out, sizeof out);
+        if (st != cases[i].status || !strstr(out, want))
+            fail_msg("case %zu: exit %d (want %d), output:\n%s\nwanted: %s", i, st, cases[i].status, out, want);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_kill9_after_an_acknowledged_update, setup, teardown),
         cmocka_unit_test_setup_teardown(test_torn_tail_is_reported_and_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compaction_preserves_the_world, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_between_changes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_config, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
