@@ -42,6 +42,12 @@ RUN groupadd --system --gid 10001 pathd \
  && useradd --system --uid 10001 --gid pathd --no-create-home \
       --home-dir /nonexistent --shell /usr/sbin/nologin pathd
 
+# The journal's directory (data_dir, off unless asked for: `--data-dir
+# /var/lib/pathd` or "data_dir" in the config), a volume so run-time scenes
+# and updates outlive the container.
+RUN install -d -o pathd -g pathd -m 0750 /var/lib/pathd
+VOLUME ["/var/lib/pathd"]
+
 COPY --from=build /out/pathd /out/pathctl /usr/local/bin/
 # The config and its scenes, unchanged: map paths in default.json are relative
 # and resolved against the config file's directory, so mounting another

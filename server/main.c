@@ -52,6 +52,7 @@ typedef struct pd_args {
     uint32_t threads;
     int has_log_level;
     pd_log_level log_level;
+    const char *data_dir;            /* --data-dir, or NULL */
 } pd_args;
 
 static void pd__usage(FILE *out)
@@ -65,6 +66,7 @@ static void pd__usage(FILE *out)
             "                     overrides the config (port 0 picks a free port)\n"
             "  --threads N        worker threads, 0 = one per core (overrides the config)\n"
             "  --log-level LEVEL  error, warn, info or debug (overrides the config)\n"
+            "  --data-dir DIR     the journal's directory (overrides the config's data_dir)\n"
             "  --check-config     load the config and every scene, print a summary, exit\n"
             "  --version          print the version and exit\n"
             "  --help             print this help and exit\n"
@@ -81,7 +83,8 @@ static int pd__parse_args(int argc, char **argv, pd_args *a)
         const char *val = (i + 1 < argc) ? argv[i + 1] : NULL;
         int takes_value = strcmp(opt, "--config") == 0 || strcmp(opt, "--listen") == 0 ||
                           strcmp(opt, "--metrics-listen") == 0 ||
-                          strcmp(opt, "--threads") == 0 || strcmp(opt, "--log-level") == 0;
+                          strcmp(opt, "--threads") == 0 || strcmp(opt, "--log-level") == 0 ||
+                          strcmp(opt, "--data-dir") == 0;
         if (takes_value && !val) {
             fprintf(stderr, "pathd: %s needs a value\n", opt);
             return 2;
@@ -119,6 +122,12 @@ static int pd__parse_args(int argc, char **argv, pd_args *a)
             }
             a->threads = (uint32_t)n;
             a->has_threads = 1;
+        } else if (strcmp(opt, "--data-dir") == 0) {
+            if (strlen(val) >= PD_CONF_MAX_DATA_DIR) {
+                fprintf(stderr, "pathd: --data-dir is longer than %d bytes\n", PD_CONF_MAX_DATA_DIR - 1);
+                return 2;
+            }
+            a->data_dir = val;
         } else if (strcmp(opt, "--log-level") == 0) {
             if (pd_log_level_parse(val, &a->log_level) != 0) {
                 fprintf(stderr, "pathd: --log-level wants error, warn, info or debug, got \"%s\"\n", val);
@@ -152,6 +161,8 @@ static void pd__apply_args(pd_conf *conf, void *user)
         conf->threads = a->threads;
     if (a->has_log_level)
         conf->log_level = a->log_level;
+    if (a->data_dir)
+        snprintf(conf->data_dir, sizeof conf->data_dir, "%s", a->data_dir);
 }
 
 /* The largest unit (square side in cells) whose top-left cell may stand

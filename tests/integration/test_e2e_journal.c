@@ -416,6 +416,18 @@ static void test_check_config(void **state)
         if (st != cases[i].status || !strstr(out, want))
             fail_msg("case %zu: exit %d (want %d), output:\n%s\nwanted: %s", i, st, cases[i].status, out, want);
     }
+    /* --data-dir overrides the config's. */
+    fp = fopen(conf, "w");
+    assert_non_null(fp);
+    fprintf(fp, "{\"data_dir\": \"%s/file\"}\n", f->data_dir);
+    fclose(fp);
+    char dir[96], want[160], out[4096];
+    snprintf(dir, sizeof dir, "%s/other", f->data_dir);
+    const char *args[] = { "--check-config", "--config", conf, "--data-dir", dir, NULL };
+    snprintf(want, sizeof want, "journal: %s (made at start)", dir);
+    int st = pdi_run_pathd(args, 30000, out, sizeof out);
+    if (st != 0 || !strstr(out, want))
+        fail_msg("--data-dir: exit %d, output:\n%s", st, out);
 }
 
 int main(void)
