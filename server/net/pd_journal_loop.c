@@ -99,32 +99,31 @@ static int pd__journal_queue(pd_server *s, pd__journal_work *w)
     return rc;
 }
 
+/* Queues one piece of background work unless one of its kind is queued
+ * already (*busy). */
+static void pd__journal_start(pd_server *s, int kind, int *busy)
+{
+    if (*busy)
+        return;
+    pd__journal_work *w = calloc(1, sizeof *w);
+    if (!w)
+        return;
+    w->kind = kind;
+    if (pd__journal_queue(s, w) == 0)
+        *busy = 1;
+    else
+        free(w);
+}
+
 static void pd__journal_tick(uv_timer_t *t)
 {
     pd_server *s = t->data;
     if (s->phase != PD__RUNNING || !s->journal)
         return;
-    if (!s->journal_syncing && pd_journal_fsync_policy(s->journal) == PD_CONF_FSYNC_EVERYSEC &&
-        pd_journal_dirty(s->journal)) {
-        pd__journal_work *w = calloc(1, sizeof *w);
-        if (w) {
-            w->kind = PD__JW_SYNC;
-            if (pd__journal_queue(s, w) == 0)
-                s->journal_syncing = 1;
-            else
-                free(w);
-        }
-    }
-    if (!s->journal_compacting && pd_journal_wants_compaction(s->journal)) {
-        pd__journal_work *w = calloc(1, sizeof *w);
-        if (w) {
-            w->kind = PD__JW_COMPACT;
-            if (pd__journal_queue(s, w) == 0)
-                s->journal_compacting = 1;
-            else
-                free(w);
-        }
-    }
+    if (pd_journal_fsync_policy(s->journal) == PD_CONF_FSYNC_EVERYSEC && pd_journal_dirty(s->journal))
+        pd__journal_start(s, PD__JW_SYNC, &s->journal_syncing);
+    if (pd_journal_wants_compaction(s->journal))
+        pd__journal_start(s, PD__JW_COMPACT, &s->journal_compacting);
 }
 
 int pd_server_open_journal(pd_server *s, char *err, size_t errlen)

@@ -18,6 +18,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -455,15 +456,20 @@ struct pd_journal {
     pthread_mutex_t lock;
     int fd;                       /* the current log, opened for appending */
     uint64_t generation;
-    uint64_t log_bytes;           /* of the current log */
-    uint64_t snapshot_bytes;      /* of the current snapshot (0 when none) */
-    int failed;                   /* a write failed: no more changes */
-    char error[PD_CONF_MAX_DATA_DIR + 256];
+    /* Written under the change lock, read without it: the loop thread's
+     * timer asks for them and must never wait for a change (or a sync) in
+     * progress. */
+    atomic_uint_fast64_t log_bytes;   /* of the current log */
+    atomic_uint_fast64_t snapshot_bytes;  /* of the current snapshot (0 when none) */
+    atomic_int failed;            /* a write failed: no more changes */
+    char error[PD_CONF_MAX_DATA_DIR + 256];   /* set before failed, then fixed */
 
     /* Held by a sync while it uses fd, and by the switch while it changes
      * fd, so a sync never runs on a closed (or reused) descriptor. */
     pthread_mutex_t fd_lock;
-    int dirty;                    /* appended since the last sync; under fd_lock */
+    /* Appended since the last sync began. A sync clears it before its
+     * fdatasync, so an append it may miss sets it again. */
+    atomic_int dirty;
     /* One compaction at a time. */
     pthread_mutex_t compact_lock;
 };
@@ -525,7 +531,7 @@ const char *pd_journal_error(pd_journal *j)
 int pd_journal_lock(pd_journal *j)
 {
     pthread_mutex_lock(&j->lock);
-    if (!j->failed)
+    if (!atomic_load(&j->failed))
         return 0;
     pthread_mutex_unlock(&j->lock);
     return -1;
@@ -543,11 +549,11 @@ void pd_journal_unlock(pd_journal *j)
 static int pd__append(pd_journal *j, uint8_t *rec, size_t len, int encoded)
 {
     if (!encoded) {
-        j->failed = 1;
         snprintf(j->error, sizeof j->error, "journal: out of memory encoding a record");
+        atomic_store(&j->failed, 1);
         return -1;
     }
-    if (j->failed) {
+    if (atomic_load(&j->failed)) {
         free(rec);
         return -1;
     }
@@ -555,18 +561,16 @@ static int pd__append(pd_journal *j, uint8_t *rec, size_t len, int encoded)
     free(rec);
     if (rc != 0) {
         int e = errno;
-        j->failed = 1;
         snprintf(j->error, sizeof j->error, "journal: writing log.%016" PRIx64 " in %s: %s", j->generation,
                  j->dir, strerror(e));
-        if (ftruncate(j->fd, (off_t)j->log_bytes) != 0)
+        if (ftruncate(j->fd, (off_t)atomic_load(&j->log_bytes)) != 0)
             snprintf(j->error + strlen(j->error), sizeof j->error - strlen(j->error),
                      " (and cutting it back: %s)", strerror(errno));
+        atomic_store(&j->failed, 1);
         return -1;
     }
-    j->log_bytes += len;
-    pthread_mutex_lock(&j->fd_lock);
-    j->dirty = 1;
-    pthread_mutex_unlock(&j->fd_lock);
+    atomic_fetch_add(&j->log_bytes, len);
+    atomic_store(&j->dirty, 1);
     return 0;
 }
 
@@ -660,37 +664,25 @@ int pd_journal_append_update(pd_journal *j, const char *name, uint64_t version,
 int pd_journal_sync(pd_journal *j)
 {
     pthread_mutex_lock(&j->fd_lock);
-    int rc = 0;
-    if (j->dirty) {
-        j->dirty = 0;
-        rc = fdatasync(j->fd);
-    }
+    int rc = atomic_exchange(&j->dirty, 0) ? fdatasync(j->fd) : 0;
     pthread_mutex_unlock(&j->fd_lock);
     return rc;
 }
 
 int pd_journal_dirty(pd_journal *j)
 {
-    pthread_mutex_lock(&j->fd_lock);
-    int d = j->dirty;
-    pthread_mutex_unlock(&j->fd_lock);
-    return d;
+    return atomic_load(&j->dirty);
 }
 
 int pd_journal_wants_compaction(pd_journal *j)
 {
-    pthread_mutex_lock(&j->lock);
-    int want = !j->failed && j->log_bytes > j->compact_bytes;
-    pthread_mutex_unlock(&j->lock);
-    return want;
+    return !atomic_load(&j->failed) && atomic_load(&j->log_bytes) > j->compact_bytes;
 }
 
 void pd_journal_sizes(pd_journal *j, uint64_t *log_bytes, uint64_t *snapshot_bytes)
 {
-    pthread_mutex_lock(&j->lock);
-    *log_bytes = j->log_bytes;
-    *snapshot_bytes = j->snapshot_bytes;
-    pthread_mutex_unlock(&j->lock);
+    *log_bytes = atomic_load(&j->log_bytes);
+    *snapshot_bytes = atomic_load(&j->snapshot_bytes);
 }
 
 /* ---- replay ------------------------------------------------------------- */
@@ -1023,7 +1015,7 @@ static int pd__replay_all(pd_journal *j, const pd__files *f, pd__replay *rp, cha
         if (pd__replay_file(rp, path, 0, err, errlen) != 0)
             return -1;
         struct stat st;
-        j->snapshot_bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+        atomic_store(&j->snapshot_bytes, stat(path, &st) == 0 ? (uint64_t)st.st_size : 0);
     }
     /* Bases belong to their snapshot; the instances made of them hold them. */
     for (size_t i = 0; i < rp->n_bases; i++)
@@ -1061,7 +1053,7 @@ static int pd__open_log(pd_journal *j, const pd__files *f, char *err, size_t err
         snprintf(err, errlen, "journal: cannot open %s for appending: %s", path, strerror(errno));
         return -1;
     }
-    j->log_bytes = (uint64_t)st.st_size;
+    atomic_store(&j->log_bytes, (uint64_t)st.st_size);
     return 0;
 }
 
@@ -1255,11 +1247,11 @@ int pd_journal_compact(pd_journal *j, pd_registry *r, char *err, size_t errlen)
     int old_fd = j->fd;
     int synced = fdatasync(old_fd);
     j->fd = fd;
-    j->dirty = 0;
+    atomic_store(&j->dirty, 0);
     pthread_mutex_unlock(&j->fd_lock);
     close(old_fd);
     j->generation = gen;
-    j->log_bytes = PD_JOURNAL_MAGIC_BYTES;
+    atomic_store(&j->log_bytes, PD_JOURNAL_MAGIC_BYTES);
     pd_journal_unlock(j);
 
     int rc = synced;
@@ -1285,13 +1277,10 @@ int pd_journal_compact(pd_journal *j, pd_registry *r, char *err, size_t errlen)
         free(f.snaps);
         free(f.logs);
     }
-    if (rc == 0) {
-        pthread_mutex_lock(&j->lock);
-        j->snapshot_bytes = bytes;
-        pthread_mutex_unlock(&j->lock);
-    } else {
+    if (rc == 0)
+        atomic_store(&j->snapshot_bytes, bytes);
+    else
         unlink(tmp);
-    }
     pthread_mutex_unlock(&j->compact_lock);
     return rc;
 }
@@ -1315,8 +1304,8 @@ pd_journal_reload *pd_journal_reload_begin(pd_journal *j, pd_registry *r, const 
         rl = NULL;
     }
     if (!rl) {
-        j->failed = 1;
         snprintf(j->error, sizeof j->error, "journal: out of memory recording a reload");
+        atomic_store(&j->failed, 1);
         return NULL;
     }
     for (size_t i = 0; i < n; i++) {

@@ -137,6 +137,28 @@ static void stop(fixture *f)
     pdi_daemon_cleanup(&f->d);
 }
 
+/* Starts pathd on f's data_dir again, requires the log to say `says` and
+ * `also` (may be NULL), and the world it serves to be `before` (which is
+ * freed); then stops it. */
+static void restart_and_compare(fixture *f, const char *fsync_policy, uint64_t compact_bytes, const char *says,
+                                const char *also, world *before)
+{
+    start(f, fsync_policy, compact_bytes);
+    if (!pdi_log_contains(&f->d, says) || (also && !pdi_log_contains(&f->d, also))) {
+        pdi_print_log(&f->d);
+        fail_msg("no log line with \"%s\" and \"%s\"", says, also ? also : "");
+    }
+    pdc_conn *c = pdi_connect(&f->d);
+    assert_non_null(c);
+    world after;
+    world_read(c, &after);
+    world_assert_equal(before, &after);
+    world_free(before);
+    world_free(&after);
+    pdc_close(c);
+    stop(f);
+}
+
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
@@ -292,25 +314,12 @@ static void test_torn_tail_is_reported_and_cut(void **state)
     assert_int_equal(fwrite(torn, 1, sizeof torn, fp), sizeof torn);
     fclose(fp);
 
-    start(f, "always", 0);
     char where[300];
     snprintf(where, sizeof where, "journal %s: damaged at offset %lld (torn record", log, (long long)st.st_size);
-    if (!pdi_log_contains(&f->d, where)) {
-        pdi_print_log(&f->d);
-        fail_msg("no line with \"%s\"", where);
-    }
-    assert_true(pdi_log_contains(&f->d, "records kept, 18 bytes truncated"));
+    restart_and_compare(f, "always", 0, where, "records kept, 18 bytes truncated", &before);
     struct stat after_st;
     assert_int_equal(stat(log, &after_st), 0);
     assert_int_equal(after_st.st_size, st.st_size);
-    c = pdi_connect(&f->d);
-    world after;
-    world_read(c, &after);
-    world_assert_equal(&before, &after);
-    world_free(&before);
-    world_free(&after);
-    pdc_close(c);
-    stop(f);
 }
 
 static void test_compaction_preserves_the_world(void **state)
@@ -337,16 +346,7 @@ static void test_compaction_preserves_the_world(void **state)
     snprintf(snap, sizeof snap, "%s/data/snapshot.%016x", f->data_dir, 2);
     assert_int_equal(access(snap, F_OK), 0);
 
-    start(f, "always", 65536);
-    assert_true(pdi_log_contains(&f->d, "from 2 files"));
-    c = pdi_connect(&f->d);
-    world after;
-    world_read(c, &after);
-    world_assert_equal(&before, &after);
-    world_free(&before);
-    world_free(&after);
-    pdc_close(c);
-    stop(f);
+    restart_and_compare(f, "always", 65536, "from 2 files", NULL, &before);
 }
 
 /* A reload between journalled changes: whatever the reload does to the
@@ -367,16 +367,7 @@ static void test_reload_between_changes(void **state)
     pdc_close(c);
     kill9(f);
 
-    start(f, "everysec", 0);
-    assert_true(pdi_log_contains(&f->d, " 0 skipped, 0 bytes of damaged tail truncated"));
-    c = pdi_connect(&f->d);
-    world after;
-    world_read(c, &after);
-    world_assert_equal(&before, &after);
-    world_free(&before);
-    world_free(&after);
-    pdc_close(c);
-    stop(f);
+    restart_and_compare(f, "everysec", 0, " 0 skipped, 0 bytes of damaged tail truncated", NULL, &before);
 }
 
 /* --check-config names the journal and refuses a data_dir that cannot be
