@@ -468,8 +468,14 @@ int main(int argc, char **argv)
     }
     /* The journal (data_dir) replays over the config's scenes before the
      * request port listens: a client never sees the state before it. */
-    if (pd_server_open_journal(server, err, sizeof err) != 0) {
+    int journal = pd_server_open_journal(server, err, sizeof err);
+    if (journal < 0) {
         pd_log_error("%s", err);
+        goto out;
+    }
+    if (journal > 0) {
+        pd_log_info("stopped while replaying the journal");
+        status = 0;
         goto out;
     }
     if (pd_server_start(server, pool, err, sizeof err) != 0) {

@@ -82,5 +82,6 @@ set_tests_properties(bench_unit_sizes PROPERTIES LABELS "sanitize" TIMEOUT 60)
 # Issue 12, "Durable": the journal (data_dir) through the daemon - kill -9
 # right after an acknowledged update and a restart on the same data_dir, a
 # torn log tail, compaction.
+# Workers append while the threadpool syncs and compacts: TSan runs it too.
 pd_test(NAME test_e2e_journal SOURCES integration/test_e2e_journal.c
-        LIBS pathd_integ_harness LABELS sanitize TIMEOUT 240)
+        LIBS pathd_integ_harness LABELS sanitize threaded TIMEOUT 240)

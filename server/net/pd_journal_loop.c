@@ -160,7 +160,7 @@ int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
         free(w);
         return -1;
     }
-    s->journal = w->opened;
+    s->journal = w->opened; /* the server closes it, also when stopping now */
     const pd_journal_replay_stats *st = &w->stats;
     pd_log_info("journal %s: replayed %" PRIu64 " records from %" PRIu64 " files (%" PRIu64 " bytes) in %" PRIu64
                 " ms, %" PRIu64 " skipped, %" PRIu64 " bytes of damaged tail truncated; appending to generation %" PRIu64
@@ -168,6 +168,8 @@ int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
                 s->conf.data_dir, st->records, st->files, st->bytes, st->micros / 1000, st->skipped,
                 st->truncated_bytes, st->generation, pd_conf_fsync_name(s->conf.journal_fsync));
     free(w);
+    if (s->phase != PD__RUNNING)
+        return 1; /* a stop came in during the replay */
     /* Replayed scenes join the world (their route tables) at the next sync. */
     if (s->world_store)
         pd_world_store_mark_stale(s->world_store, s->registry);

@@ -123,8 +123,9 @@ int pd_server_ready(void *server, char *reason, size_t cap);
  * config, opens the journal there and replays it over the loaded scenes
  * (on libuv's threadpool; the loop runs meanwhile and /readyz says
  * "loading scenes"), then journals every change from now on and fsyncs or
- * compacts it from a timer. 0 (also without data_dir), or -1 with the
- * reason in err. The server closes the journal in pd_server_destroy. */
+ * compacts it from a timer. 0 (also without data_dir), 1 when a stop was
+ * asked for meanwhile (like pd_server_load), or -1 with the reason in
+ * err. The server closes the journal in pd_server_destroy. */
 int pd_server_open_journal(pd_server *s, char *err, size_t errlen);
 
 /* The port actually bound (useful with port 0); 0 before pd_server_start. */

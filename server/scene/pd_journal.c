@@ -951,9 +951,7 @@ static int pd__list_files(pd_journal *j, pd__files *f, char *err, size_t errlen)
             continue;
         snprintf(tail, sizeof tail, "%s", e->d_name + n);
         if (strcmp(tail, ".tmp") == 0) {
-            char path[PD_CONF_MAX_DATA_DIR + PD__JOURNAL_NAME_MAX];
-            snprintf(path, sizeof path, "%s/%s", j->dir, e->d_name);
-            unlink(path);
+            unlinkat(dirfd(d), e->d_name, 0);
         } else if (tail[0] == '\0' && strcmp(kind, "snapshot") == 0) {
             rc = pd__push_gen(&f->snaps, &f->n_snaps, gen);
         } else if (tail[0] == '\0' && strcmp(kind, "log") == 0) {
@@ -967,8 +965,10 @@ static int pd__list_files(pd_journal *j, pd__files *f, char *err, size_t errlen)
         free(f->logs);
         return -1;
     }
-    qsort(f->snaps, f->n_snaps, sizeof *f->snaps, pd__cmp_u64);
-    qsort(f->logs, f->n_logs, sizeof *f->logs, pd__cmp_u64);
+    if (f->n_snaps > 1)
+        qsort(f->snaps, f->n_snaps, sizeof *f->snaps, pd__cmp_u64);
+    if (f->n_logs > 1)
+        qsort(f->logs, f->n_logs, sizeof *f->logs, pd__cmp_u64);
     return 0;
 }
 

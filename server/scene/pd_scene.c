@@ -1428,6 +1428,22 @@ uint64_t pd_registry_bytes(const pd_registry *r)
     return atomic_load_explicit(&r->acct->bytes, memory_order_relaxed);
 }
 
+/* A new array: scenes[0..n) with s inserted at `at`, or NULL when memory
+ * ran out. A new one, so readers under the read lock never see one being
+ * moved; the caller swaps it in under the write lock. */
+static pd_scene **pd__array_with(pd_scene *const *scenes, size_t n, size_t at, pd_scene *s)
+{
+    pd_scene **grown = malloc((n + 1) * sizeof *grown);
+    if (!grown)
+        return NULL;
+    if (at > 0)
+        memcpy(grown, scenes, at * sizeof *grown);
+    grown[at] = s;
+    if (n > at)
+        memcpy(grown + at + 1, scenes + at, (n - at) * sizeof *grown);
+    return grown;
+}
+
 /* pd_registry_add with reload_lock held. */
 static pd_status pd__add_locked(pd_registry *r, pd_scene *s, char *err, size_t errlen)
 {
@@ -1463,17 +1479,12 @@ static pd_status pd__add_locked(pd_registry *r, pd_scene *s, char *err, size_t e
         pd_scene_release(s);
         return PD_LIMIT_EXCEEDED;
     }
-    /* A new array, so readers under the read lock never see one being
-     * moved; swapped in under the write lock. */
-    pd_scene **grown = malloc((r->n_scenes + 1) * sizeof *grown);
+    pd_scene **grown = pd__array_with(r->scenes, r->n_scenes, at, s);
     if (!grown) {
         snprintf(err, errlen, "scene '%s': out of memory", s->name);
         pd_scene_release(s);
         return PD_INTERNAL;
     }
-    memcpy(grown, r->scenes, at * sizeof *grown);
-    grown[at] = s;
-    memcpy(grown + at + 1, r->scenes + at, (r->n_scenes - at) * sizeof *grown);
     s->runtime = 1;
     pd__charge(r->acct, s);
     pthread_rwlock_wrlock(&r->lock);
@@ -1516,7 +1527,7 @@ pd_status pd_registry_put(pd_registry *r, pd_scene *s)
     pd_scene *gone = NULL;
     pd_scene **grown = NULL;
     int replace = at < r->n_scenes && strcmp(r->scenes[at]->name, s->name) == 0;
-    if (!replace && !(grown = malloc((r->n_scenes + 1) * sizeof *grown))) {
+    if (!replace && !(grown = pd__array_with(r->scenes, r->n_scenes, at, s))) {
         pthread_mutex_unlock(&r->reload_lock);
         pd_scene_release(s);
         return PD_INTERNAL;
@@ -1528,10 +1539,6 @@ pd_status pd_registry_put(pd_registry *r, pd_scene *s)
         gone = r->scenes[at];
         r->scenes[at] = s;
     } else {
-        memcpy(grown, r->scenes, at * sizeof *grown);
-        grown[at] = s;
-        memcpy(grown + at + 1, r->scenes + at, (r->n_scenes - at) * sizeof *grown);
-        gone = NULL;
         free(r->scenes);
         r->scenes = grown;
         r->n_scenes++;
