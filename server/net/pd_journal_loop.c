@@ -200,3 +200,14 @@ void pd__journal_reload_end(pd_server *s, pd_journal_reload *rl)
     pd_journal_reload_end(s->journal, s->registry, rl);
     pd_journal_unlock(s->journal);
 }
+
+int pd_server_journal_state(pd_server *s, uint64_t *log_bytes, uint64_t *snapshot_bytes, int *failed)
+{
+    *log_bytes = *snapshot_bytes = 0;
+    *failed = 0;
+    if (!s->journal)
+        return 0;
+    pd_journal_sizes(s->journal, log_bytes, snapshot_bytes);
+    *failed = pd_journal_failed(s->journal);
+    return 1;
+}

@@ -363,6 +363,15 @@ static void pd__render_gauges(pd__text *t, const pd_metrics_gauges *g)
     pd__family(t, "pathd_accept_errors_total", "counter",
                "Connections the kernel queued that could not be accepted (open-file limit): reset unanswered.");
     pd__text_printf(t, "pathd_accept_errors_total %" PRIu64 "\n", g->accept_errors);
+    if (!g->journal)
+        return;
+    pd__family(t, "pathd_journal_bytes", "gauge",
+               "The journal's files in data_dir: the log since the last compaction, and the snapshot.");
+    pd__text_printf(t, "pathd_journal_bytes{file=\"log\"} %" PRIu64 "\n", g->journal_log_bytes);
+    pd__text_printf(t, "pathd_journal_bytes{file=\"snapshot\"} %" PRIu64 "\n", g->journal_snapshot_bytes);
+    pd__family(t, "pathd_journal_failed", "gauge",
+               "1 once a journal write failed: every change is refused (INTERNAL) until a restart.");
+    pd__text_printf(t, "pathd_journal_failed %d\n", g->journal_failed);
 }
 
 static void pd__render_scenes(pd__text *t, pd_registry *registry)

@@ -63,6 +63,10 @@ typedef struct pd_metrics_gauges {
     uint64_t connections_shed;   /* total closed to keep within the budget */
     uint64_t frame_timeouts;     /* total closed for a frame too slow to arrive */
     uint64_t accept_errors;      /* total accepts that failed */
+    int journal;                 /* 1: a journal (data_dir) is open; the three below count */
+    uint64_t journal_log_bytes;  /* its current log */
+    uint64_t journal_snapshot_bytes;
+    int journal_failed;          /* a write failed: changes are refused */
 } pd_metrics_gauges;
 
 /* Fills *out (zeroed by the caller) when a scrape arrives; runs on the loop

@@ -528,6 +528,11 @@ const char *pd_journal_error(pd_journal *j)
     return j->error;
 }
 
+int pd_journal_failed(pd_journal *j)
+{
+    return atomic_load(&j->failed);
+}
+
 int pd_journal_lock(pd_journal *j)
 {
     pthread_mutex_lock(&j->lock);
@@ -676,7 +681,7 @@ int pd_journal_dirty(pd_journal *j)
 
 int pd_journal_wants_compaction(pd_journal *j)
 {
-    return !atomic_load(&j->failed) && atomic_load(&j->log_bytes) > j->compact_bytes;
+    return !pd_journal_failed(j) && atomic_load(&j->log_bytes) > j->compact_bytes;
 }
 
 void pd_journal_sizes(pd_journal *j, uint64_t *log_bytes, uint64_t *snapshot_bytes)

@@ -164,6 +164,8 @@ void pd_journal_close(pd_journal *j);
 int pd_journal_lock(pd_journal *j);
 void pd_journal_unlock(pd_journal *j);
 const char *pd_journal_error(pd_journal *j);
+/* 1 once a write failed (any thread, never waits). */
+int pd_journal_failed(pd_journal *j);
 
 /* Appends, with the change lock held. Each returns 0, or -1 after a write
  * error (the file is cut back to its last whole record, the journal is

@@ -120,7 +120,7 @@ static void start(fixture *f, const char *fsync_policy, uint64_t compact_bytes)
     if (compact_bytes)
         snprintf(f->extra + n, sizeof f->extra - n, " \"journal_compact_bytes\": %llu,",
                  (unsigned long long)compact_bytes);
-    pdi_limits l = { .extra_json = f->extra };
+    pdi_limits l = { .extra_json = f->extra, .metrics = 1 };
     assert_int_equal(pdi_daemon_start(&f->d, &l), 0);
 }
 
@@ -335,6 +335,14 @@ static void test_compaction_preserves_the_world(void **state)
     assert_int_equal(pdc_create_scene(c, &req, &out), PDC_OK);
     free(cells);
     assert_true(pdi_wait_log(&f->d, "compacted: snapshot", 20000));
+    /* /metrics shows the new snapshot and a healthy journal. */
+    char *m = pdi_metrics_get(&f->d);
+    assert_non_null(m);
+    const char *snap_line = strstr(m, "pathd_journal_bytes{file=\"snapshot\"} ");
+    assert_non_null(snap_line);
+    assert_true(strtoull(snap_line + strlen("pathd_journal_bytes{file=\"snapshot\"} "), NULL, 10) > 65536);
+    assert_non_null(strstr(m, "pathd_journal_failed 0\n"));
+    free(m);
     /* The tail after the snapshot. */
     update_rect(c, "big", PDC_UPDATE_COST, 4, 0, 0, 10, 10);
     update_rect(c, "arena-3", PDC_UPDATE_BLOCK, 0, 0, 0, 5, 5);
