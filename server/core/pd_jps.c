@@ -1,6 +1,6 @@
 /*
- * pd_jps.c - Jump Point Search on uniform-cost 8-connected grids without
- * corner cutting (see pd_jps.h for the contract).
+ * pd_jps.c - Jump Point Search on uniform-cost grids: 8-connected without
+ * corner cutting, and 4-connected (see pd_jps.h for the contract).
  *
  * Pruning rules. With corner cutting forbidden the forced neighbours differ
  * from the AAAI 2011 paper; they follow from a "diagonal first" canonical
@@ -41,6 +41,29 @@
  * each pair: diagonal steps first, then straight ones (the shape a diagonal
  * walk with intermediate pruning gives; a purely straight or diagonal run is
  * the special case).
+ *
+ * 4-connected grids (after JPS4, J. Baum, "Jump Point Search Pathfinding in
+ * 4-connected Grids", arXiv:2501.14816, 2025, whose canonical ordering is
+ * also one axis first; derived here for our scans). Among a cell's optimal
+ * paths take the one whose moves, read from the start, put vertical steps
+ * as early as possible. In it a vertical step may follow a horizontal one
+ * only where swapping the two is impossible: for a horizontal arrival at x,
+ * say east from p, the side cell north of x is reached by p -> north of p ->
+ * north at the same cost, which vertical-first prefers, unless north of p
+ * (the "behind" cell) is blocked. So:
+ *
+ *  - Horizontal arrival: natural is the next cell ahead; a side is forced
+ *    when it is open and its behind cell is blocked - the very cells where
+ *    the 8-connected straight scans stop, so pd__scan_fwd/bwd serve both.
+ *  - Vertical arrival: ahead and both sides are natural, no forced ones
+ *    (a vertical step may always be followed by a horizontal one).
+ *
+ * Vertical runs therefore play the part diagonals play above: pd__walk_vert
+ * walks one with intermediate pruning, running the horizontal scans both
+ * ways from every cell of it and recording their finds as successors of the
+ * cell the walk started from, and a run of vertical steps followed by
+ * horizontal ones is what extraction rebuilds. Edge costs are Manhattan
+ * distances and the heuristic Manhattan, as A* uses for 4-connectivity.
  */
 #include "pd_jps.h"
 
@@ -80,6 +103,7 @@ struct pd_jps_ctx {
     /* What pd_jps_extract needs from the last search. */
     int have_path;
     int32_t last_stride;
+    int last_four;       /* runs are vertical then horizontal (4-connected) */
     uint32_t last_goal;
     size_t last_path_len;
 };
@@ -136,12 +160,15 @@ int pd_jps_applicable(const pd_grid *grid, const pd_search_params *params)
 {
     if (!grid || !params)
         return 0;
-    return (params->connectivity == 0 || params->connectivity == PD_CONNECT_8) && grid->uniform_cost &&
+    return (params->connectivity == 0 || params->connectivity == PD_CONNECT_8 ||
+            params->connectivity == PD_CONNECT_4) &&
+           grid->uniform_cost &&
            params->n_blockers == 0 && !params->has_window && !params->partial_on_cutoff;
 }
 
 typedef struct pd__jrun {
     pd_jps_ctx *ctx;
+    int four;            /* 4-connected: the rules at the end of the file comment */
     uint32_t gen;        /* the node pool's, for this search */
     const uint8_t *cells;
     int32_t stride;
@@ -252,7 +279,8 @@ static void pd__jps_relax(pd__jrun *r, int32_t x, int32_t y, uint32_t cur, doubl
     }
     n->g = ng;
     b->parent[PD__SLOT(nb)] = cur;
-    if (pd_radix_push(&r->ctx->open, pd__f_key(ng + pd__octile(x - r->gx, y - r->gy)), nb, n->tag) != 0)
+    const double h = r->four ? pd__manhattan(x - r->gx, y - r->gy) : pd__octile(x - r->gx, y - r->gy);
+    if (pd_radix_push(&r->ctx->open, pd__f_key(ng + h), nb, n->tag) != 0)
         r->out_of_memory = 1; /* the loop stops before its next pop */
 }
 
@@ -262,12 +290,13 @@ static inline int32_t pd__abs(int32_t v)
 }
 
 /* Cells between a and b (padded indices) on a run of diagonal steps
- * followed by straight ones: the larger coordinate difference. */
-static inline int32_t pd__run_steps(uint32_t a, uint32_t b, int32_t stride)
+ * followed by straight ones (the larger coordinate difference), or of
+ * vertical steps followed by horizontal ones (four: their sum). */
+static inline int32_t pd__run_steps(uint32_t a, uint32_t b, int32_t stride, int four)
 {
     const int32_t dx = pd__abs((int32_t)(a % (uint32_t)stride) - (int32_t)(b % (uint32_t)stride));
     const int32_t dy = pd__abs((int32_t)(a / (uint32_t)stride) - (int32_t)(b / (uint32_t)stride));
-    return dx > dy ? dx : dy;
+    return four ? dx + dy : dx > dy ? dx : dy;
 }
 
 /* The straight scans from padded (x, y), reached from cur with cost g, along
@@ -317,6 +346,55 @@ static void pd__walk_diag(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_
             return;
         }
         pd__scan_straight(r, cur, dg, x, y, dx, dy);
+    }
+}
+
+/*
+ * 4-connected: walks the vertical run from cur (padded (x, y)) along dy
+ * with intermediate pruning, as pd__walk_diag walks a diagonal: a cell
+ * reached vertically has both sides and the cell ahead as natural
+ * successors and nothing forced, so the walk runs the horizontal scans both
+ * ways from each of its cells, records their finds as successors of cur,
+ * and goes on; only the goal is pushed from the run itself.
+ */
+static void pd__walk_vert(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dy)
+{
+    const ptrdiff_t ds = dy * (ptrdiff_t)r->stride;
+    const uint8_t *p = r->cells + cur;
+    for (int32_t k = 1; p[ds]; k++) {
+        p += ds;
+        y += dy;
+        const double dg = g + (double)k;
+        if (x == r->gx && y == r->gy) {
+            pd__jps_relax(r, x, y, cur, dg);
+            return;
+        }
+        pd__scan_straight(r, cur, dg, x, y, 1, 0);
+        pd__scan_straight(r, cur, dg, x, y, -1, 0);
+    }
+}
+
+/* 4-connected: the successors of jump point cur at padded (x, y), pruned by
+ * the direction it was reached in (both 0 for the start). */
+static void pd__jps4_expand(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx, int32_t dy)
+{
+    const ptrdiff_t s = r->stride;
+    const uint8_t *p = r->cells + cur;
+    if (dx == 0) {
+        /* The start, or (kept for completeness, as above) the goal reached
+         * vertically: the natural successors of a vertical arrival. */
+        pd__scan_straight(r, cur, g, x, y, 1, 0);
+        pd__scan_straight(r, cur, g, x, y, -1, 0);
+        for (int k = -1; k <= 1; k += 2)
+            if (dy != -k)
+                pd__walk_vert(r, cur, g, x, y, k);
+    } else {
+        pd__scan_straight(r, cur, g, x, y, dx, 0);
+        /* A side open whose behind cell is blocked is forced: the vertical
+         * run that starts there. */
+        for (int k = -1; k <= 1; k += 2)
+            if (p[k * s] && !p[k * s - dx])
+                pd__walk_vert(r, cur, g, x, y, k);
     }
 }
 
@@ -385,16 +463,25 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
         }
         /* The direction of the last step from the parent: a run of
          * diagonal steps then straight ones (intermediate pruning) ends on
-         * its longer axis. */
+         * its longer axis, a vertical then horizontal one horizontally
+         * unless it has no horizontal steps. */
         const int32_t x = (int32_t)(cur % stride), y = (int32_t)(cur / stride);
         int32_t dx = 0, dy = 0;
         const uint32_t par = cb->parent[PD__SLOT(cur)];
         if (par != PD__NO_PARENT) {
             const int32_t ex = x - (int32_t)(par % stride), ey = y - (int32_t)(par / stride);
-            dx = pd__abs(ex) >= pd__abs(ey) ? pd__sign(ex) : 0;
-            dy = pd__abs(ey) >= pd__abs(ex) ? pd__sign(ey) : 0;
+            if (r->four) {
+                dx = pd__sign(ex);
+                dy = ex ? 0 : pd__sign(ey);
+            } else {
+                dx = pd__abs(ex) >= pd__abs(ey) ? pd__sign(ex) : 0;
+                dy = pd__abs(ey) >= pd__abs(ex) ? pd__sign(ey) : 0;
+            }
         }
-        pd__jps_expand(r, cur, node->g, x, y, dx, dy);
+        if (r->four)
+            pd__jps4_expand(r, cur, node->g, x, y, dx, dy);
+        else
+            pd__jps_expand(r, cur, node->g, x, y, dx, dy);
     }
     *expanded_out = expanded;
     return st;
@@ -404,7 +491,7 @@ static size_t pd__jps_path_length(const pd_jps_ctx *ctx)
 {
     size_t len = 1;
     for (uint32_t v = ctx->last_goal, u; (u = pd__jblk(ctx, v)->parent[PD__SLOT(v)]) != PD__NO_PARENT; v = u)
-        len += (size_t)pd__run_steps(v, u, ctx->last_stride);
+        len += (size_t)pd__run_steps(v, u, ctx->last_stride, ctx->last_four);
     return len;
 }
 
@@ -427,13 +514,20 @@ pd_status pd_jps_extract(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, s
     for (uint32_t u = pd__jblk(ctx, ctx->last_goal)->parent[PD__SLOT(ctx->last_goal)]; u != PD__NO_PARENT;
          u = pd__jblk(ctx, u)->parent[PD__SLOT(u)]) {
         /* Backwards over "diagonal first, then straight": straight steps
-         * until both differences are equal, then diagonal ones. */
+         * until both differences are equal, then diagonal ones; over
+         * "vertical first, then horizontal" (4-connected): horizontal steps,
+         * then vertical ones. */
         const int32_t ux = (int32_t)(u % stride), uy = (int32_t)(u / stride);
         const int32_t sx = pd__sign(ux - x), sy = pd__sign(uy - y);
         while (x != ux || y != uy) {
             const int32_t ax = pd__abs(ux - x), ay = pd__abs(uy - y);
-            x += ax >= ay ? sx : 0;
-            y += ay >= ax ? sy : 0;
+            if (ctx->last_four) {
+                x += ax ? sx : 0;
+                y += ax ? 0 : sy;
+            } else {
+                x += ax >= ay ? sx : 0;
+                y += ay >= ax ? sy : 0;
+            }
             out[--i] = (pd_point){ x - 1, y - 1 };
         }
     }
@@ -475,9 +569,11 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
     }
 
     const uint32_t goal = (uint32_t)pd_grid_index(grid, t.x, t.y);
-    const double h0 = pd__octile(s.x - t.x, s.y - t.y);
+    const int four = params->connectivity == PD_CONNECT_4;
+    const double h0 = four ? pd__manhattan(s.x - t.x, s.y - t.y) : pd__octile(s.x - t.x, s.y - t.y);
     pd__jrun r = {
         .ctx = ctx,
+        .four = four,
         .gen = ctx->nodes.gen,
         .cells = grid->cells,
         .stride = grid->stride,
@@ -504,6 +600,7 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
     if (st == PD_OK) {
         ctx->have_path = 1;
         ctx->last_stride = grid->stride;
+        ctx->last_four = four;
         ctx->last_goal = goal;
         ctx->last_path_len = pd__jps_path_length(ctx);
         m.cost = pd__jblk(ctx, goal)->n[PD__SLOT(goal)].g;

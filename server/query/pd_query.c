@@ -331,8 +331,8 @@ pd_status pd_query_route_prepare(const pd_world *world, const pd_find_route_req 
  * re-searching) when the path does not fit. Returns the search's status with
  * the path in s->buf[0..*len) and the metrics in *m.
  *
- * Jump point search answers whatever it can (uniform-cost 8-connected grids
- * without avoid cells, window, partial_on_cutoff or a goal set) when the unit size's
+ * Jump point search answers whatever it can (uniform-cost 8- or 4-connected
+ * grids without avoid cells, window, partial_on_cutoff or a goal set) when the unit size's
  * pick says so (the scene's "search", else the server's
  * jump_point_search). It finds the same optimal cost as A*, an order of
  * magnitude faster on open maps; everything else goes to A*.

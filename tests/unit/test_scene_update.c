@@ -564,7 +564,7 @@ static void test_random_updates_match_fresh_build_uniform(void **state)
 }
 
 /* JPS against A* on every ordered pair of open cells of every uniform unit
- * grid of s: same status, same cost. */
+ * grid of s, 8- and 4-connected: same status, same cost. */
 static void expect_jps_matches_astar(const pd_scene *s, pd_jps_ctx *jps, pd_search_ctx *astar)
 {
     for (size_t i = 0; i < s->n_unit_sizes; i++) {
@@ -579,13 +579,18 @@ static void expect_jps_matches_astar(const pd_scene *s, pd_jps_ctx *jps, pd_sear
                 pd_point to = { b % g->width, b / g->width };
                 if (pd_grid_get(g, to.x, to.y) == PD_CELL_BLOCKED)
                     continue;
-                pd_search_params p = { .start = from, .goal = to };
-                pd_search_metrics ma, mj;
-                pd_status sa = pd_search_astar(astar, g, &p, NULL, 0, &ma);
-                pd_status sj = pd_search_jps(jps, g, &p, NULL, 0, &mj);
-                if (sa != sj || (sa == PD_OK && fabs(ma.cost - mj.cost) > 1e-9))
-                    fail_msg("unit %u (%d,%d)->(%d,%d): A* %s %.9f, JPS %s %.9f", s->units[i].unit, from.x,
-                             from.y, to.x, to.y, pd_status_name(sa), ma.cost, pd_status_name(sj), mj.cost);
+                static const pd_connectivity conns[] = { PD_CONNECT_8, PD_CONNECT_4 };
+                for (size_t c = 0; c < sizeof conns / sizeof *conns; c++) {
+                    const pd_connectivity conn = conns[c];
+                    pd_search_params p = { .start = from, .goal = to, .connectivity = conn };
+                    pd_search_metrics ma, mj;
+                    pd_status sa = pd_search_astar(astar, g, &p, NULL, 0, &ma);
+                    pd_status sj = pd_search_jps(jps, g, &p, NULL, 0, &mj);
+                    if (sa != sj || (sa == PD_OK && fabs(ma.cost - mj.cost) > 1e-9))
+                        fail_msg("unit %u, %d-connected (%d,%d)->(%d,%d): A* %s %.9f, JPS %s %.9f",
+                                 s->units[i].unit, conn, from.x, from.y, to.x, to.y, pd_status_name(sa), ma.cost,
+                                 pd_status_name(sj), mj.cost);
+                }
             }
         }
     }
@@ -594,7 +599,7 @@ static void expect_jps_matches_astar(const pd_scene *s, pd_jps_ctx *jps, pd_sear
 /* Jump point search reads the bitsets that updates flip in place: after
  * every update of a small uniform map (blocking and opening rectangles and
  * cell lists, repaired as boxes and cell by cell), it must still agree with
- * A* on every pair of cells, for units 1, 2 and 3. */
+ * A* on every pair of cells, 8- and 4-connected, for units 1, 2 and 3. */
 static void test_jps_after_updates_matches_astar(void **state)
 {
     (void)state;
