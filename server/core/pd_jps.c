@@ -31,12 +31,13 @@
  * exhaustively on random grids, on grids changed by scene updates (units
  * 1-3) and on the Moving AI set.
  *
- * The open list is the radix heap of pd_radix.h, with A*'s keys,
- * tie-breaking and push tags (A* itself uses a ring of f buckets, whose
- * window a long jump would overrun); node records are 16 bytes stamped with
- * a generation, in the lazy node pool of pd_nodepool.h, so a context is
- * reused without clearing and holds memory only for the blocks of 256 cells
- * where jump points were recorded. Each jump point remembers the jump point
+ * The open list is the radix heap of pd_radix.h, with A*'s keys and
+ * tie-breaking (A* itself uses a ring of f buckets, whose window a long jump
+ * would overrun); node records are 16 bytes (g, a generation stamp, the
+ * parent and an "expanded" bit: one cache line per recorded jump point), in
+ * the lazy node pool of pd_nodepool.h, so a context is reused without
+ * clearing and holds memory only for the blocks of 256 cells where jump
+ * points were recorded. Each jump point remembers the jump point
  * it was found from; extraction walks those and fills in the run between
  * each pair: diagonal steps first, then straight ones (the shape a diagonal
  * walk with intermediate pruning gives; a purely straight or diagonal run is
@@ -75,23 +76,30 @@
 #include "pd_radix.h"
 #include "pd_search_common.h"
 
-#define PD__CLOSED UINT32_MAX
-#define PD__NO_PARENT UINT32_MAX
+/* A record's link: the parent's padded index (below 2^31 on any grid up to
+ * PD_GRID_MAX_SIDE) and, in the top bit, "expanded". */
+#define PD__CLOSED 0x80000000u
+#define PD__NO_PARENT 0x7fffffffu
+/* Open-list key units by which a stale entry's key exceeds its node's
+ * current one at the least: two different g of one node differ by at least
+ * ~1/(3|b|) (pd_search_common.h), hundreds of units, while pd_radix_push
+ * raises a key only by rounding noise on equal f, a unit or two. */
+#define PD__STALE_KEY_SLACK 16u
 /* As in pd_search.c: improvements smaller than float noise are ignored. */
 #define PD__IMPROVE_EPS 1e-9
 
+/* 16 bytes, so that recording a jump point touches one cache line: a
+ * popped entry is told stale by its key (above the node's current f)
+ * rather than by a push count, which leaves room for the parent. */
 typedef struct pd__jnode {
     double g;
     uint32_t gen;
-    uint32_t tag;        /* counts the node's pushes this search (see
-                            pd_search.c); PD__CLOSED once expanded */
+    uint32_t link;       /* parent | PD__CLOSED once expanded */
 } pd__jnode;
 
-/* A node pool block: 256 cells' records, then their parents' padded
- * indices. */
+/* A node pool block: 256 cells' records, one page. */
 typedef struct pd__jblock {
     pd__jnode n[PD_NODEPOOL_BLOCK_CELLS];
-    uint32_t parent[PD_NODEPOOL_BLOCK_CELLS];
 } pd__jblock;
 
 #define PD__SLOT(i) ((i) & (PD_NODEPOOL_BLOCK_CELLS - 1u))
@@ -149,6 +157,12 @@ void pd_jps_ctx_trim(pd_jps_ctx *ctx, size_t keep_bytes)
 static inline pd__jblock *pd__jblk(const pd_jps_ctx *ctx, uint32_t v)
 {
     return (pd__jblock *)(void *)ctx->nodes.dir[v >> PD_NODEPOOL_BLOCK_SHIFT];
+}
+
+/* The parent of a jump point this search recorded. */
+static inline uint32_t pd__parent(const pd_jps_ctx *ctx, uint32_t v)
+{
+    return pd__jblk(ctx, v)->n[PD__SLOT(v)].link & ~PD__CLOSED;
 }
 
 static inline int32_t pd__sign(int32_t v)
@@ -269,18 +283,16 @@ static void pd__jps_relax(pd__jrun *r, int32_t x, int32_t y, uint32_t cur, doubl
     }
     pd__jnode *n = &b->n[PD__SLOT(nb)];
     if (n->gen == r->gen) {
-        if (n->tag == PD__CLOSED || !(ng < n->g - PD__IMPROVE_EPS))
+        if ((n->link & PD__CLOSED) || !(ng < n->g - PD__IMPROVE_EPS))
             return;
-        n->tag++; /* one per expanded jump point that improves it: far below PD__CLOSED */
     } else {
         n->gen = r->gen;
-        n->tag = 0;
         r->generated++;
     }
     n->g = ng;
-    b->parent[PD__SLOT(nb)] = cur;
+    n->link = cur;
     const double h = r->four ? pd__manhattan(x - r->gx, y - r->gy) : pd__octile(x - r->gx, y - r->gy);
-    if (pd_radix_push(&r->ctx->open, pd__f_key(ng + h), nb, n->tag) != 0)
+    if (pd_radix_push(&r->ctx->open, pd__f_key(ng + h), nb, 0) != 0)
         r->out_of_memory = 1; /* the loop stops before its next pop */
 }
 
@@ -447,11 +459,15 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
             break;
         }
         const uint32_t cur = top.id;
-        pd__jblock *cb = pd__jblk(r->ctx, cur); /* a pushed node's block exists */
-        pd__jnode *node = &cb->n[PD__SLOT(cur)];
-        if (node->tag != top.tag)
-            continue; /* superseded by a lower g, or already expanded */
-        node->tag = PD__CLOSED;
+        pd__jnode *node = &pd__jblk(r->ctx, cur)->n[PD__SLOT(cur)]; /* a pushed node's block exists */
+        if (node->link & PD__CLOSED)
+            continue; /* already expanded */
+        const int32_t x = (int32_t)(cur % stride), y = (int32_t)(cur / stride);
+        const double h = r->four ? pd__manhattan(x - r->gx, y - r->gy) : pd__octile(x - r->gx, y - r->gy);
+        if (top.key > pd__f_key(node->g + h) + PD__STALE_KEY_SLACK)
+            continue; /* superseded by a lower g */
+        const uint32_t par = node->link;
+        node->link |= PD__CLOSED;
         if (cur == goal) {
             st = PD_OK;
             break;
@@ -465,9 +481,7 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
          * diagonal steps then straight ones (intermediate pruning) ends on
          * its longer axis, a vertical then horizontal one horizontally
          * unless it has no horizontal steps. */
-        const int32_t x = (int32_t)(cur % stride), y = (int32_t)(cur / stride);
         int32_t dx = 0, dy = 0;
-        const uint32_t par = cb->parent[PD__SLOT(cur)];
         if (par != PD__NO_PARENT) {
             const int32_t ex = x - (int32_t)(par % stride), ey = y - (int32_t)(par / stride);
             if (r->four) {
@@ -490,7 +504,7 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
 static size_t pd__jps_path_length(const pd_jps_ctx *ctx)
 {
     size_t len = 1;
-    for (uint32_t v = ctx->last_goal, u; (u = pd__jblk(ctx, v)->parent[PD__SLOT(v)]) != PD__NO_PARENT; v = u)
+    for (uint32_t v = ctx->last_goal, u; (u = pd__parent(ctx, v)) != PD__NO_PARENT; v = u)
         len += (size_t)pd__run_steps(v, u, ctx->last_stride, ctx->last_four);
     return len;
 }
@@ -511,8 +525,7 @@ pd_status pd_jps_extract(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, s
     int32_t x = (int32_t)(ctx->last_goal % stride), y = (int32_t)(ctx->last_goal / stride);
     size_t i = len - 1;
     out[i] = (pd_point){ x - 1, y - 1 };
-    for (uint32_t u = pd__jblk(ctx, ctx->last_goal)->parent[PD__SLOT(ctx->last_goal)]; u != PD__NO_PARENT;
-         u = pd__jblk(ctx, u)->parent[PD__SLOT(u)]) {
+    for (uint32_t u = pd__parent(ctx, ctx->last_goal); u != PD__NO_PARENT; u = pd__parent(ctx, u)) {
         /* Backwards over "diagonal first, then straight": straight steps
          * until both differences are equal, then diagonal ones; over
          * "vertical first, then horizontal" (4-connected): horizontal steps,
@@ -585,8 +598,7 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
         .gx = t.x + 1,
         .gy = t.y + 1,
     };
-    sb->n[PD__SLOT(start)] = (pd__jnode){ .g = 0.0, .gen = ctx->nodes.gen, .tag = 0 };
-    sb->parent[PD__SLOT(start)] = PD__NO_PARENT;
+    sb->n[PD__SLOT(start)] = (pd__jnode){ .g = 0.0, .gen = ctx->nodes.gen, .link = PD__NO_PARENT };
     pd_radix_reset(&ctx->open, pd__f_key(h0));
     if (pd_radix_push(&ctx->open, pd__f_key(h0), start, 0) != 0) {
         st = PD_INTERNAL;
