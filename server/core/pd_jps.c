@@ -205,56 +205,60 @@ typedef struct pd__jrun {
  * are bit positions in a line: PD_GRID_BITS_LEAD + the cell's index along it.
  */
 
-/* The 64 bits of a line from bit position pos on: bit i is position pos + i.
- * The lead and trailing zero words make every such read stay in the line. */
-static inline uint64_t pd__bits64(const uint64_t *line, size_t pos)
-{
-    const size_t w = pos >> 6;
-    const unsigned o = (unsigned)(pos & 63u);
-    /* (x << 1) << (63 - o) is x << (64 - o) without the undefined shift by 64. */
-    return (line[w] >> o) | ((line[w + 1] << 1) << (63u - o));
-}
-
 /* Forward along a line (x increasing) from index c, exclusive: the index of
  * the first cell that is the goal (goal = its index when it lies ahead on
  * this line, else INT32_MAX) or has a forced neighbour, or -1 when a blocked
  * cell comes first. a and b are the neighbour lines. The padding blocks
- * every line's end, so the loop always stops. */
+ * every line's end, so the loop always stops.
+ *
+ * The scan reads aligned words (one load per line per 64 cells): a
+ * neighbour line's "closed one cell before" comes from the same word
+ * shifted by one, plus the top bit of the word before, carried over. The
+ * lead zero word is there for that first carry. */
 static inline int32_t pd__scan_fwd(const uint64_t *me, const uint64_t *a, const uint64_t *b, int32_t c,
                                    int32_t goal)
 {
-    for (size_t pos = PD_GRID_BITS_LEAD + (size_t)c + 1;; pos += 64) {
-        const uint64_t open = pd__bits64(me, pos);
-        const uint64_t stop = ~open | (pd__bits64(a, pos) & ~pd__bits64(a, pos - 1)) |
-                              (pd__bits64(b, pos) & ~pd__bits64(b, pos - 1));
+    const size_t pos = PD_GRID_BITS_LEAD + (size_t)c + 1;
+    size_t w = pos >> 6;
+    uint64_t todo = ~0ull << (pos & 63u); /* positions from pos on */
+    uint64_t ca = a[w - 1] >> 63, cb = b[w - 1] >> 63;
+    for (;; w++, todo = ~0ull) {
+        const uint64_t open = me[w], wa = a[w], wb = b[w];
+        const uint64_t stop = (~open | (wa & ~((wa << 1) | ca)) | (wb & ~((wb << 1) | cb))) & todo;
         if (stop) {
             const unsigned i = (unsigned)__builtin_ctzll(stop);
-            const int32_t at = (int32_t)(pos - PD_GRID_BITS_LEAD) + (int32_t)i;
+            const int32_t at = (int32_t)((w << 6) + i - PD_GRID_BITS_LEAD);
             if (goal <= at)
                 return goal;
             return (open >> i) & 1u ? at : -1;
         }
+        ca = wa >> 63;
+        cb = wb >> 63;
     }
 }
 
 /* As pd__scan_fwd, backward (index decreasing; goal INT32_MIN when it does
- * not lie behind c on this line). */
+ * not lie behind c on this line); the carry comes from the word after, which
+ * the trailing zero word provides. */
 static inline int32_t pd__scan_bwd(const uint64_t *me, const uint64_t *a, const uint64_t *b, int32_t c,
                                    int32_t goal)
 {
-    /* The 64 positions ending at pos; the behind cell is one further on. */
-    for (size_t pos = PD_GRID_BITS_LEAD + (size_t)c - 1;; pos -= 64) {
-        const size_t lo = pos - 63;
-        const uint64_t open = pd__bits64(me, lo);
-        const uint64_t stop = ~open | (pd__bits64(a, lo) & ~pd__bits64(a, lo + 1)) |
-                              (pd__bits64(b, lo) & ~pd__bits64(b, lo + 1));
+    const size_t pos = PD_GRID_BITS_LEAD + (size_t)c - 1;
+    size_t w = pos >> 6;
+    uint64_t todo = ~0ull >> (63u - (pos & 63u)); /* positions up to pos */
+    uint64_t ca = a[w + 1] << 63, cb = b[w + 1] << 63;
+    for (;; w--, todo = ~0ull) {
+        const uint64_t open = me[w], wa = a[w], wb = b[w];
+        const uint64_t stop = (~open | (wa & ~((wa >> 1) | ca)) | (wb & ~((wb >> 1) | cb))) & todo;
         if (stop) {
             const unsigned i = 63u - (unsigned)__builtin_clzll(stop);
-            const int32_t at = (int32_t)(lo - PD_GRID_BITS_LEAD) + (int32_t)i;
+            const int32_t at = (int32_t)((w << 6) + i - PD_GRID_BITS_LEAD);
             if (goal >= at)
                 return goal;
             return (open >> i) & 1u ? at : -1;
         }
+        ca = wa << 63;
+        cb = wb << 63;
     }
 }
 
