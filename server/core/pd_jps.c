@@ -80,17 +80,15 @@
  * PD_GRID_MAX_SIDE) and, in the top bit, "expanded". */
 #define PD__CLOSED 0x80000000u
 #define PD__NO_PARENT 0x7fffffffu
-/* Open-list key units by which a stale entry's key exceeds its node's
- * current one at the least: two different g of one node differ by at least
- * ~1/(3|b|) (pd_search_common.h), hundreds of units, while pd_radix_push
- * raises a key only by rounding noise on equal f, a unit or two. */
-#define PD__STALE_KEY_SLACK 16u
 /* As in pd_search.c: improvements smaller than float noise are ignored. */
 #define PD__IMPROVE_EPS 1e-9
 
-/* 16 bytes, so that recording a jump point touches one cache line: a
- * popped entry is told stale by its key (above the node's current f)
- * rather than by a push count, which leaves room for the parent. */
+/* 16 bytes, so that recording a jump point touches one cache line. No push
+ * count tells stale open-list entries apart: a node's newer entry has the
+ * lower key (a lower g, the same h; distinct g differ by far more than key
+ * rounding, pd_search_common.h), or an equal one pushed later, which the
+ * radix heap's LIFO buckets pop first; so when an older entry comes out its
+ * node is already expanded, and the expanded bit skips it. */
 typedef struct pd__jnode {
     double g;
     uint32_t gen;
@@ -465,11 +463,7 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
         const uint32_t cur = top.id;
         pd__jnode *node = &pd__jblk(r->ctx, cur)->n[PD__SLOT(cur)]; /* a pushed node's block exists */
         if (node->link & PD__CLOSED)
-            continue; /* already expanded */
-        const int32_t x = (int32_t)(cur % stride), y = (int32_t)(cur / stride);
-        const double h = r->four ? pd__manhattan(x - r->gx, y - r->gy) : pd__octile(x - r->gx, y - r->gy);
-        if (top.key > pd__f_key(node->g + h) + PD__STALE_KEY_SLACK)
-            continue; /* superseded by a lower g */
+            continue; /* already expanded (by a newer entry, see pd__jnode) */
         const uint32_t par = node->link;
         node->link |= PD__CLOSED;
         if (cur == goal) {
@@ -485,6 +479,7 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
          * diagonal steps then straight ones (intermediate pruning) ends on
          * its longer axis, a vertical then horizontal one horizontally
          * unless it has no horizontal steps. */
+        const int32_t x = (int32_t)(cur % stride), y = (int32_t)(cur / stride);
         int32_t dx = 0, dy = 0;
         if (par != PD__NO_PARENT) {
             const int32_t ex = x - (int32_t)(par % stride), ey = y - (int32_t)(par / stride);
