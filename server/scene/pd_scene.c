@@ -1449,9 +1449,11 @@ static pd_status pd__add_locked(pd_registry *r, pd_scene *s, char *err, size_t e
         pd_scene_release(s);
         return PD_INTERNAL;
     }
-    memcpy(grown, r->scenes, at * sizeof *grown);
+    if (r->n_scenes > 0) { /* an empty registry may have no array yet */
+        memcpy(grown, r->scenes, at * sizeof *grown);
+        memcpy(grown + at + 1, r->scenes + at, (r->n_scenes - at) * sizeof *grown);
+    }
     grown[at] = s;
-    memcpy(grown + at + 1, r->scenes + at, (r->n_scenes - at) * sizeof *grown);
     s->runtime = 1;
     pd__charge(r->acct, s);
     pthread_rwlock_wrlock(&r->lock);
