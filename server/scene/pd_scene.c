@@ -982,11 +982,6 @@ fail:
     return PD_INTERNAL;
 }
 
-pd_status pd_scene_apply_update(const pd_scene *s, const pd_scene_update *u, pd_scene **out,
-                                pd_scene_update_result *res)
-{
-    return pd__apply_update(s, u, NULL, out, res);
-}
 
 /* Several operations (or any PD_UPDATE_RESTORE) as one version: the copy
  * is made first, each operation is applied and repaired over the cells it
@@ -1093,6 +1088,14 @@ pd_status pd_scene_apply_updates(const pd_scene *s, const pd_scene_update *ops, 
                                  pd_scene **out, pd_scene_update_result *res)
 {
     return pd__apply_updates(s, ops, n_ops, NULL, out, res);
+}
+
+/* One operation is a list of one: RESTORE needs the authored state, which
+ * only the many-operation path keeps. */
+pd_status pd_scene_apply_update(const pd_scene *s, const pd_scene_update *u, pd_scene **out,
+                                pd_scene_update_result *res)
+{
+    return pd__apply_updates(s, u, 1, NULL, out, res);
 }
 
 pd_registry *pd_registry_create(void)
@@ -1449,9 +1452,11 @@ static pd_status pd__add_locked(pd_registry *r, pd_scene *s, char *err, size_t e
         pd_scene_release(s);
         return PD_INTERNAL;
     }
-    memcpy(grown, r->scenes, at * sizeof *grown);
+    if (r->n_scenes > 0) { /* an empty registry may have no array yet */
+        memcpy(grown, r->scenes, at * sizeof *grown);
+        memcpy(grown + at + 1, r->scenes + at, (r->n_scenes - at) * sizeof *grown);
+    }
     grown[at] = s;
-    memcpy(grown + at + 1, r->scenes + at, (r->n_scenes - at) * sizeof *grown);
     s->runtime = 1;
     pd__charge(r->acct, s);
     pthread_rwlock_wrlock(&r->lock);

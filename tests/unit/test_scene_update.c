@@ -780,6 +780,43 @@ static void test_update_that_changes_nothing(void **state)
     free(m.v);
 }
 
+/* Regression (fuzz_scene_update, regressions/fuzz_scene_update/
+ * restore_as_one_op): RESTORE sent as the only operation through
+ * pd_scene_apply_update wrote cost-1 cells instead of the authored ones, so
+ * restoring untouched cells "changed" them. It must put back the authored
+ * cells, costs included, and change nothing that is already authored. */
+static void test_restore_as_one_operation(void **state)
+{
+    (void)state;
+    rng_state = 7;
+    model m = model_random_costs(20, 16, 20, 9);
+    static const uint32_t units[] = { 1, 2 };
+    pd_scene *s = model_scene(&m, units, 2);
+    uint8_t authored[20 * 16];
+    memcpy(authored, m.v, sizeof authored);
+    pd_scene_update_result res;
+    pd_scene *out = (pd_scene *)&out;
+    pd_scene_update u = rect_update(PD_UPDATE_RESTORE, 0, 0, 0, 19, 15);
+    assert_int_equal(pd_scene_apply_update(s, &u, &out, &res), PD_OK);
+    assert_null(out);
+    assert_true(res.cells_changed == 0 && res.version == s->version);
+    /* Block everything, then restore a rectangle: its cells are authored again. */
+    pd_scene_update block = rect_update(PD_UPDATE_BLOCK, 0, 0, 0, 19, 15);
+    apply_and_check(&s, &m, &block);
+    pd_scene_update restore = rect_update(PD_UPDATE_RESTORE, 0, 2, 3, 12, 9);
+    assert_int_equal(pd_scene_apply_update(s, &restore, &out, &res), PD_OK);
+    assert_non_null(out);
+    for (int32_t y = 0; y < 16; y++)
+        for (int32_t x = 0; x < 20; x++) {
+            int inside = x >= 2 && x <= 12 && y >= 3 && y <= 9;
+            uint8_t want = inside ? authored[y * 20 + x] : PD_CELL_BLOCKED;
+            assert_int_equal(pd_grid_get(out->grid, x, y), want);
+        }
+    pd_scene_release(out);
+    pd_scene_release(s);
+    free(m.v);
+}
+
 static const char *conf_two =
     "{\"scenes\": ["
     " {\"name\": \"alpha\", \"map\": \"scene_small.txt\", \"format\": \"ascii\", \"unit_sizes\": [1, 2]},"
@@ -1091,6 +1128,7 @@ int main(void)
         cmocka_unit_test(test_jps_after_updates_matches_astar),
         cmocka_unit_test(test_search_pick),
         cmocka_unit_test(test_update_that_changes_nothing),
+        cmocka_unit_test(test_restore_as_one_operation),
         cmocka_unit_test(test_registry_update),
         cmocka_unit_test(test_registry_reuses_retired_snapshots),
         cmocka_unit_test(test_registry_concurrent_updates),
