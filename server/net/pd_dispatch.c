@@ -70,6 +70,8 @@ typedef struct pd__job {
     int want_world;               /* FindPath / FindRoute: answer with world coordinates */
 } pd__job;
 
+static int pd__run_inline(pd_server *s, pd__job *job, uint64_t arrival_ns);
+
 static pd__job *pd__job_new(pd__conn *c, uint64_t request_id, pd_request_kind kind, pd_task_run_fn run)
 {
     pd__job *job = calloc(1, sizeof *job);
@@ -304,6 +306,8 @@ static void pd__handle_find_path(pd__conn *c, pd_request *req, uint64_t arrival_
     fp->n_avoid = 0;
     job->want_world = fp->want_world;
     job->task.deadline_ns = pd__deadline_ns(fp->deadline_ms, arrival_ns);
+    if (pd__run_inline(s, job, arrival_ns))
+        return;
     pd__submit(c, job);
 }
 
@@ -755,6 +759,43 @@ static void pd__settle_status(pd__job *job)
             }
 }
 
+/* Counts a finished job and answers it, unless its connection has gone;
+ * frees the job. Jobs the loop thread ran itself (pd__run_inline) come
+ * here as well, never having been in flight. */
+static void pd__finish_job(pd_server *s, pd__job *job, int was_in_flight)
+{
+    pd_task *task = &job->task;
+    pd__settle_status(job);
+    if (was_in_flight)
+        s->in_flight -= s->in_flight >= job->weight ? job->weight : s->in_flight;
+    uint64_t expanded = job->kind == PD_REQ_FIND_ROUTE  ? job->route.metrics.expanded
+                        : job->kind == PD_REQ_FIND_PATH ? job->path.metrics.expanded
+                                                        : 0;
+    if ((job->kind == PD_REQ_FIND_PATH || job->kind == PD_REQ_FIND_ROUTE) &&
+        (task->status == PD_OK || task->status == PD_PARTIAL))
+        s->paths_found++;
+    s->expansions_total += expanded;
+    pd_metrics_observe(s->metrics, job->kind, task->status, expanded);
+    pd_metrics_observe_duration(s->metrics, job->kind, pd__job_scene(job),
+                                (pd_pool_now_ns() - task->submitted_ns) / 1000u);
+    if (job->kind == PD_REQ_UPDATE_CELLS && task->status == PD_OK && job->update.world_refresh != PD_OK)
+        pd_log_warn("update of scene '%s' applied, but the route tables were not refreshed: %s (%s); "
+                    "routes keep the previous tables until the next reload",
+                    job->update_req.scene, job->update.world_refresh_error,
+                    pd_status_name(job->update.world_refresh));
+    pd__conn *c = pd__map_find(&s->map, task->owner);
+    if (c) {
+        if (was_in_flight)
+            c->in_flight -= c->in_flight >= job->weight ? job->weight : c->in_flight;
+        if (!c->lingering) {
+            size_t len = 0;
+            uint8_t *buf = pd__encode_job(s, job, &len);
+            pd__conn_send(c, buf, len);
+        }
+    }
+    pd__job_free(job);
+}
+
 void pd__dispatch_completions(pd_server *s)
 {
     if (!s->pool)
@@ -762,34 +803,33 @@ void pd__dispatch_completions(pd_server *s)
     pd_task *task = pd_pool_take_completed(s->pool);
     while (task) {
         pd_task *next = task->next;
-        pd__job *job = (pd__job *)task;
-        pd__settle_status(job);
-        s->in_flight -= s->in_flight >= job->weight ? job->weight : s->in_flight;
-        uint64_t expanded = job->kind == PD_REQ_FIND_ROUTE  ? job->route.metrics.expanded
-                            : job->kind == PD_REQ_FIND_PATH ? job->path.metrics.expanded
-                                                            : 0;
-        if ((job->kind == PD_REQ_FIND_PATH || job->kind == PD_REQ_FIND_ROUTE) &&
-            (task->status == PD_OK || task->status == PD_PARTIAL))
-            s->paths_found++;
-        s->expansions_total += expanded;
-        pd_metrics_observe(s->metrics, job->kind, task->status, expanded);
-        pd_metrics_observe_duration(s->metrics, job->kind, pd__job_scene(job),
-                                    (pd_pool_now_ns() - task->submitted_ns) / 1000u);
-        if (job->kind == PD_REQ_UPDATE_CELLS && task->status == PD_OK && job->update.world_refresh != PD_OK)
-            pd_log_warn("update of scene '%s' applied, but the route tables were not refreshed: %s (%s); "
-                        "routes keep the previous tables until the next reload",
-                        job->update_req.scene, job->update.world_refresh_error,
-                        pd_status_name(job->update.world_refresh));
-        pd__conn *c = pd__map_find(&s->map, task->owner);
-        if (c) {
-            c->in_flight -= c->in_flight >= job->weight ? job->weight : c->in_flight;
-            if (!c->lingering) {
-                size_t len = 0;
-                uint8_t *buf = pd__encode_job(s, job, &len);
-                pd__conn_send(c, buf, len);
-            }
-        }
-        pd__job_free(job);
+        pd__finish_job(s, (pd__job *)task, 1);
         task = next;
     }
+}
+
+/* Answers a FindPath on the loop thread when A* finishes it within
+ * limits.inline_max_expansions (pd_query_find_path_small): a request with
+ * its goal a few cells away costs less than the futex and eventfd wakeups
+ * of a worker's round trip, so it takes none. Returns 0 when the job must
+ * go to a worker after all (having spent at most that many expansions). */
+static int pd__run_inline(pd_server *s, pd__job *job, uint64_t arrival_ns)
+{
+    if (s->conf.inline_max_expansions == 0)
+        return 0;
+    if (!s->inline_scratch && !(s->inline_scratch = pd_query_scratch_create()))
+        return 0;
+    if (!pd_query_find_path_small(s->inline_scratch, job->scene, &job->path_query, s->conf.inline_max_expansions,
+                                  &job->path))
+        return 0;
+    job->task.status = job->path.status;
+    job->task.submitted_ns = arrival_ns;
+    pd__finish_job(s, job, 0);
+    return 1;
+}
+
+void pd__dispatch_free_inline(pd_server *s)
+{
+    pd_query_scratch_destroy(s->inline_scratch);
+    s->inline_scratch = NULL;
 }

@@ -140,6 +140,10 @@ struct pd_server {
     atomic_uint_fast32_t worker_retained_bytes; /* conf.worker_retained_bytes, for the
                                                    workers' trim (a reload may change it) */
 
+    struct pd_query_scratch *inline_scratch;  /* the loop thread's, for the searches it
+                                                 answers itself (pd__handle_find_path);
+                                                 made on first use */
+
     pd_metrics *metrics;         /* NULL: nothing is counted */
     int answering;               /* pd_request_kind of the frame being handled, or -1
                                     between frames (errors outside a request are not counted) */
@@ -180,6 +184,7 @@ void pd__conn_account(pd__conn *c);
 /* pd_dispatch.c */
 void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_t arrival_ns);
 void pd__dispatch_completions(pd_server *s);
+void pd__dispatch_free_inline(pd_server *s);
 
 /* pd_reload.c */
 void pd__reload(pd_server *s);
