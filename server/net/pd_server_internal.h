@@ -73,7 +73,9 @@ typedef struct pd__conn {
 typedef struct pd__write {
     uv_write_t req;
     uint32_t nbufs;
-    size_t bytes;
+    size_t bytes;                /* what bufs hold, counted in the connection's out_bytes */
+    size_t first_sent;           /* bytes of bufs[0]'s answer sent before: its malloc'd
+                                    start is bufs[0].base - first_sent */
     uv_buf_t bufs[];
 } pd__write;
 
