@@ -20,6 +20,69 @@
 
 /* ---- decoding ---------------------------------------------------------- */
 
+/* Bytes of the decode arena's first block. A FindPath unpacks into a few
+ * hundred bytes; requests that need more (avoid lists, batches, a map)
+ * take malloc'd chunks for the rest. */
+#define PD__ARENA_BYTES 16384u
+/* Every arena allocation is aligned to this (max_align_t on x86-64). */
+#define PD__ARENA_ALIGN 16u
+
+/* A chunk the arena took from malloc once its first block was full. */
+typedef struct pd__arena_chunk {
+    struct pd__arena_chunk *next;
+    _Alignas(PD__ARENA_ALIGN) unsigned char data[];
+} pd__arena_chunk;
+
+/* What unpacking allocates - every sub-message, string and array of a
+ * request - lives only until the request is copied into a pd_request, so it
+ * comes from a bump allocator over a per-thread block instead of malloc,
+ * and is given back all at once (pd__arena_reset) instead of by
+ * free_unpacked's walk over the message. Memory is zeroed as it is handed
+ * out: protobuf-c before 1.5.1 may read pointers of a half-built message on
+ * its error path (protobuf-c #690), which must read NULL, never garbage. */
+typedef struct pd__arena {
+    _Alignas(PD__ARENA_ALIGN) unsigned char block[PD__ARENA_BYTES];
+    size_t used;
+    pd__arena_chunk *chunks;
+} pd__arena;
+
+static _Thread_local pd__arena pd__decode_arena;
+
+static void *pd__arena_alloc(void *data, size_t size)
+{
+    pd__arena *a = data;
+    size_t need = (size + PD__ARENA_ALIGN - 1) & ~(size_t)(PD__ARENA_ALIGN - 1);
+    if (need >= size && need <= PD__ARENA_BYTES - a->used) {
+        void *p = a->block + a->used;
+        a->used += need;
+        memset(p, 0, size);
+        return p;
+    }
+    pd__arena_chunk *c = calloc(1, sizeof *c + size);
+    if (c == NULL)
+        return NULL;
+    c->next = a->chunks;
+    a->chunks = c;
+    return c->data;
+}
+
+/* Nothing is given back one by one: pd__arena_reset releases it all. */
+static void pd__arena_free(void *data, void *pointer)
+{
+    (void)data;
+    (void)pointer;
+}
+
+static void pd__arena_reset(pd__arena *a)
+{
+    while (a->chunks) {
+        pd__arena_chunk *next = a->chunks->next;
+        free(a->chunks);
+        a->chunks = next;
+    }
+    a->used = 0;
+}
+
 static void pd__set_err(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
@@ -837,7 +900,11 @@ static pd_status pd__decode_create_scene(const Pathd__V1__CreateScene *m, pd_sce
         .unit_sizes = m->unit_sizes,
         .n_unit_sizes = m->n_unit_sizes,
     };
-    if (pd_conf_scene_from_fields(&f, &out->scene, err, errlen) != 0)
+    if ((out->scene = malloc(sizeof *out->scene)) == NULL) {
+        pd__set_err(err, errlen, "out of memory");
+        return PD_INTERNAL;
+    }
+    if (pd_conf_scene_from_fields(&f, out->scene, err, errlen) != 0)
         return PD_INVALID_ARGUMENT;
     const ProtobufCBinaryData *bytes = raw ? &m->cells : &m->map;
     out->map = malloc(bytes->len);
@@ -1058,16 +1125,18 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
             return PD_INVALID_ARGUMENT;
         }
     }
-    /* The default allocator (malloc + free) keeps protobuf-c #690 out of the
-     * picture; the element cap above bounds what unpack allocates. */
-    m = pathd__v1__request__unpack(NULL, len, payload);
+    /* The element cap above bounds what unpack allocates from the arena;
+     * pd__decode_body copies out whatever the request keeps. */
+    ProtobufCAllocator arena = {pd__arena_alloc, pd__arena_free, &pd__decode_arena};
+    m = pathd__v1__request__unpack(&arena, len, payload);
     if (m == NULL) {
+        pd__arena_reset(&pd__decode_arena);
         pd__set_err(err, errlen, "frame is not a pathd.v1.Request");
         return PD_MALFORMED;
     }
     req->id = m->id;
     st = pd__decode_body(m, req, err, errlen);
-    pathd__v1__request__free_unpacked(m, NULL);
+    pd__arena_reset(&pd__decode_arena);
     if (st != PD_OK) {
         uint64_t id = req->id;
         pd_request_kind kind = req->kind;

@@ -96,7 +96,7 @@ static void pd__job_free(pd__job *job)
     pd_world_release(job->world);
     pd_route_result_free(&job->route);
     pd_update_cells_req_free(&job->update_req);
-    free(job->change.map);
+    pd_scene_change_req_free(&job->change);
     for (size_t i = 0; i < job->n_moves; i++) {
         if (job->move_queries)
             pd_move_query_release(&job->move_queries[i]);
@@ -384,8 +384,9 @@ static void pd__handle_scene_change(pd__conn *c, pd_request *req)
     job->task.ordered = 1;
     job->registry = c->server->registry;
     job->world_store = c->server->world_store;
-    job->change = req->u.change; /* the job owns the map now */
+    job->change = req->u.change; /* the job owns the map and scene now */
     req->u.change.map = NULL;
+    req->u.change.scene = NULL;
     pd__submit(c, job);
 }
 
@@ -663,7 +664,7 @@ void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_
 
     s->requests_total++;
     err[0] = '\0';
-    memset(&req, 0, sizeof req);
+    /* The decoder zeroes req itself. */
     pd_status st = pd_codec_decode_request(payload, len, &req, err, sizeof err);
     s->answering = (int)req.kind;
     s->answering_since_ns = arrival_ns;

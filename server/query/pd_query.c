@@ -970,9 +970,10 @@ pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_sto
         st = pd_registry_instance(registry, req->name, req->tmpl, &out->version, out->message,
                                   sizeof out->message);
     } else if (kind == PD_REQ_CREATE_SCENE) {
-        made = req->raw ? pd_scene_from_cells(&req->scene, req->width, req->height, req->map,
-                                              out->message, sizeof out->message)
-                        : pd_scene_build(&req->scene, (const char *)req->map, req->map_len,
+        made = !req->scene ? NULL
+               : req->raw  ? pd_scene_from_cells(req->scene, req->width, req->height, req->map, out->message,
+                                                 sizeof out->message)
+                           : pd_scene_build(req->scene, (const char *)req->map, req->map_len,
                                          out->message, sizeof out->message);
         if (!made) {
             st = PD_INVALID_ARGUMENT;
