@@ -39,6 +39,12 @@ static void pd__alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
         *buf = uv_buf_init((char *)c->server->discard, sizeof c->server->discard);
         return;
     }
+    /* Nothing buffered: read into the shared buffer; the read callback
+     * settles the reader before anything else can read. */
+    if (pd_frame_reader_lend(&c->reader, c->server->shared_read, sizeof c->server->shared_read) == 0) {
+        *buf = uv_buf_init((char *)c->server->shared_read, sizeof c->server->shared_read);
+        return;
+    }
     if (pd_frame_reader_space(&c->reader, suggested, &p, &avail) != 0) {
         /* A zero-length buffer makes libuv report UV_ENOBUFS to read_cb. */
         *buf = uv_buf_init(NULL, 0);
@@ -303,7 +309,7 @@ static void pd__shed(pd_server *s)
 void pd__conn_account(pd__conn *c)
 {
     pd_server *s = c->server;
-    size_t now = c->closing ? 0 : c->reader.cap + c->out_bytes;
+    size_t now = c->closing ? 0 : pd_frame_reader_bytes(&c->reader) + c->out_bytes;
     s->buffered_bytes = s->buffered_bytes - c->buffered + now;
     c->buffered = now;
     pd__shed(s);
@@ -452,12 +458,19 @@ static void pd__conn_process(pd__conn *c)
 static void pd__read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     pd__conn *c = stream->data;
+    if (nread > 0 && c->lingering && !c->reader.lent)
+        return; /* read into the discard buffer */
     if (nread > 0) {
-        if (c->lingering)
-            return; /* read into the discard buffer */
         c->last_active_ms = uv_now(c->server->loop);
         pd_frame_reader_commit(&c->reader, (size_t)nread);
         pd__conn_process(c);
+        /* What the shared buffer still holds (a partial frame, frames
+         * left for after a pause) moves to the connection's own. */
+        if (pd_frame_reader_settle(&c->reader) != 0) {
+            pd_log_warn("conn %" PRIu64 ": no memory for its read buffer; closing", c->id);
+            pd__conn_close(c);
+            return;
+        }
         /* A frame's clock starts with its first byte: with bytes left over
          * after every whole frame was taken, the next one has begun. */
         if (c->frame_started_ms == 0 && pd_frame_reader_pending(&c->reader) > 0)
@@ -465,6 +478,7 @@ static void pd__read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         pd__conn_account(c);
         return;
     }
+    (void)pd_frame_reader_settle(&c->reader); /* nothing was read into a lent buffer */
     if (nread == 0)
         return; /* EAGAIN: not end of stream */
     if (nread == UV_ENOBUFS)

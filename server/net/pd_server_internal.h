@@ -20,6 +20,12 @@
 /* Input from a connection that is closing is read into this and dropped. */
 #define PD__DISCARD_BYTES 4096
 
+/* One read call takes up to this much from a connection with no partial
+ * frame buffered, into a buffer the server shares between connections
+ * (pd_frame_reader_lend): libuv's suggested size, about 1,500 trivial
+ * requests, where a connection's own buffer starts at 512 bytes. */
+#define PD__SHARED_READ_BYTES 65536
+
 /* Longest error text sent to a client, in bytes. */
 #define PD__MESSAGE_MAX 256
 
@@ -152,6 +158,7 @@ struct pd_server {
     uint64_t answering_since_ns; /* that frame's arrival */
 
     uint8_t discard[PD__DISCARD_BYTES];
+    uint8_t shared_read[PD__SHARED_READ_BYTES];
 };
 
 
