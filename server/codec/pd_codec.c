@@ -1099,7 +1099,8 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
     pd_status st;
 
     memset(req, 0, sizeof *req);
-    pd__set_err(err, errlen, "%s", "");
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
     if (payload == NULL) {
         if (len > 0) {
             pd__set_err(err, errlen, "no payload bytes");
@@ -1457,8 +1458,8 @@ done:
 }
 
 /* Room for one frame's packed waypoints (proto Waypoints): the parallel
- * arrays protobuf-c packs, max_per_chunk entries each, in one allocation
- * per answer. */
+ * arrays protobuf-c packs, max_per_chunk entries each, in one block per
+ * answer (block: malloc'd, or NULL when they live on the caller's stack). */
 typedef struct pd__points_buf {
     Pathd__V1__Waypoints msg;
     int32_t *dx, *dy;
@@ -1466,17 +1467,29 @@ typedef struct pd__points_buf {
     void *block;
 } pd__points_buf;
 
-static int pd__points_alloc(pd__points_buf *b, size_t n)
+/* Bytes pd__points_alloc needs for n waypoints. */
+#define PD__POINTS_BYTES(n) ((n) * (3 * sizeof(double) + 2 * sizeof(int32_t)))
+/* Waypoints of an answer whose arrays fit a buffer on the encoder's stack
+ * (short paths: most answers), so they cost no malloc. */
+#define PD__POINTS_ON_STACK 32
+
+/* Lays b's arrays out in stack (stack_bytes, double-aligned) when n
+ * waypoints fit there, else in one malloc'd block (b->block, for free). */
+static int pd__points_alloc_in(pd__points_buf *b, size_t n, void *stack, size_t stack_bytes)
 {
     double *d;
     memset(b, 0, sizeof *b);
     if (n == 0)
         n = 1;
     /* The doubles first, so every array is aligned for its type. */
-    b->block = malloc(n * (3 * sizeof(double) + 2 * sizeof(int32_t)));
-    if (b->block == NULL)
-        return -1;
-    d = b->block;
+    if (PD__POINTS_BYTES(n) <= stack_bytes) {
+        d = stack;
+    } else {
+        b->block = malloc(PD__POINTS_BYTES(n));
+        if (b->block == NULL)
+            return -1;
+        d = b->block;
+    }
     b->t = d;
     b->wx = d + n;
     b->wy = d + 2 * n;
@@ -1489,6 +1502,11 @@ static int pd__points_alloc(pd__points_buf *b, size_t n)
  * the frame's first (absolute) cell, times when there are any, world
  * centres of the cells when scene is given. NULL for an empty slice, so an
  * empty frame carries no points field. */
+static int pd__points_alloc(pd__points_buf *b, size_t n)
+{
+    return pd__points_alloc_in(b, n, NULL, 0);
+}
+
 static Pathd__V1__Waypoints *pd__fill_points(pd__points_buf *b, const pd_scene *scene, const pd_point *path,
                                              const double *times, size_t first, size_t count)
 {
@@ -1583,6 +1601,7 @@ uint8_t *pd_codec_encode_path(uint64_t id, const pd_scene *scene, const pd_path_
     size_t n_chunks, total = 0, off = 0;
     const pd_scene *world = want_world ? scene : NULL;
     pd__points_buf pts;
+    double stack_points[PD__POINTS_BYTES(PD__POINTS_ON_STACK) / sizeof(double)];
     Pathd__V1__PathChunk chunk;
     Pathd__V1__Response resp;
     pd__chunk_extras extras;
@@ -1593,7 +1612,8 @@ uint8_t *pd_codec_encode_path(uint64_t id, const pd_scene *scene, const pd_path_
     if (max_per_chunk == 0)
         max_per_chunk = 1;
     n_chunks = path_len == 0 ? 1 : (path_len + max_per_chunk - 1) / max_per_chunk;
-    if (pd__points_alloc(&pts, path_len < max_per_chunk ? path_len : max_per_chunk) != 0)
+    if (pd__points_alloc_in(&pts, path_len < max_per_chunk ? path_len : max_per_chunk, stack_points,
+                            sizeof stack_points) != 0)
         return NULL;
 
     /* Two passes over the same chunks: size everything, then pack into one
