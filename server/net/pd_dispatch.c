@@ -297,7 +297,12 @@ static int pd__answer_inline(pd__conn *c, uint64_t id, const pd_scene *scene, co
     if (!s->inline_scratch && !(s->inline_scratch = pd_query_scratch_create()))
         return 0;
     pd_path_result r;
-    if (!pd_query_find_path_small(s->inline_scratch, scene, q, s->conf.inline_max_expansions, &r))
+    const int answered = pd_query_find_path_small(s->inline_scratch, scene, q, s->conf.inline_max_expansions, &r);
+    /* Small searches all over a large map would otherwise keep a node
+     * block for every area they touched: the loop's scratch keeps what a
+     * worker's does. */
+    pd_query_scratch_trim(s->inline_scratch, s->conf.worker_retained_bytes);
+    if (!answered)
         return 0;
     pd__count_answer(s, PD_REQ_FIND_PATH, r.status, r.metrics.expanded, scene->name, arrival_ns);
     size_t len = 0;

@@ -149,8 +149,9 @@ struct pd_server {
                                                    workers' trim (a reload may change it) */
 
     struct pd_query_scratch *inline_scratch;  /* the loop thread's, for the searches it
-                                                 answers itself (pd__handle_find_path);
-                                                 made on first use */
+                                                 answers itself (pd__answer_inline);
+                                                 made on first use, trimmed to
+                                                 conf.worker_retained_bytes after each */
 
     pd_metrics *metrics;         /* NULL: nothing is counted */
     int answering;               /* pd_request_kind of the frame being handled, or -1
