@@ -516,6 +516,7 @@ void pd_server_destroy(pd_server *s)
      * blocks in the loop instead of spinning. */
     while (s->open_handles > 0 || s->conns || s->reload)
         uv_run(s->loop, s->reload ? UV_RUN_ONCE : UV_RUN_NOWAIT);
+    pd__dispatch_free_inline(s);
     free(s->map.slots);
     free(s->config_path);
     free(s);
