@@ -16,7 +16,10 @@
  *    PD_BENCH_PATH_SUM_EPS);
  *  - with 8-connectivity, |cost - optimal_length| is within the precision the
  *    scenario file carries plus an allowance for the inexact arithmetic of the
- *    generator that wrote it (see pd__scen_tolerance and docs/BENCHMARKS.md).
+ *    generator that wrote it (see pd__scen_tolerance and docs/BENCHMARKS.md);
+ *  - with --check-astar (Jump Point Search only), the cost equals the one A*
+ *    finds for the same query, grid and connectivity: the optimality check
+ *    for 4-connected runs, whose optimal lengths the files do not carry.
  *
  * Unit sizes (--unit K, issue 4): the run searches the unit grid for a K x K
  * unit built exactly as the daemon builds it (pd_clearance_build, then
@@ -136,6 +139,7 @@ typedef struct pd_bench_options {
     uint32_t unit;          /* unit size in cells (1..PD_UNIT_SIZE_MAX) */
     long check_brute;       /* per file: this many costs checked against Dijkstra */
     int jps;                /* --algo jps: Jump Point Search instead of A* */
+    int check_astar;        /* --check-astar: every cost compared with A*'s */
     int warmup;             /* run each map's picked queries once untimed first */
 } pd_bench_options;
 
@@ -151,6 +155,7 @@ static const pd_bench_options pd__default_options = {
     .unit = 1,
     .check_brute = 0,
     .jps = 0,
+    .check_astar = 0,
     .warmup = 0,
 };
 
@@ -198,6 +203,7 @@ typedef struct pd_bench_run {
     size_t skipped_anchor;         /* --unit: start or goal not a legal anchor */
     size_t unreachable;            /* --unit: endpoints in different components */
     size_t brute_checked;          /* costs compared with the bench's Dijkstra */
+    size_t astar_checked;          /* --check-astar: costs compared with A*'s */
 } pd_bench_run;
 
 static void pd__usage(FILE *out, const char *argv0)
@@ -234,8 +240,11 @@ static void pd__usage(FILE *out, const char *argv0)
             "                 timed). For K > 1 scenario lengths do not apply, so costs\n"
             "                 are not compared with them; paths are checked step by step\n"
             "                 under the footprint rule\n"
-            "  --algo astar|jps  search with A* (default) or Jump Point Search (8-connected\n"
-            "                 uniform-cost grids only; the same checks apply)\n"
+            "  --algo astar|jps  search with A* (default) or Jump Point Search (uniform-cost\n"
+            "                 grids, 8- or 4-connected; the same checks apply)\n"
+            "  --check-astar  with --algo jps: also compare every timed query's cost with\n"
+            "                 A*'s on the same grid and connectivity (untimed): the cost\n"
+            "                 check for --connect 4, where scenario lengths do not apply\n"
             "  --warmup       before timing a map's queries, run the same selected\n"
             "                 queries once untimed and unchecked (same search function,\n"
             "                 same context), so the timed run is in steady state: the\n"
@@ -889,6 +898,22 @@ static const char *pd__algo_function(const pd_bench_run *run)
     return run->opt.jps ? "pd_search_jps" : "pd_search_astar";
 }
 
+/* --check-astar: NULL when A* finds a path of the same cost (within
+ * PD_BENCH_BRUTE_REL_EPS, relative: both sum the same step costs in
+ * different orders), else the reason. Untimed. */
+static const char *pd__check_astar(pd_bench_run *run, const pd_grid *sg, const pd_search_params *params,
+                                   double cost)
+{
+    pd_search_metrics am;
+    memset(&am, 0, sizeof am);
+    run->astar_checked++;
+    if (pd_search_astar(run->ctx, sg, params, NULL, 0, &am) != PD_OK)
+        return "A* finds no path";
+    if (fabs(am.cost - cost) > PD_BENCH_BRUTE_REL_EPS * (am.cost > 1 ? am.cost : 1))
+        return "cost differs from A*'s";
+    return NULL;
+}
+
 /*
  * Runs one query opt.reps times on the search grid sg (the map, or the unit
  * grid for --unit K) and checks the first answer on the map itself (and that
@@ -941,6 +966,8 @@ static const char *pd__run_query(pd_bench_run *run, const pd_grid *sg, const pd_
                 if (!reason && run->opt.connect == PD_CONNECT_8 && run->opt.unit == 1 &&
                     !(fabs(m.cost - q->optimal) <= q->tolerance))
                     reason = "cost differs from the optimal length";
+                if (!reason && run->opt.check_astar)
+                    reason = pd__check_astar(run, sg, &params, m.cost);
             }
         } else if (!reason && (st != first_status || m.cost != first.cost)) {
             reason = "repeated run gave a different answer";
@@ -1279,8 +1306,8 @@ static void pd__print_json(pd_bench_run *run)
     fprintf(out, "  \"cost_checked\": %s,\n",
             run->opt.connect == PD_CONNECT_8 && run->opt.unit == 1 ? "true" : "false");
     fprintf(out, "  \"unit\": %u, \"skipped_not_anchor\": %zu, \"not_connected\": %zu, "
-            "\"brute_checked\": %zu,\n",
-            run->opt.unit, run->skipped_anchor, run->unreachable, run->brute_checked);
+            "\"brute_checked\": %zu, \"astar_checked\": %zu,\n",
+            run->opt.unit, run->skipped_anchor, run->unreachable, run->brute_checked, run->astar_checked);
     fprintf(out, "  \"maps\": [");
     for (size_t i = 0; i < run->map_count; i++) {
         pd_bench_summary s = pd__summarize(&run->maps[i]);
@@ -1317,6 +1344,9 @@ static void pd__print_table(pd_bench_run *run)
     if (run->opt.check_brute > 0)
         printf("# %zu costs checked against the bench's Dijkstra on the %s grid\n",
                run->brute_checked, run->opt.unit > 1 ? "unit" : "map");
+    if (run->opt.check_astar)
+        printf("# %zu costs checked against A*'s (%d-connected) on the %s grid\n", run->astar_checked,
+               (int)run->opt.connect, run->opt.unit > 1 ? "unit" : "map");
     printf("%-18s %9s %10s %12s %12s %14s\n", "map", "queries", "mismatches", "median_us",
            "mean_us", "mean_expanded");
     for (size_t i = 0; i < run->map_count; i++) {
@@ -1383,6 +1413,8 @@ int main(int argc, char **argv)
             else
                 pd__die_usage(argv0, "--algo takes astar or jps, got '%s'", next ? next : "(nothing)");
             i++;
+        } else if (strcmp(a, "--check-astar") == 0) {
+            run.opt.check_astar = 1;
         } else if (strcmp(a, "--check-brute") == 0) {
             run.opt.check_brute = pd__parse_count(argv0, a, next, PD_BENCH_MAX_OPTION_VALUE);
             i++;
@@ -1403,8 +1435,8 @@ int main(int argc, char **argv)
     }
     if (file_count == 0)
         pd__die_usage(argv0, "no scenario files given");
-    if (run.opt.jps && run.opt.connect != PD_CONNECT_8)
-        pd__die_usage(argv0, "--algo jps searches 8-connected grids only");
+    if (run.opt.check_astar && !run.opt.jps)
+        pd__die_usage(argv0, "--check-astar compares Jump Point Search with A*: it needs --algo jps");
 
     run.ctx = pd_search_ctx_create();
     if (!run.ctx)

@@ -21,8 +21,11 @@ set(PD_BENCH_QUICK_EVERY 200)
 #   Without FULL the data is the repository's subset and missing files fail
 #   the test; with FULL it is the shared 20-map set, whose absence exits 77:
 #   ctest reports the test as skipped and its output says why.
+#   PARSE_ARGV keeps the semicolons of SCRIPT: parsing ${ARGN} would split
+#   the script at its first ';' and run only that much (every suite passed
+#   without running pathd-bench until this was noticed).
 function(pd_movingai_test)
-  cmake_parse_arguments(T "FULL" "NAME;DATA;SCRIPT;TIMEOUT" "ARGS" ${ARGN})
+  cmake_parse_arguments(PARSE_ARGV 0 T "FULL" "NAME;DATA;SCRIPT;TIMEOUT" "ARGS")
   set(missing 1)
   if(T_FULL)
     set(missing 77)

@@ -13,6 +13,9 @@
  * (default 127.0.0.1:7420) and always stops by itself after the duration.
  *
  * Closed loop by default (a connection sends when an answer frees a slot).
+ * --burst sends a connection's whole pipeline, then waits for every answer
+ * before sending the next, as redis-benchmark -P does: the traffic shape its
+ * figures come from.
  * --rate R runs open loop, as wrk2 does: request i of a connection is due
  * at start + i / (R / CONNS), latency counts from that intended time, so a
  * server that stalls cannot hide the queue it builds. --metrics HOST:PORT
@@ -75,6 +78,7 @@ typedef struct load_config {
     int json;
     pdc_style style;
     double rate;                /* requests per second over all connections; 0 = closed loop */
+    int burst;                  /* refill only once the whole pipeline has been answered */
     const char *metrics;        /* HOST:PORT of the server's /metrics, or NULL */
 } load_config;
 
@@ -135,7 +139,7 @@ static void load_usage(FILE *out)
             "usage: pathd-load [--server HOST:PORT] [-c CONNS] [-P PIPELINE] [-d SECONDS]\n"
             "                  [-n MAX_REQUESTS] --scene NAME --scen FILE.map.scen\n"
             "                  [--every K] [--style cells|corners|smooth] [--rate R]\n"
-            "                  [--metrics HOST:PORT] [--quiet] [--json]\n"
+            "                  [--burst] [--metrics HOST:PORT] [--quiet] [--json]\n"
             "\n"
             "  --server HOST:PORT  where to connect (default %s)\n"
             "  -c CONNS            connections, one thread each (default 1, max %d)\n"
@@ -148,6 +152,8 @@ static void load_usage(FILE *out)
             "  --style S           waypoint style asked for (default cells)\n"
             "  --rate R            open loop: R requests/s over all connections, latency\n"
             "                      from each request's intended send time (as wrk2)\n"
+            "  --burst             send the whole pipeline, then wait for all of its answers\n"
+            "                      (as redis-benchmark -P); not with --rate\n"
             "  --metrics HOST:PORT the server's metrics port: print its CPU us per request\n"
             "  --quiet             no progress lines\n"
             "  --json              print the summary as one JSON object\n",
@@ -176,6 +182,7 @@ static int load_parse_args(int argc, char **argv, load_config *cfg)
         {"every", required_argument, NULL, 'e'},
         {"style", required_argument, NULL, 'y'},
         {"rate", required_argument, NULL, 'r'},
+        {"burst", no_argument, NULL, 'b'},
         {"metrics", required_argument, NULL, 'm'},
         {"quiet", no_argument, NULL, 'q'},
         {"json", no_argument, NULL, 'j'},
@@ -215,6 +222,7 @@ static int load_parse_args(int argc, char **argv, load_config *cfg)
             break;
         }
         case 'j': cfg->json = 1; break;
+        case 'b': cfg->burst = 1; break;
         case 'h': load_usage(stdout); return 0;
         case 'c':
             if (load_parse_long(optarg, 1, LOAD_MAX_CONNECTIONS, &v))
@@ -248,6 +256,10 @@ static int load_parse_args(int argc, char **argv, load_config *cfg)
     }
     if (optind != argc) {
         fprintf(stderr, "pathd-load: unexpected argument %s\n", argv[optind]);
+        return 2;
+    }
+    if (cfg->burst && cfg->rate > 0) {
+        fprintf(stderr, "pathd-load: --burst is closed loop; it does not go with --rate\n");
         return 2;
     }
     if (!cfg->scene || !cfg->scene[0] || !cfg->scen_path) {
@@ -439,7 +451,7 @@ static void *load_worker_main(void *arg)
     }
     for (;;) {
         int stopping = atomic_load(&sh->stop) || !load_budget_left(sh);
-        if (!stopping && pdc_is_connected(c))
+        if (!stopping && pdc_is_connected(c) && (!sh->cfg->burst || w->inflight == 0))
             load_fill(w, c);
         if (w->inflight == 0 && w->interval_us && !stopping && pdc_is_connected(c)) {
             /* Open loop, nothing in flight: wait for the next due time. */
@@ -605,6 +617,7 @@ static void load_print_json(const load_config *cfg, const load_totals *t)
     cJSON_AddNumberToObject(o, "throughput", t->throughput);
     cJSON_AddNumberToObject(o, "ok_throughput", t->seconds > 0 ? (double)t->ok / t->seconds : 0.0);
     cJSON_AddNumberToObject(o, "rate", cfg->rate);
+    cJSON_AddBoolToObject(o, "burst", cfg->burst);
     if (t->server_cpu_us >= 0)
         cJSON_AddNumberToObject(o, "server_cpu_us_per_request", t->server_cpu_us);
     cJSON *lat = cJSON_AddObjectToObject(o, "latency_us");

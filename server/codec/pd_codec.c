@@ -20,6 +20,69 @@
 
 /* ---- decoding ---------------------------------------------------------- */
 
+/* Bytes of the decode arena's first block. A FindPath unpacks into a few
+ * hundred bytes; requests that need more (avoid lists, batches, a map)
+ * take malloc'd chunks for the rest. */
+#define PD__ARENA_BYTES 16384u
+/* Every arena allocation is aligned to this (max_align_t on x86-64). */
+#define PD__ARENA_ALIGN 16u
+
+/* A chunk the arena took from malloc once its first block was full. */
+typedef struct pd__arena_chunk {
+    struct pd__arena_chunk *next;
+    _Alignas(PD__ARENA_ALIGN) unsigned char data[];
+} pd__arena_chunk;
+
+/* What unpacking allocates - every sub-message, string and array of a
+ * request - lives only until the request is copied into a pd_request, so it
+ * comes from a bump allocator over a per-thread block instead of malloc,
+ * and is given back all at once (pd__arena_reset) instead of by
+ * free_unpacked's walk over the message. Memory is zeroed as it is handed
+ * out: protobuf-c before 1.5.1 may read pointers of a half-built message on
+ * its error path (protobuf-c #690), which must read NULL, never garbage. */
+typedef struct pd__arena {
+    _Alignas(PD__ARENA_ALIGN) unsigned char block[PD__ARENA_BYTES];
+    size_t used;
+    pd__arena_chunk *chunks;
+} pd__arena;
+
+static _Thread_local pd__arena pd__decode_arena;
+
+static void *pd__arena_alloc(void *data, size_t size)
+{
+    pd__arena *a = data;
+    size_t need = (size + PD__ARENA_ALIGN - 1) & ~(size_t)(PD__ARENA_ALIGN - 1);
+    if (need >= size && need <= PD__ARENA_BYTES - a->used) {
+        void *p = a->block + a->used;
+        a->used += need;
+        memset(p, 0, size);
+        return p;
+    }
+    pd__arena_chunk *c = calloc(1, sizeof *c + size);
+    if (c == NULL)
+        return NULL;
+    c->next = a->chunks;
+    a->chunks = c;
+    return c->data;
+}
+
+/* Nothing is given back one by one: pd__arena_reset releases it all. */
+static void pd__arena_free(void *data, void *pointer)
+{
+    (void)data;
+    (void)pointer;
+}
+
+static void pd__arena_reset(pd__arena *a)
+{
+    while (a->chunks) {
+        pd__arena_chunk *next = a->chunks->next;
+        free(a->chunks);
+        a->chunks = next;
+    }
+    a->used = 0;
+}
+
 static void pd__set_err(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
@@ -837,7 +900,11 @@ static pd_status pd__decode_create_scene(const Pathd__V1__CreateScene *m, pd_sce
         .unit_sizes = m->unit_sizes,
         .n_unit_sizes = m->n_unit_sizes,
     };
-    if (pd_conf_scene_from_fields(&f, &out->scene, err, errlen) != 0)
+    if ((out->scene = malloc(sizeof *out->scene)) == NULL) {
+        pd__set_err(err, errlen, "out of memory");
+        return PD_INTERNAL;
+    }
+    if (pd_conf_scene_from_fields(&f, out->scene, err, errlen) != 0)
         return PD_INVALID_ARGUMENT;
     const ProtobufCBinaryData *bytes = raw ? &m->cells : &m->map;
     out->map = malloc(bytes->len);
@@ -1032,7 +1099,8 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
     pd_status st;
 
     memset(req, 0, sizeof *req);
-    pd__set_err(err, errlen, "%s", "");
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
     if (payload == NULL) {
         if (len > 0) {
             pd__set_err(err, errlen, "no payload bytes");
@@ -1058,16 +1126,18 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
             return PD_INVALID_ARGUMENT;
         }
     }
-    /* The default allocator (malloc + free) keeps protobuf-c #690 out of the
-     * picture; the element cap above bounds what unpack allocates. */
-    m = pathd__v1__request__unpack(NULL, len, payload);
+    /* The element cap above bounds what unpack allocates from the arena;
+     * pd__decode_body copies out whatever the request keeps. */
+    ProtobufCAllocator arena = {pd__arena_alloc, pd__arena_free, &pd__decode_arena};
+    m = pathd__v1__request__unpack(&arena, len, payload);
     if (m == NULL) {
+        pd__arena_reset(&pd__decode_arena);
         pd__set_err(err, errlen, "frame is not a pathd.v1.Request");
         return PD_MALFORMED;
     }
     req->id = m->id;
     st = pd__decode_body(m, req, err, errlen);
-    pathd__v1__request__free_unpacked(m, NULL);
+    pd__arena_reset(&pd__decode_arena);
     if (st != PD_OK) {
         uint64_t id = req->id;
         pd_request_kind kind = req->kind;
@@ -1388,8 +1458,8 @@ done:
 }
 
 /* Room for one frame's packed waypoints (proto Waypoints): the parallel
- * arrays protobuf-c packs, max_per_chunk entries each, in one allocation
- * per answer. */
+ * arrays protobuf-c packs, max_per_chunk entries each, in one block per
+ * answer (block: malloc'd, or NULL when they live on the caller's stack). */
 typedef struct pd__points_buf {
     Pathd__V1__Waypoints msg;
     int32_t *dx, *dy;
@@ -1397,17 +1467,29 @@ typedef struct pd__points_buf {
     void *block;
 } pd__points_buf;
 
-static int pd__points_alloc(pd__points_buf *b, size_t n)
+/* Bytes pd__points_alloc needs for n waypoints. */
+#define PD__POINTS_BYTES(n) ((n) * (3 * sizeof(double) + 2 * sizeof(int32_t)))
+/* Waypoints of an answer whose arrays fit a buffer on the encoder's stack
+ * (short paths: most answers), so they cost no malloc. */
+#define PD__POINTS_ON_STACK 32
+
+/* Lays b's arrays out in stack (stack_bytes, double-aligned) when n
+ * waypoints fit there, else in one malloc'd block (b->block, for free). */
+static int pd__points_alloc_in(pd__points_buf *b, size_t n, void *stack, size_t stack_bytes)
 {
     double *d;
     memset(b, 0, sizeof *b);
     if (n == 0)
         n = 1;
     /* The doubles first, so every array is aligned for its type. */
-    b->block = malloc(n * (3 * sizeof(double) + 2 * sizeof(int32_t)));
-    if (b->block == NULL)
-        return -1;
-    d = b->block;
+    if (PD__POINTS_BYTES(n) <= stack_bytes) {
+        d = stack;
+    } else {
+        b->block = malloc(PD__POINTS_BYTES(n));
+        if (b->block == NULL)
+            return -1;
+        d = b->block;
+    }
     b->t = d;
     b->wx = d + n;
     b->wy = d + 2 * n;
@@ -1420,6 +1502,11 @@ static int pd__points_alloc(pd__points_buf *b, size_t n)
  * the frame's first (absolute) cell, times when there are any, world
  * centres of the cells when scene is given. NULL for an empty slice, so an
  * empty frame carries no points field. */
+static int pd__points_alloc(pd__points_buf *b, size_t n)
+{
+    return pd__points_alloc_in(b, n, NULL, 0);
+}
+
 static Pathd__V1__Waypoints *pd__fill_points(pd__points_buf *b, const pd_scene *scene, const pd_point *path,
                                              const double *times, size_t first, size_t count)
 {
@@ -1514,6 +1601,7 @@ uint8_t *pd_codec_encode_path(uint64_t id, const pd_scene *scene, const pd_path_
     size_t n_chunks, total = 0, off = 0;
     const pd_scene *world = want_world ? scene : NULL;
     pd__points_buf pts;
+    double stack_points[PD__POINTS_BYTES(PD__POINTS_ON_STACK) / sizeof(double)];
     Pathd__V1__PathChunk chunk;
     Pathd__V1__Response resp;
     pd__chunk_extras extras;
@@ -1524,7 +1612,8 @@ uint8_t *pd_codec_encode_path(uint64_t id, const pd_scene *scene, const pd_path_
     if (max_per_chunk == 0)
         max_per_chunk = 1;
     n_chunks = path_len == 0 ? 1 : (path_len + max_per_chunk - 1) / max_per_chunk;
-    if (pd__points_alloc(&pts, path_len < max_per_chunk ? path_len : max_per_chunk) != 0)
+    if (pd__points_alloc_in(&pts, path_len < max_per_chunk ? path_len : max_per_chunk, stack_points,
+                            sizeof stack_points) != 0)
         return NULL;
 
     /* Two passes over the same chunks: size everything, then pack into one

@@ -40,16 +40,76 @@ void pd_frame_reader_init(pd_frame_reader *r, uint32_t max_frame)
 
 void pd_frame_reader_free(pd_frame_reader *r)
 {
-    free(r->buf);
+    free(r->lent ? r->own : r->buf);
     r->buf = NULL;
     r->cap = 0;
     r->start = 0;
     r->end = 0;
+    r->own = NULL;
+    r->own_cap = 0;
+    r->lent = 0;
 }
 
 size_t pd_frame_reader_pending(const pd_frame_reader *r)
 {
     return r->end - r->start;
+}
+
+size_t pd_frame_reader_bytes(const pd_frame_reader *r)
+{
+    return r->lent ? r->own_cap : r->cap;
+}
+
+int pd_frame_reader_lend(pd_frame_reader *r, uint8_t *buf, size_t size)
+{
+    if (r->lent || r->start != r->end || buf == NULL || size == 0)
+        return -1;
+    r->own = r->buf;
+    r->own_cap = r->cap;
+    r->buf = buf;
+    r->cap = size;
+    r->start = 0;
+    r->end = 0;
+    r->lent = 1;
+    return 0;
+}
+
+int pd_frame_reader_settle(pd_frame_reader *r)
+{
+    if (!r->lent)
+        return 0;
+    const uint8_t *left = r->buf + r->start;
+    size_t pending = r->end - r->start;
+    uint8_t *own = r->own;
+    size_t own_cap = r->own_cap;
+    r->lent = 0;
+    r->own = NULL;
+    r->own_cap = 0;
+    r->start = 0;
+    r->end = 0;
+    if (pending == 0) {
+        free(own);
+        r->buf = NULL;
+        r->cap = 0;
+        return 0;
+    }
+    if (own_cap < pending) {
+        size_t cap = pending > PD_FRAME_INITIAL_BUFFER ? pending : PD_FRAME_INITIAL_BUFFER;
+        uint8_t *grown = realloc(own, cap);
+        if (grown == NULL) {
+            free(own);
+            r->buf = NULL;
+            r->cap = 0;
+            return -1;
+        }
+        own = grown;
+        own_cap = cap;
+    }
+    memcpy(own, left, pending);
+    r->buf = own;
+    r->cap = own_cap;
+    r->end = pending;
+    return 0;
 }
 
 /* Resizes the buffer to exactly new_cap bytes (which must hold the pending
@@ -85,7 +145,7 @@ static void pd__frame_shrink_if_drained(pd_frame_reader *r)
         return;
     r->start = 0;
     r->end = 0;
-    if (r->cap > PD_FRAME_INITIAL_BUFFER)
+    if (r->cap > PD_FRAME_INITIAL_BUFFER && !r->lent)
         (void)pd__frame_resize(r, PD_FRAME_INITIAL_BUFFER);
 }
 

@@ -9,8 +9,16 @@
  * 4 header bytes are in, before any buffer grows for that frame, so a header
  * claiming 4 GiB costs nothing.
  *
+ * A connection with nothing buffered needs no buffer of its own: the
+ * caller may lend the reader a larger shared one for one read
+ * (pd_frame_reader_lend), take the complete frames straight out of it and
+ * then settle (pd_frame_reader_settle), which copies only what is left - a
+ * partial frame, or frames left for later - into the reader's own buffer.
+ * Busy connections then read many frames per read call, and idle ones hold
+ * no read buffer at all.
+ *
  * Lifetime: a payload pointer returned by _next stays valid until the next
- * call to _space, _commit or _next on the same reader.
+ * call to _space, _commit, _next or _settle on the same reader.
  */
 #ifndef PD_FRAME_H
 #define PD_FRAME_H
@@ -27,10 +35,13 @@
 
 typedef struct pd_frame_reader {
     uint8_t *buf;
-    size_t cap;          /* bytes allocated */
+    size_t cap;          /* bytes allocated (or lent) */
     size_t start;        /* first unconsumed byte */
     size_t end;          /* one past the last received byte */
     uint32_t max_frame;  /* largest payload accepted */
+    uint8_t *own;        /* while lent: the reader's own buffer (may be NULL) */
+    size_t own_cap;
+    int lent;            /* buf is a lent buffer, not the reader's */
 } pd_frame_reader;
 
 void pd_frame_reader_init(pd_frame_reader *r, uint32_t max_frame);
@@ -38,6 +49,20 @@ void pd_frame_reader_free(pd_frame_reader *r);
 
 /* Bytes buffered but not yet handed out (tests, and idle-memory accounting). */
 size_t pd_frame_reader_pending(const pd_frame_reader *r);
+
+/* Bytes the reader's own buffer holds allocated (a lent one not counted). */
+size_t pd_frame_reader_bytes(const pd_frame_reader *r);
+
+/* Reads into buf (size bytes, owned by the caller) until _settle: only
+ * when nothing is pending; returns 0, or -1 leaving the reader as it was.
+ * _commit and _next work on buf meanwhile; _space must not be called. */
+int pd_frame_reader_lend(pd_frame_reader *r, uint8_t *buf, size_t size);
+
+/* Ends a lend: the unconsumed bytes move into the reader's own buffer
+ * (grown to hold them; freed when nothing is left). A no-op when nothing
+ * is lent. Returns 0, or -1 when that buffer cannot grow (the reader is
+ * then empty and the caller should close the connection). */
+int pd_frame_reader_settle(pd_frame_reader *r);
 
 /* Gives a writable region of at least 1 byte (up to `suggested`; 0 means no
  * preference) at the end of the buffer. Grows the buffer only for a frame

@@ -42,6 +42,7 @@
  *       "buffer_budget_bytes": 134217728, 1 MiB .. 4 GiB - 1: all connections' buffers
  *       "frame_timeout_ms": 10000,       0 (never) .. 3600000 (one hour)
  *       "worker_retained_bytes": 8388608, 0 .. 4 GiB - 1: search memory a worker keeps
+ *       "inline_max_expansions": 64,     0 (every search on a worker) .. 65536
  *       "default_max_expansions": 0      0 (unlimited) .. 2^53
  *     },
  *     "scenes": [                        at most PD_CONF_MAX_SCENES entries
@@ -126,6 +127,7 @@ const pd_conf pd_conf_defaults = {
     .max_connections = 10000,
     .job_queue_capacity = 4096,
     .worker_retained_bytes = 8u * 1024u * 1024u,
+    .inline_max_expansions = 64,
     .idle_timeout_ms = 300000,
     .shutdown_grace_ms = 5000,
     .write_high_watermark = 4u * 1024u * 1024u,
@@ -310,6 +312,7 @@ static const pd__limit pd__limits[] = {
     PD__LIMIT(buffer_budget_bytes, PD__MIB, 4.0 * PD__GIB - 1),
     PD__LIMIT(frame_timeout_ms, 0, 3600000),
     PD__LIMIT(worker_retained_bytes, 0, 4.0 * PD__GIB - 1),
+    PD__LIMIT(inline_max_expansions, 0, 65536),
     PD__LIMIT(max_scenes, 1, 1000000),
     PD__LIMIT(max_scene_cells, 1, (double)PD_GRID_MAX_SIDE * PD_GRID_MAX_SIDE),
 };
@@ -322,7 +325,7 @@ static int pd__parse_limits(const pd__ctx *ctx, const cJSON *obj, const char *pa
         "max_frame_bytes", "max_waypoints_per_chunk", "max_inflight_per_conn",
         "max_connections", "job_queue_capacity", "idle_timeout_ms", "shutdown_grace_ms",
         "write_high_watermark", "write_low_watermark", "buffer_budget_bytes", "frame_timeout_ms",
-        "worker_retained_bytes", "default_max_expansions", "max_scenes", "max_scene_cells",
+        "worker_retained_bytes", "inline_max_expansions", "default_max_expansions", "max_scenes", "max_scene_cells",
         "max_scene_bytes", NULL,
     };
     char child[PD_CONF_JSON_PATH_MAX];

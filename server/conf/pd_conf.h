@@ -133,6 +133,9 @@ typedef struct pd_conf {
     uint32_t worker_retained_bytes;  /* 8 MiB: search memory (node records, open list,
                                         path buffer) a worker keeps after a task; what a
                                         larger search grew beyond it is given back */
+    uint32_t inline_max_expansions;  /* 64: a FindPath that A* finishes within this many
+                                        expansions is answered on the loop thread, without
+                                        a worker's round trip; 0 = every search on a worker */
     uint64_t default_max_expansions; /* 0 = unlimited; used when a request gives none */
     uint32_t max_scenes;             /* 100000: scenes served, config and run-time
                                         together; CreateScene/CreateInstance past it

@@ -1,6 +1,6 @@
 /*
- * pd_jps.c - Jump Point Search on uniform-cost 8-connected grids without
- * corner cutting (see pd_jps.h for the contract).
+ * pd_jps.c - Jump Point Search on uniform-cost grids: 8-connected without
+ * corner cutting, and 4-connected (see pd_jps.h for the contract).
  *
  * Pruning rules. With corner cutting forbidden the forced neighbours differ
  * from the AAAI 2011 paper; they follow from a "diagonal first" canonical
@@ -31,16 +31,40 @@
  * exhaustively on random grids, on grids changed by scene updates (units
  * 1-3) and on the Moving AI set.
  *
- * The open list is the radix heap of pd_radix.h, with A*'s keys,
- * tie-breaking and push tags (A* itself uses a ring of f buckets, whose
- * window a long jump would overrun); node records are 16 bytes stamped with
- * a generation, in the lazy node pool of pd_nodepool.h, so a context is
- * reused without clearing and holds memory only for the blocks of 256 cells
- * where jump points were recorded. Each jump point remembers the jump point
+ * The open list is the radix heap of pd_radix.h, with A*'s keys and
+ * tie-breaking (A* itself uses a ring of f buckets, whose window a long jump
+ * would overrun); node records are 16 bytes (g, a generation stamp, the
+ * parent and an "expanded" bit: one cache line per recorded jump point), in
+ * the lazy node pool of pd_nodepool.h, so a context is reused without
+ * clearing and holds memory only for the blocks of 256 cells where jump
+ * points were recorded. Each jump point remembers the jump point
  * it was found from; extraction walks those and fills in the run between
  * each pair: diagonal steps first, then straight ones (the shape a diagonal
  * walk with intermediate pruning gives; a purely straight or diagonal run is
  * the special case).
+ *
+ * 4-connected grids (after JPS4, J. Baum, "Jump Point Search Pathfinding in
+ * 4-connected Grids", arXiv:2501.14816, 2025, whose canonical ordering is
+ * also one axis first; derived here for our scans). Among a cell's optimal
+ * paths take the one whose moves, read from the start, put vertical steps
+ * as early as possible. In it a vertical step may follow a horizontal one
+ * only where swapping the two is impossible: for a horizontal arrival at x,
+ * say east from p, the side cell north of x is reached by p -> north of p ->
+ * north at the same cost, which vertical-first prefers, unless north of p
+ * (the "behind" cell) is blocked. So:
+ *
+ *  - Horizontal arrival: natural is the next cell ahead; a side is forced
+ *    when it is open and its behind cell is blocked - the very cells where
+ *    the 8-connected straight scans stop, so pd__scan_fwd/bwd serve both.
+ *  - Vertical arrival: ahead and both sides are natural, no forced ones
+ *    (a vertical step may always be followed by a horizontal one).
+ *
+ * Vertical runs therefore play the part diagonals play above: pd__walk_vert
+ * walks one with intermediate pruning, running the horizontal scans both
+ * ways from every cell of it and recording their finds as successors of the
+ * cell the walk started from, and a run of vertical steps followed by
+ * horizontal ones is what extraction rebuilds. Edge costs are Manhattan
+ * distances and the heuristic Manhattan, as A* uses for 4-connectivity.
  */
 #include "pd_jps.h"
 
@@ -52,23 +76,28 @@
 #include "pd_radix.h"
 #include "pd_search_common.h"
 
-#define PD__CLOSED UINT32_MAX
-#define PD__NO_PARENT UINT32_MAX
+/* A record's link: the parent's padded index (below 2^31 on any grid up to
+ * PD_GRID_MAX_SIDE) and, in the top bit, "expanded". */
+#define PD__CLOSED 0x80000000u
+#define PD__NO_PARENT 0x7fffffffu
 /* As in pd_search.c: improvements smaller than float noise are ignored. */
 #define PD__IMPROVE_EPS 1e-9
 
+/* 16 bytes, so that recording a jump point touches one cache line. No push
+ * count tells stale open-list entries apart: a node's newer entry has the
+ * lower key (a lower g, the same h; distinct g differ by far more than key
+ * rounding, pd_search_common.h), or an equal one pushed later, which the
+ * radix heap's LIFO buckets pop first; so when an older entry comes out its
+ * node is already expanded, and the expanded bit skips it. */
 typedef struct pd__jnode {
     double g;
     uint32_t gen;
-    uint32_t tag;        /* counts the node's pushes this search (see
-                            pd_search.c); PD__CLOSED once expanded */
+    uint32_t link;       /* parent | PD__CLOSED once expanded */
 } pd__jnode;
 
-/* A node pool block: 256 cells' records, then their parents' padded
- * indices. */
+/* A node pool block: 256 cells' records, one page. */
 typedef struct pd__jblock {
     pd__jnode n[PD_NODEPOOL_BLOCK_CELLS];
-    uint32_t parent[PD_NODEPOOL_BLOCK_CELLS];
 } pd__jblock;
 
 #define PD__SLOT(i) ((i) & (PD_NODEPOOL_BLOCK_CELLS - 1u))
@@ -80,6 +109,7 @@ struct pd_jps_ctx {
     /* What pd_jps_extract needs from the last search. */
     int have_path;
     int32_t last_stride;
+    int last_four;       /* runs are vertical then horizontal (4-connected) */
     uint32_t last_goal;
     size_t last_path_len;
 };
@@ -127,6 +157,12 @@ static inline pd__jblock *pd__jblk(const pd_jps_ctx *ctx, uint32_t v)
     return (pd__jblock *)(void *)ctx->nodes.dir[v >> PD_NODEPOOL_BLOCK_SHIFT];
 }
 
+/* The parent of a jump point this search recorded. */
+static inline uint32_t pd__parent(const pd_jps_ctx *ctx, uint32_t v)
+{
+    return pd__jblk(ctx, v)->n[PD__SLOT(v)].link & ~PD__CLOSED;
+}
+
 static inline int32_t pd__sign(int32_t v)
 {
     return (v > 0) - (v < 0);
@@ -136,12 +172,15 @@ int pd_jps_applicable(const pd_grid *grid, const pd_search_params *params)
 {
     if (!grid || !params)
         return 0;
-    return (params->connectivity == 0 || params->connectivity == PD_CONNECT_8) && grid->uniform_cost &&
+    return (params->connectivity == 0 || params->connectivity == PD_CONNECT_8 ||
+            params->connectivity == PD_CONNECT_4) &&
+           grid->uniform_cost &&
            params->n_blockers == 0 && !params->has_window && !params->partial_on_cutoff;
 }
 
 typedef struct pd__jrun {
     pd_jps_ctx *ctx;
+    int four;            /* 4-connected: the rules at the end of the file comment */
     uint32_t gen;        /* the node pool's, for this search */
     const uint8_t *cells;
     int32_t stride;
@@ -164,56 +203,60 @@ typedef struct pd__jrun {
  * are bit positions in a line: PD_GRID_BITS_LEAD + the cell's index along it.
  */
 
-/* The 64 bits of a line from bit position pos on: bit i is position pos + i.
- * The lead and trailing zero words make every such read stay in the line. */
-static inline uint64_t pd__bits64(const uint64_t *line, size_t pos)
-{
-    const size_t w = pos >> 6;
-    const unsigned o = (unsigned)(pos & 63u);
-    /* (x << 1) << (63 - o) is x << (64 - o) without the undefined shift by 64. */
-    return (line[w] >> o) | ((line[w + 1] << 1) << (63u - o));
-}
-
 /* Forward along a line (x increasing) from index c, exclusive: the index of
  * the first cell that is the goal (goal = its index when it lies ahead on
  * this line, else INT32_MAX) or has a forced neighbour, or -1 when a blocked
  * cell comes first. a and b are the neighbour lines. The padding blocks
- * every line's end, so the loop always stops. */
+ * every line's end, so the loop always stops.
+ *
+ * The scan reads aligned words (one load per line per 64 cells): a
+ * neighbour line's "closed one cell before" comes from the same word
+ * shifted by one, plus the top bit of the word before, carried over. The
+ * lead zero word is there for that first carry. */
 static inline int32_t pd__scan_fwd(const uint64_t *me, const uint64_t *a, const uint64_t *b, int32_t c,
                                    int32_t goal)
 {
-    for (size_t pos = PD_GRID_BITS_LEAD + (size_t)c + 1;; pos += 64) {
-        const uint64_t open = pd__bits64(me, pos);
-        const uint64_t stop = ~open | (pd__bits64(a, pos) & ~pd__bits64(a, pos - 1)) |
-                              (pd__bits64(b, pos) & ~pd__bits64(b, pos - 1));
+    const size_t pos = PD_GRID_BITS_LEAD + (size_t)c + 1;
+    size_t w = pos >> 6;
+    uint64_t todo = ~0ull << (pos & 63u); /* positions from pos on */
+    uint64_t ca = a[w - 1] >> 63, cb = b[w - 1] >> 63;
+    for (;; w++, todo = ~0ull) {
+        const uint64_t open = me[w], wa = a[w], wb = b[w];
+        const uint64_t stop = (~open | (wa & ~((wa << 1) | ca)) | (wb & ~((wb << 1) | cb))) & todo;
         if (stop) {
             const unsigned i = (unsigned)__builtin_ctzll(stop);
-            const int32_t at = (int32_t)(pos - PD_GRID_BITS_LEAD) + (int32_t)i;
+            const int32_t at = (int32_t)((w << 6) + i - PD_GRID_BITS_LEAD);
             if (goal <= at)
                 return goal;
             return (open >> i) & 1u ? at : -1;
         }
+        ca = wa >> 63;
+        cb = wb >> 63;
     }
 }
 
 /* As pd__scan_fwd, backward (index decreasing; goal INT32_MIN when it does
- * not lie behind c on this line). */
+ * not lie behind c on this line); the carry comes from the word after, which
+ * the trailing zero word provides. */
 static inline int32_t pd__scan_bwd(const uint64_t *me, const uint64_t *a, const uint64_t *b, int32_t c,
                                    int32_t goal)
 {
-    /* The 64 positions ending at pos; the behind cell is one further on. */
-    for (size_t pos = PD_GRID_BITS_LEAD + (size_t)c - 1;; pos -= 64) {
-        const size_t lo = pos - 63;
-        const uint64_t open = pd__bits64(me, lo);
-        const uint64_t stop = ~open | (pd__bits64(a, lo) & ~pd__bits64(a, lo + 1)) |
-                              (pd__bits64(b, lo) & ~pd__bits64(b, lo + 1));
+    const size_t pos = PD_GRID_BITS_LEAD + (size_t)c - 1;
+    size_t w = pos >> 6;
+    uint64_t todo = ~0ull >> (63u - (pos & 63u)); /* positions up to pos */
+    uint64_t ca = a[w + 1] << 63, cb = b[w + 1] << 63;
+    for (;; w--, todo = ~0ull) {
+        const uint64_t open = me[w], wa = a[w], wb = b[w];
+        const uint64_t stop = (~open | (wa & ~((wa >> 1) | ca)) | (wb & ~((wb >> 1) | cb))) & todo;
         if (stop) {
             const unsigned i = 63u - (unsigned)__builtin_clzll(stop);
-            const int32_t at = (int32_t)(lo - PD_GRID_BITS_LEAD) + (int32_t)i;
+            const int32_t at = (int32_t)((w << 6) + i - PD_GRID_BITS_LEAD);
             if (goal >= at)
                 return goal;
             return (open >> i) & 1u ? at : -1;
         }
+        ca = wa << 63;
+        cb = wb << 63;
     }
 }
 
@@ -242,17 +285,16 @@ static void pd__jps_relax(pd__jrun *r, int32_t x, int32_t y, uint32_t cur, doubl
     }
     pd__jnode *n = &b->n[PD__SLOT(nb)];
     if (n->gen == r->gen) {
-        if (n->tag == PD__CLOSED || !(ng < n->g - PD__IMPROVE_EPS))
+        if ((n->link & PD__CLOSED) || !(ng < n->g - PD__IMPROVE_EPS))
             return;
-        n->tag++; /* one per expanded jump point that improves it: far below PD__CLOSED */
     } else {
         n->gen = r->gen;
-        n->tag = 0;
         r->generated++;
     }
     n->g = ng;
-    b->parent[PD__SLOT(nb)] = cur;
-    if (pd_radix_push(&r->ctx->open, pd__f_key(ng + pd__octile(x - r->gx, y - r->gy)), nb, n->tag) != 0)
+    n->link = cur;
+    const double h = r->four ? pd__manhattan(x - r->gx, y - r->gy) : pd__octile(x - r->gx, y - r->gy);
+    if (pd_radix_push(&r->ctx->open, pd__f_key(ng + h), nb, 0) != 0)
         r->out_of_memory = 1; /* the loop stops before its next pop */
 }
 
@@ -262,12 +304,13 @@ static inline int32_t pd__abs(int32_t v)
 }
 
 /* Cells between a and b (padded indices) on a run of diagonal steps
- * followed by straight ones: the larger coordinate difference. */
-static inline int32_t pd__run_steps(uint32_t a, uint32_t b, int32_t stride)
+ * followed by straight ones (the larger coordinate difference), or of
+ * vertical steps followed by horizontal ones (four: their sum). */
+static inline int32_t pd__run_steps(uint32_t a, uint32_t b, int32_t stride, int four)
 {
     const int32_t dx = pd__abs((int32_t)(a % (uint32_t)stride) - (int32_t)(b % (uint32_t)stride));
     const int32_t dy = pd__abs((int32_t)(a / (uint32_t)stride) - (int32_t)(b / (uint32_t)stride));
-    return dx > dy ? dx : dy;
+    return four ? dx + dy : dx > dy ? dx : dy;
 }
 
 /* The straight scans from padded (x, y), reached from cur with cost g, along
@@ -320,6 +363,55 @@ static void pd__walk_diag(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_
     }
 }
 
+/*
+ * 4-connected: walks the vertical run from cur (padded (x, y)) along dy
+ * with intermediate pruning, as pd__walk_diag walks a diagonal: a cell
+ * reached vertically has both sides and the cell ahead as natural
+ * successors and nothing forced, so the walk runs the horizontal scans both
+ * ways from each of its cells, records their finds as successors of cur,
+ * and goes on; only the goal is pushed from the run itself.
+ */
+static void pd__walk_vert(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dy)
+{
+    const ptrdiff_t ds = dy * (ptrdiff_t)r->stride;
+    const uint8_t *p = r->cells + cur;
+    for (int32_t k = 1; p[ds]; k++) {
+        p += ds;
+        y += dy;
+        const double dg = g + (double)k;
+        if (x == r->gx && y == r->gy) {
+            pd__jps_relax(r, x, y, cur, dg);
+            return;
+        }
+        pd__scan_straight(r, cur, dg, x, y, 1, 0);
+        pd__scan_straight(r, cur, dg, x, y, -1, 0);
+    }
+}
+
+/* 4-connected: the successors of jump point cur at padded (x, y), pruned by
+ * the direction it was reached in (both 0 for the start). */
+static void pd__jps4_expand(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx, int32_t dy)
+{
+    const ptrdiff_t s = r->stride;
+    const uint8_t *p = r->cells + cur;
+    if (dx == 0) {
+        /* The start, or (kept for completeness, as above) the goal reached
+         * vertically: the natural successors of a vertical arrival. */
+        pd__scan_straight(r, cur, g, x, y, 1, 0);
+        pd__scan_straight(r, cur, g, x, y, -1, 0);
+        for (int k = -1; k <= 1; k += 2)
+            if (dy != -k)
+                pd__walk_vert(r, cur, g, x, y, k);
+    } else {
+        pd__scan_straight(r, cur, g, x, y, dx, 0);
+        /* A side open whose behind cell is blocked is forced: the vertical
+         * run that starts there. */
+        for (int k = -1; k <= 1; k += 2)
+            if (p[k * s] && !p[k * s - dx])
+                pd__walk_vert(r, cur, g, x, y, k);
+    }
+}
+
 /* Generates the successors of jump point cur at padded (x, y), pruned by
  * the direction it was reached in (dx, dy each -1/0/1; both 0 for the
  * start). */
@@ -369,11 +461,11 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
             break;
         }
         const uint32_t cur = top.id;
-        pd__jblock *cb = pd__jblk(r->ctx, cur); /* a pushed node's block exists */
-        pd__jnode *node = &cb->n[PD__SLOT(cur)];
-        if (node->tag != top.tag)
-            continue; /* superseded by a lower g, or already expanded */
-        node->tag = PD__CLOSED;
+        pd__jnode *node = &pd__jblk(r->ctx, cur)->n[PD__SLOT(cur)]; /* a pushed node's block exists */
+        if (node->link & PD__CLOSED)
+            continue; /* already expanded (by a newer entry, see pd__jnode) */
+        const uint32_t par = node->link;
+        node->link |= PD__CLOSED;
         if (cur == goal) {
             st = PD_OK;
             break;
@@ -385,16 +477,24 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
         }
         /* The direction of the last step from the parent: a run of
          * diagonal steps then straight ones (intermediate pruning) ends on
-         * its longer axis. */
+         * its longer axis, a vertical then horizontal one horizontally
+         * unless it has no horizontal steps. */
         const int32_t x = (int32_t)(cur % stride), y = (int32_t)(cur / stride);
         int32_t dx = 0, dy = 0;
-        const uint32_t par = cb->parent[PD__SLOT(cur)];
         if (par != PD__NO_PARENT) {
             const int32_t ex = x - (int32_t)(par % stride), ey = y - (int32_t)(par / stride);
-            dx = pd__abs(ex) >= pd__abs(ey) ? pd__sign(ex) : 0;
-            dy = pd__abs(ey) >= pd__abs(ex) ? pd__sign(ey) : 0;
+            if (r->four) {
+                dx = pd__sign(ex);
+                dy = ex ? 0 : pd__sign(ey);
+            } else {
+                dx = pd__abs(ex) >= pd__abs(ey) ? pd__sign(ex) : 0;
+                dy = pd__abs(ey) >= pd__abs(ex) ? pd__sign(ey) : 0;
+            }
         }
-        pd__jps_expand(r, cur, node->g, x, y, dx, dy);
+        if (r->four)
+            pd__jps4_expand(r, cur, node->g, x, y, dx, dy);
+        else
+            pd__jps_expand(r, cur, node->g, x, y, dx, dy);
     }
     *expanded_out = expanded;
     return st;
@@ -403,8 +503,8 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
 static size_t pd__jps_path_length(const pd_jps_ctx *ctx)
 {
     size_t len = 1;
-    for (uint32_t v = ctx->last_goal, u; (u = pd__jblk(ctx, v)->parent[PD__SLOT(v)]) != PD__NO_PARENT; v = u)
-        len += (size_t)pd__run_steps(v, u, ctx->last_stride);
+    for (uint32_t v = ctx->last_goal, u; (u = pd__parent(ctx, v)) != PD__NO_PARENT; v = u)
+        len += (size_t)pd__run_steps(v, u, ctx->last_stride, ctx->last_four);
     return len;
 }
 
@@ -424,16 +524,22 @@ pd_status pd_jps_extract(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, s
     int32_t x = (int32_t)(ctx->last_goal % stride), y = (int32_t)(ctx->last_goal / stride);
     size_t i = len - 1;
     out[i] = (pd_point){ x - 1, y - 1 };
-    for (uint32_t u = pd__jblk(ctx, ctx->last_goal)->parent[PD__SLOT(ctx->last_goal)]; u != PD__NO_PARENT;
-         u = pd__jblk(ctx, u)->parent[PD__SLOT(u)]) {
+    for (uint32_t u = pd__parent(ctx, ctx->last_goal); u != PD__NO_PARENT; u = pd__parent(ctx, u)) {
         /* Backwards over "diagonal first, then straight": straight steps
-         * until both differences are equal, then diagonal ones. */
+         * until both differences are equal, then diagonal ones; over
+         * "vertical first, then horizontal" (4-connected): horizontal steps,
+         * then vertical ones. */
         const int32_t ux = (int32_t)(u % stride), uy = (int32_t)(u / stride);
         const int32_t sx = pd__sign(ux - x), sy = pd__sign(uy - y);
         while (x != ux || y != uy) {
             const int32_t ax = pd__abs(ux - x), ay = pd__abs(uy - y);
-            x += ax >= ay ? sx : 0;
-            y += ay >= ax ? sy : 0;
+            if (ctx->last_four) {
+                x += ax ? sx : 0;
+                y += ax ? 0 : sy;
+            } else {
+                x += ax >= ay ? sx : 0;
+                y += ay >= ax ? sy : 0;
+            }
             out[--i] = (pd_point){ x - 1, y - 1 };
         }
     }
@@ -475,9 +581,11 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
     }
 
     const uint32_t goal = (uint32_t)pd_grid_index(grid, t.x, t.y);
-    const double h0 = pd__octile(s.x - t.x, s.y - t.y);
+    const int four = params->connectivity == PD_CONNECT_4;
+    const double h0 = four ? pd__manhattan(s.x - t.x, s.y - t.y) : pd__octile(s.x - t.x, s.y - t.y);
     pd__jrun r = {
         .ctx = ctx,
+        .four = four,
         .gen = ctx->nodes.gen,
         .cells = grid->cells,
         .stride = grid->stride,
@@ -489,8 +597,7 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
         .gx = t.x + 1,
         .gy = t.y + 1,
     };
-    sb->n[PD__SLOT(start)] = (pd__jnode){ .g = 0.0, .gen = ctx->nodes.gen, .tag = 0 };
-    sb->parent[PD__SLOT(start)] = PD__NO_PARENT;
+    sb->n[PD__SLOT(start)] = (pd__jnode){ .g = 0.0, .gen = ctx->nodes.gen, .link = PD__NO_PARENT };
     pd_radix_reset(&ctx->open, pd__f_key(h0));
     if (pd_radix_push(&ctx->open, pd__f_key(h0), start, 0) != 0) {
         st = PD_INTERNAL;
@@ -504,6 +611,7 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
     if (st == PD_OK) {
         ctx->have_path = 1;
         ctx->last_stride = grid->stride;
+        ctx->last_four = four;
         ctx->last_goal = goal;
         ctx->last_path_len = pd__jps_path_length(ctx);
         m.cost = pd__jblk(ctx, goal)->n[PD__SLOT(goal)].g;

@@ -1,6 +1,6 @@
 /*
  * pd_jps.h - Jump Point Search (Harabor & Grastien, AAAI 2011): an optimal
- * search for 8-connected grids where every passable cell costs 1.
+ * search for 8- and 4-connected grids where every passable cell costs 1.
  *
  * JPS exists because on uniform octile grids most of A*'s work is spent on
  * symmetric paths: it expands only "jump points" (cells where an optimal path
@@ -11,13 +11,14 @@
  * same paper), so the grid's bits must be current (pd_grid.h). It returns the same cost as pd_search_astar
  * and the same kind of path (every cell, start first, goal last).
  *
- * Rules: those of pd_search.h for 8-connectivity (Moving AI / GPPC): straight
+ * Rules: those of pd_search.h. 8-connected (Moving AI / GPPC): straight
  * step 1, diagonal step sqrt(2), a diagonal step needs both orthogonal
- * neighbours passable (no corner cutting), octile heuristic, ties on f go to
- * the larger g.
+ * neighbours passable (no corner cutting), octile heuristic. 4-connected
+ * (the canonical ordering of JPS4, pd_jps.c): step 1, Manhattan heuristic.
+ * Ties on f go to the larger g.
  *
- * Where it applies (pd_jps_applicable): connectivity 8 (or 0, meaning 8),
- * grid->uniform_cost set, no per-request blockers, no window and no
+ * Where it applies (pd_jps_applicable): connectivity 8 (or 0, meaning 8) or
+ * 4, grid->uniform_cost set, no per-request blockers, no window and no
  * partial_on_cutoff. Any other request gets PD_INVALID_ARGUMENT before
  * anything else is checked, so a caller can fall back to pd_search_astar,
  * which then gives the request its proper answer.

@@ -31,6 +31,14 @@ static uint64_t pd__gcd(uint64_t a, uint64_t b)
 static void pd__direction(pd_point from, pd_point to, int64_t *dx, int64_t *dy)
 {
     int64_t x = (int64_t)to.x - from.x, y = (int64_t)to.y - from.y;
+    /* A step to a neighbour cell - every step of a cell path - is its own
+     * smallest vector: no divisions (they were most of the corners style's
+     * cost on long paths). */
+    if (x >= -1 && x <= 1 && y >= -1 && y <= 1) {
+        *dx = x;
+        *dy = y;
+        return;
+    }
     int64_t g = (int64_t)pd__gcd((uint64_t)(x < 0 ? -x : x), (uint64_t)(y < 0 ? -y : y));
     *dx = x / g;
     *dy = y / g;

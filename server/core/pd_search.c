@@ -116,11 +116,6 @@ void pd_search_ctx_trim(pd_search_ctx *ctx, size_t keep_bytes)
     pd_nodepool_trim(&ctx->nodes, keep_bytes > rest ? keep_bytes - rest : 0);
 }
 
-static inline double pd__manhattan(int32_t dx, int32_t dy)
-{
-    return (double)((dx < 0 ? -dx : dx) + (dy < 0 ? -dy : dy));
-}
-
 typedef struct pd__run {
     pd_search_ctx *ctx;
     uint32_t gen;            /* the node pool's, for this search */

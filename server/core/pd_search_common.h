@@ -1,7 +1,8 @@
 /*
  * pd_search_common.h - the small pieces A* (pd_search.c) and jump point
- * search (pd_jps.c) share: the diagonal step length, the octile heuristic,
- * the open-list key of an f value and the clock their metrics are timed on.
+ * search (pd_jps.c) share: the diagonal step length, the octile and
+ * Manhattan heuristics, the open-list key of an f value and the clock their
+ * metrics are timed on.
  * Internal to server/core.
  */
 #ifndef PD_SEARCH_COMMON_H
@@ -21,6 +22,12 @@ static inline double pd__octile(int32_t dx, int32_t dy)
     dx = dx < 0 ? -dx : dx;
     dy = dy < 0 ? -dy : dy;
     return dx > dy ? dx + (PD__SQRT2 - 1.0) * dy : dy + (PD__SQRT2 - 1.0) * dx;
+}
+
+/* Manhattan distance: the exact cost of an obstacle-free 4-connected path. */
+static inline double pd__manhattan(int32_t dx, int32_t dy)
+{
+    return (double)(dx < 0 ? -(int64_t)dx : dx) + (double)(dy < 0 ? -(int64_t)dy : dy);
 }
 
 /*

@@ -38,11 +38,6 @@
  * ends a least-cost path. With R = 0 the bound is D(n, g) itself (E <= D),
  * the ordinary heuristic.
  */
-static double pd__manhattan(int32_t dx, int32_t dy)
-{
-    return (double)(dx < 0 ? -(int64_t)dx : dx) + (double)(dy < 0 ? -(int64_t)dy : dy);
-}
-
 static double pd__h_goal(const pd_targets *t, int eight, int32_t dx, int32_t dy)
 {
     if (t->range <= 0)

@@ -23,6 +23,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "pd_log.h"
 
@@ -36,6 +37,12 @@ static void pd__alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     size_t avail;
     if (c->lingering) {
         *buf = uv_buf_init((char *)c->server->discard, sizeof c->server->discard);
+        return;
+    }
+    /* Nothing buffered: read into the shared buffer; the read callback
+     * settles the reader before anything else can read. */
+    if (pd_frame_reader_lend(&c->reader, c->server->shared_read, sizeof c->server->shared_read) == 0) {
+        *buf = uv_buf_init((char *)c->server->shared_read, sizeof c->server->shared_read);
         return;
     }
     if (pd_frame_reader_space(&c->reader, suggested, &p, &avail) != 0) {
@@ -67,25 +74,16 @@ void pd__conn_read_stop(pd__conn *c)
     c->reading = 0;
 }
 
-static void pd__write_cb(uv_write_t *req, int status)
+/* Answers left c (a write callback, or a flush the kernel took whole):
+ * the client is active, and a connection paused for backpressure reads
+ * again once its unread replies are under the low watermark. */
+static void pd__conn_written(pd__conn *c)
 {
-    pd__write *w = (pd__write *)req;
-    pd__conn *c = req->handle->data;
     pd_server *s = c->server;
-
-    c->writes_pending--;
-    c->out_bytes -= w->bytes;
-    for (uint32_t i = 0; i < w->nbufs; i++)
-        free(w->bufs[i].base);
-    free(w);
-    if (status < 0) {
-        if (status != UV_ECANCELED)
-            pd_log_debug("conn %" PRIu64 ": write failed: %s", c->id, uv_strerror(status));
-        pd__conn_close(c);
-        return;
-    }
     c->last_active_ms = uv_now(s->loop);
     pd__conn_account(c);
+    if (c->closing)
+        return;
     if (c->paused && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <= s->conf.write_low_watermark) {
         pd_log_debug("conn %" PRIu64 ": replies drained; resuming reads", c->id);
         c->paused = 0;
@@ -97,6 +95,33 @@ static void pd__write_cb(uv_write_t *req, int status)
                 pd__conn_read_start(c);
         }
     }
+}
+
+/* Frees a write request and its answers (the first one from where the
+ * kernel had already taken part of it: see pd__conn_flush). */
+static void pd__write_free(pd__write *w)
+{
+    free(w->bufs[0].base - w->first_sent);
+    for (uint32_t i = 1; i < w->nbufs; i++)
+        free(w->bufs[i].base);
+    free(w);
+}
+
+static void pd__write_cb(uv_write_t *req, int status)
+{
+    pd__write *w = (pd__write *)req;
+    pd__conn *c = req->handle->data;
+
+    c->writes_pending--;
+    c->out_bytes -= w->bytes;
+    pd__write_free(w);
+    if (status < 0) {
+        if (status != UV_ECANCELED)
+            pd_log_debug("conn %" PRIu64 ": write failed: %s", c->id, uv_strerror(status));
+        pd__conn_close(c);
+        return;
+    }
+    pd__conn_written(c);
 }
 
 /* Frees the answers c has not handed to uv_write yet (it is closing). */
@@ -120,15 +145,46 @@ static void pd__conn_drop_pending(pd__conn *c)
     }
 }
 
-/* Hands c's pending answers to one uv_write (a writev), then checks the
- * hard cap: the backlog is what libuv holds because the kernel's send
- * buffer is full, bytes the client has not taken yet. */
+/* Sends c's pending answers with one writev, then checks the hard cap: the
+ * backlog is what libuv holds because the kernel's send buffer is full,
+ * bytes the client has not taken yet.
+ *
+ * With nothing queued in libuv, the answers go straight to the socket
+ * (uv_try_write), as Redis writes its replies: a complete write frees them
+ * at once and costs no write request, no write callback and no epoll_ctl
+ * (libuv re-arms the socket's epoll interest after every queued write it
+ * completes). Only what the kernel did not take is handed to uv_write. */
 static void pd__conn_flush(pd__conn *c)
 {
     pd_server *s = c->server;
-    uint32_t n = c->n_pend;
-    if (n == 0 || c->closing)
+    if (c->n_pend == 0 || c->closing)
         return;
+    size_t sent = 0;
+    if (c->writes_pending == 0) {
+        int rc = uv_try_write((uv_stream_t *)&c->tcp, c->pend, c->n_pend);
+        if (rc < 0 && rc != UV_EAGAIN) {
+            pd_log_debug("conn %" PRIu64 ": write failed: %s", c->id, uv_strerror(rc));
+            pd__conn_close(c);
+            return;
+        }
+        sent = rc > 0 ? (size_t)rc : 0;
+        c->out_bytes -= sent;
+        c->pend_bytes -= sent;
+        uint32_t done = 0;
+        while (done < c->n_pend && sent >= c->pend[done].len) {
+            sent -= c->pend[done].len;
+            free(c->pend[done].base);
+            done++;
+        }
+        c->n_pend -= done;
+        memmove(c->pend, c->pend + done, c->n_pend * sizeof *c->pend);
+        if (c->n_pend == 0) {
+            pd__conn_written(c);
+            return;
+        }
+        /* sent is now what the kernel took of the first answer left. */
+    }
+    uint32_t n = c->n_pend;
     pd__write *w = malloc(sizeof *w + n * sizeof w->bufs[0]);
     if (!w) {
         pd_log_error("conn %" PRIu64 ": out of memory queueing replies; closing", c->id);
@@ -136,19 +192,17 @@ static void pd__conn_flush(pd__conn *c)
         return;
     }
     w->nbufs = n;
-    w->bytes = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        w->bufs[i] = c->pend[i];
-        w->bytes += c->pend[i].len;
-    }
+    w->bytes = c->pend_bytes;
+    w->first_sent = sent;
+    memcpy(w->bufs, c->pend, n * sizeof *w->bufs);
+    w->bufs[0].base += sent;
+    w->bufs[0].len -= (unsigned int)sent;
     c->n_pend = 0;
     c->pend_bytes = 0;
     int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, w->bufs, n, pd__write_cb);
     if (rc != 0) {
-        for (uint32_t i = 0; i < n; i++)
-            free(w->bufs[i].base);
         c->out_bytes -= w->bytes;
-        free(w);
+        pd__write_free(w);
         pd_log_debug("conn %" PRIu64 ": write failed: %s", c->id, uv_strerror(rc));
         pd__conn_close(c);
         return;
@@ -215,8 +269,8 @@ void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len)
     }
     /* Unread answers: what libuv holds because the kernel's send buffer is
      * full, plus what waits for the flush. Past the high watermark the
-     * connection stops taking requests until the write callback sees the
-     * queue drained; the flush itself always ends in a write callback. */
+     * connection stops taking requests until its answers have left (the
+     * flush's direct write or a write callback: pd__conn_written). */
     size_t backlog = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) + c->pend_bytes;
     if (backlog > s->conf.write_high_watermark && !c->paused) {
         pd_log_debug("conn %" PRIu64 ": %zu reply bytes unread; pausing reads", c->id, backlog);
@@ -255,7 +309,7 @@ static void pd__shed(pd_server *s)
 void pd__conn_account(pd__conn *c)
 {
     pd_server *s = c->server;
-    size_t now = c->closing ? 0 : c->reader.cap + c->out_bytes;
+    size_t now = c->closing ? 0 : pd_frame_reader_bytes(&c->reader) + c->out_bytes;
     s->buffered_bytes = s->buffered_bytes - c->buffered + now;
     c->buffered = now;
     pd__shed(s);
@@ -404,12 +458,19 @@ static void pd__conn_process(pd__conn *c)
 static void pd__read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     pd__conn *c = stream->data;
+    if (nread > 0 && c->lingering && !c->reader.lent)
+        return; /* read into the discard buffer */
     if (nread > 0) {
-        if (c->lingering)
-            return; /* read into the discard buffer */
         c->last_active_ms = uv_now(c->server->loop);
         pd_frame_reader_commit(&c->reader, (size_t)nread);
         pd__conn_process(c);
+        /* What the shared buffer still holds (a partial frame, frames
+         * left for after a pause) moves to the connection's own. */
+        if (pd_frame_reader_settle(&c->reader) != 0) {
+            pd_log_warn("conn %" PRIu64 ": no memory for its read buffer; closing", c->id);
+            pd__conn_close(c);
+            return;
+        }
         /* A frame's clock starts with its first byte: with bytes left over
          * after every whole frame was taken, the next one has begun. */
         if (c->frame_started_ms == 0 && pd_frame_reader_pending(&c->reader) > 0)
@@ -417,6 +478,7 @@ static void pd__read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         pd__conn_account(c);
         return;
     }
+    (void)pd_frame_reader_settle(&c->reader); /* nothing was read into a lent buffer */
     if (nread == 0)
         return; /* EAGAIN: not end of stream */
     if (nread == UV_ENOBUFS)

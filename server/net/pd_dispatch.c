@@ -95,7 +95,7 @@ static void pd__job_free(pd__job *job)
     pd_world_release(job->world);
     pd_route_result_free(&job->route);
     pd_update_cells_req_free(&job->update_req);
-    free(job->change.map);
+    pd_scene_change_req_free(&job->change);
     for (size_t i = 0; i < job->n_moves; i++) {
         if (job->move_queries)
             pd_move_query_release(&job->move_queries[i]);
@@ -272,6 +272,48 @@ static uint64_t pd__deadline_ns(uint32_t deadline_ms, uint64_t arrival_ns)
     return deadline_ms ? arrival_ns + (uint64_t)deadline_ms * 1000000u : 0;
 }
 
+/* Counts an answered request in the server's totals and /metrics; since_ns
+ * is when its frame arrived (or its job was submitted). */
+static void pd__count_answer(pd_server *s, pd_request_kind kind, pd_status status, uint64_t expanded,
+                             const char *scene, uint64_t since_ns)
+{
+    if ((kind == PD_REQ_FIND_PATH || kind == PD_REQ_FIND_ROUTE) && (status == PD_OK || status == PD_PARTIAL))
+        s->paths_found++;
+    s->expansions_total += expanded;
+    pd_metrics_observe(s->metrics, kind, status, expanded);
+    pd_metrics_observe_duration(s->metrics, kind, scene, (pd_pool_now_ns() - since_ns) / 1000u);
+}
+
+/* Answers a FindPath on the loop thread when A* finishes it within
+ * limits.inline_max_expansions (pd_query_find_path_small): a request with
+ * its goal a few cells away costs less than the futex and eventfd wakeups
+ * of a worker's round trip, so it takes none (and no job either). Returns
+ * 0 when it must go to a worker after all, having spent at most that many
+ * expansions. */
+static int pd__answer_inline(pd__conn *c, uint64_t id, const pd_scene *scene, const pd_path_query *q,
+                             int want_world, uint64_t arrival_ns)
+{
+    pd_server *s = c->server;
+    if (s->conf.inline_max_expansions == 0)
+        return 0;
+    if (!s->inline_scratch && !(s->inline_scratch = pd_query_scratch_create()))
+        return 0;
+    pd_path_result r;
+    const int answered = pd_query_find_path_small(s->inline_scratch, scene, q, s->conf.inline_max_expansions, &r);
+    /* Small searches all over a large map would otherwise keep a node
+     * block for every area they touched: the loop's scratch keeps what a
+     * worker's does. */
+    pd_query_scratch_trim(s->inline_scratch, s->conf.worker_retained_bytes);
+    if (!answered)
+        return 0;
+    pd__count_answer(s, PD_REQ_FIND_PATH, r.status, r.metrics.expanded, scene->name, arrival_ns);
+    size_t len = 0;
+    uint8_t *buf = pd_codec_encode_path(id, scene, &r, s->conf.max_waypoints_per_chunk, want_world, &len);
+    pd__conn_send(c, buf, len);
+    pd_path_result_free(&r);
+    return 1;
+}
+
 /* Checks the request against the scene current now, then queues it for a
  * worker, which runs the path pipeline (see pd_query.c). */
 static void pd__handle_find_path(pd__conn *c, pd_request *req, uint64_t arrival_ns)
@@ -287,6 +329,17 @@ static void pd__handle_find_path(pd__conn *c, pd_request *req, uint64_t arrival_
         pd__send_error(c, req->id, PD_UNKNOWN_SCENE, "unknown scene '%s'", fp->scene);
         return;
     }
+    pd_path_query q;
+    pd_status st = pd_query_path_prepare(scene, fp, s->conf.default_max_expansions, &q, err, sizeof err);
+    if (st != PD_OK) {
+        pd__send_error(c, req->id, st, "%s", err);
+        pd_scene_release(scene);
+        return;
+    }
+    if (pd__answer_inline(c, req->id, scene, &q, fp->want_world, arrival_ns)) {
+        pd_scene_release(scene);
+        return;
+    }
     pd__job *job = pd__job_new(c, req->id, PD_REQ_FIND_PATH, pd__run_find_path);
     if (!job) {
         pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
@@ -294,14 +347,8 @@ static void pd__handle_find_path(pd__conn *c, pd_request *req, uint64_t arrival_
         return;
     }
     job->scene = scene; /* the job owns the reference now */
-    pd_status st = pd_query_path_prepare(scene, fp, s->conf.default_max_expansions, &job->path_query, err,
-                                         sizeof err);
-    if (st != PD_OK) {
-        pd__send_error(c, req->id, st, "%s", err);
-        pd__job_free(job);
-        return;
-    }
-    job->avoid = fp->avoid; /* the job owns the array now */
+    job->path_query = q;
+    job->avoid = fp->avoid; /* the job owns the array now (path_query.avoid points at it) */
     fp->avoid = NULL;
     fp->n_avoid = 0;
     job->want_world = fp->want_world;
@@ -384,8 +431,9 @@ static void pd__handle_scene_change(pd__conn *c, pd_request *req)
     job->registry = c->server->registry;
     job->world_store = c->server->world_store;
     job->journal = c->server->journal;
-    job->change = req->u.change; /* the job owns the map now */
+    job->change = req->u.change; /* the job owns the map and scene now */
     req->u.change.map = NULL;
+    req->u.change.scene = NULL;
     pd__submit(c, job);
 }
 
@@ -663,7 +711,7 @@ void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_
 
     s->requests_total++;
     err[0] = '\0';
-    memset(&req, 0, sizeof req);
+    /* The decoder zeroes req itself. */
     pd_status st = pd_codec_decode_request(payload, len, &req, err, sizeof err);
     s->answering = (int)req.kind;
     s->answering_since_ns = arrival_ns;
@@ -759,6 +807,34 @@ static void pd__settle_status(pd__job *job)
             }
 }
 
+/* Counts a finished job and answers it, unless its connection has gone;
+ * frees the job. */
+static void pd__finish_job(pd_server *s, pd__job *job)
+{
+    pd_task *task = &job->task;
+    pd__settle_status(job);
+    s->in_flight -= s->in_flight >= job->weight ? job->weight : s->in_flight;
+    uint64_t expanded = job->kind == PD_REQ_FIND_ROUTE  ? job->route.metrics.expanded
+                        : job->kind == PD_REQ_FIND_PATH ? job->path.metrics.expanded
+                                                        : 0;
+    pd__count_answer(s, job->kind, task->status, expanded, pd__job_scene(job), task->submitted_ns);
+    if (job->kind == PD_REQ_UPDATE_CELLS && task->status == PD_OK && job->update.world_refresh != PD_OK)
+        pd_log_warn("update of scene '%s' applied, but the route tables were not refreshed: %s (%s); "
+                    "routes keep the previous tables until the next reload",
+                    job->update_req.scene, job->update.world_refresh_error,
+                    pd_status_name(job->update.world_refresh));
+    pd__conn *c = pd__map_find(&s->map, task->owner);
+    if (c) {
+        c->in_flight -= c->in_flight >= job->weight ? job->weight : c->in_flight;
+        if (!c->lingering) {
+            size_t len = 0;
+            uint8_t *buf = pd__encode_job(s, job, &len);
+            pd__conn_send(c, buf, len);
+        }
+    }
+    pd__job_free(job);
+}
+
 void pd__dispatch_completions(pd_server *s)
 {
     if (!s->pool)
@@ -766,34 +842,13 @@ void pd__dispatch_completions(pd_server *s)
     pd_task *task = pd_pool_take_completed(s->pool);
     while (task) {
         pd_task *next = task->next;
-        pd__job *job = (pd__job *)task;
-        pd__settle_status(job);
-        s->in_flight -= s->in_flight >= job->weight ? job->weight : s->in_flight;
-        uint64_t expanded = job->kind == PD_REQ_FIND_ROUTE  ? job->route.metrics.expanded
-                            : job->kind == PD_REQ_FIND_PATH ? job->path.metrics.expanded
-                                                            : 0;
-        if ((job->kind == PD_REQ_FIND_PATH || job->kind == PD_REQ_FIND_ROUTE) &&
-            (task->status == PD_OK || task->status == PD_PARTIAL))
-            s->paths_found++;
-        s->expansions_total += expanded;
-        pd_metrics_observe(s->metrics, job->kind, task->status, expanded);
-        pd_metrics_observe_duration(s->metrics, job->kind, pd__job_scene(job),
-                                    (pd_pool_now_ns() - task->submitted_ns) / 1000u);
-        if (job->kind == PD_REQ_UPDATE_CELLS && task->status == PD_OK && job->update.world_refresh != PD_OK)
-            pd_log_warn("update of scene '%s' applied, but the route tables were not refreshed: %s (%s); "
-                        "routes keep the previous tables until the next reload",
-                        job->update_req.scene, job->update.world_refresh_error,
-                        pd_status_name(job->update.world_refresh));
-        pd__conn *c = pd__map_find(&s->map, task->owner);
-        if (c) {
-            c->in_flight -= c->in_flight >= job->weight ? job->weight : c->in_flight;
-            if (!c->lingering) {
-                size_t len = 0;
-                uint8_t *buf = pd__encode_job(s, job, &len);
-                pd__conn_send(c, buf, len);
-            }
-        }
-        pd__job_free(job);
+        pd__finish_job(s, (pd__job *)task);
         task = next;
     }
+}
+
+void pd__dispatch_free_inline(pd_server *s)
+{
+    pd_query_scratch_destroy(s->inline_scratch);
+    s->inline_scratch = NULL;
 }

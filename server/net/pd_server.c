@@ -521,6 +521,7 @@ void pd_server_destroy(pd_server *s)
     /* The workers are gone and so is the journal's threadpool work: the
      * last appends are in, and closing syncs them. */
     pd_journal_close(s->journal);
+    pd__dispatch_free_inline(s);
     free(s->map.slots);
     free(s->config_path);
     free(s);

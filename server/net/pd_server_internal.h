@@ -20,6 +20,12 @@
 /* Input from a connection that is closing is read into this and dropped. */
 #define PD__DISCARD_BYTES 4096
 
+/* One read call takes up to this much from a connection with no partial
+ * frame buffered, into a buffer the server shares between connections
+ * (pd_frame_reader_lend): libuv's suggested size, about 1,500 trivial
+ * requests, where a connection's own buffer starts at 512 bytes. */
+#define PD__SHARED_READ_BYTES 65536
+
 /* Longest error text sent to a client, in bytes. */
 #define PD__MESSAGE_MAX 256
 
@@ -73,7 +79,9 @@ typedef struct pd__conn {
 typedef struct pd__write {
     uv_write_t req;
     uint32_t nbufs;
-    size_t bytes;
+    size_t bytes;                /* what bufs hold, counted in the connection's out_bytes */
+    size_t first_sent;           /* bytes of bufs[0]'s answer sent before: its malloc'd
+                                    start is bufs[0].base - first_sent */
     uv_buf_t bufs[];
 } pd__write;
 
@@ -145,6 +153,10 @@ struct pd_server {
     int journal_jobs;            /* journal work on libuv's threadpool */
     int journal_syncing;         /* an everysec fsync is queued or running */
     int journal_compacting;      /* a compaction is queued or running */
+    struct pd_query_scratch *inline_scratch;  /* the loop thread's, for the searches it
+                                                 answers itself (pd__answer_inline);
+                                                 made on first use, trimmed to
+                                                 conf.worker_retained_bytes after each */
 
     pd_metrics *metrics;         /* NULL: nothing is counted */
     int answering;               /* pd_request_kind of the frame being handled, or -1
@@ -152,6 +164,7 @@ struct pd_server {
     uint64_t answering_since_ns; /* that frame's arrival */
 
     uint8_t discard[PD__DISCARD_BYTES];
+    uint8_t shared_read[PD__SHARED_READ_BYTES];
 };
 
 
@@ -191,6 +204,7 @@ void pd__conn_account(pd__conn *c);
 /* pd_dispatch.c */
 void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_t arrival_ns);
 void pd__dispatch_completions(pd_server *s);
+void pd__dispatch_free_inline(pd_server *s);
 
 /* pd_reload.c */
 void pd__reload(pd_server *s);

@@ -332,8 +332,8 @@ pd_status pd_query_route_prepare(const pd_world *world, const pd_find_route_req 
  * re-searching) when the path does not fit. Returns the search's status with
  * the path in s->buf[0..*len) and the metrics in *m.
  *
- * Jump point search answers whatever it can (uniform-cost 8-connected grids
- * without avoid cells, window, partial_on_cutoff or a goal set) when the unit size's
+ * Jump point search answers whatever it can (uniform-cost 8- or 4-connected
+ * grids without avoid cells, window, partial_on_cutoff or a goal set) when the unit size's
  * pick says so (the scene's "search", else the server's
  * jump_point_search). It finds the same optimal cost as A*, an order of
  * magnitude faster on open maps; everything else goes to A*.
@@ -681,6 +681,54 @@ pd_status pd_query_find_path(pd_query_scratch *s, const pd_scene *scene, const p
     return out->status;
 }
 
+int pd_query_find_path_small(pd_query_scratch *s, const pd_scene *scene, const pd_path_query *q,
+                             uint64_t max_expansions, pd_path_result *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!s || !scene || !scene->grid || !q || max_expansions == 0 || q->n_goals > 0 || q->n_avoid > 0)
+        return 0;
+    /* The request's own budget could end the search: that answer is the
+     * worker's search's to give (jump point search counts differently). */
+    if (q->params.max_expansions != 0 && q->params.max_expansions <= max_expansions)
+        return 0;
+    /* A* expands every cell of the path, and a path has at least as many
+     * cells as its ends lie apart (Chebyshev): farther ends cannot finish. */
+    const int64_t dx = llabs((int64_t)q->params.start.x - q->params.goal.x);
+    const int64_t dy = llabs((int64_t)q->params.start.y - q->params.goal.y);
+    if ((uint64_t)(dx > dy ? dx : dy) >= max_expansions)
+        return 0;
+    const pd_components *comps;
+    pd_scene_pick pick;
+    const pd_grid *grid = pd__unit_grid(scene, q->unit_size, &comps, &pick);
+    if (!grid || !pd_grid_in_bounds(grid, q->params.start.x, q->params.start.y) ||
+        !pd_grid_in_bounds(grid, q->params.goal.x, q->params.goal.y))
+        return 0;
+    /* Snapping and the goal fallbacks scan up to PD_FALLBACK_MAX_RADIUS
+     * cells around a point: not small. Without them, a blocked end or ends
+     * in different components are answered without searching. */
+    const int start_open = pd_grid_get(grid, q->params.start.x, q->params.start.y) != PD_CELL_BLOCKED;
+    const int goal_open = pd_grid_get(grid, q->params.goal.x, q->params.goal.y) != PD_CELL_BLOCKED;
+    if (q->snap && !(start_open && goal_open))
+        return 0;
+    if (q->goal_mode != PD_GOAL_EXACT &&
+        (!goal_open || (start_open && comps && !pd_components_connected(comps, q->params.start, q->params.goal))))
+        return 0;
+
+    pd_path_query small = *q;
+    small.params.max_expansions = max_expansions;
+    small.params.partial_on_cutoff = 0;
+    /* A*, whatever the scene's pick: its work is bounded by the expansions,
+     * where one jump point search expansion may scan to the map's edges. */
+    const pd_query_control ctl = {NULL, NULL, 0};
+    out->status = pd__find_path(s, scene, &small, &ctl, out);
+    if (out->status == PD_BUDGET_EXCEEDED) {
+        pd_path_result_free(out);
+        memset(out, 0, sizeof *out);
+        return 0;
+    }
+    return 1;
+}
+
 void pd_path_result_free(pd_path_result *r)
 {
     if (!r)
@@ -979,9 +1027,10 @@ pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_sto
         st = pd_registry_instance(registry, req->name, req->tmpl, &out->version, out->message,
                                   sizeof out->message);
     } else if (kind == PD_REQ_CREATE_SCENE) {
-        made = req->raw ? pd_scene_from_cells(&req->scene, req->width, req->height, req->map,
-                                              out->message, sizeof out->message)
-                        : pd_scene_build(&req->scene, (const char *)req->map, req->map_len,
+        made = !req->scene ? NULL
+               : req->raw  ? pd_scene_from_cells(req->scene, req->width, req->height, req->map, out->message,
+                                                 sizeof out->message)
+                           : pd_scene_build(req->scene, (const char *)req->map, req->map_len,
                                          out->message, sizeof out->message);
         if (!made) {
             st = PD_INVALID_ARGUMENT;

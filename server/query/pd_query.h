@@ -125,6 +125,17 @@ pd_status pd_query_find_path(pd_query_scratch *s, const pd_scene *scene, const p
 
 void pd_path_result_free(pd_path_result *r);   /* frees the arrays; NULL is a no-op */
 
+/* Runs q at once on the calling thread when it is small: one goal, no
+ * avoid cells, no snap or goal fallback that would have to run, and A*
+ * finishes within max_expansions (fewer than the request's own budget).
+ * Returns 1 with *out as pd_query_find_path would fill it (the same cost;
+ * among paths of equal cost A*'s pick, whatever the scene's search), or 0
+ * with *out empty after at most max_expansions expansions: run q as usual.
+ * The server answers trivial requests this way without a worker's round
+ * trip (limits.inline_max_expansions). */
+int pd_query_find_path_small(pd_query_scratch *s, const pd_scene *scene, const pd_path_query *q,
+                             uint64_t max_expansions, pd_path_result *out);
+
 /* ---- FindRoute --------------------------------------------------------- */
 
 /* A FindRoute resolved against its world: start and goal are anchor cells on

@@ -77,6 +77,16 @@ void pd_update_cells_req_free(pd_update_cells_req *u)
     u->n_ops = 0;
 }
 
+void pd_scene_change_req_free(pd_scene_change_req *ch)
+{
+    free(ch->map);
+    ch->map = NULL;
+    ch->map_len = 0;
+    pd_conf_scene_free(ch->scene);
+    free(ch->scene);
+    ch->scene = NULL;
+}
+
 void pd_request_free(pd_request *req)
 {
     if (req == NULL)
@@ -94,8 +104,6 @@ void pd_request_free(pd_request *req)
         req->u.batch.items = NULL;
         req->u.batch.n_items = 0;
     } else if (pd_request_is_scene_change(req->kind)) {
-        free(req->u.change.map);
-        req->u.change.map = NULL;
-        req->u.change.map_len = 0;
+        pd_scene_change_req_free(&req->u.change);
     }
 }

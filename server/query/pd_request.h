@@ -156,7 +156,10 @@ typedef struct pd_scene_change_req {
     char name[PD_CONF_MAX_NAME];
     char tmpl[PD_CONF_MAX_NAME];     /* CreateInstance: the template */
     int drop_portals;                /* DropScene */
-    pd_conf_scene scene;             /* CreateScene: name, format, placement, units */
+    pd_conf_scene *scene;            /* CreateScene: name, format, placement, units;
+                                        malloc'd (owned): it is kilobytes, and every
+                                        request and job would otherwise carry (and
+                                        zero) it */
     uint8_t *map;                    /* CreateScene: malloc'd (owned): the map file's
                                         bytes, or the raw cells */
     size_t map_len;
@@ -260,6 +263,9 @@ static inline int pd_request_is_scene_change(pd_request_kind kind)
 {
     return kind >= PD_REQ_CREATE_SCENE && kind <= PD_REQ_DROP_SCENE;
 }
+
+/* Frees what a decoded scene change owns (map, scene); safe twice. */
+void pd_scene_change_req_free(pd_scene_change_req *ch);
 
 /* Frees what a decoded movement query owns (its moves, a batch's path). */
 void pd_move_req_free(pd_move_req *m);

@@ -1004,11 +1004,6 @@ fail:
     return PD_INTERNAL;
 }
 
-pd_status pd_scene_apply_update(const pd_scene *s, const pd_scene_update *u, pd_scene **out,
-                                pd_scene_update_result *res)
-{
-    return pd__apply_update(s, u, NULL, out, res);
-}
 
 /* Several operations (or any PD_UPDATE_RESTORE) as one version: the copy
  * is made first, each operation is applied and repaired over the cells it
@@ -1115,6 +1110,14 @@ pd_status pd_scene_apply_updates(const pd_scene *s, const pd_scene_update *ops, 
                                  pd_scene **out, pd_scene_update_result *res)
 {
     return pd__apply_updates(s, ops, n_ops, NULL, out, res);
+}
+
+/* One operation is a list of one: RESTORE needs the authored state, which
+ * only the many-operation path keeps. */
+pd_status pd_scene_apply_update(const pd_scene *s, const pd_scene_update *u, pd_scene **out,
+                                pd_scene_update_result *res)
+{
+    return pd__apply_updates(s, u, 1, NULL, out, res);
 }
 
 pd_registry *pd_registry_create(void)

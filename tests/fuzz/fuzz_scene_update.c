@@ -65,7 +65,7 @@ static size_t fuzz_padded(const pd_grid *g)
 /* The status pd_scene.h promises for u on grid g, checks in its order. */
 static pd_status fuzz_expected_status(const pd_grid *g, const pd_scene_update *u)
 {
-    if ((unsigned)u->op > PD_UPDATE_COST || (u->op == PD_UPDATE_COST && u->cost < 1))
+    if ((unsigned)u->op > PD_UPDATE_RESTORE || (u->op == PD_UPDATE_COST && u->cost < 1))
         return PD_INVALID_ARGUMENT;
     if (u->is_rect) {
         if (u->rect_min.x > u->rect_max.x || u->rect_min.y > u->rect_max.y)
@@ -83,21 +83,29 @@ static pd_status fuzz_expected_status(const pd_grid *g, const pd_scene_update *u
 }
 
 /* Writes u into the model grid m; returns the cells whose value changed. */
-static uint64_t fuzz_model_apply(pd_grid *m, const pd_scene_update *u)
+/* What u makes of model cell (x, y); RESTORE reads the authored grid. */
+static uint64_t fuzz_model_cell(pd_grid *m, const pd_grid *authored, const pd_scene_update *u, int32_t x,
+                                int32_t y)
 {
-    uint8_t v = u->op == PD_UPDATE_BLOCK ? PD_CELL_BLOCKED : u->op == PD_UPDATE_PASS ? PD_CELL_FREE : u->cost;
+    uint8_t v = u->op == PD_UPDATE_BLOCK     ? PD_CELL_BLOCKED
+                : u->op == PD_UPDATE_PASS    ? PD_CELL_FREE
+                : u->op == PD_UPDATE_RESTORE ? pd_grid_get(authored, x, y)
+                                             : u->cost;
+    uint64_t changed = pd_grid_get(m, x, y) != v;
+    pd_grid_set(m, x, y, v);
+    return changed;
+}
+
+static uint64_t fuzz_model_apply(pd_grid *m, const pd_grid *authored, const pd_scene_update *u)
+{
     uint64_t changed = 0;
     if (u->is_rect) {
         for (int32_t y = u->rect_min.y; y <= u->rect_max.y; y++)
-            for (int32_t x = u->rect_min.x; x <= u->rect_max.x; x++) {
-                changed += pd_grid_get(m, x, y) != v;
-                pd_grid_set(m, x, y, v);
-            }
+            for (int32_t x = u->rect_min.x; x <= u->rect_max.x; x++)
+                changed += fuzz_model_cell(m, authored, u, x, y);
     } else {
-        for (size_t i = 0; i < u->n_cells; i++) {
-            changed += pd_grid_get(m, u->cells[i].x, u->cells[i].y) != v;
-            pd_grid_set(m, u->cells[i].x, u->cells[i].y, v);
-        }
+        for (size_t i = 0; i < u->n_cells; i++)
+            changed += fuzz_model_cell(m, authored, u, u->cells[i].x, u->cells[i].y);
     }
     return changed;
 }
@@ -155,7 +163,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pd_scene_update u;
         pd_point cells[FUZZ_MAX_LIST];
         memset(&u, 0, sizeof u);
-        u.op = (pd_update_op)(data[off] % 4);   /* 3 is no op at all */
+        u.op = (pd_update_op)(data[off] % 5);   /* 4 is no op at all */
         u.cost = data[off + 1];
         uint8_t kind = data[off + 2];
         off += 3;
@@ -185,7 +193,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_REQUIRE(next == NULL, "a refused update made a scene");
             continue;
         }
-        uint64_t changed = fuzz_model_apply(model, &u);
+        uint64_t changed = fuzz_model_apply(model, fuzz_base[data[0] & 1]->grid, &u);
         FUZZ_REQUIRE(res.cells_changed == changed, "cells_changed %llu, want %llu",
                      (unsigned long long)res.cells_changed, (unsigned long long)changed);
         if (changed == 0) {

@@ -1605,6 +1605,69 @@ static void script_echo_paths(fake_server *fs, int conn_index, int fd)
     }
 }
 
+/* --burst, pipeline 4: takes the 4 requests of a burst, answers the first,
+ * checks that nothing more arrives while 3 are unanswered (a closed loop
+ * would refill the freed slot at once), then answers the other 3. */
+#define T_BURST 4
+static void script_burst(fake_server *fs, int conn_index, int fd)
+{
+    const fake_totals totals = {1.0, 1, 1, 1, 2};
+    const int32_t wp[2][2] = {{1, 1}, {2, 2}};
+    for (;;) {
+        uint64_t ids[T_BURST];
+        for (int i = 0; i < T_BURST; i++) {
+            Pathd__V1__Request *req = fake_recv(fs, fd);
+            if (!req) {
+                if (i != 0)
+                    fake_fail(fs, __LINE__, "a burst ended early");
+                return;
+            }
+            ids[i] = req->id;
+            pathd__v1__request__free_unpacked(req, NULL);
+        }
+        fake_send_chunk(fs, fd, ids[0], 0, wp, 2, &totals);
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 200) != 0)
+            fake_fail(fs, __LINE__, "a request arrived before the burst was answered");
+        for (int i = 1; i < T_BURST; i++)
+            fake_send_chunk(fs, fd, ids[i], 0, wp, 2, &totals);
+    }
+}
+
+static void test_pathd_load_burst(void **state)
+{
+    char scen[] = "/tmp/test_client_scen_XXXXXX";
+    int fd = mkstemp(scen);
+    assert_true(fd >= 0);
+    const char *text = "version 1\n0\tm.map\t64\t64\t1\t1\t2\t2\t1.4\n";
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+
+    fake_server fs;
+    fake_start(&fs, script_burst, 1);
+    fake_run(&fs);
+    char cmd[768], out[8192];
+    snprintf(cmd, sizeof cmd, "'%s' --server %s -c 1 -P %d -n %d -d 20 --burst --scene demo --scen %s "
+             "--quiet --json", PDC_LOAD_BIN, fs.addr, T_BURST, 3 * T_BURST, scen);
+    int code = run_capture(cmd, out, sizeof out);
+    fake_finish(&fs);
+    unlink(scen);
+    assert_int_equal(code, 0);
+    cJSON *o = cJSON_Parse(out);
+    if (!o)
+        fail_msg("pathd-load printed: %s", out);
+    assert_int_equal(cJSON_GetObjectItem(o, "requests")->valuedouble, 3 * T_BURST);
+    assert_int_equal(cJSON_GetObjectItem(o, "ok")->valuedouble, 3 * T_BURST);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(o, "burst")));
+    cJSON_Delete(o);
+    assert_int_equal(fs.requests_seen, 3 * T_BURST);
+
+    /* Open loop and bursts do not mix. */
+    snprintf(cmd, sizeof cmd, "'%s' --server 127.0.0.1:1 --burst --rate 10 --scene demo --scen x 2>&1",
+             PDC_LOAD_BIN);
+    assert_int_equal(run_capture(cmd, out, sizeof out), 2);
+}
+
 static void test_pathd_load_against_fake(void **state)
 {
     char scen[] = "/tmp/test_client_scen_XXXXXX";
@@ -1961,6 +2024,7 @@ int main(void)
         cmocka_unit_test(test_pathctl_issue4_flags),
 #ifdef PDC_LOAD_BIN
         cmocka_unit_test(test_pathd_load_against_fake),
+        cmocka_unit_test(test_pathd_load_burst),
         cmocka_unit_test(test_find_route),
         cmocka_unit_test(test_pathctl_route),
 #endif

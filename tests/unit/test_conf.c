@@ -56,6 +56,7 @@ static void test_empty_object_gives_defaults(void **state)
     assert_int_equal(c.max_connections, 10000);
     assert_int_equal(c.job_queue_capacity, 4096);
     assert_int_equal(c.worker_retained_bytes, 8 * 1024 * 1024);
+    assert_int_equal(c.inline_max_expansions, 64);
     assert_int_equal(c.idle_timeout_ms, 300000);
     assert_int_equal(c.shutdown_grace_ms, 5000);
     assert_int_equal(c.write_high_watermark, 4 * 1024 * 1024);
@@ -86,6 +87,7 @@ static void test_full_file(void **state)
     assert_int_equal(c.max_connections, 100);
     assert_int_equal(c.job_queue_capacity, 16);
     assert_int_equal(c.worker_retained_bytes, 1048576);
+    assert_int_equal(c.inline_max_expansions, 0);
     assert_int_equal(c.idle_timeout_ms, 0);
     assert_int_equal(c.shutdown_grace_ms, 250);
     assert_int_equal(c.write_high_watermark, 131072);
@@ -353,6 +355,8 @@ static void test_limit_errors(void **state)
                  "t.json: $.limits.worker_retained_bytes: must be in 0..4294967295");
     expect_error("{\"limits\": {\"worker_retained_bytes\": \"8M\"}}",
                  "t.json: $.limits.worker_retained_bytes: must be an integer, not a string");
+    expect_error("{\"limits\": {\"inline_max_expansions\": 65537}}",
+                 "t.json: $.limits.inline_max_expansions: must be in 0..65536");
     expect_error("{\"limits\": {\"idle_timeout_ms\": 86400001}}",
                  "t.json: $.limits.idle_timeout_ms: must be in 0..86400000");
     expect_error("{\"limits\": {\"shutdown_grace_ms\": -5}}",

@@ -412,6 +412,72 @@ static void test_random_splits_of_one_stream(void **state)
     free(stream);
 }
 
+/* The same stream read the way the net layer reads it: into a lent shared
+ * buffer whenever nothing is pending, else into the reader's own; whole
+ * frames are taken out, then the reader settles. Every frame arrives
+ * intact and in order, the reader's own buffer only ever holds a partial
+ * frame, and once the stream has been read it holds nothing at all. */
+static void test_lent_buffer_reads(void **state)
+{
+    const uint32_t frames = 2000, max = 900;
+    size_t total, off = 0, largest = 0, lends = 0;
+    uint8_t *stream = build_stream(frames, max + 1, &total);
+    stream_check s = {0, 0, max + 1};
+    static uint8_t shared[4096];
+    pd_frame_reader r;
+    uint32_t seed = 777;
+    (void)state;
+    pd_frame_reader_init(&r, max);
+    while (off < total) {
+        uint8_t *space;
+        size_t avail;
+        const uint8_t *payload;
+        size_t len;
+        pd_status st;
+        if (pd_frame_reader_lend(&r, shared, sizeof shared) == 0) {
+            space = shared;
+            avail = sizeof shared;
+            lends++;
+        } else {
+            assert_true(pd_frame_reader_pending(&r) > 0);
+            assert_int_equal(pd_frame_reader_space(&r, 0, &space, &avail), 0);
+        }
+        seed = seed * 1103515245u + 12345u;
+        size_t take = 1 + (seed >> 16) % 3000;
+        if (take > avail)
+            take = avail;
+        if (take > total - off)
+            take = total - off;
+        memcpy(space, stream + off, take);
+        pd_frame_reader_commit(&r, take);
+        off += take;
+        while ((st = pd_frame_reader_next(&r, &payload, &len)) == PD_OK)
+            stream_frame(payload, len, &s);
+        assert_int_equal(st, PD_PARTIAL);
+        assert_int_equal(pd_frame_reader_settle(&r), 0);
+        assert_false(r.lent);
+        assert_true(pd_frame_reader_pending(&r) < PD_FRAME_HEADER_BYTES + max);
+        if (pd_frame_reader_bytes(&r) > largest)
+            largest = pd_frame_reader_bytes(&r);
+    }
+    assert_int_equal(s.next_index, frames);
+    assert_int_equal(s.bad, 0);
+    assert_true(lends > 0);
+    assert_true(largest <= PD_FRAME_HEADER_BYTES + max);
+    assert_int_equal(pd_frame_reader_pending(&r), 0);
+    assert_int_equal(pd_frame_reader_bytes(&r), 0);
+    /* Lending is refused while a partial frame waits. */
+    uint8_t half[2] = {0, 0};
+    assert_int_equal(pd_frame_reader_lend(&r, shared, sizeof shared), 0);
+    memcpy(shared, half, sizeof half);
+    pd_frame_reader_commit(&r, sizeof half);
+    assert_int_equal(pd_frame_reader_settle(&r), 0);
+    assert_int_equal(pd_frame_reader_pending(&r), 2);
+    assert_int_equal(pd_frame_reader_lend(&r, shared, sizeof shared), -1);
+    pd_frame_reader_free(&r);
+    free(stream);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -428,6 +494,7 @@ int main(void)
         cmocka_unit_test(test_refused_header_after_good_frames),
         cmocka_unit_test(test_compaction_over_many_frames),
         cmocka_unit_test(test_random_splits_of_one_stream),
+        cmocka_unit_test(test_lent_buffer_reads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -66,22 +66,24 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Runs both searches on one query and fails on any disagreement. Returns the
- * status both gave. */
-static pd_status compare_query(jps_fixture *f, const pd_grid *g, pd_point s, pd_point t, const char *where)
+/* Runs both searches on one query with connectivity conn and fails on any
+ * disagreement. Returns the status both gave. */
+static pd_status compare_query(jps_fixture *f, const pd_grid *g, pd_connectivity conn, pd_point s, pd_point t,
+                               const char *where)
 {
-    pd_search_params p = { .start = s, .goal = t };
+    pd_search_params p = { .start = s, .goal = t, .connectivity = conn };
     pd_search_metrics ma, mj;
     pd_status sa = pd_search_astar(f->astar, g, &p, f->apath, JPS_PATH_CAP, &ma);
     pd_status sj = pd_search_jps(f->jps, g, &p, f->path, JPS_PATH_CAP, &mj);
     if (sa != sj)
-        fail_msg("%s (%d,%d)->(%d,%d): A* says %s, JPS %s", where, s.x, s.y, t.x, t.y, pd_status_name(sa),
-                 pd_status_name(sj));
+        fail_msg("%s %d-connected (%d,%d)->(%d,%d): A* says %s, JPS %s", where, conn, s.x, s.y, t.x, t.y,
+                 pd_status_name(sa), pd_status_name(sj));
     if (sa != PD_OK)
         return sa;
     if (fabs(ma.cost - mj.cost) > CORE_COST_EPS)
-        fail_msg("%s (%d,%d)->(%d,%d): A* cost %.12f, JPS %.12f", where, s.x, s.y, t.x, t.y, ma.cost, mj.cost);
-    double walked = core_check_path(g, PD_CONNECT_8, f->path, mj.path_len, s, t);
+        fail_msg("%s %d-connected (%d,%d)->(%d,%d): A* cost %.12f, JPS %.12f", where, conn, s.x, s.y, t.x, t.y,
+                 ma.cost, mj.cost);
+    double walked = core_check_path(g, conn, f->path, mj.path_len, s, t);
     if (fabs(walked - mj.cost) > CORE_COST_EPS)
         fail_msg("%s (%d,%d)->(%d,%d): path sums to %.12f, reported %.12f", where, s.x, s.y, t.x, t.y, walked,
                  mj.cost);
@@ -174,9 +176,8 @@ static void test_bits_follow_cells(void **state)
     }
 }
 
-static void test_random_grids_match_astar(void **state)
+static void random_grids_match_astar(jps_fixture *f, pd_connectivity conn)
 {
-    jps_fixture *f = *state;
     uint64_t rng = 0x4a505321u;
     size_t found = 0, none = 0;
     char where[64];
@@ -186,23 +187,32 @@ static void test_random_grids_match_astar(void **state)
         for (int k = 0; k < JPS_PAIRS_PER_GRID; k++) {
             pd_point s = { rng_below(&rng, g->width), rng_below(&rng, g->height) };
             pd_point t = { rng_below(&rng, g->width), rng_below(&rng, g->height) };
-            pd_status st = compare_query(f, g, s, t, where);
+            pd_status st = compare_query(f, g, conn, s, t, where);
             found += st == PD_OK;
             none += st == PD_NO_PATH;
         }
         pd_grid_destroy(g);
     }
     /* The generator must actually produce both kinds of answer. */
-    print_message("random grids: %zu paths, %zu no-path\n", found, none);
+    print_message("random grids, %d-connected: %zu paths, %zu no-path\n", conn, found, none);
     assert_true(found > 5000);
     assert_true(none > 500);
 }
 
+static void test_random_grids_match_astar(void **state)
+{
+    random_grids_match_astar(*state, PD_CONNECT_8);
+}
+
+static void test_random_grids_match_astar_4(void **state)
+{
+    random_grids_match_astar(*state, PD_CONNECT_4);
+}
+
 /* Every start/goal pair on a few small dense grids: exhaustive where the
  * corner cases are densest. */
-static void test_small_grids_all_pairs(void **state)
+static void small_grids_all_pairs(jps_fixture *f, pd_connectivity conn)
 {
-    jps_fixture *f = *state;
     uint64_t rng = 0x5eed0fa11u;
     for (int n = 0; n < 40; n++) {
         int32_t w = 2 + rng_below(&rng, 9), h = 2 + rng_below(&rng, 9);
@@ -216,9 +226,19 @@ static void test_small_grids_all_pairs(void **state)
         snprintf(where, sizeof where, "small grid %d (%dx%d)", n, w, h);
         for (int32_t a = 0; a < w * h; a++)
             for (int32_t b = 0; b < w * h; b++)
-                compare_query(f, g, (pd_point){ a % w, a / w }, (pd_point){ b % w, b / w }, where);
+                compare_query(f, g, conn, (pd_point){ a % w, a / w }, (pd_point){ b % w, b / w }, where);
         pd_grid_destroy(g);
     }
+}
+
+static void test_small_grids_all_pairs(void **state)
+{
+    small_grids_all_pairs(*state, PD_CONNECT_8);
+}
+
+static void test_small_grids_all_pairs_4(void **state)
+{
+    small_grids_all_pairs(*state, PD_CONNECT_4);
 }
 
 static char *read_file(const char *path, size_t *len)
@@ -244,9 +264,8 @@ static const char *const movingai_files[JPS_MOVINGAI_FILES] = {
     "arena2",    "den520d",  "maze512-32-0", "random512-10-0",
 };
 
-static void test_movingai_matches_astar(void **state)
+static void movingai_matches_astar(jps_fixture *f, pd_connectivity conn)
 {
-    jps_fixture *f = *state;
     const char *data = PD_MOVINGAI_DIR;
     size_t total = 0;
     for (int i = 0; i < JPS_MOVINGAI_FILES; i++) {
@@ -277,7 +296,7 @@ static void test_movingai_matches_astar(void **state)
             char map[256];
             if (sscanf(line, "%d %255s %d %d %d %d %d %d %lf", &bucket, map, &mw, &mh, &sx, &sy, &gx, &gy, &opt) != 9)
                 fail_msg("%s line %zu unreadable", path, line_no);
-            pd_status st = compare_query(f, g, (pd_point){ sx, sy }, (pd_point){ gx, gy }, movingai_files[i]);
+            pd_status st = compare_query(f, g, conn, (pd_point){ sx, sy }, (pd_point){ gx, gy }, movingai_files[i]);
             if (st != PD_OK)
                 fail_msg("%s line %zu: no path (%s)", path, line_no, pd_status_name(st));
             checked++;
@@ -287,7 +306,20 @@ static void test_movingai_matches_astar(void **state)
         assert_true(checked > 0);
         total += checked;
     }
-    print_message("Moving AI: %zu queries agree\n", total);
+    print_message("Moving AI, %d-connected: %zu queries agree\n", conn, total);
+}
+
+static void test_movingai_matches_astar(void **state)
+{
+    movingai_matches_astar(*state, PD_CONNECT_8);
+}
+
+/* The scenarios connect their endpoints 8-connected; 4-connected they all
+ * stay connected too (no map of the subset joins two areas only through a
+ * diagonal gap), which the test checks rather than assumes. */
+static void test_movingai_matches_astar_4(void **state)
+{
+    movingai_matches_astar(*state, PD_CONNECT_4);
 }
 
 static void test_trivial_and_refused(void **state)
@@ -319,10 +351,9 @@ static void test_trivial_and_refused(void **state)
     assert_true(pd_jps_applicable(g, &ok));
     pd_search_params q = ok;
     q.connectivity = PD_CONNECT_4;
-    assert_false(pd_jps_applicable(g, &q));
-    assert_int_equal(pd_search_jps(f->jps, g, &q, f->path, 16, &m), PD_INVALID_ARGUMENT);
-    q = ok;
+    assert_true(pd_jps_applicable(g, &q));
     q.connectivity = (pd_connectivity)6;
+    assert_false(pd_jps_applicable(g, &q));
     assert_int_equal(pd_search_jps(f->jps, g, &q, f->path, 16, &m), PD_INVALID_ARGUMENT);
     q = ok;
     q.partial_on_cutoff = 1;
@@ -358,10 +389,12 @@ static void test_corridor_and_no_path(void **state)
     pd_search_metrics m;
     assert_int_equal(pd_search_jps(f->jps, g, &p, f->path, JPS_PATH_CAP, &m), PD_OK);
     core_check_path(g, PD_CONNECT_8, f->path, m.path_len, p.start, p.goal);
-    compare_query(f, g, p.start, p.goal, "corridor");
+    compare_query(f, g, PD_CONNECT_8, p.start, p.goal, "corridor");
+    compare_query(f, g, PD_CONNECT_4, p.start, p.goal, "corridor");
     /* The dead end behind the corridor cannot reach the bottom row. */
     p.goal = (pd_point){ 0, 6 };
-    assert_int_equal(compare_query(f, g, p.start, p.goal, "corridor"), PD_NO_PATH);
+    assert_int_equal(compare_query(f, g, PD_CONNECT_8, p.start, p.goal, "corridor"), PD_NO_PATH);
+    assert_int_equal(compare_query(f, g, PD_CONNECT_4, p.start, p.goal, "corridor"), PD_NO_PATH);
     assert_int_equal(pd_search_jps(f->jps, g, &p, f->path, JPS_PATH_CAP, &m), PD_NO_PATH);
     assert_true(m.cost == 0.0);
     assert_int_equal(m.path_len, 0);
@@ -418,7 +451,8 @@ static void test_budget_poll_and_buffer(void **state)
     /* Cost-only query: no buffer, no error. */
     assert_int_equal(pd_search_jps(f->jps, g, &p, NULL, 0, &m), PD_OK);
     assert_true(fabs(m.cost - cost) <= CORE_COST_EPS);
-    compare_query(f, g, p.start, p.goal, "pillars");
+    compare_query(f, g, PD_CONNECT_8, p.start, p.goal, "pillars");
+    compare_query(f, g, PD_CONNECT_4, p.start, p.goal, "pillars");
     pd_grid_destroy(g);
 }
 
@@ -463,8 +497,11 @@ int main(void)
         cmocka_unit_test(test_budget_poll_and_buffer),
         cmocka_unit_test(test_context_reuse),
         cmocka_unit_test(test_small_grids_all_pairs),
+        cmocka_unit_test(test_small_grids_all_pairs_4),
         cmocka_unit_test(test_random_grids_match_astar),
+        cmocka_unit_test(test_random_grids_match_astar_4),
         cmocka_unit_test(test_movingai_matches_astar),
+        cmocka_unit_test(test_movingai_matches_astar_4),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

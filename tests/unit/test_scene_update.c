@@ -564,7 +564,7 @@ static void test_random_updates_match_fresh_build_uniform(void **state)
 }
 
 /* JPS against A* on every ordered pair of open cells of every uniform unit
- * grid of s: same status, same cost. */
+ * grid of s, 8- and 4-connected: same status, same cost. */
 static void expect_jps_matches_astar(const pd_scene *s, pd_jps_ctx *jps, pd_search_ctx *astar)
 {
     for (size_t i = 0; i < s->n_unit_sizes; i++) {
@@ -579,13 +579,18 @@ static void expect_jps_matches_astar(const pd_scene *s, pd_jps_ctx *jps, pd_sear
                 pd_point to = { b % g->width, b / g->width };
                 if (pd_grid_get(g, to.x, to.y) == PD_CELL_BLOCKED)
                     continue;
-                pd_search_params p = { .start = from, .goal = to };
-                pd_search_metrics ma, mj;
-                pd_status sa = pd_search_astar(astar, g, &p, NULL, 0, &ma);
-                pd_status sj = pd_search_jps(jps, g, &p, NULL, 0, &mj);
-                if (sa != sj || (sa == PD_OK && fabs(ma.cost - mj.cost) > 1e-9))
-                    fail_msg("unit %u (%d,%d)->(%d,%d): A* %s %.9f, JPS %s %.9f", s->units[i].unit, from.x,
-                             from.y, to.x, to.y, pd_status_name(sa), ma.cost, pd_status_name(sj), mj.cost);
+                static const pd_connectivity conns[] = { PD_CONNECT_8, PD_CONNECT_4 };
+                for (size_t c = 0; c < sizeof conns / sizeof *conns; c++) {
+                    const pd_connectivity conn = conns[c];
+                    pd_search_params p = { .start = from, .goal = to, .connectivity = conn };
+                    pd_search_metrics ma, mj;
+                    pd_status sa = pd_search_astar(astar, g, &p, NULL, 0, &ma);
+                    pd_status sj = pd_search_jps(jps, g, &p, NULL, 0, &mj);
+                    if (sa != sj || (sa == PD_OK && fabs(ma.cost - mj.cost) > 1e-9))
+                        fail_msg("unit %u, %d-connected (%d,%d)->(%d,%d): A* %s %.9f, JPS %s %.9f",
+                                 s->units[i].unit, conn, from.x, from.y, to.x, to.y, pd_status_name(sa), ma.cost,
+                                 pd_status_name(sj), mj.cost);
+                }
             }
         }
     }
@@ -594,7 +599,7 @@ static void expect_jps_matches_astar(const pd_scene *s, pd_jps_ctx *jps, pd_sear
 /* Jump point search reads the bitsets that updates flip in place: after
  * every update of a small uniform map (blocking and opening rectangles and
  * cell lists, repaired as boxes and cell by cell), it must still agree with
- * A* on every pair of cells, for units 1, 2 and 3. */
+ * A* on every pair of cells, 8- and 4-connected, for units 1, 2 and 3. */
 static void test_jps_after_updates_matches_astar(void **state)
 {
     (void)state;
@@ -770,6 +775,43 @@ static void test_update_that_changes_nothing(void **state)
     assert_non_null(out);
     assert_true(res.cells_changed == 1 && res.version == 2);
     assert_true(out->passable_cells == s->passable_cells - 1);
+    pd_scene_release(out);
+    pd_scene_release(s);
+    free(m.v);
+}
+
+/* Regression (fuzz_scene_update, regressions/fuzz_scene_update/
+ * restore_as_one_op): RESTORE sent as the only operation through
+ * pd_scene_apply_update wrote cost-1 cells instead of the authored ones, so
+ * restoring untouched cells "changed" them. It must put back the authored
+ * cells, costs included, and change nothing that is already authored. */
+static void test_restore_as_one_operation(void **state)
+{
+    (void)state;
+    rng_state = 7;
+    model m = model_random_costs(20, 16, 20, 9);
+    static const uint32_t units[] = { 1, 2 };
+    pd_scene *s = model_scene(&m, units, 2);
+    uint8_t authored[20 * 16];
+    memcpy(authored, m.v, sizeof authored);
+    pd_scene_update_result res;
+    pd_scene *out = (pd_scene *)&out;
+    pd_scene_update u = rect_update(PD_UPDATE_RESTORE, 0, 0, 0, 19, 15);
+    assert_int_equal(pd_scene_apply_update(s, &u, &out, &res), PD_OK);
+    assert_null(out);
+    assert_true(res.cells_changed == 0 && res.version == s->version);
+    /* Block everything, then restore a rectangle: its cells are authored again. */
+    pd_scene_update block = rect_update(PD_UPDATE_BLOCK, 0, 0, 0, 19, 15);
+    apply_and_check(&s, &m, &block);
+    pd_scene_update restore = rect_update(PD_UPDATE_RESTORE, 0, 2, 3, 12, 9);
+    assert_int_equal(pd_scene_apply_update(s, &restore, &out, &res), PD_OK);
+    assert_non_null(out);
+    for (int32_t y = 0; y < 16; y++)
+        for (int32_t x = 0; x < 20; x++) {
+            int inside = x >= 2 && x <= 12 && y >= 3 && y <= 9;
+            uint8_t want = inside ? authored[y * 20 + x] : PD_CELL_BLOCKED;
+            assert_int_equal(pd_grid_get(out->grid, x, y), want);
+        }
     pd_scene_release(out);
     pd_scene_release(s);
     free(m.v);
@@ -1086,6 +1128,7 @@ int main(void)
         cmocka_unit_test(test_jps_after_updates_matches_astar),
         cmocka_unit_test(test_search_pick),
         cmocka_unit_test(test_update_that_changes_nothing),
+        cmocka_unit_test(test_restore_as_one_operation),
         cmocka_unit_test(test_registry_update),
         cmocka_unit_test(test_registry_reuses_retired_snapshots),
         cmocka_unit_test(test_registry_concurrent_updates),

@@ -693,6 +693,14 @@ static void tweak_one_thread(pd_conf *c)
     c->threads = 1;
 }
 
+/* One worker, and every search goes to it: none is answered on the loop
+ * thread, however small (limits.inline_max_expansions 0). */
+static void tweak_one_thread_no_inline(pd_conf *c)
+{
+    c->threads = 1;
+    c->inline_max_expansions = 0;
+}
+
 /* Cancel in the same write as the searches, with the pool paused so the
  * last one is certainly still queued: the cancel is acknowledged, the search
  * comes back CANCELLED, and the rest run once the pool resumes. */
@@ -1571,7 +1579,8 @@ static void test_update_cells_changes_paths(void **state)
 static void test_inflight_search_keeps_its_version(void **state)
 {
     test_server ts;
-    server_start(&ts, tweak_one_thread);
+    /* The path must wait in the queue behind the update. */
+    server_start(&ts, tweak_one_thread_no_inline);
     int fd = client_connect(ts.port);
     find_msg m;
     update_msg u;
@@ -1608,6 +1617,67 @@ static void test_inflight_search_keeps_its_version(void **state)
     assert_false(answer_visits(&a, 0, 2));
     pathd__v1__response__free_unpacked(a.final, NULL);
 
+    close(fd);
+    server_stop(&ts);
+}
+
+/* With the one worker paused, a search A* finishes within
+ * limits.inline_max_expansions is answered on the loop thread, ahead of a
+ * ping sent after it; searches that are not small wait for the worker: one
+ * whose ends are far apart, one whose ends are close but whose path is not
+ * (the loop gives up after the budget), and one whose own budget is no
+ * larger than the loop's (its cutoff is the worker's search's to decide). */
+static void test_small_searches_answered_on_loop(void **state)
+{
+    test_server ts;
+    server_start(&ts, tweak_one_thread);
+    assert_int_equal(ts.conf.inline_max_expansions, 64);
+    pd_pool_set_paused(ts.pool, 1);
+    int fd = client_connect(ts.port);
+    find_msg far, near_walled, small, own_budget;
+    path_answer a;
+    out_buf b = {0};
+
+    maze_request(&far, 1);
+    /* (0,0) to (0,2) in the maze: row 1 opens only at x = 127. */
+    find_request(&near_walled, 2, "maze", 0, 0, 0, 2);
+    find_request(&small, 3, "small", 0, 0, 1, 1);
+    find_request(&own_budget, 4, "small", 0, 0, 3, 0);
+    own_budget.fp.max_expansions = 64;
+    out_append_request(&b, &far.req);
+    out_append_request(&b, &near_walled.req);
+    out_append_request(&b, &small.req);
+    out_append_request(&b, &own_budget.req);
+    out_send(fd, &b);
+
+    recv_path(fd, 3, &a);
+    assert_int_equal(a.final->status, PATHD__V1__STATUS__OK);
+    assert_int_equal(a.n, 2);
+    assert_true(answer_visits(&a, 0, 0) && answer_visits(&a, 1, 1));
+    assert_true(fabs(a.final->path->cost - sqrt(2.0)) < 1e-9);
+    pathd__v1__response__free_unpacked(a.final, NULL);
+    expect_pong(fd, 5, 5);
+
+    pd_pool_set_paused(ts.pool, 0);
+    int seen[5] = {0};
+    for (int finals = 0; finals < 3;) {
+        Pathd__V1__Response *r = recv_response(fd);
+        assert_non_null(r);
+        assert_true(r->id == 1 || r->id == 2 || r->id == 4);
+        assert_int_equal(seen[r->id], 0);
+        if (r->final) {
+            assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+            /* Along row 0 to the gap, down, and back along row 2. */
+            if (r->id == 2)
+                assert_true(fabs(r->path->cost - 256.0) < 1e-9);
+            if (r->id == 4)
+                assert_true(fabs(r->path->cost - 3.0) < 1e-9);
+            seen[r->id] = 1;
+            finals++;
+        }
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+    assert_true(seen[1] && seen[2] && seen[4]);
     close(fd);
     server_stop(&ts);
 }
@@ -1979,6 +2049,7 @@ int main(void)
         cmocka_unit_test(test_stop_while_reload_loads),
         cmocka_unit_test(test_update_cells_changes_paths),
         cmocka_unit_test(test_inflight_search_keeps_its_version),
+        cmocka_unit_test(test_small_searches_answered_on_loop),
         cmocka_unit_test(test_unit_sizes_and_options),
         cmocka_unit_test(test_scene_grid),
         cmocka_unit_test(test_scene_grid_bands_of_a_large_scene),
