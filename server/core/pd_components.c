@@ -5,14 +5,16 @@
  * Storage: 16 bits per label while they fit (see pd_components.h), which
  * with the 1-byte grid keeps a unit-1 scene within 3 bytes per cell. The
  * floods below need 32 bits (the marks live in the top bits), so an update
- * widens the labels first and narrows them after: two passes over the
- * labels, in the same order as the copy every update makes anyway.
+ * reads and writes labels through an overlay of the cells it touched
+ * (pd__get, pd__set) and writes it back at the end: an update's work is the
+ * cells it visits, never a pass over the map. Labels widen to 32 bits, once
+ * and for good, when a lineage gives out more than 16 bits can hold.
  *
  * Every flood here is a breadth-first search over an explicit queue of padded
  * cell indices, never recursion, so map size cannot exhaust the stack. The
  * padding is always 0 (blocked), so neighbours are read without bounds checks.
  *
- * While a flood runs, cells it has visited are marked in the label itself
+ * While a flood runs, cells it has visited are marked in their working label
  * with PD__VISITED, and seed cells with PD__SEED; the queue doubles as the
  * list of marked cells, so the marks are cleared (or turned into the final
  * label) without another scan. Real labels therefore stay below
@@ -98,9 +100,9 @@ static pd_components *pd__components_alloc(int32_t width, int32_t height)
     return c;
 }
 
-/* 32-bit labels from 16-bit ones, for an update. The 16-bit buffer is kept
- * for pd__narrow to write back into; nobody reads c meanwhile (an update
- * works on a snapshot not yet published). Returns 0 or -1 (memory; c
+/* 32-bit labels from 16-bit ones, when an update gives a label that 16
+ * bits cannot hold (a lineage past PD_COMPONENTS_NARROW_LIMIT labels: one
+ * pass over the labels, once; they stay wide). Returns 0 or -1 (memory; c
  * unchanged). */
 static int pd__widen(pd_components *c)
 {
@@ -112,6 +114,8 @@ static int pd__widen(pd_components *c)
         return -1;
     for (size_t i = 0; i < n; i++)
         wide[i] = c->labels16[i];
+    free(c->labels16);
+    c->labels16 = NULL;
     c->labels = wide;
     return 0;
 }
@@ -237,6 +241,53 @@ pd_components *pd_components_build(const pd_grid *g)
 
 /* ------------------------------------------------------------ update */
 
+/* The labels an update works on: the stored ones (16 or 32 bits) seen
+ * through an overlay that holds every cell the update wrote, marks
+ * included. Marks need 32 bits, so the overlay is what lets an update leave
+ * 16-bit labels 16 bits wide without a pass over the map: its work is the
+ * cells it visits. Open addressing over padded index + 1 (0 = empty),
+ * linear probing, grown at half full. At the end the overlay is written
+ * back, mark-free, in one step (pd__overlay_flush). */
+typedef struct pd__overlay {
+    uint32_t *keys;
+    uint32_t *vals;
+    size_t n;
+    uint32_t bits;            /* capacity is 1 << bits, or 0 when bits is 0 */
+} pd__overlay;
+
+static size_t pd__overlay_slot(const pd__overlay *o, uint32_t key)
+{
+    size_t mask = ((size_t)1 << o->bits) - 1;
+    size_t at = (size_t)((key * 0x9E3779B1u) >> (32 - o->bits));
+    while (o->keys[at] != 0 && o->keys[at] != key)
+        at = (at + 1) & mask;
+    return at;
+}
+
+static int pd__overlay_grow(pd__overlay *o)
+{
+    uint32_t bits = o->bits ? o->bits + 1 : 8;
+    pd__overlay bigger = { calloc((size_t)1 << bits, sizeof(uint32_t)),
+                           malloc(((size_t)1 << bits) * sizeof(uint32_t)), o->n, bits };
+    if (!bigger.keys || !bigger.vals || bits > 31) {
+        free(bigger.keys);
+        free(bigger.vals);
+        return -1;
+    }
+    size_t cap = o->bits ? (size_t)1 << o->bits : 0;
+    for (size_t i = 0; i < cap; i++) {
+        if (o->keys[i] == 0)
+            continue;
+        size_t at = pd__overlay_slot(&bigger, o->keys[i]);
+        bigger.keys[at] = o->keys[i];
+        bigger.vals[at] = o->vals[i];
+    }
+    free(o->keys);
+    free(o->vals);
+    *o = bigger;
+    return 0;
+}
+
 /* One of several floods run side by side, one cell each per round, so the
  * work stays proportional to the smaller parts they explore. */
 typedef struct pd__lockstep {
@@ -249,6 +300,7 @@ typedef struct pd__lockstep {
 typedef struct pd__repair {
     pd_components *c;
     const pd_grid *g;
+    pd__overlay ov;           /* the labels this update wrote */
     int32_t x0, y0, x1, y1;   /* the changed rectangle, clipped */
     uint32_t step[4];         /* index offsets of the four neighbours */
     pd__cells closed;         /* cells that became blocked */
@@ -259,6 +311,54 @@ typedef struct pd__repair {
     pd__lockstep *floods;
     size_t n_floods, floods_cap;
 } pd__repair;
+
+/* The working label (marks included) of padded cell `cell`. */
+static inline uint32_t pd__get(const pd__repair *r, uint32_t cell)
+{
+    if (r->ov.n) {
+        size_t at = pd__overlay_slot(&r->ov, cell + 1);
+        if (r->ov.keys[at])
+            return r->ov.vals[at];
+    }
+    return pd_components_at(r->c, cell);
+}
+
+/* Writes a working label. Returns 0, or -1 when memory ran out. */
+static int pd__set(pd__repair *r, uint32_t cell, uint32_t v)
+{
+    pd__overlay *o = &r->ov;
+    if (o->bits == 0 || 2 * (o->n + 1) > ((size_t)1 << o->bits)) {
+        if (pd__overlay_grow(o) < 0)
+            return -1;
+    }
+    size_t at = pd__overlay_slot(o, cell + 1);
+    if (o->keys[at] == 0) {
+        o->keys[at] = cell + 1;
+        o->n++;
+    }
+    o->vals[at] = v;
+    return 0;
+}
+
+/* Writes the overlay (now free of marks) back into the stored labels,
+ * widening them first if a new label does not fit 16 bits. */
+static int pd__overlay_flush(pd__repair *r)
+{
+    pd_components *c = r->c;
+    if (c->labels16 && c->next_label > PD_COMPONENTS_NARROW_LIMIT && pd__widen(c) != 0)
+        return -1;
+    size_t cap = r->ov.bits ? (size_t)1 << r->ov.bits : 0;
+    for (size_t i = 0; i < cap; i++) {
+        uint32_t key = r->ov.keys[i];
+        if (key == 0)
+            continue;
+        if (c->labels16)
+            c->labels16[key - 1] = (uint16_t)r->ov.vals[i];
+        else
+            c->labels[key - 1] = r->ov.vals[i];
+    }
+    return 0;
+}
 
 static int pd__new_label(pd_components *c, uint32_t *label)
 {
@@ -290,17 +390,15 @@ static int pd__compare_pair(const void *a, const void *b)
 static int pd__seeds_connected(pd__repair *r, uint32_t label, int32_t bx0, int32_t by0,
                                int32_t bx1, int32_t by1)
 {
-    uint32_t *labels = r->c->labels;
     size_t reached = 0;
     int result = 0;
     r->queue.n = 0;
     uint32_t first = r->seeds.v[0];
-    labels[first] |= PD__VISITED;
-    if (pd__cells_push(&r->queue, first) < 0)
+    if (pd__set(r, first, pd__get(r, first) | PD__VISITED) < 0 || pd__cells_push(&r->queue, first) < 0)
         return -1;
     for (size_t head = 0; head < r->queue.n; head++) {
         uint32_t cell = r->queue.v[head];
-        if ((labels[cell] & PD__SEED) && ++reached == r->seeds.n) {
+        if ((pd__get(r, cell) & PD__SEED) && ++reached == r->seeds.n) {
             result = 1;
             break;
         }
@@ -308,13 +406,13 @@ static int pd__seeds_connected(pd__repair *r, uint32_t label, int32_t bx0, int32
         pd__coords(r->c, cell, &x, &y);
         for (int d = 0; d < 4; d++) {
             uint32_t n = cell + r->step[d];
-            if ((labels[n] & ~PD__SEED) != label)
+            uint32_t lab = pd__get(r, n);
+            if ((lab & ~PD__SEED) != label)
                 continue;
             int32_t nx = x + (d == 0) - (d == 1), ny = y + (d == 2) - (d == 3);
             if (nx < bx0 || nx > bx1 || ny < by0 || ny > by1)
                 continue;
-            labels[n] |= PD__VISITED;
-            if (pd__cells_push(&r->queue, n) < 0) {
+            if (pd__set(r, n, lab | PD__VISITED) < 0 || pd__cells_push(&r->queue, n) < 0) {
                 result = -1;
                 break;
             }
@@ -322,8 +420,9 @@ static int pd__seeds_connected(pd__repair *r, uint32_t label, int32_t bx0, int32
         if (result < 0)
             break;
     }
+    /* Every queued cell is in the overlay already: clearing cannot fail. */
     for (size_t i = 0; i < r->queue.n; i++)
-        labels[r->queue.v[i]] &= ~PD__VISITED;
+        (void)pd__set(r, r->queue.v[i], pd__get(r, r->queue.v[i]) & ~PD__VISITED);
     return result;
 }
 
@@ -368,7 +467,6 @@ static size_t pd__set_find(size_t *parent, size_t i)
 static int pd__split_component(pd__repair *r, uint32_t label)
 {
     pd_components *c = r->c;
-    uint32_t *labels = c->labels;
     size_t n = r->seeds.n;
     if (pd__reserve_floods(r, n) < 0)
         return -1;
@@ -383,8 +481,8 @@ static int pd__split_component(pd__repair *r, uint32_t label)
     for (size_t i = 0; i < n; i++) {
         parent[i] = i;
         growing[i] = 1;
-        labels[r->seeds.v[i]] = PD__VISITED | (uint32_t)i;
-        if (pd__cells_push(&r->floods[i].queue, r->seeds.v[i]) < 0)
+        if (pd__set(r, r->seeds.v[i], PD__VISITED | (uint32_t)i) < 0 ||
+            pd__cells_push(&r->floods[i].queue, r->seeds.v[i]) < 0)
             goto out;
     }
     size_t live_sets = n;
@@ -396,10 +494,9 @@ static int pd__split_component(pd__repair *r, uint32_t label)
             uint32_t cell = f->queue.v[f->head++];
             for (int d = 0; d < 4; d++) {
                 uint32_t nb = cell + r->step[d];
-                uint32_t lab = labels[nb];
+                uint32_t lab = pd__get(r, nb);
                 if (lab == label) {
-                    labels[nb] = PD__VISITED | (uint32_t)i;
-                    if (pd__cells_push(&f->queue, nb) < 0)
+                    if (pd__set(r, nb, PD__VISITED | (uint32_t)i) < 0 || pd__cells_push(&f->queue, nb) < 0)
                         goto out;
                 } else if (lab & PD__VISITED) {
                     size_t a = pd__set_find(parent, i);
@@ -429,7 +526,7 @@ static int pd__split_component(pd__repair *r, uint32_t label)
         }
         pd__lockstep *f = &r->floods[i];
         for (size_t j = 0; j < f->queue.n; j++)
-            labels[f->queue.v[j]] = to;
+            (void)pd__set(r, f->queue.v[j], to); /* in the overlay already */
     }
     c->count += parts - 1;
     rc = 0;
@@ -447,16 +544,14 @@ out:
 static int pd__repair_label(pd__repair *r, uint32_t label, size_t from, size_t to)
 {
     pd_components *c = r->c;
-    uint32_t *labels = c->labels;
     r->seeds.n = 0;
     for (size_t i = from; i < to; i += 2) {
         uint32_t cell = r->closed.v[i + 1];
         for (int d = 0; d < 4; d++) {
             uint32_t n = cell + r->step[d];
-            if (labels[n] != label)
+            if (pd__get(r, n) != label)
                 continue; /* closed, opened this time, already a seed */
-            labels[n] |= PD__SEED;
-            if (pd__cells_push(&r->seeds, n) < 0)
+            if (pd__set(r, n, label | PD__SEED) < 0 || pd__cells_push(&r->seeds, n) < 0)
                 return -1;
         }
     }
@@ -474,7 +569,7 @@ static int pd__repair_label(pd__repair *r, uint32_t label, size_t from, size_t t
     }
     if (proven)
         for (size_t i = 0; i < r->seeds.n; i++)
-            labels[r->seeds.v[i]] &= ~PD__SEED;
+            (void)pd__set(r, r->seeds.v[i], label); /* in the overlay already */
     else if (pd__split_component(r, label) < 0)
         return -1;
     return 0;
@@ -483,15 +578,15 @@ static int pd__repair_label(pd__repair *r, uint32_t label, size_t from, size_t t
 /* Step 1: blocks the cells that closed and repairs the labels they had. */
 static int pd__apply_closed(pd__repair *r)
 {
-    pd_components *c = r->c;
     for (int32_t y = r->y0; y <= r->y1; y++) {
         for (int32_t x = r->x0; x <= r->x1; x++) {
             uint32_t i = (uint32_t)pd_grid_index(r->g, x, y);
-            if (c->labels[i] == 0 || r->g->cells[i] != PD_CELL_BLOCKED)
+            uint32_t lab = pd__get(r, i);
+            if (lab == 0 || r->g->cells[i] != PD_CELL_BLOCKED)
                 continue;
-            if (pd__cells_push(&r->closed, c->labels[i]) < 0 || pd__cells_push(&r->closed, i) < 0)
+            if (pd__cells_push(&r->closed, lab) < 0 || pd__cells_push(&r->closed, i) < 0 ||
+                pd__set(r, i, 0) < 0)
                 return -1;
-            c->labels[i] = 0;
         }
     }
     if (r->closed.n == 0)
@@ -513,17 +608,15 @@ static int pd__apply_closed(pd__repair *r)
  * (marked PD__VISITED with label 0) and the labelled cells around it. */
 static int pd__collect_region(pd__repair *r, uint32_t start)
 {
-    uint32_t *labels = r->c->labels;
     r->region.n = 0;
     r->touched.n = 0;
-    labels[start] = PD__VISITED;
-    if (pd__cells_push(&r->region, start) < 0)
+    if (pd__set(r, start, PD__VISITED) < 0 || pd__cells_push(&r->region, start) < 0)
         return -1;
     for (size_t head = 0; head < r->region.n; head++) {
         uint32_t cell = r->region.v[head];
         for (int d = 0; d < 4; d++) {
             uint32_t n = cell + r->step[d];
-            uint32_t lab = labels[n];
+            uint32_t lab = pd__get(r, n);
             if (lab == PD__VISITED)
                 continue;
             if (lab != 0) {
@@ -535,8 +628,7 @@ static int pd__collect_region(pd__repair *r, uint32_t start)
              * inside the rectangle. */
             if (r->g->cells[n] == PD_CELL_BLOCKED)
                 continue;
-            labels[n] = PD__VISITED;
-            if (pd__cells_push(&r->region, n) < 0)
+            if (pd__set(r, n, PD__VISITED) < 0 || pd__cells_push(&r->region, n) < 0)
                 return -1;
         }
     }
@@ -547,16 +639,14 @@ static int pd__collect_region(pd__repair *r, uint32_t start)
  * 1 while it still grows, -1 on allocation failure. */
 static int pd__lockstep_step(pd__repair *r, pd__lockstep *f)
 {
-    uint32_t *labels = r->c->labels;
     if (f->head == f->queue.n)
         return 0;
     uint32_t cell = f->queue.v[f->head++];
     for (int d = 0; d < 4; d++) {
         uint32_t n = cell + r->step[d];
-        if (labels[n] != f->label)
+        if (pd__get(r, n) != f->label)
             continue;
-        labels[n] |= PD__VISITED;
-        if (pd__cells_push(&f->queue, n) < 0)
+        if (pd__set(r, n, f->label | PD__VISITED) < 0 || pd__cells_push(&f->queue, n) < 0)
             return -1;
     }
     return 1;
@@ -570,7 +660,6 @@ static int pd__lockstep_step(pd__repair *r, pd__lockstep *f)
 static int pd__join_region(pd__repair *r)
 {
     pd_components *c = r->c;
-    uint32_t *labels = c->labels;
     size_t pairs = r->touched.n / 2;
     if (pairs > 0)
         qsort(r->touched.v, pairs, 2 * sizeof *r->touched.v, pd__compare_pair);
@@ -583,8 +672,7 @@ static int pd__join_region(pd__repair *r)
         f->label = label;
         f->queue.n = 0;
         f->head = 0;
-        labels[cell] |= PD__VISITED;
-        if (pd__cells_push(&f->queue, cell) < 0)
+        if (pd__set(r, cell, label | PD__VISITED) < 0 || pd__cells_push(&f->queue, cell) < 0)
             return -1;
     }
     uint32_t target;
@@ -622,27 +710,27 @@ static int pd__join_region(pd__repair *r)
         free(done);
         target = r->floods[keeper].label;
         /* Exhausted floods hold whole components; the keeper's holds only
-         * the cells it marked, which just lose the mark. */
+         * the cells it marked, which just lose the mark. All are in the
+         * overlay already. */
         for (size_t i = 0; i < r->n_floods; i++) {
             pd__lockstep *f = &r->floods[i];
             for (size_t j = 0; j < f->queue.n; j++)
-                labels[f->queue.v[j]] = target;
+                (void)pd__set(r, f->queue.v[j], target);
         }
         c->count -= (uint32_t)(r->n_floods - 1);
     }
     for (size_t i = 0; i < r->region.n; i++)
-        labels[r->region.v[i]] = target;
+        (void)pd__set(r, r->region.v[i], target); /* in the overlay already */
     return 0;
 }
 
 /* Step 2: gives the cells that opened their labels. */
 static int pd__apply_opened(pd__repair *r)
 {
-    pd_components *c = r->c;
     for (int32_t y = r->y0; y <= r->y1; y++) {
         for (int32_t x = r->x0; x <= r->x1; x++) {
             uint32_t i = (uint32_t)pd_grid_index(r->g, x, y);
-            if (c->labels[i] != 0 || r->g->cells[i] == PD_CELL_BLOCKED)
+            if (pd__get(r, i) != 0 || r->g->cells[i] == PD_CELL_BLOCKED)
                 continue;
             if (pd__collect_region(r, i) < 0)
                 return -1;
@@ -674,8 +762,6 @@ int pd_components_update(pd_components *c, const pd_grid *g, int32_t x0, int32_t
     }
     if (x1 < 0 || y1 < 0 || x0 >= g->width || y0 >= g->height)
         return 0;
-    if (pd__widen(c) != 0)
-        return -1;
     pd__repair r;
     memset(&r, 0, sizeof r);
     r.c = c;
@@ -691,6 +777,12 @@ int pd_components_update(pd_components *c, const pd_grid *g, int32_t x0, int32_t
     int rc = pd__apply_closed(&r);
     if (rc == 0)
         rc = pd__apply_opened(&r);
+    /* The stored labels change only here, all at once: a failed update
+     * leaves them as they were. */
+    if (rc == 0)
+        rc = pd__overlay_flush(&r);
+    free(r.ov.keys);
+    free(r.ov.vals);
     free(r.closed.v);
     free(r.seeds.v);
     free(r.queue.v);
@@ -699,6 +791,5 @@ int pd_components_update(pd_components *c, const pd_grid *g, int32_t x0, int32_t
     for (size_t i = 0; i < r.floods_cap; i++)
         free(r.floods[i].queue.v);
     free(r.floods);
-    pd__narrow(c);
     return rc;
 }

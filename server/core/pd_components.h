@@ -23,8 +23,9 @@
 /* Labels are stored in 16 bits per cell while every label ever given in the
  * lineage is below 2^16 (next_label <= PD_COMPONENTS_NARROW_LIMIT, true of
  * nearly every map: labels count components), in 32 bits otherwise. Exactly
- * one of labels16 and labels is set between calls; an update works on 32
- * bits and narrows again when it can. */
+ * one of labels16 and labels is set between calls; an update keeps the
+ * width unless it gives a label 16 bits cannot hold (it then widens them
+ * for good; a full build narrows). */
 #define PD_COMPONENTS_NARROW_LIMIT 65536u
 
 typedef struct pd_components {
