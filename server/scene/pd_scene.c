@@ -21,17 +21,27 @@
  * Derived data: besides the grid, a scene carries what searches need for
  * each unit size it serves - the clearance map (only when a unit larger than
  * one cell is served), one unit grid per size (unit 1 shares the scene grid)
- * and component labels per unit grid. Cell updates copy all of it and repair
- * only the region a change can reach (pd_clearance_update,
- * pd_unit_grid_update, pd_components_update), so the old snapshot stays
- * intact for the searches still running on it.
+ * and component labels per unit grid. A cell update writes a private
+ * snapshot and repairs only the region a change can reach
+ * (pd_clearance_update, pd_unit_grid_update, pd_components_update), so the
+ * old snapshot stays intact for the searches still running on it.
  *
- * Buffer reuse: on a large map the copy dominates an update, and most of
- * its cost is the kernel handing out fresh pages for every new snapshot. The
- * registry therefore keeps the snapshot an update replaced as a spare, and
- * the next update of a scene with the same shape copies into the spare's
- * buffers when nobody else holds it (its reference count is back to the
- * registry's one). That costs one retired snapshot of memory per registry.
+ * Retired buffers (why an update costs what it changes, not the map): a
+ * fresh copy of a 4096 x 4096 scene with units 1-3 moves ~180 MB and takes
+ * hundreds of milliseconds. So the versions of one scene share a lineage
+ * (pd_scene_lineage) that keeps the snapshot the last update replaced (the
+ * spare) and the operations that update carried. The next update, once no
+ * reader holds the spare, replays those operations on it - the same cells
+ * and the same local repairs, so it then holds the current version - and
+ * applies its own: two local repairs, no copy. Readers keep flat arrays
+ * (the search reads cells with no indirection). A spare still held by a
+ * reader, one of another shape or one more than a version behind falls back
+ * to a copy. Each updated scene above PD_SCENE_SPARE_MIN_CELLS (pd_scene.h) holds one
+ * spare: memory for speed, the trade made in docs/ARCHITECTURE.md.
+ *
+ * Order: a lineage's lock keeps one scene's updates in order; updates of
+ * different scenes build their versions in parallel and take the registry's
+ * lock only to swap the new version in.
  */
 #include "pd_scene.h"
 
@@ -65,6 +75,7 @@ _Static_assert(PD_CONF_MAX_UNIT_SIZE <= PD_UNIT_SIZE_MAX,
  * single-cell ones, whatever the list looks like. */
 #define PD_SCENE_REPAIR_BOX_MIN_AREA 4096u
 
+
 /* Largest map file we read, in bytes: a full PD_GRID_MAX_SIDE square grid
  * (256 Mi cells) with CRLF line ends and a header still fits, anything bigger
  * cannot be a valid map and is refused before we allocate for it. */
@@ -75,16 +86,13 @@ struct pd_registry {
     /* Readers (acquire, list) take the read side; the swap takes the write side. */
     pthread_rwlock_t lock;
     /* Serialises whole reloads, so the version hand-over from the old set to
-     * the new one cannot interleave with a second reload. */
+     * the new one cannot interleave with a second reload, and every change
+     * of the set (an update's swap included). */
     pthread_mutex_t reload_lock;
     pd_scene **scenes;          /* sorted by name, one reference each */
     size_t n_scenes;
-    /* The snapshot the last update replaced, kept (with the registry's
-     * reference) so the next update can write into its buffers instead of
-     * allocating fresh ones, once no reader holds it any more. Guarded by
-     * reload_lock. */
-    pd_scene *spare;
     pd_registry_caps caps;      /* guarded by reload_lock */
+    uint64_t spare_min_cells;   /* guarded by reload_lock; see pd_registry_set_spare_min_cells */
     struct pd_scene_acct *acct; /* what every snapshot charged here holds */
 };
 
@@ -146,11 +154,100 @@ static pd_scene_authored *pd__authored_retain(pd_scene_authored *a)
     return a;
 }
 
+/* What the registry's updates of one scene share (see the top of this
+ * file). Every version that points to it holds a reference; the spare it
+ * keeps holds none (its lineage is NULL while it waits), so a lineage goes
+ * when its last version does, and takes the spare with it. */
+typedef struct pd_scene_lineage {
+    atomic_uint_fast32_t refs;
+    pthread_mutex_t lock;            /* one update of the scene at a time, in order */
+    uint64_t spare_min_cells;        /* a scene of more cells keeps a spare */
+    pd_scene *spare;                 /* a retired version to write the next into, or NULL */
+    uint64_t spare_at;               /* the version whose state the spare holds */
+    uint64_t ops_version;            /* the version the kept operations made (0: none) */
+    pd_scene_update *ops;            /* those operations, copied */
+    size_t n_ops, ops_cap;
+    pd_point *cells;                 /* their cell lists, one after the other */
+    size_t cells_cap;
+} pd_scene_lineage;
+
+static void pd__scene_free(pd_scene *s);
+
+static pd_scene_lineage *pd__lineage_new(uint64_t spare_min_cells)
+{
+    pd_scene_lineage *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->spare_min_cells = spare_min_cells;
+    if (pthread_mutex_init(&l->lock, NULL) != 0) {
+        free(l);
+        return NULL;
+    }
+    atomic_init(&l->refs, 1);
+    return l;
+}
+
+static pd_scene_lineage *pd__lineage_retain(pd_scene_lineage *l)
+{
+    atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
+    return l;
+}
+
+static void pd__lineage_release(pd_scene_lineage *l)
+{
+    if (!l || atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    pd_scene_release(l->spare);
+    pthread_mutex_destroy(&l->lock);
+    free(l->ops);
+    free(l->cells);
+    free(l);
+}
+
+/* Keeps a copy of the operations that made `version` (lock held), for the
+ * next update to replay on the spare; on failure none are kept (the next
+ * update copies instead). */
+static void pd__lineage_keep_ops(pd_scene_lineage *l, const pd_scene_update *ops, size_t n_ops,
+                                 uint64_t version)
+{
+    size_t cells = 0;
+    for (size_t k = 0; k < n_ops; k++)
+        cells += ops[k].is_rect ? 0 : ops[k].n_cells;
+    l->ops_version = 0;
+    l->n_ops = 0;
+    if (n_ops > l->ops_cap) {
+        pd_scene_update *grown = realloc(l->ops, n_ops * sizeof *grown);
+        if (!grown)
+            return;
+        l->ops = grown;
+        l->ops_cap = n_ops;
+    }
+    if (cells > l->cells_cap) {
+        pd_point *grown = realloc(l->cells, cells * sizeof *grown);
+        if (!grown)
+            return;
+        l->cells = grown;
+        l->cells_cap = cells;
+    }
+    size_t at = 0;
+    for (size_t k = 0; k < n_ops; k++) {
+        l->ops[k] = ops[k];
+        if (ops[k].is_rect)
+            continue;
+        memcpy(l->cells + at, ops[k].cells, ops[k].n_cells * sizeof *l->cells);
+        l->ops[k].cells = l->cells + at;
+        at += ops[k].n_cells;
+    }
+    l->n_ops = n_ops;
+    l->ops_version = version;
+}
+
 /* Frees a scene and everything it owns; also used on half-built scenes.
  * Unit 1's grid is the scene grid itself, so it is freed once, as the grid.
  * An instance owns none of its structures: it lets go of their owner. */
 static void pd__scene_free(pd_scene *s)
 {
+    pd__lineage_release(s->lineage);
     pd__authored_release(s->authored);
     if (s->acct) {
         atomic_fetch_sub_explicit(&s->acct->bytes, s->charged, memory_order_relaxed);
@@ -633,6 +730,7 @@ pd_scene *pd_scene_instance(const pd_scene *tmpl, const char *name)
     n->acct = NULL;
     n->charged = 0;
     n->authored = NULL; /* its cells now are its authored state */
+    n->lineage = NULL;  /* a scene of its own: its updates are not the template's */
     n->base = tmpl->base ? tmpl->base : (pd_scene *)tmpl;
     pd_scene_retain(n->base);
     return n;
@@ -694,14 +792,11 @@ static void pd__box_add(pd__box *b, int32_t x, int32_t y)
         b->y1 = y;
 }
 
-/* A copy of s with cloned derived data, version s->version + 1 and one
- * reference; NULL when memory ran out. */
-static pd_scene *pd__scene_copy(const pd_scene *s)
+/* Gives n the fields of the next version of s (everything but the grid
+ * and the derived data, which the caller copies or brings up to date). */
+static void pd__scene_header_from(pd_scene *n, const pd_scene *s)
 {
-    pd_scene *n = calloc(1, sizeof *n);
-    if (!n)
-        return NULL;
-    atomic_init(&n->refs, 1);
+    atomic_store_explicit(&n->refs, 1, memory_order_relaxed);
     memcpy(n->name, s->name, sizeof n->name);
     n->origin_x = s->origin_x;
     n->origin_y = s->origin_y;
@@ -713,7 +808,24 @@ static pd_scene *pd__scene_copy(const pd_scene *s)
     n->changed_since_pick = s->changed_since_pick;
     n->version = s->version + 1;
     n->runtime = s->runtime;
-    n->authored = pd__authored_retain(s->authored);
+    if (n->authored != s->authored) {
+        pd__authored_release(n->authored);
+        n->authored = pd__authored_retain(s->authored);
+    }
+    for (size_t i = 0; i < s->n_unit_sizes; i++) {
+        n->units[i].unit = s->units[i].unit;
+        n->units[i].pick = s->units[i].pick;
+    }
+}
+
+/* A copy of s with cloned derived data, version s->version + 1 and one
+ * reference; NULL when memory ran out. */
+static pd_scene *pd__scene_copy(const pd_scene *s)
+{
+    pd_scene *n = calloc(1, sizeof *n);
+    if (!n)
+        return NULL;
+    pd__scene_header_from(n, s);
     n->grid = pd_grid_clone(s->grid);
     if (!n->grid)
         goto fail;
@@ -725,8 +837,6 @@ static pd_scene *pd__scene_copy(const pd_scene *s)
         /* A scene not made by pd_scene_load may lack its derived data. */
         if (!from->grid || !from->components || (from->unit > 1 && !n->clearance))
             goto fail;
-        to->unit = from->unit;
-        to->pick = from->pick;
         to->grid = from->grid == s->grid ? n->grid : pd_grid_clone(from->grid);
         if (!to->grid)
             goto fail;
@@ -763,19 +873,7 @@ static int pd__scene_fits(const pd_scene *spare, const pd_scene *s)
  * then be released). */
 static int pd__scene_copy_into(pd_scene *n, const pd_scene *s)
 {
-    atomic_store_explicit(&n->refs, 1, memory_order_relaxed);
-    memcpy(n->name, s->name, sizeof n->name);
-    n->origin_x = s->origin_x;
-    n->origin_y = s->origin_y;
-    n->cell_size = s->cell_size;
-    memcpy(n->unit_sizes, s->unit_sizes, sizeof n->unit_sizes);
-    n->passable_cells = s->passable_cells;
-    n->search = s->search;
-    n->changed_since_pick = s->changed_since_pick;
-    n->version = s->version + 1;
-    n->runtime = s->runtime;
-    pd__authored_release(n->authored);
-    n->authored = pd__authored_retain(s->authored);
+    pd__scene_header_from(n, s);
     size_t cells = (size_t)(s->grid->width + 2) * (size_t)(s->grid->height + 2);
     pd_grid_assign(n->grid, s->grid);
     if (s->clearance)
@@ -783,7 +881,6 @@ static int pd__scene_copy_into(pd_scene *n, const pd_scene *s)
     for (size_t i = 0; i < s->n_unit_sizes; i++) {
         const pd_scene_unit *from = &s->units[i];
         pd_scene_unit *to = &n->units[i];
-        to->pick = from->pick;
         if (from->grid != s->grid)
             pd_grid_assign(to->grid, from->grid);
         if (pd_components_assign(to->components, from->components) != 0)
@@ -921,131 +1018,15 @@ static int pd__ensure_authored(pd_scene *n, const pd_scene *s)
     return 0;
 }
 
-/* pd_scene_apply_update, optionally writing the new version into *spare (a
- * retired snapshot of the same shape that no one else holds); *spare is set
- * to NULL when it was used, and left for the caller otherwise. */
-static pd_status pd__apply_update(const pd_scene *s, const pd_scene_update *u, pd_scene **spare,
-                                  pd_scene **out, pd_scene_update_result *res)
+/* Applies ops in order to n (a private snapshot holding the version they
+ * apply to), each repaired over the cells it changed - a scattered list
+ * cell by cell (PD_SCENE_REPAIR_BOX_PER_CELL) - so every repair sees the
+ * grid the earlier operations left. Adds the cells changed to *changed and
+ * the passable cells gained to *delta. Returns 0, or -1 when memory ran
+ * out (n must then be released). */
+static int pd__apply_ops(pd_scene *n, const pd_scene_update *ops, size_t n_ops, uint64_t *changed,
+                         int64_t *delta)
 {
-    uint64_t started = pd__now_micros();
-    pd_scene_update_result local;
-    if (!res)
-        res = &local;
-    memset(res, 0, sizeof *res);
-    if (out)
-        *out = NULL;
-    if (!s || !s->grid || !u || !out)
-        return PD_INVALID_ARGUMENT;
-    res->version = s->version;
-    pd_status st = pd__validate_update(s->grid, u);
-    if (st != PD_OK)
-        return st;
-
-    pd__apply_state a = { .box = { .empty = 1 } };
-    a.value = u->op == PD_UPDATE_BLOCK ? PD_CELL_BLOCKED
-              : u->op == PD_UPDATE_PASS ? PD_CELL_FREE
-                                        : u->cost;
-    int per_cell = 0;
-    if (!pd__update_plan(s->grid, u, a.value, &per_cell)) {
-        /* Nothing would change: no copy, no new version. */
-        res->micros = pd__now_micros() - started;
-        return PD_OK;
-    }
-
-    pd_scene *n;
-    if (spare && *spare) {
-        n = *spare;
-        *spare = NULL;
-        if (pd__scene_copy_into(n, s) != 0) {
-            pd_scene_release(n);
-            return PD_INTERNAL;
-        }
-    } else if (!(n = pd__scene_copy(s))) {
-        return PD_INTERNAL;
-    }
-    if (pd__ensure_authored(n, s) != 0)
-        goto fail;
-    if (u->is_rect) {
-        for (int32_t y = u->rect_min.y; y <= u->rect_max.y; y++) {
-            for (int32_t x = u->rect_min.x; x <= u->rect_max.x; x++)
-                pd__apply_cell(n->grid, x, y, &a);
-        }
-    } else if (!per_cell) {
-        for (size_t i = 0; i < u->n_cells; i++)
-            pd__apply_cell(n->grid, u->cells[i].x, u->cells[i].y, &a);
-    } else {
-        /* Cell by cell, each repaired before the next is applied, so every
-         * repair sees exactly one change. */
-        for (size_t i = 0; i < u->n_cells; i++) {
-            int32_t x = u->cells[i].x, y = u->cells[i].y;
-            int change = pd__apply_cell(n->grid, x, y, &a);
-            if (change != PD__CELL_SAME &&
-                pd__scene_repair(n, x, y, x, y, change == PD__CELL_PASSABILITY) != 0)
-                goto fail;
-        }
-    }
-    /* A grid whose last costly cell was overwritten is uniform again; say so
-     * before the repair, which reads the flag. */
-    if (a.lost_costly && a.value <= PD_CELL_FREE && !n->grid->uniform_cost)
-        pd_grid_refresh_uniform(n->grid);
-    if (!per_cell &&
-        pd__scene_repair(n, a.box.x0, a.box.y0, a.box.x1, a.box.y1, a.passability_changed) != 0)
-        goto fail;
-    n->passable_cells = (uint64_t)((int64_t)n->passable_cells + a.passable_delta);
-    if (pd__scene_after_change(n, a.changed) != 0)
-        goto fail;
-    res->version = n->version;
-    res->cells_changed = a.changed;
-    res->micros = pd__now_micros() - started;
-    *out = n;
-    return PD_OK;
-fail:
-    pd__scene_free(n);
-    return PD_INTERNAL;
-}
-
-
-/* Several operations (or any PD_UPDATE_RESTORE) as one version: the copy
- * is made first, each operation is applied and repaired over the cells it
- * changed (a scattered list cell by cell, as pd__apply_update does), so
- * every repair sees the grid the earlier operations left. An update that
- * changed nothing makes no version and hands the copy back as the spare. */
-static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops, size_t n_ops,
-                                   pd_scene **spare, pd_scene **out, pd_scene_update_result *res)
-{
-    if (n_ops == 1 && ops && ops[0].op != PD_UPDATE_RESTORE)
-        return pd__apply_update(s, &ops[0], spare, out, res);
-    uint64_t started = pd__now_micros();
-    pd_scene_update_result local;
-    if (!res)
-        res = &local;
-    memset(res, 0, sizeof *res);
-    if (out)
-        *out = NULL;
-    if (!s || !s->grid || !ops || !out || n_ops < 1 || n_ops > PD_SCENE_MAX_UPDATE_OPS)
-        return PD_INVALID_ARGUMENT;
-    res->version = s->version;
-    for (size_t k = 0; k < n_ops; k++) {
-        pd_status st = pd__validate_update(s->grid, &ops[k]);
-        if (st != PD_OK)
-            return st;
-    }
-    pd_scene *n;
-    int from_spare = spare && *spare;
-    if (from_spare) {
-        n = *spare;
-        *spare = NULL;
-        if (pd__scene_copy_into(n, s) != 0) {
-            pd_scene_release(n);
-            return PD_INTERNAL;
-        }
-    } else if (!(n = pd__scene_copy(s))) {
-        return PD_INTERNAL;
-    }
-    if (pd__ensure_authored(n, s) != 0)
-        goto fail;
-    uint64_t changed = 0;
-    int64_t delta = 0;
     for (size_t k = 0; k < n_ops; k++) {
         const pd_scene_update *u = &ops[k];
         pd__apply_state a = { .box = { .empty = 1 } };
@@ -1069,33 +1050,113 @@ static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops
                 int change = pd__apply_cell(n->grid, x, y, &a);
                 if (per_cell && change != PD__CELL_SAME) {
                     if (a.lost_costly && !n->grid->uniform_cost)
-                        pd_grid_refresh_flags(n->grid);
+                        pd_grid_refresh_uniform(n->grid);
                     if (pd__scene_repair(n, x, y, x, y, change == PD__CELL_PASSABILITY) != 0)
-                        goto fail;
+                        return -1;
                 }
             }
         }
         if (!per_cell && !a.box.empty) {
             /* A grid whose last costly cell was overwritten is uniform
-             * again; the repair reads the flag. */
+             * again; the repair reads the flag. The bitsets follow in the
+             * repair, over the box. */
             if (a.lost_costly && !n->grid->uniform_cost)
-                pd_grid_refresh_flags(n->grid);
+                pd_grid_refresh_uniform(n->grid);
             if (pd__scene_repair(n, a.box.x0, a.box.y0, a.box.x1, a.box.y1, a.passability_changed) != 0)
-                goto fail;
+                return -1;
         }
-        changed += a.changed;
-        delta += a.passable_delta;
+        *changed += a.changed;
+        *delta += a.passable_delta;
     }
+    return 0;
+}
+
+/* A private snapshot holding s's state, for the next version to be written
+ * into: the lineage's spare brought up to date when it can be - no reader
+ * holds it, it has s's shape, and it holds s's version, or the one before
+ * whose operations the lineage kept (replayed: the same cells, the same
+ * local repairs) - else the spare overwritten with a copy, else a fresh
+ * copy. Its header is s's next version's. NULL when memory ran out. l may
+ * be NULL (no lineage: a fresh copy); its lock is held. */
+static pd_scene *pd__scene_for_next(const pd_scene *s, pd_scene_lineage *l)
+{
+    pd_scene *n = l ? l->spare : NULL;
+    if (!n)
+        return pd__scene_copy(s);
+    l->spare = NULL;
+    /* The acquire pairs with the release of every reader that let go. */
+    if (atomic_load_explicit(&n->refs, memory_order_acquire) != 1 || !pd__scene_fits(n, s)) {
+        pd_scene_release(n);
+        return pd__scene_copy(s);
+    }
+    int behind = l->spare_at + 1 == s->version && l->ops_version == s->version;
+    if (l->spare_at == s->version || behind) {
+        pd__scene_header_from(n, s);
+        uint64_t changed = 0;
+        int64_t delta = 0;
+        if (!behind || pd__apply_ops(n, l->ops, l->n_ops, &changed, &delta) == 0)
+            return n;
+    } else if (pd__scene_copy_into(n, s) == 0) {
+        return n;
+    }
+    pd_scene_release(n);
+    return NULL;
+}
+
+/* Builds the next version of s with ops applied (see pd_scene_apply_updates)
+ * into the lineage's spare when l allows (its lock held), else a copy. An
+ * update that changed nothing makes no version and leaves what it wrote
+ * into - now s's state - as l's spare. */
+static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops, size_t n_ops,
+                                   pd_scene_lineage *l, pd_scene **out, pd_scene_update_result *res)
+{
+    uint64_t started = pd__now_micros();
+    pd_scene_update_result local;
+    if (!res)
+        res = &local;
+    memset(res, 0, sizeof *res);
+    if (out)
+        *out = NULL;
+    if (!s || !s->grid || !ops || !out || n_ops < 1 || n_ops > PD_SCENE_MAX_UPDATE_OPS)
+        return PD_INVALID_ARGUMENT;
+    res->version = s->version;
+    for (size_t k = 0; k < n_ops; k++) {
+        pd_status st = pd__validate_update(s->grid, &ops[k]);
+        if (st != PD_OK)
+            return st;
+    }
+    int per_cell;
+    if (n_ops == 1 && ops[0].op != PD_UPDATE_RESTORE &&
+        !pd__update_plan(s->grid, &ops[0],
+                         ops[0].op == PD_UPDATE_BLOCK ? PD_CELL_BLOCKED
+                         : ops[0].op == PD_UPDATE_PASS ? PD_CELL_FREE
+                                                       : ops[0].cost,
+                         &per_cell)) {
+        /* Nothing would change: no copy, no new version. */
+        res->micros = pd__now_micros() - started;
+        return PD_OK;
+    }
+    pd_scene *n = pd__scene_for_next(s, l);
+    if (!n)
+        return PD_INTERNAL;
+    uint64_t changed = 0;
+    int64_t delta = 0;
+    if (pd__ensure_authored(n, s) != 0 || pd__apply_ops(n, ops, n_ops, &changed, &delta) != 0)
+        goto fail;
     if (changed == 0) {
-        /* Nothing changed: no version. The copy is as good a spare as any. */
-        if (spare && !*spare)
-            *spare = n;
-        else
+        /* Nothing changed: no version. What it wrote into holds s now. */
+        if (l && s->grid->width * (uint64_t)s->grid->height > l->spare_min_cells) {
+            l->spare = n;
+            l->spare_at = s->version;
+        } else {
             pd_scene_release(n);
+        }
         res->micros = pd__now_micros() - started;
         return PD_OK;
     }
     n->passable_cells = (uint64_t)((int64_t)n->passable_cells + delta);
+    if (pd__scene_after_change(n, changed) != 0)
+        goto fail;
     res->version = n->version;
     res->cells_changed = changed;
     res->micros = pd__now_micros() - started;
@@ -1112,8 +1173,6 @@ pd_status pd_scene_apply_updates(const pd_scene *s, const pd_scene_update *ops, 
     return pd__apply_updates(s, ops, n_ops, NULL, out, res);
 }
 
-/* One operation is a list of one: RESTORE needs the authored state, which
- * only the many-operation path keeps. */
 pd_status pd_scene_apply_update(const pd_scene *s, const pd_scene_update *u, pd_scene **out,
                                 pd_scene_update_result *res)
 {
@@ -1138,6 +1197,7 @@ pd_registry *pd_registry_create(void)
     }
     atomic_init(&r->acct->refs, 1);
     atomic_init(&r->acct->bytes, 0);
+    r->spare_min_cells = PD_SCENE_SPARE_MIN_CELLS;
     return r;
 }
 
@@ -1152,7 +1212,6 @@ void pd_registry_destroy(pd_registry *r)
 {
     if (!r)
         return;
-    pd_scene_release(r->spare);
     pd__release_set(r->scenes, r->n_scenes);
     pd__acct_release(r->acct);
     pthread_mutex_destroy(&r->reload_lock);
@@ -1301,14 +1360,12 @@ void pd_registry_publish(pd_registry *r, pd_scene_set *set)
     r->scenes = fresh;
     r->n_scenes = n;
     pthread_rwlock_unlock(&r->lock);
-    /* The spare belongs to the old set; the new one starts without. */
-    pd_scene *spare = r->spare;
-    r->spare = NULL;
     pthread_mutex_unlock(&r->reload_lock);
 
-    /* Readers that still hold old scenes keep them alive by their own references. */
+    /* Readers that still hold old scenes keep them alive by their own
+     * references (a replaced scene's lineage, spare included, goes with its
+     * last version). */
     pd__release_set(old, old_n);
-    pd_scene_release(spare);
 }
 
 int pd_registry_load(pd_registry *r, const pd_conf *conf, char *err, size_t errlen)
@@ -1366,6 +1423,82 @@ pd_status pd_registry_update(pd_registry *r, const char *name, const pd_scene_up
 pd_status pd_registry_update_many(pd_registry *r, const char *name, const pd_scene_update *ops,
                                   size_t n_ops, pd_scene_update_result *res)
 {
+    return pd_registry_update_hooked(r, name, ops, n_ops, NULL, res);
+}
+
+/* The current version of `name` and its lineage (made at the scene's first
+ * update), each with a reference of the caller's; PD_UNKNOWN_SCENE or
+ * PD_INTERNAL (memory). */
+static pd_status pd__update_start(pd_registry *r, const char *name, pd_scene **cur, pd_scene_lineage **l)
+{
+    pthread_mutex_lock(&r->reload_lock);
+    pd_scene *s = pd__find(r->scenes, r->n_scenes, name);
+    pd_status st = !s ? PD_UNKNOWN_SCENE : PD_OK;
+    /* Only updates read or set a served scene's lineage, and they look it
+     * up here, under reload_lock. */
+    if (s && !s->lineage && !(s->lineage = pd__lineage_new(r->spare_min_cells)))
+        st = PD_INTERNAL;
+    if (st == PD_OK) {
+        pd_scene_retain(s);
+        *cur = s;
+        *l = pd__lineage_retain(s->lineage);
+    }
+    pthread_mutex_unlock(&r->reload_lock);
+    return st;
+}
+
+/* Serves next in place of cur when cur is still what `name` serves (a
+ * reload or a drop may have replaced it while next was built): returns 1,
+ * else 0. next may be NULL (an update that changed nothing: nothing to
+ * swap). */
+static int pd__update_swap(pd_registry *r, const char *name, pd_scene *cur, pd_scene *next,
+                           pd_scene_lineage *l)
+{
+    pthread_mutex_lock(&r->reload_lock);
+    size_t i = pd__find_index(r->scenes, r->n_scenes, name);
+    int current = i < r->n_scenes && r->scenes[i] == cur;
+    if (current && next) {
+        if (next->acct)
+            pd__recharge(next); /* a reused spare */
+        else
+            pd__charge(r->acct, next);
+        next->lineage = pd__lineage_retain(l);
+        pthread_rwlock_wrlock(&r->lock);
+        r->scenes[i] = next;
+        pthread_rwlock_unlock(&r->lock);
+    }
+    pthread_mutex_unlock(&r->reload_lock);
+    return current;
+}
+
+/* After cur was replaced by the version ops made (lineage lock held): cur
+ * keeps the registry's reference as the lineage's spare, with the
+ * operations that bring it up to date; a small scene's is let go. */
+static void pd__update_retire(pd_scene *cur, pd_scene_lineage *l, const pd_scene_update *ops,
+                              size_t n_ops, uint64_t version)
+{
+    pd_scene *drop = l->spare;
+    l->spare = NULL;
+    if (cur->base || cur->grid->width * (uint64_t)cur->grid->height <= l->spare_min_cells) {
+        pd_scene_release(drop);
+        pd_scene_release(cur);
+        return;
+    }
+    /* A waiting spare holds no lineage reference (see pd_scene_lineage);
+     * the version just served holds one, so l stays. Readers of cur never
+     * read its lineage. */
+    pd__lineage_release(cur->lineage);
+    cur->lineage = NULL;
+    l->spare = cur;
+    l->spare_at = cur->version;
+    pd__lineage_keep_ops(l, ops, n_ops, version);
+    pd_scene_release(drop);
+}
+
+pd_status pd_registry_update_hooked(pd_registry *r, const char *name, const pd_scene_update *ops,
+                                    size_t n_ops, const pd_registry_update_hooks *hooks,
+                                    pd_scene_update_result *res)
+{
     pd_scene_update_result local;
     if (!res)
         res = &local;
@@ -1374,49 +1507,43 @@ pd_status pd_registry_update_many(pd_registry *r, const char *name, const pd_sce
         return PD_INVALID_ARGUMENT;
     if (!name)
         return PD_UNKNOWN_SCENE;
-    /* The reload lock serialises updates with each other and with reloads:
-     * each update starts from the version the previous one published, so
-     * none is lost. Readers are not held up: they only wait for the swap. */
-    pthread_mutex_lock(&r->reload_lock);
-    size_t i = pd__find_index(r->scenes, r->n_scenes, name);
-    if (i == r->n_scenes) {
-        pthread_mutex_unlock(&r->reload_lock);
-        return PD_UNKNOWN_SCENE;
-    }
-    /* Only reloads and updates replace entries, and both hold reload_lock,
-     * so this scene stays alive without a reference of our own. */
-    pd_scene *old = r->scenes[i];
-    /* The spare may be written only when ours is its last reference: the
-     * acquire pairs with the release of every reader that let go of it. */
-    pd_scene *spare = r->spare, *drop = NULL;
-    r->spare = NULL;
-    if (spare && !(atomic_load_explicit(&spare->refs, memory_order_acquire) == 1 &&
-                   pd__scene_fits(spare, old))) {
-        drop = spare;
-        spare = NULL;
-    }
-    pd_scene *next = NULL;
-    pd_status st = pd__apply_updates(old, ops, n_ops, &spare, &next, res);
-    if (st == PD_OK && next) {
-        if (next->acct)
-            pd__recharge(next); /* a reused spare */
+    for (;;) {
+        pd_scene *cur;
+        pd_scene_lineage *l;
+        pd_status st = pd__update_start(r, name, &cur, &l);
+        if (st != PD_OK)
+            return st;
+        /* The lineage's lock keeps this scene's updates in order: each
+         * starts from the version the one before published. Other scenes'
+         * updates run meanwhile; readers never wait for it. */
+        pthread_mutex_lock(&l->lock);
+        pd_scene *next = NULL;
+        st = pd__apply_updates(cur, ops, n_ops, l, &next, res);
+        int refused = st == PD_OK && hooks && hooks->before_publish && hooks->before_publish(hooks->user) != 0;
+        int current = st == PD_OK && !refused && pd__update_swap(r, name, cur, next, l);
+        if (st == PD_OK && !refused && hooks && hooks->after_publish)
+            hooks->after_publish(hooks->user, current, res);
+        if (current && next)
+            pd__update_retire(cur, l, ops, n_ops, next->version); /* takes the registry's reference */
         else
-            pd__charge(r->acct, next);
-        pthread_rwlock_wrlock(&r->lock);
-        r->scenes[i] = next;
-        pthread_rwlock_unlock(&r->lock);
-        /* The replaced snapshot keeps the registry's reference as the next
-         * spare; an unused spare is let go. Searches still on the replaced
-         * snapshot keep reading it: it is reused only once they are done. */
-        if (spare)
-            drop = spare;
-        r->spare = old;
-    } else {
-        r->spare = spare;
+            pd_scene_release(next);
+        pthread_mutex_unlock(&l->lock);
+        pd_scene_release(cur);
+        pd__lineage_release(l);
+        if (refused)
+            return PD_INTERNAL;
+        if (st != PD_OK || current)
+            return st;
+        /* A reload or a drop replaced the scene while the version was
+         * built: start again from what is served now. */
     }
+}
+
+void pd_registry_set_spare_min_cells(pd_registry *r, uint64_t cells)
+{
+    pthread_mutex_lock(&r->reload_lock);
+    r->spare_min_cells = cells;
     pthread_mutex_unlock(&r->reload_lock);
-    pd_scene_release(drop);
-    return st;
 }
 
 void pd_registry_set_caps(pd_registry *r, const pd_registry_caps *caps)

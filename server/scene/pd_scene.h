@@ -92,6 +92,10 @@ typedef struct pd_scene {
                                         by its versions; NULL until its first update
                                         (its grid is that state until then) */
     uint64_t charged;                /* bytes charged there (pd_scene_own_bytes) */
+    struct pd_scene_lineage *lineage;  /* what the registry's updates of this scene share
+                                        (their order, the retired version the next one
+                                        writes into); made at its first update through
+                                        the registry, NULL until then */
 } pd_scene;
 
 void pd_scene_retain(pd_scene *s);
@@ -240,11 +244,21 @@ typedef struct pd_registry_caps {
 pd_registry *pd_registry_create(void);
 void pd_registry_destroy(pd_registry *r);   /* releases its references */
 
+/* Scenes of at most this many cells keep no spare between updates (see
+ * pd_scene.c): a fresh copy of a 256 x 256 scene with units 1-3 costs tens
+ * of microseconds, less than holding a second version of every small scene
+ * (10,000 updated instances) is worth. */
+#define PD_SCENE_SPARE_MIN_CELLS (256u * 256u)
+
+/* Changes that threshold for scenes whose first update comes later (tests
+ * run the spare's path on small maps with 0). */
+void pd_registry_set_spare_min_cells(pd_registry *r, uint64_t cells);
+
 /* Sets the caps pd_registry_add and pd_registry_instance check (any thread). */
 void pd_registry_set_caps(pd_registry *r, const pd_registry_caps *caps);
 
 /* Bytes every live snapshot charged to r holds right now (pd_scene_own_bytes
- * summed): served scenes, the update spare, and replaced snapshots that
+ * summed): served scenes, the updates' spares, and replaced snapshots that
  * searches or instances still hold. */
 uint64_t pd_registry_bytes(const pd_registry *r);
 
@@ -320,7 +334,9 @@ size_t pd_registry_list(pd_registry *r, pd_scene ***out);
 void pd_registry_release_list(pd_scene **list, size_t n);
 
 /* Applies u to the current version of scene `name` and publishes the result
- * atomically; updates and reloads are serialised, so none is lost. Returns
+ * atomically; one scene's updates are serialised, and a reload between
+ * building and serving a version makes the update start again, so none is
+ * lost. Returns
  * PD_UNKNOWN_SCENE or the statuses of pd_scene_apply_update; res->version is
  * the version now served (unchanged when the update changed no cell). The
  * copy and repair run on the calling thread: call it from a worker, never
@@ -331,5 +347,25 @@ pd_status pd_registry_update(pd_registry *r, const char *name, const pd_scene_up
 /* The same with several operations as one version (pd_scene_apply_updates). */
 pd_status pd_registry_update_many(pd_registry *r, const char *name, const pd_scene_update *ops,
                                   size_t n_ops, pd_scene_update_result *res);
+
+/* What runs around the moment an update's version is served, while that
+ * scene's next update waits (so calls come in the scene's version order):
+ * the journal's append under its change lock. before_publish runs once the
+ * version is built; nonzero refuses the update (nothing is served,
+ * PD_INTERNAL). Otherwise after_publish follows, with published set when
+ * res->version is the version served now (res->cells_changed 0: the update
+ * changed nothing), clear when a reload or drop replaced the scene
+ * meanwhile (the update then starts again, hooks included). */
+typedef struct pd_registry_update_hooks {
+    int (*before_publish)(void *user);
+    void (*after_publish)(void *user, int published, const pd_scene_update_result *res);
+    void *user;
+} pd_registry_update_hooks;
+
+/* pd_registry_update_many with hooks (NULL: none). Updates of different
+ * scenes build their versions in parallel; one scene's run one at a time. */
+pd_status pd_registry_update_hooked(pd_registry *r, const char *name, const pd_scene_update *ops,
+                                    size_t n_ops, const pd_registry_update_hooks *hooks,
+                                    pd_scene_update_result *res);
 
 #endif

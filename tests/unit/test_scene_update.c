@@ -176,26 +176,31 @@ static void expect_equals_fresh(const pd_scene *s, const model *m)
     pd_scene_release(f);
 }
 
-/* Mirrors an update into the model; returns how many cells change. */
-static uint64_t model_apply(model *m, const pd_scene_update *u)
+/* Mirrors an update into the model, RESTORE writing the cells of
+ * `authored` (the map as loaded; may be NULL when u is no RESTORE);
+ * returns how many cells change. */
+static uint64_t model_apply_authored(model *m, const uint8_t *authored, const pd_scene_update *u)
 {
     uint8_t v = u->op == PD_UPDATE_BLOCK ? 0 : u->op == PD_UPDATE_PASS ? 1 : u->cost;
     uint64_t changed = 0;
-    if (u->is_rect) {
-        for (int32_t y = u->rect_min.y; y <= u->rect_max.y; y++) {
-            for (int32_t x = u->rect_min.x; x <= u->rect_max.x; x++) {
-                changed += m->v[y * m->w + x] != v;
-                m->v[y * m->w + x] = v;
-            }
-        }
-    } else {
-        for (size_t i = 0; i < u->n_cells; i++) {
-            uint8_t *c = &m->v[u->cells[i].y * m->w + u->cells[i].x];
-            changed += *c != v;
-            *c = v;
-        }
+    size_t n = u->is_rect ? (size_t)(u->rect_max.x - u->rect_min.x + 1) * (size_t)(u->rect_max.y - u->rect_min.y + 1)
+                          : u->n_cells;
+    for (size_t i = 0; i < n; i++) {
+        int32_t x = u->is_rect ? u->rect_min.x + (int32_t)(i % (size_t)(u->rect_max.x - u->rect_min.x + 1))
+                               : u->cells[i].x;
+        int32_t y = u->is_rect ? u->rect_min.y + (int32_t)(i / (size_t)(u->rect_max.x - u->rect_min.x + 1))
+                               : u->cells[i].y;
+        uint8_t *c = &m->v[y * m->w + x];
+        uint8_t to = u->op == PD_UPDATE_RESTORE ? authored[y * m->w + x] : v;
+        changed += *c != to;
+        *c = to;
     }
     return changed;
+}
+
+static uint64_t model_apply(model *m, const pd_scene_update *u)
+{
+    return model_apply_authored(m, NULL, u);
 }
 
 /* Copies of everything a snapshot holds, to prove an update left it alone. */
@@ -859,10 +864,11 @@ static void test_registry_update(void **state)
     assert_true(now->version == 2);
     assert_int_equal(pd_grid_get(now->grid, 0, 0), PD_CELL_BLOCKED);
     assert_true(now->passable_cells == held->passable_cells - 1);
-    /* The held snapshot is intact; besides ours, the registry keeps a
-     * reference to it as the spare for the next update. */
+    /* The held snapshot is intact; a scene this small keeps no spare for
+     * the next update (PD_SCENE_SPARE_MIN_CELLS), so ours is its only
+     * reference. */
     assert_int_not_equal(pd_grid_get(held->grid, 0, 0), PD_CELL_BLOCKED);
-    assert_int_equal(atomic_load(&held->refs), 2);
+    assert_int_equal(atomic_load(&held->refs), 1);
     pd_scene_release(held);
     pd_scene_release(now);
 
@@ -928,6 +934,7 @@ static void test_registry_reuses_retired_snapshots(void **state)
     rng_state = 2024;
     model m = model_random(50, 40, 22);
     pd_registry *r = registry_from_model(&m, "[1, 2, 3]");
+    pd_registry_set_spare_min_cells(r, 0); /* a scene this small keeps a spare too */
     pd_scene *v1 = pd_registry_acquire(r, "m");
     const pd_scene *v1_address = v1;
     pd_scene_release(v1);
@@ -969,6 +976,110 @@ static void test_registry_reuses_retired_snapshots(void **state)
     }
     pd_registry_destroy(r);
     free(m.v);
+}
+
+/* A random operation for registry_random_updates: any op (BLOCK, PASS,
+ * COST 1..9, RESTORE) over a rectangle, a clustered list or a list
+ * scattered over the map (repaired cell by cell); cells[] (64 entries)
+ * holds a list's cells. */
+static pd_scene_update random_op(const model *m, pd_point *cells)
+{
+    pd_update_op op = (pd_update_op)rng_below(4);
+    uint8_t cost = (uint8_t)(1 + rng_below(9));
+    switch (rng_below(3)) {
+    case 0: {
+        int32_t x0 = rng_below(m->w), y0 = rng_below(m->h);
+        int32_t x1 = x0 + rng_below(12), y1 = y0 + rng_below(12);
+        return rect_update(op, cost, x0, y0, x1 < m->w ? x1 : m->w - 1, y1 < m->h ? y1 : m->h - 1);
+    }
+    case 1: {
+        size_t n = 1 + (size_t)rng_below(20);
+        int32_t cx = rng_below(m->w - 8), cy = rng_below(m->h - 8);
+        for (size_t i = 0; i < n; i++)
+            cells[i] = (pd_point){ cx + rng_below(8), cy + rng_below(8) };
+        return list_update(op, cost, cells, n);
+    }
+    default: {
+        size_t n = 2 + (size_t)rng_below(10);
+        for (size_t i = 0; i < n; i++)
+            cells[i] = (pd_point){ rng_below(m->w), rng_below(m->h) };
+        return list_update(op, cost, cells, n);
+    }
+    }
+}
+
+/* `updates` random updates through the registry, a quarter of them
+ * carrying 2..4 operations as one version, on the model's scene with units
+ * 1-3 and a spare kept whatever its size: so nearly every version is built
+ * by replaying the update before on the version it replaced, then applying
+ * its own (pd_scene.c). Every 97th version and the last must equal a fresh
+ * build (grid, bitsets, clearance, unit grids, labels as a partition,
+ * passable count). From time to time a reader holds a version across a few
+ * updates, so the spare is sometimes busy and a copy is made instead, and
+ * the held version must stay untouched. */
+static void registry_random_updates(model *mp, uint64_t seed, int updates)
+{
+    model m = *mp;
+    rng_state = seed;
+    uint8_t *authored = dup_bytes(m.v, (size_t)m.w * (size_t)m.h);
+    pd_registry *r = registry_from_model(&m, "[1, 2, 3]");
+    pd_registry_set_spare_min_cells(r, 0);
+    pd_point cells[4][64];
+    pd_scene *held = NULL;
+    snapshot held_copy;
+    uint64_t version = 1;
+    for (int step = 0; step < updates; step++) {
+        pd_scene_update ops[4];
+        size_t n_ops = rng_below(4) == 0 ? 2 + (size_t)rng_below(3) : 1;
+        uint64_t want_changed = 0;
+        for (size_t k = 0; k < n_ops; k++) {
+            ops[k] = random_op(&m, cells[k]);
+            want_changed += model_apply_authored(&m, authored, &ops[k]);
+        }
+        pd_scene_update_result res;
+        assert_int_equal(pd_registry_update_many(r, "m", ops, n_ops, &res), PD_OK);
+        assert_true(res.cells_changed == want_changed);
+        if (want_changed > 0)
+            version++;
+        assert_true(res.version == version);
+        if (step % 97 == 0 || step == updates - 1) {
+            pd_scene *now = pd_registry_acquire(r, "m");
+            assert_true(now->version == version);
+            expect_equals_fresh(now, &m);
+            pd_scene_release(now);
+        }
+        if (!held && step % 50 == 7) {
+            held = pd_registry_acquire(r, "m");
+            held_copy = snapshot_take(held);
+        } else if (held && step % 50 == 10) {
+            snapshot_check_and_free(&held_copy, held);
+            pd_scene_release(held);
+            held = NULL;
+        }
+    }
+    if (held) {
+        snapshot_check_and_free(&held_copy, held);
+        pd_scene_release(held);
+    }
+    pd_registry_destroy(r);
+    free(authored);
+    free(m.v);
+}
+
+static void test_registry_random_updates_uniform(void **state)
+{
+    (void)state;
+    rng_state = 77;
+    model m = model_random_costs(120, 90, 22, 0);
+    registry_random_updates(&m, 77, 2000);
+}
+
+static void test_registry_random_updates_weighted(void **state)
+{
+    (void)state;
+    rng_state = 78;
+    model m = model_random(120, 90, 22);
+    registry_random_updates(&m, 78, 2000);
 }
 
 /* Concurrency: UPDATERS threads each block UPDATES_EACH distinct cells of
@@ -1060,6 +1171,7 @@ static void test_registry_concurrent_updates(void **state)
              " {\"name\": \"other\", \"map\": \"scene_alt.txt\", \"format\": \"ascii\"}]}",
              path);
     pd_registry *r = registry_with(json);
+    pd_registry_set_spare_min_cells(r, 0); /* updates write into retired versions */
     remove(path);
 
     atomic_int stop;
@@ -1131,6 +1243,8 @@ int main(void)
         cmocka_unit_test(test_restore_as_one_operation),
         cmocka_unit_test(test_registry_update),
         cmocka_unit_test(test_registry_reuses_retired_snapshots),
+        cmocka_unit_test(test_registry_random_updates_uniform),
+        cmocka_unit_test(test_registry_random_updates_weighted),
         cmocka_unit_test(test_registry_concurrent_updates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
