@@ -392,9 +392,22 @@ static void pd__handle_find_route(pd__conn *c, pd_request *req, uint64_t arrival
     pd__submit(c, job);
 }
 
-/* UpdateCells copies and repairs a scene, which takes milliseconds on big
- * maps, so it runs on a worker like a search; ordered tasks keep updates in
- * order. The scene name and the cells' bounds are checked there. */
+/* The pool lane of the changes to scene `name` (FNV-1a of the name): a
+ * scene's updates, its creation and its drop share it, so they run in the
+ * order they arrived, while other scenes' changes run beside them. Two
+ * names that hash alike only share a lane. */
+static uint64_t pd__scene_lane(const char *name)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        h = (h ^ *c) * 0x100000001b3ull;
+    return h;
+}
+
+/* UpdateCells repairs a scene, which can take a while on big maps, so it
+ * runs on a worker like a search; ordered tasks in the scene's lane keep
+ * its updates in order. The scene name and the cells' bounds are checked
+ * there. */
 static void pd__handle_update_cells(pd__conn *c, pd_request *req)
 {
     pd_update_cells_req *uc = &req->u.update_cells;
@@ -406,6 +419,7 @@ static void pd__handle_update_cells(pd__conn *c, pd_request *req)
         return;
     }
     job->task.ordered = 1;
+    job->task.lane = job->task.lane2 = pd__scene_lane(uc->scene);
     job->registry = c->server->registry;
     job->world_store = c->server->world_store;
     job->journal = c->server->journal;
@@ -417,7 +431,9 @@ static void pd__handle_update_cells(pd__conn *c, pd_request *req)
 }
 
 /* CreateScene parses a whole map, so scene changes run on a worker; as
- * ordered tasks, in order with each other and with cell updates. */
+ * ordered tasks in the scene's lane, in order with its updates. An
+ * instance also takes its template's lane: it copies the version the
+ * template's earlier updates made, and none made after. */
 static void pd__handle_scene_change(pd__conn *c, pd_request *req)
 {
     if (!pd__inflight_ok(c, req->id, 1))
@@ -428,6 +444,8 @@ static void pd__handle_scene_change(pd__conn *c, pd_request *req)
         return;
     }
     job->task.ordered = 1;
+    job->task.lane = pd__scene_lane(req->u.change.name);
+    job->task.lane2 = req->kind == PD_REQ_CREATE_INSTANCE ? pd__scene_lane(req->u.change.tmpl) : job->task.lane;
     job->registry = c->server->registry;
     job->world_store = c->server->world_store;
     job->journal = c->server->journal;

@@ -949,12 +949,13 @@ static pd_status pd__journal_begin(pd_journal *journal, char *message, size_t le
     return PD_INTERNAL;
 }
 
-/* Ends a change: appended (rc) under the lock, then released, then synced
- * when the policy says so - outside the lock, so other changes can append
- * meanwhile and one fsync may cover several. Returns the change's status,
- * PD_INTERNAL when the journal did not take it (the change is applied in
- * memory but would not survive a restart: it is not acknowledged). */
-static pd_status pd__journal_end(pd_journal *journal, pd_status st, int appended_rc, char *message, size_t len)
+/* After the change lock was let go: the change's status, PD_INTERNAL when
+ * the journal did not take it (appended_rc; the change is applied in
+ * memory but would not survive a restart: it is not acknowledged), then
+ * synced when the policy says so - outside the lock, so other changes can
+ * append meanwhile and one fsync may cover several. */
+static pd_status pd__journal_settle(pd_journal *journal, pd_status st, int appended_rc, char *message,
+                                    size_t len)
 {
     if (!journal)
         return st;
@@ -962,12 +963,48 @@ static pd_status pd__journal_end(pd_journal *journal, pd_status st, int appended
         snprintf(message, len, "applied, but not journalled: %s", pd_journal_error(journal));
         st = PD_INTERNAL;
     }
-    pd_journal_unlock(journal);
     if (st == PD_OK && pd_journal_fsync_policy(journal) == PD_CONF_FSYNC_ALWAYS && pd_journal_sync(journal) != 0) {
         snprintf(message, len, "applied and journalled, but the journal's fsync failed: %s", strerror(errno));
         st = PD_INTERNAL;
     }
     return st;
+}
+
+/* Ends a change: appended (rc) under the lock, then released and settled. */
+static pd_status pd__journal_end(pd_journal *journal, pd_status st, int appended_rc, char *message, size_t len)
+{
+    if (journal)
+        pd_journal_unlock(journal);
+    return pd__journal_settle(journal, st, appended_rc, message, len);
+}
+
+/* The journal's part of one update, run by the registry around the swap
+ * (pd_registry_update_hooks): the change lock is taken once the version
+ * is built, so updates of different scenes build theirs in parallel, and
+ * the record is appended before the lock goes, so the log holds each
+ * scene's versions in order. */
+typedef struct pd__update_journal {
+    pd_journal *journal;
+    const char *scene;
+    const pd_scene_update *ops;
+    size_t n_ops;
+    int appended_rc;
+    char *message;
+    size_t len;
+} pd__update_journal;
+
+static int pd__update_journal_begin(void *user)
+{
+    pd__update_journal *uj = user;
+    return pd__journal_begin(uj->journal, uj->message, uj->len) == PD_OK ? 0 : -1;
+}
+
+static void pd__update_journal_end(void *user, int published, const pd_scene_update_result *res)
+{
+    pd__update_journal *uj = user;
+    if (published && res->cells_changed > 0)
+        uj->appended_rc = pd_journal_append_update(uj->journal, uj->scene, res->version, uj->ops, uj->n_ops);
+    pd_journal_unlock(uj->journal);
 }
 
 pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_store, pd_journal *journal,
@@ -979,13 +1016,11 @@ pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_sto
         update.cells = req->cells;
     const pd_scene_update *ops = req->n_ops ? req->ops : &update;
     size_t n_ops = req->n_ops ? req->n_ops : 1;
-    if ((out->status = pd__journal_begin(journal, out->message, sizeof out->message)) != PD_OK)
-        return out->status;
-    out->status = pd_registry_update_many(registry, req->scene, ops, n_ops, &out->update);
-    int rc = 0;
-    if (journal && out->status == PD_OK && out->update.cells_changed > 0)
-        rc = pd_journal_append_update(journal, req->scene, out->update.version, ops, n_ops);
-    out->status = pd__journal_end(journal, out->status, rc, out->message, sizeof out->message);
+    pd__update_journal uj = { journal, req->scene, ops, n_ops, 0, out->message, sizeof out->message };
+    const pd_registry_update_hooks hooks = { pd__update_journal_begin, pd__update_journal_end, &uj };
+    out->status = pd_registry_update_hooked(registry, req->scene, ops, n_ops, journal ? &hooks : NULL,
+                                            &out->update);
+    out->status = pd__journal_settle(journal, out->status, uj.appended_rc, out->message, sizeof out->message);
     /* Refreshing the world before the answer goes out means a route asked
      * for after the update's answer already plans around the change. */
     if (out->status == PD_OK && world_store)
@@ -1018,8 +1053,17 @@ pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_sto
     memset(out, 0, sizeof *out);
     pd_status st;
     pd_scene *made = NULL;
-    if ((out->status = pd__journal_begin(journal, out->message, sizeof out->message)) != PD_OK)
+    /* A new scene's map is parsed and derived before the change lock is
+     * taken: other scenes' changes go on meanwhile. */
+    if (kind == PD_REQ_CREATE_SCENE && req->scene)
+        made = req->raw ? pd_scene_from_cells(req->scene, req->width, req->height, req->map, out->message,
+                                              sizeof out->message)
+                        : pd_scene_build(req->scene, (const char *)req->map, req->map_len, out->message,
+                                         sizeof out->message);
+    if ((out->status = pd__journal_begin(journal, out->message, sizeof out->message)) != PD_OK) {
+        pd_scene_release(made);
         return out->status;
+    }
     if (kind == PD_REQ_DROP_SCENE) {
         st = pd_world_store_drop_scene(world_store, registry, req->name, req->drop_portals,
                                        &out->version, out->message, sizeof out->message);
@@ -1027,11 +1071,6 @@ pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_sto
         st = pd_registry_instance(registry, req->name, req->tmpl, &out->version, out->message,
                                   sizeof out->message);
     } else if (kind == PD_REQ_CREATE_SCENE) {
-        made = !req->scene ? NULL
-               : req->raw  ? pd_scene_from_cells(req->scene, req->width, req->height, req->map, out->message,
-                                                 sizeof out->message)
-                           : pd_scene_build(req->scene, (const char *)req->map, req->map_len,
-                                         out->message, sizeof out->message);
         if (!made) {
             st = PD_INVALID_ARGUMENT;
         } else {

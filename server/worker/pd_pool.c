@@ -6,11 +6,13 @@
  * Queue: tasks wait in a binary min-heap ordered by (key, submission
  * order), so the submitter decides who goes first (the server gives each
  * connection its own sequence of keys: start-time fair queueing); ordered
- * tasks wait apart, in one FIFO, since they must also run one at a time.
+ * tasks wait apart, in one FIFO: a worker takes the first one none of
+ * whose lanes a worker holds or an earlier queued ordered task waits on,
+ * so each lane keeps its order and different lanes run side by side.
  *
  * Locking: one pool mutex guards the task queue, every worker's `current`
- * pointer, every worker's statistics and the "an ordered task is running"
- * flag; a second mutex guards the completion list so the loop thread taking
+ * pointer, every worker's statistics and the lanes each worker holds; a
+ * second mutex guards the completion list so the loop thread taking
  * results never waits for a submit or a cancel. A worker clears `current`
  * under the pool mutex before it pushes the task onto the completion list:
  * from that moment the loop thread may free the task, so cancel must no
@@ -42,6 +44,9 @@ typedef struct pd__worker {
     size_t context_bytes;     /* guarded by pool->lock: as the last trim reported */
     int ready;                /* guarded by pool->lock: the thread made its context and
                                  waits for tasks (a health check reads it) */
+    int holds_lanes;          /* guarded by pool->lock: it runs an ordered task whose
+                                 lanes are these, until its batch is handed over */
+    uint64_t lane, lane2;
 } pd__worker;
 
 /* Tasks a worker finished and has not handed over yet (see pd_pool.h). */
@@ -68,7 +73,6 @@ struct pd_pool {
     uint32_t queue_capacity;
     atomic_int stopping;      /* written under lock, also read lock-free by polls */
     int paused;               /* guarded by lock; see pd_pool_set_paused */
-    int ordered_running;      /* guarded by lock: ordered tasks run one at a time */
 
     pthread_mutex_t done_lock;
     pd_task *done_head, *done_tail;
@@ -168,8 +172,8 @@ static void pd__complete(pd_pool *p, pd_task *task)
 }
 
 /* Runs a task and adds it to the worker's batch; an ordered task's batch is
- * handed over before the next ordered task may start, so ordered tasks also
- * complete in order. */
+ * handed over before its lanes' next task may start, so the tasks of a
+ * lane also complete in order. */
 static void pd__run_task(pd_pool *p, pd__worker *w, void *ctx, pd_task *task, int holds_order, pd__batch *b)
 {
     uint64_t started = pd_pool_now_ns();
@@ -192,8 +196,9 @@ static void pd__run_task(pd_pool *p, pd__worker *w, void *ctx, pd_task *task, in
         pd__publish(p, b);
     if (holds_order) {
         pthread_mutex_lock(&p->lock);
-        p->ordered_running = 0;
-        pthread_cond_signal(&p->work_ready);
+        w->holds_lanes = 0;
+        /* Any waiting worker may now find a task of these lanes. */
+        pthread_cond_broadcast(&p->work_ready);
         pthread_mutex_unlock(&p->lock);
     }
 }
@@ -246,14 +251,55 @@ static pd_task *pd__heap_remove(pd_pool *p, uint32_t i)
     return t;
 }
 
-static pd_task *pd__ord_pop(pd_pool *p)
+/* Unlinks ordered task t, which follows prev (NULL: t is the head). */
+static pd_task *pd__ord_unlink(pd_pool *p, pd_task *prev, pd_task *t)
 {
-    pd_task *t = p->ord_head;
-    p->ord_head = t->next;
-    if (!p->ord_head)
-        p->ord_tail = NULL;
+    if (prev)
+        prev->next = t->next;
+    else
+        p->ord_head = t->next;
+    if (p->ord_tail == t)
+        p->ord_tail = prev;
     t->next = NULL;
     return t;
+}
+
+static pd_task *pd__ord_pop(pd_pool *p)
+{
+    return pd__ord_unlink(p, NULL, p->ord_head);
+}
+
+static int pd__lanes_meet(const pd_task *t, uint64_t a, uint64_t b)
+{
+    return t->lane == a || t->lane == b || t->lane2 == a || t->lane2 == b;
+}
+
+/* The first queued ordered task that may start now: a cancelled one (it
+ * will not run), or one none of whose lanes a worker holds or an earlier
+ * queued task waits on; NULL when none within PD_POOL_LANE_LOOKAHEAD
+ * waiting tasks. Caller holds p->lock. */
+static pd_task *pd__take_ordered(pd_pool *p)
+{
+    uint64_t waiting[2 * PD_POOL_LANE_LOOKAHEAD];
+    size_t n_waiting = 0;
+    for (pd_task *prev = NULL, *t = p->ord_head; t; prev = t, t = t->next) {
+        int free_now = atomic_load(&t->cancelled);
+        if (!free_now) {
+            free_now = 1;
+            for (uint32_t i = 0; i < p->n_workers && free_now; i++)
+                free_now = !(p->workers[i].holds_lanes &&
+                             pd__lanes_meet(t, p->workers[i].lane, p->workers[i].lane2));
+            for (size_t i = 0; i < n_waiting && free_now; i++)
+                free_now = !pd__lanes_meet(t, waiting[i], waiting[i]);
+        }
+        if (free_now)
+            return pd__ord_unlink(p, prev, t);
+        if (n_waiting == 2 * PD_POOL_LANE_LOOKAHEAD)
+            return NULL;
+        waiting[n_waiting++] = t->lane;
+        waiting[n_waiting++] = t->lane2;
+    }
+    return NULL;
 }
 
 /* While paused: the first cancelled task anywhere (it only needs its
@@ -268,21 +314,18 @@ static pd_task *pd__take_cancelled(pd_pool *p)
     return NULL;
 }
 
-/* Unlinks the task a worker should run next, or returns NULL: while paused
- * only a cancelled one; otherwise the first ordered task when no ordered
- * task is running (or it is cancelled), else the heap's first. An ordered
- * task that cannot start holds back every later ordered one.
- * *holds_order is set when the task takes the pool's single ordered slot.
- * Caller holds p->lock. */
-static pd_task *pd__take_task(pd_pool *p, int *holds_order)
+/* Unlinks the task worker w (NULL: the pool is being destroyed) should
+ * run next, or returns NULL: while paused only a cancelled one; otherwise
+ * the first ordered task that may start (pd__take_ordered), else the
+ * heap's first. *holds_order is set when the task takes its lanes, which w
+ * then holds. Caller holds p->lock. */
+static pd_task *pd__take_task(pd_pool *p, pd__worker *w, int *holds_order)
 {
     pd_task *task = NULL;
     *holds_order = 0;
     if (p->paused)
         task = pd__take_cancelled(p);
-    else if (p->ord_head && (!p->ordered_running || atomic_load(&p->ord_head->cancelled)))
-        task = pd__ord_pop(p);
-    else if (p->heap_len > 0)
+    else if (!(p->ord_head && (task = pd__take_ordered(p))) && p->heap_len > 0)
         task = pd__heap_remove(p, 0);
     if (!task)
         return NULL;
@@ -291,8 +334,11 @@ static pd_task *pd__take_task(pd_pool *p, int *holds_order)
     if (!task->ordered)
         atomic_store_explicit(&p->virtual_time, task->key, memory_order_relaxed);
     *holds_order = task->ordered && !atomic_load(&task->cancelled);
-    if (*holds_order)
-        p->ordered_running = 1;
+    if (*holds_order && w) {
+        w->holds_lanes = 1;
+        w->lane = task->lane;
+        w->lane2 = task->lane2;
+    }
     return task;
 }
 
@@ -330,7 +376,7 @@ static void *pd__worker_main(void *arg)
         pd_task *task = NULL;
         int holds_order = 0;
         while (!atomic_load(&p->stopping)) {
-            if ((task = pd__take_task(p, &holds_order)))
+            if ((task = pd__take_task(p, w, &holds_order)))
                 break;
             if (batch.head) {
                 /* Nothing more to run now: hand the batch over before
@@ -344,8 +390,7 @@ static void *pd__worker_main(void *arg)
         }
         if (atomic_load(&p->stopping)) {
             if (task) { /* put it back: destroy answers every queued task */
-                if (holds_order)
-                    p->ordered_running = 0;
+                w->holds_lanes = 0;
                 pd__enqueue(p, task);
             }
             break;
@@ -592,11 +637,9 @@ pd_task *pd_pool_destroy(pd_pool *p)
 
     /* No thread is left, so the queues need no lock from here on. */
     p->paused = 0;
-    p->ordered_running = 0;
     pd_task *queued;
     int holds_order;
-    while ((queued = pd__take_task(p, &holds_order))) {
-        p->ordered_running = 0;
+    while ((queued = pd__take_task(p, NULL, &holds_order))) {
         queued->status = PD_CANCELLED;
         queued->finished_ns = pd_pool_now_ns();
         pd__complete(p, queued);

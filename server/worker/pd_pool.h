@@ -18,8 +18,12 @@
  * Tasks carry an owner and a tag, never a pointer to their submitter:
  * pd_pool_cancel marks one (owner, tag), pd_pool_cancel_owner all of an
  * owner's, so no worker spends time on work nobody will read. Ordered tasks
- * run one at a time, in the order they were submitted (an ordered task that
- * cannot start holds back every later ordered one), ahead of the others.
+ * carry one or two lanes (opaque keys the submitter picks, for instance a
+ * hash of the scene a change is for): tasks that share a lane run one at a
+ * time, in the order they were submitted, and complete in that order;
+ * tasks with no lane in common run in parallel. An ordered task that
+ * cannot start holds back the later ones of its lanes only. Ordered tasks
+ * that can start go ahead of the others.
  * The others run in the order of their keys, lowest first (submission order
  * among equal keys): the submitter's policy, for instance fair queueing
  * between clients (pd_pool_virtual_time).
@@ -56,7 +60,9 @@ struct pd_task {
     uint64_t owner;               /* cancel key: pd_pool_cancel_owner */
     uint64_t tag;                 /* cancel key with owner: pd_pool_cancel */
     uint64_t deadline_ns;         /* pd_pool_now_ns() clock; 0 = none */
-    int ordered;                  /* one at a time, in submission order */
+    int ordered;                  /* one at a time per lane, in submission order */
+    uint64_t lane;                /* an ordered task's lane */
+    uint64_t lane2;               /* and a second one (lane again when it has one) */
     uint64_t key;                 /* unordered tasks run lowest key first */
 
     /* Set by the pool. */
@@ -98,6 +104,12 @@ typedef struct pd_pool_thread_ops {
 } pd_pool_thread_ops;
 
 typedef void (*pd_pool_wake_fn)(void *user);
+
+/* Queued ordered tasks a worker looks past, when the first ones wait for
+ * their lanes, to find one that can start; beyond them it waits too (the
+ * order within each lane holds either way). Bounds the time a pick holds
+ * the pool's lock. */
+#define PD_POOL_LANE_LOOKAHEAD 64u
 
 /* Longest a worker keeps a finished task back while it runs more (50 us:
  * well under a network round trip, several trivial requests long), and
