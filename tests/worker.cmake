@@ -9,3 +9,10 @@ pd_test(NAME test_pool
         LIBS pathd_worker pathd_query
         LABELS sanitize threaded
         TIMEOUT 600)
+
+# Issue 12: ordered tasks in lanes (one scene's changes in order, other
+# scenes' beside them), shown with gates, not timing.
+pd_test(NAME test_pool_lanes
+        SOURCES unit/test_pool_lanes.c
+        LIBS pathd_worker
+        LABELS sanitize threaded)

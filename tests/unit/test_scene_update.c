@@ -1082,6 +1082,96 @@ static void test_registry_random_updates_weighted(void **state)
     registry_random_updates(&m, 78, 2000);
 }
 
+/* A hook that holds an update at the moment its version is about to be
+ * served, until the test lets it go. */
+typedef struct publish_gate {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int arrived, open, published;
+} publish_gate;
+
+static int gate_before_publish(void *user)
+{
+    publish_gate *g = user;
+    pthread_mutex_lock(&g->lock);
+    g->arrived = 1;
+    pthread_cond_broadcast(&g->cond);
+    while (!g->open)
+        pthread_cond_wait(&g->cond, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+    return 0;
+}
+
+static void gate_after_publish(void *user, int published, const pd_scene_update_result *res)
+{
+    publish_gate *g = user;
+    (void)res;
+    pthread_mutex_lock(&g->lock);
+    g->published = published;
+    pthread_mutex_unlock(&g->lock);
+}
+
+typedef struct gated_update {
+    pd_registry *r;
+    publish_gate *gate;
+    pd_status st;
+} gated_update;
+
+static void *gated_update_main(void *p)
+{
+    gated_update *a = p;
+    static const pd_point cell = { 0, 0 };
+    pd_scene_update u = list_update(PD_UPDATE_BLOCK, 0, &cell, 1);
+    const pd_registry_update_hooks hooks = { gate_before_publish, gate_after_publish, a->gate };
+    a->st = pd_registry_update_hooked(a->r, "alpha", &u, 1, &hooks, NULL);
+    return NULL;
+}
+
+/* Updates of different scenes do not wait for each other: while an update
+ * of "alpha" is held just before its version is served (its hook waits at
+ * a gate), an update of "beta" on this thread completes and is served, and
+ * "alpha" still serves version 1. Opened, alpha's update is served. */
+static void test_registry_scenes_update_in_parallel(void **state)
+{
+    (void)state;
+    pd_registry *r = registry_with(conf_two);
+    publish_gate gate = { .arrived = 0 };
+    pthread_mutex_init(&gate.lock, NULL);
+    pthread_cond_init(&gate.cond, NULL);
+    gated_update a = { r, &gate, PD_INTERNAL };
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, gated_update_main, &a), 0);
+    pthread_mutex_lock(&gate.lock);
+    while (!gate.arrived)
+        pthread_cond_wait(&gate.cond, &gate.lock);
+    pthread_mutex_unlock(&gate.lock);
+
+    static const pd_point cell = { 0, 0 };
+    pd_scene_update u = list_update(PD_UPDATE_BLOCK, 0, &cell, 1);
+    pd_scene_update_result res;
+    assert_int_equal(pd_registry_update(r, "beta", &u, &res), PD_OK);
+    assert_true(res.version == 2 && res.cells_changed == 1);
+    pd_scene *beta = pd_registry_acquire(r, "beta"), *alpha = pd_registry_acquire(r, "alpha");
+    assert_true(beta->version == 2 && alpha->version == 1);
+    pd_scene_release(beta);
+    pd_scene_release(alpha);
+
+    pthread_mutex_lock(&gate.lock);
+    gate.open = 1;
+    pthread_cond_broadcast(&gate.cond);
+    pthread_mutex_unlock(&gate.lock);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(a.st, PD_OK);
+    assert_int_equal(gate.published, 1);
+    alpha = pd_registry_acquire(r, "alpha");
+    assert_true(alpha->version == 2);
+    assert_int_equal(pd_grid_get(alpha->grid, 0, 0), PD_CELL_BLOCKED);
+    pd_scene_release(alpha);
+    pthread_cond_destroy(&gate.cond);
+    pthread_mutex_destroy(&gate.lock);
+    pd_registry_destroy(r);
+}
+
 /* Concurrency: UPDATERS threads each block UPDATES_EACH distinct cells of
  * one open scene, one cell per update, while readers check every snapshot
  * they see: each update blocks exactly one new cell, so a snapshot of
@@ -1245,6 +1335,7 @@ int main(void)
         cmocka_unit_test(test_registry_reuses_retired_snapshots),
         cmocka_unit_test(test_registry_random_updates_uniform),
         cmocka_unit_test(test_registry_random_updates_weighted),
+        cmocka_unit_test(test_registry_scenes_update_in_parallel),
         cmocka_unit_test(test_registry_concurrent_updates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
