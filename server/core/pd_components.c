@@ -382,48 +382,61 @@ static int pd__compare_pair(const void *a, const void *b)
 }
 
 /*
- * Floods the cells labelled `label` from the first seed, staying inside
- * [bx0..bx1] x [by0..by1], and reports whether every seed was reached. The
- * visited marks are cleared again before returning; seed marks stay.
- * Returns 1 (connected), 0 (not proven) or -1 (allocation failure).
+ * Groups the seeds by what reaches what inside [bx0..bx1] x [by0..by1]:
+ * floods the cells labelled `label` from the first seed, then from each seed
+ * no flood has reached yet, each flood giving its seeds its group number
+ * (group[i] for seed i). One group proves the closed cells cut nothing.
+ * Every cell of the box is visited at most once in all, and the first
+ * flood stops as soon as it has reached every seed. Marks are cleared again
+ * before returning; seed marks stay. Returns the number of groups, or -1
+ * (allocation failure).
  */
-static int pd__seeds_connected(pd__repair *r, uint32_t label, int32_t bx0, int32_t by0,
-                               int32_t bx1, int32_t by1)
+static long pd__group_seeds(pd__repair *r, uint32_t label, int32_t bx0, int32_t by0, int32_t bx1,
+                            int32_t by1, uint32_t *group)
 {
     size_t reached = 0;
-    int result = 0;
+    long groups = 0;
+    int failed = 0;
     r->queue.n = 0;
-    uint32_t first = r->seeds.v[0];
-    if (pd__set(r, first, pd__get(r, first) | PD__VISITED) < 0 || pd__cells_push(&r->queue, first) < 0)
-        return -1;
-    for (size_t head = 0; head < r->queue.n; head++) {
-        uint32_t cell = r->queue.v[head];
-        if ((pd__get(r, cell) & PD__SEED) && ++reached == r->seeds.n) {
-            result = 1;
-            break;
-        }
-        int32_t x, y;
-        pd__coords(r->c, cell, &x, &y);
-        for (int d = 0; d < 4; d++) {
-            uint32_t n = cell + r->step[d];
-            uint32_t lab = pd__get(r, n);
-            if ((lab & ~PD__SEED) != label)
-                continue;
-            int32_t nx = x + (d == 0) - (d == 1), ny = y + (d == 2) - (d == 3);
-            if (nx < bx0 || nx > bx1 || ny < by0 || ny > by1)
-                continue;
-            if (pd__set(r, n, lab | PD__VISITED) < 0 || pd__cells_push(&r->queue, n) < 0) {
-                result = -1;
+    for (size_t s = 0; s < r->seeds.n && !failed && reached < r->seeds.n; s++) {
+        uint32_t first = r->seeds.v[s];
+        uint32_t lab = pd__get(r, first);
+        if (lab & PD__VISITED)
+            continue;
+        uint32_t mark = PD__VISITED | (uint32_t)groups++;
+        size_t head = r->queue.n;
+        if (pd__set(r, first, (lab & PD__SEED) | mark) < 0 || pd__cells_push(&r->queue, first) < 0)
+            return -1;
+        for (; head < r->queue.n; head++) {
+            uint32_t cell = r->queue.v[head];
+            if ((pd__get(r, cell) & PD__SEED) && ++reached == r->seeds.n)
                 break;
+            int32_t x, y;
+            pd__coords(r->c, cell, &x, &y);
+            for (int d = 0; d < 4 && !failed; d++) {
+                uint32_t n = cell + r->step[d];
+                uint32_t nl = pd__get(r, n);
+                if ((nl & ~PD__SEED) != label)
+                    continue;
+                int32_t nx = x + (d == 0) - (d == 1), ny = y + (d == 2) - (d == 3);
+                if (nx < bx0 || nx > bx1 || ny < by0 || ny > by1)
+                    continue;
+                failed = pd__set(r, n, (nl & PD__SEED) | mark) < 0 || pd__cells_push(&r->queue, n) < 0;
             }
+            if (failed)
+                break;
         }
-        if (result < 0)
-            break;
     }
+    if (failed)
+        return -1;
+    for (size_t i = 0; i < r->seeds.n; i++)
+        group[i] = pd__get(r, r->seeds.v[i]) & ~(PD__MARKS);
     /* Every queued cell is in the overlay already: clearing cannot fail. */
-    for (size_t i = 0; i < r->queue.n; i++)
-        (void)pd__set(r, r->queue.v[i], pd__get(r, r->queue.v[i]) & ~PD__VISITED);
-    return result;
+    for (size_t i = 0; i < r->queue.n; i++) {
+        uint32_t lab = pd__get(r, r->queue.v[i]);
+        (void)pd__set(r, r->queue.v[i], (lab & PD__SEED) | label);
+    }
+    return groups;
 }
 
 /* Makes room for n lock-step floods, each starting with an empty queue. */
@@ -456,18 +469,19 @@ static size_t pd__set_find(size_t *parent, size_t i)
 
 /*
  * Splits the old component `label` into its parts after the local proof
- * failed. One flood starts at each seed; a cell carries PD__VISITED plus the
- * index of the flood that reached it, and floods that meet join one set. A
- * set whose floods are all exhausted is a whole part and gets a new label.
- * Once a single set is still growing, everything not yet claimed belongs to
- * it (each surviving cell reaches some seed), so it keeps `label` without
- * being flooded to the end: a few cells cut off a big component cost only
- * their own size.
+ * failed. One flood starts from each group of seeds (pd__group_seeds: seeds
+ * the bounded flood found connected start one flood together, so floods
+ * that would only meet again around the closed cells are one from the
+ * start); a cell carries PD__VISITED plus the index of the flood that
+ * reached it, and floods that meet join one set. A set whose floods are
+ * all exhausted is a whole part and gets a new label. Once a single set is
+ * still growing, everything not yet claimed belongs to it (each surviving
+ * cell reaches some seed), so it keeps `label` without being flooded to
+ * the end: a few cells cut off a big component cost only their own size.
  */
-static int pd__split_component(pd__repair *r, uint32_t label)
+static int pd__split_component(pd__repair *r, uint32_t label, const uint32_t *group, size_t n)
 {
     pd_components *c = r->c;
-    size_t n = r->seeds.n;
     if (pd__reserve_floods(r, n) < 0)
         return -1;
     /* parent: union-find over floods; growing: live floods per set root;
@@ -481,8 +495,10 @@ static int pd__split_component(pd__repair *r, uint32_t label)
     for (size_t i = 0; i < n; i++) {
         parent[i] = i;
         growing[i] = 1;
-        if (pd__set(r, r->seeds.v[i], PD__VISITED | (uint32_t)i) < 0 ||
-            pd__cells_push(&r->floods[i].queue, r->seeds.v[i]) < 0)
+    }
+    for (size_t s = 0; s < r->seeds.n; s++) {
+        if (pd__set(r, r->seeds.v[s], PD__VISITED | group[s]) < 0 ||
+            pd__cells_push(&r->floods[group[s]].queue, r->seeds.v[s]) < 0)
             goto out;
     }
     size_t live_sets = n;
@@ -560,19 +576,22 @@ static int pd__repair_label(pd__repair *r, uint32_t label, size_t from, size_t t
         c->count--;
         return 0;
     }
-    int proven = 1;
+    long groups = 1;
+    uint32_t *group = NULL;
     if (r->seeds.n > 1) {
         int32_t m = PD_COMPONENTS_REPAIR_MARGIN;
-        proven = pd__seeds_connected(r, label, r->x0 - m, r->y0 - m, r->x1 + m, r->y1 + m);
-        if (proven < 0)
+        if (!(group = malloc(r->seeds.n * sizeof *group)))
             return -1;
+        groups = pd__group_seeds(r, label, r->x0 - m, r->y0 - m, r->x1 + m, r->y1 + m, group);
     }
-    if (proven)
+    int rc = groups < 0 ? -1 : 0;
+    if (groups == 1)
         for (size_t i = 0; i < r->seeds.n; i++)
             (void)pd__set(r, r->seeds.v[i], label); /* in the overlay already */
-    else if (pd__split_component(r, label) < 0)
-        return -1;
-    return 0;
+    else if (groups > 1)
+        rc = pd__split_component(r, label, group, (size_t)groups);
+    free(group);
+    return rc;
 }
 
 /* Step 1: blocks the cells that closed and repairs the labels they had. */
