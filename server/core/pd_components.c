@@ -341,12 +341,23 @@ static int pd__set(pd__repair *r, uint32_t cell, uint32_t v)
 }
 
 /* Writes the overlay (now free of marks) back into the stored labels,
- * widening them first if a new label does not fit 16 bits. */
-static int pd__overlay_flush(pd__repair *r)
+ * widening them first if a new label does not fit 16 bits, and appends
+ * what it wrote to diff (may be NULL). */
+static int pd__overlay_flush(pd__repair *r, pd_components_diff *diff)
 {
     pd_components *c = r->c;
     if (c->labels16 && c->next_label > PD_COMPONENTS_NARROW_LIMIT && pd__widen(c) != 0)
         return -1;
+    if (diff && diff->n + r->ov.n > diff->cap) {
+        size_t cap = diff->cap ? diff->cap : 256;
+        while (cap < diff->n + r->ov.n)
+            cap *= 2;
+        uint32_t *grown = realloc(diff->pairs, 2 * cap * sizeof *grown);
+        if (!grown)
+            return -1;
+        diff->pairs = grown;
+        diff->cap = cap;
+    }
     size_t cap = r->ov.bits ? (size_t)1 << r->ov.bits : 0;
     for (size_t i = 0; i < cap; i++) {
         uint32_t key = r->ov.keys[i];
@@ -356,8 +367,42 @@ static int pd__overlay_flush(pd__repair *r)
             c->labels16[key - 1] = (uint16_t)r->ov.vals[i];
         else
             c->labels[key - 1] = r->ov.vals[i];
+        if (diff) {
+            diff->pairs[2 * diff->n] = key - 1;
+            diff->pairs[2 * diff->n + 1] = r->ov.vals[i];
+            diff->n++;
+        }
+    }
+    if (diff) {
+        diff->next_label = c->next_label;
+        diff->count = c->count;
+        diff->wide = c->labels != NULL;
     }
     return 0;
+}
+
+int pd_components_apply_diff(pd_components *c, const pd_components_diff *diff)
+{
+    if (diff->wide && c->labels16 && pd__widen(c) != 0)
+        return -1;
+    for (size_t i = 0; i < diff->n; i++) {
+        uint32_t at = diff->pairs[2 * i], label = diff->pairs[2 * i + 1];
+        if (c->labels16)
+            c->labels16[at] = (uint16_t)label;
+        else
+            c->labels[at] = label;
+    }
+    if (diff->n > 0) {
+        c->next_label = diff->next_label;
+        c->count = diff->count;
+    }
+    return 0;
+}
+
+void pd_components_diff_free(pd_components_diff *diff)
+{
+    free(diff->pairs);
+    memset(diff, 0, sizeof *diff);
 }
 
 static int pd__new_label(pd_components *c, uint32_t *label)
@@ -767,6 +812,12 @@ static int pd__apply_opened(pd__repair *r)
 int pd_components_update(pd_components *c, const pd_grid *g, int32_t x0, int32_t y0, int32_t x1,
                          int32_t y1)
 {
+    return pd_components_update_diff(c, g, x0, y0, x1, y1, NULL);
+}
+
+int pd_components_update_diff(pd_components *c, const pd_grid *g, int32_t x0, int32_t y0, int32_t x1,
+                              int32_t y1, pd_components_diff *diff)
+{
     if (!c || (!c->labels && !c->labels16) || !g || !g->cells || c->width != g->width || c->height != g->height)
         return -1;
     if (x0 > x1) {
@@ -799,7 +850,7 @@ int pd_components_update(pd_components *c, const pd_grid *g, int32_t x0, int32_t
     /* The stored labels change only here, all at once: a failed update
      * leaves them as they were. */
     if (rc == 0)
-        rc = pd__overlay_flush(&r);
+        rc = pd__overlay_flush(&r, diff);
     free(r.ov.keys);
     free(r.ov.vals);
     free(r.closed.v);

@@ -71,4 +71,28 @@ static inline int pd_components_connected(const pd_components *c, pd_point a, pd
 int pd_components_update(pd_components *c, const pd_grid *g,
                          int32_t x0, int32_t y0, int32_t x1, int32_t y1);
 
+/* What updates wrote into labels: (padded index, label) pairs in the order
+ * written, and the counters after the last of them. Applied to another copy
+ * of the labels those updates started from (pd_components_apply_diff), it
+ * gives the same labels without a flood: how a scene brings a retired
+ * version up to date (pd_scene.c). */
+typedef struct pd_components_diff {
+    uint32_t *pairs;
+    size_t n, cap;                   /* pairs held (2 entries each), room */
+    uint32_t next_label, count;
+    int wide;                        /* the labels ended 32 bits wide */
+} pd_components_diff;
+
+/* pd_components_update, appending what it wrote to diff. Returns 0, or -1
+ * (memory: the labels as pd_components_update leaves them; the diff is
+ * then incomplete, do not apply it). */
+int pd_components_update_diff(pd_components *c, const pd_grid *g, int32_t x0, int32_t y0, int32_t x1,
+                              int32_t y1, pd_components_diff *diff);
+
+/* Writes diff into c. Returns 0, or -1 (memory for widening them). */
+int pd_components_apply_diff(pd_components *c, const pd_components_diff *diff);
+
+/* Frees what the diff holds; it is empty afterwards. */
+void pd_components_diff_free(pd_components_diff *diff);
+
 #endif

@@ -169,6 +169,11 @@ typedef struct pd_scene_lineage {
     size_t n_ops, ops_cap;
     pd_point *cells;                 /* their cell lists, one after the other */
     size_t cells_cap;
+    /* What those operations wrote into each unit size's labels (the same
+     * order as the scene's units), so the spare takes the labels as they
+     * are, without running the floods again; diffs_ok when complete. */
+    pd_components_diff diffs[PD_CONF_MAX_UNIT_SIZES];
+    int diffs_ok;
 } pd_scene_lineage;
 
 static void pd__scene_free(pd_scene *s);
@@ -199,14 +204,17 @@ static void pd__lineage_release(pd_scene_lineage *l)
         return;
     pd_scene_release(l->spare);
     pthread_mutex_destroy(&l->lock);
+    for (size_t i = 0; i < PD_CONF_MAX_UNIT_SIZES; i++)
+        pd_components_diff_free(&l->diffs[i]);
     free(l->ops);
     free(l->cells);
     free(l);
 }
 
 /* Keeps a copy of the operations that made `version` (lock held), for the
- * next update to replay on the spare; on failure none are kept (the next
- * update copies instead). */
+ * next update to replay on the spare beside the label diffs they recorded;
+ * without those, or on failure, none are kept (the next update copies
+ * instead). */
 static void pd__lineage_keep_ops(pd_scene_lineage *l, const pd_scene_update *ops, size_t n_ops,
                                  uint64_t version)
 {
@@ -215,6 +223,8 @@ static void pd__lineage_keep_ops(pd_scene_lineage *l, const pd_scene_update *ops
         cells += ops[k].is_rect ? 0 : ops[k].n_cells;
     l->ops_version = 0;
     l->n_ops = 0;
+    if (!l->diffs_ok)
+        return;
     if (n_ops > l->ops_cap) {
         pd_scene_update *grown = realloc(l->ops, n_ops * sizeof *grown);
         if (!grown)
@@ -899,11 +909,21 @@ static void pd__scene_sync_bits(pd_scene *n, int32_t x0, int32_t y0, int32_t x1,
     pd_grid_sync_bits(n->grid, x0, y0, x1, y1);
 }
 
+/* What an update's repairs do with the labels: repair them, recording
+ * what they write per unit size into record (when set); or, bringing a
+ * spare up to date, leave them to the diffs recorded before (skip). */
+typedef struct pd__label_mode {
+    pd_components_diff *record;
+    int skip;
+    int failed;                      /* a record is incomplete */
+} pd__label_mode;
+
 /* Repairs the derived data of n after the cells of g in [x0..x1] x [y0..y1]
  * changed. Passability changes touch clearance and labels; cost-only
- * changes touch the unit grids' costs alone. Returns 0 or -1 (memory). */
+ * changes touch the unit grids' costs alone. lm may be NULL (labels
+ * repaired, nothing recorded). Returns 0 or -1 (memory). */
 static int pd__scene_repair(pd_scene *n, int32_t x0, int32_t y0, int32_t x1, int32_t y1,
-                            int passability_changed)
+                            int passability_changed, pd__label_mode *lm)
 {
     if (passability_changed)
         pd__scene_sync_bits(n, x0, y0, x1, y1);
@@ -913,13 +933,15 @@ static int pd__scene_repair(pd_scene *n, int32_t x0, int32_t y0, int32_t x1, int
         pd_scene_unit *u = &n->units[i];
         if (u->unit > 1)
             pd_unit_grid_update(u->grid, n->grid, n->clearance, u->unit, x0, y0, x1, y1);
-        if (!passability_changed)
+        if (!passability_changed || (lm && lm->skip))
             continue;
         /* Anchors whose footprint reaches into the rectangle are the unit
          * grid cells that may have changed. */
         int32_t ux0 = x0 - (int32_t)(u->unit - 1), uy0 = y0 - (int32_t)(u->unit - 1);
-        if (pd_components_update(u->components, u->grid, ux0 < 0 ? 0 : ux0, uy0 < 0 ? 0 : uy0,
-                                 x1, y1) != 0) {
+        if (pd_components_update_diff(u->components, u->grid, ux0 < 0 ? 0 : ux0, uy0 < 0 ? 0 : uy0,
+                                      x1, y1, lm && lm->record ? &lm->record[i] : NULL) != 0) {
+            if (lm)
+                lm->failed = 1;
             /* The labels are no longer trustworthy; a full build is. */
             pd_components_destroy(u->components);
             u->components = pd_components_build(u->grid);
@@ -1025,7 +1047,7 @@ static int pd__ensure_authored(pd_scene *n, const pd_scene *s)
  * the passable cells gained to *delta. Returns 0, or -1 when memory ran
  * out (n must then be released). */
 static int pd__apply_ops(pd_scene *n, const pd_scene_update *ops, size_t n_ops, uint64_t *changed,
-                         int64_t *delta)
+                         int64_t *delta, pd__label_mode *lm)
 {
     for (size_t k = 0; k < n_ops; k++) {
         const pd_scene_update *u = &ops[k];
@@ -1051,7 +1073,7 @@ static int pd__apply_ops(pd_scene *n, const pd_scene_update *ops, size_t n_ops, 
                 if (per_cell && change != PD__CELL_SAME) {
                     if (a.lost_costly && !n->grid->uniform_cost)
                         pd_grid_refresh_uniform(n->grid);
-                    if (pd__scene_repair(n, x, y, x, y, change == PD__CELL_PASSABILITY) != 0)
+                    if (pd__scene_repair(n, x, y, x, y, change == PD__CELL_PASSABILITY, lm) != 0)
                         return -1;
                 }
             }
@@ -1062,7 +1084,7 @@ static int pd__apply_ops(pd_scene *n, const pd_scene_update *ops, size_t n_ops, 
              * repair, over the box. */
             if (a.lost_costly && !n->grid->uniform_cost)
                 pd_grid_refresh_uniform(n->grid);
-            if (pd__scene_repair(n, a.box.x0, a.box.y0, a.box.x1, a.box.y1, a.passability_changed) != 0)
+            if (pd__scene_repair(n, a.box.x0, a.box.y0, a.box.x1, a.box.y1, a.passability_changed, lm) != 0)
                 return -1;
         }
         *changed += a.changed;
@@ -1075,7 +1097,8 @@ static int pd__apply_ops(pd_scene *n, const pd_scene_update *ops, size_t n_ops, 
  * into: the lineage's spare brought up to date when it can be - no reader
  * holds it, it has s's shape, and it holds s's version, or the one before
  * whose operations the lineage kept (replayed: the same cells, the same
- * local repairs) - else the spare overwritten with a copy, else a fresh
+ * local repairs of grids and clearance, and the labels those repairs wrote
+ * then, from their diffs) - else the spare overwritten with a copy, else a fresh
  * copy. Its header is s's next version's. NULL when memory ran out. l may
  * be NULL (no lineage: a fresh copy); its lock is held. */
 static pd_scene *pd__scene_for_next(const pd_scene *s, pd_scene_lineage *l)
@@ -1094,7 +1117,11 @@ static pd_scene *pd__scene_for_next(const pd_scene *s, pd_scene_lineage *l)
         pd__scene_header_from(n, s);
         uint64_t changed = 0;
         int64_t delta = 0;
-        if (!behind || pd__apply_ops(n, l->ops, l->n_ops, &changed, &delta) == 0)
+        pd__label_mode from_diffs = { NULL, 1, 0 };
+        int ok = !behind || pd__apply_ops(n, l->ops, l->n_ops, &changed, &delta, &from_diffs) == 0;
+        for (size_t i = 0; behind && ok && i < s->n_unit_sizes; i++)
+            ok = pd_components_apply_diff(n->units[i].components, &l->diffs[i]) == 0;
+        if (ok)
             return n;
     } else if (pd__scene_copy_into(n, s) == 0) {
         return n;
@@ -1141,7 +1168,19 @@ static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops
         return PD_INTERNAL;
     uint64_t changed = 0;
     int64_t delta = 0;
-    if (pd__ensure_authored(n, s) != 0 || pd__apply_ops(n, ops, n_ops, &changed, &delta) != 0)
+    /* The lineage's diffs were read above (the spare caught up); from here
+     * they record this update's label writes, for the next. */
+    pd__label_mode record = { NULL, 0, 0 };
+    if (l) {
+        l->ops_version = 0;
+        for (size_t i = 0; i < s->n_unit_sizes; i++)
+            l->diffs[i].n = 0;
+        record.record = l->diffs;
+    }
+    int applied = pd__ensure_authored(n, s) == 0 && pd__apply_ops(n, ops, n_ops, &changed, &delta, &record) == 0;
+    if (l)
+        l->diffs_ok = !record.failed;
+    if (!applied)
         goto fail;
     if (changed == 0) {
         /* Nothing changed: no version. What it wrote into holds s now. */
