@@ -167,6 +167,51 @@ static void collect(pd_pool *p, int *ids, size_t want)
     }
 }
 
+/* A pool of `workers` running task 1 of lane 1, which waits at the gate. */
+static pd_pool *pool_with_slow_task(lane_log *log, uint32_t workers)
+{
+    log_init(log);
+    pd_pool *p = pd_pool_create(workers, 16, &thread_ops, NULL, NULL, NULL);
+    assert_non_null(p);
+    submit(p, log, 1, 1, 1, 1);
+    wait_started(log, 1);
+    return p;
+}
+
+/* One scenario behind a slow task: tasks submitted after task 1 (lane 1,
+ * waiting at the gate), the one that must complete while it waits, the
+ * ones that must not have started by then, and the order the rest must
+ * complete in once the gate opens. */
+typedef struct behind_slow {
+    uint32_t workers;
+    struct { int id; uint64_t lane, lane2; } later[3];
+    size_t n_later;
+    int done_first;
+    int not_started[2];
+    size_t n_not_started;
+    int rest[3];
+    size_t n_rest;
+} behind_slow;
+
+static void run_behind_slow(const behind_slow *b)
+{
+    lane_log log;
+    pd_pool *p = pool_with_slow_task(&log, b->workers);
+    for (size_t i = 0; i < b->n_later; i++)
+        submit(p, &log, b->later[i].id, b->later[i].lane, b->later[i].lane2, 0);
+    int ids[4];
+    collect(p, ids, 1);
+    assert_int_equal(ids[0], b->done_first);
+    for (size_t i = 0; i < b->n_not_started; i++)
+        assert_false(has_started(&log, b->not_started[i]));
+    open_gate(&log);
+    collect(p, ids, b->n_rest);
+    for (size_t i = 0; i < b->n_rest; i++)
+        assert_int_equal(ids[i], b->rest[i]);
+    assert_null(pd_pool_destroy(p));
+    log_destroy(&log);
+}
+
 /* Two workers; lane 1's first task is slow (it waits at the gate). Lane 2's
  * task, submitted after lane 1's second, runs and completes while the slow
  * one still runs, and lane 1's second does not start before the slow one
@@ -175,24 +220,8 @@ static void collect(pd_pool *p, int *ids, size_t want)
 static void test_slow_lane_holds_back_only_itself(void **state)
 {
     (void)state;
-    lane_log log;
-    log_init(&log);
-    pd_pool *p = pd_pool_create(2, 16, &thread_ops, NULL, NULL, NULL);
-    assert_non_null(p);
-    submit(p, &log, 1, 1, 1, 1);
-    wait_started(&log, 1);
-    submit(p, &log, 2, 1, 1, 0);
-    submit(p, &log, 3, 2, 2, 0);
-    int ids[3];
-    collect(p, ids, 1);
-    assert_int_equal(ids[0], 3);
-    assert_false(has_started(&log, 2));
-    open_gate(&log);
-    collect(p, ids + 1, 2);
-    assert_int_equal(ids[1], 1);
-    assert_int_equal(ids[2], 2);
-    assert_null(pd_pool_destroy(p));
-    log_destroy(&log);
+    static const behind_slow b = { 2, { { 2, 1, 1 }, { 3, 2, 2 } }, 2, 3, { 2 }, 1, { 1, 2 }, 2 };
+    run_behind_slow(&b);
 }
 
 /* While the pool is paused, tasks of three lanes are queued interleaved;
@@ -231,27 +260,8 @@ static void test_each_lane_keeps_its_order(void **state)
 static void test_two_lanes_wait_for_both(void **state)
 {
     (void)state;
-    lane_log log;
-    log_init(&log);
-    pd_pool *p = pd_pool_create(3, 16, &thread_ops, NULL, NULL, NULL);
-    assert_non_null(p);
-    submit(p, &log, 1, 1, 1, 1);
-    wait_started(&log, 1);
-    submit(p, &log, 2, 1, 2, 0);
-    submit(p, &log, 3, 2, 2, 0);
-    submit(p, &log, 4, 3, 3, 0);
-    int ids[4];
-    collect(p, ids, 1);
-    assert_int_equal(ids[0], 4);
-    assert_false(has_started(&log, 2));
-    assert_false(has_started(&log, 3));
-    open_gate(&log);
-    collect(p, ids + 1, 3);
-    assert_int_equal(ids[1], 1);
-    assert_int_equal(ids[2], 2);
-    assert_int_equal(ids[3], 3);
-    assert_null(pd_pool_destroy(p));
-    log_destroy(&log);
+    static const behind_slow b = { 3, { { 2, 1, 2 }, { 3, 2, 2 }, { 4, 3, 3 } }, 3, 4, { 2, 3 }, 2, { 1, 2, 3 }, 3 };
+    run_behind_slow(&b);
 }
 
 int main(void)
