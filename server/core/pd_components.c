@@ -245,45 +245,41 @@ pd_components *pd_components_build(const pd_grid *g)
  * through an overlay that holds every cell the update wrote, marks
  * included. Marks need 32 bits, so the overlay is what lets an update leave
  * 16-bit labels 16 bits wide without a pass over the map: its work is the
- * cells it visits. Open addressing over padded index + 1 (0 = empty),
- * linear probing, grown at half full. At the end the overlay is written
- * back, mark-free, in one step (pd__overlay_flush). */
+ * cells it visits. Open addressing, one 64-bit slot per cell (padded index
+ * + 1 in the high half, 0 = empty; the working label in the low half, so a
+ * probe reads one cache line), linear probing, grown at half full. At the
+ * end the overlay is written back, mark-free, in one step
+ * (pd__overlay_flush). */
 typedef struct pd__overlay {
-    uint32_t *keys;
-    uint32_t *vals;
+    uint64_t *slots;
     size_t n;
     uint32_t bits;            /* capacity is 1 << bits, or 0 when bits is 0 */
 } pd__overlay;
+
+/* Slots an overlay starts with: a one-cell update's floods fit. */
+#define PD__OVERLAY_FIRST_BITS 10
 
 static size_t pd__overlay_slot(const pd__overlay *o, uint32_t key)
 {
     size_t mask = ((size_t)1 << o->bits) - 1;
     size_t at = (size_t)((key * 0x9E3779B1u) >> (32 - o->bits));
-    while (o->keys[at] != 0 && o->keys[at] != key)
+    while (o->slots[at] != 0 && (uint32_t)(o->slots[at] >> 32) != key)
         at = (at + 1) & mask;
     return at;
 }
 
 static int pd__overlay_grow(pd__overlay *o)
 {
-    uint32_t bits = o->bits ? o->bits + 1 : 8;
-    pd__overlay bigger = { calloc((size_t)1 << bits, sizeof(uint32_t)),
-                           malloc(((size_t)1 << bits) * sizeof(uint32_t)), o->n, bits };
-    if (!bigger.keys || !bigger.vals || bits > 31) {
-        free(bigger.keys);
-        free(bigger.vals);
+    uint32_t bits = o->bits ? o->bits + 1 : PD__OVERLAY_FIRST_BITS;
+    pd__overlay bigger = { bits > 31 ? NULL : calloc((size_t)1 << bits, sizeof(uint64_t)), o->n, bits };
+    if (!bigger.slots)
         return -1;
-    }
     size_t cap = o->bits ? (size_t)1 << o->bits : 0;
     for (size_t i = 0; i < cap; i++) {
-        if (o->keys[i] == 0)
-            continue;
-        size_t at = pd__overlay_slot(&bigger, o->keys[i]);
-        bigger.keys[at] = o->keys[i];
-        bigger.vals[at] = o->vals[i];
+        if (o->slots[i] != 0)
+            bigger.slots[pd__overlay_slot(&bigger, (uint32_t)(o->slots[i] >> 32))] = o->slots[i];
     }
-    free(o->keys);
-    free(o->vals);
+    free(o->slots);
     *o = bigger;
     return 0;
 }
@@ -316,9 +312,9 @@ typedef struct pd__repair {
 static inline uint32_t pd__get(const pd__repair *r, uint32_t cell)
 {
     if (r->ov.n) {
-        size_t at = pd__overlay_slot(&r->ov, cell + 1);
-        if (r->ov.keys[at])
-            return r->ov.vals[at];
+        uint64_t slot = r->ov.slots[pd__overlay_slot(&r->ov, cell + 1)];
+        if (slot)
+            return (uint32_t)slot;
     }
     return pd_components_at(r->c, cell);
 }
@@ -332,11 +328,8 @@ static int pd__set(pd__repair *r, uint32_t cell, uint32_t v)
             return -1;
     }
     size_t at = pd__overlay_slot(o, cell + 1);
-    if (o->keys[at] == 0) {
-        o->keys[at] = cell + 1;
-        o->n++;
-    }
-    o->vals[at] = v;
+    o->n += o->slots[at] == 0;
+    o->slots[at] = (uint64_t)(cell + 1) << 32 | v;
     return 0;
 }
 
@@ -360,16 +353,17 @@ static int pd__overlay_flush(pd__repair *r, pd_components_diff *diff)
     }
     size_t cap = r->ov.bits ? (size_t)1 << r->ov.bits : 0;
     for (size_t i = 0; i < cap; i++) {
-        uint32_t key = r->ov.keys[i];
-        if (key == 0)
+        uint64_t slot = r->ov.slots[i];
+        if (slot == 0)
             continue;
+        uint32_t at = (uint32_t)(slot >> 32) - 1, label = (uint32_t)slot;
         if (c->labels16)
-            c->labels16[key - 1] = (uint16_t)r->ov.vals[i];
+            c->labels16[at] = (uint16_t)label;
         else
-            c->labels[key - 1] = r->ov.vals[i];
+            c->labels[at] = label;
         if (diff) {
-            diff->pairs[2 * diff->n] = key - 1;
-            diff->pairs[2 * diff->n + 1] = r->ov.vals[i];
+            diff->pairs[2 * diff->n] = at;
+            diff->pairs[2 * diff->n + 1] = label;
             diff->n++;
         }
     }
@@ -851,8 +845,7 @@ int pd_components_update_diff(pd_components *c, const pd_grid *g, int32_t x0, in
      * leaves them as they were. */
     if (rc == 0)
         rc = pd__overlay_flush(&r, diff);
-    free(r.ov.keys);
-    free(r.ov.vals);
+    free(r.ov.slots);
     free(r.closed.v);
     free(r.seeds.v);
     free(r.queue.v);
