@@ -18,4 +18,5 @@ pd_test(NAME test_scene_update SOURCES unit/test_scene_update.c LIBS pathd_scene
 pd_test(NAME test_scene_runtime SOURCES unit/test_scene_runtime.c LIBS pathd_scene LABELS sanitize)
 # Issue 12, "Durable": the journal's record format, replay, damaged tails
 # and compaction, on temporary data directories.
-pd_test(NAME test_journal SOURCES unit/test_journal.c LIBS pathd_scene LABELS sanitize)
+# Its parallel updates of three scenes run on threads: "threaded" for TSan.
+pd_test(NAME test_journal SOURCES unit/test_journal.c LIBS pathd_scene LABELS sanitize threaded)
