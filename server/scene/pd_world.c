@@ -1269,28 +1269,47 @@ static pd_status pd__store_sync_locked(pd_world_store *s, pd_registry *r, const 
     return st;
 }
 
-void pd_world_store_publish_reload(pd_world_store *s, pd_registry *r, pd_scene_set *set,
-                                   pd_world *w)
+/* Whether w holds exactly these snapshots (sorted by name, as w's are). */
+static int pd__world_holds(const pd_world *w, pd_scene *const *scenes, size_t n)
+{
+    if (n != w->n_scenes)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (w->scenes[i].scene != scenes[i])
+            return 0;
+    return 1;
+}
+
+int pd_world_store_publish_reload(pd_world_store *s, pd_registry *r, pd_scene_set *set,
+                                  pd_world *w)
 {
     if (!s || !r || !set) {
         /* Nothing can be published; drop what the caller handed over. */
         pd_registry_discard(set);
         pd_world_release(w);
-        return;
+        return -1;
     }
     pthread_mutex_lock(&s->write_lock);
-    pd_registry_publish(r, set);
-    /* When the registry kept scenes made at run time, w (built over the
-     * set) lacks them: they join it with every table copied, as no portal
-     * names them. Should that fail, w as built still serves the config. */
+    if (pd_registry_publish(r, set) != 0) {
+        pthread_mutex_unlock(&s->write_lock);
+        pd_world_release(w);
+        return -1;
+    }
+    /* w was built over the set as prepared. The registry may serve more
+     * (scenes made at run time, which join with every table copied, as no
+     * portal names them) or newer snapshots of kept scenes (updated since
+     * the prepare: their tables are computed again). Should that fail, w
+     * as built still serves the config. */
     pd_scene **list = NULL;
     size_t n = w ? pd_registry_list(r, &list) : 0;
+    int holds = w && pd__world_holds(w, list, n);
     pd_registry_release_list(list, n);
-    if (w && (n == w->n_scenes || pd__store_sync_locked(s, r, w, 0, NULL, 0) != PD_OK))
+    if (w && (holds || pd__store_sync_locked(s, r, w, 0, NULL, 0) != PD_OK))
         pd__store_publish(s, w);
     else
         pd_world_release(w);
     pthread_mutex_unlock(&s->write_lock);
+    return 0;
 }
 
 pd_status pd_world_store_drop_scene(pd_world_store *s, pd_registry *r, const char *name,
