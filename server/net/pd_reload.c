@@ -150,6 +150,7 @@ static int pd__reload_publish(pd_server *s, pd__reload_job *rl)
         s->sweep_interval_ms = interval;
         uv_timer_set_repeat(&s->sweep_timer, interval);
     }
+    pd__journal_after_reload(s, built);
     pd_metrics_set_reload_scenes(s->metrics, kept, built);
     pd_log_info("reloaded %s: %zu scenes, %zu kept with their updates, %zu built anew", s->config_path,
                 n_scenes, kept, built);
