@@ -38,6 +38,7 @@ typedef struct pd__reload_job {
     pd__initial_load *initial_out;
     const char *config_path;     /* the server's; lives until the after-work callback */
     pd_registry *registry;       /* the server's, read to keep unchanged scenes */
+    pd_world_store *world_store; /* the server's (or NULL), read for the running world */
     void (*adjust)(pd_conf *conf, void *user);
     void *adjust_user;
     int build_world;             /* the server serves routes: build the world too */
@@ -73,9 +74,14 @@ static void pd__reload_work(uv_work_t *req)
     /* A config scene whose definition did not change is kept as served,
      * its updates included (at start-up the registry is empty). */
     rl->scenes = pd_registry_prepare_reload(rl->registry, conf, rl->err, sizeof rl->err);
-    if (rl->scenes && rl->build_world)
-        rl->world = pd_world_build_from_set(&conf->world, rl->scenes, rl->world_err,
+    if (rl->scenes && rl->build_world) {
+        /* The tables of a kept scene whose portal cells did not move are
+         * the running world's. */
+        pd_world *running = pd_world_store_acquire(rl->world_store);
+        rl->world = pd_world_build_from_set(&conf->world, rl->scenes, running, rl->world_err,
                                             sizeof rl->world_err);
+        pd_world_release(running);
+    }
 }
 
 /* Swaps in the loaded scenes and the world built over them; the registry and the world store
@@ -258,6 +264,7 @@ static void pd__reload_start(pd_server *s)
     rl->req.data = s;
     rl->config_path = s->config_path;
     rl->registry = s->registry;
+    rl->world_store = s->world_store;
     rl->adjust = s->adjust;
     rl->adjust_user = s->adjust_user;
     rl->build_world = s->world_store != NULL;
@@ -305,6 +312,7 @@ int pd_server_load(pd_server *s, pd_pool *pool, const pd_conf *conf, char *err, 
     rl->initial = conf;
     rl->initial_out = &out;
     rl->registry = s->registry;
+    rl->world_store = s->world_store;
     rl->build_world = s->world_store != NULL;
     int rc = uv_queue_work(s->loop, &rl->req, pd__reload_work, pd__reload_done);
     if (rc != 0) {

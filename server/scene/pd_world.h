@@ -73,13 +73,16 @@ pd_world *pd_world_build_from_registry(const pd_conf_world *cw, pd_registry *r,
 /* Same, over the scenes of a prepared set (pd_registry_prepare) that no
  * registry serves yet: the slow half of a reload's world (every route
  * table), which touches no store and no registry, so it may run on any
- * thread while the running world keeps serving. The result is an ordinary
+ * thread while the running world keeps serving. A scene whose snapshot
+ * prev (the world serving now; may be NULL) holds with the same portal
+ * cells - one the set kept - takes its tables from prev instead of
+ * computing them. The result is an ordinary
  * world, invisible to planners until pd_world_store_publish_reload makes it
  * current; drop one that will not be published with pd_world_release. The
  * set must stay unpublished during the call. NULL with the reason in err,
  * as for pd_world_build (the caller then publishes the set without it). */
 pd_world *pd_world_build_from_set(const pd_conf_world *cw, const pd_scene_set *set,
-                                  char *err, size_t errlen);
+                                  const pd_world *prev, char *err, size_t errlen);
 
 void pd_world_retain(pd_world *w);
 void pd_world_release(pd_world *w);        /* frees on the last release; NULL is a no-op */

@@ -11,6 +11,9 @@
  * dropped meanwhile refuses the publish. Instances of a template the
  * reload replaces keep the cells they share. The journal records no RESET
  * for a kept scene, and a replay after the reload gives the same scenes.
+ * The reload's world takes a kept scene's route tables from the running
+ * world (no search) and computes them again for a snapshot that moved
+ * between the prepare and the publish.
  *
  * Maps are written into a temporary directory, so the test can change
  * them between reloads as a designer would.
@@ -30,6 +33,7 @@
 #include "pd_conf.h"
 #include "pd_journal.h"
 #include "pd_scene.h"
+#include "pd_world.h"
 
 /* An 8x5 open room: the wall column the tests close is x = 4. */
 static const char *const MAP_A = "........\n........\n........\n........\n........\n";
@@ -434,6 +438,102 @@ static void test_journal_of_a_reload(void **state)
     pd_registry_destroy(live);
 }
 
+/* Portals a(0,2)-b(5,1) and a(7,2)-b(0,1): a's table prices the way
+ * across a, from one end to the other. */
+static void conf_with_portals(const fixture *f, pd_conf *c)
+{
+    const char *json =
+        "{\"scenes\": [{\"name\": \"a\", \"map\": \"a.txt\", \"format\": \"ascii\"},"
+        " {\"name\": \"b\", \"map\": \"b.txt\", \"format\": \"ascii\"}],"
+        " \"portals\": [{\"name\": \"west\", \"a\": {\"scene\": \"a\", \"cell\": [0, 2]}, \"b\": {\"scene\": \"b\", \"cell\": [5, 1]}},"
+        " {\"name\": \"east\", \"a\": {\"scene\": \"a\", \"cell\": [7, 2]}, \"b\": {\"scene\": \"b\", \"cell\": [0, 1]}}]}";
+    char err[256] = "";
+    if (pd_conf_load_buffer(json, strlen(json), "test", f->dir, c, err, sizeof err) != 0)
+        fail_msg("config: %s", err);
+}
+
+/* Routes b(1,0) -> b(4,2) and b(1,0) -> a(7,4) cost on w what they cost
+ * on a world built from scratch over the scenes r serves. */
+static void assert_route_as_fresh(pd_world *w, pd_registry *r, const pd_conf *c)
+{
+    char err[256];
+    pd_world *fresh = pd_world_build_from_registry(&c->world, r, err, sizeof err);
+    assert_non_null(fresh);
+    pd_search_ctx *ctx = pd_search_ctx_create();
+    pd_world_query q = { .from_scene = "b", .start = { 1, 0 }, .to_scene = "b", .goal = { 4, 2 } };
+    pd_world_route x, y;
+    assert_int_equal(pd_world_plan(w, ctx, &q, &x), PD_OK);
+    assert_int_equal(pd_world_plan(fresh, ctx, &q, &y), PD_OK);
+    assert_true(x.total_cost == y.total_cost);
+    q.to_scene = "a";
+    q.goal = (pd_point){ 7, 4 };
+    pd_world_route_free(&x);
+    pd_world_route_free(&y);
+    assert_int_equal(pd_world_plan(w, ctx, &q, &x), PD_OK);
+    assert_int_equal(pd_world_plan(fresh, ctx, &q, &y), PD_OK);
+    assert_true(x.total_cost == y.total_cost);
+    pd_world_route_free(&x);
+    pd_world_route_free(&y);
+    pd_search_ctx_destroy(ctx);
+    pd_world_release(fresh);
+}
+
+static void test_world_of_a_reload(void **state)
+{
+    fixture *f = *state;
+    pd_conf c;
+    conf_with_portals(f, &c);
+    char err[256];
+    pd_registry *r = pd_registry_create();
+    pd_world_store *store = pd_world_store_create();
+    pd_scene_set *set = pd_registry_prepare_reload(r, &c, err, sizeof err);
+    assert_non_null(set);
+    pd_world *w = pd_world_build_from_set(&c.world, set, NULL, err, sizeof err);
+    assert_non_null(w);
+    assert_int_equal(pd_world_store_publish_reload(store, r, set, w), 0);
+    assert_int_equal(close_wall(r), 2);
+    assert_int_equal(pd_world_store_refresh(store, r, "a", err, sizeof err), PD_OK);
+
+    /* Nothing changed: every table comes from the running world. */
+    pd_world *running = pd_world_store_acquire(store);
+    set = pd_registry_prepare_reload(r, &c, err, sizeof err);
+    w = pd_world_build_from_set(&c.world, set, running, err, sizeof err);
+    assert_non_null(w);
+    pd_world_stats st;
+    pd_world_get_stats(w, &st);
+    assert_int_equal(st.table_searches, 0);
+    pd_world_release(running);
+    assert_int_equal(pd_world_store_publish_reload(store, r, set, w), 0);
+    pd_world *now = pd_world_store_acquire(store);
+    assert_ptr_equal(now, w);
+    assert_route_as_fresh(now, r, &c);
+    pd_world_release(now);
+
+    /* b's map changed, and a is updated after the prepare: b's tables and
+     * a's are computed, over the snapshots the registry serves. */
+    write_file(f, "b.txt", "......\n......\n.#....\n");
+    running = pd_world_store_acquire(store);
+    set = pd_registry_prepare_reload(r, &c, err, sizeof err);
+    w = pd_world_build_from_set(&c.world, set, running, err, sizeof err);
+    pd_world_release(running);
+    assert_non_null(w);
+    pd_world_get_stats(w, &st);
+    assert_int_equal(st.table_searches, 2); /* b's two ends, both ways; a's copied */
+    pd_scene_update open_row = { .op = PD_UPDATE_PASS, .is_rect = 1, .rect_min = { 4, 2 }, .rect_max = { 4, 2 } };
+    assert_int_equal(pd_registry_update(r, "a", &open_row, NULL), PD_OK);
+    assert_int_equal(pd_world_store_publish_reload(store, r, set, w), 0);
+    now = pd_world_store_acquire(store);
+    pd_scene *a = pd_registry_acquire(r, "a");
+    assert_int_equal(a->version, 3);
+    assert_ptr_equal(pd_world_scene(now, "a"), a);
+    assert_route_as_fresh(now, r, &c);
+    pd_scene_release(a);
+    pd_world_release(now);
+    pd_world_store_destroy(store);
+    pd_registry_destroy(r);
+    pd_conf_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -445,6 +545,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_runtime_scene_is_replaced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_instances_of_kept_and_replaced_templates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_journal_of_a_reload, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_world_of_a_reload, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
