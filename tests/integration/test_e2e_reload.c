@@ -208,6 +208,18 @@ static void free_all(seen s[T_NAMES])
         pdc_grid_free(&s[i].grid);
 }
 
+/* The daemon serves every scene of NAMES as `want` has it, and the route
+ * across ra costs `route`. */
+static void expect_world(pdc_conn *c, const seen want[T_NAMES], double route)
+{
+    seen now[T_NAMES];
+    see_all(c, now);
+    for (size_t i = 0; i < T_NAMES; i++)
+        assert_seen_equal(NAMES[i], &want[i], &now[i]);
+    assert_float_equal(route_across_ra(c), route, 1e-6);
+    free_all(now);
+}
+
 /* The value of one sample line on /metrics. */
 static long metric(const pdi_daemon *d, const char *line_start)
 {
@@ -285,15 +297,10 @@ static void test_reload_keeps_unchanged_scenes(void **state)
         fail_msg("the replay skipped records");
     }
     c = pdi_connect(&f->d);
-    seen restarted[T_NAMES];
-    see_all(c, restarted);
-    for (size_t i = 0; i < T_NAMES; i++)
-        assert_seen_equal(NAMES[i], &after[i], &restarted[i]);
-    assert_float_equal(route_across_ra(c), walled_route, 1e-6);
+    expect_world(c, after, walled_route);
     pdc_close(c);
     free_all(before);
     free_all(after);
-    free_all(restarted);
     assert_int_equal(pdi_daemon_stop(&f->d), 0);
 }
 
@@ -318,27 +325,19 @@ static void test_refused_reloads_change_nothing(void **state)
     set_portals(f, PORTALS_BAD);
     reload_until(f, "reload refused");
     assert_true(pdi_log_contains(&f->d, "portal 'a-c': cell 999,3 is outside scene 'ra'"));
-    seen after[T_NAMES];
-    see_all(c, after);
-    for (size_t i = 0; i < T_NAMES; i++)
-        assert_seen_equal(NAMES[i], &before[i], &after[i]);
-    assert_float_equal(route_across_ra(c), route, 1e-6);
-    free_all(after);
+    expect_world(c, before, route);
 
     /* The portals fit again, but rc's map is broken: refused whole too. */
     set_portals(f, PORTALS_OK);
     write_map(f, "rc.txt", "......\n..x...\n......\n");
     reload_until(f, "reload refused");
     assert_true(pdi_log_contains(&f->d, "rc.txt:2:3"));
-    see_all(c, after);
-    for (size_t i = 0; i < T_NAMES; i++)
-        assert_seen_equal(NAMES[i], &before[i], &after[i]);
-    assert_float_equal(route_across_ra(c), route, 1e-6);
-    free_all(after);
+    expect_world(c, before, route);
 
     /* rc as it was: the reload applies rb's new map and keeps the rest. */
     write_map(f, "rc.txt", MAP_RC);
     reload_until(f, "reloaded ");
+    seen after[T_NAMES];
     see_all(c, after);
     assert_int_equal(after[1].version, before[1].version + 1);
     assert_int_equal(cell(&after[1], 2, 2), 0);
