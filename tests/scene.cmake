@@ -21,5 +21,6 @@ pd_test(NAME test_scene_runtime SOURCES unit/test_scene_runtime.c LIBS pathd_sce
 pd_test(NAME test_journal SOURCES unit/test_journal.c LIBS pathd_scene LABELS sanitize)
 # Issue 12, "Reload keeps the living state": which config scenes a reload
 # keeps (definition unchanged: version and updates stay) and which it
-# builds again, on maps the test rewrites in a temporary directory.
-pd_test(NAME test_scene_reload SOURCES unit/test_scene_reload.c LIBS pathd_scene LABELS sanitize)
+# builds again, on maps the test rewrites in a temporary directory; one
+# test updates on a thread while reloads run: threaded.
+pd_test(NAME test_scene_reload SOURCES unit/test_scene_reload.c LIBS pathd_scene LABELS sanitize threaded)

@@ -13,7 +13,8 @@
  * for a kept scene, and a replay after the reload gives the same scenes.
  * The reload's world takes a kept scene's route tables from the running
  * world (no search) and computes them again for a snapshot that moved
- * between the prepare and the publish.
+ * between the prepare and the publish. Updates running on another thread
+ * while reloads keep the scene lose nothing (TSan runs this file too).
  *
  * Maps are written into a temporary directory, so the test can change
  * them between reloads as a designer would.
@@ -25,6 +26,8 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -534,6 +537,64 @@ static void test_world_of_a_reload(void **state)
     pd_conf_free(&c);
 }
 
+/* Updates on one thread while the main thread reloads the unchanged
+ * config: every reload keeps both scenes, and every update lands - the
+ * version at the end counts them all, and no version seen goes back. */
+#define T_UPDATES 400
+#define T_MIN_RELOADS 20
+
+typedef struct updater {
+    pd_registry *r;
+    atomic_int done;
+    int bad;
+} updater;
+
+static void *updater_main(void *arg)
+{
+    updater *u = arg;
+    for (int i = 0; i < T_UPDATES; i++) {
+        pd_scene_update op = { .op = i % 2 ? PD_UPDATE_PASS : PD_UPDATE_BLOCK, .is_rect = 1,
+                               .rect_min = { 2, 2 }, .rect_max = { 2, 2 } };
+        pd_scene_update_result res;
+        if (pd_registry_update(u->r, "a", &op, &res) != PD_OK || res.version != (uint64_t)i + 2)
+            u->bad++;
+    }
+    atomic_store(&u->done, 1);
+    return NULL;
+}
+
+static void test_updates_during_reloads(void **state)
+{
+    fixture *f = *state;
+    pd_registry *r = loaded(f);
+    pd_conf c;
+    conf_of(f, NULL, &c);
+    updater u = { .r = r };
+    atomic_init(&u.done, 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, updater_main, &u), 0);
+    int reloads = 0;
+    uint64_t last = 0;
+    while (!atomic_load(&u.done) || reloads < T_MIN_RELOADS) {
+        size_t kept = 0, built = 0;
+        assert_int_equal(reload(r, &c, &kept, &built), 0);
+        assert_int_equal(kept, 2);
+        pd_scene *a = pd_registry_acquire(r, "a");
+        assert_true(a->version >= last);
+        last = a->version;
+        pd_scene_release(a);
+        reloads++;
+    }
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(u.bad, 0);
+    pd_scene *a = pd_registry_acquire(r, "a");
+    assert_int_equal(a->version, T_UPDATES + 1);
+    assert_int_equal(pd_grid_get(a->grid, 2, 2), 1); /* the last update opened it */
+    pd_scene_release(a);
+    pd_conf_free(&c);
+    pd_registry_destroy(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -546,6 +607,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_instances_of_kept_and_replaced_templates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_journal_of_a_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_world_of_a_reload, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_updates_during_reloads, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
