@@ -153,6 +153,8 @@ struct pd_server {
     int journal_jobs;            /* journal work on libuv's threadpool */
     int journal_syncing;         /* an everysec fsync is queued or running */
     int journal_compacting;      /* a compaction is queued or running */
+    int journal_compact_wanted;  /* a reload built config scenes anew: compact as soon
+                                    as no compaction runs (pd__journal_after_reload) */
     struct pd_query_scratch *inline_scratch;  /* the loop thread's, for the searches it
                                                  answers itself (pd__answer_inline);
                                                  made on first use, trimmed to
@@ -185,6 +187,9 @@ void pd__send_error(pd__conn *c, uint64_t id, pd_status status, const char *fmt,
  * from _begin to _end, around the publish); both no-ops without a journal. */
 pd_journal_reload *pd__journal_reload_begin(pd_server *s, const pd_scene_set *set);
 void pd__journal_reload_end(pd_server *s, pd_journal_reload *rl);
+/* After a reload that built `built` config scenes anew: asks for a
+ * compaction (see pd_journal_loop.c for why). */
+void pd__journal_after_reload(pd_server *s, size_t built);
 
 /* pd_connmap.c */
 int pd__map_grow(pd__conn_map *m);

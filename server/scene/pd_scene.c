@@ -10,13 +10,17 @@
  * outside the lock, so a SIGHUP reload never stalls the workers. A reload is
  * two steps, pd_registry_prepare (the slow load, on any thread, touching no
  * registry) and pd_registry_publish (the swap), so the server can load on a
- * background thread and publish on its event loop.
+ * background thread and publish on its event loop. A reload's prepare
+ * (pd_registry_prepare_reload) keeps a config scene whose definition did
+ * not change - the grid its map parses to equals the cells it was loaded
+ * with, and its placement, unit sizes and search are the same - rather
+ * than building it again, so its version and its updates stay.
  *
  * Versions: pd_scene_load starts a scene at version 1. When the registry
- * replaces a scene with a new snapshot of the same name (a reload or a cell
- * update), the new one gets the old version + 1, so a version number names
- * one snapshot for as long as the registry lives and clients can tell that
- * the map changed.
+ * replaces a scene with a new snapshot of the same name (a reload that
+ * builds it again, or a cell update), the new one gets the old version + 1,
+ * so a version number names one snapshot for as long as the registry lives
+ * and clients can tell that the map changed.
  *
  * Derived data: besides the grid, a scene carries what searches need for
  * each unit size it serves - the clearance map (only when a unit larger than
@@ -28,8 +32,8 @@
  *
  * Retired buffers (why an update costs what it changes, not the map): a
  * fresh copy of a 4096 x 4096 scene with units 1-3 moves ~180 MB and takes
- * hundreds of milliseconds. So the versions of one scene share a lineage
- * (pd_scene_lineage) that keeps the snapshot the last update replaced (the
+ * hundreds of milliseconds. So the versions of one scene share a writer
+ * (pd_scene_writer) that keeps the snapshot the last update replaced (the
  * spare) and the operations that update carried. The next update, once no
  * reader holds the spare, replays those operations on it - the same cells
  * and the same local repairs, so it then holds the current version - and
@@ -39,7 +43,7 @@
  * to a copy. Each updated scene above PD_SCENE_SPARE_MIN_CELLS (pd_scene.h) holds one
  * spare: memory for speed, the trade made in docs/ARCHITECTURE.md.
  *
- * Order: a lineage's lock keeps one scene's updates in order; updates of
+ * Order: a writer's lock keeps one scene's updates in order; updates of
  * different scenes build their versions in parallel and take the registry's
  * lock only to swap the new version in.
  */
@@ -156,9 +160,9 @@ static pd_scene_authored *pd__authored_retain(pd_scene_authored *a)
 
 /* What the registry's updates of one scene share (see the top of this
  * file). Every version that points to it holds a reference; the spare it
- * keeps holds none (its lineage is NULL while it waits), so a lineage goes
+ * keeps holds none (its writer is NULL while it waits), so a writer goes
  * when its last version does, and takes the spare with it. */
-typedef struct pd_scene_lineage {
+typedef struct pd_scene_writer {
     atomic_uint_fast32_t refs;
     pthread_mutex_t lock;            /* one update of the scene at a time, in order */
     uint64_t spare_min_cells;        /* a scene of more cells keeps a spare */
@@ -174,13 +178,13 @@ typedef struct pd_scene_lineage {
      * are, without running the floods again; diffs_ok when complete. */
     pd_components_diff diffs[PD_CONF_MAX_UNIT_SIZES];
     int diffs_ok;
-} pd_scene_lineage;
+} pd_scene_writer;
 
 static void pd__scene_free(pd_scene *s);
 
-static pd_scene_lineage *pd__lineage_new(uint64_t spare_min_cells)
+static pd_scene_writer *pd__writer_new(uint64_t spare_min_cells)
 {
-    pd_scene_lineage *l = calloc(1, sizeof *l);
+    pd_scene_writer *l = calloc(1, sizeof *l);
     if (!l)
         return NULL;
     l->spare_min_cells = spare_min_cells;
@@ -192,13 +196,13 @@ static pd_scene_lineage *pd__lineage_new(uint64_t spare_min_cells)
     return l;
 }
 
-static pd_scene_lineage *pd__lineage_retain(pd_scene_lineage *l)
+static pd_scene_writer *pd__writer_retain(pd_scene_writer *l)
 {
     atomic_fetch_add_explicit(&l->refs, 1, memory_order_relaxed);
     return l;
 }
 
-static void pd__lineage_release(pd_scene_lineage *l)
+static void pd__writer_release(pd_scene_writer *l)
 {
     if (!l || atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) != 1)
         return;
@@ -215,7 +219,7 @@ static void pd__lineage_release(pd_scene_lineage *l)
  * next update to replay on the spare beside the label diffs they recorded;
  * without those, or on failure, none are kept (the next update copies
  * instead). */
-static void pd__lineage_keep_ops(pd_scene_lineage *l, const pd_scene_update *ops, size_t n_ops,
+static void pd__writer_keep_ops(pd_scene_writer *l, const pd_scene_update *ops, size_t n_ops,
                                  uint64_t version)
 {
     size_t cells = 0;
@@ -257,7 +261,7 @@ static void pd__lineage_keep_ops(pd_scene_lineage *l, const pd_scene_update *ops
  * An instance owns none of its structures: it lets go of their owner. */
 static void pd__scene_free(pd_scene *s)
 {
-    pd__lineage_release(s->lineage);
+    pd__writer_release(s->writer);
     pd__authored_release(s->authored);
     if (s->acct) {
         atomic_fetch_sub_explicit(&s->acct->bytes, s->charged, memory_order_relaxed);
@@ -535,6 +539,14 @@ static int pd__check_entry(const pd_conf_scene *cs, char *err, size_t errlen)
     return 0;
 }
 
+/* Lineages handed out so far (pd_scene.lineage): each build takes the next. */
+static atomic_uint_fast64_t pd__lineages;
+
+static uint64_t pd__new_lineage(void)
+{
+    return atomic_fetch_add_explicit(&pd__lineages, 1, memory_order_relaxed) + 1;
+}
+
 /* A scene around grid (taken over, also on failure) with cs's placement and
  * unit sizes, its derived data built; off_x/off_y (cells) move the origin. */
 static pd_scene *pd__scene_new(const pd_conf_scene *cs, pd_grid *grid, double off_x, double off_y,
@@ -556,6 +568,7 @@ static pd_scene *pd__scene_new(const pd_conf_scene *cs, pd_grid *grid, double of
     s->n_unit_sizes = cs->n_unit_sizes;
     s->search = cs->search;
     s->version = 1;
+    s->lineage = pd__new_lineage();
     if (pd__scene_derive(s) != 0) {
         pd__scene_free(s);
         snprintf(err, errlen, "scene '%s': out of memory for unit grids and labels", cs->name);
@@ -564,10 +577,12 @@ static pd_scene *pd__scene_new(const pd_conf_scene *cs, pd_grid *grid, double of
     return s;
 }
 
-/* Parses buf as cs's map format and builds the scene; `where` names the map
- * in messages (its path, or "map" for one sent in a request). */
-static pd_scene *pd__scene_parse(const pd_conf_scene *cs, const char *buf, size_t len,
-                                 const char *where, char *err, size_t errlen)
+/* Parses buf as cs's map format into a grid, with the origin offset the map
+ * carries in *off_x, *off_y (cells); `where` names the map in messages (its
+ * path, or "map" for one sent in a request). NULL with the reason in err. */
+static pd_grid *pd__parse_grid(const pd_conf_scene *cs, const char *buf, size_t len,
+                               const char *where, double *off_x_out, double *off_y_out,
+                               char *err, size_t errlen)
 {
     const pd_tiled_rules *tr = &cs->tiled;
     if (cs->format != PD_MAP_ASCII && cs->format != PD_MAP_MOVINGAI && cs->format != PD_MAP_TILED &&
@@ -625,17 +640,51 @@ static pd_scene *pd__scene_parse(const pd_conf_scene *cs, const char *buf, size_
             snprintf(err, errlen, "scene '%s': %s: %s", cs->name, where, perr.message);
         return NULL;
     }
-    return pd__scene_new(cs, grid, off_x, off_y, err, errlen);
+    *off_x_out = off_x;
+    *off_y_out = off_y;
+    return grid;
 }
 
-pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
+/* Parses buf as cs's map format and builds the scene (pd__parse_grid). */
+static pd_scene *pd__scene_parse(const pd_conf_scene *cs, const char *buf, size_t len,
+                                 const char *where, char *err, size_t errlen)
 {
-    char scratch[1];
-    if (!err || errlen == 0) {
-        err = scratch;
-        errlen = sizeof scratch;
+    double off_x = 0, off_y = 0;
+    pd_grid *grid = pd__parse_grid(cs, buf, len, where, &off_x, &off_y, err, errlen);
+    return grid ? pd__scene_new(cs, grid, off_x, off_y, err, errlen) : NULL;
+}
+
+/* Whether cur, a served config scene, is what cs defines now: the grid its
+ * map parsed to (off_x/off_y: the offset the map carries) equals the cells
+ * cur was loaded with (its authored state, whatever updates did since),
+ * and the placement, unit sizes and search equal cs's, computed as
+ * pd__scene_new computes them. */
+static int pd__same_definition(const pd_scene *cur, const pd_conf_scene *cs, const pd_grid *grid,
+                               double off_x, double off_y)
+{
+    const pd_grid *authored = pd_scene_authored_grid(cur);
+    const pd_grid *g = authored ? authored : cur->grid;
+    if (cur->runtime || cur->origin_x != cs->origin_x + off_x * cs->cell_size ||
+        cur->origin_y != cs->origin_y + off_y * cs->cell_size || cur->cell_size != cs->cell_size ||
+        cur->search != cs->search || cur->n_unit_sizes != cs->n_unit_sizes ||
+        memcmp(cur->unit_sizes, cs->unit_sizes, cs->n_unit_sizes * sizeof *cs->unit_sizes) != 0 ||
+        g->width != grid->width || g->height != grid->height)
+        return 0;
+    for (int32_t y = 0; y < grid->height; y++) {
+        if (memcmp(g->cells + pd_grid_index(g, 0, y), grid->cells + pd_grid_index(grid, 0, y),
+                   (size_t)grid->width) != 0)
+            return 0;
     }
-    err[0] = '\0';
+    return 1;
+}
+
+/* Loads the scene of config entry cs; when `keep` (the snapshot a registry
+ * serves under cs's name, or NULL) has the definition cs gives, returns it
+ * retained instead of building it again, with *kept = 1. */
+static pd_scene *pd__scene_load_or_keep(const pd_conf_scene *cs, pd_scene *keep, int *kept,
+                                        char *err, size_t errlen)
+{
+    *kept = 0;
     if (pd__check_entry(cs, err, errlen) != 0)
         return NULL;
     if (!cs->map_path || cs->map_path[0] == '\0') {
@@ -648,9 +697,30 @@ pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
     char *buf = pd__read_file(cs->map_path, cap, &len, cs->name, err, errlen);
     if (!buf)
         return NULL;
-    pd_scene *s = pd__scene_parse(cs, buf, len, cs->map_path, err, errlen);
+    double off_x = 0, off_y = 0;
+    pd_grid *grid = pd__parse_grid(cs, buf, len, cs->map_path, &off_x, &off_y, err, errlen);
     free(buf);
-    return s;
+    if (!grid)
+        return NULL;
+    if (keep && pd__same_definition(keep, cs, grid, off_x, off_y)) {
+        pd_grid_destroy(grid);
+        pd_scene_retain(keep);
+        *kept = 1;
+        return keep;
+    }
+    return pd__scene_new(cs, grid, off_x, off_y, err, errlen);
+}
+
+pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
+{
+    char scratch[1];
+    if (!err || errlen == 0) {
+        err = scratch;
+        errlen = sizeof scratch;
+    }
+    err[0] = '\0';
+    int kept;
+    return pd__scene_load_or_keep(cs, NULL, &kept, err, errlen);
 }
 
 pd_scene *pd_scene_build(const pd_conf_scene *cs, const char *buf, size_t len, char *err,
@@ -737,10 +807,11 @@ pd_scene *pd_scene_instance(const pd_scene *tmpl, const char *name)
     memcpy(n->name, name, len);
     n->version = 1;
     n->runtime = 1;
+    n->lineage = pd__new_lineage();
     n->acct = NULL;
     n->charged = 0;
     n->authored = NULL; /* its cells now are its authored state */
-    n->lineage = NULL;  /* a scene of its own: its updates are not the template's */
+    n->writer = NULL;   /* a scene of its own: its updates are not the template's */
     n->base = tmpl->base ? tmpl->base : (pd_scene *)tmpl;
     pd_scene_retain(n->base);
     return n;
@@ -818,6 +889,7 @@ static void pd__scene_header_from(pd_scene *n, const pd_scene *s)
     n->changed_since_pick = s->changed_since_pick;
     n->version = s->version + 1;
     n->runtime = s->runtime;
+    n->lineage = s->lineage;
     if (n->authored != s->authored) {
         pd__authored_release(n->authored);
         n->authored = pd__authored_retain(s->authored);
@@ -1094,14 +1166,14 @@ static int pd__apply_ops(pd_scene *n, const pd_scene_update *ops, size_t n_ops, 
 }
 
 /* A private snapshot holding s's state, for the next version to be written
- * into: the lineage's spare brought up to date when it can be - no reader
+ * into: the writer's spare brought up to date when it can be - no reader
  * holds it, it has s's shape, and it holds s's version, or the one before
- * whose operations the lineage kept (replayed: the same cells, the same
+ * whose operations the writer kept (replayed: the same cells, the same
  * local repairs of grids and clearance, and the labels those repairs wrote
  * then, from their diffs) - else the spare overwritten with a copy, else a fresh
  * copy. Its header is s's next version's. NULL when memory ran out. l may
- * be NULL (no lineage: a fresh copy); its lock is held. */
-static pd_scene *pd__scene_for_next(const pd_scene *s, pd_scene_lineage *l)
+ * be NULL (no writer: a fresh copy); its lock is held. */
+static pd_scene *pd__scene_for_next(const pd_scene *s, pd_scene_writer *l)
 {
     pd_scene *n = l ? l->spare : NULL;
     if (!n)
@@ -1131,11 +1203,11 @@ static pd_scene *pd__scene_for_next(const pd_scene *s, pd_scene_lineage *l)
 }
 
 /* Builds the next version of s with ops applied (see pd_scene_apply_updates)
- * into the lineage's spare when l allows (its lock held), else a copy. An
+ * into the writer's spare when l allows (its lock held), else a copy. An
  * update that changed nothing makes no version and leaves what it wrote
  * into - now s's state - as l's spare. */
 static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops, size_t n_ops,
-                                   pd_scene_lineage *l, pd_scene **out, pd_scene_update_result *res)
+                                   pd_scene_writer *l, pd_scene **out, pd_scene_update_result *res)
 {
     uint64_t started = pd__now_micros();
     pd_scene_update_result local;
@@ -1168,7 +1240,7 @@ static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops
         return PD_INTERNAL;
     uint64_t changed = 0;
     int64_t delta = 0;
-    /* The lineage's diffs were read above (the spare caught up); from here
+    /* The writer's diffs were read above (the spare caught up); from here
      * they record this update's label writes, for the next. */
     pd__label_mode record = { NULL, 0, 0 };
     if (l) {
@@ -1293,10 +1365,28 @@ static pd_scene *pd__find(pd_scene *const *scenes, size_t n, const char *name)
  * pd_registry_publish swaps in. */
 struct pd_scene_set {
     pd_scene **scenes;          /* sorted by name, one reference each */
+    unsigned char *kept;        /* kept[i]: scenes[i] is a served snapshot kept
+                                   (pd_registry_prepare_reload), not a new build */
     size_t n_scenes;
 };
 
-pd_scene_set *pd_registry_prepare(const pd_conf *conf, char *err, size_t errlen)
+static void pd__set_free(pd_scene_set *set)
+{
+    pd__release_set(set->scenes, set->n_scenes);
+    free(set->kept);
+    free(set);
+}
+
+static int pd__cmp_conf_scene(const void *a, const void *b)
+{
+    const pd_conf_scene *sa = *(const pd_conf_scene *const *)a;
+    const pd_conf_scene *sb = *(const pd_conf_scene *const *)b;
+    return strcmp(sa->name, sb->name);
+}
+
+/* pd_registry_prepare (r NULL) and pd_registry_prepare_reload. The entries
+ * are taken in name order, so scenes[] and kept[] come out sorted. */
+static pd_scene_set *pd__prepare(pd_registry *r, const pd_conf *conf, char *err, size_t errlen)
 {
     char scratch[1];
     if (!err || errlen == 0) {
@@ -1304,42 +1394,61 @@ pd_scene_set *pd_registry_prepare(const pd_conf *conf, char *err, size_t errlen)
         errlen = sizeof scratch;
     }
     err[0] = '\0';
+    size_t n_conf = conf->n_scenes;
     pd_scene_set *set = calloc(1, sizeof *set);
-    if (!set || (conf->n_scenes > 0 && !(set->scenes = calloc(conf->n_scenes, sizeof *set->scenes)))) {
-        free(set);
+    const pd_conf_scene **order = n_conf ? malloc(n_conf * sizeof *order) : NULL;
+    if (!set || (n_conf > 0 && (!order || !(set->scenes = calloc(n_conf, sizeof *set->scenes)) ||
+                                !(set->kept = calloc(n_conf, sizeof *set->kept))))) {
+        if (set)
+            pd__set_free(set);
+        free(order);
         snprintf(err, errlen, "scenes: out of memory");
         return NULL;
     }
-    pd_scene **fresh = set->scenes;
-    size_t n = 0;
-    for (; n < conf->n_scenes; n++) {
-        fresh[n] = pd_scene_load(&conf->scenes[n], err, errlen);
-        if (!fresh[n]) {
-            pd__release_set(fresh, n);
-            free(set);
+    for (size_t i = 0; i < n_conf; i++)
+        order[i] = &conf->scenes[i];
+    if (n_conf > 1)
+        qsort(order, n_conf, sizeof *order, pd__cmp_conf_scene);
+    for (size_t i = 1; i < n_conf; i++) {
+        if (strcmp(order[i - 1]->name, order[i]->name) == 0) {
+            snprintf(err, errlen, "scene '%s': name given more than once", order[i]->name);
+            free(order);
+            pd__set_free(set);
             return NULL;
         }
     }
-    if (n > 1)
-        qsort(fresh, n, sizeof *fresh, pd__cmp_scene_name);
-    for (size_t i = 1; i < n; i++) {
-        if (strcmp(fresh[i - 1]->name, fresh[i]->name) == 0) {
-            snprintf(err, errlen, "scene '%s': name given more than once", fresh[i]->name);
-            pd__release_set(fresh, n);
-            free(set);
+    for (size_t i = 0; i < n_conf; i++) {
+        pd_scene *served = r ? pd_registry_acquire(r, order[i]->name) : NULL;
+        int kept = 0;
+        set->scenes[i] = pd__scene_load_or_keep(order[i], served, &kept, err, errlen);
+        pd_scene_release(served);
+        if (!set->scenes[i]) {
+            free(order);
+            pd__set_free(set);
             return NULL;
         }
+        set->kept[i] = (unsigned char)kept;
+        set->n_scenes = i + 1;
     }
-    set->n_scenes = n;
+    free(order);
     return set;
+}
+
+pd_scene_set *pd_registry_prepare(const pd_conf *conf, char *err, size_t errlen)
+{
+    return pd__prepare(NULL, conf, err, errlen);
+}
+
+pd_scene_set *pd_registry_prepare_reload(pd_registry *r, const pd_conf *conf, char *err,
+                                         size_t errlen)
+{
+    return pd__prepare(r, conf, err, errlen);
 }
 
 void pd_registry_discard(pd_scene_set *set)
 {
-    if (!set)
-        return;
-    pd__release_set(set->scenes, set->n_scenes);
-    free(set);
+    if (set)
+        pd__set_free(set);
 }
 
 pd_scene *const *pd_scene_set_scenes(const pd_scene_set *set, size_t *n_out)
@@ -1348,6 +1457,22 @@ pd_scene *const *pd_scene_set_scenes(const pd_scene_set *set, size_t *n_out)
     if (n_out)
         *n_out = n;
     return n ? set->scenes : NULL;
+}
+
+int pd_scene_set_kept(const pd_scene_set *set, size_t i)
+{
+    return set && i < set->n_scenes && set->kept[i];
+}
+
+void pd_scene_set_counts(const pd_scene_set *set, size_t *kept, size_t *built)
+{
+    size_t k = 0, n = set ? set->n_scenes : 0;
+    for (size_t i = 0; i < n; i++)
+        k += set->kept[i];
+    if (kept)
+        *kept = k;
+    if (built)
+        *built = n - k;
 }
 
 /* The run-time scenes of cur that set does not name, appended to set's
@@ -1375,21 +1500,37 @@ static int pd__keep_runtime(pd_scene *const *cur, size_t n_cur, pd_scene ***fres
     return 0;
 }
 
-void pd_registry_publish(pd_registry *r, pd_scene_set *set)
+int pd_registry_publish(pd_registry *r, pd_scene_set *set)
 {
-    pd_scene **fresh = set->scenes;
     size_t n = set->n_scenes;
-    free(set);
-
     pthread_mutex_lock(&r->reload_lock);
-    /* Only reloads write the set, and they are serialised by reload_lock, so
-     * reading the current set here needs no read lock. */
+    /* Only reloads and updates write the set, and they are serialised by
+     * reload_lock, so reading the current set here needs no read lock.
+     * A kept scene must still be served as the same scene (updates since
+     * the prepare made newer versions of it, which is what stays). */
     for (size_t i = 0; i < n; i++) {
-        const pd_scene *prev = pd__find(r->scenes, r->n_scenes, fresh[i]->name);
+        const pd_scene *now = pd__find(r->scenes, r->n_scenes, set->scenes[i]->name);
+        if (set->kept[i] && (!now || now->lineage != set->scenes[i]->lineage)) {
+            pthread_mutex_unlock(&r->reload_lock);
+            pd__set_free(set);
+            return -1;
+        }
+    }
+    pd_scene **fresh = set->scenes;
+    for (size_t i = 0; i < n; i++) {
+        pd_scene *prev = pd__find(r->scenes, r->n_scenes, fresh[i]->name);
+        if (set->kept[i]) {
+            pd_scene_retain(prev);
+            pd_scene_release(fresh[i]);
+            fresh[i] = prev;
+            continue;
+        }
         if (prev)
             fresh[i]->version = prev->version + 1;
         pd__charge(r->acct, fresh[i]);
     }
+    free(set->kept);
+    free(set);
     /* Scenes made at run time are not in any config: they stay. Without
      * the memory to keep them the config's scenes are still published. */
     (void)pd__keep_runtime(r->scenes, r->n_scenes, &fresh, &n);
@@ -1402,9 +1543,10 @@ void pd_registry_publish(pd_registry *r, pd_scene_set *set)
     pthread_mutex_unlock(&r->reload_lock);
 
     /* Readers that still hold old scenes keep them alive by their own
-     * references (a replaced scene's lineage, spare included, goes with its
+     * references (a replaced scene's writer, spare included, goes with its
      * last version). */
     pd__release_set(old, old_n);
+    return 0;
 }
 
 int pd_registry_load(pd_registry *r, const pd_conf *conf, char *err, size_t errlen)
@@ -1413,8 +1555,7 @@ int pd_registry_load(pd_registry *r, const pd_conf *conf, char *err, size_t errl
     pd_scene_set *set = pd_registry_prepare(conf, err, errlen);
     if (!set)
         return -1;
-    pd_registry_publish(r, set);
-    return 0;
+    return pd_registry_publish(r, set);
 }
 
 pd_scene *pd_registry_acquire(pd_registry *r, const char *name)
@@ -1465,22 +1606,22 @@ pd_status pd_registry_update_many(pd_registry *r, const char *name, const pd_sce
     return pd_registry_update_hooked(r, name, ops, n_ops, NULL, res);
 }
 
-/* The current version of `name` and its lineage (made at the scene's first
+/* The current version of `name` and its writer (made at the scene's first
  * update), each with a reference of the caller's; PD_UNKNOWN_SCENE or
  * PD_INTERNAL (memory). */
-static pd_status pd__update_start(pd_registry *r, const char *name, pd_scene **cur, pd_scene_lineage **l)
+static pd_status pd__update_start(pd_registry *r, const char *name, pd_scene **cur, pd_scene_writer **l)
 {
     pthread_mutex_lock(&r->reload_lock);
     pd_scene *s = pd__find(r->scenes, r->n_scenes, name);
     pd_status st = !s ? PD_UNKNOWN_SCENE : PD_OK;
-    /* Only updates read or set a served scene's lineage, and they look it
+    /* Only updates read or set a served scene's writer, and they look it
      * up here, under reload_lock. */
-    if (s && !s->lineage && !(s->lineage = pd__lineage_new(r->spare_min_cells)))
+    if (s && !s->writer && !(s->writer = pd__writer_new(r->spare_min_cells)))
         st = PD_INTERNAL;
     if (st == PD_OK) {
         pd_scene_retain(s);
         *cur = s;
-        *l = pd__lineage_retain(s->lineage);
+        *l = pd__writer_retain(s->writer);
     }
     pthread_mutex_unlock(&r->reload_lock);
     return st;
@@ -1491,7 +1632,7 @@ static pd_status pd__update_start(pd_registry *r, const char *name, pd_scene **c
  * else 0. next may be NULL (an update that changed nothing: nothing to
  * swap). */
 static int pd__update_swap(pd_registry *r, const char *name, pd_scene *cur, pd_scene *next,
-                           pd_scene_lineage *l)
+                           pd_scene_writer *l)
 {
     pthread_mutex_lock(&r->reload_lock);
     size_t i = pd__find_index(r->scenes, r->n_scenes, name);
@@ -1501,7 +1642,7 @@ static int pd__update_swap(pd_registry *r, const char *name, pd_scene *cur, pd_s
             pd__recharge(next); /* a reused spare */
         else
             pd__charge(r->acct, next);
-        next->lineage = pd__lineage_retain(l);
+        next->writer = pd__writer_retain(l);
         pthread_rwlock_wrlock(&r->lock);
         r->scenes[i] = next;
         pthread_rwlock_unlock(&r->lock);
@@ -1510,10 +1651,10 @@ static int pd__update_swap(pd_registry *r, const char *name, pd_scene *cur, pd_s
     return current;
 }
 
-/* After cur was replaced by the version ops made (lineage lock held): cur
- * keeps the registry's reference as the lineage's spare, with the
+/* After cur was replaced by the version ops made (writer lock held): cur
+ * keeps the registry's reference as the writer's spare, with the
  * operations that bring it up to date; a small scene's is let go. */
-static void pd__update_retire(pd_scene *cur, pd_scene_lineage *l, const pd_scene_update *ops,
+static void pd__update_retire(pd_scene *cur, pd_scene_writer *l, const pd_scene_update *ops,
                               size_t n_ops, uint64_t version)
 {
     pd_scene *drop = l->spare;
@@ -1523,14 +1664,14 @@ static void pd__update_retire(pd_scene *cur, pd_scene_lineage *l, const pd_scene
         pd_scene_release(cur);
         return;
     }
-    /* A waiting spare holds no lineage reference (see pd_scene_lineage);
+    /* A waiting spare holds no writer reference (see pd_scene_writer);
      * the version just served holds one, so l stays. Readers of cur never
-     * read its lineage. */
-    pd__lineage_release(cur->lineage);
-    cur->lineage = NULL;
+     * read its writer. */
+    pd__writer_release(cur->writer);
+    cur->writer = NULL;
     l->spare = cur;
     l->spare_at = cur->version;
-    pd__lineage_keep_ops(l, ops, n_ops, version);
+    pd__writer_keep_ops(l, ops, n_ops, version);
     pd_scene_release(drop);
 }
 
@@ -1548,11 +1689,11 @@ pd_status pd_registry_update_hooked(pd_registry *r, const char *name, const pd_s
         return PD_UNKNOWN_SCENE;
     for (;;) {
         pd_scene *cur;
-        pd_scene_lineage *l;
+        pd_scene_writer *l;
         pd_status st = pd__update_start(r, name, &cur, &l);
         if (st != PD_OK)
             return st;
-        /* The lineage's lock keeps this scene's updates in order: each
+        /* The writer's lock keeps this scene's updates in order: each
          * starts from the version the one before published. Other scenes'
          * updates run meanwhile; readers never wait for it. */
         pthread_mutex_lock(&l->lock);
@@ -1568,7 +1709,7 @@ pd_status pd_registry_update_hooked(pd_registry *r, const char *name, const pd_s
             pd_scene_release(next);
         pthread_mutex_unlock(&l->lock);
         pd_scene_release(cur);
-        pd__lineage_release(l);
+        pd__writer_release(l);
         if (refused)
             return PD_INTERNAL;
         if (st != PD_OK || current)
