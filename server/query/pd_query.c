@@ -941,11 +941,16 @@ void pd_route_result_free(pd_route_result *r)
 
 /* Takes the journal's change lock (a NULL journal needs none); a journal
  * that failed earlier refuses the change with its reason in message. */
+static void pd__journal_refused(pd_journal *journal, char *message, size_t len)
+{
+    snprintf(message, len, "%s; changes are refused until pathd restarts", pd_journal_error(journal));
+}
+
 static pd_status pd__journal_begin(pd_journal *journal, char *message, size_t len)
 {
     if (!journal || pd_journal_lock(journal) == 0)
         return PD_OK;
-    snprintf(message, len, "%s; changes are refused until pathd restarts", pd_journal_error(journal));
+    pd__journal_refused(journal, message, len);
     return PD_INTERNAL;
 }
 
@@ -978,35 +983,6 @@ static pd_status pd__journal_end(pd_journal *journal, pd_status st, int appended
     return pd__journal_settle(journal, st, appended_rc, message, len);
 }
 
-/* The journal's part of one update, run by the registry around the swap
- * (pd_registry_update_hooks): the change lock is taken once the version
- * is built, so updates of different scenes build theirs in parallel, and
- * the record is appended before the lock goes, so the log holds each
- * scene's versions in order. */
-typedef struct pd__update_journal {
-    pd_journal *journal;
-    const char *scene;
-    const pd_scene_update *ops;
-    size_t n_ops;
-    int appended_rc;
-    char *message;
-    size_t len;
-} pd__update_journal;
-
-static int pd__update_journal_begin(void *user)
-{
-    pd__update_journal *uj = user;
-    return pd__journal_begin(uj->journal, uj->message, uj->len) == PD_OK ? 0 : -1;
-}
-
-static void pd__update_journal_end(void *user, int published, const pd_scene_update_result *res)
-{
-    pd__update_journal *uj = user;
-    if (published && res->cells_changed > 0)
-        uj->appended_rc = pd_journal_append_update(uj->journal, uj->scene, res->version, uj->ops, uj->n_ops);
-    pd_journal_unlock(uj->journal);
-}
-
 pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_store, pd_journal *journal,
                                 const pd_update_cells_req *req, pd_update_outcome *out)
 {
@@ -1016,11 +992,15 @@ pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_sto
         update.cells = req->cells;
     const pd_scene_update *ops = req->n_ops ? req->ops : &update;
     size_t n_ops = req->n_ops ? req->n_ops : 1;
-    pd__update_journal uj = { journal, req->scene, ops, n_ops, 0, out->message, sizeof out->message };
-    const pd_registry_update_hooks hooks = { pd__update_journal_begin, pd__update_journal_end, &uj };
+    /* The journal's change lock covers only the swap and the append
+     * (pd_journal_update_hooks): other scenes' updates run meanwhile. */
+    pd_journal_update ju = { journal, req->scene, ops, n_ops, 0, 0 };
+    const pd_registry_update_hooks hooks = pd_journal_update_hooks(&ju);
     out->status = pd_registry_update_hooked(registry, req->scene, ops, n_ops, journal ? &hooks : NULL,
                                             &out->update);
-    out->status = pd__journal_settle(journal, out->status, uj.appended_rc, out->message, sizeof out->message);
+    if (ju.refused)
+        pd__journal_refused(journal, out->message, sizeof out->message);
+    out->status = pd__journal_settle(journal, out->status, ju.append_rc, out->message, sizeof out->message);
     /* Refreshing the world before the answer goes out means a route asked
      * for after the update's answer already plans around the change. */
     if (out->status == PD_OK && world_store)

@@ -657,6 +657,26 @@ int pd_journal_append_reset(pd_journal *j, const char *name, uint64_t version)
     return pd__append_plain(j, PD_JOURNAL_RESET, name, version);
 }
 
+static int pd__update_lock(void *user)
+{
+    pd_journal_update *ju = user;
+    ju->refused = pd_journal_lock(ju->journal) != 0;
+    return ju->refused ? -1 : 0;
+}
+
+static void pd__update_append(void *user, int published, const pd_scene_update_result *res)
+{
+    pd_journal_update *ju = user;
+    if (published && res->cells_changed > 0)
+        ju->append_rc |= pd_journal_append_update(ju->journal, ju->scene, res->version, ju->ops, ju->n_ops);
+    pd_journal_unlock(ju->journal);
+}
+
+pd_registry_update_hooks pd_journal_update_hooks(pd_journal_update *ju)
+{
+    return (pd_registry_update_hooks){ pd__update_lock, pd__update_append, ju };
+}
+
 int pd_journal_append_update(pd_journal *j, const char *name, uint64_t version,
                              const pd_scene_update *ops, size_t n_ops)
 {

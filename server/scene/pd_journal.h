@@ -178,6 +178,26 @@ int pd_journal_append_reset(pd_journal *j, const char *name, uint64_t version);
 int pd_journal_append_update(pd_journal *j, const char *name, uint64_t version,
                              const pd_scene_update *ops, size_t n_ops);
 
+/* The journal's part of one registry update (pd_registry_update_hooked):
+ * the change lock is taken once the new version is built, the record is
+ * appended once it is served, then the lock goes - so updates of different
+ * scenes build their versions in parallel while the log keeps each
+ * scene's versions in order. Fill the first four fields; the hooks set
+ * `refused` (the journal had failed: nothing was applied) and
+ * `append_rc` (nonzero: the append failed, the version is served but not
+ * journalled). */
+typedef struct pd_journal_update {
+    pd_journal *journal;
+    const char *scene;
+    const pd_scene_update *ops;
+    size_t n_ops;
+    int refused;
+    int append_rc;
+} pd_journal_update;
+
+/* The hooks that do that, with ju as their user. */
+pd_registry_update_hooks pd_journal_update_hooks(pd_journal_update *ju);
+
 /* The fsync policy of the journal ("always" syncs before each answer). */
 pd_conf_fsync pd_journal_fsync_policy(const pd_journal *j);
 

@@ -325,6 +325,20 @@ static void update(pd_journal *j, pd_registry *r, const char *name, const pd_sce
     pd_journal_unlock(j);
 }
 
+/* One random update: 1 or 2 operations of any op, over the 4 cells of
+ * pts and a small rectangle, into ops; returns how many. */
+static size_t random_ops(uint64_t *rng, pd_point pts[4], pd_scene_update ops[2])
+{
+    for (int k = 0; k < 4; k++)
+        pts[k] = (pd_point){ rng_below(rng, W), rng_below(rng, H) };
+    int32_t x = rng_below(rng, W - 4), y = rng_below(rng, H - 4);
+    ops[0] = (pd_scene_update){ .op = (pd_update_op)rng_below(rng, 4), .cost = (uint8_t)(1 + rng_below(rng, 9)),
+                                .cells = pts, .n_cells = 4 };
+    ops[1] = (pd_scene_update){ .op = (pd_update_op)rng_below(rng, 4), .cost = 3, .is_rect = 1,
+                                .rect_min = { x, y }, .rect_max = { x + 3, y + 2 } };
+    return 1 + (size_t)rng_below(rng, 2);
+}
+
 /* A world of changes: the config scene updated, a run-time scene created,
  * updated and instanced, one instance updated, one dropped, random updates
  * with RESTORE among them. */
@@ -350,16 +364,9 @@ static void make_changes(pd_journal *j, pd_registry *r, uint64_t *rng, int round
     const char *targets[] = { "town", "arena", "arena-1" };
     for (int i = 0; i < rounds; i++) {
         pd_point pts[4];
-        for (int k = 0; k < 4; k++)
-            pts[k] = (pd_point){ rng_below(rng, W), rng_below(rng, H) };
-        int32_t x = rng_below(rng, W - 4), y = rng_below(rng, H - 4);
-        pd_scene_update ops[2] = {
-            { .op = (pd_update_op)rng_below(rng, 4), .cost = (uint8_t)(1 + rng_below(rng, 9)), .cells = pts,
-              .n_cells = 4 },
-            { .op = (pd_update_op)rng_below(rng, 4), .cost = 3, .is_rect = 1, .rect_min = { x, y },
-              .rect_max = { x + 3, y + 2 } },
-        };
-        update(j, r, targets[i % 3], ops, 1 + (size_t)rng_below(rng, 2));
+        pd_scene_update ops[2];
+        size_t n = random_ops(rng, pts, ops);
+        update(j, r, targets[i % 3], ops, n);
     }
 }
 
@@ -393,17 +400,31 @@ static pd_journal_replay_stats replay_matches(const char *dir, const uint8_t *to
     return st;
 }
 
+/* A live registry over a random config `town` (*town_out, the caller
+ * frees it) with a journal in a new directory (dir) and the changes of
+ * make_changes. spare_min_cells as pd_registry_set_spare_min_cells. */
+static pd_journal *live_world(char *dir, size_t cap, uint64_t *rng, int rounds, uint64_t spare_min_cells,
+                              uint8_t **town_out, pd_registry **live_out)
+{
+    tmpdir(dir, cap);
+    *town_out = random_cells(rng, W, H);
+    *live_out = config_registry(*town_out);
+    pd_registry_set_spare_min_cells(*live_out, spare_min_cells);
+    warned w = { 0 };
+    pd_journal *j = open_at(dir, *live_out, &w, NULL);
+    make_changes(j, *live_out, rng, rounds);
+    return j;
+}
+
 static void test_replay_restores_scenes_and_versions(void **state)
 {
     (void)state;
     char dir[64];
-    tmpdir(dir, sizeof dir);
     uint64_t rng = 77;
-    uint8_t *town = random_cells(&rng, W, H);
-    pd_registry *live = config_registry(town);
+    uint8_t *town;
+    pd_registry *live;
     warned w = { 0 };
-    pd_journal *j = open_at(dir, live, &w, NULL);
-    make_changes(j, live, &rng, 200);
+    pd_journal *j = live_world(dir, sizeof dir, &rng, 200, PD_SCENE_SPARE_MIN_CELLS, &town, &live);
     pd_journal_close(j);
 
     pd_journal_replay_stats st = replay_matches(dir, town, live);
@@ -421,30 +442,6 @@ static void test_replay_restores_scenes_and_versions(void **state)
     rm_rf(dir);
 }
 
-/* The journal's part of an update as the query layer runs it
- * (pd_query_update_cells): the change lock around the registry's swap and
- * the append, taken once the version is built. */
-typedef struct hooked_update {
-    pd_journal *j;
-    const char *name;
-    const pd_scene_update *ops;
-    size_t n_ops;
-    int append_rc;
-} hooked_update;
-
-static int hook_lock(void *user)
-{
-    return pd_journal_lock(((hooked_update *)user)->j);
-}
-
-static void hook_append(void *user, int published, const pd_scene_update_result *res)
-{
-    hooked_update *h = user;
-    if (published && res->cells_changed)
-        h->append_rc |= pd_journal_append_update(h->j, h->name, res->version, h->ops, h->n_ops);
-    pd_journal_unlock(h->j);
-}
-
 typedef struct scene_updater {
     pd_journal *j;
     pd_registry *r;
@@ -458,40 +455,30 @@ static void *scene_updater_main(void *p)
 {
     scene_updater *u = p;
     for (int i = 0; i < 150; i++) {
-        pd_point pts[3];
-        for (int k = 0; k < 3; k++)
-            pts[k] = (pd_point){ rng_below(&u->rng, W), rng_below(&u->rng, H) };
-        int32_t x = rng_below(&u->rng, W - 4), y = rng_below(&u->rng, H - 4);
-        pd_scene_update ops[2] = {
-            { .op = (pd_update_op)rng_below(&u->rng, 4), .cost = (uint8_t)(1 + rng_below(&u->rng, 9)),
-              .cells = pts, .n_cells = 3 },
-            { .op = (pd_update_op)rng_below(&u->rng, 4), .cost = 2, .is_rect = 1, .rect_min = { x, y },
-              .rect_max = { x + 3, y + 3 } },
-        };
-        hooked_update h = { u->j, u->name, ops, 1 + (size_t)rng_below(&u->rng, 2), 0 };
-        const pd_registry_update_hooks hooks = { hook_lock, hook_append, &h };
-        if (pd_registry_update_hooked(u->r, u->name, ops, h.n_ops, &hooks, NULL) != PD_OK || h.append_rc)
+        pd_point pts[4];
+        pd_scene_update ops[2];
+        pd_journal_update ju = { u->j, u->name, ops, random_ops(&u->rng, pts, ops), 0, 0 };
+        const pd_registry_update_hooks hooks = pd_journal_update_hooks(&ju);
+        if (pd_registry_update_hooked(u->r, u->name, ops, ju.n_ops, &hooks, NULL) != PD_OK || ju.append_rc)
             u->failures++;
     }
     return NULL;
 }
 
 /* Updates of three scenes from three threads at once, journalled the way
- * the daemon does it now that different scenes update in parallel: the log
+ * the daemon does it (pd_journal_update_hooks) now that different scenes
+ * update in parallel: the log
  * must still hold each scene's versions in order, so a replay gives the
  * same world (versions, cells, authored state). Labelled "threaded". */
 static void test_parallel_scene_updates_replay(void **state)
 {
     (void)state;
     char dir[64];
-    tmpdir(dir, sizeof dir);
     uint64_t rng = 99;
-    uint8_t *town = random_cells(&rng, W, H);
-    pd_registry *live = config_registry(town);
-    warned w = { 0 };
-    pd_registry_set_spare_min_cells(live, 0); /* versions written into retired ones too */
-    pd_journal *j = open_at(dir, live, &w, NULL);
-    make_changes(j, live, &rng, 0);
+    uint8_t *town;
+    pd_registry *live;
+    /* Spares whatever the size: versions written into retired ones too. */
+    pd_journal *j = live_world(dir, sizeof dir, &rng, 0, 0, &town, &live);
     scene_updater u[3] = { { j, live, "town", 1, 0 }, { j, live, "arena", 2, 0 }, { j, live, "arena-1", 3, 0 } };
     pthread_t t[3];
     for (int i = 0; i < 3; i++)
