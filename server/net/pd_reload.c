@@ -100,8 +100,12 @@ static void pd__reload_publish(pd_server *s, pd__reload_job *rl)
      * scenes the publish replaced or dropped, in order with the changes
      * around it. */
     pd_journal_reload *jr = pd__journal_reload_begin(s, rl->scenes);
+    /* Watchers hear of every watched scene whose snapshot the publish
+     * replaced or dropped; one it kept makes no event. */
+    pd__watch_reload *wr = pd__watch_reload_begin(s);
     pd__publish_loaded(s, rl);
     pd__journal_reload_end(s, jr);
+    pd__watch_reload_end(s, wr);
 
     if (strcmp(next.listen_host, s->conf.listen_host) != 0 || next.listen_port != s->conf.listen_port)
         pd_log_warn("reload: a new listen address needs a restart; still on %s:%u",

@@ -873,6 +873,13 @@ static int pd__apply_cell(pd_grid *g, int32_t x, int32_t y, pd__apply_state *a)
     return PD__CELL_PASSABILITY;
 }
 
+/* Tells the caller where the version changed (b holds every changed cell). */
+static void pd__box_to_result(const pd__box *b, pd_scene_update_result *res)
+{
+    res->changed_min = (pd_point){ b->x0, b->y0 };
+    res->changed_max = (pd_point){ b->x1, b->y1 };
+}
+
 /* Decides, before copying anything, whether the update changes any cell,
  * and for a cell list whether to repair it as one box (see
  * PD_SCENE_REPAIR_BOX_PER_CELL). */
@@ -996,6 +1003,7 @@ static pd_status pd__apply_update(const pd_scene *s, const pd_scene_update *u, p
         goto fail;
     res->version = n->version;
     res->cells_changed = a.changed;
+    pd__box_to_result(&a.box, res);
     res->micros = pd__now_micros() - started;
     *out = n;
     return PD_OK;
@@ -1046,6 +1054,7 @@ static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops
         goto fail;
     uint64_t changed = 0;
     int64_t delta = 0;
+    pd__box all = { .empty = 1 };
     for (size_t k = 0; k < n_ops; k++) {
         const pd_scene_update *u = &ops[k];
         pd__apply_state a = { .box = { .empty = 1 } };
@@ -1085,6 +1094,10 @@ static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops
         }
         changed += a.changed;
         delta += a.passable_delta;
+        if (!a.box.empty) {
+            pd__box_add(&all, a.box.x0, a.box.y0);
+            pd__box_add(&all, a.box.x1, a.box.y1);
+        }
     }
     if (changed == 0) {
         /* Nothing changed: no version. The copy is as good a spare as any. */
@@ -1098,6 +1111,7 @@ static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops
     n->passable_cells = (uint64_t)((int64_t)n->passable_cells + delta);
     res->version = n->version;
     res->cells_changed = changed;
+    pd__box_to_result(&all, res);
     res->micros = pd__now_micros() - started;
     *out = n;
     return PD_OK;
