@@ -340,7 +340,8 @@ void pd__send_stale(pd__conn *c, uint64_t id, uint64_t version, const char *mess
 {
     pd__observe(c->server, PD_STALE_VERSION);
     size_t len = 0;
-    pd__conn_send(c, pd_codec_encode_error_version(id, PD_STALE_VERSION, message, version, &len), len);
+    uint8_t *buf = pd_codec_encode_error_version(id, PD_STALE_VERSION, message, version, &len);
+    pd__conn_send(c, buf, len);
 }
 
 void pd__conn_closed(uv_handle_t *h)

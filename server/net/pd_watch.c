@@ -199,7 +199,8 @@ static void pd__overflow(pd__conn *c, size_t backlog)
                  "watch ended: %zu answer bytes were not read (limits.watch_buffer_bytes %" PRIu32
                  "); read faster, then Watch again from the versions you have",
                  backlog, s->conf.watch_buffer_bytes);
-        pd__conn_send(c, pd_codec_encode_error(w->id, PD_WATCH_OVERFLOW, msg, &len), len);
+        uint8_t *buf = pd_codec_encode_error(w->id, PD_WATCH_OVERFLOW, msg, &len);
+        pd__conn_send(c, buf, len);
         s->watchers_dropped_total++;
         pd__watch_free(s, w);
     }
@@ -436,10 +437,12 @@ void pd__watch_stop(pd__conn *c, const pd_request *req)
     }
     pd_watch_event ev = {.kind = PD_WATCH_ENDED};
     size_t len = 0;
-    pd__conn_send(c, pd_codec_encode_watch_event(w->id, &ev, 1, &len), len);
+    uint8_t *buf = pd_codec_encode_watch_event(w->id, &ev, 1, &len);
+    pd__conn_send(c, buf, len);
     pd__watch_free(s, w);
     pd__observe(s, PD_OK);
-    pd__conn_send(c, pd_codec_encode_ack(req->id, PD_OK, &len), len);
+    buf = pd_codec_encode_ack(req->id, PD_OK, &len);
+    pd__conn_send(c, buf, len);
 }
 
 void pd__watch_conn_closed(pd__conn *c)
