@@ -95,3 +95,4 @@ pd_test(NAME test_e2e_journal SOURCES integration/test_e2e_journal.c
 pd_test(NAME test_e2e_watch SOURCES integration/test_e2e_watch.c
         LIBS pathd_integ_harness LABELS sanitize threaded TIMEOUT 600)
 target_compile_definitions(test_e2e_watch PRIVATE PD_TEST_DATA_DIR="${PD_TEST_DATA_DIR}")
+target_link_libraries(test_e2e_watch PRIVATE PkgConfig::CJSON)

@@ -283,20 +283,31 @@ int pathctl_scene_main(int argc, char **argv)
     int code = ps_parse(argc, argv, &a);
     if (code >= 0)
         return code;
-    if (!a.token && getenv("PATHD_TOKEN") && *getenv("PATHD_TOKEN"))
-        a.token = getenv("PATHD_TOKEN");
-    char err[PDC_MESSAGE_MAX];
-    pdc_conn *c = pdc_connect(a.server, a.timeout_ms, err, sizeof err);
-    if (!c) {
-        fprintf(stderr, "pathctl: %s\n", err);
-        return PS_EXIT_CONNECT;
-    }
-    if (a.token && (code = pdc_auth(c, a.token, NULL, 0)) != PDC_OK) {
-        fprintf(stderr, "pathctl: %s: %s\n", pdc_status_name(code), pdc_last_error(c));
-        code = code == PDC_ERR_DISCONNECTED || code == PDC_ERR_TIMEOUT ? PS_EXIT_CONNECT : PS_EXIT_ANSWER;
-    } else {
-        code = ps_run(c, &a);
-    }
+    pdc_conn *c = pathctl_open(a.server, a.timeout_ms, a.token, &code);
+    if (!c)
+        return code;
+    code = ps_run(c, &a);
     pdc_close(c);
     return code;
+}
+
+pdc_conn *pathctl_open(const char *server, int timeout_ms, const char *token, int *exit_code)
+{
+    if (!token && getenv("PATHD_TOKEN") && *getenv("PATHD_TOKEN"))
+        token = getenv("PATHD_TOKEN");
+    char err[PDC_MESSAGE_MAX];
+    pdc_conn *c = pdc_connect(server, timeout_ms, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "pathctl: %s\n", err);
+        *exit_code = PS_EXIT_CONNECT;
+        return NULL;
+    }
+    int code;
+    if (token && (code = pdc_auth(c, token, NULL, 0)) != PDC_OK) {
+        fprintf(stderr, "pathctl: %s: %s\n", pdc_status_name(code), pdc_last_error(c));
+        *exit_code = code == PDC_ERR_DISCONNECTED || code == PDC_ERR_TIMEOUT ? PS_EXIT_CONNECT : PS_EXIT_ANSWER;
+        pdc_close(c);
+        return NULL;
+    }
+    return c;
 }

@@ -7,7 +7,8 @@
  * with a final WATCH_OVERFLOW while another goes on being served. A reload
  * that redefines or removes a watched scene is heard. min_version answers
  * STALE_VERSION (with the version now) until an update reaches it, on every
- * scene query. Bad Watch requests get clear statuses.
+ * scene query. Bad Watch requests get clear statuses. The C client's watch
+ * calls and pathctl's `watch` and `--min-version` show the same.
  *
  * Everything speaks raw frames, so each test decides when a socket is read.
  */
@@ -25,6 +26,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <cjson/cJSON.h>
+#include <sys/wait.h>
 
 #include "harness.h"
 
@@ -793,6 +796,183 @@ static void test_reload_events(void **state)
     close(fd);
 }
 
+/* ---- the C client and pathctl ------------------------------------------ */
+
+/* pathctl with args; its stdout (heap) in *out; returns its exit status. */
+static int pathctl(const pdi_daemon *d, const char *args, char **out)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' --server %s %s", pdi_pathctl_binary(), d->addr, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char *buf = calloc(1, 65536);
+    assert_non_null(buf);
+    size_t len = fread(buf, 1, 65535, p);
+    buf[len] = '\0';
+    int st = pclose(p);
+    *out = buf;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static cJSON *json_line(const char *line)
+{
+    cJSON *o = cJSON_Parse(line);
+    if (!o)
+        fail_msg("not JSON: %s", line);
+    return o;
+}
+
+static double num(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    assert_true(cJSON_IsNumber(v));
+    return v->valuedouble;
+}
+
+static const char *str(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    assert_true(cJSON_IsString(v));
+    return v->valuestring;
+}
+
+static void block_cell(pdc_conn *c, const char *scene, int32_t x, int32_t y, int block, uint64_t want_version)
+{
+    pdc_update_req up = { .scene = scene, .op = block ? PDC_UPDATE_BLOCK : PDC_UPDATE_PASS };
+    pdc_xy cell = { x, y };
+    up.cells = &cell;
+    up.cell_count = 1;
+    pdc_update_result ur;
+    assert_int_equal(pdc_update_cells(c, &up, &ur), PDC_OK);
+    assert_int_equal(ur.version, want_version);
+}
+
+static void test_clients(void **state)
+{
+    pdi_daemon *d = *state;
+    pdc_conn *c = pdi_connect(d);
+    create_open_scene(c, "cw", 16);
+
+    /* The library: a watch, events queued while other calls run, unwatch. */
+    pdc_conn *w = pdi_connect(d);
+    const char *const names[] = { "cw" };
+    uint64_t id;
+    assert_int_equal(pdc_watch(w, names, 1, &id), PDC_OK);
+    const char *const unknown[] = { "nowhere" };
+    uint64_t bad;
+    assert_int_equal(pdc_watch(w, unknown, 1, &bad), PDC_UNKNOWN_SCENE);
+    assert_non_null(strstr(pdc_last_error(w), "nowhere"));
+    block_cell(c, "cw", 3, 4, 1, 2);
+    pdc_scene_details info;
+    assert_int_equal(pdc_scene_info(w, "cw", &info), PDC_OK); /* a blocking call on the watching connection */
+    pdc_scene_details_free(&info);
+    pdc_watch_event e;
+    assert_int_equal(pdc_watch_next(w, PDI_CALL_TIMEOUT_MS, &e), PDC_OK);
+    assert_int_equal(e.kind, PDC_WATCH_STARTED);
+    assert_int_equal(e.version, 1);
+    assert_int_equal(e.watch_id, id);
+    pdc_watch_event_free(&e);
+    assert_int_equal(pdc_watch_next(w, PDI_CALL_TIMEOUT_MS, &e), PDC_OK);
+    assert_int_equal(e.kind, PDC_WATCH_UPDATED);
+    assert_string_equal(e.scene, "cw");
+    assert_int_equal(e.version, 2);
+    assert_true(e.has_changed);
+    assert_int_equal(e.changed_min.x, 3);
+    assert_int_equal(e.changed_max.y, 4);
+    assert_int_equal(e.op_count, 1);
+    assert_int_equal(e.ops[0].op, PDC_UPDATE_BLOCK);
+    pdc_watch_event_free(&e);
+    assert_int_equal(pdc_watch_next(w, 50, &e), PDC_ERR_TIMEOUT);
+    assert_int_equal(pdc_unwatch(w, id), PDC_OK);
+    assert_int_equal(pdc_watch_next(w, PDI_CALL_TIMEOUT_MS, &e), PDC_OK);
+    assert_int_equal(e.kind, PDC_WATCH_ENDED);
+    assert_true(e.final);
+    pdc_watch_event_free(&e);
+    assert_int_equal(pdc_watch_next(w, 50, &e), PDC_ERR_IDLE);
+    pdc_close(w);
+
+    /* min_version through the library: stale, with the version now. */
+    pdc_path_req pr = { .scene = "cw", .start = pdc_cell(0, 0), .goal = pdc_cell(10, 10), .min_version = 4 };
+    pdc_path_result path;
+    assert_int_equal(pdc_find_path(c, &pr, &path), PDC_STALE_VERSION);
+    assert_int_equal(path.scene_version, 2);
+    pdc_path_result_free(&path);
+    pdc_query q = { .kind = PDC_Q_REACHABLE, .scene = "cw", .a = pdc_cell(0, 0), .b = pdc_cell(9, 9),
+                    .min_version = 4 };
+    pdc_query_result qr;
+    assert_int_equal(pdc_query_run(c, &q, &qr), PDC_STALE_VERSION);
+    assert_int_equal(qr.version, 2);
+    assert_int_equal(pdc_scene_info_at(c, "cw", 4, &info), PDC_STALE_VERSION);
+    assert_int_equal(info.version, 2);
+    assert_int_equal(pdc_stale_version(c), 2);
+
+    /* pathctl watch: its first line (the watch began) comes before any
+     * update, then one line per change; --count 2 ends it. */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' --server %s watch cw --count 2 --json", pdi_pathctl_binary(), d->addr);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char line[4096];
+    assert_non_null(fgets(line, sizeof line, p));
+    cJSON *o = json_line(line);
+    assert_string_equal(str(o, "kind"), "started");
+    assert_int_equal(num(o, "version"), 2);
+    cJSON_Delete(o);
+    block_cell(c, "cw", 3, 4, 0, 3);
+    block_cell(c, "cw", 7, 1, 1, 4);
+    for (int k = 0; k < 2; k++) {
+        assert_non_null(fgets(line, sizeof line, p));
+        o = json_line(line);
+        assert_string_equal(str(o, "status"), "OK");
+        assert_string_equal(str(o, "kind"), "updated");
+        assert_string_equal(str(o, "scene"), "cw");
+        assert_int_equal(num(o, "version"), 3 + k);
+        const cJSON *ch = cJSON_GetObjectItemCaseSensitive(o, "changed");
+        assert_int_equal(cJSON_GetArraySize(ch), 4);
+        assert_int_equal(cJSON_GetArrayItem(ch, 0)->valueint, k ? 7 : 3);
+        assert_int_equal(cJSON_GetArrayItem(ch, 1)->valueint, k ? 1 : 4);
+        const cJSON *op = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "ops"), 0);
+        assert_string_equal(str(op, "set"), k ? "blocked" : "passable");
+        cJSON_Delete(o);
+    }
+    int st = pclose(p);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+    /* pathctl --min-version: STALE_VERSION with the version now, then OK. */
+    char *out;
+    assert_int_equal(pathctl(d, "info cw --min-version 9 --json", &out), 1);
+    o = json_line(out);
+    assert_string_equal(str(o, "status"), "STALE_VERSION");
+    assert_int_equal(num(o, "version"), 4);
+    cJSON_Delete(o);
+    free(out);
+    assert_int_equal(pathctl(d, "path --scene cw --from 0,0 --to 9,9 --min-version 9 --json", &out), 1);
+    o = json_line(out);
+    assert_string_equal(str(o, "status"), "STALE_VERSION");
+    assert_int_equal(num(o, "version"), 4);
+    cJSON_Delete(o);
+    free(out);
+    assert_int_equal(pathctl(d, "raycast --scene cw --from 0,0 --to 9,9 --min-version 9 --json", &out), 1);
+    o = json_line(out);
+    assert_string_equal(str(o, "status"), "STALE_VERSION");
+    assert_int_equal(num(o, "version"), 4);
+    cJSON_Delete(o);
+    free(out);
+    assert_int_equal(pathctl(d, "path --scene cw --from 0,0 --to 9,9 --min-version 4 --json", &out), 0);
+    o = json_line(out);
+    assert_string_equal(str(o, "status"), "OK");
+    assert_int_equal(num(o, "version"), 4);
+    cJSON_Delete(o);
+    free(out);
+    assert_int_equal(pathctl(d, "watch nowhere", &out), 1);
+    free(out);
+    assert_int_equal(pathctl(d, "watch", &out), 2);
+    free(out);
+    assert_int_equal(pathctl(d, "update --scene cw --cells 1,1 --set blocked --min-version 2", &out), 2);
+    free(out);
+    pdc_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -801,6 +981,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_min_version, setup_metrics, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_bad_watch_requests, setup_small_caps, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_reload_events, setup_ext, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_clients, setup_metrics, pdi_fixture_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
