@@ -31,6 +31,12 @@ forms and send(name, ...) send without waiting and return the id; recv()
 hands back answers in completion order, whatever their id, of any status
 (OVERLOADED too, not retried).
 
+Watching: watch(scenes) subscribes to the scenes' changes and returns the
+watch's id; watch_next() hands back each event in order (the dict pathctl
+watch --json prints), unwatch(id) ends it. find_path, scene_info and the
+queries take min_version: an older scene answers STALE_VERSION (the
+PathdError's .result holds the version it is at).
+
 Results:
   - find_path: a PathResult (attributes; to_dict() is pathctl path --json).
   - Everything else answers plain dicts (an Answer, a dict with .id) shaped
