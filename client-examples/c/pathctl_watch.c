@@ -30,8 +30,8 @@ const char pathctl_watch_usage[] =
     "                     line per scene, its version now) it stops\n";
 
 typedef struct pw_args {
-    const char *server, *token;
-    int json, timeout_ms;
+    pathctl_conn_opts conn;
+    int json;
     long count;                  /* 0: until the watch ends */
     const char **scenes;
     size_t n_scenes;
@@ -45,40 +45,28 @@ static int pw_usage(const char *fmt, const char *arg)
     return PW_EXIT_USAGE;
 }
 
-static int pw_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 static int pw_parse(int argc, char **argv, pw_args *a)
 {
     int seen_watch = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long n;
         if (!strcmp(o, "--json")) {
             a->json = 1;
         } else if (o[0] == '-' && o[1]) {
             if (!v)
                 return pw_usage("option %s needs a value", o);
             i++;
-            if (!strcmp(o, "--server")) {
-                a->server = v;
-            } else if (!strcmp(o, "--token")) {
-                a->token = v;
-            } else if (!strcmp(o, "--timeout")) {
-                if (pw_long(v, 1, 3600000, &n))
-                    return pw_usage("bad --timeout %s (milliseconds, > 0)", v);
-                a->timeout_ms = (int)n;
+            int taken = pathctl_conn_option(&a->conn, o, v);
+            char *end;
+            if (taken < 0) {
+                return PW_EXIT_USAGE;
+            } else if (taken) {
+                continue;
             } else if (!strcmp(o, "--count")) {
-                if (pw_long(v, 1, 1000000000, &a->count))
+                errno = 0;
+                a->count = strtol(v, &end, 10);
+                if (errno || end == v || *end || a->count < 1)
                     return pw_usage("bad --count %s (events, > 0)", v);
             } else {
                 return pw_usage("unknown option %s for the watch command", o);
@@ -225,14 +213,13 @@ int pathctl_watch_main(int argc, char **argv)
         return PATHCTL_WATCH_NOT_MINE;
     pw_args a;
     memset(&a, 0, sizeof a);
-    a.server = PDC_DEFAULT_SERVER;
-    a.timeout_ms = PDC_DEFAULT_TIMEOUT_MS;
+    pathctl_conn_defaults(&a.conn);
     a.scenes = calloc((size_t)argc, sizeof *a.scenes);
     if (!a.scenes)
         return PW_EXIT_CONNECT;
     int code = pw_parse(argc, argv, &a);
     if (code < 0) {
-        pdc_conn *c = pathctl_open(a.server, a.timeout_ms, a.token, &code);
+        pdc_conn *c = pathctl_open(&a.conn, &code);
         if (c) {
             code = pw_run(c, &a);
             pdc_close(c);

@@ -1179,15 +1179,18 @@ class _Api:
         if p.feed(response):
             self._complete(p)
 
-    def _take_event(self):
-        """watch_next's step: the next event, or None to wait; raises when
-        no watch is open and none is queued."""
+    def _take_event(self, wait, deadline):
+        """watch_next's step: the next event, or None to wait until
+        deadline; raises when no watch is open and none is queued, or when
+        the deadline passed."""
         if self._events:
             return self._events.popleft()
         if not self._watches:
             if not self.connected:
                 raise PathdDisconnected("not connected: the connection and its watches are gone")
             raise PathdError("IDLE", "no watch is open")
+        if deadline - time.monotonic() <= 0:
+            raise PathdTimeout("no watch event within %gs" % wait)
         return None
 
     def _register(self, conn, op, pipelined):
@@ -1469,13 +1472,10 @@ class PathdClient(_Api):
         deadline = time.monotonic() + wait
         with self._lock:
             while True:
-                event = self._take_event()
+                event = self._take_event(wait, deadline)
                 if event is not None:
                     return event
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise PathdTimeout("no watch event within %gs" % wait)
-                self._lock.wait(remaining)
+                self._lock.wait(deadline - time.monotonic())
 
     def _event_arrived(self):
         pass  # the reader thread notifies every waiter after each read
@@ -1734,15 +1734,12 @@ class AsyncPathdClient(_Api):
         wait = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + wait
         while True:
-            event = self._take_event()
+            event = self._take_event(wait, deadline)
             if event is not None:
                 return event
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise PathdTimeout("no watch event within %gs" % wait)
             self._event_event.clear()
             try:
-                await asyncio.wait_for(self._event_event.wait(), remaining)
+                await asyncio.wait_for(self._event_event.wait(), deadline - time.monotonic())
             except asyncio.TimeoutError:
                 pass
 

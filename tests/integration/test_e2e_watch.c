@@ -939,31 +939,25 @@ static void test_clients(void **state)
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 
     /* pathctl --min-version: STALE_VERSION with the version now, then OK. */
+    static const struct {
+        const char *args;
+        int exit;
+        const char *status;
+    } runs[] = {
+        { "info cw --min-version 9 --json", 1, "STALE_VERSION" },
+        { "path --scene cw --from 0,0 --to 9,9 --min-version 9 --json", 1, "STALE_VERSION" },
+        { "raycast --scene cw --from 0,0 --to 9,9 --min-version 9 --json", 1, "STALE_VERSION" },
+        { "path --scene cw --from 0,0 --to 9,9 --min-version 4 --json", 0, "OK" },
+    };
     char *out;
-    assert_int_equal(pathctl(d, "info cw --min-version 9 --json", &out), 1);
-    o = json_line(out);
-    assert_string_equal(str(o, "status"), "STALE_VERSION");
-    assert_int_equal(num(o, "version"), 4);
-    cJSON_Delete(o);
-    free(out);
-    assert_int_equal(pathctl(d, "path --scene cw --from 0,0 --to 9,9 --min-version 9 --json", &out), 1);
-    o = json_line(out);
-    assert_string_equal(str(o, "status"), "STALE_VERSION");
-    assert_int_equal(num(o, "version"), 4);
-    cJSON_Delete(o);
-    free(out);
-    assert_int_equal(pathctl(d, "raycast --scene cw --from 0,0 --to 9,9 --min-version 9 --json", &out), 1);
-    o = json_line(out);
-    assert_string_equal(str(o, "status"), "STALE_VERSION");
-    assert_int_equal(num(o, "version"), 4);
-    cJSON_Delete(o);
-    free(out);
-    assert_int_equal(pathctl(d, "path --scene cw --from 0,0 --to 9,9 --min-version 4 --json", &out), 0);
-    o = json_line(out);
-    assert_string_equal(str(o, "status"), "OK");
-    assert_int_equal(num(o, "version"), 4);
-    cJSON_Delete(o);
-    free(out);
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        assert_int_equal(pathctl(d, runs[i].args, &out), runs[i].exit);
+        o = json_line(out);
+        assert_string_equal(str(o, "status"), runs[i].status);
+        assert_int_equal(num(o, "version"), 4);
+        cJSON_Delete(o);
+        free(out);
+    }
     assert_int_equal(pathctl(d, "watch nowhere", &out), 1);
     free(out);
     assert_int_equal(pathctl(d, "watch", &out), 2);
