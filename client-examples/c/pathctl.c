@@ -923,6 +923,9 @@ static int pathctl_limits(pdc_conn *c, const pathctl_args *a)
         {"max_unit_size", l.max_unit_size},
         {"scene_grid_band_bytes", l.scene_grid_band_bytes},
         {"max_message_bytes", l.max_message_bytes},
+        {"watch_buffer_bytes", l.watch_buffer_bytes},
+        {"max_watch_scenes", l.max_watch_scenes},
+        {"max_watchers", l.max_watchers},
     };
     return pathctl_print_numbers(a, fields, sizeof fields / sizeof fields[0]);
 }

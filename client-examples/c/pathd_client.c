@@ -1669,6 +1669,9 @@ int pdc_get_limits(pdc_conn *c, pdc_limits *out)
     out->max_unit_size = l->max_unit_size;
     out->scene_grid_band_bytes = l->scene_grid_band_bytes;
     out->max_message_bytes = l->max_message_bytes;
+    out->watch_buffer_bytes = l->watch_buffer_bytes;
+    out->max_watch_scenes = l->max_watch_scenes;
+    out->max_watchers = l->max_watchers;
     pathd__v1__response__free_unpacked(resp, NULL);
     return PDC_OK;
 }

@@ -365,6 +365,9 @@ typedef struct pdc_limits {
     uint32_t max_unit_size;
     uint32_t scene_grid_band_bytes;
     uint32_t max_message_bytes;
+    uint32_t watch_buffer_bytes;       /* a watcher's unread answers before WATCH_OVERFLOW */
+    uint32_t max_watch_scenes;         /* scenes one pdc_watch may name */
+    uint32_t max_watchers;             /* watches open on the server */
 } pdc_limits;
 
 typedef struct pdc_conn pdc_conn;

@@ -1088,6 +1088,9 @@ class LimitsLiveTest(HelperDaemonCase):
         self.assertEqual(limits["max_frame_bytes"], 65536)
         self.assertGreater(limits["max_batch_items"], 0)
         self.assertGreater(limits["max_radius_cells"], 0)
+        # The watch limits, at their defaults (config/README.md).
+        self.assertEqual((limits["watch_buffer_bytes"], limits["max_watch_scenes"], limits["max_watchers"]),
+                         (1048576, 64, 1000))
         reference = pathctl(self.daemon.addr, "limits")
         self.assertEqual(reference.pop("status"), "OK")
         self.assertEqual(limits, reference)

@@ -1337,6 +1337,9 @@ uint8_t *pd_codec_encode_limits(uint64_t id, const pd_codec_limits *l, size_t *o
     m.max_unit_size = l->max_unit_size;
     m.scene_grid_band_bytes = l->scene_grid_band_bytes;
     m.max_message_bytes = l->max_message_bytes;
+    m.watch_buffer_bytes = l->watch_buffer_bytes;
+    m.max_watch_scenes = l->max_watch_scenes;
+    m.max_watchers = l->max_watchers;
     resp.id = id;
     resp.status = PATHD__V1__STATUS__OK;
     resp.final = 1;

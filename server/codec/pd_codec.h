@@ -109,6 +109,9 @@ typedef struct pd_codec_limits {
     uint32_t max_unit_size;          /* PD_CONF_MAX_UNIT_SIZE */
     uint32_t scene_grid_band_bytes;  /* PD_SCENE_GRID_BAND_BYTES */
     uint32_t max_message_bytes;      /* the net layer's longest error text */
+    uint32_t watch_buffer_bytes;     /* limits.watch_buffer_bytes */
+    uint32_t max_watch_scenes;       /* limits.max_watch_scenes */
+    uint32_t max_watchers;           /* limits.max_watchers */
 } pd_codec_limits;
 
 /* Fills the limits fixed at build time (the request decoder's and the

@@ -717,6 +717,9 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
             .frame_timeout_ms = s->conf.frame_timeout_ms,
             .default_max_expansions = s->conf.default_max_expansions,
             .max_message_bytes = PD__MESSAGE_MAX - 1,
+            .watch_buffer_bytes = s->conf.watch_buffer_bytes,
+            .max_watch_scenes = s->conf.max_watch_scenes,
+            .max_watchers = s->conf.max_watchers,
         };
         pd_codec_limits_fixed(&lim);
         buf = pd_codec_encode_limits(req->id, &lim, &len);

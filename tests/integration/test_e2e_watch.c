@@ -667,6 +667,15 @@ static void test_bad_watch_requests(void **state)
     int fd = pdi_raw_connect(d->port);
     Pathd__V1__Response *r;
 
+    /* GetLimits says the caps this server runs with. */
+    pdc_conn *c = pdi_connect(d);
+    pdc_limits lim;
+    assert_int_equal(pdc_get_limits(c, &lim), PDC_OK);
+    assert_int_equal(lim.max_watch_scenes, 2);
+    assert_int_equal(lim.max_watchers, 2);
+    assert_int_equal(lim.watch_buffer_bytes, 1048576);
+    pdc_close(c);
+
     const char *const unknown[] = { "rooms", "nowhere" };
     send_watch(fd, 1, unknown, 2);
     r = expect_error(fd, 1, PATHD__V1__STATUS__UNKNOWN_SCENE);

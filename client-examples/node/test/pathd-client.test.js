@@ -624,6 +624,7 @@ describe('daemon with other limits', () => {
       assert.equal(limits.maxWaypointsPerChunk, 33);
       assert.equal(limits.maxFrameBytes, 65536);
       assert.ok(limits.maxBatchItems > 0);
+      assert.deepEqual([limits.watchBufferBytes, limits.maxWatchScenes, limits.maxWatchers], [1048576, 64, 1000]);
       const { status, ...reference } = pathctlJson(daemon().addr, ['limits']);
       assert.equal(status, 'OK');
       const camel = Object.fromEntries(Object.entries(reference)
