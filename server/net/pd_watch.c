@@ -413,7 +413,8 @@ void pd__watch_start(pd__conn *c, const pd_request *req)
                 break;
             }
         }
-        pd__observe(s, w ? PD_OK : PD_INTERNAL);
+        if (w)
+            pd__observe(s, PD_OK);
         for (size_t i = 0; w && i < w->n_subs; i++) {
             pd_watch_event ev = {.kind = PD_WATCH_STARTED, .version = scenes[i]->version};
             memcpy(ev.scene, scenes[i]->name, sizeof ev.scene);
