@@ -23,28 +23,10 @@
 #include "pd_movement.h"
 #include "pd_query.h"
 #include "pd_watch.h"
+#include "open_scene.h"
 #include "test_rng.h"
 
 #define SIDE 24
-
-static pd_scene *open_scene(const char *name)
-{
-    pd_conf_scene cs;
-    memset(&cs, 0, sizeof cs);
-    snprintf(cs.name, sizeof cs.name, "%s", name);
-    cs.format = PD_MAP_ASCII;
-    cs.cell_size = 1.0;
-    cs.unit_sizes[0] = 1;
-    cs.n_unit_sizes = 1;
-    pd_tiled_rules_default(&cs.tiled);
-    uint8_t cells[SIDE * SIDE];
-    memset(cells, 1, sizeof cells);
-    char err[256];
-    pd_scene *s = pd_scene_from_cells(&cs, SIDE, SIDE, cells, err, sizeof err);
-    if (!s)
-        fail_msg("%s", err);
-    return s;
-}
 
 /* ---- the changed rectangle --------------------------------------------- */
 
@@ -55,7 +37,7 @@ static void test_changed_rect_is_the_changed_cells(void **state)
 {
     (void)state;
     uint64_t rng = 12;
-    pd_scene *s = open_scene("r");
+    pd_scene *s = open_scene("r", SIDE);
     for (int round = 0; round < 400; round++) {
         pd_scene_update ops[4];
         pd_point cells[4][6];
@@ -180,7 +162,7 @@ static void test_event_from_update(void **state)
 static void test_min_version_checks(void **state)
 {
     (void)state;
-    pd_scene *s = open_scene("v");
+    pd_scene *s = open_scene("v", SIDE);
     char err[PD_QUERY_MESSAGE_MAX];
     assert_int_equal(pd_query_check_version(s, 0, err, sizeof err), PD_OK);
     assert_int_equal(pd_query_check_version(s, 1, err, sizeof err), PD_OK);

@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "open_scene.h"
 #include "pathd.pb-c.h"
 #include "pd_frame.h"
 #include "pd_server_internal.h"
@@ -46,20 +47,8 @@ static pd__conn *fake_conn(pd_server *s, uint64_t id)
 
 static void add_scene(pd_registry *r, const char *name)
 {
-    pd_conf_scene cs;
-    memset(&cs, 0, sizeof cs);
-    snprintf(cs.name, sizeof cs.name, "%s", name);
-    cs.format = PD_MAP_ASCII;
-    cs.cell_size = 1.0;
-    cs.unit_sizes[0] = 1;
-    cs.n_unit_sizes = 1;
-    pd_tiled_rules_default(&cs.tiled);
-    uint8_t cells[SIDE * SIDE];
-    memset(cells, 1, sizeof cells);
     char err[256];
-    pd_scene *sc = pd_scene_from_cells(&cs, SIDE, SIDE, cells, err, sizeof err);
-    assert_non_null(sc);
-    assert_int_equal(pd_registry_add(r, sc, err, sizeof err), PD_OK);
+    assert_int_equal(pd_registry_add(r, open_scene(name, SIDE), err, sizeof err), PD_OK);
 }
 
 static int setup(void **state)
