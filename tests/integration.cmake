@@ -88,6 +88,14 @@ set_tests_properties(bench_unit_sizes PROPERTIES LABELS "sanitize" TIMEOUT 60)
 pd_test(NAME test_e2e_journal SOURCES integration/test_e2e_journal.c
         LIBS pathd_integ_harness LABELS sanitize threaded TIMEOUT 240)
 
+# Issue 12, "Reload keeps the living state": SIGHUP keeps the scenes whose
+# definition did not change (version, updates, route tables), builds the
+# changed ones anew, refuses a bad portal or map whole, and a restart after
+# kill -9 serves the same world. The reload runs on libuv's threadpool
+# beside updates on the workers: threaded.
+pd_test(NAME test_e2e_reload SOURCES integration/test_e2e_reload.c
+        LIBS pathd_integ_harness LABELS sanitize threaded TIMEOUT 240)
+
 # Issue 12, hearing about changes: watchers see every version in order while
 # two writers update several scenes, a watcher that does not read is dropped
 # at limits.watch_buffer_bytes, reloads are heard, min_version answers

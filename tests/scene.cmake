@@ -1,6 +1,6 @@
 # Tests for the conf and scene layers (tests/unit/test_conf.c, test_tiled.c,
 # test_tiled_formats.c, test_ldtk.c,
-# test_scene.c, test_scene_update.c, test_scene_runtime.c). test_scene runs readers against reloads
+# test_scene.c, test_scene_update.c, test_scene_runtime.c, test_scene_reload.c). test_scene runs readers against reloads
 # and test_scene_update runs updaters and readers on several threads, so both
 # are labelled "threaded" for the TSan run.
 pd_test(NAME test_conf SOURCES unit/test_conf.c LIBS pathd_conf LABELS sanitize)
@@ -19,3 +19,8 @@ pd_test(NAME test_scene_runtime SOURCES unit/test_scene_runtime.c LIBS pathd_sce
 # Issue 12, "Durable": the journal's record format, replay, damaged tails
 # and compaction, on temporary data directories.
 pd_test(NAME test_journal SOURCES unit/test_journal.c LIBS pathd_scene LABELS sanitize)
+# Issue 12, "Reload keeps the living state": which config scenes a reload
+# keeps (definition unchanged: version and updates stay) and which it
+# builds again, on maps the test rewrites in a temporary directory; one
+# test updates on a thread while reloads run: threaded.
+pd_test(NAME test_scene_reload SOURCES unit/test_scene_reload.c LIBS pathd_scene LABELS sanitize threaded)

@@ -251,6 +251,10 @@ static void pd__submit(pd__conn *c, pd__job *job)
     uint64_t start = c->fair_key > now ? c->fair_key : now;
     uint64_t backlog = c->in_flight < PD__FAIR_TIE_MAX ? c->in_flight : PD__FAIR_TIE_MAX;
     job->task.key = start << PD__FAIR_TIE_BITS | backlog;
+    /* A connection with nothing else in flight is waiting on this answer
+     * alone: batching its completion with the worker's next tasks would
+     * only delay it (by up to a whole search), and saves no wakeup. */
+    job->task.hand_over_at_once = c->in_flight == 0;
     pd_status st = pd_pool_submit(s->pool, &job->task);
     if (st != PD_OK) {
         pd__job_free(job);

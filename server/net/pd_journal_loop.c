@@ -115,6 +115,17 @@ static void pd__journal_start(pd_server *s, int kind, int *busy)
         free(w);
 }
 
+/* Starts a compaction when the log is large or a reload asked for one,
+ * unless one is queued or running already (then the next tick tries). */
+static void pd__journal_maybe_compact(pd_server *s)
+{
+    if (s->journal_compacting || (!s->journal_compact_wanted && !pd_journal_wants_compaction(s->journal)))
+        return;
+    pd__journal_start(s, PD__JW_COMPACT, &s->journal_compacting);
+    if (s->journal_compacting)
+        s->journal_compact_wanted = 0;
+}
+
 static void pd__journal_tick(uv_timer_t *t)
 {
     pd_server *s = t->data;
@@ -122,8 +133,23 @@ static void pd__journal_tick(uv_timer_t *t)
         return;
     if (pd_journal_fsync_policy(s->journal) == PD_CONF_FSYNC_EVERYSEC && pd_journal_dirty(s->journal))
         pd__journal_start(s, PD__JW_SYNC, &s->journal_syncing);
-    if (pd_journal_wants_compaction(s->journal))
-        pd__journal_start(s, PD__JW_COMPACT, &s->journal_compacting);
+    pd__journal_maybe_compact(s);
+}
+
+/* A scene the reload built anew replaced one whose history the log holds:
+ * its updates, and the instances made of it, were made on the map the
+ * reload replaced. A restart loads the config's maps as they are now and
+ * replays the log over them, so that history would replay on the new map.
+ * A snapshot holds the state as served instead (instances over their own
+ * BASE cells), so a compaction is asked for at once. One that is running
+ * may have listed the scenes before the publish: the wish then waits for
+ * the next tick after it. */
+void pd__journal_after_reload(pd_server *s, size_t built)
+{
+    if (!s->journal || built == 0)
+        return;
+    s->journal_compact_wanted = 1;
+    pd__journal_maybe_compact(s);
 }
 
 int pd_server_open_journal(pd_server *s, char *err, size_t errlen)

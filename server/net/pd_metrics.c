@@ -57,6 +57,8 @@ struct pd_metrics {
     uint64_t reloads[PD_METRICS_RELOAD__COUNT];
     double last_reload_s;                         /* 0: none yet */
     double last_reload_success_s;
+    uint64_t last_reload_kept;                    /* config scenes the last published reload kept */
+    uint64_t last_reload_built;                   /* and those it built anew */
 };
 
 static const char *const pd__limit_names[PD_METRICS_LIMIT__COUNT] = {
@@ -153,6 +155,14 @@ void pd_metrics_observe_reload(pd_metrics *m, pd_metrics_reload_result result, d
     m->last_reload_s = unix_seconds;
     if (result != PD_METRICS_RELOAD_FAILURE)
         m->last_reload_success_s = unix_seconds;
+}
+
+void pd_metrics_set_reload_scenes(pd_metrics *m, size_t kept, size_t built)
+{
+    if (!m)
+        return;
+    m->last_reload_kept = kept;
+    m->last_reload_built = built;
 }
 
 size_t pd_metrics_escape_label(const char *in, char *out, size_t cap)
@@ -320,6 +330,11 @@ static void pd__render_ops(pd__text *t, const pd_metrics *m)
     pd__family(t, "pathd_last_reload_success_timestamp_seconds", "gauge",
                "Unix time of the last reload that published its scenes; 0 before the first.");
     pd__text_printf(t, "pathd_last_reload_success_timestamp_seconds %.3f\n", m->last_reload_success_s);
+    pd__family(t, "pathd_last_reload_scenes", "gauge",
+               "Config scenes of the last reload that published: kept (definition unchanged: version and "
+               "updates stay) or built (new or changed: built from the map again); 0 before the first.");
+    pd__text_printf(t, "pathd_last_reload_scenes{outcome=\"kept\"} %" PRIu64 "\n", m->last_reload_kept);
+    pd__text_printf(t, "pathd_last_reload_scenes{outcome=\"built\"} %" PRIu64 "\n", m->last_reload_built);
 }
 
 static void pd__render_gauges(pd__text *t, const pd_metrics_gauges *g)

@@ -126,6 +126,10 @@ typedef enum pd_metrics_reload_result {
  * the time of the last reload and of the last one that published. */
 void pd_metrics_observe_reload(pd_metrics *m, pd_metrics_reload_result result, double unix_seconds);
 
+/* The config scenes the last published reload kept as they were served
+ * (definition unchanged) and built anew. */
+void pd_metrics_set_reload_scenes(pd_metrics *m, size_t kept, size_t built);
+
 /* Renders every metric family in the text format 0.0.4, each with one HELP
  * and one TYPE line. gauges == NULL leaves out the families it feeds;
  * registry == NULL leaves out pathd_scene_version. On success returns 0 and

@@ -37,6 +37,8 @@ typedef struct pd__reload_job {
                                     adjusted (NULL for a reload, which reads the file) */
     pd__initial_load *initial_out;
     const char *config_path;     /* the server's; lives until the after-work callback */
+    pd_registry *registry;       /* the server's, read to keep unchanged scenes */
+    pd_world_store *world_store; /* the server's (or NULL), read for the running world */
     void (*adjust)(pd_conf *conf, void *user);
     void *adjust_user;
     int build_world;             /* the server serves routes: build the world too */
@@ -69,31 +71,42 @@ static void pd__reload_work(uv_work_t *req)
             return;
         conf = &rl->next;
     }
-    rl->scenes = pd_registry_prepare(conf, rl->err, sizeof rl->err);
-    if (rl->scenes && rl->build_world)
-        rl->world = pd_world_build_from_set(&conf->world, rl->scenes, rl->world_err,
+    /* A config scene whose definition did not change is kept as served,
+     * its updates included (at start-up the registry is empty). */
+    rl->scenes = pd_registry_prepare_reload(rl->registry, conf, rl->err, sizeof rl->err);
+    if (rl->scenes && rl->build_world) {
+        /* The tables of a kept scene whose portal cells did not move are
+         * the running world's. */
+        pd_world *running = pd_world_store_acquire(rl->world_store);
+        rl->world = pd_world_build_from_set(&conf->world, rl->scenes, running, rl->world_err,
                                             sizeof rl->world_err);
+        pd_world_release(running);
+    }
 }
 
 /* Swaps in the loaded scenes and the world built over them; the registry and the world store
- * own them from now on. */
-static void pd__publish_loaded(pd_server *s, pd__reload_job *rl)
+ * own them from now on. Returns 0, or -1 when a scene the load kept was
+ * dropped meanwhile (nothing was published; the load must run again). */
+static int pd__publish_loaded(pd_server *s, pd__reload_job *rl)
 {
-    if (s->world_store)
-        pd_world_store_publish_reload(s->world_store, s->registry, rl->scenes, rl->world);
-    else
-        pd_registry_publish(s->registry, rl->scenes);
+    int rc = s->world_store
+                 ? pd_world_store_publish_reload(s->world_store, s->registry, rl->scenes, rl->world)
+                 : pd_registry_publish(s->registry, rl->scenes);
     rl->scenes = NULL;
     rl->world = NULL;
+    return rc;
 }
 
 /* Publishes a loaded reload: the scene swap with the world built for it,
  * the workers' contexts, and the settings a reload may change. Only swaps
  * happen here; the tables were computed by pd__reload_work. Takes over
- * rl->next, rl->scenes and rl->world. */
-static void pd__reload_publish(pd_server *s, pd__reload_job *rl)
+ * rl->next, rl->scenes and rl->world. Returns 0, or -1 when nothing was
+ * published because a scene the load kept was dropped while it loaded. */
+static int pd__reload_publish(pd_server *s, pd__reload_job *rl)
 {
     pd_conf next = rl->next;
+    size_t kept = 0, built = 0;
+    pd_scene_set_counts(rl->scenes, &kept, &built);
 
     /* A world that does not fit the new scenes never gets here
      * (pd__reload_done refuses the whole reload). The journal records the
@@ -103,9 +116,13 @@ static void pd__reload_publish(pd_server *s, pd__reload_job *rl)
     /* Watchers hear of every watched scene whose snapshot the publish
      * replaced or dropped; one it kept makes no event. */
     pd__watch_reload *wr = pd__watch_reload_begin(s);
-    pd__publish_loaded(s, rl);
+    int rc = pd__publish_loaded(s, rl);
     pd__journal_reload_end(s, jr);
     pd__watch_reload_end(s, wr);
+    if (rc != 0) {
+        pd_conf_free(&next);
+        return -1;
+    }
 
     if (strcmp(next.listen_host, s->conf.listen_host) != 0 || next.listen_port != s->conf.listen_port)
         pd_log_warn("reload: a new listen address needs a restart; still on %s:%u",
@@ -143,7 +160,11 @@ static void pd__reload_publish(pd_server *s, pd__reload_job *rl)
         s->sweep_interval_ms = interval;
         uv_timer_set_repeat(&s->sweep_timer, interval);
     }
-    pd_log_info("reloaded %s: %zu scenes", s->config_path, n_scenes);
+    pd__journal_after_reload(s, built);
+    pd_metrics_set_reload_scenes(s->metrics, kept, built);
+    pd_log_info("reloaded %s: %zu scenes, %zu kept with their updates, %zu built anew", s->config_path,
+                n_scenes, kept, built);
+    return 0;
 }
 
 static void pd__reload_start(pd_server *s);
@@ -173,8 +194,8 @@ static void pd__initial_done(pd_server *s, pd__reload_job *rl)
     } else if (s->phase != PD__RUNNING) {
         out->result = 1;
     } else {
-        pd__publish_loaded(s, rl);
-        out->result = 0;
+        /* The registry was empty, so the set keeps nothing and publishes. */
+        out->result = pd__publish_loaded(s, rl);
     }
     pd_world_release(rl->world);
     pd_registry_discard(rl->scenes);
@@ -216,8 +237,13 @@ static void pd__reload_done(uv_work_t *req, int status)
         pd_world_release(rl->world);
         pd_registry_discard(rl->scenes);
         pd_conf_free(&rl->next);
+    } else if (pd__reload_publish(s, rl) != 0) {
+        /* Rare: a DropScene of a config scene the load kept landed while it
+         * loaded. The file is read again against what is served now. */
+        pd_log_info("reload of %s: a scene it kept was dropped while it loaded; loading again",
+                    s->config_path);
+        s->reload_again = 1;
     } else {
-        pd__reload_publish(s, rl);
         pd_metrics_observe_reload(s->metrics, PD_METRICS_RELOAD_SUCCESS, pd__wall_seconds());
     }
     free(rl);
@@ -241,6 +267,8 @@ static void pd__reload_start(pd_server *s)
     }
     rl->req.data = s;
     rl->config_path = s->config_path;
+    rl->registry = s->registry;
+    rl->world_store = s->world_store;
     rl->adjust = s->adjust;
     rl->adjust_user = s->adjust_user;
     rl->build_world = s->world_store != NULL;
@@ -287,6 +315,8 @@ int pd_server_load(pd_server *s, pd_pool *pool, const pd_conf *conf, char *err, 
     rl->req.data = s;
     rl->initial = conf;
     rl->initial_out = &out;
+    rl->registry = s->registry;
+    rl->world_store = s->world_store;
     rl->build_world = s->world_store != NULL;
     int rc = uv_queue_work(s->loop, &rl->req, pd__reload_work, pd__reload_done);
     if (rc != 0) {

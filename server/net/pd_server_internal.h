@@ -161,6 +161,8 @@ struct pd_server {
     int journal_jobs;            /* journal work on libuv's threadpool */
     int journal_syncing;         /* an everysec fsync is queued or running */
     int journal_compacting;      /* a compaction is queued or running */
+    int journal_compact_wanted;  /* a reload built config scenes anew: compact as soon
+                                    as no compaction runs (pd__journal_after_reload) */
     struct pd_query_scratch *inline_scratch;  /* the loop thread's, for the searches it
                                                  answers itself (pd__answer_inline);
                                                  made on first use, trimmed to
@@ -195,6 +197,9 @@ void pd__send_stale(pd__conn *c, uint64_t id, uint64_t version, const char *mess
  * from _begin to _end, around the publish); both no-ops without a journal. */
 pd_journal_reload *pd__journal_reload_begin(pd_server *s, const pd_scene_set *set);
 void pd__journal_reload_end(pd_server *s, pd_journal_reload *rl);
+/* After a reload that built `built` config scenes anew: asks for a
+ * compaction (see pd_journal_loop.c for why). */
+void pd__journal_after_reload(pd_server *s, size_t built);
 
 /* pd_watch.c: subscriptions to scenes' changes, all on the loop thread.
  * _publish hands a change to the scene's watchers (in version order, see

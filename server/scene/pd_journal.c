@@ -1304,6 +1304,7 @@ pd_journal_reload *pd_journal_reload_begin(pd_journal *j, pd_registry *r, const 
     pd_journal_reload *rl = calloc(1, sizeof *rl);
     size_t n = 0;
     pd_scene *const *scenes = pd_scene_set_scenes(set, &n);
+    /* A scene the set keeps goes on as it is: nothing to record. */
     if (rl && n && !(rl->fresh = malloc(n * sizeof *rl->fresh))) {
         free(rl);
         rl = NULL;
@@ -1314,10 +1315,11 @@ pd_journal_reload *pd_journal_reload_begin(pd_journal *j, pd_registry *r, const 
         return NULL;
     }
     for (size_t i = 0; i < n; i++) {
+        if (pd_scene_set_kept(set, i))
+            continue;
         pd_scene_retain(scenes[i]);
-        rl->fresh[i] = scenes[i];
+        rl->fresh[rl->n_fresh++] = scenes[i];
     }
-    rl->n_fresh = n;
     rl->n_before = pd_registry_list(r, &rl->before);
     return rl;
 }

@@ -200,7 +200,9 @@ void pd_journal_sizes(pd_journal *j, uint64_t *log_bytes, uint64_t *snapshot_byt
 
 /* After a reload: call _begin with the change lock held, before the set is
  * published, and _end after, still holding it. Records a RESET for every
- * scene the publish put in from the set, and a DROP for every scene served
+ * scene the publish put in from the set as built anew (a scene the set
+ * kept, pd_scene_set_kept, goes on with its updates and gets no record),
+ * and a DROP for every scene served
  * before that is served no more. Returns NULL when memory ran out (then
  * _end is a no-op and the records are not written; the journal is marked
  * failed so nothing is acknowledged on a log that lost them). */

@@ -10,13 +10,17 @@
  * outside the lock, so a SIGHUP reload never stalls the workers. A reload is
  * two steps, pd_registry_prepare (the slow load, on any thread, touching no
  * registry) and pd_registry_publish (the swap), so the server can load on a
- * background thread and publish on its event loop.
+ * background thread and publish on its event loop. A reload's prepare
+ * (pd_registry_prepare_reload) keeps a config scene whose definition did
+ * not change - the grid its map parses to equals the cells it was loaded
+ * with, and its placement, unit sizes and search are the same - rather
+ * than building it again, so its version and its updates stay.
  *
  * Versions: pd_scene_load starts a scene at version 1. When the registry
- * replaces a scene with a new snapshot of the same name (a reload or a cell
- * update), the new one gets the old version + 1, so a version number names
- * one snapshot for as long as the registry lives and clients can tell that
- * the map changed.
+ * replaces a scene with a new snapshot of the same name (a reload that
+ * builds it again, or a cell update), the new one gets the old version + 1,
+ * so a version number names one snapshot for as long as the registry lives
+ * and clients can tell that the map changed.
  *
  * Derived data: besides the grid, a scene carries what searches need for
  * each unit size it serves - the clearance map (only when a unit larger than
@@ -428,6 +432,14 @@ static int pd__check_entry(const pd_conf_scene *cs, char *err, size_t errlen)
     return 0;
 }
 
+/* Lineages handed out so far (pd_scene.lineage): each build takes the next. */
+static atomic_uint_fast64_t pd__lineages;
+
+static uint64_t pd__new_lineage(void)
+{
+    return atomic_fetch_add_explicit(&pd__lineages, 1, memory_order_relaxed) + 1;
+}
+
 /* A scene around grid (taken over, also on failure) with cs's placement and
  * unit sizes, its derived data built; off_x/off_y (cells) move the origin. */
 static pd_scene *pd__scene_new(const pd_conf_scene *cs, pd_grid *grid, double off_x, double off_y,
@@ -449,6 +461,7 @@ static pd_scene *pd__scene_new(const pd_conf_scene *cs, pd_grid *grid, double of
     s->n_unit_sizes = cs->n_unit_sizes;
     s->search = cs->search;
     s->version = 1;
+    s->lineage = pd__new_lineage();
     if (pd__scene_derive(s) != 0) {
         pd__scene_free(s);
         snprintf(err, errlen, "scene '%s': out of memory for unit grids and labels", cs->name);
@@ -457,10 +470,12 @@ static pd_scene *pd__scene_new(const pd_conf_scene *cs, pd_grid *grid, double of
     return s;
 }
 
-/* Parses buf as cs's map format and builds the scene; `where` names the map
- * in messages (its path, or "map" for one sent in a request). */
-static pd_scene *pd__scene_parse(const pd_conf_scene *cs, const char *buf, size_t len,
-                                 const char *where, char *err, size_t errlen)
+/* Parses buf as cs's map format into a grid, with the origin offset the map
+ * carries in *off_x, *off_y (cells); `where` names the map in messages (its
+ * path, or "map" for one sent in a request). NULL with the reason in err. */
+static pd_grid *pd__parse_grid(const pd_conf_scene *cs, const char *buf, size_t len,
+                               const char *where, double *off_x_out, double *off_y_out,
+                               char *err, size_t errlen)
 {
     const pd_tiled_rules *tr = &cs->tiled;
     if (cs->format != PD_MAP_ASCII && cs->format != PD_MAP_MOVINGAI && cs->format != PD_MAP_TILED &&
@@ -518,17 +533,51 @@ static pd_scene *pd__scene_parse(const pd_conf_scene *cs, const char *buf, size_
             snprintf(err, errlen, "scene '%s': %s: %s", cs->name, where, perr.message);
         return NULL;
     }
-    return pd__scene_new(cs, grid, off_x, off_y, err, errlen);
+    *off_x_out = off_x;
+    *off_y_out = off_y;
+    return grid;
 }
 
-pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
+/* Parses buf as cs's map format and builds the scene (pd__parse_grid). */
+static pd_scene *pd__scene_parse(const pd_conf_scene *cs, const char *buf, size_t len,
+                                 const char *where, char *err, size_t errlen)
 {
-    char scratch[1];
-    if (!err || errlen == 0) {
-        err = scratch;
-        errlen = sizeof scratch;
+    double off_x = 0, off_y = 0;
+    pd_grid *grid = pd__parse_grid(cs, buf, len, where, &off_x, &off_y, err, errlen);
+    return grid ? pd__scene_new(cs, grid, off_x, off_y, err, errlen) : NULL;
+}
+
+/* Whether cur, a served config scene, is what cs defines now: the grid its
+ * map parsed to (off_x/off_y: the offset the map carries) equals the cells
+ * cur was loaded with (its authored state, whatever updates did since),
+ * and the placement, unit sizes and search equal cs's, computed as
+ * pd__scene_new computes them. */
+static int pd__same_definition(const pd_scene *cur, const pd_conf_scene *cs, const pd_grid *grid,
+                               double off_x, double off_y)
+{
+    const pd_grid *authored = pd_scene_authored_grid(cur);
+    const pd_grid *g = authored ? authored : cur->grid;
+    if (cur->runtime || cur->origin_x != cs->origin_x + off_x * cs->cell_size ||
+        cur->origin_y != cs->origin_y + off_y * cs->cell_size || cur->cell_size != cs->cell_size ||
+        cur->search != cs->search || cur->n_unit_sizes != cs->n_unit_sizes ||
+        memcmp(cur->unit_sizes, cs->unit_sizes, cs->n_unit_sizes * sizeof *cs->unit_sizes) != 0 ||
+        g->width != grid->width || g->height != grid->height)
+        return 0;
+    for (int32_t y = 0; y < grid->height; y++) {
+        if (memcmp(g->cells + pd_grid_index(g, 0, y), grid->cells + pd_grid_index(grid, 0, y),
+                   (size_t)grid->width) != 0)
+            return 0;
     }
-    err[0] = '\0';
+    return 1;
+}
+
+/* Loads the scene of config entry cs; when `keep` (the snapshot a registry
+ * serves under cs's name, or NULL) has the definition cs gives, returns it
+ * retained instead of building it again, with *kept = 1. */
+static pd_scene *pd__scene_load_or_keep(const pd_conf_scene *cs, pd_scene *keep, int *kept,
+                                        char *err, size_t errlen)
+{
+    *kept = 0;
     if (pd__check_entry(cs, err, errlen) != 0)
         return NULL;
     if (!cs->map_path || cs->map_path[0] == '\0') {
@@ -541,9 +590,30 @@ pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
     char *buf = pd__read_file(cs->map_path, cap, &len, cs->name, err, errlen);
     if (!buf)
         return NULL;
-    pd_scene *s = pd__scene_parse(cs, buf, len, cs->map_path, err, errlen);
+    double off_x = 0, off_y = 0;
+    pd_grid *grid = pd__parse_grid(cs, buf, len, cs->map_path, &off_x, &off_y, err, errlen);
     free(buf);
-    return s;
+    if (!grid)
+        return NULL;
+    if (keep && pd__same_definition(keep, cs, grid, off_x, off_y)) {
+        pd_grid_destroy(grid);
+        pd_scene_retain(keep);
+        *kept = 1;
+        return keep;
+    }
+    return pd__scene_new(cs, grid, off_x, off_y, err, errlen);
+}
+
+pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
+{
+    char scratch[1];
+    if (!err || errlen == 0) {
+        err = scratch;
+        errlen = sizeof scratch;
+    }
+    err[0] = '\0';
+    int kept;
+    return pd__scene_load_or_keep(cs, NULL, &kept, err, errlen);
 }
 
 pd_scene *pd_scene_build(const pd_conf_scene *cs, const char *buf, size_t len, char *err,
@@ -630,6 +700,7 @@ pd_scene *pd_scene_instance(const pd_scene *tmpl, const char *name)
     memcpy(n->name, name, len);
     n->version = 1;
     n->runtime = 1;
+    n->lineage = pd__new_lineage();
     n->acct = NULL;
     n->charged = 0;
     n->authored = NULL; /* its cells now are its authored state */
@@ -713,6 +784,7 @@ static pd_scene *pd__scene_copy(const pd_scene *s)
     n->changed_since_pick = s->changed_since_pick;
     n->version = s->version + 1;
     n->runtime = s->runtime;
+    n->lineage = s->lineage;
     n->authored = pd__authored_retain(s->authored);
     n->grid = pd_grid_clone(s->grid);
     if (!n->grid)
@@ -774,6 +846,7 @@ static int pd__scene_copy_into(pd_scene *n, const pd_scene *s)
     n->changed_since_pick = s->changed_since_pick;
     n->version = s->version + 1;
     n->runtime = s->runtime;
+    n->lineage = s->lineage;
     pd__authored_release(n->authored);
     n->authored = pd__authored_retain(s->authored);
     size_t cells = (size_t)(s->grid->width + 2) * (size_t)(s->grid->height + 2);
@@ -1209,10 +1282,28 @@ static pd_scene *pd__find(pd_scene *const *scenes, size_t n, const char *name)
  * pd_registry_publish swaps in. */
 struct pd_scene_set {
     pd_scene **scenes;          /* sorted by name, one reference each */
+    unsigned char *kept;        /* kept[i]: scenes[i] is a served snapshot kept
+                                   (pd_registry_prepare_reload), not a new build */
     size_t n_scenes;
 };
 
-pd_scene_set *pd_registry_prepare(const pd_conf *conf, char *err, size_t errlen)
+static void pd__set_free(pd_scene_set *set)
+{
+    pd__release_set(set->scenes, set->n_scenes);
+    free(set->kept);
+    free(set);
+}
+
+static int pd__cmp_conf_scene(const void *a, const void *b)
+{
+    const pd_conf_scene *sa = *(const pd_conf_scene *const *)a;
+    const pd_conf_scene *sb = *(const pd_conf_scene *const *)b;
+    return strcmp(sa->name, sb->name);
+}
+
+/* pd_registry_prepare (r NULL) and pd_registry_prepare_reload. The entries
+ * are taken in name order, so scenes[] and kept[] come out sorted. */
+static pd_scene_set *pd__prepare(pd_registry *r, const pd_conf *conf, char *err, size_t errlen)
 {
     char scratch[1];
     if (!err || errlen == 0) {
@@ -1220,42 +1311,61 @@ pd_scene_set *pd_registry_prepare(const pd_conf *conf, char *err, size_t errlen)
         errlen = sizeof scratch;
     }
     err[0] = '\0';
+    size_t n_conf = conf->n_scenes;
     pd_scene_set *set = calloc(1, sizeof *set);
-    if (!set || (conf->n_scenes > 0 && !(set->scenes = calloc(conf->n_scenes, sizeof *set->scenes)))) {
-        free(set);
+    const pd_conf_scene **order = n_conf ? malloc(n_conf * sizeof *order) : NULL;
+    if (!set || (n_conf > 0 && (!order || !(set->scenes = calloc(n_conf, sizeof *set->scenes)) ||
+                                !(set->kept = calloc(n_conf, sizeof *set->kept))))) {
+        if (set)
+            pd__set_free(set);
+        free(order);
         snprintf(err, errlen, "scenes: out of memory");
         return NULL;
     }
-    pd_scene **fresh = set->scenes;
-    size_t n = 0;
-    for (; n < conf->n_scenes; n++) {
-        fresh[n] = pd_scene_load(&conf->scenes[n], err, errlen);
-        if (!fresh[n]) {
-            pd__release_set(fresh, n);
-            free(set);
+    for (size_t i = 0; i < n_conf; i++)
+        order[i] = &conf->scenes[i];
+    if (n_conf > 1)
+        qsort(order, n_conf, sizeof *order, pd__cmp_conf_scene);
+    for (size_t i = 1; i < n_conf; i++) {
+        if (strcmp(order[i - 1]->name, order[i]->name) == 0) {
+            snprintf(err, errlen, "scene '%s': name given more than once", order[i]->name);
+            free(order);
+            pd__set_free(set);
             return NULL;
         }
     }
-    if (n > 1)
-        qsort(fresh, n, sizeof *fresh, pd__cmp_scene_name);
-    for (size_t i = 1; i < n; i++) {
-        if (strcmp(fresh[i - 1]->name, fresh[i]->name) == 0) {
-            snprintf(err, errlen, "scene '%s': name given more than once", fresh[i]->name);
-            pd__release_set(fresh, n);
-            free(set);
+    for (size_t i = 0; i < n_conf; i++) {
+        pd_scene *served = r ? pd_registry_acquire(r, order[i]->name) : NULL;
+        int kept = 0;
+        set->scenes[i] = pd__scene_load_or_keep(order[i], served, &kept, err, errlen);
+        pd_scene_release(served);
+        if (!set->scenes[i]) {
+            free(order);
+            pd__set_free(set);
             return NULL;
         }
+        set->kept[i] = (unsigned char)kept;
+        set->n_scenes = i + 1;
     }
-    set->n_scenes = n;
+    free(order);
     return set;
+}
+
+pd_scene_set *pd_registry_prepare(const pd_conf *conf, char *err, size_t errlen)
+{
+    return pd__prepare(NULL, conf, err, errlen);
+}
+
+pd_scene_set *pd_registry_prepare_reload(pd_registry *r, const pd_conf *conf, char *err,
+                                         size_t errlen)
+{
+    return pd__prepare(r, conf, err, errlen);
 }
 
 void pd_registry_discard(pd_scene_set *set)
 {
-    if (!set)
-        return;
-    pd__release_set(set->scenes, set->n_scenes);
-    free(set);
+    if (set)
+        pd__set_free(set);
 }
 
 pd_scene *const *pd_scene_set_scenes(const pd_scene_set *set, size_t *n_out)
@@ -1264,6 +1374,22 @@ pd_scene *const *pd_scene_set_scenes(const pd_scene_set *set, size_t *n_out)
     if (n_out)
         *n_out = n;
     return n ? set->scenes : NULL;
+}
+
+int pd_scene_set_kept(const pd_scene_set *set, size_t i)
+{
+    return set && i < set->n_scenes && set->kept[i];
+}
+
+void pd_scene_set_counts(const pd_scene_set *set, size_t *kept, size_t *built)
+{
+    size_t k = 0, n = set ? set->n_scenes : 0;
+    for (size_t i = 0; i < n; i++)
+        k += set->kept[i];
+    if (kept)
+        *kept = k;
+    if (built)
+        *built = n - k;
 }
 
 /* The run-time scenes of cur that set does not name, appended to set's
@@ -1291,21 +1417,37 @@ static int pd__keep_runtime(pd_scene *const *cur, size_t n_cur, pd_scene ***fres
     return 0;
 }
 
-void pd_registry_publish(pd_registry *r, pd_scene_set *set)
+int pd_registry_publish(pd_registry *r, pd_scene_set *set)
 {
-    pd_scene **fresh = set->scenes;
     size_t n = set->n_scenes;
-    free(set);
-
     pthread_mutex_lock(&r->reload_lock);
-    /* Only reloads write the set, and they are serialised by reload_lock, so
-     * reading the current set here needs no read lock. */
+    /* Only reloads and updates write the set, and they are serialised by
+     * reload_lock, so reading the current set here needs no read lock.
+     * A kept scene must still be served as the same scene (updates since
+     * the prepare made newer versions of it, which is what stays). */
     for (size_t i = 0; i < n; i++) {
-        const pd_scene *prev = pd__find(r->scenes, r->n_scenes, fresh[i]->name);
+        const pd_scene *now = pd__find(r->scenes, r->n_scenes, set->scenes[i]->name);
+        if (set->kept[i] && (!now || now->lineage != set->scenes[i]->lineage)) {
+            pthread_mutex_unlock(&r->reload_lock);
+            pd__set_free(set);
+            return -1;
+        }
+    }
+    pd_scene **fresh = set->scenes;
+    for (size_t i = 0; i < n; i++) {
+        pd_scene *prev = pd__find(r->scenes, r->n_scenes, fresh[i]->name);
+        if (set->kept[i]) {
+            pd_scene_retain(prev);
+            pd_scene_release(fresh[i]);
+            fresh[i] = prev;
+            continue;
+        }
         if (prev)
             fresh[i]->version = prev->version + 1;
         pd__charge(r->acct, fresh[i]);
     }
+    free(set->kept);
+    free(set);
     /* Scenes made at run time are not in any config: they stay. Without
      * the memory to keep them the config's scenes are still published. */
     (void)pd__keep_runtime(r->scenes, r->n_scenes, &fresh, &n);
@@ -1323,6 +1465,7 @@ void pd_registry_publish(pd_registry *r, pd_scene_set *set)
     /* Readers that still hold old scenes keep them alive by their own references. */
     pd__release_set(old, old_n);
     pd_scene_release(spare);
+    return 0;
 }
 
 int pd_registry_load(pd_registry *r, const pd_conf *conf, char *err, size_t errlen)
@@ -1331,8 +1474,7 @@ int pd_registry_load(pd_registry *r, const pd_conf *conf, char *err, size_t errl
     pd_scene_set *set = pd_registry_prepare(conf, err, errlen);
     if (!set)
         return -1;
-    pd_registry_publish(r, set);
-    return 0;
+    return pd_registry_publish(r, set);
 }
 
 pd_scene *pd_registry_acquire(pd_registry *r, const char *name)

@@ -83,6 +83,10 @@ typedef struct pd_scene {
                                         old version + 1 */
     int runtime;                     /* made at run time (CreateScene, CreateInstance):
                                         a reload keeps it unless the config names it */
+    uint64_t lineage;                /* names the scene one build made (a load, CreateScene,
+                                        CreateInstance, a journal record): the versions
+                                        updates make of it keep it, so a reload can tell
+                                        the scene it kept from one made since */
     struct pd_scene *base;           /* an instance not changed since it was made: the
                                         snapshot that owns the grid, clearance, unit grids
                                         and labels it reads (retained, never written);
@@ -295,12 +299,31 @@ typedef struct pd_scene_set pd_scene_set;
  * may be freed once this returns. */
 pd_scene_set *pd_registry_prepare(const pd_conf *conf, char *err, size_t errlen);
 
-/* The quick half: the set replaces r's scenes atomically (a scene whose name
- * was served before gets that version + 1) and the old set's references are
- * dropped. Scenes made at run time stay served unless the set has a scene
- * of the same name, which then replaces them. Takes ownership of set, which is gone after the call. Serialised
- * with other publishes and with pd_registry_update. */
-void pd_registry_publish(pd_registry *r, pd_scene_set *set);
+/* The same for a reload into r: a config scene whose definition did not
+ * change is not built again but kept, with its version and every update
+ * made to it since it was loaded. Its definition is what shapes it: the
+ * grid its map parses to (so the map file, a Tiled map's external
+ * tilesets and the entry's format rules all count, through what they
+ * produce), its origin, cell size, unit sizes and "search". Only the map is
+ * read and parsed for such a scene: its clearance, unit grids, labels and
+ * search pick are the served ones. A scene r serves that was made at run
+ * time is never kept by a config entry of its name (the config replaces
+ * it). r is only read (any thread); the set holds a reference to each kept
+ * snapshot, and pd_registry_publish carries on the version r serves then. */
+pd_scene_set *pd_registry_prepare_reload(pd_registry *r, const pd_conf *conf, char *err,
+                                         size_t errlen);
+
+/* The quick half: the set replaces r's scenes atomically (a scene built
+ * anew whose name was served before gets that version + 1, a kept scene
+ * stays as r serves it now, updates since the prepare included) and the
+ * old set's references are dropped. Scenes made at run time stay served
+ * unless the set has a scene of the same name, which then replaces them.
+ * Returns 0; or -1 when a scene the set keeps is no longer the one r
+ * serves (dropped, or built again, since the prepare: a reload must then
+ * prepare again), and r is unchanged. Takes ownership of set, which is
+ * gone after the call either way. Serialised with other publishes and with
+ * pd_registry_update. */
+int pd_registry_publish(pd_registry *r, pd_scene_set *set);
 
 /* Frees a set that will not be published. NULL is a no-op. */
 void pd_registry_discard(pd_scene_set *set);
@@ -311,6 +334,13 @@ void pd_registry_discard(pd_scene_set *set);
  * references: the pointers are valid until it is published or discarded.
  * Reading them is safe from any thread until then. */
 pd_scene *const *pd_scene_set_scenes(const pd_scene_set *set, size_t *n_out);
+
+/* Whether the i-th scene of pd_scene_set_scenes is one the set keeps
+ * (pd_registry_prepare_reload: a snapshot r served, not a new build). */
+int pd_scene_set_kept(const pd_scene_set *set, size_t i);
+
+/* How many scenes of the set are kept and how many were built. */
+void pd_scene_set_counts(const pd_scene_set *set, size_t *kept, size_t *built);
 
 /* Returns a retained scene or NULL when no scene has that name. */
 pd_scene *pd_registry_acquire(pd_registry *r, const char *name);

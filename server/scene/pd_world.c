@@ -252,10 +252,46 @@ static int pd__index_endpoints(pd_world *w)
     return 0;
 }
 
+/* Gives ws (whose endpoints are indexed) copies of src's tables, which
+ * were computed over the same snapshot and endpoint cells. 0, or -1 when
+ * memory ran out. */
+static int pd__copy_tables(pd__scene *ws, const pd__scene *src)
+{
+    size_t k = ws->n_ends;
+    for (size_t u = 0; u < PD_CONF_MAX_UNIT_SIZES; u++) {
+        if (!src->tables[u])
+            continue;
+        if (!(ws->tables[u] = malloc(k * k * sizeof *ws->tables[u])))
+            return -1;
+        memcpy(ws->tables[u], src->tables[u], k * k * sizeof *ws->tables[u]);
+    }
+    return 0;
+}
+
+/* Whether scene ws of world w can take its tables from prev: prev holds
+ * the same snapshot with the same endpoint cells in the same order (a
+ * table's entries depend on nothing else). */
+static const pd__scene *pd__reusable(const pd_world *prev, const pd_world *w, const pd__scene *ws)
+{
+    long oi = pd__find_scene(prev, ws->scene->name);
+    const pd__scene *os = oi >= 0 ? &prev->scenes[oi] : NULL;
+    if (!os || os->scene != ws->scene || os->n_ends != ws->n_ends)
+        return NULL;
+    for (size_t k = 0; k < os->n_ends; k++) {
+        pd_point a = prev->portals[os->ends[k] / 2].cell[os->ends[k] % 2];
+        pd_point b = w->portals[ws->ends[k] / 2].cell[ws->ends[k] % 2];
+        if (a.x != b.x || a.y != b.y)
+            return NULL;
+    }
+    return os;
+}
+
 #define PD__ERR(...) ((err && errlen) ? (void)snprintf(err, errlen, __VA_ARGS__) : (void)0)
 
-pd_world *pd_world_build(const pd_conf_world *cw, pd_scene *const *scenes, size_t n_scenes,
-                         char *err, size_t errlen)
+/* pd_world_build, taking the tables of each scene prev (may be NULL)
+ * already computed for the same snapshot and endpoint cells. */
+static pd_world *pd__world_build(const pd_conf_world *cw, pd_scene *const *scenes, size_t n_scenes,
+                                 const pd_world *prev, char *err, size_t errlen)
 {
     if (err && errlen)
         err[0] = '\0';
@@ -360,7 +396,8 @@ pd_world *pd_world_build(const pd_conf_world *cw, pd_scene *const *scenes, size_
         goto oom;
     uint64_t t0 = pd__now_micros();
     for (size_t i = 0; i < w->n_scenes; i++) {
-        if (pd__scene_tables(w, &w->scenes[i], ctx) != 0)
+        const pd__scene *same = prev ? pd__reusable(prev, w, &w->scenes[i]) : NULL;
+        if (same ? pd__copy_tables(&w->scenes[i], same) != 0 : pd__scene_tables(w, &w->scenes[i], ctx) != 0)
             goto oom;
     }
     w->stats.table_micros = pd__now_micros() - t0;
@@ -378,6 +415,12 @@ fail:
     return NULL;
 }
 
+pd_world *pd_world_build(const pd_conf_world *cw, pd_scene *const *scenes, size_t n_scenes,
+                         char *err, size_t errlen)
+{
+    return pd__world_build(cw, scenes, n_scenes, NULL, err, errlen);
+}
+
 pd_world *pd_world_build_from_registry(const pd_conf_world *cw, pd_registry *r,
                                        char *err, size_t errlen)
 {
@@ -393,7 +436,7 @@ pd_world *pd_world_build_from_registry(const pd_conf_world *cw, pd_registry *r,
 }
 
 pd_world *pd_world_build_from_set(const pd_conf_world *cw, const pd_scene_set *set,
-                                  char *err, size_t errlen)
+                                  const pd_world *prev, char *err, size_t errlen)
 {
     if (!set) {
         PD__ERR("world: no scene set");
@@ -401,7 +444,7 @@ pd_world *pd_world_build_from_set(const pd_conf_world *cw, const pd_scene_set *s
     }
     size_t n = 0;
     pd_scene *const *scenes = pd_scene_set_scenes(set, &n);
-    return pd_world_build(cw, scenes, n, err, errlen);
+    return pd__world_build(cw, scenes, n, prev, err, errlen);
 }
 
 /* Copies w's portals, routes and endpoint index into a fresh world that
@@ -604,14 +647,8 @@ static pd_status pd__world_resync(const pd_world *w, pd_scene *const *scenes, si
         long oi = pd__find_scene(w, ws->scene->name);
         const pd__scene *os = oi >= 0 ? &w->scenes[oi] : NULL;
         if (os && os->scene == ws->scene && pd__same_ends(os, ws, pmap)) {
-            size_t k = ws->n_ends;
-            for (size_t u = 0; u < PD_CONF_MAX_UNIT_SIZES; u++) {
-                if (!os->tables[u])
-                    continue;
-                if (!(ws->tables[u] = malloc(k * k * sizeof *ws->tables[u])))
-                    goto fail;
-                memcpy(ws->tables[u], os->tables[u], k * k * sizeof *ws->tables[u]);
-            }
+            if (pd__copy_tables(ws, os) != 0)
+                goto fail;
             continue;
         }
         if (ws->n_ends == 0)
@@ -1269,28 +1306,47 @@ static pd_status pd__store_sync_locked(pd_world_store *s, pd_registry *r, const 
     return st;
 }
 
-void pd_world_store_publish_reload(pd_world_store *s, pd_registry *r, pd_scene_set *set,
-                                   pd_world *w)
+/* Whether w holds exactly these snapshots (sorted by name, as w's are). */
+static int pd__world_holds(const pd_world *w, pd_scene *const *scenes, size_t n)
+{
+    if (n != w->n_scenes)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (w->scenes[i].scene != scenes[i])
+            return 0;
+    return 1;
+}
+
+int pd_world_store_publish_reload(pd_world_store *s, pd_registry *r, pd_scene_set *set,
+                                  pd_world *w)
 {
     if (!s || !r || !set) {
         /* Nothing can be published; drop what the caller handed over. */
         pd_registry_discard(set);
         pd_world_release(w);
-        return;
+        return -1;
     }
     pthread_mutex_lock(&s->write_lock);
-    pd_registry_publish(r, set);
-    /* When the registry kept scenes made at run time, w (built over the
-     * set) lacks them: they join it with every table copied, as no portal
-     * names them. Should that fail, w as built still serves the config. */
+    if (pd_registry_publish(r, set) != 0) {
+        pthread_mutex_unlock(&s->write_lock);
+        pd_world_release(w);
+        return -1;
+    }
+    /* w was built over the set as prepared. The registry may serve more
+     * (scenes made at run time, which join with every table copied, as no
+     * portal names them) or newer snapshots of kept scenes (updated since
+     * the prepare: their tables are computed again). Should that fail, w
+     * as built still serves the config. */
     pd_scene **list = NULL;
     size_t n = w ? pd_registry_list(r, &list) : 0;
+    int holds = w && pd__world_holds(w, list, n);
     pd_registry_release_list(list, n);
-    if (w && (n == w->n_scenes || pd__store_sync_locked(s, r, w, 0, NULL, 0) != PD_OK))
+    if (w && (holds || pd__store_sync_locked(s, r, w, 0, NULL, 0) != PD_OK))
         pd__store_publish(s, w);
     else
         pd_world_release(w);
     pthread_mutex_unlock(&s->write_lock);
+    return 0;
 }
 
 pd_status pd_world_store_drop_scene(pd_world_store *s, pd_registry *r, const char *name,

@@ -73,13 +73,16 @@ pd_world *pd_world_build_from_registry(const pd_conf_world *cw, pd_registry *r,
 /* Same, over the scenes of a prepared set (pd_registry_prepare) that no
  * registry serves yet: the slow half of a reload's world (every route
  * table), which touches no store and no registry, so it may run on any
- * thread while the running world keeps serving. The result is an ordinary
+ * thread while the running world keeps serving. A scene whose snapshot
+ * prev (the world serving now; may be NULL) holds with the same portal
+ * cells - one the set kept - takes its tables from prev instead of
+ * computing them. The result is an ordinary
  * world, invisible to planners until pd_world_store_publish_reload makes it
  * current; drop one that will not be published with pd_world_release. The
  * set must stay unpublished during the call. NULL with the reason in err,
  * as for pd_world_build (the caller then publishes the set without it). */
 pd_world *pd_world_build_from_set(const pd_conf_world *cw, const pd_scene_set *set,
-                                  char *err, size_t errlen);
+                                  const pd_world *prev, char *err, size_t errlen);
 
 void pd_world_retain(pd_world *w);
 void pd_world_release(pd_world *w);        /* frees on the last release; NULL is a no-op */
@@ -203,11 +206,12 @@ int pd_world_store_rebuild(pd_world_store *s, const pd_conf_world *cw, pd_regist
 
 /* The quick half of a reload, on the thread that publishes it: set replaces
  * r's scenes (pd_registry_publish), then w, built over that same set with
- * pd_world_build_from_set, becomes the current world. With w NULL (the
- * reload's world was refused) only the scenes change and the previous world
- * keeps serving routes on its own snapshots. Takes over set and the
- * caller's reference to w (both are dropped unpublished when s or r is
- * NULL).
+ * pd_world_build_from_set, becomes the current world (with the tables of a
+ * kept scene updated since the prepare computed again). With w NULL only
+ * the scenes change and the previous world keeps serving routes on its own
+ * snapshots. Takes over set and the caller's reference to w (both are
+ * dropped unpublished when s or r is NULL). Returns 0, or -1 when nothing
+ * was published (pd_registry_publish refused the set: prepare again).
  *
  * Both swaps happen under the lock that serialises rebuilds and refreshes,
  * so a pd_world_store_refresh after an UpdateCells runs either wholly
@@ -216,8 +220,8 @@ int pd_world_store_rebuild(pd_world_store *s, const pd_conf_world *cw, pd_regist
  * an update landing between the scene swap and the world swap cannot leave
  * the world on a stale snapshot. The wait is at most one refresh already
  * computing its scene's tables. */
-void pd_world_store_publish_reload(pd_world_store *s, pd_registry *r, pd_scene_set *set,
-                                   pd_world *w);
+int pd_world_store_publish_reload(pd_world_store *s, pd_registry *r, pd_scene_set *set,
+                                  pd_world *w);
 
 /* After a scene was made at run time (pd_registry_add, pd_registry_instance)
  * or dropped: the next pd_world_store_acquire (or refresh) publishes a world

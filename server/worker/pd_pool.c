@@ -188,7 +188,7 @@ static void pd__run_task(pd_pool *p, pd__worker *w, void *ctx, pd_task *task, in
     pthread_mutex_unlock(&p->lock);
 
     pd__batch_add(b, task);
-    if (holds_order || b->n >= PD_POOL_BATCH_TASKS || task->finished_ns - b->first_ns >= PD_POOL_BATCH_NS)
+    if (holds_order || task->hand_over_at_once || b->n >= PD_POOL_BATCH_TASKS || task->finished_ns - b->first_ns >= PD_POOL_BATCH_NS)
         pd__publish(p, b);
     if (holds_order) {
         pthread_mutex_lock(&p->lock);

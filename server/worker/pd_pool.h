@@ -10,9 +10,11 @@
  * calls uv_async_send) once per batch: a worker with more queued work keeps
  * its finished tasks for up to PD_POOL_BATCH_NS or PD_POOL_BATCH_TASKS
  * tasks, and hands them over before it sleeps, before an ordered task's
- * successor may start, and from pd_task_poll (so a long search holds
- * earlier results back by at most one poll interval). Trivial requests
- * thus cost the loop one wakeup per batch, not one per request. Wake-ups
+ * successor may start, after a task marked `hand_over_at_once`, and from
+ * pd_task_poll (so a long search holds earlier results back by at most one
+ * poll interval). Trivial requests thus cost the loop one wakeup per batch,
+ * not one per request, while a task whose submitter waits on it alone is
+ * not held behind the next task's search. Wake-ups
  * may coalesce, so whoever is woken must take the whole completion list.
  *
  * Tasks carry an owner and a tag, never a pointer to their submitter:
@@ -58,6 +60,8 @@ struct pd_task {
     uint64_t deadline_ns;         /* pd_pool_now_ns() clock; 0 = none */
     int ordered;                  /* one at a time, in submission order */
     uint64_t key;                 /* unordered tasks run lowest key first */
+    int hand_over_at_once;        /* complete it (and the worker's batch so
+                                     far) as soon as it finishes, unbatched */
 
     /* Set by the pool. */
     uint64_t submitted_ns;        /* pd_pool_submit sets it when left 0 */

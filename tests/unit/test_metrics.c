@@ -397,6 +397,8 @@ static void test_overload_and_reload_counters(void **state)
     assert_line(text, "pathd_reloads_total{result=\"failure\"} 0");
     assert_line(text, "pathd_last_reload_timestamp_seconds 0.000");
     assert_line(text, "pathd_last_reload_success_timestamp_seconds 0.000");
+    assert_line(text, "pathd_last_reload_scenes{outcome=\"kept\"} 0");
+    assert_line(text, "pathd_last_reload_scenes{outcome=\"built\"} 0");
     free(text);
 
     pd_metrics_observe_overloaded(m, PD_METRICS_LIMIT_JOB_QUEUE);
@@ -404,6 +406,7 @@ static void test_overload_and_reload_counters(void **state)
     pd_metrics_observe_overloaded(m, PD_METRICS_LIMIT_CONN_IN_FLIGHT);
     pd_metrics_observe_overloaded(m, PD_METRICS_LIMIT__COUNT); /* out of range: ignored */
     pd_metrics_observe_reload(m, PD_METRICS_RELOAD_SUCCESS, 1000.5);
+    pd_metrics_set_reload_scenes(m, 5, 2);
     pd_metrics_observe_reload(m, PD_METRICS_RELOAD_SUCCESS, 1001.25);
     pd_metrics_observe_reload(m, PD_METRICS_RELOAD_FAILURE, 1002.0);
     pd_metrics_observe_reload(m, PD_METRICS_RELOAD_FAILURE, 1003.0);
@@ -416,6 +419,8 @@ static void test_overload_and_reload_counters(void **state)
     /* A failure moves the last reload's time, not the last success's. */
     assert_line(text, "pathd_last_reload_timestamp_seconds 1003.000");
     assert_line(text, "pathd_last_reload_success_timestamp_seconds 1001.250");
+    assert_line(text, "pathd_last_reload_scenes{outcome=\"kept\"} 5");
+    assert_line(text, "pathd_last_reload_scenes{outcome=\"built\"} 2");
     assert_string_equal(pd_metrics_limit_name(PD_METRICS_LIMIT_CONNECTIONS), "connections");
     assert_string_equal(pd_metrics_limit_name((pd_metrics_limit)77), "unknown");
     free(text);

@@ -926,6 +926,89 @@ static void test_completions_come_back_in_batches(void **state)
     waker_destroy(&w);
 }
 
+/* A task that waits, without polling, until the test lets it finish: it
+ * stands for a long search that follows another task on the same worker. */
+typedef struct held_task {
+    pd_task task;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int released;
+} held_task;
+
+static pd_status held_task_run(pd_task *task, void *ctx)
+{
+    (void)ctx;
+    held_task *h = (held_task *)task;
+    pthread_mutex_lock(&h->lock);
+    while (!h->released)
+        pthread_cond_wait(&h->cond, &h->lock);
+    pthread_mutex_unlock(&h->lock);
+    return PD_OK;
+}
+
+/* The completion list as soon as it is not empty, or NULL after timeout_ns. */
+static pd_task *take_completed_within(pd_pool *pool, test_waker *w, uint64_t timeout_ns)
+{
+    pd_task *done;
+    uint64_t give_up = pd_pool_now_ns() + timeout_ns;
+    while (!(done = pd_pool_take_completed(pool)) && pd_pool_now_ns() < give_up) {
+        pthread_mutex_lock(&w->lock);
+        struct timespec ts = abs_time_after_ms(5);
+        pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+        pthread_mutex_unlock(&w->lock);
+    }
+    return done;
+}
+
+/* A task marked hand_over_at_once comes back while the worker is still
+ * busy with the next queued task; batched, it would wait for that task
+ * (here: forever, until the test gives up). The held task comes back once
+ * released. */
+static void test_hand_over_at_once_is_not_batched(void **state)
+{
+    (void)state;
+    test_waker w;
+    waker_init(&w, 0);
+    pd_pool *pool = pd_pool_create(1, 4, &qj_thread_ops, NULL, waker_wake, &w);
+    assert_non_null(pool);
+    atomic_uint runs;
+    atomic_init(&runs, 0);
+    count_task urgent;
+    pd_task_init(&urgent.task, count_task_run);
+    urgent.task.tag = 1;
+    urgent.task.hand_over_at_once = 1;
+    urgent.runs = &runs;
+    held_task held;
+    pd_task_init(&held.task, held_task_run);
+    held.task.tag = 2;
+    pthread_mutex_init(&held.lock, NULL);
+    pthread_cond_init(&held.cond, NULL);
+    held.released = 0;
+    pd_pool_set_paused(pool, 1);
+    assert_int_equal(pd_pool_submit(pool, &urgent.task), PD_OK);
+    assert_int_equal(pd_pool_submit(pool, &held.task), PD_OK);
+    pd_pool_set_paused(pool, 0);
+
+    pd_task *first = take_completed_within(pool, &w, 10ull * 1000000000ull);
+    assert_non_null(first);
+    assert_int_equal(first->tag, 1);
+    assert_null(first->next);
+    assert_int_equal(atomic_load(&runs), 1);
+
+    pthread_mutex_lock(&held.lock);
+    held.released = 1;
+    pthread_cond_signal(&held.cond);
+    pthread_mutex_unlock(&held.lock);
+    pd_task *second = take_completed_within(pool, &w, COLLECT_TIMEOUT_NS);
+    assert_non_null(second);
+    assert_int_equal(second->tag, 2);
+    assert_int_equal(second->status, PD_OK);
+    assert_null(pd_pool_destroy(pool));
+    pthread_cond_destroy(&held.cond);
+    pthread_mutex_destroy(&held.lock);
+    waker_destroy(&w);
+}
+
 /* Destroy does not wait for a long search to finish on its own: it stops it
  * at the next poll, a thousand expansions away. The running search comes
  * back CANCELLED part way through the grid (a search left to run would
@@ -1950,6 +2033,7 @@ int main(void)
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_costs_on_open_grid),
         cmocka_unit_test(test_completions_come_back_in_batches),
+        cmocka_unit_test(test_hand_over_at_once_is_not_batched),
         cmocka_unit_test(test_long_path),
         cmocka_unit_test(test_many_jobs_four_workers),
         cmocka_unit_test(test_queue_full_overloaded),

@@ -628,7 +628,7 @@ static void test_reload_build_publish_discard(void **state)
 
     /* Discarding an unpublished world gives back its scene references. */
     uint_fast32_t refs = atomic_load(&new_hall->refs);
-    pd_world *dropped = pd_world_build_from_set(&cw, set, err, sizeof err);
+    pd_world *dropped = pd_world_build_from_set(&cw, set, NULL, err, sizeof err);
     assert_non_null(dropped);
     assert_true(atomic_load(&new_hall->refs) > refs);
     pd_world_release(dropped);
@@ -636,7 +636,7 @@ static void test_reload_build_publish_discard(void **state)
 
     /* Built over the set, and invisible: planners and the registry still
      * see the old snapshots. */
-    pd_world *built = pd_world_build_from_set(&cw, set, err, sizeof err);
+    pd_world *built = pd_world_build_from_set(&cw, set, NULL, err, sizeof err);
     if (!built)
         fail_msg("%s", err);
     assert_ptr_equal(pd_world_scene(built, "hall"), new_hall);
@@ -666,7 +666,7 @@ static void test_reload_build_publish_discard(void **state)
     pd_scene_set *next = prepare_test_set();
     pd_scene *next_hall = set_scene(next, "hall");
     cw.portals[0].a.x = 12;
-    assert_null(pd_world_build_from_set(&cw, next, err, sizeof err));
+    assert_null(pd_world_build_from_set(&cw, next, NULL, err, sizeof err));
     assert_non_null(strstr(err, "portal 'plaza-hall': cell 12,1 is outside scene 'plaza' (12x8)"));
     cw.portals[0].a.x = 9;
     pd_world_store_publish_reload(store, r, next, NULL);
@@ -688,7 +688,7 @@ static void test_reload_build_publish_discard(void **state)
     pd_scene_release(served);
     pd_world_release(shut);
 
-    assert_null(pd_world_build_from_set(&cw, NULL, err, sizeof err));
+    assert_null(pd_world_build_from_set(&cw, NULL, NULL, err, sizeof err));
     assert_non_null(strstr(err, "no scene set"));
 
     pd_search_ctx_destroy(ctx);
@@ -1010,7 +1010,7 @@ static void test_updates_during_reloads(void **state)
         pthread_t th;
         assert_int_equal(pthread_create(&th, NULL, updater, &arg), 0);
         pd_scene_set *set = prepare_test_set();
-        pd_world *built = pd_world_build_from_set(&cw, set, err, sizeof err);
+        pd_world *built = pd_world_build_from_set(&cw, set, NULL, err, sizeof err);
         if (!built)
             fail_msg("%s", err);
         atomic_store(&arg.go, 1);
