@@ -352,6 +352,9 @@ static void pd__metrics_gauges(void *user, pd_metrics_gauges *out)
     out->connections_shed = st.connections_shed_total;
     out->frame_timeouts = st.frame_timeouts_total;
     out->accept_errors = st.accept_errors_total;
+    out->watchers = st.watchers;
+    out->watch_events = st.watch_events_total;
+    out->watchers_dropped = st.watchers_dropped_total;
     out->journal = pd_server_journal_state(src->server, &out->journal_log_bytes, &out->journal_snapshot_bytes,
                                            &out->journal_failed);
 }

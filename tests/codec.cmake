@@ -10,3 +10,8 @@ target_include_directories(test_codec PRIVATE "${PD_CODEC_GEN_DIR}")
 pd_test(NAME test_codec_range SOURCES unit/test_codec_range.c LIBS pathd_codec PkgConfig::PROTOBUFC
         LABELS sanitize)
 target_include_directories(test_codec_range PRIVATE "${PD_CODEC_GEN_DIR}")
+# Hearing about changes below the server: the changed rectangle of an
+# update, its watch event, min_version checks, and their wire form.
+pd_test(NAME test_codec_watch SOURCES unit/test_codec_watch.c LIBS pathd_codec PkgConfig::PROTOBUFC
+        LABELS sanitize)
+target_include_directories(test_codec_watch PRIVATE "${PD_CODEC_GEN_DIR}")

@@ -95,3 +95,12 @@ pd_test(NAME test_e2e_journal SOURCES integration/test_e2e_journal.c
 # beside updates on the workers: threaded.
 pd_test(NAME test_e2e_reload SOURCES integration/test_e2e_reload.c
         LIBS pathd_integ_harness LABELS sanitize threaded TIMEOUT 240)
+
+# Issue 12, hearing about changes: watchers see every version in order while
+# two writers update several scenes, a watcher that does not read is dropped
+# at limits.watch_buffer_bytes, reloads are heard, min_version answers
+# STALE_VERSION until the version exists, and bad Watch requests.
+pd_test(NAME test_e2e_watch SOURCES integration/test_e2e_watch.c
+        LIBS pathd_integ_harness LABELS sanitize threaded TIMEOUT 600)
+target_compile_definitions(test_e2e_watch PRIVATE PD_TEST_DATA_DIR="${PD_TEST_DATA_DIR}")
+target_link_libraries(test_e2e_watch PRIVATE PkgConfig::CJSON)

@@ -21,6 +21,7 @@
 #include "pathctl_query.h"
 #include "pathctl_render.h"
 #include "pathctl_scene.h"
+#include "pathctl_watch.h"
 #include "pathd_client.h"
 
 #define PATHCTL_EXIT_ANSWER 1   /* the server answered with a non-OK status */
@@ -40,6 +41,7 @@ typedef struct pathctl_args {
     int timeout_ms;
     const char *command;
     const char *name;           /* info NAME */
+    uint64_t min_version;       /* --min-version (path, info) */
     const char *path_option;    /* a path-only option that was given, for errors */
     const char *update_option;  /* an update-only option that was given */
     const char *scene;
@@ -79,6 +81,7 @@ static void pathctl_usage(FILE *out)
             "       [--goal-mode exact|nearest|line] [--snap]\n"
             "       [--speed S] [--start-time T] [--avoid \"X,Y;X,Y\"] [--window X0,Y0,X1,Y1]\n"
             "       [--range R [--los]] [--goals \"X,Y;X,Y\" instead of --to]\n"
+            "       [--min-version N]\n"
             "                     find a path; --world reads X,Y as world coordinates\n"
             "                     and prints the waypoints' world coordinates (asked of\n"
             "                     the server, as --json does);\n"
@@ -95,12 +98,15 @@ static void pathctl_usage(FILE *out)
             "         --set blocked|passable|cost=N|restore\n"
             "                     change cells; prints the new scene version\n"
             "  scenes             list scenes, one a line: name WxH version N\n"
-            "  info NAME          describe one scene\n"
+            "  info NAME [--min-version N]\n"
+            "                     describe one scene; with --min-version (path too) a\n"
+            "                     scene older than version N answers STALE_VERSION\n"
+            "                     with the version it is at\n"
             "  stats              server statistics\n"
             "  limits             the limits requests must respect\n"
             "  ping               round-trip time\n"
             "  reload             admin: reread the server's config and maps (as SIGHUP)\n"
-            "%s%s%s"
+            "%s%s%s%s"
             "\n"
             "options:\n"
             "  --server HOST:PORT  default %s ([::1]:PORT for IPv6)\n"
@@ -110,7 +116,8 @@ static void pathctl_usage(FILE *out)
             "  -h, --help          this text\n"
             "\n"
             "exit status: 0 OK/PARTIAL, 1 other answer, 2 usage, 3 connection failure\n",
-            pathctl_query_usage, pathctl_scene_usage, pathctl_render_usage, PDC_DEFAULT_SERVER, PDC_DEFAULT_TIMEOUT_MS);
+            pathctl_query_usage, pathctl_scene_usage, pathctl_watch_usage, pathctl_render_usage, PDC_DEFAULT_SERVER,
+            PDC_DEFAULT_TIMEOUT_MS);
 }
 
 static int pathctl_usage_error(const char *fmt, const char *arg)
@@ -256,7 +263,7 @@ static int pathctl_is_option(const char *arg, const char *name)
 
 /* Options that take a value, and which command they belong to. */
 typedef enum pathctl_opt {
-    OPT_SERVER, OPT_TIMEOUT, OPT_SCENE,
+    OPT_SERVER, OPT_TIMEOUT, OPT_SCENE, OPT_MIN_VERSION,
     OPT_FROM, OPT_TO, OPT_UNIT, OPT_CONNECT, OPT_STYLE, OPT_MAX_EXPANSIONS, OPT_DEADLINE,
     OPT_GOAL_MODE, OPT_SPEED, OPT_START_TIME, OPT_AVOID, OPT_WINDOW, OPT_RANGE, OPT_GOALS,
     OPT_RECT, OPT_CELLS, OPT_SET,
@@ -264,7 +271,7 @@ typedef enum pathctl_opt {
 } pathctl_opt;
 
 static const char *const pathctl_opt_names[OPT_COUNT] = {
-    "--server", "--timeout", "--scene",
+    "--server", "--timeout", "--scene", "--min-version",
     "--from", "--to", "--unit", "--connect", "--style", "--max-expansions", "--deadline",
     "--goal-mode", "--speed", "--start-time", "--avoid", "--window", "--range", "--goals",
     "--rect", "--cells", "--set",
@@ -513,6 +520,9 @@ static int pathctl_parse(int argc, char **argv, pathctl_args *a)
     if (!a->token && getenv("PATHD_TOKEN") && *getenv("PATHD_TOKEN"))
         a->token = getenv("PATHD_TOKEN");
     a->scene = val[OPT_SCENE];
+    if (val[OPT_MIN_VERSION] && pathctl_parse_u64(val[OPT_MIN_VERSION], &a->min_version))
+        return pathctl_usage_error("bad --min-version %s", val[OPT_MIN_VERSION]);
+    a->req.min_version = a->min_version;
     a->from = val[OPT_FROM];
     a->to = val[OPT_TO];
     if (!a->command)
@@ -529,6 +539,8 @@ static int pathctl_parse(int argc, char **argv, pathctl_args *a)
         return pathctl_usage_error("option %s belongs to the update command", a->update_option);
     if (!is_path && !is_update && a->scene)
         return pathctl_usage_error("%s takes no --scene", a->command);
+    if (val[OPT_MIN_VERSION] && (is_route || (!is_path && strcmp(a->command, "info"))))
+        return pathctl_usage_error("%s", "--min-version belongs to the path and info commands");
     if (!strcmp(a->command, "info") ? !a->name : a->name != NULL)
         return pathctl_usage_error(a->name ? "unexpected argument %s" : "info needs a scene name%s",
                                    a->name ? a->name : "");
@@ -800,7 +812,17 @@ static int pathctl_scenes(pdc_conn *c, const pathctl_args *a)
 static int pathctl_info(pdc_conn *c, const pathctl_args *a)
 {
     pdc_scene_details s;
-    int status = pdc_scene_info(c, a->name, &s);
+    int status = pdc_scene_info_at(c, a->name, a->min_version, &s);
+    if (status == PDC_STALE_VERSION && a->json) {
+        /* The version the scene is at, to know what to wait for. */
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "status", pdc_status_name(status));
+        cJSON_AddNumberToObject(o, "version", (double)s.version);
+        cJSON_AddStringToObject(o, "message", pdc_last_error(c));
+        pathctl_print_json(o);
+        fprintf(stderr, "pathctl: %s: %s\n", pdc_status_name(status), pdc_last_error(c));
+        return PATHCTL_EXIT_ANSWER;
+    }
     if (status != PDC_OK)
         return pathctl_fail(a, status, pdc_last_error(c));
     if (a->json) {
@@ -901,6 +923,9 @@ static int pathctl_limits(pdc_conn *c, const pathctl_args *a)
         {"max_unit_size", l.max_unit_size},
         {"scene_grid_band_bytes", l.scene_grid_band_bytes},
         {"max_message_bytes", l.max_message_bytes},
+        {"watch_buffer_bytes", l.watch_buffer_bytes},
+        {"max_watch_scenes", l.max_watch_scenes},
+        {"max_watchers", l.max_watchers},
     };
     return pathctl_print_numbers(a, fields, sizeof fields / sizeof fields[0]);
 }
@@ -948,6 +973,9 @@ int main(int argc, char **argv)
         return code;
     code = pathctl_scene_main(argc, argv);
     if (code != PATHCTL_SCENE_NOT_MINE)
+        return code;
+    code = pathctl_watch_main(argc, argv);
+    if (code != PATHCTL_WATCH_NOT_MINE)
         return code;
 
     pathctl_args args;

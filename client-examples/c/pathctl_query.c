@@ -47,7 +47,9 @@ const char pathctl_query_usage[] =
     "                     object per line out, in order\n"
     "  grid --scene NAME [--unit K]   the grid in the config's ASCII map format\n"
     "                     (# blocked, . cost 1, 2..9 that cost, + cost 10 or more)\n"
-    "                     the movement commands also take --unit K and --world\n";
+    "                     the movement commands also take --unit K, --world and\n"
+    "                     --min-version N (a scene older than version N answers\n"
+    "                     STALE_VERSION with the version it is at)\n";
 
 typedef struct pq_args {
     const char *server, *token;
@@ -153,7 +155,7 @@ static int pq_usage_error(const char *fmt, const char *arg)
 static int pq_parse(int argc, char **argv, int first, int global, pq_args *a)
 {
     const char *from = NULL, *to = NULL, *by = NULL, *at = NULL, *around = NULL, *reach = NULL, *moves = NULL;
-    const char *radius = NULL, *seed = NULL, *speed = NULL, *tolerance = NULL, *unit = NULL;
+    const char *radius = NULL, *seed = NULL, *speed = NULL, *tolerance = NULL, *unit = NULL, *min_version = NULL;
     int world = 0;
     for (int i = first; i < argc; i++) {
         const char *arg = argv[i];
@@ -175,9 +177,10 @@ static int pq_parse(int argc, char **argv, int first, int global, pq_args *a)
         }
         static const char *const names[] = {"--scene", "--unit", "--from", "--to", "--by", "--at", "--around",
                                             "--reachable-from", "--radius", "--seed", "--max-speed",
-                                            "--tolerance", "--moves", "--server", "--token", "--timeout"};
+                                            "--tolerance", "--moves", "--min-version", "--server", "--token",
+                                            "--timeout"};
         const char **slots[] = {&a->q.scene, &unit, &from, &to, &by, &at, &around, &reach, &radius, &seed,
-                                &speed, &tolerance, &moves, &a->server, &a->token, NULL};
+                                &speed, &tolerance, &moves, &min_version, &a->server, &a->token, NULL};
         size_t k = 0, nnames = sizeof names / sizeof names[0];
         const char *value = NULL;
         for (; k < nnames; k++) {
@@ -187,11 +190,11 @@ static int pq_parse(int argc, char **argv, int first, int global, pq_args *a)
                 break;
             }
         }
-        if (k == nnames || (!global && k >= 13))
+        if (k == nnames || (!global && k >= 14))
             return pq_usage_error("unknown option %s", arg);
         if (!value)
             return pq_usage_error("option %s needs a value", names[k]);
-        if (k == 15) {
+        if (k == 16) {
             char *end;
             long t = strtol(value, &end, 10);
             if (*end || t < 1 || t > PQ_MAX_TIMEOUT_MS)
@@ -214,8 +217,15 @@ static int pq_parse(int argc, char **argv, int first, int global, pq_args *a)
             return pq_usage_error("bad --unit %s", unit);
         a->q.unit_size = (uint32_t)k;
     }
+    if (min_version) {
+        char *end;
+        errno = 0;
+        a->q.min_version = strtoull(min_version, &end, 10);
+        if (errno || *end || min_version[0] == '-' || !min_version[0])
+            return pq_usage_error("bad --min-version %s", min_version);
+    }
     if (!strcmp(a->command, "grid"))
-        return -1;
+        return min_version ? pq_usage_error("%s", "--min-version belongs to the movement commands") : -1;
     struct {
         const char *cmd;
         pdc_query_kind kind;
@@ -305,6 +315,8 @@ static cJSON *pq_json(pdc_query_kind kind, const pdc_query_result *r)
     if (r->status != PDC_OK) {
         if (r->message[0])
             cJSON_AddStringToObject(o, "message", r->message);
+        if (r->status == PDC_STALE_VERSION)
+            cJSON_AddNumberToObject(o, "version", (double)r->version);
         return o;
     }
     cJSON_AddNumberToObject(o, "version", (double)r->version);

@@ -39,8 +39,8 @@ const char pathctl_scene_usage[] =
     "                     name it, unless --drop-portals)\n";
 
 typedef struct ps_args {
-    const char *server, *token;
-    int json, timeout_ms;
+    pathctl_conn_opts conn;
+    int json;
     const char *verb, *name;
     const char *map, *format, *of;
     double origin[2], cell_size;
@@ -112,15 +112,11 @@ static int ps_parse(int argc, char **argv, ps_args *a)
             if (!v)
                 return ps_usage("option %s needs a value", o);
             i++;
-            if (!strcmp(o, "--server")) {
-                a->server = v;
-            } else if (!strcmp(o, "--token")) {
-                a->token = v;
-            } else if (!strcmp(o, "--timeout")) {
-                double t;
-                if (ps_number(v, &t) || t < 1 || t > 3600000 || t != (int)t)
-                    return ps_usage("bad --timeout %s (milliseconds, > 0)", v);
-                a->timeout_ms = (int)t;
+            int taken = pathctl_conn_option(&a->conn, o, v);
+            if (taken < 0)
+                return PS_EXIT_USAGE;
+            if (taken) {
+                continue;
             } else if (!strcmp(o, "--map")) {
                 a->map = v;
             } else if (!strcmp(o, "--format")) {
@@ -278,25 +274,62 @@ int pathctl_scene_main(int argc, char **argv)
         return PATHCTL_SCENE_NOT_MINE;
     ps_args a;
     memset(&a, 0, sizeof a);
-    a.server = PDC_DEFAULT_SERVER;
-    a.timeout_ms = PDC_DEFAULT_TIMEOUT_MS;
+    pathctl_conn_defaults(&a.conn);
     int code = ps_parse(argc, argv, &a);
     if (code >= 0)
         return code;
-    if (!a.token && getenv("PATHD_TOKEN") && *getenv("PATHD_TOKEN"))
-        a.token = getenv("PATHD_TOKEN");
-    char err[PDC_MESSAGE_MAX];
-    pdc_conn *c = pdc_connect(a.server, a.timeout_ms, err, sizeof err);
-    if (!c) {
-        fprintf(stderr, "pathctl: %s\n", err);
-        return PS_EXIT_CONNECT;
-    }
-    if (a.token && (code = pdc_auth(c, a.token, NULL, 0)) != PDC_OK) {
-        fprintf(stderr, "pathctl: %s: %s\n", pdc_status_name(code), pdc_last_error(c));
-        code = code == PDC_ERR_DISCONNECTED || code == PDC_ERR_TIMEOUT ? PS_EXIT_CONNECT : PS_EXIT_ANSWER;
-    } else {
-        code = ps_run(c, &a);
-    }
+    pdc_conn *c = pathctl_open(&a.conn, &code);
+    if (!c)
+        return code;
+    code = ps_run(c, &a);
     pdc_close(c);
     return code;
+}
+
+void pathctl_conn_defaults(pathctl_conn_opts *c)
+{
+    c->server = PDC_DEFAULT_SERVER;
+    c->token = NULL;
+    c->timeout_ms = PDC_DEFAULT_TIMEOUT_MS;
+}
+
+int pathctl_conn_option(pathctl_conn_opts *c, const char *o, const char *v)
+{
+    if (!strcmp(o, "--server")) {
+        c->server = v;
+    } else if (!strcmp(o, "--token")) {
+        c->token = v;
+    } else if (!strcmp(o, "--timeout")) {
+        double t;
+        if (ps_number(v, &t) || t < 1 || t > 3600000 || t != (int)t) {
+            ps_usage("bad --timeout %s (milliseconds, > 0)", v);
+            return -1;
+        }
+        c->timeout_ms = (int)t;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+pdc_conn *pathctl_open(const pathctl_conn_opts *opts, int *exit_code)
+{
+    const char *token = opts->token;
+    if (!token && getenv("PATHD_TOKEN") && *getenv("PATHD_TOKEN"))
+        token = getenv("PATHD_TOKEN");
+    char err[PDC_MESSAGE_MAX];
+    pdc_conn *c = pdc_connect(opts->server, opts->timeout_ms, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "pathctl: %s\n", err);
+        *exit_code = PS_EXIT_CONNECT;
+        return NULL;
+    }
+    int code;
+    if (token && (code = pdc_auth(c, token, NULL, 0)) != PDC_OK) {
+        fprintf(stderr, "pathctl: %s: %s\n", pdc_status_name(code), pdc_last_error(c));
+        *exit_code = code == PDC_ERR_DISCONNECTED || code == PDC_ERR_TIMEOUT ? PS_EXIT_CONNECT : PS_EXIT_ANSWER;
+        pdc_close(c);
+        return NULL;
+    }
+    return c;
 }

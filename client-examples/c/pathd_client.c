@@ -38,6 +38,8 @@ typedef enum pdc__kind {
     PDC__KIND_PATH,             /* answered by PathChunk frames, assembled here */
     PDC__KIND_OTHER,            /* answered by one frame, kept as the Response */
     PDC__KIND_ROUTE,            /* answered by RouteLeg frames and a RouteResult */
+    PDC__KIND_WATCH,            /* an open watch: its frames queue as events until
+                                   the final one */
 } pdc__kind;
 
 /* A request still waiting for its answer, or answered but not yet taken. */
@@ -74,6 +76,10 @@ struct pdc_conn {
     pdc__pending *pending;
     size_t npending, cap_pending;
     uint64_t completions;       /* source of done_order */
+    Pathd__V1__Response **events;  /* watch frames not yet taken by pdc_watch_next,
+                                   events[event_head..nevents) in arrival order */
+    size_t event_head, nevents, cap_events;
+    uint64_t stale_version;     /* Error.version of the last STALE_VERSION answer */
     char token[PDC_TOKEN_MAX];  /* from pdc_auth; sent again after each reconnect */
     char error[PDC_MESSAGE_MAX];
 };
@@ -87,6 +93,8 @@ static const char *const pdc__wire_names[PDC_WIRE_STATUS_COUNT] = {
     [PDC_SCENE_EXISTS] = "SCENE_EXISTS",
     [PDC_SCENE_IN_USE] = "SCENE_IN_USE",
     [PDC_LIMIT_EXCEEDED] = "LIMIT_EXCEEDED",
+    [PDC_STALE_VERSION] = "STALE_VERSION",
+    [PDC_WATCH_OVERFLOW] = "WATCH_OVERFLOW",
 };
 
 static int pdc__authenticate(pdc_conn *c, char *role, size_t role_len);
@@ -393,6 +401,9 @@ void pdc_close(pdc_conn *c)
         close(c->fd);
     for (size_t i = 0; i < c->npending; i++)
         pdc__pending_release(&c->pending[i]);
+    for (size_t i = c->event_head; i < c->nevents; i++)
+        pathd__v1__response__free_unpacked(c->events[i], NULL);
+    free(c->events);
     free(c->pending);
     free(c->rbuf);
     free(c);
@@ -806,6 +817,26 @@ static int pdc__route_frame(pdc_conn *c, pdc__pending *p, const Pathd__V1__Respo
     return PDC_OK;
 }
 
+/* Queues a watch frame for pdc_watch_next (takes resp). */
+static int pdc__event_push(pdc_conn *c, Pathd__V1__Response *resp)
+{
+    if (c->event_head > 0 && c->nevents == c->cap_events) {
+        memmove(c->events, c->events + c->event_head, (c->nevents - c->event_head) * sizeof *c->events);
+        c->nevents -= c->event_head;
+        c->event_head = 0;
+    }
+    if (c->nevents == c->cap_events) {
+        size_t cap = c->cap_events ? c->cap_events * 2 : 16;
+        Pathd__V1__Response **grown = realloc(c->events, cap * sizeof *grown);
+        if (!grown)
+            return PDC_ERR_NOMEM;
+        c->events = grown;
+        c->cap_events = cap;
+    }
+    c->events[c->nevents++] = resp;
+    return PDC_OK;
+}
+
 /* Files one frame under its request. Takes ownership of resp. */
 static void pdc__dispatch(pdc_conn *c, Pathd__V1__Response *resp)
 {
@@ -829,6 +860,19 @@ static void pdc__dispatch(pdc_conn *c, Pathd__V1__Response *resp)
     if (!p || p->done_order) {
         /* An answer to a cancel, or to a request given up after a timeout. */
         pathd__v1__response__free_unpacked(resp, NULL);
+        return;
+    }
+    if (resp->status == PATHD__V1__STATUS__STALE_VERSION && resp->body_case == PATHD__V1__RESPONSE__BODY_ERROR &&
+        resp->error)
+        c->stale_version = p->scene_version = resp->error->version;
+    if (p->kind == PDC__KIND_WATCH) {
+        if (pdc__event_push(c, resp) != PDC_OK) {
+            pathd__v1__response__free_unpacked(resp, NULL);
+            pdc__fail(c, PDC_ERR_NOMEM, "out of memory queueing a watch event");
+            return;
+        }
+        if (resp->final)
+            pdc__pending_remove(c, p);
         return;
     }
     if (p->kind == PDC__KIND_OTHER) {
@@ -1109,6 +1153,7 @@ static int pdc__build_find(const pdc_path_req *r, pdc__find_msg *m)
     }
     m->fp.range = r->range;
     m->fp.line_of_sight = r->line_of_sight != 0;
+    m->fp.min_version = r->min_version;
     if (r->goal_count > 0 && pdc__goals_to_wire(r, m) != PDC_OK)
         return PDC_ERR_NOMEM;
     m->req.body_case = PATHD__V1__REQUEST__BODY_FIND_PATH;
@@ -1390,6 +1435,16 @@ void pdc_scene_list_free(pdc_scene_list *l)
 
 int pdc_scene_info(pdc_conn *c, const char *scene, pdc_scene_details *out)
 {
+    return pdc_scene_info_at(c, scene, 0, out);
+}
+
+uint64_t pdc_stale_version(const pdc_conn *c)
+{
+    return c ? c->stale_version : 0;
+}
+
+int pdc_scene_info_at(pdc_conn *c, const char *scene, uint64_t min_version, pdc_scene_details *out)
+{
     if (!out)
         return PDC_ERR_ARG;
     memset(out, 0, sizeof *out);
@@ -1398,10 +1453,13 @@ int pdc_scene_info(pdc_conn *c, const char *scene, pdc_scene_details *out)
     Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
     Pathd__V1__GetSceneInfo body = PATHD__V1__GET_SCENE_INFO__INIT;
     body.scene = (char *)scene;
+    body.min_version = min_version;
     req.body_case = PATHD__V1__REQUEST__BODY_SCENE_INFO;
     req.scene_info = &body;
     Pathd__V1__Response *resp;
     int r = pdc__call_other(c, &req, PATHD__V1__RESPONSE__BODY_SCENE_INFO, &resp);
+    if (r == PDC_STALE_VERSION)
+        out->version = c->stale_version;
     if (r != PDC_OK)
         return r;
     const Pathd__V1__SceneInfo *si = resp->scene_info;
@@ -1611,6 +1669,9 @@ int pdc_get_limits(pdc_conn *c, pdc_limits *out)
     out->max_unit_size = l->max_unit_size;
     out->scene_grid_band_bytes = l->scene_grid_band_bytes;
     out->max_message_bytes = l->max_message_bytes;
+    out->watch_buffer_bytes = l->watch_buffer_bytes;
+    out->max_watch_scenes = l->max_watch_scenes;
+    out->max_watchers = l->max_watchers;
     pathd__v1__response__free_unpacked(resp, NULL);
     return PDC_OK;
 }
@@ -1938,7 +1999,27 @@ static void pdc__query_msg_free(pdc__query_msg *m)
 
 /* Builds m->query from q; PDC_ERR_ARG for a query the server would refuse
  * for its shape alone, PDC_ERR_NOMEM. */
+static int pdc__build_query_body(const pdc_query *q, pdc__query_msg *m);
+
 static int pdc__build_query(const pdc_query *q, pdc__query_msg *m)
+{
+    int r = pdc__build_query_body(q, m);
+    /* Every movement query has min_version at the same field number; the
+     * kinds' messages differ, so each is set by name. */
+    switch (m->query.kind_case) {
+    case PATHD__V1__QUERY__KIND_RAYCAST: m->u.raycast.min_version = q->min_version; break;
+    case PATHD__V1__QUERY__KIND_VALIDATE_MOVE: m->u.validate.min_version = q->min_version; break;
+    case PATHD__V1__QUERY__KIND_MOVE_ALONG: m->u.move.min_version = q->min_version; break;
+    case PATHD__V1__QUERY__KIND_NEAREST: m->u.nearest.min_version = q->min_version; break;
+    case PATHD__V1__QUERY__KIND_REACHABLE: m->u.reachable.min_version = q->min_version; break;
+    case PATHD__V1__QUERY__KIND_RANDOM_POINT: m->u.random.min_version = q->min_version; break;
+    case PATHD__V1__QUERY__KIND_DISTANCE_TO_WALL: m->u.wall.min_version = q->min_version; break;
+    default: break;
+    }
+    return r;
+}
+
+static int pdc__build_query_body(const pdc_query *q, pdc__query_msg *m)
 {
     memset(m, 0, sizeof *m);
     pathd__v1__query__init(&m->query);
@@ -2182,6 +2263,8 @@ int pdc_query_run(pdc_conn *c, const pdc_query *q, pdc_query_result *out)
     out->status = r;
     if (r != PDC_OK) {
         snprintf(out->message, sizeof out->message, "%s", pdc_last_error(c));
+        if (r == PDC_STALE_VERSION)
+            out->version = c->stale_version;
         return r;
     }
     if (!pdc__take_query_result(q->kind, pdc__response_item_case((int)resp->body_case), resp->raycast, out)) {
@@ -2257,6 +2340,7 @@ int pdc_batch(pdc_conn *c, const pdc_query *q, size_t n, pdc_query_result *out)
         out[i].status = (int)it->status;
         if (q[i].kind == PDC_Q_FIND_PATH) {
             out[i].path.status = out[i].status;
+            out[i].path.scene_version = out[i].version = it->version;
             snprintf(out[i].message, sizeof out[i].message, "%s", it->message ? it->message : "");
             snprintf(out[i].path.message, sizeof out[i].path.message, "%s", out[i].message);
             if (it->kind_case == PATHD__V1__QUERY_RESULT__KIND_PATH && it->path)
@@ -2265,6 +2349,7 @@ int pdc_batch(pdc_conn *c, const pdc_query *q, size_t n, pdc_query_result *out)
         }
         if (it->status != PATHD__V1__STATUS__OK) {
             snprintf(out[i].message, sizeof out[i].message, "%s", it->message ? it->message : "");
+            out[i].version = it->version;
             continue;
         }
         if (!pdc__take_query_result(q[i].kind, (int)it->kind_case, it->raycast, &out[i])) {
@@ -2273,5 +2358,186 @@ int pdc_batch(pdc_conn *c, const pdc_query *q, size_t n, pdc_query_result *out)
         }
     }
     pathd__v1__response__free_unpacked(resp, NULL);
+    return r;
+}
+
+/* ---- watching scenes ---------------------------------------------------- */
+
+const char *pdc_watch_kind_name(int kind)
+{
+    static const char *const names[] = { "started", "updated", "replaced", "instanced", "dropped", "ended" };
+    return kind >= 0 && kind < (int)(sizeof names / sizeof names[0]) ? names[kind] : "unknown";
+}
+
+void pdc_watch_event_free(pdc_watch_event *e)
+{
+    if (!e)
+        return;
+    free(e->ops);
+    memset(e, 0, sizeof *e);
+}
+
+/* A queued frame as the caller's event; takes and frees resp. */
+static int pdc__event_take(pdc_conn *c, Pathd__V1__Response *resp, pdc_watch_event *out)
+{
+    memset(out, 0, sizeof *out);
+    out->watch_id = resp->id;
+    out->status = (int)resp->status;
+    out->final = resp->final;
+    int r = PDC_OK;
+    if (resp->body_case == PATHD__V1__RESPONSE__BODY_ERROR && resp->error) {
+        snprintf(out->message, sizeof out->message, "%s", resp->error->message ? resp->error->message : "");
+    } else if (resp->body_case == PATHD__V1__RESPONSE__BODY_WATCH_EVENT && resp->watch_event) {
+        const Pathd__V1__WatchEvent *ev = resp->watch_event;
+        out->kind = (int)ev->kind;
+        snprintf(out->scene, sizeof out->scene, "%s", ev->scene ? ev->scene : "");
+        snprintf(out->instance, sizeof out->instance, "%s", ev->instance ? ev->instance : "");
+        out->version = ev->version;
+        out->cells_changed = ev->cells_changed;
+        if (ev->changed && ev->changed->min && ev->changed->max) {
+            out->has_changed = 1;
+            out->changed_min = (pdc_xy){ ev->changed->min->x, ev->changed->min->y };
+            out->changed_max = (pdc_xy){ ev->changed->max->x, ev->changed->max->y };
+        }
+        if (ev->n_ops && !(out->ops = calloc(ev->n_ops, sizeof *out->ops))) {
+            r = PDC_ERR_NOMEM;
+        } else {
+            for (size_t k = 0; k < ev->n_ops; k++) {
+                const Pathd__V1__WatchOp *op = ev->ops[k];
+                out->ops[k].op = (pdc_update_op)op->op;
+                out->ops[k].cost = op->cost;
+                out->ops[k].cells = op->cells;
+                if (op->bounds && op->bounds->min && op->bounds->max) {
+                    out->ops[k].min = (pdc_xy){ op->bounds->min->x, op->bounds->min->y };
+                    out->ops[k].max = (pdc_xy){ op->bounds->max->x, op->bounds->max->y };
+                }
+            }
+            out->op_count = ev->n_ops;
+        }
+    } else {
+        snprintf(c->error, sizeof c->error, "watch %llu sent a frame with no event", (unsigned long long)resp->id);
+        r = PDC_ERR_PROTOCOL;
+    }
+    pathd__v1__response__free_unpacked(resp, NULL);
+    return r;
+}
+
+/* Drops watches a failed connection completed; returns their status, or
+ * PDC_OK when none had failed. */
+static int pdc__watch_failures(pdc_conn *c)
+{
+    int status = PDC_OK;
+    for (size_t i = 0; i < c->npending;) {
+        pdc__pending *p = &c->pending[i];
+        if (p->kind == PDC__KIND_WATCH && p->done_order) {
+            status = p->status;
+            pdc__pending_remove(c, p);
+        } else {
+            i++;
+        }
+    }
+    return status;
+}
+
+int pdc_watch(pdc_conn *c, const char *const *scenes, size_t n, uint64_t *watch_id)
+{
+    if (!c || !scenes || n == 0 || n > PDC_MAX_WATCH_SCENES || !watch_id)
+        return PDC_ERR_ARG;
+    for (size_t i = 0; i < n; i++)
+        if (!scenes[i] || !scenes[i][0])
+            return PDC_ERR_ARG;
+    c->error[0] = '\0';
+    if (c->fd < 0 && pdc_reconnect(c) != PDC_OK)
+        return PDC_ERR_CONNECT;
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__Watch body = PATHD__V1__WATCH__INIT;
+    body.scenes = (char **)scenes;
+    body.n_scenes = n;
+    req.body_case = PATHD__V1__REQUEST__BODY_WATCH;
+    req.watch = &body;
+    uint64_t id;
+    int r = pdc__send_tracked(c, &req, PDC__KIND_WATCH, &id);
+    if (r != PDC_OK)
+        return r;
+    int64_t deadline = pdc__deadline_after(c->timeout_ms);
+    for (;;) {
+        /* The watch's first frame: its first STARTED event, or the refusal. */
+        for (size_t i = c->event_head; i < c->nevents; i++) {
+            Pathd__V1__Response *resp = c->events[i];
+            if (resp->id != id)
+                continue;
+            if (resp->status == PATHD__V1__STATUS__OK) {
+                *watch_id = id;
+                return PDC_OK;
+            }
+            memmove(c->events + i, c->events + i + 1, (c->nevents - i - 1) * sizeof *c->events);
+            c->nevents--;
+            r = (int)resp->status;
+            snprintf(c->error, sizeof c->error, "%s",
+                     resp->body_case == PATHD__V1__RESPONSE__BODY_ERROR && resp->error && resp->error->message
+                         ? resp->error->message : "");
+            pathd__v1__response__free_unpacked(resp, NULL);
+            return r;
+        }
+        pdc__pending *p = pdc__pending_find(c, id);
+        if (p && p->done_order) {
+            r = p->status;
+            pdc__pending_remove(c, p);
+            return r;
+        }
+        Pathd__V1__Response *resp = NULL;
+        r = pdc__read_frame(c, deadline, &resp);
+        if (r == PDC_ERR_TIMEOUT) {
+            if ((p = pdc__pending_find(c, id)))
+                pdc__pending_remove(c, p);
+            snprintf(c->error, sizeof c->error, "no answer to Watch within %d ms", c->timeout_ms);
+            return r;
+        }
+        if (r == PDC_OK)
+            pdc__dispatch(c, resp);
+    }
+}
+
+int pdc_watch_next(pdc_conn *c, int timeout_ms, pdc_watch_event *out)
+{
+    if (!c || !out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    int64_t deadline = pdc__deadline_after(timeout_ms);
+    for (;;) {
+        if (c->event_head < c->nevents) {
+            Pathd__V1__Response *resp = c->events[c->event_head++];
+            if (c->event_head == c->nevents)
+                c->event_head = c->nevents = 0;
+            return pdc__event_take(c, resp, out);
+        }
+        int failed = pdc__watch_failures(c);
+        if (failed != PDC_OK)
+            return failed;
+        size_t open = 0;
+        for (size_t i = 0; i < c->npending; i++)
+            open += c->pending[i].kind == PDC__KIND_WATCH;
+        if (open == 0)
+            return c->fd < 0 ? PDC_ERR_DISCONNECTED : PDC_ERR_IDLE;
+        Pathd__V1__Response *resp = NULL;
+        int r = pdc__read_frame(c, deadline, &resp);
+        if (r == PDC_ERR_TIMEOUT)
+            return r;
+        if (r == PDC_OK)
+            pdc__dispatch(c, resp);
+    }
+}
+
+int pdc_unwatch(pdc_conn *c, uint64_t watch_id)
+{
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__Unwatch body = PATHD__V1__UNWATCH__INIT;
+    body.watch_id = watch_id;
+    req.body_case = PATHD__V1__REQUEST__BODY_UNWATCH;
+    req.unwatch = &body;
+    Pathd__V1__Response *resp = NULL;
+    int r = pdc__call_other(c, &req, PATHD__V1__RESPONSE__BODY__NOT_SET, &resp);
+    if (resp)
+        pathd__v1__response__free_unpacked(resp, NULL);
     return r;
 }

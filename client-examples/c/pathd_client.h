@@ -96,6 +96,10 @@ typedef enum pdc_status {
     PDC_SCENE_EXISTS = 30,      /* pdc_create_scene / pdc_create_instance: name taken */
     PDC_SCENE_IN_USE = 31,      /* pdc_drop_scene: portals name it (pass drop_portals) */
     PDC_LIMIT_EXCEEDED = 32,    /* a named cap on scenes; the message names it */
+    PDC_STALE_VERSION = 40,     /* retryable: the scene is older than min_version;
+                                   pdc_stale_version() (and the result's version) say
+                                   which version it is at */
+    PDC_WATCH_OVERFLOW = 41,    /* a watch's last event: it fell behind and ended */
 
     PDC_ERR_DISCONNECTED = -1,  /* connection lost or never there; request unanswered */
     PDC_ERR_TIMEOUT = -2,       /* no answer within the timeout */
@@ -106,8 +110,8 @@ typedef enum pdc_status {
     PDC_ERR_IDLE = -7,          /* pdc_recv_result: no request is in flight */
 } pdc_status;
 
-/* One past the largest wire status (18..29 are unused). */
-#define PDC_WIRE_STATUS_COUNT 33
+/* One past the largest wire status (18..29 and 33..39 are unused). */
+#define PDC_WIRE_STATUS_COUNT 42
 
 /* "OK", "NO_PATH", ... for wire statuses (the proto enum's names); for client
  * errors "DISCONNECTED", "TIMEOUT", "PROTOCOL_ERROR", ...; "UNKNOWN_STATUS"
@@ -175,6 +179,8 @@ typedef struct pdc_path_req {
                                    not copied, must stay valid during the call */
     size_t goal_count;          /* 0, or 1..PDC_MAX_GOALS; result.goal_index says which */
     int want_world;             /* 1: waypoints carry world coordinates (wx, wy) too */
+    uint64_t min_version;       /* 0 = any; an older scene answers PDC_STALE_VERSION
+                                   with the version it is at in scene_version */
 } pdc_path_req;
 
 typedef struct pdc_waypoint {
@@ -359,6 +365,9 @@ typedef struct pdc_limits {
     uint32_t max_unit_size;
     uint32_t scene_grid_band_bytes;
     uint32_t max_message_bytes;
+    uint32_t watch_buffer_bytes;       /* a watcher's unread answers before WATCH_OVERFLOW */
+    uint32_t max_watch_scenes;         /* scenes one pdc_watch may name */
+    uint32_t max_watchers;             /* watches open on the server */
 } pdc_limits;
 
 typedef struct pdc_conn pdc_conn;
@@ -452,6 +461,11 @@ int pdc_create_instance(pdc_conn *c, const char *name, const char *template_scen
 int pdc_drop_scene(pdc_conn *c, const char *name, int drop_portals, pdc_scene_change *out);
 int pdc_list_scenes(pdc_conn *c, pdc_scene_list *out);
 int pdc_scene_info(pdc_conn *c, const char *scene, pdc_scene_details *out);
+/* The same, refused with PDC_STALE_VERSION (out->version: the version now)
+ * while the scene is older than min_version. */
+int pdc_scene_info_at(pdc_conn *c, const char *scene, uint64_t min_version, pdc_scene_details *out);
+/* After a call answered PDC_STALE_VERSION: the scene's version then. */
+uint64_t pdc_stale_version(const pdc_conn *c);
 /* Fetches the grid of `scene` for unit_size (0 or 1: the scene grid itself;
  * K: the unit-K grid, which the scene must serve) with GetSceneGrid requests,
  * one per band of rows, and checks that all bands come from one version: if
@@ -540,6 +554,9 @@ typedef struct pdc_query {
     double max_speed;           /* VALIDATE_MOVE: world units per second, > 0 */
     double tolerance;           /* VALIDATE_MOVE: allowed excess as a fraction, 0..10 */
     const pdc_path_req *path;   /* FIND_PATH: the request (its scene is used; not copied) */
+    uint64_t min_version;       /* 0 = any; an older scene answers PDC_STALE_VERSION with
+                                   the version it is at in result.version (FIND_PATH: the
+                                   path request's own min_version counts) */
 } pdc_query;
 
 /* Why ValidateMove refused a point (proto MoveReason). */
@@ -588,6 +605,67 @@ int pdc_query_run(pdc_conn *c, const pdc_query *q, pdc_query_result *out);
  * each out[i].status), the server's status when it refused the whole batch
  * (OVERLOADED when the items exceed the in-flight limit...), or PDC_ERR_*. */
 int pdc_batch(pdc_conn *c, const pdc_query *q, size_t n, pdc_query_result *out);
+
+/* ---- watching scenes (docs/PROTOCOL.md, "Watching scenes") ----------- */
+
+/* Scenes one pdc_watch may name (the server may allow fewer:
+ * limits.max_watch_scenes, answered PDC_LIMIT_EXCEEDED). */
+#define PDC_MAX_WATCH_SCENES 1024
+
+typedef enum pdc_watch_kind {
+    PDC_WATCH_STARTED = 0,      /* first event per scene: its version when the watch began */
+    PDC_WATCH_UPDATED = 1,      /* an update made `version` (changed rectangle, ops) */
+    PDC_WATCH_REPLACED = 2,     /* a reload redefined the scene: `version`, whole grid */
+    PDC_WATCH_INSTANCED = 3,    /* `instance` was made from the scene at `version` */
+    PDC_WATCH_DROPPED = 4,      /* the scene is gone: its last event */
+    PDC_WATCH_ENDED = 5,        /* pdc_unwatch: the watch's last event */
+} pdc_watch_kind;
+
+/* "started", "updated", "replaced", "instanced", "dropped", "ended";
+ * "unknown" otherwise. */
+const char *pdc_watch_kind_name(int kind);
+
+/* One operation of an update, as a watcher hears it. */
+typedef struct pdc_watch_op {
+    pdc_update_op op;
+    uint32_t cost;
+    pdc_xy min, max;            /* bounding rectangle of the cells it named */
+    uint64_t cells;             /* how many it named */
+} pdc_watch_op;
+
+typedef struct pdc_watch_event {
+    uint64_t watch_id;          /* pdc_watch's id */
+    int status;                 /* PDC_OK; PDC_WATCH_OVERFLOW ends the watch (final) */
+    int final;                  /* the watch's last event */
+    int kind;                   /* pdc_watch_kind (PDC_OK events only) */
+    char scene[64];
+    char instance[64];          /* INSTANCED */
+    uint64_t version;
+    int has_changed;            /* UPDATED, REPLACED: changed_min/max are set */
+    pdc_xy changed_min, changed_max;
+    uint64_t cells_changed;     /* UPDATED */
+    pdc_watch_op *ops;          /* UPDATED: op_count entries, heap */
+    size_t op_count;
+    char message[PDC_MESSAGE_MAX]; /* why, with WATCH_OVERFLOW */
+} pdc_watch_event;
+
+void pdc_watch_event_free(pdc_watch_event *e);
+
+/* Subscribes this connection to the scenes' changes. Returns PDC_OK with the
+ * watch's id once the server accepted it (its STARTED events wait for
+ * pdc_watch_next), or the server's refusal (UNKNOWN_SCENE, LIMIT_EXCEEDED,
+ * INVALID_ARGUMENT) or a PDC_ERR_*. Events arriving during other blocking
+ * calls are kept, in order, for pdc_watch_next; read them promptly, since
+ * the server ends a watch whose events are not read (PDC_WATCH_OVERFLOW). */
+int pdc_watch(pdc_conn *c, const char *const *scenes, size_t n, uint64_t *watch_id);
+
+/* The next event of any watch on c, waiting up to timeout_ms (-1: no limit).
+ * PDC_OK with *out filled (free with pdc_watch_event_free), PDC_ERR_TIMEOUT,
+ * PDC_ERR_IDLE when no watch is open and none is queued, or PDC_ERR_*. */
+int pdc_watch_next(pdc_conn *c, int timeout_ms, pdc_watch_event *out);
+
+/* Ends a watch: its ENDED event is queued for pdc_watch_next. */
+int pdc_unwatch(pdc_conn *c, uint64_t watch_id);
 
 /* Convenience constructors for pdc_path_req points. */
 static inline pdc_point pdc_cell(int32_t x, int32_t y)

@@ -24,6 +24,11 @@
  *     PathdError (err.status = "NO_PATH", ...; err.result the answer) for
  *     any other answer. OVERLOADED is retried with exponential backoff, at
  *     most options.retryAttempts times in all (default RETRY_ATTEMPTS).
+ *   watch(scenes) subscribes to scenes' changes and resolves with the
+ *     watch's id; watchNext() resolves with each event in order (the
+ *     object pathctl watch --json prints); unwatch(id) ends it. Paths,
+ *     queries and sceneInfo take minVersion: an older scene rejects with
+ *     STALE_VERSION, err.result.version being the version it is at.
  *   sendFindPath(...) and send(name, ...args) are the raw form: they return
  *     { id, promise } at once, and the promise resolves with the answer of
  *     ANY status (OVERLOADED too, not retried); it rejects only when no
@@ -254,12 +259,17 @@ function single(body, fields) {
     const status = statusName(response.status);
     if (status !== 'OK') {
       const message = errorMessage(response);
-      return { status, ...(message ? { message } : {}) };
+      return { status, ...(message ? { message } : {}), ...staleVersion(response.status, response.error) };
     }
     if (body === null) return { status };
     if (response.body !== body) throw new Violation(`answer to request ${p.id} has the wrong body`);
     return { status, ...fields(response[body]) };
   };
+}
+
+/* STALE_VERSION's answer carries the version the scene is at. */
+function staleVersion(status, carrier) {
+  return statusName(status) === 'STALE_VERSION' && carrier ? { version: carrier.version } : {};
 }
 
 function findPathOp(scene, start, goal, options = {}) {
@@ -278,6 +288,7 @@ function findPathMessage(scene, start, goal, options = {}) {
     world = false, unitSize = 0, connectivity = 0, style = 'cells', goalMode = 'exact', snap = false,
     partialOnCutoff = false, speed = 0, startTime = 0, avoid = [], window = null,
     maxExpansions = 0, deadlineMs = 0, range = 0, lineOfSight = false, goals = [], wantWorld = false,
+    minVersion = 0,
   } = options;
   checkScene(scene);
   if ((goal === null || goal === undefined) === (goals.length === 0)) {
@@ -304,6 +315,7 @@ function findPathMessage(scene, start, goal, options = {}) {
     maxExpansions,
     deadlineMs,
     wantWorld: Boolean(wantWorld),
+    minVersion,
   };
   if (goals.length === 0) fp.goal = point(goal, world);
   if (window) fp.window = { min: cell(window[0]), max: cell(window[1]) };
@@ -445,7 +457,11 @@ function query(kind, scene, ...args) {
   if (kind === 'findPath') return { findPath: findPathMessage(scene, ...args) };
   const [field, build] = choice(QUERIES, kind, 'query kind');
   checkScene(scene);
-  return { [field]: { scene, ...build(...args) } };
+  // The options object, when given, is the last argument: its minVersion
+  // refuses a scene older than it (STALE_VERSION).
+  const last = args.at(-1);
+  const minVersion = last && typeof last === 'object' && !Array.isArray(last) ? last.minVersion || 0 : 0;
+  return { [field]: { scene, minVersion, ...build(...args) } };
 }
 
 function queryFields(field, m) {
@@ -484,7 +500,7 @@ function unpackPoints(id, m) {
   return out;
 }
 
-function pathResult(id, status, message, timed, goals, wantWorld, waypoints, chunk) {
+function pathResult(id, status, message, timed, goals, wantWorld, waypoints, chunk, stale = {}) {
   const r = new PathResult(id, timed);
   r.status = statusName(status);
   r.message = message || '';
@@ -503,6 +519,8 @@ function pathResult(id, status, message, timed, goals, wantWorld, waypoints, chu
     r.goalUsed = xy(chunk.goalUsed);
     r.cutoff = chunk.cutoff !== 'OK' ? chunk.cutoff : null;
     if (goals && r.ok) r.goalIndex = chunk.goalIndex;
+  } else if (stale.version !== undefined) {
+    r.version = stale.version;
   }
   return r;
 }
@@ -511,10 +529,13 @@ function itemAnswer(item, q) {
   if (q && q.findPath) {
     const chunk = item.kind === 'path' ? item.path : null;
     return pathResult(0, item.status, item.message, Number(q.findPath.speed) > 0, q.findPath.goals.length > 0,
-      Boolean(q.findPath.wantWorld), chunk ? unpackPoints(0, chunk.points) : [], chunk).toJSON();
+      Boolean(q.findPath.wantWorld), chunk ? unpackPoints(0, chunk.points) : [], chunk,
+      staleVersion(item.status, item)).toJSON();
   }
   const status = statusName(item.status);
-  if (status !== 'OK') return { status, ...(item.message ? { message: item.message } : {}) };
+  if (status !== 'OK') {
+    return { status, ...(item.message ? { message: item.message } : {}), ...staleVersion(item.status, item) };
+  }
   if (!item.kind) throw new Violation('batch item without a result');
   return { status, ...queryFields(item.kind, item[item.kind]) };
 }
@@ -532,6 +553,37 @@ function batchOp(items) {
     }
     return { items: m.items.map((item, i) => itemAnswer(item, items[i])) };
   }), { value: (a) => a.items });
+}
+
+const WATCH_KINDS = {
+  WATCH_STARTED: 'started', SCENE_UPDATED: 'updated', SCENE_REPLACED: 'replaced',
+  SCENE_INSTANCED: 'instanced', SCENE_DROPPED: 'dropped', WATCH_ENDED: 'ended',
+};
+const OP_NAMES = { UPDATE_BLOCK: 'blocked', UPDATE_PASS: 'passable', UPDATE_COST: 'cost', UPDATE_RESTORE: 'restore' };
+const rect = (r) => [r.min.x, r.min.y, r.max.x, r.max.y];
+
+/* A watch frame as the object pathctl watch --json prints. */
+function watchEvent(response) {
+  const e = { status: statusName(response.status), watch: response.id };
+  const ev = response.body === 'watchEvent' ? response.watchEvent : null;
+  if (ev) {
+    Object.assign(e, {
+      kind: WATCH_KINDS[ev.kind] || 'unknown', scene: ev.scene, version: ev.version,
+      changed: ev.changed ? rect(ev.changed) : null,
+    });
+    if (ev.kind === 'SCENE_UPDATED') {
+      e.cells_changed = ev.cellsChanged;
+      e.ops = ev.ops.map((o) => ({
+        set: OP_NAMES[o.op] || 'unknown', ...(o.op === 'UPDATE_COST' ? { cost: o.cost } : {}),
+        bounds: rect(o.bounds), cells: o.cells,
+      }));
+    }
+    if (ev.kind === 'SCENE_INSTANCED') e.instance = ev.instance;
+  } else {
+    e.message = errorMessage(response);
+  }
+  e.final = response.final;
+  return e;
 }
 
 function pingOp() {
@@ -651,7 +703,7 @@ class Pending {
   finishPath(timed, goals = false, wantWorld = false) {
     const { response } = this;
     return pathResult(this.id, response.status, errorMessage(response), timed, goals, wantWorld, this.path,
-      response.body === 'path' ? response.path : null);
+      response.body === 'path' ? response.path : null, staleVersion(response.status, response.error));
   }
 
   /* The object pathctl route --json prints. */
@@ -714,6 +766,9 @@ class PathdClient {
     // request can never be mistaken for a new one.
     this._nextId = 1;
     this._pending = new Map(); // id -> Pending
+    this._watches = new Set(); // ids of open watches
+    this._events = []; // watch events not yet taken by watchNext()
+    this._eventWaiters = []; // watchNext() calls waiting for one
     this.token = token;
     this.role = null;
     this._auth = null;
@@ -788,6 +843,11 @@ class PathdClient {
     for (const p of waiting) {
       clearTimeout(p.timer);
       p.reject(new ErrorClass(message, { requestId: p.id }));
+    }
+    this._watches.clear();
+    for (const waiter of this._eventWaiters.splice(0)) {
+      clearTimeout(waiter.timer);
+      waiter.reject(new ErrorClass(message));
     }
   }
 
@@ -881,6 +941,14 @@ class PathdClient {
       return;
     }
     const p = this._pending.get(response.id);
+    let watching = this._watches.has(response.id);
+    if (p && p.op.body.watch) {
+      // A watch's first frame answers watch(); an accepted watch's frames
+      // are events from then on.
+      watching = status === 'OK';
+      if (watching && !response.final) this._watches.add(response.id);
+    }
+    if (watching) this._watchEvent(response);
     if (!p) return; // the answer to a cancel, or to a request that timed out
     const answer = p.feed(response);
     if (answer === undefined) return;
@@ -1017,8 +1085,70 @@ class PathdClient {
 
   /* { name, width, height, originX, originY, cellSize, unitSizes, version,
    * passableCells }; rejects with UNKNOWN_SCENE if there is no such scene. */
-  sceneInfo(scene) {
-    return this._call(op({ sceneInfo: { scene } }, single('sceneInfo', (m) => ({ info: m })), { value: body('info') }));
+  sceneInfo(scene, { minVersion = 0 } = {}) {
+    return this._call(op({ sceneInfo: { scene, minVersion } }, single('sceneInfo', (m) => ({ info: m })),
+      { value: body('info') }));
+  }
+
+  // ---- watching scenes (docs/PROTOCOL.md, "Watching scenes") ------------------
+
+  /* Subscribes this connection to the scenes' changes; resolves with the
+   * watch's id once the server accepted it (rejects UNKNOWN_SCENE,
+   * LIMIT_EXCEEDED, INVALID_ARGUMENT). Its events, first a 'started' one
+   * per scene, come from watchNext(); read them promptly, or the server
+   * ends the watch with WATCH_OVERFLOW. */
+  async watch(scenes) {
+    if (!Array.isArray(scenes) || scenes.length === 0) throw new TypeError('watch needs at least one scene');
+    scenes.forEach((s) => checkScene(s));
+    const watchOp = op({ watch: { scenes } }, (p) => {
+      const status = statusName(p.response.status);
+      return status === 'OK' ? { status } : single(null, null)(p);
+    });
+    const { id, promise } = this._send(watchOp);
+    this._accept(watchOp, await promise);
+    return id;
+  }
+
+  /* The next event of any watch on this connection, as the object pathctl
+   * watch --json prints: { status ('WATCH_OVERFLOW' ends the watch),
+   * watch, kind ('started', 'updated', 'replaced', 'instanced', 'dropped',
+   * 'ended'), scene, version, changed [x0, y0, x1, y1] or null, and for an
+   * update cells_changed and ops [{ set, cost, bounds, cells }], instance,
+   * final }. Rejects with PathdTimeout after timeoutMs (default the
+   * client's), PathdError IDLE when no watch is open and none is queued,
+   * PathdDisconnected when the connection went. */
+  watchNext({ timeoutMs = this.timeoutMs } = {}) {
+    if (this._events.length) return Promise.resolve(this._events.shift());
+    if (this._watches.size === 0) {
+      return Promise.reject(this._socket ? new PathdError('IDLE', 'no watch is open')
+        : new PathdDisconnected('not connected: the connection and its watches are gone'));
+    }
+    return new Promise((resolve, reject) => {
+      const waiter = { resolve, reject };
+      waiter.timer = setTimeout(() => {
+        this._eventWaiters.splice(this._eventWaiters.indexOf(waiter), 1);
+        reject(new PathdTimeout(`no watch event within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this._eventWaiters.push(waiter);
+    });
+  }
+
+  /* Ends a watch; its last event ('ended') still comes from watchNext(). */
+  unwatch(watchId) {
+    return this._call(op({ unwatch: { watchId } }, single(null, null)));
+  }
+
+  /* Files a watch frame: to the first waiting watchNext(), or the queue. */
+  _watchEvent(response) {
+    const event = watchEvent(response);
+    if (response.final) this._watches.delete(response.id);
+    const waiter = this._eventWaiters.shift();
+    if (!waiter) {
+      this._events.push(event);
+      return;
+    }
+    clearTimeout(waiter.timer);
+    waiter.resolve(event);
   }
 
   /* Server-wide counters (pathd.v1.Stats, camelCase names). */

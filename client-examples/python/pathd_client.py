@@ -31,6 +31,12 @@ forms and send(name, ...) send without waiting and return the id; recv()
 hands back answers in completion order, whatever their id, of any status
 (OVERLOADED too, not retried).
 
+Watching: watch(scenes) subscribes to the scenes' changes and returns the
+watch's id; watch_next() hands back each event in order (the dict pathctl
+watch --json prints), unwatch(id) ends it. find_path, scene_info and the
+queries take min_version: an older scene answers STALE_VERSION (the
+PathdError's .result holds the version it is at).
+
 Results:
   - find_path: a PathResult (attributes; to_dict() is pathctl path --json).
   - Everything else answers plain dicts (an Answer, a dict with .id) shaped
@@ -315,6 +321,8 @@ def _error_answer(p, response):
     message = _message(response)
     if message:
         d["message"] = message
+    if response.status == pb.STALE_VERSION:
+        d["version"] = response.error.version   # the version the scene is at
     return Answer(p.id, d)
 
 
@@ -345,10 +353,11 @@ def _find_path_op(scene, start, goal, **options):
 def _find_path_fill(fp, scene, start, goal, world=False, unit_size=0, connectivity=0, style="cells",
                     goal_mode="exact", snap=False, partial_on_cutoff=False, speed=0.0, start_time=0.0,
                     avoid=(), window=None, max_expansions=0, deadline_ms=0, range=0.0,
-                    line_of_sight=False, goals=(), want_world=False):
+                    line_of_sight=False, goals=(), want_world=False, min_version=0):
     """Fills a FindPath message (alone or as a batch item): goal, or goals
     [(x, y)] with goal None; range in cells and line_of_sight; want_world
-    asks for the waypoints' world coordinates."""
+    asks for the waypoints' world coordinates; min_version refuses a scene
+    older than it (STALE_VERSION, with the version it is at)."""
     _check_scene(scene)
     goals = list(goals)
     if (goal is None) == (not goals):
@@ -384,6 +393,7 @@ def _find_path_fill(fp, scene, start, goal, world=False, unit_size=0, connectivi
     fp.max_expansions = max_expansions
     fp.deadline_ms = deadline_ms
     fp.want_world = bool(want_world)
+    fp.min_version = min_version
 
 
 def _find_route_op(from_scene, start, to_scene, goal, world=False, unit_size=0, style="cells",
@@ -571,6 +581,7 @@ def query(kind, scene, *args, **options):
     q = pb.Query()
     m = getattr(q, field)
     m.scene = scene
+    m.min_version = options.pop("min_version", 0)
     build(m, *args, **options)
     return q
 
@@ -602,10 +613,11 @@ def _unpack_points(request_id, m):
                     m.wx or none, m.wy or none, m.t or none))
 
 
-def _path_result(request_id, status, message, timed, goals, want_world, waypoints, chunk):
+def _path_result(request_id, status, message, timed, goals, want_world, waypoints, chunk,
+                 stale_version=None):
     """A PathResult from a path's waypoints [(x, y, wx, wy, t)] and its final
     chunk (None when the answer was an error frame): a streamed path's, or a
-    batch item's."""
+    batch item's. STALE_VERSION's version (the scene's now) is the result's."""
     r = PathResult(request_id, _status_name(status), message, timed)
     r.waypoints = [(x, y) for x, y, _, _, _ in waypoints]
     if want_world:
@@ -628,6 +640,8 @@ def _path_result(request_id, status, message, timed, goals, want_world, waypoint
             r.cutoff = _status_name(chunk.cutoff)
         if goals and r.ok:
             r.goal_index = chunk.goal_index
+    elif stale_version is not None:
+        r.version = stale_version
     return r
 
 
@@ -637,11 +651,14 @@ def _item_answer(request_id, item, q=None):
         chunk = item.path if item.WhichOneof("kind") == "path" else None
         points = _unpack_points(request_id, chunk.points) if chunk else []
         return _path_result(request_id, item.status, item.message, q.find_path.speed > 0,
-                            len(q.find_path.goals) > 0, q.find_path.want_world, points, chunk).to_dict()
+                            len(q.find_path.goals) > 0, q.find_path.want_world, points, chunk,
+                            item.version if item.status == pb.STALE_VERSION else None).to_dict()
     d = {"status": _status_name(item.status)}
     if item.status != pb.OK:
         if item.message:
             d["message"] = item.message
+        if item.status == pb.STALE_VERSION:
+            d["version"] = item.version
         return d
     field = item.WhichOneof("kind")
     for _, (name, _, fields) in _QUERIES.items():
@@ -691,12 +708,61 @@ def _scenes_op():
         value=lambda a: a["scenes"])
 
 
-def _scene_info_op(scene):
+def _scene_info_op(scene, min_version=0):
     request = pb.Request()
     request.scene_info.scene = scene
+    request.scene_info.min_version = min_version
     return _op(request, _single("scene_info", lambda i: {"info": SceneInfo(
         i.name, i.width, i.height, i.origin_x, i.origin_y, i.cell_size, list(i.unit_sizes),
         i.version, i.passable_cells)}), value=lambda a: a["info"])
+
+
+_WATCH_KINDS = ("started", "updated", "replaced", "instanced", "dropped", "ended")
+_OP_NAMES = {pb.UPDATE_BLOCK: "blocked", pb.UPDATE_PASS: "passable", pb.UPDATE_COST: "cost",
+             pb.UPDATE_RESTORE: "restore"}
+
+
+def _rect(r):
+    return [r.min.x, r.min.y, r.max.x, r.max.y]
+
+
+def _watch_event(response):
+    """A watch frame as the dict pathctl watch --json prints."""
+    d = {"status": _status_name(response.status), "watch": response.id}
+    if response.WhichOneof("body") == "watch_event":
+        ev = response.watch_event
+        d.update(kind=_WATCH_KINDS[ev.kind] if ev.kind < len(_WATCH_KINDS) else "unknown",
+                 scene=ev.scene, version=ev.version,
+                 changed=_rect(ev.changed) if ev.HasField("changed") else None)
+        if ev.kind == pb.SCENE_UPDATED:
+            d["cells_changed"] = ev.cells_changed
+            d["ops"] = [dict({"set": _OP_NAMES.get(op.op, "unknown"), "bounds": _rect(op.bounds),
+                              "cells": op.cells}, **({"cost": op.cost} if op.op == pb.UPDATE_COST else {}))
+                        for op in ev.ops]
+        if ev.kind == pb.SCENE_INSTANCED:
+            d["instance"] = ev.instance
+    else:
+        d["message"] = _message(response)
+    d["final"] = response.final
+    return d
+
+
+def _watch_op(scenes):
+    request = pb.Request()
+    scenes = list(scenes)
+    if not scenes:
+        raise ValueError("watch needs at least one scene")
+    for scene in scenes:
+        _check_scene(scene)
+        request.watch.scenes.append(scene)
+    return _op(request, lambda p: p.response.status == pb.OK and Answer(p.id, {"status": "OK"})
+               or _error_answer(p, p.response), value=lambda a: a.id)
+
+
+def _unwatch_op(watch_id):
+    request = pb.Request()
+    request.unwatch.watch_id = watch_id
+    return _op(request, _single(None, None))
 
 
 def _fields_op(body):
@@ -827,8 +893,9 @@ class _Pending:
     def finish_path(self, timed, goals=False, want_world=False):
         response = self.response
         chunk = response.path if response.WhichOneof("body") == "path" else None
+        stale = response.error.version if response.status == pb.STALE_VERSION else None
         return _path_result(self.id, response.status, _message(response), timed, goals,
-                            want_world, self.path, chunk)
+                            want_world, self.path, chunk, stale)
 
     def finish_route(self, timed, want_world):
         """The object pathctl route --json prints."""
@@ -960,9 +1027,25 @@ class _Api:
         """The served scenes, sorted by name, as SceneSummary tuples."""
         return self._call(_scenes_op())
 
-    def scene_info(self, scene):
-        """Details of one scene as a SceneInfo tuple; PathdError UNKNOWN_SCENE if absent."""
-        return self._call(_scene_info_op(scene))
+    def scene_info(self, scene, min_version=0):
+        """Details of one scene as a SceneInfo tuple; PathdError UNKNOWN_SCENE if
+        absent, STALE_VERSION (its .result["version"]: the version now) while
+        the scene is older than min_version."""
+        return self._call(_scene_info_op(scene, min_version))
+
+    # ---- watching scenes (docs/PROTOCOL.md, "Watching scenes") ------------------
+
+    def watch(self, scenes):
+        """Subscribes this connection to the scenes' changes; returns the
+        watch's id once the server accepted it (PathdError UNKNOWN_SCENE,
+        LIMIT_EXCEEDED or INVALID_ARGUMENT otherwise). Its events, first a
+        "started" one per scene, come from watch_next(); read them
+        promptly, or the server ends the watch with WATCH_OVERFLOW."""
+        return self._call(_watch_op(scenes))
+
+    def unwatch(self, watch_id):
+        """Ends a watch; its last event ("ended") still comes from watch_next()."""
+        return self._call(_unwatch_op(watch_id))
 
     def stats(self):
         """Server-wide counters as a dict (field names of pathd.v1.Stats)."""
@@ -1049,6 +1132,8 @@ class _Api:
         self._next_id = 1
         self._pending = {}
         self._completed = deque()  # finished pipelined requests, completion order
+        self._watches = set()      # ids of open watches
+        self._events = deque()     # watch events not yet taken by watch_next()
         self.token = token
         self.role = None
 
@@ -1058,7 +1143,9 @@ class _Api:
         return sum(1 for p in list(self._pending.values()) if p.pipelined)
 
     def _fail_pending(self, error_class, message):
-        """Every request still waiting fails with error_class."""
+        """Every request still waiting fails with error_class; watches end."""
+        self._watches.clear()
+        self._event_arrived()
         for p in self._pending.values():
             if not p.done:
                 p.error = (error_class, message)
@@ -1075,10 +1162,36 @@ class _Api:
                            % (_status_name(response.status), ": " + message if message else ""))
             return
         p = self._pending.get(response.id)
+        watching = response.id in self._watches
+        if p is not None and not p.done and p.op.request.WhichOneof("body") == "watch":
+            # A watch's first frame answers the Watch call; an accepted
+            # watch's frames are events from then on.
+            watching = response.status == pb.OK
+            if watching and not response.final:
+                self._watches.add(response.id)
+        if watching:
+            self._events.append(_watch_event(response))
+            if response.final:
+                self._watches.discard(response.id)
+            self._event_arrived()
         if p is None or p.done:
             return  # the answer to a cancel, or to a request given up after a timeout
         if p.feed(response):
             self._complete(p)
+
+    def _take_event(self, wait, deadline):
+        """watch_next's step: the next event, or None to wait until
+        deadline; raises when no watch is open and none is queued, or when
+        the deadline passed."""
+        if self._events:
+            return self._events.popleft()
+        if not self._watches:
+            if not self.connected:
+                raise PathdDisconnected("not connected: the connection and its watches are gone")
+            raise PathdError("IDLE", "no watch is open")
+        if deadline - time.monotonic() <= 0:
+            raise PathdTimeout("no watch event within %gs" % wait)
+        return None
 
     def _register(self, conn, op, pipelined):
         """A fresh id for a request about to go out on conn, and its
@@ -1346,6 +1459,27 @@ class PathdClient(_Api):
                     return answer
                 self._lock.wait(deadline - time.monotonic())
 
+    def watch_next(self, timeout=None):
+        """The next event of any watch on this connection, waiting up to
+        timeout seconds (default: the client's), as the dict pathctl watch
+        --json prints: status ("WATCH_OVERFLOW" ends the watch), watch,
+        kind ("started", "updated", "replaced", "instanced", "dropped",
+        "ended"), scene, version, changed [x0, y0, x1, y1] or None,
+        cells_changed and ops [{set, cost, bounds, cells}] for an update,
+        instance, final. Raises PathdTimeout, PathdError("IDLE") when no
+        watch is open and none is queued, PathdDisconnected."""
+        wait = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
+        with self._lock:
+            while True:
+                event = self._take_event(wait, deadline)
+                if event is not None:
+                    return event
+                self._lock.wait(deadline - time.monotonic())
+
+    def _event_arrived(self):
+        pass  # the reader thread notifies every waiter after each read
+
     def scene_grid(self, scene, unit_size=0):
         """The whole grid (the scene's, or the unit-K grid), read band by
         band and started over when the scene changes between bands:
@@ -1436,6 +1570,7 @@ class AsyncPathdClient(_Api):
         self._writer = None
         self._reader_task = None
         self._completed_event = None
+        self._event_event = None       # set when a watch event arrives
 
     # ---- connection -------------------------------------------------------------
 
@@ -1444,6 +1579,7 @@ class AsyncPathdClient(_Api):
         if self._connect_lock is None:
             self._connect_lock = asyncio.Lock()
             self._completed_event = asyncio.Event()
+            self._event_event = asyncio.Event()
         async with self._connect_lock:
             if self._writer is not None:
                 return
@@ -1592,6 +1728,24 @@ class AsyncPathdClient(_Api):
                 await asyncio.wait_for(self._completed_event.wait(), deadline - time.monotonic())
             except asyncio.TimeoutError:
                 pass
+
+    async def watch_next(self, timeout=None):
+        """As PathdClient.watch_next."""
+        wait = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
+        while True:
+            event = self._take_event(wait, deadline)
+            if event is not None:
+                return event
+            self._event_event.clear()
+            try:
+                await asyncio.wait_for(self._event_event.wait(), deadline - time.monotonic())
+            except asyncio.TimeoutError:
+                pass
+
+    def _event_arrived(self):
+        if self._event_event is not None:
+            self._event_event.set()
 
     async def scene_grid(self, scene, unit_size=0):
         """As PathdClient.scene_grid."""

@@ -800,6 +800,65 @@ class WholeProtocolTest(LiveClientCase):
             self.client.scene_info("py-made")
         self.assertEqual(caught.exception.status, "UNKNOWN_SCENE")
 
+    def test_watch_hears_every_version_and_matches_pathctl(self):
+        self.client.create_scene("py-watched", cells=bytes([1] * 64), width=8, height=8)
+        try:
+            with PathdClient(env("PATHD_ADDR"), timeout=10) as watcher:
+                watch_id = watcher.watch(["py-watched"])
+                with self.assertRaises(PathdError) as caught:
+                    watcher.watch(["py-watched", "py-nowhere"])
+                self.assertEqual(caught.exception.status, "UNKNOWN_SCENE")
+                started = watcher.watch_next()
+                self.assertEqual((started["kind"], started["version"], started["watch"]),
+                                 ("started", 1, watch_id))
+                made = [self.client.update_cells("py-watched", cells=[(2, 3)], op="block"),
+                        self.client.update_cells("py-watched", rect=((1, 1), (4, 2)), op="cost", cost=7)]
+                events = [watcher.watch_next() for _ in made]
+                self.assertEqual([e["version"] for e in events], [m["version"] for m in made])
+                self.assertEqual(events[0]["changed"], [2, 3, 2, 3])
+                self.assertEqual(events[0]["ops"], [{"set": "blocked", "bounds": [2, 3, 2, 3], "cells": 1}])
+                self.assertEqual(events[1]["changed"], [1, 1, 4, 2])
+                self.assertEqual(events[1]["ops"][0]["cost"], 7)
+                self.assertEqual(events[1]["cells_changed"], 8)
+                with self.assertRaises(PathdTimeout):
+                    watcher.watch_next(timeout=0.05)
+                watcher.unwatch(watch_id)
+                ended = watcher.watch_next()
+                self.assertEqual((ended["kind"], ended["final"]), ("ended", True))
+                with self.assertRaises(PathdError) as caught:
+                    watcher.watch_next(timeout=0.05)
+                self.assertEqual(caught.exception.status, "IDLE")
+            # pathctl prints the same events (its first line: the watch began).
+            with subprocess.Popen([env("PATHCTL_BIN"), "--server", env("PATHD_ADDR"), "--json", "watch",
+                                   "py-watched", "--count", "1"], stdout=subprocess.PIPE, text=True) as proc:
+                first = json.loads(proc.stdout.readline())
+                made = self.client.update_cells("py-watched", cells=[(2, 3)], op="pass")
+                last = json.loads(proc.stdout.readline())
+                self.assertEqual(proc.wait(timeout=30), 0)
+            self.assertEqual((first["kind"], first["version"]), ("started", made["version"] - 1))
+            self.assertEqual(last["version"], made["version"])
+            self.assertEqual(last["ops"], [{"set": "passable", "bounds": [2, 3, 2, 3], "cells": 1}])
+        finally:
+            self.client.drop_scene("py-watched")
+
+    def test_min_version_answers_stale_until_the_version_exists(self):
+        now = self.client.scene_info("town").version
+        for call in (lambda: self.client.scene_info("town", min_version=now + 1),
+                     lambda: self.client.find_path(*SHORT, min_version=now + 1),
+                     lambda: self.client.raycast("town", (1, 1), (3, 3), min_version=now + 1)):
+            with self.assertRaises(PathdError) as caught:
+                call()
+            self.assertEqual(caught.exception.status, "STALE_VERSION")
+            result = caught.exception.result
+            self.assertEqual(result.version if hasattr(result, "version") else result["version"], now)
+        items = self.client.batch([query("raycast", "town", (1, 1), (3, 3), min_version=now + 1),
+                                   query("find_path", *SHORT, min_version=now)])
+        self.assertEqual((items[0]["status"], items[0]["version"]), ("STALE_VERSION", now))
+        self.assertEqual(items[1]["status"], "OK")
+        self.assertEqual(pathctl(self.addr, "raycast", "--scene", "town", "--from", "1,1", "--to", "3,3",
+                                 "--min-version", now + 1)["version"], now)
+        self.assertEqual(self.client.find_path(*SHORT, min_version=now).version, now)
+
     def test_pipelined_queries_come_back_through_recv(self):
         ids = {self.client.send("raycast", "town", (1, 1), (5, 5)): "raycast",
                self.client.send("batch", [query("is_reachable", "town", (1, 1), (3, 4))]): "batch",
@@ -915,6 +974,11 @@ class AsyncClientTest(unittest.TestCase):
                 with self.assertRaises(PathdError) as caught:
                     await client.is_reachable("nope", (1, 1), (2, 2))
                 self.assertEqual(caught.exception.status, "UNKNOWN_SCENE")
+                watch_id = await client.watch(["town"])
+                started = await client.watch_next()
+                self.assertEqual((started["kind"], started["scene"]), ("started", "town"))
+                await client.unwatch(watch_id)
+                self.assertEqual((await client.watch_next())["kind"], "ended")
                 return (answers, path, route, grid, batch, scenes, info, stats, rtt, pipelined,
                         received)
 
@@ -1024,6 +1088,9 @@ class LimitsLiveTest(HelperDaemonCase):
         self.assertEqual(limits["max_frame_bytes"], 65536)
         self.assertGreater(limits["max_batch_items"], 0)
         self.assertGreater(limits["max_radius_cells"], 0)
+        # The watch limits, at their defaults (config/README.md).
+        self.assertEqual((limits["watch_buffer_bytes"], limits["max_watch_scenes"], limits["max_watchers"]),
+                         (1048576, 64, 1000))
         reference = pathctl(self.daemon.addr, "limits")
         self.assertEqual(reference.pop("status"), "OK")
         self.assertEqual(limits, reference)

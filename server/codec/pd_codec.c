@@ -378,6 +378,7 @@ static pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path
     out->snap = m->snap != 0;
     out->partial_on_cutoff = m->partial_on_cutoff != 0;
     out->want_world = m->want_world != 0;
+    out->min_version = m->min_version;
 
     if (m->window != NULL) {
         if ((st = pd__decode_rect(m->window, "find_path.window", &out->window_min, &out->window_max, err,
@@ -581,6 +582,7 @@ static pd_status pd__decode_scene_grid(const Pathd__V1__GetSceneGrid *m, pd_scen
     pd_status st = pd__decode_scene_name(m->scene, "scene_grid.scene", out->scene, err, errlen);
     if (st != PD_OK)
         return st;
+    out->min_version = m->min_version;
     out->unit_size = m->unit_size == 0 ? 1 : m->unit_size;
     if (out->unit_size > PD_CONF_MAX_UNIT_SIZE) {
         pd__set_err(err, errlen, "scene_grid.unit_size %u is above the limit %d", (unsigned)m->unit_size,
@@ -605,11 +607,12 @@ static pd_status pd__decode_scene_grid(const Pathd__V1__GetSceneGrid *m, pd_scen
 /* ---- movement queries ---------------------------------------------------- */
 
 /* The common fields of a movement query: scene, unit size, first point. */
-static pd_status pd__decode_move_head(const char *scene, uint32_t unit_size, const Pathd__V1__Point *a,
-                                      const char *kind, const char *a_name, pd_move_req *out, char *err,
-                                      size_t errlen)
+static pd_status pd__decode_move_head(const char *scene, uint32_t unit_size, uint64_t min_version,
+                                      const Pathd__V1__Point *a, const char *kind, const char *a_name,
+                                      pd_move_req *out, char *err, size_t errlen)
 {
     char field[64];
+    out->min_version = min_version;
     snprintf(field, sizeof field, "%s.scene", kind);
     pd_status st = pd__decode_scene_name(scene, field, out->scene, err, errlen);
     if (st != PD_OK)
@@ -629,7 +632,7 @@ static pd_status pd__decode_move_head(const char *scene, uint32_t unit_size, con
 static pd_status pd__decode_validate_move(const Pathd__V1__ValidateMove *m, pd_move_req *out, char *err,
                                           size_t errlen)
 {
-    pd_status st = pd__decode_move_head(m->scene, m->unit_size, NULL, "validate_move", NULL, out, err, errlen);
+    pd_status st = pd__decode_move_head(m->scene, m->unit_size, m->min_version, NULL, "validate_move", NULL, out, err, errlen);
     if (st != PD_OK)
         return st;
     if (m->n_moves == 0 || m->n_moves > PD_MOVE_MAX_POINTS) {
@@ -677,7 +680,7 @@ static pd_status pd__decode_query(const Pathd__V1__Query *q, pd_move_req *out, c
     case PATHD__V1__QUERY__KIND_RAYCAST: {
         const Pathd__V1__Raycast *m = q->raycast;
         out->kind = PD_REQ_RAYCAST;
-        if ((st = pd__decode_move_head(m->scene, m->unit_size, m->from, "raycast", "from", out, err, errlen)) != PD_OK)
+        if ((st = pd__decode_move_head(m->scene, m->unit_size, m->min_version, m->from, "raycast", "from", out, err, errlen)) != PD_OK)
             return st;
         return pd__decode_point(m->to, "raycast.to", &out->b, err, errlen);
     }
@@ -687,7 +690,7 @@ static pd_status pd__decode_query(const Pathd__V1__Query *q, pd_move_req *out, c
     case PATHD__V1__QUERY__KIND_MOVE_ALONG: {
         const Pathd__V1__MoveAlong *m = q->move_along;
         out->kind = PD_REQ_MOVE_ALONG;
-        if ((st = pd__decode_move_head(m->scene, m->unit_size, m->from, "move_along", "from", out, err, errlen)) !=
+        if ((st = pd__decode_move_head(m->scene, m->unit_size, m->min_version, m->from, "move_along", "from", out, err, errlen)) !=
             PD_OK)
             return st;
         if (!isfinite(m->dx) || !isfinite(m->dy)) {
@@ -701,7 +704,7 @@ static pd_status pd__decode_query(const Pathd__V1__Query *q, pd_move_req *out, c
     case PATHD__V1__QUERY__KIND_NEAREST: {
         const Pathd__V1__NearestWalkable *m = q->nearest;
         out->kind = PD_REQ_NEAREST;
-        if ((st = pd__decode_move_head(m->scene, m->unit_size, m->at, "nearest", "at", out, err, errlen)) != PD_OK)
+        if ((st = pd__decode_move_head(m->scene, m->unit_size, m->min_version, m->at, "nearest", "at", out, err, errlen)) != PD_OK)
             return st;
         if (m->radius > PD_MOVE_MAX_RADIUS) {
             pd__set_err(err, errlen, "nearest.radius %u is above the limit %u", (unsigned)m->radius,
@@ -718,7 +721,7 @@ static pd_status pd__decode_query(const Pathd__V1__Query *q, pd_move_req *out, c
     case PATHD__V1__QUERY__KIND_REACHABLE: {
         const Pathd__V1__IsReachable *m = q->reachable;
         out->kind = PD_REQ_REACHABLE;
-        if ((st = pd__decode_move_head(m->scene, m->unit_size, m->from, "reachable", "from", out, err, errlen)) !=
+        if ((st = pd__decode_move_head(m->scene, m->unit_size, m->min_version, m->from, "reachable", "from", out, err, errlen)) !=
             PD_OK)
             return st;
         return pd__decode_point(m->to, "reachable.to", &out->b, err, errlen);
@@ -726,7 +729,7 @@ static pd_status pd__decode_query(const Pathd__V1__Query *q, pd_move_req *out, c
     case PATHD__V1__QUERY__KIND_RANDOM_POINT: {
         const Pathd__V1__RandomPoint *m = q->random_point;
         out->kind = PD_REQ_RANDOM_POINT;
-        if ((st = pd__decode_move_head(m->scene, m->unit_size, m->around, "random_point", "around", out, err,
+        if ((st = pd__decode_move_head(m->scene, m->unit_size, m->min_version, m->around, "random_point", "around", out, err,
                                        errlen)) != PD_OK)
             return st;
         if (!(m->radius >= 0 && m->radius <= PD_MOVE_MAX_WALK_RADIUS)) {
@@ -740,7 +743,7 @@ static pd_status pd__decode_query(const Pathd__V1__Query *q, pd_move_req *out, c
     case PATHD__V1__QUERY__KIND_DISTANCE_TO_WALL: {
         const Pathd__V1__DistanceToWall *m = q->distance_to_wall;
         out->kind = PD_REQ_DISTANCE_TO_WALL;
-        if ((st = pd__decode_move_head(m->scene, m->unit_size, m->at, "distance_to_wall", "at", out, err,
+        if ((st = pd__decode_move_head(m->scene, m->unit_size, m->min_version, m->at, "distance_to_wall", "at", out, err,
                                        errlen)) != PD_OK)
             return st;
         if (m->max_distance > PD_MOVE_MAX_RADIUS) {
@@ -765,6 +768,7 @@ static pd_status pd__decode_query(const Pathd__V1__Query *q, pd_move_req *out, c
         }
         memcpy(out->scene, out->path->scene, sizeof out->scene);
         out->unit_size = out->path->unit_size;
+        out->min_version = out->path->min_version;
         return PD_OK;
     default:
         pd__set_err(err, errlen, "query has no kind this server knows");
@@ -920,6 +924,35 @@ static pd_status pd__decode_create_scene(const Pathd__V1__CreateScene *m, pd_sce
     return PD_OK;
 }
 
+/* Watch: 1..PD_WATCH_MAX_SCENES valid, distinct names. Whether they are
+ * served, and the server's own cap, are the net layer's to check. */
+static pd_status pd__decode_watch(const Pathd__V1__Watch *m, pd_watch_req *out, char *err, size_t errlen)
+{
+    if (m->n_scenes == 0 || m->n_scenes > PD_WATCH_MAX_SCENES) {
+        pd__set_err(err, errlen, "watch.scenes has %zu names; 1 to %u allowed", m->n_scenes, PD_WATCH_MAX_SCENES);
+        return PD_INVALID_ARGUMENT;
+    }
+    if ((out->scenes = calloc(m->n_scenes, sizeof *out->scenes)) == NULL) {
+        pd__set_err(err, errlen, "out of memory");
+        return PD_INTERNAL;
+    }
+    out->n_scenes = m->n_scenes;
+    for (size_t i = 0; i < m->n_scenes; i++) {
+        char field[48];
+        snprintf(field, sizeof field, "watch.scenes[%zu]", i);
+        pd_status st = pd__decode_scene_name(m->scenes[i], field, out->scenes[i], err, errlen);
+        if (st != PD_OK)
+            return st;
+        /* At most 1024 names: the quadratic check costs less than a sort. */
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(out->scenes[j], out->scenes[i]) == 0) {
+                pd__set_err(err, errlen, "watch.scenes names '%s' twice", out->scenes[i]);
+                return PD_INVALID_ARGUMENT;
+            }
+    }
+    return PD_OK;
+}
+
 static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, char *err, size_t errlen)
 {
     switch (m->body_case) {
@@ -935,7 +968,8 @@ static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, c
         return PD_OK;
     case PATHD__V1__REQUEST__BODY_SCENE_INFO:
         req->kind = PD_REQ_SCENE_INFO;
-        return pd__decode_scene_name(m->scene_info->scene, "scene_info.scene", req->u.scene_name, err,
+        req->u.scene_info.min_version = m->scene_info->min_version;
+        return pd__decode_scene_name(m->scene_info->scene, "scene_info.scene", req->u.scene_info.scene, err,
                                      errlen);
     case PATHD__V1__REQUEST__BODY_STATS:
         req->kind = PD_REQ_STATS;
@@ -998,6 +1032,13 @@ static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, c
         req->kind = PD_REQ_DROP_SCENE;
         req->u.change.drop_portals = m->drop_scene->drop_portals;
         return pd__decode_scene_name(m->drop_scene->name, "drop_scene.name", req->u.change.name, err, errlen);
+    case PATHD__V1__REQUEST__BODY_WATCH:
+        req->kind = PD_REQ_WATCH;
+        return pd__decode_watch(m->watch, &req->u.watch, err, errlen);
+    case PATHD__V1__REQUEST__BODY_UNWATCH:
+        req->kind = PD_REQ_UNWATCH;
+        req->u.unwatch_target = m->unwatch->watch_id;
+        return PD_OK;
     default:
         /* Bodies added to the schema later (19 and up) arrive
          * here as unknown fields; say so, since the client likely is newer. */
@@ -1214,6 +1255,12 @@ static char *pd__utf8_sanitized(const char *msg)
 
 uint8_t *pd_codec_encode_error(uint64_t id, pd_status status, const char *message, size_t *out_len)
 {
+    return pd_codec_encode_error_version(id, status, message, 0, out_len);
+}
+
+uint8_t *pd_codec_encode_error_version(uint64_t id, pd_status status, const char *message, uint64_t version,
+                                       size_t *out_len)
+{
     Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     Pathd__V1__Error error = PATHD__V1__ERROR__INIT;
     uint8_t *buf;
@@ -1222,6 +1269,7 @@ uint8_t *pd_codec_encode_error(uint64_t id, pd_status status, const char *messag
     error.message = pd__utf8_sanitized(message != NULL ? message : "");
     if (error.message == NULL)
         return NULL;
+    error.version = version;
     resp.id = id;
     resp.status = pd__wire_status(status);
     resp.final = 1;
@@ -1289,6 +1337,9 @@ uint8_t *pd_codec_encode_limits(uint64_t id, const pd_codec_limits *l, size_t *o
     m.max_unit_size = l->max_unit_size;
     m.scene_grid_band_bytes = l->scene_grid_band_bytes;
     m.max_message_bytes = l->max_message_bytes;
+    m.watch_buffer_bytes = l->watch_buffer_bytes;
+    m.max_watch_scenes = l->max_watch_scenes;
+    m.max_watchers = l->max_watchers;
     resp.id = id;
     resp.status = PATHD__V1__STATUS__OK;
     resp.final = 1;
@@ -1944,7 +1995,8 @@ static Pathd__V1__QueryResult__KindCase pd__move_item_case(pd_request_kind kind)
 uint8_t *pd_codec_encode_move(uint64_t id, pd_request_kind kind, const pd_move_result *r, size_t *out_len)
 {
     if (r->status != PD_OK)
-        return pd_codec_encode_error(id, r->status, r->message, out_len);
+        return pd_codec_encode_error_version(id, r->status, r->message,
+                                             r->status == PD_STALE_VERSION ? r->version : 0, out_len);
     Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     pd__move_msg mm;
     void *body = pd__fill_move(kind, r, &mm);
@@ -1983,6 +2035,8 @@ uint8_t *pd_codec_encode_batch(uint64_t id, const pd_move_req *items, const pd_m
         pathd__v1__query_result__init(&qr[i]);
         qrp[i] = &qr[i];
         qr[i].status = pd__wire_status(results[i].status);
+        if (results[i].status == PD_STALE_VERSION)
+            qr[i].version = results[i].version;
         if (items[i].kind == PD_REQ_FIND_PATH && results[i].scene != NULL) {
             /* A FindPath item that ran: the whole path (maybe none) as one
              * final chunk, filled exactly like a FindPath answer's last
@@ -2036,4 +2090,60 @@ out:
     free(qrp);
     free(qr);
     return buf;
+}
+
+/* ---- watch events ------------------------------------------------------ */
+
+static void pd__fill_cell(Pathd__V1__Cell *c, pd_point p)
+{
+    pathd__v1__cell__init(c);
+    c->x = p.x;
+    c->y = p.y;
+}
+
+uint8_t *pd_codec_encode_watch_event(uint64_t id, const pd_watch_event *ev, int final, size_t *out_len)
+{
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    Pathd__V1__WatchEvent m = PATHD__V1__WATCH_EVENT__INIT;
+    Pathd__V1__Rect changed = PATHD__V1__RECT__INIT;
+    Pathd__V1__Cell corners[2 + 2 * PD_SCENE_MAX_UPDATE_OPS];
+    Pathd__V1__Rect bounds[PD_SCENE_MAX_UPDATE_OPS];
+    Pathd__V1__WatchOp ops[PD_SCENE_MAX_UPDATE_OPS];
+    Pathd__V1__WatchOp *opp[PD_SCENE_MAX_UPDATE_OPS];
+
+    *out_len = 0;
+    m.scene = (char *)ev->scene;
+    m.kind = (Pathd__V1__WatchEventKind)ev->kind;
+    m.version = ev->version;
+    m.instance = (char *)ev->instance;
+    m.cells_changed = ev->cells_changed;
+    if (ev->has_changed) {
+        pd__fill_cell(&corners[0], ev->changed_min);
+        pd__fill_cell(&corners[1], ev->changed_max);
+        changed.min = &corners[0];
+        changed.max = &corners[1];
+        m.changed = &changed;
+    }
+    size_t n = ev->n_ops < PD_SCENE_MAX_UPDATE_OPS ? ev->n_ops : PD_SCENE_MAX_UPDATE_OPS;
+    for (size_t k = 0; k < n; k++) {
+        pathd__v1__watch_op__init(&ops[k]);
+        pathd__v1__rect__init(&bounds[k]);
+        ops[k].op = (Pathd__V1__UpdateOp)ev->ops[k].op;
+        ops[k].cost = ev->ops[k].cost;
+        ops[k].cells = ev->ops[k].cells;
+        pd__fill_cell(&corners[2 + 2 * k], ev->ops[k].min);
+        pd__fill_cell(&corners[3 + 2 * k], ev->ops[k].max);
+        bounds[k].min = &corners[2 + 2 * k];
+        bounds[k].max = &corners[3 + 2 * k];
+        ops[k].bounds = &bounds[k];
+        opp[k] = &ops[k];
+    }
+    m.n_ops = n;
+    m.ops = opp;
+    resp.id = id;
+    resp.status = PATHD__V1__STATUS__OK;
+    resp.final = final != 0;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_WATCH_EVENT;
+    resp.watch_event = &m;
+    return pd__encode_single(&resp, out_len);
 }

@@ -25,6 +25,7 @@
 #include "pd_movement.h"
 #include "pd_query.h"
 #include "pd_request.h"
+#include "pd_watch.h"
 #include "pd_scene.h"
 #include "pd_status.h"
 
@@ -81,6 +82,9 @@ typedef struct pd_server_stats {
     uint64_t connections_shed_total; /* closed to keep within the budget */
     uint64_t frame_timeouts_total;   /* closed for a frame too slow to arrive */
     uint64_t accept_errors_total;    /* accepts that failed: the peer was reset */
+    uint64_t watchers;               /* Watches open */
+    uint64_t watch_events_total;     /* watch frames queued for watchers */
+    uint64_t watchers_dropped_total; /* watches ended by WATCH_OVERFLOW */
 } pd_server_stats;
 
 /* The limits a client must respect, for the Limits answer: the net layer
@@ -105,6 +109,9 @@ typedef struct pd_codec_limits {
     uint32_t max_unit_size;          /* PD_CONF_MAX_UNIT_SIZE */
     uint32_t scene_grid_band_bytes;  /* PD_SCENE_GRID_BAND_BYTES */
     uint32_t max_message_bytes;      /* the net layer's longest error text */
+    uint32_t watch_buffer_bytes;     /* limits.watch_buffer_bytes */
+    uint32_t max_watch_scenes;       /* limits.max_watch_scenes */
+    uint32_t max_watchers;           /* limits.max_watchers */
 } pd_codec_limits;
 
 /* Fills the limits fixed at build time (the request decoder's and the
@@ -118,6 +125,16 @@ void pd_codec_limits_fixed(pd_codec_limits *out);
 /* A request-level failure (unknown scene, bad argument, overloaded...):
  * Response{id, status, final, Error{message}}. */
 uint8_t *pd_codec_encode_error(uint64_t id, pd_status status, const char *message, size_t *out_len);
+
+/* The same with Error.version: PD_STALE_VERSION's answer carries the
+ * scene's version now (0 leaves it out). */
+uint8_t *pd_codec_encode_error_version(uint64_t id, pd_status status, const char *message, uint64_t version,
+                                       size_t *out_len);
+
+/* One WatchEvent frame answering Watch request id: status OK, final as
+ * given (the watch's last frame: WATCH_ENDED, or the DROPPED event of its
+ * last scene). */
+uint8_t *pd_codec_encode_watch_event(uint64_t id, const pd_watch_event *ev, int final, size_t *out_len);
 
 /* The answer to FindPath request id, run on scene: ceil(path_len /
  * max_per_chunk) PathChunk frames (at least one; max_per_chunk 0 counts as

@@ -43,7 +43,10 @@
  *       "frame_timeout_ms": 10000,       0 (never) .. 3600000 (one hour)
  *       "worker_retained_bytes": 8388608, 0 .. 4 GiB - 1: search memory a worker keeps
  *       "inline_max_expansions": 64,     0 (every search on a worker) .. 65536
- *       "default_max_expansions": 0      0 (unlimited) .. 2^53
+ *       "default_max_expansions": 0,     0 (unlimited) .. 2^53
+ *       "watch_buffer_bytes": 1048576,   4 KiB .. 1 GiB: a watcher's unread answers
+ *       "max_watch_scenes": 64,          1 .. 1024 (PD_WATCH_MAX_SCENES): scenes per Watch
+ *       "max_watchers": 1000             0 .. 1000000: Watches open on the server
  *     },
  *     "scenes": [                        at most PD_CONF_MAX_SCENES entries
  *       {
@@ -139,6 +142,9 @@ const pd_conf pd_conf_defaults = {
     .max_scenes = 100000,
     .max_scene_cells = 4096u * 4096u,
     .max_scene_bytes = 4ull * 1024u * 1024u * 1024u,
+    .watch_buffer_bytes = 1024u * 1024u,
+    .max_watch_scenes = 64,
+    .max_watchers = 1000,
     .log_level = PD_LOG_INFO,
     .data_dir = "",
     .journal_fsync = PD_CONF_FSYNC_EVERYSEC,
@@ -315,6 +321,9 @@ static const pd__limit pd__limits[] = {
     PD__LIMIT(inline_max_expansions, 0, 65536),
     PD__LIMIT(max_scenes, 1, 1000000),
     PD__LIMIT(max_scene_cells, 1, (double)PD_GRID_MAX_SIDE * PD_GRID_MAX_SIDE),
+    PD__LIMIT(watch_buffer_bytes, 4 * PD__KIB, PD__GIB),
+    PD__LIMIT(max_watch_scenes, 1, 1024),
+    PD__LIMIT(max_watchers, 0, 1000000),
 };
 
 #define PD__N_LIMITS (sizeof pd__limits / sizeof pd__limits[0])
@@ -326,7 +335,7 @@ static int pd__parse_limits(const pd__ctx *ctx, const cJSON *obj, const char *pa
         "max_connections", "job_queue_capacity", "idle_timeout_ms", "shutdown_grace_ms",
         "write_high_watermark", "write_low_watermark", "buffer_budget_bytes", "frame_timeout_ms",
         "worker_retained_bytes", "inline_max_expansions", "default_max_expansions", "max_scenes", "max_scene_cells",
-        "max_scene_bytes", NULL,
+        "max_scene_bytes", "watch_buffer_bytes", "max_watch_scenes", "max_watchers", NULL,
     };
     char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsObject(obj))

@@ -144,6 +144,10 @@ typedef struct pd_conf {
                                         by CreateScene */
     uint64_t max_scene_bytes;        /* 4 GiB: memory all scene snapshots hold together
                                         (an unchanged instance: a few hundred bytes) */
+    uint32_t watch_buffer_bytes;     /* 1 MiB: a watcher's unread answers past which its
+                                        watches end with WATCH_OVERFLOW */
+    uint32_t max_watch_scenes;       /* 64: scenes one Watch may name */
+    uint32_t max_watchers;           /* 1000: Watches open on the server at once */
     pd_log_level log_level;          /* info */
     int jump_point_search;           /* 1: workers answer with JPS where it applies
                                         (uniform 8-connected grids, no avoid/window/

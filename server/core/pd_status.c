@@ -3,7 +3,7 @@
 
 #include <stddef.h>
 
-/* Values without a name (the unused gap 18..29) are not statuses. */
+/* Values without a name (the unused gaps 18..29 and 33..39) are not statuses. */
 static const char *const pd__names[PD_STATUS_COUNT] = {
     "OK", "PARTIAL", "NO_PATH", "UNKNOWN_SCENE", "OUT_OF_BOUNDS",
     "START_BLOCKED", "GOAL_BLOCKED", "INVALID_ARGUMENT", "BUDGET_EXCEEDED",
@@ -13,6 +13,8 @@ static const char *const pd__names[PD_STATUS_COUNT] = {
     [PD_SCENE_EXISTS] = "SCENE_EXISTS",
     [PD_SCENE_IN_USE] = "SCENE_IN_USE",
     [PD_LIMIT_EXCEEDED] = "LIMIT_EXCEEDED",
+    [PD_STALE_VERSION] = "STALE_VERSION",
+    [PD_WATCH_OVERFLOW] = "WATCH_OVERFLOW",
 };
 
 const char *pd_status_name(pd_status s)

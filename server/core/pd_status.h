@@ -33,11 +33,14 @@ typedef enum pd_status {
     PD_SCENE_EXISTS = 30,       /* CreateScene / CreateInstance: the name is served already */
     PD_SCENE_IN_USE = 31,       /* DropScene: portals name the scene (drop_portals not set) */
     PD_LIMIT_EXCEEDED = 32,     /* a named cap on scenes (count, cells, memory) would be passed */
+    /* 33..39 are unused; 40..49 belong to hearing about changes. */
+    PD_STALE_VERSION = 40,      /* retryable: the snapshot is older than the request's min_version */
+    PD_WATCH_OVERFLOW = 41,     /* a watcher fell behind by limits.watch_buffer_bytes: its watch ended */
 } pd_status;
 
 /* One past the largest value; not every value below it is a status
  * (pd_status_is_answer). */
-#define PD_STATUS_COUNT 33
+#define PD_STATUS_COUNT 42
 
 /* 1 for a status that is ever an answer on the wire: every named value but
  * the core-only PD_BUFFER_TOO_SMALL. */

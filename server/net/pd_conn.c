@@ -336,6 +336,14 @@ void pd__send_error(pd__conn *c, uint64_t id, pd_status status, const char *fmt,
     pd__conn_send(c, buf, len);
 }
 
+void pd__send_stale(pd__conn *c, uint64_t id, uint64_t version, const char *message)
+{
+    pd__observe(c->server, PD_STALE_VERSION);
+    size_t len = 0;
+    uint8_t *buf = pd_codec_encode_error_version(id, PD_STALE_VERSION, message, version, &len);
+    pd__conn_send(c, buf, len);
+}
+
 void pd__conn_closed(uv_handle_t *h)
 {
     pd__conn *c = h->data;
@@ -347,6 +355,7 @@ void pd__conn_closed(uv_handle_t *h)
     if (c->next)
         c->next->prev = c->prev;
     s->n_conns--;
+    pd__watch_conn_closed(c);
     pd_frame_reader_free(&c->reader);
     free(c->pend);
     free(c);

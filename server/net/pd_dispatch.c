@@ -336,7 +336,10 @@ static void pd__handle_find_path(pd__conn *c, pd_request *req, uint64_t arrival_
     pd_path_query q;
     pd_status st = pd_query_path_prepare(scene, fp, s->conf.default_max_expansions, &q, err, sizeof err);
     if (st != PD_OK) {
-        pd__send_error(c, req->id, st, "%s", err);
+        if (st == PD_STALE_VERSION)
+            pd__send_stale(c, req->id, scene->version, err);
+        else
+            pd__send_error(c, req->id, st, "%s", err);
         pd_scene_release(scene);
         return;
     }
@@ -506,11 +509,34 @@ static void pd__handle_move(pd__conn *c, pd_request *req)
         job->move_queries[i].control = (pd_query_control){ pd_task_poll, &job->task, job->jump_points };
     }
     if (!batch && job->move_results[0].status != PD_OK) {
-        pd__send_error(c, req->id, job->move_results[0].status, "%s", job->move_results[0].message);
+        const pd_move_result *r = &job->move_results[0];
+        if (r->status == PD_STALE_VERSION)
+            pd__send_stale(c, req->id, r->version, r->message);
+        else
+            pd__send_error(c, req->id, r->status, "%s", r->message);
         pd__job_free(job);
         return;
     }
     pd__submit(c, job);
+}
+
+/* The scene a read-only request names, retained, or NULL once its refusal
+ * is sent: UNKNOWN_SCENE, or STALE_VERSION for a snapshot older than
+ * min_version. */
+static pd_scene *pd__acquire_fresh(pd__conn *c, uint64_t id, const char *name, uint64_t min_version)
+{
+    char err[PD_QUERY_MESSAGE_MAX];
+    pd_scene *scene = pd_registry_acquire(c->server->registry, name);
+    if (!scene) {
+        pd__send_error(c, id, PD_UNKNOWN_SCENE, "unknown scene '%s'", name);
+        return NULL;
+    }
+    if (pd_query_check_version(scene, min_version, err, sizeof err) != PD_OK) {
+        pd__send_stale(c, id, scene->version, err);
+        pd_scene_release(scene);
+        return NULL;
+    }
+    return scene;
 }
 
 /* GetSceneGrid: one band of rows of the scene grid (unit 1) or a unit grid,
@@ -521,11 +547,9 @@ static void pd__handle_move(pd__conn *c, pd_request *req)
 static void pd__handle_scene_grid(pd__conn *c, const pd_request *req)
 {
     const pd_scene_grid_req *gr = &req->u.grid;
-    pd_scene *scene = pd_registry_acquire(c->server->registry, gr->scene);
-    if (!scene) {
-        pd__send_error(c, req->id, PD_UNKNOWN_SCENE, "unknown scene '%s'", gr->scene);
+    pd_scene *scene = pd__acquire_fresh(c, req->id, gr->scene, gr->min_version);
+    if (!scene)
         return;
-    }
     const pd_grid *grid = scene->grid;
     if (gr->unit_size > 1) {
         const pd_scene_unit *unit = pd_scene_unit_for(scene, gr->unit_size);
@@ -669,17 +693,21 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
         break;
     }
     case PD_REQ_SCENE_INFO: {
-        pd_scene *scene = pd_registry_acquire(s->registry, req->u.scene_name);
-        if (!scene) {
-            pd__send_error(c, req->id, PD_UNKNOWN_SCENE, "unknown scene '%s'", req->u.scene_name);
+        pd_scene *scene = pd__acquire_fresh(c, req->id, req->u.scene_info.scene, req->u.scene_info.min_version);
+        if (!scene)
             return;
-        }
         buf = pd_codec_encode_scene_info(req->id, scene, &len);
         pd_scene_release(scene);
         break;
     }
     case PD_REQ_SCENE_GRID:
         pd__handle_scene_grid(c, req);
+        return;
+    case PD_REQ_WATCH:
+        pd__watch_start(c, req);
+        return;
+    case PD_REQ_UNWATCH:
+        pd__watch_stop(c, req);
         return;
     case PD_REQ_RAYCAST:
     case PD_REQ_VALIDATE_MOVE:
@@ -711,6 +739,9 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
             .frame_timeout_ms = s->conf.frame_timeout_ms,
             .default_max_expansions = s->conf.default_max_expansions,
             .max_message_bytes = PD__MESSAGE_MAX - 1,
+            .watch_buffer_bytes = s->conf.watch_buffer_bytes,
+            .max_watch_scenes = s->conf.max_watch_scenes,
+            .max_watchers = s->conf.max_watchers,
         };
         pd_codec_limits_fixed(&lim);
         buf = pd_codec_encode_limits(req->id, &lim, &len);
@@ -829,6 +860,33 @@ static void pd__settle_status(pd__job *job)
             }
 }
 
+/* Tells the scene's watchers about the version a finished job made (or
+ * the scene it dropped, or the instance it copied), before anyone is
+ * answered: the change is served already. */
+static void pd__job_events(pd_server *s, const pd__job *job)
+{
+    pd_watch_event ev;
+    if (job->kind == PD_REQ_UPDATE_CELLS) {
+        if (pd_watch_event_from_update(&job->update_req, &job->update, &ev) == 0)
+            pd__watch_publish(s, &ev);
+        return;
+    }
+    if (!pd_request_is_scene_change(job->kind) || job->kind == PD_REQ_CREATE_SCENE || !job->change_out.applied)
+        return;
+    memset(&ev, 0, sizeof ev);
+    ev.version = job->change_out.version;
+    if (job->kind == PD_REQ_DROP_SCENE) {
+        ev.kind = PD_WATCH_DROPPED;
+        memcpy(ev.scene, job->change.name, sizeof ev.scene);
+    } else {
+        ev.kind = PD_WATCH_INSTANCED;
+        memcpy(ev.scene, job->change.tmpl, sizeof ev.scene);
+        memcpy(ev.instance, job->change.name, sizeof ev.instance);
+        ev.version = job->change_out.template_version;
+    }
+    pd__watch_publish(s, &ev);
+}
+
 /* Counts a finished job and answers it, unless its connection has gone;
  * frees the job. */
 static void pd__finish_job(pd_server *s, pd__job *job)
@@ -845,6 +903,7 @@ static void pd__finish_job(pd_server *s, pd__job *job)
                     "routes keep the previous tables until the next reload",
                     job->update_req.scene, job->update.world_refresh_error,
                     pd_status_name(job->update.world_refresh));
+    pd__job_events(s, job);
     pd__conn *c = pd__map_find(&s->map, task->owner);
     if (c) {
         c->in_flight -= c->in_flight >= job->weight ? job->weight : c->in_flight;

@@ -378,6 +378,14 @@ static void pd__render_gauges(pd__text *t, const pd_metrics_gauges *g)
     pd__family(t, "pathd_accept_errors_total", "counter",
                "Connections the kernel queued that could not be accepted (open-file limit): reset unanswered.");
     pd__text_printf(t, "pathd_accept_errors_total %" PRIu64 "\n", g->accept_errors);
+    pd__family(t, "pathd_watchers", "gauge", "Watches open: connections' subscriptions to scenes' changes.");
+    pd__text_printf(t, "pathd_watchers %" PRIu64 "\n", g->watchers);
+    pd__family(t, "pathd_watch_events_total", "counter",
+               "Watch frames queued for watchers (WATCH_STARTED and every change).");
+    pd__text_printf(t, "pathd_watch_events_total %" PRIu64 "\n", g->watch_events);
+    pd__family(t, "pathd_watchers_dropped_total", "counter",
+               "Watches ended with WATCH_OVERFLOW: the watcher left more than limits.watch_buffer_bytes unread.");
+    pd__text_printf(t, "pathd_watchers_dropped_total %" PRIu64 "\n", g->watchers_dropped);
     if (!g->journal)
         return;
     pd__family(t, "pathd_journal_bytes", "gauge",

@@ -63,6 +63,9 @@ typedef struct pd_metrics_gauges {
     uint64_t connections_shed;   /* total closed to keep within the budget */
     uint64_t frame_timeouts;     /* total closed for a frame too slow to arrive */
     uint64_t accept_errors;      /* total accepts that failed */
+    uint64_t watchers;           /* Watches open now */
+    uint64_t watch_events;       /* total watch frames queued for watchers */
+    uint64_t watchers_dropped;   /* total watches ended by WATCH_OVERFLOW */
     int journal;                 /* 1: a journal (data_dir) is open; the three below count */
     uint64_t journal_log_bytes;  /* its current log */
     uint64_t journal_snapshot_bytes;

@@ -113,8 +113,12 @@ static int pd__reload_publish(pd_server *s, pd__reload_job *rl)
      * scenes the publish replaced or dropped, in order with the changes
      * around it. */
     pd_journal_reload *jr = pd__journal_reload_begin(s, rl->scenes);
+    /* Watchers hear of every watched scene whose snapshot the publish
+     * replaced or dropped; one it kept makes no event. */
+    pd__watch_reload *wr = pd__watch_reload_begin(s);
     int rc = pd__publish_loaded(s, rl);
     pd__journal_reload_end(s, jr);
+    pd__watch_reload_end(s, wr);
     if (rc != 0) {
         pd_conf_free(&next);
         return -1;

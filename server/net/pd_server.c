@@ -225,7 +225,7 @@ static void pd__sweep_cb(uv_timer_t *t)
             pd__send_error(c, 0, PD_MALFORMED, "frame not completed within %" PRIu32 " ms of its first byte",
                            frame_ms);
             pd__conn_linger(c);
-        } else if (idle_ms > 0 && c->in_flight == 0 && now - c->last_active_ms >= idle_ms) {
+        } else if (idle_ms > 0 && c->in_flight == 0 && !c->watches && now - c->last_active_ms >= idle_ms) {
             pd_log_debug("conn %" PRIu64 ": idle for %" PRIu32 " ms; closing", c->id, idle_ms);
             pd__conn_close(c);
         }
@@ -466,6 +466,9 @@ void pd_server_get_stats(pd_server *s, pd_server_stats *out)
     out->connections_shed_total = s->shed_total;
     out->frame_timeouts_total = s->frame_timeouts_total;
     out->accept_errors_total = s->accept_errors_total;
+    out->watchers = pd__watch_count(s);
+    out->watch_events_total = s->watch_events_total;
+    out->watchers_dropped_total = s->watchers_dropped_total;
 }
 
 int pd_server_ready(void *server, char *reason, size_t cap)
@@ -522,6 +525,7 @@ void pd_server_destroy(pd_server *s)
      * last appends are in, and closing syncs them. */
     pd_journal_close(s->journal);
     pd__dispatch_free_inline(s);
+    pd__watch_hub_free(s);
     free(s->map.slots);
     free(s->config_path);
     free(s);

@@ -12,6 +12,7 @@
 
 #include "pd_frame.h"
 #include "pd_server.h"
+#include "pd_watch.h"
 
 /* Hash map sizing: a power of two, kept at most half full so linear probes
  * stay short even with 10,000+ connections. */
@@ -72,6 +73,8 @@ typedef struct pd__conn {
     unsigned in_map : 1;
     unsigned dirty : 1;          /* on the server's dirty list */
     uv_shutdown_t shutdown_req;
+    struct pd__watch *watches;   /* its open Watches (pd_watch.c); they keep it from
+                                    counting as idle */
 } pd__conn;
 
 /* One queued write: the request and the answers it sends in one writev,
@@ -84,6 +87,8 @@ typedef struct pd__write {
                                     start is bufs[0].base - first_sent */
     uv_buf_t bufs[];
 } pd__write;
+
+typedef struct pd__watch_hub pd__watch_hub;
 
 typedef struct pd__conn_map {
     pd__conn **slots;
@@ -143,6 +148,9 @@ struct pd_server {
     uint64_t accept_errors_total;   /* accepts that failed (EMFILE...): the peer was reset */
     uint64_t accept_errors_logged;  /* accept_errors_total at the last log line */
     uint64_t accept_logged_ms;      /* uv_now of that line */
+    pd__watch_hub *watch_hub;    /* subscriptions (pd_watch.c); NULL until the first Watch */
+    uint64_t watch_events_total; /* watch frames queued for watchers */
+    uint64_t watchers_dropped_total; /* watches ended by WATCH_OVERFLOW */
     uint64_t paths_found;        /* FindPath / FindRoute answered OK or PARTIAL */
     uint64_t expansions_total;
     atomic_uint_fast32_t worker_retained_bytes; /* conf.worker_retained_bytes, for the
@@ -182,6 +190,8 @@ void pd__observe(pd_server *s, pd_status status);
 void pd__on_connection(uv_stream_t *listener, int status);
 void pd__send_error(pd__conn *c, uint64_t id, pd_status status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* STALE_VERSION with the scene's version now (Error.version). */
+void pd__send_stale(pd__conn *c, uint64_t id, uint64_t version, const char *message);
 
 /* pd_journal_loop.c: a reload's records (the journal's change lock is held
  * from _begin to _end, around the publish); both no-ops without a journal. */
@@ -190,6 +200,22 @@ void pd__journal_reload_end(pd_server *s, pd_journal_reload *rl);
 /* After a reload that built `built` config scenes anew: asks for a
  * compaction (see pd_journal_loop.c for why). */
 void pd__journal_after_reload(pd_server *s, size_t built);
+
+/* pd_watch.c: subscriptions to scenes' changes, all on the loop thread.
+ * _publish hands a change to the scene's watchers (in version order, see
+ * the file's top); _start and _stop answer Watch and Unwatch; a closed
+ * connection's watches go with _conn_closed; a reload's changes are found
+ * by comparing the watched scenes' snapshots around the publish
+ * (_reload_begin before it, _reload_end after; both take NULL). */
+void pd__watch_publish(pd_server *s, const pd_watch_event *ev);
+void pd__watch_start(pd__conn *c, const pd_request *req);
+void pd__watch_stop(pd__conn *c, const pd_request *req);
+void pd__watch_conn_closed(pd__conn *c);
+size_t pd__watch_count(const pd_server *s);
+void pd__watch_hub_free(pd_server *s);
+typedef struct pd__watch_reload pd__watch_reload;
+pd__watch_reload *pd__watch_reload_begin(pd_server *s);
+void pd__watch_reload_end(pd_server *s, pd__watch_reload *rl);
 
 /* pd_connmap.c */
 int pd__map_grow(pd__conn_map *m);

@@ -142,6 +142,8 @@ pd_status pd_move_prepare(pd_scene *scene, const pd_move_req *req, pd_move_query
         return r->status;
     }
     r->version = scene->version;
+    if ((r->status = pd_query_check_version(scene, req->min_version, r->message, sizeof r->message)) != PD_OK)
+        return r->status;
     if (req->kind == PD_REQ_FIND_PATH)
         return pd__prepare_path(scene, req, q, r);
     const pd_scene_unit *unit = pd_scene_unit_for(scene, req->unit_size);

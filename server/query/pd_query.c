@@ -252,13 +252,24 @@ static pd_status pd__resolve_goals(const pd_scene *scene, const pd_find_path_req
     return PD_OK;
 }
 
+pd_status pd_query_check_version(const pd_scene *scene, uint64_t min_version, char *err, size_t errlen)
+{
+    if (scene->version >= min_version)
+        return PD_OK;
+    pd__set_err(err, errlen, "scene '%s' is at version %" PRIu64 ", older than min_version %" PRIu64 "; retry",
+                scene->name, scene->version, min_version);
+    return PD_STALE_VERSION;
+}
+
 pd_status pd_query_path_prepare(const pd_scene *scene, const pd_find_path_req *req,
                                 uint64_t default_max_expansions, pd_path_query *out, char *err,
                                 size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    pd_status st = pd__check_unit(scene, req->unit_size, err, errlen);
+    pd_status st = pd_query_check_version(scene, req->min_version, err, errlen);
     if (st != PD_OK)
+        return st;
+    if ((st = pd__check_unit(scene, req->unit_size, err, errlen)) != PD_OK)
         return st;
     pd_search_params *p = &out->params;
     const pd_point_spec *goal = req->n_goals > 0 ? &req->goals[0] : &req->goal;
@@ -1063,6 +1074,12 @@ pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_sto
         st = PD_INVALID_ARGUMENT;
     }
     pd_status applied = st;
+    out->applied = applied == PD_OK;
+    if (out->applied && kind == PD_REQ_CREATE_INSTANCE) {
+        pd_scene *t = pd_registry_acquire(registry, req->tmpl);
+        out->template_version = t ? t->version : 0;
+        pd_scene_release(t);
+    }
     int rc = journal && st == PD_OK ? pd__journal_change(journal, registry, kind, req, made, out->version) : 0;
     st = pd__journal_end(journal, st, rc, out->message, sizeof out->message);
     if (st == PD_OK && kind != PD_REQ_DROP_SCENE) {

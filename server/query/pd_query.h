@@ -109,7 +109,16 @@ typedef struct pd_path_result {
                                             unit, which components the ends are in... */
 } pd_path_result;
 
+/* PD_STALE_VERSION, with the reason in err, when scene is older than
+ * min_version (0: any version will do), else PD_OK. Every scene query's
+ * prepare asks this first, so a client that has seen version V (an update's
+ * answer, a watch event) never gets an answer computed on an older one;
+ * the caller answers with scene->version so the client knows what to wait
+ * for. */
+pd_status pd_query_check_version(const pd_scene *scene, uint64_t min_version, char *err, size_t errlen);
+
 /* Checks req against scene and fills *out (avoid borrowed from req):
+ * PD_STALE_VERSION (pd_query_check_version),
  * PD_INVALID_ARGUMENT (unit size not served), PD_OUT_OF_BOUNDS (start or
  * goal outside the scene), with the reason in err. A window is clipped to
  * the scene; one that does not hold the start is the search's to refuse.
@@ -230,6 +239,10 @@ typedef struct pd_scene_change_outcome {
     uint64_t version;                     /* the new scene's, or the dropped one's */
     uint64_t own_bytes;                   /* the new scene's pd_scene_own_bytes */
     uint64_t scene_bytes;                 /* pd_registry_bytes after the change */
+    int applied;                          /* the registry took the change, whatever status
+                                             says (a journal may have failed after it) */
+    uint64_t template_version;            /* CreateInstance: the template's version,
+                                             read just after the instance was made */
 } pd_scene_change_outcome;
 
 /* Runs one scene change of kind (pd_request_is_scene_change): CreateScene

@@ -31,6 +31,8 @@ static const char *const pd__kind_names[PD_REQ__COUNT] = {
     [PD_REQ_CREATE_SCENE] = "create_scene",
     [PD_REQ_CREATE_INSTANCE] = "create_instance",
     [PD_REQ_DROP_SCENE] = "drop_scene",
+    [PD_REQ_WATCH] = "watch",
+    [PD_REQ_UNWATCH] = "unwatch",
 };
 
 const char *pd_request_kind_name(pd_request_kind kind)
@@ -105,5 +107,9 @@ void pd_request_free(pd_request *req)
         req->u.batch.n_items = 0;
     } else if (pd_request_is_scene_change(req->kind)) {
         pd_scene_change_req_free(&req->u.change);
+    } else if (req->kind == PD_REQ_WATCH) {
+        free(req->u.watch.scenes);
+        req->u.watch.scenes = NULL;
+        req->u.watch.n_scenes = 0;
     }
 }

@@ -9,7 +9,7 @@
  * kind.
  *
  * Lifetime: a decoded request may own heap arrays (FindPath.avoid and goals,
- * UpdateCells.cells, ValidateMove.moves, Batch.items); release them with pd_request_free, or take them over
+ * UpdateCells.cells, ValidateMove.moves, Batch.items, Watch.scenes); release them with pd_request_free, or take them over
  * by copying the pointer and setting the request's field to NULL first.
  */
 #ifndef PD_REQUEST_H
@@ -63,6 +63,8 @@ typedef enum pd_request_kind {
     PD_REQ_CREATE_SCENE,     /* the scene changes (pd_scene_change_req): .. */
     PD_REQ_CREATE_INSTANCE,
     PD_REQ_DROP_SCENE,       /* .. (pd_request_is_scene_change) */
+    PD_REQ_WATCH,            /* subscribe to scenes' changes (the net layer keeps them) */
+    PD_REQ_UNWATCH,
     PD_REQ__COUNT            /* not a kind: how many there are */
 } pd_request_kind;
 
@@ -106,6 +108,7 @@ typedef struct pd_find_path_req {
     pd_point_spec *goals;    /* malloc'd (owned); with n_goals > 0 `goal` is unused */
     size_t n_goals;          /* 0, or 1..PD_FINDPATH_MAX_GOALS */
     int want_world;          /* the answer carries world coordinates too */
+    uint64_t min_version;    /* 0 = any; an older snapshot answers PD_STALE_VERSION */
 } pd_find_path_req;
 
 /* FindRoute. Whether the scenes exist, serve the unit size and hold the
@@ -147,7 +150,24 @@ typedef struct pd_scene_grid_req {
     uint32_t unit_size;      /* 1..PD_CONF_MAX_UNIT_SIZE (0 on the wire becomes 1) */
     int32_t row_start;       /* 0..PD_GRID_MAX_SIDE */
     int32_t row_count;       /* 0..PD_GRID_MAX_SIDE; 0 = as many as fit in one band */
+    uint64_t min_version;    /* as pd_find_path_req's */
 } pd_scene_grid_req;
+
+/* GetSceneInfo. */
+typedef struct pd_scene_info_req {
+    char scene[PD_CONF_MAX_NAME];
+    uint64_t min_version;    /* as pd_find_path_req's */
+} pd_scene_info_req;
+
+/* Watch: the scenes named, distinct, each a valid name. How many a watch
+ * may name is the server's limit (limits.max_watch_scenes); the decoder
+ * refuses more than PD_WATCH_MAX_SCENES, the most that limit allows. */
+#define PD_WATCH_MAX_SCENES 1024u
+
+typedef struct pd_watch_req {
+    char (*scenes)[PD_CONF_MAX_NAME];  /* malloc'd (owned), n_scenes of them */
+    size_t n_scenes;                   /* 1..PD_WATCH_MAX_SCENES */
+} pd_watch_req;
 
 /* CreateScene, CreateInstance, DropScene: which fields count depends on
  * the kind. The scene entry passed the config's parser
@@ -217,6 +237,7 @@ typedef struct pd_move_req {
     pd_timed_point *moves;   /* malloc'd (owned) */
     size_t n_moves;
     pd_find_path_req *path;  /* malloc'd (owned), with its arrays */
+    uint64_t min_version;    /* as pd_find_path_req's (a FindPath item: its path's) */
 } pd_move_req;
 
 typedef struct pd_batch_req {
@@ -232,12 +253,14 @@ typedef struct pd_request {
         pd_find_route_req find_route;       /* PD_REQ_FIND_ROUTE */
         pd_update_cells_req update_cells;   /* PD_REQ_UPDATE_CELLS */
         uint64_t cancel_target;             /* PD_REQ_CANCEL */
-        char scene_name[PD_CONF_MAX_NAME];  /* PD_REQ_SCENE_INFO */
+        pd_scene_info_req scene_info;       /* PD_REQ_SCENE_INFO */
         uint64_t ping_nonce;                /* PD_REQ_PING */
         pd_scene_grid_req grid;             /* PD_REQ_SCENE_GRID */
         pd_move_req move;                   /* pd_request_is_move(kind) */
         pd_batch_req batch;                 /* PD_REQ_BATCH */
         pd_scene_change_req change;         /* pd_request_is_scene_change(kind) */
+        pd_watch_req watch;                 /* PD_REQ_WATCH */
+        uint64_t unwatch_target;            /* PD_REQ_UNWATCH: the Watch's request id */
         struct {
             char token[PD_CONF_MAX_TOKEN];  /* never logged */
             size_t len;

@@ -1064,6 +1064,13 @@ static int pd__apply_cell(pd_grid *g, int32_t x, int32_t y, pd__apply_state *a)
     return PD__CELL_PASSABILITY;
 }
 
+/* Tells the caller where the version changed (b holds every changed cell). */
+static void pd__box_to_result(const pd__box *b, pd_scene_update_result *res)
+{
+    res->changed_min = (pd_point){ b->x0, b->y0 };
+    res->changed_max = (pd_point){ b->x1, b->y1 };
+}
+
 /* Decides, before copying anything, whether the update changes any cell,
  * and for a cell list whether to repair it as one box (see
  * PD_SCENE_REPAIR_BOX_PER_CELL). */
@@ -1115,11 +1122,12 @@ static int pd__ensure_authored(pd_scene *n, const pd_scene *s)
 /* Applies ops in order to n (a private snapshot holding the version they
  * apply to), each repaired over the cells it changed - a scattered list
  * cell by cell (PD_SCENE_REPAIR_BOX_PER_CELL) - so every repair sees the
- * grid the earlier operations left. Adds the cells changed to *changed and
- * the passable cells gained to *delta. Returns 0, or -1 when memory ran
+ * grid the earlier operations left. Adds the cells changed to *changed,
+ * the passable cells gained to *delta and, when all is set, the changed
+ * cells to that box. Returns 0, or -1 when memory ran
  * out (n must then be released). */
 static int pd__apply_ops(pd_scene *n, const pd_scene_update *ops, size_t n_ops, uint64_t *changed,
-                         int64_t *delta, pd__label_mode *lm)
+                         int64_t *delta, pd__label_mode *lm, pd__box *all)
 {
     for (size_t k = 0; k < n_ops; k++) {
         const pd_scene_update *u = &ops[k];
@@ -1161,6 +1169,10 @@ static int pd__apply_ops(pd_scene *n, const pd_scene_update *ops, size_t n_ops, 
         }
         *changed += a.changed;
         *delta += a.passable_delta;
+        if (all && !a.box.empty) {
+            pd__box_add(all, a.box.x0, a.box.y0);
+            pd__box_add(all, a.box.x1, a.box.y1);
+        }
     }
     return 0;
 }
@@ -1190,7 +1202,7 @@ static pd_scene *pd__scene_for_next(const pd_scene *s, pd_scene_writer *l)
         uint64_t changed = 0;
         int64_t delta = 0;
         pd__label_mode from_diffs = { NULL, 1, 0 };
-        int ok = !behind || pd__apply_ops(n, l->ops, l->n_ops, &changed, &delta, &from_diffs) == 0;
+        int ok = !behind || pd__apply_ops(n, l->ops, l->n_ops, &changed, &delta, &from_diffs, NULL) == 0;
         for (size_t i = 0; behind && ok && i < s->n_unit_sizes; i++)
             ok = pd_components_apply_diff(n->units[i].components, &l->diffs[i]) == 0;
         if (ok)
@@ -1249,7 +1261,9 @@ static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops
             l->diffs[i].n = 0;
         record.record = l->diffs;
     }
-    int applied = pd__ensure_authored(n, s) == 0 && pd__apply_ops(n, ops, n_ops, &changed, &delta, &record) == 0;
+    pd__box all = { .empty = 1 };
+    int applied = pd__ensure_authored(n, s) == 0 &&
+                  pd__apply_ops(n, ops, n_ops, &changed, &delta, &record, &all) == 0;
     if (l)
         l->diffs_ok = !record.failed;
     if (!applied)
@@ -1270,6 +1284,7 @@ static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops
         goto fail;
     res->version = n->version;
     res->cells_changed = changed;
+    pd__box_to_result(&all, res);
     res->micros = pd__now_micros() - started;
     *out = n;
     return PD_OK;

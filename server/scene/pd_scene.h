@@ -174,6 +174,8 @@ typedef struct pd_scene_update {
 typedef struct pd_scene_update_result {
     uint64_t version;                /* of the new snapshot */
     uint64_t cells_changed;          /* cells whose value actually changed */
+    pd_point changed_min, changed_max;  /* with cells_changed > 0: the bounding rectangle
+                                        of those cells (what a watcher hears) */
     uint64_t micros;                 /* copy + apply + local repair */
 } pd_scene_update_result;
 

@@ -227,6 +227,9 @@ static int pdi__config_text(const pdi_limits *l, char *buf, size_t cap)
         {"buffer_budget_bytes", l->buffer_budget_bytes},
         {"frame_timeout_ms", l->frame_timeout_ms},
         {"worker_retained_bytes", l->worker_retained_bytes},
+        {"watch_buffer_bytes", l->watch_buffer_bytes},
+        {"max_watch_scenes", l->max_watch_scenes},
+        {"max_watchers", l->max_watchers},
     };
     const char *sep = "  \"limits\": {";
     for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {

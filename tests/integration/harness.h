@@ -72,6 +72,9 @@ typedef struct pdi_limits {
     uint64_t buffer_budget_bytes;
     uint32_t frame_timeout_ms;
     uint64_t worker_retained_bytes;
+    uint32_t watch_buffer_bytes;
+    uint32_t max_watch_scenes;
+    uint32_t max_watchers;
     int metrics;                      /* 1: metrics_listen on a free loopback port (pdi_metrics_get) */
     const char *log_level;            /* NULL: "info" */
     const char *extra_scenes_json;    /* appended to "scenes", e.g. ",{...}"; NULL: none */

@@ -376,7 +376,7 @@ static void test_decode_other_kinds_round_trip(void **state)
     assert_int_equal(decode_msg(&m, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.id, 2);
     assert_int_equal(req.kind, PD_REQ_SCENE_INFO);
-    assert_string_equal(req.u.scene_name, "dungeon-2");
+    assert_string_equal(req.u.scene_info.scene, "dungeon-2");
 
     m.id = 3;
     m.body_case = PATHD__V1__REQUEST__BODY_STATS;

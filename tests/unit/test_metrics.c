@@ -261,7 +261,7 @@ static void test_requests_by_type_and_status(void **state)
     size_t statuses = 0;
     for (unsigned st = 0; st < PD_STATUS_COUNT; st++)
         statuses += pd_status_is_answer(st) != 0;
-    assert_int_equal(statuses, PD_STATUS_COUNT - 1 - (30 - 18));
+    assert_int_equal(statuses, PD_STATUS_COUNT - 1 - (30 - 18) - (40 - 33));
     assert_int_equal(count_prefix_lines(text, "pathd_requests_total{"), PD_REQ__COUNT * statuses);
     assert_line(text, "pathd_expansions_total 22");
     /* Without gauges and registry their families are left out. */
@@ -449,6 +449,9 @@ static void test_gauges_and_scene_versions(void **state)
         .connections_shed = 5,
         .frame_timeouts = 2,
         .accept_errors = 9,
+        .watchers = 6,
+        .watch_events = 1234,
+        .watchers_dropped = 1,
     };
 
     char *text = render(m, &g, registry);
@@ -470,6 +473,12 @@ static void test_gauges_and_scene_versions(void **state)
     assert_line(text, "pathd_frame_timeouts_total 2");
     assert_line(text, "# TYPE pathd_frame_timeouts_total counter");
     assert_line(text, "pathd_accept_errors_total 9");
+    assert_line(text, "pathd_watchers 6");
+    assert_line(text, "# TYPE pathd_watchers gauge");
+    assert_line(text, "pathd_watch_events_total 1234");
+    assert_line(text, "# TYPE pathd_watch_events_total counter");
+    assert_line(text, "pathd_watchers_dropped_total 1");
+    assert_line(text, "# TYPE pathd_watchers_dropped_total counter");
     assert_line(text, "# TYPE pathd_scene_version gauge");
     assert_line(text, "pathd_scene_version{scene=\"maze\"} 1");
     assert_line(text, "pathd_scene_version{scene=\"small\"} 1");
@@ -556,7 +565,7 @@ static void test_type_names(void **state)
         "stats", "ping", "update_cells", "scene_grid", "find_route",
         "auth", "reload", "raycast", "validate_move", "move_along", "nearest",
         "reachable", "random_point", "distance_to_wall", "batch", "get_limits",
-        "create_scene", "create_instance", "drop_scene",
+        "create_scene", "create_instance", "drop_scene", "watch", "unwatch",
     };
     for (unsigned k = 0; k < PD_REQ__COUNT; k++)
         assert_string_equal(pd_request_kind_name((pd_request_kind)k), want[k]);

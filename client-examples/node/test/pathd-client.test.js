@@ -16,7 +16,7 @@
  * thread, so a busy machine cannot reorder what the tests check.
  */
 const assert = require('node:assert/strict');
-const { execFileSync } = require('node:child_process');
+const { execFileSync, spawn } = require('node:child_process');
 const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
@@ -484,6 +484,67 @@ describe('the whole protocol against the live daemon, compared with pathctl', ()
     await assert.rejects(client.sceneInfo('js-made'), assertStatus('UNKNOWN_SCENE'));
   });
 
+  it('watches a scene: every version in order, the same events as pathctl watch', async () => {
+    await client.createScene('js-watched', { cells: Buffer.alloc(64, 1), width: 8, height: 8 });
+    const watcher = new PathdClient(addr, { timeoutMs: 10000 });
+    try {
+      const watchId = await watcher.watch(['js-watched']);
+      await assert.rejects(watcher.watch(['js-watched', 'js-nowhere']), assertStatus('UNKNOWN_SCENE'));
+      const started = await watcher.watchNext();
+      assert.deepEqual([started.kind, started.version, started.watch], ['started', 1, watchId]);
+      const made = [await client.updateCells('js-watched', { cells: [[2, 3]], op: 'block' }),
+        await client.updateCells('js-watched', { rect: [[1, 1], [4, 2]], op: 'cost', cost: 7 })];
+      const events = [await watcher.watchNext(), await watcher.watchNext()];
+      assert.deepEqual(events.map((e) => e.version), made.map((m) => m.version));
+      assert.deepEqual(events[0].changed, [2, 3, 2, 3]);
+      assert.deepEqual(events[0].ops, [{ set: 'blocked', bounds: [2, 3, 2, 3], cells: 1 }]);
+      assert.deepEqual(events[1].changed, [1, 1, 4, 2]);
+      assert.equal(events[1].ops[0].cost, 7);
+      assert.equal(events[1].cells_changed, 8);
+      await assert.rejects(watcher.watchNext({ timeoutMs: 50 }), (err) => err instanceof PathdTimeout);
+      await watcher.unwatch(watchId);
+      const ended = await watcher.watchNext();
+      assert.deepEqual([ended.kind, ended.final], ['ended', true]);
+      await assert.rejects(watcher.watchNext({ timeoutMs: 50 }), assertStatus('IDLE'));
+
+      // pathctl watch prints the same objects (its first line: the watch began).
+      const proc = spawn(env('PATHCTL_BIN'), ['--server', addr, '--json', 'watch', 'js-watched', '--count', '1']);
+      const lines = [];
+      let buffered = '';
+      let gotLine;
+      proc.stdout.on('data', (data) => {
+        buffered += data;
+        const parts = buffered.split('\n');
+        buffered = parts.pop();
+        lines.push(...parts.filter(Boolean).map((line) => JSON.parse(line)));
+        if (gotLine) gotLine();
+      });
+      const exited = new Promise((resolve) => proc.on('exit', resolve));
+      while (lines.length === 0) await new Promise((resolve) => { gotLine = resolve; });
+      const pass = await client.updateCells('js-watched', { cells: [[2, 3]], op: 'pass' });
+      assert.equal(await exited, 0);
+      assert.deepEqual([lines[0].kind, lines[0].version], ['started', pass.version - 1]);
+      assert.equal(lines[1].version, pass.version);
+      assert.deepEqual(lines[1].ops, [{ set: 'passable', bounds: [2, 3, 2, 3], cells: 1 }]);
+    } finally {
+      watcher.close();
+      await client.dropScene('js-watched');
+    }
+  });
+
+  it('answers STALE_VERSION with the version now below min_version', async () => {
+    const now = (await client.sceneInfo('town')).version;
+    const stale = (get) => (err) => err.status === 'STALE_VERSION' && get(err.result) === now;
+    await assert.rejects(client.sceneInfo('town', { minVersion: now + 1 }), stale((r) => r.version));
+    await assert.rejects(client.findPath(...SHORT, { minVersion: now + 1 }), stale((r) => r.version));
+    await assert.rejects(client.raycast('town', [1, 1], [3, 3], { minVersion: now + 1 }), stale((r) => r.version));
+    const items = await client.batch([query('raycast', 'town', [1, 1], [3, 3], { minVersion: now + 1 }),
+      query('findPath', ...SHORT, { minVersion: now })]);
+    assert.deepEqual([items[0].status, items[0].version], ['STALE_VERSION', now]);
+    assert.equal(items[1].status, 'OK');
+    assert.equal((await client.findPath(...SHORT, { minVersion: now })).version, now);
+  });
+
   it('sends any kind raw with send(), answers of any status', async () => {
     const [ray, batch, route, update, refused] = await Promise.all([
       client.send('raycast', 'town', [1, 1], [5, 5]),
@@ -563,6 +624,7 @@ describe('daemon with other limits', () => {
       assert.equal(limits.maxWaypointsPerChunk, 33);
       assert.equal(limits.maxFrameBytes, 65536);
       assert.ok(limits.maxBatchItems > 0);
+      assert.deepEqual([limits.watchBufferBytes, limits.maxWatchScenes, limits.maxWatchers], [1048576, 64, 1000]);
       const { status, ...reference } = pathctlJson(daemon().addr, ['limits']);
       assert.equal(status, 'OK');
       const camel = Object.fromEntries(Object.entries(reference)

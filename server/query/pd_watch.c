@@ -1,0 +1,58 @@
+/*
+ * pd_watch.c - an applied update as the event its watchers hear (see
+ * pd_watch.h).
+ */
+#include "pd_watch.h"
+
+#include <string.h>
+
+/* One operation's summary: the bounds and count of the cells it named. */
+static void pd__watch_op(const pd_scene_update *u, pd_watch_op *w)
+{
+    w->op = u->op;
+    w->cost = u->op == PD_UPDATE_COST ? u->cost : 0;
+    if (u->is_rect) {
+        w->min = u->rect_min;
+        w->max = u->rect_max;
+        w->cells = (uint64_t)(u->rect_max.x - u->rect_min.x + 1) * (uint64_t)(u->rect_max.y - u->rect_min.y + 1);
+        return;
+    }
+    w->cells = u->n_cells;
+    for (size_t i = 0; i < u->n_cells; i++) {
+        pd_point p = u->cells[i];
+        if (i == 0 || p.x < w->min.x)
+            w->min.x = p.x;
+        if (i == 0 || p.y < w->min.y)
+            w->min.y = p.y;
+        if (i == 0 || p.x > w->max.x)
+            w->max.x = p.x;
+        if (i == 0 || p.y > w->max.y)
+            w->max.y = p.y;
+    }
+}
+
+int pd_watch_event_from_update(const pd_update_cells_req *req, const pd_update_outcome *out, pd_watch_event *ev)
+{
+    if (out->update.cells_changed == 0)
+        return -1;
+    memset(ev, 0, sizeof *ev);
+    ev->kind = PD_WATCH_UPDATED;
+    memcpy(ev->scene, req->scene, sizeof ev->scene);
+    ev->version = out->update.version;
+    ev->has_changed = 1;
+    ev->changed_min = out->update.changed_min;
+    ev->changed_max = out->update.changed_max;
+    ev->cells_changed = out->update.cells_changed;
+    /* The same reading of the request as pd_query_update_cells: ops, or
+     * the one operation with its cell list beside it. */
+    pd_scene_update single = req->update;
+    if (req->cells)
+        single.cells = req->cells;
+    const pd_scene_update *ops = req->n_ops ? req->ops : &single;
+    ev->n_ops = req->n_ops ? req->n_ops : 1;
+    if (ev->n_ops > PD_SCENE_MAX_UPDATE_OPS)
+        ev->n_ops = PD_SCENE_MAX_UPDATE_OPS;
+    for (size_t k = 0; k < ev->n_ops; k++)
+        pd__watch_op(&ops[k], &ev->ops[k]);
+    return 0;
+}

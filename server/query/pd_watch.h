@@ -1,0 +1,55 @@
+/*
+ * pd_watch.h - what a watcher hears: one change of a scene as the codec
+ * encodes it (a WatchEvent), and how an applied update becomes one.
+ *
+ * The subscriptions themselves (who watches what, buffering, ordering,
+ * overflow) are the net layer's (server/net/pd_watch.c); this is the plain
+ * data both it and the codec read, so its tests need no server.
+ */
+#ifndef PD_WATCH_H
+#define PD_WATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pd_query.h"
+#include "pd_request.h"
+
+/* Values match pathd.v1.WatchEventKind. */
+typedef enum pd_watch_kind {
+    PD_WATCH_STARTED = 0,    /* first frame per scene: the version served when the watch began */
+    PD_WATCH_UPDATED = 1,    /* UpdateCells made `version` */
+    PD_WATCH_REPLACED = 2,   /* a reload replaced the scene's definition */
+    PD_WATCH_INSTANCED = 3,  /* CreateInstance copied the scene (at `version`) as `instance` */
+    PD_WATCH_DROPPED = 4,    /* the scene is no longer served: its last event */
+    PD_WATCH_ENDED = 5,      /* Unwatch: the watch's final frame */
+} pd_watch_kind;
+
+/* One operation of an update, summarised: its cell list may hold a million
+ * cells, an event holds where they lie and how many there are. */
+typedef struct pd_watch_op {
+    pd_update_op op;
+    uint8_t cost;                /* PD_UPDATE_COST */
+    pd_point min, max;           /* the bounding rectangle of the cells it named */
+    uint64_t cells;              /* how many it named */
+} pd_watch_op;
+
+typedef struct pd_watch_event {
+    pd_watch_kind kind;
+    char scene[PD_CONF_MAX_NAME];
+    uint64_t version;
+    int has_changed;             /* UPDATED, REPLACED: changed_min/max hold the rectangle */
+    pd_point changed_min, changed_max;
+    uint64_t cells_changed;      /* UPDATED */
+    pd_watch_op ops[PD_SCENE_MAX_UPDATE_OPS];  /* UPDATED: the update's, in order */
+    size_t n_ops;
+    char instance[PD_CONF_MAX_NAME];           /* INSTANCED: the new scene */
+} pd_watch_event;
+
+/* Fills ev with the event of an update that made a version (out->update.
+ * cells_changed > 0, whatever out->status says: a journal that failed after
+ * the registry published still leaves the version served). Returns 0, or
+ * -1 when the update made no version (no event is due). */
+int pd_watch_event_from_update(const pd_update_cells_req *req, const pd_update_outcome *out, pd_watch_event *ev);
+
+#endif

@@ -1,0 +1,301 @@
+/*
+ * test_watch_hub.c - the net layer's watch subscriptions (pd_watch.c)
+ * without sockets: a server struct with the config's defaults, connections
+ * that are never opened (their answers pile up in their pending queue,
+ * where the test reads them back as frames), a registry with real scenes.
+ *
+ * What the end-to-end test cannot force: events reaching the hub out of
+ * version order (a reload publishing while an update's job is still
+ * uncollected) must still go out in version order; an event about a
+ * version (INSTANCED, DROPPED) waits for that version's; a subscription
+ * made at version V skips events up to V; the overflow cap ends every
+ * watch of the connection that fell behind and no other; a connection
+ * that closes takes its watches with it.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "open_scene.h"
+#include "pathd.pb-c.h"
+#include "pd_frame.h"
+#include "pd_server_internal.h"
+
+#define SIDE 8
+
+typedef struct hub_fixture {
+    pd_server *s;
+    pd__conn *a, *b;
+} hub_fixture;
+
+static pd__conn *fake_conn(pd_server *s, uint64_t id)
+{
+    pd__conn *c = calloc(1, sizeof *c);
+    assert_non_null(c);
+    c->server = s;
+    c->id = id;
+    c->next = s->conns;
+    s->conns = c;
+    return c;
+}
+
+static void add_scene(pd_registry *r, const char *name)
+{
+    char err[256];
+    assert_int_equal(pd_registry_add(r, open_scene(name, SIDE), err, sizeof err), PD_OK);
+}
+
+static int setup(void **state)
+{
+    hub_fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    f->s = calloc(1, sizeof *f->s);
+    assert_non_null(f->s);
+    f->s->conf = pd_conf_defaults;
+    f->s->answering = -1;
+    f->s->registry = pd_registry_create();
+    assert_non_null(f->s->registry);
+    add_scene(f->s->registry, "north");
+    add_scene(f->s->registry, "south");
+    f->a = fake_conn(f->s, 1);
+    f->b = fake_conn(f->s, 2);
+    *state = f;
+    return 0;
+}
+
+static void drop_pending(pd__conn *c)
+{
+    for (uint32_t i = 0; i < c->n_pend; i++)
+        free(c->pend[i].base);
+    c->n_pend = 0;
+    c->pend_bytes = 0;
+    c->out_bytes = 0;
+}
+
+static int teardown(void **state)
+{
+    hub_fixture *f = *state;
+    pd__conn *c = f->s->conns;
+    while (c) {
+        pd__conn *next = c->next;
+        pd__watch_conn_closed(c);
+        drop_pending(c);
+        free(c->pend);
+        free(c);
+        c = next;
+    }
+    pd__watch_hub_free(f->s);
+    pd_registry_destroy(f->s->registry);
+    free(f->s);
+    free(f);
+    return 0;
+}
+
+/* The frames queued on c since the last call, unpacked (NULL-terminated;
+ * free with free_frames), and the queue emptied. */
+static Pathd__V1__Response **take_frames(pd__conn *c)
+{
+    Pathd__V1__Response **out = calloc(c->n_pend + 1, sizeof *out);
+    assert_non_null(out);
+    for (uint32_t i = 0; i < c->n_pend; i++) {
+        const uint8_t *p = (const uint8_t *)c->pend[i].base;
+        assert_true(c->pend[i].len >= PD_FRAME_HEADER_BYTES);
+        out[i] = pathd__v1__response__unpack(NULL, c->pend[i].len - PD_FRAME_HEADER_BYTES,
+                                             p + PD_FRAME_HEADER_BYTES);
+        assert_non_null(out[i]);
+    }
+    drop_pending(c);
+    return out;
+}
+
+static void free_frames(Pathd__V1__Response **f)
+{
+    for (size_t i = 0; f[i]; i++)
+        pathd__v1__response__free_unpacked(f[i], NULL);
+    free(f);
+}
+
+static void watch(pd__conn *c, uint64_t id, const char *const *names, size_t n)
+{
+    pd_request req;
+    memset(&req, 0, sizeof req);
+    req.id = id;
+    req.kind = PD_REQ_WATCH;
+    req.u.watch.scenes = calloc(n, sizeof *req.u.watch.scenes);
+    assert_non_null(req.u.watch.scenes);
+    for (size_t i = 0; i < n; i++)
+        snprintf(req.u.watch.scenes[i], sizeof req.u.watch.scenes[i], "%s", names[i]);
+    req.u.watch.n_scenes = n;
+    pd__watch_start(c, &req);
+    pd_request_free(&req);
+}
+
+static void publish(pd_server *s, pd_watch_kind kind, const char *scene, uint64_t version)
+{
+    pd_watch_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = kind;
+    snprintf(ev.scene, sizeof ev.scene, "%s", scene);
+    ev.version = version;
+    if (kind == PD_WATCH_INSTANCED)
+        snprintf(ev.instance, sizeof ev.instance, "%s-copy", scene);
+    pd__watch_publish(s, &ev);
+}
+
+/* The frames' (kind, version) pairs must be exactly want (n of them). */
+static void expect_events(Pathd__V1__Response **f, const uint64_t (*want)[2], size_t n)
+{
+    size_t k = 0;
+    for (; f[k]; k++) {
+        assert_true(k < n);
+        assert_int_equal(f[k]->body_case, PATHD__V1__RESPONSE__BODY_WATCH_EVENT);
+        if (f[k]->watch_event->kind != want[k][0] || f[k]->watch_event->version != want[k][1])
+            fail_msg("frame %zu: kind %d version %llu, want kind %d version %llu", k,
+                     (int)f[k]->watch_event->kind, (unsigned long long)f[k]->watch_event->version,
+                     (int)want[k][0], (unsigned long long)want[k][1]);
+    }
+    assert_int_equal(k, n);
+}
+
+static void test_out_of_order_events_go_out_in_version_order(void **state)
+{
+    hub_fixture *f = *state;
+    const char *const north[] = { "north" };
+    watch(f->a, 10, north, 1);
+    free_frames(take_frames(f->a)); /* WATCH_STARTED at version 1 */
+
+    /* Version 3 (a reload) and an instance of version 3 arrive before the
+     * update that made version 2: nothing goes out until it does. */
+    publish(f->s, PD_WATCH_REPLACED, "north", 3);
+    publish(f->s, PD_WATCH_INSTANCED, "north", 3);
+    publish(f->s, PD_WATCH_UPDATED, "north", 4);
+    Pathd__V1__Response **fr = take_frames(f->a);
+    assert_null(fr[0]);
+    free_frames(fr);
+    publish(f->s, PD_WATCH_UPDATED, "north", 2);
+    fr = take_frames(f->a);
+    const uint64_t want[][2] = { { PATHD__V1__WATCH_EVENT_KIND__SCENE_UPDATED, 2 },
+                                 { PATHD__V1__WATCH_EVENT_KIND__SCENE_REPLACED, 3 },
+                                 { PATHD__V1__WATCH_EVENT_KIND__SCENE_INSTANCED, 3 },
+                                 { PATHD__V1__WATCH_EVENT_KIND__SCENE_UPDATED, 4 } };
+    expect_events(fr, want, 4);
+    for (size_t i = 0; fr[i]; i++) {
+        assert_int_equal(fr[i]->id, 10);
+        assert_false(fr[i]->final);
+    }
+    free_frames(fr);
+
+    /* A drop waits for the versions before it, and ends the watch. */
+    publish(f->s, PD_WATCH_DROPPED, "north", 5);
+    fr = take_frames(f->a);
+    assert_null(fr[0]);
+    free_frames(fr);
+    publish(f->s, PD_WATCH_UPDATED, "north", 5);
+    fr = take_frames(f->a);
+    const uint64_t want2[][2] = { { PATHD__V1__WATCH_EVENT_KIND__SCENE_UPDATED, 5 },
+                                  { PATHD__V1__WATCH_EVENT_KIND__SCENE_DROPPED, 5 } };
+    expect_events(fr, want2, 2);
+    assert_true(fr[1]->final);
+    free_frames(fr);
+    assert_int_equal(pd__watch_count(f->s), 0);
+    assert_null(f->a->watches);
+    publish(f->s, PD_WATCH_UPDATED, "north", 6);
+    fr = take_frames(f->a);
+    assert_null(fr[0]);
+    free_frames(fr);
+}
+
+static void test_late_subscriber_skips_what_it_has(void **state)
+{
+    hub_fixture *f = *state;
+    const char *const south[] = { "south" };
+    watch(f->a, 1, south, 1);
+    free_frames(take_frames(f->a));
+    /* An update to version 2 is published by the registry but its job
+     * has not come back yet when b subscribes: b starts at version 2 and
+     * must not hear of it again; a must. */
+    pd_point cell = { 1, 1 };
+    pd_scene_update up = { .op = PD_UPDATE_BLOCK, .cells = &cell, .n_cells = 1 };
+    pd_scene_update_result res;
+    assert_int_equal(pd_registry_update(f->s->registry, "south", &up, &res), PD_OK);
+    assert_int_equal(res.version, 2);
+    watch(f->b, 7, south, 1);
+    Pathd__V1__Response **fr = take_frames(f->b);
+    const uint64_t started[][2] = { { PATHD__V1__WATCH_EVENT_KIND__WATCH_STARTED, 2 } };
+    expect_events(fr, started, 1);
+    free_frames(fr);
+    publish(f->s, PD_WATCH_UPDATED, "south", 2);
+    publish(f->s, PD_WATCH_UPDATED, "south", 3);
+    fr = take_frames(f->a);
+    const uint64_t want_a[][2] = { { PATHD__V1__WATCH_EVENT_KIND__SCENE_UPDATED, 2 },
+                                   { PATHD__V1__WATCH_EVENT_KIND__SCENE_UPDATED, 3 } };
+    expect_events(fr, want_a, 2);
+    free_frames(fr);
+    fr = take_frames(f->b);
+    const uint64_t want_b[][2] = { { PATHD__V1__WATCH_EVENT_KIND__SCENE_UPDATED, 3 } };
+    expect_events(fr, want_b, 1);
+    free_frames(fr);
+}
+
+static void test_overflow_ends_only_the_slow_connections_watches(void **state)
+{
+    hub_fixture *f = *state;
+    const char *const both[] = { "north", "south" };
+    const char *const north[] = { "north" };
+    watch(f->a, 1, both, 2);
+    watch(f->a, 2, north, 1);
+    watch(f->b, 3, north, 1);
+    free_frames(take_frames(f->a));
+    free_frames(take_frames(f->b));
+    assert_int_equal(pd__watch_count(f->s), 3);
+
+    /* a leaves its answers unread: more than the cap is queued. */
+    f->s->conf.watch_buffer_bytes = 4096;
+    f->a->pend_bytes = 4096;
+    publish(f->s, PD_WATCH_UPDATED, "north", 2);
+    f->a->pend_bytes = 0;
+    Pathd__V1__Response **fr = take_frames(f->a);
+    size_t overflows = 0;
+    for (size_t i = 0; fr[i]; i++) {
+        assert_int_equal(fr[i]->status, PATHD__V1__STATUS__WATCH_OVERFLOW);
+        assert_true(fr[i]->final);
+        assert_non_null(strstr(fr[i]->error->message, "watch_buffer_bytes"));
+        overflows++;
+    }
+    assert_int_equal(overflows, 2);
+    free_frames(fr);
+    assert_int_equal(f->s->watchers_dropped_total, 2);
+    assert_null(f->a->watches);
+    /* b went on: it heard version 2 and hears 3. */
+    publish(f->s, PD_WATCH_UPDATED, "north", 3);
+    fr = take_frames(f->b);
+    const uint64_t want[][2] = { { PATHD__V1__WATCH_EVENT_KIND__SCENE_UPDATED, 2 },
+                                 { PATHD__V1__WATCH_EVENT_KIND__SCENE_UPDATED, 3 } };
+    expect_events(fr, want, 2);
+    free_frames(fr);
+    assert_int_equal(pd__watch_count(f->s), 1);
+
+    /* A closed connection's watches go with it; the topic too. */
+    pd__watch_conn_closed(f->b);
+    assert_int_equal(pd__watch_count(f->s), 0);
+    publish(f->s, PD_WATCH_UPDATED, "north", 4);
+    fr = take_frames(f->b);
+    assert_null(fr[0]);
+    free_frames(fr);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_out_of_order_events_go_out_in_version_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_late_subscriber_skips_what_it_has, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_ends_only_the_slow_connections_watches, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
