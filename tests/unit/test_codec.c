@@ -20,6 +20,7 @@
 
 #include "pathd.pb-c.h"
 #include "pd_codec.h"
+#include "codec_wire.h"
 #include "pd_frame.h"
 
 /* One answer's inputs as the encode tests build them: the request id, the
@@ -107,25 +108,6 @@ static uint8_t *encode_update(const pd_job *job, size_t *len)
 
 /* ---- helpers ----------------------------------------------------------- */
 
-static uint8_t *pack_request(const Pathd__V1__Request *m, size_t *len)
-{
-    uint8_t *buf;
-    *len = pathd__v1__request__get_packed_size(m);
-    buf = malloc(*len > 0 ? *len : 1);
-    assert_non_null(buf);
-    assert_int_equal(pathd__v1__request__pack(m, buf), *len);
-    return buf;
-}
-
-static pd_status decode_msg(const Pathd__V1__Request *m, pd_request *req, char *err, size_t errlen)
-{
-    size_t len;
-    uint8_t *buf = pack_request(m, &len);
-    pd_status st = pd_codec_decode_request(buf, len, req, err, errlen);
-    free(buf);
-    return st;
-}
-
 /* A valid FindPath request; tests break one field at a time. The struct
  * points into itself, so it is initialised in place and never copied. */
 typedef struct find_path_msg {
@@ -171,7 +153,7 @@ static void expect_invalid(const Pathd__V1__Request *m, const char *needle)
 {
     pd_request req;
     char err[256];
-    pd_status st = decode_msg(m, &req, err, sizeof err);
+    pd_status st = wire_decode_request(m, &req, err, sizeof err);
     if (st != PD_INVALID_ARGUMENT) {
         pd_request_free(&req);
         fail_msg("expected INVALID_ARGUMENT naming \"%s\", got %s (\"%s\")", needle, pd_status_name(st), err);
@@ -184,7 +166,7 @@ static void expect_invalid(const Pathd__V1__Request *m, const char *needle)
 static pd_status decode_find_path(find_path_msg *m, pd_request *req)
 {
     char err[256];
-    pd_status st = decode_msg(&m->req, req, err, sizeof err);
+    pd_status st = wire_decode_request(&m->req, req, err, sizeof err);
     if (st != PD_OK)
         print_message("decode: %s\n", err);
     return st;
@@ -357,7 +339,7 @@ static void test_decode_other_kinds_round_trip(void **state)
     m.body_case = PATHD__V1__REQUEST__BODY_CANCEL;
     cancel.target_id = 0x0123456789abcdefull;
     m.cancel = &cancel;
-    assert_int_equal(decode_msg(&m, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.id, UINT64_MAX);
     assert_int_equal(req.kind, PD_REQ_CANCEL);
     assert_int_equal(req.u.cancel_target, 0x0123456789abcdefull);
@@ -365,7 +347,7 @@ static void test_decode_other_kinds_round_trip(void **state)
     m.id = 1;
     m.body_case = PATHD__V1__REQUEST__BODY_LIST_SCENES;
     m.list_scenes = &list;
-    assert_int_equal(decode_msg(&m, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.id, 1);
     assert_int_equal(req.kind, PD_REQ_LIST_SCENES);
 
@@ -373,7 +355,7 @@ static void test_decode_other_kinds_round_trip(void **state)
     m.body_case = PATHD__V1__REQUEST__BODY_SCENE_INFO;
     info.scene = "dungeon-2";
     m.scene_info = &info;
-    assert_int_equal(decode_msg(&m, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.id, 2);
     assert_int_equal(req.kind, PD_REQ_SCENE_INFO);
     assert_string_equal(req.u.scene_info.scene, "dungeon-2");
@@ -381,7 +363,7 @@ static void test_decode_other_kinds_round_trip(void **state)
     m.id = 3;
     m.body_case = PATHD__V1__REQUEST__BODY_STATS;
     m.stats = &stats;
-    assert_int_equal(decode_msg(&m, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.id, 3);
     assert_int_equal(req.kind, PD_REQ_STATS);
 
@@ -389,7 +371,7 @@ static void test_decode_other_kinds_round_trip(void **state)
     m.body_case = PATHD__V1__REQUEST__BODY_PING;
     ping.nonce = 0xfeedfacecafebeefull;
     m.ping = &ping;
-    assert_int_equal(decode_msg(&m, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.id, 4);
     assert_int_equal(req.kind, PD_REQ_PING);
     assert_int_equal(req.u.ping_nonce, 0xfeedfacecafebeefull);
@@ -543,9 +525,9 @@ static void test_decode_truncated_is_malformed(void **state)
     char err[128];
     (void)state;
     find_path_init(&m);
-    full = pack_request(&m.req, &len);
+    full = wire_pack_request(&m.req, &len);
     id_only.id = TEST_ID;
-    id_bytes = pack_request(&id_only, &id_len);
+    id_bytes = wire_pack_request(&id_only, &id_len);
     /* protobuf-c writes fields in number order, so the id comes first. */
     assert_memory_equal(full, id_bytes, id_len);
     for (size_t cut = id_len + 1; cut < len; cut++) {
@@ -659,7 +641,7 @@ static void test_decode_unknown_fields_ignored(void **state)
     m.body_case = PATHD__V1__REQUEST__BODY_PING;
     ping.nonce = 99;
     m.ping = &ping;
-    packed = pack_request(&m, &len);
+    packed = wire_pack_request(&m, &len);
     buf = malloc(len + sizeof extra);
     assert_non_null(buf);
     memcpy(buf, packed, len);
@@ -1300,7 +1282,7 @@ static void test_decode_update_cells_round_trip(void **state)
     (void)state;
 
     update_init_rect(&m, 2, 3, 7, 4);
-    assert_int_equal(decode_msg(&m.req, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m.req, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.id, TEST_ID);
     assert_int_equal(req.kind, PD_REQ_UPDATE_CELLS);
     assert_string_equal(req.u.update_cells.scene, "town");
@@ -1318,7 +1300,7 @@ static void test_decode_update_cells_round_trip(void **state)
     update_use_cells(&m, &cells, 4);
     m.uc.op = PATHD__V1__UPDATE_OP__UPDATE_COST;
     m.uc.cost = 255;
-    assert_int_equal(decode_msg(&m.req, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m.req, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.u.update_cells.update.op, PD_UPDATE_COST);
     assert_int_equal(req.u.update_cells.update.cost, 255);
     assert_int_equal(req.u.update_cells.update.is_rect, 0);
@@ -1332,13 +1314,13 @@ static void test_decode_update_cells_round_trip(void **state)
 
     m.uc.op = PATHD__V1__UPDATE_OP__UPDATE_PASS;
     m.uc.cost = 0;
-    assert_int_equal(decode_msg(&m.req, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m.req, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.u.update_cells.update.op, PD_UPDATE_PASS);
     pd_request_free(&req);
 
     /* The largest rectangle allowed: exactly PD_SCENE_MAX_UPDATE_CELLS. */
     update_init_rect(&m, 0, 0, 1023, 1023);
-    assert_int_equal(decode_msg(&m.req, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m.req, &req, err, sizeof err), PD_OK);
     pd_request_free(&req);
 }
 
@@ -1556,7 +1538,7 @@ static void expect_grid_decodes(const char *scene, uint32_t unit, int32_t row_st
     pd_request req;
     char err[256];
     grid_msg_init(&m, scene, unit, row_start, row_count);
-    pd_status st = decode_msg(&m.req, &req, err, sizeof err);
+    pd_status st = wire_decode_request(&m.req, &req, err, sizeof err);
     if (st != PD_OK)
         fail_msg("GetSceneGrid(%s, %u, %d, %d): %s (%s)", scene, (unsigned)unit, (int)row_start, (int)row_count,
                  pd_status_name(st), err);
@@ -1588,7 +1570,7 @@ static void expect_grid_invalid(const char *scene, uint32_t unit, int32_t row_st
     grid_msg_init(&m, scene, unit, row_start, row_count);
     expect_invalid(&m.req, needle);
     /* The kind survives the refusal, so the answer is counted as a grid request. */
-    assert_int_equal(decode_msg(&m.req, &req, err, sizeof err), PD_INVALID_ARGUMENT);
+    assert_int_equal(wire_decode_request(&m.req, &req, err, sizeof err), PD_INVALID_ARGUMENT);
     assert_int_equal(req.kind, PD_REQ_SCENE_GRID);
     pd_request_free(&req);
 }
@@ -1753,7 +1735,7 @@ static void test_decode_find_route_round_trip(void **state)
     char err[256];
     (void)state;
     find_route_init(&m);
-    assert_int_equal(decode_msg(&m.req, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m.req, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.id, TEST_ID);
     assert_int_equal(req.kind, PD_REQ_FIND_ROUTE);
     const pd_find_route_req *fr = &req.u.find_route;
@@ -1778,7 +1760,7 @@ static void test_decode_find_route_round_trip(void **state)
     m.fr.goal_mode = PATHD__V1__GOAL_MODE__GOAL_EXACT;
     m.fr.speed = 0;
     m.fr.deadline_ms = PD_CODEC_MAX_DEADLINE_MS;
-    assert_int_equal(decode_msg(&m.req, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m.req, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.u.find_route.unit_size, 1);
     assert_int_equal(req.u.find_route.style, PD_STYLE_CELLS);
     assert_int_equal(req.u.find_route.goal_mode, PD_GOAL_EXACT);

@@ -20,6 +20,7 @@
 
 #include "pathd.pb-c.h"
 #include "pd_codec.h"
+#include "codec_wire.h"
 
 #define T_ID 77u
 
@@ -68,22 +69,11 @@ static void t_msg_init(t_msg *m, size_t n_goals)
     m->req.find_path = &m->fp;
 }
 
-static pd_status t_decode(const Pathd__V1__Request *m, pd_request *req, char *err, size_t errlen)
-{
-    size_t len = pathd__v1__request__get_packed_size(m);
-    uint8_t *buf = malloc(len ? len : 1);
-    assert_non_null(buf);
-    pathd__v1__request__pack(m, buf);
-    pd_status st = pd_codec_decode_request(buf, len, req, err, errlen);
-    free(buf);
-    return st;
-}
-
 static void t_expect_invalid(const Pathd__V1__Request *m, const char *needle)
 {
     pd_request req;
     char err[256] = "";
-    pd_status st = t_decode(m, &req, err, sizeof err);
+    pd_status st = wire_decode_request(m, &req, err, sizeof err);
     pd_request_free(&req);
     if (st != PD_INVALID_ARGUMENT || !strstr(err, needle))
         fail_msg("want INVALID_ARGUMENT naming \"%s\", got %s (\"%s\")", needle, pd_status_name(st), err);
@@ -98,7 +88,7 @@ static void test_decode_range_and_goals(void **state)
     m.fp.line_of_sight = 1;
     pd_request req;
     char err[256];
-    assert_int_equal(t_decode(&m.req, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m.req, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.kind, PD_REQ_FIND_PATH);
     assert_true(req.u.find_path.range == 6.5);
     assert_true(req.u.find_path.line_of_sight);
@@ -107,7 +97,7 @@ static void test_decode_range_and_goals(void **state)
     pd_request_free(&req);
 
     t_msg_init(&m, PD_FINDPATH_MAX_GOALS);
-    assert_int_equal(t_decode(&m.req, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m.req, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.u.find_path.n_goals, PD_FINDPATH_MAX_GOALS);
     for (size_t i = 0; i < PD_FINDPATH_MAX_GOALS; i++) {
         assert_false(req.u.find_path.goals[i].is_world);
@@ -183,7 +173,7 @@ static void test_decode_batch_paths(void **state)
     t_batch(&req, &b, q, qp, 2, &m.fp);
     pd_request r;
     char err[256];
-    assert_int_equal(t_decode(&req, &r, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&req, &r, err, sizeof err), PD_OK);
     assert_int_equal(r.kind, PD_REQ_BATCH);
     assert_int_equal(r.u.batch.n_items, 2);
     for (size_t i = 0; i < 2; i++) {
@@ -200,7 +190,7 @@ static void test_decode_batch_paths(void **state)
 
     /* A deadline fails that item alone, naming the field. */
     m.fp.deadline_ms = 10;
-    assert_int_equal(t_decode(&req, &r, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&req, &r, err, sizeof err), PD_OK);
     assert_int_equal(r.u.batch.items[0].status, PD_INVALID_ARGUMENT);
     assert_non_null(strstr(r.u.batch.items[0].message, "batch.items[0]: find_path.deadline_ms"));
     assert_null(r.u.batch.items[0].path);
@@ -211,7 +201,7 @@ static void test_decode_batch_paths(void **state)
     t_batch(&req, &b, q, qp, PD_BATCH_MAX_PATHS + 1, &m.fp);
     t_expect_invalid(&req, "find_path queries");
     t_batch(&req, &b, q, qp, PD_BATCH_MAX_PATHS, &m.fp);
-    assert_int_equal(t_decode(&req, &r, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&req, &r, err, sizeof err), PD_OK);
     pd_request_free(&r);
 }
 

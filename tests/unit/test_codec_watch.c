@@ -19,6 +19,7 @@
 
 #include "pathd.pb-c.h"
 #include "pd_codec.h"
+#include "codec_wire.h"
 #include "pd_frame.h"
 #include "pd_movement.h"
 #include "pd_query.h"
@@ -205,17 +206,6 @@ static void test_min_version_checks(void **state)
 
 /* ---- the wire ---------------------------------------------------------- */
 
-static pd_status decode(const Pathd__V1__Request *m, pd_request *req, char *err, size_t errlen)
-{
-    size_t len = pathd__v1__request__get_packed_size(m);
-    uint8_t *buf = malloc(len ? len : 1);
-    assert_non_null(buf);
-    pathd__v1__request__pack(m, buf);
-    pd_status st = pd_codec_decode_request(buf, len, req, err, errlen);
-    free(buf);
-    return st;
-}
-
 /* The one frame in buf (*len bytes: read once buf is made), unpacked. */
 static Pathd__V1__Response *one_frame(uint8_t *buf, const size_t *lenp)
 {
@@ -248,7 +238,7 @@ static void test_decode_watch(void **state)
     w.n_scenes = 3;
     pd_request req;
     char err[256];
-    assert_int_equal(decode(&m, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.kind, PD_REQ_WATCH);
     assert_int_equal(req.u.watch.n_scenes, 3);
     assert_string_equal(req.u.watch.scenes[2], "s2");
@@ -257,26 +247,26 @@ static void test_decode_watch(void **state)
     assert_null(req.u.watch.scenes);
 
     w.n_scenes = PD_WATCH_MAX_SCENES;
-    assert_int_equal(decode(&m, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m, &req, err, sizeof err), PD_OK);
     pd_request_free(&req);
     w.n_scenes = PD_WATCH_MAX_SCENES + 1;
-    assert_int_equal(decode(&m, &req, err, sizeof err), PD_INVALID_ARGUMENT);
+    assert_int_equal(wire_decode_request(&m, &req, err, sizeof err), PD_INVALID_ARGUMENT);
     assert_non_null(strstr(err, "watch.scenes"));
     pd_request_free(&req);
     w.n_scenes = 0;
-    assert_int_equal(decode(&m, &req, err, sizeof err), PD_INVALID_ARGUMENT);
+    assert_int_equal(wire_decode_request(&m, &req, err, sizeof err), PD_INVALID_ARGUMENT);
     pd_request_free(&req);
 
     char *dup[] = { "a", "b", "a" };
     w.scenes = dup;
     w.n_scenes = 3;
-    assert_int_equal(decode(&m, &req, err, sizeof err), PD_INVALID_ARGUMENT);
+    assert_int_equal(wire_decode_request(&m, &req, err, sizeof err), PD_INVALID_ARGUMENT);
     assert_non_null(strstr(err, "'a' twice"));
     pd_request_free(&req);
     char *empty[] = { "a", "" };
     w.scenes = empty;
     w.n_scenes = 2;
-    assert_int_equal(decode(&m, &req, err, sizeof err), PD_INVALID_ARGUMENT);
+    assert_int_equal(wire_decode_request(&m, &req, err, sizeof err), PD_INVALID_ARGUMENT);
     assert_non_null(strstr(err, "watch.scenes[1]"));
     pd_request_free(&req);
 
@@ -284,7 +274,7 @@ static void test_decode_watch(void **state)
     u.watch_id = 77;
     m.body_case = PATHD__V1__REQUEST__BODY_UNWATCH;
     m.unwatch = &u;
-    assert_int_equal(decode(&m, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.kind, PD_REQ_UNWATCH);
     assert_int_equal(req.u.unwatch_target, 77);
 }
@@ -308,7 +298,7 @@ static void test_decode_min_version(void **state)
     fp.min_version = 11;
     m.body_case = PATHD__V1__REQUEST__BODY_FIND_PATH;
     m.find_path = &fp;
-    assert_int_equal(decode(&m, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.u.find_path.min_version, 11);
     pd_request_free(&req);
 
@@ -317,7 +307,7 @@ static void test_decode_min_version(void **state)
     info.min_version = 12;
     m.body_case = PATHD__V1__REQUEST__BODY_SCENE_INFO;
     m.scene_info = &info;
-    assert_int_equal(decode(&m, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.u.scene_info.min_version, 12);
 
     Pathd__V1__GetSceneGrid grid = PATHD__V1__GET_SCENE_GRID__INIT;
@@ -325,7 +315,7 @@ static void test_decode_min_version(void **state)
     grid.min_version = 13;
     m.body_case = PATHD__V1__REQUEST__BODY_SCENE_GRID;
     m.scene_grid = &grid;
-    assert_int_equal(decode(&m, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.u.grid.min_version, 13);
 
     Pathd__V1__Raycast ray = PATHD__V1__RAYCAST__INIT;
@@ -335,7 +325,7 @@ static void test_decode_min_version(void **state)
     ray.min_version = 14;
     m.body_case = PATHD__V1__REQUEST__BODY_RAYCAST;
     m.raycast = &ray;
-    assert_int_equal(decode(&m, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.u.move.min_version, 14);
     pd_request_free(&req);
 
@@ -364,7 +354,7 @@ static void test_decode_min_version(void **state)
     batch.n_items = 3;
     m.body_case = PATHD__V1__REQUEST__BODY_BATCH;
     m.batch = &batch;
-    assert_int_equal(decode(&m, &req, err, sizeof err), PD_OK);
+    assert_int_equal(wire_decode_request(&m, &req, err, sizeof err), PD_OK);
     assert_int_equal(req.u.batch.items[0].min_version, 15);
     assert_int_equal(req.u.batch.items[1].min_version, 16);
     assert_int_equal(req.u.batch.items[2].min_version, 11);
