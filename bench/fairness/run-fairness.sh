@@ -17,6 +17,9 @@
 # shared machine a single p99 moves with other tenants' load.
 #
 #   bench/fairness/run-fairness.sh [BUILD_DIR]      (default: build)
+#
+# THREADS (default 2) and LIMITS (a JSON object for the config's "limits",
+# default {}) change the server's configuration, to compare settings.
 set -euo pipefail
 build=${1:-build}
 scen=${PATHD_BENCH_DATA:-../shared/benchmarks/movingai}/scen/den520d.map.scen
@@ -27,11 +30,14 @@ light_requests=${LIGHT_REQUESTS:-1782}
 heavy_seconds=${HEAVY_SECONDS:-8}
 rounds=${ROUNDS:-5}
 port=${PORT:-7555}
+threads=${THREADS:-2}
+limits=${LIMITS:-"{}"}
 [ -f "$scen" ] && [ -f "$map" ] || { echo "run-fairness: needs $scen and $map" >&2; exit 1; }
 dir=$(mktemp -d)
 trap 'kill "${pid:-}" 2>/dev/null || true; rm -rf "$dir"' EXIT
 cat > "$dir/conf.json" <<JSON
-{ "listen": "127.0.0.1:$port", "threads": 2, "log_level": "warn", "jump_point_search": true,
+{ "listen": "127.0.0.1:$port", "threads": $threads, "log_level": "warn", "jump_point_search": true,
+  "limits": $limits,
   "scenes": [ { "name": "den", "map": "$(realpath "$map")", "format": "movingai" } ] }
 JSON
 "$build/server/pathd" --config "$dir/conf.json" 2>"$dir/pathd.log" &

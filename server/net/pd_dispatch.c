@@ -190,7 +190,12 @@ static const pd_pool_thread_ops pd__thread_ops = {
 
 pd_pool *pd_server_pool_create(pd_server *s, uint32_t threads)
 {
-    return pd_pool_create(threads, s->conf.job_queue_capacity, &pd__thread_ops, s, pd_server_wake, s);
+    pd_pool *pool = pd_pool_create(threads, s->conf.job_queue_capacity, &pd__thread_ops, s, pd_server_wake, s);
+    /* Workers that can fill every core yield between tasks, so the loop
+     * thread gets a core as soon as one finishes a task rather than at the
+     * end of its time slice (docs/ARCHITECTURE.md, "Threads"). */
+    pd_pool_set_yield_between_tasks(pool, threads >= uv_available_parallelism());
+    return pool;
 }
 
 static void pd__free_tasks(pd_task *task)

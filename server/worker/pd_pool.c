@@ -27,6 +27,7 @@
 #include "pd_pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -73,6 +74,7 @@ struct pd_pool {
     uint32_t queue_capacity;
     atomic_int stopping;      /* written under lock, also read lock-free by polls */
     int paused;               /* guarded by lock; see pd_pool_set_paused */
+    atomic_int yield_between_tasks; /* see pd_pool_set_yield_between_tasks */
 
     pthread_mutex_t done_lock;
     pd_task *done_head, *done_tail;
@@ -399,6 +401,8 @@ static void *pd__worker_main(void *arg)
         pthread_mutex_unlock(&p->lock);
 
         pd__run_task(p, w, ctx, task, holds_order, &batch);
+        if (atomic_load_explicit(&p->yield_between_tasks, memory_order_relaxed))
+            sched_yield();
 
         pthread_mutex_lock(&p->lock);
     }
@@ -602,6 +606,12 @@ void pd_pool_set_paused(pd_pool *p, int paused)
     p->paused = paused != 0;
     pthread_cond_broadcast(&p->work_ready);
     pthread_mutex_unlock(&p->lock);
+}
+
+void pd_pool_set_yield_between_tasks(pd_pool *p, int on)
+{
+    if (p)
+        atomic_store(&p->yield_between_tasks, on != 0);
 }
 
 void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out)

@@ -167,6 +167,16 @@ void pd_pool_cancel_owner(pd_pool *p, uint64_t owner);
  * test hold work back deterministically. */
 void pd_pool_set_paused(pd_pool *p, int paused);
 
+/* With on set, a worker calls sched_yield() after each task. For a pool
+ * whose workers can occupy every core while another thread (the
+ * submitter's event loop) must answer promptly: under Linux's CFS a woken
+ * thread waits for the running one's time slice (milliseconds) unless it
+ * has run much less than it lately, and a busy loop thread has not, so
+ * without the yield it can wait behind a worker's whole slice for each
+ * request it reads and each answer it writes. A yield costs one system
+ * call per task when nothing else wants the core. Off by default. */
+void pd_pool_set_yield_between_tasks(pd_pool *p, int on);
+
 void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out);
 
 /* The key of the unordered task a worker took last: a submitter doing fair
