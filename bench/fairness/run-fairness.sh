@@ -2,19 +2,29 @@
 # run-fairness.sh - a light client's latency while heavy clients overload
 # pathd (issue 10, finding 7). Starts pathd on den520d (from the shared
 # Moving AI set), measures one connection with one request in flight alone,
-# then again while HEAVY_CONNS connections keep HEAVY_PIPELINE requests each
-# in flight (closed loop: far more than the workers can answer), and prints
-# both latency summaries and the p99 ratio. Stops by itself.
+# then again while HEAVY_CONNS connections offer OFFERED times what the
+# server can answer, and prints both latency summaries and the p99 ratio.
+# Stops by itself.
+#
+# Offered load: the script first measures the server's capacity (answers
+# per second to a closed-loop 2 x 64 load for CAL_SECONDS), then runs the
+# heavy clients open loop (pathd-load --rate, as wrk2) at OFFERED x that
+# rate with up to HEAVY_PIPELINE requests in flight per connection, so the
+# excess reaches the server and is refused (OVERLOADED) as the issue's
+# attack saw it. OFFERED=closed runs them closed loop instead (each keeps
+# HEAVY_PIPELINE in flight, default 64 then).
 #
 # The light client sends the same LIGHT_REQUESTS requests both times (every
 # scenario of the file in order, round robin), so the two p99s are over the
 # same searches: a timed run would cover fewer, shorter ones under load,
 # since the file is sorted by path length. The heavy clients run at nice 19
-# so that they take CPU from pathd no more than clients on other hosts
-# would (the machine has two cores). ROUNDS pairs of runs (alone, then
-# loaded) give one ratio each; the summary gives their median, the ratio of
-# the median p99s and that of the lowest (least disturbed) p99s: on a
-# shared machine a single p99 moves with other tenants' load.
+# (HEAVY_PREFIX) so that they take CPU from pathd no more than clients on
+# other hosts would (the machine has two cores); LIGHT_PREFIX (default
+# none; e.g. "chrt -f 10") can keep the light client's own wakeups from
+# waiting behind them. ROUNDS pairs of runs (alone, then loaded) give one
+# ratio each; the summary gives their median, the ratio of the median p99s
+# and that of the lowest (least disturbed) p99s: on a shared machine a
+# single p99 moves with other tenants' load.
 #
 #   bench/fairness/run-fairness.sh [BUILD_DIR]      (default: build)
 #
@@ -25,7 +35,11 @@ build=${1:-build}
 scen=${PATHD_BENCH_DATA:-../shared/benchmarks/movingai}/scen/den520d.map.scen
 map=${PATHD_BENCH_DATA:-../shared/benchmarks/movingai}/maps/den520d.map
 heavy_conns=${HEAVY_CONNS:-2}
-heavy_pipeline=${HEAVY_PIPELINE:-64}
+offered=${OFFERED:-2}
+if [ "$offered" = closed ]; then heavy_pipeline=${HEAVY_PIPELINE:-64}; else heavy_pipeline=${HEAVY_PIPELINE:-1024}; fi
+cal_seconds=${CAL_SECONDS:-3}
+heavy_prefix=${HEAVY_PREFIX:-nice -n 19}
+light_prefix=${LIGHT_PREFIX:-}
 light_requests=${LIGHT_REQUESTS:-1782}
 heavy_seconds=${HEAVY_SECONDS:-8}
 rounds=${ROUNDS:-5}
@@ -44,13 +58,24 @@ JSON
 pid=$!
 sleep 1.5
 load() { "$build/bench/load/pathd-load" --server "127.0.0.1:$port" --scene den --scen "$scen" --quiet --json "$@"; }
+rate_args=()
+if [ "$offered" != closed ]; then
+  $heavy_prefix "$build/bench/load/pathd-load" --server "127.0.0.1:$port" --scene den --scen "$scen" --quiet --json \
+    -c 2 -P 64 -d "$cal_seconds" > "$dir/capacity.json"
+  rate=$(python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(round(float(sys.argv[2]) * r["requests"] / r["seconds"]))' \
+         "$dir/capacity.json" "$offered")
+  echo "capacity: $(python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(round(r["requests"] / r["seconds"]))' "$dir/capacity.json") answers/s closed loop (2 x 64); heavy clients offer $rate requests/s (${offered}x)"
+  rate_args=(--rate "$rate")
+fi
 for r in $(seq 1 "$rounds"); do
-  load -c 1 -P 1 -n "$light_requests" -d 60 > "$dir/alone$r.json"
-  nice -n 19 "$build/bench/load/pathd-load" --server "127.0.0.1:$port" --scene den --scen "$scen" --quiet --json \
-    -c "$heavy_conns" -P "$heavy_pipeline" -d "$heavy_seconds" > "$dir/heavy$r.json" &
+  $light_prefix "$build/bench/load/pathd-load" --server "127.0.0.1:$port" --scene den --scen "$scen" --quiet --json \
+    -c 1 -P 1 -n "$light_requests" -d 60 > "$dir/alone$r.json"
+  $heavy_prefix "$build/bench/load/pathd-load" --server "127.0.0.1:$port" --scene den --scen "$scen" --quiet --json \
+    -c "$heavy_conns" -P "$heavy_pipeline" -d "$heavy_seconds" "${rate_args[@]}" > "$dir/heavy$r.json" &
   heavy=$!
   sleep 1.5
-  load -c 1 -P 1 -n "$light_requests" -d 60 > "$dir/loaded$r.json"
+  $light_prefix "$build/bench/load/pathd-load" --server "127.0.0.1:$port" --scene den --scen "$scen" --quiet --json \
+    -c 1 -P 1 -n "$light_requests" -d 60 > "$dir/loaded$r.json"
   wait "$heavy"
 done
 python3 - "$dir" "$rounds" <<'PY'
@@ -59,7 +84,7 @@ d, rounds = sys.argv[1], int(sys.argv[2])
 ratios = []
 for i in range(1, rounds + 1):
     a, l, h = (json.load(open(f"{d}/{n}{i}.json")) for n in ("alone", "loaded", "heavy"))
-    print(f"round {i}")
+    print(f"round {i}: heavy answered {h['requests'] / h['seconds']:.0f}/s")
     for name, r in (("light alone", a), ("light under load", l), ("heavy", h)):
         lat = r["latency_us"]
         print(f"  {name:17s} requests {r['requests']:7d}  p50 {lat['p50']:6d} us  p99 {lat['p99']:6d} us  statuses {r['statuses']}")
