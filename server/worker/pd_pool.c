@@ -623,6 +623,7 @@ void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out)
         return;
     pthread_mutex_lock(&p->lock);
     out->threads = p->n_workers;
+    out->yield_between_tasks = atomic_load(&p->yield_between_tasks);
     out->queue_depth = p->queue_len;
     for (uint32_t i = 0; i < p->n_workers; i++) {
         const pd__worker *w = &p->workers[i];

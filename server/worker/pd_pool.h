@@ -132,6 +132,7 @@ typedef struct pd_pool_stats {
     uint64_t context_bytes;       /* bytes the workers' contexts hold, summed, as
                                      their last trim reported (0 without trim) */
     uint64_t context_bytes_max;   /* the largest one worker's context holds */
+    int yield_between_tasks;      /* pd_pool_set_yield_between_tasks */
 } pd_pool_stats;
 
 /* threads >= 1, queue_capacity >= 1, ops with create and destroy (NULL

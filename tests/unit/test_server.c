@@ -129,6 +129,35 @@ static void server_stop(test_server *ts)
     server_join(ts);
 }
 
+static uint32_t yield_test_threads;
+
+static void use_yield_test_threads(pd_conf *c)
+{
+    c->threads = yield_test_threads;
+}
+
+/* Workers yield between tasks exactly when they can occupy every core, so
+ * that the loop thread is not left waiting for a core behind them; with a
+ * core to spare they do not pay the system call. */
+static void test_workers_yield_when_they_fill_the_cores(void **state)
+{
+    (void)state;
+    const uint32_t cores = uv_available_parallelism();
+    const uint32_t counts[] = {cores, cores + 1, cores > 1 ? cores - 1 : 0};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        if (counts[i] == 0)
+            continue;
+        yield_test_threads = counts[i];
+        test_server ts;
+        server_start(&ts, use_yield_test_threads);
+        pd_pool_stats st;
+        pd_pool_get_stats(ts.pool, &st);
+        assert_int_equal(st.threads, counts[i]);
+        assert_int_equal(st.yield_between_tasks, counts[i] >= cores);
+        server_stop(&ts);
+    }
+}
+
 /* ---- the raw client ---------------------------------------------------- */
 
 /* rcvbuf > 0 shrinks the client's receive buffer (before connecting, so
@@ -2029,6 +2058,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ping),
+        cmocka_unit_test(test_workers_yield_when_they_fill_the_cores),
         cmocka_unit_test(test_find_path_streams_chunks),
         cmocka_unit_test(test_bad_requests_keep_connection),
         cmocka_unit_test(test_scene_queries_and_stats),
