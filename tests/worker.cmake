@@ -16,3 +16,10 @@ pd_test(NAME test_pool_lanes
         SOURCES unit/test_pool_lanes.c
         LIBS pathd_worker
         LABELS sanitize threaded)
+
+# Issue 17: submits reach sleeping workers through the pool's incoming
+# stack (thousands of sleep/wake races, bounded waits, no timing claims).
+pd_test(NAME test_pool_handoff
+        SOURCES unit/test_pool_handoff.c
+        LIBS pathd_worker
+        LABELS sanitize threaded)

@@ -13,9 +13,10 @@
  * (default 127.0.0.1:7420) and always stops by itself after the duration.
  *
  * Closed loop by default (a connection sends when an answer frees a slot).
- * --burst sends a connection's whole pipeline, then waits for every answer
- * before sending the next, as redis-benchmark -P does: the traffic shape its
- * figures come from.
+ * --burst sends a connection's whole pipeline in one write, then waits for
+ * every answer before sending the next, as redis-benchmark -P does: the
+ * traffic shape its figures come from (the server reads the whole pipeline
+ * at once).
  * --rate R runs open loop, as wrk2 does: request i of a connection is due
  * at start + i / (R / CONNS), latency counts from that intended time, so a
  * server that stalls cannot hide the queue it builds. --metrics HOST:PORT
@@ -152,7 +153,7 @@ static void load_usage(FILE *out)
             "  --style S           waypoint style asked for (default cells)\n"
             "  --rate R            open loop: R requests/s over all connections, latency\n"
             "                      from each request's intended send time (as wrk2)\n"
-            "  --burst             send the whole pipeline, then wait for all of its answers\n"
+            "  --burst             send the whole pipeline in one write, then wait for all of its answers\n"
             "                      (as redis-benchmark -P); not with --rate\n"
             "  --metrics HOST:PORT the server's metrics port: print its CPU us per request\n"
             "  --quiet             no progress lines\n"
@@ -394,39 +395,76 @@ static void load_finish_slot(load_worker *w, const pdc_path_result *r)
     }
 }
 
-/* Sends until the pipeline is full. Returns 0, or -1 once the connection is
- * gone (the failed request is counted). */
+/* The next request, round-robin over the scenario pairs. */
+static pdc_path_req load_next_request(load_shared *sh)
+{
+    const load_pair *p = &sh->pairs[atomic_fetch_add(&sh->next_pair, 1) % sh->npairs];
+    pdc_path_req req;
+    memset(&req, 0, sizeof req);
+    req.scene = sh->cfg->scene;
+    req.start = pdc_cell(p->sx, p->sy);
+    req.goal = pdc_cell(p->gx, p->gy);
+    req.style = sh->cfg->style;
+    return req;
+}
+
+/* Takes a free slot for request id, sent (or, open loop, due) at sent_us. */
+static void load_take_slot(load_worker *w, uint64_t id, uint64_t sent_us)
+{
+    int i = 0;
+    while (w->slots[i].id != 0)
+        i++;
+    w->slots[i].id = id;
+    w->slots[i].sent_us = sent_us;
+    w->inflight++;
+}
+
+/* --burst, with the pipeline empty: sends a whole pipeline (or what the -n
+ * budget leaves) in one write, as redis-benchmark -P does, so the server
+ * finds every request of it in one read. Returns 0, or -1 once the
+ * connection is gone (the requests are counted as failed). */
+static int load_fill_burst(load_worker *w, pdc_conn *c, pdc_path_req *reqs, uint64_t *ids)
+{
+    load_shared *sh = w->sh;
+    int n = 0;
+    while (n < sh->cfg->pipeline && !atomic_load(&sh->stop) && load_take_budget(sh))
+        reqs[n++] = load_next_request(sh);
+    if (n == 0)
+        return 0;
+    int r = pdc_send_find_paths(c, reqs, (size_t)n, ids);
+    if (r != PDC_OK) {
+        for (int i = 0; i < n; i++)
+            load_count(w, r);
+        return -1;
+    }
+    const uint64_t now = load_now_us();
+    for (int i = 0; i < n; i++)
+        load_take_slot(w, ids[i], now);
+    return 0;
+}
+
+/* Sends until the pipeline is full, one write per request. Returns 0, or
+ * -1 once the connection is gone (the failed request is counted). */
 static int load_fill(load_worker *w, pdc_conn *c)
 {
     load_shared *sh = w->sh;
     while (w->inflight < sh->cfg->pipeline && !atomic_load(&sh->stop) &&
            (w->interval_us == 0 || load_now_us() >= w->next_due_us) && load_take_budget(sh)) {
-        const load_pair *p = &sh->pairs[atomic_fetch_add(&sh->next_pair, 1) % sh->npairs];
-        pdc_path_req req;
-        memset(&req, 0, sizeof req);
-        req.scene = sh->cfg->scene;
-        req.start = pdc_cell(p->sx, p->sy);
-        req.goal = pdc_cell(p->gx, p->gy);
-        req.style = sh->cfg->style;
+        pdc_path_req req = load_next_request(sh);
         uint64_t id;
         int r = pdc_send_find_path(c, &req, &id);
         if (r != PDC_OK) {
             load_count(w, r);
             return -1;
         }
-        int i = 0;
-        while (w->slots[i].id != 0)
-            i++;
-        w->slots[i].id = id;
         if (w->interval_us) {
             /* Open loop: the clock starts when the request was due, even if
              * a full pipeline held it back. */
-            w->slots[i].sent_us = w->next_due_us;
+            load_take_slot(w, id, w->next_due_us);
             w->next_due_us += w->interval_us;
         } else {
-            w->slots[i].sent_us = load_now_us();
+            load_take_slot(w, id, load_now_us());
         }
-        w->inflight++;
     }
     return 0;
 }
@@ -441,6 +479,22 @@ static void *load_worker_main(void *arg)
         atomic_fetch_add(&sh->workers_done, 1);
         return NULL;
     }
+    /* --burst: one pipeline's requests and ids, built before its one write. */
+    pdc_path_req *burst_reqs = NULL;
+    uint64_t *burst_ids = NULL;
+    if (sh->cfg->burst) {
+        burst_reqs = calloc((size_t)sh->cfg->pipeline, sizeof *burst_reqs);
+        burst_ids = calloc((size_t)sh->cfg->pipeline, sizeof *burst_ids);
+        if (!burst_reqs || !burst_ids) {
+            free(burst_reqs);
+            free(burst_ids);
+            snprintf(w->connect_error, sizeof w->connect_error, "out of memory");
+            w->connect_failed = 1;
+            pdc_close(c);
+            atomic_fetch_add(&sh->workers_done, 1);
+            return NULL;
+        }
+    }
     uint64_t drain_deadline = 0;
     if (sh->cfg->rate > 0) {
         double per_conn = sh->cfg->rate / sh->cfg->connections;
@@ -451,8 +505,12 @@ static void *load_worker_main(void *arg)
     }
     for (;;) {
         int stopping = atomic_load(&sh->stop) || !load_budget_left(sh);
-        if (!stopping && pdc_is_connected(c) && (!sh->cfg->burst || w->inflight == 0))
-            load_fill(w, c);
+        if (!stopping && pdc_is_connected(c)) {
+            if (!sh->cfg->burst)
+                load_fill(w, c);
+            else if (w->inflight == 0)
+                load_fill_burst(w, c, burst_reqs, burst_ids);
+        }
         if (w->inflight == 0 && w->interval_us && !stopping && pdc_is_connected(c)) {
             /* Open loop, nothing in flight: wait for the next due time. */
             uint64_t now = load_now_us();
@@ -495,6 +553,8 @@ static void *load_worker_main(void *arg)
         pdc_path_result_free(&r);
     }
     pdc_close(c);
+    free(burst_reqs);
+    free(burst_ids);
     atomic_fetch_add(&sh->workers_done, 1);
     return NULL;
 }

@@ -451,28 +451,22 @@ size_t pdc_in_flight(const pdc_conn *c)
 
 /* ---- sending ---------------------------------------------------------------- */
 
-/* Writes one whole frame. A timeout or error after part of it went out
- * leaves the stream unusable, so both close the connection. */
-static int pdc__send_frame(pdc_conn *c, const Pathd__V1__Request *req)
+/* Packs req as one frame (length prefix, then the message) at out, which has
+ * room for PDC__HEADER_BYTES + its packed size (given as len). */
+static void pdc__pack_frame(const Pathd__V1__Request *req, size_t len, uint8_t *out)
 {
-    if (c->fd < 0)
-        return PDC_ERR_DISCONNECTED;
-    size_t len = pathd__v1__request__get_packed_size(req);
-    if (len > PDC_MAX_FRAME_BYTES)
-        return PDC_ERR_ARG;
-    uint8_t stack_buf[512];
-    uint8_t *buf = len + PDC__HEADER_BYTES <= sizeof stack_buf
-                       ? stack_buf : malloc(len + PDC__HEADER_BYTES);
-    if (!buf)
-        return PDC_ERR_NOMEM;
-    buf[0] = (uint8_t)(len >> 24);
-    buf[1] = (uint8_t)(len >> 16);
-    buf[2] = (uint8_t)(len >> 8);
-    buf[3] = (uint8_t)len;
-    pathd__v1__request__pack(req, buf + PDC__HEADER_BYTES);
+    out[0] = (uint8_t)(len >> 24);
+    out[1] = (uint8_t)(len >> 16);
+    out[2] = (uint8_t)(len >> 8);
+    out[3] = (uint8_t)len;
+    pathd__v1__request__pack(req, out + PDC__HEADER_BYTES);
+}
 
-    int result = PDC_OK;
-    size_t total = len + PDC__HEADER_BYTES, sent = 0;
+/* Writes buf[0, total) whole. A timeout or error after part of it went out
+ * leaves the stream unusable, so both close the connection. */
+static int pdc__send_bytes(pdc_conn *c, const uint8_t *buf, size_t total)
+{
+    size_t sent = 0;
     int64_t deadline = pdc__deadline_after(c->timeout_ms);
     while (sent < total) {
         ssize_t n = send(c->fd, buf + sent, total - sent, MSG_NOSIGNAL);
@@ -488,15 +482,31 @@ static int pdc__send_frame(pdc_conn *c, const Pathd__V1__Request *req)
             if (r == 0) {
                 pdc__fail(c, PDC_ERR_DISCONNECTED, "send timed out after %d ms; connection closed",
                           c->timeout_ms);
-                result = PDC_ERR_TIMEOUT;
-                break;
+                return PDC_ERR_TIMEOUT;
             }
             continue;
         }
         pdc__fail(c, PDC_ERR_DISCONNECTED, "send failed: %s", strerror(errno));
-        result = PDC_ERR_DISCONNECTED;
-        break;
+        return PDC_ERR_DISCONNECTED;
     }
+    return PDC_OK;
+}
+
+/* Writes one whole frame (see pdc__send_bytes). */
+static int pdc__send_frame(pdc_conn *c, const Pathd__V1__Request *req)
+{
+    if (c->fd < 0)
+        return PDC_ERR_DISCONNECTED;
+    size_t len = pathd__v1__request__get_packed_size(req);
+    if (len > PDC_MAX_FRAME_BYTES)
+        return PDC_ERR_ARG;
+    uint8_t stack_buf[512];
+    uint8_t *buf = len + PDC__HEADER_BYTES <= sizeof stack_buf
+                       ? stack_buf : malloc(len + PDC__HEADER_BYTES);
+    if (!buf)
+        return PDC_ERR_NOMEM;
+    pdc__pack_frame(req, len, buf);
+    int result = pdc__send_bytes(c, buf, len + PDC__HEADER_BYTES);
     if (buf != stack_buf)
         free(buf);
     return result;
@@ -1302,6 +1312,74 @@ int pdc_send_find_path(pdc_conn *c, const pdc_path_req *req, uint64_t *id)
         r = pdc__send_tracked(c, &m.req, PDC__KIND_PATH, id);
     pdc__find_msg_free(&m);
     return r;
+}
+
+/* Appends req as one frame to *buf (grown as needed). PDC_OK, PDC_ERR_ARG
+ * for a frame over PDC_MAX_FRAME_BYTES, or PDC_ERR_NOMEM. */
+static int pdc__append_frame(const Pathd__V1__Request *req, uint8_t **buf, size_t *used, size_t *cap)
+{
+    size_t len = pathd__v1__request__get_packed_size(req);
+    if (len > PDC_MAX_FRAME_BYTES)
+        return PDC_ERR_ARG;
+    size_t need = *used + PDC__HEADER_BYTES + len;
+    if (need > *cap) {
+        size_t grown_cap = *cap ? *cap : 4096;
+        while (grown_cap < need)
+            grown_cap *= 2;
+        uint8_t *grown = realloc(*buf, grown_cap);
+        if (!grown)
+            return PDC_ERR_NOMEM;
+        *buf = grown;
+        *cap = grown_cap;
+    }
+    pdc__pack_frame(req, len, *buf + *used);
+    *used = need;
+    return PDC_OK;
+}
+
+int pdc_send_find_paths(pdc_conn *c, const pdc_path_req *reqs, size_t n, uint64_t *ids)
+{
+    if (!c || !reqs || !ids || n == 0)
+        return PDC_ERR_ARG;
+    if (c->fd < 0) {
+        snprintf(c->error, sizeof c->error, "not connected");
+        return PDC_ERR_DISCONNECTED;
+    }
+    uint8_t *buf = NULL;
+    size_t used = 0, cap = 0, registered = 0;
+    const uint64_t first = c->next_id;
+    int r = PDC_OK;
+    for (size_t i = 0; i < n && r == PDC_OK; i++) {
+        pdc__find_msg m;
+        r = pdc__build_find(&reqs[i], &m);
+        m.req.id = first + i;
+        if (r == PDC_OK)
+            r = pdc__append_frame(&m.req, &buf, &used, &cap);
+        pdc__find_msg_free(&m);
+    }
+    while (r == PDC_OK && registered < n) {
+        if (pdc__pending_add(c, first + registered, PDC__KIND_PATH))
+            registered++;
+        else
+            r = PDC_ERR_NOMEM;
+    }
+    if (r == PDC_OK) {
+        c->next_id = first + n;
+        r = pdc__send_bytes(c, buf, used);
+    }
+    free(buf);
+    if (r != PDC_OK) {
+        /* None of them is in flight: forget every entry registered above. */
+        for (size_t i = 0; i < registered; i++) {
+            pdc__pending *p = pdc__pending_find(c, first + i);
+            pdc__pending_release(p);
+            pdc__pending_remove(c, p);
+        }
+        return r;
+    }
+    for (size_t i = 0; i < n; i++)
+        ids[i] = first + i;
+    return PDC_OK;
 }
 
 int pdc_send_cancel(pdc_conn *c, uint64_t target_id)

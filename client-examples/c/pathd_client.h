@@ -490,6 +490,12 @@ int pdc_ping(pdc_conn *c, uint64_t *rtt_micros);
  * closed because a half-written frame cannot be taken back). */
 int pdc_send_find_path(pdc_conn *c, const pdc_path_req *req, uint64_t *id);
 
+/* Sends n FindPath requests in one write, as redis-benchmark -P does with
+ * its pipeline (the server then reads them together), and gives their ids
+ * in ids[0..n), increasing. All or nothing: on any error (the statuses of
+ * pdc_send_find_path, PDC_ERR_NOMEM) none of them is in flight. */
+int pdc_send_find_paths(pdc_conn *c, const pdc_path_req *reqs, size_t n, uint64_t *ids);
+
 /* Asks the server to stop working on target_id. The target's answer still
  * arrives through pdc_recv_result (CANCELLED, or its normal result if it
  * finished first); any reply to the cancel request itself is discarded. */

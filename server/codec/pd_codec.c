@@ -1091,7 +1091,6 @@ static int pd__scan_message(const ProtobufCMessageDescriptor *d, const uint8_t *
             return -1;
         p += n;
         uint32_t number = (uint32_t)(key >> 3);
-        const ProtobufCFieldDescriptor *f = d ? protobuf_c_message_descriptor_get_field(d, number) : NULL;
         sc->elements++;
         switch (key & 7u) {
         case 0: /* varint */
@@ -1115,6 +1114,9 @@ static int pd__scan_message(const ProtobufCMessageDescriptor *d, const uint8_t *
             if ((n = pd__varint(p, end, &v)) == 0 || v > (uint64_t)((size_t)(end - p) - n))
                 return -1;
             p += n;
+            /* Only length-delimited fields need their descriptor (a
+             * sub-message to descend into, a string to check). */
+            const ProtobufCFieldDescriptor *f = d ? protobuf_c_message_descriptor_get_field(d, number) : NULL;
             if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
                 if (pd__scan_message(f->descriptor, p, p + v, 0, cap, sc) != 0)
                     return -1;
@@ -1678,8 +1680,11 @@ uint8_t *pd_codec_encode_path(uint64_t id, const pd_scene *scene, const pd_path_
     if (buf == NULL)
         goto done;
     for (size_t seq = 0; seq < n_chunks; seq++) {
-        pd__fill_path_chunk(id, scene, world, r, path_len, max_per_chunk, seq, n_chunks, &pts, &extras, &chunk,
-                            &resp);
+        /* One chunk (most answers): the message the sizing pass built is
+         * still whole. */
+        if (n_chunks > 1)
+            pd__fill_path_chunk(id, scene, world, r, path_len, max_per_chunk, seq, n_chunks, &pts, &extras,
+                                &chunk, &resp);
         off += pd__frame_pack(&resp, buf + off);
     }
     *out_len = off;

@@ -13,7 +13,22 @@
  * Locking: one pool mutex guards the task queue, every worker's `current`
  * pointer, every worker's statistics and the lanes each worker holds; a
  * second mutex guards the completion list so the loop thread taking
- * results never waits for a submit or a cancel. A worker clears `current`
+ * results never waits for a submit or a cancel. A submit does not take
+ * the pool mutex either (unless its task has a deadline to check against
+ * the queue): it pushes the task onto an incoming stack with a
+ * compare-and-swap, and whoever next holds the mutex (a worker looking for work,
+ * a cancel, destroy) moves the incoming tasks into the queue in the order
+ * they were submitted. The loop thread thus never waits for a worker
+ * holding the mutex, nor wakes one that waits for it: under a pipelined
+ * load those waits and wakes were most of the server's futex calls.
+ * A worker about to sleep counts itself in `sleepers` before its last
+ * look at the incoming stack; a submit that sees the count above zero
+ * takes the mutex, signals one sleeper and uncounts it, so no task is left
+ * behind a sleeping worker and the next submits do not take the mutex
+ * again for the same sleeper. The count changes only under the mutex and
+ * is never below the number of workers blocked in the wait (a worker woken
+ * spuriously may stay counted: that costs one signal nobody needed); each
+ * broadcast, which wakes them all, sets it to zero. A worker clears `current`
  * under the pool mutex before it pushes the task onto the completion list:
  * from that moment the loop thread may free the task, so cancel must no
  * longer be able to reach it.
@@ -68,7 +83,10 @@ struct pd_pool {
     pd_task **heap;           /* unordered tasks, min-heap by (key, seq) */
     uint32_t heap_len;
     pd_task *ord_head, *ord_tail;  /* ordered tasks, FIFO */
-    uint32_t queue_len;       /* heap_len + ordered tasks queued */
+    _Atomic(pd_task *) incoming;  /* submitted, not yet queued: a stack, newest first */
+    atomic_uint queued;       /* tasks waiting for a worker (incoming ones too):
+                                 counted by submit, uncounted by a worker's pick */
+    atomic_uint sleepers;     /* written under lock: see the top of this file */
     uint64_t next_seq;        /* submission order, ties between equal keys */
     atomic_uint_fast64_t virtual_time;  /* key of the task taken last */
     uint32_t queue_capacity;
@@ -103,6 +121,24 @@ uint64_t pd_pool_now_ns(void)
 }
 
 static void pd__publish(pd_pool *p, pd__batch *b);
+
+/* Takes one worker off the sleepers' count; 0 when none was counted.
+ * Caller holds p->lock. */
+static int pd__uncount_sleeper(pd_pool *p)
+{
+    unsigned n = atomic_load(&p->sleepers);
+    if (n == 0)
+        return 0;
+    atomic_store(&p->sleepers, n - 1);
+    return 1;
+}
+
+/* Wakes every waiting worker. Caller holds p->lock. */
+static void pd__wake_all(pd_pool *p)
+{
+    atomic_store(&p->sleepers, 0);
+    pthread_cond_broadcast(&p->work_ready);
+}
 
 /* Whether task must stop now (cancelled, pool stopping, past its deadline). */
 static pd_status pd__interrupted(const pd_task *task)
@@ -200,7 +236,7 @@ static void pd__run_task(pd_pool *p, pd__worker *w, void *ctx, pd_task *task, in
         pthread_mutex_lock(&p->lock);
         w->holds_lanes = 0;
         /* Any waiting worker may now find a task of these lanes. */
-        pthread_cond_broadcast(&p->work_ready);
+        pd__wake_all(p);
         pthread_mutex_unlock(&p->lock);
     }
 }
@@ -331,7 +367,7 @@ static pd_task *pd__take_task(pd_pool *p, pd__worker *w, int *holds_order)
         task = pd__heap_remove(p, 0);
     if (!task)
         return NULL;
-    p->queue_len--;
+    atomic_fetch_sub(&p->queued, 1);
     task->next = NULL;
     if (!task->ordered)
         atomic_store_explicit(&p->virtual_time, task->key, memory_order_relaxed);
@@ -344,7 +380,7 @@ static pd_task *pd__take_task(pd_pool *p, pd__worker *w, int *holds_order)
     return task;
 }
 
-/* Queues a task (the caller checked the capacity). Caller holds p->lock. */
+/* Queues a task (counted in p->queued already). Caller holds p->lock. */
 static void pd__enqueue(pd_pool *p, pd_task *task)
 {
     task->next = NULL;
@@ -359,7 +395,27 @@ static void pd__enqueue(pd_pool *p, pd_task *task)
         p->heap[p->heap_len++] = task;
         pd__heap_up(p, p->heap_len - 1);
     }
-    p->queue_len++;
+}
+
+/* Moves the incoming tasks into the queue, oldest first. Caller holds
+ * p->lock. */
+static void pd__drain_incoming(pd_pool *p)
+{
+    if (!atomic_load(&p->incoming))
+        return;
+    pd_task *newest_first = atomic_exchange(&p->incoming, NULL);
+    pd_task *oldest_first = NULL;
+    while (newest_first) {
+        pd_task *next = newest_first->next;
+        newest_first->next = oldest_first;
+        oldest_first = newest_first;
+        newest_first = next;
+    }
+    while (oldest_first) {
+        pd_task *next = oldest_first->next;
+        pd__enqueue(p, oldest_first);
+        oldest_first = next;
+    }
 }
 
 static void *pd__worker_main(void *arg)
@@ -378,6 +434,7 @@ static void *pd__worker_main(void *arg)
         pd_task *task = NULL;
         int holds_order = 0;
         while (!atomic_load(&p->stopping)) {
+            pd__drain_incoming(p);
             if ((task = pd__take_task(p, w, &holds_order)))
                 break;
             if (batch.head) {
@@ -388,11 +445,19 @@ static void *pd__worker_main(void *arg)
                 pthread_mutex_lock(&p->lock);
                 continue;
             }
+            /* Counted before the last look: a submit either pushed before
+             * it (seen here) or sees the count and signals. */
+            atomic_fetch_add(&p->sleepers, 1);
+            if (atomic_load(&p->incoming)) {
+                pd__uncount_sleeper(p);
+                continue;
+            }
             pthread_cond_wait(&p->work_ready, &p->lock);
         }
         if (atomic_load(&p->stopping)) {
             if (task) { /* put it back: destroy answers every queued task */
                 w->holds_lanes = 0;
+                atomic_fetch_add(&p->queued, 1);
                 pd__enqueue(p, task);
             }
             break;
@@ -420,7 +485,7 @@ static void pd__stop_and_join(pd_pool *p, uint32_t started)
 {
     pthread_mutex_lock(&p->lock);
     atomic_store(&p->stopping, 1);
-    pthread_cond_broadcast(&p->work_ready);
+    pd__wake_all(p);
     pthread_mutex_unlock(&p->lock);
     for (uint32_t i = 0; i < started; i++)
         pthread_join(p->workers[i].thread, NULL);
@@ -456,6 +521,9 @@ pd_pool *pd_pool_create(uint32_t threads, uint32_t queue_capacity, const pd_pool
         goto fail_done_lock;
     atomic_init(&p->stopping, 0);
     atomic_init(&p->virtual_time, 0);
+    atomic_init(&p->incoming, NULL);
+    atomic_init(&p->queued, 0);
+    atomic_init(&p->sleepers, 0);
     p->queue_capacity = queue_capacity;
     p->ops = ops;
     p->thread_user = thread_user;
@@ -515,18 +583,38 @@ pd_status pd_pool_submit(pd_pool *p, pd_task *task)
     task->pool = p;
     task->next = NULL;
 
-    pthread_mutex_lock(&p->lock);
-    if (p->queue_len >= p->queue_capacity) {
+    unsigned queued = atomic_load(&p->queued);
+    do {
+        if (queued >= p->queue_capacity)
+            return PD_OVERLOADED;
+    } while (!atomic_compare_exchange_weak(&p->queued, &queued, queued + 1));
+
+    if (task->deadline_ns != 0 && !task->ordered) {
+        /* The estimate counts the tasks queued ahead: it needs the queue. */
+        pthread_mutex_lock(&p->lock);
+        pd__drain_incoming(p);
+        if (pd__expected_start_ns(p, task) >= task->deadline_ns) {
+            pthread_mutex_unlock(&p->lock);
+            atomic_fetch_sub(&p->queued, 1);
+            return PD_DEADLINE_EXCEEDED;
+        }
+        pd__enqueue(p, task);
+        pthread_cond_signal(&p->work_ready);
         pthread_mutex_unlock(&p->lock);
-        return PD_OVERLOADED;
+        return PD_OK;
     }
-    if (task->deadline_ns != 0 && !task->ordered && pd__expected_start_ns(p, task) >= task->deadline_ns) {
+    pd_task *head = atomic_load(&p->incoming);
+    do
+        task->next = head;
+    while (!atomic_compare_exchange_weak(&p->incoming, &head, task));
+    if (atomic_load(&p->sleepers) > 0) {
+        /* Under the lock, a counted worker waits already, or looks at the
+         * incoming stack before it would. */
+        pthread_mutex_lock(&p->lock);
+        if (pd__uncount_sleeper(p))
+            pthread_cond_signal(&p->work_ready);
         pthread_mutex_unlock(&p->lock);
-        return PD_DEADLINE_EXCEEDED;
     }
-    pd__enqueue(p, task);
-    pthread_cond_signal(&p->work_ready);
-    pthread_mutex_unlock(&p->lock);
     return PD_OK;
 }
 
@@ -581,9 +669,10 @@ int pd_pool_cancel(pd_pool *p, uint64_t owner, uint64_t tag)
     if (!p)
         return 0;
     pthread_mutex_lock(&p->lock);
+    pd__drain_incoming(p);
     size_t marked = pd__mark_cancelled(p, owner, 1, tag);
     if (marked && p->paused)
-        pthread_cond_broadcast(&p->work_ready);
+        pd__wake_all(p);
     pthread_mutex_unlock(&p->lock);
     return marked > 0;
 }
@@ -593,8 +682,9 @@ void pd_pool_cancel_owner(pd_pool *p, uint64_t owner)
     if (!p)
         return;
     pthread_mutex_lock(&p->lock);
+    pd__drain_incoming(p);
     if (pd__mark_cancelled(p, owner, 0, 0) && p->paused)
-        pthread_cond_broadcast(&p->work_ready);
+        pd__wake_all(p);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -604,7 +694,7 @@ void pd_pool_set_paused(pd_pool *p, int paused)
         return;
     pthread_mutex_lock(&p->lock);
     p->paused = paused != 0;
-    pthread_cond_broadcast(&p->work_ready);
+    pd__wake_all(p);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -624,7 +714,7 @@ void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out)
     pthread_mutex_lock(&p->lock);
     out->threads = p->n_workers;
     out->yield_between_tasks = atomic_load(&p->yield_between_tasks);
-    out->queue_depth = p->queue_len;
+    out->queue_depth = atomic_load(&p->queued);
     for (uint32_t i = 0; i < p->n_workers; i++) {
         const pd__worker *w = &p->workers[i];
         if (w->current)
@@ -648,6 +738,7 @@ pd_task *pd_pool_destroy(pd_pool *p)
 
     /* No thread is left, so the queues need no lock from here on. */
     p->paused = 0;
+    pd__drain_incoming(p);
     pd_task *queued;
     int holds_order;
     while ((queued = pd__take_task(p, NULL, &holds_order))) {

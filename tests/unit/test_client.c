@@ -444,17 +444,10 @@ static void script_out_of_order(fake_server *fs, int conn_index, int fd)
     fake_wait_eof(fs, fd);
 }
 
-static void test_pipelined_out_of_order(void **state)
+/* What script_out_of_order answers to the three requests ids (goals 1, 2
+ * and 3 cells away), in its order; closes c and finishes the server. */
+static void expect_out_of_order_answers(fake_server *fs, pdc_conn *c, const uint64_t *ids)
 {
-    fake_server fs;
-    fake_start(&fs, script_out_of_order, 1);
-    fake_run(&fs);
-    pdc_conn *c = connect_to(&fs, 0);
-    uint64_t ids[3];
-    for (int i = 0; i < 3; i++) {
-        pdc_path_req req = demo_request(0, 0, i + 1, 0);
-        assert_int_equal(pdc_send_find_path(c, &req, &ids[i]), PDC_OK);
-    }
     assert_true(ids[0] < ids[1] && ids[1] < ids[2]);
     assert_int_equal(pdc_in_flight(c), 3);
 
@@ -486,9 +479,48 @@ static void test_pipelined_out_of_order(void **state)
     assert_int_equal(pdc_recv_result(c, 0, &r), PDC_ERR_IDLE);
     assert_int_equal(r.id, 0);
     pdc_close(c);
-    fake_finish(&fs);
-    assert_int_equal(fs.requests_seen, 3);
-    assert_int_equal(fs.extra_requests, 0);
+    fake_finish(fs);
+    assert_int_equal(fs->requests_seen, 3);
+    assert_int_equal(fs->extra_requests, 0);
+}
+
+static void test_pipelined_out_of_order(void **state)
+{
+    fake_server fs;
+    fake_start(&fs, script_out_of_order, 1);
+    fake_run(&fs);
+    pdc_conn *c = connect_to(&fs, 0);
+    uint64_t ids[3];
+    for (int i = 0; i < 3; i++) {
+        pdc_path_req req = demo_request(0, 0, i + 1, 0);
+        assert_int_equal(pdc_send_find_path(c, &req, &ids[i]), PDC_OK);
+    }
+    expect_out_of_order_answers(&fs, c, ids);
+}
+
+/* pdc_send_find_paths: the same three requests in one write; a set with a
+ * bad request in it sends nothing and leaves nothing in flight (the server
+ * sees exactly the three good ones). */
+static void test_pipelined_in_one_write(void **state)
+{
+    fake_server fs;
+    fake_start(&fs, script_out_of_order, 1);
+    fake_run(&fs);
+    pdc_conn *c = connect_to(&fs, 0);
+    pdc_path_req reqs[3];
+    for (int i = 0; i < 3; i++)
+        reqs[i] = demo_request(0, 0, i + 1, 0);
+    uint64_t ids[3] = {0, 0, 0};
+
+    reqs[1].scene = "";
+    assert_int_equal(pdc_send_find_paths(c, reqs, 3, ids), PDC_ERR_ARG);
+    assert_int_equal(pdc_in_flight(c), 0);
+    assert_int_equal(ids[0], 0);
+    assert_int_equal(pdc_send_find_paths(c, reqs, 0, ids), PDC_ERR_ARG);
+
+    reqs[1] = demo_request(0, 0, 2, 0);
+    assert_int_equal(pdc_send_find_paths(c, reqs, 3, ids), PDC_OK);
+    expect_out_of_order_answers(&fs, c, ids);
 }
 
 /* ---- server closes mid-answer -------------------------------------------- */
@@ -2006,6 +2038,7 @@ int main(void)
         cmocka_unit_test(test_blocking_path_three_chunks),
         cmocka_unit_test(test_partial_frames_byte_at_a_time),
         cmocka_unit_test(test_pipelined_out_of_order),
+        cmocka_unit_test(test_pipelined_in_one_write),
         cmocka_unit_test(test_server_closes_mid_answer),
         cmocka_unit_test(test_overloaded_then_ok_retries),
         cmocka_unit_test(test_overloaded_retries_are_bounded),
