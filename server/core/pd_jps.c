@@ -342,24 +342,68 @@ static inline void pd__scan_straight(pd__jrun *r, uint32_t cur, double g, int32_
  * on. Diagonal jump points therefore never enter the open list; the goal is
  * the exception. A successor's path from cur is "diagonal first, then
  * straight", which is what extraction rebuilds.
+ *
+ * The walk is the search's inner loop on open maps (two scans per step,
+ * most of them ending inside their first word), so it is compiled once per
+ * direction (dx, dy are constants in each copy, pd__walk_diag dispatches):
+ * the scan direction, the goal's position relative to each line and the
+ * line pointers, which advance by one line per step, cost no branches or
+ * multiplications, and a step's cost is computed only when it finds one.
  */
-static void pd__walk_diag(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx, int32_t dy)
+static inline __attribute__((always_inline)) void pd__walk_diag_dir(pd__jrun *r, uint32_t cur, double g,
+                                                                     int32_t x, int32_t y, const int32_t dx,
+                                                                     const int32_t dy)
 {
-    const ptrdiff_t s = r->stride;
-    const ptrdiff_t ds = dy * s;
+    const ptrdiff_t rw = (ptrdiff_t)r->row_words, cw = (ptrdiff_t)r->col_words;
+    const ptrdiff_t ds = dy * (ptrdiff_t)r->stride;
     const uint8_t *p = r->cells + cur;
+    const uint64_t *row = r->rows + (size_t)y * r->row_words; /* the current cell's row */
+    const uint64_t *col = r->cols + (size_t)x * r->col_words; /* and column */
+    const int32_t gx = r->gx, gy = r->gy;
+    /* Where the goal lies along a line through the walk's cells: ahead of
+     * the walk's row scans only while x has not passed gx (likewise y). */
+    const int32_t no_goal = dx > 0 ? INT32_MAX : INT32_MIN;
+    const int32_t no_goal_v = dy > 0 ? INT32_MAX : INT32_MIN;
     for (int32_t k = 1;; k++) {
         if (!p[dx] || !p[ds] || !p[dx + ds])
             return;
         p += dx + ds;
         x += dx;
         y += dy;
-        const double dg = g + PD__SQRT2 * k;
-        if (x == r->gx && y == r->gy) {
-            pd__jps_relax(r, x, y, cur, dg);
+        row += dy * rw;
+        col += dx * cw;
+        if (x == gx && y == gy) {
+            pd__jps_relax(r, x, y, cur, g + PD__SQRT2 * k);
             return;
         }
-        pd__scan_straight(r, cur, dg, x, y, dx, dy);
+        const int32_t hg = y == gy && (gx - x) * dx > 0 ? gx : no_goal;
+        const int32_t jh = dx > 0 ? pd__scan_fwd(row, row - rw, row + rw, x, hg)
+                                  : pd__scan_bwd(row, row - rw, row + rw, x, hg);
+        const int32_t vg = x == gx && (gy - y) * dy > 0 ? gy : no_goal_v;
+        const int32_t jv = dy > 0 ? pd__scan_fwd(col, col - cw, col + cw, y, vg)
+                                  : pd__scan_bwd(col, col - cw, col + cw, y, vg);
+        if ((jh & jv) < 0)
+            continue; /* both found nothing, the common case */
+        const double dg = g + PD__SQRT2 * k;
+        if (jh >= 0)
+            pd__jps_relax(r, jh, y, cur, dg + (double)(dx * (jh - x)));
+        if (jv >= 0)
+            pd__jps_relax(r, x, jv, cur, dg + (double)(dy * (jv - y)));
+    }
+}
+
+static void pd__walk_diag(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx, int32_t dy)
+{
+    if (dx > 0) {
+        if (dy > 0)
+            pd__walk_diag_dir(r, cur, g, x, y, 1, 1);
+        else
+            pd__walk_diag_dir(r, cur, g, x, y, 1, -1);
+    } else {
+        if (dy > 0)
+            pd__walk_diag_dir(r, cur, g, x, y, -1, 1);
+        else
+            pd__walk_diag_dir(r, cur, g, x, y, -1, -1);
     }
 }
 
