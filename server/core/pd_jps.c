@@ -315,7 +315,7 @@ static inline int32_t pd__run_steps(uint32_t a, uint32_t b, int32_t stride, int 
 
 /* The straight scans from padded (x, y), reached from cur with cost g, along
  * dx (0 for none) and dy (0 for none); what they find is a successor of cur. */
-static inline void pd__scan_straight(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx,
+static inline __attribute__((always_inline)) void pd__scan_straight(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx,
                                      int32_t dy)
 {
     if (dx) {
@@ -456,13 +456,34 @@ static void pd__jps4_expand(pd__jrun *r, uint32_t cur, double g, int32_t x, int3
     }
 }
 
-/* Generates the successors of jump point cur at padded (x, y), pruned by
- * the direction it was reached in (dx, dy each -1/0/1; both 0 for the
- * start). */
-static void pd__jps_expand(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx, int32_t dy)
+/* The successors of jump point cur reached straight along (dx, dy), one of
+ * them 0 (see pd__jps_expand). */
+static inline __attribute__((always_inline)) void pd__jps_expand_straight(pd__jrun *r, uint32_t cur, double g,
+                                                                           int32_t x, int32_t y,
+                                                                           const int32_t dx, const int32_t dy)
 {
     const ptrdiff_t s = r->stride;
     const uint8_t *p = r->cells + cur;
+    const ptrdiff_t step = dx + dy * s;
+    pd__scan_straight(r, cur, g, x, y, dx, dy);
+    /* The two sides across the direction of travel: a side open whose
+     * cell behind is blocked is forced, with the diagonal beside it. */
+    for (int k = -1; k <= 1; k += 2) {
+        const int32_t sx = dx ? 0 : k, sy = dx ? k : 0;
+        const ptrdiff_t sd = sx + sy * s;
+        if (p[sd] && !p[sd - step]) {
+            pd__scan_straight(r, cur, g, x, y, sx, sy);
+            pd__walk_diag(r, cur, g, x, y, dx ? dx : sx, dy ? dy : sy);
+        }
+    }
+}
+
+/* Generates the successors of jump point cur at padded (x, y), pruned by
+ * the direction it was reached in (dx, dy each -1/0/1; both 0 for the
+ * start). A straight arrival, the common case, is compiled once per
+ * direction, like the diagonal walk. */
+static void pd__jps_expand(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx, int32_t dy)
+{
     if (dx == 0 && dy == 0) {
         pd__scan_straight(r, cur, g, x, y, 1, 1);
         pd__scan_straight(r, cur, g, x, y, -1, -1);
@@ -475,19 +496,14 @@ static void pd__jps_expand(pd__jrun *r, uint32_t cur, double g, int32_t x, int32
          * for completeness of the pruning rules. */
         pd__scan_straight(r, cur, g, x, y, dx, dy);
         pd__walk_diag(r, cur, g, x, y, dx, dy);
+    } else if (dx > 0) {
+        pd__jps_expand_straight(r, cur, g, x, y, 1, 0);
+    } else if (dx < 0) {
+        pd__jps_expand_straight(r, cur, g, x, y, -1, 0);
+    } else if (dy > 0) {
+        pd__jps_expand_straight(r, cur, g, x, y, 0, 1);
     } else {
-        const ptrdiff_t step = dx + dy * s;
-        pd__scan_straight(r, cur, g, x, y, dx, dy);
-        /* The two sides across the direction of travel: a side open whose
-         * cell behind is blocked is forced, with the diagonal beside it. */
-        for (int k = -1; k <= 1; k += 2) {
-            const int32_t sx = dx ? 0 : k, sy = dx ? k : 0;
-            const ptrdiff_t sd = sx + sy * s;
-            if (p[sd] && !p[sd - step]) {
-                pd__scan_straight(r, cur, g, x, y, sx, sy);
-                pd__walk_diag(r, cur, g, x, y, dx ? dx : sx, dy ? dy : sy);
-            }
-        }
+        pd__jps_expand_straight(r, cur, g, x, y, 0, -1);
     }
 }
 
