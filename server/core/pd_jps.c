@@ -568,6 +568,23 @@ static size_t pd__jps_path_length(const pd_jps_ctx *ctx)
     return len;
 }
 
+/* Writes the n cells of a run of steps (sx, sy) from padded (*x, *y),
+ * backwards into out below index i (path coordinates are unpadded);
+ * returns the index of the last cell written. */
+static inline size_t pd__emit_run(pd_point *out, size_t i, int32_t *x, int32_t *y, int32_t sx, int32_t sy,
+                                  int32_t n)
+{
+    int32_t px = *x - 1, py = *y - 1;
+    for (int32_t k = 0; k < n; k++) {
+        px += sx;
+        py += sy;
+        out[--i] = (pd_point){ px, py };
+    }
+    *x = px + 1;
+    *y = py + 1;
+    return i;
+}
+
 pd_status pd_jps_extract(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, size_t *path_len)
 {
     if (!ctx->have_path) {
@@ -591,16 +608,16 @@ pd_status pd_jps_extract(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, s
          * then vertical ones. */
         const int32_t ux = (int32_t)(u % stride), uy = (int32_t)(u / stride);
         const int32_t sx = pd__sign(ux - x), sy = pd__sign(uy - y);
-        while (x != ux || y != uy) {
-            const int32_t ax = pd__abs(ux - x), ay = pd__abs(uy - y);
-            if (ctx->last_four) {
-                x += ax ? sx : 0;
-                y += ax ? 0 : sy;
-            } else {
-                x += ax >= ay ? sx : 0;
-                y += ay >= ax ? sy : 0;
-            }
-            out[--i] = (pd_point){ x - 1, y - 1 };
+        const int32_t ax = pd__abs(ux - x), ay = pd__abs(uy - y);
+        if (ctx->last_four) {
+            i = pd__emit_run(out, i, &x, &y, sx, 0, ax);
+            i = pd__emit_run(out, i, &x, &y, 0, sy, ay);
+        } else {
+            if (ax >= ay)
+                i = pd__emit_run(out, i, &x, &y, sx, 0, ax - ay);
+            else
+                i = pd__emit_run(out, i, &x, &y, 0, sy, ay - ax);
+            i = pd__emit_run(out, i, &x, &y, sx, sy, ax < ay ? ax : ay);
         }
     }
     return PD_OK;
