@@ -315,8 +315,8 @@ static inline int32_t pd__run_steps(uint32_t a, uint32_t b, int32_t stride, int 
 
 /* The straight scans from padded (x, y), reached from cur with cost g, along
  * dx (0 for none) and dy (0 for none); what they find is a successor of cur. */
-static inline __attribute__((always_inline)) void pd__scan_straight(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx,
-                                     int32_t dy)
+static inline __attribute__((always_inline)) void pd__scan_straight(pd__jrun *r, uint32_t cur, double g,
+                                                                     int32_t x, int32_t y, int32_t dx, int32_t dy)
 {
     if (dx) {
         const int32_t j =
@@ -344,11 +344,13 @@ static inline __attribute__((always_inline)) void pd__scan_straight(pd__jrun *r,
  * straight", which is what extraction rebuilds.
  *
  * The walk is the search's inner loop on open maps (two scans per step,
- * most of them ending inside their first word), so it is compiled once per
- * direction (dx, dy are constants in each copy, pd__walk_diag dispatches):
- * the scan direction, the goal's position relative to each line and the
- * line pointers, which advance by one line per step, cost no branches or
- * multiplications, and a step's cost is computed only when it finds one.
+ * most of them ending inside their first word, so a step's fixed cost is
+ * what counts), so it is compiled once per direction (dx, dy are constants
+ * in each copy; pd__walk_diag dispatches): each scan's direction is fixed,
+ * the row and column pointers advance by one line per step instead of a
+ * multiplication per scan, and a step's cost is computed only when one of
+ * its scans finds a jump point. (docs/BENCHMARKS.md, "Third round", lists
+ * what else was measured here and dropped.)
  */
 static inline __attribute__((always_inline)) void pd__walk_diag_dir(pd__jrun *r, uint32_t cur, double g,
                                                                      int32_t x, int32_t y, const int32_t dx,
