@@ -315,8 +315,8 @@ static inline int32_t pd__run_steps(uint32_t a, uint32_t b, int32_t stride, int 
 
 /* The straight scans from padded (x, y), reached from cur with cost g, along
  * dx (0 for none) and dy (0 for none); what they find is a successor of cur. */
-static inline void pd__scan_straight(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx,
-                                     int32_t dy)
+static inline __attribute__((always_inline)) void pd__scan_straight(pd__jrun *r, uint32_t cur, double g,
+                                                                     int32_t x, int32_t y, int32_t dx, int32_t dy)
 {
     if (dx) {
         const int32_t j =
@@ -342,24 +342,70 @@ static inline void pd__scan_straight(pd__jrun *r, uint32_t cur, double g, int32_
  * on. Diagonal jump points therefore never enter the open list; the goal is
  * the exception. A successor's path from cur is "diagonal first, then
  * straight", which is what extraction rebuilds.
+ *
+ * The walk is the search's inner loop on open maps (two scans per step,
+ * most of them ending inside their first word, so a step's fixed cost is
+ * what counts), so it is compiled once per direction (dx, dy are constants
+ * in each copy; pd__walk_diag dispatches): each scan's direction is fixed,
+ * the row and column pointers advance by one line per step instead of a
+ * multiplication per scan, and a step's cost is computed only when one of
+ * its scans finds a jump point. (docs/BENCHMARKS.md, "Third round", lists
+ * what else was measured here and dropped.)
  */
-static void pd__walk_diag(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx, int32_t dy)
+static inline __attribute__((always_inline)) void pd__walk_diag_dir(pd__jrun *r, uint32_t cur, double g,
+                                                                     int32_t x, int32_t y, const int32_t dx,
+                                                                     const int32_t dy)
 {
-    const ptrdiff_t s = r->stride;
-    const ptrdiff_t ds = dy * s;
+    const ptrdiff_t rw = (ptrdiff_t)r->row_words, cw = (ptrdiff_t)r->col_words;
+    const ptrdiff_t ds = dy * (ptrdiff_t)r->stride;
     const uint8_t *p = r->cells + cur;
+    const uint64_t *row = r->rows + (size_t)y * r->row_words; /* the current cell's row */
+    const uint64_t *col = r->cols + (size_t)x * r->col_words; /* and column */
+    const int32_t gx = r->gx, gy = r->gy;
+    /* Where the goal lies along a line through the walk's cells: ahead of
+     * the walk's row scans only while x has not passed gx (likewise y). */
+    const int32_t no_goal = dx > 0 ? INT32_MAX : INT32_MIN;
+    const int32_t no_goal_v = dy > 0 ? INT32_MAX : INT32_MIN;
     for (int32_t k = 1;; k++) {
         if (!p[dx] || !p[ds] || !p[dx + ds])
             return;
         p += dx + ds;
         x += dx;
         y += dy;
-        const double dg = g + PD__SQRT2 * k;
-        if (x == r->gx && y == r->gy) {
-            pd__jps_relax(r, x, y, cur, dg);
+        row += dy * rw;
+        col += dx * cw;
+        if (x == gx && y == gy) {
+            pd__jps_relax(r, x, y, cur, g + PD__SQRT2 * k);
             return;
         }
-        pd__scan_straight(r, cur, dg, x, y, dx, dy);
+        const int32_t hg = y == gy && (gx - x) * dx > 0 ? gx : no_goal;
+        const int32_t jh = dx > 0 ? pd__scan_fwd(row, row - rw, row + rw, x, hg)
+                                  : pd__scan_bwd(row, row - rw, row + rw, x, hg);
+        const int32_t vg = x == gx && (gy - y) * dy > 0 ? gy : no_goal_v;
+        const int32_t jv = dy > 0 ? pd__scan_fwd(col, col - cw, col + cw, y, vg)
+                                  : pd__scan_bwd(col, col - cw, col + cw, y, vg);
+        if ((jh & jv) < 0)
+            continue; /* both found nothing, the common case */
+        const double dg = g + PD__SQRT2 * k;
+        if (jh >= 0)
+            pd__jps_relax(r, jh, y, cur, dg + (double)(dx * (jh - x)));
+        if (jv >= 0)
+            pd__jps_relax(r, x, jv, cur, dg + (double)(dy * (jv - y)));
+    }
+}
+
+static void pd__walk_diag(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx, int32_t dy)
+{
+    if (dx > 0) {
+        if (dy > 0)
+            pd__walk_diag_dir(r, cur, g, x, y, 1, 1);
+        else
+            pd__walk_diag_dir(r, cur, g, x, y, 1, -1);
+    } else {
+        if (dy > 0)
+            pd__walk_diag_dir(r, cur, g, x, y, -1, 1);
+        else
+            pd__walk_diag_dir(r, cur, g, x, y, -1, -1);
     }
 }
 
@@ -412,13 +458,34 @@ static void pd__jps4_expand(pd__jrun *r, uint32_t cur, double g, int32_t x, int3
     }
 }
 
-/* Generates the successors of jump point cur at padded (x, y), pruned by
- * the direction it was reached in (dx, dy each -1/0/1; both 0 for the
- * start). */
-static void pd__jps_expand(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx, int32_t dy)
+/* The successors of jump point cur reached straight along (dx, dy), one of
+ * them 0 (see pd__jps_expand). */
+static inline __attribute__((always_inline)) void pd__jps_expand_straight(pd__jrun *r, uint32_t cur, double g,
+                                                                           int32_t x, int32_t y,
+                                                                           const int32_t dx, const int32_t dy)
 {
     const ptrdiff_t s = r->stride;
     const uint8_t *p = r->cells + cur;
+    const ptrdiff_t step = dx + dy * s;
+    pd__scan_straight(r, cur, g, x, y, dx, dy);
+    /* The two sides across the direction of travel: a side open whose
+     * cell behind is blocked is forced, with the diagonal beside it. */
+    for (int k = -1; k <= 1; k += 2) {
+        const int32_t sx = dx ? 0 : k, sy = dx ? k : 0;
+        const ptrdiff_t sd = sx + sy * s;
+        if (p[sd] && !p[sd - step]) {
+            pd__scan_straight(r, cur, g, x, y, sx, sy);
+            pd__walk_diag(r, cur, g, x, y, dx ? dx : sx, dy ? dy : sy);
+        }
+    }
+}
+
+/* Generates the successors of jump point cur at padded (x, y), pruned by
+ * the direction it was reached in (dx, dy each -1/0/1; both 0 for the
+ * start). A straight arrival, the common case, is compiled once per
+ * direction, like the diagonal walk. */
+static void pd__jps_expand(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx, int32_t dy)
+{
     if (dx == 0 && dy == 0) {
         pd__scan_straight(r, cur, g, x, y, 1, 1);
         pd__scan_straight(r, cur, g, x, y, -1, -1);
@@ -431,19 +498,14 @@ static void pd__jps_expand(pd__jrun *r, uint32_t cur, double g, int32_t x, int32
          * for completeness of the pruning rules. */
         pd__scan_straight(r, cur, g, x, y, dx, dy);
         pd__walk_diag(r, cur, g, x, y, dx, dy);
+    } else if (dx > 0) {
+        pd__jps_expand_straight(r, cur, g, x, y, 1, 0);
+    } else if (dx < 0) {
+        pd__jps_expand_straight(r, cur, g, x, y, -1, 0);
+    } else if (dy > 0) {
+        pd__jps_expand_straight(r, cur, g, x, y, 0, 1);
     } else {
-        const ptrdiff_t step = dx + dy * s;
-        pd__scan_straight(r, cur, g, x, y, dx, dy);
-        /* The two sides across the direction of travel: a side open whose
-         * cell behind is blocked is forced, with the diagonal beside it. */
-        for (int k = -1; k <= 1; k += 2) {
-            const int32_t sx = dx ? 0 : k, sy = dx ? k : 0;
-            const ptrdiff_t sd = sx + sy * s;
-            if (p[sd] && !p[sd - step]) {
-                pd__scan_straight(r, cur, g, x, y, sx, sy);
-                pd__walk_diag(r, cur, g, x, y, dx ? dx : sx, dy ? dy : sy);
-            }
-        }
+        pd__jps_expand_straight(r, cur, g, x, y, 0, -1);
     }
 }
 
@@ -508,6 +570,23 @@ static size_t pd__jps_path_length(const pd_jps_ctx *ctx)
     return len;
 }
 
+/* Writes the n cells of a run of steps (sx, sy) from padded (*x, *y),
+ * backwards into out below index i (path coordinates are unpadded);
+ * returns the index of the last cell written. */
+static inline size_t pd__emit_run(pd_point *out, size_t i, int32_t *x, int32_t *y, int32_t sx, int32_t sy,
+                                  int32_t n)
+{
+    int32_t px = *x - 1, py = *y - 1;
+    for (int32_t k = 0; k < n; k++) {
+        px += sx;
+        py += sy;
+        out[--i] = (pd_point){ px, py };
+    }
+    *x = px + 1;
+    *y = py + 1;
+    return i;
+}
+
 pd_status pd_jps_extract(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, size_t *path_len)
 {
     if (!ctx->have_path) {
@@ -531,16 +610,16 @@ pd_status pd_jps_extract(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, s
          * then vertical ones. */
         const int32_t ux = (int32_t)(u % stride), uy = (int32_t)(u / stride);
         const int32_t sx = pd__sign(ux - x), sy = pd__sign(uy - y);
-        while (x != ux || y != uy) {
-            const int32_t ax = pd__abs(ux - x), ay = pd__abs(uy - y);
-            if (ctx->last_four) {
-                x += ax ? sx : 0;
-                y += ax ? 0 : sy;
-            } else {
-                x += ax >= ay ? sx : 0;
-                y += ay >= ax ? sy : 0;
-            }
-            out[--i] = (pd_point){ x - 1, y - 1 };
+        const int32_t ax = pd__abs(ux - x), ay = pd__abs(uy - y);
+        if (ctx->last_four) {
+            i = pd__emit_run(out, i, &x, &y, sx, 0, ax);
+            i = pd__emit_run(out, i, &x, &y, 0, sy, ay);
+        } else {
+            if (ax >= ay)
+                i = pd__emit_run(out, i, &x, &y, sx, 0, ax - ay);
+            else
+                i = pd__emit_run(out, i, &x, &y, 0, sy, ay - ax);
+            i = pd__emit_run(out, i, &x, &y, sx, sy, ax < ay ? ax : ay);
         }
     }
     return PD_OK;
