@@ -43,6 +43,7 @@
  *       "frame_timeout_ms": 10000,       0 (never) .. 3600000 (one hour)
  *       "worker_retained_bytes": 8388608, 0 .. 4 GiB - 1: search memory a worker keeps
  *       "inline_max_expansions": 64,     0 (every search on a worker) .. 65536
+ *       "worker_yield_us": 200,          0 (never) .. 1000000
  *       "default_max_expansions": 0,     0 (unlimited) .. 2^53
  *       "watch_buffer_bytes": 1048576,   4 KiB .. 1 GiB: a watcher's unread answers
  *       "max_watch_scenes": 64,          1 .. 1024 (PD_WATCH_MAX_SCENES): scenes per Watch
@@ -131,6 +132,7 @@ const pd_conf pd_conf_defaults = {
     .job_queue_capacity = 4096,
     .worker_retained_bytes = 8u * 1024u * 1024u,
     .inline_max_expansions = 64,
+    .worker_yield_us = 200,
     .idle_timeout_ms = 300000,
     .shutdown_grace_ms = 5000,
     .write_high_watermark = 4u * 1024u * 1024u,
@@ -319,6 +321,7 @@ static const pd__limit pd__limits[] = {
     PD__LIMIT(frame_timeout_ms, 0, 3600000),
     PD__LIMIT(worker_retained_bytes, 0, 4.0 * PD__GIB - 1),
     PD__LIMIT(inline_max_expansions, 0, 65536),
+    PD__LIMIT(worker_yield_us, 0, 1000000),
     PD__LIMIT(max_scenes, 1, 1000000),
     PD__LIMIT(max_scene_cells, 1, (double)PD_GRID_MAX_SIDE * PD_GRID_MAX_SIDE),
     PD__LIMIT(watch_buffer_bytes, 4 * PD__KIB, PD__GIB),
@@ -334,7 +337,7 @@ static int pd__parse_limits(const pd__ctx *ctx, const cJSON *obj, const char *pa
         "max_frame_bytes", "max_waypoints_per_chunk", "max_inflight_per_conn",
         "max_connections", "job_queue_capacity", "idle_timeout_ms", "shutdown_grace_ms",
         "write_high_watermark", "write_low_watermark", "buffer_budget_bytes", "frame_timeout_ms",
-        "worker_retained_bytes", "inline_max_expansions", "default_max_expansions", "max_scenes", "max_scene_cells",
+        "worker_retained_bytes", "inline_max_expansions", "worker_yield_us", "default_max_expansions", "max_scenes", "max_scene_cells",
         "max_scene_bytes", "watch_buffer_bytes", "max_watch_scenes", "max_watchers", NULL,
     };
     char child[PD_CONF_JSON_PATH_MAX];

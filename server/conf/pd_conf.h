@@ -136,6 +136,9 @@ typedef struct pd_conf {
     uint32_t inline_max_expansions;  /* 64: a FindPath that A* finishes within this many
                                         expansions is answered on the loop thread, without
                                         a worker's round trip; 0 = every search on a worker */
+    uint32_t worker_yield_us;        /* 200: workers that can fill every core yield the CPU
+                                        between tasks at most this often, so the loop thread
+                                        is not kept waiting for a core; 0 = never */
     uint64_t default_max_expansions; /* 0 = unlimited; used when a request gives none */
     uint32_t max_scenes;             /* 100000: scenes served, config and run-time
                                         together; CreateScene/CreateInstance past it

@@ -188,14 +188,27 @@ static const pd_pool_thread_ops pd__thread_ops = {
     pd__scratch_trim,
 };
 
+/* Workers that can fill every core yield between tasks every
+ * limits.worker_yield_us, so the loop thread gets a core soon after it
+ * wakes rather than at the end of a worker's time slice; with a core to
+ * spare for the loop they never need to (docs/ARCHITECTURE.md, "Threads"). */
+static uint64_t pd__yield_interval_ns(const pd_conf *conf, uint32_t threads)
+{
+    return threads >= uv_available_parallelism() ? (uint64_t)conf->worker_yield_us * 1000u : 0;
+}
+
 pd_pool *pd_server_pool_create(pd_server *s, uint32_t threads)
 {
     pd_pool *pool = pd_pool_create(threads, s->conf.job_queue_capacity, &pd__thread_ops, s, pd_server_wake, s);
-    /* Workers that can fill every core yield between tasks, so the loop
-     * thread gets a core as soon as one finishes a task rather than at the
-     * end of its time slice (docs/ARCHITECTURE.md, "Threads"). */
-    pd_pool_set_yield_between_tasks(pool, threads >= uv_available_parallelism());
+    pd_pool_set_yield_interval(pool, pd__yield_interval_ns(&s->conf, threads));
     return pool;
+}
+
+void pd__dispatch_apply_conf(pd_server *s)
+{
+    pd_pool_stats st;
+    pd_pool_get_stats(s->pool, &st);
+    pd_pool_set_yield_interval(s->pool, pd__yield_interval_ns(&s->conf, st.threads));
 }
 
 static void pd__free_tasks(pd_task *task)

@@ -152,6 +152,7 @@ static int pd__reload_publish(pd_server *s, pd__reload_job *rl)
     pd__fit_fd_limit(&s->conf);
     pd__server_scene_caps(s);
     atomic_store(&s->worker_retained_bytes, s->conf.worker_retained_bytes);
+    pd__dispatch_apply_conf(s);
     pd_conf_free(&scenes_only);
 
     pd_log_set_level(s->conf.log_level);

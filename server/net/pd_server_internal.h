@@ -234,6 +234,9 @@ void pd__conn_account(pd__conn *c);
 
 /* pd_dispatch.c */
 void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_t arrival_ns);
+/* Applies the worker settings of a reloaded conf to the pool (the yield
+ * interval; the retained size is read by the workers themselves). */
+void pd__dispatch_apply_conf(pd_server *s);
 void pd__dispatch_completions(pd_server *s);
 void pd__dispatch_free_inline(pd_server *s);
 

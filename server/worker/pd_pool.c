@@ -92,7 +92,7 @@ struct pd_pool {
     uint32_t queue_capacity;
     atomic_int stopping;      /* written under lock, also read lock-free by polls */
     int paused;               /* guarded by lock; see pd_pool_set_paused */
-    atomic_int yield_between_tasks; /* see pd_pool_set_yield_between_tasks */
+    atomic_uint_fast64_t yield_interval_ns; /* see pd_pool_set_yield_interval */
 
     pthread_mutex_t done_lock;
     pd_task *done_head, *done_tail;
@@ -211,8 +211,9 @@ static void pd__complete(pd_pool *p, pd_task *task)
 
 /* Runs a task and adds it to the worker's batch; an ordered task's batch is
  * handed over before its lanes' next task may start, so the tasks of a
- * lane also complete in order. */
-static void pd__run_task(pd_pool *p, pd__worker *w, void *ctx, pd_task *task, int holds_order, pd__batch *b)
+ * lane also complete in order. Returns when it finished (once handed over,
+ * the task is no longer the worker's to read). */
+static uint64_t pd__run_task(pd_pool *p, pd__worker *w, void *ctx, pd_task *task, int holds_order, pd__batch *b)
 {
     uint64_t started = pd_pool_now_ns();
     pd_status st = pd__interrupted(task);
@@ -229,6 +230,7 @@ static void pd__run_task(pd_pool *p, pd__worker *w, void *ctx, pd_task *task, in
     w->stats.busy_ns += task->finished_ns - started;
     pthread_mutex_unlock(&p->lock);
 
+    const uint64_t finished_ns = task->finished_ns;
     pd__batch_add(b, task);
     if (holds_order || task->hand_over_at_once || b->n >= PD_POOL_BATCH_TASKS || task->finished_ns - b->first_ns >= PD_POOL_BATCH_NS)
         pd__publish(p, b);
@@ -239,6 +241,7 @@ static void pd__run_task(pd_pool *p, pd__worker *w, void *ctx, pd_task *task, in
         pd__wake_all(p);
         pthread_mutex_unlock(&p->lock);
     }
+    return finished_ns;
 }
 
 static int pd__before(const pd_task *a, const pd_task *b)
@@ -426,6 +429,7 @@ static void *pd__worker_main(void *arg)
     const size_t bytes = p->ops->trim && ctx ? p->ops->trim(ctx, p->thread_user) : 0;
     pd__batch batch = {p, NULL, NULL, 0, 0};
     pd__my_batch = &batch;
+    uint64_t last_yield_ns = pd_pool_now_ns();
 
     pthread_mutex_lock(&p->lock);
     w->context_bytes = bytes;
@@ -465,9 +469,12 @@ static void *pd__worker_main(void *arg)
         w->current = task;
         pthread_mutex_unlock(&p->lock);
 
-        pd__run_task(p, w, ctx, task, holds_order, &batch);
-        if (atomic_load_explicit(&p->yield_between_tasks, memory_order_relaxed))
+        const uint64_t finished_ns = pd__run_task(p, w, ctx, task, holds_order, &batch);
+        const uint64_t interval_ns = atomic_load_explicit(&p->yield_interval_ns, memory_order_relaxed);
+        if (interval_ns != 0 && finished_ns - last_yield_ns >= interval_ns) {
             sched_yield();
+            last_yield_ns = finished_ns;
+        }
 
         pthread_mutex_lock(&p->lock);
     }
@@ -698,10 +705,10 @@ void pd_pool_set_paused(pd_pool *p, int paused)
     pthread_mutex_unlock(&p->lock);
 }
 
-void pd_pool_set_yield_between_tasks(pd_pool *p, int on)
+void pd_pool_set_yield_interval(pd_pool *p, uint64_t interval_ns)
 {
     if (p)
-        atomic_store(&p->yield_between_tasks, on != 0);
+        atomic_store(&p->yield_interval_ns, interval_ns);
 }
 
 void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out)
@@ -713,7 +720,7 @@ void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out)
         return;
     pthread_mutex_lock(&p->lock);
     out->threads = p->n_workers;
-    out->yield_between_tasks = atomic_load(&p->yield_between_tasks);
+    out->yield_interval_ns = atomic_load(&p->yield_interval_ns);
     out->queue_depth = atomic_load(&p->queued);
     for (uint32_t i = 0; i < p->n_workers; i++) {
         const pd__worker *w = &p->workers[i];

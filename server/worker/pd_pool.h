@@ -132,7 +132,7 @@ typedef struct pd_pool_stats {
     uint64_t context_bytes;       /* bytes the workers' contexts hold, summed, as
                                      their last trim reported (0 without trim) */
     uint64_t context_bytes_max;   /* the largest one worker's context holds */
-    int yield_between_tasks;      /* pd_pool_set_yield_between_tasks */
+    uint64_t yield_interval_ns;   /* pd_pool_set_yield_interval */
 } pd_pool_stats;
 
 /* threads >= 1, queue_capacity >= 1, ops with create and destroy (NULL
@@ -168,15 +168,18 @@ void pd_pool_cancel_owner(pd_pool *p, uint64_t owner);
  * test hold work back deterministically. */
 void pd_pool_set_paused(pd_pool *p, int paused);
 
-/* With on set, a worker calls sched_yield() after each task. For a pool
+/* With interval_ns above 0, a worker calls sched_yield() between tasks
+ * once at least interval_ns have passed since it last did. For a pool
  * whose workers can occupy every core while another thread (the
  * submitter's event loop) must answer promptly: under Linux's CFS a woken
  * thread waits for the running one's time slice (milliseconds) unless it
  * has run much less than it lately, and a busy loop thread has not, so
  * without the yield it can wait behind a worker's whole slice for each
- * request it reads and each answer it writes. A yield costs one system
- * call per task when nothing else wants the core. Off by default. */
-void pd_pool_set_yield_between_tasks(pd_pool *p, int on);
+ * request it reads and each answer it writes. The interval trades that
+ * wait against the yields' cost: each is a context switch when something
+ * else is runnable, and the submitter then runs more often on less work.
+ * 0 (the default): never. */
+void pd_pool_set_yield_interval(pd_pool *p, uint64_t interval_ns);
 
 void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out);
 

@@ -57,6 +57,7 @@ static void test_empty_object_gives_defaults(void **state)
     assert_int_equal(c.job_queue_capacity, 4096);
     assert_int_equal(c.worker_retained_bytes, 8 * 1024 * 1024);
     assert_int_equal(c.inline_max_expansions, 64);
+    assert_int_equal(c.worker_yield_us, 200);
     assert_int_equal(c.idle_timeout_ms, 300000);
     assert_int_equal(c.shutdown_grace_ms, 5000);
     assert_int_equal(c.write_high_watermark, 4 * 1024 * 1024);
@@ -357,6 +358,8 @@ static void test_limit_errors(void **state)
                  "t.json: $.limits.worker_retained_bytes: must be an integer, not a string");
     expect_error("{\"limits\": {\"inline_max_expansions\": 65537}}",
                  "t.json: $.limits.inline_max_expansions: must be in 0..65536");
+    expect_error("{\"limits\": {\"worker_yield_us\": 1000001}}",
+                 "t.json: $.limits.worker_yield_us: must be in 0..1000000");
     expect_error("{\"limits\": {\"idle_timeout_ms\": 86400001}}",
                  "t.json: $.limits.idle_timeout_ms: must be in 0..86400000");
     expect_error("{\"limits\": {\"shutdown_grace_ms\": -5}}",

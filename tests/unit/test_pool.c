@@ -426,7 +426,7 @@ static void test_many_jobs_four_workers(void **state)
     assert_non_null(pool);
     /* Four workers on a machine with fewer cores is the case the yield is
      * for: every job must still run once and come back once. */
-    pd_pool_set_yield_between_tasks(pool, 1);
+    pd_pool_set_yield_interval(pool, 1);
 
     uint32_t seed = 12345;
     for (uint64_t id = 0; id < MANY_JOBS; id++) {
@@ -465,7 +465,7 @@ static void test_many_jobs_four_workers(void **state)
     pd_pool_stats st;
     pd_pool_get_stats(pool, &st);
     assert_int_equal(st.threads, 4);
-    assert_int_equal(st.yield_between_tasks, 1);
+    assert_int_equal(st.yield_interval_ns, 1);
     assert_int_equal(st.queue_depth, 0);
     assert_int_equal(st.running, 0);
     assert_int_equal(st.tasks_done, MANY_JOBS);
