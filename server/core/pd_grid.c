@@ -1,13 +1,75 @@
-/* pd_grid.c - allocation and bookkeeping for padded tile grids and their
- * passability bitsets (see pd_grid.h). */
+/* pd_grid.c - allocation and bookkeeping for padded tile grids, their
+ * passability bitsets and the stop bitsets derived from those (see
+ * pd_grid.h). */
 #include "pd_grid.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* Passability rows and columns, then the stop sets: two of each. */
 static size_t pd__bits_words(const pd_grid *g)
 {
-    return (size_t)(g->height + 2) * g->row_words + (size_t)g->stride * g->col_words;
+    return 3 * ((size_t)(g->height + 2) * g->row_words + (size_t)g->stride * g->col_words);
+}
+
+/* The bits of word w that hold positions of a line's len cells. */
+static uint64_t pd__line_mask(size_t w, size_t len)
+{
+    const size_t lo = w * 64, hi = lo + 64;
+    const size_t start = PD_GRID_BITS_LEAD > lo ? PD_GRID_BITS_LEAD : lo;
+    const size_t end = PD_GRID_BITS_LEAD + len < hi ? PD_GRID_BITS_LEAD + len : hi;
+    if (start >= end)
+        return 0;
+    return (~0ull >> (64 - (end - start))) << (start - lo);
+}
+
+/*
+ * Recomputes the stop bits of lines l0..l1 at positions p0..p1 (indices
+ * along the line, whole words around them) on one axis (rows: lines are
+ * rows, positions columns; else transposed), clipped to the interior lines
+ * and the line's cells. A position stops a forward scan where the cell is
+ * blocked or a neighbour line is open and was closed one position before;
+ * a backward one likewise with the position after. This is the test
+ * pd_jps.c's scans made on the passability words, done once here.
+ */
+static void pd__stop_recompute(pd_grid *g, int rows, int32_t l0, int32_t l1, int32_t p0, int32_t p1)
+{
+    const int32_t last_line = rows ? g->height : g->width;
+    const size_t len = rows ? (size_t)g->stride : (size_t)g->height + 2;
+    const size_t words = rows ? g->row_words : g->col_words;
+    l0 = l0 < 1 ? 1 : l0;
+    l1 = l1 > last_line ? last_line : l1;
+    p0 = p0 < 0 ? 0 : p0;
+    p1 = p1 >= (int32_t)len ? (int32_t)len - 1 : p1;
+    if (l0 > l1 || p0 > p1)
+        return;
+    const size_t rows_n = (size_t)(g->height + 2) * g->row_words, cols_n = (size_t)g->stride * g->col_words;
+    const uint64_t *open = rows ? g->bits : g->bits + rows_n;
+    uint64_t *fwd = (uint64_t *)pd_grid_stop_set(g, rows ? PD_GRID_STOP_EAST : PD_GRID_STOP_SOUTH);
+    uint64_t *bwd = fwd + (rows ? rows_n : cols_n);
+    const size_t w0 = (PD_GRID_BITS_LEAD + (size_t)p0) >> 6, w1 = (PD_GRID_BITS_LEAD + (size_t)p1) >> 6;
+    for (int32_t l = l0; l <= l1; l++) {
+        const uint64_t *me = open + (size_t)l * words, *a = me - words, *b = me + words;
+        for (size_t w = w0; w <= w1; w++) {
+            /* w0 >= 1 and w1 < words - 1 (the lead and trailing words
+             * hold no cell), so w - 1 and w + 1 lie in the line. */
+            const uint64_t m = pd__line_mask(w, len);
+            const uint64_t pa = (a[w] << 1) | (a[w - 1] >> 63);
+            const uint64_t pb = (b[w] << 1) | (b[w - 1] >> 63);
+            const uint64_t na = (a[w] >> 1) | (a[w + 1] << 63);
+            const uint64_t nb = (b[w] >> 1) | (b[w + 1] << 63);
+            fwd[(size_t)l * words + w] = (~me[w] | (a[w] & ~pa) | (b[w] & ~pb)) & m;
+            bwd[(size_t)l * words + w] = (~me[w] | (a[w] & ~na) | (b[w] & ~nb)) & m;
+        }
+    }
+}
+
+/* The stop bits that passability changes in padded [px0..px1] x
+ * [py0..py1] can have changed: one line and one position around it. */
+static void pd__stop_sync(pd_grid *g, int32_t px0, int32_t py0, int32_t px1, int32_t py1)
+{
+    pd__stop_recompute(g, 1, py0 - 1, py1 + 1, px0 - 1, px1 + 1);
+    pd__stop_recompute(g, 0, px0 - 1, px1 + 1, py0 - 1, py1 + 1);
 }
 
 pd_grid *pd_grid_create(int32_t width, int32_t height)
@@ -24,13 +86,15 @@ pd_grid *pd_grid_create(int32_t width, int32_t height)
     g->row_words = (uint32_t)((PD_GRID_BITS_LEAD + (size_t)g->stride + 63) / 64 + 1);
     g->col_words = (uint32_t)((PD_GRID_BITS_LEAD + (size_t)height + 2 + 63) / 64 + 1);
     /* calloc leaves every cell, padding included, PD_CELL_BLOCKED, and
-     * every bit clear, which says the same. */
+     * every passability bit clear, which says the same; every cell then
+     * stops every scan. */
     g->cells = calloc((size_t)(width + 2) * (size_t)(height + 2), 1);
     g->bits = calloc(pd__bits_words(g), sizeof *g->bits);
     if (!g->cells || !g->bits) {
         pd_grid_destroy(g);
         return NULL;
     }
+    pd__stop_sync(g, 1, 1, width, height);
     g->uniform_cost = 1;
     return g;
 }
@@ -94,6 +158,8 @@ uint64_t pd_grid_sync_bits(pd_grid *g, int32_t x0, int32_t y0, int32_t x1, int32
             }
         }
     }
+    if (flipped)
+        pd__stop_sync(g, x0 + 1, y0 + 1, x1 + 1, y1 + 1);
     return flipped;
 }
 
@@ -103,8 +169,10 @@ void pd_grid_set(pd_grid *g, int32_t x, int32_t y, uint8_t value)
         return;
     uint8_t old = g->cells[pd_grid_index(g, x, y)];
     g->cells[pd_grid_index(g, x, y)] = value;
-    if ((old == PD_CELL_BLOCKED) != (value == PD_CELL_BLOCKED))
+    if ((old == PD_CELL_BLOCKED) != (value == PD_CELL_BLOCKED)) {
         pd__put_bit(g, x + 1, y + 1, value != PD_CELL_BLOCKED);
+        pd__stop_sync(g, x + 1, y + 1, x + 1, y + 1);
+    }
     if (value > PD_CELL_FREE)
         g->uniform_cost = 0;
     else if (old > PD_CELL_FREE)
@@ -142,4 +210,5 @@ void pd_grid_refresh_flags(pd_grid *g)
             cols[(size_t)px * g->col_words + (cb >> 6)] |= cm;
         }
     }
+    pd__stop_sync(g, 1, 1, g->width, g->height);
 }

@@ -23,6 +23,19 @@
  * directly and must not pay a full rebuild calls pd_grid_sync_bits on the
  * rectangle it wrote, which flips only the bits that changed.
  *
+ * Stop bitsets: after the passability bits, four more sets say per cell
+ * where a straight scan in one direction must stop: the cell is blocked, or
+ * a neighbour line opens there where it was closed one cell before along the
+ * scan (a forced neighbour, see pd_jps.c). East and west scans use row-major
+ * sets laid out like the rows, south and north scans transposed ones laid
+ * out like the columns, so a scan is one load, a mask and a count of
+ * trailing zeros per 64 cells. Only interior lines carry stop bits (scans
+ * run along no padding line), and only positions of the line's cells. They
+ * are derived from the passability bits and follow them through every
+ * function here that changes those: a cell's passability changes the stop
+ * bits of its own line and of its two neighbour lines, at its own position
+ * and the next one along the scan.
+ *
  * Lifetime: pd_grid_create allocates, pd_grid_destroy frees. A grid handed to
  * a search must not change while that search runs (scenes share grids as
  * immutable snapshots).
@@ -50,7 +63,8 @@ typedef struct pd_grid {
     uint8_t *cells;      /* (width + 2) * (height + 2) bytes */
     int uniform_cost;    /* 1 when every passable cell has cost 1 */
     uint64_t *bits;      /* (height + 2) rows of row_words, then stride
-                            columns of col_words (see above) */
+                            columns of col_words, then the stop sets
+                            (see above) */
     uint32_t row_words;
     uint32_t col_words;
 } pd_grid;
@@ -95,7 +109,7 @@ uint64_t pd_grid_sync_bits(pd_grid *g, int32_t x0, int32_t y0, int32_t x1, int32
  * without allocating. */
 void pd_grid_assign(pd_grid *dst, const pd_grid *src);
 
-/* Bytes of the two bitsets. */
+/* Bytes of all bitsets (passability and stop). */
 size_t pd_grid_bits_bytes(const pd_grid *g);
 
 /* Whether padded cell (px, py) is passable according to the row-major and
@@ -111,6 +125,41 @@ static inline int pd_grid_bit_col(const pd_grid *g, int32_t px, int32_t py)
     size_t b = PD_GRID_BITS_LEAD + (size_t)py;
     const uint64_t *cols = g->bits + (size_t)(g->height + 2) * g->row_words;
     return (int)((cols[(size_t)px * g->col_words + (b >> 6)] >> (b & 63)) & 1u);
+}
+
+/* The stop sets, in this order after the passability bits. */
+typedef enum pd_grid_stop_dir {
+    PD_GRID_STOP_EAST,   /* rows, x increasing */
+    PD_GRID_STOP_WEST,   /* rows, x decreasing */
+    PD_GRID_STOP_SOUTH,  /* columns, y increasing */
+    PD_GRID_STOP_NORTH,  /* columns, y decreasing */
+} pd_grid_stop_dir;
+
+/* The first word of stop set dir (lines as in the passability set of the
+ * same axis: row py at py * row_words, column px at px * col_words). */
+static inline const uint64_t *pd_grid_stop_set(const pd_grid *g, pd_grid_stop_dir dir)
+{
+    const size_t rows = (size_t)(g->height + 2) * g->row_words, cols = (size_t)g->stride * g->col_words;
+    const uint64_t *first = g->bits + rows + cols;
+    switch (dir) {
+    case PD_GRID_STOP_EAST:
+        return first;
+    case PD_GRID_STOP_WEST:
+        return first + rows;
+    case PD_GRID_STOP_SOUTH:
+        return first + 2 * rows;
+    default:
+        return first + 2 * rows + cols;
+    }
+}
+
+/* Whether a scan along dir stops at padded cell (px, py). */
+static inline int pd_grid_bit_stop(const pd_grid *g, pd_grid_stop_dir dir, int32_t px, int32_t py)
+{
+    const int rows = dir == PD_GRID_STOP_EAST || dir == PD_GRID_STOP_WEST;
+    const size_t b = PD_GRID_BITS_LEAD + (size_t)(rows ? px : py);
+    const size_t line = rows ? (size_t)py * g->row_words : (size_t)px * g->col_words;
+    return (int)((pd_grid_stop_set(g, dir)[line + (b >> 6)] >> (b & 63)) & 1u);
 }
 
 #endif

@@ -24,7 +24,8 @@
  *
  * A straight scan therefore stops at a cell with an open side whose behind
  * cell is blocked, or at the goal. Straight scans run over the grid's
- * passability bitsets, 64 cells per step (pd__scan_fwd). Diagonal walks use
+ * stop bitsets, which mark exactly those cells and the blocked ones, 64
+ * cells per step (pd__scan_fwd). Diagonal walks use
  * intermediate pruning (pd__walk_diag): the cells of a diagonal are never
  * pushed, their straight scans' finds are. The padding around a pd_grid ends
  * every scan without a bounds check. Tests compare the result against A*
@@ -184,8 +185,10 @@ typedef struct pd__jrun {
     uint32_t gen;        /* the node pool's, for this search */
     const uint8_t *cells;
     int32_t stride;
-    const uint64_t *rows;  /* the grid's row-major passability bits */
-    const uint64_t *cols;  /* and the transposed ones */
+    const uint64_t *stop_e, *stop_w; /* the grid's stop sets (rows) */
+    const uint64_t *stop_s, *stop_n; /* and (columns) */
+    /* From a line of each stop set to the same line of passability bits. */
+    ptrdiff_t open_e, open_w, open_s, open_n;
     size_t row_words, col_words;
     uint32_t goal;       /* padded index */
     int32_t gx, gy;      /* goal in padded coordinates */
@@ -194,83 +197,50 @@ typedef struct pd__jrun {
 } pd__jrun;
 
 /*
- * Straight scans are block-based (Harabor & Grastien, ICAPS 2014): along a
- * line of the grid's passability bitsets (pd_grid.h; rows for horizontal
- * scans, the transposed columns for vertical ones) they take 64 cells of the
- * line and of its two neighbour lines per step and compute for all 64 at
- * once "blocked, or a neighbour line opens where it was closed one cell
- * before" (a forced neighbour), then jump to the first such cell. Positions
- * are bit positions in a line: PD_GRID_BITS_LEAD + the cell's index along it.
+ * Straight scans are block-based (Harabor & Grastien, ICAPS 2014), over the
+ * grid's stop bitsets (pd_grid.h): one set per direction (rows for
+ * horizontal scans, transposed columns for vertical ones) whose bits mark
+ * the cells that are blocked or have a forced neighbour ("a neighbour line
+ * opens where it was closed one cell before"), so a scan takes 64 cells per
+ * step with one load and jumps to the first marked cell; the passability
+ * line, `to_open` words from the stop line, tells a jump point from a
+ * blocked cell. Positions are bit positions in a line: PD_GRID_BITS_LEAD +
+ * the cell's index along it.
  */
 
-/* Forward along a line (x increasing) from index c, exclusive: the index of
- * the first cell that is the goal (goal = its index when it lies ahead on
- * this line, else INT32_MAX) or has a forced neighbour, or -1 when a blocked
- * cell comes first. a and b are the neighbour lines. The padding blocks
- * every line's end, so the loop always stops.
- *
- * The scan reads aligned words (one load per line per 64 cells): a
- * neighbour line's "closed one cell before" comes from the same word
- * shifted by one, plus the top bit of the word before, carried over. The
- * lead zero word is there for that first carry. */
-static inline int32_t pd__scan_fwd(const uint64_t *me, const uint64_t *a, const uint64_t *b, int32_t c,
-                                   int32_t goal)
+/* Forward along a line (index increasing) from index c, exclusive: the
+ * index of the first cell that is the goal (goal = its index when it lies
+ * ahead on this line, else INT32_MAX) or has a forced neighbour, or -1 when
+ * a blocked cell comes first. The padding blocks every line's end, so the
+ * loop always stops. */
+static inline int32_t pd__scan_fwd(const uint64_t *stops, ptrdiff_t to_open, int32_t c, int32_t goal)
 {
     const size_t pos = PD_GRID_BITS_LEAD + (size_t)c + 1;
     size_t w = pos >> 6;
-    uint64_t todo = ~0ull << (pos & 63u); /* positions from pos on */
-    uint64_t ca = a[w - 1] >> 63, cb = b[w - 1] >> 63;
-    for (;; w++, todo = ~0ull) {
-        const uint64_t open = me[w], wa = a[w], wb = b[w];
-        const uint64_t stop = (~open | (wa & ~((wa << 1) | ca)) | (wb & ~((wb << 1) | cb))) & todo;
-        if (stop) {
-            const unsigned i = (unsigned)__builtin_ctzll(stop);
-            const int32_t at = (int32_t)((w << 6) + i - PD_GRID_BITS_LEAD);
-            if (goal <= at)
-                return goal;
-            return (open >> i) & 1u ? at : -1;
-        }
-        ca = wa >> 63;
-        cb = wb >> 63;
-    }
+    uint64_t stop = stops[w] & (~0ull << (pos & 63u)); /* positions from pos on */
+    while (!stop)
+        stop = stops[++w];
+    const unsigned i = (unsigned)__builtin_ctzll(stop);
+    const int32_t at = (int32_t)((w << 6) + i - PD_GRID_BITS_LEAD);
+    if (goal <= at)
+        return goal;
+    return (stops[(ptrdiff_t)w + to_open] >> i) & 1u ? at : -1;
 }
 
 /* As pd__scan_fwd, backward (index decreasing; goal INT32_MIN when it does
- * not lie behind c on this line); the carry comes from the word after, which
- * the trailing zero word provides. */
-static inline int32_t pd__scan_bwd(const uint64_t *me, const uint64_t *a, const uint64_t *b, int32_t c,
-                                   int32_t goal)
+ * not lie behind c on this line). */
+static inline int32_t pd__scan_bwd(const uint64_t *stops, ptrdiff_t to_open, int32_t c, int32_t goal)
 {
     const size_t pos = PD_GRID_BITS_LEAD + (size_t)c - 1;
     size_t w = pos >> 6;
-    uint64_t todo = ~0ull >> (63u - (pos & 63u)); /* positions up to pos */
-    uint64_t ca = a[w + 1] << 63, cb = b[w + 1] << 63;
-    for (;; w--, todo = ~0ull) {
-        const uint64_t open = me[w], wa = a[w], wb = b[w];
-        const uint64_t stop = (~open | (wa & ~((wa >> 1) | ca)) | (wb & ~((wb >> 1) | cb))) & todo;
-        if (stop) {
-            const unsigned i = 63u - (unsigned)__builtin_clzll(stop);
-            const int32_t at = (int32_t)((w << 6) + i - PD_GRID_BITS_LEAD);
-            if (goal >= at)
-                return goal;
-            return (open >> i) & 1u ? at : -1;
-        }
-        ca = wa << 63;
-        cb = wb << 63;
-    }
-}
-
-/* The scan from index c along the bitset line `me` (its neighbour lines
- * `words` words before and after it) in direction dir = +-1: the index of
- * the jump point it finds, or -1. goal_c is the goal's index along the line
- * when the goal lies on it (on_line). Rows serve horizontal scans, the
- * transposed columns vertical ones. */
-static inline int32_t pd__scan_line(const uint64_t *me, size_t words, int32_t c, int32_t dir, int on_line,
-                                    int32_t goal_c)
-{
-    if (dir > 0)
-        return pd__scan_fwd(me, me - words, me + words, c, on_line && goal_c > c ? goal_c : INT32_MAX);
-    return pd__scan_bwd(me, me - words, me + words, c, on_line && goal_c < c ? goal_c : INT32_MIN);
+    uint64_t stop = stops[w] & (~0ull >> (63u - (pos & 63u))); /* positions up to pos */
+    while (!stop)
+        stop = stops[--w];
+    const unsigned i = 63u - (unsigned)__builtin_clzll(stop);
+    const int32_t at = (int32_t)((w << 6) + i - PD_GRID_BITS_LEAD);
+    if (goal >= at)
+        return goal;
+    return (stops[(ptrdiff_t)w + to_open] >> i) & 1u ? at : -1;
 }
 
 /* Records jump point (x, y) (padded) as reached from cur with cost ng,
@@ -319,14 +289,18 @@ static inline __attribute__((always_inline)) void pd__scan_straight(pd__jrun *r,
                                                                      int32_t x, int32_t y, int32_t dx, int32_t dy)
 {
     if (dx) {
-        const int32_t j =
-            pd__scan_line(r->rows + (size_t)y * r->row_words, r->row_words, x, dx, y == r->gy, r->gx);
+        const uint64_t *line = (dx > 0 ? r->stop_e : r->stop_w) + (size_t)y * r->row_words;
+        const int on_line = y == r->gy;
+        const int32_t j = dx > 0 ? pd__scan_fwd(line, r->open_e, x, on_line && r->gx > x ? r->gx : INT32_MAX)
+                                 : pd__scan_bwd(line, r->open_w, x, on_line && r->gx < x ? r->gx : INT32_MIN);
         if (j >= 0)
             pd__jps_relax(r, j, y, cur, g + (double)pd__abs(j - x));
     }
     if (dy) {
-        const int32_t j =
-            pd__scan_line(r->cols + (size_t)x * r->col_words, r->col_words, y, dy, x == r->gx, r->gy);
+        const uint64_t *line = (dy > 0 ? r->stop_s : r->stop_n) + (size_t)x * r->col_words;
+        const int on_line = x == r->gx;
+        const int32_t j = dy > 0 ? pd__scan_fwd(line, r->open_s, y, on_line && r->gy > y ? r->gy : INT32_MAX)
+                                 : pd__scan_bwd(line, r->open_n, y, on_line && r->gy < y ? r->gy : INT32_MIN);
         if (j >= 0)
             pd__jps_relax(r, x, j, cur, g + (double)pd__abs(j - y));
     }
@@ -359,8 +333,11 @@ static inline __attribute__((always_inline)) void pd__walk_diag_dir(pd__jrun *r,
     const ptrdiff_t rw = (ptrdiff_t)r->row_words, cw = (ptrdiff_t)r->col_words;
     const ptrdiff_t ds = dy * (ptrdiff_t)r->stride;
     const uint8_t *p = r->cells + cur;
-    const uint64_t *row = r->rows + (size_t)y * r->row_words; /* the current cell's row */
-    const uint64_t *col = r->cols + (size_t)x * r->col_words; /* and column */
+    /* The current cell's row and column in the stop sets of the walk's
+     * scan directions. */
+    const uint64_t *row = (dx > 0 ? r->stop_e : r->stop_w) + (size_t)y * r->row_words;
+    const uint64_t *col = (dy > 0 ? r->stop_s : r->stop_n) + (size_t)x * r->col_words;
+    const ptrdiff_t row_open = dx > 0 ? r->open_e : r->open_w, col_open = dy > 0 ? r->open_s : r->open_n;
     const int32_t gx = r->gx, gy = r->gy;
     /* Where the goal lies along a line through the walk's cells: ahead of
      * the walk's row scans only while x has not passed gx (likewise y). */
@@ -379,11 +356,9 @@ static inline __attribute__((always_inline)) void pd__walk_diag_dir(pd__jrun *r,
             return;
         }
         const int32_t hg = y == gy && (gx - x) * dx > 0 ? gx : no_goal;
-        const int32_t jh = dx > 0 ? pd__scan_fwd(row, row - rw, row + rw, x, hg)
-                                  : pd__scan_bwd(row, row - rw, row + rw, x, hg);
+        const int32_t jh = dx > 0 ? pd__scan_fwd(row, row_open, x, hg) : pd__scan_bwd(row, row_open, x, hg);
         const int32_t vg = x == gx && (gy - y) * dy > 0 ? gy : no_goal_v;
-        const int32_t jv = dy > 0 ? pd__scan_fwd(col, col - cw, col + cw, y, vg)
-                                  : pd__scan_bwd(col, col - cw, col + cw, y, vg);
+        const int32_t jv = dy > 0 ? pd__scan_fwd(col, col_open, y, vg) : pd__scan_bwd(col, col_open, y, vg);
         if ((jh & jv) < 0)
             continue; /* both found nothing, the common case */
         const double dg = g + PD__SQRT2 * k;
@@ -668,14 +643,21 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
         .gen = ctx->nodes.gen,
         .cells = grid->cells,
         .stride = grid->stride,
-        .rows = grid->bits,
-        .cols = grid->bits + (size_t)(grid->height + 2) * grid->row_words,
+        .stop_e = pd_grid_stop_set(grid, PD_GRID_STOP_EAST),
+        .stop_w = pd_grid_stop_set(grid, PD_GRID_STOP_WEST),
+        .stop_s = pd_grid_stop_set(grid, PD_GRID_STOP_SOUTH),
+        .stop_n = pd_grid_stop_set(grid, PD_GRID_STOP_NORTH),
         .row_words = grid->row_words,
         .col_words = grid->col_words,
         .goal = goal,
         .gx = t.x + 1,
         .gy = t.y + 1,
     };
+    const uint64_t *rows = grid->bits, *cols = grid->bits + (size_t)(grid->height + 2) * grid->row_words;
+    r.open_e = rows - r.stop_e;
+    r.open_w = rows - r.stop_w;
+    r.open_s = cols - r.stop_s;
+    r.open_n = cols - r.stop_n;
     sb->n[PD__SLOT(start)] = (pd__jnode){ .g = 0.0, .gen = ctx->nodes.gen, .link = PD__NO_PARENT };
     pd_radix_reset(&ctx->open, pd__f_key(h0));
     if (pd_radix_push(&ctx->open, pd__f_key(h0), start, 0) != 0) {

@@ -118,24 +118,65 @@ static pd_grid *random_grid(uint64_t *rng, int rooms)
     return g;
 }
 
-/* Whether both bitsets of g say what cells[] says, padding included. */
+/* Whether padded (px, py) is an open cell; outside the padding counts as
+ * blocked, as the bitsets' zero lead and trailing words say. */
+static int padded_open(const pd_grid *g, int32_t px, int32_t py)
+{
+    if (px < 0 || py < 0 || px >= g->stride || py >= g->height + 2)
+        return 0;
+    return g->cells[(size_t)py * (size_t)g->stride + (size_t)px] != PD_CELL_BLOCKED;
+}
+
+/* Where a scan along (dx, dy) must stop, from cells[] alone (the rule of
+ * pd_jps.c's file comment): on interior lines, a blocked cell, or one with
+ * an open side whose cell behind (one step back along the scan) is blocked;
+ * padding lines carry no stop bits. */
+static int expected_stop(const pd_grid *g, int32_t px, int32_t py, int32_t dx, int32_t dy)
+{
+    const int32_t line = dx ? py : px, last = dx ? g->height : g->width;
+    if (line < 1 || line > last)
+        return 0;
+    const int32_t sx = dy ? 1 : 0, sy = dx ? 1 : 0; /* across the scan */
+    int stop = !padded_open(g, px, py);
+    for (int k = -1; k <= 1; k += 2)
+        stop |= padded_open(g, px + k * sx, py + k * sy) && !padded_open(g, px + k * sx - dx, py + k * sy - dy);
+    return stop;
+}
+
+/* Whether both passability bitsets of g say what cells[] says, padding
+ * included, and the four stop bitsets what expected_stop says. */
 static void expect_bits_match_cells(const pd_grid *g)
 {
+    static const struct {
+        pd_grid_stop_dir dir;
+        int32_t dx, dy;
+    } scans[] = { { PD_GRID_STOP_EAST, 1, 0 },
+                  { PD_GRID_STOP_WEST, -1, 0 },
+                  { PD_GRID_STOP_SOUTH, 0, 1 },
+                  { PD_GRID_STOP_NORTH, 0, -1 } };
     for (int32_t py = 0; py < g->height + 2; py++)
         for (int32_t px = 0; px < g->stride; px++) {
-            int open = g->cells[(size_t)py * (size_t)g->stride + (size_t)px] != PD_CELL_BLOCKED;
+            int open = padded_open(g, px, py);
             if (pd_grid_bit_row(g, px, py) != open || pd_grid_bit_col(g, px, py) != open)
                 fail_msg("%dx%d grid, padded (%d,%d): cell %s, row bit %d, column bit %d", g->width, g->height,
                          px, py, open ? "open" : "blocked", pd_grid_bit_row(g, px, py),
                          pd_grid_bit_col(g, px, py));
+            for (size_t d = 0; d < sizeof scans / sizeof *scans; d++) {
+                int want = expected_stop(g, px, py, scans[d].dx, scans[d].dy);
+                if (pd_grid_bit_stop(g, scans[d].dir, px, py) != want)
+                    fail_msg("%dx%d grid, padded (%d,%d): stop bit %zu is %d, want %d", g->width, g->height, px,
+                             py, d, !want, want);
+            }
         }
 }
 
-/* The passability bitsets JPS scans follow the cells through every way a
- * grid changes: pd_grid_set, bulk writes with pd_grid_refresh_flags, and
- * direct writes with pd_grid_sync_bits, which flips exactly the cells whose
- * passability changed (cost changes flip nothing). Sizes around the 64-bit
- * word boundaries. */
+/* The passability and stop bitsets JPS scans follow the cells through
+ * every way a grid changes: pd_grid_set (checked after every single flip
+ * too, since a flip changes stop bits one line and one cell around it),
+ * bulk writes with pd_grid_refresh_flags, and direct writes with
+ * pd_grid_sync_bits, which flips exactly the cells whose passability
+ * changed (cost changes flip nothing). Sizes around the 64-bit word
+ * boundaries. */
 static void test_bits_follow_cells(void **state)
 {
     (void)state;
@@ -155,6 +196,11 @@ static void test_bits_follow_cells(void **state)
                     g->cells[pd_grid_index(g, x, y)] = (uint8_t)rng_below(&rng, 3);
             pd_grid_refresh_flags(g);
             expect_bits_match_cells(g);
+            for (int k = 0; k < 8; k++) {
+                int32_t x = rng_below(&rng, g->width), y = rng_below(&rng, g->height);
+                pd_grid_set(g, x, y, pd_grid_get(g, x, y) == PD_CELL_BLOCKED ? PD_CELL_FREE : PD_CELL_BLOCKED);
+                expect_bits_match_cells(g);
+            }
             int32_t x0 = rng_below(&rng, g->width), y0 = rng_below(&rng, g->height);
             int32_t x1 = x0 + rng_below(&rng, 70), y1 = y0 + rng_below(&rng, 70);
             uint64_t want = 0;

@@ -6,9 +6,9 @@
  * and scattered cell lists, blocking, opening, cost changes), the repaired
  * scene must equal a scene loaded fresh from the updated map text - grid,
  * clearance and every unit grid byte for byte, component labels as the same
- * partition of cells, the passable-cell count, and the passability bitsets
- * of the grid and of every unit grid bit for bit (updates flip bits in
- * place, a load builds them whole). After updates on small uniform maps,
+ * partition of cells, the passable-cell count, and the passability and
+ * stop bitsets of the grid and of every unit grid bit for bit (updates flip
+ * bits in place, a load builds them whole). After updates on small uniform maps,
  * jump point search must agree with A* on every pair of cells of every unit
  * grid (units 1-3), since it reads those bits. Besides that: every
  * validation error, the source snapshot staying untouched, version numbers,
