@@ -370,12 +370,13 @@ static void test_check_config(void **state)
     assert_int_equal(pdi_run_pathd(good, T_RUN_TIMEOUT_MS, out, sizeof out), 0);
     assert_non_null(strstr(out, "3 scenes"));
     /* Each scene's memory per structure: den520d (256x257, 258x259 padded)
-     * holds one byte per padded cell in its grid (66822) and its bitsets,
-     * 259 rows and 258 columns of 7 words (28952). */
+     * holds one byte per padded cell in its grid (66822) and its bitsets:
+     * passability, 259 rows and 258 columns of 7 words (28952), and the
+     * four stop sets, twice that (57904). */
     const char *den = strstr(out, "  den520d 256x257");
     assert_non_null(den);
     const char *den_end = strchr(den, '\n');
-    const char *grid = strstr(den, " grid 95774 ");
+    const char *grid = strstr(den, " grid 153678 ");
     assert_true(grid && den_end && grid < den_end);
     assert_non_null(strstr(den, "per cell"));
 

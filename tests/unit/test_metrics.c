@@ -488,13 +488,15 @@ static void test_gauges_and_scene_versions(void **state)
      * unit 1 only: its grid and one set of labels, 3 bytes per cell. A grid
      * also holds its passability bitsets: a line of bits per padded row and
      * column, each with a lead and a trailing word (small: 7 x 3 + 12 x 3
-     * words, 456 bytes; maze: 129 x 5 + 130 x 5 words, 10360 bytes). */
+     * words, 456 bytes; maze: 129 x 5 + 130 x 5 words, 10360 bytes), and
+     * its four stop bitsets, two laid out like the rows and two like the
+     * columns: three times those bytes in all (small 1368, maze 31080). */
     assert_line(text, "# TYPE pathd_scene_bytes gauge");
-    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"grid\"} 540");
+    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"grid\"} 1452");
     assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"clearance\"} 84");
     assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"labels\"} 336");
-    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"unit_grids\"} 540");
-    assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"grid\"} 27130");
+    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"unit_grids\"} 1452");
+    assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"grid\"} 47850");
     assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"clearance\"} 0");
     assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"labels\"} 33540");
     assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"unit_grids\"} 0");
