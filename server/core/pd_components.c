@@ -86,20 +86,16 @@ static size_t pd__cells_total(int32_t width, int32_t height)
     return (size_t)(width + 2) * (size_t)(height + 2);
 }
 
-/* Writes label v at padded index i, in the labels' width (v fits it). */
+/* Writes label v at padded index i, in the labels' width (v fits it);
+ * written as pd_components_at is, for the same reason. */
 static inline void pd__put(pd_components *c, size_t i, uint32_t v)
 {
-    switch (c->label_bytes) {
-    case 1:
+    if (c->label_bytes == 1)
         ((uint8_t *)c->labels)[i] = (uint8_t)v;
-        break;
-    case 2:
+    else if (c->label_bytes == 2)
         ((uint16_t *)c->labels)[i] = (uint16_t)v;
-        break;
-    default:
+    else
         ((uint32_t *)c->labels)[i] = v;
-        break;
-    }
 }
 
 /* A pd_components with 32-bit labels, all 0. */
