@@ -3,8 +3,8 @@
  * (see pd_components.h).
  *
  * Storage: 8, 16 or 32 bits per label, the narrowest that holds the
- * lineage's labels (see pd_components.h): 8 bits for nearly every map,
- * which keeps the labels at 1 byte per cell beside the 1-byte grid. A full
+ * lineage's labels (see pd_components.h): 8 bits for a grid with fewer
+ * than 256 components, 1 byte per cell beside the 1-byte grid. A full
  * build floods in 32 bits and narrows at the end. The update floods need
  * 32 bits too (the marks live in the top bits), so an update reads and
  * writes labels through an overlay of the cells it touched (pd__get,

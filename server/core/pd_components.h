@@ -22,8 +22,10 @@
 
 /* Labels are stored in the narrowest of 8, 16 and 32 bits per cell that
  * holds every label ever given in the lineage: 8 while next_label <= 256
- * (labels 1..255), 16 while next_label <= 65536, 32 otherwise. Labels
- * count components, so nearly every map fits 8 bits after a full build.
+ * (labels 1..255), 16 while next_label <= 65536, 32 otherwise. A full
+ * build numbers the components 1..n, so a grid with fewer than 256 of them
+ * takes 8 bits; one with many walled-in pockets (random walls, the demo
+ * forest's trees) takes 16.
  * An update keeps the width unless it hands out a label the width cannot
  * hold; it then widens (one pass over the labels) and stays that wide for
  * good, because labels are never reused within a lineage: a scene whose
