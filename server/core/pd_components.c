@@ -2,13 +2,17 @@
  * pd_components.c - 4-neighbour component labels and their local repair
  * (see pd_components.h).
  *
- * Storage: 16 bits per label while they fit (see pd_components.h), which
- * with the 1-byte grid keeps a unit-1 scene within 3 bytes per cell. The
- * floods below need 32 bits (the marks live in the top bits), so an update
- * reads and writes labels through an overlay of the cells it touched
- * (pd__get, pd__set) and writes it back at the end: an update's work is the
- * cells it visits, never a pass over the map. Labels widen to 32 bits, once
- * and for good, when a lineage gives out more than 16 bits can hold.
+ * Storage: 8, 16 or 32 bits per label, the narrowest that holds the
+ * lineage's labels (see pd_components.h): 8 bits for a grid with fewer
+ * than 256 components, 1 byte per cell beside the 1-byte grid. A full
+ * build floods in 32 bits and narrows at the end. The update floods need
+ * 32 bits too (the marks live in the top bits), so an update reads and
+ * writes labels through an overlay of the cells it touched (pd__get,
+ * pd__set) and writes it back at the end: an update's work is the cells it
+ * visits, never a pass over the map, except the one pass that widens the
+ * labels, once and for good, when the lineage gives out a label their
+ * width cannot hold. One accessor pair (pd_components_at, pd__put) reads
+ * and writes every width.
  *
  * Every flood here is a breadth-first search over an explicit queue of padded
  * cell indices, never recursion, so map size cannot exhaust the stack. The
@@ -82,6 +86,18 @@ static size_t pd__cells_total(int32_t width, int32_t height)
     return (size_t)(width + 2) * (size_t)(height + 2);
 }
 
+/* Writes label v at padded index i, in the labels' width (v fits it);
+ * written as pd_components_at is, for the same reason. */
+static inline void pd__put(pd_components *c, size_t i, uint32_t v)
+{
+    if (c->label_bytes == 1)
+        ((uint8_t *)c->labels)[i] = (uint8_t)v;
+    else if (c->label_bytes == 2)
+        ((uint16_t *)c->labels)[i] = (uint16_t)v;
+    else
+        ((uint32_t *)c->labels)[i] = v;
+}
+
 /* A pd_components with 32-bit labels, all 0. */
 static pd_components *pd__components_alloc(int32_t width, int32_t height)
 {
@@ -91,7 +107,8 @@ static pd_components *pd__components_alloc(int32_t width, int32_t height)
     c->width = width;
     c->height = height;
     c->stride = width + 2;
-    c->labels = calloc(pd__cells_total(width, height), sizeof *c->labels);
+    c->label_bytes = sizeof(uint32_t);
+    c->labels = calloc(pd__cells_total(width, height), c->label_bytes);
     if (!c->labels) {
         free(c);
         return NULL;
@@ -100,44 +117,24 @@ static pd_components *pd__components_alloc(int32_t width, int32_t height)
     return c;
 }
 
-/* 32-bit labels from 16-bit ones, when an update gives a label that 16
- * bits cannot hold (a lineage past PD_COMPONENTS_NARROW_LIMIT labels: one
- * pass over the labels, once; they stay wide). Returns 0 or -1 (memory; c
- * unchanged). */
-static int pd__widen(pd_components *c)
+/* Stores the labels `bytes` wide (every label must fit): wider when an
+ * update gives a label the width cannot hold, narrower after a full build.
+ * One pass over the labels. Returns 0, or -1 (memory; c unchanged). */
+static int pd__set_width(pd_components *c, uint32_t bytes)
 {
-    if (c->labels)
+    if (bytes == c->label_bytes)
         return 0;
     const size_t n = pd__cells_total(c->width, c->height);
-    uint32_t *wide = malloc(n * sizeof *wide);
-    if (!wide)
+    pd_components to = *c;
+    to.label_bytes = bytes;
+    to.labels = malloc(n * bytes);
+    if (!to.labels)
         return -1;
     for (size_t i = 0; i < n; i++)
-        wide[i] = c->labels16[i];
-    free(c->labels16);
-    c->labels16 = NULL;
-    c->labels = wide;
-    return 0;
-}
-
-/* 16-bit labels from 32-bit ones when every label fits; otherwise, or when
- * memory is short, the 32-bit ones stay. Either way one width remains. */
-static void pd__narrow(pd_components *c)
-{
-    if (!c->labels)
-        return;
-    const size_t n = pd__cells_total(c->width, c->height);
-    if (c->next_label <= PD_COMPONENTS_NARROW_LIMIT && !c->labels16)
-        c->labels16 = malloc(n * sizeof *c->labels16);
-    if (c->next_label > PD_COMPONENTS_NARROW_LIMIT || !c->labels16) {
-        free(c->labels16);
-        c->labels16 = NULL;
-        return;
-    }
-    for (size_t i = 0; i < n; i++)
-        c->labels16[i] = (uint16_t)c->labels[i];
+        pd__put(&to, i, pd_components_at(c, i));
     free(c->labels);
-    c->labels = NULL;
+    *c = to;
+    return 0;
 }
 
 void pd_components_destroy(pd_components *c)
@@ -145,31 +142,25 @@ void pd_components_destroy(pd_components *c)
     if (!c)
         return;
     free(c->labels);
-    free(c->labels16);
     free(c);
 }
 
 uint64_t pd_components_bytes(const pd_components *c)
 {
-    return (uint64_t)pd__cells_total(c->width, c->height) * (c->labels16 ? sizeof *c->labels16 : sizeof *c->labels);
+    return (uint64_t)pd__cells_total(c->width, c->height) * c->label_bytes;
 }
 
 int pd_components_assign(pd_components *to, const pd_components *from)
 {
-    const size_t n = pd__cells_total(from->width, from->height);
-    if (from->labels16) {
+    const size_t bytes = pd__cells_total(from->width, from->height) * from->label_bytes;
+    if (to->labels && to->label_bytes != from->label_bytes) {
         free(to->labels);
         to->labels = NULL;
-        if (!to->labels16 && !(to->labels16 = malloc(n * sizeof *to->labels16)))
-            return -1;
-        memcpy(to->labels16, from->labels16, n * sizeof *to->labels16);
-    } else {
-        free(to->labels16);
-        to->labels16 = NULL;
-        if (!to->labels && !(to->labels = malloc(n * sizeof *to->labels)))
-            return -1;
-        memcpy(to->labels, from->labels, n * sizeof *to->labels);
     }
+    to->label_bytes = from->label_bytes;
+    if (!to->labels && !(to->labels = malloc(bytes)))
+        return -1;
+    memcpy(to->labels, from->labels, bytes);
     to->width = from->width;
     to->height = from->height;
     to->stride = from->stride;
@@ -180,7 +171,7 @@ int pd_components_assign(pd_components *to, const pd_components *from)
 
 pd_components *pd_components_clone(const pd_components *c)
 {
-    if (!c || (!c->labels && !c->labels16))
+    if (!c || !c->labels)
         return NULL;
     pd_components *copy = calloc(1, sizeof *copy);
     if (!copy)
@@ -192,21 +183,22 @@ pd_components *pd_components_clone(const pd_components *c)
     return copy;
 }
 
-/* Floods from `start` over passable cells of g still labelled 0, writing
- * `label`. The queue is a plain array: each cell enters it once. */
-static void pd__flood_unlabelled(pd_components *c, const pd_grid *g, uint32_t *queue,
+/* Floods from `start` over passable cells of g still labelled 0 in the
+ * 32-bit labels, writing `label`. The queue is a plain array: each cell
+ * enters it once. */
+static void pd__flood_unlabelled(uint32_t *labels, int32_t stride, const pd_grid *g, uint32_t *queue,
                                  uint32_t start, uint32_t label)
 {
-    const uint32_t step[4] = { 1u, (uint32_t)-1, (uint32_t)c->stride, (uint32_t)-c->stride };
+    const uint32_t step[4] = { 1u, (uint32_t)-1, (uint32_t)stride, (uint32_t)-stride };
     size_t head = 0, tail = 0;
-    c->labels[start] = label;
+    labels[start] = label;
     queue[tail++] = start;
     while (head < tail) {
         uint32_t cell = queue[head++];
         for (int d = 0; d < 4; d++) {
             uint32_t n = cell + step[d];
-            if (g->cells[n] != PD_CELL_BLOCKED && c->labels[n] == 0) {
-                c->labels[n] = label;
+            if (g->cells[n] != PD_CELL_BLOCKED && labels[n] == 0) {
+                labels[n] = label;
                 queue[tail++] = n;
             }
         }
@@ -225,26 +217,29 @@ pd_components *pd_components_build(const pd_grid *g)
         pd_components_destroy(c);
         return NULL;
     }
+    uint32_t *labels = c->labels;
     for (int32_t y = 0; y < g->height; y++) {
         for (int32_t x = 0; x < g->width; x++) {
             uint32_t i = (uint32_t)pd_grid_index(g, x, y);
-            if (g->cells[i] != PD_CELL_BLOCKED && c->labels[i] == 0) {
-                pd__flood_unlabelled(c, g, queue, i, c->next_label++);
+            if (g->cells[i] != PD_CELL_BLOCKED && labels[i] == 0) {
+                pd__flood_unlabelled(labels, c->stride, g, queue, i, c->next_label++);
                 c->count++;
             }
         }
     }
     free(queue);
-    pd__narrow(c);
+    /* Short of memory for the narrow copy, the labels stay 32 bits wide:
+     * right, only larger. */
+    (void)pd__set_width(c, pd_components_bytes_for(c->next_label));
     return c;
 }
 
 /* ------------------------------------------------------------ update */
 
-/* The labels an update works on: the stored ones (16 or 32 bits) seen
+/* The labels an update works on: the stored ones (8, 16 or 32 bits) seen
  * through an overlay that holds every cell the update wrote, marks
  * included. Marks need 32 bits, so the overlay is what lets an update leave
- * 16-bit labels 16 bits wide without a pass over the map: its work is the
+ * narrow labels narrow without a pass over the map: its work is the
  * cells it visits. Open addressing, one 64-bit slot per cell (padded index
  * + 1 in the high half, 0 = empty; the working label in the low half, so a
  * probe reads one cache line), linear probing, grown at half full. At the
@@ -334,12 +329,13 @@ static int pd__set(pd__repair *r, uint32_t cell, uint32_t v)
 }
 
 /* Writes the overlay (now free of marks) back into the stored labels,
- * widening them first if a new label does not fit 16 bits, and appends
+ * widening them first if a new label does not fit their width, and appends
  * what it wrote to diff (may be NULL). */
 static int pd__overlay_flush(pd__repair *r, pd_components_diff *diff)
 {
     pd_components *c = r->c;
-    if (c->labels16 && c->next_label > PD_COMPONENTS_NARROW_LIMIT && pd__widen(c) != 0)
+    uint32_t need = pd_components_bytes_for(c->next_label);
+    if (need > c->label_bytes && pd__set_width(c, need) != 0)
         return -1;
     if (diff && diff->n + r->ov.n > diff->cap) {
         size_t cap = diff->cap ? diff->cap : 256;
@@ -357,10 +353,7 @@ static int pd__overlay_flush(pd__repair *r, pd_components_diff *diff)
         if (slot == 0)
             continue;
         uint32_t at = (uint32_t)(slot >> 32) - 1, label = (uint32_t)slot;
-        if (c->labels16)
-            c->labels16[at] = (uint16_t)label;
-        else
-            c->labels[at] = label;
+        pd__put(c, at, label);
         if (diff) {
             diff->pairs[2 * diff->n] = at;
             diff->pairs[2 * diff->n + 1] = label;
@@ -370,22 +363,19 @@ static int pd__overlay_flush(pd__repair *r, pd_components_diff *diff)
     if (diff) {
         diff->next_label = c->next_label;
         diff->count = c->count;
-        diff->wide = c->labels != NULL;
+        diff->label_bytes = c->label_bytes;
     }
     return 0;
 }
 
 int pd_components_apply_diff(pd_components *c, const pd_components_diff *diff)
 {
-    if (diff->wide && c->labels16 && pd__widen(c) != 0)
+    /* c may already be wider than the diff's width (it then stays so):
+     * every label the diff holds fits either. */
+    if (diff->label_bytes > c->label_bytes && pd__set_width(c, diff->label_bytes) != 0)
         return -1;
-    for (size_t i = 0; i < diff->n; i++) {
-        uint32_t at = diff->pairs[2 * i], label = diff->pairs[2 * i + 1];
-        if (c->labels16)
-            c->labels16[at] = (uint16_t)label;
-        else
-            c->labels[at] = label;
-    }
+    for (size_t i = 0; i < diff->n; i++)
+        pd__put(c, diff->pairs[2 * i], diff->pairs[2 * i + 1]);
     if (diff->n > 0) {
         c->next_label = diff->next_label;
         c->count = diff->count;
@@ -812,7 +802,7 @@ int pd_components_update(pd_components *c, const pd_grid *g, int32_t x0, int32_t
 int pd_components_update_diff(pd_components *c, const pd_grid *g, int32_t x0, int32_t y0, int32_t x1,
                               int32_t y1, pd_components_diff *diff)
 {
-    if (!c || (!c->labels && !c->labels16) || !g || !g->cells || c->width != g->width || c->height != g->height)
+    if (!c || !c->labels || !g || !g->cells || c->width != g->width || c->height != g->height)
         return -1;
     if (x0 > x1) {
         int32_t t = x0;

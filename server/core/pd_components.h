@@ -20,21 +20,32 @@
 #include "pd_grid.h"
 #include "pd_search.h"
 
-/* Labels are stored in 16 bits per cell while every label ever given in the
- * lineage is below 2^16 (next_label <= PD_COMPONENTS_NARROW_LIMIT, true of
- * nearly every map: labels count components), in 32 bits otherwise. Exactly
- * one of labels16 and labels is set between calls; an update keeps the
- * width unless it gives a label 16 bits cannot hold (it then widens them
- * for good; a full build narrows). */
-#define PD_COMPONENTS_NARROW_LIMIT 65536u
-
+/* Labels are stored in the narrowest of 8, 16 and 32 bits per cell that
+ * holds every label ever given in the lineage: 8 while next_label <= 256
+ * (labels 1..255), 16 while next_label <= 65536, 32 otherwise. A full
+ * build numbers the components 1..n, so a grid with fewer than 256 of them
+ * takes 8 bits; one with many walled-in pockets (random walls, the demo
+ * forest's trees) takes 16.
+ * An update keeps the width unless it hands out a label the width cannot
+ * hold; it then widens (one pass over the labels) and stays that wide for
+ * good, because labels are never reused within a lineage: a scene whose
+ * doors split rooms 300 times holds 16-bit labels even if it has 3
+ * components left. The next full build (pd_components_build: a reload, or
+ * the rebuild after a failed update) narrows to the smallest width that
+ * fits. pd_components_bytes reports the width held. */
 typedef struct pd_components {
     int32_t width, height, stride;   /* as the grid */
-    uint16_t *labels16;              /* padded; 0 = blocked (and padding); or NULL */
-    uint32_t *labels;                /* the same in 32 bits when they do not fit; or NULL */
+    void *labels;                    /* padded, label_bytes each; 0 = blocked (and padding) */
+    uint32_t label_bytes;            /* 1, 2 or 4 */
     uint32_t next_label;             /* labels are never reused within one lineage */
     uint32_t count;                  /* components currently present */
 } pd_components;
+
+/* The bytes per label that hold labels below next_label: 1, 2 or 4. */
+static inline uint32_t pd_components_bytes_for(uint32_t next_label)
+{
+    return next_label <= (1u << 8) ? 1u : next_label <= (1u << 16) ? 2u : 4u;
+}
 
 pd_components *pd_components_build(const pd_grid *g);
 /* Bytes its labels take. */
@@ -46,10 +57,18 @@ pd_components *pd_components_clone(const pd_components *c);
 int pd_components_assign(pd_components *to, const pd_components *from);
 void pd_components_destroy(pd_components *c);
 
-/* The label at padded index i. */
+/* The label at padded index i. The width is the same for every read of a
+ * search, so the branches are predicted; 8 bits, the common width, is
+ * tested first. Tests rather than a switch: GCC unswitches a loop on an
+ * if, not on a switch, so a loop over labels (pd__set_width's copy)
+ * becomes one plain loop per width. */
 static inline uint32_t pd_components_at(const pd_components *c, size_t i)
 {
-    return c->labels16 ? c->labels16[i] : c->labels[i];
+    if (c->label_bytes == 1)
+        return ((const uint8_t *)c->labels)[i];
+    if (c->label_bytes == 2)
+        return ((const uint16_t *)c->labels)[i];
+    return ((const uint32_t *)c->labels)[i];
 }
 
 static inline uint32_t pd_components_label(const pd_components *c, pd_point p)
@@ -80,7 +99,7 @@ typedef struct pd_components_diff {
     uint32_t *pairs;
     size_t n, cap;                   /* pairs held (2 entries each), room */
     uint32_t next_label, count;
-    int wide;                        /* the labels ended 32 bits wide */
+    uint32_t label_bytes;            /* the width the labels ended at (0: nothing recorded) */
 } pd_components_diff;
 
 /* pd_components_update, appending what it wrote to diff. Returns 0, or -1
@@ -89,7 +108,8 @@ typedef struct pd_components_diff {
 int pd_components_update_diff(pd_components *c, const pd_grid *g, int32_t x0, int32_t y0, int32_t x1,
                               int32_t y1, pd_components_diff *diff);
 
-/* Writes diff into c. Returns 0, or -1 (memory for widening them). */
+/* Writes diff into c, first widening c's labels to the diff's width when
+ * they are narrower. Returns 0, or -1 (memory for widening them). */
 int pd_components_apply_diff(pd_components *c, const pd_components_diff *diff);
 
 /* Frees what the diff holds; it is empty afterwards. */

@@ -145,28 +145,30 @@ static inline pd_components *check_components(const pd_grid *g)
     c->height = g->height;
     c->stride = g->width + 2;
     size_t cells = (size_t)(g->width + 2) * (size_t)(g->height + 2);
-    c->labels = calloc(cells, sizeof *c->labels);
+    uint32_t *labels = calloc(cells, sizeof *labels);
     pd_point *queue = malloc((size_t)g->width * (size_t)g->height * sizeof *queue);
-    assert_non_null(c->labels);
+    assert_non_null(labels);
     assert_non_null(queue);
+    c->labels = labels;
+    c->label_bytes = sizeof *labels;
     uint32_t next = 1;
     for (int32_t y = 0; y < g->height; y++) {
         for (int32_t x = 0; x < g->width; x++) {
             if (pd_grid_get(g, x, y) == PD_CELL_BLOCKED ||
-                c->labels[pd_grid_index(g, x, y)] != 0)
+                labels[pd_grid_index(g, x, y)] != 0)
                 continue;
             size_t head = 0, tail = 0;
             queue[tail++] = (pd_point){x, y};
-            c->labels[pd_grid_index(g, x, y)] = next;
+            labels[pd_grid_index(g, x, y)] = next;
             while (head < tail) {
                 pd_point p = queue[head++];
                 static const int32_t dirs[4][2] = {{1, 0}, {-1, 0}, {0, 1}, {0, -1}};
                 for (int d = 0; d < 4; d++) {
                     int32_t nx = p.x + dirs[d][0], ny = p.y + dirs[d][1];
                     if (pd_grid_get(g, nx, ny) == PD_CELL_BLOCKED ||
-                        c->labels[pd_grid_index(g, nx, ny)] != 0)
+                        labels[pd_grid_index(g, nx, ny)] != 0)
                         continue;
-                    c->labels[pd_grid_index(g, nx, ny)] = next;
+                    labels[pd_grid_index(g, nx, ny)] = next;
                     queue[tail++] = (pd_point){nx, ny};
                 }
             }

@@ -9,7 +9,12 @@
  * next_label, and `count` must equal the number of sets. After every random
  * update (blocks and opens, rectangles and single cells, mixed and cost-only
  * changes) the repaired labels must pass the same check and match a fresh
- * build's partition. The generator is a fixed-seed xorshift.
+ * build's partition. Labels are held in the narrowest width (8, 16 or 32
+ * bits) their lineage needs: a full build's is the narrowest for its
+ * count, and lineages that hand out labels past 255 and past 65535 widen
+ * under updates, checked against a fresh build at every step, with the
+ * diffs bringing a second copy to the same labels and width. The
+ * generator is a fixed-seed xorshift.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -157,6 +162,16 @@ static void check_same_partition(const pd_components *a, const pd_components *b)
 
 /* -------------------------------------------------------------- tests */
 
+/* The width the documented rule gives labels below next_label, written
+ * here from pd_components.h's text rather than from its code: 8 bits for
+ * labels up to 255, 16 up to 65535, else 32. */
+static uint32_t rule_bytes(uint32_t next_label)
+{
+    uint32_t highest = next_label - 1;
+    return highest <= 255u ? 1u : highest <= 65535u ? 2u : 4u;
+}
+
+
 static void test_small_map(void **state)
 {
     pd_grid *g = core_grid("..#..\n"
@@ -185,6 +200,7 @@ static void test_small_map(void **state)
 static void test_random_build(void **state)
 {
     uint64_t rng = 0x0DDB1A5E5BAD5EEDull;
+    int widths[5] = { 0 };
     for (int i = 0; i < CC_RANDOM_GRIDS; i++) {
         int32_t w = 1 + rng_below(&rng, CC_MAX_SIDE), h = 1 + rng_below(&rng, CC_MAX_SIDE);
         int density = rng_below(&rng, 70);
@@ -196,9 +212,14 @@ static void test_random_build(void **state)
         pd_components *c = pd_components_build(g);
         assert_non_null(c);
         check_partition(c, g, "random build");
+        /* Whatever the count, the narrowest width that holds it. */
+        assert_int_equal(c->label_bytes, rule_bytes(c->count + 1));
+        widths[c->label_bytes]++;
         pd_components_destroy(c);
         pd_grid_destroy(g);
     }
+    /* Both sides of the 8-bit limit were built. */
+    assert_true(widths[1] > 0 && widths[2] > 0);
 }
 
 /* Closing one cell of a long corridor cuts it in two far beyond the repair
@@ -444,49 +465,204 @@ static void test_long_wall(void **state)
     pd_grid_destroy(g);
 }
 
-/* Labels take 16 bits while they fit and 32 when a map has more than 65535
- * components; an update works in 32 bits and narrows again when the labels
- * fit, and either width labels every cell right. */
+/* A side x side grid, blocked but for k isolated single cells on the even
+ * rows and columns (in scan order): exactly k components. */
+static pd_grid *isolated_cells(int32_t side, uint32_t k)
+{
+    pd_grid *g = pd_grid_create(side, side);
+    assert_non_null(g);
+    uint32_t opened = 0;
+    for (int32_t y = 0; y < side && opened < k; y += 2)
+        for (int32_t x = 0; x < side && opened < k; x += 2, opened++)
+            pd_grid_set(g, x, y, PD_CELL_FREE);
+    assert_int_equal(opened, k);
+    return g;
+}
+
+/* Labels take the narrowest width that holds them after a full build: 255
+ * components fit 8 bits, 256 take 16, 65535 still 16, 65536 take 32; and
+ * pd_components_bytes counts the padded cells at that width. */
+static void test_label_width_after_build(void **state)
+{
+    (void)state;
+    static const struct {
+        int32_t side;
+        uint32_t components, bytes;
+    } cases[] = { { 40, 0, 1 }, { 40, 1, 1 }, { 40, 255, 1 }, { 40, 256, 2 }, { 512, 65535, 2 }, { 512, 65536, 4 } };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        pd_grid *g = isolated_cells(cases[i].side, cases[i].components);
+        pd_components *c = pd_components_build(g);
+        assert_non_null(c);
+        assert_int_equal(c->count, cases[i].components);
+        assert_int_equal(c->next_label, cases[i].components + 1);
+        assert_int_equal(c->label_bytes, cases[i].bytes);
+        assert_int_equal(pd_components_bytes_for(c->next_label), cases[i].bytes);
+        size_t padded = (size_t)(cases[i].side + 2) * (size_t)(cases[i].side + 2);
+        assert_int_equal(pd_components_bytes(c), padded * cases[i].bytes);
+        char what[64];
+        snprintf(what, sizeof what, "%u isolated cells", cases[i].components);
+        check_partition(c, g, what);
+        /* A clone keeps the width, in memory of its own. */
+        pd_components *copy = pd_components_clone(c);
+        assert_non_null(copy);
+        assert_int_equal(copy->label_bytes, c->label_bytes);
+        assert_ptr_not_equal(copy->labels, c->labels);
+        assert_memory_equal(copy->labels, c->labels, padded * c->label_bytes);
+        pd_components_destroy(copy);
+        pd_components_destroy(c);
+        pd_grid_destroy(g);
+    }
+}
+
+/* The labels of a and b are the same numbers at every padded index, at the
+ * same width, with the same counters. */
+static void check_identical(const pd_components *a, const pd_components *b, const char *what)
+{
+    if (a->label_bytes != b->label_bytes || a->next_label != b->next_label || a->count != b->count)
+        fail_msg("%s: width %u/%u, next_label %u/%u, count %u/%u", what, a->label_bytes, b->label_bytes,
+                 a->next_label, b->next_label, a->count, b->count);
+    size_t n = (size_t)a->stride * (size_t)(a->height + 2);
+    assert_int_equal(pd_components_bytes(a), n * a->label_bytes);
+    if (memcmp(a->labels, b->labels, n * a->label_bytes) != 0)
+        fail_msg("%s: labels differ", what);
+}
+
+/*
+ * One lineage of updates that hands out labels until next_label passes
+ * `cross` (256 or 65536), so the labels widen under it. The grid starts
+ * with `isolated` single-cell components; each step is one random change
+ * (random_change: blocks, opens, costs, mixes, single cells, wall lines)
+ * or a toggle of a cell on the even rows and columns near the last of
+ * those cells, which opened alone is a component of its own, a new label. After every step:
+ * - the labels pass check_partition and group cells as a fresh build does;
+ * - their width is the one the rule gives next_label (widened exactly when
+ *   a label passed the width, never narrowed by an update), and the fresh
+ *   build's is the narrowest for its count;
+ * and every few steps the diff recorded since the last apply brings a
+ * follower copy of the labels (the scene's retired version) to exactly
+ * the same labels and width, whatever widths the chunk crossed.
+ */
+static void lineage_crossing(int32_t side, uint32_t isolated, uint32_t cross, int steps, uint64_t seed)
+{
+    uint64_t rng = seed;
+    pd_grid *g = isolated_cells(side, isolated);
+    pd_components *c = pd_components_build(g);
+    assert_non_null(c);
+    const uint32_t start_bytes = c->label_bytes;
+    assert_int_equal(start_bytes, rule_bytes(cross - 1));
+    /* Room for the toggles: 64 slots before the last isolated cell and
+     * 64 after it. */
+    assert_true(isolated >= 64 && (uint32_t)((side + 1) / 2) * (uint32_t)((side + 1) / 2) >= isolated + 64);
+    pd_components *follower = pd_components_clone(c);
+    assert_non_null(follower);
+    pd_components_diff diff;
+    memset(&diff, 0, sizeof diff);
+    int crossed_at = -1;
+    for (int u = 0; u < steps; u++) {
+        int32_t r[4];
+        int kind = -1, closing, opening;
+        uint32_t bytes_before = c->label_bytes;
+        if (rng_below(&rng, 3) == 0) {
+            random_change(&rng, g, 40, r, &kind, &closing, &opening);
+        } else {
+            /* Toggles near the last isolated cell: about half of them open
+             * a blocked one. */
+            int32_t slot = (int32_t)isolated - 64 + rng_below(&rng, 128), per_row = (side + 1) / 2;
+            int32_t x = 2 * (slot % per_row), y = 2 * (slot / per_row);
+            pd_grid_set(g, x, y, pd_grid_get(g, x, y) == PD_CELL_BLOCKED ? PD_CELL_FREE : PD_CELL_BLOCKED);
+            r[0] = r[2] = x;
+            r[1] = r[3] = y;
+        }
+        assert_int_equal(pd_components_update_diff(c, g, r[0], r[1], r[2], r[3], &diff), 0);
+        char what[128];
+        snprintf(what, sizeof what, "%dx%d lineage step %d kind %d rect (%d,%d)-(%d,%d), next_label %u", side,
+                 side, u, kind, r[0], r[1], r[2], r[3], c->next_label);
+        check_partition(c, g, what);
+        assert_int_equal(c->label_bytes, rule_bytes(c->next_label));
+        assert_true(c->label_bytes >= bytes_before);
+        if (c->label_bytes > bytes_before)
+            crossed_at = u;
+        pd_components *fresh = pd_components_build(g);
+        assert_non_null(fresh);
+        check_same_partition(c, fresh);
+        assert_int_equal(fresh->label_bytes, rule_bytes(fresh->count + 1));
+        pd_components_destroy(fresh);
+        if (u % 7 == 6 || u == steps - 1) {
+            assert_int_equal(pd_components_apply_diff(follower, &diff), 0);
+            check_identical(follower, c, what);
+            pd_components_diff_free(&diff);
+        }
+    }
+    print_message("%dx%d: %u isolated cells, widened from %u to %u bytes at step %d, next_label %u\n", side, side,
+                  isolated, start_bytes, c->label_bytes, crossed_at, c->next_label);
+    /* The lineage really crossed the width: labels past `cross` were
+     * given, and they are held wider than at the start. */
+    assert_true(c->next_label > cross);
+    assert_int_equal(c->label_bytes, rule_bytes(cross + 1));
+    assert_true(crossed_at >= 0);
+    /* A full build of the same cells narrows again when the count fits. */
+    pd_components *rebuilt = pd_components_build(g);
+    assert_non_null(rebuilt);
+    assert_int_equal(rebuilt->label_bytes, rule_bytes(rebuilt->count + 1));
+    check_same_partition(c, rebuilt);
+    pd_components_destroy(rebuilt);
+    pd_components_diff_free(&diff);
+    pd_components_destroy(follower);
+    pd_components_destroy(c);
+    pd_grid_destroy(g);
+}
+
+/* A lineage from 8 to 16 bits: 240 components to start with, so a few
+ * dozen new labels cross 255. */
+static void test_lineage_crosses_255(void **state)
+{
+    (void)state;
+    lineage_crossing(40, 240, 256, 400, 0x8B17C0FFEE000001ull);
+}
+
+/* A lineage from 16 to 32 bits: 65,510 components to start with. */
+static void test_lineage_crosses_65535(void **state)
+{
+    (void)state;
+    lineage_crossing(516, 65510, 65536, 160, 0x16B17C0FFEE00002ull);
+}
+
+/* 90,000 components take 32 bits from the build; an update of 32-bit
+ * labels keeps them 32 bits and right, and the open grid's one component
+ * takes 8 bits, which a split leaves 8 bits wide. */
 static void test_label_width(void **state)
 {
     (void)state;
     /* 600x600 with every other cell of every other row open: 90,000
      * single-cell components. */
-    pd_grid *g = pd_grid_create(600, 600);
-    assert_non_null(g);
-    for (int32_t y = 0; y < 600; y += 2)
-        for (int32_t x = 0; x < 600; x += 2)
-            pd_grid_set(g, x, y, PD_CELL_FREE);
+    pd_grid *g = isolated_cells(600, 90000);
     pd_components *c = pd_components_build(g);
     assert_non_null(c);
     assert_int_equal(c->count, 90000);
-    assert_null(c->labels16);
-    assert_non_null(c->labels);
+    assert_int_equal(c->label_bytes, 4);
     assert_int_equal(pd_components_bytes(c), 602u * 602u * 4u);
     check_partition(c, g, "90000 components");
     /* Opening a row joins 300 of them; still too many labels for 16 bits. */
     for (int32_t x = 0; x < 600; x++)
         pd_grid_set(g, x, 0, PD_CELL_FREE);
     assert_int_equal(pd_components_update(c, g, 0, 0, 599, 0), 0);
-    assert_non_null(c->labels);
+    assert_int_equal(c->label_bytes, 4);
     check_partition(c, g, "a row opened");
     pd_components_destroy(c);
 
-    /* The open grid has one component: 16 bits, 2 bytes per padded cell;
-     * an update leaves them 16 bits wide and correct. */
+    /* The open grid has one component: 8 bits, 1 byte per padded cell;
+     * an update leaves them 8 bits wide and correct. */
     for (int32_t y = 0; y < 600; y++)
         for (int32_t x = 0; x < 600; x++)
             pd_grid_set(g, x, y, PD_CELL_FREE);
     c = pd_components_build(g);
     assert_non_null(c);
-    assert_non_null(c->labels16);
-    assert_null(c->labels);
-    assert_int_equal(pd_components_bytes(c), 602u * 602u * 2u);
+    assert_int_equal(c->label_bytes, 1);
+    assert_int_equal(pd_components_bytes(c), 602u * 602u * 1u);
     for (int32_t y = 0; y < 600; y++)
         pd_grid_set(g, 300, y, PD_CELL_BLOCKED);
     assert_int_equal(pd_components_update(c, g, 300, 0, 300, 599), 0);
-    assert_non_null(c->labels16);
-    assert_null(c->labels);
+    assert_int_equal(c->label_bytes, 1);
     assert_int_equal(c->count, 2);
     check_partition(c, g, "split in two");
     pd_components_destroy(c);
@@ -501,10 +677,9 @@ static void test_clone_and_bad_arguments(void **state)
     assert_non_null(c);
     pd_components *copy = pd_components_clone(c);
     assert_non_null(copy);
-    /* Few labels: 16 bits each, in memory of its own. */
-    assert_non_null(copy->labels16);
-    assert_null(copy->labels);
-    assert_ptr_not_equal(copy->labels16, c->labels16);
+    /* Few labels: 8 bits each, in memory of its own. */
+    assert_int_equal(copy->label_bytes, 1);
+    assert_ptr_not_equal(copy->labels, c->labels);
     check_same_partition(c, copy);
     assert_int_equal(copy->next_label, c->next_label);
     pd_grid_set(g, 2, 0, PD_CELL_FREE);
@@ -538,6 +713,9 @@ int main(void)
         cmocka_unit_test(test_long_wall),
         cmocka_unit_test(test_clone_and_bad_arguments),
         cmocka_unit_test(test_label_width),
+        cmocka_unit_test(test_label_width_after_build),
+        cmocka_unit_test(test_lineage_crosses_255),
+        cmocka_unit_test(test_lineage_crosses_65535),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -484,8 +484,9 @@ static void test_gauges_and_scene_versions(void **state)
     assert_line(text, "pathd_scene_version{scene=\"small\"} 1");
     assert_int_equal(count_prefix_lines(text, "pathd_scene_version{"), 2);
     /* small is 10x5 (12x7 padded) serving units 1 and 2: clearance, one unit
-     * grid and two sets of 2-byte labels; maze is 128x127 (130x129) with
-     * unit 1 only: its grid and one set of labels, 3 bytes per cell. A grid
+     * grid and two sets of 1-byte labels (both maps have fewer than 256
+     * components, so their labels fit 8 bits); maze is 128x127 (130x129)
+     * with unit 1 only: its grid and one set of labels. A grid
      * also holds its passability bitsets: a line of bits per padded row and
      * column, each with a lead and a trailing word (small: 7 x 3 + 12 x 3
      * words, 456 bytes; maze: 129 x 5 + 130 x 5 words, 10360 bytes), and
@@ -494,11 +495,11 @@ static void test_gauges_and_scene_versions(void **state)
     assert_line(text, "# TYPE pathd_scene_bytes gauge");
     assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"grid\"} 1452");
     assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"clearance\"} 84");
-    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"labels\"} 336");
+    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"labels\"} 168");
     assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"unit_grids\"} 1452");
     assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"grid\"} 47850");
     assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"clearance\"} 0");
-    assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"labels\"} 33540");
+    assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"labels\"} 16770");
     assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"unit_grids\"} 0");
     assert_int_equal(count_prefix_lines(text, "pathd_scene_bytes{"), 8);
     /* Neither scene's config says "search": both follow jump_point_search. */

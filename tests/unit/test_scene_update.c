@@ -136,6 +136,33 @@ static size_t padded_cells(const pd_grid *g)
     return (size_t)(g->width + 2) * (size_t)(g->height + 2);
 }
 
+/* The label width pd_components.h documents for labels below next_label:
+ * 8 bits up to label 255, 16 up to 65535, else 32. */
+static uint32_t rule_label_bytes(uint32_t next_label)
+{
+    return next_label - 1 <= 255u ? 1u : next_label - 1 <= 65535u ? 2u : 4u;
+}
+
+/* Every unit's labels are held in the width the rule gives its lineage
+ * (an update widens exactly when it hands out a label past the width, and
+ * never narrows), and the scene's memory report counts them at that
+ * width. Fills bytes[i] with unit i's width. */
+static void expect_label_widths(const pd_scene *s, uint32_t *bytes)
+{
+    uint64_t want = 0;
+    for (size_t i = 0; i < s->n_unit_sizes; i++) {
+        const pd_components *c = s->units[i].components;
+        if (c->label_bytes != rule_label_bytes(c->next_label))
+            fail_msg("unit %u: labels %u bytes wide, next_label %u", s->units[i].unit, c->label_bytes,
+                     c->next_label);
+        want += padded_cells(s->grid) * c->label_bytes;
+        bytes[i] = c->label_bytes;
+    }
+    pd_scene_bytes b;
+    pd_scene_get_bytes(s, &b);
+    assert_true(b.by[PD_SCENE_LABELS] == want);
+}
+
 /* Two labellings describe the same components (components_check.h). */
 static void expect_same_partition(const pd_components *a, const pd_components *b)
 {
@@ -172,6 +199,8 @@ static void expect_equals_fresh(const pd_scene *s, const model *m)
             fail_msg("unit %u grid bitsets differ from a fresh build", su->unit);
         assert_int_equal(su->grid->uniform_cost, fu->grid->uniform_cost);
         expect_same_partition(su->components, fu->components);
+        /* A full build narrows to the smallest width that fits. */
+        assert_int_equal(fu->components->label_bytes, rule_label_bytes(fu->components->count + 1));
     }
     pd_scene_release(f);
 }
@@ -1016,8 +1045,15 @@ static pd_scene_update random_op(const model *m, pd_point *cells)
  * build (grid, bitsets, clearance, unit grids, labels as a partition,
  * passable count). From time to time a reader holds a version across a few
  * updates, so the spare is sometimes busy and a copy is made instead, and
- * the held version must stay untouched. */
-static void registry_random_updates(model *mp, uint64_t seed, int updates)
+ * the held version must stay untouched. Every version served holds its
+ * labels at the width its lineage needs (expect_label_widths), widening
+ * only; widths gets each unit's width at the start and at the end (may be
+ * NULL). */
+typedef struct lineage_widths {
+    uint32_t first[PD_CONF_MAX_UNIT_SIZES], last[PD_CONF_MAX_UNIT_SIZES];
+} lineage_widths;
+
+static void registry_random_updates(model *mp, uint64_t seed, int updates, lineage_widths *widths)
 {
     model m = *mp;
     rng_state = seed;
@@ -1028,6 +1064,11 @@ static void registry_random_updates(model *mp, uint64_t seed, int updates)
     pd_scene *held = NULL;
     snapshot held_copy;
     uint64_t version = 1;
+    lineage_widths seen;
+    pd_scene *first = pd_registry_acquire(r, "m");
+    expect_label_widths(first, seen.first);
+    memcpy(seen.last, seen.first, sizeof seen.last);
+    pd_scene_release(first);
     for (int step = 0; step < updates; step++) {
         pd_scene_update ops[4];
         size_t n_ops = rng_below(4) == 0 ? 2 + (size_t)rng_below(3) : 1;
@@ -1042,12 +1083,17 @@ static void registry_random_updates(model *mp, uint64_t seed, int updates)
         if (want_changed > 0)
             version++;
         assert_true(res.version == version);
-        if (step % 97 == 0 || step == updates - 1) {
-            pd_scene *now = pd_registry_acquire(r, "m");
-            assert_true(now->version == version);
-            expect_equals_fresh(now, &m);
-            pd_scene_release(now);
+        pd_scene *now = pd_registry_acquire(r, "m");
+        assert_true(now->version == version);
+        uint32_t bytes[PD_CONF_MAX_UNIT_SIZES];
+        expect_label_widths(now, bytes);
+        for (size_t i = 0; i < now->n_unit_sizes; i++) {
+            assert_true(bytes[i] >= seen.last[i]);
+            seen.last[i] = bytes[i];
         }
+        if (step % 97 == 0 || step == updates - 1)
+            expect_equals_fresh(now, &m);
+        pd_scene_release(now);
         if (!held && step % 50 == 7) {
             held = pd_registry_acquire(r, "m");
             held_copy = snapshot_take(held);
@@ -1064,6 +1110,8 @@ static void registry_random_updates(model *mp, uint64_t seed, int updates)
     pd_registry_destroy(r);
     free(authored);
     free(m.v);
+    if (widths)
+        *widths = seen;
 }
 
 static void test_registry_random_updates_uniform(void **state)
@@ -1071,7 +1119,7 @@ static void test_registry_random_updates_uniform(void **state)
     (void)state;
     rng_state = 77;
     model m = model_random_costs(120, 90, 22, 0);
-    registry_random_updates(&m, 77, 2000);
+    registry_random_updates(&m, 77, 2000, NULL);
 }
 
 static void test_registry_random_updates_weighted(void **state)
@@ -1079,7 +1127,72 @@ static void test_registry_random_updates_weighted(void **state)
     (void)state;
     rng_state = 78;
     model m = model_random(120, 90, 22);
-    registry_random_updates(&m, 78, 2000);
+    registry_random_updates(&m, 78, 2000, NULL);
+}
+
+/* A map open (walls_percent walls, costly_percent cells of cost 2..9) on
+ * its left half and solid wall on its right: few components to start
+ * with, so every unit's labels start 8 bits wide; updates that open cells
+ * in the wall make new components (new labels), RESTORE walls them up
+ * again, and blocks in the open half split it. */
+static model model_half_walled(int32_t w, int32_t h, int walls_percent, int costly_percent)
+{
+    model m = model_random_costs(w, h, walls_percent, costly_percent);
+    for (int32_t y = 0; y < h; y++)
+        for (int32_t x = w / 2; x < w; x++)
+            m.v[y * w + x] = 0;
+    return m;
+}
+
+/* A lineage of every op whose labels start 8 bits wide for units 1-3 and
+ * pass 255 for each of them: they widen to 16 bits on the version
+ * served and on the retired versions the diffs bring up to date, stay
+ * equal to a fresh build (which would hold 8 or 16 bits as its own count
+ * needs), and never narrow under updates. */
+static void registry_labels_cross_255(model *m, uint64_t seed)
+{
+    lineage_widths widths;
+    registry_random_updates(m, seed, 1500, &widths);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(widths.first[i], 1);
+        assert_int_equal(widths.last[i], 2);
+    }
+}
+
+static void test_registry_labels_cross_255_uniform(void **state)
+{
+    (void)state;
+    rng_state = 255;
+    model m = model_half_walled(120, 90, 4, 0);
+    registry_labels_cross_255(&m, 255);
+}
+
+static void test_registry_labels_cross_255_weighted(void **state)
+{
+    (void)state;
+    rng_state = 256;
+    model m = model_half_walled(120, 90, 4, 10);
+    registry_labels_cross_255(&m, 256);
+}
+
+/* A checkerboard 362 cells square: every open cell is a component of its
+ * own, 65,522 of them, so unit 1's labels start 16 bits wide (units 2 and
+ * 3 fit nowhere: 8 bits, no labels). Opening cells joins them; RESTORE
+ * cuts an opened area back into single cells, each a new label, and the
+ * lineage passes 65535: 32 bits. */
+static void test_registry_labels_cross_65535(void **state)
+{
+    (void)state;
+    rng_state = 65535;
+    model m = model_random_costs(362, 362, 0, 10);
+    for (int32_t y = 0; y < m.h; y++)
+        for (int32_t x = 0; x < m.w; x++)
+            if ((x + y) % 2)
+                m.v[y * m.w + x] = 0;
+    lineage_widths widths;
+    registry_random_updates(&m, 65535, 300, &widths);
+    assert_int_equal(widths.first[0], 2);
+    assert_int_equal(widths.last[0], 4);
 }
 
 /* A hook that holds an update at the moment its version is about to be
@@ -1335,6 +1448,9 @@ int main(void)
         cmocka_unit_test(test_registry_reuses_retired_snapshots),
         cmocka_unit_test(test_registry_random_updates_uniform),
         cmocka_unit_test(test_registry_random_updates_weighted),
+        cmocka_unit_test(test_registry_labels_cross_255_uniform),
+        cmocka_unit_test(test_registry_labels_cross_255_weighted),
+        cmocka_unit_test(test_registry_labels_cross_65535),
         cmocka_unit_test(test_registry_scenes_update_in_parallel),
         cmocka_unit_test(test_registry_concurrent_updates),
     };
