@@ -443,13 +443,13 @@ static int load_fill_burst(load_worker *w, pdc_conn *c, pdc_path_req *reqs, uint
     return 0;
 }
 
-/* Sends until the pipeline is full, one write per request. Returns 0, or
- * -1 once the connection is gone (the failed request is counted). */
+/* Closed loop: sends until the pipeline is full, one write per request.
+ * Returns 0, or -1 once the connection is gone (the failed request is
+ * counted). */
 static int load_fill(load_worker *w, pdc_conn *c)
 {
     load_shared *sh = w->sh;
-    while (w->inflight < sh->cfg->pipeline && !atomic_load(&sh->stop) &&
-           (w->interval_us == 0 || load_now_us() >= w->next_due_us) && load_take_budget(sh)) {
+    while (w->inflight < sh->cfg->pipeline && !atomic_load(&sh->stop) && load_take_budget(sh)) {
         pdc_path_req req = load_next_request(sh);
         uint64_t id;
         int r = pdc_send_find_path(c, &req, &id);
@@ -457,15 +457,39 @@ static int load_fill(load_worker *w, pdc_conn *c)
             load_count(w, r);
             return -1;
         }
-        if (w->interval_us) {
-            /* Open loop: the clock starts when the request was due, even if
-             * a full pipeline held it back. */
-            load_take_slot(w, id, w->next_due_us);
-            w->next_due_us += w->interval_us;
-        } else {
-            load_take_slot(w, id, load_now_us());
-        }
+        load_take_slot(w, id, load_now_us());
     }
+    return 0;
+}
+
+/* Open loop: sends every request due by now that the pipeline has room
+ * for, all in one write, so a generator that fell behind its schedule
+ * catches up with one system call instead of one per request (on two
+ * shared cores its own CPU is what limits the load it can offer). Each
+ * request's clock starts when it was due, even if a full pipeline held it
+ * back. Returns 0, or -1 once the connection is gone (the requests are
+ * counted as failed). */
+static int load_fill_due(load_worker *w, pdc_conn *c, pdc_path_req *reqs, uint64_t *ids)
+{
+    load_shared *sh = w->sh;
+    const uint64_t now = load_now_us();
+    const uint64_t first_due_us = w->next_due_us;
+    int n = 0;
+    while (w->inflight + n < sh->cfg->pipeline && !atomic_load(&sh->stop) && now >= w->next_due_us &&
+           load_take_budget(sh)) {
+        reqs[n++] = load_next_request(sh);
+        w->next_due_us += w->interval_us;
+    }
+    if (n == 0)
+        return 0;
+    int r = pdc_send_find_paths(c, reqs, (size_t)n, ids);
+    if (r != PDC_OK) {
+        for (int i = 0; i < n; i++)
+            load_count(w, r);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        load_take_slot(w, ids[i], first_due_us + (uint64_t)i * w->interval_us);
     return 0;
 }
 
@@ -479,10 +503,10 @@ static void *load_worker_main(void *arg)
         atomic_fetch_add(&sh->workers_done, 1);
         return NULL;
     }
-    /* --burst: one pipeline's requests and ids, built before its one write. */
+    /* --burst and --rate: the requests and ids of one write. */
     pdc_path_req *burst_reqs = NULL;
     uint64_t *burst_ids = NULL;
-    if (sh->cfg->burst) {
+    if (sh->cfg->burst || sh->cfg->rate > 0) {
         burst_reqs = calloc((size_t)sh->cfg->pipeline, sizeof *burst_reqs);
         burst_ids = calloc((size_t)sh->cfg->pipeline, sizeof *burst_ids);
         if (!burst_reqs || !burst_ids) {
@@ -506,7 +530,9 @@ static void *load_worker_main(void *arg)
     for (;;) {
         int stopping = atomic_load(&sh->stop) || !load_budget_left(sh);
         if (!stopping && pdc_is_connected(c)) {
-            if (!sh->cfg->burst)
+            if (w->interval_us)
+                load_fill_due(w, c, burst_reqs, burst_ids);
+            else if (!sh->cfg->burst)
                 load_fill(w, c);
             else if (w->inflight == 0)
                 load_fill_burst(w, c, burst_reqs, burst_ids);
