@@ -245,7 +245,11 @@ static inline int32_t pd__scan_bwd(const uint64_t *stops, ptrdiff_t to_open, int
 
 /* Records jump point (x, y) (padded) as reached from cur with cost ng,
  * exactly as pd_search.c relaxes a neighbour. */
-static void pd__jps_relax(pd__jrun *r, int32_t x, int32_t y, uint32_t cur, double ng)
+/* The direction of the last step of a run, as an open-list entry's tag
+ * (each of dx, dy -1, 0 or 1). */
+#define PD__DIR_TAG(dx, dy) ((uint32_t)((dx) + 1) | (uint32_t)((dy) + 1) << 2)
+
+static void pd__jps_relax(pd__jrun *r, int32_t x, int32_t y, uint32_t cur, double ng, uint32_t dir)
 {
     const uint32_t nb = (uint32_t)y * (uint32_t)r->stride + (uint32_t)x;
     pd__jblock *b = (pd__jblock *)(void *)pd_nodepool_block(&r->ctx->nodes, nb);
@@ -264,7 +268,7 @@ static void pd__jps_relax(pd__jrun *r, int32_t x, int32_t y, uint32_t cur, doubl
     n->g = ng;
     n->link = cur;
     const double h = r->four ? pd__manhattan(x - r->gx, y - r->gy) : pd__octile(x - r->gx, y - r->gy);
-    if (pd_radix_push(&r->ctx->open, pd__f_key(ng + h), nb, 0) != 0)
+    if (pd_radix_push(&r->ctx->open, pd__f_key(ng + h), nb, dir) != 0)
         r->out_of_memory = 1; /* the loop stops before its next pop */
 }
 
@@ -294,7 +298,7 @@ static inline __attribute__((always_inline)) void pd__scan_straight(pd__jrun *r,
         const int32_t j = dx > 0 ? pd__scan_fwd(line, r->open_e, x, on_line && r->gx > x ? r->gx : INT32_MAX)
                                  : pd__scan_bwd(line, r->open_w, x, on_line && r->gx < x ? r->gx : INT32_MIN);
         if (j >= 0)
-            pd__jps_relax(r, j, y, cur, g + (double)pd__abs(j - x));
+            pd__jps_relax(r, j, y, cur, g + (double)pd__abs(j - x), PD__DIR_TAG(dx, 0));
     }
     if (dy) {
         const uint64_t *line = (dy > 0 ? r->stop_s : r->stop_n) + (size_t)x * r->col_words;
@@ -302,7 +306,7 @@ static inline __attribute__((always_inline)) void pd__scan_straight(pd__jrun *r,
         const int32_t j = dy > 0 ? pd__scan_fwd(line, r->open_s, y, on_line && r->gy > y ? r->gy : INT32_MAX)
                                  : pd__scan_bwd(line, r->open_n, y, on_line && r->gy < y ? r->gy : INT32_MIN);
         if (j >= 0)
-            pd__jps_relax(r, x, j, cur, g + (double)pd__abs(j - y));
+            pd__jps_relax(r, x, j, cur, g + (double)pd__abs(j - y), PD__DIR_TAG(0, dy));
     }
 }
 
@@ -344,7 +348,7 @@ static inline __attribute__((always_inline)) void pd__walk_diag_dir(pd__jrun *r,
     const int32_t no_goal = dx > 0 ? INT32_MAX : INT32_MIN;
     const int32_t no_goal_v = dy > 0 ? INT32_MAX : INT32_MIN;
     for (int32_t k = 1;; k++) {
-        if (!p[dx] || !p[ds] || !p[dx + ds])
+        if (!(p[dx] & p[ds] & p[dx + ds]))
             return;
         p += dx + ds;
         x += dx;
@@ -352,7 +356,7 @@ static inline __attribute__((always_inline)) void pd__walk_diag_dir(pd__jrun *r,
         row += dy * rw;
         col += dx * cw;
         if (x == gx && y == gy) {
-            pd__jps_relax(r, x, y, cur, g + PD__SQRT2 * k);
+            pd__jps_relax(r, x, y, cur, g + PD__SQRT2 * k, PD__DIR_TAG(dx, dy));
             return;
         }
         const int32_t hg = y == gy && (gx - x) * dx > 0 ? gx : no_goal;
@@ -363,24 +367,47 @@ static inline __attribute__((always_inline)) void pd__walk_diag_dir(pd__jrun *r,
             continue; /* both found nothing, the common case */
         const double dg = g + PD__SQRT2 * k;
         if (jh >= 0)
-            pd__jps_relax(r, jh, y, cur, dg + (double)(dx * (jh - x)));
+            pd__jps_relax(r, jh, y, cur, dg + (double)(dx * (jh - x)), PD__DIR_TAG(dx, 0));
         if (jv >= 0)
-            pd__jps_relax(r, x, jv, cur, dg + (double)(dy * (jv - y)));
+            pd__jps_relax(r, x, jv, cur, dg + (double)(dy * (jv - y)), PD__DIR_TAG(0, dy));
     }
 }
 
-static void pd__walk_diag(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx, int32_t dy)
+static __attribute__((noinline)) void pd__walk_se(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y)
+{
+    pd__walk_diag_dir(r, cur, g, x, y, 1, 1);
+}
+
+static __attribute__((noinline)) void pd__walk_ne(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y)
+{
+    pd__walk_diag_dir(r, cur, g, x, y, 1, -1);
+}
+
+static __attribute__((noinline)) void pd__walk_sw(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y)
+{
+    pd__walk_diag_dir(r, cur, g, x, y, -1, 1);
+}
+
+static __attribute__((noinline)) void pd__walk_nw(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y)
+{
+    pd__walk_diag_dir(r, cur, g, x, y, -1, -1);
+}
+
+/* Inlined, so that a caller whose direction is a constant calls its copy
+ * of the walk without testing the direction. */
+static inline __attribute__((always_inline)) void pd__walk_diag(pd__jrun *r, uint32_t cur, double g, int32_t x,
+                                                                int32_t y, int32_t dx, int32_t dy)
 {
     if (dx > 0) {
         if (dy > 0)
-            pd__walk_diag_dir(r, cur, g, x, y, 1, 1);
+            pd__walk_se(r, cur, g, x, y);
         else
-            pd__walk_diag_dir(r, cur, g, x, y, 1, -1);
+            pd__walk_ne(r, cur, g, x, y);
     } else {
         if (dy > 0)
-            pd__walk_diag_dir(r, cur, g, x, y, -1, 1);
+            pd__walk_sw(r, cur, g, x, y);
         else
-            pd__walk_diag_dir(r, cur, g, x, y, -1, -1);
+            pd__walk_nw(r, cur, g, x, y);
     }
 }
 
@@ -401,7 +428,7 @@ static void pd__walk_vert(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_
         y += dy;
         const double dg = g + (double)k;
         if (x == r->gx && y == r->gy) {
-            pd__jps_relax(r, x, y, cur, dg);
+            pd__jps_relax(r, x, y, cur, dg, PD__DIR_TAG(0, dy));
             return;
         }
         pd__scan_straight(r, cur, dg, x, y, 1, 0);
@@ -448,7 +475,7 @@ static inline __attribute__((always_inline)) void pd__jps_expand_straight(pd__jr
     for (int k = -1; k <= 1; k += 2) {
         const int32_t sx = dx ? 0 : k, sy = dx ? k : 0;
         const ptrdiff_t sd = sx + sy * s;
-        if (p[sd] && !p[sd - step]) {
+        if (p[sd] > p[sd - step]) {
             pd__scan_straight(r, cur, g, x, y, sx, sy);
             pd__walk_diag(r, cur, g, x, y, dx ? dx : sx, dy ? dy : sy);
         }
@@ -501,7 +528,6 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
         pd__jnode *node = &pd__jblk(r->ctx, cur)->n[PD__SLOT(cur)]; /* a pushed node's block exists */
         if (node->link & PD__CLOSED)
             continue; /* already expanded (by a newer entry, see pd__jnode) */
-        const uint32_t par = node->link;
         node->link |= PD__CLOSED;
         if (cur == goal) {
             st = PD_OK;
@@ -512,22 +538,11 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
             st = go;
             break;
         }
-        /* The direction of the last step from the parent: a run of
-         * diagonal steps then straight ones (intermediate pruning) ends on
-         * its longer axis, a vertical then horizontal one horizontally
-         * unless it has no horizontal steps. */
-        const int32_t x = (int32_t)(cur % stride), y = (int32_t)(cur / stride);
-        int32_t dx = 0, dy = 0;
-        if (par != PD__NO_PARENT) {
-            const int32_t ex = x - (int32_t)(par % stride), ey = y - (int32_t)(par / stride);
-            if (r->four) {
-                dx = pd__sign(ex);
-                dy = ex ? 0 : pd__sign(ey);
-            } else {
-                dx = pd__abs(ex) >= pd__abs(ey) ? pd__sign(ex) : 0;
-                dy = pd__abs(ey) >= pd__abs(ex) ? pd__sign(ey) : 0;
-            }
-        }
+        /* The direction of the last step from the parent, which the
+         * entry carries: the first entry of a node to come out is its
+         * newest (see pd__jnode), pushed with the node's current parent. */
+        const int32_t y = (int32_t)(cur / stride), x = (int32_t)(cur - (uint32_t)y * stride);
+        const int32_t dx = (int32_t)(top.tag & 3u) - 1, dy = (int32_t)(top.tag >> 2) - 1;
         if (r->four)
             pd__jps4_expand(r, cur, node->g, x, y, dx, dy);
         else
@@ -660,7 +675,7 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
     r.open_n = cols - r.stop_n;
     sb->n[PD__SLOT(start)] = (pd__jnode){ .g = 0.0, .gen = ctx->nodes.gen, .link = PD__NO_PARENT };
     pd_radix_reset(&ctx->open, pd__f_key(h0));
-    if (pd_radix_push(&ctx->open, pd__f_key(h0), start, 0) != 0) {
+    if (pd_radix_push(&ctx->open, pd__f_key(h0), start, PD__DIR_TAG(0, 0)) != 0) {
         st = PD_INTERNAL;
         goto done;
     }
