@@ -330,46 +330,64 @@ static inline __attribute__((always_inline)) void pd__scan_straight(pd__jrun *r,
  * its scans finds a jump point. (docs/BENCHMARKS.md, "Third round", lists
  * what else was measured here and dropped.)
  */
+/* One step's two scans from padded (x, y), k diagonal steps from cur, and
+ * the records of what they find; hg and vg are the goal's index along the
+ * row and the column when it lies ahead on them (pd__scan_fwd). */
+static inline __attribute__((always_inline)) void pd__walk_scans(pd__jrun *r, uint32_t cur, double g, int32_t k,
+                                                                  int32_t x, int32_t y, const int32_t dx,
+                                                                  const int32_t dy, const uint64_t *row,
+                                                                  const uint64_t *col, int32_t hg, int32_t vg)
+{
+    const ptrdiff_t row_open = dx > 0 ? r->open_e : r->open_w, col_open = dy > 0 ? r->open_s : r->open_n;
+    const int32_t jh = dx > 0 ? pd__scan_fwd(row, row_open, x, hg) : pd__scan_bwd(row, row_open, x, hg);
+    const int32_t jv = dy > 0 ? pd__scan_fwd(col, col_open, y, vg) : pd__scan_bwd(col, col_open, y, vg);
+    if (__builtin_expect((jh & jv) < 0, 1))
+        return; /* both found nothing, the common case */
+    const double dg = g + PD__SQRT2 * k;
+    if (jh >= 0)
+        pd__jps_relax(r, jh, y, cur, dg + (double)(dx * (jh - x)), PD__DIR_TAG(dx, 0));
+    if (jv >= 0)
+        pd__jps_relax(r, x, jv, cur, dg + (double)(dy * (jv - y)), PD__DIR_TAG(0, dy));
+}
+
 static inline __attribute__((always_inline)) void pd__walk_diag_dir(pd__jrun *r, uint32_t cur, double g,
-                                                                     int32_t x, int32_t y, const int32_t dx,
-                                                                     const int32_t dy)
+                                                                     const int32_t x0, const int32_t y0,
+                                                                     const int32_t dx, const int32_t dy)
 {
     const ptrdiff_t rw = (ptrdiff_t)r->row_words, cw = (ptrdiff_t)r->col_words;
     const ptrdiff_t ds = dy * (ptrdiff_t)r->stride;
     const uint8_t *p = r->cells + cur;
     /* The current cell's row and column in the stop sets of the walk's
      * scan directions. */
-    const uint64_t *row = (dx > 0 ? r->stop_e : r->stop_w) + (size_t)y * r->row_words;
-    const uint64_t *col = (dy > 0 ? r->stop_s : r->stop_n) + (size_t)x * r->col_words;
-    const ptrdiff_t row_open = dx > 0 ? r->open_e : r->open_w, col_open = dy > 0 ? r->open_s : r->open_n;
+    const uint64_t *row = (dx > 0 ? r->stop_e : r->stop_w) + (size_t)y0 * r->row_words;
+    const uint64_t *col = (dy > 0 ? r->stop_s : r->stop_n) + (size_t)x0 * r->col_words;
     const int32_t gx = r->gx, gy = r->gy;
-    /* Where the goal lies along a line through the walk's cells: ahead of
-     * the walk's row scans only while x has not passed gx (likewise y). */
+    /* A scan finds the goal only from the step whose cell shares its row
+     * (step ky) or its column (step kx), and only if it lies ahead; every
+     * other step scans without looking for it. */
     const int32_t no_goal = dx > 0 ? INT32_MAX : INT32_MIN;
     const int32_t no_goal_v = dy > 0 ? INT32_MAX : INT32_MIN;
+    const int32_t kx = (gx - x0) * dx > 0 ? (gx - x0) * dx : INT32_MAX;
+    const int32_t ky = (gy - y0) * dy > 0 ? (gy - y0) * dy : INT32_MAX;
+    int32_t kgoal = kx < ky ? kx : ky;
     for (int32_t k = 1;; k++) {
         if (!(p[dx] & p[ds] & p[dx + ds]))
             return;
         p += dx + ds;
-        x += dx;
-        y += dy;
         row += dy * rw;
         col += dx * cw;
-        if (x == gx && y == gy) {
+        const int32_t x = x0 + dx * k, y = y0 + dy * k;
+        if (__builtin_expect(k != kgoal, 1)) {
+            pd__walk_scans(r, cur, g, k, x, y, dx, dy, row, col, no_goal, no_goal_v);
+            continue;
+        }
+        if (kx == ky) { /* the goal itself */
             pd__jps_relax(r, x, y, cur, g + PD__SQRT2 * k, PD__DIR_TAG(dx, dy));
             return;
         }
-        const int32_t hg = y == gy && (gx - x) * dx > 0 ? gx : no_goal;
-        const int32_t jh = dx > 0 ? pd__scan_fwd(row, row_open, x, hg) : pd__scan_bwd(row, row_open, x, hg);
-        const int32_t vg = x == gx && (gy - y) * dy > 0 ? gy : no_goal_v;
-        const int32_t jv = dy > 0 ? pd__scan_fwd(col, col_open, y, vg) : pd__scan_bwd(col, col_open, y, vg);
-        if ((jh & jv) < 0)
-            continue; /* both found nothing, the common case */
-        const double dg = g + PD__SQRT2 * k;
-        if (jh >= 0)
-            pd__jps_relax(r, jh, y, cur, dg + (double)(dx * (jh - x)), PD__DIR_TAG(dx, 0));
-        if (jv >= 0)
-            pd__jps_relax(r, x, jv, cur, dg + (double)(dy * (jv - y)), PD__DIR_TAG(0, dy));
+        pd__walk_scans(r, cur, g, k, x, y, dx, dy, row, col, k == ky && (gx - x) * dx > 0 ? gx : no_goal,
+                       k == kx && (gy - y) * dy > 0 ? gy : no_goal_v);
+        kgoal = k == kx ? ky : kx;
     }
 }
 
