@@ -208,12 +208,11 @@ typedef struct pd__jrun {
  * the cell's index along it.
  */
 
-/* Forward along a line (index increasing) from index c, exclusive: the
- * index of the first cell that is the goal (goal = its index when it lies
- * ahead on this line, else INT32_MAX) or has a forced neighbour, or -1 when
- * a blocked cell comes first. The padding blocks every line's end, so the
- * loop always stops. */
-static inline int32_t pd__scan_fwd(const uint64_t *stops, ptrdiff_t to_open, int32_t c, int32_t goal)
+/* Forward along a line (index increasing) from index c, exclusive: the bit
+ * position of the first cell that is blocked or has a forced neighbour;
+ * *open is 1 when that cell is open (a jump point), 0 when it is blocked.
+ * The padding blocks every line's end, so the loop always stops. */
+static inline size_t pd__stop_fwd(const uint64_t *stops, ptrdiff_t to_open, int32_t c, unsigned *open)
 {
     const size_t pos = PD_GRID_BITS_LEAD + (size_t)c + 1;
     size_t w = pos >> 6;
@@ -221,15 +220,12 @@ static inline int32_t pd__scan_fwd(const uint64_t *stops, ptrdiff_t to_open, int
     while (!stop)
         stop = stops[++w];
     const unsigned i = (unsigned)__builtin_ctzll(stop);
-    const int32_t at = (int32_t)((w << 6) + i - PD_GRID_BITS_LEAD);
-    if (goal <= at)
-        return goal;
-    return (stops[(ptrdiff_t)w + to_open] >> i) & 1u ? at : -1;
+    *open = (unsigned)(stops[(ptrdiff_t)w + to_open] >> i) & 1u;
+    return (w << 6) + i;
 }
 
-/* As pd__scan_fwd, backward (index decreasing; goal INT32_MIN when it does
- * not lie behind c on this line). */
-static inline int32_t pd__scan_bwd(const uint64_t *stops, ptrdiff_t to_open, int32_t c, int32_t goal)
+/* As pd__stop_fwd, backward (index decreasing). */
+static inline size_t pd__stop_bwd(const uint64_t *stops, ptrdiff_t to_open, int32_t c, unsigned *open)
 {
     const size_t pos = PD_GRID_BITS_LEAD + (size_t)c - 1;
     size_t w = pos >> 6;
@@ -237,18 +233,40 @@ static inline int32_t pd__scan_bwd(const uint64_t *stops, ptrdiff_t to_open, int
     while (!stop)
         stop = stops[--w];
     const unsigned i = 63u - (unsigned)__builtin_clzll(stop);
-    const int32_t at = (int32_t)((w << 6) + i - PD_GRID_BITS_LEAD);
-    if (goal >= at)
-        return goal;
-    return (stops[(ptrdiff_t)w + to_open] >> i) & 1u ? at : -1;
+    *open = (unsigned)(stops[(ptrdiff_t)w + to_open] >> i) & 1u;
+    return (w << 6) + i;
 }
 
-/* Records jump point (x, y) (padded) as reached from cur with cost ng,
- * exactly as pd_search.c relaxes a neighbour. */
+/* Forward along a line from index c, exclusive: the index of the first
+ * cell that is the goal (goal = its index when it lies ahead on this line,
+ * else INT32_MAX) or has a forced neighbour, or -1 when a blocked cell
+ * comes first. */
+static inline int32_t pd__scan_fwd(const uint64_t *stops, ptrdiff_t to_open, int32_t c, int32_t goal)
+{
+    unsigned open;
+    const int32_t at = (int32_t)(pd__stop_fwd(stops, to_open, c, &open) - PD_GRID_BITS_LEAD);
+    if (goal <= at)
+        return goal;
+    return open ? at : -1;
+}
+
+/* As pd__scan_fwd, backward (index decreasing; goal INT32_MIN when it does
+ * not lie behind c on this line). */
+static inline int32_t pd__scan_bwd(const uint64_t *stops, ptrdiff_t to_open, int32_t c, int32_t goal)
+{
+    unsigned open;
+    const int32_t at = (int32_t)(pd__stop_bwd(stops, to_open, c, &open) - PD_GRID_BITS_LEAD);
+    if (goal >= at)
+        return goal;
+    return open ? at : -1;
+}
+
 /* The direction of the last step of a run, as an open-list entry's tag
  * (each of dx, dy -1, 0 or 1). */
 #define PD__DIR_TAG(dx, dy) ((uint32_t)((dx) + 1) | (uint32_t)((dy) + 1) << 2)
 
+/* Records jump point (x, y) (padded) as reached from cur with cost ng,
+ * exactly as pd_search.c relaxes a neighbour. */
 static void pd__jps_relax(pd__jrun *r, int32_t x, int32_t y, uint32_t cur, double ng, uint32_t dir)
 {
     const uint32_t nb = (uint32_t)y * (uint32_t)r->stride + (uint32_t)x;
@@ -330,6 +348,20 @@ static inline __attribute__((always_inline)) void pd__scan_straight(pd__jrun *r,
  * its scans finds a jump point. (docs/BENCHMARKS.md, "Third round", lists
  * what else was measured here and dropped.)
  */
+/* Records what one step's scans found, jh along the row and jv along the
+ * column (-1: nothing, not both), from the step at padded (x, y), k
+ * diagonal steps from cur. */
+static inline __attribute__((always_inline)) void pd__walk_found(pd__jrun *r, uint32_t cur, double g, int32_t k,
+                                                                  int32_t x, int32_t y, const int32_t dx,
+                                                                  const int32_t dy, int32_t jh, int32_t jv)
+{
+    const double dg = g + PD__SQRT2 * k;
+    if (jh >= 0)
+        pd__jps_relax(r, jh, y, cur, dg + (double)(dx * (jh - x)), PD__DIR_TAG(dx, 0));
+    if (jv >= 0)
+        pd__jps_relax(r, x, jv, cur, dg + (double)(dy * (jv - y)), PD__DIR_TAG(0, dy));
+}
+
 /* One step's two scans from padded (x, y), k diagonal steps from cur, and
  * the records of what they find; hg and vg are the goal's index along the
  * row and the column when it lies ahead on them (pd__scan_fwd). */
@@ -341,13 +373,8 @@ static inline __attribute__((always_inline)) void pd__walk_scans(pd__jrun *r, ui
     const ptrdiff_t row_open = dx > 0 ? r->open_e : r->open_w, col_open = dy > 0 ? r->open_s : r->open_n;
     const int32_t jh = dx > 0 ? pd__scan_fwd(row, row_open, x, hg) : pd__scan_bwd(row, row_open, x, hg);
     const int32_t jv = dy > 0 ? pd__scan_fwd(col, col_open, y, vg) : pd__scan_bwd(col, col_open, y, vg);
-    if (__builtin_expect((jh & jv) < 0, 1))
-        return; /* both found nothing, the common case */
-    const double dg = g + PD__SQRT2 * k;
-    if (jh >= 0)
-        pd__jps_relax(r, jh, y, cur, dg + (double)(dx * (jh - x)), PD__DIR_TAG(dx, 0));
-    if (jv >= 0)
-        pd__jps_relax(r, x, jv, cur, dg + (double)(dy * (jv - y)), PD__DIR_TAG(0, dy));
+    if (jh >= 0 || jv >= 0)
+        pd__walk_found(r, cur, g, k, x, y, dx, dy, jh, jv);
 }
 
 static inline __attribute__((always_inline)) void pd__walk_diag_dir(pd__jrun *r, uint32_t cur, double g,
@@ -361,6 +388,7 @@ static inline __attribute__((always_inline)) void pd__walk_diag_dir(pd__jrun *r,
      * scan directions. */
     const uint64_t *row = (dx > 0 ? r->stop_e : r->stop_w) + (size_t)y0 * r->row_words;
     const uint64_t *col = (dy > 0 ? r->stop_s : r->stop_n) + (size_t)x0 * r->col_words;
+    const ptrdiff_t row_open = dx > 0 ? r->open_e : r->open_w, col_open = dy > 0 ? r->open_s : r->open_n;
     const int32_t gx = r->gx, gy = r->gy;
     /* A scan finds the goal only from the step whose cell shares its row
      * (step ky) or its column (step kx), and only if it lies ahead; every
@@ -378,7 +406,15 @@ static inline __attribute__((always_inline)) void pd__walk_diag_dir(pd__jrun *r,
         col += dx * cw;
         const int32_t x = x0 + dx * k, y = y0 + dy * k;
         if (__builtin_expect(k != kgoal, 1)) {
-            pd__walk_scans(r, cur, g, k, x, y, dx, dy, row, col, no_goal, no_goal_v);
+            /* Neither scan can meet the goal: whether either found a jump
+             * point is all the common step needs. */
+            unsigned oh, ov;
+            const size_t bh = dx > 0 ? pd__stop_fwd(row, row_open, x, &oh) : pd__stop_bwd(row, row_open, x, &oh);
+            const size_t bv = dy > 0 ? pd__stop_fwd(col, col_open, y, &ov) : pd__stop_bwd(col, col_open, y, &ov);
+            if (__builtin_expect(!(oh | ov), 1))
+                continue;
+            pd__walk_found(r, cur, g, k, x, y, dx, dy, oh ? (int32_t)(bh - PD_GRID_BITS_LEAD) : -1,
+                           ov ? (int32_t)(bv - PD_GRID_BITS_LEAD) : -1);
             continue;
         }
         if (kx == ky) { /* the goal itself */
