@@ -146,6 +146,16 @@ static inline int pd_radix_pop(pd_radix *q, pd_radix_entry *out)
     if (b0->n == 0) {
         int k = __builtin_ctzll(q->nonempty) + 1;
         pd_radix_bucket *bk = &q->b[k];
+        if (bk->n == 1) {
+            /* Spreading would move it to bucket 0 and pop it at once: in
+             * jump point search most buckets spread hold one entry. */
+            *out = bk->e[0];
+            q->last = out->key;
+            q->nonempty &= ~(1ull << (k - 1));
+            bk->n = 0;
+            q->size--;
+            return 0;
+        }
         uint64_t min = bk->e[0].key;
         for (uint32_t i = 1; i < bk->n; i++)
             if (bk->e[i].key < min)
