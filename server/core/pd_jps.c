@@ -265,6 +265,11 @@ static inline int32_t pd__scan_bwd(const uint64_t *stops, ptrdiff_t to_open, int
  * (each of dx, dy -1, 0 or 1). */
 #define PD__DIR_TAG(dx, dy) ((uint32_t)((dx) + 1) | (uint32_t)((dy) + 1) << 2)
 
+static inline int32_t pd__abs(int32_t v)
+{
+    return v < 0 ? -v : v;
+}
+
 /* Records jump point (x, y) (padded) as reached from cur with cost ng,
  * exactly as pd_search.c relaxes a neighbour. */
 static void pd__jps_relax(pd__jrun *r, int32_t x, int32_t y, uint32_t cur, double ng, uint32_t dir)
@@ -285,14 +290,16 @@ static void pd__jps_relax(pd__jrun *r, int32_t x, int32_t y, uint32_t cur, doubl
     }
     n->g = ng;
     n->link = cur;
-    const double h = r->four ? pd__manhattan(x - r->gx, y - r->gy) : pd__octile(x - r->gx, y - r->gy);
-    if (pd_radix_push(&r->ctx->open, pd__f_key(ng + h), nb, dir) != 0)
+    /* pd__octile and pd__manhattan, to the bit, and pd__f_key, without
+     * their branches (a jump point's side of the goal is anyone's guess):
+     * the larger and smaller distance by selection, and f converted as
+     * signed, which it fits (f < 2^39 on any grid jump point search serves). */
+    const int32_t ax = pd__abs(x - r->gx), ay = pd__abs(y - r->gy);
+    const int32_t lo = ax < ay ? ax : ay, hi = ax < ay ? ay : ax;
+    const double h = r->four ? (double)ax + (double)ay : (double)hi + (PD__SQRT2 - 1.0) * (double)lo;
+    const uint64_t key = (uint64_t)(int64_t)((ng + h) * (double)(1u << PD__KEY_FRACTION_BITS) + 0.5);
+    if (pd_radix_push(&r->ctx->open, key, nb, dir) != 0)
         r->out_of_memory = 1; /* the loop stops before its next pop */
-}
-
-static inline int32_t pd__abs(int32_t v)
-{
-    return v < 0 ? -v : v;
 }
 
 /* Cells between a and b (padded indices) on a run of diagonal steps
