@@ -87,9 +87,11 @@ static inline size_t pd_radix_footprint(const pd_radix *q)
     return bytes;
 }
 
+/* Without branches: whether a key equals the last one is anyone's guess. */
 static inline int pd_radix_bucket_of(uint64_t key, uint64_t last)
 {
-    return key == last ? 0 : 64 - __builtin_clzll(key ^ last);
+    const uint64_t d = key ^ last;
+    return 64 - __builtin_clzll(d | 1u) - (d == 0);
 }
 
 /* Doubles bucket k; returns 0, or -1 when it cannot grow. */
@@ -114,8 +116,7 @@ static inline int pd_radix__append(pd_radix *q, int k, pd_radix_entry entry)
     if (bk->n == bk->cap && pd_radix__grow(bk) != 0)
         return -1;
     bk->e[bk->n++] = entry;
-    if (k)
-        q->nonempty |= 1ull << (k - 1);
+    q->nonempty |= (uint64_t)(k != 0) << ((k - 1) & 63); /* bucket 0 has no bit */
     return 0;
 }
 
