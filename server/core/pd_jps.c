@@ -352,8 +352,12 @@ static inline __attribute__((always_inline)) void pd__scan_straight(pd__jrun *r,
  * in each copy; pd__walk_diag dispatches): each scan's direction is fixed,
  * the row and column pointers advance by one line per step instead of a
  * multiplication per scan, and a step's cost is computed only when one of
- * its scans finds a jump point. (docs/BENCHMARKS.md, "Third round", lists
- * what else was measured here and dropped.)
+ * its scans finds a jump point. A step whose cell shares neither the goal's
+ * row nor its column (all but one or two per walk) asks its scans only
+ * whether either stopped at an open cell, one branch rarely taken; what
+ * the predictor cannot learn costs more here than instructions do.
+ * (docs/BENCHMARKS.md, "Third round" and "Fifth round", list what else was
+ * measured here and dropped.)
  */
 /* Records what one step's scans found, jh along the row and jv along the
  * column (-1: nothing, not both), from the step at padded (x, y), k

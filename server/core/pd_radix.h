@@ -19,9 +19,10 @@
  * next, which is the tie-breaking toward deeper nodes octile grids want.
  *
  * There is no decrease-key: the search pushes the node again with its lower
- * key and skips the older entry when it comes out (an entry carries a tag a
- * search may compare with its node's; JPS passes 0 and tells stale entries by
- * its records' expanded bit, pd_jps.c). Each bucket is an array, so spreading a
+ * key and skips the older entry when it comes out (an entry carries a tag
+ * for the search's own use; JPS tells stale entries by its records' expanded
+ * bit and lets the tag carry the direction a jump point was reached in,
+ * pd_jps.c). Each bucket is an array, so spreading a
  * bucket reads it front to back instead of chasing list links (which cost a
  * quarter of A*'s time in a linked-list version). The arrays grow by doubling
  * and are kept across searches; each keeps the size of its own busiest moment,
