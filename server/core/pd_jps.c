@@ -208,12 +208,11 @@ typedef struct pd__jrun {
  * the cell's index along it.
  */
 
-/* Forward along a line (index increasing) from index c, exclusive: the
- * index of the first cell that is the goal (goal = its index when it lies
- * ahead on this line, else INT32_MAX) or has a forced neighbour, or -1 when
- * a blocked cell comes first. The padding blocks every line's end, so the
- * loop always stops. */
-static inline int32_t pd__scan_fwd(const uint64_t *stops, ptrdiff_t to_open, int32_t c, int32_t goal)
+/* Forward along a line (index increasing) from index c, exclusive: the bit
+ * position of the first cell that is blocked or has a forced neighbour;
+ * *open is 1 when that cell is open (a jump point), 0 when it is blocked.
+ * The padding blocks every line's end, so the loop always stops. */
+static inline size_t pd__stop_fwd(const uint64_t *stops, ptrdiff_t to_open, int32_t c, unsigned *open)
 {
     const size_t pos = PD_GRID_BITS_LEAD + (size_t)c + 1;
     size_t w = pos >> 6;
@@ -221,15 +220,12 @@ static inline int32_t pd__scan_fwd(const uint64_t *stops, ptrdiff_t to_open, int
     while (!stop)
         stop = stops[++w];
     const unsigned i = (unsigned)__builtin_ctzll(stop);
-    const int32_t at = (int32_t)((w << 6) + i - PD_GRID_BITS_LEAD);
-    if (goal <= at)
-        return goal;
-    return (stops[(ptrdiff_t)w + to_open] >> i) & 1u ? at : -1;
+    *open = (unsigned)(stops[(ptrdiff_t)w + to_open] >> i) & 1u;
+    return (w << 6) + i;
 }
 
-/* As pd__scan_fwd, backward (index decreasing; goal INT32_MIN when it does
- * not lie behind c on this line). */
-static inline int32_t pd__scan_bwd(const uint64_t *stops, ptrdiff_t to_open, int32_t c, int32_t goal)
+/* As pd__stop_fwd, backward (index decreasing). */
+static inline size_t pd__stop_bwd(const uint64_t *stops, ptrdiff_t to_open, int32_t c, unsigned *open)
 {
     const size_t pos = PD_GRID_BITS_LEAD + (size_t)c - 1;
     size_t w = pos >> 6;
@@ -237,15 +233,46 @@ static inline int32_t pd__scan_bwd(const uint64_t *stops, ptrdiff_t to_open, int
     while (!stop)
         stop = stops[--w];
     const unsigned i = 63u - (unsigned)__builtin_clzll(stop);
-    const int32_t at = (int32_t)((w << 6) + i - PD_GRID_BITS_LEAD);
+    *open = (unsigned)(stops[(ptrdiff_t)w + to_open] >> i) & 1u;
+    return (w << 6) + i;
+}
+
+/* Forward along a line from index c, exclusive: the index of the first
+ * cell that is the goal (goal = its index when it lies ahead on this line,
+ * else INT32_MAX) or has a forced neighbour, or -1 when a blocked cell
+ * comes first. */
+static inline int32_t pd__scan_fwd(const uint64_t *stops, ptrdiff_t to_open, int32_t c, int32_t goal)
+{
+    unsigned open;
+    const int32_t at = (int32_t)(pd__stop_fwd(stops, to_open, c, &open) - PD_GRID_BITS_LEAD);
+    if (goal <= at)
+        return goal;
+    return open ? at : -1;
+}
+
+/* As pd__scan_fwd, backward (index decreasing; goal INT32_MIN when it does
+ * not lie behind c on this line). */
+static inline int32_t pd__scan_bwd(const uint64_t *stops, ptrdiff_t to_open, int32_t c, int32_t goal)
+{
+    unsigned open;
+    const int32_t at = (int32_t)(pd__stop_bwd(stops, to_open, c, &open) - PD_GRID_BITS_LEAD);
     if (goal >= at)
         return goal;
-    return (stops[(ptrdiff_t)w + to_open] >> i) & 1u ? at : -1;
+    return open ? at : -1;
+}
+
+/* The direction of the last step of a run, as an open-list entry's tag
+ * (each of dx, dy -1, 0 or 1). */
+#define PD__DIR_TAG(dx, dy) ((uint32_t)((dx) + 1) | (uint32_t)((dy) + 1) << 2)
+
+static inline int32_t pd__abs(int32_t v)
+{
+    return v < 0 ? -v : v;
 }
 
 /* Records jump point (x, y) (padded) as reached from cur with cost ng,
  * exactly as pd_search.c relaxes a neighbour. */
-static void pd__jps_relax(pd__jrun *r, int32_t x, int32_t y, uint32_t cur, double ng)
+static void pd__jps_relax(pd__jrun *r, int32_t x, int32_t y, uint32_t cur, double ng, uint32_t dir)
 {
     const uint32_t nb = (uint32_t)y * (uint32_t)r->stride + (uint32_t)x;
     pd__jblock *b = (pd__jblock *)(void *)pd_nodepool_block(&r->ctx->nodes, nb);
@@ -263,14 +290,16 @@ static void pd__jps_relax(pd__jrun *r, int32_t x, int32_t y, uint32_t cur, doubl
     }
     n->g = ng;
     n->link = cur;
-    const double h = r->four ? pd__manhattan(x - r->gx, y - r->gy) : pd__octile(x - r->gx, y - r->gy);
-    if (pd_radix_push(&r->ctx->open, pd__f_key(ng + h), nb, 0) != 0)
+    /* pd__octile and pd__manhattan, to the bit, and pd__f_key, without
+     * their branches (a jump point's side of the goal is anyone's guess):
+     * the larger and smaller distance by selection, and f converted as
+     * signed, which it fits (f < 2^39 on any grid jump point search serves). */
+    const int32_t ax = pd__abs(x - r->gx), ay = pd__abs(y - r->gy);
+    const int32_t lo = ax < ay ? ax : ay, hi = ax < ay ? ay : ax;
+    const double h = r->four ? (double)ax + (double)ay : (double)hi + (PD__SQRT2 - 1.0) * (double)lo;
+    const uint64_t key = (uint64_t)(int64_t)((ng + h) * (double)(1u << PD__KEY_FRACTION_BITS) + 0.5);
+    if (pd_radix_push(&r->ctx->open, key, nb, dir) != 0)
         r->out_of_memory = 1; /* the loop stops before its next pop */
-}
-
-static inline int32_t pd__abs(int32_t v)
-{
-    return v < 0 ? -v : v;
 }
 
 /* Cells between a and b (padded indices) on a run of diagonal steps
@@ -294,7 +323,7 @@ static inline __attribute__((always_inline)) void pd__scan_straight(pd__jrun *r,
         const int32_t j = dx > 0 ? pd__scan_fwd(line, r->open_e, x, on_line && r->gx > x ? r->gx : INT32_MAX)
                                  : pd__scan_bwd(line, r->open_w, x, on_line && r->gx < x ? r->gx : INT32_MIN);
         if (j >= 0)
-            pd__jps_relax(r, j, y, cur, g + (double)pd__abs(j - x));
+            pd__jps_relax(r, j, y, cur, g + (double)pd__abs(j - x), PD__DIR_TAG(dx, 0));
     }
     if (dy) {
         const uint64_t *line = (dy > 0 ? r->stop_s : r->stop_n) + (size_t)x * r->col_words;
@@ -302,7 +331,7 @@ static inline __attribute__((always_inline)) void pd__scan_straight(pd__jrun *r,
         const int32_t j = dy > 0 ? pd__scan_fwd(line, r->open_s, y, on_line && r->gy > y ? r->gy : INT32_MAX)
                                  : pd__scan_bwd(line, r->open_n, y, on_line && r->gy < y ? r->gy : INT32_MIN);
         if (j >= 0)
-            pd__jps_relax(r, x, j, cur, g + (double)pd__abs(j - y));
+            pd__jps_relax(r, x, j, cur, g + (double)pd__abs(j - y), PD__DIR_TAG(0, dy));
     }
 }
 
@@ -323,64 +352,127 @@ static inline __attribute__((always_inline)) void pd__scan_straight(pd__jrun *r,
  * in each copy; pd__walk_diag dispatches): each scan's direction is fixed,
  * the row and column pointers advance by one line per step instead of a
  * multiplication per scan, and a step's cost is computed only when one of
- * its scans finds a jump point. (docs/BENCHMARKS.md, "Third round", lists
- * what else was measured here and dropped.)
+ * its scans finds a jump point. A step whose cell shares neither the goal's
+ * row nor its column (all but one or two per walk) asks its scans only
+ * whether either stopped at an open cell, one branch rarely taken; what
+ * the predictor cannot learn costs more here than instructions do.
+ * (docs/BENCHMARKS.md, "Third round" and "Fifth round", list what else was
+ * measured here and dropped.)
  */
+/* Records what one step's scans found, jh along the row and jv along the
+ * column (-1: nothing, not both), from the step at padded (x, y), k
+ * diagonal steps from cur. */
+static inline __attribute__((always_inline)) void pd__walk_found(pd__jrun *r, uint32_t cur, double g, int32_t k,
+                                                                  int32_t x, int32_t y, const int32_t dx,
+                                                                  const int32_t dy, int32_t jh, int32_t jv)
+{
+    const double dg = g + PD__SQRT2 * k;
+    if (jh >= 0)
+        pd__jps_relax(r, jh, y, cur, dg + (double)(dx * (jh - x)), PD__DIR_TAG(dx, 0));
+    if (jv >= 0)
+        pd__jps_relax(r, x, jv, cur, dg + (double)(dy * (jv - y)), PD__DIR_TAG(0, dy));
+}
+
+/* One step's two scans from padded (x, y), k diagonal steps from cur, and
+ * the records of what they find; hg and vg are the goal's index along the
+ * row and the column when it lies ahead on them (pd__scan_fwd). */
+static inline __attribute__((always_inline)) void pd__walk_scans(pd__jrun *r, uint32_t cur, double g, int32_t k,
+                                                                  int32_t x, int32_t y, const int32_t dx,
+                                                                  const int32_t dy, const uint64_t *row,
+                                                                  const uint64_t *col, int32_t hg, int32_t vg)
+{
+    const ptrdiff_t row_open = dx > 0 ? r->open_e : r->open_w, col_open = dy > 0 ? r->open_s : r->open_n;
+    const int32_t jh = dx > 0 ? pd__scan_fwd(row, row_open, x, hg) : pd__scan_bwd(row, row_open, x, hg);
+    const int32_t jv = dy > 0 ? pd__scan_fwd(col, col_open, y, vg) : pd__scan_bwd(col, col_open, y, vg);
+    if (jh >= 0 || jv >= 0)
+        pd__walk_found(r, cur, g, k, x, y, dx, dy, jh, jv);
+}
+
 static inline __attribute__((always_inline)) void pd__walk_diag_dir(pd__jrun *r, uint32_t cur, double g,
-                                                                     int32_t x, int32_t y, const int32_t dx,
-                                                                     const int32_t dy)
+                                                                     const int32_t x0, const int32_t y0,
+                                                                     const int32_t dx, const int32_t dy)
 {
     const ptrdiff_t rw = (ptrdiff_t)r->row_words, cw = (ptrdiff_t)r->col_words;
     const ptrdiff_t ds = dy * (ptrdiff_t)r->stride;
     const uint8_t *p = r->cells + cur;
     /* The current cell's row and column in the stop sets of the walk's
      * scan directions. */
-    const uint64_t *row = (dx > 0 ? r->stop_e : r->stop_w) + (size_t)y * r->row_words;
-    const uint64_t *col = (dy > 0 ? r->stop_s : r->stop_n) + (size_t)x * r->col_words;
+    const uint64_t *row = (dx > 0 ? r->stop_e : r->stop_w) + (size_t)y0 * r->row_words;
+    const uint64_t *col = (dy > 0 ? r->stop_s : r->stop_n) + (size_t)x0 * r->col_words;
     const ptrdiff_t row_open = dx > 0 ? r->open_e : r->open_w, col_open = dy > 0 ? r->open_s : r->open_n;
     const int32_t gx = r->gx, gy = r->gy;
-    /* Where the goal lies along a line through the walk's cells: ahead of
-     * the walk's row scans only while x has not passed gx (likewise y). */
+    /* A scan finds the goal only from the step whose cell shares its row
+     * (step ky) or its column (step kx), and only if it lies ahead; every
+     * other step scans without looking for it. */
     const int32_t no_goal = dx > 0 ? INT32_MAX : INT32_MIN;
     const int32_t no_goal_v = dy > 0 ? INT32_MAX : INT32_MIN;
+    const int32_t kx = (gx - x0) * dx > 0 ? (gx - x0) * dx : INT32_MAX;
+    const int32_t ky = (gy - y0) * dy > 0 ? (gy - y0) * dy : INT32_MAX;
+    int32_t kgoal = kx < ky ? kx : ky;
     for (int32_t k = 1;; k++) {
-        if (!p[dx] || !p[ds] || !p[dx + ds])
+        if (!(p[dx] & p[ds] & p[dx + ds]))
             return;
         p += dx + ds;
-        x += dx;
-        y += dy;
         row += dy * rw;
         col += dx * cw;
-        if (x == gx && y == gy) {
-            pd__jps_relax(r, x, y, cur, g + PD__SQRT2 * k);
+        const int32_t x = x0 + dx * k, y = y0 + dy * k;
+        if (__builtin_expect(k != kgoal, 1)) {
+            /* Neither scan can meet the goal: whether either found a jump
+             * point is all the common step needs. */
+            unsigned oh, ov;
+            const size_t bh = dx > 0 ? pd__stop_fwd(row, row_open, x, &oh) : pd__stop_bwd(row, row_open, x, &oh);
+            const size_t bv = dy > 0 ? pd__stop_fwd(col, col_open, y, &ov) : pd__stop_bwd(col, col_open, y, &ov);
+            if (__builtin_expect(!(oh | ov), 1))
+                continue;
+            pd__walk_found(r, cur, g, k, x, y, dx, dy, oh ? (int32_t)(bh - PD_GRID_BITS_LEAD) : -1,
+                           ov ? (int32_t)(bv - PD_GRID_BITS_LEAD) : -1);
+            continue;
+        }
+        if (kx == ky) { /* the goal itself */
+            pd__jps_relax(r, x, y, cur, g + PD__SQRT2 * k, PD__DIR_TAG(dx, dy));
             return;
         }
-        const int32_t hg = y == gy && (gx - x) * dx > 0 ? gx : no_goal;
-        const int32_t jh = dx > 0 ? pd__scan_fwd(row, row_open, x, hg) : pd__scan_bwd(row, row_open, x, hg);
-        const int32_t vg = x == gx && (gy - y) * dy > 0 ? gy : no_goal_v;
-        const int32_t jv = dy > 0 ? pd__scan_fwd(col, col_open, y, vg) : pd__scan_bwd(col, col_open, y, vg);
-        if ((jh & jv) < 0)
-            continue; /* both found nothing, the common case */
-        const double dg = g + PD__SQRT2 * k;
-        if (jh >= 0)
-            pd__jps_relax(r, jh, y, cur, dg + (double)(dx * (jh - x)));
-        if (jv >= 0)
-            pd__jps_relax(r, x, jv, cur, dg + (double)(dy * (jv - y)));
+        pd__walk_scans(r, cur, g, k, x, y, dx, dy, row, col, k == ky && (gx - x) * dx > 0 ? gx : no_goal,
+                       k == kx && (gy - y) * dy > 0 ? gy : no_goal_v);
+        kgoal = k == kx ? ky : kx;
     }
 }
 
-static void pd__walk_diag(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y, int32_t dx, int32_t dy)
+static __attribute__((noinline)) void pd__walk_se(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y)
+{
+    pd__walk_diag_dir(r, cur, g, x, y, 1, 1);
+}
+
+static __attribute__((noinline)) void pd__walk_ne(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y)
+{
+    pd__walk_diag_dir(r, cur, g, x, y, 1, -1);
+}
+
+static __attribute__((noinline)) void pd__walk_sw(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y)
+{
+    pd__walk_diag_dir(r, cur, g, x, y, -1, 1);
+}
+
+static __attribute__((noinline)) void pd__walk_nw(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_t y)
+{
+    pd__walk_diag_dir(r, cur, g, x, y, -1, -1);
+}
+
+/* Inlined, so that a caller whose direction is a constant calls its copy
+ * of the walk without testing the direction. */
+static inline __attribute__((always_inline)) void pd__walk_diag(pd__jrun *r, uint32_t cur, double g, int32_t x,
+                                                                int32_t y, int32_t dx, int32_t dy)
 {
     if (dx > 0) {
         if (dy > 0)
-            pd__walk_diag_dir(r, cur, g, x, y, 1, 1);
+            pd__walk_se(r, cur, g, x, y);
         else
-            pd__walk_diag_dir(r, cur, g, x, y, 1, -1);
+            pd__walk_ne(r, cur, g, x, y);
     } else {
         if (dy > 0)
-            pd__walk_diag_dir(r, cur, g, x, y, -1, 1);
+            pd__walk_sw(r, cur, g, x, y);
         else
-            pd__walk_diag_dir(r, cur, g, x, y, -1, -1);
+            pd__walk_nw(r, cur, g, x, y);
     }
 }
 
@@ -401,7 +493,7 @@ static void pd__walk_vert(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_
         y += dy;
         const double dg = g + (double)k;
         if (x == r->gx && y == r->gy) {
-            pd__jps_relax(r, x, y, cur, dg);
+            pd__jps_relax(r, x, y, cur, dg, PD__DIR_TAG(0, dy));
             return;
         }
         pd__scan_straight(r, cur, dg, x, y, 1, 0);
@@ -448,7 +540,7 @@ static inline __attribute__((always_inline)) void pd__jps_expand_straight(pd__jr
     for (int k = -1; k <= 1; k += 2) {
         const int32_t sx = dx ? 0 : k, sy = dx ? k : 0;
         const ptrdiff_t sd = sx + sy * s;
-        if (p[sd] && !p[sd - step]) {
+        if (p[sd] > p[sd - step]) {
             pd__scan_straight(r, cur, g, x, y, sx, sy);
             pd__walk_diag(r, cur, g, x, y, dx ? dx : sx, dy ? dy : sy);
         }
@@ -501,7 +593,6 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
         pd__jnode *node = &pd__jblk(r->ctx, cur)->n[PD__SLOT(cur)]; /* a pushed node's block exists */
         if (node->link & PD__CLOSED)
             continue; /* already expanded (by a newer entry, see pd__jnode) */
-        const uint32_t par = node->link;
         node->link |= PD__CLOSED;
         if (cur == goal) {
             st = PD_OK;
@@ -512,22 +603,11 @@ static pd_status pd__jps_loop(pd__jrun *r, uint32_t goal, const pd_search_params
             st = go;
             break;
         }
-        /* The direction of the last step from the parent: a run of
-         * diagonal steps then straight ones (intermediate pruning) ends on
-         * its longer axis, a vertical then horizontal one horizontally
-         * unless it has no horizontal steps. */
-        const int32_t x = (int32_t)(cur % stride), y = (int32_t)(cur / stride);
-        int32_t dx = 0, dy = 0;
-        if (par != PD__NO_PARENT) {
-            const int32_t ex = x - (int32_t)(par % stride), ey = y - (int32_t)(par / stride);
-            if (r->four) {
-                dx = pd__sign(ex);
-                dy = ex ? 0 : pd__sign(ey);
-            } else {
-                dx = pd__abs(ex) >= pd__abs(ey) ? pd__sign(ex) : 0;
-                dy = pd__abs(ey) >= pd__abs(ex) ? pd__sign(ey) : 0;
-            }
-        }
+        /* The direction of the last step from the parent, which the
+         * entry carries: the first entry of a node to come out is its
+         * newest (see pd__jnode), pushed with the node's current parent. */
+        const int32_t y = (int32_t)(cur / stride), x = (int32_t)(cur - (uint32_t)y * stride);
+        const int32_t dx = (int32_t)(top.tag & 3u) - 1, dy = (int32_t)(top.tag >> 2) - 1;
         if (r->four)
             pd__jps4_expand(r, cur, node->g, x, y, dx, dy);
         else
@@ -660,7 +740,7 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
     r.open_n = cols - r.stop_n;
     sb->n[PD__SLOT(start)] = (pd__jnode){ .g = 0.0, .gen = ctx->nodes.gen, .link = PD__NO_PARENT };
     pd_radix_reset(&ctx->open, pd__f_key(h0));
-    if (pd_radix_push(&ctx->open, pd__f_key(h0), start, 0) != 0) {
+    if (pd_radix_push(&ctx->open, pd__f_key(h0), start, PD__DIR_TAG(0, 0)) != 0) {
         st = PD_INTERNAL;
         goto done;
     }

@@ -19,9 +19,10 @@
  * next, which is the tie-breaking toward deeper nodes octile grids want.
  *
  * There is no decrease-key: the search pushes the node again with its lower
- * key and skips the older entry when it comes out (an entry carries a tag a
- * search may compare with its node's; JPS passes 0 and tells stale entries by
- * its records' expanded bit, pd_jps.c). Each bucket is an array, so spreading a
+ * key and skips the older entry when it comes out (an entry carries a tag
+ * for the search's own use; JPS tells stale entries by its records' expanded
+ * bit and lets the tag carry the direction a jump point was reached in,
+ * pd_jps.c). Each bucket is an array, so spreading a
  * bucket reads it front to back instead of chasing list links (which cost a
  * quarter of A*'s time in a linked-list version). The arrays grow by doubling
  * and are kept across searches; each keeps the size of its own busiest moment,
@@ -87,9 +88,11 @@ static inline size_t pd_radix_footprint(const pd_radix *q)
     return bytes;
 }
 
+/* Without branches: whether a key equals the last one is anyone's guess. */
 static inline int pd_radix_bucket_of(uint64_t key, uint64_t last)
 {
-    return key == last ? 0 : 64 - __builtin_clzll(key ^ last);
+    const uint64_t d = key ^ last;
+    return 64 - __builtin_clzll(d | 1u) - (d == 0);
 }
 
 /* Doubles bucket k; returns 0, or -1 when it cannot grow. */
@@ -114,8 +117,7 @@ static inline int pd_radix__append(pd_radix *q, int k, pd_radix_entry entry)
     if (bk->n == bk->cap && pd_radix__grow(bk) != 0)
         return -1;
     bk->e[bk->n++] = entry;
-    if (k)
-        q->nonempty |= 1ull << (k - 1);
+    q->nonempty |= (uint64_t)(k != 0) << ((k - 1) & 63); /* bucket 0 has no bit */
     return 0;
 }
 
@@ -146,6 +148,16 @@ static inline int pd_radix_pop(pd_radix *q, pd_radix_entry *out)
     if (b0->n == 0) {
         int k = __builtin_ctzll(q->nonempty) + 1;
         pd_radix_bucket *bk = &q->b[k];
+        if (bk->n == 1) {
+            /* Spreading would move it to bucket 0 and pop it at once: in
+             * jump point search most buckets spread hold one entry. */
+            *out = bk->e[0];
+            q->last = out->key;
+            q->nonempty &= ~(1ull << (k - 1));
+            bk->n = 0;
+            q->size--;
+            return 0;
+        }
         uint64_t min = bk->e[0].key;
         for (uint32_t i = 1; i < bk->n; i++)
             if (bk->e[i].key < min)
