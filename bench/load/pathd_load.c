@@ -419,6 +419,25 @@ static void load_take_slot(load_worker *w, uint64_t id, uint64_t sent_us)
     w->inflight++;
 }
 
+/* Sends reqs[0..n) in one write and puts them in flight, request i timed
+ * from first_us + i * step_us. Returns 0, or -1 once the connection is
+ * gone (the requests are counted as failed). */
+static int load_send_batch(load_worker *w, pdc_conn *c, const pdc_path_req *reqs, int n, uint64_t *ids,
+                           uint64_t first_us, uint64_t step_us)
+{
+    if (n == 0)
+        return 0;
+    int r = pdc_send_find_paths(c, reqs, (size_t)n, ids);
+    if (r != PDC_OK) {
+        for (int i = 0; i < n; i++)
+            load_count(w, r);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        load_take_slot(w, ids[i], first_us + (uint64_t)i * step_us);
+    return 0;
+}
+
 /* --burst, with the pipeline empty: sends a whole pipeline (or what the -n
  * budget leaves) in one write, as redis-benchmark -P does, so the server
  * finds every request of it in one read. Returns 0, or -1 once the
@@ -429,18 +448,7 @@ static int load_fill_burst(load_worker *w, pdc_conn *c, pdc_path_req *reqs, uint
     int n = 0;
     while (n < sh->cfg->pipeline && !atomic_load(&sh->stop) && load_take_budget(sh))
         reqs[n++] = load_next_request(sh);
-    if (n == 0)
-        return 0;
-    int r = pdc_send_find_paths(c, reqs, (size_t)n, ids);
-    if (r != PDC_OK) {
-        for (int i = 0; i < n; i++)
-            load_count(w, r);
-        return -1;
-    }
-    const uint64_t now = load_now_us();
-    for (int i = 0; i < n; i++)
-        load_take_slot(w, ids[i], now);
-    return 0;
+    return load_send_batch(w, c, reqs, n, ids, load_now_us(), 0);
 }
 
 /* Closed loop: sends until the pipeline is full, one write per request.
@@ -480,17 +488,7 @@ static int load_fill_due(load_worker *w, pdc_conn *c, pdc_path_req *reqs, uint64
         reqs[n++] = load_next_request(sh);
         w->next_due_us += w->interval_us;
     }
-    if (n == 0)
-        return 0;
-    int r = pdc_send_find_paths(c, reqs, (size_t)n, ids);
-    if (r != PDC_OK) {
-        for (int i = 0; i < n; i++)
-            load_count(w, r);
-        return -1;
-    }
-    for (int i = 0; i < n; i++)
-        load_take_slot(w, ids[i], first_due_us + (uint64_t)i * w->interval_us);
-    return 0;
+    return load_send_batch(w, c, reqs, n, ids, first_due_us, w->interval_us);
 }
 
 static void *load_worker_main(void *arg)

@@ -1637,6 +1637,35 @@ static void script_echo_paths(fake_server *fs, int conn_index, int fd)
     }
 }
 
+/* Runs pathd-load with args (after --server) against a fake server playing
+ * script on a scenario file holding scen_text, checks it exits 0, and
+ * returns its --json summary; *seen gets the requests the server read. */
+static cJSON *run_load_against_fake(fake_script script, const char *scen_text, const char *args, int *seen)
+{
+    char scen[] = "/tmp/test_client_scen_XXXXXX";
+    int fd = mkstemp(scen);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, scen_text, strlen(scen_text)), (ssize_t)strlen(scen_text));
+    close(fd);
+
+    fake_server fs;
+    fake_start(&fs, script, 1);
+    fake_run(&fs);
+    char cmd[768], out[8192];
+    snprintf(cmd, sizeof cmd, "'%s' --server %s %s --scene demo --scen %s --quiet --json", PDC_LOAD_BIN, fs.addr,
+             args, scen);
+    int code = run_capture(cmd, out, sizeof out);
+    fake_finish(&fs);
+    unlink(scen);
+    if (code != 0)
+        fail_msg("pathd-load %s: exit %d: %s", args, code, out);
+    cJSON *o = cJSON_Parse(out);
+    if (!o)
+        fail_msg("pathd-load printed: %s", out);
+    *seen = fs.requests_seen;
+    return o;
+}
+
 /* --burst, pipeline 4: takes the 4 requests of a burst, answers the first,
  * checks that nothing more arrives while 3 are unanswered (a closed loop
  * would refill the freed slot at once), then answers the other 3. */
@@ -1668,33 +1697,18 @@ static void script_burst(fake_server *fs, int conn_index, int fd)
 
 static void test_pathd_load_burst(void **state)
 {
-    char scen[] = "/tmp/test_client_scen_XXXXXX";
-    int fd = mkstemp(scen);
-    assert_true(fd >= 0);
-    const char *text = "version 1\n0\tm.map\t64\t64\t1\t1\t2\t2\t1.4\n";
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
-
-    fake_server fs;
-    fake_start(&fs, script_burst, 1);
-    fake_run(&fs);
-    char cmd[768], out[8192];
-    snprintf(cmd, sizeof cmd, "'%s' --server %s -c 1 -P %d -n %d -d 20 --burst --scene demo --scen %s "
-             "--quiet --json", PDC_LOAD_BIN, fs.addr, T_BURST, 3 * T_BURST, scen);
-    int code = run_capture(cmd, out, sizeof out);
-    fake_finish(&fs);
-    unlink(scen);
-    assert_int_equal(code, 0);
-    cJSON *o = cJSON_Parse(out);
-    if (!o)
-        fail_msg("pathd-load printed: %s", out);
+    char args[128];
+    snprintf(args, sizeof args, "-c 1 -P %d -n %d -d 20 --burst", T_BURST, 3 * T_BURST);
+    int seen = 0;
+    cJSON *o = run_load_against_fake(script_burst, "version 1\n0\tm.map\t64\t64\t1\t1\t2\t2\t1.4\n", args, &seen);
     assert_int_equal(cJSON_GetObjectItem(o, "requests")->valuedouble, 3 * T_BURST);
     assert_int_equal(cJSON_GetObjectItem(o, "ok")->valuedouble, 3 * T_BURST);
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(o, "burst")));
     cJSON_Delete(o);
-    assert_int_equal(fs.requests_seen, 3 * T_BURST);
+    assert_int_equal(seen, 3 * T_BURST);
 
     /* Open loop and bursts do not mix. */
+    char cmd[768], out[8192];
     snprintf(cmd, sizeof cmd, "'%s' --server 127.0.0.1:1 --burst --rate 10 --scene demo --scen x 2>&1",
              PDC_LOAD_BIN);
     assert_int_equal(run_capture(cmd, out, sizeof out), 2);
@@ -1705,62 +1719,28 @@ static void test_pathd_load_burst(void **state)
  * request that fell due while it was busy in one write and catches up. */
 static void test_pathd_load_rate_offers_its_rate(void **state)
 {
-    char scen[] = "/tmp/test_client_scen_XXXXXX";
-    int fd = mkstemp(scen);
-    assert_true(fd >= 0);
-    const char *text = "version 1\n0\tm.map\t64\t64\t10\t11\t12\t13\t2.8\n";
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
-
-    fake_server fs;
-    fake_start(&fs, script_echo_paths, 1);
-    fake_run(&fs);
-    char cmd[768], out[8192];
-    snprintf(cmd, sizeof cmd, "'%s' --server %s -c 1 -P 64 -d 1 --rate 400 --scene demo --scen %s "
-             "--quiet --json", PDC_LOAD_BIN, fs.addr, scen);
-    int code = run_capture(cmd, out, sizeof out);
-    fake_finish(&fs);
-    unlink(scen);
-    assert_int_equal(code, 0);
-    cJSON *o = cJSON_Parse(out);
-    if (!o)
-        fail_msg("pathd-load printed: %s", out);
+    int seen = 0;
+    cJSON *o = run_load_against_fake(script_echo_paths, "version 1\n0\tm.map\t64\t64\t10\t11\t12\t13\t2.8\n",
+                                     "-c 1 -P 64 -d 1 --rate 400", &seen);
     const double requests = cJSON_GetObjectItem(o, "requests")->valuedouble;
     /* Due at 0, 2.5, 5 ... ms: 400 in the second and never more (the one
      * due as the clock stops aside); fewer only by those that fell due while
      * the machine kept the generator off the CPU until the clock stopped. */
     if (requests < 360 || requests > 401)
-        fail_msg("pathd-load --rate 400 -d 1 sent %.0f requests: %s", requests, out);
+        fail_msg("pathd-load --rate 400 -d 1 sent %.0f requests", requests);
     assert_int_equal(cJSON_GetObjectItem(o, "ok")->valuedouble, requests);
-    assert_int_equal(fs.requests_seen, requests);
+    assert_int_equal(seen, requests);
     cJSON_Delete(o);
 }
 
 static void test_pathd_load_against_fake(void **state)
 {
-    char scen[] = "/tmp/test_client_scen_XXXXXX";
-    int fd = mkstemp(scen);
-    assert_true(fd >= 0);
     const char *text = "version 1\n"
                        "0\tm.map\t64\t64\t10\t11\t12\t13\t2.8\n"
                        "0\tm.map\t64\t64\t20\t21\t22\t23\t2.8\n"
                        "0\tm.map\t64\t64\t30\t31\t32\t33\t2.8\n";
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
-
-    fake_server fs;
-    fake_start(&fs, script_echo_paths, 1);
-    fake_run(&fs);
-    char cmd[768], out[8192];
-    snprintf(cmd, sizeof cmd, "'%s' --server %s -c 1 -P 4 -n 30 -d 20 --scene demo --scen %s "
-             "--quiet --json", PDC_LOAD_BIN, fs.addr, scen);
-    int code = run_capture(cmd, out, sizeof out);
-    fake_finish(&fs);
-    unlink(scen);
-    assert_int_equal(code, 0);
-    cJSON *o = cJSON_Parse(out);
-    if (!o)
-        fail_msg("pathd-load printed: %s", out);
+    int seen = 0;
+    cJSON *o = run_load_against_fake(script_echo_paths, text, "-c 1 -P 4 -n 30 -d 20", &seen);
     assert_int_equal(cJSON_GetObjectItem(o, "requests")->valuedouble, 30);
     assert_int_equal(cJSON_GetObjectItem(o, "ok")->valuedouble, 20);
     cJSON *statuses = cJSON_GetObjectItem(o, "statuses");
@@ -1774,7 +1754,7 @@ static void test_pathd_load_against_fake(void **state)
                 cJSON_GetObjectItem(lat, "max")->valuedouble);
     assert_true(cJSON_GetObjectItem(o, "throughput")->valuedouble > 0);
     cJSON_Delete(o);
-    assert_int_equal(fs.requests_seen, 30);
+    assert_int_equal(seen, 30);
 }
 #endif
 
