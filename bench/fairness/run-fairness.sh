@@ -71,14 +71,14 @@ JSON
 "$build/server/pathd" --config "$dir/conf.json" 2>"$dir/pathd.log" &
 pid=$!
 sleep 1.5
-load() { "$build/bench/load/pathd-load" --server "127.0.0.1:$port" --scene den --scen "$scen" --quiet --json "$@"; }
 rate_args=()
 if [ "$offered" != closed ]; then
   $heavy_prefix "$build/bench/load/pathd-load" --server "127.0.0.1:$port" --scene den --scen "$scen" --quiet --json \
     -c 2 -P 64 -d "$cal_seconds" > "$dir/capacity.json"
-  rate=$(python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(round(float(sys.argv[2]) * r["requests"] / r["seconds"]))' \
-         "$dir/capacity.json" "$offered")
-  echo "capacity: $(python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(round(r["requests"] / r["seconds"]))' "$dir/capacity.json") answers/s closed loop (2 x 64); heavy clients offer $rate requests/s (${offered}x)"
+  capacity=$(python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print(round(r["requests"] / r["seconds"]))' \
+             "$dir/capacity.json")
+  rate=$(python3 -c 'import sys; print(round(float(sys.argv[1]) * float(sys.argv[2])))' "$capacity" "$offered")
+  echo "capacity: $capacity answers/s closed loop (2 x 64); heavy clients offer $rate requests/s (${offered}x)"
   rate_args=(--rate "$rate")
 fi
 for r in $(seq 1 "$rounds"); do
@@ -92,13 +92,10 @@ for r in $(seq 1 "$rounds"); do
     -c 1 -P 1 -n "$light_requests" -d 60 > "$dir/loaded$r.json"
   wait "$heavy"
 done
-python3 - "$dir" "$rounds" <<'PY'
-import json, os, statistics, sys
+python3 - "$dir" "$rounds" ${capacity:+"$capacity"} <<'PY'
+import json, statistics, sys
 d, rounds = sys.argv[1], int(sys.argv[2])
-capacity = None
-if os.path.exists(f"{d}/capacity.json"):
-    c = json.load(open(f"{d}/capacity.json"))
-    capacity = c["requests"] / c["seconds"]
+capacity = float(sys.argv[3]) if len(sys.argv) > 3 else None  # none under OFFERED=closed
 ratios = []
 for i in range(1, rounds + 1):
     a, l, h = (json.load(open(f"{d}/{n}{i}.json")) for n in ("alone", "loaded", "heavy"))
