@@ -29,6 +29,8 @@
 
 static void pd__read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 static void pd__conn_process(pd__conn *c);
+static void pd__conn_full(pd__conn *c);
+static void pd__conn_unlink_full(pd__conn *c);
 
 static void pd__alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
@@ -55,7 +57,7 @@ static void pd__alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void pd__conn_read_start(pd__conn *c)
 {
-    if (c->reading || c->closing)
+    if (c->reading || c->closing || c->full)
         return;
     int rc = uv_read_start((uv_stream_t *)&c->tcp, pd__alloc_cb, pd__read_cb);
     if (rc != 0) {
@@ -368,6 +370,7 @@ void pd__conn_close(pd__conn *c)
     pd_server *s = c->server;
     if (c->closing)
         return;
+    pd__conn_unlink_full(c);
     c->closing = 1;
     c->reading = 0;
     pd__conn_drop_pending(c);
@@ -427,6 +430,7 @@ void pd__conn_linger(pd__conn *c)
         return;
     c->lingering = 1;
     c->lingering_since_ms = uv_now(c->server->loop);
+    pd__conn_unlink_full(c); /* a lingering connection reads to discard */
     pd__conn_shutdown(c);
     pd__conn_read_start(c);
 }
@@ -473,6 +477,8 @@ static void pd__read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         c->last_active_ms = uv_now(c->server->loop);
         pd_frame_reader_commit(&c->reader, (size_t)nread);
         pd__conn_process(c);
+        if (c->in_flight >= c->server->conf.max_inflight_per_conn)
+            pd__conn_full(c);
         /* What the shared buffer still holds (a partial frame, frames
          * left for after a pause) moves to the connection's own. */
         if (pd_frame_reader_settle(&c->reader) != 0) {
@@ -497,6 +503,63 @@ static void pd__read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     /* A client that hangs up gets no more answers: its queued jobs are
      * cancelled rather than computed for nobody. */
     pd__conn_close(c);
+}
+
+/* A connection at its in-flight cap stops being read. Its further requests
+ * would only be refused OVERLOADED, a few per read as they trickle in, and
+ * every read and every refusal's write is a system call on the loop
+ * thread, which all clients' requests pass through: under a flood that
+ * halved what the server answered (docs/BENCHMARKS.md, "Overload").
+ * Unread, they wait in the kernel until half of the connection's requests
+ * are answered or PD__FULL_PAUSE_MS has passed; then one read takes them
+ * all, admits what fits and refuses the rest in one write. The pause is
+ * bounded so that a Cancel or Ping from a full client does not wait on its
+ * searches. */
+#define PD__FULL_PAUSE_MS 1
+
+static void pd__full_timer_cb(uv_timer_t *t)
+{
+    pd_server *s = t->data;
+    while (s->full)
+        pd__conn_unfull(s->full);
+}
+
+static void pd__conn_full(pd__conn *c)
+{
+    pd_server *s = c->server;
+    if (c->full || c->lingering || c->closing)
+        return;
+    c->full = 1;
+    c->prev_full = NULL;
+    c->next_full = s->full;
+    if (s->full)
+        s->full->prev_full = c;
+    s->full = c;
+    pd__conn_read_stop(c);
+    if (!uv_is_active((uv_handle_t *)&s->full_timer))
+        uv_timer_start(&s->full_timer, pd__full_timer_cb, PD__FULL_PAUSE_MS, 0);
+}
+
+static void pd__conn_unlink_full(pd__conn *c)
+{
+    if (!c->full)
+        return;
+    if (c->prev_full)
+        c->prev_full->next_full = c->next_full;
+    else
+        c->server->full = c->next_full;
+    if (c->next_full)
+        c->next_full->prev_full = c->prev_full;
+    c->full = 0;
+}
+
+void pd__conn_unfull(pd__conn *c)
+{
+    if (!c->full)
+        return;
+    pd__conn_unlink_full(c);
+    if (!c->paused && !c->closing && !c->lingering && !c->auth_failed_ms && c->server->phase == PD__RUNNING)
+        pd__conn_read_start(c);
 }
 
 static void pd__spare_closed(uv_handle_t *h)

@@ -69,6 +69,9 @@ typedef struct pd__job {
 
     uint32_t weight;              /* in-flight slots the job holds: a batch's items */
     int want_world;               /* FindPath / FindRoute: answer with world coordinates */
+    uint32_t max_chunk;           /* the server's max_waypoints_per_chunk when the job was made */
+    uint8_t *answer;              /* owned: the encoded answer, when its worker made it */
+    size_t answer_len;
 } pd__job;
 
 static pd__job *pd__job_new(pd__conn *c, uint64_t request_id, pd_request_kind kind, pd_task_run_fn run)
@@ -81,6 +84,7 @@ static pd__job *pd__job_new(pd__conn *c, uint64_t request_id, pd_request_kind ki
     job->task.tag = request_id;
     job->kind = kind;
     job->jump_points = c->server->conf.jump_point_search;
+    job->max_chunk = c->server->conf.max_waypoints_per_chunk;
     job->weight = 1;
     return job;
 }
@@ -107,16 +111,81 @@ static void pd__job_free(pd__job *job)
     free(job->move_reqs);
     free(job->move_queries);
     free(job->move_results);
+    free(job->answer);
     free(job);
 }
 
 /* ---- on the workers ---------------------------------------------------- */
 
+/* A job that never ran (cancelled, past its deadline) carries only the
+ * task's status: the result says the same. */
+static void pd__settle_status(pd__job *job)
+{
+    pd_status st = job->task.status;
+    job->path.status = st;
+    job->route.status = st;
+    job->update.status = st;
+    if (st != PD_OK && st != PD_PARTIAL) {
+        const char *why = st == PD_CANCELLED ? "cancelled before a worker finished it"
+                          : st == PD_DEADLINE_EXCEEDED ? "its deadline passed before a worker finished it"
+                                                       : pd_status_name(st);
+        if (!job->path.message[0])
+            snprintf(job->path.message, sizeof job->path.message, "%s", why);
+        if (!job->route.message[0])
+            snprintf(job->route.message, sizeof job->route.message, "%s", why);
+    }
+    if (st != PD_OK && pd_request_is_scene_change(job->kind) && job->change_out.status == PD_OK) {
+        job->change_out.status = st;
+        snprintf(job->change_out.message, sizeof job->change_out.message, "%s", pd_status_name(st));
+    }
+    if (st != PD_OK)
+        for (size_t i = 0; i < job->n_moves; i++)
+            if (job->move_results[i].status == PD_OK) {
+                job->move_results[i].status = st;
+                snprintf(job->move_results[i].message, sizeof job->move_results[i].message, "%s",
+                         pd_status_name(st));
+            }
+}
+
+/* The answer to a finished job; NULL when encoding ran out of memory. */
+static uint8_t *pd__encode_job(pd__job *job, size_t *len)
+{
+    uint64_t id = job->task.tag;
+    switch (job->kind) {
+    case PD_REQ_UPDATE_CELLS:
+        return pd_codec_encode_update(id, job->update_req.scene, &job->update, len);
+    case PD_REQ_FIND_ROUTE:
+        return pd_codec_encode_route(id, &job->route, job->max_chunk, job->want_world, len);
+    case PD_REQ_BATCH:
+        return pd_codec_encode_batch(id, job->move_reqs, job->move_results, job->n_moves, len);
+    case PD_REQ_FIND_PATH:
+        return pd_codec_encode_path(id, job->scene, &job->path, job->max_chunk, job->want_world,
+                                    len);
+    case PD_REQ_CREATE_SCENE:
+    case PD_REQ_CREATE_INSTANCE:
+    case PD_REQ_DROP_SCENE:
+        return pd_codec_encode_scene_change(id, job->change.name, &job->change_out, len);
+    default:
+        return pd_codec_encode_move(id, job->kind, &job->move_results[0], len);
+    }
+}
+
+/* Settles and encodes a finished search's answer on the worker that ran
+ * it: the loop thread, which every request and answer passes through, is
+ * the server's narrowest stage under load, and then only queues the bytes. */
+static pd_status pd__answer_on_worker(pd__job *job, pd_status st)
+{
+    job->task.status = st;
+    pd__settle_status(job);
+    job->answer = pd__encode_job(job, &job->answer_len);
+    return st;
+}
+
 static pd_status pd__run_find_path(pd_task *task, void *scratch)
 {
     pd__job *job = (pd__job *)task;
     pd_query_control ctl = {pd_task_poll, task, job->jump_points};
-    return pd_query_find_path(scratch, job->scene, &job->path_query, &ctl, &job->path);
+    return pd__answer_on_worker(job, pd_query_find_path(scratch, job->scene, &job->path_query, &ctl, &job->path));
 }
 
 /* Releases the world as soon as the legs are searched: they hold what the
@@ -128,22 +197,23 @@ static pd_status pd__run_find_route(pd_task *task, void *scratch)
     pd_status st = pd_query_find_route(scratch, job->world, &job->route_query, &ctl, &job->route);
     pd_world_release(job->world);
     job->world = NULL;
-    return st;
+    return pd__answer_on_worker(job, st);
 }
 
 static pd_status pd__run_update_cells(pd_task *task, void *scratch)
 {
     (void)scratch;
     pd__job *job = (pd__job *)task;
-    return pd_query_update_cells(job->registry, job->world_store, job->journal, &job->update_req, &job->update);
+    return pd__answer_on_worker(
+        job, pd_query_update_cells(job->registry, job->world_store, job->journal, &job->update_req, &job->update));
 }
 
 static pd_status pd__run_scene_change(pd_task *task, void *scratch)
 {
     (void)scratch;
     pd__job *job = (pd__job *)task;
-    return pd_query_scene_change(job->registry, job->world_store, job->journal, job->kind, &job->change,
-                                 &job->change_out);
+    return pd__answer_on_worker(job, pd_query_scene_change(job->registry, job->world_store, job->journal, job->kind,
+                                                           &job->change, &job->change_out));
 }
 
 /* Runs every item that prepared; refused items keep their answer. A cancel
@@ -162,7 +232,7 @@ static pd_status pd__run_moves(pd_task *task, void *scratch)
         }
         pd_move_run(scratch, &job->move_queries[i], &job->move_results[i]);
     }
-    return PD_OK;
+    return pd__answer_on_worker(job, PD_OK);
 }
 
 static void *pd__scratch_create(void *user)
@@ -806,29 +876,6 @@ void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_
 
 /* ---- completions ------------------------------------------------------- */
 
-/* The answer to a finished job; NULL when encoding ran out of memory. */
-static uint8_t *pd__encode_job(const pd_server *s, pd__job *job, size_t *len)
-{
-    uint64_t id = job->task.tag;
-    switch (job->kind) {
-    case PD_REQ_UPDATE_CELLS:
-        return pd_codec_encode_update(id, job->update_req.scene, &job->update, len);
-    case PD_REQ_FIND_ROUTE:
-        return pd_codec_encode_route(id, &job->route, s->conf.max_waypoints_per_chunk, job->want_world, len);
-    case PD_REQ_BATCH:
-        return pd_codec_encode_batch(id, job->move_reqs, job->move_results, job->n_moves, len);
-    case PD_REQ_FIND_PATH:
-        return pd_codec_encode_path(id, job->scene, &job->path, s->conf.max_waypoints_per_chunk, job->want_world,
-                                    len);
-    case PD_REQ_CREATE_SCENE:
-    case PD_REQ_CREATE_INSTANCE:
-    case PD_REQ_DROP_SCENE:
-        return pd_codec_encode_scene_change(id, job->change.name, &job->change_out, len);
-    default:
-        return pd_codec_encode_move(id, job->kind, &job->move_results[0], len);
-    }
-}
-
 /* The scene a job's latency is labelled with: its request's scene,
  * FindRoute's start scene, or NULL for a Batch over several scenes. */
 static const char *pd__job_scene(const pd__job *job)
@@ -846,36 +893,6 @@ static const char *pd__job_scene(const pd__job *job)
                 return NULL;
         return job->n_moves > 0 ? job->move_reqs[0].scene : NULL;
     }
-}
-
-/* A job that never ran (cancelled, past its deadline) carries only the
- * task's status: the result says the same. */
-static void pd__settle_status(pd__job *job)
-{
-    pd_status st = job->task.status;
-    job->path.status = st;
-    job->route.status = st;
-    job->update.status = st;
-    if (st != PD_OK && st != PD_PARTIAL) {
-        const char *why = st == PD_CANCELLED ? "cancelled before a worker finished it"
-                          : st == PD_DEADLINE_EXCEEDED ? "its deadline passed before a worker finished it"
-                                                       : pd_status_name(st);
-        if (!job->path.message[0])
-            snprintf(job->path.message, sizeof job->path.message, "%s", why);
-        if (!job->route.message[0])
-            snprintf(job->route.message, sizeof job->route.message, "%s", why);
-    }
-    if (st != PD_OK && pd_request_is_scene_change(job->kind) && job->change_out.status == PD_OK) {
-        job->change_out.status = st;
-        snprintf(job->change_out.message, sizeof job->change_out.message, "%s", pd_status_name(st));
-    }
-    if (st != PD_OK)
-        for (size_t i = 0; i < job->n_moves; i++)
-            if (job->move_results[i].status == PD_OK) {
-                job->move_results[i].status = st;
-                snprintf(job->move_results[i].message, sizeof job->move_results[i].message, "%s",
-                         pd_status_name(st));
-            }
 }
 
 /* Tells the scene's watchers about the version a finished job made (or
@@ -910,7 +927,8 @@ static void pd__job_events(pd_server *s, const pd__job *job)
 static void pd__finish_job(pd_server *s, pd__job *job)
 {
     pd_task *task = &job->task;
-    pd__settle_status(job);
+    if (!job->answer)
+        pd__settle_status(job);
     s->in_flight -= s->in_flight >= job->weight ? job->weight : s->in_flight;
     uint64_t expanded = job->kind == PD_REQ_FIND_ROUTE  ? job->route.metrics.expanded
                         : job->kind == PD_REQ_FIND_PATH ? job->path.metrics.expanded
@@ -925,9 +943,12 @@ static void pd__finish_job(pd_server *s, pd__job *job)
     pd__conn *c = pd__map_find(&s->map, task->owner);
     if (c) {
         c->in_flight -= c->in_flight >= job->weight ? job->weight : c->in_flight;
+        if (c->full && c->in_flight <= s->conf.max_inflight_per_conn / 2)
+            pd__conn_unfull(c);
         if (!c->lingering) {
-            size_t len = 0;
-            uint8_t *buf = pd__encode_job(s, job, &len);
+            size_t len = job->answer_len;
+            uint8_t *buf = job->answer ? job->answer : pd__encode_job(job, &len);
+            job->answer = NULL;
             pd__conn_send(c, buf, len);
         }
     }

@@ -82,6 +82,7 @@ static void pd__stop_finish(pd_server *s)
     s->phase = PD__CLOSED;
     pd__close_handle((uv_handle_t *)&s->listener);
     pd__close_handle((uv_handle_t *)&s->sweep_timer);
+    pd__close_handle((uv_handle_t *)&s->full_timer);
     pd__close_handle((uv_handle_t *)&s->stop_timer);
     pd__close_handle((uv_handle_t *)&s->journal_timer);
     pd__close_handle((uv_handle_t *)&s->sig_term);
@@ -296,6 +297,10 @@ pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *r
         goto fail;
     s->stop_timer.data = s;
     s->open_handles++;
+    if (uv_timer_init(loop, &s->full_timer) != 0)
+        goto fail;
+    s->full_timer.data = s;
+    s->open_handles++;
     if (uv_prepare_init(loop, &s->flush_prepare) != 0)
         goto fail;
     s->flush_prepare.data = s;
@@ -505,6 +510,7 @@ void pd_server_destroy(pd_server *s)
         pd__conn_close(c);
     pd__close_handle((uv_handle_t *)&s->listener);
     pd__close_handle((uv_handle_t *)&s->sweep_timer);
+    pd__close_handle((uv_handle_t *)&s->full_timer);
     pd__close_handle((uv_handle_t *)&s->stop_timer);
     pd__close_handle((uv_handle_t *)&s->journal_timer);
     pd__close_handle((uv_handle_t *)&s->sig_term);

@@ -54,6 +54,7 @@ typedef struct pd__conn {
     uint32_t n_pend, pend_cap;
     size_t pend_bytes;           /* their bytes */
     struct pd__conn *next_dirty; /* in the server's list of connections with pend */
+    struct pd__conn *next_full, *prev_full; /* in the server's list of connections at their cap */
     uint32_t in_flight;          /* jobs submitted and not yet completed */
     uint64_t fair_key;           /* finish tag of its latest job (pd__submit's fair queueing) */
     pd_role role;                /* what its Auth granted (used while tokens are set) */
@@ -67,6 +68,7 @@ typedef struct pd__conn {
                                     0 while no partial frame is buffered */
     unsigned reading : 1;        /* uv_read_start is in effect */
     unsigned paused : 1;         /* reading stopped for backpressure */
+    unsigned full : 1;           /* reading stopped at its in-flight cap */
     unsigned lingering : 1;      /* error reply queued; input is discarded */
     unsigned shutdown_done : 1;  /* the write side has been shut down */
     unsigned closing : 1;        /* uv_close has been called */
@@ -115,6 +117,8 @@ struct pd_server {
      * unreferenced: they never keep uv_run going. */
     uv_prepare_t flush_prepare;
     uv_check_t flush_check;
+    uv_timer_t full_timer;       /* reads again from connections at their cap (pd__conn_full) */
+    pd__conn *full;              /* connections not read because they are at their cap */
     pd__conn *dirty;             /* connections with answers pending, via next_dirty */
     uv_timer_t sweep_timer;
     uv_timer_t stop_timer;
@@ -183,6 +187,10 @@ void pd__conn_close(pd__conn *c);
 void pd__conn_closed(uv_handle_t *h);
 void pd__conn_linger(pd__conn *c);
 void pd__conn_read_stop(pd__conn *c);
+/* A connection at its in-flight cap is not read until half of its
+ * requests are answered (the completion calls this) or PD__FULL_PAUSE_MS
+ * has passed, whichever comes first (see pd_conn.c). */
+void pd__conn_unfull(pd__conn *c);
 void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len);
 void pd__flush_all(pd_server *s);
 void pd__conn_shutdown(pd__conn *c);

@@ -259,6 +259,64 @@ static void test_cancelled_and_overloaded(void **state)
     close(fd);
 }
 
+/* A connection at its cap is not read until half of its requests are
+ * answered, or until a millisecond has passed: a Ping (or Cancel) it sends
+ * meanwhile is answered at once, well before any of the long searches
+ * holding the cap, and once they are gone the connection is served again. */
+static void test_full_connection_is_still_read(void **state)
+{
+    pdi_daemon *d = *state;
+    int fd = pdi_raw_connect(d->port);
+    assert_true(fd >= 0);
+    for (uint64_t id = 1; id <= T_MAX_INFLIGHT; id++)
+        pdi_send_serpent(fd, id, 0);
+    pdi_send_serpent(fd, 100, 0);
+    /* The refusal shows the server read up to the cap and went full. */
+    Pathd__V1__Response *r = pdi_raw_recv(fd, PDI_CALL_TIMEOUT_MS, NULL);
+    assert_non_null(r);
+    assert_int_equal(r->id, 100);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OVERLOADED);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    pdi_small_msg ping;
+    pdi_ping_init(&ping, 300, 7);
+    assert_int_equal(pdi_raw_send_request(fd, &ping.req), 0);
+    pdi_send_serpent(fd, 301, 0);
+    /* Both are answered before any search: the ping, and the search that
+     * finds the connection still at its cap. */
+    for (int i = 0; i < 2; i++) {
+        r = pdi_raw_recv(fd, PDI_CALL_TIMEOUT_MS, NULL);
+        assert_non_null(r);
+        assert_true(r->final);
+        if (r->id == 300)
+            assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+        else if (r->id == 301)
+            assert_int_equal(r->status, PATHD__V1__STATUS__OVERLOADED);
+        else
+            fail_msg("request %llu answered before the ping and the refusal", (unsigned long long)r->id);
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+
+    for (uint64_t id = 1; id <= T_MAX_INFLIGHT; id++)
+        pdi_send_cancel(fd, 200 + id, id);
+    uint64_t ids[2 * T_MAX_INFLIGHT];
+    for (uint64_t i = 0; i < T_MAX_INFLIGHT; i++) {
+        ids[i] = i + 1;
+        ids[T_MAX_INFLIGHT + i] = 201 + i;
+    }
+    Pathd__V1__Response *out[2 * T_MAX_INFLIGHT];
+    pdi_raw_collect(fd, ids, out, 2 * T_MAX_INFLIGHT);
+    pdi_raw_free_all(out, 2 * T_MAX_INFLIGHT);
+    pdi_ping_init(&ping, 400, 8);
+    assert_int_equal(pdi_raw_send_request(fd, &ping.req), 0);
+    expect_and_free(fd, 400, PATHD__V1__STATUS__OK);
+    pdi_send_serpent(fd, 401, 0);
+    Pathd__V1__Response *last = expect(fd, 401, PATHD__V1__STATUS__OK);
+    assert_int_equal(last->body_case, PATHD__V1__RESPONSE__BODY_PATH);
+    pathd__v1__response__free_unpacked(last, NULL);
+    close(fd);
+}
+
 static void test_protocol_errors(void **state)
 {
     pdi_daemon *d = *state;
@@ -348,6 +406,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ok_partial_no_path_and_search_outcomes, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_refusals, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_cancelled_and_overloaded, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_full_connection_is_still_read, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_protocol_errors, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_overloaded_global_limits, setup_small_queue, pdi_fixture_stop),
     };
