@@ -44,6 +44,10 @@
 #
 # THREADS (default 2) and LIMITS (a JSON object for the config's "limits",
 # default {}) change the server's configuration, to compare settings.
+# PATHD_PREFIX (default none) runs pathd under a command, for instance
+# "taskset -c 0" with HEAVY_PREFIX="taskset -c 1" and LIGHT_PREFIX="chrt -f
+# 10 taskset -c 1": pathd on a core of its own and its clients on the other,
+# as when they run on other hosts (THREADS=0 then gives one worker).
 set -euo pipefail
 build=${1:-build}
 scen=${PATHD_BENCH_DATA:-../shared/benchmarks/movingai}/scen/den520d.map.scen
@@ -53,6 +57,7 @@ offered=${OFFERED:-2}
 if [ "$offered" = closed ]; then heavy_pipeline=${HEAVY_PIPELINE:-64}; else heavy_pipeline=${HEAVY_PIPELINE:-1024}; fi
 cal_seconds=${CAL_SECONDS:-3}
 heavy_prefix=${HEAVY_PREFIX-}
+pathd_prefix=${PATHD_PREFIX-}
 if [ "$(id -u)" = 0 ]; then light_prefix=${LIGHT_PREFIX-chrt -f 10}; else light_prefix=${LIGHT_PREFIX-}; fi
 light_requests=${LIGHT_REQUESTS:-8910}
 heavy_seconds=${HEAVY_SECONDS:-8}
@@ -68,7 +73,7 @@ cat > "$dir/conf.json" <<JSON
   "limits": $limits,
   "scenes": [ { "name": "den", "map": "$(realpath "$map")", "format": "movingai" } ] }
 JSON
-"$build/server/pathd" --config "$dir/conf.json" 2>"$dir/pathd.log" &
+$pathd_prefix "$build/server/pathd" --config "$dir/conf.json" 2>"$dir/pathd.log" &
 pid=$!
 sleep 1.5
 rate_args=()
