@@ -215,19 +215,25 @@ static void test_refusals(void **state)
     close(fd);
 }
 
-static void test_cancelled_and_overloaded(void **state)
+/* Connects and sends T_MAX_INFLIGHT long searches (ids 1..T_MAX_INFLIGHT),
+ * which fill the connection's allowance, then one more (id 100), which is
+ * refused at once. */
+static int connect_and_fill(const pdi_daemon *d)
 {
-    pdi_daemon *d = *state;
     int fd = pdi_raw_connect(d->port);
     assert_true(fd >= 0);
-    /* T_MAX_INFLIGHT long searches fill the connection's allowance, so one
-     * more is refused at once. Then all are cancelled: with 2 workers at
-     * least two are still queued, and a queued job is always cancelled; a
-     * running one may finish first. Frames are taken in whatever order
-     * they come. */
     for (uint64_t id = 1; id <= T_MAX_INFLIGHT; id++)
         pdi_send_serpent(fd, id, 0);
     pdi_send_serpent(fd, 100, 0);
+    return fd;
+}
+
+static void test_cancelled_and_overloaded(void **state)
+{
+    int fd = connect_and_fill(*state);
+    /* Then all are cancelled: with 2 workers at least two are still
+     * queued, and a queued job is always cancelled; a running one may
+     * finish first. Frames are taken in whatever order they come. */
     int refused = 0, answered = 0, acked = 0, cancelled = 0;
     while (!refused || answered < T_MAX_INFLIGHT || acked < T_MAX_INFLIGHT) {
         Pathd__V1__Response *r = pdi_raw_recv(fd, PDI_CALL_TIMEOUT_MS, NULL);
@@ -265,12 +271,7 @@ static void test_cancelled_and_overloaded(void **state)
  * holding the cap, and once they are gone the connection is served again. */
 static void test_full_connection_is_still_read(void **state)
 {
-    pdi_daemon *d = *state;
-    int fd = pdi_raw_connect(d->port);
-    assert_true(fd >= 0);
-    for (uint64_t id = 1; id <= T_MAX_INFLIGHT; id++)
-        pdi_send_serpent(fd, id, 0);
-    pdi_send_serpent(fd, 100, 0);
+    int fd = connect_and_fill(*state);
     /* The refusal shows the server read up to the cap and went full. */
     Pathd__V1__Response *r = pdi_raw_recv(fd, PDI_CALL_TIMEOUT_MS, NULL);
     assert_non_null(r);
