@@ -368,16 +368,19 @@ static int pd__compare_cell(const void *a, const void *b)
 
 void pd_components_match_init(pd_components_match *m, const pd_components *c, uint32_t label)
 {
-    m->label = label;
+    m->stored = label == 0 || (label & PD_COMPONENTS_SMALL_LABEL) ? UINT32_MAX : label;
     m->n = 0;
     if (!(label & PD_COMPONENTS_SMALL_LABEL))
         return;
+    /* A small label names its first cell, which must be escaped (else the
+     * label is not one of c's and matches nothing). */
     size_t first = label & ~PD_COMPONENTS_SMALL_LABEL;
     if (first >= pd__cells_total(c->width, c->height) || !pd_components_escaped(c, pd_components_at(c, first)))
         return;
     int reached;
     m->n = pd__small_flood(c, (uint32_t)first, UINT32_MAX, m->cells, &reached);
     qsort(m->cells, m->n, sizeof *m->cells, pd__compare_cell);
+    m->stored = PD_COMPONENTS_ESCAPED;
 }
 
 int pd_components_match_small(const pd_components_match *m, size_t i)

@@ -97,17 +97,21 @@ static inline uint32_t pd_components_at(const pd_components *c, size_t i)
     return ((const uint32_t *)c->labels)[i];
 }
 
-/* Whether a stored value v (pd_components_at) marks an escaped cell. */
+/* Whether a stored value v (pd_components_at) marks an escaped cell. The
+ * value is tested first: it is in a register, and rarely 255. */
 static inline int pd_components_escaped(const pd_components *c, uint32_t v)
 {
-    return c->label_bytes == 1 && v == PD_COMPONENTS_ESCAPED;
+    return v == PD_COMPONENTS_ESCAPED && c->label_bytes == 1;
 }
 
-/* The padded index of p, or (size_t)-1 outside the grid. */
+static inline int pd_components_in_bounds(const pd_components *c, pd_point p)
+{
+    return p.x >= 0 && p.y >= 0 && p.x < c->width && p.y < c->height;
+}
+
+/* The padded index of p (in bounds). */
 static inline size_t pd_components_index(const pd_components *c, pd_point p)
 {
-    if (p.x < 0 || p.y < 0 || p.x >= c->width || p.y >= c->height)
-        return (size_t)-1;
     return (size_t)(p.y + 1) * (size_t)c->stride + (size_t)(p.x + 1);
 }
 
@@ -122,9 +126,9 @@ int pd_components_small_connected(const pd_components *c, size_t a, size_t b);
  * with one label uses pd_components_match instead. */
 static inline uint32_t pd_components_label(const pd_components *c, pd_point p)
 {
-    size_t i = pd_components_index(c, p);
-    if (i == (size_t)-1)
+    if (!pd_components_in_bounds(c, p))
         return 0;
+    size_t i = pd_components_index(c, p);
     uint32_t v = pd_components_at(c, i);
     return pd_components_escaped(c, v) ? pd_components_small_label(c, i) : v;
 }
@@ -133,9 +137,9 @@ static inline uint32_t pd_components_label(const pd_components *c, pd_point p)
  * are escaped (a direct label's component has no escaped cell). */
 static inline int pd_components_connected(const pd_components *c, pd_point a, pd_point b)
 {
-    size_t ia = pd_components_index(c, a), ib = pd_components_index(c, b);
-    if (ia == (size_t)-1 || ib == (size_t)-1)
+    if (!pd_components_in_bounds(c, a) || !pd_components_in_bounds(c, b))
         return 0;
+    size_t ia = pd_components_index(c, a), ib = pd_components_index(c, b);
     uint32_t la = pd_components_at(c, ia);
     if (la == 0 || la != pd_components_at(c, ib))
         return 0;
@@ -147,7 +151,7 @@ static inline int pd_components_connected(const pd_components *c, pd_point a, pd
  * a search of its (at most PD_COMPONENTS_SMALL_CELLS) cells, found once by
  * pd_components_match_init, instead of a flood per cell. */
 typedef struct pd_components_match {
-    uint32_t label;
+    uint32_t stored;                           /* the stored value that may match (UINT32_MAX: none) */
     uint32_t n;                                /* cells of label's small component (0: a stored label) */
     uint32_t cells[PD_COMPONENTS_SMALL_CELLS]; /* their padded indices, ascending */
 } pd_components_match;
@@ -156,15 +160,19 @@ typedef struct pd_components_match {
 void pd_components_match_init(pd_components_match *m, const pd_components *c, uint32_t label);
 int pd_components_match_small(const pd_components_match *m, size_t i);
 
+/* A scan mostly meets cells that do not match: one compare with the
+ * stored value (the label, or PD_COMPONENTS_ESCAPED for a small
+ * component) settles those; only an escaped cell against a small
+ * component's match looks further. */
 static inline int pd_components_in(const pd_components *c, const pd_components_match *m, pd_point p)
 {
-    size_t i = pd_components_index(c, p);
-    if (i == (size_t)-1)
+    if (!pd_components_in_bounds(c, p))
         return 0;
+    size_t i = pd_components_index(c, p);
     uint32_t v = pd_components_at(c, i);
-    if (!pd_components_escaped(c, v))
-        return v != 0 && v == m->label;
-    return pd_components_match_small(m, i);
+    if (v != m->stored)
+        return 0;
+    return m->n == 0 || pd_components_match_small(m, i);
 }
 
 /* g already holds the new cells for [x0..x1] x [y0..y1]. Returns 0, or -1
