@@ -235,19 +235,21 @@ static int pd__narrow_with_escapes(pd_components *c, const uint32_t *sizes)
         else if (++large < PD_COMPONENTS_ESCAPED)
             to_label[l] = (uint8_t)large;
     }
-    const size_t n = pd__cells_total(c->width, c->height);
-    uint8_t *narrow = large < PD_COMPONENTS_ESCAPED ? malloc(n) : NULL;
-    if (narrow) {
+    const int fits = large < PD_COMPONENTS_ESCAPED;
+    if (fits) {
+        /* In place: byte i lies in word i / 4, read already. */
+        const size_t n = pd__cells_total(c->width, c->height);
         const uint32_t *wide = c->labels;
+        uint8_t *narrow = c->labels;
         for (size_t i = 0; i < n; i++)
             narrow[i] = to_label[wide[i]];
-        free(c->labels);
-        c->labels = narrow;
+        void *smaller = realloc(c->labels, n);
+        c->labels = smaller ? smaller : c->labels;
         c->label_bytes = 1;
         c->next_label = large + 1;
     }
     free(to_label);
-    return narrow != NULL;
+    return fits;
 }
 
 pd_components *pd_components_build(const pd_grid *g)
@@ -258,11 +260,11 @@ pd_components *pd_components_build(const pd_grid *g)
     if (!c)
         return NULL;
     uint32_t *queue = malloc((size_t)g->width * (size_t)g->height * sizeof *queue);
-    /* sizes[l]: the cells of component l; one per cell at most, plus 0. */
-    uint32_t *sizes = malloc(((size_t)g->width * (size_t)g->height + 1) * sizeof *sizes);
-    if (!queue || !sizes) {
+    /* sizes.v[l]: the cells of component l (v[0] for label 0), grown as
+     * labels are given: a map with few components allocates little. */
+    pd__cells sizes = { NULL, 0, 0 };
+    if (!queue || pd__cells_push(&sizes, 0) < 0) {
         free(queue);
-        free(sizes);
         pd_components_destroy(c);
         return NULL;
     }
@@ -271,18 +273,23 @@ pd_components *pd_components_build(const pd_grid *g)
         for (int32_t x = 0; x < g->width; x++) {
             uint32_t i = (uint32_t)pd_grid_index(g, x, y);
             if (g->cells[i] != PD_CELL_BLOCKED && labels[i] == 0) {
-                sizes[c->next_label] = pd__flood_unlabelled(labels, c->stride, g, queue, i, c->next_label);
+                uint32_t cells = pd__flood_unlabelled(labels, c->stride, g, queue, i, c->next_label);
                 c->next_label++;
                 c->count++;
+                /* Without the sizes, escapes are off: 16 or 32 bits. */
+                if (sizes.v && pd__cells_push(&sizes, cells) < 0) {
+                    free(sizes.v);
+                    sizes.v = NULL;
+                }
             }
         }
     }
     free(queue);
     /* Short of memory for the narrow copy, the labels stay 32 bits wide:
      * right, only larger. */
-    if (pd_components_bytes_for(c->next_label) == 1 || !pd__narrow_with_escapes(c, sizes))
+    if (pd_components_bytes_for(c->next_label) == 1 || !sizes.v || !pd__narrow_with_escapes(c, sizes.v))
         (void)pd__set_width(c, pd_components_bytes_for(c->next_label));
-    free(sizes);
+    free(sizes.v);
     return c;
 }
 
