@@ -116,9 +116,11 @@ static inline size_t pd_components_index(const pd_components *c, pd_point p)
 }
 
 /* pd_components_label and pd_components_connected for escaped cells: a
- * flood of at most PD_COMPONENTS_SMALL_CELLS cells. */
-uint32_t pd_components_small_label(const pd_components *c, size_t i);
-int pd_components_small_connected(const pd_components *c, size_t a, size_t b);
+ * flood of at most PD_COMPONENTS_SMALL_CELLS cells. Pure (they read,
+ * never write), so a loop that may call them still reads the width once:
+ * GCC unswitches it on label_bytes as before. */
+uint32_t pd_components_small_label(const pd_components *c, size_t i) __attribute__((pure));
+int pd_components_small_connected(const pd_components *c, size_t a, size_t b) __attribute__((pure));
 
 /* p's component as one value: 0 when blocked or outside, equal for two
  * cells exactly when they are connected. Escaped cells get a
@@ -158,7 +160,7 @@ typedef struct pd_components_match {
 
 /* label as pd_components_label gives it (0 matches nothing). */
 void pd_components_match_init(pd_components_match *m, const pd_components *c, uint32_t label);
-int pd_components_match_small(const pd_components_match *m, size_t i);
+int pd_components_match_small(const pd_components_match *m, size_t i) __attribute__((pure));
 
 /* A scan mostly meets cells that do not match: one compare with the
  * stored value (the label, or PD_COMPONENTS_ESCAPED for a small
