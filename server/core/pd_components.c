@@ -196,8 +196,8 @@ pd_components *pd_components_clone(const pd_components *c)
 
 /* Floods from `start` over passable cells of g still labelled 0 in the
  * 32-bit labels, writing `label`. The queue is a plain array: each cell
- * enters it once. Returns the cells flooded. */
-static uint32_t pd__flood_unlabelled(uint32_t *labels, int32_t stride, const pd_grid *g, uint32_t *queue,
+ * enters it once. */
+static void pd__flood_unlabelled(uint32_t *labels, int32_t stride, const pd_grid *g, uint32_t *queue,
                                      uint32_t start, uint32_t label)
 {
     const uint32_t step[4] = { 1u, (uint32_t)-1, (uint32_t)stride, (uint32_t)-stride };
@@ -214,7 +214,6 @@ static uint32_t pd__flood_unlabelled(uint32_t *labels, int32_t stride, const pd_
             }
         }
     }
-    return (uint32_t)tail;
 }
 
 /* Narrows a full build's 32-bit labels 1..count (sizes[l]: cells of
@@ -235,21 +234,19 @@ static int pd__narrow_with_escapes(pd_components *c, const uint32_t *sizes)
         else if (++large < PD_COMPONENTS_ESCAPED)
             to_label[l] = (uint8_t)large;
     }
-    const int fits = large < PD_COMPONENTS_ESCAPED;
-    if (fits) {
-        /* In place: byte i lies in word i / 4, read already. */
-        const size_t n = pd__cells_total(c->width, c->height);
+    const size_t n = pd__cells_total(c->width, c->height);
+    uint8_t *narrow = large < PD_COMPONENTS_ESCAPED ? malloc(n) : NULL;
+    if (narrow) {
         const uint32_t *wide = c->labels;
-        uint8_t *narrow = c->labels;
         for (size_t i = 0; i < n; i++)
             narrow[i] = to_label[wide[i]];
-        void *smaller = realloc(c->labels, n);
-        c->labels = smaller ? smaller : c->labels;
+        free(c->labels);
+        c->labels = narrow;
         c->label_bytes = 1;
         c->next_label = large + 1;
     }
     free(to_label);
-    return fits;
+    return narrow != NULL;
 }
 
 pd_components *pd_components_build(const pd_grid *g)
@@ -260,11 +257,7 @@ pd_components *pd_components_build(const pd_grid *g)
     if (!c)
         return NULL;
     uint32_t *queue = malloc((size_t)g->width * (size_t)g->height * sizeof *queue);
-    /* sizes.v[l]: the cells of component l (v[0] for label 0), grown as
-     * labels are given: a map with few components allocates little. */
-    pd__cells sizes = { NULL, 0, 0 };
-    if (!queue || pd__cells_push(&sizes, 0) < 0) {
-        free(queue);
+    if (!queue) {
         pd_components_destroy(c);
         return NULL;
     }
@@ -273,23 +266,25 @@ pd_components *pd_components_build(const pd_grid *g)
         for (int32_t x = 0; x < g->width; x++) {
             uint32_t i = (uint32_t)pd_grid_index(g, x, y);
             if (g->cells[i] != PD_CELL_BLOCKED && labels[i] == 0) {
-                uint32_t cells = pd__flood_unlabelled(labels, c->stride, g, queue, i, c->next_label);
-                c->next_label++;
+                pd__flood_unlabelled(labels, c->stride, g, queue, i, c->next_label++);
                 c->count++;
-                /* Without the sizes, escapes are off: 16 or 32 bits. */
-                if (sizes.v && pd__cells_push(&sizes, cells) < 0) {
-                    free(sizes.v);
-                    sizes.v = NULL;
-                }
             }
         }
     }
     free(queue);
-    /* Short of memory for the narrow copy, the labels stay 32 bits wide:
-     * right, only larger. */
-    if (pd_components_bytes_for(c->next_label) == 1 || !sizes.v || !pd__narrow_with_escapes(c, sizes.v))
+    /* sizes[l]: the cells of component l, counted once the floods are
+     * done, when the queue's memory is back. Without them escapes are off
+     * (16 or 32 bits); short of memory for the narrow copy, the labels stay
+     * 32 bits wide: right, only larger. */
+    uint32_t *sizes = NULL;
+    if (pd_components_bytes_for(c->next_label) > 1 && (sizes = calloc(c->next_label, sizeof *sizes))) {
+        const size_t n = pd__cells_total(c->width, c->height);
+        for (size_t i = 0; i < n; i++)
+            sizes[labels[i]]++;
+    }
+    if (!sizes || !pd__narrow_with_escapes(c, sizes))
         (void)pd__set_width(c, pd_components_bytes_for(c->next_label));
-    free(sizes.v);
+    free(sizes);
     return c;
 }
 
