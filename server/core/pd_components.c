@@ -196,8 +196,8 @@ pd_components *pd_components_clone(const pd_components *c)
 
 /* Floods from `start` over passable cells of g still labelled 0 in the
  * 32-bit labels, writing `label`. The queue is a plain array: each cell
- * enters it once. */
-static void pd__flood_unlabelled(uint32_t *labels, int32_t stride, const pd_grid *g, uint32_t *queue,
+ * enters it once. Returns the cells flooded. */
+static uint32_t pd__flood_unlabelled(uint32_t *labels, int32_t stride, const pd_grid *g, uint32_t *queue,
                                      uint32_t start, uint32_t label)
 {
     const uint32_t step[4] = { 1u, (uint32_t)-1, (uint32_t)stride, (uint32_t)-stride };
@@ -214,6 +214,7 @@ static void pd__flood_unlabelled(uint32_t *labels, int32_t stride, const pd_grid
             }
         }
     }
+    return (uint32_t)tail;
 }
 
 /* Narrows a full build's 32-bit labels 1..count (sizes[l]: cells of
@@ -261,30 +262,34 @@ pd_components *pd_components_build(const pd_grid *g)
         pd_components_destroy(c);
         return NULL;
     }
+    /* sizes.v[l]: the cells of component l (v[0] for label 0), grown as
+     * labels are given: a map with few components allocates little.
+     * Without them escapes are off (16 or 32 bits). */
+    pd__cells sizes = { NULL, 0, 0 };
+    if (pd__cells_push(&sizes, 0) < 0) {
+        free(sizes.v);
+        sizes.v = NULL;
+    }
     uint32_t *labels = c->labels;
     for (int32_t y = 0; y < g->height; y++) {
         for (int32_t x = 0; x < g->width; x++) {
             uint32_t i = (uint32_t)pd_grid_index(g, x, y);
             if (g->cells[i] != PD_CELL_BLOCKED && labels[i] == 0) {
-                pd__flood_unlabelled(labels, c->stride, g, queue, i, c->next_label++);
+                uint32_t cells = pd__flood_unlabelled(labels, c->stride, g, queue, i, c->next_label++);
                 c->count++;
+                if (sizes.v && pd__cells_push(&sizes, cells) < 0) {
+                    free(sizes.v);
+                    sizes.v = NULL;
+                }
             }
         }
     }
     free(queue);
-    /* sizes[l]: the cells of component l, counted once the floods are
-     * done, when the queue's memory is back. Without them escapes are off
-     * (16 or 32 bits); short of memory for the narrow copy, the labels stay
-     * 32 bits wide: right, only larger. */
-    uint32_t *sizes = NULL;
-    if (pd_components_bytes_for(c->next_label) > 1 && (sizes = calloc(c->next_label, sizeof *sizes))) {
-        const size_t n = pd__cells_total(c->width, c->height);
-        for (size_t i = 0; i < n; i++)
-            sizes[labels[i]]++;
-    }
-    if (!sizes || !pd__narrow_with_escapes(c, sizes))
+    /* Short of memory for the narrow copy, the labels stay 32 bits wide:
+     * right, only larger. */
+    if (pd_components_bytes_for(c->next_label) == 1 || !sizes.v || !pd__narrow_with_escapes(c, sizes.v))
         (void)pd__set_width(c, pd_components_bytes_for(c->next_label));
-    free(sizes);
+    free(sizes.v);
     return c;
 }
 
