@@ -824,6 +824,22 @@ static void test_label_width(void **state)
     assert_int_equal(pd_components_label(c, (pd_point){ 0, 0 }), 1);
     assert_true(pd_components_label(c, (pd_point){ 0, 2 }) & PD_COMPONENTS_SMALL_LABEL);
     check_partition(c, g, "a row of escaped cells opened");
+    /* A match of a small label holds its one cell; one naming a cell that
+     * is not escaped, or label 0, matches nothing. */
+    pd_components_match m;
+    pd_components_match_init(&m, c, pd_components_label(c, (pd_point){ 2, 2 }));
+    assert_true(pd_components_in(c, &m, (pd_point){ 2, 2 }));
+    assert_false(pd_components_in(c, &m, (pd_point){ 0, 2 }));
+    assert_false(pd_components_in(c, &m, (pd_point){ 2, 0 }));
+    const uint32_t fake[] = { 0, PD_COMPONENTS_SMALL_LABEL | (uint32_t)pd_components_index(c, (pd_point){ 0, 0 }),
+                              PD_COMPONENTS_SMALL_LABEL | (uint32_t)pd_components_index(c, (pd_point){ 1, 1 }),
+                              PD_COMPONENTS_SMALL_LABEL | 0x7FFFFFFFu };
+    for (size_t k = 0; k < sizeof fake / sizeof *fake; k++) {
+        pd_components_match_init(&m, c, fake[k]);
+        for (int32_t y = 0; y < 4; y++)
+            for (int32_t x = 0; x < 4; x++)
+                assert_false(pd_components_in(c, &m, (pd_point){ x, y }));
+    }
     pd_components_destroy(c);
     pd_grid_destroy(g);
 
