@@ -25,6 +25,7 @@
 
 #include "pd_components.h"
 #include "pd_fallback.h"
+#include "bench_file.h"
 #include "pd_mapfile.h"
 
 #define BENCH_PAIRS (4u << 20)
@@ -49,24 +50,10 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    *len = buf ? fread(buf, 1, (size_t)n, f) : 0;
-    fclose(f);
-    return buf;
-}
-
 static pd_grid *load(const char *path)
 {
     size_t len;
-    char *text = read_file(path, &len);
+    char *text = bench_read_file(path, &len);
     if (!text)
         return NULL;
     pd_parse_error err;
