@@ -604,7 +604,7 @@ static int pd__final_labels(pd__repair *r, pd_components_diff *diff, uint32_t *f
     uint32_t *sizes = calloc(r->n_temps, sizeof *sizes);
     if (!sizes)
         return -1;
-    size_t cap = (size_t)1 << r->ov.bits;
+    size_t cap = r->ov.bits ? (size_t)1 << r->ov.bits : 0;
     for (size_t i = 0; i < cap; i++) {
         uint32_t label = (uint32_t)r->ov.slots[i];
         if (r->ov.slots[i] != 0 && label >= PD__TEMP_BASE)
@@ -1186,7 +1186,10 @@ int pd_components_update_diff(pd_components *c, const pd_grid *g, int32_t x0, in
     if (rc == 0)
         rc = pd__apply_opened(&r);
     /* The stored labels change only here, all at once: a failed update
-     * leaves them as they were. */
+     * leaves them as they were, unless the write-back had widened them
+     * (8 bits, escapes labelled) when it failed: they are then right for
+     * the old cells but not the new, so the caller rebuilds (pd_scene.c
+     * does, on any failure). */
     if (rc == 0)
         rc = pd__overlay_flush(&r, diff);
     free(r.ov.slots);
