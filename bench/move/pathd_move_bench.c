@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_file.h"
 #include "pathd_client.h"
 #include "pd_mapfile.h"
 #include "pd_movement.h"
@@ -50,20 +51,6 @@ static void report(const char *what, double *v, int n)
     printf("%-44s median %9.3f us   p90 %9.3f us\n", what, v[n / 2], v[(n * 9) / 10]);
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    *len = buf ? fread(buf, 1, (size_t)n, f) : 0;
-    fclose(f);
-    return buf;
-}
-
 /* Segments of exactly 100 cells along open rows and columns of g. */
 static size_t clear_segments(const pd_grid *g, pd_fpoint (*seg)[2], size_t max)
 {
@@ -86,7 +73,7 @@ static int core(void)
     char path[1024];
     size_t len;
     snprintf(path, sizeof path, "%s/maps/den520d.map", PD_MOVINGAI_DIR);
-    char *text = read_file(path, &len);
+    char *text = bench_read_file(path, &len);
     pd_parse_error err;
     pd_grid *g = text ? pd_map_parse_movingai(text, len, &err) : NULL;
     free(text);
@@ -209,7 +196,7 @@ static int range_bench(void)
     char path[1024];
     size_t len;
     snprintf(path, sizeof path, "%s/maps/den520d.map", PD_MOVINGAI_DIR);
-    char *text = read_file(path, &len);
+    char *text = bench_read_file(path, &len);
     pd_parse_error err;
     pd_grid *g = text ? pd_map_parse_movingai(text, len, &err) : NULL;
     free(text);

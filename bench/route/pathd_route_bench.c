@@ -161,7 +161,8 @@ static uint32_t main_label(const pd_scene *s)
     for (int32_t y = 0; y < c->height; y++) {
         for (int32_t x = 0; x < c->width; x++) {
             uint32_t l = pd_components_label(c, (pd_point){ x, y });
-            if (l && ++count[l] > count[best])
+            /* A small (escaped) component is never the largest. */
+            if (l && !(l & PD_COMPONENTS_SMALL_LABEL) && ++count[l] > count[best])
                 best = l;
         }
     }

@@ -3,8 +3,9 @@
  * (see pd_components.h).
  *
  * Storage: 8, 16 or 32 bits per label, the narrowest that holds the
- * lineage's labels (see pd_components.h): 8 bits for a grid with fewer
- * than 256 components, 1 byte per cell beside the 1-byte grid. A full
+ * lineage's labels (see pd_components.h): 8 bits for a grid with at most
+ * 254 components of more than PD_COMPONENTS_SMALL_CELLS cells, the
+ * smaller ones escaped, 1 byte per cell beside the 1-byte grid. A full
  * build floods in 32 bits and narrows at the end. The update floods need
  * 32 bits too (the marks live in the top bits), so an update reads and
  * writes labels through an overlay of the cells it touched (pd__get,
@@ -25,6 +26,11 @@
  * PD__LABEL_LIMIT.
  *
  * Update, after the cells of a rectangle changed:
+ *  0. (8 bits) Every escaped component the update can meet - those within
+ *     one cell of the rectangle - gets a temporary label, on all its cells,
+ *     so steps 1 and 2 work on labels that name one component each. New
+ *     components get temporary labels too; the write-back keeps the small
+ *     ones escaped and gives the others new labels (pd__final_labels).
  *  1. Cells that became blocked get label 0. For each old label they carried,
  *     the open cells next to them ("seeds") are the only places the component
  *     can have been cut: any path between two surviving cells that ran
@@ -56,9 +62,14 @@
 #define PD__VISITED 0x80000000u
 #define PD__SEED 0x40000000u
 #define PD__MARKS (PD__VISITED | PD__SEED)
-/* Labels must stay below the mark bits; the update refuses (asks for a
- * rebuild) before reaching it. */
-#define PD__LABEL_LIMIT PD__SEED
+/* Labels an update in 8 bits gives the components it works on that have
+ * no label of their own (escaped ones, and new ones), until its end
+ * decides which of them stay escaped (pd__final_labels): PD__TEMP_BASE +
+ * a number, below the marks. */
+#define PD__TEMP_BASE 0x20000000u
+/* Stored labels stay below the temporary ones; the update refuses (asks
+ * for a rebuild) before reaching it. */
+#define PD__LABEL_LIMIT PD__TEMP_BASE
 
 /* A growable array of padded cell indices, used as a BFS queue that keeps
  * everything ever pushed. */
@@ -185,9 +196,9 @@ pd_components *pd_components_clone(const pd_components *c)
 
 /* Floods from `start` over passable cells of g still labelled 0 in the
  * 32-bit labels, writing `label`. The queue is a plain array: each cell
- * enters it once. */
-static void pd__flood_unlabelled(uint32_t *labels, int32_t stride, const pd_grid *g, uint32_t *queue,
-                                 uint32_t start, uint32_t label)
+ * enters it once. Returns the cells flooded. */
+static uint32_t pd__flood_unlabelled(uint32_t *labels, int32_t stride, const pd_grid *g, uint32_t *queue,
+                                     uint32_t start, uint32_t label)
 {
     const uint32_t step[4] = { 1u, (uint32_t)-1, (uint32_t)stride, (uint32_t)-stride };
     size_t head = 0, tail = 0;
@@ -203,6 +214,40 @@ static void pd__flood_unlabelled(uint32_t *labels, int32_t stride, const pd_grid
             }
         }
     }
+    return (uint32_t)tail;
+}
+
+/* Narrows a full build's 32-bit labels 1..count (sizes[l]: cells of
+ * component l) to 8 bits when they fit with escapes: the components of
+ * more than PD_COMPONENTS_SMALL_CELLS cells numbered anew in scan order,
+ * the others escaped. Returns 1 when done, 0 when more than 254 are
+ * large (or memory ran out: the labels then stay as they were). */
+static int pd__narrow_with_escapes(pd_components *c, const uint32_t *sizes)
+{
+    uint8_t *to_label = malloc((size_t)c->count + 1);
+    if (!to_label)
+        return 0;
+    uint32_t large = 0;
+    to_label[0] = 0;
+    for (uint32_t l = 1; l <= c->count; l++) {
+        if (sizes[l] <= PD_COMPONENTS_SMALL_CELLS)
+            to_label[l] = PD_COMPONENTS_ESCAPED;
+        else if (++large < PD_COMPONENTS_ESCAPED)
+            to_label[l] = (uint8_t)large;
+    }
+    const size_t n = pd__cells_total(c->width, c->height);
+    uint8_t *narrow = large < PD_COMPONENTS_ESCAPED ? malloc(n) : NULL;
+    if (narrow) {
+        const uint32_t *wide = c->labels;
+        for (size_t i = 0; i < n; i++)
+            narrow[i] = to_label[wide[i]];
+        free(c->labels);
+        c->labels = narrow;
+        c->label_bytes = 1;
+        c->next_label = large + 1;
+    }
+    free(to_label);
+    return narrow != NULL;
 }
 
 pd_components *pd_components_build(const pd_grid *g)
@@ -217,21 +262,147 @@ pd_components *pd_components_build(const pd_grid *g)
         pd_components_destroy(c);
         return NULL;
     }
+    /* sizes.v[l]: the cells of component l (v[0] for label 0), grown as
+     * labels are given: a map with few components allocates little.
+     * Without them escapes are off (16 or 32 bits). */
+    pd__cells sizes = { NULL, 0, 0 };
+    if (pd__cells_push(&sizes, 0) < 0) {
+        free(sizes.v);
+        sizes.v = NULL;
+    }
     uint32_t *labels = c->labels;
     for (int32_t y = 0; y < g->height; y++) {
         for (int32_t x = 0; x < g->width; x++) {
             uint32_t i = (uint32_t)pd_grid_index(g, x, y);
             if (g->cells[i] != PD_CELL_BLOCKED && labels[i] == 0) {
-                pd__flood_unlabelled(labels, c->stride, g, queue, i, c->next_label++);
+                uint32_t cells = pd__flood_unlabelled(labels, c->stride, g, queue, i, c->next_label++);
                 c->count++;
+                if (sizes.v && pd__cells_push(&sizes, cells) < 0) {
+                    free(sizes.v);
+                    sizes.v = NULL;
+                }
             }
         }
     }
     free(queue);
     /* Short of memory for the narrow copy, the labels stay 32 bits wide:
      * right, only larger. */
-    (void)pd__set_width(c, pd_components_bytes_for(c->next_label));
+    if (pd_components_bytes_for(c->next_label) == 1 || !sizes.v || !pd__narrow_with_escapes(c, sizes.v))
+        (void)pd__set_width(c, pd_components_bytes_for(c->next_label));
+    free(sizes.v);
     return c;
+}
+
+/* ------------------------------------------------ escaped components */
+
+/* The visited set of a small flood: open addressing over twice the cells
+ * it can hold, padded index + 1 per slot (0 = empty). */
+#define PD__SMALL_SLOTS (2 * PD_COMPONENTS_SMALL_CELLS)
+
+static int pd__small_add(uint32_t *seen, uint32_t cell)
+{
+    uint32_t at = (cell * 0x9E3779B1u) >> 25; /* 7 bits: PD__SMALL_SLOTS */
+    while (seen[at] != 0) {
+        if (seen[at] == cell + 1)
+            return 0;
+        at = (at + 1) & (PD__SMALL_SLOTS - 1);
+    }
+    seen[at] = cell + 1;
+    return 1;
+}
+
+/* Floods the escaped component holding padded index `from` into cells[]
+ * (breadth-first), stopping once it reaches `stop` (UINT32_MAX: never).
+ * Returns the cells found; *reached tells whether stop was among them.
+ * The cap keeps a broken invariant from writing past cells[]. */
+static uint32_t pd__small_flood(const pd_components *c, uint32_t from, uint32_t stop, uint32_t *cells,
+                                int *reached)
+{
+    const uint32_t step[4] = { 1u, (uint32_t)-1, (uint32_t)c->stride, (uint32_t)-c->stride };
+    const uint8_t *v = c->labels;
+    uint32_t seen[PD__SMALL_SLOTS];
+    memset(seen, 0, sizeof seen);
+    uint32_t n = 0;
+    (void)pd__small_add(seen, from);
+    cells[n++] = from;
+    *reached = from == stop;
+    for (uint32_t head = 0; head < n && !*reached; head++) {
+        for (int d = 0; d < 4 && n < PD_COMPONENTS_SMALL_CELLS; d++) {
+            uint32_t nb = cells[head] + step[d];
+            if (v[nb] != PD_COMPONENTS_ESCAPED || !pd__small_add(seen, nb))
+                continue;
+            cells[n++] = nb;
+            if (nb == stop) {
+                *reached = 1;
+                break;
+            }
+        }
+    }
+    return n;
+}
+
+uint32_t pd_components_small_label(const pd_components *c, size_t i)
+{
+    uint32_t cells[PD_COMPONENTS_SMALL_CELLS];
+    int reached;
+    uint32_t n = pd__small_flood(c, (uint32_t)i, UINT32_MAX, cells, &reached);
+    uint32_t first = cells[0];
+    for (uint32_t k = 1; k < n; k++)
+        first = cells[k] < first ? cells[k] : first;
+    return PD_COMPONENTS_SMALL_LABEL | first;
+}
+
+int pd_components_small_connected(const pd_components *c, size_t a, size_t b)
+{
+    /* A component of at most PD_COMPONENTS_SMALL_CELLS cells spans fewer
+     * steps than that: cells farther apart need no flood. */
+    const size_t s = (size_t)c->stride;
+    size_t dx = a % s > b % s ? a % s - b % s : b % s - a % s;
+    size_t dy = a / s > b / s ? a / s - b / s : b / s - a / s;
+    if (dx + dy >= PD_COMPONENTS_SMALL_CELLS)
+        return 0;
+    uint32_t cells[PD_COMPONENTS_SMALL_CELLS];
+    int reached;
+    (void)pd__small_flood(c, (uint32_t)a, (uint32_t)b, cells, &reached);
+    return reached;
+}
+
+static int pd__compare_cell(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void pd_components_match_init(pd_components_match *m, const pd_components *c, uint32_t label)
+{
+    m->stored = label == 0 || (label & PD_COMPONENTS_SMALL_LABEL) ? UINT32_MAX : label;
+    m->n = 0;
+    if (!(label & PD_COMPONENTS_SMALL_LABEL))
+        return;
+    /* A small label names its first cell, which must be escaped (else the
+     * label is not one of c's and matches nothing). */
+    size_t first = label & ~PD_COMPONENTS_SMALL_LABEL;
+    if (first >= pd__cells_total(c->width, c->height) || !pd_components_escaped(c, pd_components_at(c, first)))
+        return;
+    int reached;
+    m->n = pd__small_flood(c, (uint32_t)first, UINT32_MAX, m->cells, &reached);
+    qsort(m->cells, m->n, sizeof *m->cells, pd__compare_cell);
+    m->stored = PD_COMPONENTS_ESCAPED;
+}
+
+int pd_components_match_small(const pd_components_match *m, size_t i)
+{
+    uint32_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (m->cells[mid] == i)
+            return 1;
+        if (m->cells[mid] < i)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------ update */
@@ -301,6 +472,7 @@ typedef struct pd__repair {
     pd__cells touched;        /* (label, cell) pairs next to a region */
     pd__lockstep *floods;
     size_t n_floods, floods_cap;
+    uint32_t n_temps;         /* temporary labels given (PD__TEMP_BASE + 0..n_temps-1) */
 } pd__repair;
 
 /* The working label (marks included) of padded cell `cell`. */
@@ -328,24 +500,159 @@ static int pd__set(pd__repair *r, uint32_t cell, uint32_t v)
     return 0;
 }
 
+static int pd__new_label(pd_components *c, uint32_t *label)
+{
+    if (c->next_label >= PD__LABEL_LIMIT)
+        return -1;
+    *label = c->next_label++;
+    return 0;
+}
+
+/* Makes room in diff for `more` pairs. Returns 0, or -1 (memory). */
+static int pd__diff_reserve(pd_components_diff *diff, size_t more)
+{
+    if (diff->n + more <= diff->cap)
+        return 0;
+    size_t cap = diff->cap ? diff->cap : 256;
+    while (cap < diff->n + more)
+        cap *= 2;
+    uint32_t *grown = realloc(diff->pairs, 2 * cap * sizeof *grown);
+    if (!grown)
+        return -1;
+    diff->pairs = grown;
+    diff->cap = cap;
+    return 0;
+}
+
+/* Appends (cell, label) to diff. Returns 0, or -1 (memory). */
+static int pd__diff_push(pd_components_diff *diff, uint32_t cell, uint32_t label)
+{
+    if (pd__diff_reserve(diff, 1) < 0)
+        return -1;
+    diff->pairs[2 * diff->n] = cell;
+    diff->pairs[2 * diff->n + 1] = label;
+    diff->n++;
+    return 0;
+}
+
+static int pd__overlay_has(const pd__overlay *o, uint32_t cell)
+{
+    return o->n && o->slots[pd__overlay_slot(o, cell + 1)] != 0;
+}
+
+/*
+ * Widens 8-bit labels to 32 bits, giving each escaped component outside
+ * the overlay a new label (in index order; the overlay's cells get theirs
+ * from the overlay), and appends those writes to diff (may be NULL): a
+ * copy widened without escapes resolved, then given the pairs, ends the
+ * same. Returns 0, or -1 (memory; c unchanged).
+ */
+static int pd__widen_escaped(pd__repair *r, pd_components_diff *diff)
+{
+    pd_components *c = r->c;
+    const size_t n = pd__cells_total(c->width, c->height);
+    const uint8_t *narrow = c->labels;
+    uint32_t *wide = malloc(n * sizeof *wide);
+    if (!wide)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        wide[i] = narrow[i] == PD_COMPONENTS_ESCAPED ? 0 : narrow[i];
+    for (size_t i = 0; i < n; i++) {
+        if (narrow[i] != PD_COMPONENTS_ESCAPED || wide[i] != 0 || pd__overlay_has(&r->ov, (uint32_t)i))
+            continue;
+        uint32_t label = c->next_label++;
+        r->queue.n = 0;
+        wide[i] = label;
+        if (pd__cells_push(&r->queue, (uint32_t)i) < 0)
+            goto fail;
+        for (size_t head = 0; head < r->queue.n; head++) {
+            uint32_t cell = r->queue.v[head];
+            if (diff && pd__diff_push(diff, cell, label) < 0)
+                goto fail;
+            for (int d = 0; d < 4; d++) {
+                uint32_t nb = cell + r->step[d];
+                if (narrow[nb] != PD_COMPONENTS_ESCAPED || wide[nb] != 0)
+                    continue;
+                wide[nb] = label;
+                if (pd__cells_push(&r->queue, nb) < 0)
+                    goto fail;
+            }
+        }
+    }
+    free(c->labels);
+    c->labels = wide;
+    c->label_bytes = sizeof *wide;
+    return 0;
+fail:
+    free(wide);
+    return -1;
+}
+
+/*
+ * The stored label of each temporary one (final[t] for PD__TEMP_BASE + t):
+ * a component of at most PD_COMPONENTS_SMALL_CELLS cells stays escaped, a
+ * larger one gets a new label. Every cell of a temporary label is in the
+ * overlay (escaped components are resolved whole, new parts are flooded
+ * whole), so counting the overlay sizes them. When the new labels do not
+ * fit 8 bits the labels widen (pd__widen_escaped) and every temporary
+ * label gets a label of its own, the width then the narrowest that holds
+ * next_label. Returns 0, or -1 (memory).
+ */
+static int pd__final_labels(pd__repair *r, pd_components_diff *diff, uint32_t *final)
+{
+    pd_components *c = r->c;
+    uint32_t *sizes = calloc(r->n_temps, sizeof *sizes);
+    if (!sizes)
+        return -1;
+    size_t cap = r->ov.bits ? (size_t)1 << r->ov.bits : 0;
+    for (size_t i = 0; i < cap; i++) {
+        uint32_t label = (uint32_t)r->ov.slots[i];
+        if (r->ov.slots[i] != 0 && label >= PD__TEMP_BASE)
+            sizes[label - PD__TEMP_BASE]++;
+    }
+    uint32_t large = 0;
+    for (uint32_t t = 0; t < r->n_temps; t++)
+        large += sizes[t] > PD_COMPONENTS_SMALL_CELLS;
+    int widen = pd_components_bytes_for(c->next_label + large) > 1;
+    if (widen && pd__widen_escaped(r, diff) < 0) {
+        free(sizes);
+        return -1;
+    }
+    int rc = 0;
+    for (uint32_t t = 0; t < r->n_temps && rc == 0; t++) {
+        final[t] = PD_COMPONENTS_ESCAPED;
+        if (sizes[t] > (widen ? 0 : PD_COMPONENTS_SMALL_CELLS))
+            rc = pd__new_label(c, &final[t]);
+    }
+    free(sizes);
+    /* Short of memory for the narrower copy, the labels stay 32 bits
+     * wide (the diff says so): right, only larger. */
+    if (widen)
+        (void)pd__set_width(c, pd_components_bytes_for(c->next_label));
+    return rc;
+}
+
 /* Writes the overlay (now free of marks) back into the stored labels,
- * widening them first if a new label does not fit their width, and appends
- * what it wrote to diff (may be NULL). */
+ * temporary labels replaced by their final ones, widening first if a new
+ * label does not fit their width, and appends what it wrote to diff (may
+ * be NULL). */
 static int pd__overlay_flush(pd__repair *r, pd_components_diff *diff)
 {
     pd_components *c = r->c;
-    uint32_t need = pd_components_bytes_for(c->next_label);
-    if (need > c->label_bytes && pd__set_width(c, need) != 0)
-        return -1;
-    if (diff && diff->n + r->ov.n > diff->cap) {
-        size_t cap = diff->cap ? diff->cap : 256;
-        while (cap < diff->n + r->ov.n)
-            cap *= 2;
-        uint32_t *grown = realloc(diff->pairs, 2 * cap * sizeof *grown);
-        if (!grown)
+    uint32_t *final = NULL;
+    if (r->n_temps > 0) {
+        if (!(final = malloc(r->n_temps * sizeof *final)) || pd__final_labels(r, diff, final) < 0) {
+            free(final);
             return -1;
-        diff->pairs = grown;
-        diff->cap = cap;
+        }
+    } else {
+        uint32_t need = pd_components_bytes_for(c->next_label);
+        if (need > c->label_bytes && pd__set_width(c, need) != 0)
+            return -1;
+    }
+    if (diff && pd__diff_reserve(diff, r->ov.n) < 0) {
+        free(final);
+        return -1;
     }
     size_t cap = r->ov.bits ? (size_t)1 << r->ov.bits : 0;
     for (size_t i = 0; i < cap; i++) {
@@ -353,13 +660,13 @@ static int pd__overlay_flush(pd__repair *r, pd_components_diff *diff)
         if (slot == 0)
             continue;
         uint32_t at = (uint32_t)(slot >> 32) - 1, label = (uint32_t)slot;
+        if (label >= PD__TEMP_BASE)
+            label = final[label - PD__TEMP_BASE];
         pd__put(c, at, label);
-        if (diff) {
-            diff->pairs[2 * diff->n] = at;
-            diff->pairs[2 * diff->n + 1] = label;
-            diff->n++;
-        }
+        if (diff)
+            (void)pd__diff_push(diff, at, label); /* room reserved above */
     }
+    free(final);
     if (diff) {
         diff->next_label = c->next_label;
         diff->count = c->count;
@@ -371,7 +678,11 @@ static int pd__overlay_flush(pd__repair *r, pd_components_diff *diff)
 int pd_components_apply_diff(pd_components *c, const pd_components_diff *diff)
 {
     /* c may already be wider than the diff's width (it then stays so):
-     * every label the diff holds fits either. */
+     * every label the diff holds fits either, but an escape does not mean
+     * one in wider labels. A copy the diff's updates started from is never
+     * wider than they end (widths only grow), so that is refused. */
+    if (diff->label_bytes == 1 && c->label_bytes > 1 && diff->n > 0)
+        return -1;
     if (diff->label_bytes > c->label_bytes && pd__set_width(c, diff->label_bytes) != 0)
         return -1;
     for (size_t i = 0; i < diff->n; i++)
@@ -389,11 +700,52 @@ void pd_components_diff_free(pd_components_diff *diff)
     memset(diff, 0, sizeof *diff);
 }
 
-static int pd__new_label(pd_components *c, uint32_t *label)
+/* The label a component the update makes starts with: in 8 bits a
+ * temporary one (the end decides whether it stays escaped), else a new
+ * label. */
+static int pd__new_component_label(pd__repair *r, uint32_t *label)
 {
-    if (c->next_label >= PD__LABEL_LIMIT)
+    if (r->c->label_bytes != 1)
+        return pd__new_label(r->c, label);
+    if (r->n_temps >= PD__SEED - PD__TEMP_BASE)
         return -1;
-    *label = c->next_label++;
+    *label = PD__TEMP_BASE + r->n_temps++;
+    return 0;
+}
+
+/*
+ * Gives every escaped component within one cell of the changed rectangle
+ * a temporary label of its own, on all its cells, in the overlay, so the
+ * repair tells escaped components apart as it does labelled ones. Those
+ * are all it can meet: it reads the rectangle's cells and their
+ * neighbours, and floods only components met there (an escaped cell's
+ * neighbours outside the rectangle are in its own component).
+ */
+static int pd__resolve_escaped(pd__repair *r)
+{
+    if (r->c->label_bytes != 1)
+        return 0;
+    for (int32_t y = r->y0 - 1; y <= r->y1 + 1; y++) {
+        for (int32_t x = r->x0 - 1; x <= r->x1 + 1; x++) {
+            uint32_t i = (uint32_t)pd_grid_index(r->g, x, y);
+            if (pd__get(r, i) != PD_COMPONENTS_ESCAPED)
+                continue;
+            uint32_t temp;
+            r->queue.n = 0;
+            if (pd__new_component_label(r, &temp) < 0 || pd__set(r, i, temp) < 0 ||
+                pd__cells_push(&r->queue, i) < 0)
+                return -1;
+            for (size_t head = 0; head < r->queue.n; head++) {
+                for (int d = 0; d < 4; d++) {
+                    uint32_t nb = r->queue.v[head] + r->step[d];
+                    if (pd__get(r, nb) != PD_COMPONENTS_ESCAPED)
+                        continue;
+                    if (pd__set(r, nb, temp) < 0 || pd__cells_push(&r->queue, nb) < 0)
+                        return -1;
+                }
+            }
+        }
+    }
     return 0;
 }
 
@@ -563,7 +915,7 @@ static int pd__split_component(pd__repair *r, uint32_t label, const uint32_t *gr
         uint32_t to = label;
         if (growing[root] == 0) {
             if (fresh[root] == 0) {
-                if (pd__new_label(c, &fresh[root]) < 0)
+                if (pd__new_component_label(r, &fresh[root]) < 0)
                     goto out;
                 parts++;
             }
@@ -726,7 +1078,7 @@ static int pd__join_region(pd__repair *r)
     uint32_t target;
     size_t keeper = 0;
     if (r->n_floods == 0) {
-        if (pd__new_label(c, &target) < 0)
+        if (pd__new_component_label(r, &target) < 0)
             return -1;
         c->count++;
     } else {
@@ -828,11 +1180,16 @@ int pd_components_update_diff(pd_components *c, const pd_grid *g, int32_t x0, in
     r.step[1] = (uint32_t)-1;
     r.step[2] = (uint32_t)c->stride;
     r.step[3] = (uint32_t)-c->stride;
-    int rc = pd__apply_closed(&r);
+    int rc = pd__resolve_escaped(&r);
+    if (rc == 0)
+        rc = pd__apply_closed(&r);
     if (rc == 0)
         rc = pd__apply_opened(&r);
     /* The stored labels change only here, all at once: a failed update
-     * leaves them as they were. */
+     * leaves them as they were, unless the write-back had widened them
+     * (8 bits, escapes labelled) when it failed: they are then right for
+     * the old cells but not the new, so the caller rebuilds (pd_scene.c
+     * does, on any failure). */
     if (rc == 0)
         rc = pd__overlay_flush(&r, diff);
     free(r.ov.slots);

@@ -23,17 +23,18 @@ typedef struct pd__nearest {
     const pd_grid *g;
     const pd_components *comps;
     uint32_t label;
+    pd_components_match in;          /* label, when non-zero */
     int64_t px, py;
     int found;
     uint64_t best_d2;     /* squared Euclidean distance of best */
     pd_point best;
 } pd__nearest;
 
-static int pd__qualifies(const pd__nearest *s, int32_t x, int32_t y)
+static inline int pd__qualifies(const pd__nearest *s, int32_t x, int32_t y)
 {
     if (pd_grid_get(s->g, x, y) == PD_CELL_BLOCKED)
         return 0;
-    return s->label == 0 || pd_components_label(s->comps, (pd_point){x, y}) == s->label;
+    return s->label == 0 || pd_components_in(s->comps, &s->in, (pd_point){x, y});
 }
 
 /* Only rings up to about sqrt(2) * max_radius (<= sqrt(2) * INT32_MAX) are
@@ -44,7 +45,7 @@ static uint64_t pd__abs64(int64_t v)
     return (uint64_t)(v < 0 ? -v : v);
 }
 
-static void pd__consider(pd__nearest *s, int64_t x, int64_t y)
+static inline void pd__consider(pd__nearest *s, int64_t x, int64_t y)
 {
     if (!pd__qualifies(s, (int32_t)x, (int32_t)y))
         return;
@@ -120,7 +121,19 @@ pd_status pd_fallback_nearest(const pd_grid *g, const pd_components *comps, uint
     if (label != 0 && (!comps || comps->width != g->width || comps->height != g->height))
         return PD_INVALID_ARGUMENT;
 
-    pd__nearest s = {.g = g, .comps = comps, .label = label, .px = p.x, .py = p.y};
+    /* Set field by field: an initialiser would clear the match's cells
+     * array (264 bytes) on every call, the ones answered at once too. */
+    pd__nearest s;
+    s.g = g;
+    s.comps = comps;
+    s.label = label;
+    if (label != 0)
+        pd_components_match_init(&s.in, comps, label);
+    s.px = p.x;
+    s.py = p.y;
+    s.found = 0;
+    s.best_d2 = 0;
+    s.best = (pd_point){0, 0};
     int64_t first_ring = pd__max64(pd__axis_gap(s.px, g->width), pd__axis_gap(s.py, g->height));
     int64_t last_ring = pd__max64(pd__axis_reach(s.px, g->width), pd__axis_reach(s.py, g->height));
     /* The first hit must lie within max_radius rings; the rings checked after
@@ -148,6 +161,8 @@ pd_status pd_fallback_line(const pd_grid *g, const pd_components *comps,
     uint32_t label = pd_components_label(comps, start);
     if (label == 0)
         return PD_NO_PATH;
+    pd_components_match in;
+    pd_components_match_init(&in, comps, label);
 
     pd__supercover w;
     pd__supercover_init(&w, goal, start);
@@ -157,14 +172,14 @@ pd_status pd_fallback_line(const pd_grid *g, const pd_components *comps,
         if (m == PD__SUPERCOVER_CORNER) {
             for (int i = 0; i < 2; i++) {
                 if (pd_grid_get(g, side[i].x, side[i].y) != PD_CELL_BLOCKED &&
-                    pd_components_label(comps, side[i]) == label) {
+                    pd_components_in(comps, &in, side[i])) {
                     *out = side[i];
                     return PD_OK;
                 }
             }
         }
         pd_point c = pd__supercover_cell(&w);
-        if (pd_grid_get(g, c.x, c.y) != PD_CELL_BLOCKED && pd_components_label(comps, c) == label) {
+        if (pd_grid_get(g, c.x, c.y) != PD_CELL_BLOCKED && pd_components_in(comps, &in, c)) {
             *out = c;
             return PD_OK;
         }

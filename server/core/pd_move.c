@@ -217,6 +217,7 @@ static int pd__ring_search(const pd_grid *g, pd_point at, uint32_t radius, pd__c
 typedef struct pd__open_in {
     const pd_components *labels;
     uint32_t label;
+    const pd_components_match *in;   /* label, when labels and label are set */
 } pd__open_in;
 
 static int pd__want_open(const pd_grid *g, int64_t x, int64_t y, const void *user)
@@ -224,8 +225,7 @@ static int pd__want_open(const pd_grid *g, int64_t x, int64_t y, const void *use
     const pd__open_in *in = user;
     if (!pd__open(g, x, y))
         return 0;
-    return !in->labels || in->label == 0 ||
-           pd_components_label(in->labels, (pd_point){(int32_t)x, (int32_t)y}) == in->label;
+    return !in->labels || in->label == 0 || pd_components_in(in->labels, in->in, (pd_point){(int32_t)x, (int32_t)y});
 }
 
 static int pd__want_blocked(const pd_grid *g, int64_t x, int64_t y, const void *user)
@@ -237,7 +237,10 @@ static int pd__want_blocked(const pd_grid *g, int64_t x, int64_t y, const void *
 pd_status pd_move_nearest_open(const pd_grid *g, pd_point at, uint32_t radius, const pd_components *labels,
                                uint32_t label, pd_point *cell, double *dist)
 {
-    pd__open_in in = {labels, label};
+    pd_components_match match;
+    if (labels && label)
+        pd_components_match_init(&match, labels, label);
+    pd__open_in in = {labels, label, &match};
     uint64_t d2;
     if (!pd__ring_search(g, at, radius, pd__want_open, &in, cell, &d2))
         return PD_NO_PATH;

@@ -441,17 +441,18 @@ static pd_status pd__targets_reachable(const pd_path_query *q, const pd_grid *gr
         return PD_GOAL_BLOCKED;
     if (!comps)
         return PD_OK;
-    const uint32_t label = pd_components_label(comps, start);
+    pd_components_match in;
+    pd_components_match_init(&in, comps, pd_components_label(comps, start));
     const int32_t r = (int32_t)ceil(q->range);
     for (size_t i = 0; i < q->n_goals; i++) {
         const pd_point g = q->goals[i];
-        if (pd_grid_get(grid, g.x, g.y) != PD_CELL_BLOCKED && pd_components_label(comps, g) == label)
+        if (pd_grid_get(grid, g.x, g.y) != PD_CELL_BLOCKED && pd_components_in(comps, &in, g))
             return PD_OK;
         for (int32_t y = g.y - r; y <= g.y + r; y++)
             for (int32_t x = g.x - r; x <= g.x + r; x++) {
                 const pd_point c = { x, y };
                 if (pd_grid_in_bounds(grid, x, y) && pd_targets_in_range(q->range, c, g) &&
-                    pd_grid_get(grid, x, y) != PD_CELL_BLOCKED && pd_components_label(comps, c) == label)
+                    pd_grid_get(grid, x, y) != PD_CELL_BLOCKED && pd_components_in(comps, &in, c))
                     return PD_OK;
             }
     }

@@ -26,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include "components_check.h"
 #include "core_check.h"
 #include "pd_components.h"
 #include "test_rng.h"
@@ -33,6 +34,11 @@
 #define CC_RANDOM_GRIDS 120
 #define CC_MAX_SIDE 60
 #define CC_UPDATES_PER_GRID 40
+/* check_queries asks about every cell of grids up to this size, and
+ * about every CC_QUERY_STRIDE-th cell of larger ones (a prime, so that
+ * the sample walks across rows and columns). */
+#define CC_QUERY_ALL_CELLS 40000
+#define CC_QUERY_STRIDE 7
 
 /* ------------------------------------------------- reference partition */
 
@@ -78,6 +84,41 @@ static int32_t reference_sets(const pd_grid *g, int32_t *root)
     return sets;
 }
 
+/* The queries against the reference sets root[] (w*h, -1 on blocked):
+ * pd_components_connected for pairs of every class (the same cell, a
+ * neighbour, cells a few steps apart and far apart; stored and escaped
+ * labels alike, since every open cell is paired), and pd_components_in for
+ * the labels of a sample of cells against every cell. Grids of more than
+ * CC_QUERY_ALL_CELLS cells are sampled: every CC_QUERY_STRIDE-th cell. */
+static void check_queries(const pd_components *c, const int32_t *root, const char *what)
+{
+    const int32_t w = c->width, h = c->height, stride = w * h > CC_QUERY_ALL_CELLS ? CC_QUERY_STRIDE : 1;
+    static const int32_t off[][2] = { { 0, 0 }, { 1, 0 }, { 0, 1 }, { 2, 1 }, { -3, 2 }, { 5, 5 }, { 40, -7 } };
+    for (int32_t at = 0; at < w * h; at += stride) {
+        const int32_t x = at % w, y = at / w;
+        for (size_t k = 0; k < sizeof off / sizeof *off; k++) {
+            int32_t bx = ((x + off[k][0]) % w + w) % w, by = ((y + off[k][1]) % h + h) % h;
+            int want = root[at] >= 0 && root[at] == root[by * w + bx];
+            if (pd_components_connected(c, (pd_point){ x, y }, (pd_point){ bx, by }) != want)
+                fail_msg("%s: connected (%d,%d)-(%d,%d) should be %d", what, x, y, bx, by, want);
+        }
+    }
+    assert_false(pd_components_connected(c, (pd_point){ -1, 0 }, (pd_point){ 0, 0 }));
+    const int32_t every = w * h / 8 + 1;
+    for (int32_t at = 0; at < w * h; at += every) {
+        if (root[at] < 0)
+            continue;
+        pd_components_match m;
+        pd_components_match_init(&m, c, pd_components_label(c, (pd_point){ at % w, at / w }));
+        for (int32_t i = 0; i < w * h; i += stride) {
+            if (pd_components_in(c, &m, (pd_point){ i % w, i / w }) != (root[i] == root[at]))
+                fail_msg("%s: (%d,%d) in the component of (%d,%d) should be %d", what, i % w, i / w, at % w,
+                         at / w, root[i] == root[at]);
+        }
+        assert_false(pd_components_in(c, &m, (pd_point){ w, 0 }));
+    }
+}
+
 /* Checks c's labels induce the reference partition of g. */
 static void check_partition(const pd_components *c, const pd_grid *g, const char *what)
 {
@@ -88,12 +129,14 @@ static void check_partition(const pd_components *c, const pd_grid *g, const char
     int32_t *root = malloc((size_t)w * (size_t)h * sizeof *root);
     assert_non_null(root);
     int32_t sets = reference_sets(g, root);
-    /* label -> set and set -> label must both be functions. */
-    int32_t *set_of_label = malloc((size_t)c->next_label * sizeof *set_of_label);
+    /* label -> set and set -> label must both be functions (labels by
+     * their components_key, small ones included). */
+    const size_t keys = components_keys(c);
+    int32_t *set_of_label = malloc(keys * sizeof *set_of_label);
     uint32_t *label_of_set = calloc((size_t)w * (size_t)h, sizeof *label_of_set);
     assert_non_null(set_of_label);
     assert_non_null(label_of_set);
-    for (uint32_t l = 0; l < c->next_label; l++)
+    for (size_t l = 0; l < keys; l++)
         set_of_label[l] = -1;
     int32_t labels_seen = 0;
     for (int32_t y = 0; y < h; y++) {
@@ -106,13 +149,14 @@ static void check_partition(const pd_components *c, const pd_grid *g, const char
                     fail_msg("%s: blocked (%d,%d) has label %u", what, x, y, l);
                 continue;
             }
-            if (l == 0 || l >= c->next_label)
+            size_t k = components_key(c, l);
+            if (l == 0 || k == (size_t)-1)
                 fail_msg("%s: open (%d,%d) has label %u (next_label %u)", what, x, y, l,
                          c->next_label);
-            if (set_of_label[l] < 0) {
-                set_of_label[l] = s;
+            if (set_of_label[k] < 0) {
+                set_of_label[k] = s;
                 labels_seen++;
-            } else if (set_of_label[l] != s) {
+            } else if (set_of_label[k] != s) {
                 fail_msg("%s: label %u spans two components (at (%d,%d))", what, l, x, y);
             }
             if (label_of_set[s] == 0)
@@ -124,6 +168,10 @@ static void check_partition(const pd_components *c, const pd_grid *g, const char
     }
     if (labels_seen != sets || c->count != (uint32_t)sets)
         fail_msg("%s: %d labels, count %u, %d components", what, labels_seen, c->count, sets);
+    char why[160];
+    if (components_small_rule_broken(c, why, sizeof why))
+        fail_msg("%s: %s", what, why);
+    check_queries(c, root, what);
     size_t n = (size_t)c->stride * (size_t)(h + 2);
     for (size_t i = 0; i < n; i++) {
         int32_t x = (int32_t)(i % (size_t)c->stride) - 1, y = (int32_t)(i / (size_t)c->stride) - 1;
@@ -138,37 +186,20 @@ static void check_partition(const pd_components *c, const pd_grid *g, const char
 /* Both labelings must group cells the same way. */
 static void check_same_partition(const pd_components *a, const pd_components *b)
 {
-    size_t n = (size_t)a->stride * (size_t)(a->height + 2);
-    uint32_t *a_to_b = calloc(a->next_label, sizeof *a_to_b);
-    uint32_t *b_to_a = calloc(b->next_label, sizeof *b_to_a);
-    assert_non_null(a_to_b);
-    assert_non_null(b_to_a);
-    for (size_t i = 0; i < n; i++) {
-        uint32_t la = pd_components_at(a, i), lb = pd_components_at(b, i);
-        assert_int_equal(la == 0, lb == 0);
-        if (la == 0)
-            continue;
-        if (a_to_b[la] == 0)
-            a_to_b[la] = lb;
-        if (b_to_a[lb] == 0)
-            b_to_a[lb] = la;
-        assert_int_equal(a_to_b[la], lb);
-        assert_int_equal(b_to_a[lb], la);
-    }
-    assert_int_equal(a->count, b->count);
-    free(a_to_b);
-    free(b_to_a);
+    char why[160];
+    if (components_differ(a, b, why, sizeof why))
+        fail_msg("%s", why);
 }
 
 /* -------------------------------------------------------------- tests */
 
 /* The width the documented rule gives labels below next_label, written
  * here from pd_components.h's text rather than from its code: 8 bits for
- * labels up to 255, 16 up to 65535, else 32. */
+ * labels up to 254 (255 is the escape), 16 up to 65535, else 32. */
 static uint32_t rule_bytes(uint32_t next_label)
 {
     uint32_t highest = next_label - 1;
-    return highest <= 255u ? 1u : highest <= 65535u ? 2u : 4u;
+    return highest <= 254u ? 1u : highest <= 65535u ? 2u : 4u;
 }
 
 
@@ -197,10 +228,20 @@ static void test_small_map(void **state)
     pd_grid_destroy(g);
 }
 
+/* Whether some cell of c is stored escaped. */
+static int has_escapes(const pd_components *c)
+{
+    size_t n = (size_t)c->stride * (size_t)(c->height + 2);
+    for (size_t i = 0; i < n; i++)
+        if (pd_components_escaped(c, pd_components_at(c, i)))
+            return 1;
+    return 0;
+}
+
 static void test_random_build(void **state)
 {
     uint64_t rng = 0x0DDB1A5E5BAD5EEDull;
-    int widths[5] = { 0 };
+    int escaped[2] = { 0 };
     for (int i = 0; i < CC_RANDOM_GRIDS; i++) {
         int32_t w = 1 + rng_below(&rng, CC_MAX_SIDE), h = 1 + rng_below(&rng, CC_MAX_SIDE);
         int density = rng_below(&rng, 70);
@@ -212,14 +253,14 @@ static void test_random_build(void **state)
         pd_components *c = pd_components_build(g);
         assert_non_null(c);
         check_partition(c, g, "random build");
-        /* Whatever the count, the narrowest width that holds it. */
-        assert_int_equal(c->label_bytes, rule_bytes(c->count + 1));
-        widths[c->label_bytes]++;
+        /* Whatever the count, the narrowest width the rule allows. */
+        assert_int_equal(c->label_bytes, components_reference_bytes(g));
+        escaped[has_escapes(c)]++;
         pd_components_destroy(c);
         pd_grid_destroy(g);
     }
-    /* Both sides of the 8-bit limit were built. */
-    assert_true(widths[1] > 0 && widths[2] > 0);
+    /* Builds with and without escaped components. */
+    assert_true(escaped[0] > 0 && escaped[1] > 0);
 }
 
 /* Closing one cell of a long corridor cuts it in two far beyond the repair
@@ -360,12 +401,21 @@ static void random_change(uint64_t *rng, pd_grid *g, int density, int32_t r[4], 
     *opening_out = kind == 1 || (kind >= 4 && !block_all);
 }
 
-static void test_random_updates(void **state)
+/* What random_updates saw: updates that split, merged, removed and
+ * created components, and grids built with escaped components. */
+typedef struct repairs {
+    int splits, merges, vanished, created, escaped;
+} repairs;
+
+/* Random updates on `grids` random grids of min_side..max_side a side,
+ * `updates` each, checked against the reference and a fresh build after
+ * every one. */
+static repairs random_updates(uint64_t rng, int grids, int32_t min_side, int32_t max_side, int updates)
 {
-    uint64_t rng = 0xA0761D6478BD642Full;
-    int splits = 0, merges = 0, vanished = 0, created = 0;
-    for (int i = 0; i < CC_RANDOM_GRIDS; i++) {
-        int32_t w = 1 + rng_below(&rng, CC_MAX_SIDE), h = 1 + rng_below(&rng, CC_MAX_SIDE);
+    int splits = 0, merges = 0, vanished = 0, created = 0, escaped = 0;
+    for (int i = 0; i < grids; i++) {
+        int32_t w = min_side + rng_below(&rng, max_side - min_side + 1);
+        int32_t h = min_side + rng_below(&rng, max_side - min_side + 1);
         /* Densities near the percolation threshold give many components
          * that single changes split and join. */
         int density = 15 + rng_below(&rng, 45);
@@ -376,7 +426,8 @@ static void test_random_updates(void **state)
                 pd_grid_set(g, x, y, rng_below(&rng, 100) < density ? 0 : PD_CELL_FREE);
         pd_components *c = pd_components_build(g);
         assert_non_null(c);
-        for (int u = 0; u < CC_UPDATES_PER_GRID; u++) {
+        escaped += has_escapes(c);
+        for (int u = 0; u < updates; u++) {
             int32_t r[4];
             int kind, closing, opening;
             uint32_t count_before = c->count, next_before = c->next_label;
@@ -389,6 +440,7 @@ static void test_random_updates(void **state)
                      w, h, u, kind, r[0], r[1], r[2], r[3]);
             check_partition(c, g, what);
             assert_true(c->next_label >= next_before);
+            assert_int_equal(c->label_bytes, rule_bytes(c->next_label));
             pd_components *fresh = pd_components_build(g);
             assert_non_null(fresh);
             check_same_partition(c, fresh);
@@ -412,13 +464,35 @@ static void test_random_updates(void **state)
         pd_components_destroy(c);
         pd_grid_destroy(g);
     }
-    print_message("splits %d, merges %d, vanished %d, created %d\n", splits, merges, vanished,
-                  created);
+    print_message("%dx%d..%dx%d: splits %d, merges %d, vanished %d, created %d; %d of %d built with escapes\n",
+                  min_side, min_side, max_side, max_side, splits, merges, vanished, created, escaped, grids);
+    return (repairs){ splits, merges, vanished, created, escaped };
+}
+
+/* Small grids: few enough components that builds label them all; updates
+ * escape the small parts they make. */
+static void test_random_updates(void **state)
+{
+    (void)state;
+    repairs r = random_updates(0xA0761D6478BD642Full, CC_RANDOM_GRIDS, 1, CC_MAX_SIDE, CC_UPDATES_PER_GRID);
     /* Every repair path must really have been taken. */
-    assert_true(splits > 20);
-    assert_true(merges > 20);
-    assert_true(vanished > 5);
-    assert_true(created > 5);
+    assert_true(r.splits > 20);
+    assert_true(r.merges > 20);
+    assert_true(r.vanished > 5);
+    assert_true(r.created > 5);
+}
+
+/* Larger grids near the percolation threshold: hundreds of pockets, so
+ * most builds escape the small ones and updates meet escaped components. */
+static void test_random_updates_escaped(void **state)
+{
+    (void)state;
+    repairs r = random_updates(0x5EED0E5CA9E00017ull, 16, 90, 130, 60);
+    assert_true(r.escaped >= 6);
+    assert_true(r.splits > 20);
+    assert_true(r.merges > 20);
+    assert_true(r.vanished > 5);
+    assert_true(r.created > 0);
 }
 
 /* Cuts whose detours lie beyond the repair margin: a wall with a gap keeps
@@ -465,43 +539,118 @@ static void test_long_wall(void **state)
     pd_grid_destroy(g);
 }
 
+/* Where run r of runs_grid lies: runs of run_len cells, one blocked cell
+ * apart, on the even rows from the top. */
+static pd_point run_at(int32_t width, int32_t run_len, uint32_t r)
+{
+    uint32_t per_row = (uint32_t)(width + 1) / (uint32_t)(run_len + 1);
+    return (pd_point){ (int32_t)(r % per_row) * (run_len + 1), 2 * (int32_t)(r / per_row) };
+}
+
+/* Where single cell k of runs_grid lies: on the even rows and columns from
+ * row `first_row`, in scan order. */
+static pd_point single_at(int32_t width, int32_t first_row, uint32_t k)
+{
+    uint32_t per_row = (uint32_t)(width + 1) / 2;
+    return (pd_point){ 2 * (int32_t)(k % per_row), first_row + 2 * (int32_t)(k / per_row) };
+}
+
+/* The first row of runs_grid's single cells. */
+static int32_t singles_row(int32_t width, uint32_t runs, int32_t run_len)
+{
+    return runs ? run_at(width, run_len, runs - 1).y + 2 : 0;
+}
+
+/* A width x height grid, blocked but for `runs` runs of run_len cells
+ * (run_at) and then k single cells (single_at): exactly runs + k
+ * components. */
+static pd_grid *runs_grid(int32_t width, int32_t height, uint32_t runs, int32_t run_len, uint32_t k)
+{
+    pd_grid *g = pd_grid_create(width, height);
+    assert_non_null(g);
+    for (uint32_t r = 0; r < runs; r++) {
+        pd_point p = run_at(width, run_len, r);
+        assert_true(p.y < height);
+        for (int32_t x = 0; x < run_len; x++)
+            pd_grid_set(g, p.x + x, p.y, PD_CELL_FREE);
+    }
+    const int32_t first = singles_row(width, runs, run_len);
+    for (uint32_t i = 0; i < k; i++) {
+        pd_point p = single_at(width, first, i);
+        assert_true(p.y < height);
+        pd_grid_set(g, p.x, p.y, PD_CELL_FREE);
+    }
+    return g;
+}
+
 /* A side x side grid, blocked but for k isolated single cells on the even
  * rows and columns (in scan order): exactly k components. */
 static pd_grid *isolated_cells(int32_t side, uint32_t k)
 {
-    pd_grid *g = pd_grid_create(side, side);
-    assert_non_null(g);
-    uint32_t opened = 0;
-    for (int32_t y = 0; y < side && opened < k; y += 2)
-        for (int32_t x = 0; x < side && opened < k; x += 2, opened++)
-            pd_grid_set(g, x, y, PD_CELL_FREE);
-    assert_int_equal(opened, k);
-    return g;
+    return runs_grid(side, side, 0, 1, k);
 }
 
-/* Labels take the narrowest width that holds them after a full build: 255
- * components fit 8 bits, 256 take 16, 65535 still 16, 65536 take 32; and
- * pd_components_bytes counts the padded cells at that width. */
+/* Labels take the narrowest width the rule allows after a full build, at
+ * its boundaries: up to 254 components take 8 bits with a label each;
+ * more take 8 bits while at most 254 have more than
+ * PD_COMPONENTS_SMALL_CELLS cells (the others escaped, however many), else
+ * 16 up to 65535 components and 32 beyond; a run of exactly the limit is
+ * escaped, one cell more is not. pd_components_bytes counts the padded
+ * cells at that width, and a clone keeps it. */
 static void test_label_width_after_build(void **state)
 {
     (void)state;
+    const int32_t small = PD_COMPONENTS_SMALL_CELLS;
     static const struct {
-        int32_t side;
-        uint32_t components, bytes;
-    } cases[] = { { 40, 0, 1 }, { 40, 1, 1 }, { 40, 255, 1 }, { 40, 256, 2 }, { 512, 65535, 2 }, { 512, 65536, 4 } };
+        int32_t width, height;
+        uint32_t runs;
+        int32_t run_len;
+        uint32_t singles, bytes, next_label;
+    } cases[] = {
+        { 40, 40, 0, 1, 0, 1, 1 },
+        { 40, 40, 0, 1, 1, 1, 2 },
+        { 40, 40, 0, 1, 254, 1, 255 },
+        /* 255 single cells: all escaped, no label given. */
+        { 40, 40, 0, 1, 255, 1, 1 },
+        /* 254 large runs and many small pieces: 8 bits. */
+        { 600, 200, 254, PD_COMPONENTS_SMALL_CELLS + 1, 3000, 1, 255 },
+        /* One large run more: 16 bits, every component labelled. */
+        { 600, 200, 255, PD_COMPONENTS_SMALL_CELLS + 1, 3000, 2, 3256 },
+        { 600, 200, 255, PD_COMPONENTS_SMALL_CELLS + 1, 0, 2, 256 },
+        /* 255 runs of exactly the limit: escaped, 8 bits. */
+        { 600, 200, 255, PD_COMPONENTS_SMALL_CELLS, 0, 1, 1 },
+        /* Single cells alone never widen: 65,536 of them in 8 bits. */
+        { 512, 512, 0, 1, 65536, 1, 1 },
+        { 600, 600, 255, PD_COMPONENTS_SMALL_CELLS + 1, 65280, 2, 65536 },
+        { 600, 600, 255, PD_COMPONENTS_SMALL_CELLS + 1, 65281, 4, 65537 },
+    };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        pd_grid *g = isolated_cells(cases[i].side, cases[i].components);
+        pd_grid *g = runs_grid(cases[i].width, cases[i].height, cases[i].runs, cases[i].run_len, cases[i].singles);
         pd_components *c = pd_components_build(g);
         assert_non_null(c);
-        assert_int_equal(c->count, cases[i].components);
-        assert_int_equal(c->next_label, cases[i].components + 1);
-        assert_int_equal(c->label_bytes, cases[i].bytes);
-        assert_int_equal(pd_components_bytes_for(c->next_label), cases[i].bytes);
-        size_t padded = (size_t)(cases[i].side + 2) * (size_t)(cases[i].side + 2);
+        char what[96];
+        snprintf(what, sizeof what, "%u runs of %d and %u single cells", cases[i].runs, cases[i].run_len,
+                 cases[i].singles);
+        if (c->count != cases[i].runs + cases[i].singles || c->label_bytes != cases[i].bytes ||
+            c->next_label != cases[i].next_label)
+            fail_msg("%s: count %u, %u bytes, next_label %u", what, c->count, c->label_bytes, c->next_label);
+        assert_int_equal(c->label_bytes, components_reference_bytes(g));
+        size_t padded = (size_t)(cases[i].width + 2) * (size_t)(cases[i].height + 2);
         assert_int_equal(pd_components_bytes(c), padded * cases[i].bytes);
-        char what[64];
-        snprintf(what, sizeof what, "%u isolated cells", cases[i].components);
         check_partition(c, g, what);
+        /* Escaped exactly when 8 bits could not label every component,
+         * and then exactly the small ones. */
+        int escapes = c->label_bytes == 1 && c->count > 254;
+        for (uint32_t r = 0; r < cases[i].runs; r++) {
+            pd_point p = run_at(cases[i].width, cases[i].run_len, r);
+            int escaped = pd_components_escaped(c, pd_components_at(c, pd_components_index(c, p)));
+            assert_int_equal(escaped, escapes && cases[i].run_len <= small);
+        }
+        if (cases[i].singles > 0) {
+            pd_point p = single_at(cases[i].width, singles_row(cases[i].width, cases[i].runs, cases[i].run_len),
+                                   cases[i].singles - 1);
+            assert_int_equal(pd_components_escaped(c, pd_components_at(c, pd_components_index(c, p))), escapes);
+        }
         /* A clone keeps the width, in memory of its own. */
         pd_components *copy = pd_components_clone(c);
         assert_non_null(copy);
@@ -530,48 +679,62 @@ static void check_identical(const pd_components *a, const pd_components *b, cons
 /*
  * One lineage of updates that hands out labels until next_label passes
  * `cross` (256 or 65536), so the labels widen under it. The grid starts
- * with `isolated` single-cell components; each step is one random change
- * (random_change: blocks, opens, costs, mixes, single cells, wall lines)
- * or a toggle of a cell on the even rows and columns near the last of
- * those cells, which opened alone is a component of its own, a new label. After every step:
+ * as runs_grid(side, side, runs, run_len, singles); each step is one
+ * random change (random_change: blocks, opens, costs, mixes, single
+ * cells, wall lines) or a toggle: with split_runs, of the middle cell of a
+ * run (closing it cuts two large parts, so the cut-off one needs a label),
+ * else of a cell on the even rows and columns near the last single cell
+ * (opened alone it is a component of its own). After every step:
  * - the labels pass check_partition and group cells as a fresh build does;
  * - their width is the one the rule gives next_label (widened exactly when
  *   a label passed the width, never narrowed by an update), and the fresh
- *   build's is the narrowest for its count;
+ *   build's is the narrowest the rule allows;
  * and every few steps the diff recorded since the last apply brings a
  * follower copy of the labels (the scene's retired version) to exactly
  * the same labels and width, whatever widths the chunk crossed.
  */
-static void lineage_crossing(int32_t side, uint32_t isolated, uint32_t cross, int steps, uint64_t seed)
+typedef struct lineage {
+    int32_t side;
+    uint32_t runs;
+    int32_t run_len;
+    uint32_t singles, cross;
+    int split_runs, steps;
+    uint64_t seed;
+} lineage;
+
+static void lineage_crossing(const lineage *l)
 {
-    uint64_t rng = seed;
-    pd_grid *g = isolated_cells(side, isolated);
+    uint64_t rng = l->seed;
+    const int32_t side = l->side;
+    pd_grid *g = runs_grid(side, side, l->runs, l->run_len, l->singles);
+    const int32_t first_single = singles_row(side, l->runs, l->run_len);
     pd_components *c = pd_components_build(g);
     assert_non_null(c);
     const uint32_t start_bytes = c->label_bytes;
-    assert_int_equal(start_bytes, rule_bytes(cross - 1));
-    /* Room for the toggles: 64 slots before the last isolated cell and
-     * 64 after it. */
-    assert_true(isolated >= 64 && (uint32_t)((side + 1) / 2) * (uint32_t)((side + 1) / 2) >= isolated + 64);
+    assert_int_equal(start_bytes, rule_bytes(l->cross - 1));
+    const int started_escaped = has_escapes(c);
+    /* Room for the toggles: 64 slots before the last single cell and 64
+     * after it. */
+    assert_true(l->split_runs || (l->singles >= 64 && single_at(side, first_single, l->singles + 63).y < side));
     pd_components *follower = pd_components_clone(c);
     assert_non_null(follower);
     pd_components_diff diff;
     memset(&diff, 0, sizeof diff);
     int crossed_at = -1;
-    for (int u = 0; u < steps; u++) {
+    for (int u = 0; u < l->steps; u++) {
         int32_t r[4];
         int kind = -1, closing, opening;
         uint32_t bytes_before = c->label_bytes;
         if (rng_below(&rng, 3) == 0) {
             random_change(&rng, g, 40, r, &kind, &closing, &opening);
         } else {
-            /* Toggles near the last isolated cell: about half of them open
-             * a blocked one. */
-            int32_t slot = (int32_t)isolated - 64 + rng_below(&rng, 128), per_row = (side + 1) / 2;
-            int32_t x = 2 * (slot % per_row), y = 2 * (slot / per_row);
-            pd_grid_set(g, x, y, pd_grid_get(g, x, y) == PD_CELL_BLOCKED ? PD_CELL_FREE : PD_CELL_BLOCKED);
-            r[0] = r[2] = x;
-            r[1] = r[3] = y;
+            pd_point p = l->split_runs ? run_at(side, l->run_len, (uint32_t)rng_below(&rng, (int)l->runs))
+                                       : single_at(side, first_single, l->singles - 64 + (uint32_t)rng_below(&rng, 128));
+            if (l->split_runs)
+                p.x += l->run_len / 2;
+            pd_grid_set(g, p.x, p.y, pd_grid_get(g, p.x, p.y) == PD_CELL_BLOCKED ? PD_CELL_FREE : PD_CELL_BLOCKED);
+            r[0] = r[2] = p.x;
+            r[1] = r[3] = p.y;
         }
         assert_int_equal(pd_components_update_diff(c, g, r[0], r[1], r[2], r[3], &diff), 0);
         char what[128];
@@ -585,25 +748,28 @@ static void lineage_crossing(int32_t side, uint32_t isolated, uint32_t cross, in
         pd_components *fresh = pd_components_build(g);
         assert_non_null(fresh);
         check_same_partition(c, fresh);
-        assert_int_equal(fresh->label_bytes, rule_bytes(fresh->count + 1));
+        assert_int_equal(fresh->label_bytes, components_reference_bytes(g));
         pd_components_destroy(fresh);
-        if (u % 7 == 6 || u == steps - 1) {
+        if (u % 7 == 6 || u == l->steps - 1) {
             assert_int_equal(pd_components_apply_diff(follower, &diff), 0);
             check_identical(follower, c, what);
             pd_components_diff_free(&diff);
         }
     }
-    print_message("%dx%d: %u isolated cells, widened from %u to %u bytes at step %d, next_label %u\n", side, side,
-                  isolated, start_bytes, c->label_bytes, crossed_at, c->next_label);
+    print_message("%dx%d: %u runs of %d, %u single cells%s, widened from %u to %u bytes at step %d, next_label %u\n",
+                  side, side, l->runs, l->run_len, l->singles, started_escaped ? " (escaped)" : "", start_bytes,
+                  c->label_bytes, crossed_at, c->next_label);
     /* The lineage really crossed the width: labels past `cross` were
      * given, and they are held wider than at the start. */
-    assert_true(c->next_label > cross);
-    assert_int_equal(c->label_bytes, rule_bytes(cross + 1));
+    assert_true(c->next_label > l->cross);
+    assert_int_equal(c->label_bytes, rule_bytes(l->cross + 1));
     assert_true(crossed_at >= 0);
-    /* A full build of the same cells narrows again when the count fits. */
+    /* Wider labels have no escapes. */
+    assert_false(has_escapes(c));
+    /* A full build of the same cells narrows again when the rule allows. */
     pd_components *rebuilt = pd_components_build(g);
     assert_non_null(rebuilt);
-    assert_int_equal(rebuilt->label_bytes, rule_bytes(rebuilt->count + 1));
+    assert_int_equal(rebuilt->label_bytes, components_reference_bytes(g));
     check_same_partition(c, rebuilt);
     pd_components_destroy(rebuilt);
     pd_components_diff_free(&diff);
@@ -612,24 +778,31 @@ static void lineage_crossing(int32_t side, uint32_t isolated, uint32_t cross, in
     pd_grid_destroy(g);
 }
 
-/* A lineage from 8 to 16 bits: 240 components to start with, so a few
- * dozen new labels cross 255. */
+/* A lineage from 8 to 16 bits with escaped components: 240 runs of 140
+ * cells (labelled) and 400 single cells (escaped); cutting runs in two
+ * hands out labels until they pass 254, and the widening gives the
+ * escaped components labels of their own. */
 static void test_lineage_crosses_255(void **state)
 {
     (void)state;
-    lineage_crossing(40, 240, 256, 400, 0x8B17C0FFEE000001ull);
+    const lineage l = { 300, 240, 140, 400, 256, 1, 120, 0x8B17C0FFEE000001ull };
+    lineage_crossing(&l);
 }
 
-/* A lineage from 16 to 32 bits: 65,510 components to start with. */
+/* A lineage from 16 to 32 bits: 255 large runs (so no escapes) and 65,280
+ * single cells to start with. */
 static void test_lineage_crosses_65535(void **state)
 {
     (void)state;
-    lineage_crossing(516, 65510, 65536, 160, 0x16B17C0FFEE00002ull);
+    const lineage l = { 600, 255, PD_COMPONENTS_SMALL_CELLS + 1, 65255, 65536, 0, 100, 0x16B17C0FFEE00002ull };
+    lineage_crossing(&l);
 }
 
-/* 90,000 components take 32 bits from the build; an update of 32-bit
- * labels keeps them 32 bits and right, and the open grid's one component
- * takes 8 bits, which a split leaves 8 bits wide. */
+/* 90,000 single cells take 8 bits, all escaped, and opening a row joins
+ * 300 of them into a large component, which gets a label; 255 large runs
+ * and 65,281 single cells take 32 bits from the build, and an update of
+ * 32-bit labels keeps them 32 bits and right; the open grid's one
+ * component takes 8 bits, which a split leaves 8 bits wide. */
 static void test_label_width(void **state)
 {
     (void)state;
@@ -639,13 +812,48 @@ static void test_label_width(void **state)
     pd_components *c = pd_components_build(g);
     assert_non_null(c);
     assert_int_equal(c->count, 90000);
-    assert_int_equal(c->label_bytes, 4);
-    assert_int_equal(pd_components_bytes(c), 602u * 602u * 4u);
+    assert_int_equal(c->label_bytes, 1);
+    assert_int_equal(c->next_label, 1);
+    assert_int_equal(pd_components_bytes(c), 602u * 602u * 1u);
     check_partition(c, g, "90000 components");
-    /* Opening a row joins 300 of them; still too many labels for 16 bits. */
     for (int32_t x = 0; x < 600; x++)
         pd_grid_set(g, x, 0, PD_CELL_FREE);
     assert_int_equal(pd_components_update(c, g, 0, 0, 599, 0), 0);
+    assert_int_equal(c->label_bytes, 1);
+    assert_int_equal(c->next_label, 2);
+    assert_int_equal(pd_components_label(c, (pd_point){ 0, 0 }), 1);
+    assert_true(pd_components_label(c, (pd_point){ 0, 2 }) & PD_COMPONENTS_SMALL_LABEL);
+    check_partition(c, g, "a row of escaped cells opened");
+    /* A match of a small label holds its one cell; one naming a cell that
+     * is not escaped, or label 0, matches nothing. */
+    pd_components_match m;
+    pd_components_match_init(&m, c, pd_components_label(c, (pd_point){ 2, 2 }));
+    assert_true(pd_components_in(c, &m, (pd_point){ 2, 2 }));
+    assert_false(pd_components_in(c, &m, (pd_point){ 0, 2 }));
+    assert_false(pd_components_in(c, &m, (pd_point){ 2, 0 }));
+    const uint32_t fake[] = { 0, PD_COMPONENTS_SMALL_LABEL | (uint32_t)pd_components_index(c, (pd_point){ 0, 0 }),
+                              PD_COMPONENTS_SMALL_LABEL | (uint32_t)pd_components_index(c, (pd_point){ 1, 1 }),
+                              PD_COMPONENTS_SMALL_LABEL | 0x7FFFFFFFu };
+    for (size_t k = 0; k < sizeof fake / sizeof *fake; k++) {
+        pd_components_match_init(&m, c, fake[k]);
+        for (int32_t y = 0; y < 4; y++)
+            for (int32_t x = 0; x < 4; x++)
+                assert_false(pd_components_in(c, &m, (pd_point){ x, y }));
+    }
+    pd_components_destroy(c);
+    pd_grid_destroy(g);
+
+    g = runs_grid(600, 600, 255, PD_COMPONENTS_SMALL_CELLS + 1, 65281);
+    c = pd_components_build(g);
+    assert_non_null(c);
+    assert_int_equal(c->label_bytes, 4);
+    assert_int_equal(pd_components_bytes(c), 602u * 602u * 4u);
+    /* Opening a row joins 300 single cells; still too many labels for 16
+     * bits. */
+    const int32_t row = singles_row(600, 255, PD_COMPONENTS_SMALL_CELLS + 1);
+    for (int32_t x = 0; x < 600; x++)
+        pd_grid_set(g, x, row, PD_CELL_FREE);
+    assert_int_equal(pd_components_update(c, g, 0, row, 599, row), 0);
     assert_int_equal(c->label_bytes, 4);
     check_partition(c, g, "a row opened");
     pd_components_destroy(c);
@@ -710,6 +918,7 @@ int main(void)
         cmocka_unit_test(test_split_and_join),
         cmocka_unit_test(test_merge_keeps_largest),
         cmocka_unit_test(test_random_updates),
+        cmocka_unit_test(test_random_updates_escaped),
         cmocka_unit_test(test_long_wall),
         cmocka_unit_test(test_clone_and_bad_arguments),
         cmocka_unit_test(test_label_width),

@@ -137,10 +137,10 @@ static size_t padded_cells(const pd_grid *g)
 }
 
 /* The label width pd_components.h documents for labels below next_label:
- * 8 bits up to label 255, 16 up to 65535, else 32. */
+ * 8 bits up to label 254 (255 is the escape), 16 up to 65535, else 32. */
 static uint32_t rule_label_bytes(uint32_t next_label)
 {
-    return next_label - 1 <= 255u ? 1u : next_label - 1 <= 65535u ? 2u : 4u;
+    return next_label - 1 <= 254u ? 1u : next_label - 1 <= 65535u ? 2u : 4u;
 }
 
 /* Every unit's labels are held in the width the rule gives its lineage
@@ -199,8 +199,8 @@ static void expect_equals_fresh(const pd_scene *s, const model *m)
             fail_msg("unit %u grid bitsets differ from a fresh build", su->unit);
         assert_int_equal(su->grid->uniform_cost, fu->grid->uniform_cost);
         expect_same_partition(su->components, fu->components);
-        /* A full build narrows to the smallest width that fits. */
-        assert_int_equal(fu->components->label_bytes, rule_label_bytes(fu->components->count + 1));
+        /* A full build narrows to the smallest width the rule allows. */
+        assert_int_equal(fu->components->label_bytes, components_reference_bytes(fu->grid));
     }
     pd_scene_release(f);
 }
@@ -1053,7 +1053,11 @@ typedef struct lineage_widths {
     uint32_t first[PD_CONF_MAX_UNIT_SIZES], last[PD_CONF_MAX_UNIT_SIZES];
 } lineage_widths;
 
-static void registry_random_updates(model *mp, uint64_t seed, int updates, lineage_widths *widths)
+/* Makes the next update (cells: room for its cell list). */
+typedef pd_scene_update (*op_maker)(const model *m, pd_point *cells);
+
+static void registry_random_updates(model *mp, uint64_t seed, int updates, op_maker make_op,
+                                    lineage_widths *widths)
 {
     model m = *mp;
     rng_state = seed;
@@ -1074,7 +1078,7 @@ static void registry_random_updates(model *mp, uint64_t seed, int updates, linea
         size_t n_ops = rng_below(4) == 0 ? 2 + (size_t)rng_below(3) : 1;
         uint64_t want_changed = 0;
         for (size_t k = 0; k < n_ops; k++) {
-            ops[k] = random_op(&m, cells[k]);
+            ops[k] = make_op(&m, cells[k]);
             want_changed += model_apply_authored(&m, authored, &ops[k]);
         }
         pd_scene_update_result res;
@@ -1119,7 +1123,7 @@ static void test_registry_random_updates_uniform(void **state)
     (void)state;
     rng_state = 77;
     model m = model_random_costs(120, 90, 22, 0);
-    registry_random_updates(&m, 77, 2000, NULL);
+    registry_random_updates(&m, 77, 2000, random_op, NULL);
 }
 
 static void test_registry_random_updates_weighted(void **state)
@@ -1127,32 +1131,50 @@ static void test_registry_random_updates_weighted(void **state)
     (void)state;
     rng_state = 78;
     model m = model_random(120, 90, 22);
-    registry_random_updates(&m, 78, 2000, NULL);
+    registry_random_updates(&m, 78, 2000, random_op, NULL);
 }
 
-/* A map open (walls_percent walls, costly_percent cells of cost 2..9) on
- * its left half and solid wall on its right: few components to start
- * with, so every unit's labels start 8 bits wide; updates that open cells
- * in the wall make new components (new labels), RESTORE walls them up
- * again, and blocks in the open half split it. */
-static model model_half_walled(int32_t w, int32_t h, int walls_percent, int costly_percent)
+/* Corridors 3 cells tall and w long, one wall row apart, the rest of the
+ * cells as model_random_costs gives them with no walls (costly_percent of
+ * cost 2..9): a few large components, so every unit's labels start 8 bits
+ * wide. Blocks that cut a corridor in two large parts (a rectangle across
+ * it for unit 1, a single cell for unit 3, whose anchors lie on one row)
+ * need a new label each, RESTORE joins the parts again, and small pieces
+ * cut off go escaped. */
+static model model_corridors(int32_t w, int32_t h, int costly_percent)
 {
-    model m = model_random_costs(w, h, walls_percent, costly_percent);
-    for (int32_t y = 0; y < h; y++)
-        for (int32_t x = w / 2; x < w; x++)
+    model m = model_random_costs(w, h, 0, costly_percent);
+    for (int32_t y = 3; y < h; y += 4)
+        for (int32_t x = 0; x < w; x++)
             m.v[y * w + x] = 0;
     return m;
 }
 
+/* Mostly cuts across one of model_corridors' corridors at a column that
+ * leaves both parts large for every unit (70..128 of 200), or RESTOREs of
+ * a whole corridor joining its parts again; a quarter random_op. */
+static pd_scene_update corridor_op(const model *m, pd_point *cells)
+{
+    int32_t y = 4 * rng_below(m->h / 4);
+    switch (rng_below(4)) {
+    case 0: return random_op(m, cells);
+    case 1: return rect_update(PD_UPDATE_RESTORE, 0, 0, y > 0 ? y - 1 : 0, m->w - 1, y + 3);
+    default: {
+        int32_t x = 70 + rng_below(59);
+        return rect_update(PD_UPDATE_BLOCK, 0, x, y, x, y + 2);
+    }
+    }
+}
+
 /* A lineage of every op whose labels start 8 bits wide for units 1-3 and
- * pass 255 for each of them: they widen to 16 bits on the version
+ * pass 254 for each of them: they widen to 16 bits on the version
  * served and on the retired versions the diffs bring up to date, stay
- * equal to a fresh build (which would hold 8 or 16 bits as its own count
- * needs), and never narrow under updates. */
+ * equal to a fresh build (which would hold 8 or 16 bits as the rule
+ * allows), and never narrow under updates. */
 static void registry_labels_cross_255(model *m, uint64_t seed)
 {
     lineage_widths widths;
-    registry_random_updates(m, seed, 1500, &widths);
+    registry_random_updates(m, seed, 1500, corridor_op, &widths);
     for (size_t i = 0; i < 3; i++) {
         assert_int_equal(widths.first[i], 1);
         assert_int_equal(widths.last[i], 2);
@@ -1163,7 +1185,7 @@ static void test_registry_labels_cross_255_uniform(void **state)
 {
     (void)state;
     rng_state = 255;
-    model m = model_half_walled(120, 90, 4, 0);
+    model m = model_corridors(200, 90, 0);
     registry_labels_cross_255(&m, 255);
 }
 
@@ -1171,26 +1193,39 @@ static void test_registry_labels_cross_255_weighted(void **state)
 {
     (void)state;
     rng_state = 256;
-    model m = model_half_walled(120, 90, 4, 10);
+    model m = model_corridors(200, 90, 10);
     registry_labels_cross_255(&m, 256);
 }
 
-/* A checkerboard 362 cells square: every open cell is a component of its
- * own, 65,522 of them, so unit 1's labels start 16 bits wide (units 2 and
- * 3 fit nowhere: 8 bits, no labels). Opening cells joins them; RESTORE
- * cuts an opened area back into single cells, each a new label, and the
- * lineage passes 65535: 32 bits. */
+/* 255 runs of 65 cells (one more than a small component) on the even rows
+ * at the top, then a checkerboard: 65,245 single cells. 255 large
+ * components cannot all have 8-bit labels, so unit 1's labels start 16
+ * bits wide with every component labelled (units 2 and 3 fit nowhere: 8
+ * bits, no labels). Opening cells joins them; RESTORE cuts an opened area
+ * back into single cells, each a new label, and the lineage passes 65535:
+ * 32 bits. */
 static void test_registry_labels_cross_65535(void **state)
 {
     (void)state;
     rng_state = 65535;
-    model m = model_random_costs(362, 362, 0, 10);
-    for (int32_t y = 0; y < m.h; y++)
-        for (int32_t x = 0; x < m.w; x++)
-            if ((x + y) % 2)
+    /* Run k lies on row 2 * (k / per_row), from column (k % per_row) * (run + 1). */
+    const int32_t run = PD_COMPONENTS_SMALL_CELLS + 1, per_row = 400 / (run + 1), runs = 255;
+    const int32_t first_single_row = 2 * ((runs + per_row - 1) / per_row);
+    model m = model_random_costs(400, 413, 0, 10);
+    uint32_t singles = 0;
+    for (int32_t y = 0; y < m.h; y++) {
+        for (int32_t x = 0; x < m.w; x++) {
+            int32_t k = (y / 2) * per_row + x / (run + 1);
+            int open = y < first_single_row ? y % 2 == 0 && x / (run + 1) < per_row && x % (run + 1) < run && k < runs
+                                            : (x + y) % 2 == 0 && singles < 65245;
+            singles += open && y >= first_single_row;
+            if (!open)
                 m.v[y * m.w + x] = 0;
+        }
+    }
+    assert_int_equal(singles, 65245);
     lineage_widths widths;
-    registry_random_updates(&m, 65535, 300, &widths);
+    registry_random_updates(&m, 65535, 300, random_op, &widths);
     assert_int_equal(widths.first[0], 2);
     assert_int_equal(widths.last[0], 4);
 }
