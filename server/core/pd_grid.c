@@ -6,10 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Passability rows and columns, then the stop sets: two of each. */
+/* Passability rows and columns, then the stop sets: two of each; then the
+ * last line's trailing zero word. */
 static size_t pd__bits_words(const pd_grid *g)
 {
-    return 3 * ((size_t)(g->height + 2) * g->row_words + (size_t)g->stride * g->col_words);
+    return 3 * ((size_t)(g->height + 2) * g->row_words + (size_t)g->stride * g->col_words) + 1;
 }
 
 /* The bits of word w that hold positions of a line's len cells. */
@@ -51,8 +52,10 @@ static void pd__stop_recompute(pd_grid *g, int rows, int32_t l0, int32_t l1, int
     for (int32_t l = l0; l <= l1; l++) {
         const uint64_t *me = open + (size_t)l * words, *a = me - words, *b = me + words;
         for (size_t w = w0; w <= w1; w++) {
-            /* w0 >= 1 and w1 < words - 1 (the lead and trailing words
-             * hold no cell), so w - 1 and w + 1 lie in the line. */
+            /* w0 >= 1 (the lead word holds no cell), so w - 1 lies in
+             * the line; w + 1 lies in it too, or is the lead word of the
+             * line after it (or the last line's trailing word): zero, as a
+             * trailing word of its own would be. */
             const uint64_t m = pd__line_mask(w, len);
             const uint64_t pa = (a[w] << 1) | (a[w - 1] >> 63);
             const uint64_t pb = (b[w] << 1) | (b[w - 1] >> 63);
@@ -83,8 +86,8 @@ pd_grid *pd_grid_create(int32_t width, int32_t height)
     g->height = height;
     g->stride = width + 2;
     /* A line: the lead word, its cells, and a zero word after them. */
-    g->row_words = (uint32_t)((PD_GRID_BITS_LEAD + (size_t)g->stride + 63) / 64 + 1);
-    g->col_words = (uint32_t)((PD_GRID_BITS_LEAD + (size_t)height + 2 + 63) / 64 + 1);
+    g->row_words = (uint32_t)((PD_GRID_BITS_LEAD + (size_t)g->stride + 63) / 64);
+    g->col_words = (uint32_t)((PD_GRID_BITS_LEAD + (size_t)height + 2 + 63) / 64);
     /* calloc leaves every cell, padding included, PD_CELL_BLOCKED, and
      * every passability bit clear, which says the same; every cell then
      * stops every scan. */
