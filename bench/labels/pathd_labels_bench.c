@@ -26,29 +26,18 @@
 #include "pd_components.h"
 #include "pd_fallback.h"
 #include "bench_file.h"
+#include "bench_util.h"
+
+static double now_s(void)
+{
+    return (double)now_ns() * 1e-9;
+}
 #include "pd_mapfile.h"
 
 #define BENCH_PAIRS (4u << 20)
 #define BENCH_NEAREST 20000u
 #define BENCH_NEAREST_RADIUS 64
 #define BENCH_ESCAPED_REACH 8
-
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-
-static uint32_t bench_rand(void)
-{
-    rng ^= rng >> 12;
-    rng ^= rng << 25;
-    rng ^= rng >> 27;
-    return (uint32_t)((rng * 0x2545F4914F6CDD1Dull) >> 32);
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static pd_grid *load(const char *path)
 {
@@ -96,7 +85,7 @@ static void keep_best(double *best, double t0, size_t n)
 static int bench_map(const char *path, int reps)
 {
     /* The same cells for every map and build, whatever ran before. */
-    rng = 0x9E3779B97F4A7C15ull;
+    bench_rng = 0x9E3779B97F4A7C15ull;
     pd_grid *g = load(path);
     if (!g) {
         fprintf(stderr, "cannot read %s\n", path);

@@ -36,6 +36,7 @@
 #include "pd_conf_world.h"
 #include "pd_scene.h"
 #include "pd_world.h"
+#include "bench_util.h"
 
 /* Limits, with why. */
 #define BENCH_DEFAULT_SCENES 20        /* the world the issue asks figures for */
@@ -52,22 +53,6 @@
 #define BENCH_MAX_FILE 1024            /* bytes of a map or world file path */
 #define BENCH_MAX_WORLD_BYTES (16u * 1024u * 1024u)
 
-static uint64_t bench_rng = 0x2545F4914F6CDD1Dull;
-
-static uint32_t bench_rand(void)
-{
-    bench_rng ^= bench_rng >> 12;
-    bench_rng ^= bench_rng << 25;
-    bench_rng ^= bench_rng >> 27;
-    return (uint32_t)((bench_rng * 2685821657736338717ull) >> 32);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static int cmp_u64(const void *a, const void *b)
 {

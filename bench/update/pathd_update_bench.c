@@ -42,6 +42,7 @@
 #include "pd_clearance.h"
 #include "pd_components.h"
 #include "pd_scene.h"
+#include "bench_util.h"
 
 /* Limits, with why. */
 #define BENCH_DEFAULT_SIZE 1024        /* the size the issue asks latency figures for */
@@ -53,22 +54,6 @@
 #define BENCH_OBSTACLE_PERCENT 20
 #define BENCH_RECT_SIDE 32             /* the rectangle change the issue asks for */
 
-static uint64_t bench_rng = 0x2545F4914F6CDD1Dull;
-
-static uint32_t bench_rand(void)
-{
-    bench_rng ^= bench_rng >> 12;
-    bench_rng ^= bench_rng << 25;
-    bench_rng ^= bench_rng >> 27;
-    return (uint32_t)((bench_rng * 2685821657736338717ull) >> 32);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static int cmp_u64(const void *a, const void *b)
 {
