@@ -117,8 +117,9 @@ static void pd__job_free(pd__job *job)
 
 /* ---- on the workers ---------------------------------------------------- */
 
-/* A job that never ran (cancelled, past its deadline) carries only the
- * task's status: the result says the same. */
+/* Copies the task's status into the job's result, so that a job that
+ * never ran (cancelled, past its deadline), which carries only that
+ * status, answers with it too. */
 static void pd__settle_status(pd__job *job)
 {
     pd_status st = job->task.status;
@@ -170,9 +171,10 @@ static uint8_t *pd__encode_job(pd__job *job, size_t *len)
     }
 }
 
-/* Settles and encodes a finished search's answer on the worker that ran
- * it: the loop thread, which every request and answer passes through, is
- * the server's narrowest stage under load, and then only queues the bytes. */
+/* Settles and encodes a finished job's answer on the worker that ran it
+ * (every run function ends here): the loop thread, which every request and
+ * answer passes through, is the server's narrowest stage under load, and
+ * then only queues the bytes. */
 static pd_status pd__answer_on_worker(pd__job *job, pd_status st)
 {
     job->task.status = st;
