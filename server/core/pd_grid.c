@@ -6,22 +6,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Passability rows and columns, then the stop sets: two of each; then the
- * last line's trailing zero word. */
+/* Passability rows and columns, then the stop sets: two of each. */
 static size_t pd__bits_words(const pd_grid *g)
 {
-    return 3 * ((size_t)(g->height + 2) * g->row_words + (size_t)g->stride * g->col_words) + 1;
+    return 3 * ((size_t)(g->height + 2) * g->row_words + (size_t)g->stride * g->col_words);
 }
 
 /* The bits of word w that hold positions of a line's len cells. */
 static uint64_t pd__line_mask(size_t w, size_t len)
 {
     const size_t lo = w * 64, hi = lo + 64;
-    const size_t start = PD_GRID_BITS_LEAD > lo ? PD_GRID_BITS_LEAD : lo;
-    const size_t end = PD_GRID_BITS_LEAD + len < hi ? PD_GRID_BITS_LEAD + len : hi;
-    if (start >= end)
+    const size_t end = len < hi ? len : hi;
+    if (lo >= end)
         return 0;
-    return (~0ull >> (64 - (end - start))) << (start - lo);
+    return ~0ull >> (64 - (end - lo));
 }
 
 /*
@@ -48,17 +46,21 @@ static void pd__stop_recompute(pd_grid *g, int rows, int32_t l0, int32_t l1, int
     const uint64_t *open = rows ? g->bits : g->bits + rows_n;
     uint64_t *fwd = (uint64_t *)pd_grid_stop_set(g, rows ? PD_GRID_STOP_EAST : PD_GRID_STOP_SOUTH);
     uint64_t *bwd = fwd + (rows ? rows_n : cols_n);
-    const size_t w0 = (PD_GRID_BITS_LEAD + (size_t)p0) >> 6, w1 = (PD_GRID_BITS_LEAD + (size_t)p1) >> 6;
+    const size_t w0 = (size_t)p0 >> 6, w1 = (size_t)p1 >> 6;
     for (int32_t l = l0; l <= l1; l++) {
         const uint64_t *me = open + (size_t)l * words, *a = me - words, *b = me + words;
         for (size_t w = w0; w <= w1; w++) {
-            /* w0 >= 1 (the lead word holds no cell), so w - 1 lies in
-             * the line; w + 1 lies in it too, or is the lead word of the
-             * line after it (or the last line's trailing word): zero, as a
-             * trailing word of its own would be. */
+            /* The bit shifted in from w - 1 lands on position 0 when w
+             * is 0: the padding cell, blocked, which stops both scans
+             * whatever its neighbours say, so nothing is read there. The
+             * one from w + 1 lands on position 64 * words - 1: past the
+             * line (masked off), or, when the line fills its last word,
+             * its last padding cell, likewise; so w + 1 may be the next
+             * line's first word (lines a and b are passability lines, and
+             * the stop sets follow the last of them). */
             const uint64_t m = pd__line_mask(w, len);
-            const uint64_t pa = (a[w] << 1) | (a[w - 1] >> 63);
-            const uint64_t pb = (b[w] << 1) | (b[w - 1] >> 63);
+            const uint64_t pa = (a[w] << 1) | (w ? a[w - 1] >> 63 : 0);
+            const uint64_t pb = (b[w] << 1) | (w ? b[w - 1] >> 63 : 0);
             const uint64_t na = (a[w] >> 1) | (a[w + 1] << 63);
             const uint64_t nb = (b[w] >> 1) | (b[w + 1] << 63);
             fwd[(size_t)l * words + w] = (~me[w] | (a[w] & ~pa) | (b[w] & ~pb)) & m;
@@ -86,8 +88,8 @@ pd_grid *pd_grid_create(int32_t width, int32_t height)
     g->height = height;
     g->stride = width + 2;
     /* A line: the lead word, its cells, and a zero word after them. */
-    g->row_words = (uint32_t)((PD_GRID_BITS_LEAD + (size_t)g->stride + 63) / 64);
-    g->col_words = (uint32_t)((PD_GRID_BITS_LEAD + (size_t)height + 2 + 63) / 64);
+    g->row_words = (uint32_t)(((size_t)g->stride + 63) / 64);
+    g->col_words = (uint32_t)(((size_t)height + 2 + 63) / 64);
     /* calloc leaves every cell, padding included, PD_CELL_BLOCKED, and
      * every passability bit clear, which says the same; every cell then
      * stops every scan. */
@@ -134,11 +136,11 @@ size_t pd_grid_bits_bytes(const pd_grid *g)
 /* Sets padded cell (px, py)'s bit in both sets to `open`. */
 static void pd__put_bit(pd_grid *g, int32_t px, int32_t py, int open)
 {
-    size_t b = PD_GRID_BITS_LEAD + (size_t)px;
+    size_t b = (size_t)px;
     uint64_t *w = &g->bits[(size_t)py * g->row_words + (b >> 6)];
     uint64_t m = (uint64_t)1 << (b & 63);
     *w = open ? *w | m : *w & ~m;
-    b = PD_GRID_BITS_LEAD + (size_t)py;
+    b = (size_t)py;
     w = &g->bits[(size_t)(g->height + 2) * g->row_words + (size_t)px * g->col_words + (b >> 6)];
     m = (uint64_t)1 << (b & 63);
     *w = open ? *w | m : *w & ~m;
@@ -203,12 +205,12 @@ void pd_grid_refresh_flags(pd_grid *g)
     for (int32_t py = 1; py <= g->height; py++) {
         const uint8_t *row = g->cells + (size_t)py * (size_t)g->stride;
         uint64_t *rw = g->bits + (size_t)py * g->row_words;
-        const size_t cb = PD_GRID_BITS_LEAD + (size_t)py;
+        const size_t cb = (size_t)py;
         const uint64_t cm = (uint64_t)1 << (cb & 63);
         for (int32_t px = 1; px <= g->width; px++) {
             if (row[px] == PD_CELL_BLOCKED)
                 continue;
-            const size_t b = PD_GRID_BITS_LEAD + (size_t)px;
+            const size_t b = (size_t)px;
             rw[b >> 6] |= (uint64_t)1 << (b & 63);
             cols[(size_t)px * g->col_words + (cb >> 6)] |= cm;
         }

@@ -204,8 +204,8 @@ typedef struct pd__jrun {
  * opens where it was closed one cell before"), so a scan takes 64 cells per
  * step with one load and jumps to the first marked cell; the passability
  * line, `to_open` words from the stop line, tells a jump point from a
- * blocked cell. Positions are bit positions in a line: PD_GRID_BITS_LEAD +
- * the cell's index along it.
+ * blocked cell. Positions are bit positions in a line: the cell's index
+ * along it.
  */
 
 /* Forward along a line (index increasing) from index c, exclusive: the bit
@@ -214,7 +214,7 @@ typedef struct pd__jrun {
  * The padding blocks every line's end, so the loop always stops. */
 static inline size_t pd__stop_fwd(const uint64_t *stops, ptrdiff_t to_open, int32_t c, unsigned *open)
 {
-    const size_t pos = PD_GRID_BITS_LEAD + (size_t)c + 1;
+    const size_t pos = (size_t)c + 1;
     size_t w = pos >> 6;
     uint64_t stop = stops[w] & (~0ull << (pos & 63u)); /* positions from pos on */
     while (!stop)
@@ -227,7 +227,7 @@ static inline size_t pd__stop_fwd(const uint64_t *stops, ptrdiff_t to_open, int3
 /* As pd__stop_fwd, backward (index decreasing). */
 static inline size_t pd__stop_bwd(const uint64_t *stops, ptrdiff_t to_open, int32_t c, unsigned *open)
 {
-    const size_t pos = PD_GRID_BITS_LEAD + (size_t)c - 1;
+    const size_t pos = (size_t)c - 1;
     size_t w = pos >> 6;
     uint64_t stop = stops[w] & (~0ull >> (63u - (pos & 63u))); /* positions up to pos */
     while (!stop)
@@ -244,7 +244,7 @@ static inline size_t pd__stop_bwd(const uint64_t *stops, ptrdiff_t to_open, int3
 static inline int32_t pd__scan_fwd(const uint64_t *stops, ptrdiff_t to_open, int32_t c, int32_t goal)
 {
     unsigned open;
-    const int32_t at = (int32_t)(pd__stop_fwd(stops, to_open, c, &open) - PD_GRID_BITS_LEAD);
+    const int32_t at = (int32_t)pd__stop_fwd(stops, to_open, c, &open);
     if (goal <= at)
         return goal;
     return open ? at : -1;
@@ -255,7 +255,7 @@ static inline int32_t pd__scan_fwd(const uint64_t *stops, ptrdiff_t to_open, int
 static inline int32_t pd__scan_bwd(const uint64_t *stops, ptrdiff_t to_open, int32_t c, int32_t goal)
 {
     unsigned open;
-    const int32_t at = (int32_t)(pd__stop_bwd(stops, to_open, c, &open) - PD_GRID_BITS_LEAD);
+    const int32_t at = (int32_t)pd__stop_bwd(stops, to_open, c, &open);
     if (goal >= at)
         return goal;
     return open ? at : -1;
@@ -424,8 +424,8 @@ static inline __attribute__((always_inline)) void pd__walk_diag_dir(pd__jrun *r,
             const size_t bv = dy > 0 ? pd__stop_fwd(col, col_open, y, &ov) : pd__stop_bwd(col, col_open, y, &ov);
             if (__builtin_expect(!(oh | ov), 1))
                 continue;
-            pd__walk_found(r, cur, g, k, x, y, dx, dy, oh ? (int32_t)(bh - PD_GRID_BITS_LEAD) : -1,
-                           ov ? (int32_t)(bv - PD_GRID_BITS_LEAD) : -1);
+            pd__walk_found(r, cur, g, k, x, y, dx, dy, oh ? (int32_t)bh : -1,
+                           ov ? (int32_t)bv : -1);
             continue;
         }
         if (kx == ky) { /* the goal itself */

@@ -371,14 +371,12 @@ static void test_check_config(void **state)
     assert_non_null(strstr(out, "3 scenes"));
     /* Each scene's memory per structure: den520d (256x257, 258x259 padded)
      * holds one byte per padded cell in its grid (66822) and its bitsets:
-     * passability, 259 rows and 258 columns of 6 words (24816: 64 lead
-     * bits and 258 or 259 cells fit 6 words, the next line's lead word
-     * ending each), the four stop sets, twice that (49632), and the last
-     * line's trailing word (8). */
+     * passability, 259 rows and 258 columns of 5 words (20680: 258 or 259
+     * cells fit 5 words), and the four stop sets, twice that (41360). */
     const char *den = strstr(out, "  den520d 256x257");
     assert_non_null(den);
     const char *den_end = strchr(den, '\n');
-    const char *grid = strstr(den, " grid 141278 ");
+    const char *grid = strstr(den, " grid 128862 ");
     assert_true(grid && den_end && grid < den_end);
     assert_non_null(strstr(den, "per cell"));
 

@@ -90,8 +90,8 @@ expect 'pathd_queue_depth 0'
 expect 'pathd_scene_version{scene="town"} 1'
 expect 'pathd_scene_version{scene="forest"} 1'
 # forest's grid: 514 x 514 padded cells, and its bitsets: passability 2 x 514
-# lines of 10 words, the four stop sets twice that, and a last trailing word.
-expect 'pathd_scene_bytes{scene="forest",structure="grid"} 510924'
+# lines of 9 words, and the four stop sets twice that.
+expect 'pathd_scene_bytes{scene="forest",structure="grid"} 486244'
 grep -q '^process_resident_memory_bytes [1-9]' "$dir/metrics" || fail "no process_resident_memory_bytes"
 grep -q '^process_open_fds [1-9]' "$dir/metrics" || fail "no process_open_fds"
 grep -q '^pathd_build_info{version="[^"]*"} 1$' "$dir/metrics" || fail "no build info line"

@@ -488,17 +488,16 @@ static void test_gauges_and_scene_versions(void **state)
      * components, so their labels fit 8 bits); maze is 128x127 (130x129)
      * with unit 1 only: its grid and one set of labels. A grid
      * also holds its passability bitsets: a line of bits per padded row and
-     * column after a zero lead word, which is also the previous line's
-     * trailing one (small: 7 x 2 + 12 x 2 words, 304 bytes; maze: 129 x 4 +
-     * 130 x 4 words, 8288 bytes), and its four stop bitsets, two laid out
-     * like the rows and two like the columns: three times those bytes in
-     * all, and one more trailing word (small 920, maze 24872). */
+     * column, in whole words (small: 7 x 1 + 12 x 1 words, 152 bytes; maze:
+     * 129 x 3 + 130 x 3 words, 6216 bytes), and its four stop bitsets, two
+     * laid out like the rows and two like the columns: three times those
+     * bytes in all (small 456, maze 18648). */
     assert_line(text, "# TYPE pathd_scene_bytes gauge");
-    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"grid\"} 1004");
+    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"grid\"} 540");
     assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"clearance\"} 84");
     assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"labels\"} 168");
-    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"unit_grids\"} 1004");
-    assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"grid\"} 41642");
+    assert_line(text, "pathd_scene_bytes{scene=\"small\",structure=\"unit_grids\"} 540");
+    assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"grid\"} 35418");
     assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"clearance\"} 0");
     assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"labels\"} 16770");
     assert_line(text, "pathd_scene_bytes{scene=\"maze\",structure=\"unit_grids\"} 0");
