@@ -83,6 +83,8 @@ static void pd__arena_reset(pd__arena *a)
     a->used = 0;
 }
 
+/* Formats a decode error into err (truncated to errlen). */
+static void pd__set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void pd__set_err(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
@@ -810,7 +812,7 @@ static pd_status pd__decode_batch(const Pathd__V1__Batch *m, pd_batch_req *out, 
         if (st != PD_OK) {
             pd_move_req_free(item);
             item->status = st;
-            snprintf(item->message, sizeof item->message, "batch.items[%zu]: %s", i, why);
+            pd__set_err(item->message, sizeof item->message, "batch.items[%zu]: %s", i, why);
         }
     }
     return PD_OK;
