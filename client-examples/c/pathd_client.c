@@ -76,6 +76,16 @@ struct pdc_conn {
     pdc__pending *pending;
     size_t npending, cap_pending;
     uint64_t completions;       /* source of done_order */
+    /* With hundreds of requests in flight, finding an answer's entry and
+     * the next finished path must not scan the table (its entries are a few
+     * hundred bytes each): */
+    uint32_t *index;            /* id -> pending slot + 1 (0: empty), open
+                                   addressing, linear probing */
+    size_t index_mask;          /* index size - 1 (a power of two), or 0 */
+    uint64_t *paths_done;       /* ids of finished paths in completion order, a
+                                   ring; an id whose entry has gone is skipped */
+    size_t done_head, done_len, done_cap;
+    size_t paths, paths_waiting; /* KIND_PATH entries; those not finished yet */
     Pathd__V1__Response **events;  /* watch frames not yet taken by pdc_watch_next,
                                    events[event_head..nevents) in arrival order */
     size_t event_head, nevents, cap_events;
@@ -170,28 +180,87 @@ static void pdc__pending_release(pdc__pending *p)
     p->response = NULL;
 }
 
+/* The index's home bucket for id (Fibonacci hashing: ids are sequential). */
+static size_t pdc__index_home(const pdc_conn *c, uint64_t id)
+{
+    return (size_t)((id * 0x9E3779B97F4A7C15ull) >> 32) & c->index_mask;
+}
+
+/* The index bucket holding id, or the empty bucket where it would go. */
+static size_t pdc__index_bucket(const pdc_conn *c, uint64_t id)
+{
+    size_t b = pdc__index_home(c, id);
+    while (c->index[b] && c->pending[c->index[b] - 1].id != id)
+        b = (b + 1) & c->index_mask;
+    return b;
+}
+
+/* Rebuilds the index at twice the table's capacity, so that it stays at
+ * most half full; 0 when out of memory. */
+static int pdc__index_rebuild(pdc_conn *c)
+{
+    size_t size = 32;
+    while (size < 2 * c->cap_pending)
+        size *= 2;
+    uint32_t *index = calloc(size, sizeof *index);
+    if (!index)
+        return 0;
+    free(c->index);
+    c->index = index;
+    c->index_mask = size - 1;
+    for (size_t i = 0; i < c->npending; i++)
+        c->index[pdc__index_bucket(c, c->pending[i].id)] = (uint32_t)(i + 1);
+    return 1;
+}
+
+/* Takes id out of the index, moving later entries of its probe run back
+ * (linear probing's deletion, which needs no tombstones). */
+static void pdc__index_delete(pdc_conn *c, uint64_t id)
+{
+    size_t hole = pdc__index_bucket(c, id);
+    c->index[hole] = 0;
+    for (size_t b = (hole + 1) & c->index_mask; c->index[b]; b = (b + 1) & c->index_mask) {
+        size_t home = pdc__index_home(c, c->pending[c->index[b] - 1].id);
+        /* The entry at b may fill the hole unless its home lies in (hole, b]. */
+        if (((b - home) & c->index_mask) >= ((b - hole) & c->index_mask)) {
+            c->index[hole] = c->index[b];
+            c->index[b] = 0;
+            hole = b;
+        }
+    }
+}
+
 static pdc__pending *pdc__pending_find(pdc_conn *c, uint64_t id)
 {
-    for (size_t i = 0; i < c->npending; i++)
-        if (c->pending[i].id == id)
-            return &c->pending[i];
-    return NULL;
+    if (!c->index)
+        return NULL;
+    uint32_t slot = c->index[pdc__index_bucket(c, id)];
+    return slot ? &c->pending[slot - 1] : NULL;
 }
 
 static pdc__pending *pdc__pending_add(pdc_conn *c, uint64_t id, pdc__kind kind)
 {
     if (c->npending == c->cap_pending) {
         size_t cap = c->cap_pending ? c->cap_pending * 2 : 16;
+        if (cap > UINT32_MAX - 1)
+            return NULL;
         pdc__pending *grown = realloc(c->pending, cap * sizeof *grown);
         if (!grown)
             return NULL;
         c->pending = grown;
         c->cap_pending = cap;
     }
+    if ((!c->index || c->index_mask + 1 < 2 * c->cap_pending) && !pdc__index_rebuild(c))
+        return NULL;
     pdc__pending *p = &c->pending[c->npending++];
     memset(p, 0, sizeof *p);
     p->id = id;
     p->kind = kind;
+    c->index[pdc__index_bucket(c, id)] = (uint32_t)c->npending;
+    if (kind == PDC__KIND_PATH) {
+        c->paths++;
+        c->paths_waiting++;
+    }
     return p;
 }
 
@@ -200,13 +269,44 @@ static pdc__pending *pdc__pending_add(pdc_conn *c, uint64_t id, pdc__kind kind)
 static void pdc__pending_remove(pdc_conn *c, pdc__pending *p)
 {
     size_t i = (size_t)(p - c->pending);
+    if (p->kind == PDC__KIND_PATH) {
+        c->paths--;
+        if (!p->done_order)
+            c->paths_waiting--;
+    }
+    pdc__index_delete(c, p->id);
     c->pending[i] = c->pending[--c->npending];
+    if (i < c->npending)
+        c->index[pdc__index_bucket(c, c->pending[i].id)] = (uint32_t)(i + 1);
+}
+
+/* Queues a finished path's id for pdc_recv_result. Out of memory, the ring
+ * keeps what it has and the entry waits for pdc__paths_done_rescan. */
+static void pdc__paths_done_push(pdc_conn *c, uint64_t id)
+{
+    if (c->done_len == c->done_cap) {
+        size_t cap = c->done_cap ? c->done_cap * 2 : 64;
+        uint64_t *grown = malloc(cap * sizeof *grown);
+        if (!grown)
+            return;
+        for (size_t k = 0; k < c->done_len; k++)
+            grown[k] = c->paths_done[(c->done_head + k) % c->done_cap];
+        free(c->paths_done);
+        c->paths_done = grown;
+        c->done_cap = cap;
+        c->done_head = 0;
+    }
+    c->paths_done[(c->done_head + c->done_len++) % c->done_cap] = id;
 }
 
 static void pdc__complete(pdc_conn *c, pdc__pending *p, int status, const char *message)
 {
     p->status = status;
     p->done_order = ++c->completions;
+    if (p->kind == PDC__KIND_PATH) {
+        c->paths_waiting--;
+        pdc__paths_done_push(c, p->id);
+    }
     if (message && message[0])
         snprintf(p->message, sizeof p->message, "%s", message);
 }
@@ -405,6 +505,8 @@ void pdc_close(pdc_conn *c)
         pathd__v1__response__free_unpacked(c->events[i], NULL);
     free(c->events);
     free(c->pending);
+    free(c->index);
+    free(c->paths_done);
     free(c->rbuf);
     free(c);
 }
@@ -442,11 +544,7 @@ const char *pdc_last_error(const pdc_conn *c)
 
 size_t pdc_in_flight(const pdc_conn *c)
 {
-    size_t n = 0;
-    for (size_t i = 0; c && i < c->npending; i++)
-        if (c->pending[i].kind == PDC__KIND_PATH)
-            n++;
-    return n;
+    return c ? c->paths : 0;
 }
 
 /* ---- sending ---------------------------------------------------------------- */
@@ -1395,6 +1493,29 @@ int pdc_send_cancel(pdc_conn *c, uint64_t target_id)
     return pdc__send_frame(c, &req);
 }
 
+/* The finished path to hand out next (the first to finish), or NULL. */
+static pdc__pending *pdc__paths_done_next(pdc_conn *c)
+{
+    while (c->done_len > 0) {
+        uint64_t id = c->paths_done[c->done_head];
+        c->done_head = (c->done_head + 1) % c->done_cap;
+        c->done_len--;
+        pdc__pending *p = pdc__pending_find(c, id);
+        if (p && p->kind == PDC__KIND_PATH && p->done_order)
+            return p;
+    }
+    if (c->paths == c->paths_waiting)
+        return NULL;
+    /* Finished paths the ring could not take (it was out of memory). */
+    pdc__pending *first = NULL;
+    for (size_t i = 0; i < c->npending; i++) {
+        pdc__pending *p = &c->pending[i];
+        if (p->kind == PDC__KIND_PATH && p->done_order && (!first || p->done_order < first->done_order))
+            first = p;
+    }
+    return first;
+}
+
 int pdc_recv_result(pdc_conn *c, int timeout_ms, pdc_path_result *out)
 {
     if (!out)
@@ -1406,24 +1527,14 @@ int pdc_recv_result(pdc_conn *c, int timeout_ms, pdc_path_result *out)
     }
     int64_t deadline = pdc__deadline_after(timeout_ms);
     for (;;) {
-        pdc__pending *first = NULL;
-        size_t waiting = 0;
-        for (size_t i = 0; i < c->npending; i++) {
-            pdc__pending *p = &c->pending[i];
-            if (p->kind != PDC__KIND_PATH)
-                continue;
-            if (!p->done_order)
-                waiting++;
-            else if (!first || p->done_order < first->done_order)
-                first = p;
-        }
+        pdc__pending *first = pdc__paths_done_next(c);
         if (first) {
             pdc__pending copy = *first;
             pdc__pending_remove(c, first);
             pdc__path_take(&copy, out);
             return out->status;
         }
-        if (waiting == 0) {
+        if (c->paths_waiting == 0) {
             out->status = c->fd < 0 ? PDC_ERR_DISCONNECTED : PDC_ERR_IDLE;
             return out->status;
         }

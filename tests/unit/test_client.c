@@ -523,6 +523,95 @@ static void test_pipelined_in_one_write(void **state)
     expect_out_of_order_answers(&fs, c, ids);
 }
 
+/* ---- hundreds in flight, answered in a scrambled order ---------------------- */
+
+/* The client keeps an index from request id to its table entry and a queue
+ * of finished paths; these exercise them with many entries added and
+ * removed in an order unrelated to their ids. MANY_PHASE requests are sent,
+ * half of them answered, then MANY_PHASE more sent and everything answered;
+ * the k-th answer goes to request many_order(k). Every fifth request is
+ * refused OVERLOADED; the others get a path ending at their goal. */
+#define MANY_PHASE 300
+
+static size_t many_order(size_t k)
+{
+    return k < MANY_PHASE ? (k * 7) % MANY_PHASE : MANY_PHASE + ((k - MANY_PHASE) * 7) % MANY_PHASE;
+}
+
+static void many_answer(fake_server *fs, int fd, const Pathd__V1__Request *req, size_t index)
+{
+    if (index % 5 == 0) {
+        fake_send_status(fs, fd, req->id, PATHD__V1__STATUS__OVERLOADED, "queue full");
+        return;
+    }
+    const int32_t path[2][2] = {{0, 0}, {req->find_path->goal->cell->x, 0}};
+    const fake_totals totals = {1.0, 1, 1, 1, 2};
+    fake_send_chunk(fs, fd, req->id, 0, path, 2, &totals);
+}
+
+static void script_many_scrambled(fake_server *fs, int conn_index, int fd)
+{
+    (void)conn_index;
+    Pathd__V1__Request *reqs[2 * MANY_PHASE] = {NULL};
+    size_t got = 0;
+    for (; got < MANY_PHASE && (reqs[got] = fake_recv(fs, fd)); got++) {
+    }
+    for (size_t k = 0; got == MANY_PHASE && k < MANY_PHASE / 2; k++)
+        many_answer(fs, fd, reqs[many_order(k)], many_order(k));
+    for (; got >= MANY_PHASE && got < 2 * MANY_PHASE && (reqs[got] = fake_recv(fs, fd)); got++) {
+    }
+    for (size_t k = MANY_PHASE / 2; got == 2 * MANY_PHASE && k < 2 * MANY_PHASE; k++)
+        many_answer(fs, fd, reqs[many_order(k)], many_order(k));
+    for (size_t i = 0; i < got; i++)
+        pathd__v1__request__free_unpacked(reqs[i], NULL);
+    fake_wait_eof(fs, fd);
+}
+
+/* Receives answers k0..k1-1 of script_many_scrambled: each to the request
+ * it was sent for, in the order they arrived. */
+static void expect_many_answers(pdc_conn *c, const uint64_t *ids, size_t k0, size_t k1, size_t sent)
+{
+    for (size_t k = k0; k < k1; k++) {
+        assert_int_equal(pdc_in_flight(c), sent - k);
+        size_t index = many_order(k);
+        pdc_path_result r;
+        int status = pdc_recv_result(c, 5000, &r);
+        assert_int_equal(r.id, ids[index]);
+        if (index % 5 == 0) {
+            assert_int_equal(status, PDC_OVERLOADED);
+            assert_int_equal(r.count, 0);
+        } else {
+            assert_int_equal(status, PDC_OK);
+            assert_int_equal(r.count, 2);
+            assert_int_equal(r.waypoints[1].x, (int32_t)index + 1);
+        }
+        pdc_path_result_free(&r);
+    }
+}
+
+static void test_pipelined_hundreds_scrambled(void **state)
+{
+    fake_server fs;
+    fake_start(&fs, script_many_scrambled, 1);
+    fake_run(&fs);
+    pdc_conn *c = connect_to(&fs, 0);
+    uint64_t ids[2 * MANY_PHASE];
+    for (size_t i = 0; i < 2 * MANY_PHASE; i++) {
+        if (i == MANY_PHASE)
+            expect_many_answers(c, ids, 0, MANY_PHASE / 2, MANY_PHASE);
+        pdc_path_req req = demo_request(0, 0, (int32_t)i + 1, 0);
+        assert_int_equal(pdc_send_find_path(c, &req, &ids[i]), PDC_OK);
+    }
+    expect_many_answers(c, ids, MANY_PHASE / 2, 2 * MANY_PHASE, 2 * MANY_PHASE);
+    pdc_path_result r;
+    assert_int_equal(pdc_in_flight(c), 0);
+    assert_int_equal(pdc_recv_result(c, 0, &r), PDC_ERR_IDLE);
+    pdc_close(c);
+    fake_finish(&fs);
+    assert_int_equal(fs.requests_seen, 2 * MANY_PHASE);
+    assert_int_equal(fs.extra_requests, 0);
+}
+
 /* ---- server closes mid-answer -------------------------------------------- */
 
 static void script_close_mid_answer(fake_server *fs, int conn_index, int fd)
@@ -2055,6 +2144,7 @@ int main(void)
         cmocka_unit_test(test_partial_frames_byte_at_a_time),
         cmocka_unit_test(test_pipelined_out_of_order),
         cmocka_unit_test(test_pipelined_in_one_write),
+        cmocka_unit_test(test_pipelined_hundreds_scrambled),
         cmocka_unit_test(test_server_closes_mid_answer),
         cmocka_unit_test(test_overloaded_then_ok_retries),
         cmocka_unit_test(test_overloaded_retries_are_bounded),
