@@ -42,7 +42,10 @@ if(PATHD_FUZZ)
       ENVIRONMENT "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=${CMAKE_CURRENT_SOURCE_DIR}/ubsan.supp")
   endfunction()
 
-  pd_fuzz_target(fuzz_codec pathd_codec)
+  pd_fuzz_target(fuzz_codec pathd_codec PkgConfig::PROTOBUFC)
+  # It reads its error answers back with the generated code, as test_codec does.
+  get_target_property(PD_FUZZ_CODEC_GEN_DIR pathd_codec PD_PROTO_GEN_DIR)
+  target_include_directories(fuzz_codec PRIVATE "${PD_FUZZ_CODEC_GEN_DIR}")
   pd_fuzz_target(fuzz_mapfile pathd_core)
   pd_fuzz_target(fuzz_tiled pathd_conf)
   pd_fuzz_target(fuzz_tdata pathd_conf)

@@ -30,9 +30,10 @@
 /* Longest --timeout accepted, in ms: an hour is already absurd for one call. */
 #define PATHCTL_MAX_TIMEOUT_MS 3600000L
 
-/* Most cells `update --cells` takes: the list is typed on a command line,
- * so this is only a guard against a runaway script; a rectangle covers more. */
-#define PATHCTL_MAX_UPDATE_CELLS 65536
+/* Most cells `update --cells` takes: what one UpdateCells request can carry
+ * (the server counts a cell as three of its 65536 fields and list elements,
+ * docs/PROTOCOL.md); a rectangle covers more. */
+#define PATHCTL_MAX_UPDATE_CELLS 21800
 
 typedef struct pathctl_args {
     const char *server;
@@ -435,7 +436,7 @@ static int pathctl_parse_update(pathctl_args *a, const char *const *val)
     } else {
         long count = pathctl_parse_cells(val[OPT_CELLS], PATHCTL_MAX_UPDATE_CELLS, &a->update_cells);
         if (count < 0)
-            return pathctl_usage_error("bad --cells %s (want \"X,Y;X,Y\")", val[OPT_CELLS]);
+            return pathctl_usage_error("bad --cells %s (want \"X,Y;X,Y\", at most 21800 cells)", val[OPT_CELLS]);
         a->update.cells = a->update_cells;
         a->update.cell_count = (size_t)count;
     }

@@ -37,8 +37,9 @@
 /* Fields and list elements in one request, counted before unpacking:
  * protobuf-c allocates per element (~0.12 us each, measured), so this keeps
  * one frame's unpack on the loop thread near 8 ms however it is packed. A
- * cell list of an UpdateCells may therefore hold about 64k cells; larger
- * areas go as rectangles or several updates. */
+ * cell of an UpdateCells list counts three (the cell, its x, its y), so a
+ * list holds about 21,800 cells; larger areas go as rectangles or several
+ * updates. */
 #define PD_CODEC_MAX_ELEMENTS 65536u
 /* Most cell bytes in one SceneGrid answer (512 KiB). A band must stay under
  * the 1 MiB default frame cap that clients are told to expect (and under the

@@ -47,7 +47,10 @@
  *       "default_max_expansions": 0,     0 (unlimited) .. 2^53
  *       "watch_buffer_bytes": 1048576,   4 KiB .. 1 GiB: a watcher's unread answers
  *       "max_watch_scenes": 64,          1 .. 1024 (PD_WATCH_MAX_SCENES): scenes per Watch
- *       "max_watchers": 1000             0 .. 1000000: Watches open on the server
+ *       "max_watchers": 1000,            0 .. 1000000: Watches open on the server
+ *       "max_scenes": 100000,            1 .. 1000000: scenes served, config and run time
+ *       "max_scene_cells": 16777216,     1 .. 2^28: cells of one scene CreateScene makes
+ *       "max_scene_bytes": 4294967296    1 MiB .. 2^53: all scene snapshots together
  *     },
  *     "scenes": [                        at most PD_CONF_MAX_SCENES entries
  *       {

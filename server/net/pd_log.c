@@ -24,11 +24,6 @@ void pd_log_set_level(pd_log_level level)
     atomic_store(&pd__log_level, (int)level);
 }
 
-pd_log_level pd_log_get_level(void)
-{
-    return (pd_log_level)atomic_load(&pd__log_level);
-}
-
 int pd_log_level_parse(const char *name, pd_log_level *out)
 {
     static const pd_log_level levels[] = {PD_LOG_ERROR, PD_LOG_WARN, PD_LOG_INFO, PD_LOG_DEBUG};

@@ -16,7 +16,6 @@
 #include "pd_conf.h"
 
 void pd_log_set_level(pd_log_level level);
-pd_log_level pd_log_get_level(void);
 
 /* Parses "error", "warn", "info" or "debug". Returns 0, or -1 if unknown. */
 int pd_log_level_parse(const char *name, pd_log_level *out);

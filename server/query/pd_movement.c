@@ -201,13 +201,6 @@ void pd_move_result_free(pd_move_result *r)
         pd_path_result_free(&r->path);
 }
 
-const char *pd_move_reason_name(pd_move_reason reason)
-{
-    static const char *const names[] = {"valid", "out_of_bounds", "blocked_point", "blocked_segment", "too_fast",
-                                        "time_not_increasing"};
-    return (unsigned)reason < sizeof names / sizeof names[0] ? names[reason] : "unknown";
-}
-
 /* ---- runs -------------------------------------------------------------- */
 
 static pd_status pd__ray_status(pd_status st, const pd_move_query *q, pd_move_result *r, const char *what)

@@ -91,6 +91,4 @@ pd_status pd_move_run(pd_query_scratch *s, const pd_move_query *q, pd_move_resul
 void pd_move_query_release(pd_move_query *q);  /* releases the scene; safe twice */
 void pd_move_result_free(pd_move_result *r);   /* frees a FindPath item's path; safe twice */
 
-const char *pd_move_reason_name(pd_move_reason reason);
-
 #endif

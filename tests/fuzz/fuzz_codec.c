@@ -6,7 +6,11 @@
  * reads whose sizes come from the input's first byte, so the fuzzer explores
  * splits as well as contents. Every complete frame is decoded, and every
  * rejection reason is sent through the error encoder, as the net layer does.
- * Build with -DPATHD_FUZZ=ON and clang (see tests/codec.cmake), run e.g.
+ * Beyond memory errors it checks what the decoder promises (pd_codec.h): a
+ * frame is never longer than the reader's cap, a rejection has a reason and
+ * one of the decoder's statuses, an accepted request has a kind, and the
+ * error answer is one whole frame naming the request's id.
+ * Build with -DPATHD_FUZZ=ON and clang (see tests/fuzz.cmake), run e.g.
  *   build-fuzz/tests/fuzz_codec -max_total_time=60 -max_len=4096
  */
 #include <stddef.h>
@@ -14,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_check.h"
+#include "pathd.pb-c.h"
 #include "pd_codec.h"
 #include "pd_frame.h"
 
@@ -26,6 +32,14 @@ static void fuzz_answer(uint64_t id, pd_status st, const char *reason)
 {
     size_t len;
     uint8_t *out = pd_codec_encode_error(id, st, reason, &len);
+    FUZZ_REQUIRE(out && len > 4, "no error answer for status %s", pd_status_name(st));
+    const size_t body = (size_t)out[0] << 24 | (size_t)out[1] << 16 | (size_t)out[2] << 8 | out[3];
+    FUZZ_REQUIRE(body == len - 4, "error answer header says %zu bytes, body has %zu", body, len - 4);
+    Pathd__V1__Response *resp = pathd__v1__response__unpack(NULL, body, out + 4);
+    FUZZ_REQUIRE(resp && resp->id == id && resp->final && resp->status != PATHD__V1__STATUS__OK,
+                 "error answer does not decode as the final, failed answer to request %llu",
+                 (unsigned long long)id);
+    pathd__v1__response__free_unpacked(resp, NULL);
     free(out);
 }
 
@@ -53,9 +67,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pd_frame_reader_commit(&r, take);
         off += take;
         while ((st = pd_frame_reader_next(&r, &payload, &plen)) == PD_OK) {
+            FUZZ_REQUIRE(plen <= FUZZ_MAX_FRAME, "a %zu-byte frame passed the %d-byte cap", plen, FUZZ_MAX_FRAME);
             pd_request req;
-            char err[128];
+            char err[128] = "";
             pd_status dst = pd_codec_decode_request(payload, plen, &req, err, sizeof err);
+            FUZZ_REQUIRE(dst == PD_OK || dst == PD_INVALID_ARGUMENT || dst == PD_MALFORMED || dst == PD_INTERNAL,
+                         "decoder answered %s", pd_status_name(dst));
+            FUZZ_REQUIRE(dst != PD_OK || req.kind != PD_REQ_NONE, "an accepted request without a kind");
+            FUZZ_REQUIRE(dst == PD_OK || err[0] != '\0', "%s without a reason", pd_status_name(dst));
             if (dst != PD_OK)
                 fuzz_answer(req.id, dst, err);
             pd_request_free(&req);

@@ -3,7 +3,8 @@
 # loopback: HAProxy (Debian's) terminates TLS with a throwaway self-signed
 # certificate and forwards to pathd, which has tokens. A Python client speaks
 # the protocol through the tunnel: Ping, Auth, a path, and a wrong token
-# that is refused. Exits 77 (ctest's skip) when haproxy or openssl is absent.
+# that is refused. Fails, naming the package to install, when haproxy,
+# openssl or python3 is absent (`make test` installs them).
 #
 #   tests/tls/test-tls-haproxy.sh PATHD_BIN PYTHONPATH_DIR [PYTHON]
 # (PYTHON: an interpreter with python3-protobuf; default python3)
@@ -15,8 +16,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 for tool in haproxy openssl python3; do
   if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "test-tls-haproxy: $tool is not installed; skipped" >&2
-    exit 77
+    echo "test-tls-haproxy: $tool is not installed: install the Debian package $tool" \
+         "(scripts/install-deps.sh test does)" >&2
+    exit 1
   fi
 done
 dir=$(mktemp -d)
