@@ -381,9 +381,15 @@ static int load_budget_left(load_shared *sh)
     return max == 0 || atomic_load(&sh->issued) < max;
 }
 
+/* Slots are probed from id % pipeline on: the ids of a connection are
+ * consecutive, so a request almost always sits in its first probe and
+ * finding it costs no scan of a deep pipeline (a slot freed before a later
+ * one of the same probe run leaves a gap, so a search never stops early:
+ * at worst it visits every slot, as a plain scan would). */
 static void load_finish_slot(load_worker *w, const pdc_path_result *r)
 {
-    for (int i = 0; i < w->sh->cfg->pipeline; i++) {
+    const int n = w->sh->cfg->pipeline;
+    for (int k = 0, i = (int)(r->id % (uint64_t)n); k < n; k++, i = i + 1 < n ? i + 1 : 0) {
         if (w->slots[i].id != r->id || r->id == 0)
             continue;
         if (r->status >= 0)
@@ -411,9 +417,10 @@ static pdc_path_req load_next_request(load_shared *sh)
 /* Takes a free slot for request id, sent (or, open loop, due) at sent_us. */
 static void load_take_slot(load_worker *w, uint64_t id, uint64_t sent_us)
 {
-    int i = 0;
+    const int n = w->sh->cfg->pipeline;
+    int i = (int)(id % (uint64_t)n);
     while (w->slots[i].id != 0)
-        i++;
+        i = i + 1 < n ? i + 1 : 0;
     w->slots[i].id = id;
     w->slots[i].sent_us = sent_us;
     w->inflight++;
