@@ -230,6 +230,9 @@ static int pdi__config_text(const pdi_limits *l, char *buf, size_t cap)
         {"watch_buffer_bytes", l->watch_buffer_bytes},
         {"max_watch_scenes", l->max_watch_scenes},
         {"max_watchers", l->max_watchers},
+        {"max_scenes", l->max_scenes},
+        {"max_scene_cells", l->max_scene_cells},
+        {"max_scene_bytes", l->max_scene_bytes},
     };
     const char *sep = "  \"limits\": {";
     for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {

@@ -75,6 +75,9 @@ typedef struct pdi_limits {
     uint32_t watch_buffer_bytes;
     uint32_t max_watch_scenes;
     uint32_t max_watchers;
+    uint32_t max_scenes;
+    uint32_t max_scene_cells;
+    uint64_t max_scene_bytes;
     const char *listen;               /* NULL: "127.0.0.1:0" (a free loopback port) */
     int metrics;                      /* 1: metrics_listen on a free loopback port (pdi_metrics_get) */
     const char *log_level;            /* NULL: "info" */

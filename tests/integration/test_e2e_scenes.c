@@ -4,7 +4,8 @@
  * CreateInstance, paths on both, an update that makes the instance diverge
  * while the template's paths stay, SceneInfo's sharing fields, DropScene
  * with and without portals, the answers' statuses, several operations as
- * one version and UPDATE_RESTORE, and the memory figure:
+ * one version and UPDATE_RESTORE, the limits.max_scenes and
+ * limits.max_scene_cells caps set in the config, and the memory figure:
  * 10,000 instances of a 256x256 template with unit sizes 1-3 must add at
  * most 100 MiB to the daemon's RSS.
  */
@@ -25,6 +26,10 @@
 /* The bound for T_INSTANCES unchanged instances. */
 #define T_INSTANCES_MAX_KIB (100 * 1024)
 static const uint32_t T_UNITS[] = { 1, 2, 3 };
+/* The caps test_max_scenes and test_max_scene_cells set: the harness
+ * config serves 3 scenes, so 2 more may be made; scenes T_CAP_SIDE square. */
+#define T_MAX_SCENES 5
+#define T_CAP_SIDE 32
 
 static int setup(void **state)
 {
@@ -261,6 +266,84 @@ static void test_instances_memory(void **state)
     free(cells);
 }
 
+/* The scene caps set in the config: CreateScene and CreateInstance within
+ * them are served, one past them is answered LIMIT_EXCEEDED naming the
+ * key, and nothing of it is served. */
+static void expect_limit(pdc_conn *c, int status, const char *says)
+{
+    assert_int_equal(status, PDC_LIMIT_EXCEEDED);
+    if (!strstr(pdc_last_error(c), says))
+        fail_msg("expected \"%s\" in \"%s\"", says, pdc_last_error(c));
+}
+
+static int setup_max_scenes(void **state)
+{
+    pdi_limits l = { 0 };
+    l.max_scenes = T_MAX_SCENES;
+    return pdi_fixture_start(state, &l);
+}
+
+static void test_max_scenes(void **state)
+{
+    pdi_daemon *d = *state;
+    pdc_conn *c = pdi_connect(d);
+    assert_non_null(c);
+    uint8_t cells[T_CAP_SIDE * T_CAP_SIDE];
+    memset(cells, 1, sizeof cells);
+    pdc_create_scene_req req = { .name = "made-1", .width = T_CAP_SIDE, .height = T_CAP_SIDE, .cells = cells };
+    pdc_scene_change out;
+    /* The config's 3 scenes and these 2 make T_MAX_SCENES. */
+    assert_int_equal(pdc_create_scene(c, &req, &out), PDC_OK);
+    assert_int_equal(pdc_create_instance(c, "copy-1", "made-1", &out), PDC_OK);
+    req.name = "made-2";
+    expect_limit(c, pdc_create_scene(c, &req, &out), "5 scenes are served, limits.max_scenes is 5");
+    expect_limit(c, pdc_create_instance(c, "copy-2", "made-1", &out), "limits.max_scenes is 5");
+    int st;
+    path_cost(c, "made-2", 0, 0, 1, 1, &st);
+    assert_int_equal(st, PDC_UNKNOWN_SCENE);
+    path_cost(c, "copy-2", 0, 0, 1, 1, &st);
+    assert_int_equal(st, PDC_UNKNOWN_SCENE);
+
+    /* A drop makes room again. */
+    assert_int_equal(pdc_drop_scene(c, "copy-1", 0, &out), PDC_OK);
+    assert_int_equal(pdc_create_scene(c, &req, &out), PDC_OK);
+    assert_true(path_cost(c, "made-2", 0, 0, T_CAP_SIDE - 1, 0, &st) == T_CAP_SIDE - 1);
+    assert_int_equal(st, PDC_OK);
+    pdc_close(c);
+    pdi_assert_daemon_serves(d);
+}
+
+static int setup_max_scene_cells(void **state)
+{
+    pdi_limits l = { 0 };
+    l.max_scene_cells = T_CAP_SIDE * T_CAP_SIDE;
+    return pdi_fixture_start(state, &l);
+}
+
+static void test_max_scene_cells(void **state)
+{
+    pdi_daemon *d = *state;
+    pdc_conn *c = pdi_connect(d);
+    assert_non_null(c);
+    uint8_t cells[(T_CAP_SIDE + 1) * T_CAP_SIDE];
+    memset(cells, 1, sizeof cells);
+    pdc_create_scene_req req = { .name = "wide", .width = T_CAP_SIDE + 1, .height = T_CAP_SIDE, .cells = cells };
+    pdc_scene_change out;
+    expect_limit(c, pdc_create_scene(c, &req, &out), "1056 cells, limits.max_scene_cells is 1024");
+    int st;
+    path_cost(c, "wide", 0, 0, 1, 1, &st);
+    assert_int_equal(st, PDC_UNKNOWN_SCENE);
+    req.width = T_CAP_SIDE;
+    assert_int_equal(pdc_create_scene(c, &req, &out), PDC_OK);
+    assert_true(path_cost(c, "wide", 0, 0, T_CAP_SIDE - 1, 0, &st) == T_CAP_SIDE - 1);
+    assert_int_equal(st, PDC_OK);
+    /* The cap is on the cells a request sends: an instance shares its
+     * template's, so one of the config's larger serpent is served. */
+    assert_int_equal(pdc_create_instance(c, "serpent-copy", "serpent", &out), PDC_OK);
+    pdc_close(c);
+    pdi_assert_daemon_serves(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -268,6 +351,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ops_and_restore, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_pathctl_scene, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_instances_memory, setup_small_quarantine, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_max_scenes, setup_max_scenes, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_max_scene_cells, setup_max_scene_cells, pdi_fixture_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
