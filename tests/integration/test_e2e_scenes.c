@@ -4,12 +4,14 @@
  * CreateInstance, paths on both, an update that makes the instance diverge
  * while the template's paths stay, SceneInfo's sharing fields, DropScene
  * with and without portals, the answers' statuses, several operations as
- * one version and UPDATE_RESTORE, the limits.max_scenes and
- * limits.max_scene_cells caps set in the config, and the memory figure:
+ * one version and UPDATE_RESTORE, the scene caps set in the config
+ * (limits.max_scenes, max_scene_cells, max_scene_bytes; the last raised by
+ * a reload), and the memory figure:
  * 10,000 instances of a 256x256 template with unit sizes 1-3 must add at
  * most 100 MiB to the daemon's RSS.
  */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,6 +32,10 @@ static const uint32_t T_UNITS[] = { 1, 2, 3 };
  * config serves 3 scenes, so 2 more may be made; scenes T_CAP_SIDE square. */
 #define T_MAX_SCENES 5
 #define T_CAP_SIDE 32
+/* limits.max_scene_bytes's floor, which test_max_scene_bytes starts with. */
+#define T_MIN_SCENE_BYTES (1024 * 1024)
+/* How long a reload may take (sanitizer builds). */
+#define T_RELOAD_TIMEOUT_MS 20000
 
 static int setup(void **state)
 {
@@ -344,6 +350,47 @@ static void test_max_scene_cells(void **state)
     pdi_assert_daemon_serves(d);
 }
 
+static int setup_max_scene_bytes(void **state)
+{
+    pdi_limits l = { 0 };
+    l.max_scene_bytes = T_MIN_SCENE_BYTES;
+    return pdi_fixture_start(state, &l);
+}
+
+/* The config's scenes alone pass the floor (they were loaded, not made by a
+ * request), so any CreateScene is refused; the answer says what it needs
+ * and what the scenes hold, and a reload raising the cap to exactly their
+ * sum lets one such scene in, and not a second. */
+static void test_max_scene_bytes(void **state)
+{
+    pdi_daemon *d = *state;
+    pdc_conn *c = pdi_connect(d);
+    assert_non_null(c);
+    uint8_t cells[T_CAP_SIDE * T_CAP_SIDE];
+    memset(cells, 1, sizeof cells);
+    pdc_create_scene_req req = { .name = "made-1", .width = T_CAP_SIDE, .height = T_CAP_SIDE, .cells = cells };
+    pdc_scene_change out;
+    expect_limit(c, pdc_create_scene(c, &req, &out), ", limits.max_scene_bytes is 1048576");
+    unsigned long long need = 0, held = 0;
+    assert_int_equal(sscanf(pdc_last_error(c), "scene 'made-1': needs %llu bytes, scenes hold %llu", &need, &held), 2);
+    assert_true(held > T_MIN_SCENE_BYTES);
+
+    pdi_limits l = { 0 };
+    l.max_scene_bytes = held + need;
+    assert_int_equal(pdi_log_count(d, "reloaded "), 0);
+    assert_int_equal(pdi_write_config(d, &l), 0);
+    assert_int_equal(pdi_daemon_signal(d, SIGHUP), 0);
+    assert_true(pdi_wait_log(d, "reloaded ", T_RELOAD_TIMEOUT_MS));
+    assert_int_equal(pdc_create_scene(c, &req, &out), PDC_OK);
+    req.name = "made-2";
+    char says[128];
+    snprintf(says, sizeof says, "needs %llu bytes, scenes hold %llu, limits.max_scene_bytes is %llu", need,
+             held + need, held + need);
+    expect_limit(c, pdc_create_scene(c, &req, &out), says);
+    pdc_close(c);
+    pdi_assert_daemon_serves(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -353,6 +400,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_instances_memory, setup_small_quarantine, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_max_scenes, setup_max_scenes, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_max_scene_cells, setup_max_scene_cells, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_max_scene_bytes, setup_max_scene_bytes, pdi_fixture_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
