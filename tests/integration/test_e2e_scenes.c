@@ -282,11 +282,39 @@ static void expect_limit(pdc_conn *c, int status, const char *says)
         fail_msg("expected \"%s\" in \"%s\"", says, pdc_last_error(c));
 }
 
-static int setup_max_scenes(void **state)
+/* A CreateScene (of an open field at least T_CAP_SIDE wide) that must be
+ * served: a path along its first row. */
+static void expect_created(pdc_conn *c, const pdc_create_scene_req *req)
 {
-    pdi_limits l = { 0 };
-    l.max_scenes = T_MAX_SCENES;
-    return pdi_fixture_start(state, &l);
+    pdc_scene_change out;
+    assert_int_equal(pdc_create_scene(c, req, &out), PDC_OK);
+    int st;
+    assert_true(path_cost(c, req->name, 0, 0, T_CAP_SIDE - 1, 0, &st) == T_CAP_SIDE - 1);
+    assert_int_equal(st, PDC_OK);
+}
+
+static void expect_not_served(pdc_conn *c, const char *scene)
+{
+    int st;
+    path_cost(c, scene, 0, 0, 1, 1, &st);
+    assert_int_equal(st, PDC_UNKNOWN_SCENE);
+}
+
+/* The caps each test sets, handed to setup_with_limits as cmocka's prestate. */
+static const pdi_limits MAX_SCENES = { .max_scenes = T_MAX_SCENES };
+static const pdi_limits MAX_SCENE_CELLS = { .max_scene_cells = T_CAP_SIDE * T_CAP_SIDE };
+static const pdi_limits MAX_SCENE_BYTES = { .max_scene_bytes = T_MIN_SCENE_BYTES };
+
+static int setup_with_limits(void **state)
+{
+    return pdi_fixture_start(state, *state);
+}
+
+/* A CreateScene of an open width x height field over cells (room for it). */
+static pdc_create_scene_req open_field(const char *name, uint8_t *cells, uint32_t width, uint32_t height)
+{
+    memset(cells, 1, (size_t)width * height);
+    return (pdc_create_scene_req){ .name = name, .width = width, .height = height, .cells = cells };
 }
 
 static void test_max_scenes(void **state)
@@ -295,35 +323,22 @@ static void test_max_scenes(void **state)
     pdc_conn *c = pdi_connect(d);
     assert_non_null(c);
     uint8_t cells[T_CAP_SIDE * T_CAP_SIDE];
-    memset(cells, 1, sizeof cells);
-    pdc_create_scene_req req = { .name = "made-1", .width = T_CAP_SIDE, .height = T_CAP_SIDE, .cells = cells };
+    pdc_create_scene_req req = open_field("made-1", cells, T_CAP_SIDE, T_CAP_SIDE);
     pdc_scene_change out;
     /* The config's 3 scenes and these 2 make T_MAX_SCENES. */
-    assert_int_equal(pdc_create_scene(c, &req, &out), PDC_OK);
+    expect_created(c, &req);
     assert_int_equal(pdc_create_instance(c, "copy-1", "made-1", &out), PDC_OK);
     req.name = "made-2";
     expect_limit(c, pdc_create_scene(c, &req, &out), "5 scenes are served, limits.max_scenes is 5");
     expect_limit(c, pdc_create_instance(c, "copy-2", "made-1", &out), "limits.max_scenes is 5");
-    int st;
-    path_cost(c, "made-2", 0, 0, 1, 1, &st);
-    assert_int_equal(st, PDC_UNKNOWN_SCENE);
-    path_cost(c, "copy-2", 0, 0, 1, 1, &st);
-    assert_int_equal(st, PDC_UNKNOWN_SCENE);
+    expect_not_served(c, "made-2");
+    expect_not_served(c, "copy-2");
 
     /* A drop makes room again. */
     assert_int_equal(pdc_drop_scene(c, "copy-1", 0, &out), PDC_OK);
-    assert_int_equal(pdc_create_scene(c, &req, &out), PDC_OK);
-    assert_true(path_cost(c, "made-2", 0, 0, T_CAP_SIDE - 1, 0, &st) == T_CAP_SIDE - 1);
-    assert_int_equal(st, PDC_OK);
+    expect_created(c, &req);
     pdc_close(c);
     pdi_assert_daemon_serves(d);
-}
-
-static int setup_max_scene_cells(void **state)
-{
-    pdi_limits l = { 0 };
-    l.max_scene_cells = T_CAP_SIDE * T_CAP_SIDE;
-    return pdi_fixture_start(state, &l);
 }
 
 static void test_max_scene_cells(void **state)
@@ -332,29 +347,17 @@ static void test_max_scene_cells(void **state)
     pdc_conn *c = pdi_connect(d);
     assert_non_null(c);
     uint8_t cells[(T_CAP_SIDE + 1) * T_CAP_SIDE];
-    memset(cells, 1, sizeof cells);
-    pdc_create_scene_req req = { .name = "wide", .width = T_CAP_SIDE + 1, .height = T_CAP_SIDE, .cells = cells };
+    pdc_create_scene_req req = open_field("wide", cells, T_CAP_SIDE + 1, T_CAP_SIDE);
     pdc_scene_change out;
     expect_limit(c, pdc_create_scene(c, &req, &out), "1056 cells, limits.max_scene_cells is 1024");
-    int st;
-    path_cost(c, "wide", 0, 0, 1, 1, &st);
-    assert_int_equal(st, PDC_UNKNOWN_SCENE);
+    expect_not_served(c, "wide");
     req.width = T_CAP_SIDE;
-    assert_int_equal(pdc_create_scene(c, &req, &out), PDC_OK);
-    assert_true(path_cost(c, "wide", 0, 0, T_CAP_SIDE - 1, 0, &st) == T_CAP_SIDE - 1);
-    assert_int_equal(st, PDC_OK);
+    expect_created(c, &req);
     /* The cap is on the cells a request sends: an instance shares its
      * template's, so one of the config's larger serpent is served. */
     assert_int_equal(pdc_create_instance(c, "serpent-copy", "serpent", &out), PDC_OK);
     pdc_close(c);
     pdi_assert_daemon_serves(d);
-}
-
-static int setup_max_scene_bytes(void **state)
-{
-    pdi_limits l = { 0 };
-    l.max_scene_bytes = T_MIN_SCENE_BYTES;
-    return pdi_fixture_start(state, &l);
 }
 
 /* The config's scenes alone pass the floor (they were loaded, not made by a
@@ -367,8 +370,7 @@ static void test_max_scene_bytes(void **state)
     pdc_conn *c = pdi_connect(d);
     assert_non_null(c);
     uint8_t cells[T_CAP_SIDE * T_CAP_SIDE];
-    memset(cells, 1, sizeof cells);
-    pdc_create_scene_req req = { .name = "made-1", .width = T_CAP_SIDE, .height = T_CAP_SIDE, .cells = cells };
+    pdc_create_scene_req req = open_field("made-1", cells, T_CAP_SIDE, T_CAP_SIDE);
     pdc_scene_change out;
     expect_limit(c, pdc_create_scene(c, &req, &out), ", limits.max_scene_bytes is 1048576");
     unsigned long long need = 0, held = 0;
@@ -381,7 +383,7 @@ static void test_max_scene_bytes(void **state)
     assert_int_equal(pdi_write_config(d, &l), 0);
     assert_int_equal(pdi_daemon_signal(d, SIGHUP), 0);
     assert_true(pdi_wait_log(d, "reloaded ", T_RELOAD_TIMEOUT_MS));
-    assert_int_equal(pdc_create_scene(c, &req, &out), PDC_OK);
+    expect_created(c, &req);
     req.name = "made-2";
     char says[128];
     snprintf(says, sizeof says, "needs %llu bytes, scenes hold %llu, limits.max_scene_bytes is %llu", need,
@@ -398,9 +400,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ops_and_restore, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_pathctl_scene, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_instances_memory, setup_small_quarantine, pdi_fixture_stop),
-        cmocka_unit_test_setup_teardown(test_max_scenes, setup_max_scenes, pdi_fixture_stop),
-        cmocka_unit_test_setup_teardown(test_max_scene_cells, setup_max_scene_cells, pdi_fixture_stop),
-        cmocka_unit_test_setup_teardown(test_max_scene_bytes, setup_max_scene_bytes, pdi_fixture_stop),
+        cmocka_unit_test_prestate_setup_teardown(test_max_scenes, setup_with_limits, pdi_fixture_stop,
+                                                 (void *)&MAX_SCENES),
+        cmocka_unit_test_prestate_setup_teardown(test_max_scene_cells, setup_with_limits, pdi_fixture_stop,
+                                                 (void *)&MAX_SCENE_CELLS),
+        cmocka_unit_test_prestate_setup_teardown(test_max_scene_bytes, setup_with_limits, pdi_fixture_stop,
+                                                 (void *)&MAX_SCENE_BYTES),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -418,22 +418,21 @@ static void test_limit_errors(void **state)
     pd_conf_free(&c);
 
     /* The scene caps at both ends of their ranges. */
-    assert_int_equal(load("{\"limits\": {\"max_scenes\": 1, \"max_scene_cells\": 1,"
-                          " \"max_scene_bytes\": 1048576}}",
-                          &c, err, sizeof err),
-                     0);
-    assert_int_equal(c.max_scenes, 1);
-    assert_int_equal(c.max_scene_cells, 1);
-    assert_true(c.max_scene_bytes == 1048576);
-    pd_conf_free(&c);
-    assert_int_equal(load("{\"limits\": {\"max_scenes\": 1000000, \"max_scene_cells\": 268435456,"
-                          " \"max_scene_bytes\": 9007199254740992}}",
-                          &c, err, sizeof err),
-                     0);
-    assert_int_equal(c.max_scenes, 1000000);
-    assert_int_equal(c.max_scene_cells, 268435456);
-    assert_true(c.max_scene_bytes == UINT64_C(9007199254740992));
-    pd_conf_free(&c);
+    static const struct {
+        uint32_t scenes, cells;
+        uint64_t bytes;
+    } caps[] = { { 1, 1, 1048576 }, { 1000000, 268435456, UINT64_C(9007199254740992) } };
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        char json[160];
+        snprintf(json, sizeof json,
+                 "{\"limits\": {\"max_scenes\": %u, \"max_scene_cells\": %u, \"max_scene_bytes\": %llu}}",
+                 (unsigned)caps[i].scenes, (unsigned)caps[i].cells, (unsigned long long)caps[i].bytes);
+        assert_int_equal(load(json, &c, err, sizeof err), 0);
+        assert_int_equal(c.max_scenes, caps[i].scenes);
+        assert_int_equal(c.max_scene_cells, caps[i].cells);
+        assert_true(c.max_scene_bytes == caps[i].bytes);
+        pd_conf_free(&c);
+    }
 }
 
 /* Wraps one scene object in a config with a valid first scene, so every error
