@@ -127,6 +127,17 @@ static int pd__reload_publish(pd_server *s, pd__reload_job *rl)
     if (strcmp(next.listen_host, s->conf.listen_host) != 0 || next.listen_port != s->conf.listen_port)
         pd_log_warn("reload: a new listen address needs a restart; still on %s:%u",
                     s->conf.listen_host, (unsigned)s->conf.listen_port);
+    /* The metrics HTTP server is started once, by main.c; s->conf keeps the
+     * address it serves, so nothing reads one it does not. */
+    if (next.metrics_enabled != s->conf.metrics_enabled ||
+        (next.metrics_enabled && (strcmp(next.metrics_host, s->conf.metrics_host) != 0 ||
+                                  next.metrics_port != s->conf.metrics_port))) {
+        if (s->conf.metrics_enabled)
+            pd_log_warn("reload: a new metrics_listen address needs a restart; still on %s:%u",
+                        s->conf.metrics_host, (unsigned)s->conf.metrics_port);
+        else
+            pd_log_warn("reload: a new metrics_listen address needs a restart; metrics stay off");
+    }
     if (next.threads != s->conf.threads || next.job_queue_capacity != s->conf.job_queue_capacity)
         pd_log_warn("reload: thread count and job queue capacity need a restart; unchanged");
     if (strcmp(next.data_dir, s->conf.data_dir) != 0 || next.journal_fsync != s->conf.journal_fsync ||
@@ -137,6 +148,9 @@ static int pd__reload_publish(pd_server *s, pd__reload_job *rl)
     next.journal_compact_bytes = s->conf.journal_compact_bytes;
     memcpy(next.listen_host, s->conf.listen_host, sizeof next.listen_host);
     next.listen_port = s->conf.listen_port;
+    next.metrics_enabled = s->conf.metrics_enabled;
+    memcpy(next.metrics_host, s->conf.metrics_host, sizeof next.metrics_host);
+    next.metrics_port = s->conf.metrics_port;
     next.threads = s->conf.threads;
     next.job_queue_capacity = s->conf.job_queue_capacity;
 

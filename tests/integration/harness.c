@@ -202,9 +202,9 @@ static int pdi__config_text(const pdi_limits *l, char *buf, size_t cap)
         l = &none;
     size_t len = 0;
     int bad = 0;
-    bad |= pdi__append(buf, cap, &len, "{\n  \"listen\": \"127.0.0.1:0\",\n  \"threads\": %u,\n"
+    bad |= pdi__append(buf, cap, &len, "{\n  \"listen\": \"%s\",\n  \"threads\": %u,\n"
                        "  \"log_level\": \"%s\",\n",
-                       l->threads ? l->threads : PDI__DEFAULT_THREADS,
+                       l->listen ? l->listen : "127.0.0.1:0", l->threads ? l->threads : PDI__DEFAULT_THREADS,
                        l->log_level ? l->log_level : "info");
     if (l->auth_json)
         bad |= pdi__append(buf, cap, &len, "  \"auth\": %s,\n", l->auth_json);
@@ -230,6 +230,9 @@ static int pdi__config_text(const pdi_limits *l, char *buf, size_t cap)
         {"watch_buffer_bytes", l->watch_buffer_bytes},
         {"max_watch_scenes", l->max_watch_scenes},
         {"max_watchers", l->max_watchers},
+        {"max_scenes", l->max_scenes},
+        {"max_scene_cells", l->max_scene_cells},
+        {"max_scene_bytes", l->max_scene_bytes},
     };
     const char *sep = "  \"limits\": {";
     for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
@@ -677,6 +680,11 @@ int pdi_wait_log(const pdi_daemon *d, const char *needle, int timeout_ms)
 
 char *pdi_metrics_get(const pdi_daemon *d)
 {
+    return pdi_metrics_http_get(d, "/metrics");
+}
+
+char *pdi_metrics_http_get(const pdi_daemon *d, const char *path)
+{
     static const char marker[] = "metrics on http://";
     if (!pdi_wait_log(d, marker, PDI_START_TIMEOUT_MS)) {
         fprintf(stderr, "harness: no \"%s\" line in the log\n", marker);
@@ -694,10 +702,11 @@ char *pdi_metrics_get(const pdi_daemon *d)
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    static const char req[] = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-        write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) {
-        fprintf(stderr, "harness: GET /metrics on port %u: %s\n", port, strerror(errno));
+    char req[PDI_PATH_MAX + 64];
+    int req_len = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+    if (fd < 0 || req_len < 0 || (size_t)req_len >= sizeof req ||
+        connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || write(fd, req, (size_t)req_len) != req_len) {
+        fprintf(stderr, "harness: GET %s on port %u: %s\n", path, port, strerror(errno));
         if (fd >= 0)
             close(fd);
         return NULL;
@@ -731,7 +740,7 @@ char *pdi_metrics_get(const pdi_daemon *d)
     buf[len] = '\0';
     char *body = strstr(buf, "\r\n\r\n");
     if (strncmp(buf, "HTTP/1.", 7) != 0 || !strstr(buf, " 200 ") || !body) {
-        fprintf(stderr, "harness: /metrics answered: %.200s\n", buf);
+        fprintf(stderr, "harness: %s answered: %.200s\n", path, buf);
         free(buf);
         return NULL;
     }

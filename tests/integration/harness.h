@@ -75,6 +75,10 @@ typedef struct pdi_limits {
     uint32_t watch_buffer_bytes;
     uint32_t max_watch_scenes;
     uint32_t max_watchers;
+    uint32_t max_scenes;
+    uint32_t max_scene_cells;
+    uint64_t max_scene_bytes;
+    const char *listen;               /* NULL: "127.0.0.1:0" (a free loopback port) */
     int metrics;                      /* 1: metrics_listen on a free loopback port (pdi_metrics_get) */
     const char *log_level;            /* NULL: "info" */
     const char *extra_scenes_json;    /* appended to "scenes", e.g. ",{...}"; NULL: none */
@@ -173,6 +177,8 @@ const char *pdi_pathctl_binary(void);
  * from the "metrics on http://..." log line. Returns the body (heap, the
  * caller frees it) or NULL after printing why. */
 char *pdi_metrics_get(const pdi_daemon *d);
+/* The same for any path on the metrics port, e.g. "/livez". */
+char *pdi_metrics_http_get(const pdi_daemon *d, const char *path);
 
 /* pdc_connect to the daemon with PDI_CALL_TIMEOUT_MS; NULL on failure. */
 pdc_conn *pdi_connect(const pdi_daemon *d);

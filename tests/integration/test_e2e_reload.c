@@ -13,6 +13,8 @@
  *  - a reload with one bad portal, and one with a bad map, change nothing:
  *    versions, cells (updates included), portals and routes stay, though
  *    rb's map file changed too; the next good reload applies it.
+ *  - a reload naming new listen or metrics_listen addresses warns that
+ *    they need a restart, and the old ports keep serving.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -351,11 +353,61 @@ static void test_refused_reloads_change_nothing(void **state)
     assert_int_equal(pdi_daemon_stop(&f->d), 0);
 }
 
+/* A reload cannot move the listening sockets: one that names a new listen
+ * or metrics_listen address (or switches metrics off) gets a warning for
+ * each, and the old ports keep answering, the metrics port /livez and
+ * /metrics included. */
+static void test_reload_keeps_listen_addresses(void **state)
+{
+    static const char LISTEN_WARNING[] =
+        "reload: a new listen address needs a restart; still on 127.0.0.1:0";
+    static const char METRICS_WARNING[] =
+        "reload: a new metrics_listen address needs a restart; still on 127.0.0.1:0";
+    fixture *f = *state;
+    assert_int_equal(pdi_daemon_start(&f->d, &f->limits), 0);
+    char *livez = pdi_metrics_http_get(&f->d, "/livez");
+    assert_non_null(livez);
+    assert_string_equal(livez, "ok\n");
+    free(livez);
+
+    /* Same addresses: no warning. */
+    reload_until(f, "reloaded ");
+    assert_int_equal(pdi_log_count(&f->d, LISTEN_WARNING), 0);
+    assert_int_equal(pdi_log_count(&f->d, METRICS_WARNING), 0);
+
+    /* Both moved (to ports nothing may bind here, so a daemon that tried
+     * would fail loudly). */
+    f->limits.listen = "127.0.0.1:1";
+    f->limits.metrics = 0;
+    snprintf(f->extra, sizeof f->extra, "\"data_dir\": \"%s/data\", %s \"metrics_listen\": \"127.0.0.1:1\",",
+             f->dir, PORTALS_OK);
+    reload_until(f, "reloaded ");
+    assert_int_equal(pdi_log_count(&f->d, LISTEN_WARNING), 1);
+    assert_int_equal(pdi_log_count(&f->d, METRICS_WARNING), 1);
+
+    /* Metrics switched off: still served, with the same warning. */
+    set_portals(f, PORTALS_OK);
+    reload_until(f, "reloaded ");
+    assert_int_equal(pdi_log_count(&f->d, METRICS_WARNING), 2);
+
+    livez = pdi_metrics_http_get(&f->d, "/livez");
+    assert_non_null(livez);
+    assert_string_equal(livez, "ok\n");
+    free(livez);
+    assert_int_equal(metric(&f->d, "pathd_last_reload_scenes{outcome=\"kept\"} "), 6);
+    pdc_conn *c = pdi_connect(&f->d);
+    assert_non_null(c);
+    assert_int_equal(pdc_ping(c, NULL), PDC_OK);
+    pdc_close(c);
+    assert_int_equal(pdi_daemon_stop(&f->d), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_reload_keeps_unchanged_scenes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_reloads_change_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_keeps_listen_addresses, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

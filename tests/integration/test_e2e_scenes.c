@@ -4,11 +4,14 @@
  * CreateInstance, paths on both, an update that makes the instance diverge
  * while the template's paths stay, SceneInfo's sharing fields, DropScene
  * with and without portals, the answers' statuses, several operations as
- * one version and UPDATE_RESTORE, and the memory figure:
+ * one version and UPDATE_RESTORE, the scene caps set in the config
+ * (limits.max_scenes, max_scene_cells, max_scene_bytes; the last raised by
+ * a reload), and the memory figure:
  * 10,000 instances of a 256x256 template with unit sizes 1-3 must add at
  * most 100 MiB to the daemon's RSS.
  */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,6 +28,14 @@
 /* The bound for T_INSTANCES unchanged instances. */
 #define T_INSTANCES_MAX_KIB (100 * 1024)
 static const uint32_t T_UNITS[] = { 1, 2, 3 };
+/* The caps test_max_scenes and test_max_scene_cells set: the harness
+ * config serves 3 scenes, so 2 more may be made; scenes T_CAP_SIDE square. */
+#define T_MAX_SCENES 5
+#define T_CAP_SIDE 32
+/* limits.max_scene_bytes's floor, which test_max_scene_bytes starts with. */
+#define T_MIN_SCENE_BYTES (1024 * 1024)
+/* How long a reload may take (sanitizer builds). */
+#define T_RELOAD_TIMEOUT_MS 20000
 
 static int setup(void **state)
 {
@@ -261,6 +272,127 @@ static void test_instances_memory(void **state)
     free(cells);
 }
 
+/* The scene caps set in the config: CreateScene and CreateInstance within
+ * them are served, one past them is answered LIMIT_EXCEEDED naming the
+ * key, and nothing of it is served. */
+static void expect_limit(pdc_conn *c, int status, const char *says)
+{
+    assert_int_equal(status, PDC_LIMIT_EXCEEDED);
+    if (!strstr(pdc_last_error(c), says))
+        fail_msg("expected \"%s\" in \"%s\"", says, pdc_last_error(c));
+}
+
+/* A CreateScene (of an open field at least T_CAP_SIDE wide) that must be
+ * served: a path along its first row. */
+static void expect_created(pdc_conn *c, const pdc_create_scene_req *req)
+{
+    pdc_scene_change out;
+    assert_int_equal(pdc_create_scene(c, req, &out), PDC_OK);
+    int st;
+    assert_true(path_cost(c, req->name, 0, 0, T_CAP_SIDE - 1, 0, &st) == T_CAP_SIDE - 1);
+    assert_int_equal(st, PDC_OK);
+}
+
+static void expect_not_served(pdc_conn *c, const char *scene)
+{
+    int st;
+    path_cost(c, scene, 0, 0, 1, 1, &st);
+    assert_int_equal(st, PDC_UNKNOWN_SCENE);
+}
+
+/* The caps each test sets, handed to setup_with_limits as cmocka's prestate. */
+static const pdi_limits MAX_SCENES = { .max_scenes = T_MAX_SCENES };
+static const pdi_limits MAX_SCENE_CELLS = { .max_scene_cells = T_CAP_SIDE * T_CAP_SIDE };
+static const pdi_limits MAX_SCENE_BYTES = { .max_scene_bytes = T_MIN_SCENE_BYTES };
+
+static int setup_with_limits(void **state)
+{
+    return pdi_fixture_start(state, *state);
+}
+
+/* A CreateScene of an open width x height field over cells (room for it). */
+static pdc_create_scene_req open_field(const char *name, uint8_t *cells, uint32_t width, uint32_t height)
+{
+    memset(cells, 1, (size_t)width * height);
+    return (pdc_create_scene_req){ .name = name, .width = width, .height = height, .cells = cells };
+}
+
+static void test_max_scenes(void **state)
+{
+    pdi_daemon *d = *state;
+    pdc_conn *c = pdi_connect(d);
+    assert_non_null(c);
+    uint8_t cells[T_CAP_SIDE * T_CAP_SIDE];
+    pdc_create_scene_req req = open_field("made-1", cells, T_CAP_SIDE, T_CAP_SIDE);
+    pdc_scene_change out;
+    /* The config's 3 scenes and these 2 make T_MAX_SCENES. */
+    expect_created(c, &req);
+    assert_int_equal(pdc_create_instance(c, "copy-1", "made-1", &out), PDC_OK);
+    req.name = "made-2";
+    expect_limit(c, pdc_create_scene(c, &req, &out), "5 scenes are served, limits.max_scenes is 5");
+    expect_limit(c, pdc_create_instance(c, "copy-2", "made-1", &out), "limits.max_scenes is 5");
+    expect_not_served(c, "made-2");
+    expect_not_served(c, "copy-2");
+
+    /* A drop makes room again. */
+    assert_int_equal(pdc_drop_scene(c, "copy-1", 0, &out), PDC_OK);
+    expect_created(c, &req);
+    pdc_close(c);
+    pdi_assert_daemon_serves(d);
+}
+
+static void test_max_scene_cells(void **state)
+{
+    pdi_daemon *d = *state;
+    pdc_conn *c = pdi_connect(d);
+    assert_non_null(c);
+    uint8_t cells[(T_CAP_SIDE + 1) * T_CAP_SIDE];
+    pdc_create_scene_req req = open_field("wide", cells, T_CAP_SIDE + 1, T_CAP_SIDE);
+    pdc_scene_change out;
+    expect_limit(c, pdc_create_scene(c, &req, &out), "1056 cells, limits.max_scene_cells is 1024");
+    expect_not_served(c, "wide");
+    req.width = T_CAP_SIDE;
+    expect_created(c, &req);
+    /* The cap is on the cells a request sends: an instance shares its
+     * template's, so one of the config's larger serpent is served. */
+    assert_int_equal(pdc_create_instance(c, "serpent-copy", "serpent", &out), PDC_OK);
+    pdc_close(c);
+    pdi_assert_daemon_serves(d);
+}
+
+/* The config's scenes alone pass the floor (they were loaded, not made by a
+ * request), so any CreateScene is refused; the answer says what it needs
+ * and what the scenes hold, and a reload raising the cap to exactly their
+ * sum lets one such scene in, and not a second. */
+static void test_max_scene_bytes(void **state)
+{
+    pdi_daemon *d = *state;
+    pdc_conn *c = pdi_connect(d);
+    assert_non_null(c);
+    uint8_t cells[T_CAP_SIDE * T_CAP_SIDE];
+    pdc_create_scene_req req = open_field("made-1", cells, T_CAP_SIDE, T_CAP_SIDE);
+    pdc_scene_change out;
+    expect_limit(c, pdc_create_scene(c, &req, &out), ", limits.max_scene_bytes is 1048576");
+    unsigned long long need = 0, held = 0;
+    assert_int_equal(sscanf(pdc_last_error(c), "scene 'made-1': needs %llu bytes, scenes hold %llu", &need, &held), 2);
+    assert_true(held > T_MIN_SCENE_BYTES);
+
+    pdi_limits l = { 0 };
+    l.max_scene_bytes = held + need;
+    assert_int_equal(pdi_log_count(d, "reloaded "), 0);
+    assert_int_equal(pdi_write_config(d, &l), 0);
+    assert_int_equal(pdi_daemon_signal(d, SIGHUP), 0);
+    assert_true(pdi_wait_log(d, "reloaded ", T_RELOAD_TIMEOUT_MS));
+    expect_created(c, &req);
+    req.name = "made-2";
+    char says[128];
+    snprintf(says, sizeof says, "needs %llu bytes, scenes hold %llu, limits.max_scene_bytes is %llu", need,
+             held + need, held + need);
+    expect_limit(c, pdc_create_scene(c, &req, &out), says);
+    pdc_close(c);
+    pdi_assert_daemon_serves(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -268,6 +400,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ops_and_restore, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_pathctl_scene, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_instances_memory, setup_small_quarantine, pdi_fixture_stop),
+        cmocka_unit_test_prestate_setup_teardown(test_max_scenes, setup_with_limits, pdi_fixture_stop,
+                                                 (void *)&MAX_SCENES),
+        cmocka_unit_test_prestate_setup_teardown(test_max_scene_cells, setup_with_limits, pdi_fixture_stop,
+                                                 (void *)&MAX_SCENE_CELLS),
+        cmocka_unit_test_prestate_setup_teardown(test_max_scene_bytes, setup_with_limits, pdi_fixture_stop,
+                                                 (void *)&MAX_SCENE_BYTES),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

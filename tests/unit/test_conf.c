@@ -63,6 +63,9 @@ static void test_empty_object_gives_defaults(void **state)
     assert_int_equal(c.write_high_watermark, 4 * 1024 * 1024);
     assert_int_equal(c.write_low_watermark, 1024 * 1024);
     assert_int_equal(c.default_max_expansions, 0);
+    assert_int_equal(c.max_scenes, 100000);
+    assert_int_equal(c.max_scene_cells, 4096 * 4096);
+    assert_true(c.max_scene_bytes == UINT64_C(4) * 1024 * 1024 * 1024);
     assert_int_equal(c.log_level, PD_LOG_INFO);
     assert_null(c.scenes);
     assert_int_equal(c.n_scenes, 0);
@@ -372,6 +375,27 @@ static void test_limit_errors(void **state)
                  "t.json: $.limits.default_max_expansions: must be in 0..9007199254740992");
     expect_error("{\"limits\": {\"default_max_expansions\": 0.5}}",
                  "t.json: $.limits.default_max_expansions: must be an integer");
+    expect_error("{\"limits\": {\"max_scenes\": 0}}",
+                 "t.json: $.limits.max_scenes: must be in 1..1000000");
+    expect_error("{\"limits\": {\"max_scenes\": 1000001}}",
+                 "t.json: $.limits.max_scenes: must be in 1..1000000");
+    expect_error("{\"limits\": {\"max_scenes\": \"10\"}}",
+                 "t.json: $.limits.max_scenes: must be an integer, not a string");
+    expect_error("{\"limits\": {\"max_scene_cells\": 0}}",
+                 "t.json: $.limits.max_scene_cells: must be in 1..268435456");
+    expect_error("{\"limits\": {\"max_scene_cells\": 268435457}}",
+                 "t.json: $.limits.max_scene_cells: must be in 1..268435456");
+    expect_error("{\"limits\": {\"max_scene_cells\": 4096.5}}",
+                 "t.json: $.limits.max_scene_cells: must be an integer");
+    /* max_scene_bytes has a 1 MiB floor: less would refuse every scene. */
+    expect_error("{\"limits\": {\"max_scene_bytes\": 1048575}}",
+                 "t.json: $.limits.max_scene_bytes: must be in 1048576..9007199254740992");
+    expect_error("{\"limits\": {\"max_scene_bytes\": 0}}",
+                 "t.json: $.limits.max_scene_bytes: must be in 1048576..9007199254740992");
+    expect_error("{\"limits\": {\"max_scene_bytes\": 1e16}}",
+                 "t.json: $.limits.max_scene_bytes: must be in 1048576..9007199254740992");
+    expect_error("{\"limits\": {\"max_scene_bytes\": true}}",
+                 "t.json: $.limits.max_scene_bytes: must be an integer, not a boolean");
     /* The watermarks are checked against each other, defaults included. */
     expect_error("{\"limits\": {\"write_low_watermark\": 4194304}}",
                  "t.json: $.limits.write_low_watermark: must be below write_high_watermark (4194304)");
@@ -392,6 +416,23 @@ static void test_limit_errors(void **state)
     assert_int_equal(c.idle_timeout_ms, 86400000);
     assert_true(c.default_max_expansions == UINT64_C(9007199254740992));
     pd_conf_free(&c);
+
+    /* The scene caps at both ends of their ranges. */
+    static const struct {
+        uint32_t scenes, cells;
+        uint64_t bytes;
+    } caps[] = { { 1, 1, 1048576 }, { 1000000, 268435456, UINT64_C(9007199254740992) } };
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        char json[160];
+        snprintf(json, sizeof json,
+                 "{\"limits\": {\"max_scenes\": %u, \"max_scene_cells\": %u, \"max_scene_bytes\": %llu}}",
+                 (unsigned)caps[i].scenes, (unsigned)caps[i].cells, (unsigned long long)caps[i].bytes);
+        assert_int_equal(load(json, &c, err, sizeof err), 0);
+        assert_int_equal(c.max_scenes, caps[i].scenes);
+        assert_int_equal(c.max_scene_cells, caps[i].cells);
+        assert_true(c.max_scene_bytes == caps[i].bytes);
+        pd_conf_free(&c);
+    }
 }
 
 /* Wraps one scene object in a config with a valid first scene, so every error
