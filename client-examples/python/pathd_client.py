@@ -1131,6 +1131,7 @@ class _Api:
         # request can never be mistaken for a new one.
         self._next_id = 1
         self._pending = {}
+        self._pipelined = 0        # pipelined requests in _pending: in_flight without a scan
         self._completed = deque()  # finished pipelined requests, completion order
         self._watches = set()      # ids of open watches
         self._events = deque()     # watch events not yet taken by watch_next()
@@ -1140,7 +1141,7 @@ class _Api:
     @property
     def in_flight(self):
         """Requests sent with send()/send_find_path not yet handed back by recv()."""
-        return sum(1 for p in list(self._pending.values()) if p.pipelined)
+        return self._pipelined
 
     def _fail_pending(self, error_class, message):
         """Every request still waiting fails with error_class; watches end."""
@@ -1204,7 +1205,14 @@ class _Api:
         if op is not None:
             p = _Pending(request_id, op, pipelined)
             self._pending[request_id] = p
+            self._pipelined += 1 if pipelined else 0
         return request_id, p
+
+    def _forget(self, request_id):
+        """Drops a request from the table, answered, failed or given up."""
+        p = self._pending.pop(request_id, None)
+        if p is not None and p.pipelined:
+            self._pipelined -= 1
 
     @staticmethod
     def _outcome(p):
@@ -1219,9 +1227,9 @@ class _Api:
         raised), or None to wait until deadline."""
         if self._completed:
             p = self._completed.popleft()
-            self._pending.pop(p.id, None)
+            self._forget(p.id)
             return self._outcome(p)
-        if not any(p.pipelined for p in self._pending.values()):
+        if not self._pipelined:
             raise PathdError("IDLE", "no pipelined request in flight")
         if deadline - time.monotonic() <= 0:
             raise PathdTimeout("no answer completed within %gs" % wait)
@@ -1392,7 +1400,7 @@ class PathdClient(_Api):
             except OSError as e:
                 failure = (PathdDisconnected, "send failed: %s" % e)
         with self._lock:
-            self._pending.pop(request_id, None)
+            self._forget(request_id)
             self._fail(sock, PathdDisconnected, failure[1])
         raise failure[0](failure[1], request_id)
 
@@ -1402,10 +1410,10 @@ class PathdClient(_Api):
             while not p.done:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    self._pending.pop(p.id, None)
+                    self._forget(p.id)
                     raise PathdTimeout("no answer within %gs" % self.timeout, p.id)
                 self._lock.wait(remaining)
-            self._pending.pop(p.id, None)
+            self._forget(p.id)
         return self._outcome(p)
 
     def _roundtrip(self, op):
@@ -1675,7 +1683,7 @@ class AsyncPathdClient(_Api):
             failure = (PathdDisconnected, "send failed: %s" % e)
         else:
             return p if p is not None else request_id
-        self._pending.pop(request_id, None)
+        self._forget(request_id)
         self._fail(writer, PathdDisconnected, failure[1])
         raise failure[0](failure[1], request_id)
 
@@ -1683,9 +1691,9 @@ class AsyncPathdClient(_Api):
         try:
             await asyncio.wait_for(asyncio.shield(p.waiter), self.timeout)
         except asyncio.TimeoutError:
-            self._pending.pop(p.id, None)
+            self._forget(p.id)
             raise PathdTimeout("no answer within %gs" % self.timeout, p.id)
-        self._pending.pop(p.id, None)
+        self._forget(p.id)
         return self._outcome(p)
 
     async def _roundtrip(self, op):
