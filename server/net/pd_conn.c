@@ -21,6 +21,7 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,12 +77,87 @@ void pd__conn_read_stop(pd__conn *c)
     c->reading = 0;
 }
 
+/* ---- the socket shared with workers (pd__wire) ---------------------------- */
+
+static pd__wire *pd__wire_new(int fd)
+{
+    pd__wire *w = calloc(1, sizeof *w);
+    if (!w || pthread_mutex_init(&w->mu, NULL) != 0) {
+        free(w);
+        return NULL;
+    }
+    w->fd = fd;
+    w->state = PD__WIRE_FREE;
+    atomic_init(&w->refs, 1);
+    return w;
+}
+
+pd__wire *pd__wire_retain(pd__wire *w)
+{
+    if (w)
+        atomic_fetch_add(&w->refs, 1);
+    return w;
+}
+
+void pd__wire_release(pd__wire *w)
+{
+    if (w && atomic_fetch_sub(&w->refs, 1) == 1) {
+        pthread_mutex_destroy(&w->mu);
+        free(w);
+    }
+}
+
+/* Moves c's wire from state `from` to `to`; a wire in another state keeps
+ * its own. */
+static void pd__wire_move(pd__conn *c, pd__wire_state from, pd__wire_state to)
+{
+    if (!c->wire)
+        return;
+    pthread_mutex_lock(&c->wire->mu);
+    if (c->wire->state == from)
+        c->wire->state = to;
+    pthread_mutex_unlock(&c->wire->mu);
+}
+
+static pd__wire_state pd__wire_state_of(pd__conn *c)
+{
+    if (!c->wire)
+        return PD__WIRE_LOOP;
+    pthread_mutex_lock(&c->wire->mu);
+    pd__wire_state st = c->wire->state;
+    pthread_mutex_unlock(&c->wire->mu);
+    return st;
+}
+
+size_t pd__wire_try_send(pd__wire *w, const uint8_t *buf, size_t len)
+{
+    if (!w || len == 0)
+        return 0;
+    size_t sent = 0;
+    pthread_mutex_lock(&w->mu);
+    if (w->state == PD__WIRE_FREE) {
+        /* Non-blocking like every write to the socket; a reader that has
+         * not taken its earlier answers gets the rest through the loop,
+         * with its backpressure. */
+        ssize_t n = send(w->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+            sent = (size_t)n;
+            if (sent < len)
+                w->state = PD__WIRE_PARTIAL;
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    return sent;
+}
+
 /* Answers left c (a write callback, or a flush the kernel took whole):
  * the client is active, and a connection paused for backpressure reads
  * again once its unread replies are under the low watermark. */
 static void pd__conn_written(pd__conn *c)
 {
     pd_server *s = c->server;
+    if (c->n_pend == 0 && c->writes_pending == 0)
+        pd__wire_move(c, PD__WIRE_LOOP, PD__WIRE_FREE);
     c->last_active_ms = uv_now(s->loop);
     pd__conn_account(c);
     if (c->closing)
@@ -160,6 +236,10 @@ static void pd__conn_flush(pd__conn *c)
 {
     pd_server *s = c->server;
     if (c->n_pend == 0 || c->closing)
+        return;
+    /* A worker's answer is half out: its rest goes first (pd__conn_send_rest
+     * queues it and makes the connection dirty again). */
+    if (pd__wire_state_of(c) == PD__WIRE_PARTIAL)
         return;
     size_t sent = 0;
     if (c->writes_pending == 0) {
@@ -263,6 +343,7 @@ void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len)
     }
     c->pend[c->n_pend++] = uv_buf_init((char *)buf, (unsigned int)len);
     c->pend_bytes += len;
+    pd__wire_move(c, PD__WIRE_FREE, PD__WIRE_LOOP);
     c->out_bytes += len;
     if (!c->dirty) {
         c->dirty = 1;
@@ -281,6 +362,17 @@ void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len)
             pd__conn_read_stop(c);
     }
     pd__conn_account(c);
+}
+
+void pd__conn_send_rest(pd__conn *c, uint8_t *buf, size_t len)
+{
+    pd__wire_move(c, PD__WIRE_PARTIAL, c->lingering ? PD__WIRE_CLOSED : PD__WIRE_LOOP);
+    pd__conn_send(c, buf, len);
+    if (c->n_pend > 1 && !c->closing) {
+        uv_buf_t rest = c->pend[c->n_pend - 1];
+        memmove(c->pend + 1, c->pend, (c->n_pend - 1) * sizeof *c->pend);
+        c->pend[0] = rest;
+    }
 }
 
 /* Closes the connections holding the most buffered bytes, largest first,
@@ -372,6 +464,15 @@ void pd__conn_close(pd__conn *c)
         return;
     pd__conn_unlink_full(c);
     c->closing = 1;
+    /* Closed to workers before uv_close closes the descriptor, so none can
+     * write to it, or to whatever reuses its number. */
+    if (c->wire) {
+        pthread_mutex_lock(&c->wire->mu);
+        c->wire->state = PD__WIRE_CLOSED;
+        pthread_mutex_unlock(&c->wire->mu);
+        pd__wire_release(c->wire);
+        c->wire = NULL;
+    }
     c->reading = 0;
     pd__conn_drop_pending(c);
     /* Its buffers go with it: they no longer count against the budget. The
@@ -430,6 +531,10 @@ void pd__conn_linger(pd__conn *c)
         return;
     c->lingering = 1;
     c->lingering_since_ms = uv_now(c->server->loop);
+    /* No worker writes to it any more; an answer a worker has half written
+     * keeps the wire PARTIAL until its rest is queued, ahead of the error. */
+    pd__wire_move(c, PD__WIRE_FREE, PD__WIRE_CLOSED);
+    pd__wire_move(c, PD__WIRE_LOOP, PD__WIRE_CLOSED);
     pd__conn_unlink_full(c); /* a lingering connection reads to discard */
     pd__conn_shutdown(c);
     pd__conn_read_start(c);
@@ -633,6 +738,9 @@ void pd__on_connection(uv_stream_t *listener, int status)
     }
     c->in_map = 1;
     uv_tcp_nodelay(&c->tcp, 1);
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+        c->wire = pd__wire_new(fd);
 
     if (s->n_conns > s->conf.max_connections) {
         pd_metrics_observe_overloaded(s->metrics, PD_METRICS_LIMIT_CONNECTIONS);

@@ -72,6 +72,9 @@ typedef struct pd__job {
     uint32_t max_chunk;           /* the server's max_waypoints_per_chunk when the job was made */
     uint8_t *answer;              /* owned: the encoded answer, when its worker made it */
     size_t answer_len;
+    pd__wire *wire;               /* retained: set when the worker may write the answer
+                                     itself (its connection had nothing else in flight) */
+    size_t answer_sent;           /* bytes of the answer its worker wrote */
 } pd__job;
 
 static pd__job *pd__job_new(pd__conn *c, uint64_t request_id, pd_request_kind kind, pd_task_run_fn run)
@@ -112,6 +115,7 @@ static void pd__job_free(pd__job *job)
     free(job->move_queries);
     free(job->move_results);
     free(job->answer);
+    pd__wire_release(job->wire);
     free(job);
 }
 
@@ -180,6 +184,8 @@ static pd_status pd__answer_on_worker(pd__job *job, pd_status st)
     job->task.status = st;
     pd__settle_status(job);
     job->answer = pd__encode_job(job, &job->answer_len);
+    if (job->answer)
+        job->answer_sent = pd__wire_try_send(job->wire, job->answer, job->answer_len);
     /* The answer holds what the loop needs now. What the search allocated
      * goes back here, to this worker's malloc arena: freed on the loop it
      * would take that arena's lock against this worker's next search. */
@@ -354,6 +360,8 @@ static void pd__submit(pd__conn *c, pd__job *job)
      * alone: batching its completion with the worker's next tasks would
      * only delay it (by up to a whole search), and saves no wakeup. */
     job->task.hand_over_at_once = c->in_flight == 0;
+    if (job->task.hand_over_at_once)
+        job->wire = pd__wire_retain(c->wire);
     pd_status st = pd_pool_submit(s->pool, &job->task);
     if (st != PD_OK) {
         pd__job_free(job);
@@ -956,7 +964,15 @@ static void pd__finish_job(pd_server *s, pd__job *job)
         c->in_flight -= c->in_flight >= job->weight ? job->weight : c->in_flight;
         if (c->full && c->in_flight <= s->conf.max_inflight_per_conn / 2)
             pd__conn_unfull(c);
-        if (!c->lingering) {
+        if (job->answer_sent > 0) {
+            /* Its worker wrote the answer, or its start. */
+            if (job->answer_sent < job->answer_len) {
+                size_t rest = job->answer_len - job->answer_sent;
+                memmove(job->answer, job->answer + job->answer_sent, rest);
+                pd__conn_send_rest(c, job->answer, rest);
+                job->answer = NULL;
+            }
+        } else if (!c->lingering) {
             size_t len = job->answer_len;
             uint8_t *buf = job->answer ? job->answer : pd__encode_job(job, &len);
             job->answer = NULL;

@@ -6,6 +6,7 @@
 #ifndef PD_SERVER_INTERNAL_H
 #define PD_SERVER_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <uv.h>
@@ -37,6 +38,28 @@ typedef enum pd__phase {
     PD__FLUSHING,
     PD__CLOSED,
 } pd__phase;
+
+/* A connection's socket as the workers see it. The worker that finishes
+ * the job of a connection with nothing else in flight writes the answer to
+ * the socket itself when the loop has nothing queued there
+ * (pd__wire_try_send): that answer then need not wait for the loop thread
+ * to get a core and reach it, which under load on shared cores is most of
+ * a one-at-a-time client's wait (docs/BENCHMARKS.md, "Overload"). The
+ * state, under mu, keeps every frame whole and in order. */
+typedef enum pd__wire_state {
+    PD__WIRE_FREE,               /* nothing queued: a worker may write */
+    PD__WIRE_LOOP,               /* the loop has answers queued or in libuv */
+    PD__WIRE_PARTIAL,            /* a worker wrote part of an answer: the loop writes
+                                    nothing until it has queued the rest first */
+    PD__WIRE_CLOSED,             /* closing or lingering: no worker writes */
+} pd__wire_state;
+
+typedef struct pd__wire {
+    pthread_mutex_t mu;
+    int fd;
+    pd__wire_state state;
+    atomic_uint refs;            /* the connection's and its jobs' */
+} pd__wire;
 
 typedef struct pd__conn {
     uv_tcp_t tcp;                /* tcp.data points back to the connection */
@@ -77,7 +100,17 @@ typedef struct pd__conn {
     uv_shutdown_t shutdown_req;
     struct pd__watch *watches;   /* its open Watches (pd_watch.c); they keep it from
                                     counting as idle */
+    pd__wire *wire;              /* NULL when it could not be made: answers go by the loop */
 } pd__conn;
+
+pd__wire *pd__wire_retain(pd__wire *w);  /* NULL-safe */
+void pd__wire_release(pd__wire *w);      /* NULL-safe; any thread */
+/* On a worker: writes what the socket takes of buf now, if the loop has
+ * nothing queued; returns the bytes written (0: the loop sends it all). */
+size_t pd__wire_try_send(pd__wire *w, const uint8_t *buf, size_t len);
+/* Queues the rest of an answer a worker wrote in part, ahead of anything
+ * queued since; takes ownership of buf. */
+void pd__conn_send_rest(pd__conn *c, uint8_t *buf, size_t len);
 
 /* One queued write: the request and the answers it sends in one writev,
  * freed together in the write callback. */

@@ -8,6 +8,8 @@
  * has no honest trigger (only an allocation failure inside the daemon gives
  * it) and is deliberately not faked.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -318,6 +321,86 @@ static void test_full_connection_is_still_read(void **state)
     close(fd);
 }
 
+/* A loopback connection whose receive buffer is 4 KiB (set before
+ * connecting, so the window stays small): a large answer fills it and the
+ * server's send buffer, and the rest waits in the server. */
+static int connect_small_window(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    int rcvbuf = 4096;
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf), 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    return fd;
+}
+
+/* A connection with nothing else in flight gets its answer written by the
+ * worker that found it, and the rest of an answer larger than the socket
+ * takes goes through the loop, ahead of anything answered meanwhile. Here
+ * the client reads nothing while a path of half a million cells (the
+ * serpentine, every cell, with arrival times: about 5 MB, more than the
+ * kernel's largest send buffer, 4 MiB) is answered, and Pings follow it
+ * every 20 ms; then everything is read: each frame must decode, the
+ * path's chunks come in order up to its final one with all its waypoints,
+ * and every Pong comes, in order. */
+static void test_worker_written_answer_stays_whole(void **state)
+{
+    pdi_daemon *d = *state;
+    int fd = connect_small_window(d->port);
+    int32_t gx, gy;
+    pdi_serpent_goal(&gx, &gy);
+    pdi_fp_msg m;
+    pdi_fp_init(&m, 1, "serpent", 0, 0, gx, gy);
+    m.fp.speed = 1.0;
+    assert_int_equal(pdi_raw_send_request(fd, &m.req), 0);
+    enum { PINGS = 60 };
+    for (uint64_t i = 0; i < PINGS; i++) {
+        pdi_sleep_ms(20);
+        pdi_small_msg ping;
+        pdi_ping_init(&ping, 2 + i, 1000 + i);
+        assert_int_equal(pdi_raw_send_request(fd, &ping.req), 0);
+    }
+    uint32_t next_seq = 0;
+    uint64_t waypoints = 0, next_pong = 2;
+    int path_done = 0;
+    while (!path_done || next_pong < 2 + PINGS) {
+        Pathd__V1__Response *r = pdi_raw_recv(fd, PDI_CALL_TIMEOUT_MS, NULL);
+        if (!r)
+            fail_msg("stream ended or a frame did not decode: chunk %u, pong %llu next", next_seq,
+                     (unsigned long long)next_pong);
+        if (r->id == 1) {
+            assert_false(path_done);
+            assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+            assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PATH);
+            assert_int_equal(r->path->seq, next_seq);
+            next_seq++;
+            assert_non_null(r->path->points);
+            waypoints += r->path->points->n_dx;
+            assert_int_equal(r->path->points->n_t, r->path->points->n_dx);
+            if (r->final) {
+                path_done = 1;
+                assert_int_equal(r->path->total_waypoints, waypoints);
+            }
+        } else {
+            assert_int_equal(r->id, next_pong);
+            assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PONG);
+            assert_int_equal(r->pong->nonce, 1000 + (next_pong - 2));
+            next_pong++;
+        }
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+    /* Every cell of the serpentine's corridors and gaps: far more than a
+     * socket takes at once. */
+    assert_true(waypoints > 500000);
+    close(fd);
+    pdi_assert_daemon_serves(d);
+}
+
 static void test_protocol_errors(void **state)
 {
     pdi_daemon *d = *state;
@@ -408,6 +491,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refusals, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_cancelled_and_overloaded, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_full_connection_is_still_read, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_worker_written_answer_stays_whole, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_protocol_errors, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_overloaded_global_limits, setup_small_queue, pdi_fixture_stop),
     };
