@@ -194,27 +194,75 @@ pd_components *pd_components_clone(const pd_components *c)
     return copy;
 }
 
+/* The frontier of a full build's floods: a ring of padded cell indices,
+ * its capacity a power of two, doubled when full. A breadth-first flood's
+ * frontier is the cells it reached but has not expanded yet (those at one
+ * or two distances from its start), far fewer than its cells on most
+ * maps, so the build's only large work array is its 32-bit labels. A
+ * queue of one slot per cell made that 8 bytes a cell (8 MB at 1024 x
+ * 1024), which glibc gave back to the kernel after a build when nothing
+ * was allocated above it, and the next build faulted in again page by
+ * page (see BENCHMARKS.md, escaped small components). */
+typedef struct pd__ring {
+    uint32_t *v;
+    size_t head, n, cap;
+} pd__ring;
+
+/* Cells a build's ring starts with (4 KB): the frontier of a flood from the
+ * corner of an open map 1024 cells wide. */
+#define PD__RING_FIRST_CAP 1024
+
+static int pd__ring_push(pd__ring *r, uint32_t cell)
+{
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : PD__RING_FIRST_CAP;
+        uint32_t *v = realloc(r->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        /* The cells that had wrapped to the front move past the old end,
+         * so the ring runs on from head in order. */
+        memcpy(&v[r->cap], v, r->head * sizeof *v);
+        r->v = v;
+        r->cap = cap;
+    }
+    r->v[(r->head + r->n) & (r->cap - 1)] = cell;
+    r->n++;
+    return 0;
+}
+
+static uint32_t pd__ring_pop(pd__ring *r)
+{
+    uint32_t cell = r->v[r->head];
+    r->head = (r->head + 1) & (r->cap - 1);
+    r->n--;
+    return cell;
+}
+
 /* Floods from `start` over passable cells of g still labelled 0 in the
- * 32-bit labels, writing `label`. The queue is a plain array: each cell
- * enters it once. Returns the cells flooded. */
-static uint32_t pd__flood_unlabelled(uint32_t *labels, int32_t stride, const pd_grid *g, uint32_t *queue,
-                                     uint32_t start, uint32_t label)
+ * 32-bit labels, writing `label`; *cells: the cells flooded. The frontier
+ * ring comes back empty. Returns 0, or -1 (memory). */
+static int pd__flood_unlabelled(uint32_t *labels, int32_t stride, const pd_grid *g, pd__ring *frontier,
+                                uint32_t start, uint32_t label, uint32_t *cells)
 {
     const uint32_t step[4] = { 1u, (uint32_t)-1, (uint32_t)stride, (uint32_t)-stride };
-    size_t head = 0, tail = 0;
+    uint32_t flooded = 1;
     labels[start] = label;
-    queue[tail++] = start;
-    while (head < tail) {
-        uint32_t cell = queue[head++];
+    if (pd__ring_push(frontier, start) < 0)
+        return -1;
+    while (frontier->n > 0) {
+        uint32_t cell = pd__ring_pop(frontier);
         for (int d = 0; d < 4; d++) {
             uint32_t n = cell + step[d];
             if (g->cells[n] != PD_CELL_BLOCKED && labels[n] == 0) {
                 labels[n] = label;
-                queue[tail++] = n;
+                flooded++;
+                if (pd__ring_push(frontier, n) < 0)
+                    return -1;
             }
         }
     }
-    return (uint32_t)tail;
+    *cells = flooded;
+    return 0;
 }
 
 /* Narrows a full build's 32-bit labels 1..count (sizes[l]: cells of
@@ -257,11 +305,6 @@ pd_components *pd_components_build(const pd_grid *g)
     pd_components *c = pd__components_alloc(g->width, g->height);
     if (!c)
         return NULL;
-    uint32_t *queue = malloc((size_t)g->width * (size_t)g->height * sizeof *queue);
-    if (!queue) {
-        pd_components_destroy(c);
-        return NULL;
-    }
     /* sizes.v[l]: the cells of component l (v[0] for label 0), grown as
      * labels are given: a map with few components allocates little.
      * Without them escapes are off (16 or 32 bits). */
@@ -270,12 +313,19 @@ pd_components *pd_components_build(const pd_grid *g)
         free(sizes.v);
         sizes.v = NULL;
     }
+    pd__ring frontier = { NULL, 0, 0, 0 };
     uint32_t *labels = c->labels;
     for (int32_t y = 0; y < g->height; y++) {
         for (int32_t x = 0; x < g->width; x++) {
             uint32_t i = (uint32_t)pd_grid_index(g, x, y);
             if (g->cells[i] != PD_CELL_BLOCKED && labels[i] == 0) {
-                uint32_t cells = pd__flood_unlabelled(labels, c->stride, g, queue, i, c->next_label++);
+                uint32_t cells;
+                if (pd__flood_unlabelled(labels, c->stride, g, &frontier, i, c->next_label++, &cells) < 0) {
+                    free(frontier.v);
+                    free(sizes.v);
+                    pd_components_destroy(c);
+                    return NULL;
+                }
                 c->count++;
                 if (sizes.v && pd__cells_push(&sizes, cells) < 0) {
                     free(sizes.v);
@@ -284,7 +334,7 @@ pd_components *pd_components_build(const pd_grid *g)
             }
         }
     }
-    free(queue);
+    free(frontier.v);
     /* Short of memory for the narrow copy, the labels stay 32 bits wide:
      * right, only larger. */
     if (pd_components_bytes_for(c->next_label) == 1 || !sizes.v || !pd__narrow_with_escapes(c, sizes.v))
