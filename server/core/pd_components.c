@@ -194,74 +194,85 @@ pd_components *pd_components_clone(const pd_components *c)
     return copy;
 }
 
-/* The frontier of a full build's floods: a ring of padded cell indices,
- * its capacity a power of two, doubled when full. A breadth-first flood's
- * frontier is the cells it reached but has not expanded yet (those at one
- * or two distances from its start), far fewer than its cells on most
- * maps, so the build's only large work array is its 32-bit labels. A
- * queue of one slot per cell made that 8 bytes a cell (8 MB at 1024 x
- * 1024), which glibc gave back to the kernel after a build when nothing
- * was allocated above it, and the next build faulted in again page by
- * page (see BENCHMARKS.md, escaped small components). */
-typedef struct pd__ring {
+/* The frontier of a full build's floods: the cells a flood reached but
+ * has not expanded yet, taken from the front of a buffer and added at its
+ * back; when the back reaches the buffer's end, the cells left move to the
+ * front, into a buffer twice as large when they fill more than half of it.
+ * A breadth-first flood's frontier (the cells at one or two distances
+ * from its start) is far smaller than its cells on most maps, so the
+ * build's only large work array is its 32-bit labels. A queue of one slot
+ * per cell made that 8 bytes a cell (8 MB at 1024 x 1024), which glibc
+ * gave back to the kernel after a build when nothing was allocated above
+ * it, and the next build faulted in again page by page (see
+ * BENCHMARKS.md, escaped small components). */
+typedef struct pd__frontier {
     uint32_t *v;
-    size_t head, n, cap;
-} pd__ring;
+    size_t cap;
+} pd__frontier;
 
-/* Cells a build's ring starts with (4 KB): the frontier of a flood from the
- * corner of an open map 1024 cells wide. */
-#define PD__RING_FIRST_CAP 1024
+/* Cells a build's frontier buffer starts with (4 KB): the frontier of a
+ * flood from the corner of an open map 1024 cells wide. */
+#define PD__FRONTIER_FIRST_CAP 1024
 
-static int pd__ring_push(pd__ring *r, uint32_t cell)
+/* Moves the cells v[head..tail) to the front of the buffer, into a new one
+ * twice as large when they fill more than half of it (the first buffer,
+ * when there is none: PD__FRONTIER_FIRST_CAP cells). Returns 0, or -1
+ * (memory; nothing moved). */
+static int pd__frontier_compact(pd__frontier *f, size_t head, size_t tail)
 {
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : PD__RING_FIRST_CAP;
-        uint32_t *v = realloc(r->v, cap * sizeof *v);
+    const size_t n = tail - head;
+    if (!f->v || n > f->cap / 2) {
+        size_t cap = f->cap ? f->cap * 2 : PD__FRONTIER_FIRST_CAP;
+        uint32_t *v = malloc(cap * sizeof *v);
         if (!v)
             return -1;
-        /* The cells that had wrapped to the front move past the old end,
-         * so the ring runs on from head in order. */
-        memcpy(&v[r->cap], v, r->head * sizeof *v);
-        r->v = v;
-        r->cap = cap;
+        if (n > 0)
+            memcpy(v, &f->v[head], n * sizeof *v);
+        free(f->v);
+        f->v = v;
+        f->cap = cap;
+    } else {
+        memmove(f->v, &f->v[head], n * sizeof *f->v);
     }
-    r->v[(r->head + r->n) & (r->cap - 1)] = cell;
-    r->n++;
     return 0;
 }
 
-static uint32_t pd__ring_pop(pd__ring *r)
-{
-    uint32_t cell = r->v[r->head];
-    r->head = (r->head + 1) & (r->cap - 1);
-    r->n--;
-    return cell;
-}
-
 /* Floods from `start` over passable cells of g still labelled 0 in the
- * 32-bit labels, writing `label`; *cells: the cells flooded. The frontier
- * ring comes back empty. Returns 0, or -1 (memory). */
-static int pd__flood_unlabelled(uint32_t *labels, int32_t stride, const pd_grid *g, pd__ring *frontier,
+ * 32-bit labels, writing `label`, through the frontier buffer (made by
+ * the caller); *cells: the cells flooded. Returns 0, or -1 (memory). */
+static int pd__flood_unlabelled(uint32_t *labels, int32_t stride, const pd_grid *g, pd__frontier *frontier,
                                 uint32_t start, uint32_t label, uint32_t *cells)
 {
     const uint32_t step[4] = { 1u, (uint32_t)-1, (uint32_t)stride, (uint32_t)-stride };
-    uint32_t flooded = 1;
+    size_t head = 0, tail = 0, moved_out = 0;
     labels[start] = label;
-    if (pd__ring_push(frontier, start) < 0)
-        return -1;
-    while (frontier->n > 0) {
-        uint32_t cell = pd__ring_pop(frontier);
-        for (int d = 0; d < 4; d++) {
-            uint32_t n = cell + step[d];
-            if (g->cells[n] != PD_CELL_BLOCKED && labels[n] == 0) {
-                labels[n] = label;
-                flooded++;
-                if (pd__ring_push(frontier, n) < 0)
-                    return -1;
+    frontier->v[tail++] = start;
+    while (head < tail) {
+        /* A cell adds at most 4 cells: the loop below expands as many as
+         * have room for theirs before the buffer's end, so its writes need
+         * no check. */
+        if (frontier->cap - tail < 4) {
+            if (pd__frontier_compact(frontier, head, tail) < 0)
+                return -1;
+            moved_out += head;
+            tail -= head;
+            head = 0;
+        }
+        uint32_t *v = frontier->v;
+        const size_t fit = (frontier->cap - tail) / 4;
+        const size_t end = head + (tail - head < fit ? tail - head : fit);
+        while (head < end) {
+            const uint32_t cell = v[head++];
+            for (int d = 0; d < 4; d++) {
+                uint32_t n = cell + step[d];
+                if (g->cells[n] != PD_CELL_BLOCKED && labels[n] == 0) {
+                    labels[n] = label;
+                    v[tail++] = n;
+                }
             }
         }
     }
-    *cells = flooded;
+    *cells = (uint32_t)(moved_out + tail);
     return 0;
 }
 
@@ -313,7 +324,12 @@ pd_components *pd_components_build(const pd_grid *g)
         free(sizes.v);
         sizes.v = NULL;
     }
-    pd__ring frontier = { NULL, 0, 0, 0 };
+    pd__frontier frontier = { NULL, 0 };
+    if (pd__frontier_compact(&frontier, 0, 0) < 0) {
+        free(sizes.v);
+        pd_components_destroy(c);
+        return NULL;
+    }
     uint32_t *labels = c->labels;
     for (int32_t y = 0; y < g->height; y++) {
         for (int32_t x = 0; x < g->width; x++) {
