@@ -196,7 +196,7 @@ pd_components *pd_components_clone(const pd_components *c)
 
 /* The frontier of a full build's floods: the cells a flood reached but
  * has not expanded yet, taken from the front of a buffer and added at its
- * back; when the back reaches the buffer's end, the cells left move to the
+ * back; when the back nears the buffer's end, the cells left move to the
  * front, into a buffer twice as large when they fill more than half of it.
  * A breadth-first flood's frontier (the cells at one or two distances
  * from its start) is far smaller than its cells on most maps, so the
