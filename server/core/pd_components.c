@@ -194,27 +194,86 @@ pd_components *pd_components_clone(const pd_components *c)
     return copy;
 }
 
+/* The frontier of a full build's floods: the cells a flood reached but
+ * has not expanded yet, taken from the front of a buffer and added at its
+ * back; when the back nears the buffer's end, the cells left move to the
+ * front, into a buffer twice as large when they fill more than half of it.
+ * A breadth-first flood's frontier (the cells at one or two distances
+ * from its start) is far smaller than its cells on most maps, so the
+ * build's only large work array is its 32-bit labels. A queue of one slot
+ * per cell made that 8 bytes a cell (8 MB at 1024 x 1024), which glibc
+ * gave back to the kernel after a build when nothing was allocated above
+ * it, and the next build faulted in again page by page (see
+ * BENCHMARKS.md, escaped small components). */
+typedef struct pd__frontier {
+    uint32_t *v;
+    size_t cap;
+} pd__frontier;
+
+/* Cells a build's frontier buffer starts with (4 KB): the frontier of a
+ * flood from the corner of an open map 1024 cells wide. */
+#define PD__FRONTIER_FIRST_CAP 1024
+
+/* Moves the cells v[head..tail) to the front of the buffer, into a new one
+ * twice as large when they fill more than half of it (the first buffer,
+ * when there is none: PD__FRONTIER_FIRST_CAP cells). Returns 0, or -1
+ * (memory; nothing moved). */
+static int pd__frontier_compact(pd__frontier *f, size_t head, size_t tail)
+{
+    const size_t n = tail - head;
+    if (!f->v || n > f->cap / 2) {
+        size_t cap = f->cap ? f->cap * 2 : PD__FRONTIER_FIRST_CAP;
+        uint32_t *v = malloc(cap * sizeof *v);
+        if (!v)
+            return -1;
+        if (n > 0)
+            memcpy(v, &f->v[head], n * sizeof *v);
+        free(f->v);
+        f->v = v;
+        f->cap = cap;
+    } else {
+        memmove(f->v, &f->v[head], n * sizeof *f->v);
+    }
+    return 0;
+}
+
 /* Floods from `start` over passable cells of g still labelled 0 in the
- * 32-bit labels, writing `label`. The queue is a plain array: each cell
- * enters it once. Returns the cells flooded. */
-static uint32_t pd__flood_unlabelled(uint32_t *labels, int32_t stride, const pd_grid *g, uint32_t *queue,
-                                     uint32_t start, uint32_t label)
+ * 32-bit labels, writing `label`, through the frontier buffer (made by
+ * the caller); *cells: the cells flooded. Returns 0, or -1 (memory). */
+static int pd__flood_unlabelled(uint32_t *labels, int32_t stride, const pd_grid *g, pd__frontier *frontier,
+                                uint32_t start, uint32_t label, uint32_t *cells)
 {
     const uint32_t step[4] = { 1u, (uint32_t)-1, (uint32_t)stride, (uint32_t)-stride };
-    size_t head = 0, tail = 0;
+    size_t head = 0, tail = 0, moved_out = 0;
     labels[start] = label;
-    queue[tail++] = start;
+    frontier->v[tail++] = start;
     while (head < tail) {
-        uint32_t cell = queue[head++];
-        for (int d = 0; d < 4; d++) {
-            uint32_t n = cell + step[d];
-            if (g->cells[n] != PD_CELL_BLOCKED && labels[n] == 0) {
-                labels[n] = label;
-                queue[tail++] = n;
+        /* A cell adds at most 4 cells: the loop below expands as many as
+         * have room for theirs before the buffer's end, so its writes need
+         * no check. */
+        if (frontier->cap - tail < 4) {
+            if (pd__frontier_compact(frontier, head, tail) < 0)
+                return -1;
+            moved_out += head;
+            tail -= head;
+            head = 0;
+        }
+        uint32_t *v = frontier->v;
+        const size_t fit = (frontier->cap - tail) / 4;
+        const size_t end = head + (tail - head < fit ? tail - head : fit);
+        while (head < end) {
+            const uint32_t cell = v[head++];
+            for (int d = 0; d < 4; d++) {
+                uint32_t n = cell + step[d];
+                if (g->cells[n] != PD_CELL_BLOCKED && labels[n] == 0) {
+                    labels[n] = label;
+                    v[tail++] = n;
+                }
             }
         }
     }
-    return (uint32_t)tail;
+    *cells = (uint32_t)(moved_out + tail);
+    return 0;
 }
 
 /* Narrows a full build's 32-bit labels 1..count (sizes[l]: cells of
@@ -257,11 +316,6 @@ pd_components *pd_components_build(const pd_grid *g)
     pd_components *c = pd__components_alloc(g->width, g->height);
     if (!c)
         return NULL;
-    uint32_t *queue = malloc((size_t)g->width * (size_t)g->height * sizeof *queue);
-    if (!queue) {
-        pd_components_destroy(c);
-        return NULL;
-    }
     /* sizes.v[l]: the cells of component l (v[0] for label 0), grown as
      * labels are given: a map with few components allocates little.
      * Without them escapes are off (16 or 32 bits). */
@@ -270,12 +324,24 @@ pd_components *pd_components_build(const pd_grid *g)
         free(sizes.v);
         sizes.v = NULL;
     }
+    pd__frontier frontier = { NULL, 0 };
+    if (pd__frontier_compact(&frontier, 0, 0) < 0) {
+        free(sizes.v);
+        pd_components_destroy(c);
+        return NULL;
+    }
     uint32_t *labels = c->labels;
     for (int32_t y = 0; y < g->height; y++) {
         for (int32_t x = 0; x < g->width; x++) {
             uint32_t i = (uint32_t)pd_grid_index(g, x, y);
             if (g->cells[i] != PD_CELL_BLOCKED && labels[i] == 0) {
-                uint32_t cells = pd__flood_unlabelled(labels, c->stride, g, queue, i, c->next_label++);
+                uint32_t cells;
+                if (pd__flood_unlabelled(labels, c->stride, g, &frontier, i, c->next_label++, &cells) < 0) {
+                    free(frontier.v);
+                    free(sizes.v);
+                    pd_components_destroy(c);
+                    return NULL;
+                }
                 c->count++;
                 if (sizes.v && pd__cells_push(&sizes, cells) < 0) {
                     free(sizes.v);
@@ -284,7 +350,7 @@ pd_components *pd_components_build(const pd_grid *g)
             }
         }
     }
-    free(queue);
+    free(frontier.v);
     /* Short of memory for the narrow copy, the labels stay 32 bits wide:
      * right, only larger. */
     if (pd_components_bytes_for(c->next_label) == 1 || !sizes.v || !pd__narrow_with_escapes(c, sizes.v))

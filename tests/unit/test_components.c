@@ -263,6 +263,31 @@ static void test_random_build(void **state)
     assert_true(escaped[0] > 0 && escaped[1] > 0);
 }
 
+/* Builds whose floods hold more than a thousand cells at once between
+ * their edge and their start (the frontier), so the build's frontier ring
+ * grows past its first capacity while its cells wrap around its end: an
+ * open square flooded from its corner (the frontier is a diagonal of up
+ * to 1,500 cells) and the same square with 20% random walls. */
+static void test_build_wide_frontier(void **state)
+{
+    (void)state;
+    const int32_t side = 1500;
+    uint64_t rng = 0xF407713EF7011EAFull;
+    for (int walls = 0; walls <= 20; walls += 20) {
+        pd_grid *g = pd_grid_create(side, side);
+        assert_non_null(g);
+        for (int32_t y = 0; y < side; y++)
+            for (int32_t x = 0; x < side; x++)
+                pd_grid_set(g, x, y, rng_below(&rng, 100) < walls ? 0 : 1);
+        pd_components *c = pd_components_build(g);
+        assert_non_null(c);
+        check_partition(c, g, walls ? "1500 x 1500, 20% walls" : "open 1500 x 1500");
+        assert_int_equal(c->label_bytes, components_reference_bytes(g));
+        pd_components_destroy(c);
+        pd_grid_destroy(g);
+    }
+}
+
 /* Closing one cell of a long corridor cuts it in two far beyond the repair
  * margin; opening it again joins the halves. Closing a cell with a short
  * detour around it keeps one component. */
@@ -915,6 +940,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_small_map),
         cmocka_unit_test(test_random_build),
+        cmocka_unit_test(test_build_wide_frontier),
         cmocka_unit_test(test_split_and_join),
         cmocka_unit_test(test_merge_keeps_largest),
         cmocka_unit_test(test_random_updates),
