@@ -454,22 +454,6 @@ class LiveDaemonTest(LiveClientCase):
             self.assertLessEqual(info.passable_cells, s.width * s.height)
         self.assertGreaterEqual(self.client.ping(), 0.0)
 
-    def test_pipelined_answers_come_back_out_of_order(self):
-        # The daemon refuses an out-of-bounds goal at once, while the long
-        # search sent before it is still running on a worker.
-        with corked(self.client):
-            long_id = self.client.send_find_path(*LONG)
-            refused_id = self.client.send_find_path("town", (1, 1), (1, 999))
-        self.assertEqual(self.client.in_flight, 2)
-        first, second = self.client.recv(), self.client.recv()
-        self.assertEqual((first.id, first.status), (refused_id, "OUT_OF_BOUNDS"))
-        self.assertEqual((second.id, second.status), (long_id, "OK"))
-        self.assertEqual(self.client.in_flight, 0)
-        self.assertEqual(second.waypoints, self.client.find_path(*LONG).waypoints)
-        with self.assertRaises(PathdError) as caught:
-            self.client.recv()
-        self.assertEqual(caught.exception.status, "IDLE")
-
     def test_many_pipelined_answers_are_matched_by_id(self):
         queries = [("town", (1, 1), (x, 5)) for x in (3, 5, 10)] + [LONG, SHORT] + \
                   [("town", (1, 1), (3, 3 + y)) for y in range(3)]
@@ -523,28 +507,6 @@ class LiveDaemonTest(LiveClientCase):
         with self.assertRaises(ValueError):
             self.client.send_find_path("", (1, 1), (3, 3))
         self.assertEqual(self.client.in_flight, 0)
-
-    def test_reconnects_after_the_server_closes_the_connection(self):
-        # Then bytes that do not decode as a Request: the server answers
-        # MALFORMED with id 0 and closes the connection, dropping the search.
-        # An avoid cell rules out jump point search: A* across the forest
-        # takes tens of ms, so the search is still running when the server
-        # reads the bad frame behind it (a search that finished first would
-        # rightly be answered first).
-        with corked(self.client):
-            lost = self.client.send_find_path(*LONG, avoid=[(0, 0)])
-            self.client._sock.sendall(struct.pack(">I", 3) + b"\xff\xff\xff")
-        with self.assertRaises(PathdDisconnected) as caught:
-            self.client.recv()
-        self.assertEqual(caught.exception.request_id, lost)
-        self.assertIn("MALFORMED", caught.exception.message)
-        self.assertFalse(self.client.connected)
-        result = self.client.find_path(*SHORT)
-        self.assertTrue(self.client.connected)
-        self.assertEqual(result.status, "OK")
-        self.assertGreater(result.id, lost)
-        again = self.client.send_find_path(*SHORT)
-        self.assertEqual(self.client.recv().id, again)
 
     def test_example_script_prints_waypoints(self):
         out = subprocess.run([sys.executable, os.path.join(HERE, "example.py"), self.addr],
@@ -917,7 +879,8 @@ class WholeProtocolTest(LiveClientCase):
 
 
 class CancelLiveTest(HelperDaemonCase):
-    """Cancel, against a daemon with the slow trap scene."""
+    """Cancel and other orderings that need a search still running, against
+    a daemon with the slow trap scene."""
 
     def test_cancel_stops_a_running_search(self):
         with PathdClient(self.daemon.addr, timeout=10) as client:
@@ -929,6 +892,48 @@ class CancelLiveTest(HelperDaemonCase):
             self.assertEqual((result.id, result.status), (slow, "CANCELLED"))
             self.assertEqual(result.waypoints, [])
             self.assertEqual(client.find_path(*TRAP).status, "OK")
+
+    def test_pipelined_answers_come_back_out_of_order(self):
+        # The daemon refuses an out-of-bounds goal at once, while the trap
+        # search sent before it (100+ ms) is still running on a worker. A
+        # quick search could be answered first: its worker writes the
+        # answer as soon as it has it.
+        with PathdClient(self.daemon.addr, timeout=10) as client:
+            with corked(client):
+                long_id = client.send_find_path(*TRAP)
+                refused_id = client.send_find_path("town", (1, 1), (1, 999))
+            self.assertEqual(client.in_flight, 2)
+            first, second = client.recv(), client.recv()
+            self.assertEqual((first.id, first.status), (refused_id, "OUT_OF_BOUNDS"))
+            self.assertEqual((second.id, second.status), (long_id, "OK"))
+            self.assertEqual(client.in_flight, 0)
+            self.assertEqual(second.waypoints, client.find_path(*TRAP).waypoints)
+            with self.assertRaises(PathdError) as caught:
+                client.recv()
+            self.assertEqual(caught.exception.status, "IDLE")
+
+    def test_reconnects_after_the_server_closes_the_connection(self):
+        # Then bytes that do not decode as a Request: the server answers
+        # MALFORMED with id 0 and closes the connection, dropping the trap
+        # search, which is still running when the server reads the bad frame
+        # behind it (a search that finished first would rightly be answered
+        # first).
+        with PathdClient(self.daemon.addr, timeout=10) as client:
+            client.ping()
+            with corked(client):
+                lost = client.send_find_path(*TRAP)
+                client._sock.sendall(struct.pack(">I", 3) + b"\xff\xff\xff")
+            with self.assertRaises(PathdDisconnected) as caught:
+                client.recv()
+            self.assertEqual(caught.exception.request_id, lost)
+            self.assertIn("MALFORMED", caught.exception.message)
+            self.assertFalse(client.connected)
+            result = client.find_path(*SHORT)
+            self.assertTrue(client.connected)
+            self.assertEqual(result.status, "OK")
+            self.assertGreater(result.id, lost)
+            again = client.send_find_path(*SHORT)
+            self.assertEqual(client.recv().id, again)
 
     def test_threads_calls_overlap_on_the_shared_connection(self):
         # A slow search in one thread does not hold up another thread's
