@@ -1112,11 +1112,17 @@ out:
 
 /* ---- raw sockets ----------------------------------------------------------- */
 
-int pdi_raw_connect(uint16_t port)
+/* rcvbuf > 0 is set before connecting, so the window the server sees is
+ * that small too (and the kernel does not grow it). */
+static int pdi__raw_connect(uint16_t port, int rcvbuf)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
+    if (rcvbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf) != 0) {
+        close(fd);
+        return -1;
+    }
     struct sockaddr_in sa;
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET;
@@ -1129,6 +1135,16 @@ int pdi_raw_connect(uint16_t port)
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     return fd;
+}
+
+int pdi_raw_connect(uint16_t port)
+{
+    return pdi__raw_connect(port, 0);
+}
+
+int pdi_raw_connect_small_window(uint16_t port)
+{
+    return pdi__raw_connect(port, 4096);
 }
 
 /* Waits for fd to become ready for events; 1 ready, 0 timeout, -1 error. */

@@ -243,6 +243,9 @@ double pdi_serpent_cost(void);
 
 /* A blocking TCP connection to 127.0.0.1:port; -1 on failure. */
 int pdi_raw_connect(uint16_t port);
+/* The same with a 4 KiB receive buffer, set before connecting: the server
+ * sees a small window, and a large answer fills it and its send buffer. */
+int pdi_raw_connect_small_window(uint16_t port);
 
 /* Sends all bytes (bounded by PDI_CALL_TIMEOUT_MS). Returns 0 or -1. */
 int pdi_raw_send(int fd, const void *buf, size_t len);

@@ -168,23 +168,6 @@ static void create_open_scene(pdc_conn *c, const char *name, int32_t side)
     free(cells);
 }
 
-/* A raw connection whose receive buffer is as small as the kernel allows,
- * set before connecting so the window the server sees is small too. */
-static int small_window_connect(uint16_t port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    int small = 4096;
-    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    return fd;
-}
-
 /* The value of an unlabelled metric line "NAME VALUE"; -1 when absent. */
 static long long metric(const pdi_daemon *d, const char *name)
 {
@@ -469,7 +452,8 @@ static void test_slow_watcher_dropped(void **state)
     const char *const names[] = { "busy" };
     uint64_t v0;
 
-    int slow = small_window_connect(d->port);
+    int slow = pdi_raw_connect_small_window(d->port);
+    assert_true(slow >= 0);
     start_watch(slow, 7, names, 1, &v0);
     reader rd = { .fd = pdi_raw_connect(d->port), .id = 8, .lock = PTHREAD_MUTEX_INITIALIZER };
     start_watch(rd.fd, 8, names, 1, &v0);
