@@ -21,10 +21,10 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
-#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "pd_log.h"
 
@@ -373,6 +373,8 @@ void pd__conn_send_rest(pd__conn *c, uint8_t *buf, size_t len)
         memmove(c->pend + 1, c->pend, (c->n_pend - 1) * sizeof *c->pend);
         c->pend[0] = rest;
     }
+    if (c->lingering)
+        pd__conn_shutdown(c);
 }
 
 /* Closes the connections holding the most buffered bytes, largest first,
@@ -512,6 +514,10 @@ static void pd__shutdown_cb(uv_shutdown_t *req, int status)
 void pd__conn_shutdown(pd__conn *c)
 {
     if (c->closing || c->shutdown_req.handle)
+        return;
+    /* A worker's answer is half out: the shutdown waits until its rest is
+     * queued (pd__conn_send_rest shuts the connection down then). */
+    if (pd__wire_state_of(c) == PD__WIRE_PARTIAL)
         return;
     /* The shutdown waits for queued writes only: queue the pending ones. */
     pd__conn_flush(c);

@@ -184,12 +184,12 @@ static pd_status pd__answer_on_worker(pd__job *job, pd_status st)
     job->task.status = st;
     pd__settle_status(job);
     job->answer = pd__encode_job(job, &job->answer_len);
-    if (job->answer)
-        job->answer_sent = pd__wire_try_send(job->wire, job->answer, job->answer_len);
-    /* The answer holds what the loop needs now. What the search allocated
-     * goes back here, to this worker's malloc arena: freed on the loop it
-     * would take that arena's lock against this worker's next search. */
     if (job->answer) {
+        job->answer_sent = pd__wire_try_send(job->wire, job->answer, job->answer_len);
+        /* The answer holds what the loop needs now. What the search
+         * allocated goes back here, to this worker's malloc arena: freed on
+         * the loop it would take that arena's lock against this worker's
+         * next search. */
         pd_path_result_free(&job->path);
         pd_route_result_free(&job->route);
         for (size_t i = 0; job->move_results && i < job->n_moves; i++)
