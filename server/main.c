@@ -373,7 +373,8 @@ int main(int argc, char **argv)
     pd_metrics *metrics = NULL;
     pd_metrics_http *metrics_http = NULL;
     pd__metrics_source metrics_source = {NULL, NULL};
-    char metrics_addr[PD_CONF_MAX_HOST + 16] = "off";
+    char metrics_addr[PD_CONF_MAX_ADDRESS] = "off";
+    char listen_addr[PD_CONF_MAX_ADDRESS];
     int loop_ready = 0;
 
     int parsed = pd__parse_args(argc, argv, &args);
@@ -450,9 +451,8 @@ int main(int argc, char **argv)
             pd_log_error("metrics: %s", err);
             goto out;
         }
-        snprintf(metrics_addr, sizeof metrics_addr, "%s%s%s:%u", strchr(conf.metrics_host, ':') ? "[" : "",
-                 conf.metrics_host, strchr(conf.metrics_host, ':') ? "]" : "",
-                 (unsigned)pd_metrics_http_port(metrics_http));
+        pd_conf_format_address(metrics_addr, conf.metrics_host, pd_metrics_http_port(metrics_http));
+        pd_server_set_metrics_port(server, pd_metrics_http_port(metrics_http));
         pd_metrics_http_set_ready(metrics_http, pd_server_ready, server);
         pd_log_info("metrics on http://%s/metrics", metrics_addr);
     }
@@ -491,11 +491,10 @@ int main(int argc, char **argv)
     size_t n_scenes = pd_registry_list(registry, &list);
     pd_registry_release_list(list, n_scenes);
     pd_log_info("pathd started version=%s config=%s scenes=%zu threads=%" PRIu32
-                " listen=%s%s%s:%u metrics=%s log_level=%s",
+                " listen=%s metrics=%s log_level=%s",
                 PATHD_VERSION, args.config_path, n_scenes, threads,
-                strchr(conf.listen_host, ':') ? "[" : "", conf.listen_host,
-                strchr(conf.listen_host, ':') ? "]" : "", (unsigned)pd_server_port(server),
-                metrics_addr, pd_log_level_name(conf.log_level));
+                pd_conf_format_address(listen_addr, conf.listen_host, pd_server_port(server)), metrics_addr,
+                pd_log_level_name(conf.log_level));
 
     uv_run(&loop, UV_RUN_DEFAULT);
     status = 0;

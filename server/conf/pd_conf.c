@@ -279,6 +279,13 @@ static int pd__parse_listen(const pd__ctx *ctx, const char *s, const char *path,
     return 0;
 }
 
+const char *pd_conf_format_address(char out[PD_CONF_MAX_ADDRESS], const char *host, uint16_t port)
+{
+    int v6 = strchr(host, ':') != NULL;
+    snprintf(out, PD_CONF_MAX_ADDRESS, "%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", (unsigned)port);
+    return out;
+}
+
 int pd_conf_parse_address(const char *s, char host[PD_CONF_MAX_HOST], uint16_t *port,
                           char *err, size_t errlen)
 {

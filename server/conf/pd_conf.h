@@ -225,6 +225,13 @@ void pd_conf_scene_free(pd_conf_scene *s);
 int pd_conf_parse_address(const char *s, char host[PD_CONF_MAX_HOST], uint16_t *port,
                           char *err, size_t errlen);
 
+/* Room for what pd_conf_format_address writes: brackets, colon, five digits. */
+#define PD_CONF_MAX_ADDRESS (PD_CONF_MAX_HOST + 8)
+
+/* Writes "HOST:PORT", or "[HOST]:PORT" for an IPv6 host, the form
+ * pd_conf_parse_address reads, into out; returns out. */
+const char *pd_conf_format_address(char out[PD_CONF_MAX_ADDRESS], const char *host, uint16_t port);
+
 const char *pd_log_level_name(pd_log_level l);
 
 #endif

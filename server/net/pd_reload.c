@@ -124,17 +124,18 @@ static int pd__reload_publish(pd_server *s, pd__reload_job *rl)
         return -1;
     }
 
+    char addr[PD_CONF_MAX_ADDRESS];
     if (strcmp(next.listen_host, s->conf.listen_host) != 0 || next.listen_port != s->conf.listen_port)
-        pd_log_warn("reload: a new listen address needs a restart; still on %s:%u",
-                    s->conf.listen_host, (unsigned)s->conf.listen_port);
+        pd_log_warn("reload: a new listen address needs a restart; still on %s",
+                    pd_conf_format_address(addr, s->conf.listen_host, s->port));
     /* The metrics HTTP server is started once, by main.c; s->conf keeps the
      * address it serves, so nothing reads one it does not. */
     if (next.metrics_enabled != s->conf.metrics_enabled ||
         (next.metrics_enabled && (strcmp(next.metrics_host, s->conf.metrics_host) != 0 ||
                                   next.metrics_port != s->conf.metrics_port))) {
         if (s->conf.metrics_enabled)
-            pd_log_warn("reload: a new metrics_listen address needs a restart; still on %s:%u",
-                        s->conf.metrics_host, (unsigned)s->conf.metrics_port);
+            pd_log_warn("reload: a new metrics_listen address needs a restart; still on %s",
+                        pd_conf_format_address(addr, s->conf.metrics_host, s->metrics_port));
         else
             pd_log_warn("reload: a new metrics_listen address needs a restart; metrics stay off");
     }

@@ -405,6 +405,11 @@ uint16_t pd_server_port(const pd_server *s)
     return s->port;
 }
 
+void pd_server_set_metrics_port(pd_server *s, uint16_t port)
+{
+    s->metrics_port = port;
+}
+
 int pd_server_watch_signals(pd_server *s)
 {
     struct {

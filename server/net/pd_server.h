@@ -135,6 +135,10 @@ int pd_server_journal_state(pd_server *s, uint64_t *log_bytes, uint64_t *snapsho
 /* The port actually bound (useful with port 0); 0 before pd_server_start. */
 uint16_t pd_server_port(const pd_server *s);
 
+/* Tells the server the port main.c's metrics HTTP server bound, so that a
+ * reload's warning names the port that answers, not the configured 0. */
+void pd_server_set_metrics_port(pd_server *s, uint16_t port);
+
 /* Installs SIGTERM/SIGINT (graceful stop; a second one skips the grace
  * period) and SIGHUP (reload) handlers on the loop. Returns 0 or -1. */
 int pd_server_watch_signals(pd_server *s);

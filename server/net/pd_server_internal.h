@@ -172,6 +172,7 @@ struct pd_server {
     size_t n_conns;
     uint64_t next_conn_id;
     uint16_t port;
+    uint16_t metrics_port;       /* the metrics port main.c bound (pd_server_set_metrics_port); 0: none */
     pd__phase phase;
     uint64_t started_ns;
 

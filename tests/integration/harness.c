@@ -683,30 +683,37 @@ char *pdi_metrics_get(const pdi_daemon *d)
     return pdi_metrics_http_get(d, "/metrics");
 }
 
-char *pdi_metrics_http_get(const pdi_daemon *d, const char *path)
+uint16_t pdi_metrics_port(const pdi_daemon *d)
 {
     static const char marker[] = "metrics on http://";
     if (!pdi_wait_log(d, marker, PDI_START_TIMEOUT_MS)) {
         fprintf(stderr, "harness: no \"%s\" line in the log\n", marker);
-        return NULL;
+        return 0;
     }
     char *log = pdi__read_file(d->log_path, PDI__LOG_READ_MAX, NULL);
     const char *at = log ? strstr(log, marker) : NULL;
     unsigned port = 0;
     if (!at || sscanf(at + sizeof marker - 1, "127.0.0.1:%u/", &port) != 1 || port == 0 || port > 65535) {
         fprintf(stderr, "harness: cannot read the metrics port from the log\n");
-        free(log);
-        return NULL;
+        port = 0;
     }
     free(log);
+    return (uint16_t)port;
+}
+
+char *pdi_metrics_http_get(const pdi_daemon *d, const char *path)
+{
+    uint16_t port = pdi_metrics_port(d);
+    if (port == 0)
+        return NULL;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     char req[PDI_PATH_MAX + 64];
     int req_len = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
     if (fd < 0 || req_len < 0 || (size_t)req_len >= sizeof req ||
         connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || write(fd, req, (size_t)req_len) != req_len) {
-        fprintf(stderr, "harness: GET %s on port %u: %s\n", path, port, strerror(errno));
+        fprintf(stderr, "harness: GET %s on port %u: %s\n", path, (unsigned)port, strerror(errno));
         if (fd >= 0)
             close(fd);
         return NULL;

@@ -173,6 +173,10 @@ const char *pdi_pathctl_binary(void);
 
 /* ---- clients ----------------------------------------------------------- */
 
+/* The metrics port the daemon bound (read from its "metrics on" log line),
+ * or 0 after printing why. */
+uint16_t pdi_metrics_port(const pdi_daemon *d);
+
 /* GET /metrics from a daemon started with limits.metrics: its address comes
  * from the "metrics on http://..." log line. Returns the body (heap, the
  * caller frees it) or NULL after printing why. */

@@ -359,12 +359,17 @@ static void test_refused_reloads_change_nothing(void **state)
  * /metrics included. */
 static void test_reload_keeps_listen_addresses(void **state)
 {
-    static const char LISTEN_WARNING[] =
-        "reload: a new listen address needs a restart; still on 127.0.0.1:0";
-    static const char METRICS_WARNING[] =
-        "reload: a new metrics_listen address needs a restart; still on 127.0.0.1:0";
     fixture *f = *state;
     assert_int_equal(pdi_daemon_start(&f->d, &f->limits), 0);
+    /* Both ports were configured as 0: the warnings name the ones bound. */
+    uint16_t metrics_port = pdi_metrics_port(&f->d);
+    assert_int_not_equal(metrics_port, 0);
+    char LISTEN_WARNING[128], METRICS_WARNING[128];
+    snprintf(LISTEN_WARNING, sizeof LISTEN_WARNING,
+             "reload: a new listen address needs a restart; still on 127.0.0.1:%u\n", (unsigned)f->d.port);
+    snprintf(METRICS_WARNING, sizeof METRICS_WARNING,
+             "reload: a new metrics_listen address needs a restart; still on 127.0.0.1:%u\n",
+             (unsigned)metrics_port);
     char *livez = pdi_metrics_http_get(&f->d, "/livez");
     assert_non_null(livez);
     assert_string_equal(livez, "ok\n");

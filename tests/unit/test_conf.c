@@ -237,6 +237,34 @@ static void test_listen_accepted(void **state)
     }
 }
 
+/* What pd_conf_format_address writes (the form the daemon's log lines and
+ * reload warnings use) reads back through pd_conf_parse_address as the same
+ * host and port; an IPv6 host is bracketed so its port stays separable. */
+static void test_address_format_round_trip(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *host;
+        uint16_t port;
+        const char *text;
+    } cases[] = {
+        { "127.0.0.1", 7420, "127.0.0.1:7420" },
+        { "0.0.0.0", 0, "0.0.0.0:0" },
+        { "::1", 65535, "[::1]:65535" },
+        { "fe80::1:2", 80, "[fe80::1:2]:80" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[PD_CONF_MAX_ADDRESS];
+        assert_string_equal(pd_conf_format_address(text, cases[i].host, cases[i].port), cases[i].text);
+        char host[PD_CONF_MAX_HOST];
+        uint16_t port = 1;
+        char err[256] = "";
+        assert_int_equal(pd_conf_parse_address(text, host, &port, err, sizeof err), 0);
+        assert_string_equal(host, cases[i].host);
+        assert_int_equal(port, cases[i].port);
+    }
+}
+
 static void test_listen_errors(void **state)
 {
     (void)state;
@@ -883,6 +911,7 @@ int main(void)
         cmocka_unit_test(test_map_path_resolution),
         cmocka_unit_test(test_config_file_in_working_directory),
         cmocka_unit_test(test_listen_accepted),
+        cmocka_unit_test(test_address_format_round_trip),
         cmocka_unit_test(test_listen_errors),
         cmocka_unit_test(test_top_level_errors),
         cmocka_unit_test(test_journal_keys),
