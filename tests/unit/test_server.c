@@ -1016,8 +1016,10 @@ static void test_idle_timeout(void **state)
     double t0 = now_ms();
     expect_closed(fd);
     double waited = now_ms() - t0;
+    /* Not before the timeout. No upper bound is timed: the default idle
+     * timeout (300 s) is far past T_RECV_TIMEOUT_S, so a server that ignored
+     * the configured 200 ms would fail recv_exact instead. */
     assert_true(waited >= 150.0);
-    assert_true(waited < 5000.0);
     close(fd);
     server_stop(&ts);
 }
