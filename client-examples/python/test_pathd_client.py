@@ -437,6 +437,8 @@ class LiveDaemonTest(LiveClientCase):
         result = self.client.find_path("house", start, goal, world=True, style="corners", want_world=True)
         self.assertEqual(result.waypoints[0], (1, 1))
         self.assertEqual(result.waypoints[-1], (5, 2))
+        # zip stops at the shorter list: a short world list would check less.
+        self.assertEqual(len(result.world), len(result.waypoints))
         for (x, y), (wx, wy) in zip(result.waypoints, result.world):
             self.assertAlmostEqual(wx, info.origin_x + (x + 0.5) * info.cell_size)
             self.assertAlmostEqual(wy, info.origin_y + (y + 0.5) * info.cell_size)

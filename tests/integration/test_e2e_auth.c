@@ -150,8 +150,9 @@ static void test_wrong_token_closed_after_delay(void **state)
     double t0 = pdi_now_ms();
     assert_int_equal(pdc_auth(c, "wrong-token-0123456789", NULL, 0), PDC_UNAUTHENTICATED);
     double took = pdi_now_ms() - t0;
+    /* Not before the delay. No upper bound is timed: an answer held back
+     * past the client's 5 s timeout would have failed the call above. */
     assert_true(took >= T_FAIL_DELAY_MS * 0.9);
-    assert_true(took < T_FAIL_DELAY_MS + 3000);
     pdc_close(c);
     assert_true(pdi_wait_log(d, "wrong token", PDI_CALL_TIMEOUT_MS));
     assert_false(pdi_log_contains(d, "wrong-token-0123456789"));

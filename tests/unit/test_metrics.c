@@ -45,6 +45,10 @@
 #define T_MAX_ANSWER (256u * 1024u)
 /* Read timeout for the tests that wait for it: short, so they run fast. */
 #define T_SHORT_TIMEOUT_MS 300u
+/* Read timeout for the tests that must not wait for it: longer than the
+ * client's T_RECV_TIMEOUT_S, so an answer held back until a timeout frees a
+ * place makes the client's recv fail, without timing anything. */
+#define T_LONG_TIMEOUT_MS (T_RECV_TIMEOUT_S * 3000u)
 /* Families and samples the exposition parser keeps track of. */
 #define T_MAX_FAMILIES 64
 
@@ -984,8 +988,9 @@ static void test_http_read_timeout(void **state)
     close(fd);
     assert_int_equal(len, 0);
     free(raw);
+    /* Not early; a close that never came would have failed t_read_all
+     * after T_RECV_TIMEOUT_S, so no upper bound is timed here. */
     assert_true(waited >= T_SHORT_TIMEOUT_MS * 0.8);
-    assert_true(waited < T_RECV_TIMEOUT_S * 1000.0 / 2);
 
     /* Half a request: the same. */
     fd = t_connect(t->port);
@@ -999,16 +1004,15 @@ static void test_http_read_timeout(void **state)
 }
 
 /* Answers /healthz on a fresh connection; returns the code (0: closed
- * without an answer) and how long it took in *ms. */
-static int t_healthz_code(uint16_t port, double *ms)
+ * without an answer). The test fails if no answer or close comes within
+ * T_RECV_TIMEOUT_S. */
+static int t_healthz_code(uint16_t port)
 {
-    double t0 = t_now_ms();
     int fd = t_connect(port);
     t_send(fd, "GET /healthz HTTP/1.1\r\n\r\n", 25);
     size_t len = 0;
     char *raw = t_read_all(fd, &len, 1);
     close(fd);
-    *ms = t_now_ms() - t0;
     t_answer a = {0};
     if (len > 0)
         t_parse(raw, len, &a);
@@ -1023,7 +1027,7 @@ static int t_healthz_code(uint16_t port, double *ms)
 static void test_http_linger_bounded(void **state)
 {
     (void)state;
-    pd_metrics_http_limits limits = {.read_timeout_ms = 3000, .max_connections = 1};
+    pd_metrics_http_limits limits = {.read_timeout_ms = T_LONG_TIMEOUT_MS, .max_connections = 1};
     t_http *t = t_start(&limits);
 
     int holder = t_connect(t->port);
@@ -1035,9 +1039,7 @@ static void test_http_linger_bounded(void **state)
     assert_int_equal(a.code, 200);
     free(raw);
 
-    double ms = 0;
-    assert_int_equal(t_healthz_code(t->port, &ms), 200);
-    assert_true(ms < limits.read_timeout_ms / 2.0);
+    assert_int_equal(t_healthz_code(t->port), 200);
     close(holder);
     t_stop(t);
 }
@@ -1047,16 +1049,14 @@ static void test_http_linger_bounded(void **state)
 static void test_http_connection_limit(void **state)
 {
     (void)state;
-    pd_metrics_http_limits limits = {.max_connections = 2};
+    pd_metrics_http_limits limits = {.read_timeout_ms = T_LONG_TIMEOUT_MS, .max_connections = 2};
     t_http *t = t_start(&limits);
     int idle1 = t_connect(t->port);
     t_sleep_ms(20); /* accepted in this order */
     int idle2 = t_connect(t->port);
     t_sleep_ms(20);
 
-    double ms = 0;
-    assert_int_equal(t_healthz_code(t->port, &ms), 200);
-    assert_true(ms < PD_HTTP_READ_TIMEOUT_MS / 2.0);
+    assert_int_equal(t_healthz_code(t->port), 200);
 
     /* idle1, the oldest, made room: it is closed without an answer. */
     size_t len = 0;

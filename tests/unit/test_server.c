@@ -1016,8 +1016,10 @@ static void test_idle_timeout(void **state)
     double t0 = now_ms();
     expect_closed(fd);
     double waited = now_ms() - t0;
+    /* Not before the timeout. No upper bound is timed: the default idle
+     * timeout (300 s) is far past T_RECV_TIMEOUT_S, so a server that ignored
+     * the configured 200 ms would fail recv_exact instead. */
     assert_true(waited >= 150.0);
-    assert_true(waited < 5000.0);
     close(fd);
     server_stop(&ts);
 }
@@ -1204,8 +1206,8 @@ static size_t count_scenes(int fd, uint64_t id)
     return n;
 }
 
-/* Reload picks up a new scene list; a broken file is refused and the old
- * scenes keep serving. */
+/* Reload picks up a new scene list (a refused one:
+ * test_reload_loads_off_loop). */
 static void test_reload(void **state)
 {
     char dir[] = "/tmp/pathd-test-server-XXXXXX";
@@ -1220,9 +1222,6 @@ static void test_reload(void **state)
         "{\"name\": \"small\", \"map\": \"" PD_TEST_DATA_DIR "/net_small.txt\", \"format\": \"ascii\"},"
         "{\"name\": \"small2\", \"map\": \"" PD_TEST_DATA_DIR "/net_small.txt\", \"format\": \"ascii\"},"
         "{\"name\": \"maze\", \"map\": \"" PD_TEST_DATA_DIR "/net_maze.txt\", \"format\": \"ascii\"}]}";
-    const char *broken =
-        "{\"listen\": \"127.0.0.1:0\", \"scenes\": ["
-        "{\"name\": \"small\", \"map\": \"" PD_TEST_DATA_DIR "/no_such_map.txt\", \"format\": \"ascii\"}]}";
 
     test_server ts;
     server_start_with(&ts, NULL, path);
@@ -1247,14 +1246,6 @@ static void test_reload(void **state)
             sleep_ms(10);
     }
     assert_int_equal(n, 3);
-
-    /* A refused reload changes nothing that can be polled for, so give the
-     * loop ample time to handle it (it fails fast: the map is missing). */
-    write_file(path, broken);
-    pd_server_request_reload(ts.server);
-    sleep_ms(300);
-    expect_pong(fd, 4, 4);
-    assert_int_equal(count_scenes(fd, 5), 3);
 
     close(fd);
     server_stop(&ts);
@@ -1335,6 +1326,20 @@ static int gate_entered(reload_gate *g)
     return entered;
 }
 
+/* Asks for the scene list (request id) until it holds want scenes, for up
+ * to 5 s (a published reload shows on the loop soon after); returns the last
+ * count seen. */
+static size_t await_scene_count(int fd, uint64_t id, size_t want)
+{
+    size_t n = 0;
+    for (int tries = 0; tries < 500 && n != want; tries++) {
+        n = count_scenes(fd, id);
+        if (n != want)
+            sleep_ms(10);
+    }
+    return n;
+}
+
 /* A connection attempt that may fail: 1 when the server accepted it. */
 static int client_can_connect(uint16_t port)
 {
@@ -1352,7 +1357,8 @@ static int client_can_connect(uint16_t port)
 
 /* The reload's slow part runs off the loop: while a load is held at the
  * gate, the same connection is answered (ping, scene list from the old set),
- * and the new set appears only once the load is let through. */
+ * and the new set appears only once the load is let through. A refused
+ * reload then leaves that set serving. */
 static void test_reload_loads_off_loop(void **state)
 {
     (void)state;
@@ -1378,14 +1384,31 @@ static void test_reload_loads_off_loop(void **state)
     expect_pong(fd, 4, 4);
 
     gate_pass(&gate);
-    size_t n = 0;
-    for (int tries = 0; tries < 500 && n != 1; tries++) {
-        n = count_scenes(fd, 5);
-        if (n != 1)
-            sleep_ms(10);
-    }
-    assert_int_equal(n, 1);
+    assert_int_equal(await_scene_count(fd, 5, 1), 1);
     assert_int_equal(gate_entered(&gate), 1);
+
+    /* A reload whose map is missing is refused and the scenes stay. A
+     * refusal changes nothing to poll for, so the gate tells when it is
+     * over: a reload asked for during a load runs after it, so once that
+     * next load reaches the gate the refused one has been handled, and the
+     * scenes seen then are what the refusal left (no guessed wait). */
+    write_file(path, "{\"listen\": \"127.0.0.1:0\", \"scenes\": ["
+                     "{\"name\": \"small\", \"map\": \"" PD_TEST_DATA_DIR "/no_such_map.txt\", "
+                     "\"format\": \"ascii\"}]}");
+    pd_server_request_reload(ts.server);
+    gate_wait_entered(&gate, 2);
+    write_file(path, "{\"listen\": \"127.0.0.1:0\", \"scenes\": ["
+                     "{\"name\": \"small\", \"map\": \"" PD_TEST_DATA_DIR "/net_small.txt\", \"format\": \"ascii\"},"
+                     "{\"name\": \"maze\", \"map\": \"" PD_TEST_DATA_DIR "/net_maze.txt\", \"format\": \"ascii\"}]}");
+    pd_server_request_reload(ts.server);
+    gate_pass(&gate);
+    gate_wait_entered(&gate, 3);
+    expect_pong(fd, 6, 6);
+    assert_int_equal(count_scenes(fd, 7), 1);
+    /* The good load after it still publishes. */
+    gate_pass(&gate);
+    assert_int_equal(await_scene_count(fd, 8, 2), 2);
+    assert_int_equal(gate_entered(&gate), 3);
 
     close(fd);
     server_stop(&ts);
