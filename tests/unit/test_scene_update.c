@@ -318,11 +318,12 @@ static pd_scene_update list_update(pd_update_op op, uint8_t cost, const pd_point
     return u;
 }
 
-/* Applies u to *s, checks the result against the model and a fresh build,
+/* Applies u to *s, checks the result against the model (RESTORE reading
+ * `authored`, which may be NULL when u is no RESTORE) and a fresh build,
  * and moves *s on to the new version. */
-static void apply_and_check(pd_scene **s, model *m, const pd_scene_update *u)
+static void apply_and_check_authored(pd_scene **s, model *m, const uint8_t *authored, const pd_scene_update *u)
 {
-    uint64_t want_changed = model_apply(m, u);
+    uint64_t want_changed = model_apply_authored(m, authored, u);
     snapshot before = snapshot_take(*s);
     pd_scene *next = (pd_scene *)&next;
     pd_scene_update_result res;
@@ -343,6 +344,11 @@ static void apply_and_check(pd_scene **s, model *m, const pd_scene_update *u)
     expect_equals_fresh(next, m);
     pd_scene_release(*s);
     *s = next;
+}
+
+static void apply_and_check(pd_scene **s, model *m, const pd_scene_update *u)
+{
+    apply_and_check_authored(s, m, NULL, u);
 }
 
 static void test_unit_data_after_load(void **state)
@@ -526,18 +532,21 @@ static void test_single_updates_match_fresh_build(void **state)
     free(m.v);
 }
 
-/* Random updates of every op (BLOCK, PASS, COST 1..9) as rectangles,
- * clustered lists and scattered lists, each result compared with a fresh
- * build of every derived grid. */
+/* Random updates of every op (BLOCK, PASS, COST 1..9, RESTORE) as
+ * rectangles, clustered lists and scattered lists, each result compared
+ * with a fresh build of every derived grid, for unit sizes from 1 up to
+ * PD_UNIT_SIZE_MAX (footprints wider than the changed boxes, and as wide
+ * as the clearance cap). */
 static void random_updates_match_fresh_build(model *mp, uint64_t seed)
 {
     model m = *mp;
     rng_state = seed;
-    static const uint32_t units[] = { 1, 2, 3, 4 };
-    pd_scene *s = model_scene(&m, units, 4);
+    uint8_t *authored = dup_bytes(m.v, (size_t)m.w * (size_t)m.h);
+    static const uint32_t units[] = { 1, 2, 3, 4, 5, 7, 11, PD_UNIT_SIZE_MAX };
+    pd_scene *s = model_scene(&m, units, sizeof units / sizeof *units);
     pd_point cells[64];
     for (int step = 0; step < 60; step++) {
-        pd_update_op op = (pd_update_op)rng_below(3);
+        pd_update_op op = (pd_update_op)rng_below(4);
         uint8_t cost = (uint8_t)(1 + rng_below(9));
         pd_scene_update u;
         switch (rng_below(3)) {
@@ -568,10 +577,11 @@ static void random_updates_match_fresh_build(model *mp, uint64_t seed)
         }
         }
         uint64_t version = s->version;
-        apply_and_check(&s, &m, &u);
+        apply_and_check_authored(&s, &m, authored, &u);
         assert_true(s->version == version || s->version == version + 1);
     }
     pd_scene_release(s);
+    free(authored);
     free(m.v);
 }
 
