@@ -1049,11 +1049,11 @@ static pd_scene_update random_op(const model *m, pd_point *cells)
 
 /* `updates` random updates through the registry, a quarter of them
  * carrying 2..4 operations as one version, on the model's scene with units
- * 1-3 and a spare kept whatever its size: so nearly every version is built
- * by replaying the update before on the version it replaced, then applying
- * its own (pd_scene.c). Every 97th version and the last must equal a fresh
- * build (grid, bitsets, clearance, unit grids, labels as a partition,
- * passable count). From time to time a reader holds a version across a few
+ * 1, 2, 3, 5, 8 and 16 (PD_UNIT_SIZE_MAX) and a spare kept whatever its
+ * size: so nearly every version is built by replaying the update before on
+ * the version it replaced, then applying its own (pd_scene.c). Every 97th
+ * version and the last must equal a fresh build (grid, bitsets, clearance,
+ * unit grids, labels as a partition, passable count). From time to time a reader holds a version across a few
  * updates, so the spare is sometimes busy and a copy is made instead, and
  * the held version must stay untouched. Every version served holds its
  * labels at the width its lineage needs (expect_label_widths), widening
@@ -1072,7 +1072,7 @@ static void registry_random_updates(model *mp, uint64_t seed, int updates, op_ma
     model m = *mp;
     rng_state = seed;
     uint8_t *authored = dup_bytes(m.v, (size_t)m.w * (size_t)m.h);
-    pd_registry *r = registry_from_model(&m, "[1, 2, 3]");
+    pd_registry *r = registry_from_model(&m, "[1, 2, 3, 5, 8, 16]");
     pd_registry_set_spare_min_cells(r, 0);
     pd_point cells[4][64];
     pd_scene *held = NULL;
