@@ -318,11 +318,12 @@ static pd_scene_update list_update(pd_update_op op, uint8_t cost, const pd_point
     return u;
 }
 
-/* Applies u to *s, checks the result against the model and a fresh build,
+/* Applies u to *s, checks the result against the model (RESTORE reading
+ * `authored`, which may be NULL when u is no RESTORE) and a fresh build,
  * and moves *s on to the new version. */
-static void apply_and_check(pd_scene **s, model *m, const pd_scene_update *u)
+static void apply_and_check_authored(pd_scene **s, model *m, const uint8_t *authored, const pd_scene_update *u)
 {
-    uint64_t want_changed = model_apply(m, u);
+    uint64_t want_changed = model_apply_authored(m, authored, u);
     snapshot before = snapshot_take(*s);
     pd_scene *next = (pd_scene *)&next;
     pd_scene_update_result res;
@@ -343,6 +344,11 @@ static void apply_and_check(pd_scene **s, model *m, const pd_scene_update *u)
     expect_equals_fresh(next, m);
     pd_scene_release(*s);
     *s = next;
+}
+
+static void apply_and_check(pd_scene **s, model *m, const pd_scene_update *u)
+{
+    apply_and_check_authored(s, m, NULL, u);
 }
 
 static void test_unit_data_after_load(void **state)
@@ -526,18 +532,22 @@ static void test_single_updates_match_fresh_build(void **state)
     free(m.v);
 }
 
-/* Random updates of every op (BLOCK, PASS, COST 1..9) as rectangles,
- * clustered lists and scattered lists, each result compared with a fresh
- * build of every derived grid. */
-static void random_updates_match_fresh_build(model *mp, uint64_t seed)
+/* Random updates of every op (BLOCK, PASS, COST 1..9, RESTORE) as
+ * rectangles, clustered lists and scattered lists, each result compared
+ * with a fresh build of every derived grid, for unit sizes from 1 up to
+ * PD_UNIT_SIZE_MAX (footprints wider than the changed boxes, and as wide
+ * as the clearance cap). Returns how many anchors of the largest unit were
+ * open after the last update, so a caller can tell that unit took part. */
+static uint64_t random_updates_match_fresh_build(model *mp, uint64_t seed)
 {
     model m = *mp;
     rng_state = seed;
-    static const uint32_t units[] = { 1, 2, 3, 4 };
-    pd_scene *s = model_scene(&m, units, 4);
+    uint8_t *authored = dup_bytes(m.v, (size_t)m.w * (size_t)m.h);
+    static const uint32_t units[] = { 1, 2, 3, 4, 5, 7, 11, PD_UNIT_SIZE_MAX };
+    pd_scene *s = model_scene(&m, units, sizeof units / sizeof *units);
     pd_point cells[64];
     for (int step = 0; step < 60; step++) {
-        pd_update_op op = (pd_update_op)rng_below(3);
+        pd_update_op op = (pd_update_op)rng_below(4);
         uint8_t cost = (uint8_t)(1 + rng_below(9));
         pd_scene_update u;
         switch (rng_below(3)) {
@@ -568,11 +578,18 @@ static void random_updates_match_fresh_build(model *mp, uint64_t seed)
         }
         }
         uint64_t version = s->version;
-        apply_and_check(&s, &m, &u);
+        apply_and_check_authored(&s, &m, authored, &u);
         assert_true(s->version == version || s->version == version + 1);
     }
+    const pd_grid *largest = s->units[s->n_unit_sizes - 1].grid;
+    uint64_t open = 0;
+    for (int32_t y = 0; y < largest->height; y++)
+        for (int32_t x = 0; x < largest->width; x++)
+            open += pd_grid_get(largest, x, y) != PD_CELL_BLOCKED;
     pd_scene_release(s);
+    free(authored);
     free(m.v);
+    return open;
 }
 
 static void test_random_updates_match_fresh_build_weighted(void **state)
@@ -583,6 +600,10 @@ static void test_random_updates_match_fresh_build_weighted(void **state)
      * box threshold, so both repair strategies run. */
     model m = model_random(120, 90, 22);
     random_updates_match_fresh_build(&m, 0xC0FFEEull);
+    /* Walls at 22% leave almost no anchor open for units of 5 and more:
+     * with 1% a good share of them fits, up to unit 16. */
+    m = model_random(120, 90, 1);
+    assert_true(random_updates_match_fresh_build(&m, 0xBEEFull) > 0);
 }
 
 static void test_random_updates_match_fresh_build_uniform(void **state)
@@ -592,8 +613,11 @@ static void test_random_updates_match_fresh_build_uniform(void **state)
      * turns the scene weighted mid-update. */
     for (uint64_t seed = 1; seed <= 4; seed++) {
         rng_state = seed * 0x9E3779B97F4A7C15ull;
-        model m = model_random_costs(120, 90, 22, 0);
-        random_updates_match_fresh_build(&m, seed);
+        /* The last seed on a map with few walls, so the large units fit. */
+        model m = model_random_costs(120, 90, seed == 4 ? 1 : 22, 0);
+        uint64_t open = random_updates_match_fresh_build(&m, seed);
+        if (seed == 4)
+            assert_true(open > 0);
     }
 }
 
@@ -1039,11 +1063,11 @@ static pd_scene_update random_op(const model *m, pd_point *cells)
 
 /* `updates` random updates through the registry, a quarter of them
  * carrying 2..4 operations as one version, on the model's scene with units
- * 1-3 and a spare kept whatever its size: so nearly every version is built
- * by replaying the update before on the version it replaced, then applying
- * its own (pd_scene.c). Every 97th version and the last must equal a fresh
- * build (grid, bitsets, clearance, unit grids, labels as a partition,
- * passable count). From time to time a reader holds a version across a few
+ * 1, 2, 3, 5, 8 and 16 (PD_UNIT_SIZE_MAX) and a spare kept whatever its
+ * size: so nearly every version is built by replaying the update before on
+ * the version it replaced, then applying its own (pd_scene.c). Every 97th
+ * version and the last must equal a fresh build (grid, bitsets, clearance,
+ * unit grids, labels as a partition, passable count). From time to time a reader holds a version across a few
  * updates, so the spare is sometimes busy and a copy is made instead, and
  * the held version must stay untouched. Every version served holds its
  * labels at the width its lineage needs (expect_label_widths), widening
@@ -1062,7 +1086,7 @@ static void registry_random_updates(model *mp, uint64_t seed, int updates, op_ma
     model m = *mp;
     rng_state = seed;
     uint8_t *authored = dup_bytes(m.v, (size_t)m.w * (size_t)m.h);
-    pd_registry *r = registry_from_model(&m, "[1, 2, 3]");
+    pd_registry *r = registry_from_model(&m, "[1, 2, 3, 5, 8, 16]");
     pd_registry_set_spare_min_cells(r, 0);
     pd_point cells[4][64];
     pd_scene *held = NULL;
