@@ -965,7 +965,10 @@ static void pd__finish_job(pd_server *s, pd__job *job)
         if (c->full && c->in_flight <= s->conf.max_inflight_per_conn / 2)
             pd__conn_unfull(c);
         if (job->answer_sent > 0) {
-            /* Its worker wrote the answer, or its start. */
+            /* Its worker wrote the answer, or its start: a finished write,
+             * which restarts the idle clock as the loop's writes do
+             * (pd__conn_written). */
+            c->last_active_ms = uv_now(s->loop);
             if (job->answer_sent < job->answer_len) {
                 size_t rest = job->answer_len - job->answer_sent;
                 memmove(job->answer, job->answer + job->answer_sent, rest);

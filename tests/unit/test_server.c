@@ -2052,6 +2052,46 @@ static void test_scene_grid_bands_of_a_large_scene(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* ---- the answers a worker writes itself (pd__wire) ---------------------- */
+
+/* One worker, every search on it, and a short idle timeout. */
+static void tweak_idle_worker(pd_conf *c)
+{
+    c->threads = 1;
+    c->inline_max_expansions = 0;
+    c->idle_timeout_ms = 400;
+}
+
+/* A connection with one search in flight is not idle; the search's answer,
+ * written to the socket by the worker itself, starts the idle clock again
+ * like an answer the loop writes: the client has taken a reply, so a
+ * request it sends well within the timeout after it is served. */
+static void test_worker_answer_restarts_idle_clock(void **state)
+{
+    (void)state;
+    test_server ts;
+    server_start(&ts, tweak_idle_worker);
+    pd_pool_set_paused(ts.pool, 1);
+    int fd = client_connect(ts.port);
+    find_msg m;
+    maze_request(&m, 1);
+    send_request(fd, &m.req);
+    /* Queued past the idle timeout: in flight, so the sweep leaves it. */
+    sleep_ms(700);
+    pd_pool_set_paused(ts.pool, 0);
+    Pathd__V1__Response *r = recv_final(fd);
+    assert_non_null(r);
+    assert_int_equal(r->id, 1);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    pathd__v1__response__free_unpacked(r, NULL);
+    /* Half the timeout after the answer (the sweep has run meanwhile,
+     * every quarter of it): still open. */
+    sleep_ms(200);
+    expect_pong(fd, 2, 2);
+    close(fd);
+    server_stop(&ts);
+}
+
 int main(void)
 {
     /* The server writes to sockets the tests close; that must be EPIPE. */
@@ -2083,6 +2123,7 @@ int main(void)
         cmocka_unit_test(test_unit_sizes_and_options),
         cmocka_unit_test(test_scene_grid),
         cmocka_unit_test(test_scene_grid_bands_of_a_large_scene),
+        cmocka_unit_test(test_worker_answer_restarts_idle_clock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
