@@ -185,7 +185,7 @@ static pd_status pd__answer_on_worker(pd__job *job, pd_status st)
     pd__settle_status(job);
     job->answer = pd__encode_job(job, &job->answer_len);
     if (job->answer) {
-        job->answer_sent = pd__wire_try_send(job->wire, job->answer, job->answer_len);
+        job->answer_sent = pd__wire_try_send(job->wire, job->answer, job->answer_len, job->weight);
         /* The answer holds what the loop needs now. What the search
          * allocated goes back here, to this worker's malloc arena: freed on
          * the loop it would take that arena's lock against this worker's
@@ -320,16 +320,17 @@ void pd_server_pool_destroy(pd_pool *pool)
 static int pd__inflight_ok(pd__conn *c, uint64_t id, size_t weight)
 {
     uint32_t limit = c->server->conf.max_inflight_per_conn;
-    if (c->in_flight < limit && weight <= limit - c->in_flight)
+    uint32_t waiting = pd__conn_waiting(c);
+    if (waiting < limit && weight <= limit - waiting)
         return 1;
     pd_metrics_observe_overloaded(c->server->metrics, PD_METRICS_LIMIT_CONN_IN_FLIGHT);
     if (weight > 1)
         pd__send_error(c, id, PD_OVERLOADED,
                        "%zu queries with %" PRIu32 " already in flight exceed this connection's limit of %" PRIu32,
-                       weight, c->in_flight, limit);
+                       weight, waiting, limit);
     else
         pd__send_error(c, id, PD_OVERLOADED,
-                       "%" PRIu32 " requests already in flight on this connection (the limit)", c->in_flight);
+                       "%" PRIu32 " requests already in flight on this connection (the limit)", waiting);
     return 0;
 }
 
@@ -959,6 +960,8 @@ static void pd__finish_job(pd_server *s, pd__job *job)
                     job->update_req.scene, job->update.world_refresh_error,
                     pd_status_name(job->update.world_refresh));
     pd__job_events(s, job);
+    if (job->wire && job->answer_sent > 0 && job->answer_sent == job->answer_len)
+        pd__wire_collected(job->wire);
     pd__conn *c = pd__map_find(&s->map, task->owner);
     if (c) {
         c->in_flight -= c->in_flight >= job->weight ? job->weight : c->in_flight;

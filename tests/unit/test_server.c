@@ -158,6 +158,28 @@ static void test_workers_yield_when_they_fill_the_cores(void **state)
     }
 }
 
+/* The server's one send() (pd__wire_try_send, a worker writing an answer
+ * itself, with MSG_DONTWAIT; libuv writes with write, writev and sendmsg)
+ * binds to this definition in the test binary, so a test can hold the
+ * worker for t_worker_send_hold_ms after its write, before the loop gets
+ * the job back. The client's own sends pass straight through. */
+static atomic_int t_worker_send_hold_ms;
+static atomic_int t_worker_sends_held;
+
+ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+    ssize_t n = sendto(fd, buf, len, flags, NULL, 0);
+    int hold = atomic_load(&t_worker_send_hold_ms);
+    if (hold > 0 && (flags & MSG_DONTWAIT)) {
+        int saved = errno;
+        struct timespec ts = {hold / 1000, (hold % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        atomic_fetch_add(&t_worker_sends_held, 1);
+        errno = saved;
+    }
+    return n;
+}
+
 /* ---- the raw client ---------------------------------------------------- */
 
 /* rcvbuf > 0 shrinks the client's receive buffer (before connecting, so
@@ -2092,6 +2114,44 @@ static void test_worker_answer_restarts_idle_clock(void **state)
     server_stop(&ts);
 }
 
+/* One request in flight per connection, and every search on the worker. */
+static void tweak_one_in_flight(pd_conf *c)
+{
+    c->threads = 1;
+    c->inline_max_expansions = 0;
+    c->max_inflight_per_conn = 1;
+}
+
+/* A client that sends its next request only once the previous one is
+ * answered never has more than one in flight, so with a limit of one it
+ * is never refused OVERLOADED - even when the worker wrote the answer
+ * itself and the loop has not taken the job back yet (held here after its
+ * write, a window a preempted worker opens by chance under load). */
+static void test_answered_request_is_not_in_flight(void **state)
+{
+    (void)state;
+    enum { N = 5 };
+    test_server ts;
+    server_start(&ts, tweak_one_in_flight);
+    int fd = client_connect(ts.port);
+    atomic_store(&t_worker_send_hold_ms, 300);
+    for (uint64_t id = 1; id <= N; id++) {
+        find_msg m;
+        find_request(&m, id, "small", 0, 0, 3, 0);
+        send_request(fd, &m.req);
+        Pathd__V1__Response *r = recv_final(fd);
+        assert_non_null(r);
+        assert_int_equal(r->id, id);
+        assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+    atomic_store(&t_worker_send_hold_ms, 0);
+    /* The window was there: the worker wrote answers itself and was held. */
+    assert_true(atomic_load(&t_worker_sends_held) > 0);
+    close(fd);
+    server_stop(&ts);
+}
+
 int main(void)
 {
     /* The server writes to sockets the tests close; that must be EPIPE. */
@@ -2124,6 +2184,7 @@ int main(void)
         cmocka_unit_test(test_scene_grid),
         cmocka_unit_test(test_scene_grid_bands_of_a_large_scene),
         cmocka_unit_test(test_worker_answer_restarts_idle_clock),
+        cmocka_unit_test(test_answered_request_is_not_in_flight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
