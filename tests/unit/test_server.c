@@ -1284,6 +1284,75 @@ static void test_reload(void **state)
     rmdir(dir);
 }
 
+/* The frame cap GetLimits reports on a connection (1 MiB, then 4 KiB after
+ * a reload lowered it) or -1 once the server has closed it. */
+static int64_t frame_cap(int fd, uint64_t id)
+{
+    Pathd__V1__Request req;
+    Pathd__V1__GetLimits gl;
+    pathd__v1__request__init(&req);
+    pathd__v1__get_limits__init(&gl);
+    req.id = id;
+    req.body_case = PATHD__V1__REQUEST__BODY_LIMITS;
+    req.limits = &gl;
+    send_request(fd, &req);
+    Pathd__V1__Response *r = recv_response(fd);
+    if (!r)
+        return -1;
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_LIMITS);
+    int64_t cap = r->limits->max_frame_bytes;
+    pathd__v1__response__free_unpacked(r, NULL);
+    return cap;
+}
+
+/* A reload that lowers limits.max_frame_bytes holds connections already
+ * open to it, as GetLimits on them says: a frame over the new cap is
+ * refused FRAME_TOO_LARGE there too, not only on connections made after. */
+static void test_reload_applies_frame_limit_to_open_connections(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/pathd-test-server-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/pathd.json", dir);
+    test_server ts;
+    server_start_with(&ts, NULL, path);
+    int fd = client_connect(ts.port);
+    assert_int_equal(frame_cap(fd, 1), 1048576);
+
+    write_file(path, "{\"listen\": \"127.0.0.1:0\", \"log_level\": \"error\", \"limits\": {\"max_frame_bytes\": 4096},"
+                     " \"scenes\": [{\"name\": \"small\", \"map\": \"" PD_TEST_DATA_DIR "/net_small.txt\","
+                     " \"format\": \"ascii\"}]}");
+    pd_server_request_reload(ts.server);
+    int64_t cap = 0;
+    for (int tries = 0; tries < 500 && cap != 4096; tries++) {
+        cap = frame_cap(fd, 2);
+        if (cap != 4096)
+            sleep_ms(10);
+    }
+    assert_int_equal(cap, 4096);
+
+    /* A Ping of 8,006 bytes: id 3, an empty ping, and an unknown field 100
+     * of 8,000 bytes (ignored, as proto3 requires). */
+    enum { PAD = 8000, PAYLOAD = 2 + 2 + 3 + 1 + PAD };
+    uint8_t frame[4 + PAYLOAD];
+    const uint8_t head[] = {0x00, 0x00, (uint8_t)(PAYLOAD >> 8), (uint8_t)PAYLOAD, 0x08, 0x03, 0x7a, 0x00,
+                            0xa2, 0x06, (uint8_t)(0x80 | (PAD & 0x7f)), (uint8_t)(PAD >> 7)};
+    memcpy(frame, head, sizeof head);
+    memset(frame + sizeof head, 'a', sizeof frame - sizeof head);
+    send_all(fd, frame, sizeof frame);
+    Pathd__V1__Response *r = recv_response(fd);
+    assert_non_null(r);
+    assert_int_equal(r->id, 0);
+    assert_int_equal(r->status, PATHD__V1__STATUS__FRAME_TOO_LARGE);
+    pathd__v1__response__free_unpacked(r, NULL);
+    expect_closed(fd);
+    close(fd);
+    server_stop(&ts);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* Holds a reload in its load phase: the server calls the config source's
  * adjust hook on the threadpool thread that loads, after reading the config
  * and before loading the maps, and gate_adjust waits there until the test
@@ -2175,6 +2244,7 @@ int main(void)
         cmocka_unit_test(test_slow_reader_is_cut),
         cmocka_unit_test(test_idle_timeout),
         cmocka_unit_test(test_reload),
+        cmocka_unit_test(test_reload_applies_frame_limit_to_open_connections),
         cmocka_unit_test(test_reload_loads_off_loop),
         cmocka_unit_test(test_stop_while_reload_loads),
         cmocka_unit_test(test_update_cells_changes_paths),
