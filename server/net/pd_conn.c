@@ -560,6 +560,9 @@ void pd__conn_linger(pd__conn *c)
      * keeps the wire PARTIAL until its rest is queued, ahead of the error. */
     pd__wire_move(c, PD__WIRE_FREE, PD__WIRE_CLOSED);
     pd__wire_move(c, PD__WIRE_LOOP, PD__WIRE_CLOSED);
+    /* The error reply is its last frame: its watches end now, rather than
+     * hold their max_watchers slots and take events for the linger time. */
+    pd__watch_conn_closed(c);
     pd__conn_unlink_full(c); /* a lingering connection reads to discard */
     pd__conn_shutdown(c);
     pd__conn_read_start(c);

@@ -256,7 +256,8 @@ void pd__journal_after_reload(pd_server *s, size_t built);
 /* pd_watch.c: subscriptions to scenes' changes, all on the loop thread.
  * _publish hands a change to the scene's watchers (in version order, see
  * the file's top); _start and _stop answer Watch and Unwatch; a closed
- * connection's watches go with _conn_closed; a reload's changes are found
+ * or lingering connection's watches go with _conn_closed (no frame is
+ * sent); a reload's changes are found
  * by comparing the watched scenes' snapshots around the publish
  * (_reload_begin before it, _reload_end after; both take NULL). */
 void pd__watch_publish(pd_server *s, const pd_watch_event *ev);
