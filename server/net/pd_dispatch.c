@@ -385,15 +385,17 @@ static uint64_t pd__deadline_ns(uint32_t deadline_ms, uint64_t arrival_ns)
 }
 
 /* Counts an answered request in the server's totals and /metrics; since_ns
- * is when its frame arrived (or its job was submitted). */
+ * is when its frame arrived (or its job was submitted). Its latency is
+ * observed unless `untimed` (it named no served scene: a refusal). */
 static void pd__count_answer(pd_server *s, pd_request_kind kind, pd_status status, uint64_t expanded,
-                             const char *scene, uint64_t since_ns)
+                             const char *scene, int untimed, uint64_t since_ns)
 {
     if ((kind == PD_REQ_FIND_PATH || kind == PD_REQ_FIND_ROUTE) && (status == PD_OK || status == PD_PARTIAL))
         s->paths_found++;
     s->expansions_total += expanded;
     pd_metrics_observe(s->metrics, kind, status, expanded);
-    pd_metrics_observe_duration(s->metrics, kind, scene, (pd_pool_now_ns() - since_ns) / 1000u);
+    if (!untimed)
+        pd_metrics_observe_duration(s->metrics, kind, scene, (pd_pool_now_ns() - since_ns) / 1000u);
 }
 
 /* Answers a FindPath on the loop thread when A* finishes it within
@@ -418,7 +420,7 @@ static int pd__answer_inline(pd__conn *c, uint64_t id, const pd_scene *scene, co
     pd_query_scratch_trim(s->inline_scratch, s->conf.worker_retained_bytes);
     if (!answered)
         return 0;
-    pd__count_answer(s, PD_REQ_FIND_PATH, r.status, r.metrics.expanded, scene->name, arrival_ns);
+    pd__count_answer(s, PD_REQ_FIND_PATH, r.status, r.metrics.expanded, scene->name, 0, arrival_ns);
     size_t len = 0;
     uint8_t *buf = pd_codec_encode_path(id, scene, &r, s->conf.max_waypoints_per_chunk, want_world, &len);
     pd__conn_send(c, buf, len);
@@ -907,12 +909,38 @@ static const char *pd__job_scene(const pd__job *job)
         return job->route_query.from_scene;
     case PD_REQ_UPDATE_CELLS:
         return job->update_req.scene;
-    default:
-        for (size_t i = 1; i < job->n_moves; i++)
-            if (strcmp(job->move_reqs[i].scene, job->move_reqs[0].scene) != 0)
+    default: {
+        /* Only the items that named a served scene (the others were
+         * refused without a scene to label). */
+        const char *name = NULL;
+        for (size_t i = 0; i < job->n_moves; i++) {
+            if (!job->move_queries[i].scene)
+                continue;
+            if (name && strcmp(job->move_reqs[i].scene, name) != 0)
                 return NULL;
-        return job->n_moves > 0 ? job->move_reqs[0].scene : NULL;
+            name = job->move_reqs[i].scene;
+        }
+        return name;
     }
+    }
+}
+
+/* Whether a finished job named no served scene, so that it was a refusal
+ * (UNKNOWN_SCENE) as much as one at the door, whose latency is not observed
+ * (pd_metrics_observe_duration): an UpdateCells of an unknown scene, or a
+ * Batch whose every item was. Its name must not take one of the
+ * PD_METRICS_MAX_SCENE_LABELS label slots, which any client could
+ * otherwise fill with names of its making. */
+static int pd__job_unserved(const pd__job *job)
+{
+    if (job->kind == PD_REQ_UPDATE_CELLS)
+        return job->task.status == PD_UNKNOWN_SCENE;
+    if (job->kind == PD_REQ_FIND_PATH || job->kind == PD_REQ_FIND_ROUTE || job->n_moves == 0)
+        return 0;
+    for (size_t i = 0; i < job->n_moves; i++)
+        if (job->move_queries[i].scene)
+            return 0;
+    return 1;
 }
 
 /* Tells the scene's watchers about the version a finished job made (or
@@ -953,7 +981,8 @@ static void pd__finish_job(pd_server *s, pd__job *job)
     uint64_t expanded = job->kind == PD_REQ_FIND_ROUTE  ? job->route.metrics.expanded
                         : job->kind == PD_REQ_FIND_PATH ? job->path.metrics.expanded
                                                         : 0;
-    pd__count_answer(s, job->kind, task->status, expanded, pd__job_scene(job), task->submitted_ns);
+    pd__count_answer(s, job->kind, task->status, expanded, pd__job_scene(job), pd__job_unserved(job),
+                     task->submitted_ns);
     if (job->kind == PD_REQ_UPDATE_CELLS && task->status == PD_OK && job->update.world_refresh != PD_OK)
         pd_log_warn("update of scene '%s' applied, but the route tables were not refreshed: %s (%s); "
                     "routes keep the previous tables until the next reload",
