@@ -66,6 +66,7 @@ static int setup(void **state)
     l.write_high_watermark = T_HIGH_WATERMARK;
     l.write_low_watermark = T_LOW_WATERMARK;
     l.small_quarantine = 1;
+    l.metrics = 1; /* test_unknown_scene_is_no_metrics_label reads them */
     return pdi_fixture_start(state, &l);
 }
 
@@ -436,13 +437,6 @@ static int setup_frame_timeout(void **state)
     return pdi_fixture_start(state, &l);
 }
 
-static int setup_metrics(void **state)
-{
-    pdi_limits l = {0};
-    l.metrics = 1;
-    return pdi_fixture_start(state, &l);
-}
-
 /* Names of scenes nobody serves never become latency labels: requests for
  * them are refused at the door (pd_metrics_observe_duration), even an
  * UpdateCells or a Batch, which a worker refuses. Otherwise any client
@@ -603,7 +597,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_truncated_frame_then_close, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_unknown_fields, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_bad_requests, setup, pdi_fixture_stop),
-        cmocka_unit_test_setup_teardown(test_unknown_scene_is_no_metrics_label, setup_metrics, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_unknown_scene_is_no_metrics_label, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_disconnect_with_requests_queued, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_client_never_reads, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_buffer_budget_sheds_largest, setup_budget, pdi_fixture_stop),
