@@ -301,6 +301,27 @@ static void expect_closed(int fd)
     assert_null(recv_response(fd));
 }
 
+/* The next answer, which must be request id's and carry body `body`. */
+static Pathd__V1__Response *recv_body(int fd, uint64_t id, Pathd__V1__Response__BodyCase body)
+{
+    Pathd__V1__Response *r = recv_response(fd);
+    assert_non_null(r);
+    assert_int_equal(r->id, id);
+    assert_int_equal(r->body_case, body);
+    return r;
+}
+
+/* Sends bytes the server must refuse as a protocol error: one Error answer
+ * with id 0 and `status`, then the close. */
+static void expect_protocol_error(int fd, const void *bytes, size_t len, Pathd__V1__Status status)
+{
+    send_all(fd, bytes, len);
+    Pathd__V1__Response *r = recv_body(fd, 0, PATHD__V1__RESPONSE__BODY_ERROR);
+    assert_int_equal(r->status, status);
+    pathd__v1__response__free_unpacked(r, NULL);
+    expect_closed(fd);
+}
+
 /* ---- request builders -------------------------------------------------- */
 
 static void ping_request(Pathd__V1__Request *req, Pathd__V1__Ping *ping, uint64_t id, uint64_t nonce)
@@ -657,17 +678,11 @@ static void test_garbage_closes_only_that_connection(void **state)
 
     /* A 5-byte frame holding an unterminated varint. */
     const uint8_t garbage[] = {0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, 0xff};
-    send_all(bad, garbage, sizeof garbage);
-    Pathd__V1__Response *r = recv_response(bad);
-    assert_non_null(r);
-    assert_int_equal(r->id, 0);
-    assert_int_equal(r->status, PATHD__V1__STATUS__MALFORMED);
-    pathd__v1__response__free_unpacked(r, NULL);
-    expect_closed(bad);
+    expect_protocol_error(bad, garbage, sizeof garbage, PATHD__V1__STATUS__MALFORMED);
     close(bad);
 
     expect_pong(good, 2, 2);
-    r = request_stats(good, 3);
+    Pathd__V1__Response *r = request_stats(good, 3);
     assert_int_equal(r->stats->malformed_total, 1);
     pathd__v1__response__free_unpacked(r, NULL);
     close(good);
@@ -681,13 +696,7 @@ static void test_huge_header_is_refused(void **state)
     server_start(&ts, NULL);
     int bad = client_connect(ts.port);
     const uint8_t header[] = {0xff, 0xff, 0xff, 0xff};
-    send_all(bad, header, sizeof header);
-    Pathd__V1__Response *r = recv_response(bad);
-    assert_non_null(r);
-    assert_int_equal(r->id, 0);
-    assert_int_equal(r->status, PATHD__V1__STATUS__FRAME_TOO_LARGE);
-    pathd__v1__response__free_unpacked(r, NULL);
-    expect_closed(bad);
+    expect_protocol_error(bad, header, sizeof header, PATHD__V1__STATUS__FRAME_TOO_LARGE);
     close(bad);
 
     int good = client_connect(ts.port);
@@ -1218,32 +1227,28 @@ static size_t count_scenes(int fd, uint64_t id)
     req.body_case = PATHD__V1__REQUEST__BODY_LIST_SCENES;
     req.list_scenes = &ls;
     send_request(fd, &req);
-    Pathd__V1__Response *r = recv_response(fd);
-    assert_non_null(r);
-    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_SCENE_LIST);
+    Pathd__V1__Response *r = recv_body(fd, id, PATHD__V1__RESPONSE__BODY_SCENE_LIST);
     size_t n = r->scene_list->n_scenes;
     pathd__v1__response__free_unpacked(r, NULL);
     return n;
 }
 
-/* The frame cap GetLimits reports on a connection (1 MiB, then 4 KiB after
- * a reload lowered it) or -1 once the server has closed it (test_reload). */
-static int64_t frame_cap(int fd, uint64_t id)
+/* The frame cap GetLimits reports on a connection, asked again every 10 ms
+ * for up to 5 s until it is `want` (test_reload: a reload lands a little
+ * after it is asked for). */
+static uint32_t frame_cap(int fd, uint8_t id, uint32_t want)
 {
-    Pathd__V1__Request req;
-    Pathd__V1__GetLimits gl;
-    pathd__v1__request__init(&req);
-    pathd__v1__get_limits__init(&gl);
-    req.id = id;
-    req.body_case = PATHD__V1__REQUEST__BODY_LIMITS;
-    req.limits = &gl;
-    send_request(fd, &req);
-    Pathd__V1__Response *r = recv_response(fd);
-    if (!r)
-        return -1;
-    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_LIMITS);
-    int64_t cap = r->limits->max_frame_bytes;
-    pathd__v1__response__free_unpacked(r, NULL);
+    /* Request { id (1) = id < 128, get_limits (50) = {} }. */
+    const uint8_t frame[] = {0x00, 0x00, 0x00, 0x05, 0x08, id, 0x92, 0x03, 0x00};
+    uint32_t cap = 0;
+    for (int tries = 0; tries < 500 && cap != want; tries++) {
+        if (tries > 0)
+            sleep_ms(10);
+        send_all(fd, frame, sizeof frame);
+        Pathd__V1__Response *r = recv_body(fd, id, PATHD__V1__RESPONSE__BODY_LIMITS);
+        cap = r->limits->max_frame_bytes;
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
     return cap;
 }
 
@@ -1301,18 +1306,12 @@ static void test_reload(void **state)
     expect_pong(fd, 4, 4);
     assert_int_equal(count_scenes(fd, 5), 3);
 
-    assert_int_equal(frame_cap(fd, 6), 1048576);
+    assert_int_equal(frame_cap(fd, 6, 1048576), 1048576);
     write_file(path, "{\"listen\": \"127.0.0.1:0\", \"log_level\": \"error\", \"limits\": {\"max_frame_bytes\": 4096},"
                      " \"scenes\": [{\"name\": \"small\", \"map\": \"" PD_TEST_DATA_DIR "/net_small.txt\","
                      " \"format\": \"ascii\"}]}");
     pd_server_request_reload(ts.server);
-    int64_t cap = 0;
-    for (int tries = 0; tries < 500 && cap != 4096; tries++) {
-        cap = frame_cap(fd, 7);
-        if (cap != 4096)
-            sleep_ms(10);
-    }
-    assert_int_equal(cap, 4096);
+    assert_int_equal(frame_cap(fd, 7, 4096), 4096);
     /* A Ping of 8,008 bytes: id 8, an empty ping, and an unknown field 100
      * of 8,000 bytes (ignored, as proto3 requires). */
     enum { PAD = 8000, PAYLOAD = 2 + 2 + 2 + 2 + PAD };
@@ -1321,13 +1320,7 @@ static void test_reload(void **state)
                             0xa2, 0x06, (uint8_t)(0x80 | (PAD & 0x7f)), (uint8_t)(PAD >> 7)};
     memcpy(frame, head, sizeof head);
     memset(frame + sizeof head, 'a', sizeof frame - sizeof head);
-    send_all(fd, frame, sizeof frame);
-    Pathd__V1__Response *r = recv_response(fd);
-    assert_non_null(r);
-    assert_int_equal(r->id, 0);
-    assert_int_equal(r->status, PATHD__V1__STATUS__FRAME_TOO_LARGE);
-    pathd__v1__response__free_unpacked(r, NULL);
-    expect_closed(fd);
+    expect_protocol_error(fd, frame, sizeof frame, PATHD__V1__STATUS__FRAME_TOO_LARGE);
 
     close(fd);
     server_stop(&ts);
