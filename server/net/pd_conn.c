@@ -129,7 +129,7 @@ static pd__wire_state pd__wire_state_of(pd__conn *c)
     return st;
 }
 
-size_t pd__wire_try_send(pd__wire *w, const uint8_t *buf, size_t len)
+size_t pd__wire_try_send(pd__wire *w, const uint8_t *buf, size_t len, uint32_t weight)
 {
     if (!w || len == 0)
         return 0;
@@ -144,10 +144,29 @@ size_t pd__wire_try_send(pd__wire *w, const uint8_t *buf, size_t len)
             sent = (size_t)n;
             if (sent < len)
                 w->state = PD__WIRE_PARTIAL;
+            else
+                w->answered = weight; /* under mu: before the client can read it */
         }
     }
     pthread_mutex_unlock(&w->mu);
     return sent;
+}
+
+void pd__wire_collected(pd__wire *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->answered = 0;
+    pthread_mutex_unlock(&w->mu);
+}
+
+uint32_t pd__conn_waiting(pd__conn *c)
+{
+    if (!c->wire || c->in_flight == 0)
+        return c->in_flight;
+    pthread_mutex_lock(&c->wire->mu);
+    uint32_t answered = c->wire->answered;
+    pthread_mutex_unlock(&c->wire->mu);
+    return c->in_flight > answered ? c->in_flight - answered : 0;
 }
 
 /* Answers left c (a write callback, or a flush the kernel took whole):
@@ -541,6 +560,9 @@ void pd__conn_linger(pd__conn *c)
      * keeps the wire PARTIAL until its rest is queued, ahead of the error. */
     pd__wire_move(c, PD__WIRE_FREE, PD__WIRE_CLOSED);
     pd__wire_move(c, PD__WIRE_LOOP, PD__WIRE_CLOSED);
+    /* The error reply is its last frame: its watches end now, rather than
+     * hold their max_watchers slots and take events for the linger time. */
+    pd__watch_conn_closed(c);
     pd__conn_unlink_full(c); /* a lingering connection reads to discard */
     pd__conn_shutdown(c);
     pd__conn_read_start(c);
@@ -588,7 +610,7 @@ static void pd__read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         c->last_active_ms = uv_now(c->server->loop);
         pd_frame_reader_commit(&c->reader, (size_t)nread);
         pd__conn_process(c);
-        if (c->in_flight >= c->server->conf.max_inflight_per_conn)
+        if (pd__conn_waiting(c) >= c->server->conf.max_inflight_per_conn)
             pd__conn_full(c);
         /* What the shared buffer still holds (a partial frame, frames
          * left for after a pause) moves to the connection's own. */

@@ -185,7 +185,7 @@ static pd_status pd__answer_on_worker(pd__job *job, pd_status st)
     pd__settle_status(job);
     job->answer = pd__encode_job(job, &job->answer_len);
     if (job->answer) {
-        job->answer_sent = pd__wire_try_send(job->wire, job->answer, job->answer_len);
+        job->answer_sent = pd__wire_try_send(job->wire, job->answer, job->answer_len, job->weight);
         /* The answer holds what the loop needs now. What the search
          * allocated goes back here, to this worker's malloc arena: freed on
          * the loop it would take that arena's lock against this worker's
@@ -320,16 +320,17 @@ void pd_server_pool_destroy(pd_pool *pool)
 static int pd__inflight_ok(pd__conn *c, uint64_t id, size_t weight)
 {
     uint32_t limit = c->server->conf.max_inflight_per_conn;
-    if (c->in_flight < limit && weight <= limit - c->in_flight)
+    uint32_t waiting = pd__conn_waiting(c);
+    if (waiting < limit && weight <= limit - waiting)
         return 1;
     pd_metrics_observe_overloaded(c->server->metrics, PD_METRICS_LIMIT_CONN_IN_FLIGHT);
     if (weight > 1)
         pd__send_error(c, id, PD_OVERLOADED,
                        "%zu queries with %" PRIu32 " already in flight exceed this connection's limit of %" PRIu32,
-                       weight, c->in_flight, limit);
+                       weight, waiting, limit);
     else
         pd__send_error(c, id, PD_OVERLOADED,
-                       "%" PRIu32 " requests already in flight on this connection (the limit)", c->in_flight);
+                       "%" PRIu32 " requests already in flight on this connection (the limit)", waiting);
     return 0;
 }
 
@@ -384,15 +385,17 @@ static uint64_t pd__deadline_ns(uint32_t deadline_ms, uint64_t arrival_ns)
 }
 
 /* Counts an answered request in the server's totals and /metrics; since_ns
- * is when its frame arrived (or its job was submitted). */
+ * is when its frame arrived (or its job was submitted). Its latency is
+ * observed unless `untimed` (it named no served scene: a refusal). */
 static void pd__count_answer(pd_server *s, pd_request_kind kind, pd_status status, uint64_t expanded,
-                             const char *scene, uint64_t since_ns)
+                             const char *scene, int untimed, uint64_t since_ns)
 {
     if ((kind == PD_REQ_FIND_PATH || kind == PD_REQ_FIND_ROUTE) && (status == PD_OK || status == PD_PARTIAL))
         s->paths_found++;
     s->expansions_total += expanded;
     pd_metrics_observe(s->metrics, kind, status, expanded);
-    pd_metrics_observe_duration(s->metrics, kind, scene, (pd_pool_now_ns() - since_ns) / 1000u);
+    if (!untimed)
+        pd_metrics_observe_duration(s->metrics, kind, scene, (pd_pool_now_ns() - since_ns) / 1000u);
 }
 
 /* Answers a FindPath on the loop thread when A* finishes it within
@@ -417,7 +420,7 @@ static int pd__answer_inline(pd__conn *c, uint64_t id, const pd_scene *scene, co
     pd_query_scratch_trim(s->inline_scratch, s->conf.worker_retained_bytes);
     if (!answered)
         return 0;
-    pd__count_answer(s, PD_REQ_FIND_PATH, r.status, r.metrics.expanded, scene->name, arrival_ns);
+    pd__count_answer(s, PD_REQ_FIND_PATH, r.status, r.metrics.expanded, scene->name, 0, arrival_ns);
     size_t len = 0;
     uint8_t *buf = pd_codec_encode_path(id, scene, &r, s->conf.max_waypoints_per_chunk, want_world, &len);
     pd__conn_send(c, buf, len);
@@ -906,12 +909,38 @@ static const char *pd__job_scene(const pd__job *job)
         return job->route_query.from_scene;
     case PD_REQ_UPDATE_CELLS:
         return job->update_req.scene;
-    default:
-        for (size_t i = 1; i < job->n_moves; i++)
-            if (strcmp(job->move_reqs[i].scene, job->move_reqs[0].scene) != 0)
+    default: {
+        /* Only the items that named a served scene (the others were
+         * refused without a scene to label). */
+        const char *name = NULL;
+        for (size_t i = 0; i < job->n_moves; i++) {
+            if (!job->move_queries[i].scene)
+                continue;
+            if (name && strcmp(job->move_reqs[i].scene, name) != 0)
                 return NULL;
-        return job->n_moves > 0 ? job->move_reqs[0].scene : NULL;
+            name = job->move_reqs[i].scene;
+        }
+        return name;
     }
+    }
+}
+
+/* Whether a finished job named no served scene, so that it was a refusal
+ * (UNKNOWN_SCENE) as much as one at the door, whose latency is not observed
+ * (pd_metrics_observe_duration): an UpdateCells of an unknown scene, or a
+ * Batch whose every item was. Its name must not take one of the
+ * PD_METRICS_MAX_SCENE_LABELS label slots, which any client could
+ * otherwise fill with names of its making. */
+static int pd__job_unserved(const pd__job *job)
+{
+    if (job->kind == PD_REQ_UPDATE_CELLS)
+        return job->task.status == PD_UNKNOWN_SCENE;
+    if (job->kind == PD_REQ_FIND_PATH || job->kind == PD_REQ_FIND_ROUTE || job->n_moves == 0)
+        return 0;
+    for (size_t i = 0; i < job->n_moves; i++)
+        if (job->move_queries[i].scene)
+            return 0;
+    return 1;
 }
 
 /* Tells the scene's watchers about the version a finished job made (or
@@ -952,20 +981,26 @@ static void pd__finish_job(pd_server *s, pd__job *job)
     uint64_t expanded = job->kind == PD_REQ_FIND_ROUTE  ? job->route.metrics.expanded
                         : job->kind == PD_REQ_FIND_PATH ? job->path.metrics.expanded
                                                         : 0;
-    pd__count_answer(s, job->kind, task->status, expanded, pd__job_scene(job), task->submitted_ns);
+    pd__count_answer(s, job->kind, task->status, expanded, pd__job_scene(job), pd__job_unserved(job),
+                     task->submitted_ns);
     if (job->kind == PD_REQ_UPDATE_CELLS && task->status == PD_OK && job->update.world_refresh != PD_OK)
         pd_log_warn("update of scene '%s' applied, but the route tables were not refreshed: %s (%s); "
                     "routes keep the previous tables until the next reload",
                     job->update_req.scene, job->update.world_refresh_error,
                     pd_status_name(job->update.world_refresh));
     pd__job_events(s, job);
+    if (job->wire && job->answer_sent > 0 && job->answer_sent == job->answer_len)
+        pd__wire_collected(job->wire);
     pd__conn *c = pd__map_find(&s->map, task->owner);
     if (c) {
         c->in_flight -= c->in_flight >= job->weight ? job->weight : c->in_flight;
         if (c->full && c->in_flight <= s->conf.max_inflight_per_conn / 2)
             pd__conn_unfull(c);
         if (job->answer_sent > 0) {
-            /* Its worker wrote the answer, or its start. */
+            /* Its worker wrote the answer, or its start: a finished write,
+             * which restarts the idle clock as the loop's writes do
+             * (pd__conn_written). */
+            c->last_active_ms = uv_now(s->loop);
             if (job->answer_sent < job->answer_len) {
                 size_t rest = job->answer_len - job->answer_sent;
                 memmove(job->answer, job->answer + job->answer_sent, rest);

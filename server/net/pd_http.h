@@ -20,8 +20,9 @@
  * keeps the state per connection to one request). A request must arrive
  * whole within read_timeout_ms of the connection being accepted, or the
  * connection is closed without an answer; the same timeout bounds how long
- * a closing connection waits for the client to read the answer. Beyond
- * max_connections open connections, new ones are accepted and closed at once.
+ * a closing connection waits for the client to read the answer. A new
+ * connection beyond max_connections closes the oldest open one, so a probe
+ * always gets in (one that finds no memory is accepted and closed at once).
  *
  * The responder is a side door: its handles are unreferenced (uv_unref), so
  * it never keeps uv_run going by itself; the daemon's own server does.

@@ -94,10 +94,12 @@ void pd_metrics_observe(pd_metrics *m, pd_request_kind type, pd_status status, u
 /* One answered piece of work into pathd_request_duration_seconds{kind,
  * scene}: a request the server accepted, queued and answered from a worker
  * (whatever the answer: NO_PATH and DEADLINE_EXCEEDED took work too).
- * Refusals at the door (OVERLOADED, bad arguments, unknown scenes) are
- * never observed here, so they cannot pull the latency down. scene is the
- * request's scene (FindRoute: its start scene; a Batch over several scenes:
- * NULL, labelled "mixed"); see PD_METRICS_MAX_SCENE_LABELS for the cap. */
+ * Refusals at the door (OVERLOADED, bad arguments, unknown scenes, also
+ * when a worker finds the scene unknown) are never observed here, so they
+ * cannot pull the latency down nor take a scene label. scene is the
+ * request's scene (FindRoute: its start scene; a Batch over several served
+ * scenes: NULL, labelled "mixed"); see PD_METRICS_MAX_SCENE_LABELS for the
+ * cap. */
 void pd_metrics_observe_duration(pd_metrics *m, pd_request_kind kind, const char *scene, uint64_t latency_us);
 
 /* The limits an OVERLOADED answer names (label `limit`). */

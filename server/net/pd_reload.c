@@ -164,6 +164,12 @@ static int pd__reload_publish(pd_server *s, pd__reload_job *rl)
     next.n_scenes = 0;
     memset(&next.world, 0, sizeof next.world);
     s->conf = next;
+    /* The frame cap is the one limit a connection keeps a copy of (its
+     * reader's); open connections take the new one too, as GetLimits on
+     * them reports it. A frame already partly read is checked against it
+     * when its header is looked at next. */
+    for (pd__conn *c = s->conns; c; c = c->next)
+        c->reader.max_frame = s->conf.max_frame_bytes;
     pd__fit_fd_limit(&s->conf);
     pd__server_scene_caps(s);
     atomic_store(&s->worker_retained_bytes, s->conf.worker_retained_bytes);

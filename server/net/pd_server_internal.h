@@ -58,6 +58,9 @@ typedef struct pd__wire {
     pthread_mutex_t mu;
     int fd;
     pd__wire_state state;
+    uint32_t answered;           /* in-flight slots of the job holding this wire, once its
+                                    worker wrote its whole answer and until the loop takes
+                                    the job back: the client may have sent more already */
     atomic_uint refs;            /* the connection's and its jobs' */
 } pd__wire;
 
@@ -106,11 +109,19 @@ typedef struct pd__conn {
 pd__wire *pd__wire_retain(pd__wire *w);  /* NULL-safe */
 void pd__wire_release(pd__wire *w);      /* NULL-safe; any thread */
 /* On a worker: writes what the socket takes of buf now, if the loop has
- * nothing queued; returns the bytes written (0: the loop sends it all). */
-size_t pd__wire_try_send(pd__wire *w, const uint8_t *buf, size_t len);
+ * nothing queued; returns the bytes written (0: the loop sends it all).
+ * weight is the in-flight slots of the job the answer is for. */
+size_t pd__wire_try_send(pd__wire *w, const uint8_t *buf, size_t len, uint32_t weight);
 /* Queues the rest of an answer a worker wrote in part, ahead of anything
  * queued since; takes ownership of buf. */
 void pd__conn_send_rest(pd__conn *c, uint8_t *buf, size_t len);
+/* The requests of c its client still waits for: its jobs in flight, less
+ * the one whose answer a worker wrote whole before the loop took it back
+ * (a wire goes only to a job submitted with nothing else in flight, so
+ * there is at most one such job). Limits count these. */
+uint32_t pd__conn_waiting(pd__conn *c);
+/* The loop took back the job holding w, whose worker wrote its whole answer. */
+void pd__wire_collected(pd__wire *w);
 
 /* One queued write: the request and the answers it sends in one writev,
  * freed together in the write callback. */
@@ -246,7 +257,8 @@ void pd__journal_after_reload(pd_server *s, size_t built);
 /* pd_watch.c: subscriptions to scenes' changes, all on the loop thread.
  * _publish hands a change to the scene's watchers (in version order, see
  * the file's top); _start and _stop answer Watch and Unwatch; a closed
- * connection's watches go with _conn_closed; a reload's changes are found
+ * or lingering connection's watches go with _conn_closed (no frame is
+ * sent); a reload's changes are found
  * by comparing the watched scenes' snapshots around the publish
  * (_reload_begin before it, _reload_end after; both take NULL). */
 void pd__watch_publish(pd_server *s, const pd_watch_event *ev);

@@ -66,6 +66,7 @@ static int setup(void **state)
     l.write_high_watermark = T_HIGH_WATERMARK;
     l.write_low_watermark = T_LOW_WATERMARK;
     l.small_quarantine = 1;
+    l.metrics = 1; /* test_unknown_scene_is_no_metrics_label reads them */
     return pdi_fixture_start(state, &l);
 }
 
@@ -439,6 +440,44 @@ static int setup_frame_timeout(void **state)
     return pdi_fixture_start(state, &l);
 }
 
+/* Names of scenes nobody serves never become latency labels: requests for
+ * them are refused at the door (pd_metrics_observe_duration), even an
+ * UpdateCells or a Batch, which a worker refuses. Otherwise any client
+ * could fill the PD_METRICS_MAX_SCENE_LABELS label slots with made-up names
+ * and push the real scenes into scene="other" for good. */
+static void test_unknown_scene_is_no_metrics_label(void **state)
+{
+    pdi_daemon *d = *state;
+    pdc_conn *c = pdi_connect(d);
+    pdc_xy cell = {1, 1};
+    pdc_update_req up = {0};
+    up.scene = "made-up-update";
+    up.cells = &cell;
+    up.cell_count = 1;
+    up.op = PDC_UPDATE_BLOCK;
+    pdc_update_result ur;
+    assert_int_equal(pdc_update_cells(c, &up, &ur), PDC_UNKNOWN_SCENE);
+    pdc_query q = {0};
+    q.kind = PDC_Q_REACHABLE;
+    q.scene = "made-up-batch";
+    q.a = (pdc_point){0, 1, 1, 0, 0};
+    q.b = (pdc_point){0, 2, 2, 0, 0};
+    pdc_query_result qr;
+    assert_int_equal(pdc_batch(c, &q, 1, &qr), PDC_OK);
+    assert_int_equal(qr.status, PDC_UNKNOWN_SCENE);
+    pdc_query_result_free(&qr);
+    pdc_close(c);
+
+    char *text = pdi_metrics_get(d);
+    assert_non_null(text);
+    /* Both answers were counted, with their kind and status... */
+    assert_non_null(strstr(text, "pathd_requests_total{type=\"update_cells\",status=\"UNKNOWN_SCENE\"} 1"));
+    /* ...but neither name labels a latency. */
+    assert_null(strstr(text, "made-up"));
+    free(text);
+    pdi_assert_daemon_serves(d);
+}
+
 /* Issue 10, finding 4: partial frames are held against one server-wide
  * budget. Twelve clients each send 90% of a 1 MB frame and stall; the
  * server closes the largest holders until it is within 4 MiB again (so at
@@ -561,6 +600,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_truncated_frame_then_close, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_unknown_fields, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_bad_requests, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_unknown_scene_is_no_metrics_label, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_disconnect_with_requests_queued, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_client_never_reads, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_buffer_budget_sheds_largest, setup_budget, pdi_fixture_stop),

@@ -727,6 +727,38 @@ static void test_bad_watch_requests(void **state)
     pdi_assert_daemon_serves(d);
 }
 
+/* A protocol error closes the connection (docs/PROTOCOL.md, 2), and with it
+ * its watches: at once, not when the lingering close that lets the error
+ * reach the client ends (up to PD_SERVER_LINGER_MS later). Until then they
+ * would hold their max_watchers slots and be sent events after the
+ * connection's last frame. */
+static void test_protocol_error_ends_watches(void **state)
+{
+    pdi_daemon *d = *state;
+    int fd = pdi_raw_connect(d->port);
+    uint64_t v;
+    const char *const one[] = { "rooms" };
+    start_watch(fd, 1, one, 1, &v);
+    start_watch(fd, 2, one, 1, &v);
+
+    static const uint8_t garbage[] = { 0, 0, 0, 4, 0x08, 0x01, 0xb2, 0x04 };
+    assert_int_equal(pdi_raw_send(fd, garbage, sizeof garbage), 0);
+    Pathd__V1__Response *r = pdi_raw_recv(fd, PDI_CALL_TIMEOUT_MS, NULL);
+    assert_non_null(r);
+    assert_int_equal(r->id, 0);
+    assert_int_equal(r->status, PATHD__V1__STATUS__MALFORMED);
+    pathd__v1__response__free_unpacked(r, NULL);
+    assert_true(pdi_raw_wait_closed(fd, PDI_CALL_TIMEOUT_MS));
+
+    /* fd stays open, so the server still lingers on it; its two watches,
+     * the server's limit, are gone all the same. */
+    int other = pdi_raw_connect(d->port);
+    start_watch(other, 1, one, 1, &v);
+    close(other);
+    close(fd);
+    pdi_assert_daemon_serves(d);
+}
+
 /* ---- reloads --------------------------------------------------------------- */
 
 static const char *ext_scene(int origin)
@@ -967,6 +999,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_slow_watcher_dropped, setup_small_buffer, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_min_version, setup_metrics, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_bad_watch_requests, setup_small_caps, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_protocol_error_ends_watches, setup_small_caps, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_reload_events, setup_ext, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_clients, setup_metrics, pdi_fixture_stop),
     };

@@ -158,6 +158,28 @@ static void test_workers_yield_when_they_fill_the_cores(void **state)
     }
 }
 
+/* The server's one send() (pd__wire_try_send, a worker writing an answer
+ * itself, with MSG_DONTWAIT; libuv writes with write, writev and sendmsg)
+ * binds to this definition in the test binary, so a test can hold the
+ * worker for t_worker_send_hold_ms after its write, before the loop gets
+ * the job back. The client's own sends pass straight through. */
+static atomic_int t_worker_send_hold_ms;
+static atomic_int t_worker_sends_held;
+
+ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+    ssize_t n = sendto(fd, buf, len, flags, NULL, 0);
+    int hold = atomic_load(&t_worker_send_hold_ms);
+    if (hold > 0 && (flags & MSG_DONTWAIT)) {
+        int saved = errno;
+        struct timespec ts = {hold / 1000, (hold % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        atomic_fetch_add(&t_worker_sends_held, 1);
+        errno = saved;
+    }
+    return n;
+}
+
 /* ---- the raw client ---------------------------------------------------- */
 
 /* rcvbuf > 0 shrinks the client's receive buffer (before connecting, so
@@ -277,6 +299,27 @@ static Pathd__V1__Response *recv_response(int fd)
 static void expect_closed(int fd)
 {
     assert_null(recv_response(fd));
+}
+
+/* The next answer, which must be request id's and carry body `body`. */
+static Pathd__V1__Response *recv_body(int fd, uint64_t id, Pathd__V1__Response__BodyCase body)
+{
+    Pathd__V1__Response *r = recv_response(fd);
+    assert_non_null(r);
+    assert_int_equal(r->id, id);
+    assert_int_equal(r->body_case, body);
+    return r;
+}
+
+/* Sends bytes the server must refuse as a protocol error: one Error answer
+ * with id 0 and `status`, then the close. */
+static void expect_protocol_error(int fd, const void *bytes, size_t len, Pathd__V1__Status status)
+{
+    send_all(fd, bytes, len);
+    Pathd__V1__Response *r = recv_body(fd, 0, PATHD__V1__RESPONSE__BODY_ERROR);
+    assert_int_equal(r->status, status);
+    pathd__v1__response__free_unpacked(r, NULL);
+    expect_closed(fd);
 }
 
 /* ---- request builders -------------------------------------------------- */
@@ -635,17 +678,11 @@ static void test_garbage_closes_only_that_connection(void **state)
 
     /* A 5-byte frame holding an unterminated varint. */
     const uint8_t garbage[] = {0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, 0xff};
-    send_all(bad, garbage, sizeof garbage);
-    Pathd__V1__Response *r = recv_response(bad);
-    assert_non_null(r);
-    assert_int_equal(r->id, 0);
-    assert_int_equal(r->status, PATHD__V1__STATUS__MALFORMED);
-    pathd__v1__response__free_unpacked(r, NULL);
-    expect_closed(bad);
+    expect_protocol_error(bad, garbage, sizeof garbage, PATHD__V1__STATUS__MALFORMED);
     close(bad);
 
     expect_pong(good, 2, 2);
-    r = request_stats(good, 3);
+    Pathd__V1__Response *r = request_stats(good, 3);
     assert_int_equal(r->stats->malformed_total, 1);
     pathd__v1__response__free_unpacked(r, NULL);
     close(good);
@@ -659,13 +696,7 @@ static void test_huge_header_is_refused(void **state)
     server_start(&ts, NULL);
     int bad = client_connect(ts.port);
     const uint8_t header[] = {0xff, 0xff, 0xff, 0xff};
-    send_all(bad, header, sizeof header);
-    Pathd__V1__Response *r = recv_response(bad);
-    assert_non_null(r);
-    assert_int_equal(r->id, 0);
-    assert_int_equal(r->status, PATHD__V1__STATUS__FRAME_TOO_LARGE);
-    pathd__v1__response__free_unpacked(r, NULL);
-    expect_closed(bad);
+    expect_protocol_error(bad, header, sizeof header, PATHD__V1__STATUS__FRAME_TOO_LARGE);
     close(bad);
 
     int good = client_connect(ts.port);
@@ -1198,16 +1229,35 @@ static size_t count_scenes(int fd, uint64_t id)
     req.body_case = PATHD__V1__REQUEST__BODY_LIST_SCENES;
     req.list_scenes = &ls;
     send_request(fd, &req);
-    Pathd__V1__Response *r = recv_response(fd);
-    assert_non_null(r);
-    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_SCENE_LIST);
+    Pathd__V1__Response *r = recv_body(fd, id, PATHD__V1__RESPONSE__BODY_SCENE_LIST);
     size_t n = r->scene_list->n_scenes;
     pathd__v1__response__free_unpacked(r, NULL);
     return n;
 }
 
+/* The frame cap GetLimits reports on a connection, asked again every 10 ms
+ * for up to 5 s until it is `want` (test_reload: a reload lands a little
+ * after it is asked for). */
+static uint32_t frame_cap(int fd, uint8_t id, uint32_t want)
+{
+    /* Request { id (1) = id < 128, get_limits (50) = {} }. */
+    const uint8_t frame[] = {0x00, 0x00, 0x00, 0x05, 0x08, id, 0x92, 0x03, 0x00};
+    uint32_t cap = 0;
+    for (int tries = 0; tries < 500 && cap != want; tries++) {
+        if (tries > 0)
+            sleep_ms(10);
+        send_all(fd, frame, sizeof frame);
+        Pathd__V1__Response *r = recv_body(fd, id, PATHD__V1__RESPONSE__BODY_LIMITS);
+        cap = r->limits->max_frame_bytes;
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+    return cap;
+}
+
 /* Reload picks up a new scene list (a refused one:
- * test_reload_loads_off_loop). */
+ * test_reload_loads_off_loop). A limit the reload lowers holds connections
+ * already open to it, as GetLimits on them says: a frame over a lowered
+ * max_frame_bytes is refused FRAME_TOO_LARGE there too. */
 static void test_reload(void **state)
 {
     char dir[] = "/tmp/pathd-test-server-XXXXXX";
@@ -1246,6 +1296,22 @@ static void test_reload(void **state)
             sleep_ms(10);
     }
     assert_int_equal(n, 3);
+
+    assert_int_equal(frame_cap(fd, 4, 1048576), 1048576);
+    write_file(path, "{\"listen\": \"127.0.0.1:0\", \"log_level\": \"error\", \"limits\": {\"max_frame_bytes\": 4096},"
+                     " \"scenes\": [{\"name\": \"small\", \"map\": \"" PD_TEST_DATA_DIR "/net_small.txt\","
+                     " \"format\": \"ascii\"}]}");
+    pd_server_request_reload(ts.server);
+    assert_int_equal(frame_cap(fd, 5, 4096), 4096);
+    /* A Ping of 8,008 bytes: id 8, an empty ping, and an unknown field 100
+     * of 8,000 bytes (ignored, as proto3 requires). */
+    enum { PAD = 8000, PAYLOAD = 2 + 2 + 2 + 2 + PAD };
+    uint8_t frame[4 + PAYLOAD];
+    const uint8_t head[] = {0x00, 0x00, (uint8_t)(PAYLOAD >> 8), (uint8_t)PAYLOAD, 0x08, 0x08, 0x7a, 0x00,
+                            0xa2, 0x06, (uint8_t)(0x80 | (PAD & 0x7f)), (uint8_t)(PAD >> 7)};
+    memcpy(frame, head, sizeof head);
+    memset(frame + sizeof head, 'a', sizeof frame - sizeof head);
+    expect_protocol_error(fd, frame, sizeof frame, PATHD__V1__STATUS__FRAME_TOO_LARGE);
 
     close(fd);
     server_stop(&ts);
@@ -2075,6 +2141,79 @@ static void test_scene_grid_bands_of_a_large_scene(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* ---- the answers a worker writes itself (pd__wire) ---------------------- */
+
+/* One worker, every search on it (so each answer of a client with nothing
+ * else in flight is the worker's to write), one request in flight per
+ * connection and a short idle timeout. */
+static void tweak_worker_writes(pd_conf *c)
+{
+    c->threads = 1;
+    c->inline_max_expansions = 0;
+    c->max_inflight_per_conn = 1;
+    c->idle_timeout_ms = 400;
+}
+
+/* A connection with one search in flight is not idle; the search's answer,
+ * written to the socket by the worker itself, starts the idle clock again
+ * like an answer the loop writes: the client has taken a reply, so a
+ * request it sends well within the timeout after it is served. */
+static void test_worker_answer_restarts_idle_clock(void **state)
+{
+    (void)state;
+    test_server ts;
+    server_start(&ts, tweak_worker_writes);
+    pd_pool_set_paused(ts.pool, 1);
+    int fd = client_connect(ts.port);
+    find_msg m;
+    maze_request(&m, 1);
+    send_request(fd, &m.req);
+    /* Queued past the idle timeout: in flight, so the sweep leaves it. */
+    sleep_ms(700);
+    pd_pool_set_paused(ts.pool, 0);
+    Pathd__V1__Response *r = recv_final(fd);
+    assert_non_null(r);
+    assert_int_equal(r->id, 1);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    pathd__v1__response__free_unpacked(r, NULL);
+    /* Half the timeout after the answer (the sweep has run meanwhile,
+     * every quarter of it): still open. */
+    sleep_ms(200);
+    expect_pong(fd, 2, 2);
+    close(fd);
+    server_stop(&ts);
+}
+
+/* A client that sends its next request only once the previous one is
+ * answered never has more than one in flight, so with a limit of one it
+ * is never refused OVERLOADED - even when the worker wrote the answer
+ * itself and the loop has not taken the job back yet (held here after its
+ * write, a window a preempted worker opens by chance under load). */
+static void test_answered_request_is_not_in_flight(void **state)
+{
+    (void)state;
+    enum { N = 5 };
+    test_server ts;
+    server_start(&ts, tweak_worker_writes);
+    int fd = client_connect(ts.port);
+    atomic_store(&t_worker_send_hold_ms, 300);
+    for (uint64_t id = 1; id <= N; id++) {
+        find_msg m;
+        find_request(&m, id, "small", 0, 0, 3, 0);
+        send_request(fd, &m.req);
+        Pathd__V1__Response *r = recv_final(fd);
+        assert_non_null(r);
+        assert_int_equal(r->id, id);
+        assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+    atomic_store(&t_worker_send_hold_ms, 0);
+    /* The window was there: the worker wrote answers itself and was held. */
+    assert_true(atomic_load(&t_worker_sends_held) > 0);
+    close(fd);
+    server_stop(&ts);
+}
+
 int main(void)
 {
     /* The server writes to sockets the tests close; that must be EPIPE. */
@@ -2106,6 +2245,8 @@ int main(void)
         cmocka_unit_test(test_unit_sizes_and_options),
         cmocka_unit_test(test_scene_grid),
         cmocka_unit_test(test_scene_grid_bands_of_a_large_scene),
+        cmocka_unit_test(test_worker_answer_restarts_idle_clock),
+        cmocka_unit_test(test_answered_request_is_not_in_flight),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
