@@ -60,6 +60,7 @@ struct pd__http_conn {
     char *answer;                /* the answer being written; freed in the write callback */
     int handles;                 /* of tcp and timer, those not yet closed */
     int answered;                /* the answer is queued: further input is dropped */
+    int peer_done;               /* the client ended its input while the answer was being written */
     int closing;
 };
 
@@ -111,8 +112,9 @@ static void pd__http_shutdown_cb(uv_shutdown_t *req, int status)
 {
     pd__http_conn *c = req->data;
     /* On success the connection stays open until the client hangs up (the
-     * read callback sees EOF) or the timer fires. */
-    if (status < 0)
+     * read callback sees EOF) or the timer fires; a client that hung up
+     * while the answer was being written is done now. */
+    if (status < 0 || c->peer_done)
         pd__http_conn_close(c);
 }
 
@@ -319,8 +321,17 @@ static void pd__http_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t 
     if (c->closing)
         return;
     if (nread < 0) {
-        /* EOF or an error: after the answer this is the normal end; before
-         * it, the client gave up on an incomplete request. */
+        /* A client that half-closes after its request (`nc -N`) still
+         * reads: while its answer is being written (c->answer is freed in
+         * the write callback), closing would drop the part libuv still
+         * holds, so the shutdown callback closes instead. Otherwise EOF or
+         * an error after the answer is the normal end; before it, the
+         * client gave up on an incomplete request. */
+        if (nread == UV_EOF && c->answer) {
+            c->peer_done = 1;
+            uv_read_stop(stream);
+            return;
+        }
         pd__http_conn_close(c);
         return;
     }

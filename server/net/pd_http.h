@@ -20,7 +20,9 @@
  * keeps the state per connection to one request). A request must arrive
  * whole within read_timeout_ms of the connection being accepted, or the
  * connection is closed without an answer; the same timeout bounds how long
- * a closing connection waits for the client to read the answer. A new
+ * a closing connection waits for the client to read the answer. A client
+ * may half-close after its request (`nc -N`): it still gets the whole
+ * answer. A new
  * connection beyond max_connections closes the oldest open one, so a probe
  * always gets in (one that finds no memory is accepted and closed at once).
  *
