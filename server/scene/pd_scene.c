@@ -54,6 +54,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -800,8 +801,11 @@ pd_scene *pd_scene_instance(const pd_scene *tmpl, const char *name)
     if (!n)
         return NULL;
     /* Every field as the template has it (the structures' pointers
-     * included), then what makes it a scene of its own. */
-    memcpy(n, tmpl, sizeof *n);
+     * included), then what makes it a scene of its own. Not the reference
+     * count: other threads holding the template change it meanwhile. */
+    _Static_assert(offsetof(pd_scene, refs) == 0, "the copy skips refs as the first field");
+    const size_t after_refs = sizeof tmpl->refs;
+    memcpy((char *)n + after_refs, (const char *)tmpl + after_refs, sizeof *n - after_refs);
     atomic_init(&n->refs, 1);
     memset(n->name, 0, sizeof n->name);
     memcpy(n->name, name, len);

@@ -862,6 +862,51 @@ static void test_registry_concurrent_reload(void **state)
     pd_registry_destroy(r);
 }
 
+/* An instance is made from a template other threads hold and let go of
+ * (a route's result releases its scenes on a worker while another worker
+ * instances one of them): the copy must not read the template's reference
+ * count, which they change. Under TSan a read of it is a data race; here
+ * the instances must come out as scenes of their own either way. */
+#define INSTANCE_ROUNDS 20000
+
+static void *retain_release_main(void *p)
+{
+    pd_scene *tmpl = p;
+    for (int i = 0; i < INSTANCE_ROUNDS; i++) {
+        pd_scene_retain(tmpl);
+        pd_scene_release(tmpl);
+    }
+    return NULL;
+}
+
+static void test_instance_while_template_is_shared(void **state)
+{
+    (void)state;
+    pd_registry *r = pd_registry_create();
+    assert_non_null(r);
+    pd_conf c;
+    load_conf(conf_three, &c);
+    char err[256] = "";
+    assert_int_equal(pd_registry_load(r, &c, err, sizeof err), 0);
+    pd_scene *tmpl = pd_registry_acquire(r, "alpha");
+    assert_non_null(tmpl);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, retain_release_main, tmpl), 0);
+    for (int i = 0; i < INSTANCE_ROUNDS / 10; i++) {
+        pd_scene *n = pd_scene_instance(tmpl, "copy");
+        assert_non_null(n);
+        assert_string_equal(n->name, "copy");
+        assert_int_equal(atomic_load(&n->refs), 1);
+        assert_int_equal(n->version, 1);
+        assert_ptr_equal(n->grid, tmpl->grid);
+        pd_scene_release(n);
+    }
+    assert_int_equal(pthread_join(t, NULL), 0);
+    pd_scene_release(tmpl);
+    pd_registry_destroy(r);
+    pd_conf_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -878,6 +923,7 @@ int main(void)
         cmocka_unit_test(test_registry_failed_reload_keeps_old_set),
         cmocka_unit_test(test_bundled_demo_world),
         cmocka_unit_test(test_registry_concurrent_reload),
+        cmocka_unit_test(test_instance_while_template_is_shared),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
