@@ -22,9 +22,9 @@
  * connection is closed without an answer; the same timeout bounds how long
  * a closing connection waits for the client to read the answer. A client
  * may half-close after its request (`nc -N`): it still gets the whole
- * answer. A new
- * connection beyond max_connections closes the oldest open one, so a probe
- * always gets in (one that finds no memory is accepted and closed at once).
+ * answer. A new connection beyond max_connections closes the oldest open
+ * one, so a probe always gets in (one that finds no memory is accepted and
+ * closed at once).
  *
  * The responder is a side door: its handles are unreferenced (uv_unref), so
  * it never keeps uv_run going by itself; the daemon's own server does.
