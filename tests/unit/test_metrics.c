@@ -680,10 +680,13 @@ static void t_stop(t_http *t)
     free(t);
 }
 
-static int t_connect(uint16_t port)
+/* A client connection; window > 0 sets its receive buffer first. */
+static int t_connect_window(uint16_t port, int window)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(fd >= 0);
+    if (window > 0)
+        assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &window, sizeof window), 0);
     struct timeval tv = {T_RECV_TIMEOUT_S, 0};
     assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
     struct sockaddr_in sa;
@@ -693,6 +696,11 @@ static int t_connect(uint16_t port)
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     return fd;
+}
+
+static int t_connect(uint16_t port)
+{
+    return t_connect_window(port, 0);
 }
 
 static void t_send(int fd, const void *data, size_t len)
@@ -863,18 +871,8 @@ static void test_http_half_close_gets_whole_answer(void **state)
     size_t full_len = full.body_len;
     free(full.raw);
 
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
     int small = 4096;
-    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
-    struct timeval tv = {T_RECV_TIMEOUT_S, 0};
-    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(t->port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    int fd = t_connect_window(t->port, small);
     int server_end = -1;
     for (int tries = 0; tries < 2000 && server_end < 0; tries++) {
         server_end = t_server_end(fd);
