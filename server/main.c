@@ -386,6 +386,9 @@ int main(int argc, char **argv)
     }
     /* A client that vanishes mid-write must cost an EPIPE, not the process. */
     signal(SIGPIPE, SIG_IGN);
+    /* A journal write past `ulimit -f` must fail like one on a full disk
+     * (the change is refused, INTERNAL), not end the process. */
+    signal(SIGXFSZ, SIG_IGN);
     /* Frame and answer buffers of 128 KiB and more come from mmap and go
      * back to the system when freed. glibc would otherwise raise this
      * threshold after the first such free and serve later ones from the

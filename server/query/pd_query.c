@@ -967,10 +967,11 @@ static pd_status pd__journal_begin(pd_journal *journal, char *message, size_t le
 }
 
 /* After the change lock was let go: the change's status, PD_INTERNAL when
- * the journal did not take it (appended_rc; the change is applied in
- * memory but would not survive a restart: it is not acknowledged), then
- * synced when the policy says so - outside the lock, so other changes can
- * append meanwhile and one fsync may cover several. */
+ * the journal did not take it (appended_rc: an update or a new scene was
+ * then never served; a drop is done in memory but would not survive a
+ * restart, so it is not acknowledged), then synced when the policy says
+ * so - outside the lock, so other changes can append meanwhile and one
+ * fsync may cover several. */
 static pd_status pd__journal_settle(pd_journal *journal, pd_status st, int appended_rc, char *message,
                                     size_t len)
 {
@@ -979,6 +980,9 @@ static pd_status pd__journal_settle(pd_journal *journal, pd_status st, int appen
     if (st == PD_OK && appended_rc != 0) {
         snprintf(message, len, "applied, but not journalled: %s", pd_journal_error(journal));
         st = PD_INTERNAL;
+    } else if (appended_rc != 0) {
+        snprintf(message, len, "not applied, the journal did not take it: %s; changes are refused until pathd restarts",
+                 pd_journal_error(journal));
     }
     if (st == PD_OK && pd_journal_fsync_policy(journal) == PD_CONF_FSYNC_ALWAYS && pd_journal_sync(journal) != 0) {
         snprintf(message, len, "applied and journalled, but the journal's fsync failed: %s", strerror(errno));
@@ -1022,22 +1026,6 @@ pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_sto
     return out->status;
 }
 
-/* The record of an acknowledged scene change (change lock held). */
-static int pd__journal_change(pd_journal *journal, pd_registry *registry, pd_request_kind kind,
-                              const pd_scene_change_req *req, const pd_scene *made, uint64_t version)
-{
-    if (kind == PD_REQ_DROP_SCENE)
-        return pd_journal_append_drop(journal, req->name, version);
-    if (made)
-        return pd_journal_append_scene(journal, made);
-    /* Under the change lock the template is still the version the
-     * instance was made of. */
-    pd_scene *t = pd_registry_acquire(registry, req->tmpl);
-    int rc = pd_journal_append_instance(journal, req->name, version, req->tmpl, t ? t->version : 0);
-    pd_scene_release(t);
-    return rc;
-}
-
 pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_store, pd_journal *journal,
                                 pd_request_kind kind, const pd_scene_change_req *req,
                                 pd_scene_change_outcome *out)
@@ -1056,19 +1044,28 @@ pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_sto
         pd_scene_release(made);
         return out->status;
     }
+    /* A new scene's record is appended just before it is served, so one the
+     * log did not take is never served. A drop is recorded once done: one
+     * the log missed brings the scene back after a restart, at the version
+     * and with the cells it had. */
+    const pd_registry_commit commit = journal ? pd_journal_scene_commit(journal) : (pd_registry_commit){ 0 };
+    const pd_registry_commit *record = journal ? &commit : NULL;
+    int rc = 0;
     if (kind == PD_REQ_DROP_SCENE) {
         st = pd_world_store_drop_scene(world_store, registry, req->name, req->drop_portals,
                                        &out->version, out->message, sizeof out->message);
+        if (journal && st == PD_OK)
+            rc = pd_journal_append_drop(journal, req->name, out->version);
     } else if (kind == PD_REQ_CREATE_INSTANCE) {
-        st = pd_registry_instance(registry, req->name, req->tmpl, &out->version, out->message,
-                                  sizeof out->message);
+        st = pd_registry_instance_committed(registry, req->name, req->tmpl, record, &out->version, out->message,
+                                            sizeof out->message);
     } else if (kind == PD_REQ_CREATE_SCENE) {
         if (!made) {
             st = PD_INVALID_ARGUMENT;
         } else {
             out->version = made->version;
             pd_scene_retain(made); /* to read its bytes once it is served */
-            st = pd_registry_add(registry, made, out->message, sizeof out->message);
+            st = pd_registry_add_committed(registry, made, record, out->message, sizeof out->message);
         }
     } else {
         snprintf(out->message, sizeof out->message, "not a scene change");
@@ -1081,7 +1078,6 @@ pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_sto
         out->template_version = t ? t->version : 0;
         pd_scene_release(t);
     }
-    int rc = journal && st == PD_OK ? pd__journal_change(journal, registry, kind, req, made, out->version) : 0;
     st = pd__journal_end(journal, st, rc, out->message, sizeof out->message);
     if (st == PD_OK && kind != PD_REQ_DROP_SCENE) {
         pd_scene *s = made ? made : pd_registry_acquire(registry, req->name);

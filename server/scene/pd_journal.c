@@ -505,17 +505,52 @@ static int pd__fsync_dir(const char *dir)
     return rc;
 }
 
-/* A new file holding only the magic; its descriptor (appending), or -1. */
+/* A new file holding only the magic; its descriptor (appending), or -1
+ * with errno set. A file whose magic could not be written (a full disk) is
+ * removed: left behind empty, it would be taken for the newest log at the
+ * next start, appended to without a header, and cut away whole by the
+ * start after that. */
 static int pd__create_file(const char *path, int extra_flags)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | extra_flags, 0644);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | extra_flags, 0644);
     if (fd < 0)
         return -1;
     if (pd__write_all(fd, (const uint8_t *)PD_JOURNAL_MAGIC, PD_JOURNAL_MAGIC_BYTES) != 0) {
+        int e = errno;
+        unlink(path);
         close(fd);
+        errno = e;
         return -1;
     }
     return fd;
+}
+
+/* Gives an open log its magic when it has none yet: an empty file (made by
+ * a pathd that crashed, or failed to write, before its magic was on disk).
+ * Records are never appended to a file without one. 0, or -1 with errno
+ * set; a file with other bytes where the magic belongs is refused (EINVAL:
+ * replay has already cut a damaged one back to its magic). */
+static int pd__ensure_magic(int fd, uint64_t *size)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -1;
+    char head[PD_JOURNAL_MAGIC_BYTES];
+    if ((size_t)st.st_size >= PD_JOURNAL_MAGIC_BYTES) {
+        if (pread(fd, head, sizeof head, 0) != (ssize_t)sizeof head)
+            return -1;
+        if (memcmp(head, PD_JOURNAL_MAGIC, sizeof head) != 0) {
+            errno = EINVAL;
+            return -1;
+        }
+        *size = (uint64_t)st.st_size;
+        return 0;
+    }
+    if (ftruncate(fd, 0) != 0 || pd__write_all(fd, (const uint8_t *)PD_JOURNAL_MAGIC, PD_JOURNAL_MAGIC_BYTES) != 0 ||
+        fdatasync(fd) != 0)
+        return -1;
+    *size = PD_JOURNAL_MAGIC_BYTES;
+    return 0;
 }
 
 pd_conf_fsync pd_journal_fsync_policy(const pd_journal *j)
@@ -664,17 +699,44 @@ static int pd__update_lock(void *user)
     return ju->refused ? -1 : 0;
 }
 
-static void pd__update_append(void *user, int published, const pd_scene_update_result *res)
+/* Under the registry's swap, before the version is served: a version the
+ * log did not take is never served (pd_registry_update_hooks). */
+static int pd__update_commit(void *user, const pd_scene_update_result *res)
 {
     pd_journal_update *ju = user;
-    if (published && res->cells_changed > 0)
-        ju->append_rc |= pd_journal_append_update(ju->journal, ju->scene, res->version, ju->ops, ju->n_ops);
+    ju->append_rc = pd_journal_append_update(ju->journal, ju->scene, res->version, ju->ops, ju->n_ops);
+    return ju->append_rc;
+}
+
+static void pd__update_unlock(void *user, int published, const pd_scene_update_result *res)
+{
+    pd_journal_update *ju = user;
+    (void)published;
+    (void)res;
     pd_journal_unlock(ju->journal);
 }
 
 pd_registry_update_hooks pd_journal_update_hooks(pd_journal_update *ju)
 {
-    return (pd_registry_update_hooks){ pd__update_lock, pd__update_append, ju };
+    return (pd_registry_update_hooks){ .before_publish = pd__update_lock, .commit = pd__update_commit,
+                                       .after_publish = pd__update_unlock, .user = ju };
+}
+
+/* The record of a scene about to be served: an instance names its
+ * template's version, a scene of its own holds its cells. */
+static int pd__scene_commit(void *user, const pd_scene *made, const pd_scene *tmpl, char *err, size_t errlen)
+{
+    pd_journal *j = user;
+    int rc = tmpl ? pd_journal_append_instance(j, made->name, made->version, tmpl->name, tmpl->version)
+                  : pd_journal_append_scene(j, made);
+    if (rc != 0)
+        snprintf(err, errlen, "not served, the journal did not take it: %s", j->error);
+    return rc;
+}
+
+pd_registry_commit pd_journal_scene_commit(pd_journal *j)
+{
+    return (pd_registry_commit){ .fn = pd__scene_commit, .user = j };
 }
 
 int pd_journal_append_update(pd_journal *j, const char *name, uint64_t version,
@@ -770,6 +832,9 @@ static pd_scene *pd__copy_of(const pd_scene *t, const char *name, uint64_t versi
     if (n) {
         n->version = version;
         n->runtime = runtime;
+        /* A config scene put back by RESET is a template of its own. */
+        if (!runtime)
+            n->template_lineage = 0;
     }
     return n;
 }
@@ -797,6 +862,13 @@ static int pd__replay_record(void *user, const uint8_t *payload, size_t len, siz
         break;
     case PD_JOURNAL_BASE: {
         pd_scene *base = pd__scene_from_record(&rec, err, sizeof err);
+        /* A snapshot numbers its bases 0, 1, ...; a reload's block in a
+         * log numbers them from 0 again, replacing the earlier ones. */
+        if (base && rec.base_id < rp->n_bases) {
+            pd_scene_release(rp->bases[rec.base_id]);
+            rp->bases[rec.base_id] = base;
+            break;
+        }
         pd_scene **grown = base ? realloc(rp->bases, (rp->n_bases + 1) * sizeof *grown) : NULL;
         if (!grown || rec.base_id != rp->n_bases) {
             pd_scene_release(base);
@@ -1065,7 +1137,7 @@ static int pd__open_log(pd_journal *j, const pd__files *f, char *err, size_t err
         gen = f->logs[f->n_logs - 1];
     j->generation = gen;
     pd__journal_path(j, "log", gen, "", path, sizeof path);
-    j->fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    j->fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC); /* read: its magic is checked */
     if (j->fd < 0 && errno == ENOENT) {
         j->fd = pd__create_file(path, O_APPEND);
         if (j->fd >= 0 && (fdatasync(j->fd) != 0 || pd__fsync_dir(j->dir) != 0)) {
@@ -1073,12 +1145,13 @@ static int pd__open_log(pd_journal *j, const pd__files *f, char *err, size_t err
             j->fd = -1;
         }
     }
-    struct stat st;
-    if (j->fd < 0 || fstat(j->fd, &st) != 0) {
-        snprintf(err, errlen, "journal: cannot open %s for appending: %s", path, strerror(errno));
+    uint64_t size = 0;
+    if (j->fd < 0 || pd__ensure_magic(j->fd, &size) != 0) {
+        snprintf(err, errlen, "journal: cannot open %s for appending: %s", path,
+                 errno == EINVAL ? "it does not start with a journal header" : strerror(errno));
         return -1;
     }
-    atomic_store(&j->log_bytes, (uint64_t)st.st_size);
+    atomic_store(&j->log_bytes, size);
     return 0;
 }
 
@@ -1164,6 +1237,62 @@ void pd_journal_close(pd_journal *j)
 
 /* ---- compaction --------------------------------------------------------- */
 
+/* Where the records of a snapshot go: its file (fd, counting bytes), or
+ * the log (j, for a reload's block of them). */
+typedef struct pd__sink {
+    pd_journal *j;
+    int fd;
+    uint64_t *bytes;
+    const pd_scene **bases;       /* BASE records written so far; id = index */
+    size_t n_bases;
+} pd__sink;
+
+static int pd__write_record(int fd, const pd_journal_record *rec, uint64_t *bytes);
+
+static int pd__emit(pd__sink *k, const pd_journal_record *rec)
+{
+    return k->j ? pd__append_record(k->j, rec) : pd__write_record(k->fd, rec, k->bytes);
+}
+
+/* An unchanged instance over cells no served template holds: a BASE record
+ * of those cells (once per base, numbered from 0 in this sink), then its
+ * INSTANCE_OF_BASE, so it shares them again after a restart. */
+static int pd__emit_instance_of_base(pd__sink *k, const pd_scene *s)
+{
+    size_t id = 0;
+    while (id < k->n_bases && k->bases[id] != s->base)
+        id++;
+    if (id == k->n_bases) {
+        const pd_scene **grown = realloc(k->bases, (k->n_bases + 1) * sizeof *grown);
+        if (!grown)
+            return -1;
+        k->bases = grown;
+        pd_journal_record base;
+        if (pd__scene_record(s->base, PD_JOURNAL_BASE, &base) != 0)
+            return -1;
+        k->bases[k->n_bases++] = s->base;
+        base.base_id = (uint32_t)id;
+        int rc = pd__emit(k, &base);
+        pd_journal_record_free(&base);
+        if (rc != 0)
+            return rc;
+    }
+    pd_journal_record rec = { .type = PD_JOURNAL_INSTANCE_OF_BASE, .version = s->version, .base_id = (uint32_t)id };
+    snprintf(rec.scene, sizeof rec.scene, "%s", s->name);
+    return pd__emit(k, &rec);
+}
+
+/* A scene with its cells (and authored cells). */
+static int pd__emit_scene(pd__sink *k, const pd_scene *s)
+{
+    pd_journal_record rec;
+    int rc = pd__scene_record(s, PD_JOURNAL_SCENE, &rec);
+    if (rc == 0)
+        rc = pd__emit(k, &rec);
+    pd_journal_record_free(&rec);
+    return rc;
+}
+
 /* Writes one record to a snapshot being made. */
 static int pd__write_record(int fd, const pd_journal_record *rec, uint64_t *bytes)
 {
@@ -1185,60 +1314,38 @@ static int pd__write_record(int fd, const pd_journal_record *rec, uint64_t *byte
  * shared cells, written once - so instances still share after a restart. */
 static int pd__write_snapshot(int fd, pd_scene **list, size_t n, uint64_t *bytes)
 {
-    const pd_scene **bases = NULL;
-    size_t n_bases = 0;
+    pd__sink k = { .fd = fd, .bytes = bytes };
     int rc = 0;
     for (int pass = 0; pass < 2 && rc == 0; pass++) {
         for (size_t i = 0; i < n && rc == 0; i++) {
             const pd_scene *s = list[i];
             int config_as_loaded = !s->runtime && !pd_scene_authored_grid(s);
             int shared = !config_as_loaded && s->base && !pd_scene_authored_grid(s);
-            pd_journal_record rec = { .version = s->version };
-            snprintf(rec.scene, sizeof rec.scene, "%s", s->name);
             if (pass == 0 && config_as_loaded) {
-                rec.type = PD_JOURNAL_RESET;
-                rc = pd__write_record(fd, &rec, bytes);
+                pd_journal_record rec = { .type = PD_JOURNAL_RESET, .version = s->version };
+                snprintf(rec.scene, sizeof rec.scene, "%s", s->name);
+                rc = pd__emit(&k, &rec);
             } else if (pass == 0 && !shared) {
-                if ((rc = pd__scene_record(s, PD_JOURNAL_SCENE, &rec)) == 0)
-                    rc = pd__write_record(fd, &rec, bytes);
-                pd_journal_record_free(&rec);
+                rc = pd__emit_scene(&k, s);
             } else if (pass == 1 && shared) {
                 const pd_scene *tmpl = NULL;
-                for (size_t k = 0; k < n && !tmpl; k++)
-                    if (list[k] == s->base || (list[k]->base == s->base && !pd_scene_authored_grid(list[k]) &&
-                                               !list[k]->runtime))
-                        tmpl = list[k];
-                if (tmpl) {
-                    rec.type = PD_JOURNAL_INSTANCE;
-                    snprintf(rec.tmpl, sizeof rec.tmpl, "%s", tmpl->name);
-                    rec.tmpl_version = tmpl->version;
-                    rc = pd__write_record(fd, &rec, bytes);
+                for (size_t t = 0; t < n && !tmpl; t++)
+                    if (list[t] == s->base || (list[t]->base == s->base && !pd_scene_authored_grid(list[t]) &&
+                                               !list[t]->runtime))
+                        tmpl = list[t];
+                if (!tmpl) {
+                    rc = pd__emit_instance_of_base(&k, s);
                     continue;
                 }
-                size_t id = 0;
-                while (id < n_bases && bases[id] != s->base)
-                    id++;
-                if (id == n_bases) {
-                    const pd_scene **grown = realloc(bases, (n_bases + 1) * sizeof *grown);
-                    pd_journal_record base;
-                    if (!grown || pd__scene_record(s->base, PD_JOURNAL_BASE, &base) != 0) {
-                        free(grown ? grown : bases);
-                        return -1;
-                    }
-                    bases = grown;
-                    bases[n_bases++] = s->base;
-                    base.base_id = (uint32_t)id;
-                    rc = pd__write_record(fd, &base, bytes);
-                    pd_journal_record_free(&base);
-                }
-                rec.type = PD_JOURNAL_INSTANCE_OF_BASE;
-                rec.base_id = (uint32_t)id;
-                if (rc == 0)
-                    rc = pd__write_record(fd, &rec, bytes);
+                pd_journal_record rec = { .type = PD_JOURNAL_INSTANCE, .version = s->version,
+                                          .tmpl_version = tmpl->version };
+                snprintf(rec.scene, sizeof rec.scene, "%s", s->name);
+                snprintf(rec.tmpl, sizeof rec.tmpl, "%s", tmpl->name);
+                rc = pd__emit(&k, &rec);
             }
         }
     }
-    free(bases);
+    free(k.bases);
     return rc;
 }
 
@@ -1344,10 +1451,57 @@ pd_journal_reload *pd_journal_reload_begin(pd_journal *j, pd_registry *r, const 
     return rl;
 }
 
+/* The scene served before the publish under name, or NULL. */
+static const pd_scene *pd__served_before(const pd_journal_reload *rl, const char *name)
+{
+    for (size_t i = 0; i < rl->n_before; i++)
+        if (strcmp(rl->before[i]->name, name) == 0)
+            return rl->before[i];
+    return NULL;
+}
+
+/* Whether s descends, through instances, from a config scene this reload
+ * built anew (the one served before under that config scene's name). */
+static int pd__from_replaced_template(const pd_journal_reload *rl, const pd_scene *s)
+{
+    if (!s->runtime || !s->template_lineage)
+        return 0;
+    for (size_t i = 0; i < rl->n_fresh; i++) {
+        const pd_scene *was = pd__served_before(rl, rl->fresh[i]->name);
+        if (was && was != rl->fresh[i] && was->lineage == s->template_lineage)
+            return 1;
+    }
+    return 0;
+}
+
+/* Records the cells of every instance of a config scene the reload built
+ * anew: their INSTANCE records (and updates) would replay onto the new map
+ * after a restart. An unchanged instance is written as a snapshot writes
+ * one whose template moved on (BASE, numbered from 0 in this block, and
+ * INSTANCE_OF_BASE), a changed one as a SCENE record. A failed append
+ * marks the journal failed, as every append does. */
+static void pd__record_orphans(pd_journal *j, const pd_journal_reload *rl, pd_scene **served, size_t n)
+{
+    pd__sink k = { .j = j };
+    for (size_t i = 0; i < n; i++) {
+        const pd_scene *s = served[i];
+        if (!pd__from_replaced_template(rl, s))
+            continue;
+        int rc = s->base && !pd_scene_authored_grid(s) ? pd__emit_instance_of_base(&k, s) : pd__emit_scene(&k, s);
+        if (rc != 0 && !pd_journal_failed(j))
+            pd__append(j, NULL, 0, 0); /* out of memory: the journal takes no more changes */
+    }
+    free(k.bases);
+}
+
 void pd_journal_reload_end(pd_journal *j, pd_registry *r, pd_journal_reload *rl)
 {
     if (!rl)
         return;
+    pd_scene **served = NULL;
+    size_t n_served = pd_registry_list(r, &served);
+    pd__record_orphans(j, rl, served, n_served);
+    pd_registry_release_list(served, n_served);
     for (size_t i = 0; i < rl->n_fresh; i++) {
         pd_scene *now = pd_registry_acquire(r, rl->fresh[i]->name);
         if (now == rl->fresh[i])

@@ -180,12 +180,12 @@ int pd_journal_append_update(pd_journal *j, const char *name, uint64_t version,
 
 /* The journal's part of one registry update (pd_registry_update_hooked):
  * the change lock is taken once the new version is built, the record is
- * appended once it is served, then the lock goes - so updates of different
- * scenes build their versions in parallel while the log keeps each
- * scene's versions in order. Fill the first four fields; the hooks set
- * `refused` (the journal had failed: nothing was applied) and
- * `append_rc` (nonzero: the append failed, the version is served but not
- * journalled). */
+ * appended just before the version is served (under the registry's swap),
+ * then the lock goes - so updates of different scenes build their
+ * versions in parallel while the log keeps each scene's versions in order.
+ * Fill the first four fields; the hooks set `refused` (the journal had
+ * failed: nothing was applied) and `append_rc` (nonzero: the append
+ * failed, so the version was never served and its number is free). */
 typedef struct pd_journal_update {
     pd_journal *journal;
     const char *scene;
@@ -197,6 +197,11 @@ typedef struct pd_journal_update {
 
 /* The hooks that do that, with ju as their user. */
 pd_registry_update_hooks pd_journal_update_hooks(pd_journal_update *ju);
+
+/* The journal's part of a CreateScene or CreateInstance (change lock held):
+ * the scene's record is appended just before it is served, and a scene the
+ * log did not take is never served (pd_registry_add_committed). */
+pd_registry_commit pd_journal_scene_commit(pd_journal *j);
 
 /* The fsync policy of the journal ("always" syncs before each answer). */
 pd_conf_fsync pd_journal_fsync_policy(const pd_journal *j);

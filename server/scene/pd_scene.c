@@ -817,6 +817,7 @@ pd_scene *pd_scene_instance(const pd_scene *tmpl, const char *name)
     n->authored = NULL; /* its cells now are its authored state */
     n->writer = NULL;   /* a scene of its own: its updates are not the template's */
     n->base = tmpl->base ? tmpl->base : (pd_scene *)tmpl;
+    n->template_lineage = tmpl->template_lineage ? tmpl->template_lineage : tmpl->runtime ? 0 : tmpl->lineage;
     pd_scene_retain(n->base);
     return n;
 }
@@ -894,6 +895,7 @@ static void pd__scene_header_from(pd_scene *n, const pd_scene *s)
     n->version = s->version + 1;
     n->runtime = s->runtime;
     n->lineage = s->lineage;
+    n->template_lineage = s->template_lineage;
     if (n->authored != s->authored) {
         pd__authored_release(n->authored);
         n->authored = pd__authored_retain(s->authored);
@@ -1647,16 +1649,22 @@ static pd_status pd__update_start(pd_registry *r, const char *name, pd_scene **c
 }
 
 /* Serves next in place of cur when cur is still what `name` serves (a
- * reload or a drop may have replaced it while next was built): returns 1,
- * else 0. next may be NULL (an update that changed nothing: nothing to
- * swap). */
+ * reload or a drop may have replaced it while next was built) and the
+ * hooks' commit takes it: returns 1 served, 0 replaced meanwhile, -1
+ * refused by commit (nothing served). next may be NULL (an update that
+ * changed nothing: nothing to swap or commit). */
 static int pd__update_swap(pd_registry *r, const char *name, pd_scene *cur, pd_scene *next,
-                           pd_scene_writer *l)
+                           pd_scene_writer *l, const pd_registry_update_hooks *hooks,
+                           const pd_scene_update_result *res)
 {
     pthread_mutex_lock(&r->reload_lock);
     size_t i = pd__find_index(r->scenes, r->n_scenes, name);
     int current = i < r->n_scenes && r->scenes[i] == cur;
-    if (current && next) {
+    /* The commit (the journal's append) comes before the swap and under
+     * the same lock, so no reader ever sees a version it refused. */
+    if (current && next && hooks && hooks->commit && hooks->commit(hooks->user, res) != 0)
+        current = -1;
+    if (current == 1 && next) {
         if (next->acct)
             pd__recharge(next); /* a reused spare */
         else
@@ -1719,8 +1727,16 @@ pd_status pd_registry_update_hooked(pd_registry *r, const char *name, const pd_s
         pd_scene *next = NULL;
         st = pd__apply_updates(cur, ops, n_ops, l, &next, res);
         int refused = st == PD_OK && hooks && hooks->before_publish && hooks->before_publish(hooks->user) != 0;
-        int current = st == PD_OK && !refused && pd__update_swap(r, name, cur, next, l);
-        if (st == PD_OK && !refused && hooks && hooks->after_publish)
+        int let_go = st == PD_OK && !refused;
+        int current = let_go ? pd__update_swap(r, name, cur, next, l, hooks, res) : 0;
+        if (current < 0) {
+            /* Not served: the version served is still cur's. */
+            refused = 1;
+            current = 0;
+            res->version = cur->version;
+            res->cells_changed = 0;
+        }
+        if (let_go && hooks && hooks->after_publish)
             hooks->after_publish(hooks->user, current, res);
         if (current && next)
             pd__update_retire(cur, l, ops, n_ops, next->version); /* takes the registry's reference */
@@ -1774,7 +1790,8 @@ static pd_scene **pd__array_with(pd_scene *const *scenes, size_t n, size_t at, p
 }
 
 /* pd_registry_add with reload_lock held. */
-static pd_status pd__add_locked(pd_registry *r, pd_scene *s, char *err, size_t errlen)
+static pd_status pd__add_locked(pd_registry *r, pd_scene *s, const pd_scene *tmpl,
+                                const pd_registry_commit *commit, char *err, size_t errlen)
 {
     const pd_registry_caps *caps = &r->caps;
     size_t at = 0;
@@ -1815,6 +1832,13 @@ static pd_status pd__add_locked(pd_registry *r, pd_scene *s, char *err, size_t e
         return PD_INTERNAL;
     }
     s->runtime = 1;
+    /* Last, once nothing else can fail: what the commit records is then
+     * exactly what is served. */
+    if (commit && commit->fn(commit->user, s, tmpl, err, errlen) != 0) {
+        free(grown);
+        pd_scene_release(s);
+        return PD_INTERNAL;
+    }
     pd__charge(r->acct, s);
     pthread_rwlock_wrlock(&r->lock);
     pd_scene **old = r->scenes;
@@ -1827,6 +1851,12 @@ static pd_status pd__add_locked(pd_registry *r, pd_scene *s, char *err, size_t e
 
 pd_status pd_registry_add(pd_registry *r, pd_scene *s, char *err, size_t errlen)
 {
+    return pd_registry_add_committed(r, s, NULL, err, errlen);
+}
+
+pd_status pd_registry_add_committed(pd_registry *r, pd_scene *s, const pd_registry_commit *commit, char *err,
+                                    size_t errlen)
+{
     char scratch[1];
     if (!err || errlen == 0) {
         err = scratch;
@@ -1838,7 +1868,7 @@ pd_status pd_registry_add(pd_registry *r, pd_scene *s, char *err, size_t errlen)
         return PD_INVALID_ARGUMENT;
     }
     pthread_mutex_lock(&r->reload_lock);
-    pd_status st = pd__add_locked(r, s, err, errlen);
+    pd_status st = pd__add_locked(r, s, NULL, commit, err, errlen);
     pthread_mutex_unlock(&r->reload_lock);
     return st;
 }
@@ -1881,6 +1911,13 @@ pd_status pd_registry_put(pd_registry *r, pd_scene *s)
 pd_status pd_registry_instance(pd_registry *r, const char *name, const char *tmpl,
                                uint64_t *version_out, char *err, size_t errlen)
 {
+    return pd_registry_instance_committed(r, name, tmpl, NULL, version_out, err, errlen);
+}
+
+pd_status pd_registry_instance_committed(pd_registry *r, const char *name, const char *tmpl,
+                                         const pd_registry_commit *commit, uint64_t *version_out, char *err,
+                                         size_t errlen)
+{
     char scratch[1];
     if (!err || errlen == 0) {
         err = scratch;
@@ -1904,7 +1941,7 @@ pd_status pd_registry_instance(pd_registry *r, const char *name, const char *tmp
     pd_status st = PD_INTERNAL;
     if (!n)
         snprintf(err, errlen, "scene '%s': out of memory", name);
-    else if ((st = pd__add_locked(r, n, err, errlen)) == PD_OK && version_out)
+    else if ((st = pd__add_locked(r, n, t, commit, err, errlen)) == PD_OK && version_out)
         *version_out = n->version;
     pthread_mutex_unlock(&r->reload_lock);
     return st;

@@ -87,6 +87,12 @@ typedef struct pd_scene {
                                         CreateInstance, a journal record): the versions
                                         updates make of it keep it, so a reload can tell
                                         the scene it kept from one made since */
+    uint64_t template_lineage;       /* an instance (or an instance of one) of a config
+                                        scene: that config scene's lineage, kept by its
+                                        updates; else 0. A reload that builds that config
+                                        scene anew records the instance's cells in the
+                                        journal, because its INSTANCE record would then
+                                        replay onto the new map */
     struct pd_scene *base;           /* an instance not changed since it was made: the
                                         snapshot that owns the grid, clearance, unit grids
                                         and labels it reads (retained, never written);
@@ -289,6 +295,23 @@ pd_status pd_registry_put(pd_registry *r, pd_scene *s);
 pd_status pd_registry_instance(pd_registry *r, const char *name, const char *tmpl,
                                uint64_t *version_out, char *err, size_t errlen);
 
+/* What must happen before a new scene is served (the journal's record of
+ * it): fn runs under the registry's lock once every check passed, with the
+ * scene about to be served and, for an instance, the template version it
+ * copies (else NULL). Nonzero keeps the scene from ever being served: the
+ * add answers PD_INTERNAL with fn's reason (written into err). */
+typedef struct pd_registry_commit {
+    int (*fn)(void *user, const pd_scene *made, const pd_scene *tmpl, char *err, size_t errlen);
+    void *user;
+} pd_registry_commit;
+
+/* pd_registry_add and pd_registry_instance with a commit (NULL: none). */
+pd_status pd_registry_add_committed(pd_registry *r, pd_scene *s, const pd_registry_commit *commit, char *err,
+                                    size_t errlen);
+pd_status pd_registry_instance_committed(pd_registry *r, const char *name, const char *tmpl,
+                                         const pd_registry_commit *commit, uint64_t *version_out, char *err,
+                                         size_t errlen);
+
 /* Stops serving scene `name`; searches holding it finish on their snapshot.
  * PD_OK with the version it had in *version_out (may be NULL), or
  * PD_UNKNOWN_SCENE. Whether portals still name it is the world's business
@@ -384,12 +407,19 @@ pd_status pd_registry_update_many(pd_registry *r, const char *name, const pd_sce
  * scene's next update waits (so calls come in the scene's version order):
  * the journal's append under its change lock. before_publish runs once the
  * version is built; nonzero refuses the update (nothing is served,
- * PD_INTERNAL). Otherwise after_publish follows, with published set when
+ * PD_INTERNAL). commit (may be NULL) runs under the registry's swap, only
+ * when the version is about to be served (it changed a cell and the scene
+ * was not replaced meanwhile): nonzero keeps the version from ever being
+ * served (PD_INTERNAL), so a change the journal did not take is never read
+ * and its version number is never shown to anyone. after_publish follows a
+ * before_publish that let the update go, with published set when
  * res->version is the version served now (res->cells_changed 0: the update
  * changed nothing), clear when a reload or drop replaced the scene
- * meanwhile (the update then starts again, hooks included). */
+ * meanwhile (the update then starts again, hooks included) or commit
+ * refused it. */
 typedef struct pd_registry_update_hooks {
     int (*before_publish)(void *user);
+    int (*commit)(void *user, const pd_scene_update_result *res);
     void (*after_publish)(void *user, int published, const pd_scene_update_result *res);
     void *user;
 } pd_registry_update_hooks;

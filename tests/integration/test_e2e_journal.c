@@ -9,8 +9,12 @@
  * it cut and how many records it kept, and serves what those records
  * made. A journal past journal_compact_bytes is compacted (snapshot plus
  * tail) and a restart from it gives the same world; so does one with a
- * reload (SIGHUP) between changes. --check-config checks data_dir.
+ * reload (SIGHUP) between changes. --check-config checks data_dir. On a
+ * full disk (the daemon's RLIMIT_FSIZE lowered to its log's size) an
+ * update is answered INTERNAL and never served, later changes are refused,
+ * and a restart serves exactly the acknowledged world.
  */
+#define _GNU_SOURCE /* prlimit */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -292,6 +297,55 @@ static void test_kill9_after_an_acknowledged_update(void **state)
     stop(f);
 }
 
+/* The size of f's newest log. */
+static off_t newest_log_size(const fixture *f)
+{
+    off_t size = -1;
+    for (unsigned gen = 1; gen < 16; gen++) {
+        char path[160];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/data/log.%016x", f->data_dir, gen);
+        if (stat(path, &st) == 0)
+            size = st.st_size;
+    }
+    assert_true(size > 0);
+    return size;
+}
+
+/* Issue 29 finding 3, through the daemon: the disk fills (its file size
+ * limit is set to its log's size, so the next append fails with EFBIG as
+ * with ENOSPC). The update is answered INTERNAL; the scene still serves
+ * the version acknowledged before, to readers and in SceneInfo; later
+ * changes are refused. After a restart with room again, the world is the
+ * acknowledged one and the next update takes the refused update's number
+ * without anyone having seen that number before. */
+static void test_full_disk_refuses_and_serves_nothing_unjournalled(void **state)
+{
+    fixture *f = *state;
+    start(f, "always", 0);
+    pdc_conn *c = pdi_connect(&f->d);
+    assert_non_null(c);
+    make_changes(c);
+    world before;
+    world_read(c, &before);
+    struct rlimit full = { .rlim_cur = (rlim_t)newest_log_size(f), .rlim_max = RLIM_INFINITY };
+    assert_int_equal(prlimit(f->d.pid, RLIMIT_FSIZE, &full, NULL), 0);
+    pdc_update_req u = { .scene = "arena", .is_rect = 1, .rect_min = { 0, 0 }, .rect_max = { 3, 3 },
+                         .op = PDC_UPDATE_BLOCK };
+    pdc_update_result r;
+    assert_int_equal(pdc_update_cells(c, &u, &r), PDC_INTERNAL);
+    /* Served as before: the same versions and cells everywhere. */
+    world now;
+    world_read(c, &now);
+    world_assert_equal(&before, &now);
+    world_free(&now);
+    pdc_scene_change out;
+    assert_int_equal(pdc_create_instance(c, "late", "arena", &out), PDC_INTERNAL);
+    pdc_close(c);
+    kill9(f);
+    restart_and_compare(f, "always", 0, "journal", NULL, &before);
+}
+
 static void test_torn_tail_is_reported_and_cut(void **state)
 {
     fixture *f = *state;
@@ -434,6 +488,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_kill9_after_an_acknowledged_update, setup, teardown),
         cmocka_unit_test_setup_teardown(test_torn_tail_is_reported_and_cut, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_disk_refuses_and_serves_nothing_unjournalled, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compaction_preserves_the_world, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_between_changes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_check_config, setup, teardown),

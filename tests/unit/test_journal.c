@@ -8,7 +8,10 @@
  * is reported with its file and offset and truncated to the last good
  * record, RESET records go back to the config's scenes, and compaction
  * (snapshot plus tail) replays to the same state with instances still
- * sharing their template's cells.
+ * sharing their template's cells. A full disk (RLIMIT_FSIZE here) loses
+ * nothing acknowledged: a log whose magic could not be written is not left
+ * behind, an empty one gets its magic before any record, and a change the
+ * log refused is never served, so its version is never shown twice.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,7 +20,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -688,6 +693,181 @@ static void test_second_opener_is_refused(void **state)
     rm_rf(dir);
 }
 
+/* Files may grow to `bytes` (RLIMIT_FSIZE; SIGXFSZ ignored, so a write
+ * past it fails with EFBIG as on a full disk); RLIM_INFINITY lifts it. */
+static void file_size_limit(rlim_t bytes)
+{
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &lim), 0);
+    lim.rlim_cur = bytes == RLIM_INFINITY ? lim.rlim_max : bytes;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+}
+
+static void log_path(const char *dir, unsigned gen, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/log.%016x", dir, gen);
+}
+
+/* Issue 29 finding 1: a compaction whose new log cannot get its magic (no
+ * byte may be written) fails and leaves no file behind; the changes that
+ * follow, across two restarts, all replay. Before the fix the empty log.2
+ * stayed, the first restart appended to it without a header and the
+ * second cut it away as "no journal header". */
+static void test_failed_log_creation_leaves_no_file(void **state)
+{
+    (void)state;
+    char dir[64], path[128];
+    uint64_t rng = 4242;
+    uint8_t *town;
+    pd_registry *live;
+    pd_journal *j = live_world(dir, sizeof dir, &rng, 10, PD_SCENE_SPARE_MIN_CELLS, &town, &live);
+    char err[512];
+    file_size_limit(0);
+    int rc = pd_journal_compact(j, live, err, sizeof err);
+    file_size_limit(RLIM_INFINITY);
+    assert_int_not_equal(rc, 0);
+    assert_non_null(strstr(err, "log.0000000000000002"));
+    log_path(dir, 2, path, sizeof path);
+    assert_int_not_equal(access(path, F_OK), 0);
+    assert_int_equal(pd_journal_failed(j), 0);
+    for (int i = 0; i < 5; i++) {
+        pd_point p = { i, 1 };
+        pd_scene_update op = { .op = PD_UPDATE_COST, .cost = (uint8_t)(20 + i), .cells = &p, .n_cells = 1 };
+        update(j, live, "town", &op, 1);
+    }
+    pd_journal_close(j);
+    warned w = { 0 };
+    pd_registry *again = config_registry(town);
+    j = open_at(dir, again, &w, NULL);
+    pd_point p = { 7, 7 };
+    pd_scene_update op = { .op = PD_UPDATE_COST, .cost = 33, .cells = &p, .n_cells = 1 };
+    update(j, live, "town", &op, 1);
+    pd_journal_close(j);
+    pd_registry_destroy(again);
+    replay_matches(dir, town, live);
+    pd_registry_destroy(live);
+    free(town);
+    rm_rf(dir);
+}
+
+/* An empty newest log (a crash between making the file and writing its
+ * magic, or one left by an older pathd) gets its magic before the first
+ * record appended to it, so the records survive the next start. */
+static void test_empty_log_gets_its_magic(void **state)
+{
+    (void)state;
+    char dir[64], path[128];
+    uint64_t rng = 777;
+    uint8_t *town;
+    pd_registry *live;
+    pd_journal *j = live_world(dir, sizeof dir, &rng, 10, PD_SCENE_SPARE_MIN_CELLS, &town, &live);
+    pd_journal_close(j);
+    log_path(dir, 2, path, sizeof path);
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fclose(fp), 0);
+    warned w = { 0 };
+    pd_registry *again = config_registry(town);
+    j = open_at(dir, again, &w, NULL);
+    assert_int_equal(file_size(path), PD_JOURNAL_MAGIC_BYTES);
+    pd_point p = { 3, 3 };
+    pd_scene_update op = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
+    update(j, live, "arena", &op, 1);
+    pd_journal_close(j);
+    pd_registry_destroy(again);
+    assert_true(file_size(path) > PD_JOURNAL_MAGIC_BYTES);
+    replay_matches(dir, town, live);
+    pd_registry_destroy(live);
+    free(town);
+    rm_rf(dir);
+}
+
+/* Issue 29 finding 3: an update, a CreateScene and a CreateInstance the
+ * log refuses (the disk is full) are never served: the registry still
+ * serves the version before, so that number is not shown to anyone and
+ * the world after a restart is the world served. Before the fix the
+ * refused update was served as the next version. */
+static void test_refused_change_is_never_served(void **state)
+{
+    (void)state;
+    char dir[64];
+    uint64_t rng = 31337;
+    uint8_t *town;
+    pd_registry *live;
+    pd_journal *j = live_world(dir, sizeof dir, &rng, 10, PD_SCENE_SPARE_MIN_CELLS, &town, &live);
+    pd_scene *before = pd_registry_acquire(live, "arena");
+    uint64_t log_bytes, snap;
+    pd_journal_sizes(j, &log_bytes, &snap);
+
+    file_size_limit((rlim_t)log_bytes);
+    pd_point p = { 1, 1 };
+    pd_scene_update op = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
+    if (pd_grid_get(before->grid, 1, 1) == PD_CELL_BLOCKED)
+        op.op = PD_UPDATE_PASS;
+    pd_journal_update ju = { j, "arena", &op, 1, 0, 0 };
+    const pd_registry_update_hooks hooks = pd_journal_update_hooks(&ju);
+    pd_scene_update_result res;
+    pd_status st = pd_registry_update_hooked(live, "arena", &op, 1, &hooks, &res);
+    file_size_limit(RLIM_INFINITY);
+    assert_int_equal(st, PD_INTERNAL);
+    assert_int_not_equal(ju.append_rc, 0);
+    assert_int_equal(res.version, before->version);
+    pd_scene *now = pd_registry_acquire(live, "arena");
+    assert_ptr_equal(now, before);
+    pd_scene_release(now);
+    assert_true(pd_journal_failed(j));
+
+    /* Once failed, the journal refuses new scenes before anything is served. */
+    uint8_t *cells = random_cells(&rng, W, H);
+    const pd_registry_commit commit = pd_journal_scene_commit(j);
+    char err[256];
+    assert_int_equal(pd_registry_add_committed(live, scene_of("late", cells, W, H), &commit, err, sizeof err),
+                     PD_INTERNAL);
+    assert_non_null(strstr(err, "not served"));
+    assert_int_equal(pd_registry_instance_committed(live, "late-1", "arena", &commit, NULL, err, sizeof err),
+                     PD_INTERNAL);
+    free(cells);
+    assert_null(pd_registry_acquire(live, "late"));
+    assert_null(pd_registry_acquire(live, "late-1"));
+    pd_journal_close(j);
+    replay_matches(dir, town, live);
+    pd_scene_release(before);
+    pd_registry_destroy(live);
+    free(town);
+    rm_rf(dir);
+}
+
+/* A scene commit on a full disk: the scene is not served and the journal
+ * holds no part of its record. */
+static void test_refused_new_scene_is_never_served(void **state)
+{
+    (void)state;
+    char dir[64];
+    uint64_t rng = 5150;
+    uint8_t *town;
+    pd_registry *live;
+    pd_journal *j = live_world(dir, sizeof dir, &rng, 4, PD_SCENE_SPARE_MIN_CELLS, &town, &live);
+    uint64_t log_bytes, snap;
+    pd_journal_sizes(j, &log_bytes, &snap);
+    uint8_t *cells = random_cells(&rng, W, H);
+    const pd_registry_commit commit = pd_journal_scene_commit(j);
+    char err[256];
+    assert_int_equal(pd_journal_lock(j), 0);
+    file_size_limit((rlim_t)log_bytes + 10);
+    pd_status st = pd_registry_add_committed(live, scene_of("late", cells, W, H), &commit, err, sizeof err);
+    file_size_limit(RLIM_INFINITY);
+    pd_journal_unlock(j);
+    free(cells);
+    assert_int_equal(st, PD_INTERNAL);
+    assert_null(pd_registry_acquire(live, "late"));
+    pd_journal_close(j);
+    replay_matches(dir, town, live);
+    pd_registry_destroy(live);
+    free(town);
+    rm_rf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -700,6 +880,10 @@ int main(void)
         cmocka_unit_test(test_compaction_keeps_the_state),
         cmocka_unit_test(test_reset_and_drop_of_config_scenes),
         cmocka_unit_test(test_second_opener_is_refused),
+        cmocka_unit_test(test_failed_log_creation_leaves_no_file),
+        cmocka_unit_test(test_empty_log_gets_its_magic),
+        cmocka_unit_test(test_refused_change_is_never_served),
+        cmocka_unit_test(test_refused_new_scene_is_never_served),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -385,6 +385,80 @@ static void test_instances_of_kept_and_replaced_templates(void **state)
     pd_registry_destroy(r);
 }
 
+/* One journalled change of r under the journal's change lock, as the
+ * daemon makes it. */
+static void journalled_update(pd_journal *j, pd_registry *r, const char *name, const pd_scene_update *u)
+{
+    pd_scene_update_result res;
+    assert_int_equal(pd_journal_lock(j), 0);
+    assert_int_equal(pd_registry_update(r, name, u, &res), PD_OK);
+    assert_int_equal(pd_journal_append_update(j, name, res.version, u, 1), 0);
+    pd_journal_unlock(j);
+}
+
+static void journalled_instance(pd_journal *j, pd_registry *r, const char *name, const char *tmpl)
+{
+    const pd_registry_commit commit = pd_journal_scene_commit(j);
+    char err[256];
+    assert_int_equal(pd_journal_lock(j), 0);
+    if (pd_registry_instance_committed(r, name, tmpl, &commit, NULL, err, sizeof err) != PD_OK)
+        fail_msg("instance %s of %s: %s", name, tmpl, err);
+    pd_journal_unlock(j);
+}
+
+/* Every scene of a is served by b with the same version and cells. */
+static void assert_same_scenes(pd_registry *a, pd_registry *b)
+{
+    pd_scene **la, **lb;
+    size_t na = pd_registry_list(a, &la), nb = pd_registry_list(b, &lb);
+    assert_int_equal(na, nb);
+    for (size_t i = 0; i < na; i++) {
+        const pd_scene *x = la[i], *y = lb[i];
+        assert_string_equal(x->name, y->name);
+        if (x->version != y->version)
+            fail_msg("scene '%s': version %llu served, %llu replayed", x->name, (unsigned long long)x->version,
+                     (unsigned long long)y->version);
+        assert_int_equal(x->grid->width, y->grid->width);
+        assert_int_equal(x->grid->height, y->grid->height);
+        for (int32_t yy = 0; yy < x->grid->height; yy++)
+            for (int32_t xx = 0; xx < x->grid->width; xx++)
+                if (pd_grid_get(x->grid, xx, yy) != pd_grid_get(y->grid, xx, yy))
+                    fail_msg("scene '%s' cell (%d, %d): %d served, %d replayed", x->name, xx, yy,
+                             pd_grid_get(x->grid, xx, yy), pd_grid_get(y->grid, xx, yy));
+    }
+    pd_registry_release_list(la, na);
+    pd_registry_release_list(lb, nb);
+}
+
+/* A registry loaded from c with the journal at o replayed over it, as a
+ * restart makes it. */
+static pd_registry *replayed(const pd_journal_opts *o, const pd_conf *c, pd_journal_replay_stats *st)
+{
+    char err[512];
+    pd_registry *r = pd_registry_create();
+    assert_int_equal(pd_registry_load(r, c, err, sizeof err), 0);
+    pd_journal *j = pd_journal_open(o, r, NULL, st, err, sizeof err);
+    if (!j)
+        fail_msg("replay: %s", err);
+    pd_journal_close(j);
+    return r;
+}
+
+/* A reload of r to c as the daemon journals it (the change lock around
+ * the publish). */
+static void journalled_reload(pd_journal *j, pd_registry *r, const pd_conf *c)
+{
+    char err[256] = "";
+    pd_scene_set *set = pd_registry_prepare_reload(r, c, err, sizeof err);
+    if (!set)
+        fail_msg("prepare: %s", err);
+    assert_int_equal(pd_journal_lock(j), 0);
+    pd_journal_reload *jr = pd_journal_reload_begin(j, r, set);
+    assert_int_equal(pd_registry_publish(r, set), 0);
+    pd_journal_reload_end(j, r, jr);
+    pd_journal_unlock(j);
+}
+
 /* The journal of a reload that keeps "a" (updated) and rebuilds "b": one
  * RESET, for b; a replay into a registry loaded from the config as it is
  * now gives the same scenes, versions and cells. */
@@ -408,34 +482,63 @@ static void test_journal_of_a_reload(void **state)
     write_file(f, "b.txt", "......\n......\n......\n");
     pd_conf c;
     conf_of(f, NULL, &c);
-    pd_scene_set *set = pd_registry_prepare_reload(live, &c, err, sizeof err);
-    assert_non_null(set);
-    assert_int_equal(pd_journal_lock(j), 0);
-    pd_journal_reload *jr = pd_journal_reload_begin(j, live, set);
-    assert_int_equal(pd_registry_publish(live, set), 0);
-    pd_journal_reload_end(j, live, jr);
-    pd_journal_unlock(j);
+    journalled_reload(j, live, &c);
     pd_journal_close(j);
 
-    pd_registry *again = pd_registry_create();
-    assert_int_equal(pd_registry_load(again, &c, err, sizeof err), 0);
     pd_journal_replay_stats st;
-    j = pd_journal_open(&o, again, NULL, &st, err, sizeof err);
-    assert_non_null(j);
-    pd_journal_close(j);
+    pd_registry *again = replayed(&o, &c, &st);
     assert_int_equal(st.records, 2); /* UPDATE a, RESET b */
     assert_int_equal(st.skipped, 0);
-    static const char *const names[] = { "a", "b" };
-    for (size_t i = 0; i < 2; i++) {
-        pd_scene *x = pd_registry_acquire(live, names[i]), *y = pd_registry_acquire(again, names[i]);
-        assert_int_equal(x->version, y->version);
-        assert_int_equal(x->grid->width, y->grid->width);
-        for (int32_t yy = 0; yy < x->grid->height; yy++)
-            for (int32_t xx = 0; xx < x->grid->width; xx++)
-                assert_int_equal(pd_grid_get(x->grid, xx, yy), pd_grid_get(y->grid, xx, yy));
-        pd_scene_release(x);
-        pd_scene_release(y);
-    }
+    assert_same_scenes(live, again);
+    pd_conf_free(&c);
+    pd_registry_destroy(again);
+    pd_registry_destroy(live);
+}
+
+/* Issue 29 finding 2: instances of a config scene that a reload builds
+ * anew, then a crash before the compaction the reload asks for. The log
+ * then holds their INSTANCE records (naming the template by name and
+ * version) before the reload's RESET; the config now loads the new map
+ * at version 1, so those records alone would replay the instances onto
+ * the new map. The reload records their cells, and a replay into a
+ * registry loaded from the new config serves every scene as it was served
+ * - an unchanged instance, a changed one, an instance of an instance, and
+ * updates made after the reload. Before the fix a-1 and a-3 came back
+ * with the new map's wall. */
+static void test_journal_keeps_instances_of_a_replaced_template(void **state)
+{
+    fixture *f = *state;
+    char data[96], err[512];
+    snprintf(data, sizeof data, "%s/data", f->dir);
+    pd_registry *live = loaded(f);
+    pd_journal_opts o = { .dir = data, .fsync = PD_CONF_FSYNC_NO, .compact_bytes = 1u << 30 };
+    pd_journal *j = pd_journal_open(&o, live, NULL, NULL, err, sizeof err);
+    assert_non_null(j);
+    journalled_instance(j, live, "a-1", "a");
+    journalled_instance(j, live, "a-2", "a");
+    pd_scene_update u = { .op = PD_UPDATE_COST, .cost = 5, .is_rect = 1, .rect_min = { 0, 0 }, .rect_max = { 1, 1 } };
+    journalled_update(j, live, "a-2", &u);
+    journalled_instance(j, live, "a-3", "a-1");
+
+    /* The designer walls off column 2 of a; the reload builds a anew at
+     * version 2 (the config loads it at 1 after a restart). */
+    write_file(f, "a.txt", "..#.....\n..#.....\n..#.....\n..#.....\n........\n");
+    pd_conf c;
+    conf_of(f, NULL, &c);
+    journalled_reload(j, live, &c);
+    pd_scene *a1 = pd_registry_acquire(live, "a-1");
+    assert_int_equal(pd_grid_get(a1->grid, 2, 0), 1); /* still the old map's open cell */
+    pd_scene_release(a1);
+    u.cost = 7;
+    journalled_update(j, live, "a-1", &u);
+    journalled_update(j, live, "a-3", &u);
+    journalled_instance(j, live, "a-4", "a"); /* of the new map */
+    pd_journal_close(j);  /* no compaction: the crash came first */
+
+    pd_journal_replay_stats st;
+    pd_registry *again = replayed(&o, &c, &st);
+    assert_int_equal(st.skipped, 0);
+    assert_same_scenes(live, again);
     pd_conf_free(&c);
     pd_registry_destroy(again);
     pd_registry_destroy(live);
@@ -606,6 +709,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_runtime_scene_is_replaced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_instances_of_kept_and_replaced_templates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_journal_of_a_reload, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_journal_keeps_instances_of_a_replaced_template, setup, teardown),
         cmocka_unit_test_setup_teardown(test_world_of_a_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(test_updates_during_reloads, setup, teardown),
     };

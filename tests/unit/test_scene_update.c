@@ -1294,7 +1294,8 @@ static void *gated_update_main(void *p)
     gated_update *a = p;
     static const pd_point cell = { 0, 0 };
     pd_scene_update u = list_update(PD_UPDATE_BLOCK, 0, &cell, 1);
-    const pd_registry_update_hooks hooks = { gate_before_publish, gate_after_publish, a->gate };
+    const pd_registry_update_hooks hooks = { .before_publish = gate_before_publish,
+                                             .after_publish = gate_after_publish, .user = a->gate };
     a->st = pd_registry_update_hooked(a->r, "alpha", &u, 1, &hooks, NULL);
     return NULL;
 }
