@@ -1016,6 +1016,11 @@ pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_sto
                                             &out->update);
     if (ju.refused)
         pd__journal_refused(journal, out->message, sizeof out->message);
+    if (out->status == PD_LIMIT_EXCEEDED)
+        snprintf(out->message, sizeof out->message,
+                 "scene '%s': its new version needs %" PRIu64 " bytes, scenes hold %" PRIu64
+                 ", limits.max_scene_bytes would be passed",
+                 req->scene, out->update.bytes_needed, out->update.bytes_held);
     out->status = pd__journal_settle(journal, out->status, ju.append_rc, out->message, sizeof out->message);
     /* Refreshing the world before the answer goes out means a route asked
      * for after the update's answer already plans around the change. */

@@ -1630,9 +1630,11 @@ pd_status pd_registry_update_many(pd_registry *r, const char *name, const pd_sce
 /* The current version of `name` and its writer (made at the scene's first
  * update), each with a reference of the caller's; PD_UNKNOWN_SCENE or
  * PD_INTERNAL (memory). */
-static pd_status pd__update_start(pd_registry *r, const char *name, pd_scene **cur, pd_scene_writer **l)
+static pd_status pd__update_start(pd_registry *r, const char *name, pd_scene **cur, pd_scene_writer **l,
+                                  uint64_t *max_bytes)
 {
     pthread_mutex_lock(&r->reload_lock);
+    *max_bytes = r->caps.max_scene_bytes;
     pd_scene *s = pd__find(r->scenes, r->n_scenes, name);
     pd_status st = !s ? PD_UNKNOWN_SCENE : PD_OK;
     /* Only updates read or set a served scene's writer, and they look it
@@ -1702,6 +1704,27 @@ static void pd__update_retire(pd_scene *cur, pd_scene_writer *l, const pd_scene_
     pd_scene_release(drop);
 }
 
+/* limits.max_scene_bytes for the version an update is about to make: with
+ * no spare to write into, it is a copy of cur's structures (an instance's
+ * first update copies the template's it shared), and one that would take
+ * the registry past the cap is refused before it is made. res gets the
+ * bytes it would need and those held (for the answer's message). */
+static pd_status pd__update_fits(pd_registry *r, const pd_scene *cur, const pd_scene_writer *l,
+                                 uint64_t max_bytes, pd_scene_update_result *res)
+{
+    if (!max_bytes || l->spare)
+        return PD_OK;
+    pd_scene_bytes b;
+    pd_scene_get_bytes(cur, &b);
+    uint64_t more = sizeof *cur + b.total, held = pd_registry_bytes(r);
+    if (held + more <= max_bytes)
+        return PD_OK;
+    res->version = cur->version;
+    res->bytes_needed = more;
+    res->bytes_held = held;
+    return PD_LIMIT_EXCEEDED;
+}
+
 pd_status pd_registry_update_hooked(pd_registry *r, const char *name, const pd_scene_update *ops,
                                     size_t n_ops, const pd_registry_update_hooks *hooks,
                                     pd_scene_update_result *res)
@@ -1717,7 +1740,8 @@ pd_status pd_registry_update_hooked(pd_registry *r, const char *name, const pd_s
     for (;;) {
         pd_scene *cur;
         pd_scene_writer *l;
-        pd_status st = pd__update_start(r, name, &cur, &l);
+        uint64_t max_bytes;
+        pd_status st = pd__update_start(r, name, &cur, &l, &max_bytes);
         if (st != PD_OK)
             return st;
         /* The writer's lock keeps this scene's updates in order: each
@@ -1725,7 +1749,9 @@ pd_status pd_registry_update_hooked(pd_registry *r, const char *name, const pd_s
          * updates run meanwhile; readers never wait for it. */
         pthread_mutex_lock(&l->lock);
         pd_scene *next = NULL;
-        st = pd__apply_updates(cur, ops, n_ops, l, &next, res);
+        st = pd__update_fits(r, cur, l, max_bytes, res);
+        if (st == PD_OK)
+            st = pd__apply_updates(cur, ops, n_ops, l, &next, res);
         int refused = st == PD_OK && hooks && hooks->before_publish && hooks->before_publish(hooks->user) != 0;
         int let_go = st == PD_OK && !refused;
         int current = let_go ? pd__update_swap(r, name, cur, next, l, hooks, res) : 0;

@@ -183,6 +183,9 @@ typedef struct pd_scene_update_result {
     pd_point changed_min, changed_max;  /* with cells_changed > 0: the bounding rectangle
                                         of those cells (what a watcher hears) */
     uint64_t micros;                 /* copy + apply + local repair */
+    uint64_t bytes_needed, bytes_held;  /* PD_LIMIT_EXCEEDED from a registry update: what
+                                        its new version would take, and what the
+                                        registry's snapshots held (limits.max_scene_bytes) */
 } pd_scene_update_result;
 
 /* Several operations applied in order as one new version (close door A,
@@ -392,7 +395,10 @@ void pd_registry_release_list(pd_scene **list, size_t n);
  * atomically; one scene's updates are serialised, and a reload between
  * building and serving a version makes the update start again, so none is
  * lost. Returns
- * PD_UNKNOWN_SCENE or the statuses of pd_scene_apply_update; res->version is
+ * PD_UNKNOWN_SCENE, PD_LIMIT_EXCEEDED (with no spare to write into, the new
+ * version's copy would take the registry past limits.max_scene_bytes: an
+ * instance's first update copies what it shared; checked before anything
+ * is copied), or the statuses of pd_scene_apply_update; res->version is
  * the version now served (unchanged when the update changed no cell). The
  * copy and repair run on the calling thread: call it from a worker, never
  * from the event loop. */

@@ -389,6 +389,18 @@ static void test_max_scene_bytes(void **state)
     snprintf(says, sizeof says, "needs %llu bytes, scenes hold %llu, limits.max_scene_bytes is %llu", need,
              held + need, held + need);
     expect_limit(c, pdc_create_scene(c, &req, &out), says);
+    /* An update's new version is a copy of the scene's structures: at the
+     * cap it is refused too (issue 29 finding 9), and made-1 still serves
+     * its first version. */
+    pdc_update_req u = { .scene = "made-1", .is_rect = 1, .rect_min = { 0, 1 }, .rect_max = { 3, 1 },
+                         .op = PDC_UPDATE_BLOCK };
+    pdc_update_result r;
+    snprintf(says, sizeof says, "scenes hold %llu, limits.max_scene_bytes would be passed", held + need);
+    expect_limit(c, pdc_update_cells(c, &u, &r), says);
+    pdc_scene_details info;
+    assert_int_equal(pdc_scene_info(c, "made-1", &info), PDC_OK);
+    assert_int_equal(info.version, 1);
+    pdc_scene_details_free(&info);
     pdc_close(c);
     pdi_assert_daemon_serves(d);
 }

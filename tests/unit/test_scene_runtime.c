@@ -256,6 +256,73 @@ static void test_caps_and_names(void **state)
     free(cells);
 }
 
+/* Issue 29 finding 9: an instance's first update copies its template's
+ * structures, so updates count against limits.max_scene_bytes like the
+ * scenes they make: with room for the template and a few copies, updates
+ * of many instances stop at LIMIT_EXCEEDED before the registry passes the
+ * cap, the refused instance serves its version unchanged, and an update
+ * of one already copied (no new copy) still goes through. Before the fix
+ * every update was served and the registry ended at ~12x its cap. */
+static void test_updates_count_against_the_byte_cap(void **state)
+{
+    (void)state;
+    uint64_t rng = 29;
+    uint8_t *cells = random_cells(&rng, 96, 96, 20);
+    pd_registry *r = pd_registry_create();
+    pd_registry_set_spare_min_cells(r, 0); /* a copied instance keeps a spare: later updates copy nothing */
+    char err[256];
+    assert_int_equal(pd_registry_add(r, fresh("tmpl", cells, 96, 96), err, sizeof err), PD_OK);
+    uint64_t one = pd_registry_bytes(r);
+    const pd_registry_caps caps = { .max_scenes = 100, .max_scene_bytes = one * 4 };
+    pd_registry_set_caps(r, &caps);
+    char names[40][8];
+    for (int i = 0; i < 40; i++) {
+        snprintf(names[i], sizeof names[i], "i%d", i);
+        assert_int_equal(pd_registry_instance(r, names[i], "tmpl", NULL, err, sizeof err), PD_OK);
+    }
+    int served = 0, refused = 0;
+    for (int i = 0; i < 40; i++) {
+        pd_point p = { i, 0 };
+        pd_scene_update u = { .op = PD_UPDATE_COST, .cost = 7, .cells = &p, .n_cells = 1 };
+        pd_scene_update_result res;
+        pd_status st = pd_registry_update(r, names[i], &u, &res);
+        if (st == PD_OK) {
+            served++;
+            assert_int_equal(res.version, 2);
+        } else {
+            assert_int_equal(st, PD_LIMIT_EXCEEDED);
+            assert_true(res.bytes_held + res.bytes_needed > caps.max_scene_bytes);
+            assert_int_equal(res.version, 1);
+            pd_scene *s = pd_registry_acquire(r, names[i]);
+            assert_int_equal(s->version, 1);
+            assert_non_null(s->base); /* still shares the template */
+            pd_scene_release(s);
+            refused++;
+        }
+        assert_true(pd_registry_bytes(r) <= caps.max_scene_bytes);
+    }
+    assert_true(served >= 1);
+    assert_true(refused >= 30);
+    /* A scene whose update has a spare to write into copies nothing: once
+     * i0 holds one (its second update, with the cap lifted), its updates
+     * go through at a cap set to what the registry holds. */
+    pd_point p = { 5, 5 };
+    pd_scene_update u = { .op = PD_UPDATE_COST, .cost = 3, .cells = &p, .n_cells = 1 };
+    const pd_registry_caps open = { .max_scenes = 100 };
+    pd_registry_set_caps(r, &open);
+    assert_int_equal(pd_registry_update(r, "i0", &u, NULL), PD_OK);
+    const pd_registry_caps full = { .max_scenes = 100, .max_scene_bytes = pd_registry_bytes(r) };
+    pd_registry_set_caps(r, &full);
+    for (uint8_t cost = 4; cost < 8; cost++) {
+        u.cost = cost;
+        assert_int_equal(pd_registry_update(r, "i0", &u, NULL), PD_OK);
+        assert_true(pd_registry_bytes(r) <= full.max_scene_bytes);
+    }
+    assert_int_equal(pd_registry_update(r, "i1", &u, NULL), PD_LIMIT_EXCEEDED);
+    pd_registry_destroy(r);
+    free(cells);
+}
+
 static void test_runtime_scenes_survive_publish(void **state)
 {
     (void)state;
@@ -455,6 +522,7 @@ int main(void)
         cmocka_unit_test(test_build_from_text_equals_cells),
         cmocka_unit_test(test_instances_share_until_changed),
         cmocka_unit_test(test_caps_and_names),
+        cmocka_unit_test(test_updates_count_against_the_byte_cap),
         cmocka_unit_test(test_runtime_scenes_survive_publish),
         cmocka_unit_test(test_several_ops_and_restore),
         cmocka_unit_test(test_conf_fields),
