@@ -1038,6 +1038,20 @@ pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_sto
     memset(out, 0, sizeof *out);
     pd_status st;
     pd_scene *made = NULL;
+    /* A name already served is refused before its map is parsed: a slow
+     * map would otherwise hold the lane of the scene it names for nothing
+     * (this runs in that lane, after the changes queued before it). */
+    if (kind == PD_REQ_CREATE_SCENE && req->scene) {
+        pd_scene *served = pd_registry_acquire(registry, req->scene->name);
+        if (served) {
+            snprintf(out->message, sizeof out->message, "scene '%s' exists already (version %" PRIu64 ")",
+                     served->name, served->version);
+            pd_scene_release(served);
+            out->status = PD_SCENE_EXISTS;
+            out->scene_bytes = pd_registry_bytes(registry);
+            return out->status;
+        }
+    }
     /* A new scene's map is parsed and derived before the change lock is
      * taken: other scenes' changes go on meanwhile. */
     if (kind == PD_REQ_CREATE_SCENE && req->scene)

@@ -92,6 +92,14 @@ static void test_create_instance_update_drop(void **state)
     assert_int_equal(out.version, 1);
     assert_true(out.own_bytes > (uint64_t)T_SIDE * T_SIDE * 4);
     assert_int_equal(pdc_create_scene(c, &req, &out), PDC_SCENE_EXISTS);
+    /* The name is checked before the map is parsed (issue 29 finding 10:
+     * a slow map named after a served scene held that scene's lane until
+     * it was parsed): a map that would not parse is answered SCENE_EXISTS,
+     * not INVALID_ARGUMENT. */
+    static const char not_a_map[] = "this is not an ascii map\n##\n";
+    pdc_create_scene_req bad = { .name = "arena", .format = "ascii", .map = not_a_map, .map_len = sizeof not_a_map - 1 };
+    assert_int_equal(pdc_create_scene(c, &bad, &out), PDC_SCENE_EXISTS);
+    assert_non_null(strstr(pdc_last_error(c), "'arena' exists already"));
     assert_int_equal(pdc_create_instance(c, "arena-1", "arena", &out), PDC_OK);
     assert_true(out.own_bytes < 1024);
     assert_int_equal(pdc_create_instance(c, "arena-2", "nowhere", &out), PDC_UNKNOWN_SCENE);
