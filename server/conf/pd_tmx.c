@@ -384,6 +384,24 @@ fail:
     return NULL;
 }
 
+/* Set in a parser's _private when its document declared a DOCTYPE. */
+static const char pd__doctype_seen = 1;
+
+/* The SAX call for <!DOCTYPE ...>: the parse stops here, before any of its
+ * ENTITY declarations is read. Tiled never writes a DOCTYPE, and entities
+ * are the one way a few hundred bytes of XML expand into gigabytes (the
+ * "billion laughs"), which XML_PARSE_HUGE would otherwise let through. */
+static void pd__refuse_doctype(void *ctx, const xmlChar *name, const xmlChar *external_id,
+                               const xmlChar *system_id)
+{
+    (void)name;
+    (void)external_id;
+    (void)system_id;
+    xmlParserCtxtPtr ctxt = ctx;
+    ctxt->_private = (void *)&pd__doctype_seen;
+    xmlStopParser(ctxt);
+}
+
 cJSON *pd_tmx_to_json(const char *buf, size_t len, char *err, size_t errlen)
 {
     if (err && errlen)
@@ -400,13 +418,24 @@ cJSON *pd_tmx_to_json(const char *buf, size_t len, char *err, size_t errlen)
         return NULL;
     }
     /* NONET: never fetch a DTD; entities are left unexpanded (no NOENT), so
-     * an entity cannot read a local file. HUGE lifts libxml2's 10 MB cap on
-     * one text node: a CSV layer of a 4096 x 4096 map is larger, and the
-     * cells cap in pd_tiled bounds what the text may decode to. */
+     * an entity cannot read a local file, and a DOCTYPE stops the parse
+     * (pd__refuse_doctype), so none is ever declared. HUGE lifts libxml2's
+     * 10 MB cap on one text node: a CSV layer of a 4096 x 4096 map is
+     * larger, and the cells cap in pd_tiled bounds what the text may
+     * decode to. */
+    ctxt->sax->internalSubset = pd__refuse_doctype;
     xmlDocPtr doc = xmlCtxtReadMemory(ctxt, buf, (int)len, NULL, NULL,
                                       XML_PARSE_NONET | XML_PARSE_HUGE | XML_PARSE_NOERROR |
                                           XML_PARSE_NOWARNING);
     cJSON *out = NULL;
+    if (ctxt->_private == &pd__doctype_seen) {
+        if (err && errlen)
+            snprintf(err, errlen, "%d:1: a DOCTYPE is refused: maps hold no DTD or ENTITY (Tiled never writes one)",
+                     ctxt->input ? ctxt->input->line : 1);
+        xmlFreeDoc(doc);
+        xmlFreeParserCtxt(ctxt);
+        return NULL;
+    }
     if (!doc) {
         const xmlError *e = xmlCtxtGetLastError(ctxt);
         if (err && errlen) {
