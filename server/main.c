@@ -269,8 +269,8 @@ static int pd__check_data_dir(const char *path, const pd_conf *conf)
 
 /* --check-config: every scene must load; the summary goes to stdout, the
  * checks of meaning to stderr. Errors (exit 1): a scene or the world that
- * does not load, a portal end on a wall. Warnings (exit 0): a scene with no
- * walkable cell, a portal end too narrow for its max_unit. */
+ * does not load (a scene with no walkable cell does not), a portal end on
+ * a wall. Warnings (exit 0): a portal end too narrow for its max_unit. */
 static int pd__check_config(const char *path, const pd_conf *conf, pd_registry *registry)
 {
     char err[512];
@@ -304,10 +304,6 @@ static int pd__check_config(const char *path, const pd_conf *conf, pd_registry *
         for (int st = 0; st < PD_SCENE_STRUCTURES; st++)
             printf(" %s %" PRIu64, pd_scene_structure_name((pd_scene_structure)st), b.by[st]);
         printf("\n");
-        /* A map read with the wrong layer or property names often loads as
-         * all wall; say so instead of passing it as fine. */
-        if (s->passable_cells == 0)
-            fprintf(stderr, "pathd: %s: warning: scene '%s' has no walkable cell\n", path, s->name);
         scene_bytes += b.total;
     }
     pd_registry_release_list(list, n);

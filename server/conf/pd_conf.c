@@ -78,8 +78,9 @@
  *         "classes": {"Wall": "blocked", tiled only: tile / object class -> cost
  *                     "Mud": 3},         1..255 or "blocked"; 1..127-byte names,
  *                                        at most PD_TILED_MAX_CLASSES
- *         "untagged_tiles": "blocked",   tiled only: a tile nothing decides: "blocked"
- *                                        or "open"
+ *         "untagged_tiles": "open",      tiled only: a tile nothing decides: "open"
+ *                                        (default) or "blocked" (tilesets that
+ *                                        mark floors, walkable_property)
  *         "colliders": true              tiled only: object layers add blockers
  *       }
  *     ]

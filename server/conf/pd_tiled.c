@@ -20,6 +20,7 @@
 #include "pd_tmx.h"
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -59,6 +60,7 @@ typedef struct pd__tctx {
 typedef struct pd__tile_rule {
     uint32_t id;
     uint8_t cell;                /* 0 = blocked, 1..255 = passable with that cost */
+    uint8_t by;                  /* the pd_tiled_by that decided it */
 } pd__tile_rule;
 
 typedef struct pd__tileset {
@@ -444,7 +446,7 @@ static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *pat
             return -1;
         /* Properties first, then the class, then collision shapes. */
         int has = 0, has_class = 0;
-        uint8_t cell = 0, class_cell = 0;
+        uint8_t cell = 0, class_cell = 0, by = PD_TILED_BY_PROPERTY;
         if (pd__parse_class(ctx, t, tile_path, &has_class, &class_cell) != 0)
             return -1;
         const cJSON *props = cJSON_GetObjectItemCaseSensitive(t, "properties");
@@ -456,15 +458,17 @@ static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *pat
         if (!has && has_class) {
             has = 1;
             cell = class_cell;
+            by = PD_TILED_BY_CLASS;
         }
         const cJSON *group = cJSON_GetObjectItemCaseSensitive(t, "objectgroup");
         if (!has && group) {
             pd_conf_json_key(sub, tile_path, "objectgroup");
             if (pd__tile_collision(ctx, group, sub, tw, th, &has, &cell) != 0)
                 return -1;
+            by = PD_TILED_BY_SHAPE;
         }
         if (has)
-            out->rules[out->n_rules++] = (pd__tile_rule){ id, cell };
+            out->rules[out->n_rules++] = (pd__tile_rule){ id, cell, by };
     }
     qsort(out->rules, out->n_rules, sizeof *out->rules, pd__cmp_rule);
     for (size_t k = 1; k < out->n_rules; k++) {
@@ -649,10 +653,12 @@ static int pd__parse_tilesets(const pd__tctx *ctx, const cJSON *root,
 
 /* The cell value of a gid: 0 is empty ground (open, cost 1); otherwise the
  * tile's rule in the tileset it belongs to (the one with the largest
- * firstgid <= gid), or the untagged default. -1: beyond every tileset. */
-static int pd__gid_cell(const pd__tctx *ctx, const pd__tilesets *t, uint32_t raw_gid)
+ * firstgid <= gid), or the untagged default; *by gets the pd_tiled_by that
+ * decided it. -1: beyond every tileset. */
+static int pd__gid_cell(const pd__tctx *ctx, const pd__tilesets *t, uint32_t raw_gid, uint8_t *by)
 {
     uint32_t gid = raw_gid & ~PD_TILED_FLAG_BITS;
+    *by = PD_TILED_BY_NO_TILE;
     if (gid == 0)
         return PD_CELL_FREE;
     size_t lo = 0, hi = t->n;
@@ -673,24 +679,17 @@ static int pd__gid_cell(const pd__tctx *ctx, const pd__tilesets *t, uint32_t raw
     hi = ts->n_rules;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (ts->rules[mid].id == id)
+        if (ts->rules[mid].id == id) {
+            *by = ts->rules[mid].by;
             return ts->rules[mid].cell;
+        }
         if (ts->rules[mid].id < id)
             lo = mid + 1;
         else
             hi = mid;
     }
+    *by = PD_TILED_BY_UNTAGGED;
     return ctx->rules->untagged_open ? PD_CELL_FREE : PD_CELL_BLOCKED;
-}
-
-/* Folds a tile or collider value into a cell: blocked wins, else the
- * larger cost. */
-static void pd__combine(uint8_t *cell, uint8_t v)
-{
-    if (v == PD_CELL_BLOCKED || *cell == PD_CELL_BLOCKED)
-        *cell = PD_CELL_BLOCKED;
-    else if (v > *cell)
-        *cell = v;
 }
 
 /* ---- layers ---- */
@@ -707,7 +706,28 @@ typedef struct pd__walk {
     size_t gids_cap;
     uint64_t *seen;              /* infinite maps: a bit per cell, set by the chunks of
                                     the layer being read, so chunks cannot overlap */
+    uint8_t *by;                 /* with stats: the pd_tiled_by that decided each cell,
+                                    row-major; else NULL */
+    pd_tiled_stats *stats;       /* the bounds pass names the counted layers here; or NULL */
 } pd__walk;
+
+/* Folds a tile's or collider's value v, decided by rule `by`, into cell
+ * (x, y): blocked wins, else the larger cost; the cell's rule is that of
+ * the value it keeps, the first one when several give it. An empty tile
+ * (PD_TILED_BY_NO_TILE) changes nothing. */
+static void pd__combine(pd__walk *w, int32_t x, int32_t y, uint8_t v, uint8_t by)
+{
+    uint8_t *cell = &w->g->cells[pd_grid_index(w->g, x, y)];
+    uint8_t *rule = w->by ? &w->by[(size_t)y * (size_t)w->g->width + (size_t)x] : NULL;
+    if (by == PD_TILED_BY_NO_TILE || *cell == PD_CELL_BLOCKED)
+        return;
+    if (v == PD_CELL_BLOCKED || v > *cell || (rule && *rule == PD_TILED_BY_NO_TILE)) {
+        *cell = v;
+        if (rule)
+            *rule = by;
+    }
+}
+
 
 /* "path (layer "name")" for messages; just the path for a nameless layer. */
 static void pd__layer_label(char dst[PD_CONF_JSON_PATH_MAX], const char *path, const char *name)
@@ -776,7 +796,8 @@ static int pd__apply_gids(pd__walk *w, const char *label, int64_t tx, int64_t ty
     for (uint32_t y = 0; y < ch; y++) {
         for (uint32_t x = 0; x < cw; x++) {
             uint32_t raw = w->gids[(size_t)y * cw + x];
-            int v = pd__gid_cell(w->ctx, w->sets, raw);
+            uint8_t by;
+            int v = pd__gid_cell(w->ctx, w->sets, raw, &by);
             if (v < 0)
                 return pd__tfail(w->ctx, label, "cell (%lld, %lld): gid %u is beyond every tileset",
                                  (long long)(tx + x), (long long)(ty + y),
@@ -791,7 +812,7 @@ static int pd__apply_gids(pd__walk *w, const char *label, int64_t tx, int64_t ty
                                      (long long)(tx + x), (long long)(ty + y));
                 w->seen[bit / 64] |= UINT64_C(1) << (bit % 64);
             }
-            pd__combine(&g->cells[pd_grid_index(g, gx, gy)], (uint8_t)v);
+            pd__combine(w, gx, gy, (uint8_t)v, by);
         }
     }
     return 0;
@@ -896,8 +917,9 @@ static int pd__object_layer(pd__walk *w, const cJSON *layer, const char *label)
         /* Blocked, or the tile's value; the object's class overrides it,
          * and its properties override both. */
         int value = PD_CELL_BLOCKED;
+        uint8_t by = PD_TILED_BY_OBJECT;
         if (s.gid) {
-            value = pd__gid_cell(ctx, w->sets, s.gid);
+            value = pd__gid_cell(ctx, w->sets, s.gid, &by);
             if (value < 0) {
                 free(s.pts);
                 return pd__tfail(ctx, obj_path, "gid %u is beyond every tileset",
@@ -910,8 +932,10 @@ static int pd__object_layer(pd__walk *w, const cJSON *layer, const char *label)
             free(s.pts);
             return -1;
         }
-        if (has)
+        if (has) {
             value = cell;
+            by = PD_TILED_BY_CLASS;
+        }
         const cJSON *props = cJSON_GetObjectItemCaseSensitive(o, "properties");
         if (props) {
             pd_conf_json_key(sub, obj_path, "properties");
@@ -919,8 +943,10 @@ static int pd__object_layer(pd__walk *w, const cJSON *layer, const char *label)
                 free(s.pts);
                 return -1;
             }
-            if (has)
+            if (has) {
                 value = cell;
+                by = PD_TILED_BY_PROPERTY;
+            }
         }
         if (s.kind == PD__SHAPE_NONE || value == PD_CELL_FREE) {
             free(s.pts);
@@ -947,8 +973,7 @@ static int pd__object_layer(pd__walk *w, const cJSON *layer, const char *label)
             for (double gx = gx0; gx <= gx1; gx++) {
                 if (pd__shape_covers(&s, (gx + off_x + 0.5) * ctx->tile_w,
                                      (gy + off_y + 0.5) * ctx->tile_h))
-                    pd__combine(&g->cells[pd_grid_index(g, (int32_t)gx, (int32_t)gy)],
-                                (uint8_t)value);
+                    pd__combine(w, (int32_t)gx, (int32_t)gy, (uint8_t)value, by);
             }
         }
         free(s.pts);
@@ -956,9 +981,28 @@ static int pd__object_layer(pd__walk *w, const cJSON *layer, const char *label)
     return 0;
 }
 
+/* Adds a counted layer's name (its path when it has none) to the stats'
+ * list, "..." once the list is full. */
+static void pd__note_layer(pd__walk *w, const char *name, const char *path)
+{
+    if (!w->stats)
+        return;
+    char *list = w->stats->layers;
+    size_t used = strlen(list), room = sizeof w->stats->layers;
+    if (used >= 3 && strcmp(list + used - 3, "...") == 0)
+        return;
+    const char *label = name && name[0] ? name : path;
+    size_t need = (used ? 2 : 0) + strlen(label);
+    if (used + need < room - 5) /* room for ", ..." after it */
+        snprintf(list + used, room - used, "%s%s", used ? ", " : "", label);
+    else
+        snprintf(list + used, room - used, "%s...", used ? ", " : "");
+}
+
 /* Visits every layer depth first. In the bounds pass (w->g NULL) it counts
- * the tile layers and, for infinite maps, takes the chunks' bounding box;
- * then it folds each counted layer into the grid. */
+ * the tile layers, names the counted layers in the stats and, for infinite
+ * maps, takes the chunks' bounding box; then it folds each counted layer
+ * into the grid. */
 static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, int depth)
 {
     const pd__tctx *ctx = w->ctx;
@@ -996,6 +1040,8 @@ static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, i
                                              "must line up with the grid", ox, oy);
         }
         int rc = 0;
+        if (counted && !w->g)
+            pd__note_layer(w, name, child);
         if (tile && counted) {
             if (!w->g)
                 w->n_tile_layers++;
@@ -1056,7 +1102,30 @@ void pd_tiled_rules_default(pd_tiled_rules *r)
     memset(r, 0, sizeof *r);
     strcpy(r->blocked_property, "blocked");
     strcpy(r->cost_property, "cost");
+    r->untagged_open = 1;
     r->colliders = 1;
+}
+
+void pd_tiled_stats_format(const pd_tiled_stats *st, char *buf, size_t len)
+{
+    static const char *const what[PD_TILED_BY_KINDS] = {
+        [PD_TILED_BY_PROPERTY] = " by property",   [PD_TILED_BY_CLASS] = " by class",
+        [PD_TILED_BY_SHAPE] = " by collision shape", [PD_TILED_BY_OBJECT] = " by object",
+        [PD_TILED_BY_UNTAGGED] = " untagged",      [PD_TILED_BY_NO_TILE] = " with no tile",
+    };
+    if (len == 0)
+        return;
+    size_t n = (size_t)snprintf(buf, len, "layers %s:", st->layers[0] ? st->layers : "(none)");
+    const char *sep = " ";
+    for (int k = 0; k < PD_TILED_BY_KINDS && n < len; k++) {
+        if (st->cells[k] == 0)
+            continue;
+        n += (size_t)snprintf(buf + n, len - n, "%s%" PRIu64 "%s%s", sep, st->cells[k], what[k],
+                              k != PD_TILED_BY_UNTAGGED ? ""
+                              : st->untagged_open     ? " (untagged_tiles: open)"
+                                                      : " (untagged_tiles: blocked)");
+        sep = ", ";
+    }
 }
 
 /* A classes table built by hand (a run-time request, a test) is checked as
@@ -1075,12 +1144,14 @@ static int pd__check_classes(const pd__tctx *ctx, const pd_tiled_rules *r)
 }
 
 pd_grid *pd_tiled_load(const char *buf, size_t len, const pd_tiled_rules *rules,
-                       const pd_tiled_origin *origin, double *off_x, double *off_y, char *err,
-                       size_t errlen)
+                       const pd_tiled_origin *origin, double *off_x, double *off_y,
+                       pd_tiled_stats *stats, char *err, size_t errlen)
 {
     pd__tctx ctx = { .err = err, .errlen = errlen, .rules = rules };
     if (err && errlen)
         err[0] = '\0';
+    if (stats)
+        memset(stats, 0, sizeof *stats);
     if (!buf || !rules) {
         pd__tfail(&ctx, "$", "no map text");
         return NULL;
@@ -1092,7 +1163,7 @@ pd_grid *pd_tiled_load(const char *buf, size_t len, const pd_tiled_rules *rules,
         return NULL;
     pd_grid *g = NULL;
     pd__tilesets sets = { 0 };
-    pd__walk w = { .ctx = &ctx, .sets = &sets };
+    pd__walk w = { .ctx = &ctx, .sets = &sets, .stats = stats };
     uint32_t gw = 0, gh = 0;
     if (pd__read_header(&ctx, root, &w.infinite, &gw, &gh) != 0)
         goto out;
@@ -1136,13 +1207,15 @@ pd_grid *pd_tiled_load(const char *buf, size_t len, const pd_tiled_rules *rules,
     /* Open ground wherever no counted layer has a tile. */
     for (int32_t y = 0; y < g->height; y++)
         memset(&g->cells[pd_grid_index(g, 0, y)], PD_CELL_FREE, (size_t)g->width);
-    if (w.infinite &&
-        !(w.seen = calloc(((size_t)gw * gh + 63) / 64, sizeof *w.seen))) {
+    if ((w.infinite && !(w.seen = calloc(((size_t)gw * gh + 63) / 64, sizeof *w.seen))) ||
+        (stats && !(w.by = malloc((size_t)gw * gh)))) {
         pd__tfail(&ctx, "$", "out of memory for a %u x %u grid", (unsigned)gw, (unsigned)gh);
         pd_grid_destroy(g);
         g = NULL;
         goto out;
     }
+    if (w.by)
+        memset(w.by, PD_TILED_BY_NO_TILE, (size_t)gw * gh);
     w.g = g;
     if (pd__walk_layers(&w, layers, "$.layers", 0) != 0) {
         pd_grid_destroy(g);
@@ -1150,11 +1223,17 @@ pd_grid *pd_tiled_load(const char *buf, size_t len, const pd_tiled_rules *rules,
         goto out;
     }
     pd_grid_refresh_flags(g);
+    if (stats) {
+        for (size_t i = 0; i < (size_t)gw * gh; i++)
+            stats->cells[w.by[i]]++;
+        stats->untagged_open = rules->untagged_open;
+    }
     if (off_x)
         *off_x = (double)ctx.min_x;
     if (off_y)
         *off_y = (double)ctx.min_y;
 out:
+    free(w.by);
     free(w.seen);
     free(w.gids);
     pd__free_tilesets(&sets);

@@ -988,6 +988,8 @@ static void pd__finish_job(pd_server *s, pd__job *job)
                     "routes keep the previous tables until the next reload",
                     job->update_req.scene, job->update.world_refresh_error,
                     pd_status_name(job->update.world_refresh));
+    if (job->kind == PD_REQ_CREATE_SCENE && job->change_out.applied)
+        pd_log_info("scene '%s' created: %s", job->change.name, job->change_out.built);
     pd__job_events(s, job);
     if (job->wire && job->answer_sent > 0 && job->answer_sent == job->answer_len)
         pd__wire_collected(job->wire);

@@ -191,6 +191,22 @@ static int pd__reload_publish(pd_server *s, pd__reload_job *rl)
 
 static void pd__reload_start(pd_server *s);
 
+/* One line per scene the load built (a kept one was logged when it was
+ * built): its size, walkable fraction and, for a Tiled map, what each rule
+ * decided, so a map that loads wrong is seen in the log. */
+static void pd__log_built(const pd_scene_set *set)
+{
+    size_t n = 0;
+    pd_scene *const *scenes = pd_scene_set_scenes(set, &n);
+    char line[PD_TILED_STATS_LAYERS + 256];
+    for (size_t i = 0; i < n; i++) {
+        if (pd_scene_set_kept(set, i))
+            continue;
+        pd_scene_describe(scenes[i], line, sizeof line);
+        pd_log_info("scene '%s' built: %s", scenes[i]->name, line);
+    }
+}
+
 /* Seconds since the epoch, for the time of the last reload on /metrics. */
 static double pd__wall_seconds(void)
 {
@@ -237,6 +253,8 @@ static void pd__reload_done(uv_work_t *req, int status)
          * no path leaks what the work may have loaded. */
         snprintf(rl->err, sizeof rl->err, "the load did not run: %s", uv_strerror(status));
     }
+    if (rl->scenes)
+        pd__log_built(rl->scenes);
     if (rl->initial) {
         pd__initial_done(s, rl);
     } else if (!rl->conf_loaded) {

@@ -1059,6 +1059,12 @@ pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_sto
                                               sizeof out->message)
                         : pd_scene_build(req->scene, (const char *)req->map, req->map_len, out->message,
                                          sizeof out->message);
+    /* A map is checked as it is parsed; raw cells here (the journal's
+     * replay builds any state a scene was in from cells). */
+    if (made && req->raw && pd_scene_check_walkable(made, NULL, out->message, sizeof out->message) != 0) {
+        pd_scene_release(made);
+        made = NULL;
+    }
     if ((out->status = pd__journal_begin(journal, out->message, sizeof out->message)) != PD_OK) {
         pd_scene_release(made);
         return out->status;
@@ -1101,6 +1107,8 @@ pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_sto
     if (st == PD_OK && kind != PD_REQ_DROP_SCENE) {
         pd_scene *s = made ? made : pd_registry_acquire(registry, req->name);
         out->own_bytes = s ? pd_scene_own_bytes(s) : 0;
+        if (made)
+            pd_scene_describe(made, out->built, sizeof out->built);
         if (s != made)
             pd_scene_release(s);
     }

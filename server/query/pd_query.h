@@ -243,11 +243,14 @@ typedef struct pd_scene_change_outcome {
                                              says (a journal may have failed after it) */
     uint64_t template_version;            /* CreateInstance: the template's version,
                                              read just after the instance was made */
+    char built[PD_TILED_STATS_LAYERS + 256]; /* CreateScene that applied: the new scene's
+                                             pd_scene_describe, for the log */
 } pd_scene_change_outcome;
 
 /* Runs one scene change of kind (pd_request_is_scene_change): CreateScene
  * parses the map (on the calling thread: call it from a worker) and adds
- * the scene; CreateInstance adds an instance of the template's current
+ * the scene, refusing one with no walkable cell (pd_scene_check_walkable,
+ * INVALID_ARGUMENT); CreateInstance adds an instance of the template's current
  * version; both then let the world store take the new scene in.
  * DropScene goes through pd_world_store_drop_scene. With a journal (may
  * be NULL) the change is appended and synced as for updates. The caps are the

@@ -548,10 +548,57 @@ static uint64_t pd__new_lineage(void)
     return atomic_fetch_add_explicit(&pd__lineages, 1, memory_order_relaxed) + 1;
 }
 
+/* 0 when grid has a walkable cell, else -1 with the reason (see
+ * pd_scene_check_walkable); tiled: a Tiled map's stats, or NULL. */
+static int pd__check_walkable(const char *name, const char *where, const pd_grid *grid,
+                              const pd_tiled_stats *tiled, char *err, size_t errlen)
+{
+    for (int32_t y = 0; y < grid->height; y++) {
+        const uint8_t *row = grid->cells + pd_grid_index(grid, 0, y);
+        for (int32_t x = 0; x < grid->width; x++) {
+            if (row[x] != PD_CELL_BLOCKED)
+                return 0;
+        }
+    }
+    char why[PD_TILED_STATS_LAYERS + 256];
+    if (tiled)
+        pd_tiled_stats_format(tiled, why, sizeof why);
+    else
+        snprintf(why, sizeof why, "all %d x %d cells are blocked", (int)grid->width,
+                 (int)grid->height);
+    snprintf(err, errlen, "scene '%s': %s%sno walkable cell: %s", name, where ? where : "",
+             where ? ": " : "", why);
+    return -1;
+}
+
+int pd_scene_check_walkable(const pd_scene *s, const char *where, char *err, size_t errlen)
+{
+    char scratch[1];
+    if (!err || errlen == 0) {
+        err = scratch;
+        errlen = sizeof scratch;
+    }
+    return pd__check_walkable(s->name, where, s->grid, s->from_tiled ? &s->tiled_stats : NULL, err,
+                              errlen);
+}
+
+void pd_scene_describe(const pd_scene *s, char *buf, size_t len)
+{
+    const double cells = (double)s->grid->width * (double)s->grid->height;
+    int n = snprintf(buf, len, "%dx%d, %" PRIu64 " of %.0f cells walkable (%.1f%%)",
+                     (int)s->grid->width, (int)s->grid->height, s->passable_cells, cells,
+                     100.0 * (double)s->passable_cells / cells);
+    if (s->from_tiled && n > 0 && (size_t)n + 2 < len) {
+        memcpy(buf + n, "; ", 3);
+        pd_tiled_stats_format(&s->tiled_stats, buf + n + 2, len - (size_t)n - 2);
+    }
+}
+
 /* A scene around grid (taken over, also on failure) with cs's placement and
- * unit sizes, its derived data built; off_x/off_y (cells) move the origin. */
+ * unit sizes, its derived data built; off_x/off_y (cells) move the origin;
+ * tiled: what a Tiled map's rule decided, or NULL. */
 static pd_scene *pd__scene_new(const pd_conf_scene *cs, pd_grid *grid, double off_x, double off_y,
-                               char *err, size_t errlen)
+                               const pd_tiled_stats *tiled, char *err, size_t errlen)
 {
     pd_scene *s = calloc(1, sizeof *s);
     if (!s) {
@@ -570,6 +617,10 @@ static pd_scene *pd__scene_new(const pd_conf_scene *cs, pd_grid *grid, double of
     s->search = cs->search;
     s->version = 1;
     s->lineage = pd__new_lineage();
+    if (tiled) {
+        s->from_tiled = 1;
+        s->tiled_stats = *tiled;
+    }
     if (pd__scene_derive(s) != 0) {
         pd__scene_free(s);
         snprintf(err, errlen, "scene '%s': out of memory for unit grids and labels", cs->name);
@@ -579,11 +630,13 @@ static pd_scene *pd__scene_new(const pd_conf_scene *cs, pd_grid *grid, double of
 }
 
 /* Parses buf as cs's map format into a grid, with the origin offset the map
- * carries in *off_x, *off_y (cells); `where` names the map in messages (its
- * path, or "map" for one sent in a request). NULL with the reason in err. */
+ * carries in *off_x, *off_y (cells) and, for a Tiled map, what its rule
+ * decided in *tiled; `where` names the map in messages (its path, or "map"
+ * for one sent in a request). NULL with the reason in err, also for a map
+ * with no walkable cell. */
 static pd_grid *pd__parse_grid(const pd_conf_scene *cs, const char *buf, size_t len,
                                const char *where, double *off_x_out, double *off_y_out,
-                               char *err, size_t errlen)
+                               pd_tiled_stats *tiled, char *err, size_t errlen)
 {
     const pd_tiled_rules *tr = &cs->tiled;
     if (cs->format != PD_MAP_ASCII && cs->format != PD_MAP_MOVINGAI && cs->format != PD_MAP_TILED &&
@@ -613,7 +666,7 @@ static pd_grid *pd__parse_grid(const pd_conf_scene *cs, const char *buf, size_t 
         char msg[256];
         const pd_tiled_origin origin = { .map_path = cs->map_path, .root_dir = cs->root_dir };
         grid = cs->format == PD_MAP_TILED
-                   ? pd_tiled_load(buf, len, tr, &origin, &off_x, &off_y, msg, sizeof msg)
+                   ? pd_tiled_load(buf, len, tr, &origin, &off_x, &off_y, tiled, msg, sizeof msg)
                    : pd_ldtk_load(buf, len, &cs->ldtk, &off_x, &off_y, msg, sizeof msg);
         if (!grid) {
             /* "3:7: invalid JSON" reads as file:line:col like the other formats;
@@ -641,6 +694,11 @@ static pd_grid *pd__parse_grid(const pd_conf_scene *cs, const char *buf, size_t 
             snprintf(err, errlen, "scene '%s': %s: %s", cs->name, where, perr.message);
         return NULL;
     }
+    if (pd__check_walkable(cs->name, where, grid, cs->format == PD_MAP_TILED ? tiled : NULL, err,
+                           errlen) != 0) {
+        pd_grid_destroy(grid);
+        return NULL;
+    }
     *off_x_out = off_x;
     *off_y_out = off_y;
     return grid;
@@ -651,8 +709,11 @@ static pd_scene *pd__scene_parse(const pd_conf_scene *cs, const char *buf, size_
                                  const char *where, char *err, size_t errlen)
 {
     double off_x = 0, off_y = 0;
-    pd_grid *grid = pd__parse_grid(cs, buf, len, where, &off_x, &off_y, err, errlen);
-    return grid ? pd__scene_new(cs, grid, off_x, off_y, err, errlen) : NULL;
+    pd_tiled_stats tiled;
+    pd_grid *grid = pd__parse_grid(cs, buf, len, where, &off_x, &off_y, &tiled, err, errlen);
+    return grid ? pd__scene_new(cs, grid, off_x, off_y, cs->format == PD_MAP_TILED ? &tiled : NULL,
+                                err, errlen)
+                : NULL;
 }
 
 /* Whether cur, a served config scene, is what cs defines now: the grid its
@@ -699,7 +760,8 @@ static pd_scene *pd__scene_load_or_keep(const pd_conf_scene *cs, pd_scene *keep,
     if (!buf)
         return NULL;
     double off_x = 0, off_y = 0;
-    pd_grid *grid = pd__parse_grid(cs, buf, len, cs->map_path, &off_x, &off_y, err, errlen);
+    pd_tiled_stats tiled;
+    pd_grid *grid = pd__parse_grid(cs, buf, len, cs->map_path, &off_x, &off_y, &tiled, err, errlen);
     free(buf);
     if (!grid)
         return NULL;
@@ -709,7 +771,8 @@ static pd_scene *pd__scene_load_or_keep(const pd_conf_scene *cs, pd_scene *keep,
         *kept = 1;
         return keep;
     }
-    return pd__scene_new(cs, grid, off_x, off_y, err, errlen);
+    return pd__scene_new(cs, grid, off_x, off_y, cs->format == PD_MAP_TILED ? &tiled : NULL, err,
+                         errlen);
 }
 
 pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
@@ -767,7 +830,7 @@ pd_scene *pd_scene_from_cells(const pd_conf_scene *cs, int32_t width, int32_t he
         memcpy(grid->cells + pd_grid_index(grid, 0, y), cells + (size_t)y * (size_t)width,
                (size_t)width);
     pd_grid_refresh_flags(grid);
-    return pd__scene_new(cs, grid, 0, 0, err, errlen);
+    return pd__scene_new(cs, grid, 0, 0, NULL, err, errlen);
 }
 
 const pd_grid *pd_scene_authored_grid(const pd_scene *s)
@@ -896,6 +959,8 @@ static void pd__scene_header_from(pd_scene *n, const pd_scene *s)
     n->runtime = s->runtime;
     n->lineage = s->lineage;
     n->template_lineage = s->template_lineage;
+    n->from_tiled = s->from_tiled;
+    n->tiled_stats = s->tiled_stats;
     if (n->authored != s->authored) {
         pd__authored_release(n->authored);
         n->authored = pd__authored_retain(s->authored);

@@ -102,6 +102,9 @@ typedef struct pd_scene {
                                         by its versions; NULL until its first update
                                         (its grid is that state until then) */
     uint64_t charged;                /* bytes charged there (pd_scene_own_bytes) */
+    int from_tiled;                  /* built from a Tiled map: tiled_stats says what its
+                                        rule decided (versions and instances keep it) */
+    pd_tiled_stats tiled_stats;
     struct pd_scene_writer *writer;  /* what the registry's updates of this scene share
                                         (their order, the retired version the next one
                                         writes into); made at its first update through
@@ -210,7 +213,10 @@ pd_status pd_scene_apply_update(const pd_scene *s, const pd_scene_update *u, pd_
                                 pd_scene_update_result *res);
 
 /* Loads one scene from its config entry (reads the map file). Returns NULL
- * with a reason ("scene 'town': maps/town.map:3:7: unexpected 'x'") on error. */
+ * with a reason ("scene 'town': maps/town.map:3:7: unexpected 'x'") on error.
+ * A map with no walkable cell is refused (pd_scene_check_walkable): a map
+ * read with the wrong layer or rule loads as solid wall, which serves
+ * nothing. */
 pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen);
 
 /* Builds a scene from a map held in memory (CreateScene): the same checks
@@ -222,9 +228,23 @@ pd_scene *pd_scene_build(const pd_conf_scene *cs, const char *buf, size_t len, c
 
 /* Builds a scene from raw cells, row-major, width * height bytes: 0 blocked,
  * 1..255 passable with that cost (what GetSceneGrid returns). cs gives the
- * name, origin, cell size and unit sizes; its map fields are ignored. */
+ * name, origin, cell size and unit sizes; its map fields are ignored. Cells
+ * that are all blocked are built too (the journal replays any state a
+ * scene was in); CreateScene refuses them with pd_scene_check_walkable. */
 pd_scene *pd_scene_from_cells(const pd_conf_scene *cs, int32_t width, int32_t height,
                               const uint8_t *cells, char *err, size_t errlen);
+
+/* 0 when s has a walkable cell; else -1 with the reason in err, naming
+ * where the map came from (a path, "map", or NULL for raw cells) and, for
+ * a Tiled map, the counted layers and what each rule decided
+ * (pd_tiled_stats_format): "scene 'm': m.tmj: no walkable cell: layers
+ * ground, walls: 1024 untagged (untagged_tiles: blocked)". */
+int pd_scene_check_walkable(const pd_scene *s, const char *where, char *err, size_t errlen);
+
+/* One line on a scene just built, for the log at load and CreateScene:
+ * "24x16, 302 of 384 cells walkable (78.6%)", and for a Tiled map what
+ * each rule decided ("; layers walls: 40 by property, 344 with no tile"). */
+void pd_scene_describe(const pd_scene *s, char *buf, size_t len);
 
 /* A new scene called `name` that reads tmpl's grid, clearance, unit grids
  * and labels without copying them (it retains the snapshot owning them):

@@ -47,13 +47,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[256];
     err[0] = '\0';
     double off_x = NAN, off_y = NAN;
-    pd_grid *g = pd_tiled_load((const char *)data, size, &rules, NULL, &off_x, &off_y, err,
+    pd_tiled_stats stats;
+    pd_grid *g = pd_tiled_load((const char *)data, size, &rules, NULL, &off_x, &off_y, &stats, err,
                                sizeof err);
     if (!g) {
         FUZZ_REQUIRE(err[0] != '\0', "refused without a reason");
         return 0;
     }
     FUZZ_REQUIRE(off_x == floor(off_x) && off_y == floor(off_y), "offset is not whole tiles");
+    uint64_t decided = 0;
+    for (int k = 0; k < PD_TILED_BY_KINDS; k++)
+        decided += stats.cells[k];
+    FUZZ_REQUIRE(decided == (uint64_t)g->width * (uint64_t)g->height,
+                 "the rules' cell counts do not add up to the grid");
+    FUZZ_REQUIRE(memchr(stats.layers, '\0', sizeof stats.layers) != NULL, "layer list unterminated");
     fuzz_check_grid(g);
     pd_grid_destroy(g);
     return 0;

@@ -380,18 +380,25 @@ static void test_check_config(void **state)
     assert_true(grid && den_end && grid < den_end);
     assert_non_null(strstr(den, "per cell"));
 
-    /* A scene with no walkable cell loads, but is named in a warning. */
+    /* A scene with no walkable cell does not load (issue 30): the error
+     * names it, its map and that every cell is blocked. */
     char wall[PDI_PATH_MAX + 32], walled[PDI_PATH_MAX + 32], text[PDI_PATH_MAX * 4];
     snprintf(wall, sizeof wall, "%s/wall.txt", d->dir);
     write_file(wall, "##\n##\n");
     snprintf(walled, sizeof walled, "%s/walled.json", d->dir);
-    snprintf(text, sizeof text, "{ \"scenes\": [ {\"name\": \"walled\", \"map\": \"%s\", \"format\": \"ascii\"} ] }",
-             wall);
+    snprintf(text, sizeof text, "{ \"listen\": \"127.0.0.1:0\", \"scenes\": [ {\"name\": \"walled\", \"map\": \"%s\","
+             " \"format\": \"ascii\"} ] }", wall);
     write_file(walled, text);
     const char *walled_args[] = {"--check-config", "--config", walled, NULL};
-    assert_int_equal(pdi_run_pathd(walled_args, T_RUN_TIMEOUT_MS, out, sizeof out), 0);
-    assert_non_null(strstr(out, "walled 2x2 cell_size 1 origin (0, 0), 0 walkable cells, "));
-    assert_non_null(strstr(out, "warning: scene 'walled' has no walkable cell"));
+    assert_int_equal(pdi_run_pathd(walled_args, T_RUN_TIMEOUT_MS, out, sizeof out), 1);
+    snprintf(text, sizeof text, "scene 'walled': %s: no walkable cell: all 2 x 2 cells are blocked", wall);
+    if (!strstr(out, text))
+        fail_msg("no \"%s\" in: %s", text, out);
+    /* The daemon refuses to start on it too. */
+    const char *walled_start[] = {"--config", walled, NULL};
+    assert_int_equal(pdi_run_pathd(walled_start, T_RUN_TIMEOUT_MS, out, sizeof out), 1);
+    if (!strstr(out, text))
+        fail_msg("no \"%s\" in: %s", text, out);
     unlink(walled);
     unlink(wall);
 

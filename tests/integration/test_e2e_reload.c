@@ -10,7 +10,8 @@
  *    priced again leg by leg), instances of both stay served with the
  *    cells they had; the "reloaded" line and /metrics say 1 built and the
  *    rest kept. kill -9 after it and a restart serve the same world.
- *  - a reload with one bad portal, and one with a bad map, change nothing:
+ *  - a reload with one bad portal, one with a bad map, and one with a map
+ *    that has no walkable cell, change nothing:
  *    versions, cells (updates included), portals and routes stay, though
  *    rb's map file changed too; the next good reload applies it.
  *  - a reload naming new listen or metrics_listen addresses warns that
@@ -336,9 +337,23 @@ static void test_refused_reloads_change_nothing(void **state)
     assert_true(pdi_log_contains(&f->d, "rc.txt:2:3"));
     expect_world(c, before, route);
 
+    /* rc's map walled up whole: refused too, saying so (issue 30). */
+    write_map(f, "rc.txt", "######\n######\n######\n");
+    reload_until(f, "reload refused");
+    char says[256];
+    snprintf(says, sizeof says, "scene 'rc': %s/rc.txt: no walkable cell: all 6 x 3 cells are blocked", f->dir);
+    if (!pdi_log_contains(&f->d, says)) {
+        pdi_print_log(&f->d);
+        fail_msg("no \"%s\" in the log", says);
+    }
+    expect_world(c, before, route);
+
     /* rc as it was: the reload applies rb's new map and keeps the rest. */
     write_map(f, "rc.txt", MAP_RC);
     reload_until(f, "reloaded ");
+    /* The log's line on the scene it built, and none on those it kept. */
+    assert_true(pdi_log_contains(&f->d, "scene 'rb' built: 6x3, 17 of 18 cells walkable (94.4%)"));
+    assert_int_equal(pdi_log_count(&f->d, "scene 'ra' built: "), 1);
     seen after[T_NAMES];
     see_all(c, after);
     assert_int_equal(after[1].version, before[1].version + 1);

@@ -6,7 +6,8 @@
  * with and without portals, the answers' statuses, several operations as
  * one version and UPDATE_RESTORE, the scene caps set in the config
  * (limits.max_scenes, max_scene_cells, max_scene_bytes; the last raised by
- * a reload), and the memory figure:
+ * a reload), a scene with no walkable cell refused and the log's line on
+ * each scene made (issue 30), and the memory figure:
  * 10,000 instances of a 256x256 template with unit sizes 1-3 must add at
  * most 100 MiB to the daemon's RSS.
  */
@@ -413,12 +414,93 @@ static void test_max_scene_bytes(void **state)
     pdi_assert_daemon_serves(d);
 }
 
+/* tests/data/tiled/NAME, whole; *len gets its size. */
+static char *read_tiled(const char *name, size_t *len)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/tiled/%s", PD_TEST_DATA_DIR, name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *buf = malloc(65536);
+    assert_non_null(buf);
+    *len = fread(buf, 1, 65536, f);
+    fclose(f);
+    return buf;
+}
+
+static void expect_refused(pdc_conn *c, const pdc_create_scene_req *req, const char *says)
+{
+    pdc_scene_change out;
+    assert_int_equal(pdc_create_scene(c, req, &out), PDC_INVALID_ARGUMENT);
+    if (strcmp(pdc_last_error(c), says) != 0)
+        fail_msg("expected \"%s\", got \"%s\"", says, pdc_last_error(c));
+    expect_not_served(c, req->name);
+}
+
+/* Issue 30: a Tiled map whose floor tiles carry no property and whose
+ * wall tile says blocked = true, sent as it is (.tmj and .tmx), serves
+ * its rooms, and the log says what each rule decided; the config's scenes
+ * were logged as they loaded. A scene with no walkable cell (raw cells,
+ * an ASCII map, a Tiled map of walls) is refused with INVALID_ARGUMENT
+ * saying why, and not served. */
+static void test_create_scene_needs_a_walkable_cell(void **state)
+{
+    pdi_daemon *d = *state;
+    assert_true(pdi_log_contains(d, "scene 'serpent' built: "));
+    assert_true(pdi_log_contains(d, "scene 'den520d' built: 256x257, "));
+    pdc_conn *c = pdi_connect(d);
+    assert_non_null(c);
+    static const char *const files[] = { "walls_marked.tmj", "walls_marked.tmx" };
+    static const char *const names[] = { "marked-tmj", "marked-tmx" };
+    for (size_t i = 0; i < 2; i++) {
+        size_t len = 0;
+        char *map = read_tiled(files[i], &len);
+        pdc_create_scene_req req = { .name = names[i], .format = "tiled", .map = map, .map_len = len };
+        pdc_scene_change out;
+        assert_int_equal(pdc_create_scene(c, &req, &out), PDC_OK);
+        free(map);
+        pdc_scene_details info;
+        assert_int_equal(pdc_scene_info(c, names[i], &info), PDC_OK);
+        assert_int_equal(info.passable_cells, 22);
+        pdc_scene_details_free(&info);
+        /* From the top-left room out through the gate in the bottom wall. */
+        int st;
+        path_cost(c, names[i], 1, 1, 4, 5, &st);
+        assert_int_equal(st, PDC_OK);
+        char line[256];
+        snprintf(line, sizeof line, "scene '%s' created: 8x6, 22 of 48 cells walkable (45.8%%); layers ground, "
+                 "walls: 26 by property, 22 untagged (untagged_tiles: open)", names[i]);
+        if (!pdi_wait_log(d, line, 5000)) {
+            pdi_print_log(d);
+            fail_msg("no \"%s\" in the log", line);
+        }
+    }
+
+    uint8_t zeros[16] = { 0 };
+    pdc_create_scene_req raw = { .name = "sealed", .width = 4, .height = 4, .cells = zeros };
+    expect_refused(c, &raw, "scene 'sealed': no walkable cell: all 4 x 4 cells are blocked");
+    const char *ascii = "###\n###\n";
+    pdc_create_scene_req text = { .name = "vault", .format = "ascii", .map = ascii, .map_len = strlen(ascii) };
+    expect_refused(c, &text, "scene 'vault': map: no walkable cell: all 3 x 2 cells are blocked");
+    const char *fort =
+        "{\"type\": \"map\", \"orientation\": \"orthogonal\", \"width\": 2, \"height\": 2, \"tilewidth\": 16,"
+        " \"tileheight\": 16, \"tilesets\": [{\"firstgid\": 1, \"tilecount\": 1, \"tiles\": [{\"id\": 0,"
+        " \"properties\": [{\"name\": \"blocked\", \"type\": \"bool\", \"value\": true}]}]}],"
+        " \"layers\": [{\"type\": \"tilelayer\", \"name\": \"walls\", \"data\": [1, 1, 1, 1]}]}";
+    pdc_create_scene_req tiled = { .name = "fort", .format = "tiled", .map = fort, .map_len = strlen(fort) };
+    expect_refused(c, &tiled, "scene 'fort': map: no walkable cell: layers walls: 4 by property");
+    assert_int_equal(pdi_log_count(d, "scene 'fort' created"), 0);
+    pdc_close(c);
+    pdi_assert_daemon_serves(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_create_instance_update_drop, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_ops_and_restore, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_pathctl_scene, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_create_scene_needs_a_walkable_cell, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_instances_memory, setup_small_quarantine, pdi_fixture_stop),
         cmocka_unit_test_prestate_setup_teardown(test_max_scenes, setup_with_limits, pdi_fixture_stop,
                                                  (void *)&MAX_SCENES),

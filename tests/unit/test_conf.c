@@ -160,7 +160,7 @@ static void test_bundled_default_config(void **state)
     assert_string_equal(c.scenes[6].tiled.blocked_property, "blocked");
     assert_string_equal(c.scenes[6].tiled.cost_property, "cost");
     assert_string_equal(c.scenes[6].tiled.walkable_property, "");
-    assert_int_equal(c.scenes[6].tiled.untagged_open, 0);
+    assert_int_equal(c.scenes[6].tiled.untagged_open, 1);
     assert_int_equal(c.scenes[6].tiled.colliders, 1);
     assert_string_equal(c.scenes[6].root_dir, PD_SOURCE_DIR "/config");
     pd_conf_free(&c);

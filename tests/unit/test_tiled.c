@@ -7,6 +7,9 @@
  * every layer, inside groups, object layers adding nothing), tile properties (blocked,
  * cost, both, neither, several tilesets), the flip flags, and every refusal
  * with the JSON path it names. Every error case also runs with err == NULL.
+ * The small maps draw walls with untagged tiles, read with untagged_tiles
+ * "blocked"; test_tile_properties also reads its untagged tiles with the
+ * default, "open".
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,15 +28,27 @@
 #define MAP_TEXT_MAX 8192
 
 /* The default rules with only the layer chosen (NULL or "": every tile
- * layer counts), and no directory for external tilesets. */
-static pd_grid *pd_tiled_parse(const char *buf, size_t len, const char *layer, char *err,
-                               size_t errlen)
+ * layer counts) and untagged_open as given, and no directory for external
+ * tilesets. */
+static pd_grid *pd_tiled_parse_as(const char *buf, size_t len, const char *layer, int untagged_open,
+                                  char *err, size_t errlen)
 {
     pd_tiled_rules r;
     pd_tiled_rules_default(&r);
     if (layer)
         snprintf(r.layer, sizeof r.layer, "%s", layer);
-    return pd_tiled_load(buf, len, &r, NULL, NULL, NULL, err, errlen);
+    r.untagged_open = untagged_open;
+    return pd_tiled_load(buf, len, &r, NULL, NULL, NULL, NULL, err, errlen);
+}
+
+/* The small maps below draw walls with tiles nothing decides (a bare
+ * tileset's), so they are read with untagged_tiles "blocked"; the default,
+ * "open", is what the courtyard (as the demo config serves it) and
+ * test_tile_properties's untagged tiles are read with. */
+static pd_grid *pd_tiled_parse(const char *buf, size_t len, const char *layer, char *err,
+                               size_t errlen)
+{
+    return pd_tiled_parse_as(buf, len, layer, 0, err, errlen);
 }
 
 static char *read_all(const char *path, size_t *len)
@@ -124,7 +139,7 @@ static void test_courtyard_matches_its_picture(void **state)
     size_t len = 0;
     char *json = read_all(PD_SOURCE_DIR "/config/scenes/courtyard.tmj", &len);
     char err[256] = "";
-    pd_grid *g = pd_tiled_parse(json, len, "walls", err, sizeof err);
+    pd_grid *g = pd_tiled_parse_as(json, len, "walls", 1, err, sizeof err);
     if (!g)
         fail_msg("%s", err);
     size_t plen = 0;
@@ -150,7 +165,7 @@ static void test_courtyard_matches_its_picture(void **state)
 
     /* Without a layer name every tile layer counts: the decor layer's
      * flowers say blocked=false, so the walls decide alone. */
-    g = pd_tiled_parse(json, len, NULL, err, sizeof err);
+    g = pd_tiled_parse_as(json, len, NULL, 1, err, sizeof err);
     assert_non_null(g);
     for (int32_t y = 0; y < g->height; y++) {
         for (int32_t x = 0; x < g->width; x++)
@@ -230,6 +245,19 @@ static void test_layer_selection(void **state)
     expect_error(map3x2(buf, "", ""), NULL, "$.layers: no tile layer");
 }
 
+/* The 3 x 2 map of `layer` over tileset_props, read with the default rules
+ * (untagged tiles open), gives `want`. */
+static void expect_open_by_default(const char *layer, const uint8_t want[6])
+{
+    char buf[MAP_TEXT_MAX], err[256] = "";
+    map3x2(buf, layer, tileset_props);
+    pd_grid *g = pd_tiled_parse_as(buf, strlen(buf), NULL, 1, err, sizeof err);
+    if (!g)
+        fail_msg("%s", err);
+    expect_cells(g, 3, 2, want);
+    pd_grid_destroy(g);
+}
+
 static void test_tile_properties(void **state)
 {
     (void)state;
@@ -249,6 +277,12 @@ static void test_tile_properties(void **state)
     static const uint8_t want2[] = { 0, 0, 1, 1, 1, 1 };
     expect_cells(g, 3, 2, want2);
     pd_grid_destroy(g);
+    /* By default (untagged_tiles "open") those tiles, and tile 0, are open. */
+    static const uint8_t want2_open[] = { 1, 1, 1, 1, 1, 1 };
+    expect_open_by_default(layer, want2_open);
+    static const uint8_t want_open[] = { 1, 0, 1, 7, 0, 4 };
+    expect_open_by_default("{\"type\": \"tilelayer\", \"name\": \"w\", \"data\": [1, 2, 3, 4, 5, 6]}",
+                           want_open);
     /* 9: past the tileset's 8 tiles. */
     snprintf(layer, sizeof layer, "{\"type\": \"tilelayer\", \"name\": \"w\", \"data\": [7, 8, 9, 0, 3, 3]}");
     expect_error(map3x2(buf, layer, tileset_props), NULL,

@@ -32,17 +32,27 @@
 /* Room for the inline maps below. */
 #define MAP_TEXT_MAX 16384
 
+/* The default rules but untagged_tiles "blocked": most maps below draw
+ * walls with tiles nothing decides (a bare tileset's), which is what they
+ * are read with when no rules are given. The default, "open", is tested
+ * by test_untagged_tiles_are_open_by_default and the tests that say so. */
+static void rules_walled(pd_tiled_rules *r)
+{
+    pd_tiled_rules_default(r);
+    r->untagged_open = 0;
+}
+
 /* off may be NULL; else it gets the tile coordinates of cell (0, 0). */
 static pd_grid *load_at(const char *text, const pd_tiled_rules *rules, double off[2], char *err,
                         size_t errlen)
 {
     pd_tiled_rules def;
     if (!rules) {
-        pd_tiled_rules_default(&def);
+        rules_walled(&def);
         rules = &def;
     }
     return pd_tiled_load(text, strlen(text), rules, NULL, off ? &off[0] : NULL,
-                         off ? &off[1] : NULL, err, errlen);
+                         off ? &off[1] : NULL, NULL, err, errlen);
 }
 
 static pd_grid *load(const char *text, const pd_tiled_rules *rules, char *err, size_t errlen)
@@ -242,7 +252,7 @@ static void test_every_encoding_gives_the_same_grid(void **state)
     }
     /* One layer by name: the walls alone (the ground's costs are gone). */
     pd_tiled_rules r;
-    pd_tiled_rules_default(&r);
+    rules_walled(&r);
     snprintf(r.layer, sizeof r.layer, "walls");
     static const char *const walls_only[] = { "#..#", "....", "..#." };
     pd_grid *g = load_ok(tmx_map(buf, "base64", "zstd"), &r);
@@ -416,6 +426,18 @@ static void test_infinite_maps(void **state)
     pd_grid_destroy(g);
 }
 
+/* The first scene of config text json (its files relative to
+ * tests/data), loaded as pathd loads it: NULL with the reason in err. */
+static pd_scene *load_config_scene(const char *json, char *err, size_t errlen)
+{
+    pd_conf c;
+    if (pd_conf_load_buffer(json, strlen(json), "t.json", PD_TEST_DATA_DIR, &c, err, errlen) != 0)
+        fail_msg("%s", err);
+    pd_scene *s = pd_scene_load(&c.scenes[0], err, errlen);
+    pd_conf_free(&c);
+    return s;
+}
+
 /* tests/data/tiled/infinite.tmx through the config: the first chunk's
  * corner, tile (-8, -4), carried into the scene's origin, so a world point
  * is Tiled's pixel position over the tile size, times the cell size, plus
@@ -427,11 +449,8 @@ static void test_infinite_scene_origin(void **state)
         "{\"scenes\": [{\"name\": \"inf\", \"map\": \"tiled/infinite.tmx\", \"format\": \"tiled\","
         " \"origin\": [1, 1], \"cell_size\": 0.5, \"untagged_tiles\": \"open\","
         " \"classes\": {\"Wall\": \"blocked\", \"Mud\": 4, \"Trigger\": 1}}]}";
-    pd_conf c;
     char err[512] = "";
-    if (pd_conf_load_buffer(json, strlen(json), "t.json", PD_TEST_DATA_DIR, &c, err, sizeof err) != 0)
-        fail_msg("%s", err);
-    pd_scene *s = pd_scene_load(&c.scenes[0], err, sizeof err);
+    pd_scene *s = load_config_scene(json, err, sizeof err);
     if (!s)
         fail_msg("%s", err);
     static const char *const want[] = {
@@ -451,16 +470,12 @@ static void test_infinite_scene_origin(void **state)
     assert_true(cell.x == 10 && cell.y == 2);
     assert_int_equal(pd_grid_get(s->grid, cell.x, cell.y), PD_CELL_BLOCKED);
     pd_scene_release(s);
-    pd_conf_free(&c);
 
     /* A refusal names the scene, the file, the JSON path and the reason. */
     static const char *const bad = "{\"scenes\": [{\"name\": \"chain\", \"map\": \"tiled/chained.tmx\", \"format\": \"tiled\"}]}";
-    if (pd_conf_load_buffer(bad, strlen(bad), "t.json", PD_TEST_DATA_DIR, &c, err, sizeof err) != 0)
-        fail_msg("%s", err);
-    assert_null(pd_scene_load(&c.scenes[0], err, sizeof err));
+    assert_null(load_config_scene(bad, err, sizeof err));
     assert_string_equal(err, "scene 'chain': " PD_TEST_DATA_DIR "/tiled/chained.tmx: $.tilesets[0].source: "
                              "sub/chained.tsj: $.source: an external tileset cannot point to another");
-    pd_conf_free(&c);
 }
 
 /* ---- colliders ---- */
@@ -558,10 +573,16 @@ static void test_property_names_and_untagged_tiles(void **state)
         "                              {\"name\": \"walkable\", \"type\": \"bool\", \"value\": true}]}]}]}";
     pd_tiled_rules r;
     pd_tiled_rules_default(&r);
-    /* With the default names every tile is untagged, so every tile blocks. */
-    static const char *const by_default[] = { "####" };
+    /* With the default names every tile is untagged: open by default,
+     * blocked with untagged_tiles "blocked". */
+    static const char *const by_default[] = { "...." };
     pd_grid *g = load_ok(map, &r);
     grid_picture_check(g, by_default, 1);
+    pd_grid_destroy(g);
+    r.untagged_open = 0;
+    static const char *const untagged_blocked[] = { "####" };
+    g = load_ok(map, &r);
+    grid_picture_check(g, untagged_blocked, 1);
     pd_grid_destroy(g);
     snprintf(r.blocked_property, sizeof r.blocked_property, "collides");
     snprintf(r.cost_property, sizeof r.cost_property, "speed");
@@ -650,7 +671,7 @@ static void test_tile_and_object_classes(void **state)
     static const char *const untagged_open[] = { "##4.#..", "4.2#.#." };
     const char *const maps[2] = { classes_tmx, classes_tmj };
     for (int m = 0; m < 2; m++) {
-        pd_tiled_rules_default(&r);
+        rules_walled(&r);
         pd_grid *g = load_ok(maps[m], &r);
         grid_picture_check(g, no_table, 2);
         pd_grid_destroy(g);
@@ -727,10 +748,13 @@ static void test_orientation_and_xml_errors(void **state)
 
 /* ---- external tilesets ---- */
 
-/* dir NULL: the map's path locates its tilesets; else the map is a
- * buffer with no file, and dir does. */
-static pd_grid *load_file_in(const char *name, const char *root, const char *dir, char *err,
-                             size_t errlen)
+/* tests/data/tiled/NAME read with rules (NULL: the default ones), what
+ * they decided going to stats (may be NULL). dir NULL: the map's path
+ * locates its tilesets; else the map is a buffer with no file, and dir
+ * does. */
+static pd_grid *load_file_with(const char *name, const char *root, const char *dir,
+                               const pd_tiled_rules *rules, pd_tiled_stats *stats, char *err,
+                               size_t errlen)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/tiled/%s", PD_TEST_DATA_DIR, name);
@@ -740,10 +764,19 @@ static pd_grid *load_file_in(const char *name, const char *root, const char *dir
     size_t n = fread(text, 1, sizeof text - 1, f);
     fclose(f);
     text[n] = '\0';
-    pd_tiled_rules r;
-    pd_tiled_rules_default(&r);
+    pd_tiled_rules def;
+    if (!rules) {
+        pd_tiled_rules_default(&def);
+        rules = &def;
+    }
     const pd_tiled_origin origin = { .map_path = dir ? NULL : path, .root_dir = root, .map_dir = dir };
-    return pd_tiled_load(text, n, &r, &origin, NULL, NULL, err, errlen);
+    return pd_tiled_load(text, n, rules, &origin, NULL, NULL, stats, err, errlen);
+}
+
+static pd_grid *load_file_in(const char *name, const char *root, const char *dir, char *err,
+                             size_t errlen)
+{
+    return load_file_with(name, root, dir, NULL, NULL, err, errlen);
 }
 
 static pd_grid *load_file(const char *name, const char *root, char *err, size_t errlen)
@@ -786,6 +819,218 @@ static void test_external_tilesets(void **state)
     assert_string_equal(err, "$.tilesets[0].source: tileset \"sub/missing.tsj\": No such file or directory");
 }
 
+/* ---- the untagged default (issue 30) ---- */
+
+/* What tests/data/tiled/walls_marked.* and floors_marked.* are drawn to
+ * give: 26 walls, 22 open cells. */
+static const char *const marked_rooms[] = {
+    "########",
+    "#......#",
+    "#.##...#",
+    "#.#....#",
+    "#......#",
+    "####.###",
+};
+#define MARKED_WALLS 26u
+#define MARKED_FLOORS 22u
+
+static void expect_stats(const pd_tiled_stats *st, const char *layers, const uint64_t want[PD_TILED_BY_KINDS])
+{
+    assert_string_equal(st->layers, layers);
+    for (int k = 0; k < PD_TILED_BY_KINDS; k++) {
+        if (st->cells[k] != want[k])
+            fail_msg("rule %d decided %llu cells, want %llu", k, (unsigned long long)st->cells[k],
+                     (unsigned long long)want[k]);
+    }
+}
+
+static pd_grid *load_marked(const char *name, const pd_tiled_rules *r, pd_tiled_stats *st)
+{
+    char err[512] = "";
+    pd_grid *g = load_file_with(name, NULL, NULL, r, st, err, sizeof err);
+    if (!g)
+        fail_msg("%s: %s", name, err);
+    return g;
+}
+
+/* The common way to draw a map: floor tiles with no property, the wall
+ * tile blocked = true on a layer of its own. With the default rules it is
+ * the rooms it shows; read with untagged_tiles "blocked" (the default
+ * before issue 30) it was solid wall, which a scene now refuses, saying
+ * which layers were read and which rule walled them. */
+static void test_untagged_tiles_are_open_by_default(void **state)
+{
+    (void)state;
+    static const char *const files[] = { "walls_marked.tmx", "walls_marked.tmj" };
+    static const char *const walled[] = { "########", "########", "########",
+                                          "########", "########", "########" };
+    for (size_t i = 0; i < 2; i++) {
+        pd_tiled_stats st;
+        pd_grid *g = load_marked(files[i], NULL, &st);
+        grid_picture_check(g, marked_rooms, 6);
+        pd_grid_destroy(g);
+        /* The walls layer's tile decides the walls, the untagged ground the rest. */
+        const uint64_t by_default[PD_TILED_BY_KINDS] = { [PD_TILED_BY_PROPERTY] = MARKED_WALLS,
+                                                          [PD_TILED_BY_UNTAGGED] = MARKED_FLOORS };
+        expect_stats(&st, "ground, walls", by_default);
+        assert_int_equal(st.untagged_open, 1);
+        char line[512];
+        pd_tiled_stats_format(&st, line, sizeof line);
+        assert_string_equal(line, "layers ground, walls: 26 by property, 22 untagged (untagged_tiles: open)");
+
+        pd_tiled_rules r;
+        rules_walled(&r);
+        g = load_marked(files[i], &r, &st);
+        grid_picture_check(g, walled, 6);
+        pd_grid_destroy(g);
+        /* The ground layer comes first: its untagged tiles wall every cell. */
+        const uint64_t all_untagged[PD_TILED_BY_KINDS] = { [PD_TILED_BY_UNTAGGED] = 48 };
+        expect_stats(&st, "ground, walls", all_untagged);
+        pd_tiled_stats_format(&st, line, sizeof line);
+        assert_string_equal(line, "layers ground, walls: 48 untagged (untagged_tiles: blocked)");
+    }
+
+    /* Through the config, as pathd loads it: served as drawn, or refused. */
+    for (size_t i = 0; i < 2; i++) {
+        for (int blocked = 0; blocked < 2; blocked++) {
+            char json[512], err[512] = "";
+            snprintf(json, sizeof json,
+                     "{\"scenes\": [{\"name\": \"rooms\", \"map\": \"tiled/%s\", \"format\": \"tiled\"%s}]}",
+                     files[i], blocked ? ", \"untagged_tiles\": \"blocked\"" : "");
+            pd_scene *s = load_config_scene(json, err, sizeof err);
+            if (blocked) {
+                assert_null(s);
+                char want[512];
+                snprintf(want, sizeof want, "scene 'rooms': %s/tiled/%s: no walkable cell: layers ground, "
+                         "walls: 48 untagged (untagged_tiles: blocked)", PD_TEST_DATA_DIR, files[i]);
+                assert_string_equal(err, want);
+            } else {
+                if (!s)
+                    fail_msg("%s", err);
+                grid_picture_check(s->grid, marked_rooms, 6);
+                assert_int_equal(s->passable_cells, MARKED_FLOORS);
+                char line[512];
+                pd_scene_describe(s, line, sizeof line);
+                assert_string_equal(line, "8x6, 22 of 48 cells walkable (45.8%); layers ground, walls: "
+                                          "26 by property, 22 untagged (untagged_tiles: open)");
+                pd_scene_release(s);
+            }
+        }
+    }
+}
+
+/* Tilesets that mark floors instead: the floor tile walkable = true, the
+ * wall tile nothing, read with walkable_property and untagged_tiles
+ * "blocked". With the default rules nothing decides either tile, so it
+ * is all open: such a tileset needs both settings. */
+static void test_floor_marking_convention(void **state)
+{
+    (void)state;
+    static const char *const files[] = { "floors_marked.tmx", "floors_marked.tmj" };
+    static const char *const all_open[] = { "........", "........", "........",
+                                            "........", "........", "........" };
+    for (size_t i = 0; i < 2; i++) {
+        pd_tiled_rules r;
+        pd_tiled_rules_default(&r);
+        snprintf(r.walkable_property, sizeof r.walkable_property, "walkable");
+        r.untagged_open = 0;
+        pd_tiled_stats st;
+        pd_grid *g = load_marked(files[i], &r, &st);
+        grid_picture_check(g, marked_rooms, 6);
+        pd_grid_destroy(g);
+        const uint64_t floors[PD_TILED_BY_KINDS] = { [PD_TILED_BY_PROPERTY] = MARKED_FLOORS,
+                                                      [PD_TILED_BY_UNTAGGED] = MARKED_WALLS };
+        expect_stats(&st, "ground", floors);
+        assert_int_equal(st.untagged_open, 0);
+
+        pd_tiled_rules_default(&r);
+        g = load_marked(files[i], &r, &st);
+        grid_picture_check(g, all_open, 6);
+        pd_grid_destroy(g);
+        const uint64_t untagged[PD_TILED_BY_KINDS] = { [PD_TILED_BY_UNTAGGED] = 48 };
+        expect_stats(&st, "ground", untagged);
+
+        /* The config's keys for it. */
+        char json[512], err[512] = "";
+        snprintf(json, sizeof json,
+                 "{\"scenes\": [{\"name\": \"floors\", \"map\": \"tiled/%s\", \"format\": \"tiled\","
+                 " \"walkable_property\": \"walkable\", \"untagged_tiles\": \"blocked\"}]}", files[i]);
+        pd_scene *s = load_config_scene(json, err, sizeof err);
+        if (!s)
+            fail_msg("%s", err);
+        grid_picture_check(s->grid, marked_rooms, 6);
+        pd_scene_release(s);
+    }
+}
+
+/* Which rule the counts give a cell: that of the first tile or object, in
+ * layer order, that gives the value the cell keeps; each cell once. */
+static void test_rule_counts(void **state)
+{
+    (void)state;
+    /* Tiles (gid = id + 1): 0 untagged, 1 blocked = true, 2 class "Mud"
+     * (cost 4), 3 a collision box over its centre. A nameless second tile
+     * layer, then a plain rectangle collider over cell 4 and a "Mud" one
+     * over cell 5. */
+    const char *map =
+        "{\"width\": 7, \"height\": 1, \"tilewidth\": 10, \"tileheight\": 10,"
+        " \"tilesets\": [{\"firstgid\": 1, \"tilecount\": 4, \"tiles\": ["
+        "  {\"id\": 1, \"properties\": [{\"name\": \"blocked\", \"type\": \"bool\", \"value\": true}]},"
+        "  {\"id\": 2, \"type\": \"Mud\"},"
+        "  {\"id\": 3, \"objectgroup\": {\"objects\": [{\"x\": 0, \"y\": 0, \"width\": 10, \"height\": 10}]}}]}],"
+        " \"layers\": [{\"type\": \"tilelayer\", \"name\": \"a\", \"data\": [1, 3, 4, 0, 0, 0, 0]},"
+        "  {\"type\": \"tilelayer\", \"data\": [0, 2, 2, 2, 0, 0, 0]},"
+        "  {\"type\": \"objectgroup\", \"name\": \"o\", \"objects\": ["
+        "   {\"x\": 40, \"y\": 0, \"width\": 10, \"height\": 10},"
+        "   {\"type\": \"Mud\", \"x\": 50, \"y\": 0, \"width\": 10, \"height\": 10}]}]}";
+    pd_tiled_rules r;
+    pd_tiled_rules_default(&r);
+    snprintf(r.classes[0].name, sizeof r.classes[0].name, "Mud");
+    r.classes[0].cell = 4;
+    r.n_classes = 1;
+    pd_tiled_stats st;
+    char err[256] = "";
+    pd_grid *g = pd_tiled_load(map, strlen(map), &r, NULL, NULL, NULL, &st, err, sizeof err);
+    if (!g)
+        fail_msg("%s", err);
+    /* 0: untagged, open. 1: the class's cost, then the later layer's
+     * blocked tile (property). 2: the collision box, the first of two
+     * blockers. 3: the blocked tile. 4: the plain rectangle. 5: the Mud
+     * rectangle's class. 6: no tile. */
+    static const char *const want[] = { ".####4." };
+    grid_picture_check(g, want, 1);
+    pd_grid_destroy(g);
+    const uint64_t counts[PD_TILED_BY_KINDS] = {
+        [PD_TILED_BY_PROPERTY] = 2, [PD_TILED_BY_CLASS] = 1, [PD_TILED_BY_SHAPE] = 1,
+        [PD_TILED_BY_OBJECT] = 1,   [PD_TILED_BY_UNTAGGED] = 1, [PD_TILED_BY_NO_TILE] = 1,
+    };
+    expect_stats(&st, "a, $.layers[1], o", counts);
+    char line[512];
+    pd_tiled_stats_format(&st, line, sizeof line);
+    assert_string_equal(line, "layers a, $.layers[1], o: 2 by property, 1 by class, 1 by collision "
+                              "shape, 1 by object, 1 untagged (untagged_tiles: open), 1 with no tile");
+    /* The same grid without stats. */
+    g = load_ok(map, &r);
+    grid_picture_check(g, want, 1);
+    pd_grid_destroy(g);
+
+    /* A long list of layers is cut, never overrun. */
+    char many[MAP_TEXT_MAX];
+    size_t n = (size_t)snprintf(many, sizeof many, "{\"width\": 1, \"height\": 1, \"layers\": [");
+    for (int k = 0; k < 20; k++)
+        n += (size_t)snprintf(many + n, sizeof many - n, "%s{\"type\": \"tilelayer\", \"name\": \"layer-%02d\", \"data\": [0]}",
+                              k ? ", " : "", k);
+    snprintf(many + n, sizeof many - n, "]}");
+    g = pd_tiled_load(many, strlen(many), &r, NULL, NULL, NULL, &st, err, sizeof err);
+    if (!g)
+        fail_msg("%s", err);
+    pd_grid_destroy(g);
+    assert_true(strlen(st.layers) < sizeof st.layers);
+    assert_int_equal(strncmp(st.layers, "layer-00, layer-01, ", 20), 0);
+    assert_non_null(strstr(st.layers, ", ..."));
+    assert_true(st.cells[PD_TILED_BY_NO_TILE] == 1);
+}
+
 /* The demo scene (zlib and gzip layers, an external .tsx with a tile
  * collision box, colliders) against its hand-drawn picture. */
 static void test_demo_harbour_matches_its_picture(void **state)
@@ -801,7 +1046,7 @@ static void test_demo_harbour_matches_its_picture(void **state)
     pd_tiled_rules r;
     pd_tiled_rules_default(&r);
     const pd_tiled_origin origin = { .map_path = path, .root_dir = PD_SOURCE_DIR "/config" };
-    pd_grid *g = pd_tiled_load(text, n, &r, &origin, NULL, NULL, err, sizeof err);
+    pd_grid *g = pd_tiled_load(text, n, &r, &origin, NULL, NULL, NULL, err, sizeof err);
     if (!g)
         fail_msg("%s", err);
     f = fopen(PD_TEST_DATA_DIR "/scene5_harbour.txt", "rb");
@@ -836,6 +1081,9 @@ int main(void)
         cmocka_unit_test(test_orientation_and_xml_errors),
         cmocka_unit_test(test_external_tilesets),
         cmocka_unit_test(test_demo_harbour_matches_its_picture),
+        cmocka_unit_test(test_untagged_tiles_are_open_by_default),
+        cmocka_unit_test(test_floor_marking_convention),
+        cmocka_unit_test(test_rule_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
