@@ -79,5 +79,39 @@ echo "install-deps ($set_name): installing ${missing[*]}" >&2
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# Another apt-get or dpkg (a second set-up, unattended-upgrades) may hold
+# the package locks. Wait for them up to this many seconds, as apt's own
+# DPkg::Lock::Timeout does, instead of failing at once.
+LOCK_TIMEOUT="${PATHD_APT_LOCK_TIMEOUT:-600}"
+
+# apt-get with the wait: DPkg::Lock::Timeout covers the dpkg lock; the lists
+# lock that `apt-get update` takes is waited for here, retrying every 2 s.
+apt_get() {
+  local started=$SECONDS out rc said=0
+  while :; do
+    rc=0
+    out="$($SUDO apt-get -o DPkg::Lock::Timeout="$LOCK_TIMEOUT" "$@" 2>&1)" || rc=$?
+    if [ "$rc" -eq 0 ]; then
+      [ -n "$out" ] && printf '%s\n' "$out"
+      return 0
+    fi
+    if ! grep -q "Could not get lock" <<<"$out"; then
+      printf '%s\n' "$out" >&2
+      return "$rc"
+    fi
+    if [ $((SECONDS - started)) -ge "$LOCK_TIMEOUT" ]; then
+      printf '%s\n' "$out" >&2
+      echo "install-deps: another apt-get or dpkg still holds the package lock after ${LOCK_TIMEOUT} s (PATHD_APT_LOCK_TIMEOUT); giving up" >&2
+      return "$rc"
+    fi
+    if [ "$said" -eq 0 ]; then
+      echo "install-deps: another apt-get or dpkg holds the package lock; waiting up to ${LOCK_TIMEOUT} s" >&2
+      said=1
+    fi
+    sleep 2
+  done
+}
+
+apt_get update -qq
+apt_get install -y -qq --no-install-recommends "${missing[@]}"
