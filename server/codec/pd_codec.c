@@ -1865,9 +1865,10 @@ uint8_t *pd_codec_encode_update(uint64_t id, const char *scene, const pd_update_
     return pd__encode_single(&resp, out_len);
 }
 
-uint8_t *pd_codec_encode_scene_change(uint64_t id, const char *name, const pd_scene_change_outcome *o,
+uint8_t *pd_codec_encode_scene_change(uint64_t id, const char *name, const pd_scene_change_outcome *outcome,
                                       size_t *out_len)
 {
+    const pd_store_change *o = &outcome->change;
     if (o->status != PD_OK)
         return pd_codec_encode_error(id, o->status, o->message[0] ? o->message : pd_status_name(o->status),
                                      out_len);

@@ -50,13 +50,11 @@ typedef struct pd__job {
     pd_route_result route;
 
     /* PD_REQ_UPDATE_CELLS */
-    pd_registry *registry;
-    pd_world_store *world_store;  /* may be NULL */
-    pd_journal *journal;          /* may be NULL (no data_dir) */
+    pd_store *store;              /* the server's: every change goes through it */
     pd_update_cells_req update_req;   /* cells owned */
     pd_update_outcome update;
 
-    /* pd_request_is_scene_change(kind): registry, world_store and journal as above */
+    /* pd_request_is_scene_change(kind): store as above */
     pd_scene_change_req change;   /* map owned */
     pd_scene_change_outcome change_out;
 
@@ -139,9 +137,9 @@ static void pd__settle_status(pd__job *job)
         if (!job->route.message[0])
             snprintf(job->route.message, sizeof job->route.message, "%s", why);
     }
-    if (st != PD_OK && pd_request_is_scene_change(job->kind) && job->change_out.status == PD_OK) {
-        job->change_out.status = st;
-        snprintf(job->change_out.message, sizeof job->change_out.message, "%s", pd_status_name(st));
+    if (st != PD_OK && pd_request_is_scene_change(job->kind) && job->change_out.change.status == PD_OK) {
+        job->change_out.change.status = st;
+        snprintf(job->change_out.change.message, sizeof job->change_out.change.message, "%s", pd_status_name(st));
     }
     if (st != PD_OK)
         for (size_t i = 0; i < job->n_moves; i++)
@@ -222,15 +220,14 @@ static pd_status pd__run_update_cells(pd_task *task, void *scratch)
     (void)scratch;
     pd__job *job = (pd__job *)task;
     return pd__answer_on_worker(
-        job, pd_query_update_cells(job->registry, job->world_store, job->journal, &job->update_req, &job->update));
+        job, pd_query_update_cells(job->store, &job->update_req, &job->update));
 }
 
 static pd_status pd__run_scene_change(pd_task *task, void *scratch)
 {
     (void)scratch;
     pd__job *job = (pd__job *)task;
-    return pd__answer_on_worker(job, pd_query_scene_change(job->registry, job->world_store, job->journal, job->kind,
-                                                           &job->change, &job->change_out));
+    return pd__answer_on_worker(job, pd_query_scene_change(job->store, job->kind, &job->change, &job->change_out));
 }
 
 /* Runs every item that prepared; refused items keep their answer. A cancel
@@ -537,9 +534,7 @@ static void pd__handle_update_cells(pd__conn *c, pd_request *req)
     }
     job->task.ordered = 1;
     job->task.lane = job->task.lane2 = pd__scene_lane(uc->scene);
-    job->registry = c->server->registry;
-    job->world_store = c->server->world_store;
-    job->journal = c->server->journal;
+    job->store = c->server->store;
     job->update_req = *uc; /* the job owns the cells and ops now */
     uc->cells = NULL;
     uc->ops = NULL;
@@ -563,9 +558,7 @@ static void pd__handle_scene_change(pd__conn *c, pd_request *req)
     job->task.ordered = 1;
     job->task.lane = pd__scene_lane(req->u.change.name);
     job->task.lane2 = req->kind == PD_REQ_CREATE_INSTANCE ? pd__scene_lane(req->u.change.tmpl) : job->task.lane;
-    job->registry = c->server->registry;
-    job->world_store = c->server->world_store;
-    job->journal = c->server->journal;
+    job->store = c->server->store;
     job->change = req->u.change; /* the job owns the map and scene now */
     req->u.change.map = NULL;
     req->u.change.scene = NULL;
@@ -954,10 +947,10 @@ static void pd__job_events(pd_server *s, const pd__job *job)
             pd__watch_publish(s, &ev);
         return;
     }
-    if (!pd_request_is_scene_change(job->kind) || job->kind == PD_REQ_CREATE_SCENE || !job->change_out.applied)
+    if (!pd_request_is_scene_change(job->kind) || job->kind == PD_REQ_CREATE_SCENE || !job->change_out.change.applied)
         return;
     memset(&ev, 0, sizeof ev);
-    ev.version = job->change_out.version;
+    ev.version = job->change_out.change.version;
     if (job->kind == PD_REQ_DROP_SCENE) {
         ev.kind = PD_WATCH_DROPPED;
         memcpy(ev.scene, job->change.name, sizeof ev.scene);
@@ -965,7 +958,7 @@ static void pd__job_events(pd_server *s, const pd__job *job)
         ev.kind = PD_WATCH_INSTANCED;
         memcpy(ev.scene, job->change.tmpl, sizeof ev.scene);
         memcpy(ev.instance, job->change.name, sizeof ev.instance);
-        ev.version = job->change_out.template_version;
+        ev.version = job->change_out.change.template_version;
     }
     pd__watch_publish(s, &ev);
 }
@@ -988,7 +981,7 @@ static void pd__finish_job(pd_server *s, pd__job *job)
                     "routes keep the previous tables until the next reload",
                     job->update_req.scene, job->update.world_refresh_error,
                     pd_status_name(job->update.world_refresh));
-    if (job->kind == PD_REQ_CREATE_SCENE && job->change_out.applied)
+    if (job->kind == PD_REQ_CREATE_SCENE && job->change_out.change.applied)
         pd_log_info("scene '%s' created: %s", job->change.name, job->change_out.built);
     pd__job_events(s, job);
     if (job->wire && job->answer_sent > 0 && job->answer_sent == job->answer_len)

@@ -4,8 +4,9 @@
  * the metrics port answering, then a once-a-second timer that hands the
  * "everysec" fsync and, when the log has grown past journal_compact_bytes,
  * the compaction to the threadpool. Neither ever blocks the loop thread;
- * appends and "always" fsyncs happen on the workers that apply the changes
- * (pd_query_update_cells, pd_query_scene_change).
+ * appends and "always" fsyncs happen on the workers that apply the changes,
+ * through the store (pd_store.h), whose change log the journal becomes once
+ * it is open.
  */
 #include "pd_server_internal.h"
 
@@ -187,6 +188,7 @@ int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
         return -1;
     }
     s->journal = w->opened; /* the server closes it, also when stopping now */
+    pd_store_set_log(s->store, pd_journal_changelog(s->journal));
     const pd_journal_replay_stats *st = &w->stats;
     pd_log_info("journal %s: replayed %" PRIu64 " records from %" PRIu64 " files (%" PRIu64 " bytes) in %" PRIu64
                 " ms, %" PRIu64 " skipped, %" PRIu64 " bytes of damaged tail truncated; appending to generation %" PRIu64
@@ -207,24 +209,6 @@ int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
     s->open_handles++;
     uv_timer_start(&s->journal_timer, pd__journal_tick, PD_JOURNAL_TICK_MS, PD_JOURNAL_TICK_MS);
     return 0;
-}
-
-pd_journal_reload *pd__journal_reload_begin(pd_server *s, const pd_scene_set *set)
-{
-    if (!s->journal || pd_journal_lock(s->journal) != 0)
-        return NULL;
-    pd_journal_reload *rl = pd_journal_reload_begin(s->journal, s->registry, set);
-    if (!rl)
-        pd_journal_unlock(s->journal);
-    return rl;
-}
-
-void pd__journal_reload_end(pd_server *s, pd_journal_reload *rl)
-{
-    if (!rl)
-        return;
-    pd_journal_reload_end(s->journal, s->registry, rl);
-    pd_journal_unlock(s->journal);
 }
 
 int pd_server_journal_state(pd_server *s, uint64_t *log_bytes, uint64_t *snapshot_bytes, int *failed)

@@ -112,12 +112,12 @@ static int pd__reload_publish(pd_server *s, pd__reload_job *rl)
      * (pd__reload_done refuses the whole reload). The journal records the
      * scenes the publish replaced or dropped, in order with the changes
      * around it. */
-    pd_journal_reload *jr = pd__journal_reload_begin(s, rl->scenes);
+    void *jr = pd_store_reload_begin(s->store, rl->scenes);
     /* Watchers hear of every watched scene whose snapshot the publish
      * replaced or dropped; one it kept makes no event. */
     pd__watch_reload *wr = pd__watch_reload_begin(s);
     int rc = pd__publish_loaded(s, rl);
-    pd__journal_reload_end(s, jr);
+    pd_store_reload_end(s->store, jr);
     pd__watch_reload_end(s, wr);
     if (rc != 0) {
         pd_conf_free(&next);

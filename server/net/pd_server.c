@@ -270,6 +270,10 @@ pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *r
      * routes need, so the server keeps no pointer into them. */
     memset(&s->conf.world, 0, sizeof s->conf.world);
     s->registry = registry;
+    if (!(s->store = pd_store_create(registry, NULL))) {
+        free(s);
+        return NULL;
+    }
     pd__server_scene_caps(s);
     s->next_conn_id = 1;
     s->answering = -1;
@@ -442,6 +446,7 @@ void pd_server_request_reload(pd_server *s)
 void pd_server_set_world_store(pd_server *s, pd_world_store *store)
 {
     s->world_store = store;
+    pd_store_set_world(s->store, store);
 }
 
 void pd_server_set_metrics(pd_server *s, pd_metrics *m)
@@ -535,6 +540,7 @@ void pd_server_destroy(pd_server *s)
     /* The workers are gone and so is the journal's threadpool work: the
      * last appends are in, and closing syncs them. */
     pd_journal_close(s->journal);
+    pd_store_destroy(s->store);
     pd__dispatch_free_inline(s);
     pd__watch_hub_free(s);
     free(s->map.slots);

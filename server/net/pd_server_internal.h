@@ -147,6 +147,8 @@ struct pd_server {
     pd_conf conf;                /* scalar settings only; scenes live in the registry */
     pd_registry *registry;
     pd_world_store *world_store; /* NULL: FindRoute is refused (pd_server_set_world_store) */
+    pd_store *store;             /* every change goes through it: the registry, the world
+                                    store and, once opened, the journal as its change log */
     pd_pool *pool;
     char *config_path;
     void (*adjust)(pd_conf *conf, void *user);
@@ -246,10 +248,6 @@ void pd__send_error(pd__conn *c, uint64_t id, pd_status status, const char *fmt,
 /* STALE_VERSION with the scene's version now (Error.version). */
 void pd__send_stale(pd__conn *c, uint64_t id, uint64_t version, const char *message);
 
-/* pd_journal_loop.c: a reload's records (the journal's change lock is held
- * from _begin to _end, around the publish); both no-ops without a journal. */
-pd_journal_reload *pd__journal_reload_begin(pd_server *s, const pd_scene_set *set);
-void pd__journal_reload_end(pd_server *s, pd_journal_reload *rl);
 /* After a reload that built `built` config scenes anew: asks for a
  * compaction (see pd_journal_loop.c for why). */
 void pd__journal_after_reload(pd_server *s, size_t built);

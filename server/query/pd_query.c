@@ -951,174 +951,77 @@ void pd_route_result_free(pd_route_result *r)
     r->n_legs = 0;
 }
 
-/* Takes the journal's change lock (a NULL journal needs none); a journal
- * that failed earlier refuses the change with its reason in message. */
-static void pd__journal_refused(pd_journal *journal, char *message, size_t len)
+pd_status pd_query_update_cells(pd_store *store, const pd_update_cells_req *req, pd_update_outcome *out)
 {
-    snprintf(message, len, "%s; changes are refused until pathd restarts", pd_journal_error(journal));
-}
-
-static pd_status pd__journal_begin(pd_journal *journal, char *message, size_t len)
-{
-    if (!journal || pd_journal_lock(journal) == 0)
-        return PD_OK;
-    pd__journal_refused(journal, message, len);
-    return PD_INTERNAL;
-}
-
-/* After the change lock was let go: the change's status, PD_INTERNAL when
- * the journal did not take it (appended_rc: an update or a new scene was
- * then never served; a drop is done in memory but would not survive a
- * restart, so it is not acknowledged), then synced when the policy says
- * so - outside the lock, so other changes can append meanwhile and one
- * fsync may cover several. */
-static pd_status pd__journal_settle(pd_journal *journal, pd_status st, int appended_rc, char *message,
-                                    size_t len)
-{
-    if (!journal)
-        return st;
-    if (st == PD_OK && appended_rc != 0) {
-        snprintf(message, len, "applied, but not journalled: %s", pd_journal_error(journal));
-        st = PD_INTERNAL;
-    } else if (appended_rc != 0) {
-        snprintf(message, len, "not applied, the journal did not take it: %s; changes are refused until pathd restarts",
-                 pd_journal_error(journal));
-    }
-    if (st == PD_OK && pd_journal_fsync_policy(journal) == PD_CONF_FSYNC_ALWAYS && pd_journal_sync(journal) != 0) {
-        snprintf(message, len, "applied and journalled, but the journal's fsync failed: %s", strerror(errno));
-        st = PD_INTERNAL;
-    }
-    return st;
-}
-
-/* Ends a change: appended (rc) under the lock, then released and settled. */
-static pd_status pd__journal_end(pd_journal *journal, pd_status st, int appended_rc, char *message, size_t len)
-{
-    if (journal)
-        pd_journal_unlock(journal);
-    return pd__journal_settle(journal, st, appended_rc, message, len);
-}
-
-pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_store, pd_journal *journal,
-                                const pd_update_cells_req *req, pd_update_outcome *out)
-{
-    memset(out, 0, sizeof *out);
     pd_scene_update update = req->update;
     if (req->cells)
         update.cells = req->cells;
     const pd_scene_update *ops = req->n_ops ? req->ops : &update;
     size_t n_ops = req->n_ops ? req->n_ops : 1;
-    /* The journal's change lock covers only the swap and the append
-     * (pd_journal_update_hooks): other scenes' updates run meanwhile. */
-    pd_journal_update ju = { journal, req->scene, ops, n_ops, 0, 0 };
-    const pd_registry_update_hooks hooks = pd_journal_update_hooks(&ju);
-    out->status = pd_registry_update_hooked(registry, req->scene, ops, n_ops, journal ? &hooks : NULL,
-                                            &out->update);
-    if (ju.refused)
-        pd__journal_refused(journal, out->message, sizeof out->message);
-    if (out->status == PD_LIMIT_EXCEEDED)
-        snprintf(out->message, sizeof out->message,
-                 "scene '%s': its new version needs %" PRIu64 " bytes, scenes hold %" PRIu64
-                 ", limits.max_scene_bytes would be passed",
-                 req->scene, out->update.bytes_needed, out->update.bytes_held);
-    out->status = pd__journal_settle(journal, out->status, ju.append_rc, out->message, sizeof out->message);
-    /* Refreshing the world before the answer goes out means a route asked
-     * for after the update's answer already plans around the change. */
-    if (out->status == PD_OK && world_store)
-        out->world_refresh = pd_world_store_refresh(world_store, registry, req->scene,
-                                                    out->world_refresh_error,
-                                                    sizeof out->world_refresh_error);
-    return out->status;
+    return pd_store_update_cells(store, req->scene, ops, n_ops, out);
 }
 
-pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_store, pd_journal *journal,
-                                pd_request_kind kind, const pd_scene_change_req *req,
-                                pd_scene_change_outcome *out)
+/* CreateScene: the map parsed (or the cells taken) into a scene, or NULL
+ * with out's status and message set. */
+static pd_scene *pd__scene_of_request(pd_registry *registry, const pd_scene_change_req *req, pd_store_change *out)
 {
-    memset(out, 0, sizeof *out);
-    pd_status st;
-    pd_scene *made = NULL;
     /* A name already served is refused before its map is parsed: a slow
      * map would otherwise hold the lane of the scene it names for nothing
      * (this runs in that lane, after the changes queued before it). */
-    if (kind == PD_REQ_CREATE_SCENE && req->scene) {
-        pd_scene *served = pd_registry_acquire(registry, req->scene->name);
-        if (served) {
-            snprintf(out->message, sizeof out->message, "scene '%s' exists already (version %" PRIu64 ")",
-                     served->name, served->version);
-            pd_scene_release(served);
-            out->status = PD_SCENE_EXISTS;
-            out->scene_bytes = pd_registry_bytes(registry);
-            return out->status;
-        }
+    pd_scene *served = pd_registry_acquire(registry, req->scene->name);
+    if (served) {
+        snprintf(out->message, sizeof out->message, "scene '%s' exists already (version %" PRIu64 ")",
+                 served->name, served->version);
+        pd_scene_release(served);
+        out->status = PD_SCENE_EXISTS;
+        return NULL;
     }
-    /* A new scene's map is parsed and derived before the change lock is
-     * taken: other scenes' changes go on meanwhile. */
-    if (kind == PD_REQ_CREATE_SCENE && req->scene)
-        made = req->raw ? pd_scene_from_cells(req->scene, req->width, req->height, req->map, out->message,
-                                              sizeof out->message)
-                        : pd_scene_build(req->scene, (const char *)req->map, req->map_len, out->message,
-                                         sizeof out->message);
+    /* Parsed and derived before the change log's lock is taken: other
+     * scenes' changes go on meanwhile. */
+    pd_scene *made = req->raw ? pd_scene_from_cells(req->scene, req->width, req->height, req->map, out->message,
+                                                    sizeof out->message)
+                              : pd_scene_build(req->scene, (const char *)req->map, req->map_len, out->message,
+                                               sizeof out->message);
     /* A map is checked as it is parsed; raw cells here (the journal's
      * replay builds any state a scene was in from cells). */
     if (made && req->raw && pd_scene_check_walkable(made, NULL, out->message, sizeof out->message) != 0) {
         pd_scene_release(made);
         made = NULL;
     }
-    if ((out->status = pd__journal_begin(journal, out->message, sizeof out->message)) != PD_OK) {
-        pd_scene_release(made);
-        return out->status;
-    }
-    /* A new scene's record is appended just before it is served, so one the
-     * log did not take is never served. A drop is recorded once done: one
-     * the log missed brings the scene back after a restart, at the version
-     * and with the cells it had. */
-    const pd_registry_commit commit = journal ? pd_journal_scene_commit(journal) : (pd_registry_commit){ 0 };
-    const pd_registry_commit *record = journal ? &commit : NULL;
-    int rc = 0;
-    if (kind == PD_REQ_DROP_SCENE) {
-        st = pd_world_store_drop_scene(world_store, registry, req->name, req->drop_portals,
-                                       &out->version, out->message, sizeof out->message);
-        if (journal && st == PD_OK)
-            rc = pd_journal_append_drop(journal, req->name, out->version);
-    } else if (kind == PD_REQ_CREATE_INSTANCE) {
-        st = pd_registry_instance_committed(registry, req->name, req->tmpl, record, &out->version, out->message,
-                                            sizeof out->message);
-    } else if (kind == PD_REQ_CREATE_SCENE) {
+    if (!made)
+        out->status = PD_INVALID_ARGUMENT;
+    return made;
+}
+
+pd_status pd_query_scene_change(pd_store *store, pd_request_kind kind, const pd_scene_change_req *req,
+                                pd_scene_change_outcome *out)
+{
+    memset(out, 0, sizeof *out);
+    pd_store_change *c = &out->change;
+    pd_registry *registry = pd_store_registry(store);
+    switch (kind) {
+    case PD_REQ_CREATE_SCENE: {
+        pd_scene *made = req->scene ? pd__scene_of_request(registry, req, c) : NULL;
         if (!made) {
-            st = PD_INVALID_ARGUMENT;
-        } else {
-            out->version = made->version;
-            pd_scene_retain(made); /* to read its bytes once it is served */
-            st = pd_registry_add_committed(registry, made, record, out->message, sizeof out->message);
+            if (!req->scene)
+                c->status = PD_INVALID_ARGUMENT;
+            c->scene_bytes = pd_registry_bytes(registry);
+            return c->status;
         }
-    } else {
-        snprintf(out->message, sizeof out->message, "not a scene change");
-        st = PD_INVALID_ARGUMENT;
-    }
-    pd_status applied = st;
-    out->applied = applied == PD_OK;
-    if (out->applied && kind == PD_REQ_CREATE_INSTANCE) {
-        pd_scene *t = pd_registry_acquire(registry, req->tmpl);
-        out->template_version = t ? t->version : 0;
-        pd_scene_release(t);
-    }
-    st = pd__journal_end(journal, st, rc, out->message, sizeof out->message);
-    if (st == PD_OK && kind != PD_REQ_DROP_SCENE) {
-        pd_scene *s = made ? made : pd_registry_acquire(registry, req->name);
-        out->own_bytes = s ? pd_scene_own_bytes(s) : 0;
-        if (made)
+        pd_scene_retain(made); /* to describe it once it is served */
+        pd_store_add_scene(store, made, c);
+        if (c->applied)
             pd_scene_describe(made, out->built, sizeof out->built);
-        if (s != made)
-            pd_scene_release(s);
+        pd_scene_release(made);
+        return c->status;
     }
-    /* Routes within the new scene are served once the world holds it: the
-     * next route request syncs the world, once for a whole burst. Also when
-     * the journal failed: the scene is served all the same. */
-    if (kind != PD_REQ_DROP_SCENE && applied == PD_OK)
-        pd_world_store_mark_stale(world_store, registry);
-    pd_scene_release(made);
-    out->scene_bytes = pd_registry_bytes(registry);
-    out->status = st;
-    return st;
+    case PD_REQ_CREATE_INSTANCE:
+        return pd_store_add_instance(store, req->name, req->tmpl, c);
+    case PD_REQ_DROP_SCENE:
+        return pd_store_drop_scene(store, req->name, req->drop_portals, c);
+    default:
+        snprintf(c->message, sizeof c->message, "not a scene change");
+        c->status = PD_INVALID_ARGUMENT;
+        return c->status;
+    }
 }

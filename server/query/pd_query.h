@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pd_journal.h"
+#include "pd_store.h"
 #include "pd_request.h"
 #include "pd_scene.h"
 #include "pd_search.h"
@@ -207,57 +207,36 @@ void pd_route_result_free(pd_route_result *r);   /* releases the legs; NULL is a
 
 /* ---- UpdateCells ------------------------------------------------------- */
 
-typedef struct pd_update_outcome {
-    pd_status status;
-    pd_scene_update_result update;   /* on PD_OK */
-    pd_status world_refresh;         /* with a world store: how refreshing its route
-                                        tables went (PD_OK when nothing had to change);
-                                        the update itself stands either way */
-    char world_refresh_error[160];   /* the reason when world_refresh != PD_OK */
-    char message[PD_QUERY_MESSAGE_MAX];  /* why, when the journal refused or failed */
-} pd_update_outcome;
+/* What an update made: the store's outcome (pd_store_update). */
+typedef pd_store_update pd_update_outcome;
 
-/* Applies req to its scene in registry (pd_registry_update checks the name
- * and the cells' bounds) and, with a journal, appends the update (its ops
- * as sent and the version it made) under the journal's change lock, and
- * syncs it when the policy is "always", all before returning: the answer
- * is made from what this returns. A journal that failed refuses the update
- * with PD_INTERNAL and the reason in out->message. Then, when world_store
- * is not NULL, refreshes the
- * world's route tables for that scene before returning, so a route asked
- * for after the answer already plans around the change. Returns
- * out->status. Updates to one registry must not overtake each other: the
- * caller runs them one at a time, in order. */
-pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_store, pd_journal *journal,
-                                const pd_update_cells_req *req, pd_update_outcome *out);
+/* Applies req to its scene through the store (pd_store_update_cells: the
+ * registry checks the name and the cells' bounds; the change log records
+ * the version before it is served and settles it; the world's route
+ * tables are refreshed), all before returning: the answer is made from
+ * what this returns. Returns out->status. Updates of one scene must not
+ * overtake each other: the caller runs them one at a time, in order. */
+pd_status pd_query_update_cells(pd_store *store, const pd_update_cells_req *req, pd_update_outcome *out);
 
 /* ---- CreateScene, CreateInstance, DropScene ----------------------------- */
 
 typedef struct pd_scene_change_outcome {
-    pd_status status;
-    char message[PD_QUERY_MESSAGE_MAX];   /* why, when status != PD_OK */
-    uint64_t version;                     /* the new scene's, or the dropped one's */
-    uint64_t own_bytes;                   /* the new scene's pd_scene_own_bytes */
-    uint64_t scene_bytes;                 /* pd_registry_bytes after the change */
-    int applied;                          /* the registry took the change, whatever status
-                                             says (a journal may have failed after it) */
-    uint64_t template_version;            /* CreateInstance: the template's version,
-                                             read just after the instance was made */
+    pd_store_change change;               /* the store's outcome: status, message, version,
+                                             own_bytes, scene_bytes, applied,
+                                             template_version */
     char built[PD_TILED_STATS_LAYERS + 256]; /* CreateScene that applied: the new scene's
                                              pd_scene_describe, for the log */
 } pd_scene_change_outcome;
 
-/* Runs one scene change of kind (pd_request_is_scene_change): CreateScene
- * parses the map (on the calling thread: call it from a worker) and adds
- * the scene, refusing one with no walkable cell (pd_scene_check_walkable,
- * INVALID_ARGUMENT); CreateInstance adds an instance of the template's current
- * version; both then let the world store take the new scene in.
- * DropScene goes through pd_world_store_drop_scene. With a journal (may
- * be NULL) the change is appended and synced as for updates. The caps are the
- * registry's (pd_registry_set_caps). Changes to one registry must run one
- * at a time, in order, like updates. Returns out->status. */
-pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_store, pd_journal *journal,
-                                pd_request_kind kind, const pd_scene_change_req *req,
+/* Runs one scene change of kind (pd_request_is_scene_change) through the
+ * store: CreateScene refuses a name already served before anything else,
+ * then parses the map (on the calling thread: call it from a worker),
+ * refuses one with no walkable cell (pd_scene_check_walkable,
+ * INVALID_ARGUMENT) and adds the scene (pd_store_add_scene); CreateInstance
+ * is pd_store_add_instance, DropScene pd_store_drop_scene. The caps are the
+ * registry's (pd_registry_set_caps). Changes to one scene must run one at
+ * a time, in order, like updates. Returns out->change.status. */
+pd_status pd_query_scene_change(pd_store *store, pd_request_kind kind, const pd_scene_change_req *req,
                                 pd_scene_change_outcome *out);
 
 #endif

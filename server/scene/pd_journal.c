@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "pd_journal.h"
+#include "pd_store.h"
 #include "pd_world.h"
 
 #include <dirent.h>
@@ -656,6 +657,16 @@ static int pd__scene_record(const pd_scene *s, pd_journal_type type, pd_journal_
     return 0;
 }
 
+int pd_journal_scene_record(const pd_scene *s, pd_journal_record *rec)
+{
+    return pd__scene_record(s, PD_JOURNAL_SCENE, rec);
+}
+
+int pd_journal_append(pd_journal *j, const pd_journal_record *rec)
+{
+    return pd__append_record(j, rec);
+}
+
 int pd_journal_append_scene(pd_journal *j, const pd_scene *s)
 {
     pd_journal_record rec;
@@ -690,53 +701,6 @@ int pd_journal_append_drop(pd_journal *j, const char *name, uint64_t version)
 int pd_journal_append_reset(pd_journal *j, const char *name, uint64_t version)
 {
     return pd__append_plain(j, PD_JOURNAL_RESET, name, version);
-}
-
-static int pd__update_lock(void *user)
-{
-    pd_journal_update *ju = user;
-    ju->refused = pd_journal_lock(ju->journal) != 0;
-    return ju->refused ? -1 : 0;
-}
-
-/* Under the registry's swap, before the version is served: a version the
- * log did not take is never served (pd_registry_update_hooks). */
-static int pd__update_commit(void *user, const pd_scene_update_result *res)
-{
-    pd_journal_update *ju = user;
-    ju->append_rc = pd_journal_append_update(ju->journal, ju->scene, res->version, ju->ops, ju->n_ops);
-    return ju->append_rc;
-}
-
-static void pd__update_unlock(void *user, int published, const pd_scene_update_result *res)
-{
-    pd_journal_update *ju = user;
-    (void)published;
-    (void)res;
-    pd_journal_unlock(ju->journal);
-}
-
-pd_registry_update_hooks pd_journal_update_hooks(pd_journal_update *ju)
-{
-    return (pd_registry_update_hooks){ .before_publish = pd__update_lock, .commit = pd__update_commit,
-                                       .after_publish = pd__update_unlock, .user = ju };
-}
-
-/* The record of a scene about to be served: an instance names its
- * template's version, a scene of its own holds its cells. */
-static int pd__scene_commit(void *user, const pd_scene *made, const pd_scene *tmpl, char *err, size_t errlen)
-{
-    pd_journal *j = user;
-    int rc = tmpl ? pd_journal_append_instance(j, made->name, made->version, tmpl->name, tmpl->version)
-                  : pd_journal_append_scene(j, made);
-    if (rc != 0)
-        snprintf(err, errlen, "not served, the journal did not take it: %s", j->error);
-    return rc;
-}
-
-pd_registry_commit pd_journal_scene_commit(pd_journal *j)
-{
-    return (pd_registry_commit){ .fn = pd__scene_commit, .user = j };
 }
 
 int pd_journal_append_update(pd_journal *j, const char *name, uint64_t version,
@@ -1517,4 +1481,66 @@ void pd_journal_reload_end(pd_journal *j, pd_registry *r, pd_journal_reload *rl)
     pd_registry_release_list(rl->fresh, rl->n_fresh);
     pd_registry_release_list(rl->before, rl->n_before);
     free(rl);
+}
+
+/* ---- the journal as the store's change log ------------------------------ */
+
+static int pd__log_lock(void *log)
+{
+    return pd_journal_lock(log);
+}
+
+static void pd__log_unlock(void *log)
+{
+    pd_journal_unlock(log);
+}
+
+static int pd__log_append(void *log, const pd_journal_record *rec)
+{
+    return pd_journal_append(log, rec);
+}
+
+/* "always": fdatasync before the answer; the other policies sync on the
+ * server's timer (or never). */
+static int pd__log_settle(void *log)
+{
+    pd_journal *j = log;
+    return j->fsync == PD_CONF_FSYNC_ALWAYS ? pd_journal_sync(j) : 0;
+}
+
+static const char *pd__log_why(void *log)
+{
+    return pd_journal_error(log);
+}
+
+static void *pd__log_reload_begin(void *log, pd_registry *r, const pd_scene_set *set)
+{
+    pd_journal *j = log;
+    if (pd_journal_lock(j) != 0)
+        return NULL;
+    pd_journal_reload *rl = pd_journal_reload_begin(j, r, set);
+    if (!rl)
+        pd_journal_unlock(j);
+    return rl;
+}
+
+static void pd__log_reload_end(void *log, pd_registry *r, void *state)
+{
+    pd_journal_reload_end(log, r, state);
+    pd_journal_unlock(log);
+}
+
+static const pd_changelog_ops pd__journal_log_ops = {
+    .lock = pd__log_lock,
+    .unlock = pd__log_unlock,
+    .append = pd__log_append,
+    .settle = pd__log_settle,
+    .why = pd__log_why,
+    .reload_begin = pd__log_reload_begin,
+    .reload_end = pd__log_reload_end,
+};
+
+pd_changelog pd_journal_changelog(pd_journal *j)
+{
+    return (pd_changelog){ .ops = j ? &pd__journal_log_ops : NULL, .log = j };
 }

@@ -174,34 +174,14 @@ int pd_journal_append_scene(pd_journal *j, const pd_scene *s);
 int pd_journal_append_instance(pd_journal *j, const char *name, uint64_t version, const char *tmpl,
                                uint64_t tmpl_version);
 int pd_journal_append_drop(pd_journal *j, const char *name, uint64_t version);
+/* Any record (the store's change log appends through this). */
+int pd_journal_append(pd_journal *j, const pd_journal_record *rec);
+/* The SCENE record of s: its cells and authored cells, allocated (free
+ * with pd_journal_record_free). 0, or -1 when memory ran out. */
+int pd_journal_scene_record(const pd_scene *s, pd_journal_record *rec);
 int pd_journal_append_reset(pd_journal *j, const char *name, uint64_t version);
 int pd_journal_append_update(pd_journal *j, const char *name, uint64_t version,
                              const pd_scene_update *ops, size_t n_ops);
-
-/* The journal's part of one registry update (pd_registry_update_hooked):
- * the change lock is taken once the new version is built, the record is
- * appended just before the version is served (under the registry's swap),
- * then the lock goes - so updates of different scenes build their
- * versions in parallel while the log keeps each scene's versions in order.
- * Fill the first four fields; the hooks set `refused` (the journal had
- * failed: nothing was applied) and `append_rc` (nonzero: the append
- * failed, so the version was never served and its number is free). */
-typedef struct pd_journal_update {
-    pd_journal *journal;
-    const char *scene;
-    const pd_scene_update *ops;
-    size_t n_ops;
-    int refused;
-    int append_rc;
-} pd_journal_update;
-
-/* The hooks that do that, with ju as their user. */
-pd_registry_update_hooks pd_journal_update_hooks(pd_journal_update *ju);
-
-/* The journal's part of a CreateScene or CreateInstance (change lock held):
- * the scene's record is appended just before it is served, and a scene the
- * log did not take is never served (pd_registry_add_committed). */
-pd_registry_commit pd_journal_scene_commit(pd_journal *j);
 
 /* The fsync policy of the journal ("always" syncs before each answer). */
 pd_conf_fsync pd_journal_fsync_policy(const pd_journal *j);

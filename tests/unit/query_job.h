@@ -78,7 +78,12 @@ static inline pd_status qj_run(pd_job *job, pd_query_scratch *scratch, const pd_
         memcpy(req.scene, job->update_scene, sizeof req.scene);
         req.update = job->update;
         req.cells = job->update_cells;
-        return pd_query_update_cells(job->registry, job->world_store, NULL, &req, &job->update_outcome);
+        pd_store *store = pd_store_create(job->registry, job->world_store);
+        if (!store)
+            return PD_INTERNAL;
+        pd_status st = pd_query_update_cells(store, &req, &job->update_outcome);
+        pd_store_destroy(store);
+        return st;
     }
     case PD_JOB_FIND_ROUTE: {
         pd_route_query q;

@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "pd_journal.h"
+#include "pd_store.h"
 #include "test_rng.h"
 
 static const uint32_t UNITS_12[] = { 1, 2 };
@@ -448,8 +449,7 @@ static void test_replay_restores_scenes_and_versions(void **state)
 }
 
 typedef struct scene_updater {
-    pd_journal *j;
-    pd_registry *r;
+    pd_store *store;
     const char *name;
     uint64_t rng;
     int failures;
@@ -462,16 +462,16 @@ static void *scene_updater_main(void *p)
     for (int i = 0; i < 150; i++) {
         pd_point pts[4];
         pd_scene_update ops[2];
-        pd_journal_update ju = { u->j, u->name, ops, random_ops(&u->rng, pts, ops), 0, 0 };
-        const pd_registry_update_hooks hooks = pd_journal_update_hooks(&ju);
-        if (pd_registry_update_hooked(u->r, u->name, ops, ju.n_ops, &hooks, NULL) != PD_OK || ju.append_rc)
+        size_t n = random_ops(&u->rng, pts, ops);
+        pd_store_update out;
+        if (pd_store_update_cells(u->store, u->name, ops, n, &out) != PD_OK)
             u->failures++;
     }
     return NULL;
 }
 
 /* Updates of three scenes from three threads at once, journalled the way
- * the daemon does it (pd_journal_update_hooks) now that different scenes
+ * the daemon does it (through the store) now that different scenes
  * update in parallel: the log
  * must still hold each scene's versions in order, so a replay gives the
  * same world (versions, cells, authored state). Labelled "threaded". */
@@ -484,7 +484,9 @@ static void test_parallel_scene_updates_replay(void **state)
     pd_registry *live;
     /* Spares whatever the size: versions written into retired ones too. */
     pd_journal *j = live_world(dir, sizeof dir, &rng, 0, 0, &town, &live);
-    scene_updater u[3] = { { j, live, "town", 1, 0 }, { j, live, "arena", 2, 0 }, { j, live, "arena-1", 3, 0 } };
+    pd_store *store = pd_store_create(live, NULL);
+    pd_store_set_log(store, pd_journal_changelog(j));
+    scene_updater u[3] = { { store, "town", 1, 0 }, { store, "arena", 2, 0 }, { store, "arena-1", 3, 0 } };
     pthread_t t[3];
     for (int i = 0; i < 3; i++)
         assert_int_equal(pthread_create(&t[i], NULL, scene_updater_main, &u[i]), 0);
@@ -492,6 +494,7 @@ static void test_parallel_scene_updates_replay(void **state)
         assert_int_equal(pthread_join(t[i], NULL), 0);
         assert_int_equal(u[i].failures, 0);
     }
+    pd_store_destroy(store);
     pd_journal_close(j);
     replay_matches(dir, town, live);
     pd_registry_destroy(live);
@@ -800,19 +803,19 @@ static void test_refused_change_is_never_served(void **state)
     uint64_t log_bytes, snap;
     pd_journal_sizes(j, &log_bytes, &snap);
 
+    pd_store *store = pd_store_create(live, NULL);
+    pd_store_set_log(store, pd_journal_changelog(j));
     file_size_limit((rlim_t)log_bytes);
     pd_point p = { 1, 1 };
     pd_scene_update op = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
     if (pd_grid_get(before->grid, 1, 1) == PD_CELL_BLOCKED)
         op.op = PD_UPDATE_PASS;
-    pd_journal_update ju = { j, "arena", &op, 1, 0, 0 };
-    const pd_registry_update_hooks hooks = pd_journal_update_hooks(&ju);
-    pd_scene_update_result res;
-    pd_status st = pd_registry_update_hooked(live, "arena", &op, 1, &hooks, &res);
+    pd_store_update out;
+    pd_status st = pd_store_update_cells(store, "arena", &op, 1, &out);
     file_size_limit(RLIM_INFINITY);
     assert_int_equal(st, PD_INTERNAL);
-    assert_int_not_equal(ju.append_rc, 0);
-    assert_int_equal(res.version, before->version);
+    assert_non_null(strstr(out.message, "not applied, the journal did not take it"));
+    assert_int_equal(out.update.version, before->version);
     pd_scene *now = pd_registry_acquire(live, "arena");
     assert_ptr_equal(now, before);
     pd_scene_release(now);
@@ -820,16 +823,14 @@ static void test_refused_change_is_never_served(void **state)
 
     /* Once failed, the journal refuses new scenes before anything is served. */
     uint8_t *cells = random_cells(&rng, W, H);
-    const pd_registry_commit commit = pd_journal_scene_commit(j);
-    char err[256];
-    assert_int_equal(pd_registry_add_committed(live, scene_of("late", cells, W, H), &commit, err, sizeof err),
-                     PD_INTERNAL);
-    assert_non_null(strstr(err, "not served"));
-    assert_int_equal(pd_registry_instance_committed(live, "late-1", "arena", &commit, NULL, err, sizeof err),
-                     PD_INTERNAL);
+    pd_store_change change;
+    assert_int_equal(pd_store_add_scene(store, scene_of("late", cells, W, H), &change), PD_INTERNAL);
+    assert_non_null(strstr(change.message, "changes are refused until pathd restarts"));
+    assert_int_equal(pd_store_add_instance(store, "late-1", "arena", &change), PD_INTERNAL);
     free(cells);
     assert_null(pd_registry_acquire(live, "late"));
     assert_null(pd_registry_acquire(live, "late-1"));
+    pd_store_destroy(store);
     pd_journal_close(j);
     replay_matches(dir, town, live);
     pd_scene_release(before);
@@ -851,14 +852,16 @@ static void test_refused_new_scene_is_never_served(void **state)
     uint64_t log_bytes, snap;
     pd_journal_sizes(j, &log_bytes, &snap);
     uint8_t *cells = random_cells(&rng, W, H);
-    const pd_registry_commit commit = pd_journal_scene_commit(j);
-    char err[256];
-    assert_int_equal(pd_journal_lock(j), 0);
+    pd_store *store = pd_store_create(live, NULL);
+    pd_store_set_log(store, pd_journal_changelog(j));
+    pd_store_change change;
     file_size_limit((rlim_t)log_bytes + 10);
-    pd_status st = pd_registry_add_committed(live, scene_of("late", cells, W, H), &commit, err, sizeof err);
+    pd_status st = pd_store_add_scene(store, scene_of("late", cells, W, H), &change);
     file_size_limit(RLIM_INFINITY);
-    pd_journal_unlock(j);
+    pd_store_destroy(store);
     free(cells);
+    assert_non_null(strstr(change.message, "not served, the journal did not take it"));
+    assert_int_equal(change.applied, 0);
     assert_int_equal(st, PD_INTERNAL);
     assert_null(pd_registry_acquire(live, "late"));
     pd_journal_close(j);

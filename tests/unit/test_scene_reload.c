@@ -35,6 +35,7 @@
 
 #include "pd_conf.h"
 #include "pd_journal.h"
+#include "pd_store.h"
 #include "pd_scene.h"
 #include "pd_world.h"
 
@@ -386,25 +387,32 @@ static void test_instances_of_kept_and_replaced_templates(void **state)
     pd_registry_destroy(r);
 }
 
-/* One journalled change of r under the journal's change lock, as the
- * daemon makes it. */
+/* A store over r with j as its change log, as the daemon makes changes
+ * (pd_store.h); free it with pd_store_destroy. */
+static pd_store *store_of(pd_journal *j, pd_registry *r)
+{
+    pd_store *st = pd_store_create(r, NULL);
+    assert_non_null(st);
+    pd_store_set_log(st, pd_journal_changelog(j));
+    return st;
+}
+
 static void journalled_update(pd_journal *j, pd_registry *r, const char *name, const pd_scene_update *u)
 {
-    pd_scene_update_result res;
-    assert_int_equal(pd_journal_lock(j), 0);
-    assert_int_equal(pd_registry_update(r, name, u, &res), PD_OK);
-    assert_int_equal(pd_journal_append_update(j, name, res.version, u, 1), 0);
-    pd_journal_unlock(j);
+    pd_store *st = store_of(j, r);
+    pd_store_update out;
+    if (pd_store_update_cells(st, name, u, 1, &out) != PD_OK)
+        fail_msg("update of %s: %s", name, out.message);
+    pd_store_destroy(st);
 }
 
 static void journalled_instance(pd_journal *j, pd_registry *r, const char *name, const char *tmpl)
 {
-    const pd_registry_commit commit = pd_journal_scene_commit(j);
-    char err[256];
-    assert_int_equal(pd_journal_lock(j), 0);
-    if (pd_registry_instance_committed(r, name, tmpl, &commit, NULL, err, sizeof err) != PD_OK)
-        fail_msg("instance %s of %s: %s", name, tmpl, err);
-    pd_journal_unlock(j);
+    pd_store *st = store_of(j, r);
+    pd_store_change out;
+    if (pd_store_add_instance(st, name, tmpl, &out) != PD_OK)
+        fail_msg("instance %s of %s: %s", name, tmpl, out.message);
+    pd_store_destroy(st);
 }
 
 /* Every scene of a is served by b with the same version and cells. */
@@ -453,11 +461,11 @@ static void journalled_reload(pd_journal *j, pd_registry *r, const pd_conf *c)
     pd_scene_set *set = pd_registry_prepare_reload(r, c, err, sizeof err);
     if (!set)
         fail_msg("prepare: %s", err);
-    assert_int_equal(pd_journal_lock(j), 0);
-    pd_journal_reload *jr = pd_journal_reload_begin(j, r, set);
+    pd_store *st = store_of(j, r);
+    void *rl = pd_store_reload_begin(st, set);
     assert_int_equal(pd_registry_publish(r, set), 0);
-    pd_journal_reload_end(j, r, jr);
-    pd_journal_unlock(j);
+    pd_store_reload_end(st, rl);
+    pd_store_destroy(st);
 }
 
 /* The journal of a reload that keeps "a" (updated) and rebuilds "b": one

@@ -1,0 +1,310 @@
+/*
+ * pd_store.c - the world's changes in one place (see pd_store.h): each
+ * change is applied through the registry's hooks, so its record reaches
+ * the change log under the log's lock just before the change is served,
+ * and the log is settled (made durable) after the lock is let go, so
+ * changes arriving together share one fsync.
+ */
+#include "pd_store.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct pd_store {
+    pd_registry *registry;
+    pd_world_store *world;        /* may be NULL */
+    pd_changelog log;             /* ops NULL: no log */
+};
+
+pd_store *pd_store_create(pd_registry *registry, pd_world_store *world)
+{
+    pd_store *st = calloc(1, sizeof *st);
+    if (st) {
+        st->registry = registry;
+        st->world = world;
+    }
+    return st;
+}
+
+void pd_store_destroy(pd_store *st)
+{
+    free(st);
+}
+
+void pd_store_set_world(pd_store *st, pd_world_store *world)
+{
+    st->world = world;
+}
+
+void pd_store_set_log(pd_store *st, pd_changelog log)
+{
+    st->log = log;
+}
+
+pd_registry *pd_store_registry(const pd_store *st)
+{
+    return st->registry;
+}
+
+pd_world_store *pd_store_world(const pd_store *st)
+{
+    return st->world;
+}
+
+/* ---- the log around one change ------------------------------------------ */
+
+static int pd__has_log(const pd_store *st)
+{
+    return st->log.ops != NULL;
+}
+
+static void pd__refused(const pd_store *st, char *message, size_t len)
+{
+    snprintf(message, len, "%s; changes are refused until pathd restarts", st->log.ops->why(st->log.log));
+}
+
+/* The log's lock before a change (none without a log); PD_INTERNAL with
+ * the reason when the log refuses changes. */
+static pd_status pd__begin(pd_store *st, char *message, size_t len)
+{
+    if (!pd__has_log(st) || st->log.ops->lock(st->log.log) == 0)
+        return PD_OK;
+    pd__refused(st, message, len);
+    return PD_INTERNAL;
+}
+
+/* After the lock was let go: PD_INTERNAL when the log did not take a change
+ * that was applied all the same (a drop: applied_rc), and for a change it
+ * took, the settle its policy asks for - outside the lock, so other
+ * changes append meanwhile and one fsync may cover several. */
+static pd_status pd__settle(pd_store *st, pd_status status, int applied_rc, char *message, size_t len)
+{
+    if (!pd__has_log(st))
+        return status;
+    if (status == PD_OK && applied_rc != 0) {
+        snprintf(message, len, "applied, but not journalled: %s", st->log.ops->why(st->log.log));
+        return PD_INTERNAL;
+    }
+    if (status == PD_OK && st->log.ops->settle(st->log.log) != 0) {
+        snprintf(message, len, "applied and journalled, but the journal's fsync failed: %s", strerror(errno));
+        return PD_INTERNAL;
+    }
+    return status;
+}
+
+static int pd__append(pd_store *st, const pd_journal_record *rec)
+{
+    return st->log.ops->append(st->log.log, rec);
+}
+
+/* ---- cell updates --------------------------------------------------------- */
+
+/* One update's part in the registry's hooks. */
+typedef struct pd__update_ctx {
+    pd_store *st;
+    const char *name;
+    const pd_scene_update *ops;
+    size_t n_ops;
+    int refused;                  /* the log refused changes: nothing applied */
+    int append_rc;                /* the log did not take the record: not served */
+} pd__update_ctx;
+
+static int pd__update_lock(void *user)
+{
+    pd__update_ctx *u = user;
+    u->refused = u->st->log.ops->lock(u->st->log.log) != 0;
+    return u->refused ? -1 : 0;
+}
+
+/* Under the registry's swap, just before the version is served. */
+static int pd__update_commit(void *user, const pd_scene_update_result *res)
+{
+    pd__update_ctx *u = user;
+    pd_journal_record rec = { .type = PD_JOURNAL_UPDATE, .version = res->version,
+                              .ops = (pd_scene_update *)u->ops, .n_ops = u->n_ops };
+    snprintf(rec.scene, sizeof rec.scene, "%s", u->name);
+    u->append_rc = pd__append(u->st, &rec);
+    return u->append_rc;
+}
+
+static void pd__update_unlock(void *user, int published, const pd_scene_update_result *res)
+{
+    pd__update_ctx *u = user;
+    (void)published;
+    (void)res;
+    u->st->log.ops->unlock(u->st->log.log);
+}
+
+pd_status pd_store_update_cells(pd_store *st, const char *name, const pd_scene_update *ops, size_t n_ops,
+                                pd_store_update *out)
+{
+    memset(out, 0, sizeof *out);
+    /* The log's lock covers only the swap and the append: other scenes'
+     * updates build their versions meanwhile. */
+    pd__update_ctx u = { .st = st, .name = name, .ops = ops, .n_ops = n_ops };
+    const pd_registry_update_hooks hooks = { .before_publish = pd__update_lock, .commit = pd__update_commit,
+                                             .after_publish = pd__update_unlock, .user = &u };
+    out->status = pd_registry_update_hooked(st->registry, name, ops, n_ops, pd__has_log(st) ? &hooks : NULL,
+                                            &out->update);
+    if (u.refused)
+        pd__refused(st, out->message, sizeof out->message);
+    else if (u.append_rc != 0)
+        snprintf(out->message, sizeof out->message,
+                 "not applied, the journal did not take it: %s; changes are refused until pathd restarts",
+                 st->log.ops->why(st->log.log));
+    else if (out->status == PD_LIMIT_EXCEEDED)
+        snprintf(out->message, sizeof out->message,
+                 "scene '%s': its new version needs %" PRIu64 " bytes, scenes hold %" PRIu64
+                 ", limits.max_scene_bytes would be passed",
+                 name, out->update.bytes_needed, out->update.bytes_held);
+    out->status = pd__settle(st, out->status, 0, out->message, sizeof out->message);
+    /* Refreshing the world before the answer goes out means a route asked
+     * for after the update's answer already plans around the change. */
+    if (out->status == PD_OK && st->world)
+        out->world_refresh = pd_world_store_refresh(st->world, st->registry, name, out->world_refresh_error,
+                                                    sizeof out->world_refresh_error);
+    return out->status;
+}
+
+/* ---- new scenes, instances, drops --------------------------------------- */
+
+typedef struct pd__add_ctx {
+    pd_store *st;
+    pd_store_change *out;
+} pd__add_ctx;
+
+/* The record of a scene about to be served (the registry's commit): an
+ * instance names its template's version, a scene of its own holds its
+ * cells. */
+static int pd__add_commit(void *user, const pd_scene *made, const pd_scene *tmpl, char *err, size_t errlen)
+{
+    pd__add_ctx *a = user;
+    pd_journal_record rec;
+    int rc;
+    if (tmpl) {
+        memset(&rec, 0, sizeof rec);
+        rec.type = PD_JOURNAL_INSTANCE;
+        rec.version = made->version;
+        rec.tmpl_version = tmpl->version;
+        snprintf(rec.scene, sizeof rec.scene, "%s", made->name);
+        snprintf(rec.tmpl, sizeof rec.tmpl, "%s", tmpl->name);
+        rc = pd__append(a->st, &rec);
+    } else {
+        rc = pd_journal_scene_record(made, &rec);
+        if (rc == 0)
+            rc = pd__append(a->st, &rec);
+        pd_journal_record_free(&rec);
+    }
+    if (rc != 0)
+        snprintf(err, errlen, "not served, the journal did not take it: %s; changes are refused until pathd restarts",
+                 a->st->log.ops->why(a->st->log.log));
+    return rc;
+}
+
+/* What an add or an instance shares: the lock, the registry call (which
+ * calls the commit), the settle, the new scene's bytes. */
+typedef pd_status (*pd__add_fn)(pd_store *st, const pd_registry_commit *commit, void *arg, pd_store_change *out);
+
+static pd_status pd__add(pd_store *st, pd__add_fn add, void *arg, const char *name, pd_store_change *out)
+{
+    if ((out->status = pd__begin(st, out->message, sizeof out->message)) != PD_OK)
+        return out->status;
+    pd__add_ctx a = { st, out };
+    const pd_registry_commit commit = { .fn = pd__add_commit, .user = &a };
+    pd_status st_add = add(st, pd__has_log(st) ? &commit : NULL, arg, out);
+    out->applied = st_add == PD_OK;
+    if (pd__has_log(st))
+        st->log.ops->unlock(st->log.log);
+    out->status = pd__settle(st, st_add, 0, out->message, sizeof out->message);
+    if (out->applied) {
+        pd_scene *s = pd_registry_acquire(st->registry, name);
+        out->own_bytes = s ? pd_scene_own_bytes(s) : 0;
+        pd_scene_release(s);
+        /* Routes within the new scene are served once the world holds it:
+         * the next route request syncs the world, once for a whole burst. */
+        pd_world_store_mark_stale(st->world, st->registry);
+    }
+    out->scene_bytes = pd_registry_bytes(st->registry);
+    return out->status;
+}
+
+static pd_status pd__add_scene(pd_store *st, const pd_registry_commit *commit, void *arg, pd_store_change *out)
+{
+    pd_scene *s = arg;
+    out->version = s->version;
+    return pd_registry_add_committed(st->registry, s, commit, out->message, sizeof out->message);
+}
+
+pd_status pd_store_add_scene(pd_store *st, pd_scene *s, pd_store_change *out)
+{
+    memset(out, 0, sizeof *out);
+    char name[PD_CONF_MAX_NAME];
+    snprintf(name, sizeof name, "%s", s->name);
+    return pd__add(st, pd__add_scene, s, name, out);
+}
+
+typedef struct pd__instance_arg {
+    const char *name, *tmpl;
+} pd__instance_arg;
+
+static pd_status pd__add_instance(pd_store *st, const pd_registry_commit *commit, void *arg, pd_store_change *out)
+{
+    const pd__instance_arg *ia = arg;
+    pd_status rc = pd_registry_instance_committed(st->registry, ia->name, ia->tmpl, commit, &out->version,
+                                                  out->message, sizeof out->message);
+    if (rc == PD_OK) {
+        /* Under the log's lock the template is still the version the
+         * instance copied. */
+        pd_scene *t = pd_registry_acquire(st->registry, ia->tmpl);
+        out->template_version = t ? t->version : 0;
+        pd_scene_release(t);
+    }
+    return rc;
+}
+
+pd_status pd_store_add_instance(pd_store *st, const char *name, const char *tmpl, pd_store_change *out)
+{
+    memset(out, 0, sizeof *out);
+    pd__instance_arg ia = { name, tmpl };
+    return pd__add(st, pd__add_instance, &ia, name, out);
+}
+
+pd_status pd_store_drop_scene(pd_store *st, const char *name, int drop_portals, pd_store_change *out)
+{
+    memset(out, 0, sizeof *out);
+    if ((out->status = pd__begin(st, out->message, sizeof out->message)) != PD_OK)
+        return out->status;
+    /* A drop is recorded once done: one the log missed brings the scene
+     * back after a restart, at the version and with the cells it had. */
+    pd_status rc = pd_world_store_drop_scene(st->world, st->registry, name, drop_portals, &out->version,
+                                             out->message, sizeof out->message);
+    out->applied = rc == PD_OK;
+    int appended = 0;
+    if (pd__has_log(st)) {
+        if (rc == PD_OK) {
+            pd_journal_record rec = { .type = PD_JOURNAL_DROP, .version = out->version };
+            snprintf(rec.scene, sizeof rec.scene, "%s", name);
+            appended = pd__append(st, &rec);
+        }
+        st->log.ops->unlock(st->log.log);
+    }
+    out->status = pd__settle(st, rc, appended, out->message, sizeof out->message);
+    out->scene_bytes = pd_registry_bytes(st->registry);
+    return out->status;
+}
+
+/* ---- reloads ------------------------------------------------------------ */
+
+void *pd_store_reload_begin(pd_store *st, const pd_scene_set *set)
+{
+    return pd__has_log(st) ? st->log.ops->reload_begin(st->log.log, st->registry, set) : NULL;
+}
+
+void pd_store_reload_end(pd_store *st, void *state)
+{
+    if (pd__has_log(st) && state)
+        st->log.ops->reload_end(st->log.log, st->registry, state);
+}
