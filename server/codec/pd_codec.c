@@ -1155,12 +1155,15 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
     }
     /* Unpacking allocates per element, on the loop thread: a frame of
      * half a million empty sub-messages would hold it for ~60 ms. Counted
-     * first, in one pass that allocates nothing, and refused above the cap. */
+     * first, in one pass that allocates nothing and stops at the first
+     * element past the cap, and refused (structural: the connection
+     * closes after the answer). */
     pd__scan sc = {0};
     if (pd__scan_message(&pathd__v1__request__descriptor, payload, payload + len, 1, PD_CODEC_MAX_ELEMENTS,
                          &sc) == 0) {
         if (sc.elements > PD_CODEC_MAX_ELEMENTS) {
             req->id = sc.id;
+            req->structural = 1;
             pd__set_err(err, errlen, "request holds more than %u fields and list elements (the limit)",
                         PD_CODEC_MAX_ELEMENTS);
             return PD_INVALID_ARGUMENT;

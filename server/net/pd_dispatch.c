@@ -882,6 +882,13 @@ void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_
     if (st != PD_OK) {
         pd__send_error(c, req.id, st, "%s", err[0] ? err : pd_status_name(st));
         s->answering = -1;
+        /* A frame refused for its shape: the peer's stream is in an unknown
+         * state (and may be a flood of such frames), so, as for MALFORMED,
+         * the answer goes out and the connection closes. */
+        if (req.structural) {
+            pd_log_debug("conn %" PRIu64 ": %s; closing", c->id, err);
+            pd__conn_linger(c);
+        }
         return;
     }
     pd__handle_request(c, &req, arrival_ns);

@@ -248,6 +248,10 @@ typedef struct pd_batch_req {
 typedef struct pd_request {
     uint64_t id;
     pd_request_kind kind;
+    int structural;                         /* decoding refused the frame for its shape
+                                               (more fields than PD_CODEC_MAX_ELEMENTS):
+                                               what the peer sends next is suspect, so
+                                               the connection closes after the answer */
     union {
         pd_find_path_req find_path;
         pd_find_route_req find_route;       /* PD_REQ_FIND_ROUTE */

@@ -588,6 +588,7 @@ static void test_decode_element_cap(void **state)
     assert_int_equal(pd_codec_decode_request(buf, len, &req, err, sizeof err), PD_INVALID_ARGUMENT);
     assert_int_equal(req.id, 42);
     assert_non_null(strstr(err, "fields and list elements"));
+    assert_true(req.structural); /* the server closes the connection after the answer */
     pd_request_free(&req);
     free(buf);
 
@@ -596,6 +597,7 @@ static void test_decode_element_cap(void **state)
     assert_int_equal(req.id, 43);
     /* Unpacked and checked field by field: no start was sent. */
     assert_null(strstr(err, "fields and list elements"));
+    assert_false(req.structural);
     assert_non_null(strstr(err, "find_path.start"));
     pd_request_free(&req);
     free(buf);
