@@ -1005,6 +1005,7 @@ static void pd__job_events(pd_server *s, const pd__job *job)
         return;
     memset(&ev, 0, sizeof ev);
     ev.version = job->change_out.version;
+    ev.incarnation = job->change_out.incarnation;
     if (job->kind == PD_REQ_DROP_SCENE) {
         ev.kind = PD_WATCH_DROPPED;
         memcpy(ev.scene, job->change.name, sizeof ev.scene);

@@ -1057,6 +1057,12 @@ pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_sto
         return out->status;
     }
     if (kind == PD_REQ_DROP_SCENE) {
+        /* The scene the drop takes: this scene's changes run one at a time
+         * (its lane), so only a reload can replace it before the drop, and
+         * that keeps its incarnation. */
+        pd_scene *gone = pd_registry_acquire(registry, req->name);
+        out->incarnation = gone ? gone->incarnation : 0;
+        pd_scene_release(gone);
         st = pd_world_store_drop_scene(world_store, registry, req->name, req->drop_portals,
                                        &out->version, out->message, sizeof out->message);
     } else if (kind == PD_REQ_CREATE_INSTANCE) {
@@ -1079,6 +1085,7 @@ pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_sto
     if (out->applied && kind == PD_REQ_CREATE_INSTANCE) {
         pd_scene *t = pd_registry_acquire(registry, req->tmpl);
         out->template_version = t ? t->version : 0;
+        out->incarnation = t ? t->incarnation : 0;
         pd_scene_release(t);
     }
     int rc = journal && st == PD_OK ? pd__journal_change(journal, registry, kind, req, made, out->version) : 0;

@@ -243,6 +243,9 @@ typedef struct pd_scene_change_outcome {
                                              says (a journal may have failed after it) */
     uint64_t template_version;            /* CreateInstance: the template's version,
                                              read just after the instance was made */
+    uint64_t incarnation;                 /* DropScene: the dropped scene's, CreateInstance:
+                                             the template's (pd_scene.incarnation): which
+                                             scene of that name the watchers' event is about */
 } pd_scene_change_outcome;
 
 /* Runs one scene change of kind (pd_request_is_scene_change): CreateScene
