@@ -2126,6 +2126,7 @@ uint8_t *pd_codec_encode_watch_event(uint64_t id, const pd_watch_event *ev, int 
     m.scene = (char *)ev->scene;
     m.kind = (Pathd__V1__WatchEventKind)ev->kind;
     m.version = ev->version;
+    m.incarnation = ev->incarnation;
     m.instance = (char *)ev->instance;
     m.cells_changed = ev->cells_changed;
     if (ev->has_changed) {

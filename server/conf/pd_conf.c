@@ -1254,8 +1254,9 @@ int pd_conf_check_protected(const pd_conf *c, char *err, size_t errlen)
     return -1;
 }
 
-pd_role pd_conf_token_role(const pd_conf *c, const char *token, size_t len)
+int pd_conf_token_find(const pd_conf *c, const char *token, size_t len)
 {
+    int found = -1;
     pd_role role = PD_ROLE_NONE;
     for (size_t i = 0; i < c->n_tokens; i++) {
         /* Every byte of every token is compared, whatever matched: the time
@@ -1270,10 +1271,18 @@ pd_role pd_conf_token_role(const pd_conf *c, const char *token, size_t len)
         }
         if (len >= PD_CONF_MAX_TOKEN)
             diff |= 1;
-        if (diff == 0 && c->tokens[i].role > role)
+        if (diff == 0 && c->tokens[i].role > role) {
             role = c->tokens[i].role;
+            found = (int)i;
+        }
     }
-    return role;
+    return found;
+}
+
+pd_role pd_conf_token_role(const pd_conf *c, const char *token, size_t len)
+{
+    int i = pd_conf_token_find(c, token, len);
+    return i < 0 ? PD_ROLE_NONE : c->tokens[i].role;
 }
 
 const char *pd_role_name(pd_role role)

@@ -180,6 +180,11 @@ int pd_conf_check_protected(const pd_conf *c, char *err, size_t errlen);
 /* The role a token grants, or PD_ROLE_NONE; compares against every
  * configured token in time independent of where they differ. */
 pd_role pd_conf_token_role(const pd_conf *c, const char *token, size_t len);
+/* The same, as the index in c->tokens of the entry that grants it (the
+ * highest role among equal tokens), or -1: what a connection keeps of its
+ * Auth, so a reload can look its token up again in the new config without
+ * a copy of the secret (pd_reload.c). */
+int pd_conf_token_find(const pd_conf *c, const char *token, size_t len);
 
 const char *pd_role_name(pd_role role);
 

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/socket.h>
 
 #include "pd_log.h"
@@ -459,6 +460,30 @@ void pd__send_stale(pd__conn *c, uint64_t id, uint64_t version, const char *mess
     pd__conn_send(c, buf, len);
 }
 
+const char *pd__conn_peer(const pd__conn *c, char out[PD_CONF_MAX_ADDRESS])
+{
+    struct sockaddr_storage ss;
+    int n = (int)sizeof ss;
+    char host[PD_CONF_MAX_HOST] = "?";
+    uint16_t port = 0;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &n) == 0) {
+        if (ss.ss_family == AF_INET6) {
+            const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+            uv_ip6_name(a, host, sizeof host);
+            port = ntohs(a->sin6_port);
+        } else if (ss.ss_family == AF_INET) {
+            const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+            uv_ip4_name(a, host, sizeof host);
+            port = ntohs(a->sin_port);
+        }
+    }
+    if (port == 0) {
+        snprintf(out, PD_CONF_MAX_ADDRESS, "?");
+        return out;
+    }
+    return pd_conf_format_address(out, host, port);
+}
+
 void pd__conn_closed(uv_handle_t *h)
 {
     pd__conn *c = h->data;
@@ -745,6 +770,7 @@ void pd__on_connection(uv_stream_t *listener, int status)
     c->tcp.data = c;
     c->server = s;
     c->id = s->next_conn_id++;
+    c->token = -1;
     pd_frame_reader_init(&c->reader, s->conf.max_frame_bytes);
     c->last_active_ms = uv_now(s->loop);
     c->next = s->conns;

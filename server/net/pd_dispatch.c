@@ -684,13 +684,58 @@ static void pd__handle_scene_grid(pd__conn *c, const pd_request *req)
     pd__conn_send(c, buf, len);
 }
 
-/* What a connection may do: everything while the server has no tokens
- * (it listens on loopback, or protected mode was turned off), else what its
- * Auth granted. Read per request, so a reload that adds tokens takes the
- * rights of connections that never authenticated. */
+/* What a connection may do under conf: everything while the server has
+ * no tokens (it listens on loopback, or protected mode was turned off), else
+ * what its Auth granted. */
+static pd_role pd__conn_role_in(const pd__conn *c, const pd_conf *conf)
+{
+    return conf->n_tokens == 0 ? PD_ROLE_ADMIN : c->role;
+}
+
 static pd_role pd__conn_role(const pd__conn *c)
 {
-    return c->server->conf.n_tokens == 0 ? PD_ROLE_ADMIN : c->role;
+    return pd__conn_role_in(c, &c->server->conf);
+}
+
+/* A reload changes the tokens under open connections: each keeps what its
+ * own token grants in the new config, looked up by the text the old config
+ * holds at c->token (in constant time, like an Auth). A connection that
+ * never authenticated while there were tokens had nothing to lose; one
+ * served while there were none holds no token, so new tokens leave it
+ * nothing. Nothing is read from a connection that is closing, lingering or
+ * waiting out a wrong token's delay: it is left to that. */
+void pd__auth_recheck(pd_server *s, const pd_conf *next)
+{
+    const pd_conf *old = &s->conf;
+    for (pd__conn *c = s->conns; c; c = c->next) {
+        if (c->closing || c->lingering || c->auth_failed_ms)
+            continue;
+        pd_role was = pd__conn_role_in(c, old);
+        int token = -1;
+        if (next->n_tokens > 0 && old->n_tokens > 0 && c->token >= 0) {
+            const char *t = old->tokens[c->token].token;
+            token = pd_conf_token_find(next, t, strlen(t));
+        }
+        pd_role now = next->n_tokens == 0 ? PD_ROLE_ADMIN : token >= 0 ? next->tokens[token].role : PD_ROLE_NONE;
+        c->token = token;
+        c->role = next->n_tokens == 0 ? PD_ROLE_NONE : now;
+        /* Without tokens everyone may do everything: nothing to say. */
+        if (now == was || was == PD_ROLE_NONE || next->n_tokens == 0)
+            continue;
+        char peer[PD_CONF_MAX_ADDRESS];
+        if (now != PD_ROLE_NONE) {
+            pd_log_info("conn %" PRIu64 " (%s): role %s -> %s: the reload changed auth.tokens", c->id,
+                        pd__conn_peer(c, peer), pd_role_name(was), pd_role_name(now));
+            continue;
+        }
+        pd_log_info("conn %" PRIu64 " (%s): role %s -> none: the reload changed auth.tokens; closing", c->id,
+                    pd__conn_peer(c, peer), pd_role_name(was));
+        pd__send_error(c, 0, PD_UNAUTHENTICATED,
+                       "the reloaded configuration does not accept this connection's token%s; connect again and "
+                       "send Auth",
+                       old->n_tokens == 0 ? " (it had none: the server had no tokens)" : "");
+        pd__conn_linger(c);
+    }
 }
 
 static pd_role pd__required_role(pd_request_kind kind)
@@ -726,7 +771,8 @@ static void pd__handle_auth(pd__conn *c, const pd_request *req)
         pd__conn_send(c, buf, len);
         return;
     }
-    pd_role role = pd_conf_token_role(&s->conf, req->u.auth.token, req->u.auth.len);
+    int token = pd_conf_token_find(&s->conf, req->u.auth.token, req->u.auth.len);
+    pd_role role = token >= 0 ? s->conf.tokens[token].role : PD_ROLE_NONE;
     if (role == PD_ROLE_NONE) {
         pd_log_info("conn %" PRIu64 ": wrong token; closing in %d ms", c->id, PD_SERVER_AUTH_FAIL_DELAY_MS);
         c->auth_failed_ms = uv_now(s->loop);
@@ -735,6 +781,7 @@ static void pd__handle_auth(pd__conn *c, const pd_request *req)
         return;
     }
     c->role = role;
+    c->token = token;
     uint8_t *buf = pd_codec_encode_auth(req->id, pd_role_name(role), &len);
     pd__observe(s, PD_OK);
     pd__conn_send(c, buf, len);
@@ -958,6 +1005,7 @@ static void pd__job_events(pd_server *s, const pd__job *job)
         return;
     memset(&ev, 0, sizeof ev);
     ev.version = job->change_out.change.version;
+    ev.incarnation = job->change_out.change.incarnation;
     if (job->kind == PD_REQ_DROP_SCENE) {
         ev.kind = PD_WATCH_DROPPED;
         memcpy(ev.scene, job->change.name, sizeof ev.scene);

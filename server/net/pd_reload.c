@@ -163,6 +163,9 @@ static int pd__reload_publish(pd_server *s, pd__reload_job *rl)
     next.scenes = NULL;
     next.n_scenes = 0;
     memset(&next.world, 0, sizeof next.world);
+    /* Open connections hold the rights their tokens gave: the new tokens
+     * decide them from now on. */
+    pd__auth_recheck(s, &next);
     s->conf = next;
     /* The frame cap is the one limit a connection keeps a copy of (its
      * reader's); open connections take the new one too, as GetLimits on

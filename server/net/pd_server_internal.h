@@ -84,6 +84,10 @@ typedef struct pd__conn {
     uint32_t in_flight;          /* jobs submitted and not yet completed */
     uint64_t fair_key;           /* finish tag of its latest job (pd__submit's fair queueing) */
     pd_role role;                /* what its Auth granted (used while tokens are set) */
+    int token;                   /* the index in conf.tokens of the token its Auth gave,
+                                    or -1: no token (none sent yet, or none configured).
+                                    A reload looks that token up in the new config
+                                    (pd__auth_recheck), so no copy of it is kept here */
     uint64_t auth_failed_ms;     /* uv_now of a wrong token; 0 = none. Nothing more is
                                     read; the sweep answers and closes after the delay */
     uint64_t auth_failed_id;     /* that Auth request's id */
@@ -247,6 +251,8 @@ void pd__send_error(pd__conn *c, uint64_t id, pd_status status, const char *fmt,
     __attribute__((format(printf, 4, 5)));
 /* STALE_VERSION with the scene's version now (Error.version). */
 void pd__send_stale(pd__conn *c, uint64_t id, uint64_t version, const char *message);
+/* "host:port" of c's peer, or "?" when the socket cannot tell. */
+const char *pd__conn_peer(const pd__conn *c, char out[PD_CONF_MAX_ADDRESS]);
 
 /* After a reload that built `built` config scenes anew: asks for a
  * compaction (see pd_journal_loop.c for why). */
@@ -290,6 +296,12 @@ void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_
  * interval; the retained size is read by the workers themselves). */
 void pd__dispatch_apply_conf(pd_server *s);
 void pd__dispatch_completions(pd_server *s);
+/* A reload's new tokens (next, before it becomes s->conf) applied to every
+ * open connection: the role its token grants now; one whose role falls
+ * keeps the lower one, or is answered UNAUTHENTICATED and closed when its
+ * token grants nothing any more (a connection served while the server had
+ * no tokens has none); one log line per change. */
+void pd__auth_recheck(pd_server *s, const pd_conf *next);
 void pd__dispatch_free_inline(pd_server *s);
 
 /* pd_reload.c */

@@ -5,10 +5,19 @@
  *
  * A Watch request is one watch (pd__watch): a connection, the request id
  * its frames answer, and one subscription per scene it named. Every scene
- * watched by anyone is a topic (pd__topic, found by name in a small hash
- * table) listing its subscriptions. Changes arrive here from the loop
- * thread as pd_watch_events: an update's or a scene change's when its job
- * completes (pd_dispatch.c), a reload's when it publishes (pd_reload.c).
+ * watched by anyone is a topic (pd__topic, found by name and incarnation in
+ * a small hash table) listing its subscriptions. Changes arrive here from
+ * the loop thread as pd_watch_events: an update's or a scene change's when
+ * its job completes (pd_dispatch.c), a reload's when it publishes
+ * (pd_reload.c).
+ *
+ * Incarnations. A scene dropped and made again under its name is another
+ * scene (pd_scene.incarnation), whose versions start over; and the event
+ * of the drop can reach the loop after the new scene is served and
+ * watched (its job is collected later). Each event names the incarnation
+ * it is about and goes to that incarnation's topic only, so a watch of the
+ * new scene never hears the old one's events, nor the old one's watchers
+ * the new one's.
  *
  * Order. Each scene's versions are made one after another, but their
  * events can reach the loop out of order: a reload publishing version 7
@@ -65,6 +74,7 @@ struct pd__watch {
 
 struct pd__topic {
     char scene[PD_CONF_MAX_NAME];
+    uint64_t incarnation;        /* of the scene its subscriptions watch */
     uint64_t announced;          /* newest version whose event went out */
     pd__sub *subs;
     pd_watch_event **held;       /* events waiting for an earlier version's */
@@ -89,17 +99,17 @@ static size_t pd__hash(const char *name)
     return (size_t)h;
 }
 
-static pd__topic **pd__topic_slot(pd__watch_hub *hub, const char *scene)
+static pd__topic **pd__topic_slot(pd__watch_hub *hub, const char *scene, uint64_t incarnation)
 {
     pd__topic **pp = &hub->buckets[pd__hash(scene) & (hub->n_buckets - 1)];
-    while (*pp && strcmp((*pp)->scene, scene) != 0)
+    while (*pp && ((*pp)->incarnation != incarnation || strcmp((*pp)->scene, scene) != 0))
         pp = &(*pp)->next;
     return pp;
 }
 
-static pd__topic *pd__topic_find(pd__watch_hub *hub, const char *scene)
+static pd__topic *pd__topic_find(pd__watch_hub *hub, const char *scene, uint64_t incarnation)
 {
-    return hub ? *pd__topic_slot(hub, scene) : NULL;
+    return hub ? *pd__topic_slot(hub, scene, incarnation) : NULL;
 }
 
 /* Doubles the bucket array once topics outnumber it; a failed grow only
@@ -164,7 +174,7 @@ static void pd__sub_end(pd__watch_hub *hub, pd__sub *sub)
     sub->watch->live--;
     if (t->subs)
         return;
-    pd__topic **pp = pd__topic_slot(hub, t->scene);
+    pd__topic **pp = pd__topic_slot(hub, t->scene, t->incarnation);
     *pp = t->next;
     hub->n_topics--;
     pd__topic_free(t);
@@ -262,7 +272,7 @@ static int pd__announce(pd_server *s, pd__topic *t, const pd_watch_event *ev)
             /* The overflow ended every watch of that connection: maybe
              * other subscriptions of t, maybe t. Start over; the stamps
              * skip those already served. */
-            if (!(t = pd__topic_find(hub, ev->scene)))
+            if (!(t = pd__topic_find(hub, ev->scene, ev->incarnation)))
                 return 1;
             sub = t->subs;
             continue;
@@ -303,7 +313,7 @@ static int pd__release_held(pd_server *s, pd__topic *t, int force)
 
 void pd__watch_publish(pd_server *s, const pd_watch_event *ev)
 {
-    pd__topic *t = pd__topic_find(s->watch_hub, ev->scene);
+    pd__topic *t = pd__topic_find(s->watch_hub, ev->scene, ev->incarnation);
     if (!t)
         return;
     if (!pd__ready(t, ev)) {
@@ -341,12 +351,13 @@ static pd__watch *pd__watch_of(const pd__conn *c, uint64_t id)
 /* Subscribes sub to its scene's topic, made when new at the scene's version. */
 static int pd__subscribe(pd__watch_hub *hub, pd__sub *sub, const pd_scene *scene)
 {
-    pd__topic **pp = pd__topic_slot(hub, scene->name);
+    pd__topic **pp = pd__topic_slot(hub, scene->name, scene->incarnation);
     pd__topic *t = *pp;
     if (!t) {
         if (!(t = calloc(1, sizeof *t)))
             return -1;
         memcpy(t->scene, scene->name, sizeof t->scene);
+        t->incarnation = scene->incarnation;
         t->announced = scene->version;
         *pp = t;
         hub->n_topics++;
@@ -416,7 +427,8 @@ void pd__watch_start(pd__conn *c, const pd_request *req)
         if (w)
             pd__observe(s, PD_OK);
         for (size_t i = 0; w && i < w->n_subs; i++) {
-            pd_watch_event ev = {.kind = PD_WATCH_STARTED, .version = scenes[i]->version};
+            pd_watch_event ev = {.kind = PD_WATCH_STARTED, .incarnation = scenes[i]->incarnation,
+                                 .version = scenes[i]->version};
             memcpy(ev.scene, scenes[i]->name, sizeof ev.scene);
             if (pd__deliver(w, &ev, 0) != 0)
                 break;
@@ -478,8 +490,10 @@ void pd__watch_hub_free(pd_server *s)
 
 struct pd__watch_reload {
     size_t n;
-    pd_scene **before;           /* per watched scene, retained (NULL: not served) */
+    pd_scene **before;           /* per topic, retained: the scene it watches as served
+                                    before the publish (NULL: that one was not) */
     char (*names)[PD_CONF_MAX_NAME];
+    uint64_t *incarnations;
 };
 
 pd__watch_reload *pd__watch_reload_begin(pd_server *s)
@@ -489,8 +503,10 @@ pd__watch_reload *pd__watch_reload_begin(pd_server *s)
         return NULL;
     pd__watch_reload *rl = calloc(1, sizeof *rl);
     if (rl && (!(rl->before = calloc(hub->n_topics, sizeof *rl->before)) ||
-               !(rl->names = calloc(hub->n_topics, sizeof *rl->names)))) {
+               !(rl->names = calloc(hub->n_topics, sizeof *rl->names)) ||
+               !(rl->incarnations = calloc(hub->n_topics, sizeof *rl->incarnations)))) {
         free(rl->before);
+        free(rl->names);
         free(rl);
         rl = NULL;
     }
@@ -500,8 +516,15 @@ pd__watch_reload *pd__watch_reload_begin(pd_server *s)
     }
     for (size_t i = 0; i < hub->n_buckets; i++)
         for (pd__topic *t = hub->buckets[i]; t; t = t->next) {
+            pd_scene *served = pd_registry_acquire(s->registry, t->scene);
+            if (served && served->incarnation != t->incarnation) {
+                /* Dropped, and made again: its drop's job tells its watchers. */
+                pd_scene_release(served);
+                served = NULL;
+            }
             memcpy(rl->names[rl->n], t->scene, sizeof rl->names[0]);
-            rl->before[rl->n++] = pd_registry_acquire(s->registry, t->scene);
+            rl->incarnations[rl->n] = t->incarnation;
+            rl->before[rl->n++] = served;
         }
     return rl;
 }
@@ -511,14 +534,20 @@ void pd__watch_reload_end(pd_server *s, pd__watch_reload *rl)
     if (!rl)
         return;
     for (size_t i = 0; i < rl->n; i++) {
-        pd_scene *now = pd_registry_acquire(s->registry, rl->names[i]);
         pd_scene *was = rl->before[i];
-        if (now != was && was) {
-            /* A new snapshot under the name: a new definition, or gone. */
-            pd_watch_event ev = {.kind = now ? PD_WATCH_REPLACED : PD_WATCH_DROPPED};
+        if (!was)
+            continue;
+        pd_scene *now = pd_registry_acquire(s->registry, rl->names[i]);
+        if (now != was) {
+            /* A new snapshot of the same scene: a new definition. None, or
+             * another scene under the name (a drop and a create on the
+             * workers meanwhile): the watched one is gone. */
+            int same = now && now->incarnation == rl->incarnations[i];
+            pd_watch_event ev = {.kind = same ? PD_WATCH_REPLACED : PD_WATCH_DROPPED,
+                                 .incarnation = rl->incarnations[i]};
             memcpy(ev.scene, rl->names[i], sizeof ev.scene);
-            ev.version = now ? now->version : was->version;
-            if (now) {
+            ev.version = same ? now->version : was->version;
+            if (same) {
                 ev.has_changed = 1;
                 ev.changed_max = (pd_point){ now->grid->width - 1, now->grid->height - 1 };
             }
@@ -529,5 +558,6 @@ void pd__watch_reload_end(pd_server *s, pd__watch_reload *rl)
     }
     free(rl->before);
     free(rl->names);
+    free(rl->incarnations);
     free(rl);
 }

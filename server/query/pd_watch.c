@@ -38,6 +38,7 @@ int pd_watch_event_from_update(const pd_update_cells_req *req, const pd_update_o
     memset(ev, 0, sizeof *ev);
     ev->kind = PD_WATCH_UPDATED;
     memcpy(ev->scene, req->scene, sizeof ev->scene);
+    ev->incarnation = out->update.incarnation;
     ev->version = out->update.version;
     ev->has_changed = 1;
     ev->changed_min = out->update.changed_min;

@@ -37,6 +37,8 @@ typedef struct pd_watch_op {
 typedef struct pd_watch_event {
     pd_watch_kind kind;
     char scene[PD_CONF_MAX_NAME];
+    uint64_t incarnation;        /* which scene of that name (pd_scene.incarnation): a
+                                    watch hears only its own scene's events */
     uint64_t version;
     int has_changed;             /* UPDATED, REPLACED: changed_min/max hold the rectangle */
     pd_point changed_min, changed_max;

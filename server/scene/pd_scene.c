@@ -621,6 +621,7 @@ static pd_scene *pd__scene_new(const pd_conf_scene *cs, pd_grid *grid, double of
         s->from_tiled = 1;
         s->tiled_stats = *tiled;
     }
+    s->incarnation = s->lineage;
     if (pd__scene_derive(s) != 0) {
         pd__scene_free(s);
         snprintf(err, errlen, "scene '%s': out of memory for unit grids and labels", cs->name);
@@ -875,6 +876,7 @@ pd_scene *pd_scene_instance(const pd_scene *tmpl, const char *name)
     n->version = 1;
     n->runtime = 1;
     n->lineage = pd__new_lineage();
+    n->incarnation = n->lineage;
     n->acct = NULL;
     n->charged = 0;
     n->authored = NULL; /* its cells now are its authored state */
@@ -961,6 +963,7 @@ static void pd__scene_header_from(pd_scene *n, const pd_scene *s)
     n->template_lineage = s->template_lineage;
     n->from_tiled = s->from_tiled;
     n->tiled_stats = s->tiled_stats;
+    n->incarnation = s->incarnation;
     if (n->authored != s->authored) {
         pd__authored_release(n->authored);
         n->authored = pd__authored_retain(s->authored);
@@ -1302,6 +1305,7 @@ static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops
     if (!s || !s->grid || !ops || !out || n_ops < 1 || n_ops > PD_SCENE_MAX_UPDATE_OPS)
         return PD_INVALID_ARGUMENT;
     res->version = s->version;
+    res->incarnation = s->incarnation;
     for (size_t k = 0; k < n_ops; k++) {
         pd_status st = pd__validate_update(s->grid, &ops[k]);
         if (st != PD_OK)
@@ -1354,6 +1358,7 @@ static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops
     if (pd__scene_after_change(n, changed) != 0)
         goto fail;
     res->version = n->version;
+    res->incarnation = n->incarnation;
     res->cells_changed = changed;
     pd__box_to_result(&all, res);
     res->micros = pd__now_micros() - started;
@@ -1611,8 +1616,11 @@ int pd_registry_publish(pd_registry *r, pd_scene_set *set)
             fresh[i] = prev;
             continue;
         }
-        if (prev)
+        if (prev) {
+            /* Built again: the same scene's next version to its watchers. */
             fresh[i]->version = prev->version + 1;
+            fresh[i]->incarnation = prev->incarnation;
+        }
         pd__charge(r->acct, fresh[i]);
     }
     free(set->kept);

@@ -93,6 +93,14 @@ typedef struct pd_scene {
                                         scene anew records the instance's cells in the
                                         journal, because its INSTANCE record would then
                                         replay onto the new map */
+    uint64_t incarnation;            /* names one run of versions under this name: drawn
+                                        like a lineage where the version starts at 1 (a
+                                        load of a name not served, CreateScene,
+                                        CreateInstance), kept wherever the version goes
+                                        on (updates, and a reload that builds the scene
+                                        again). A scene dropped and made again under its
+                                        name is a new incarnation, whose versions start
+                                        over: watchers tell the two apart by it */
     struct pd_scene *base;           /* an instance not changed since it was made: the
                                         snapshot that owns the grid, clearance, unit grids
                                         and labels it reads (retained, never written);
@@ -182,6 +190,7 @@ typedef struct pd_scene_update {
 
 typedef struct pd_scene_update_result {
     uint64_t version;                /* of the new snapshot */
+    uint64_t incarnation;            /* of the scene updated (pd_scene.incarnation) */
     uint64_t cells_changed;          /* cells whose value actually changed */
     pd_point changed_min, changed_max;  /* with cells_changed > 0: the bounding rectangle
                                         of those cells (what a watcher hears) */

@@ -260,6 +260,7 @@ static pd_status pd__add_instance(pd_store *st, const pd_registry_commit *commit
          * instance copied. */
         pd_scene *t = pd_registry_acquire(st->registry, ia->tmpl);
         out->template_version = t ? t->version : 0;
+        out->incarnation = t ? t->incarnation : 0;
         pd_scene_release(t);
     }
     return rc;
@@ -277,6 +278,12 @@ pd_status pd_store_drop_scene(pd_store *st, const char *name, int drop_portals, 
     memset(out, 0, sizeof *out);
     if ((out->status = pd__begin(st, out->message, sizeof out->message)) != PD_OK)
         return out->status;
+    /* The scene the drop takes: this scene's changes run one at a time
+     * (its lane), so only a reload can replace it before the drop, and
+     * that keeps its incarnation. */
+    pd_scene *gone = pd_registry_acquire(st->registry, name);
+    out->incarnation = gone ? gone->incarnation : 0;
+    pd_scene_release(gone);
     /* A drop is recorded once done: one the log missed brings the scene
      * back after a restart, at the version and with the cells it had. */
     pd_status rc = pd_world_store_drop_scene(st->world, st->registry, name, drop_portals, &out->version,

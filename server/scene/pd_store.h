@@ -115,6 +115,9 @@ typedef struct pd_store_change {
                                              status says (a log that failed after a
                                              drop) */
     uint64_t template_version;            /* an instance: the template version it copies */
+    uint64_t incarnation;                 /* a drop: the dropped scene's; an instance: the
+                                             template's (pd_scene.incarnation): which scene
+                                             of that name the watchers' event is about */
 } pd_store_change;
 
 /* Serves s (made by the caller; the store takes its reference) under its

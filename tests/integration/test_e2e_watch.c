@@ -821,6 +821,176 @@ static void test_reload_events(void **state)
     close(fd);
 }
 
+/* ---- a scene dropped and made again (issue 29, finding 5) --------------- */
+
+#define R_ROUNDS 400
+#define R_WATCHES 4                 /* Watches sent per round, beside the drop and create */
+#define R_SIDE 8
+#define R_PINGS 200                 /* sent ahead of them (see the test) */
+
+static void send_drop(int fd, uint64_t id, const char *name)
+{
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__DropScene ds = PATHD__V1__DROP_SCENE__INIT;
+    ds.name = (char *)name;
+    req.id = id;
+    req.body_case = PATHD__V1__REQUEST__BODY_DROP_SCENE;
+    req.drop_scene = &ds;
+    assert_int_equal(pdi_raw_send_request(fd, &req), 0);
+}
+
+static void send_create_open(int fd, uint64_t id, const char *name)
+{
+    static uint8_t cells[R_SIDE * R_SIDE];
+    memset(cells, 1, sizeof cells);
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__CreateScene cs = PATHD__V1__CREATE_SCENE__INIT;
+    cs.name = (char *)name;
+    cs.width = cs.height = R_SIDE;
+    cs.cells.data = cells;
+    cs.cells.len = sizeof cells;
+    req.id = id;
+    req.body_case = PATHD__V1__REQUEST__BODY_CREATE_SCENE;
+    req.create_scene = &cs;
+    assert_int_equal(pdi_raw_send_request(fd, &req), 0);
+}
+
+/* The final answer of id on fd, which must be OK. */
+static void expect_ok(int fd, uint64_t id)
+{
+    Pathd__V1__Response *r = pdi_raw_recv_final(fd, id, PDI_CALL_TIMEOUT_MS);
+    assert_non_null(r);
+    if (r->status != PATHD__V1__STATUS__OK)
+        fail_msg("request %llu: status %d (%s)", (unsigned long long)id, (int)r->status,
+                 r->body_case == PATHD__V1__RESPONSE__BODY_ERROR ? r->error->message : "");
+    pathd__v1__response__free_unpacked(r, NULL);
+}
+
+/* What the test knows of one Watch of "re". */
+typedef struct re_watch {
+    int round;                      /* sent in this round */
+    int state;                      /* 0 sent, 1 started, 2 ended */
+    uint64_t started;               /* WATCH_STARTED's version */
+    uint64_t incarnation;           /* and incarnation */
+    uint64_t seen;                  /* the newest version heard */
+} re_watch;
+
+/* Reads fd's frames up to the answer of Ping `ping`, checking each watch
+ * frame against what its scene may send. `round` is the round whose drop
+ * was the last one sent. */
+static void drain_watches(int fd, uint64_t ping, re_watch *w, size_t n, int round)
+{
+    pdi_small_msg m;
+    pdi_ping_init(&m, ping, ping);
+    assert_int_equal(pdi_raw_send_request(fd, &m.req), 0);
+    for (;;) {
+        Pathd__V1__Response *r = recv_one(fd);
+        if (r->id == ping) {
+            pathd__v1__response__free_unpacked(r, NULL);
+            return;
+        }
+        if (r->id >= 2000000) {
+            pathd__v1__response__free_unpacked(r, NULL);
+            continue;
+        }
+        assert_true(r->id >= 1 && r->id <= n);
+        re_watch *x = &w[r->id - 1];
+        if (r->body_case == PATHD__V1__RESPONSE__BODY_ERROR) {
+            /* Sent between the drop and the create. */
+            assert_int_equal(x->state, 0);
+            assert_int_equal(r->status, PATHD__V1__STATUS__UNKNOWN_SCENE);
+            x->state = 2;
+            pathd__v1__response__free_unpacked(r, NULL);
+            continue;
+        }
+        assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_WATCH_EVENT);
+        const Pathd__V1__WatchEvent *ev = r->watch_event;
+        assert_int_not_equal(x->state, 2);
+        if (ev->kind == PATHD__V1__WATCH_EVENT_KIND__WATCH_STARTED) {
+            assert_int_equal(x->state, 0);
+            x->state = 1;
+            x->started = x->seen = ev->version;
+            x->incarnation = ev->incarnation;
+            assert_int_not_equal(x->incarnation, 0);
+        } else {
+            assert_int_equal(x->state, 1);
+            if (ev->incarnation != x->incarnation)
+                fail_msg("watch %llu (round %d) on incarnation %llu heard an event of incarnation %llu",
+                         (unsigned long long)r->id, x->round, (unsigned long long)x->incarnation,
+                         (unsigned long long)ev->incarnation);
+            if (ev->kind == PATHD__V1__WATCH_EVENT_KIND__SCENE_DROPPED) {
+                /* Version 1 is only ever the new scene's (the old one was
+                 * at 2 when dropped): not dropped before the next round. */
+                if (x->started == 1 && x->round == round)
+                    fail_msg("round %d: watch %llu started on the new scene (version 1) heard "
+                             "SCENE_DROPPED at version %llu before that scene was dropped",
+                             round, (unsigned long long)r->id, (unsigned long long)ev->version);
+                assert_true(r->final);
+                assert_int_equal(ev->version, x->seen);
+                x->state = 2;
+            } else {
+                assert_int_equal(ev->kind, PATHD__V1__WATCH_EVENT_KIND__SCENE_UPDATED);
+                assert_int_equal(ev->version, x->seen + 1);
+                x->seen = ev->version;
+            }
+        }
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+}
+
+/* Issue 29, finding 5: one connection drops scene "re" and makes it again,
+ * round after round, while another sends Watches of "re" at the same
+ * moment. A watch that began on the new scene (version 1; the old one was
+ * at version 2) must never hear the old one's SCENE_DROPPED, which the
+ * drop's job can bring back to the loop after the new scene is served and
+ * watched; every event of a watch carries its WATCH_STARTED incarnation. */
+static void test_recreated_scene_keeps_its_watches(void **state)
+{
+    pdi_daemon *d = *state;
+    int a = pdi_raw_connect(d->port);
+    int b = pdi_raw_connect(d->port);
+    re_watch *w = calloc(R_ROUNDS * R_WATCHES, sizeof *w);
+    assert_non_null(w);
+    uint64_t id = 1;
+    send_create_open(a, id, "re");
+    expect_ok(a, id++);
+    send_update(a, id, "re", 1, 1, 1, PATHD__V1__UPDATE_OP__UPDATE_BLOCK, 0);
+    expect_ok(a, id++);
+    size_t n = 0;
+    for (int round = 0; round < R_ROUNDS; round++) {
+        uint64_t drop = id++, create = id++, update = id++;
+        send_drop(a, drop, "re");
+        send_create_open(a, create, "re");
+        /* Pings ahead of the Watches keep the loop in b's read callback
+         * while the workers drop and create: the Watches then find the new
+         * scene served before the loop has collected the drop's job. */
+        for (int k = 0; k < R_PINGS; k++) {
+            pdi_small_msg m;
+            pdi_ping_init(&m, 2000000 + (uint64_t)k, 0);
+            assert_int_equal(pdi_raw_send_request(b, &m.req), 0);
+        }
+        for (int k = 0; k < R_WATCHES; k++) {
+            const char *const names[] = { "re" };
+            w[n].round = round;
+            send_watch(b, ++n, names, 1);
+        }
+        expect_ok(a, drop);
+        expect_ok(a, create);
+        /* The new scene at version 2, as the old one was. */
+        send_update(a, update, "re", 1, 1, 1, PATHD__V1__UPDATE_OP__UPDATE_BLOCK, 0);
+        expect_ok(a, update);
+        drain_watches(b, 1000000 + (uint64_t)round, w, n, round);
+    }
+    size_t on_new = 0;
+    for (size_t i = 0; i < n; i++)
+        on_new += w[i].started == 1;
+    print_message("%zu of %zu watches began on a scene just made again\n", on_new, n);
+    free(w);
+    close(a);
+    close(b);
+    pdi_assert_daemon_serves(d);
+}
+
 /* ---- the C client and pathctl ------------------------------------------ */
 
 /* pathctl with args; its stdout (heap) in *out; returns its exit status. */
@@ -1001,6 +1171,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_watch_requests, setup_small_caps, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_protocol_error_ends_watches, setup_small_caps, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_reload_events, setup_ext, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_recreated_scene_keeps_its_watches, setup_metrics, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_clients, setup_metrics, pdi_fixture_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -861,6 +861,10 @@ static void test_auth(void **state)
     assert_int_equal(pd_conf_token_role(&c, "query-token-012345678", 21), PD_ROLE_NONE);  /* prefix */
     assert_int_equal(pd_conf_token_role(&c, "query-token-01234567890", 23), PD_ROLE_NONE); /* longer */
     assert_int_equal(pd_conf_token_role(&c, "", 0), PD_ROLE_NONE);
+    /* The entry that grants it: the write one of the two. */
+    assert_int_equal(pd_conf_token_find(&c, "query-token-0123456789", 22), 2);
+    assert_int_equal(pd_conf_token_find(&c, "from-the-environment-123", 24), 1);
+    assert_int_equal(pd_conf_token_find(&c, "query-token-012345678", 21), -1);
     assert_string_equal(pd_role_name(PD_ROLE_WRITE), "write");
     pd_conf_free(&c);
 

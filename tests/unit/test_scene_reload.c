@@ -220,6 +220,46 @@ static void test_entry_changes_rebuild(void **state)
     pd_registry_destroy(r);
 }
 
+static uint64_t incarnation_of(pd_registry *r, const char *name)
+{
+    pd_scene *s = pd_registry_acquire(r, name);
+    assert_non_null(s);
+    uint64_t inc = s->incarnation;
+    pd_scene_release(s);
+    return inc;
+}
+
+/* A scene's incarnation goes with its versions: updates and a reload that
+ * builds it again keep it; dropped and made again under its name (a
+ * reload that adds it back, CreateScene) it is another scene, and so is
+ * an instance. */
+static void test_incarnations(void **state)
+{
+    fixture *f = *state;
+    pd_registry *r = loaded(f);
+    uint64_t a = incarnation_of(r, "a");
+    assert_int_not_equal(a, 0);
+    assert_int_not_equal(incarnation_of(r, "b"), a);
+    pd_scene_update u = { .op = PD_UPDATE_BLOCK, .is_rect = 1, .rect_min = { 4, 0 }, .rect_max = { 4, 3 } };
+    pd_scene_update_result res;
+    assert_int_equal(pd_registry_update(r, "a", &u, &res), PD_OK);
+    assert_int_equal(res.incarnation, a);
+    assert_int_equal(incarnation_of(r, "a"), a);
+    reload_expect(r, f, ", \"origin\": [1, 0]", 1, 1);
+    assert_int_equal(incarnation_of(r, "a"), a);
+    char err[256];
+    assert_int_equal(pd_registry_instance(r, "copy", "a", NULL, err, sizeof err), PD_OK);
+    assert_int_not_equal(incarnation_of(r, "copy"), a);
+    assert_int_equal(pd_registry_drop(r, "a", NULL), PD_OK);
+    reload_expect(r, f, ", \"origin\": [1, 0]", 1, 1);
+    uint64_t again = incarnation_of(r, "a");
+    assert_int_not_equal(again, a);
+    pd_scene *s = pd_registry_acquire(r, "a");
+    assert_int_equal(s->version, 1);
+    pd_scene_release(s);
+    pd_registry_destroy(r);
+}
+
 /* Moving AI per-character costs shape the grid, so they count. */
 static void test_costs_count(void **state)
 {
@@ -712,6 +752,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_unchanged_scene_keeps_its_updates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_entry_changes_rebuild, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_incarnations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_costs_count, setup, teardown),
         cmocka_unit_test_setup_teardown(test_external_tileset_counts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_changes_between_prepare_and_publish, setup, teardown),

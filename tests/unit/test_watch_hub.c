@@ -10,7 +10,8 @@
  * version (INSTANCED, DROPPED) waits for that version's; a subscription
  * made at version V skips events up to V; the overflow cap ends every
  * watch of the connection that fell behind and no other; a connection
- * that closes takes its watches with it.
+ * that closes takes its watches with it; a scene dropped and made again
+ * under its name is another scene to its watchers (issue 29).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -136,16 +137,33 @@ static void watch(pd__conn *c, uint64_t id, const char *const *names, size_t n)
     pd_request_free(&req);
 }
 
-static void publish(pd_server *s, pd_watch_kind kind, const char *scene, uint64_t version)
+/* The incarnation of the scene served as `name` (0: none is). */
+static uint64_t incarnation_of(pd_server *s, const char *name)
+{
+    pd_scene *sc = pd_registry_acquire(s->registry, name);
+    uint64_t inc = sc ? sc->incarnation : 0;
+    pd_scene_release(sc);
+    return inc;
+}
+
+/* An event about incarnation `inc` of scene. */
+static void publish_of(pd_server *s, pd_watch_kind kind, const char *scene, uint64_t inc, uint64_t version)
 {
     pd_watch_event ev;
     memset(&ev, 0, sizeof ev);
     ev.kind = kind;
     snprintf(ev.scene, sizeof ev.scene, "%s", scene);
+    ev.incarnation = inc;
     ev.version = version;
     if (kind == PD_WATCH_INSTANCED)
         snprintf(ev.instance, sizeof ev.instance, "%s-copy", scene);
     pd__watch_publish(s, &ev);
+}
+
+/* An event about the scene served as `scene` now. */
+static void publish(pd_server *s, pd_watch_kind kind, const char *scene, uint64_t version)
+{
+    publish_of(s, kind, scene, incarnation_of(s, scene), version);
 }
 
 /* The frames' (kind, version) pairs must be exactly want (n of them). */
@@ -290,12 +308,72 @@ static void test_overflow_ends_only_the_slow_connections_watches(void **state)
     free_frames(fr);
 }
 
+/* Issue 29, finding 5: a scene dropped and made again under its name while
+ * the drop's job is still uncollected. A watch started on the new scene
+ * must not hear the old one's SCENE_DROPPED (which ends the old one's
+ * watch, and only it), and the old one's watchers hear nothing of the new
+ * scene. The frames carry their scene's incarnation. */
+static void test_dropped_scene_events_miss_its_successor(void **state)
+{
+    hub_fixture *f = *state;
+    const char *const north[] = { "north" };
+    uint64_t old_inc = incarnation_of(f->s, "north");
+    watch(f->a, 1, north, 1);
+    Pathd__V1__Response **fr = take_frames(f->a);
+    assert_non_null(fr[0]);
+    assert_int_equal(fr[0]->watch_event->incarnation, old_inc);
+    free_frames(fr);
+
+    /* The drop and the create have run on the workers; b watches the new
+     * scene before the drop's job comes back to the loop. */
+    uint64_t dropped_at = 0;
+    assert_int_equal(pd_registry_drop(f->s->registry, "north", &dropped_at), PD_OK);
+    add_scene(f->s->registry, "north");
+    uint64_t new_inc = incarnation_of(f->s, "north");
+    assert_int_not_equal(new_inc, old_inc);
+    watch(f->b, 2, north, 1);
+    fr = take_frames(f->b);
+    const uint64_t started[][2] = { { PATHD__V1__WATCH_EVENT_KIND__WATCH_STARTED, 1 } };
+    expect_events(fr, started, 1);
+    assert_int_equal(fr[0]->watch_event->incarnation, new_inc);
+    free_frames(fr);
+    assert_int_equal(pd__watch_count(f->s), 2);
+
+    publish_of(f->s, PD_WATCH_DROPPED, "north", old_inc, dropped_at);
+    fr = take_frames(f->a);
+    const uint64_t dropped[][2] = { { PATHD__V1__WATCH_EVENT_KIND__SCENE_DROPPED, 1 } };
+    expect_events(fr, dropped, 1);
+    assert_true(fr[0]->final);
+    assert_int_equal(fr[0]->watch_event->incarnation, old_inc);
+    free_frames(fr);
+    fr = take_frames(f->b);
+    if (fr[0])
+        fail_msg("the new scene's watch heard a frame of the old one (status %d, kind %d, final %d)",
+                 (int)fr[0]->status, fr[0]->watch_event ? (int)fr[0]->watch_event->kind : -1, (int)fr[0]->final);
+    free_frames(fr);
+    assert_int_equal(pd__watch_count(f->s), 1);
+    assert_non_null(f->b->watches);
+
+    /* The new scene's update reaches b only. */
+    publish(f->s, PD_WATCH_UPDATED, "north", 2);
+    fr = take_frames(f->b);
+    const uint64_t updated[][2] = { { PATHD__V1__WATCH_EVENT_KIND__SCENE_UPDATED, 2 } };
+    expect_events(fr, updated, 1);
+    assert_int_equal(fr[0]->watch_event->incarnation, new_inc);
+    assert_false(fr[0]->final);
+    free_frames(fr);
+    fr = take_frames(f->a);
+    assert_null(fr[0]);
+    free_frames(fr);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_out_of_order_events_go_out_in_version_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_late_subscriber_skips_what_it_has, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overflow_ends_only_the_slow_connections_watches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dropped_scene_events_miss_its_successor, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
