@@ -10,7 +10,6 @@
 #include "pd_codec.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,17 +83,6 @@ static void pd__arena_reset(pd__arena *a)
 }
 
 /* Formats a decode error into err (truncated to errlen). */
-static void pd__set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void pd__set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    if (err == NULL || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* Strict UTF-8 check (no overlongs, no surrogates, nothing above U+10FFFF):
  * proto3 strings must be UTF-8 and protobuf-c does not check it, while the
  * names travel back to clients whose protobuf libraries do. */
@@ -143,20 +131,20 @@ static pd_status pd__decode_scene_name(const char *name, const char *field, char
 {
     size_t n = name != NULL ? strlen(name) : 0;
     if (n == 0) {
-        pd__set_err(err, errlen, "%s is empty", field);
+        pd_set_err(err, errlen, "%s is empty", field);
         return PD_INVALID_ARGUMENT;
     }
     if (n >= PD_CONF_MAX_NAME) {
-        pd__set_err(err, errlen, "%s is %zu bytes; at most %d allowed", field, n, PD_CONF_MAX_NAME - 1);
+        pd_set_err(err, errlen, "%s is %zu bytes; at most %d allowed", field, n, PD_CONF_MAX_NAME - 1);
         return PD_INVALID_ARGUMENT;
     }
     if (!pd__utf8_valid((const unsigned char *)name, n)) {
-        pd__set_err(err, errlen, "%s is not valid UTF-8", field);
+        pd_set_err(err, errlen, "%s is not valid UTF-8", field);
         return PD_INVALID_ARGUMENT;
     }
     for (size_t i = 0; i < n; i++) {
         if ((unsigned char)name[i] < 0x20 || name[i] == 0x7F) {
-            pd__set_err(err, errlen, "%s contains a control character", field);
+            pd_set_err(err, errlen, "%s contains a control character", field);
             return PD_INVALID_ARGUMENT;
         }
     }
@@ -168,7 +156,7 @@ static pd_status pd__decode_point(const Pathd__V1__Point *p, const char *field, 
                                   char *err, size_t errlen)
 {
     if (p == NULL) {
-        pd__set_err(err, errlen, "%s is missing", field);
+        pd_set_err(err, errlen, "%s is missing", field);
         return PD_INVALID_ARGUMENT;
     }
     switch (p->kind_case) {
@@ -179,7 +167,7 @@ static pd_status pd__decode_point(const Pathd__V1__Point *p, const char *field, 
         return PD_OK;
     case PATHD__V1__POINT__KIND_WORLD:
         if (!isfinite(p->world->x) || !isfinite(p->world->y)) {
-            pd__set_err(err, errlen, "%s.world is not a finite point", field);
+            pd_set_err(err, errlen, "%s.world is not a finite point", field);
             return PD_INVALID_ARGUMENT;
         }
         out->is_world = 1;
@@ -187,7 +175,7 @@ static pd_status pd__decode_point(const Pathd__V1__Point *p, const char *field, 
         out->wy = p->world->y;
         return PD_OK;
     default:
-        pd__set_err(err, errlen, "%s has neither cell nor world set", field);
+        pd_set_err(err, errlen, "%s has neither cell nor world set", field);
         return PD_INVALID_ARGUMENT;
     }
 }
@@ -197,13 +185,13 @@ static pd_status pd__decode_rect(const Pathd__V1__Rect *r, const char *field, pd
                                  char *err, size_t errlen)
 {
     if (r->min == NULL || r->max == NULL) {
-        pd__set_err(err, errlen, "%s needs both min and max", field);
+        pd_set_err(err, errlen, "%s needs both min and max", field);
         return PD_INVALID_ARGUMENT;
     }
     *min = (pd_point){r->min->x, r->min->y};
     *max = (pd_point){r->max->x, r->max->y};
     if (min->x > max->x || min->y > max->y) {
-        pd__set_err(err, errlen, "%s min (%d,%d) is not <= max (%d,%d)", field, (int)min->x, (int)min->y,
+        pd_set_err(err, errlen, "%s min (%d,%d) is not <= max (%d,%d)", field, (int)min->x, (int)min->y,
                     (int)max->x, (int)max->y);
         return PD_INVALID_ARGUMENT;
     }
@@ -217,13 +205,13 @@ static pd_status pd__copy_cells(Pathd__V1__Cell *const *cells, size_t n, const c
 {
     pd_point *pts = malloc(n * sizeof *pts);
     if (pts == NULL) {
-        pd__set_err(err, errlen, "out of memory for %zu cells of %s", n, field);
+        pd_set_err(err, errlen, "out of memory for %zu cells of %s", n, field);
         return PD_INTERNAL;
     }
     for (size_t i = 0; i < n; i++) {
         if (cells[i] == NULL) {
             free(pts);
-            pd__set_err(err, errlen, "%s[%zu] is missing", field, i);
+            pd_set_err(err, errlen, "%s[%zu] is missing", field, i);
             return PD_INVALID_ARGUMENT;
         }
         pts[i] = (pd_point){cells[i]->x, cells[i]->y};
@@ -249,7 +237,7 @@ static pd_status pd__decode_style(int style, const char *what, pd_waypoint_style
         *out = PD_STYLE_SMOOTH;
         return PD_OK;
     default:
-        pd__set_err(err, errlen, "%s.style %d is not STYLE_CELLS (0), STYLE_CORNERS (1) or STYLE_SMOOTH (2)",
+        pd_set_err(err, errlen, "%s.style %d is not STYLE_CELLS (0), STYLE_CORNERS (1) or STYLE_SMOOTH (2)",
                     what, style);
         return PD_INVALID_ARGUMENT;
     }
@@ -269,7 +257,7 @@ static pd_status pd__decode_goal_mode(int mode, const char *what, pd_goal_mode *
         *out = PD_GOAL_LINE;
         return PD_OK;
     default:
-        pd__set_err(err, errlen, "%s.goal_mode %d is not GOAL_EXACT (0), GOAL_NEAREST (1) or GOAL_LINE (2)",
+        pd_set_err(err, errlen, "%s.goal_mode %d is not GOAL_EXACT (0), GOAL_NEAREST (1) or GOAL_LINE (2)",
                     what, mode);
         return PD_INVALID_ARGUMENT;
     }
@@ -279,11 +267,11 @@ static pd_status pd__decode_timing(double speed, double start_time, const char *
                                    size_t errlen)
 {
     if (!isfinite(speed) || speed < 0) {
-        pd__set_err(err, errlen, "%s.speed %g is not a finite number >= 0", what, speed);
+        pd_set_err(err, errlen, "%s.speed %g is not a finite number >= 0", what, speed);
         return PD_INVALID_ARGUMENT;
     }
     if (!isfinite(start_time)) {
-        pd__set_err(err, errlen, "%s.start_time is not finite", what);
+        pd_set_err(err, errlen, "%s.start_time is not finite", what);
         return PD_INVALID_ARGUMENT;
     }
     return PD_OK;
@@ -296,34 +284,34 @@ static pd_status pd__decode_goal_set(const Pathd__V1__FindPath *m, pd_find_path_
                                      size_t errlen)
 {
     if (!isfinite(m->range) || m->range < 0 || m->range > PD_FINDPATH_MAX_RANGE) {
-        pd__set_err(err, errlen, "find_path.range %g is not a number in 0..%g (cells)", m->range,
+        pd_set_err(err, errlen, "find_path.range %g is not a number in 0..%g (cells)", m->range,
                     PD_FINDPATH_MAX_RANGE);
         return PD_INVALID_ARGUMENT;
     }
     out->range = m->range;
     if (m->line_of_sight && !(m->range > 0)) {
-        pd__set_err(err, errlen, "find_path.line_of_sight needs find_path.range > 0");
+        pd_set_err(err, errlen, "find_path.line_of_sight needs find_path.range > 0");
         return PD_INVALID_ARGUMENT;
     }
     out->line_of_sight = m->line_of_sight != 0;
     if (m->n_goals == 0)
         return PD_OK;
     if (m->n_goals > PD_FINDPATH_MAX_GOALS) {
-        pd__set_err(err, errlen, "find_path.goals has %zu points; at most %d allowed", m->n_goals,
+        pd_set_err(err, errlen, "find_path.goals has %zu points; at most %d allowed", m->n_goals,
                     PD_FINDPATH_MAX_GOALS);
         return PD_INVALID_ARGUMENT;
     }
     if (m->goal != NULL) {
-        pd__set_err(err, errlen, "find_path.goal and find_path.goals are exclusive: send one");
+        pd_set_err(err, errlen, "find_path.goal and find_path.goals are exclusive: send one");
         return PD_INVALID_ARGUMENT;
     }
     if (out->goal_mode != PD_GOAL_EXACT) {
-        pd__set_err(err, errlen, "find_path.goal_mode must be GOAL_EXACT with find_path.goals");
+        pd_set_err(err, errlen, "find_path.goal_mode must be GOAL_EXACT with find_path.goals");
         return PD_INVALID_ARGUMENT;
     }
     out->goals = calloc(m->n_goals, sizeof *out->goals);
     if (out->goals == NULL) {
-        pd__set_err(err, errlen, "out of memory for %zu goals", m->n_goals);
+        pd_set_err(err, errlen, "out of memory for %zu goals", m->n_goals);
         return PD_INTERNAL;
     }
     out->n_goals = m->n_goals;
@@ -350,7 +338,7 @@ static pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path
 
     out->unit_size = m->unit_size == 0 ? 1 : m->unit_size;
     if (out->unit_size > PD_CONF_MAX_UNIT_SIZE) {
-        pd__set_err(err, errlen, "find_path.unit_size %u is above the limit %d", (unsigned)m->unit_size,
+        pd_set_err(err, errlen, "find_path.unit_size %u is above the limit %d", (unsigned)m->unit_size,
                     PD_CONF_MAX_UNIT_SIZE);
         return PD_INVALID_ARGUMENT;
     }
@@ -366,7 +354,7 @@ static pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path
         out->connectivity = PD_CONNECT_4;
         break;
     default:
-        pd__set_err(err, errlen, "find_path.connectivity %d is not 4 or 8", (int)m->connectivity);
+        pd_set_err(err, errlen, "find_path.connectivity %d is not 4 or 8", (int)m->connectivity);
         return PD_INVALID_ARGUMENT;
     }
 
@@ -387,7 +375,7 @@ static pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path
                                   errlen)) != PD_OK)
             return st;
         if (out->window_min.x < 0 || out->window_min.y < 0) {
-            pd__set_err(err, errlen, "find_path.window has a negative corner (%d,%d)",
+            pd_set_err(err, errlen, "find_path.window has a negative corner (%d,%d)",
                         (int)out->window_min.x, (int)out->window_min.y);
             return PD_INVALID_ARGUMENT;
         }
@@ -395,7 +383,7 @@ static pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path
     }
 
     if (m->n_avoid > PD_CODEC_MAX_AVOID) {
-        pd__set_err(err, errlen, "find_path.avoid has %zu cells; at most %u allowed", m->n_avoid,
+        pd_set_err(err, errlen, "find_path.avoid has %zu cells; at most %u allowed", m->n_avoid,
                     PD_CODEC_MAX_AVOID);
         return PD_INVALID_ARGUMENT;
     }
@@ -406,7 +394,7 @@ static pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path
     }
 
     if (m->deadline_ms > PD_CODEC_MAX_DEADLINE_MS) {
-        pd__set_err(err, errlen, "find_path.deadline_ms %u is above the limit %u", (unsigned)m->deadline_ms,
+        pd_set_err(err, errlen, "find_path.deadline_ms %u is above the limit %u", (unsigned)m->deadline_ms,
                     PD_CODEC_MAX_DEADLINE_MS);
         return PD_INVALID_ARGUMENT;
     }
@@ -430,7 +418,7 @@ static pd_status pd__decode_find_route(const Pathd__V1__FindRoute *m, pd_find_ro
 
     out->unit_size = m->unit_size == 0 ? 1 : m->unit_size;
     if (out->unit_size > PD_CONF_MAX_UNIT_SIZE) {
-        pd__set_err(err, errlen, "find_route.unit_size %u is above the limit %d", (unsigned)m->unit_size,
+        pd_set_err(err, errlen, "find_route.unit_size %u is above the limit %d", (unsigned)m->unit_size,
                     PD_CONF_MAX_UNIT_SIZE);
         return PD_INVALID_ARGUMENT;
     }
@@ -439,7 +427,7 @@ static pd_status pd__decode_find_route(const Pathd__V1__FindRoute *m, pd_find_ro
         (st = pd__decode_timing(m->speed, m->start_time, "find_route", err, errlen)) != PD_OK)
         return st;
     if (m->deadline_ms > PD_CODEC_MAX_DEADLINE_MS) {
-        pd__set_err(err, errlen, "find_route.deadline_ms %u is above the limit %u", (unsigned)m->deadline_ms,
+        pd_set_err(err, errlen, "find_route.deadline_ms %u is above the limit %u", (unsigned)m->deadline_ms,
                     PD_CODEC_MAX_DEADLINE_MS);
         return PD_INVALID_ARGUMENT;
     }
@@ -473,19 +461,19 @@ static pd_status pd__decode_update_op(const char *what, int op, uint32_t cost, i
         u->op = PD_UPDATE_RESTORE;
         break;
     default:
-        pd__set_err(err, errlen,
+        pd_set_err(err, errlen,
                     "%s.op %d is not UPDATE_BLOCK (0), UPDATE_PASS (1), UPDATE_COST (2) or UPDATE_RESTORE (3)", what,
                     op);
         return PD_INVALID_ARGUMENT;
     }
     if (u->op == PD_UPDATE_COST) {
         if (cost < 1 || cost > 255) {
-            pd__set_err(err, errlen, "%s.cost %u is not 1..255", what, (unsigned)cost);
+            pd_set_err(err, errlen, "%s.cost %u is not 1..255", what, (unsigned)cost);
             return PD_INVALID_ARGUMENT;
         }
         u->cost = (uint8_t)cost;
     } else if (cost != 0) {
-        pd__set_err(err, errlen, "%s.cost %u is only allowed with UPDATE_COST", what, (unsigned)cost);
+        pd_set_err(err, errlen, "%s.cost %u is only allowed with UPDATE_COST", what, (unsigned)cost);
         return PD_INVALID_ARGUMENT;
     }
 
@@ -498,7 +486,7 @@ static pd_status pd__decode_update_op(const char *what, int op, uint32_t cost, i
          * the sides first, then the product of two sides that fit. */
         uint64_t w = (uint64_t)((int64_t)max.x - min.x + 1), h = (uint64_t)((int64_t)max.y - min.y + 1);
         if (w > PD_SCENE_MAX_UPDATE_CELLS || h > PD_SCENE_MAX_UPDATE_CELLS || w * h > PD_SCENE_MAX_UPDATE_CELLS) {
-            pd__set_err(err, errlen, "%s covers %llu x %llu cells; at most %u allowed", field,
+            pd_set_err(err, errlen, "%s covers %llu x %llu cells; at most %u allowed", field,
                         (unsigned long long)w, (unsigned long long)h, (unsigned)PD_SCENE_MAX_UPDATE_CELLS);
             return PD_INVALID_ARGUMENT;
         }
@@ -511,11 +499,11 @@ static pd_status pd__decode_update_op(const char *what, int op, uint32_t cost, i
         size_t n = list->n_cells;
         snprintf(field, sizeof field, "%s.cells", what);
         if (n == 0) {
-            pd__set_err(err, errlen, "%s is empty", field);
+            pd_set_err(err, errlen, "%s is empty", field);
             return PD_INVALID_ARGUMENT;
         }
         if (n > PD_SCENE_MAX_UPDATE_CELLS) {
-            pd__set_err(err, errlen, "%s has %zu cells; at most %u allowed", field, n,
+            pd_set_err(err, errlen, "%s has %zu cells; at most %u allowed", field, n,
                         (unsigned)PD_SCENE_MAX_UPDATE_CELLS);
             return PD_INVALID_ARGUMENT;
         }
@@ -526,7 +514,7 @@ static pd_status pd__decode_update_op(const char *what, int op, uint32_t cost, i
         u->n_cells = n;
         return PD_OK;
     }
-    pd__set_err(err, errlen, "%s has neither rect nor cells set", what);
+    pd_set_err(err, errlen, "%s has neither rect nor cells set", what);
     return PD_INVALID_ARGUMENT;
 }
 
@@ -544,17 +532,17 @@ static pd_status pd__decode_update_cells(const Pathd__V1__UpdateCells *m, pd_upd
                                     &out->cells, err, errlen);
     }
     if (m->target_case != PATHD__V1__UPDATE_CELLS__TARGET__NOT_SET || m->op != 0 || m->cost != 0) {
-        pd__set_err(err, errlen, "update_cells has ops: its own rect, cells, op and cost must stay unset");
+        pd_set_err(err, errlen, "update_cells has ops: its own rect, cells, op and cost must stay unset");
         return PD_INVALID_ARGUMENT;
     }
     if (m->n_ops > PD_SCENE_MAX_UPDATE_OPS) {
-        pd__set_err(err, errlen, "update_cells.ops has %zu operations; at most %u allowed", m->n_ops,
+        pd_set_err(err, errlen, "update_cells.ops has %zu operations; at most %u allowed", m->n_ops,
                     (unsigned)PD_SCENE_MAX_UPDATE_OPS);
         return PD_INVALID_ARGUMENT;
     }
     out->ops = calloc(m->n_ops, sizeof *out->ops);
     if (!out->ops) {
-        pd__set_err(err, errlen, "out of memory");
+        pd_set_err(err, errlen, "out of memory");
         return PD_INTERNAL;
     }
     for (size_t i = 0; i < m->n_ops; i++) {
@@ -562,7 +550,7 @@ static pd_status pd__decode_update_cells(const Pathd__V1__UpdateCells *m, pd_upd
         char what[40];
         snprintf(what, sizeof what, "update_cells.ops[%zu]", i);
         if (!o) {
-            pd__set_err(err, errlen, "%s is missing", what);
+            pd_set_err(err, errlen, "%s is missing", what);
             return PD_INVALID_ARGUMENT;
         }
         int target = o->target_case == PATHD__V1__CELL_OP__TARGET_RECT    ? 1
@@ -587,18 +575,18 @@ static pd_status pd__decode_scene_grid(const Pathd__V1__GetSceneGrid *m, pd_scen
     out->min_version = m->min_version;
     out->unit_size = m->unit_size == 0 ? 1 : m->unit_size;
     if (out->unit_size > PD_CONF_MAX_UNIT_SIZE) {
-        pd__set_err(err, errlen, "scene_grid.unit_size %u is above the limit %d", (unsigned)m->unit_size,
+        pd_set_err(err, errlen, "scene_grid.unit_size %u is above the limit %d", (unsigned)m->unit_size,
                     PD_CONF_MAX_UNIT_SIZE);
         return PD_INVALID_ARGUMENT;
     }
     /* No grid has more rows than PD_GRID_MAX_SIDE, so larger values can only
      * be mistakes; refusing them here keeps row arithmetic far from overflow. */
     if (m->row_start < 0 || m->row_start > PD_GRID_MAX_SIDE) {
-        pd__set_err(err, errlen, "scene_grid.row_start %d is not 0..%d", (int)m->row_start, PD_GRID_MAX_SIDE);
+        pd_set_err(err, errlen, "scene_grid.row_start %d is not 0..%d", (int)m->row_start, PD_GRID_MAX_SIDE);
         return PD_INVALID_ARGUMENT;
     }
     if (m->row_count < 0 || m->row_count > PD_GRID_MAX_SIDE) {
-        pd__set_err(err, errlen, "scene_grid.row_count %d is not 0..%d", (int)m->row_count, PD_GRID_MAX_SIDE);
+        pd_set_err(err, errlen, "scene_grid.row_count %d is not 0..%d", (int)m->row_count, PD_GRID_MAX_SIDE);
         return PD_INVALID_ARGUMENT;
     }
     out->row_start = m->row_start;
@@ -621,7 +609,7 @@ static pd_status pd__decode_move_head(const char *scene, uint32_t unit_size, uin
         return st;
     out->unit_size = unit_size == 0 ? 1 : unit_size;
     if (out->unit_size > PD_CONF_MAX_UNIT_SIZE) {
-        pd__set_err(err, errlen, "%s.unit_size %u is above the limit %d", kind, (unsigned)unit_size,
+        pd_set_err(err, errlen, "%s.unit_size %u is above the limit %d", kind, (unsigned)unit_size,
                     PD_CONF_MAX_UNIT_SIZE);
         return PD_INVALID_ARGUMENT;
     }
@@ -638,23 +626,23 @@ static pd_status pd__decode_validate_move(const Pathd__V1__ValidateMove *m, pd_m
     if (st != PD_OK)
         return st;
     if (m->n_moves == 0 || m->n_moves > PD_MOVE_MAX_POINTS) {
-        pd__set_err(err, errlen, "validate_move.moves has %zu points; 1 to %u allowed", m->n_moves,
+        pd_set_err(err, errlen, "validate_move.moves has %zu points; 1 to %u allowed", m->n_moves,
                     PD_MOVE_MAX_POINTS);
         return PD_INVALID_ARGUMENT;
     }
     if (!(isfinite(m->max_speed) && m->max_speed > 0)) {
-        pd__set_err(err, errlen, "validate_move.max_speed must be a finite number > 0");
+        pd_set_err(err, errlen, "validate_move.max_speed must be a finite number > 0");
         return PD_INVALID_ARGUMENT;
     }
     if (!(m->tolerance >= 0 && m->tolerance <= PD_MOVE_MAX_TOLERANCE)) {
-        pd__set_err(err, errlen, "validate_move.tolerance must lie in 0..%g", PD_MOVE_MAX_TOLERANCE);
+        pd_set_err(err, errlen, "validate_move.tolerance must lie in 0..%g", PD_MOVE_MAX_TOLERANCE);
         return PD_INVALID_ARGUMENT;
     }
     out->max_speed = m->max_speed;
     out->tolerance = m->tolerance;
     out->moves = calloc(m->n_moves, sizeof *out->moves);
     if (out->moves == NULL) {
-        pd__set_err(err, errlen, "out of memory");
+        pd_set_err(err, errlen, "out of memory");
         return PD_INTERNAL;
     }
     out->n_moves = m->n_moves;
@@ -666,7 +654,7 @@ static pd_status pd__decode_validate_move(const Pathd__V1__ValidateMove *m, pd_m
         if ((st = pd__decode_point(m->moves[i]->point, field, &out->moves[i].point, err, errlen)) != PD_OK)
             return st;
         if (!isfinite(m->moves[i]->t)) {
-            pd__set_err(err, errlen, "validate_move.moves[%zu].t is not finite", i);
+            pd_set_err(err, errlen, "validate_move.moves[%zu].t is not finite", i);
             return PD_INVALID_ARGUMENT;
         }
         out->moves[i].t = m->moves[i]->t;
@@ -696,7 +684,7 @@ static pd_status pd__decode_query(const Pathd__V1__Query *q, pd_move_req *out, c
             PD_OK)
             return st;
         if (!isfinite(m->dx) || !isfinite(m->dy)) {
-            pd__set_err(err, errlen, "move_along.dx/dy must be finite");
+            pd_set_err(err, errlen, "move_along.dx/dy must be finite");
             return PD_INVALID_ARGUMENT;
         }
         out->dx = m->dx;
@@ -709,7 +697,7 @@ static pd_status pd__decode_query(const Pathd__V1__Query *q, pd_move_req *out, c
         if ((st = pd__decode_move_head(m->scene, m->unit_size, m->min_version, m->at, "nearest", "at", out, err, errlen)) != PD_OK)
             return st;
         if (m->radius > PD_MOVE_MAX_RADIUS) {
-            pd__set_err(err, errlen, "nearest.radius %u is above the limit %u", (unsigned)m->radius,
+            pd_set_err(err, errlen, "nearest.radius %u is above the limit %u", (unsigned)m->radius,
                         PD_MOVE_MAX_RADIUS);
             return PD_INVALID_ARGUMENT;
         }
@@ -735,7 +723,7 @@ static pd_status pd__decode_query(const Pathd__V1__Query *q, pd_move_req *out, c
                                        errlen)) != PD_OK)
             return st;
         if (!(m->radius >= 0 && m->radius <= PD_MOVE_MAX_WALK_RADIUS)) {
-            pd__set_err(err, errlen, "random_point.radius must lie in 0..%g", PD_MOVE_MAX_WALK_RADIUS);
+            pd_set_err(err, errlen, "random_point.radius must lie in 0..%g", PD_MOVE_MAX_WALK_RADIUS);
             return PD_INVALID_ARGUMENT;
         }
         out->radius = m->radius;
@@ -749,7 +737,7 @@ static pd_status pd__decode_query(const Pathd__V1__Query *q, pd_move_req *out, c
                                        errlen)) != PD_OK)
             return st;
         if (m->max_distance > PD_MOVE_MAX_RADIUS) {
-            pd__set_err(err, errlen, "distance_to_wall.max_distance %u is above the limit %u",
+            pd_set_err(err, errlen, "distance_to_wall.max_distance %u is above the limit %u",
                         (unsigned)m->max_distance, PD_MOVE_MAX_RADIUS);
             return PD_INVALID_ARGUMENT;
         }
@@ -759,13 +747,13 @@ static pd_status pd__decode_query(const Pathd__V1__Query *q, pd_move_req *out, c
     case PATHD__V1__QUERY__KIND_FIND_PATH:
         out->kind = PD_REQ_FIND_PATH;
         if ((out->path = calloc(1, sizeof *out->path)) == NULL) {
-            pd__set_err(err, errlen, "out of memory");
+            pd_set_err(err, errlen, "out of memory");
             return PD_INTERNAL;
         }
         if ((st = pd__decode_find_path(q->find_path, out->path, err, errlen)) != PD_OK)
             return st;
         if (out->path->deadline_ms != 0) {
-            pd__set_err(err, errlen, "find_path.deadline_ms must be 0 in a batch: the batch runs as one job");
+            pd_set_err(err, errlen, "find_path.deadline_ms must be 0 in a batch: the batch runs as one job");
             return PD_INVALID_ARGUMENT;
         }
         memcpy(out->scene, out->path->scene, sizeof out->scene);
@@ -773,7 +761,7 @@ static pd_status pd__decode_query(const Pathd__V1__Query *q, pd_move_req *out, c
         out->min_version = out->path->min_version;
         return PD_OK;
     default:
-        pd__set_err(err, errlen, "query has no kind this server knows");
+        pd_set_err(err, errlen, "query has no kind this server knows");
         return PD_INVALID_ARGUMENT;
     }
 }
@@ -784,20 +772,20 @@ static pd_status pd__decode_query(const Pathd__V1__Query *q, pd_move_req *out, c
 static pd_status pd__decode_batch(const Pathd__V1__Batch *m, pd_batch_req *out, char *err, size_t errlen)
 {
     if (m->n_items == 0 || m->n_items > PD_BATCH_MAX_ITEMS) {
-        pd__set_err(err, errlen, "batch.items has %zu queries; 1 to %u allowed", m->n_items, PD_BATCH_MAX_ITEMS);
+        pd_set_err(err, errlen, "batch.items has %zu queries; 1 to %u allowed", m->n_items, PD_BATCH_MAX_ITEMS);
         return PD_INVALID_ARGUMENT;
     }
     size_t paths = 0;
     for (size_t i = 0; i < m->n_items; i++)
         paths += m->items[i] != NULL && m->items[i]->kind_case == PATHD__V1__QUERY__KIND_FIND_PATH;
     if (paths > PD_BATCH_MAX_PATHS) {
-        pd__set_err(err, errlen, "batch.items has %zu find_path queries; at most %u allowed", paths,
+        pd_set_err(err, errlen, "batch.items has %zu find_path queries; at most %u allowed", paths,
                     PD_BATCH_MAX_PATHS);
         return PD_INVALID_ARGUMENT;
     }
     out->items = calloc(m->n_items, sizeof *out->items);
     if (out->items == NULL) {
-        pd__set_err(err, errlen, "out of memory");
+        pd_set_err(err, errlen, "out of memory");
         return PD_INTERNAL;
     }
     out->n_items = m->n_items;
@@ -806,13 +794,13 @@ static pd_status pd__decode_batch(const Pathd__V1__Batch *m, pd_batch_req *out, 
         char why[PD_REQUEST_MESSAGE_MAX] = "";
         pd_status st = pd__decode_query(m->items[i], item, why, sizeof why);
         if (st == PD_INTERNAL) {
-            pd__set_err(err, errlen, "out of memory");
+            pd_set_err(err, errlen, "out of memory");
             return st;
         }
         if (st != PD_OK) {
             pd_move_req_free(item);
             item->status = st;
-            pd__set_err(item->message, sizeof item->message, "batch.items[%zu]: %s", i, why);
+            pd_set_err(item->message, sizeof item->message, "batch.items[%zu]: %s", i, why);
         }
     }
     return PD_OK;
@@ -868,31 +856,31 @@ static pd_status pd__decode_create_scene(const Pathd__V1__CreateScene *m, pd_sce
         return st;
     int raw = m->cells.len > 0 || m->width != 0 || m->height != 0;
     if (raw && m->map.len > 0) {
-        pd__set_err(err, errlen, "create_scene has both map and cells: send one");
+        pd_set_err(err, errlen, "create_scene has both map and cells: send one");
         return PD_INVALID_ARGUMENT;
     }
     if (!raw && m->map.len == 0) {
-        pd__set_err(err, errlen, "create_scene has neither map nor cells");
+        pd_set_err(err, errlen, "create_scene has neither map nor cells");
         return PD_INVALID_ARGUMENT;
     }
     if (raw) {
         if (m->format && m->format[0]) {
-            pd__set_err(err, errlen, "create_scene.format applies to map, not to raw cells");
+            pd_set_err(err, errlen, "create_scene.format applies to map, not to raw cells");
             return PD_INVALID_ARGUMENT;
         }
         if (m->width < 1 || m->width > PD_GRID_MAX_SIDE || m->height < 1 || m->height > PD_GRID_MAX_SIDE) {
-            pd__set_err(err, errlen, "create_scene.width and height must be 1..%d (got %d x %d)",
+            pd_set_err(err, errlen, "create_scene.width and height must be 1..%d (got %d x %d)",
                         PD_GRID_MAX_SIDE, (int)m->width, (int)m->height);
             return PD_INVALID_ARGUMENT;
         }
         if ((uint64_t)m->width * (uint64_t)m->height != m->cells.len) {
-            pd__set_err(err, errlen, "create_scene.cells has %zu bytes; width * height is %llu",
+            pd_set_err(err, errlen, "create_scene.cells has %zu bytes; width * height is %llu",
                         m->cells.len, (unsigned long long)m->width * (unsigned long long)m->height);
             return PD_INVALID_ARGUMENT;
         }
     }
     if (m->n_unit_sizes > PD_CONF_MAX_UNIT_SIZES) {
-        pd__set_err(err, errlen, "create_scene.unit_sizes has %zu sizes; at most %d allowed", m->n_unit_sizes,
+        pd_set_err(err, errlen, "create_scene.unit_sizes has %zu sizes; at most %d allowed", m->n_unit_sizes,
                     PD_CONF_MAX_UNIT_SIZES);
         return PD_INVALID_ARGUMENT;
     }
@@ -907,7 +895,7 @@ static pd_status pd__decode_create_scene(const Pathd__V1__CreateScene *m, pd_sce
         .n_unit_sizes = m->n_unit_sizes,
     };
     if ((out->scene = malloc(sizeof *out->scene)) == NULL) {
-        pd__set_err(err, errlen, "out of memory");
+        pd_set_err(err, errlen, "out of memory");
         return PD_INTERNAL;
     }
     if (pd_conf_scene_from_fields(&f, out->scene, err, errlen) != 0)
@@ -915,7 +903,7 @@ static pd_status pd__decode_create_scene(const Pathd__V1__CreateScene *m, pd_sce
     const ProtobufCBinaryData *bytes = raw ? &m->cells : &m->map;
     out->map = malloc(bytes->len);
     if (!out->map) {
-        pd__set_err(err, errlen, "out of memory");
+        pd_set_err(err, errlen, "out of memory");
         return PD_INTERNAL;
     }
     memcpy(out->map, bytes->data, bytes->len);
@@ -931,11 +919,11 @@ static pd_status pd__decode_create_scene(const Pathd__V1__CreateScene *m, pd_sce
 static pd_status pd__decode_watch(const Pathd__V1__Watch *m, pd_watch_req *out, char *err, size_t errlen)
 {
     if (m->n_scenes == 0 || m->n_scenes > PD_WATCH_MAX_SCENES) {
-        pd__set_err(err, errlen, "watch.scenes has %zu names; 1 to %u allowed", m->n_scenes, PD_WATCH_MAX_SCENES);
+        pd_set_err(err, errlen, "watch.scenes has %zu names; 1 to %u allowed", m->n_scenes, PD_WATCH_MAX_SCENES);
         return PD_INVALID_ARGUMENT;
     }
     if ((out->scenes = calloc(m->n_scenes, sizeof *out->scenes)) == NULL) {
-        pd__set_err(err, errlen, "out of memory");
+        pd_set_err(err, errlen, "out of memory");
         return PD_INTERNAL;
     }
     out->n_scenes = m->n_scenes;
@@ -948,7 +936,7 @@ static pd_status pd__decode_watch(const Pathd__V1__Watch *m, pd_watch_req *out, 
         /* At most 1024 names: the quadratic check costs less than a sort. */
         for (size_t j = 0; j < i; j++)
             if (strcmp(out->scenes[j], out->scenes[i]) == 0) {
-                pd__set_err(err, errlen, "watch.scenes names '%s' twice", out->scenes[i]);
+                pd_set_err(err, errlen, "watch.scenes names '%s' twice", out->scenes[i]);
                 return PD_INVALID_ARGUMENT;
             }
     }
@@ -998,7 +986,7 @@ static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, c
         const char *token = m->auth->token ? m->auth->token : "";
         size_t n = strlen(token);
         if (n >= PD_CONF_MAX_TOKEN) {
-            pd__set_err(err, errlen, "auth.token is longer than %d bytes", PD_CONF_MAX_TOKEN - 1);
+            pd_set_err(err, errlen, "auth.token is longer than %d bytes", PD_CONF_MAX_TOKEN - 1);
             return PD_INVALID_ARGUMENT;
         }
         memcpy(req->u.auth.token, token, n + 1);
@@ -1045,9 +1033,9 @@ static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, c
         /* Bodies added to the schema later (19 and up) arrive
          * here as unknown fields; say so, since the client likely is newer. */
         if (m->base.n_unknown_fields > 0)
-            pd__set_err(err, errlen, "request has no body this server knows (newer client?)");
+            pd_set_err(err, errlen, "request has no body this server knows (newer client?)");
         else
-            pd__set_err(err, errlen, "request has no body");
+            pd_set_err(err, errlen, "request has no body");
         return PD_INVALID_ARGUMENT;
     }
 }
@@ -1148,7 +1136,7 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
         err[0] = '\0';
     if (payload == NULL) {
         if (len > 0) {
-            pd__set_err(err, errlen, "no payload bytes");
+            pd_set_err(err, errlen, "no payload bytes");
             return PD_MALFORMED;
         }
         payload = empty;
@@ -1164,13 +1152,13 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
         if (sc.elements > PD_CODEC_MAX_ELEMENTS) {
             req->id = sc.id;
             req->structural = 1;
-            pd__set_err(err, errlen, "request holds more than %u fields and list elements (the limit)",
+            pd_set_err(err, errlen, "request holds more than %u fields and list elements (the limit)",
                         PD_CODEC_MAX_ELEMENTS);
             return PD_INVALID_ARGUMENT;
         }
         if (sc.nul_string) {
             req->id = sc.id;
-            pd__set_err(err, errlen, "string field %s holds a NUL byte", sc.nul_field);
+            pd_set_err(err, errlen, "string field %s holds a NUL byte", sc.nul_field);
             return PD_INVALID_ARGUMENT;
         }
     }
@@ -1180,7 +1168,7 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
     m = pathd__v1__request__unpack(&arena, len, payload);
     if (m == NULL) {
         pd__arena_reset(&pd__decode_arena);
-        pd__set_err(err, errlen, "frame is not a pathd.v1.Request");
+        pd_set_err(err, errlen, "frame is not a pathd.v1.Request");
         return PD_MALFORMED;
     }
     req->id = m->id;

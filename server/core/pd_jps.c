@@ -683,7 +683,7 @@ pd_status pd_jps_extract(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, s
 pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_params *params, pd_point *out,
                         size_t out_cap, pd_search_metrics *metrics)
 {
-    uint64_t t0 = pd__now_micros();
+    uint64_t t0 = pd_clock_us();
     pd_search_metrics m = { 0 };
     pd_status st;
     ctx->have_path = 0;
@@ -762,7 +762,7 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
             st = pd_jps_extract(ctx, out, out_cap, NULL);
     }
 done:
-    m.micros = pd__now_micros() - t0;
+    m.micros = pd_clock_us() - t0;
     if (metrics)
         *metrics = m;
     return st;
@@ -814,12 +814,12 @@ int pd_jps_pick(const pd_grid *g, uint64_t seed, pd_jps_pick_result *out)
         for (unsigned i = 0; i < n; i++) {
             pd_search_params p = { .start = from[i], .goal = to[i], .connectivity = PD_CONNECT_8 };
             pd_search_metrics m;
-            uint64_t t0 = pd__now_nanos();
+            uint64_t t0 = pd_clock_ns();
             pd_search_jps(jc, g, &p, NULL, 0, &m);
-            uint64_t t1 = pd__now_nanos();
+            uint64_t t1 = pd_clock_ns();
             p.max_expansions = PD_JPS_PICK_MAX_EXPANSIONS;
             pd_search_astar(ac, g, &p, NULL, 0, &m);
-            uint64_t t2 = pd__now_nanos();
+            uint64_t t2 = pd_clock_ns();
             if (timed) {
                 out->jps_ns += t1 - t0;
                 out->astar_ns += t2 - t1;

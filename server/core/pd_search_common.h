@@ -10,8 +10,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <time.h>
 
+#include "pd_clock.h"
 #include "pd_search.h"
 
 #define PD__SQRT2 1.41421356237309504880
@@ -61,18 +61,6 @@ static inline pd_status pd__count_expansion(const pd_search_params *p, uint64_t 
     if (p->poll && (*expanded & (PD_SEARCH_POLL_INTERVAL - 1)) == 0)
         return p->poll(p->poll_user);
     return PD_OK;
-}
-
-static inline uint64_t pd__now_nanos(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static inline uint64_t pd__now_micros(void)
-{
-    return pd__now_nanos() / 1000u;
 }
 
 #endif

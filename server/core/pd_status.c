@@ -1,7 +1,10 @@
-/* pd_status.c - names for pd_status values, for logs, CLIs and tests. */
+/* pd_status.c - names for pd_status values, for logs, CLIs and tests, and
+ * the one way a refusal writes its reason. */
 #include "pd_status.h"
 
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* Values without a name (the unused gaps 18..29 and 33..39) are not statuses. */
 static const char *const pd__names[PD_STATUS_COUNT] = {
@@ -27,4 +30,14 @@ const char *pd_status_name(pd_status s)
 int pd_status_is_answer(unsigned s)
 {
     return s < PD_STATUS_COUNT && pd__names[s] != NULL && s != PD_BUFFER_TOO_SMALL;
+}
+
+void pd_set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
 }

@@ -9,6 +9,8 @@
 #ifndef PD_STATUS_H
 #define PD_STATUS_H
 
+#include <stddef.h>
+
 typedef enum pd_status {
     PD_OK = 0,
     PD_PARTIAL = 1,             /* succeeded, but with a substituted goal or a cut-off path */
@@ -48,5 +50,9 @@ int pd_status_is_answer(unsigned s);
 
 /* Upper-case name as used in docs and the wire enum, e.g. "NO_PATH". */
 const char *pd_status_name(pd_status s);
+
+/* Writes the reason for a status into err (cut to errlen; nothing when err
+ * is NULL or errlen 0), as every layer's refusals do. */
+void pd_set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

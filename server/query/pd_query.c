@@ -50,11 +50,11 @@
  * takes portal_cost * cell_size / speed seconds.
  */
 #include "pd_query.h"
+#include "pd_clock.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,13 +147,6 @@ size_t pd_query_scratch_trim(pd_query_scratch *s, size_t retained_bytes)
     return pd__scratch_bytes(s);
 }
 
-static uint64_t pd__now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 static int pd__scratch_grow(pd_query_scratch *s, size_t need)
 {
     if (need <= s->cap)
@@ -170,18 +163,6 @@ static int pd__scratch_grow(pd_query_scratch *s, size_t need)
 }
 
 /* ---- prepare: checks against the snapshot ------------------------------ */
-
-static void pd__set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void pd__set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Resolves a start or goal point to an in-bounds cell. */
 static pd_status pd__resolve_point(const pd_scene *scene, const pd_point_spec *spec, pd_point *cell)
@@ -212,7 +193,7 @@ static pd_status pd__resolve_ends(const pd_scene *from, const pd_point_spec *sta
         snprintf(where, sizeof where, "world (%g, %g)", bad->wx, bad->wy);
     else
         snprintf(where, sizeof where, "cell (%" PRId32 ", %" PRId32 ")", bad->cell.x, bad->cell.y);
-    pd__set_err(err, errlen, "%s %s is outside scene '%s' (%" PRId32 "x%" PRId32 ")",
+    pd_set_err(err, errlen, "%s %s is outside scene '%s' (%" PRId32 "x%" PRId32 ")",
                 bad == start ? "start" : "goal", where, sc->name, sc->grid->width, sc->grid->height);
     return PD_OUT_OF_BOUNDS;
 }
@@ -221,7 +202,7 @@ static pd_status pd__check_unit(const pd_scene *scene, uint32_t unit_size, char 
 {
     if (pd_scene_allows_unit(scene, unit_size))
         return PD_OK;
-    pd__set_err(err, errlen, "scene '%s' does not serve unit size %" PRIu32, scene->name, unit_size);
+    pd_set_err(err, errlen, "scene '%s' does not serve unit size %" PRIu32, scene->name, unit_size);
     return PD_INVALID_ARGUMENT;
 }
 
@@ -240,10 +221,10 @@ static pd_status pd__resolve_goals(const pd_scene *scene, const pd_find_path_req
         const pd_point_spec *g = &req->goals[i];
         if (pd__resolve_point(scene, g, &out->goals[i]) != PD_OK) {
             if (g->is_world)
-                pd__set_err(err, errlen, "find_path.goals[%zu] world (%g, %g) is outside scene '%s'", i, g->wx,
+                pd_set_err(err, errlen, "find_path.goals[%zu] world (%g, %g) is outside scene '%s'", i, g->wx,
                             g->wy, scene->name);
             else
-                pd__set_err(err, errlen, "find_path.goals[%zu] cell (%" PRId32 ", %" PRId32 ") is outside scene '%s'",
+                pd_set_err(err, errlen, "find_path.goals[%zu] cell (%" PRId32 ", %" PRId32 ") is outside scene '%s'",
                             i, g->cell.x, g->cell.y, scene->name);
             return PD_OUT_OF_BOUNDS;
         }
@@ -256,7 +237,7 @@ pd_status pd_query_check_version(const pd_scene *scene, uint64_t min_version, ch
 {
     if (scene->version >= min_version)
         return PD_OK;
-    pd__set_err(err, errlen, "scene '%s' is at version %" PRIu64 ", older than min_version %" PRIu64 "; retry",
+    pd_set_err(err, errlen, "scene '%s' is at version %" PRIu64 ", older than min_version %" PRIu64 "; retry",
                 scene->name, scene->version, min_version);
     return PD_STALE_VERSION;
 }
@@ -293,7 +274,7 @@ pd_status pd_query_path_prepare(const pd_scene *scene, const pd_find_path_req *r
         p->window_max.y = req->window_max.y < h ? req->window_max.y : h - 1;
         /* A window wholly past the edge holds no cell, so not the start. */
         if (req->window_min.x >= w || req->window_min.y >= h) {
-            pd__set_err(err, errlen, "find_path.window starts at (%" PRId32 ",%" PRId32
+            pd_set_err(err, errlen, "find_path.window starts at (%" PRId32 ",%" PRId32
                         "), outside scene '%s' (%" PRId32 "x%" PRId32 ")",
                         req->window_min.x, req->window_min.y, scene->name, w, h);
             return PD_INVALID_ARGUMENT;
@@ -317,7 +298,7 @@ pd_status pd_query_route_prepare(const pd_world *world, const pd_find_route_req 
     const pd_scene *from = pd_world_scene(world, req->from_scene);
     const pd_scene *to = pd_world_scene(world, req->to_scene);
     if (!from || !to) {
-        pd__set_err(err, errlen, "unknown scene '%s'", !from ? req->from_scene : req->to_scene);
+        pd_set_err(err, errlen, "unknown scene '%s'", !from ? req->from_scene : req->to_scene);
         return PD_UNKNOWN_SCENE;
     }
     pd_status st = pd__check_unit(from, req->unit_size, err, errlen);
@@ -563,9 +544,9 @@ static void pd__explain_blocked(const pd_scene *scene, const pd_path_query *q, c
     uint32_t unit = q->unit_size ? q->unit_size : 1;
     const char *snap = q->snap ? "; no open cell to snap to within the fallback radius" : " (snap not asked for)";
     if (unit <= 1 || pd_grid_get(scene->grid, p.x, p.y) == PD_CELL_BLOCKED)
-        pd__set_err(msg, cap, "%s cell (%d,%d) of scene '%s' is a wall%s", end, p.x, p.y, scene->name, snap);
+        pd_set_err(msg, cap, "%s cell (%d,%d) of scene '%s' is a wall%s", end, p.x, p.y, scene->name, snap);
     else
-        pd__set_err(msg, cap,
+        pd_set_err(msg, cap,
                  "%s (%d,%d) of scene '%s' is open, but a unit of size %u anchored there does not fit: "
                  "a wall lies under its %ux%u footprint%s",
                  end, p.x, p.y, scene->name, unit, unit, unit, snap);
@@ -589,7 +570,7 @@ static void pd__explain_path(const pd_scene *scene, const pd_path_query *q, cons
     case PD_NO_PATH: {
         pd_point from = r->start_substituted ? r->start_used : a;
         if (comps && !pd_components_connected(comps, from, b) && pd_components_label(comps, b) != 0)
-            pd__set_err(msg, cap,
+            pd_set_err(msg, cap,
                      "start (%d,%d) is in component %u and goal (%d,%d) in component %u of scene '%s' "
                      "for unit size %u: no walk joins them%s",
                      from.x, from.y, (unsigned)pd_components_label(comps, from), b.x, b.y,
@@ -597,10 +578,10 @@ static void pd__explain_path(const pd_scene *scene, const pd_path_query *q, cons
                      q->goal_mode == PD_GOAL_EXACT ? " (goal_mode EXACT: no substitute goal)"
                                                    : ", and no reachable substitute for the goal was found");
         else if (comps && !pd_components_connected(comps, from, b))
-            pd__set_err(msg, cap, "goal (%d,%d) is blocked for unit size %u and no reachable cell near it was found",
+            pd_set_err(msg, cap, "goal (%d,%d) is blocked for unit size %u and no reachable cell near it was found",
                      b.x, b.y, unit);
         else
-            pd__set_err(msg, cap,
+            pd_set_err(msg, cap,
                      "start (%d,%d) and goal (%d,%d) are connected in scene '%s', but not within this "
                      "request's avoid cells (%zu) and window: the search ran out of cells after %" PRIu64
                      " expansions",
@@ -608,12 +589,12 @@ static void pd__explain_path(const pd_scene *scene, const pd_path_query *q, cons
         break;
     }
     case PD_BUDGET_EXCEEDED:
-        pd__set_err(msg, cap, "the search expanded %" PRIu64 " nodes, the budget (max_expansions %" PRIu64
+        pd_set_err(msg, cap, "the search expanded %" PRIu64 " nodes, the budget (max_expansions %" PRIu64
                  "), before reaching the goal; partial_on_cutoff returns the path so far",
                  r->metrics.expanded, q->params.max_expansions);
         break;
     default:
-        pd__set_err(msg, cap, "%s after %" PRIu64 " expansions", pd_status_name(st), r->metrics.expanded);
+        pd_set_err(msg, cap, "%s after %" PRIu64 " expansions", pd_status_name(st), r->metrics.expanded);
         break;
     }
 }
@@ -907,18 +888,18 @@ static pd_status pd__find_route(pd_query_scratch *s, const pd_world *world, cons
     if (st != PD_OK) {
         uint32_t unit = q->unit_size ? q->unit_size : 1;
         if (st == PD_NO_PATH)
-            pd__set_err(r->message, sizeof r->message,
+            pd_set_err(r->message, sizeof r->message,
                      "no walk joins '%s' (%d,%d) to '%s' (%d,%d) for unit size %u: the ends are in parts of "
                      "their scenes no portal open to this unit size connects (portals with a max_unit "
                      "below %u are closed to it)",
                      q->from_scene, q->start.x, q->start.y, q->to_scene, q->goal.x, q->goal.y, unit, unit);
         else if (st == PD_START_BLOCKED || st == PD_GOAL_BLOCKED)
-            pd__set_err(r->message, sizeof r->message, "%s (%d,%d) of scene '%s' is a wall for unit size %u",
+            pd_set_err(r->message, sizeof r->message, "%s (%d,%d) of scene '%s' is a wall for unit size %u",
                      st == PD_START_BLOCKED ? "start" : "goal", st == PD_START_BLOCKED ? q->start.x : q->goal.x,
                      st == PD_START_BLOCKED ? q->start.y : q->goal.y,
                      st == PD_START_BLOCKED ? q->from_scene : q->to_scene, unit);
         else
-            pd__set_err(r->message, sizeof r->message, "%s after %" PRIu64 " expansions", pd_status_name(st), expanded);
+            pd_set_err(r->message, sizeof r->message, "%s after %" PRIu64 " expansions", pd_status_name(st), expanded);
         pd_route_result_free(r);
         r->goal_substituted = 0;
         return st;
@@ -930,10 +911,10 @@ static pd_status pd__find_route(pd_query_scratch *s, const pd_world *world, cons
 pd_status pd_query_find_route(pd_query_scratch *s, const pd_world *world, const pd_route_query *q,
                               const pd_query_control *ctl, pd_route_result *out)
 {
-    uint64_t started = pd__now_us();
+    uint64_t started = pd_clock_us();
     memset(out, 0, sizeof *out);
     out->status = s && world && q ? pd__find_route(s, world, q, ctl, out) : PD_INVALID_ARGUMENT;
-    out->metrics.micros = pd__now_us() - started;
+    out->metrics.micros = pd_clock_us() - started;
     return out->status;
 }
 

@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "pd_journal.h"
+#include "pd_clock.h"
 #include "pd_store.h"
 #include "pd_world.h"
 
@@ -1049,13 +1050,6 @@ static void pd__remove_before(pd_journal *j, const pd__files *f, uint64_t keep)
         }
 }
 
-static uint64_t pd__now_micros(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 static void pd__replay_free(pd__replay *rp)
 {
     pd_registry_release_list(rp->config, rp->n_config);
@@ -1126,7 +1120,7 @@ pd_journal *pd_journal_open(const pd_journal_opts *opts, pd_registry *r, pd_worl
     if (!stats)
         stats = &local;
     memset(stats, 0, sizeof *stats);
-    uint64_t started = pd__now_micros();
+    uint64_t started = pd_clock_us();
     if (!opts->dir || !opts->dir[0] || strlen(opts->dir) >= PD_CONF_MAX_DATA_DIR) {
         snprintf(err, errlen, "journal: no data_dir, or one longer than %d bytes", PD_CONF_MAX_DATA_DIR - 1);
         return NULL;
@@ -1178,7 +1172,7 @@ pd_journal *pd_journal_open(const pd_journal_opts *opts, pd_registry *r, pd_worl
         return NULL;
     }
     stats->generation = j->generation;
-    stats->micros = pd__now_micros() - started;
+    stats->micros = pd_clock_us() - started;
     return j;
 }
 

@@ -48,6 +48,7 @@
  * lock only to swap the new version in.
  */
 #include "pd_scene.h"
+#include "pd_clock.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -887,13 +888,6 @@ pd_scene *pd_scene_instance(const pd_scene *tmpl, const char *name)
     return n;
 }
 
-static uint64_t pd__now_micros(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* Checks an update against the grid it will be applied to. */
 static pd_status pd__validate_update(const pd_grid *g, const pd_scene_update *u)
 {
@@ -1295,7 +1289,7 @@ static pd_scene *pd__scene_for_next(const pd_scene *s, pd_scene_writer *l)
 static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops, size_t n_ops,
                                    pd_scene_writer *l, pd_scene **out, pd_scene_update_result *res)
 {
-    uint64_t started = pd__now_micros();
+    uint64_t started = pd_clock_us();
     pd_scene_update_result local;
     if (!res)
         res = &local;
@@ -1319,7 +1313,7 @@ static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops
                                                        : ops[0].cost,
                          &per_cell)) {
         /* Nothing would change: no copy, no new version. */
-        res->micros = pd__now_micros() - started;
+        res->micros = pd_clock_us() - started;
         return PD_OK;
     }
     pd_scene *n = pd__scene_for_next(s, l);
@@ -1351,7 +1345,7 @@ static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops
         } else {
             pd_scene_release(n);
         }
-        res->micros = pd__now_micros() - started;
+        res->micros = pd_clock_us() - started;
         return PD_OK;
     }
     n->passable_cells = (uint64_t)((int64_t)n->passable_cells + delta);
@@ -1361,7 +1355,7 @@ static pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops
     res->incarnation = n->incarnation;
     res->cells_changed = changed;
     pd__box_to_result(&all, res);
-    res->micros = pd__now_micros() - started;
+    res->micros = pd_clock_us() - started;
     *out = n;
     return PD_OK;
 fail:

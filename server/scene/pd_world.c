@@ -8,6 +8,7 @@
  * for a unit size is an n x n matrix over that list, row = from.
  */
 #include "pd_world.h"
+#include "pd_clock.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -54,13 +55,6 @@ struct pd_world {
     size_t n_routes;
     pd_world_stats stats;
 };
-
-static uint64_t pd__now_micros(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 static void pd__scene_clear(pd__scene *s)
 {
@@ -394,13 +388,13 @@ static pd_world *pd__world_build(const pd_conf_world *cw, pd_scene *const *scene
 
     if (pd__index_endpoints(w) != 0)
         goto oom;
-    uint64_t t0 = pd__now_micros();
+    uint64_t t0 = pd_clock_us();
     for (size_t i = 0; i < w->n_scenes; i++) {
         const pd__scene *same = prev ? pd__reusable(prev, w, &w->scenes[i]) : NULL;
         if (same ? pd__copy_tables(&w->scenes[i], same) != 0 : pd__scene_tables(w, &w->scenes[i], ctx) != 0)
             goto oom;
     }
-    w->stats.table_micros = pd__now_micros() - t0;
+    w->stats.table_micros = pd_clock_us() - t0;
     w->stats.n_scenes = w->n_scenes;
     w->stats.n_portals = w->n_portals;
     w->stats.n_routes = w->n_routes;
@@ -539,11 +533,11 @@ pd_status pd_world_refresh_scene(const pd_world *w, pd_scene *s, pd_world **out,
         free(ws->tables[u]);
         ws->tables[u] = NULL;
     }
-    uint64_t t0 = pd__now_micros();
+    uint64_t t0 = pd_clock_us();
     n->stats.table_entries = 0;
     n->stats.table_searches = 0;
     int rc = pd__scene_tables(n, ws, ctx);
-    n->stats.table_micros = pd__now_micros() - t0;
+    n->stats.table_micros = pd_clock_us() - t0;
     pd_search_ctx_destroy(ctx);
     if (rc != 0) {
         pd__world_free(n);
@@ -641,7 +635,7 @@ static pd_status pd__world_resync(const pd_world *w, pd_scene *const *scenes, si
     }
     if (pd__index_endpoints(n) != 0)
         goto fail;
-    uint64_t t0 = pd__now_micros();
+    uint64_t t0 = pd_clock_us();
     for (size_t i = 0; i < n->n_scenes; i++) {
         pd__scene *ws = &n->scenes[i];
         long oi = pd__find_scene(w, ws->scene->name);
@@ -658,7 +652,7 @@ static pd_status pd__world_resync(const pd_world *w, pd_scene *const *scenes, si
         if (pd__scene_tables(n, ws, ctx) != 0)
             goto fail;
     }
-    n->stats.table_micros = pd__now_micros() - t0;
+    n->stats.table_micros = pd_clock_us() - t0;
     n->stats.n_scenes = n->n_scenes;
     n->stats.n_portals = n->n_portals;
     n->stats.n_routes = n->n_routes;
@@ -1110,7 +1104,7 @@ pd_status pd_world_plan(const pd_world *w, pd_search_ctx *ctx, const pd_world_qu
     if (!out)
         return PD_INVALID_ARGUMENT;
     memset(out, 0, sizeof *out);
-    uint64_t t0 = pd__now_micros();
+    uint64_t t0 = pd_clock_us();
     pd__query qq;
     pd_status st = pd__query_init(&qq, w, ctx, q, out, 1);
     if (st == PD_OK) {
@@ -1123,7 +1117,7 @@ pd_status pd_world_plan(const pd_world *w, pd_search_ctx *ctx, const pd_world_qu
         out->searches = searches;
         out->expanded = expanded;
     }
-    out->micros = pd__now_micros() - t0;
+    out->micros = pd_clock_us() - t0;
     return st;
 }
 

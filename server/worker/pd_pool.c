@@ -40,6 +40,7 @@
  * context as the next task will find it.
  */
 #include "pd_pool.h"
+#include "pd_clock.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -115,9 +116,7 @@ void pd_task_init(pd_task *task, pd_task_run_fn run)
 
 uint64_t pd_pool_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return pd_clock_ns();
 }
 
 static void pd__publish(pd_pool *p, pd__batch *b);
