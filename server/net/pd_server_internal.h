@@ -281,13 +281,10 @@ int pd__map_insert(pd__conn_map *m, pd__conn *c);
 pd__conn *pd__map_find(const pd__conn_map *m, uint64_t id);
 void pd__map_remove(pd__conn_map *m, uint64_t id);
 
-/* pd_reload.c */
-void pd__reload(pd_server *s);
-
 /* pd_server.c */
-void pd__fit_fd_limit(pd_conf *conf);
 void pd__check_drained(pd_server *s);
 
+/* pd_conn.c */
 void pd__conn_account(pd__conn *c);
 
 /* pd_dispatch.c */
