@@ -2,9 +2,10 @@
  * main.c - the pathd daemon: arguments, config, scenes, workers, server, run,
  * then teardown in reverse.
  *
- * Everything interesting lives in the layers; this file only wires them
- * together in one straight line so the start-up and shutdown order can be
- * read top to bottom. Exit status: 0 after a clean stop (or a good
+ * Everything interesting lives in the layers; this file parses the
+ * arguments, runs --check-config, and wires the layers together in one
+ * straight line so the start-up and shutdown order can be read top to
+ * bottom. Exit status: 0 after a clean stop (or a good
  * --check-config), 1 when the config, the scenes or the listener fail, 2 for
  * bad command-line arguments.
  */

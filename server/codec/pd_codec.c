@@ -1030,8 +1030,9 @@ static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, c
         req->u.unwatch_target = m->unwatch->watch_id;
         return PD_OK;
     default:
-        /* Bodies added to the schema later (19 and up) arrive
-         * here as unknown fields; say so, since the client likely is newer. */
+        /* Bodies added to the schema after this server (field numbers
+         * it has no case for) arrive here as unknown fields; say so,
+         * since the client likely is newer. */
         if (m->base.n_unknown_fields > 0)
             pd_set_err(err, errlen, "request has no body this server knows (newer client?)");
         else

@@ -4,9 +4,10 @@
  * The only code that includes the generated *.pb-c.h. Decoding validates every
  * field after protobuf-c has unpacked it (protobuf-c itself checks no ranges),
  * so the layers above see only requests that make sense. Encoders produce
- * whole frames (header + payload) in one malloc'd buffer, so the net layer
- * queues one uv_write per answer; a path becomes several PathChunk frames
- * back to back in that one buffer.
+ * whole frames (header + payload) in one malloc'd buffer, which the net
+ * layer writes as a whole (with other answers in one write when several
+ * are ready, and from the worker itself when it can); a path becomes
+ * several PathChunk frames back to back in that one buffer.
  *
  * It decodes into the request structs of pd_request.h and encodes from the
  * result structs of pd_query.h; it knows nothing of workers or connections.

@@ -15,14 +15,6 @@
 
 #include "pd_log.h"
 
-
-/* One reload in progress. The loop thread fills in what the load needs and
- * queues it; the work callback (a libuv threadpool thread) reads the config,
- * builds the scene set and the world over it; the after-work callback (the
- * loop thread again) publishes or refuses them and frees this. libuv runs
- * the two callbacks one after the other and orders them with its own lock,
- * so the fields need no lock of their own; the loop thread does not touch
- * them in between. */
 /* What the start-up load reports to pd_server_load, which waits for it. */
 typedef struct pd__initial_load {
     int done;
@@ -31,6 +23,13 @@ typedef struct pd__initial_load {
     size_t errlen;
 } pd__initial_load;
 
+/* One reload in progress. The loop thread fills in what the load needs and
+ * queues it; the work callback (a libuv threadpool thread) reads the config,
+ * builds the scene set and the world over it; the after-work callback (the
+ * loop thread again) publishes or refuses them and frees this. libuv runs
+ * the two callbacks one after the other and orders them with its own lock,
+ * so the fields need no lock of their own; the loop thread does not touch
+ * them in between. */
 typedef struct pd__reload_job {
     uv_work_t req;               /* req.data points back to the server */
     const pd_conf *initial;      /* the start-up load: this config, already read and

@@ -1,7 +1,8 @@
 /*
  * pd_scene.c - scene snapshots and the name -> scene registry.
  *
- * A scene is loaded once from its config entry and never changes after that;
+ * A scene snapshot never changes once it is served: a cell update or a
+ * reload serves a new snapshot in its place (see Versions below), and
  * sharing is by reference count. The registry keeps the current set as an
  * array sorted by name, guarded by a read-write lock: lookups (every path
  * request) take the read side for a binary search and one atomic increment,
