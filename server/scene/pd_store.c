@@ -208,10 +208,16 @@ static int pd__add_commit(void *user, const pd_scene *made, const pd_scene *tmpl
  * calls the commit), the settle, the new scene's bytes. */
 typedef pd_status (*pd__add_fn)(pd_store *st, const pd_registry_commit *commit, void *arg, pd_store_change *out);
 
-static pd_status pd__add(pd_store *st, pd__add_fn add, void *arg, const char *name, pd_store_change *out)
+/* owned: a scene the add takes over (released here when the log refuses
+ * before the add is tried), or NULL. */
+static pd_status pd__add(pd_store *st, pd__add_fn add, void *arg, pd_scene *owned, const char *name,
+                         pd_store_change *out)
 {
-    if ((out->status = pd__begin(st, out->message, sizeof out->message)) != PD_OK)
+    if ((out->status = pd__begin(st, out->message, sizeof out->message)) != PD_OK) {
+        pd_scene_release(owned);
+        out->scene_bytes = pd_registry_bytes(st->registry);
         return out->status;
+    }
     pd__add_ctx a = { st, out };
     const pd_registry_commit commit = { .fn = pd__add_commit, .user = &a };
     pd_status st_add = add(st, pd__has_log(st) ? &commit : NULL, arg, out);
@@ -243,7 +249,7 @@ pd_status pd_store_add_scene(pd_store *st, pd_scene *s, pd_store_change *out)
     memset(out, 0, sizeof *out);
     char name[PD_CONF_MAX_NAME];
     snprintf(name, sizeof name, "%s", s->name);
-    return pd__add(st, pd__add_scene, s, name, out);
+    return pd__add(st, pd__add_scene, s, s, name, out);
 }
 
 typedef struct pd__instance_arg {
@@ -270,7 +276,7 @@ pd_status pd_store_add_instance(pd_store *st, const char *name, const char *tmpl
 {
     memset(out, 0, sizeof *out);
     pd__instance_arg ia = { name, tmpl };
-    return pd__add(st, pd__add_instance, &ia, name, out);
+    return pd__add(st, pd__add_instance, &ia, NULL, name, out);
 }
 
 pd_status pd_store_drop_scene(pd_store *st, const char *name, int drop_portals, pd_store_change *out)
