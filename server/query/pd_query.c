@@ -1033,10 +1033,10 @@ pd_status pd_query_update_cells(pd_registry *registry, pd_world_store *world_sto
 
 pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_store, pd_journal *journal,
                                 pd_request_kind kind, const pd_scene_change_req *req,
-                                pd_scene_change_outcome *out)
+                                const pd_query_control *ctl, pd_scene_change_outcome *out)
 {
     memset(out, 0, sizeof *out);
-    pd_status st;
+    pd_status st, built = PD_INVALID_ARGUMENT;
     pd_scene *made = NULL;
     /* A name already served is refused before its map is parsed: a slow
      * map would otherwise hold the lane of the scene it names for nothing
@@ -1053,12 +1053,27 @@ pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_sto
         }
     }
     /* A new scene's map is parsed and derived before the change lock is
-     * taken: other scenes' changes go on meanwhile. */
-    if (kind == PD_REQ_CREATE_SCENE && req->scene)
-        made = req->raw ? pd_scene_from_cells(req->scene, req->width, req->height, req->map, out->message,
-                                              sizeof out->message)
-                        : pd_scene_build(req->scene, (const char *)req->map, req->map_len, out->message,
-                                         sizeof out->message);
+     * taken: other scenes' changes go on meanwhile. The caps are checked
+     * before the work they bound; a cancel stops the build. */
+    if (kind == PD_REQ_CREATE_SCENE && req->scene && !req->raw) {
+        pd_scene_limits lim;
+        pd_registry_build_limits(registry, &lim);
+        if (ctl) {
+            lim.poll = ctl->poll;
+            lim.poll_user = ctl->poll_user;
+        }
+        made = pd_scene_build(req->scene, (const char *)req->map, req->map_len, &lim, &built, out->message,
+                              sizeof out->message);
+        if (!made && built != PD_INVALID_ARGUMENT) {
+            /* Refused by a cap, or stopped: nothing to serve or journal. */
+            out->status = built;
+            out->scene_bytes = pd_registry_bytes(registry);
+            return out->status;
+        }
+    } else if (kind == PD_REQ_CREATE_SCENE && req->scene) {
+        made = pd_scene_from_cells(req->scene, req->width, req->height, req->map, out->message,
+                                   sizeof out->message);
+    }
     /* A map is checked as it is parsed; raw cells here (the journal's
      * replay builds any state a scene was in from cells). */
     if (made && req->raw && pd_scene_check_walkable(made, NULL, out->message, sizeof out->message) != 0) {

@@ -254,10 +254,15 @@ typedef struct pd_scene_change_outcome {
  * version; both then let the world store take the new scene in.
  * DropScene goes through pd_world_store_drop_scene. With a journal (may
  * be NULL) the change is appended and synced as for updates. The caps are the
- * registry's (pd_registry_set_caps). Changes to one registry must run one
+ * registry's (pd_registry_set_caps): a map's cells and the bytes its scene
+ * would hold are checked as it is parsed, before the work they cost
+ * (pd_registry_build_limits), LIMIT_EXCEEDED. ctl's poll (ctl may be NULL)
+ * is asked while a map is parsed and derived: a cancel, a closed
+ * connection or a stopping server ends the build with its status, before
+ * anything is served or journalled. Changes to one registry must run one
  * at a time, in order, like updates. Returns out->status. */
 pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_store, pd_journal *journal,
                                 pd_request_kind kind, const pd_scene_change_req *req,
-                                pd_scene_change_outcome *out);
+                                const pd_query_control *ctl, pd_scene_change_outcome *out);
 
 #endif
