@@ -97,6 +97,7 @@ struct pd_registry {
     pd_scene **scenes;          /* sorted by name, one reference each */
     size_t n_scenes;
     pd_registry_caps caps;      /* guarded by reload_lock */
+    atomic_int loads_stopped;   /* pd_registry_stop_loads */
     uint64_t spare_min_cells;   /* guarded by reload_lock; see pd_registry_set_spare_min_cells */
     struct pd_scene_acct *acct; /* what every snapshot charged here holds */
 };
@@ -825,11 +826,14 @@ static int pd__same_definition(const pd_scene *cur, const pd_conf_scene *cs, con
     return 1;
 }
 
-/* Loads the scene of config entry cs; when `keep` (the snapshot a registry
- * serves under cs's name, or NULL) has the definition cs gives, returns it
- * retained instead of building it again, with *kept = 1. */
-static pd_scene *pd__scene_load_or_keep(const pd_conf_scene *cs, pd_scene *keep, int *kept,
-                                        char *err, size_t errlen)
+/* Loads the scene of config entry cs, its parse and derive asking lim's
+ * poll (lim may be NULL; the config's maps have no cap but their
+ * format's); when `keep` (the snapshot a registry serves under cs's name,
+ * or NULL) has the definition cs gives, returns it retained instead of
+ * building it again, with *kept = 1. */
+static pd_scene *pd__scene_load_or_keep(const pd_conf_scene *cs, pd_scene *keep,
+                                        const pd_scene_limits *lim, int *kept, char *err,
+                                        size_t errlen)
 {
     *kept = 0;
     if (pd__check_entry(cs, err, errlen) != 0)
@@ -847,7 +851,7 @@ static pd_scene *pd__scene_load_or_keep(const pd_conf_scene *cs, pd_scene *keep,
     double off_x = 0, off_y = 0;
     pd_tiled_stats tiled;
     pd_status st;
-    pd_grid *grid = pd__parse_grid(cs, buf, len, cs->map_path, NULL, &st, &off_x, &off_y, &tiled,
+    pd_grid *grid = pd__parse_grid(cs, buf, len, cs->map_path, lim, &st, &off_x, &off_y, &tiled,
                                    err, errlen);
     free(buf);
     if (!grid)
@@ -858,7 +862,7 @@ static pd_scene *pd__scene_load_or_keep(const pd_conf_scene *cs, pd_scene *keep,
         *kept = 1;
         return keep;
     }
-    return pd__scene_new(cs, grid, off_x, off_y, cs->format == PD_MAP_TILED ? &tiled : NULL, NULL,
+    return pd__scene_new(cs, grid, off_x, off_y, cs->format == PD_MAP_TILED ? &tiled : NULL, lim,
                          &st, err, errlen);
 }
 
@@ -871,7 +875,7 @@ pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
     }
     err[0] = '\0';
     int kept;
-    return pd__scene_load_or_keep(cs, NULL, &kept, err, errlen);
+    return pd__scene_load_or_keep(cs, NULL, NULL, &kept, err, errlen);
 }
 
 pd_scene *pd_scene_build(const pd_conf_scene *cs, const char *buf, size_t len,
@@ -1485,6 +1489,7 @@ pd_registry *pd_registry_create(void)
         free(r);
         return NULL;
     }
+    atomic_init(&r->loads_stopped, 0);
     atomic_init(&r->acct->refs, 1);
     atomic_init(&r->acct->bytes, 0);
     r->spare_min_cells = PD_SCENE_SPARE_MIN_CELLS;
@@ -1563,10 +1568,23 @@ static int pd__cmp_conf_scene(const void *a, const void *b)
     return strcmp(sa->name, sb->name);
 }
 
+/* The poll of a load into r: CANCELLED once its loads are stopped. */
+static pd_status pd__loads_poll(void *user)
+{
+    const pd_registry *r = user;
+    return atomic_load_explicit(&r->loads_stopped, memory_order_relaxed) ? PD_CANCELLED : PD_OK;
+}
+
+void pd_registry_stop_loads(pd_registry *r)
+{
+    atomic_store(&r->loads_stopped, 1);
+}
+
 /* pd_registry_prepare (r NULL) and pd_registry_prepare_reload. The entries
  * are taken in name order, so scenes[] and kept[] come out sorted. */
 static pd_scene_set *pd__prepare(pd_registry *r, const pd_conf *conf, char *err, size_t errlen)
 {
+    const pd_scene_limits stop = { .poll = pd__loads_poll, .poll_user = r };
     char scratch[1];
     if (!err || errlen == 0) {
         err = scratch;
@@ -1599,7 +1617,8 @@ static pd_scene_set *pd__prepare(pd_registry *r, const pd_conf *conf, char *err,
     for (size_t i = 0; i < n_conf; i++) {
         pd_scene *served = r ? pd_registry_acquire(r, order[i]->name) : NULL;
         int kept = 0;
-        set->scenes[i] = pd__scene_load_or_keep(order[i], served, &kept, err, errlen);
+        set->scenes[i] = pd__scene_load_or_keep(order[i], served, r ? &stop : NULL, &kept, err,
+                                                errlen);
         pd_scene_release(served);
         if (!set->scenes[i]) {
             free(order);

@@ -392,7 +392,8 @@ typedef struct pd_scene_set pd_scene_set;
  * may be freed once this returns. */
 pd_scene_set *pd_registry_prepare(const pd_conf *conf, char *err, size_t errlen);
 
-/* The same for a reload into r: a config scene whose definition did not
+/* The same for a reload into r (the start-up load too: into an empty r),
+ * stopped by pd_registry_stop_loads: a config scene whose definition did not
  * change is not built again but kept, with its version and every update
  * made to it since it was loaded. Its definition is what shapes it: the
  * grid its map parses to (so the map file, a Tiled map's external
@@ -405,6 +406,12 @@ pd_scene_set *pd_registry_prepare(const pd_conf *conf, char *err, size_t errlen)
  * snapshot, and pd_registry_publish carries on the version r serves then. */
 pd_scene_set *pd_registry_prepare_reload(pd_registry *r, const pd_conf *conf, char *err,
                                          size_t errlen);
+
+/* Stops the loads into r (pd_registry_prepare_reload): one running ends at
+ * its map's next poll, failing with "... stopped while loading the map:
+ * CANCELLED", and later ones fail at once. For a server that is stopping:
+ * it then does not wait for a large map. Any thread. */
+void pd_registry_stop_loads(pd_registry *r);
 
 /* The quick half: the set replaces r's scenes atomically (a scene built
  * anew whose name was served before gets that version + 1, a kept scene
