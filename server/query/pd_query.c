@@ -1055,24 +1055,26 @@ pd_status pd_query_scene_change(pd_registry *registry, pd_world_store *world_sto
     /* A new scene's map is parsed and derived before the change lock is
      * taken: other scenes' changes go on meanwhile. The caps are checked
      * before the work they bound; a cancel stops the build. */
-    if (kind == PD_REQ_CREATE_SCENE && req->scene && !req->raw) {
+    if (kind == PD_REQ_CREATE_SCENE && req->scene) {
         pd_scene_limits lim;
         pd_registry_build_limits(registry, &lim);
         if (ctl) {
             lim.poll = ctl->poll;
             lim.poll_user = ctl->poll_user;
         }
-        made = pd_scene_build(req->scene, (const char *)req->map, req->map_len, &lim, &built, out->message,
-                              sizeof out->message);
-        if (!made && built != PD_INVALID_ARGUMENT) {
+        if (!req->raw)
+            made = pd_scene_build(req->scene, (const char *)req->map, req->map_len, &lim, &built, out->message,
+                                  sizeof out->message);
+        else if ((built = pd_scene_check_limits(&lim, req->scene, req->width, req->height, out->message,
+                                                sizeof out->message)) == PD_OK)
+            made = pd_scene_from_cells(req->scene, req->width, req->height, req->map, out->message,
+                                       sizeof out->message);
+        if (!made && built != PD_INVALID_ARGUMENT && built != PD_OK) {
             /* Refused by a cap, or stopped: nothing to serve or journal. */
             out->status = built;
             out->scene_bytes = pd_registry_bytes(registry);
             return out->status;
         }
-    } else if (kind == PD_REQ_CREATE_SCENE && req->scene) {
-        made = pd_scene_from_cells(req->scene, req->width, req->height, req->map, out->message,
-                                   sizeof out->message);
     }
     /* A map is checked as it is parsed; raw cells here (the journal's
      * replay builds any state a scene was in from cells). */

@@ -737,16 +737,6 @@ static pd_grid *pd__parse_grid(const pd_conf_scene *cs, const char *buf, size_t 
             snprintf(err, errlen, "scene '%s': %s: %s", cs->name, where, perr.message);
         return NULL;
     }
-    /* The text formats' grids are as large as their text; a cap on cells
-     * still holds before anything is derived from them. */
-    uint64_t cells = (uint64_t)grid->width * (uint64_t)grid->height;
-    if (lim && lim->max_cells && cells > lim->max_cells) {
-        snprintf(err, errlen, "scene '%s': %" PRIu64 " cells, limits.max_scene_cells is %" PRIu64,
-                 cs->name, cells, lim->max_cells);
-        *status = PD_LIMIT_EXCEEDED;
-        pd_grid_destroy(grid);
-        return NULL;
-    }
     if (pd__check_walkable(cs->name, where, grid, cs->format == PD_MAP_TILED ? tiled : NULL, err,
                            errlen) != 0) {
         pd_grid_destroy(grid);
@@ -773,8 +763,31 @@ uint64_t pd_scene_estimate_bytes(int32_t width, int32_t height, const uint32_t *
     return bytes;
 }
 
-/* Parses buf as cs's map format and builds the scene (pd__parse_grid), its
- * bytes estimated against lim's before anything is derived. */
+pd_status pd_scene_check_limits(const pd_scene_limits *lim, const pd_conf_scene *cs, int32_t width,
+                                int32_t height, char *err, size_t errlen)
+{
+    uint64_t cells = (uint64_t)width * (uint64_t)height;
+    if (lim && lim->max_cells && cells > lim->max_cells) {
+        snprintf(err, errlen, "scene '%s': %" PRIu64 " cells, limits.max_scene_cells is %" PRIu64,
+                 cs->name, cells, lim->max_cells);
+        return PD_LIMIT_EXCEEDED;
+    }
+    if (lim && lim->bytes_cap) {
+        uint64_t need = pd_scene_estimate_bytes(width, height, cs->unit_sizes, cs->n_unit_sizes);
+        if (lim->bytes_held + need > lim->bytes_cap) {
+            snprintf(err, errlen,
+                     "scene '%s': needs at least %" PRIu64 " bytes, scenes hold %" PRIu64
+                     ", limits.max_scene_bytes is %" PRIu64,
+                     cs->name, need, lim->bytes_held, lim->bytes_cap);
+            return PD_LIMIT_EXCEEDED;
+        }
+    }
+    return PD_OK;
+}
+
+/* Parses buf as cs's map format and builds the scene (pd__parse_grid), held
+ * to lim's caps (the text formats' grids are as large as their text: their
+ * cells are checked here) before anything is derived. */
 static pd_scene *pd__scene_parse(const pd_conf_scene *cs, const char *buf, size_t len,
                                  const char *where, const pd_scene_limits *lim, pd_status *status,
                                  char *err, size_t errlen)
@@ -785,18 +798,9 @@ static pd_scene *pd__scene_parse(const pd_conf_scene *cs, const char *buf, size_
                                    errlen);
     if (!grid)
         return NULL;
-    if (lim && lim->bytes_cap) {
-        uint64_t need = pd_scene_estimate_bytes(grid->width, grid->height, cs->unit_sizes,
-                                                cs->n_unit_sizes);
-        if (lim->bytes_held + need > lim->bytes_cap) {
-            snprintf(err, errlen,
-                     "scene '%s': needs at least %" PRIu64 " bytes, scenes hold %" PRIu64
-                     ", limits.max_scene_bytes is %" PRIu64,
-                     cs->name, need, lim->bytes_held, lim->bytes_cap);
-            *status = PD_LIMIT_EXCEEDED;
-            pd_grid_destroy(grid);
-            return NULL;
-        }
+    if ((*status = pd_scene_check_limits(lim, cs, grid->width, grid->height, err, errlen)) != PD_OK) {
+        pd_grid_destroy(grid);
+        return NULL;
     }
     return pd__scene_new(cs, grid, off_x, off_y, cs->format == PD_MAP_TILED ? &tiled : NULL, lim,
                          status, err, errlen);

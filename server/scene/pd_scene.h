@@ -244,6 +244,15 @@ typedef struct pd_scene_limits {
 uint64_t pd_scene_estimate_bytes(int32_t width, int32_t height, const uint32_t *unit_sizes,
                                  size_t n_unit_sizes);
 
+/* A scene cs of width x height cells against lim's cells and bytes (NULL:
+ * none): PD_OK, or PD_LIMIT_EXCEEDED with the reason in err ("scene 'x':
+ * 1056 cells, limits.max_scene_cells is 1024"; "scene 'x': needs at least
+ * N bytes, scenes hold H, limits.max_scene_bytes is M"). pd_scene_build
+ * checks it once the map is parsed; CreateScene's raw cells before they
+ * are built. */
+pd_status pd_scene_check_limits(const pd_scene_limits *lim, const pd_conf_scene *cs, int32_t width,
+                                int32_t height, char *err, size_t errlen);
+
 /* Builds a scene from a map held in memory (CreateScene): the same checks
  * and parsers as pd_scene_load, without reading a file, within lim (NULL:
  * none). cs->map_path may be NULL (a Tiled map's external tilesets are
