@@ -1,5 +1,5 @@
 # Tests for the conf and scene layers (tests/unit/test_conf.c, test_tiled.c,
-# test_tiled_formats.c, test_ldtk.c,
+# test_tiled_formats.c, test_tiled_cost.c, test_ldtk.c,
 # test_scene.c, test_scene_update.c, test_scene_runtime.c, test_scene_reload.c). test_scene runs readers against reloads
 # and test_scene_update runs updaters and readers on several threads, so both
 # are labelled "threaded" for the TSan run (test_scene_update's threaded
@@ -11,6 +11,10 @@ pd_test(NAME test_tiled SOURCES unit/test_tiled.c LIBS pathd_conf LABELS sanitiz
 pd_test(NAME test_tiled_formats SOURCES unit/test_tiled_formats.c
         LIBS pathd_scene PkgConfig::ZLIB PkgConfig::ZSTD LABELS sanitize)
 pd_test(NAME test_ldtk SOURCES unit/test_ldtk.c LIBS pathd_scene LABELS sanitize)
+# Issue 29 findings 6 and 7: polygon colliders drawn row by row (against the
+# per-cell rule on random polygons), the colliders' budget, the cells cap
+# before decoding, the load's poll.
+pd_test(NAME test_tiled_cost SOURCES unit/test_tiled_cost.c LIBS pathd_conf m LABELS sanitize)
 pd_test(NAME test_scene SOURCES unit/test_scene.c LIBS pathd_scene LABELS sanitize threaded)
 # The timeout is a hang guard: under TSan on the shared 2-core machine (load
 # average 14) test_scene_update took 292 s of wall time for 38 s of CPU.

@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "pd_conf_json.h"
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 typedef struct pd__lctx {
     char *err;
     size_t errlen;
+    pd_map_control *ctl;         /* the caller's caps and poll, or NULL */
 } pd__lctx;
 
 static int pd__lfail(const pd__lctx *ctx, const char *path, const char *fmt, ...)
@@ -97,6 +99,14 @@ static const cJSON *pd__find_level(const pd__lctx *ctx, const cJSON *root, const
     return NULL;
 }
 
+/* Asks the control's poll: -1 with the reason in err when it says stop. */
+static int pd__lstop(const pd__lctx *ctx, const char *path)
+{
+    if (!pd_map_control_stop(ctx->ctl))
+        return 0;
+    return pd__lfail(ctx, path, "stopped while loading the map: %s", pd_status_name(ctx->ctl->status));
+}
+
 /* Folds one IntGrid layer into the grid (created by the first layer). */
 static int pd__intgrid(const pd__lctx *ctx, const cJSON *layer, const char *label,
                        const pd_ldtk_rules *r, pd_grid **g, double *off_x, double *off_y)
@@ -112,13 +122,29 @@ static int pd__intgrid(const pd__lctx *ctx, const cJSON *layer, const char *labe
     if (cJSON_GetObjectItemCaseSensitive(layer, "__pxTotalOffsetY") &&
         pd__lget_int(ctx, layer, label, "__pxTotalOffsetY", -1e9, 1e9, &oy) != 0)
         return -1;
-    if (w * h > PD_TILED_MAX_CELLS)
-        return pd__lfail(ctx, label, "%.0f x %.0f cells is more than PD_TILED_MAX_CELLS (%u)", w, h,
-                         (unsigned)PD_TILED_MAX_CELLS);
+    const char *cap_name;
+    int named;
+    uint64_t cap = pd_map_control_max_cells(ctx->ctl, &cap_name, &named);
+    if (w * h > (double)cap) {
+        if (named)
+            ctx->ctl->status = PD_LIMIT_EXCEEDED;
+        return pd__lfail(ctx, label, "%.0f x %.0f cells is more than %s (%" PRIu64 ")", w, h,
+                         cap_name, cap);
+    }
     if (fmod(ox, grid) != 0 || fmod(oy, grid) != 0)
         return pd__lfail(ctx, label, "is offset by (%.0f, %.0f) px, not whole cells of %.0f px", ox,
                          oy, grid);
+    /* The values before the grid: a level's size costs nothing it does
+     * not send. */
     char child[PD_CONF_JSON_PATH_MAX];
+    pd_conf_json_key(child, label, "intGridCsv");
+    const cJSON *csv = cJSON_GetObjectItemCaseSensitive(layer, "intGridCsv");
+    if (!cJSON_IsArray(csv))
+        return pd__lfail(ctx, child, "must be an array of values (LDtk 0.8+)");
+    size_t need = (size_t)w * (size_t)h, have = (size_t)cJSON_GetArraySize(csv);
+    if (have != need)
+        return pd__lfail(ctx, child, "has %zu values, the layer needs %zu (%.0f x %.0f)", have, need,
+                         w, h);
     if (*g) {
         if ((*g)->width != (int32_t)w || (*g)->height != (int32_t)h)
             return pd__lfail(ctx, label, "is %.0f x %.0f cells, another IntGrid layer %d x %d", w, h,
@@ -132,16 +158,10 @@ static int pd__intgrid(const pd__lctx *ctx, const cJSON *layer, const char *labe
         *off_x += ox / grid;
         *off_y += oy / grid;
     }
-    pd_conf_json_key(child, label, "intGridCsv");
-    const cJSON *csv = cJSON_GetObjectItemCaseSensitive(layer, "intGridCsv");
-    if (!cJSON_IsArray(csv))
-        return pd__lfail(ctx, child, "must be an array of values (LDtk 0.8+)");
-    size_t need = (size_t)w * (size_t)h, have = (size_t)cJSON_GetArraySize(csv);
-    if (have != need)
-        return pd__lfail(ctx, child, "has %zu values, the layer needs %zu (%.0f x %.0f)", have, need,
-                         w, h);
     size_t i = 0;
     for (const cJSON *v = csv->child; v; v = v->next, i++) {
+        if (i % PD_MAP_POLL_CELLS == PD_MAP_POLL_CELLS - 1 && pd__lstop(ctx, label) != 0)
+            return -1;
         int32_t x = (int32_t)(i % (size_t)w), y = (int32_t)(i / (size_t)w);
         if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= PD_LDTK_MAX_VALUE) ||
             floor(v->valuedouble) != v->valuedouble)
@@ -165,9 +185,18 @@ static int pd__intgrid(const pd__lctx *ctx, const cJSON *layer, const char *labe
 pd_grid *pd_ldtk_load(const char *buf, size_t len, const pd_ldtk_rules *rules, double *off_x,
                       double *off_y, char *err, size_t errlen)
 {
-    const pd__lctx ctx = { .err = err, .errlen = errlen };
+    return pd_ldtk_load_ctl(buf, len, rules, NULL, off_x, off_y, err, errlen);
+}
+
+pd_grid *pd_ldtk_load_ctl(const char *buf, size_t len, const pd_ldtk_rules *rules,
+                          pd_map_control *ctl, double *off_x, double *off_y, char *err,
+                          size_t errlen)
+{
+    const pd__lctx ctx = { .err = err, .errlen = errlen, .ctl = ctl };
     if (err && errlen)
         err[0] = '\0';
+    if (ctl)
+        ctl->status = PD_INVALID_ARGUMENT;
     *off_x = *off_y = 0;
     cJSON *root = pd_conf_json_parse(buf, len, err, errlen);
     if (!root)
@@ -207,6 +236,8 @@ pd_grid *pd_ldtk_load(const char *buf, size_t len, const pd_ldtk_rules *rules, d
             continue;
         if (rules->layer[0] && !(id && strcmp(id, rules->layer) == 0))
             continue;
+        if (pd__lstop(&ctx, label) != 0)
+            goto fail;
         char named[PD_CONF_JSON_PATH_MAX + PD_TILED_MAX_NAME + 16];
         int n = snprintf(named, sizeof named, "%s (layer \"%s\")", label, id ? id : "");
         if (n >= PD_CONF_JSON_PATH_MAX)
@@ -228,6 +259,8 @@ pd_grid *pd_ldtk_load(const char *buf, size_t len, const pd_ldtk_rules *rules, d
     *off_y += wy / grid_size;
     pd_grid_refresh_flags(g);
     cJSON_Delete(root);
+    if (ctl)
+        ctl->status = PD_OK;
     return g;
 fail:
     pd_grid_destroy(g);

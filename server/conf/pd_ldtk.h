@@ -41,4 +41,11 @@ typedef struct pd_ldtk_rules {
 pd_grid *pd_ldtk_load(const char *buf, size_t len, const pd_ldtk_rules *rules, double *off_x,
                       double *off_y, char *err, size_t errlen);
 
+/* pd_ldtk_load under ctl (pd_tiled.h; NULL: none): its cells cap is checked
+ * on a layer's size, before the grid is allocated, and its poll asked
+ * between layers and every PD_MAP_POLL_CELLS values. */
+pd_grid *pd_ldtk_load_ctl(const char *buf, size_t len, const pd_ldtk_rules *rules,
+                          pd_map_control *ctl, double *off_x, double *off_y, char *err,
+                          size_t errlen);
+
 #endif

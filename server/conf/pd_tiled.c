@@ -51,6 +51,7 @@ typedef struct pd__tctx {
     char *err;
     size_t errlen;
     const pd_tiled_rules *rules;
+    pd_map_control *ctl;         /* the caller's caps and poll, or NULL */
     const char *source;          /* external tileset being read, for messages; else NULL */
     double tile_w, tile_h;       /* the map's tile size in pixels */
     int64_t min_x, min_y;        /* tile coordinates of cell (0, 0) (infinite maps) */
@@ -337,11 +338,21 @@ static int pd__parse_shape(const pd__tctx *ctx, const cJSON *obj, const char *pa
     return 0;
 }
 
-/* Whether the point (px, py) (map pixels) lies inside the shape. */
-static int pd__shape_covers(const pd__shape *s, double px, double py)
+/* The point (px, py) (map pixels) in the shape's own frame. */
+static void pd__shape_local(const pd__shape *s, double px, double py, double *lx, double *ly)
 {
     double dx = px - s->x, dy = py - s->y;
-    double lx = s->cos_r * dx + s->sin_r * dy, ly = -s->sin_r * dx + s->cos_r * dy;
+    *lx = s->cos_r * dx + s->sin_r * dy;
+    *ly = -s->sin_r * dx + s->cos_r * dy;
+}
+
+/* Whether the point (px, py) (map pixels) lies inside the shape: the rule
+ * itself, cell by cell (pd__polygon_fill draws a polygon with it row by
+ * row, to the same cells). */
+static int pd__shape_covers(const pd__shape *s, double px, double py)
+{
+    double lx, ly;
+    pd__shape_local(s, px, py, &lx, &ly);
     switch (s->kind) {
     case PD__SHAPE_RECT:
         return lx >= s->x0 && lx < s->x1 && ly >= s->y0 && ly < s->y1;
@@ -697,7 +708,12 @@ static int pd__gid_cell(const pd__tctx *ctx, const pd__tilesets *t, uint32_t raw
 typedef struct pd__walk {
     const pd__tctx *ctx;
     const pd__tilesets *sets;
-    pd_grid *g;                  /* NULL in the bounds pass */
+    pd_grid *g;                  /* NULL in the bounds and cost passes */
+    int costing;                 /* the cost pass: colliders are costed, not drawn */
+    int32_t gw, gh;              /* the grid's size, from the cost pass on */
+    uint64_t collider_work;      /* cost pass: the colliders' cell tests so far */
+    uint64_t collider_budget;    /* what they may cost (PD_TILED_COLLIDER_WORK_*) */
+    uint64_t since_poll;         /* cells of work since the control's poll was asked */
     int infinite;
     int64_t x0, y0, x1, y1;      /* bounds pass: chunk bounding box in tiles */
     int have_bounds;             /* a chunk has been seen */
@@ -710,6 +726,23 @@ typedef struct pd__walk {
                                     row-major; else NULL */
     pd_tiled_stats *stats;       /* the bounds pass names the counted layers here; or NULL */
 } pd__walk;
+
+/* Counts `work` cells of work; every PD_MAP_POLL_CELLS of them (0: now)
+ * asks the control's poll. 0 to go on, or -1 with the poll's status in the
+ * control and the reason in err. */
+static int pd__tick(pd__walk *w, uint64_t work)
+{
+    pd_map_control *ctl = w->ctx->ctl;
+    if (!ctl || !ctl->poll)
+        return 0;
+    w->since_poll += work;
+    if (work != 0 && w->since_poll < PD_MAP_POLL_CELLS)
+        return 0;
+    w->since_poll = 0;
+    if (!pd_map_control_stop(ctl))
+        return 0;
+    return pd__tfail(w->ctx, "$", "stopped while loading the map: %s", pd_status_name(ctl->status));
+}
 
 /* Folds a tile's or collider's value v, decided by rule `by`, into cell
  * (x, y): blocked wins, else the larger cost; the cell's rule is that of
@@ -814,6 +847,8 @@ static int pd__apply_gids(pd__walk *w, const char *label, int64_t tx, int64_t ty
             }
             pd__combine(w, gx, gy, (uint8_t)v, by);
         }
+        if (pd__tick(w, cw) != 0)
+            return -1;
     }
     return 0;
 }
@@ -873,6 +908,8 @@ static int pd__tile_layer(pd__walk *w, const cJSON *layer, const char *label)
             pd__tget_uint(ctx, c, chunk_path, "height", 1, PD_GRID_MAX_SIDE, &ch) != 0)
             return -1;
         if (!w->g) {
+            if (pd__tick(w, 1) != 0)
+                return -1;
             int64_t x0 = (int64_t)cx, y0 = (int64_t)cy, x1 = x0 + cw, y1 = y0 + ch;
             if (!w->have_bounds || x0 < w->x0)
                 w->x0 = x0;
@@ -892,12 +929,349 @@ static int pd__tile_layer(pd__walk *w, const cJSON *layer, const char *label)
     return 0;
 }
 
-/* An object layer's colliders. */
+/* ---- colliders ---- */
+
+/* A rotated polygon, turned into the map's frame: its points are where
+ * Tiled draws them, its origin (0, 0), no rotation; the row-by-row fill then
+ * applies to it. (A point exactly on one of its edges is decided as in the
+ * map's frame, left and top inside; off the edges nothing changes.) */
+static void pd__polygon_to_map(pd__shape *s)
+{
+    s->x0 = s->y0 = INFINITY;
+    s->x1 = s->y1 = -INFINITY;
+    for (size_t i = 0; i < s->n_pts; i++) {
+        double lx = s->pts[2 * i], ly = s->pts[2 * i + 1];
+        double px = s->x + s->cos_r * lx - s->sin_r * ly;
+        double py = s->y + s->sin_r * lx + s->cos_r * ly;
+        s->pts[2 * i] = px;
+        s->pts[2 * i + 1] = py;
+        s->x0 = fmin(s->x0, px);
+        s->y0 = fmin(s->y0, py);
+        s->x1 = fmax(s->x1, px);
+        s->y1 = fmax(s->y1, py);
+    }
+    s->x = s->y = 0;
+    s->cos_r = 1;
+    s->sin_r = 0;
+}
+
+/* The cells whose centres a collider may hold, columns gx0..gx1 and rows
+ * gy0..gy1 of the grid (whole numbers held as doubles); empty when
+ * gx0 > gx1 or gy0 > gy1. */
+typedef struct pd__cellbox {
+    double gx0, gy0, gx1, gy1;
+} pd__cellbox;
+
+/* The shape's bounding box in map pixels, then the cells around it. */
+static void pd__collider_box(const pd__walk *w, const pd__shape *s, pd__cellbox *b)
+{
+    const pd__tctx *ctx = w->ctx;
+    double bx0 = INFINITY, by0 = INFINITY, bx1 = -INFINITY, by1 = -INFINITY;
+    const double cx[4] = { s->x0, s->x1, s->x1, s->x0 }, cy[4] = { s->y0, s->y0, s->y1, s->y1 };
+    for (int k = 0; k < 4; k++) {
+        double px = s->x + s->cos_r * cx[k] - s->sin_r * cy[k];
+        double py = s->y + s->sin_r * cx[k] + s->cos_r * cy[k];
+        bx0 = fmin(bx0, px);
+        by0 = fmin(by0, py);
+        bx1 = fmax(bx1, px);
+        by1 = fmax(by1, py);
+    }
+    double off_x = (double)ctx->min_x, off_y = (double)ctx->min_y;
+    b->gx0 = fmax(floor(bx0 / ctx->tile_w - 0.5) - off_x, 0.0);
+    b->gy0 = fmax(floor(by0 / ctx->tile_h - 0.5) - off_y, 0.0);
+    b->gx1 = fmin(ceil(bx1 / ctx->tile_w) - off_x, (double)w->gw - 1);
+    b->gy1 = fmin(ceil(by1 / ctx->tile_h) - off_y, (double)w->gh - 1);
+}
+
+static uint64_t pd__box_cells(const pd__cellbox *b)
+{
+    if (!(b->gx0 <= b->gx1 && b->gy0 <= b->gy1))
+        return 0;
+    return (uint64_t)(b->gx1 - b->gx0 + 1) * (uint64_t)(b->gy1 - b->gy0 + 1);
+}
+
+/* The centre of cell (gx, gy) in map pixels. */
+static double pd__centre_x(const pd__tctx *ctx, double gx)
+{
+    return (gx + (double)ctx->min_x + 0.5) * ctx->tile_w;
+}
+
+static double pd__centre_y(const pd__tctx *ctx, double gy)
+{
+    return (gy + (double)ctx->min_y + 0.5) * ctx->tile_h;
+}
+
+/* One polygon edge, as pd__shape_covers takes it (point i, then the one
+ * before it), and the rows of the box whose centres' local y lies in its
+ * band [min y, max y): rows r0..r1-1 counted from the box's first. */
+typedef struct pd__edge {
+    double xi, yi, xj, yj;
+    uint32_t r0, r1;
+} pd__edge;
+
+/* The first row r in [from, rows) with ly[r] >= y (ly grows), else rows. */
+static size_t pd__first_row_at(const double *ly, size_t from, size_t rows, double y)
+{
+    size_t a = from, z = rows;
+    while (a < z) {
+        size_t m = a + (z - a) / 2;
+        if (ly[m] >= y)
+            z = m;
+        else
+            a = m + 1;
+    }
+    return a;
+}
+
+/* A polygon's rows for the fill: the local y of each row's centres in
+ * ly[0..rows) and the edges that cross at least one row, sorted by r0;
+ * *crossings gets the rows they cross in all (the fill computes one
+ * crossing each). Returns 0; 1 when the fill does not apply (a centre in
+ * the box whose local coordinates are not finite: pd__shape_covers then
+ * decides each cell); -1 when memory ran out. *ly and *edges are the
+ * caller's to free, also on 1 and -1. */
+static int pd__polygon_rows(const pd__walk *w, const pd__shape *s, const pd__cellbox *b,
+                            double **ly_out, pd__edge **edges_out, size_t *n_out,
+                            uint64_t *crossings)
+{
+    const pd__tctx *ctx = w->ctx;
+    *ly_out = NULL;
+    *edges_out = NULL;
+    *n_out = 0;
+    *crossings = 0;
+    /* Unrotated (pd__polygon_to_map), a centre's local y is its row's and
+     * its local x grows with its column, as long as they are finite; the
+     * box's corners tell, as both only grow. */
+    const double gx[2] = { b->gx0, b->gx1 }, gy[2] = { b->gy0, b->gy1 };
+    for (int k = 0; k < 4; k++) {
+        double lx, ly;
+        pd__shape_local(s, pd__centre_x(ctx, gx[k & 1]), pd__centre_y(ctx, gy[k >> 1]), &lx, &ly);
+        if (!isfinite(lx) || !isfinite(ly) || !(s->sin_r == 0 && s->cos_r == 1))
+            return 1;
+    }
+    size_t rows = (size_t)(b->gy1 - b->gy0 + 1);
+    double *ly = malloc(rows * sizeof *ly);
+    pd__edge *e = malloc(s->n_pts * sizeof *e);
+    *ly_out = ly;
+    *edges_out = e;
+    if (!ly || !e)
+        return -1;
+    double px0 = pd__centre_x(ctx, b->gx0), unused;
+    for (size_t r = 0; r < rows; r++)
+        pd__shape_local(s, px0, pd__centre_y(ctx, b->gy0 + (double)r), &unused, &ly[r]);
+    size_t n = 0;
+    for (size_t i = 0, j = s->n_pts - 1; i < s->n_pts; j = i++) {
+        pd__edge ed = { s->pts[2 * i], s->pts[2 * i + 1], s->pts[2 * j], s->pts[2 * j + 1], 0, 0 };
+        /* (yi > ly) != (yj > ly) holds for min <= ly < max: rows from the
+         * first whose ly reaches min to the first whose ly reaches max. */
+        ed.r0 = (uint32_t)pd__first_row_at(ly, 0, rows, fmin(ed.yi, ed.yj));
+        ed.r1 = (uint32_t)pd__first_row_at(ly, ed.r0, rows, fmax(ed.yi, ed.yj));
+        if (ed.r0 < ed.r1) {
+            e[n++] = ed;
+            *crossings += ed.r1 - ed.r0;
+        }
+    }
+    *n_out = n;
+    return 0;
+}
+
+static int pd__cmp_edge_row(const void *a, const void *b)
+{
+    uint32_t x = ((const pd__edge *)a)->r0, y = ((const pd__edge *)b)->r0;
+    return (x > y) - (x < y);
+}
+
+static int pd__cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sorts a row's crossings (no NaN): most rows have a few, which an
+ * insertion sort orders faster than qsort's call per comparison. */
+static void pd__sort_crossings(double *xs, size_t k)
+{
+    if (k > 32) {
+        qsort(xs, k, sizeof *xs, pd__cmp_double);
+        return;
+    }
+    for (size_t i = 1; i < k; i++) {
+        double v = xs[i];
+        size_t j = i;
+        for (; j > 0 && xs[j - 1] > v; j--)
+            xs[j] = xs[j - 1];
+        xs[j] = v;
+    }
+}
+
+/* The cost pass: adds the collider's cell tests to the map's, refusing
+ * the map once they pass its budget. */
+static int pd__collider_cost(pd__walk *w, const pd__shape *s, const char *path)
+{
+    pd__cellbox b;
+    pd__collider_box(w, s, &b);
+    uint64_t cells = pd__box_cells(&b), work = cells;
+    if (cells > 0 && s->kind == PD__SHAPE_POLYGON) {
+        double *ly;
+        pd__edge *e;
+        size_t n;
+        uint64_t crossings;
+        int rc = pd__polygon_rows(w, s, &b, &ly, &e, &n, &crossings);
+        free(ly);
+        free(e);
+        if (rc < 0)
+            return pd__tfail(w->ctx, path, "out of memory");
+        work = rc == 0 ? cells + s->n_pts + crossings : cells * s->n_pts;
+    }
+    w->collider_work += work;
+    if (w->collider_work > w->collider_budget)
+        return pd__tfail(w->ctx, path, "the colliders up to this one cost %" PRIu64 " cell tests; "
+                                       "a %d x %d map allows %" PRIu64 " (PD_TILED_COLLIDER_WORK_PER_CELL "
+                                       "%u per cell + PD_TILED_COLLIDER_WORK_BASE %u)",
+                         w->collider_work, (int)w->gw, (int)w->gh, w->collider_budget,
+                         PD_TILED_COLLIDER_WORK_PER_CELL, PD_TILED_COLLIDER_WORK_BASE);
+    return pd__tick(w, work);
+}
+
+/* Draws a polygon row by row: each row's crossings with the edges (the
+ * ones pd__shape_covers computes for a centre of that row: the same
+ * expression on the same numbers), sorted; a centre is inside when an odd
+ * number of them lie to its right. O(cells + crossings) instead of a test
+ * of every edge at every cell. */
+static int pd__polygon_fill(pd__walk *w, const pd__shape *s, const pd__cellbox *b, uint8_t value,
+                            uint8_t by)
+{
+    const pd__tctx *ctx = w->ctx;
+    double *ly, *xs = NULL;
+    pd__edge *e;
+    size_t n, *active = NULL;
+    uint64_t crossings;
+    int rc = pd__polygon_rows(w, s, b, &ly, &e, &n, &crossings);
+    if (rc == 0 && (!(xs = malloc((n + 1) * sizeof *xs)) || !(active = malloc((n + 1) * sizeof *active))))
+        rc = -1;
+    if (rc < 0) {
+        rc = pd__tfail(ctx, "$", "out of memory for a polygon's %zu edges", s->n_pts);
+    } else if (rc == 1) {
+        /* Coordinates past what a double holds: the rule cell by cell. */
+        rc = 0;
+        for (double gy = b->gy0; gy <= b->gy1 && rc == 0; gy++) {
+            for (double gx = b->gx0; gx <= b->gx1; gx++) {
+                if (pd__shape_covers(s, pd__centre_x(ctx, gx), pd__centre_y(ctx, gy)))
+                    pd__combine(w, (int32_t)gx, (int32_t)gy, value, by);
+            }
+            rc = pd__tick(w, (uint64_t)(b->gx1 - b->gx0 + 1) * s->n_pts);
+        }
+    } else {
+        qsort(e, n, sizeof *e, pd__cmp_edge_row);
+        size_t rows = (size_t)(b->gy1 - b->gy0 + 1), next = 0, n_active = 0;
+        for (size_t r = 0; r < rows && rc == 0; r++) {
+            while (next < n && e[next].r0 == r)
+                active[n_active++] = next++;
+            size_t k = 0;
+            for (size_t a = 0; a < n_active;) {
+                const pd__edge *ed = &e[active[a]];
+                if (ed->r1 <= r) {
+                    active[a] = active[--n_active];
+                    continue;
+                }
+                double xc = (ed->xj - ed->xi) * (ly[r] - ed->yi) / (ed->yj - ed->yi) + ed->xi;
+                if (!isnan(xc)) /* lx < NaN never holds */
+                    xs[k++] = xc;
+                a++;
+            }
+            pd__sort_crossings(xs, k);
+            double gy = b->gy0 + (double)r, py = pd__centre_y(ctx, gy);
+            size_t passed = 0; /* crossings at or left of the centre */
+            for (double gx = b->gx0; gx <= b->gx1; gx++) {
+                double lx, unused;
+                pd__shape_local(s, pd__centre_x(ctx, gx), py, &lx, &unused);
+                while (passed < k && xs[passed] <= lx)
+                    passed++;
+                if ((k - passed) & 1)
+                    pd__combine(w, (int32_t)gx, (int32_t)gy, value, by);
+            }
+            rc = pd__tick(w, (uint64_t)(b->gx1 - b->gx0 + 1) + k);
+        }
+    }
+    free(ly);
+    free(e);
+    free(xs);
+    free(active);
+    return rc;
+}
+
+/* The last pass: the collider's value on the cells whose centres it holds. */
+static int pd__collider_fill(pd__walk *w, const pd__shape *s, uint8_t value, uint8_t by)
+{
+    const pd__tctx *ctx = w->ctx;
+    pd__cellbox b;
+    pd__collider_box(w, s, &b);
+    if (pd__box_cells(&b) == 0)
+        return 0;
+    if (s->kind == PD__SHAPE_POLYGON)
+        return pd__polygon_fill(w, s, &b, value, by);
+    /* A rectangle or an ellipse: the test per cell is a few operations. */
+    for (double gy = b.gy0; gy <= b.gy1; gy++) {
+        for (double gx = b.gx0; gx <= b.gx1; gx++) {
+            if (pd__shape_covers(s, pd__centre_x(ctx, gx), pd__centre_y(ctx, gy)))
+                pd__combine(w, (int32_t)gx, (int32_t)gy, value, by);
+        }
+        if (pd__tick(w, (uint64_t)(b.gx1 - b.gx0 + 1)) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* An object's collider: its shape and the value it gives (PD_CELL_FREE:
+ * none) with the rule that decided it. A rotated polygon comes back in the
+ * map's frame (pd__polygon_to_map). s->pts is the caller's to free, also
+ * on failure. */
+static int pd__object_collider(const pd__walk *w, const cJSON *o, const char *obj_path,
+                               pd__shape *s, int *value, uint8_t *by)
+{
+    const pd__tctx *ctx = w->ctx;
+    char sub[PD_CONF_JSON_PATH_MAX];
+    if (pd__parse_shape(ctx, o, obj_path, s) != 0)
+        return -1;
+    /* Blocked, or the tile's value; the object's class overrides it, and
+     * its properties override both. */
+    *value = PD_CELL_BLOCKED;
+    *by = PD_TILED_BY_OBJECT;
+    if (s->gid) {
+        *value = pd__gid_cell(ctx, w->sets, s->gid, by);
+        if (*value < 0)
+            return pd__tfail(ctx, obj_path, "gid %u is beyond every tileset",
+                             (unsigned)(s->gid & ~PD_TILED_FLAG_BITS));
+    }
+    int has = 0;
+    uint8_t cell = 0;
+    if (pd__parse_class(ctx, o, obj_path, &has, &cell) != 0)
+        return -1;
+    if (has) {
+        *value = cell;
+        *by = PD_TILED_BY_CLASS;
+    }
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(o, "properties");
+    if (props) {
+        pd_conf_json_key(sub, obj_path, "properties");
+        if (pd__parse_properties(ctx, props, sub, &has, &cell) != 0)
+            return -1;
+        if (has) {
+            *value = cell;
+            *by = PD_TILED_BY_PROPERTY;
+        }
+    }
+    if (s->kind == PD__SHAPE_POLYGON && !(s->sin_r == 0 && s->cos_r == 1))
+        pd__polygon_to_map(s);
+    return 0;
+}
+
+/* An object layer's colliders: costed in the cost pass (all of a map's
+ * before any is drawn), drawn in the last. */
 static int pd__object_layer(pd__walk *w, const cJSON *layer, const char *label)
 {
     const pd__tctx *ctx = w->ctx;
-    pd_grid *g = w->g;
-    char child[PD_CONF_JSON_PATH_MAX], obj_path[PD_CONF_JSON_PATH_MAX], sub[PD_CONF_JSON_PATH_MAX];
+    char child[PD_CONF_JSON_PATH_MAX], obj_path[PD_CONF_JSON_PATH_MAX];
     pd_conf_json_key(child, label, "objects");
     const cJSON *objs = cJSON_GetObjectItemCaseSensitive(layer, "objects");
     if (!objs)
@@ -909,74 +1283,18 @@ static int pd__object_layer(pd__walk *w, const cJSON *layer, const char *label)
     size_t i = 0;
     for (const cJSON *o = objs->child; o; o = o->next, i++) {
         pd_conf_json_index(obj_path, child, i);
-        pd__shape s;
-        if (pd__parse_shape(ctx, o, obj_path, &s) != 0) {
-            free(s.pts);
-            return -1;
-        }
-        /* Blocked, or the tile's value; the object's class overrides it,
-         * and its properties override both. */
-        int value = PD_CELL_BLOCKED;
+        pd__shape s = { 0 };
+        int value = PD_CELL_FREE;
         uint8_t by = PD_TILED_BY_OBJECT;
-        if (s.gid) {
-            value = pd__gid_cell(ctx, w->sets, s.gid, &by);
-            if (value < 0) {
-                free(s.pts);
-                return pd__tfail(ctx, obj_path, "gid %u is beyond every tileset",
-                                 (unsigned)(s.gid & ~PD_TILED_FLAG_BITS));
-            }
-        }
-        int has = 0;
-        uint8_t cell = 0;
-        if (pd__parse_class(ctx, o, obj_path, &has, &cell) != 0) {
-            free(s.pts);
-            return -1;
-        }
-        if (has) {
-            value = cell;
-            by = PD_TILED_BY_CLASS;
-        }
-        const cJSON *props = cJSON_GetObjectItemCaseSensitive(o, "properties");
-        if (props) {
-            pd_conf_json_key(sub, obj_path, "properties");
-            if (pd__parse_properties(ctx, props, sub, &has, &cell) != 0) {
-                free(s.pts);
-                return -1;
-            }
-            if (has) {
-                value = cell;
-                by = PD_TILED_BY_PROPERTY;
-            }
-        }
-        if (s.kind == PD__SHAPE_NONE || value == PD_CELL_FREE) {
-            free(s.pts);
-            continue;
-        }
-        /* The shape's bounding box in map pixels, then the cells whose
-         * centres it may hold. */
-        double bx0 = INFINITY, by0 = INFINITY, bx1 = -INFINITY, by1 = -INFINITY;
-        const double cx[4] = { s.x0, s.x1, s.x1, s.x0 }, cy[4] = { s.y0, s.y0, s.y1, s.y1 };
-        for (int k = 0; k < 4; k++) {
-            double px = s.x + s.cos_r * cx[k] - s.sin_r * cy[k];
-            double py = s.y + s.sin_r * cx[k] + s.cos_r * cy[k];
-            bx0 = fmin(bx0, px);
-            by0 = fmin(by0, py);
-            bx1 = fmax(bx1, px);
-            by1 = fmax(by1, py);
-        }
-        double off_x = (double)ctx->min_x, off_y = (double)ctx->min_y;
-        double gx0 = fmax(floor(bx0 / ctx->tile_w - 0.5) - off_x, 0.0);
-        double gy0 = fmax(floor(by0 / ctx->tile_h - 0.5) - off_y, 0.0);
-        double gx1 = fmin(ceil(bx1 / ctx->tile_w) - off_x, (double)g->width - 1);
-        double gy1 = fmin(ceil(by1 / ctx->tile_h) - off_y, (double)g->height - 1);
-        for (double gy = gy0; gy <= gy1; gy++) {
-            for (double gx = gx0; gx <= gx1; gx++) {
-                if (pd__shape_covers(&s, (gx + off_x + 0.5) * ctx->tile_w,
-                                     (gy + off_y + 0.5) * ctx->tile_h))
-                    pd__combine(w, (int32_t)gx, (int32_t)gy, (uint8_t)value, by);
-            }
-        }
+        int rc = pd__tick(w, 1);
+        if (rc == 0)
+            rc = pd__object_collider(w, o, obj_path, &s, &value, &by);
+        if (rc == 0 && s.kind != PD__SHAPE_NONE && value != PD_CELL_FREE)
+            rc = w->costing ? pd__collider_cost(w, &s, obj_path)
+                            : pd__collider_fill(w, &s, (uint8_t)value, by);
         free(s.pts);
+        if (rc != 0)
+            return -1;
     }
     return 0;
 }
@@ -1001,8 +1319,8 @@ static void pd__note_layer(pd__walk *w, const char *name, const char *path)
 
 /* Visits every layer depth first. In the bounds pass (w->g NULL) it counts
  * the tile layers, names the counted layers in the stats and, for infinite
- * maps, takes the chunks' bounding box; then it folds each counted layer
- * into the grid. */
+ * maps, takes the chunks' bounding box; in the cost pass (w->costing) it
+ * costs the colliders; then it folds each counted layer into the grid. */
 static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, int depth)
 {
     const pd__tctx *ctx = w->ctx;
@@ -1017,6 +1335,8 @@ static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, i
         pd_conf_json_index(child, path, i);
         if (!cJSON_IsObject(l))
             return pd__tfail(ctx, child, "must be an object, not %s", pd_conf_json_type(l));
+        if (pd__tick(w, 1) != 0)
+            return -1;
         const char *type = NULL, *name = NULL;
         if (pd__tget_string(ctx, l, child, "type", &type) != 0 ||
             pd__tget_string(ctx, l, child, "name", &name) != 0)
@@ -1040,13 +1360,15 @@ static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, i
                                              "must line up with the grid", ox, oy);
         }
         int rc = 0;
-        if (counted && !w->g)
+        int bounds = !w->g && !w->costing;
+        if (counted && bounds)
             pd__note_layer(w, name, child);
         if (tile && counted) {
-            if (!w->g)
+            if (bounds)
                 w->n_tile_layers++;
-            rc = pd__tile_layer(w, l, label);
-        } else if (objects && counted && w->g) {
+            if (!w->costing)
+                rc = pd__tile_layer(w, l, label);
+        } else if (objects && counted && !bounds) {
             rc = pd__object_layer(w, l, label);
         } else if (strcmp(type, "group") == 0) {
             char sub[PD_CONF_JSON_PATH_MAX];
@@ -1147,23 +1469,66 @@ pd_grid *pd_tiled_load(const char *buf, size_t len, const pd_tiled_rules *rules,
                        const pd_tiled_origin *origin, double *off_x, double *off_y,
                        pd_tiled_stats *stats, char *err, size_t errlen)
 {
-    pd__tctx ctx = { .err = err, .errlen = errlen, .rules = rules };
+    return pd_tiled_load_ctl(buf, len, rules, origin, NULL, off_x, off_y, stats, err, errlen);
+}
+
+uint64_t pd_map_control_max_cells(const pd_map_control *ctl, const char **name, int *named)
+{
+    *named = ctl && ctl->max_cells && ctl->max_cells < PD_TILED_MAX_CELLS;
+    if (!*named) {
+        *name = "PD_TILED_MAX_CELLS";
+        return PD_TILED_MAX_CELLS;
+    }
+    *name = ctl->max_cells_name ? ctl->max_cells_name : "the cells cap";
+    return ctl->max_cells;
+}
+
+int pd_map_control_stop(pd_map_control *ctl)
+{
+    if (!ctl || !ctl->poll)
+        return 0;
+    pd_status st = ctl->poll(ctl->poll_user);
+    if (st != PD_OK)
+        ctl->status = st;
+    return st != PD_OK;
+}
+
+/* The map's cells against the cap (pd_map_control_max_cells). */
+static int pd__check_cells(const pd__tctx *ctx, uint32_t gw, uint32_t gh)
+{
+    const char *name;
+    int named;
+    uint64_t cap = pd_map_control_max_cells(ctx->ctl, &name, &named);
+    if ((uint64_t)gw * gh <= cap)
+        return 0;
+    if (named)
+        ctx->ctl->status = PD_LIMIT_EXCEEDED;
+    return pd__tfail(ctx, "$", "%u x %u cells is more than %s (%" PRIu64 ")", (unsigned)gw,
+                     (unsigned)gh, name, cap);
+}
+
+pd_grid *pd_tiled_load_ctl(const char *buf, size_t len, const pd_tiled_rules *rules,
+                           const pd_tiled_origin *origin, pd_map_control *ctl, double *off_x,
+                           double *off_y, pd_tiled_stats *stats, char *err, size_t errlen)
+{
+    pd__tctx ctx = { .err = err, .errlen = errlen, .rules = rules, .ctl = ctl };
     if (err && errlen)
         err[0] = '\0';
     if (stats)
         memset(stats, 0, sizeof *stats);
-    if (!buf || !rules) {
-        pd__tfail(&ctx, "$", "no map text");
-        return NULL;
-    }
-    if (pd__check_classes(&ctx, rules) != 0)
-        return NULL;
-    cJSON *root = pd__parse_doc(buf, len, err, errlen);
-    if (!root)
-        return NULL;
+    if (ctl)
+        ctl->status = PD_OK;
     pd_grid *g = NULL;
+    cJSON *root = NULL;
     pd__tilesets sets = { 0 };
     pd__walk w = { .ctx = &ctx, .sets = &sets, .stats = stats };
+    if (!buf || !rules) {
+        pd__tfail(&ctx, "$", "no map text");
+        goto out;
+    }
+    if (pd__check_classes(&ctx, rules) != 0 || pd__tick(&w, 0) != 0 ||
+        !(root = pd__parse_doc(buf, len, err, errlen)) || pd__tick(&w, 0) != 0)
+        goto out;
     uint32_t gw = 0, gh = 0;
     if (pd__read_header(&ctx, root, &w.infinite, &gw, &gh) != 0)
         goto out;
@@ -1192,13 +1557,16 @@ pd_grid *pd_tiled_load(const char *buf, size_t len, const pd_tiled_rules *rules,
         gw = (uint32_t)(w.x1 - w.x0);
         gh = (uint32_t)(w.y1 - w.y0);
     }
-    if ((uint64_t)gw * gh > PD_TILED_MAX_CELLS) {
-        pd__tfail(&ctx, "$", "%u x %u cells is more than PD_TILED_MAX_CELLS (%u)", (unsigned)gw,
-                  (unsigned)gh, (unsigned)PD_TILED_MAX_CELLS);
+    if (pd__check_cells(&ctx, gw, gh) != 0 || pd__parse_tilesets(&ctx, root, origin, &sets) != 0)
         goto out;
-    }
-    if (pd__parse_tilesets(&ctx, root, origin, &sets) != 0)
+    /* Every collider is costed before anything is drawn. */
+    w.gw = (int32_t)gw;
+    w.gh = (int32_t)gh;
+    w.collider_budget = (uint64_t)PD_TILED_COLLIDER_WORK_PER_CELL * gw * gh + PD_TILED_COLLIDER_WORK_BASE;
+    w.costing = 1;
+    if (rules->colliders && pd__walk_layers(&w, layers, "$.layers", 0) != 0)
         goto out;
+    w.costing = 0;
     g = pd_grid_create((int32_t)gw, (int32_t)gh);
     if (!g) {
         pd__tfail(&ctx, "$", "out of memory for a %u x %u grid", (unsigned)gw, (unsigned)gh);
@@ -1238,5 +1606,7 @@ out:
     free(w.gids);
     pd__free_tilesets(&sets);
     cJSON_Delete(root);
+    if (!g && ctl && ctl->status == PD_OK)
+        ctl->status = PD_INVALID_ARGUMENT;
     return g;
 }

@@ -33,12 +33,14 @@
  *  - Object colliders (when colliders is set, every object layer): a
  *    rectangle, ellipse, polygon or tile object covers the cells whose
  *    centre lies inside it (rotation applied; edges: left and top inside,
- *    right and bottom outside). It blocks; a tile object takes its tile's
+ *    right and bottom outside, in the object's frame; a rotated polygon's
+ *    in the map's). It blocks; a tile object takes its tile's
  *    value instead; the object's class, then its properties, override that
  *    as they do for tiles (a cost adds that cost, an open value does
  *    nothing); objects never open a cell. Points and text have no area and are
  *    skipped; a polyline is refused (it has no inside: draw a polygon), and
- *    so is a template instance (its shape is in the .tx file).
+ *    so is a template instance (its shape is in the .tx file). What the
+ *    colliders cost together is bounded (PD_TILED_COLLIDER_WORK_PER_CELL).
  * Anything else that cannot be decided (a gid beyond every tileset, a layer
  * offset that does not line up with the grid, a property of the wrong type,
  * two chunks of one layer giving the same tile)
@@ -51,12 +53,27 @@
 #include <stdint.h>
 
 #include "pd_grid.h"
+#include "pd_status.h"
 
 /* Most cells a Tiled map may decode to. The decoded grid, one layer's gids
  * and, when stats are asked for, the rule that decided each cell (6 bytes
  * a cell) are what a map costs, whatever its file size, so the cap is on
  * cells: 64 Mi = 8192 x 8192, about 384 MiB while loading. */
 #define PD_TILED_MAX_CELLS (64u * 1024u * 1024u)
+
+/* Object colliders: the cell tests a map's colliders may cost together, per
+ * cell of the map, plus a floor for small maps. An object costs the cells
+ * of its bounding box (clipped to the map), a polygon also its points and
+ * the rows each of its edges crosses (the scanline fill's crossings), so
+ * the bound covers objects x cells and points x rows alike; it is checked
+ * for every collider before any is drawn. 16 per cell is a map covered
+ * sixteen times over; real levels draw each cell's wall once or twice. */
+#define PD_TILED_COLLIDER_WORK_PER_CELL 16u
+#define PD_TILED_COLLIDER_WORK_BASE (16u * 1024u * 1024u)
+
+/* Cells of work (decoded tiles, collider cells) between two calls of a
+ * pd_map_control's poll. */
+#define PD_MAP_POLL_CELLS 65536u
 
 /* Largest map or tileset file read, in bytes. Only a guard against reading
  * something that is not a map (a device, a huge log): memory is bounded by
@@ -139,6 +156,36 @@ typedef struct pd_tiled_origin {
     const char *map_dir;
 } pd_tiled_origin;
 
+/* What a load may cost beyond the format's own bounds, and how it is
+ * stopped early: for a map a request sends (CreateScene), which the
+ * registry's caps bound and a cancel may stop. NULL: the format's bounds
+ * only (the config's maps). */
+typedef struct pd_map_control {
+    uint64_t max_cells;              /* most cells the map may have: width x height (an
+                                        infinite map: its chunks' bounding box), checked
+                                        before anything is decoded or allocated for them;
+                                        0: PD_TILED_MAX_CELLS alone */
+    const char *max_cells_name;      /* what refusals call max_cells
+                                        ("limits.max_scene_cells") */
+    pd_status (*poll)(void *user);   /* asked between layers, chunks and objects and every
+                                        PD_MAP_POLL_CELLS cells of work; a status other
+                                        than PD_OK stops the load with it; may be NULL */
+    void *poll_user;
+    pd_status status;                /* out: PD_OK with a grid, else why none:
+                                        PD_LIMIT_EXCEEDED (max_cells), the poll's status,
+                                        PD_INVALID_ARGUMENT (anything else) */
+} pd_map_control;
+
+/* The cells cap a load under ctl (may be NULL) checks: ctl's max_cells
+ * when it is set below PD_TILED_MAX_CELLS, else PD_TILED_MAX_CELLS; *name
+ * gets what refusals call it, *named whether it is ctl's (a refusal then
+ * sets ctl->status to PD_LIMIT_EXCEEDED). */
+uint64_t pd_map_control_max_cells(const pd_map_control *ctl, const char **name, int *named);
+
+/* Asks ctl's poll (ctl or its poll may be NULL: 0); nonzero when it says
+ * stop, its status then in ctl->status. */
+int pd_map_control_stop(pd_map_control *ctl);
+
 /* The one entry point, for the config's scenes and for scenes created at
  * run time alike: parses buf[0..len) (the caller reads the file, or has the
  * map from a request): XML when it starts with '<', else JSON. Returns a
@@ -153,5 +200,10 @@ typedef struct pd_tiled_origin {
 pd_grid *pd_tiled_load(const char *buf, size_t len, const pd_tiled_rules *rules,
                        const pd_tiled_origin *origin, double *off_x, double *off_y,
                        pd_tiled_stats *stats, char *err, size_t errlen);
+
+/* pd_tiled_load under ctl (NULL: as pd_tiled_load). */
+pd_grid *pd_tiled_load_ctl(const char *buf, size_t len, const pd_tiled_rules *rules,
+                           const pd_tiled_origin *origin, pd_map_control *ctl, double *off_x,
+                           double *off_y, pd_tiled_stats *stats, char *err, size_t errlen);
 
 #endif

@@ -77,6 +77,24 @@ static void pd__stop_sync(pd_grid *g, int32_t px0, int32_t py0, int32_t px1, int
     pd__stop_recompute(g, 0, px0 - 1, px1 + 1, py0 - 1, py1 + 1);
 }
 
+/* A grid's sides and the line lengths of its bitsets. */
+static void pd__set_shape(pd_grid *g, int32_t width, int32_t height)
+{
+    g->width = width;
+    g->height = height;
+    g->stride = width + 2;
+    /* A line: the lead word, its cells, and a zero word after them. */
+    g->row_words = (uint32_t)(((size_t)g->stride + 63) / 64);
+    g->col_words = (uint32_t)(((size_t)height + 2 + 63) / 64);
+}
+
+uint64_t pd_grid_bytes_for(int32_t width, int32_t height)
+{
+    pd_grid g;
+    pd__set_shape(&g, width, height);
+    return (uint64_t)g.stride * (uint64_t)(height + 2) + pd__bits_words(&g) * sizeof *g.bits;
+}
+
 pd_grid *pd_grid_create(int32_t width, int32_t height)
 {
     if (width < 1 || height < 1 || width > PD_GRID_MAX_SIDE || height > PD_GRID_MAX_SIDE)
@@ -84,12 +102,7 @@ pd_grid *pd_grid_create(int32_t width, int32_t height)
     pd_grid *g = calloc(1, sizeof *g);
     if (!g)
         return NULL;
-    g->width = width;
-    g->height = height;
-    g->stride = width + 2;
-    /* A line: the lead word, its cells, and a zero word after them. */
-    g->row_words = (uint32_t)(((size_t)g->stride + 63) / 64);
-    g->col_words = (uint32_t)(((size_t)height + 2 + 63) / 64);
+    pd__set_shape(g, width, height);
     /* calloc leaves every cell, padding included, PD_CELL_BLOCKED, and
      * every passability bit clear, which says the same; every cell then
      * stops every scan. */

@@ -113,6 +113,10 @@ void pd_grid_assign(pd_grid *dst, const pd_grid *src);
 /* Bytes of all bitsets (passability and stop). */
 size_t pd_grid_bits_bytes(const pd_grid *g);
 
+/* Bytes pd_grid_create(width, height) allocates: padded cells and bitsets
+ * (sides 1..PD_GRID_MAX_SIDE), so a caller can tell before allocating. */
+uint64_t pd_grid_bytes_for(int32_t width, int32_t height);
+
 /* Whether padded cell (px, py) is passable according to the row-major and
  * the transposed bitset (the tests compare both with cells[]). */
 static inline int pd_grid_bit_row(const pd_grid *g, int32_t px, int32_t py)

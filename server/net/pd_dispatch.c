@@ -227,7 +227,10 @@ static pd_status pd__run_scene_change(pd_task *task, void *scratch)
 {
     (void)scratch;
     pd__job *job = (pd__job *)task;
-    return pd__answer_on_worker(job, pd_query_scene_change(job->store, job->kind, &job->change, &job->change_out));
+    /* The poll reaches a CreateScene's parse and derive: a cancel, the
+     * connection's close or the server's stop ends them. */
+    pd_query_control ctl = {pd_task_poll, task, 0};
+    return pd__answer_on_worker(job, pd_query_scene_change(job->store, job->kind, &job->change, &ctl, &job->change_out));
 }
 
 /* Runs every item that prepared; refused items keep their answer. A cancel

@@ -225,14 +225,16 @@ static void pd__initial_done(pd_server *s, pd__reload_job *rl)
     pd__initial_load *out = rl->initial_out;
     out->done = 1;
     s->loading = 0;
-    if (!rl->scenes) {
+    if (s->phase != PD__RUNNING) {
+        /* Stopped: the stop ended the load (pd_registry_stop_loads), or
+         * came after it. */
+        out->result = 1;
+    } else if (!rl->scenes) {
         snprintf(out->err, out->errlen, "%s", rl->err);
         out->result = -1;
     } else if (rl->build_world && !rl->world) {
         snprintf(out->err, out->errlen, "portals and routes: %s", rl->world_err);
         out->result = -1;
-    } else if (s->phase != PD__RUNNING) {
-        out->result = 1;
     } else {
         /* The registry was empty, so the set keeps nothing and publishes. */
         out->result = pd__publish_loaded(s, rl);
@@ -262,6 +264,11 @@ static void pd__reload_done(uv_work_t *req, int status)
     } else if (!rl->conf_loaded) {
         pd_log_error("reload refused: %s; the running configuration stays", rl->err);
         pd_metrics_observe_reload(s->metrics, PD_METRICS_RELOAD_FAILURE, pd__wall_seconds());
+    } else if (s->phase != PD__RUNNING) {
+        pd_log_warn("reload of %s dropped: the server is stopping", s->config_path);
+        pd_world_release(rl->world);
+        pd_registry_discard(rl->scenes);
+        pd_conf_free(&rl->next);
     } else if (!rl->scenes) {
         pd_log_error("reload refused: %s; the running scenes stay", rl->err);
         pd_metrics_observe_reload(s->metrics, PD_METRICS_RELOAD_FAILURE, pd__wall_seconds());
@@ -272,11 +279,6 @@ static void pd__reload_done(uv_work_t *req, int status)
         pd_log_error("reload refused: portals and routes of %s: %s; the running scenes, portals and routes stay",
                      s->config_path, rl->world_err);
         pd_metrics_observe_reload(s->metrics, PD_METRICS_RELOAD_FAILURE, pd__wall_seconds());
-        pd_registry_discard(rl->scenes);
-        pd_conf_free(&rl->next);
-    } else if (s->phase != PD__RUNNING) {
-        pd_log_warn("reload of %s dropped: the server is stopping", s->config_path);
-        pd_world_release(rl->world);
         pd_registry_discard(rl->scenes);
         pd_conf_free(&rl->next);
     } else if (pd__reload_publish(s, rl) != 0) {

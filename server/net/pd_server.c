@@ -177,6 +177,10 @@ static void pd__stop_begin(pd_server *s)
     if (s->phase != PD__RUNNING)
         return;
     s->phase = PD__DRAINING;
+    /* A load of the config's maps (start-up or SIGHUP) stops too: the stop
+     * would otherwise wait for it. */
+    if (s->registry)
+        pd_registry_stop_loads(s->registry);
     pd_log_info("stopping: %zu connections, %" PRIu64 " jobs in flight, grace %" PRIu32 " ms",
                 s->n_conns, s->in_flight, s->conf.shutdown_grace_ms);
     pd__close_handle((uv_handle_t *)&s->listener);

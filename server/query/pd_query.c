@@ -943,8 +943,12 @@ pd_status pd_query_update_cells(pd_store *store, const pd_update_cells_req *req,
 }
 
 /* CreateScene: the map parsed (or the cells taken) into a scene, or NULL
- * with out's status and message set. */
-static pd_scene *pd__scene_of_request(pd_registry *registry, const pd_scene_change_req *req, pd_store_change *out)
+ * with out's status and message set. The caps are checked before the work
+ * they bound (pd_registry_build_limits: cells on the header, bytes before
+ * deriving, LIMIT_EXCEEDED), and ctl's poll (may be NULL) stops the parse
+ * and the derive (a cancel, a closed connection, a stopping server). */
+static pd_scene *pd__scene_of_request(pd_registry *registry, const pd_scene_change_req *req,
+                                      const pd_query_control *ctl, pd_store_change *out)
 {
     /* A name already served is refused before its map is parsed: a slow
      * map would otherwise hold the lane of the scene it names for nothing
@@ -959,10 +963,26 @@ static pd_scene *pd__scene_of_request(pd_registry *registry, const pd_scene_chan
     }
     /* Parsed and derived before the change log's lock is taken: other
      * scenes' changes go on meanwhile. */
-    pd_scene *made = req->raw ? pd_scene_from_cells(req->scene, req->width, req->height, req->map, out->message,
-                                                    sizeof out->message)
-                              : pd_scene_build(req->scene, (const char *)req->map, req->map_len, out->message,
-                                               sizeof out->message);
+    pd_scene_limits lim;
+    pd_registry_build_limits(registry, &lim);
+    if (ctl) {
+        lim.poll = ctl->poll;
+        lim.poll_user = ctl->poll_user;
+    }
+    pd_status built = PD_INVALID_ARGUMENT;
+    pd_scene *made = NULL;
+    if (!req->raw)
+        made = pd_scene_build(req->scene, (const char *)req->map, req->map_len, &lim, &built, out->message,
+                              sizeof out->message);
+    else if ((built = pd_scene_check_limits(&lim, req->scene, req->width, req->height, out->message,
+                                            sizeof out->message)) == PD_OK)
+        made = pd_scene_from_cells(req->scene, req->width, req->height, req->map, out->message,
+                                   sizeof out->message);
+    if (!made && built != PD_INVALID_ARGUMENT && built != PD_OK) {
+        /* Refused by a cap, or stopped: nothing to serve or journal. */
+        out->status = built;
+        return NULL;
+    }
     /* A map is checked as it is parsed; raw cells here (the journal's
      * replay builds any state a scene was in from cells). */
     if (made && req->raw && pd_scene_check_walkable(made, NULL, out->message, sizeof out->message) != 0) {
@@ -975,14 +995,14 @@ static pd_scene *pd__scene_of_request(pd_registry *registry, const pd_scene_chan
 }
 
 pd_status pd_query_scene_change(pd_store *store, pd_request_kind kind, const pd_scene_change_req *req,
-                                pd_scene_change_outcome *out)
+                                const pd_query_control *ctl, pd_scene_change_outcome *out)
 {
     memset(out, 0, sizeof *out);
     pd_store_change *c = &out->change;
     pd_registry *registry = pd_store_registry(store);
     switch (kind) {
     case PD_REQ_CREATE_SCENE: {
-        pd_scene *made = req->scene ? pd__scene_of_request(registry, req, c) : NULL;
+        pd_scene *made = req->scene ? pd__scene_of_request(registry, req, ctl, c) : NULL;
         if (!made) {
             if (!req->scene)
                 c->status = PD_INVALID_ARGUMENT;

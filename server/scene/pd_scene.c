@@ -99,6 +99,7 @@ struct pd_registry {
     pd_scene **scenes;          /* sorted by name, one reference each */
     size_t n_scenes;
     pd_registry_caps caps;      /* guarded by reload_lock */
+    atomic_int loads_stopped;   /* pd_registry_stop_loads */
     uint64_t spare_min_cells;   /* guarded by reload_lock; see pd_registry_set_spare_min_cells */
     struct pd_scene_acct *acct; /* what every snapshot charged here holds */
 };
@@ -444,15 +445,27 @@ static int pd__scene_after_change(pd_scene *n, uint64_t changed)
     return pd__scene_pick_search(n);
 }
 
+/* Whether lim's poll says stop (NULL lim or poll: never); its status goes
+ * to *st. */
+static int pd__stopped(const pd_scene_limits *lim, pd_status *st)
+{
+    *st = lim && lim->poll ? lim->poll(lim->poll_user) : PD_OK;
+    return *st != PD_OK;
+}
+
 /* Builds what searches need besides the grid: the clearance map (only when a
  * unit larger than one cell is served), one unit grid per allowed size (unit
  * 1 shares the scene grid) with its component labels, and the count of
- * passable cells. Returns 0, or -1 when memory ran out (the caller frees). */
-static int pd__scene_derive(pd_scene *s)
+ * passable cells, asking lim's poll (lim may be NULL) before each. Returns
+ * 0; -1 when memory ran out, -2 when the poll said stop, its status in
+ * *stopped (the caller frees). */
+static int pd__scene_derive(pd_scene *s, const pd_scene_limits *lim, pd_status *stopped)
 {
     int need_clearance = 0;
     for (size_t i = 0; i < s->n_unit_sizes; i++)
         need_clearance |= s->unit_sizes[i] > 1;
+    if (pd__stopped(lim, stopped))
+        return -2;
     if (need_clearance) {
         s->clearance = pd_clearance_build(s->grid);
         if (!s->clearance)
@@ -461,13 +474,19 @@ static int pd__scene_derive(pd_scene *s)
     for (size_t i = 0; i < s->n_unit_sizes; i++) {
         pd_scene_unit *u = &s->units[i];
         u->unit = s->unit_sizes[i];
+        if (pd__stopped(lim, stopped))
+            return -2;
         u->grid = u->unit == 1 ? s->grid : pd_unit_grid_build(s->grid, s->clearance, u->unit);
         if (!u->grid)
             return -1;
+        if (pd__stopped(lim, stopped))
+            return -2;
         u->components = pd_components_build(u->grid);
         if (!u->components)
             return -1;
     }
+    if (pd__stopped(lim, stopped))
+        return -2;
     s->passable_cells = pd__count_passable(s->grid);
     return pd__scene_pick_search(s);
 }
@@ -597,11 +616,14 @@ void pd_scene_describe(const pd_scene *s, char *buf, size_t len)
 }
 
 /* A scene around grid (taken over, also on failure) with cs's placement and
- * unit sizes, its derived data built; off_x/off_y (cells) move the origin;
- * tiled: what a Tiled map's rule decided, or NULL. */
+ * unit sizes, its derived data built under lim (may be NULL); off_x/off_y
+ * (cells) move the origin; tiled: what a Tiled map's rule decided, or NULL.
+ * NULL with the reason in err and *status (PD_INTERNAL, or the poll's). */
 static pd_scene *pd__scene_new(const pd_conf_scene *cs, pd_grid *grid, double off_x, double off_y,
-                               const pd_tiled_stats *tiled, char *err, size_t errlen)
+                               const pd_tiled_stats *tiled, const pd_scene_limits *lim,
+                               pd_status *status, char *err, size_t errlen)
 {
+    *status = PD_INTERNAL;
     pd_scene *s = calloc(1, sizeof *s);
     if (!s) {
         pd_grid_destroy(grid);
@@ -624,24 +646,37 @@ static pd_scene *pd__scene_new(const pd_conf_scene *cs, pd_grid *grid, double of
         s->tiled_stats = *tiled;
     }
     s->incarnation = s->lineage;
-    if (pd__scene_derive(s) != 0) {
+    pd_status stopped = PD_OK;
+    int rc = pd__scene_derive(s, lim, &stopped);
+    if (rc != 0) {
         pd__scene_free(s);
-        snprintf(err, errlen, "scene '%s': out of memory for unit grids and labels", cs->name);
+        if (rc == -2) {
+            *status = stopped;
+            snprintf(err, errlen, "scene '%s': stopped while building its unit grids and labels: %s",
+                     cs->name, pd_status_name(stopped));
+        } else {
+            snprintf(err, errlen, "scene '%s': out of memory for unit grids and labels", cs->name);
+        }
         return NULL;
     }
+    *status = PD_OK;
     return s;
 }
 
-/* Parses buf as cs's map format into a grid, with the origin offset the map
- * carries in *off_x, *off_y (cells) and, for a Tiled map, what its rule
- * decided in *tiled; `where` names the map in messages (its path, or "map"
- * for one sent in a request). NULL with the reason in err, also for a map
- * with no walkable cell. */
+/* Parses buf as cs's map format into a grid, under lim (may be NULL), with
+ * the origin offset the map carries in *off_x, *off_y (cells) and, for a
+ * Tiled map, what its rule decided in *tiled; `where` names the map in
+ * messages (its path, or "map" for one sent in a request). NULL with the
+ * reason in err, also for a map with no walkable cell, and in *status
+ * PD_LIMIT_EXCEEDED (lim's cells), the poll's status or
+ * PD_INVALID_ARGUMENT. */
 static pd_grid *pd__parse_grid(const pd_conf_scene *cs, const char *buf, size_t len,
-                               const char *where, double *off_x_out, double *off_y_out,
-                               pd_tiled_stats *tiled, char *err, size_t errlen)
+                               const char *where, const pd_scene_limits *lim, pd_status *status,
+                               double *off_x_out, double *off_y_out, pd_tiled_stats *tiled,
+                               char *err, size_t errlen)
 {
     const pd_tiled_rules *tr = &cs->tiled;
+    *status = PD_INVALID_ARGUMENT;
     if (cs->format != PD_MAP_ASCII && cs->format != PD_MAP_MOVINGAI && cs->format != PD_MAP_TILED &&
         cs->format != PD_MAP_LDTK) {
         snprintf(err, errlen, "scene '%s': unknown map format %d", cs->name, (int)cs->format);
@@ -668,10 +703,18 @@ static pd_grid *pd__parse_grid(const pd_conf_scene *cs, const char *buf, size_t 
     if (cs->format == PD_MAP_TILED || cs->format == PD_MAP_LDTK) {
         char msg[256];
         const pd_tiled_origin origin = { .map_path = cs->map_path, .root_dir = cs->root_dir };
+        pd_map_control ctl = { .max_cells_name = "limits.max_scene_cells" };
+        if (lim) {
+            ctl.max_cells = lim->max_cells;
+            ctl.poll = lim->poll;
+            ctl.poll_user = lim->poll_user;
+        }
         grid = cs->format == PD_MAP_TILED
-                   ? pd_tiled_load(buf, len, tr, &origin, &off_x, &off_y, tiled, msg, sizeof msg)
-                   : pd_ldtk_load(buf, len, &cs->ldtk, &off_x, &off_y, msg, sizeof msg);
+                   ? pd_tiled_load_ctl(buf, len, tr, &origin, &ctl, &off_x, &off_y, tiled, msg,
+                                       sizeof msg)
+                   : pd_ldtk_load_ctl(buf, len, &cs->ldtk, &ctl, &off_x, &off_y, msg, sizeof msg);
         if (!grid) {
+            *status = ctl.status;
             /* "3:7: invalid JSON" reads as file:line:col like the other formats;
              * a JSON path follows the file name after a space. */
             snprintf(err, errlen, "scene '%s': %s:%s%s", cs->name, where,
@@ -702,21 +745,68 @@ static pd_grid *pd__parse_grid(const pd_conf_scene *cs, const char *buf, size_t 
         pd_grid_destroy(grid);
         return NULL;
     }
+    *status = PD_OK;
     *off_x_out = off_x;
     *off_y_out = off_y;
     return grid;
 }
 
-/* Parses buf as cs's map format and builds the scene (pd__parse_grid). */
+uint64_t pd_scene_estimate_bytes(int32_t width, int32_t height, const uint32_t *unit_sizes,
+                                 size_t n_unit_sizes)
+{
+    const uint64_t grid = pd_grid_bytes_for(width, height);
+    const uint64_t padded = (uint64_t)(width + 2) * (uint64_t)(height + 2);
+    uint64_t bytes = sizeof(pd_scene) + grid, larger = 0;
+    for (size_t i = 0; i < n_unit_sizes; i++) {
+        larger += unit_sizes[i] > 1;
+        bytes += padded; /* labels, one byte a cell at least */
+    }
+    if (larger)
+        bytes += padded + larger * grid; /* the clearance, the unit grids */
+    return bytes;
+}
+
+pd_status pd_scene_check_limits(const pd_scene_limits *lim, const pd_conf_scene *cs, int32_t width,
+                                int32_t height, char *err, size_t errlen)
+{
+    uint64_t cells = (uint64_t)width * (uint64_t)height;
+    if (lim && lim->max_cells && cells > lim->max_cells) {
+        snprintf(err, errlen, "scene '%s': %" PRIu64 " cells, limits.max_scene_cells is %" PRIu64,
+                 cs->name, cells, lim->max_cells);
+        return PD_LIMIT_EXCEEDED;
+    }
+    if (lim && lim->bytes_cap) {
+        uint64_t need = pd_scene_estimate_bytes(width, height, cs->unit_sizes, cs->n_unit_sizes);
+        if (lim->bytes_held + need > lim->bytes_cap) {
+            snprintf(err, errlen,
+                     "scene '%s': needs at least %" PRIu64 " bytes, scenes hold %" PRIu64
+                     ", limits.max_scene_bytes is %" PRIu64,
+                     cs->name, need, lim->bytes_held, lim->bytes_cap);
+            return PD_LIMIT_EXCEEDED;
+        }
+    }
+    return PD_OK;
+}
+
+/* Parses buf as cs's map format and builds the scene (pd__parse_grid), held
+ * to lim's caps (the text formats' grids are as large as their text: their
+ * cells are checked here) before anything is derived. */
 static pd_scene *pd__scene_parse(const pd_conf_scene *cs, const char *buf, size_t len,
-                                 const char *where, char *err, size_t errlen)
+                                 const char *where, const pd_scene_limits *lim, pd_status *status,
+                                 char *err, size_t errlen)
 {
     double off_x = 0, off_y = 0;
     pd_tiled_stats tiled;
-    pd_grid *grid = pd__parse_grid(cs, buf, len, where, &off_x, &off_y, &tiled, err, errlen);
-    return grid ? pd__scene_new(cs, grid, off_x, off_y, cs->format == PD_MAP_TILED ? &tiled : NULL,
-                                err, errlen)
-                : NULL;
+    pd_grid *grid = pd__parse_grid(cs, buf, len, where, lim, status, &off_x, &off_y, &tiled, err,
+                                   errlen);
+    if (!grid)
+        return NULL;
+    if ((*status = pd_scene_check_limits(lim, cs, grid->width, grid->height, err, errlen)) != PD_OK) {
+        pd_grid_destroy(grid);
+        return NULL;
+    }
+    return pd__scene_new(cs, grid, off_x, off_y, cs->format == PD_MAP_TILED ? &tiled : NULL, lim,
+                         status, err, errlen);
 }
 
 /* Whether cur, a served config scene, is what cs defines now: the grid its
@@ -743,11 +833,14 @@ static int pd__same_definition(const pd_scene *cur, const pd_conf_scene *cs, con
     return 1;
 }
 
-/* Loads the scene of config entry cs; when `keep` (the snapshot a registry
- * serves under cs's name, or NULL) has the definition cs gives, returns it
- * retained instead of building it again, with *kept = 1. */
-static pd_scene *pd__scene_load_or_keep(const pd_conf_scene *cs, pd_scene *keep, int *kept,
-                                        char *err, size_t errlen)
+/* Loads the scene of config entry cs, its parse and derive asking lim's
+ * poll (lim may be NULL; the config's maps have no cap but their
+ * format's); when `keep` (the snapshot a registry serves under cs's name,
+ * or NULL) has the definition cs gives, returns it retained instead of
+ * building it again, with *kept = 1. */
+static pd_scene *pd__scene_load_or_keep(const pd_conf_scene *cs, pd_scene *keep,
+                                        const pd_scene_limits *lim, int *kept, char *err,
+                                        size_t errlen)
 {
     *kept = 0;
     if (pd__check_entry(cs, err, errlen) != 0)
@@ -764,7 +857,9 @@ static pd_scene *pd__scene_load_or_keep(const pd_conf_scene *cs, pd_scene *keep,
         return NULL;
     double off_x = 0, off_y = 0;
     pd_tiled_stats tiled;
-    pd_grid *grid = pd__parse_grid(cs, buf, len, cs->map_path, &off_x, &off_y, &tiled, err, errlen);
+    pd_status st;
+    pd_grid *grid = pd__parse_grid(cs, buf, len, cs->map_path, lim, &st, &off_x, &off_y, &tiled,
+                                   err, errlen);
     free(buf);
     if (!grid)
         return NULL;
@@ -774,8 +869,8 @@ static pd_scene *pd__scene_load_or_keep(const pd_conf_scene *cs, pd_scene *keep,
         *kept = 1;
         return keep;
     }
-    return pd__scene_new(cs, grid, off_x, off_y, cs->format == PD_MAP_TILED ? &tiled : NULL, err,
-                         errlen);
+    return pd__scene_new(cs, grid, off_x, off_y, cs->format == PD_MAP_TILED ? &tiled : NULL, lim,
+                         &st, err, errlen);
 }
 
 pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
@@ -787,25 +882,30 @@ pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen)
     }
     err[0] = '\0';
     int kept;
-    return pd__scene_load_or_keep(cs, NULL, &kept, err, errlen);
+    return pd__scene_load_or_keep(cs, NULL, NULL, &kept, err, errlen);
 }
 
-pd_scene *pd_scene_build(const pd_conf_scene *cs, const char *buf, size_t len, char *err,
-                         size_t errlen)
+pd_scene *pd_scene_build(const pd_conf_scene *cs, const char *buf, size_t len,
+                         const pd_scene_limits *lim, pd_status *status, char *err, size_t errlen)
 {
     char scratch[1];
+    pd_status st_scratch;
     if (!err || errlen == 0) {
         err = scratch;
         errlen = sizeof scratch;
     }
+    if (!status)
+        status = &st_scratch;
     err[0] = '\0';
+    *status = PD_INVALID_ARGUMENT;
     if (!cs || !buf) {
         snprintf(err, errlen, "scene: no map");
         return NULL;
     }
     if (pd__check_entry(cs, err, errlen) != 0)
         return NULL;
-    return pd__scene_parse(cs, buf, len, cs->map_path ? cs->map_path : "map", err, errlen);
+    return pd__scene_parse(cs, buf, len, cs->map_path ? cs->map_path : "map", lim, status, err,
+                           errlen);
 }
 
 pd_scene *pd_scene_from_cells(const pd_conf_scene *cs, int32_t width, int32_t height,
@@ -833,7 +933,8 @@ pd_scene *pd_scene_from_cells(const pd_conf_scene *cs, int32_t width, int32_t he
         memcpy(grid->cells + pd_grid_index(grid, 0, y), cells + (size_t)y * (size_t)width,
                (size_t)width);
     pd_grid_refresh_flags(grid);
-    return pd__scene_new(cs, grid, 0, 0, NULL, err, errlen);
+    pd_status st;
+    return pd__scene_new(cs, grid, 0, 0, NULL, NULL, &st, err, errlen);
 }
 
 const pd_grid *pd_scene_authored_grid(const pd_scene *s)
@@ -1392,6 +1493,7 @@ pd_registry *pd_registry_create(void)
         free(r);
         return NULL;
     }
+    atomic_init(&r->loads_stopped, 0);
     atomic_init(&r->acct->refs, 1);
     atomic_init(&r->acct->bytes, 0);
     r->spare_min_cells = PD_SCENE_SPARE_MIN_CELLS;
@@ -1470,10 +1572,23 @@ static int pd__cmp_conf_scene(const void *a, const void *b)
     return strcmp(sa->name, sb->name);
 }
 
+/* The poll of a load into r: CANCELLED once its loads are stopped. */
+static pd_status pd__loads_poll(void *user)
+{
+    const pd_registry *r = user;
+    return atomic_load_explicit(&r->loads_stopped, memory_order_relaxed) ? PD_CANCELLED : PD_OK;
+}
+
+void pd_registry_stop_loads(pd_registry *r)
+{
+    atomic_store(&r->loads_stopped, 1);
+}
+
 /* pd_registry_prepare (r NULL) and pd_registry_prepare_reload. The entries
  * are taken in name order, so scenes[] and kept[] come out sorted. */
 static pd_scene_set *pd__prepare(pd_registry *r, const pd_conf *conf, char *err, size_t errlen)
 {
+    const pd_scene_limits stop = { .poll = pd__loads_poll, .poll_user = r };
     char scratch[1];
     if (!err || errlen == 0) {
         err = scratch;
@@ -1506,7 +1621,8 @@ static pd_scene_set *pd__prepare(pd_registry *r, const pd_conf *conf, char *err,
     for (size_t i = 0; i < n_conf; i++) {
         pd_scene *served = r ? pd_registry_acquire(r, order[i]->name) : NULL;
         int kept = 0;
-        set->scenes[i] = pd__scene_load_or_keep(order[i], served, &kept, err, errlen);
+        set->scenes[i] = pd__scene_load_or_keep(order[i], served, r ? &stop : NULL, &kept, err,
+                                                errlen);
         pd_scene_release(served);
         if (!set->scenes[i]) {
             free(order);
@@ -1860,6 +1976,16 @@ void pd_registry_set_caps(pd_registry *r, const pd_registry_caps *caps)
     pthread_mutex_lock(&r->reload_lock);
     r->caps = *caps;
     pthread_mutex_unlock(&r->reload_lock);
+}
+
+void pd_registry_build_limits(pd_registry *r, pd_scene_limits *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&r->reload_lock);
+    out->max_cells = r->caps.max_scene_cells;
+    out->bytes_cap = r->caps.max_scene_bytes;
+    pthread_mutex_unlock(&r->reload_lock);
+    out->bytes_held = pd_registry_bytes(r);
 }
 
 uint64_t pd_registry_bytes(const pd_registry *r)

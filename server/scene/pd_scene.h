@@ -228,12 +228,49 @@ pd_status pd_scene_apply_update(const pd_scene *s, const pd_scene_update *u, pd_
  * nothing. */
 pd_scene *pd_scene_load(const pd_conf_scene *cs, char *err, size_t errlen);
 
+/* What a scene built for a request (CreateScene) may cost, checked before
+ * the work is done, and how the build is stopped early. */
+typedef struct pd_scene_limits {
+    uint64_t max_cells;              /* limits.max_scene_cells: a Tiled or LDtk map is
+                                        refused on its header, before its layers are
+                                        decoded; any map before its unit grids and
+                                        labels are built; 0: no cap */
+    uint64_t bytes_cap;              /* limits.max_scene_bytes, 0: no cap; with
+                                        bytes_held, what the registry holds now: the
+                                        scene's bytes (pd_scene_estimate_bytes) are
+                                        checked against it before they are built */
+    uint64_t bytes_held;
+    pd_search_poll_fn poll;          /* asked while the map is parsed and between the
+                                        derived structures; a status other than PD_OK
+                                        stops the build with it; may be NULL */
+    void *poll_user;
+} pd_scene_limits;
+
+/* The least a scene of width x height cells serving these unit sizes holds
+ * (pd_scene_own_bytes): its grid, clearance, unit grids and one byte of
+ * label per padded cell and unit size (labels take 1, 2 or 4 bytes, as
+ * many components as there are). What CreateScene checks before deriving. */
+uint64_t pd_scene_estimate_bytes(int32_t width, int32_t height, const uint32_t *unit_sizes,
+                                 size_t n_unit_sizes);
+
+/* A scene cs of width x height cells against lim's cells and bytes (NULL:
+ * none): PD_OK, or PD_LIMIT_EXCEEDED with the reason in err ("scene 'x':
+ * 1056 cells, limits.max_scene_cells is 1024"; "scene 'x': needs at least
+ * N bytes, scenes hold H, limits.max_scene_bytes is M"). pd_scene_build
+ * checks it once the map is parsed; CreateScene's raw cells before they
+ * are built. */
+pd_status pd_scene_check_limits(const pd_scene_limits *lim, const pd_conf_scene *cs, int32_t width,
+                                int32_t height, char *err, size_t errlen);
+
 /* Builds a scene from a map held in memory (CreateScene): the same checks
- * and parsers as pd_scene_load, without reading a file. cs->map_path may be
- * NULL (a Tiled map's external tilesets are then refused); it only names
- * the map in messages. NULL with the reason in err on error. */
-pd_scene *pd_scene_build(const pd_conf_scene *cs, const char *buf, size_t len, char *err,
-                         size_t errlen);
+ * and parsers as pd_scene_load, without reading a file, within lim (NULL:
+ * none). cs->map_path may be NULL (a Tiled map's external tilesets are
+ * then refused); it only names the map in messages. NULL with the reason
+ * in err on error, and in *status (may be NULL) PD_LIMIT_EXCEEDED (a cap
+ * of lim), the poll's status, PD_INTERNAL (memory) or PD_INVALID_ARGUMENT
+ * (the map). */
+pd_scene *pd_scene_build(const pd_conf_scene *cs, const char *buf, size_t len,
+                         const pd_scene_limits *lim, pd_status *status, char *err, size_t errlen);
 
 /* Builds a scene from raw cells, row-major, width * height bytes: 0 blocked,
  * 1..255 passable with that cost (what GetSceneGrid returns). cs gives the
@@ -300,6 +337,11 @@ void pd_registry_set_spare_min_cells(pd_registry *r, uint64_t cells);
 
 /* Sets the caps pd_registry_add and pd_registry_instance check (any thread). */
 void pd_registry_set_caps(pd_registry *r, const pd_registry_caps *caps);
+
+/* The caps as pd_scene_build checks them for a scene about to be added:
+ * max_scene_cells, max_scene_bytes and the bytes r holds now (poll left
+ * NULL). */
+void pd_registry_build_limits(pd_registry *r, pd_scene_limits *out);
 
 /* Bytes every live snapshot charged to r holds right now (pd_scene_own_bytes
  * summed): served scenes, the updates' spares, and replaced snapshots that
@@ -368,7 +410,8 @@ typedef struct pd_scene_set pd_scene_set;
  * may be freed once this returns. */
 pd_scene_set *pd_registry_prepare(const pd_conf *conf, char *err, size_t errlen);
 
-/* The same for a reload into r: a config scene whose definition did not
+/* The same for a reload into r (the start-up load too: into an empty r),
+ * stopped by pd_registry_stop_loads: a config scene whose definition did not
  * change is not built again but kept, with its version and every update
  * made to it since it was loaded. Its definition is what shapes it: the
  * grid its map parses to (so the map file, a Tiled map's external
@@ -381,6 +424,12 @@ pd_scene_set *pd_registry_prepare(const pd_conf *conf, char *err, size_t errlen)
  * snapshot, and pd_registry_publish carries on the version r serves then. */
 pd_scene_set *pd_registry_prepare_reload(pd_registry *r, const pd_conf *conf, char *err,
                                          size_t errlen);
+
+/* Stops the loads into r (pd_registry_prepare_reload): one running ends at
+ * its map's next poll, failing with "... stopped while loading the map:
+ * CANCELLED", and later ones fail at once. For a server that is stopping:
+ * it then does not wait for a large map. Any thread. */
+void pd_registry_stop_loads(pd_registry *r);
 
 /* The quick half: the set replaces r's scenes atomically (a scene built
  * anew whose name was served before gets that version + 1, a kept scene

@@ -14,7 +14,8 @@
  * The reload's world takes a kept scene's route tables from the running
  * world (no search) and computes them again for a snapshot that moved
  * between the prepare and the publish. Updates running on another thread
- * while reloads keep the scene lose nothing (TSan runs this file too).
+ * while reloads keep the scene lose nothing (TSan runs this file too). A
+ * stopped registry's loads build nothing.
  *
  * Maps are written into a temporary directory, so the test can change
  * them between reloads as a designer would.
@@ -257,6 +258,29 @@ static void test_incarnations(void **state)
     pd_scene *s = pd_registry_acquire(r, "a");
     assert_int_equal(s->version, 1);
     pd_scene_release(s);
+    pd_registry_destroy(r);
+}
+
+/* A server that stops ends the loads of its config (issue 29 finding 6):
+ * once pd_registry_stop_loads, a scene the reload must build fails its
+ * derive with CANCELLED (a Tiled map's parse too, test_tiled_cost.c) and
+ * the registry keeps serving what it served; a scene kept as served needs
+ * no build. */
+static void test_stopped_loads(void **state)
+{
+    fixture *f = *state;
+    pd_registry *r = loaded(f);
+    pd_registry_stop_loads(r);
+    pd_conf c;
+    conf_of(f, ", \"origin\": [1, 0]", &c);
+    char err[256] = "";
+    assert_null(pd_registry_prepare_reload(r, &c, err, sizeof err));
+    assert_string_equal(err, "scene 'a': stopped while building its unit grids and labels: CANCELLED");
+    pd_conf_free(&c);
+    pd_scene *a = pd_registry_acquire(r, "a");
+    assert_true(a->origin_x == 0.0 && a->version == 1);
+    pd_scene_release(a);
+    reload_expect(r, f, NULL, 2, 0);
     pd_registry_destroy(r);
 }
 
@@ -753,6 +777,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unchanged_scene_keeps_its_updates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_entry_changes_rebuild, setup, teardown),
         cmocka_unit_test_setup_teardown(test_incarnations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stopped_loads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_costs_count, setup, teardown),
         cmocka_unit_test_setup_teardown(test_external_tileset_counts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_changes_between_prepare_and_publish, setup, teardown),

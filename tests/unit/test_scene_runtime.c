@@ -6,8 +6,9 @@
  * registry's caps and names (nothing half-made remains after a refusal),
  * drops with snapshots still held, run-time scenes kept across a publish,
  * several operations as one version and restoring authored cells (random
- * batches against a model, each compared with a fresh build), and the
- * config parser serving CreateScene's fields.
+ * batches against a model, each compared with a fresh build), the caps
+ * and the poll pd_scene_build takes (checked before the work they bound,
+ * issue 29 finding 7), and the config parser serving CreateScene's fields.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +24,7 @@
 #include "pd_conf.h"
 #include "pd_scene.h"
 #include "test_rng.h"
+#include "zero_map.h"
 
 static const uint32_t UNITS_123[] = { 1, 2, 3 };
 
@@ -90,7 +92,7 @@ static void test_build_from_text_equals_cells(void **state)
     static const uint8_t cells[] = { 1, 1, 0, 1, 1, 3, 1, 1, 0, 1, 1, 9 };
     pd_conf_scene cs = entry("txt", UNITS_123, 3);
     char err[256];
-    pd_scene *a = pd_scene_build(&cs, text, sizeof text - 1, err, sizeof err);
+    pd_scene *a = pd_scene_build(&cs, text, sizeof text - 1, NULL, NULL, err, sizeof err);
     if (!a)
         fail_msg("%s", err);
     expect_equals_fresh(a, cells);
@@ -99,7 +101,7 @@ static void test_build_from_text_equals_cells(void **state)
 
     static const char movingai[] = "type octile\nheight 2\nwidth 3\nmap\n.@.\nT..\n";
     cs.format = PD_MAP_MOVINGAI;
-    pd_scene *m = pd_scene_build(&cs, movingai, sizeof movingai - 1, err, sizeof err);
+    pd_scene *m = pd_scene_build(&cs, movingai, sizeof movingai - 1, NULL, NULL, err, sizeof err);
     if (!m)
         fail_msg("%s", err);
     static const uint8_t mcells[] = { 1, 0, 1, 0, 1, 1 };
@@ -108,7 +110,7 @@ static void test_build_from_text_equals_cells(void **state)
 
     /* A bad map names the scene, "map" and the line and column. */
     cs.format = PD_MAP_ASCII;
-    assert_null(pd_scene_build(&cs, "..\n.x\n", 6, err, sizeof err));
+    assert_null(pd_scene_build(&cs, "..\n.x\n", 6, NULL, NULL, err, sizeof err));
     assert_non_null(strstr(err, "scene 'txt': map:2:2:"));
     /* Raw cells: each side 1..PD_GRID_MAX_SIDE. */
     assert_null(pd_scene_from_cells(&cs, 0, 3, cells, err, sizeof err));
@@ -474,6 +476,91 @@ static void test_several_ops_and_restore(void **state)
     free(authored);
 }
 
+/* Counts its calls; from call stop_at on (0: never) says CANCELLED. */
+typedef struct stop_poll {
+    unsigned calls, stop_at;
+} stop_poll;
+
+static pd_status stop_poll_fn(void *user)
+{
+    stop_poll *p = user;
+    p->calls++;
+    return p->stop_at && p->calls >= p->stop_at ? PD_CANCELLED : PD_OK;
+}
+
+/* What CreateScene's build checks before the work: a Tiled map's cells on
+ * its header (LIMIT_EXCEEDED, naming limits.max_scene_cells, the 8192 x
+ * 8192 zstd map of issue 29 refused before its layer is decoded: the poll
+ * is asked only around the parse), a text map's before its unit grids;
+ * the scene's bytes, estimated exactly for one-byte labels, before they
+ * are built; and the poll stops the derive. */
+static void test_build_limits(void **state)
+{
+    (void)state;
+    char err[256];
+    pd_status st;
+    stop_poll sp = { 0 };
+    pd_scene_limits lim = { .max_cells = 4096u * 4096u, .poll = stop_poll_fn, .poll_user = &sp };
+    pd_conf_scene cs = entry("big", UNITS_123, 3);
+    cs.format = PD_MAP_TILED;
+    char *big = zero_map_tmx(8192, 8192, 16, 1, "");
+    assert_non_null(big);
+    assert_null(pd_scene_build(&cs, big, strlen(big), &lim, &st, err, sizeof err));
+    assert_int_equal(st, PD_LIMIT_EXCEEDED);
+    assert_string_equal(err, "scene 'big': map: $: 8192 x 8192 cells is more than limits.max_scene_cells (16777216)");
+    assert_true(sp.calls <= 2);
+    free(big);
+
+    /* A text map: 40 x 30 open cells. */
+    char text[41 * 30 + 1];
+    for (int y = 0; y < 30; y++) {
+        memset(text + y * 41, '.', 40);
+        text[y * 41 + 40] = '\n';
+    }
+    text[sizeof text - 1] = '\0';
+    cs = entry("field", UNITS_123, 3);
+    lim = (pd_scene_limits){ .max_cells = 1000 };
+    assert_null(pd_scene_build(&cs, text, strlen(text), &lim, &st, err, sizeof err));
+    assert_int_equal(st, PD_LIMIT_EXCEEDED);
+    assert_string_equal(err, "scene 'field': 1200 cells, limits.max_scene_cells is 1000");
+
+    /* The estimate is what the scene holds (one component: one-byte
+     * labels); one byte short of it is refused. */
+    pd_scene *s = pd_scene_build(&cs, text, strlen(text), NULL, &st, err, sizeof err);
+    assert_non_null(s);
+    assert_int_equal(st, PD_OK);
+    uint64_t own = pd_scene_own_bytes(s);
+    assert_true(pd_scene_estimate_bytes(40, 30, UNITS_123, 3) == own);
+    pd_scene_release(s);
+    lim = (pd_scene_limits){ .bytes_cap = 5000000, .bytes_held = 5000000 - own + 1 };
+    assert_null(pd_scene_build(&cs, text, strlen(text), &lim, &st, err, sizeof err));
+    assert_int_equal(st, PD_LIMIT_EXCEEDED);
+    char want[256];
+    snprintf(want, sizeof want, "scene 'field': needs at least %llu bytes, scenes hold %llu, "
+             "limits.max_scene_bytes is 5000000", (unsigned long long)own, (unsigned long long)(5000000 - own + 1));
+    assert_string_equal(err, want);
+    lim.bytes_held--;
+    s = pd_scene_build(&cs, text, strlen(text), &lim, &st, err, sizeof err);
+    assert_non_null(s);
+    pd_scene_release(s);
+
+    /* The derive asks the poll before each structure: 1 + 2 per unit size
+     * + 1; stopped at any of them, nothing is built. */
+    for (unsigned at = 1; at <= 8; at++) {
+        sp = (stop_poll){ 0, at };
+        lim = (pd_scene_limits){ .poll = stop_poll_fn, .poll_user = &sp };
+        assert_null(pd_scene_build(&cs, text, strlen(text), &lim, &st, err, sizeof err));
+        assert_int_equal(st, PD_CANCELLED);
+        assert_int_equal(sp.calls, at);
+        assert_string_equal(err, "scene 'field': stopped while building its unit grids and labels: CANCELLED");
+    }
+    sp = (stop_poll){ 0, 9 };
+    s = pd_scene_build(&cs, text, strlen(text), &lim, &st, err, sizeof err);
+    assert_non_null(s);
+    assert_int_equal(sp.calls, 8);
+    pd_scene_release(s);
+}
+
 static void test_conf_fields(void **state)
 {
     (void)state;
@@ -525,6 +612,7 @@ int main(void)
         cmocka_unit_test(test_updates_count_against_the_byte_cap),
         cmocka_unit_test(test_runtime_scenes_survive_publish),
         cmocka_unit_test(test_several_ops_and_restore),
+        cmocka_unit_test(test_build_limits),
         cmocka_unit_test(test_conf_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

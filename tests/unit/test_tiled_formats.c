@@ -28,6 +28,7 @@
 #include "pd_scene.h"
 #include "pd_tdata.h"
 #include "pd_tiled.h"
+#include "zero_map.h"
 
 /* Room for the inline maps below. */
 #define MAP_TEXT_MAX 16384
@@ -112,22 +113,6 @@ static const char *const both_layers[] = {
     "..#.",
 };
 
-/* Standard base64 of n bytes, for the encoded variants. */
-static void base64(const unsigned char *in, size_t n, char *out)
-{
-    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0) |
-                     (i + 2 < n ? in[i + 2] : 0);
-        out[o++] = abc[v >> 18 & 63];
-        out[o++] = abc[v >> 12 & 63];
-        out[o++] = i + 1 < n ? abc[v >> 6 & 63] : '=';
-        out[o++] = i + 2 < n ? abc[v & 63] : '=';
-    }
-    out[o] = '\0';
-}
-
 /* The gids as Tiled stores them (little-endian), compressed, in base64. */
 static void encode_gids(const uint32_t *gids, size_t n, const char *compression, char *out)
 {
@@ -157,7 +142,7 @@ static void encode_gids(const uint32_t *gids, size_t n, const char *compression,
         assert_false(ZSTD_isError(len));
         src = packed;
     }
-    base64(src, len, out);
+    tiled_base64(src, len, out);
 }
 
 static void csv(const uint32_t *gids, size_t n, char *out)
