@@ -320,15 +320,18 @@ static void rm_rf(const char *dir)
     assert_int_equal(system(cmd), 0);
 }
 
-/* Applies one journalled update as pd_query_update_cells does. */
+/* Applies one journalled update as the daemon does, through a store with
+ * the journal as its log (the scene's writer lock, then the journal's:
+ * the order every update takes). */
 static void update(pd_journal *j, pd_registry *r, const char *name, const pd_scene_update *ops, size_t n)
 {
-    assert_int_equal(pd_journal_lock(j), 0);
-    pd_scene_update_result res;
-    assert_int_equal(pd_registry_update_many(r, name, ops, n, &res), PD_OK);
-    if (res.cells_changed)
-        assert_int_equal(pd_journal_append_update(j, name, res.version, ops, n), 0);
-    pd_journal_unlock(j);
+    pd_store *st = pd_store_create(r, NULL);
+    assert_non_null(st);
+    pd_store_set_log(st, pd_journal_changelog(j));
+    pd_store_update out;
+    if (pd_store_update_cells(st, name, ops, n, &out) != PD_OK)
+        fail_msg("update of %s: %s", name, out.message);
+    pd_store_destroy(st);
 }
 
 /* One random update: 1 or 2 operations of any op, over the 4 cells of
