@@ -9,7 +9,8 @@
  * the same query sent alone, a bad item fails only itself, a batch holds
  * one in-flight slot per item (GetLimits' max_batch_items is the in-flight
  * cap, and one item past it is LIMIT_EXCEEDED), and
- * pathctl's batch command prints one JSON object per input line, in order.
+ * pathctl's batch command prints one JSON object per input line, in order,
+ * in frames the server admits.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -367,6 +368,24 @@ static void test_pathctl_batch(void **state)
     assert_non_null(strstr(lines[1], "INVALID_ARGUMENT"));
     assert_non_null(strstr(lines[2], "\"reachable\":false"));
     assert_non_null(strstr(lines[3], "\"distance\":2"));
+    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
+
+    /* More lines than the largest batch the server admits (GetLimits'
+     * max_batch_items, the in-flight cap): pathctl sends them in frames of
+     * that size, and every line is answered. */
+    enum { MANY = 2 * T_INFLIGHT + 3 };
+    snprintf(cmd, sizeof cmd, "for i in $(seq %d); do echo 'reachable --scene rooms --from 1,1 --to 20,10'; done | "
+             "%s --server %s --json batch", MANY, pdi_pathctl_binary(), d->addr);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    n = 0;
+    while (fgets(lines[0], sizeof lines[0], p)) {
+        if (!strstr(lines[0], "\"reachable\":true"))
+            fail_msg("line %d: %s", n, lines[0]);
+        n++;
+    }
+    rc = pclose(p);
+    assert_int_equal(n, MANY);
     assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
 }
 
