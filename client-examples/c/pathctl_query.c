@@ -518,8 +518,19 @@ static int pq_flush(pdc_conn *c, pq_line *lines, size_t n)
     return st;
 }
 
+/* Lines per Batch frame: the largest batch the server admits (GetLimits:
+ * each item takes an in-flight slot), at most PDC_MAX_BATCH. */
+static size_t pq_batch_size(pdc_conn *c)
+{
+    pdc_limits lim;
+    if (pdc_get_limits(c, &lim) == PDC_OK && lim.max_batch_items >= 1 && lim.max_batch_items < PDC_MAX_BATCH)
+        return lim.max_batch_items;
+    return PDC_MAX_BATCH;
+}
+
 static int pq_batch(pdc_conn *c)
 {
+    const size_t per_frame = pq_batch_size(c);
     pq_line *lines = calloc(PDC_MAX_BATCH, sizeof *lines);
     char *buf = malloc(PQ_MAX_LINE);
     int worst = PDC_OK;
@@ -538,7 +549,7 @@ static int pq_batch(pdc_conn *c)
         /* Usage errors for a line go to stderr; the line answers INVALID_ARGUMENT. */
         l->bad = nw < 0 || pq_parse(nw, words, 1, 0, &l->args) != -1 || !strcmp(l->args.command, "batch") ||
                  !strcmp(l->args.command, "grid");
-        if (n == PDC_MAX_BATCH) {
+        if (n == per_frame) {
             int st = pq_flush(c, lines, n);
             worst = worst == PDC_OK ? st : worst;
             for (size_t i = 0; i < n; i++) {

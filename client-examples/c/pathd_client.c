@@ -2213,8 +2213,7 @@ static int pdc__build_query_body(const pdc_query *q, pdc__query_msg *m)
     memset(m, 0, sizeof *m);
     pathd__v1__query__init(&m->query);
     if (q->kind == PDC_Q_FIND_PATH) {
-        /* The server refuses a deadline inside a batch: it runs as one job. */
-        if (!q->path || q->path->deadline_ms != 0)
+        if (!q->path)
             return PDC_ERR_ARG;
         int r = pdc__build_find(q->path, &m->find);
         m->query.kind_case = PATHD__V1__QUERY__KIND_FIND_PATH;

@@ -95,7 +95,8 @@ typedef enum pdc_status {
     PDC_PERMISSION_DENIED = 17, /* the token's role does not allow the request */
     PDC_SCENE_EXISTS = 30,      /* pdc_create_scene / pdc_create_instance: name taken */
     PDC_SCENE_IN_USE = 31,      /* pdc_drop_scene: portals name it (pass drop_portals) */
-    PDC_LIMIT_EXCEEDED = 32,    /* a named cap on scenes; the message names it */
+    PDC_LIMIT_EXCEEDED = 32,    /* a named cap (scenes, watches, a batch's size); the
+                                   message names it */
     PDC_STALE_VERSION = 40,     /* retryable: the scene is older than min_version;
                                    pdc_stale_version() (and the result's version) say
                                    which version it is at */
@@ -526,7 +527,7 @@ typedef enum pdc_query_kind {
     PDC_Q_REACHABLE,            /* a and b connected? */
     PDC_Q_RANDOM_POINT,         /* a cell within walking distance radius of a */
     PDC_Q_DISTANCE_TO_WALL,     /* distance from a to the nearest wall, up to radius */
-    PDC_Q_FIND_PATH,            /* batch only: path (deadline_ms 0); answer in result.path */
+    PDC_Q_FIND_PATH,            /* batch only: path; answer in result.path */
 } pdc_query_kind;
 
 /* Most items in one batch, points in one ValidateMove (the server's limits);

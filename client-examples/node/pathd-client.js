@@ -451,8 +451,8 @@ const QUERIES = {
  * 'randomPoint', 'distanceToWall') or 'findPath', and the rest its
  * arguments, e.g. query('raycast', 'town', [1, 1], [9, 9], { unitSize: 2 })
  * or query('findPath', 'town', [1, 1], null, { goals: [[5, 5], [9, 2]] }).
- * A findPath item answers with PathResult.toJSON() (no deadlineMs in a
- * batch: it runs as one job). */
+ * A findPath item answers with PathResult.toJSON(); its deadlineMs counts
+ * from the batch's arrival, as the request's alone would. */
 function query(kind, scene, ...args) {
   if (kind === 'findPath') return { findPath: findPathMessage(scene, ...args) };
   const [field, build] = choice(QUERIES, kind, 'query kind');

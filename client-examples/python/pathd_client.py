@@ -570,8 +570,8 @@ def query(kind, scene, *args, **options):
     "random_point", "distance_to_wall") or "find_path", and the rest its
     arguments, e.g. query("raycast", "town", (1, 1), (9, 9), unit_size=2) or
     query("find_path", "town", (1, 1), None, goals=[(5, 5), (9, 2)]). A
-    find_path item answers with the dict PathResult.to_dict() gives (no
-    deadline_ms in a batch: it runs as one job)."""
+    find_path item answers with the dict PathResult.to_dict() gives; its
+    deadline_ms counts from the batch's arrival, as it would alone."""
     if kind == "find_path":
         q = pb.Query()
         _find_path_fill(q.find_path, scene, *args, **options)

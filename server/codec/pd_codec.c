@@ -752,10 +752,6 @@ static pd_status pd__decode_query(const Pathd__V1__Query *q, pd_move_req *out, c
         }
         if ((st = pd__decode_find_path(q->find_path, out->path, err, errlen)) != PD_OK)
             return st;
-        if (out->path->deadline_ms != 0) {
-            pd_set_err(err, errlen, "find_path.deadline_ms must be 0 in a batch: the batch runs as one job");
-            return PD_INVALID_ARGUMENT;
-        }
         memcpy(out->scene, out->path->scene, sizeof out->scene);
         out->unit_size = out->path->unit_size;
         out->min_version = out->path->min_version;

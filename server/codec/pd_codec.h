@@ -101,7 +101,8 @@ typedef struct pd_codec_limits {
     uint32_t idle_timeout_ms;
     uint32_t frame_timeout_ms;
     uint64_t default_max_expansions;
-    uint32_t max_batch_items;        /* PD_BATCH_MAX_ITEMS */
+    uint32_t max_batch_items;        /* PD_BATCH_MAX_ITEMS, or the server's in-flight
+                                        cap when lower */
     uint32_t max_move_points;        /* PD_MOVE_MAX_POINTS */
     uint32_t max_radius_cells;       /* PD_MOVE_MAX_RADIUS */
     double max_walk_radius;          /* PD_MOVE_MAX_WALK_RADIUS */

@@ -34,7 +34,8 @@ typedef enum pd_status {
     /* 18..29 are unused; 30..39 belong to the live world (scenes made at run time). */
     PD_SCENE_EXISTS = 30,       /* CreateScene / CreateInstance: the name is served already */
     PD_SCENE_IN_USE = 31,       /* DropScene: portals name the scene (drop_portals not set) */
-    PD_LIMIT_EXCEEDED = 32,     /* a named cap on scenes (count, cells, memory) would be passed */
+    PD_LIMIT_EXCEEDED = 32,     /* a named cap would be passed: scenes (count, cells, memory),
+                                   watches, a Batch's items (the in-flight cap) */
     /* 33..39 are unused; 40..49 belong to hearing about changes. */
     PD_STALE_VERSION = 40,      /* retryable: the snapshot is older than the request's min_version */
     PD_WATCH_OVERFLOW = 41,     /* a watcher fell behind by limits.watch_buffer_bytes: its watch ended */

@@ -12,6 +12,11 @@
  * result whose connection has gone is dropped and a closed connection's
  * queued jobs are cancelled by owner.
  *
+ * A Batch is a job that is never submitted: each of its items is a task of
+ * its own (pd__item), queued, charged and counted like the same request
+ * sent alone, and the batch answers in one frame once its last item is
+ * back (pd__handle_batch).
+ *
  * Everything here runs on the loop thread except the pd__run_* functions
  * and the thread ops, which run on workers.
  */
@@ -31,8 +36,21 @@
 #define PD__FAIR_TIE_BITS 16
 #define PD__FAIR_TIE_MAX ((1u << PD__FAIR_TIE_BITS) - 1u)
 
+typedef struct pd__job pd__job;
+
+/* One item of a Batch on its way through the pool: its batch's owner and
+ * tag, so that a Cancel of the batch or the close of its connection
+ * reaches every item; told from a pd__job by its run function
+ * (pd__run_item). Its query and result live in the batch. */
+typedef struct pd__item {
+    pd_task task;                 /* first: the pool hands back &item->task */
+    pd__job *batch;
+    size_t index;                 /* in the batch's move_* arrays */
+    int ran;                      /* set by the worker that ran it */
+} pd__item;
+
 /* One request on its way through the pool. */
-typedef struct pd__job {
+struct pd__job {
     pd_task task;                 /* first: the pool hands back &job->task;
                                      owner = connection id, tag = request id */
     pd_request_kind kind;
@@ -65,7 +83,13 @@ typedef struct pd__job {
     pd_move_result *move_results;
     size_t n_moves;
 
-    uint32_t weight;              /* in-flight slots the job holds: a batch's items */
+    /* PD_REQ_BATCH: the items' tasks. */
+    pd__item *items;              /* n_moves; those submitted are in the pool */
+    size_t items_out;             /* items the pool holds (loop thread only) */
+    atomic_size_t items_left;     /* items without a result yet, plus one while
+                                     the loop submits: whoever takes it to 0
+                                     encodes the answer */
+
     int want_world;               /* FindPath / FindRoute: answer with world coordinates */
     uint32_t max_chunk;           /* the server's max_waypoints_per_chunk when the job was made */
     uint8_t *answer;              /* owned: the encoded answer, when its worker made it */
@@ -73,7 +97,7 @@ typedef struct pd__job {
     pd__wire *wire;               /* retained: set when the worker may write the answer
                                      itself (its connection had nothing else in flight) */
     size_t answer_sent;           /* bytes of the answer its worker wrote */
-} pd__job;
+};
 
 static pd__job *pd__job_new(pd__conn *c, uint64_t request_id, pd_request_kind kind, pd_task_run_fn run)
 {
@@ -86,7 +110,6 @@ static pd__job *pd__job_new(pd__conn *c, uint64_t request_id, pd_request_kind ki
     job->kind = kind;
     job->jump_points = c->server->conf.jump_point_search;
     job->max_chunk = c->server->conf.max_waypoints_per_chunk;
-    job->weight = 1;
     return job;
 }
 
@@ -112,12 +135,20 @@ static void pd__job_free(pd__job *job)
     free(job->move_reqs);
     free(job->move_queries);
     free(job->move_results);
+    free(job->items);
     free(job->answer);
     pd__wire_release(job->wire);
     free(job);
 }
 
 /* ---- on the workers ---------------------------------------------------- */
+
+/* A movement query or batch item that stopped, or never ran, with st. */
+static void pd__move_fail(pd_move_result *r, pd_status st)
+{
+    r->status = st;
+    snprintf(r->message, sizeof r->message, "%s", pd_status_name(st));
+}
 
 /* Copies the task's status into the job's result, so that a job that
  * never ran (cancelled, past its deadline), which carries only that
@@ -143,11 +174,8 @@ static void pd__settle_status(pd__job *job)
     }
     if (st != PD_OK)
         for (size_t i = 0; i < job->n_moves; i++)
-            if (job->move_results[i].status == PD_OK) {
-                job->move_results[i].status = st;
-                snprintf(job->move_results[i].message, sizeof job->move_results[i].message, "%s",
-                         pd_status_name(st));
-            }
+            if (job->move_results[i].status == PD_OK)
+                pd__move_fail(&job->move_results[i], st);
 }
 
 /* The answer to a finished job; NULL when encoding ran out of memory. */
@@ -183,7 +211,7 @@ static pd_status pd__answer_on_worker(pd__job *job, pd_status st)
     pd__settle_status(job);
     job->answer = pd__encode_job(job, &job->answer_len);
     if (job->answer) {
-        job->answer_sent = pd__wire_try_send(job->wire, job->answer, job->answer_len, job->weight);
+        job->answer_sent = pd__wire_try_send(job->wire, job->answer, job->answer_len, 1);
         /* The answer holds what the loop needs now. What the search
          * allocated goes back here, to this worker's malloc arena: freed on
          * the loop it would take that arena's lock against this worker's
@@ -233,23 +261,39 @@ static pd_status pd__run_scene_change(pd_task *task, void *scratch)
     return pd__answer_on_worker(job, pd_query_scene_change(job->store, job->kind, &job->change, &ctl, &job->change_out));
 }
 
-/* Runs every item that prepared; refused items keep their answer. A cancel
- * or deadline between items leaves the rest with that status. */
-static pd_status pd__run_moves(pd_task *task, void *scratch)
+/* A movement query sent alone (a Batch's items run as pd__run_item). */
+static pd_status pd__run_move(pd_task *task, void *scratch)
 {
     pd__job *job = (pd__job *)task;
-    for (size_t i = 0; i < job->n_moves; i++) {
-        if (!job->move_queries[i].scene || job->move_results[i].status != PD_OK)
-            continue;
-        pd_status st = pd_task_poll(task);
-        if (st != PD_OK) {
-            job->move_results[i].status = st;
-            snprintf(job->move_results[i].message, sizeof job->move_results[i].message, "%s", pd_status_name(st));
-            continue;
-        }
-        pd_move_run(scratch, &job->move_queries[i], &job->move_results[i]);
-    }
+    pd_move_run(scratch, &job->move_queries[0], &job->move_results[0]);
     return pd__answer_on_worker(job, PD_OK);
+}
+
+/* One more of the batch's items has its result: the last one encodes the
+ * batch's answer, on the worker that ran it when a worker did (as a job's
+ * answer is), and gives back what the items' searches allocated. Runs on a
+ * worker, or on the loop for an item that never ran (and for the hold the
+ * loop keeps while it submits). */
+static void pd__item_settled(pd__job *batch)
+{
+    if (atomic_fetch_sub(&batch->items_left, 1) != 1)
+        return;
+    batch->answer = pd__encode_job(batch, &batch->answer_len);
+    if (batch->answer)
+        for (size_t i = 0; i < batch->n_moves; i++)
+            pd_move_result_free(&batch->move_results[i]);
+}
+
+/* One item of a Batch: its query polls this task (its own deadline, and
+ * the batch's cancel) while it searches. */
+static pd_status pd__run_item(pd_task *task, void *scratch)
+{
+    pd__item *item = (pd__item *)task;
+    pd__job *batch = item->batch;
+    item->ran = 1;
+    pd_status st = pd_move_run(scratch, &batch->move_queries[item->index], &batch->move_results[item->index]);
+    pd__item_settled(batch);
+    return st;
 }
 
 static void *pd__scratch_create(void *user)
@@ -298,11 +342,18 @@ void pd__dispatch_apply_conf(pd_server *s)
     pd_pool_set_yield_interval(s->pool, pd__yield_interval_ns(&s->conf, st.threads));
 }
 
+/* The pool's tasks given back at its end: a batch goes with its last item. */
 static void pd__free_tasks(pd_task *task)
 {
     while (task) {
         pd_task *next = task->next;
-        pd__job_free((pd__job *)task);
+        if (task->run == pd__run_item) {
+            pd__job *batch = ((pd__item *)task)->batch;
+            if (--batch->items_out == 0)
+                pd__job_free(batch);
+        } else {
+            pd__job_free((pd__job *)task);
+        }
         task = next;
     }
 }
@@ -334,49 +385,67 @@ static int pd__inflight_ok(pd__conn *c, uint64_t id, size_t weight)
     return 0;
 }
 
-/* Hands a job to the pool and counts it in flight, or answers why not
- * (OVERLOADED: the queue is full; DEADLINE_EXCEEDED: the work queued ahead
- * of it would outlast its deadline) and frees it.
+/* Hands a task of connection c to the pool and counts it in flight (one
+ * slot), or returns why not: the pool's refusal (pd__refusal).
  *
  * Fairness between connections is start-time fair queueing (Goyal, Vin
- * and Cheng, SIGCOMM 1996): a job's start tag is its connection's previous
- * finish tag or the pool's virtual time (the start tag of the job a worker
- * took last), whichever is later; its finish tag adds its cost (one per
- * request, a batch one per item); the pool runs the lowest start tag first.
- * A client that was idle starts at the virtual time, so it is served next
- * after what is running, however many a busy client has queued. Ordering by
- * finish tags instead would put it behind one queued job of every busy
- * client. Among equal start tags the connection with fewer jobs in flight
- * goes first: the key carries the start tag above PD__FAIR_TIE_BITS and
- * that count below. */
+ * and Cheng, SIGCOMM 1996): a task's start tag is its connection's previous
+ * finish tag or the pool's virtual time (the start tag of the task a worker
+ * took last), whichever is later; its finish tag adds its cost, one per
+ * request (a Batch's items are requests of their own); the pool runs the
+ * lowest start tag first. A client that was idle starts at the virtual
+ * time, so it is served next after what is running, however many a busy
+ * client has queued. Ordering by finish tags instead would put it behind
+ * one queued task of every busy client. Among equal start tags the
+ * connection with fewer tasks in flight goes first: the key carries the
+ * start tag above PD__FAIR_TIE_BITS and that count below. */
+static pd_status pd__enqueue(pd__conn *c, pd_task *task)
+{
+    pd_server *s = c->server;
+    uint64_t now = pd_pool_virtual_time(s->pool) >> PD__FAIR_TIE_BITS;
+    uint64_t start = c->fair_key > now ? c->fair_key : now;
+    uint64_t backlog = c->in_flight < PD__FAIR_TIE_MAX ? c->in_flight : PD__FAIR_TIE_MAX;
+    task->key = start << PD__FAIR_TIE_BITS | backlog;
+    pd_status st = pd_pool_submit(s->pool, task);
+    if (st != PD_OK)
+        return st;
+    c->fair_key = start + 1;
+    c->in_flight++;
+    s->in_flight++;
+    return PD_OK;
+}
+
+/* The answer to a request the pool refused with st (pd__enqueue): its
+ * status, with why in msg. A full queue is counted by its limit. */
+static pd_status pd__refusal(pd_server *s, pd_status st, char *msg, size_t len)
+{
+    if (st == PD_DEADLINE_EXCEEDED) {
+        snprintf(msg, len, "the work queued ahead would outlast this request's deadline");
+        return st;
+    }
+    pd_metrics_observe_overloaded(s->metrics, PD_METRICS_LIMIT_JOB_QUEUE);
+    snprintf(msg, len, "job queue full (%" PRIu32 " jobs)", s->conf.job_queue_capacity);
+    return PD_OVERLOADED;
+}
+
+/* Hands a job to the pool (pd__enqueue), or answers why not and frees it. */
 static void pd__submit(pd__conn *c, pd__job *job)
 {
     pd_server *s = c->server;
     uint64_t id = job->task.tag;
-    uint64_t now = pd_pool_virtual_time(s->pool) >> PD__FAIR_TIE_BITS;
-    uint64_t start = c->fair_key > now ? c->fair_key : now;
-    uint64_t backlog = c->in_flight < PD__FAIR_TIE_MAX ? c->in_flight : PD__FAIR_TIE_MAX;
-    job->task.key = start << PD__FAIR_TIE_BITS | backlog;
     /* A connection with nothing else in flight is waiting on this answer
      * alone: batching its completion with the worker's next tasks would
      * only delay it (by up to a whole search), and saves no wakeup. */
     job->task.hand_over_at_once = c->in_flight == 0;
     if (job->task.hand_over_at_once)
         job->wire = pd__wire_retain(c->wire);
-    pd_status st = pd_pool_submit(s->pool, &job->task);
+    pd_status st = pd__enqueue(c, &job->task);
     if (st != PD_OK) {
+        char msg[PD__MESSAGE_MAX];
         pd__job_free(job);
-        if (st == PD_DEADLINE_EXCEEDED) {
-            pd__send_error(c, id, st, "the work queued ahead would outlast this request's deadline");
-        } else {
-            pd_metrics_observe_overloaded(s->metrics, PD_METRICS_LIMIT_JOB_QUEUE);
-            pd__send_error(c, id, PD_OVERLOADED, "job queue full (%" PRIu32 " jobs)", s->conf.job_queue_capacity);
-        }
-        return;
+        st = pd__refusal(s, st, msg, sizeof msg);
+        pd__send_error(c, id, st, "%s", msg);
     }
-    c->fair_key = start + job->weight;
-    c->in_flight += job->weight;
-    s->in_flight += job->weight;
 }
 
 static uint64_t pd__deadline_ns(uint32_t deadline_ms, uint64_t arrival_ns)
@@ -568,54 +637,33 @@ static void pd__handle_scene_change(pd__conn *c, pd_request *req)
     pd__submit(c, job);
 }
 
-/* A movement query or a Batch: each item is checked against the scene
- * current now (pd_move_prepare), then the whole job runs on one worker, so
- * a batch costs one queue slot and one wakeup. A single query refused by
- * its checks is answered at once; a batch always goes through, carrying its
- * refused items' answers. */
+/* A movement query: checked against the scene current now
+ * (pd_move_prepare), answered at once when that refuses it, else run on a
+ * worker. */
 static void pd__handle_move(pd__conn *c, pd_request *req)
 {
     pd_server *s = c->server;
-    int batch = req->kind == PD_REQ_BATCH;
-    size_t n = batch ? req->u.batch.n_items : 1;
-    if (!pd__inflight_ok(c, req->id, n))
+    if (!pd__inflight_ok(c, req->id, 1))
         return;
-    pd__job *job = pd__job_new(c, req->id, req->kind, pd__run_moves);
+    pd__job *job = pd__job_new(c, req->id, req->kind, pd__run_move);
     if (job) {
-        job->move_queries = calloc(n, sizeof *job->move_queries);
-        job->move_results = calloc(n, sizeof *job->move_results);
-        job->move_reqs = batch ? req->u.batch.items : malloc(sizeof *job->move_reqs);
+        job->move_queries = calloc(1, sizeof *job->move_queries);
+        job->move_results = calloc(1, sizeof *job->move_results);
+        job->move_reqs = malloc(sizeof *job->move_reqs);
     }
     if (!job || !job->move_queries || !job->move_results || !job->move_reqs) {
         pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
-        if (job && batch)
-            job->move_reqs = NULL; /* still the request's, freed with it */
         pd__job_free(job);
         return;
     }
-    /* The job owns the items (and their arrays) now. */
-    if (batch) {
-        req->u.batch.items = NULL;
-        req->u.batch.n_items = 0;
-    } else {
-        job->move_reqs[0] = req->u.move;
-        req->u.move.moves = NULL;
-        req->u.move.n_moves = 0;
-    }
-    job->n_moves = n;
-    job->weight = (uint32_t)n;
-    for (size_t i = 0; i < n; i++) {
-        pd_move_req *item = &job->move_reqs[i];
-        pd_scene *scene = item->status == PD_OK ? pd_registry_acquire(s->registry, item->scene) : NULL;
-        /* A FindPath item gets the server's budget like one sent alone, and
-         * polls the job (the batch's cancel) while it searches. */
-        if (item->kind == PD_REQ_FIND_PATH && item->path && item->path->max_expansions == 0)
-            item->path->max_expansions = s->conf.default_max_expansions;
-        pd_move_prepare(scene, item, &job->move_queries[i], &job->move_results[i]);
-        job->move_queries[i].control = (pd_query_control){ pd_task_poll, &job->task, job->jump_points };
-    }
-    if (!batch && job->move_results[0].status != PD_OK) {
-        const pd_move_result *r = &job->move_results[0];
+    /* The job owns the query (and its arrays) now. */
+    job->move_reqs[0] = req->u.move;
+    req->u.move.moves = NULL;
+    req->u.move.n_moves = 0;
+    job->n_moves = 1;
+    pd_scene *scene = pd_registry_acquire(s->registry, job->move_reqs[0].scene);
+    const pd_move_result *r = &job->move_results[0];
+    if (pd_move_prepare(scene, &job->move_reqs[0], &job->move_queries[0], &job->move_results[0]) != PD_OK) {
         if (r->status == PD_STALE_VERSION)
             pd__send_stale(c, req->id, r->version, r->message);
         else
@@ -624,6 +672,114 @@ static void pd__handle_move(pd__conn *c, pd_request *req)
         return;
     }
     pd__submit(c, job);
+}
+
+/* Counts item i of a batch in the server's totals and /metrics as the same
+ * request sent alone would be: by its kind, with its status and
+ * expansions, and its latency since since_ns unless `untimed` (refused
+ * before it was queued, as such a request would be at the door). */
+static void pd__count_item(pd_server *s, const pd__job *batch, size_t i, int untimed, uint64_t since_ns)
+{
+    const pd_move_req *item = &batch->move_reqs[i];
+    const pd_move_result *r = &batch->move_results[i];
+    uint64_t expanded = item->kind == PD_REQ_FIND_PATH ? r->path.metrics.expanded : 0;
+    if (r->status == PD_OVERLOADED)
+        s->overloaded_total++;
+    pd__count_answer(s, item->kind, r->status, expanded, item->scene, untimed, since_ns);
+}
+
+/* Item i of a batch, prepared, as a task of its own: the budget a FindPath
+ * item gets is the server's, like one sent alone, and its deadline_ms
+ * counts from the batch's arrival. Returns 1 when the pool holds it, 0
+ * when it is refused (its result says why). */
+static int pd__submit_item(pd__conn *c, pd__job *batch, size_t i, uint64_t arrival_ns)
+{
+    pd_server *s = c->server;
+    pd__item *item = &batch->items[i];
+    const pd_move_req *req = &batch->move_reqs[i];
+    pd_move_result *r = &batch->move_results[i];
+    pd_task_init(&item->task, pd__run_item);
+    item->task.owner = batch->task.owner;
+    item->task.tag = batch->task.tag;
+    if (req->kind == PD_REQ_FIND_PATH)
+        item->task.deadline_ns = pd__deadline_ns(req->path->deadline_ms, arrival_ns);
+    item->batch = batch;
+    item->index = i;
+    batch->move_queries[i].control = (pd_query_control){pd_task_poll, &item->task, batch->jump_points};
+    pd_status st = pd__enqueue(c, &item->task);
+    if (st == PD_OK)
+        return 1;
+    r->status = pd__refusal(s, st, r->message, sizeof r->message);
+    return 0;
+}
+
+/* Answers a batch whose items all have their results (and so its answer,
+ * or NULL when encoding ran out of memory), unless its connection has
+ * gone; counts it as a Batch frame (its items were counted as they
+ * finished); frees it. */
+static void pd__finish_batch(pd_server *s, pd__job *batch);
+
+/* A Batch: each item is checked against the scene current now
+ * (pd_move_prepare) and, unless that refuses it, becomes a task of its own
+ * (pd__item) queued like the same request sent alone - its own fair
+ * queueing start tag, in-flight slot, budget and deadline - so a batch's
+ * items interleave with other connections' requests as single requests
+ * would, and many workers may share one batch. The batch itself, a job
+ * never submitted, holds the items' queries and results and answers in
+ * one BatchResult once the last item is back. A batch of more items than
+ * the in-flight cap could never be admitted: LIMIT_EXCEEDED, naming it
+ * (GetLimits' max_batch_items says it); one that does not fit beside what
+ * the connection has in flight now is OVERLOADED as a whole. */
+static void pd__handle_batch(pd__conn *c, pd_request *req, uint64_t arrival_ns)
+{
+    pd_server *s = c->server;
+    size_t n = req->u.batch.n_items;
+    if (n > s->conf.max_inflight_per_conn) {
+        pd__send_error(c, req->id, PD_LIMIT_EXCEEDED,
+                       "a Batch of %zu items is over limits.max_inflight_per_conn (%" PRIu32
+                       "): each item takes one in-flight slot; GetLimits.max_batch_items is the largest batch",
+                       n, s->conf.max_inflight_per_conn);
+        return;
+    }
+    if (!pd__inflight_ok(c, req->id, n))
+        return;
+    pd__job *batch = pd__job_new(c, req->id, PD_REQ_BATCH, NULL);
+    if (batch) {
+        batch->move_queries = calloc(n, sizeof *batch->move_queries);
+        batch->move_results = calloc(n, sizeof *batch->move_results);
+        batch->items = calloc(n, sizeof *batch->items);
+    }
+    if (!batch || !batch->move_queries || !batch->move_results || !batch->items) {
+        pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
+        pd__job_free(batch);
+        return;
+    }
+    /* The batch owns the items (and their arrays) now. */
+    batch->move_reqs = req->u.batch.items;
+    batch->n_moves = n;
+    req->u.batch.items = NULL;
+    req->u.batch.n_items = 0;
+    batch->task.submitted_ns = arrival_ns;
+    s->requests_total += n;
+    /* The loop's hold: no item's worker encodes the answer before every
+     * item is submitted or refused. */
+    atomic_init(&batch->items_left, n + 1);
+    for (size_t i = 0; i < n; i++) {
+        pd_move_req *item = &batch->move_reqs[i];
+        pd_scene *scene = item->status == PD_OK ? pd_registry_acquire(s->registry, item->scene) : NULL;
+        if (item->kind == PD_REQ_FIND_PATH && item->path && item->path->max_expansions == 0)
+            item->path->max_expansions = s->conf.default_max_expansions;
+        if (pd_move_prepare(scene, item, &batch->move_queries[i], &batch->move_results[i]) == PD_OK &&
+            pd__submit_item(c, batch, i, arrival_ns)) {
+            batch->items_out++;
+            continue;
+        }
+        pd__count_item(s, batch, i, 1, arrival_ns);
+        atomic_fetch_sub(&batch->items_left, 1);
+    }
+    pd__item_settled(batch);
+    if (batch->items_out == 0)
+        pd__finish_batch(s, batch);
 }
 
 /* The scene a read-only request names, retained, or NULL once its refusal
@@ -869,8 +1025,10 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
     case PD_REQ_REACHABLE:
     case PD_REQ_RANDOM_POINT:
     case PD_REQ_DISTANCE_TO_WALL:
-    case PD_REQ_BATCH:
         pd__handle_move(c, req);
+        return;
+    case PD_REQ_BATCH:
+        pd__handle_batch(c, req, arrival_ns);
         return;
     case PD_REQ_STATS: {
         pd_server_stats st;
@@ -897,6 +1055,10 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
             .max_watchers = s->conf.max_watchers,
         };
         pd_codec_limits_fixed(&lim);
+        /* Each item takes an in-flight slot: a larger batch is refused
+         * (pd__handle_batch). */
+        if (lim.max_batch_items > s->conf.max_inflight_per_conn)
+            lim.max_batch_items = s->conf.max_inflight_per_conn;
         buf = pd_codec_encode_limits(req->id, &lim, &len);
         break;
     }
@@ -1021,6 +1183,33 @@ static void pd__job_events(pd_server *s, const pd__job *job)
     pd__watch_publish(s, &ev);
 }
 
+/* Gives back the in-flight slot of a finished task of connection `owner`;
+ * returns that connection, or NULL when it has gone. */
+static pd__conn *pd__release_slot(pd_server *s, uint64_t owner)
+{
+    s->in_flight -= s->in_flight > 0;
+    pd__conn *c = pd__map_find(&s->map, owner);
+    if (c) {
+        c->in_flight -= c->in_flight > 0;
+        if (c->full && c->in_flight <= s->conf.max_inflight_per_conn / 2)
+            pd__conn_unfull(c);
+    }
+    return c;
+}
+
+/* Queues a finished job's answer - its worker's encoding, or one made now
+ * (when that ran out of memory, or the job never ran) - for c, unless c
+ * lingers after a protocol error. */
+static void pd__send_answer(pd__conn *c, pd__job *job)
+{
+    if (c->lingering)
+        return;
+    size_t len = job->answer_len;
+    uint8_t *buf = job->answer ? job->answer : pd__encode_job(job, &len);
+    job->answer = NULL;
+    pd__conn_send(c, buf, len);
+}
+
 /* Counts a finished job and answers it, unless its connection has gone;
  * frees the job. */
 static void pd__finish_job(pd_server *s, pd__job *job)
@@ -1028,12 +1217,12 @@ static void pd__finish_job(pd_server *s, pd__job *job)
     pd_task *task = &job->task;
     if (!job->answer)
         pd__settle_status(job);
-    s->in_flight -= s->in_flight >= job->weight ? job->weight : s->in_flight;
     uint64_t expanded = job->kind == PD_REQ_FIND_ROUTE  ? job->route.metrics.expanded
                         : job->kind == PD_REQ_FIND_PATH ? job->path.metrics.expanded
                                                         : 0;
-    pd__count_answer(s, job->kind, task->status, expanded, pd__job_scene(job), pd__job_unserved(job),
-                     task->submitted_ns);
+    /* A movement query answers with its result's status. */
+    pd_status status = pd_request_is_move(job->kind) ? job->move_results[0].status : task->status;
+    pd__count_answer(s, job->kind, status, expanded, pd__job_scene(job), pd__job_unserved(job), task->submitted_ns);
     if (job->kind == PD_REQ_UPDATE_CELLS && task->status == PD_OK && job->update.world_refresh != PD_OK)
         pd_log_warn("update of scene '%s' applied, but the route tables were not refreshed: %s (%s); "
                     "routes keep the previous tables until the next reload",
@@ -1044,11 +1233,8 @@ static void pd__finish_job(pd_server *s, pd__job *job)
     pd__job_events(s, job);
     if (job->wire && job->answer_sent > 0 && job->answer_sent == job->answer_len)
         pd__wire_collected(job->wire);
-    pd__conn *c = pd__map_find(&s->map, task->owner);
+    pd__conn *c = pd__release_slot(s, task->owner);
     if (c) {
-        c->in_flight -= c->in_flight >= job->weight ? job->weight : c->in_flight;
-        if (c->full && c->in_flight <= s->conf.max_inflight_per_conn / 2)
-            pd__conn_unfull(c);
         if (job->answer_sent > 0) {
             /* Its worker wrote the answer, or its start: a finished write,
              * which restarts the idle clock as the loop's writes do
@@ -1060,14 +1246,37 @@ static void pd__finish_job(pd_server *s, pd__job *job)
                 pd__conn_send_rest(c, job->answer, rest);
                 job->answer = NULL;
             }
-        } else if (!c->lingering) {
-            size_t len = job->answer_len;
-            uint8_t *buf = job->answer ? job->answer : pd__encode_job(job, &len);
-            job->answer = NULL;
-            pd__conn_send(c, buf, len);
+        } else {
+            pd__send_answer(c, job);
         }
     }
     pd__job_free(job);
+}
+
+static void pd__finish_batch(pd_server *s, pd__job *batch)
+{
+    pd__count_answer(s, PD_REQ_BATCH, PD_OK, 0, pd__job_scene(batch), pd__job_unserved(batch),
+                     batch->task.submitted_ns);
+    pd__conn *c = pd__map_find(&s->map, batch->task.owner);
+    if (c)
+        pd__send_answer(c, batch);
+    pd__job_free(batch);
+}
+
+/* Counts a finished item of a batch as the request it is, and answers the
+ * batch when it was the last one out. */
+static void pd__finish_item(pd_server *s, pd__item *item)
+{
+    pd__job *batch = item->batch;
+    if (!item->ran) {
+        /* Cancelled, or its deadline passed, before a worker took it. */
+        pd__move_fail(&batch->move_results[item->index], item->task.status);
+        pd__item_settled(batch);
+    }
+    pd__release_slot(s, item->task.owner);
+    pd__count_item(s, batch, item->index, 0, item->task.submitted_ns);
+    if (--batch->items_out == 0)
+        pd__finish_batch(s, batch);
 }
 
 void pd__dispatch_completions(pd_server *s)
@@ -1077,7 +1286,10 @@ void pd__dispatch_completions(pd_server *s)
     pd_task *task = pd_pool_take_completed(s->pool);
     while (task) {
         pd_task *next = task->next;
-        pd__finish_job(s, (pd__job *)task);
+        if (task->run == pd__run_item)
+            pd__finish_item(s, (pd__item *)task);
+        else
+            pd__finish_job(s, (pd__job *)task);
         task = next;
     }
 }

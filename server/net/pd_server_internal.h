@@ -206,7 +206,7 @@ struct pd_server {
     pd__watch_hub *watch_hub;    /* subscriptions (pd_watch.c); NULL until the first Watch */
     uint64_t watch_events_total; /* watch frames queued for watchers */
     uint64_t watchers_dropped_total; /* watches ended by WATCH_OVERFLOW */
-    uint64_t paths_found;        /* FindPath / FindRoute answered OK or PARTIAL */
+    uint64_t paths_found;        /* FindPath / FindRoute (Batch items too) answered OK or PARTIAL */
     uint64_t expansions_total;
     atomic_uint_fast32_t worker_retained_bytes; /* conf.worker_retained_bytes, for the
                                                    workers' trim (a reload may change it) */

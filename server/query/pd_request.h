@@ -217,8 +217,8 @@ typedef struct pd_timed_point {
  *   REACHABLE         a = from, b = to
  *   RANDOM_POINT      a = around, radius, seed
  *   DISTANCE_TO_WALL  a = at, radius = max_distance
- *   FIND_PATH         path (Batch items only; its deadline_ms must be 0:
- *                     the batch runs as one job)
+ *   FIND_PATH         path (Batch items only; its deadline_ms counts from
+ *                     the batch's arrival, as the request's alone would)
  * Inside a Batch an item that fails decoding keeps its kind (or
  * PD_REQ_NONE) with status and message set; the others still run. */
 typedef struct pd_move_req {

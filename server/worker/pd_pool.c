@@ -636,35 +636,28 @@ pd_task *pd_pool_take_completed(pd_pool *p)
 }
 
 /* Marks every queued or running task of owner (and of tag too, when
- * one_task is set) as cancelled; stops at the first when one_task is set.
- * Returns how many were marked. Caller holds p->lock. */
-static size_t pd__mark_cancelled(pd_pool *p, uint64_t owner, int one_task, uint64_t tag)
+ * by_tag is set) as cancelled. Returns how many were marked. Caller holds
+ * p->lock. */
+static size_t pd__mark_cancelled(pd_pool *p, uint64_t owner, int by_tag, uint64_t tag)
 {
     size_t marked = 0;
-    for (pd_task *task = p->ord_head; task; task = task->next) {
-        if (task->owner == owner && (!one_task || task->tag == tag)) {
+    for (pd_task *task = p->ord_head; task; task = task->next)
+        if (task->owner == owner && (!by_tag || task->tag == tag)) {
             atomic_store(&task->cancelled, 1);
             marked++;
-            if (one_task)
-                return marked;
         }
-    }
     for (uint32_t i = 0; i < p->heap_len; i++) {
         pd_task *task = p->heap[i];
-        if (task->owner == owner && (!one_task || task->tag == tag)) {
+        if (task->owner == owner && (!by_tag || task->tag == tag)) {
             atomic_store(&task->cancelled, 1);
             marked++;
-            if (one_task)
-                return marked;
         }
     }
     for (uint32_t i = 0; i < p->n_workers; i++) {
         pd_task *task = p->workers[i].current;
-        if (task && task->owner == owner && (!one_task || task->tag == tag)) {
+        if (task && task->owner == owner && (!by_tag || task->tag == tag)) {
             atomic_store(&task->cancelled, 1);
             marked++;
-            if (one_task)
-                return marked;
         }
     }
     return marked;

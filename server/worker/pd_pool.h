@@ -19,7 +19,8 @@
  *
  * Tasks carry an owner and a tag, never a pointer to their submitter:
  * pd_pool_cancel marks one (owner, tag), pd_pool_cancel_owner all of an
- * owner's, so no worker spends time on work nobody will read. Ordered tasks
+ * owner's, so no worker spends time on work nobody will read. Several
+ * tasks may share an (owner, tag): a cancel marks them all. Ordered tasks
  * carry one or two lanes (opaque keys the submitter picks, for instance a
  * hash of the scene a change is for): tasks that share a lane run one at a
  * time, in the order they were submitted, and complete in that order;
@@ -154,9 +155,10 @@ pd_status pd_pool_submit(pd_pool *p, pd_task *task);
 /* Takes every completed task, oldest first, as a list linked by ->next. */
 pd_task *pd_pool_take_completed(pd_pool *p);
 
-/* Marks the queued or running task (owner, tag) as cancelled. Returns 1 if
- * such a task was found, 0 if not (including one that has already
- * completed: its result stands). */
+/* Marks every queued or running task (owner, tag) as cancelled: one
+ * request may be several tasks (a batch's items, say), which share it.
+ * Returns 1 if such a task was found, 0 if not (including one that has
+ * already completed: its result stands). */
 int pd_pool_cancel(pd_pool *p, uint64_t owner, uint64_t tag);
 
 /* Marks every queued or running task of owner as cancelled. */

@@ -2,7 +2,7 @@
  * test_codec_range.c - the codec's side of FindPath ranges, goal sets and
  * FindPath items in a Batch (issue 11 item 8): decoding FindPath.range,
  * line_of_sight and goals with every refusal naming its field, a Batch's
- * FindPath items (scene carried over, no deadline, at most
+ * FindPath items (scene and deadline carried over, at most
  * PD_BATCH_MAX_PATHS), and encoding PathChunk.goal_index and a batch
  * item's whole path in its QueryResult.
  */
@@ -188,8 +188,15 @@ static void test_decode_batch_paths(void **state)
     }
     pd_request_free(&r);
 
-    /* A deadline fails that item alone, naming the field. */
+    /* An item keeps its deadline, as the request alone would (each item is
+     * queued on its own); one over the limit fails that item alone,
+     * naming the field. */
     m.fp.deadline_ms = 10;
+    assert_int_equal(wire_decode_request(&req, &r, err, sizeof err), PD_OK);
+    assert_int_equal(r.u.batch.items[0].status, PD_OK);
+    assert_int_equal(r.u.batch.items[0].path->deadline_ms, 10);
+    pd_request_free(&r);
+    m.fp.deadline_ms = PD_CODEC_MAX_DEADLINE_MS + 1;
     assert_int_equal(wire_decode_request(&req, &r, err, sizeof err), PD_OK);
     assert_int_equal(r.u.batch.items[0].status, PD_INVALID_ARGUMENT);
     assert_non_null(strstr(r.u.batch.items[0].message, "batch.items[0]: find_path.deadline_ms"));

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -165,10 +166,35 @@ static void test_workers_yield_when_they_fill_the_cores(void **state)
  * the job back. The client's own sends pass straight through. */
 static atomic_int t_worker_send_hold_ms;
 static atomic_int t_worker_sends_held;
+/* While t_gate_port is set, a worker's write to the client whose local
+ * port it is waits after the write until the test clears it (at most
+ * T_RECV_TIMEOUT_S): the test then reads what else the server had done by
+ * the time it answered that client, with that worker held. t_gate_hits
+ * counts the writes held. */
+static atomic_int t_gate_port;
+static atomic_int t_gate_hits;
+
+/* Whether fd's peer is the client on local port `port`. */
+static int t_peer_port_is(int fd, int port)
+{
+    struct sockaddr_in peer;
+    socklen_t len = sizeof peer;
+    return getpeername(fd, (struct sockaddr *)&peer, &len) == 0 && ntohs(peer.sin_port) == port;
+}
 
 ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
     ssize_t n = sendto(fd, buf, len, flags, NULL, 0);
+    int gate = atomic_load(&t_gate_port);
+    if (gate > 0 && (flags & MSG_DONTWAIT) && t_peer_port_is(fd, gate)) {
+        int saved = errno;
+        atomic_fetch_add(&t_gate_hits, 1);
+        for (int ms = 0; ms < T_RECV_TIMEOUT_S * 1000 && atomic_load(&t_gate_port) == gate; ms++) {
+            struct timespec ts = {0, 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        errno = saved;
+    }
     int hold = atomic_load(&t_worker_send_hold_ms);
     if (hold > 0 && (flags & MSG_DONTWAIT)) {
         int saved = errno;
@@ -445,6 +471,21 @@ static double now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Asks for Stats (request id `id`) every 10 ms, for up to 5 s, until the
+ * server has nothing in flight. */
+static void expect_nothing_in_flight(int fd, uint64_t id)
+{
+    uint64_t in_flight = UINT64_MAX;
+    for (int tries = 0; tries < 500 && in_flight != 0; tries++) {
+        Pathd__V1__Response *r = request_stats(fd, id);
+        in_flight = r->stats->in_flight;
+        pathd__v1__response__free_unpacked(r, NULL);
+        if (in_flight)
+            sleep_ms(10);
+    }
+    assert_int_equal(in_flight, 0);
 }
 
 /* ---- tests ------------------------------------------------------------- */
@@ -833,15 +874,7 @@ static void test_disconnect_with_queued_requests(void **state)
 
     int fd = client_connect(ts.port);
     expect_pong(fd, 1, 1);
-    uint64_t in_flight = UINT64_MAX;
-    for (int tries = 0; tries < 500 && in_flight != 0; tries++) {
-        Pathd__V1__Response *r = request_stats(fd, 2);
-        in_flight = r->stats->in_flight;
-        pathd__v1__response__free_unpacked(r, NULL);
-        if (in_flight)
-            sleep_ms(10);
-    }
-    assert_int_equal(in_flight, 0);
+    expect_nothing_in_flight(fd, 2);
     find_msg m;
     find_request(&m, 3, "small", 0, 0, 9, 4);
     send_request(fd, &m.req);
@@ -988,6 +1021,216 @@ static void test_light_client_overtakes_heavy_queue(void **state)
                  (unsigned long long)st.tasks_done, T_HEAVY_JOBS);
     close(heavy);
     close(light);
+    server_stop(&ts);
+}
+
+/* A Batch of n maze searches (FindPath items, at most PD_BATCH_MAX_PATHS),
+ * all one FindPath; points into itself, so it must stay where it is. */
+typedef struct batch_msg {
+    Pathd__V1__Request req;
+    Pathd__V1__Batch batch;
+    Pathd__V1__Query q[32];
+    Pathd__V1__Query *qp[32];
+    find_msg m;
+} batch_msg;
+
+static void maze_batch(batch_msg *b, uint64_t id, size_t n)
+{
+    assert_true(n <= 32);
+    maze_request(&b->m, 0);
+    pathd__v1__request__init(&b->req);
+    pathd__v1__batch__init(&b->batch);
+    for (size_t i = 0; i < n; i++) {
+        pathd__v1__query__init(&b->q[i]);
+        b->q[i].kind_case = PATHD__V1__QUERY__KIND_FIND_PATH;
+        b->q[i].find_path = &b->m.fp;
+        b->qp[i] = &b->q[i];
+    }
+    b->batch.n_items = n;
+    b->batch.items = b->qp;
+    b->req.id = id;
+    b->req.body_case = PATHD__V1__REQUEST__BODY_BATCH;
+    b->req.batch = &b->batch;
+}
+
+static void send_maze_batch_request(int fd, uint64_t id, size_t n)
+{
+    batch_msg b;
+    maze_batch(&b, id, n);
+    send_request(fd, &b.req);
+}
+
+/* The next answer, which must be Batch `id` of n items, each with `status`. */
+static void expect_batch(int fd, uint64_t id, size_t n, Pathd__V1__Status status)
+{
+    Pathd__V1__Response *r = recv_body(fd, id, PATHD__V1__RESPONSE__BODY_BATCH);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    assert_int_equal(r->batch->n_items, n);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(r->batch->items[i]->status, status);
+    pathd__v1__response__free_unpacked(r, NULL);
+}
+
+/* The local port of a connected client socket. */
+static int local_port(int fd)
+{
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    return ntohs(a.sin_port);
+}
+
+/* Items in each heavy client's Batch, and the in-flight cap of the batch
+ * tests, so that a Batch one item larger is refused. */
+enum { T_BATCH_ITEMS = 8 };
+
+static void tweak_batches(pd_conf *c)
+{
+    c->threads = 1;
+    c->inline_max_expansions = 0;
+    c->max_inflight_per_conn = T_BATCH_ITEMS;
+}
+
+/* Issue 29 finding 11: Batches do not escape fair queueing. With the one
+ * worker paused, two heavy connections each queue a Batch of
+ * T_BATCH_ITEMS maze searches, then a light one asks for one search.
+ * Resumed, the worker serves the light request after at most one item of
+ * each batch (its start tag is the pool's virtual time, as theirs were),
+ * and holds there while the test looks: neither batch has been answered,
+ * and the pool has finished at most two tasks. When a Batch ran as one
+ * job, both whole batches ran first and were answered before it. */
+static void test_light_client_overtakes_heavy_batches(void **state)
+{
+    test_server ts;
+    server_start(&ts, tweak_batches);
+    pd_pool_set_paused(ts.pool, 1);
+    int heavy[2] = {client_connect(ts.port), client_connect(ts.port)};
+    int light = client_connect(ts.port);
+    send_maze_batch_request(heavy[0], 1, T_BATCH_ITEMS);
+    send_maze_batch_request(heavy[1], 1, T_BATCH_ITEMS);
+    /* Counted in tasks, as the pool queues them: 2 x 32 items, or 2 jobs
+     * for batches run whole. */
+    pd_pool_stats st;
+    for (int tries = 0; tries < 1000; tries++) {
+        pd_pool_get_stats(ts.pool, &st);
+        if (st.queue_depth == 2 * T_BATCH_ITEMS || st.queue_depth == 2)
+            break;
+        sleep_ms(5);
+    }
+    uint64_t heavy_tasks = st.queue_depth;
+    find_msg m;
+    maze_request(&m, 7);
+    send_request(light, &m.req);
+    wait_queue_depth(&ts, heavy_tasks + 1);
+
+    atomic_store(&t_gate_hits, 0);
+    atomic_store(&t_gate_port, local_port(light));
+    pd_pool_set_paused(ts.pool, 0);
+    Pathd__V1__Response *r = recv_final(light);
+    assert_non_null(r);
+    assert_int_equal(r->id, 7);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    pathd__v1__response__free_unpacked(r, NULL);
+    /* The worker wrote that answer itself and is held after it. */
+    for (int tries = 0; tries < 1000 && atomic_load(&t_gate_hits) == 0; tries++)
+        sleep_ms(5);
+    assert_int_equal(atomic_load(&t_gate_hits), 1);
+    pd_pool_get_stats(ts.pool, &st);
+    /* A batch answered by now would be readable well within this: the
+     * loop has nothing else to do. */
+    struct pollfd pf[2] = {{heavy[0], POLLIN, 0}, {heavy[1], POLLIN, 0}};
+    int answered = poll(pf, 2, 200);
+    atomic_store(&t_gate_port, 0);
+    if (answered != 0)
+        fail_msg("a Batch was answered before the light request, whose search was queued after %llu heavy tasks",
+                 (unsigned long long)heavy_tasks);
+    if (st.tasks_done > 2)
+        fail_msg("%llu of the batches' %d items ran before the light request", (unsigned long long)st.tasks_done,
+                 2 * T_BATCH_ITEMS);
+
+    /* Then the batches finish, every item found. */
+    expect_batch(heavy[0], 1, T_BATCH_ITEMS, PATHD__V1__STATUS__OK);
+    expect_batch(heavy[1], 1, T_BATCH_ITEMS, PATHD__V1__STATUS__OK);
+    close(heavy[0]);
+    close(heavy[1]);
+    close(light);
+    server_stop(&ts);
+}
+
+/* A Batch's items hold one in-flight slot each, and the in-flight cap is
+ * the largest batch: GetLimits says so, a larger batch is LIMIT_EXCEEDED
+ * naming the cap, and one that does not fit beside the requests already
+ * in flight is OVERLOADED as a whole (retryable). A Cancel of a batch
+ * reaches every item still queued, and the batch answers with them
+ * CANCELLED; a close reaches them too. */
+static void test_batch_slots_cancel_and_close(void **state)
+{
+    test_server ts;
+    server_start(&ts, tweak_batches);
+    int fd = client_connect(ts.port);
+    const uint8_t limits[] = {0x00, 0x00, 0x00, 0x05, 0x08, 0x09, 0x92, 0x03, 0x00};
+    send_all(fd, limits, sizeof limits);
+    Pathd__V1__Response *r = recv_body(fd, 9, PATHD__V1__RESPONSE__BODY_LIMITS);
+    assert_int_equal(r->limits->max_batch_items, T_BATCH_ITEMS);
+    assert_int_equal(r->limits->max_inflight_per_conn, T_BATCH_ITEMS);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    send_maze_batch_request(fd, 2, T_BATCH_ITEMS + 1);
+    r = recv_body(fd, 2, PATHD__V1__RESPONSE__BODY_ERROR);
+    assert_int_equal(r->status, PATHD__V1__STATUS__LIMIT_EXCEEDED);
+    assert_non_null(strstr(r->error->message, "limits.max_inflight_per_conn (8)"));
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    pd_pool_set_paused(ts.pool, 1);
+    find_msg m;
+    maze_request(&m, 1);
+    send_request(fd, &m.req);
+    wait_queue_depth(&ts, 1);
+    send_maze_batch_request(fd, 3, T_BATCH_ITEMS);
+    r = recv_body(fd, 3, PATHD__V1__RESPONSE__BODY_ERROR);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OVERLOADED);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    send_maze_batch_request(fd, 4, T_BATCH_ITEMS - 1);
+    wait_queue_depth(&ts, T_BATCH_ITEMS);
+    Pathd__V1__Request cancel_req;
+    Pathd__V1__Cancel cancel;
+    pathd__v1__request__init(&cancel_req);
+    pathd__v1__cancel__init(&cancel);
+    cancel.target_id = 4;
+    cancel_req.id = 5;
+    cancel_req.body_case = PATHD__V1__REQUEST__BODY_CANCEL;
+    cancel_req.cancel = &cancel;
+    send_request(fd, &cancel_req);
+    r = recv_response(fd);
+    assert_non_null(r);
+    assert_int_equal(r->id, 5);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    pathd__v1__response__free_unpacked(r, NULL);
+    /* Cancelled items complete without running, even while paused. */
+    expect_batch(fd, 4, T_BATCH_ITEMS - 1, PATHD__V1__STATUS__CANCELLED);
+    pd_pool_set_paused(ts.pool, 0);
+    r = recv_final(fd);
+    assert_non_null(r);
+    assert_int_equal(r->id, 1);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    /* Every slot is back: a whole batch fits again. */
+    send_maze_batch_request(fd, 6, T_BATCH_ITEMS);
+    expect_batch(fd, 6, T_BATCH_ITEMS, PATHD__V1__STATUS__OK);
+
+    /* A client that hangs up with a batch's items queued and running:
+     * they are cancelled, the batch is freed with its last item (ASan: no
+     * leak), and nothing is left in flight. */
+    pd_pool_set_paused(ts.pool, 1);
+    send_maze_batch_request(fd, 7, T_BATCH_ITEMS);
+    wait_queue_depth(&ts, T_BATCH_ITEMS);
+    pd_pool_set_paused(ts.pool, 0);
+    close(fd);
+    fd = client_connect(ts.port);
+    expect_nothing_in_flight(fd, 8);
+    close(fd);
     server_stop(&ts);
 }
 
@@ -2238,6 +2481,8 @@ int main(void)
         cmocka_unit_test(test_stop_drains_in_flight),
         cmocka_unit_test(test_stop_without_grace_cancels),
         cmocka_unit_test(test_light_client_overtakes_heavy_queue),
+        cmocka_unit_test(test_light_client_overtakes_heavy_batches),
+        cmocka_unit_test(test_batch_slots_cancel_and_close),
         cmocka_unit_test(test_max_connections),
         cmocka_unit_test(test_backpressure_pauses_reading),
         cmocka_unit_test(test_slow_reader_is_cut),
