@@ -10,6 +10,8 @@ Writes three CreateScene payloads into a scratch directory:
   infinite  an infinite .tmj of two 1 x 1 chunks at tiles (0, 0) and
             (8191, 8191), sent with unit sizes 1-8: ~460 bytes whose chunks
             span 8192 x 8192 tiles
+  plain     the polygon map without its polygon: what any SIDE x SIDE scene
+            costs to build
   zstd8192  an 8192 x 8192 .tmx whose layer is one all-zero zstd frame: ~11 KB
 
 then, for each, starts a fresh pathd (BUILD_DIR/server/pathd, two worker
@@ -152,6 +154,7 @@ def run(tmp, name, path, units):
 with tempfile.TemporaryDirectory() as tmp:
     payloads = [
         ("polygon", "poly.tmx", polygon_map(points, side), "1"),
+        ("plain", "plain.tmx", tmx(side, side, tile=1), "1"),
         ("infinite", "infinite.tmj", INFINITE, "1,2,3,4,5,6,7,8"),
         ("zstd8192", "zstd8192.tmx", tmx(8192, 8192), "1"),
     ]

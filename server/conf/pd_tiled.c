@@ -718,12 +718,10 @@ typedef struct pd__walk {
     int64_t x0, y0, x1, y1;      /* bounds pass: chunk bounding box in tiles */
     int have_bounds;             /* a chunk has been seen */
     size_t n_tile_layers;        /* counted tile layers seen */
-    uint32_t *gids;              /* scratch for one layer or chunk */
-    size_t gids_cap;
     uint64_t *seen;              /* infinite maps: a bit per cell, set by the chunks of
                                     the layer being read, so chunks cannot overlap */
     uint8_t *by;                 /* with stats: the pd_tiled_by that decided each cell,
-                                    row-major; else NULL */
+                                    row-major, 4 bits a cell (pd__by_get); else NULL */
     pd_tiled_stats *stats;       /* the bounds pass names the counted layers here; or NULL */
 } pd__walk;
 
@@ -744,6 +742,26 @@ static int pd__tick(pd__walk *w, uint64_t work)
     return pd__tfail(w->ctx, "$", "stopped while loading the map: %s", pd_status_name(ctl->status));
 }
 
+/* The rules that decided the cells (pd__walk.by), two cells a byte: a
+ * pd_tiled_by takes 3 bits, and a byte a cell was 16 MiB at 4096 x 4096. */
+_Static_assert(PD_TILED_BY_KINDS <= 16, "a pd_tiled_by fits 4 bits");
+
+static inline uint8_t pd__by_get(const uint8_t *by, size_t i)
+{
+    return (uint8_t)(by[i / 2] >> (4 * (i & 1)) & 15u);
+}
+
+static inline void pd__by_set(uint8_t *by, size_t i, uint8_t v)
+{
+    const unsigned shift = 4 * (unsigned)(i & 1);
+    by[i / 2] = (uint8_t)((by[i / 2] & ~(15u << shift)) | (unsigned)v << shift);
+}
+
+static size_t pd__by_bytes(size_t cells)
+{
+    return cells / 2 + 1;
+}
+
 /* Folds a tile's or collider's value v, decided by rule `by`, into cell
  * (x, y): blocked wins, else the larger cost; the cell's rule is that of
  * the value it keeps, the first one when several give it. An empty tile
@@ -751,13 +769,14 @@ static int pd__tick(pd__walk *w, uint64_t work)
 static void pd__combine(pd__walk *w, int32_t x, int32_t y, uint8_t v, uint8_t by)
 {
     uint8_t *cell = &w->g->cells[pd_grid_index(w->g, x, y)];
-    uint8_t *rule = w->by ? &w->by[(size_t)y * (size_t)w->g->width + (size_t)x] : NULL;
+    const size_t at = (size_t)y * (size_t)w->g->width + (size_t)x;
     if (by == PD_TILED_BY_NO_TILE || *cell == PD_CELL_BLOCKED)
         return;
-    if (v == PD_CELL_BLOCKED || v > *cell || (rule && *rule == PD_TILED_BY_NO_TILE)) {
+    if (v == PD_CELL_BLOCKED || v > *cell ||
+        (w->by && pd__by_get(w->by, at) == PD_TILED_BY_NO_TILE)) {
         *cell = v;
-        if (rule)
-            *rule = by;
+        if (w->by)
+            pd__by_set(w->by, at, by);
     }
 }
 
@@ -773,30 +792,85 @@ static void pd__layer_label(char dst[PD_CONF_JSON_PATH_MAX], const char *path, c
     memcpy(dst, tmp, PD_CONF_JSON_PATH_MAX);
 }
 
-/* Decodes a layer's or chunk's data member into w->gids (n gids). */
+/* Where a layer's or chunk's gids go as they are decoded: cw x ch of them
+ * whose top-left is tile (tx, ty), folded into the grid in row-major order
+ * (x, y: the next one's place). After a gid the grid cannot take, the rest
+ * are not folded (failed), the reason in the context's err; the data is
+ * still read to its end, so an error of the data itself is told instead,
+ * as when a layer was decoded whole before it was folded. */
+typedef struct pd__gid_sink {
+    pd__walk *w;
+    const char *label;
+    int64_t tx, ty;
+    uint32_t cw, x, y;
+    int failed;
+} pd__gid_sink;
+
+/* Folds gid `raw` into tile (tx + x, ty + y). 0, or -1 with the reason. */
+static int pd__apply_gid(pd__walk *w, const char *label, int64_t tx, int64_t ty, uint32_t x,
+                         uint32_t y, uint32_t raw)
+{
+    pd_grid *g = w->g;
+    uint8_t by;
+    int v = pd__gid_cell(w->ctx, w->sets, raw, &by);
+    if (v < 0)
+        return pd__tfail(w->ctx, label, "cell (%lld, %lld): gid %u is beyond every tileset",
+                         (long long)(tx + x), (long long)(ty + y),
+                         (unsigned)(raw & ~PD_TILED_FLAG_BITS));
+    int32_t gx = (int32_t)(tx + x - w->ctx->min_x), gy = (int32_t)(ty + y - w->ctx->min_y);
+    if (w->seen) {
+        /* Two chunks giving one tile: which one Tiled meant is a guess. */
+        size_t bit = (size_t)gy * (size_t)g->width + (size_t)gx;
+        if (w->seen[bit / 64] >> (bit % 64) & 1)
+            return pd__tfail(w->ctx, label, "cell (%lld, %lld) is also in an earlier "
+                                            "chunk of the layer",
+                             (long long)(tx + x), (long long)(ty + y));
+        w->seen[bit / 64] |= UINT64_C(1) << (bit % 64);
+    }
+    pd__combine(w, gx, gy, (uint8_t)v, by);
+    return 0;
+}
+
+/* pd_tdata_sink: folds a piece of gids, then lets the control's poll
+ * stop the load. */
+static int pd__gid_sink_take(void *user, const uint32_t *gids, size_t first, size_t count)
+{
+    pd__gid_sink *k = user;
+    (void)first;
+    for (size_t i = 0; i < count; i++) {
+        if (pd__apply_gid(k->w, k->label, k->tx, k->ty, k->x, k->y, gids[i]) != 0) {
+            k->failed = 1;
+            return 1;
+        }
+        if (++k->x == k->cw) {
+            k->x = 0;
+            k->y++;
+        }
+    }
+    return pd__tick(k->w, count) != 0 ? -1 : 0;
+}
+
+/* Decodes a layer's or chunk's data member (cw x ch gids) and folds it into
+ * the grid at tile (tx, ty). */
 static int pd__read_gids(pd__walk *w, const cJSON *holder, const char *label, const char *encoding,
-                         const char *compression, size_t n)
+                         const char *compression, int64_t tx, int64_t ty, uint32_t cw, uint32_t ch)
 {
     const pd__tctx *ctx = w->ctx;
+    const size_t n = (size_t)cw * ch;
     char child[PD_CONF_JSON_PATH_MAX];
     pd_conf_json_key(child, label, "data");
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(holder, "data");
     if (!data)
         return pd__tfail(ctx, child, "is required");
-    if (n > w->gids_cap) {
-        uint32_t *p = realloc(w->gids, n * sizeof *p);
-        if (!p)
-            return pd__tfail(ctx, child, "out of memory for %zu gids", n);
-        w->gids = p;
-        w->gids_cap = n;
-    }
+    pd__gid_sink k = { .w = w, .label = label, .tx = tx, .ty = ty, .cw = cw };
     if (cJSON_IsString(data)) {
         char msg[160];
-        if (pd_tdata_decode(data->valuestring, strlen(data->valuestring),
-                            encoding ? encoding : "csv", compression, w->gids, n, msg,
-                            sizeof msg) != 0)
+        int rc = pd_tdata_decode_to(data->valuestring, strlen(data->valuestring),
+                                    encoding ? encoding : "csv", compression, n, pd__gid_sink_take,
+                                    &k, msg, sizeof msg);
+        if (rc == -1)
             return pd__tfail(ctx, child, "%s", msg);
-        return 0;
+        return rc == 0 && !k.failed ? 0 : -1;
     }
     if (!cJSON_IsArray(data))
         return pd__tfail(ctx, child, "must be an array of gids or a string, not %s",
@@ -808,7 +882,8 @@ static int pd__read_gids(pd__walk *w, const cJSON *holder, const char *label, co
     size_t have = (size_t)cJSON_GetArraySize(data);
     if (have != n)
         return pd__tfail(ctx, child, "has %zu gids, the layer needs %zu", have, n);
-    size_t i = 0;
+    uint32_t piece[1024];
+    size_t i = 0, fill = 0;
     for (const cJSON *v = data->child; v; v = v->next, i++) {
         if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0.0 && v->valuedouble <= PD_TILED_MAX_RAW_GID) ||
             floor(v->valuedouble) != v->valuedouble) {
@@ -816,41 +891,15 @@ static int pd__read_gids(pd__walk *w, const cJSON *holder, const char *label, co
             pd_conf_json_index(elem, child, i);
             return pd__tfail(ctx, elem, "gid must be an integer in 0..4294967295");
         }
-        w->gids[i] = (uint32_t)v->valuedouble;
-    }
-    return 0;
-}
-
-/* Folds cw x ch gids whose top-left is tile (tx, ty) into the grid. */
-static int pd__apply_gids(pd__walk *w, const char *label, int64_t tx, int64_t ty, uint32_t cw,
-                          uint32_t ch)
-{
-    pd_grid *g = w->g;
-    for (uint32_t y = 0; y < ch; y++) {
-        for (uint32_t x = 0; x < cw; x++) {
-            uint32_t raw = w->gids[(size_t)y * cw + x];
-            uint8_t by;
-            int v = pd__gid_cell(w->ctx, w->sets, raw, &by);
-            if (v < 0)
-                return pd__tfail(w->ctx, label, "cell (%lld, %lld): gid %u is beyond every tileset",
-                                 (long long)(tx + x), (long long)(ty + y),
-                                 (unsigned)(raw & ~PD_TILED_FLAG_BITS));
-            int32_t gx = (int32_t)(tx + x - w->ctx->min_x), gy = (int32_t)(ty + y - w->ctx->min_y);
-            if (w->seen) {
-                /* Two chunks giving one tile: which one Tiled meant is a guess. */
-                size_t bit = (size_t)gy * (size_t)g->width + (size_t)gx;
-                if (w->seen[bit / 64] >> (bit % 64) & 1)
-                    return pd__tfail(w->ctx, label, "cell (%lld, %lld) is also in an earlier "
-                                                    "chunk of the layer",
-                                     (long long)(tx + x), (long long)(ty + y));
-                w->seen[bit / 64] |= UINT64_C(1) << (bit % 64);
-            }
-            pd__combine(w, gx, gy, (uint8_t)v, by);
+        piece[fill++] = (uint32_t)v->valuedouble;
+        if ((fill == sizeof piece / sizeof *piece || !v->next) && !k.failed) {
+            if (pd__gid_sink_take(&k, piece, i + 1 - fill, fill) < 0)
+                return -1;
+            fill = 0;
         }
-        if (pd__tick(w, cw) != 0)
-            return -1;
+        fill = k.failed ? 0 : fill;
     }
-    return 0;
+    return k.failed ? -1 : 0;
 }
 
 static int pd__tile_layer(pd__walk *w, const cJSON *layer, const char *label)
@@ -883,10 +932,8 @@ static int pd__tile_layer(pd__walk *w, const cJSON *layer, const char *label)
                                  sides[k], (int)want[k]);
             }
         }
-        if (pd__read_gids(w, layer, label, encoding, compression,
-                          (size_t)w->g->width * (size_t)w->g->height) != 0)
-            return -1;
-        return pd__apply_gids(w, label, 0, 0, (uint32_t)w->g->width, (uint32_t)w->g->height);
+        return pd__read_gids(w, layer, label, encoding, compression, 0, 0, (uint32_t)w->g->width,
+                             (uint32_t)w->g->height);
     }
     if (!cJSON_IsArray(chunks))
         return pd__tfail(ctx, child, "is required in an infinite map (an array of chunks)");
@@ -922,8 +969,8 @@ static int pd__tile_layer(pd__walk *w, const cJSON *layer, const char *label)
             w->have_bounds = 1;
             continue;
         }
-        if (pd__read_gids(w, c, chunk_path, encoding, compression, (size_t)cw * ch) != 0 ||
-            pd__apply_gids(w, chunk_path, (int64_t)cx, (int64_t)cy, cw, ch) != 0)
+        if (pd__read_gids(w, c, chunk_path, encoding, compression, (int64_t)cx, (int64_t)cy, cw,
+                          ch) != 0)
             return -1;
     }
     return 0;
@@ -1576,14 +1623,14 @@ pd_grid *pd_tiled_load_ctl(const char *buf, size_t len, const pd_tiled_rules *ru
     for (int32_t y = 0; y < g->height; y++)
         memset(&g->cells[pd_grid_index(g, 0, y)], PD_CELL_FREE, (size_t)g->width);
     if ((w.infinite && !(w.seen = calloc(((size_t)gw * gh + 63) / 64, sizeof *w.seen))) ||
-        (stats && !(w.by = malloc((size_t)gw * gh)))) {
+        (stats && !(w.by = malloc(pd__by_bytes((size_t)gw * gh))))) {
         pd__tfail(&ctx, "$", "out of memory for a %u x %u grid", (unsigned)gw, (unsigned)gh);
         pd_grid_destroy(g);
         g = NULL;
         goto out;
     }
     if (w.by)
-        memset(w.by, PD_TILED_BY_NO_TILE, (size_t)gw * gh);
+        memset(w.by, PD_TILED_BY_NO_TILE | PD_TILED_BY_NO_TILE << 4, pd__by_bytes((size_t)gw * gh));
     w.g = g;
     if (pd__walk_layers(&w, layers, "$.layers", 0) != 0) {
         pd_grid_destroy(g);
@@ -1593,7 +1640,7 @@ pd_grid *pd_tiled_load_ctl(const char *buf, size_t len, const pd_tiled_rules *ru
     pd_grid_refresh_flags(g);
     if (stats) {
         for (size_t i = 0; i < (size_t)gw * gh; i++)
-            stats->cells[w.by[i]]++;
+            stats->cells[pd__by_get(w.by, i)]++;
         stats->untagged_open = rules->untagged_open;
     }
     if (off_x)
@@ -1603,7 +1650,6 @@ pd_grid *pd_tiled_load_ctl(const char *buf, size_t len, const pd_tiled_rules *ru
 out:
     free(w.by);
     free(w.seen);
-    free(w.gids);
     pd__free_tilesets(&sets);
     cJSON_Delete(root);
     if (!g && ctl && ctl->status == PD_OK)

@@ -237,44 +237,52 @@ static int pd__frontier_compact(pd__frontier *f, size_t head, size_t tail)
     return 0;
 }
 
-/* Floods from `start` over passable cells of g still labelled 0 in the
- * 32-bit labels, writing `label`, through the frontier buffer (made by
- * the caller); *cells: the cells flooded. Returns 0, or -1 (memory). */
-static int pd__flood_unlabelled(uint32_t *labels, int32_t stride, const pd_grid *g, pd__frontier *frontier,
-                                uint32_t start, uint32_t label, uint32_t *cells)
-{
-    const uint32_t step[4] = { 1u, (uint32_t)-1, (uint32_t)stride, (uint32_t)-stride };
-    size_t head = 0, tail = 0, moved_out = 0;
-    labels[start] = label;
-    frontier->v[tail++] = start;
-    while (head < tail) {
-        /* A cell adds at most 4 cells: the loop below expands as many as
-         * have room for theirs before the buffer's end, so its writes need
-         * no check. */
-        if (frontier->cap - tail < 4) {
-            if (pd__frontier_compact(frontier, head, tail) < 0)
-                return -1;
-            moved_out += head;
-            tail -= head;
-            head = 0;
-        }
-        uint32_t *v = frontier->v;
-        const size_t fit = (frontier->cap - tail) / 4;
-        const size_t end = head + (tail - head < fit ? tail - head : fit);
-        while (head < end) {
-            const uint32_t cell = v[head++];
-            for (int d = 0; d < 4; d++) {
-                uint32_t n = cell + step[d];
-                if (g->cells[n] != PD_CELL_BLOCKED && labels[n] == 0) {
-                    labels[n] = label;
-                    v[tail++] = n;
-                }
-            }
-        }
+/* Floods from `start` over passable cells of g still labelled 0 in labels
+ * (of type T), writing `label`, through the frontier buffer (made by the
+ * caller); *cells: the cells flooded. A flood of at most
+ * PD__FRONTIER_FIRST_CAP - 4 cells never compacts the buffer, so its cells
+ * are then frontier->v[0 .. *cells). Returns 0, or -1 (memory). One
+ * function per label width. */
+#define PD__FLOOD_UNLABELLED(name, T)                                                             \
+    static int name(T *labels, int32_t stride, const pd_grid *g, pd__frontier *frontier,           \
+                    uint32_t start, T label, uint32_t *cells)                                      \
+    {                                                                                              \
+        const uint32_t step[4] = { 1u, (uint32_t)-1, (uint32_t)stride, (uint32_t)-stride };        \
+        size_t head = 0, tail = 0, moved_out = 0;                                                  \
+        labels[start] = label;                                                                     \
+        frontier->v[tail++] = start;                                                               \
+        while (head < tail) {                                                                      \
+            /* A cell adds at most 4 cells: the loop below expands as many as                      \
+             * have room for theirs before the buffer's end, so its writes need                    \
+             * no check. */                                                                        \
+            if (frontier->cap - tail < 4) {                                                        \
+                if (pd__frontier_compact(frontier, head, tail) < 0)                                \
+                    return -1;                                                                     \
+                moved_out += head;                                                                 \
+                tail -= head;                                                                      \
+                head = 0;                                                                          \
+            }                                                                                      \
+            uint32_t *v = frontier->v;                                                             \
+            const size_t fit = (frontier->cap - tail) / 4;                                         \
+            const size_t end = head + (tail - head < fit ? tail - head : fit);                     \
+            while (head < end) {                                                                   \
+                const uint32_t cell = v[head++];                                                   \
+                for (int d = 0; d < 4; d++) {                                                      \
+                    uint32_t n = cell + step[d];                                                   \
+                    if (g->cells[n] != PD_CELL_BLOCKED && labels[n] == 0) {                        \
+                        labels[n] = label;                                                         \
+                        v[tail++] = n;                                                             \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        *cells = (uint32_t)(moved_out + tail);                                                     \
+        return 0;                                                                                  \
     }
-    *cells = (uint32_t)(moved_out + tail);
-    return 0;
-}
+
+PD__FLOOD_UNLABELLED(pd__flood_unlabelled, uint32_t)
+PD__FLOOD_UNLABELLED(pd__flood_unlabelled16, uint16_t)
+PD__FLOOD_UNLABELLED(pd__flood_unlabelled8, uint8_t)
 
 /* Narrows a full build's 32-bit labels 1..count (sizes[l]: cells of
  * component l) to 8 bits when they fit with escapes: the components of
@@ -309,7 +317,10 @@ static int pd__narrow_with_escapes(pd_components *c, const uint32_t *sizes)
     return narrow != NULL;
 }
 
-pd_components *pd_components_build(const pd_grid *g)
+/* The labels pd_components_build gives, built as they were before it
+ * built them narrow: 32 bits a cell, then narrowed (4 bytes a cell of
+ * scratch). Kept as the reference the narrow build is tested against. */
+pd_components *pd_components_build_wide(const pd_grid *g)
 {
     if (!g || !g->cells)
         return NULL;
@@ -357,6 +368,118 @@ pd_components *pd_components_build(const pd_grid *g)
         (void)pd__set_width(c, pd_components_bytes_for(c->next_label));
     free(sizes.v);
     return c;
+}
+
+/* Labels c (its labels: 8 bits, all 0) as pd_components_build_wide
+ * would, straight into 8 bits: components numbered 1..n in scan order
+ * while n <= 254; at the 255th, the ones found so far are renumbered
+ * (large ones in scan order, small ones escaped) and the rest follow that
+ * rule: a small component is flooded with a label and then escaped from
+ * the frontier buffer, which still holds its cells. Returns 1 when done,
+ * 0 when the labels need more than 8 bits (more than 254 large
+ * components), -1 (memory). */
+static int pd__build8(pd_components *c, const pd_grid *g, pd__frontier *frontier)
+{
+    uint8_t *labels = c->labels;
+    uint32_t sizes[PD_COMPONENTS_ESCAPED];   /* cells of components 1..254, before escaping */
+    int escaping = 0;
+    uint32_t large = 0;                      /* escaping: the large components labelled */
+    for (int32_t y = 0; y < g->height; y++) {
+        for (int32_t x = 0; x < g->width; x++) {
+            uint32_t i = (uint32_t)pd_grid_index(g, x, y);
+            if (g->cells[i] == PD_CELL_BLOCKED || labels[i] != 0)
+                continue;
+            if (!escaping && c->count == PD_COMPONENTS_ESCAPED - 1) {
+                uint8_t to_label[PD_COMPONENTS_ESCAPED + 1] = { 0 };
+                for (uint32_t l = 1; l < PD_COMPONENTS_ESCAPED; l++)
+                    to_label[l] = sizes[l] <= PD_COMPONENTS_SMALL_CELLS ? PD_COMPONENTS_ESCAPED
+                                                                         : (uint8_t)++large;
+                const size_t n = pd__cells_total(c->width, c->height);
+                for (size_t k = 0; k < n; k++)
+                    labels[k] = to_label[labels[k]];
+                escaping = 1;
+            }
+            /* Escaping, a flood's label is the next large one (any nonzero
+             * value would do: the cells it meets labelled are its own). */
+            uint8_t label = (uint8_t)(!escaping ? c->count + 1
+                                                : large < PD_COMPONENTS_ESCAPED - 1 ? large + 1
+                                                                                   : large);
+            uint32_t cells;
+            if (pd__flood_unlabelled8(labels, c->stride, g, frontier, i, label, &cells) < 0)
+                return -1;
+            c->count++;
+            if (!escaping)
+                sizes[c->count] = cells;
+            else if (cells <= PD_COMPONENTS_SMALL_CELLS)
+                for (uint32_t k = 0; k < cells; k++)
+                    labels[frontier->v[k]] = PD_COMPONENTS_ESCAPED;
+            else if (++large >= PD_COMPONENTS_ESCAPED)
+                return 0;
+        }
+    }
+    c->next_label = escaping ? large + 1 : c->count + 1;
+    return 1;
+}
+
+/* Labels c (its labels: 16 bits, all 0) 1..n in scan order. Returns 1
+ * when done, 0 when n > 65535, -1 (memory). */
+static int pd__build16(pd_components *c, const pd_grid *g, pd__frontier *frontier)
+{
+    uint16_t *labels = c->labels;
+    for (int32_t y = 0; y < g->height; y++) {
+        for (int32_t x = 0; x < g->width; x++) {
+            uint32_t i = (uint32_t)pd_grid_index(g, x, y);
+            if (g->cells[i] == PD_CELL_BLOCKED || labels[i] != 0)
+                continue;
+            if (c->count == UINT16_MAX)
+                return 0;
+            uint32_t cells;
+            if (pd__flood_unlabelled16(labels, c->stride, g, frontier, i, (uint16_t)(c->count + 1),
+                                       &cells) < 0)
+                return -1;
+            c->count++;
+        }
+    }
+    c->next_label = c->count + 1;
+    return 1;
+}
+
+/* Built in the narrowest width that may hold the labels, wider only when
+ * a build finds they do not fit: a map of few large components (most
+ * maps) takes 1 byte a cell of work, not the 4 of 32-bit labels narrowed
+ * afterwards (67 MB at 4096 x 4096). */
+pd_components *pd_components_build(const pd_grid *g)
+{
+    if (!g || !g->cells)
+        return NULL;
+    pd_components *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->width = g->width;
+    c->height = g->height;
+    c->stride = g->width + 2;
+    pd__frontier frontier = { NULL, 0 };
+    if (pd__frontier_compact(&frontier, 0, 0) < 0) {
+        free(c);
+        return NULL;
+    }
+    const size_t n = pd__cells_total(g->width, g->height);
+    int rc = 0;
+    for (uint32_t bytes = 1; bytes <= 2 && rc == 0; bytes *= 2) {
+        free(c->labels);
+        c->label_bytes = bytes;
+        c->count = 0;
+        c->next_label = 1;
+        if (!(c->labels = calloc(n, bytes)))
+            rc = -1;
+        else
+            rc = bytes == 1 ? pd__build8(c, g, &frontier) : pd__build16(c, g, &frontier);
+    }
+    free(frontier.v);
+    if (rc == 1)
+        return c;
+    pd_components_destroy(c);
+    return rc == 0 ? pd_components_build_wide(g) : NULL;
 }
 
 /* ------------------------------------------------ escaped components */

@@ -73,6 +73,10 @@ static inline uint32_t pd_components_bytes_for(uint32_t next_label)
 }
 
 pd_components *pd_components_build(const pd_grid *g);
+/* The same labels, built 32 bits wide and then narrowed: the reference
+ * pd_components_build is tested against (and its fallback past 65535
+ * components). */
+pd_components *pd_components_build_wide(const pd_grid *g);
 /* Bytes its labels take. */
 uint64_t pd_components_bytes(const pd_components *c);
 pd_components *pd_components_clone(const pd_components *c);

@@ -701,6 +701,71 @@ static void check_identical(const pd_components *a, const pd_components *b, cons
         fail_msg("%s: labels differ", what);
 }
 
+/* A build straight into the narrow width gives the labels of the build in
+ * 32 bits narrowed afterwards (pd_components_build_wide), number for
+ * number: on random grids of every wall density (few components, many
+ * small ones escaped, more than 255 and more than 65535 components), and
+ * on the runs grids around each width's edge (254/255 large components,
+ * runs of exactly the small limit, 65535/65536 components). */
+static void test_build_narrow_equals_wide(void **state)
+{
+    (void)state;
+    uint64_t rng = 0x5EED0F1A8B0DD5ull;
+    uint32_t widths[5] = { 0 };
+    for (int i = 0; i < 60; i++) {
+        int32_t w = 1 + rng_below(&rng, i < 40 ? CC_MAX_SIDE : 700);
+        int32_t h = 1 + rng_below(&rng, i < 40 ? CC_MAX_SIDE : 700);
+        int density = rng_below(&rng, 75);
+        pd_grid *g = pd_grid_create(w, h);
+        assert_non_null(g);
+        for (int32_t y = 0; y < h; y++)
+            for (int32_t x = 0; x < w; x++)
+                pd_grid_set(g, x, y, rng_below(&rng, 100) < density ? 0 : (uint8_t)(1 + rng_below(&rng, 3)));
+        pd_components *narrow = pd_components_build(g), *wide = pd_components_build_wide(g);
+        assert_non_null(narrow);
+        assert_non_null(wide);
+        char what[96];
+        snprintf(what, sizeof what, "random %d x %d, %d%% walls", (int)w, (int)h, density);
+        check_identical(narrow, wide, what);
+        widths[narrow->label_bytes] += 1 + (narrow->label_bytes == 1 && has_escapes(narrow));
+        pd_components_destroy(narrow);
+        pd_components_destroy(wide);
+        pd_grid_destroy(g);
+    }
+    assert_true(widths[1] > 0);
+    static const struct {
+        int32_t width, height;
+        uint32_t runs;
+        int32_t run_len;
+        uint32_t singles;
+    } cases[] = {
+        { 40, 40, 0, 1, 254 },
+        { 40, 40, 0, 1, 255 },
+        { 600, 200, 254, PD_COMPONENTS_SMALL_CELLS + 1, 3000 },
+        { 600, 200, 255, PD_COMPONENTS_SMALL_CELLS + 1, 3000 },
+        { 600, 200, 255, PD_COMPONENTS_SMALL_CELLS, 0 },
+        { 600, 200, 300, PD_COMPONENTS_SMALL_CELLS + 1, 0 },
+        { 600, 600, 255, PD_COMPONENTS_SMALL_CELLS + 1, 65280 },
+        { 600, 600, 255, PD_COMPONENTS_SMALL_CELLS + 1, 65281 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        pd_grid *g = runs_grid(cases[i].width, cases[i].height, cases[i].runs, cases[i].run_len,
+                               cases[i].singles);
+        pd_components *narrow = pd_components_build(g), *wide = pd_components_build_wide(g);
+        assert_non_null(narrow);
+        assert_non_null(wide);
+        char what[96];
+        snprintf(what, sizeof what, "%u runs of %d and %u single cells", cases[i].runs,
+                 cases[i].run_len, cases[i].singles);
+        check_identical(narrow, wide, what);
+        widths[narrow->label_bytes]++;
+        pd_components_destroy(narrow);
+        pd_components_destroy(wide);
+        pd_grid_destroy(g);
+    }
+    assert_true(widths[1] > 0 && widths[2] > 0 && widths[4] > 0);
+}
+
 /*
  * One lineage of updates that hands out labels until next_label passes
  * `cross` (256 or 65536), so the labels widen under it. The grid starts
@@ -949,6 +1014,7 @@ int main(void)
         cmocka_unit_test(test_clone_and_bad_arguments),
         cmocka_unit_test(test_label_width),
         cmocka_unit_test(test_label_width_after_build),
+        cmocka_unit_test(test_build_narrow_equals_wide),
         cmocka_unit_test(test_lineage_crosses_255),
         cmocka_unit_test(test_lineage_crosses_65535),
     };

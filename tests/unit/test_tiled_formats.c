@@ -254,6 +254,120 @@ static void test_every_encoding_gives_the_same_grid(void **state)
     pd_grid_destroy(g);
 }
 
+/* What a sink saw: pieces in order, every gid, or the first ones only. */
+typedef struct piece_log {
+    uint32_t *gids;
+    size_t next, pieces, refuse_after, stop_after;
+} piece_log;
+
+static int log_pieces(void *user, const uint32_t *gids, size_t first, size_t count)
+{
+    piece_log *l = user;
+    assert_int_equal(first, l->next);
+    memcpy(l->gids + first, gids, count * sizeof *gids);
+    l->next += count;
+    l->pieces++;
+    if (l->stop_after && l->pieces == l->stop_after)
+        return -1;
+    return l->refuse_after && l->pieces == l->refuse_after ? 1 : 0;
+}
+
+/* A layer much larger than the decoder's pieces (16,384 gids, 64 KiB of
+ * decompressed bytes) comes to the sink in order, whole, in every
+ * encoding, and a zstd frame whose window is above the streamed limit
+ * decodes the same; a sink that takes no more still sees the data's own
+ * error, and one that says stop ends the decoding. */
+static void test_large_layer_in_pieces(void **state)
+{
+    (void)state;
+    const size_t n = 100003;
+    uint32_t *gids = malloc(n * sizeof *gids), *got = malloc(n * sizeof *got);
+    unsigned char *raw = malloc(n * 4), *packed = malloc(n * 4 + 1024);
+    char *text = malloc(n * 12 + 16);
+    assert_true(gids && got && raw && packed && text);
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        gids[i] = (i / 300) % 3 == 0 ? (uint32_t)(x % 7) : (uint32_t)(x >> 20);
+        for (int b = 0; b < 4; b++)
+            raw[i * 4 + (size_t)b] = (unsigned char)(gids[i] >> (8 * b));
+    }
+    static const char *const encs[][2] = { { "csv", "" }, { "base64", "" }, { "base64", "zlib" },
+                                           { "base64", "gzip" }, { "base64", "zstd" },
+                                           { "base64", "zstd-wide" } };
+    char err[256];
+    for (size_t e = 0; e < sizeof encs / sizeof *encs; e++) {
+        const char *comp = encs[e][1];
+        size_t len = n * 4;
+        if (strcmp(encs[e][0], "csv") == 0) {
+            size_t o = 0;
+            for (size_t i = 0; i < n; i++)
+                o += (size_t)sprintf(text + o, "%s%u", i ? ",\n" : "", (unsigned)gids[i]);
+        } else if (!comp[0]) {
+            tiled_base64(raw, len, text);
+        } else if (comp[0] != 'z' || comp[1] == 'l') {
+            z_stream zs;
+            memset(&zs, 0, sizeof zs);
+            assert_int_equal(deflateInit2(&zs, 6, Z_DEFLATED, comp[0] == 'g' ? 31 : 15, 8,
+                                          Z_DEFAULT_STRATEGY), Z_OK);
+            zs.next_in = raw;
+            zs.avail_in = (uInt)len;
+            zs.next_out = packed;
+            zs.avail_out = (uInt)(n * 4 + 1024);
+            assert_int_equal(deflate(&zs, Z_FINISH), Z_STREAM_END);
+            len = n * 4 + 1024 - zs.avail_out;
+            deflateEnd(&zs);
+            tiled_base64(packed, len, text);
+        } else {
+            ZSTD_CCtx *cc = ZSTD_createCCtx();
+            assert_non_null(cc);
+            if (strcmp(comp, "zstd-wide") == 0) {
+                /* A 16 MiB window and no content size: decompressed whole. */
+                ZSTD_CCtx_setParameter(cc, ZSTD_c_windowLog, 24);
+                ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 0);
+            }
+            len = ZSTD_compress2(cc, packed, n * 4 + 1024, raw, len);
+            assert_false(ZSTD_isError(len));
+            ZSTD_freeCCtx(cc);
+            tiled_base64(packed, len, text);
+            comp = "zstd";
+        }
+        piece_log l = { .gids = got };
+        memset(got, 0xAB, n * sizeof *got);
+        if (pd_tdata_decode_to(text, strlen(text), encs[e][0], comp, n, log_pieces, &l, err,
+                               sizeof err) != 0)
+            fail_msg("%s %s: %s", encs[e][0], encs[e][1], err);
+        assert_int_equal(l.next, n);
+        assert_true(l.pieces >= n / 16384);
+        assert_memory_equal(got, gids, n * sizeof *gids);
+        /* One gid more than the text holds. */
+        assert_int_equal(pd_tdata_decode_to(text, strlen(text), encs[e][0], comp, n + 1, log_pieces,
+                                            &(piece_log){ .gids = got }, err, sizeof err), -1);
+        /* A sink that takes no more after its first piece: the text is still
+         * read to its end, and its error told. */
+        l = (piece_log){ .gids = got, .refuse_after = 1 };
+        assert_int_equal(pd_tdata_decode_to(text, strlen(text), encs[e][0], comp, n, log_pieces, &l,
+                                            err, sizeof err), 0);
+        assert_int_equal(l.pieces, 1);
+        l = (piece_log){ .gids = got, .refuse_after = 1 };
+        assert_int_equal(pd_tdata_decode_to(text, strlen(text), encs[e][0], comp, n - 1,
+                                            log_pieces, &l, err, sizeof err), -1);
+        assert_true(l.pieces <= 1);
+        /* A sink that says stop. */
+        l = (piece_log){ .gids = got, .stop_after = 2 };
+        assert_int_equal(pd_tdata_decode_to(text, strlen(text), encs[e][0], comp, n, log_pieces, &l,
+                                            err, sizeof err), -2);
+        assert_int_equal(l.pieces, 2);
+    }
+    free(gids);
+    free(got);
+    free(raw);
+    free(packed);
+    free(text);
+}
+
 static void test_bad_layer_data(void **state)
 {
     (void)state;
@@ -1069,6 +1183,7 @@ int main(void)
         cmocka_unit_test(test_untagged_tiles_are_open_by_default),
         cmocka_unit_test(test_floor_marking_convention),
         cmocka_unit_test(test_rule_counts),
+        cmocka_unit_test(test_large_layer_in_pieces),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
