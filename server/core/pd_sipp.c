@@ -495,11 +495,28 @@ static uint32_t pd__holder(const pd__srun *r, int32_t x, int32_t y, int64_t t)
     return PD_RESERVE_NO_SLOT;
 }
 
+/* Whether another agent holds a cell of the footprint at anchor (x, y)
+ * for good (a park): only the last span of a cell can be open-ended. */
+static int pd__parked_on(const pd__srun *r, int32_t x, int32_t y)
+{
+    for (int32_t j = y; j < y + r->k; j++)
+        for (int32_t i = x; i < x + r->k; i++) {
+            size_t n;
+            const pd_reserve_span *s = pd_reserve_cell(r->table, i, j, &n);
+            if (n && s[n - 1].t1 == PD_RESERVE_FOREVER && s[n - 1].slot != r->self)
+                return 1;
+        }
+    return 0;
+}
+
 /* Builds the waypoints from the end node back: for a static end, only up to
- * the handover. 0, or -1 on allocation failure. */
+ * the handover, which holds its cell for hold_ms from the window's end or
+ * its arrival, whichever is later (or for good). 0, or -1 on allocation
+ * failure. */
 static int pd__extract(pd__srun *r, uint32_t end, pd_sipp_result *res)
 {
     pd_sipp_ctx *c = r->ctx;
+    const int partial = c->nodes[end].mode == PD__STATIC;
     while (c->nodes[end].mode == PD__STATIC)
         end = c->nodes[end].parent;
     size_t len = 0;
@@ -519,9 +536,9 @@ static int pd__extract(pd__srun *r, uint32_t end, pd_sipp_result *res)
         w->y = y - 1;
         w->t_arrive_ms = n->g;
         if (i + 1 == len)
-            w->t_leave_ms = n->mode == PD__HANDOVER                 ? n->g + r->p->window_ms
-                            : r->p->at_goal == PD_AT_GOAL_VANISH ? n->g
-                                                                   : PD_RESERVE_FOREVER;
+            w->t_leave_ms = partial && r->p->hold_ms ? (n->g > r->t_end ? n->g : r->t_end) + r->p->hold_ms
+                            : r->p->at_goal == PD_AT_GOAL_VANISH && !partial ? n->g
+                                                                               : PD_RESERVE_FOREVER;
         else
             w->t_leave_ms = next_depart;
         if (n->parent != PD__NO_NODE) {
@@ -547,6 +564,7 @@ static pd_status pd__check(const pd_reserve *table, const pd_grid *grid, const p
     const pd_connectivity conn = p->connectivity ? p->connectivity : PD_CONNECT_8;
     if (p->unit < 1 || p->unit > PD_UNIT_SIZE_MAX || !(p->speed >= PD_SIPP_MIN_SPEED) ||
         !(p->speed <= PD_SIPP_MAX_SPEED) || p->window_ms < 0 || p->window_ms > PD_SIPP_MAX_WINDOW_MS ||
+        p->hold_ms < 0 || p->hold_ms > PD_SIPP_MAX_WINDOW_MS ||
         p->t0_ms < 0 || p->t0_ms > PD_SIPP_MAX_T0 || (conn != PD_CONNECT_8 && conn != PD_CONNECT_4) ||
         (p->at_goal != PD_AT_GOAL_PARK && p->at_goal != PD_AT_GOAL_VANISH))
         return PD_INVALID_ARGUMENT;
@@ -607,6 +625,14 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
         }
     }
 
+    /* Parking where another agent parks can never be: without a window
+     * the search would try every state it can reach before saying so. */
+    if (r->use_table && p->at_goal == PD_AT_GOAL_PARK && p->window_ms == 0 &&
+        pd__parked_on(r, p->goal.x, p->goal.y)) {
+        st = PD_NO_PATH;
+        goto done;
+    }
+
     const size_t n_cells = (size_t)(grid->width + 2) * (size_t)(grid->height + 2);
     ctx->n_nodes = 0;
     ctx->n_heap = 0;
@@ -652,10 +678,23 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
             st = go;
             break;
         }
-        /* The handover: past the window, somewhere the agent may stay for
-         * one more window (see pd_sipp.h). */
-        if (n->mode == PD__SPACE_TIME && n->g >= r->t_end && n->hi - n->g >= p->window_ms)
-            n->mode = PD__HANDOVER;
+        /* The handover (see pd_sipp.h): somewhere the agent may stay from
+         * the window's end, or from its arrival past it, for one more
+         * window. Reached past the end, the state goes on as static; reached
+         * before, it may also wait there for the end (its static twin at
+         * t_end), which is how an agent that cannot get anywhere yet holds
+         * its cell. */
+        if (n->mode == PD__SPACE_TIME && p->window_ms > 0) {
+            const int64_t hold_from = n->g > r->t_end ? n->g : r->t_end;
+            if (p->hold_ms ? n->hi - hold_from >= p->hold_ms : n->hi == PD_RESERVE_FOREVER) {
+                if (n->g >= r->t_end)
+                    n->mode = PD__HANDOVER;
+                else if (pd__relax_static(r, n->cell, r->t_end, top.node) != 0) {
+                    st = PD_INTERNAL;
+                    break;
+                }
+            }
+        }
         if (pd__expand(r, top.node) != 0) {
             st = PD_INTERNAL;
             break;

@@ -21,18 +21,30 @@
  * estimate) is a fastest plan. On an empty table that is A* over time: the
  * same path cost as pd_search_astar.
  *
- * The window (window_ms > 0) bounds what is reserved, not what is planned:
- * a state reached at t0 + window_ms or later whose cell stays safe for one
- * more window is a *handover*: from it the search goes on as plain A* that
- * ignores the table (the rest of the way as a static path), so the plan
- * that wins minimises the time to the handover plus the static time from
- * there to the goal (WHCA*'s rule with exact static distances, and no dead
- * ends that a heuristic guess would walk into). Only the part up to the
- * handover is reserved, and the answer is PD_PARTIAL: the agent holds the
- * handover cell from its arrival until reserved_until_ms = arrival +
- * window_ms and must reserve again before then. A goal reached before any
- * handover is PD_OK, even if arrival there falls after the window.
- * window_ms = 0 plans all the way in space-time.
+ * The window (window_ms > 0) bounds what is reserved, not what is planned.
+ * Let t_end = t0 + window_ms and hold = max(arrival, t_end). A state whose
+ * cell stays safe from hold on (for hold_ms, when that is set) is a
+ * *handover*: from there
+ * the search goes on as plain A* that ignores the table (the rest of the
+ * way as a static path), starting at hold (a state reached before t_end
+ * waits in place for it). So the plan that wins minimises the time to the
+ * handover plus the static time from there to the goal (WHCA*'s rule with
+ * exact static distances, and no dead ends that a heuristic guess would
+ * walk into), and an agent that cannot get anywhere yet stays where it is.
+ * Only the part up to the handover is reserved, and the answer is
+ * PD_PARTIAL: the agent holds the handover cell from its arrival on, and
+ * must reserve again to go on. With hold_ms = 0 (the default) it holds it
+ * until it does (reserved_until_ms = PD_RESERVE_FOREVER), as a parked
+ * agent; with hold_ms > 0, until reserved_until_ms = hold + hold_ms, and
+ * it must reserve again before then. A bounded hold lets later plans run
+ * through the cell once it ends, so an agent that then cannot reserve again
+ * (its neighbours taken) is left standing unreserved in their way; the
+ * unbounded hold never is, at the price of others routing round it.
+ * A goal reached before any handover is PD_OK, even if arrival there falls
+ * after the window. window_ms = 0 plans all the way in space-time, and
+ * answers PD_NO_PATH when the goal cannot be reached (or parked on) at any
+ * time: callers check static connectivity first (pd_components), as for
+ * FindPath, since proving it costs a search of every state.
  *
  * At the goal: PD_AT_GOAL_PARK takes a goal state whose interval never ends
  * (the agent holds the goal until it reserves again or is released;
@@ -82,6 +94,7 @@ typedef struct pd_sipp_params {
     int64_t t0_ms;                 /* 0 .. PD_SIPP_MAX_T0 */
     double speed;                  /* cells per second */
     int64_t window_ms;             /* 0: all the way (see above) */
+    int64_t hold_ms;               /* PARTIAL's hold: 0 until reserved again */
     pd_at_goal at_goal;
     pd_connectivity connectivity;  /* 0 means PD_CONNECT_8 */
     uint64_t max_expansions;       /* 0 means no budget */
@@ -117,7 +130,7 @@ void pd_sipp_ctx_trim(pd_sipp_ctx *ctx, size_t keep_bytes);
 /*
  * Plans without changing the table. Statuses, checked in this order:
  * PD_INVALID_ARGUMENT (unit 0 or above PD_UNIT_SIZE_MAX, speed out of
- * range, window or t0 out of range, bad connectivity or at_goal),
+ * range, window, hold or t0 out of range, bad connectivity or at_goal),
  * PD_LIMIT_EXCEEDED (window past the table's max_window_ms; limit = WINDOW),
  * PD_OUT_OF_BOUNDS, PD_START_BLOCKED (a wall: the unit does not fit),
  * PD_GOAL_BLOCKED, PD_START_BLOCKED (another agent holds a cell of the start
