@@ -18,33 +18,34 @@
  * interval of the next anchor; each successor gets the earliest such
  * arrival, so the first goal state taken from the open list (ordered by
  * arrival + octile distance * 1000 / speed, an admissible and consistent
- * estimate) is a fastest plan. On an empty table that is A* over time: the
- * same path cost as pd_search_astar.
+ * estimate, or the caller's static distance instead) is a fastest plan. On
+ * an empty table that is A* over time: the same path cost as
+ * pd_search_astar.
  *
  * The window (window_ms > 0) bounds what is reserved, not what is planned.
  * Let t_end = t0 + window_ms and hold = max(arrival, t_end). A state whose
  * cell stays safe from hold on (for hold_ms, when that is set) is a
- * *handover*: from there
- * the search goes on as plain A* that ignores the table (the rest of the
- * way as a static path), starting at hold (a state reached before t_end
- * waits in place for it). So the plan that wins minimises the time to the
- * handover plus the static time from there to the goal (WHCA*'s rule with
- * exact static distances, and no dead ends that a heuristic guess would
- * walk into), and an agent that cannot get anywhere yet stays where it is.
- * Only the part up to the handover is reserved, and the answer is
- * PD_PARTIAL: the agent holds the handover cell from its arrival on, and
- * must reserve again to go on. With hold_ms = 0 (the default) it holds it
- * until it does (reserved_until_ms = PD_RESERVE_FOREVER), as a parked
- * agent; with hold_ms > 0, until reserved_until_ms = hold + hold_ms, and
- * it must reserve again before then. A bounded hold lets later plans run
- * through the cell once it ends, so an agent that then cannot reserve again
- * (its neighbours taken) is left standing unreserved in their way; the
- * unbounded hold never is, at the price of others routing round it.
- * A goal reached before any handover is PD_OK, even if arrival there falls
- * after the window. window_ms = 0 plans all the way in space-time, and
- * answers PD_NO_PATH when the goal cannot be reached (or parked on) at any
- * time: callers check static connectivity first (pd_components), as for
- * FindPath, since proving it costs a search of every state.
+ * *handover*: from there the search goes on as plain A* that ignores the
+ * table (the rest of the way as a static path), starting at hold (a state
+ * reached before t_end waits in place for it). So the plan that wins
+ * minimises the time to the handover plus the static time from there to
+ * the goal (WHCA*'s rule with exact static distances, and no dead ends that
+ * a heuristic guess would walk into), and an agent that cannot get anywhere
+ * yet stays where it is. Only the part up to the handover is reserved, and
+ * the answer is PD_PARTIAL: the agent holds the handover cell from its
+ * arrival on, and must reserve again to go on. With hold_ms = 0 (the
+ * default) it holds it until it does (reserved_until_ms =
+ * PD_RESERVE_FOREVER), as a parked agent; with hold_ms > 0, until
+ * reserved_until_ms = hold + hold_ms, and it must reserve again before then.
+ * A bounded hold lets later plans run through the cell once it ends, so an
+ * agent that then cannot reserve again (its neighbours taken) is left
+ * standing unreserved in their way; the unbounded hold never is, at the
+ * price of others routing round it. A goal reached before any handover is
+ * PD_OK, even if arrival there falls after the window. window_ms = 0 plans
+ * all the way in space-time, and answers PD_NO_PATH when the goal cannot
+ * be reached (or parked on) at any time: callers check static connectivity
+ * first (pd_components), as for FindPath, since proving it costs a search
+ * of every state.
  *
  * At the goal: PD_AT_GOAL_PARK takes a goal state whose interval never ends
  * (the agent holds the goal until it reserves again or is released;
@@ -52,8 +53,8 @@
  * state and leaves the table on arrival (reserved_until_ms = arrival).
  *
  * Goals. A single goal cell today. Goal sets and ranges (pd_targets.h)
- * change two functions in pd_sipp.c, the goal test and the heuristic
- * (pd__at_goal and pd__h), and nothing else.
+ * change two functions in pd_sipp.c, the goal test and the default
+ * heuristic (pd__at_goal and pd__h), and nothing else.
  *
  * Context: one pd_sipp_ctx per thread, reused without clearing (node
  * records carry a generation, as pd_search's). The search allocates only
@@ -87,6 +88,12 @@ typedef enum pd_at_goal {
     PD_AT_GOAL_VANISH = 1,
 } pd_at_goal;
 
+/* A lower bound on the static cost (pd_search's: octile x terrain) from
+ * anchor (x, y) to the goal, consistent (it falls by no more than a step's
+ * cost from a cell to its neighbour), INFINITY where the goal cannot be
+ * reached. See pd_sipp_params.heuristic. */
+typedef double (*pd_sipp_heuristic_fn)(void *user, int32_t x, int32_t y);
+
 typedef struct pd_sipp_params {
     uint64_t agent;
     uint32_t unit;                 /* footprint side; grid is its unit grid */
@@ -100,6 +107,13 @@ typedef struct pd_sipp_params {
     uint64_t max_expansions;       /* 0 means no budget */
     pd_search_poll_fn poll;        /* as pd_search's; may be NULL */
     void *poll_user;
+    /* NULL: octile (Manhattan when 4-connected). The scene's exact static
+     * distances to the goal (a reverse Dijkstra kept per goal) make both
+     * the search within the window and the static rest after the handover
+     * follow the way at once: with octile, the rest is an A* to the goal,
+     * most of a plan's work on a map of rooms and corridors. */
+    pd_sipp_heuristic_fn heuristic;
+    void *heuristic_user;
 } pd_sipp_params;
 
 typedef struct pd_sipp_result {

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -149,6 +150,10 @@ static void scene_block(scene *s, int32_t x0, int32_t y0, int32_t x1, int32_t y1
         pd_unit_grid_update(s->unit[k], s->g, s->c, k, x0, y0, x1, y1);
 }
 
+/* Exact static distances to a goal, for pd_sipp_params.heuristic (below). */
+typedef struct dist_table dist_table;
+static double dist_lookup(void *user, int32_t x, int32_t y);
+
 typedef struct ask {
     uint64_t agent;
     uint32_t unit;
@@ -158,6 +163,7 @@ typedef struct ask {
     int64_t window;
     int64_t hold;
     pd_at_goal at_goal;
+    dist_table *heuristic;  /* exact static distances to `to`, or NULL */
 } ask;
 
 /* ReservePath; answers with a plan go to the log (may be NULL). */
@@ -171,6 +177,8 @@ static pd_status reserve(scene *s, pd_reserve *t, pd_sipp_ctx *ctx, answers *log
                          .speed = q->speed > 0 ? q->speed : 1.0,
                          .window_ms = q->window,
                          .hold_ms = q->hold,
+                         .heuristic = q->heuristic ? dist_lookup : NULL,
+                         .heuristic_user = q->heuristic,
                          .at_goal = q->at_goal };
     /* A unit the scene has no grid for is the planner's to refuse. */
     const pd_grid *ug = s->unit[p.unit <= MAX_UNIT ? p.unit : 1];
@@ -939,6 +947,15 @@ static pd_grid *random_grid(int32_t w, int32_t h, int wall_pct, int terrain)
     return g;
 }
 
+static pd_point random_open(const pd_grid *ug)
+{
+    for (;;) {
+        pd_point p = { (int32_t)rnd((uint32_t)ug->width), (int32_t)rnd((uint32_t)ug->height) };
+        if (pd_grid_get(ug, p.x, p.y))
+            return p;
+    }
+}
+
 static void test_alone_matches_astar(void **state)
 {
     fixture *f = *state;
@@ -993,6 +1010,128 @@ static void test_alone_matches_astar(void **state)
     pd_search_ctx_destroy(sctx);
 }
 
+/* ---- the caller's heuristic: exact static distances ---- */
+
+struct dist_table {
+    int32_t w, h;
+    double *d;               /* static cost to the goal, INFINITY if none */
+};
+
+typedef struct heap_item {
+    double d;
+    uint32_t cell;
+} heap_item;
+
+/* A reverse Dijkstra from goal on unit grid ug, with pd_search's step
+ * costs (entering a cell of cost c: c, or c * sqrt(2) diagonally, no
+ * corner cutting): what a server would keep per goal. */
+static void dist_build(dist_table *t, const pd_grid *ug, pd_point goal)
+{
+    t->w = ug->width;
+    t->h = ug->height;
+    const size_t n = (size_t)t->w * (size_t)t->h;
+    t->d = malloc(n * sizeof *t->d);
+    heap_item *heap = malloc(8 * n * sizeof *heap + sizeof *heap);
+    assert_non_null(t->d);
+    assert_non_null(heap);
+    for (size_t i = 0; i < n; i++)
+        t->d[i] = INFINITY;
+    size_t hn = 0;
+    t->d[goal.y * t->w + goal.x] = 0.0;
+    heap[hn++] = (heap_item){ 0.0, (uint32_t)(goal.y * t->w + goal.x) };
+    while (hn > 0) {
+        heap_item top = heap[0], last = heap[--hn];
+        size_t i = 0;
+        for (size_t k; (k = 2 * i + 1) < hn; i = k) {
+            if (k + 1 < hn && heap[k + 1].d < heap[k].d)
+                k++;
+            if (heap[k].d >= last.d)
+                break;
+            heap[i] = heap[k];
+        }
+        heap[i] = last;
+        if (top.d > t->d[top.cell])
+            continue;
+        const int32_t px = (int32_t)(top.cell % (uint32_t)t->w), py = (int32_t)(top.cell / (uint32_t)t->w);
+        const uint8_t cp = pd_grid_get(ug, px, py);
+        for (int dy = -1; dy <= 1; dy++)
+            for (int dx = -1; dx <= 1; dx++) {
+                const int32_t qx = px + dx, qy = py + dy;
+                if ((dx == 0 && dy == 0) || !pd_grid_get(ug, qx, qy))
+                    continue;
+                if (dx && dy && (!pd_grid_get(ug, px, qy) || !pd_grid_get(ug, qx, py)))
+                    continue;
+                /* The forward step q -> p enters p. */
+                const double nd = top.d + (dx && dy ? CORE_SQRT2 * cp : (double)cp);
+                double *dq = &t->d[qy * t->w + qx];
+                if (nd < *dq) {
+                    *dq = nd;
+                    size_t j = hn++;
+                    for (; j > 0 && heap[(j - 1) / 2].d > nd; j = (j - 1) / 2)
+                        heap[j] = heap[(j - 1) / 2];
+                    heap[j] = (heap_item){ nd, (uint32_t)(qy * t->w + qx) };
+                }
+            }
+    }
+    free(heap);
+}
+
+static double dist_lookup(void *user, int32_t x, int32_t y)
+{
+    const dist_table *t = user;
+    return t->d[y * t->w + x];
+}
+
+static void test_exact_heuristic(void **state)
+{
+    fixture *f = *state;
+    rng_state = 99;
+    scene s;
+    scene_init(&s, random_grid(36, 28, 22, 1));
+    /* A busy table first: 25 agents crossing it (and leaving at their goals,
+     * so that most goals stay reachable). */
+    for (int i = 0; i < 25; i++) {
+        pd_point a = random_open(s.unit[1]), b = random_open(s.unit[1]);
+        pd_sipp_result r;
+        ask q = { .agent = 500 + (uint64_t)i, .from = a, .to = b, .speed = 1.5, .at_goal = PD_AT_GOAL_VANISH };
+        pd_status st = reserve(&s, f->t, f->ctx, NULL, &q, &r);
+        assert_true(st == PD_OK || st == PD_NO_PATH || st == PD_START_BLOCKED);
+    }
+    uint64_t octile_exp = 0, exact_exp = 0;
+    int compared = 0;
+    for (int q = 0; q < 160; q++) {
+        const uint32_t unit = 1 + (uint32_t)(q % 4 == 3);
+        pd_point a = random_open(s.unit[unit]), b = random_open(s.unit[unit]);
+        dist_table dt;
+        dist_build(&dt, s.unit[unit], b);
+        pd_sipp_params p = { .agent = 1, .unit = unit, .start = a, .goal = b, .speed = 1.0,
+                             .window_ms = q % 2 ? 0 : 5000 };
+        pd_sipp_result r1, r2;
+        pd_status s1 = pd_sipp_plan(f->ctx, f->t, s.unit[unit], &p, &r1);
+        const int64_t t1 = s1 == PD_OK ? r1.waypoints[r1.n_waypoints - 1].t_arrive_ms : -1;
+        const uint64_t e1 = r1.expanded;
+        p.heuristic = dist_lookup;
+        p.heuristic_user = &dt;
+        pd_status s2 = pd_sipp_plan(f->ctx, f->t, s.unit[unit], &p, &r2);
+        expect_status(s2, s1, "exact heuristic against octile");
+        if (s1 == PD_OK) {
+            /* Both fastest: the same arrival, whatever way each took. */
+            assert_int_equal(r2.waypoints[r2.n_waypoints - 1].t_arrive_ms, t1);
+            compared++;
+        }
+        if (s1 == PD_OK || s1 == PD_PARTIAL) {
+            octile_exp += e1;
+            exact_exp += r2.expanded;
+        }
+        free(dt.d);
+    }
+    print_message("exact static distances: %llu expansions, octile %llu (%d arrivals compared)\n",
+                  (unsigned long long)exact_exp, (unsigned long long)octile_exp, compared);
+    assert_true(compared > 30);
+    assert_true(exact_exp < octile_exp);
+    scene_free(&s);
+}
+
 /* ---- a randomized simulation on a shared clock ---- */
 
 typedef struct agent {
@@ -1005,6 +1144,8 @@ typedef struct agent {
     int64_t next;           /* when it decides again */
     int at_goal;            /* the plan was OK: it ends at the goal */
     int cut;                /* its plan was cut since it last got one */
+    dist_table dt;          /* static distances to dt_goal, when asked for */
+    pd_point dt_goal;
 } agent;
 
 /* The waypoint the agent stands on at t (waiting, arriving or leaving),
@@ -1032,15 +1173,6 @@ static int64_t next_stop(const agent *a, int64_t t)
     return t;
 }
 
-static pd_point random_open(const pd_grid *ug)
-{
-    for (;;) {
-        pd_point p = { (int32_t)rnd((uint32_t)ug->width), (int32_t)rnd((uint32_t)ug->height) };
-        if (pd_grid_get(ug, p.x, p.y))
-            return p;
-    }
-}
-
 /* A random goal the unit can reach from `from` on the map as it is. */
 static pd_point random_goal(pd_search_ctx *sctx, const pd_grid *ug, pd_point from)
 {
@@ -1064,9 +1196,27 @@ static void keep_plan(agent *a, const pd_sipp_result *r)
 }
 
 typedef struct sim_stats {
+    int exact;              /* plan with exact static distances (no blocks) */
+    double table_micros;    /* time spent building them */
     uint64_t plans, ok, partial, no_path, stranded, cuts;
-    double micros;
+    double micros;          /* summed CPU time of the ReservePath calls */
+    double *each;           /* each call's, when asked for (a benchmark) */
+    size_t n_each, cap_each;
 } sim_stats;
+
+static double clock_micros(clockid_t which)
+{
+    struct timespec ts;
+    clock_gettime(which, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* Plans are timed on the thread's CPU clock: the machines the tests run on
+ * are shared, and wall time would count other processes' turns. */
+static double now_micros(void)
+{
+    return clock_micros(CLOCK_THREAD_CPUTIME_ID);
+}
 
 /* A free cell (no one holds it at now) becomes a wall; the plans through
  * it are cut, and so are the simulation's copies of them. */
@@ -1117,13 +1267,13 @@ static void sim_block(scene *s, pd_reserve *t, answers *log, agent *ag, int64_t 
  * plan ends in a hold for good, so only a cut can strand an agent.
  */
 static void simulate(scene *s, pd_reserve *t, pd_sipp_ctx *ctx, answers *log, int n_agents, int64_t until,
-                     int block_every, int unit2_pct, int bounded_holds, sim_stats *out)
+                     int block_every, int unit2_pct, int bounded_holds, int64_t window, sim_stats *out)
 {
     agent *ag = calloc((size_t)n_agents, sizeof *ag);
     pd_search_ctx *sctx = pd_search_ctx_create();
     assert_non_null(ag);
     assert_non_null(sctx);
-    sim_stats st = { 0 };
+    sim_stats st = { .exact = out->exact, .each = out->each, .cap_each = out->cap_each };
     /* Everyone stands first, where no one else stands. */
     for (int i = 0; i < n_agents; i++) {
         agent *a = &ag[i];
@@ -1165,13 +1315,25 @@ static void simulate(scene *s, pd_reserve *t, pd_sipp_ctx *ctx, answers *log, in
                   .to = a->goal,
                   .t0 = now,
                   .speed = a->speed,
-                  .window = rnd(4) == 0 ? 0 : 4000 + 2000 * (int64_t)rnd(3) };
+                  .window = window >= 0 ? window : rnd(4) == 0 ? 0 : 4000 + 2000 * (int64_t)rnd(3) };
         if (bounded_holds)
             q.hold = q.window;
+        if (st.exact && (!a->dt.d || a->dt_goal.x != a->goal.x || a->dt_goal.y != a->goal.y)) {
+            const double began = now_micros();
+            free(a->dt.d);
+            dist_build(&a->dt, s->unit[a->unit], a->goal);
+            a->dt_goal = a->goal;
+            st.table_micros += now_micros() - began;
+        }
+        q.heuristic = st.exact ? &a->dt : NULL;
         pd_sipp_result r;
+        const double began = now_micros();
         pd_status rs = reserve(s, t, ctx, log, &q, &r);
+        const double took = now_micros() - began;
         st.plans++;
-        st.micros += (double)r.micros;
+        st.micros += took;
+        if (st.n_each < st.cap_each)
+            st.each[st.n_each++] = took;
         if (rs == PD_OK || rs == PD_PARTIAL) {
             st.ok += rs == PD_OK;
             st.partial += rs == PD_PARTIAL;
@@ -1210,8 +1372,10 @@ static void simulate(scene *s, pd_reserve *t, pd_sipp_ctx *ctx, answers *log, in
         if (decisions % 64 == 0)
             pd_reserve_collect(t, now - 20000);
     }
-    for (int i = 0; i < n_agents; i++)
+    for (int i = 0; i < n_agents; i++) {
         free(ag[i].plan);
+        free(ag[i].dt.d);
+    }
     free(ag);
     pd_search_ctx_destroy(sctx);
     *out = st;
@@ -1230,10 +1394,10 @@ static void test_random_simulation(void **state)
         answers_open(&log, name, s.g);
         pd_reserve_destroy(f->t);
         f->t = pd_reserve_create(NULL);
-        sim_stats st;
+        sim_stats st = { 0 };
         /* Round 1 bounds the PARTIAL holds (pd_sipp.h): agents get left
          * standing unreserved ("stranded") more often. */
-        simulate(&s, f->t, f->ctx, &log, 30, 120000, 40, 20, round == 1, &st);
+        simulate(&s, f->t, f->ctx, &log, 30, 120000, 40, 20, round == 1, -1, &st);
         print_message("round %d: %llu plans (%llu OK, %llu PARTIAL, %llu NO_PATH, %llu stranded), %llu cuts, "
                       "mean %.0f us\n",
                       round, (unsigned long long)st.plans, (unsigned long long)st.ok, (unsigned long long)st.partial,
@@ -1244,6 +1408,63 @@ static void test_random_simulation(void **state)
         answers_check(&log);
         scene_free(&s);
     }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A figure, not a check: PD_RESERVE_BENCH=1 runs 500 agents (20% of unit
+ * 2) on den520d for PD_RESERVE_BENCH_MS of game time (default 60 s) with
+ * windows of PD_RESERVE_BENCH_WINDOW ms (default 8000; -1 mixes 0 and
+ * 4000..8000 as the randomized test does) and prints ReservePath's rate
+ * and latency; the checker replays every answer. PD_RESERVE_BENCH_EXACT=1
+ * gives each agent a reverse Dijkstra table to its goal as the heuristic
+ * (built when the goal changes, timed apart: a server would cache them). */
+static void test_bench_den520d(void **state)
+{
+    fixture *f = *state;
+    if (!getenv("PD_RESERVE_BENCH"))
+        skip();
+    const int64_t until = getenv("PD_RESERVE_BENCH_MS") ? atoll(getenv("PD_RESERVE_BENCH_MS")) : 60000;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/maps/den520d.map", PD_MOVINGAI_DIR);
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    static char buf[1 << 20];
+    size_t len = fread(buf, 1, sizeof buf, fp);
+    fclose(fp);
+    scene s;
+    scene_init(&s, pd_map_parse_movingai(buf, len, NULL));
+    answers log;
+    answers_open(&log, "bench_den520d", s.g);
+    rng_state = 520;
+    sim_stats st = { .cap_each = 1u << 22, .exact = getenv("PD_RESERVE_BENCH_EXACT") && atoi(getenv("PD_RESERVE_BENCH_EXACT")) };
+    st.each = malloc(st.cap_each * sizeof *st.each);
+    assert_non_null(st.each);
+    const double began = clock_micros(CLOCK_MONOTONIC);
+    const int64_t window = getenv("PD_RESERVE_BENCH_WINDOW") ? atoll(getenv("PD_RESERVE_BENCH_WINDOW"))
+                                                            : PD_RESERVE_DEFAULT_WINDOW_MS;
+    simulate(&s, f->t, f->ctx, &log, 500, until, 0, 20, 0, window, &st);
+    const double wall = (clock_micros(CLOCK_MONOTONIC) - began) / 1e6;
+    qsort(st.each, st.n_each, sizeof *st.each, cmp_double);
+    pd_reserve_stats ts;
+    pd_reserve_get_stats(f->t, &ts);
+    print_message("den520d, 500 agents, %s, %lld s of game time: %llu ReservePath (%llu OK, %llu PARTIAL, %llu NO_PATH, "
+                  "%llu stranded) in %.2f CPU s of planning, %.0f per CPU second; mean %.0f us, p50 %.0f us, p99 %.0f us, "
+                  "max %.0f us; simulation wall time %.1f s (%.2f s building distance tables); table %llu entries, %zu "
+                  "KiB\n",
+                  st.exact ? "exact static distances" : "octile", (long long)(until / 1000), (unsigned long long)st.plans, (unsigned long long)st.ok,
+                  (unsigned long long)st.partial, (unsigned long long)st.no_path, (unsigned long long)st.stranded,
+                  st.micros / 1e6, (double)st.plans / (st.micros / 1e6), st.micros / (double)st.plans,
+                  st.each[st.n_each / 2], st.each[st.n_each * 99 / 100], st.each[st.n_each - 1], wall,
+                  st.table_micros / 1e6,
+                  (unsigned long long)ts.entries, ts.bytes / 1024);
+    free(st.each);
+    answers_check(&log);
+    scene_free(&s);
 }
 
 int main(void)
@@ -1264,7 +1485,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_partial_with_short_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_park_and_vanish, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alone_matches_astar, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exact_heuristic, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_simulation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bench_den520d, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
