@@ -981,7 +981,9 @@ static void test_alone_matches_astar(void **state)
             pd_point a = { (int32_t)rnd(40), (int32_t)rnd(30) }, b = { (int32_t)rnd(40), (int32_t)rnd(30) };
             if (!pd_grid_get(ug, a.x, a.y) || !pd_grid_get(ug, b.x, b.y))
                 continue;
-            pd_search_params sp = { .start = a, .goal = b };
+            /* One query in five 4-connected. */
+            const pd_connectivity conn = q % 5 == 4 ? PD_CONNECT_4 : PD_CONNECT_8;
+            pd_search_params sp = { .start = a, .goal = b, .connectivity = conn };
             pd_search_metrics m;
             pd_status want = pd_search_astar(sctx, ug, &sp, path, 4096, &m);
             pd_sipp_result r;
@@ -989,7 +991,7 @@ static void test_alone_matches_astar(void **state)
              * ms, rounded up by less than 1 ms: far below the gap between
              * two path costs on maps this small, so the fastest plan is a
              * cheapest path. */
-            pd_sipp_params p = { .agent = 1, .unit = unit, .start = a, .goal = b, .speed = 0.01 };
+            pd_sipp_params p = { .agent = 1, .unit = unit, .start = a, .goal = b, .speed = 0.01, .connectivity = conn };
             pd_status got = pd_sipp_plan(f->ctx, f->t, ug, &p, &r);
             expect_status(got, want, "SIPP against A*");
             if (got != PD_OK)
