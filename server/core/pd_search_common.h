@@ -49,18 +49,26 @@ static inline uint64_t pd__f_key(double f)
 }
 
 /*
- * Counts one more expansion if the budget allows it, and asks the caller's
- * poll every PD_SEARCH_POLL_INTERVAL expansions. Returns PD_OK to go on, or
- * why the search stops: PD_BUDGET_EXCEEDED, or what the poll returned.
+ * Counts one more expansion if the budget (0: none) allows it, and asks the
+ * caller's poll every PD_SEARCH_POLL_INTERVAL expansions. Returns PD_OK to
+ * go on, or why the search stops: PD_BUDGET_EXCEEDED, or what the poll
+ * returned. The space-time planner (pd_sipp.c) has its own parameters, so
+ * this takes the three fields rather than a pd_search_params.
  */
-static inline pd_status pd__count_expansion(const pd_search_params *p, uint64_t *expanded)
+static inline pd_status pd__count_expansion_with(uint64_t max_expansions, pd_search_poll_fn poll, void *poll_user,
+                                                 uint64_t *expanded)
 {
-    if (p->max_expansions && *expanded >= p->max_expansions)
+    if (max_expansions && *expanded >= max_expansions)
         return PD_BUDGET_EXCEEDED;
     ++*expanded;
-    if (p->poll && (*expanded & (PD_SEARCH_POLL_INTERVAL - 1)) == 0)
-        return p->poll(p->poll_user);
+    if (poll && (*expanded & (PD_SEARCH_POLL_INTERVAL - 1)) == 0)
+        return poll(poll_user);
     return PD_OK;
+}
+
+static inline pd_status pd__count_expansion(const pd_search_params *p, uint64_t *expanded)
+{
+    return pd__count_expansion_with(p->max_expansions, p->poll, p->poll_user, expanded);
 }
 
 #endif

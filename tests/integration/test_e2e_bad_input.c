@@ -222,11 +222,12 @@ static uint64_t ping_median(pdc_conn *c)
  * closed, then sent again on a new connection) while a third pings. The
  * loop still reads every byte they send (up to 2 x 2 MiB a turn, libuv's
  * read loop), so a ping may wait a turn behind them: its median stays
- * within 10x its unloaded median plus 3 ms (scaled for sanitizer builds),
- * where unpacking such a frame on the loop costs ~60 ms, and the issue's
- * runs saw 31 ms (the connection kept open) and 716 ms (no element cap).
- * Measured here: 19-29 us alone, 0.6-1.4 ms loaded. The streamers must
- * have sent frames while the pings ran, so the load was real. */
+ * within 10x its unloaded median plus 10 ms (scaled for sanitizer builds;
+ * ctest runs another test beside this one on two cores), where unpacking
+ * such a frame on the loop costs ~60 ms, and the issue's runs saw 31 ms
+ * (the connection kept open) and 716 ms (no element cap). Measured here:
+ * 19-35 us alone, 0.6-1.4 ms loaded. The streamers must have sent frames
+ * while the pings ran, so the load was real. */
 static void test_streamed_structural_frames_leave_others_served(void **state)
 {
     pdi_daemon *d = *state;
@@ -258,7 +259,7 @@ static void test_streamed_structural_frames_leave_others_served(void **state)
     print_message("ping median %llu us alone, %llu us with 2 streaming clients (%d frames during the pings)\n",
                   (unsigned long long)alone, (unsigned long long)loaded, during);
     assert_true(during >= 2);
-    assert_true(loaded <= 10 * alone + 3000 * (uint64_t)T_RSS_FACTOR);
+    assert_true(loaded <= 10 * alone + 10000 * (uint64_t)T_RSS_FACTOR);
     pdc_close(c);
     free(frame);
     pdi_assert_daemon_serves(d);

@@ -1,0 +1,244 @@
+/*
+ * pd_reserve.h - a scene's space-time reservation table (issue 34): which
+ * agent holds which cells at which game times, so that agents planned one
+ * after another (pd_sipp.h) never walk through each other.
+ *
+ * The model.
+ *  - Time is the game's, in integer milliseconds; the table keeps no clock.
+ *    Intervals are half-open, [t0, t1); PD_RESERVE_FOREVER as t1 means "until
+ *    the agent reserves again or is released".
+ *  - An agent of unit size K at anchor (x, y) occupies the K x K footprint
+ *    x..x+K-1 by y..y+K-1 (top-left anchor, as pd_clearance.h's unit grids).
+ *  - A plan is a list of waypoints (anchor, t_arrive, t_leave); consecutive
+ *    anchors are 8-neighbours. It occupies, as *entries*:
+ *      a wait: the footprint at waypoint i over [t_arrive_i, t_leave_i);
+ *      a move: the bounding box of the footprints at i and i+1 (for a
+ *              diagonal that closes the corner two crossing moves share)
+ *              over [t_leave_i, t_arrive_i+1).
+ *    So an agent holds cells continuously from its first arrival to its last
+ *    departure, and another may follow into a cell only once the one leaving
+ *    it has arrived at its next waypoint: swaps and diagonal crossings are
+ *    impossible.
+ *  - Invariant: no cell is held by two agents at overlapping times. Every
+ *    change either keeps it or is refused with the table unchanged; the
+ *    planner is not trusted for it: pd_reserve_replace checks every cell of
+ *    every new entry against the other agents' spans before it changes
+ *    anything.
+ *
+ * Layout (memory grows with reservations, not with the map):
+ *  - per cell that some entry covers, a sorted array of *spans* (t0, t1,
+ *    agent slot), disjoint; one agent's spans on a cell are merged where they
+ *    touch, so a cell an agent waits on and then leaves holds one span. The
+ *    cells live in a hash map keyed by (x, y); a cell whose last span goes
+ *    leaves the map.
+ *  - per agent, its entries in time order (they tile [first arrival, last
+ *    departure)), so release, truncation and expiry cost O(path), and
+ *    GetReservations reads entries as they were planned.
+ *
+ * Limits (pd_reserve_limits; 0 = none): agents per table, entries per table
+ * (summed over agents), the longest window a ReservePath may ask for (read
+ * by pd_sipp), and accounted bytes per agent: for each entry, its record
+ * plus one span per cell it covers (an upper bound of what the agent costs:
+ * merged spans only lower it). A change past a limit answers
+ * PD_LIMIT_EXCEEDED naming the limit, with the table unchanged.
+ *
+ * Not thread-safe: a scene's reservations run in order (its lane).
+ */
+#ifndef PD_RESERVE_H
+#define PD_RESERVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "pd_status.h"
+
+/* t1 of a hold that lasts until the agent reserves again or is released. */
+#define PD_RESERVE_FOREVER INT64_MAX
+/* Times a plan may carry, below FOREVER with room for a window and a move
+ * added to them without overflow (about 146,000 years of milliseconds). */
+#define PD_RESERVE_MAX_TIME ((int64_t)1 << 62)
+/* The window ReservePath uses when the request names none (the issue's
+ * default; 0 in pd_sipp_params means "all the way to the goal"). */
+#define PD_RESERVE_DEFAULT_WINDOW_MS 8000
+
+typedef struct pd_waypoint {
+    int32_t x, y;            /* anchor (top-left cell of the footprint) */
+    int64_t t_arrive_ms;
+    int64_t t_leave_ms;      /* PD_RESERVE_FOREVER: held until released */
+} pd_waypoint;
+
+typedef struct pd_reserve_limits {
+    uint32_t max_agents;       /* agents in the table */
+    uint64_t max_entries;      /* entries (waits and moves), all agents together */
+    int64_t max_window_ms;     /* longest ReservePath window; with a limit set,
+                                  window 0 ("all the way") is past it */
+    uint64_t max_agent_bytes;  /* accounted bytes of one agent (see above) */
+} pd_reserve_limits;
+
+typedef enum pd_reserve_limit {
+    PD_RESERVE_LIMIT_NONE = 0,
+    PD_RESERVE_LIMIT_AGENTS,
+    PD_RESERVE_LIMIT_ENTRIES,
+    PD_RESERVE_LIMIT_WINDOW,
+    PD_RESERVE_LIMIT_AGENT_BYTES,
+} pd_reserve_limit;
+
+/* "agents", "entries", "window", "agent_bytes" (the config's words), "none". */
+const char *pd_reserve_limit_name(pd_reserve_limit l);
+
+/* Why a change was refused: the limit behind PD_LIMIT_EXCEEDED, or the
+ * agent whose cells a refused plan would have overlapped (has_agent). */
+typedef struct pd_reserve_refusal {
+    pd_reserve_limit limit;
+    int has_agent;
+    uint64_t agent;
+} pd_reserve_refusal;
+
+/* One entry as GetReservations reports it: the cells x..x+w-1 by
+ * y..y+h-1 held by agent over [t0_ms, t1_ms). */
+typedef struct pd_reserve_entry {
+    uint64_t agent;
+    int32_t x, y, w, h;
+    int64_t t0_ms, t1_ms;
+} pd_reserve_entry;
+
+/* Where a cut (pd_reserve_block) or the end of its reservations leaves an
+ * agent: the last waypoint it reaches at or before until_ms, at anchor
+ * (x, y). Nothing is reserved for it from until_ms on. */
+typedef struct pd_reserve_cut {
+    uint64_t agent;
+    int32_t x, y;
+    int64_t until_ms;
+    int mid_move;            /* the cut fell while it moved away from (x, y) */
+} pd_reserve_cut;
+
+typedef struct pd_reserve_stats {
+    uint32_t agents;
+    uint64_t entries;
+    uint64_t spans;          /* per-cell spans after merging */
+    uint64_t cells;          /* cells holding at least one span */
+    size_t bytes;            /* memory the table holds */
+} pd_reserve_stats;
+
+typedef struct pd_reserve pd_reserve;
+
+/* An empty table; limits may be NULL (none). NULL on allocation failure. */
+pd_reserve *pd_reserve_create(const pd_reserve_limits *limits);
+void pd_reserve_destroy(pd_reserve *t);
+const pd_reserve_limits *pd_reserve_get_limits(const pd_reserve *t);
+void pd_reserve_get_stats(const pd_reserve *t, pd_reserve_stats *out);
+
+/*
+ * Replaces agent's reservations from t0_ms on with the plan wp[0..n):
+ * its entries that start at or after t0_ms go, the one running across t0_ms
+ * ends there, and the plan's entries are added. wp[0] must arrive at t0_ms;
+ * each waypoint leaves no earlier than it arrives; consecutive anchors are
+ * 8-neighbours and a move takes at least 1 ms. The last waypoint's
+ * t_leave_ms is where its hold ends (FOREVER to park; equal to its arrival
+ * to leave the table there).
+ * The table checks the plan against every other agent's spans: an overlap
+ * is PD_INTERNAL with refusal->agent set (a planner bug: pd_sipp plans
+ * around them). Also PD_INVALID_ARGUMENT (a malformed plan, unit outside
+ * 1..PD_UNIT_SIZE_MAX), PD_LIMIT_EXCEEDED (refusal->limit), PD_INTERNAL
+ * (allocation failure). On every failure the table is unchanged.
+ * Also renews the agent (its last renewal becomes t0_ms, see expire).
+ */
+pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64_t t0_ms,
+                             const pd_waypoint *wp, size_t n, pd_reserve_refusal *refusal);
+
+/* Removes every reservation of agent, past ones too, and the agent.
+ * Returns 1 when it was in the table, 0 otherwise. */
+int pd_reserve_release(pd_reserve *t, uint64_t agent);
+
+/* Renews agent at now_ms without changing its plan (a parked agent that is
+ * still there). Returns 1 when it was in the table. */
+int pd_reserve_touch(pd_reserve *t, uint64_t agent, int64_t now_ms);
+
+/* Collects what ended long ago: entries whose t1 is at or before
+ * before_ms, and agents left with no entry. Returns the entries removed. */
+uint64_t pd_reserve_collect(pd_reserve *t, int64_t before_ms);
+
+/* Releases the agents whose last renewal (replace or touch) is before
+ * renewed_before_ms (the server passes now - reservation_ttl_ms). Their ids
+ * go to out[0..cap); returns how many were released (may exceed cap). */
+size_t pd_reserve_expire(pd_reserve *t, int64_t renewed_before_ms, uint64_t *out, size_t cap);
+
+/*
+ * The world changed: the cells x0..x1 by y0..y1 (inclusive) are blocked
+ * from at_ms on. Every agent holding any of them at or after at_ms is cut:
+ * with T = max(at_ms, start of its first entry on them that ends after
+ * at_ms), its reservations from T on go (as replace would drop them), so it
+ * keeps its plan up to the last waypoint before the blocked cells. One
+ * pd_reserve_cut per cut agent goes to out[0..cap) (ids for AGENTS_CUT, and
+ * where each is left); returns how many were cut (may exceed cap: all are
+ * cut regardless). Never fails and never allocates.
+ *
+ * What "plans from where its cut plan leaves it" means: the agent is
+ * reserved up to until_ms and arrives at (x, y) by then, unless mid_move
+ * (the cells went under it). Its next ReservePath starts from where the game
+ * has it at t0: on the kept plan while t0 <= until_ms, at (x, y) after it.
+ * Nothing holds (x, y) for it after until_ms: a cut agent must reserve again
+ * before then, as after a PARTIAL answer. pd_reserve_agent_end tells the
+ * same point later.
+ */
+size_t pd_reserve_block(pd_reserve *t, int32_t x0, int32_t y0, int32_t x1, int32_t y1,
+                        int64_t at_ms, pd_reserve_cut *out, size_t cap);
+
+/* Where agent's reservations leave it (see pd_reserve_cut): returns 1 and
+ * fills *out, or 0 when it is not in the table or holds nothing. */
+int pd_reserve_agent_end(const pd_reserve *t, uint64_t agent, pd_reserve_cut *out);
+
+/*
+ * GetReservations: entries covering any cell of x0..x1 by y0..y1
+ * (inclusive) at some time of [from_ms, to_ms), agent by agent and in time
+ * order within an agent. Copies up to cap into out; returns how many match.
+ * Reads every entry of the table: a debugging and drawing query.
+ */
+size_t pd_reserve_query(const pd_reserve *t, int32_t x0, int32_t y0, int32_t x1, int32_t y1,
+                        int64_t from_ms, int64_t to_ms, pd_reserve_entry *out, size_t cap);
+
+/* ---- What the planner (pd_sipp.c) reads. ---- */
+
+/* One agent's hold on one cell; spans on a cell are sorted and disjoint. */
+typedef struct pd_reserve_span {
+    int64_t t0, t1;
+    uint32_t slot;           /* the holder's slot (pd_reserve_agent_slot) */
+    uint32_t unused;
+} pd_reserve_span;
+
+#define PD_RESERVE_NO_SLOT UINT32_MAX
+
+/* In items[0..n) of `size` bytes each, sorted by time and disjoint, each
+ * opening with int64_t t0, t1 (spans, and the table's own entries): the
+ * index of the first that ends after t, n when none does. Disjoint
+ * intervals sorted by start are sorted by end too. */
+static inline size_t pd_reserve_first_ending_after(const void *items, size_t n, size_t size, int64_t t)
+{
+    const unsigned char *base = items;
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2u;
+        int64_t t1;
+        memcpy(&t1, base + mid * size + sizeof(int64_t), sizeof t1);
+        if (t1 > t)
+            hi = mid;
+        else
+            lo = mid + 1u;
+    }
+    return lo;
+}
+
+/* The spans on cell (x, y); NULL with *n = 0 when none. Valid until the
+ * next change to the table. */
+const pd_reserve_span *pd_reserve_cell(const pd_reserve *t, int32_t x, int32_t y, size_t *n);
+
+/* The slot of an agent in the table, or PD_RESERVE_NO_SLOT; and back. */
+uint32_t pd_reserve_agent_slot(const pd_reserve *t, uint64_t agent);
+uint64_t pd_reserve_slot_agent(const pd_reserve *t, uint32_t slot);
+
+/* Spans held by agents other than the one in slot (all spans for
+ * PD_RESERVE_NO_SLOT): 0 lets the planner skip every lookup. */
+uint64_t pd_reserve_spans_except(const pd_reserve *t, uint32_t slot);
+
+#endif

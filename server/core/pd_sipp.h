@@ -1,0 +1,167 @@
+/*
+ * pd_sipp.h - ReservePath's planner: safe interval path planning (SIPP,
+ * Phillips & Likhachev, ICRA 2011) for one agent against a scene's
+ * reservation table (pd_reserve.h), and the reservation of what it finds.
+ *
+ * Movement rules are pd_search's, on the unit grid of the agent's size
+ * (pd_clearance.h): 8-connected without corner cutting (or 4-connected), a
+ * step into a cell of cost c costs c straight and c * sqrt(2) diagonally.
+ * A step takes ceil(cost * 1000 / speed) milliseconds (at least 1), speed
+ * in cells per second. Waiting in place is allowed anywhere the agent is
+ * safe. Occupancy is pd_reserve.h's: the footprint while waiting, the
+ * bounding box of both footprints while moving.
+ *
+ * The search. A state is (anchor, safe interval): a maximal time interval
+ * in which no other agent holds any cell of the footprint there. From a
+ * state reached at time g the agent may leave at any d >= g, as long as the
+ * move's box is free over [d, d + duration) and it arrives inside a safe
+ * interval of the next anchor; each successor gets the earliest such
+ * arrival, so the first goal state taken from the open list (ordered by
+ * arrival + octile distance * 1000 / speed, an admissible and consistent
+ * estimate, or the caller's static distance instead) is a fastest plan. On
+ * an empty table that is A* over time: the same path cost as
+ * pd_search_astar.
+ *
+ * The window (window_ms > 0) bounds what is reserved, not what is planned.
+ * Let t_end = t0 + window_ms and hold = max(arrival, t_end). A state whose
+ * cell stays safe from hold on (for hold_ms, when that is set) is a
+ * *handover*: from there the search goes on as plain A* that ignores the
+ * table (the rest of the way as a static path), starting at hold (a state
+ * reached before t_end waits in place for it). So the plan that wins
+ * minimises the time to the handover plus the static time from there to
+ * the goal (WHCA*'s rule with exact static distances, and no dead ends that
+ * a heuristic guess would walk into), and an agent that cannot get anywhere
+ * yet stays where it is. Only the part up to the handover is reserved, and
+ * the answer is PD_PARTIAL: the agent holds the handover cell from its
+ * arrival on, and must reserve again to go on. With hold_ms = 0 (the
+ * default) it holds it until it does (reserved_until_ms =
+ * PD_RESERVE_FOREVER), as a parked agent; with hold_ms > 0, until
+ * reserved_until_ms = hold + hold_ms, and it must reserve again before then.
+ * A bounded hold lets later plans run through the cell once it ends, so an
+ * agent that then cannot reserve again (its neighbours taken) is left
+ * standing unreserved in their way; the unbounded hold never is, at the
+ * price of others routing round it. A goal reached before any handover is
+ * PD_OK, even if arrival there falls after the window. window_ms = 0 plans
+ * all the way in space-time, and answers PD_NO_PATH when the goal cannot
+ * be reached (or parked on) at any time: callers check static connectivity
+ * first (pd_components), as for FindPath, since proving it costs a search
+ * of every state.
+ *
+ * At the goal: PD_AT_GOAL_PARK takes a goal state whose interval never ends
+ * (the agent holds the goal until it reserves again or is released;
+ * reserved_until_ms = PD_RESERVE_FOREVER); PD_AT_GOAL_VANISH takes any goal
+ * state and leaves the table on arrival (reserved_until_ms = arrival).
+ *
+ * Goals. A single goal cell today. Goal sets and ranges (pd_targets.h)
+ * change two functions in pd_sipp.c, the goal test and the default
+ * heuristic (pd__at_goal and pd__h), and nothing else.
+ *
+ * Context: one pd_sipp_ctx per thread, reused without clearing (node
+ * records carry a generation, as pd_search's). The search allocates only
+ * when a scratch array must grow past its largest size so far, never per
+ * expansion; pd_sipp_ctx_trim gives memory back.
+ */
+#ifndef PD_SIPP_H
+#define PD_SIPP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pd_grid.h"
+#include "pd_reserve.h"
+#include "pd_search.h"
+#include "pd_status.h"
+
+/* Speeds outside [MIN, MAX] cells per second are PD_INVALID_ARGUMENT: the
+ * slowest keeps any plan's times far below PD_RESERVE_MAX_TIME, the fastest
+ * is far beyond any game's. */
+#define PD_SIPP_MIN_SPEED 0.001
+#define PD_SIPP_MAX_SPEED 1e6
+/* The largest window and t0 a request may name (about 35 years and 36
+ * million years): every time a plan reaches, window and hold included,
+ * then stays below PD_RESERVE_MAX_TIME. */
+#define PD_SIPP_MAX_WINDOW_MS ((int64_t)1 << 40)
+#define PD_SIPP_MAX_T0 ((int64_t)1 << 60)
+
+typedef enum pd_at_goal {
+    PD_AT_GOAL_PARK = 0,
+    PD_AT_GOAL_VANISH = 1,
+} pd_at_goal;
+
+/* A lower bound on the static cost (pd_search's: octile x terrain) from
+ * anchor (x, y) to the goal, consistent (it falls by no more than a step's
+ * cost from a cell to its neighbour), INFINITY where the goal cannot be
+ * reached. See pd_sipp_params.heuristic. */
+typedef double (*pd_sipp_heuristic_fn)(void *user, int32_t x, int32_t y);
+
+typedef struct pd_sipp_params {
+    uint64_t agent;
+    uint32_t unit;                 /* footprint side; grid is its unit grid */
+    pd_point start, goal;          /* anchors */
+    int64_t t0_ms;                 /* 0 .. PD_SIPP_MAX_T0 */
+    double speed;                  /* cells per second */
+    int64_t window_ms;             /* 0: all the way (see above) */
+    int64_t hold_ms;               /* PARTIAL's hold: 0 until reserved again */
+    pd_at_goal at_goal;
+    pd_connectivity connectivity;  /* 0 means PD_CONNECT_8 */
+    uint64_t max_expansions;       /* 0 means no budget */
+    pd_search_poll_fn poll;        /* as pd_search's; may be NULL */
+    void *poll_user;
+    /* NULL: octile (Manhattan when 4-connected). The scene's exact static
+     * distances to the goal (a reverse Dijkstra kept per goal) make both
+     * the search within the window and the static rest after the handover
+     * follow the way at once: with octile, the rest is an A* to the goal,
+     * most of a plan's work on a map of rooms and corridors. */
+    pd_sipp_heuristic_fn heuristic;
+    void *heuristic_user;
+} pd_sipp_params;
+
+typedef struct pd_sipp_result {
+    /* The plan, start first: owned by the context, valid until its next
+     * plan. Waypoints are distinct consecutive anchors; t_leave_ms of the
+     * last is reserved_until_ms. */
+    const pd_waypoint *waypoints;
+    size_t n_waypoints;
+    int64_t reserved_until_ms;
+    double cost;                   /* summed step cost of the waypoints */
+    /* PD_START_BLOCKED by another agent: has_blocker and its id (a wall
+     * under the start is PD_START_BLOCKED without one). */
+    int has_blocker;
+    uint64_t blocker;
+    pd_reserve_limit limit;        /* behind PD_LIMIT_EXCEEDED */
+    uint64_t expanded, generated;
+    uint64_t micros;
+} pd_sipp_result;
+
+typedef struct pd_sipp_ctx pd_sipp_ctx;
+
+pd_sipp_ctx *pd_sipp_ctx_create(void);
+void pd_sipp_ctx_destroy(pd_sipp_ctx *ctx);
+size_t pd_sipp_ctx_footprint(const pd_sipp_ctx *ctx);
+/* As pd_search_ctx_trim; the last result's waypoints stay valid. */
+void pd_sipp_ctx_trim(pd_sipp_ctx *ctx, size_t keep_bytes);
+
+/*
+ * Plans without changing the table. Statuses, checked in this order:
+ * PD_INVALID_ARGUMENT (unit 0 or above PD_UNIT_SIZE_MAX, speed out of
+ * range, window, hold or t0 out of range, bad connectivity or at_goal),
+ * PD_LIMIT_EXCEEDED (window past the table's max_window_ms; limit = WINDOW),
+ * PD_OUT_OF_BOUNDS, PD_START_BLOCKED (a wall: the unit does not fit),
+ * PD_GOAL_BLOCKED, PD_START_BLOCKED (another agent holds a cell of the start
+ * footprint at t0: has_blocker), then PD_OK / PD_PARTIAL with a plan, or
+ * PD_NO_PATH, PD_BUDGET_EXCEEDED, whatever the poll returned, PD_INTERNAL.
+ * The agent's own reservations are ignored: the plan is meant to replace
+ * them from t0 on.
+ */
+pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid *grid,
+                       const pd_sipp_params *p, pd_sipp_result *r);
+
+/*
+ * ReservePath: pd_sipp_plan, then pd_reserve_replace of the agent's
+ * reservations from t0 on with the plan (atomically: on any failure,
+ * including PD_LIMIT_EXCEEDED for the table's limits, nothing changed).
+ */
+pd_status pd_sipp_reserve(pd_sipp_ctx *ctx, pd_reserve *table, const pd_grid *grid,
+                          const pd_sipp_params *p, pd_sipp_result *r);
+
+#endif

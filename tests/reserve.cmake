@@ -1,0 +1,17 @@
+# Issue 34, core: space-time reservations. The table (pd_reserve) and
+# ReservePath's planner (pd_sipp) on hand-made plans and scenes, the
+# comparison with A* alone, and a randomized simulation; every answer with a
+# plan is replayed by the independent checker tests/agents/check_plans.py,
+# which the test runs itself (Python 3, standard library only).
+if(NOT PATHD_PYTHON)
+  set(PD_AGENTS_PYTHON "/usr/bin/python3")
+else()
+  set(PD_AGENTS_PYTHON "${PATHD_PYTHON}")
+endif()
+pd_test(NAME test_reserve SOURCES unit/test_reserve.c LIBS pathd_core LABELS sanitize TIMEOUT 600)
+target_compile_definitions(test_reserve PRIVATE PD_AGENTS_PYTHON="${PD_AGENTS_PYTHON}")
+# The checker itself, on answers made to break one rule each.
+add_test(NAME check_plans_selftest
+         COMMAND "${PD_AGENTS_PYTHON}" "${CMAKE_CURRENT_SOURCE_DIR}/agents/test_check_plans.py")
+set_tests_properties(check_plans_selftest PROPERTIES LABELS "sanitize" TIMEOUT 60
+                     ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")

@@ -1,0 +1,1495 @@
+/*
+ * test_reserve.c - space-time reservations (issue 34): the table
+ * (pd_reserve.h) on hand-made plans, and ReservePath's planner (pd_sipp.h)
+ * on scenes built to need it.
+ *
+ * The table: insert, replace from t0, release, collect, expire, query, the
+ * cut of a blocked cell, and every limit refusing with the table unchanged
+ * (a snapshot of all entries and counters compared before and after). After
+ * every randomized step the two views of the table must agree: each cell's
+ * spans are exactly the merged entries that cover it, and no two agents'
+ * spans on a cell overlap.
+ *
+ * The planner: scenarios (head-on in a corridor with a side pocket, 20
+ * agents through one door, a 2x2 unit crossing 1x1 units, an update that
+ * cuts a plan, START_BLOCKED, PARTIAL with a short window, PARK against
+ * VANISH), one agent on an empty table against pd_search_astar's cost, and
+ * a randomized simulation: agents of units 1 and 2 with random speeds and
+ * goals re-reserving on a shared clock while cells get blocked under them.
+ *
+ * Every answer with a plan is written to a JSON-lines file and replayed by
+ * the independent checker, tests/agents/check_plans.py (it shares no code
+ * with the planner): each scenario ends by running it, and fails on any
+ * conflict, illegal move, move faster than cost/speed, or jump.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "core_check.h"
+#include "pd_clearance.h"
+#include "pd_reserve.h"
+#include "pd_sipp.h"
+
+#ifndef PD_AGENTS_PYTHON
+#define PD_AGENTS_PYTHON "/usr/bin/python3"
+#endif
+
+#define FOREVER PD_RESERVE_FOREVER
+#define MAX_UNIT 3
+
+/* ---- answers for the checker ---- */
+
+typedef struct answers {
+    FILE *f;
+    char path[1024];
+} answers;
+
+static void answers_open(answers *a, const char *name, const pd_grid *g)
+{
+    char dir[900];
+    snprintf(dir, sizeof dir, "%s/tests/reserve-answers", PD_BINARY_DIR);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        fail_msg("cannot make %s", dir);
+    snprintf(a->path, sizeof a->path, "%s/%s.jsonl", dir, name);
+    a->f = fopen(a->path, "w");
+    assert_non_null(a->f);
+    fprintf(a->f, "{\"type\":\"grid\",\"width\":%d,\"height\":%d,\"cells\":[", g->width, g->height);
+    for (int32_t y = 0; y < g->height; y++)
+        for (int32_t x = 0; x < g->width; x++)
+            fprintf(a->f, "%s%u", x || y ? "," : "", pd_grid_get(g, x, y));
+    fprintf(a->f, "]}\n");
+}
+
+static void answers_plan(answers *a, uint64_t agent, uint32_t unit, double speed, int64_t t0,
+                         const pd_waypoint *wp, size_t n)
+{
+    if (!a)
+        return;
+    fprintf(a->f, "{\"type\":\"plan\",\"agent\":%llu,\"unit\":%u,\"speed\":%.17g,\"t0\":%lld,\"waypoints\":[",
+            (unsigned long long)agent, unit, speed, (long long)t0);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(a->f, "%s[%d,%d,%lld,", i ? "," : "", wp[i].x, wp[i].y, (long long)wp[i].t_arrive_ms);
+        if (wp[i].t_leave_ms == FOREVER)
+            fprintf(a->f, "null]");
+        else
+            fprintf(a->f, "%lld]", (long long)wp[i].t_leave_ms);
+    }
+    fprintf(a->f, "]}\n");
+}
+
+static void answers_block(answers *a, int32_t x0, int32_t y0, int32_t x1, int32_t y1, int64_t t)
+{
+    fprintf(a->f, "{\"type\":\"block\",\"x0\":%d,\"y0\":%d,\"x1\":%d,\"y1\":%d,\"t\":%lld}\n", x0, y0, x1, y1,
+            (long long)t);
+}
+
+static void answers_cut(answers *a, const char *kind, uint64_t agent, int64_t t)
+{
+    fprintf(a->f, "{\"type\":\"%s\",\"agent\":%llu,\"t\":%lld}\n", kind, (unsigned long long)agent, (long long)t);
+}
+
+/* Closes the file and runs the checker on it: every count must be zero. */
+static void answers_check(answers *a)
+{
+    fclose(a->f);
+    a->f = NULL;
+    char cmd[2600];
+    snprintf(cmd, sizeof cmd, "%s %s/tests/agents/check_plans.py %s", PD_AGENTS_PYTHON, PD_SOURCE_DIR, a->path);
+    fflush(stdout);
+    int rc = system(cmd);
+    if (rc != 0)
+        fail_msg("the checker found problems in %s (exit %d)", a->path, rc);
+}
+
+/* ---- scenes: a base grid and the unit grids the planner reads ---- */
+
+typedef struct scene {
+    pd_grid *g;
+    pd_clearance *c;
+    pd_grid *unit[MAX_UNIT + 1];
+} scene;
+
+static void scene_init(scene *s, pd_grid *g)
+{
+    memset(s, 0, sizeof *s);
+    s->g = g;
+    s->c = pd_clearance_build(g);
+    assert_non_null(s->c);
+    for (uint32_t k = 1; k <= MAX_UNIT; k++) {
+        s->unit[k] = pd_unit_grid_build(g, s->c, k);
+        assert_non_null(s->unit[k]);
+    }
+}
+
+static void scene_free(scene *s)
+{
+    for (uint32_t k = 1; k <= MAX_UNIT; k++)
+        pd_grid_destroy(s->unit[k]);
+    pd_clearance_destroy(s->c);
+    pd_grid_destroy(s->g);
+}
+
+/* The world changes: cells x0..x1 by y0..y1 become walls. */
+static void scene_block(scene *s, int32_t x0, int32_t y0, int32_t x1, int32_t y1)
+{
+    for (int32_t y = y0; y <= y1; y++)
+        for (int32_t x = x0; x <= x1; x++)
+            pd_grid_set(s->g, x, y, PD_CELL_BLOCKED);
+    pd_clearance_update(s->c, s->g, x0, y0, x1, y1);
+    for (uint32_t k = 1; k <= MAX_UNIT; k++)
+        pd_unit_grid_update(s->unit[k], s->g, s->c, k, x0, y0, x1, y1);
+}
+
+/* Exact static distances to a goal, for pd_sipp_params.heuristic (below). */
+typedef struct dist_table dist_table;
+static double dist_lookup(void *user, int32_t x, int32_t y);
+
+typedef struct ask {
+    uint64_t agent;
+    uint32_t unit;
+    pd_point from, to;
+    int64_t t0;
+    double speed;
+    int64_t window;
+    int64_t hold;
+    pd_at_goal at_goal;
+    dist_table *heuristic;  /* exact static distances to `to`, or NULL */
+} ask;
+
+/* ReservePath; answers with a plan go to the log (may be NULL). */
+static pd_status reserve(scene *s, pd_reserve *t, pd_sipp_ctx *ctx, answers *log, const ask *q, pd_sipp_result *r)
+{
+    pd_sipp_params p = { .agent = q->agent,
+                         .unit = q->unit ? q->unit : 1,
+                         .start = q->from,
+                         .goal = q->to,
+                         .t0_ms = q->t0,
+                         .speed = q->speed > 0 ? q->speed : 1.0,
+                         .window_ms = q->window,
+                         .hold_ms = q->hold,
+                         .heuristic = q->heuristic ? dist_lookup : NULL,
+                         .heuristic_user = q->heuristic,
+                         .at_goal = q->at_goal };
+    /* A unit the scene has no grid for is the planner's to refuse. */
+    const pd_grid *ug = s->unit[p.unit <= MAX_UNIT ? p.unit : 1];
+    pd_status st = pd_sipp_reserve(ctx, t, ug, &p, r);
+    if (st == PD_OK || st == PD_PARTIAL) {
+        assert_true(r->n_waypoints >= 1);
+        assert_int_equal(r->waypoints[0].x, q->from.x);
+        assert_int_equal(r->waypoints[0].y, q->from.y);
+        assert_int_equal(r->waypoints[0].t_arrive_ms, q->t0);
+        assert_int_equal(r->waypoints[r->n_waypoints - 1].t_leave_ms, r->reserved_until_ms);
+        answers_plan(log, p.agent, p.unit, p.speed, p.t0_ms, r->waypoints, r->n_waypoints);
+    }
+    return st;
+}
+
+static void expect_status(pd_status got, pd_status want, const char *what)
+{
+    if (got != want)
+        fail_msg("%s: %s, want %s", what, pd_status_name(got), pd_status_name(want));
+}
+
+/* ---- the table's two views agree ---- */
+
+typedef struct span_want {
+    uint64_t agent;
+    int64_t t0, t1;
+} span_want;
+
+static int cmp_span_want(const void *a, const void *b)
+{
+    const span_want *x = a, *y = b;
+    return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
+}
+
+/* Every cell's spans are the merged entries over it; spans never overlap. */
+static void check_table(const pd_reserve *t, int32_t w, int32_t h)
+{
+    size_t n = pd_reserve_query(t, 0, 0, w + MAX_UNIT, h + MAX_UNIT, INT64_MIN, INT64_MAX, NULL, 0);
+    pd_reserve_entry *e = calloc(n ? n : 1, sizeof *e);
+    span_want *want = calloc(n ? n : 1, sizeof *want);
+    assert_non_null(e);
+    assert_non_null(want);
+    assert_int_equal(pd_reserve_query(t, 0, 0, w + MAX_UNIT, h + MAX_UNIT, INT64_MIN, INT64_MAX, e, n), n);
+    pd_reserve_stats st;
+    pd_reserve_get_stats(t, &st);
+    assert_int_equal(st.entries, n);
+    uint64_t spans = 0, cells = 0;
+    for (int32_t y = 0; y < h + MAX_UNIT; y++)
+        for (int32_t x = 0; x < w + MAX_UNIT; x++) {
+            size_t m = 0;
+            for (size_t i = 0; i < n; i++)
+                if (x >= e[i].x && x < e[i].x + e[i].w && y >= e[i].y && y < e[i].y + e[i].h)
+                    want[m++] = (span_want){ e[i].agent, e[i].t0_ms, e[i].t1_ms };
+            qsort(want, m, sizeof *want, cmp_span_want);
+            size_t k = 0;
+            for (size_t i = 0; i < m; i++) {
+                if (k > 0 && want[k - 1].agent == want[i].agent && want[k - 1].t1 == want[i].t0)
+                    want[k - 1].t1 = want[i].t1;
+                else
+                    want[k++] = want[i];
+            }
+            size_t got_n;
+            const pd_reserve_span *got = pd_reserve_cell(t, x, y, &got_n);
+            if (got_n != k)
+                fail_msg("cell (%d,%d): %zu spans, entries make %zu", x, y, got_n, k);
+            for (size_t i = 0; i < k; i++) {
+                if (pd_reserve_slot_agent(t, got[i].slot) != want[i].agent || got[i].t0 != want[i].t0 ||
+                    got[i].t1 != want[i].t1)
+                    fail_msg("cell (%d,%d) span %zu: agent %llu [%lld,%lld), entries say agent %llu [%lld,%lld)", x,
+                             y, i, (unsigned long long)pd_reserve_slot_agent(t, got[i].slot),
+                             (long long)got[i].t0, (long long)got[i].t1, (unsigned long long)want[i].agent,
+                             (long long)want[i].t0, (long long)want[i].t1);
+                if (i > 0 && got[i - 1].t1 > got[i].t0)
+                    fail_msg("cell (%d,%d): spans %zu and %zu overlap", x, y, i - 1, i);
+            }
+            spans += k;
+            cells += k > 0;
+        }
+    assert_int_equal(st.spans, spans);
+    assert_int_equal(st.cells, cells);
+    free(e);
+    free(want);
+}
+
+/* All entries and counters: equal snapshots mean an unchanged table. */
+typedef struct snapshot {
+    pd_reserve_entry e[256];
+    size_t n;
+    pd_reserve_stats st;
+} snapshot;
+
+static void take(const pd_reserve *t, snapshot *s)
+{
+    memset(s, 0, sizeof *s);
+    s->n = pd_reserve_query(t, 0, 0, 1000, 1000, INT64_MIN, INT64_MAX, s->e, 256);
+    assert_true(s->n <= 256);
+    pd_reserve_get_stats(t, &s->st);
+    s->st.bytes = 0; /* capacities may grow in a refused preparation */
+}
+
+static void assert_unchanged(const pd_reserve *t, const snapshot *before)
+{
+    snapshot now;
+    take(t, &now);
+    assert_int_equal(now.n, before->n);
+    assert_memory_equal(&now, before, sizeof now);
+}
+
+/* ---- the table on hand-made plans ---- */
+
+static pd_waypoint wp(int32_t x, int32_t y, int64_t ta, int64_t tl)
+{
+    return (pd_waypoint){ x, y, ta, tl };
+}
+
+static void test_table_insert_and_query(void **state)
+{
+    (void)state;
+    pd_reserve *t = pd_reserve_create(NULL);
+    assert_non_null(t);
+    /* Waits at (0,0) a second, moves east for a second, parks on (1,0). */
+    const pd_waypoint plan[] = { wp(0, 0, 0, 1000), wp(1, 0, 2000, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 7, 1, 0, plan, 2, NULL), PD_OK);
+    pd_reserve_entry e[8];
+    assert_int_equal(pd_reserve_query(t, 0, 0, 9, 9, 0, FOREVER, e, 8), 3);
+    assert_true(e[0].agent == 7 && e[0].x == 0 && e[0].w == 1 && e[0].t0_ms == 0 && e[0].t1_ms == 1000);
+    assert_true(e[1].x == 0 && e[1].w == 2 && e[1].h == 1 && e[1].t0_ms == 1000 && e[1].t1_ms == 2000);
+    assert_true(e[2].x == 1 && e[2].w == 1 && e[2].t0_ms == 2000 && e[2].t1_ms == FOREVER);
+    /* Spans merge where one agent's holds touch: (0,0) is one span. */
+    size_t n;
+    const pd_reserve_span *s = pd_reserve_cell(t, 0, 0, &n);
+    assert_int_equal(n, 1);
+    assert_true(s[0].t0 == 0 && s[0].t1 == 2000);
+    s = pd_reserve_cell(t, 1, 0, &n);
+    assert_int_equal(n, 1);
+    assert_true(s[0].t0 == 1000 && s[0].t1 == FOREVER);
+    assert_null(pd_reserve_cell(t, 2, 0, &n));
+    assert_int_equal(n, 0);
+    /* The query's rectangle and time range. */
+    assert_int_equal(pd_reserve_query(t, 1, 0, 1, 0, 0, 1000, e, 8), 0);
+    assert_int_equal(pd_reserve_query(t, 1, 0, 1, 0, 0, 1001, e, 8), 1);
+    assert_int_equal(pd_reserve_query(t, 0, 0, 0, 0, 1500, 5000, e, 8), 1);
+    assert_int_equal(pd_reserve_query(t, 5, 5, 9, 9, 0, FOREVER, e, 8), 0);
+    pd_reserve_cut end;
+    assert_true(pd_reserve_agent_end(t, 7, &end));
+    assert_true(end.x == 1 && end.y == 0 && end.until_ms == FOREVER && !end.mid_move);
+    assert_false(pd_reserve_agent_end(t, 8, &end));
+    check_table(t, 8, 8);
+    pd_reserve_destroy(t);
+}
+
+static void test_table_replace_from_t0(void **state)
+{
+    (void)state;
+    pd_reserve *t = pd_reserve_create(NULL);
+    const pd_waypoint first[] = { wp(0, 0, 0, 0), wp(1, 0, 1000, 1000), wp(2, 0, 2000, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 0, first, 3, NULL), PD_OK);
+    /* At 1000 it is on (1,0): turn south instead. The move to (2,0) and the
+     * park there go; (1,0) stays one span across the seam. */
+    const pd_waypoint again[] = { wp(1, 0, 1000, 1500), wp(1, 1, 2500, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 1000, again, 2, NULL), PD_OK);
+    size_t n;
+    assert_null(pd_reserve_cell(t, 2, 0, &n));
+    const pd_reserve_span *s = pd_reserve_cell(t, 1, 0, &n);
+    assert_int_equal(n, 1);
+    assert_true(s[0].t0 == 0 && s[0].t1 == 2500);
+    pd_reserve_entry e[8];
+    /* Kept: the move to (1,0); new: the wait there, the move south, the park. */
+    assert_int_equal(pd_reserve_query(t, 0, 0, 9, 9, INT64_MIN, INT64_MAX, e, 8), 4);
+    check_table(t, 8, 8);
+    /* Replacing from before its first entry drops everything it held. */
+    const pd_waypoint elsewhere[] = { wp(5, 5, 0, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 2, 0, elsewhere, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_query(t, 0, 0, 9, 9, INT64_MIN, INT64_MAX, e, 8), 1);
+    assert_true(e[0].x == 5 && e[0].w == 2 && e[0].h == 2);
+    check_table(t, 8, 8);
+    pd_reserve_stats st;
+    pd_reserve_get_stats(t, &st);
+    assert_true(st.agents == 1 && st.entries == 1 && st.spans == 4 && st.cells == 4);
+    pd_reserve_destroy(t);
+}
+
+static void test_table_refuses_overlaps_and_bad_plans(void **state)
+{
+    (void)state;
+    pd_reserve *t = pd_reserve_create(NULL);
+    const pd_waypoint a[] = { wp(0, 0, 0, 0), wp(1, 0, 1000, 1000), wp(2, 0, 2000, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 0, a, 3, NULL), PD_OK);
+    snapshot before;
+    take(t, &before);
+    pd_reserve_refusal why;
+    /* Following too closely: enters (1,0) before agent 1 has arrived on (2,0). */
+    const pd_waypoint early[] = { wp(0, 1, 0, 1500), wp(1, 0, 1999, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 2, 1, 0, early, 2, &why), PD_INTERNAL);
+    assert_true(why.has_agent && why.agent == 1);
+    assert_unchanged(t, &before);
+    /* A diagonal that crosses agent 1's first move: only the boxes meet. */
+    const pd_waypoint cross[] = { wp(1, 1, 0, 0), wp(0, 0, 1415, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 2, 1, 0, cross, 2, &why), PD_INTERNAL);
+    assert_unchanged(t, &before);
+    /* Following once it has arrived is fine. */
+    const pd_waypoint after[] = { wp(0, 1, 0, 2000), wp(1, 0, 3000, 3000), wp(1, 1, 4000, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 2, 1, 0, after, 3, &why), PD_OK);
+    take(t, &before);
+    /* Malformed plans. */
+    const pd_waypoint leap[] = { wp(0, 3, 0, 0), wp(2, 3, 1000, FOREVER) };
+    const pd_waypoint same[] = { wp(0, 3, 0, 0), wp(0, 3, 1000, FOREVER) };
+    const pd_waypoint back[] = { wp(0, 3, 0, 500), wp(1, 3, 500, FOREVER) };
+    const pd_waypoint late[] = { wp(0, 3, 10, FOREVER) };
+    const pd_waypoint mid_forever[] = { wp(0, 3, 0, FOREVER), wp(1, 3, 1000, FOREVER) };
+    const pd_waypoint neg[] = { wp(-1, 3, 0, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 3, 1, 0, leap, 2, NULL), PD_INVALID_ARGUMENT);
+    assert_int_equal(pd_reserve_replace(t, 3, 1, 0, same, 2, NULL), PD_INVALID_ARGUMENT);
+    assert_int_equal(pd_reserve_replace(t, 3, 1, 0, back, 2, NULL), PD_INVALID_ARGUMENT);
+    assert_int_equal(pd_reserve_replace(t, 3, 1, 0, late, 1, NULL), PD_INVALID_ARGUMENT);
+    assert_int_equal(pd_reserve_replace(t, 3, 1, 0, mid_forever, 2, NULL), PD_INVALID_ARGUMENT);
+    assert_int_equal(pd_reserve_replace(t, 3, 1, 0, neg, 1, NULL), PD_INVALID_ARGUMENT);
+    assert_int_equal(pd_reserve_replace(t, 3, 0, 0, late, 1, NULL), PD_INVALID_ARGUMENT);
+    assert_int_equal(pd_reserve_replace(t, 3, PD_UNIT_SIZE_MAX + 1, 10, late, 1, NULL), PD_INVALID_ARGUMENT);
+    assert_int_equal(pd_reserve_replace(t, 3, 1, 0, late, 0, NULL), PD_INVALID_ARGUMENT);
+    assert_unchanged(t, &before);
+    check_table(t, 8, 8);
+    pd_reserve_destroy(t);
+}
+
+static void test_table_release_collect_expire(void **state)
+{
+    (void)state;
+    pd_reserve *t = pd_reserve_create(NULL);
+    const pd_waypoint a[] = { wp(0, 0, 0, 1000), wp(1, 0, 2000, 2000), wp(2, 0, 3000, 3000) }; /* vanishes */
+    const pd_waypoint b[] = { wp(0, 2, 0, 0), wp(1, 2, 1000, FOREVER) };                       /* parks */
+    const pd_waypoint c[] = { wp(4, 4, 5000, 6000), wp(4, 5, 7000, 9000) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 0, a, 3, NULL), PD_OK);
+    assert_int_equal(pd_reserve_replace(t, 2, 1, 0, b, 2, NULL), PD_OK);
+    assert_int_equal(pd_reserve_replace(t, 3, 1, 5000, c, 2, NULL), PD_OK);
+    check_table(t, 8, 8);
+    /* Collect what ended by 1500: agent 1's wait; the merged span on (0,0)
+     * keeps only the move's part. */
+    assert_int_equal(pd_reserve_collect(t, 1500), 2); /* agent 1's wait, agent 2's move */
+    check_table(t, 8, 8);
+    size_t n;
+    const pd_reserve_span *s = pd_reserve_cell(t, 0, 0, &n);
+    assert_int_equal(n, 1);
+    assert_true(s[0].t0 == 1000 && s[0].t1 == 2000);
+    /* By 3000 agent 1 has nothing left and leaves the table. */
+    pd_reserve_collect(t, 3000);
+    assert_int_equal(pd_reserve_agent_slot(t, 1), PD_RESERVE_NO_SLOT);
+    check_table(t, 8, 8);
+    /* Expiry: agent 2 renewed at 0, agent 3 at 5000. */
+    uint64_t gone[4];
+    assert_int_equal(pd_reserve_expire(t, 0, gone, 4), 0);
+    assert_true(pd_reserve_touch(t, 2, 4000));
+    assert_false(pd_reserve_touch(t, 99, 4000));
+    assert_int_equal(pd_reserve_expire(t, 4500, gone, 4), 1);
+    assert_int_equal(gone[0], 2);
+    assert_int_equal(pd_reserve_agent_slot(t, 2), PD_RESERVE_NO_SLOT);
+    check_table(t, 8, 8);
+    /* Release takes the past too. */
+    assert_int_equal(pd_reserve_release(t, 3), 1);
+    assert_int_equal(pd_reserve_release(t, 3), 0);
+    pd_reserve_stats st;
+    pd_reserve_get_stats(t, &st);
+    assert_true(st.agents == 0 && st.entries == 0 && st.spans == 0 && st.cells == 0);
+    /* Slots are reused. */
+    assert_int_equal(pd_reserve_replace(t, 4, 1, 0, b, 2, NULL), PD_OK);
+    check_table(t, 8, 8);
+    pd_reserve_destroy(t);
+}
+
+static void test_table_limits(void **state)
+{
+    (void)state;
+    /* Two agents, 6 entries, 200 bytes per agent: a 1x1 plan of two
+     * waypoints with a wait costs 3 entries, (32 + 24) + (32 + 48) + (32 + 24)
+     * = 192 bytes. */
+    pd_reserve_limits lim = { .max_agents = 2, .max_entries = 6, .max_agent_bytes = 200, .max_window_ms = 10000 };
+    pd_reserve *t = pd_reserve_create(&lim);
+    const pd_waypoint p3[] = { wp(0, 0, 0, 500), wp(1, 0, 1500, FOREVER) };
+    const pd_waypoint q3[] = { wp(0, 3, 0, 500), wp(1, 3, 1500, FOREVER) };
+    const pd_waypoint r1[] = { wp(0, 6, 0, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 0, p3, 2, NULL), PD_OK);
+    assert_int_equal(pd_reserve_replace(t, 2, 1, 0, q3, 2, NULL), PD_OK);
+    snapshot before;
+    take(t, &before);
+    pd_reserve_refusal why;
+    assert_int_equal(pd_reserve_replace(t, 3, 1, 0, r1, 1, &why), PD_LIMIT_EXCEEDED);
+    assert_int_equal(why.limit, PD_RESERVE_LIMIT_AGENTS);
+    assert_string_equal(pd_reserve_limit_name(why.limit), "agents");
+    assert_unchanged(t, &before);
+    /* Agent 1 replacing from 1500 keeps 2 entries and adds 3: 7 > 6. */
+    const pd_waypoint more[] = { wp(1, 0, 1500, 2000), wp(1, 1, 3000, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 1500, more, 2, &why), PD_LIMIT_EXCEEDED);
+    assert_int_equal(why.limit, PD_RESERVE_LIMIT_ENTRIES);
+    assert_unchanged(t, &before);
+    /* Replacing from 0 drops all three first: fits the entries, but a 2x2
+     * wait of 4 cells is 32 + 96 bytes and the move (6 cells) 32 + 144:
+     * past 200. */
+    const pd_waypoint big[] = { wp(4, 0, 0, 500), wp(5, 0, 1500, 1500) };
+    assert_int_equal(pd_reserve_replace(t, 1, 2, 0, big, 2, &why), PD_LIMIT_EXCEEDED);
+    assert_int_equal(why.limit, PD_RESERVE_LIMIT_AGENT_BYTES);
+    assert_unchanged(t, &before);
+    /* The window limit is the planner's. */
+    scene s;
+    scene_init(&s, core_open_grid(8, 8));
+    pd_sipp_ctx *ctx = pd_sipp_ctx_create();
+    pd_sipp_result r;
+    ask q = { .agent = 1, .from = { 1, 0 }, .to = { 3, 0 }, .t0 = 1500, .window = 10001 };
+    expect_status(reserve(&s, t, ctx, NULL, &q, &r), PD_LIMIT_EXCEEDED, "window past the limit");
+    assert_int_equal(r.limit, PD_RESERVE_LIMIT_WINDOW);
+    q.window = 0;
+    expect_status(reserve(&s, t, ctx, NULL, &q, &r), PD_LIMIT_EXCEEDED, "all the way, with a limit");
+    /* The planner's table refusals leave the table as it was too. */
+    q.window = 10000;
+    q.to = (pd_point){ 7, 0 };
+    expect_status(reserve(&s, t, ctx, NULL, &q, &r), PD_LIMIT_EXCEEDED, "a longer plan");
+    assert_int_equal(r.n_waypoints, 0);
+    assert_unchanged(t, &before);
+    check_table(t, 8, 8);
+    pd_sipp_ctx_destroy(ctx);
+    scene_free(&s);
+    pd_reserve_destroy(t);
+}
+
+static void test_table_block_cuts(void **state)
+{
+    (void)state;
+    pd_reserve *t = pd_reserve_create(NULL);
+    /* Agent 1 walks east along y = 0 from 0 to 5, one cell a second. */
+    pd_waypoint a[6];
+    for (int i = 0; i < 6; i++)
+        a[i] = wp(i, 0, i * 1000, i == 5 ? FOREVER : i * 1000);
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 0, a, 6, NULL), PD_OK);
+    /* Agent 2 parks on (3,2), away from it. */
+    const pd_waypoint b[] = { wp(3, 2, 0, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 2, 1, 0, b, 1, NULL), PD_OK);
+    /* (4,0) becomes a wall at 1500: agent 1 enters it from 3000 on, so it
+     * keeps its plan up to (3,0), reached at 3000. */
+    pd_reserve_cut cut[4];
+    assert_int_equal(pd_reserve_block(t, 4, 0, 4, 0, 1500, cut, 4), 1);
+    assert_true(cut[0].agent == 1 && cut[0].x == 3 && cut[0].y == 0 && cut[0].until_ms == 3000 && !cut[0].mid_move);
+    pd_reserve_entry e[16];
+    assert_int_equal(pd_reserve_query(t, 4, 0, 9, 0, INT64_MIN, INT64_MAX, e, 16), 0);
+    pd_reserve_cut end;
+    assert_true(pd_reserve_agent_end(t, 1, &end));
+    assert_true(end.x == 3 && end.until_ms == 3000);
+    check_table(t, 8, 8);
+    /* A wall landing on agent 1 while it moves from (1,0) to (2,0): cut at
+     * once, mid-move, left at (1,0). */
+    assert_int_equal(pd_reserve_block(t, 2, 0, 2, 0, 1500, cut, 4), 1);
+    assert_true(cut[0].agent == 1 && cut[0].x == 1 && cut[0].until_ms == 1500 && cut[0].mid_move);
+    /* A wall under a parked agent cuts it where it stands. */
+    assert_int_equal(pd_reserve_block(t, 3, 2, 3, 2, 9000, cut, 4), 1);
+    assert_true(cut[0].agent == 2 && cut[0].x == 3 && cut[0].y == 2 && cut[0].until_ms == 9000);
+    /* Nothing left to cut there; the count is not bounded by cap. */
+    assert_int_equal(pd_reserve_block(t, 3, 2, 3, 2, 9000, cut, 4), 0);
+    assert_int_equal(pd_reserve_block(t, 0, 0, 7, 7, 0, NULL, 0), 2);
+    check_table(t, 8, 8);
+    pd_reserve_destroy(t);
+}
+
+/* Random replace / release / collect / block on a small area, with the
+ * table's views compared after every step. Plans come from a random walk
+ * and are only offered: overlapping ones must be refused unchanged. */
+static uint64_t rng_state;
+
+static uint32_t rnd(uint32_t n)
+{
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (uint32_t)(rng_state >> 33) % n;
+}
+
+static void test_table_random_ops(void **state)
+{
+    (void)state;
+    rng_state = 12345;
+    pd_reserve *t = pd_reserve_create(NULL);
+    int64_t now = 0;
+    int accepted = 0, refused = 0;
+    for (int step = 0; step < 600; step++) {
+        const uint64_t agent = 1 + rnd(6);
+        const uint32_t op = rnd(10);
+        if (op < 7) {
+            pd_waypoint plan[12];
+            const uint32_t unit = 1 + rnd(2);
+            const size_t n = 1 + rnd(12);
+            int32_t x = (int32_t)rnd(8), y = (int32_t)rnd(8);
+            int64_t tm = now;
+            for (size_t i = 0; i < n; i++) {
+                if (i > 0) {
+                    int32_t dx, dy;
+                    do {
+                        dx = (int32_t)rnd(3) - 1;
+                        dy = (int32_t)rnd(3) - 1;
+                    } while ((dx == 0 && dy == 0) || x + dx < 0 || y + dy < 0);
+                    x += dx;
+                    y += dy;
+                    tm += 1 + rnd(900);
+                }
+                plan[i] = wp(x, y, tm, 0);
+                tm += rnd(3) ? 0 : rnd(700);
+                plan[i].t_leave_ms = tm;
+            }
+            if (rnd(3) == 0)
+                plan[n - 1].t_leave_ms = FOREVER;
+            snapshot before;
+            take(t, &before);
+            pd_reserve_refusal why;
+            pd_status st = pd_reserve_replace(t, agent, unit, now, plan, n, &why);
+            if (st == PD_OK) {
+                accepted++;
+            } else {
+                assert_int_equal(st, PD_INTERNAL);
+                assert_true(why.has_agent && why.agent != agent);
+                assert_unchanged(t, &before);
+                refused++;
+            }
+        } else if (op == 7) {
+            pd_reserve_release(t, agent);
+        } else if (op == 8) {
+            pd_reserve_collect(t, now - (int64_t)rnd(3000));
+        } else {
+            int32_t x = (int32_t)rnd(10), y = (int32_t)rnd(10);
+            pd_reserve_block(t, x, y, x + (int32_t)rnd(2), y + (int32_t)rnd(2), now + rnd(2000), NULL, 0);
+        }
+        check_table(t, 14, 14);
+        now += rnd(400);
+    }
+    assert_true(accepted > 50 && refused > 50);
+    pd_reserve_destroy(t);
+}
+
+/* ---- the planner on scenarios ---- */
+
+typedef struct fixture {
+    pd_reserve *t;
+    pd_sipp_ctx *ctx;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    f->t = pd_reserve_create(NULL);
+    f->ctx = pd_sipp_ctx_create();
+    *state = f;
+    return f->t && f->ctx ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    pd_reserve_destroy(f->t);
+    pd_sipp_ctx_destroy(f->ctx);
+    free(f);
+    return 0;
+}
+
+/* Time the plan spends waiting: leave minus arrive, the last hold aside. */
+static int64_t waited(const pd_sipp_result *r)
+{
+    int64_t w = 0;
+    for (size_t i = 0; i + 1 < r->n_waypoints; i++)
+        w += r->waypoints[i].t_leave_ms - r->waypoints[i].t_arrive_ms;
+    return w;
+}
+
+static int visits(const pd_sipp_result *r, int32_t x, int32_t y)
+{
+    for (size_t i = 0; i < r->n_waypoints; i++)
+        if (r->waypoints[i].x == x && r->waypoints[i].y == y)
+            return 1;
+    return 0;
+}
+
+/* A scenario: its scene, its answers log and the last answer. */
+typedef struct stage {
+    fixture *f;
+    scene s;
+    answers log;
+    pd_sipp_result r;
+} stage;
+
+static void stage_begin(stage *st, void **state, const char *name, pd_grid *g)
+{
+    st->f = *state;
+    scene_init(&st->s, g);
+    answers_open(&st->log, name, g);
+}
+
+static pd_status stage_reserve(stage *st, const ask *q)
+{
+    return reserve(&st->s, st->f->t, st->f->ctx, &st->log, q, &st->r);
+}
+
+/* The table's views agree, the checker finds nothing, and the scene goes. */
+static void stage_end(stage *st)
+{
+    answers_check(&st->log);
+    check_table(st->f->t, st->s.g->width, st->s.g->height);
+    scene_free(&st->s);
+}
+
+static void test_head_on_with_pocket(void **state)
+{
+    stage st;
+    /* A corridor one cell wide with a pocket above x = 8. */
+    stage_begin(&st, state, "head_on_pocket", core_grid("########.####\n"
+                                                        ".............\n"
+                                                        "#############\n"));
+    ask a = { .agent = 1, .from = { 2, 1 }, .to = { 12, 1 } };
+    expect_status(stage_reserve(&st, &a), PD_OK, "A");
+    assert_int_equal(waited(&st.r), 0);
+    assert_int_equal(st.r.reserved_until_ms, FOREVER);
+    /* B stands on A's way at t0: it must step into the pocket and let A by. */
+    ask b = { .agent = 2, .from = { 10, 1 }, .to = { 0, 1 } };
+    expect_status(stage_reserve(&st, &b), PD_OK, "B");
+    assert_true(visits(&st.r, 8, 0));
+    assert_true(waited(&st.r) > 0);
+    /* Optimal for B: into the pocket by 3000, out once A has reached (9,1)
+     * at 7000 (leaving (8,1) free), then 8 cells west: 1000 to step out,
+     * 8000 to walk. */
+    assert_int_equal(st.r.waypoints[st.r.n_waypoints - 1].t_arrive_ms, 7000 + 1000 + 8000);
+    stage_end(&st);
+}
+
+static void test_twenty_through_one_door(void **state)
+{
+    stage st;
+    stage_begin(&st, state, "door_20", core_grid("..........#..........\n"
+                                                 "..........#..........\n"
+                                                 "..........#..........\n"
+                                                 "..........#..........\n"
+                                                 "..........#..........\n"
+                                                 ".....................\n"
+                                                 "..........#..........\n"
+                                                 "..........#..........\n"
+                                                 "..........#..........\n"
+                                                 "..........#..........\n"
+                                                 "..........#..........\n"));
+    pd_point from[20], to[20];
+    for (int i = 0; i < 20; i++) {
+        from[i] = (pd_point){ 1 + 2 * (i % 4), 1 + 2 * (i / 4) };
+        to[i] = (pd_point){ 13 + 2 * (i % 4), 1 + 2 * (i / 4) };
+        /* Everyone stands where they are before anyone moves. */
+        ask q = { .agent = (uint64_t)i + 1, .from = from[i], .to = from[i] };
+        expect_status(stage_reserve(&st, &q), PD_OK, "standing");
+    }
+    int64_t last = 0, total_wait = 0;
+    for (int i = 0; i < 20; i++) {
+        /* Nearest the door first. */
+        const int k = (i * 7) % 20;
+        ask q = { .agent = (uint64_t)k + 1, .from = from[k], .to = to[k], .speed = 2.0 };
+        expect_status(stage_reserve(&st, &q), PD_OK, "through the door");
+        assert_true(visits(&st.r, 10, 5));
+        total_wait += waited(&st.r);
+        if (st.r.waypoints[st.r.n_waypoints - 1].t_arrive_ms > last)
+            last = st.r.waypoints[st.r.n_waypoints - 1].t_arrive_ms;
+    }
+    /* One door, one agent at a time, 500 ms a cell: the twentieth cannot
+     * be through before 20 door crossings. */
+    assert_true(last >= 20 * 500);
+    assert_true(total_wait > 0);
+    stage_end(&st);
+}
+
+static void cross_units(fixture *f, int big_first, const char *name)
+{
+    scene s;
+    scene_init(&s, core_open_grid(14, 12));
+    answers log;
+    answers_open(&log, name, s.g);
+    pd_sipp_result r;
+    ask big = { .agent = 100, .unit = 2, .from = { 0, 5 }, .to = { 12, 5 }, .speed = 1.5, .at_goal = PD_AT_GOAL_VANISH };
+    if (big_first)
+        expect_status(reserve(&s, f->t, f->ctx, &log, &big, &r), PD_OK, "2x2");
+    for (int i = 0; i < 5; i++) {
+        ask small = { .agent = (uint64_t)i + 1,
+                      .from = { 2 + 2 * i, i % 2 ? 0 : 11 },
+                      .to = { 3 + 2 * i, i % 2 ? 11 : 0 },
+                      .speed = 1.0 + 0.5 * i };
+        expect_status(reserve(&s, f->t, f->ctx, &log, &small, &r), PD_OK, "1x1");
+    }
+    if (!big_first)
+        expect_status(reserve(&s, f->t, f->ctx, &log, &big, &r), PD_OK, "2x2 last");
+    answers_check(&log);
+    check_table(f->t, 14, 12);
+    scene_free(&s);
+}
+
+static void test_two_by_two_crossing(void **state)
+{
+    fixture *f = *state;
+    cross_units(f, 0, "unit2_cross_last");
+    pd_reserve_destroy(f->t);
+    f->t = pd_reserve_create(NULL);
+    cross_units(f, 1, "unit2_cross_first");
+}
+
+static void test_update_cuts_a_plan(void **state)
+{
+    stage st;
+    /* Two ways from west to east: the short one along y = 1, the long one
+     * round by y = 5. */
+    stage_begin(&st, state, "update_cut", core_grid("#############\n"
+                                                    ".............\n"
+                                                    ".###########.\n"
+                                                    ".###########.\n"
+                                                    ".###########.\n"
+                                                    ".............\n"
+                                                    "......#######\n"));
+    ask a = { .agent = 1, .from = { 0, 1 }, .to = { 12, 1 } };
+    expect_status(stage_reserve(&st, &a), PD_OK, "A");
+    assert_true(visits(&st.r, 6, 1));
+    /* B parks below the long way, never touched by the cut. */
+    ask b = { .agent = 2, .from = { 0, 6 }, .to = { 3, 6 } };
+    expect_status(stage_reserve(&st, &b), PD_OK, "B");
+    /* At 2500 a door shuts on (6,1); A is at (2,1)..(3,1) then. */
+    const int64_t at = 2500;
+    scene_block(&st.s, 6, 1, 6, 1);
+    answers_block(&st.log, 6, 1, 6, 1, at);
+    pd_reserve_cut cut[4];
+    assert_int_equal(pd_reserve_block(st.f->t, 6, 1, 6, 1, at, cut, 4), 1);
+    answers_cut(&st.log, "cut", cut[0].agent, cut[0].until_ms);
+    /* A keeps its plan to (5,1), reached at 5000, the last waypoint before. */
+    assert_true(cut[0].agent == 1 && cut[0].x == 5 && cut[0].y == 1 && cut[0].until_ms == 5000);
+    pd_reserve_entry e[8];
+    assert_int_equal(pd_reserve_query(st.f->t, 6, 1, 12, 1, 0, FOREVER, e, 8), 0);
+    /* It plans again from where the cut leaves it, the long way round. */
+    ask again = { .agent = 1, .from = { cut[0].x, cut[0].y }, .to = { 12, 1 }, .t0 = cut[0].until_ms };
+    expect_status(stage_reserve(&st, &again), PD_OK, "A again");
+    assert_true(visits(&st.r, 6, 5));
+    /* A new plan from 1000, before the cut point, works as well: the rest of
+     * the old plan is replaced. */
+    ask earlier = { .agent = 1, .from = { 1, 1 }, .to = { 12, 1 }, .t0 = 1000 };
+    expect_status(stage_reserve(&st, &earlier), PD_OK, "A from earlier");
+    stage_end(&st);
+}
+
+static void test_start_blocked(void **state)
+{
+    fixture *f = *state;
+    scene s;
+    scene_init(&s, core_open_grid(8, 8));
+    pd_sipp_result r;
+    ask a = { .agent = 1, .from = { 2, 2 }, .to = { 2, 2 } };
+    expect_status(reserve(&s, f->t, f->ctx, NULL, &a, &r), PD_OK, "A stands");
+    snapshot before;
+    take(f->t, &before);
+    ask b = { .agent = 2, .from = { 2, 2 }, .to = { 6, 6 }, .t0 = 500 };
+    expect_status(reserve(&s, f->t, f->ctx, NULL, &b, &r), PD_START_BLOCKED, "B on A");
+    assert_true(r.has_blocker && r.blocker == 1 && r.n_waypoints == 0);
+    /* A 2x2 unit whose footprint covers A's cell. */
+    ask c = { .agent = 3, .unit = 2, .from = { 1, 1 }, .to = { 5, 5 } };
+    expect_status(reserve(&s, f->t, f->ctx, NULL, &c, &r), PD_START_BLOCKED, "2x2 over A");
+    assert_true(r.has_blocker && r.blocker == 1);
+    assert_unchanged(f->t, &before);
+    /* A wall under the start is START_BLOCKED without an agent; the unit
+     * must fit. */
+    pd_grid_set(s.unit[1], 7, 7, PD_CELL_BLOCKED);
+    ask d = { .agent = 4, .from = { 7, 7 }, .to = { 0, 0 } };
+    expect_status(reserve(&s, f->t, f->ctx, NULL, &d, &r), PD_START_BLOCKED, "wall");
+    assert_false(r.has_blocker);
+    ask e = { .agent = 4, .unit = 2, .from = { 7, 0 }, .to = { 0, 0 } };
+    expect_status(reserve(&s, f->t, f->ctx, NULL, &e, &r), PD_START_BLOCKED, "2x2 off the edge");
+    ask g = { .agent = 4, .from = { 0, 0 }, .to = { 7, 7 } };
+    expect_status(reserve(&s, f->t, f->ctx, NULL, &g, &r), PD_GOAL_BLOCKED, "goal on a wall");
+    ask h = { .agent = 4, .from = { 0, 0 }, .to = { 8, 7 } };
+    expect_status(reserve(&s, f->t, f->ctx, NULL, &h, &r), PD_OUT_OF_BOUNDS, "goal off the map");
+    ask bad[] = { { .agent = 4, .unit = PD_UNIT_SIZE_MAX + 1, .to = { 1, 1 } },
+                  { .agent = 4, .to = { 1, 1 }, .speed = 2e6 },
+                  { .agent = 4, .to = { 1, 1 }, .window = -1 },
+                  { .agent = 4, .to = { 1, 1 }, .t0 = -5 },
+                  { .agent = 4, .to = { 1, 1 }, .at_goal = (pd_at_goal)7 } };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_status(reserve(&s, f->t, f->ctx, NULL, &bad[i], &r), PD_INVALID_ARGUMENT, "bad argument");
+    assert_unchanged(f->t, &before);
+    /* Its own reservation never blocks an agent. */
+    ask own = { .agent = 1, .from = { 2, 2 }, .to = { 5, 2 }, .t0 = 500 };
+    expect_status(reserve(&s, f->t, f->ctx, NULL, &own, &r), PD_OK, "A moves on");
+    scene_free(&s);
+}
+
+static void test_partial_with_short_window(void **state)
+{
+    stage st;
+    stage_begin(&st, state, "partial_window", core_grid("..............................\n"));
+    ask q = { .agent = 1, .from = { 0, 0 }, .to = { 29, 0 }, .window = 3000, .hold = 3000, .speed = 1.0 };
+    int rounds = 0;
+    pd_status got;
+    for (;;) {
+        got = stage_reserve(&st, &q);
+        rounds++;
+        if (got != PD_PARTIAL)
+            break;
+        /* Handed over at the first cell reached at t0 + window, held for
+         * hold_ms from there. */
+        const pd_waypoint *last = &st.r.waypoints[st.r.n_waypoints - 1];
+        assert_true(last->t_arrive_ms >= q.t0 + 3000 && last->t_arrive_ms < q.t0 + 4000);
+        assert_int_equal(st.r.reserved_until_ms, last->t_arrive_ms + 3000);
+        assert_true(rounds < 20);
+        /* Reserve again from there, halfway through the hold. */
+        q.from = (pd_point){ last->x, last->y };
+        q.t0 = last->t_arrive_ms + 1500;
+    }
+    expect_status(got, PD_OK, "the last round");
+    assert_int_equal(rounds, 10);
+    assert_int_equal(st.r.waypoints[st.r.n_waypoints - 1].x, 29);
+    /* Without a bound the handover cell is held until it reserves again. */
+    ask back = { .agent = 1, .from = { 29, 0 }, .to = { 0, 0 }, .t0 = q.t0 + 60000, .window = 3000 };
+    expect_status(stage_reserve(&st, &back), PD_PARTIAL, "unbounded hold");
+    assert_int_equal(st.r.reserved_until_ms, FOREVER);
+    assert_int_equal(st.r.waypoints[st.r.n_waypoints - 1].x, 26);
+    stage_end(&st);
+}
+
+static void test_park_and_vanish(void **state)
+{
+    stage st;
+    stage_begin(&st, state, "park_vanish", core_grid("...........\n"));
+    /* A goes to the middle and vanishes there: B may then walk through. */
+    ask a = { .agent = 1, .from = { 0, 0 }, .to = { 5, 0 }, .at_goal = PD_AT_GOAL_VANISH };
+    expect_status(stage_reserve(&st, &a), PD_OK, "A vanishes");
+    assert_int_equal(st.r.reserved_until_ms, 5000);
+    assert_int_equal(st.r.waypoints[st.r.n_waypoints - 1].t_leave_ms, 5000);
+    ask b = { .agent = 2, .from = { 10, 0 }, .to = { 0, 0 }, .at_goal = PD_AT_GOAL_VANISH };
+    expect_status(stage_reserve(&st, &b), PD_OK, "B through");
+    /* B waits for A to reach (5,0) and vanish, then walks on: it enters
+     * (5,0) from 5000 on, so it is at (0,0) no earlier than 10000. */
+    assert_true(st.r.waypoints[st.r.n_waypoints - 1].t_arrive_ms >= 10000);
+    /* Now A parks in the middle instead (B released first: on a line, A
+     * could not keep out of its way): B has no way past. */
+    pd_reserve_release(st.f->t, 2);
+    answers_cut(&st.log, "release", 2, 0);
+    a.at_goal = PD_AT_GOAL_PARK;
+    expect_status(stage_reserve(&st, &a), PD_OK, "A parks");
+    assert_int_equal(st.r.reserved_until_ms, FOREVER);
+    snapshot before;
+    take(st.f->t, &before);
+    expect_status(stage_reserve(&st, &b), PD_NO_PATH, "B blocked by a parked agent");
+    assert_unchanged(st.f->t, &before);
+    /* With a window it gets as close as it can and holds there. */
+    b.window = 4000;
+    expect_status(stage_reserve(&st, &b), PD_PARTIAL, "B windowed");
+    assert_true(st.r.waypoints[st.r.n_waypoints - 1].x >= 6);
+    /* Vanishing at the start leaves nothing in the table. */
+    pd_reserve_release(st.f->t, 2);
+    answers_cut(&st.log, "release", 2, 0);
+    ask c = { .agent = 3, .from = { 9, 0 }, .to = { 9, 0 }, .at_goal = PD_AT_GOAL_VANISH };
+    expect_status(stage_reserve(&st, &c), PD_OK, "vanish in place");
+    assert_int_equal(st.r.n_waypoints, 1);
+    pd_reserve_entry e[4];
+    assert_int_equal(pd_reserve_query(st.f->t, 9, 0, 9, 0, INT64_MIN, INT64_MAX, e, 4), 0);
+    stage_end(&st);
+}
+
+/* ---- one agent alone: SIPP is A* over time ---- */
+
+static pd_grid *random_grid(int32_t w, int32_t h, int wall_pct, int terrain)
+{
+    pd_grid *g = pd_grid_create(w, h);
+    assert_non_null(g);
+    for (int32_t y = 0; y < h; y++)
+        for (int32_t x = 0; x < w; x++) {
+            uint8_t v = (int)rnd(100) < wall_pct ? PD_CELL_BLOCKED : (uint8_t)(terrain ? 1 + rnd(4) : 1);
+            pd_grid_set(g, x, y, v);
+        }
+    return g;
+}
+
+static pd_point random_open(const pd_grid *ug)
+{
+    for (;;) {
+        pd_point p = { (int32_t)rnd((uint32_t)ug->width), (int32_t)rnd((uint32_t)ug->height) };
+        if (pd_grid_get(ug, p.x, p.y))
+            return p;
+    }
+}
+
+static void test_alone_matches_astar(void **state)
+{
+    fixture *f = *state;
+    rng_state = 777;
+    pd_search_ctx *sctx = pd_search_ctx_create();
+    pd_point path[4096];
+    int compared = 0;
+    for (int map = 0; map < 12; map++) {
+        /* Half the maps with another agent's reservation far off the map:
+         * the planner then reads the table for every node, and must find
+         * the same. */
+        if (map % 4 >= 2) {
+            const pd_waypoint far[] = { wp(5000, 5000, 0, FOREVER) };
+            assert_int_equal(pd_reserve_replace(f->t, 99, 1, 0, far, 1, NULL), PD_OK);
+        } else {
+            pd_reserve_release(f->t, 99);
+        }
+        scene s;
+        scene_init(&s, random_grid(40, 30, 25, map % 2));
+        for (int q = 0; q < 80; q++) {
+            const uint32_t unit = 1 + (uint32_t)(q % 3 == 2);
+            const pd_grid *ug = s.unit[unit];
+            pd_point a = { (int32_t)rnd(40), (int32_t)rnd(30) }, b = { (int32_t)rnd(40), (int32_t)rnd(30) };
+            if (!pd_grid_get(ug, a.x, a.y) || !pd_grid_get(ug, b.x, b.y))
+                continue;
+            /* One query in five 4-connected. */
+            const pd_connectivity conn = q % 5 == 4 ? PD_CONNECT_4 : PD_CONNECT_8;
+            pd_search_params sp = { .start = a, .goal = b, .connectivity = conn };
+            pd_search_metrics m;
+            pd_status want = pd_search_astar(sctx, ug, &sp, path, 4096, &m);
+            pd_sipp_result r;
+            /* At 0.01 cells a second a step's time is its cost times 1e5
+             * ms, rounded up by less than 1 ms: far below the gap between
+             * two path costs on maps this small, so the fastest plan is a
+             * cheapest path. */
+            pd_sipp_params p = { .agent = 1, .unit = unit, .start = a, .goal = b, .speed = 0.01, .connectivity = conn };
+            pd_status got = pd_sipp_plan(f->ctx, f->t, ug, &p, &r);
+            expect_status(got, want, "SIPP against A*");
+            if (got != PD_OK)
+                continue;
+            if (fabs(r.cost - m.cost) > 1e-9)
+                fail_msg("(%d,%d)->(%d,%d) unit %u: SIPP cost %.9f, A* %.9f", a.x, a.y, b.x, b.y, unit, r.cost,
+                         m.cost);
+            /* No waiting alone, and the arrival is the sum of the steps. */
+            const int64_t arrive = r.waypoints[r.n_waypoints - 1].t_arrive_ms;
+            assert_int_equal(waited(&r), 0);
+            const int64_t exact = (int64_t)(m.cost * 1e5);
+            assert_true(arrive >= exact - 1 && arrive <= exact + (int64_t)r.n_waypoints);
+            compared++;
+        }
+        scene_free(&s);
+    }
+    assert_true(compared > 200);
+    pd_search_ctx_destroy(sctx);
+}
+
+/* ---- the caller's heuristic: exact static distances ---- */
+
+struct dist_table {
+    int32_t w, h;
+    double *d;               /* static cost to the goal, INFINITY if none */
+};
+
+typedef struct heap_item {
+    double d;
+    uint32_t cell;
+} heap_item;
+
+/* A reverse Dijkstra from goal on unit grid ug, with pd_search's step
+ * costs (entering a cell of cost c: c, or c * sqrt(2) diagonally, no
+ * corner cutting): what a server would keep per goal. */
+static void dist_build(dist_table *t, const pd_grid *ug, pd_point goal)
+{
+    t->w = ug->width;
+    t->h = ug->height;
+    const size_t n = (size_t)t->w * (size_t)t->h;
+    t->d = malloc(n * sizeof *t->d);
+    heap_item *heap = malloc(8 * n * sizeof *heap + sizeof *heap);
+    assert_non_null(t->d);
+    assert_non_null(heap);
+    for (size_t i = 0; i < n; i++)
+        t->d[i] = INFINITY;
+    size_t hn = 0;
+    t->d[goal.y * t->w + goal.x] = 0.0;
+    heap[hn++] = (heap_item){ 0.0, (uint32_t)(goal.y * t->w + goal.x) };
+    while (hn > 0) {
+        heap_item top = heap[0], last = heap[--hn];
+        size_t i = 0;
+        for (size_t k; (k = 2 * i + 1) < hn; i = k) {
+            if (k + 1 < hn && heap[k + 1].d < heap[k].d)
+                k++;
+            if (heap[k].d >= last.d)
+                break;
+            heap[i] = heap[k];
+        }
+        heap[i] = last;
+        if (top.d > t->d[top.cell])
+            continue;
+        const int32_t px = (int32_t)(top.cell % (uint32_t)t->w), py = (int32_t)(top.cell / (uint32_t)t->w);
+        const uint8_t cp = pd_grid_get(ug, px, py);
+        for (int dy = -1; dy <= 1; dy++)
+            for (int dx = -1; dx <= 1; dx++) {
+                const int32_t qx = px + dx, qy = py + dy;
+                if ((dx == 0 && dy == 0) || !pd_grid_get(ug, qx, qy))
+                    continue;
+                if (dx && dy && (!pd_grid_get(ug, px, qy) || !pd_grid_get(ug, qx, py)))
+                    continue;
+                /* The forward step q -> p enters p. */
+                const double nd = top.d + (dx && dy ? CORE_SQRT2 * cp : (double)cp);
+                double *dq = &t->d[qy * t->w + qx];
+                if (nd < *dq) {
+                    *dq = nd;
+                    size_t j = hn++;
+                    for (; j > 0 && heap[(j - 1) / 2].d > nd; j = (j - 1) / 2)
+                        heap[j] = heap[(j - 1) / 2];
+                    heap[j] = (heap_item){ nd, (uint32_t)(qy * t->w + qx) };
+                }
+            }
+    }
+    free(heap);
+}
+
+static double dist_lookup(void *user, int32_t x, int32_t y)
+{
+    const dist_table *t = user;
+    return t->d[y * t->w + x];
+}
+
+static void test_exact_heuristic(void **state)
+{
+    fixture *f = *state;
+    rng_state = 99;
+    scene s;
+    scene_init(&s, random_grid(36, 28, 22, 1));
+    /* A busy table first: 25 agents crossing it (and leaving at their goals,
+     * so that most goals stay reachable). */
+    for (int i = 0; i < 25; i++) {
+        pd_point a = random_open(s.unit[1]), b = random_open(s.unit[1]);
+        pd_sipp_result r;
+        ask q = { .agent = 500 + (uint64_t)i, .from = a, .to = b, .speed = 1.5, .at_goal = PD_AT_GOAL_VANISH };
+        pd_status st = reserve(&s, f->t, f->ctx, NULL, &q, &r);
+        assert_true(st == PD_OK || st == PD_NO_PATH || st == PD_START_BLOCKED);
+    }
+    uint64_t octile_exp = 0, exact_exp = 0;
+    int compared = 0;
+    for (int q = 0; q < 160; q++) {
+        const uint32_t unit = 1 + (uint32_t)(q % 4 == 3);
+        pd_point a = random_open(s.unit[unit]), b = random_open(s.unit[unit]);
+        dist_table dt;
+        dist_build(&dt, s.unit[unit], b);
+        pd_sipp_params p = { .agent = 1, .unit = unit, .start = a, .goal = b, .speed = 1.0,
+                             .window_ms = q % 2 ? 0 : 5000 };
+        pd_sipp_result r1, r2;
+        pd_status s1 = pd_sipp_plan(f->ctx, f->t, s.unit[unit], &p, &r1);
+        const int64_t t1 = s1 == PD_OK ? r1.waypoints[r1.n_waypoints - 1].t_arrive_ms : -1;
+        const uint64_t e1 = r1.expanded;
+        p.heuristic = dist_lookup;
+        p.heuristic_user = &dt;
+        pd_status s2 = pd_sipp_plan(f->ctx, f->t, s.unit[unit], &p, &r2);
+        expect_status(s2, s1, "exact heuristic against octile");
+        if (s1 == PD_OK) {
+            /* Both fastest: the same arrival, whatever way each took. */
+            assert_int_equal(r2.waypoints[r2.n_waypoints - 1].t_arrive_ms, t1);
+            compared++;
+        }
+        if (s1 == PD_OK || s1 == PD_PARTIAL) {
+            octile_exp += e1;
+            exact_exp += r2.expanded;
+        }
+        free(dt.d);
+    }
+    print_message("exact static distances: %llu expansions, octile %llu (%d arrivals compared)\n",
+                  (unsigned long long)exact_exp, (unsigned long long)octile_exp, compared);
+    assert_true(compared > 30);
+    assert_true(exact_exp < octile_exp);
+    scene_free(&s);
+}
+
+/* ---- a randomized simulation on a shared clock ---- */
+
+typedef struct agent {
+    uint64_t id;
+    uint32_t unit;
+    double speed;
+    pd_point goal;
+    pd_waypoint *plan;      /* its current plan (copied out of the context) */
+    size_t n;
+    int64_t next;           /* when it decides again */
+    int at_goal;            /* the plan was OK: it ends at the goal */
+    int cut;                /* its plan was cut since it last got one */
+    dist_table dt;          /* static distances to dt_goal, when asked for */
+    pd_point dt_goal;
+} agent;
+
+/* The waypoint the agent stands on at t (waiting, arriving or leaving),
+ * or -1 while it moves. Past the end of a plan that ends (a hold that
+ * ran out) it stands on the last one, unreserved. */
+static int plan_index_at(const agent *a, int64_t t)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        if (a->plan[i].t_arrive_ms <= t && t <= a->plan[i].t_leave_ms)
+            return (int)i;
+        if (a->plan[i].t_arrive_ms > t)
+            return -1;
+    }
+    return (int)a->n - 1;
+}
+
+/* The first time from t on at which the agent stands on a waypoint. */
+static int64_t next_stop(const agent *a, int64_t t)
+{
+    if (plan_index_at(a, t) >= 0)
+        return t;
+    for (size_t i = 0; i < a->n; i++)
+        if (a->plan[i].t_arrive_ms > t)
+            return a->plan[i].t_arrive_ms;
+    return t;
+}
+
+/* A random goal the unit can reach from `from` on the map as it is. */
+static pd_point random_goal(pd_search_ctx *sctx, const pd_grid *ug, pd_point from)
+{
+    pd_point g = from;
+    for (int tries = 0; tries < 20; tries++) {
+        g = random_open(ug);
+        pd_search_params sp = { .start = from, .goal = g };
+        if (pd_search_astar(sctx, ug, &sp, NULL, 0, NULL) == PD_OK)
+            break;
+    }
+    return g;
+}
+
+static void keep_plan(agent *a, const pd_sipp_result *r)
+{
+    free(a->plan);
+    a->plan = malloc(r->n_waypoints * sizeof *a->plan);
+    assert_non_null(a->plan);
+    memcpy(a->plan, r->waypoints, r->n_waypoints * sizeof *a->plan);
+    a->n = r->n_waypoints;
+}
+
+typedef struct sim_stats {
+    int exact;              /* plan with exact static distances (no blocks) */
+    double table_micros;    /* time spent building them */
+    uint64_t plans, ok, partial, no_path, stranded, cuts;
+    double micros;          /* summed CPU time of the ReservePath calls */
+    double *each;           /* each call's, when asked for (a benchmark) */
+    size_t n_each, cap_each;
+} sim_stats;
+
+static double clock_micros(clockid_t which)
+{
+    struct timespec ts;
+    clock_gettime(which, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* Plans are timed on the thread's CPU clock: the machines the tests run on
+ * are shared, and wall time would count other processes' turns. */
+static double now_micros(void)
+{
+    return clock_micros(CLOCK_THREAD_CPUTIME_ID);
+}
+
+/* A free cell (no one holds it at now) becomes a wall; the plans through
+ * it are cut, and so are the simulation's copies of them. */
+static void sim_block(scene *s, pd_reserve *t, answers *log, agent *ag, int64_t now, sim_stats *st)
+{
+    for (int tries = 0; tries < 50; tries++) {
+        pd_point c = random_open(s->g);
+        if (pd_reserve_query(t, c.x, c.y, c.x, c.y, now, now + 1, NULL, 0) != 0)
+            continue;
+        scene_block(s, c.x, c.y, c.x, c.y);
+        answers_block(log, c.x, c.y, c.x, c.y, now);
+        pd_reserve_cut cut[64];
+        size_t n = pd_reserve_block(t, c.x, c.y, c.x, c.y, now, cut, 64);
+        assert_true(n <= 64);
+        for (size_t i = 0; i < n; i++) {
+            answers_cut(log, "cut", cut[i].agent, cut[i].until_ms);
+            /* Nobody held the cell at now, so every cut is later and none
+             * lands on an agent. */
+            assert_true(cut[i].until_ms > now && !cut[i].mid_move);
+            agent *b = &ag[cut[i].agent - 1000];
+            size_t keep = 0;
+            while (keep < b->n && b->plan[keep].t_arrive_ms <= cut[i].until_ms)
+                keep++;
+            assert_true(keep > 0);
+            b->n = keep;
+            b->plan[keep - 1].t_leave_ms = cut[i].until_ms;
+            /* The cut leaves it on the last waypoint before the wall. */
+            assert_true(b->plan[keep - 1].x == cut[i].x && b->plan[keep - 1].y == cut[i].y);
+            b->at_goal = 0;
+            b->cut = 1;
+            if (b->next > cut[i].until_ms)
+                b->next = cut[i].until_ms;
+            st->cuts++;
+        }
+        return;
+    }
+}
+
+/*
+ * n_agents agents on scene s, deciding in time order on one clock: at a
+ * decision an agent stands on a waypoint of its plan and reserves again from
+ * there, toward a new random goal once it has reached its goal. Deciding
+ * again a few waypoints on, before reserved_until_ms, is what a game does
+ * at 10 Hz. Every `block_every` decisions a free cell becomes a wall.
+ * A failed reservation leaves the old plan standing; an agent whose hold
+ * ran out stands unreserved ("stranded") until it gets a plan again. With
+ * bounded_holds the PARTIAL holds end (pd_sipp.h's hold_ms); without, every
+ * plan ends in a hold for good, so only a cut can strand an agent.
+ */
+static void simulate(scene *s, pd_reserve *t, pd_sipp_ctx *ctx, answers *log, int n_agents, int64_t until,
+                     int block_every, int unit2_pct, int bounded_holds, int64_t window, sim_stats *out)
+{
+    agent *ag = calloc((size_t)n_agents, sizeof *ag);
+    pd_search_ctx *sctx = pd_search_ctx_create();
+    assert_non_null(ag);
+    assert_non_null(sctx);
+    sim_stats st = { .exact = out->exact, .each = out->each, .cap_each = out->cap_each };
+    /* Everyone stands first, where no one else stands. */
+    for (int i = 0; i < n_agents; i++) {
+        agent *a = &ag[i];
+        a->id = 1000 + (uint64_t)i;
+        a->unit = (int)rnd(100) < unit2_pct ? 2 : 1;
+        a->speed = 1.0 + rnd(4) * 0.5;
+        pd_sipp_result r;
+        for (int tries = 0;; tries++) {
+            assert_true(tries < 1000);
+            a->goal = random_open(s->unit[a->unit]);
+            ask q = { .agent = a->id, .unit = a->unit, .from = a->goal, .to = a->goal, .speed = a->speed };
+            pd_status rs = reserve(s, t, ctx, log, &q, &r);
+            if (rs == PD_OK)
+                break;
+            expect_status(rs, PD_START_BLOCKED, "standing");
+        }
+        keep_plan(a, &r);
+        a->at_goal = 1;
+        a->next = (int64_t)rnd(1000);
+    }
+    uint64_t decisions = 0;
+    for (;;) {
+        int who = 0;
+        for (int i = 1; i < n_agents; i++)
+            if (ag[i].next < ag[who].next)
+                who = i;
+        agent *a = &ag[who];
+        const int64_t now = a->next;
+        if (now >= until)
+            break;
+        const int at = plan_index_at(a, now);
+        assert_true(at >= 0);
+        const pd_waypoint here = a->plan[at];
+        if (a->at_goal && at + 1 == (int)a->n)
+            a->goal = random_goal(sctx, s->unit[a->unit], (pd_point){ here.x, here.y });
+        ask q = { .agent = a->id,
+                  .unit = a->unit,
+                  .from = { here.x, here.y },
+                  .to = a->goal,
+                  .t0 = now,
+                  .speed = a->speed,
+                  .window = window >= 0 ? window : rnd(4) == 0 ? 0 : 4000 + 2000 * (int64_t)rnd(3) };
+        if (bounded_holds)
+            q.hold = q.window;
+        if (st.exact && (!a->dt.d || a->dt_goal.x != a->goal.x || a->dt_goal.y != a->goal.y)) {
+            const double began = now_micros();
+            free(a->dt.d);
+            dist_build(&a->dt, s->unit[a->unit], a->goal);
+            a->dt_goal = a->goal;
+            st.table_micros += now_micros() - began;
+        }
+        q.heuristic = st.exact ? &a->dt : NULL;
+        pd_sipp_result r;
+        const double began = now_micros();
+        pd_status rs = reserve(s, t, ctx, log, &q, &r);
+        const double took = now_micros() - began;
+        st.plans++;
+        st.micros += took;
+        if (st.n_each < st.cap_each)
+            st.each[st.n_each++] = took;
+        if (rs == PD_OK || rs == PD_PARTIAL) {
+            st.ok += rs == PD_OK;
+            st.partial += rs == PD_PARTIAL;
+            keep_plan(a, &r);
+            a->at_goal = rs == PD_OK;
+            a->cut = 0;
+        } else if (rs == PD_NO_PATH || rs == PD_GOAL_BLOCKED) {
+            /* Out of reach (walls, or someone parked on it): another goal. */
+            st.no_path++;
+            a->goal = random_goal(sctx, s->unit[a->unit], (pd_point){ here.x, here.y });
+            a->at_goal = 0;
+        } else {
+            /* Another agent on its cell is only possible once its own
+             * reservations have run out. */
+            pd_reserve_cut end;
+            if (rs != PD_START_BLOCKED || (pd_reserve_agent_end(t, a->id, &end) && end.until_ms > now) ||
+                (!bounded_holds && !a->cut))
+                fail_msg("agent %llu at %lld: %s", (unsigned long long)a->id, (long long)now, pd_status_name(rs));
+            st.stranded++;
+        }
+        /* Decide again a few waypoints on; on the last one, halfway
+         * through its hold (or a while later when it parks). */
+        const int cur = plan_index_at(a, now);
+        assert_true(cur >= 0);
+        int64_t when;
+        if (cur + 1 < (int)a->n) {
+            when = a->plan[cur + 4 < (int)a->n ? cur + 4 : (int)a->n - 1].t_arrive_ms;
+        } else {
+            const int64_t leave = a->plan[a->n - 1].t_leave_ms;
+            when = leave == FOREVER || leave <= now ? now + 500 + rnd(2000) : now + 1 + (leave - now) / 2;
+        }
+        a->next = next_stop(a, when);
+
+        if (block_every && ++decisions % (uint64_t)block_every == 0)
+            sim_block(s, t, log, ag, now, &st);
+        if (decisions % 64 == 0)
+            pd_reserve_collect(t, now - 20000);
+    }
+    for (int i = 0; i < n_agents; i++) {
+        free(ag[i].plan);
+        free(ag[i].dt.d);
+    }
+    free(ag);
+    pd_search_ctx_destroy(sctx);
+    *out = st;
+}
+
+static void test_random_simulation(void **state)
+{
+    fixture *f = *state;
+    for (int round = 0; round < 3; round++) {
+        rng_state = 4242 + (uint64_t)round;
+        scene s;
+        scene_init(&s, random_grid(32, 32, 12, round == 1));
+        answers log;
+        char name[64];
+        snprintf(name, sizeof name, "random_sim_%d", round);
+        answers_open(&log, name, s.g);
+        pd_reserve_destroy(f->t);
+        f->t = pd_reserve_create(NULL);
+        sim_stats st = { 0 };
+        /* Round 1 bounds the PARTIAL holds (pd_sipp.h): agents get left
+         * standing unreserved ("stranded") more often. */
+        simulate(&s, f->t, f->ctx, &log, 30, 120000, 40, 20, round == 1, -1, &st);
+        print_message("round %d: %llu plans (%llu OK, %llu PARTIAL, %llu NO_PATH, %llu stranded), %llu cuts, "
+                      "mean %.0f us\n",
+                      round, (unsigned long long)st.plans, (unsigned long long)st.ok, (unsigned long long)st.partial,
+                      (unsigned long long)st.no_path, (unsigned long long)st.stranded, (unsigned long long)st.cuts,
+                      st.micros / (double)st.plans);
+        assert_true(st.ok > 50 && st.partial > 20 && st.cuts > 0);
+        check_table(f->t, 32, 32);
+        answers_check(&log);
+        scene_free(&s);
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A figure, not a check: PD_RESERVE_BENCH=1 runs 500 agents (20% of unit
+ * 2) on den520d for PD_RESERVE_BENCH_MS of game time (default 60 s) with
+ * windows of PD_RESERVE_BENCH_WINDOW ms (default 8000; -1 mixes 0 and
+ * 4000..8000 as the randomized test does) and prints ReservePath's rate
+ * and latency; the checker replays every answer. PD_RESERVE_BENCH_EXACT=1
+ * gives each agent a reverse Dijkstra table to its goal as the heuristic
+ * (built when the goal changes, timed apart: a server would cache them). */
+static void test_bench_den520d(void **state)
+{
+    fixture *f = *state;
+    if (!getenv("PD_RESERVE_BENCH"))
+        skip();
+    const int64_t until = getenv("PD_RESERVE_BENCH_MS") ? atoll(getenv("PD_RESERVE_BENCH_MS")) : 60000;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/maps/den520d.map", PD_MOVINGAI_DIR);
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    static char buf[1 << 20];
+    size_t len = fread(buf, 1, sizeof buf, fp);
+    fclose(fp);
+    scene s;
+    scene_init(&s, pd_map_parse_movingai(buf, len, NULL));
+    answers log;
+    answers_open(&log, "bench_den520d", s.g);
+    rng_state = 520;
+    sim_stats st = { .cap_each = 1u << 22, .exact = getenv("PD_RESERVE_BENCH_EXACT") && atoi(getenv("PD_RESERVE_BENCH_EXACT")) };
+    st.each = malloc(st.cap_each * sizeof *st.each);
+    assert_non_null(st.each);
+    const double began = clock_micros(CLOCK_MONOTONIC);
+    const int64_t window = getenv("PD_RESERVE_BENCH_WINDOW") ? atoll(getenv("PD_RESERVE_BENCH_WINDOW"))
+                                                            : PD_RESERVE_DEFAULT_WINDOW_MS;
+    simulate(&s, f->t, f->ctx, &log, 500, until, 0, 20, 0, window, &st);
+    const double wall = (clock_micros(CLOCK_MONOTONIC) - began) / 1e6;
+    qsort(st.each, st.n_each, sizeof *st.each, cmp_double);
+    pd_reserve_stats ts;
+    pd_reserve_get_stats(f->t, &ts);
+    print_message("den520d, 500 agents, %s, %lld s of game time: %llu ReservePath (%llu OK, %llu PARTIAL, %llu NO_PATH, "
+                  "%llu stranded) in %.2f CPU s of planning, %.0f per CPU second; mean %.0f us, p50 %.0f us, p99 %.0f us, "
+                  "max %.0f us; simulation wall time %.1f s (%.2f s building distance tables); table %llu entries, %zu "
+                  "KiB\n",
+                  st.exact ? "exact static distances" : "octile", (long long)(until / 1000), (unsigned long long)st.plans, (unsigned long long)st.ok,
+                  (unsigned long long)st.partial, (unsigned long long)st.no_path, (unsigned long long)st.stranded,
+                  st.micros / 1e6, (double)st.plans / (st.micros / 1e6), st.micros / (double)st.plans,
+                  st.each[st.n_each / 2], st.each[st.n_each * 99 / 100], st.each[st.n_each - 1], wall,
+                  st.table_micros / 1e6,
+                  (unsigned long long)ts.entries, ts.bytes / 1024);
+    free(st.each);
+    answers_check(&log);
+    scene_free(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table_insert_and_query),
+        cmocka_unit_test(test_table_replace_from_t0),
+        cmocka_unit_test(test_table_refuses_overlaps_and_bad_plans),
+        cmocka_unit_test(test_table_release_collect_expire),
+        cmocka_unit_test(test_table_limits),
+        cmocka_unit_test(test_table_block_cuts),
+        cmocka_unit_test(test_table_random_ops),
+        cmocka_unit_test_setup_teardown(test_head_on_with_pocket, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_twenty_through_one_door, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_two_by_two_crossing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_update_cuts_a_plan, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_start_blocked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_partial_with_short_window, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_park_and_vanish, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_alone_matches_astar, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exact_heuristic, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_simulation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bench_den520d, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
