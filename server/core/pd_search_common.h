@@ -70,9 +70,11 @@ static inline uint64_t pd__now_nanos(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static inline uint64_t pd__now_micros(void)
+/* Microseconds since t0_ns (pd__now_nanos), rounded up: a search that ran
+ * at all reports at least 1. */
+static inline uint64_t pd__micros_since(uint64_t t0_ns)
 {
-    return pd__now_nanos() / 1000u;
+    return (pd__now_nanos() - t0_ns + 999u) / 1000u;
 }
 
 #endif

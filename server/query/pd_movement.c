@@ -389,8 +389,16 @@ static pd_status pd__find_path_item(pd_query_scratch *s, const pd_move_query *q,
     return st;
 }
 
+static uint64_t pd__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 pd_status pd_move_run(pd_query_scratch *s, const pd_move_query *q, pd_move_result *r)
 {
+    const uint64_t started = pd__now_ns();
     switch (q->kind) {
     case PD_REQ_FIND_PATH:
         r->status = pd__find_path_item(s, q, r);
@@ -420,5 +428,6 @@ pd_status pd_move_run(pd_query_scratch *s, const pd_move_query *q, pd_move_resul
         pd__fail(r, PD_INVALID_ARGUMENT, "not a movement query");
         break;
     }
+    r->micros = q->kind == PD_REQ_FIND_PATH ? r->path.metrics.micros : (pd__now_ns() - started + 999u) / 1000u;
     return r->status;
 }

@@ -147,11 +147,11 @@ size_t pd_query_scratch_trim(pd_query_scratch *s, size_t retained_bytes)
     return pd__scratch_bytes(s);
 }
 
-static uint64_t pd__now_us(void)
+static uint64_t pd__now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static int pd__scratch_grow(pd_query_scratch *s, size_t need)
@@ -930,10 +930,10 @@ static pd_status pd__find_route(pd_query_scratch *s, const pd_world *world, cons
 pd_status pd_query_find_route(pd_query_scratch *s, const pd_world *world, const pd_route_query *q,
                               const pd_query_control *ctl, pd_route_result *out)
 {
-    uint64_t started = pd__now_us();
+    uint64_t started = pd__now_ns();
     memset(out, 0, sizeof *out);
     out->status = s && world && q ? pd__find_route(s, world, q, ctl, out) : PD_INVALID_ARGUMENT;
-    out->metrics.micros = pd__now_us() - started;
+    out->metrics.micros = (pd__now_ns() - started + 999u) / 1000u; /* rounded up, as a search's */
     return out->status;
 }
 
