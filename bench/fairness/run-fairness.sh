@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # run-fairness.sh - a light client's latency while heavy clients overload
-# pathd (issue 10, finding 7). Starts pathd on den520d (from the shared
-# Moving AI set), measures one connection with one request in flight alone,
-# then again while HEAVY_CONNS connections offer OFFERED times what the
-# server can answer, and prints both latency summaries and the p99 ratio.
-# Stops by itself.
+# pathd (issue 10, finding 7; issue 30, item 5). Starts pathd on den520d
+# (from the shared Moving AI set), measures one connection with one request
+# in flight alone, then again while HEAVY_CONNS connections offer OFFERED
+# times what the server can answer, and prints both latency summaries and
+# the p99 ratios. Stops by itself.
+#
+# The target (issue 30, item 5) is on the server's side: the light
+# client's p99 of Response.server_us (its request read to its answer handed
+# to the socket, as pathd measures it) under load within 3x of its p99
+# alone. On two shared cores the client's own wakeups wait behind pathd's
+# threads, which the server cannot see; the round-trip p99s, and the
+# search's share (search_us), are printed beside it.
 #
 # Offered load: the script first measures the server's capacity (answers
 # per second to a closed-loop 2 x 64 load for CAL_SECONDS), then runs the
@@ -101,7 +108,7 @@ python3 - "$dir" "$rounds" ${capacity:+"$capacity"} <<'PY'
 import json, statistics, sys
 d, rounds = sys.argv[1], int(sys.argv[2])
 capacity = float(sys.argv[3]) if len(sys.argv) > 3 else None  # none under OFFERED=closed
-ratios = []
+ratios, rtt_ratios = [], []  # server-side and round-trip p99, loaded / alone
 for i in range(1, rounds + 1):
     a, l, h = (json.load(open(f"{d}/{n}{i}.json")) for n in ("alone", "loaded", "heavy"))
     # Every request the heavy clients sent was answered (OK or refused) but
@@ -111,16 +118,26 @@ for i in range(1, rounds + 1):
     offered = f" = {sent / capacity:.2f}x capacity" if capacity else ""
     print(f"round {i}: heavy clients sent {sent:.0f}/s{offered}, {100 * refused:.0f}% refused OVERLOADED")
     for name, r in (("light alone", a), ("light under load", l), ("heavy", h)):
-        lat = r["latency_us"]
-        print(f"  {name:17s} requests {r['requests']:7d}  p50 {lat['p50']:6d} us  p99 {lat['p99']:6d} us  statuses {r['statuses']}")
-    ratios.append(l["latency_us"]["p99"] / max(a["latency_us"]["p99"], 1))
-    print(f"  light p99 under load / alone: {ratios[-1]:.1f}x")
+        lat, srv, sea = r["latency_us"], r["server_us"], r["search_us"]
+        print(f"  {name:17s} requests {r['requests']:7d}  statuses {r['statuses']}")
+        for what, x in (("round trip", lat), ("server_us", srv), ("search_us", sea)):
+            print(f"    {what:10s} p50 {x['p50']:6d}  p90 {x['p90']:6d}  p99 {x['p99']:6d}  p999 {x['p999']:6d}  max {x['max']:6d} us")
+    ratios.append(l["server_us"]["p99"] / max(a["server_us"]["p99"], 1))
+    rtt_ratios.append(l["latency_us"]["p99"] / max(a["latency_us"]["p99"], 1))
+    print(f"  light p99 under load / alone: server-side {ratios[-1]:.1f}x, round trip {rtt_ratios[-1]:.1f}x")
     if 1.5 + l["seconds"] > h["seconds"]:
         print("  warning: the heavy load ended before the light client did; raise HEAVY_SECONDS")
-alone = [json.load(open(f"{d}/alone{i}.json"))["latency_us"]["p99"] for i in range(1, rounds + 1)]
-loaded = [json.load(open(f"{d}/loaded{i}.json"))["latency_us"]["p99"] for i in range(1, rounds + 1)]
-print(f"over {rounds} rounds: median of the ratios {statistics.median(ratios):.1f}x; "
-      f"median p99 loaded / alone {statistics.median(loaded) / max(statistics.median(alone), 1):.1f}x; "
-      f"least disturbed (lowest) p99 loaded / alone {min(loaded) / max(min(alone), 1):.1f}x "
-      f"({min(loaded)} / {min(alone)} us)")
+
+def p99s(name, key):
+    return [json.load(open(f"{d}/{name}{i}.json"))[key]["p99"] for i in range(1, rounds + 1)]
+
+for what, key, rs in (("server-side", "server_us", ratios), ("round trip", "latency_us", rtt_ratios)):
+    alone, loaded = p99s("alone", key), p99s("loaded", key)
+    print(f"over {rounds} rounds, {what}: median of the ratios {statistics.median(rs):.1f}x; "
+          f"median p99 loaded / alone {statistics.median(loaded) / max(statistics.median(alone), 1):.1f}x "
+          f"({statistics.median(loaded):.0f} / {statistics.median(alone):.0f} us); "
+          f"least disturbed (lowest) p99 loaded / alone {min(loaded) / max(min(alone), 1):.1f}x "
+          f"({min(loaded)} / {min(alone)} us)")
+verdict = "met" if statistics.median(ratios) <= 3 else "not met"
+print(f"target (light server-side p99 under load within 3x of alone, median of the rounds): {verdict}")
 PY

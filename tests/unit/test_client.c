@@ -1723,7 +1723,8 @@ static void script_echo_paths(fake_server *fs, int conn_index, int fd)
                 {req->find_path->start->cell->x, req->find_path->start->cell->y},
                 {req->find_path->goal->cell->x, req->find_path->goal->cell->y},
             };
-            const fake_totals totals = {1.0, 1, 1, 1, 2, 1};
+            /* Its server time is the start's x: 10 or 20 µs. */
+            const fake_totals totals = {1.0, 1, 1, 1, 2, (uint64_t)wp[0][0]};
             /* Every third scenario has no path, to see errors counted. */
             if (wp[0][0] == 30)
                 fake_send_status(fs, fd, req->id, PATHD__V1__STATUS__NO_PATH, NULL);
@@ -1850,7 +1851,21 @@ static void test_pathd_load_against_fake(void **state)
     assert_true(cJSON_GetObjectItem(lat, "p50")->valuedouble <=
                 cJSON_GetObjectItem(lat, "p99")->valuedouble);
     assert_true(cJSON_GetObjectItem(lat, "p99")->valuedouble <=
+                cJSON_GetObjectItem(lat, "p999")->valuedouble);
+    assert_true(cJSON_GetObjectItem(lat, "p999")->valuedouble <=
                 cJSON_GetObjectItem(lat, "max")->valuedouble);
+    /* The fake's server times: 10 us for the 10 answers from x = 10, 20 for
+     * those from x = 20, none on the 10 NO_PATH answers (x = 30); search 1
+     * us on the 20 with a path. Sorted: ten 0s, ten 10s, ten 20s. */
+    cJSON *srv = cJSON_GetObjectItem(o, "server_us");
+    assert_int_equal(cJSON_GetObjectItem(srv, "samples")->valuedouble, 30);
+    assert_int_equal(cJSON_GetObjectItem(srv, "p50")->valuedouble, 10);
+    assert_int_equal(cJSON_GetObjectItem(srv, "p90")->valuedouble, 20);
+    assert_int_equal(cJSON_GetObjectItem(srv, "p999")->valuedouble, 20);
+    assert_int_equal(cJSON_GetObjectItem(srv, "max")->valuedouble, 20);
+    cJSON *search = cJSON_GetObjectItem(o, "search_us");
+    assert_int_equal(cJSON_GetObjectItem(search, "p50")->valuedouble, 1);
+    assert_int_equal(cJSON_GetObjectItem(search, "max")->valuedouble, 1);
     assert_true(cJSON_GetObjectItem(o, "throughput")->valuedouble > 0);
     cJSON_Delete(o);
     assert_int_equal(seen, 30);
