@@ -94,6 +94,7 @@ if [ "$offered" != closed ]; then
   rate_args=(--rate "$rate")
 fi
 for r in $(seq 1 "$rounds"); do
+  cut -d' ' -f1 /proc/loadavg > "$dir/load$r"
   $light_prefix "$build/bench/load/pathd-load" --server "127.0.0.1:$port" --scene den --scen "$scen" --quiet --json \
     -c 1 -P 1 -n "$light_requests" -d 60 > "$dir/alone$r.json"
   $heavy_prefix "$build/bench/load/pathd-load" --server "127.0.0.1:$port" --scene den --scen "$scen" --quiet --json \
@@ -116,7 +117,9 @@ for i in range(1, rounds + 1):
     sent = h['requests'] / h['seconds']
     refused = h['statuses'].get('OVERLOADED', 0) / max(h['requests'], 1)
     offered = f" = {sent / capacity:.2f}x capacity" if capacity else ""
-    print(f"round {i}: heavy clients sent {sent:.0f}/s{offered}, {100 * refused:.0f}% refused OVERLOADED")
+    load = open(f"{d}/load{i}").read().strip()
+    print(f"round {i} (load average {load} at its start): heavy clients sent {sent:.0f}/s{offered}, "
+          f"{100 * refused:.0f}% refused OVERLOADED")
     for name, r in (("light alone", a), ("light under load", l), ("heavy", h)):
         lat, srv, sea = r["latency_us"], r["server_us"], r["search_us"]
         print(f"  {name:17s} requests {r['requests']:7d}  statuses {r['statuses']}")
@@ -138,6 +141,13 @@ for what, key, rs in (("server-side", "server_us", ratios), ("round trip", "late
           f"({statistics.median(loaded):.0f} / {statistics.median(alone):.0f} us); "
           f"least disturbed (lowest) p99 loaded / alone {min(loaded) / max(min(alone), 1):.1f}x "
           f"({min(loaded)} / {min(alone)} us)")
-verdict = "met" if statistics.median(ratios) <= 3 else "not met"
-print(f"target (light server-side p99 under load within 3x of alone, median of the rounds): {verdict}")
+# Other work on the machine inflates a p99 alone as much as one under load
+# (a round whose light client alone was disturbed gives a ratio below 1),
+# so both estimators are given: the median ratio, and the ratio of the
+# lowest (least disturbed) p99s.
+alone, loaded = p99s("alone", "server_us"), p99s("loaded", "server_us")
+verdicts = [("median of the rounds' ratios", statistics.median(ratios)),
+            ("lowest p99 loaded / lowest alone", min(loaded) / max(min(alone), 1))]
+print("target (light server-side p99 under load within 3x of alone): " +
+      "; ".join(f"{name} {x:.1f}x, {'met' if x <= 3 else 'not met'}" for name, x in verdicts))
 PY
