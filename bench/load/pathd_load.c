@@ -5,7 +5,10 @@
  * keeping P path requests in flight, drawn round-robin from a Moving AI
  * scenario file, for D seconds (or until N requests). While it runs it prints
  * progress once a second; at the end it prints totals, answers by status,
- * throughput and latency percentiles (every latency is recorded and sorted).
+ * throughput and latency percentiles (every latency is recorded and sorted):
+ * the round trip, and beside it the server's own share of it that every
+ * answer carries (Response.server_us: from its read of the request to its
+ * answer handed to the socket) and the search's within that (search_us).
  *
  * One thread per connection, each driving its own pdc_conn through the
  * pipelined client API: simple, and with a few dozen connections the threads
@@ -27,7 +30,6 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -53,9 +55,9 @@
 #define LOAD_RECV_SLICE_MS 100         /* how often a worker looks at the stop flag */
 #define LOAD_RECONNECT_PAUSE_MS 100    /* between reconnect attempts after a lost connection */
 #define LOAD_MAX_SCEN_LINE 1024        /* longest scenario line, in bytes */
-/* Latency samples kept in total (8 bytes each, 512 MiB). Beyond this, each
+/* Latency samples kept in total (16 bytes each, 512 MiB). Beyond this, each
  * worker keeps a uniform reservoir sample, so percentiles stay unbiased. */
-#define LOAD_MAX_LATENCY_SAMPLES (64u * 1024u * 1024u)
+#define LOAD_MAX_LATENCY_SAMPLES (32u * 1024u * 1024u)
 #define LOAD_MAX_RATE 10000000.0       /* requests per second: far beyond one host */
 #define LOAD_METRICS_MAX_BYTES (1u << 20)  /* largest /metrics answer read */
 #define LOAD_METRICS_TIMEOUT_S 5       /* for connecting to and reading /metrics */
@@ -101,6 +103,14 @@ typedef struct load_slot {
     uint64_t sent_us;
 } load_slot;
 
+/* One answered request's times, in µs: the round trip the client saw and
+ * the server's own (pdc_timing), kept together so a reservoir sample keeps
+ * them as a set. */
+typedef struct load_sample {
+    uint64_t rtt_us;
+    uint32_t server_us, search_us;
+} load_sample;
+
 typedef struct load_worker {
     pthread_t thread;
     load_shared *sh;
@@ -108,7 +118,7 @@ typedef struct load_worker {
     int inflight;
     uint64_t next_due_us;       /* --rate: when this connection's next request is due */
     uint64_t interval_us;       /* --rate: between its requests (>= 1) */
-    uint64_t *latencies;        /* µs, answered requests only */
+    load_sample *latencies;     /* answered requests only */
     size_t nlat, caplat, maxlat;
     uint64_t answered;          /* samples offered to the reservoir */
     uint64_t rng;
@@ -329,7 +339,7 @@ static int load_read_scen(const char *path, int every, load_pair **out, size_t *
 
 /* Keeps a latency sample: all of them until maxlat, then a uniform reservoir
  * (Vitter's algorithm R) so memory stays bounded on very long runs. */
-static void load_record_latency(load_worker *w, uint64_t us)
+static void load_record_latency(load_worker *w, load_sample us)
 {
     w->answered++;
     if (w->nlat < w->maxlat) {
@@ -337,7 +347,7 @@ static void load_record_latency(load_worker *w, uint64_t us)
             size_t cap = w->caplat ? w->caplat * 2 : 4096;
             if (cap > w->maxlat)
                 cap = w->maxlat;
-            uint64_t *grown = realloc(w->latencies, cap * sizeof *grown);
+            load_sample *grown = realloc(w->latencies, cap * sizeof *grown);
             if (!grown)
                 return;         /* one lost sample is better than a failed run */
             w->latencies = grown;
@@ -392,8 +402,14 @@ static void load_finish_slot(load_worker *w, const pdc_path_result *r)
     for (int k = 0, i = (int)(r->id % (uint64_t)n); k < n; k++, i = i + 1 < n ? i + 1 : 0) {
         if (w->slots[i].id != r->id || r->id == 0)
             continue;
-        if (r->status >= 0)
-            load_record_latency(w, load_now_us() - w->slots[i].sent_us);
+        if (r->status >= 0) {
+            /* Clamped, not wrapped: a server_us past 71 minutes is not a
+             * latency this tool measures. */
+            load_sample sample = {load_now_us() - w->slots[i].sent_us,
+                                  r->timing.server_us < UINT32_MAX ? (uint32_t)r->timing.server_us : UINT32_MAX,
+                                  r->timing.search_us < UINT32_MAX ? (uint32_t)r->timing.search_us : UINT32_MAX};
+            load_record_latency(w, sample);
+        }
         w->slots[i].id = 0;
         w->inflight--;
         load_count(w, r->status);
@@ -596,24 +612,39 @@ static int load_cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Nearest-rank percentile of a sorted array. */
-static uint64_t load_percentile(const uint64_t *sorted, size_t n, double p)
+/* Nearest-rank percentile of a sorted array, the rank in whole numbers (p
+ * in thousandths: 999 is p99.9), so no rounding can move it by one. */
+static uint64_t load_percentile(const uint64_t *sorted, size_t n, uint64_t per_mille)
 {
     if (n == 0)
         return 0;
-    size_t rank = (size_t)ceil(p / 100.0 * (double)n);
+    size_t rank = (size_t)((per_mille * n + 999u) / 1000u);
     return sorted[rank ? rank - 1 : 0];
 }
+
+/* Percentiles of one measure over the samples. */
+typedef struct load_dist {
+    uint64_t p50, p90, p99, p999, max;
+} load_dist;
 
 typedef struct load_totals {
     uint64_t requests, ok, status_counts[PDC_WIRE_STATUS_COUNT];
     uint64_t client_errors[LOAD_CLIENT_ERROR_SLOTS], other_status, reconnects;
     int connect_failures;
     double seconds, throughput;
-    uint64_t p50, p90, p99, max;
+    load_dist rtt, server, search;  /* round trip; Response.server_us, search_us */
     size_t samples;
     double server_cpu_us;       /* server CPU per request from /metrics; -1 = not measured */
 } load_totals;
+
+/* Sorts vals[0..n) (n > 0) and reads its percentiles. */
+static load_dist load_dist_of(uint64_t *vals, size_t n)
+{
+    qsort(vals, n, sizeof *vals, load_cmp_u64);
+    load_dist d = {load_percentile(vals, n, 500), load_percentile(vals, n, 900), load_percentile(vals, n, 990),
+                   load_percentile(vals, n, 999), vals[n - 1]};
+    return d;
+}
 
 static void load_summarise(load_worker *workers, int n, double seconds, load_totals *t)
 {
@@ -621,7 +652,7 @@ static void load_summarise(load_worker *workers, int n, double seconds, load_tot
     size_t total_samples = 0;
     for (int i = 0; i < n; i++)
         total_samples += workers[i].nlat;
-    uint64_t *all = total_samples ? malloc(total_samples * sizeof *all) : NULL;
+    load_sample *all = total_samples ? malloc(total_samples * sizeof *all) : NULL;
     size_t k = 0;
     for (int i = 0; i < n; i++) {
         load_worker *w = &workers[i];
@@ -645,15 +676,21 @@ static void load_summarise(load_worker *workers, int n, double seconds, load_tot
     t->ok = t->status_counts[PDC_OK] + t->status_counts[PDC_PARTIAL];
     t->seconds = seconds;
     t->throughput = seconds > 0 ? (double)t->requests / seconds : 0.0;
-    if (all) {
-        qsort(all, k, sizeof *all, load_cmp_u64);
+    uint64_t *vals = all ? malloc(k * sizeof *vals) : NULL;
+    if (vals) {
         t->samples = k;
-        t->p50 = load_percentile(all, k, 50);
-        t->p90 = load_percentile(all, k, 90);
-        t->p99 = load_percentile(all, k, 99);
-        t->max = all[k - 1];
-        free(all);
+        for (size_t i = 0; i < k; i++)
+            vals[i] = all[i].rtt_us;
+        t->rtt = load_dist_of(vals, k);
+        for (size_t i = 0; i < k; i++)
+            vals[i] = all[i].server_us;
+        t->server = load_dist_of(vals, k);
+        for (size_t i = 0; i < k; i++)
+            vals[i] = all[i].search_us;
+        t->search = load_dist_of(vals, k);
     }
+    free(vals);
+    free(all);
 }
 
 static void load_print_text(const load_config *cfg, const load_totals *t)
@@ -676,11 +713,30 @@ static void load_print_text(const load_config *cfg, const load_totals *t)
         printf("reconnects: %" PRIu64 "\n", t->reconnects);
     printf("throughput %.1f req/s (OK/PARTIAL %.1f req/s)\n", t->throughput,
            t->seconds > 0 ? (double)t->ok / t->seconds : 0.0);
-    printf("latency us p50 %" PRIu64 " p90 %" PRIu64 " p99 %" PRIu64 " max %" PRIu64 "%s\n",
-           t->p50, t->p90, t->p99, t->max, cfg->rate > 0 ? " (from intended send times)" : "");
+    const load_dist *d[3] = {&t->rtt, &t->server, &t->search};
+    static const char *const name[3] = {"latency us", "server us ", "search us "};
+    const char *what[3] = {cfg->rate > 0 ? " (round trip, from intended send times)" : " (round trip)",
+                           " (in the server: request read to answer handed to the socket, Response.server_us)",
+                           " (of which the search, Response.search_us)"};
+    for (int i = 0; i < 3; i++)
+        printf("%s p50 %" PRIu64 " p90 %" PRIu64 " p99 %" PRIu64 " p999 %" PRIu64 " max %" PRIu64 "%s\n", name[i],
+               d[i]->p50, d[i]->p90, d[i]->p99, d[i]->p999, d[i]->max, what[i]);
     if (t->server_cpu_us >= 0)
         printf("server cpu %.2f us/request (process_cpu_seconds_total; ~10 ms resolution)\n",
                t->server_cpu_us);
+}
+
+static void load_json_dist(cJSON *o, const char *name, const load_dist *d, size_t samples)
+{
+    cJSON *lat = cJSON_AddObjectToObject(o, name);
+    if (!lat)
+        return;
+    cJSON_AddNumberToObject(lat, "p50", (double)d->p50);
+    cJSON_AddNumberToObject(lat, "p90", (double)d->p90);
+    cJSON_AddNumberToObject(lat, "p99", (double)d->p99);
+    cJSON_AddNumberToObject(lat, "p999", (double)d->p999);
+    cJSON_AddNumberToObject(lat, "max", (double)d->max);
+    cJSON_AddNumberToObject(lat, "samples", (double)samples);
 }
 
 static void load_print_json(const load_config *cfg, const load_totals *t)
@@ -711,14 +767,9 @@ static void load_print_json(const load_config *cfg, const load_totals *t)
     cJSON_AddBoolToObject(o, "burst", cfg->burst);
     if (t->server_cpu_us >= 0)
         cJSON_AddNumberToObject(o, "server_cpu_us_per_request", t->server_cpu_us);
-    cJSON *lat = cJSON_AddObjectToObject(o, "latency_us");
-    if (lat) {
-        cJSON_AddNumberToObject(lat, "p50", (double)t->p50);
-        cJSON_AddNumberToObject(lat, "p90", (double)t->p90);
-        cJSON_AddNumberToObject(lat, "p99", (double)t->p99);
-        cJSON_AddNumberToObject(lat, "max", (double)t->max);
-        cJSON_AddNumberToObject(lat, "samples", (double)t->samples);
-    }
+    load_json_dist(o, "latency_us", &t->rtt, t->samples);
+    load_json_dist(o, "server_us", &t->server, t->samples);
+    load_json_dist(o, "search_us", &t->search, t->samples);
     char *text = cJSON_PrintUnformatted(o);
     if (text)
         puts(text);

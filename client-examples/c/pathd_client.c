@@ -57,6 +57,7 @@ typedef struct pdc__pending {
     pdc_xy start_used, goal_used;
     int cutoff;
     uint32_t goal_index;
+    pdc_timing timing;          /* from the answer's final frame */
     Pathd__V1__Response *response; /* KIND_OTHER: the answer frame */
     pdc_route_result *route;    /* KIND_ROUTE: legs assembled so far (heap) */
     size_t leg_capacity;        /* KIND_ROUTE: waypoint room in the open leg */
@@ -90,6 +91,7 @@ struct pdc_conn {
                                    events[event_head..nevents) in arrival order */
     size_t event_head, nevents, cap_events;
     uint64_t stale_version;     /* Error.version of the last STALE_VERSION answer */
+    pdc_timing last_timing;     /* of the answer the last blocking call received */
     char token[PDC_TOKEN_MAX];  /* from pdc_auth; sent again after each reconnect */
     char error[PDC_MESSAGE_MAX];
 };
@@ -535,6 +537,12 @@ void pdc_set_timeout(pdc_conn *c, int timeout_ms)
 {
     if (c && timeout_ms > 0)
         c->timeout_ms = timeout_ms;
+}
+
+pdc_timing pdc_last_timing(const pdc_conn *c)
+{
+    pdc_timing none = {0, 0};
+    return c ? c->last_timing : none;
 }
 
 const char *pdc_last_error(const pdc_conn *c)
@@ -983,6 +991,8 @@ static void pdc__dispatch(pdc_conn *c, Pathd__V1__Response *resp)
             pdc__pending_remove(c, p);
         return;
     }
+    if (resp->final || p->kind == PDC__KIND_OTHER)
+        p->timing = (pdc_timing){resp->server_us, resp->search_us};
     if (p->kind == PDC__KIND_OTHER) {
         /* Non-path answers are single frames; complete on the first one even
          * if a server forgets to set final. */
@@ -1074,6 +1084,7 @@ static int pdc__call(pdc_conn *c, Pathd__V1__Request *req, pdc__kind kind, pdc__
     int backoff_ms = PDC_RETRY_BACKOFF_FIRST_MS;
     for (int attempt = 1;; attempt++) {
         c->error[0] = '\0';
+        c->last_timing = (pdc_timing){0, 0};
         if (c->fd < 0 && pdc_reconnect(c) != PDC_OK)
             return PDC_ERR_CONNECT;
         uint64_t id;
@@ -1081,6 +1092,7 @@ static int pdc__call(pdc_conn *c, Pathd__V1__Request *req, pdc__kind kind, pdc__
         if (r != PDC_OK)
             return r;
         r = pdc__wait_for(c, id, pdc__deadline_after(c->timeout_ms), taken);
+        c->last_timing = taken->timing;
         if (r != PDC_OVERLOADED || attempt == PDC_RETRY_ATTEMPTS) {
             if (r != PDC_OK && r != PDC_PARTIAL && taken->message[0])
                 snprintf(c->error, sizeof c->error, "%s", taken->message);
@@ -1288,6 +1300,7 @@ static void pdc__path_take(pdc__pending *p, pdc_path_result *out)
     out->goal_used = p->goal_used;
     out->cutoff = p->cutoff;
     out->goal_index = p->goal_index;
+    out->timing = p->timing;
     snprintf(out->message, sizeof out->message, "%s", p->message);
     p->waypoints = NULL;
     pdc__pending_release(p);
@@ -1395,6 +1408,7 @@ int pdc_find_route(pdc_conn *c, const pdc_route_req *r, pdc_route_result *out)
     }
     out->id = taken.id;
     out->status = st;
+    out->timing = taken.timing;
     snprintf(out->message, sizeof out->message, "%s", st < 0 && !taken.message[0] ? c->error : taken.message);
     pdc__pending_release(&taken);
     return st;

@@ -184,6 +184,19 @@ typedef struct pdc_path_req {
                                    with the version it is at in scene_version */
 } pdc_path_req;
 
+/* How long the server took over one answer (docs/PROTOCOL.md, "Timing"),
+ * in microseconds. server_us runs from when the server read the request's
+ * last byte to when it handed the answer to the socket (the write itself,
+ * and the network, are not in it; the round trip a client measures is
+ * always longer); search_us is the part spent in the search proper (0 when
+ * nothing was searched: a Ping, a refusal...). server_us - search_us is
+ * the request's wait in the server's queues. Both are 0 from a server that
+ * does not send them. */
+typedef struct pdc_timing {
+    uint64_t server_us;
+    uint64_t search_us;
+} pdc_timing;
+
 typedef struct pdc_waypoint {
     int32_t x, y;               /* cell (a unit's top-left cell) */
     double wx, wy;              /* world coordinates of the cell centre; 0 unless the
@@ -208,6 +221,8 @@ typedef struct pdc_path_result {
     int cutoff;                 /* PDC_BUDGET_EXCEEDED / PDC_DEADLINE_EXCEEDED behind a
                                    cut-off PARTIAL; PDC_OK otherwise */
     uint32_t goal_index;        /* with goals: the index of the goal reached */
+    pdc_timing timing;          /* the answer's server-side times (0 in a batch item:
+                                   the batch is timed whole, pdc_last_timing) */
     char message[PDC_MESSAGE_MAX]; /* error detail, "" if none */
 } pdc_path_result;
 
@@ -263,6 +278,7 @@ typedef struct pdc_route_result {
     int pinned;                 /* 1: a route pinned in the server's config was followed */
     int has_goal_used;          /* 1: the route ends at goal_used (NEAREST/LINE), PARTIAL */
     pdc_xy goal_used;
+    pdc_timing timing;          /* the answer's server-side times */
     char message[PDC_MESSAGE_MAX];
 } pdc_route_result;
 
@@ -413,6 +429,12 @@ void pdc_set_timeout(pdc_conn *c, int timeout_ms);
 /* Detail of the last failure or non-OK answer on this connection (server
  * message or client reason); "" if none. Valid until the next call. */
 const char *pdc_last_error(const pdc_conn *c);
+
+/* The server-side times of the answer the last blocking call on c received
+ * (any kind: pdc_ping, pdc_batch, pdc_stats...; pdc_scene_grid: its last
+ * band); zeros when that call got no answer. Pipelined paths carry theirs
+ * in pdc_path_result.timing. */
+pdc_timing pdc_last_timing(const pdc_conn *c);
 
 /* Blocking calls. Each returns the answer's status or a PDC_ERR_*. The output
  * is filled when the status is PDC_OK (find_path: also PDC_PARTIAL, and the

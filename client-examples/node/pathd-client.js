@@ -44,6 +44,15 @@
  * [x, y], absent ones null. batch(items) resolves with one such object per
  * item, each with its own status.
  *
+ * Timing: every answer (PathResult or object) has a non-enumerable timing
+ * = { serverUs, searchUs }, the server's own times for it (docs/PROTOCOL.md,
+ * "Timing"): serverUs from the server's read of the request to its answer
+ * handed to the socket (always less than the round trip the client sees),
+ * searchUs the part spent in the search (0 when nothing was searched). Not
+ * enumerable, so answers still equal pathctl's output. client.lastTiming is
+ * the timing of the answer the last call took, for calls that resolve with
+ * something else (ping's round trip, batch's array).
+ *
  * A request that gets no answer rejects with a subclass of PathdError:
  * PathdDisconnected (connection lost: every request still waiting fails with
  * it and nothing is resent), PathdTimeout (no answer within timeoutMs; a late
@@ -655,7 +664,9 @@ class Pending {
     // forgets to set final.
     if (assemble !== 'single' && !response.final) return undefined;
     this.response = response;
-    return this.op.finish(this);
+    const answer = this.op.finish(this);
+    Object.defineProperty(answer, 'timing', { value: { serverUs: response.serverUs, searchUs: response.searchUs } });
+    return answer;
   }
 
   points(m) {
@@ -772,6 +783,8 @@ class PathdClient {
     this.token = token;
     this.role = null;
     this._auth = null;
+    // The timing of the answer the last call took (see the top of the file).
+    this.lastTiming = { serverUs: 0, searchUs: 0 };
   }
 
   /* Authenticates this socket (and every later one) with token; resolves
@@ -875,6 +888,7 @@ class PathdClient {
 
   /* An answer a call resolves with becomes its value; any other rejects. */
   _accept(theOp, answer) {
+    this.lastTiming = answer.timing;
     const status = statusOf(answer);
     if (!theOp.accept.includes(status)) {
       throw new PathdError(status, messageOf(answer), { requestId: answer.id, result: answer });

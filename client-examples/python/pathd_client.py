@@ -39,6 +39,13 @@ PathdError's .result holds the version it is at).
 
 Results:
   - find_path: a PathResult (attributes; to_dict() is pathctl path --json).
+  - Every answer (PathResult, or Answer dict) has .timing, a Timing of the
+    server's own times for it (docs/PROTOCOL.md, "Timing"): server_us, from
+    the server's read of the request to its answer handed to the socket
+    (always less than the round trip the client sees), and search_us, the
+    part spent in the search (0 when nothing was searched). The client's
+    last_timing is the Timing of the answer its last call took, for calls
+    that return something else (ping's round trip, batch's list).
   - Everything else answers plain dicts (an Answer, a dict with .id) shaped
     like pathctl's --json output: status, version and the fields of the kind
     (raycast: clear, hit, last_free, last_free_world; validate_move: valid,
@@ -110,6 +117,10 @@ _CONNECTIVITY = {0: pb.CONNECTIVITY_DEFAULT, 8: pb.CONNECTIVITY_8, 4: pb.CONNECT
 _GRID_SYMBOLS = "#." + "".join(str(c) for c in range(2, 10)) + "+" * 246
 
 SceneSummary = namedtuple("SceneSummary", "name width height version")
+# An answer's Response.server_us and search_us, in microseconds (0 when the
+# server did not send them).
+Timing = namedtuple("Timing", "server_us search_us")
+_NO_TIMING = Timing(0, 0)
 SceneInfo = namedtuple(
     "SceneInfo",
     "name width height origin_x origin_y cell_size unit_sizes version passable_cells")
@@ -159,11 +170,13 @@ class _Violation(Exception):
 
 class Answer(dict):
     """A plain dict answer (the keys of pathctl --json) that also knows its
-    request's id, for answers collected with recv()."""
+    request's id, for answers collected with recv(), and its .timing (not a
+    key, so it compares equal to pathctl's output)."""
 
     def __init__(self, request_id, fields):
         super().__init__(fields)
         self.id = request_id
+        self.timing = _NO_TIMING
 
 
 class PathResult:
@@ -177,12 +190,14 @@ class PathResult:
     the cells the path really starts / ends at when snapped or substituted
     (else None); cutoff "BUDGET_EXCEEDED" / "DEADLINE_EXCEEDED" behind a
     PARTIAL from partial_on_cutoff (else None); goal_index the index of the
-    goal reached when the request gave goals (else None).
+    goal reached when the request gave goals (else None); timing the
+    server's Timing of the answer (see the module's notes; zeros in a batch
+    item, whose batch is timed whole).
     """
 
     __slots__ = ("id", "status", "cost", "expansions", "search_micros", "version",
                  "waypoints", "world", "times", "start_used", "goal_used", "cutoff", "message",
-                 "goal_index")
+                 "goal_index", "timing")
 
     def __init__(self, request_id, status="OK", message="", timed=False):
         self.id = request_id
@@ -199,6 +214,7 @@ class PathResult:
         self.goal_used = None
         self.cutoff = None
         self.goal_index = None
+        self.timing = _NO_TIMING
 
     @property
     def ok(self):
@@ -849,6 +865,7 @@ class _Pending:
             return False
         self.response = response
         self.result = self.op.finish(self)
+        self.result.timing = Timing(response.server_us, response.search_us)
         return True
 
     def _points(self, m):
@@ -1137,6 +1154,7 @@ class _Api:
         self._events = deque()     # watch events not yet taken by watch_next()
         self.token = token
         self.role = None
+        self.last_timing = _NO_TIMING  # of the answer the last call took
 
     @property
     def in_flight(self):
@@ -1235,8 +1253,8 @@ class _Api:
             raise PathdTimeout("no answer completed within %gs" % wait)
         return None
 
-    @staticmethod
-    def _accept(op, answer):
+    def _accept(self, op, answer):
+        self.last_timing = answer.timing
         status = answer.status if isinstance(answer, PathResult) else answer["status"]
         if status not in op.accept:
             message = answer.message if isinstance(answer, PathResult) else answer.get("message", "")

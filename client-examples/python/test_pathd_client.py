@@ -369,6 +369,19 @@ def overloaded_then_path(server):
                 chunk(second.id, 1, [(3, 2)], final=True, cost=2.5, total=3), dribble=True)
 
 
+def assert_timed(test, timing, started_ns, searched):
+    """An answer's server-side Timing against the round trip the test saw,
+    from started_ns (time.monotonic_ns() before the send; the server's clock
+    too) to now, rounded up as the server rounds: 0 < server_us <= round
+    trip, search_us <= server_us, and search_us > 0 exactly when the answer
+    ran a search."""
+    rtt_us = -(-(time.monotonic_ns() - started_ns) // 1000)
+    test.assertGreater(timing.server_us, 0)
+    test.assertLessEqual(timing.server_us, rtt_us)
+    test.assertLessEqual(timing.search_us, timing.server_us)
+    test.assertEqual(timing.search_us > 0, searched, timing)
+
+
 def assert_walkable(test, result, start, goal):
     """Cells path from start to goal in single 8-connected steps."""
     test.assertEqual(result.waypoints[0], tuple(start))
@@ -518,6 +531,43 @@ class LiveDaemonTest(LiveClientCase):
         self.assertIn("cost %g" % reference["cost"], out.stdout)
         for x, y in reference["waypoints"]:
             self.assertIn("cell (%d, %d)" % (x, y), out.stdout)
+
+
+class TimingTest(LiveClientCase):
+    """Every answer's .timing (Response.server_us, search_us), and
+    last_timing for calls that return something else."""
+
+    def test_path_answers_are_timed(self):
+        started = time.monotonic_ns()
+        result = self.client.find_path(*LONG)
+        assert_timed(self, result.timing, started, True)
+        self.assertEqual(result.timing.search_us, result.search_micros)
+        self.assertEqual(self.client.last_timing, result.timing)
+        # Pipelined: each answer within its own round trip.
+        sent = {self.client.send_find_path(*q): time.monotonic_ns() for q in (SHORT, LONG, SHORT)}
+        while self.client.in_flight:
+            r = self.client.recv()
+            assert_timed(self, r.timing, sent.pop(r.id), True)
+
+    def test_answers_without_a_search_are_timed(self):
+        started = time.monotonic_ns()
+        self.client.ping()
+        assert_timed(self, self.client.last_timing, started, False)
+        started = time.monotonic_ns()
+        with self.assertRaises(PathdError) as caught:
+            self.client.find_path("nope", (1, 1), (2, 2))
+        assert_timed(self, caught.exception.result.timing, started, False)
+        started = time.monotonic_ns()
+        self.client.stats()
+        assert_timed(self, self.client.last_timing, started, False)
+
+    def test_queries_and_batches_are_timed(self):
+        started = time.monotonic_ns()
+        answer = self.client.raycast("town", (1, 1), (10, 1))
+        assert_timed(self, answer.timing, started, True)
+        started = time.monotonic_ns()
+        self.client.batch([query(m, *a, **o) for m, a, o, _ in QUERIES])
+        assert_timed(self, self.client.last_timing, started, True)
 
 
 class WholeProtocolTest(LiveClientCase):
@@ -978,7 +1028,11 @@ class AsyncClientTest(unittest.TestCase):
                 scenes = await client.scenes()
                 info = await client.scene_info("town")
                 stats = await client.stats()
+                started = time.monotonic_ns()
                 rtt = await client.ping()
+                assert_timed(self, client.last_timing, started, False)
+                started = time.monotonic_ns()
+                assert_timed(self, (await client.find_path(*SHORT)).timing, started, True)
                 pipelined = [await client.send("raycast", "town", (1, 1), (5, 5)),
                              await client.send_find_path(*SHORT)]
                 received = {(await client.recv()).id for _ in pipelined}

@@ -1219,6 +1219,31 @@ static uint8_t *pd__encode_single(const Pathd__V1__Response *resp, size_t *out_l
     return buf;
 }
 
+void pd_codec_stamp_timing(uint8_t **buf, size_t *len, uint64_t server_us, uint64_t search_us)
+{
+    if (*buf == NULL || *len < PD_FRAME_HEADER_BYTES)
+        return;
+    /* A Response holding only the two fields packs to just their bytes
+     * (proto3 leaves every zero field out); appended to a packed Response
+     * they are merged into it, wherever its other fields stand. */
+    Pathd__V1__Response timing = PATHD__V1__RESPONSE__INIT;
+    timing.server_us = server_us;
+    timing.search_us = search_us;
+    size_t extra = pathd__v1__response__get_packed_size(&timing);
+    size_t last = 0;
+    for (size_t off = 0; off + PD_FRAME_HEADER_BYTES <= *len;) {
+        last = off;
+        off += PD_FRAME_HEADER_BYTES + pd_frame_get_header(*buf + off);
+    }
+    uint8_t *grown = extra > 0 ? realloc(*buf, *len + extra) : NULL;
+    if (grown == NULL)
+        return;
+    pathd__v1__response__pack(&timing, grown + *len);
+    pd_frame_put_header(grown + last, (uint32_t)(*len + extra - last - PD_FRAME_HEADER_BYTES));
+    *buf = grown;
+    *len += extra;
+}
+
 /* Copies a message for the wire, replacing each byte that is not part of a
  * valid UTF-8 sequence with '?', since proto3 string fields must be UTF-8 and
  * messages may quote client input. Returns a malloc'd string or NULL. */

@@ -125,6 +125,15 @@ void pd_codec_limits_fixed(pd_codec_limits *out);
  * *out_len, or NULL on allocation failure. All answers are final = true
  * except the non-last chunks of a path. */
 
+/* Adds an answer's timing (Response.server_us and search_us, in
+ * microseconds; 0 leaves a field out) to the last frame of *buf, the answer
+ * one of the encoders below made: the fields are appended to that frame's
+ * bytes (a protobuf message's fields may come in any order) and its length
+ * fixed, so the time can be taken once the answer is encoded, just before
+ * its bytes go to the socket. Grows *buf (realloc) and *len; on allocation
+ * failure, or with *buf NULL, leaves the answer as it was. */
+void pd_codec_stamp_timing(uint8_t **buf, size_t *len, uint64_t server_us, uint64_t search_us);
+
 /* A request-level failure (unknown scene, bad argument, overloaded...):
  * Response{id, status, final, Error{message}}. */
 uint8_t *pd_codec_encode_error(uint64_t id, pd_status status, const char *message, size_t *out_len);

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t pd__frame_get_header(const uint8_t *p)
+uint32_t pd_frame_get_header(const uint8_t p[PD_FRAME_HEADER_BYTES])
 {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
 }
@@ -168,7 +168,7 @@ int pd_frame_reader_space(pd_frame_reader *r, size_t suggested, uint8_t **out, s
     pending = r->end;
     want = pending + 1;
     if (pending >= PD_FRAME_HEADER_BYTES) {
-        uint32_t len = pd__frame_get_header(r->buf);
+        uint32_t len = pd_frame_get_header(r->buf);
         size_t frame_bytes;
         if (len > r->max_frame)
             want = r->cap;
@@ -207,7 +207,7 @@ pd_status pd_frame_reader_next(pd_frame_reader *r, const uint8_t **payload, size
     pending = r->end - r->start;
     if (pending < PD_FRAME_HEADER_BYTES)
         return PD_PARTIAL;
-    frame_len = pd__frame_get_header(r->buf + r->start);
+    frame_len = pd_frame_get_header(r->buf + r->start);
     if (frame_len > r->max_frame)
         return PD_FRAME_TOO_LARGE;
     if (pending - PD_FRAME_HEADER_BYTES < frame_len)

@@ -83,5 +83,7 @@ void pd_frame_reader_commit(pd_frame_reader *r, size_t n);
 pd_status pd_frame_reader_next(pd_frame_reader *r, const uint8_t **payload, size_t *len);
 
 void pd_frame_put_header(uint8_t out[PD_FRAME_HEADER_BYTES], uint32_t payload_len);
+/* The payload length a header holds. */
+uint32_t pd_frame_get_header(const uint8_t p[PD_FRAME_HEADER_BYTES]);
 
 #endif

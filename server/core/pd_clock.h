@@ -21,4 +21,11 @@ static inline uint64_t pd_clock_us(void)
     return pd_clock_ns() / 1000u;
 }
 
+/* Microseconds since t0_ns (pd_clock_ns), rounded up: a search that ran at
+ * all reports at least 1. */
+static inline uint64_t pd_clock_us_since(uint64_t t0_ns)
+{
+    return (pd_clock_ns() - t0_ns + 999u) / 1000u;
+}
+
 #endif

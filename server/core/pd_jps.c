@@ -683,7 +683,7 @@ pd_status pd_jps_extract(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, s
 pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_params *params, pd_point *out,
                         size_t out_cap, pd_search_metrics *metrics)
 {
-    uint64_t t0 = pd_clock_us();
+    uint64_t t0 = pd_clock_ns();
     pd_search_metrics m = { 0 };
     pd_status st;
     ctx->have_path = 0;
@@ -762,7 +762,7 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
             st = pd_jps_extract(ctx, out, out_cap, NULL);
     }
 done:
-    m.micros = pd_clock_us() - t0;
+    m.micros = pd_clock_us_since(t0);
     if (metrics)
         *metrics = m;
     return st;

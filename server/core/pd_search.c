@@ -369,7 +369,7 @@ static int32_t pd__window_last(int32_t max, int32_t size)
 pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_search_params *params,
                           pd_point *out, size_t out_cap, pd_search_metrics *metrics)
 {
-    uint64_t t0 = pd_clock_us();
+    uint64_t t0 = pd_clock_ns();
     pd_search_metrics m = { 0 };
     pd_status st;
     ctx->have_path = 0;
@@ -499,7 +499,7 @@ pd_status pd_search_astar(pd_search_ctx *ctx, const pd_grid *grid, const pd_sear
             st = found;
     }
 done:
-    m.micros = pd_clock_us() - t0;
+    m.micros = pd_clock_us_since(t0);
     if (metrics)
         *metrics = m;
     return st;

@@ -92,7 +92,7 @@ typedef struct pd_search_metrics {
     uint64_t expanded;      /* nodes whose successors were generated (the goal
                                is not counted); max_expansions bounds this */
     uint64_t generated;     /* nodes pushed onto the open list (incl. start) */
-    uint64_t micros;        /* wall time of search + extraction */
+    uint64_t micros;        /* wall time of search + extraction, rounded up (>= 1) */
     size_t path_len;        /* waypoints in the full path, start and goal included */
     pd_point end;           /* last point of the path: the goal, or the best node of a PARTIAL */
     pd_status cutoff;       /* PD_BUDGET_EXCEEDED / PD_DEADLINE_EXCEEDED behind a PARTIAL, else PD_OK */

@@ -333,13 +333,24 @@ void pd__flush_all(pd_server *s)
     }
 }
 
+void pd__stamp_answer(uint8_t **buf, size_t *len, uint64_t arrival_ns, uint64_t search_us)
+{
+    uint64_t now = pd_pool_now_ns();
+    uint64_t server_us = now > arrival_ns ? (now - arrival_ns + 999u) / 1000u : 1u;
+    pd_codec_stamp_timing(buf, len, server_us, search_us);
+}
+
 /* Queues one encoded answer (whole frames) for this iteration's flush and
- * takes ownership of buf. A NULL buf means encoding ran out of memory: the
- * client cannot be told, so the connection is closed rather than left
+ * takes ownership of buf. An answer to the frame being handled gets its
+ * timing here, the last step before its bytes are queued (answers made on
+ * workers have theirs already). A NULL buf means encoding ran out of memory:
+ * the client cannot be told, so the connection is closed rather than left
  * waiting for an answer. */
 void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len)
 {
     pd_server *s = c->server;
+    if (s->answering_conn == c)
+        pd__stamp_answer(&buf, &len, s->answering_since_ns, s->answering_search_us);
     if (!buf) {
         pd_log_error("conn %" PRIu64 ": out of memory encoding a reply; closing", c->id);
         pd__conn_close(c);
@@ -609,9 +620,7 @@ static void pd__conn_process(pd__conn *c)
         if (st == PD_PARTIAL)
             return;
         if (st == PD_FRAME_TOO_LARGE) {
-            const uint8_t *h = c->reader.buf + c->reader.start;
-            uint32_t claimed = ((uint32_t)h[0] << 24) | ((uint32_t)h[1] << 16) |
-                               ((uint32_t)h[2] << 8) | (uint32_t)h[3];
+            uint32_t claimed = pd_frame_get_header(c->reader.buf + c->reader.start);
             s->malformed_total++;
             pd_metrics_observe(s->metrics, PD_REQ_NONE, PD_FRAME_TOO_LARGE, 0);
             pd_log_debug("conn %" PRIu64 ": frame of %" PRIu32 " bytes refused; closing", c->id, claimed);

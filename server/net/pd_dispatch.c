@@ -55,6 +55,7 @@ struct pd__job {
                                      owner = connection id, tag = request id */
     pd_request_kind kind;
     int jump_points;              /* the server's setting when the job was made */
+    uint64_t arrival_ns;          /* when its request's frame was read (Response.server_us) */
 
     /* PD_REQ_FIND_PATH */
     pd_scene *scene;              /* retained */
@@ -108,6 +109,7 @@ static pd__job *pd__job_new(pd__conn *c, uint64_t request_id, pd_request_kind ki
     job->task.owner = c->id;
     job->task.tag = request_id;
     job->kind = kind;
+    job->arrival_ns = c->server->answering_since_ns;
     job->jump_points = c->server->conf.jump_point_search;
     job->max_chunk = c->server->conf.max_waypoints_per_chunk;
     return job;
@@ -178,8 +180,22 @@ static void pd__settle_status(pd__job *job)
                 pd__move_fail(&job->move_results[i], st);
 }
 
-/* The answer to a finished job; NULL when encoding ran out of memory. */
-static uint8_t *pd__encode_job(pd__job *job, size_t *len)
+/* The job's time in the search proper (Response.search_us): its path's or
+ * route's search, its movement queries' (a batch's items together); 0 for
+ * a change, or a job that never ran. */
+static uint64_t pd__job_search_us(const pd__job *job)
+{
+    if (job->kind == PD_REQ_FIND_PATH)
+        return job->path.metrics.micros;
+    if (job->kind == PD_REQ_FIND_ROUTE)
+        return job->route.metrics.micros;
+    uint64_t us = 0;
+    for (size_t i = 0; i < job->n_moves; i++)
+        us += job->move_results[i].micros;
+    return us;
+}
+
+static uint8_t *pd__encode_job_body(pd__job *job, size_t *len)
 {
     uint64_t id = job->task.tag;
     switch (job->kind) {
@@ -199,6 +215,16 @@ static uint8_t *pd__encode_job(pd__job *job, size_t *len)
     default:
         return pd_codec_encode_move(id, job->kind, &job->move_results[0], len);
     }
+}
+
+/* The answer to a finished job with its timing, taken now: whoever encodes
+ * it (its worker, or the loop) hands it to the socket next. NULL when
+ * encoding ran out of memory. */
+static uint8_t *pd__encode_job(pd__job *job, size_t *len)
+{
+    uint8_t *buf = pd__encode_job_body(job, len);
+    pd__stamp_answer(&buf, len, job->arrival_ns, pd__job_search_us(job));
+    return buf;
 }
 
 /* Settles and encodes a finished job's answer on the worker that ran it
@@ -489,6 +515,7 @@ static int pd__answer_inline(pd__conn *c, uint64_t id, const pd_scene *scene, co
     pd_query_scratch_trim(s->inline_scratch, s->conf.worker_retained_bytes);
     if (!answered)
         return 0;
+    s->answering_search_us = r.metrics.micros;
     pd__count_answer(s, PD_REQ_FIND_PATH, r.status, r.metrics.expanded, scene->name, 0, arrival_ns);
     size_t len = 0;
     uint8_t *buf = pd_codec_encode_path(id, scene, &r, s->conf.max_waypoints_per_chunk, want_world, &len);
@@ -1071,6 +1098,13 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
     pd__conn_send(c, buf, len);
 }
 
+/* Between frames: what the server sends now answers no frame. */
+static void pd__answered(pd_server *s)
+{
+    s->answering = -1;
+    s->answering_conn = NULL;
+}
+
 void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_t arrival_ns)
 {
     pd_server *s = c->server;
@@ -1083,17 +1117,19 @@ void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_
     pd_status st = pd_codec_decode_request(payload, len, &req, err, sizeof err);
     s->answering = (int)req.kind;
     s->answering_since_ns = arrival_ns;
+    s->answering_conn = c;
+    s->answering_search_us = 0;
     if (st == PD_MALFORMED) {
         s->malformed_total++;
         pd_log_debug("conn %" PRIu64 ": malformed frame: %s; closing", c->id, err);
         pd__send_error(c, 0, PD_MALFORMED, "%s", err[0] ? err : "frame is not a pathd.v1.Request");
-        s->answering = -1;
+        pd__answered(s);
         pd__conn_linger(c);
         return;
     }
     if (st != PD_OK) {
         pd__send_error(c, req.id, st, "%s", err[0] ? err : pd_status_name(st));
-        s->answering = -1;
+        pd__answered(s);
         /* A frame refused for its shape: the peer's stream is in an unknown
          * state (and may be a flood of such frames), so, as for MALFORMED,
          * the answer goes out and the connection closes. */
@@ -1104,7 +1140,7 @@ void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_
         return;
     }
     pd__handle_request(c, &req, arrival_ns);
-    s->answering = -1;
+    pd__answered(s);
     pd_request_free(&req);
 }
 

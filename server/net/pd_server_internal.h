@@ -227,6 +227,10 @@ struct pd_server {
     int answering;               /* pd_request_kind of the frame being handled, or -1
                                     between frames (errors outside a request are not counted) */
     uint64_t answering_since_ns; /* that frame's arrival */
+    pd__conn *answering_conn;    /* the connection that sent it, or NULL between frames:
+                                    answers queued for it meanwhile carry their timing
+                                    (pd__conn_send, pd__stamp_answer) */
+    uint64_t answering_search_us; /* the search the loop ran for it (pd__answer_inline) */
 
     uint8_t discard[PD__DISCARD_BYTES];
     uint8_t shared_read[PD__SHARED_READ_BYTES];
@@ -243,6 +247,10 @@ void pd__conn_read_stop(pd__conn *c);
  * has passed, whichever comes first (see pd_conn.c). */
 void pd__conn_unfull(pd__conn *c);
 void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len);
+/* Adds Response.server_us (from arrival_ns, when the request's frame was
+ * read, to now, rounded up to whole microseconds) and search_us to an
+ * encoded answer (pd_codec_stamp_timing). Any thread. */
+void pd__stamp_answer(uint8_t **buf, size_t *len, uint64_t arrival_ns, uint64_t search_us);
 void pd__flush_all(pd_server *s);
 void pd__conn_shutdown(pd__conn *c);
 void pd__observe(pd_server *s, pd_status status);

@@ -10,6 +10,7 @@
  * where the segment meets it.
  */
 #include "pd_movement.h"
+#include "pd_clock.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -391,6 +392,7 @@ static pd_status pd__find_path_item(pd_query_scratch *s, const pd_move_query *q,
 
 pd_status pd_move_run(pd_query_scratch *s, const pd_move_query *q, pd_move_result *r)
 {
+    const uint64_t started = pd_clock_ns();
     switch (q->kind) {
     case PD_REQ_FIND_PATH:
         r->status = pd__find_path_item(s, q, r);
@@ -420,5 +422,6 @@ pd_status pd_move_run(pd_query_scratch *s, const pd_move_query *q, pd_move_resul
         pd__fail(r, PD_INVALID_ARGUMENT, "not a movement query");
         break;
     }
+    r->micros = q->kind == PD_REQ_FIND_PATH ? r->path.metrics.micros : pd_clock_us_since(started);
     return r->status;
 }

@@ -74,6 +74,9 @@ typedef struct pd_move_result {
     double distance;
     uint64_t seed;
     uint64_t candidates;
+    uint64_t micros;              /* pd_move_run's time in the query proper, rounded
+                                     up (FIND_PATH: the search's, path.metrics.micros);
+                                     0 for a query that did not run */
     pd_path_result path;          /* FIND_PATH: the path answer (pd_move_result_free) */
     const pd_scene *scene;        /* FIND_PATH: the snapshot it ran on, for world
                                      coordinates; borrowed from the query */

@@ -911,10 +911,10 @@ static pd_status pd__find_route(pd_query_scratch *s, const pd_world *world, cons
 pd_status pd_query_find_route(pd_query_scratch *s, const pd_world *world, const pd_route_query *q,
                               const pd_query_control *ctl, pd_route_result *out)
 {
-    uint64_t started = pd_clock_us();
+    uint64_t started = pd_clock_ns();
     memset(out, 0, sizeof *out);
     out->status = s && world && q ? pd__find_route(s, world, q, ctl, out) : PD_INVALID_ARGUMENT;
-    out->metrics.micros = pd_clock_us() - started;
+    out->metrics.micros = pd_clock_us_since(started); /* rounded up, as a search's */
     return out->status;
 }
 

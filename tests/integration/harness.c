@@ -63,6 +63,27 @@ double pdi_now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+uint64_t pdi_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void pdi_check_timing(pdc_timing t, uint64_t sent_ns, int searched, const char *what)
+{
+    uint64_t rtt_us = (pdi_now_ns() - sent_ns + 999u) / 1000u;
+    if (t.server_us == 0 || t.server_us > rtt_us)
+        fail_msg("%s: server_us %llu, round trip %llu us (want 0 < server_us <= round trip)", what,
+                 (unsigned long long)t.server_us, (unsigned long long)rtt_us);
+    if (t.search_us > t.server_us)
+        fail_msg("%s: search_us %llu exceeds server_us %llu", what, (unsigned long long)t.search_us,
+                 (unsigned long long)t.server_us);
+    if ((t.search_us > 0) != (searched != 0))
+        fail_msg("%s: search_us %llu, but the answer %s", what, (unsigned long long)t.search_us,
+                 searched ? "ran a search" : "searched nothing");
+}
+
 void pdi_sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};

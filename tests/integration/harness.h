@@ -193,6 +193,16 @@ void pdi_assert_daemon_serves(const pdi_daemon *d);
 
 /* Milliseconds on CLOCK_MONOTONIC. */
 double pdi_now_ms(void);
+/* Nanoseconds on CLOCK_MONOTONIC (the server's clock for Response.server_us). */
+uint64_t pdi_now_ns(void);
+
+/* Checks an answer's server-side times against what the client saw (fails
+ * the test, naming `what`, if not): server_us > 0 and no longer than the
+ * round trip measured from sent_ns (pdi_now_ns before the request was sent)
+ * to now, rounded up to whole microseconds as the server rounds; search_us
+ * no longer than server_us, and > 0 exactly when `searched` (the answer
+ * ran a search or movement query). */
+void pdi_check_timing(pdc_timing t, uint64_t sent_ns, int searched, const char *what);
 void pdi_sleep_ms(int ms);
 
 /* ---- Moving AI data ---------------------------------------------------- */

@@ -135,6 +135,39 @@ static void test_each_kind(void **state)
     pdi_assert_daemon_serves(d);
 }
 
+/* Each kind's answer carries its server time and the query's own; a
+ * refused query ran nothing; a batch is timed whole (its items together). */
+static void test_queries_are_timed(void **state)
+{
+    pdi_daemon *d = *state;
+    pdc_conn *c = pdi_connect(d);
+    static const pdc_timed_point moves[2] = {{{0, 1, 1, 0, 0}, 0}, {{0, 3, 3, 0, 0}, 1}};
+    pdc_query qs[PDC_Q_DISTANCE_TO_WALL];
+    pdc_query_result r, out[PDC_Q_DISTANCE_TO_WALL];
+    for (int k = PDC_Q_RAYCAST; k <= PDC_Q_DISTANCE_TO_WALL; k++) {
+        pdc_query q = q_of((pdc_query_kind)k, pdc_cell(2, 2), pdc_cell(9, 6));
+        q.radius = 4;
+        q.seed = 5;
+        q.dx = 3;
+        q.moves = moves;
+        q.move_count = 2;
+        q.max_speed = 4;
+        qs[k - 1] = q;
+        uint64_t sent_ns = pdi_now_ns();
+        assert_int_equal(pdc_query_run(c, &q, &r), PDC_OK);
+        pdi_check_timing(pdc_last_timing(c), sent_ns, 1, "movement query");
+    }
+    pdc_query bad = q_of(PDC_Q_RAYCAST, pdc_cell(1, 1), pdc_cell(99, 1));
+    uint64_t sent_ns = pdi_now_ns();
+    assert_int_equal(pdc_query_run(c, &bad, &r), PDC_OUT_OF_BOUNDS);
+    pdi_check_timing(pdc_last_timing(c), sent_ns, 0, "refused movement query");
+
+    sent_ns = pdi_now_ns();
+    assert_int_equal(pdc_batch(c, qs, PDC_Q_DISTANCE_TO_WALL, out), PDC_OK);
+    pdi_check_timing(pdc_last_timing(c), sent_ns, 1, "Batch");
+    pdc_close(c);
+}
+
 /* A batch answers each item as the same query alone would; a bad item
  * fails alone. */
 static void test_batch_matches_singles(void **state)
@@ -393,6 +426,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_kind),
+        cmocka_unit_test(test_queries_are_timed),
         cmocka_unit_test(test_batch_matches_singles),
         cmocka_unit_test_setup_teardown(test_batch_items_counted_like_singles, setup_metrics, teardown),
         cmocka_unit_test(test_pathctl_batch),

@@ -60,12 +60,13 @@ static void test_movingai_costs_pipelined(void **state)
 
     pdc_conn *c = pdi_connect(d);
     assert_non_null(c);
-    uint64_t ids[T_SCENARIOS];
+    uint64_t ids[T_SCENARIOS], sent_ns[T_SCENARIOS];
     for (size_t i = 0; i < n; i++) {
         pdc_path_req req = {0};
         req.scene = "den520d";
         req.start = pdc_cell(sc[i].sx, sc[i].sy);
         req.goal = pdc_cell(sc[i].gx, sc[i].gy);
+        sent_ns[i] = pdi_now_ns();
         assert_int_equal(pdc_send_find_path(c, &req, &ids[i]), PDC_OK);
     }
     int answered[T_SCENARIOS] = {0};
@@ -88,6 +89,9 @@ static void test_movingai_costs_pipelined(void **state)
         check_path_shape(&g, &r, sc[i].sx, sc[i].sy, sc[i].gx, sc[i].gy);
         assert_true(r.scene_version >= 1);
         assert_true(r.expansions >= 1);
+        /* Timed on the final chunk, whatever chunks went before it. */
+        pdi_check_timing(r.timing, sent_ns[i], 1, "pipelined FindPath");
+        assert_int_equal(r.timing.search_us, r.search_micros);
         if (r.count > T_CHUNK_WAYPOINTS)
             chunks_needed++;
         pdc_path_result_free(&r);
@@ -117,7 +121,11 @@ static void test_movingai_costs_blocking(void **state)
         req.start = pdc_cell(sc[i].sx, sc[i].sy);
         req.goal = pdc_cell(sc[i].gx, sc[i].gy);
         pdc_path_result r = {0};
+        uint64_t sent_ns = pdi_now_ns();
         assert_int_equal(pdc_find_path(c, &req, &r), PDC_OK);
+        pdi_check_timing(r.timing, sent_ns, 1, "FindPath");
+        assert_int_equal(r.timing.search_us, r.search_micros);
+        assert_int_equal(pdc_last_timing(c).server_us, r.timing.server_us);
         assert_true(fabs(r.cost - sc[i].optimal) <= sc[i].tolerance);
         check_path_shape(&g, &r, sc[i].sx, sc[i].sy, sc[i].gx, sc[i].gy);
         pdc_path_result_free(&r);

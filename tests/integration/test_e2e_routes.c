@@ -189,7 +189,10 @@ static void test_demo_route(void **state)
     pdc_conn *c = pdi_connect(d);
     pdc_route_req q = route_req("town", 3, 4, "cellar", 10, 2);
     pdc_route_result r;
+    uint64_t sent_ns = pdi_now_ns();
     assert_int_equal(pdc_find_route(c, &q, &r), PDC_OK);
+    pdi_check_timing(r.timing, sent_ns, 1, "FindRoute");
+    assert_int_equal(r.timing.search_us, r.micros);
     static const char *const scenes[] = {"town", "house", "cellar"};
     check_route(c, &r, &q, scenes, 3);
     assert_string_equal(leg_portal(&r, 0), "inn-door");

@@ -151,6 +151,61 @@ static void test_ok_partial_no_path_and_search_outcomes(void **state)
     close(fd);
 }
 
+/* A path request on c, timed: its answer's status, the timing checked. */
+static int timed_path(pdc_conn *c, const char *scene, int32_t sx, int32_t sy, int32_t gx, int32_t gy, int searched,
+                      const char *what)
+{
+    pdc_path_req req = {0};
+    pdc_path_result r = {0};
+    req.scene = scene;
+    req.start = pdc_cell(sx, sy);
+    req.goal = pdc_cell(gx, gy);
+    uint64_t sent_ns = pdi_now_ns();
+    int st = pdc_find_path(c, &req, &r);
+    pdi_check_timing(r.timing, sent_ns, searched, what);
+    assert_int_equal(r.timing.search_us, r.search_micros);
+    pdc_path_result_free(&r);
+    return st;
+}
+
+/* Every answer to a request carries server_us, within the client's round
+ * trip, and search_us only when a search ran: answers made on the loop
+ * (Ping, Stats, refusals, a short path searched inline) and on a worker. */
+static void test_answers_are_timed(void **state)
+{
+    pdi_daemon *d = *state;
+    pdc_conn *c = pdi_connect(d);
+    assert_non_null(c);
+
+    uint64_t sent_ns = pdi_now_ns();
+    assert_int_equal(pdc_ping(c, NULL), PDC_OK);
+    pdi_check_timing(pdc_last_timing(c), sent_ns, 0, "Ping");
+    pdc_server_stats stats;
+    sent_ns = pdi_now_ns();
+    assert_int_equal(pdc_stats(c, &stats), PDC_OK);
+    pdi_check_timing(pdc_last_timing(c), sent_ns, 0, "GetStats");
+    pdc_scene_details info;
+    sent_ns = pdi_now_ns();
+    assert_int_equal(pdc_scene_info(c, "no-such-scene", &info), PDC_UNKNOWN_SCENE);
+    pdi_check_timing(pdc_last_timing(c), sent_ns, 0, "GetSceneInfo refused");
+    pdc_scene_details_free(&info);
+
+    assert_int_equal(timed_path(c, "no-such-scene", 0, 0, 1, 1, 0, "FindPath of an unknown scene"),
+                     PDC_UNKNOWN_SCENE);
+    assert_int_equal(timed_path(c, "rooms", 11, 1, 1, 1, 0, "FindPath from a wall"), PDC_START_BLOCKED);
+    assert_int_equal(timed_path(c, "rooms", 1, 1, 10, 1, 1, "short FindPath"), PDC_OK);
+    pdi_scenario sc[2];
+    assert_int_equal(pdi_load_scenarios(sc, 2), 2);
+    assert_int_equal(timed_path(c, "den520d", sc[1].sx, sc[1].sy, sc[1].gx, sc[1].gy, 1, "den520d FindPath"),
+                     PDC_OK);
+    int32_t gx, gy;
+    pdi_serpent_goal(&gx, &gy);
+    assert_int_equal(timed_path(c, "serpent", 0, 0, gx, gy, 1, "serpent FindPath"), PDC_OK);
+    /* A search of ~0.5 M expansions is most of its answer's time. */
+    assert_true(pdc_last_timing(c).search_us >= 100);
+    pdc_close(c);
+}
+
 static void test_refusals(void **state)
 {
     pdi_daemon *d = *state;
@@ -468,6 +523,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_ok_partial_no_path_and_search_outcomes, setup, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_answers_are_timed, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_refusals, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_cancelled_and_overloaded, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_full_connection_is_still_read, setup, pdi_fixture_stop),

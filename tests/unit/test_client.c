@@ -181,6 +181,7 @@ typedef struct fake_totals {
     double cost;
     uint64_t expansions, micros, version;
     uint32_t total_waypoints;
+    uint64_t server_us;          /* Response.server_us; search_us is micros */
 } fake_totals;
 
 /* Packed waypoints as the server sends them (the first cell absolute, then
@@ -241,6 +242,8 @@ static void fake_send_chunk(fake_server *fs, int fd, uint64_t id, uint32_t seq,
         chunk.search_micros = totals->micros;
         chunk.scene_version = totals->version;
         chunk.total_waypoints = totals->total_waypoints;
+        resp.server_us = totals->server_us;
+        resp.search_us = totals->micros;
     }
     fake_send_response(fs, fd, &resp);
 }
@@ -342,7 +345,7 @@ static pdc_path_req demo_request(int32_t sx, int32_t sy, int32_t gx, int32_t gy)
 static const int32_t three_chunk_path[7][2] = {
     {1, 2}, {2, 2}, {3, 2}, {4, 2}, {5, 2}, {6, 3}, {7, 2},
 };
-static const fake_totals three_chunk_totals = {6.8284271247461898, 40, 123, 7, 7};
+static const fake_totals three_chunk_totals = {6.8284271247461898, 40, 123, 7, 7, 456};
 
 static void script_three_chunks(fake_server *fs, int conn_index, int fd)
 {
@@ -381,6 +384,8 @@ static void check_three_chunk_result(const pdc_path_result *r)
     assert_int_equal(r->expansions, 40);
     assert_int_equal(r->search_micros, 123);
     assert_int_equal(r->scene_version, 7);
+    assert_int_equal(r->timing.server_us, 456);
+    assert_int_equal(r->timing.search_us, 123);
 }
 
 static void run_three_chunks(int byte_at_a_time)
@@ -397,6 +402,8 @@ static void run_three_chunks(int byte_at_a_time)
     assert_int_equal(status, PDC_OK);
     assert_int_equal(r.id, 1);
     check_three_chunk_result(&r);
+    assert_int_equal(pdc_last_timing(c).server_us, 456);
+    assert_int_equal(pdc_last_timing(c).search_us, 123);
     pdc_path_result_free(&r);
     pdc_close(c);
     fake_finish(&fs);
@@ -428,8 +435,8 @@ static void script_out_of_order(fake_server *fs, int conn_index, int fd)
         static const int32_t c_first[1][2] = {{0, 0}};
         static const int32_t b_path[2][2] = {{0, 0}, {2, 0}};
         static const int32_t c_last[1][2] = {{3, 0}};
-        const fake_totals b_totals = {2.0, 5, 10, 1, 2};
-        const fake_totals c_totals = {3.0, 6, 11, 1, 2};
+        const fake_totals b_totals = {2.0, 5, 10, 1, 2, 20};
+        const fake_totals c_totals = {3.0, 6, 11, 1, 2, 30};
         fake_send_chunk(fs, fd, c->id, 0, c_first, 1, NULL);
         fake_send_chunk(fs, fd, b->id, 0, b_path, 2, &b_totals);
         fake_send_chunk(fs, fd, c->id, 1, c_last, 1, &c_totals);
@@ -457,6 +464,7 @@ static void expect_out_of_order_answers(fake_server *fs, pdc_conn *c, const uint
     assert_int_equal(r.count, 2);
     assert_int_equal(r.waypoints[1].x, 2);
     assert_true(r.cost == 2.0);
+    assert_true(r.timing.server_us == 20 && r.timing.search_us == 10);
     pdc_path_result_free(&r);
 
     assert_int_equal(pdc_recv_result(c, 5000, &r), PDC_OK);
@@ -466,6 +474,7 @@ static void expect_out_of_order_answers(fake_server *fs, pdc_conn *c, const uint
     assert_int_equal(r.waypoints[1].x, 3);
     assert_true(r.cost == 3.0);
     assert_int_equal(r.expansions, 6);
+    assert_true(r.timing.server_us == 30 && r.timing.search_us == 11);
     pdc_path_result_free(&r);
 
     /* The pipelined API surfaces OVERLOADED instead of retrying it. */
@@ -473,6 +482,7 @@ static void expect_out_of_order_answers(fake_server *fs, pdc_conn *c, const uint
     assert_int_equal(r.id, ids[0]);
     assert_int_equal(r.count, 0);
     assert_string_equal(r.message, "queue full");
+    assert_true(r.timing.server_us == 0 && r.timing.search_us == 0); /* the fake sent none */
     pdc_path_result_free(&r);
 
     assert_int_equal(pdc_in_flight(c), 0);
@@ -545,7 +555,7 @@ static void many_answer(fake_server *fs, int fd, const Pathd__V1__Request *req, 
         return;
     }
     const int32_t path[2][2] = {{0, 0}, {req->find_path->goal->cell->x, 0}};
-    const fake_totals totals = {1.0, 1, 1, 1, 2};
+    const fake_totals totals = {1.0, 1, 1, 1, 2, 1};
     fake_send_chunk(fs, fd, req->id, 0, path, 2, &totals);
 }
 
@@ -706,7 +716,7 @@ static void script_overloaded_then_ok(fake_server *fs, int conn_index, int fd)
         FAKE_CHECK(fs, second->body_case == PATHD__V1__REQUEST__BODY_FIND_PATH);
         FAKE_CHECK(fs, second->find_path->goal->cell->x == 4);
         static const int32_t path[2][2] = {{3, 3}, {4, 4}};
-        const fake_totals totals = {1.4142135623730951, 2, 3, 4, 2};
+        const fake_totals totals = {1.4142135623730951, 2, 3, 4, 2, 1};
         fake_send_chunk(fs, fd, second->id, 0, path, 2, &totals);
         pathd__v1__request__free_unpacked(second, NULL);
     }
@@ -779,7 +789,7 @@ static void script_bad_frames(fake_server *fs, int conn_index, int fd)
     } else {
         /* The second chunk of a path arrives without the first. */
         static const int32_t wp[1][2] = {{9, 9}};
-        const fake_totals totals = {1.0, 1, 1, 1, 0};
+        const fake_totals totals = {1.0, 1, 1, 1, 0, 1};
         fake_send_chunk(fs, fd, req->id, 1, wp, 1, &totals);
     }
     pathd__v1__request__free_unpacked(req, NULL);
@@ -862,7 +872,7 @@ static void script_slow(fake_server *fs, int conn_index, int fd)
     Pathd__V1__Request *ping = find ? fake_recv(fs, fd) : NULL;
     if (ping) {
         static const int32_t wp[1][2] = {{1, 1}};
-        const fake_totals totals = {0.0, 1, 1, 1, 1};
+        const fake_totals totals = {0.0, 1, 1, 1, 1, 1};
         fake_send_chunk(fs, fd, find->id, 0, wp, 1, &totals);
         Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
         Pathd__V1__Pong pong = PATHD__V1__PONG__INIT;
@@ -1713,7 +1723,8 @@ static void script_echo_paths(fake_server *fs, int conn_index, int fd)
                 {req->find_path->start->cell->x, req->find_path->start->cell->y},
                 {req->find_path->goal->cell->x, req->find_path->goal->cell->y},
             };
-            const fake_totals totals = {1.0, 1, 1, 1, 2};
+            /* Its server time is the start's x: 10 or 20 µs. */
+            const fake_totals totals = {1.0, 1, 1, 1, 2, (uint64_t)wp[0][0]};
             /* Every third scenario has no path, to see errors counted. */
             if (wp[0][0] == 30)
                 fake_send_status(fs, fd, req->id, PATHD__V1__STATUS__NO_PATH, NULL);
@@ -1761,7 +1772,7 @@ static cJSON *run_load_against_fake(fake_script script, const char *scen_text, c
 #define T_BURST 4
 static void script_burst(fake_server *fs, int conn_index, int fd)
 {
-    const fake_totals totals = {1.0, 1, 1, 1, 2};
+    const fake_totals totals = {1.0, 1, 1, 1, 2, 1};
     const int32_t wp[2][2] = {{1, 1}, {2, 2}};
     for (;;) {
         uint64_t ids[T_BURST];
@@ -1842,7 +1853,21 @@ static void test_pathd_load_against_fake(void **state)
     assert_true(cJSON_GetObjectItem(lat, "p50")->valuedouble <=
                 cJSON_GetObjectItem(lat, "p99")->valuedouble);
     assert_true(cJSON_GetObjectItem(lat, "p99")->valuedouble <=
+                cJSON_GetObjectItem(lat, "p999")->valuedouble);
+    assert_true(cJSON_GetObjectItem(lat, "p999")->valuedouble <=
                 cJSON_GetObjectItem(lat, "max")->valuedouble);
+    /* The fake's server times: 10 us for the 10 answers from x = 10, 20 for
+     * those from x = 20, none on the 10 NO_PATH answers (x = 30); search 1
+     * us on the 20 with a path. Sorted: ten 0s, ten 10s, ten 20s. */
+    cJSON *srv = cJSON_GetObjectItem(o, "server_us");
+    assert_int_equal(cJSON_GetObjectItem(srv, "samples")->valuedouble, 30);
+    assert_int_equal(cJSON_GetObjectItem(srv, "p50")->valuedouble, 10);
+    assert_int_equal(cJSON_GetObjectItem(srv, "p90")->valuedouble, 20);
+    assert_int_equal(cJSON_GetObjectItem(srv, "p999")->valuedouble, 20);
+    assert_int_equal(cJSON_GetObjectItem(srv, "max")->valuedouble, 20);
+    cJSON *search = cJSON_GetObjectItem(o, "search_us");
+    assert_int_equal(cJSON_GetObjectItem(search, "p50")->valuedouble, 1);
+    assert_int_equal(cJSON_GetObjectItem(search, "max")->valuedouble, 1);
     assert_true(cJSON_GetObjectItem(o, "throughput")->valuedouble > 0);
     cJSON_Delete(o);
     assert_int_equal(seen, 30);

@@ -857,6 +857,15 @@ static void test_encode_path_protocol_example(void **state)
     buf = encode_path(&job, 2, &len);
     assert_int_equal(len, sizeof cells_only);
     assert_memory_equal(buf, cells_only, len);
+    /* As the server sends it, with its timing (server_us 61, search_us 4)
+     * appended to the final frame, whose header grows from 34 to 38. */
+    static const uint8_t timing[] = {0x28, 0x3d, 0x30, 0x04};
+    pd_codec_stamp_timing(&buf, &len, 61, 4);
+    assert_int_equal(len, sizeof cells_only + sizeof timing);
+    assert_memory_equal(buf, cells_only, 22);
+    assert_int_equal(buf[22], 0x26);
+    assert_memory_equal(buf + 23, cells_only + 23, sizeof cells_only - 23);
+    assert_memory_equal(buf + sizeof cells_only, timing, sizeof timing);
     free(buf);
 
     job.want_world = 1;
@@ -893,6 +902,77 @@ static void test_encode_path_without_path(void **state)
         free(buf);
     }
     scene_fixture_free(&f);
+}
+
+/* pd_codec_stamp_timing puts server_us / search_us on the last frame of an
+ * answer only, leaves every other field of it as it was, and a zero leaves
+ * its field out. */
+static void test_stamp_timing_on_the_final_frame(void **state)
+{
+    scene_fixture f;
+    pd_job job;
+    size_t len, plain_len;
+    uint8_t *buf, *plain;
+    frames fr, before;
+    (void)state;
+    scene_fixture_init(&f, "town", 40, 30);
+    make_job(&job, &f.scene, 600, PD_OK);
+    plain = encode_path(&job, 256, &plain_len);
+    buf = encode_path(&job, 256, &len);
+    pd_codec_stamp_timing(&buf, &len, 300000, 4321);
+    /* Two varints of 3 and 2 bytes behind their tags. */
+    assert_int_equal(len, plain_len + 1 + 3 + 1 + 2);
+    unpack_frames(buf, len, &fr);
+    unpack_frames(plain, plain_len, &before);
+    /* The bytes before the last frame's header, and that frame's own, are
+     * as they were: only its length and the appended fields are new. */
+    size_t last = plain_len - PD_FRAME_HEADER_BYTES - before.payload_len[2];
+    assert_memory_equal(buf, plain, last);
+    assert_memory_equal(buf + last + PD_FRAME_HEADER_BYTES, plain + last + PD_FRAME_HEADER_BYTES,
+                        before.payload_len[2]);
+    assert_int_equal(fr.n, 3);
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(fr.r[i]->server_us, 0);
+        assert_int_equal(fr.r[i]->search_us, 0);
+        assert_int_equal(fr.payload_len[i], before.payload_len[i]);
+    }
+    assert_true(fr.r[2]->final);
+    assert_int_equal(fr.r[2]->server_us, 300000);
+    assert_int_equal(fr.r[2]->search_us, 4321);
+    assert_int_equal(fr.r[2]->path->search_micros, 4321);
+    assert_int_equal(fr.r[2]->path->total_waypoints, 600);
+    assert_int_equal(wp_count(fr.r[2]->path->points), 88);
+    assert_int_equal(fr.r[2]->status, before.r[2]->status);
+    free_frames(&fr);
+    free_frames(&before);
+    free(buf);
+    free(plain);
+    free(job.path);
+    scene_fixture_free(&f);
+
+    /* One frame, nothing searched: search_us stays out. The Pong of
+     * docs/PROTOCOL.md, section 8, byte for byte. */
+    static const uint8_t pong[] = {0x00, 0x00, 0x00, 0x0a, 0x08, 0x01, 0x18, 0x01,
+                                   0x72, 0x02, 0x08, 0x2a, 0x28, 0x23};
+    buf = pd_codec_encode_pong(1, 42, &len);
+    pd_codec_stamp_timing(&buf, &len, 35, 0);
+    assert_int_equal(len, sizeof pong);
+    assert_memory_equal(buf, pong, len);
+    unpack_frames(buf, len, &fr);
+    assert_int_equal(fr.n, 1);
+    assert_int_equal(fr.r[0]->id, 1);
+    assert_int_equal(fr.r[0]->pong->nonce, 42);
+    assert_int_equal(fr.r[0]->server_us, 35);
+    assert_int_equal(fr.r[0]->search_us, 0);
+    free_frames(&fr);
+    free(buf);
+
+    /* No answer (an encoder out of memory) stays none. */
+    buf = NULL;
+    len = 0;
+    pd_codec_stamp_timing(&buf, &len, 5, 5);
+    assert_null(buf);
+    assert_int_equal(len, 0);
 }
 
 static void test_encode_error_and_ack(void **state)
@@ -1998,6 +2078,7 @@ int main(void)
         cmocka_unit_test(test_encode_path_sizes_of_600_in_256),
         cmocka_unit_test(test_encode_path_without_path),
         cmocka_unit_test(test_encode_path_protocol_example),
+        cmocka_unit_test(test_stamp_timing_on_the_final_frame),
         cmocka_unit_test(test_encode_error_and_ack),
         cmocka_unit_test(test_encode_pong_and_stats),
         cmocka_unit_test(test_encode_scene_info_and_list),

@@ -222,6 +222,62 @@ describe('live daemon', () => {
   });
 });
 
+/* An answer's server-side timing against the round trip the test saw, from
+ * started (process.hrtime.bigint() before the send: CLOCK_MONOTONIC, the
+ * server's clock too) to now, rounded up as the server rounds: 0 < serverUs
+ * <= round trip, searchUs <= serverUs, searchUs > 0 exactly when the answer
+ * ran a search. */
+function assertTimed(timing, started, searched) {
+  const rttUs = Number((process.hrtime.bigint() - started + 999n) / 1000n);
+  assert.ok(timing.serverUs > 0 && timing.serverUs <= rttUs, `serverUs ${timing.serverUs}, round trip ${rttUs} us`);
+  assert.ok(timing.searchUs <= timing.serverUs, `searchUs ${timing.searchUs} > serverUs ${timing.serverUs}`);
+  assert.equal(timing.searchUs > 0, searched, `searchUs ${timing.searchUs}`);
+}
+
+describe('timing of the answers (Response.server_us, search_us)', () => {
+  let client;
+
+  before(() => {
+    client = new PathdClient(env('PATHD_ADDR'), { timeoutMs: 10000 });
+  });
+
+  after(() => client.close());
+
+  it('times paths, blocking and pipelined', async () => {
+    let started = process.hrtime.bigint();
+    const result = await client.findPath(...LONG);
+    assertTimed(result.timing, started, true);
+    assert.equal(result.timing.searchUs, result.searchMicros);
+    assert.deepEqual(client.lastTiming, result.timing);
+    // Not enumerable: the answer stays what pathctl prints.
+    assert.ok(!Object.keys(result).includes('timing'));
+    started = process.hrtime.bigint();
+    const sent = [SHORT, LONG, SHORT].map((q) => client.sendFindPath(...q));
+    for (const r of await Promise.all(sent.map((x) => x.promise))) assertTimed(r.timing, started, true);
+  });
+
+  it('times answers that searched nothing', async () => {
+    let started = process.hrtime.bigint();
+    await client.ping();
+    assertTimed(client.lastTiming, started, false);
+    started = process.hrtime.bigint();
+    await assert.rejects(client.findPath('nope', [1, 1], [2, 2]), (err) => {
+      assertTimed(err.result.timing, started, false);
+      return true;
+    });
+  });
+
+  it('times queries, and a batch whole', async () => {
+    let started = process.hrtime.bigint();
+    const answer = await client.raycast('town', [1, 1], [10, 1]);
+    assertTimed(answer.timing, started, true);
+    assert.ok(!Object.keys(answer).includes('timing'));
+    started = process.hrtime.bigint();
+    await client.batch(QUERIES.map(([method, args]) => query(method, ...args)));
+    assertTimed(client.lastTiming, started, true);
+  });
+});
+
 describe('the whole protocol against the live daemon, compared with pathctl', () => {
   let addr;
   let client;
