@@ -892,6 +892,7 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
             .watch_buffer_bytes = s->conf.watch_buffer_bytes,
             .max_watch_scenes = s->conf.max_watch_scenes,
             .max_watchers = s->conf.max_watchers,
+            .max_watches_per_conn = s->conf.max_watches_per_conn,
         };
         pd_codec_limits_fixed(&lim);
         buf = pd_codec_encode_limits(req->id, &lim, &len);
