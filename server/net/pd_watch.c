@@ -51,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pd_index.h"
 #include "pd_log.h"
 
 /* Events a topic holds back waiting for an earlier version's, at most. */
@@ -114,18 +115,9 @@ static void pd__event_bytes_free(pd__event_bytes *eb)
     free(eb->body[1]);
 }
 
-/* FNV-1a. */
-static size_t pd__hash(const char *name)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *name; name++)
-        h = (h ^ (uint8_t)*name) * 1099511628211ull;
-    return (size_t)h;
-}
-
 static pd__topic **pd__topic_slot(pd__watch_hub *hub, const char *scene, uint64_t incarnation)
 {
-    pd__topic **pp = &hub->buckets[pd__hash(scene) & (hub->n_buckets - 1)];
+    pd__topic **pp = &hub->buckets[pd_index_hash(scene) & (hub->n_buckets - 1)];
     while (*pp && ((*pp)->incarnation != incarnation || strcmp((*pp)->scene, scene) != 0))
         pp = &(*pp)->next;
     return pp;
@@ -150,7 +142,7 @@ static void pd__hub_grow(pd__watch_hub *hub)
         while (hub->buckets[i]) {
             pd__topic *t = hub->buckets[i];
             hub->buckets[i] = t->next;
-            size_t k = pd__hash(t->scene) & (n - 1);
+            size_t k = pd_index_hash(t->scene) & (n - 1);
             t->next = b[k];
             b[k] = t;
         }

@@ -60,6 +60,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "pd_index.h"
 #include "pd_jps.h"
 #include "pd_mapfile.h"
 #include "pd_ldtk.h"
@@ -1477,31 +1478,14 @@ static pd_scene *pd__find(pd_scene *const *scenes, size_t n, const char *name)
  * listing sorts at most that many scenes of its own. */
 #define PD__REGISTRY_SORT_MIN 1024
 #define PD__REGISTRY_SORT_SHARE 16
-/* Smallest index and scenes[] allocations. */
-#define PD__REGISTRY_INDEX_MIN 64
+/* Smallest scenes[] allocation. */
 #define PD__REGISTRY_SLOTS_MIN 16
 
-/* FNV-1a of a scene name. */
-static size_t pd__name_hash(const char *name)
+/* The name of scenes[e] for the index (NULL: a dropped one's hole). */
+static const char *pd__slot_name(const void *scenes, uint32_t e)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; *name; name++)
-        h = (h ^ (uint8_t)*name) * 1099511628211ull;
-    return (size_t)h;
-}
-
-/* The index slot that holds `name` among scenes[], or the empty slot where
- * it would go; each slot looked at counts in *work (NULL: not counted). */
-static size_t pd__index_slot(const uint32_t *index, size_t cap, pd_scene *const *scenes, const char *name,
-                             uint64_t *work)
-{
-    size_t mask = cap - 1, i = pd__name_hash(name) & mask;
-    for (;; i = (i + 1) & mask) {
-        if (work)
-            (*work)++;
-        if (index[i] == 0 || strcmp(scenes[index[i] - 1]->name, name) == 0)
-            return i;
-    }
+    const pd_scene *s = ((pd_scene *const *)scenes)[e];
+    return s ? s->name : NULL;
 }
 
 /* The scenes[] entry serving `name`, or SIZE_MAX. Under either lock. */
@@ -1509,36 +1493,8 @@ static size_t pd__lookup(const pd_registry *r, const char *name, uint64_t *work)
 {
     if (r->index_cap == 0)
         return SIZE_MAX;
-    uint32_t e = r->index[pd__index_slot(r->index, r->index_cap, r->scenes, name, work)];
+    uint32_t e = r->index[pd_index_slot(r->index, r->index_cap, name, pd__slot_name, r->scenes, work)];
     return e ? e - 1 : SIZE_MAX;
-}
-
-/* A new index of cap slots (a power of two) over the scenes of
- * scenes[0, n) that are not NULL; NULL when memory ran out. */
-static uint32_t *pd__index_build(pd_scene *const *scenes, size_t n, size_t cap, uint64_t *work)
-{
-    uint32_t *index = calloc(cap, sizeof *index);
-    for (size_t i = 0; index && i < n; i++)
-        if (scenes[i])
-            index[pd__index_slot(index, cap, scenes, scenes[i]->name, work)] = (uint32_t)(i + 1);
-    return index;
-}
-
-/* Takes slot i out of the index, moving later entries of its run back so
- * that every lookup still finds them (deletion without tombstones). */
-static void pd__index_remove(uint32_t *index, size_t cap, pd_scene *const *scenes, size_t i)
-{
-    size_t mask = cap - 1;
-    for (size_t j = (i + 1) & mask; index[j] != 0; j = (j + 1) & mask) {
-        size_t home = pd__name_hash(scenes[index[j] - 1]->name) & mask;
-        /* j's entry stays unless its home lies cyclically outside (i, j]. */
-        int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-        if (!stays) {
-            index[i] = index[j];
-            i = j;
-        }
-    }
-    index[i] = 0;
 }
 
 /* Sorts r's scenes again: the ones added since the last sort, sorted, are
@@ -1573,7 +1529,7 @@ static void pd__registry_sort(pd_registry *r)
                 fresh[m++] = added[b++];
         }
         r->work += r->n_slots;
-        index = pd__index_build(fresh, n, icap, &r->work);
+        index = pd_index_build(icap, n, pd__slot_name, fresh, &r->work);
     }
     free(added);
     if (!index) {
@@ -1621,8 +1577,8 @@ static int pd__registry_reserve(pd_registry *r)
     }
     uint32_t *index = r->index;
     if ((r->n_scenes + 1) * 2 > icap) {
-        icap = icap ? 2 * icap : PD__REGISTRY_INDEX_MIN;
-        if (!(index = pd__index_build(slots, r->n_slots, icap, &r->work))) {
+        icap = pd_index_cap_for(r->n_scenes + 1);
+        if (!(index = pd_index_build(icap, r->n_slots, pd__slot_name, slots, &r->work))) {
             if (slots != r->scenes)
                 free(slots);
             return -1;
@@ -1649,7 +1605,7 @@ static int pd__registry_reserve(pd_registry *r)
  * reference; reload_lock held, and room made (pd__registry_reserve). */
 static void pd__registry_insert(pd_registry *r, pd_scene *s)
 {
-    size_t at = pd__index_slot(r->index, r->index_cap, r->scenes, s->name, &r->work);
+    size_t at = pd_index_slot(r->index, r->index_cap, s->name, pd__slot_name, r->scenes, &r->work);
     pthread_rwlock_wrlock(&r->lock);
     r->scenes[r->n_slots] = s;
     r->index[at] = (uint32_t)(r->n_slots + 1);
@@ -1664,9 +1620,9 @@ static void pd__registry_insert(pd_registry *r, pd_scene *s)
 static pd_scene *pd__registry_remove(pd_registry *r, size_t at)
 {
     pd_scene *gone = r->scenes[at];
-    size_t slot = pd__index_slot(r->index, r->index_cap, r->scenes, gone->name, &r->work);
+    size_t slot = pd_index_slot(r->index, r->index_cap, gone->name, pd__slot_name, r->scenes, &r->work);
     pthread_rwlock_wrlock(&r->lock);
-    pd__index_remove(r->index, r->index_cap, r->scenes, slot);
+    pd_index_remove(r->index, r->index_cap, slot, pd__slot_name, r->scenes);
     r->scenes[at] = NULL;
     r->n_scenes--;
     pthread_rwlock_unlock(&r->lock);
@@ -1833,9 +1789,7 @@ int pd_registry_publish(pd_registry *r, pd_scene_set *set)
     }
     /* The new index, made first: at most the set and every run-time scene
      * served now. */
-    size_t icap = PD__REGISTRY_INDEX_MIN;
-    while (icap < 2 * (n + r->n_scenes))
-        icap *= 2;
+    size_t icap = pd_index_cap_for(n + r->n_scenes);
     uint32_t *index = calloc(icap, sizeof *index);
     if (!index) {
         pthread_mutex_unlock(&r->reload_lock);
@@ -1865,7 +1819,7 @@ int pd_registry_publish(pd_registry *r, pd_scene_set *set)
      * the memory to keep them the config's scenes are still published. */
     (void)pd__keep_runtime(r->scenes, r->n_slots, &fresh, &n);
     for (size_t i = 0; i < n; i++)
-        index[pd__index_slot(index, icap, fresh, fresh[i]->name, NULL)] = (uint32_t)(i + 1);
+        index[pd_index_slot(index, icap, fresh[i]->name, pd__slot_name, fresh, NULL)] = (uint32_t)(i + 1);
     pthread_rwlock_wrlock(&r->lock);
     pd_scene **old = r->scenes;
     uint32_t *old_index = r->index;
