@@ -1039,6 +1039,8 @@ static void pd__finish_job(pd_server *s, pd__job *job)
                     pd_status_name(job->update.world_refresh));
     if (job->kind == PD_REQ_CREATE_SCENE && job->change_out.change.applied)
         pd_log_info("scene '%s' created: %s", job->change.name, job->change_out.built);
+    if (job->kind == PD_REQ_DROP_SCENE && job->change_out.change.applied)
+        pd_metrics_forget_scene(s->metrics, job->change.name);
     pd__job_events(s, job);
     if (job->wire && job->answer_sent > 0 && job->answer_sent == job->answer_len)
         pd__wire_collected(job->wire);

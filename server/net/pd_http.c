@@ -12,7 +12,16 @@
  *
  * Each connection has two handles, its socket and its timer, and is freed
  * when both close callbacks have run. The responder itself is freed when
- * its listener and every connection are gone after pd_metrics_http_close.
+ * its listener and every connection are gone after pd_metrics_http_close,
+ * and no scrape is being rendered.
+ *
+ * Scrapes are rendered off the loop. A /metrics request takes a snapshot
+ * of the counters on the loop (pd_metrics_snapshot_take: a copy, O(scenes
+ * with requests)) and libuv's threadpool renders it (the registry's
+ * listing, the top scenes, the text), so the loop goes on answering while
+ * a large registry is rendered. One render at a time: scrapes that arrive
+ * meanwhile wait and share the next one, whose snapshot is taken after
+ * they came, so eight parallel scrapes cost two renders, not eight.
  */
 #include "pd_http.h"
 
@@ -44,6 +53,16 @@ struct pd_metrics_http {
     uint32_t n_conns;
     uint32_t open_handles;       /* listener, connection handles, refused sockets */
     int closing;
+    /* Scrapes: the render on the threadpool and the connections it
+     * answers (served), and those that came since (waiting), answered by
+     * the next render. */
+    uv_work_t render_req;
+    int rendering;
+    pd_metrics_snapshot *snap;
+    char *render_text;
+    size_t render_len;
+    int render_failed;
+    pd__http_conn *served, *waiting;
     char discard[PD__HTTP_DISCARD_BYTES]; /* shared: a read callback always follows its
                                              own alloc callback, with nothing between */
 };
@@ -62,14 +81,30 @@ struct pd__http_conn {
     int answered;                /* the answer is queued: further input is dropped */
     int peer_done;               /* the client ended its input while the answer was being written */
     int closing;
+    pd__http_conn **scrape_list; /* &http->served or &http->waiting while on one, else NULL */
+    pd__http_conn *scrape_next;
+    int head_only;               /* a HEAD /metrics: the answer without its body */
 };
 
 /* ---- lifetime ----------------------------------------------------------- */
 
 static void pd__http_maybe_free(pd_metrics_http *h)
 {
-    if (h->closing && h->open_handles == 0)
+    if (h->closing && h->open_handles == 0 && !h->rendering)
         free(h);
+}
+
+/* Takes c off the scrape list it is on. */
+static void pd__http_scrape_unlink(pd__http_conn *c)
+{
+    if (!c->scrape_list)
+        return;
+    pd__http_conn **pp = c->scrape_list;
+    while (*pp != c)
+        pp = &(*pp)->scrape_next;
+    *pp = c->scrape_next;
+    c->scrape_list = NULL;
+    c->scrape_next = NULL;
 }
 
 static void pd__http_conn_handle_closed(uv_handle_t *handle)
@@ -90,6 +125,7 @@ static void pd__http_conn_close(pd__http_conn *c)
         return;
     c->closing = 1;
     pd_metrics_http *h = c->http;
+    pd__http_scrape_unlink(c);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -202,21 +238,85 @@ static void pd__http_answer_ready(pd__http_conn *c, int with_body)
     pd__http_answer_text(c, 503, reason, with_body);
 }
 
-static void pd__http_answer_metrics(pd__http_conn *c, int with_body)
+/* Answers every connection the render served, with its text or 500. */
+static void pd__http_answer_served(pd_metrics_http *h, const char *text, size_t len)
 {
-    pd_metrics_http *h = c->http;
+    while (h->served) {
+        pd__http_conn *c = h->served;
+        pd__http_scrape_unlink(c);
+        if (text)
+            pd__http_answer(c, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, !c->head_only);
+        else
+            pd__http_answer_text(c, 500, "out of memory\n", !c->head_only);
+    }
+}
+
+static void pd__http_render_start(pd_metrics_http *h);
+
+/* On the threadpool: the text of the snapshot. */
+static void pd__http_render_work(uv_work_t *req)
+{
+    pd_metrics_http *h = req->data;
+    h->render_failed = pd_metrics_snapshot_render(h->snap, &h->render_text, &h->render_len) != 0;
+}
+
+static void pd__http_render_done(uv_work_t *req, int status)
+{
+    pd_metrics_http *h = req->data;
+    h->rendering = 0;
+    pd_metrics_snapshot_free(h->snap);
+    h->snap = NULL;
+    pd__http_answer_served(h, status == 0 && !h->render_failed ? h->render_text : NULL, h->render_len);
+    free(h->render_text);
+    h->render_text = NULL;
+    if (h->closing) {
+        pd__http_maybe_free(h);
+        return;
+    }
+    if (h->waiting)
+        pd__http_render_start(h);
+}
+
+/* Starts a render for the waiting scrapes, from a snapshot taken now. */
+static void pd__http_render_start(pd_metrics_http *h)
+{
+    while (h->waiting) {
+        pd__http_conn *c = h->waiting;
+        pd__http_scrape_unlink(c);
+        c->scrape_list = &h->served;
+        c->scrape_next = h->served;
+        h->served = c;
+    }
     pd_metrics_gauges gauges;
     memset(&gauges, 0, sizeof gauges);
     if (h->gauges)
         h->gauges(h->gauges_user, &gauges);
-    char *text = NULL;
-    size_t len = 0;
-    if (pd_metrics_render(h->metrics, h->gauges ? &gauges : NULL, h->registry, &text, &len) != 0) {
-        pd__http_answer_text(c, 500, "out of memory\n", with_body);
+    h->snap = pd_metrics_snapshot_take(h->metrics, h->gauges ? &gauges : NULL, h->registry);
+    h->render_text = NULL;
+    h->render_len = 0;
+    h->render_failed = 0;
+    h->render_req.data = h;
+    if (h->snap && uv_queue_work(h->loop, &h->render_req, pd__http_render_work, pd__http_render_done) == 0) {
+        h->rendering = 1;
         return;
     }
-    pd__http_answer(c, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, with_body);
-    free(text);
+    pd_metrics_snapshot_free(h->snap);
+    h->snap = NULL;
+    pd__http_answer_served(h, NULL, 0);
+}
+
+static void pd__http_answer_metrics(pd__http_conn *c, int with_body)
+{
+    pd_metrics_http *h = c->http;
+    /* No more input is read into the request; the answer comes from a
+     * render (the read callback keeps a half-closed client waiting). */
+    c->answered = 1;
+    c->head_only = !with_body;
+    c->scrape_list = &h->waiting;
+    c->scrape_next = h->waiting;
+    h->waiting = c;
+    if (!h->rendering)
+        pd__http_render_start(h);
 }
 
 /* ---- requests ----------------------------------------------------------- */
@@ -327,7 +427,7 @@ static void pd__http_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t 
          * holds, so the shutdown callback closes instead. Otherwise EOF or
          * an error after the answer is the normal end; before it, the
          * client gave up on an incomplete request. */
-        if (nread == UV_EOF && c->answer) {
+        if (nread == UV_EOF && (c->answer || c->scrape_list)) {
             c->peer_done = 1;
             uv_read_stop(stream);
             return;

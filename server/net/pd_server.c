@@ -452,6 +452,7 @@ void pd_server_set_world_store(pd_server *s, pd_world_store *store)
 void pd_server_set_metrics(pd_server *s, pd_metrics *m)
 {
     s->metrics = m;
+    pd_metrics_set_scene_series(m, s->conf.metrics_scene_series);
 }
 
 void pd_server_get_stats(pd_server *s, pd_server_stats *out)
