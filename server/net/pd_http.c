@@ -38,6 +38,22 @@
 
 typedef struct pd__http_conn pd__http_conn;
 
+/* A rendered scrape, written to every connection its render served
+ * without a copy each; freed with the last write's callback. */
+typedef struct pd__http_text {
+    unsigned refs;
+    size_t len;
+    char *data;
+} pd__http_text;
+
+static void pd__http_text_release(pd__http_text *t)
+{
+    if (t && --t->refs == 0) {
+        free(t->data);
+        free(t);
+    }
+}
+
 struct pd_metrics_http {
     uv_loop_t *loop;
     uv_tcp_t listener;
@@ -76,7 +92,9 @@ struct pd__http_conn {
     pd__http_conn *prev, *next;
     char *request;               /* max_request_bytes, the request as it arrives */
     size_t request_len;
-    char *answer;                /* the answer being written; freed in the write callback */
+    char *answer;                /* the answer being written (its body too unless shared);
+                                    freed in the write callback */
+    pd__http_text *shared;       /* the body, when it is a scrape's shared text */
     int handles;                 /* of tcp and timer, those not yet closed */
     int answered;                /* the answer is queued: further input is dropped */
     int peer_done;               /* the client ended its input while the answer was being written */
@@ -159,6 +177,8 @@ static void pd__http_write_cb(uv_write_t *req, int status)
     pd__http_conn *c = req->data;
     free(c->answer);
     c->answer = NULL;
+    pd__http_text_release(c->shared);
+    c->shared = NULL;
     if (c->closing)
         return;
     if (status < 0 || uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, pd__http_shutdown_cb) != 0)
@@ -178,11 +198,16 @@ static const char *pd__http_reason(int code)
     }
 }
 
-/* Queues the answer; body is copied (it may be NULL with body_len 0).
- * with_body = 0 (HEAD) sends the head alone, Content-Length included. */
-static void pd__http_answer(pd__http_conn *c, int code, const char *content_type, const char *body,
-                            size_t body_len, int with_body)
+/* Queues the answer: its body is shared's text (referenced, not copied),
+ * or else body, copied (it may be NULL with body_len 0). with_body = 0
+ * (HEAD) sends the head alone, Content-Length included. */
+static void pd__http_send(pd__http_conn *c, int code, const char *content_type, const char *body, size_t body_len,
+                          pd__http_text *shared, int with_body)
 {
+    if (shared) {
+        body = shared->data;
+        body_len = shared->len;
+    }
     char head[PD__HTTP_MAX_HEAD];
     int head_len = snprintf(head, sizeof head,
                             "HTTP/1.1 %d %s\r\n"
@@ -194,26 +219,40 @@ static void pd__http_answer(pd__http_conn *c, int code, const char *content_type
                             code, pd__http_reason(code), content_type, body_len,
                             code == 405 ? "Allow: GET, HEAD\r\n" : "");
     size_t sent_body = with_body ? body_len : 0;
+    size_t copied = shared ? 0 : sent_body;
     c->answered = 1;
-    c->answer = malloc((size_t)head_len + sent_body);
+    c->answer = malloc((size_t)head_len + copied);
     if (!c->answer) {
         pd__http_conn_close(c);
         return;
     }
     memcpy(c->answer, head, (size_t)head_len);
-    if (sent_body)
-        memcpy(c->answer + head_len, body, sent_body);
+    if (copied)
+        memcpy(c->answer + head_len, body, copied);
     c->write_req.data = c;
     c->shutdown_req.data = c;
-    uv_buf_t buf = uv_buf_init(c->answer, (unsigned)((size_t)head_len + sent_body));
-    if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &buf, 1, pd__http_write_cb) != 0) {
+    uv_buf_t bufs[2] = {uv_buf_init(c->answer, (unsigned)((size_t)head_len + copied)),
+                        uv_buf_init((char *)body, (unsigned)sent_body)};
+    if (shared && sent_body) {
+        shared->refs++;
+        c->shared = shared;
+    }
+    if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, c->shared ? 2 : 1, pd__http_write_cb) != 0) {
         free(c->answer);
         c->answer = NULL;
+        pd__http_text_release(c->shared);
+        c->shared = NULL;
         pd__http_conn_close(c);
         return;
     }
     /* From now on the timer bounds how long the client may take to read. */
     uv_timer_start(&c->timer, pd__http_timeout_cb, c->http->limits.read_timeout_ms, 0);
+}
+
+static void pd__http_answer(pd__http_conn *c, int code, const char *content_type, const char *body,
+                            size_t body_len, int with_body)
+{
+    pd__http_send(c, code, content_type, body, body_len, NULL, with_body);
 }
 
 static void pd__http_answer_text(pd__http_conn *c, int code, const char *text, int with_body)
@@ -238,17 +277,24 @@ static void pd__http_answer_ready(pd__http_conn *c, int with_body)
     pd__http_answer_text(c, 503, reason, with_body);
 }
 
-/* Answers every connection the render served, with its text or 500. */
-static void pd__http_answer_served(pd_metrics_http *h, const char *text, size_t len)
+/* Answers every connection the render served, with its text (NULL:
+ * 500), which the answers share and the last one frees. */
+static void pd__http_answer_served(pd_metrics_http *h, char *text, size_t len)
 {
+    pd__http_text *t = text ? malloc(sizeof *t) : NULL;
+    if (t)
+        *t = (pd__http_text){1, len, text};
+    else
+        free(text);
     while (h->served) {
         pd__http_conn *c = h->served;
         pd__http_scrape_unlink(c);
-        if (text)
-            pd__http_answer(c, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, !c->head_only);
+        if (t)
+            pd__http_send(c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, 0, t, !c->head_only);
         else
             pd__http_answer_text(c, 500, "out of memory\n", !c->head_only);
     }
+    pd__http_text_release(t);
 }
 
 static void pd__http_render_start(pd_metrics_http *h);
@@ -266,8 +312,11 @@ static void pd__http_render_done(uv_work_t *req, int status)
     h->rendering = 0;
     pd_metrics_snapshot_free(h->snap);
     h->snap = NULL;
-    pd__http_answer_served(h, status == 0 && !h->render_failed ? h->render_text : NULL, h->render_len);
-    free(h->render_text);
+    if (status != 0 || h->render_failed) {
+        free(h->render_text);
+        h->render_text = NULL;
+    }
+    pd__http_answer_served(h, h->render_text, h->render_len);
     h->render_text = NULL;
     if (h->closing) {
         pd__http_maybe_free(h);

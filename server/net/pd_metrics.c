@@ -83,6 +83,9 @@ struct pd_metrics {
     char **graveyard;                             /* forgotten names a snapshot may read */
     size_t n_graveyard, cap_graveyard;
     unsigned snapshots_out;                       /* taken and not freed yet */
+    struct pd_metrics_snapshot *spare;            /* the last one freed, for the next scrape: the
+                                                     counters are ~130 KiB, and a fresh
+                                                     allocation that size faults its pages in */
     pd_metrics_render_hook render_hook;           /* tests: runs where a scrape is rendered */
     void *render_hook_user;
 };
@@ -139,6 +142,7 @@ void pd_metrics_destroy(pd_metrics *m)
     free(m->count_index);
     pd__graveyard_empty(m);
     free(m->graveyard);
+    free(m->spare);
     free(m);
 }
 
@@ -782,9 +786,11 @@ static void pd__render_process(pd__text *t)
 
 pd_metrics_snapshot *pd_metrics_snapshot_take(pd_metrics *m, const pd_metrics_gauges *gauges, pd_registry *registry)
 {
-    pd_metrics_snapshot *snap = calloc(1, sizeof *snap);
+    pd_metrics_snapshot *snap = m->spare ? m->spare : malloc(sizeof *snap);
+    m->spare = NULL;
     if (!snap)
         return NULL;
+    snap->counts = NULL;
     if (m->n_counts && !(snap->counts = malloc(m->n_counts * sizeof *snap->counts))) {
         free(snap);
         return NULL;
@@ -816,7 +822,10 @@ void pd_metrics_snapshot_free(pd_metrics_snapshot *snap)
     if (--m->snapshots_out == 0)
         pd__graveyard_empty(m);
     free(snap->counts);
-    free(snap);
+    if (!m->spare)
+        m->spare = snap;
+    else
+        free(snap);
 }
 
 int pd_metrics_snapshot_render(const pd_metrics_snapshot *snap, char **out, size_t *len)
