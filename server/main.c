@@ -487,9 +487,7 @@ int main(int argc, char **argv)
         pd_log_error("%s", err);
         goto out;
     }
-    pd_scene **list = NULL;
-    size_t n_scenes = pd_registry_list(registry, &list);
-    pd_registry_release_list(list, n_scenes);
+    size_t n_scenes = pd_registry_count(registry);
     pd_log_info("pathd started version=%s config=%s scenes=%zu threads=%" PRIu32
                 " listen=%s metrics=%s log_level=%s",
                 PATHD_VERSION, args.config_path, n_scenes, threads,

@@ -56,7 +56,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. "$here/bench/pathd-up.sh"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 clk=$(getconf CLK_TCK)
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
@@ -107,13 +107,7 @@ PY
   "$pathd" --config "$tmp/pathd.json" --log-level warn 2> "$tmp/pathd.log" &
   pid=$!
   pids+=("$pid")
-  for _ in $(seq 300); do
-    "$pathctl" --server "127.0.0.1:$port" ping > /dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  cat "$tmp/pathd.log" >&2
-  echo "bench-server: pathd did not start" >&2
-  exit 1
+  wait_pathd bench-server "$pathctl" "$port" "$tmp/pathd.log"
 }
 stop_pid() { kill "$1" 2> /dev/null || true; wait "$1" 2> /dev/null || true; }
 

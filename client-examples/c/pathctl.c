@@ -927,6 +927,7 @@ static int pathctl_limits(pdc_conn *c, const pathctl_args *a)
         {"watch_buffer_bytes", l.watch_buffer_bytes},
         {"max_watch_scenes", l.max_watch_scenes},
         {"max_watchers", l.max_watchers},
+        {"max_watches_per_conn", l.max_watches_per_conn},
     };
     return pathctl_print_numbers(a, fields, sizeof fields / sizeof fields[0]);
 }

@@ -1875,6 +1875,7 @@ int pdc_get_limits(pdc_conn *c, pdc_limits *out)
     out->watch_buffer_bytes = l->watch_buffer_bytes;
     out->max_watch_scenes = l->max_watch_scenes;
     out->max_watchers = l->max_watchers;
+    out->max_watches_per_conn = l->max_watches_per_conn;
     pathd__v1__response__free_unpacked(resp, NULL);
     return PDC_OK;
 }

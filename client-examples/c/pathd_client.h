@@ -385,6 +385,7 @@ typedef struct pdc_limits {
     uint32_t watch_buffer_bytes;       /* a watcher's unread answers before WATCH_OVERFLOW */
     uint32_t max_watch_scenes;         /* scenes one pdc_watch may name */
     uint32_t max_watchers;             /* watches open on the server */
+    uint32_t max_watches_per_conn;     /* watches open on one connection */
 } pdc_limits;
 
 typedef struct pdc_conn pdc_conn;

@@ -1357,6 +1357,7 @@ uint8_t *pd_codec_encode_limits(uint64_t id, const pd_codec_limits *l, size_t *o
     m.watch_buffer_bytes = l->watch_buffer_bytes;
     m.max_watch_scenes = l->max_watch_scenes;
     m.max_watchers = l->max_watchers;
+    m.max_watches_per_conn = l->max_watches_per_conn;
     resp.id = id;
     resp.status = PATHD__V1__STATUS__OK;
     resp.final = 1;
@@ -2122,50 +2123,97 @@ static void pd__fill_cell(Pathd__V1__Cell *c, pd_point p)
     c->y = p.y;
 }
 
-uint8_t *pd_codec_encode_watch_event(uint64_t id, const pd_watch_event *ev, int final, size_t *out_len)
-{
-    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
-    Pathd__V1__WatchEvent m = PATHD__V1__WATCH_EVENT__INIT;
-    Pathd__V1__Rect changed = PATHD__V1__RECT__INIT;
+/* A WatchEvent Response and the messages it points into. */
+typedef struct pd__watch_msg {
+    Pathd__V1__Response resp;
+    Pathd__V1__WatchEvent m;
+    Pathd__V1__Rect changed;
     Pathd__V1__Cell corners[2 + 2 * PD_SCENE_MAX_UPDATE_OPS];
     Pathd__V1__Rect bounds[PD_SCENE_MAX_UPDATE_OPS];
     Pathd__V1__WatchOp ops[PD_SCENE_MAX_UPDATE_OPS];
     Pathd__V1__WatchOp *opp[PD_SCENE_MAX_UPDATE_OPS];
+} pd__watch_msg;
 
-    *out_len = 0;
-    m.scene = (char *)ev->scene;
-    m.kind = (Pathd__V1__WatchEventKind)ev->kind;
-    m.version = ev->version;
-    m.incarnation = ev->incarnation;
-    m.instance = (char *)ev->instance;
-    m.cells_changed = ev->cells_changed;
+static void pd__watch_msg_fill(pd__watch_msg *w, uint64_t id, const pd_watch_event *ev, int final)
+{
+    pathd__v1__response__init(&w->resp);
+    pathd__v1__watch_event__init(&w->m);
+    pathd__v1__rect__init(&w->changed);
+    Pathd__V1__WatchEvent *m = &w->m;
+    m->scene = (char *)ev->scene;
+    m->kind = (Pathd__V1__WatchEventKind)ev->kind;
+    m->version = ev->version;
+    m->incarnation = ev->incarnation;
+    m->instance = (char *)ev->instance;
+    m->cells_changed = ev->cells_changed;
     if (ev->has_changed) {
-        pd__fill_cell(&corners[0], ev->changed_min);
-        pd__fill_cell(&corners[1], ev->changed_max);
-        changed.min = &corners[0];
-        changed.max = &corners[1];
-        m.changed = &changed;
+        pd__fill_cell(&w->corners[0], ev->changed_min);
+        pd__fill_cell(&w->corners[1], ev->changed_max);
+        w->changed.min = &w->corners[0];
+        w->changed.max = &w->corners[1];
+        m->changed = &w->changed;
     }
     size_t n = ev->n_ops < PD_SCENE_MAX_UPDATE_OPS ? ev->n_ops : PD_SCENE_MAX_UPDATE_OPS;
     for (size_t k = 0; k < n; k++) {
-        pathd__v1__watch_op__init(&ops[k]);
-        pathd__v1__rect__init(&bounds[k]);
-        ops[k].op = (Pathd__V1__UpdateOp)ev->ops[k].op;
-        ops[k].cost = ev->ops[k].cost;
-        ops[k].cells = ev->ops[k].cells;
-        pd__fill_cell(&corners[2 + 2 * k], ev->ops[k].min);
-        pd__fill_cell(&corners[3 + 2 * k], ev->ops[k].max);
-        bounds[k].min = &corners[2 + 2 * k];
-        bounds[k].max = &corners[3 + 2 * k];
-        ops[k].bounds = &bounds[k];
-        opp[k] = &ops[k];
+        pathd__v1__watch_op__init(&w->ops[k]);
+        pathd__v1__rect__init(&w->bounds[k]);
+        w->ops[k].op = (Pathd__V1__UpdateOp)ev->ops[k].op;
+        w->ops[k].cost = ev->ops[k].cost;
+        w->ops[k].cells = ev->ops[k].cells;
+        pd__fill_cell(&w->corners[2 + 2 * k], ev->ops[k].min);
+        pd__fill_cell(&w->corners[3 + 2 * k], ev->ops[k].max);
+        w->bounds[k].min = &w->corners[2 + 2 * k];
+        w->bounds[k].max = &w->corners[3 + 2 * k];
+        w->ops[k].bounds = &w->bounds[k];
+        w->opp[k] = &w->ops[k];
     }
-    m.n_ops = n;
-    m.ops = opp;
-    resp.id = id;
-    resp.status = PATHD__V1__STATUS__OK;
-    resp.final = final != 0;
-    resp.body_case = PATHD__V1__RESPONSE__BODY_WATCH_EVENT;
-    resp.watch_event = &m;
-    return pd__encode_single(&resp, out_len);
+    m->n_ops = n;
+    m->ops = w->opp;
+    w->resp.id = id;
+    w->resp.status = PATHD__V1__STATUS__OK;
+    w->resp.final = final != 0;
+    w->resp.body_case = PATHD__V1__RESPONSE__BODY_WATCH_EVENT;
+    w->resp.watch_event = m;
+}
+
+uint8_t *pd_codec_encode_watch_event(uint64_t id, const pd_watch_event *ev, int final, size_t *out_len)
+{
+    pd__watch_msg w;
+    pd__watch_msg_fill(&w, id, ev, final);
+    return pd__encode_single(&w.resp, out_len);
+}
+
+uint8_t *pd_codec_encode_watch_body(const pd_watch_event *ev, int final, size_t *out_len)
+{
+    pd__watch_msg w;
+    pd__watch_msg_fill(&w, 0, ev, final);
+    *out_len = 0;
+    size_t size = pathd__v1__response__get_packed_size(&w.resp);
+    uint8_t *buf = malloc(size ? size : 1);
+    if (buf)
+        *out_len = pathd__v1__response__pack(&w.resp, buf);
+    return buf;
+}
+
+uint8_t *pd_codec_frame_with_id(uint64_t id, const uint8_t *body, size_t body_len, size_t *out_len)
+{
+    /* Response.id: field 1, varint (tag byte 0x08); proto3 leaves out 0. */
+    uint8_t field[1 + 10];
+    size_t n = 0;
+    if (id != 0) {
+        uint64_t v = id;
+        field[n++] = 0x08;
+        for (; v >= 0x80; v >>= 7)
+            field[n++] = (uint8_t)(v | 0x80);
+        field[n++] = (uint8_t)v;
+    }
+    *out_len = 0;
+    uint8_t *buf = malloc(PD_FRAME_HEADER_BYTES + n + body_len);
+    if (!buf)
+        return NULL;
+    pd_frame_put_header(buf, (uint32_t)(n + body_len));
+    memcpy(buf + PD_FRAME_HEADER_BYTES, field, n);
+    memcpy(buf + PD_FRAME_HEADER_BYTES + n, body, body_len);
+    *out_len = PD_FRAME_HEADER_BYTES + n + body_len;
+    return buf;
 }

@@ -115,6 +115,7 @@ typedef struct pd_codec_limits {
     uint32_t watch_buffer_bytes;     /* limits.watch_buffer_bytes */
     uint32_t max_watch_scenes;       /* limits.max_watch_scenes */
     uint32_t max_watchers;           /* limits.max_watchers */
+    uint32_t max_watches_per_conn;   /* limits.max_watches_per_conn */
 } pd_codec_limits;
 
 /* Fills the limits fixed at build time (the request decoder's and the
@@ -147,6 +148,16 @@ uint8_t *pd_codec_encode_error_version(uint64_t id, pd_status status, const char
  * given (the watch's last frame: WATCH_ENDED, or the DROPPED event of its
  * last scene). */
 uint8_t *pd_codec_encode_watch_event(uint64_t id, const pd_watch_event *ev, int final, size_t *out_len);
+
+/* The same event for many watches, encoded once: the Response without its
+ * id (no frame header), which pd_codec_frame_with_id turns into each
+ * watch's frame. */
+uint8_t *pd_codec_encode_watch_body(const pd_watch_event *ev, int final, size_t *out_len);
+
+/* One frame of a Response encoded without its id (body, body_len bytes):
+ * the header, the id field, then body - byte for byte what encoding the
+ * Response with that id gives, as the id is its first field. */
+uint8_t *pd_codec_frame_with_id(uint64_t id, const uint8_t *body, size_t body_len, size_t *out_len);
 
 /* The answer to FindPath request id, run on scene: ceil(path_len /
  * max_per_chunk) PathChunk frames (at least one; max_per_chunk 0 counts as

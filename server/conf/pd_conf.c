@@ -48,6 +48,8 @@
  *       "watch_buffer_bytes": 1048576,   4 KiB .. 1 GiB: a watcher's unread answers
  *       "max_watch_scenes": 64,          1 .. 1024 (PD_WATCH_MAX_SCENES): scenes per Watch
  *       "max_watchers": 1000,            0 .. 1000000: Watches open on the server
+ *       "max_watches_per_conn": 64,      1 .. 1000000: Watches open on one connection
+ *       "metrics_scene_series": 100,     0 .. 100000: scenes with their own /metrics series
  *       "max_scenes": 100000,            1 .. 1000000: scenes served, config and run time
  *       "max_scene_cells": 16777216,     1 .. 2^28: cells of one scene CreateScene makes
  *       "max_scene_bytes": 4294967296    1 MiB .. 2^53: all scene snapshots together
@@ -151,6 +153,8 @@ const pd_conf pd_conf_defaults = {
     .watch_buffer_bytes = 1024u * 1024u,
     .max_watch_scenes = 64,
     .max_watchers = 1000,
+    .max_watches_per_conn = 64,
+    .metrics_scene_series = 100,
     .log_level = PD_LOG_INFO,
     .data_dir = "",
     .journal_fsync = PD_CONF_FSYNC_EVERYSEC,
@@ -338,6 +342,8 @@ static const pd__limit pd__limits[] = {
     PD__LIMIT(watch_buffer_bytes, 4 * PD__KIB, PD__GIB),
     PD__LIMIT(max_watch_scenes, 1, 1024),
     PD__LIMIT(max_watchers, 0, 1000000),
+    PD__LIMIT(max_watches_per_conn, 1, 1000000),
+    PD__LIMIT(metrics_scene_series, 0, 100000),
 };
 
 #define PD__N_LIMITS (sizeof pd__limits / sizeof pd__limits[0])
@@ -349,7 +355,8 @@ static int pd__parse_limits(const pd__ctx *ctx, const cJSON *obj, const char *pa
         "max_connections", "job_queue_capacity", "idle_timeout_ms", "shutdown_grace_ms",
         "write_high_watermark", "write_low_watermark", "buffer_budget_bytes", "frame_timeout_ms",
         "worker_retained_bytes", "inline_max_expansions", "worker_yield_us", "default_max_expansions", "max_scenes", "max_scene_cells",
-        "max_scene_bytes", "watch_buffer_bytes", "max_watch_scenes", "max_watchers", NULL,
+        "max_scene_bytes", "watch_buffer_bytes", "max_watch_scenes", "max_watchers",
+        "max_watches_per_conn", "metrics_scene_series", NULL,
     };
     char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsObject(obj))

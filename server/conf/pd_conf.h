@@ -151,6 +151,11 @@ typedef struct pd_conf {
                                         watches end with WATCH_OVERFLOW */
     uint32_t max_watch_scenes;       /* 64: scenes one Watch may name */
     uint32_t max_watchers;           /* 1000: Watches open on the server at once */
+    uint32_t max_watches_per_conn;   /* 64: Watches open on one connection at once, so
+                                        one client cannot take every max_watchers slot */
+    uint32_t metrics_scene_series;   /* 100: scenes /metrics gives series of their own
+                                        (those with the most requests); the others are
+                                        summed */
     pd_log_level log_level;          /* info */
     int jump_point_search;           /* 1: workers answer with JPS where it applies
                                         (uniform 8-connected grids, no avoid/window/

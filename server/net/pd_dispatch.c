@@ -1080,6 +1080,7 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
             .watch_buffer_bytes = s->conf.watch_buffer_bytes,
             .max_watch_scenes = s->conf.max_watch_scenes,
             .max_watchers = s->conf.max_watchers,
+            .max_watches_per_conn = s->conf.max_watches_per_conn,
         };
         pd_codec_limits_fixed(&lim);
         /* Each item takes an in-flight slot: a larger batch is refused
@@ -1266,6 +1267,8 @@ static void pd__finish_job(pd_server *s, pd__job *job)
                     pd_status_name(job->update.world_refresh));
     if (job->kind == PD_REQ_CREATE_SCENE && job->change_out.change.applied)
         pd_log_info("scene '%s' created: %s", job->change.name, job->change_out.built);
+    if (job->kind == PD_REQ_DROP_SCENE && job->change_out.change.applied)
+        pd_metrics_forget_scene(s->metrics, job->change.name);
     pd__job_events(s, job);
     if (job->wire && job->answer_sent > 0 && job->answer_sent == job->answer_len)
         pd__wire_collected(job->wire);

@@ -12,7 +12,16 @@
  *
  * Each connection has two handles, its socket and its timer, and is freed
  * when both close callbacks have run. The responder itself is freed when
- * its listener and every connection are gone after pd_metrics_http_close.
+ * its listener and every connection are gone after pd_metrics_http_close,
+ * and no scrape is being rendered.
+ *
+ * Scrapes are rendered off the loop. A /metrics request takes a snapshot
+ * of the counters on the loop (pd_metrics_snapshot_take: a copy, O(scenes
+ * with requests)) and libuv's threadpool renders it (the registry's
+ * listing, the top scenes, the text), so the loop goes on answering while
+ * a large registry is rendered. One render at a time: scrapes that arrive
+ * meanwhile wait and share the next one, whose snapshot is taken after
+ * they came, so eight parallel scrapes cost two renders, not eight.
  */
 #include "pd_http.h"
 
@@ -29,6 +38,22 @@
 
 typedef struct pd__http_conn pd__http_conn;
 
+/* A rendered scrape, written to every connection its render served
+ * without a copy each; freed with the last write's callback. */
+typedef struct pd__http_text {
+    unsigned refs;
+    size_t len;
+    char *data;
+} pd__http_text;
+
+static void pd__http_text_release(pd__http_text *t)
+{
+    if (t && --t->refs == 0) {
+        free(t->data);
+        free(t);
+    }
+}
+
 struct pd_metrics_http {
     uv_loop_t *loop;
     uv_tcp_t listener;
@@ -44,6 +69,16 @@ struct pd_metrics_http {
     uint32_t n_conns;
     uint32_t open_handles;       /* listener, connection handles, refused sockets */
     int closing;
+    /* Scrapes: the render on the threadpool and the connections it
+     * answers (served), and those that came since (waiting), answered by
+     * the next render. */
+    uv_work_t render_req;
+    int rendering;
+    pd_metrics_snapshot *snap;
+    char *render_text;
+    size_t render_len;
+    int render_failed;
+    pd__http_conn *served, *waiting;
     char discard[PD__HTTP_DISCARD_BYTES]; /* shared: a read callback always follows its
                                              own alloc callback, with nothing between */
 };
@@ -57,19 +92,37 @@ struct pd__http_conn {
     pd__http_conn *prev, *next;
     char *request;               /* max_request_bytes, the request as it arrives */
     size_t request_len;
-    char *answer;                /* the answer being written; freed in the write callback */
+    char *answer;                /* the answer being written (its body too unless shared);
+                                    freed in the write callback */
+    pd__http_text *shared;       /* the body, when it is a scrape's shared text */
     int handles;                 /* of tcp and timer, those not yet closed */
     int answered;                /* the answer is queued: further input is dropped */
     int peer_done;               /* the client ended its input while the answer was being written */
     int closing;
+    pd__http_conn **scrape_list; /* &http->served or &http->waiting while on one, else NULL */
+    pd__http_conn *scrape_next;
+    int head_only;               /* a HEAD /metrics: the answer without its body */
 };
 
 /* ---- lifetime ----------------------------------------------------------- */
 
 static void pd__http_maybe_free(pd_metrics_http *h)
 {
-    if (h->closing && h->open_handles == 0)
+    if (h->closing && h->open_handles == 0 && !h->rendering)
         free(h);
+}
+
+/* Takes c off the scrape list it is on. */
+static void pd__http_scrape_unlink(pd__http_conn *c)
+{
+    if (!c->scrape_list)
+        return;
+    pd__http_conn **pp = c->scrape_list;
+    while (*pp != c)
+        pp = &(*pp)->scrape_next;
+    *pp = c->scrape_next;
+    c->scrape_list = NULL;
+    c->scrape_next = NULL;
 }
 
 static void pd__http_conn_handle_closed(uv_handle_t *handle)
@@ -90,6 +143,7 @@ static void pd__http_conn_close(pd__http_conn *c)
         return;
     c->closing = 1;
     pd_metrics_http *h = c->http;
+    pd__http_scrape_unlink(c);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -123,6 +177,8 @@ static void pd__http_write_cb(uv_write_t *req, int status)
     pd__http_conn *c = req->data;
     free(c->answer);
     c->answer = NULL;
+    pd__http_text_release(c->shared);
+    c->shared = NULL;
     if (c->closing)
         return;
     if (status < 0 || uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, pd__http_shutdown_cb) != 0)
@@ -142,11 +198,16 @@ static const char *pd__http_reason(int code)
     }
 }
 
-/* Queues the answer; body is copied (it may be NULL with body_len 0).
- * with_body = 0 (HEAD) sends the head alone, Content-Length included. */
-static void pd__http_answer(pd__http_conn *c, int code, const char *content_type, const char *body,
-                            size_t body_len, int with_body)
+/* Queues the answer: its body is shared's text (referenced, not copied),
+ * or else body, copied (it may be NULL with body_len 0). with_body = 0
+ * (HEAD) sends the head alone, Content-Length included. */
+static void pd__http_send(pd__http_conn *c, int code, const char *content_type, const char *body, size_t body_len,
+                          pd__http_text *shared, int with_body)
 {
+    if (shared) {
+        body = shared->data;
+        body_len = shared->len;
+    }
     char head[PD__HTTP_MAX_HEAD];
     int head_len = snprintf(head, sizeof head,
                             "HTTP/1.1 %d %s\r\n"
@@ -158,26 +219,40 @@ static void pd__http_answer(pd__http_conn *c, int code, const char *content_type
                             code, pd__http_reason(code), content_type, body_len,
                             code == 405 ? "Allow: GET, HEAD\r\n" : "");
     size_t sent_body = with_body ? body_len : 0;
+    size_t copied = shared ? 0 : sent_body;
     c->answered = 1;
-    c->answer = malloc((size_t)head_len + sent_body);
+    c->answer = malloc((size_t)head_len + copied);
     if (!c->answer) {
         pd__http_conn_close(c);
         return;
     }
     memcpy(c->answer, head, (size_t)head_len);
-    if (sent_body)
-        memcpy(c->answer + head_len, body, sent_body);
+    if (copied)
+        memcpy(c->answer + head_len, body, copied);
     c->write_req.data = c;
     c->shutdown_req.data = c;
-    uv_buf_t buf = uv_buf_init(c->answer, (unsigned)((size_t)head_len + sent_body));
-    if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &buf, 1, pd__http_write_cb) != 0) {
+    uv_buf_t bufs[2] = {uv_buf_init(c->answer, (unsigned)((size_t)head_len + copied)),
+                        uv_buf_init((char *)body, (unsigned)sent_body)};
+    if (shared && sent_body) {
+        shared->refs++;
+        c->shared = shared;
+    }
+    if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, c->shared ? 2 : 1, pd__http_write_cb) != 0) {
         free(c->answer);
         c->answer = NULL;
+        pd__http_text_release(c->shared);
+        c->shared = NULL;
         pd__http_conn_close(c);
         return;
     }
     /* From now on the timer bounds how long the client may take to read. */
     uv_timer_start(&c->timer, pd__http_timeout_cb, c->http->limits.read_timeout_ms, 0);
+}
+
+static void pd__http_answer(pd__http_conn *c, int code, const char *content_type, const char *body,
+                            size_t body_len, int with_body)
+{
+    pd__http_send(c, code, content_type, body, body_len, NULL, with_body);
 }
 
 static void pd__http_answer_text(pd__http_conn *c, int code, const char *text, int with_body)
@@ -202,21 +277,95 @@ static void pd__http_answer_ready(pd__http_conn *c, int with_body)
     pd__http_answer_text(c, 503, reason, with_body);
 }
 
-static void pd__http_answer_metrics(pd__http_conn *c, int with_body)
+/* Answers every connection the render served, with its text (NULL:
+ * 500), which the answers share and the last one frees. */
+static void pd__http_answer_served(pd_metrics_http *h, char *text, size_t len)
 {
-    pd_metrics_http *h = c->http;
+    pd__http_text *t = text ? malloc(sizeof *t) : NULL;
+    if (t)
+        *t = (pd__http_text){1, len, text};
+    else
+        free(text);
+    while (h->served) {
+        pd__http_conn *c = h->served;
+        pd__http_scrape_unlink(c);
+        if (t)
+            pd__http_send(c, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, 0, t, !c->head_only);
+        else
+            pd__http_answer_text(c, 500, "out of memory\n", !c->head_only);
+    }
+    pd__http_text_release(t);
+}
+
+static void pd__http_render_start(pd_metrics_http *h);
+
+/* On the threadpool: the text of the snapshot. */
+static void pd__http_render_work(uv_work_t *req)
+{
+    pd_metrics_http *h = req->data;
+    h->render_failed = pd_metrics_snapshot_render(h->snap, &h->render_text, &h->render_len) != 0;
+}
+
+static void pd__http_render_done(uv_work_t *req, int status)
+{
+    pd_metrics_http *h = req->data;
+    h->rendering = 0;
+    pd_metrics_snapshot_free(h->snap);
+    h->snap = NULL;
+    if (status != 0 || h->render_failed) {
+        free(h->render_text);
+        h->render_text = NULL;
+    }
+    pd__http_answer_served(h, h->render_text, h->render_len);
+    h->render_text = NULL;
+    if (h->closing) {
+        pd__http_maybe_free(h);
+        return;
+    }
+    if (h->waiting)
+        pd__http_render_start(h);
+}
+
+/* Starts a render for the waiting scrapes, from a snapshot taken now. */
+static void pd__http_render_start(pd_metrics_http *h)
+{
+    while (h->waiting) {
+        pd__http_conn *c = h->waiting;
+        pd__http_scrape_unlink(c);
+        c->scrape_list = &h->served;
+        c->scrape_next = h->served;
+        h->served = c;
+    }
     pd_metrics_gauges gauges;
     memset(&gauges, 0, sizeof gauges);
     if (h->gauges)
         h->gauges(h->gauges_user, &gauges);
-    char *text = NULL;
-    size_t len = 0;
-    if (pd_metrics_render(h->metrics, h->gauges ? &gauges : NULL, h->registry, &text, &len) != 0) {
-        pd__http_answer_text(c, 500, "out of memory\n", with_body);
+    h->snap = pd_metrics_snapshot_take(h->metrics, h->gauges ? &gauges : NULL, h->registry);
+    h->render_text = NULL;
+    h->render_len = 0;
+    h->render_failed = 0;
+    h->render_req.data = h;
+    if (h->snap && uv_queue_work(h->loop, &h->render_req, pd__http_render_work, pd__http_render_done) == 0) {
+        h->rendering = 1;
         return;
     }
-    pd__http_answer(c, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, with_body);
-    free(text);
+    pd_metrics_snapshot_free(h->snap);
+    h->snap = NULL;
+    pd__http_answer_served(h, NULL, 0);
+}
+
+static void pd__http_answer_metrics(pd__http_conn *c, int with_body)
+{
+    pd_metrics_http *h = c->http;
+    /* No more input is read into the request; the answer comes from a
+     * render (the read callback keeps a half-closed client waiting). */
+    c->answered = 1;
+    c->head_only = !with_body;
+    c->scrape_list = &h->waiting;
+    c->scrape_next = h->waiting;
+    h->waiting = c;
+    if (!h->rendering)
+        pd__http_render_start(h);
 }
 
 /* ---- requests ----------------------------------------------------------- */
@@ -327,7 +476,7 @@ static void pd__http_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t 
          * holds, so the shutdown callback closes instead. Otherwise EOF or
          * an error after the answer is the normal end; before it, the
          * client gave up on an incomplete request. */
-        if (nread == UV_EOF && c->answer) {
+        if (nread == UV_EOF && (c->answer || c->scrape_list)) {
             c->peer_done = 1;
             uv_read_stop(stream);
             return;

@@ -3,8 +3,10 @@
  * loop that serves pd_metrics to Prometheus and health checks.
  *
  *   GET /metrics   200, Content-Type: text/plain; version=0.0.4, the
- *                  rendered metrics (gauges read through the callback at
- *                  each scrape)
+ *                  rendered metrics (gauges read through the callback when
+ *                  the scrape's snapshot is taken; the text rendered on
+ *                  libuv's threadpool, one render at a time, scrapes that
+ *                  come meanwhile sharing the next)
  *   GET /healthz   200, "ok\n" when the ready callback says so (or none is
  *   GET /readyz    set); else 503 with its reason ("loading scenes",
  *                  "draining: ...", "2 of 4 worker threads ready") as the body
@@ -29,7 +31,9 @@
  * The responder is a side door: its handles are unreferenced (uv_unref), so
  * it never keeps uv_run going by itself; the daemon's own server does.
  *
- * Threads: loop thread only, like every libuv handle.
+ * Threads: loop thread only, like every libuv handle; a scrape's render
+ * runs on libuv's threadpool and reads only its snapshot, the registry and
+ * /proc.
  */
 #ifndef PD_HTTP_H
 #define PD_HTTP_H
@@ -88,11 +92,14 @@ void pd_metrics_http_set_ready(pd_metrics_http *h, pd_metrics_ready_fn ready, vo
 /* The port actually bound. */
 uint16_t pd_metrics_http_port(const pd_metrics_http *h);
 
-/* Closes the listener and every connection; no callback (gauges, registry)
- * runs after this returns. The memory is freed in the close callbacks, so
- * the caller must run the loop afterwards until it returns (uv_run with
- * UV_RUN_DEFAULT does: closing handles keep it alive until they are done)
- * before uv_loop_close. NULL is a no-op. */
+/* Closes the listener and every connection; no callback (gauges, ready)
+ * runs after this returns. A render in flight on the threadpool still
+ * reads the registry (and metrics) until its completion runs on the loop.
+ * The memory is freed in the close callbacks and that completion, so the
+ * caller must run the loop afterwards until it returns (uv_run with
+ * UV_RUN_DEFAULT does: closing handles and the render's work request keep
+ * it alive until they are done) before uv_loop_close, and keep metrics and
+ * the registry until then. NULL is a no-op. */
 void pd_metrics_http_close(pd_metrics_http *h);
 
 #endif

@@ -9,6 +9,8 @@
  */
 #include "pd_metrics.h"
 
+#include "pd_index.h"
+
 #include <dirent.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -46,7 +48,8 @@ typedef struct pd__histogram {
     uint64_t sum_us;
 } pd__histogram;
 
-struct pd_metrics {
+/* The counters a scrape renders, copied whole into its snapshot. */
+typedef struct pd__counters {
     char version[PD__METRICS_MAX_VERSION];
     uint64_t requests[PD_REQ__COUNT][PD_STATUS_COUNT];
     pd__histogram durations[PD_REQ__COUNT][PD__SLOTS];
@@ -59,6 +62,46 @@ struct pd_metrics {
     double last_reload_success_s;
     uint64_t last_reload_kept;                    /* config scenes the last published reload kept */
     uint64_t last_reload_built;                   /* and those it built anew */
+} pd__counters;
+
+/* One scene's requests answered (pd_metrics_observe_duration with its
+ * name). Snapshots copy these entries and read the names off the loop, so
+ * a name is freed only once no snapshot is out (the graveyard). */
+typedef struct pd__scene_count {
+    char *name;
+    uint64_t requests;
+} pd__scene_count;
+
+struct pd_metrics {
+    pd__counters c;
+    uint32_t scene_series;                        /* limits.metrics_scene_series */
+    pd__scene_count *counts;                      /* every scene with answered requests */
+    size_t n_counts, cap_counts;
+    uint32_t *count_index;                        /* pd_index over counts[] */
+    size_t count_index_cap;
+    uint64_t forgotten;                           /* requests of the scenes forgotten since */
+    char **graveyard;                             /* forgotten names a snapshot may read */
+    size_t n_graveyard, cap_graveyard;
+    unsigned snapshots_out;                       /* taken and not freed yet */
+    struct pd_metrics_snapshot *spare;            /* the last one freed, for the next scrape: the
+                                                     counters are ~130 KiB, and a fresh
+                                                     allocation that size faults its pages in */
+    pd_metrics_render_hook render_hook;           /* tests: runs where a scrape is rendered */
+    void *render_hook_user;
+};
+
+struct pd_metrics_snapshot {
+    pd_metrics *m;
+    pd__counters c;
+    int has_gauges;
+    pd_metrics_gauges gauges;
+    pd_registry *registry;
+    uint32_t scene_series;
+    pd__scene_count *counts;                      /* names shared with m (see the graveyard) */
+    size_t n_counts;
+    uint64_t forgotten;
+    pd_metrics_render_hook render_hook;
+    void *render_hook_user;
 };
 
 static const char *const pd__limit_names[PD_METRICS_LIMIT__COUNT] = {
@@ -77,13 +120,42 @@ pd_metrics *pd_metrics_create(const char *version)
     pd_metrics *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
-    snprintf(m->version, sizeof m->version, "%s", version ? version : "unknown");
+    snprintf(m->c.version, sizeof m->c.version, "%s", version ? version : "unknown");
+    m->scene_series = PD_METRICS_DEFAULT_SCENE_SERIES;
     return m;
+}
+
+static void pd__graveyard_empty(pd_metrics *m)
+{
+    for (size_t i = 0; i < m->n_graveyard; i++)
+        free(m->graveyard[i]);
+    m->n_graveyard = 0;
 }
 
 void pd_metrics_destroy(pd_metrics *m)
 {
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->n_counts; i++)
+        free(m->counts[i].name);
+    free(m->counts);
+    free(m->count_index);
+    pd__graveyard_empty(m);
+    free(m->graveyard);
+    free(m->spare);
     free(m);
+}
+
+void pd_metrics_set_scene_series(pd_metrics *m, uint32_t n)
+{
+    if (m)
+        m->scene_series = n;
+}
+
+void pd_metrics_set_render_hook(pd_metrics *m, pd_metrics_render_hook hook, void *user)
+{
+    m->render_hook = hook;
+    m->render_hook_user = user;
 }
 
 /* Statuses that are ever an answer (pd_status_is_answer). */
@@ -100,13 +172,13 @@ void pd_metrics_observe(pd_metrics *m, pd_request_kind type, pd_status status, u
         type = PD_REQ_NONE;
     if (!pd__status_reported((unsigned)status))
         status = PD_INTERNAL;
-    m->requests[type][status]++;
-    m->expansions += expansions;
+    m->c.requests[type][status]++;
+    m->c.expansions += expansions;
 }
 
 /* The histogram slot of a scene name: its own while fewer than the cap
  * have been seen, else "other". A linear scan: 32 short names. */
-static size_t pd__scene_slot(pd_metrics *m, const char *scene)
+static size_t pd__scene_slot(pd__counters *m, const char *scene)
 {
     if (!scene)
         return PD__SLOT_MIXED;
@@ -119,13 +191,98 @@ static size_t pd__scene_slot(pd_metrics *m, const char *scene)
     return m->n_scenes++;
 }
 
+/* ---- per-scene request counts ------------------------------------------- */
+
+static const char *pd__count_name(const void *counts, uint32_t e)
+{
+    return ((const pd__scene_count *)counts)[e].name;
+}
+
+/* The index slot of scene in m's counts (or the empty one where it would
+ * go); m->count_index_cap > 0. */
+static size_t pd__count_slot(const pd_metrics *m, const char *scene)
+{
+    return pd_index_slot(m->count_index, m->count_index_cap, scene, pd__count_name, m->counts, NULL);
+}
+
+/* One more request of scene: O(1) on average, however many scenes have
+ * counts. Without the memory for a new scene's entry it is not counted. */
+static void pd__count_request(pd_metrics *m, const char *scene)
+{
+    if (m->count_index_cap > 0) {
+        uint32_t e = m->count_index[pd__count_slot(m, scene)];
+        if (e) {
+            m->counts[e - 1].requests++;
+            return;
+        }
+    }
+    if (m->n_counts == m->cap_counts) {
+        size_t cap = m->cap_counts ? 2 * m->cap_counts : PD_INDEX_MIN_CAP;
+        pd__scene_count *grown = realloc(m->counts, cap * sizeof *grown);
+        if (!grown)
+            return;
+        m->counts = grown;
+        m->cap_counts = cap;
+    }
+    if ((m->n_counts + 1) * 2 > m->count_index_cap) {
+        size_t icap = pd_index_cap_for(m->n_counts + 1);
+        uint32_t *index = pd_index_build(icap, m->n_counts, pd__count_name, m->counts, NULL);
+        if (!index)
+            return;
+        free(m->count_index);
+        m->count_index = index;
+        m->count_index_cap = icap;
+    }
+    char *name = strdup(scene);
+    if (!name)
+        return;
+    m->counts[m->n_counts] = (pd__scene_count){name, 1};
+    m->count_index[pd__count_slot(m, scene)] = (uint32_t)(m->n_counts + 1);
+    m->n_counts++;
+}
+
+void pd_metrics_forget_scene(pd_metrics *m, const char *scene)
+{
+    if (!m || !scene || m->count_index_cap == 0)
+        return;
+    size_t slot = pd__count_slot(m, scene);
+    uint32_t e = m->count_index[slot];
+    if (!e)
+        return;
+    pd__scene_count gone = m->counts[e - 1];
+    m->forgotten += gone.requests;
+    pd_index_remove(m->count_index, m->count_index_cap, slot, pd__count_name, m->counts);
+    size_t last = m->n_counts - 1;
+    if (e - 1 != last) {
+        /* The last entry takes the hole. */
+        m->count_index[pd__count_slot(m, m->counts[last].name)] = e;
+        m->counts[e - 1] = m->counts[last];
+    }
+    m->n_counts--;
+    if (m->snapshots_out == 0) {
+        free(gone.name);
+        return;
+    }
+    if (m->n_graveyard == m->cap_graveyard) {
+        size_t cap = m->cap_graveyard ? 2 * m->cap_graveyard : 16;
+        char **grown = realloc(m->graveyard, cap * sizeof *grown);
+        if (!grown) {
+            /* A snapshot may still read the name: keep it rather than free it. */
+            return;
+        }
+        m->graveyard = grown;
+        m->cap_graveyard = cap;
+    }
+    m->graveyard[m->n_graveyard++] = gone.name;
+}
+
 void pd_metrics_observe_duration(pd_metrics *m, pd_request_kind kind, const char *scene, uint64_t latency_us)
 {
     if (!m)
         return;
     if ((unsigned)kind >= PD_REQ__COUNT)
         kind = PD_REQ_NONE;
-    pd__histogram *h = &m->durations[kind][pd__scene_slot(m, scene)];
+    pd__histogram *h = &m->c.durations[kind][pd__scene_slot(&m->c, scene)];
     for (size_t i = 0; i < PD_METRICS_LATENCY_BUCKETS; i++) {
         if (latency_us <= pd__latency_bounds_us[i]) {
             h->buckets[i]++;
@@ -134,6 +291,8 @@ void pd_metrics_observe_duration(pd_metrics *m, pd_request_kind kind, const char
     }
     h->count++;
     h->sum_us += latency_us;
+    if (scene)
+        pd__count_request(m, scene);
 }
 
 const char *pd_metrics_limit_name(pd_metrics_limit limit)
@@ -144,25 +303,25 @@ const char *pd_metrics_limit_name(pd_metrics_limit limit)
 void pd_metrics_observe_overloaded(pd_metrics *m, pd_metrics_limit limit)
 {
     if (m && (unsigned)limit < PD_METRICS_LIMIT__COUNT)
-        m->overloaded[limit]++;
+        m->c.overloaded[limit]++;
 }
 
 void pd_metrics_observe_reload(pd_metrics *m, pd_metrics_reload_result result, double unix_seconds)
 {
     if (!m || (unsigned)result >= PD_METRICS_RELOAD__COUNT)
         return;
-    m->reloads[result]++;
-    m->last_reload_s = unix_seconds;
+    m->c.reloads[result]++;
+    m->c.last_reload_s = unix_seconds;
     if (result != PD_METRICS_RELOAD_FAILURE)
-        m->last_reload_success_s = unix_seconds;
+        m->c.last_reload_success_s = unix_seconds;
 }
 
 void pd_metrics_set_reload_scenes(pd_metrics *m, size_t kept, size_t built)
 {
     if (!m)
         return;
-    m->last_reload_kept = kept;
-    m->last_reload_built = built;
+    m->c.last_reload_kept = kept;
+    m->c.last_reload_built = built;
 }
 
 size_t pd_metrics_escape_label(const char *in, char *out, size_t cap)
@@ -245,7 +404,7 @@ static void pd__family(pd__text *t, const char *name, const char *type, const ch
 
 /* ---- rendering ---------------------------------------------------------- */
 
-static void pd__render_requests(pd__text *t, const pd_metrics *m)
+static void pd__render_requests(pd__text *t, const pd__counters *m)
 {
     pd__family(t, "pathd_requests_total", "counter",
                "Requests answered, by request type and final status.");
@@ -275,7 +434,7 @@ static void pd__format_bound(uint64_t b, char *le, size_t cap)
 /* One series per (kind, scene) that has observations: a series appears
  * with its first answer (as labelled histograms do in client libraries),
  * which keeps a scrape from listing every kind for every scene. */
-static void pd__render_durations(pd__text *t, const pd_metrics *m)
+static void pd__render_durations(pd__text *t, const pd__counters *m)
 {
     const char *name = "pathd_request_duration_seconds";
     pd__family(t, name, "histogram",
@@ -312,7 +471,7 @@ static void pd__render_durations(pd__text *t, const pd_metrics *m)
 
 /* Reload and overload counters: every label value from the first scrape,
  * zeros included; the timestamps are 0 until the first reload. */
-static void pd__render_ops(pd__text *t, const pd_metrics *m)
+static void pd__render_ops(pd__text *t, const pd__counters *m)
 {
     pd__family(t, "pathd_overloaded_total", "counter",
                "Requests and connections answered OVERLOADED, by the limit that refused them.");
@@ -397,40 +556,139 @@ static void pd__render_gauges(pd__text *t, const pd_metrics_gauges *g)
     pd__text_printf(t, "pathd_journal_failed %d\n", g->journal_failed);
 }
 
-static void pd__render_scenes(pd__text *t, pd_registry *registry)
+/* Whether scene a of a name-sorted list ranks before scene b: more
+ * requests, then the name. */
+static int pd__ranks_before(const uint64_t *req, size_t a, size_t b)
 {
+    return req[a] != req[b] ? req[a] > req[b] : a < b;
+}
+
+/* Moves heap[i] down a heap whose top ranks last (the one to replace). */
+static void pd__heap_down(size_t *heap, size_t n, size_t i, const uint64_t *req)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, last = i;
+        if (l < n && pd__ranks_before(req, heap[last], heap[l]))
+            last = l;
+        if (r < n && pd__ranks_before(req, heap[last], heap[r]))
+            last = r;
+        if (last == i)
+            return;
+        size_t tmp = heap[i];
+        heap[i] = heap[last];
+        heap[last] = tmp;
+        i = last;
+    }
+}
+
+static int pd__cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The k of n scenes with the most requests (ties: the first by name),
+ * in name order, into top[0, k): a heap of k, O(n log k). */
+static void pd__top_scenes(const uint64_t *req, size_t n, size_t k, size_t *top)
+{
+    if (k == 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        if (i < k) {
+            top[i] = i;
+            if (i == k - 1)
+                for (size_t j = k / 2; j-- > 0;)
+                    pd__heap_down(top, k, j, req);
+        } else if (pd__ranks_before(req, i, top[0])) {
+            top[0] = i;
+            pd__heap_down(top, k, 0, req);
+        }
+    }
+    qsort(top, k, sizeof *top, pd__cmp_size);
+}
+
+/* The per-scene families, for the limits.metrics_scene_series scenes with
+ * the most requests, and the totals over every scene. Off the loop: the
+ * registry is read by listing it, the requests from the snapshot. */
+static void pd__render_scenes(pd__text *t, const pd_metrics_snapshot *snap)
+{
+    pd_registry *registry = snap->registry;
     pd_scene **list = NULL;
     size_t n = pd_registry_list(registry, &list);
+    uint64_t *req = calloc(n ? n : 1, sizeof *req);
+    size_t k = n < snap->scene_series ? n : snap->scene_series;
+    size_t *top = malloc((k ? k : 1) * sizeof *top);
+    size_t icap = pd_index_cap_for(snap->n_counts);
+    uint32_t *index = pd_index_build(icap, snap->n_counts, pd__count_name, snap->counts, NULL);
+    if (!req || !top || !index) {
+        t->failed = 1;
+        goto out;
+    }
+    uint64_t total = snap->forgotten, shown = 0;
+    for (size_t i = 0; i < snap->n_counts; i++)
+        total += snap->counts[i].requests;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t e = index[pd_index_slot(index, icap, list[i]->name, pd__count_name, snap->counts, NULL)];
+        req[i] = e ? snap->counts[e - 1].requests : 0;
+    }
+    pd__top_scenes(req, n, k, top);
+    for (size_t j = 0; j < k; j++)
+        shown += req[top[j]];
+
+    pd__family(t, "pathd_scenes", "gauge",
+               "Scenes served, config and run time together; the per-scene families below show the "
+               "limits.metrics_scene_series of them with the most requests.");
+    pd__text_printf(t, "pathd_scenes %zu\n", n);
+    pd__family(t, "pathd_scenes_bytes", "gauge",
+               "Memory every scene snapshot holds together (limits.max_scene_bytes caps it).");
+    pd__text_printf(t, "pathd_scenes_bytes %" PRIu64 "\n", pd_registry_bytes(registry));
+    pd__family(t, "pathd_scene_requests_total", "counter",
+               "Requests the workers answered for each scene (as pathd_request_duration_seconds counts them), "
+               "for the limits.metrics_scene_series scenes with the most; the others are summed in "
+               "pathd_scene_requests_other.");
+    char (*names)[PD_METRICS_MAX_LABEL] = malloc((k ? k : 1) * sizeof *names);
+    if (!names) {
+        t->failed = 1;
+        goto out;
+    }
+    for (size_t j = 0; j < k; j++) {
+        pd_metrics_escape_label(list[top[j]]->name, names[j], sizeof names[j]);
+        pd__text_printf(t, "pathd_scene_requests_total{scene=\"%s\"} %" PRIu64 "\n", names[j], req[top[j]]);
+    }
+    pd__family(t, "pathd_scene_requests_other", "gauge",
+               "Requests the workers answered for the scenes without series of their own, dropped ones "
+               "included: with pathd_scene_requests_total, every request counted by scene. It falls when a "
+               "scene gains a series.");
+    pd__text_printf(t, "pathd_scene_requests_other %" PRIu64 "\n", total - shown);
     pd__family(t, "pathd_scene_version", "gauge",
                "Version of each loaded scene; it grows with every reload or cell update that changes it.");
-    for (size_t i = 0; i < n; i++) {
-        char name[PD_METRICS_MAX_LABEL];
-        pd_metrics_escape_label(list[i]->name, name, sizeof name);
-        pd__text_printf(t, "pathd_scene_version{scene=\"%s\"} %" PRIu64 "\n", name, list[i]->version);
-    }
+    for (size_t j = 0; j < k; j++)
+        pd__text_printf(t, "pathd_scene_version{scene=\"%s\"} %" PRIu64 "\n", names[j], list[top[j]]->version);
     pd__family(t, "pathd_scene_bytes", "gauge",
                "Memory each scene's current snapshot holds per structure (grid: passability and cost; "
                "clearance; labels: component labels; unit_grids), padding included.");
-    for (size_t i = 0; i < n; i++) {
-        char name[PD_METRICS_MAX_LABEL];
-        pd_metrics_escape_label(list[i]->name, name, sizeof name);
+    for (size_t j = 0; j < k; j++) {
         pd_scene_bytes b;
-        pd_scene_get_bytes(list[i], &b);
+        pd_scene_get_bytes(list[top[j]], &b);
         for (int st = 0; st < PD_SCENE_STRUCTURES; st++)
-            pd__text_printf(t, "pathd_scene_bytes{scene=\"%s\",structure=\"%s\"} %" PRIu64 "\n", name,
+            pd__text_printf(t, "pathd_scene_bytes{scene=\"%s\",structure=\"%s\"} %" PRIu64 "\n", names[j],
                             pd_scene_structure_name((pd_scene_structure)st), b.by[st]);
     }
     pd__family(t, "pathd_scene_search", "gauge",
                "1 for the search that answers each scene's and unit size's requests where jump point search "
                "applies: jps, astar, or default (as jump_point_search says); the scene's \"search\" config "
                "decides, \"auto\" by measurement.");
-    for (size_t i = 0; i < n; i++) {
-        char name[PD_METRICS_MAX_LABEL];
-        pd_metrics_escape_label(list[i]->name, name, sizeof name);
-        for (size_t u = 0; u < list[i]->n_unit_sizes; u++)
-            pd__text_printf(t, "pathd_scene_search{scene=\"%s\",unit=\"%u\",search=\"%s\"} 1\n", name,
-                            (unsigned)list[i]->units[u].unit, pd_scene_pick_name(list[i]->units[u].pick));
+    for (size_t j = 0; j < k; j++) {
+        const pd_scene *sc = list[top[j]];
+        for (size_t u = 0; u < sc->n_unit_sizes; u++)
+            pd__text_printf(t, "pathd_scene_search{scene=\"%s\",unit=\"%u\",search=\"%s\"} 1\n", names[j],
+                            (unsigned)sc->units[u].unit, pd_scene_pick_name(sc->units[u].pick));
     }
+    free(names);
+out:
+    free(index);
+    free(top);
+    free(req);
     pd_registry_release_list(list, n);
 }
 
@@ -526,11 +784,57 @@ static void pd__render_process(pd__text *t)
     }
 }
 
-int pd_metrics_render(const pd_metrics *m, const pd_metrics_gauges *gauges, pd_registry *registry,
-                      char **out, size_t *len)
+pd_metrics_snapshot *pd_metrics_snapshot_take(pd_metrics *m, const pd_metrics_gauges *gauges, pd_registry *registry)
+{
+    pd_metrics_snapshot *snap = m->spare ? m->spare : malloc(sizeof *snap);
+    m->spare = NULL;
+    if (!snap)
+        return NULL;
+    snap->counts = NULL;
+    if (m->n_counts && !(snap->counts = malloc(m->n_counts * sizeof *snap->counts))) {
+        free(snap);
+        return NULL;
+    }
+    /* O(scenes with requests) on the loop: a copy of their entries, the
+     * names shared; everything else a scrape renders is built off it. */
+    if (m->n_counts)
+        memcpy(snap->counts, m->counts, m->n_counts * sizeof *snap->counts);
+    snap->n_counts = m->n_counts;
+    snap->forgotten = m->forgotten;
+    snap->m = m;
+    snap->c = m->c;
+    snap->has_gauges = gauges != NULL;
+    if (gauges)
+        snap->gauges = *gauges;
+    snap->registry = registry;
+    snap->scene_series = m->scene_series;
+    snap->render_hook = m->render_hook;
+    snap->render_hook_user = m->render_hook_user;
+    m->snapshots_out++;
+    return snap;
+}
+
+void pd_metrics_snapshot_free(pd_metrics_snapshot *snap)
+{
+    if (!snap)
+        return;
+    pd_metrics *m = snap->m;
+    if (--m->snapshots_out == 0)
+        pd__graveyard_empty(m);
+    free(snap->counts);
+    if (!m->spare)
+        m->spare = snap;
+    else
+        free(snap);
+}
+
+int pd_metrics_snapshot_render(const pd_metrics_snapshot *snap, char **out, size_t *len)
 {
     *out = NULL;
     *len = 0;
+    if (snap->render_hook)
+        snap->render_hook(snap->render_hook_user);
+    const pd__counters *m = &snap->c;
     pd__text t = {malloc(PD__METRICS_RENDER_INITIAL), 0, PD__METRICS_RENDER_INITIAL, 0};
     if (!t.buf)
         return -1;
@@ -545,12 +849,12 @@ int pd_metrics_render(const pd_metrics *m, const pd_metrics_gauges *gauges, pd_r
     pd__family(&t, "pathd_expansions_total", "counter",
                "Search nodes expanded by answered FindPath and FindRoute requests.");
     pd__text_printf(&t, "pathd_expansions_total %" PRIu64 "\n", m->expansions);
-    if (gauges) {
-        pd__render_gauges(&t, gauges);
+    if (snap->has_gauges) {
+        pd__render_gauges(&t, &snap->gauges);
         pd__render_process(&t);
     }
-    if (registry)
-        pd__render_scenes(&t, registry);
+    if (snap->registry)
+        pd__render_scenes(&t, snap);
 
     if (t.failed) {
         free(t.buf);
@@ -559,4 +863,17 @@ int pd_metrics_render(const pd_metrics *m, const pd_metrics_gauges *gauges, pd_r
     *out = t.buf;
     *len = t.len;
     return 0;
+}
+
+int pd_metrics_render(pd_metrics *m, const pd_metrics_gauges *gauges, pd_registry *registry, char **out,
+                      size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    pd_metrics_snapshot *snap = pd_metrics_snapshot_take(m, gauges, registry);
+    if (!snap)
+        return -1;
+    int rc = pd_metrics_snapshot_render(snap, out, len);
+    pd_metrics_snapshot_free(snap);
+    return rc;
 }

@@ -12,9 +12,20 @@
  * scrape time into a pd_metrics_gauges, so nothing is counted twice. Scene
  * versions come straight from the registry.
  *
- * Threads: a pd_metrics belongs to the loop thread. pd_metrics_observe and
- * pd_metrics_render must both be called there (the HTTP responder runs on
- * the same loop), so the counters need no locks.
+ * Scenes. A server may serve 100,000 scenes; a scrape gives series of
+ * their own (requests, version, bytes, search) only to the
+ * limits.metrics_scene_series (pd_metrics_set_scene_series) with the most
+ * requests answered, and totals over all of them, so its size does not
+ * grow with the scenes. The requests are counted per scene in a hash
+ * index, O(1) per answer.
+ *
+ * Threads: a pd_metrics belongs to the loop thread: pd_metrics_observe*,
+ * pd_metrics_snapshot_take and _free are called there, so the counters
+ * need no locks. A scrape takes a snapshot on the loop (a copy of the
+ * counters, and of the per-scene counts: O(scenes with requests), small
+ * constant) and renders it on any thread (pd_metrics_snapshot_render: the
+ * registry's listing, the top scenes' selection and the text), which is
+ * how the HTTP responder keeps the loop free (pd_http.c).
  */
 #ifndef PD_METRICS_H
 #define PD_METRICS_H
@@ -41,6 +52,12 @@
  * made at run time) share the series scene="other". Keeps a scrape bounded:
  * at most kinds x (this + 2) series of 19 lines each. */
 #define PD_METRICS_MAX_SCENE_LABELS 32
+
+/* Scenes with series of their own (pathd_scene_requests_total,
+ * pathd_scene_version, pathd_scene_bytes, pathd_scene_search) when
+ * pd_metrics_set_scene_series was not called: limits.metrics_scene_series'
+ * default. */
+#define PD_METRICS_DEFAULT_SCENE_SERIES 100
 
 /* Longest escaped label value the renderer writes, in bytes incl. NUL: a
  * scene name (PD_CONF_MAX_NAME) or version string where every byte needs a
@@ -132,13 +149,40 @@ void pd_metrics_observe_reload(pd_metrics *m, pd_metrics_reload_result result, d
  * (definition unchanged) and built anew. */
 void pd_metrics_set_reload_scenes(pd_metrics *m, size_t kept, size_t built);
 
-/* Renders every metric family in the text format 0.0.4, each with one HELP
- * and one TYPE line. gauges == NULL leaves out the families it feeds;
- * registry == NULL leaves out pathd_scene_version. On success returns 0 and
- * a malloc'd, NUL-terminated text in *out (the caller frees it) of *len
- * bytes; on allocation failure returns -1 and *out = NULL. */
-int pd_metrics_render(const pd_metrics *m, const pd_metrics_gauges *gauges, pd_registry *registry,
-                      char **out, size_t *len);
+/* How many scenes get series of their own: the n with the most requests
+ * answered (ties: the first by name); 0 gives the totals only. */
+void pd_metrics_set_scene_series(pd_metrics *m, uint32_t n);
+
+/* The scene was dropped: its request count joins pathd_scene_requests_other
+ * and its entry goes (a scene made again under the name counts anew). */
+void pd_metrics_forget_scene(pd_metrics *m, const char *scene);
+
+/* What one scrape renders, taken on the loop thread. */
+typedef struct pd_metrics_snapshot pd_metrics_snapshot;
+
+/* Copies m's counters and per-scene counts, gauges (NULL: leave out the
+ * families it feeds) and the registry to read at render time (NULL: leave
+ * out the scene families). NULL on allocation failure. Loop thread. */
+pd_metrics_snapshot *pd_metrics_snapshot_take(pd_metrics *m, const pd_metrics_gauges *gauges,
+                                              pd_registry *registry);
+
+/* Renders snap in the text format 0.0.4, every family with one HELP and
+ * one TYPE line; any thread, while m and the registry live. On success
+ * returns 0 and a malloc'd, NUL-terminated text in *out (the caller frees
+ * it) of *len bytes; on allocation failure -1 and *out = NULL. */
+int pd_metrics_snapshot_render(const pd_metrics_snapshot *snap, char **out, size_t *len);
+
+/* Loop thread, after the render. NULL is a no-op. */
+void pd_metrics_snapshot_free(pd_metrics_snapshot *snap);
+
+/* Take, render and free on the calling (loop) thread. */
+int pd_metrics_render(pd_metrics *m, const pd_metrics_gauges *gauges, pd_registry *registry, char **out,
+                      size_t *len);
+
+/* Tests: hook runs at the start of every render, on the thread that
+ * renders (a gate that holds a scrape while the loop is watched). */
+typedef void (*pd_metrics_render_hook)(void *user);
+void pd_metrics_set_render_hook(pd_metrics *m, pd_metrics_render_hook hook, void *user);
 
 /* Writes in as a label value escaped for the text format (backslash, double
  * quote and newline become \\, \" and \n) into out, always NUL-terminated;

@@ -174,6 +174,7 @@ static int pd__reload_publish(pd_server *s, pd__reload_job *rl)
         c->reader.max_frame = s->conf.max_frame_bytes;
     pd__fit_fd_limit(&s->conf);
     pd__server_scene_caps(s);
+    pd_metrics_set_scene_series(s->metrics, s->conf.metrics_scene_series);
     atomic_store(&s->worker_retained_bytes, s->conf.worker_retained_bytes);
     pd__dispatch_apply_conf(s);
     pd_conf_free(&scenes_only);

@@ -456,6 +456,7 @@ void pd_server_set_world_store(pd_server *s, pd_world_store *store)
 void pd_server_set_metrics(pd_server *s, pd_metrics *m)
 {
     s->metrics = m;
+    pd_metrics_set_scene_series(m, s->conf.metrics_scene_series);
 }
 
 void pd_server_get_stats(pd_server *s, pd_server_stats *out)
@@ -464,9 +465,7 @@ void pd_server_get_stats(pd_server *s, pd_server_stats *out)
     memset(&ps, 0, sizeof ps);
     if (s->pool)
         pd_pool_get_stats(s->pool, &ps);
-    pd_scene **list = NULL;
-    size_t n_scenes = pd_registry_list(s->registry, &list);
-    pd_registry_release_list(list, n_scenes);
+    size_t n_scenes = pd_registry_count(s->registry);
 
     memset(out, 0, sizeof *out);
     out->uptime_ms = (uv_hrtime() - s->started_ns) / 1000000u;
@@ -495,9 +494,7 @@ int pd_server_ready(void *server, char *reason, size_t cap)
     pd_server *s = server;
     pd_pool_stats ps;
     pd_pool_get_stats(s->pool, &ps);
-    pd_scene **list = NULL;
-    size_t n_scenes = pd_registry_list(s->registry, &list);
-    pd_registry_release_list(list, n_scenes);
+    size_t n_scenes = pd_registry_count(s->registry);
     if (s->loading)
         snprintf(reason, cap, "loading scenes");
     else if (s->phase != PD__RUNNING)

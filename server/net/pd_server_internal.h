@@ -107,6 +107,7 @@ typedef struct pd__conn {
     uv_shutdown_t shutdown_req;
     struct pd__watch *watches;   /* its open Watches (pd_watch.c); they keep it from
                                     counting as idle */
+    uint32_t n_watches;          /* in that list: at most limits.max_watches_per_conn */
     pd__wire *wire;              /* NULL when it could not be made: answers go by the loop */
 } pd__conn;
 
@@ -278,6 +279,14 @@ void pd__watch_start(pd__conn *c, const pd_request *req);
 void pd__watch_stop(pd__conn *c, const pd_request *req);
 void pd__watch_conn_closed(pd__conn *c);
 size_t pd__watch_count(const pd_server *s);
+/* What publishing has cost since the hub was made, for tests: the
+ * subscriptions announcements visited (only the event's scene's), and the
+ * event bodies encoded (one per event, whatever its watchers). */
+typedef struct pd__watch_work {
+    uint64_t visits;
+    uint64_t encodes;
+} pd__watch_work;
+pd__watch_work pd__watch_work_done(const pd_server *s);
 void pd__watch_hub_free(pd_server *s);
 typedef struct pd__watch_reload pd__watch_reload;
 pd__watch_reload *pd__watch_reload_begin(pd_server *s);

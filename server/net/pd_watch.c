@@ -11,6 +11,14 @@
  * its job completes (pd_dispatch.c), a reload's when it publishes
  * (pd_reload.c).
  *
+ * Cost. An event costs the loop what its own scene's watchers cost and
+ * nothing more: the topic is found by hash, and only its subscriptions are
+ * visited, however many watches other scenes have. The event is encoded
+ * once (pd_codec_encode_watch_body); each watch's frame is that body with
+ * its request id in front. A connection holds at most
+ * limits.max_watches_per_conn watches, so one client cannot take every
+ * limits.max_watchers slot.
+ *
  * Incarnations. A scene dropped and made again under its name is another
  * scene (pd_scene.incarnation), whose versions start over; and the event
  * of the drop can reach the loop after the new scene is served and
@@ -43,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pd_index.h"
 #include "pd_log.h"
 
 /* Events a topic holds back waiting for an earlier version's, at most. */
@@ -88,20 +97,27 @@ struct pd__watch_hub {
     size_t n_topics;
     size_t n_watches;
     uint64_t seq;                /* announcements made, for pd__sub.stamp */
+    pd__watch_work work;         /* what publishing has cost (pd__watch_work_done) */
 };
 
-/* FNV-1a. */
-static size_t pd__hash(const char *name)
+/* One event's bytes as its watchers share them: the body of its frames,
+ * encoded at the first frame that needs it (final or not: a DROPPED event
+ * is final for the watch it ends). */
+typedef struct pd__event_bytes {
+    const pd_watch_event *ev;
+    uint8_t *body[2];
+    size_t len[2];
+} pd__event_bytes;
+
+static void pd__event_bytes_free(pd__event_bytes *eb)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; *name; name++)
-        h = (h ^ (uint8_t)*name) * 1099511628211ull;
-    return (size_t)h;
+    free(eb->body[0]);
+    free(eb->body[1]);
 }
 
 static pd__topic **pd__topic_slot(pd__watch_hub *hub, const char *scene, uint64_t incarnation)
 {
-    pd__topic **pp = &hub->buckets[pd__hash(scene) & (hub->n_buckets - 1)];
+    pd__topic **pp = &hub->buckets[pd_index_hash(scene) & (hub->n_buckets - 1)];
     while (*pp && ((*pp)->incarnation != incarnation || strcmp((*pp)->scene, scene) != 0))
         pp = &(*pp)->next;
     return pp;
@@ -126,7 +142,7 @@ static void pd__hub_grow(pd__watch_hub *hub)
         while (hub->buckets[i]) {
             pd__topic *t = hub->buckets[i];
             hub->buckets[i] = t->next;
-            size_t k = pd__hash(t->scene) & (n - 1);
+            size_t k = pd_index_hash(t->scene) & (n - 1);
             t->next = b[k];
             b[k] = t;
         }
@@ -188,6 +204,7 @@ static void pd__watch_free(pd_server *s, pd__watch *w)
     for (pd__watch **pp = &w->conn->watches; *pp; pp = &(*pp)->next)
         if (*pp == w) {
             *pp = w->next;
+            w->conn->n_watches--;
             break;
         }
     s->watch_hub->n_watches--;
@@ -216,14 +233,19 @@ static void pd__overflow(pd__conn *c, size_t backlog)
     }
 }
 
-/* Queues ev for w unless its connection has fallen behind; returns 0, or
- * -1 when that ended every watch of the connection, w included. */
-static int pd__deliver(pd__watch *w, const pd_watch_event *ev, int final)
+/* Queues eb's event for w unless its connection has fallen behind; returns
+ * 0, or -1 when that ended every watch of the connection, w included. */
+static int pd__deliver(pd__watch *w, pd__event_bytes *eb, int final)
 {
     pd__conn *c = w->conn;
     pd_server *s = c->server;
     size_t len = 0;
-    uint8_t *buf = pd_codec_encode_watch_event(w->id, ev, final, &len);
+    uint8_t *buf = NULL;
+    final = final != 0;
+    if (!eb->body[final] && (eb->body[final] = pd_codec_encode_watch_body(eb->ev, final, &eb->len[final])))
+        s->watch_hub->work.encodes++;
+    if (eb->body[final])
+        buf = pd_codec_frame_with_id(w->id, eb->body[final], eb->len[final], &len);
     size_t backlog = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) + c->pend_bytes;
     if (buf && backlog + len > s->conf.watch_buffer_bytes) {
         free(buf);
@@ -246,11 +268,13 @@ static int pd__ready(const pd__topic *t, const pd_watch_event *ev)
     return ev->version <= t->announced;
 }
 
-/* Sends ev to every subscription of t that has not seen its version yet.
- * DROPPED ends them (and t with the last one): returns 1 when t is gone. */
-static int pd__announce(pd_server *s, pd__topic *t, const pd_watch_event *ev)
+/* Sends eb's event to every subscription of t that has not seen its version
+ * yet. DROPPED ends them (and t with the last one): returns 1 when t is
+ * gone. */
+static int pd__announce_to(pd_server *s, pd__topic *t, pd__event_bytes *eb)
 {
     pd__watch_hub *hub = s->watch_hub;
+    const pd_watch_event *ev = eb->ev;
     int dropped = ev->kind == PD_WATCH_DROPPED;
     if ((ev->kind == PD_WATCH_UPDATED || ev->kind == PD_WATCH_REPLACED) && ev->version > t->announced)
         t->announced = ev->version;
@@ -259,6 +283,7 @@ static int pd__announce(pd_server *s, pd__topic *t, const pd_watch_event *ev)
     while (sub) {
         pd__sub *next = sub->next;
         pd__watch *w = sub->watch;
+        hub->work.visits++;
         int due = sub->stamp != seq &&
                   (dropped || (ev->kind == PD_WATCH_INSTANCED ? ev->version >= sub->baseline
                                                                : ev->version > sub->baseline));
@@ -268,7 +293,7 @@ static int pd__announce(pd_server *s, pd__topic *t, const pd_watch_event *ev)
             continue;
         }
         int last = dropped && w->live == 1;
-        if (pd__deliver(w, ev, last) != 0) {
+        if (pd__deliver(w, eb, last) != 0) {
             /* The overflow ended every watch of that connection: maybe
              * other subscriptions of t, maybe t. Start over; the stamps
              * skip those already served. */
@@ -288,6 +313,15 @@ static int pd__announce(pd_server *s, pd__topic *t, const pd_watch_event *ev)
         sub = next;
     }
     return 0;
+}
+
+/* pd__announce_to with the event's bytes made for it, and freed after. */
+static int pd__announce(pd_server *s, pd__topic *t, const pd_watch_event *ev)
+{
+    pd__event_bytes eb = {.ev = ev};
+    int gone = pd__announce_to(s, t, &eb);
+    pd__event_bytes_free(&eb);
+    return gone;
 }
 
 /* Sends what t holds that the announced version now lets through, oldest
@@ -388,6 +422,13 @@ void pd__watch_start(pd__conn *c, const pd_request *req)
                        open);
         return;
     }
+    if (c->n_watches >= s->conf.max_watches_per_conn) {
+        pd__send_error(c, req->id, PD_LIMIT_EXCEEDED,
+                       "%" PRIu32 " watches are open on this connection; limits.max_watches_per_conn is %" PRIu32
+                       ": Unwatch one, or name several scenes in one Watch",
+                       c->n_watches, s->conf.max_watches_per_conn);
+        return;
+    }
     if (pd__watch_of(c, req->id)) {
         pd__send_error(c, req->id, PD_INVALID_ARGUMENT,
                        "a watch with request id %" PRIu64 " is open on this connection: use another id", req->id);
@@ -414,6 +455,7 @@ void pd__watch_start(pd__conn *c, const pd_request *req)
         w->n_subs = wr->n_scenes;
         w->next = c->watches;
         c->watches = w;
+        c->n_watches++;
         hub->n_watches++;
         for (size_t i = 0; i < w->n_subs; i++) {
             w->subs[i].watch = w;
@@ -430,7 +472,10 @@ void pd__watch_start(pd__conn *c, const pd_request *req)
             pd_watch_event ev = {.kind = PD_WATCH_STARTED, .incarnation = scenes[i]->incarnation,
                                  .version = scenes[i]->version};
             memcpy(ev.scene, scenes[i]->name, sizeof ev.scene);
-            if (pd__deliver(w, &ev, 0) != 0)
+            pd__event_bytes eb = {.ev = &ev};
+            int ended = pd__deliver(w, &eb, 0) != 0;
+            pd__event_bytes_free(&eb);
+            if (ended)
                 break;
         }
     }
@@ -467,6 +512,12 @@ void pd__watch_conn_closed(pd__conn *c)
 size_t pd__watch_count(const pd_server *s)
 {
     return s->watch_hub ? s->watch_hub->n_watches : 0;
+}
+
+pd__watch_work pd__watch_work_done(const pd_server *s)
+{
+    pd__watch_work none = {0, 0};
+    return s->watch_hub ? s->watch_hub->work : none;
 }
 
 void pd__watch_hub_free(pd_server *s)

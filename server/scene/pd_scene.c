@@ -62,6 +62,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "pd_index.h"
 #include "pd_jps.h"
 #include "pd_mapfile.h"
 #include "pd_ldtk.h"
@@ -96,8 +97,23 @@ struct pd_registry {
      * the new one cannot interleave with a second reload, and every change
      * of the set (an update's swap included). */
     pthread_mutex_t reload_lock;
-    pd_scene **scenes;          /* sorted by name, one reference each */
-    size_t n_scenes;
+    /* The served scenes, one reference each: scenes[0, n_sorted) sorted by
+     * name, then those added since, in the order they came; a dropped one
+     * leaves NULL until the next sort (pd__registry_sort). A scene is found
+     * by its name through `index`, so adding, finding and dropping one
+     * cost the same with ten scenes or a million. Changed under both
+     * locks; read under either. */
+    pd_scene **scenes;
+    size_t n_slots;             /* entries of scenes[] in use, NULL ones included */
+    size_t cap_slots;
+    size_t n_sorted;
+    size_t n_scenes;            /* the entries that are not NULL */
+    size_t unsorted;            /* adds and drops since the last sort */
+    uint32_t *index;            /* open addressing, linear probing by the name's hash:
+                                   0 empty, else 1 + the scenes[] entry; at most half
+                                   full */
+    size_t index_cap;           /* a power of two; 0 before the first scene */
+    uint64_t work;              /* guarded by reload_lock: pd_registry_work */
     pd_registry_caps caps;      /* guarded by reload_lock */
     atomic_int loads_stopped;   /* pd_registry_stop_loads */
     uint64_t spare_min_cells;   /* guarded by reload_lock; see pd_registry_set_spare_min_cells */
@@ -1511,7 +1527,8 @@ void pd_registry_destroy(pd_registry *r)
 {
     if (!r)
         return;
-    pd__release_set(r->scenes, r->n_scenes);
+    pd__release_set(r->scenes, r->n_slots);
+    free(r->index);
     pd__acct_release(r->acct);
     pthread_mutex_destroy(&r->reload_lock);
     pthread_rwlock_destroy(&r->lock);
@@ -1547,6 +1564,167 @@ static pd_scene *pd__find(pd_scene *const *scenes, size_t n, const char *name)
 {
     size_t i = pd__find_index(scenes, n, name);
     return i < n ? scenes[i] : NULL;
+}
+
+/* ---- the registry's index ---------------------------------------------- */
+
+/* The registry sorts its scenes again (pd__registry_sort) once the adds and
+ * drops since the last sort pass the larger of these: a fixed floor, and
+ * one change in PD__REGISTRY_SORT_SHARE of the scenes, so that the sort's
+ * O(n) merge costs a change O(1) however many scenes there are, and a
+ * listing sorts at most that many scenes of its own. */
+#define PD__REGISTRY_SORT_MIN 1024
+#define PD__REGISTRY_SORT_SHARE 16
+/* Smallest scenes[] allocation. */
+#define PD__REGISTRY_SLOTS_MIN 16
+
+/* The name of scenes[e] for the index (NULL: a dropped one's hole). */
+static const char *pd__slot_name(const void *scenes, uint32_t e)
+{
+    const pd_scene *s = ((pd_scene *const *)scenes)[e];
+    return s ? s->name : NULL;
+}
+
+/* The scenes[] entry serving `name`, or SIZE_MAX. Under either lock. */
+static size_t pd__lookup(const pd_registry *r, const char *name, uint64_t *work)
+{
+    if (r->index_cap == 0)
+        return SIZE_MAX;
+    uint32_t e = r->index[pd_index_slot(r->index, r->index_cap, name, pd__slot_name, r->scenes, work)];
+    return e ? e - 1 : SIZE_MAX;
+}
+
+/* Sorts r's scenes again: the ones added since the last sort, sorted, are
+ * merged with the sorted ones, and the dropped ones' NULL entries go. With
+ * reload_lock held; the new array and index are made before the write
+ * lock, which only swaps them. Without the memory it leaves r as it is
+ * (a listing still sorts what it reads). */
+static void pd__registry_sort(pd_registry *r)
+{
+    size_t tail = r->n_slots - r->n_sorted, n = r->n_scenes;
+    size_t cap = n < PD__REGISTRY_SLOTS_MIN ? PD__REGISTRY_SLOTS_MIN : n;
+    size_t icap = r->index_cap;
+    pd_scene **added = malloc((tail ? tail : 1) * sizeof *added);
+    pd_scene **fresh = malloc(cap * sizeof *fresh);
+    size_t k = 0;
+    for (size_t i = r->n_sorted; added && i < r->n_slots; i++)
+        if (r->scenes[i])
+            added[k++] = r->scenes[i];
+    uint32_t *index = NULL;
+    if (added && fresh) {
+        if (k > 1)
+            qsort(added, k, sizeof *added, pd__cmp_scene_name);
+        size_t a = 0, b = 0, m = 0;
+        while (a < r->n_sorted || b < k) {
+            if (a < r->n_sorted && !r->scenes[a]) {
+                a++;
+                continue;
+            }
+            if (b == k || (a < r->n_sorted && strcmp(r->scenes[a]->name, added[b]->name) < 0))
+                fresh[m++] = r->scenes[a++];
+            else
+                fresh[m++] = added[b++];
+        }
+        r->work += r->n_slots;
+        index = pd_index_build(icap, n, pd__slot_name, fresh, &r->work);
+    }
+    free(added);
+    if (!index) {
+        free(fresh);
+        return;
+    }
+    pthread_rwlock_wrlock(&r->lock);
+    pd_scene **old = r->scenes;
+    uint32_t *old_index = r->index;
+    r->scenes = fresh;
+    r->index = index;
+    r->n_slots = r->n_sorted = n;
+    r->cap_slots = cap;
+    r->unsorted = 0;
+    pthread_rwlock_unlock(&r->lock);
+    free(old);
+    free(old_index);
+}
+
+/* After an add or a drop (reload_lock held): sorts when enough of them
+ * have come since the last sort. */
+static void pd__registry_changed(pd_registry *r)
+{
+    r->unsorted++;
+    size_t due = r->n_scenes / PD__REGISTRY_SORT_SHARE;
+    if (r->unsorted >= (due > PD__REGISTRY_SORT_MIN ? due : PD__REGISTRY_SORT_MIN))
+        pd__registry_sort(r);
+}
+
+/* Makes room in r for one more scene (reload_lock held): a larger array or
+ * index when one is needed, made before the write lock, which only swaps
+ * it in (doubling, so the copy costs an add O(1) on average). Returns 0,
+ * or -1 when memory ran out (nothing changed). */
+static int pd__registry_reserve(pd_registry *r)
+{
+    pd_scene **slots = r->scenes;
+    size_t cap = r->cap_slots, icap = r->index_cap;
+    if (r->n_slots == cap) {
+        cap = cap ? 2 * cap : PD__REGISTRY_SLOTS_MIN;
+        if (!(slots = malloc(cap * sizeof *slots)))
+            return -1;
+        if (r->n_slots)
+            memcpy(slots, r->scenes, r->n_slots * sizeof *slots);
+        r->work += r->n_slots;
+    }
+    uint32_t *index = r->index;
+    if ((r->n_scenes + 1) * 2 > icap) {
+        icap = pd_index_cap_for(r->n_scenes + 1);
+        if (!(index = pd_index_build(icap, r->n_slots, pd__slot_name, slots, &r->work))) {
+            if (slots != r->scenes)
+                free(slots);
+            return -1;
+        }
+    }
+    if (slots == r->scenes && index == r->index)
+        return 0;
+    pthread_rwlock_wrlock(&r->lock);
+    pd_scene **old = r->scenes;
+    uint32_t *old_index = r->index;
+    r->scenes = slots;
+    r->cap_slots = cap;
+    r->index = index;
+    r->index_cap = icap;
+    pthread_rwlock_unlock(&r->lock);
+    if (old != slots)
+        free(old);
+    if (old_index != index)
+        free(old_index);
+    return 0;
+}
+
+/* Serves s, whose name r does not serve, taking over the caller's
+ * reference; reload_lock held, and room made (pd__registry_reserve). */
+static void pd__registry_insert(pd_registry *r, pd_scene *s)
+{
+    size_t at = pd_index_slot(r->index, r->index_cap, s->name, pd__slot_name, r->scenes, &r->work);
+    pthread_rwlock_wrlock(&r->lock);
+    r->scenes[r->n_slots] = s;
+    r->index[at] = (uint32_t)(r->n_slots + 1);
+    r->n_slots++;
+    r->n_scenes++;
+    pthread_rwlock_unlock(&r->lock);
+    pd__registry_changed(r);
+}
+
+/* Stops serving scenes[at] (reload_lock held) and returns it with the
+ * registry's reference. */
+static pd_scene *pd__registry_remove(pd_registry *r, size_t at)
+{
+    pd_scene *gone = r->scenes[at];
+    size_t slot = pd_index_slot(r->index, r->index_cap, gone->name, pd__slot_name, r->scenes, &r->work);
+    pthread_rwlock_wrlock(&r->lock);
+    pd_index_remove(r->index, r->index_cap, slot, pd__slot_name, r->scenes);
+    r->scenes[at] = NULL;
+    r->n_scenes--;
+    pthread_rwlock_unlock(&r->lock);
+    pd__registry_changed(r);
+    return gone;
 }
 
 /* A loaded scene set nobody reads yet: what pd_registry_prepare builds and
@@ -1677,13 +1855,14 @@ void pd_scene_set_counts(const pd_scene_set *set, size_t *kept, size_t *built)
         *built = n - k;
 }
 
-/* The run-time scenes of cur that set does not name, appended to set's
- * array and the whole sorted again; 0, or -1 when memory ran out. */
+/* The run-time scenes of cur (NULL entries skipped) that set does not
+ * name, appended to set's array and the whole sorted again; 0, or -1 when
+ * memory ran out. */
 static int pd__keep_runtime(pd_scene *const *cur, size_t n_cur, pd_scene ***fresh, size_t *n)
 {
     size_t keep = 0;
     for (size_t i = 0; i < n_cur; i++)
-        keep += cur[i]->runtime && !pd__find(*fresh, *n, cur[i]->name);
+        keep += cur[i] && cur[i]->runtime && !pd__find(*fresh, *n, cur[i]->name);
     if (keep == 0)
         return 0;
     pd_scene **grown = realloc(*fresh, (*n + keep) * sizeof *grown);
@@ -1691,7 +1870,7 @@ static int pd__keep_runtime(pd_scene *const *cur, size_t n_cur, pd_scene ***fres
         return -1;
     size_t m = *n;
     for (size_t i = 0; i < n_cur; i++) {
-        if (cur[i]->runtime && !pd__find(grown, *n, cur[i]->name)) {
+        if (cur[i] && cur[i]->runtime && !pd__find(grown, *n, cur[i]->name)) {
             pd_scene_retain(cur[i]);
             grown[m++] = cur[i];
         }
@@ -1711,16 +1890,27 @@ int pd_registry_publish(pd_registry *r, pd_scene_set *set)
      * A kept scene must still be served as the same scene (updates since
      * the prepare made newer versions of it, which is what stays). */
     for (size_t i = 0; i < n; i++) {
-        const pd_scene *now = pd__find(r->scenes, r->n_scenes, set->scenes[i]->name);
+        size_t at = pd__lookup(r, set->scenes[i]->name, NULL);
+        const pd_scene *now = at == SIZE_MAX ? NULL : r->scenes[at];
         if (set->kept[i] && (!now || now->lineage != set->scenes[i]->lineage)) {
             pthread_mutex_unlock(&r->reload_lock);
             pd__set_free(set);
             return -1;
         }
     }
+    /* The new index, made first: at most the set and every run-time scene
+     * served now. */
+    size_t icap = pd_index_cap_for(n + r->n_scenes);
+    uint32_t *index = calloc(icap, sizeof *index);
+    if (!index) {
+        pthread_mutex_unlock(&r->reload_lock);
+        pd__set_free(set);
+        return -1;
+    }
     pd_scene **fresh = set->scenes;
     for (size_t i = 0; i < n; i++) {
-        pd_scene *prev = pd__find(r->scenes, r->n_scenes, fresh[i]->name);
+        size_t at = pd__lookup(r, fresh[i]->name, NULL);
+        pd_scene *prev = at == SIZE_MAX ? NULL : r->scenes[at];
         if (set->kept[i]) {
             pd_scene_retain(prev);
             pd_scene_release(fresh[i]);
@@ -1738,13 +1928,20 @@ int pd_registry_publish(pd_registry *r, pd_scene_set *set)
     free(set);
     /* Scenes made at run time are not in any config: they stay. Without
      * the memory to keep them the config's scenes are still published. */
-    (void)pd__keep_runtime(r->scenes, r->n_scenes, &fresh, &n);
+    (void)pd__keep_runtime(r->scenes, r->n_slots, &fresh, &n);
+    for (size_t i = 0; i < n; i++)
+        index[pd_index_slot(index, icap, fresh[i]->name, pd__slot_name, fresh, NULL)] = (uint32_t)(i + 1);
     pthread_rwlock_wrlock(&r->lock);
     pd_scene **old = r->scenes;
-    size_t old_n = r->n_scenes;
+    uint32_t *old_index = r->index;
+    size_t old_n = r->n_slots;
     r->scenes = fresh;
-    r->n_scenes = n;
+    r->n_slots = r->n_sorted = r->n_scenes = r->cap_slots = n;
+    r->unsorted = 0;
+    r->index = index;
+    r->index_cap = icap;
     pthread_rwlock_unlock(&r->lock);
+    free(old_index);
     pthread_mutex_unlock(&r->reload_lock);
 
     /* Readers that still hold old scenes keep them alive by their own
@@ -1768,28 +1965,65 @@ pd_scene *pd_registry_acquire(pd_registry *r, const char *name)
     if (!name)
         return NULL;
     pthread_rwlock_rdlock(&r->lock);
-    pd_scene *s = pd__find(r->scenes, r->n_scenes, name);
+    size_t at = pd__lookup(r, name, NULL);
+    pd_scene *s = at == SIZE_MAX ? NULL : r->scenes[at];
     if (s)
         pd_scene_retain(s);
     pthread_rwlock_unlock(&r->lock);
     return s;
 }
 
+size_t pd_registry_count(pd_registry *r)
+{
+    pthread_rwlock_rdlock(&r->lock);
+    size_t n = r->n_scenes;
+    pthread_rwlock_unlock(&r->lock);
+    return n;
+}
+
+uint64_t pd_registry_work(pd_registry *r)
+{
+    pthread_mutex_lock(&r->reload_lock);
+    uint64_t work = r->work;
+    pthread_mutex_unlock(&r->reload_lock);
+    return work;
+}
+
 size_t pd_registry_list(pd_registry *r, pd_scene ***out)
 {
     *out = NULL;
     pthread_rwlock_rdlock(&r->lock);
-    size_t n = r->n_scenes;
+    size_t n = r->n_scenes, tail = r->n_slots - r->n_sorted, a = 0, k = 0;
     pd_scene **list = n ? malloc(n * sizeof *list) : NULL;
-    if (list) {
-        for (size_t i = 0; i < n; i++) {
-            list[i] = r->scenes[i];
-            pd_scene_retain(list[i]);
+    pd_scene **added = list && tail ? malloc(tail * sizeof *added) : NULL;
+    if (list && (added || !tail)) {
+        for (size_t i = 0; i < r->n_slots; i++) {
+            pd_scene *s = r->scenes[i];
+            if (!s)
+                continue;
+            pd_scene_retain(s);
+            if (i < r->n_sorted)
+                list[a++] = s;
+            else
+                added[k++] = s;
         }
     }
     pthread_rwlock_unlock(&r->lock);
-    if (!list)
+    if (!list || (tail && !added)) {
+        free(list);
         return 0;
+    }
+    /* The scenes added since the registry's last sort, sorted, merged in
+     * from the back (at most PD__REGISTRY_SORT_SHARE-th of them). */
+    if (k > 1)
+        qsort(added, k, sizeof *added, pd__cmp_scene_name);
+    for (size_t w = a + k; k > 0;) {
+        if (a > 0 && strcmp(list[a - 1]->name, added[k - 1]->name) > 0)
+            list[--w] = list[--a];
+        else
+            list[--w] = added[--k];
+    }
+    free(added);
     *out = list;
     return n;
 }
@@ -1819,7 +2053,8 @@ static pd_status pd__update_start(pd_registry *r, const char *name, pd_scene **c
 {
     pthread_mutex_lock(&r->reload_lock);
     *max_bytes = r->caps.max_scene_bytes;
-    pd_scene *s = pd__find(r->scenes, r->n_scenes, name);
+    size_t at = pd__lookup(r, name, NULL);
+    pd_scene *s = at == SIZE_MAX ? NULL : r->scenes[at];
     pd_status st = !s ? PD_UNKNOWN_SCENE : PD_OK;
     /* Only updates read or set a served scene's writer, and they look it
      * up here, under reload_lock. */
@@ -1844,8 +2079,8 @@ static int pd__update_swap(pd_registry *r, const char *name, pd_scene *cur, pd_s
                            const pd_scene_update_result *res)
 {
     pthread_mutex_lock(&r->reload_lock);
-    size_t i = pd__find_index(r->scenes, r->n_scenes, name);
-    int current = i < r->n_scenes && r->scenes[i] == cur;
+    size_t i = pd__lookup(r, name, NULL);
+    int current = i != SIZE_MAX && r->scenes[i] == cur;
     /* The commit (the journal's append) comes before the swap and under
      * the same lock, so no reader ever sees a version it refused. */
     if (current && next && hooks && hooks->commit && hooks->commit(hooks->user, res) != 0)
@@ -1993,31 +2228,13 @@ uint64_t pd_registry_bytes(const pd_registry *r)
     return atomic_load_explicit(&r->acct->bytes, memory_order_relaxed);
 }
 
-/* A new array: scenes[0..n) with s inserted at `at`, or NULL when memory
- * ran out. A new one, so readers under the read lock never see one being
- * moved; the caller swaps it in under the write lock. */
-static pd_scene **pd__array_with(pd_scene *const *scenes, size_t n, size_t at, pd_scene *s)
-{
-    pd_scene **grown = malloc((n + 1) * sizeof *grown);
-    if (!grown)
-        return NULL;
-    if (at > 0)
-        memcpy(grown, scenes, at * sizeof *grown);
-    grown[at] = s;
-    if (n > at)
-        memcpy(grown + at + 1, scenes + at, (n - at) * sizeof *grown);
-    return grown;
-}
-
 /* pd_registry_add with reload_lock held. */
 static pd_status pd__add_locked(pd_registry *r, pd_scene *s, const pd_scene *tmpl,
                                 const pd_registry_commit *commit, char *err, size_t errlen)
 {
     const pd_registry_caps *caps = &r->caps;
-    size_t at = 0;
-    while (at < r->n_scenes && strcmp(r->scenes[at]->name, s->name) < 0)
-        at++;
-    if (at < r->n_scenes && strcmp(r->scenes[at]->name, s->name) == 0) {
+    size_t at = pd__lookup(r, s->name, &r->work);
+    if (at != SIZE_MAX) {
         snprintf(err, errlen, "scene '%s' exists already (version %" PRIu64 ")", s->name,
                  r->scenes[at]->version);
         pd_scene_release(s);
@@ -2045,8 +2262,7 @@ static pd_status pd__add_locked(pd_registry *r, pd_scene *s, const pd_scene *tmp
         pd_scene_release(s);
         return PD_LIMIT_EXCEEDED;
     }
-    pd_scene **grown = pd__array_with(r->scenes, r->n_scenes, at, s);
-    if (!grown) {
+    if (pd__registry_reserve(r) != 0) {
         snprintf(err, errlen, "scene '%s': out of memory", s->name);
         pd_scene_release(s);
         return PD_INTERNAL;
@@ -2055,17 +2271,11 @@ static pd_status pd__add_locked(pd_registry *r, pd_scene *s, const pd_scene *tmp
     /* Last, once nothing else can fail: what the commit records is then
      * exactly what is served. */
     if (commit && commit->fn(commit->user, s, tmpl, err, errlen) != 0) {
-        free(grown);
         pd_scene_release(s);
         return PD_INTERNAL;
     }
     pd__charge(r->acct, s);
-    pthread_rwlock_wrlock(&r->lock);
-    pd_scene **old = r->scenes;
-    r->scenes = grown;
-    r->n_scenes++;
-    pthread_rwlock_unlock(&r->lock);
-    free(old);
+    pd__registry_insert(r, s);
     return PD_OK;
 }
 
@@ -2100,29 +2310,23 @@ pd_status pd_registry_put(pd_registry *r, pd_scene *s)
         return PD_INTERNAL;
     }
     pthread_mutex_lock(&r->reload_lock);
-    size_t at = 0;
-    while (at < r->n_scenes && strcmp(r->scenes[at]->name, s->name) < 0)
-        at++;
+    size_t at = pd__lookup(r, s->name, &r->work);
     pd_scene *gone = NULL;
-    pd_scene **grown = NULL;
-    int replace = at < r->n_scenes && strcmp(r->scenes[at]->name, s->name) == 0;
-    if (!replace && !(grown = pd__array_with(r->scenes, r->n_scenes, at, s))) {
+    if (at == SIZE_MAX && pd__registry_reserve(r) != 0) {
         pthread_mutex_unlock(&r->reload_lock);
         pd_scene_release(s);
         return PD_INTERNAL;
     }
     if (!s->acct)
         pd__charge(r->acct, s);
-    pthread_rwlock_wrlock(&r->lock);
-    if (replace) {
+    if (at == SIZE_MAX) {
+        pd__registry_insert(r, s);
+    } else {
+        pthread_rwlock_wrlock(&r->lock);
         gone = r->scenes[at];
         r->scenes[at] = s;
-    } else {
-        free(r->scenes);
-        r->scenes = grown;
-        r->n_scenes++;
+        pthread_rwlock_unlock(&r->lock);
     }
-    pthread_rwlock_unlock(&r->lock);
     pthread_mutex_unlock(&r->reload_lock);
     pd_scene_release(gone);
     return PD_OK;
@@ -2151,7 +2355,8 @@ pd_status pd_registry_instance_committed(pd_registry *r, const char *name, const
     /* Under reload_lock the template cannot be replaced between the lookup
      * and the add, and the name check sees every other add. */
     pthread_mutex_lock(&r->reload_lock);
-    pd_scene *t = pd__find(r->scenes, r->n_scenes, tmpl);
+    size_t at = pd__lookup(r, tmpl, &r->work);
+    pd_scene *t = at == SIZE_MAX ? NULL : r->scenes[at];
     if (!t) {
         pthread_mutex_unlock(&r->reload_lock);
         snprintf(err, errlen, "unknown template scene '%s'", tmpl);
@@ -2174,20 +2379,14 @@ pd_status pd_registry_drop(pd_registry *r, const char *name, uint64_t *version_o
     if (!r || !name)
         return PD_UNKNOWN_SCENE;
     pthread_mutex_lock(&r->reload_lock);
-    size_t i = pd__find_index(r->scenes, r->n_scenes, name);
-    if (i == r->n_scenes) {
+    size_t i = pd__lookup(r, name, &r->work);
+    if (i == SIZE_MAX) {
         pthread_mutex_unlock(&r->reload_lock);
         return PD_UNKNOWN_SCENE;
     }
-    pd_scene *gone = r->scenes[i];
+    pd_scene *gone = pd__registry_remove(r, i);
     if (version_out)
         *version_out = gone->version;
-    /* Shifted in place under the write lock: readers only look while they
-     * hold the read lock. */
-    pthread_rwlock_wrlock(&r->lock);
-    memmove(r->scenes + i, r->scenes + i + 1, (r->n_scenes - i - 1) * sizeof *r->scenes);
-    r->n_scenes--;
-    pthread_rwlock_unlock(&r->lock);
     pthread_mutex_unlock(&r->reload_lock);
     pd_scene_release(gone);
     return PD_OK;

@@ -251,6 +251,8 @@ static int pdi__config_text(const pdi_limits *l, char *buf, size_t cap)
         {"watch_buffer_bytes", l->watch_buffer_bytes},
         {"max_watch_scenes", l->max_watch_scenes},
         {"max_watchers", l->max_watchers},
+        {"max_watches_per_conn", l->max_watches_per_conn},
+        {"metrics_scene_series", l->metrics_scene_series},
         {"max_scenes", l->max_scenes},
         {"max_scene_cells", l->max_scene_cells},
         {"max_scene_bytes", l->max_scene_bytes},

@@ -75,6 +75,8 @@ typedef struct pdi_limits {
     uint32_t watch_buffer_bytes;
     uint32_t max_watch_scenes;
     uint32_t max_watchers;
+    uint32_t max_watches_per_conn;
+    uint32_t metrics_scene_series;
     uint32_t max_scenes;
     uint32_t max_scene_cells;
     uint64_t max_scene_bytes;

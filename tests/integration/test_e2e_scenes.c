@@ -11,7 +11,9 @@
  * max_scene_cells and a running CreateScene stopped by Cancel or by its
  * connection's close (issue 29, findings 6 and 7), and the memory figure:
  * 10,000 instances of a 256x256 template with unit sizes 1-3 must add at
- * most 100 MiB to the daemon's RSS.
+ * most 100 MiB to the daemon's RSS; /metrics over 5,000 instances gives
+ * series to limits.metrics_scene_series of them, the busiest, and its
+ * per-scene requests add up (issue 29, finding 13).
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -48,8 +50,8 @@ static int setup(void **state)
 }
 
 /* The RSS figure counts what the daemon holds, not what AddressSanitizer
- * keeps back: each CreateInstance frees the previous scene array, and a
- * full quarantine would hold hundreds of those (no-op without ASan). */
+ * keeps back: the registry frees its scene array and index each time they
+ * double, and a full quarantine would hold them all (no-op without ASan). */
 static int setup_small_quarantine(void **state)
 {
     pdi_limits l = { 0 };
@@ -242,6 +244,18 @@ static void test_pathctl_scene(void **state)
 }
 
 /* The memory figure: unchanged instances cost their struct, not a map. */
+/* n instances of tmpl named "<tmpl>-00000" on; out is the last's answer. */
+static void make_instances(pdc_conn *c, const char *tmpl, int n, pdc_scene_change *out)
+{
+    char name[64];
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "%s-%05d", tmpl, i);
+        int st = pdc_create_instance(c, name, tmpl, out);
+        if (st != PDC_OK)
+            fail_msg("instance %d: %s: %s", i, pdc_status_name(st), pdc_last_error(c));
+    }
+}
+
 static void test_instances_memory(void **state)
 {
     pdi_daemon *d = *state;
@@ -254,13 +268,7 @@ static void test_instances_memory(void **state)
     uint64_t template_bytes = out.own_bytes;
     long before = pdi_daemon_rss_kib(d);
     double t0 = pdi_now_ms();
-    char name[32];
-    for (int i = 0; i < T_INSTANCES; i++) {
-        snprintf(name, sizeof name, "tmpl-%05d", i);
-        int st = pdc_create_instance(c, name, "tmpl", &out);
-        if (st != PDC_OK)
-            fail_msg("instance %d: %s: %s", i, pdc_status_name(st), pdc_last_error(c));
-    }
+    make_instances(c, "tmpl", T_INSTANCES, &out);
     double ms = pdi_now_ms() - t0;
     long after = pdi_daemon_rss_kib(d);
     print_message("%d instances of a %dx%d template (units 1-3, %llu bytes): RSS %ld -> %ld KiB (+%ld KiB, "
@@ -283,6 +291,80 @@ static void test_instances_memory(void **state)
     assert_true(path_cost(c, "tmpl-00041", 2, 2, 2, T_SIDE - 3, &st) == base);
     pdc_close(c);
     free(cells);
+}
+
+static int setup_scene_series(void **state)
+{
+    pdi_limits l = { 0 };
+    l.metrics = 1;
+    l.metrics_scene_series = 10;
+    return pdi_fixture_start(state, &l);
+}
+
+/* The value of the sample line that starts with prefix (labels included). */
+static double sample_of(const char *text, const char *prefix)
+{
+    char line[128];
+    snprintf(line, sizeof line, "\n%s", prefix);
+    const char *p = strstr(text, line);
+    if (!p)
+        fail_msg("no sample %s", prefix);
+    return strtod(p + strlen(line), NULL);
+}
+
+static size_t lines_starting(const char *text, const char *prefix)
+{
+    size_t n = 0, len = strlen(prefix);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        n += strncmp(p, prefix, len) == 0;
+    return n;
+}
+
+/* Issue 29, finding 13: at 100,000 instances /metrics was 34.7 MB. With
+ * 5,000 instances and limits.metrics_scene_series 10, the scrape gives 10
+ * scenes their series, the two that were asked for paths among them, and
+ * the per-scene requests add up to every path asked for; a dropped
+ * scene's requests stay in the total. */
+static void test_metrics_series_of_the_busiest_scenes(void **state)
+{
+    enum { N = 5000 };
+    pdi_daemon *d = *state;
+    pdc_conn *c = pdi_connect(d);
+    uint8_t cells[16 * 16];
+    memset(cells, 1, sizeof cells);
+    pdc_create_scene_req req = { .name = "m", .width = 16, .height = 16, .cells = cells };
+    pdc_scene_change out;
+    assert_int_equal(pdc_create_scene(c, &req, &out), PDC_OK);
+    make_instances(c, "m", N, &out);
+    char name[32];
+    const int asked[][2] = { { 4242, 42 }, { 7, 7 } };
+    int total = 0, st;
+    for (size_t k = 0; k < 2; k++) {
+        snprintf(name, sizeof name, "m-%05d", asked[k][0]);
+        for (int i = 0; i < asked[k][1]; i++) {
+            path_cost(c, name, 1, 1, 14, 14, &st);
+            assert_int_equal(st, PDC_OK);
+            total++;
+        }
+    }
+    char *text = pdi_metrics_get(d);
+    assert_non_null(text);
+    assert_true(sample_of(text, "pathd_scenes ") >= N + 1);
+    assert_int_equal(lines_starting(text, "pathd_scene_requests_total{"), 10);
+    assert_int_equal(lines_starting(text, "pathd_scene_version{"), 10);
+    assert_true(sample_of(text, "pathd_scene_requests_total{scene=\"m-04242\"} ") == 42);
+    assert_true(sample_of(text, "pathd_scene_requests_total{scene=\"m-00007\"} ") == 7);
+    assert_true(sample_of(text, "pathd_scene_requests_other ") == 0);
+    free(text);
+
+    pdc_scene_change dropped;
+    assert_int_equal(pdc_drop_scene(c, "m-04242", 0, &dropped), PDC_OK);
+    text = pdi_metrics_get(d);
+    assert_int_equal(lines_starting(text, "pathd_scene_requests_total{scene=\"m-04242\"}"), 0);
+    assert_true(sample_of(text, "pathd_scene_requests_total{scene=\"m-00007\"} ") == 7);
+    assert_true(sample_of(text, "pathd_scene_requests_other ") == total - 7);
+    free(text);
+    pdc_close(c);
 }
 
 /* The scene caps set in the config: CreateScene and CreateInstance within
@@ -604,6 +686,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_create_scene_cells_cap_on_the_header, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_create_scene_stops_when_cancelled, setup, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_instances_memory, setup_small_quarantine, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_metrics_series_of_the_busiest_scenes, setup_scene_series, pdi_fixture_stop),
         cmocka_unit_test_prestate_setup_teardown(test_max_scenes, setup_with_limits, pdi_fixture_stop,
                                                  (void *)&MAX_SCENES),
         cmocka_unit_test_prestate_setup_teardown(test_max_scene_cells, setup_with_limits, pdi_fixture_stop,

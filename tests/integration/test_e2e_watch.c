@@ -727,6 +727,57 @@ static void test_bad_watch_requests(void **state)
     pdi_assert_daemon_serves(d);
 }
 
+static int setup_per_conn_cap(void **state)
+{
+    pdi_limits l = { 0 };
+    l.max_watchers = 6;
+    l.max_watches_per_conn = 2;
+    return pdi_fixture_start(state, &l);
+}
+
+/* Issue 29, finding 12: one client could take every watch slot. A third
+ * Watch on one connection is answered LIMIT_EXCEEDED naming
+ * limits.max_watches_per_conn, while another connection still watches;
+ * GetLimits says the cap. */
+static void test_watches_per_connection_cap(void **state)
+{
+    pdi_daemon *d = *state;
+    pdc_conn *c = pdi_connect(d);
+    pdc_limits lim;
+    assert_int_equal(pdc_get_limits(c, &lim), PDC_OK);
+    assert_int_equal(lim.max_watches_per_conn, 2);
+    pdc_close(c);
+
+    int fd = pdi_raw_connect(d->port);
+    int other = pdi_raw_connect(d->port);
+    uint64_t v;
+    const char *const one[] = { "rooms" };
+    start_watch(fd, 1, one, 1, &v);
+    start_watch(fd, 2, one, 1, &v);
+    send_watch(fd, 3, one, 1);
+    Pathd__V1__Response *r = expect_error(fd, 3, PATHD__V1__STATUS__LIMIT_EXCEEDED);
+    assert_non_null(strstr(r->error->message, "limits.max_watches_per_conn is 2"));
+    pathd__v1__response__free_unpacked(r, NULL);
+    start_watch(other, 1, one, 1, &v);
+    start_watch(other, 2, one, 1, &v);
+    /* An Unwatch gives the slot back. */
+    send_unwatch(fd, 4, 1);
+    for (;;) {
+        r = pdi_raw_recv(fd, PDI_CALL_TIMEOUT_MS, NULL);
+        assert_non_null(r);
+        int acked = r->id == 4;
+        if (acked)
+            assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+        pathd__v1__response__free_unpacked(r, NULL);
+        if (acked)
+            break;
+    }
+    start_watch(fd, 5, one, 1, &v);
+    close(fd);
+    close(other);
+    pdi_assert_daemon_serves(d);
+}
+
 /* A protocol error closes the connection (docs/PROTOCOL.md, 2), and with it
  * its watches: at once, not when the lingering close that lets the error
  * reach the client ends (up to PD_SERVER_LINGER_MS later). Until then they
@@ -1169,6 +1220,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_slow_watcher_dropped, setup_small_buffer, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_min_version, setup_metrics, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_bad_watch_requests, setup_small_caps, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_watches_per_connection_cap, setup_per_conn_cap, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_protocol_error_ends_watches, setup_small_caps, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_reload_events, setup_ext, pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_recreated_scene_keeps_its_watches, setup_metrics, pdi_fixture_stop),

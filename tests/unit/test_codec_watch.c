@@ -361,18 +361,25 @@ static void test_decode_min_version(void **state)
     pd_request_free(&req);
 }
 
+/* An UPDATED event of scene at version, its changed rectangle (2,3)..(4,8)
+ * over 5 cells; the caller adds its ops. */
+static void updated_event(pd_watch_event *ev, const char *scene, uint64_t version)
+{
+    memset(ev, 0, sizeof *ev);
+    ev->kind = PD_WATCH_UPDATED;
+    snprintf(ev->scene, sizeof ev->scene, "%s", scene);
+    ev->version = version;
+    ev->has_changed = 1;
+    ev->changed_min = (pd_point){ 2, 3 };
+    ev->changed_max = (pd_point){ 4, 8 };
+    ev->cells_changed = 5;
+}
+
 static void test_encode_watch_event(void **state)
 {
     (void)state;
     pd_watch_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.kind = PD_WATCH_UPDATED;
-    snprintf(ev.scene, sizeof ev.scene, "town");
-    ev.version = 42;
-    ev.has_changed = 1;
-    ev.changed_min = (pd_point){ 2, 3 };
-    ev.changed_max = (pd_point){ 4, 8 };
-    ev.cells_changed = 5;
+    updated_event(&ev, "town", 42);
     ev.n_ops = PD_SCENE_MAX_UPDATE_OPS;
     for (size_t k = 0; k < ev.n_ops; k++)
         ev.ops[k] = (pd_watch_op){ .op = PD_UPDATE_COST, .cost = (uint8_t)(k + 1), .min = { (int32_t)k, 0 },
@@ -411,6 +418,51 @@ static void test_encode_watch_event(void **state)
     assert_null(r->watch_event->changed);
     assert_int_equal(r->watch_event->n_ops, 0);
     pathd__v1__response__free_unpacked(r, NULL);
+}
+
+/* Issue 29, finding 12: an event is encoded once for all its watchers. Its
+ * shared body with each watch's id in front is, byte for byte, the frame
+ * encoded for that id alone: every id size (none for 0, one to ten varint
+ * bytes), final or not, with and without ops. */
+static void test_shared_watch_body_is_the_frame(void **state)
+{
+    (void)state;
+    const uint64_t ids[] = { 0, 1, 127, 128, 16383, 16384, UINT64_C(1) << 35, UINT64_MAX };
+    pd_watch_event ev;
+    updated_event(&ev, "harbour", 1234);
+    ev.incarnation = 77;
+    ev.n_ops = 3;
+    for (size_t k = 0; k < ev.n_ops; k++)
+        ev.ops[k] = (pd_watch_op){ .op = PD_UPDATE_BLOCK, .min = { 1, (int32_t)k }, .max = { 2, 9 }, .cells = 3 };
+    for (int variant = 0; variant < 2; variant++) {
+        if (variant == 1) {
+            memset(&ev, 0, sizeof ev);
+            ev.kind = PD_WATCH_DROPPED;
+            snprintf(ev.scene, sizeof ev.scene, "gone");
+            ev.version = 5;
+        }
+        for (int final = 0; final < 2; final++) {
+            size_t body_len = 0;
+            uint8_t *body = pd_codec_encode_watch_body(&ev, final, &body_len);
+            assert_non_null(body);
+            for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+                size_t want_len = 0, got_len = 0;
+                uint8_t *want = pd_codec_encode_watch_event(ids[i], &ev, final, &want_len);
+                uint8_t *got = pd_codec_frame_with_id(ids[i], body, body_len, &got_len);
+                assert_non_null(want);
+                assert_non_null(got);
+                assert_int_equal(got_len, want_len);
+                assert_memory_equal(got, want, want_len);
+                free(want);
+                Pathd__V1__Response *r = one_frame(got, &got_len);
+                assert_true(r->id == ids[i]);
+                assert_int_equal(r->final, final);
+                assert_int_equal(r->watch_event->version, ev.version);
+                pathd__v1__response__free_unpacked(r, NULL);
+            }
+            free(body);
+        }
+    }
 }
 
 static void test_encode_stale(void **state)
@@ -467,6 +519,7 @@ int main(void)
         cmocka_unit_test(test_decode_watch),
         cmocka_unit_test(test_decode_min_version),
         cmocka_unit_test(test_encode_watch_event),
+        cmocka_unit_test(test_shared_watch_body_is_the_frame),
         cmocka_unit_test(test_encode_stale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

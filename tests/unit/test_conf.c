@@ -66,6 +66,8 @@ static void test_empty_object_gives_defaults(void **state)
     assert_int_equal(c.max_scenes, 100000);
     assert_int_equal(c.max_scene_cells, 4096 * 4096);
     assert_true(c.max_scene_bytes == UINT64_C(4) * 1024 * 1024 * 1024);
+    assert_int_equal(c.max_watches_per_conn, 64);
+    assert_int_equal(c.metrics_scene_series, 100);
     assert_int_equal(c.log_level, PD_LOG_INFO);
     assert_null(c.scenes);
     assert_int_equal(c.n_scenes, 0);
@@ -391,6 +393,10 @@ static void test_limit_errors(void **state)
                  "t.json: $.limits.inline_max_expansions: must be in 0..65536");
     expect_error("{\"limits\": {\"worker_yield_us\": 1000001}}",
                  "t.json: $.limits.worker_yield_us: must be in 0..1000000");
+    expect_error("{\"limits\": {\"max_watches_per_conn\": 0}}",
+                 "t.json: $.limits.max_watches_per_conn: must be in 1..1000000");
+    expect_error("{\"limits\": {\"metrics_scene_series\": 100001}}",
+                 "t.json: $.limits.metrics_scene_series: must be in 0..100000");
     expect_error("{\"limits\": {\"idle_timeout_ms\": 86400001}}",
                  "t.json: $.limits.idle_timeout_ms: must be in 0..86400000");
     expect_error("{\"limits\": {\"shutdown_grace_ms\": -5}}",

@@ -15,6 +15,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -208,7 +209,7 @@ static size_t check_exposition(const char *text)
     return samples;
 }
 
-static char *render(const pd_metrics *m, const pd_metrics_gauges *g, pd_registry *r)
+static char *render(pd_metrics *m, const pd_metrics_gauges *g, pd_registry *r)
 {
     char *text = NULL;
     size_t len = 0;
@@ -384,6 +385,157 @@ static void test_latency_scene_cap(void **state)
                      PD_METRICS_MAX_SCENE_LABELS + 1);
     free(text);
     pd_metrics_destroy(m);
+}
+
+/* The sum of every sample of a family with labels ("name{..."). */
+static double sum_samples(const char *text, const char *name)
+{
+    double sum = 0;
+    size_t len = strlen(name);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, name, len) != 0 || p[len] != '{')
+            continue;
+        const char *sp = strchr(p, ' ');
+        assert_non_null(sp);
+        sum += strtod(sp + 1, NULL);
+    }
+    return sum;
+}
+
+/* The config's registry and fresh metrics, for the per-scene tests. */
+typedef struct t_scenes {
+    pd_conf conf;
+    pd_registry *registry;
+    pd_metrics *m;
+} t_scenes;
+
+static void t_scenes_start(t_scenes *ts)
+{
+    load_registry(&ts->conf, &ts->registry);
+    ts->m = pd_metrics_create(NULL);
+    assert_non_null(ts->m);
+}
+
+static void t_scenes_stop(t_scenes *ts)
+{
+    pd_metrics_destroy(ts->m);
+    pd_registry_destroy(ts->registry);
+    pd_conf_free(&ts->conf);
+}
+
+/* Issue 29, finding 13: at 100,000 instances /metrics was 34.7 MB, every
+ * scene with its own version, bytes and search series. Now the
+ * limits.metrics_scene_series scenes with the most requests have them
+ * (ties by name), the others are summed, and the per-scene requests add
+ * up: 5,000 instances, 20 series. */
+static void test_scene_series_capped_to_the_busiest(void **state)
+{
+    (void)state;
+    enum { INSTANCES = 5000, SERIES = 20, HEAVY = 8 };
+    t_scenes ts;
+    t_scenes_start(&ts);
+    pd_registry *registry = ts.registry;
+    pd_metrics *m = ts.m;
+    char err[256];
+    pd_metrics_set_scene_series(m, SERIES);
+    uint64_t total = 0;
+    for (int i = 0; i < INSTANCES; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "inst-%04d", i);
+        assert_int_equal(pd_registry_instance(registry, name, "small", NULL, err, sizeof err), PD_OK);
+        /* inst-0000..0007 get 100..107 requests, the rest 0..9 by i % 10. */
+        int n = i < HEAVY ? 100 + i : i % 10;
+        for (int k = 0; k < n; k++)
+            pd_metrics_observe_duration(m, PD_REQ_FIND_PATH, name, 50);
+        total += (uint64_t)n;
+    }
+    /* A name no scene has (a dropped one's late answer) counts in the rest. */
+    pd_metrics_observe_duration(m, PD_REQ_UPDATE_CELLS, "gone", 50);
+    total++;
+    char *text = render(m, NULL, registry);
+    /* Most of it is the latency histograms' 33 scene labels (the first 32
+     * scenes seen and "other", PD_METRICS_MAX_SCENE_LABELS), about 60 KiB;
+     * every scene with its series is 2.4 MB (the cap at 100,000 below). */
+    assert_true(strlen(text) < 128 * 1024);
+    assert_line(text, "pathd_scenes 5002");
+    assert_true(prom_sample(text, "pathd_scenes_bytes") > 0);
+    assert_int_equal(count_prefix_lines(text, "pathd_scene_requests_total{"), SERIES);
+    assert_int_equal(count_prefix_lines(text, "pathd_scene_version{"), SERIES);
+    assert_int_equal(count_prefix_lines(text, "pathd_scene_bytes{"), SERIES * PD_SCENE_STRUCTURES);
+    assert_int_equal(count_prefix_lines(text, "pathd_scene_search{"), SERIES * 2); /* small: units 1, 2 */
+    for (int i = 0; i < HEAVY; i++) {
+        char line[128];
+        snprintf(line, sizeof line, "pathd_scene_requests_total{scene=\"inst-%04d\"} %d", i, 100 + i);
+        assert_line(text, line);
+        snprintf(line, sizeof line, "pathd_scene_version{scene=\"inst-%04d\"} 1", i);
+        assert_line(text, line);
+    }
+    /* The other 12 have 9 requests, the first by name: inst-0009, 0019... */
+    for (int i = 9; i < 9 + 10 * (SERIES - HEAVY); i += 10) {
+        char line[128];
+        snprintf(line, sizeof line, "pathd_scene_requests_total{scene=\"inst-%04d\"} 9", i);
+        assert_line(text, line);
+    }
+    double shown = sum_samples(text, "pathd_scene_requests_total");
+    assert_true(shown + prom_sample(text, "pathd_scene_requests_other") == (double)total);
+    free(text);
+
+    /* 0 keeps the totals only; more series than scenes shows them all. */
+    pd_metrics_set_scene_series(m, 0);
+    text = render(m, NULL, registry);
+    assert_int_equal(count_prefix_lines(text, "pathd_scene_version{"), 0);
+    assert_true(prom_sample(text, "pathd_scene_requests_other") == (double)total);
+    free(text);
+    pd_metrics_set_scene_series(m, 100000);
+    text = render(m, NULL, registry);
+    assert_int_equal(count_prefix_lines(text, "pathd_scene_version{"), INSTANCES + 2);
+    assert_true(sum_samples(text, "pathd_scene_requests_total") + prom_sample(text, "pathd_scene_requests_other") ==
+                (double)total);
+    assert_true(prom_sample(text, "pathd_scene_requests_other") == 1.0);
+    free(text);
+    t_scenes_stop(&ts);
+}
+
+/* A dropped scene's requests stay counted, in pathd_scene_requests_other:
+ * the totals never fall when scenes go; one made again under the name
+ * counts anew. A snapshot taken before the drop still renders its name
+ * (the name is freed once the snapshot is). */
+static void test_forgotten_scene_counts_in_other(void **state)
+{
+    (void)state;
+    t_scenes ts;
+    t_scenes_start(&ts);
+    pd_registry *registry = ts.registry;
+    pd_metrics *m = ts.m;
+    char err[256];
+    assert_int_equal(pd_registry_instance(registry, "copy", "small", NULL, err, sizeof err), PD_OK);
+    for (int k = 0; k < 5; k++)
+        pd_metrics_observe_duration(m, PD_REQ_FIND_PATH, "copy", 10);
+    pd_metrics_observe_duration(m, PD_REQ_FIND_PATH, "maze", 10);
+    pd_metrics_snapshot *before = pd_metrics_snapshot_take(m, NULL, registry);
+    assert_non_null(before);
+    assert_int_equal(pd_registry_drop(registry, "copy", NULL), PD_OK);
+    pd_metrics_forget_scene(m, "copy");
+    pd_metrics_forget_scene(m, "never-seen");
+    char *text = render(m, NULL, registry);
+    assert_int_equal(count_prefix_lines(text, "pathd_scene_requests_total{scene=\"copy\"}"), 0);
+    assert_line(text, "pathd_scene_requests_total{scene=\"maze\"} 1");
+    assert_line(text, "pathd_scene_requests_other 5");
+    free(text);
+    assert_int_equal(pd_registry_instance(registry, "copy", "small", NULL, err, sizeof err), PD_OK);
+    pd_metrics_observe_duration(m, PD_REQ_FIND_PATH, "copy", 10);
+    text = render(m, NULL, registry);
+    assert_line(text, "pathd_scene_requests_total{scene=\"copy\"} 1");
+    assert_line(text, "pathd_scene_requests_other 5");
+    free(text);
+    /* The snapshot from before the drop renders the scene's name as it
+     * was counted then (the registry now serves its successor). */
+    size_t len = 0;
+    assert_int_equal(pd_metrics_snapshot_render(before, &text, &len), 0);
+    assert_line(text, "pathd_scene_requests_total{scene=\"copy\"} 5");
+    free(text);
+    pd_metrics_snapshot_free(before);
+    t_scenes_stop(&ts);
 }
 
 /* OVERLOADED by limit and reloads by result: every label value from the
@@ -632,8 +784,10 @@ static void *t_loop_main(void *arg)
 /* Starts the responder on its own loop thread. scene_labels > 0 first
  * observes a latency under that many scene labels for two request kinds,
  * which makes the scrape about 1.7 KiB per label larger (before the loop
- * thread starts: the metrics are the loop's alone once it runs). */
-static t_http *t_start_with(const pd_metrics_http_limits *limits, int scene_labels)
+ * thread starts: the metrics are the loop's alone once it runs); hook (may
+ * be NULL) runs at the start of every render. */
+static t_http *t_start_hooked(const pd_metrics_http_limits *limits, int scene_labels, pd_metrics_render_hook hook,
+                              void *hook_user)
 {
     t_http *t = calloc(1, sizeof *t);
     assert_non_null(t);
@@ -648,6 +802,8 @@ static t_http *t_start_with(const pd_metrics_http_limits *limits, int scene_labe
         pd_metrics_observe_duration(t->metrics, PD_REQ_FIND_PATH, name, 1200);
         pd_metrics_observe_duration(t->metrics, PD_REQ_UPDATE_CELLS, name, 300);
     }
+    if (hook)
+        pd_metrics_set_render_hook(t->metrics, hook, hook_user);
     assert_int_equal(uv_loop_init(&t->loop), 0);
     assert_int_equal(uv_async_init(&t->loop, &t->stop, t_stop_cb), 0);
     t->stop.data = t;
@@ -661,6 +817,11 @@ static t_http *t_start_with(const pd_metrics_http_limits *limits, int scene_labe
     assert_true(t->port != 0);
     assert_int_equal(pthread_create(&t->thread, NULL, t_loop_main, t), 0);
     return t;
+}
+
+static t_http *t_start_with(const pd_metrics_http_limits *limits, int scene_labels)
+{
+    return t_start_hooked(limits, scene_labels, NULL, NULL);
 }
 
 static t_http *t_start(const pd_metrics_http_limits *limits)
@@ -838,7 +999,12 @@ static int t_server_end(int client_fd)
     struct sockaddr_in mine;
     socklen_t len = sizeof mine;
     assert_int_equal(getsockname(client_fd, (struct sockaddr *)&mine, &len), 0);
-    DIR *dir = opendir("/proc/self/fd");
+    /* open + fdopendir rather than opendir: TSan sees an fd made by open
+     * (not one opendir makes inside libc), so a number the loop thread
+     * just closed and this reuses is not taken for a race. */
+    int dfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY);
+    assert_true(dfd >= 0);
+    DIR *dir = fdopendir(dfd);
     assert_non_null(dir);
     int found = -1;
     struct dirent *e;
@@ -898,6 +1064,105 @@ static void test_http_half_close_gets_whole_answer(void **state)
     assert_int_equal((size_t)a.content_length, a.body_len);
     assert_true(a.body_len + 4096 >= full_len);
     free(a.raw);
+    t_stop(t);
+}
+
+/* A render held until the test opens it: the first render waits, later
+ * ones pass. Counts the renders. */
+typedef struct t_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open;
+    atomic_int renders;
+} t_gate;
+
+static void t_gate_hook(void *user)
+{
+    t_gate *g = user;
+    atomic_fetch_add(&g->renders, 1);
+    pthread_mutex_lock(&g->mu);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* One request on a fresh connection; the answer, or NULL when none came
+ * whole within T_RECV_TIMEOUT_S (not a failure: the caller must open the
+ * gate before failing). */
+static char *t_try_get(uint16_t port, const char *request)
+{
+    int fd = t_connect(port);
+    t_send(fd, request, strlen(request));
+    char *buf = malloc(T_MAX_ANSWER + 1);
+    assert_non_null(buf);
+    size_t len = 0;
+    ssize_t n;
+    while (len < T_MAX_ANSWER && (n = recv(fd, buf + len, T_MAX_ANSWER - len, 0)) > 0)
+        len += (size_t)n;
+    close(fd);
+    buf[len] = '\0';
+    if (!strstr(buf, "\r\n\r\n")) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* Issue 29, finding 13: a scrape of 100,000 scenes stalled the loop 244 ms
+ * (8 parallel ones with 30,000 scenes, 544 ms). A scrape is rendered off
+ * the loop: with the first render held in the threadpool, the loop still
+ * answers /livez, and the 7 scrapes that come meanwhile wait and share one
+ * render (2 renders for 8 scrapes), each answered whole once the gate
+ * opens. Counted and gated, not timed. */
+static void test_http_scrape_renders_off_the_loop(void **state)
+{
+    (void)state;
+    enum { SCRAPES = 8 };
+    static t_gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    g.open = 0;
+    atomic_store(&g.renders, 0);
+    t_http *t = t_start_hooked(NULL, 0, t_gate_hook, &g);
+    static const char get[] = "GET /metrics HTTP/1.0\r\n\r\n";
+    int fds[SCRAPES];
+    fds[0] = t_connect(t->port);
+    t_send(fds[0], get, sizeof get - 1);
+    for (int waited_ms = 0; atomic_load(&g.renders) == 0; waited_ms++) {
+        assert_true(waited_ms < T_RECV_TIMEOUT_S * 1000);
+        t_sleep_ms(1);
+    }
+    for (int i = 1; i < SCRAPES; i++) {
+        fds[i] = t_connect(t->port);
+        t_send(fds[i], get, sizeof get - 1);
+    }
+    /* The loop answers while the render is held: each /livez comes after
+     * the 7 scrapes were sent, so they have reached the loop too. */
+    int answered = 0;
+    for (int k = 0; k < 3; k++) {
+        char *a = t_try_get(t->port, "GET /livez HTTP/1.0\r\n\r\n");
+        answered += a && strncmp(a, "HTTP/1.1 200", 12) == 0;
+        free(a);
+        if (!a)
+            break;
+    }
+    pthread_mutex_lock(&g.mu);
+    g.open = 1;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    for (int i = 0; i < SCRAPES; i++) {
+        size_t len = 0;
+        char *raw = t_read_all(fds[i], &len, 0);
+        close(fds[i]);
+        t_answer a;
+        t_parse(raw, len, &a);
+        assert_int_equal(a.code, 200);
+        assert_int_equal((size_t)a.content_length, a.body_len);
+        check_exposition(a.body);
+        assert_line(a.body, "pathd_build_info{version=\"9.9.9\"} 1");
+        free(raw);
+    }
+    if (answered != 3)
+        fail_msg("the loop answered %d of 3 /livez while a scrape was being rendered", answered);
+    assert_int_equal(atomic_load(&g.renders), 2);
     t_stop(t);
 }
 
@@ -1215,12 +1480,15 @@ int main(void)
         cmocka_unit_test(test_requests_by_type_and_status),
         cmocka_unit_test(test_latency_histogram),
         cmocka_unit_test(test_latency_scene_cap),
+        cmocka_unit_test(test_scene_series_capped_to_the_busiest),
+        cmocka_unit_test(test_forgotten_scene_counts_in_other),
         cmocka_unit_test(test_overload_and_reload_counters),
         cmocka_unit_test(test_gauges_and_scene_versions),
         cmocka_unit_test(test_label_escaping),
         cmocka_unit_test(test_type_names),
         cmocka_unit_test(test_http_metrics),
         cmocka_unit_test(test_http_half_close_gets_whole_answer),
+        cmocka_unit_test(test_http_scrape_renders_off_the_loop),
         cmocka_unit_test(test_http_routes),
         cmocka_unit_test(test_http_ready_probes),
         cmocka_unit_test(test_http_trickled_request),

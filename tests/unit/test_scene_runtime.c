@@ -8,7 +8,10 @@
  * several operations as one version and restoring authored cells (random
  * batches against a model, each compared with a fresh build), the caps
  * and the poll pd_scene_build takes (checked before the work they bound,
- * issue 29 finding 7), and the config parser serving CreateScene's fields.
+ * issue 29 finding 7), the config parser serving CreateScene's fields, and
+ * the registry's index: adds, drops, lookups and listings against a model,
+ * and an add that costs the same with 20,000 scenes as with a few (issue
+ * 29, finding 13).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -345,6 +348,129 @@ static void test_runtime_scenes_survive_publish(void **state)
     free(cells);
 }
 
+/* Every scene r serves, listed: sorted by name, exactly the model's (and
+ * "tmpl" when it is served). */
+static void expect_listing(pd_registry *r, const unsigned char *present, size_t n_names)
+{
+    pd_scene **list = NULL;
+    pd_scene *t = pd_registry_acquire(r, "tmpl");
+    size_t n = pd_registry_list(r, &list), want = t != NULL;
+    pd_scene_release(t);
+    for (size_t i = 0; i < n_names; i++)
+        want += present[i];
+    assert_int_equal(n, want);
+    assert_int_equal(pd_registry_count(r), want);
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && strcmp(list[i - 1]->name, list[i]->name) >= 0)
+            fail_msg("listing out of order at %zu: '%s' then '%s'", i, list[i - 1]->name, list[i]->name);
+        unsigned k = 0;
+        if (strcmp(list[i]->name, "tmpl") == 0)
+            continue;
+        assert_int_equal(sscanf(list[i]->name, "s%u", &k), 1);
+        assert_true(k < n_names && present[k]);
+    }
+    pd_registry_release_list(list, n);
+}
+
+/* The registry's index (issue 29, finding 13: adds no longer insert into a
+ * sorted array) against a model: 30,000 random adds, instances, drops,
+ * replacements and lookups over 2,000 names, with listings (sorted, every
+ * scene once) and publishes in between, across many of the index's grows
+ * and the array's sorts. */
+static void test_registry_index_against_a_model(void **state)
+{
+    (void)state;
+    enum { NAMES = 2000, OPS = 30000 };
+    uint64_t rng = 29;
+    pd_registry *r = pd_registry_create();
+    char err[256];
+    uint8_t *cells = random_cells(&rng, 8, 8, 0);
+    assert_int_equal(pd_registry_add(r, fresh("tmpl", cells, 8, 8), err, sizeof err), PD_OK);
+    unsigned char *present = calloc(NAMES, 1);
+    assert_non_null(present);
+    for (int op = 0; op < OPS; op++) {
+        unsigned k = (unsigned)rng_below(&rng, NAMES);
+        char name[32];
+        snprintf(name, sizeof name, "s%04u", k);
+        int what = rng_below(&rng, 10);
+        pd_status st;
+        if (what < 4) {
+            st = pd_registry_instance(r, name, "tmpl", NULL, err, sizeof err);
+            assert_int_equal(st, present[k] ? PD_SCENE_EXISTS : PD_OK);
+            present[k] = 1;
+        } else if (what < 5) {
+            st = pd_registry_add(r, fresh(name, cells, 8, 8), err, sizeof err);
+            assert_int_equal(st, present[k] ? PD_SCENE_EXISTS : PD_OK);
+            present[k] = 1;
+        } else if (what < 8) {
+            uint64_t v = 0;
+            assert_int_equal(pd_registry_drop(r, name, &v), present[k] ? PD_OK : PD_UNKNOWN_SCENE);
+            present[k] = 0;
+        } else if (what < 9) {
+            pd_scene *s = fresh(name, cells, 8, 8);
+            s->runtime = 1;
+            assert_int_equal(pd_registry_put(r, s), PD_OK);
+            present[k] = 1;
+        }
+        pd_scene *s = pd_registry_acquire(r, name);
+        assert_int_equal(s != NULL, present[k]);
+        if (s)
+            assert_string_equal(s->name, name);
+        pd_scene_release(s);
+        if (op % 997 == 0)
+            expect_listing(r, present, NAMES);
+        if (op % 7919 == 0) {
+            pd_conf conf = pd_conf_defaults;
+            pd_scene_set *set = pd_registry_prepare(&conf, err, sizeof err);
+            assert_non_null(set);
+            assert_int_equal(pd_registry_publish(r, set), 0);
+        }
+    }
+    pd_registry_drop(r, "tmpl", NULL);
+    expect_listing(r, present, NAMES);
+    free(present);
+    free(cells);
+    pd_registry_destroy(r);
+}
+
+/* Issue 29, finding 13: CreateInstance slowed from 7,217/s to 209/s at
+ * 100,000 scenes, each add inserting into a sorted array (a scan to the
+ * place and a copy of the whole array). Counted, not timed: over the last
+ * 5,000 of 20,000 instances an add visits at most PD__MAX_ADD_WORK
+ * registry entries on average (its index probes, and its share of the
+ * array's growth and of the sorts, one per n/16 adds: about 50 at any
+ * size), where the sorted array visited about 17,500. */
+#define PD__MAX_ADD_WORK 128
+static void test_instance_adds_cost_the_same_at_any_size(void **state)
+{
+    (void)state;
+    enum { TOTAL = 20000, LAST = 5000 };
+    uint64_t rng = 13;
+    pd_registry *r = pd_registry_create();
+    char err[256];
+    uint8_t *cells = random_cells(&rng, 8, 8, 0);
+    assert_int_equal(pd_registry_add(r, fresh("tmpl", cells, 8, 8), err, sizeof err), PD_OK);
+    uint64_t first = pd_registry_work(r), at_last = 0;
+    for (unsigned i = 0; i < TOTAL; i++) {
+        if (i == TOTAL - LAST)
+            at_last = pd_registry_work(r);
+        char name[32];
+        /* Names in no order, as clients make them. */
+        snprintf(name, sizeof name, "inst-%08x", (unsigned)(i * 2654435761u));
+        assert_int_equal(pd_registry_instance(r, name, "tmpl", NULL, err, sizeof err), PD_OK);
+    }
+    uint64_t end = pd_registry_work(r);
+    double early = (double)(at_last - first) / (TOTAL - LAST), late = (double)(end - at_last) / LAST;
+    print_message("registry work per add: %.1f over the first %d, %.1f over the last %d\n", early,
+                  TOTAL - LAST, late, LAST);
+    if (late > PD__MAX_ADD_WORK)
+        fail_msg("an add at %d scenes visits %.1f entries on average (at most %d)", TOTAL, late,
+                 PD__MAX_ADD_WORK);
+    assert_int_equal(pd_registry_count(r), TOTAL + 1);
+    free(cells);
+    pd_registry_destroy(r);
+}
+
 /* What op writes at (x, y) of a model, given the authored cells. */
 static uint8_t model_value(const pd_scene_update *u, const uint8_t *authored, int32_t w, int32_t x, int32_t y)
 {
@@ -614,6 +740,8 @@ int main(void)
         cmocka_unit_test(test_several_ops_and_restore),
         cmocka_unit_test(test_build_limits),
         cmocka_unit_test(test_conf_fields),
+        cmocka_unit_test(test_registry_index_against_a_model),
+        cmocka_unit_test(test_instance_adds_cost_the_same_at_any_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

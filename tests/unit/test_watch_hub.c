@@ -11,7 +11,10 @@
  * made at version V skips events up to V; the overflow cap ends every
  * watch of the connection that fell behind and no other; a connection
  * that closes takes its watches with it; a scene dropped and made again
- * under its name is another scene to its watchers (issue 29).
+ * under its name is another scene to its watchers (issue 29); one
+ * connection holds at most limits.max_watches_per_conn watches, and an
+ * event costs what its own scene's watchers cost, encoded once for them
+ * all (issue 29, finding 12).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -367,6 +370,146 @@ static void test_dropped_scene_events_miss_its_successor(void **state)
     free_frames(fr);
 }
 
+static void unwatch(pd__conn *c, uint64_t id, uint64_t target)
+{
+    pd_request req;
+    memset(&req, 0, sizeof req);
+    req.id = id;
+    req.kind = PD_REQ_UNWATCH;
+    req.u.unwatch_target = target;
+    pd__watch_stop(c, &req);
+}
+
+/* The one frame queued on c: a watch event of kind at version (the queue is
+ * emptied). Returns its id. */
+static uint64_t expect_one(pd__conn *c, uint64_t kind, uint64_t version)
+{
+    Pathd__V1__Response **fr = take_frames(c);
+    const uint64_t want[][2] = { { kind, version } };
+    expect_events(fr, want, 1);
+    uint64_t id = fr[0]->id;
+    free_frames(fr);
+    return id;
+}
+
+/* The one frame queued on c: a refusal with status and a message naming
+ * what (the queue is emptied). */
+static void expect_refusal(pd__conn *c, Pathd__V1__Status status, const char *what)
+{
+    Pathd__V1__Response **fr = take_frames(c);
+    assert_non_null(fr[0]);
+    assert_null(fr[1]);
+    assert_int_equal(fr[0]->status, status);
+    assert_true(fr[0]->final);
+    if (!strstr(fr[0]->error->message, what))
+        fail_msg("message \"%s\" does not name %s", fr[0]->error->message, what);
+    free_frames(fr);
+}
+
+/* Issue 29, finding 12: one client could take every max_watchers slot. A
+ * connection past limits.max_watches_per_conn is answered LIMIT_EXCEEDED
+ * naming the key, and nothing is watched; other connections still watch,
+ * and an Unwatch or a closed connection gives its slots back. */
+static void test_watches_per_connection_are_capped(void **state)
+{
+    hub_fixture *f = *state;
+    const char *const north[] = { "north" };
+    const char *const south[] = { "south" };
+    f->s->conf.max_watches_per_conn = 2;
+    watch(f->a, 1, north, 1);
+    watch(f->a, 2, south, 1);
+    free_frames(take_frames(f->a));
+    watch(f->a, 3, north, 1);
+    expect_refusal(f->a, PATHD__V1__STATUS__LIMIT_EXCEEDED, "limits.max_watches_per_conn is 2");
+    assert_int_equal(pd__watch_count(f->s), 2);
+
+    watch(f->b, 4, north, 1);
+    assert_int_equal(expect_one(f->b, PATHD__V1__WATCH_EVENT_KIND__WATCH_STARTED, 1), 4);
+
+    /* The refused watch hears nothing; the two open ones do. */
+    publish(f->s, PD_WATCH_UPDATED, "north", 2);
+    assert_int_equal(expect_one(f->a, PATHD__V1__WATCH_EVENT_KIND__SCENE_UPDATED, 2), 1);
+    free_frames(take_frames(f->b));
+
+    unwatch(f->a, 5, 1);
+    free_frames(take_frames(f->a));
+    watch(f->a, 6, north, 1);
+    assert_int_equal(expect_one(f->a, PATHD__V1__WATCH_EVENT_KIND__WATCH_STARTED, 1), 6);
+    watch(f->a, 7, north, 1);
+    expect_refusal(f->a, PATHD__V1__STATUS__LIMIT_EXCEEDED, "max_watches_per_conn");
+
+    pd__watch_conn_closed(f->a);
+    assert_int_equal(f->a->n_watches, 0);
+    watch(f->a, 8, north, 1);
+    free_frames(take_frames(f->a));
+    assert_int_equal(pd__watch_count(f->s), 2);
+}
+
+/* Issue 29, finding 12: updates slowed as watches were opened. An event
+ * visits its own scene's subscriptions and no other, however many watches
+ * other scenes have, and is encoded once however many watch its scene:
+ * counted in the hub, not timed. */
+static void test_publish_costs_only_the_scenes_watchers(void **state)
+{
+    hub_fixture *f = *state;
+    enum { OTHERS = 600 };
+    const char *const north[] = { "north" };
+    const char *const south[] = { "south" };
+    f->s->conf.max_watches_per_conn = OTHERS;
+    watch(f->a, 1, north, 1);
+    for (uint64_t i = 0; i < OTHERS; i++)
+        watch(f->b, 100 + i, south, 1);
+    free_frames(take_frames(f->a));
+    free_frames(take_frames(f->b));
+    assert_int_equal(pd__watch_count(f->s), OTHERS + 1);
+
+    pd__watch_work before = pd__watch_work_done(f->s);
+    for (uint64_t v = 2; v <= 11; v++)
+        publish(f->s, PD_WATCH_UPDATED, "north", v);
+    pd__watch_work after = pd__watch_work_done(f->s);
+    assert_int_equal(after.visits - before.visits, 10);
+    assert_int_equal(after.encodes - before.encodes, 10);
+    Pathd__V1__Response **fr = take_frames(f->a);
+    size_t n = 0;
+    for (; fr[n]; n++)
+        assert_int_equal(fr[n]->watch_event->version, n + 2);
+    assert_int_equal(n, 10);
+    free_frames(fr);
+    fr = take_frames(f->b);
+    assert_null(fr[0]);
+    free_frames(fr);
+
+    /* South's 600 watches: each visited once, the event encoded once, and
+     * each frame carries its own watch's id. */
+    before = after;
+    publish(f->s, PD_WATCH_UPDATED, "south", 2);
+    after = pd__watch_work_done(f->s);
+    assert_int_equal(after.visits - before.visits, OTHERS);
+    assert_int_equal(after.encodes - before.encodes, 1);
+    fr = take_frames(f->b);
+    unsigned char seen[OTHERS] = { 0 };
+    for (n = 0; fr[n]; n++) {
+        assert_int_equal(fr[n]->watch_event->version, 2);
+        assert_in_range(fr[n]->id, 100, 100 + OTHERS - 1);
+        assert_false(seen[fr[n]->id - 100]);
+        seen[fr[n]->id - 100] = 1;
+    }
+    assert_int_equal(n, OTHERS);
+    free_frames(fr);
+
+    /* Its drop: the final frames share one encoding too. */
+    before = after;
+    publish(f->s, PD_WATCH_DROPPED, "south", 2);
+    after = pd__watch_work_done(f->s);
+    assert_int_equal(after.encodes - before.encodes, 1);
+    fr = take_frames(f->b);
+    for (n = 0; fr[n]; n++)
+        assert_true(fr[n]->final);
+    assert_int_equal(n, OTHERS);
+    free_frames(fr);
+    assert_int_equal(pd__watch_count(f->s), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -374,6 +517,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_late_subscriber_skips_what_it_has, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overflow_ends_only_the_slow_connections_watches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dropped_scene_events_miss_its_successor, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_watches_per_connection_are_capped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_publish_costs_only_the_scenes_watchers, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
