@@ -72,22 +72,32 @@ static int setup(void **state)
     return pdi_fixture_start(state, &l);
 }
 
-/* Sends bytes on a fresh connection and expects one id-0 answer with the
- * given status, then the close. */
-static void expect_protocol_error(const pdi_daemon *d, const void *bytes, size_t len, Pathd__V1__Status status)
+/* Sends bytes on a fresh connection and expects one error answer with the
+ * given id and status (and `says` in its message, when not NULL), then the
+ * close. */
+static void expect_error_then_close(const pdi_daemon *d, const void *bytes, size_t len, uint64_t id,
+                                    Pathd__V1__Status status, const char *says)
 {
     int fd = pdi_raw_connect(d->port);
     assert_true(fd >= 0);
     assert_int_equal(pdi_raw_send(fd, bytes, len), 0);
     Pathd__V1__Response *r = pdi_raw_recv(fd, PDI_CALL_TIMEOUT_MS, NULL);
     assert_non_null(r);
-    assert_int_equal(r->id, 0);
+    assert_int_equal(r->id, id);
     assert_int_equal(r->status, status);
     assert_true(r->final);
     assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_ERROR);
+    if (says && !strstr(r->error->message, says))
+        fail_msg("expected \"%s\" in \"%s\"", says, r->error->message);
     pathd__v1__response__free_unpacked(r, NULL);
     assert_true(pdi_raw_wait_closed(fd, PDI_CALL_TIMEOUT_MS));
     close(fd);
+}
+
+/* A protocol error: one id-0 answer with the given status, then the close. */
+static void expect_protocol_error(const pdi_daemon *d, const void *bytes, size_t len, Pathd__V1__Status status)
+{
+    expect_error_then_close(d, bytes, len, 0, status, NULL);
 }
 
 static void test_garbage_bytes(void **state)
@@ -155,18 +165,7 @@ static void test_structural_limit_closes(void **state)
     pdi_daemon *d = *state;
     size_t len;
     uint8_t *frame = many_elements_frame(42, T_ELEMENTS, &len);
-    int fd = pdi_raw_connect(d->port);
-    assert_true(fd >= 0);
-    assert_int_equal(pdi_raw_send(fd, frame, len), 0);
-    Pathd__V1__Response *r = pdi_raw_recv(fd, PDI_CALL_TIMEOUT_MS, NULL);
-    assert_non_null(r);
-    assert_int_equal(r->id, 42);
-    assert_int_equal(r->status, PATHD__V1__STATUS__INVALID_ARGUMENT);
-    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_ERROR);
-    assert_non_null(strstr(r->error->message, "fields and list elements"));
-    pathd__v1__response__free_unpacked(r, NULL);
-    assert_true(pdi_raw_wait_closed(fd, PDI_CALL_TIMEOUT_MS));
-    close(fd);
+    expect_error_then_close(d, frame, len, 42, PATHD__V1__STATUS__INVALID_ARGUMENT, "fields and list elements");
     free(frame);
     pdi_assert_daemon_serves(d);
 }
