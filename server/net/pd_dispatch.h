@@ -22,7 +22,11 @@ typedef struct pd__dispatch_up {
     void (*stats)(pd_server *s, pd_server_stats *out);   /* a Stats request */
 } pd__dispatch_up;
 
-/* The dispatch state: the server's part that pd_dispatch.c owns. */
+/* The dispatch state: the server's part that pd_dispatch.c owns. The
+ * connection reads the frame being answered (answering*: an answer to it
+ * gets its timing, an error is counted under its kind) and counts the
+ * refusals it makes itself (pd__send_error's OVERLOADED, a frame too
+ * large) in overloaded_total and malformed_total. */
 typedef struct pd__dispatch_state {
     pd__dispatch_up up;
     uint64_t requests_total;

@@ -296,7 +296,7 @@ static int pd__server_apply(pd_server *s, pd__loaded *rl)
     pd_scene_set_counts(rl->scenes, &kept, &built);
 
     /* A world that does not fit the new scenes never gets here
-     * (pd__reload_done refuses the whole reload). The journal records the
+     * (pd__server_loaded refuses the whole reload). The journal records the
      * scenes the publish replaced or dropped, in order with the changes
      * around it. */
     void *jr = pd_store_reload_begin(s->store, rl->scenes);
@@ -418,7 +418,7 @@ static void pd__initial_done(pd_server *s, pd__loaded *rl)
  * publish it, or log why it was refused and keep serving the running set.
  * A stop that began meanwhile wins: the loaded set and its world are
  * dropped unpublished. Returns 1 to load again (pd_reload.c runs it). */
-static int pd__reload_done(void *user, pd__loaded *rl)
+static int pd__server_loaded(void *user, pd__loaded *rl)
 {
     pd_server *s = user;
     int again = 0;
@@ -514,7 +514,7 @@ pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *r
     s->dispatch.up = pd__dispatch_up_of_server;
     s->reload.loop = loop;
     s->reload.registry = registry;
-    s->reload.done = pd__reload_done;
+    s->reload.done = pd__server_loaded;
     s->reload.done_user = s;
     if (source) {
         s->reload.adjust = source->adjust;
