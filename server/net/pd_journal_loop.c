@@ -69,7 +69,7 @@ static void pd__journal_after_cb(uv_work_t *req, int status)
     }
     switch (w->kind) {
     case PD__JW_OPEN:
-        w->done = 1; /* pd_server_open_journal reads and frees it */
+        w->done = 1; /* pd__journal_open reads and frees it */
         return;
     case PD__JW_SYNC:
         s->journal.syncing = 0;
@@ -153,7 +153,7 @@ void pd__journal_after_reload(pd_server *s, size_t built)
     pd__journal_maybe_compact(s);
 }
 
-int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
+int pd__journal_open(pd_server *s, char *err, size_t errlen)
 {
     if (!s->conf.data_dir[0])
         return 0;
@@ -211,7 +211,7 @@ int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
     return 0;
 }
 
-int pd_server_journal_state(pd_server *s, uint64_t *log_bytes, uint64_t *snapshot_bytes, int *failed)
+int pd__journal_sizes(pd_server *s, uint64_t *log_bytes, uint64_t *snapshot_bytes, int *failed)
 {
     *log_bytes = *snapshot_bytes = 0;
     *failed = 0;

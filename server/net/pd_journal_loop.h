@@ -7,6 +7,7 @@
 #define PD_JOURNAL_LOOP_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "pd_journal.h"
@@ -22,6 +23,11 @@ typedef struct pd__journal_state {
     int compact_wanted;          /* a reload built config scenes anew: compact as soon
                                     as no compaction runs (pd__journal_after_reload) */
 } pd__journal_state;
+
+/* pd_server_open_journal and pd_server_journal_state (pd_server.h), which
+ * pd_server.c answers with these. */
+int pd__journal_open(pd_server *s, char *err, size_t errlen);
+int pd__journal_sizes(pd_server *s, uint64_t *log_bytes, uint64_t *snapshot_bytes, int *failed);
 
 /* After a reload that built `built` config scenes anew: asks for a
  * compaction (see pd_journal_loop.c for why). */

@@ -577,6 +577,16 @@ void pd_server_pool_destroy(pd_pool *pool)
     pd__dispatch_pool_destroy(pool);
 }
 
+int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
+{
+    return pd__journal_open(s, err, errlen);
+}
+
+int pd_server_journal_state(pd_server *s, uint64_t *log_bytes, uint64_t *snapshot_bytes, int *failed)
+{
+    return pd__journal_sizes(s, log_bytes, snapshot_bytes, failed);
+}
+
 int pd_server_load(pd_server *s, pd_pool *pool, const pd_conf *conf, char *err, size_t errlen)
 {
     pd__initial_load out = {0, -1, err, errlen};
