@@ -5,7 +5,7 @@ pd_test(NAME test_server SOURCES unit/test_server.c
         LABELS sanitize threaded TIMEOUT 120)
 get_target_property(PD_NET_PROTO_GEN_DIR pathd_codec PD_PROTO_GEN_DIR)
 target_include_directories(test_server PRIVATE "${PD_NET_PROTO_GEN_DIR}")
-# The watch subscriptions (pd_watch.c) without sockets: version order when
+# The watch subscriptions (pd_watchers.c) without sockets: version order when
 # events arrive out of order, late subscribers, the overflow cap.
 pd_test(NAME test_watch_hub SOURCES unit/test_watch_hub.c
         LIBS pathd_net PkgConfig::PROTOBUFC LABELS sanitize)

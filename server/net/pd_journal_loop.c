@@ -48,12 +48,12 @@ static void pd__journal_work_cb(uv_work_t *req)
         w->rc = w->opened ? 0 : -1;
         break;
     case PD__JW_SYNC:
-        w->rc = pd_journal_sync(s->journal);
+        w->rc = pd_journal_sync(s->journal.log);
         if (w->rc != 0)
             snprintf(w->err, sizeof w->err, "%s", strerror(errno));
         break;
     case PD__JW_COMPACT:
-        w->rc = pd_journal_compact(s->journal, s->registry, w->err, sizeof w->err);
+        w->rc = pd_journal_compact(s->journal.log, s->registry, w->err, sizeof w->err);
         break;
     }
 }
@@ -62,24 +62,24 @@ static void pd__journal_after_cb(uv_work_t *req, int status)
 {
     pd__journal_work *w = (pd__journal_work *)req;
     pd_server *s = req->data;
-    s->journal_jobs--;
+    s->journal.jobs--;
     if (status != 0 && w->rc == 0) {
         w->rc = -1;
         snprintf(w->err, sizeof w->err, "did not run: %s", uv_strerror(status));
     }
     switch (w->kind) {
     case PD__JW_OPEN:
-        w->done = 1; /* pd_server_open_journal reads and frees it */
+        w->done = 1; /* pd__journal_open reads and frees it */
         return;
     case PD__JW_SYNC:
-        s->journal_syncing = 0;
+        s->journal.syncing = 0;
         if (w->rc != 0)
             pd_log_error("journal %s: fsync failed: %s", s->conf.data_dir, w->err);
         break;
     case PD__JW_COMPACT: {
-        s->journal_compacting = 0;
+        s->journal.compacting = 0;
         uint64_t log_bytes = 0, snap_bytes = 0;
-        pd_journal_sizes(s->journal, &log_bytes, &snap_bytes);
+        pd_journal_sizes(s->journal.log, &log_bytes, &snap_bytes);
         if (w->rc != 0)
             pd_log_error("journal compaction failed: %s; the journal keeps growing until one succeeds", w->err);
         else
@@ -96,7 +96,7 @@ static int pd__journal_queue(pd_server *s, pd__journal_work *w)
     w->req.data = s;
     int rc = uv_queue_work(s->loop, &w->req, pd__journal_work_cb, pd__journal_after_cb);
     if (rc == 0)
-        s->journal_jobs++;
+        s->journal.jobs++;
     return rc;
 }
 
@@ -120,20 +120,20 @@ static void pd__journal_start(pd_server *s, int kind, int *busy)
  * unless one is queued or running already (then the next tick tries). */
 static void pd__journal_maybe_compact(pd_server *s)
 {
-    if (s->journal_compacting || (!s->journal_compact_wanted && !pd_journal_wants_compaction(s->journal)))
+    if (s->journal.compacting || (!s->journal.compact_wanted && !pd_journal_wants_compaction(s->journal.log)))
         return;
-    pd__journal_start(s, PD__JW_COMPACT, &s->journal_compacting);
-    if (s->journal_compacting)
-        s->journal_compact_wanted = 0;
+    pd__journal_start(s, PD__JW_COMPACT, &s->journal.compacting);
+    if (s->journal.compacting)
+        s->journal.compact_wanted = 0;
 }
 
 static void pd__journal_tick(uv_timer_t *t)
 {
     pd_server *s = t->data;
-    if (s->phase != PD__RUNNING || !s->journal)
+    if (s->phase != PD__RUNNING || !s->journal.log)
         return;
-    if (pd_journal_fsync_policy(s->journal) == PD_CONF_FSYNC_EVERYSEC && pd_journal_dirty(s->journal))
-        pd__journal_start(s, PD__JW_SYNC, &s->journal_syncing);
+    if (pd_journal_fsync_policy(s->journal.log) == PD_CONF_FSYNC_EVERYSEC && pd_journal_dirty(s->journal.log))
+        pd__journal_start(s, PD__JW_SYNC, &s->journal.syncing);
     pd__journal_maybe_compact(s);
 }
 
@@ -147,13 +147,13 @@ static void pd__journal_tick(uv_timer_t *t)
  * the next tick after it. */
 void pd__journal_after_reload(pd_server *s, size_t built)
 {
-    if (!s->journal || built == 0)
+    if (!s->journal.log || built == 0)
         return;
-    s->journal_compact_wanted = 1;
+    s->journal.compact_wanted = 1;
     pd__journal_maybe_compact(s);
 }
 
-int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
+int pd__journal_open(pd_server *s, char *err, size_t errlen)
 {
     if (!s->conf.data_dir[0])
         return 0;
@@ -187,8 +187,8 @@ int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
         free(w);
         return -1;
     }
-    s->journal = w->opened; /* the server closes it, also when stopping now */
-    pd_store_set_log(s->store, pd_journal_changelog(s->journal));
+    s->journal.log = w->opened; /* the server closes it, also when stopping now */
+    pd_store_set_log(s->store, pd_journal_changelog(s->journal.log));
     const pd_journal_replay_stats *st = &w->stats;
     pd_log_info("journal %s: replayed %" PRIu64 " records from %" PRIu64 " files (%" PRIu64 " bytes) in %" PRIu64
                 " ms, %" PRIu64 " skipped, %" PRIu64 " bytes of damaged tail truncated; appending to generation %" PRIu64
@@ -201,23 +201,23 @@ int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
     /* Replayed scenes join the world (their route tables) at the next sync. */
     if (s->world_store)
         pd_world_store_mark_stale(s->world_store, s->registry);
-    if ((rc = uv_timer_init(s->loop, &s->journal_timer)) != 0) {
+    if ((rc = uv_timer_init(s->loop, &s->journal.timer)) != 0) {
         snprintf(err, errlen, "journal: timer: %s", uv_strerror(rc));
         return -1;
     }
-    s->journal_timer.data = s;
+    s->journal.timer.data = s;
     s->open_handles++;
-    uv_timer_start(&s->journal_timer, pd__journal_tick, PD_JOURNAL_TICK_MS, PD_JOURNAL_TICK_MS);
+    uv_timer_start(&s->journal.timer, pd__journal_tick, PD_JOURNAL_TICK_MS, PD_JOURNAL_TICK_MS);
     return 0;
 }
 
-int pd_server_journal_state(pd_server *s, uint64_t *log_bytes, uint64_t *snapshot_bytes, int *failed)
+int pd__journal_sizes(pd_server *s, uint64_t *log_bytes, uint64_t *snapshot_bytes, int *failed)
 {
     *log_bytes = *snapshot_bytes = 0;
     *failed = 0;
-    if (!s->journal)
+    if (!s->journal.log)
         return 0;
-    pd_journal_sizes(s->journal, log_bytes, snapshot_bytes);
-    *failed = pd_journal_failed(s->journal);
+    pd_journal_sizes(s->journal.log, log_bytes, snapshot_bytes);
+    *failed = pd_journal_failed(s->journal.log);
     return 1;
 }
