@@ -41,10 +41,12 @@
 #include "pd_pool.h"
 #include "pd_scene.h"
 #include "pd_server.h"
+#include "pd_testsock.h"
 
 /* How long the client waits for any one answer before the test fails
  * (generous: sanitizer builds are slow). */
 #define T_RECV_TIMEOUT_S 20
+#define T_RECV_TIMEOUT_MS (T_RECV_TIMEOUT_S * 1000)
 /* Largest frame the test client accepts. */
 #define T_MAX_FRAME (1u << 20)
 #define T_CONFIG PD_TEST_DATA_DIR "/net_server.json"
@@ -61,6 +63,11 @@ typedef struct test_server {
 } test_server;
 
 typedef void (*conf_tweak)(pd_conf *conf);
+
+/* The running server's listening port (see send() below): a socket whose
+ * own port it is is one of the server's, so the client's sends (pd_testsock
+ * also sends with MSG_DONTWAIT) are never held. */
+static atomic_int t_server_port;
 
 static void *loop_thread(void *arg)
 {
@@ -93,6 +100,7 @@ static void server_start_source(test_server *ts, const char *config, conf_tweak 
     assert_int_equal(pd_server_start(ts->server, ts->pool, err, sizeof err), 0);
     ts->port = pd_server_port(ts->server);
     assert_true(ts->port != 0);
+    atomic_store(&t_server_port, ts->port);
     assert_int_equal(pthread_create(&ts->thread, NULL, loop_thread, ts), 0);
 }
 
@@ -182,11 +190,18 @@ static int t_peer_port_is(int fd, int port)
     return getpeername(fd, (struct sockaddr *)&peer, &len) == 0 && ntohs(peer.sin_port) == port;
 }
 
+/* Whether fd is one of the server's sockets (see t_server_port). */
+static int t_is_server_socket(int fd)
+{
+    int port = atomic_load(&t_server_port);
+    return port > 0 && pd_ts_local_port(fd) == port;
+}
+
 ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
     ssize_t n = sendto(fd, buf, len, flags, NULL, 0);
     int gate = atomic_load(&t_gate_port);
-    if (gate > 0 && (flags & MSG_DONTWAIT) && t_peer_port_is(fd, gate)) {
+    if (gate > 0 && (flags & MSG_DONTWAIT) && t_is_server_socket(fd) && t_peer_port_is(fd, gate)) {
         int saved = errno;
         atomic_fetch_add(&t_gate_hits, 1);
         for (int ms = 0; ms < T_RECV_TIMEOUT_S * 1000 && atomic_load(&t_gate_port) == gate; ms++) {
@@ -196,7 +211,7 @@ ssize_t send(int fd, const void *buf, size_t len, int flags)
         errno = saved;
     }
     int hold = atomic_load(&t_worker_send_hold_ms);
-    if (hold > 0 && (flags & MSG_DONTWAIT)) {
+    if (hold > 0 && (flags & MSG_DONTWAIT) && t_is_server_socket(fd)) {
         int saved = errno;
         struct timespec ts = {hold / 1000, (hold % 1000) * 1000000L};
         nanosleep(&ts, NULL);
@@ -213,21 +228,9 @@ ssize_t send(int fd, const void *buf, size_t len, int flags)
  * quickly, which is what the backpressure tests need. */
 static int client_connect_rcvbuf(uint16_t port, int rcvbuf)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    if (rcvbuf > 0)
-        assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf), 0);
-    struct sockaddr_in addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&addr, sizeof addr), 0);
-    struct timeval tv = {T_RECV_TIMEOUT_S, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    int fd = pd_ts_connect(port, rcvbuf, T_RECV_TIMEOUT_MS);
+    if (fd < 0)
+        fail_msg("connect to port %u: %s", (unsigned)port, strerror(errno));
     return fd;
 }
 
@@ -238,15 +241,8 @@ static int client_connect(uint16_t port)
 
 static void send_all(int fd, const void *data, size_t len)
 {
-    const uint8_t *p = data;
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        assert_true(n > 0);
-        p += n;
-        len -= (size_t)n;
-    }
+    if (pd_ts_send_all(fd, data, len, T_RECV_TIMEOUT_MS) != 0)
+        fail_msg("send: %s", strerror(errno));
 }
 
 /* Appends one framed Request to a growing buffer, so tests can send many
@@ -258,16 +254,7 @@ typedef struct out_buf {
 
 static void out_append_request(out_buf *b, const Pathd__V1__Request *req)
 {
-    size_t n = pathd__v1__request__get_packed_size(req);
-    b->data = realloc(b->data, b->len + 4 + n);
-    assert_non_null(b->data);
-    uint8_t *p = b->data + b->len;
-    p[0] = (uint8_t)(n >> 24);
-    p[1] = (uint8_t)(n >> 16);
-    p[2] = (uint8_t)(n >> 8);
-    p[3] = (uint8_t)n;
-    pathd__v1__request__pack(req, p + 4);
-    b->len += 4 + n;
+    assert_int_equal(pd_ts_frame_append(&b->data, &b->len, &req->base), 0);
 }
 
 static void out_send(int fd, out_buf *b)
@@ -285,37 +272,19 @@ static void send_request(int fd, const Pathd__V1__Request *req)
     out_send(fd, &b);
 }
 
-/* Reads exactly len bytes. Returns 1, or 0 on orderly EOF / reset before
- * any byte of it arrived. A timeout fails the test. */
-static int recv_exact(int fd, uint8_t *buf, size_t len)
-{
-    size_t got = 0;
-    while (got < len) {
-        ssize_t n = recv(fd, buf + got, len - got, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            fail_msg("timed out waiting for the server");
-        if (n <= 0) {
-            assert_int_equal(got, 0); /* no truncated frames */
-            return 0;
-        }
-        got += (size_t)n;
-    }
-    return 1;
-}
-
-/* Next Response, or NULL when the server closed the connection. */
+/* Next Response, or NULL when the server closed the connection (or reset
+ * it) before its first byte. A timeout, a frame cut short or one over
+ * T_MAX_FRAME fails the test. */
 static Pathd__V1__Response *recv_response(int fd)
 {
-    uint8_t h[4];
-    if (!recv_exact(fd, h, 4))
+    size_t len;
+    pd_ts_frame_status st;
+    uint8_t *payload = pd_ts_recv_frame(fd, T_MAX_FRAME, T_RECV_TIMEOUT_MS, &len, &st);
+    if (st == PD_TS_FRAME_CLOSED)
         return NULL;
-    uint32_t len = ((uint32_t)h[0] << 24) | ((uint32_t)h[1] << 16) | ((uint32_t)h[2] << 8) | h[3];
-    assert_true(len <= T_MAX_FRAME);
-    uint8_t *payload = malloc(len ? len : 1);
-    assert_non_null(payload);
-    assert_int_equal(recv_exact(fd, payload, len), 1);
+    if (st == PD_TS_FRAME_TIMEOUT)
+        fail_msg("timed out waiting for the server");
+    assert_int_equal(st, PD_TS_FRAME_OK); /* no truncated or oversized frames */
     Pathd__V1__Response *r = pathd__v1__response__unpack(NULL, len, payload);
     free(payload);
     assert_non_null(r);
@@ -466,12 +435,6 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
-}
 
 /* Asks for Stats (request id `id`) every 10 ms, for up to 5 s, until the
  * server has nothing in flight. */
@@ -1074,10 +1037,9 @@ static void expect_batch(int fd, uint64_t id, size_t n, Pathd__V1__Status status
 /* The local port of a connected client socket. */
 static int local_port(int fd)
 {
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    return ntohs(a.sin_port);
+    int port = pd_ts_local_port(fd);
+    assert_true(port > 0);
+    return port;
 }
 
 /* Items in each heavy client's Batch, and the in-flight cap of the batch
@@ -1293,12 +1255,12 @@ static void test_idle_timeout(void **state)
     server_start(&ts, tweak_idle);
     int fd = client_connect(ts.port);
     expect_pong(fd, 1, 1);
-    double t0 = now_ms();
+    double t0 = pd_ts_now_ms();
     expect_closed(fd);
-    double waited = now_ms() - t0;
+    double waited = pd_ts_now_ms() - t0;
     /* Not before the timeout. No upper bound is timed: the default idle
      * timeout (300 s) is far past T_RECV_TIMEOUT_S, so a server that ignored
-     * the configured 200 ms would fail recv_exact instead. */
+     * the configured 200 ms would fail recv_response instead. */
     assert_true(waited >= 150.0);
     close(fd);
     server_stop(&ts);
@@ -1655,20 +1617,6 @@ static size_t await_scene_count(int fd, uint64_t id, size_t want)
     return n;
 }
 
-/* A connection attempt that may fail: 1 when the server accepted it. */
-static int client_can_connect(uint16_t port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int ok = connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0;
-    close(fd);
-    return ok;
-}
 
 /* The reload's slow part runs off the loop: while a load is held at the
  * gate, the same connection is answered (ping, scene list from the old set),
@@ -1760,7 +1708,7 @@ static void test_stop_while_reload_loads(void **state)
      * let through, so it certainly finishes during the stop. */
     int accepting = 1;
     for (int tries = 0; tries < 2000 && accepting; tries++) {
-        accepting = client_can_connect(ts.port);
+        accepting = pd_ts_can_connect(ts.port);
         if (accepting)
             sleep_ms(10);
     }
