@@ -127,7 +127,8 @@ static void loop_noop(test_server *ts, void *arg)
 
 /* What loop_look finds on the loop: handles that would keep uv_run going
  * (active, referenced, not closing; the probe itself is unreferenced), and
- * whether the loop is alive all the same (a pending request). */
+ * whether the loop is alive all the same (a pending libuv request, such as
+ * a reload's load on the threadpool). */
 typedef struct loop_state {
     int active_handles;
     int alive;
@@ -146,7 +147,6 @@ static void loop_look(test_server *ts, void *arg)
     uv_walk(&ts->loop, count_active, ls);
     ls->alive = uv_loop_alive(&ts->loop);
 }
-
 
 /* What loop_backlog finds on the server's end of the connection from the
  * client on local port `port`: the bytes of answers libuv holds because
