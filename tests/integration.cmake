@@ -6,7 +6,7 @@
 # tests/data/movingai, so no outside data is needed.
 add_library(pathd_integ_harness STATIC integration/harness.c)
 target_include_directories(pathd_integ_harness PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}/integration")
-target_link_libraries(pathd_integ_harness PUBLIC pathd_client PkgConfig::CMOCKA Threads::Threads m)
+target_link_libraries(pathd_integ_harness PUBLIC pathd_client pathd_testsock PkgConfig::CMOCKA Threads::Threads m)
 target_compile_definitions(pathd_integ_harness PRIVATE
   PD_TEST_DATA_DIR="${PD_TEST_DATA_DIR}"
   PD_MOVINGAI_DIR="${PD_MOVINGAI_DIR}"
