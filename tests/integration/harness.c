@@ -705,6 +705,18 @@ char *pdi_metrics_get(const pdi_daemon *d)
     return pdi_metrics_http_get(d, "/metrics");
 }
 
+char *pdi_metrics_wait(const pdi_daemon *d, const char *needle, int timeout_ms)
+{
+    char *text = NULL;
+    for (int waited = 0;; waited += 5) {
+        free(text);
+        text = pdi_metrics_get(d);
+        if (!text || strstr(text, needle) || waited >= timeout_ms)
+            return text;
+        pdi_sleep_ms(5);
+    }
+}
+
 uint16_t pdi_metrics_port(const pdi_daemon *d)
 {
     static const char marker[] = "metrics on http://";
