@@ -1178,9 +1178,11 @@ class FlowControlLiveTest(HelperDaemonCase):
     def test_pipelining_past_the_cap_queues_and_every_answer_arrives(self):
         before = self.overloaded_total()
         with PathdClient(self.daemon.addr, timeout=30) as client:
-            ids = [client.send_find_path(*TRAP)]
+            ids = [client.send_find_path(*TRAP) for _ in range(FLOW_CAP)]
             ids += [client.send_find_path(*(LONG if i % 2 else SHORT)) for i in range(40)]
-            # The trap search holds a slot for 100+ ms: the rest wait here.
+            # The trap searches hold their slots for 100+ ms each (the
+            # sender thread would send the next as soon as one is
+            # answered): the rest wait here.
             self.assertEqual(client.slots_in_flight, FLOW_CAP)
             self.assertEqual(client.queued, len(ids) - FLOW_CAP)
             self.assertEqual(client.in_flight, len(ids))
