@@ -26,10 +26,22 @@ Two clients with the same methods:
     one socket the same way.
 
 Every call sends a request and waits for its answer; OVERLOADED is retried
-with exponential backoff, at most retry_attempts times in all. The send_*
+with exponential backoff plus up to half of each pause at random, at most
+retry_attempts times in all and within retry_deadline seconds. The send_*
 forms and send(name, ...) send without waiting and return the id; recv()
 hands back answers in completion order, whatever their id, of any status
 (OVERLOADED too, not retried).
+
+Flow control (flow_control=True, the default): on connect the client reads
+GetLimits and then keeps at most the connection's max_inflight_per_conn
+slots outstanding, counting each Batch item as one slot as the server does,
+the way HTTP/2 clients respect MAX_CONCURRENT_STREAMS. What is beyond waits
+in a local queue, in order (at most max_queued; PathdQueueFull past it),
+and goes out as answers free slots. So the server never refuses this client
+OVERLOADED for its own excess; OVERLOADED then means the server as a whole
+is busy (its shared job queue). batch() sizes its frames from
+Limits.max_batch_items. PathdPool / AsyncPathdPool spread blocking calls
+over N connections.
 
 Watching: watch(scenes) subscribes to the scenes' changes and returns the
 watch's id; watch_next() hands back each event in order (the dict pathctl
