@@ -518,6 +518,11 @@ static int pdc__open_socket(pdc_conn *c, char *err, size_t errlen)
 
 pdc_conn *pdc_connect(const char *host_port, int timeout_ms, char *err, size_t errlen)
 {
+    return pdc_connect_flags(host_port, timeout_ms, 0, err, errlen);
+}
+
+pdc_conn *pdc_connect_flags(const char *host_port, int timeout_ms, unsigned flags, char *err, size_t errlen)
+{
     char scratch[PDC_MESSAGE_MAX];
     if (!err || errlen == 0) {
         err = scratch;
@@ -536,7 +541,7 @@ pdc_conn *pdc_connect(const char *host_port, int timeout_ms, char *err, size_t e
     c->fd = -1;
     c->next_id = 1;
     c->timeout_ms = timeout_ms > 0 ? timeout_ms : PDC_DEFAULT_TIMEOUT_MS;
-    c->flow_control = 1;
+    c->flow_control = !(flags & PDC_CONNECT_NO_FLOW_CONTROL);
     c->cap = PDC_DEFAULT_INFLIGHT_CAP;
     c->max_queued = PDC_DEFAULT_MAX_QUEUED;
     c->retry_attempts = PDC_RETRY_ATTEMPTS;

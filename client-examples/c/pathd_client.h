@@ -418,6 +418,13 @@ typedef struct pdc_conn pdc_conn;
  * Returns NULL on failure with the reason in err (may be NULL). */
 pdc_conn *pdc_connect(const char *host_port, int timeout_ms, char *err, size_t errlen);
 
+/* pdc_connect with flags: PDC_CONNECT_NO_FLOW_CONTROL connects without
+ * reading GetLimits and with flow control off (pdc_set_flow_control), for a
+ * program that makes one call at a time and wants no extra round trip (as
+ * pathctl does). */
+#define PDC_CONNECT_NO_FLOW_CONTROL 1u
+pdc_conn *pdc_connect_flags(const char *host_port, int timeout_ms, unsigned flags, char *err, size_t errlen);
+
 /* Closes the socket and frees everything, including unfetched results. */
 void pdc_close(pdc_conn *c);
 

@@ -1459,7 +1459,12 @@ class PathdClient(_Api):
         (PathdQueueFull beyond); off, every request goes out at once and the
         server answers the excess OVERLOADED."""
         self._setup(addr, timeout, retry_attempts, token, flow_control, max_queued, retry_deadline)
-        self._lock = threading.Condition()
+        lock = threading.RLock()
+        self._lock = threading.Condition(lock)
+        # The sender thread's own wake-up, on the same lock: notified only
+        # when a request is queued or an answer frees slots for one, so
+        # without queueing it never wakes (nor takes the GIL).
+        self._sendable = threading.Condition(lock)
         self._send_lock = threading.Lock()
         self._connect_lock = threading.Lock()
         self._sock = None
@@ -1551,6 +1556,7 @@ class PathdClient(_Api):
         sock.close()
         self._fail_pending(error_class, message)
         self._lock.notify_all()
+        self._sendable.notify_all()  # the sender thread sees the socket gone and ends
 
     def _complete(self, p):
         p.done = True
@@ -1606,7 +1612,7 @@ class PathdClient(_Api):
             request.id = request_id
             if not now:
                 self._queue.append((request, p, slots))
-                self._lock.notify_all()
+                self._sendable.notify()
                 return p if p is not None else request_id
             self._take_slots(request)
         self._write(sock, request)
@@ -1622,7 +1628,7 @@ class PathdClient(_Api):
                     request = self._next_queued()
                     if request is not None:
                         break
-                    self._lock.wait()
+                    self._sendable.wait()
                 if request is None:
                     return
             try:
@@ -1631,7 +1637,8 @@ class PathdClient(_Api):
                 return  # _write failed the connection and every request
 
     def _slots_freed(self):
-        pass  # the reader thread notifies the sender after each read
+        if self._queue:
+            self._sendable.notify()
 
     def _write(self, sock, request, forget=True):
         """Writes one request frame whole; on failure closes the connection
@@ -1718,9 +1725,13 @@ class PathdClient(_Api):
         """Authenticates this connection (and every later reconnect) with token;
         returns the role granted. A wrong token raises PathdError
         UNAUTHENTICATED after about a second, and the server closes the
-        connection."""
+        connection. The limits a server with tokens refused before are read
+        now (flow control)."""
         self.token = token
-        return self._call(_auth_op(token, self._granted))
+        role = self._call(_auth_op(token, self._granted))
+        if self.server_limits is None:
+            self._read_limits()
+        return role
 
     def send_cancel(self, target_id):
         """Asks the server to stop working on target_id; its answer (CANCELLED,
@@ -2051,7 +2062,10 @@ class AsyncPathdClient(_Api):
     async def auth(self, token):
         """As PathdClient.auth."""
         self.token = token
-        return await self._call(_auth_op(token, self._granted))
+        role = await self._call(_auth_op(token, self._granted))
+        if self.server_limits is None:
+            await self._read_limits()
+        return role
 
     async def send_cancel(self, target_id):
         """As PathdClient.send_cancel."""

@@ -1438,6 +1438,14 @@ class AuthLiveTest(HelperDaemonCase):
             self.assertIsNone(client.reload())
             client.ping()
 
+    def test_limits_refused_before_the_token_are_read_after_auth(self):
+        with PathdClient(self.daemon.addr, timeout=10) as client:
+            self.assertIsNone(client.server_limits)
+            client.auth(self.QUERY)
+            self.assertGreater(client.server_limits["max_inflight_per_conn"], 0)
+        with PathdClient(self.daemon.addr, timeout=10, token=self.QUERY) as client:
+            self.assertGreater(client.server_limits["max_inflight_per_conn"], 0)
+
     def test_token_is_sent_again_after_a_reconnect(self):
         with PathdClient(self.daemon.addr, timeout=10, token=self.QUERY) as client:
             client.reconnect()

@@ -44,6 +44,17 @@ static int setup_tiny_queue(void **state)
     return pdi_fixture_start(state, &l);
 }
 
+#define T_TOKEN "flow-query-token-0123456789"
+
+/* A server with a token: GetLimits is refused until pdc_auth. */
+static int setup_auth(void **state)
+{
+    pdi_limits l = {0};
+    l.max_inflight_per_conn = T_CAP;
+    l.auth_json = "{\"tokens\": [{\"token\": \"" T_TOKEN "\", \"role\": \"query\"}]}";
+    return pdi_fixture_start(state, &l);
+}
+
 static pdc_path_req serpent_req(void)
 {
     pdc_path_req r = {0};
@@ -375,6 +386,24 @@ static void test_server_overloaded_fails_cleanly_at_the_deadline(void **state)
     pdc_close(c);
 }
 
+static void test_limits_refused_before_the_token_are_read_after_auth(void **state)
+{
+    pdi_daemon *d = *state;
+    pdc_conn *c = pdi_connect(d);
+    assert_non_null(c);
+    pdc_limits l;
+    assert_int_equal(pdc_conn_limits(c, &l), 0);
+    assert_int_equal(pdc_inflight_cap(c), PDC_DEFAULT_INFLIGHT_CAP);
+    assert_int_equal(pdc_auth(c, T_TOKEN, NULL, 0), PDC_OK);
+    assert_int_equal(pdc_conn_limits(c, &l), 1);
+    assert_int_equal(pdc_inflight_cap(c), T_CAP);
+    /* A reconnect authenticates, then reads them again. */
+    assert_int_equal(pdc_reconnect(c), PDC_OK);
+    assert_int_equal(pdc_inflight_cap(c), T_CAP);
+    assert_int_equal(pdc_ping(c, NULL), PDC_OK);
+    pdc_close(c);
+}
+
 /* ---- a pool ---------------------------------------------------------------- */
 
 #define T_POOL 3
@@ -505,6 +534,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_server_overloaded_is_retried_until_it_succeeds, setup_tiny_queue,
                                         pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_server_overloaded_fails_cleanly_at_the_deadline, setup_tiny_queue,
+                                        pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_limits_refused_before_the_token_are_read_after_auth, setup_auth,
                                         pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_a_pool_spreads_work_over_its_connections, setup_cap,
                                         pdi_fixture_stop),
