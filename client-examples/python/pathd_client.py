@@ -1703,7 +1703,15 @@ class PathdClient(_Api):
     def _call_many(self, ops):
         """Several calls in flight together (a batch split in frames); their
         values in order. The first error is raised once all have ended."""
-        sent = [self._send(op.request, op, False) for op in ops]
+        sent = []
+        try:
+            for op in ops:
+                sent.append(self._send(op.request, op, False))
+        except PathdError:
+            with self._lock:  # those sent are given up: their answers are dropped
+                for p in sent:
+                    self._forget(p.id)
+            raise
         outcomes = []
         for op, p in zip(ops, sent):
             try:
@@ -2046,7 +2054,14 @@ class AsyncPathdClient(_Api):
 
     async def _call_many(self, ops):
         """As PathdClient._call_many."""
-        sent = [await self._send(op.request, op, False) for op in ops]
+        sent = []
+        try:
+            for op in ops:
+                sent.append(await self._send(op.request, op, False))
+        except PathdError:
+            for p in sent:
+                self._forget(p.id)
+            raise
         outcomes = await asyncio.gather(*(self._wait(p) for p in sent), return_exceptions=True)
         values = []
         for op, answer in zip(ops, outcomes):

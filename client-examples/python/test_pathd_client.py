@@ -1274,6 +1274,18 @@ class FlowControlLiveTest(HelperDaemonCase):
                 client.batch(items)
         self.assertEqual(caught.exception.status, "LIMIT_EXCEEDED")
 
+    def test_a_split_batch_that_does_not_fit_the_queue_leaves_nothing(self):
+        items = [query("raycast", "town", (1, 1), (2, 2))] * (3 * FLOW_CAP)
+        with PathdClient(self.daemon.addr, timeout=30, max_queued=1) as client:
+            slow = client.send_find_path(*TRAP)
+            with self.assertRaises(PathdQueueFull):
+                client.batch(items)  # frame 1 queued, frame 2 finds the queue full
+            self.assertEqual(client.recv().id, slow)
+            self.assertEqual(client.in_flight, 0)
+            self.assertEqual((len(client._pending), client.slots_in_flight), (0, 0))
+            client.max_queued = 2
+            self.assertEqual(len(client.batch(items)), 3 * FLOW_CAP)
+
     def test_cancel_of_a_queued_request_never_sends_it(self):
         with PathdClient(self.daemon.addr, timeout=30) as client:
             busy = [client.send_find_path(*TRAP) for _ in range(FLOW_CAP)]
