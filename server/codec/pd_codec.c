@@ -1918,9 +1918,119 @@ typedef struct pd__move_msg {
     } u;
 } pd__move_msg;
 
-/* Fills mm for a PD_OK result of the given kind; returns the message to
- * hang in the oneof. */
-static void *pd__fill_move(pd_request_kind kind, const pd_move_result *r, pd__move_msg *mm)
+/* The cells and world point a result message may point at, filled in mm;
+ * NULL for those the result has not. */
+typedef struct pd__move_refs {
+    Pathd__V1__Cell *hit, *cell;
+    Pathd__V1__WorldPoint *world;
+} pd__move_refs;
+
+static void *pd__fill_raycast(const pd_move_result *r, pd__move_msg *mm, const pd__move_refs *p)
+{
+    pathd__v1__raycast_result__init(&mm->u.raycast);
+    mm->u.raycast.version = r->version;
+    mm->u.raycast.clear = r->yes != 0;
+    mm->u.raycast.hit = p->hit;
+    mm->u.raycast.last_free = p->cell;
+    mm->u.raycast.last_free_world = p->world;
+    return &mm->u.raycast;
+}
+
+static void *pd__fill_validate(const pd_move_result *r, pd__move_msg *mm, const pd__move_refs *p)
+{
+    pathd__v1__validate_move_result__init(&mm->u.validate);
+    mm->u.validate.version = r->version;
+    mm->u.validate.valid = r->yes != 0;
+    mm->u.validate.first_invalid = r->first_invalid;
+    mm->u.validate.reason = (Pathd__V1__MoveReason)r->reason;
+    mm->u.validate.last_valid = p->cell;
+    mm->u.validate.last_valid_world = p->world;
+    return &mm->u.validate;
+}
+
+static void *pd__fill_move_along(const pd_move_result *r, pd__move_msg *mm, const pd__move_refs *p)
+{
+    pathd__v1__move_along_result__init(&mm->u.move);
+    mm->u.move.version = r->version;
+    mm->u.move.end = p->cell;
+    mm->u.move.end_world = p->world;
+    mm->u.move.slid = r->yes != 0;
+    return &mm->u.move;
+}
+
+static void *pd__fill_nearest(const pd_move_result *r, pd__move_msg *mm, const pd__move_refs *p)
+{
+    pathd__v1__nearest_result__init(&mm->u.nearest);
+    mm->u.nearest.version = r->version;
+    mm->u.nearest.cell = p->cell;
+    mm->u.nearest.world = p->world;
+    mm->u.nearest.distance = r->distance;
+    return &mm->u.nearest;
+}
+
+static void *pd__fill_reachable(const pd_move_result *r, pd__move_msg *mm, const pd__move_refs *p)
+{
+    (void)p;
+    pathd__v1__reachable_result__init(&mm->u.reachable);
+    mm->u.reachable.version = r->version;
+    mm->u.reachable.reachable = r->yes != 0;
+    return &mm->u.reachable;
+}
+
+static void *pd__fill_random_point(const pd_move_result *r, pd__move_msg *mm, const pd__move_refs *p)
+{
+    pathd__v1__random_point_result__init(&mm->u.random);
+    mm->u.random.version = r->version;
+    mm->u.random.cell = p->cell;
+    mm->u.random.world = p->world;
+    mm->u.random.seed = r->seed;
+    mm->u.random.candidates = r->candidates;
+    return &mm->u.random;
+}
+
+static void *pd__fill_wall(const pd_move_result *r, pd__move_msg *mm, const pd__move_refs *p)
+{
+    pathd__v1__distance_to_wall_result__init(&mm->u.wall);
+    mm->u.wall.version = r->version;
+    mm->u.wall.distance = r->distance;
+    mm->u.wall.wall = p->hit;
+    return &mm->u.wall;
+}
+
+/* Each movement kind's result: its Response oneof case alone, its
+ * QueryResult oneof case as a Batch item, and its message's fill. */
+typedef struct pd__move_row {
+    Pathd__V1__Response__BodyCase response;
+    Pathd__V1__QueryResult__KindCase item;
+    void *(*fill)(const pd_move_result *r, pd__move_msg *mm, const pd__move_refs *p);
+} pd__move_row;
+
+static const pd__move_row pd__move_rows[PD_REQ__COUNT] = {
+    [PD_REQ_RAYCAST] = {PATHD__V1__RESPONSE__BODY_RAYCAST, PATHD__V1__QUERY_RESULT__KIND_RAYCAST, pd__fill_raycast},
+    [PD_REQ_VALIDATE_MOVE] = {PATHD__V1__RESPONSE__BODY_VALIDATE_MOVE, PATHD__V1__QUERY_RESULT__KIND_VALIDATE_MOVE,
+                              pd__fill_validate},
+    [PD_REQ_MOVE_ALONG] = {PATHD__V1__RESPONSE__BODY_MOVE_ALONG, PATHD__V1__QUERY_RESULT__KIND_MOVE_ALONG,
+                           pd__fill_move_along},
+    [PD_REQ_NEAREST] = {PATHD__V1__RESPONSE__BODY_NEAREST, PATHD__V1__QUERY_RESULT__KIND_NEAREST, pd__fill_nearest},
+    [PD_REQ_REACHABLE] = {PATHD__V1__RESPONSE__BODY_REACHABLE, PATHD__V1__QUERY_RESULT__KIND_REACHABLE,
+                          pd__fill_reachable},
+    [PD_REQ_RANDOM_POINT] = {PATHD__V1__RESPONSE__BODY_RANDOM_POINT, PATHD__V1__QUERY_RESULT__KIND_RANDOM_POINT,
+                             pd__fill_random_point},
+    [PD_REQ_DISTANCE_TO_WALL] = {PATHD__V1__RESPONSE__BODY_DISTANCE_TO_WALL,
+                                 PATHD__V1__QUERY_RESULT__KIND_DISTANCE_TO_WALL, pd__fill_wall},
+};
+
+/* The row of a movement kind; DistanceToWall's for any other, as the
+ * encoders were only ever given movement kinds. */
+static const pd__move_row *pd__move_row_of(pd_request_kind kind)
+{
+    if ((unsigned)kind < PD_REQ__COUNT && pd__move_rows[kind].fill)
+        return &pd__move_rows[kind];
+    return &pd__move_rows[PD_REQ_DISTANCE_TO_WALL];
+}
+
+/* Fills mm with the result message of kind and returns it. */
+static void *pd__fill_move(const pd__move_row *row, const pd_move_result *r, pd__move_msg *mm)
 {
     pathd__v1__cell__init(&mm->hit);
     pathd__v1__cell__init(&mm->cell);
@@ -1931,87 +2041,9 @@ static void *pd__fill_move(pd_request_kind kind, const pd_move_result *r, pd__mo
     mm->cell.y = r->cell.y;
     mm->world.x = r->wx;
     mm->world.y = r->wy;
-    Pathd__V1__Cell *hit = r->has_hit ? &mm->hit : NULL, *cell = r->has_cell ? &mm->cell : NULL;
-    Pathd__V1__WorldPoint *world = r->has_cell ? &mm->world : NULL;
-    switch (kind) {
-    case PD_REQ_RAYCAST:
-        pathd__v1__raycast_result__init(&mm->u.raycast);
-        mm->u.raycast.version = r->version;
-        mm->u.raycast.clear = r->yes != 0;
-        mm->u.raycast.hit = hit;
-        mm->u.raycast.last_free = cell;
-        mm->u.raycast.last_free_world = world;
-        return &mm->u.raycast;
-    case PD_REQ_VALIDATE_MOVE:
-        pathd__v1__validate_move_result__init(&mm->u.validate);
-        mm->u.validate.version = r->version;
-        mm->u.validate.valid = r->yes != 0;
-        mm->u.validate.first_invalid = r->first_invalid;
-        mm->u.validate.reason = (Pathd__V1__MoveReason)r->reason;
-        mm->u.validate.last_valid = cell;
-        mm->u.validate.last_valid_world = world;
-        return &mm->u.validate;
-    case PD_REQ_MOVE_ALONG:
-        pathd__v1__move_along_result__init(&mm->u.move);
-        mm->u.move.version = r->version;
-        mm->u.move.end = cell;
-        mm->u.move.end_world = world;
-        mm->u.move.slid = r->yes != 0;
-        return &mm->u.move;
-    case PD_REQ_NEAREST:
-        pathd__v1__nearest_result__init(&mm->u.nearest);
-        mm->u.nearest.version = r->version;
-        mm->u.nearest.cell = cell;
-        mm->u.nearest.world = world;
-        mm->u.nearest.distance = r->distance;
-        return &mm->u.nearest;
-    case PD_REQ_REACHABLE:
-        pathd__v1__reachable_result__init(&mm->u.reachable);
-        mm->u.reachable.version = r->version;
-        mm->u.reachable.reachable = r->yes != 0;
-        return &mm->u.reachable;
-    case PD_REQ_RANDOM_POINT:
-        pathd__v1__random_point_result__init(&mm->u.random);
-        mm->u.random.version = r->version;
-        mm->u.random.cell = cell;
-        mm->u.random.world = world;
-        mm->u.random.seed = r->seed;
-        mm->u.random.candidates = r->candidates;
-        return &mm->u.random;
-    default:
-        pathd__v1__distance_to_wall_result__init(&mm->u.wall);
-        mm->u.wall.version = r->version;
-        mm->u.wall.distance = r->distance;
-        mm->u.wall.wall = hit;
-        return &mm->u.wall;
-    }
-}
-
-/* The Response oneof case of each movement kind, and a batch item's. */
-static Pathd__V1__Response__BodyCase pd__move_response_case(pd_request_kind kind)
-{
-    switch (kind) {
-    case PD_REQ_RAYCAST: return PATHD__V1__RESPONSE__BODY_RAYCAST;
-    case PD_REQ_VALIDATE_MOVE: return PATHD__V1__RESPONSE__BODY_VALIDATE_MOVE;
-    case PD_REQ_MOVE_ALONG: return PATHD__V1__RESPONSE__BODY_MOVE_ALONG;
-    case PD_REQ_NEAREST: return PATHD__V1__RESPONSE__BODY_NEAREST;
-    case PD_REQ_REACHABLE: return PATHD__V1__RESPONSE__BODY_REACHABLE;
-    case PD_REQ_RANDOM_POINT: return PATHD__V1__RESPONSE__BODY_RANDOM_POINT;
-    default: return PATHD__V1__RESPONSE__BODY_DISTANCE_TO_WALL;
-    }
-}
-
-static Pathd__V1__QueryResult__KindCase pd__move_item_case(pd_request_kind kind)
-{
-    switch (kind) {
-    case PD_REQ_RAYCAST: return PATHD__V1__QUERY_RESULT__KIND_RAYCAST;
-    case PD_REQ_VALIDATE_MOVE: return PATHD__V1__QUERY_RESULT__KIND_VALIDATE_MOVE;
-    case PD_REQ_MOVE_ALONG: return PATHD__V1__QUERY_RESULT__KIND_MOVE_ALONG;
-    case PD_REQ_NEAREST: return PATHD__V1__QUERY_RESULT__KIND_NEAREST;
-    case PD_REQ_REACHABLE: return PATHD__V1__QUERY_RESULT__KIND_REACHABLE;
-    case PD_REQ_RANDOM_POINT: return PATHD__V1__QUERY_RESULT__KIND_RANDOM_POINT;
-    default: return PATHD__V1__QUERY_RESULT__KIND_DISTANCE_TO_WALL;
-    }
+    pd__move_refs p = {r->has_hit ? &mm->hit : NULL, r->has_cell ? &mm->cell : NULL,
+                       r->has_cell ? &mm->world : NULL};
+    return row->fill(r, mm, &p);
 }
 
 uint8_t *pd_codec_encode_move(uint64_t id, pd_request_kind kind, const pd_move_result *r, size_t *out_len)
@@ -2021,11 +2053,12 @@ uint8_t *pd_codec_encode_move(uint64_t id, pd_request_kind kind, const pd_move_r
                                              r->status == PD_STALE_VERSION ? r->version : 0, out_len);
     Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     pd__move_msg mm;
-    void *body = pd__fill_move(kind, r, &mm);
+    const pd__move_row *row = pd__move_row_of(kind);
+    void *body = pd__fill_move(row, r, &mm);
     resp.id = id;
     resp.status = PATHD__V1__STATUS__OK;
     resp.final = 1;
-    resp.body_case = pd__move_response_case(kind);
+    resp.body_case = row->response;
     /* Every movement result sits in the Response's oneof at the same offset
      * (a union in the generated struct), so one assignment serves them all. */
     resp.raycast = body;
@@ -2088,8 +2121,9 @@ uint8_t *pd_codec_encode_batch(uint64_t id, const pd_move_req *items, const pd_m
         }
         if (items[i].kind == PD_REQ_FIND_PATH)
             continue;
-        qr[i].kind_case = pd__move_item_case(items[i].kind);
-        qr[i].raycast = pd__fill_move(items[i].kind, &results[i], &mm[i]);
+        const pd__move_row *row = pd__move_row_of(items[i].kind);
+        qr[i].kind_case = row->item;
+        qr[i].raycast = pd__fill_move(row, &results[i], &mm[i]);
     }
     batch.n_items = n;
     batch.items = qrp;
@@ -2216,4 +2250,63 @@ uint8_t *pd_codec_frame_with_id(uint64_t id, const uint8_t *body, size_t body_le
     memcpy(buf + PD_FRAME_HEADER_BYTES + n, body, body_len);
     *out_len = PD_FRAME_HEADER_BYTES + n + body_len;
     return buf;
+}
+
+/* ---- a finished job's answer, by its kind --------------------------------- */
+
+typedef uint8_t *(*pd__job_encoder)(const pd_job *job, size_t *len);
+
+static uint8_t *pd__encode_path_job(const pd_job *job, size_t *len)
+{
+    return pd_codec_encode_path(job->task.tag, job->scene, &job->path, job->max_chunk, job->want_world, len);
+}
+
+static uint8_t *pd__encode_route_job(const pd_job *job, size_t *len)
+{
+    return pd_codec_encode_route(job->task.tag, &job->route, job->max_chunk, job->want_world, len);
+}
+
+static uint8_t *pd__encode_update_job(const pd_job *job, size_t *len)
+{
+    return pd_codec_encode_update(job->task.tag, job->update_req.scene, &job->update, len);
+}
+
+static uint8_t *pd__encode_change_job(const pd_job *job, size_t *len)
+{
+    return pd_codec_encode_scene_change(job->task.tag, job->change.name, &job->change_out, len);
+}
+
+static uint8_t *pd__encode_move_job(const pd_job *job, size_t *len)
+{
+    return pd_codec_encode_move(job->task.tag, job->kind, &job->move_results[0], len);
+}
+
+static uint8_t *pd__encode_batch_job(const pd_job *job, size_t *len)
+{
+    return pd_codec_encode_batch(job->task.tag, job->move_reqs, job->move_results, job->n_moves, len);
+}
+
+static const pd__job_encoder pd__job_encoders[PD_REQ__COUNT] = {
+    [PD_REQ_FIND_PATH] = pd__encode_path_job,
+    [PD_REQ_FIND_ROUTE] = pd__encode_route_job,
+    [PD_REQ_UPDATE_CELLS] = pd__encode_update_job,
+    [PD_REQ_CREATE_SCENE] = pd__encode_change_job,
+    [PD_REQ_CREATE_INSTANCE] = pd__encode_change_job,
+    [PD_REQ_DROP_SCENE] = pd__encode_change_job,
+    [PD_REQ_RAYCAST] = pd__encode_move_job,
+    [PD_REQ_VALIDATE_MOVE] = pd__encode_move_job,
+    [PD_REQ_MOVE_ALONG] = pd__encode_move_job,
+    [PD_REQ_NEAREST] = pd__encode_move_job,
+    [PD_REQ_REACHABLE] = pd__encode_move_job,
+    [PD_REQ_RANDOM_POINT] = pd__encode_move_job,
+    [PD_REQ_DISTANCE_TO_WALL] = pd__encode_move_job,
+    [PD_REQ_BATCH] = pd__encode_batch_job,
+};
+
+uint8_t *pd_codec_encode_job(const pd_job *job, size_t *out_len)
+{
+    *out_len = 0;
+    if ((unsigned)job->kind >= PD_REQ__COUNT || !pd__job_encoders[job->kind])
+        return NULL;
+    return pd__job_encoders[job->kind](job, out_len);
 }
