@@ -802,40 +802,16 @@ static pd_status pd__decode_batch(const Pathd__V1__Batch *m, pd_batch_req *out, 
     return PD_OK;
 }
 
-/* A movement query sent alone: the Request body wrapped as a Query. */
-static pd_status pd__decode_single_query(const Pathd__V1__Request *m, pd_request *req, char *err, size_t errlen)
+/* A movement query sent alone: the Request body wrapped as a Query of
+ * kind_case. Every body of the Request's oneof and every kind of the
+ * Query's is a pointer in a union (the generated structs), so one
+ * assignment carries whichever message it is. */
+static pd_status pd__decode_single_query(const Pathd__V1__Request *m, Pathd__V1__Query__KindCase kind_case,
+                                         pd_request *req, char *err, size_t errlen)
 {
     Pathd__V1__Query q = PATHD__V1__QUERY__INIT;
-    switch (m->body_case) {
-    case PATHD__V1__REQUEST__BODY_RAYCAST:
-        q.kind_case = PATHD__V1__QUERY__KIND_RAYCAST;
-        q.raycast = m->raycast;
-        break;
-    case PATHD__V1__REQUEST__BODY_VALIDATE_MOVE:
-        q.kind_case = PATHD__V1__QUERY__KIND_VALIDATE_MOVE;
-        q.validate_move = m->validate_move;
-        break;
-    case PATHD__V1__REQUEST__BODY_MOVE_ALONG:
-        q.kind_case = PATHD__V1__QUERY__KIND_MOVE_ALONG;
-        q.move_along = m->move_along;
-        break;
-    case PATHD__V1__REQUEST__BODY_NEAREST:
-        q.kind_case = PATHD__V1__QUERY__KIND_NEAREST;
-        q.nearest = m->nearest;
-        break;
-    case PATHD__V1__REQUEST__BODY_REACHABLE:
-        q.kind_case = PATHD__V1__QUERY__KIND_REACHABLE;
-        q.reachable = m->reachable;
-        break;
-    case PATHD__V1__REQUEST__BODY_RANDOM_POINT:
-        q.kind_case = PATHD__V1__QUERY__KIND_RANDOM_POINT;
-        q.random_point = m->random_point;
-        break;
-    default:
-        q.kind_case = PATHD__V1__QUERY__KIND_DISTANCE_TO_WALL;
-        q.distance_to_wall = m->distance_to_wall;
-        break;
-    }
+    q.kind_case = kind_case;
+    q.raycast = m->raycast;
     pd_status st = pd__decode_query(&q, &req->u.move, err, errlen);
     req->kind = req->u.move.kind;
     return st;
@@ -993,13 +969,19 @@ static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, c
         req->kind = PD_REQ_RELOAD;
         return PD_OK;
     case PATHD__V1__REQUEST__BODY_RAYCAST:
+        return pd__decode_single_query(m, PATHD__V1__QUERY__KIND_RAYCAST, req, err, errlen);
     case PATHD__V1__REQUEST__BODY_VALIDATE_MOVE:
+        return pd__decode_single_query(m, PATHD__V1__QUERY__KIND_VALIDATE_MOVE, req, err, errlen);
     case PATHD__V1__REQUEST__BODY_MOVE_ALONG:
+        return pd__decode_single_query(m, PATHD__V1__QUERY__KIND_MOVE_ALONG, req, err, errlen);
     case PATHD__V1__REQUEST__BODY_NEAREST:
+        return pd__decode_single_query(m, PATHD__V1__QUERY__KIND_NEAREST, req, err, errlen);
     case PATHD__V1__REQUEST__BODY_REACHABLE:
+        return pd__decode_single_query(m, PATHD__V1__QUERY__KIND_REACHABLE, req, err, errlen);
     case PATHD__V1__REQUEST__BODY_RANDOM_POINT:
+        return pd__decode_single_query(m, PATHD__V1__QUERY__KIND_RANDOM_POINT, req, err, errlen);
     case PATHD__V1__REQUEST__BODY_DISTANCE_TO_WALL:
-        return pd__decode_single_query(m, req, err, errlen);
+        return pd__decode_single_query(m, PATHD__V1__QUERY__KIND_DISTANCE_TO_WALL, req, err, errlen);
     case PATHD__V1__REQUEST__BODY_BATCH:
         req->kind = PD_REQ_BATCH;
         return pd__decode_batch(m->batch, &req->u.batch, err, errlen);
