@@ -149,29 +149,6 @@ pd_status pd__copy_cells(Pathd__V1__Cell *const *cells, size_t n, const char *fi
     return PD_OK;
 }
 
-/* pd_status values double as wire values; the ones that never go on the
- * wire (PD_BUFFER_TOO_SMALL, anything out of range) become INTERNAL. */
-Pathd__V1__Status pd__wire_status(pd_status s)
-{
-    if (!pd_status_is_answer((unsigned)s))
-        return PATHD__V1__STATUS__INTERNAL;
-    return (Pathd__V1__Status)s;
-}
-
-size_t pd__frame_size(const Pathd__V1__Response *resp)
-{
-    return PD_FRAME_HEADER_BYTES + pathd__v1__response__get_packed_size(resp);
-}
-
-/* Writes one whole frame at out; returns the bytes written. The caller sized
- * the buffer with pd__frame_size on the same message. */
-size_t pd__frame_pack(const Pathd__V1__Response *resp, uint8_t *out)
-{
-    size_t n = pathd__v1__response__pack(resp, out + PD_FRAME_HEADER_BYTES);
-    pd_frame_put_header(out, (uint32_t)n);
-    return PD_FRAME_HEADER_BYTES + n;
-}
-
 /* The common case: one Response, one frame, one buffer. */
 uint8_t *pd__encode_single(const Pathd__V1__Response *resp, size_t *out_len)
 {

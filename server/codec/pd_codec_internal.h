@@ -43,6 +43,30 @@ extern const pd__codec_row pd__codec_rows_paths[], pd__codec_rows_move[], pd__co
 
 /* ---- pd_codec_common.c ---------------------------------------------------- */
 
+/* Inline: every answer's encoder calls these. */
+/* pd_status values double as wire values; the ones that never go on the
+ * wire (PD_BUFFER_TOO_SMALL, anything out of range) become INTERNAL. */
+static inline Pathd__V1__Status pd__wire_status(pd_status s)
+{
+    if (!pd_status_is_answer((unsigned)s))
+        return PATHD__V1__STATUS__INTERNAL;
+    return (Pathd__V1__Status)s;
+}
+
+static inline size_t pd__frame_size(const Pathd__V1__Response *resp)
+{
+    return PD_FRAME_HEADER_BYTES + pathd__v1__response__get_packed_size(resp);
+}
+
+/* Writes one whole frame at out; returns the bytes written. The caller sized
+ * the buffer with pd__frame_size on the same message. */
+static inline size_t pd__frame_pack(const Pathd__V1__Response *resp, uint8_t *out)
+{
+    size_t n = pathd__v1__response__pack(resp, out + PD_FRAME_HEADER_BYTES);
+    pd_frame_put_header(out, (uint32_t)n);
+    return PD_FRAME_HEADER_BYTES + n;
+}
+
 int pd__utf8_valid(const unsigned char *s, size_t n);
 pd_status pd__decode_scene_name(const char *name, const char *field, char out[PD_CONF_MAX_NAME],
                           char *err, size_t errlen);
@@ -52,9 +76,6 @@ pd_status pd__decode_rect(const Pathd__V1__Rect *r, const char *field, pd_point 
                           char *err, size_t errlen);
 pd_status pd__copy_cells(Pathd__V1__Cell *const *cells, size_t n, const char *field, pd_point **out,
                           char *err, size_t errlen);
-Pathd__V1__Status pd__wire_status(pd_status s);
-size_t pd__frame_size(const Pathd__V1__Response *resp);
-size_t pd__frame_pack(const Pathd__V1__Response *resp, uint8_t *out);
 uint8_t *pd__encode_single(const Pathd__V1__Response *resp, size_t *out_len);
 char *pd__utf8_sanitized(const char *msg);
 

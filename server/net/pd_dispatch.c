@@ -41,17 +41,24 @@
 #define PD__FAIR_TIE_BITS 16
 #define PD__FAIR_TIE_MAX ((1u << PD__FAIR_TIE_BITS) - 1u)
 
-static pd_job *pd__job_new(pd__conn *c, uint64_t request_id, pd_request_kind kind, pd_task_run_fn run)
+/* Sets job up as a new job of connection c for request_id. */
+static void pd__job_setup(pd_job *job, pd__conn *c, uint64_t request_id, pd_request_kind kind, pd_task_run_fn run)
 {
-    pd_job *job = pd_job_new(kind, run);
-    if (!job)
-        return NULL;
+    pd_task_init(&job->task, run);
+    job->kind = kind;
     job->ops = pd_kind_of(kind);
     job->task.owner = c->id;
     job->task.tag = request_id;
     job->arrival_ns = c->server->answering_since_ns;
     job->jump_points = c->server->conf.jump_point_search;
     job->max_chunk = c->server->conf.max_waypoints_per_chunk;
+}
+
+static pd_job *pd__job_new(pd__conn *c, uint64_t request_id, pd_request_kind kind, pd_task_run_fn run)
+{
+    pd_job *job = pd_job_new(kind, run);
+    if (job)
+        pd__job_setup(job, c, request_id, kind, run);
     return job;
 }
 
@@ -289,7 +296,7 @@ static void pd__submit(pd__conn *c, pd_job *job)
 static void pd__count_answer(pd_server *s, pd_request_kind kind, pd_status status, uint64_t expanded,
                              const char *scene, int untimed, uint64_t since_ns)
 {
-    if (pd_kind_of(kind)->counts_paths && (status == PD_OK || status == PD_PARTIAL))
+    if ((status == PD_OK || status == PD_PARTIAL) && pd_kind_of(kind)->counts_paths)
         s->paths_found++;
     s->expansions_total += expanded;
     pd_metrics_observe(s->metrics, kind, status, expanded);
@@ -349,15 +356,27 @@ static int pd__answer_inline(pd__conn *c, pd_job *job)
  * ordered task in its scene's lane for LANE). */
 static void pd__handle_job(pd__conn *c, pd_request *req, const pd_kind *k)
 {
+    pd_server *s = c->server;
     if (!pd__inflight_ok(c, req->id, k->weight ? k->weight(req) : 1))
         return;
-    pd_job *job = pd__job_new(c, req->id, req->kind, pd__run_job);
-    if (!job) {
+    /* A kind that may be answered on the loop is prepared in the loop's
+     * own job, reused from one request to the next: its prepare and inline
+     * run overwrite all they read (pd_query_path_prepare and
+     * pd_query_find_path_small start from zero), and pd_job_clear gives back
+     * what they took. Only when it must go to a worker does it move to a
+     * job of its own. */
+    const int try_inline = k->run_inline && s->conf.inline_max_expansions > 0 &&
+                           (s->inline_job || (s->inline_job = calloc(1, sizeof *s->inline_job)));
+    pd_job *job;
+    if (try_inline) {
+        job = s->inline_job;
+        pd__job_setup(job, c, req->id, req->kind, pd__run_job);
+    } else if (!(job = pd__job_new(c, req->id, req->kind, pd__run_job))) {
         pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
         return;
     }
     job->task.ordered = k->runs == PD_KIND_LANE;
-    pd_kind_env env = pd__kind_env(c->server);
+    pd_kind_env env = pd__kind_env(s);
     pd_kind_refusal why;
     why.message[0] = '\0';
     why.version = 0;
@@ -367,12 +386,28 @@ static void pd__handle_job(pd__conn *c, pd_request *req, const pd_kind *k)
             pd__send_stale(c, req->id, why.version, why.message);
         else
             pd__send_error(c, req->id, st, "%s", why.message);
-        pd__job_free(job);
+        if (try_inline)
+            pd_job_clear(job);
+        else
+            pd__job_free(job);
         return;
     }
-    if (k->run_inline && pd__answer_inline(c, job)) {
-        pd__job_free(job);
-        return;
+    if (try_inline) {
+        if (pd__answer_inline(c, job)) {
+            pd_job_clear(job);
+            return;
+        }
+        pd_job *own = malloc(sizeof *own);
+        if (!own) {
+            pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
+            pd_job_clear(job);
+            return;
+        }
+        /* The job's references and arrays go with it: the loop's job is
+         * left holding none. */
+        memcpy(own, job, sizeof *own);
+        memset(job, 0, sizeof *job);
+        job = own;
     }
     pd__submit(c, job);
 }
@@ -904,4 +939,6 @@ void pd__dispatch_free_inline(pd_server *s)
 {
     pd_query_scratch_destroy(s->inline_scratch);
     s->inline_scratch = NULL;
+    pd_job_free(s->inline_job);
+    s->inline_job = NULL;
 }

@@ -223,6 +223,8 @@ struct pd_server {
                                                  answers itself (pd__answer_inline);
                                                  made on first use, trimmed to
                                                  conf.worker_retained_bytes after each */
+    struct pd_job *inline_job;   /* the loop's one job for FindPaths it may answer itself
+                                    (pd__handle_job): no allocation per request */
 
     pd_metrics *metrics;         /* NULL: nothing is counted */
     int answering;               /* pd_request_kind of the frame being handled, or -1

@@ -22,19 +22,31 @@ pd_job *pd_job_new(pd_request_kind kind, pd_task_run_fn run)
     return job;
 }
 
-void pd_job_free(pd_job *job)
+void pd_job_clear(pd_job *job)
 {
-    if (!job)
-        return;
     if (job->ops && job->ops->release)
         job->ops->release(job);
-    pd_scene_release(job->scene);
-    free(job->avoid);
-    pd_path_result_free(&job->path);
-    pd_world_release(job->world);
-    pd_route_result_free(&job->route);
-    pd_update_cells_req_free(&job->update_req);
-    pd_scene_change_req_free(&job->change);
+    if (job->scene) {
+        pd_scene_release(job->scene);
+        job->scene = NULL;
+    }
+    if (job->avoid) {
+        free(job->avoid);
+        job->avoid = NULL;
+    }
+    if (job->path.path || job->path.times)
+        pd_path_result_free(&job->path);
+    if (job->world) {
+        pd_world_release(job->world);
+        job->world = NULL;
+    }
+    /* Each kind fills one part: the rest is skipped without a call. */
+    if (job->route.legs)
+        pd_route_result_free(&job->route);
+    if (job->update_req.cells || job->update_req.ops)
+        pd_update_cells_req_free(&job->update_req);
+    if (job->change.map || job->change.scene)
+        pd_scene_change_req_free(&job->change);
     for (size_t i = 0; i < job->n_moves; i++) {
         if (job->move_queries)
             pd_move_query_release(&job->move_queries[i]);
@@ -43,11 +55,29 @@ void pd_job_free(pd_job *job)
         if (job->move_results)
             pd_move_result_free(&job->move_results[i]);
     }
-    free(job->move_reqs);
-    free(job->move_queries);
-    free(job->move_results);
-    free(job->items);
-    free(job->answer);
+    if (job->move_reqs || job->move_queries || job->move_results || job->items) {
+        free(job->move_reqs);
+        free(job->move_queries);
+        free(job->move_results);
+        free(job->items);
+        job->move_reqs = NULL;
+        job->move_queries = NULL;
+        job->move_results = NULL;
+        job->items = NULL;
+        job->n_moves = 0;
+    }
+    if (job->answer) {
+        free(job->answer);
+        job->answer = NULL;
+        job->answer_len = 0;
+    }
+}
+
+void pd_job_free(pd_job *job)
+{
+    if (!job)
+        return;
+    pd_job_clear(job);
     free(job);
 }
 
