@@ -346,11 +346,61 @@ void pd__fill_path_chunk(uint64_t id, const pd_scene *scene, const pd_scene *wor
     }
 }
 
+/* Frame i of an answer of several, filled in the caller's messages; the
+ * fill of frame i may reuse what frame i - 1's left (frames are asked for
+ * in order, from 0, in each pass). */
+typedef const Pathd__V1__Response *(*pd__frame_fn)(void *ctx, size_t i);
+
+/* An answer of n frames in one buffer, in two passes over the same frames:
+ * size them all, then pack each into the buffer, so the net layer gets the
+ * whole answer as a single write. One frame (most answers) is packed from
+ * the message the sizing pass built. NULL when out of memory. */
+static uint8_t *pd__encode_frames(size_t n, pd__frame_fn frame, void *ctx, size_t *out_len)
+{
+    size_t total = 0, off = 0;
+    const Pathd__V1__Response *resp = NULL;
+    *out_len = 0;
+    for (size_t i = 0; i < n; i++)
+        total += pd__frame_size(resp = frame(ctx, i));
+    uint8_t *buf = malloc(total);
+    if (buf == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (n > 1)
+            resp = frame(ctx, i);
+        off += pd__frame_pack(resp, buf + off);
+    }
+    *out_len = off;
+    return buf;
+}
+
+/* A FindPath answer's chunks, for pd__encode_frames. */
+typedef struct pd__path_frames {
+    uint64_t id;
+    const pd_scene *scene, *world;
+    const pd_path_result *r;
+    size_t path_len;
+    uint32_t max_per_chunk;
+    size_t n_chunks;
+    pd__points_buf *pts;
+    pd__chunk_extras *extras;
+    Pathd__V1__PathChunk *chunk;
+    Pathd__V1__Response *resp;
+} pd__path_frames;
+
+static const Pathd__V1__Response *pd__path_frame(void *ctx, size_t seq)
+{
+    pd__path_frames *f = ctx;
+    pd__fill_path_chunk(f->id, f->scene, f->world, f->r, f->path_len, f->max_per_chunk, seq, f->n_chunks, f->pts,
+                        f->extras, f->chunk, f->resp);
+    return f->resp;
+}
+
 uint8_t *pd_codec_encode_path(uint64_t id, const pd_scene *scene, const pd_path_result *r,
                               uint32_t max_per_chunk, int want_world, size_t *out_len)
 {
     size_t path_len = r->path != NULL ? r->path_len : 0;
-    size_t n_chunks, total = 0, off = 0;
+    size_t n_chunks;
     const pd_scene *world = want_world ? scene : NULL;
     pd__points_buf pts;
     double stack_points[PD__POINTS_BYTES(PD__POINTS_ON_STACK) / sizeof(double)];
@@ -368,26 +418,8 @@ uint8_t *pd_codec_encode_path(uint64_t id, const pd_scene *scene, const pd_path_
                             sizeof stack_points) != 0)
         return NULL;
 
-    /* Two passes over the same chunks: size everything, then pack into one
-     * buffer, so the net layer gets the whole answer as a single write. */
-    for (size_t seq = 0; seq < n_chunks; seq++) {
-        pd__fill_path_chunk(id, scene, world, r, path_len, max_per_chunk, seq, n_chunks, &pts, &extras, &chunk,
-                            &resp);
-        total += pd__frame_size(&resp);
-    }
-    buf = malloc(total);
-    if (buf == NULL)
-        goto done;
-    for (size_t seq = 0; seq < n_chunks; seq++) {
-        /* One chunk (most answers): the message the sizing pass built is
-         * still whole. */
-        if (n_chunks > 1)
-            pd__fill_path_chunk(id, scene, world, r, path_len, max_per_chunk, seq, n_chunks, &pts, &extras,
-                                &chunk, &resp);
-        off += pd__frame_pack(&resp, buf + off);
-    }
-    *out_len = off;
-done:
+    pd__path_frames pf = {id, scene, world, r, path_len, max_per_chunk, n_chunks, &pts, &extras, &chunk, &resp};
+    buf = pd__encode_frames(n_chunks, pd__path_frame, &pf, out_len);
     free(pts.block);
     return buf;
 }
@@ -485,12 +517,43 @@ static size_t pd__leg_frames(const pd_route_leg *leg, uint32_t max_per_chunk)
     return leg->path_len == 0 ? 1 : (leg->path_len + max_per_chunk - 1) / max_per_chunk;
 }
 
+/* A FindRoute answer's frames, for pd__encode_frames: each leg's, then the
+ * final RouteResult. The cursor (li, seq) follows the frames in order. */
+typedef struct pd__route_frames {
+    uint64_t id;
+    const pd_route_result *r;
+    size_t n_legs;
+    uint32_t max_per_chunk;
+    int want_world;
+    pd__route_msg *m;
+    size_t li, seq;
+} pd__route_frames;
+
+static const Pathd__V1__Response *pd__route_frame(void *ctx, size_t i)
+{
+    pd__route_frames *f = ctx;
+    if (i == 0)
+        f->li = f->seq = 0;
+    while (f->li < f->n_legs && f->seq == pd__leg_frames(&f->r->legs[f->li], f->max_per_chunk)) {
+        f->li++;
+        f->seq = 0;
+    }
+    if (f->li == f->n_legs) {
+        pd__fill_route_result(f->id, f->r, f->n_legs, f->m);
+        return &f->m->resp;
+    }
+    size_t n_frames = pd__leg_frames(&f->r->legs[f->li], f->max_per_chunk);
+    pd__fill_route_leg(f->id, f->r, f->li, f->seq, n_frames, f->max_per_chunk, f->want_world, f->m);
+    f->seq++;
+    return &f->m->resp;
+}
+
 uint8_t *pd_codec_encode_route(uint64_t id, const pd_route_result *r, uint32_t max_per_chunk,
                                int want_world, size_t *out_len)
 {
     int has_route = (r->status == PD_OK || r->status == PD_PARTIAL) && r->legs != NULL;
     size_t n_legs = has_route ? r->n_legs : 0;
-    size_t most = 1, total = 0, off = 0;
+    size_t most = 1;
     pd__route_msg m;
     uint8_t *buf = NULL;
 
@@ -510,28 +573,11 @@ uint8_t *pd_codec_encode_route(uint64_t id, const pd_route_result *r, uint32_t m
     if (!m.leg_costs || !m.versions)
         goto done;
 
-    /* Two passes, as for a path: size every frame, then pack them all into
-     * one buffer so the answer goes out as a single write. */
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1 && (buf = malloc(total)) == NULL)
-            goto done;
-        for (size_t li = 0; li < n_legs; li++) {
-            size_t n_frames = pd__leg_frames(&r->legs[li], max_per_chunk);
-            for (size_t seq = 0; seq < n_frames; seq++) {
-                pd__fill_route_leg(id, r, li, seq, n_frames, max_per_chunk, want_world, &m);
-                if (pass == 0)
-                    total += pd__frame_size(&m.resp);
-                else
-                    off += pd__frame_pack(&m.resp, buf + off);
-            }
-        }
-        pd__fill_route_result(id, r, n_legs, &m);
-        if (pass == 0)
-            total += pd__frame_size(&m.resp);
-        else
-            off += pd__frame_pack(&m.resp, buf + off);
-    }
-    *out_len = off;
+    pd__route_frames rf = {id, r, n_legs, max_per_chunk, want_world, &m, 0, 0};
+    size_t n_frames = 1;
+    for (size_t li = 0; li < n_legs; li++)
+        n_frames += pd__leg_frames(&r->legs[li], max_per_chunk);
+    buf = pd__encode_frames(n_frames, pd__route_frame, &rf, out_len);
 done:
     free(m.pts.block);
     free(m.leg_costs);
