@@ -10,15 +10,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "pd_index.h"
 #include "pd_kind.h"
 
 uint64_t pd_kind_scene_lane(const char *name)
 {
-    /* FNV-1a, 64 bits. */
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-        h = (h ^ *c) * 0x100000001b3ull;
-    return h;
+    return pd_index_hash(name); /* FNV-1a, the one the scene index uses */
 }
 
 /* ---- UpdateCells ---------------------------------------------------------- */
