@@ -41,6 +41,8 @@ typedef struct pd__dispatch_state {
                                                  answers itself (pd__answer_inline);
                                                  made on first use, trimmed to
                                                  conf.worker_retained_bytes after each */
+    struct pd_job *inline_job;   /* the loop's one job for FindPaths it may answer itself
+                                    (pd__handle_job): no allocation per request */
     int answering;               /* pd_request_kind of the frame being handled, or -1
                                     between frames (errors outside a request are not counted) */
     uint64_t answering_since_ns; /* that frame's arrival */
