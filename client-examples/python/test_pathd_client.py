@@ -1364,12 +1364,32 @@ class ServerOverloadedLiveTest(HelperDaemonCase):
         with PathdClient(self.daemon.addr, timeout=30, retry_attempts=100,
                          retry_deadline=20) as client:
             hog = self.hog(stop)
-            threading.Timer(0.3, stop.set).start()
-            # LONG, not SHORT: a search as small as SHORT's is answered on
-            # the server's event loop, never queued.
-            self.assertEqual(client.find_path(*LONG).status, "OK")
-            hog.join(30)
-            # The server refused it while the hog held the queue.
+
+            def stop_after_a_refusal():
+                # The hog goes once the server has refused the client (it
+                # would keep the queue's place otherwise): the retries that
+                # follow find it free.
+                deadline = time.monotonic() + 20
+                while client.overloaded_retries == 0 and time.monotonic() < deadline:
+                    time.sleep(0.002)
+                stop.set()
+            threading.Thread(target=stop_after_a_refusal, daemon=True).start()
+            try:
+                # LONG, not SHORT: a search as small as SHORT's is answered
+                # on the server's event loop, never queued. The hog leaves
+                # the queue's place free for a moment after each of its
+                # answers, so a call may slip in unrefused: call again until
+                # one was refused and retried (20 calls, each refused with a
+                # chance of more than one half on an idle machine).
+                for _ in range(20):
+                    self.assertEqual(client.find_path(*LONG).status, "OK")
+                    if client.overloaded_retries > 0:
+                        break
+            finally:
+                stop.set()
+                hog.join(30)
+            # The server refused it while the hog held the queue, and the
+            # retries went on until it fitted.
             self.assertGreater(client.overloaded_retries, 0)
 
     def test_fails_cleanly_at_the_retry_deadline(self):
