@@ -26,6 +26,8 @@ typedef struct pd__journal_work {
     uv_work_t req;               /* req.data: the server */
     enum { PD__JW_OPEN, PD__JW_SYNC, PD__JW_COMPACT } kind;
     pd_changelog log;            /* PD__JW_OPEN: the log to replay */
+    int ran;                     /* PD__JW_OPEN: the replay ran (and closed the log
+                                    if it failed) */
     pd_journal_replay_stats stats;
     int rc;
     int done;
@@ -45,6 +47,7 @@ static void pd__journal_work_cb(uv_work_t *req)
     switch (w->kind) {
     case PD__JW_OPEN:
         w->rc = pd_store_replay(s->store, w->log, &w->stats, w->err, sizeof w->err);
+        w->ran = 1;
         break;
     case PD__JW_SYNC:
         w->rc = pd_store_sync(s->store);
@@ -190,6 +193,8 @@ int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
     s->loading = 0;
     if (w->rc != 0) {
         snprintf(err, errlen, "%s", w->err);
+        if (!w->ran) /* cancelled before it ran: the log was never opened */
+            w->log.ops->close(w->log.log);
         free(w);
         return -1;
     }
