@@ -1439,6 +1439,8 @@ typedef struct pd__tail {
     uint64_t held_version;        /* ... at this version */
     int found;                    /* pass 1: a record of the log made `from` ... */
     size_t found_at;              /* ... at this offset (the last such) */
+    int first_seen;               /* pass 1: the scene's first record in the log ... */
+    int first_follows;            /* ... is an UPDATE that made from + 1 */
     int giving;                   /* pass 2: past that record */
     pd_journal_tail_fn fn;
     void *user;
@@ -1456,9 +1458,14 @@ static int pd__tail_record(void *user, const uint8_t *payload, size_t len, size_
         if (t->pass == 0 && rec.type != PD_JOURNAL_DROP) {
             t->held = 1;
             t->held_version = rec.version;
-        } else if (t->pass == 1 && rec.type != PD_JOURNAL_DROP && rec.version == t->from) {
-            t->found = 1;
-            t->found_at = offset;
+        } else if (t->pass == 1) {
+            if (!t->first_seen)
+                t->first_follows = rec.type == PD_JOURNAL_UPDATE && rec.version == t->from + 1;
+            t->first_seen = 1;
+            if (rec.type != PD_JOURNAL_DROP && rec.version == t->from) {
+                t->found = 1;
+                t->found_at = offset;
+            }
         } else if (t->pass == 2 && t->giving && t->fn(t->user, &rec) != 0) {
             t->stopped = 1;
         }
@@ -1515,8 +1522,11 @@ int pd_journal_tail(pd_journal *j, const char *scene, uint64_t from, pd_journal_
     if (rc == 0)
         rc = pd__tail_file(j, "log", &t, err, errlen);
     /* Without the record that made `from` in the log, the tail starts at
-     * the log's start only if that is where the scene stood at `from`. */
-    if (rc == 0 && !t.found && !(t.held ? t.held_version == from : from == 0))
+     * the log's start only if that is where the scene stood at `from`: the
+     * snapshot holds it at `from`, or (none there) from is 0 or the log's
+     * first record of it is the update made on `from` (a config scene
+     * updated since it was loaded). */
+    if (rc == 0 && !t.found && !(t.held ? t.held_version == from : from == 0 || t.first_follows))
         rc = 1;
     t.pass = 2;
     t.giving = !t.found;

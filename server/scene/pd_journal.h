@@ -212,7 +212,9 @@ int pd_journal_drop_old(pd_journal *j, char *err, size_t errlen);
 typedef int (*pd_journal_tail_fn)(void *user, const pd_journal_record *rec);
 
 /* The records of scene `name` that follow the one that made its version
- * `from` (from 0: the scene's whole history), in order, read from the
+ * `from` (from 0: the scene's whole history the log holds; a config
+ * scene's loaded version when the log holds all its updates), in order,
+ * read from the
  * current generation's files (compaction waits meanwhile). Returns 0, 1
  * when the log no longer holds that point (a snapshot replaced it, or the
  * scene never was at `from`; nothing is given), or -1 with the reason in

@@ -95,7 +95,9 @@ typedef struct pd_changelog_ops {
     int (*replay)(void *log, pd_registry *r, pd_world_store *ws, pd_journal_replay_stats *stats, char *err,
                   size_t errlen);
     /* The records of scene `name` after the one that made version `from`
-     * (0: the scene's whole history the log holds), in order, to fn. 0, 1
+     * (0: the scene's whole history the log holds; a version no record
+     * made, such as a config scene's as loaded, when the log's first
+     * record of the scene is the update made on it), in order, to fn. 0, 1
      * when the log no longer holds that point (compacted past it: the
      * reader needs the scene whole, pd_journal_scene_record of what the
      * registry serves, and tails on from its version), -1 with err. */

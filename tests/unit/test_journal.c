@@ -639,6 +639,9 @@ static void test_store_opens_and_tails_the_file_journal(void **state)
     }
     assert_int_equal(tail_town(st, 0, &t), 0);  /* the whole history the log holds */
     assert_int_equal(t.n, 5);
+    assert_int_equal(tail_town(st, 1, &t), 0);  /* as the config loaded it: the same */
+    assert_int_equal(t.n, 5);
+    assert_int_equal(t.versions[0], 2);
     assert_int_equal(tail_town(st, 6, &t), 0);
     assert_int_equal(t.n, 0);
     assert_int_equal(tail_town(st, 9, &t), 1);  /* never at 9 */

@@ -180,21 +180,27 @@ static int mem_tail(void *log, const char *name, uint64_t from, pd_journal_tail_
     (void)err, (void)errlen;
     pthread_mutex_lock(&m->lock);
     size_t start = SIZE_MAX;
-    int in_snapshot = 0;
+    int in_snapshot = 0, seen = 0, first_follows = 0;
     for (size_t i = m->snap_start; i < m->n; i++) {
         pd_journal_record rec;
         mem_get(m, i, &rec);
-        if (strcmp(rec.scene, name) == 0 && rec.type != PD_JOURNAL_DROP) {
-            if (rec.version == from)
+        if (strcmp(rec.scene, name) == 0) {
+            if (!seen)
+                first_follows = rec.type == PD_JOURNAL_UPDATE && rec.version == from + 1;
+            seen = 1;
+            if (rec.type != PD_JOURNAL_DROP && rec.version == from)
                 start = i + 1;
-            if (i < m->snap_end)
+            if (rec.type != PD_JOURNAL_DROP && i < m->snap_end)
                 in_snapshot = 1;
         }
         pd_journal_record_free(&rec);
     }
+    /* Not found: the log's start is the point `from` only for a scene it
+     * has no state record of, with nothing before (from 0) or whose first
+     * record is the update made on `from`. */
     int rc = 0;
     if (start == SIZE_MAX) {
-        if (from != 0 || in_snapshot)
+        if (in_snapshot || !(from == 0 || first_follows))
             rc = 1;
         else
             start = m->snap_start;
@@ -473,6 +479,9 @@ static void test_tail_from_a_version(void **state)
      * updates; arena: its creation first). */
     assert_int_equal(tail_of(st, "town", 0, &g), 0);
     assert_int_equal(g.n, 6);
+    assert_int_equal(tail_of(st, "town", 1, &g), 0); /* as the config loaded it */
+    assert_int_equal(g.n, 6);
+    assert_int_equal(g.versions[0], 2);
     assert_int_equal(tail_of(st, "arena", 0, &g), 0);
     assert_int_equal(g.n, 7);
     assert_int_equal(g.types[0], PD_JOURNAL_SCENE);
