@@ -5,8 +5,10 @@
  * and drops; its tail from a version gives the records after it in order;
  * snapshot and compact shorten it; and its replay into a fresh store gives
  * the same scenes cell by cell, before and after compaction. The store's
- * fsync policy decides when the log is synced, and a log that refuses a
- * record keeps the change from being served.
+ * fsync policy decides when the log is synced, a log that refuses a
+ * record keeps the change from being served, and a reload's records
+ * (reload_begin/_end around the publish) replay over the config as it is
+ * after the reload.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -133,17 +135,64 @@ static int mem_failed(void *log)
     return failed;
 }
 
-/* This log takes no reloads (the test reloads nothing): begin records
- * nothing and holds no lock, as the contract allows. */
-static void *mem_reload_begin(void *log, pd_registry *r, const pd_scene_set *set)
+/* A whole-scene record of every scene r serves, as the log's new start
+ * (lock held). 0, or -1 when memory ran out. */
+static int mem_snapshot_locked(mem_log *m, pd_registry *r)
 {
-    (void)log, (void)r, (void)set;
-    return NULL;
+    pd_scene **list = NULL;
+    size_t n = pd_registry_list(r, &list);
+    size_t start = m->n;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        pd_journal_record rec;
+        rc = pd_journal_scene_record(list[i], &rec);
+        if (rc == 0)
+            rc = mem_push(m, &rec);
+        pd_journal_record_free(&rec);
+    }
+    pd_registry_release_list(list, n);
+    if (rc == 0) {
+        m->snap_start = start;
+        m->snap_end = m->n;
+    }
+    return rc;
 }
 
+/* A reload, between begin and end. */
+typedef struct mem_reload {
+    size_t n_built;               /* scenes the set built anew */
+} mem_reload;
+
+static void *mem_reload_begin(void *log, pd_registry *r, const pd_scene_set *set)
+{
+    (void)r;
+    mem_log *m = log;
+    if (mem_lock(m) != 0)
+        return NULL;
+    mem_reload *rl = calloc(1, sizeof *rl);
+    if (!rl) {
+        mem_unlock(m);
+        return NULL;
+    }
+    size_t kept = 0;
+    pd_scene_set_counts(set, &kept, &rl->n_built);
+    return rl;
+}
+
+/* A reload that built scenes anew made the history before it one of maps
+ * the config no longer has (a restart loads the new ones): the log starts
+ * again from what is served now, as the file journal's compaction after
+ * such a reload does. One that kept every scene needs no record. */
 static void mem_reload_end(void *log, pd_registry *r, void *state)
 {
-    (void)log, (void)r, (void)state;
+    mem_log *m = log;
+    mem_reload *rl = state;
+    if (rl->n_built && mem_snapshot_locked(m, r) != 0) {
+        m->failed = 1;
+        snprintf(m->why, sizeof m->why, "out of memory recording a reload");
+    }
+    free(rl);
+    mem_unlock(m);
 }
 
 /* Replay from the last snapshot on (everything when there is none). */
@@ -217,29 +266,13 @@ static int mem_tail(void *log, const char *name, uint64_t from, pd_journal_tail_
     return rc;
 }
 
-/* A whole-scene record of every served scene, under the lock. */
 static int mem_snapshot(void *log, pd_registry *r, char *err, size_t errlen)
 {
     mem_log *m = log;
     pthread_mutex_lock(&m->lock);
-    pd_scene **list = NULL;
-    size_t n = pd_registry_list(r, &list);
-    size_t start = m->n;
-    int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        pd_journal_record rec;
-        rc = pd_journal_scene_record(list[i], &rec);
-        if (rc == 0)
-            rc = mem_push(m, &rec);
-        pd_journal_record_free(&rec);
-    }
-    pd_registry_release_list(list, n);
-    if (rc == 0) {
-        m->snap_start = start;
-        m->snap_end = m->n;
-    } else {
+    int rc = mem_snapshot_locked(m, r);
+    if (rc != 0)
         snprintf(err, errlen, "out of memory");
-    }
     pthread_mutex_unlock(&m->lock);
     return rc;
 }
@@ -330,11 +363,10 @@ static pd_registry *config_registry(void)
     return r;
 }
 
-/* A store over a fresh config registry with m replayed into it and made
- * its log. */
-static pd_store *store_over(mem_log *m, pd_conf_fsync fsync)
+/* A store over r with m replayed into it and made its log. */
+static pd_store *store_over_registry(mem_log *m, pd_registry *r, pd_conf_fsync fsync)
 {
-    pd_store *st = pd_store_create(config_registry(), NULL);
+    pd_store *st = pd_store_create(r, NULL);
     assert_non_null(st);
     pd_journal_replay_stats stats;
     char err[256];
@@ -342,6 +374,12 @@ static pd_store *store_over(mem_log *m, pd_conf_fsync fsync)
         fail_msg("replay: %s", err);
     pd_store_own_log(st, (pd_changelog){ &MEM_OPS, m }, fsync);
     return st;
+}
+
+/* The same over a fresh config registry. */
+static pd_store *store_over(mem_log *m, pd_conf_fsync fsync)
+{
+    return store_over_registry(m, config_registry(), fsync);
 }
 
 static void store_free(pd_store *st)
@@ -387,14 +425,26 @@ static void churn(pd_store *st, uint64_t *rng, int rounds, int n_names)
         random_update(st, names[i % n_names], rng);
 }
 
-/* A fresh store over the config, with m replayed into it, serves what st
- * serves. */
-static void assert_replays_to(mem_log *m, pd_store *st)
+/* A fresh store over the config (the open "town", or conf's scenes), with
+ * m replayed into it, serves what st serves. */
+static void assert_replays_to_conf(mem_log *m, pd_store *st, const pd_conf *conf)
 {
-    pd_store *again = store_over(m, PD_CONF_FSYNC_NO);
+    pd_registry *r = config_registry();
+    if (conf) {
+        char err[256];
+        pd_registry_destroy(r);
+        r = pd_registry_create();
+        assert_int_equal(pd_registry_load(r, conf, err, sizeof err), 0);
+    }
+    pd_store *again = store_over_registry(m, r, PD_CONF_FSYNC_NO);
     assert_same_world(pd_store_registry(st), pd_store_registry(again));
     pd_store_set_log(again, (pd_changelog){ NULL, NULL }); /* m stays st's */
     store_free(again);
+}
+
+static void assert_replays_to(mem_log *m, pd_store *st)
+{
+    assert_replays_to_conf(m, st, NULL);
 }
 
 /* ---- the tests ---------------------------------------------------------------- */
@@ -564,6 +614,94 @@ static void test_refused_record_is_not_served(void **state)
     mem_free(&m);
 }
 
+/* An open SIDE x SIDE ASCII map, its first `blocked` cells walls. */
+static void town_map(char buf[(SIDE + 1) * SIDE + 1], int blocked)
+{
+    char *p = buf;
+    for (int y = 0; y < SIDE; y++) {
+        for (int x = 0; x < SIDE; x++)
+            *p++ = y * SIDE + x < blocked ? '#' : '.';
+        *p++ = '\n';
+    }
+    *p = '\0';
+}
+
+/* The config of a temporary directory: scene "town" from town.txt. */
+static void town_conf(const char *dir, const char *map, pd_conf *c)
+{
+    char path[160], err[256] = "";
+    snprintf(path, sizeof path, "%s/town.txt", dir);
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(map, 1, strlen(map), fp), strlen(map));
+    assert_int_equal(fclose(fp), 0);
+    const char *json = "{\"scenes\": [{\"name\": \"town\", \"map\": \"town.txt\", \"format\": \"ascii\"}]}";
+    if (pd_conf_load_buffer(json, strlen(json), "test", dir, c, err, sizeof err) != 0)
+        fail_msg("config: %s", err);
+}
+
+/* A reload through the store, as the server makes one. */
+static void store_reload(pd_store *st, const pd_conf *c)
+{
+    char err[256] = "";
+    pd_scene_set *set = pd_registry_prepare_reload(pd_store_registry(st), c, err, sizeof err);
+    if (!set)
+        fail_msg("prepare: %s", err);
+    void *rl = pd_store_reload_begin(st, set);
+    assert_int_equal(pd_registry_publish(pd_store_registry(st), set), 0);
+    pd_store_reload_end(st, rl);
+}
+
+/* Reloads through the second log: one that keeps the config scene (its
+ * map unchanged) records nothing and its updates replay on; one that
+ * builds it anew from a changed map leaves a log that replays, over the
+ * config as it is now, to the same scenes - the rebuilt one and the
+ * instance of the one it replaced, with its updates. */
+static void test_reloads_through_a_second_log(void **state)
+{
+    (void)state;
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/pd-store-log-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    char map[(SIDE + 1) * SIDE + 1];
+    town_map(map, 0);
+    pd_conf c;
+    town_conf(dir, map, &c);
+    pd_registry *r = pd_registry_create();
+    char err[256];
+    assert_int_equal(pd_registry_load(r, &c, err, sizeof err), 0);
+    mem_log m;
+    mem_init(&m);
+    pd_store *st = store_over_registry(&m, r, PD_CONF_FSYNC_NO);
+    uint64_t rng = 11;
+    random_update(st, "town", &rng);
+    pd_store_change ch;
+    assert_int_equal(pd_store_add_instance(st, "town-1", "town", &ch), PD_OK);
+    random_update(st, "town-1", &rng);
+
+    size_t before = m.n;
+    store_reload(st, &c); /* the same map: kept */
+    assert_int_equal(m.n, before);
+    assert_int_equal(version_of(st, "town"), 2);
+    random_update(st, "town", &rng);
+    assert_replays_to_conf(&m, st, &c);
+    pd_conf_free(&c);
+
+    town_map(map, 2);
+    town_conf(dir, map, &c);
+    store_reload(st, &c); /* a changed map: built anew */
+    assert_int_equal(version_of(st, "town"), 4);
+    random_update(st, "town-1", &rng);
+    assert_replays_to_conf(&m, st, &c);
+    pd_conf_free(&c);
+
+    store_free(st);
+    mem_free(&m);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -571,6 +709,7 @@ int main(void)
         cmocka_unit_test(test_tail_from_a_version),
         cmocka_unit_test(test_fsync_policy_is_the_stores),
         cmocka_unit_test(test_refused_record_is_not_served),
+        cmocka_unit_test(test_reloads_through_a_second_log),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
