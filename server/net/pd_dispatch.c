@@ -27,6 +27,7 @@
 
 #include "pd_log.h"
 #include "pd_movement.h"
+#include "pd_dispatch.h"
 #include "pd_query.h"
 #include "pd_server_internal.h"
 
@@ -109,7 +110,7 @@ static pd__job *pd__job_new(pd__conn *c, uint64_t request_id, pd_request_kind ki
     job->task.owner = c->id;
     job->task.tag = request_id;
     job->kind = kind;
-    job->arrival_ns = c->server->answering_since_ns;
+    job->arrival_ns = c->server->dispatch.answering_since_ns;
     job->jump_points = c->server->conf.jump_point_search;
     job->max_chunk = c->server->conf.max_waypoints_per_chunk;
     return job;
@@ -336,7 +337,7 @@ static void pd__scratch_destroy(void *scratch)
 static size_t pd__scratch_trim(void *scratch, void *user)
 {
     pd_server *s = user;
-    return pd_query_scratch_trim(scratch, atomic_load(&s->worker_retained_bytes));
+    return pd_query_scratch_trim(scratch, atomic_load(&s->dispatch.worker_retained_bytes));
 }
 
 static const pd_pool_thread_ops pd__thread_ops = {
@@ -354,9 +355,9 @@ static uint64_t pd__yield_interval_ns(const pd_conf *conf, uint32_t threads)
     return threads >= uv_available_parallelism() ? (uint64_t)conf->worker_yield_us * 1000u : 0;
 }
 
-pd_pool *pd_server_pool_create(pd_server *s, uint32_t threads)
+pd_pool *pd__dispatch_pool_create(pd_server *s, uint32_t threads, pd_pool_wake_fn wake, void *wake_arg)
 {
-    pd_pool *pool = pd_pool_create(threads, s->conf.job_queue_capacity, &pd__thread_ops, s, pd_server_wake, s);
+    pd_pool *pool = pd_pool_create(threads, s->conf.job_queue_capacity, &pd__thread_ops, s, wake, wake_arg);
     pd_pool_set_yield_interval(pool, pd__yield_interval_ns(&s->conf, threads));
     return pool;
 }
@@ -384,7 +385,7 @@ static void pd__free_tasks(pd_task *task)
     }
 }
 
-void pd_server_pool_destroy(pd_pool *pool)
+void pd__dispatch_pool_destroy(pd_pool *pool)
 {
     pd__free_tasks(pd_pool_destroy(pool));
 }
@@ -437,7 +438,7 @@ static pd_status pd__enqueue(pd__conn *c, pd_task *task)
         return st;
     c->fair_key = start + 1;
     c->in_flight++;
-    s->in_flight++;
+    s->dispatch.in_flight++;
     return PD_OK;
 }
 
@@ -486,8 +487,8 @@ static void pd__count_answer(pd_server *s, pd_request_kind kind, pd_status statu
                              const char *scene, int untimed, uint64_t since_ns)
 {
     if ((kind == PD_REQ_FIND_PATH || kind == PD_REQ_FIND_ROUTE) && (status == PD_OK || status == PD_PARTIAL))
-        s->paths_found++;
-    s->expansions_total += expanded;
+        s->dispatch.paths_found++;
+    s->dispatch.expansions_total += expanded;
     pd_metrics_observe(s->metrics, kind, status, expanded);
     if (!untimed)
         pd_metrics_observe_duration(s->metrics, kind, scene, (pd_pool_now_ns() - since_ns) / 1000u);
@@ -505,17 +506,17 @@ static int pd__answer_inline(pd__conn *c, uint64_t id, const pd_scene *scene, co
     pd_server *s = c->server;
     if (s->conf.inline_max_expansions == 0)
         return 0;
-    if (!s->inline_scratch && !(s->inline_scratch = pd_query_scratch_create()))
+    if (!s->dispatch.inline_scratch && !(s->dispatch.inline_scratch = pd_query_scratch_create()))
         return 0;
     pd_path_result r;
-    const int answered = pd_query_find_path_small(s->inline_scratch, scene, q, s->conf.inline_max_expansions, &r);
+    const int answered = pd_query_find_path_small(s->dispatch.inline_scratch, scene, q, s->conf.inline_max_expansions, &r);
     /* Small searches all over a large map would otherwise keep a node
      * block for every area they touched: the loop's scratch keeps what a
      * worker's does. */
-    pd_query_scratch_trim(s->inline_scratch, s->conf.worker_retained_bytes);
+    pd_query_scratch_trim(s->dispatch.inline_scratch, s->conf.worker_retained_bytes);
     if (!answered)
         return 0;
-    s->answering_search_us = r.metrics.micros;
+    s->dispatch.answering_search_us = r.metrics.micros;
     pd__count_answer(s, PD_REQ_FIND_PATH, r.status, r.metrics.expanded, scene->name, 0, arrival_ns);
     size_t len = 0;
     uint8_t *buf = pd_codec_encode_path(id, scene, &r, s->conf.max_waypoints_per_chunk, want_world, &len);
@@ -711,7 +712,7 @@ static void pd__count_item(pd_server *s, const pd__job *batch, size_t i, int unt
     const pd_move_result *r = &batch->move_results[i];
     uint64_t expanded = item->kind == PD_REQ_FIND_PATH ? r->path.metrics.expanded : 0;
     if (r->status == PD_OVERLOADED)
-        s->overloaded_total++;
+        s->dispatch.overloaded_total++;
     pd__count_answer(s, item->kind, r->status, expanded, item->scene, untimed, since_ns);
 }
 
@@ -787,7 +788,7 @@ static void pd__handle_batch(pd__conn *c, pd_request *req, uint64_t arrival_ns)
     req->u.batch.items = NULL;
     req->u.batch.n_items = 0;
     batch->task.submitted_ns = arrival_ns;
-    s->requests_total += n;
+    s->dispatch.requests_total += n;
     /* The loop's hold: no item's worker encodes the answer before every
      * item is submitted or refused. */
     atomic_init(&batch->items_left, n + 1);
@@ -893,7 +894,7 @@ static pd_role pd__conn_role(const pd__conn *c)
 void pd__auth_recheck(pd_server *s, const pd_conf *next)
 {
     const pd_conf *old = &s->conf;
-    for (pd__conn *c = s->conns; c; c = c->next) {
+    for (pd__conn *c = s->table.conns; c; c = c->next) {
         if (c->closing || c->lingering || c->auth_failed_ms)
             continue;
         pd_role was = pd__conn_role_in(c, old);
@@ -995,7 +996,7 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
         pd__handle_auth(c, req);
         return;
     case PD_REQ_RELOAD:
-        pd__reload(s);
+        s->dispatch.up.reload(s);
         buf = pd_codec_encode_ack(req->id, PD_OK, &len);
         break;
     case PD_REQ_FIND_PATH:
@@ -1059,7 +1060,7 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
         return;
     case PD_REQ_STATS: {
         pd_server_stats st;
-        pd_server_get_stats(s, &st);
+        s->dispatch.up.stats(s, &st);
         buf = pd_codec_encode_stats(req->id, &st, &len);
         break;
     }
@@ -1102,8 +1103,8 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
 /* Between frames: what the server sends now answers no frame. */
 static void pd__answered(pd_server *s)
 {
-    s->answering = -1;
-    s->answering_conn = NULL;
+    s->dispatch.answering = -1;
+    s->dispatch.answering_conn = NULL;
 }
 
 void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_t arrival_ns)
@@ -1112,16 +1113,16 @@ void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_
     pd_request req;
     char err[PD__MESSAGE_MAX];
 
-    s->requests_total++;
+    s->dispatch.requests_total++;
     err[0] = '\0';
     /* The decoder zeroes req itself. */
     pd_status st = pd_codec_decode_request(payload, len, &req, err, sizeof err);
-    s->answering = (int)req.kind;
-    s->answering_since_ns = arrival_ns;
-    s->answering_conn = c;
-    s->answering_search_us = 0;
+    s->dispatch.answering = (int)req.kind;
+    s->dispatch.answering_since_ns = arrival_ns;
+    s->dispatch.answering_conn = c;
+    s->dispatch.answering_search_us = 0;
     if (st == PD_MALFORMED) {
-        s->malformed_total++;
+        s->dispatch.malformed_total++;
         pd_log_debug("conn %" PRIu64 ": malformed frame: %s; closing", c->id, err);
         pd__send_error(c, 0, PD_MALFORMED, "%s", err[0] ? err : "frame is not a pathd.v1.Request");
         pd__answered(s);
@@ -1224,8 +1225,8 @@ static void pd__job_events(pd_server *s, const pd__job *job)
  * returns that connection, or NULL when it has gone. */
 static pd__conn *pd__release_slot(pd_server *s, uint64_t owner)
 {
-    s->in_flight -= s->in_flight > 0;
-    pd__conn *c = pd__map_find(&s->map, owner);
+    s->dispatch.in_flight -= s->dispatch.in_flight > 0;
+    pd__conn *c = pd__map_find(&s->table.map, owner);
     if (c) {
         c->in_flight -= c->in_flight > 0;
         if (c->full && c->in_flight <= s->conf.max_inflight_per_conn / 2)
@@ -1296,7 +1297,7 @@ static void pd__finish_batch(pd_server *s, pd__job *batch)
 {
     pd__count_answer(s, PD_REQ_BATCH, PD_OK, 0, pd__job_scene(batch), pd__job_unserved(batch),
                      batch->task.submitted_ns);
-    pd__conn *c = pd__map_find(&s->map, batch->task.owner);
+    pd__conn *c = pd__map_find(&s->table.map, batch->task.owner);
     if (c)
         pd__send_answer(c, batch);
     pd__job_free(batch);
@@ -1335,6 +1336,6 @@ void pd__dispatch_completions(pd_server *s)
 
 void pd__dispatch_free_inline(pd_server *s)
 {
-    pd_query_scratch_destroy(s->inline_scratch);
-    s->inline_scratch = NULL;
+    pd_query_scratch_destroy(s->dispatch.inline_scratch);
+    s->dispatch.inline_scratch = NULL;
 }

@@ -7,7 +7,8 @@
  * threadpool. Neither ever blocks the loop thread; appends and "always"
  * fsyncs happen on the workers that apply the changes, in the store. Only
  * the choice of the file journal (pd_journal_file_log) names the log's
- * implementation: everything else goes through the store.
+ * implementation: everything else goes through the store, which owns the
+ * log once it is replayed and closes it (pd_store_destroy).
  */
 #include "pd_server_internal.h"
 
@@ -64,22 +65,22 @@ static void pd__journal_after_cb(uv_work_t *req, int status)
 {
     pd__journal_work *w = (pd__journal_work *)req;
     pd_server *s = req->data;
-    s->journal_jobs--;
+    s->journal.jobs--;
     if (status != 0 && w->rc == 0) {
         w->rc = -1;
         snprintf(w->err, sizeof w->err, "did not run: %s", uv_strerror(status));
     }
     switch (w->kind) {
     case PD__JW_OPEN:
-        w->done = 1; /* pd_server_open_journal reads and frees it */
+        w->done = 1; /* pd__journal_open reads and frees it */
         return;
     case PD__JW_SYNC:
-        s->journal_syncing = 0;
+        s->journal.syncing = 0;
         if (w->rc != 0)
             pd_log_error("journal %s: fsync failed: %s", s->conf.data_dir, w->err);
         break;
     case PD__JW_COMPACT: {
-        s->journal_compacting = 0;
+        s->journal.compacting = 0;
         uint64_t log_bytes = 0, snap_bytes = 0;
         int failed = 0;
         pd_store_log_state(s->store, &log_bytes, &snap_bytes, &failed);
@@ -99,7 +100,7 @@ static int pd__journal_queue(pd_server *s, pd__journal_work *w)
     w->req.data = s;
     int rc = uv_queue_work(s->loop, &w->req, pd__journal_work_cb, pd__journal_after_cb);
     if (rc == 0)
-        s->journal_jobs++;
+        s->journal.jobs++;
     return rc;
 }
 
@@ -123,11 +124,11 @@ static void pd__journal_start(pd_server *s, int kind, int *busy)
  * unless one is queued or running already (then the next tick tries). */
 static void pd__journal_maybe_compact(pd_server *s)
 {
-    if (s->journal_compacting || (!s->journal_compact_wanted && !pd_store_compaction_due(s->store)))
+    if (s->journal.compacting || (!s->journal.compact_wanted && !pd_store_compaction_due(s->store)))
         return;
-    pd__journal_start(s, PD__JW_COMPACT, &s->journal_compacting);
-    if (s->journal_compacting)
-        s->journal_compact_wanted = 0;
+    pd__journal_start(s, PD__JW_COMPACT, &s->journal.compacting);
+    if (s->journal.compacting)
+        s->journal.compact_wanted = 0;
 }
 
 static void pd__journal_tick(uv_timer_t *t)
@@ -136,7 +137,7 @@ static void pd__journal_tick(uv_timer_t *t)
     if (s->phase != PD__RUNNING || !pd_store_has_log(s->store))
         return;
     if (pd_store_sync_due(s->store))
-        pd__journal_start(s, PD__JW_SYNC, &s->journal_syncing);
+        pd__journal_start(s, PD__JW_SYNC, &s->journal.syncing);
     pd__journal_maybe_compact(s);
 }
 
@@ -152,11 +153,11 @@ void pd__journal_after_reload(pd_server *s, size_t built)
 {
     if (!pd_store_has_log(s->store) || built == 0)
         return;
-    s->journal_compact_wanted = 1;
+    s->journal.compact_wanted = 1;
     pd__journal_maybe_compact(s);
 }
 
-int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
+int pd__journal_open(pd_server *s, char *err, size_t errlen)
 {
     if (!s->conf.data_dir[0])
         return 0;
@@ -212,17 +213,17 @@ int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
     /* Replayed scenes join the world (their route tables) at the next sync. */
     if (s->world_store)
         pd_world_store_mark_stale(s->world_store, s->registry);
-    if ((rc = uv_timer_init(s->loop, &s->journal_timer)) != 0) {
+    if ((rc = uv_timer_init(s->loop, &s->journal.timer)) != 0) {
         snprintf(err, errlen, "journal: timer: %s", uv_strerror(rc));
         return -1;
     }
-    s->journal_timer.data = s;
+    s->journal.timer.data = s;
     s->open_handles++;
-    uv_timer_start(&s->journal_timer, pd__journal_tick, PD_JOURNAL_TICK_MS, PD_JOURNAL_TICK_MS);
+    uv_timer_start(&s->journal.timer, pd__journal_tick, PD_JOURNAL_TICK_MS, PD_JOURNAL_TICK_MS);
     return 0;
 }
 
-int pd_server_journal_state(pd_server *s, uint64_t *log_bytes, uint64_t *snapshot_bytes, int *failed)
+int pd__journal_sizes(pd_server *s, uint64_t *log_bytes, uint64_t *snapshot_bytes, int *failed)
 {
     return pd_store_log_state(s->store, log_bytes, snapshot_bytes, failed);
 }
