@@ -13,9 +13,9 @@
 #include "pd_journal.h"
 #include "pd_server.h"
 
-/* The journal state: the server's part that pd_journal_loop.c owns. */
+/* The journal state: the server's part that pd_journal_loop.c owns (the
+ * log itself is the store's: pd_store_has_log, pd_store_destroy closes it). */
 typedef struct pd__journal_state {
-    pd_journal *log;             /* NULL: no data_dir (pd_server_open_journal) */
     uv_timer_t timer;            /* the everysec fsync and the compaction check */
     int jobs;                    /* journal work on libuv's threadpool */
     int syncing;                 /* an everysec fsync is queued or running */

@@ -810,7 +810,6 @@ void pd_server_destroy(pd_server *s)
         uv_run(s->loop, s->reload.job || s->journal.jobs > 0 ? UV_RUN_ONCE : UV_RUN_NOWAIT);
     /* The workers are gone and so is the journal's threadpool work: the
      * last appends are in, and closing syncs them. */
-    pd_journal_close(s->journal.log);
     pd_store_destroy(s->store);
     pd__dispatch_free_inline(s);
     pd__watch_hub_free(s);
