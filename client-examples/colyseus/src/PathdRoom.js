@@ -125,7 +125,7 @@ class PathdRoom extends Room {
     const now = Date.now();
     for (const npc of this.npcs || []) npc.pathAt = Math.max(npc.pathAt, now);
     this.stats = {
-      batches: 0, batchItems: 0, batchOk: 0, batchFailed: 0, ticks: 0, overloaded: 0, batchRttMs: [],
+      batches: 0, batchItems: 0, batchOk: 0, batchFailed: 0, ticks: 0, overloaded: 0, batchRttMs: [], batchServerMs: [],
       moves: 0, checks: 0, accepted: 0, rejected: 0, unchecked: 0, reasons: {},
       tickMs: [], tickGapMs: [], npcPathless: 0,
     };
@@ -220,6 +220,9 @@ class PathdRoom extends Room {
     this.stats.batchItems += items.length;
     this.pathd.send('batch', items).promise.then((answer) => {
       this.stats.batchRttMs.push(performance.now() - sent);
+      // pathd's own time for it (Response.server_us): the rest of the round
+      // trip is the network and this process's event loop.
+      this.stats.batchServerMs.push(answer.timing.serverUs / 1000);
       if (answer.status !== 'OK') {
         if (answer.status === 'OVERLOADED') this.stats.overloaded++;
         this.stats.batchFailed++;

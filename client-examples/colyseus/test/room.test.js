@@ -155,11 +155,13 @@ describe('Colyseus room on pathd: bots, cheats and the issue 33 figures', () => 
         + `${Object.entries(counts).map(([k, n]) => `${n} ${k}`).join(', ')} bots; pathd 1 worker, loopback`,
       `  cheats rejected: ${cheats - cheatsAccepted} of ${cheats} (${Object.entries(byKind).map(([k, [r, a]]) => `${k} ${r}/${a}`).join(', ')}); `
         + `reasons ${JSON.stringify(s.reasons)}`,
-      `  false rejections: ${honestRejected} of ${honest} honest moves`,
+      `  false rejections: ${honestRejected} of ${honest} honest moves; `
+        + `${sum(bots, Object.keys(counts), 'unchecked')} moves refused as unchecked (no answer from pathd within 1 s)`,
       `  independent check (Tiled map sampled every 0.02 cell): ${check.throughWalls.length} of ${room.acceptedMoves.length} accepted moves through a wall, ${check.tooFast.length} too fast`,
       `  OVERLOADED answers: room ${s.overloaded}, pathd overloaded_total +${after.overloadedTotal - before.overloadedTotal}`,
       `  batch round trip: p50 ${fmt(percentile(s.batchRttMs, 50))}, p99 ${fmt(percentile(s.batchRttMs, 99))}, `
-        + `max ${fmt(percentile(s.batchRttMs, 100))} (${s.batches} NPC batches, ${s.batchItems} paths, ${s.batchFailed} failed)`,
+        + `max ${fmt(percentile(s.batchRttMs, 100))} (${s.batches} NPC batches, ${s.batchItems} paths, ${s.batchFailed} failed); `
+        + `inside pathd (server_us): p50 ${fmt(percentile(s.batchServerMs, 50))}, p99 ${fmt(percentile(s.batchServerMs, 99))}`,
       `  room tick: p99 work ${fmt(percentile(s.tickMs, 99))}, p99 interval ${fmt(sumGap)}; `
         + `without pathd: p99 work ${fmt(percentile(baseline.stats.tickMs, 99))}, p99 interval ${fmt(percentile(baseline.stats.tickGapMs, 99))}`,
       `  longest an NPC went without a new path: ${s.npcPathless} ms`,
