@@ -10,4 +10,4 @@ cd "$(dirname "$0")"
 node="${PATHD_NODE:-node}"
 ../node/install-deps.sh --check
 ./install-deps.sh --check
-exec "$node" --test --test-concurrency=1 test/room.test.js
+exec "$node" --test test/room.test.js
