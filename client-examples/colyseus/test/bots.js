@@ -146,4 +146,13 @@ class Bot {
   }
 }
 
-module.exports = { Bot };
+/* A seeded generator (an LCG), so a run's bots can be replayed. */
+function seededRandom(seed) {
+  let a = seed;
+  return () => {
+    a = (a * 1103515245 + 12345) % 2147483648;
+    return a / 2147483648;
+  };
+}
+
+module.exports = { Bot, seededRandom };

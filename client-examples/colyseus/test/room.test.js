@@ -8,7 +8,8 @@
  *
  * - the benchmark of issue 33 (COLYSEUS_BENCH_SECONDS, default 10; the
  *   issue's figures use 60): NPCs re-pathing once a second through Batch,
- *   32 honest bots and 8 of each cheat. Every cheat must be refused, no
+ *   32 honest bots and 8 of each cheat, the bots in a worker thread
+ *   (bot-worker.js) so their clients do not share the room's event loop. Every cheat must be refused, no
  *   honest move, and every accepted move must pass the independent check
  *   on the Tiled map (no wall sampled along it, no faster than allowed).
  *   The figures are printed (docs/BENCHMARKS.md, "Colyseus room");
@@ -24,9 +25,11 @@ const { WebSocketTransport } = require('@colyseus/ws-transport');
 const { ColyseusTestServer } = require('@colyseus/testing');
 const { PathdClient } = require('../../node/pathd-client');
 const { Daemon } = require('../../node/test/support');
-const { PathdRoom, DEFAULT_MAX_SPEED } = require('../src/PathdRoom');
+const { PathdRoom, DEFAULT_MAX_SPEED, DEFAULT_MAP } = require('../src/PathdRoom');
 const { TiledGrid } = require('../src/tiled');
-const { Bot } = require('./bots');
+const path = require('node:path');
+const { Worker } = require('node:worker_threads');
+const { Bot, seededRandom } = require('./bots');
 
 const BENCH_SECONDS = Number(process.env.COLYSEUS_BENCH_SECONDS || 10);
 const BENCH_NPCS = Number(process.env.COLYSEUS_BENCH_NPCS || 1000);
@@ -66,18 +69,38 @@ async function joinBots(colyseus, room, grid, counts) {
   const bots = [];
   let seed = 7;
   for (const [kind, n] of Object.entries(counts)) {
-    for (let i = 0; i < n; i++) {
-      const sdkRoom = await colyseus.connectTo(room);
-      let a = seed++;
-      const rand = () => { a = (a * 1103515245 + 12345) % 2147483648; return a / 2147483648; };
-      bots.push(new Bot(kind, sdkRoom, grid, rand));
-    }
+    for (let i = 0; i < n; i++) bots.push(new Bot(kind, await colyseus.connectTo(room), grid, seededRandom(seed++)));
   }
   return bots;
 }
 
+/* bots: [{ kind, tally }] (Bot objects, or their tallies from a worker). */
 function sum(bots, kinds, key) {
   return bots.filter((b) => kinds.includes(b.kind)).reduce((n, b) => n + b.tally[key], 0);
+}
+
+/* Bots in a worker thread (bot-worker.js) joined to room. Resolves with
+ * { run(seconds) -> tallies }, once every bot is in. */
+async function workerBots(colyseus, room, counts) {
+  const worker = new Worker(path.join(__dirname, 'bot-worker.js'), {
+    workerData: {
+      url: `ws://127.0.0.1:${colyseus.server.port}`, roomId: room.roomId, map: DEFAULT_MAP, counts,
+    },
+  });
+  const next = () => new Promise((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+  });
+  await next();
+  return {
+    async run(seconds) {
+      const done = next();
+      worker.postMessage({ seconds });
+      const { tallies } = await done;
+      await new Promise((resolve) => worker.once('exit', resolve));
+      return tallies;
+    },
+  };
 }
 
 /* The independent check: every accepted move, sampled on the Tiled map. */
@@ -97,16 +120,12 @@ function independentCheck(room, grid) {
  * counters at its two edges, when nothing of the room's is in flight. */
 async function runBench(colyseus, options, counts, seconds, probe = null) {
   const room = await colyseus.createRoom('pathd', options);
-  const bots = await joinBots(colyseus, room, room.grid, counts);
+  const players = await workerBots(colyseus, room, counts);
   await room.quiesce();
   const before = probe && await probe.stats();
   room.resetStats(); // the joins are not part of the run
   room.paused = false;
-  let stopping = false;
-  const runs = bots.map((b) => b.run(() => stopping));
-  await sleep(seconds * 1000);
-  stopping = true;
-  await Promise.all(runs);
+  const bots = await players.run(seconds);
   await room.quiesce();
   const after = probe && await probe.stats();
   const { stats } = room;
@@ -128,7 +147,7 @@ describe('Colyseus room on pathd: bots, cheats and the issue 33 figures', () => 
   });
 
   it(`runs ${BENCH_NPCS} NPCs, 32 honest bots and 8 of each cheat for ${BENCH_SECONDS} s`, async () => {
-    const grid = TiledGrid.load(require('../src/PathdRoom').DEFAULT_MAP);
+    const grid = TiledGrid.load(DEFAULT_MAP);
     const counts = { honest: 32, wall: 8, speed: 8, teleport: 8 };
     const probe = new PathdClient(pathd.addr);
     const {
