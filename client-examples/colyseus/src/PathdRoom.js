@@ -40,6 +40,10 @@ const CLOCK_SLACK_S = 0.5;
 const PATHS_PER_BATCH = 32;
 // How long the room waits for pathd before it refuses a move as unchecked.
 const CHECK_TIMEOUT_MS = 1000;
+// Moves a player may have waiting for their check; more are refused at once
+// ("flooding"), so a client spamming claims cannot grow the room's memory
+// or take the room's share of pathd.
+const MAX_PENDING_MOVES = 8;
 const DEFAULT_MAP = path.join(__dirname, '..', '..', '..', 'config', 'scenes', 'courtyard.tmj');
 
 // The full state of 1,000 NPCs (sent to each joining player) is about 20
@@ -142,7 +146,9 @@ class PathdRoom extends Room {
     this.state.players.set(client.sessionId, Object.assign(new Player(), { x, y }));
     // The last accepted position and claimed time, and the promise chain
     // that checks this player's moves one at a time, in order.
-    client.userData = { last: [x, y, 0], joinedAt: Date.now(), checking: Promise.resolve() };
+    client.userData = {
+      last: [x, y, 0], joinedAt: Date.now(), checking: Promise.resolve(), pending: 0,
+    };
     client.send('spawn', { x, y });
   }
 
@@ -248,10 +254,16 @@ class PathdRoom extends Room {
   onMove(client, claim) {
     const user = client.userData;
     if (!user) return;
+    if (user.pending >= MAX_PENDING_MOVES) {
+      this.stats.moves++;
+      this.refuse(client, claim, 'flooding');
+      return;
+    }
+    user.pending++;
     user.checking = user.checking.then(() => this.check(client, claim)).catch((err) => {
       // Never let a check's failure escape into Colyseus: refuse instead.
       this.refuse(client, claim, `unchecked: ${err.message}`);
-    });
+    }).finally(() => { user.pending--; });
   }
 
   async check(client, claim) {

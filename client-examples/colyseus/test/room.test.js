@@ -201,6 +201,43 @@ describe('Colyseus room on pathd: bots, cheats and the issue 33 figures', () => 
   });
 });
 
+describe('Colyseus room against bad input', () => {
+  let pathd;
+  let colyseus;
+  before(async () => {
+    pathd = await startPathd(await freePort());
+    colyseus = await startColyseus();
+  });
+  after(async () => {
+    await colyseus.shutdown();
+    assert.equal(await pathd.stop(), 0);
+  });
+
+  it('refuses malformed claims and a flood of them, answering every one', async () => {
+    const room = await colyseus.createRoom('pathd', { pathdAddr: pathd.addr, npcs: 10 });
+    try {
+      const player = await colyseus.connectTo(room);
+      const spawn = await new Promise((resolve) => player.onMessage('spawn', resolve));
+      const answers = [];
+      const all = new Promise((resolve) => {
+        player.onMessage('moved', (m) => { answers.push(m); if (answers.length === 43) resolve(); });
+      });
+      player.send('move', { seq: 1, x: 'a', y: 1, t: 1 });
+      player.send('move', { seq: 2, x: Infinity, y: 1, t: 1 });
+      player.send('move', { seq: 3 });
+      for (let i = 0; i < 40; i++) player.send('move', { seq: 4 + i, x: spawn.x, y: spawn.y, t: 0.01 * (i + 1) });
+      await all;
+      const reasons = Object.fromEntries(answers.map((m) => [m.seq, m.reason || 'ok']));
+      assert.deepEqual([reasons[1], reasons[2], reasons[3]], ['malformed', 'malformed', 'malformed']);
+      assert.ok(answers.some((m) => m.reason === 'flooding'), 'a flood is cut short');
+      assert.ok(answers.every((m) => m.ok ? m.x === spawn.x && m.y === spawn.y : true));
+      player.leave();
+    } finally {
+      room.disconnect();
+    }
+  });
+});
+
 describe('Colyseus room when pathd restarts mid-run', () => {
   it('keeps ticking, NPCs keep their paths, unchecked moves are refused, then recovers', async () => {
     const port = await freePort();
