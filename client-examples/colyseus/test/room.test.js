@@ -64,6 +64,21 @@ async function startColyseus() {
   return new ColyseusTestServer(server);
 }
 
+/* A pathd and a Colyseus server for a suite's tests: started before
+ * them, stopped after (pathd must exit cleanly). */
+function withServers() {
+  const servers = {};
+  before(async () => {
+    servers.pathd = await startPathd(await freePort());
+    servers.colyseus = await startColyseus();
+  });
+  after(async () => {
+    await servers.colyseus.shutdown();
+    assert.equal(await servers.pathd.stop(), 0);
+  });
+  return servers;
+}
+
 /* Bots of each kind joined to room, with seeded choices. */
 async function joinBots(colyseus, room, grid, counts) {
   const bots = [];
@@ -135,18 +150,10 @@ async function runBench(colyseus, options, counts, seconds, probe = null) {
 }
 
 describe('Colyseus room on pathd: bots, cheats and the issue 33 figures', () => {
-  let pathd;
-  let colyseus;
-  before(async () => {
-    pathd = await startPathd(await freePort());
-    colyseus = await startColyseus();
-  });
-  after(async () => {
-    await colyseus.shutdown();
-    assert.equal(await pathd.stop(), 0);
-  });
+  const servers = withServers();
 
   it(`runs ${BENCH_NPCS} NPCs, 32 honest bots and 8 of each cheat for ${BENCH_SECONDS} s`, async () => {
+    const { pathd, colyseus } = servers;
     const grid = TiledGrid.load(DEFAULT_MAP);
     const counts = { honest: 32, wall: 8, speed: 8, teleport: 8 };
     const probe = new PathdClient(pathd.addr);
@@ -202,18 +209,10 @@ describe('Colyseus room on pathd: bots, cheats and the issue 33 figures', () => 
 });
 
 describe('Colyseus room against bad input', () => {
-  let pathd;
-  let colyseus;
-  before(async () => {
-    pathd = await startPathd(await freePort());
-    colyseus = await startColyseus();
-  });
-  after(async () => {
-    await colyseus.shutdown();
-    assert.equal(await pathd.stop(), 0);
-  });
+  const servers = withServers();
 
   it('refuses malformed claims and a flood of them, answering every one', async () => {
+    const { pathd, colyseus } = servers;
     const room = await colyseus.createRoom('pathd', { pathdAddr: pathd.addr, npcs: 10 });
     try {
       const player = await colyseus.connectTo(room);
