@@ -809,8 +809,12 @@ class PathdClient {
   /* addr is "host:port" or "[v6addr]:port". The socket opens on the first
    * call. options.timeoutMs bounds each request; options.retryAttempts
    * (>= 1) is how many times in all a request the server answers OVERLOADED
-   * is sent; options.protoPath locates pathd.proto; options.token, for a
-   * server with auth.tokens, is sent first on every new socket (auth()). */
+   * is sent, and options.retryDeadlineMs how long after the first send a
+   * retry may still start; options.maxInFlight lowers the connection's
+   * in-flight cap below the server's, options.maxQueued bounds the local
+   * queue (see "Flow control" at the top); options.protoPath locates
+   * pathd.proto; options.token, for a server with auth.tokens, is sent
+   * first on every new socket (auth()). */
   constructor(addr = DEFAULT_SERVER, {
     timeoutMs = DEFAULT_TIMEOUT_MS, retryAttempts = RETRY_ATTEMPTS, retryDeadlineMs = RETRY_DEADLINE_MS,
     protoPath = DEFAULT_PROTO_PATH, token = null, maxInFlight = Infinity, maxQueued = MAX_QUEUED,
