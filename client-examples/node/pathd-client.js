@@ -870,6 +870,9 @@ class PathdClient {
     const { promise } = this._send(authOp);
     this._auth = promise.then((answer) => {
       this.role = this._accept(authOp, answer).role;
+      // GetLimits refused before this token (a server with auth.tokens):
+      // the cap in use is the fallback, so read the server's now.
+      if (this._capRead === false) this._readLimits();
       return this.role;
     });
     // Requests sent behind it fail on their own; only auth() reports this.
@@ -930,6 +933,7 @@ class PathdClient {
     this._socket = socket;
     this._rbuf = Buffer.alloc(0);
     this._cap = null;
+    this._capRead = null; // GetLimits not answered yet on this socket
     this._used = 0;
     if (this.token !== null) this._authenticate();
     this._readLimits();
@@ -943,7 +947,8 @@ class PathdClient {
     const limitsOp = op({ limits: {} }, single('limits', (m) => m));
     this._send(limitsOp).promise.then((answer) => {
       if (socket !== this._socket) return;
-      const cap = answer.status === 'OK' ? answer.maxInflightPerConn : FALLBACK_INFLIGHT_CAP;
+      this._capRead = answer.status === 'OK';
+      const cap = this._capRead ? answer.maxInflightPerConn : FALLBACK_INFLIGHT_CAP;
       this._cap = Math.max(1, Math.min(cap, this.maxInFlight));
       this._drain();
     }, () => {}); // a lost connection fails the queued requests itself

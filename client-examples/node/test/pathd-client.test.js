@@ -830,6 +830,27 @@ describe('daemon with tokens', () => {
   });
 });
 
+describe('daemon with tokens and 3 requests in flight per connection', () => {
+  const QUERY = 'query-token-0123456789';
+  const daemon = helperDaemon({ max_inflight_per_conn: 3 }, { tokens: [{ token: QUERY, role: 'query' }] });
+
+  it('reads the cap again once a late auth() lets GetLimits through', async () => {
+    const client = new PathdClient(daemon().addr, { timeoutMs: 10000 });
+    try {
+      await client.ping(); // GetLimits went first, unauthenticated: the fallback cap
+      assert.equal(client.inFlightCap, 64);
+      assert.equal(await client.auth(QUERY), 'query');
+      await client.ping(); // the second GetLimits, sent after the auth answer, is answered before this
+      assert.equal(client.inFlightCap, 3);
+      const sent = Array.from({ length: 10 }, (_, i) => client.sendFindPath('town', [1, 1], [2 + i, 1]));
+      assert.deepEqual([client.inFlightSlots, client.queued], [3, 7]);
+      assert.deepEqual((await Promise.all(sent.map((x) => x.promise))).map((r) => r.status), sent.map(() => 'OK'));
+    } finally {
+      client.close();
+    }
+  });
+});
+
 describe('fake server', () => {
   it('retries OVERLOADED once, then assembles an answer from split frames', async () => {
     const server = await FakeServer.start(async (s) => {
