@@ -100,6 +100,7 @@ type Client struct {
 	nextID     atomic.Uint64
 	overloaded atomic.Uint64 // OVERLOADED answers received (requests and batch items)
 	retries    atomic.Uint64
+	redials    atomic.Uint64 // connections made again after one was lost
 
 	mu      sync.Mutex
 	conns   []*conn // one per slot; nil until dialled
@@ -224,6 +225,9 @@ func (c *Client) connect(ctx context.Context, slot int) error {
 	}
 	cn.live = true
 	c.conns[slot] = cn
+	if lim.IdleTimeoutMs > 0 {
+		go cn.keepalive(time.Duration(lim.IdleTimeoutMs) * time.Millisecond / 3)
+	}
 	c.limits = lim
 	c.dispatchLocked()
 	return nil
@@ -258,6 +262,7 @@ func (c *Client) redial(slot int) {
 		case <-time.After(jitter(wait)):
 		}
 		if err := c.connect(context.Background(), slot); err == nil {
+			c.redials.Add(1)
 			return
 		} else {
 			c.mu.Lock()

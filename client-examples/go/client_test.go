@@ -529,6 +529,46 @@ func TestReconnect(t *testing.T) {
 	}, "served again after the restart")
 }
 
+// Options.Token authenticates every connection of the pool; without one,
+// Dial fails saying why.
+func TestAuth(t *testing.T) {
+	d := startDaemon(t, map[string]any{}, "127.0.0.1:0", map[string]any{"auth": map[string]any{
+		"tokens": []any{map[string]any{"token": "go-query-token-0123456789", "role": "query"}}}})
+	_, err := Dial(ctxT(t, 5*time.Second), d.addr, Options{Conns: 1})
+	mustf(t, IsStatus(err, pb.Status_UNAUTHENTICATED), "no token: %v", err)
+	c := dial(t, d.addr, Options{Conns: 3, Token: "go-query-token-0123456789"})
+	ctx := ctxT(t, 5*time.Second)
+	for i := 0; i < 6; i++ { // over all three connections
+		if _, err := c.Raycast(ctx, &pb.Raycast{Scene: "town", From: Cell(1, 1), To: Cell(5, 5)}); err != nil {
+			t.Fatalf("query role: %v", err)
+		}
+	}
+	_, err = c.Stats(ctx)
+	mustf(t, IsStatus(err, pb.Status_PERMISSION_DENIED), "Stats needs admin: %v", err)
+}
+
+// An idle pool pings often enough that the server's idle_timeout_ms
+// never closes its connections.
+func TestKeepalive(t *testing.T) {
+	d := startDaemon(t, map[string]any{"idle_timeout_ms": 300}, "127.0.0.1:0")
+	c := dial(t, d.addr, Options{Conns: 2})
+	time.Sleep(1200 * time.Millisecond)
+	_, err := c.Raycast(ctxT(t, 5*time.Second), &pb.Raycast{Scene: "town", From: Cell(1, 1), To: Cell(5, 5)})
+	mustf(t, err == nil && c.redials.Load() == 0, "after 4 idle timeouts: %v, %d connections made again", err, c.redials.Load())
+}
+
+// The example program (README.md) runs against the daemon and finds the
+// wall move.
+func TestExampleProgram(t *testing.T) {
+	goBin := os.Getenv("PATHD_GO")
+	if goBin == "" {
+		goBin = "go"
+	}
+	out, err := exec.Command(goBin, "run", "./cmd/example", env(t, "PATHD_ADDR")).CombinedOutput()
+	mustf(t, err == nil && strings.Contains(string(out), "path: OK") &&
+		strings.Contains(string(out), "move valid: false (MOVE_BLOCKED_SEGMENT)"), "example: %v\n%s", err, out)
+}
+
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

@@ -7,6 +7,7 @@ package pathd
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -38,9 +39,10 @@ type conn struct {
 
 	wmu sync.Mutex // one frame at a time on the socket
 
-	mu    sync.Mutex
-	calls map[uint64]*call
-	dead  error // why the connection ended; nil while it serves
+	mu     sync.Mutex
+	calls  map[uint64]*call
+	dead   error         // why the connection ended; nil while it serves
+	closed chan struct{} // closed when it ends
 
 	// Guarded by cl.mu: the flow-control state.
 	cap  int  // the server's max_inflight_per_conn (or Options.InflightCap)
@@ -49,7 +51,8 @@ type conn struct {
 }
 
 func newConn(cl *Client, slot int, nc net.Conn) *conn {
-	return &conn{cl: cl, slot: slot, nc: nc, br: bufio.NewReaderSize(nc, 64<<10), calls: map[uint64]*call{}}
+	return &conn{cl: cl, slot: slot, nc: nc, br: bufio.NewReaderSize(nc, 64<<10), calls: map[uint64]*call{},
+		closed: make(chan struct{})}
 }
 
 // start registers c and sends its request.
@@ -174,6 +177,7 @@ func (cn *conn) fail(err error) {
 	calls := cn.calls
 	cn.calls = nil
 	cn.mu.Unlock()
+	close(cn.closed)
 	_ = cn.nc.Close()
 	for _, c := range calls {
 		c.err = err
@@ -183,4 +187,21 @@ func (cn *conn) fail(err error) {
 		close(c.done)
 	}
 	cn.cl.connLost(cn, err)
+}
+
+// keepalive pings the connection every interval, so the server's
+// idle_timeout_ms never closes it under a request about to be sent.
+func (cn *conn) keepalive(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-cn.closed:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), interval)
+			_, _ = cn.cl.send(ctx, cn, &pb.Request{Body: &pb.Request_Ping{Ping: &pb.Ping{}}}, 0, nil, nil)
+			cancel()
+		}
+	}
 }

@@ -67,8 +67,8 @@ var listenRE = regexp.MustCompile(`listening on (\S+)`)
 
 // startDaemon starts a pathd from PATHD_CONFIG with limits changed, A*
 // only, one worker thread, the trap scene added, listening on listen
-// ("127.0.0.1:0" for any port).
-func startDaemon(t *testing.T, limits map[string]any, listen string) *daemon {
+// ("127.0.0.1:0" for any port); top replaces top-level keys (auth).
+func startDaemon(t *testing.T, limits map[string]any, listen string, top ...map[string]any) *daemon {
 	t.Helper()
 	cfgPath := env(t, "PATHD_CONFIG")
 	raw, err := os.ReadFile(cfgPath)
@@ -106,6 +106,11 @@ func startDaemon(t *testing.T, limits map[string]any, listen string) *daemon {
 	cfg["metrics_listen"] = ""
 	cfg["jump_point_search"] = false
 	cfg["threads"] = 1
+	for _, m := range top {
+		for k, v := range m {
+			cfg[k] = v
+		}
+	}
 	lim := cfg["limits"].(map[string]any)
 	for k, v := range limits {
 		lim[k] = v
