@@ -59,6 +59,7 @@ func run(addr string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("move valid: %v (%s), put back at %v\n", move.Valid, move.Reason, move.LastValid)
+	fmt.Printf("move valid: %v (%s), put back at (%d,%d)\n", move.Valid, move.Reason,
+		move.LastValid.GetX(), move.LastValid.GetY())
 	return nil
 }
