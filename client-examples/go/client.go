@@ -204,13 +204,7 @@ func (c *Client) connect(ctx context.Context, slot int) error {
 		return fmt.Errorf("pathd: reading the limits of %s: %w", c.addr, err)
 	}
 	lim := r.GetLimits()
-	cn.cap = int(lim.MaxInflightPerConn)
-	if c.opts.InflightCap > 0 && c.opts.InflightCap < cn.cap {
-		cn.cap = c.opts.InflightCap
-	}
-	if cn.cap < 1 {
-		cn.cap = 1
-	}
+	cn.cap = c.capOf(lim)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -457,7 +451,10 @@ func (c *Client) exchange(ctx context.Context, req *pb.Request, newAsm func() as
 		deadline = time.Now().Add(c.opts.RetryTimeout)
 	}
 	backoff := c.opts.RetryBackoff
-	for attempt := 0; ; attempt++ {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
 		cn, err := c.acquire(ctx, weight)
 		if err != nil {
 			return nil, nil, err
@@ -475,11 +472,47 @@ func (c *Client) exchange(ctx context.Context, req *pb.Request, newAsm func() as
 			return r, asm, nil
 		}
 		c.overloaded.Add(1)
+		// A reload may have lowered the server's cap: read it again.
+		go c.refreshLimits(cn)
 		if err := c.backoff(ctx, deadline, &backoff); err != nil {
 			return r, asm, statusError(r)
 		}
 		c.retries.Add(1)
 	}
+}
+
+// refreshLimits reads GetLimits on cn again and takes its cap (at most one
+// refresh per connection at a time).
+func (c *Client) refreshLimits(cn *conn) {
+	if !cn.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	defer cn.refreshing.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.DialTimeout)
+	defer cancel()
+	r, err := c.send(ctx, cn, &pb.Request{Body: &pb.Request_Limits{Limits: &pb.GetLimits{}}}, 0, nil, nil)
+	if err != nil || r.GetLimits() == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cn.live {
+		cn.cap = c.capOf(r.GetLimits())
+		c.limits = r.GetLimits()
+		c.dispatchLocked()
+	}
+}
+
+// capOf is a connection's cap under the server's limits.
+func (c *Client) capOf(lim *pb.Limits) int {
+	n := int(lim.MaxInflightPerConn)
+	if c.opts.InflightCap > 0 && c.opts.InflightCap < n {
+		n = c.opts.InflightCap
+	}
+	if n < 1 {
+		n = 1
+	}
+	return n
 }
 
 // backoff sleeps the next jittered back-off, or fails when that would pass

@@ -8,6 +8,7 @@ package pathd
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -402,6 +403,60 @@ func TestFlowControlNeverOverloads(t *testing.T) {
 	}
 	_, err = c.Batch(ctx, big)
 	mustf(t, errors.Is(err, ErrTooLarge), "a batch over the cap: %v", err)
+}
+
+// A reload that lowers the server's cap: the first OVERLOADED answers make
+// the client read GetLimits again, and from then on it keeps to the new cap.
+func TestCapLoweredByReload(t *testing.T) {
+	d := startDaemon(t, map[string]any{"max_inflight_per_conn": 16}, "127.0.0.1:0")
+	c := dial(t, d.addr, Options{Conns: 1})
+	ctx := ctxT(t, 60*time.Second)
+	mustf(t, c.Limits().MaxInflightPerConn == 16, "cap at connect: %d", c.Limits().MaxInflightPerConn)
+	cfgPath := filepath.Join(d.dir, "pathd.json")
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["limits"].(map[string]any)["max_inflight_per_conn"] = 2
+	raw, _ = json.Marshal(cfg)
+	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { l, err := c.GetLimits(ctx); return err == nil && l.MaxInflightPerConn == 2 }, "the reload")
+
+	wave := func() {
+		var wg sync.WaitGroup
+		errs := make(chan error, 24)
+		for i := 0; i < 24; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := c.FindPath(ctx, &pb.FindPath{Scene: "trap", Start: Cell(0, 0), Goal: Cell(trapSide/2+1, 0),
+					Style: pb.WaypointStyle_STYLE_CORNERS, MaxExpansions: 5000, PartialOnCutoff: true})
+				errs <- err
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("a request failed: %v", err)
+			}
+		}
+	}
+	wave()
+	first := c.Overloaded()
+	mustf(t, first > 0, "16 at once on a cap of 2 drew no OVERLOADED: the client cannot have known of the reload")
+	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.conns[0].cap == 2 }, "the cap read again")
+	wave()
+	mustf(t, c.Overloaded() == first, "%d more OVERLOADED after the cap was read again", c.Overloaded()-first)
 }
 
 // With every slot held, requests queue; past QueueLimit a call fails at

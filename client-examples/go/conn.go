@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -38,6 +39,8 @@ type conn struct {
 	br   *bufio.Reader
 
 	wmu sync.Mutex // one frame at a time on the socket
+
+	refreshing atomic.Bool // a GetLimits refresh is under way
 
 	mu     sync.Mutex
 	calls  map[uint64]*call
