@@ -413,16 +413,9 @@ func TestCapLoweredByReload(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	mustf(t, c.Limits().MaxInflightPerConn == 16, "cap at connect: %d", c.Limits().MaxInflightPerConn)
 	cfgPath := filepath.Join(d.dir, "pathd.json")
-	raw, err := os.ReadFile(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		t.Fatal(err)
-	}
+	cfg := readConfig(t, cfgPath)
 	cfg["limits"].(map[string]any)["max_inflight_per_conn"] = 2
-	raw, _ = json.Marshal(cfg)
+	raw, _ := json.Marshal(cfg)
 	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -71,14 +71,7 @@ var listenRE = regexp.MustCompile(`listening on (\S+)`)
 func startDaemon(t *testing.T, limits map[string]any, listen string, top ...map[string]any) *daemon {
 	t.Helper()
 	cfgPath := env(t, "PATHD_CONFIG")
-	raw, err := os.ReadFile(cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		t.Fatal(err)
-	}
+	cfg := readConfig(t, cfgPath)
 	base := filepath.Dir(cfgPath)
 	scenes := cfg["scenes"].([]any)
 	for _, s := range scenes {
@@ -121,6 +114,7 @@ func startDaemon(t *testing.T, limits map[string]any, listen string, top ...map[
 		t.Fatal(err)
 	}
 	d := &daemon{dir: dir, done: make(chan error, 1)}
+	var err error
 	d.log, err = os.Create(filepath.Join(dir, "pathd.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -150,6 +144,20 @@ func startDaemon(t *testing.T, limits map[string]any, listen string, top ...map[
 		}
 	}
 	return d
+}
+
+// readConfig reads a pathd JSON config.
+func readConfig(t *testing.T, path string) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 // stop sends SIGTERM and waits for the exit (once; later calls do nothing).
