@@ -62,6 +62,10 @@ type Options struct {
 	RetryBackoffMax time.Duration
 	// MaxFrameBytes refuses an incoming frame above it (16 MiB).
 	MaxFrameBytes int
+	// WatchBuffer is how many events a Watch holds unread before it ends
+	// it with WATCH_OVERFLOW, as the server does to a watcher that does not
+	// read (4096).
+	WatchBuffer int
 }
 
 func (o *Options) defaults() {
@@ -78,6 +82,7 @@ func (o *Options) defaults() {
 	def(&o.Conns, 2)
 	def(&o.QueueLimit, 1024)
 	def(&o.MaxFrameBytes, 16<<20)
+	def(&o.WatchBuffer, 4096)
 	defd(&o.DialTimeout, 5*time.Second)
 	defd(&o.WriteTimeout, 5*time.Second)
 	defd(&o.RetryTimeout, 5*time.Second)

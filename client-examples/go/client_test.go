@@ -252,6 +252,42 @@ func TestScenesUpdatesAndWatch(t *testing.T) {
 	mustf(t, err == nil, "drop: %v", err)
 }
 
+// A watch whose events are not read ends with WATCH_OVERFLOW past
+// Options.WatchBuffer, as the server ends one whose socket is not read; the
+// events queued before stay readable.
+func TestWatchOverflow(t *testing.T) {
+	c := dial(t, env(t, "PATHD_ADDR"), Options{Conns: 1, WatchBuffer: 2})
+	scene := makeMaze(t, c)
+	ctx := ctxT(t, 10*time.Second)
+	w, err := c.Watch(ctx, scene)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		op := pb.UpdateOp_UPDATE_PASS
+		if i%2 == 1 {
+			op = pb.UpdateOp_UPDATE_BLOCK
+		}
+		if _, err := c.UpdateCells(ctx, &pb.UpdateCells{Scene: scene, Op: op,
+			Target: &pb.UpdateCells_Cells{Cells: &pb.CellList{Cells: []*pb.Cell{{X: 2, Y: 0}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { w.mu.Lock(); defer w.mu.Unlock(); return w.end != nil }, "the watch to end")
+	ev1, err1 := w.Next(ctx)
+	ev2, err2 := w.Next(ctx)
+	mustf(t, err1 == nil && err2 == nil && ev1.Kind == pb.WatchEventKind_WATCH_STARTED && ev2.Version == 2,
+		"the queued events: %v %v / %v %v", ev1, err1, ev2, err2)
+	_, err = w.Next(ctx)
+	mustf(t, IsStatus(err, pb.Status_WATCH_OVERFLOW) && strings.Contains(err.Error(), "WatchBuffer"), "then: %v", err)
+	// The client unwatched it on the server: the watch's final frame came.
+	waitFor(t, func() bool {
+		w.cn.mu.Lock()
+		defer w.cn.mu.Unlock()
+		return w.cn.calls[w.ID] == nil
+	}, "the server's last frame of the watch")
+}
+
 // Routes, server calls and a cross-check with pathctl, the reference
 // client, on the demo world.
 func TestDemoWorld(t *testing.T) {

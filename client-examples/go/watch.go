@@ -68,17 +68,33 @@ func (c *Client) Watch(ctx context.Context, scenes ...string) (*Watch, error) {
 	}
 }
 
-// push queues an event (ev) or ends the watch (err).
+// push queues an event (ev) or ends the watch (err). Past
+// Options.WatchBuffer unread events the watch ends with WATCH_OVERFLOW (the
+// events already queued stay readable) and is unwatched on the server.
 func (w *Watch) push(ev *pb.WatchEvent, err error) {
 	w.mu.Lock()
-	if ev != nil {
-		w.events = append(w.events, ev)
-		w.started = true
+	overflow := false
+	if ev != nil && w.end == nil {
+		if len(w.events) >= w.cl.opts.WatchBuffer {
+			overflow = true
+			err = &StatusError{Status: pb.Status_WATCH_OVERFLOW, RequestID: w.ID, Message: fmt.Sprintf(
+				"more than %d events unread (Options.WatchBuffer): read them with Next, or watch again", w.cl.opts.WatchBuffer)}
+		} else {
+			w.events = append(w.events, ev)
+			w.started = true
+		}
 	}
 	if err != nil && w.end == nil {
 		w.end = err
 	}
 	w.mu.Unlock()
+	if overflow {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), w.cl.opts.DialTimeout)
+			defer cancel()
+			_ = w.unwatch(ctx)
+		}()
+	}
 	select {
 	case w.notify <- struct{}{}:
 	default:
@@ -129,6 +145,10 @@ func (w *Watch) Close(ctx context.Context) error {
 	if ended || w.cn == nil {
 		return nil
 	}
+	return w.unwatch(ctx)
+}
+
+func (w *Watch) unwatch(ctx context.Context) error {
 	r, err := w.cl.send(ctx, w.cn, &pb.Request{Body: &pb.Request_Unwatch{Unwatch: &pb.Unwatch{WatchId: w.ID}}}, 0, nil, nil)
 	if err != nil {
 		return err
