@@ -591,6 +591,52 @@ func TestOverloadedRetried(t *testing.T) {
 	mustf(t, c.Retries() > 3, "retried until the deadline: %d retries", c.Retries())
 }
 
+// A server that breaks the protocol gets the connection closed: path chunks
+// out of sequence, a frame above MaxFrameBytes. A path split over chunks
+// in sequence is put together.
+func TestProtocolErrors(t *testing.T) {
+	chunk := func(id uint64, seq uint32, final bool, xs ...int32) *pb.Response {
+		dy := make([]int32, len(xs))
+		return &pb.Response{Id: id, Final: final, Body: &pb.Response_Path{Path: &pb.PathChunk{Seq: seq,
+			Points: &pb.Waypoints{Dx: xs, Dy: dy}, Cost: 3, TotalWaypoints: map[bool]uint32{true: 4}[final]}}}
+	}
+	addr := fakeServer(t, 8, func(req *pb.Request) []*pb.Response {
+		switch req.GetFindPath().GetScene() {
+		case "good": // cells 0,1 then 2,3, delta-coded per chunk
+			return []*pb.Response{chunk(req.Id, 0, false, 0, 1), chunk(req.Id, 1, true, 2, 1)}
+		case "skip":
+			return []*pb.Response{chunk(req.Id, 1, true, 0)}
+		}
+		return nil
+	})
+	c := dial(t, addr, Options{Conns: 1})
+	ctx := ctxT(t, 5*time.Second)
+	p, err := c.FindPath(ctx, &pb.FindPath{Scene: "good", Start: Cell(0, 0), Goal: Cell(3, 0)})
+	mustf(t, err == nil && cells(p) == "[[0 0] [1 0] [2 0] [3 0]]" && p.Cost == 3, "two chunks: %v %v", err, p)
+	_, err = c.FindPath(ctx, &pb.FindPath{Scene: "skip", Start: Cell(0, 0), Goal: Cell(3, 0)})
+	mustf(t, errors.Is(err, ErrProtocol) && strings.Contains(err.Error(), "expected 0"), "chunk 1 first: %v", err)
+
+	// A header of 4 GiB is refused before anything is buffered.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		req := &pb.Request{}
+		_ = rawRead(nc, req)
+		_, _ = nc.Write([]byte{0xff, 0xff, 0xff, 0xff})
+		time.Sleep(time.Second)
+	}()
+	_, err = Dial(ctx, ln.Addr().String(), Options{Conns: 1})
+	mustf(t, errors.Is(err, ErrProtocol) && strings.Contains(err.Error(), "4294967295-byte frame"), "a 4 GiB frame: %v", err)
+}
+
 // A lost server fails the calls at once with ErrDisconnected; the pool
 // dials again in the background and serves once the server is back.
 func TestReconnect(t *testing.T) {
