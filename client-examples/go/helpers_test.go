@@ -27,7 +27,7 @@ import (
 // trapSide: the trap scene's side. A wall down its middle column, open at
 // the bottom row only, makes A* (jump point search off) expand most of the
 // grid for a path across the top: a request that stays in flight a while.
-const trapSide = 512
+const trapSide = 1024
 
 func env(t *testing.T, name string) string {
 	t.Helper()
