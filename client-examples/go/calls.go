@@ -3,6 +3,7 @@
 // has is reachable; answers are the generated result messages, or Path and
 // Route for the kinds that stream. A call returns an error for any status
 // but OK (PARTIAL too for paths and routes): a *StatusError.
+
 package pathd
 
 import (

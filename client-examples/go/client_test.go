@@ -3,6 +3,7 @@
 // each movement query and batch, scene changes, watches, routes on the demo
 // world, and the flow control (in-flight cap, bounded queue, OVERLOADED
 // retried, context cancel) against daemons started with a small cap.
+
 package pathd
 
 import (

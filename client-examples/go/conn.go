@@ -3,6 +3,7 @@
 // requests in flight, answers matched by id. One reader goroutine per
 // connection decodes every frame and hands it to its request; writers share
 // the socket under a mutex so each frame goes out whole.
+
 package pathd
 
 import (

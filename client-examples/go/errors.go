@@ -2,6 +2,7 @@
 // wire status) and the client's own failures (a full local queue, a lost
 // connection, a server that broke the protocol), each testable with
 // errors.Is / errors.As.
+
 package pathd
 
 import (

@@ -2,6 +2,7 @@
 // scripts/run-with-daemon.sh), daemons a test starts itself from
 // PATHD_BIN and PATHD_CONFIG with other limits, and a fake server for exact
 // answer sequences.
+
 package pathd
 
 import (

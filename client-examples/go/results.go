@@ -2,6 +2,7 @@
 // frames (seq 0, 1, ... until final), a route from its RouteLeg frames and
 // the final RouteResult (docs/PROTOCOL.md, "Streaming"). Frames out of
 // sequence, or counts that disagree, are protocol errors.
+
 package pathd
 
 import (

@@ -3,6 +3,7 @@
 // goroutine must never block on a slow consumer, so events queue here, and
 // the server bounds what waits (limits.watch_buffer_bytes, past which it
 // ends the watch with WATCH_OVERFLOW).
+
 package pathd
 
 import (
