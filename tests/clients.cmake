@@ -108,3 +108,23 @@ set_tests_properties(client_colyseus PROPERTIES LABELS "clients" TIMEOUT 180)
 # Debian (Debian's node 18, 2 cores at load average ~18) client_node's 35
 # tests took 40 s of node's own time and the whole test passed 60 s.
 set_tests_properties(client_python client_node client_node_install PROPERTIES LABELS "clients" TIMEOUT 180)
+
+# The Go client (client-examples/go): go test against the live daemon, offline
+# (GOPROXY=off) from Debian's golang-go and golang-google-protobuf-dev; its
+# build cache lives in the build tree. run-tests.sh names any missing Debian
+# package and prints "go client: N passed, N failed". The timeout is a hang
+# guard, within the 2 minutes the Go build and run may take: a cold build
+# and the run took 40 s at load average 10.
+find_program(PATHD_GO NAMES go)
+if(NOT PATHD_GO)
+  pd_client_test_unavailable(client_go "go not found: install the Debian packages golang-go, golang-google-protobuf-dev and protoc-gen-go")
+else()
+  add_test(NAME client_go
+           COMMAND ${CMAKE_COMMAND} -E env
+                   PATHCTL_BIN=$<TARGET_FILE:pathctl>
+                   PATHD_GO=${PATHD_GO}
+                   PATHD_GO_CACHE=${CMAKE_BINARY_DIR}/client-examples/go
+                   ${PD_CLIENT_DAEMON}
+                   -- "${PROJECT_SOURCE_DIR}/client-examples/go/run-tests.sh")
+endif()
+set_tests_properties(client_go PROPERTIES LABELS "clients" TIMEOUT 120)
