@@ -226,16 +226,16 @@ static inline int teardown(void **state)
 static inline pd_job *make_job(pd_scene *scene, uint64_t conn, uint64_t req,
                         int32_t sx, int32_t sy, int32_t gx, int32_t gy)
 {
-    pd_job *job = pd_job_new();
+    pd_job *job = qj_new();
     assert_non_null(job);
     pd_scene_retain(scene);
     job->scene = scene;
-    job->conn_id = conn;
-    job->request_id = req;
-    job->params.start = (pd_point){sx, sy};
-    job->params.goal = (pd_point){gx, gy};
-    job->params.connectivity = PD_CONNECT_8;
-    job->style = PD_STYLE_CELLS;
+    job->task.owner = conn;
+    job->task.tag = req;
+    job->path_query.params.start = (pd_point){sx, sy};
+    job->path_query.params.goal = (pd_point){gx, gy};
+    job->path_query.params.connectivity = PD_CONNECT_8;
+    job->path_query.style = PD_STYLE_CELLS;
     return job;
 }
 

@@ -44,7 +44,7 @@ static void warm_up(pd_pool *pool, test_waker *w, pool_fixture *f)
     submit_ok(pool, make_job(f->big, 0, 0, 0, 0, 5, 5));
     pd_job *warm[1];
     collect(pool, w, warm, 1);
-    assert_int_equal(warm[0]->status, PD_OK);
+    assert_int_equal(warm[0]->task.status, PD_OK);
     free_jobs(warm, 1);
 }
 
@@ -60,21 +60,21 @@ static double octile(pd_point a, pd_point b)
 static void assert_cell_path(const pd_job *job)
 {
     const pd_grid *g = job->scene->grid;
-    assert_non_null(job->path);
-    assert_true(job->path_len >= 1);
-    assert_int_equal(job->path[0].x, job->params.start.x);
-    assert_int_equal(job->path[0].y, job->params.start.y);
-    assert_int_equal(job->path[job->path_len - 1].x, job->params.goal.x);
-    assert_int_equal(job->path[job->path_len - 1].y, job->params.goal.y);
+    assert_non_null(job->path.path);
+    assert_true(job->path.path_len >= 1);
+    assert_int_equal(job->path.path[0].x, job->path_query.params.start.x);
+    assert_int_equal(job->path.path[0].y, job->path_query.params.start.y);
+    assert_int_equal(job->path.path[job->path.path_len - 1].x, job->path_query.params.goal.x);
+    assert_int_equal(job->path.path[job->path.path_len - 1].y, job->path_query.params.goal.y);
     double cost = 0;
-    for (size_t i = 1; i < job->path_len; i++) {
-        int dx = abs(job->path[i].x - job->path[i - 1].x);
-        int dy = abs(job->path[i].y - job->path[i - 1].y);
+    for (size_t i = 1; i < job->path.path_len; i++) {
+        int dx = abs(job->path.path[i].x - job->path.path[i - 1].x);
+        int dy = abs(job->path.path[i].y - job->path.path[i - 1].y);
         assert_true(dx <= 1 && dy <= 1 && dx + dy >= 1);
-        assert_int_not_equal(pd_grid_get(g, job->path[i].x, job->path[i].y), PD_CELL_BLOCKED);
+        assert_int_not_equal(pd_grid_get(g, job->path.path[i].x, job->path.path[i].y), PD_CELL_BLOCKED);
         cost += dx + dy == 2 ? SQRT2 : 1.0;
     }
-    assert_float_equal(cost, job->metrics.cost, 1e-9);
+    assert_float_equal(cost, job->path.metrics.cost, 1e-9);
 }
 
 /* ---- tests ---- */
@@ -89,14 +89,14 @@ static void test_bad_arguments(void **state)
     assert_non_null(pool);
     assert_int_equal(pd_pool_submit(pool, NULL), PD_INVALID_ARGUMENT);
     /* A task with nothing to run is refused; the submitter still holds it. */
-    pd_job *no_run = pd_job_new();
+    pd_job *no_run = qj_new();
     assert_non_null(no_run);
     no_run->task.run = NULL;
     assert_int_equal(pd_pool_submit(pool, &no_run->task), PD_INVALID_ARGUMENT);
     pd_job_free(no_run);
     /* A path query with no scene is the query layer's to refuse. */
-    pd_job *no_scene = run_now(pd_job_new());
-    assert_int_equal(no_scene->status, PD_INVALID_ARGUMENT);
+    pd_job *no_scene = run_now(qj_new());
+    assert_int_equal(no_scene->task.status, PD_INVALID_ARGUMENT);
     pd_job_free(no_scene);
     pd_job *job = make_job(f->small, 1, 1, 0, 0, 1, 1);
     assert_int_equal(pd_pool_submit(NULL, &job->task), PD_INVALID_ARGUMENT);
@@ -118,7 +118,7 @@ static void test_costs_on_open_grid(void **state)
     submit_ok(pool, make_job(f->small, 1, 3, 2, 7, 9, 3));
     submit_ok(pool, make_job(f->small, 1, 4, 5, 5, 5, 5));
     pd_job *four = make_job(f->small, 1, 5, 0, 0, 9, 9);
-    four->params.connectivity = PD_CONNECT_4;
+    four->path_query.params.connectivity = PD_CONNECT_4;
     submit_ok(pool, four);
     submit_ok(pool, make_job(f->small, 1, 6, 0, 0, SMALL_SIDE, 0));
 
@@ -126,22 +126,22 @@ static void test_costs_on_open_grid(void **state)
     collect(pool, &w, done, 6);
     for (size_t i = 0; i < 6; i++) {
         pd_job *job = done[i];
-        if (job->request_id == 6) {
-            assert_int_equal(job->status, PD_OUT_OF_BOUNDS);
-            assert_null(job->path);
+        if (job->task.tag == 6) {
+            assert_int_equal(job->task.status, PD_OUT_OF_BOUNDS);
+            assert_null(job->path.path);
             continue;
         }
-        assert_int_equal(job->status, PD_OK);
+        assert_int_equal(job->task.status, PD_OK);
         assert_cell_path(job);
-        if (job->request_id == 5) {
-            assert_float_equal(job->metrics.cost, 18.0, 1e-9);
-            assert_int_equal(job->path_len, 19);
+        if (job->task.tag == 5) {
+            assert_float_equal(job->path.metrics.cost, 18.0, 1e-9);
+            assert_int_equal(job->path.path_len, 19);
         } else {
-            assert_float_equal(job->metrics.cost, octile(job->params.start, job->params.goal), 1e-9);
+            assert_float_equal(job->path.metrics.cost, octile(job->path_query.params.start, job->path_query.params.goal), 1e-9);
         }
-        if (job->request_id == 1) {
-            assert_float_equal(job->metrics.cost, 9 * SQRT2, 1e-9);
-            assert_int_equal(job->path_len, 10);
+        if (job->task.tag == 1) {
+            assert_float_equal(job->path.metrics.cost, 9 * SQRT2, 1e-9);
+            assert_int_equal(job->path.path_len, 10);
         }
         assert_true(job->task.finished_ns >= job->task.submitted_ns);
     }
@@ -163,21 +163,21 @@ static void test_long_path(void **state)
     submit_ok(pool, make_job(f->corridor, 1, 1, 0, 0, CORRIDOR_LEN - 1, 0));
     submit_ok(pool, make_job(f->corridor, 1, 2, CORRIDOR_LEN - 1, 0, 0, 0));
     pd_job *corners = make_job(f->corridor, 1, 3, 5, 0, CORRIDOR_LEN - 5, 0);
-    corners->style = PD_STYLE_CORNERS;
+    corners->path_query.style = PD_STYLE_CORNERS;
     submit_ok(pool, corners);
     pd_job *done[3];
     collect(pool, &w, done, 3);
     for (size_t i = 0; i < 2; i++) {
-        assert_int_equal(done[i]->status, PD_OK);
+        assert_int_equal(done[i]->task.status, PD_OK);
         assert_cell_path(done[i]);
-        assert_int_equal(done[i]->path_len, CORRIDOR_LEN);
-        assert_float_equal(done[i]->metrics.cost, CORRIDOR_LEN - 1, 1e-9);
+        assert_int_equal(done[i]->path.path_len, CORRIDOR_LEN);
+        assert_float_equal(done[i]->path.metrics.cost, CORRIDOR_LEN - 1, 1e-9);
     }
     /* Grown buffer, then compressed: a straight corridor is two points. */
-    assert_int_equal(corners->status, PD_OK);
-    assert_int_equal(corners->path_len, 2);
-    assert_int_equal(corners->path[0].x, 5);
-    assert_int_equal(corners->path[1].x, CORRIDOR_LEN - 5);
+    assert_int_equal(corners->task.status, PD_OK);
+    assert_int_equal(corners->path.path_len, 2);
+    assert_int_equal(corners->path.path[0].x, 5);
+    assert_int_equal(corners->path.path[1].x, CORRIDOR_LEN - 5);
     free_jobs(done, 3);
     qj_pool_destroy(pool);
     waker_destroy(&w);
@@ -206,7 +206,7 @@ static void test_many_jobs_four_workers(void **state)
             c[k] = (int32_t)((seed >> 16) % MANY_SIDE);
         }
         pd_job *job = make_job(scene, id % 7, id, c[0], c[1], c[2], c[3]);
-        job->style = id % 2 ? PD_STYLE_CORNERS : PD_STYLE_CELLS;
+        job->path_query.style = id % 2 ? PD_STYLE_CORNERS : PD_STYLE_CELLS;
         submit_ok(pool, job);
     }
 
@@ -217,15 +217,15 @@ static void test_many_jobs_four_workers(void **state)
     uint64_t expanded = 0;
     for (size_t i = 0; i < MANY_JOBS; i++) {
         pd_job *job = done[i];
-        assert_true(job->request_id < MANY_JOBS);
-        assert_int_equal(seen[job->request_id], 0);
-        seen[job->request_id] = 1;
-        assert_int_equal(job->status, PD_OK);
-        assert_int_equal(job->conn_id, job->request_id % 7);
-        assert_float_equal(job->metrics.cost, octile(job->params.start, job->params.goal), 1e-9);
-        if (job->style == PD_STYLE_CELLS)
+        assert_true(job->task.tag < MANY_JOBS);
+        assert_int_equal(seen[job->task.tag], 0);
+        seen[job->task.tag] = 1;
+        assert_int_equal(job->task.status, PD_OK);
+        assert_int_equal(job->task.owner, job->task.tag % 7);
+        assert_float_equal(job->path.metrics.cost, octile(job->path_query.params.start, job->path_query.params.goal), 1e-9);
+        if (job->path_query.style == PD_STYLE_CELLS)
             assert_cell_path(job);
-        expanded += job->metrics.expanded;
+        expanded += job->path.metrics.expanded;
     }
     /* Nothing more arrives: each job completed exactly once. */
     assert_null(pd_pool_take_completed(pool));
@@ -264,8 +264,8 @@ static void test_queue_full_overloaded(void **state)
     pd_job *extra = make_job(f->small, 1, 4, 0, 0, 6, 6);
     assert_int_equal(qj_submit(pool, extra), PD_OVERLOADED);
     /* The caller still owns the refused job. */
-    assert_int_equal(extra->status, PD_OK);
-    assert_null(extra->path);
+    assert_int_equal(extra->task.status, PD_OK);
+    assert_null(extra->path.path);
 
     pd_pool_stats st;
     pd_pool_get_stats(pool, &st);
@@ -278,8 +278,8 @@ static void test_queue_full_overloaded(void **state)
     collect(pool, &w, done, 3);
     /* One worker and a FIFO queue: results come back in submission order. */
     for (size_t i = 0; i < 3; i++) {
-        assert_int_equal(done[i]->request_id, i + 1);
-        assert_int_equal(done[i]->status, PD_OK);
+        assert_int_equal(done[i]->task.tag, i + 1);
+        assert_int_equal(done[i]->task.status, PD_OK);
     }
     free_jobs(done, 3);
 
@@ -287,8 +287,8 @@ static void test_queue_full_overloaded(void **state)
     submit_ok(pool, extra);
     collect(pool, &w, done, 1);
     assert_ptr_equal(done[0], extra);
-    assert_int_equal(extra->status, PD_OK);
-    assert_float_equal(extra->metrics.cost, 6 * SQRT2, 1e-9);
+    assert_int_equal(extra->task.status, PD_OK);
+    assert_float_equal(extra->path.metrics.cost, 6 * SQRT2, 1e-9);
     free_jobs(done, 1);
     qj_pool_destroy(pool);
     waker_destroy(&w);
@@ -325,7 +325,7 @@ static void test_keys_order_the_queue(void **state)
     collect(pool, &w, done, 6);
     static const uint64_t want[] = {99, 5, 2, 4, 1, 3};
     for (size_t i = 0; i < 6; i++) {
-        assert_int_equal(done[i]->status, PD_OK);
+        assert_int_equal(done[i]->task.status, PD_OK);
         if (done[i]->task.tag != want[i])
             fail_msg("task %zu done was %llu, want %llu", i, (unsigned long long)done[i]->task.tag,
                      (unsigned long long)want[i]);
@@ -389,18 +389,18 @@ static void test_cancel_queued(void **state)
     waker_open_gate(&w);
     pd_job *done[5];
     collect(pool, &w, done, 5);
-    assert_int_equal(done[0]->status, PD_OK);
-    assert_int_equal(done[1]->request_id, 2);
-    assert_int_equal(done[1]->conn_id, 1);
-    assert_int_equal(done[1]->status, PD_CANCELLED);
-    assert_int_equal(done[1]->metrics.expanded, 0);
-    assert_null(done[1]->path);
-    assert_int_equal(done[2]->status, PD_OK);
-    assert_int_equal(done[3]->conn_id, 2);
-    assert_int_equal(done[3]->status, PD_OK);
-    assert_int_equal(done[4]->request_id, 2);
-    assert_int_equal(done[4]->conn_id, 1);
-    assert_int_equal(done[4]->status, PD_CANCELLED);
+    assert_int_equal(done[0]->task.status, PD_OK);
+    assert_int_equal(done[1]->task.tag, 2);
+    assert_int_equal(done[1]->task.owner, 1);
+    assert_int_equal(done[1]->task.status, PD_CANCELLED);
+    assert_int_equal(done[1]->path.metrics.expanded, 0);
+    assert_null(done[1]->path.path);
+    assert_int_equal(done[2]->task.status, PD_OK);
+    assert_int_equal(done[3]->task.owner, 2);
+    assert_int_equal(done[3]->task.status, PD_OK);
+    assert_int_equal(done[4]->task.tag, 2);
+    assert_int_equal(done[4]->task.owner, 1);
+    assert_int_equal(done[4]->task.status, PD_CANCELLED);
     free_jobs(done, 5);
 
     pd_pool_stats st;
@@ -423,8 +423,8 @@ static void test_cancel_running(void **state)
     assert_int_equal(pd_pool_cancel(pool, 5, 1), 1);
     pd_job *done[1];
     collect(pool, &w, done, 1);
-    assert_int_equal(done[0]->status, PD_CANCELLED);
-    assert_null(done[0]->path);
+    assert_int_equal(done[0]->task.status, PD_CANCELLED);
+    assert_null(done[0]->path.path);
     free_jobs(done, 1);
     qj_pool_destroy(pool);
     waker_destroy(&w);
@@ -450,12 +450,12 @@ static void test_cancel_conn(void **state)
     pd_job *done[4];
     collect(pool, &w, done, 4);
     for (size_t i = 0; i < 4; i++) {
-        if (done[i]->conn_id == 7) {
-            assert_int_equal(done[i]->status, PD_CANCELLED);
-            assert_null(done[i]->path);
+        if (done[i]->task.owner == 7) {
+            assert_int_equal(done[i]->task.status, PD_CANCELLED);
+            assert_null(done[i]->path.path);
         } else {
-            assert_int_equal(done[i]->status, PD_OK);
-            assert_float_equal(done[i]->metrics.cost, 9 * SQRT2, 1e-9);
+            assert_int_equal(done[i]->task.status, PD_OK);
+            assert_float_equal(done[i]->path.metrics.cost, 9 * SQRT2, 1e-9);
         }
     }
     free_jobs(done, 4);
@@ -481,10 +481,10 @@ static void test_deadline_already_passed(void **state)
     pd_job *done[2];
     collect(pool, &w, done, 2);
     assert_ptr_equal(done[0], late);
-    assert_int_equal(late->status, PD_DEADLINE_EXCEEDED);
-    assert_int_equal(late->metrics.expanded, 0);
-    assert_null(late->path);
-    assert_int_equal(in_time->status, PD_OK);
+    assert_int_equal(late->task.status, PD_DEADLINE_EXCEEDED);
+    assert_int_equal(late->path.metrics.expanded, 0);
+    assert_null(late->path.path);
+    assert_int_equal(in_time->task.status, PD_OK);
     free_jobs(done, 2);
     qj_pool_destroy(pool);
     waker_destroy(&w);
@@ -508,11 +508,11 @@ static void test_deadline_stops_long_search(void **state)
     submit_ok(pool, job);
     pd_job *done[1];
     collect(pool, &w, done, 1);
-    assert_int_equal(job->status, PD_DEADLINE_EXCEEDED);
-    assert_true(job->metrics.expanded > 0);
-    assert_true(job->metrics.expanded < (uint64_t)BIG_SIDE * BIG_SIDE);
+    assert_int_equal(job->task.status, PD_DEADLINE_EXCEEDED);
+    assert_true(job->path.metrics.expanded > 0);
+    assert_true(job->path.metrics.expanded < (uint64_t)BIG_SIDE * BIG_SIDE);
     assert_true(job->task.finished_ns >= job->task.deadline_ns);
-    assert_null(job->path);
+    assert_null(job->path.path);
     free_jobs(done, 1);
     qj_pool_destroy(pool);
     waker_destroy(&w);
@@ -528,35 +528,35 @@ static void test_corners_style(void **state)
 
     submit_ok(pool, make_job(f->small, 1, 1, 0, 0, 9, 4));
     pd_job *corners = make_job(f->small, 1, 2, 0, 0, 9, 4);
-    corners->style = PD_STYLE_CORNERS;
+    corners->path_query.style = PD_STYLE_CORNERS;
     submit_ok(pool, corners);
     pd_job *straight = make_job(f->small, 1, 3, 0, 6, 9, 6);
-    straight->style = PD_STYLE_CORNERS;
+    straight->path_query.style = PD_STYLE_CORNERS;
     submit_ok(pool, straight);
 
     pd_job *done[3];
     collect(pool, &w, done, 3);
     pd_job *cells = done[0];
-    assert_int_equal(cells->status, PD_OK);
-    assert_int_equal(corners->status, PD_OK);
-    assert_int_equal(cells->path_len, 10);
-    assert_float_equal(corners->metrics.cost, 4 * SQRT2 + 5, 1e-9);
+    assert_int_equal(cells->task.status, PD_OK);
+    assert_int_equal(corners->task.status, PD_OK);
+    assert_int_equal(cells->path.path_len, 10);
+    assert_float_equal(corners->path.metrics.cost, 4 * SQRT2 + 5, 1e-9);
 
     /* The corners are exactly the cell path compressed; the search is
      * deterministic, so both jobs found the same cells. A path that turns
      * from diagonal to straight has at least one corner between its ends. */
     pd_point expect[10];
-    memcpy(expect, cells->path, sizeof expect);
+    memcpy(expect, cells->path.path, sizeof expect);
     size_t n = pd_path_corners(expect, 10);
     assert_true(n >= 3 && n < 10);
-    assert_int_equal(corners->path_len, n);
-    assert_memory_equal(corners->path, expect, n * sizeof expect[0]);
+    assert_int_equal(corners->path.path_len, n);
+    assert_memory_equal(corners->path.path, expect, n * sizeof expect[0]);
 
-    assert_int_equal(straight->status, PD_OK);
-    assert_int_equal(straight->path_len, 2);
-    assert_int_equal(straight->path[0].x, 0);
-    assert_int_equal(straight->path[1].x, 9);
-    assert_int_equal(straight->path[1].y, 6);
+    assert_int_equal(straight->task.status, PD_OK);
+    assert_int_equal(straight->path.path_len, 2);
+    assert_int_equal(straight->path.path[0].x, 0);
+    assert_int_equal(straight->path.path[1].x, 9);
+    assert_int_equal(straight->path.path[1].y, 6);
     free_jobs(done, 3);
     qj_pool_destroy(pool);
     waker_destroy(&w);
@@ -599,8 +599,8 @@ static void test_pause_holds_work(void **state)
     assert_int_equal(pd_pool_cancel(pool, 7, 3), 1);
     pd_job *done[4];
     collect(pool, &w, done, 1);
-    assert_int_equal(done[0]->request_id, 3);
-    assert_int_equal(done[0]->status, PD_CANCELLED);
+    assert_int_equal(done[0]->task.tag, 3);
+    assert_int_equal(done[0]->task.status, PD_CANCELLED);
     pd_pool_get_stats(pool, &st);
     assert_int_equal(st.queue_depth, 3);
     assert_int_equal(st.tasks_done, 1);
@@ -610,8 +610,8 @@ static void test_pause_holds_work(void **state)
     collect(pool, &w, done, 3);
     size_t ok = 0;
     for (size_t i = 0; i < 3; i++) {
-        assert_int_not_equal(done[i]->request_id, 3);
-        ok += done[i]->status == PD_OK;
+        assert_int_not_equal(done[i]->task.tag, 3);
+        ok += done[i]->task.status == PD_OK;
     }
     assert_int_equal(ok, 3);
     free_jobs(done, 3);
@@ -816,12 +816,12 @@ static void test_destroy_stops_running_search(void **state)
         t = next;
     }
     assert_int_equal(left, 2);
-    assert_int_equal(running->status, PD_CANCELLED);
-    assert_true(running->metrics.expanded > 0);
-    assert_true(running->metrics.expanded < (uint64_t)BIG_SIDE * BIG_SIDE);
-    assert_null(running->path);
-    assert_int_equal(queued->status, PD_CANCELLED);
-    assert_int_equal(queued->metrics.expanded, 0);
+    assert_int_equal(running->task.status, PD_CANCELLED);
+    assert_true(running->path.metrics.expanded > 0);
+    assert_true(running->path.metrics.expanded < (uint64_t)BIG_SIDE * BIG_SIDE);
+    assert_null(running->path.path);
+    assert_int_equal(queued->task.status, PD_CANCELLED);
+    assert_int_equal(queued->path.metrics.expanded, 0);
     /* The running search completed (one more wake); the queued one never ran. */
     assert_int_equal(waker_wakes(&w), 2);
     pd_job_free(running);
@@ -849,9 +849,9 @@ static pd_pool_stats run_long_and_stat(pool_fixture *f, size_t *retained, int ju
     submit_ok(pool, job);
     pd_job *done[1];
     collect(pool, &w, done, 1);
-    assert_int_equal(job->status, PD_OK);
+    assert_int_equal(job->task.status, PD_OK);
     assert_cell_path(job);
-    assert_float_equal(job->metrics.cost, octile(job->params.start, job->params.goal), 1e-9);
+    assert_float_equal(job->path.metrics.cost, octile(job->path_query.params.start, job->path_query.params.goal), 1e-9);
     pd_pool_get_stats(pool, &st);
     free_jobs(done, 1);
     qj_pool_destroy(pool);
@@ -912,16 +912,16 @@ static void test_jump_points_match_astar(void **state)
     collect(jps, &wj, j, N);
     uint64_t exp_a = 0, exp_j = 0;
     for (size_t i = 0; i < N; i++) {
-        assert_int_equal(a[i]->request_id, j[i]->request_id);
-        assert_int_equal(a[i]->status, j[i]->status);
-        assert_float_equal(a[i]->metrics.cost, j[i]->metrics.cost, 1e-9);
-        if (a[i]->status == PD_OK) {
-            assert_int_equal(a[i]->path_len > 0, 1);
-            assert_int_equal(j[i]->path[0].x, a[i]->path[0].x);
-            assert_int_equal(j[i]->path[j[i]->path_len - 1].y, a[i]->path[a[i]->path_len - 1].y);
+        assert_int_equal(a[i]->task.tag, j[i]->task.tag);
+        assert_int_equal(a[i]->task.status, j[i]->task.status);
+        assert_float_equal(a[i]->path.metrics.cost, j[i]->path.metrics.cost, 1e-9);
+        if (a[i]->task.status == PD_OK) {
+            assert_int_equal(a[i]->path.path_len > 0, 1);
+            assert_int_equal(j[i]->path.path[0].x, a[i]->path.path[0].x);
+            assert_int_equal(j[i]->path.path[j[i]->path.path_len - 1].y, a[i]->path.path[a[i]->path.path_len - 1].y);
         }
-        exp_a += a[i]->metrics.expanded;
-        exp_j += j[i]->metrics.expanded;
+        exp_a += a[i]->path.metrics.expanded;
+        exp_j += j[i]->path.metrics.expanded;
     }
     assert_true(exp_j < exp_a);
     free_jobs(a, N);
