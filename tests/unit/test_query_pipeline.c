@@ -2,8 +2,9 @@
  * test_query_pipeline.c - the query layer's pipelines (pd_query.h), moved
  * out of test_pool.c so that file tests only the pool: the issue-4 FindPath
  * pipeline (scene search picks, unit grids, snapping, reachability, fallback
- * goals, avoid cells, windows, cut-off paths, smoothing, timing), cell
- * updates and routes.
+ * goals, avoid cells, windows, cut-off paths, smoothing, timing), FindPath
+ * jobs through a pool (costs on an open grid, long paths, corners, jump
+ * points against A*), cell updates and routes.
  *
  * Most tests call the query layer directly through run_one, with no threads,
  * on scenes loaded from tests/data/wire4_*.txt through pd_scene_load, so they
@@ -545,8 +546,7 @@ static void test_update_cells_jobs(void **state)
     assert_non_null(reg_store);
 
     test_waker w;
-    waker_init(&w, 0);
-    pd_pool *pool = pd_pool_create(4, 16, &qj_thread_ops, NULL, waker_wake, &w);
+    pd_pool *pool = pool_open(&w, 4, 16, 0);
     assert_non_null(pool);
 
     pd_job *bad = qj_new();
@@ -631,10 +631,180 @@ static void test_update_cells_jobs(void **state)
     assert_int_equal(done[0]->update.update.version, 8);
     free_jobs(done, 1);
 
-    qj_pool_destroy(pool);
-    waker_destroy(&w);
+    pool_close(pool, &w);
     pd_store_destroy(reg_store);
     pd_registry_destroy(reg);
+}
+
+/* ---- FindPath jobs through a pool (moved from test_pool.c) ---- */
+
+static void test_costs_on_open_grid(void **state)
+{
+    pool_fixture *f = *state;
+    test_waker w;
+    pd_pool *pool = pool_open(&w, 2, 16, 0);
+    assert_non_null(pool);
+
+    submit_ok(pool, make_job(f->small, 1, 1, 0, 0, 9, 9));
+    submit_ok(pool, make_job(f->small, 1, 2, 0, 0, 9, 0));
+    submit_ok(pool, make_job(f->small, 1, 3, 2, 7, 9, 3));
+    submit_ok(pool, make_job(f->small, 1, 4, 5, 5, 5, 5));
+    pd_job *four = make_job(f->small, 1, 5, 0, 0, 9, 9);
+    four->path_query.params.connectivity = PD_CONNECT_4;
+    submit_ok(pool, four);
+    submit_ok(pool, make_job(f->small, 1, 6, 0, 0, SMALL_SIDE, 0));
+
+    pd_job *done[6];
+    collect(pool, &w, done, 6);
+    for (size_t i = 0; i < 6; i++) {
+        pd_job *job = done[i];
+        if (job->task.tag == 6) {
+            assert_int_equal(job->task.status, PD_OUT_OF_BOUNDS);
+            assert_null(job->path.path);
+            continue;
+        }
+        assert_int_equal(job->task.status, PD_OK);
+        assert_cell_path(job);
+        if (job->task.tag == 5) {
+            assert_float_equal(job->path.metrics.cost, 18.0, 1e-9);
+            assert_int_equal(job->path.path_len, 19);
+        } else {
+            assert_float_equal(job->path.metrics.cost, octile(job->path_query.params.start, job->path_query.params.goal), 1e-9);
+        }
+        if (job->task.tag == 1) {
+            assert_float_equal(job->path.metrics.cost, 9 * SQRT2, 1e-9);
+            assert_int_equal(job->path.path_len, 10);
+        }
+        assert_true(job->task.finished_ns >= job->task.submitted_ns);
+    }
+    free_jobs(done, 6);
+    assert_true(waker_wakes(&w) >= 1);
+    pool_close(pool, &w);
+}
+
+/* Paths longer than the worker's starting buffer come back whole. */
+static void test_long_path(void **state)
+{
+    pool_fixture *f = *state;
+    test_waker w;
+    pd_pool *pool = pool_open(&w, 1, 4, 0);
+    assert_non_null(pool);
+
+    submit_ok(pool, make_job(f->corridor, 1, 1, 0, 0, CORRIDOR_LEN - 1, 0));
+    submit_ok(pool, make_job(f->corridor, 1, 2, CORRIDOR_LEN - 1, 0, 0, 0));
+    pd_job *corners = make_job(f->corridor, 1, 3, 5, 0, CORRIDOR_LEN - 5, 0);
+    corners->path_query.style = PD_STYLE_CORNERS;
+    submit_ok(pool, corners);
+    pd_job *done[3];
+    collect(pool, &w, done, 3);
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(done[i]->task.status, PD_OK);
+        assert_cell_path(done[i]);
+        assert_int_equal(done[i]->path.path_len, CORRIDOR_LEN);
+        assert_float_equal(done[i]->path.metrics.cost, CORRIDOR_LEN - 1, 1e-9);
+    }
+    /* Grown buffer, then compressed: a straight corridor is two points. */
+    assert_int_equal(corners->task.status, PD_OK);
+    assert_int_equal(corners->path.path_len, 2);
+    assert_int_equal(corners->path.path[0].x, 5);
+    assert_int_equal(corners->path.path[1].x, CORRIDOR_LEN - 5);
+    free_jobs(done, 3);
+    pool_close(pool, &w);
+}
+
+static void test_corners_style(void **state)
+{
+    pool_fixture *f = *state;
+    test_waker w;
+    pd_pool *pool = pool_open(&w, 1, 8, 0);
+    assert_non_null(pool);
+
+    submit_ok(pool, make_job(f->small, 1, 1, 0, 0, 9, 4));
+    pd_job *corners = make_job(f->small, 1, 2, 0, 0, 9, 4);
+    corners->path_query.style = PD_STYLE_CORNERS;
+    submit_ok(pool, corners);
+    pd_job *straight = make_job(f->small, 1, 3, 0, 6, 9, 6);
+    straight->path_query.style = PD_STYLE_CORNERS;
+    submit_ok(pool, straight);
+
+    pd_job *done[3];
+    collect(pool, &w, done, 3);
+    pd_job *cells = done[0];
+    assert_int_equal(cells->task.status, PD_OK);
+    assert_int_equal(corners->task.status, PD_OK);
+    assert_int_equal(cells->path.path_len, 10);
+    assert_float_equal(corners->path.metrics.cost, 4 * SQRT2 + 5, 1e-9);
+
+    /* The corners are exactly the cell path compressed; the search is
+     * deterministic, so both jobs found the same cells. A path that turns
+     * from diagonal to straight has at least one corner between its ends. */
+    pd_point expect[10];
+    memcpy(expect, cells->path.path, sizeof expect);
+    size_t n = pd_path_corners(expect, 10);
+    assert_true(n >= 3 && n < 10);
+    assert_int_equal(corners->path.path_len, n);
+    assert_memory_equal(corners->path.path, expect, n * sizeof expect[0]);
+
+    assert_int_equal(straight->task.status, PD_OK);
+    assert_int_equal(straight->path.path_len, 2);
+    assert_int_equal(straight->path.path[0].x, 0);
+    assert_int_equal(straight->path.path[1].x, 9);
+    assert_int_equal(straight->path.path[1].y, 6);
+    free_jobs(done, 3);
+    pool_close(pool, &w);
+}
+
+/* Runs the same jobs on two pools, A* only and with jump points, and
+ * returns nothing: every answer must agree in status, cost and endpoints, and
+ * the JPS pool must expand fewer nodes in total (it expands jump points). */
+static void test_jump_points_match_astar(void **state)
+{
+    pool_fixture *f = *state;
+    enum { N = 40 };
+    test_waker wa, wj;
+    waker_init(&wa, 0);
+    waker_init(&wj, 0);
+    pd_pool *astar = pd_pool_create(1, N, &qj_thread_ops, NULL, waker_wake, &wa);
+    pd_pool *jps = pd_pool_create(1, N, &qj_thread_ops, NULL, waker_wake, &wj);
+    assert_non_null(astar);
+    assert_non_null(jps);
+    /* Deterministic pairs on the big grid (uniform cost, 8-connected):
+     * spread over the map, plus the walled-in goal (NO_PATH both ways). */
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (uint64_t id = 1; id <= N; id++) {
+        int32_t c[4];
+        for (int k = 0; k < 4; k++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            c[k] = (int32_t)(x % 400);
+        }
+        if (id == N) { c[2] = BIG_SIDE - 1; c[3] = BIG_SIDE - 1; }
+        submit_ok(astar, make_job(f->big, 1, id, c[0], c[1], c[2], c[3]));
+        pd_job *jj = make_job(f->big, 1, id, c[0], c[1], c[2], c[3]);
+        jj->jump_points = 1;
+        submit_ok(jps, jj);
+    }
+    pd_job *a[N], *j[N];
+    collect(astar, &wa, a, N);
+    collect(jps, &wj, j, N);
+    uint64_t exp_a = 0, exp_j = 0;
+    for (size_t i = 0; i < N; i++) {
+        assert_int_equal(a[i]->task.tag, j[i]->task.tag);
+        assert_int_equal(a[i]->task.status, j[i]->task.status);
+        assert_float_equal(a[i]->path.metrics.cost, j[i]->path.metrics.cost, 1e-9);
+        if (a[i]->task.status == PD_OK) {
+            assert_int_equal(a[i]->path.path_len > 0, 1);
+            assert_int_equal(j[i]->path.path[0].x, a[i]->path.path[0].x);
+            assert_int_equal(j[i]->path.path[j[i]->path.path_len - 1].y, a[i]->path.path[a[i]->path.path_len - 1].y);
+        }
+        exp_a += a[i]->path.metrics.expanded;
+        exp_j += j[i]->path.metrics.expanded;
+    }
+    assert_true(exp_j < exp_a);
+    free_jobs(a, N);
+    free_jobs(j, N);
+    qj_pool_destroy(astar);
+    pool_close(jps, &wa);
+    waker_destroy(&wj);
 }
 
 /* ---- routes ---- */
@@ -783,8 +953,7 @@ static void test_route_jobs(void **state)
     route_fixture rf;
     route_fixture_init(&rf);
     test_waker w;
-    waker_init(&w, 0);
-    pd_pool *pool = pd_pool_create(2, 16, &qj_thread_ops, NULL, waker_wake, &w);
+    pd_pool *pool = pool_open(&w, 2, 16, 0);
     assert_non_null(pool);
 
     /* A route job needs a world. */
@@ -895,8 +1064,7 @@ static void test_route_jobs(void **state)
         free_jobs(done, 1);
     }
 
-    qj_pool_destroy(pool);
-    waker_destroy(&w);
+    pool_close(pool, &w);
     route_fixture_free(&rf);
 }
 
@@ -913,6 +1081,10 @@ int main(void)
         cmocka_unit_test(test_smooth_style),
         cmocka_unit_test(test_waypoint_times),
         cmocka_unit_test(test_waypoint_times_that_overflow),
+        cmocka_unit_test(test_costs_on_open_grid),
+        cmocka_unit_test(test_long_path),
+        cmocka_unit_test(test_corners_style),
+        cmocka_unit_test(test_jump_points_match_astar),
         cmocka_unit_test(test_update_cells_jobs),
         cmocka_unit_test(test_route_jobs),
     };
