@@ -19,7 +19,7 @@ FUZZ_SECONDS ?= 60
 PATHD_PYTHON ?= /usr/bin/python3
 
 .PHONY: all deps deps-test deps-bench build build-test fuzz-build run test test-sanitize \
-        test-docker bench bench-server fuzz docs clean
+        test-docker bench bench-server bench-agents fuzz docs clean
 
 all: build
 
@@ -91,6 +91,14 @@ docs: build-test
 # Debian's redis-server itself): docs/BENCHMARKS.md.
 bench-server: build
 	bench/server/bench-server.sh $(BUILD)
+
+# Issue 34's reservations benchmark (500 agents on den520d and Berlin_0_256,
+# 2000 on Berlin_0_1024, and the FindPath-alone baseline; every answer checked
+# by tests/agents/check_plans.py): docs/BENCHMARKS.md. Needs the Moving AI
+# maps in ../shared/benchmarks/movingai (skips without them);
+# PD_AGENTS_SECONDS=60 shortens the game time.
+bench-agents: build
+	bench/agents/run.sh $(BUILD)
 
 # Each fuzz target for FUZZ_SECONDS (make fuzz FUZZ_SECONDS=600).
 fuzz: fuzz-build

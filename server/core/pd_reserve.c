@@ -893,6 +893,27 @@ size_t pd_reserve_query(const pd_reserve *t, int32_t x0, int32_t y0, int32_t x1,
     return n;
 }
 
+int pd_plan_index_at(const pd_waypoint *wp, size_t n, int64_t t)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (wp[i].t_arrive_ms <= t && t <= wp[i].t_leave_ms)
+            return (int)i;
+        if (wp[i].t_arrive_ms > t)
+            return -1;
+    }
+    return (int)n - 1;
+}
+
+int64_t pd_plan_next_stop(const pd_waypoint *wp, size_t n, int64_t t)
+{
+    if (pd_plan_index_at(wp, n, t) >= 0)
+        return t;
+    for (size_t i = 0; i < n; i++)
+        if (wp[i].t_arrive_ms > t)
+            return wp[i].t_arrive_ms;
+    return t;
+}
+
 const pd_reserve_span *pd_reserve_cell(const pd_reserve *t, int32_t x, int32_t y, size_t *n)
 {
     uint32_t ci = pd__map_find(&t->cell_map, pd__cell_key(x, y));

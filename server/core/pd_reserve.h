@@ -226,6 +226,17 @@ int pd_reserve_agent_end(const pd_reserve *t, uint64_t agent, pd_reserve_cut *ou
 size_t pd_reserve_query(const pd_reserve *t, int32_t x0, int32_t y0, int32_t x1, int32_t y1,
                         int64_t from_ms, int64_t to_ms, pd_reserve_entry *out, size_t cap);
 
+/* ---- Reading a plan on the clock (the game's side, tests, benchmarks) ---- */
+
+/* The waypoint of wp[0..n) (n >= 1) the agent stands on at t (arriving,
+ * waiting or leaving), -1 while it moves between two, n - 1 after the
+ * last one's hold ended. */
+int pd_plan_index_at(const pd_waypoint *wp, size_t n, int64_t t);
+
+/* The first time from t on at which the plan has the agent standing on a
+ * waypoint: where a ReservePath from t on may start (t0 and start). */
+int64_t pd_plan_next_stop(const pd_waypoint *wp, size_t n, int64_t t);
+
 /* ---- What the planner (pd_sipp.c) reads. ---- */
 
 /* One agent's hold on one cell; spans on a cell are sorted and disjoint. */

@@ -553,6 +553,23 @@ static int cmp_cut(const void *a, const void *b)
     return (x->agent > y->agent) - (x->agent < y->agent);
 }
 
+/* Reading a plan on the clock: standing, moving, after the end. */
+static void test_plan_on_the_clock(void **state)
+{
+    (void)state;
+    const pd_waypoint p[] = { wp(0, 0, 0, 500), wp(1, 0, 1500, 1500), wp(2, 0, 2500, 4000) };
+    assert_int_equal(pd_plan_index_at(p, 3, 0), 0);
+    assert_int_equal(pd_plan_index_at(p, 3, 500), 0);      /* leaving: still there */
+    assert_int_equal(pd_plan_index_at(p, 3, 501), -1);     /* moving */
+    assert_int_equal(pd_plan_index_at(p, 3, 1500), 1);     /* passing through */
+    assert_int_equal(pd_plan_index_at(p, 3, 3000), 2);
+    assert_int_equal(pd_plan_index_at(p, 3, 9000), 2);     /* after the hold ended */
+    assert_int_equal(pd_plan_next_stop(p, 3, 200), 200);
+    assert_int_equal(pd_plan_next_stop(p, 3, 501), 1500);
+    assert_int_equal(pd_plan_next_stop(p, 3, 1501), 2500);
+    assert_int_equal(pd_plan_next_stop(p, 3, 9000), 9000);
+}
+
 /* Expiry as the server runs it: pd_reserve_maintain on the table's own
  * "now" (the latest t0 heard of), at most once per ttl / 16. */
 static void test_table_maintain(void **state)
@@ -1278,31 +1295,6 @@ typedef struct agent {
     pd_point dt_goal;
 } agent;
 
-/* The waypoint the agent stands on at t (waiting, arriving or leaving),
- * or -1 while it moves. Past the end of a plan that ends (a hold that
- * ran out) it stands on the last one, unreserved. */
-static int plan_index_at(const agent *a, int64_t t)
-{
-    for (size_t i = 0; i < a->n; i++) {
-        if (a->plan[i].t_arrive_ms <= t && t <= a->plan[i].t_leave_ms)
-            return (int)i;
-        if (a->plan[i].t_arrive_ms > t)
-            return -1;
-    }
-    return (int)a->n - 1;
-}
-
-/* The first time from t on at which the agent stands on a waypoint. */
-static int64_t next_stop(const agent *a, int64_t t)
-{
-    if (plan_index_at(a, t) >= 0)
-        return t;
-    for (size_t i = 0; i < a->n; i++)
-        if (a->plan[i].t_arrive_ms > t)
-            return a->plan[i].t_arrive_ms;
-    return t;
-}
-
 /* A random goal the unit can reach from `from` on the map as it is. */
 static pd_point random_goal(pd_search_ctx *sctx, const pd_grid *ug, pd_point from)
 {
@@ -1434,7 +1426,7 @@ static void simulate(scene *s, pd_reserve *t, pd_sipp_ctx *ctx, answers *log, in
         const int64_t now = a->next;
         if (now >= until)
             break;
-        const int at = plan_index_at(a, now);
+        const int at = pd_plan_index_at(a->plan, a->n, now);
         assert_true(at >= 0);
         const pd_waypoint here = a->plan[at];
         if (a->at_goal && at + 1 == (int)a->n)
@@ -1486,7 +1478,7 @@ static void simulate(scene *s, pd_reserve *t, pd_sipp_ctx *ctx, answers *log, in
         }
         /* Decide again a few waypoints on; on the last one, halfway
          * through its hold (or a while later when it parks). */
-        const int cur = plan_index_at(a, now);
+        const int cur = pd_plan_index_at(a->plan, a->n, now);
         assert_true(cur >= 0);
         int64_t when;
         if (cur + 1 < (int)a->n) {
@@ -1495,7 +1487,7 @@ static void simulate(scene *s, pd_reserve *t, pd_sipp_ctx *ctx, answers *log, in
             const int64_t leave = a->plan[a->n - 1].t_leave_ms;
             when = leave == FOREVER || leave <= now ? now + 500 + rnd(2000) : now + 1 + (leave - now) / 2;
         }
-        a->next = next_stop(a, when);
+        a->next = pd_plan_next_stop(a->plan, a->n, when);
 
         if (block_every && ++decisions % (uint64_t)block_every == 0)
             sim_block(s, t, log, ag, now, &st);
@@ -1606,6 +1598,7 @@ int main(void)
         cmocka_unit_test(test_table_release_collect_expire),
         cmocka_unit_test(test_table_limits),
         cmocka_unit_test(test_table_block_cuts),
+        cmocka_unit_test(test_plan_on_the_clock),
         cmocka_unit_test(test_table_maintain),
         cmocka_unit_test(test_table_block_cells),
         cmocka_unit_test(test_table_random_ops),
