@@ -48,6 +48,7 @@ typedef struct pd__agent {
     uint32_t next_free;      /* chains free records */
     int live;
     int64_t cut_ms;          /* pd_reserve_block_cells' mark: PD__NO_CUT outside it */
+    int was_cut;             /* cut by a block since its last replace */
     uint32_t next_cut;       /* chains the marked agents */
 } pd__agent;
 
@@ -673,6 +674,7 @@ pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64
     }
     t->entries += m;
     a->renewed_ms = t0_ms;
+    a->was_cut = 0;
     if (t0_ms > t->now_ms)
         t->now_ms = t0_ms;
     for (size_t i = 0; i < t->n_touched; i++)
@@ -785,6 +787,12 @@ static int pd__end_of(const pd__agent *a, pd_reserve_cut *out)
     return 1;
 }
 
+int pd_reserve_was_cut(const pd_reserve *t, uint64_t agent)
+{
+    uint32_t slot = pd__map_find(&t->agent_map, agent);
+    return slot != PD__NONE && t->agents[slot].was_cut;
+}
+
 int pd_reserve_agent_end(const pd_reserve *t, uint64_t agent, pd_reserve_cut *out)
 {
     uint32_t slot = pd__map_find(&t->agent_map, agent);
@@ -804,6 +812,7 @@ static void pd__cut_agent(pd_reserve *t, uint32_t slot, int64_t cut, pd_reserve_
 {
     pd__agent *a = &t->agents[slot];
     pd_reserve_cut c = { .agent = a->id, .x = a->e[0].x, .y = a->e[0].y, .until_ms = cut };
+    a->was_cut = 1;
     pd__agent_truncate(t, slot, cut);
     pd__end_of(a, &c);
     if (i < cap)

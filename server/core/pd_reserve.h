@@ -213,6 +213,10 @@ size_t pd_reserve_block(pd_reserve *t, int32_t x0, int32_t y0, int32_t x1, int32
 size_t pd_reserve_block_cells(pd_reserve *t, const pd_point *cells, size_t n_cells, int64_t at_ms,
                               pd_reserve_cut *out, size_t cap);
 
+/* Whether a block cut agent since its last replace (ReservePathResult's
+ * was_cut: read it before pd_sipp_reserve replaces the plan). */
+int pd_reserve_was_cut(const pd_reserve *t, uint64_t agent);
+
 /* Where agent's reservations leave it (see pd_reserve_cut): returns 1 and
  * fills *out, or 0 when it is not in the table or holds nothing. */
 int pd_reserve_agent_end(const pd_reserve *t, uint64_t agent, pd_reserve_cut *out);

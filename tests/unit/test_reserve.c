@@ -527,6 +527,9 @@ static void test_table_block_cuts(void **state)
     pd_reserve_cut cut[4];
     assert_int_equal(pd_reserve_block(t, 4, 0, 4, 0, 1500, cut, 4), 1);
     assert_true(cut[0].agent == 1 && cut[0].x == 3 && cut[0].y == 0 && cut[0].until_ms == 3000 && !cut[0].mid_move);
+    assert_true(pd_reserve_was_cut(t, 1));
+    assert_false(pd_reserve_was_cut(t, 2));
+    assert_false(pd_reserve_was_cut(t, 99));
     pd_reserve_entry e[16];
     assert_int_equal(pd_reserve_query(t, 4, 0, 9, 0, INT64_MIN, INT64_MAX, e, 16), 0);
     pd_reserve_cut end;
@@ -647,6 +650,11 @@ static void test_table_block_cells(void **state)
     assert_true(cut[0].agent == 1 && cut[0].x == 1 && cut[0].until_ms == 1500 && cut[0].mid_move);
     assert_true(cut[1].agent == 2 && cut[1].x == 3 && cut[1].y == 2 && cut[1].until_ms == 1500 && !cut[1].mid_move);
     check_table(t, 8, 8);
+    assert_true(pd_reserve_was_cut(t, 1) && pd_reserve_was_cut(t, 2));
+    /* A new plan clears the mark. */
+    const pd_waypoint again[] = { wp(6, 6, 1600, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 1600, again, 1, NULL), PD_OK);
+    assert_false(pd_reserve_was_cut(t, 1));
     /* Again: nothing is left on them from 1500 on. */
     assert_int_equal(pd_reserve_block_cells(t, cells, 4, 1500, cut, 4), 0);
     /* The count is not bounded by cap. */
