@@ -283,6 +283,7 @@ typedef struct run_args {
     int64_t game_ms;
     int unit2_pct;
     int64_t window_ms;
+    int64_t hold_ms;            /* PARTIAL's hold (pd_sipp.h): 0 until reserved again */
     FILE *answers;
 } run_args;
 
@@ -351,7 +352,8 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
             const double began = cpu_us();
             if (reserve_mode) {
                 pd_sipp_params p = { .agent = a->id, .unit = a->unit, .start = from, .goal = a->goal,
-                                     .t0_ms = t0, .speed = a->speed, .window_ms = ra->window_ms };
+                                     .t0_ms = t0, .speed = a->speed, .window_ms = ra->window_ms,
+                                     .hold_ms = ra->hold_ms };
                 pd_sipp_result r;
                 st = pd_sipp_reserve(ctx, table, s->unit[a->unit], &p, &r);
                 note_us(f, cpu_us() - began);
@@ -461,7 +463,7 @@ static void run_single(const scene *s, int queries, int64_t window_ms)
 static void usage(void)
 {
     fprintf(stderr, "usage: pathd-agents-bench --map FILE.map [--mode reserve|alone|single] [--agents N]\n"
-                    "         [--seconds S] [--unit2-pct P] [--window MS] [--queries N] [--seed N]\n"
+                    "         [--seconds S] [--unit2-pct P] [--window MS] [--hold MS] [--queries N] [--seed N]\n"
                     "         [--answers FILE.jsonl]\n");
     exit(2);
 }
@@ -488,6 +490,8 @@ int main(int argc, char **argv)
             ra.unit2_pct = atoi(v);
         else if (!strcmp(argv[i], "--window"))
             ra.window_ms = atoll(v);
+        else if (!strcmp(argv[i], "--hold"))
+            ra.hold_ms = atoll(v);
         else if (!strcmp(argv[i], "--queries"))
             queries = atoi(v);
         else if (!strcmp(argv[i], "--seed"))
