@@ -6,7 +6,8 @@
 #                everything, run every test
 # Plus: make test-sanitize (ASan+UBSan and TSan builds), make test-docker (the
 # container image), make bench (vs peers), make bench-server (the server's own
-# cost beside redis-server), make fuzz (each libFuzzer target for
+# cost beside redis-server), make bench-agents (space-time reservations,
+# issue 34; needs the Moving AI maps of ../shared), make fuzz (each libFuzzer target for
 # FUZZ_SECONDS, docs/FUZZING.md), make docs (regenerate the outputs recorded
 # in the docs from a live daemon, scripts/gen-docs.py).
 BUILD    ?= build
