@@ -160,6 +160,16 @@ static void scene_init(scene *s, const char *path)
     }
 }
 
+static void scene_free(scene *s)
+{
+    for (uint32_t k = 1; k <= MAX_UNIT; k++) {
+        pd_components_destroy(s->comp[k]);
+        pd_grid_destroy(s->unit[k]);
+    }
+    pd_clearance_destroy(s->c);
+    pd_grid_destroy(s->g);
+}
+
 /* A random open anchor of the unit grid; in `near`'s component when given
  * (near itself when a million draws miss that component: a pocket). */
 static pd_point random_cell(const scene *s, uint32_t unit, const pd_point *near)
@@ -509,6 +519,7 @@ int main(int argc, char **argv)
     scene_init(&s, map);
     if (!strcmp(ra.mode, "single")) {
         run_single(&s, queries, ra.window_ms);
+        scene_free(&s);
         return 0;
     }
     if (answers && !(ra.answers = fopen(answers, "w"))) {
@@ -541,5 +552,6 @@ int main(int argc, char **argv)
     if (ra.answers)
         fclose(ra.answers);
     free(f.us);
+    scene_free(&s);
     return 0;
 }
