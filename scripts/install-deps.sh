@@ -30,12 +30,14 @@ RUN_PKGS=(
 )
 # cmocka for the unit tests, clang and its runtime for the libFuzzer targets,
 # python3 for the document checks, protoc + python3-protobuf for the Python
-# client, curl for /metrics,
+# client, Go 1.19 with Debian's protobuf module and protoc-gen-go for the Go
+# client (built offline), curl for /metrics,
 # haproxy + openssl for the TLS front test.
 TEST_PKGS=(
   libcmocka-dev
   clang libclang-rt-14-dev
   python3 python3-protobuf protobuf-compiler
+  golang-go golang-google-protobuf-dev protoc-gen-go
   curl
   haproxy openssl
 )

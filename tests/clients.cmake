@@ -50,12 +50,16 @@ endif()
 # client_node's timeout, and a half-finished one is redone by the next build.
 # --soft: a failed install (offline) warns instead of failing the build, and
 # client_node then fails saying the packages are missing.
-if(NOT PD_NODE_MISSING)
-  add_custom_target(pathd_node_deps ALL
+# The Colyseus room example's packages are installed the same way.
+function(pd_node_deps_target target dir what)
+  add_custom_target(${target} ALL
                     COMMAND ${CMAKE_COMMAND} -E env PATHD_NODE=${PATHD_NODE} PATHD_NPM=${PATHD_NPM}
-                            "${PROJECT_SOURCE_DIR}/client-examples/node/install-deps.sh" --soft
-                    COMMENT "Node client: pinned packages (npm ci when incomplete)"
+                            "${PROJECT_SOURCE_DIR}/client-examples/${dir}/install-deps.sh" --soft
+                    COMMENT "${what}: pinned packages (npm ci when incomplete)"
                     VERBATIM)
+endfunction()
+if(NOT PD_NODE_MISSING)
+  pd_node_deps_target(pathd_node_deps node "Node client")
 endif()
 
 # run-tests.sh only checks the install (install-deps.sh --check).
@@ -80,7 +84,47 @@ else()
                    "${PROJECT_SOURCE_DIR}/client-examples/node/test/install-deps-test.sh")
 endif()
 
+# The Colyseus room example (client-examples/colyseus): its pinned packages
+# are installed by the build as the Node client's are (install-deps.sh runs
+# the Node client's script on its directory), and its bots run against
+# pathd daemons the test starts itself (PATHD_BIN, PATHD_CONFIG from
+# run-with-daemon.sh), so it can restart one mid-run. The benchmark part
+# plays COLYSEUS_BENCH_SECONDS (10 here; docs/BENCHMARKS.md's figures: 60).
+if(NOT PD_NODE_MISSING)
+  pd_node_deps_target(pathd_colyseus_deps colyseus "Colyseus room example")
+  # One npm at a time: both installs share npm's cache.
+  add_dependencies(pathd_colyseus_deps pathd_node_deps)
+  add_test(NAME client_colyseus
+           COMMAND ${CMAKE_COMMAND} -E env
+                   PATHD_NODE=${PATHD_NODE} PATHD_NPM=${PATHD_NPM} COLYSEUS_BENCH_SECONDS=10
+                   ${PD_CLIENT_DAEMON}
+                   -- "${PROJECT_SOURCE_DIR}/client-examples/colyseus/run-tests.sh")
+else()
+  pd_client_test_unavailable(client_colyseus "${PD_NODE_MISSING}")
+endif()
+set_tests_properties(client_colyseus PROPERTIES LABELS "clients" TIMEOUT 180)
+
 # The timeout is a hang guard, not a speed check: on a freshly bootstrapped
 # Debian (Debian's node 18, 2 cores at load average ~18) client_node's 35
 # tests took 40 s of node's own time and the whole test passed 60 s.
 set_tests_properties(client_python client_node client_node_install PROPERTIES LABELS "clients" TIMEOUT 180)
+
+# The Go client (client-examples/go): go test against the live daemon, offline
+# (GOPROXY=off) from Debian's golang-go and golang-google-protobuf-dev; its
+# build cache lives in the build tree. run-tests.sh names any missing Debian
+# package and prints "go client: N passed, N failed". The timeout is a hang
+# guard, within the 2 minutes the Go build and run may take: a cold build
+# and the run took 40 s at load average 10.
+find_program(PATHD_GO NAMES go)
+if(NOT PATHD_GO)
+  pd_client_test_unavailable(client_go "go not found: install the Debian packages golang-go, golang-google-protobuf-dev and protoc-gen-go")
+else()
+  add_test(NAME client_go
+           COMMAND ${CMAKE_COMMAND} -E env
+                   PATHCTL_BIN=$<TARGET_FILE:pathctl>
+                   PATHD_GO=${PATHD_GO}
+                   PATHD_GO_CACHE=${CMAKE_BINARY_DIR}/client-examples/go
+                   ${PD_CLIENT_DAEMON}
+                   -- "${PROJECT_SOURCE_DIR}/client-examples/go/run-tests.sh")
+endif()
+set_tests_properties(client_go PROPERTIES LABELS "clients" TIMEOUT 120)

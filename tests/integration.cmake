@@ -6,7 +6,7 @@
 # tests/data/movingai, so no outside data is needed.
 add_library(pathd_integ_harness STATIC integration/harness.c)
 target_include_directories(pathd_integ_harness PUBLIC "${CMAKE_CURRENT_SOURCE_DIR}/integration")
-target_link_libraries(pathd_integ_harness PUBLIC pathd_client PkgConfig::CMOCKA Threads::Threads m)
+target_link_libraries(pathd_integ_harness PUBLIC pathd_client pathd_testsock PkgConfig::CMOCKA Threads::Threads m)
 target_compile_definitions(pathd_integ_harness PRIVATE
   PD_TEST_DATA_DIR="${PD_TEST_DATA_DIR}"
   PD_MOVINGAI_DIR="${PD_MOVINGAI_DIR}"
@@ -26,6 +26,10 @@ foreach(name cancel concurrency lifecycle)
   pd_test(NAME test_e2e_${name} SOURCES integration/test_e2e_${name}.c
           LIBS pathd_integ_harness LABELS sanitize threaded TIMEOUT 600)
 endforeach()
+# Issue 33: the C client's flow control (in-flight cap, local queue, retry
+# of the server's own OVERLOADED) and WatchEvent.incarnation.
+pd_test(NAME test_e2e_client_flow SOURCES integration/test_e2e_client_flow.c
+        LIBS pathd_integ_harness LABELS sanitize threaded TIMEOUT 240)
 target_link_libraries(test_e2e_pathctl PRIVATE PkgConfig::CJSON)
 # Issue 12: scenes made at run time (CreateScene, CreateInstance, DropScene)
 # through the client and pathctl, and the RSS of 10,000 instances.

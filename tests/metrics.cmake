@@ -2,7 +2,7 @@
 # ephemeral loopback port (unit test), and the real daemon's endpoint seen
 # through curl after a known set of requests (metrics_curl).
 pd_test(NAME test_metrics SOURCES unit/test_metrics.c
-        LIBS pathd_net Threads::Threads
+        LIBS pathd_net pathd_testsock Threads::Threads
         LABELS sanitize threaded TIMEOUT 120)
 
 add_test(NAME metrics_curl

@@ -1,6 +1,7 @@
 # Tests for the conf and scene layers (tests/unit/test_conf.c, test_tiled.c,
 # test_tiled_formats.c, test_tiled_cost.c, test_ldtk.c,
-# test_scene.c, test_scene_update.c, test_scene_runtime.c, test_scene_reload.c). test_scene runs readers against reloads
+# test_scene.c, test_scene_update.c, test_scene_runtime.c, test_scene_reload.c,
+# test_journal.c, test_store_log.c). test_scene runs readers against reloads
 # and test_scene_update runs updaters and readers on several threads, so both
 # are labelled "threaded" for the TSan run (test_scene_update's threaded
 # tests alone, as test_scene_update_threads).
@@ -34,3 +35,7 @@ pd_test(NAME test_journal SOURCES unit/test_journal.c LIBS pathd_scene LABELS sa
 # builds again, on maps the test rewrites in a temporary directory; one
 # test updates on a thread while reloads run: threaded.
 pd_test(NAME test_scene_reload SOURCES unit/test_scene_reload.c LIBS pathd_scene LABELS sanitize threaded)
+# Issue 31: the store's change log interface driven through a second,
+# in-memory implementation (updates, new scenes, instances, drops, tails,
+# snapshot and compaction, replay into a fresh store).
+pd_test(NAME test_store_log SOURCES unit/test_store_log.c LIBS pathd_scene LABELS sanitize)

@@ -10,6 +10,14 @@ pd_test(NAME test_pool
         LABELS sanitize threaded
         TIMEOUT 600)
 
+# The query pipelines (FindPath options, cell updates, routes), split out of
+# test_pool so that one tests the pool alone; same labels and hang guard.
+pd_test(NAME test_query_pipeline
+        SOURCES unit/test_query_pipeline.c
+        LIBS pathd_worker pathd_query
+        LABELS sanitize threaded
+        TIMEOUT 600)
+
 # Issue 12: ordered tasks in lanes (one scene's changes in order, other
 # scenes' beside them), shown with gates, not timing.
 pd_test(NAME test_pool_lanes

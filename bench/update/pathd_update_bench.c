@@ -24,7 +24,7 @@
  * an update's time there ends when the new version is served, so the next
  * query acquires it (the bench checks that it does). Each scene's lineage
  * writes a new version into the one the update before replaced, after
- * replaying that update on it (pd_scene.c); only the scene's first update
+ * replaying that update on it (pd_scene_update.c); only the scene's first update
  * copies, shown apart as "first update (copy)". --registry-only skips the
  * rows that copy or rebuild the whole scene (minutes at 4096 x 4096).
  *

@@ -988,7 +988,10 @@ int main(int argc, char **argv)
     }
 
     char err[PDC_MESSAGE_MAX];
-    pdc_conn *c = pdc_connect(args.server, args.timeout_ms, err, sizeof err);
+    /* One call at a time: flow control has nothing to hold back, so no
+     * GetLimits round trip either. */
+    pdc_conn *c = pdc_connect_flags(args.server, args.timeout_ms, PDC_CONNECT_NO_FLOW_CONTROL, err,
+                                    sizeof err);
     if (!c) {
         fprintf(stderr, "pathctl: %s\n", err);
         pathctl_args_free(&args);

@@ -599,7 +599,7 @@ int pathctl_query_main(int argc, char **argv)
     if (!a.token && getenv("PATHD_TOKEN") && *getenv("PATHD_TOKEN"))
         a.token = getenv("PATHD_TOKEN");
     char err[PDC_MESSAGE_MAX];
-    pdc_conn *c = pdc_connect(a.server, a.timeout_ms, err, sizeof err);
+    pdc_conn *c = pdc_connect_flags(a.server, a.timeout_ms, PDC_CONNECT_NO_FLOW_CONTROL, err, sizeof err);
     if (!c) {
         fprintf(stderr, "pathctl: %s\n", err);
         free(a.moves);

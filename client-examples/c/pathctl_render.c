@@ -1260,7 +1260,7 @@ int pathctl_render_main(int argc, char **argv)
     if (!a.val[ROPT_MAP] || a.req.scene) {
         char err[PDC_MESSAGE_MAX];
         const char *server = a.val[ROPT_SERVER] ? a.val[ROPT_SERVER] : PDC_DEFAULT_SERVER;
-        c = pdc_connect(server, a.timeout_ms, err, sizeof err);
+        c = pdc_connect_flags(server, a.timeout_ms, PDC_CONNECT_NO_FLOW_CONTROL, err, sizeof err);
         if (!c) {
             fprintf(stderr, "pathctl render: %s\n", err);
             free(a.points);

@@ -318,7 +318,7 @@ pdc_conn *pathctl_open(const pathctl_conn_opts *opts, int *exit_code)
     if (!token && getenv("PATHD_TOKEN") && *getenv("PATHD_TOKEN"))
         token = getenv("PATHD_TOKEN");
     char err[PDC_MESSAGE_MAX];
-    pdc_conn *c = pdc_connect(opts->server, opts->timeout_ms, err, sizeof err);
+    pdc_conn *c = pdc_connect_flags(opts->server, opts->timeout_ms, PDC_CONNECT_NO_FLOW_CONTROL, err, sizeof err);
     if (!c) {
         fprintf(stderr, "pathctl: %s\n", err);
         *exit_code = PS_EXIT_CONNECT;

@@ -42,6 +42,25 @@ typedef enum pdc__kind {
                                    the final one */
 } pdc__kind;
 
+/* A request held back by flow control until the in-flight cap has room:
+ * its whole frame, packed when it was queued. */
+typedef struct pdc__queued {
+    uint64_t id;
+    uint32_t slots;
+    int multi;                  /* answered in several frames (path, route) */
+    uint8_t *frame;
+    size_t len;
+} pdc__queued;
+
+/* A request sent that holds in-flight slots on the server until its last
+ * answer frame: kept apart from the pending table, since a blocking call
+ * that times out forgets its entry while the server still counts it. */
+typedef struct pdc__held {
+    uint64_t id;
+    uint32_t slots;
+    int multi;
+} pdc__held;
+
 /* A request still waiting for its answer, or answered but not yet taken. */
 typedef struct pdc__pending {
     uint64_t id;
@@ -93,6 +112,22 @@ struct pdc_conn {
     uint64_t stale_version;     /* Error.version of the last STALE_VERSION answer */
     pdc_timing last_timing;     /* of the answer the last blocking call received */
     char token[PDC_TOKEN_MAX];  /* from pdc_auth; sent again after each reconnect */
+    /* Flow control (pdc_set_flow_control): at most cap slots outstanding,
+     * the rest queued, at most max_queued. */
+    int flow_control;
+    uint32_t cap;               /* the server's max_inflight_per_conn */
+    uint32_t used;              /* slots of the requests in held[] */
+    pdc__held *held;
+    size_t nheld, cap_held;
+    pdc__queued *queue;         /* a ring: queue[(q_head + k) % q_cap] */
+    size_t q_head, q_len, q_cap;
+    size_t max_queued;
+    int limits_known;
+    pdc_limits limits;          /* read on connect when limits_known */
+    int retry_attempts;         /* OVERLOADED: attempts in all, within... */
+    int retry_deadline_ms;      /* ...this long from the first send (0: the timeout) */
+    uint64_t rng;               /* xorshift state for the backoff's jitter */
+    uint64_t overloaded_retries;
     char error[PDC_MESSAGE_MAX];
 };
 
@@ -110,11 +145,12 @@ static const char *const pdc__wire_names[PDC_WIRE_STATUS_COUNT] = {
 };
 
 static int pdc__authenticate(pdc_conn *c, char *role, size_t role_len);
+static void pdc__read_limits(pdc_conn *c);
 
 /* Indexed by -status. */
 static const char *const pdc__client_names[] = {
     "UNKNOWN_STATUS", "DISCONNECTED", "TIMEOUT", "PROTOCOL_ERROR", "NO_MEMORY",
-    "BAD_ARGUMENT", "CONNECT_FAILED", "IDLE",
+    "BAD_ARGUMENT", "CONNECT_FAILED", "IDLE", "QUEUE_FULL",
 };
 
 const char *pdc_status_name(int status)
@@ -313,6 +349,18 @@ static void pdc__complete(pdc_conn *c, pdc__pending *p, int status, const char *
         snprintf(p->message, sizeof p->message, "%s", message);
 }
 
+/* The connection is gone: the server forgets its requests, so nothing holds
+ * a slot, and what was queued will never be sent (its entries fail with
+ * the others). */
+static void pdc__flow_reset(pdc_conn *c)
+{
+    for (size_t k = 0; k < c->q_len; k++)
+        free(c->queue[(c->q_head + k) % c->q_cap].frame);
+    c->q_head = c->q_len = 0;
+    c->nheld = 0;
+    c->used = 0;
+}
+
 /* Closes the socket after a transport or protocol failure and fails every
  * request still waiting with `status`: a stream that broke cannot be trusted
  * to deliver their answers any more. */
@@ -327,6 +375,7 @@ static void pdc__fail(pdc_conn *c, int status, const char *fmt, ...)
         c->fd = -1;
     }
     c->rstart = c->rend = 0;
+    pdc__flow_reset(c);
     for (size_t i = 0; i < c->npending; i++) {
         pdc__pending *p = &c->pending[i];
         if (p->done_order)
@@ -469,6 +518,11 @@ static int pdc__open_socket(pdc_conn *c, char *err, size_t errlen)
 
 pdc_conn *pdc_connect(const char *host_port, int timeout_ms, char *err, size_t errlen)
 {
+    return pdc_connect_flags(host_port, timeout_ms, 0, err, errlen);
+}
+
+pdc_conn *pdc_connect_flags(const char *host_port, int timeout_ms, unsigned flags, char *err, size_t errlen)
+{
     char scratch[PDC_MESSAGE_MAX];
     if (!err || errlen == 0) {
         err = scratch;
@@ -487,11 +541,19 @@ pdc_conn *pdc_connect(const char *host_port, int timeout_ms, char *err, size_t e
     c->fd = -1;
     c->next_id = 1;
     c->timeout_ms = timeout_ms > 0 ? timeout_ms : PDC_DEFAULT_TIMEOUT_MS;
+    c->flow_control = !(flags & PDC_CONNECT_NO_FLOW_CONTROL);
+    c->cap = PDC_DEFAULT_INFLIGHT_CAP;
+    c->max_queued = PDC_DEFAULT_MAX_QUEUED;
+    c->retry_attempts = PDC_RETRY_ATTEMPTS;
+    c->rng = pdc__now_us() ^ (uint64_t)(uintptr_t)c ^ 0x9e3779b97f4a7c15u;
+    if (c->rng == 0)
+        c->rng = 1;
     snprintf(c->host_port, sizeof c->host_port, "%s", host_port);
     if (pdc__open_socket(c, err, errlen) != PDC_OK) {
         free(c);
         return NULL;
     }
+    pdc__read_limits(c);
     return c;
 }
 
@@ -501,6 +563,9 @@ void pdc_close(pdc_conn *c)
         return;
     if (c->fd >= 0)
         close(c->fd);
+    pdc__flow_reset(c);
+    free(c->queue);
+    free(c->held);
     for (size_t i = 0; i < c->npending; i++)
         pdc__pending_release(&c->pending[i]);
     for (size_t i = c->event_head; i < c->nevents; i++)
@@ -525,7 +590,10 @@ int pdc_reconnect(pdc_conn *c)
         snprintf(c->error, sizeof c->error, "%s", err);
         return PDC_ERR_CONNECT;
     }
-    return c->token[0] ? pdc__authenticate(c, NULL, 0) : PDC_OK;
+    r = c->token[0] ? pdc__authenticate(c, NULL, 0) : PDC_OK;
+    if (r == PDC_OK)
+        pdc__read_limits(c);
+    return r;
 }
 
 int pdc_is_connected(const pdc_conn *c)
@@ -616,6 +684,254 @@ static int pdc__send_frame(pdc_conn *c, const Pathd__V1__Request *req)
     if (buf != stack_buf)
         free(buf);
     return result;
+}
+
+/* ---- flow control ------------------------------------------------------------
+ * The server counts some requests against max_inflight_per_conn (one slot
+ * each, a Batch one per item) and answers the excess OVERLOADED. A
+ * connection with flow control keeps at most `cap` slots outstanding and
+ * queues the rest, in order, sending them as answers free slots (pdc__pump,
+ * run whenever a frame is read), as HTTP/2 clients respect
+ * MAX_CONCURRENT_STREAMS. */
+
+/* The slots req takes on the server: the kinds it hands to a worker
+ * (server/net/pd_dispatch.c, pd__inflight_ok); Ping, GetLimits, Watch,
+ * Cancel... are answered on its event loop and take none. A Batch over the
+ * cap counts as the cap: it goes alone, for the server to refuse it. */
+static uint32_t pdc__slots(const pdc_conn *c, const Pathd__V1__Request *req)
+{
+    uint32_t n;
+    switch (req->body_case) {
+    case PATHD__V1__REQUEST__BODY_FIND_PATH:
+    case PATHD__V1__REQUEST__BODY_FIND_ROUTE:
+    case PATHD__V1__REQUEST__BODY_UPDATE_CELLS:
+    case PATHD__V1__REQUEST__BODY_CREATE_SCENE:
+    case PATHD__V1__REQUEST__BODY_CREATE_INSTANCE:
+    case PATHD__V1__REQUEST__BODY_DROP_SCENE:
+    case PATHD__V1__REQUEST__BODY_RAYCAST:
+    case PATHD__V1__REQUEST__BODY_VALIDATE_MOVE:
+    case PATHD__V1__REQUEST__BODY_MOVE_ALONG:
+    case PATHD__V1__REQUEST__BODY_NEAREST:
+    case PATHD__V1__REQUEST__BODY_REACHABLE:
+    case PATHD__V1__REQUEST__BODY_RANDOM_POINT:
+    case PATHD__V1__REQUEST__BODY_DISTANCE_TO_WALL:
+        n = 1;
+        break;
+    case PATHD__V1__REQUEST__BODY_BATCH:
+        n = req->batch ? (uint32_t)req->batch->n_items : 0;
+        break;
+    default:
+        return 0;
+    }
+    return n > c->cap ? c->cap : n;
+}
+
+/* Whether a request of `slots` may be sent now rather than queued: flow
+ * control is off, it takes no slot, or nothing queued is ahead of it and
+ * the cap has room. */
+static int pdc__fits(const pdc_conn *c, uint32_t slots)
+{
+    return !c->flow_control || slots == 0 || (c->q_len == 0 && c->used + slots <= c->cap);
+}
+
+/* Room in held[] for `more` entries, made before the sends they record. */
+static int pdc__hold_reserve(pdc_conn *c, size_t more)
+{
+    if (c->nheld + more <= c->cap_held)
+        return PDC_OK;
+    size_t cap = c->cap_held ? c->cap_held : 64;
+    while (cap < c->nheld + more)
+        cap *= 2;
+    pdc__held *grown = realloc(c->held, cap * sizeof *grown);
+    if (!grown)
+        return PDC_ERR_NOMEM;
+    c->held = grown;
+    c->cap_held = cap;
+    return PDC_OK;
+}
+
+/* Records a request just sent that takes slots (room reserved). */
+static void pdc__hold(pdc_conn *c, uint64_t id, uint32_t slots, int multi)
+{
+    if (!c->flow_control || slots == 0 || c->nheld == c->cap_held)
+        return;
+    c->held[c->nheld++] = (pdc__held){id, slots, multi};
+    c->used += slots;
+}
+
+/* A frame of request `id` arrived: gives back its slots if it was the last
+ * one. Returns 1 when slots were freed. */
+static int pdc__release(pdc_conn *c, uint64_t id, int final)
+{
+    for (size_t k = 0; k < c->nheld; k++) {
+        if (c->held[k].id != id)
+            continue;
+        if (c->held[k].multi && !final)
+            return 0;
+        c->used -= c->held[k].slots;
+        c->held[k] = c->held[--c->nheld];
+        return 1;
+    }
+    return 0;
+}
+
+/* Queues request req (its id set) as a packed frame. */
+static int pdc__enqueue(pdc_conn *c, const Pathd__V1__Request *req, uint32_t slots, int multi)
+{
+    size_t len = pathd__v1__request__get_packed_size(req);
+    if (len > PDC_MAX_FRAME_BYTES)
+        return PDC_ERR_ARG;
+    if (c->q_len == c->q_cap) {
+        size_t cap = c->q_cap ? c->q_cap * 2 : 64;
+        pdc__queued *grown = malloc(cap * sizeof *grown);
+        if (!grown)
+            return PDC_ERR_NOMEM;
+        for (size_t k = 0; k < c->q_len; k++)
+            grown[k] = c->queue[(c->q_head + k) % c->q_cap];
+        free(c->queue);
+        c->queue = grown;
+        c->q_cap = cap;
+        c->q_head = 0;
+    }
+    uint8_t *frame = malloc(len + PDC__HEADER_BYTES);
+    if (!frame)
+        return PDC_ERR_NOMEM;
+    pdc__pack_frame(req, len, frame);
+    c->queue[(c->q_head + c->q_len++) % c->q_cap] =
+        (pdc__queued){req->id, slots, multi, frame, len + PDC__HEADER_BYTES};
+    return PDC_OK;
+}
+
+/* PDC_ERR_QUEUE_FULL (with the reason in c->error) when `more` requests
+ * would not fit in the queue. */
+static int pdc__queue_room(pdc_conn *c, size_t more)
+{
+    if (c->q_len <= c->max_queued && more <= c->max_queued - c->q_len)
+        return PDC_OK;
+    snprintf(c->error, sizeof c->error,
+             "%zu requests already wait for this connection's in-flight cap of %u (max_queued %zu); "
+             "nothing was sent", c->q_len, c->cap, c->max_queued);
+    return PDC_ERR_QUEUE_FULL;
+}
+
+/* Sends the queued requests the cap has room for, in order; drops those
+ * whose blocking call gave up (timed out) meanwhile. */
+static void pdc__pump(pdc_conn *c)
+{
+    while (c->q_len > 0 && c->fd >= 0) {
+        pdc__queued q = c->queue[c->q_head];
+        if (pdc__pending_find(c, q.id) &&
+            ((c->flow_control && c->used + q.slots > c->cap) || pdc__hold_reserve(c, 1) != PDC_OK))
+            return;
+        c->q_head = (c->q_head + 1) % c->q_cap;
+        c->q_len--;
+        int r = pdc__pending_find(c, q.id) ? pdc__send_bytes(c, q.frame, q.len) : PDC_ERR_IDLE;
+        free(q.frame);
+        if (r == PDC_OK)
+            pdc__hold(c, q.id, q.slots, q.multi);
+        else if (r != PDC_ERR_IDLE)
+            return; /* pdc__fail closed the connection and failed everything */
+    }
+}
+
+/* Takes a queued request out before it is sent (a cancel, a timeout);
+ * 1 when it was there. */
+static int pdc__unqueue(pdc_conn *c, uint64_t id)
+{
+    for (size_t k = 0; k < c->q_len; k++) {
+        pdc__queued *q = &c->queue[(c->q_head + k) % c->q_cap];
+        if (q->id != id)
+            continue;
+        free(q->frame);
+        for (size_t j = k; j + 1 < c->q_len; j++)
+            c->queue[(c->q_head + j) % c->q_cap] = c->queue[(c->q_head + j + 1) % c->q_cap];
+        c->q_len--;
+        return 1;
+    }
+    return 0;
+}
+
+/* A pause of backoff_ms plus up to half of it at random (xorshift64), so
+ * clients refused together do not all retry together. */
+static int pdc__jittered(pdc_conn *c, int backoff_ms)
+{
+    c->rng ^= c->rng << 13;
+    c->rng ^= c->rng >> 7;
+    c->rng ^= c->rng << 17;
+    return backoff_ms + (int)(c->rng % (uint64_t)(backoff_ms / 2 + 1));
+}
+
+void pdc_set_flow_control(pdc_conn *c, int on)
+{
+    if (!c)
+        return;
+    c->flow_control = on != 0;
+    if (on)
+        pdc__pump(c);
+}
+
+void pdc_set_max_queued(pdc_conn *c, size_t max_queued)
+{
+    if (c)
+        c->max_queued = max_queued;
+}
+
+void pdc_set_retry(pdc_conn *c, int attempts, int deadline_ms)
+{
+    if (!c)
+        return;
+    if (attempts >= 1)
+        c->retry_attempts = attempts;
+    if (deadline_ms >= 0)
+        c->retry_deadline_ms = deadline_ms;
+}
+
+uint32_t pdc_inflight_cap(const pdc_conn *c)
+{
+    return c && c->flow_control ? c->cap : 0;
+}
+
+uint32_t pdc_slots_in_flight(const pdc_conn *c)
+{
+    return c ? c->used : 0;
+}
+
+size_t pdc_queued(const pdc_conn *c)
+{
+    return c ? c->q_len : 0;
+}
+
+uint64_t pdc_overloaded_retries(const pdc_conn *c)
+{
+    return c ? c->overloaded_retries : 0;
+}
+
+int pdc_conn_limits(const pdc_conn *c, pdc_limits *out)
+{
+    if (!c || !out || !c->limits_known)
+        return 0;
+    *out = c->limits;
+    return 1;
+}
+
+/* Reads GetLimits for flow control; a server that refuses it (no token
+ * yet, an older pathd) leaves the default cap. It goes out with an id of
+ * its own, the largest, so the caller's ids still run 1, 2, 3... */
+static void pdc__read_limits(pdc_conn *c)
+{
+    if (!c->flow_control || c->fd < 0)
+        return;
+    pdc_limits l;
+    const uint64_t next_id = c->next_id;
+    c->next_id = UINT64_MAX;
+    const int r = pdc_get_limits(c, &l);
+    c->next_id = next_id;
+    if (r != PDC_OK)
+        return;
+    c->limits = l;
+    c->limits_known = 1;
+    if (l.max_inflight_per_conn > 0)
+        c->cap = l.max_inflight_per_conn;
 }
 
 /* ---- receiving ------------------------------------------------------------ */
@@ -954,7 +1270,7 @@ static int pdc__event_push(pdc_conn *c, Pathd__V1__Response *resp)
 }
 
 /* Files one frame under its request. Takes ownership of resp. */
-static void pdc__dispatch(pdc_conn *c, Pathd__V1__Response *resp)
+static void pdc__dispatch_frame(pdc_conn *c, Pathd__V1__Response *resp)
 {
     /* Why an answer is not OK: Response.message on a path or route that
      * was searched for and not found (NO_PATH, a blocked end...), or
@@ -1027,6 +1343,16 @@ static void pdc__dispatch(pdc_conn *c, Pathd__V1__Response *resp)
     pathd__v1__response__free_unpacked(resp, NULL);
 }
 
+/* Files one frame (pdc__dispatch_frame); when it ends a request that held
+ * in-flight slots, sends what the queue may send now. */
+static void pdc__dispatch(pdc_conn *c, Pathd__V1__Response *resp)
+{
+    const int freed = pdc__release(c, resp->id, resp->final);
+    pdc__dispatch_frame(c, resp);
+    if (freed)
+        pdc__pump(c);
+}
+
 /* Pumps frames until request `id` completes or the deadline passes. On a
  * timeout the request is forgotten (a late answer is then ignored). */
 static int pdc__wait_for(pdc_conn *c, uint64_t id, int64_t deadline, pdc__pending *taken)
@@ -1043,9 +1369,11 @@ static int pdc__wait_for(pdc_conn *c, uint64_t id, int64_t deadline, pdc__pendin
         Pathd__V1__Response *resp = NULL;
         int r = pdc__read_frame(c, deadline, &resp);
         if (r == PDC_ERR_TIMEOUT) {
+            const int queued = pdc__unqueue(c, id);
             pdc__pending_release(p);
             pdc__pending_remove(c, p);
-            snprintf(c->error, sizeof c->error, "no answer within %d ms", c->timeout_ms);
+            snprintf(c->error, sizeof c->error, "no answer within %d ms%s", c->timeout_ms,
+                     queued ? " (still queued behind the in-flight cap; never sent)" : "");
             return PDC_ERR_TIMEOUT;
         }
         if (r == PDC_OK)
@@ -1054,23 +1382,32 @@ static int pdc__wait_for(pdc_conn *c, uint64_t id, int64_t deadline, pdc__pendin
     }
 }
 
-/* Sends req (kind decides how its answer is assembled) and registers it. */
+/* Sends req (kind decides how its answer is assembled) and registers it,
+ * or, when the in-flight cap has no room, queues it (PDC_ERR_QUEUE_FULL
+ * when the queue is full too). */
 static int pdc__send_tracked(pdc_conn *c, Pathd__V1__Request *req, pdc__kind kind, uint64_t *id)
 {
     if (c->fd < 0) {
         snprintf(c->error, sizeof c->error, "not connected");
         return PDC_ERR_DISCONNECTED;
     }
+    const uint32_t slots = pdc__slots(c, req);
+    const int now = pdc__fits(c, slots), multi = kind == PDC__KIND_PATH || kind == PDC__KIND_ROUTE;
+    int r = now ? pdc__hold_reserve(c, 1) : pdc__queue_room(c, 1);
+    if (r != PDC_OK)
+        return r;
     req->id = c->next_id++;
     if (!pdc__pending_add(c, req->id, kind))
         return PDC_ERR_NOMEM;
-    int r = pdc__send_frame(c, req);
+    r = now ? pdc__send_frame(c, req) : pdc__enqueue(c, req, slots, multi);
     if (r != PDC_OK) {
         pdc__pending *p = pdc__pending_find(c, req->id);
         pdc__pending_release(p);
         pdc__pending_remove(c, p);
         return r;
     }
+    if (now)
+        pdc__hold(c, req->id, slots, multi);
     *id = req->id;
     return PDC_OK;
 }
@@ -1082,6 +1419,8 @@ static int pdc__call(pdc_conn *c, Pathd__V1__Request *req, pdc__kind kind, pdc__
 {
     memset(taken, 0, sizeof *taken);
     int backoff_ms = PDC_RETRY_BACKOFF_FIRST_MS;
+    const int64_t retry_deadline =
+        pdc__deadline_after(c->retry_deadline_ms > 0 ? c->retry_deadline_ms : c->timeout_ms);
     for (int attempt = 1;; attempt++) {
         c->error[0] = '\0';
         c->last_timing = (pdc_timing){0, 0};
@@ -1093,14 +1432,19 @@ static int pdc__call(pdc_conn *c, Pathd__V1__Request *req, pdc__kind kind, pdc__
             return r;
         r = pdc__wait_for(c, id, pdc__deadline_after(c->timeout_ms), taken);
         c->last_timing = taken->timing;
-        if (r != PDC_OVERLOADED || attempt == PDC_RETRY_ATTEMPTS) {
+        /* OVERLOADED is retried after a jittered pause, unless that was
+         * the last attempt or the pause would end past the deadline. */
+        const int pause_ms = r == PDC_OVERLOADED ? pdc__jittered(c, backoff_ms) : 0;
+        if (r != PDC_OVERLOADED || attempt >= c->retry_attempts ||
+            pdc__remaining_ms(retry_deadline) < pause_ms) {
             if (r != PDC_OK && r != PDC_PARTIAL && taken->message[0])
                 snprintf(c->error, sizeof c->error, "%s", taken->message);
             return r;
         }
         pdc__pending_release(taken);
         memset(taken, 0, sizeof *taken);
-        pdc__sleep_ms(backoff_ms);
+        c->overloaded_retries++;
+        pdc__sleep_ms(pause_ms);
         backoff_ms = backoff_ms * 2 > PDC_RETRY_BACKOFF_MAX_MS ? PDC_RETRY_BACKOFF_MAX_MS
                                                                : backoff_ms * 2;
     }
@@ -1457,16 +1801,26 @@ int pdc_send_find_paths(pdc_conn *c, const pdc_path_req *reqs, size_t n, uint64_
         snprintf(c->error, sizeof c->error, "not connected");
         return PDC_ERR_DISCONNECTED;
     }
+    /* The first `now` go out in one write; flow control queues the rest. */
+    size_t now = n;
+    if (c->flow_control) {
+        size_t room = c->q_len == 0 && c->used < c->cap ? c->cap - c->used : 0;
+        now = n < room ? n : room;
+    }
+    int r = now < n ? pdc__queue_room(c, n - now) : PDC_OK;
+    if (r != PDC_OK)
+        return r;
     uint8_t *buf = NULL;
-    size_t used = 0, cap = 0, registered = 0;
+    size_t used = 0, cap = 0, registered = 0, queued = 0;
     const uint64_t first = c->next_id;
-    int r = PDC_OK;
     for (size_t i = 0; i < n && r == PDC_OK; i++) {
         pdc__find_msg m;
         r = pdc__build_find(&reqs[i], &m);
         m.req.id = first + i;
-        if (r == PDC_OK)
+        if (r == PDC_OK && i < now)
             r = pdc__append_frame(&m.req, &buf, &used, &cap);
+        else if (r == PDC_OK && (r = pdc__enqueue(c, &m.req, 1, 1)) == PDC_OK)
+            queued++;
         pdc__find_msg_free(&m);
     }
     while (r == PDC_OK && registered < n) {
@@ -1475,13 +1829,22 @@ int pdc_send_find_paths(pdc_conn *c, const pdc_path_req *reqs, size_t n, uint64_
         else
             r = PDC_ERR_NOMEM;
     }
+    if (r == PDC_OK && c->flow_control)
+        r = pdc__hold_reserve(c, now);
     if (r == PDC_OK) {
         c->next_id = first + n;
-        r = pdc__send_bytes(c, buf, used);
+        if (now > 0)
+            r = pdc__send_bytes(c, buf, used);
     }
     free(buf);
     if (r != PDC_OK) {
-        /* None of them is in flight: forget every entry registered above. */
+        /* None of them is in flight: forget every entry registered or
+         * queued above (a failed send has emptied the queue already). */
+        while (queued > 0 && c->q_len > 0) {
+            free(c->queue[(c->q_head + c->q_len - 1) % c->q_cap].frame);
+            c->q_len--;
+            queued--;
+        }
         for (size_t i = 0; i < registered; i++) {
             pdc__pending *p = pdc__pending_find(c, first + i);
             pdc__pending_release(p);
@@ -1489,8 +1852,11 @@ int pdc_send_find_paths(pdc_conn *c, const pdc_path_req *reqs, size_t n, uint64_
         }
         return r;
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         ids[i] = first + i;
+        if (i < now)
+            pdc__hold(c, first + i, 1, 1);
+    }
     return PDC_OK;
 }
 
@@ -1498,6 +1864,12 @@ int pdc_send_cancel(pdc_conn *c, uint64_t target_id)
 {
     if (!c || target_id == 0)
         return PDC_ERR_ARG;
+    pdc__pending *queued = pdc__pending_find(c, target_id);
+    if (queued && !queued->done_order && pdc__unqueue(c, target_id)) {
+        /* Never sent: answered here, as the server would have. */
+        pdc__complete(c, queued, PDC_CANCELLED, "cancelled while queued in the client; never sent");
+        return PDC_OK;
+    }
     Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
     Pathd__V1__Cancel cancel = PATHD__V1__CANCEL__INIT;
     cancel.target_id = target_id;
@@ -2118,7 +2490,10 @@ int pdc_auth(pdc_conn *c, const char *token, char *role, size_t role_len)
     if (!c || !token || strlen(token) >= sizeof c->token)
         return PDC_ERR_ARG;
     snprintf(c->token, sizeof c->token, "%s", token);
-    return pdc__authenticate(c, role, role_len);
+    int r = pdc__authenticate(c, role, role_len);
+    if (r == PDC_OK && !c->limits_known)
+        pdc__read_limits(c); /* refused before the token came */
+    return r;
 }
 
 int pdc_reload(pdc_conn *c)
@@ -2596,6 +2971,7 @@ static int pdc__event_take(pdc_conn *c, Pathd__V1__Response *resp, pdc_watch_eve
         snprintf(out->scene, sizeof out->scene, "%s", ev->scene ? ev->scene : "");
         snprintf(out->instance, sizeof out->instance, "%s", ev->instance ? ev->instance : "");
         out->version = ev->version;
+        out->incarnation = ev->incarnation;
         out->cells_changed = ev->cells_changed;
         if (ev->changed && ev->changed->min && ev->changed->max) {
             out->has_changed = 1;

@@ -23,6 +23,20 @@
  *     request id; pdc_recv_result hands back completed paths in completion
  *     order, whatever their id. OVERLOADED is handed back, not retried.
  *
+ * Flow control: pdc_connect reads GetLimits, and the connection then keeps
+ * at most the server's max_inflight_per_conn slots outstanding, counting a
+ * Batch's items as the server does (one slot each), so the server never has
+ * to refuse it OVERLOADED for its own excess. Requests beyond the cap wait
+ * in a local queue, in order, and go out as answers free slots, whenever
+ * the connection reads (any blocking call, pdc_recv_result, pdc_watch_next).
+ * The queue holds at most PDC_DEFAULT_MAX_QUEUED requests
+ * (pdc_set_max_queued); past it a call returns PDC_ERR_QUEUE_FULL and
+ * nothing is sent. OVERLOADED that the server gives on its own (its shared
+ * job queue is full) is retried by blocking calls after a pause that doubles
+ * from PDC_RETRY_BACKOFF_FIRST_MS plus up to half of it at random, at most
+ * PDC_RETRY_ATTEMPTS times and within the timeout (pdc_set_retry).
+ * pdc_set_flow_control(c, 0) sends everything at once, as before.
+ *
  * Return values: every call returns an int that is either a wire status
  * (PDC_OK .. PDC_INTERNAL, >= 0, the server's answer) or a negative client-side
  * error (PDC_ERR_*, the request got no answer). pdc_status_name() names both.
@@ -57,8 +71,9 @@
  * allocate by streaming chunks forever. */
 #define PDC_MAX_PATH_WAYPOINTS (4u * 1024u * 1024u)
 /* Blocking calls: total attempts when the server answers OVERLOADED, and the
- * backoff between them in milliseconds (doubling from FIRST up to MAX). Five
- * attempts wait at most 20+40+80+160 ms, short enough to stay interactive. */
+ * backoff between them in milliseconds (doubling from FIRST up to MAX, each
+ * plus up to half of it at random). Five attempts wait at most
+ * 1.5 x (20+40+80+160) ms, short enough to stay interactive. */
 #define PDC_RETRY_ATTEMPTS 5
 #define PDC_RETRY_BACKOFF_FIRST_MS 20
 #define PDC_RETRY_BACKOFF_MAX_MS 1000
@@ -69,6 +84,11 @@
  * this many restarts it gives up, since a scene updated that often will not
  * hold still long enough to be read whole. */
 #define PDC_SCENE_GRID_RESTARTS 3
+/* Flow control: the in-flight cap assumed until GetLimits answers (the
+ * server's default max_inflight_per_conn; kept when a server refuses
+ * GetLimits), and the requests a connection queues beyond it. */
+#define PDC_DEFAULT_INFLIGHT_CAP 64
+#define PDC_DEFAULT_MAX_QUEUED 4096
 /* Per-call timeout used when pdc_connect is given 0, in milliseconds. */
 #define PDC_DEFAULT_TIMEOUT_MS 5000
 /* Room for an error detail text (server Error.message or a client reason). */
@@ -109,6 +129,8 @@ typedef enum pdc_status {
     PDC_ERR_ARG = -5,           /* bad argument to a pdc_ function */
     PDC_ERR_CONNECT = -6,       /* (re)connecting failed */
     PDC_ERR_IDLE = -7,          /* pdc_recv_result: no request is in flight */
+    PDC_ERR_QUEUE_FULL = -8,    /* flow control: max_queued requests already wait for
+                                   the in-flight cap; nothing was sent or queued */
 } pdc_status;
 
 /* One past the largest wire status (18..29 and 33..39 are unused). */
@@ -396,6 +418,13 @@ typedef struct pdc_conn pdc_conn;
  * Returns NULL on failure with the reason in err (may be NULL). */
 pdc_conn *pdc_connect(const char *host_port, int timeout_ms, char *err, size_t errlen);
 
+/* pdc_connect with flags: PDC_CONNECT_NO_FLOW_CONTROL connects without
+ * reading GetLimits and with flow control off (pdc_set_flow_control), for a
+ * program that makes one call at a time and wants no extra round trip (as
+ * pathctl does). */
+#define PDC_CONNECT_NO_FLOW_CONTROL 1u
+pdc_conn *pdc_connect_flags(const char *host_port, int timeout_ms, unsigned flags, char *err, size_t errlen);
+
 /* Closes the socket and frees everything, including unfetched results. */
 void pdc_close(pdc_conn *c);
 
@@ -424,8 +453,32 @@ int pdc_auth(pdc_conn *c, const char *token, char *role, size_t role_len);
  * PDC_OK once the reload has started (its outcome is in the server's log). */
 int pdc_reload(pdc_conn *c);
 
-/* Per-call timeout for blocking calls and sends, in milliseconds (> 0). */
+/* Per-call timeout for blocking calls and sends, in milliseconds (> 0). A
+ * blocking call's wait in the flow-control queue counts in it. */
 void pdc_set_timeout(pdc_conn *c, int timeout_ms);
+
+/* Flow control (see the top of this file). on = 0: every request is sent
+ * at once and the server answers the excess OVERLOADED; on = 1 (the
+ * default) keeps at most pdc_inflight_cap slots outstanding. */
+void pdc_set_flow_control(pdc_conn *c, int on);
+/* Most requests queued beyond the cap (PDC_DEFAULT_MAX_QUEUED). */
+void pdc_set_max_queued(pdc_conn *c, size_t max_queued);
+/* OVERLOADED retries of blocking calls: attempts in all (>= 1; default
+ * PDC_RETRY_ATTEMPTS) and the time from the first send after which no pause
+ * starts (ms; 0 = the timeout). A value out of range keeps the current one. */
+void pdc_set_retry(pdc_conn *c, int attempts, int deadline_ms);
+/* The in-flight cap in use (the server's max_inflight_per_conn once
+ * GetLimits answered); 0 with flow control off. */
+uint32_t pdc_inflight_cap(const pdc_conn *c);
+/* Slots taken now by requests sent and not yet answered (a Batch: its items). */
+uint32_t pdc_slots_in_flight(const pdc_conn *c);
+/* Requests waiting in the queue, not sent yet. */
+size_t pdc_queued(const pdc_conn *c);
+/* OVERLOADED answers blocking calls on c have retried so far. */
+uint64_t pdc_overloaded_retries(const pdc_conn *c);
+/* The limits read on connect (or after pdc_auth): 1 with *out filled, 0
+ * when the server did not answer GetLimits. */
+int pdc_conn_limits(const pdc_conn *c, pdc_limits *out);
 
 /* Detail of the last failure or non-OK answer on this connection (server
  * message or client reason); "" if none. Valid until the next call. */
@@ -507,17 +560,21 @@ int pdc_get_limits(pdc_conn *c, pdc_limits *out);
 /* Round trip; rtt_micros (may be NULL) gets the measured time. */
 int pdc_ping(pdc_conn *c, uint64_t *rtt_micros);
 
-/* Pipelined calls. pdc_send_find_path writes the request and returns at once
- * with its id in *id (ids are assigned here, increasing from 1). It returns
- * PDC_OK, PDC_ERR_ARG, PDC_ERR_DISCONNECTED (never reconnects), or
- * PDC_ERR_TIMEOUT (the socket would not take the bytes; the connection is
- * closed because a half-written frame cannot be taken back). */
+/* Pipelined calls. pdc_send_find_path writes the request (or queues it, when
+ * the in-flight cap is reached) and returns at once with its id in *id (ids
+ * are assigned here, increasing from 1). It returns PDC_OK,
+ * PDC_ERR_ARG, PDC_ERR_DISCONNECTED (never reconnects), PDC_ERR_QUEUE_FULL,
+ * or PDC_ERR_TIMEOUT (the socket would not take the bytes; the connection is
+ * closed because a half-written frame cannot be taken back). A cancel
+ * (pdc_send_cancel) of a request still queued takes it out: it is never
+ * sent and pdc_recv_result hands it back CANCELLED. */
 int pdc_send_find_path(pdc_conn *c, const pdc_path_req *req, uint64_t *id);
 
 /* Sends n FindPath requests in one write, as redis-benchmark -P does with
  * its pipeline (the server then reads them together), and gives their ids
- * in ids[0..n), increasing. All or nothing: on any error (the statuses of
- * pdc_send_find_path, PDC_ERR_NOMEM) none of them is in flight. */
+ * in ids[0..n), increasing; those past the in-flight cap are queued. All or
+ * nothing: on any error (the statuses of pdc_send_find_path, PDC_ERR_NOMEM)
+ * none of them is in flight or queued. */
 int pdc_send_find_paths(pdc_conn *c, const pdc_path_req *reqs, size_t n, uint64_t *ids);
 
 /* Asks the server to stop working on target_id. The target's answer still
@@ -533,7 +590,7 @@ int pdc_send_cancel(pdc_conn *c, uint64_t target_id);
  * flight) or PDC_ERR_DISCONNECTED (nothing in flight, socket closed). */
 int pdc_recv_result(pdc_conn *c, int timeout_ms, pdc_path_result *out);
 
-/* Path requests sent but not yet handed back by pdc_recv_result. */
+/* Path requests sent (or queued) but not yet handed back by pdc_recv_result. */
 size_t pdc_in_flight(const pdc_conn *c);
 
 /* ---- authoritative movement ---------------------------------------------
@@ -671,6 +728,8 @@ typedef struct pdc_watch_event {
     char scene[64];
     char instance[64];          /* INSTANCED */
     uint64_t version;
+    uint64_t incarnation;       /* which scene of this name the event is about: a
+                                   name dropped and created again gets a new one */
     int has_changed;            /* UPDATED, REPLACED: changed_min/max are set */
     pdc_xy changed_min, changed_max;
     uint64_t cells_changed;     /* UPDATED */
@@ -696,6 +755,26 @@ int pdc_watch_next(pdc_conn *c, int timeout_ms, pdc_watch_event *out);
 
 /* Ends a watch: its ENDED event is queued for pdc_watch_next. */
 int pdc_unwatch(pdc_conn *c, uint64_t watch_id);
+
+/* ---- a pool of connections (pathd_pool.c) --------------------------------
+ * n connections to one server for a threaded program: a thread borrows one
+ * (pdc_pool_acquire: the free one with the least outstanding work, waiting
+ * while all are taken), makes any calls on it, blocking or pipelined, and
+ * gives it back (pdc_pool_release) with nothing pipelined left to collect.
+ * Each connection has its own flow control, so the pool keeps at most
+ * n x max_inflight_per_conn requests in flight. */
+typedef struct pdc_pool pdc_pool;
+
+/* Opens n connections (as pdc_connect; each reads GetLimits). NULL on
+ * failure, with the reason in err. Authenticate each with pdc_auth after
+ * acquiring it when the server has tokens (pdc_auth keeps the token for
+ * reconnects). */
+pdc_pool *pdc_pool_connect(const char *host_port, size_t n, int timeout_ms, char *err, size_t errlen);
+pdc_conn *pdc_pool_acquire(pdc_pool *p);
+void pdc_pool_release(pdc_pool *p, pdc_conn *c);
+size_t pdc_pool_size(const pdc_pool *p);
+/* Closes every connection; none may be borrowed. */
+void pdc_pool_close(pdc_pool *p);
 
 /* Convenience constructors for pdc_path_req points. */
 static inline pdc_point pdc_cell(int32_t x, int32_t y)

@@ -14,8 +14,16 @@
 # locked package. Anything less - an empty or partial node_modules left by
 # an interrupted or failed npm ci, a changed lock file, a deleted package -
 # is removed and installed again.
+#
+# Another example's install-deps.sh (client-examples/colyseus) runs this one
+# on its own directory: PATHD_DEPS_DIR (default: this script's), the
+# package that must load (PATHD_DEPS_REQUIRE, default protobufjs) and the
+# name used in messages (PATHD_DEPS_NAME).
 set -eu
-cd "$(dirname "$0")"
+self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
+cd "${PATHD_DEPS_DIR:-$(dirname "$0")}"
+name="${PATHD_DEPS_NAME:-client-examples/node}"
+needs="${PATHD_DEPS_REQUIRE:-protobufjs}"
 node="${PATHD_NODE:-node}"
 npm="${PATHD_NPM:-npm}"
 stamp=node_modules/.pathd-installed
@@ -25,37 +33,37 @@ complete() {
   want="$(sha256sum package-lock.json | cut -d' ' -f1)"
   [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
     "$npm" ls --all --offline >/dev/null 2>&1 &&
-    "$node" -e "require('protobufjs')" >/dev/null 2>&1
+    "$node" -e "require('$needs')" >/dev/null 2>&1
 }
 
 if [ "$mode" = "--check" ]; then
   if complete; then exit 0; fi
-  echo "client-examples/node/node_modules is missing or incomplete: run" \
-       "client-examples/node/install-deps.sh (the build does: cmake --build build, make test)" >&2
+  echo "$name/node_modules is missing or incomplete: run" \
+       "$name/install-deps.sh (the build does: cmake --build build, make test)" >&2
   exit 1
 fi
 
 # One install at a time (parallel builds of several build trees share this
 # node_modules).
 if command -v flock >/dev/null 2>&1 && [ -z "${PATHD_NODE_DEPS_LOCKED:-}" ]; then
-  PATHD_NODE_DEPS_LOCKED=1 exec flock .install-deps.lock ./install-deps.sh "$@"
+  PATHD_NODE_DEPS_LOCKED=1 exec flock .install-deps.lock "$self" "$@"
 fi
 
 if complete; then exit 0; fi
-echo "client-examples/node: installing the pinned packages (npm ci)" >&2
+echo "$name: installing the pinned packages (npm ci)" >&2
 for attempt in 1 2; do
   rm -rf node_modules
   if "$npm" ci --no-audit --no-fund --loglevel=error &&
-     "$npm" ls --all --offline >/dev/null 2>&1 && "$node" -e "require('protobufjs')" >/dev/null 2>&1; then
+     "$npm" ls --all --offline >/dev/null 2>&1 && "$node" -e "require('$needs')" >/dev/null 2>&1; then
     sha256sum package-lock.json | cut -d' ' -f1 > "$stamp.tmp"
     mv "$stamp.tmp" "$stamp"
     exit 0
   fi
-  echo "client-examples/node: npm ci failed (attempt $attempt)" >&2
+  echo "$name: npm ci failed (attempt $attempt)" >&2
 done
 rm -rf node_modules
 if [ "$mode" = "--soft" ]; then
-  echo "client-examples/node: WARNING: packages not installed; client_node will fail until" \
+  echo "$name: WARNING: packages not installed; its tests will fail until" \
        "install-deps.sh succeeds (it is retried on every build)" >&2
   exit 0
 fi

@@ -17,13 +17,33 @@
  * settle the promise waiting for that id. So "pipelining" is simply calling
  * again before the last promise settled.
  *
+ * Flow control: the client never overloads the connection by itself. On
+ * every new socket it first asks GetLimits, and from then on keeps at most
+ * the connection's in-flight cap (Limits.max_inflight_per_conn, or the
+ * lower options.maxInFlight) outstanding, counting as the server does (a
+ * Batch takes one slot per item; ping, stats, limits, scene lists and grids,
+ * watches and cancels take none). Requests beyond the cap wait in a local
+ * FIFO queue, like HTTP/2 streams beyond MAX_CONCURRENT_STREAMS, and are
+ * written as answers free slots; a slot a timed-out request held is freed
+ * only when its late answer arrives, since the server holds it until then.
+ * The queue is bounded (options.maxQueued requests): a call that finds it
+ * full rejects at once with PathdQueueFull (status "QUEUE_FULL"). A Batch
+ * larger than the cap is sent at once: the server refuses it whole with
+ * LIMIT_EXCEEDED without taking a slot. PathdPool spreads calls over N
+ * such connections.
+ *
  *   Every call (findPath, findRoute, updateCells, sceneGrid, raycast,
  *     validateMove, moveAlong, nearestWalkable, isReachable, randomPoint,
  *     distanceToWall, batch, ping, scenes, sceneInfo, stats, limits, auth, reload)
  *     resolves for OK (and PARTIAL for paths and routes) and rejects with a
  *     PathdError (err.status = "NO_PATH", ...; err.result the answer) for
- *     any other answer. OVERLOADED is retried with exponential backoff, at
- *     most options.retryAttempts times in all (default RETRY_ATTEMPTS).
+ *     any other answer. OVERLOADED (the server's job queue full, never this
+ *     connection's cap, see "Flow control") is retried after a jittered,
+ *     doubling backoff ("equal jitter": half the step fixed, half random, so
+ *     clients refused together do not come back together), at most
+ *     options.retryAttempts times in all (default RETRY_ATTEMPTS) and not
+ *     past options.retryDeadlineMs from the first send (default
+ *     RETRY_DEADLINE_MS); then the OVERLOADED answer rejects.
  *   watch(scenes) subscribes to scenes' changes and resolves with the
  *     watch's id; watchNext() resolves with each event in order (the
  *     object pathctl watch --json prints); unwatch(id) ends it. Paths,
@@ -80,6 +100,17 @@ const MAX_PATH_WAYPOINTS = 4 * 1024 * 1024;
 const RETRY_ATTEMPTS = 5;
 const RETRY_BACKOFF_FIRST_MS = 20;
 const RETRY_BACKOFF_MAX_MS = 1000;
+// No OVERLOADED retry starts later than this after the first send: a caller
+// with a frame to finish (a game tick) wants a refusal it can act on more
+// than a late answer.
+const RETRY_DEADLINE_MS = 2000;
+// Requests a connection holds back beyond its in-flight cap before calls
+// reject with QUEUE_FULL: 16 full caps of the default 64, about a second of
+// work for one worker.
+const MAX_QUEUED = 1024;
+// The cap used when GetLimits cannot answer (a server that refuses it):
+// the server's default max_inflight_per_conn.
+const FALLBACK_INFLIGHT_CAP = 64;
 const HEADER_BYTES = 4;
 // Most items in one Batch (the server's PD_BATCH_MAX_ITEMS).
 const MAX_BATCH_ITEMS = 256;
@@ -143,6 +174,12 @@ class PathdTimeout extends PathdError {
 
 class PathdProtocolError extends PathdError {
   constructor(message, options) { super('PROTOCOL_ERROR', message, options); }
+}
+
+/* The local queue of requests waiting for an in-flight slot is full
+ * (options.maxQueued): nothing was sent. Back off or shed load. */
+class PathdQueueFull extends PathdError {
+  constructor(message, options) { super('QUEUE_FULL', message, options); }
 }
 
 // Thrown inside the reader when the server breaks the protocol.
@@ -750,6 +787,20 @@ class Pending {
   }
 }
 
+/* In-flight slots a request takes on the server (pd__inflight_ok in
+ * server/net/pd_dispatch.c): one per search, query, scene change or update,
+ * one per item of a Batch, none for what the server answers on its event
+ * loop (ping, stats, limits, scene lists, info and grids, watches, cancels,
+ * auth, reload). */
+const COUNTED = new Set(['findPath', 'findRoute', 'updateCells', 'createScene', 'createInstance', 'dropScene',
+  ...Object.values(QUERIES).map(([field]) => field)]);
+
+function weightOf(requestBody) {
+  const field = Object.keys(requestBody)[0];
+  if (field === 'batch') return requestBody.batch.items.length;
+  return COUNTED.has(field) ? 1 : 0;
+}
+
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const statusOf = (answer) => answer.status;
 const messageOf = (answer) => answer.message || '';
@@ -758,18 +809,35 @@ class PathdClient {
   /* addr is "host:port" or "[v6addr]:port". The socket opens on the first
    * call. options.timeoutMs bounds each request; options.retryAttempts
    * (>= 1) is how many times in all a request the server answers OVERLOADED
-   * is sent; options.protoPath locates pathd.proto; options.token, for a
-   * server with auth.tokens, is sent first on every new socket (auth()). */
+   * is sent, and options.retryDeadlineMs how long after the first send a
+   * retry may still start; options.maxInFlight lowers the connection's
+   * in-flight cap below the server's, options.maxQueued bounds the local
+   * queue (see "Flow control" at the top); options.protoPath locates
+   * pathd.proto; options.token, for a server with auth.tokens, is sent
+   * first on every new socket (auth()). */
   constructor(addr = DEFAULT_SERVER, {
-    timeoutMs = DEFAULT_TIMEOUT_MS, retryAttempts = RETRY_ATTEMPTS, protoPath = DEFAULT_PROTO_PATH,
-    token = null,
+    timeoutMs = DEFAULT_TIMEOUT_MS, retryAttempts = RETRY_ATTEMPTS, retryDeadlineMs = RETRY_DEADLINE_MS,
+    protoPath = DEFAULT_PROTO_PATH, token = null, maxInFlight = Infinity, maxQueued = MAX_QUEUED,
   } = {}) {
     ({ host: this.host, port: this.port } = parseAddress(addr));
     if (!(Number.isInteger(retryAttempts) && retryAttempts >= 1)) {
       throw new TypeError('retryAttempts must be an integer >= 1');
     }
+    if (!(maxInFlight >= 1)) throw new TypeError('maxInFlight must be >= 1');
+    if (!(Number.isInteger(maxQueued) && maxQueued >= 0)) throw new TypeError('maxQueued must be an integer >= 0');
     this.timeoutMs = timeoutMs;
     this.retryAttempts = retryAttempts;
+    this.retryDeadlineMs = retryDeadlineMs;
+    this.maxInFlight = maxInFlight;
+    this.maxQueued = maxQueued;
+    // Flow control (see the top of the file): the connection's cap, null
+    // until GetLimits answered on the current socket; the slots taken by
+    // requests written and not yet answered; the requests held back.
+    this._cap = null;
+    this._used = 0;
+    this._queue = []; // Pending, in call order
+    // OVERLOADED answers this client received (each retried or returned).
+    this.overloadedCount = 0;
     this._schema = loadSchema(protoPath);
     this._socket = null;
     this._rbuf = Buffer.alloc(0);
@@ -802,6 +870,9 @@ class PathdClient {
     const { promise } = this._send(authOp);
     this._auth = promise.then((answer) => {
       this.role = this._accept(authOp, answer).role;
+      // GetLimits refused before this token (a server with auth.tokens):
+      // the cap in use is the fallback, so read the server's now.
+      if (this._capRead === false) this._readLimits();
       return this.role;
     });
     // Requests sent behind it fail on their own; only auth() reports this.
@@ -813,9 +884,30 @@ class PathdClient {
     return this._socket !== null;
   }
 
-  /* Requests sent and not yet answered. */
+  /* Requests written to the socket and not yet answered (a request that
+   * timed out counts until its late answer arrives: the server still holds
+   * its slot). */
   get inFlight() {
-    return this._pending.size;
+    let n = 0;
+    for (const p of this._pending.values()) n += p.written ? 1 : 0;
+    return n;
+  }
+
+  /* In-flight slots taken on the server, as it counts them (a Batch: one
+   * per item); never above inFlightCap. */
+  get inFlightSlots() {
+    return this._used;
+  }
+
+  /* The connection's cap in use: Limits.max_inflight_per_conn (or the lower
+   * maxInFlight option); null before GetLimits answered. */
+  get inFlightCap() {
+    return this._cap;
+  }
+
+  /* Requests held back in the local queue. */
+  get queued() {
+    return this._queue.length;
   }
 
   /* Closes the socket; requests still waiting reject with PathdDisconnected. */
@@ -840,8 +932,26 @@ class PathdClient {
     socket.on('close', () => this._fail(socket, PathdDisconnected, reason));
     this._socket = socket;
     this._rbuf = Buffer.alloc(0);
+    this._cap = null;
+    this._capRead = null; // GetLimits not answered yet on this socket
+    this._used = 0;
     if (this.token !== null) this._authenticate();
+    this._readLimits();
     return socket;
+  }
+
+  /* Asks GetLimits first thing on a new socket (behind Auth, which it may
+   * need); counted requests wait in the queue until it answers. */
+  _readLimits() {
+    const socket = this._socket;
+    const limitsOp = op({ limits: {} }, single('limits', (m) => m));
+    this._send(limitsOp).promise.then((answer) => {
+      if (socket !== this._socket) return;
+      this._capRead = answer.status === 'OK';
+      const cap = this._capRead ? answer.maxInflightPerConn : FALLBACK_INFLIGHT_CAP;
+      this._cap = Math.max(1, Math.min(cap, this.maxInFlight));
+      this._drain();
+    }, () => {}); // a lost connection fails the queued requests itself
   }
 
   /* Drops the socket (if it is still the current one) and rejects every
@@ -851,11 +961,17 @@ class PathdClient {
     this._socket = null;
     this._rbuf = Buffer.alloc(0);
     socket.destroy();
+    // Queued requests were never sent, and fail the same way: they were
+    // meant for this connection, and a caller learns of the loss at once
+    // instead of after a reconnect.
     const waiting = [...this._pending.values()];
     this._pending.clear();
+    this._queue = [];
+    this._cap = null;
+    this._used = 0;
     for (const p of waiting) {
       clearTimeout(p.timer);
-      p.reject(new ErrorClass(message, { requestId: p.id }));
+      if (!p.timedOut) p.reject(new ErrorClass(message, { requestId: p.id }));
     }
     this._watches.clear();
     for (const waiter of this._eventWaiters.splice(0)) {
@@ -874,16 +990,75 @@ class PathdClient {
     const payload = Request.encode(Request.fromObject({ id, ...theOp.body })).finish();
     const header = Buffer.alloc(HEADER_BYTES);
     header.writeUInt32BE(payload.length);
+    const frame = Buffer.concat([header, payload]);
     const socket = this._ensureConnected();
-    const promise = theOp.finish ? new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this._pending.delete(id);
-        reject(new PathdTimeout(`no answer within ${this.timeoutMs} ms`, { requestId: id }));
-      }, this.timeoutMs);
-      this._pending.set(id, new Pending(id, theOp, resolve, reject, timer));
-    }) : Promise.resolve(null);
-    socket.write(Buffer.concat([header, payload]));
+    if (!theOp.finish) {
+      socket.write(frame);
+      return { id, promise: Promise.resolve(null) };
+    }
+    let weight = weightOf(theOp.body);
+    // A Batch above the cap could never be admitted: the server refuses it
+    // whole (LIMIT_EXCEEDED) without taking a slot, so it goes at once.
+    if (this._cap !== null && weight > this._cap) weight = 0;
+    const mustWait = weight > 0 && (this._cap === null || this._queue.length > 0 || this._used + weight > this._cap);
+    if (mustWait && this._queue.length >= this.maxQueued) {
+      return {
+        id,
+        promise: Promise.reject(new PathdQueueFull(`${this._queue.length} requests already wait for this `
+          + `connection's ${this._cap === null ? 'limits' : `in-flight cap of ${this._cap} slots`} `
+          + `(maxQueued ${this.maxQueued}); nothing was sent`, { requestId: id })),
+      };
+    }
+    const promise = new Promise((resolve, reject) => {
+      const p = new Pending(id, theOp, resolve, reject, null);
+      Object.assign(p, { weight, frame, written: false, timedOut: false });
+      // Counted from the call, queued time included: the caller's wait.
+      p.timer = setTimeout(() => this._timeOut(p), this.timeoutMs);
+      this._pending.set(id, p);
+      if (mustWait) this._queue.push(p);
+      else this._write(p);
+    });
     return { id, promise };
+  }
+
+  _write(p) {
+    p.written = true;
+    this._used += p.weight;
+    const { frame } = p;
+    p.frame = null;
+    this._socket.write(frame);
+  }
+
+  /* Writes queued requests, in order, while they fit under the cap. */
+  _drain() {
+    while (this._socket && this._cap !== null && this._queue.length
+           && this._used + this._queue[0].weight <= this._cap) {
+      this._write(this._queue.shift());
+    }
+  }
+
+  /* No answer within timeoutMs: the caller is told. A queued request is
+   * dropped unsent; a written one keeps its slot (and its entry, so its
+   * late answer is recognised and ignored) until that answer arrives. */
+  _timeOut(p) {
+    p.timedOut = true;
+    if (!p.written) {
+      this._queue.splice(this._queue.indexOf(p), 1);
+      this._pending.delete(p.id);
+    } else if (p.weight === 0) {
+      this._pending.delete(p.id);
+    }
+    p.reject(new PathdTimeout(`no answer within ${this.timeoutMs} ms`, { requestId: p.id }));
+  }
+
+  /* The answer to p is complete: its slots are free again. */
+  _release(p) {
+    clearTimeout(p.timer);
+    this._pending.delete(p.id);
+    if (p.weight > 0) {
+      this._used -= p.weight;
+      this._drain();
+    }
   }
 
   /* An answer a call resolves with becomes its value; any other rejects. */
@@ -899,15 +1074,20 @@ class PathdClient {
   /* The blocking-style round trip: send, wait, and retry OVERLOADED with
    * backoff. Resolves with the call's value. */
   async _call(theOp) {
+    const started = Date.now();
     let backoff = RETRY_BACKOFF_FIRST_MS;
     for (let attempt = 1; ; attempt++) {
       const { id, promise } = this._send(theOp);
       const answer = await promise;
-      if (answer.status !== 'OVERLOADED' || attempt === this.retryAttempts) {
+      if (answer.status === 'OVERLOADED') this.overloadedCount++;
+      // Equal jitter: at least half the step, so the backoff still grows.
+      const wait = backoff / 2 + Math.random() * (backoff / 2);
+      if (answer.status !== 'OVERLOADED' || attempt === this.retryAttempts
+          || Date.now() + wait - started > this.retryDeadlineMs) {
         if (!(answer instanceof PathResult)) Object.defineProperty(answer, 'id', { value: id });
         return this._accept(theOp, answer);
       }
-      await sleep(backoff);
+      await sleep(wait);
       backoff = Math.min(backoff * 2, RETRY_BACKOFF_MAX_MS);
     }
   }
@@ -964,10 +1144,14 @@ class PathdClient {
     }
     if (watching) this._watchEvent(response);
     if (!p) return; // the answer to a cancel, or to a request that timed out
+    if (p.timedOut) {
+      // A late answer: ignored, but its last frame frees the slot.
+      if (response.final || p.op.assemble === 'single') this._release(p);
+      return;
+    }
     const answer = p.feed(response);
     if (answer === undefined) return;
-    clearTimeout(p.timer);
-    this._pending.delete(p.id);
+    this._release(p);
     p.resolve(answer);
   }
 
@@ -1014,6 +1198,19 @@ class PathdClient {
   /* Asks the server to stop working on targetId; that request's promise then
    * settles with CANCELLED (or its normal result if it finished first). */
   cancel(targetId) {
+    const p = this._pending.get(targetId);
+    if (p && !p.written) {
+      // Still in the local queue: never sent, so settled here as the
+      // server would have, with CANCELLED.
+      this._queue.splice(this._queue.indexOf(p), 1);
+      clearTimeout(p.timer);
+      this._pending.delete(p.id);
+      p.resolve(p.feed({
+        id: p.id, status: 'CANCELLED', final: true, body: 'error', error: { message: 'cancelled before it was sent' },
+        message: '', serverUs: 0, searchUs: 0,
+      }));
+      return;
+    }
     // The acknowledgement carries nothing the caller needs: not tracked.
     this._send({ body: { cancel: { targetId } }, finish: null });
   }
@@ -1232,8 +1429,70 @@ class PathdClient {
   }
 }
 
+/* Calls a pool spreads over its connections: every request that is
+ * answered once. Watches, cancel and auth belong to one connection and
+ * stay on PathdClient. */
+const POOLED = ['findPath', 'findRoute', 'updateCells', 'createScene', 'createInstance', 'dropScene',
+  'sceneGridBand', 'sceneGrid', 'ping', 'scenes', 'sceneInfo', 'stats', 'limits', 'reload',
+  ...Object.keys(QUERIES), 'batch'];
+
+/* N PathdClient connections to one server, with the same calls: each call
+ * goes to the connection with the fewest slots taken and queued (ties in
+ * turn), so a busy connection's queue does not hold back calls another
+ * could send now. Each connection keeps its own cap and queue (the server's
+ * cap is per connection, so N connections carry N caps' worth; the job
+ * queue and the workers stay shared). Options are PathdClient's plus
+ * connections (default 4). */
+class PathdPool {
+  constructor(addr = DEFAULT_SERVER, { connections = 4, ...options } = {}) {
+    if (!(Number.isInteger(connections) && connections >= 1)) {
+      throw new TypeError('connections must be an integer >= 1');
+    }
+    this.clients = Array.from({ length: connections }, () => new PathdClient(addr, options));
+    this._turn = 0;
+  }
+
+  /* The connection a call goes to. */
+  pick() {
+    let best = null;
+    let bestLoad = Infinity;
+    const n = this.clients.length;
+    for (let k = 0; k < n; k++) {
+      const client = this.clients[(this._turn + k) % n];
+      let load = client.inFlightSlots;
+      for (const p of client._queue) load += p.weight;
+      if (load < bestLoad) {
+        best = client;
+        bestLoad = load;
+      }
+    }
+    this._turn = (this._turn + 1) % n;
+    return best;
+  }
+
+  /* Sums over the connections. */
+  get inFlightSlots() { return this.clients.reduce((n, c) => n + c.inFlightSlots, 0); }
+
+  get queued() { return this.clients.reduce((n, c) => n + c.queued, 0); }
+
+  get overloadedCount() { return this.clients.reduce((n, c) => n + c.overloadedCount, 0); }
+
+  send(name, ...args) {
+    return this.pick().send(name, ...args);
+  }
+
+  close() {
+    for (const client of this.clients) client.close();
+  }
+}
+for (const name of POOLED) {
+  PathdPool.prototype[name] = function pooled(...args) { return this.pick()[name](...args); };
+}
+
 module.exports = {
   PathdClient,
+  PathdPool,
+  PathdQueueFull,
   PathResult,
   query,
   gridRows,
@@ -1253,4 +1512,6 @@ module.exports = {
   RETRY_ATTEMPTS,
   RETRY_BACKOFF_FIRST_MS,
   RETRY_BACKOFF_MAX_MS,
+  RETRY_DEADLINE_MS,
+  MAX_QUEUED,
 };

@@ -26,10 +26,22 @@ Two clients with the same methods:
     one socket the same way.
 
 Every call sends a request and waits for its answer; OVERLOADED is retried
-with exponential backoff, at most retry_attempts times in all. The send_*
+with exponential backoff plus up to half of each pause at random, at most
+retry_attempts times in all and within retry_deadline seconds. The send_*
 forms and send(name, ...) send without waiting and return the id; recv()
 hands back answers in completion order, whatever their id, of any status
 (OVERLOADED too, not retried).
+
+Flow control (flow_control=True, the default): on connect the client reads
+GetLimits and then keeps at most the connection's max_inflight_per_conn
+slots outstanding, counting each Batch item as one slot as the server does,
+the way HTTP/2 clients respect MAX_CONCURRENT_STREAMS. What is beyond waits
+in a local queue, in order (at most max_queued; PathdQueueFull past it),
+and goes out as answers free slots. So the server never refuses this client
+OVERLOADED for its own excess; OVERLOADED then means the server as a whole
+is busy (its shared job queue). batch() sizes its frames from
+Limits.max_batch_items. PathdPool / AsyncPathdPool spread blocking calls
+over N connections.
 
 Watching: watch(scenes) subscribes to the scenes' changes and returns the
 watch's id; watch_next() hands back each event in order (the dict pathctl
@@ -94,6 +106,14 @@ MAX_PATH_WAYPOINTS = 4 * 1024 * 1024
 RETRY_ATTEMPTS = 5
 RETRY_BACKOFF_FIRST_S = 0.020
 RETRY_BACKOFF_MAX_S = 1.0
+# Flow control (see the module's notes): the per-connection in-flight cap
+# assumed until GetLimits answers (the server's default
+# max_inflight_per_conn), and how many requests a connection holds back
+# locally beyond the cap before refusing more with PathdQueueFull. A queued
+# request is a few hundred bytes, so the default bounds the client at a few
+# MiB however fast the game calls.
+DEFAULT_INFLIGHT_CAP = 64
+DEFAULT_MAX_QUEUED = 4096
 # Most items in one Batch (the server's PD_BATCH_MAX_ITEMS).
 MAX_BATCH_ITEMS = 256
 # FindPath: range cap (cells) and most goals; FindPath items per batch and
@@ -162,6 +182,15 @@ class PathdProtocolError(PathdError):
 
     def __init__(self, message="", request_id=None):
         super().__init__("PROTOCOL_ERROR", message, request_id)
+
+
+class PathdQueueFull(PathdError):
+    """The connection already holds max_queued requests back, waiting for
+    the server's in-flight cap: nothing was sent or queued. Slow down, raise
+    max_queued, or spread the load over a PathdPool."""
+
+    def __init__(self, message="", request_id=None):
+        super().__init__("QUEUE_FULL", message, request_id)
 
 
 class _Violation(Exception):
@@ -321,6 +350,23 @@ def _same(answer):
 
 def _op(request, finish, accept=_OK, value=_same, assemble="single"):
     return _Op(request, assemble, finish, accept, value)
+
+
+# Request bodies the server counts against max_inflight_per_conn (one slot
+# each; a Batch takes one per item): the ones it hands to a worker. The
+# others (Ping, GetLimits, Watch, Cancel...) are answered on its event loop
+# and take none (server/net/pd_dispatch.c, pd__inflight_ok).
+_COUNTED = frozenset(["find_path", "find_route", "update_cells", "create_scene", "create_instance",
+                      "drop_scene", "raycast", "validate_move", "move_along", "nearest", "reachable",
+                      "random_point", "distance_to_wall"])
+
+
+def _weight(request):
+    """The in-flight slots request takes on the server."""
+    body = request.WhichOneof("body")
+    if body == "batch":
+        return len(request.batch.items)
+    return 1 if body in _COUNTED else 0
 
 
 def _message(response):
@@ -1123,9 +1169,20 @@ class _Api:
         return self._call(_query_op("distance_to_wall", scene, at, max_distance, **options))
 
     def batch(self, items):
-        """Up to MAX_BATCH_ITEMS queries (made by query()) in one frame;
-        returns their answers in order, each its own dict with its own status."""
-        return self._call(_batch_op(items))
+        """Up to MAX_BATCH_ITEMS queries (made by query()); returns their
+        answers in order, each its own dict with its own status. They go in
+        one frame when the server takes that many (Limits.max_batch_items,
+        read on connect), else in frames of that size, in flight together."""
+        items = list(items)
+        return self._batch(items, _batch_op(items))  # checks 1..256 items, 32 paths
+
+    def _batch_frames(self, items, op):
+        """The Batch frames items go in on this connection (connected: its
+        limits are known): op alone, or frames of max_batch_items."""
+        size = max(1, min(MAX_BATCH_ITEMS, self.max_batch_items, self._cap))
+        if len(items) <= size:
+            return [op]
+        return [_batch_op(items[i:i + size]) for i in range(0, len(items), size)]
 
     # ---- pipelined --------------------------------------------------------------
 
@@ -1138,12 +1195,29 @@ class _Api:
 
     # ---- what both transports share ----------------------------------------------
 
-    def _setup(self, addr, timeout, retry_attempts, token):
+    def _setup(self, addr, timeout, retry_attempts, token, flow_control=True,
+               max_queued=DEFAULT_MAX_QUEUED, retry_deadline=None):
         self._host, self._port = _parse_addr(addr)
         if retry_attempts < 1:
             raise ValueError("retry_attempts must be at least 1")
+        if max_queued < 0:
+            raise ValueError("max_queued must be 0 or more")
         self.timeout = timeout
         self.retry_attempts = retry_attempts
+        # OVERLOADED retries stop when the next pause would end past this
+        # many seconds after the first send (default: the timeout).
+        self.retry_deadline = timeout if retry_deadline is None else retry_deadline
+        # Flow control: at most _cap slots outstanding (the server's
+        # max_inflight_per_conn), the rest in _queue, at most max_queued.
+        self.flow_control = flow_control
+        self.max_queued = max_queued
+        self.server_limits = None  # the Limits dict read on connect, None before
+        self._cap = DEFAULT_INFLIGHT_CAP if flow_control else float("inf")
+        self.max_batch_items = MAX_BATCH_ITEMS
+        self._used = 0             # slots taken by requests sent, not yet answered
+        self._held = {}            # id -> (slots, multi_frame) of those requests
+        self._queue = deque()      # (request, _Pending or None, slots) held back, in order
+        self.overloaded_retries = 0  # OVERLOADED answers a blocking call retried
         # Ids keep increasing across reconnects, so a late answer to an old
         # request can never be mistaken for a new one.
         self._next_id = 1
@@ -1161,8 +1235,99 @@ class _Api:
         """Requests sent with send()/send_find_path not yet handed back by recv()."""
         return self._pipelined
 
+    @property
+    def slots_in_flight(self):
+        """In-flight slots the server counts for this connection now (a
+        Batch takes one per item); never above the server's cap."""
+        return self._used
+
+    @property
+    def queued(self):
+        """Requests held back until the server's in-flight cap has room."""
+        return len(self._queue)
+
+    def _fits(self, slots):
+        """Whether a request of `slots` may go out now rather than queue: it
+        takes no slot, or nothing queued is ahead of it and the cap has room
+        (a Batch larger than the cap goes alone, for the server to refuse)."""
+        return slots == 0 or (not self._queue and self._used + min(slots, self._cap) <= self._cap)
+
+    def _check_queue_room(self):
+        if len(self._queue) >= self.max_queued:
+            raise PathdQueueFull("%d requests already wait for this connection's in-flight cap of %s "
+                                 "(max_queued); nothing was sent" % (len(self._queue), self._cap))
+
+    def _take_slots(self, request):
+        slots = _weight(request)
+        if slots:
+            self._used += min(slots, self._cap)
+            self._held[request.id] = (min(slots, self._cap),
+                                      request.WhichOneof("body") in ("find_path", "find_route"))
+
+    def _release_slots(self, response):
+        """Gives back the slots of the request response ends; True if any."""
+        held = self._held.get(response.id)
+        if held is None or (held[1] and not response.final):
+            return False
+        del self._held[response.id]
+        self._used -= held[0]
+        return True
+
+    def _next_queued(self):
+        """The next held-back request that may go now (its slots taken), or
+        None; skips those whose caller gave up (timed out) meanwhile."""
+        while self._queue:
+            request, p, slots = self._queue[0]
+            if p is not None and self._pending.get(p.id) is not p:
+                self._queue.popleft()
+                continue
+            if self._used + min(slots, self._cap) > self._cap:
+                return None
+            self._queue.popleft()
+            self._take_slots(request)
+            return request
+        return None
+
+    def _cancel_queued(self, target_id):
+        """Cancel of a request still held back: it never goes out and is
+        answered CANCELLED here. False when target_id is not queued."""
+        for i, (request, p, _) in enumerate(self._queue):
+            if request.id == target_id:
+                del self._queue[i]
+                if p is not None and not p.done:
+                    response = pb.Response(id=target_id, status=pb.CANCELLED, final=True)
+                    response.error.message = "cancelled while queued in the client; never sent"
+                    if p.feed(response):
+                        self._complete(p)
+                return True
+        return False
+
+    def _limits_read(self, answer):
+        """Takes the Limits read on connect: the cap and the batch size."""
+        self.server_limits = answer
+        if self.flow_control:
+            self._cap = max(1, answer.get("max_inflight_per_conn", 0) or DEFAULT_INFLIGHT_CAP)
+            self.max_batch_items = answer.get("max_batch_items", 0) or MAX_BATCH_ITEMS
+
+    def _retry_pause(self, answer, attempt, backoff, deadline):
+        """Seconds to wait before sending again, or None to hand answer back:
+        anything but OVERLOADED, the last attempt, or a pause that would end
+        past the retry deadline. The pause is backoff plus up to half of it
+        at random, so clients refused together do not retry together."""
+        if self._status(answer) != "OVERLOADED" or attempt >= self.retry_attempts:
+            return None
+        pause = backoff * (1.0 + random.random() / 2)
+        if time.monotonic() + pause > deadline:
+            return None
+        self.overloaded_retries += 1
+        return pause
+
     def _fail_pending(self, error_class, message):
         """Every request still waiting fails with error_class; watches end."""
+        # The server forgets a closed connection's requests: nothing is held.
+        self._used = 0
+        self._held.clear()
+        self._queue.clear()
         self._watches.clear()
         self._event_arrived()
         for p in self._pending.values():
@@ -1180,6 +1345,8 @@ class _Api:
                 self._fail(conn, PathdDisconnected, "server closed the connection after %s%s"
                            % (_status_name(response.status), ": " + message if message else ""))
             return
+        if self._release_slots(response):
+            self._slots_freed()
         p = self._pending.get(response.id)
         watching = response.id in self._watches
         if p is not None and not p.done and p.op.request.WhichOneof("body") == "watch":
@@ -1277,19 +1444,32 @@ class PathdClient(_Api):
     sent, from whichever thread calls it."""
 
     def __init__(self, addr=DEFAULT_SERVER, timeout=DEFAULT_TIMEOUT_S, connect=True,
-                 retry_attempts=RETRY_ATTEMPTS, token=None):
+                 retry_attempts=RETRY_ATTEMPTS, token=None, flow_control=True,
+                 max_queued=DEFAULT_MAX_QUEUED, retry_deadline=None):
         """addr is "host:port" or "[v6addr]:port"; timeout (seconds) bounds the
-        connect, every blocking call and every send. With connect=False the
-        first call connects. retry_attempts (>= 1) is how many times in all a
-        blocking call sends a request the server answers OVERLOADED. token, for
-        a server with auth.tokens, is sent first on every (re)connect; role
-        then says what it granted ("query", "write" or "admin")."""
-        self._setup(addr, timeout, retry_attempts, token)
-        self._lock = threading.Condition()
+        connect, every blocking call (its wait in the local queue included)
+        and every send. With connect=False the first call connects.
+        retry_attempts (>= 1) is how many times in all a blocking call sends
+        a request the server answers OVERLOADED, within retry_deadline
+        seconds (default: timeout). token, for a server with auth.tokens, is
+        sent first on every (re)connect; role then says what it granted
+        ("query", "write" or "admin"). flow_control (default on) reads
+        GetLimits on connect and keeps at most its max_inflight_per_conn
+        slots outstanding, holding up to max_queued more requests back
+        (PathdQueueFull beyond); off, every request goes out at once and the
+        server answers the excess OVERLOADED."""
+        self._setup(addr, timeout, retry_attempts, token, flow_control, max_queued, retry_deadline)
+        lock = threading.RLock()
+        self._lock = threading.Condition(lock)
+        # The sender thread's own wake-up, on the same lock: notified only
+        # when a request is queued or an answer frees slots for one, so
+        # without queueing it never wakes (nor takes the GIL).
+        self._sendable = threading.Condition(lock)
         self._send_lock = threading.Lock()
         self._connect_lock = threading.Lock()
         self._sock = None
         self._reader = None
+        self._sender = None
         if connect:
             self.connect()
 
@@ -1311,12 +1491,29 @@ class PathdClient(_Api):
             self._reader = threading.Thread(target=self._read_loop, args=(sock,), daemon=True,
                                             name="pathd-reader")
             self._reader.start()
-            if self.token is not None:
-                try:
+            self._sender = threading.Thread(target=self._send_loop, args=(sock,), daemon=True,
+                                            name="pathd-sender")
+            self._sender.start()
+            try:
+                if self.token is not None:
                     self._roundtrip(_auth_op(self.token, self._granted))
-                except PathdError:
-                    self.close()
-                    raise
+                self._read_limits()
+            except PathdError:
+                self.close()
+                raise
+
+    def _read_limits(self):
+        """Flow control: the server's caps, read once per connection. A
+        server that refuses GetLimits (no token yet, an older pathd) leaves
+        the default cap; a lost connection raises."""
+        if not self.flow_control:
+            return
+        try:
+            self._limits_read(self._roundtrip(_fields_op("limits")))
+        except (PathdDisconnected, PathdTimeout, PathdProtocolError):
+            raise
+        except PathdError:
+            pass
 
     def reconnect(self):
         """Drops the connection (unanswered requests fail with
@@ -1330,10 +1527,11 @@ class PathdClient(_Api):
 
     def _drop(self, error_class, message):
         with self._lock:
-            reader = self._reader
+            threads = (self._reader, self._sender)
             self._fail(self._sock, error_class, message)
-        if reader is not None and reader is not threading.current_thread():
-            reader.join(timeout=self.timeout)
+        for thread in threads:
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout=self.timeout)
 
     @property
     def connected(self):
@@ -1358,6 +1556,7 @@ class PathdClient(_Api):
         sock.close()
         self._fail_pending(error_class, message)
         self._lock.notify_all()
+        self._sendable.notify_all()  # the sender thread sees the socket gone and ends
 
     def _complete(self, p):
         p.done = True
@@ -1400,25 +1599,67 @@ class PathdClient(_Api):
     # ---- sending and waiting ------------------------------------------------------
 
     def _send(self, request, op, pipelined):
-        """Sends one request on the current connection; returns its _Pending
-        (None for an untracked one, op None)."""
+        """Sends one request on the current connection, or queues it behind
+        the in-flight cap for the sender thread; returns its _Pending (the
+        id for an untracked one, op None). Raises PathdQueueFull."""
         with self._lock:
             sock = self._sock
+            slots = _weight(request)
+            now = self._fits(slots)
+            if not now and sock is not None:
+                self._check_queue_room()
             request_id, p = self._register(sock, op, pipelined)
-        request.id = request_id
+            request.id = request_id
+            if not now:
+                self._queue.append((request, p, slots))
+                self._sendable.notify()
+                return p if p is not None else request_id
+            self._take_slots(request)
+        self._write(sock, request)
+        return p if p is not None else request_id
+
+    def _send_loop(self, sock):
+        """The sender thread: sends held-back requests as answers free
+        slots, in the order they were queued, until sock is closed."""
+        while True:
+            with self._lock:
+                request = None
+                while sock is self._sock:
+                    request = self._next_queued()
+                    if request is not None:
+                        break
+                    self._sendable.wait()
+                if request is None:
+                    return
+            try:
+                self._write(sock, request, forget=False)
+            except PathdError:
+                return  # _write failed the connection and every request
+
+    def _slots_freed(self):
+        if self._queue:
+            self._sendable.notify()
+
+    def _write(self, sock, request, forget=True):
+        """Writes one request frame whole; on failure closes the connection
+        (a half-written frame cannot be taken back) and raises. forget=False
+        (the sender thread) leaves the request to fail with the others, so
+        recv() reports it."""
+        request_id = request.id
         data = _frame(request)
         with self._send_lock:
             try:
                 sock.settimeout(self.timeout)
                 sock.sendall(data)
-                return p if p is not None else request_id
+                return
             except socket.timeout:
                 # Part of the frame may be out: the stream cannot be resumed.
                 failure = (PathdTimeout, "send timed out after %gs; connection closed" % self.timeout)
             except OSError as e:
                 failure = (PathdDisconnected, "send failed: %s" % e)
         with self._lock:
-            self._forget(request_id)
+            if forget:
+                self._forget(request_id)
             self._fail(sock, PathdDisconnected, failure[1])
         raise failure[0](failure[1], request_id)
 
@@ -1434,20 +1675,55 @@ class PathdClient(_Api):
             self._forget(p.id)
         return self._outcome(p)
 
-    def _roundtrip(self, op):
-        """Send, wait, and retry OVERLOADED with backoff, on the current
-        connection; returns the call's value."""
+    def _roundtrip(self, op, answer=None):
+        """Send, wait, and retry OVERLOADED with jittered backoff until the
+        retry deadline, on the current connection; returns the call's value.
+        With answer, op was already sent once and answered that."""
+        deadline = time.monotonic() + self.retry_deadline
         backoff = RETRY_BACKOFF_FIRST_S
         for attempt in range(1, self.retry_attempts + 1):
-            answer = self._wait(self._send(op.request, op, False))
-            if self._status(answer) != "OVERLOADED" or attempt == self.retry_attempts:
+            if answer is None:
+                answer = self._wait(self._send(op.request, op, False))
+            pause = self._retry_pause(answer, attempt, backoff, deadline)
+            if pause is None:
                 return self._accept(op, answer)
-            time.sleep(backoff)
+            time.sleep(pause)
             backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
+            answer = None
 
     def _call(self, op):
         self.connect()
         return self._roundtrip(op)
+
+    def _batch(self, items, op):
+        self.connect()
+        ops = self._batch_frames(items, op)
+        return self._roundtrip(op) if len(ops) == 1 else self._call_many(ops)
+
+    def _call_many(self, ops):
+        """Several calls in flight together (a batch split in frames); their
+        values in order. The first error is raised once all have ended."""
+        sent = []
+        try:
+            for op in ops:
+                sent.append(self._send(op.request, op, False))
+        except PathdError:
+            with self._lock:  # those sent are given up: their answers are dropped
+                for p in sent:
+                    self._forget(p.id)
+            raise
+        outcomes = []
+        for op, p in zip(ops, sent):
+            try:
+                outcomes.append((op, self._wait(p), None))
+            except PathdError as e:
+                outcomes.append((op, None, e))
+        values = []
+        for op, answer, error in outcomes:
+            if error is not None:
+                raise error
+            values.extend(self._roundtrip(op, answer))
+        return values
 
     def _send_op(self, op):
         self.connect()
@@ -1457,14 +1733,22 @@ class PathdClient(_Api):
         """Authenticates this connection (and every later reconnect) with token;
         returns the role granted. A wrong token raises PathdError
         UNAUTHENTICATED after about a second, and the server closes the
-        connection."""
+        connection. The limits a server with tokens refused before are read
+        now (flow control)."""
         self.token = token
-        return self._call(_auth_op(token, self._granted))
+        role = self._call(_auth_op(token, self._granted))
+        if self.server_limits is None:
+            self._read_limits()
+        return role
 
     def send_cancel(self, target_id):
         """Asks the server to stop working on target_id; its answer (CANCELLED,
         or the normal result if it finished first) still comes through recv()."""
         self.connect()
+        with self._lock:
+            if self._cancel_queued(target_id):
+                self._lock.notify_all()
+                return
         # The acknowledgement is not tracked; _dispatch drops it.
         self._send(_cancel_request(target_id), None, False)
 
@@ -1590,8 +1874,10 @@ class AsyncPathdClient(_Api):
     await client.find_path(...), await client.send(...), await client.recv()."""
 
     def __init__(self, addr=DEFAULT_SERVER, timeout=DEFAULT_TIMEOUT_S,
-                 retry_attempts=RETRY_ATTEMPTS, token=None):
-        self._setup(addr, timeout, retry_attempts, token)
+                 retry_attempts=RETRY_ATTEMPTS, token=None, flow_control=True,
+                 max_queued=DEFAULT_MAX_QUEUED, retry_deadline=None):
+        """As PathdClient (there is no connect argument: the first call connects)."""
+        self._setup(addr, timeout, retry_attempts, token, flow_control, max_queued, retry_deadline)
         self._connect_lock = None      # made on first use, inside the loop
         self._writer = None
         self._reader_task = None
@@ -1618,12 +1904,24 @@ class AsyncPathdClient(_Api):
             writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._writer = writer
             self._reader_task = asyncio.ensure_future(self._read_loop(reader, writer))
-            if self.token is not None:
-                try:
+            try:
+                if self.token is not None:
                     await self._roundtrip(_auth_op(self.token, self._granted))
-                except PathdError:
-                    await self.close()
-                    raise
+                await self._read_limits()
+            except PathdError:
+                await self.close()
+                raise
+
+    async def _read_limits(self):
+        """As PathdClient._read_limits."""
+        if not self.flow_control:
+            return
+        try:
+            self._limits_read(await self._roundtrip(_fields_op("limits")))
+        except (PathdDisconnected, PathdTimeout, PathdProtocolError):
+            raise
+        except PathdError:
+            pass
 
     async def reconnect(self):
         await self._drop(PathdDisconnected, "connection dropped by reconnect()")
@@ -1688,10 +1986,19 @@ class AsyncPathdClient(_Api):
 
     async def _send(self, request, op, pipelined):
         writer = self._writer
+        slots = _weight(request)
+        now = self._fits(slots)
+        if not now and writer is not None:
+            self._check_queue_room()
         request_id, p = self._register(writer, op, pipelined)
         if p is not None:
             p.waiter = asyncio.get_running_loop().create_future()
         request.id = request_id
+        if not now:
+            # Sent by _slots_freed when answers make room.
+            self._queue.append((request, p, slots))
+            return p if p is not None else request_id
+        self._take_slots(request)
         writer.write(_frame(request))  # whole frames: write() never interleaves
         try:
             await asyncio.wait_for(writer.drain(), self.timeout)
@@ -1705,6 +2012,15 @@ class AsyncPathdClient(_Api):
         self._fail(writer, PathdDisconnected, failure[1])
         raise failure[0](failure[1], request_id)
 
+    def _slots_freed(self):
+        """Sends what the freed slots make room for. write() only buffers
+        (the cap bounds how much); the next call's drain() flushes it."""
+        while True:
+            request = self._next_queued()
+            if request is None:
+                return
+            self._writer.write(_frame(request))
+
     async def _wait(self, p):
         try:
             await asyncio.wait_for(asyncio.shield(p.waiter), self.timeout)
@@ -1714,18 +2030,45 @@ class AsyncPathdClient(_Api):
         self._forget(p.id)
         return self._outcome(p)
 
-    async def _roundtrip(self, op):
+    async def _roundtrip(self, op, answer=None):
+        deadline = time.monotonic() + self.retry_deadline
         backoff = RETRY_BACKOFF_FIRST_S
         for attempt in range(1, self.retry_attempts + 1):
-            answer = await self._wait(await self._send(op.request, op, False))
-            if self._status(answer) != "OVERLOADED" or attempt == self.retry_attempts:
+            if answer is None:
+                answer = await self._wait(await self._send(op.request, op, False))
+            pause = self._retry_pause(answer, attempt, backoff, deadline)
+            if pause is None:
                 return self._accept(op, answer)
-            await asyncio.sleep(backoff)
+            await asyncio.sleep(pause)
             backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
+            answer = None
 
     async def _call(self, op):
         await self.connect()
         return await self._roundtrip(op)
+
+    async def _batch(self, items, op):
+        await self.connect()
+        ops = self._batch_frames(items, op)
+        return await (self._roundtrip(op) if len(ops) == 1 else self._call_many(ops))
+
+    async def _call_many(self, ops):
+        """As PathdClient._call_many."""
+        sent = []
+        try:
+            for op in ops:
+                sent.append(await self._send(op.request, op, False))
+        except PathdError:
+            for p in sent:
+                self._forget(p.id)
+            raise
+        outcomes = await asyncio.gather(*(self._wait(p) for p in sent), return_exceptions=True)
+        values = []
+        for op, answer in zip(ops, outcomes):
+            if isinstance(answer, BaseException):
+                raise answer
+            values.extend(await self._roundtrip(op, answer))
+        return values
 
     async def _send_op(self, op):
         await self.connect()
@@ -1734,11 +2077,16 @@ class AsyncPathdClient(_Api):
     async def auth(self, token):
         """As PathdClient.auth."""
         self.token = token
-        return await self._call(_auth_op(token, self._granted))
+        role = await self._call(_auth_op(token, self._granted))
+        if self.server_limits is None:
+            await self._read_limits()
+        return role
 
     async def send_cancel(self, target_id):
         """As PathdClient.send_cancel."""
         await self.connect()
+        if self._cancel_queued(target_id):
+            return
         await self._send(_cancel_request(target_id), None, False)
 
     async def recv(self, timeout=None):
@@ -1786,3 +2134,74 @@ class AsyncPathdClient(_Api):
             return await self._call(op)
         except PathdError as e:
             return e
+
+
+# Calls a pool hands to one of its connections: every blocking call except
+# those tied to one connection (send/recv, watches, cancel, auth).
+_POOL_CALLS = frozenset([
+    "find_path", "find_route", "update_cells", "create_scene", "create_instance", "drop_scene",
+    "scene_grid_band", "scene_grid", "scenes", "scene_info", "stats", "limits", "ping", "reload",
+    "raycast", "validate_move", "move_along", "nearest_walkable", "is_reachable", "random_point",
+    "distance_to_wall", "batch"])
+
+
+class _Pool:
+    """What both pools share: N clients, and which one takes the next call."""
+
+    def _start(self, clients):
+        if not clients:
+            raise ValueError("a pool needs at least one connection")
+        self.clients = clients
+        self._turn = itertools.count()
+
+    def _pick(self):
+        """The connection with the fewest slots in flight and requests queued;
+        ties taken in turn, so idle connections share the calls too."""
+        n = len(self.clients)
+        start = next(self._turn) % n
+        order = self.clients[start:] + self.clients[:start]
+        return min(order, key=lambda c: c.slots_in_flight + c.queued)
+
+    def __getattr__(self, name):
+        if name not in _POOL_CALLS:
+            raise AttributeError("%s has no %r (pipelined calls, watches and auth belong to one "
+                                 "connection: use pool.clients[i])" % (type(self).__name__, name))
+        return lambda *args, **options: getattr(self._pick(), name)(*args, **options)
+
+
+class PathdPool(_Pool):
+    """connections PathdClients to one server, each flow-controlled on its
+    own, so a busy game server gets connections x max_inflight_per_conn
+    requests in flight. Its blocking calls are those of PathdClient; each
+    goes to the least loaded connection. Safe to share between threads."""
+
+    def __init__(self, addr=DEFAULT_SERVER, connections=4, **options):
+        """options are PathdClient's (timeout, token, max_queued, ...)."""
+        self._start([PathdClient(addr, **options) for _ in range(connections)])
+
+    def close(self):
+        for client in self.clients:
+            client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class AsyncPathdPool(_Pool):
+    """PathdPool on AsyncPathdClients: each call is awaited."""
+
+    def __init__(self, addr=DEFAULT_SERVER, connections=4, **options):
+        self._start([AsyncPathdClient(addr, **options) for _ in range(connections)])
+
+    async def close(self):
+        for client in self.clients:
+            await client.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()

@@ -38,9 +38,9 @@ import time
 import unittest
 
 import pathd_pb2 as pb
-from pathd_client import (RETRY_ATTEMPTS, RETRY_BACKOFF_FIRST_S, AsyncPathdClient, PathdClient,
-                          PathdDisconnected, PathdError, PathdProtocolError, PathdTimeout, grid_rows,
-                          query)
+from pathd_client import (RETRY_ATTEMPTS, RETRY_BACKOFF_FIRST_S, AsyncPathdClient, AsyncPathdPool,
+                          PathdClient, PathdDisconnected, PathdError, PathdPool, PathdProtocolError,
+                          PathdQueueFull, PathdTimeout, grid_rows, query)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # A search across the forest (512x512): tens of thousands of expansions and
@@ -57,6 +57,8 @@ TRAP = ("trap", (TRAP_SIDE // 2 - 1, 0), (TRAP_SIDE // 2 + 1, 0))
 # OVERLOADED retries allowed where the test waits for a trap search to end:
 # the backoff then adds up to several seconds, far beyond the search.
 PATIENT_RETRY_ATTEMPTS = 10
+# The in-flight cap a fake server reports: more than any script sends.
+FAKE_INFLIGHT_CAP = 100000
 # How long a helper daemon may take to start listening, in seconds.
 DAEMON_START_TIMEOUT_S = 10
 
@@ -199,7 +201,7 @@ class Daemon:
     """A pathd started by a test from PATHD_CONFIG, with some limits changed
     and the trap scene added."""
 
-    def __init__(self, limits, auth=None):
+    def __init__(self, limits, auth=None, settings=None):
         config_path = env("PATHD_CONFIG")
         with open(config_path) as f:
             config = json.load(f)
@@ -217,6 +219,7 @@ class Daemon:
         config["metrics_listen"] = ""
         config["jump_point_search"] = False
         config["limits"].update(limits)
+        config.update(settings or {})
         if auth is not None:
             config["auth"] = auth
         path = os.path.join(self.dir.name, "pathd.json")
@@ -295,9 +298,19 @@ class FakeServer:
         return data
 
     def read_request(self):
-        (length,) = struct.unpack(">I", self._read_exact(4))
-        request = pb.Request()
-        request.ParseFromString(self._read_exact(length))
+        """The next request the script sees. The GetLimits a client sends on
+        connect (flow control) is answered here, with a cap no script
+        reaches, and neither returned nor kept in requests."""
+        while True:
+            (length,) = struct.unpack(">I", self._read_exact(4))
+            request = pb.Request()
+            request.ParseFromString(self._read_exact(length))
+            if request.WhichOneof("body") != "limits":
+                break
+            limits = pb.Response(id=request.id, final=True)
+            limits.limits.max_inflight_per_conn = FAKE_INFLIGHT_CAP
+            limits.limits.max_batch_items = 256
+            self.send(limits)
         self.requests.append(request)
         return request
 
@@ -407,10 +420,11 @@ class HelperDaemonCase(unittest.TestCase):
 
     LIMITS = {}
     AUTH = None
+    SETTINGS = None
 
     @classmethod
     def setUpClass(cls):
-        cls.daemon = Daemon(cls.LIMITS, auth=cls.AUTH)
+        cls.daemon = Daemon(cls.LIMITS, auth=cls.AUTH, settings=cls.SETTINGS)
 
     @classmethod
     def tearDownClass(cls):
@@ -1119,7 +1133,9 @@ class OverloadedLiveTest(HelperDaemonCase):
     LIMITS = {"max_inflight_per_conn": 1}
 
     def test_pipelined_request_beyond_the_limit_is_answered_overloaded(self):
-        with PathdClient(self.daemon.addr, timeout=10) as client:
+        # flow_control=False: the server's own refusal, which a
+        # flow-controlled client never provokes (FlowControlLiveTest).
+        with PathdClient(self.daemon.addr, timeout=10, flow_control=False) as client:
             with corked(client):
                 long_id = client.send_find_path(*TRAP)
                 short_id = client.send_find_path(*SHORT)
@@ -1129,7 +1145,7 @@ class OverloadedLiveTest(HelperDaemonCase):
             self.assertEqual((second.id, second.status), (long_id, "OK"))
 
     def test_blocking_call_retries_overloaded_until_it_fits(self):
-        with PathdClient(self.daemon.addr, timeout=10,
+        with PathdClient(self.daemon.addr, timeout=10, flow_control=False,
                          retry_attempts=PATIENT_RETRY_ATTEMPTS) as client:
             before = client.stats()["overloaded_total"]
             long_id = client.send_find_path(*TRAP)
@@ -1138,6 +1154,265 @@ class OverloadedLiveTest(HelperDaemonCase):
             self.assertEqual(client.recv().id, long_id)
             # The short request was refused at least once while the long one ran.
             self.assertGreater(client.stats()["overloaded_total"], before)
+
+
+FLOW_CAP = 4
+
+
+class FlowControlLiveTest(HelperDaemonCase):
+    """Flow control against a daemon with an in-flight cap of FLOW_CAP: the
+    client never has more than that outstanding, queues the rest, and the
+    server never has to refuse it."""
+
+    LIMITS = {"max_inflight_per_conn": FLOW_CAP}
+
+    def overloaded_total(self):
+        with PathdClient(self.daemon.addr, timeout=10) as admin:
+            return admin.stats()["overloaded_total"]
+
+    def test_limits_are_read_on_connect(self):
+        with PathdClient(self.daemon.addr, timeout=10) as client:
+            self.assertEqual(client.server_limits["max_inflight_per_conn"], FLOW_CAP)
+            self.assertEqual(client.max_batch_items, FLOW_CAP)
+
+    def test_pipelining_past_the_cap_queues_and_every_answer_arrives(self):
+        before = self.overloaded_total()
+        with PathdClient(self.daemon.addr, timeout=30) as client:
+            ids = [client.send_find_path(*TRAP) for _ in range(FLOW_CAP)]
+            ids += [client.send_find_path(*(LONG if i % 2 else SHORT)) for i in range(40)]
+            # The trap searches hold their slots for 100+ ms each (the
+            # sender thread would send the next as soon as one is
+            # answered): the rest wait here.
+            self.assertEqual(client.slots_in_flight, FLOW_CAP)
+            self.assertEqual(client.queued, len(ids) - FLOW_CAP)
+            self.assertEqual(client.in_flight, len(ids))
+            answers = {}
+            while client.in_flight:
+                answer = client.recv()
+                self.assertLessEqual(client.slots_in_flight, FLOW_CAP)
+                answers[answer.id] = answer.status
+            self.assertEqual(sorted(answers), ids)
+            self.assertEqual(set(answers.values()), {"OK"})
+            self.assertEqual((client.slots_in_flight, client.queued), (0, 0))
+        self.assertEqual(self.overloaded_total(), before)
+
+    def test_threads_past_the_cap_share_the_slots(self):
+        before = self.overloaded_total()
+        results = []
+        with PathdClient(self.daemon.addr, timeout=30) as client:
+            def work(i):
+                scene, start, goal = TRAP if i == 0 else LONG
+                results.append(client.find_path(scene, start, goal).status)
+                results.append(client.raycast("town", (1, 1), (3, 3))["status"])
+            threads = [threading.Thread(target=work, args=(i,)) for i in range(3 * FLOW_CAP)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+        self.assertEqual(results, ["OK"] * 6 * FLOW_CAP)
+        self.assertEqual(self.overloaded_total(), before)
+
+    def test_asyncio_past_the_cap(self):
+        before = self.overloaded_total()
+
+        async def main():
+            async with AsyncPathdClient(self.daemon.addr, timeout=30) as client:
+                calls = [client.find_path(*TRAP)] + [client.find_path(*LONG) for _ in range(10)]
+                calls += [client.is_reachable("town", (1, 1), (3, 3)) for _ in range(10)]
+                calls.append(client.batch([query("raycast", "town", (1, 1), (2, 2))] * (FLOW_CAP + 3)))
+                answers = await asyncio.gather(*calls)
+                return answers, client.slots_in_flight, client.queued
+
+        answers, used, queued = asyncio.run(main())
+        self.assertEqual([a.status for a in answers[:11]], ["OK"] * 11)
+        self.assertEqual([a["reachable"] for a in answers[11:21]], [True] * 10)
+        self.assertEqual([a["status"] for a in answers[21]], ["OK"] * (FLOW_CAP + 3))
+        self.assertEqual((used, queued), (0, 0))
+        self.assertEqual(self.overloaded_total(), before)
+
+    def test_a_full_local_queue_is_a_clear_error(self):
+        with PathdClient(self.daemon.addr, timeout=30, max_queued=3) as client:
+            ids = [client.send_find_path(*TRAP) for _ in range(FLOW_CAP + 3)]
+            self.assertEqual(client.queued, 3)
+            with self.assertRaises(PathdQueueFull) as caught:
+                client.send_find_path(*SHORT)
+            self.assertEqual(caught.exception.status, "QUEUE_FULL")
+            self.assertIn("max_queued", str(caught.exception))
+            with self.assertRaises(PathdQueueFull):
+                client.find_path(*SHORT)
+            # Nothing of the refused calls is in flight or queued.
+            self.assertEqual((client.in_flight, client.queued), (FLOW_CAP + 3, 3))
+            # A request that takes no slot (Ping) is never queued.
+            client.ping()
+            got = sorted(client.recv().id for _ in ids)
+            self.assertEqual(got, ids)
+            self.assertEqual(client.find_path(*SHORT).status, "OK")
+
+    def test_a_batch_counts_its_items(self):
+        with PathdClient(self.daemon.addr, timeout=30) as client:
+            slow = client.send_find_path(*TRAP)
+            batch = client.send("batch", [query("raycast", "town", (1, 1), (2, 2))] * FLOW_CAP)
+            # One slot taken, and the batch needs FLOW_CAP: it waits whole.
+            self.assertEqual((client.slots_in_flight, client.queued), (1, 1))
+            short = client.send_find_path(*SHORT)
+            self.assertEqual(client.queued, 2, "a request behind a queued batch waits its turn")
+            order = [client.recv() for _ in range(3)]
+            self.assertEqual([a.id for a in order], [slow, batch, short])
+            self.assertEqual([i["status"] for i in order[1]["items"]], ["OK"] * FLOW_CAP)
+
+    def test_a_batch_larger_than_the_server_takes_is_split(self):
+        items = [query("raycast", "town", (1, 1), (x, 3)) for x in range(1, 12)]
+        items.append(query("is_reachable", "nope", (1, 1), (2, 2)))
+        with PathdClient(self.daemon.addr, timeout=30) as client:
+            answers = client.batch(items)
+            singles = [client.raycast("town", (1, 1), (x, 3)) for x in range(1, 12)]
+        self.assertEqual(answers[:11], singles)
+        self.assertEqual(answers[11]["status"], "UNKNOWN_SCENE")
+        # Without flow control the one frame is refused as the server must.
+        with PathdClient(self.daemon.addr, timeout=30, flow_control=False) as client:
+            with self.assertRaises(PathdError) as caught:
+                client.batch(items)
+        self.assertEqual(caught.exception.status, "LIMIT_EXCEEDED")
+
+    def test_a_split_batch_that_does_not_fit_the_queue_leaves_nothing(self):
+        items = [query("raycast", "town", (1, 1), (2, 2))] * (3 * FLOW_CAP)
+        with PathdClient(self.daemon.addr, timeout=30, max_queued=1) as client:
+            slow = client.send_find_path(*TRAP)
+            with self.assertRaises(PathdQueueFull):
+                client.batch(items)  # frame 1 queued, frame 2 finds the queue full
+            self.assertEqual(client.recv().id, slow)
+            self.assertEqual(client.in_flight, 0)
+            self.assertEqual((len(client._pending), client.slots_in_flight), (0, 0))
+            client.max_queued = 2
+            self.assertEqual(len(client.batch(items)), 3 * FLOW_CAP)
+
+    def test_cancel_of_a_queued_request_never_sends_it(self):
+        with PathdClient(self.daemon.addr, timeout=30) as client:
+            busy = [client.send_find_path(*TRAP) for _ in range(FLOW_CAP)]
+            queued = client.send_find_path(*LONG)
+            client.send_cancel(queued)
+            self.assertEqual(client.queued, 0)
+            first = client.recv()
+            self.assertEqual((first.id, first.status), (queued, "CANCELLED"))
+            self.assertEqual(sorted(client.recv().id for _ in busy), busy)
+
+    def test_a_pool_spreads_calls_over_its_connections(self):
+        before = self.overloaded_total()
+        with PathdPool(self.daemon.addr, connections=3, timeout=30) as pool:
+            for _ in range(3):
+                pool.ping()
+            # Idle connections take calls in turn: each has sent one ping
+            # (after its GetLimits).
+            self.assertEqual([c._next_id for c in pool.clients], [3, 3, 3])
+            results = []
+
+            def work(i):
+                results.append(pool.find_path(*(TRAP if i < 3 else LONG)).status)
+            threads = [threading.Thread(target=work, args=(i,)) for i in range(5 * FLOW_CAP)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            self.assertEqual(results, ["OK"] * 5 * FLOW_CAP)
+            self.assertTrue(all(c._next_id > 4 for c in pool.clients), "a connection got no search")
+            with self.assertRaises(AttributeError):
+                pool.send_find_path(*SHORT)
+
+        async def main():
+            async with AsyncPathdPool(self.daemon.addr, connections=2, timeout=30) as apool:
+                paths = await asyncio.gather(*(apool.find_path(*LONG) for _ in range(3 * FLOW_CAP)))
+                return [p.status for p in paths], [c._next_id for c in apool.clients]
+
+        statuses, next_ids = asyncio.run(main())
+        self.assertEqual(statuses, ["OK"] * 3 * FLOW_CAP)
+        self.assertTrue(all(n > 3 for n in next_ids))
+        self.assertEqual(self.overloaded_total(), before)
+
+
+class ServerOverloadedLiveTest(HelperDaemonCase):
+    """OVERLOADED the server gives on its own (its job queue, shared by every
+    connection, is full): a blocking call retries it with backoff until its
+    retry deadline."""
+
+    LIMITS = {"job_queue_capacity": 1}
+    SETTINGS = {"threads": 1}
+
+    def hog(self, stop):
+        """A thread keeping the server's one worker and one queue place
+        taken with trap searches (100+ ms each), a refused one sent again at
+        once, until stop is set; returns once its first searches are read."""
+        ready = threading.Event()
+
+        def run():
+            with PathdClient(self.daemon.addr, timeout=30, flow_control=False) as hog:
+                for _ in range(3):
+                    hog.send_find_path(*TRAP)
+                hog.ping()  # answered after the server has read the searches
+                ready.set()
+                while not stop.is_set():
+                    hog.recv()
+                    hog.send_find_path(*TRAP)
+                while hog.in_flight:
+                    hog.recv()
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        self.assertTrue(ready.wait(10))
+        return thread
+
+    def test_retried_with_backoff_until_it_succeeds(self):
+        stop = threading.Event()
+        with PathdClient(self.daemon.addr, timeout=30, retry_attempts=100,
+                         retry_deadline=20) as client:
+            hog = self.hog(stop)
+
+            def stop_after_a_refusal():
+                # The hog goes once the server has refused the client (it
+                # would keep the queue's place otherwise): the retries that
+                # follow find it free.
+                deadline = time.monotonic() + 20
+                while client.overloaded_retries == 0 and time.monotonic() < deadline:
+                    time.sleep(0.002)
+                stop.set()
+            threading.Thread(target=stop_after_a_refusal, daemon=True).start()
+            try:
+                # LONG, not SHORT: a search as small as SHORT's is answered
+                # on the server's event loop, never queued. The hog leaves
+                # the queue's place free for a moment after each of its
+                # answers, so a call may slip in unrefused: call again until
+                # one was refused and retried (20 calls, each refused with a
+                # chance of more than one half on an idle machine).
+                for _ in range(20):
+                    self.assertEqual(client.find_path(*LONG).status, "OK")
+                    if client.overloaded_retries > 0:
+                        break
+            finally:
+                stop.set()
+                hog.join(30)
+            # The server refused it while the hog held the queue, and the
+            # retries went on until it fitted.
+            self.assertGreater(client.overloaded_retries, 0)
+
+    def test_fails_cleanly_at_the_retry_deadline(self):
+        stop = threading.Event()
+        with PathdClient(self.daemon.addr, timeout=30, retry_attempts=50,
+                         retry_deadline=0.1) as client:
+            hog = self.hog(stop)
+            started = time.monotonic()
+            try:
+                with self.assertRaises(PathdError) as caught:
+                    client.find_path(*LONG)
+                waited = time.monotonic() - started
+            finally:
+                stop.set()
+                hog.join(30)
+            self.assertEqual(caught.exception.status, "OVERLOADED")
+            # Retried, then gave up at the deadline: long before 50
+            # attempts' backoff (about 40 s) or the timeout; nothing is left
+            # behind, and the connection serves the next call.
+            self.assertGreater(client.overloaded_retries, 0)
+            self.assertLess(waited, 5)
+            self.assertEqual((client.slots_in_flight, client.queued, client.in_flight), (0, 0, 0))
+            self.assertEqual(client.find_path(*LONG).status, "OK")
 
 
 class LimitsLiveTest(HelperDaemonCase):
@@ -1194,6 +1469,14 @@ class AuthLiveTest(HelperDaemonCase):
         with PathdClient(self.daemon.addr, timeout=10, token=self.ADMIN) as client:
             self.assertIsNone(client.reload())
             client.ping()
+
+    def test_limits_refused_before_the_token_are_read_after_auth(self):
+        with PathdClient(self.daemon.addr, timeout=10) as client:
+            self.assertIsNone(client.server_limits)
+            client.auth(self.QUERY)
+            self.assertGreater(client.server_limits["max_inflight_per_conn"], 0)
+        with PathdClient(self.daemon.addr, timeout=10, token=self.QUERY) as client:
+            self.assertGreater(client.server_limits["max_inflight_per_conn"], 0)
 
     def test_token_is_sent_again_after_a_reconnect(self):
         with PathdClient(self.daemon.addr, timeout=10, token=self.QUERY) as client:

@@ -25,6 +25,7 @@
 #include "pd_conf.h"
 #include "pd_movement.h"
 #include "pd_query.h"
+#include "pd_job.h"
 #include "pd_request.h"
 #include "pd_watch.h"
 #include "pd_scene.h"
@@ -223,5 +224,11 @@ uint8_t *pd_codec_encode_move(uint64_t id, pd_request_kind kind, const pd_move_r
  * like the last frame of a FindPath answer. */
 uint8_t *pd_codec_encode_batch(uint64_t id, const pd_move_req *items, const pd_move_result *results, size_t n,
                                size_t *out_len);
+
+/* The answer to a finished job (pd_job.h) of a kind that runs on a worker
+ * (pd_kind.h), without its timing: the encoder of its kind, with the
+ * settings the job was made with (max_chunk, want_world). NULL when
+ * encoding ran out of memory, or for a kind the server answers itself. */
+uint8_t *pd_codec_encode_job(const pd_job *job, size_t *out_len);
 
 #endif

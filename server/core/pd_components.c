@@ -1377,7 +1377,7 @@ int pd_components_update_diff(pd_components *c, const pd_grid *g, int32_t x0, in
     /* The stored labels change only here, all at once: a failed update
      * leaves them as they were, unless the write-back had widened them
      * (8 bits, escapes labelled) when it failed: they are then right for
-     * the old cells but not the new, so the caller rebuilds (pd_scene.c
+     * the old cells but not the new, so the caller rebuilds (pd_scene_update.c
      * does, on any failure). */
     if (rc == 0)
         rc = pd__overlay_flush(&r, diff);

@@ -191,7 +191,7 @@ int pd_components_update(pd_components *c, const pd_grid *g,
  * written, and the counters after the last of them. Applied to another copy
  * of the labels those updates started from (pd_components_apply_diff), it
  * gives the same labels without a flood: how a scene brings a retired
- * version up to date (pd_scene.c). */
+ * version up to date (pd_scene_update.c). */
 typedef struct pd_components_diff {
     uint32_t *pairs;
     size_t n, cap;                   /* pairs held (2 entries each), room */

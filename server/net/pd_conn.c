@@ -3,6 +3,13 @@
  * answers with backpressure, and closing it (lingering after a protocol
  * error). Runs on the loop thread.
  *
+ * It is a transport: it knows frames, not requests. What happens above it
+ * it reaches only through the hooks the server set in its table
+ * (pd__conn_hooks, pd_conn.h): a whole frame goes to on_frame, a
+ * connection that starts lingering to on_linger, one that is gone to
+ * on_close. It calls no function of pd_dispatch.c, pd_watchers.c or
+ * pd_server.c.
+ *
  * A connection lives in two places: a list (for the idle sweep and shutdown,
  * which visit every connection) and the connection map (for completions,
  * which arrive carrying only the id). It leaves the map as soon as it starts
@@ -17,6 +24,8 @@
  * Closing a socket with unread input would make the kernel send a reset,
  * which can destroy the error reply before the client reads it.
  */
+#include "pd_conn.h"
+
 #include "pd_server_internal.h"
 
 #include <inttypes.h>
@@ -40,13 +49,13 @@ static void pd__alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     uint8_t *p;
     size_t avail;
     if (c->lingering) {
-        *buf = uv_buf_init((char *)c->server->discard, sizeof c->server->discard);
+        *buf = uv_buf_init((char *)c->server->table.discard, sizeof c->server->table.discard);
         return;
     }
     /* Nothing buffered: read into the shared buffer; the read callback
      * settles the reader before anything else can read. */
-    if (pd_frame_reader_lend(&c->reader, c->server->shared_read, sizeof c->server->shared_read) == 0) {
-        *buf = uv_buf_init((char *)c->server->shared_read, sizeof c->server->shared_read);
+    if (pd_frame_reader_lend(&c->reader, c->server->table.shared_read, sizeof c->server->table.shared_read) == 0) {
+        *buf = uv_buf_init((char *)c->server->table.shared_read, sizeof c->server->table.shared_read);
         return;
     }
     if (pd_frame_reader_space(&c->reader, suggested, &p, &avail) != 0) {
@@ -234,7 +243,7 @@ static void pd__conn_drop_pending(pd__conn *c)
     if (c->dirty) {
         /* Rare (a close while answers wait for this iteration's flush), and
          * the list holds only connections answered since the last flush. */
-        pd__conn **pp = &s->dirty;
+        pd__conn **pp = &s->table.dirty;
         while (*pp != c)
             pp = &(*pp)->next_dirty;
         *pp = c->next_dirty;
@@ -324,9 +333,9 @@ static void pd__conn_flush(pd__conn *c)
  * loop iteration, however many answers it got. */
 void pd__flush_all(pd_server *s)
 {
-    while (s->dirty) {
-        pd__conn *c = s->dirty;
-        s->dirty = c->next_dirty;
+    while (s->table.dirty) {
+        pd__conn *c = s->table.dirty;
+        s->table.dirty = c->next_dirty;
         c->next_dirty = NULL;
         c->dirty = 0;
         pd__conn_flush(c);
@@ -349,8 +358,8 @@ void pd__stamp_answer(uint8_t **buf, size_t *len, uint64_t arrival_ns, uint64_t 
 void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len)
 {
     pd_server *s = c->server;
-    if (s->answering_conn == c)
-        pd__stamp_answer(&buf, &len, s->answering_since_ns, s->answering_search_us);
+    if (s->dispatch.answering_conn == c)
+        pd__stamp_answer(&buf, &len, s->dispatch.answering_since_ns, s->dispatch.answering_search_us);
     if (!buf) {
         pd_log_error("conn %" PRIu64 ": out of memory encoding a reply; closing", c->id);
         pd__conn_close(c);
@@ -378,8 +387,8 @@ void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len)
     c->out_bytes += len;
     if (!c->dirty) {
         c->dirty = 1;
-        c->next_dirty = s->dirty;
-        s->dirty = c;
+        c->next_dirty = s->table.dirty;
+        s->table.dirty = c;
     }
     /* Unread answers: what libuv holds because the kernel's send buffer is
      * full, plus what waits for the flush. Past the high watermark the
@@ -413,17 +422,17 @@ void pd__conn_send_rest(pd__conn *c, uint8_t *buf, size_t len)
  * connection, but only while over budget. */
 static void pd__shed(pd_server *s)
 {
-    while (s->buffered_bytes > s->conf.buffer_budget_bytes) {
+    while (s->table.buffered_bytes > s->conf.buffer_budget_bytes) {
         pd__conn *big = NULL;
-        for (pd__conn *c = s->conns; c; c = c->next)
+        for (pd__conn *c = s->table.conns; c; c = c->next)
             if (!c->closing && (!big || c->buffered > big->buffered))
                 big = c;
         if (!big || big->buffered == 0)
             return;
         pd_log_warn("conn %" PRIu64 ": closed to keep buffers within the budget (%zu bytes held, %" PRIu64
                     " by all connections, budget %" PRIu32 ")",
-                    big->id, big->buffered, s->buffered_bytes, s->conf.buffer_budget_bytes);
-        s->shed_total++;
+                    big->id, big->buffered, s->table.buffered_bytes, s->conf.buffer_budget_bytes);
+        s->table.shed_total++;
         pd__conn_close(big);
     }
 }
@@ -437,15 +446,15 @@ void pd__conn_account(pd__conn *c)
 {
     pd_server *s = c->server;
     size_t now = c->closing ? 0 : pd_frame_reader_bytes(&c->reader) + c->out_bytes;
-    s->buffered_bytes = s->buffered_bytes - c->buffered + now;
+    s->table.buffered_bytes = s->table.buffered_bytes - c->buffered + now;
     c->buffered = now;
     pd__shed(s);
 }
 
 void pd__observe(pd_server *s, pd_status status)
 {
-    if (s->answering >= 0)
-        pd_metrics_observe(s->metrics, (pd_request_kind)s->answering, status, 0);
+    if (s->dispatch.answering >= 0)
+        pd_metrics_observe(s->metrics, (pd_request_kind)s->dispatch.answering, status, 0);
 }
 
 void pd__send_error(pd__conn *c, uint64_t id, pd_status status, const char *fmt, ...)
@@ -456,7 +465,7 @@ void pd__send_error(pd__conn *c, uint64_t id, pd_status status, const char *fmt,
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (status == PD_OVERLOADED)
-        c->server->overloaded_total++;
+        c->server->dispatch.overloaded_total++;
     pd__observe(c->server, status);
     size_t len = 0;
     uint8_t *buf = pd_codec_encode_error(id, status, msg, &len);
@@ -495,23 +504,21 @@ const char *pd__conn_peer(const pd__conn *c, char out[PD_CONF_MAX_ADDRESS])
     return pd_conf_format_address(out, host, port);
 }
 
-void pd__conn_closed(uv_handle_t *h)
+static void pd__conn_closed(uv_handle_t *h)
 {
     pd__conn *c = h->data;
     pd_server *s = c->server;
     if (c->prev)
         c->prev->next = c->next;
     else
-        s->conns = c->next;
+        s->table.conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    s->n_conns--;
-    pd__watch_conn_closed(c);
+    s->table.n_conns--;
+    s->table.hooks.on_close(c);
     pd_frame_reader_free(&c->reader);
     free(c->pend);
     free(c);
-    if (s->phase == PD__FLUSHING && s->n_conns == 0)
-        pd__check_drained(s);
 }
 
 void pd__conn_close(pd__conn *c)
@@ -540,11 +547,11 @@ void pd__conn_close(pd__conn *c)
      * reads it again: the frame being handled was decoded before any answer
      * (and so any shedding), and a closing connection takes no more input.
      * Answer buffers stay with libuv until their write callbacks. */
-    s->buffered_bytes -= c->buffered;
+    s->table.buffered_bytes -= c->buffered;
     c->buffered = 0;
     pd_frame_reader_free(&c->reader);
     if (c->in_map) {
-        pd__map_remove(&s->map, c->id);
+        pd__map_remove(&s->table.map, c->id);
         c->in_map = 0;
     }
     /* Queued jobs of a closed connection are skipped by the workers; their
@@ -588,6 +595,7 @@ void pd__conn_shutdown(pd__conn *c)
  * the peer closes or the linger time runs out. */
 void pd__conn_linger(pd__conn *c)
 {
+    pd_server *s = c->server;
     if (c->closing || c->lingering)
         return;
     c->lingering = 1;
@@ -596,9 +604,10 @@ void pd__conn_linger(pd__conn *c)
      * keeps the wire PARTIAL until its rest is queued, ahead of the error. */
     pd__wire_move(c, PD__WIRE_FREE, PD__WIRE_CLOSED);
     pd__wire_move(c, PD__WIRE_LOOP, PD__WIRE_CLOSED);
-    /* The error reply is its last frame: its watches end now, rather than
-     * hold their max_watchers slots and take events for the linger time. */
-    pd__watch_conn_closed(c);
+    /* The error reply is its last frame: what it holds open above the
+     * transport (its watches) ends now, rather than hold their
+     * max_watchers slots and take events for the linger time. */
+    s->table.hooks.on_linger(c);
     pd__conn_unlink_full(c); /* a lingering connection reads to discard */
     pd__conn_shutdown(c);
     pd__conn_read_start(c);
@@ -621,7 +630,7 @@ static void pd__conn_process(pd__conn *c)
             return;
         if (st == PD_FRAME_TOO_LARGE) {
             uint32_t claimed = pd_frame_get_header(c->reader.buf + c->reader.start);
-            s->malformed_total++;
+            s->dispatch.malformed_total++;
             pd_metrics_observe(s->metrics, PD_REQ_NONE, PD_FRAME_TOO_LARGE, 0);
             pd_log_debug("conn %" PRIu64 ": frame of %" PRIu32 " bytes refused; closing", c->id, claimed);
             pd__send_error(c, 0, PD_FRAME_TOO_LARGE,
@@ -631,7 +640,7 @@ static void pd__conn_process(pd__conn *c)
             return;
         }
         c->frame_started_ms = 0;
-        pd__dispatch_frame(c, payload, len, arrival_ns);
+        s->table.hooks.on_frame(c, payload, len, arrival_ns);
     }
 }
 
@@ -687,8 +696,8 @@ static void pd__read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 static void pd__full_timer_cb(uv_timer_t *t)
 {
     pd_server *s = t->data;
-    while (s->full)
-        pd__conn_unfull(s->full);
+    while (s->table.full)
+        pd__conn_unfull(s->table.full);
 }
 
 static void pd__conn_full(pd__conn *c)
@@ -698,13 +707,13 @@ static void pd__conn_full(pd__conn *c)
         return;
     c->full = 1;
     c->prev_full = NULL;
-    c->next_full = s->full;
-    if (s->full)
-        s->full->prev_full = c;
-    s->full = c;
+    c->next_full = s->table.full;
+    if (s->table.full)
+        s->table.full->prev_full = c;
+    s->table.full = c;
     pd__conn_read_stop(c);
-    if (!uv_is_active((uv_handle_t *)&s->full_timer))
-        uv_timer_start(&s->full_timer, pd__full_timer_cb, PD__FULL_PAUSE_MS, 0);
+    if (!uv_is_active((uv_handle_t *)&s->table.full_timer))
+        uv_timer_start(&s->table.full_timer, pd__full_timer_cb, PD__FULL_PAUSE_MS, 0);
 }
 
 static void pd__conn_unlink_full(pd__conn *c)
@@ -714,7 +723,7 @@ static void pd__conn_unlink_full(pd__conn *c)
     if (c->prev_full)
         c->prev_full->next_full = c->next_full;
     else
-        c->server->full = c->next_full;
+        c->server->table.full = c->next_full;
     if (c->next_full)
         c->next_full->prev_full = c->prev_full;
     c->full = 0;
@@ -732,7 +741,7 @@ void pd__conn_unfull(pd__conn *c)
 static void pd__spare_closed(uv_handle_t *h)
 {
     pd_server *s = h->data;
-    s->spare_busy = 0;
+    s->table.spare_busy = 0;
     s->open_handles--;
 }
 
@@ -741,13 +750,13 @@ static void pd__spare_closed(uv_handle_t *h)
  * memory for a connection, the pending one must be taken off the queue. */
 static void pd__accept_and_drop(pd_server *s)
 {
-    if (s->spare_busy || uv_tcp_init(s->loop, &s->spare) != 0)
+    if (s->table.spare_busy || uv_tcp_init(s->loop, &s->table.spare) != 0)
         return;
-    s->spare.data = s;
-    s->spare_busy = 1;
+    s->table.spare.data = s;
+    s->table.spare_busy = 1;
     s->open_handles++;
-    (void)uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&s->spare);
-    uv_close((uv_handle_t *)&s->spare, pd__spare_closed);
+    (void)uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&s->table.spare);
+    uv_close((uv_handle_t *)&s->table.spare, pd__spare_closed);
 }
 
 void pd__on_connection(uv_stream_t *listener, int status)
@@ -757,15 +766,15 @@ void pd__on_connection(uv_stream_t *listener, int status)
         /* libuv has already taken the connection off the queue and closed
          * it (its EMFILE trick): the peer sees a reset. Logged at most once
          * per PD_SERVER_ACCEPT_LOG_MS so a storm cannot flood the log. */
-        s->accept_errors_total++;
+        s->table.accept_errors_total++;
         uint64_t now = uv_now(s->loop);
-        if (s->accept_logged_ms == 0 || now - s->accept_logged_ms >= PD_SERVER_ACCEPT_LOG_MS) {
+        if (s->table.accept_logged_ms == 0 || now - s->table.accept_logged_ms >= PD_SERVER_ACCEPT_LOG_MS) {
             pd_log_warn("accept failed: %s (%" PRIu64 " failures since the last report; %zu connections open, "
                         "limit %" PRIu32 ")",
-                        uv_strerror(status), s->accept_errors_total - s->accept_errors_logged, s->n_conns,
+                        uv_strerror(status), s->table.accept_errors_total - s->table.accept_errors_logged, s->table.n_conns,
                         s->conf.max_connections);
-            s->accept_errors_logged = s->accept_errors_total;
-            s->accept_logged_ms = now;
+            s->table.accept_errors_logged = s->table.accept_errors_total;
+            s->table.accept_logged_ms = now;
         }
         return;
     }
@@ -778,15 +787,15 @@ void pd__on_connection(uv_stream_t *listener, int status)
     }
     c->tcp.data = c;
     c->server = s;
-    c->id = s->next_conn_id++;
+    c->id = s->table.next_conn_id++;
     c->token = -1;
     pd_frame_reader_init(&c->reader, s->conf.max_frame_bytes);
     c->last_active_ms = uv_now(s->loop);
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
-    s->n_conns++;
+    c->next = s->table.conns;
+    if (s->table.conns)
+        s->table.conns->prev = c;
+    s->table.conns = c;
+    s->table.n_conns++;
 
     int rc = uv_accept(listener, (uv_stream_t *)&c->tcp);
     if (rc != 0) {
@@ -794,7 +803,7 @@ void pd__on_connection(uv_stream_t *listener, int status)
         pd__conn_close(c);
         return;
     }
-    if (pd__map_insert(&s->map, c) != 0) {
+    if (pd__map_insert(&s->table.map, c) != 0) {
         pd_log_error("out of memory registering a connection; closing it");
         pd__conn_close(c);
         return;
@@ -805,13 +814,13 @@ void pd__on_connection(uv_stream_t *listener, int status)
     if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
         c->wire = pd__wire_new(fd);
 
-    if (s->n_conns > s->conf.max_connections) {
+    if (s->table.n_conns > s->conf.max_connections) {
         pd_metrics_observe_overloaded(s->metrics, PD_METRICS_LIMIT_CONNECTIONS);
         pd__send_error(c, 0, PD_OVERLOADED, "server has %zu connections (limit %" PRIu32 ")",
-                       s->n_conns - 1, s->conf.max_connections);
+                       s->table.n_conns - 1, s->conf.max_connections);
         pd__conn_linger(c);
         return;
     }
-    pd_log_debug("conn %" PRIu64 ": accepted (%zu open)", c->id, s->n_conns);
+    pd_log_debug("conn %" PRIu64 ": accepted (%zu open)", c->id, s->table.n_conns);
     pd__conn_read_start(c);
 }

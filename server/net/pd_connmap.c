@@ -3,7 +3,7 @@
  * completions, which arrive carrying only the id. Open addressing with
  * linear probing, kept at most half full.
  */
-#include "pd_server_internal.h"
+#include "pd_conn.h"
 
 #include <stdlib.h>
 

@@ -1,30 +1,36 @@
 /*
- * pd_dispatch.c - a frame's way through the server: decode, check against
- * the snapshot (pd_query_*_prepare), answer at once or submit a job to the
- * worker pool, and encode the job's result when it comes back.
+ * pd_dispatch.c - a frame's way through the server: decode, look the kind
+ * up in the request-kind table (pd_kind.h: its role, where it runs), and
+ * answer at once - the kinds the server serves itself, in one switch - or
+ * prepare a job (the kind's prepare, against the snapshot) and submit it to
+ * the worker pool; encode the job's result when it comes back.
  *
- * A job is a pd_task (the pool's opaque unit of work) with the query and
- * result of one request kind around it; the pool runs it with the worker's
- * pd_query_scratch as its thread context and knows nothing else about it;
- * after each job the worker trims that scratch to the configured retained
- * size (limits.worker_retained_bytes).
+ * A job (pd_job.h) is a pd_task (the pool's opaque unit of work) with the
+ * query and result of one request kind around it; the pool runs it with
+ * the worker's pd_query_scratch as its thread context and knows nothing
+ * else about it; after each job the worker trims that scratch to the
+ * configured retained size (limits.worker_retained_bytes).
  * The connection and request ids travel as the task's owner and tag, so a
  * result whose connection has gone is dropped and a closed connection's
  * queued jobs are cancelled by owner.
  *
  * A Batch is a job that is never submitted: each of its items is a task of
- * its own (pd__item), queued, charged and counted like the same request
+ * its own (pd_job_item), queued, charged and counted like the same request
  * sent alone, and the batch answers in one frame once its last item is
  * back (pd__handle_batch).
  *
- * Everything here runs on the loop thread except the pd__run_* functions
- * and the thread ops, which run on workers.
+ * Everything here runs on the loop thread except pd__run_job, pd__run_item
+ * (and the kinds' run hooks they call) and the thread ops, which run on
+ * workers.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pd_dispatch.h"
+#include "pd_job.h"
+#include "pd_kind.h"
 #include "pd_log.h"
 #include "pd_movement.h"
 #include "pd_query.h"
@@ -36,194 +42,45 @@
 #define PD__FAIR_TIE_BITS 16
 #define PD__FAIR_TIE_MAX ((1u << PD__FAIR_TIE_BITS) - 1u)
 
-typedef struct pd__job pd__job;
-
-/* One item of a Batch on its way through the pool: its batch's owner and
- * tag, so that a Cancel of the batch or the close of its connection
- * reaches every item; told from a pd__job by its run function
- * (pd__run_item). Its query and result live in the batch. */
-typedef struct pd__item {
-    pd_task task;                 /* first: the pool hands back &item->task */
-    pd__job *batch;
-    size_t index;                 /* in the batch's move_* arrays */
-    int ran;                      /* set by the worker that ran it */
-} pd__item;
-
-/* One request on its way through the pool. */
-struct pd__job {
-    pd_task task;                 /* first: the pool hands back &job->task;
-                                     owner = connection id, tag = request id */
-    pd_request_kind kind;
-    int jump_points;              /* the server's setting when the job was made */
-    uint64_t arrival_ns;          /* when its request's frame was read (Response.server_us) */
-
-    /* PD_REQ_FIND_PATH */
-    pd_scene *scene;              /* retained */
-    pd_point *avoid;              /* owned; path_query.avoid points at it */
-    pd_path_query path_query;
-    pd_path_result path;
-
-    /* PD_REQ_FIND_ROUTE */
-    pd_world *world;              /* retained until the legs are searched */
-    pd_route_query route_query;
-    pd_route_result route;
-
-    /* PD_REQ_UPDATE_CELLS */
-    pd_store *store;              /* the server's: every change goes through it */
-    pd_update_cells_req update_req;   /* cells owned */
-    pd_update_outcome update;
-
-    /* pd_request_is_scene_change(kind): store as above */
-    pd_scene_change_req change;   /* map owned */
-    pd_scene_change_outcome change_out;
-
-    /* Movement queries (pd_request_is_move) and PD_REQ_BATCH: n_moves items
-     * (1 for a single query), each with its query and result. */
-    pd_move_req *move_reqs;       /* owned, with their arrays */
-    pd_move_query *move_queries;  /* scenes retained */
-    pd_move_result *move_results;
-    size_t n_moves;
-
-    /* PD_REQ_BATCH: the items' tasks. */
-    pd__item *items;              /* n_moves; those submitted are in the pool */
-    size_t items_out;             /* items the pool holds (loop thread only) */
-    atomic_size_t items_left;     /* items without a result yet, plus one while
-                                     the loop submits: whoever takes it to 0
-                                     encodes the answer */
-
-    int want_world;               /* FindPath / FindRoute: answer with world coordinates */
-    uint32_t max_chunk;           /* the server's max_waypoints_per_chunk when the job was made */
-    uint8_t *answer;              /* owned: the encoded answer, when its worker made it */
-    size_t answer_len;
-    pd__wire *wire;               /* retained: set when the worker may write the answer
-                                     itself (its connection had nothing else in flight) */
-    size_t answer_sent;           /* bytes of the answer its worker wrote */
-};
-
-static pd__job *pd__job_new(pd__conn *c, uint64_t request_id, pd_request_kind kind, pd_task_run_fn run)
+/* Sets job up as a new job of connection c for request_id. */
+static void pd__job_setup(pd_job *job, pd__conn *c, uint64_t request_id, pd_request_kind kind, pd_task_run_fn run)
 {
-    pd__job *job = calloc(1, sizeof *job);
-    if (!job)
-        return NULL;
     pd_task_init(&job->task, run);
+    job->kind = kind;
+    job->ops = pd_kind_of(kind);
     job->task.owner = c->id;
     job->task.tag = request_id;
-    job->kind = kind;
-    job->arrival_ns = c->server->answering_since_ns;
+    job->arrival_ns = c->server->dispatch.answering_since_ns;
     job->jump_points = c->server->conf.jump_point_search;
     job->max_chunk = c->server->conf.max_waypoints_per_chunk;
+}
+
+static pd_job *pd__job_new(pd__conn *c, uint64_t request_id, pd_request_kind kind, pd_task_run_fn run)
+{
+    pd_job *job = pd_job_new(kind, run);
+    if (job)
+        pd__job_setup(job, c, request_id, kind, run);
     return job;
 }
 
-static void pd__job_free(pd__job *job)
+/* The job and the server's wire it may hold. */
+static void pd__job_free(pd_job *job)
 {
     if (!job)
         return;
-    pd_scene_release(job->scene);
-    free(job->avoid);
-    pd_path_result_free(&job->path);
-    pd_world_release(job->world);
-    pd_route_result_free(&job->route);
-    pd_update_cells_req_free(&job->update_req);
-    pd_scene_change_req_free(&job->change);
-    for (size_t i = 0; i < job->n_moves; i++) {
-        if (job->move_queries)
-            pd_move_query_release(&job->move_queries[i]);
-        if (job->move_reqs)
-            pd_move_req_free(&job->move_reqs[i]);
-        if (job->move_results)
-            pd_move_result_free(&job->move_results[i]);
-    }
-    free(job->move_reqs);
-    free(job->move_queries);
-    free(job->move_results);
-    free(job->items);
-    free(job->answer);
     pd__wire_release(job->wire);
-    free(job);
+    pd_job_free(job);
 }
 
 /* ---- on the workers ---------------------------------------------------- */
 
-/* A movement query or batch item that stopped, or never ran, with st. */
-static void pd__move_fail(pd_move_result *r, pd_status st)
-{
-    r->status = st;
-    snprintf(r->message, sizeof r->message, "%s", pd_status_name(st));
-}
-
-/* Copies the task's status into the job's result, so that a job that
- * never ran (cancelled, past its deadline), which carries only that
- * status, answers with it too. */
-static void pd__settle_status(pd__job *job)
-{
-    pd_status st = job->task.status;
-    job->path.status = st;
-    job->route.status = st;
-    job->update.status = st;
-    if (st != PD_OK && st != PD_PARTIAL) {
-        const char *why = st == PD_CANCELLED ? "cancelled before a worker finished it"
-                          : st == PD_DEADLINE_EXCEEDED ? "its deadline passed before a worker finished it"
-                                                       : pd_status_name(st);
-        if (!job->path.message[0])
-            snprintf(job->path.message, sizeof job->path.message, "%s", why);
-        if (!job->route.message[0])
-            snprintf(job->route.message, sizeof job->route.message, "%s", why);
-    }
-    if (st != PD_OK && pd_request_is_scene_change(job->kind) && job->change_out.change.status == PD_OK) {
-        job->change_out.change.status = st;
-        snprintf(job->change_out.change.message, sizeof job->change_out.change.message, "%s", pd_status_name(st));
-    }
-    if (st != PD_OK)
-        for (size_t i = 0; i < job->n_moves; i++)
-            if (job->move_results[i].status == PD_OK)
-                pd__move_fail(&job->move_results[i], st);
-}
-
-/* The job's time in the search proper (Response.search_us): its path's or
- * route's search, its movement queries' (a batch's items together); 0 for
- * a change, or a job that never ran. */
-static uint64_t pd__job_search_us(const pd__job *job)
-{
-    if (job->kind == PD_REQ_FIND_PATH)
-        return job->path.metrics.micros;
-    if (job->kind == PD_REQ_FIND_ROUTE)
-        return job->route.metrics.micros;
-    uint64_t us = 0;
-    for (size_t i = 0; i < job->n_moves; i++)
-        us += job->move_results[i].micros;
-    return us;
-}
-
-static uint8_t *pd__encode_job_body(pd__job *job, size_t *len)
-{
-    uint64_t id = job->task.tag;
-    switch (job->kind) {
-    case PD_REQ_UPDATE_CELLS:
-        return pd_codec_encode_update(id, job->update_req.scene, &job->update, len);
-    case PD_REQ_FIND_ROUTE:
-        return pd_codec_encode_route(id, &job->route, job->max_chunk, job->want_world, len);
-    case PD_REQ_BATCH:
-        return pd_codec_encode_batch(id, job->move_reqs, job->move_results, job->n_moves, len);
-    case PD_REQ_FIND_PATH:
-        return pd_codec_encode_path(id, job->scene, &job->path, job->max_chunk, job->want_world,
-                                    len);
-    case PD_REQ_CREATE_SCENE:
-    case PD_REQ_CREATE_INSTANCE:
-    case PD_REQ_DROP_SCENE:
-        return pd_codec_encode_scene_change(id, job->change.name, &job->change_out, len);
-    default:
-        return pd_codec_encode_move(id, job->kind, &job->move_results[0], len);
-    }
-}
-
 /* The answer to a finished job with its timing, taken now: whoever encodes
  * it (its worker, or the loop) hands it to the socket next. NULL when
  * encoding ran out of memory. */
-static uint8_t *pd__encode_job(pd__job *job, size_t *len)
+static uint8_t *pd__encode_job(pd_job *job, size_t *len)
 {
-    uint8_t *buf = pd__encode_job_body(job, len);
-    pd__stamp_answer(&buf, len, job->arrival_ns, pd__job_search_us(job));
+    uint8_t *buf = pd_codec_encode_job(job, len);
+    pd__stamp_answer(&buf, len, job->arrival_ns, pd_job_search_us(job));
     return buf;
 }
 
@@ -231,10 +88,10 @@ static uint8_t *pd__encode_job(pd__job *job, size_t *len)
  * (every run function ends here): the loop thread, which every request and
  * answer passes through, is the server's narrowest stage under load, and
  * then only queues the bytes. */
-static pd_status pd__answer_on_worker(pd__job *job, pd_status st)
+static pd_status pd__answer_on_worker(pd_job *job, pd_status st)
 {
     job->task.status = st;
-    pd__settle_status(job);
+    pd_job_settle_status(job);
     job->answer = pd__encode_job(job, &job->answer_len);
     if (job->answer) {
         job->answer_sent = pd__wire_try_send(job->wire, job->answer, job->answer_len, 1);
@@ -242,57 +99,17 @@ static pd_status pd__answer_on_worker(pd__job *job, pd_status st)
          * allocated goes back here, to this worker's malloc arena: freed on
          * the loop it would take that arena's lock against this worker's
          * next search. */
-        pd_path_result_free(&job->path);
-        pd_route_result_free(&job->route);
-        for (size_t i = 0; job->move_results && i < job->n_moves; i++)
-            pd_move_result_free(&job->move_results[i]);
+        pd_job_drop_results(job);
     }
     return st;
 }
 
-static pd_status pd__run_find_path(pd_task *task, void *scratch)
+/* Every job's task: its kind's run, then its answer encoded here. */
+static pd_status pd__run_job(pd_task *task, void *scratch)
 {
-    pd__job *job = (pd__job *)task;
+    pd_job *job = (pd_job *)task;
     pd_query_control ctl = {pd_task_poll, task, job->jump_points};
-    return pd__answer_on_worker(job, pd_query_find_path(scratch, job->scene, &job->path_query, &ctl, &job->path));
-}
-
-/* Releases the world as soon as the legs are searched: they hold what the
- * answer needs. */
-static pd_status pd__run_find_route(pd_task *task, void *scratch)
-{
-    pd__job *job = (pd__job *)task;
-    pd_query_control ctl = {pd_task_poll, task, job->jump_points};
-    pd_status st = pd_query_find_route(scratch, job->world, &job->route_query, &ctl, &job->route);
-    pd_world_release(job->world);
-    job->world = NULL;
-    return pd__answer_on_worker(job, st);
-}
-
-static pd_status pd__run_update_cells(pd_task *task, void *scratch)
-{
-    (void)scratch;
-    pd__job *job = (pd__job *)task;
-    return pd__answer_on_worker(
-        job, pd_query_update_cells(job->store, &job->update_req, &job->update));
-}
-
-static pd_status pd__run_scene_change(pd_task *task, void *scratch)
-{
-    (void)scratch;
-    pd__job *job = (pd__job *)task;
-    /* The poll reaches a CreateScene's parse and derive: a cancel, the
-     * connection's close or the server's stop ends them. */
-    pd_query_control ctl = {pd_task_poll, task, 0};
-    return pd__answer_on_worker(job, pd_query_scene_change(job->store, job->kind, &job->change, &ctl, &job->change_out));
-}
-
-/* A movement query sent alone (a Batch's items run as pd__run_item). */
-static pd_status pd__run_move(pd_task *task, void *scratch)
-{
-    pd__job *job = (pd__job *)task;
-    pd_move_run(scratch, &job->move_queries[0], &job->move_results[0]);
-    return pd__answer_on_worker(job, PD_OK);
+    return pd__answer_on_worker(job, job->ops->run(job, scratch, &ctl));
 }
 
 /* One more of the batch's items has its result: the last one encodes the
@@ -300,7 +117,7 @@ static pd_status pd__run_move(pd_task *task, void *scratch)
  * answer is), and gives back what the items' searches allocated. Runs on a
  * worker, or on the loop for an item that never ran (and for the hold the
  * loop keeps while it submits). */
-static void pd__item_settled(pd__job *batch)
+static void pd__item_settled(pd_job *batch)
 {
     if (atomic_fetch_sub(&batch->items_left, 1) != 1)
         return;
@@ -314,8 +131,8 @@ static void pd__item_settled(pd__job *batch)
  * the batch's cancel) while it searches. */
 static pd_status pd__run_item(pd_task *task, void *scratch)
 {
-    pd__item *item = (pd__item *)task;
-    pd__job *batch = item->batch;
+    pd_job_item *item = (pd_job_item *)task;
+    pd_job *batch = item->batch;
     item->ran = 1;
     pd_status st = pd_move_run(scratch, &batch->move_queries[item->index], &batch->move_results[item->index]);
     pd__item_settled(batch);
@@ -336,7 +153,7 @@ static void pd__scratch_destroy(void *scratch)
 static size_t pd__scratch_trim(void *scratch, void *user)
 {
     pd_server *s = user;
-    return pd_query_scratch_trim(scratch, atomic_load(&s->worker_retained_bytes));
+    return pd_query_scratch_trim(scratch, atomic_load(&s->dispatch.worker_retained_bytes));
 }
 
 static const pd_pool_thread_ops pd__thread_ops = {
@@ -354,9 +171,9 @@ static uint64_t pd__yield_interval_ns(const pd_conf *conf, uint32_t threads)
     return threads >= uv_available_parallelism() ? (uint64_t)conf->worker_yield_us * 1000u : 0;
 }
 
-pd_pool *pd_server_pool_create(pd_server *s, uint32_t threads)
+pd_pool *pd__dispatch_pool_create(pd_server *s, uint32_t threads, pd_pool_wake_fn wake, void *wake_arg)
 {
-    pd_pool *pool = pd_pool_create(threads, s->conf.job_queue_capacity, &pd__thread_ops, s, pd_server_wake, s);
+    pd_pool *pool = pd_pool_create(threads, s->conf.job_queue_capacity, &pd__thread_ops, s, wake, wake_arg);
     pd_pool_set_yield_interval(pool, pd__yield_interval_ns(&s->conf, threads));
     return pool;
 }
@@ -374,17 +191,17 @@ static void pd__free_tasks(pd_task *task)
     while (task) {
         pd_task *next = task->next;
         if (task->run == pd__run_item) {
-            pd__job *batch = ((pd__item *)task)->batch;
+            pd_job *batch = ((pd_job_item *)task)->batch;
             if (--batch->items_out == 0)
                 pd__job_free(batch);
         } else {
-            pd__job_free((pd__job *)task);
+            pd__job_free((pd_job *)task);
         }
         task = next;
     }
 }
 
-void pd_server_pool_destroy(pd_pool *pool)
+void pd__dispatch_pool_destroy(pd_pool *pool)
 {
     pd__free_tasks(pd_pool_destroy(pool));
 }
@@ -437,7 +254,7 @@ static pd_status pd__enqueue(pd__conn *c, pd_task *task)
         return st;
     c->fair_key = start + 1;
     c->in_flight++;
-    s->in_flight++;
+    s->dispatch.in_flight++;
     return PD_OK;
 }
 
@@ -455,7 +272,7 @@ static pd_status pd__refusal(pd_server *s, pd_status st, char *msg, size_t len)
 }
 
 /* Hands a job to the pool (pd__enqueue), or answers why not and frees it. */
-static void pd__submit(pd__conn *c, pd__job *job)
+static void pd__submit(pd__conn *c, pd_job *job)
 {
     pd_server *s = c->server;
     uint64_t id = job->task.tag;
@@ -474,229 +291,124 @@ static void pd__submit(pd__conn *c, pd__job *job)
     }
 }
 
-static uint64_t pd__deadline_ns(uint32_t deadline_ms, uint64_t arrival_ns)
-{
-    return deadline_ms ? arrival_ns + (uint64_t)deadline_ms * 1000000u : 0;
-}
-
 /* Counts an answered request in the server's totals and /metrics; since_ns
  * is when its frame arrived (or its job was submitted). Its latency is
  * observed unless `untimed` (it named no served scene: a refusal). */
 static void pd__count_answer(pd_server *s, pd_request_kind kind, pd_status status, uint64_t expanded,
                              const char *scene, int untimed, uint64_t since_ns)
 {
-    if ((kind == PD_REQ_FIND_PATH || kind == PD_REQ_FIND_ROUTE) && (status == PD_OK || status == PD_PARTIAL))
-        s->paths_found++;
-    s->expansions_total += expanded;
+    if ((status == PD_OK || status == PD_PARTIAL) && pd_kind_of(kind)->counts_paths)
+        s->dispatch.paths_found++;
+    s->dispatch.expansions_total += expanded;
     pd_metrics_observe(s->metrics, kind, status, expanded);
     if (!untimed)
         pd_metrics_observe_duration(s->metrics, kind, scene, (pd_pool_now_ns() - since_ns) / 1000u);
 }
 
-/* Answers a FindPath on the loop thread when A* finishes it within
- * limits.inline_max_expansions (pd_query_find_path_small): a request with
- * its goal a few cells away costs less than the futex and eventfd wakeups
- * of a worker's round trip, so it takes none (and no job either). Returns
- * 0 when it must go to a worker after all, having spent at most that many
+/* Counts a finished job (or one answered on the loop) as its kind says:
+ * its status, expansions and scene label. */
+static void pd__count_job(pd_server *s, const pd_job *job, uint64_t since_ns)
+{
+    const pd_kind *k = job->ops;
+    pd_status st = k->status ? k->status(job) : job->task.status;
+    pd__count_answer(s, job->kind, st, pd_job_expanded(job), k->scene ? k->scene(job) : NULL,
+                     k->unserved ? k->unserved(job) : 0, since_ns);
+}
+
+/* What a kind's prepare may read of the server. */
+static pd_kind_env pd__kind_env(const pd_server *s)
+{
+    pd_kind_env env = {s->registry, s->world_store, s->store, s->conf.default_max_expansions};
+    return env;
+}
+
+/* Answers a prepared job on the loop thread when its kind can finish it
+ * within limits.inline_max_expansions (FindPath: pd_query_find_path_small):
+ * a request with its goal a few cells away costs less than the futex and
+ * eventfd wakeups of a worker's round trip, so it takes none. Returns 0
+ * when it must go to a worker after all, having spent at most that many
  * expansions. */
-static int pd__answer_inline(pd__conn *c, uint64_t id, const pd_scene *scene, const pd_path_query *q,
-                             int want_world, uint64_t arrival_ns)
+static int pd__answer_inline(pd__conn *c, pd_job *job)
 {
     pd_server *s = c->server;
     if (s->conf.inline_max_expansions == 0)
         return 0;
-    if (!s->inline_scratch && !(s->inline_scratch = pd_query_scratch_create()))
+    if (!s->dispatch.inline_scratch && !(s->dispatch.inline_scratch = pd_query_scratch_create()))
         return 0;
-    pd_path_result r;
-    const int answered = pd_query_find_path_small(s->inline_scratch, scene, q, s->conf.inline_max_expansions, &r);
+    const int answered = job->ops->run_inline(job, s->dispatch.inline_scratch, s->conf.inline_max_expansions);
     /* Small searches all over a large map would otherwise keep a node
      * block for every area they touched: the loop's scratch keeps what a
      * worker's does. */
-    pd_query_scratch_trim(s->inline_scratch, s->conf.worker_retained_bytes);
+    pd_query_scratch_trim(s->dispatch.inline_scratch, s->conf.worker_retained_bytes);
     if (!answered)
         return 0;
-    s->answering_search_us = r.metrics.micros;
-    pd__count_answer(s, PD_REQ_FIND_PATH, r.status, r.metrics.expanded, scene->name, 0, arrival_ns);
+    s->dispatch.answering_search_us = pd_job_search_us(job);
+    pd__count_job(s, job, job->arrival_ns);
     size_t len = 0;
-    uint8_t *buf = pd_codec_encode_path(id, scene, &r, s->conf.max_waypoints_per_chunk, want_world, &len);
+    uint8_t *buf = pd_codec_encode_job(job, &len);
     pd__conn_send(c, buf, len);
-    pd_path_result_free(&r);
     return 1;
 }
 
-/* Checks the request against the scene current now, then queues it for a
- * worker, which runs the path pipeline (see pd_query.c). */
-static void pd__handle_find_path(pd__conn *c, pd_request *req, uint64_t arrival_ns)
+/* A kind that runs on a worker (pd_kind.runs WORKER or LANE): checked
+ * against the snapshot current now by its prepare, which takes what the
+ * job needs from the request; refused at once with prepare's status, else
+ * answered on the loop when the kind can do that cheaply, else queued (an
+ * ordered task in its scene's lane for LANE). */
+static void pd__handle_job(pd__conn *c, pd_request *req, const pd_kind *k)
 {
     pd_server *s = c->server;
-    pd_find_path_req *fp = &req->u.find_path;
-    char err[PD_QUERY_MESSAGE_MAX];
-
-    if (!pd__inflight_ok(c, req->id, 1))
+    if (!pd__inflight_ok(c, req->id, k->weight ? k->weight(req) : 1))
         return;
-    pd_scene *scene = pd_registry_acquire(s->registry, fp->scene);
-    if (!scene) {
-        pd__send_error(c, req->id, PD_UNKNOWN_SCENE, "unknown scene '%s'", fp->scene);
+    /* A kind that may be answered on the loop is prepared in the loop's
+     * own job, reused from one request to the next: its prepare and inline
+     * run overwrite all they read (pd_query_path_prepare and
+     * pd_query_find_path_small start from zero), and pd_job_clear gives back
+     * what they took. Only when it must go to a worker does it move to a
+     * job of its own. */
+    const int try_inline = k->run_inline && s->conf.inline_max_expansions > 0 &&
+                           (s->dispatch.inline_job || (s->dispatch.inline_job = calloc(1, sizeof *s->dispatch.inline_job)));
+    pd_job *job;
+    if (try_inline) {
+        job = s->dispatch.inline_job;
+        pd__job_setup(job, c, req->id, req->kind, pd__run_job);
+    } else if (!(job = pd__job_new(c, req->id, req->kind, pd__run_job))) {
+        pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
         return;
     }
-    pd_path_query q;
-    pd_status st = pd_query_path_prepare(scene, fp, s->conf.default_max_expansions, &q, err, sizeof err);
+    job->task.ordered = k->runs == PD_KIND_LANE;
+    pd_kind_env env = pd__kind_env(s);
+    pd_kind_refusal why;
+    why.message[0] = '\0';
+    why.version = 0;
+    pd_status st = k->prepare(job, req, &env, &why);
     if (st != PD_OK) {
         if (st == PD_STALE_VERSION)
-            pd__send_stale(c, req->id, scene->version, err);
+            pd__send_stale(c, req->id, why.version, why.message);
         else
-            pd__send_error(c, req->id, st, "%s", err);
-        pd_scene_release(scene);
-        return;
-    }
-    if (pd__answer_inline(c, req->id, scene, &q, fp->want_world, arrival_ns)) {
-        pd_scene_release(scene);
-        return;
-    }
-    pd__job *job = pd__job_new(c, req->id, PD_REQ_FIND_PATH, pd__run_find_path);
-    if (!job) {
-        pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
-        pd_scene_release(scene);
-        return;
-    }
-    job->scene = scene; /* the job owns the reference now */
-    job->path_query = q;
-    job->avoid = fp->avoid; /* the job owns the array now (path_query.avoid points at it) */
-    fp->avoid = NULL;
-    fp->n_avoid = 0;
-    job->want_world = fp->want_world;
-    job->task.deadline_ns = pd__deadline_ns(fp->deadline_ms, arrival_ns);
-    pd__submit(c, job);
-}
-
-/* FindRoute: checked against the world current now (so unknown scenes, unit
- * sizes and out-of-bounds points are answered at once, like FindPath's),
- * then queued holding that world; the worker plans, searches the legs and
- * releases it. */
-static void pd__handle_find_route(pd__conn *c, pd_request *req, uint64_t arrival_ns)
-{
-    pd_server *s = c->server;
-    const pd_find_route_req *fr = &req->u.find_route;
-    char err[PD_QUERY_MESSAGE_MAX];
-
-    if (!pd__inflight_ok(c, req->id, 1))
-        return;
-    pd_world *world = s->world_store ? pd_world_store_acquire(s->world_store) : NULL;
-    if (!world) {
-        pd__send_error(c, req->id, PD_INVALID_ARGUMENT, "this server has no world loaded: routes are not served");
-        return;
-    }
-    pd__job *job = pd__job_new(c, req->id, PD_REQ_FIND_ROUTE, pd__run_find_route);
-    if (!job) {
-        pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
-        pd_world_release(world);
-        return;
-    }
-    job->world = world; /* the job owns the reference now */
-    pd_status st = pd_query_route_prepare(world, fr, s->conf.default_max_expansions, &job->route_query, err,
-                                          sizeof err);
-    if (st != PD_OK) {
-        pd__send_error(c, req->id, st, "%s", err);
-        pd__job_free(job);
-        return;
-    }
-    job->want_world = fr->want_world;
-    job->task.deadline_ns = pd__deadline_ns(fr->deadline_ms, arrival_ns);
-    pd__submit(c, job);
-}
-
-/* The pool lane of the changes to scene `name` (FNV-1a of the name): a
- * scene's updates, its creation and its drop share it, so they run in the
- * order they arrived, while other scenes' changes run beside them. Two
- * names that hash alike only share a lane. */
-static uint64_t pd__scene_lane(const char *name)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
-        h = (h ^ *c) * 0x100000001b3ull;
-    return h;
-}
-
-/* UpdateCells repairs a scene, which can take a while on big maps, so it
- * runs on a worker like a search; ordered tasks in the scene's lane keep
- * its updates in order. The scene name and the cells' bounds are checked
- * there. */
-static void pd__handle_update_cells(pd__conn *c, pd_request *req)
-{
-    pd_update_cells_req *uc = &req->u.update_cells;
-    if (!pd__inflight_ok(c, req->id, 1))
-        return;
-    pd__job *job = pd__job_new(c, req->id, PD_REQ_UPDATE_CELLS, pd__run_update_cells);
-    if (!job) {
-        pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
-        return;
-    }
-    job->task.ordered = 1;
-    job->task.lane = job->task.lane2 = pd__scene_lane(uc->scene);
-    job->store = c->server->store;
-    job->update_req = *uc; /* the job owns the cells and ops now */
-    uc->cells = NULL;
-    uc->ops = NULL;
-    uc->n_ops = 0;
-    pd__submit(c, job);
-}
-
-/* CreateScene parses a whole map, so scene changes run on a worker; as
- * ordered tasks in the scene's lane, in order with its updates. An
- * instance also takes its template's lane: it copies the version the
- * template's earlier updates made, and none made after. */
-static void pd__handle_scene_change(pd__conn *c, pd_request *req)
-{
-    if (!pd__inflight_ok(c, req->id, 1))
-        return;
-    pd__job *job = pd__job_new(c, req->id, req->kind, pd__run_scene_change);
-    if (!job) {
-        pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
-        return;
-    }
-    job->task.ordered = 1;
-    job->task.lane = pd__scene_lane(req->u.change.name);
-    job->task.lane2 = req->kind == PD_REQ_CREATE_INSTANCE ? pd__scene_lane(req->u.change.tmpl) : job->task.lane;
-    job->store = c->server->store;
-    job->change = req->u.change; /* the job owns the map and scene now */
-    req->u.change.map = NULL;
-    req->u.change.scene = NULL;
-    pd__submit(c, job);
-}
-
-/* A movement query: checked against the scene current now
- * (pd_move_prepare), answered at once when that refuses it, else run on a
- * worker. */
-static void pd__handle_move(pd__conn *c, pd_request *req)
-{
-    pd_server *s = c->server;
-    if (!pd__inflight_ok(c, req->id, 1))
-        return;
-    pd__job *job = pd__job_new(c, req->id, req->kind, pd__run_move);
-    if (job) {
-        job->move_queries = calloc(1, sizeof *job->move_queries);
-        job->move_results = calloc(1, sizeof *job->move_results);
-        job->move_reqs = malloc(sizeof *job->move_reqs);
-    }
-    if (!job || !job->move_queries || !job->move_results || !job->move_reqs) {
-        pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
-        pd__job_free(job);
-        return;
-    }
-    /* The job owns the query (and its arrays) now. */
-    job->move_reqs[0] = req->u.move;
-    req->u.move.moves = NULL;
-    req->u.move.n_moves = 0;
-    job->n_moves = 1;
-    pd_scene *scene = pd_registry_acquire(s->registry, job->move_reqs[0].scene);
-    const pd_move_result *r = &job->move_results[0];
-    if (pd_move_prepare(scene, &job->move_reqs[0], &job->move_queries[0], &job->move_results[0]) != PD_OK) {
-        if (r->status == PD_STALE_VERSION)
-            pd__send_stale(c, req->id, r->version, r->message);
+            pd__send_error(c, req->id, st, "%s", why.message);
+        if (try_inline)
+            pd_job_clear(job);
         else
-            pd__send_error(c, req->id, r->status, "%s", r->message);
-        pd__job_free(job);
+            pd__job_free(job);
         return;
+    }
+    if (try_inline) {
+        if (pd__answer_inline(c, job)) {
+            pd_job_clear(job);
+            return;
+        }
+        pd_job *own = malloc(sizeof *own);
+        if (!own) {
+            pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
+            pd_job_clear(job);
+            return;
+        }
+        /* The job's references and arrays go with it: the loop's job is
+         * left holding none. */
+        memcpy(own, job, sizeof *own);
+        memset(job, 0, sizeof *job);
+        job = own;
     }
     pd__submit(c, job);
 }
@@ -705,31 +417,28 @@ static void pd__handle_move(pd__conn *c, pd_request *req)
  * request sent alone would be: by its kind, with its status and
  * expansions, and its latency since since_ns unless `untimed` (refused
  * before it was queued, as such a request would be at the door). */
-static void pd__count_item(pd_server *s, const pd__job *batch, size_t i, int untimed, uint64_t since_ns)
+static void pd__count_item(pd_server *s, const pd_job *batch, size_t i, int untimed, uint64_t since_ns)
 {
     const pd_move_req *item = &batch->move_reqs[i];
     const pd_move_result *r = &batch->move_results[i];
-    uint64_t expanded = item->kind == PD_REQ_FIND_PATH ? r->path.metrics.expanded : 0;
+    uint64_t expanded = r->path.metrics.expanded; /* 0 but for a FindPath item */
     if (r->status == PD_OVERLOADED)
-        s->overloaded_total++;
+        s->dispatch.overloaded_total++;
     pd__count_answer(s, item->kind, r->status, expanded, item->scene, untimed, since_ns);
 }
 
-/* Item i of a batch, prepared, as a task of its own: the budget a FindPath
- * item gets is the server's, like one sent alone, and its deadline_ms
- * counts from the batch's arrival. Returns 1 when the pool holds it, 0
- * when it is refused (its result says why). */
-static int pd__submit_item(pd__conn *c, pd__job *batch, size_t i, uint64_t arrival_ns)
+/* Item i of a batch, prepared (pd_kind_batch_prepare_item), as a task of
+ * its own with its deadline. Returns 1 when the pool holds it, 0 when it
+ * is refused (its result says why). */
+static int pd__submit_item(pd__conn *c, pd_job *batch, size_t i, uint64_t deadline_ns)
 {
     pd_server *s = c->server;
-    pd__item *item = &batch->items[i];
-    const pd_move_req *req = &batch->move_reqs[i];
+    pd_job_item *item = &batch->items[i];
     pd_move_result *r = &batch->move_results[i];
     pd_task_init(&item->task, pd__run_item);
     item->task.owner = batch->task.owner;
     item->task.tag = batch->task.tag;
-    if (req->kind == PD_REQ_FIND_PATH)
-        item->task.deadline_ns = pd__deadline_ns(req->path->deadline_ms, arrival_ns);
+    item->task.deadline_ns = deadline_ns;
     item->batch = batch;
     item->index = i;
     batch->move_queries[i].control = (pd_query_control){pd_task_poll, &item->task, batch->jump_points};
@@ -744,11 +453,11 @@ static int pd__submit_item(pd__conn *c, pd__job *batch, size_t i, uint64_t arriv
  * or NULL when encoding ran out of memory), unless its connection has
  * gone; counts it as a Batch frame (its items were counted as they
  * finished); frees it. */
-static void pd__finish_batch(pd_server *s, pd__job *batch);
+static void pd__finish_batch(pd_server *s, pd_job *batch);
 
 /* A Batch: each item is checked against the scene current now
  * (pd_move_prepare) and, unless that refuses it, becomes a task of its own
- * (pd__item) queued like the same request sent alone - its own fair
+ * (pd_job_item) queued like the same request sent alone - its own fair
  * queueing start tag, in-flight slot, budget and deadline - so a batch's
  * items interleave with other connections' requests as single requests
  * would, and many workers may share one batch. The batch itself, a job
@@ -757,10 +466,10 @@ static void pd__finish_batch(pd_server *s, pd__job *batch);
  * the in-flight cap could never be admitted: LIMIT_EXCEEDED, naming it
  * (GetLimits' max_batch_items says it); one that does not fit beside what
  * the connection has in flight now is OVERLOADED as a whole. */
-static void pd__handle_batch(pd__conn *c, pd_request *req, uint64_t arrival_ns)
+static void pd__handle_batch(pd__conn *c, pd_request *req, const pd_kind *k, uint64_t arrival_ns)
 {
     pd_server *s = c->server;
-    size_t n = req->u.batch.n_items;
+    size_t n = k->weight(req);
     if (n > s->conf.max_inflight_per_conn) {
         pd__send_error(c, req->id, PD_LIMIT_EXCEEDED,
                        "a Batch of %zu items is over limits.max_inflight_per_conn (%" PRIu32
@@ -770,34 +479,25 @@ static void pd__handle_batch(pd__conn *c, pd_request *req, uint64_t arrival_ns)
     }
     if (!pd__inflight_ok(c, req->id, n))
         return;
-    pd__job *batch = pd__job_new(c, req->id, PD_REQ_BATCH, NULL);
-    if (batch) {
-        batch->move_queries = calloc(n, sizeof *batch->move_queries);
-        batch->move_results = calloc(n, sizeof *batch->move_results);
-        batch->items = calloc(n, sizeof *batch->items);
-    }
-    if (!batch || !batch->move_queries || !batch->move_results || !batch->items) {
-        pd__send_error(c, req->id, PD_INTERNAL, "out of memory");
+    pd_job *batch = pd__job_new(c, req->id, req->kind, NULL);
+    pd_kind_env env = pd__kind_env(s);
+    pd_kind_refusal why;
+    why.message[0] = '\0';
+    pd_status st = batch ? k->prepare(batch, req, &env, &why) : PD_INTERNAL;
+    if (st != PD_OK) {
+        pd__send_error(c, req->id, st, "%s", why.message[0] ? why.message : "out of memory");
         pd__job_free(batch);
         return;
     }
-    /* The batch owns the items (and their arrays) now. */
-    batch->move_reqs = req->u.batch.items;
-    batch->n_moves = n;
-    req->u.batch.items = NULL;
-    req->u.batch.n_items = 0;
     batch->task.submitted_ns = arrival_ns;
-    s->requests_total += n;
+    s->dispatch.requests_total += n;
     /* The loop's hold: no item's worker encodes the answer before every
      * item is submitted or refused. */
     atomic_init(&batch->items_left, n + 1);
     for (size_t i = 0; i < n; i++) {
-        pd_move_req *item = &batch->move_reqs[i];
-        pd_scene *scene = item->status == PD_OK ? pd_registry_acquire(s->registry, item->scene) : NULL;
-        if (item->kind == PD_REQ_FIND_PATH && item->path && item->path->max_expansions == 0)
-            item->path->max_expansions = s->conf.default_max_expansions;
-        if (pd_move_prepare(scene, item, &batch->move_queries[i], &batch->move_results[i]) == PD_OK &&
-            pd__submit_item(c, batch, i, arrival_ns)) {
+        uint64_t deadline_ns;
+        if (pd_kind_batch_prepare_item(batch, i, &env, &deadline_ns) == PD_OK &&
+            pd__submit_item(c, batch, i, deadline_ns)) {
             batch->items_out++;
             continue;
         }
@@ -893,7 +593,7 @@ static pd_role pd__conn_role(const pd__conn *c)
 void pd__auth_recheck(pd_server *s, const pd_conf *next)
 {
     const pd_conf *old = &s->conf;
-    for (pd__conn *c = s->conns; c; c = c->next) {
+    for (pd__conn *c = s->table.conns; c; c = c->next) {
         if (c->closing || c->lingering || c->auth_failed_ms)
             continue;
         pd_role was = pd__conn_role_in(c, old);
@@ -921,26 +621,6 @@ void pd__auth_recheck(pd_server *s, const pd_conf *next)
                        "send Auth",
                        old->n_tokens == 0 ? " (it had none: the server had no tokens)" : "");
         pd__conn_linger(c);
-    }
-}
-
-static pd_role pd__required_role(pd_request_kind kind)
-{
-    switch (kind) {
-    case PD_REQ_PING:
-    case PD_REQ_AUTH:
-    case PD_REQ_NONE:
-        return PD_ROLE_NONE;
-    case PD_REQ_UPDATE_CELLS:
-    case PD_REQ_CREATE_SCENE:
-    case PD_REQ_CREATE_INSTANCE:
-    case PD_REQ_DROP_SCENE:
-        return PD_ROLE_WRITE;
-    case PD_REQ_STATS:
-    case PD_REQ_RELOAD:
-        return PD_ROLE_ADMIN;
-    default:
-        return PD_ROLE_QUERY;
     }
 }
 
@@ -979,7 +659,8 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
     size_t len = 0;
     uint8_t *buf;
 
-    pd_role have = pd__conn_role(c), need = pd__required_role(req->kind);
+    const pd_kind *k = pd_kind_of(req->kind);
+    pd_role have = pd__conn_role(c), need = k->role;
     if (have < need) {
         if (have == PD_ROLE_NONE)
             pd__send_error(c, req->id, PD_UNAUTHENTICATED,
@@ -990,28 +671,24 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
         return;
     }
 
+    if (k->runs == PD_KIND_WORKER || k->runs == PD_KIND_LANE) {
+        pd__handle_job(c, req, k);
+        return;
+    }
+    if (k->runs == PD_KIND_BATCH) {
+        pd__handle_batch(c, req, k, arrival_ns);
+        return;
+    }
+    /* The kinds the server serves itself (PD_KIND_SERVED): they touch the
+     * connection's or the server's state, or read a snapshot at once. */
     switch (req->kind) {
     case PD_REQ_AUTH:
         pd__handle_auth(c, req);
         return;
     case PD_REQ_RELOAD:
-        pd__reload(s);
+        s->dispatch.up.reload(s);
         buf = pd_codec_encode_ack(req->id, PD_OK, &len);
         break;
-    case PD_REQ_FIND_PATH:
-        pd__handle_find_path(c, req, arrival_ns);
-        return;
-    case PD_REQ_UPDATE_CELLS:
-        pd__handle_update_cells(c, req);
-        return;
-    case PD_REQ_CREATE_SCENE:
-    case PD_REQ_CREATE_INSTANCE:
-    case PD_REQ_DROP_SCENE:
-        pd__handle_scene_change(c, req);
-        return;
-    case PD_REQ_FIND_ROUTE:
-        pd__handle_find_route(c, req, arrival_ns);
-        return;
     case PD_REQ_CANCEL:
         if (pd_pool_cancel(s->pool, c->id, req->u.cancel_target))
             buf = pd_codec_encode_ack(req->id, PD_OK, &len);
@@ -1045,21 +722,9 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
     case PD_REQ_UNWATCH:
         pd__watch_stop(c, req);
         return;
-    case PD_REQ_RAYCAST:
-    case PD_REQ_VALIDATE_MOVE:
-    case PD_REQ_MOVE_ALONG:
-    case PD_REQ_NEAREST:
-    case PD_REQ_REACHABLE:
-    case PD_REQ_RANDOM_POINT:
-    case PD_REQ_DISTANCE_TO_WALL:
-        pd__handle_move(c, req);
-        return;
-    case PD_REQ_BATCH:
-        pd__handle_batch(c, req, arrival_ns);
-        return;
     case PD_REQ_STATS: {
         pd_server_stats st;
-        pd_server_get_stats(s, &st);
+        s->dispatch.up.stats(s, &st);
         buf = pd_codec_encode_stats(req->id, &st, &len);
         break;
     }
@@ -1102,8 +767,8 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
 /* Between frames: what the server sends now answers no frame. */
 static void pd__answered(pd_server *s)
 {
-    s->answering = -1;
-    s->answering_conn = NULL;
+    s->dispatch.answering = -1;
+    s->dispatch.answering_conn = NULL;
 }
 
 void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_t arrival_ns)
@@ -1112,16 +777,16 @@ void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_
     pd_request req;
     char err[PD__MESSAGE_MAX];
 
-    s->requests_total++;
+    s->dispatch.requests_total++;
     err[0] = '\0';
     /* The decoder zeroes req itself. */
     pd_status st = pd_codec_decode_request(payload, len, &req, err, sizeof err);
-    s->answering = (int)req.kind;
-    s->answering_since_ns = arrival_ns;
-    s->answering_conn = c;
-    s->answering_search_us = 0;
+    s->dispatch.answering = (int)req.kind;
+    s->dispatch.answering_since_ns = arrival_ns;
+    s->dispatch.answering_conn = c;
+    s->dispatch.answering_search_us = 0;
     if (st == PD_MALFORMED) {
-        s->malformed_total++;
+        s->dispatch.malformed_total++;
         pd_log_debug("conn %" PRIu64 ": malformed frame: %s; closing", c->id, err);
         pd__send_error(c, 0, PD_MALFORMED, "%s", err[0] ? err : "frame is not a pathd.v1.Request");
         pd__answered(s);
@@ -1147,85 +812,37 @@ void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_
 
 /* ---- completions ------------------------------------------------------- */
 
-/* The scene a job's latency is labelled with: its request's scene,
- * FindRoute's start scene, or NULL for a Batch over several scenes. */
-static const char *pd__job_scene(const pd__job *job)
-{
-    switch (job->kind) {
-    case PD_REQ_FIND_PATH:
-        return job->scene->name;
-    case PD_REQ_FIND_ROUTE:
-        return job->route_query.from_scene;
-    case PD_REQ_UPDATE_CELLS:
-        return job->update_req.scene;
-    default: {
-        /* Only the items that named a served scene (the others were
-         * refused without a scene to label). */
-        const char *name = NULL;
-        for (size_t i = 0; i < job->n_moves; i++) {
-            if (!job->move_queries[i].scene)
-                continue;
-            if (name && strcmp(job->move_reqs[i].scene, name) != 0)
-                return NULL;
-            name = job->move_reqs[i].scene;
-        }
-        return name;
-    }
-    }
-}
-
-/* Whether a finished job named no served scene, so that it was a refusal
- * (UNKNOWN_SCENE) as much as one at the door, whose latency is not observed
- * (pd_metrics_observe_duration): an UpdateCells of an unknown scene, or a
- * Batch whose every item was. Its name must not take one of the
- * PD_METRICS_MAX_SCENE_LABELS label slots, which any client could
- * otherwise fill with names of its making. */
-static int pd__job_unserved(const pd__job *job)
-{
-    if (job->kind == PD_REQ_UPDATE_CELLS)
-        return job->task.status == PD_UNKNOWN_SCENE;
-    if (job->kind == PD_REQ_FIND_PATH || job->kind == PD_REQ_FIND_ROUTE || job->n_moves == 0)
-        return 0;
-    for (size_t i = 0; i < job->n_moves; i++)
-        if (job->move_queries[i].scene)
-            return 0;
-    return 1;
-}
-
 /* Tells the scene's watchers about the version a finished job made (or
  * the scene it dropped, or the instance it copied), before anyone is
- * answered: the change is served already. */
-static void pd__job_events(pd_server *s, const pd__job *job)
+ * answered: the change is served already. A dropped scene's metrics
+ * series go with it. */
+static void pd__job_events(pd_server *s, const pd_job *job)
 {
     pd_watch_event ev;
-    if (job->kind == PD_REQ_UPDATE_CELLS) {
-        if (pd_watch_event_from_update(&job->update_req, &job->update, &ev) == 0)
-            pd__watch_publish(s, &ev);
+    if (!job->ops->event || !job->ops->event(job, &ev))
         return;
-    }
-    if (!pd_request_is_scene_change(job->kind) || job->kind == PD_REQ_CREATE_SCENE || !job->change_out.change.applied)
-        return;
-    memset(&ev, 0, sizeof ev);
-    ev.version = job->change_out.change.version;
-    ev.incarnation = job->change_out.change.incarnation;
-    if (job->kind == PD_REQ_DROP_SCENE) {
-        ev.kind = PD_WATCH_DROPPED;
-        memcpy(ev.scene, job->change.name, sizeof ev.scene);
-    } else {
-        ev.kind = PD_WATCH_INSTANCED;
-        memcpy(ev.scene, job->change.tmpl, sizeof ev.scene);
-        memcpy(ev.instance, job->change.name, sizeof ev.instance);
-        ev.version = job->change_out.change.template_version;
-    }
+    if (ev.kind == PD_WATCH_DROPPED)
+        pd_metrics_forget_scene(s->metrics, ev.scene);
     pd__watch_publish(s, &ev);
+}
+
+/* What the job's kind asks the log to say of it. */
+static void pd__job_note(const pd_job *job)
+{
+    char line[sizeof job->change_out.built + 512];
+    pd_kind_note level = job->ops->note ? job->ops->note(job, line, sizeof line) : PD_KIND_NOTE_NONE;
+    if (level == PD_KIND_NOTE_WARN)
+        pd_log_warn("%s", line);
+    else if (level == PD_KIND_NOTE_INFO)
+        pd_log_info("%s", line);
 }
 
 /* Gives back the in-flight slot of a finished task of connection `owner`;
  * returns that connection, or NULL when it has gone. */
 static pd__conn *pd__release_slot(pd_server *s, uint64_t owner)
 {
-    s->in_flight -= s->in_flight > 0;
-    pd__conn *c = pd__map_find(&s->map, owner);
+    s->dispatch.in_flight -= s->dispatch.in_flight > 0;
+    pd__conn *c = pd__map_find(&s->table.map, owner);
     if (c) {
         c->in_flight -= c->in_flight > 0;
         if (c->full && c->in_flight <= s->conf.max_inflight_per_conn / 2)
@@ -1237,7 +854,7 @@ static pd__conn *pd__release_slot(pd_server *s, uint64_t owner)
 /* Queues a finished job's answer - its worker's encoding, or one made now
  * (when that ran out of memory, or the job never ran) - for c, unless c
  * lingers after a protocol error. */
-static void pd__send_answer(pd__conn *c, pd__job *job)
+static void pd__send_answer(pd__conn *c, pd_job *job)
 {
     if (c->lingering)
         return;
@@ -1249,26 +866,13 @@ static void pd__send_answer(pd__conn *c, pd__job *job)
 
 /* Counts a finished job and answers it, unless its connection has gone;
  * frees the job. */
-static void pd__finish_job(pd_server *s, pd__job *job)
+static void pd__finish_job(pd_server *s, pd_job *job)
 {
     pd_task *task = &job->task;
     if (!job->answer)
-        pd__settle_status(job);
-    uint64_t expanded = job->kind == PD_REQ_FIND_ROUTE  ? job->route.metrics.expanded
-                        : job->kind == PD_REQ_FIND_PATH ? job->path.metrics.expanded
-                                                        : 0;
-    /* A movement query answers with its result's status. */
-    pd_status status = pd_request_is_move(job->kind) ? job->move_results[0].status : task->status;
-    pd__count_answer(s, job->kind, status, expanded, pd__job_scene(job), pd__job_unserved(job), task->submitted_ns);
-    if (job->kind == PD_REQ_UPDATE_CELLS && task->status == PD_OK && job->update.world_refresh != PD_OK)
-        pd_log_warn("update of scene '%s' applied, but the route tables were not refreshed: %s (%s); "
-                    "routes keep the previous tables until the next reload",
-                    job->update_req.scene, job->update.world_refresh_error,
-                    pd_status_name(job->update.world_refresh));
-    if (job->kind == PD_REQ_CREATE_SCENE && job->change_out.change.applied)
-        pd_log_info("scene '%s' created: %s", job->change.name, job->change_out.built);
-    if (job->kind == PD_REQ_DROP_SCENE && job->change_out.change.applied)
-        pd_metrics_forget_scene(s->metrics, job->change.name);
+        pd_job_settle_status(job);
+    pd__count_job(s, job, task->submitted_ns);
+    pd__job_note(job);
     pd__job_events(s, job);
     if (job->wire && job->answer_sent > 0 && job->answer_sent == job->answer_len)
         pd__wire_collected(job->wire);
@@ -1292,11 +896,10 @@ static void pd__finish_job(pd_server *s, pd__job *job)
     pd__job_free(job);
 }
 
-static void pd__finish_batch(pd_server *s, pd__job *batch)
+static void pd__finish_batch(pd_server *s, pd_job *batch)
 {
-    pd__count_answer(s, PD_REQ_BATCH, PD_OK, 0, pd__job_scene(batch), pd__job_unserved(batch),
-                     batch->task.submitted_ns);
-    pd__conn *c = pd__map_find(&s->map, batch->task.owner);
+    pd__count_job(s, batch, batch->task.submitted_ns);
+    pd__conn *c = pd__map_find(&s->table.map, batch->task.owner);
     if (c)
         pd__send_answer(c, batch);
     pd__job_free(batch);
@@ -1304,12 +907,12 @@ static void pd__finish_batch(pd_server *s, pd__job *batch)
 
 /* Counts a finished item of a batch as the request it is, and answers the
  * batch when it was the last one out. */
-static void pd__finish_item(pd_server *s, pd__item *item)
+static void pd__finish_item(pd_server *s, pd_job_item *item)
 {
-    pd__job *batch = item->batch;
+    pd_job *batch = item->batch;
     if (!item->ran) {
         /* Cancelled, or its deadline passed, before a worker took it. */
-        pd__move_fail(&batch->move_results[item->index], item->task.status);
+        pd_job_move_fail(&batch->move_results[item->index], item->task.status);
         pd__item_settled(batch);
     }
     pd__release_slot(s, item->task.owner);
@@ -1326,15 +929,17 @@ void pd__dispatch_completions(pd_server *s)
     while (task) {
         pd_task *next = task->next;
         if (task->run == pd__run_item)
-            pd__finish_item(s, (pd__item *)task);
+            pd__finish_item(s, (pd_job_item *)task);
         else
-            pd__finish_job(s, (pd__job *)task);
+            pd__finish_job(s, (pd_job *)task);
         task = next;
     }
 }
 
 void pd__dispatch_free_inline(pd_server *s)
 {
-    pd_query_scratch_destroy(s->inline_scratch);
-    s->inline_scratch = NULL;
+    pd_query_scratch_destroy(s->dispatch.inline_scratch);
+    s->dispatch.inline_scratch = NULL;
+    pd_job_free(s->dispatch.inline_job);
+    s->dispatch.inline_job = NULL;
 }

@@ -1,12 +1,14 @@
 /*
- * pd_journal_loop.c - the journal (pd_journal.h) as the server runs it:
- * opened and replayed at start on libuv's threadpool while the loop keeps
- * the metrics port answering, then a once-a-second timer that hands the
- * "everysec" fsync and, when the log has grown past journal_compact_bytes,
- * the compaction to the threadpool. Neither ever blocks the loop thread;
- * appends and "always" fsyncs happen on the workers that apply the changes,
- * through the store (pd_store.h), whose change log the journal becomes once
- * it is open.
+ * pd_journal_loop.c - the store's change log (pd_store.h) as the server
+ * runs it: the file journal of data_dir replayed at start on libuv's
+ * threadpool while the loop keeps the metrics port answering, then a
+ * once-a-second timer that hands the fsync the store's policy asks for
+ * ("everysec") and, when the log wants it, the compaction to the
+ * threadpool. Neither ever blocks the loop thread; appends and "always"
+ * fsyncs happen on the workers that apply the changes, in the store. Only
+ * the choice of the file journal (pd_journal_file_log) names the log's
+ * implementation: everything else goes through the store, which owns the
+ * log once it is replayed and closes it (pd_store_destroy).
  */
 #include "pd_server_internal.h"
 
@@ -24,9 +26,10 @@
 typedef struct pd__journal_work {
     uv_work_t req;               /* req.data: the server */
     enum { PD__JW_OPEN, PD__JW_SYNC, PD__JW_COMPACT } kind;
-    pd_journal_opts opts;        /* PD__JW_OPEN */
+    pd_changelog log;            /* PD__JW_OPEN: the log to replay */
+    int ran;                     /* PD__JW_OPEN: the replay ran (and closed the log
+                                    if it failed) */
     pd_journal_replay_stats stats;
-    pd_journal *opened;
     int rc;
     int done;
     char err[PD_CONF_MAX_DATA_DIR + 256];
@@ -44,16 +47,16 @@ static void pd__journal_work_cb(uv_work_t *req)
     pd_server *s = req->data;
     switch (w->kind) {
     case PD__JW_OPEN:
-        w->opened = pd_journal_open(&w->opts, s->registry, s->world_store, &w->stats, w->err, sizeof w->err);
-        w->rc = w->opened ? 0 : -1;
+        w->rc = pd_store_replay(s->store, w->log, &w->stats, w->err, sizeof w->err);
+        w->ran = 1;
         break;
     case PD__JW_SYNC:
-        w->rc = pd_journal_sync(s->journal);
+        w->rc = pd_store_sync(s->store);
         if (w->rc != 0)
             snprintf(w->err, sizeof w->err, "%s", strerror(errno));
         break;
     case PD__JW_COMPACT:
-        w->rc = pd_journal_compact(s->journal, s->registry, w->err, sizeof w->err);
+        w->rc = pd_store_compact(s->store, w->err, sizeof w->err);
         break;
     }
 }
@@ -62,24 +65,25 @@ static void pd__journal_after_cb(uv_work_t *req, int status)
 {
     pd__journal_work *w = (pd__journal_work *)req;
     pd_server *s = req->data;
-    s->journal_jobs--;
+    s->journal.jobs--;
     if (status != 0 && w->rc == 0) {
         w->rc = -1;
         snprintf(w->err, sizeof w->err, "did not run: %s", uv_strerror(status));
     }
     switch (w->kind) {
     case PD__JW_OPEN:
-        w->done = 1; /* pd_server_open_journal reads and frees it */
+        w->done = 1; /* pd__journal_open reads and frees it */
         return;
     case PD__JW_SYNC:
-        s->journal_syncing = 0;
+        s->journal.syncing = 0;
         if (w->rc != 0)
             pd_log_error("journal %s: fsync failed: %s", s->conf.data_dir, w->err);
         break;
     case PD__JW_COMPACT: {
-        s->journal_compacting = 0;
+        s->journal.compacting = 0;
         uint64_t log_bytes = 0, snap_bytes = 0;
-        pd_journal_sizes(s->journal, &log_bytes, &snap_bytes);
+        int failed = 0;
+        pd_store_log_state(s->store, &log_bytes, &snap_bytes, &failed);
         if (w->rc != 0)
             pd_log_error("journal compaction failed: %s; the journal keeps growing until one succeeds", w->err);
         else
@@ -96,7 +100,7 @@ static int pd__journal_queue(pd_server *s, pd__journal_work *w)
     w->req.data = s;
     int rc = uv_queue_work(s->loop, &w->req, pd__journal_work_cb, pd__journal_after_cb);
     if (rc == 0)
-        s->journal_jobs++;
+        s->journal.jobs++;
     return rc;
 }
 
@@ -120,20 +124,20 @@ static void pd__journal_start(pd_server *s, int kind, int *busy)
  * unless one is queued or running already (then the next tick tries). */
 static void pd__journal_maybe_compact(pd_server *s)
 {
-    if (s->journal_compacting || (!s->journal_compact_wanted && !pd_journal_wants_compaction(s->journal)))
+    if (s->journal.compacting || (!s->journal.compact_wanted && !pd_store_compaction_due(s->store)))
         return;
-    pd__journal_start(s, PD__JW_COMPACT, &s->journal_compacting);
-    if (s->journal_compacting)
-        s->journal_compact_wanted = 0;
+    pd__journal_start(s, PD__JW_COMPACT, &s->journal.compacting);
+    if (s->journal.compacting)
+        s->journal.compact_wanted = 0;
 }
 
 static void pd__journal_tick(uv_timer_t *t)
 {
     pd_server *s = t->data;
-    if (s->phase != PD__RUNNING || !s->journal)
+    if (s->phase != PD__RUNNING || !pd_store_has_log(s->store))
         return;
-    if (pd_journal_fsync_policy(s->journal) == PD_CONF_FSYNC_EVERYSEC && pd_journal_dirty(s->journal))
-        pd__journal_start(s, PD__JW_SYNC, &s->journal_syncing);
+    if (pd_store_sync_due(s->store))
+        pd__journal_start(s, PD__JW_SYNC, &s->journal.syncing);
     pd__journal_maybe_compact(s);
 }
 
@@ -147,13 +151,13 @@ static void pd__journal_tick(uv_timer_t *t)
  * the next tick after it. */
 void pd__journal_after_reload(pd_server *s, size_t built)
 {
-    if (!s->journal || built == 0)
+    if (!pd_store_has_log(s->store) || built == 0)
         return;
-    s->journal_compact_wanted = 1;
+    s->journal.compact_wanted = 1;
     pd__journal_maybe_compact(s);
 }
 
-int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
+int pd__journal_open(pd_server *s, char *err, size_t errlen)
 {
     if (!s->conf.data_dir[0])
         return 0;
@@ -163,12 +167,17 @@ int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
         return -1;
     }
     w->kind = PD__JW_OPEN;
-    w->opts = (pd_journal_opts){
+    const pd_journal_opts opts = {
         .dir = s->conf.data_dir,
         .fsync = s->conf.journal_fsync,
         .compact_bytes = s->conf.journal_compact_bytes,
         .warn = pd__journal_warn,
     };
+    w->log = pd_journal_file_log(&opts, err, errlen);
+    if (!w->log.ops) {
+        free(w);
+        return -1;
+    }
     pd_log_info("journal %s: replaying", s->conf.data_dir);
     /* /readyz answers "loading scenes" until the replay is done. */
     s->loading = 1;
@@ -176,6 +185,7 @@ int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
     if (rc != 0) {
         s->loading = 0;
         snprintf(err, errlen, "journal: cannot start the replay: %s", uv_strerror(rc));
+        w->log.ops->close(w->log.log);
         free(w);
         return -1;
     }
@@ -184,11 +194,13 @@ int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
     s->loading = 0;
     if (w->rc != 0) {
         snprintf(err, errlen, "%s", w->err);
+        if (!w->ran) /* cancelled before it ran: the log was never opened */
+            w->log.ops->close(w->log.log);
         free(w);
         return -1;
     }
-    s->journal = w->opened; /* the server closes it, also when stopping now */
-    pd_store_set_log(s->store, pd_journal_changelog(s->journal));
+    /* The store closes it (pd_store_destroy), also when stopping now. */
+    pd_store_own_log(s->store, w->log, s->conf.journal_fsync);
     const pd_journal_replay_stats *st = &w->stats;
     pd_log_info("journal %s: replayed %" PRIu64 " records from %" PRIu64 " files (%" PRIu64 " bytes) in %" PRIu64
                 " ms, %" PRIu64 " skipped, %" PRIu64 " bytes of damaged tail truncated; appending to generation %" PRIu64
@@ -201,23 +213,17 @@ int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
     /* Replayed scenes join the world (their route tables) at the next sync. */
     if (s->world_store)
         pd_world_store_mark_stale(s->world_store, s->registry);
-    if ((rc = uv_timer_init(s->loop, &s->journal_timer)) != 0) {
+    if ((rc = uv_timer_init(s->loop, &s->journal.timer)) != 0) {
         snprintf(err, errlen, "journal: timer: %s", uv_strerror(rc));
         return -1;
     }
-    s->journal_timer.data = s;
+    s->journal.timer.data = s;
     s->open_handles++;
-    uv_timer_start(&s->journal_timer, pd__journal_tick, PD_JOURNAL_TICK_MS, PD_JOURNAL_TICK_MS);
+    uv_timer_start(&s->journal.timer, pd__journal_tick, PD_JOURNAL_TICK_MS, PD_JOURNAL_TICK_MS);
     return 0;
 }
 
-int pd_server_journal_state(pd_server *s, uint64_t *log_bytes, uint64_t *snapshot_bytes, int *failed)
+int pd__journal_sizes(pd_server *s, uint64_t *log_bytes, uint64_t *snapshot_bytes, int *failed)
 {
-    *log_bytes = *snapshot_bytes = 0;
-    *failed = 0;
-    if (!s->journal)
-        return 0;
-    pd_journal_sizes(s->journal, log_bytes, snapshot_bytes);
-    *failed = pd_journal_failed(s->journal);
-    return 1;
+    return pd_store_log_state(s->store, log_bytes, snapshot_bytes, failed);
 }

@@ -1,9 +1,13 @@
 /*
  * pd_server.c - the libuv front end (see pd_server.h): the server's own
- * handles, start, graceful stop and the public API. Connections live in
- * pd_conn.c (and the id map in pd_connmap.c), requests and completions in
- * pd_dispatch.c, reload in pd_reload.c; pd_server_internal.h is what they
- * share.
+ * handles, start, graceful stop, the public API, and the one place a
+ * config is applied (pd__server_apply: at start-up through pd_server_load,
+ * then after each reload). It is the top of the net layer: it calls the
+ * connections (pd_conn.c, the id map in pd_connmap.c), the dispatcher
+ * (pd_dispatch.c), the watchers (pd_watchers.c), the reload (pd_reload.c,
+ * which only prepares a config) and the journal loop, and none of them
+ * calls it: they call up through the hooks and callbacks it sets in their
+ * parts of the server struct (pd_server_internal.h).
  *
  * Everything here runs on the loop thread except pd_server_wake and the two
  * request_* functions, which only set atomic flags and call uv_async_send.
@@ -27,6 +31,9 @@
 #include "pd_log.h"
 
 static void pd__stop_timer_cb(uv_timer_t *t);
+static void pd__fit_fd_limit(pd_conf *conf);
+static void pd__server_scene_caps(pd_server *s);
+static void pd__server_reload(pd_server *s);
 
 static void pd__flush_prepare_cb(uv_prepare_t *h)
 {
@@ -63,7 +70,7 @@ static void pd__format_address(const pd_server *s, uint16_t port, char *out, siz
 /* The idle sweep runs often enough to close an idle connection within about a
  * quarter of the timeout past it, and at least once a second for lingering
  * closes. */
-uint64_t pd__sweep_interval(const pd_conf *conf)
+static uint64_t pd__sweep_interval(const pd_conf *conf)
 {
     uint64_t ms = conf->idle_timeout_ms / 4;
     if (conf->idle_timeout_ms == 0 || ms > PD_SERVER_SWEEP_MAX_MS)
@@ -82,9 +89,9 @@ static void pd__stop_finish(pd_server *s)
     s->phase = PD__CLOSED;
     pd__close_handle((uv_handle_t *)&s->listener);
     pd__close_handle((uv_handle_t *)&s->sweep_timer);
-    pd__close_handle((uv_handle_t *)&s->full_timer);
+    pd__close_handle((uv_handle_t *)&s->table.full_timer);
     pd__close_handle((uv_handle_t *)&s->stop_timer);
-    pd__close_handle((uv_handle_t *)&s->journal_timer);
+    pd__close_handle((uv_handle_t *)&s->journal.timer);
     pd__close_handle((uv_handle_t *)&s->sig_term);
     pd__close_handle((uv_handle_t *)&s->sig_int);
     pd__close_handle((uv_handle_t *)&s->sig_hup);
@@ -97,7 +104,7 @@ static void pd__flush_begin(pd_server *s)
     s->phase = PD__FLUSHING;
     /* Answers still waiting for the iteration's flush count as queued. */
     pd__flush_all(s);
-    for (pd__conn *c = s->conns; c; c = c->next) {
+    for (pd__conn *c = s->table.conns; c; c = c->next) {
         if (c->closing)
             continue;
         if (c->writes_pending == 0 || c->shutdown_done)
@@ -105,7 +112,7 @@ static void pd__flush_begin(pd_server *s)
         else
             pd__conn_shutdown(c);
     }
-    if (s->n_conns == 0)
+    if (s->table.n_conns == 0)
         pd__stop_finish(s);
     else
         uv_timer_start(&s->stop_timer, pd__stop_timer_cb, PD_SERVER_FLUSH_MS, 0);
@@ -113,25 +120,25 @@ static void pd__flush_begin(pd_server *s)
 
 static void pd__cancel_all(pd_server *s)
 {
-    pd_log_warn("grace period over: cancelling %" PRIu64 " jobs in flight", s->in_flight);
+    pd_log_warn("grace period over: cancelling %" PRIu64 " jobs in flight", s->dispatch.in_flight);
     s->phase = PD__CANCELLING;
-    for (pd__conn *c = s->conns; c; c = c->next)
+    for (pd__conn *c = s->table.conns; c; c = c->next)
         if (c->in_flight > 0)
             pd_pool_cancel_owner(s->pool, c->id);
 }
 
-void pd__check_drained(pd_server *s)
+static void pd__check_drained(pd_server *s)
 {
     switch (s->phase) {
     case PD__DRAINING:
     case PD__CANCELLING:
-        if (s->in_flight == 0) {
+        if (s->dispatch.in_flight == 0) {
             uv_timer_stop(&s->stop_timer);
             pd__flush_begin(s);
         }
         break;
     case PD__FLUSHING:
-        if (s->n_conns == 0) {
+        if (s->table.n_conns == 0) {
             uv_timer_stop(&s->stop_timer);
             pd__stop_finish(s);
         }
@@ -151,12 +158,12 @@ static void pd__stop_timer_cb(uv_timer_t *t)
         uv_timer_start(&s->stop_timer, pd__stop_timer_cb, PD_SERVER_CANCEL_WAIT_MS, 0);
         break;
     case PD__CANCELLING:
-        pd_log_warn("%" PRIu64 " cancelled jobs did not come back in time", s->in_flight);
+        pd_log_warn("%" PRIu64 " cancelled jobs did not come back in time", s->dispatch.in_flight);
         pd__flush_begin(s);
         break;
     case PD__FLUSHING:
-        pd_log_warn("cutting %zu connections that did not take their replies", s->n_conns);
-        for (pd__conn *c = s->conns; c; c = c->next)
+        pd_log_warn("cutting %zu connections that did not take their replies", s->table.n_conns);
+        for (pd__conn *c = s->table.conns; c; c = c->next)
             pd__conn_close(c);
         break;
     case PD__RUNNING:
@@ -177,17 +184,18 @@ static void pd__stop_begin(pd_server *s)
     if (s->phase != PD__RUNNING)
         return;
     s->phase = PD__DRAINING;
+    pd__reload_stop(&s->reload);
     /* A load of the config's maps (start-up or SIGHUP) stops too: the stop
      * would otherwise wait for it. */
     if (s->registry)
         pd_registry_stop_loads(s->registry);
     pd_log_info("stopping: %zu connections, %" PRIu64 " jobs in flight, grace %" PRIu32 " ms",
-                s->n_conns, s->in_flight, s->conf.shutdown_grace_ms);
+                s->table.n_conns, s->dispatch.in_flight, s->conf.shutdown_grace_ms);
     pd__close_handle((uv_handle_t *)&s->listener);
-    for (pd__conn *c = s->conns; c; c = c->next)
+    for (pd__conn *c = s->table.conns; c; c = c->next)
         if (!c->lingering)
             pd__conn_read_stop(c);
-    if (s->in_flight == 0)
+    if (s->dispatch.in_flight == 0)
         pd__flush_begin(s);
     else
         uv_timer_start(&s->stop_timer, pd__stop_timer_cb, s->conf.shutdown_grace_ms, 0);
@@ -197,7 +205,7 @@ static void pd__async_cb(uv_async_t *a)
 {
     pd_server *s = a->data;
     if (atomic_exchange(&s->reload_requested, 0))
-        pd__reload(s);
+        pd__server_reload(s);
     if (atomic_exchange(&s->stop_requested, 0))
         pd__stop_begin(s);
     pd__dispatch_completions(s);
@@ -210,7 +218,7 @@ static void pd__sweep_cb(uv_timer_t *t)
     uint64_t now = uv_now(s->loop);
     uint32_t idle_ms = s->conf.idle_timeout_ms;
     uint32_t frame_ms = s->conf.frame_timeout_ms;
-    for (pd__conn *c = s->conns; c; c = c->next) {
+    for (pd__conn *c = s->table.conns; c; c = c->next) {
         if (c->closing)
             continue;
         if (c->lingering) {
@@ -241,14 +249,14 @@ static void pd__signal_cb(uv_signal_t *h, int signum)
 {
     pd_server *s = h->data;
     if (signum == SIGHUP) {
-        pd__reload(s);
+        pd__server_reload(s);
         return;
     }
     pd_log_info("received %s", signum == SIGTERM ? "SIGTERM" : "SIGINT");
     pd__stop_begin(s);
 }
 
-void pd__server_scene_caps(pd_server *s)
+static void pd__server_scene_caps(pd_server *s)
 {
     if (!s->registry)
         return;
@@ -260,6 +268,222 @@ void pd__server_scene_caps(pd_server *s)
     pd_registry_set_caps(s->registry, &caps);
 }
 
+/* ---- the one place a config is applied ---------------------------------- */
+
+/* Swaps in the loaded scenes and the world built over them; the registry and the world store
+ * own them from now on. Returns 0, or -1 when a scene the load kept was
+ * dropped meanwhile (nothing was published; the load must run again). */
+static int pd__publish_loaded(pd_server *s, pd__loaded *rl)
+{
+    int rc = s->world_store
+                 ? pd_world_store_publish_reload(s->world_store, s->registry, rl->scenes, rl->world)
+                 : pd_registry_publish(s->registry, rl->scenes);
+    rl->scenes = NULL;
+    rl->world = NULL;
+    return rc;
+}
+
+/* Applies a loaded reload - the one place a config is applied: the scene
+ * swap with the world built for it, the workers' contexts, and the
+ * settings a reload may change. Only swaps happen here; the tables were
+ * computed on the threadpool (pd_reload.c). Takes over rl->next,
+ * rl->scenes and rl->world. Returns 0, or -1 when nothing was published
+ * because a scene the load kept was dropped while it loaded. */
+static int pd__server_apply(pd_server *s, pd__loaded *rl)
+{
+    pd_conf next = rl->next;
+    size_t kept = 0, built = 0;
+    pd_scene_set_counts(rl->scenes, &kept, &built);
+
+    /* A world that does not fit the new scenes never gets here
+     * (pd__server_loaded refuses the whole reload). The journal records the
+     * scenes the publish replaced or dropped, in order with the changes
+     * around it. */
+    void *jr = pd_store_reload_begin(s->store, rl->scenes);
+    /* Watchers hear of every watched scene whose snapshot the publish
+     * replaced or dropped; one it kept makes no event. */
+    pd__watch_reload *wr = pd__watch_reload_begin(s);
+    int rc = pd__publish_loaded(s, rl);
+    pd_store_reload_end(s->store, jr);
+    pd__watch_reload_end(s, wr);
+    if (rc != 0) {
+        pd_conf_free(&next);
+        return -1;
+    }
+
+    char addr[PD_CONF_MAX_ADDRESS];
+    if (strcmp(next.listen_host, s->conf.listen_host) != 0 || next.listen_port != s->conf.listen_port)
+        pd_log_warn("reload: a new listen address needs a restart; still on %s",
+                    pd_conf_format_address(addr, s->conf.listen_host, s->port));
+    /* The metrics HTTP server is started once, by main.c; s->conf keeps the
+     * address it serves, so nothing reads one it does not. */
+    if (next.metrics_enabled != s->conf.metrics_enabled ||
+        (next.metrics_enabled && (strcmp(next.metrics_host, s->conf.metrics_host) != 0 ||
+                                  next.metrics_port != s->conf.metrics_port))) {
+        if (s->conf.metrics_enabled)
+            pd_log_warn("reload: a new metrics_listen address needs a restart; still on %s",
+                        pd_conf_format_address(addr, s->conf.metrics_host, s->metrics_port));
+        else
+            pd_log_warn("reload: a new metrics_listen address needs a restart; metrics stay off");
+    }
+    if (next.threads != s->conf.threads || next.job_queue_capacity != s->conf.job_queue_capacity)
+        pd_log_warn("reload: thread count and job queue capacity need a restart; unchanged");
+    if (strcmp(next.data_dir, s->conf.data_dir) != 0 || next.journal_fsync != s->conf.journal_fsync ||
+        next.journal_compact_bytes != s->conf.journal_compact_bytes)
+        pd_log_warn("reload: data_dir and the journal's settings need a restart; unchanged");
+    memcpy(next.data_dir, s->conf.data_dir, sizeof next.data_dir);
+    next.journal_fsync = s->conf.journal_fsync;
+    next.journal_compact_bytes = s->conf.journal_compact_bytes;
+    memcpy(next.listen_host, s->conf.listen_host, sizeof next.listen_host);
+    next.listen_port = s->conf.listen_port;
+    next.metrics_enabled = s->conf.metrics_enabled;
+    memcpy(next.metrics_host, s->conf.metrics_host, sizeof next.metrics_host);
+    next.metrics_port = s->conf.metrics_port;
+    next.threads = s->conf.threads;
+    next.job_queue_capacity = s->conf.job_queue_capacity;
+
+    size_t n_scenes = next.n_scenes;
+    pd_conf scenes_only = {0};
+    scenes_only.scenes = next.scenes;
+    scenes_only.n_scenes = next.n_scenes;
+    scenes_only.world = next.world;   /* the world store keeps its own copy */
+    next.scenes = NULL;
+    next.n_scenes = 0;
+    memset(&next.world, 0, sizeof next.world);
+    /* Open connections hold the rights their tokens gave: the new tokens
+     * decide them from now on. */
+    pd__auth_recheck(s, &next);
+    s->conf = next;
+    /* The frame cap is the one limit a connection keeps a copy of (its
+     * reader's); open connections take the new one too, as GetLimits on
+     * them reports it. A frame already partly read is checked against it
+     * when its header is looked at next. */
+    for (pd__conn *c = s->table.conns; c; c = c->next)
+        c->reader.max_frame = s->conf.max_frame_bytes;
+    pd__fit_fd_limit(&s->conf);
+    pd__server_scene_caps(s);
+    pd_metrics_set_scene_series(s->metrics, s->conf.metrics_scene_series);
+    atomic_store(&s->dispatch.worker_retained_bytes, s->conf.worker_retained_bytes);
+    pd__dispatch_apply_conf(s);
+    pd_conf_free(&scenes_only);
+
+    pd_log_set_level(s->conf.log_level);
+    uint64_t interval = pd__sweep_interval(&s->conf);
+    if (interval != s->sweep_interval_ms && uv_is_active((uv_handle_t *)&s->sweep_timer)) {
+        s->sweep_interval_ms = interval;
+        uv_timer_set_repeat(&s->sweep_timer, interval);
+    }
+    pd__journal_after_reload(s, built);
+    pd_metrics_set_reload_scenes(s->metrics, kept, built);
+    pd_log_info("reloaded %s: %zu scenes, %zu kept with their updates, %zu built anew", s->config_path,
+                n_scenes, kept, built);
+    return 0;
+}
+
+/* Seconds since the epoch, for the time of the last reload on /metrics. */
+static double pd__wall_seconds(void)
+{
+    uv_timeval64_t tv;
+    if (uv_gettimeofday(&tv) != 0)
+        return 0;
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+/* The start-up load is back: unlike a reload there is nothing to fall back
+ * on, so a world that does not fit the scenes refuses the whole load. */
+static void pd__initial_done(pd_server *s, pd__loaded *rl)
+{
+    pd__initial_load *out = s->initial;
+    out->done = 1;
+    s->loading = 0;
+    if (s->phase != PD__RUNNING) {
+        /* Stopped: the stop ended the load (pd_registry_stop_loads), or
+         * came after it. */
+        out->result = 1;
+    } else if (!rl->scenes) {
+        snprintf(out->err, out->errlen, "%s", rl->err);
+        out->result = -1;
+    } else if (rl->build_world && !rl->world) {
+        snprintf(out->err, out->errlen, "portals and routes: %s", rl->world_err);
+        out->result = -1;
+    } else {
+        /* The registry was empty, so the set keeps nothing and publishes. */
+        out->result = pd__publish_loaded(s, rl);
+    }
+    pd_world_release(rl->world);
+    pd_registry_discard(rl->scenes);
+}
+
+/* The reload's done callback, on the loop thread once a load is done:
+ * publish it, or log why it was refused and keep serving the running set.
+ * A stop that began meanwhile wins: the loaded set and its world are
+ * dropped unpublished. Returns 1 to load again (pd_reload.c runs it). */
+static int pd__server_loaded(void *user, pd__loaded *rl)
+{
+    pd_server *s = user;
+    int again = 0;
+    if (rl->initial) {
+        pd__initial_done(s, rl);
+    } else if (!rl->conf_loaded) {
+        pd_log_error("reload refused: %s; the running configuration stays", rl->err);
+        pd_metrics_observe_reload(s->metrics, PD_METRICS_RELOAD_FAILURE, pd__wall_seconds());
+    } else if (s->phase != PD__RUNNING) {
+        pd_log_warn("reload of %s dropped: the server is stopping", s->config_path);
+        pd_world_release(rl->world);
+        pd_registry_discard(rl->scenes);
+        pd_conf_free(&rl->next);
+    } else if (!rl->scenes) {
+        pd_log_error("reload refused: %s; the running scenes stay", rl->err);
+        pd_metrics_observe_reload(s->metrics, PD_METRICS_RELOAD_FAILURE, pd__wall_seconds());
+        pd_conf_free(&rl->next);
+    } else if (rl->build_world && !rl->world && s->world_store) {
+        /* One transaction: scenes, portals and routes change together or
+         * not at all, so portals that do not fit refuse the whole reload. */
+        pd_log_error("reload refused: portals and routes of %s: %s; the running scenes, portals and routes stay",
+                     s->config_path, rl->world_err);
+        pd_metrics_observe_reload(s->metrics, PD_METRICS_RELOAD_FAILURE, pd__wall_seconds());
+        pd_registry_discard(rl->scenes);
+        pd_conf_free(&rl->next);
+    } else if (pd__server_apply(s, rl) != 0) {
+        /* Rare: a DropScene of a config scene the load kept landed while it
+         * loaded. The file is read again against what is served now. */
+        pd_log_info("reload of %s: a scene it kept was dropped while it loaded; loading again",
+                    s->config_path);
+        again = 1;
+    } else {
+        pd_metrics_observe_reload(s->metrics, PD_METRICS_RELOAD_SUCCESS, pd__wall_seconds());
+    }
+    return again;
+}
+
+/* ---- the connections' and the dispatcher's hooks ------------------------ */
+
+/* The reload's way in: SIGHUP, the Reload request, pd_server_request_reload. */
+static void pd__server_reload(pd_server *s)
+{
+    pd__reload_request(&s->reload);
+}
+
+/* A connection is gone: its watches end, and a stop that waited for the
+ * last connection finishes. */
+static void pd__server_conn_closed(pd__conn *c)
+{
+    pd_server *s = c->server;
+    pd__watch_conn_closed(c);
+    if (s->phase == PD__FLUSHING && s->table.n_conns == 0)
+        pd__check_drained(s);
+}
+
+static const pd__conn_hooks pd__conn_hooks_of_server = {
+    .on_frame = pd__dispatch_frame,
+    .on_linger = pd__watch_conn_closed,
+    .on_close = pd__server_conn_closed,
+};
+
+static const pd__dispatch_up pd__dispatch_up_of_server = {
+    .reload = pd__server_reload,
+    .stats = pd_server_get_stats,
+};
 pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *registry,
                             const pd_server_config_source *source)
 {
@@ -279,18 +503,25 @@ pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *r
         return NULL;
     }
     pd__server_scene_caps(s);
-    s->next_conn_id = 1;
-    s->answering = -1;
-    atomic_init(&s->worker_retained_bytes, conf->worker_retained_bytes);
+    s->table.next_conn_id = 1;
+    s->dispatch.answering = -1;
+    atomic_init(&s->dispatch.worker_retained_bytes, conf->worker_retained_bytes);
     s->started_ns = uv_hrtime();
     s->sweep_interval_ms = pd__sweep_interval(&s->conf);
     atomic_init(&s->stop_requested, 0);
     atomic_init(&s->reload_requested, 0);
+    s->table.hooks = pd__conn_hooks_of_server;
+    s->dispatch.up = pd__dispatch_up_of_server;
+    s->reload.loop = loop;
+    s->reload.registry = registry;
+    s->reload.done = pd__server_loaded;
+    s->reload.done_user = s;
     if (source) {
-        s->adjust = source->adjust;
-        s->adjust_user = source->adjust_user;
+        s->reload.adjust = source->adjust;
+        s->reload.adjust_user = source->adjust_user;
         if (source->path && !(s->config_path = strdup(source->path)))
             goto fail;
+        s->reload.config_path = s->config_path;
     }
 
     if (uv_async_init(loop, &s->async, pd__async_cb) != 0)
@@ -305,9 +536,9 @@ pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *r
         goto fail;
     s->stop_timer.data = s;
     s->open_handles++;
-    if (uv_timer_init(loop, &s->full_timer) != 0)
+    if (uv_timer_init(loop, &s->table.full_timer) != 0)
         goto fail;
-    s->full_timer.data = s;
+    s->table.full_timer.data = s;
     s->open_handles++;
     if (uv_prepare_init(loop, &s->flush_prepare) != 0)
         goto fail;
@@ -321,7 +552,7 @@ pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *r
     uv_check_start(&s->flush_check, pd__flush_check_cb);
     uv_unref((uv_handle_t *)&s->flush_prepare);
     uv_unref((uv_handle_t *)&s->flush_check);
-    if (pd__map_grow(&s->map) != 0)
+    if (pd__map_grow(&s->table.map) != 0)
         goto fail;
     return s;
 
@@ -336,10 +567,47 @@ void pd_server_wake(void *server)
     uv_async_send(&s->async);
 }
 
+pd_pool *pd_server_pool_create(pd_server *s, uint32_t threads)
+{
+    return pd__dispatch_pool_create(s, threads, pd_server_wake, s);
+}
+
+void pd_server_pool_destroy(pd_pool *pool)
+{
+    pd__dispatch_pool_destroy(pool);
+}
+
+int pd_server_open_journal(pd_server *s, char *err, size_t errlen)
+{
+    return pd__journal_open(s, err, errlen);
+}
+
+int pd_server_journal_state(pd_server *s, uint64_t *log_bytes, uint64_t *snapshot_bytes, int *failed)
+{
+    return pd__journal_sizes(s, log_bytes, snapshot_bytes, failed);
+}
+
+int pd_server_load(pd_server *s, pd_pool *pool, const pd_conf *conf, char *err, size_t errlen)
+{
+    pd__initial_load out = {0, -1, err, errlen};
+    if (pd__reload_initial(&s->reload, conf, err, errlen) != 0)
+        return -1;
+    s->pool = pool;
+    s->initial = &out;
+    s->loading = 1;
+    pd_log_info("loading %zu scenes", conf->n_scenes);
+    /* The pending work request keeps the loop running until its after-work
+     * callback has set out.done, whatever else (a stop) happens meanwhile. */
+    while (!out.done)
+        uv_run(s->loop, UV_RUN_ONCE);
+    s->initial = NULL;
+    return out.result;
+}
+
 /* Makes max_connections fit the open-file limit: raises the soft limit
  * toward the hard one if that is what it takes, else lowers the cap and
  * says so (see PD_SERVER_FD_RESERVE). */
-void pd__fit_fd_limit(pd_conf *conf)
+static void pd__fit_fd_limit(pd_conf *conf)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
@@ -450,6 +718,7 @@ void pd_server_request_reload(pd_server *s)
 void pd_server_set_world_store(pd_server *s, pd_world_store *store)
 {
     s->world_store = store;
+    s->reload.world_store = store;
     pd_store_set_world(s->store, store);
 }
 
@@ -469,24 +738,24 @@ void pd_server_get_stats(pd_server *s, pd_server_stats *out)
 
     memset(out, 0, sizeof *out);
     out->uptime_ms = (uv_hrtime() - s->started_ns) / 1000000u;
-    out->connections = s->n_conns;
-    out->requests_total = s->requests_total;
-    out->paths_found = s->paths_found;
-    out->expansions_total = s->expansions_total;
+    out->connections = s->table.n_conns;
+    out->requests_total = s->dispatch.requests_total;
+    out->paths_found = s->dispatch.paths_found;
+    out->expansions_total = s->dispatch.expansions_total;
     out->queue_depth = ps.queue_depth;
-    out->in_flight = s->in_flight;
+    out->in_flight = s->dispatch.in_flight;
     out->threads = ps.threads;
     out->scenes = (uint32_t)n_scenes;
-    out->overloaded_total = s->overloaded_total;
-    out->malformed_total = s->malformed_total;
-    out->buffered_bytes = s->buffered_bytes;
+    out->overloaded_total = s->dispatch.overloaded_total;
+    out->malformed_total = s->dispatch.malformed_total;
+    out->buffered_bytes = s->table.buffered_bytes;
     out->buffer_budget_bytes = s->conf.buffer_budget_bytes;
-    out->connections_shed_total = s->shed_total;
+    out->connections_shed_total = s->table.shed_total;
     out->frame_timeouts_total = s->frame_timeouts_total;
-    out->accept_errors_total = s->accept_errors_total;
+    out->accept_errors_total = s->table.accept_errors_total;
     out->watchers = pd__watch_count(s);
-    out->watch_events_total = s->watch_events_total;
-    out->watchers_dropped_total = s->watchers_dropped_total;
+    out->watch_events_total = s->watch.events_total;
+    out->watchers_dropped_total = s->watch.dropped_total;
 }
 
 int pd_server_ready(void *server, char *reason, size_t cap)
@@ -499,7 +768,7 @@ int pd_server_ready(void *server, char *reason, size_t cap)
         snprintf(reason, cap, "loading scenes");
     else if (s->phase != PD__RUNNING)
         snprintf(reason, cap, "draining: stopping, %" PRIu64 " requests in flight, %zu connections",
-                 s->in_flight, s->n_conns);
+                 s->dispatch.in_flight, s->table.n_conns);
     else if (n_scenes == 0)
         snprintf(reason, cap, "no scenes loaded");
     else if (s->port == 0)
@@ -517,13 +786,13 @@ void pd_server_destroy(pd_server *s)
         return;
     /* The pool is gone by now (or never existed): nothing may call into it. */
     s->pool = NULL;
-    for (pd__conn *c = s->conns; c; c = c->next)
+    for (pd__conn *c = s->table.conns; c; c = c->next)
         pd__conn_close(c);
     pd__close_handle((uv_handle_t *)&s->listener);
     pd__close_handle((uv_handle_t *)&s->sweep_timer);
-    pd__close_handle((uv_handle_t *)&s->full_timer);
+    pd__close_handle((uv_handle_t *)&s->table.full_timer);
     pd__close_handle((uv_handle_t *)&s->stop_timer);
-    pd__close_handle((uv_handle_t *)&s->journal_timer);
+    pd__close_handle((uv_handle_t *)&s->journal.timer);
     pd__close_handle((uv_handle_t *)&s->sig_term);
     pd__close_handle((uv_handle_t *)&s->sig_int);
     pd__close_handle((uv_handle_t *)&s->sig_hup);
@@ -533,18 +802,18 @@ void pd_server_destroy(pd_server *s)
     /* Close callbacks run on the next loop iteration; the phase must not
      * start a flush from pd__conn_closed meanwhile. */
     s->phase = PD__CLOSED;
+    pd__reload_stop(&s->reload);
     /* A reload still loading must call back before the server is freed (it
      * frees its own memory there, dropping what it loaded); waiting for it
      * blocks in the loop instead of spinning. */
-    while (s->open_handles > 0 || s->conns || s->reload || s->journal_jobs > 0)
-        uv_run(s->loop, s->reload || s->journal_jobs > 0 ? UV_RUN_ONCE : UV_RUN_NOWAIT);
+    while (s->open_handles > 0 || s->table.conns || s->reload.job || s->journal.jobs > 0)
+        uv_run(s->loop, s->reload.job || s->journal.jobs > 0 ? UV_RUN_ONCE : UV_RUN_NOWAIT);
     /* The workers are gone and so is the journal's threadpool work: the
      * last appends are in, and closing syncs them. */
-    pd_journal_close(s->journal);
     pd_store_destroy(s->store);
     pd__dispatch_free_inline(s);
     pd__watch_hub_free(s);
-    free(s->map.slots);
+    free(s->table.map.slots);
     free(s->config_path);
     free(s);
 }

@@ -96,17 +96,17 @@ static pd_status pd__resolve(const pd_scene *scene, const pd_grid *g, const pd_p
     return PD_OUT_OF_BOUNDS;
 }
 
+/* The name a kind's first point goes by in its messages ("from" for those
+ * not listed). */
+static const char *const pd__first_names[PD_REQ__COUNT] = {
+    [PD_REQ_NEAREST] = "at",
+    [PD_REQ_DISTANCE_TO_WALL] = "at",
+    [PD_REQ_RANDOM_POINT] = "around",
+};
+
 static const char *pd__first_name(pd_request_kind kind)
 {
-    switch (kind) {
-    case PD_REQ_NEAREST:
-    case PD_REQ_DISTANCE_TO_WALL:
-        return "at";
-    case PD_REQ_RANDOM_POINT:
-        return "around";
-    default:
-        return "from";
-    }
+    return (unsigned)kind < PD_REQ__COUNT && pd__first_names[kind] ? pd__first_names[kind] : "from";
 }
 
 /* A Batch's FindPath item: the path pipeline's own checks, on the same
@@ -214,8 +214,9 @@ static pd_status pd__ray_status(pd_status st, const pd_move_query *q, pd_move_re
     return st;
 }
 
-static pd_status pd__raycast(const pd_move_query *q, pd_move_result *r)
+static pd_status pd__raycast(pd_query_scratch *s, const pd_move_query *q, pd_move_result *r)
 {
+    (void)s;
     pd_ray_result ray;
     pd_status st = pd_move_raycast(q->grid, q->a, q->b, &ray);
     if (st != PD_OK)
@@ -227,8 +228,9 @@ static pd_status pd__raycast(const pd_move_query *q, pd_move_result *r)
     return PD_OK;
 }
 
-static pd_status pd__move_along(const pd_move_query *q, pd_move_result *r)
+static pd_status pd__move_along(pd_query_scratch *s, const pd_move_query *q, pd_move_result *r)
 {
+    (void)s;
     pd_fpoint end;
     int slid;
     pd_status st = pd_move_slide(q->grid, q->a, q->d, &end, &slid);
@@ -239,8 +241,9 @@ static pd_status pd__move_along(const pd_move_query *q, pd_move_result *r)
     return PD_OK;
 }
 
-static pd_status pd__validate(const pd_move_query *q, pd_move_result *r)
+static pd_status pd__validate(pd_query_scratch *s, const pd_move_query *q, pd_move_result *r)
 {
+    (void)s;
     const pd_scene *scene = q->scene;
     const double limit = q->max_speed * (1.0 + q->tolerance);
     pd_fpoint prev = {0, 0};
@@ -289,8 +292,9 @@ static uint32_t pd__label(const pd_move_query *q, pd_fpoint p)
     return q->labels ? pd_components_label(q->labels, pd_move_cell_of(p)) : 0;
 }
 
-static pd_status pd__nearest(const pd_move_query *q, pd_move_result *r)
+static pd_status pd__nearest(pd_query_scratch *s, const pd_move_query *q, pd_move_result *r)
 {
+    (void)s;
     uint32_t label = 0;
     if (q->has_b) {
         label = pd__label(q, q->b);
@@ -314,8 +318,9 @@ static pd_status pd__nearest(const pd_move_query *q, pd_move_result *r)
     return PD_OK;
 }
 
-static pd_status pd__reachable(const pd_move_query *q, pd_move_result *r)
+static pd_status pd__reachable(pd_query_scratch *s, const pd_move_query *q, pd_move_result *r)
 {
+    (void)s;
     if (!q->labels) {
         pd__fail(r, PD_INTERNAL, "scene '%s' has no component labels", q->scene->name);
         return r->status;
@@ -362,8 +367,9 @@ static pd_status pd__random_point(pd_query_scratch *s, const pd_move_query *q, p
     return PD_OK;
 }
 
-static pd_status pd__distance_to_wall(const pd_move_query *q, pd_move_result *r)
+static pd_status pd__distance_to_wall(pd_query_scratch *s, const pd_move_query *q, pd_move_result *r)
 {
+    (void)s;
     double dist;
     pd_point wall;
     r->has_hit = pd_move_distance_to_wall(q->grid, pd_move_cell_of(q->a), (uint32_t)q->radius, &dist, &wall);
@@ -390,38 +396,27 @@ static pd_status pd__find_path_item(pd_query_scratch *s, const pd_move_query *q,
     return st;
 }
 
+/* Each movement kind's query, and a Batch's FindPath item's. */
+typedef pd_status (*pd__move_run_fn)(pd_query_scratch *s, const pd_move_query *q, pd_move_result *r);
+static const pd__move_run_fn pd__runs[PD_REQ__COUNT] = {
+    [PD_REQ_FIND_PATH] = pd__find_path_item,
+    [PD_REQ_RAYCAST] = pd__raycast,
+    [PD_REQ_VALIDATE_MOVE] = pd__validate,
+    [PD_REQ_MOVE_ALONG] = pd__move_along,
+    [PD_REQ_NEAREST] = pd__nearest,
+    [PD_REQ_REACHABLE] = pd__reachable,
+    [PD_REQ_RANDOM_POINT] = pd__random_point,
+    [PD_REQ_DISTANCE_TO_WALL] = pd__distance_to_wall,
+};
+
 pd_status pd_move_run(pd_query_scratch *s, const pd_move_query *q, pd_move_result *r)
 {
     const uint64_t started = pd_clock_ns();
-    switch (q->kind) {
-    case PD_REQ_FIND_PATH:
-        r->status = pd__find_path_item(s, q, r);
-        break;
-    case PD_REQ_RAYCAST:
-        r->status = pd__raycast(q, r);
-        break;
-    case PD_REQ_VALIDATE_MOVE:
-        r->status = pd__validate(q, r);
-        break;
-    case PD_REQ_MOVE_ALONG:
-        r->status = pd__move_along(q, r);
-        break;
-    case PD_REQ_NEAREST:
-        r->status = pd__nearest(q, r);
-        break;
-    case PD_REQ_REACHABLE:
-        r->status = pd__reachable(q, r);
-        break;
-    case PD_REQ_RANDOM_POINT:
-        r->status = pd__random_point(s, q, r);
-        break;
-    case PD_REQ_DISTANCE_TO_WALL:
-        r->status = pd__distance_to_wall(q, r);
-        break;
-    default:
+    pd__move_run_fn run = (unsigned)q->kind < PD_REQ__COUNT ? pd__runs[q->kind] : NULL;
+    if (run)
+        r->status = run(s, q, r);
+    else
         pd__fail(r, PD_INVALID_ARGUMENT, "not a movement query");
-        break;
-    }
     r->micros = q->kind == PD_REQ_FIND_PATH ? r->path.metrics.micros : pd_clock_us_since(started);
     return r->status;
 }

@@ -994,35 +994,35 @@ static pd_scene *pd__scene_of_request(pd_registry *registry, const pd_scene_chan
     return made;
 }
 
-pd_status pd_query_scene_change(pd_store *store, pd_request_kind kind, const pd_scene_change_req *req,
-                                const pd_query_control *ctl, pd_scene_change_outcome *out)
+pd_status pd_query_create_scene(pd_store *store, const pd_scene_change_req *req, const pd_query_control *ctl,
+                                pd_scene_change_outcome *out)
 {
     memset(out, 0, sizeof *out);
     pd_store_change *c = &out->change;
     pd_registry *registry = pd_store_registry(store);
-    switch (kind) {
-    case PD_REQ_CREATE_SCENE: {
-        pd_scene *made = req->scene ? pd__scene_of_request(registry, req, ctl, c) : NULL;
-        if (!made) {
-            if (!req->scene)
-                c->status = PD_INVALID_ARGUMENT;
-            c->scene_bytes = pd_registry_bytes(registry);
-            return c->status;
-        }
-        pd_scene_retain(made); /* to describe it once it is served */
-        pd_store_add_scene(store, made, c);
-        if (c->applied)
-            pd_scene_describe(made, out->built, sizeof out->built);
-        pd_scene_release(made);
+    pd_scene *made = req->scene ? pd__scene_of_request(registry, req, ctl, c) : NULL;
+    if (!made) {
+        if (!req->scene)
+            c->status = PD_INVALID_ARGUMENT;
+        c->scene_bytes = pd_registry_bytes(registry);
         return c->status;
     }
-    case PD_REQ_CREATE_INSTANCE:
-        return pd_store_add_instance(store, req->name, req->tmpl, c);
-    case PD_REQ_DROP_SCENE:
-        return pd_store_drop_scene(store, req->name, req->drop_portals, c);
-    default:
-        snprintf(c->message, sizeof c->message, "not a scene change");
-        c->status = PD_INVALID_ARGUMENT;
-        return c->status;
-    }
+    pd_scene_retain(made); /* to describe it once it is served */
+    pd_store_add_scene(store, made, c);
+    if (c->applied)
+        pd_scene_describe(made, out->built, sizeof out->built);
+    pd_scene_release(made);
+    return c->status;
+}
+
+pd_status pd_query_create_instance(pd_store *store, const pd_scene_change_req *req, pd_scene_change_outcome *out)
+{
+    memset(out, 0, sizeof *out);
+    return pd_store_add_instance(store, req->name, req->tmpl, &out->change);
+}
+
+pd_status pd_query_drop_scene(pd_store *store, const pd_scene_change_req *req, pd_scene_change_outcome *out)
+{
+    memset(out, 0, sizeof *out);
+    return pd_store_drop_scene(store, req->name, req->drop_portals, &out->change);
 }

@@ -228,20 +228,22 @@ typedef struct pd_scene_change_outcome {
                                              pd_scene_describe, for the log */
 } pd_scene_change_outcome;
 
-/* Runs one scene change of kind (pd_request_is_scene_change) through the
- * store: CreateScene refuses a name already served before anything else,
- * then parses the map (on the calling thread: call it from a worker),
- * refuses one with no walkable cell (pd_scene_check_walkable,
- * INVALID_ARGUMENT) and adds the scene (pd_store_add_scene); CreateInstance
- * is pd_store_add_instance, DropScene pd_store_drop_scene. The caps are the
- * registry's (pd_registry_set_caps): a map's cells and the bytes its scene
- * would hold are checked as it is parsed, before the work they cost
+/* The scene changes, each through the store. CreateScene refuses a name
+ * already served before anything else, then parses the map (on the calling
+ * thread: call it from a worker), refuses one with no walkable cell
+ * (pd_scene_check_walkable, INVALID_ARGUMENT) and adds the scene
+ * (pd_store_add_scene); CreateInstance is pd_store_add_instance, DropScene
+ * pd_store_drop_scene. The caps are the registry's
+ * (pd_registry_set_caps): a map's cells and the bytes its scene would hold
+ * are checked as it is parsed, before the work they cost
  * (pd_registry_build_limits), LIMIT_EXCEEDED. ctl's poll (ctl may be NULL)
  * is asked while a map is parsed and derived: a cancel, a closed
  * connection or a stopping server ends the build with its status, before
  * anything is served or journalled. Changes to one scene must run one at
- * a time, in order, like updates. Returns out->change.status. */
-pd_status pd_query_scene_change(pd_store *store, pd_request_kind kind, const pd_scene_change_req *req,
-                                const pd_query_control *ctl, pd_scene_change_outcome *out);
+ * a time, in order, like updates. Each returns out->change.status. */
+pd_status pd_query_create_scene(pd_store *store, const pd_scene_change_req *req, const pd_query_control *ctl,
+                                pd_scene_change_outcome *out);
+pd_status pd_query_create_instance(pd_store *store, const pd_scene_change_req *req, pd_scene_change_outcome *out);
+pd_status pd_query_drop_scene(pd_store *store, const pd_scene_change_req *req, pd_scene_change_outcome *out);
 
 #endif

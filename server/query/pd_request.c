@@ -1,46 +1,10 @@
 /*
- * pd_request.c - the request kinds' names and freeing a decoded request
- * (see pd_request.h).
+ * pd_request.c - freeing a decoded request (see pd_request.h); the kinds'
+ * names are the kind table's (pd_kind.c).
  */
 #include "pd_request.h"
 
 #include <stdlib.h>
-
-static const char *const pd__kind_names[PD_REQ__COUNT] = {
-    [PD_REQ_NONE] = "unknown",
-    [PD_REQ_FIND_PATH] = "find_path",
-    [PD_REQ_CANCEL] = "cancel",
-    [PD_REQ_LIST_SCENES] = "list_scenes",
-    [PD_REQ_SCENE_INFO] = "scene_info",
-    [PD_REQ_STATS] = "stats",
-    [PD_REQ_PING] = "ping",
-    [PD_REQ_UPDATE_CELLS] = "update_cells",
-    [PD_REQ_SCENE_GRID] = "scene_grid",
-    [PD_REQ_FIND_ROUTE] = "find_route",
-    [PD_REQ_AUTH] = "auth",
-    [PD_REQ_RELOAD] = "reload",
-    [PD_REQ_RAYCAST] = "raycast",
-    [PD_REQ_VALIDATE_MOVE] = "validate_move",
-    [PD_REQ_MOVE_ALONG] = "move_along",
-    [PD_REQ_NEAREST] = "nearest",
-    [PD_REQ_REACHABLE] = "reachable",
-    [PD_REQ_RANDOM_POINT] = "random_point",
-    [PD_REQ_DISTANCE_TO_WALL] = "distance_to_wall",
-    [PD_REQ_BATCH] = "batch",
-    [PD_REQ_GET_LIMITS] = "get_limits",
-    [PD_REQ_CREATE_SCENE] = "create_scene",
-    [PD_REQ_CREATE_INSTANCE] = "create_instance",
-    [PD_REQ_DROP_SCENE] = "drop_scene",
-    [PD_REQ_WATCH] = "watch",
-    [PD_REQ_UNWATCH] = "unwatch",
-};
-
-const char *pd_request_kind_name(pd_request_kind kind)
-{
-    if ((unsigned)kind >= PD_REQ__COUNT)
-        return pd__kind_names[PD_REQ_NONE];
-    return pd__kind_names[kind];
-}
 
 void pd_find_path_req_free(pd_find_path_req *fp)
 {

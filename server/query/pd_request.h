@@ -298,7 +298,7 @@ void pd_scene_change_req_free(pd_scene_change_req *ch);
 void pd_move_req_free(pd_move_req *m);
 
 /* The request kind's name as the protocol spells it ("find_path", ...);
- * "unknown" for anything else. */
+ * "unknown" for anything else. Its row's in the kind table (pd_kind.c). */
 const char *pd_request_kind_name(pd_request_kind kind);
 
 #endif

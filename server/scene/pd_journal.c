@@ -450,6 +450,7 @@ void pd_journal_scan(const uint8_t *buf, size_t len, pd_journal_scan_fn fn, void
 
 struct pd_journal {
     char dir[PD_CONF_MAX_DATA_DIR];
+    pd_journal_opts opts;         /* as opened (opts.dir is dir) */
     pd_conf_fsync fsync;
     uint64_t compact_bytes;
     int lock_fd;                  /* DATA_DIR/lock, flock'ed */
@@ -739,9 +740,10 @@ void pd_journal_sizes(pd_journal *j, uint64_t *log_bytes, uint64_t *snapshot_byt
 
 /* ---- replay ------------------------------------------------------------- */
 
-/* The state of one replay: where records go and what they refer to. */
-typedef struct pd__replay {
-    const pd_journal_opts *opts;
+/* The state of one replay: where records go and what they refer to (also
+ * pd_journal_replayer, for a change log kept elsewhere). */
+typedef struct pd_journal_replayer {
+    const pd_journal_opts *opts;  /* NULL: no warnings */
     pd_registry *r;
     pd_world_store *ws;           /* may be NULL */
     pd_scene **config;            /* the config's scenes as loaded, for RESET */
@@ -750,13 +752,14 @@ typedef struct pd__replay {
     size_t n_bases;
     const char *file;             /* for messages */
     pd_journal_replay_stats *stats;
+    pd_journal_replay_stats own_stats;  /* stats points here without a journal */
 } pd__replay;
 
 static void pd__warn(const pd__replay *rp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void pd__warn(const pd__replay *rp, const char *fmt, ...)
 {
-    if (!rp->opts->warn)
+    if (!rp->opts || !rp->opts->warn)
         return;
     char msg[512];
     va_list ap;
@@ -804,29 +807,25 @@ static pd_scene *pd__copy_of(const pd_scene *t, const char *name, uint64_t versi
     return n;
 }
 
-/* Applies one record; a record that does not fit the state it finds is
- * reported and skipped (never applied in part: every change below is one
- * registry call that either happens or not). */
-static int pd__replay_record(void *user, const uint8_t *payload, size_t len, size_t offset)
+/* Applies one record: NULL, or why it does not fit the state it finds (the
+ * caller reports and skips it; never applied in part: every change below
+ * is one registry call that either happens or not). */
+static const char *pd__apply(pd__replay *rp, const pd_journal_record *in, char *err, size_t errlen)
 {
-    pd__replay *rp = user;
-    pd_journal_record rec;
-    char err[256] = "";
-    if (pd_journal_decode(payload, len, &rec, err, sizeof err) != 0) {
-        pd__warn(rp, "journal %s: record at offset %zu skipped: %s", rp->file, offset, err);
-        rp->stats->skipped++;
-        return 0;
-    }
+    /* The cases below read the record as `rec` and write reasons to err. */
+    const pd_journal_record rec = *in;
+    if (errlen)
+        err[0] = '\0';
     pd_scene *cur = pd_registry_acquire(rp->r, rec.scene);
     pd_scene *put = NULL;
     const char *why = NULL;
     switch (rec.type) {
     case PD_JOURNAL_SCENE:
-        if (!(put = pd__scene_from_record(&rec, err, sizeof err)))
+        if (!(put = pd__scene_from_record(&rec, err, errlen)))
             why = err;
         break;
     case PD_JOURNAL_BASE: {
-        pd_scene *base = pd__scene_from_record(&rec, err, sizeof err);
+        pd_scene *base = pd__scene_from_record(&rec, err, errlen);
         /* A snapshot numbers its bases 0, 1, ...; a reload's block in a
          * log numbers them from 0 again, replacing the earlier ones. */
         if (base && rec.base_id < rp->n_bases) {
@@ -855,7 +854,7 @@ static int pd__replay_record(void *user, const uint8_t *payload, size_t len, siz
         if (!t)
             why = "its template is not served";
         else if (t->version != rec.tmpl_version)
-            snprintf(err, sizeof err, "its template '%s' is at version %" PRIu64 ", not %" PRIu64, rec.tmpl,
+            snprintf(err, errlen, "its template '%s' is at version %" PRIu64 ", not %" PRIu64, rec.tmpl,
                      t->version, rec.tmpl_version), why = err;
         else if (!(put = pd__copy_of(t, rec.scene, rec.version, 1)))
             why = "out of memory";
@@ -866,7 +865,7 @@ static int pd__replay_record(void *user, const uint8_t *payload, size_t len, siz
         /* Its portals went with it when it was dropped (or none named it).
          * A scene not served is already what the record says: a reload
          * dropped a config scene the config no longer has. */
-        if (cur && (rp->ws ? pd_world_store_drop_scene(rp->ws, rp->r, rec.scene, 1, NULL, err, sizeof err)
+        if (cur && (rp->ws ? pd_world_store_drop_scene(rp->ws, rp->r, rec.scene, 1, NULL, err, errlen)
                            : pd_registry_drop(rp->r, rec.scene, NULL)) != PD_OK)
             why = err[0] ? err : "no such scene";
         break;
@@ -887,11 +886,11 @@ static int pd__replay_record(void *user, const uint8_t *payload, size_t len, siz
         if (!cur) {
             why = "no such scene";
         } else if (cur->version + 1 != rec.version) {
-            snprintf(err, sizeof err, "the scene is at version %" PRIu64, cur->version);
+            snprintf(err, errlen, "the scene is at version %" PRIu64, cur->version);
             why = err;
         } else if ((st = pd_registry_update_many(rp->r, rec.scene, rec.ops, rec.n_ops, &res)) != PD_OK ||
                    res.version != rec.version) {
-            snprintf(err, sizeof err, "%s", st != PD_OK ? pd_status_name(st) : "it changed no cell");
+            snprintf(err, errlen, "%s", st != PD_OK ? pd_status_name(st) : "it changed no cell");
             why = err;
         }
         break;
@@ -902,6 +901,20 @@ static int pd__replay_record(void *user, const uint8_t *payload, size_t len, siz
     if (!why && put && pd_registry_put(rp->r, put) != PD_OK)
         why = "out of memory";
     pd_scene_release(cur);
+    return why;
+}
+
+static int pd__replay_record(void *user, const uint8_t *payload, size_t len, size_t offset)
+{
+    pd__replay *rp = user;
+    pd_journal_record rec;
+    char err[256] = "";
+    if (pd_journal_decode(payload, len, &rec, err, sizeof err) != 0) {
+        pd__warn(rp, "journal %s: record at offset %zu skipped: %s", rp->file, offset, err);
+        rp->stats->skipped++;
+        return 0;
+    }
+    const char *why = pd__apply(rp, &rec, err, sizeof err);
     if (why) {
         pd__warn(rp, "journal %s: record at offset %zu (scene '%s', version %" PRIu64 ") skipped: %s", rp->file,
                  offset, rec.scene, rec.version, why);
@@ -1113,14 +1126,10 @@ static int pd__open_log(pd_journal *j, const pd__files *f, char *err, size_t err
     return 0;
 }
 
-pd_journal *pd_journal_open(const pd_journal_opts *opts, pd_registry *r, pd_world_store *ws,
-                            pd_journal_replay_stats *stats, char *err, size_t errlen)
+/* A journal not yet opened: its options (dir copied), its locks. NULL
+ * with the reason in err. */
+static pd_journal *pd__journal_new(const pd_journal_opts *opts, char *err, size_t errlen)
 {
-    pd_journal_replay_stats local;
-    if (!stats)
-        stats = &local;
-    memset(stats, 0, sizeof *stats);
-    uint64_t started = pd_clock_us();
     if (!opts->dir || !opts->dir[0] || strlen(opts->dir) >= PD_CONF_MAX_DATA_DIR) {
         snprintf(err, errlen, "journal: no data_dir, or one longer than %d bytes", PD_CONF_MAX_DATA_DIR - 1);
         return NULL;
@@ -1131,33 +1140,48 @@ pd_journal *pd_journal_open(const pd_journal_opts *opts, pd_registry *r, pd_worl
         return NULL;
     }
     snprintf(j->dir, sizeof j->dir, "%s", opts->dir);
+    j->opts = *opts;
+    j->opts.dir = j->dir;
     j->fsync = opts->fsync;
     j->compact_bytes = opts->compact_bytes;
     j->fd = -1;
+    j->lock_fd = -1;
     pthread_mutex_init(&j->lock, NULL);
     pthread_mutex_init(&j->fd_lock, NULL);
     pthread_mutex_init(&j->compact_lock, NULL);
+    return j;
+}
+
+/* Takes the directory, replays it into r (and ws) and opens the log for
+ * appending: 0, or -1 with the reason in err (j is then to be closed). */
+static int pd__journal_start(pd_journal *j, pd_registry *r, pd_world_store *ws, pd_journal_replay_stats *stats,
+                             char *err, size_t errlen)
+{
+    pd_journal_replay_stats local;
+    if (!stats)
+        stats = &local;
+    memset(stats, 0, sizeof *stats);
+    uint64_t started = pd_clock_us();
+    if (j->lock_fd >= 0) {
+        snprintf(err, errlen, "journal: %s is open already", j->dir);
+        return -1;
+    }
     char path[PD_CONF_MAX_DATA_DIR + PD__JOURNAL_NAME_MAX];
     snprintf(path, sizeof path, "%s/lock", j->dir);
     if (mkdir(j->dir, 0755) != 0 && errno != EEXIST) {
         snprintf(err, errlen, "journal: cannot make data_dir %s: %s", j->dir, strerror(errno));
-        j->lock_fd = -1;
-        pd_journal_close(j);
-        return NULL;
+        return -1;
     }
     j->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (j->lock_fd < 0 || flock(j->lock_fd, LOCK_EX | LOCK_NB) != 0) {
         snprintf(err, errlen, "journal: %s: %s", path,
                  errno == EWOULDBLOCK ? "another pathd uses this data_dir" : strerror(errno));
-        pd_journal_close(j);
-        return NULL;
+        return -1;
     }
     pd__files f;
-    if (pd__list_files(j, &f, err, errlen) != 0) {
-        pd_journal_close(j);
-        return NULL;
-    }
-    pd__replay rp = { .opts = opts, .r = r, .ws = ws, .stats = stats };
+    if (pd__list_files(j, &f, err, errlen) != 0)
+        return -1;
+    pd__replay rp = { .opts = &j->opts, .r = r, .ws = ws, .stats = stats };
     rp.n_config = pd_registry_list(r, &rp.config);
     int rc = pd__replay_all(j, &f, &rp, err, errlen);
     pd__replay_free(&rp);
@@ -1167,12 +1191,23 @@ pd_journal *pd_journal_open(const pd_journal_opts *opts, pd_registry *r, pd_worl
         pd__remove_before(j, &f, f.n_snaps ? f.snaps[f.n_snaps - 1] : 0);
     free(f.snaps);
     free(f.logs);
-    if (rc != 0) {
-        pd_journal_close(j);
-        return NULL;
-    }
+    if (rc != 0)
+        return -1;
     stats->generation = j->generation;
     stats->micros = pd_clock_us() - started;
+    return 0;
+}
+
+pd_journal *pd_journal_open(const pd_journal_opts *opts, pd_registry *r, pd_world_store *ws,
+                            pd_journal_replay_stats *stats, char *err, size_t errlen)
+{
+    if (stats)
+        memset(stats, 0, sizeof *stats);
+    pd_journal *j = pd__journal_new(opts, err, errlen);
+    if (j && pd__journal_start(j, r, ws, stats, err, errlen) != 0) {
+        pd_journal_close(j);
+        j = NULL;
+    }
     return j;
 }
 
@@ -1307,7 +1342,7 @@ static int pd__write_snapshot(int fd, pd_scene **list, size_t n, uint64_t *bytes
     return rc;
 }
 
-int pd_journal_compact(pd_journal *j, pd_registry *r, char *err, size_t errlen)
+int pd_journal_snapshot(pd_journal *j, pd_registry *r, char *err, size_t errlen)
 {
     char path[PD_CONF_MAX_DATA_DIR + PD__JOURNAL_NAME_MAX], tmp[sizeof path];
     pthread_mutex_lock(&j->compact_lock);
@@ -1361,18 +1396,171 @@ int pd_journal_compact(pd_journal *j, pd_registry *r, char *err, size_t errlen)
         snprintf(err, errlen, "journal: renaming %s: %s", tmp, strerror(errno));
         rc = -1;
     }
-    pd__files f;
-    if (rc == 0 && pd__list_files(j, &f, err, errlen) == 0) {
-        pd__remove_before(j, &f, gen);
-        free(f.snaps);
-        free(f.logs);
-    }
     if (rc == 0)
         atomic_store(&j->snapshot_bytes, bytes);
     else
         unlink(tmp);
     pthread_mutex_unlock(&j->compact_lock);
     return rc;
+}
+
+int pd_journal_drop_old(pd_journal *j, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&j->compact_lock);
+    pd__files f;
+    int rc = pd__list_files(j, &f, err, errlen);
+    if (rc == 0) {
+        /* Replay starts at the newest snapshot: what is older is not read. */
+        if (f.n_snaps)
+            pd__remove_before(j, &f, f.snaps[f.n_snaps - 1]);
+        free(f.snaps);
+        free(f.logs);
+    }
+    pthread_mutex_unlock(&j->compact_lock);
+    return rc;
+}
+
+int pd_journal_compact(pd_journal *j, pd_registry *r, char *err, size_t errlen)
+{
+    int rc = pd_journal_snapshot(j, r, err, errlen);
+    if (rc == 0)
+        (void)pd_journal_drop_old(j, err, errlen); /* what stays is not read again */
+    return rc;
+}
+
+/* ---- a scene's tail ------------------------------------------------------ */
+
+/* One pass of pd_journal_tail over a file. */
+typedef struct pd__tail {
+    const char *scene;
+    uint64_t from;
+    int pass;                     /* 0: the snapshot, 1: find `from` in the log, 2: give */
+    int held;                     /* the snapshot holds the scene ... */
+    uint64_t held_version;        /* ... at this version */
+    int found;                    /* pass 1: a record of the log made `from` ... */
+    size_t found_at;              /* ... at this offset (the last such) */
+    int first_seen;               /* pass 1: the scene's first record in the log ... */
+    int first_follows;            /* ... is an UPDATE that made from + 1 */
+    int giving;                   /* pass 2: past that record */
+    pd_journal_tail_fn fn;
+    void *user;
+    int stopped;
+} pd__tail;
+
+static int pd__tail_record(void *user, const uint8_t *payload, size_t len, size_t offset)
+{
+    pd__tail *t = user;
+    pd_journal_record rec;
+    char err[128];
+    if (pd_journal_decode(payload, len, &rec, err, sizeof err) != 0)
+        return 0; /* replay skips it too */
+    if (strcmp(rec.scene, t->scene) == 0) {
+        if (t->pass == 0 && rec.type != PD_JOURNAL_DROP) {
+            t->held = 1;
+            t->held_version = rec.version;
+        } else if (t->pass == 1) {
+            if (!t->first_seen)
+                t->first_follows = rec.type == PD_JOURNAL_UPDATE && rec.version == t->from + 1;
+            t->first_seen = 1;
+            if (rec.type != PD_JOURNAL_DROP && rec.version == t->from) {
+                t->found = 1;
+                t->found_at = offset;
+            }
+        } else if (t->pass == 2 && t->giving && t->fn(t->user, &rec) != 0) {
+            t->stopped = 1;
+        }
+    }
+    if (t->pass == 2 && t->found && offset == t->found_at)
+        t->giving = 1;
+    pd_journal_record_free(&rec);
+    return t->stopped;
+}
+
+/* Scans one file of the directory with pd__tail_record; a file that is not
+ * there scans as empty. */
+static int pd__tail_file(pd_journal *j, const char *kind, pd__tail *t, char *err, size_t errlen)
+{
+    char path[PD_CONF_MAX_DATA_DIR + PD__JOURNAL_NAME_MAX];
+    pd__journal_path(j, kind, j->generation, "", path, sizeof path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        return 0;
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "journal: cannot read %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    size_t size = (size_t)st.st_size;
+    uint8_t *map = NULL;
+    if (size > PD_JOURNAL_MAGIC_BYTES &&
+        (map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
+        snprintf(err, errlen, "journal: cannot map %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    if (map) {
+        pd_journal_scan_result res;
+        if (memcmp(map, PD_JOURNAL_MAGIC, PD_JOURNAL_MAGIC_BYTES) == 0)
+            pd_journal_scan(map + PD_JOURNAL_MAGIC_BYTES, size - PD_JOURNAL_MAGIC_BYTES, pd__tail_record, t, &res);
+        munmap(map, size);
+    }
+    return 0;
+}
+
+int pd_journal_tail(pd_journal *j, const char *scene, uint64_t from, pd_journal_tail_fn fn, void *user, char *err,
+                    size_t errlen)
+{
+    /* No compaction meanwhile: the snapshot and the log read are one
+     * generation's, and no record moves from the one to the other. */
+    pthread_mutex_lock(&j->compact_lock);
+    pd__tail t = { .scene = scene, .from = from, .fn = fn, .user = user };
+    int rc = pd__tail_file(j, "snapshot", &t, err, errlen);
+    t.pass = 1;
+    if (rc == 0)
+        rc = pd__tail_file(j, "log", &t, err, errlen);
+    /* Without the record that made `from` in the log, the tail starts at
+     * the log's start only if that is where the scene stood at `from`: the
+     * snapshot holds it at `from`, or (none there) from is 0 or the log's
+     * first record of it is the update made on `from` (a config scene
+     * updated since it was loaded). */
+    if (rc == 0 && !t.found && !(t.held ? t.held_version == from : from == 0 || t.first_follows))
+        rc = 1;
+    t.pass = 2;
+    t.giving = !t.found;
+    if (rc == 0)
+        rc = pd__tail_file(j, "log", &t, err, errlen);
+    pthread_mutex_unlock(&j->compact_lock);
+    return rc;
+}
+
+/* ---- replaying a change log kept elsewhere ------------------------------- */
+
+pd_journal_replayer *pd_journal_replayer_create(pd_registry *r, pd_world_store *ws)
+{
+    pd_journal_replayer *rp = calloc(1, sizeof *rp);
+    if (rp) {
+        rp->r = r;
+        rp->ws = ws;
+        rp->stats = &rp->own_stats;
+        rp->n_config = pd_registry_list(r, &rp->config);
+    }
+    return rp;
+}
+
+const char *pd_journal_replay_one(pd_journal_replayer *rp, const pd_journal_record *rec, char *err, size_t errlen)
+{
+    return pd__apply(rp, rec, err, errlen);
+}
+
+void pd_journal_replayer_destroy(pd_journal_replayer *rp)
+{
+    if (!rp)
+        return;
+    pd__replay_free(rp);
+    free(rp);
 }
 
 /* ---- reloads ------------------------------------------------------------ */
@@ -1494,17 +1682,24 @@ static int pd__log_append(void *log, const pd_journal_record *rec)
     return pd_journal_append(log, rec);
 }
 
-/* "always": fdatasync before the answer; the other policies sync on the
- * server's timer (or never). */
-static int pd__log_settle(void *log)
+static int pd__log_sync(void *log)
 {
-    pd_journal *j = log;
-    return j->fsync == PD_CONF_FSYNC_ALWAYS ? pd_journal_sync(j) : 0;
+    return pd_journal_sync(log);
+}
+
+static int pd__log_dirty(void *log)
+{
+    return pd_journal_dirty(log);
 }
 
 static const char *pd__log_why(void *log)
 {
     return pd_journal_error(log);
+}
+
+static int pd__log_failed(void *log)
+{
+    return pd_journal_failed(log);
 }
 
 static void *pd__log_reload_begin(void *log, pd_registry *r, const pd_scene_set *set)
@@ -1524,17 +1719,68 @@ static void pd__log_reload_end(void *log, pd_registry *r, void *state)
     pd_journal_unlock(log);
 }
 
+static int pd__log_replay(void *log, pd_registry *r, pd_world_store *ws, pd_journal_replay_stats *stats, char *err,
+                          size_t errlen)
+{
+    return pd__journal_start(log, r, ws, stats, err, errlen);
+}
+
+static int pd__log_tail(void *log, const char *scene, uint64_t from, pd_journal_tail_fn fn, void *user, char *err,
+                        size_t errlen)
+{
+    return pd_journal_tail(log, scene, from, fn, user, err, errlen);
+}
+
+static int pd__log_snapshot(void *log, pd_registry *r, char *err, size_t errlen)
+{
+    return pd_journal_snapshot(log, r, err, errlen);
+}
+
+static int pd__log_compact(void *log, char *err, size_t errlen)
+{
+    return pd_journal_drop_old(log, err, errlen);
+}
+
+static int pd__log_wants_compaction(void *log)
+{
+    return pd_journal_wants_compaction(log);
+}
+
+static void pd__log_sizes(void *log, uint64_t *log_bytes, uint64_t *snapshot_bytes)
+{
+    pd_journal_sizes(log, log_bytes, snapshot_bytes);
+}
+
+static void pd__log_close(void *log)
+{
+    pd_journal_close(log);
+}
+
 static const pd_changelog_ops pd__journal_log_ops = {
     .lock = pd__log_lock,
     .unlock = pd__log_unlock,
     .append = pd__log_append,
-    .settle = pd__log_settle,
+    .sync = pd__log_sync,
+    .dirty = pd__log_dirty,
     .why = pd__log_why,
+    .failed = pd__log_failed,
     .reload_begin = pd__log_reload_begin,
     .reload_end = pd__log_reload_end,
+    .replay = pd__log_replay,
+    .tail = pd__log_tail,
+    .snapshot = pd__log_snapshot,
+    .compact = pd__log_compact,
+    .wants_compaction = pd__log_wants_compaction,
+    .sizes = pd__log_sizes,
+    .close = pd__log_close,
 };
 
 pd_changelog pd_journal_changelog(pd_journal *j)
 {
     return (pd_changelog){ .ops = j ? &pd__journal_log_ops : NULL, .log = j };
+}
+
+pd_changelog pd_journal_file_log(const pd_journal_opts *opts, char *err, size_t errlen)
+{
+    return pd_journal_changelog(pd__journal_new(opts, err, errlen));
 }

@@ -194,11 +194,43 @@ int pd_journal_dirty(pd_journal *j);
 /* 1 when the current log has passed compact_bytes. */
 int pd_journal_wants_compaction(pd_journal *j);
 
-/* Snapshot plus tail, as described at the top. Runs on the calling thread
- * (seconds for large worlds: not the loop thread) and holds the change lock
- * only to switch logs. Returns 0, or -1 with the reason in err (the old
- * files then stay, and appends go on into the new log). */
+/* Snapshot plus tail, as described at the top: pd_journal_snapshot, then
+ * pd_journal_drop_old. Runs on the calling thread (seconds for large
+ * worlds: not the loop thread) and holds the change lock only to switch
+ * logs. Returns 0, or -1 with the reason in err (the old files then stay,
+ * and appends go on into the new log). */
 int pd_journal_compact(pd_journal *j, pd_registry *r, char *err, size_t errlen);
+/* The first half: appends move to a new generation's log and r's state at
+ * that instant is written as its snapshot. Replay then starts there; the
+ * older files stay until pd_journal_drop_old (or the next open). */
+int pd_journal_snapshot(pd_journal *j, pd_registry *r, char *err, size_t errlen);
+/* The second half: removes the files older than the newest snapshot. */
+int pd_journal_drop_old(pd_journal *j, char *err, size_t errlen);
+
+/* Called with each record of a tail in order; nonzero stops it. The record
+ * is the caller's only during the call. */
+typedef int (*pd_journal_tail_fn)(void *user, const pd_journal_record *rec);
+
+/* The records of scene `name` that follow the one that made its version
+ * `from` (from 0: the scene's whole history the log holds; a config
+ * scene's loaded version when the log holds all its updates), in order,
+ * read from the
+ * current generation's files (compaction waits meanwhile). Returns 0, 1
+ * when the log no longer holds that point (a snapshot replaced it, or the
+ * scene never was at `from`; nothing is given), or -1 with the reason in
+ * err. Any thread; it reads files, so not the loop's. */
+int pd_journal_tail(pd_journal *j, const char *name, uint64_t from, pd_journal_tail_fn fn, void *user, char *err,
+                    size_t errlen);
+
+/* Replay of records that come from elsewhere (a change log other than the
+ * file journal): the same rules as a journal's replay, one record at a
+ * time, over r (after the config's scenes are loaded: RESET goes back to
+ * those) and ws (may be NULL). */
+typedef struct pd_journal_replayer pd_journal_replayer;
+pd_journal_replayer *pd_journal_replayer_create(pd_registry *r, pd_world_store *ws);
+/* NULL when rec was applied, else why it was skipped (in err or static). */
+const char *pd_journal_replay_one(pd_journal_replayer *rp, const pd_journal_record *rec, char *err, size_t errlen);
+void pd_journal_replayer_destroy(pd_journal_replayer *rp);
 
 /* Bytes of the current log and of the current snapshot. */
 void pd_journal_sizes(pd_journal *j, uint64_t *log_bytes, uint64_t *snapshot_bytes);

@@ -12,6 +12,13 @@
  * The registry may reuse a retired snapshot's memory for a later version once
  * every reference to it is gone, so tell snapshots apart by version, never
  * by address.
+ *
+ * Four files implement it, one job each: pd_scene_snapshot.c (the snapshot
+ * and its derived structures), pd_scene_load.c (building a scene from a
+ * map, cells or a template), pd_scene_update.c (cell updates and the
+ * repair of derived structures), pd_scene_registry.c (name -> scene,
+ * acquire/release, reloads, run-time scenes); pd_scene_internal.h is what
+ * they share.
  */
 #ifndef PD_SCENE_H
 #define PD_SCENE_H
@@ -326,7 +333,7 @@ pd_registry *pd_registry_create(void);
 void pd_registry_destroy(pd_registry *r);   /* releases its references */
 
 /* Scenes of at most this many cells keep no spare between updates (see
- * pd_scene.c): a fresh copy of a 256 x 256 scene with units 1-3 costs tens
+ * pd_scene_update.c): a fresh copy of a 256 x 256 scene with units 1-3 costs tens
  * of microseconds, less than holding a second version of every small scene
  * (10,000 updated instances) is worth. */
 #define PD_SCENE_SPARE_MIN_CELLS (256u * 256u)

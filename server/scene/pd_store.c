@@ -2,8 +2,10 @@
  * pd_store.c - the world's changes in one place (see pd_store.h): each
  * change is applied through the registry's hooks, so its record reaches
  * the change log under the log's lock just before the change is served,
- * and the log is settled (made durable) after the lock is let go, so
- * changes arriving together share one fsync.
+ * and the log is synced (made durable) after the lock is let go, as the
+ * store's fsync policy says, so changes arriving together share one fsync.
+ * The log's background work (the everysec sync, compaction) and its tails
+ * go through here too, so a caller never names the log's implementation.
  */
 #include "pd_store.h"
 
@@ -17,6 +19,8 @@ struct pd_store {
     pd_registry *registry;
     pd_world_store *world;        /* may be NULL */
     pd_changelog log;             /* ops NULL: no log */
+    int owns_log;                 /* pd_store_own_log: closed with the store */
+    pd_conf_fsync fsync;          /* when the log is synced (pd_store_set_fsync) */
 };
 
 pd_store *pd_store_create(pd_registry *registry, pd_world_store *world)
@@ -25,12 +29,15 @@ pd_store *pd_store_create(pd_registry *registry, pd_world_store *world)
     if (st) {
         st->registry = registry;
         st->world = world;
+        st->fsync = PD_CONF_FSYNC_EVERYSEC;
     }
     return st;
 }
 
 void pd_store_destroy(pd_store *st)
 {
+    if (st && st->owns_log)
+        st->log.ops->close(st->log.log);
     free(st);
 }
 
@@ -42,6 +49,91 @@ void pd_store_set_world(pd_store *st, pd_world_store *world)
 void pd_store_set_log(pd_store *st, pd_changelog log)
 {
     st->log = log;
+    st->owns_log = 0;
+}
+
+/* ---- the log's life ------------------------------------------------------ */
+
+int pd_store_replay(pd_store *st, pd_changelog log, pd_journal_replay_stats *stats, char *err, size_t errlen)
+{
+    if (!log.ops) {
+        snprintf(err, errlen, "no change log");
+        return -1;
+    }
+    int rc = log.ops->replay(log.log, st->registry, st->world, stats, err, errlen);
+    if (rc != 0)
+        log.ops->close(log.log);
+    return rc;
+}
+
+void pd_store_own_log(pd_store *st, pd_changelog log, pd_conf_fsync fsync)
+{
+    st->log = log;
+    st->owns_log = log.ops != NULL;
+    st->fsync = fsync;
+}
+
+void pd_store_set_fsync(pd_store *st, pd_conf_fsync fsync)
+{
+    st->fsync = fsync;
+}
+
+pd_conf_fsync pd_store_fsync(const pd_store *st)
+{
+    return st->fsync;
+}
+
+int pd_store_has_log(const pd_store *st)
+{
+    return st->log.ops != NULL;
+}
+
+int pd_store_sync_due(pd_store *st)
+{
+    return pd_store_has_log(st) && st->fsync == PD_CONF_FSYNC_EVERYSEC && st->log.ops->dirty(st->log.log);
+}
+
+int pd_store_sync(pd_store *st)
+{
+    return pd_store_has_log(st) ? st->log.ops->sync(st->log.log) : 0;
+}
+
+int pd_store_compaction_due(pd_store *st)
+{
+    return pd_store_has_log(st) && st->log.ops->wants_compaction(st->log.log);
+}
+
+int pd_store_compact(pd_store *st, char *err, size_t errlen)
+{
+    if (!pd_store_has_log(st))
+        return 0;
+    if (st->log.ops->snapshot(st->log.log, st->registry, err, errlen) != 0)
+        return -1;
+    /* The snapshot stands once written: what compact leaves behind is
+     * never replayed again, so its failure is not the compaction's. */
+    (void)st->log.ops->compact(st->log.log, err, errlen);
+    return 0;
+}
+
+int pd_store_tail(pd_store *st, const char *name, uint64_t from, pd_journal_tail_fn fn, void *user, char *err,
+                  size_t errlen)
+{
+    if (!pd_store_has_log(st)) {
+        snprintf(err, errlen, "no change log");
+        return -1;
+    }
+    return st->log.ops->tail(st->log.log, name, from, fn, user, err, errlen);
+}
+
+int pd_store_log_state(pd_store *st, uint64_t *log_bytes, uint64_t *snapshot_bytes, int *failed)
+{
+    *log_bytes = *snapshot_bytes = 0;
+    *failed = 0;
+    if (!pd_store_has_log(st))
+        return 0;
+    st->log.ops->sizes(st->log.log, log_bytes, snapshot_bytes);
+    *failed = st->log.ops->failed(st->log.log);
+    return 1;
 }
 
 pd_registry *pd_store_registry(const pd_store *st)
@@ -78,8 +170,8 @@ static pd_status pd__begin(pd_store *st, char *message, size_t len)
 
 /* After the lock was let go: PD_INTERNAL when the log did not take a change
  * that was applied all the same (a drop: applied_rc), and for a change it
- * took, the settle its policy asks for - outside the lock, so other
- * changes append meanwhile and one fsync may cover several. */
+ * took, the sync the store's policy asks for ("always") - outside the
+ * lock, so other changes append meanwhile and one fsync may cover several. */
 static pd_status pd__settle(pd_store *st, pd_status status, int applied_rc, char *message, size_t len)
 {
     if (!pd__has_log(st))
@@ -88,7 +180,7 @@ static pd_status pd__settle(pd_store *st, pd_status status, int applied_rc, char
         snprintf(message, len, "applied, but not journalled: %s", st->log.ops->why(st->log.log));
         return PD_INTERNAL;
     }
-    if (status == PD_OK && st->log.ops->settle(st->log.log) != 0) {
+    if (status == PD_OK && st->fsync == PD_CONF_FSYNC_ALWAYS && st->log.ops->sync(st->log.log) != 0) {
         snprintf(message, len, "applied and journalled, but the journal's fsync failed: %s", strerror(errno));
         return PD_INTERNAL;
     }

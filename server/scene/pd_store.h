@@ -7,11 +7,13 @@
  * policy says, and answered with the version it made. The query and net
  * layers hold a store, never the three parts separately.
  *
- * The change log is an interface (pd_changelog): the file journal
- * (pd_journal.h, pd_journal_changelog) is its first implementation. A log
- * kept elsewhere (a Redis Stream per scene, for replicas) implements the
- * same calls and the callers do not change. Without a log (no data_dir)
- * changes are applied in memory only.
+ * The change log is an interface (pd_changelog, its contract below): the
+ * file journal (pd_journal.h, pd_journal_file_log) is its first
+ * implementation. A log kept elsewhere (a Redis Stream per scene, for
+ * replicas) implements the same calls and the callers do not change. The
+ * store owns the log's life too: its replay at start, when it is synced
+ * (the fsync policy), its compaction and its tails. Without a log (no
+ * data_dir) changes are applied in memory only.
  *
  * Changes of one scene run one at a time, in order (the callers' ordered
  * lanes); changes of different scenes run in parallel, and the log's lock
@@ -28,7 +30,38 @@
 #include "pd_scene.h"
 #include "pd_world.h"
 
-/* ---- the change log ---------------------------------------------------- */
+/* ---- the change log ----------------------------------------------------
+ *
+ * The contract every change log keeps (the file journal, pd_journal.h; an
+ * in-memory one in tests/unit/test_store_log.c; a Redis Stream later):
+ *
+ * Records and versions. A log is one ordered sequence of pd_journal_record,
+ * each naming its scene and the version it made (a DROP: the version the
+ * scene had). Versions count per scene and per incarnation: a scene's
+ * records make 1, 2, 3, ... (a reload's RESET may follow any), a scene
+ * dropped and made again under its name starts at 1 again. The log's order
+ * is the order the changes were served in, because every append happens
+ * under the log's lock, inside the registry's swap.
+ *
+ * Replay. Applying a log's records in order, with pd_journal_replayer's
+ * rules, to the scenes the config loads gives the scenes served when the
+ * last record was appended: the same names, versions and cells.
+ *
+ * Threads. replay runs once, before anything else, on any thread (not the
+ * loop's: it reads the whole log). lock/append/unlock, reload_begin/end
+ * and why run on the thread making the change (a worker, or the loop for a
+ * reload). sync, dirty, failed, wants_compaction and sizes may run on any
+ * thread at any time and never wait for a change in progress (the loop's
+ * timer calls them). tail, snapshot and compact run on any thread but the
+ * loop's, while changes go on; snapshot and compact run one at a time.
+ * close runs last, when nothing else can call in.
+ *
+ * Durability. append hands the record over; sync makes everything appended
+ * before it durable (the file journal: fdatasync). When sync runs is the
+ * store's fsync policy (pd_store_set_fsync), not the log's.
+ */
+
+/* pd_journal_tail_fn: called with each record of a tail in order. */
 
 typedef struct pd_changelog_ops {
     /* Takes the log's change lock; nonzero when the log refuses changes
@@ -37,20 +70,53 @@ typedef struct pd_changelog_ops {
     void (*unlock)(void *log);
     /* Under the lock, just before the change is served: its record. 0, or
      * nonzero when the log did not take it (the change is then never
-     * served and the log refuses later ones). */
+     * served and the log refuses later ones: failed() turns 1). */
     int (*append)(void *log, const pd_journal_record *rec);
-    /* After the lock was let go: makes what was appended durable as the
-     * log's policy says (the journal's "always" fsync; a no-op otherwise).
-     * Several changes waiting together may share one. 0, or -1 (errno). */
-    int (*settle)(void *log);
+    /* Makes every record appended before the call durable. Several changes
+     * may share one. 0, or -1 (errno). */
+    int (*sync)(void *log);
+    /* 1 when something was appended since the last sync began. */
+    int (*dirty)(void *log);
     /* Why the log refuses changes (after lock or append failed). */
     const char *(*why)(void *log);
+    /* 1 once the log refuses changes. */
+    int (*failed)(void *log);
     /* A reload's records, with the lock held from begin to end around the
      * publish: begin sees the set about to be published, end the registry
      * after it. begin returns the state end needs (NULL: nothing to
      * record, or the log failed). */
     void *(*reload_begin)(void *log, pd_registry *r, const pd_scene_set *set);
     void (*reload_end)(void *log, pd_registry *r, void *state);
+    /* Applies every record the log holds to r (the config's scenes already
+     * loaded) and ws (may be NULL), reporting what it skips; then the log
+     * takes appends after them. 0, or -1 with the reason in err (the log
+     * is then only to be closed). Fields of stats a log does not have stay
+     * 0. */
+    int (*replay)(void *log, pd_registry *r, pd_world_store *ws, pd_journal_replay_stats *stats, char *err,
+                  size_t errlen);
+    /* The records of scene `name` after the one that made version `from`
+     * (0: the scene's whole history the log holds; a version no record
+     * made, such as a config scene's as loaded, when the log's first
+     * record of the scene is the update made on it), in order, to fn. 0, 1
+     * when the log no longer holds that point (compacted past it: the
+     * reader needs the scene whole, pd_journal_scene_record of what the
+     * registry serves, and tails on from its version), -1 with err. */
+    int (*tail)(void *log, const char *name, uint64_t from, pd_journal_tail_fn fn, void *user, char *err,
+                size_t errlen);
+    /* Records r's state at one instant (taken under the lock; appends go
+     * on before and after it) as the point replay starts from. The
+     * records before it stay until compact. 0, or -1 with err (the log
+     * then replays as before). */
+    int (*snapshot)(void *log, pd_registry *r, char *err, size_t errlen);
+    /* Drops the records the last snapshot made unneeded. 0, or -1 with err. */
+    int (*compact)(void *log, char *err, size_t errlen);
+    /* 1 when the log has grown enough since its snapshot to want one. */
+    int (*wants_compaction)(void *log);
+    /* Bytes held since the last snapshot, and the snapshot's. */
+    void (*sizes)(void *log, uint64_t *log_bytes, uint64_t *snapshot_bytes);
+    /* Makes what was appended durable unless the log was told not to
+     * (the file journal's fsync "no"), and frees the log. */
+    void (*close)(void *log);
 } pd_changelog_ops;
 
 typedef struct pd_changelog {
@@ -58,8 +124,12 @@ typedef struct pd_changelog {
     void *log;
 } pd_changelog;
 
-/* The file journal as a change log (j stays the caller's). */
+/* The file journal as a change log: an open one (j stays the caller's), or
+ * one to be opened by the store's replay (pd_store_replay), which the
+ * store then owns (ops NULL with the reason in err when opts cannot be
+ * used or memory ran out). */
 pd_changelog pd_journal_changelog(pd_journal *j);
+pd_changelog pd_journal_file_log(const pd_journal_opts *opts, char *err, size_t errlen);
 
 /* ---- the store ----------------------------------------------------------- */
 
@@ -71,9 +141,50 @@ pd_store *pd_store_create(pd_registry *registry, pd_world_store *world);
 void pd_store_destroy(pd_store *st);
 
 /* Sets the world (may be NULL) and the change log (before any change is
- * made through the store; a log set later records only what follows). */
+ * made through the store; a log set later records only what follows). A
+ * log set here stays the caller's, and is synced as pd_store_set_fsync
+ * says. */
 void pd_store_set_world(pd_store *st, pd_world_store *world);
 void pd_store_set_log(pd_store *st, pd_changelog log);
+
+/* ---- the log's life: replay, fsync, compaction, tails --------------------- */
+
+/* Replays log (pd_changelog_ops.replay) into the store's registry and
+ * world. Any thread (not the loop's); the store itself is not changed, so
+ * the loop may read it meanwhile. 0, or -1 with the reason in err (log is
+ * then closed). */
+int pd_store_replay(pd_store *st, pd_changelog log, pd_journal_replay_stats *stats, char *err, size_t errlen);
+/* Makes a replayed log the store's (the store closes it: pd_store_destroy)
+ * with its fsync policy. On the thread that owns the store, before any
+ * change. */
+void pd_store_own_log(pd_store *st, pd_changelog log, pd_conf_fsync fsync);
+
+/* The fsync policy: "always" syncs after each change, before its answer;
+ * "everysec" whenever pd_store_sync_due says (the server's 1 s timer);
+ * "no" never (the OS writes back). Default everysec. */
+void pd_store_set_fsync(pd_store *st, pd_conf_fsync fsync);
+pd_conf_fsync pd_store_fsync(const pd_store *st);
+
+/* 1 when the store has a log. Any thread. */
+int pd_store_has_log(const pd_store *st);
+/* 1 when the policy is everysec and something is not yet synced. Any
+ * thread, never waits. */
+int pd_store_sync_due(pd_store *st);
+/* Syncs the log now: 0 (also without a log), or -1 (errno). Not the loop's
+ * thread. */
+int pd_store_sync(pd_store *st);
+/* 1 when the log wants compacting. Any thread, never waits. */
+int pd_store_compaction_due(pd_store *st);
+/* Snapshot, then compact: the log then replays from the registry's state
+ * now. 0 (also without a log), or -1 with err. Not the loop's thread. */
+int pd_store_compact(pd_store *st, char *err, size_t errlen);
+/* The log's tail of scene `name` after version `from` (see the ops):
+ * 0, 1 (not held any more), -1 with err (also without a log). */
+int pd_store_tail(pd_store *st, const char *name, uint64_t from, pd_journal_tail_fn fn, void *user, char *err,
+                  size_t errlen);
+/* The log's sizes and whether it failed, for /metrics: 1, or 0 (all zeros)
+ * without a log. Any thread, never waits. */
+int pd_store_log_state(pd_store *st, uint64_t *log_bytes, uint64_t *snapshot_bytes, int *failed);
 
 pd_registry *pd_store_registry(const pd_store *st);
 pd_world_store *pd_store_world(const pd_store *st);
@@ -96,7 +207,7 @@ typedef struct pd_store_update {
 /* Applies ops (1..PD_SCENE_MAX_UPDATE_OPS, as one version) to scene
  * `name`: builds the version, appends its record under the log's lock just
  * before serving it (a version the log refused is never served: PD_INTERNAL
- * with the reason), settles the log, then refreshes the world's tables for
+ * with the reason), syncs the log as the fsync policy says, then refreshes the world's tables for
  * that scene, so a route asked for after the answer plans around it.
  * Statuses of pd_registry_update_hooked, and PD_INTERNAL when the log
  * refused. Returns out->status. */

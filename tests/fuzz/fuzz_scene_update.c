@@ -1,6 +1,6 @@
 /*
  * fuzz_scene_update.c - libFuzzer target for live cell updates:
- * pd_scene_apply_update (server/scene/pd_scene.c), its argument checks and
+ * pd_scene_apply_update (server/scene/pd_scene_update.c), its argument checks and
  * the local repair of clearance, unit grids and component labels.
  *
  * Input: byte 0 picks the starting scene (a uniform one and a weighted one,

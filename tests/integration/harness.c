@@ -10,6 +10,7 @@
  * the daemon exits and the pipe reaches EOF.
  */
 #include "harness.h"
+#include "pd_testsock.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -58,9 +59,7 @@ static const char *const pdi__sanitizer_markers[] = {
 
 double pdi_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+    return pd_ts_now_ms();
 }
 
 uint64_t pdi_now_ns(void)
@@ -706,6 +705,18 @@ char *pdi_metrics_get(const pdi_daemon *d)
     return pdi_metrics_http_get(d, "/metrics");
 }
 
+char *pdi_metrics_wait(const pdi_daemon *d, const char *needle, int timeout_ms)
+{
+    char *text = NULL;
+    for (int waited = 0;; waited += 5) {
+        free(text);
+        text = pdi_metrics_get(d);
+        if (!text || strstr(text, needle) || waited >= timeout_ms)
+            return text;
+        pdi_sleep_ms(5);
+    }
+}
+
 uint16_t pdi_metrics_port(const pdi_daemon *d)
 {
     static const char marker[] = "metrics on http://";
@@ -729,45 +740,26 @@ char *pdi_metrics_http_get(const pdi_daemon *d, const char *path)
     uint16_t port = pdi_metrics_port(d);
     if (port == 0)
         return NULL;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     char req[PDI_PATH_MAX + 64];
     int req_len = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
-    if (fd < 0 || req_len < 0 || (size_t)req_len >= sizeof req ||
-        connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || write(fd, req, (size_t)req_len) != req_len) {
+    int fd = req_len < 0 || (size_t)req_len >= sizeof req ? -1 : pd_ts_connect(port, 0, 0);
+    if (fd < 0 || pd_ts_send_all(fd, req, (size_t)req_len, PDI_CALL_TIMEOUT_MS) != 0) {
         fprintf(stderr, "harness: GET %s on port %u: %s\n", path, (unsigned)port, strerror(errno));
         if (fd >= 0)
             close(fd);
         return NULL;
     }
-    /* The responder closes after the body (HTTP/1.0). */
-    size_t cap = 64 * 1024, len = 0;
-    char *buf = malloc(cap);
-    for (ssize_t n = 1; buf && n > 0;) {
-        if (len + 1 == cap) {
-            char *bigger = realloc(buf, cap * 2);
-            if (!bigger) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = bigger;
-            cap *= 2;
-        }
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        n = poll(&p, 1, PDI_CALL_TIMEOUT_MS) == 1 ? read(fd, buf + len, cap - 1 - len) : -1;
-        if (n > 0)
-            len += (size_t)n;
-        else if (n < 0) {
-            free(buf);
-            buf = NULL;
-        }
+    /* The responder closes after the body (HTTP/1.0); a reset is a failure. */
+    size_t len = 0;
+    int reset = 0;
+    char *buf = pd_ts_read_to_close(fd, PDI__MAX_RESPONSE, PDI_CALL_TIMEOUT_MS, &len, &reset);
+    if (buf && reset) {
+        free(buf);
+        buf = NULL;
     }
     close(fd);
     if (!buf)
         return NULL;
-    buf[len] = '\0';
     char *body = strstr(buf, "\r\n\r\n");
     if (strncmp(buf, "HTTP/1.", 7) != 0 || !strstr(buf, " 200 ") || !body) {
         fprintf(stderr, "harness: %s answered: %.200s\n", path, buf);
@@ -1142,133 +1134,38 @@ out:
 
 /* ---- raw sockets ----------------------------------------------------------- */
 
-/* rcvbuf > 0 is set before connecting, so the window the server sees is
- * that small too (and the kernel does not grow it). */
-static int pdi__raw_connect(uint16_t port, int rcvbuf)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    if (rcvbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf) != 0) {
-        close(fd);
-        return -1;
-    }
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return -1;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
-}
-
+/* The sockets themselves are pd_testsock's (tests/support), shared with
+ * the unit tests; these wrap them in the harness's -1/NULL conventions. */
 int pdi_raw_connect(uint16_t port)
 {
-    return pdi__raw_connect(port, 0);
+    return pd_ts_connect(port, 0, 0);
 }
 
 int pdi_raw_connect_small_window(uint16_t port)
 {
-    return pdi__raw_connect(port, 4096);
-}
-
-/* Waits for fd to become ready for events; 1 ready, 0 timeout, -1 error. */
-static int pdi__wait(int fd, short events, double deadline)
-{
-    for (;;) {
-        int left = (int)(deadline - pdi_now_ms());
-        if (left < 0)
-            left = 0;
-        struct pollfd pfd = {fd, events, 0};
-        int pr = poll(&pfd, 1, left);
-        if (pr < 0 && errno == EINTR)
-            continue;
-        return pr;
-    }
+    return pd_ts_connect(port, 4096, 0);
 }
 
 int pdi_raw_send(int fd, const void *buf, size_t len)
 {
-    const uint8_t *p = buf;
-    double deadline = pdi_now_ms() + PDI_CALL_TIMEOUT_MS;
-    while (len > 0) {
-        if (pdi__wait(fd, POLLOUT, deadline) <= 0)
-            return -1;
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
+    return pd_ts_send_all(fd, buf, len, PDI_CALL_TIMEOUT_MS);
 }
 
 int pdi_raw_send_request(int fd, const Pathd__V1__Request *req)
 {
-    size_t len = pathd__v1__request__get_packed_size(req);
-    uint8_t *buf = malloc(len + 4);
-    if (!buf)
-        return -1;
-    buf[0] = (uint8_t)(len >> 24);
-    buf[1] = (uint8_t)(len >> 16);
-    buf[2] = (uint8_t)(len >> 8);
-    buf[3] = (uint8_t)len;
-    pathd__v1__request__pack(req, buf + 4);
-    int rc = pdi_raw_send(fd, buf, len + 4);
-    free(buf);
-    return rc;
-}
-
-/* Reads exactly len bytes before the deadline: 1 done, 0 EOF, -1 timeout/error. */
-static int pdi__read_exact(int fd, uint8_t *buf, size_t len, double deadline)
-{
-    while (len > 0) {
-        if (pdi__wait(fd, POLLIN, deadline) <= 0)
-            return -1;
-        ssize_t n = recv(fd, buf, len, MSG_DONTWAIT);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
-            continue;
-        if (n == 0 || (n < 0 && errno == ECONNRESET))
-            return 0;
-        if (n < 0)
-            return -1;
-        buf += n;
-        len -= (size_t)n;
-    }
-    return 1;
+    return pd_ts_send_msg(fd, &req->base, PDI_CALL_TIMEOUT_MS);
 }
 
 Pathd__V1__Response *pdi_raw_recv(int fd, int timeout_ms, int *eof)
 {
-    double deadline = pdi_now_ms() + timeout_ms;
-    uint8_t h[4];
+    size_t len;
+    pd_ts_frame_status st;
+    uint8_t *payload = pd_ts_recv_frame(fd, PDI__MAX_RESPONSE, timeout_ms, &len, &st);
     if (eof)
-        *eof = 0;
-    int r = pdi__read_exact(fd, h, 4, deadline);
-    if (r != 1) {
-        if (eof)
-            *eof = r == 0;
-        return NULL;
-    }
-    uint32_t len = ((uint32_t)h[0] << 24) | ((uint32_t)h[1] << 16) | ((uint32_t)h[2] << 8) | h[3];
-    if (len > PDI__MAX_RESPONSE)
-        return NULL;
-    uint8_t *payload = malloc(len ? len : 1);
+        *eof = st == PD_TS_FRAME_CLOSED || st == PD_TS_FRAME_TRUNCATED;
     if (!payload)
         return NULL;
-    r = pdi__read_exact(fd, payload, len, deadline);
-    Pathd__V1__Response *resp = NULL;
-    if (r == 1)
-        resp = pathd__v1__response__unpack(NULL, len, payload);
-    else if (eof)
-        *eof = r == 0;
+    Pathd__V1__Response *resp = pathd__v1__response__unpack(NULL, len, payload);
     free(payload);
     return resp;
 }
@@ -1291,17 +1188,7 @@ Pathd__V1__Response *pdi_raw_recv_final(int fd, uint64_t id, int timeout_ms)
 
 int pdi_raw_wait_closed(int fd, int timeout_ms)
 {
-    double deadline = pdi_now_ms() + timeout_ms;
-    uint8_t buf[4096];
-    for (;;) {
-        if (pdi__wait(fd, POLLIN, deadline) <= 0)
-            return 0;
-        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno == ECONNRESET))
-            return 1;
-        if (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
-            return 0;
-    }
+    return pd_ts_wait_closed(fd, timeout_ms);
 }
 
 void pdi_fp_init(pdi_fp_msg *m, uint64_t id, const char *scene, int32_t sx, int32_t sy, int32_t gx,

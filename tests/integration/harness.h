@@ -183,6 +183,11 @@ uint16_t pdi_metrics_port(const pdi_daemon *d);
  * from the "metrics on http://..." log line. Returns the body (heap, the
  * caller frees it) or NULL after printing why. */
 char *pdi_metrics_get(const pdi_daemon *d);
+/* GET /metrics until its body contains needle, for up to timeout_ms: a
+ * worker may write an answer itself before the loop counts its job, so a
+ * scrape right after an answer can miss that answer's count. Returns the
+ * last body (heap; the caller frees it), NULL when no scrape answered. */
+char *pdi_metrics_wait(const pdi_daemon *d, const char *needle, int timeout_ms);
 /* The same for any path on the metrics port, e.g. "/livez". */
 char *pdi_metrics_http_get(const pdi_daemon *d, const char *path);
 

@@ -116,8 +116,42 @@ static void fake_write(fake_server *fs, int fd, const uint8_t *buf, size_t n)
     }
 }
 
-/* Reads one request frame; NULL on EOF or timeout. */
+static void fake_send_response(fake_server *fs, int fd, const Pathd__V1__Response *resp);
+
+/* The in-flight cap the fake reports to the GetLimits a client sends on
+ * connect (flow control): more than any script sends. */
+#define FAKE_INFLIGHT_CAP 100000
+
+/* Reads one request frame; NULL on EOF or timeout. A client's GetLimits is
+ * answered here, and neither returned nor counted. */
+static Pathd__V1__Request *fake_recv_any(fake_server *fs, int fd);
+
 static Pathd__V1__Request *fake_recv(fake_server *fs, int fd)
+{
+    for (;;) {
+        Pathd__V1__Request *req = fake_recv_any(fs, fd);
+        if (!req || req->body_case != PATHD__V1__REQUEST__BODY_LIMITS) {
+            if (req) {
+                if (fs->requests_seen < (int)(sizeof fs->ids / sizeof fs->ids[0]))
+                    fs->ids[fs->requests_seen] = req->id;
+                fs->requests_seen++;
+            }
+            return req;
+        }
+        Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+        Pathd__V1__Limits lim = PATHD__V1__LIMITS__INIT;
+        lim.max_inflight_per_conn = FAKE_INFLIGHT_CAP;
+        lim.max_batch_items = 256;
+        resp.id = req->id;
+        resp.final = 1;
+        resp.body_case = PATHD__V1__RESPONSE__BODY_LIMITS;
+        resp.limits = &lim;
+        fake_send_response(fs, fd, &resp);
+        pathd__v1__request__free_unpacked(req, NULL);
+    }
+}
+
+static Pathd__V1__Request *fake_recv_any(fake_server *fs, int fd)
 {
     uint8_t h[4];
     if (!fake_read_exact(fd, h, 4))
@@ -136,9 +170,6 @@ static Pathd__V1__Request *fake_recv(fake_server *fs, int fd)
         fake_fail(fs, __LINE__, "request did not arrive whole or did not decode");
         return NULL;
     }
-    if (fs->requests_seen < (int)(sizeof fs->ids / sizeof fs->ids[0]))
-        fs->ids[fs->requests_seen] = req->id;
-    fs->requests_seen++;
     return req;
 }
 

@@ -25,9 +25,9 @@
 
 /* One answer's inputs as the encode tests build them: the request id, the
  * scene and every result field the three job encoders read. */
-typedef enum { PD_JOB_FIND_PATH, PD_JOB_UPDATE_CELLS, PD_JOB_FIND_ROUTE } pd_job_kind;
-typedef struct pd_job {
-    pd_job_kind kind;
+typedef enum { ANSWER_FIND_PATH, ANSWER_UPDATE_CELLS, ANSWER_FIND_ROUTE } answer_kind;
+typedef struct answer_in {
+    answer_kind kind;
     uint64_t request_id;
     pd_scene *scene;
     pd_status status;
@@ -43,7 +43,7 @@ typedef struct pd_job {
     size_t n_legs;
     int route_pinned;
     int want_world;              /* encode world coordinates too */
-} pd_job;
+} answer_in;
 
 /* One waypoint of a frame's packed arrays, decoded as a client does:
  * running sums over the deltas from the frame's absolute first cell. */
@@ -79,7 +79,7 @@ static wp wp_at(const Pathd__V1__Waypoints *m, size_t k)
     return w;
 }
 
-static uint8_t *encode_path(const pd_job *job, uint32_t per_chunk, size_t *len)
+static uint8_t *encode_path(const answer_in *job, uint32_t per_chunk, size_t *len)
 {
     pd_path_result r = {
         .status = job->status, .metrics = job->metrics, .path = job->path, .path_len = job->path_len,
@@ -89,7 +89,7 @@ static uint8_t *encode_path(const pd_job *job, uint32_t per_chunk, size_t *len)
     return pd_codec_encode_path(job->request_id, job->scene, &r, per_chunk, job->want_world, len);
 }
 
-static uint8_t *encode_route(const pd_job *job, uint32_t per_chunk, size_t *len)
+static uint8_t *encode_route(const answer_in *job, uint32_t per_chunk, size_t *len)
 {
     pd_route_result r = {
         .status = job->status, .metrics = job->metrics, .legs = job->legs, .n_legs = job->n_legs,
@@ -98,7 +98,7 @@ static uint8_t *encode_route(const pd_job *job, uint32_t per_chunk, size_t *len)
     return pd_codec_encode_route(job->request_id, &r, per_chunk, job->want_world, len);
 }
 
-static uint8_t *encode_update(const pd_job *job, size_t *len)
+static uint8_t *encode_update(const answer_in *job, size_t *len)
 {
     pd_update_outcome o = {.status = job->status, .update = job->update_result};
     return pd_codec_encode_update(job->request_id, job->update_scene, &o, len);
@@ -664,7 +664,7 @@ static void test_decode_unknown_fields_ignored(void **state)
 
 /* ---- encode ------------------------------------------------------------ */
 
-static void check_path_answer(const pd_job *job, const scene_fixture *f, uint32_t per_chunk,
+static void check_path_answer(const answer_in *job, const scene_fixture *f, uint32_t per_chunk,
                               size_t expect_chunks)
 {
     size_t len, seen = 0;
@@ -722,7 +722,7 @@ static void check_path_answer(const pd_job *job, const scene_fixture *f, uint32_
     free(buf);
 }
 
-static void make_job(pd_job *job, pd_scene *scene, size_t path_len, pd_status status)
+static void make_job(answer_in *job, pd_scene *scene, size_t path_len, pd_status status)
 {
     memset(job, 0, sizeof *job);
     job->request_id = 0x1122334455667788ull;
@@ -748,7 +748,7 @@ static void make_job(pd_job *job, pd_scene *scene, size_t path_len, pd_status st
 static void test_encode_path_chunks(void **state)
 {
     scene_fixture f;
-    pd_job job;
+    answer_in job;
     (void)state;
     scene_fixture_init(&f, "town", 40, 30);
 
@@ -777,10 +777,67 @@ static void test_encode_path_chunks(void **state)
     scene_fixture_free(&f);
 }
 
+/* The server's job (pd_job.h) encodes through pd_codec_encode_job: a
+ * FindPath job gives exactly the frames pd_codec_encode_path gives for its
+ * result, and a reachability query's job the movement answer; a kind the
+ * server answers itself has no job encoder. */
+static void test_encode_job_by_kind(void **state)
+{
+    scene_fixture f;
+    answer_in in;
+    (void)state;
+    scene_fixture_init(&f, "town", 40, 30);
+    make_job(&in, &f.scene, 600, PD_OK);
+
+    pd_job *job = pd_job_new(PD_REQ_FIND_PATH, NULL);
+    assert_non_null(job);
+    job->task.tag = in.request_id;
+    job->max_chunk = 256;
+    job->want_world = 1;
+    job->path.status = PD_OK;
+    job->path.metrics = in.metrics;
+    job->path.path = in.path;
+    job->path.path_len = in.path_len;
+    size_t want_len, got_len;
+    uint8_t *want = encode_path(&in, 256, &want_len);
+    job->scene = &f.scene; /* borrowed: not released below */
+    uint8_t *got = pd_codec_encode_job(job, &got_len);
+    assert_non_null(got);
+    assert_int_equal(got_len, want_len);
+    assert_memory_equal(got, want, want_len);
+    free(got);
+    free(want);
+
+    job->kind = PD_REQ_REACHABLE;
+    pd_move_result r;
+    memset(&r, 0, sizeof r);
+    r.status = PD_OK;
+    r.yes = 1;
+    r.version = 7;
+    job->move_results = &r;
+    want = pd_codec_encode_move(job->task.tag, PD_REQ_REACHABLE, &r, &want_len);
+    got = pd_codec_encode_job(job, &got_len);
+    assert_non_null(got);
+    assert_int_equal(got_len, want_len);
+    assert_memory_equal(got, want, want_len);
+    free(got);
+    free(want);
+
+    job->kind = PD_REQ_PING;
+    assert_null(pd_codec_encode_job(job, &got_len));
+    assert_int_equal(got_len, 0);
+    job->kind = PD_REQ__COUNT;
+    assert_null(pd_codec_encode_job(job, &got_len));
+
+    free(in.path);
+    free(job);
+    scene_fixture_free(&f);
+}
+
 static void test_encode_path_sizes_of_600_in_256(void **state)
 {
     scene_fixture f;
-    pd_job job;
+    answer_in job;
     size_t len;
     uint8_t *buf;
     frames fr;
@@ -835,7 +892,7 @@ static void test_encode_path_protocol_example(void **state)
         0x00, 0x00, 0x26, 0xc0,
     };
     scene_fixture f;
-    pd_job job;
+    answer_in job;
     size_t len;
     uint8_t *buf;
     (void)state;
@@ -880,7 +937,7 @@ static void test_encode_path_protocol_example(void **state)
 static void test_encode_path_without_path(void **state)
 {
     scene_fixture f;
-    pd_job job;
+    answer_in job;
     (void)state;
     scene_fixture_init(&f, "town", 40, 30);
     make_job(&job, &f.scene, 0, PD_NO_PATH);
@@ -910,7 +967,7 @@ static void test_encode_path_without_path(void **state)
 static void test_stamp_timing_on_the_final_frame(void **state)
 {
     scene_fixture f;
-    pd_job job;
+    answer_in job;
     size_t len, plain_len;
     uint8_t *buf, *plain;
     frames fr, before;
@@ -1143,7 +1200,7 @@ static void test_encode_scene_info_and_list(void **state)
 static void test_encoded_frames_pass_the_reader(void **state)
 {
     scene_fixture f;
-    pd_job job;
+    answer_in job;
     size_t len, off = 0, got = 0;
     uint8_t *buf;
     pd_frame_reader r;
@@ -1490,7 +1547,7 @@ static void test_decode_update_cells_errors(void **state)
 static void test_encode_path_issue4_fields(void **state)
 {
     scene_fixture f;
-    pd_job job;
+    answer_in job;
     size_t len;
     uint8_t *buf;
     frames fr;
@@ -1554,13 +1611,13 @@ static void test_encode_path_issue4_fields(void **state)
 
 static void test_encode_update(void **state)
 {
-    pd_job job;
+    answer_in job;
     size_t len;
     uint8_t *buf;
     frames fr;
     (void)state;
     memset(&job, 0, sizeof job);
-    job.kind = PD_JOB_UPDATE_CELLS;
+    job.kind = ANSWER_UPDATE_CELLS;
     job.request_id = 31;
     strcpy(job.update_scene, "town");
     job.status = PD_OK;
@@ -1895,7 +1952,7 @@ static void test_decode_find_route_errors(void **state)
 
 /* A route job by hand: leg 0 in scene a (5 cells, timed, portal "door" to
  * b), leg 1 in scene b (3 cells, the last leg). */
-static void make_route_job(pd_job *job, pd_route_leg legs[2], scene_fixture *a, scene_fixture *b,
+static void make_route_job(answer_in *job, pd_route_leg legs[2], scene_fixture *a, scene_fixture *b,
                            pd_point *path0, pd_point *path1, double *t0, double *t1)
 {
     memset(job, 0, sizeof *job);
@@ -1913,7 +1970,7 @@ static void make_route_job(pd_job *job, pd_route_leg legs[2], scene_fixture *a, 
     strcpy(legs[0].portal, "door");
     strcpy(legs[0].next_scene, b->scene.name);
     legs[1] = (pd_route_leg){.scene = &b->scene, .path = path1, .path_len = 3, .times = t1, .cost = 2.0};
-    job->kind = PD_JOB_FIND_ROUTE;
+    job->kind = ANSWER_FIND_ROUTE;
     job->request_id = 77;
     job->status = PD_PARTIAL;
     job->legs = legs;
@@ -1940,7 +1997,7 @@ static void check_route_waypoint(wp w, const pd_scene *scene, pd_point cell, dou
 static void test_encode_route_legs(void **state)
 {
     scene_fixture a, b;
-    pd_job job;
+    answer_in job;
     pd_route_leg legs[2];
     pd_point path0[5], path1[3];
     double t0[5], t1[3];
@@ -2032,12 +2089,12 @@ static void test_encode_route_legs(void **state)
 
 static void test_encode_route_failure(void **state)
 {
-    pd_job job;
+    answer_in job;
     size_t len;
     frames fr;
     (void)state;
     memset(&job, 0, sizeof job);
-    job.kind = PD_JOB_FIND_ROUTE;
+    job.kind = ANSWER_FIND_ROUTE;
     job.request_id = 78;
     job.status = PD_NO_PATH;
     job.metrics.expanded = 12;
@@ -2075,6 +2132,7 @@ int main(void)
         cmocka_unit_test(test_decode_element_cap),
         cmocka_unit_test(test_decode_nul_in_string),
         cmocka_unit_test(test_encode_path_chunks),
+        cmocka_unit_test(test_encode_job_by_kind),
         cmocka_unit_test(test_encode_path_sizes_of_600_in_256),
         cmocka_unit_test(test_encode_path_without_path),
         cmocka_unit_test(test_encode_path_protocol_example),

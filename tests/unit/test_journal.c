@@ -30,6 +30,7 @@
 
 #include "pd_journal.h"
 #include "pd_store.h"
+#include "same_scene.h"
 #include "test_rng.h"
 
 static const uint32_t UNITS_12[] = { 1, 2 };
@@ -274,39 +275,6 @@ static pd_journal *open_at(const char *dir, pd_registry *r, warned *w, pd_journa
     return j;
 }
 
-/* The cells of scene `name` in r, with its version and authored state,
- * must equal those in q. */
-static void assert_same_scene(pd_registry *r, pd_registry *q, const char *name)
-{
-    pd_scene *a = pd_registry_acquire(r, name), *b = pd_registry_acquire(q, name);
-    if (!a || !b)
-        fail_msg("scene '%s' served by %s", name, a ? "the first only" : b ? "the second only" : "neither");
-    assert_int_equal(a->version, b->version);
-    assert_int_equal(a->runtime, b->runtime);
-    assert_int_equal(a->grid->width, b->grid->width);
-    assert_int_equal(a->grid->height, b->grid->height);
-    assert_true(a->origin_x == b->origin_x && a->origin_y == b->origin_y && a->cell_size == b->cell_size);
-    assert_int_equal(a->n_unit_sizes, b->n_unit_sizes);
-    assert_int_equal(a->passable_cells, b->passable_cells);
-    for (int32_t y = 0; y < a->grid->height; y++)
-        for (int32_t x = 0; x < a->grid->width; x++)
-            assert_int_equal(pd_grid_get(a->grid, x, y), pd_grid_get(b->grid, x, y));
-    /* The authored state too: RESTORE over the whole scene gives equal grids. */
-    pd_scene_update restore = { .op = PD_UPDATE_RESTORE, .is_rect = 1, .rect_min = { 0, 0 },
-                                .rect_max = { a->grid->width - 1, a->grid->height - 1 } };
-    pd_scene *ra = NULL, *rb = NULL;
-    assert_int_equal(pd_scene_apply_updates(a, &restore, 1, &ra, NULL), PD_OK);
-    assert_int_equal(pd_scene_apply_updates(b, &restore, 1, &rb, NULL), PD_OK);
-    const pd_grid *ga = ra ? ra->grid : a->grid, *gb = rb ? rb->grid : b->grid;
-    for (int32_t y = 0; y < ga->height; y++)
-        for (int32_t x = 0; x < ga->width; x++)
-            assert_int_equal(pd_grid_get(ga, x, y), pd_grid_get(gb, x, y));
-    pd_scene_release(ra);
-    pd_scene_release(rb);
-    pd_scene_release(a);
-    pd_scene_release(b);
-}
-
 static void tmpdir(char *out, size_t cap)
 {
     snprintf(out, cap, "/tmp/pd-journal-XXXXXX");
@@ -377,19 +345,6 @@ static void make_changes(pd_journal *j, pd_registry *r, uint64_t *rng, int round
         size_t n = random_ops(rng, pts, ops);
         update(j, r, targets[i % 3], ops, n);
     }
-}
-
-static void assert_same_world(pd_registry *a, pd_registry *b)
-{
-    pd_scene **la, **lb;
-    size_t na = pd_registry_list(a, &la), nb = pd_registry_list(b, &lb);
-    assert_int_equal(na, nb);
-    for (size_t i = 0; i < na; i++) {
-        assert_string_equal(la[i]->name, lb[i]->name);
-        assert_same_scene(a, b, la[i]->name);
-    }
-    pd_registry_release_list(la, na);
-    pd_registry_release_list(lb, nb);
 }
 
 /* Replays dir into a fresh registry over the config `town`: no warning,
@@ -642,6 +597,84 @@ static void test_compaction_keeps_the_state(void **state)
     rm_rf(dir);
 }
 
+static int tail_town(pd_store *st, uint64_t from, tailed *t)
+{
+    return tail_of(st, "town", from, t);
+}
+
+/* The file journal as the store opens it (pd_journal_file_log replayed by
+ * pd_store_replay): a tail from a version gives the scene's later records
+ * from the log file in order; after a compaction an older point is gone,
+ * the snapshot's version goes on; the store closes the journal, and a
+ * second store replays it to the same scenes. */
+static void test_store_opens_and_tails_the_file_journal(void **state)
+{
+    (void)state;
+    char dir[64];
+    tmpdir(dir, sizeof dir);
+    uint64_t rng = 99;
+    uint8_t *town = random_cells(&rng, W, H);
+    pd_registry *live = config_registry(town);
+    pd_journal_opts o = { .dir = dir, .fsync = PD_CONF_FSYNC_ALWAYS, .compact_bytes = 1u << 30 };
+    char err[512];
+    pd_store *st = pd_store_create(live, NULL);
+    pd_changelog log = pd_journal_file_log(&o, err, sizeof err);
+    assert_non_null(log.ops);
+    if (pd_store_replay(st, log, NULL, err, sizeof err) != 0)
+        fail_msg("replay: %s", err);
+    pd_store_own_log(st, log, PD_CONF_FSYNC_ALWAYS);
+    for (int i = 0; i < 5; i++) {
+        pd_point p = { i, 1 };
+        pd_scene_update op = { .op = PD_UPDATE_COST, .cost = (uint8_t)(2 + i), .cells = &p, .n_cells = 1 };
+        pd_store_update out;
+        assert_int_equal(pd_store_update_cells(st, "town", &op, 1, &out), PD_OK);
+        assert_int_equal(out.update.version, 2 + i);
+    }
+    tailed t;
+    assert_int_equal(tail_town(st, 3, &t), 0);
+    assert_int_equal(t.n, 3);
+    for (size_t i = 0; i < t.n; i++) {
+        assert_int_equal(t.types[i], PD_JOURNAL_UPDATE);
+        assert_int_equal(t.versions[i], 4 + i);
+    }
+    assert_int_equal(tail_town(st, 0, &t), 0);  /* the whole history the log holds */
+    assert_int_equal(t.n, 5);
+    assert_int_equal(tail_town(st, 1, &t), 0);  /* as the config loaded it: the same */
+    assert_int_equal(t.n, 5);
+    assert_int_equal(t.versions[0], 2);
+    assert_int_equal(tail_town(st, 6, &t), 0);
+    assert_int_equal(t.n, 0);
+    assert_int_equal(tail_town(st, 9, &t), 1);  /* never at 9 */
+
+    assert_int_equal(pd_store_compact(st, err, sizeof err), 0);
+    assert_int_equal(tail_town(st, 3, &t), 1);
+    pd_point p = { 0, 1 }; /* cost 2 since the first update: blocking it changes it */
+    pd_scene_update op = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
+    pd_store_update out;
+    assert_int_equal(pd_store_update_cells(st, "town", &op, 1, &out), PD_OK);
+    assert_int_equal(tail_town(st, 6, &t), 0);
+    assert_int_equal(t.n, 1);
+    assert_int_equal(t.versions[0], 7);
+    uint64_t log_bytes, snap_bytes;
+    int failed;
+    assert_int_equal(pd_store_log_state(st, &log_bytes, &snap_bytes, &failed), 1);
+    assert_true(log_bytes > PD_JOURNAL_MAGIC_BYTES && snap_bytes > PD_JOURNAL_MAGIC_BYTES);
+    pd_store_destroy(st); /* closes the journal: its directory lock goes */
+
+    pd_registry *again = config_registry(town);
+    pd_store *st2 = pd_store_create(again, NULL);
+    log = pd_journal_file_log(&o, err, sizeof err);
+    if (pd_store_replay(st2, log, NULL, err, sizeof err) != 0)
+        fail_msg("replay: %s", err);
+    pd_store_own_log(st2, log, PD_CONF_FSYNC_NO);
+    assert_same_world(live, again);
+    pd_store_destroy(st2);
+    pd_registry_destroy(again);
+    pd_registry_destroy(live);
+    free(town);
+    rm_rf(dir);
+}
+
 /* A reload that replaced the config scene (RESET: replay goes back to the
  * config's cells at that version, and later updates apply on it), then one
  * that dropped it (DROP: it stays gone). */
@@ -884,6 +917,7 @@ int main(void)
         cmocka_unit_test(test_parallel_scene_updates_replay),
         cmocka_unit_test(test_damaged_log_is_truncated_and_reported),
         cmocka_unit_test(test_compaction_keeps_the_state),
+        cmocka_unit_test(test_store_opens_and_tails_the_file_journal),
         cmocka_unit_test(test_reset_and_drop_of_config_scenes),
         cmocka_unit_test(test_second_opener_is_refused),
         cmocka_unit_test(test_failed_log_creation_leaves_no_file),

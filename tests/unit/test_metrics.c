@@ -37,12 +37,14 @@
 #include "pd_http.h"
 #include "pd_metrics.h"
 #include "pd_scene.h"
+#include "pd_testsock.h"
 #include "prom_sample.h"
 
 #define T_CONFIG PD_TEST_DATA_DIR "/net_server.json"
 /* How long the client waits for any one answer before the test fails
  * (generous: sanitizer builds are slow). */
 #define T_RECV_TIMEOUT_S 20
+#define T_RECV_TIMEOUT_MS (T_RECV_TIMEOUT_S * 1000)
 /* Largest answer the test client reads. */
 #define T_MAX_ANSWER (256u * 1024u)
 /* Read timeout for the tests that wait for it: short, so they run fast. */
@@ -844,18 +846,9 @@ static void t_stop(t_http *t)
 /* A client connection; window > 0 sets its receive buffer first. */
 static int t_connect_window(uint16_t port, int window)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    if (window > 0)
-        assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &window, sizeof window), 0);
-    struct timeval tv = {T_RECV_TIMEOUT_S, 0};
-    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    int fd = pd_ts_connect(port, window, T_RECV_TIMEOUT_MS);
+    if (fd < 0)
+        fail_msg("connect to port %u: %s", (unsigned)port, strerror(errno));
     return fd;
 }
 
@@ -866,13 +859,8 @@ static int t_connect(uint16_t port)
 
 static void t_send(int fd, const void *data, size_t len)
 {
-    const char *p = data;
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        assert_true(n > 0);
-        p += n;
-        len -= (size_t)n;
-    }
+    if (pd_ts_send_all(fd, data, len, T_RECV_TIMEOUT_MS) != 0)
+        fail_msg("send: %s", strerror(errno));
 }
 
 /* Reads until the server closes. A reset fails the test unless
@@ -882,20 +870,12 @@ static void t_send(int fd, const void *data, size_t len)
  * Fails on the receive timeout. Returns a malloc'd, NUL-terminated buffer. */
 static char *t_read_all(int fd, size_t *len_out, int allow_reset)
 {
-    char *buf = malloc(T_MAX_ANSWER + 1);
-    assert_non_null(buf);
-    size_t len = 0;
-    for (;;) {
-        assert_true(len < T_MAX_ANSWER);
-        ssize_t n = recv(fd, buf + len, T_MAX_ANSWER - len, 0);
-        if (n == 0 || (n < 0 && errno == ECONNRESET && allow_reset))
-            break;
-        if (n < 0)
-            fail_msg("recv: %s", strerror(errno));
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
-    *len_out = len;
+    int reset = 0;
+    char *buf = pd_ts_read_to_close(fd, T_MAX_ANSWER - 1, T_RECV_TIMEOUT_MS, len_out, &reset);
+    if (!buf)
+        fail_msg("recv: no close within %d s, an error or over %u bytes", T_RECV_TIMEOUT_S, T_MAX_ANSWER);
+    if (reset && !allow_reset)
+        fail_msg("recv: %s", strerror(ECONNRESET));
     return buf;
 }
 
@@ -1093,14 +1073,12 @@ static char *t_try_get(uint16_t port, const char *request)
 {
     int fd = t_connect(port);
     t_send(fd, request, strlen(request));
-    char *buf = malloc(T_MAX_ANSWER + 1);
-    assert_non_null(buf);
     size_t len = 0;
-    ssize_t n;
-    while (len < T_MAX_ANSWER && (n = recv(fd, buf + len, T_MAX_ANSWER - len, 0)) > 0)
-        len += (size_t)n;
+    int reset = 0;
+    char *buf = pd_ts_read_to_close(fd, T_MAX_ANSWER, T_RECV_TIMEOUT_MS, &len, &reset);
     close(fd);
-    buf[len] = '\0';
+    if (!buf)
+        return NULL;
     if (!strstr(buf, "\r\n\r\n")) {
         free(buf);
         return NULL;

@@ -1053,7 +1053,7 @@ static pd_scene_update random_op(const model *m, pd_point *cells)
  * carrying 2..4 operations as one version, on the model's scene with units
  * 1, 2, 3, 5, 8 and 16 (PD_UNIT_SIZE_MAX) and a spare kept whatever its
  * size: so nearly every version is built by replaying the update before on
- * the version it replaced, then applying its own (pd_scene.c). Every 97th
+ * the version it replaced, then applying its own (pd_scene_update.c). Every 97th
  * version and the last must equal a fresh build (grid, bitsets, clearance,
  * unit grids, labels as a partition, passable count). From time to time a reader holds a version across a few
  * updates, so the spare is sometimes busy and a copy is made instead, and

@@ -1,5 +1,5 @@
 /*
- * test_watch_hub.c - the net layer's watch subscriptions (pd_watch.c)
+ * test_watch_hub.c - the net layer's watch subscriptions (pd_watchers.c)
  * without sockets: a server struct with the config's defaults, connections
  * that are never opened (their answers pile up in their pending queue,
  * where the test reads them back as frames), a registry with real scenes.
@@ -44,8 +44,8 @@ static pd__conn *fake_conn(pd_server *s, uint64_t id)
     assert_non_null(c);
     c->server = s;
     c->id = id;
-    c->next = s->conns;
-    s->conns = c;
+    c->next = s->table.conns;
+    s->table.conns = c;
     return c;
 }
 
@@ -62,7 +62,7 @@ static int setup(void **state)
     f->s = calloc(1, sizeof *f->s);
     assert_non_null(f->s);
     f->s->conf = pd_conf_defaults;
-    f->s->answering = -1;
+    f->s->dispatch.answering = -1;
     f->s->registry = pd_registry_create();
     assert_non_null(f->s->registry);
     add_scene(f->s->registry, "north");
@@ -85,7 +85,7 @@ static void drop_pending(pd__conn *c)
 static int teardown(void **state)
 {
     hub_fixture *f = *state;
-    pd__conn *c = f->s->conns;
+    pd__conn *c = f->s->table.conns;
     while (c) {
         pd__conn *next = c->next;
         pd__watch_conn_closed(c);
@@ -291,7 +291,7 @@ static void test_overflow_ends_only_the_slow_connections_watches(void **state)
     }
     assert_int_equal(overflows, 2);
     free_frames(fr);
-    assert_int_equal(f->s->watchers_dropped_total, 2);
+    assert_int_equal(f->s->watch.dropped_total, 2);
     assert_null(f->a->watches);
     /* b went on: it heard version 2 and hears 3. */
     publish(f->s, PD_WATCH_UPDATED, "north", 3);

@@ -23,7 +23,7 @@ const path = require('node:path');
 const { describe, it, before, after } = require('node:test');
 
 const {
-  PathdClient, PathdError, PathdDisconnected, PathdProtocolError, PathdTimeout,
+  PathdClient, PathdPool, PathdError, PathdDisconnected, PathdProtocolError, PathdTimeout, PathdQueueFull,
   RETRY_ATTEMPTS, RETRY_BACKOFF_FIRST_MS, query, gridRows,
 } = require('../pathd-client');
 const {
@@ -98,10 +98,10 @@ function assertStatus(status) {
 
 /* Starts a helper Daemon before the suite's tests and stops it after them,
  * requiring a clean exit; returns a function that gives the daemon. */
-function helperDaemon(limits, auth = null) {
+function helperDaemon(limits, auth = null, top = {}) {
   let daemon;
   before(async () => {
-    daemon = await Daemon.start(limits, auth);
+    daemon = await Daemon.start(limits, auth, top);
   });
   after(async () => {
     const log = daemon.log();
@@ -657,30 +657,101 @@ describe('cancel and other orderings that need a running search, against a daemo
 describe('daemon with one request in flight per connection', () => {
   const daemon = helperDaemon({ max_inflight_per_conn: 1 });
 
-  it('answers a pipelined request beyond the limit with OVERLOADED', async () => {
+  it('holds a pipelined request beyond the cap in its queue instead of drawing OVERLOADED', async () => {
     const client = new PathdClient(daemon().addr, { timeoutMs: 10000 });
     try {
-      await client.ping(); // connects, so the two requests can be corked together
-      const [long, short] = corked(client, () => [client.sendFindPath(...TRAP), client.sendFindPath(...SHORT)]);
-      assert.equal((await short.promise).status, 'OVERLOADED');
+      await client.ping(); // connects; GetLimits, sent first, is answered before the pong
+      assert.equal(client.inFlightCap, 1);
+      const before = (await client.stats()).overloadedTotal;
+      const long = client.sendFindPath(...TRAP);
+      const short = client.sendFindPath(...SHORT);
+      assert.deepEqual([client.inFlight, client.inFlightSlots, client.queued], [1, 1, 1]);
+      assert.equal((await short.promise).status, 'OK');
       assert.equal((await long.promise).status, 'OK');
+      assert.equal((await client.stats()).overloadedTotal, before);
+    } finally {
+      client.close();
+    }
+  });
+});
+
+describe('daemon with one worker and a job queue of one', () => {
+  // The server's own OVERLOADED, which flow control cannot prevent: the job
+  // queue is shared by every connection. One trap search runs, one waits,
+  // the rest of those sent together are refused and retried.
+  const daemon = helperDaemon({ job_queue_capacity: 1 }, null, { threads: 1 });
+
+  it('retries OVERLOADED with jittered backoff until each request fits', async () => {
+    const clients = Array.from({ length: 5 }, () => new PathdClient(daemon().addr,
+      { timeoutMs: 60000, retryAttempts: 1000, retryDeadlineMs: 60000 }));
+    try {
+      const before = (await clients[0].stats()).overloadedTotal;
+      const results = await Promise.all(clients.map((c) => c.findPath(...TRAP)));
+      assert.deepEqual(results.map((r) => r.status), clients.map(() => 'OK'));
+      const refused = clients.reduce((n, c) => n + c.overloadedCount, 0);
+      assert.ok(refused >= 1, 'at most two of five were admitted at once');
+      assert.equal((await clients[0].stats()).overloadedTotal - before, refused);
+    } finally {
+      clients.forEach((c) => c.close());
+    }
+  });
+});
+
+describe('flow control against a daemon with 4 requests in flight per connection', () => {
+  const daemon = helperDaemon({ max_inflight_per_conn: 4 });
+
+  it('sends far more than the cap at once and never draws OVERLOADED; every answer arrives', async () => {
+    const client = new PathdClient(daemon().addr, { timeoutMs: 30000 });
+    try {
+      const before = (await client.stats()).overloadedTotal;
+      let most = 0;
+      const watchSlots = () => { most = Math.max(most, client.inFlightSlots); };
+      const sent = [];
+      for (let i = 0; i < 300; i++) {
+        const goal = [2 + (i % 30), 1]; // row 1 of the town is open street
+        if (i % 3 === 0) sent.push(client.sendFindPath('town', [1, 1], goal));
+        else if (i % 3 === 1) sent.push(client.send('raycast', 'town', [1, 1], goal));
+        else sent.push(client.send('batch', [1, 2, 3, 4].slice(0, 1 + (i % 4)).map((k) => query('isReachable', 'town', [1, 1], [k + 1, 1]))));
+        watchSlots();
+      }
+      assert.ok(client.queued > 250, `${client.queued} queued`);
+      const answers = await Promise.all(sent.map((s) => s.promise.then((a) => { watchSlots(); return a; })));
+      for (const a of answers) {
+        const statuses = Array.isArray(a.items) ? a.items.map((item) => item.status) : [a.status];
+        assert.deepEqual(statuses.filter((st) => st !== 'OK'), []);
+      }
+      assert.ok(most <= 4, `${most} slots taken at once`);
+      assert.deepEqual([client.inFlightSlots, client.queued], [0, 0]);
+      assert.equal((await client.stats()).overloadedTotal, before);
     } finally {
       client.close();
     }
   });
 
-  it('retries OVERLOADED in findPath until the request fits', async () => {
-    const client = new PathdClient(daemon().addr, { timeoutMs: 10000, retryAttempts: PATIENT_RETRY_ATTEMPTS });
+  it('sends a batch above the cap at once, for the server to refuse whole', async () => {
+    const client = new PathdClient(daemon().addr, { timeoutMs: 10000 });
     try {
-      const before = (await client.stats()).overloadedTotal;
-      const long = client.sendFindPath(...TRAP);
-      const result = await client.findPath(...SHORT);
-      assert.equal(result.status, 'OK');
-      assert.equal((await long.promise).status, 'OK');
-      // The short request was refused at least once while the long one ran.
-      assert.ok((await client.stats()).overloadedTotal > before);
+      await client.ping();
+      const items = Array.from({ length: 5 }, () => query('isReachable', 'town', [1, 1], [3, 3]));
+      const answer = await client.send('batch', items).promise;
+      assert.equal(answer.status, 'LIMIT_EXCEEDED');
+      assert.match(answer.message, /max_inflight_per_conn/);
     } finally {
       client.close();
+    }
+  });
+
+  it('spreads a pool\'s calls over its connections', async () => {
+    const pool = new PathdPool(daemon().addr, { connections: 3, timeoutMs: 30000 });
+    try {
+      const results = await Promise.all(Array.from({ length: 60 }, (_, i) => pool.findPath('town', [1, 1], [2 + (i % 30), 1])));
+      assert.deepEqual(results.filter((r) => r.status !== 'OK'), []);
+      assert.deepEqual(pool.clients.map((c) => c.connected), [true, true, true]);
+      // Each connection carried a share: more than its cap's worth of the 60.
+      for (const c of pool.clients) assert.ok(c._nextId > 1 + 4, `a connection sent ${c._nextId - 1} requests`);
+      assert.equal(pool.overloadedCount, 0);
+    } finally {
+      pool.close();
     }
   });
 });
@@ -759,6 +830,27 @@ describe('daemon with tokens', () => {
   });
 });
 
+describe('daemon with tokens and 3 requests in flight per connection', () => {
+  const QUERY = 'query-token-0123456789';
+  const daemon = helperDaemon({ max_inflight_per_conn: 3 }, { tokens: [{ token: QUERY, role: 'query' }] });
+
+  it('reads the cap again once a late auth() lets GetLimits through', async () => {
+    const client = new PathdClient(daemon().addr, { timeoutMs: 10000 });
+    try {
+      await client.ping(); // GetLimits went first, unauthenticated: the fallback cap
+      assert.equal(client.inFlightCap, 64);
+      assert.equal(await client.auth(QUERY), 'query');
+      await client.ping(); // the second GetLimits, sent after the auth answer, is answered before this
+      assert.equal(client.inFlightCap, 3);
+      const sent = Array.from({ length: 10 }, (_, i) => client.sendFindPath('town', [1, 1], [2 + i, 1]));
+      assert.deepEqual([client.inFlightSlots, client.queued], [3, 7]);
+      assert.deepEqual((await Promise.all(sent.map((x) => x.promise))).map((r) => r.status), sent.map(() => 'OK'));
+    } finally {
+      client.close();
+    }
+  });
+});
+
 describe('fake server', () => {
   it('retries OVERLOADED once, then assembles an answer from split frames', async () => {
     const server = await FakeServer.start(async (s) => {
@@ -805,12 +897,15 @@ describe('fake server', () => {
       const a = await s.readRequest();
       const b = await s.readRequest();
       const ping = await s.readRequest();
+      assert.deepEqual([a.body, b.body, ping.body], ['findPath', 'findPath', 'ping']);
       await s.send([chunk(a.id, 0, [[0, 0]]), chunk(b.id, 0, [[5, 5]]),
         chunk(b.id, 1, [[6, 6]], { final: true, cost: 1.5, total: 2 }),
         { id: ping.id, final: true, pong: { nonce: ping.ping.nonce } },
         chunk(a.id, 1, [[1, 0]], { final: true, cost: 1, total: 2 })]);
     });
     const client = new PathdClient(server.addr, { timeoutMs: 10000 });
+    // Connected and the cap known, so the paths go out at once, ahead of the ping.
+    await client.limits();
     const order = [];
     const a = client.sendFindPath('demo', [0, 0], [1, 0]);
     const b = client.sendFindPath('demo', [5, 5], [6, 6]);
@@ -908,6 +1003,95 @@ describe('fake server', () => {
     await assert.rejects(client.ping(), (err) => err instanceof PathdDisconnected
       && err.message.includes(`cannot connect to ${addr}`));
     assert.equal(client.connected, false);
+  });
+
+  it('counts a batch by its items against the cap', async () => {
+    const reach = (k) => query('isReachable', 'demo', [0, 0], [k, 0]);
+    // Each answer waits for the test to have looked at the queue.
+    const gates = [0, 1].map(() => {
+      let open;
+      const gate = new Promise((resolve) => { open = resolve; });
+      return Object.assign(gate, { open });
+    });
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      const three = await s.readRequest();
+      const one = await s.readRequest();
+      await gates[0];
+      await s.send([error(one.id, 'INTERNAL', 'one')]);
+      await gates[1];
+      await s.send([error(three.id, 'INTERNAL', 'three')]);
+      const two = await s.readRequest();
+      await s.send([error(two.id, 'INTERNAL', 'two')]);
+    }, { cap: 4 });
+    const client = new PathdClient(server.addr, { timeoutMs: 10000 });
+    await client.limits(); // connects; the fake answers both GetLimits itself
+    const three = client.send('batch', [reach(1), reach(2), reach(3)]);
+    const one = client.send('raycast', 'demo', [0, 0], [1, 0]);
+    const two = client.send('batch', [reach(1), reach(2)]);
+    // 3 + 1 slots fill the cap of 4: the batch of 2 waits.
+    assert.deepEqual([client.inFlightSlots, client.queued], [4, 1]);
+    gates[0].open();
+    assert.equal((await one.promise).status, 'INTERNAL');
+    // 3 + 2 > 4: it still waits for the batch of three.
+    assert.deepEqual([client.inFlightSlots, client.queued], [3, 1]);
+    gates[1].open();
+    assert.equal((await three.promise).status, 'INTERNAL');
+    assert.equal((await two.promise).status, 'INTERNAL');
+    assert.deepEqual([client.inFlightSlots, client.queued], [0, 0]);
+    client.close();
+    await server.done();
+    assert.deepEqual(server.requests.map((r) => (r.batch ? r.batch.items.length : 1)), [3, 1, 2]);
+  });
+
+  it('rejects a call at once with QUEUE_FULL when the local queue is full', async () => {
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      await s.readRequest();
+      await s.readRequest();
+      await s.waitClosed();
+    }, { cap: 2 });
+    const client = new PathdClient(server.addr, { timeoutMs: 10000, maxQueued: 3 });
+    await client.limits();
+    const sent = Array.from({ length: 5 }, (_, k) => client.send('raycast', 'demo', [0, 0], [k, 0]));
+    assert.deepEqual([client.inFlightSlots, client.queued], [2, 3]);
+    await assert.rejects(client.raycast('demo', [0, 0], [9, 9]), (err) => {
+      assert.ok(err instanceof PathdQueueFull);
+      assert.equal(err.status, 'QUEUE_FULL');
+      assert.match(err.message, /3 requests already wait for this connection's in-flight cap of 2 slots \(maxQueued 3\); nothing was sent/);
+      return true;
+    });
+    // A queued request cancelled locally settles CANCELLED, never sent.
+    client.cancel(sent[4].id);
+    assert.equal((await sent[4].promise).status, 'CANCELLED');
+    assert.equal(client.queued, 2);
+    client.close();
+    await Promise.all(sent.slice(0, 4).map((s) => assert.rejects(s.promise, (err) => err instanceof PathdDisconnected)));
+    await server.done();
+    assert.equal(server.requests.length, 2);
+  });
+
+  it('stops retrying OVERLOADED at the retry deadline', async () => {
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      for (;;) {
+        let request;
+        try {
+          request = await s.readRequest();
+        } catch (err) {
+          return; // the client gave up and closed
+        }
+        await s.send([error(request.id, 'OVERLOADED', 'busy')]);
+      }
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 10000, retryAttempts: 1000, retryDeadlineMs: 300 });
+    await assert.rejects(client.findPath('demo', [1, 1], [3, 2]), assertStatus('OVERLOADED'));
+    client.close();
+    await server.done();
+    // 20, 40, 80, 160 ms steps, each at least half taken: the deadline of
+    // 300 ms ends it long before 1000 attempts, and after more than one.
+    assert.ok(server.requests.length > 1 && server.requests.length < 10, `${server.requests.length} attempts`);
+    assert.equal(client.overloadedCount, server.requests.length);
   });
 
   it('fails the call when the connection drops, and the next call reconnects', async () => {

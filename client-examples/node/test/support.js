@@ -93,10 +93,10 @@ function assertSame(assert, ours, reference, where = 'answer') {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/* A pathd started by a test from PATHD_CONFIG, with some limits changed and
- * the trap scene added. */
+/* A pathd started by a test from PATHD_CONFIG, with some limits (and other
+ * top-level keys, such as threads) changed and the trap scene added. */
 class Daemon {
-  static async start(limits, auth = null) {
+  static async start(limits, auth = null, top = {}) {
     const configPath = env('PATHD_CONFIG');
     const config = JSON.parse(fs.readFileSync(configPath, 'utf8'));
     const base = path.dirname(path.resolve(configPath));
@@ -114,6 +114,7 @@ class Daemon {
     config.jump_point_search = false;
     Object.assign(config.limits, limits);
     if (auth) config.auth = auth;
+    Object.assign(config, top);
     const file = path.join(d.dir, 'pathd.json');
     fs.writeFileSync(file, JSON.stringify(config));
     d.logPath = path.join(d.dir, 'pathd.log');
@@ -159,10 +160,15 @@ function frame(message, Type) {
 
 /* A TCP server on 127.0.0.1 that plays an async script against the client:
  * accept(), readRequest() and send(); whatever the script throws is thrown
- * again by done(), so a wrong request fails the test. */
+ * again by done(), so a wrong request fails the test. The GetLimits every
+ * new client connection opens with is answered by readRequest() itself
+ * (maxInflightPerConn = options.cap, default 64) and not recorded, so
+ * scripts see only the requests under test. */
 class FakeServer {
-  static async start(script) {
+  static async start(script, { cap = 64 } = {}) {
     const s = new FakeServer();
+    s.cap = cap;
+    s.limitsAsked = 0;
     s.requests = [];
     s.conns = [];
     s.connWaiters = [];
@@ -210,11 +216,19 @@ class FakeServer {
   }
 
   async readRequest() {
-    const length = (await this._read(4)).readUInt32BE(0);
-    const request = Request.toObject(Request.decode(await this._read(length)),
-      { longs: Number, enums: String, oneofs: true });
-    this.requests.push(request);
-    return request;
+    for (;;) {
+      const length = (await this._read(4)).readUInt32BE(0);
+      const request = Request.toObject(Request.decode(await this._read(length)),
+        { longs: Number, enums: String, oneofs: true });
+      if (request.body !== 'limits') {
+        this.requests.push(request);
+        return request;
+      }
+      this.limitsAsked++;
+      await this.send([{
+        id: request.id, final: true, limits: { maxInflightPerConn: this.cap, maxBatchItems: Math.min(this.cap, 256) },
+      }]);
+    }
   }
 
   /* Resolves once the client closed the connection; fails if it sends more. */

@@ -1,5 +1,5 @@
 /*
- * pd_watch.c - who watches which scene, and getting each change to them in
+ * pd_watchers.c - who watches which scene, and getting each change to them in
  * version order. Runs on the loop thread only; the worker pool and the
  * scene layer know nothing of it.
  *
@@ -153,8 +153,8 @@ static void pd__hub_grow(pd__watch_hub *hub)
 
 static pd__watch_hub *pd__hub(pd_server *s)
 {
-    if (s->watch_hub)
-        return s->watch_hub;
+    if (s->watch.hub)
+        return s->watch.hub;
     pd__watch_hub *hub = calloc(1, sizeof *hub);
     if (hub && !(hub->buckets = calloc(PD__WATCH_BUCKETS, sizeof *hub->buckets))) {
         free(hub);
@@ -162,7 +162,7 @@ static pd__watch_hub *pd__hub(pd_server *s)
     }
     if (hub)
         hub->n_buckets = PD__WATCH_BUCKETS;
-    s->watch_hub = hub;
+    s->watch.hub = hub;
     return hub;
 }
 
@@ -200,14 +200,14 @@ static void pd__sub_end(pd__watch_hub *hub, pd__sub *sub)
 static void pd__watch_free(pd_server *s, pd__watch *w)
 {
     for (size_t i = 0; i < w->n_subs; i++)
-        pd__sub_end(s->watch_hub, &w->subs[i]);
+        pd__sub_end(s->watch.hub, &w->subs[i]);
     for (pd__watch **pp = &w->conn->watches; *pp; pp = &(*pp)->next)
         if (*pp == w) {
             *pp = w->next;
             w->conn->n_watches--;
             break;
         }
-    s->watch_hub->n_watches--;
+    s->watch.hub->n_watches--;
     free(w);
 }
 
@@ -228,7 +228,7 @@ static void pd__overflow(pd__conn *c, size_t backlog)
                  backlog, s->conf.watch_buffer_bytes);
         uint8_t *buf = pd_codec_encode_error(w->id, PD_WATCH_OVERFLOW, msg, &len);
         pd__conn_send(c, buf, len);
-        s->watchers_dropped_total++;
+        s->watch.dropped_total++;
         pd__watch_free(s, w);
     }
 }
@@ -243,7 +243,7 @@ static int pd__deliver(pd__watch *w, pd__event_bytes *eb, int final)
     uint8_t *buf = NULL;
     final = final != 0;
     if (!eb->body[final] && (eb->body[final] = pd_codec_encode_watch_body(eb->ev, final, &eb->len[final])))
-        s->watch_hub->work.encodes++;
+        s->watch.hub->work.encodes++;
     if (eb->body[final])
         buf = pd_codec_frame_with_id(w->id, eb->body[final], eb->len[final], &len);
     size_t backlog = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) + c->pend_bytes;
@@ -252,7 +252,7 @@ static int pd__deliver(pd__watch *w, pd__event_bytes *eb, int final)
         pd__overflow(c, backlog);
         return -1;
     }
-    s->watch_events_total++;
+    s->watch.events_total++;
     /* Sending may close connections (this one, or others to keep the
      * buffer budget); their watches stay until their close callback
      * (pd__watch_conn_closed), so no subscription vanishes under a caller. */
@@ -273,7 +273,7 @@ static int pd__ready(const pd__topic *t, const pd_watch_event *ev)
  * gone. */
 static int pd__announce_to(pd_server *s, pd__topic *t, pd__event_bytes *eb)
 {
-    pd__watch_hub *hub = s->watch_hub;
+    pd__watch_hub *hub = s->watch.hub;
     const pd_watch_event *ev = eb->ev;
     int dropped = ev->kind == PD_WATCH_DROPPED;
     if ((ev->kind == PD_WATCH_UPDATED || ev->kind == PD_WATCH_REPLACED) && ev->version > t->announced)
@@ -347,7 +347,7 @@ static int pd__release_held(pd_server *s, pd__topic *t, int force)
 
 void pd__watch_publish(pd_server *s, const pd_watch_event *ev)
 {
-    pd__topic *t = pd__topic_find(s->watch_hub, ev->scene, ev->incarnation);
+    pd__topic *t = pd__topic_find(s->watch.hub, ev->scene, ev->incarnation);
     if (!t)
         return;
     if (!pd__ready(t, ev)) {
@@ -416,7 +416,7 @@ void pd__watch_start(pd__conn *c, const pd_request *req)
                        wr->n_scenes, s->conf.max_watch_scenes);
         return;
     }
-    size_t open = s->watch_hub ? s->watch_hub->n_watches : 0;
+    size_t open = s->watch.hub ? s->watch.hub->n_watches : 0;
     if (open >= s->conf.max_watchers) {
         pd__send_error(c, req->id, PD_LIMIT_EXCEEDED, "%zu watches are open on this server (limits.max_watchers)",
                        open);
@@ -511,18 +511,18 @@ void pd__watch_conn_closed(pd__conn *c)
 
 size_t pd__watch_count(const pd_server *s)
 {
-    return s->watch_hub ? s->watch_hub->n_watches : 0;
+    return s->watch.hub ? s->watch.hub->n_watches : 0;
 }
 
 pd__watch_work pd__watch_work_done(const pd_server *s)
 {
     pd__watch_work none = {0, 0};
-    return s->watch_hub ? s->watch_hub->work : none;
+    return s->watch.hub ? s->watch.hub->work : none;
 }
 
 void pd__watch_hub_free(pd_server *s)
 {
-    pd__watch_hub *hub = s->watch_hub;
+    pd__watch_hub *hub = s->watch.hub;
     if (!hub)
         return;
     /* Every connection, and so every watch, is gone by now. */
@@ -534,7 +534,7 @@ void pd__watch_hub_free(pd_server *s)
         }
     free(hub->buckets);
     free(hub);
-    s->watch_hub = NULL;
+    s->watch.hub = NULL;
 }
 
 /* ---- reloads ----------------------------------------------------------- */
@@ -549,7 +549,7 @@ struct pd__watch_reload {
 
 pd__watch_reload *pd__watch_reload_begin(pd_server *s)
 {
-    pd__watch_hub *hub = s->watch_hub;
+    pd__watch_hub *hub = s->watch.hub;
     if (!hub || hub->n_topics == 0)
         return NULL;
     pd__watch_reload *rl = calloc(1, sizeof *rl);

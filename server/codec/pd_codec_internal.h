@@ -1,0 +1,115 @@
+/*
+ * pd_codec_internal.h - what the codec's files share (not for other
+ * layers): the row each request kind has in its family's file - its
+ * Request oneof case, how its body decodes and how a finished job of it
+ * encodes - and the helpers every family uses (pd_codec_common.c), plus
+ * the path chunk a Batch's FindPath item shares with a FindPath answer.
+ *
+ * The files: pd_codec.c (the decode entry: arena, pre-scan, the rows
+ * looked up by body case; timing stamps; pd_codec_encode_job by kind),
+ * pd_codec_common.c (names, points, UTF-8, error frames, framing),
+ * pd_codec_paths.c (FindPath, FindRoute), pd_codec_move.c (movement
+ * queries, Batch), pd_codec_scenes.c (updates, scene changes, scene reads,
+ * watches), pd_codec_admin.c (Auth, Cancel, Ping, Stats, GetLimits,
+ * Reload). A new kind adds its row and functions to its family's file.
+ */
+#ifndef PD_CODEC_INTERNAL_H
+#define PD_CODEC_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pathd.pb-c.h"
+#include "pd_codec.h"
+#include "pd_frame.h"
+
+typedef struct pd__codec_row pd__codec_row;
+
+/* One request kind on the wire. */
+struct pd__codec_row {
+    Pathd__V1__Request__BodyCase body_case;  /* 0 ends a family's rows */
+    pd_request_kind kind;
+    Pathd__V1__Query__KindCase query_case;   /* a movement query's Query case */
+    /* Fills req's body from m (req->kind is set); NULL: nothing but the kind. */
+    pd_status (*decode)(const Pathd__V1__Request *m, const pd__codec_row *row, pd_request *req, char *err,
+                        size_t errlen);
+    /* A finished job's answer (pd_codec_encode_job); NULL for a kind the
+     * server answers itself. */
+    uint8_t *(*encode)(const pd_job *job, size_t *len);
+};
+
+extern const pd__codec_row pd__codec_rows_paths[], pd__codec_rows_move[], pd__codec_rows_scenes[],
+    pd__codec_rows_admin[];
+
+/* ---- pd_codec_common.c ---------------------------------------------------- */
+
+/* Inline: every answer's encoder calls these. */
+/* pd_status values double as wire values; the ones that never go on the
+ * wire (PD_BUFFER_TOO_SMALL, anything out of range) become INTERNAL. */
+static inline Pathd__V1__Status pd__wire_status(pd_status s)
+{
+    if (!pd_status_is_answer((unsigned)s))
+        return PATHD__V1__STATUS__INTERNAL;
+    return (Pathd__V1__Status)s;
+}
+
+static inline size_t pd__frame_size(const Pathd__V1__Response *resp)
+{
+    return PD_FRAME_HEADER_BYTES + pathd__v1__response__get_packed_size(resp);
+}
+
+/* Writes one whole frame at out; returns the bytes written. The caller sized
+ * the buffer with pd__frame_size on the same message. */
+static inline size_t pd__frame_pack(const Pathd__V1__Response *resp, uint8_t *out)
+{
+    size_t n = pathd__v1__response__pack(resp, out + PD_FRAME_HEADER_BYTES);
+    pd_frame_put_header(out, (uint32_t)n);
+    return PD_FRAME_HEADER_BYTES + n;
+}
+
+int pd__utf8_valid(const unsigned char *s, size_t n);
+pd_status pd__decode_scene_name(const char *name, const char *field, char out[PD_CONF_MAX_NAME],
+                          char *err, size_t errlen);
+pd_status pd__decode_point(const Pathd__V1__Point *p, const char *field, pd_point_spec *out,
+                          char *err, size_t errlen);
+pd_status pd__decode_rect(const Pathd__V1__Rect *r, const char *field, pd_point *min, pd_point *max,
+                          char *err, size_t errlen);
+pd_status pd__copy_cells(Pathd__V1__Cell *const *cells, size_t n, const char *field, pd_point **out,
+                          char *err, size_t errlen);
+uint8_t *pd__encode_single(const Pathd__V1__Response *resp, size_t *out_len);
+char *pd__utf8_sanitized(const char *msg);
+
+/* ---- pd_codec_paths.c: a path's waypoints, shared with a Batch's items ----- */
+
+/* Room for one frame's packed waypoints (proto Waypoints): the parallel
+ * arrays protobuf-c packs, max_per_chunk entries each, in one block per
+ * answer (block: malloc'd, or NULL when they live on the caller's stack). */
+typedef struct pd__points_buf {
+    Pathd__V1__Waypoints msg;
+    int32_t *dx, *dy;
+    double *t, *wx, *wy;
+    void *block;
+} pd__points_buf;
+
+/* Bytes pd__points_alloc needs for n waypoints. */
+#define PD__POINTS_BYTES(n) ((n) * (3 * sizeof(double) + 2 * sizeof(int32_t)))
+
+/* Waypoints of an answer whose arrays fit a buffer on the encoder's stack
+ * (short paths: most answers), so they cost no malloc. */
+#define PD__POINTS_ON_STACK 32
+
+/* The final chunk's substituted endpoints, owned by the caller's stack. */
+typedef struct pd__chunk_extras {
+    Pathd__V1__Cell start_used, goal_used;
+} pd__chunk_extras;
+
+int pd__points_alloc(pd__points_buf *b, size_t n);
+void pd__fill_path_chunk(uint64_t id, const pd_scene *scene, const pd_scene *world, const pd_path_result *r,
+                        size_t path_len, uint32_t max_per_chunk, size_t seq, size_t n_chunks,
+                        pd__points_buf *pts, pd__chunk_extras *extras, Pathd__V1__PathChunk *chunk,
+                        Pathd__V1__Response *resp);
+pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path_req *out,
+                              char *err, size_t errlen);
+pd_status pd__decode_query(const Pathd__V1__Query *q, pd_move_req *out, char *err, size_t errlen);
+
+#endif

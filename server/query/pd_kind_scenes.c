@@ -1,0 +1,183 @@
+/*
+ * pd_kind_scenes.c - the world-change family's kinds: UpdateCells,
+ * CreateScene, CreateInstance and DropScene. Each runs on a worker (a
+ * scene's repair or a map's parse can take a while) as an ordered task in
+ * its scene's lane, so one scene's changes apply in the order they arrived
+ * while other scenes' run beside them; every change goes through the
+ * server's store (pd_store), and each that applies emits a watch event.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pd_index.h"
+#include "pd_kind.h"
+
+uint64_t pd_kind_scene_lane(const char *name)
+{
+    return pd_index_hash(name); /* FNV-1a, the one the scene index uses */
+}
+
+/* ---- UpdateCells ---------------------------------------------------------- */
+
+/* The scene name and the cells' bounds are checked on the worker, by the
+ * store, against the version the update applies to. */
+static pd_status pd__update_prepare(pd_job *job, pd_request *req, const pd_kind_env *env, pd_kind_refusal *why)
+{
+    (void)why;
+    pd_update_cells_req *uc = &req->u.update_cells;
+    job->task.lane = job->task.lane2 = pd_kind_scene_lane(uc->scene);
+    job->store = env->store;
+    job->update_req = *uc; /* the job owns the cells and ops now */
+    uc->cells = NULL;
+    uc->ops = NULL;
+    uc->n_ops = 0;
+    return PD_OK;
+}
+
+static pd_status pd__update_run(pd_job *job, pd_query_scratch *scratch, const pd_query_control *ctl)
+{
+    (void)scratch;
+    (void)ctl;
+    return pd_query_update_cells(job->store, &job->update_req, &job->update);
+}
+
+static int pd__update_event(const pd_job *job, pd_watch_event *ev)
+{
+    return pd_watch_event_from_update(&job->update_req, &job->update, ev) == 0;
+}
+
+static pd_kind_note pd__update_note(const pd_job *job, char *buf, size_t len)
+{
+    if (job->task.status != PD_OK || job->update.world_refresh == PD_OK)
+        return PD_KIND_NOTE_NONE;
+    snprintf(buf, len,
+             "update of scene '%s' applied, but the route tables were not refreshed: %s (%s); "
+             "routes keep the previous tables until the next reload",
+             job->update_req.scene, job->update.world_refresh_error, pd_status_name(job->update.world_refresh));
+    return PD_KIND_NOTE_WARN;
+}
+
+static const char *pd__update_scene(const pd_job *job)
+{
+    return job->update_req.scene;
+}
+
+/* An update of an unknown scene is a refusal: its client-made name must
+ * not take a metrics label slot. */
+static int pd__update_unserved(const pd_job *job)
+{
+    return job->task.status == PD_UNKNOWN_SCENE;
+}
+
+const pd_kind pd_kind_update_cells = {
+    .name = "update_cells",
+    .role = PD_ROLE_WRITE,
+    .runs = PD_KIND_LANE,
+    .prepare = pd__update_prepare,
+    .run = pd__update_run,
+    .event = pd__update_event,
+    .note = pd__update_note,
+    .scene = pd__update_scene,
+    .unserved = pd__update_unserved,
+};
+
+/* ---- CreateScene, CreateInstance, DropScene -------------------------------- */
+
+/* In the lane of the scene it names; an instance also takes its template's
+ * lane: it copies the version the template's earlier updates made, and
+ * none made after. The job owns the map and scene entry now. */
+static pd_status pd__change_prepare(pd_job *job, pd_request *req, const pd_kind_env *env, pd_kind_refusal *why)
+{
+    (void)why;
+    job->task.lane = pd_kind_scene_lane(req->u.change.name);
+    job->task.lane2 = req->kind == PD_REQ_CREATE_INSTANCE ? pd_kind_scene_lane(req->u.change.tmpl) : job->task.lane;
+    job->store = env->store;
+    job->change = req->u.change;
+    req->u.change.map = NULL;
+    req->u.change.scene = NULL;
+    return PD_OK;
+}
+
+/* The poll reaches a CreateScene's parse and derive: a cancel, the
+ * connection's close or the server's stop ends them. */
+static pd_status pd__create_run(pd_job *job, pd_query_scratch *scratch, const pd_query_control *ctl)
+{
+    (void)scratch;
+    return pd_query_create_scene(job->store, &job->change, ctl, &job->change_out);
+}
+
+static pd_status pd__instance_run(pd_job *job, pd_query_scratch *scratch, const pd_query_control *ctl)
+{
+    (void)scratch;
+    (void)ctl;
+    return pd_query_create_instance(job->store, &job->change, &job->change_out);
+}
+
+static pd_status pd__drop_run(pd_job *job, pd_query_scratch *scratch, const pd_query_control *ctl)
+{
+    (void)scratch;
+    (void)ctl;
+    return pd_query_drop_scene(job->store, &job->change, &job->change_out);
+}
+
+/* A new scene has no watchers yet: CreateScene emits nothing. */
+static int pd__instance_event(const pd_job *job, pd_watch_event *ev)
+{
+    if (!job->change_out.change.applied)
+        return 0;
+    memset(ev, 0, sizeof *ev);
+    ev->kind = PD_WATCH_INSTANCED;
+    ev->incarnation = job->change_out.change.incarnation;
+    ev->version = job->change_out.change.template_version;
+    memcpy(ev->scene, job->change.tmpl, sizeof ev->scene);
+    memcpy(ev->instance, job->change.name, sizeof ev->instance);
+    return 1;
+}
+
+static int pd__drop_event(const pd_job *job, pd_watch_event *ev)
+{
+    if (!job->change_out.change.applied)
+        return 0;
+    memset(ev, 0, sizeof *ev);
+    ev->kind = PD_WATCH_DROPPED;
+    ev->incarnation = job->change_out.change.incarnation;
+    ev->version = job->change_out.change.version;
+    memcpy(ev->scene, job->change.name, sizeof ev->scene);
+    return 1;
+}
+
+static pd_kind_note pd__create_note(const pd_job *job, char *buf, size_t len)
+{
+    if (!job->change_out.change.applied)
+        return PD_KIND_NOTE_NONE;
+    snprintf(buf, len, "scene '%s' created: %s", job->change.name, job->change_out.built);
+    return PD_KIND_NOTE_INFO;
+}
+
+const pd_kind pd_kind_create_scene = {
+    .name = "create_scene",
+    .role = PD_ROLE_WRITE,
+    .runs = PD_KIND_LANE,
+    .prepare = pd__change_prepare,
+    .run = pd__create_run,
+    .note = pd__create_note,
+};
+
+const pd_kind pd_kind_create_instance = {
+    .name = "create_instance",
+    .role = PD_ROLE_WRITE,
+    .runs = PD_KIND_LANE,
+    .prepare = pd__change_prepare,
+    .run = pd__instance_run,
+    .event = pd__instance_event,
+};
+
+const pd_kind pd_kind_drop_scene = {
+    .name = "drop_scene",
+    .role = PD_ROLE_WRITE,
+    .runs = PD_KIND_LANE,
+    .prepare = pd__change_prepare,
+    .run = pd__drop_run,
+    .event = pd__drop_event,
+};
