@@ -6,7 +6,8 @@
 #                everything, run every test
 # Plus: make test-sanitize (ASan+UBSan and TSan builds), make test-docker (the
 # container image), make bench (vs peers), make bench-server (the server's own
-# cost beside redis-server), make fuzz (each libFuzzer target for
+# cost beside redis-server), make bench-agents (space-time reservations,
+# issue 34; needs the Moving AI maps of ../shared), make fuzz (each libFuzzer target for
 # FUZZ_SECONDS, docs/FUZZING.md), make docs (regenerate the outputs recorded
 # in the docs from a live daemon, scripts/gen-docs.py).
 BUILD    ?= build
@@ -19,7 +20,7 @@ FUZZ_SECONDS ?= 60
 PATHD_PYTHON ?= /usr/bin/python3
 
 .PHONY: all deps deps-test deps-bench build build-test fuzz-build run test test-sanitize \
-        test-docker bench bench-server fuzz docs clean
+        test-docker bench bench-server bench-agents fuzz docs clean
 
 all: build
 
@@ -91,6 +92,14 @@ docs: build-test
 # Debian's redis-server itself): docs/BENCHMARKS.md.
 bench-server: build
 	bench/server/bench-server.sh $(BUILD)
+
+# Issue 34's reservations benchmark (500 agents on den520d and Berlin_0_256,
+# 2000 on Berlin_0_1024, and the FindPath-alone baseline; every answer checked
+# by tests/agents/check_plans.py): docs/BENCHMARKS.md. Needs the Moving AI
+# maps in ../shared/benchmarks/movingai (skips without them);
+# PD_AGENTS_SECONDS=60 shortens the game time.
+bench-agents: build
+	bench/agents/run.sh $(BUILD)
 
 # Each fuzz target for FUZZ_SECONDS (make fuzz FUZZ_SECONDS=600).
 fuzz: fuzz-build

@@ -1397,15 +1397,24 @@ class ServerOverloadedLiveTest(HelperDaemonCase):
         with PathdClient(self.daemon.addr, timeout=30, retry_attempts=50,
                          retry_deadline=0.1) as client:
             hog = self.hog(stop)
-            started = time.monotonic()
+            caught = None
             try:
-                with self.assertRaises(PathdError) as caught:
-                    client.find_path(*LONG)
-                waited = time.monotonic() - started
+                # The hog leaves the queue's place free for a moment after
+                # each of its answers, and a retry may land in one: call
+                # again (up to 20 times) until a call gives up.
+                for _ in range(20):
+                    started = time.monotonic()
+                    try:
+                        self.assertEqual(client.find_path(*LONG).status, "OK")
+                    except PathdError as e:
+                        caught = e
+                        waited = time.monotonic() - started
+                        break
             finally:
                 stop.set()
                 hog.join(30)
-            self.assertEqual(caught.exception.status, "OVERLOADED")
+            self.assertIsNotNone(caught, "20 calls all fitted while the hog held the queue")
+            self.assertEqual(caught.status, "OVERLOADED")
             # Retried, then gave up at the deadline: long before 50
             # attempts' backoff (about 40 s) or the timeout; nothing is left
             # behind, and the connection serves the next call.

@@ -50,6 +50,11 @@
  *       "max_watchers": 1000,            0 .. 1000000: Watches open on the server
  *       "max_watches_per_conn": 64,      1 .. 1000000: Watches open on one connection
  *       "metrics_scene_series": 100,     0 .. 100000: scenes with their own /metrics series
+ *       "reservation_ttl_ms": 30000,     0 (never) .. 86400000: unrenewed agents are released
+ *       "max_agents_per_scene": 10000,   0 (none) .. 1000000: agents in a scene's reservations
+ *       "max_reservation_entries": 1000000, 0 (none) .. 2^32 - 1: reserved waits and moves per scene
+ *       "max_reservation_window_ms": 60000, 0 (none) .. 86400000: longest ReservePath window
+ *       "max_agent_bytes": 1048576,      0 (none) .. 1 GiB: one agent's reservations
  *       "max_scenes": 100000,            1 .. 1000000: scenes served, config and run time
  *       "max_scene_cells": 16777216,     1 .. 2^28: cells of one scene CreateScene makes
  *       "max_scene_bytes": 4294967296    1 MiB .. 2^53: all scene snapshots together
@@ -155,6 +160,11 @@ const pd_conf pd_conf_defaults = {
     .max_watchers = 1000,
     .max_watches_per_conn = 64,
     .metrics_scene_series = 100,
+    .reservation_ttl_ms = 30000,
+    .max_agents_per_scene = 10000,
+    .max_reservation_entries = 1000000,
+    .max_reservation_window_ms = 60000,
+    .max_agent_bytes = 1024u * 1024u,
     .log_level = PD_LOG_INFO,
     .data_dir = "",
     .journal_fsync = PD_CONF_FSYNC_EVERYSEC,
@@ -344,6 +354,11 @@ static const pd__limit pd__limits[] = {
     PD__LIMIT(max_watchers, 0, 1000000),
     PD__LIMIT(max_watches_per_conn, 1, 1000000),
     PD__LIMIT(metrics_scene_series, 0, 100000),
+    PD__LIMIT(reservation_ttl_ms, 0, 86400000),
+    PD__LIMIT(max_agents_per_scene, 0, 1000000),
+    PD__LIMIT(max_reservation_entries, 0, 4.0 * PD__GIB - 1),
+    PD__LIMIT(max_reservation_window_ms, 0, 86400000),
+    PD__LIMIT(max_agent_bytes, 0, PD__GIB),
 };
 
 #define PD__N_LIMITS (sizeof pd__limits / sizeof pd__limits[0])
@@ -356,7 +371,8 @@ static int pd__parse_limits(const pd__ctx *ctx, const cJSON *obj, const char *pa
         "write_high_watermark", "write_low_watermark", "buffer_budget_bytes", "frame_timeout_ms",
         "worker_retained_bytes", "inline_max_expansions", "worker_yield_us", "default_max_expansions", "max_scenes", "max_scene_cells",
         "max_scene_bytes", "watch_buffer_bytes", "max_watch_scenes", "max_watchers",
-        "max_watches_per_conn", "metrics_scene_series", NULL,
+        "max_watches_per_conn", "metrics_scene_series", "reservation_ttl_ms", "max_agents_per_scene",
+        "max_reservation_entries", "max_reservation_window_ms", "max_agent_bytes", NULL,
     };
     char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsObject(obj))

@@ -157,6 +157,19 @@ typedef struct pd_conf {
     uint32_t metrics_scene_series;   /* 100: scenes /metrics gives series of their own
                                         (those with the most requests); the others are
                                         summed */
+    /* Space-time reservations (issue 34, pd_reserve.h), per scene. */
+    uint32_t reservation_ttl_ms;     /* 30000 (game time): an agent not renewed (by a
+                                        ReservePath) for this long is released, and
+                                        entries that ended this long ago are collected;
+                                        0 = never */
+    uint32_t max_agents_per_scene;   /* 10000: agents in one scene's table; 0 = no limit */
+    uint32_t max_reservation_entries;/* 1000000: waits and moves reserved in one scene,
+                                        all agents together; 0 = no limit */
+    uint32_t max_reservation_window_ms; /* 60000: the longest ReservePath.window_ms; with
+                                        a limit, window 0 ("all the way") is past it;
+                                        0 = no limit */
+    uint32_t max_agent_bytes;        /* 1 MiB: accounted bytes of one agent's
+                                        reservations; 0 = no limit */
     pd_log_level log_level;          /* info */
     int jump_point_search;           /* 1: workers answer with JPS where it applies
                                         (uniform 8-connected grids, no avoid/window/

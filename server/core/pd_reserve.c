@@ -47,7 +47,12 @@ typedef struct pd__agent {
     uint64_t spans;          /* spans it holds on cells */
     uint32_t next_free;      /* chains free records */
     int live;
+    int64_t cut_ms;          /* pd_reserve_block_cells' mark: PD__NO_CUT outside it */
+    int was_cut;             /* cut by a block since its last replace */
+    uint32_t next_cut;       /* chains the marked agents */
 } pd__agent;
+
+#define PD__NO_CUT INT64_MAX
 
 typedef struct pd__cell {
     uint64_t key;
@@ -77,6 +82,10 @@ struct pd_reserve {
     uint32_t free_cell, live_cells;
 
     uint64_t entries, spans;
+
+    /* The latest game time heard of (t0 of a replace, touch), and when
+     * pd_reserve_maintain last ran. */
+    int64_t now_ms, maintained_ms;
 
     /* pd_reserve_replace's scratch: the cells it prepared. */
     uint32_t *touched;
@@ -567,7 +576,8 @@ static int pd__prepare(pd_reserve *t, uint32_t *slot, uint32_t entries_after, co
             t->free_agent = a->next_free;
         else
             t->n_agents++;
-        *a = (pd__agent){ .e = e, .cap = entries_after ? entries_after : 1u, .next_free = PD__NONE };
+        *a = (pd__agent){ .e = e, .cap = entries_after ? entries_after : 1u, .next_free = PD__NONE,
+                          .cut_ms = PD__NO_CUT };
         *slot = s;
     } else {
         pd__agent *a = &t->agents[*slot];
@@ -664,6 +674,9 @@ pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64
     }
     t->entries += m;
     a->renewed_ms = t0_ms;
+    a->was_cut = 0;
+    if (t0_ms > t->now_ms)
+        t->now_ms = t0_ms;
     for (size_t i = 0; i < t->n_touched; i++)
         t->cells[t->touched[i]].pending = 0;
     t->n_touched = 0;
@@ -689,7 +702,34 @@ int pd_reserve_touch(pd_reserve *t, uint64_t agent, int64_t now_ms)
     if (slot == PD__NONE)
         return 0;
     t->agents[slot].renewed_ms = now_ms;
+    if (now_ms > t->now_ms)
+        t->now_ms = now_ms;
     return 1;
+}
+
+int64_t pd_reserve_now(const pd_reserve *t)
+{
+    return t->now_ms;
+}
+
+size_t pd_reserve_maintain(pd_reserve *t, int64_t ttl_ms, uint64_t *out, size_t cap, uint64_t *collected)
+{
+    if (collected)
+        *collected = 0;
+    if (ttl_ms <= 0 || t->now_ms - ttl_ms < 0)
+        return 0;
+    /* Both passes read every agent: run them once per sixteenth of the TTL
+     * of game time, so a ReservePath pays O(agents) only that often and an
+     * agent outlives its TTL by at most that sixteenth. */
+    const int64_t every = ttl_ms / 16 > 0 ? ttl_ms / 16 : 1;
+    if (t->maintained_ms != 0 && t->now_ms - t->maintained_ms < every)
+        return 0;
+    t->maintained_ms = t->now_ms;
+    const size_t n = pd_reserve_expire(t, t->now_ms - ttl_ms, out, cap);
+    const uint64_t c = pd_reserve_collect(t, t->now_ms - ttl_ms);
+    if (collected)
+        *collected = c;
+    return n;
 }
 
 uint64_t pd_reserve_collect(pd_reserve *t, int64_t before_ms)
@@ -747,6 +787,12 @@ static int pd__end_of(const pd__agent *a, pd_reserve_cut *out)
     return 1;
 }
 
+int pd_reserve_was_cut(const pd_reserve *t, uint64_t agent)
+{
+    uint32_t slot = pd__map_find(&t->agent_map, agent);
+    return slot != PD__NONE && t->agents[slot].was_cut;
+}
+
 int pd_reserve_agent_end(const pd_reserve *t, uint64_t agent, pd_reserve_cut *out)
 {
     uint32_t slot = pd__map_find(&t->agent_map, agent);
@@ -758,6 +804,19 @@ static int pd__box_meets(const pd__entry *e, int32_t x0, int32_t y0, int32_t x1,
     int32_t bx0, by0, bx1, by1;
     pd__box(e, &bx0, &by0, &bx1, &by1);
     return bx0 <= x1 && bx1 >= x0 && by0 <= y1 && by1 >= y0;
+}
+
+/* Cuts the agent in slot from `cut` on and reports it as out[i] (when
+ * i < cap). A cut before its first entry leaves it where its plan began. */
+static void pd__cut_agent(pd_reserve *t, uint32_t slot, int64_t cut, pd_reserve_cut *out, size_t cap, size_t i)
+{
+    pd__agent *a = &t->agents[slot];
+    pd_reserve_cut c = { .agent = a->id, .x = a->e[0].x, .y = a->e[0].y, .until_ms = cut };
+    a->was_cut = 1;
+    pd__agent_truncate(t, slot, cut);
+    pd__end_of(a, &c);
+    if (i < cap)
+        out[i] = c;
 }
 
 size_t pd_reserve_block(pd_reserve *t, int32_t x0, int32_t y0, int32_t x1, int32_t y1,
@@ -773,16 +832,48 @@ size_t pd_reserve_block(pd_reserve *t, int32_t x0, int32_t y0, int32_t x1, int32
         for (uint32_t i = pd__entry_after(a, at_ms); i < a->n; i++) {
             if (!pd__box_meets(&a->e[i], x0, y0, x1, y1))
                 continue;
-            const int64_t cut = a->e[i].t0 > at_ms ? a->e[i].t0 : at_ms;
-            /* A cut before its first entry leaves it where its plan began. */
-            pd_reserve_cut c = { .agent = a->id, .x = a->e[0].x, .y = a->e[0].y, .until_ms = cut };
-            pd__agent_truncate(t, slot, cut);
-            pd__end_of(a, &c);
-            if (n < cap)
-                out[n] = c;
-            n++;
+            pd__cut_agent(t, slot, a->e[i].t0 > at_ms ? a->e[i].t0 : at_ms, out, cap, n++);
             break;
         }
+    }
+    return n;
+}
+
+size_t pd_reserve_block_cells(pd_reserve *t, const pd_point *cells, size_t n_cells, int64_t at_ms,
+                              pd_reserve_cut *out, size_t cap)
+{
+    /* Each blocked cell's spans name the agents holding it and from when;
+     * the earliest that ends after at_ms is where that agent is cut, as
+     * pd_reserve_block finds it from the entries (a span starting before
+     * at_ms runs across it: the entry holding the cell at at_ms). Marks
+     * go in the agents' records (cut_ms), so the cost is the cells named
+     * plus the spans on them, never the table. */
+    size_t n = 0;
+    uint32_t first = PD__NONE;   /* chain of the agents marked, through next_cut */
+    for (size_t k = 0; k < n_cells; k++) {
+        uint32_t ci = pd__map_find(&t->cell_map, pd__cell_key(cells[k].x, cells[k].y));
+        if (ci == PD__NONE)
+            continue;
+        const pd__cell *c = &t->cells[ci];
+        for (uint32_t i = pd__first_after(c, at_ms); i < c->n; i++) {
+            pd__agent *a = &t->agents[c->s[i].slot];
+            const int64_t cut = c->s[i].t0 > at_ms ? c->s[i].t0 : at_ms;
+            if (a->cut_ms == PD__NO_CUT) {
+                a->next_cut = first;
+                first = c->s[i].slot;
+                a->cut_ms = cut;
+            } else if (cut < a->cut_ms) {
+                a->cut_ms = cut;
+            }
+        }
+    }
+    while (first != PD__NONE) {
+        const uint32_t slot = first;
+        pd__agent *a = &t->agents[slot];
+        first = a->next_cut;
+        const int64_t cut = a->cut_ms;
+        a->cut_ms = PD__NO_CUT;
+        pd__cut_agent(t, slot, cut, out, cap, n++);
     }
     return n;
 }
@@ -809,6 +900,27 @@ size_t pd_reserve_query(const pd_reserve *t, int32_t x0, int32_t y0, int32_t x1,
         }
     }
     return n;
+}
+
+int pd_plan_index_at(const pd_waypoint *wp, size_t n, int64_t t)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (wp[i].t_arrive_ms <= t && t <= wp[i].t_leave_ms)
+            return (int)i;
+        if (wp[i].t_arrive_ms > t)
+            return -1;
+    }
+    return (int)n - 1;
+}
+
+int64_t pd_plan_next_stop(const pd_waypoint *wp, size_t n, int64_t t)
+{
+    if (pd_plan_index_at(wp, n, t) >= 0)
+        return t;
+    for (size_t i = 0; i < n; i++)
+        if (wp[i].t_arrive_ms > t)
+            return wp[i].t_arrive_ms;
+    return t;
 }
 
 const pd_reserve_span *pd_reserve_cell(const pd_reserve *t, int32_t x, int32_t y, size_t *n)

@@ -51,6 +51,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "pd_search.h"  /* pd_point */
 #include "pd_status.h"
 
 /* t1 of a hold that lasts until the agent reserves again or is released. */
@@ -159,6 +160,24 @@ int pd_reserve_touch(pd_reserve *t, uint64_t agent, int64_t now_ms);
  * before_ms, and agents left with no entry. Returns the entries removed. */
 uint64_t pd_reserve_collect(pd_reserve *t, int64_t before_ms);
 
+/* The latest game time the table has heard of: the largest t0_ms of a
+ * replace or now_ms of a touch (0 before any). pathd keeps no clock for
+ * reservations; this is what "now" means for expiry, and for an update
+ * that names no time of its own. */
+int64_t pd_reserve_now(const pd_reserve *t);
+
+/*
+ * Expiry (the config's reservation_ttl_ms): with now = pd_reserve_now,
+ * releases the agents not renewed since now - ttl_ms (pd_reserve_expire;
+ * their ids to out[0..cap)) and collects the entries that ended before
+ * then (pd_reserve_collect; how many to *collected, which may be NULL).
+ * Both read every agent, so they run at most once per ttl_ms / 16 of game
+ * time (later calls return 0 at once): call it on every ReservePath. An
+ * agent is released at most ttl_ms * 17 / 16 after its last renewal.
+ * ttl_ms <= 0: nothing expires. Returns how many agents were released.
+ */
+size_t pd_reserve_maintain(pd_reserve *t, int64_t ttl_ms, uint64_t *out, size_t cap, uint64_t *collected);
+
 /* Releases the agents whose last renewal (replace or touch) is before
  * renewed_before_ms (the server passes now - reservation_ttl_ms). Their ids
  * go to out[0..cap); returns how many were released (may exceed cap). */
@@ -185,6 +204,19 @@ size_t pd_reserve_expire(pd_reserve *t, int64_t renewed_before_ms, uint64_t *out
 size_t pd_reserve_block(pd_reserve *t, int32_t x0, int32_t y0, int32_t x1, int32_t y1,
                         int64_t at_ms, pd_reserve_cut *out, size_t cap);
 
+/*
+ * pd_reserve_block for the cells cells[0..n_cells) (UpdateCells with a cell
+ * list): the same cuts as blocking each cell on its own at at_ms, each
+ * agent cut once, at the earliest. Costs the cells named plus the spans on
+ * them, never the whole table. Never fails and never allocates.
+ */
+size_t pd_reserve_block_cells(pd_reserve *t, const pd_point *cells, size_t n_cells, int64_t at_ms,
+                              pd_reserve_cut *out, size_t cap);
+
+/* Whether a block cut agent since its last replace (ReservePathResult's
+ * was_cut: read it before pd_sipp_reserve replaces the plan). */
+int pd_reserve_was_cut(const pd_reserve *t, uint64_t agent);
+
 /* Where agent's reservations leave it (see pd_reserve_cut): returns 1 and
  * fills *out, or 0 when it is not in the table or holds nothing. */
 int pd_reserve_agent_end(const pd_reserve *t, uint64_t agent, pd_reserve_cut *out);
@@ -197,6 +229,17 @@ int pd_reserve_agent_end(const pd_reserve *t, uint64_t agent, pd_reserve_cut *ou
  */
 size_t pd_reserve_query(const pd_reserve *t, int32_t x0, int32_t y0, int32_t x1, int32_t y1,
                         int64_t from_ms, int64_t to_ms, pd_reserve_entry *out, size_t cap);
+
+/* ---- Reading a plan on the clock (the game's side, tests, benchmarks) ---- */
+
+/* The waypoint of wp[0..n) (n >= 1) the agent stands on at t (arriving,
+ * waiting or leaving), -1 while it moves between two, n - 1 after the
+ * last one's hold ended. */
+int pd_plan_index_at(const pd_waypoint *wp, size_t n, int64_t t);
+
+/* The first time from t on at which the plan has the agent standing on a
+ * waypoint: where a ReservePath from t on may start (t0 and start). */
+int64_t pd_plan_next_stop(const pd_waypoint *wp, size_t n, int64_t t);
 
 /* ---- What the planner (pd_sipp.c) reads. ---- */
 

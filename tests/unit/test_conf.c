@@ -68,6 +68,11 @@ static void test_empty_object_gives_defaults(void **state)
     assert_true(c.max_scene_bytes == UINT64_C(4) * 1024 * 1024 * 1024);
     assert_int_equal(c.max_watches_per_conn, 64);
     assert_int_equal(c.metrics_scene_series, 100);
+    assert_int_equal(c.reservation_ttl_ms, 30000);
+    assert_int_equal(c.max_agents_per_scene, 10000);
+    assert_int_equal(c.max_reservation_entries, 1000000);
+    assert_int_equal(c.max_reservation_window_ms, 60000);
+    assert_int_equal(c.max_agent_bytes, 1024 * 1024);
     assert_int_equal(c.log_level, PD_LOG_INFO);
     assert_null(c.scenes);
     assert_int_equal(c.n_scenes, 0);
@@ -332,6 +337,24 @@ static void test_journal_keys(void **state)
                  "t.json: $.journal_compact_bytes: must be in 65536..9007199254740992");
 }
 
+/* The reservation keys (issue 34) are read as given, 0 included (no limit,
+ * or no expiry). */
+static void test_reservation_keys(void **state)
+{
+    (void)state;
+    pd_conf c;
+    char err[256];
+    assert_int_equal(load("{\"limits\": {\"reservation_ttl_ms\": 0, \"max_agents_per_scene\": 2000, "
+                          "\"max_reservation_entries\": 4294967295, \"max_reservation_window_ms\": 0, "
+                          "\"max_agent_bytes\": 65536}}", &c, err, sizeof err), 0);
+    assert_int_equal(c.reservation_ttl_ms, 0);
+    assert_int_equal(c.max_agents_per_scene, 2000);
+    assert_true(c.max_reservation_entries == UINT32_MAX);
+    assert_int_equal(c.max_reservation_window_ms, 0);
+    assert_int_equal(c.max_agent_bytes, 65536);
+    pd_conf_free(&c);
+}
+
 static void test_top_level_errors(void **state)
 {
     (void)state;
@@ -397,6 +420,16 @@ static void test_limit_errors(void **state)
                  "t.json: $.limits.max_watches_per_conn: must be in 1..1000000");
     expect_error("{\"limits\": {\"metrics_scene_series\": 100001}}",
                  "t.json: $.limits.metrics_scene_series: must be in 0..100000");
+    expect_error("{\"limits\": {\"reservation_ttl_ms\": 86400001}}",
+                 "t.json: $.limits.reservation_ttl_ms: must be in 0..86400000");
+    expect_error("{\"limits\": {\"max_agents_per_scene\": -1}}",
+                 "t.json: $.limits.max_agents_per_scene: must be in 0..1000000");
+    expect_error("{\"limits\": {\"max_reservation_entries\": 4294967296}}",
+                 "t.json: $.limits.max_reservation_entries: must be in 0..4294967295");
+    expect_error("{\"limits\": {\"max_reservation_window_ms\": 1.5}}",
+                 "t.json: $.limits.max_reservation_window_ms: must be an integer");
+    expect_error("{\"limits\": {\"max_agent_bytes\": 1073741825}}",
+                 "t.json: $.limits.max_agent_bytes: must be in 0..1073741824");
     expect_error("{\"limits\": {\"idle_timeout_ms\": 86400001}}",
                  "t.json: $.limits.idle_timeout_ms: must be in 0..86400000");
     expect_error("{\"limits\": {\"shutdown_grace_ms\": -5}}",
@@ -923,6 +956,7 @@ int main(void)
         cmocka_unit_test(test_listen_accepted),
         cmocka_unit_test(test_address_format_round_trip),
         cmocka_unit_test(test_listen_errors),
+        cmocka_unit_test(test_reservation_keys),
         cmocka_unit_test(test_top_level_errors),
         cmocka_unit_test(test_journal_keys),
         cmocka_unit_test(test_json_syntax_errors),

@@ -3,8 +3,10 @@
  * (pd_reserve.h) on hand-made plans, and ReservePath's planner (pd_sipp.h)
  * on scenes built to need it.
  *
- * The table: insert, replace from t0, release, collect, expire, query, the
- * cut of a blocked cell, and every limit refusing with the table unchanged
+ * The table: insert, replace from t0, release, collect, expire, expiry on
+ * the table's own "now" (pd_reserve_maintain), query, the cut of a blocked
+ * rectangle and of a cell list (a twin table blocked cell by cell must stay
+ * equal to one blocked by rectangle), and every limit refusing with the table unchanged
  * (a snapshot of all entries and counters compared before and after). After
  * every randomized step the two views of the table must agree: each cell's
  * spans are exactly the merged entries that cover it, and no two agents'
@@ -502,15 +504,21 @@ static void test_table_limits(void **state)
     pd_reserve_destroy(t);
 }
 
-static void test_table_block_cuts(void **state)
+/* Agent 1 walks east along y = 0 from 0 to 5, one cell a second, and
+ * parks there. */
+static void walk_east(pd_reserve *t)
 {
-    (void)state;
-    pd_reserve *t = pd_reserve_create(NULL);
-    /* Agent 1 walks east along y = 0 from 0 to 5, one cell a second. */
     pd_waypoint a[6];
     for (int i = 0; i < 6; i++)
         a[i] = wp(i, 0, i * 1000, i == 5 ? FOREVER : i * 1000);
     assert_int_equal(pd_reserve_replace(t, 1, 1, 0, a, 6, NULL), PD_OK);
+}
+
+static void test_table_block_cuts(void **state)
+{
+    (void)state;
+    pd_reserve *t = pd_reserve_create(NULL);
+    walk_east(t);
     /* Agent 2 parks on (3,2), away from it. */
     const pd_waypoint b[] = { wp(3, 2, 0, FOREVER) };
     assert_int_equal(pd_reserve_replace(t, 2, 1, 0, b, 1, NULL), PD_OK);
@@ -519,6 +527,9 @@ static void test_table_block_cuts(void **state)
     pd_reserve_cut cut[4];
     assert_int_equal(pd_reserve_block(t, 4, 0, 4, 0, 1500, cut, 4), 1);
     assert_true(cut[0].agent == 1 && cut[0].x == 3 && cut[0].y == 0 && cut[0].until_ms == 3000 && !cut[0].mid_move);
+    assert_true(pd_reserve_was_cut(t, 1));
+    assert_false(pd_reserve_was_cut(t, 2));
+    assert_false(pd_reserve_was_cut(t, 99));
     pd_reserve_entry e[16];
     assert_int_equal(pd_reserve_query(t, 4, 0, 9, 0, INT64_MIN, INT64_MAX, e, 16), 0);
     pd_reserve_cut end;
@@ -539,6 +550,120 @@ static void test_table_block_cuts(void **state)
     pd_reserve_destroy(t);
 }
 
+static int cmp_cut(const void *a, const void *b)
+{
+    const pd_reserve_cut *x = a, *y = b;
+    return (x->agent > y->agent) - (x->agent < y->agent);
+}
+
+/* Reading a plan on the clock: standing, moving, after the end. */
+static void test_plan_on_the_clock(void **state)
+{
+    (void)state;
+    const pd_waypoint p[] = { wp(0, 0, 0, 500), wp(1, 0, 1500, 1500), wp(2, 0, 2500, 4000) };
+    assert_int_equal(pd_plan_index_at(p, 3, 0), 0);
+    assert_int_equal(pd_plan_index_at(p, 3, 500), 0);      /* leaving: still there */
+    assert_int_equal(pd_plan_index_at(p, 3, 501), -1);     /* moving */
+    assert_int_equal(pd_plan_index_at(p, 3, 1500), 1);     /* passing through */
+    assert_int_equal(pd_plan_index_at(p, 3, 3000), 2);
+    assert_int_equal(pd_plan_index_at(p, 3, 9000), 2);     /* after the hold ended */
+    assert_int_equal(pd_plan_next_stop(p, 3, 200), 200);
+    assert_int_equal(pd_plan_next_stop(p, 3, 501), 1500);
+    assert_int_equal(pd_plan_next_stop(p, 3, 1501), 2500);
+    assert_int_equal(pd_plan_next_stop(p, 3, 9000), 9000);
+}
+
+/* Expiry as the server runs it: pd_reserve_maintain on the table's own
+ * "now" (the latest t0 heard of), at most once per ttl / 16. */
+static void test_table_maintain(void **state)
+{
+    (void)state;
+    pd_reserve *t = pd_reserve_create(NULL);
+    const int64_t ttl = 30000;
+    uint64_t gone[4], collected = 99;
+    assert_int_equal(pd_reserve_now(t), 0);
+    assert_int_equal(pd_reserve_maintain(t, ttl, gone, 4, &collected), 0);
+    assert_int_equal(collected, 0);
+    /* Agent 1 walks from 0 and parks; agent 2 arrives at 20000. */
+    const pd_waypoint a[] = { wp(0, 0, 0, 1000), wp(1, 0, 2000, FOREVER) };
+    const pd_waypoint b[] = { wp(5, 5, 20000, 21000), wp(5, 6, 22000, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 0, a, 2, NULL), PD_OK);
+    assert_int_equal(pd_reserve_replace(t, 2, 1, 20000, b, 2, NULL), PD_OK);
+    assert_int_equal(pd_reserve_now(t), 20000);
+    /* Nothing is older than the TTL yet. */
+    assert_int_equal(pd_reserve_maintain(t, ttl, gone, 4, &collected), 0);
+    assert_int_equal(collected, 0);
+    /* Agent 3 plans at 40000: agent 1 (renewed at 0) is past the TTL. A
+     * t0 in the past does not move "now" back. */
+    const pd_waypoint c[] = { wp(7, 0, 40000, FOREVER) };
+    const pd_waypoint c_old[] = { wp(7, 0, 100, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 3, 1, 40000, c, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_replace(t, 4, 1, 100, c_old, 1, NULL), PD_INTERNAL); /* 3 holds (7,0) forever */
+    assert_int_equal(pd_reserve_now(t), 40000);
+    assert_int_equal(pd_reserve_maintain(t, ttl, gone, 4, &collected), 1);
+    assert_int_equal(gone[0], 1);
+    assert_int_equal(pd_reserve_agent_slot(t, 1), PD_RESERVE_NO_SLOT);
+    assert_int_not_equal(pd_reserve_agent_slot(t, 2), PD_RESERVE_NO_SLOT);
+    assert_int_equal(collected, 0); /* agent 2's entries end at 22000 or never */
+    check_table(t, 8, 8);
+    /* Agent 5 last renewed at 10999 (a late answer); at 41000, within
+     * ttl / 16 of the last run, nothing is done; at 42000 it goes. */
+    const pd_waypoint d[] = { wp(0, 7, 10999, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 5, 1, 10999, d, 1, NULL), PD_OK);
+    assert_true(pd_reserve_touch(t, 2, 41000));
+    assert_int_equal(pd_reserve_maintain(t, ttl, gone, 4, &collected), 0);
+    assert_int_not_equal(pd_reserve_agent_slot(t, 5), PD_RESERVE_NO_SLOT);
+    assert_true(pd_reserve_touch(t, 2, 42000));
+    assert_int_equal(pd_reserve_maintain(t, ttl, gone, 4, &collected), 1);
+    assert_int_equal(gone[0], 5);
+    /* At 71000 (touch of 2), agent 3 is 31000 old: released; agent 2's
+     * wait and move that ended at 22000 are collected, its park stays. */
+    assert_true(pd_reserve_touch(t, 2, 71000));
+    assert_int_equal(pd_reserve_maintain(t, ttl, gone, 4, &collected), 1);
+    assert_int_equal(gone[0], 3);
+    assert_int_equal(collected, 2);
+    pd_reserve_entry e[4];
+    assert_int_equal(pd_reserve_query(t, 0, 0, 9, 9, INT64_MIN, INT64_MAX, e, 4), 1);
+    assert_true(e[0].agent == 2 && e[0].x == 5 && e[0].y == 6 && e[0].t0_ms == 22000 && e[0].t1_ms == FOREVER);
+    check_table(t, 8, 8);
+    /* ttl 0: nothing ever expires. */
+    assert_int_equal(pd_reserve_maintain(t, 0, gone, 4, &collected), 0);
+    pd_reserve_destroy(t);
+}
+
+/* pd_reserve_block_cells on hand-made plans: each agent cut once, at its
+ * earliest cell, and cells nobody holds cost nothing. */
+static void test_table_block_cells(void **state)
+{
+    (void)state;
+    pd_reserve *t = pd_reserve_create(NULL);
+    walk_east(t);
+    const pd_waypoint b[] = { wp(3, 2, 0, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 2, 2, 0, b, 1, NULL), PD_OK); /* 2x2 on (3..4, 2..3) */
+    /* (4,0) and (2,0) from 1500: agent 1 is cut where it first meets them,
+     * mid-move toward (2,0); (4,3) lies under agent 2's footprint; (7,7)
+     * nobody holds. */
+    const pd_point cells[] = { { 4, 0 }, { 7, 7 }, { 2, 0 }, { 4, 3 } };
+    pd_reserve_cut cut[4];
+    assert_int_equal(pd_reserve_block_cells(t, cells, 4, 1500, cut, 4), 2);
+    qsort(cut, 2, sizeof *cut, cmp_cut);
+    assert_true(cut[0].agent == 1 && cut[0].x == 1 && cut[0].until_ms == 1500 && cut[0].mid_move);
+    assert_true(cut[1].agent == 2 && cut[1].x == 3 && cut[1].y == 2 && cut[1].until_ms == 1500 && !cut[1].mid_move);
+    check_table(t, 8, 8);
+    assert_true(pd_reserve_was_cut(t, 1) && pd_reserve_was_cut(t, 2));
+    /* A new plan clears the mark. */
+    const pd_waypoint again[] = { wp(6, 6, 1600, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 1600, again, 1, NULL), PD_OK);
+    assert_false(pd_reserve_was_cut(t, 1));
+    /* Again: nothing is left on them from 1500 on. */
+    assert_int_equal(pd_reserve_block_cells(t, cells, 4, 1500, cut, 4), 0);
+    /* The count is not bounded by cap. */
+    const pd_point under[] = { { 0, 0 }, { 3, 2 } };
+    assert_int_equal(pd_reserve_block_cells(t, under, 2, 0, NULL, 0), 2);
+    check_table(t, 8, 8);
+    pd_reserve_destroy(t);
+}
+
 /* Random replace / release / collect / block on a small area, with the
  * table's views compared after every step. Plans come from a random walk
  * and are only offered: overlapping ones must be refused unchanged. */
@@ -555,7 +680,12 @@ static void test_table_random_ops(void **state)
     (void)state;
     rng_state = 12345;
     pd_reserve *t = pd_reserve_create(NULL);
+    /* A twin given the same changes, but blocked through
+     * pd_reserve_block_cells with the rectangle's cells: the two must stay
+     * equal, cut for cut. */
+    pd_reserve *twin = pd_reserve_create(NULL);
     int64_t now = 0;
+    int cuts = 0;
     int accepted = 0, refused = 0;
     for (int step = 0; step < 600; step++) {
         const uint64_t agent = 1 + rnd(6);
@@ -587,6 +717,7 @@ static void test_table_random_ops(void **state)
             take(t, &before);
             pd_reserve_refusal why;
             pd_status st = pd_reserve_replace(t, agent, unit, now, plan, n, &why);
+            assert_int_equal(pd_reserve_replace(twin, agent, unit, now, plan, n, NULL), st);
             if (st == PD_OK) {
                 accepted++;
             } else {
@@ -596,18 +727,40 @@ static void test_table_random_ops(void **state)
                 refused++;
             }
         } else if (op == 7) {
-            pd_reserve_release(t, agent);
+            assert_int_equal(pd_reserve_release(t, agent), pd_reserve_release(twin, agent));
         } else if (op == 8) {
-            pd_reserve_collect(t, now - (int64_t)rnd(3000));
+            const int64_t before = now - (int64_t)rnd(3000);
+            assert_int_equal(pd_reserve_collect(t, before), pd_reserve_collect(twin, before));
         } else {
-            int32_t x = (int32_t)rnd(10), y = (int32_t)rnd(10);
-            pd_reserve_block(t, x, y, x + (int32_t)rnd(2), y + (int32_t)rnd(2), now + rnd(2000), NULL, 0);
+            const int32_t x = (int32_t)rnd(10), y = (int32_t)rnd(10);
+            const int32_t x1 = x + (int32_t)rnd(2), y1 = y + (int32_t)rnd(2);
+            const int64_t at = now + rnd(2000);
+            pd_point cells[4];
+            size_t nc = 0;
+            for (int32_t cy = y; cy <= y1; cy++)
+                for (int32_t cx = x; cx <= x1; cx++)
+                    cells[nc++] = (pd_point){ cx, cy };
+            pd_reserve_cut a[8], b[8];
+            const size_t na = pd_reserve_block(t, x, y, x1, y1, at, a, 8);
+            const size_t nb = pd_reserve_block_cells(twin, cells, nc, at, b, 8);
+            assert_int_equal(na, nb);
+            assert_true(na <= 8);
+            qsort(a, na, sizeof *a, cmp_cut);
+            qsort(b, nb, sizeof *b, cmp_cut);
+            for (size_t i = 0; i < na; i++)
+                assert_memory_equal(&a[i], &b[i], sizeof a[i]);
+            cuts += (int)na;
         }
         check_table(t, 14, 14);
+        snapshot mine, theirs;
+        take(t, &mine);
+        take(twin, &theirs);
+        assert_memory_equal(&mine, &theirs, sizeof mine);
         now += rnd(400);
     }
-    assert_true(accepted > 50 && refused > 50);
+    assert_true(accepted > 50 && refused > 50 && cuts > 10);
     pd_reserve_destroy(t);
+    pd_reserve_destroy(twin);
 }
 
 /* ---- the planner on scenarios ---- */
@@ -1150,31 +1303,6 @@ typedef struct agent {
     pd_point dt_goal;
 } agent;
 
-/* The waypoint the agent stands on at t (waiting, arriving or leaving),
- * or -1 while it moves. Past the end of a plan that ends (a hold that
- * ran out) it stands on the last one, unreserved. */
-static int plan_index_at(const agent *a, int64_t t)
-{
-    for (size_t i = 0; i < a->n; i++) {
-        if (a->plan[i].t_arrive_ms <= t && t <= a->plan[i].t_leave_ms)
-            return (int)i;
-        if (a->plan[i].t_arrive_ms > t)
-            return -1;
-    }
-    return (int)a->n - 1;
-}
-
-/* The first time from t on at which the agent stands on a waypoint. */
-static int64_t next_stop(const agent *a, int64_t t)
-{
-    if (plan_index_at(a, t) >= 0)
-        return t;
-    for (size_t i = 0; i < a->n; i++)
-        if (a->plan[i].t_arrive_ms > t)
-            return a->plan[i].t_arrive_ms;
-    return t;
-}
-
 /* A random goal the unit can reach from `from` on the map as it is. */
 static pd_point random_goal(pd_search_ctx *sctx, const pd_grid *ug, pd_point from)
 {
@@ -1306,7 +1434,7 @@ static void simulate(scene *s, pd_reserve *t, pd_sipp_ctx *ctx, answers *log, in
         const int64_t now = a->next;
         if (now >= until)
             break;
-        const int at = plan_index_at(a, now);
+        const int at = pd_plan_index_at(a->plan, a->n, now);
         assert_true(at >= 0);
         const pd_waypoint here = a->plan[at];
         if (a->at_goal && at + 1 == (int)a->n)
@@ -1358,7 +1486,7 @@ static void simulate(scene *s, pd_reserve *t, pd_sipp_ctx *ctx, answers *log, in
         }
         /* Decide again a few waypoints on; on the last one, halfway
          * through its hold (or a while later when it parks). */
-        const int cur = plan_index_at(a, now);
+        const int cur = pd_plan_index_at(a->plan, a->n, now);
         assert_true(cur >= 0);
         int64_t when;
         if (cur + 1 < (int)a->n) {
@@ -1367,7 +1495,7 @@ static void simulate(scene *s, pd_reserve *t, pd_sipp_ctx *ctx, answers *log, in
             const int64_t leave = a->plan[a->n - 1].t_leave_ms;
             when = leave == FOREVER || leave <= now ? now + 500 + rnd(2000) : now + 1 + (leave - now) / 2;
         }
-        a->next = next_stop(a, when);
+        a->next = pd_plan_next_stop(a->plan, a->n, when);
 
         if (block_every && ++decisions % (uint64_t)block_every == 0)
             sim_block(s, t, log, ag, now, &st);
@@ -1478,6 +1606,9 @@ int main(void)
         cmocka_unit_test(test_table_release_collect_expire),
         cmocka_unit_test(test_table_limits),
         cmocka_unit_test(test_table_block_cuts),
+        cmocka_unit_test(test_plan_on_the_clock),
+        cmocka_unit_test(test_table_maintain),
+        cmocka_unit_test(test_table_block_cells),
         cmocka_unit_test(test_table_random_ops),
         cmocka_unit_test_setup_teardown(test_head_on_with_pocket, setup, teardown),
         cmocka_unit_test_setup_teardown(test_twenty_through_one_door, setup, teardown),

@@ -1,0 +1,557 @@
+/*
+ * pathd_agents_bench.c - issue 34's simulation benchmark, in process for now:
+ * N agents on a Moving AI map, driven on the game's clock at 10 Hz, faster
+ * than real time, against the core that ReservePath will call (pd_sipp +
+ * pd_reserve, one scene's lane: everything on one thread, in order).
+ *
+ * Modes (--mode):
+ *   reserve  every agent reserves (pd_sipp_reserve, window 8000 ms, PARK at
+ *            the goal) and re-reserves from a waypoint a few steps on, before
+ *            its reservation ends; a new random goal on arrival.
+ *   alone    the baseline: each agent planned alone (pd_search_astar, the
+ *            FindPath core) to its goal, timed as ReservePath times moves, no
+ *            waiting; a new plan only on arrival. The checker's conflict
+ *            count for it is what reservations remove.
+ *   single   one agent on an empty table: ReservePath against FindPath (A*,
+ *            and JPS where the scene allows it) on the same random queries,
+ *            interleaved; medians and their ratios.
+ *
+ * reserve and alone write every answer with a plan to --answers as JSON
+ * lines for tests/agents/check_plans.py (bench/agents/run.sh runs it).
+ * Times are the thread's CPU time per call (a shared machine's other
+ * processes do not count), the server-side cost a worker would pay.
+ *
+ * Deadlocked: an agent that stood on one anchor for more than 30 s of game
+ * time while not at its goal. Goals are picked in the agent's static
+ * component, so a path exists on the map; whether one was free of other
+ * agents is not proved, so this count is an upper bound.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_util.h"
+#include "pd_clearance.h"
+#include "pd_components.h"
+#include "pd_jps.h"
+#include "pd_mapfile.h"
+#include "pd_reserve.h"
+#include "pd_search.h"
+#include "pd_sipp.h"
+
+#define MAX_UNIT 2
+#define TICK_MS 100             /* 10 Hz */
+#define DEADLOCK_MS 30000
+#define TTL_MS 30000            /* reservation_ttl_ms's default */
+
+typedef struct scene {
+    pd_grid *g;
+    pd_clearance *c;
+    pd_grid *unit[MAX_UNIT + 1];
+    pd_components *comp[MAX_UNIT + 1];
+} scene;
+
+typedef struct agent {
+    uint64_t id;
+    uint32_t unit;
+    double speed;
+    pd_point goal;
+    pd_waypoint *plan;          /* from the last decision on */
+    size_t n, cap;
+    int to_goal;                /* the plan ends at the goal (OK) */
+    int64_t next;               /* when it decides again */
+    pd_point still_at;          /* deadlock watch: where it stood since when */
+    int64_t still_since;
+    int deadlocked;
+} agent;
+
+typedef struct figures {
+    uint64_t calls, ok, partial, no_path, goal_blocked, start_blocked, other;
+    double *us;                 /* each call's CPU microseconds */
+    size_t n_us, cap_us;
+    double wait_ms;             /* executed waits, away from the goal */
+    double agent_ms;            /* agents x game time */
+    uint64_t deadlocked, expired;
+    size_t table_bytes, table_entries;
+} figures;
+
+static double cpu_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    return q;
+}
+
+static void note_us(figures *f, double us)
+{
+    if (f->n_us == f->cap_us) {
+        f->cap_us = f->cap_us ? 2 * f->cap_us : 4096;
+        f->us = xrealloc(f->us, f->cap_us * sizeof *f->us);
+    }
+    f->us[f->n_us++] = us;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The q-quantile of v[0..n) (sorts it). */
+static double quantile(double *v, size_t n, double q)
+{
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof *v, cmp_double);
+    size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+    return v[i < n ? i : n - 1];
+}
+
+static pd_grid *load_map(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        fprintf(stderr, "%s: %s\n", path, strerror(errno));
+        exit(2);
+    }
+    fseek(fp, 0, SEEK_END);
+    long len = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *buf = xrealloc(NULL, (size_t)len);
+    if (fread(buf, 1, (size_t)len, fp) != (size_t)len) {
+        fprintf(stderr, "%s: short read\n", path);
+        exit(2);
+    }
+    fclose(fp);
+    pd_grid *g = pd_map_parse_movingai(buf, (size_t)len, NULL);
+    free(buf);
+    if (!g) {
+        fprintf(stderr, "%s: not a Moving AI map\n", path);
+        exit(2);
+    }
+    return g;
+}
+
+static void scene_init(scene *s, const char *path)
+{
+    memset(s, 0, sizeof *s);
+    s->g = load_map(path);
+    s->c = pd_clearance_build(s->g);
+    for (uint32_t k = 1; k <= MAX_UNIT; k++) {
+        s->unit[k] = pd_unit_grid_build(s->g, s->c, k);
+        s->comp[k] = s->unit[k] ? pd_components_build(s->unit[k]) : NULL;
+        if (!s->comp[k]) {
+            fprintf(stderr, "%s: cannot build unit %u structures\n", path, k);
+            exit(2);
+        }
+    }
+}
+
+static void scene_free(scene *s)
+{
+    for (uint32_t k = 1; k <= MAX_UNIT; k++) {
+        pd_components_destroy(s->comp[k]);
+        pd_grid_destroy(s->unit[k]);
+    }
+    pd_clearance_destroy(s->c);
+    pd_grid_destroy(s->g);
+}
+
+/* A random open anchor of the unit grid; in `near`'s component when given
+ * (near itself when a million draws miss that component: a pocket). */
+static pd_point random_cell(const scene *s, uint32_t unit, const pd_point *near)
+{
+    const pd_grid *ug = s->unit[unit];
+    const uint32_t want = near ? pd_components_label(s->comp[unit], *near) : 0;
+    for (int tries = 0;; tries++) {
+        if (near && tries == 1000000)
+            return *near;
+        pd_point p = { (int32_t)(bench_rand() % (uint32_t)ug->width), (int32_t)(bench_rand() % (uint32_t)ug->height) };
+        if (pd_grid_get(ug, p.x, p.y) == PD_CELL_BLOCKED)
+            continue;
+        if (near && pd_components_label(s->comp[unit], p) != want)
+            continue;
+        return p;
+    }
+}
+
+/* ---- the answers file ---- */
+
+static void write_grid(FILE *f, const pd_grid *g)
+{
+    fprintf(f, "{\"type\":\"grid\",\"width\":%d,\"height\":%d,\"cells\":[", g->width, g->height);
+    for (int32_t y = 0; y < g->height; y++)
+        for (int32_t x = 0; x < g->width; x++)
+            fprintf(f, "%s%u", x || y ? "," : "", pd_grid_get(g, x, y));
+    fprintf(f, "]}\n");
+}
+
+static void write_plan(FILE *f, const agent *a, int64_t t0)
+{
+    if (!f)
+        return;
+    fprintf(f, "{\"type\":\"plan\",\"agent\":%llu,\"unit\":%u,\"speed\":%.17g,\"t0\":%lld,\"waypoints\":[",
+            (unsigned long long)a->id, a->unit, a->speed, (long long)t0);
+    for (size_t i = 0; i < a->n; i++) {
+        const pd_waypoint *w = &a->plan[i];
+        if (w->t_leave_ms == PD_RESERVE_FOREVER)
+            fprintf(f, "%s[%d,%d,%lld,null]", i ? "," : "", w->x, w->y, (long long)w->t_arrive_ms);
+        else
+            fprintf(f, "%s[%d,%d,%lld,%lld]", i ? "," : "", w->x, w->y, (long long)w->t_arrive_ms,
+                    (long long)w->t_leave_ms);
+    }
+    fprintf(f, "]}\n");
+}
+
+/* ---- an agent's plan on the clock ---- */
+
+/* Waits of the plan run before t, away from the goal. */
+static double waited_before(const agent *a, int64_t t)
+{
+    double w = 0;
+    for (size_t i = 0; i < a->n && a->plan[i].t_arrive_ms < t; i++) {
+        if (a->plan[i].x == a->goal.x && a->plan[i].y == a->goal.y)
+            continue;
+        const int64_t end = a->plan[i].t_leave_ms < t ? a->plan[i].t_leave_ms : t;
+        w += (double)(end - a->plan[i].t_arrive_ms);
+    }
+    return w;
+}
+
+static void set_plan(agent *a, const pd_waypoint *wp, size_t n)
+{
+    if (n > a->cap) {
+        a->cap = n;
+        a->plan = xrealloc(a->plan, n * sizeof *a->plan);
+    }
+    memcpy(a->plan, wp, n * sizeof *wp);
+    a->n = n;
+}
+
+/* FindPath alone: A* on the unit grid, timed as pd_sipp times steps (cost x
+ * 1000 / speed ms, rounded up), no waits, parked at the end. */
+static pd_status plan_alone(pd_search_ctx *sctx, const scene *s, agent *a, pd_point from, int64_t t0,
+                            pd_point **buf, size_t *cap)
+{
+    const pd_grid *ug = s->unit[a->unit];
+    pd_search_params sp = { .start = from, .goal = a->goal };
+    pd_search_metrics m;
+    pd_status st = pd_search_astar(sctx, ug, &sp, *buf, *cap, &m);
+    if (st == PD_BUFFER_TOO_SMALL) {
+        *cap = m.path_len;
+        *buf = xrealloc(*buf, *cap * sizeof **buf);
+        st = pd_search_astar(sctx, ug, &sp, *buf, *cap, &m);
+    }
+    if (st != PD_OK)
+        return st;
+    pd_waypoint *wp = xrealloc(NULL, m.path_len * sizeof *wp);
+    int64_t t = t0;
+    for (size_t i = 0; i < m.path_len; i++) {
+        const pd_point p = (*buf)[i];
+        if (i > 0) {
+            const pd_point q = (*buf)[i - 1];
+            const double c = pd_grid_get(ug, p.x, p.y) * (p.x != q.x && p.y != q.y ? 1.4142135623730951 : 1.0);
+            const double ms = ceil(c * 1000.0 / a->speed - 1e-9);
+            t += ms < 1 ? 1 : (int64_t)ms;
+        }
+        wp[i] = (pd_waypoint){ p.x, p.y, t, i + 1 == m.path_len ? PD_RESERVE_FOREVER : t };
+    }
+    set_plan(a, wp, m.path_len);
+    free(wp);
+    return PD_OK;
+}
+
+/* When to decide again: four waypoints on (or the last), a moment after
+ * arriving at the goal. */
+static int64_t next_decision(const agent *a, int64_t t0)
+{
+    if (a->n == 1)
+        return t0 + 500 + bench_rand() % 1000;
+    const size_t k = a->n - 1 < 4 ? a->n - 1 : 4;
+    int64_t t = a->plan[k].t_arrive_ms;
+    if (k == a->n - 1 && a->to_goal)
+        t += bench_rand() % 2000;
+    return t;
+}
+
+typedef struct run_args {
+    const char *mode;
+    int agents;
+    int64_t game_ms;
+    int unit2_pct;
+    int64_t window_ms;
+    int64_t hold_ms;            /* PARTIAL's hold (pd_sipp.h): 0 until reserved again */
+    FILE *answers;
+} run_args;
+
+static void run_agents(const scene *s, const run_args *ra, figures *f)
+{
+    const int reserve_mode = strcmp(ra->mode, "reserve") == 0;
+    pd_reserve *table = pd_reserve_create(NULL);
+    pd_sipp_ctx *ctx = pd_sipp_ctx_create();
+    pd_search_ctx *sctx = pd_search_ctx_create();
+    agent *ag = calloc((size_t)ra->agents, sizeof *ag);
+    size_t cap = 4096;          /* A* copies no path into a NULL buffer */
+    pd_point *buf = xrealloc(NULL, cap * sizeof *buf);
+    if (!table || !ctx || !sctx || !ag) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    if (ra->answers)
+        write_grid(ra->answers, s->g);
+    /* Everyone stands first, parked where no one else stands (both modes:
+     * the baseline starts from the same places). */
+    for (int i = 0; i < ra->agents; i++) {
+        agent *a = &ag[i];
+        a->id = 1 + (uint64_t)i;
+        a->unit = (int)(bench_rand() % 100) < ra->unit2_pct ? 2 : 1;
+        a->speed = 1.5 + (bench_rand() % 4) * 0.5;
+        for (;;) {
+            a->goal = random_cell(s, a->unit, NULL);
+            pd_sipp_params p = { .agent = a->id, .unit = a->unit, .start = a->goal, .goal = a->goal,
+                                 .speed = a->speed };
+            pd_sipp_result r;
+            if (pd_sipp_reserve(ctx, table, s->unit[a->unit], &p, &r) == PD_OK) {
+                set_plan(a, r.waypoints, r.n_waypoints);
+                break;
+            }
+        }
+        a->to_goal = 1;
+        a->still_at = a->goal;
+        a->next = bench_rand() % 1000;
+        write_plan(ra->answers, a, 0);
+    }
+    for (int64_t now = 0; now < ra->game_ms; now += TICK_MS) {
+        for (int i = 0; i < ra->agents; i++) {
+            agent *a = &ag[i];
+            if (a->next > now)
+                continue;
+            const int64_t t0 = pd_plan_next_stop(a->plan, a->n, now);
+            const int at = pd_plan_index_at(a->plan, a->n, t0);
+            const pd_waypoint here = a->plan[at];
+            const pd_point from = { here.x, here.y };
+            const int arrived = a->to_goal && at + 1 == (int)a->n;
+            if (from.x != a->still_at.x || from.y != a->still_at.y) {
+                a->still_at = from;
+                a->still_since = t0;
+            } else if (!arrived && !a->deadlocked && t0 - a->still_since > DEADLOCK_MS) {
+                a->deadlocked = 1;
+                f->deadlocked++;
+            }
+            if (!reserve_mode && !arrived) {
+                a->next = a->plan[a->n - 1].t_arrive_ms;   /* alone: no re-planning on the way */
+                continue;
+            }
+            if (arrived)
+                a->goal = random_cell(s, a->unit, &from);
+            pd_status st;
+            const double wait = waited_before(a, t0);
+            const double began = cpu_us();
+            if (reserve_mode) {
+                pd_sipp_params p = { .agent = a->id, .unit = a->unit, .start = from, .goal = a->goal,
+                                     .t0_ms = t0, .speed = a->speed, .window_ms = ra->window_ms,
+                                     .hold_ms = ra->hold_ms };
+                pd_sipp_result r;
+                st = pd_sipp_reserve(ctx, table, s->unit[a->unit], &p, &r);
+                note_us(f, cpu_us() - began);
+                if (st == PD_OK || st == PD_PARTIAL) {
+                    f->wait_ms += wait;
+                    set_plan(a, r.waypoints, r.n_waypoints);
+                }
+                uint64_t gone[8];
+                f->expired += pd_reserve_maintain(table, TTL_MS, gone, 8, NULL);
+            } else {
+                st = plan_alone(sctx, s, a, from, t0, &buf, &cap);
+                note_us(f, cpu_us() - began);
+                if (st == PD_OK)
+                    f->wait_ms += wait;
+            }
+            f->calls++;
+            if (st == PD_OK || st == PD_PARTIAL) {
+                f->ok += st == PD_OK;
+                f->partial += st == PD_PARTIAL;
+                a->to_goal = st == PD_OK;
+                write_plan(ra->answers, a, t0);
+                a->next = next_decision(a, t0);
+            } else {
+                /* The goal is out of reach now (someone parked on it, or
+                 * boxed in): another one at the next tick. */
+                f->no_path += st == PD_NO_PATH;
+                f->goal_blocked += st == PD_GOAL_BLOCKED;
+                f->start_blocked += st == PD_START_BLOCKED;
+                f->other += st != PD_NO_PATH && st != PD_GOAL_BLOCKED && st != PD_START_BLOCKED;
+                a->goal = random_cell(s, a->unit, &from);
+                a->to_goal = 0;
+                a->next = now + TICK_MS;
+            }
+        }
+    }
+    f->agent_ms = (double)ra->agents * (double)ra->game_ms;
+    pd_reserve_stats ts;
+    pd_reserve_get_stats(table, &ts);
+    f->table_bytes = ts.bytes;
+    f->table_entries = ts.entries;
+    for (int i = 0; i < ra->agents; i++)
+        free(ag[i].plan);
+    free(ag);
+    free(buf);
+    pd_search_ctx_destroy(sctx);
+    pd_sipp_ctx_destroy(ctx);
+    pd_reserve_destroy(table);
+}
+
+/* One agent on an empty table against FindPath's searches on the same
+ * queries, interleaved so a slow moment of the machine hits all three. */
+static void run_single(const scene *s, int queries, int64_t window_ms)
+{
+    pd_reserve *table = pd_reserve_create(NULL);
+    pd_sipp_ctx *ctx = pd_sipp_ctx_create();
+    pd_search_ctx *sctx = pd_search_ctx_create();
+    pd_jps_ctx *jctx = pd_jps_ctx_create();
+    double *rp = xrealloc(NULL, (size_t)queries * sizeof *rp), *as = xrealloc(NULL, (size_t)queries * sizeof *as),
+           *jp = xrealloc(NULL, (size_t)queries * sizeof *jp);
+    size_t cap = 65536, nj = 0;
+    pd_point *buf = xrealloc(NULL, cap * sizeof *buf);
+    double sum_rp = 0, sum_as = 0, sum_jp = 0;
+    for (int q = 0; q < queries; q++) {
+        const pd_point a = random_cell(s, 1, NULL), b = random_cell(s, 1, &a);
+        pd_sipp_params p = { .agent = 1, .unit = 1, .start = a, .goal = b, .speed = 2.0, .window_ms = window_ms };
+        pd_sipp_result r;
+        double t = cpu_us();
+        pd_status st = pd_sipp_reserve(ctx, table, s->unit[1], &p, &r);
+        rp[q] = cpu_us() - t;
+        pd_reserve_release(table, 1);
+        pd_search_params sp = { .start = a, .goal = b };
+        pd_search_metrics m;
+        t = cpu_us();
+        pd_status sa = pd_search_astar(sctx, s->unit[1], &sp, buf, cap, &m);
+        as[q] = cpu_us() - t;
+        if (pd_jps_applicable(s->unit[1], &sp)) {
+            t = cpu_us();
+            pd_search_jps(jctx, s->unit[1], &sp, buf, cap, &m);
+            jp[nj] = cpu_us() - t;
+            sum_jp += jp[nj++];
+        }
+        if ((st != PD_OK && st != PD_PARTIAL) || sa != PD_OK)
+            fprintf(stderr, "single query %d: ReservePath %s, A* %s\n", q, pd_status_name(st), pd_status_name(sa));
+        sum_rp += rp[q];
+        sum_as += as[q];
+    }
+    const double mr = quantile(rp, (size_t)queries, 0.5), ma = quantile(as, (size_t)queries, 0.5);
+    printf("single: %d queries, window %lld ms: ReservePath median %.1f us (mean %.1f), FindPath A* median %.1f us "
+           "(mean %.1f); ratio of medians %.2f, of means %.2f",
+           queries, (long long)window_ms, mr, sum_rp / queries, ma, sum_as / queries, mr / ma,
+           sum_rp / sum_as);
+    if (nj) {
+        const double mj = quantile(jp, nj, 0.5);
+        printf("; FindPath JPS median %.1f us (mean %.1f), ratio %.2f", mj, sum_jp / (double)nj, mr / mj);
+    }
+    printf("\nfigures mode=single rp_median_us=%.1f astar_median_us=%.1f ratio_astar=%.2f\n", mr, ma, mr / ma);
+    free(rp);
+    free(as);
+    free(jp);
+    free(buf);
+    pd_jps_ctx_destroy(jctx);
+    pd_search_ctx_destroy(sctx);
+    pd_sipp_ctx_destroy(ctx);
+    pd_reserve_destroy(table);
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: pathd-agents-bench --map FILE.map [--mode reserve|alone|single] [--agents N]\n"
+                    "         [--seconds S] [--unit2-pct P] [--window MS] [--hold MS] [--queries N] [--seed N]\n"
+                    "         [--answers FILE.jsonl]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    const char *map = NULL, *answers = NULL;
+    run_args ra = { .mode = "reserve", .agents = 500, .game_ms = 600000, .unit2_pct = 20,
+                    .window_ms = PD_RESERVE_DEFAULT_WINDOW_MS };
+    int queries = 200;
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v)
+            usage();
+        if (!strcmp(argv[i], "--map"))
+            map = v;
+        else if (!strcmp(argv[i], "--mode"))
+            ra.mode = v;
+        else if (!strcmp(argv[i], "--agents"))
+            ra.agents = atoi(v);
+        else if (!strcmp(argv[i], "--seconds"))
+            ra.game_ms = (int64_t)(atof(v) * 1000);
+        else if (!strcmp(argv[i], "--unit2-pct"))
+            ra.unit2_pct = atoi(v);
+        else if (!strcmp(argv[i], "--window"))
+            ra.window_ms = atoll(v);
+        else if (!strcmp(argv[i], "--hold"))
+            ra.hold_ms = atoll(v);
+        else if (!strcmp(argv[i], "--queries"))
+            queries = atoi(v);
+        else if (!strcmp(argv[i], "--seed"))
+            bench_rng = strtoull(v, NULL, 10) | 1u;
+        else if (!strcmp(argv[i], "--answers"))
+            answers = v;
+        else
+            usage();
+        i++;
+    }
+    if (!map || ra.agents < 1 || ra.game_ms < TICK_MS || queries < 1 ||
+        (strcmp(ra.mode, "reserve") && strcmp(ra.mode, "alone") && strcmp(ra.mode, "single")))
+        usage();
+    scene s;
+    scene_init(&s, map);
+    if (!strcmp(ra.mode, "single")) {
+        run_single(&s, queries, ra.window_ms);
+        scene_free(&s);
+        return 0;
+    }
+    if (answers && !(ra.answers = fopen(answers, "w"))) {
+        fprintf(stderr, "%s: %s\n", answers, strerror(errno));
+        return 2;
+    }
+    figures f = { 0 };
+    const uint64_t began = now_ns();
+    run_agents(&s, &ra, &f);
+    const double wall = (double)(now_ns() - began) / 1e9;
+    double sum = 0;
+    for (size_t i = 0; i < f.n_us; i++)
+        sum += f.us[i];
+    const double mean = f.n_us ? sum / (double)f.n_us : 0;
+    const double p50 = quantile(f.us, f.n_us, 0.5), p99 = quantile(f.us, f.n_us, 0.99),
+                 max = f.n_us ? f.us[f.n_us - 1] : 0;
+    printf("%s: %d agents (%d%% unit 2), %.0f s of game time at 10 Hz: %llu calls (%llu OK, %llu PARTIAL, "
+           "%llu NO_PATH, %llu GOAL_BLOCKED, %llu START_BLOCKED, %llu other) in %.1f s wall, %.0f per CPU second; "
+           "p50 %.0f us, p99 %.0f us, mean %.0f us, max %.0f us; waits %.1f%% of agent time; deadlocked %llu; "
+           "expired %llu; table %zu entries, %zu KiB at the end\n",
+           ra.mode, ra.agents, ra.unit2_pct, (double)ra.game_ms / 1000, (unsigned long long)f.calls,
+           (unsigned long long)f.ok, (unsigned long long)f.partial, (unsigned long long)f.no_path,
+           (unsigned long long)f.goal_blocked, (unsigned long long)f.start_blocked, (unsigned long long)f.other,
+           wall, sum > 0 ? (double)f.calls / (sum / 1e6) : 0, p50, p99, mean, max, 100.0 * f.wait_ms / f.agent_ms,
+           (unsigned long long)f.deadlocked, (unsigned long long)f.expired, f.table_entries, f.table_bytes / 1024);
+    printf("figures mode=%s agents=%d seconds=%.0f calls=%llu p50_us=%.0f p99_us=%.0f mean_us=%.0f waits_pct=%.1f "
+           "deadlocked=%llu start_blocked=%llu\n",
+           ra.mode, ra.agents, (double)ra.game_ms / 1000, (unsigned long long)f.calls, p50, p99, mean,
+           100.0 * f.wait_ms / f.agent_ms, (unsigned long long)f.deadlocked, (unsigned long long)f.start_blocked);
+    if (ra.answers)
+        fclose(ra.answers);
+    free(f.us);
+    scene_free(&s);
+    return 0;
+}
