@@ -390,7 +390,7 @@ uint8_t *pd_codec_encode_update(uint64_t id, const char *scene, const pd_update_
     Pathd__V1__UpdateResult m = PATHD__V1__UPDATE_RESULT__INIT;
 
     if (o->status != PD_OK) {
-        char message[PD_QUERY_MESSAGE_MAX + 96];
+        char message[PD_QUERY_MESSAGE_MAX + PD_CONF_MAX_NAME + 32]; /* + "update of scene '%s' failed: " */
         snprintf(message, sizeof message, "update of scene '%s' failed: %s", scene,
                  o->message[0] ? o->message : pd_status_name(o->status));
         return pd_codec_encode_error(id, o->status, message, out_len);
