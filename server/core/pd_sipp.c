@@ -255,7 +255,8 @@ static int64_t pd__rh(const pd__srun *r, int32_t x, int32_t y)
     return (int64_t)(d * r->ms_per_cell); /* d >= 0: truncation is the floor */
 }
 
-static int pd__rpush(pd__srun *r, uint32_t cell, int64_t g)
+/* Offers padded cell `cell` at (x, y) a time g from the goal. */
+static int pd__rpush(pd__srun *r, uint32_t cell, int32_t x, int32_t y, int64_t g)
 {
     pd__rnode *n = pd__rrec(r, cell);
     if (!n)
@@ -265,7 +266,6 @@ static int pd__rpush(pd__srun *r, uint32_t cell, int64_t g)
     if (n->g != INT64_MAX)
         n->tag++; /* at most 8 pushes a cell: never reaches PD__RCLOSED */
     n->g = g;
-    const int32_t x = (int32_t)(cell % (uint32_t)r->stride), y = (int32_t)(cell / (uint32_t)r->stride);
     return pd_ring_push(&r->ctx->ropen, pd__rkey(r, g + pd__rh(r, x, y)), cell, n->tag);
 }
 
@@ -285,7 +285,7 @@ static int pd__rra_begin(pd__srun *r, size_t n_cells)
     const int64_t h0 = pd__rh(r, r->gx, r->gy);
     if (pd_ring_reset(&c->ropen, pd__rkey(r, h0), pd__rkey(r, 2 * maxdur + 1) + 1) != 0)
         return -1;
-    return pd__rpush(r, r->goal, 0);
+    return pd__rpush(r, r->goal, r->gx, r->gy, 0);
 }
 
 /* The exact static time in milliseconds from padded cell `cell` to the
@@ -320,6 +320,7 @@ static double pd__rra(pd__srun *r, uint32_t cell)
         const int64_t g = n->g;
         const uint32_t cur = top.id;
         const uint8_t cc = cells[cur];
+        const int32_t cx = (int32_t)(cur % (uint32_t)r->stride), cy = (int32_t)(cur / (uint32_t)r->stride);
         /* Shares the forward search's budget and poll: a reverse search
          * that must cover a whole component stops on a deadline too. */
         const pd_status go = pd__count_expansion_with(r->p->max_expansions, r->p->poll, r->p->poll_user,
@@ -336,7 +337,7 @@ static double pd__rra(pd__srun *r, uint32_t cell)
             const int diag = dx != 0 && dy != 0;
             if (diag && (!cells[cur + (uint32_t)dx] || !cells[(uint32_t)((int64_t)cur + dy * r->stride)]))
                 continue;
-            if (pd__rpush(r, q, g + r->dur[diag][cc]) != 0) {
+            if (pd__rpush(r, q, cx + dx, cy + dy, g + r->dur[diag][cc]) != 0) {
                 r->stop = PD_INTERNAL;
                 return INFINITY;
             }
