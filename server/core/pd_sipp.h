@@ -62,8 +62,9 @@
  * state and leaves the table on arrival (reserved_until_ms = arrival).
  *
  * Goals. A single goal cell today. Goal sets and ranges (pd_targets.h)
- * change two functions in pd_sipp.c, the goal test and the default
- * heuristic (pd__at_goal and pd__h), and nothing else.
+ * change the goal test (pd__at_goal), the octile bound (pd__h) and the
+ * reverse search's seeds (pd__rra_begin: every accepted cell at time 0, a
+ * multi-source search), and nothing else.
  *
  * Context: one pd_sipp_ctx per thread, reused without clearing (node
  * records carry a generation, as pd_search's). The search allocates only
