@@ -9,7 +9,11 @@
  * handover (pd_sipp.h), which ignores the table. The open list is a binary
  * heap on arrival + heuristic, later arrivals first among equal keys (the
  * deeper node, as pd_search's tie-breaking); a node is pushed again when its
- * arrival improves and stale entries are skipped when popped.
+ * arrival improves and stale entries are skipped when popped. With the
+ * planner's own exact static times (pd__rra) the heap holds tens of states
+ * (the search follows the way at once and stops at the handover), so a
+ * binary heap is enough; the reverse search, which does the work, runs on
+ * pd_search's ring (pd_ring.h).
  *
  * Reading the table. Expanding an anchor p looks up the spans of every cell
  * of the (K+2) x (K+2) square around p's footprint once: every successor's
@@ -21,10 +25,10 @@
  * spans, once per anchor and plan (for K = 1, one array already sorted).
  * When no other agent holds anything, no lookup is made at all.
  *
- * Where the time goes (den520d, 500 agents, 8 s windows): about nine in
- * ten expansions are the static rest after the handover, an A* to the goal
- * under the octile heuristic; the caller's exact static distances
- * (pd_sipp_params.heuristic) cut expansions about tenfold.
+ * Where the time goes: with the octile heuristic (before the reverse
+ * search) about nine in ten expansions were the static rest after the
+ * handover (den520d, 500 agents, 8 s windows). Now the reverse search is
+ * most of it, about one A* from the goal to the start per plan.
  *
  * Durations are a table of 2 x 256 per plan: a step's duration depends only
  * on its kind and the cost byte of the cell entered.
@@ -37,6 +41,7 @@
 
 #include "pd_clearance.h"
 #include "pd_nodepool.h"
+#include "pd_ring.h"
 #include "pd_search_common.h"
 
 #define PD__NO_NODE UINT32_MAX
@@ -65,11 +70,20 @@ typedef struct pd__scell {
     uint32_t stat;           /* its static node, or PD__NO_NODE */
 } pd__scell;
 
+/* Per cell of the reverse search (see pd__rra): 16 bytes, 4 KiB a block. */
+typedef struct pd__rnode {
+    int64_t g;               /* milliseconds from the goal, exact once closed */
+    uint32_t gen;
+    uint16_t tag;            /* pushes this search; PD__RCLOSED once expanded */
+    uint16_t unused;
+} pd__rnode;
+#define PD__RCLOSED UINT16_MAX
+
 typedef struct pd__open {
     double f;
     int64_t g;
     uint32_t node;
-    uint32_t unused;
+    uint32_t exact;          /* f holds the exact static time (pd__h) */
 } pd__open;
 
 typedef struct pd__iv {
@@ -78,6 +92,8 @@ typedef struct pd__iv {
 
 struct pd_sipp_ctx {
     pd_nodepool cells;
+    pd_nodepool rcells;      /* the reverse search's records */
+    pd_ring ropen;           /* its open list: pd_search's ring */
     pd__snode *nodes;
     uint32_t n_nodes, cap_nodes;
     pd__open *heap;
@@ -110,6 +126,14 @@ typedef struct pd__srun {
     int32_t nb_x, nb_y;      /* top-left cell of the neighbourhood read */
     int nb_quiet;            /* it holds no span at all */
     int64_t dur[2][256];     /* [diagonal][cost byte of the cell entered] */
+    /* The reverse resumable search (pd__rra), when the caller gives no
+     * heuristic: exact static times to the goal. */
+    int exact;
+    uint32_t rgen;
+    int32_t sx, sy;          /* its own target, the start, padded */
+    pd_status stop;          /* why a reverse search stopped early (OOM, budget, poll) */
+    uint64_t rexpanded;
+    double rkey_scale;       /* ring keys per millisecond */
 } pd__srun;
 
 static const int8_t pd__dx[8] = { 0, 0, 1, -1, 1, -1, 1, -1 };
@@ -121,6 +145,7 @@ pd_sipp_ctx *pd_sipp_ctx_create(void)
     if (!ctx)
         return NULL;
     pd_nodepool_init(&ctx->cells, PD_NODEPOOL_BLOCK_CELLS * sizeof(pd__scell));
+    pd_nodepool_init(&ctx->rcells, PD_NODEPOOL_BLOCK_CELLS * sizeof(pd__rnode));
     return ctx;
 }
 
@@ -129,6 +154,8 @@ void pd_sipp_ctx_destroy(pd_sipp_ctx *ctx)
     if (!ctx)
         return;
     pd_nodepool_free(&ctx->cells);
+    pd_nodepool_free(&ctx->rcells);
+    pd_ring_free(&ctx->ropen);
     free(ctx->nodes);
     free(ctx->heap);
     free(ctx->busy);
@@ -138,7 +165,8 @@ void pd_sipp_ctx_destroy(pd_sipp_ctx *ctx)
 
 size_t pd_sipp_ctx_footprint(const pd_sipp_ctx *ctx)
 {
-    return sizeof *ctx + pd_nodepool_footprint(&ctx->cells) + (size_t)ctx->cap_nodes * sizeof *ctx->nodes +
+    return sizeof *ctx + pd_nodepool_footprint(&ctx->cells) + pd_nodepool_footprint(&ctx->rcells) +
+           pd_ring_footprint(&ctx->ropen) + (size_t)ctx->cap_nodes * sizeof *ctx->nodes +
            ctx->cap_heap * sizeof *ctx->heap + ctx->cap_busy * sizeof *ctx->busy + ctx->cap_wp * sizeof *ctx->wp;
 }
 
@@ -157,6 +185,8 @@ void pd_sipp_ctx_trim(pd_sipp_ctx *ctx, size_t keep_bytes)
     ctx->cap_nodes = ctx->n_nodes = 0;
     ctx->cap_heap = ctx->n_heap = 0;
     ctx->cap_busy = ctx->n_busy = 0;
+    pd_ring_free(&ctx->ropen);
+    pd_nodepool_trim(&ctx->rcells, 0);
     size_t rest = pd_sipp_ctx_footprint(ctx) - pd_nodepool_footprint(&ctx->cells);
     pd_nodepool_trim(&ctx->cells, keep_bytes > rest ? keep_bytes - rest : 0);
 }
@@ -184,11 +214,169 @@ static int pd__at_goal(const pd__srun *r, uint32_t cell)
     return cell == r->goal;
 }
 
+/* ---- the reverse resumable search: exact static times to the goal ----
+ *
+ * Silver's RRA* (the heuristic of WHCA*): an A* from the goal toward the
+ * start over the static grid, in the planner's own integer milliseconds
+ * (the durations table, so the times are exactly what the forward search
+ * would sum), kept open between lookups. Asking for a cell resumes it until
+ * that cell is closed; a closed cell's time is exact because the reverse
+ * heuristic (octile to the start, rounded down to a millisecond: rounding a
+ * consistent heuristic down keeps it consistent under integer step costs)
+ * is consistent. Moves are symmetric on the grid (corner cutting tests the
+ * same two cells both ways), so a reverse step from c to n costs the
+ * forward step n -> c: the duration of entering c. The open list is
+ * pd_search's ring (pd_ring.h); keys are f in cells, as A*'s.
+ */
+
+static uint64_t pd__rkey(const pd__srun *r, int64_t f_ms)
+{
+    /* pd__f_key(f_ms / ms_per_cell) with the division made once per plan:
+     * a product by a positive constant keeps the keys' order. */
+    return (uint64_t)((double)f_ms * r->rkey_scale + 0.5);
+}
+
+static pd__rnode *pd__rrec(pd__srun *r, uint32_t cell)
+{
+    unsigned char *b = pd_nodepool_block(&r->ctx->rcells, cell);
+    if (!b)
+        return NULL;
+    pd__rnode *n = &((pd__rnode *)(void *)b)[cell & (PD_NODEPOOL_BLOCK_CELLS - 1u)];
+    if (n->gen != r->rgen)
+        *n = (pd__rnode){ .g = INT64_MAX, .gen = r->rgen, .tag = 0 };
+    return n;
+}
+
+/* The reverse heuristic: a lower bound on the time from padded (x, y) to
+ * the start, whole milliseconds. */
+static int64_t pd__rh(const pd__srun *r, int32_t x, int32_t y)
+{
+    const double d = r->eight ? pd__octile(x - r->sx, y - r->sy) : pd__manhattan(x - r->sx, y - r->sy);
+    return (int64_t)(d * r->ms_per_cell); /* d >= 0: truncation is the floor */
+}
+
+/* Offers padded cell `cell` at (x, y) a time g from the goal. */
+static int pd__rpush(pd__srun *r, uint32_t cell, int32_t x, int32_t y, int64_t g)
+{
+    pd__rnode *n = pd__rrec(r, cell);
+    if (!n)
+        return -1;
+    if (n->tag == PD__RCLOSED || g >= n->g)
+        return 0;
+    if (n->g != INT64_MAX)
+        n->tag++; /* at most 8 pushes a cell: never reaches PD__RCLOSED */
+    n->g = g;
+    return pd_ring_push(&r->ctx->ropen, pd__rkey(r, g + pd__rh(r, x, y)), cell, n->tag);
+}
+
+static int pd__rra_begin(pd__srun *r, size_t n_cells)
+{
+    pd_sipp_ctx *c = r->ctx;
+    if (pd_nodepool_begin(&c->rcells, n_cells) != 0)
+        return -1;
+    r->rgen = c->rcells.gen;
+    r->rkey_scale = (double)(1u << PD__KEY_FRACTION_BITS) / r->ms_per_cell;
+    /* The largest cost byte is not tracked on a weighted grid (as in
+     * pd_search): 255 stands for it. A window far too wide would put many
+     * distinct keys in one bucket, and the ring scans a bucket per level. */
+    const int64_t maxdur = r->dur[r->eight][r->grid->uniform_cost ? 1 : 255];
+    /* A push exceeds the last key popped by at most a step's duration plus
+     * the heuristic's change over the step (no more than the duration). */
+    const int64_t h0 = pd__rh(r, r->gx, r->gy);
+    if (pd_ring_reset(&c->ropen, pd__rkey(r, h0), pd__rkey(r, 2 * maxdur + 1) + 1) != 0)
+        return -1;
+    return pd__rpush(r, r->goal, r->gx, r->gy, 0);
+}
+
+/* The exact static time in milliseconds from padded cell `cell` to the
+ * goal, INFINITY where the goal cannot be reached (or when the search had
+ * to stop: r->stop says why). */
+static double pd__rra(pd__srun *r, uint32_t cell)
+{
+    pd_sipp_ctx *c = r->ctx;
+    const pd__rnode *want = (const pd__rnode *)(const void *)pd_nodepool_peek(&c->rcells, cell);
+    if (want) {
+        want += cell & (PD_NODEPOOL_BLOCK_CELLS - 1u);
+        if (want->gen == r->rgen && want->tag == PD__RCLOSED)
+            return (double)want->g;
+    }
+    if (r->stop != PD_OK)
+        return INFINITY;
+    const uint8_t *cells = r->grid->cells;
+    while (c->ropen.size > 0) {
+        pd_radix_entry top;
+        if (pd_ring_pop(&c->ropen, &top) != 0) {
+            r->stop = PD_INTERNAL;
+            return INFINITY;
+        }
+        pd__rnode *n = pd__rrec(r, top.id);
+        if (!n) {
+            r->stop = PD_INTERNAL;
+            return INFINITY;
+        }
+        if (n->tag != top.tag)
+            continue;
+        n->tag = PD__RCLOSED;
+        const int64_t g = n->g;
+        const uint32_t cur = top.id;
+        const uint8_t cc = cells[cur];
+        const int32_t cx = (int32_t)(cur % (uint32_t)r->stride), cy = (int32_t)(cur / (uint32_t)r->stride);
+        /* Shares the forward search's budget and poll: a reverse search
+         * that must cover a whole component stops on a deadline too. */
+        const pd_status go = pd__count_expansion_with(r->p->max_expansions, r->p->poll, r->p->poll_user,
+                                                      &r->rexpanded);
+        if (go != PD_OK) {
+            r->stop = go;
+            return INFINITY;
+        }
+        for (int dir = 0; dir < (r->eight ? 8 : 4); dir++) {
+            const int32_t dx = pd__dx[dir], dy = pd__dy[dir];
+            const uint32_t q = (uint32_t)((int64_t)cur + dy * r->stride + dx);
+            if (!cells[q])
+                continue;
+            const int diag = dx != 0 && dy != 0;
+            if (diag && (!cells[cur + (uint32_t)dx] || !cells[(uint32_t)((int64_t)cur + dy * r->stride)]))
+                continue;
+            if (pd__rpush(r, q, cx + dx, cy + dy, g + r->dur[diag][cc]) != 0) {
+                r->stop = PD_INTERNAL;
+                return INFINITY;
+            }
+        }
+        if (cur == cell)
+            return (double)g;
+    }
+    return INFINITY;
+}
+
+/* The exact static time from padded cell `cell` when the reverse search
+ * has already closed it, else a negative number. */
+static double pd__rra_known(const pd__srun *r, uint32_t cell)
+{
+    const pd__rnode *n = (const pd__rnode *)(const void *)pd_nodepool_peek(&r->ctx->rcells, cell);
+    if (!n)
+        return -1.0;
+    n += cell & (PD_NODEPOOL_BLOCK_CELLS - 1u);
+    return n->gen == r->rgen && n->tag == PD__RCLOSED ? (double)n->g : -1.0;
+}
+
 /* Milliseconds, a lower bound on the time from padded (x, y) to the goal:
  * the caller's static distance when it gives one (infinite where the goal
- * cannot be reached), else octile or Manhattan. */
-static double pd__h(const pd__srun *r, int32_t x, int32_t y)
+ * cannot be reached), else octile or Manhattan. With exact static times on
+ * (r->exact), the exact time where the reverse search already knows it, and
+ * *exact says which: the others are made exact when popped (pd_sipp_plan),
+ * so the reverse search closes only cells the forward search takes out of
+ * its open list, not every neighbour it offers (those around the start,
+ * behind it, would widen the reverse search far past A*'s). */
+static double pd__h(pd__srun *r, uint32_t cell, int32_t x, int32_t y, int *exact)
 {
+    *exact = 0;
+    if (r->exact) {
+        const double k = pd__rra_known(r, cell);
+        if (k >= 0.0) {
+            *exact = 1;
+            return k;
+        }
+    }
     const double d = r->p->heuristic   ? r->p->heuristic(r->p->heuristic_user, x - 1, y - 1)
                      : r->eight        ? pd__octile(x - r->gx, y - r->gy)
                                        : pd__manhattan(x - r->gx, y - r->gy);
@@ -202,17 +390,10 @@ static int pd__before(const pd__open *a, const pd__open *b)
     return a->f < b->f || (a->f == b->f && a->g > b->g);
 }
 
-static int pd__push(pd__srun *r, uint32_t node)
+static int pd__heap_insert(pd_sipp_ctx *c, pd__open e)
 {
-    pd_sipp_ctx *c = r->ctx;
     if (pd__grow((void **)&c->heap, &c->cap_heap, c->n_heap + 1u, sizeof *c->heap) != 0)
         return -1;
-    const pd__snode *n = &c->nodes[node];
-    const int32_t x = (int32_t)(n->cell % (uint32_t)r->stride), y = (int32_t)(n->cell / (uint32_t)r->stride);
-    pd__open e = { .f = (double)n->g + pd__h(r, x, y), .g = n->g, .node = node };
-    if (!isfinite(e.f))
-        return 0; /* the caller's heuristic says the goal is out of reach */
-    r->pushes++;
     size_t i = c->n_heap++;
     while (i > 0) {
         size_t up = (i - 1) / 2;
@@ -223,6 +404,20 @@ static int pd__push(pd__srun *r, uint32_t node)
     }
     c->heap[i] = e;
     return 0;
+}
+
+static int pd__push(pd__srun *r, uint32_t node)
+{
+    pd_sipp_ctx *c = r->ctx;
+    const pd__snode *n = &c->nodes[node];
+    const int32_t x = (int32_t)(n->cell % (uint32_t)r->stride), y = (int32_t)(n->cell / (uint32_t)r->stride);
+    int exact;
+    pd__open e = { .f = (double)n->g + pd__h(r, n->cell, x, y, &exact), .g = n->g, .node = node };
+    e.exact = (uint32_t)exact;
+    if (!isfinite(e.f))
+        return 0; /* the caller's heuristic says the goal is out of reach */
+    r->pushes++;
+    return pd__heap_insert(c, e);
 }
 
 static pd__open pd__pop(pd_sipp_ctx *c)
@@ -558,7 +753,7 @@ static int pd__parked_on(const pd__srun *r, int32_t x, int32_t y)
 static int pd__extract(pd__srun *r, uint32_t end, pd_sipp_result *res)
 {
     pd_sipp_ctx *c = r->ctx;
-    const int partial = c->nodes[end].mode == PD__STATIC;
+    const int partial = c->nodes[end].mode != PD__SPACE_TIME;
     while (c->nodes[end].mode == PD__STATIC)
         end = c->nodes[end].parent;
     size_t len = 0;
@@ -648,6 +843,10 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
     r->gy = p->goal.y + 1;
     r->ms_per_cell = 1000.0 / p->speed;
     r->t_end = p->window_ms ? p->t0_ms + p->window_ms : PD_RESERVE_FOREVER;
+    r->exact = p->heuristic == NULL;
+    r->sx = p->start.x + 1;
+    r->sy = p->start.y + 1;
+    r->stop = PD_OK;
     for (int c = 1; c < 256; c++)
         for (int diag = 0; diag < 2; diag++) {
             /* The step's cost as pd_search sums it, in milliseconds, rounded
@@ -684,6 +883,10 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
         goto done;
     }
     r->gen = ctx->cells.gen;
+    if (r->exact && pd__rra_begin(r, n_cells) != 0) {
+        st = PD_INTERNAL;
+        goto done;
+    }
     const uint32_t start = (uint32_t)pd_grid_index(grid, p->start.x, p->start.y);
     pd__scell *srec = pd__rec(r, start);
     if (!srec || pd__make_intervals(r, srec, start, 0) != 0) {
@@ -692,7 +895,7 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
     }
     /* Free at t0 (checked above), so the first interval starts there. */
     if (pd__relax(r, srec->first, p->t0_ms, PD__NO_NODE) != 0) {
-        st = PD_INTERNAL;
+        st = r->stop != PD_OK ? r->stop : PD_INTERNAL;
         goto done;
     }
     uint32_t end = PD__NO_NODE;
@@ -702,7 +905,34 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
         pd__snode *n = &ctx->nodes[top.node];
         if (n->closed || top.g != n->g)
             continue;
+        if (r->exact && !top.exact) {
+            /* Its key was a lower bound: make it exact, and put it back if
+             * that raised it. */
+            const double h = pd__rra(r, n->cell);
+            if (r->stop != PD_OK) {
+                st = r->stop;
+                break;
+            }
+            if (!isfinite(h))
+                continue; /* the goal cannot be reached from there */
+            const pd__open e = { .f = (double)top.g + h, .g = top.g, .node = top.node, .exact = 1 };
+            if (e.f > top.f) {
+                if (pd__heap_insert(ctx, e) != 0) {
+                    st = PD_INTERNAL;
+                    break;
+                }
+                continue;
+            }
+        }
         n->closed = 1;
+        /* With exact static times (pd__rra), a static node's key is the
+         * whole plan's arrival at the goal, and the smallest key open: the
+         * static rest needs no search. */
+        if (r->exact && n->mode == PD__STATIC) {
+            end = top.node;
+            st = PD_PARTIAL;
+            break;
+        }
         if (pd__at_goal(r, n->cell)) {
             if (n->mode == PD__STATIC) {
                 end = top.node;
@@ -729,20 +959,26 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
         if (n->mode == PD__SPACE_TIME && p->window_ms > 0) {
             const int64_t hold_from = n->g > r->t_end ? n->g : r->t_end;
             if (p->hold_ms ? n->hi - hold_from >= p->hold_ms : n->hi == PD_RESERVE_FOREVER) {
-                if (n->g >= r->t_end)
+                if (n->g >= r->t_end) {
                     n->mode = PD__HANDOVER;
-                else if (pd__relax_static(r, n->cell, r->t_end, top.node) != 0) {
-                    st = PD_INTERNAL;
+                    if (r->exact) {
+                        end = top.node; /* as a static node, above */
+                        st = PD_PARTIAL;
+                        break;
+                    }
+                } else if (pd__relax_static(r, n->cell, r->t_end, top.node) != 0) {
+                    st = r->stop != PD_OK ? r->stop : PD_INTERNAL;
                     break;
                 }
             }
         }
         if (pd__expand(r, top.node) != 0) {
-            st = PD_INTERNAL;
+            st = r->stop != PD_OK ? r->stop : PD_INTERNAL;
             break;
         }
     }
     out.generated = r->pushes;
+    out.reverse_expanded = r->rexpanded;
     if ((st == PD_OK || st == PD_PARTIAL) && pd__extract(r, end, &out) != 0)
         st = PD_INTERNAL;
 done:

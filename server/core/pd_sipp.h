@@ -17,10 +17,19 @@
  * move's box is free over [d, d + duration) and it arrives inside a safe
  * interval of the next anchor; each successor gets the earliest such
  * arrival, so the first goal state taken from the open list (ordered by
- * arrival + octile distance * 1000 / speed, an admissible and consistent
- * estimate, or the caller's static distance instead) is a fastest plan. On
- * an empty table that is A* over time: the same path cost as
- * pd_search_astar.
+ * arrival + the exact static time to the goal, or the caller's static
+ * distance * 1000 / speed instead) is a fastest plan. On an empty table
+ * that is A* over time: the same path cost as pd_search_astar.
+ *
+ * The exact static times come from a reverse search from the goal toward
+ * the start (Silver's reverse resumable A*, WHCA*'s heuristic), over the
+ * static grid in the plan's own step durations, resumed only for the
+ * states the space-time search takes out of its open list (the others are
+ * keyed by octile until then). With exact times a state past the handover
+ * (below) ends the search when it is taken out: its key is the whole
+ * plan's arrival, so the static rest costs no search at all. The reverse
+ * search is most of a plan's work on an empty table: about one A* from the
+ * goal to the start.
  *
  * The window (window_ms > 0) bounds what is reserved, not what is planned.
  * Let t_end = t0 + window_ms and hold = max(arrival, t_end). A state whose
@@ -53,8 +62,9 @@
  * state and leaves the table on arrival (reserved_until_ms = arrival).
  *
  * Goals. A single goal cell today. Goal sets and ranges (pd_targets.h)
- * change two functions in pd_sipp.c, the goal test and the default
- * heuristic (pd__at_goal and pd__h), and nothing else.
+ * change the goal test (pd__at_goal), the octile bound (pd__h) and the
+ * reverse search's seeds (pd__rra_begin: every accepted cell at time 0, a
+ * multi-source search), and nothing else.
  *
  * Context: one pd_sipp_ctx per thread, reused without clearing (node
  * records carry a generation, as pd_search's). The search allocates only
@@ -104,14 +114,15 @@ typedef struct pd_sipp_params {
     int64_t hold_ms;               /* PARTIAL's hold: 0 until reserved again */
     pd_at_goal at_goal;
     pd_connectivity connectivity;  /* 0 means PD_CONNECT_8 */
-    uint64_t max_expansions;       /* 0 means no budget */
+    uint64_t max_expansions;       /* 0: no budget; bounds each search */
     pd_search_poll_fn poll;        /* as pd_search's; may be NULL */
     void *poll_user;
-    /* NULL: octile (Manhattan when 4-connected). The scene's exact static
-     * distances to the goal (a reverse Dijkstra kept per goal) make both
-     * the search within the window and the static rest after the handover
-     * follow the way at once: with octile, the rest is an A* to the goal,
-     * most of a plan's work on a map of rooms and corridors. */
+    /* NULL: the planner's own reverse search (above) gives exact static
+     * times. A caller that keeps the scene's static distances to the goal
+     * (a reverse Dijkstra per goal) may give them here instead: a lower
+     * bound in cells, consistent; the static rest after the handover is
+     * then searched as an A* under it, as it must be for a bound that may
+     * not be exact. */
     pd_sipp_heuristic_fn heuristic;
     void *heuristic_user;
 } pd_sipp_params;
@@ -129,8 +140,11 @@ typedef struct pd_sipp_result {
     int has_blocker;
     uint64_t blocker;
     pd_reserve_limit limit;        /* behind PD_LIMIT_EXCEEDED */
-    uint64_t expanded, generated;
+    uint64_t expanded, generated;  /* the space-time search's */
     uint64_t micros;
+    /* The reverse search's expansions (exact static times, when the caller
+     * gives no heuristic); max_expansions bounds it on its own too. */
+    uint64_t reverse_expanded;
 } pd_sipp_result;
 
 typedef struct pd_sipp_ctx pd_sipp_ctx;

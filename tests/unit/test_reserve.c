@@ -1237,6 +1237,56 @@ static double dist_lookup(void *user, int32_t x, int32_t y)
     return t->d[y * t->w + x];
 }
 
+/* Without a caller's heuristic the planner finds exact static times itself
+ * (a reverse search from the goal), so the static rest after the handover
+ * costs no search: on a serpentine 200 steps long, a 3 s window expands a
+ * handful of states, not the whole way (the octile planner before it
+ * expanded every cell of the rest). The plan is the same as with the
+ * caller's exact distances. */
+static void test_static_rest_not_searched(void **state)
+{
+    fixture *f = *state;
+    /* 21 x 19: open rows joined by a gap at alternate ends. */
+    char rows[19][23];
+    for (int y = 0; y < 19; y++) {
+        for (int x = 0; x < 21; x++)
+            rows[y][x] = y % 2 == 0 ? '.' : (y % 4 == 1 ? (x == 20 ? '.' : '#') : (x == 0 ? '.' : '#'));
+        rows[y][21] = '\n';
+        rows[y][22] = 0;
+    }
+    char text[19 * 22 + 1] = "";
+    for (int y = 0; y < 19; y++)
+        strcat(text, rows[y]);
+    scene s;
+    scene_init(&s, core_grid(text));
+    dist_table dt;
+    const pd_point goal = { 20, 18 };
+    dist_build(&dt, s.unit[1], goal);
+    pd_sipp_params p = { .agent = 1, .unit = 1, .start = { 0, 0 }, .goal = goal, .speed = 1.0, .window_ms = 3000 };
+    pd_sipp_result r;
+    expect_status(pd_sipp_plan(f->ctx, f->t, s.unit[1], &p, &r), PD_PARTIAL, "serpentine, own distances");
+    print_message("serpentine: %llu expansions, %llu in the reverse search\n", (unsigned long long)r.expanded,
+                  (unsigned long long)r.reverse_expanded);
+    assert_true(r.expanded <= 12);
+    assert_true(r.reverse_expanded >= 190);
+    const pd_waypoint last = r.waypoints[r.n_waypoints - 1];
+    assert_int_equal(last.x, 3);
+    assert_int_equal(last.y, 0);
+    assert_int_equal(r.reserved_until_ms, FOREVER);
+    /* The caller's exact distances: the same handover. */
+    p.heuristic = dist_lookup;
+    p.heuristic_user = &dt;
+    expect_status(pd_sipp_plan(f->ctx, f->t, s.unit[1], &p, &r), PD_PARTIAL, "serpentine, caller's distances");
+    assert_int_equal(r.waypoints[r.n_waypoints - 1].x, last.x);
+    assert_int_equal(r.waypoints[r.n_waypoints - 1].t_arrive_ms, last.t_arrive_ms);
+    /* The budget bounds the reverse search as well. */
+    p.heuristic = NULL;
+    p.max_expansions = 50;
+    expect_status(pd_sipp_plan(f->ctx, f->t, s.unit[1], &p, &r), PD_BUDGET_EXCEEDED, "reverse search budget");
+    free(dt.d);
+    scene_free(&s);
+}
+
 static void test_exact_heuristic(void **state)
 {
     fixture *f = *state;
@@ -1264,11 +1314,12 @@ static void test_exact_heuristic(void **state)
         pd_sipp_result r1, r2;
         pd_status s1 = pd_sipp_plan(f->ctx, f->t, s.unit[unit], &p, &r1);
         const int64_t t1 = s1 == PD_OK ? r1.waypoints[r1.n_waypoints - 1].t_arrive_ms : -1;
-        const uint64_t e1 = r1.expanded;
+        const uint64_t e1 = r1.expanded + r1.reverse_expanded;
         p.heuristic = dist_lookup;
         p.heuristic_user = &dt;
         pd_status s2 = pd_sipp_plan(f->ctx, f->t, s.unit[unit], &p, &r2);
-        expect_status(s2, s1, "exact heuristic against octile");
+        expect_status(s2, s1, "the caller's exact heuristic against the planner's own");
+        assert_int_equal(r2.reverse_expanded, 0);
         if (s1 == PD_OK) {
             /* Both fastest: the same arrival, whatever way each took. */
             assert_int_equal(r2.waypoints[r2.n_waypoints - 1].t_arrive_ms, t1);
@@ -1280,7 +1331,8 @@ static void test_exact_heuristic(void **state)
         }
         free(dt.d);
     }
-    print_message("exact static distances: %llu expansions, octile %llu (%d arrivals compared)\n",
+    print_message("caller's static distances: %llu expansions, the planner's reverse search %llu (%d arrivals "
+                  "compared)\n",
                   (unsigned long long)exact_exp, (unsigned long long)octile_exp, compared);
     assert_true(compared > 30);
     assert_true(exact_exp < octile_exp);
@@ -1619,6 +1671,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_park_and_vanish, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alone_matches_astar, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exact_heuristic, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_static_rest_not_searched, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_simulation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bench_den520d, setup, teardown),
     };
