@@ -928,6 +928,11 @@ static int pathctl_limits(pdc_conn *c, const pathctl_args *a)
         {"max_watch_scenes", l.max_watch_scenes},
         {"max_watchers", l.max_watchers},
         {"max_watches_per_conn", l.max_watches_per_conn},
+        {"reservation_ttl_ms", l.reservation_ttl_ms},
+        {"max_agents_per_scene", l.max_agents_per_scene},
+        {"max_reservation_entries", l.max_reservation_entries},
+        {"max_reservation_window_ms", l.max_reservation_window_ms},
+        {"max_agent_bytes", l.max_agent_bytes},
     };
     return pathctl_print_numbers(a, fields, sizeof fields / sizeof fields[0]);
 }

@@ -2248,6 +2248,11 @@ int pdc_get_limits(pdc_conn *c, pdc_limits *out)
     out->max_watch_scenes = l->max_watch_scenes;
     out->max_watchers = l->max_watchers;
     out->max_watches_per_conn = l->max_watches_per_conn;
+    out->reservation_ttl_ms = l->reservation_ttl_ms;
+    out->max_agents_per_scene = l->max_agents_per_scene;
+    out->max_reservation_entries = l->max_reservation_entries;
+    out->max_reservation_window_ms = l->max_reservation_window_ms;
+    out->max_agent_bytes = l->max_agent_bytes;
     pathd__v1__response__free_unpacked(resp, NULL);
     return PDC_OK;
 }

@@ -408,6 +408,11 @@ typedef struct pdc_limits {
     uint32_t max_watch_scenes;         /* scenes one pdc_watch may name */
     uint32_t max_watchers;             /* watches open on the server */
     uint32_t max_watches_per_conn;     /* watches open on one connection */
+    uint32_t reservation_ttl_ms;       /* game ms an unrenewed agent keeps its reservations */
+    uint32_t max_agents_per_scene;     /* the reservation limits (0 = none) */
+    uint32_t max_reservation_entries;
+    uint32_t max_reservation_window_ms;
+    uint32_t max_agent_bytes;
 } pdc_limits;
 
 typedef struct pdc_conn pdc_conn;

@@ -12,6 +12,7 @@
 
 #include "pd_index.h"
 #include "pd_kind.h"
+#include "pd_kind_reserve.h"
 
 uint64_t pd_kind_scene_lane(const char *name)
 {
@@ -35,11 +36,23 @@ static pd_status pd__update_prepare(pd_job *job, pd_request *req, const pd_kind_
     return PD_OK;
 }
 
+/* An update that blocked cells cuts the reservations holding them, in the
+ * same lane run (so no ReservePath of the scene plans on the old cells
+ * after the update answered); job->ext keeps who was cut. */
 static pd_status pd__update_run(pd_job *job, pd_query_scratch *scratch, const pd_query_control *ctl)
 {
     (void)scratch;
     (void)ctl;
-    return pd_query_update_cells(job->store, &job->update_req, &job->update);
+    pd_status st = pd_query_update_cells(job->store, &job->update_req, &job->update);
+    if (st == PD_OK && job->update.update.cells_changed)
+        job->ext = pd_kind_reserve_cut(pd_store_registry(job->store), &job->update_req);
+    return st;
+}
+
+static void pd__update_release(pd_job *job)
+{
+    pd_update_cut_free(job->ext);
+    job->ext = NULL;
 }
 
 static int pd__update_event(const pd_job *job, pd_watch_event *ev)
@@ -76,6 +89,7 @@ const pd_kind pd_kind_update_cells = {
     .runs = PD_KIND_LANE,
     .prepare = pd__update_prepare,
     .run = pd__update_run,
+    .release = pd__update_release,
     .event = pd__update_event,
     .note = pd__update_note,
     .scene = pd__update_scene,
