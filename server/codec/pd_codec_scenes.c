@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "pd_codec_internal.h"
-#include "pd_kind_reserve.h"
+#include "pd_scene_reserve.h"
 
 /* One operation: what = "update_cells" or "update_cells.ops[i]"; the cells
  * of a list are copied into *cells (owned by the caller). */

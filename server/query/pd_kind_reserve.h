@@ -45,23 +45,6 @@ typedef struct pd_reserve_job {
     pd_reserve_stats stats;
 } pd_reserve_job;
 
-/* What an UpdateCells that blocked cells cut (its job->ext): the agents,
- * ascending and distinct, and from when (UpdateResult.agents_cut, the
- * AGENTS_CUT watch event). */
-typedef struct pd_update_cut {
-    uint64_t *agents;                 /* malloc'd */
-    size_t n_agents;
-    int64_t at_ms;
-} pd_update_cut;
-
-/* After an UpdateCells applied (in the scene's lane): cuts the reservations
- * of the scene `name` holding the cells the update blocked, from
- * req->at_ms on (unset: the latest time the table heard of). NULL when
- * none was cut (or the scene has no table); else the cut, to free with
- * pd_update_cut_free. */
-pd_update_cut *pd_kind_reserve_cut(pd_registry *registry, const pd_update_cells_req *req);
-void pd_update_cut_free(pd_update_cut *cut);
-
 /* The config's name of a reservation limit ("limits.max_agents_per_scene"). */
 const char *pd_kind_reserve_limit_key(pd_reserve_limit l);
 

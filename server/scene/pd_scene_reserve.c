@@ -5,6 +5,7 @@
  * table frees it once that request lets go.
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,7 +122,7 @@ pd_reserve *pd_reservations_lock(pd_reservations *set, const pd_scene *s, int cr
             pthread_mutex_unlock(&set->lock);
             return NULL;
         }
-        strncpy(e->name, s->name, sizeof e->name - 1);
+        memcpy(e->name, s->name, sizeof e->name); /* both PD_CONF_MAX_NAME, NUL-terminated */
         e->incarnation = s->incarnation;
         e->refs = 1;
         *at = e;
@@ -158,4 +159,88 @@ void pd_reservations_forget(pd_reservations *set, const char *name)
     if (*at)
         pd__unlink(at);
     pthread_mutex_unlock(&set->lock);
+}
+
+/* ---- UpdateCells' cuts -------------------------------------------------- */
+
+static int pd__cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Cuts what op blocked in table; the ids go to ids[*n..), which has room
+ * for every agent of the table per op. A RESTORE may bring walls back: its
+ * cells blocked in the new grid cut as a BLOCK's. */
+static void pd__cut_op(pd_reserve *table, const pd_grid *grid, const pd_scene_update *op, int64_t at,
+                       pd_reserve_cut *cuts, size_t cap, uint64_t *ids, size_t *n)
+{
+    size_t got = 0;
+    if (op->op == PD_UPDATE_BLOCK) {
+        got = op->is_rect ? pd_reserve_block(table, op->rect_min.x, op->rect_min.y, op->rect_max.x, op->rect_max.y,
+                                             at, cuts, cap)
+                          : pd_reserve_block_cells(table, op->cells, op->n_cells, at, cuts, cap);
+    } else if (op->op == PD_UPDATE_RESTORE) {
+        size_t cells = op->is_rect ? (size_t)(op->rect_max.x - op->rect_min.x + 1) *
+                                         (size_t)(op->rect_max.y - op->rect_min.y + 1)
+                                   : op->n_cells;
+        for (size_t i = 0; i < cells; i++) {
+            pd_point c = op->is_rect ? (pd_point){op->rect_min.x + (int32_t)(i % (size_t)(op->rect_max.x -
+                                                                                         op->rect_min.x + 1)),
+                                                  op->rect_min.y + (int32_t)(i / (size_t)(op->rect_max.x -
+                                                                                         op->rect_min.x + 1))}
+                                     : op->cells[i];
+            if (pd_grid_get(grid, c.x, c.y) == 0)
+                got += pd_reserve_block(table, c.x, c.y, c.x, c.y, at, cuts + (got < cap ? got : cap),
+                                        got < cap ? cap - got : 0);
+        }
+    }
+    for (size_t i = 0; i < got && i < cap; i++)
+        ids[(*n)++] = cuts[i].agent;
+}
+
+pd_update_cut *pd_reservations_cut(pd_reservations *set, const pd_scene *s, const pd_scene_update *ops,
+                                   size_t n_ops, int has_at_ms, int64_t at_ms)
+{
+    pd_reservations_hold hold;
+    pd_reserve *table = pd_reservations_lock(set, s, 0, &hold);
+    pd_update_cut *cut = NULL;
+    if (table) {
+        pd_reserve_stats st;
+        pd_reserve_get_stats(table, &st);
+        size_t cap = st.agents, n = 0;
+        int64_t at = has_at_ms ? at_ms : pd_reserve_now(table);
+        pd_reserve_cut *cuts = cap ? malloc(cap * sizeof *cuts) : NULL;
+        uint64_t *ids = cap ? malloc(cap * n_ops * sizeof *ids) : NULL;
+        cut = calloc(1, sizeof *cut);
+        if (cap && cuts && ids && cut) {
+            for (size_t i = 0; i < n_ops; i++)
+                pd__cut_op(table, s->grid, &ops[i], at, cuts, cap, ids, &n);
+        }
+        free(cuts);
+        if (n && cut) {
+            qsort(ids, n, sizeof *ids, pd__cmp_u64);
+            size_t k = 0;
+            for (size_t i = 0; i < n; i++)
+                if (k == 0 || ids[k - 1] != ids[i])
+                    ids[k++] = ids[i];
+            cut->agents = ids;
+            cut->n_agents = k;
+            cut->at_ms = at;
+        } else {
+            free(ids);
+            free(cut);
+            cut = NULL;
+        }
+    }
+    pd_reservations_unlock(set, &hold);
+    return cut;
+}
+
+void pd_update_cut_free(pd_update_cut *cut)
+{
+    if (!cut)
+        return;
+    free(cut->agents);
+    free(cut);
 }

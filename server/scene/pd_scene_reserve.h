@@ -17,6 +17,7 @@
 #ifndef PD_SCENE_RESERVE_H
 #define PD_SCENE_RESERVE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pd_reserve.h"
@@ -50,6 +51,25 @@ void pd_reservations_unlock(pd_reservations *set, pd_reservations_hold *hold);
 /* The scene `name` is no longer served: its table goes (once no request
  * holds it). */
 void pd_reservations_forget(pd_reservations *set, const char *name);
+
+/* What an UpdateCells that blocked cells cut (its job->ext): the agents,
+ * ascending and distinct, and from when (UpdateResult.agents_cut, the
+ * AGENTS_CUT watch event). */
+typedef struct pd_update_cut {
+    uint64_t *agents;                 /* malloc'd */
+    size_t n_agents;
+    int64_t at_ms;
+} pd_update_cut;
+
+/* After an UpdateCells applied ops[0..n_ops) (in the scene's lane): cuts
+ * the reservations of scene s (the version the update made) holding the cells the update
+ * blocked (a RESTORE's cells that are walls again too), from at_ms on
+ * (has_at_ms 0: the latest time the table heard of). NULL when none was
+ * cut (or the scene has no table); else the cut, to free with
+ * pd_update_cut_free. */
+pd_update_cut *pd_reservations_cut(pd_reservations *set, const pd_scene *s, const pd_scene_update *ops,
+                                   size_t n_ops, int has_at_ms, int64_t at_ms);
+void pd_update_cut_free(pd_update_cut *cut);
 
 /* Made and destroyed by the registry. */
 pd_reservations *pd_reservations_create(void);
