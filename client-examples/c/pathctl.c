@@ -20,6 +20,7 @@
 
 #include "pathctl_query.h"
 #include "pathctl_render.h"
+#include "pathctl_reserve.h"
 #include "pathctl_scene.h"
 #include "pathctl_watch.h"
 #include "pathd_client.h"
@@ -107,7 +108,7 @@ static void pathctl_usage(FILE *out)
             "  limits             the limits requests must respect\n"
             "  ping               round-trip time\n"
             "  reload             admin: reread the server's config and maps (as SIGHUP)\n"
-            "%s%s%s%s"
+            "%s%s%s%s%s"
             "\n"
             "options:\n"
             "  --server HOST:PORT  default %s ([::1]:PORT for IPv6)\n"
@@ -117,7 +118,8 @@ static void pathctl_usage(FILE *out)
             "  -h, --help          this text\n"
             "\n"
             "exit status: 0 OK/PARTIAL, 1 other answer, 2 usage, 3 connection failure\n",
-            pathctl_query_usage, pathctl_scene_usage, pathctl_watch_usage, pathctl_render_usage, PDC_DEFAULT_SERVER,
+            pathctl_query_usage, pathctl_scene_usage, pathctl_watch_usage, pathctl_reserve_usage, pathctl_render_usage,
+            PDC_DEFAULT_SERVER,
             PDC_DEFAULT_TIMEOUT_MS);
 }
 
@@ -983,6 +985,9 @@ int main(int argc, char **argv)
         return code;
     code = pathctl_watch_main(argc, argv);
     if (code != PATHCTL_WATCH_NOT_MINE)
+        return code;
+    code = pathctl_reserve_main(argc, argv);
+    if (code != PATHCTL_RESERVE_NOT_MINE)
         return code;
 
     pathctl_args args;

@@ -46,7 +46,7 @@ W, H = len(DOOR_MAP[0]), len(DOOR_MAP)
 TTL_MS = 60000
 MAX_AGENTS = 30
 MAX_WINDOW_MS = 60000
-SCENES = ["door", "blocked", "release", "ttl", "partial", "cut", "crowd", "bad", "rand", "grow"]
+SCENES = ["door", "blocked", "release", "ttl", "partial", "cut", "crowd", "bad", "rand", "grow", "ctl"]
 
 
 def open_cells():
@@ -345,6 +345,38 @@ class ReserveWireTest(unittest.TestCase):
         self.assertEqual(lim["reservation_ttl_ms"], TTL_MS)
         self.assertEqual(lim["max_agents_per_scene"], MAX_AGENTS)
         self.assertEqual(lim["max_reservation_window_ms"], MAX_WINDOW_MS)
+
+    # ---- pathctl ------------------------------------------------------------
+
+    def pathctl(self, *args, ok=True):
+        out = subprocess.run([os.environ["PATHCTL_BIN"], "--server", self.daemon.addr, "--json"] + list(args),
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0 if ok else 1, out.stderr)
+        return json.loads(out.stdout)
+
+    def test_pathctl_reserve_release_reservations(self):
+        rec = Recorder()
+        a = self.pathctl("reserve", "--scene", "ctl", "--agent", "5", "--from", "1,1", "--to", "10,5", "--t0", "0",
+                         "--speed", "2", "--window", str(MAX_WINDOW_MS))
+        self.assertEqual(set(a) >= {"status", "agent", "reserved_until_ms", "waypoints"}, True, a)
+        self.assertEqual((a["status"], a["agent"], a["reserved_until_ms"]), ("OK", 5, None))
+        self.assertEqual(set(a["waypoints"][0]), {"x", "y", "t_arrive_ms", "t_leave_ms"})
+        rec.plan(a, 1, 2.0, 0)
+        # The same plan as the Python client reads it.
+        same = self.c.reservations("ctl")
+        self.assertEqual(same["agents"], 1)
+        listed = self.pathctl("reservations", "--scene", "ctl", "--rect", "10,5,10,5")
+        self.assertEqual([(e["agent"], e["t1_ms"]) for e in listed["entries"]][-1], (5, None))
+        blocked = self.pathctl("reserve", "--scene", "ctl", "--agent", "6", "--from", "1,1", "--to", "2,1",
+                               "--t0", "0", "--speed", "2", ok=False)
+        self.assertEqual((blocked["status"], blocked["blocking_agent"]), ("START_BLOCKED", 5))
+        bad = self.pathctl("reserve", "--scene", "ctl", "--agent", "6", "--from", "1,1", "--to", "2,1",
+                           "--t0", "0", "--speed", "0", ok=False)
+        self.assertEqual(bad["status"], "INVALID_ARGUMENT")
+        self.assertEqual(self.pathctl("release", "--scene", "ctl", "--agent", "5"), {"status": "OK", "released": True})
+        self.assertEqual(self.pathctl("reservations", "--scene", "ctl")["entries"], [])
+        rec.add({"type": "release", "agent": 5, "t": 0})
+        rec.check(self)
 
     # ---- many agents --------------------------------------------------------
 
