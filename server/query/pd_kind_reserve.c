@@ -39,6 +39,8 @@ const char *pd_kind_reserve_limit_key(pd_reserve_limit l)
  * (the query scratch predates SIPP; a context reused keeps its arrays, as
  * a search context does), freed when the thread ends. */
 static pthread_key_t pd__sipp_key;
+/* What a worker's planner context keeps between plans. */
+#define PD__SIPP_KEEP_BYTES (4u << 20)
 static pthread_once_t pd__sipp_once = PTHREAD_ONCE_INIT;
 
 static void pd__sipp_free(void *ctx)
@@ -182,6 +184,9 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
     }
     pd_reserve_maintain(table, pd_reservations_ttl_ms(set), NULL, 0, NULL);
     pd_reservations_unlock(set, &hold);
+    /* A search over a large window may have grown the context far past
+     * what the next needs: give that back, as workers trim their scratch. */
+    pd_sipp_ctx_trim(ctx, PD__SIPP_KEEP_BYTES);
     rj->reserved_until_ms = r.reserved_until_ms;
     rj->cost = r.cost;
     rj->expanded = r.expanded;
