@@ -22,6 +22,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -46,11 +47,13 @@ W, H = len(DOOR_MAP[0]), len(DOOR_MAP)
 TTL_MS = 60000
 MAX_AGENTS = 30
 MAX_WINDOW_MS = 60000
-SCENES = ["door", "blocked", "release", "ttl", "partial", "cut", "crowd", "bad", "rand", "grow", "ctl"]
+SCENES = ["door", "blocked", "release", "ttl", "partial", "cut", "crowd", "bad", "rand", "grow", "ctl", "conc"]
 
 
-def open_cells():
-    return [(x, y) for y in range(H) for x in range(W) if DOOR_MAP[y][x] == "."]
+def open_cells(unit=1):
+    """Anchors where a unit x unit footprint fits."""
+    return [(x, y) for y in range(H - unit + 1) for x in range(W - unit + 1)
+            if all(DOOR_MAP[y + j][x + i] == "." for i in range(unit) for j in range(unit))]
 
 
 class Daemon:
@@ -409,6 +412,69 @@ class ReserveWireTest(unittest.TestCase):
         self.assertGreater(statuses.get("OK", 0) + statuses.get("PARTIAL", 0), 100, statuses)
         out = rec.check(self)
         self.assertIn("conflicts 0", out)
+
+
+    def test_concurrent_clients_checked(self):
+        """Several connections reserving in one scene at once: the scene's
+        lane makes each ReservePath atomic, so what they were answered,
+        replayed together by the checker, never collides. Unit 2 agents
+        among them."""
+        daemon = self.daemon
+        lock = threading.Lock()
+        rec = Recorder()
+        failures = []
+        cells = {1: open_cells(1), 2: open_cells(2)}
+        # Distinct starts, footprints apart: agents of thread i are 1 + 4 i ..
+        rng0 = random.Random(341)
+        taken, agents = set(), []
+        for n in range(12):
+            unit = 2 if n % 4 == 3 else 1
+            for _ in range(1000):
+                c = rng0.choice(cells[unit])
+                fp = {(c[0] + i, c[1] + j) for i in range(unit) for j in range(unit)}
+                if not fp & taken:
+                    taken |= fp
+                    agents.append((1 + n, unit, c))
+                    break
+
+        def run(mine, seed):
+            rng = random.Random(seed)
+            client = PathdClient(daemon.addr, timeout=20)
+            try:
+                at = {agent: (unit, c, 0) for agent, unit, c in mine}
+                for _ in range(25):
+                    agent = min(at, key=lambda k: (at[k][2], k))
+                    unit, cell, t = at[agent]
+                    speed = rng.choice([1.0, 2.0, 4.0])
+                    try:
+                        a = client.reserve_path("conc", agent, cell, rng.choice(cells[unit]), t, speed,
+                                                unit_size=unit, window_ms=rng.choice([None, 3000]))
+                    except PathdError as e:
+                        if e.status not in ("NO_PATH", "GOAL_BLOCKED", "START_BLOCKED"):
+                            raise
+                        at[agent] = (unit, cell, t + 250)
+                        continue
+                    with lock:
+                        rec.plan(a, unit, speed, t)
+                    last = a["waypoints"][-1]
+                    at[agent] = (unit, (last["x"], last["y"]), max(last["t_arrive_ms"], t + 1))
+            except Exception as e:   # reported by the main thread
+                failures.append(e)
+            finally:
+                client.close()
+
+        # Every agent parks where it stands first, before anyone moves: a
+        # plan made meanwhile could run through a start not yet reserved.
+        for agent, unit, c in agents:
+            rec.plan(self.c.reserve_path("conc", agent, c, c, 0, 2.0, unit_size=unit), unit, 2.0, 0)
+        threads = [threading.Thread(target=run, args=(agents[i::4], i)) for i in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(120)
+        self.assertEqual(failures, [])
+        self.assertGreater(rec.plans, 12 + 40)
+        self.assertIn("conflicts 0", rec.check(self))
 
 
 if __name__ == "__main__":
