@@ -519,6 +519,10 @@ int pd_registry_publish(pd_registry *r, pd_scene_set *set)
     r->index_cap = icap;
     pthread_rwlock_unlock(&r->lock);
     free(old_index);
+    /* A scene the reload stopped serving takes its reservations with it. */
+    for (size_t i = 0; i < old_n; i++)
+        if (old[i] && pd__lookup(r, old[i]->name, NULL) == SIZE_MAX)
+            pd_reservations_forget(r->reservations, old[i]->name);
     pthread_mutex_unlock(&r->reload_lock);
 
     /* Readers that still hold old scenes keep them alive by their own

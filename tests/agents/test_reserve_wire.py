@@ -296,6 +296,23 @@ class ReserveWireTest(unittest.TestCase):
         self.assertFalse(b["was_cut"])
         rec.check(self)
 
+    def test_dropped_scene_drops_its_table(self):
+        rec = Recorder()
+        cells = bytes(0 if ch == "#" else 1 for row in DOOR_MAP for ch in row)
+        self.c.create_scene("made", cells=cells, width=W, height=H)
+        self.reserve(rec, "made", 1, (1, 1), (1, 1), 0)
+        self.assertEqual(self.c.reservations("made")["agents"], 1)
+        # An update makes a new version: the reservations stay.
+        self.c.update_cells("made", rect=((10, 5), (10, 5)), op="block")
+        self.assertEqual(self.c.reservations("made")["agents"], 1)
+        self.c.drop_scene("made")
+        e = self.status_of(self.c.reservations, "made")
+        self.assertEqual(e.status, "UNKNOWN_SCENE")
+        # Made again under its name: a new scene, with an empty table.
+        self.c.create_scene("made", cells=cells, width=W, height=H)
+        self.assertEqual(self.c.reservations("made")["agents"], 0)
+        rec.check(self)
+
     # ---- limits and bad input ----------------------------------------------
 
     def test_agents_limit(self):
