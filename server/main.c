@@ -101,14 +101,14 @@ static int pd__parse_args(int argc, char **argv, pd_args *a)
         } else if (strcmp(opt, "--config") == 0) {
             a->config_path = val;
         } else if (strcmp(opt, "--listen") == 0) {
-            char err[160];
+            char err[PD_REASON_SHORT_MAX];
             if (pd_conf_parse_address(val, a->listen_host, &a->listen_port, err, sizeof err) != 0) {
                 fprintf(stderr, "pathd: --listen: %s\n", err);
                 return 2;
             }
             a->has_listen = 1;
         } else if (strcmp(opt, "--metrics-listen") == 0) {
-            char err[160];
+            char err[PD_REASON_SHORT_MAX];
             if (pd_conf_parse_address(val, a->metrics_host, &a->metrics_port, err, sizeof err) != 0) {
                 fprintf(stderr, "pathd: --metrics-listen: %s\n", err);
                 return 2;
@@ -274,7 +274,7 @@ static int pd__check_data_dir(const char *path, const pd_conf *conf)
  * a wall. Warnings (exit 0): a portal end too narrow for its max_unit. */
 static int pd__check_config(const char *path, const pd_conf *conf, pd_registry *registry)
 {
-    char err[512];
+    char err[PD_LOAD_ERR_MAX];
     if (pd_registry_load(registry, conf, err, sizeof err) != 0) {
         fprintf(stderr, "pathd: %s: %s\n", path, err);
         return 1;
@@ -360,7 +360,7 @@ int main(int argc, char **argv)
 {
     pd_args args;
     pd_conf conf;
-    char err[512];
+    char err[PD_LOAD_ERR_MAX];
     int status = 1;
     uv_loop_t loop;
     pd_registry *registry = NULL;

@@ -400,7 +400,7 @@ static uint8_t *pd__encode_update_cut(uint64_t id, const char *scene, const pd_u
     Pathd__V1__UpdateResult m = PATHD__V1__UPDATE_RESULT__INIT;
 
     if (o->status != PD_OK) {
-        char message[PD_QUERY_MESSAGE_MAX + 96];
+        char message[PD_QUERY_MESSAGE_MAX + PD_CONF_MAX_NAME + 32]; /* + "update of scene '%s' failed: " */
         snprintf(message, sizeof message, "update of scene '%s' failed: %s", scene,
                  o->message[0] ? o->message : pd_status_name(o->status));
         return pd_codec_encode_error(id, o->status, message, out_len);

@@ -21,6 +21,7 @@
 
 #include "pd_conf_world.h"
 #include "pd_ldtk.h"
+#include "pd_reason.h"
 #include "pd_tiled.h"
 
 #define PD_CONF_MAX_SCENES 1024

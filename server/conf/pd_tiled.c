@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "pd_conf_json.h"
+#include "pd_reason.h"
 #include "pd_tdata.h"
 #include "pd_tmx.h"
 #include <ctype.h>
@@ -571,7 +572,7 @@ static int pd__external_tileset(const pd__tctx *ctx, const char *source, const c
     char *buf = pd__slurp(ts_real, PD_TILED_MAX_FILE_BYTES, &len);
     if (!buf)
         return pd__tfail(ctx, path, "tileset \"%s\": %s", source, strerror(errno));
-    char msg[256];
+    char msg[PD_REASON_MAX];
     cJSON *ts = pd__parse_doc(buf, len, msg, sizeof msg);
     free(buf);
     if (!ts)
@@ -864,7 +865,7 @@ static int pd__read_gids(pd__walk *w, const cJSON *holder, const char *label, co
         return pd__tfail(ctx, child, "is required");
     pd__gid_sink k = { .w = w, .label = label, .tx = tx, .ty = ty, .cw = cw };
     if (cJSON_IsString(data)) {
-        char msg[160];
+        char msg[PD_REASON_SHORT_MAX];
         int rc = pd_tdata_decode_to(data->valuestring, strlen(data->valuestring),
                                     encoding ? encoding : "csv", compression, n, pd__gid_sink_take,
                                     &k, msg, sizeof msg);

@@ -10,6 +10,7 @@
  * of {name, type, value}.
  */
 #include "pd_tmx.h"
+#include "pd_reason.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -439,7 +440,7 @@ cJSON *pd_tmx_to_json(const char *buf, size_t len, char *err, size_t errlen)
     if (!doc) {
         const xmlError *e = xmlCtxtGetLastError(ctxt);
         if (err && errlen) {
-            char msg[160] = "malformed document";
+            char msg[PD_REASON_SHORT_MAX] = "malformed document";
             if (e && e->message) {
                 snprintf(msg, sizeof msg, "%s", e->message);
                 size_t m = strlen(msg);

@@ -6,11 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* FNV-1a 64's published parameters (offset basis and prime, from the FNV
+ * reference, www.isthe.com/chongo/tech/comp/fnv). The hash is only ever
+ * used in memory (index slots, watch buckets, pool lanes): nothing stores
+ * it, so these may be corrected without migrating any file. */
+#define PD_FNV1A64_OFFSET 14695981039346656037ull
+#define PD_FNV1A64_PRIME 1099511628211ull
+
 size_t pd_index_hash(const char *name)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = PD_FNV1A64_OFFSET;
     for (; *name; name++)
-        h = (h ^ (uint8_t)*name) * 1099511628211ull;
+        h = (h ^ (uint8_t)*name) * PD_FNV1A64_PRIME;
     return (size_t)h;
 }
 

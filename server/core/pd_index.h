@@ -22,7 +22,8 @@
 /* The name of entry e of ctx; NULL: e is not indexed (a hole). */
 typedef const char *(*pd_index_name_fn)(const void *ctx, uint32_t e);
 
-/* FNV-1a. */
+/* FNV-1a 64 of the name (truncated to size_t where that is narrower); in
+ * memory only, never stored. */
 size_t pd_index_hash(const char *name);
 
 /* The smallest table (a power of two, at least PD_INDEX_MIN_CAP) that

@@ -16,8 +16,8 @@
 #include "pd_scene.h"
 #include "pd_world.h"
 
-/* Error-text sizes of a load. */
-#define PD__RELOAD_ERR_BYTES 512
+/* Error-text sizes of a load: a full load error line. */
+#define PD__RELOAD_ERR_BYTES PD_LOAD_ERR_MAX
 
 /* What a load hands back: the done callback takes over conf (when
  * conf_loaded), scenes and world, and sets them to NULL (or frees them). */

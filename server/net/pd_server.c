@@ -640,7 +640,7 @@ int pd_server_start(pd_server *s, pd_pool *pool, char *err, size_t errlen)
 {
     pd__fit_fd_limit(&s->conf);
     struct sockaddr_storage addr;
-    char where[96];
+    char where[PD_WHERE_MAX];
     int rc;
 
     s->pool = pool;

@@ -89,7 +89,7 @@ static pd_status pd__resolve(const pd_scene *scene, const pd_grid *g, const pd_p
 {
     if (pd__to_fixed(scene, p, out) && pd__inside(g, *out))
         return PD_OK;
-    char where[96];
+    char where[PD_WHERE_MAX];
     pd__describe(p, where, sizeof where);
     pd__fail(r, PD_OUT_OF_BOUNDS, "%s %s is outside scene '%s' (%" PRId32 "x%" PRId32 ")", what, where,
              scene->name, g->width, g->height);

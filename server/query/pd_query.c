@@ -188,7 +188,7 @@ static pd_status pd__resolve_ends(const pd_scene *from, const pd_point_spec *sta
     if (!bad)
         return PD_OK;
     const pd_scene *sc = bad == start ? from : to;
-    char where[96];
+    char where[PD_WHERE_MAX];
     if (bad->is_world)
         snprintf(where, sizeof where, "world (%g, %g)", bad->wx, bad->wy);
     else

@@ -31,8 +31,13 @@
 #include "pd_search.h"
 #include "pd_world.h"
 
-/* Longest message a prepare step writes, in bytes with the NUL. */
-#define PD_QUERY_MESSAGE_MAX 256
+/* Longest message a prepare step writes, in bytes with the NUL: as long as
+ * the store's, whose messages an UpdateCells outcome carries on. */
+#define PD_QUERY_MESSAGE_MAX PD_STORE_MESSAGE_MAX
+/* A place in words ("world (x, y)" with two %g, "cell (x, y)" with two
+ * int32s, or a listening "[host]:port" of PD_CONF_MAX_HOST bytes), which
+ * the caller puts into a message: 96 holds the longest of these. */
+#define PD_WHERE_MAX 96
 
 /* ---- per-thread scratch ------------------------------------------------ */
 

@@ -231,7 +231,10 @@ typedef struct pd_reserve_req {
  * item's FRAME_TOO_LARGE: ask for it alone, which streams in chunks. */
 #define PD_BATCH_MAX_PATHS 32u
 #define PD_BATCH_MAX_PATH_WAYPOINTS 512u
-/* Longest reason a request item carries, in bytes with the NUL. */
+/* Longest reason a request item carries, in bytes with the NUL: shorter
+ * than PD_QUERY_MESSAGE_MAX because a Batch holds up to PD_BATCH_MAX_ITEMS
+ * of them in one request, and an item's reason names one field, not a
+ * file. */
 #define PD_REQUEST_MESSAGE_MAX 192
 
 typedef struct pd_timed_point {

@@ -3,7 +3,7 @@
  * encodes it (a WatchEvent), and how an applied update becomes one.
  *
  * The subscriptions themselves (who watches what, buffering, ordering,
- * overflow) are the net layer's (server/net/pd_watch.c); this is the plain
+ * overflow) are the net layer's (server/net/pd_watchers.c); this is the plain
  * data both it and the codec read, so its tests need no server.
  */
 #ifndef PD_WATCH_H

@@ -761,7 +761,7 @@ static void pd__warn(const pd__replay *rp, const char *fmt, ...)
 {
     if (!rp->opts || !rp->opts->warn)
         return;
-    char msg[512];
+    char msg[PD_LOAD_ERR_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -908,7 +908,7 @@ static int pd__replay_record(void *user, const uint8_t *payload, size_t len, siz
 {
     pd__replay *rp = user;
     pd_journal_record rec;
-    char err[256] = "";
+    char err[PD_REASON_MAX] = "";
     if (pd_journal_decode(payload, len, &rec, err, sizeof err) != 0) {
         pd__warn(rp, "journal %s: record at offset %zu skipped: %s", rp->file, offset, err);
         rp->stats->skipped++;

@@ -243,7 +243,7 @@ static pd_grid *pd__parse_grid(const pd_conf_scene *cs, const char *buf, size_t 
      * chunk corner: cells, added to the origin. */
     double off_x = 0, off_y = 0;
     if (cs->format == PD_MAP_TILED || cs->format == PD_MAP_LDTK) {
-        char msg[256];
+        char msg[PD_REASON_MAX];
         const pd_tiled_origin origin = { .map_path = cs->map_path, .root_dir = cs->root_dir };
         pd_map_control ctl = { .max_cells_name = "limits.max_scene_cells" };
         if (lim) {

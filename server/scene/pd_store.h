@@ -189,8 +189,10 @@ int pd_store_log_state(pd_store *st, uint64_t *log_bytes, uint64_t *snapshot_byt
 pd_registry *pd_store_registry(const pd_store *st);
 pd_world_store *pd_store_world(const pd_store *st);
 
-/* Messages the store writes: as long as the query layer's. */
-#define PD_STORE_MESSAGE_MAX 256
+/* Longest message the store writes, in bytes with the NUL: a reason and
+ * where (PD_REASON_MAX). The query layer's messages carry these on, so
+ * PD_QUERY_MESSAGE_MAX is this size. */
+#define PD_STORE_MESSAGE_MAX PD_REASON_MAX
 
 /* ---- cell updates --------------------------------------------------------- */
 
@@ -200,7 +202,7 @@ typedef struct pd_store_update {
     pd_status world_refresh;         /* with a world: how refreshing its route tables
                                         went (PD_OK when nothing had to change); the
                                         update stands either way */
-    char world_refresh_error[160];   /* the reason when world_refresh != PD_OK */
+    char world_refresh_error[PD_REASON_SHORT_MAX];   /* the reason when world_refresh != PD_OK */
     char message[PD_STORE_MESSAGE_MAX];  /* why, when status != PD_OK */
 } pd_store_update;
 

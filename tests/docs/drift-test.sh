@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The document checks catch drift (tests/docs.cmake): on copies of the
 # committed documents, an unchanged copy passes and a copy with one output
-# changed, or a scene row removed or added, fails and says where.
+# changed, a scene row removed or added, or a file name in ARCHITECTURE.md
+# that does not exist, fails and says where.
 #
 #   drift-test.sh BUILD_DIR PYTHON
 set -euo pipefail
@@ -40,4 +41,13 @@ if scenes "$work/README-more.md" 2>"$work/out"; then
   fail "a README listing a scene the config lacks passes readme-scenes"
 fi
 grep -q "atlantis" "$work/out" || fail "readme-scenes does not name the extra scene"
+
+# ARCHITECTURE.md's file names.
+arch() { "$python" "$top/tests/docs/arch-files.py" "$top" "$1"; }
+arch "$top/docs/ARCHITECTURE.md" || fail "the committed ARCHITECTURE.md fails arch-files"
+sed 's/pd_dispatch\.c/pd_dispatcher.c/' "$top/docs/ARCHITECTURE.md" >"$work/ARCH-renamed.md"
+if arch "$work/ARCH-renamed.md" 2>"$work/out"; then
+  fail "an ARCHITECTURE.md naming a file that does not exist passes arch-files"
+fi
+grep -q "pd_dispatcher.c" "$work/out" || fail "arch-files does not name the missing file"
 echo "drift-test: ok"

@@ -2,8 +2,8 @@
  * pool_fixture.h - what test_pool.c and test_query_pipeline.c share: the
  * hand-built scenes of the fixture (small, big with a walled-in corner,
  * corridor), FindPath jobs on them, a wake callback that can hold a worker
- * at a gate, and collect(), which takes completed jobs off a pool with a
- * hang guard. Static inline, like query_job.h, so each test binary takes
+ * at a gate, collect(), which takes completed jobs off a pool with a hang
+ * guard, and the checks of a cell path (octile, assert_cell_path). Static inline, like query_job.h, so each test binary takes
  * only what it uses.
  */
 #ifndef POOL_FIXTURE_H
@@ -226,22 +226,66 @@ static inline int teardown(void **state)
 static inline pd_job *make_job(pd_scene *scene, uint64_t conn, uint64_t req,
                         int32_t sx, int32_t sy, int32_t gx, int32_t gy)
 {
-    pd_job *job = pd_job_new();
+    pd_job *job = qj_new();
     assert_non_null(job);
     pd_scene_retain(scene);
     job->scene = scene;
-    job->conn_id = conn;
-    job->request_id = req;
-    job->params.start = (pd_point){sx, sy};
-    job->params.goal = (pd_point){gx, gy};
-    job->params.connectivity = PD_CONNECT_8;
-    job->style = PD_STYLE_CELLS;
+    job->task.owner = conn;
+    job->task.tag = req;
+    job->path_query.params.start = (pd_point){sx, sy};
+    job->path_query.params.goal = (pd_point){gx, gy};
+    job->path_query.params.connectivity = PD_CONNECT_8;
+    job->path_query.style = PD_STYLE_CELLS;
     return job;
 }
 
 static inline pd_job *make_long_job(pool_fixture *f, uint64_t conn, uint64_t req)
 {
     return make_job(f->big, conn, req, 0, 0, BIG_SIDE - 1, BIG_SIDE - 1);
+}
+
+/* Octile distance: the exact shortest cost on an open 8-connected grid. */
+static inline double octile(pd_point a, pd_point b)
+{
+    double dx = fabs((double)a.x - b.x), dy = fabs((double)a.y - b.y);
+    return fmax(dx, dy) + (SQRT2 - 1.0) * fmin(dx, dy);
+}
+
+/* The path starts and ends where asked, moves one cell at a time through
+ * passable cells, and its step lengths add up to the reported cost. */
+static inline void assert_cell_path(const pd_job *job)
+{
+    const pd_grid *g = job->scene->grid;
+    assert_non_null(job->path.path);
+    assert_true(job->path.path_len >= 1);
+    assert_int_equal(job->path.path[0].x, job->path_query.params.start.x);
+    assert_int_equal(job->path.path[0].y, job->path_query.params.start.y);
+    assert_int_equal(job->path.path[job->path.path_len - 1].x, job->path_query.params.goal.x);
+    assert_int_equal(job->path.path[job->path.path_len - 1].y, job->path_query.params.goal.y);
+    double cost = 0;
+    for (size_t i = 1; i < job->path.path_len; i++) {
+        int dx = abs(job->path.path[i].x - job->path.path[i - 1].x);
+        int dy = abs(job->path.path[i].y - job->path.path[i - 1].y);
+        assert_true(dx <= 1 && dy <= 1 && dx + dy >= 1);
+        assert_int_not_equal(pd_grid_get(g, job->path.path[i].x, job->path.path[i].y), PD_CELL_BLOCKED);
+        cost += dx + dy == 2 ? SQRT2 : 1.0;
+    }
+    assert_float_equal(cost, job->path.metrics.cost, 1e-9);
+}
+
+/* A pool of `threads` query workers and `cap` queue slots whose wake is
+ * w's (gate closed or open); NULL when creating it failed. */
+static inline pd_pool *pool_open(test_waker *w, unsigned threads, size_t cap, int gate_closed)
+{
+    waker_init(w, gate_closed);
+    return pd_pool_create(threads, cap, &qj_thread_ops, NULL, waker_wake, w);
+}
+
+/* Destroys what pool_open made, with the jobs the pool still held. */
+static inline void pool_close(pd_pool *pool, test_waker *w)
+{
+    qj_pool_destroy(pool);
+    waker_destroy(w);
 }
 
 static inline void submit_ok(pd_pool *pool, pd_job *job)
