@@ -15,3 +15,18 @@ add_test(NAME check_plans_selftest
          COMMAND "${PD_AGENTS_PYTHON}" "${CMAKE_CURRENT_SOURCE_DIR}/agents/test_check_plans.py")
 set_tests_properties(check_plans_selftest PROPERTIES LABELS "sanitize" TIMEOUT 60
                      ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+# Reservations over the wire: a pathd of its own, the Python client, and
+# every ReservePath answer that came over the wire replayed by the checker
+# (tests/agents/test_reserve_wire.py says what is covered).
+if(PDPY_MISSING)
+  pd_client_test_unavailable(reserve_wire "${PDPY_MISSING}")
+else()
+  add_test(NAME reserve_wire
+           COMMAND ${CMAKE_COMMAND} -E env
+                   PATHD_BIN=$<TARGET_FILE:pathd>
+                   PATHCTL_BIN=$<TARGET_FILE:pathctl>
+                   "PYTHONPATH=${PDPY_GEN_DIR}:${PROJECT_SOURCE_DIR}/client-examples/python"
+                   PYTHONDONTWRITEBYTECODE=1
+                   -- "${PATHD_PYTHON}" "${CMAKE_CURRENT_SOURCE_DIR}/agents/test_reserve_wire.py" -v)
+  set_tests_properties(reserve_wire PROPERTIES LABELS "clients" TIMEOUT 180)
+endif()

@@ -1,8 +1,9 @@
 /*
- * pathd_agents_bench.c - issue 34's simulation benchmark, in process for now:
- * N agents on a Moving AI map, driven on the game's clock at 10 Hz, faster
- * than real time, against the core that ReservePath will call (pd_sipp +
- * pd_reserve, one scene's lane: everything on one thread, in order).
+ * pathd_agents_bench.c - issue 34's simulation benchmark: N agents on a
+ * Moving AI map, driven on the game's clock at 10 Hz, faster than real
+ * time, against the core that ReservePath calls (pd_sipp + pd_reserve, one
+ * scene's lane: everything on one thread, in order), or through a live
+ * pathd (--mode wire).
  *
  * Modes (--mode):
  *   reserve  every agent reserves (pd_sipp_reserve, window 8000 ms, PARK at
@@ -12,6 +13,11 @@
  *            FindPath core) to its goal, timed as ReservePath times moves, no
  *            waiting; a new plan only on arrival. The checker's conflict
  *            count for it is what reservations remove.
+ *   wire     reserve's simulation through a live pathd (--server ADDR
+ *            --scene NAME: a scene of the same map): every ReservePath goes
+ *            over the wire with the C client; the times are the server's
+ *            own (Response.server_us: from the frame read to the answer
+ *            encoded, the lane's queue included), expiry the server's.
  *   single   one agent on an empty table: ReservePath against FindPath (A*,
  *            and JPS where the scene allows it) on the same random queries,
  *            interleaved; medians and their ratios.
@@ -34,6 +40,7 @@
 #include <time.h>
 
 #include "bench_util.h"
+#include "pathd_client.h"
 #include "pd_clearance.h"
 #include "pd_components.h"
 #include "pd_jps.h"
@@ -295,11 +302,47 @@ typedef struct run_args {
     int64_t window_ms;
     int64_t hold_ms;            /* PARTIAL's hold (pd_sipp.h): 0 until reserved again */
     FILE *answers;
+    pdc_conn *wire;             /* --mode wire: the server's connection */
+    const char *scene;          /* and the scene of the map there */
 } run_args;
+
+/* The plan of one ReservePath over the wire, in pd_sipp_result's shape
+ * (its waypoints in *buf); *us is the server's time for it. */
+static pd_status reserve_wire(const run_args *ra, const pd_sipp_params *p, pd_sipp_result *r, pd_waypoint **buf,
+                              size_t *cap, double *us)
+{
+    pdc_reserve_req q = {.scene = ra->scene, .agent = p->agent, .unit_size = p->unit,
+                         .start = {p->start.x, p->start.y}, .goal = {p->goal.x, p->goal.y}, .t0_ms = p->t0_ms,
+                         .speed = p->speed, .has_window = p->window_ms != 0, .window_ms = p->window_ms};
+    pdc_reserve_result out;
+    int st = pdc_reserve_path(ra->wire, &q, &out);
+    *us = (double)pdc_last_timing(ra->wire).server_us;
+    memset(r, 0, sizeof *r);
+    if (st < 0) {
+        fprintf(stderr, "pathd-agents-bench: %s: %s\n", pdc_status_name(st), pdc_last_error(ra->wire));
+        exit(2);
+    }
+    if (out.count > *cap) {
+        *cap = out.count;
+        *buf = xrealloc(*buf, *cap * sizeof **buf);
+    }
+    for (size_t i = 0; i < out.count; i++) {
+        const pdc_timed_waypoint *w = &out.waypoints[i];
+        (*buf)[i] = (pd_waypoint){w->x, w->y, w->t_arrive_ms, w->t_leave_ms < 0 ? PD_RESERVE_FOREVER : w->t_leave_ms};
+    }
+    r->waypoints = *buf;
+    r->n_waypoints = out.count;
+    pdc_reserve_result_free(&out);
+    return (pd_status)st;
+}
 
 static void run_agents(const scene *s, const run_args *ra, figures *f)
 {
-    const int reserve_mode = strcmp(ra->mode, "reserve") == 0;
+    const int wire = ra->wire != NULL;
+    const int reserve_mode = strcmp(ra->mode, "reserve") == 0 || wire;
+    pd_waypoint *wbuf = NULL;
+    size_t wcap = 0;
+    double wire_us;
     pd_reserve *table = pd_reserve_create(NULL);
     pd_sipp_ctx *ctx = pd_sipp_ctx_create();
     pd_search_ctx *sctx = pd_search_ctx_create();
@@ -324,7 +367,8 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
             pd_sipp_params p = { .agent = a->id, .unit = a->unit, .start = a->goal, .goal = a->goal,
                                  .speed = a->speed };
             pd_sipp_result r;
-            if (pd_sipp_reserve(ctx, table, s->unit[a->unit], &p, &r) == PD_OK) {
+            if ((wire ? reserve_wire(ra, &p, &r, &wbuf, &wcap, &wire_us)
+                      : pd_sipp_reserve(ctx, table, s->unit[a->unit], &p, &r)) == PD_OK) {
                 set_plan(a, r.waypoints, r.n_waypoints);
                 break;
             }
@@ -365,8 +409,13 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                                      .t0_ms = t0, .speed = a->speed, .window_ms = ra->window_ms,
                                      .hold_ms = ra->hold_ms };
                 pd_sipp_result r;
-                st = pd_sipp_reserve(ctx, table, s->unit[a->unit], &p, &r);
-                note_us(f, cpu_us() - began);
+                if (wire) {
+                    st = reserve_wire(ra, &p, &r, &wbuf, &wcap, &wire_us);
+                    note_us(f, wire_us);
+                } else {
+                    st = pd_sipp_reserve(ctx, table, s->unit[a->unit], &p, &r);
+                    note_us(f, cpu_us() - began);
+                }
                 if (st == PD_OK || st == PD_PARTIAL) {
                     f->wait_ms += wait;
                     set_plan(a, r.waypoints, r.n_waypoints);
@@ -408,6 +457,7 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
         free(ag[i].plan);
     free(ag);
     free(buf);
+    free(wbuf);
     pd_search_ctx_destroy(sctx);
     pd_sipp_ctx_destroy(ctx);
     pd_reserve_destroy(table);
@@ -472,15 +522,15 @@ static void run_single(const scene *s, int queries, int64_t window_ms)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: pathd-agents-bench --map FILE.map [--mode reserve|alone|single] [--agents N]\n"
+    fprintf(stderr, "usage: pathd-agents-bench --map FILE.map [--mode reserve|alone|single|wire] [--agents N]\n"
                     "         [--seconds S] [--unit2-pct P] [--window MS] [--hold MS] [--queries N] [--seed N]\n"
-                    "         [--answers FILE.jsonl]\n");
+                    "         [--answers FILE.jsonl] [--server HOST:PORT --scene NAME (wire)]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    const char *map = NULL, *answers = NULL;
+    const char *map = NULL, *answers = NULL, *server = NULL;
     run_args ra = { .mode = "reserve", .agents = 500, .game_ms = 600000, .unit2_pct = 20,
                     .window_ms = PD_RESERVE_DEFAULT_WINDOW_MS };
     int queries = 200;
@@ -508,13 +558,26 @@ int main(int argc, char **argv)
             bench_rng = strtoull(v, NULL, 10) | 1u;
         else if (!strcmp(argv[i], "--answers"))
             answers = v;
+        else if (!strcmp(argv[i], "--server"))
+            server = v;
+        else if (!strcmp(argv[i], "--scene"))
+            ra.scene = v;
         else
             usage();
         i++;
     }
     if (!map || ra.agents < 1 || ra.game_ms < TICK_MS || queries < 1 ||
-        (strcmp(ra.mode, "reserve") && strcmp(ra.mode, "alone") && strcmp(ra.mode, "single")))
+        (strcmp(ra.mode, "reserve") && strcmp(ra.mode, "alone") && strcmp(ra.mode, "single") &&
+         strcmp(ra.mode, "wire")) ||
+        (!strcmp(ra.mode, "wire") && (!server || !ra.scene)))
         usage();
+    if (!strcmp(ra.mode, "wire")) {
+        char err[PDC_MESSAGE_MAX];
+        if (!(ra.wire = pdc_connect(server, 30000, err, sizeof err))) {
+            fprintf(stderr, "pathd-agents-bench: %s\n", err);
+            return 2;
+        }
+    }
     scene s;
     scene_init(&s, map);
     if (!strcmp(ra.mode, "single")) {
@@ -551,6 +614,7 @@ int main(int argc, char **argv)
            100.0 * f.wait_ms / f.agent_ms, (unsigned long long)f.deadlocked, (unsigned long long)f.start_blocked);
     if (ra.answers)
         fclose(ra.answers);
+    pdc_close(ra.wire);
     free(f.us);
     scene_free(&s);
     return 0;

@@ -6,7 +6,8 @@
 # empty table against FindPath, every agent reserving, every agent planned
 # alone (the baseline) - has tests/agents/check_plans.py replay every answer
 # of the two simulations, and prints the target table. In process on the
-# core for now (the wire is the next step). The Moving AI maps exist only on
+# core; --mode wire runs the same simulation through a live pathd, by hand
+# (docs/BENCHMARKS.md, "Through the server"). The Moving AI maps exist only on
 # the benchmark machine (../shared/benchmarks/movingai beside the checkout,
 # or PATHD_MOVINGAI_DIR): without them the bench says so and skips.
 # Usage: bench/agents/run.sh [BUILD_DIR]; PD_AGENTS_SECONDS (game time),

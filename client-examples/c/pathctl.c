@@ -20,6 +20,7 @@
 
 #include "pathctl_query.h"
 #include "pathctl_render.h"
+#include "pathctl_reserve.h"
 #include "pathctl_scene.h"
 #include "pathctl_watch.h"
 #include "pathd_client.h"
@@ -107,7 +108,7 @@ static void pathctl_usage(FILE *out)
             "  limits             the limits requests must respect\n"
             "  ping               round-trip time\n"
             "  reload             admin: reread the server's config and maps (as SIGHUP)\n"
-            "%s%s%s%s"
+            "%s%s%s%s%s"
             "\n"
             "options:\n"
             "  --server HOST:PORT  default %s ([::1]:PORT for IPv6)\n"
@@ -117,7 +118,8 @@ static void pathctl_usage(FILE *out)
             "  -h, --help          this text\n"
             "\n"
             "exit status: 0 OK/PARTIAL, 1 other answer, 2 usage, 3 connection failure\n",
-            pathctl_query_usage, pathctl_scene_usage, pathctl_watch_usage, pathctl_render_usage, PDC_DEFAULT_SERVER,
+            pathctl_query_usage, pathctl_scene_usage, pathctl_watch_usage, pathctl_reserve_usage, pathctl_render_usage,
+            PDC_DEFAULT_SERVER,
             PDC_DEFAULT_TIMEOUT_MS);
 }
 
@@ -928,6 +930,11 @@ static int pathctl_limits(pdc_conn *c, const pathctl_args *a)
         {"max_watch_scenes", l.max_watch_scenes},
         {"max_watchers", l.max_watchers},
         {"max_watches_per_conn", l.max_watches_per_conn},
+        {"reservation_ttl_ms", l.reservation_ttl_ms},
+        {"max_agents_per_scene", l.max_agents_per_scene},
+        {"max_reservation_entries", l.max_reservation_entries},
+        {"max_reservation_window_ms", l.max_reservation_window_ms},
+        {"max_agent_bytes", l.max_agent_bytes},
     };
     return pathctl_print_numbers(a, fields, sizeof fields / sizeof fields[0]);
 }
@@ -978,6 +985,9 @@ int main(int argc, char **argv)
         return code;
     code = pathctl_watch_main(argc, argv);
     if (code != PATHCTL_WATCH_NOT_MINE)
+        return code;
+    code = pathctl_reserve_main(argc, argv);
+    if (code != PATHCTL_RESERVE_NOT_MINE)
         return code;
 
     pathctl_args args;

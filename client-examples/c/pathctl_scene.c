@@ -286,6 +286,22 @@ int pathctl_scene_main(int argc, char **argv)
     return code;
 }
 
+int pathctl_cmd_usage(const char *fmt, const char *arg)
+{
+    return ps_usage(fmt, arg);
+}
+
+const char *pathctl_command_word(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] != '-')
+            return argv[i];
+        if (strcmp(argv[i], "--json"))
+            i++;
+    }
+    return NULL;
+}
+
 void pathctl_conn_defaults(pathctl_conn_opts *c)
 {
     c->server = PDC_DEFAULT_SERVER;

@@ -35,4 +35,12 @@ int pathctl_conn_option(pathctl_conn_opts *c, const char *o, const char *v);
  * NULL with the reason printed and pathctl's exit code in *exit_code. */
 pdc_conn *pathctl_open(const pathctl_conn_opts *opts, int *exit_code);
 
+/* Prints a usage error (fmt with one %s) and the hint; returns the usage
+ * exit code (2). For the commands kept in files of their own. */
+int pathctl_cmd_usage(const char *fmt, const char *arg);
+
+/* The command: the first word that is not an option or an option's value
+ * (every option but --json takes one); NULL when there is none. */
+const char *pathctl_command_word(int argc, char **argv);
+
 #endif

@@ -202,13 +202,7 @@ static int pw_run(pdc_conn *c, const pw_args *a)
 
 int pathctl_watch_main(int argc, char **argv)
 {
-    const char *cmd = NULL;
-    for (int i = 1; i < argc && !cmd; i++) {
-        if (argv[i][0] != '-')
-            cmd = argv[i];
-        else if (strcmp(argv[i], "--json"))
-            i++;
-    }
+    const char *cmd = pathctl_command_word(argc, argv);
     if (!cmd || strcmp(cmd, "watch"))
         return PATHCTL_WATCH_NOT_MINE;
     pw_args a;

@@ -2248,6 +2248,11 @@ int pdc_get_limits(pdc_conn *c, pdc_limits *out)
     out->max_watch_scenes = l->max_watch_scenes;
     out->max_watchers = l->max_watchers;
     out->max_watches_per_conn = l->max_watches_per_conn;
+    out->reservation_ttl_ms = l->reservation_ttl_ms;
+    out->max_agents_per_scene = l->max_agents_per_scene;
+    out->max_reservation_entries = l->max_reservation_entries;
+    out->max_reservation_window_ms = l->max_reservation_window_ms;
+    out->max_agent_bytes = l->max_agent_bytes;
     pathd__v1__response__free_unpacked(resp, NULL);
     return PDC_OK;
 }
@@ -2307,6 +2312,156 @@ static int pdc__update_answer(pdc_conn *c, Pathd__V1__Request *msg, pdc_update_r
     out->micros = resp->update->micros;
     pathd__v1__response__free_unpacked(resp, NULL);
     return PDC_OK;
+}
+
+/* ---- reservations -------------------------------------------------------- */
+
+int pdc_reserve_path(pdc_conn *c, const pdc_reserve_req *req, pdc_reserve_result *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if (!c || !req || !req->scene || !req->scene[0])
+        return PDC_ERR_ARG;
+    Pathd__V1__Request msg = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__ReservePath body = PATHD__V1__RESERVE_PATH__INIT;
+    Pathd__V1__Point start = PATHD__V1__POINT__INIT, goal = PATHD__V1__POINT__INIT;
+    Pathd__V1__Cell start_cell = PATHD__V1__CELL__INIT, goal_cell = PATHD__V1__CELL__INIT;
+    pdc__cell_to_wire(req->start, &start_cell);
+    pdc__cell_to_wire(req->goal, &goal_cell);
+    start.kind_case = PATHD__V1__POINT__KIND_CELL;
+    start.cell = &start_cell;
+    goal.kind_case = PATHD__V1__POINT__KIND_CELL;
+    goal.cell = &goal_cell;
+    body.scene = (char *)req->scene;
+    body.agent = req->agent;
+    body.unit_size = req->unit_size;
+    body.start = &start;
+    body.goal = &goal;
+    body.t0_ms = req->t0_ms;
+    body.speed = req->speed;
+    if (req->has_window) {
+        body.window_case = PATHD__V1__RESERVE_PATH__WINDOW_WINDOW_MS;
+        body.window_ms = req->window_ms;
+    }
+    body.at_goal = req->vanish ? PATHD__V1__AT_GOAL__AT_GOAL_VANISH : PATHD__V1__AT_GOAL__AT_GOAL_PARK;
+    msg.body_case = PATHD__V1__REQUEST__BODY_RESERVE_PATH;
+    msg.reserve_path = &body;
+    pdc__pending taken;
+    int r = pdc__call(c, &msg, PDC__KIND_OTHER, &taken);
+    const Pathd__V1__ReservePathResult *m =
+        taken.response && taken.response->body_case == PATHD__V1__RESPONSE__BODY_RESERVE_PATH
+            ? taken.response->reserve_path
+            : NULL;
+    if (m) {
+        out->agent = m->agent;
+        out->reserved_until_ms = m->reserved_until_ms;
+        out->cost = m->cost;
+        out->expansions = m->expansions;
+        out->search_micros = m->search_micros;
+        out->scene_version = m->scene_version;
+        out->has_blocking_agent = m->has_blocking_agent;
+        out->blocking_agent = m->blocking_agent;
+        out->was_cut = m->was_cut;
+        if (m->n_waypoints && !(out->waypoints = calloc(m->n_waypoints, sizeof *out->waypoints)))
+            r = PDC_ERR_NOMEM;
+        for (size_t i = 0; out->waypoints && i < m->n_waypoints; i++) {
+            out->waypoints[i] = (pdc_timed_waypoint){m->waypoints[i]->x, m->waypoints[i]->y,
+                                                     m->waypoints[i]->t_arrive_ms, m->waypoints[i]->t_leave_ms};
+            out->count = i + 1;
+        }
+    } else if (r == PDC_OK || r == PDC_PARTIAL) {
+        snprintf(c->error, sizeof c->error, "answer to request %llu has the wrong body",
+                 (unsigned long long)taken.id);
+        r = PDC_ERR_PROTOCOL;
+    }
+    pdc__pending_release(&taken);
+    return r;
+}
+
+void pdc_reserve_result_free(pdc_reserve_result *r)
+{
+    if (!r)
+        return;
+    free(r->waypoints);
+    r->waypoints = NULL;
+    r->count = 0;
+}
+
+int pdc_release_agent(pdc_conn *c, const char *scene, uint64_t agent, int *released)
+{
+    if (released)
+        *released = 0;
+    if (!c || !scene || !scene[0])
+        return PDC_ERR_ARG;
+    Pathd__V1__Request msg = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__ReleaseAgent body = PATHD__V1__RELEASE_AGENT__INIT;
+    body.scene = (char *)scene;
+    body.agent = agent;
+    msg.body_case = PATHD__V1__REQUEST__BODY_RELEASE_AGENT;
+    msg.release_agent = &body;
+    Pathd__V1__Response *resp;
+    int r = pdc__call_other(c, &msg, PATHD__V1__RESPONSE__BODY_RELEASE, &resp);
+    if (r != PDC_OK)
+        return r;
+    if (released)
+        *released = resp->release->released;
+    pathd__v1__response__free_unpacked(resp, NULL);
+    return PDC_OK;
+}
+
+int pdc_reservations(pdc_conn *c, const char *scene, int has_rect, pdc_xy rect_min, pdc_xy rect_max,
+                     int64_t from_ms, int64_t to_ms, uint32_t max_entries, pdc_reservation_list *out)
+{
+    if (!out)
+        return PDC_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if (!c || !scene || !scene[0])
+        return PDC_ERR_ARG;
+    Pathd__V1__Request msg = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__GetReservations body = PATHD__V1__GET_RESERVATIONS__INIT;
+    Pathd__V1__Rect rect = PATHD__V1__RECT__INIT;
+    Pathd__V1__Cell rmin = PATHD__V1__CELL__INIT, rmax = PATHD__V1__CELL__INIT;
+    body.scene = (char *)scene;
+    if (has_rect) {
+        pdc__cell_to_wire(rect_min, &rmin);
+        pdc__cell_to_wire(rect_max, &rmax);
+        rect.min = &rmin;
+        rect.max = &rmax;
+        body.rect = &rect;
+    }
+    body.from_ms = from_ms;
+    body.to_ms = to_ms;
+    body.max_entries = max_entries;
+    msg.body_case = PATHD__V1__REQUEST__BODY_RESERVATIONS;
+    msg.reservations = &body;
+    Pathd__V1__Response *resp;
+    int r = pdc__call_other(c, &msg, PATHD__V1__RESPONSE__BODY_RESERVATIONS, &resp);
+    if (r != PDC_OK)
+        return r;
+    const Pathd__V1__ReservationList *m = resp->reservations;
+    out->matching = m->matching;
+    out->agents = m->agents;
+    out->table_entries = m->table_entries;
+    out->table_bytes = m->table_bytes;
+    if (m->n_entries && !(out->entries = calloc(m->n_entries, sizeof *out->entries)))
+        r = PDC_ERR_NOMEM;
+    for (size_t i = 0; out->entries && i < m->n_entries; i++) {
+        const Pathd__V1__Reservation *e = m->entries[i];
+        out->entries[i] = (pdc_reservation){e->agent, e->x, e->y, e->width, e->height, e->t0_ms, e->t1_ms};
+        out->count = i + 1;
+    }
+    pathd__v1__response__free_unpacked(resp, NULL);
+    return r;
+}
+
+void pdc_reservation_list_free(pdc_reservation_list *l)
+{
+    if (!l)
+        return;
+    free(l->entries);
+    l->entries = NULL;
+    l->count = 0;
 }
 
 int pdc_update_cells(pdc_conn *c, const pdc_update_req *req, pdc_update_result *out)

@@ -408,6 +408,11 @@ typedef struct pdc_limits {
     uint32_t max_watch_scenes;         /* scenes one pdc_watch may name */
     uint32_t max_watchers;             /* watches open on the server */
     uint32_t max_watches_per_conn;     /* watches open on one connection */
+    uint32_t reservation_ttl_ms;       /* game ms an unrenewed agent keeps its reservations */
+    uint32_t max_agents_per_scene;     /* the reservation limits (0 = none) */
+    uint32_t max_reservation_entries;
+    uint32_t max_reservation_window_ms;
+    uint32_t max_agent_bytes;
 } pdc_limits;
 
 typedef struct pdc_conn pdc_conn;
@@ -502,6 +507,69 @@ int pdc_find_route(pdc_conn *c, const pdc_route_req *req, pdc_route_result *out)
 /* Applies an UpdateCells request; out (needs no _free) is filled on PDC_OK.
  * A path search sent before this call returned may still run on the old
  * version. */
+/* ---- reservations (docs/PROTOCOL.md, "Reservations") ------------------ */
+
+typedef struct pdc_reserve_req {
+    const char *scene;
+    uint64_t agent;               /* 1 or more */
+    uint32_t unit_size;           /* 0 means 1 */
+    pdc_xy start, goal;           /* cells */
+    int64_t t0_ms;                /* the game's time now */
+    double speed;                 /* cells per second */
+    int has_window;               /* 0: the server's default (8000 ms) */
+    int64_t window_ms;            /* with has_window: 0 = all the way */
+    int vanish;                   /* 1: AT_GOAL_VANISH, else PARK */
+} pdc_reserve_req;
+
+typedef struct pdc_timed_waypoint {
+    int32_t x, y;
+    int64_t t_arrive_ms;
+    int64_t t_leave_ms;           /* -1: held until reserved again or released */
+} pdc_timed_waypoint;
+
+typedef struct pdc_reserve_result {
+    uint64_t agent;
+    pdc_timed_waypoint *waypoints; /* malloc'd: pdc_reserve_result_free */
+    size_t count;
+    int64_t reserved_until_ms;    /* -1: no end */
+    double cost;
+    uint64_t expansions, search_micros, scene_version;
+    int has_blocking_agent;       /* START_BLOCKED by another agent */
+    uint64_t blocking_agent;
+    int was_cut;
+} pdc_reserve_result;
+
+/* ReservePath (write role). Returns the status: PDC_OK or PDC_PARTIAL with
+ * the plan; START_BLOCKED and NO_PATH fill *out too (no waypoints;
+ * blocking_agent says who holds the start); anything else leaves it empty.
+ * pdc_last_error says why when not OK. */
+int pdc_reserve_path(pdc_conn *c, const pdc_reserve_req *req, pdc_reserve_result *out);
+void pdc_reserve_result_free(pdc_reserve_result *r);
+
+/* ReleaseAgent (write role): *released is 1 when the agent had reservations. */
+int pdc_release_agent(pdc_conn *c, const char *scene, uint64_t agent, int *released);
+
+typedef struct pdc_reservation {
+    uint64_t agent;
+    int32_t x, y, width, height;
+    int64_t t0_ms, t1_ms;         /* t1_ms -1: no end */
+} pdc_reservation;
+
+typedef struct pdc_reservation_list {
+    pdc_reservation *entries;     /* malloc'd: pdc_reservation_list_free */
+    size_t count;
+    uint64_t matching;
+    uint32_t agents;
+    uint64_t table_entries, table_bytes;
+} pdc_reservation_list;
+
+/* GetReservations: the entries holding any cell of rect (has_rect; else the
+ * whole scene) at some time of [from_ms, to_ms) (to_ms 0: no end), at most
+ * max_entries (0: the server's cap). */
+int pdc_reservations(pdc_conn *c, const char *scene, int has_rect, pdc_xy rect_min, pdc_xy rect_max,
+                     int64_t from_ms, int64_t to_ms, uint32_t max_entries, pdc_reservation_list *out);
+void pdc_reservation_list_free(pdc_reservation_list *l);
+
 int pdc_update_cells(pdc_conn *c, const pdc_update_req *req, pdc_update_result *out);
 /* Several operations on ops[0].scene (every op's scene is ignored but the
  * first's) applied in order as ONE new version; 1..64 of them. */

@@ -308,6 +308,10 @@ func TestDemoWorld(t *testing.T) {
 	}
 	lim, err := c.GetLimits(ctx)
 	mustf(t, err == nil && lim.MaxInflightPerConn == c.Limits().MaxInflightPerConn && lim.MaxInflightPerConn > 0, "limits: %v", err)
+	// The reservation limits, at their defaults (config/README.md).
+	mustf(t, lim.GetReservationTtlMs() == 30000 && lim.GetMaxAgentsPerScene() == 10000 &&
+		lim.GetMaxReservationEntries() == 1000000 && lim.GetMaxReservationWindowMs() == 60000 &&
+		lim.GetMaxAgentBytes() == 1048576, "reservation limits: %v", lim)
 	st, err := c.Stats(ctx)
 	mustf(t, err == nil && st.Connections >= 2 && st.RequestsTotal > 0, "stats: %v %v", err, st)
 

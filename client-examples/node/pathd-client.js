@@ -395,7 +395,7 @@ function findRouteOp(fromScene, start, toScene, goal, options = {}) {
   return op(body, (p) => p.finishRoute(timed, Boolean(wantWorld)), { accept: OK_PARTIAL, assemble: 'route' });
 }
 
-function updateCellsOp(scene, { rect = null, cells = null, op: kind = 'block', cost = 0 } = {}) {
+function updateCellsOp(scene, { rect = null, cells = null, op: kind = 'block', cost = 0, atMs = null } = {}) {
   checkScene(scene);
   if ((rect === null) === (cells === null)) {
     throw new TypeError('give exactly one of rect [[x0, y0], [x1, y1]] and cells [[x, y], ...]');
@@ -403,8 +403,55 @@ function updateCellsOp(scene, { rect = null, cells = null, op: kind = 'block', c
   const updateCells = { scene, op: choice(UPDATE_OPS, kind, 'op'), cost };
   if (rect !== null) updateCells.rect = { min: cell(rect[0]), max: cell(rect[1]) };
   else updateCells.cells = { cells: cells.map(cell) };
+  if (atMs !== null) updateCells.atMs = atMs;   // when blocked cells cut reservations
   return op({ updateCells }, single('update', (m) => ({
-    version: m.version, cells_changed: m.cellsChanged, micros: m.micros,
+    version: m.version, cells_changed: m.cellsChanged, micros: m.micros, agents_cut: m.agentsCut.map(Number),
+  })));
+}
+
+/* ---- reservations (docs/PROTOCOL.md, "Reservations") ---------------------- */
+
+const AT_GOAL = { park: 'AT_GOAL_PARK', vanish: 'AT_GOAL_VANISH' };
+const ms = (t) => (Number(t) === -1 ? null : Number(t));   // -1 on the wire: no end
+
+const reserveFields = (m) => ({
+  agent: Number(m.agent),
+  waypoints: m.waypoints.map((w) => ({ x: w.x, y: w.y, t_arrive_ms: Number(w.tArriveMs), t_leave_ms: ms(w.tLeaveMs) })),
+  reserved_until_ms: ms(m.reservedUntilMs), cost: m.cost, expansions: Number(m.expansions),
+  search_micros: Number(m.searchMicros), scene_version: Number(m.sceneVersion), was_cut: m.wasCut,
+  ...(m.hasBlockingAgent ? { blocking_agent: Number(m.blockingAgent) } : {}),
+});
+
+function reservePathOp(scene, agent, start, goal, t0Ms, speed, options = {}) {
+  checkScene(scene);
+  const { unitSize = 0, windowMs = null, atGoal = 'park', maxExpansions = 0, deadlineMs = 0, minVersion = 0 } = options;
+  const reservePath = {
+    scene, agent, unitSize, start: { cell: cell(start) }, goal: { cell: cell(goal) }, t0Ms, speed,
+    atGoal: choice(AT_GOAL, atGoal, 'atGoal'), maxExpansions, deadlineMs, minVersion,
+  };
+  if (windowMs !== null) reservePath.windowMs = windowMs;
+  return op({ reservePath }, (p) => {
+    const response = p.response;
+    if (response.body !== 'reservePath') return single(null, null)(p);
+    const message = errorMessage(response);
+    return { status: statusName(response.status), ...(message ? { message } : {}), ...reserveFields(response.reservePath) };
+  }, { accept: OK_PARTIAL });
+}
+
+function releaseAgentOp(scene, agent) {
+  checkScene(scene);
+  return op({ releaseAgent: { scene, agent } }, single('release', (m) => ({ released: m.released })));
+}
+
+function reservationsOp(scene, { rect = null, fromMs = 0, toMs = 0, maxEntries = 0 } = {}) {
+  checkScene(scene);
+  const reservations = { scene, fromMs, toMs, maxEntries };
+  if (rect !== null) reservations.rect = { min: cell(rect[0]), max: cell(rect[1]) };
+  return op({ reservations }, single('reservations', (m) => ({
+    entries: m.entries.map((e) => ({
+      agent: Number(e.agent), x: e.x, y: e.y, width: e.width, height: e.height, t0_ms: Number(e.t0Ms), t1_ms: ms(e.t1Ms),
+    })),
+    matching: Number(m.matching), agents: m.agents, table_entries: Number(m.tableEntries), table_bytes: Number(m.tableBytes),
   })));
 }
 
@@ -793,6 +840,7 @@ class Pending {
  * loop (ping, stats, limits, scene lists, info and grids, watches, cancels,
  * auth, reload). */
 const COUNTED = new Set(['findPath', 'findRoute', 'updateCells', 'createScene', 'createInstance', 'dropScene',
+  'reservePath', 'releaseAgent', 'reservations',
   ...Object.values(QUERIES).map(([field]) => field)]);
 
 function weightOf(requestBody) {
@@ -1219,10 +1267,39 @@ class PathdClient {
 
   /* Blocks ('block'), opens ('pass') or re-costs ('cost', with cost 1..255)
    * the cells of rect [[x0, y0], [x1, y1]] (inclusive) or of the list
-   * cells [[x, y]]: { rect | cells, op, cost }. Resolves with { status,
-   * version, cells_changed, micros }. */
+   * cells [[x, y]]: { rect | cells, op, cost, atMs (the game time from
+   * which blocked cells cut the scene's reservations) }. Resolves with
+   * { status, version, cells_changed, micros, agents_cut }. */
   updateCells(scene, change) {
     return this._call(updateCellsOp(scene, change));
+  }
+
+  // ---- reservations (docs/PROTOCOL.md, "Reservations") ------------------------
+
+  /* Write role: plans agent (an id >= 1) from cell start at game time t0Ms
+   * at speed cells/s around every other agent's reservations, and reserves
+   * it. options: { unitSize, windowMs (null: 8000; 0: all the way), atGoal
+   * ('park' | 'vanish'), maxExpansions, deadlineMs, minVersion }. Resolves
+   * with { status ('OK' | 'PARTIAL'), agent, waypoints [{ x, y,
+   * t_arrive_ms, t_leave_ms (null: no end) }], reserved_until_ms (null: no
+   * end), cost, expansions, search_micros, scene_version, was_cut };
+   * rejects with PathdError otherwise (START_BLOCKED: its
+   * result.blocking_agent names the agent in the way). */
+  reservePath(scene, agent, start, goal, t0Ms, speed, options) {
+    return this._call(reservePathOp(scene, agent, start, goal, t0Ms, speed, options));
+  }
+
+  /* Write role: drops every reservation of agent; resolves with true when it had any. */
+  async releaseAgent(scene, agent) {
+    return (await this._call(releaseAgentOp(scene, agent))).released;
+  }
+
+  /* The reservations holding any cell of rect [[x0, y0], [x1, y1]] (null:
+   * the whole scene) at some time of [fromMs, toMs) (toMs 0: no end):
+   * { entries [{ agent, x, y, width, height, t0_ms, t1_ms }], matching,
+   * agents, table_entries, table_bytes }. */
+  reservations(scene, options) {
+    return this._call(reservationsOp(scene, options));
   }
 
   /* Write role: a scene made at run time, from a map file's bytes
@@ -1433,6 +1510,7 @@ class PathdClient {
  * answered once. Watches, cancel and auth belong to one connection and
  * stay on PathdClient. */
 const POOLED = ['findPath', 'findRoute', 'updateCells', 'createScene', 'createInstance', 'dropScene',
+  'reservePath', 'releaseAgent', 'reservations',
   'sceneGridBand', 'sceneGrid', 'ping', 'scenes', 'sceneInfo', 'stats', 'limits', 'reload',
   ...Object.keys(QUERIES), 'batch'];
 

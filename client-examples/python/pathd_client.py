@@ -358,7 +358,8 @@ def _op(request, finish, accept=_OK, value=_same, assemble="single"):
 # and take none (server/net/pd_dispatch.c, pd__inflight_ok).
 _COUNTED = frozenset(["find_path", "find_route", "update_cells", "create_scene", "create_instance",
                       "drop_scene", "raycast", "validate_move", "move_along", "nearest", "reachable",
-                      "random_point", "distance_to_wall"])
+                      "random_point", "distance_to_wall", "reserve_path", "release_agent",
+                      "reservations"])
 
 
 def _weight(request):
@@ -480,7 +481,7 @@ def _find_route_op(from_scene, start, to_scene, goal, world=False, unit_size=0, 
     return _Op(request, "route", lambda p: p.finish_route(timed, fr.want_world), _OK_PARTIAL, _same)
 
 
-def _update_cells_op(scene, rect=None, cells=None, op="block", cost=0):
+def _update_cells_op(scene, rect=None, cells=None, op="block", cost=0, at_ms=None):
     _check_scene(scene)
     if (rect is None) == (cells is None):
         raise ValueError("give exactly one of rect ((x0, y0), (x1, y1)) and cells [(x, y), ...]")
@@ -496,8 +497,83 @@ def _update_cells_op(scene, rect=None, cells=None, op="block", cost=0):
             _cell(u.cells.cells.add(), xy)
     u.op = _choice(_UPDATE_OPS, op, "op")
     u.cost = cost
+    if at_ms is not None:
+        u.at_ms = int(at_ms)
     return _op(request, _single("update", lambda m: {
-        "version": m.version, "cells_changed": m.cells_changed, "micros": m.micros}))
+        "version": m.version, "cells_changed": m.cells_changed, "micros": m.micros,
+        "agents_cut": list(m.agents_cut)}))
+
+
+# ---- reservations (docs/PROTOCOL.md, "Reservations") -------------------------
+
+_AT_GOAL = {"park": pb.AT_GOAL_PARK, "vanish": pb.AT_GOAL_VANISH}
+
+
+def _ms(t):
+    """A wire time: -1 means no end (None here)."""
+    return None if t == -1 else t
+
+
+def _reserve_fields(m):
+    d = {"agent": m.agent,
+         "waypoints": [{"x": w.x, "y": w.y, "t_arrive_ms": w.t_arrive_ms, "t_leave_ms": _ms(w.t_leave_ms)}
+                       for w in m.waypoints],
+         "reserved_until_ms": _ms(m.reserved_until_ms), "cost": m.cost, "expansions": m.expansions,
+         "search_micros": m.search_micros, "scene_version": m.scene_version, "was_cut": m.was_cut}
+    if m.has_blocking_agent:
+        d["blocking_agent"] = m.blocking_agent
+    return d
+
+
+def _reserve_path_op(scene, agent, start, goal, t0_ms, speed, unit_size=0, window_ms=None, at_goal="park",
+                     connectivity=0, max_expansions=0, deadline_ms=0, min_version=0):
+    _check_scene(scene)
+    request = pb.Request()
+    r = request.reserve_path
+    r.scene, r.agent, r.unit_size = scene, int(agent), int(unit_size)
+    _cell(r.start.cell, start)
+    _cell(r.goal.cell, goal)
+    r.t0_ms, r.speed = int(t0_ms), float(speed)
+    if window_ms is not None:
+        r.window_ms = int(window_ms)
+    r.at_goal = _choice(_AT_GOAL, at_goal, "at_goal")
+    r.connectivity = {0: pb.CONNECTIVITY_DEFAULT, 8: pb.CONNECTIVITY_8, 4: pb.CONNECTIVITY_4}.get(
+        connectivity, connectivity)
+    r.max_expansions, r.deadline_ms, r.min_version = max_expansions, deadline_ms, min_version
+
+    def finish(p):
+        response = p.response
+        if response.WhichOneof("body") != "reserve_path":
+            return _error_answer(p, response)
+        d = {"status": _status_name(response.status)}
+        if response.message:
+            d["message"] = response.message
+        d.update(_reserve_fields(response.reserve_path))
+        return Answer(p.id, d)
+    return _op(request, finish, accept=_OK_PARTIAL)
+
+
+def _release_agent_op(scene, agent):
+    _check_scene(scene)
+    request = pb.Request()
+    request.release_agent.scene, request.release_agent.agent = scene, int(agent)
+    return _op(request, _single("release", lambda m: {"released": m.released}))
+
+
+def _reservations_op(scene, rect=None, from_ms=0, to_ms=0, max_entries=0):
+    _check_scene(scene)
+    request = pb.Request()
+    g = request.reservations
+    g.scene = scene
+    if rect is not None:
+        _cell(g.rect.min, rect[0])
+        _cell(g.rect.max, rect[1])
+    g.from_ms, g.to_ms, g.max_entries = int(from_ms), int(to_ms), int(max_entries)
+    return _op(request, _single("reservations", lambda m: {
+        "entries": [{"agent": e.agent, "x": e.x, "y": e.y, "width": e.width, "height": e.height,
+                     "t0_ms": e.t0_ms, "t1_ms": _ms(e.t1_ms)} for e in m.entries],
+        "matching": m.matching, "agents": m.agents, "table_entries": m.table_entries,
+        "table_bytes": m.table_bytes}))
 
 
 def _scene_change_fields(m):
@@ -1055,11 +1131,13 @@ class _Api:
 
     # ---- scenes ---------------------------------------------------------------
 
-    def update_cells(self, scene, rect=None, cells=None, op="block", cost=0):
+    def update_cells(self, scene, rect=None, cells=None, op="block", cost=0, at_ms=None):
         """Blocks ("block"), opens ("pass") or re-costs ("cost", with cost
         1..255) the cells of rect ((x0, y0), (x1, y1)), inclusive, or of the
-        list cells [(x, y)]. Returns {status, version, cells_changed, micros}."""
-        return self._call(_update_cells_op(scene, rect, cells, op, cost))
+        list cells [(x, y)]. at_ms: the game time from which blocked cells
+        cut the scene's reservations (None: the latest it heard of).
+        Returns {status, version, cells_changed, micros, agents_cut}."""
+        return self._call(_update_cells_op(scene, rect, cells, op, cost, at_ms))
 
     def create_scene(self, name, map_bytes=None, format=None, cells=None, width=0, height=0,
                      origin=(0.0, 0.0), cell_size=0.0, unit_sizes=()):
@@ -1095,6 +1173,31 @@ class _Api:
         absent, STALE_VERSION (its .result["version"]: the version now) while
         the scene is older than min_version."""
         return self._call(_scene_info_op(scene, min_version))
+
+    # ---- reservations (docs/PROTOCOL.md, "Reservations") ------------------------
+
+    def reserve_path(self, scene, agent, start, goal, t0_ms, speed, **options):
+        """Write role: plans agent (an id >= 1) from cell start at game time
+        t0_ms (ms) at speed cells/s around every other agent's reservations,
+        and reserves it. Options: unit_size, window_ms (None: 8000; 0: all
+        the way), at_goal ("park" or "vanish"), connectivity, max_expansions,
+        deadline_ms, min_version. Returns {status ("OK" or "PARTIAL"), agent,
+        waypoints [{x, y, t_arrive_ms, t_leave_ms (None: no end)}],
+        reserved_until_ms (None: no end), cost, expansions, search_micros,
+        scene_version, was_cut}; raises PathdError otherwise (START_BLOCKED:
+        its .result["blocking_agent"] names the agent in the way)."""
+        return self._call(_reserve_path_op(scene, agent, start, goal, t0_ms, speed, **options))
+
+    def release_agent(self, scene, agent):
+        """Write role: drops every reservation of agent; True when it had any."""
+        return self._call(_release_agent_op(scene, agent))["released"]
+
+    def reservations(self, scene, rect=None, from_ms=0, to_ms=0, max_entries=0):
+        """The reservations holding any cell of rect ((x0, y0), (x1, y1);
+        None: the whole scene) at some time of [from_ms, to_ms) (to_ms 0: no
+        end): {entries [{agent, x, y, width, height, t0_ms, t1_ms (None: no
+        end)}], matching, agents, table_entries, table_bytes}."""
+        return self._call(_reservations_op(scene, rect, from_ms, to_ms, max_entries))
 
     # ---- watching scenes (docs/PROTOCOL.md, "Watching scenes") ------------------
 

@@ -1440,6 +1440,10 @@ class LimitsLiveTest(HelperDaemonCase):
         # The watch limits, at their defaults (config/README.md).
         self.assertEqual((limits["watch_buffer_bytes"], limits["max_watch_scenes"], limits["max_watchers"]),
                          (1048576, 64, 1000))
+        # The reservation limits, at their defaults (config/README.md).
+        self.assertEqual((limits["reservation_ttl_ms"], limits["max_agents_per_scene"],
+                          limits["max_reservation_entries"], limits["max_reservation_window_ms"],
+                          limits["max_agent_bytes"]), (30000, 10000, 1000000, 60000, 1048576))
         reference = pathctl(self.daemon.addr, "limits")
         self.assertEqual(reference.pop("status"), "OK")
         self.assertEqual(limits, reference)

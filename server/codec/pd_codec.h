@@ -117,6 +117,11 @@ typedef struct pd_codec_limits {
     uint32_t max_watch_scenes;       /* limits.max_watch_scenes */
     uint32_t max_watchers;           /* limits.max_watchers */
     uint32_t max_watches_per_conn;   /* limits.max_watches_per_conn */
+    uint32_t reservation_ttl_ms;     /* limits.reservation_ttl_ms, and the reservation */
+    uint32_t max_agents_per_scene;   /* limits of the same names */
+    uint32_t max_reservation_entries;
+    uint32_t max_reservation_window_ms;
+    uint32_t max_agent_bytes;
 } pd_codec_limits;
 
 /* Fills the limits fixed at build time (the request decoder's and the

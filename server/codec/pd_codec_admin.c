@@ -71,6 +71,11 @@ uint8_t *pd_codec_encode_limits(uint64_t id, const pd_codec_limits *l, size_t *o
     m.max_watch_scenes = l->max_watch_scenes;
     m.max_watchers = l->max_watchers;
     m.max_watches_per_conn = l->max_watches_per_conn;
+    m.reservation_ttl_ms = l->reservation_ttl_ms;
+    m.max_agents_per_scene = l->max_agents_per_scene;
+    m.max_reservation_entries = l->max_reservation_entries;
+    m.max_reservation_window_ms = l->max_reservation_window_ms;
+    m.max_agent_bytes = l->max_agent_bytes;
     resp.id = id;
     resp.status = PATHD__V1__STATUS__OK;
     resp.final = 1;

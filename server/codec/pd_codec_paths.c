@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "pd_codec_internal.h"
+#include "pd_kind_reserve.h"
+#include "pd_sipp.h"
 
 /* The waypoint style, goal mode and timing fields FindPath and FindRoute
  * share; `what` names the message in errors. Unknown enum numbers arrive as
@@ -116,6 +118,33 @@ static pd_status pd__decode_goal_set(const Pathd__V1__FindPath *m, pd_find_path_
     return PD_OK;
 }
 
+/* A search's unit_size (0 means 1) and connectivity, of the request `what`.
+ * protobuf-c keeps unknown enum numbers as they arrived, so the
+ * connectivity is compared with every value the schema defines rather
+ * than trusted for its type. */
+static pd_status pd__decode_unit_conn(const char *what, uint32_t unit_size, int connectivity, uint32_t *unit_out,
+                                      pd_connectivity *conn_out, char *err, size_t errlen)
+{
+    *unit_out = unit_size == 0 ? 1 : unit_size;
+    if (*unit_out > PD_CONF_MAX_UNIT_SIZE) {
+        pd_set_err(err, errlen, "%s.unit_size %u is above the limit %d", what, (unsigned)unit_size,
+                   PD_CONF_MAX_UNIT_SIZE);
+        return PD_INVALID_ARGUMENT;
+    }
+    switch (connectivity) {
+    case PATHD__V1__CONNECTIVITY__CONNECTIVITY_DEFAULT:
+    case PATHD__V1__CONNECTIVITY__CONNECTIVITY_8:
+        *conn_out = PD_CONNECT_8;
+        return PD_OK;
+    case PATHD__V1__CONNECTIVITY__CONNECTIVITY_4:
+        *conn_out = PD_CONNECT_4;
+        return PD_OK;
+    default:
+        pd_set_err(err, errlen, "%s.connectivity %d is not 4 or 8", what, connectivity);
+        return PD_INVALID_ARGUMENT;
+    }
+}
+
 pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path_req *out,
                                       char *err, size_t errlen)
 {
@@ -127,27 +156,9 @@ pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path_req *o
     if (m->n_goals == 0 && (st = pd__decode_point(m->goal, "find_path.goal", &out->goal, err, errlen)) != PD_OK)
         return st;
 
-    out->unit_size = m->unit_size == 0 ? 1 : m->unit_size;
-    if (out->unit_size > PD_CONF_MAX_UNIT_SIZE) {
-        pd_set_err(err, errlen, "find_path.unit_size %u is above the limit %d", (unsigned)m->unit_size,
-                    PD_CONF_MAX_UNIT_SIZE);
-        return PD_INVALID_ARGUMENT;
-    }
-
-    /* protobuf-c keeps unknown enum numbers as they arrived, so compare with
-     * every value the schema defines rather than trusting the type. */
-    switch ((int)m->connectivity) {
-    case PATHD__V1__CONNECTIVITY__CONNECTIVITY_DEFAULT:
-    case PATHD__V1__CONNECTIVITY__CONNECTIVITY_8:
-        out->connectivity = PD_CONNECT_8;
-        break;
-    case PATHD__V1__CONNECTIVITY__CONNECTIVITY_4:
-        out->connectivity = PD_CONNECT_4;
-        break;
-    default:
-        pd_set_err(err, errlen, "find_path.connectivity %d is not 4 or 8", (int)m->connectivity);
-        return PD_INVALID_ARGUMENT;
-    }
+    if ((st = pd__decode_unit_conn("find_path", m->unit_size, (int)m->connectivity, &out->unit_size,
+                                   &out->connectivity, err, errlen)) != PD_OK)
+        return st;
 
     if ((st = pd__decode_style((int)m->style, "find_path", &out->style, err, errlen)) != PD_OK ||
         (st = pd__decode_goal_mode((int)m->goal_mode, "find_path", &out->goal_mode, err, errlen)) != PD_OK ||
@@ -609,8 +620,244 @@ static pd_status pd__decode_find_route_body(const Pathd__V1__Request *m, const p
     return pd__decode_find_route(m->find_route, &req->u.find_route, err, errlen);
 }
 
+/* ---- Reservations: ReservePath, ReleaseAgent, GetReservations ------------- */
+
+static pd_status pd__decode_agent(uint64_t agent, const char *field, pd_reserve_req *out, char *err, size_t errlen)
+{
+    if (agent == 0) {
+        pd_set_err(err, errlen, "%s 0 is not an agent id (ids start at 1)", field);
+        return PD_INVALID_ARGUMENT;
+    }
+    out->agent = agent;
+    return PD_OK;
+}
+
+static pd_status pd__decode_reserve_path_body(const Pathd__V1__Request *req_m, const pd__codec_row *row,
+                                              pd_request *req, char *err, size_t errlen)
+{
+    (void)row;
+    const Pathd__V1__ReservePath *m = req_m->reserve_path;
+    pd_reserve_req *out = &req->u.reserve;
+    pd_status st = pd__decode_scene_name(m->scene, "reserve_path.scene", out->scene, err, errlen);
+    if (st != PD_OK || (st = pd__decode_agent(m->agent, "reserve_path.agent", out, err, errlen)) != PD_OK)
+        return st;
+    if ((st = pd__decode_point(m->start, "reserve_path.start", &out->start, err, errlen)) != PD_OK)
+        return st;
+    if (m->n_goals != 0 || m->range != 0.0) {
+        pd_set_err(err, errlen, "reserve_path.goals and reserve_path.range are not served yet: name one goal");
+        return PD_INVALID_ARGUMENT;
+    }
+    if ((st = pd__decode_point(m->goal, "reserve_path.goal", &out->goal, err, errlen)) != PD_OK)
+        return st;
+    if ((st = pd__decode_unit_conn("reserve_path", m->unit_size, (int)m->connectivity, &out->unit_size,
+                                   &out->connectivity, err, errlen)) != PD_OK)
+        return st;
+    if (m->t0_ms < 0 || m->t0_ms > PD_SIPP_MAX_T0) {
+        pd_set_err(err, errlen, "reserve_path.t0_ms %lld is not 0..2^60", (long long)m->t0_ms);
+        return PD_INVALID_ARGUMENT;
+    }
+    out->t0_ms = m->t0_ms;
+    if (!(m->speed >= PD_SIPP_MIN_SPEED && m->speed <= PD_SIPP_MAX_SPEED)) {
+        pd_set_err(err, errlen, "reserve_path.speed %g is not 0.001..1e6 cells per second", m->speed);
+        return PD_INVALID_ARGUMENT;
+    }
+    out->speed = m->speed;
+    out->window_ms = PD_RESERVE_DEFAULT_WINDOW_MS;
+    if (m->window_case == PATHD__V1__RESERVE_PATH__WINDOW_WINDOW_MS) {
+        if (m->window_ms < 0 || m->window_ms > PD_SIPP_MAX_WINDOW_MS) {
+            pd_set_err(err, errlen, "reserve_path.window_ms %lld is not 0..2^40", (long long)m->window_ms);
+            return PD_INVALID_ARGUMENT;
+        }
+        out->window_ms = m->window_ms;
+    }
+    switch ((int)m->at_goal) {
+    case PATHD__V1__AT_GOAL__AT_GOAL_PARK:
+        out->at_goal = PD_AT_GOAL_PARK;
+        break;
+    case PATHD__V1__AT_GOAL__AT_GOAL_VANISH:
+        out->at_goal = PD_AT_GOAL_VANISH;
+        break;
+    default:
+        pd_set_err(err, errlen, "reserve_path.at_goal %d is not AT_GOAL_PARK (0) or AT_GOAL_VANISH (1)",
+                   (int)m->at_goal);
+        return PD_INVALID_ARGUMENT;
+    }
+    if (m->deadline_ms > PD_CODEC_MAX_DEADLINE_MS) {
+        pd_set_err(err, errlen, "reserve_path.deadline_ms %u is above the limit %u", (unsigned)m->deadline_ms,
+                   PD_CODEC_MAX_DEADLINE_MS);
+        return PD_INVALID_ARGUMENT;
+    }
+    out->deadline_ms = m->deadline_ms;
+    out->max_expansions = m->max_expansions;
+    out->min_version = m->min_version;
+    return PD_OK;
+}
+
+static pd_status pd__decode_release_agent_body(const Pathd__V1__Request *req_m, const pd__codec_row *row,
+                                               pd_request *req, char *err, size_t errlen)
+{
+    (void)row;
+    const Pathd__V1__ReleaseAgent *m = req_m->release_agent;
+    pd_status st = pd__decode_scene_name(m->scene, "release_agent.scene", req->u.reserve.scene, err, errlen);
+    if (st != PD_OK)
+        return st;
+    return pd__decode_agent(m->agent, "release_agent.agent", &req->u.reserve, err, errlen);
+}
+
+static pd_status pd__decode_reservations_body(const Pathd__V1__Request *req_m, const pd__codec_row *row,
+                                              pd_request *req, char *err, size_t errlen)
+{
+    (void)row;
+    const Pathd__V1__GetReservations *m = req_m->reservations;
+    pd_reserve_req *out = &req->u.reserve;
+    pd_status st = pd__decode_scene_name(m->scene, "reservations.scene", out->scene, err, errlen);
+    if (st != PD_OK)
+        return st;
+    if (m->rect) {
+        if ((st = pd__decode_rect(m->rect, "reservations.rect", &out->rect_min, &out->rect_max, err, errlen)) != PD_OK)
+            return st;
+        out->has_rect = 1;
+    }
+    out->from_ms = m->from_ms;
+    out->to_ms = m->to_ms == 0 ? INT64_MAX : m->to_ms;
+    if (out->to_ms <= out->from_ms) {
+        pd_set_err(err, errlen, "reservations.to_ms %lld is not after from_ms %lld", (long long)m->to_ms,
+                   (long long)m->from_ms);
+        return PD_INVALID_ARGUMENT;
+    }
+    out->max_entries = m->max_entries;
+    return PD_OK;
+}
+
+static int64_t pd__wire_time(int64_t t)
+{
+    return t == PD_RESERVE_FOREVER ? -1 : t;
+}
+
+/* The job's status: a job that never ran (cancelled, past its deadline)
+ * carries only the task's. */
+static uint8_t *pd__reserve_error(const pd_job *job, const pd_reserve_job *rj, size_t *len)
+{
+    pd_status st = job->task.status;
+    return pd_codec_encode_error(job->task.tag, st, rj && rj->message[0] ? rj->message : pd_status_name(st), len);
+}
+
+static uint8_t *pd__encode_reserve_path_job(const pd_job *job, size_t *len)
+{
+    const pd_reserve_job *rj = job->ext;
+    pd_status st = job->task.status;
+    if (!rj || (st != PD_OK && st != PD_PARTIAL && st != PD_START_BLOCKED && st != PD_NO_PATH) ||
+        (st == PD_START_BLOCKED && !rj->has_blocker))
+        return pd__reserve_error(job, rj, len);
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    Pathd__V1__ReservePathResult m = PATHD__V1__RESERVE_PATH_RESULT__INIT;
+    Pathd__V1__TimedWaypoint *wps = calloc(rj->n_waypoints ? rj->n_waypoints : 1, sizeof *wps);
+    Pathd__V1__TimedWaypoint **ptrs = calloc(rj->n_waypoints ? rj->n_waypoints : 1, sizeof *ptrs);
+    uint8_t *buf = NULL;
+    *len = 0;
+    if (!wps || !ptrs)
+        goto done;
+    for (size_t i = 0; i < rj->n_waypoints; i++) {
+        pathd__v1__timed_waypoint__init(&wps[i]);
+        wps[i].x = rj->waypoints[i].x;
+        wps[i].y = rj->waypoints[i].y;
+        wps[i].t_arrive_ms = rj->waypoints[i].t_arrive_ms;
+        wps[i].t_leave_ms = pd__wire_time(rj->waypoints[i].t_leave_ms);
+        ptrs[i] = &wps[i];
+    }
+    m.agent = rj->req.agent;
+    m.n_waypoints = rj->n_waypoints;
+    m.waypoints = ptrs;
+    m.reserved_until_ms = (st == PD_OK || st == PD_PARTIAL) ? pd__wire_time(rj->reserved_until_ms) : 0;
+    m.cost = rj->cost;
+    m.expansions = rj->expanded;
+    m.search_micros = rj->micros;
+    m.scene_version = rj->scene_version;
+    m.blocking_agent = rj->blocker;
+    m.has_blocking_agent = rj->has_blocker != 0;
+    m.was_cut = rj->was_cut != 0;
+    resp.id = job->task.tag;
+    resp.status = pd__wire_status(st);
+    if (st != PD_OK && st != PD_PARTIAL)
+        resp.message = (char *)rj->message; /* why, beside the blocking agent */
+    resp.final = 1;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_RESERVE_PATH;
+    resp.reserve_path = &m;
+    buf = pd__encode_single(&resp, len);
+done:
+    free(wps);
+    free(ptrs);
+    return buf;
+}
+
+static uint8_t *pd__encode_release_job(const pd_job *job, size_t *len)
+{
+    const pd_reserve_job *rj = job->ext;
+    if (!rj || job->task.status != PD_OK)
+        return pd__reserve_error(job, rj, len);
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    Pathd__V1__ReleaseResult m = PATHD__V1__RELEASE_RESULT__INIT;
+    m.released = rj->released != 0;
+    resp.id = job->task.tag;
+    resp.status = PATHD__V1__STATUS__OK;
+    resp.final = 1;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_RELEASE;
+    resp.release = &m;
+    return pd__encode_single(&resp, len);
+}
+
+static uint8_t *pd__encode_reservations_job(const pd_job *job, size_t *len)
+{
+    const pd_reserve_job *rj = job->ext;
+    if (!rj || job->task.status != PD_OK)
+        return pd__reserve_error(job, rj, len);
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    Pathd__V1__ReservationList m = PATHD__V1__RESERVATION_LIST__INIT;
+    size_t n = rj->n_entries;
+    Pathd__V1__Reservation *es = calloc(n ? n : 1, sizeof *es);
+    Pathd__V1__Reservation **ptrs = calloc(n ? n : 1, sizeof *ptrs);
+    uint8_t *buf = NULL;
+    *len = 0;
+    if (!es || !ptrs)
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        const pd_reserve_entry *e = &rj->entries[i];
+        pathd__v1__reservation__init(&es[i]);
+        es[i].agent = e->agent;
+        es[i].x = e->x;
+        es[i].y = e->y;
+        es[i].width = e->w;
+        es[i].height = e->h;
+        es[i].t0_ms = e->t0_ms;
+        es[i].t1_ms = pd__wire_time(e->t1_ms);
+        ptrs[i] = &es[i];
+    }
+    m.n_entries = n;
+    m.entries = ptrs;
+    m.matching = rj->matching;
+    m.agents = rj->stats.agents;
+    m.table_entries = rj->stats.entries;
+    m.table_bytes = rj->stats.bytes;
+    resp.id = job->task.tag;
+    resp.status = PATHD__V1__STATUS__OK;
+    resp.final = 1;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_RESERVATIONS;
+    resp.reservations = &m;
+    buf = pd__encode_single(&resp, len);
+done:
+    free(es);
+    free(ptrs);
+    return buf;
+}
+
 const pd__codec_row pd__codec_rows_paths[] = {
     {PATHD__V1__REQUEST__BODY_FIND_PATH, PD_REQ_FIND_PATH, 0, pd__decode_find_path_body, pd__encode_path_job},
     {PATHD__V1__REQUEST__BODY_FIND_ROUTE, PD_REQ_FIND_ROUTE, 0, pd__decode_find_route_body, pd__encode_route_job},
+    {PATHD__V1__REQUEST__BODY_RESERVE_PATH, PD_REQ_RESERVE_PATH, 0, pd__decode_reserve_path_body,
+     pd__encode_reserve_path_job},
+    {PATHD__V1__REQUEST__BODY_RELEASE_AGENT, PD_REQ_RELEASE_AGENT, 0, pd__decode_release_agent_body,
+     pd__encode_release_job},
+    {PATHD__V1__REQUEST__BODY_RESERVATIONS, PD_REQ_GET_RESERVATIONS, 0, pd__decode_reservations_body,
+     pd__encode_reservations_job},
     {0},
 };

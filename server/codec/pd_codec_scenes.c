@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "pd_codec_internal.h"
+#include "pd_scene_reserve.h"
 
 /* One operation: what = "update_cells" or "update_cells.ops[i]"; the cells
  * of a list are copied into *cells (owned by the caller). */
@@ -96,6 +97,14 @@ static pd_status pd__decode_update_cells(const Pathd__V1__UpdateCells *m, pd_upd
     pd_status st = pd__decode_scene_name(m->scene, "update_cells.scene", out->scene, err, errlen);
     if (st != PD_OK)
         return st;
+    if (m->cut_time_case == PATHD__V1__UPDATE_CELLS__CUT_TIME_AT_MS) {
+        if (m->at_ms < 0 || m->at_ms > ((int64_t)1 << 60)) {
+            pd_set_err(err, errlen, "update_cells.at_ms %lld is not 0..2^60", (long long)m->at_ms);
+            return PD_INVALID_ARGUMENT;
+        }
+        out->has_at_ms = 1;
+        out->at_ms = m->at_ms;
+    }
     if (m->n_ops == 0) {
         int target = m->target_case == PATHD__V1__UPDATE_CELLS__TARGET_RECT    ? 1
                      : m->target_case == PATHD__V1__UPDATE_CELLS__TARGET_CELLS ? 2
@@ -383,8 +392,9 @@ done:
     return buf;
 }
 
-uint8_t *pd_codec_encode_update(uint64_t id, const char *scene, const pd_update_outcome *o,
-                                size_t *out_len)
+/* An update's answer, with the agents whose reservations it cut (ascending). */
+static uint8_t *pd__encode_update_cut(uint64_t id, const char *scene, const pd_update_outcome *o,
+                                      const uint64_t *agents_cut, size_t n_cut, size_t *out_len)
 {
     Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     Pathd__V1__UpdateResult m = PATHD__V1__UPDATE_RESULT__INIT;
@@ -398,12 +408,20 @@ uint8_t *pd_codec_encode_update(uint64_t id, const char *scene, const pd_update_
     m.version = o->update.version;
     m.cells_changed = o->update.cells_changed;
     m.micros = o->update.micros;
+    m.agents_cut = (uint64_t *)agents_cut;
+    m.n_agents_cut = n_cut;
     resp.id = id;
     resp.status = PATHD__V1__STATUS__OK;
     resp.final = 1;
     resp.body_case = PATHD__V1__RESPONSE__BODY_UPDATE;
     resp.update = &m;
     return pd__encode_single(&resp, out_len);
+}
+
+uint8_t *pd_codec_encode_update(uint64_t id, const char *scene, const pd_update_outcome *o,
+                                size_t *out_len)
+{
+    return pd__encode_update_cut(id, scene, o, NULL, 0, out_len);
 }
 
 uint8_t *pd_codec_encode_scene_change(uint64_t id, const char *name, const pd_scene_change_outcome *outcome,
@@ -508,7 +526,9 @@ uint8_t *pd_codec_encode_watch_body(const pd_watch_event *ev, int final, size_t 
 
 static uint8_t *pd__encode_update_job(const pd_job *job, size_t *len)
 {
-    return pd_codec_encode_update(job->task.tag, job->update_req.scene, &job->update, len);
+    const pd_update_cut *cut = job->ext;
+    return pd__encode_update_cut(job->task.tag, job->update_req.scene, &job->update, cut ? cut->agents : NULL,
+                                 cut ? cut->n_agents : 0, len);
 }
 
 static uint8_t *pd__encode_change_job(const pd_job *job, size_t *len)

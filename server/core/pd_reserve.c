@@ -419,6 +419,11 @@ pd_reserve *pd_reserve_create(const pd_reserve_limits *limits)
     return t;
 }
 
+void pd_reserve_set_limits(pd_reserve *t, const pd_reserve_limits *limits)
+{
+    t->limits = *limits;
+}
+
 void pd_reserve_destroy(pd_reserve *t)
 {
     if (!t)

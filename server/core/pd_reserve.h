@@ -128,6 +128,9 @@ typedef struct pd_reserve pd_reserve;
 pd_reserve *pd_reserve_create(const pd_reserve_limits *limits);
 void pd_reserve_destroy(pd_reserve *t);
 const pd_reserve_limits *pd_reserve_get_limits(const pd_reserve *t);
+/* New limits (a reload's): they bound the changes from now on; what the
+ * table holds stays, even past them. */
+void pd_reserve_set_limits(pd_reserve *t, const pd_reserve_limits *limits);
 void pd_reserve_get_stats(const pd_reserve *t, pd_reserve_stats *out);
 
 /*

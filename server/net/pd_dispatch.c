@@ -746,6 +746,11 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
             .max_watch_scenes = s->conf.max_watch_scenes,
             .max_watchers = s->conf.max_watchers,
             .max_watches_per_conn = s->conf.max_watches_per_conn,
+            .reservation_ttl_ms = s->conf.reservation_ttl_ms,
+            .max_agents_per_scene = s->conf.max_agents_per_scene,
+            .max_reservation_entries = s->conf.max_reservation_entries,
+            .max_reservation_window_ms = s->conf.max_reservation_window_ms,
+            .max_agent_bytes = s->conf.max_agent_bytes,
         };
         pd_codec_limits_fixed(&lim);
         /* Each item takes an in-flight slot: a larger batch is refused

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "pd_log.h"
+#include "pd_scene_reserve.h"
 
 static void pd__stop_timer_cb(uv_timer_t *t);
 static void pd__fit_fd_limit(pd_conf *conf);
@@ -266,6 +267,13 @@ static void pd__server_scene_caps(pd_server *s)
         .max_scene_bytes = s->conf.max_scene_bytes,
     };
     pd_registry_set_caps(s->registry, &caps);
+    const pd_reserve_limits rl = {
+        .max_agents = s->conf.max_agents_per_scene,
+        .max_entries = s->conf.max_reservation_entries,
+        .max_window_ms = s->conf.max_reservation_window_ms,
+        .max_agent_bytes = s->conf.max_agent_bytes,
+    };
+    pd_reservations_set_limits(pd_registry_reservations(s->registry), &rl, s->conf.reservation_ttl_ms);
 }
 
 /* ---- the one place a config is applied ---------------------------------- */

@@ -11,6 +11,7 @@
 extern const pd_kind pd_kind_find_path, pd_kind_find_route;
 extern const pd_kind pd_kind_raycast, pd_kind_validate_move, pd_kind_move_along, pd_kind_nearest,
     pd_kind_reachable, pd_kind_random_point, pd_kind_distance_to_wall, pd_kind_batch;
+extern const pd_kind pd_kind_reserve_path, pd_kind_release_agent, pd_kind_get_reservations;
 extern const pd_kind pd_kind_update_cells, pd_kind_create_scene, pd_kind_create_instance, pd_kind_drop_scene;
 
 #define PD__SERVED(var, label, least) static const pd_kind var = {.name = label, .role = least, .runs = PD_KIND_SERVED}
@@ -56,6 +57,9 @@ static const pd_kind *const pd__kinds[PD_REQ__COUNT] = {
     [PD_REQ_DROP_SCENE] = &pd_kind_drop_scene,
     [PD_REQ_WATCH] = &pd__watch,
     [PD_REQ_UNWATCH] = &pd__unwatch,
+    [PD_REQ_RESERVE_PATH] = &pd_kind_reserve_path,
+    [PD_REQ_RELEASE_AGENT] = &pd_kind_release_agent,
+    [PD_REQ_GET_RESERVATIONS] = &pd_kind_get_reservations,
 };
 
 const pd_kind *pd_kind_of(pd_request_kind kind)

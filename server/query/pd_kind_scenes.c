@@ -12,6 +12,7 @@
 
 #include "pd_index.h"
 #include "pd_kind.h"
+#include "pd_scene_reserve.h"
 
 uint64_t pd_kind_scene_lane(const char *name)
 {
@@ -35,11 +36,37 @@ static pd_status pd__update_prepare(pd_job *job, pd_request *req, const pd_kind_
     return PD_OK;
 }
 
+/* The cut of the reservations on the cells the update blocked, in the
+ * version it made (the lane's next change cannot have come yet). */
+static void pd__update_cut(pd_job *job)
+{
+    pd_registry *registry = pd_store_registry(job->store);
+    pd_scene *s = pd_registry_acquire(registry, job->update_req.scene);
+    if (!s)
+        return;
+    const pd_update_cells_req *u = &job->update_req;
+    job->ext = pd_reservations_cut(pd_registry_reservations(registry), s, u->n_ops ? u->ops : &u->update,
+                                   u->n_ops ? u->n_ops : 1, u->has_at_ms, u->at_ms);
+    pd_scene_release(s);
+}
+
+/* An update that blocked cells cuts the reservations holding them, in the
+ * same lane run (so no ReservePath of the scene plans on the old cells
+ * after the update answered); job->ext keeps who was cut. */
 static pd_status pd__update_run(pd_job *job, pd_query_scratch *scratch, const pd_query_control *ctl)
 {
     (void)scratch;
     (void)ctl;
-    return pd_query_update_cells(job->store, &job->update_req, &job->update);
+    pd_status st = pd_query_update_cells(job->store, &job->update_req, &job->update);
+    if (st == PD_OK && job->update.update.cells_changed)
+        pd__update_cut(job);
+    return st;
+}
+
+static void pd__update_release(pd_job *job)
+{
+    pd_update_cut_free(job->ext);
+    job->ext = NULL;
 }
 
 static int pd__update_event(const pd_job *job, pd_watch_event *ev)
@@ -76,6 +103,7 @@ const pd_kind pd_kind_update_cells = {
     .runs = PD_KIND_LANE,
     .prepare = pd__update_prepare,
     .run = pd__update_run,
+    .release = pd__update_release,
     .event = pd__update_event,
     .note = pd__update_note,
     .scene = pd__update_scene,

@@ -65,6 +65,9 @@ typedef enum pd_request_kind {
     PD_REQ_DROP_SCENE,       /* .. (pd_request_is_scene_change) */
     PD_REQ_WATCH,            /* subscribe to scenes' changes (the net layer keeps them) */
     PD_REQ_UNWATCH,
+    PD_REQ_RESERVE_PATH,     /* the reservations (pd_kind_reserve.h): .. */
+    PD_REQ_RELEASE_AGENT,
+    PD_REQ_GET_RESERVATIONS, /* .. */
     PD_REQ__COUNT            /* not a kind: how many there are */
 } pd_request_kind;
 
@@ -137,6 +140,9 @@ typedef struct pd_update_cells_req {
     pd_scene_update *ops;    /* UpdateCells.ops: malloc'd (owned), each op's cells
                                 malloc'd and owned too; NULL without ops */
     size_t n_ops;
+    int has_at_ms;           /* UpdateCells.at_ms: when blocked cells cut the scene's
+                                reservations (unset: the latest time they heard of) */
+    int64_t at_ms;
 } pd_update_cells_req;
 
 /* Frees what a decoded UpdateCells owns (pd_request_free calls it). */
@@ -186,6 +192,30 @@ typedef struct pd_scene_change_req {
     int raw;                         /* 1: map holds width * height raw cells */
     int32_t width, height;
 } pd_scene_change_req;
+
+/* ReservePath, ReleaseAgent, GetReservations (issue 34; the three share
+ * one struct: which fields count depends on the kind). The codec checks
+ * each field's own range; the scene, unit size and cells are checked
+ * against the snapshot in the scene's lane. */
+typedef struct pd_reserve_req {
+    char scene[PD_CONF_MAX_NAME];
+    uint64_t agent;
+    uint32_t unit_size;      /* >= 1 after decoding */
+    pd_point_spec start, goal;
+    int64_t t0_ms;           /* 0..PD_SIPP_MAX_T0 */
+    double speed;            /* cells per second */
+    int64_t window_ms;       /* 8000 when unset; 0 = all the way */
+    int at_goal;             /* pd_at_goal */
+    pd_connectivity connectivity;
+    uint64_t max_expansions; /* 0 = server default */
+    uint32_t deadline_ms;    /* 0 = none */
+    uint64_t min_version;
+    /* GetReservations */
+    int has_rect;
+    pd_point rect_min, rect_max;
+    int64_t from_ms, to_ms;  /* to_ms: INT64_MAX for no end */
+    uint32_t max_entries;    /* 0 = as many as fit one frame */
+} pd_reserve_req;
 
 /* ---- authoritative movement (pd_movement.h runs these) ---------------- */
 
@@ -267,6 +297,7 @@ typedef struct pd_request {
         pd_batch_req batch;                 /* PD_REQ_BATCH */
         pd_scene_change_req change;         /* pd_request_is_scene_change(kind) */
         pd_watch_req watch;                 /* PD_REQ_WATCH */
+        pd_reserve_req reserve;             /* PD_REQ_RESERVE_PATH .. GET_RESERVATIONS */
         uint64_t unwatch_target;            /* PD_REQ_UNWATCH: the Watch's request id */
         struct {
             char token[PD_CONF_MAX_TOKEN];  /* never logged */

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "pd_index.h"
+#include "pd_scene_reserve.h"
 
 struct pd_registry {
     /* Readers (acquire, list) take the read side; the swap takes the write side. */
@@ -58,6 +59,7 @@ struct pd_registry {
     atomic_int loads_stopped;   /* pd_registry_stop_loads */
     uint64_t spare_min_cells;   /* guarded by reload_lock; see pd_registry_set_spare_min_cells */
     struct pd_scene_acct *acct; /* what every snapshot charged here holds */
+    pd_reservations *reservations; /* each scene's reservation table (pd_scene_reserve.h) */
 };
 
 pd_registry *pd_registry_create(void)
@@ -71,6 +73,13 @@ pd_registry *pd_registry_create(void)
     }
     r->acct = calloc(1, sizeof *r->acct);
     if (!r->acct || pthread_mutex_init(&r->reload_lock, NULL) != 0) {
+        free(r->acct);
+        pthread_rwlock_destroy(&r->lock);
+        free(r);
+        return NULL;
+    }
+    if (!(r->reservations = pd_reservations_create())) {
+        pthread_mutex_destroy(&r->reload_lock);
         free(r->acct);
         pthread_rwlock_destroy(&r->lock);
         free(r);
@@ -97,6 +106,7 @@ void pd_registry_destroy(pd_registry *r)
     pd__release_set(r->scenes, r->n_slots);
     free(r->index);
     pd__acct_release(r->acct);
+    pd_reservations_destroy(r->reservations);
     pthread_mutex_destroy(&r->reload_lock);
     pthread_rwlock_destroy(&r->lock);
     free(r);
@@ -509,6 +519,10 @@ int pd_registry_publish(pd_registry *r, pd_scene_set *set)
     r->index_cap = icap;
     pthread_rwlock_unlock(&r->lock);
     free(old_index);
+    /* A scene the reload stopped serving takes its reservations with it. */
+    for (size_t i = 0; i < old_n; i++)
+        if (old[i] && pd__lookup(r, old[i]->name, NULL) == SIZE_MAX)
+            pd_reservations_forget(r->reservations, old[i]->name);
     pthread_mutex_unlock(&r->reload_lock);
 
     /* Readers that still hold old scenes keep them alive by their own
@@ -773,6 +787,11 @@ void pd_registry_set_spare_min_cells(pd_registry *r, uint64_t cells)
     pthread_mutex_unlock(&r->reload_lock);
 }
 
+pd_reservations *pd_registry_reservations(pd_registry *r)
+{
+    return r->reservations;
+}
+
 void pd_registry_set_caps(pd_registry *r, const pd_registry_caps *caps)
 {
     pthread_mutex_lock(&r->reload_lock);
@@ -954,6 +973,7 @@ pd_status pd_registry_drop(pd_registry *r, const char *name, uint64_t *version_o
     pd_scene *gone = pd__registry_remove(r, i);
     if (version_out)
         *version_out = gone->version;
+    pd_reservations_forget(r->reservations, name); /* its agents go with it */
     pthread_mutex_unlock(&r->reload_lock);
     pd_scene_release(gone);
     return PD_OK;

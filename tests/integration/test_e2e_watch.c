@@ -658,6 +658,12 @@ static void test_bad_watch_requests(void **state)
     assert_int_equal(lim.max_watch_scenes, 2);
     assert_int_equal(lim.max_watchers, 2);
     assert_int_equal(lim.watch_buffer_bytes, 1048576);
+    /* The reservation limits, at their defaults (config/README.md). */
+    assert_int_equal(lim.reservation_ttl_ms, 30000);
+    assert_int_equal(lim.max_agents_per_scene, 10000);
+    assert_int_equal(lim.max_reservation_entries, 1000000);
+    assert_int_equal(lim.max_reservation_window_ms, 60000);
+    assert_int_equal(lim.max_agent_bytes, 1048576);
     pdc_close(c);
 
     const char *const unknown[] = { "rooms", "nowhere" };

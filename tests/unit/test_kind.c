@@ -54,6 +54,9 @@ static const struct {
     {PD_REQ_DROP_SCENE, "drop_scene", PD_ROLE_WRITE, PD_KIND_LANE},
     {PD_REQ_WATCH, "watch", PD_ROLE_QUERY, PD_KIND_SERVED},
     {PD_REQ_UNWATCH, "unwatch", PD_ROLE_QUERY, PD_KIND_SERVED},
+    {PD_REQ_RESERVE_PATH, "reserve_path", PD_ROLE_WRITE, PD_KIND_LANE},
+    {PD_REQ_RELEASE_AGENT, "release_agent", PD_ROLE_WRITE, PD_KIND_LANE},
+    {PD_REQ_GET_RESERVATIONS, "get_reservations", PD_ROLE_QUERY, PD_KIND_LANE},
 };
 
 static void test_every_kind_has_its_row(void **state)
@@ -78,7 +81,8 @@ static void test_every_kind_has_its_row(void **state)
             assert_null(k->prepare);
             assert_null(k->run);
         }
-        assert_int_equal(k->counts_paths, want[i].kind == PD_REQ_FIND_PATH || want[i].kind == PD_REQ_FIND_ROUTE);
+        assert_int_equal(k->counts_paths, want[i].kind == PD_REQ_FIND_PATH || want[i].kind == PD_REQ_FIND_ROUTE ||
+                                              want[i].kind == PD_REQ_RESERVE_PATH);
     }
     /* Anything out of range is the "unknown" row, not a crash. */
     assert_string_equal(pd_kind_of((pd_request_kind)-1)->name, "unknown");

@@ -728,6 +728,7 @@ static void test_type_names(void **state)
         "auth", "reload", "raycast", "validate_move", "move_along", "nearest",
         "reachable", "random_point", "distance_to_wall", "batch", "get_limits",
         "create_scene", "create_instance", "drop_scene", "watch", "unwatch",
+        "reserve_path", "release_agent", "get_reservations",
     };
     for (unsigned k = 0; k < PD_REQ__COUNT; k++)
         assert_string_equal(pd_request_kind_name((pd_request_kind)k), want[k]);

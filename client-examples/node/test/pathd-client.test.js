@@ -768,11 +768,61 @@ describe('daemon with other limits', () => {
       assert.equal(limits.maxFrameBytes, 65536);
       assert.ok(limits.maxBatchItems > 0);
       assert.deepEqual([limits.watchBufferBytes, limits.maxWatchScenes, limits.maxWatchers], [1048576, 64, 1000]);
+      // The reservation limits, at their defaults (config/README.md).
+      assert.deepEqual([limits.reservationTtlMs, limits.maxAgentsPerScene, limits.maxReservationEntries,
+        limits.maxReservationWindowMs, limits.maxAgentBytes], [30000, 10000, 1000000, 60000, 1048576]);
       const { status, ...reference } = pathctlJson(daemon().addr, ['limits']);
       assert.equal(status, 'OK');
       const camel = Object.fromEntries(Object.entries(reference)
         .map(([k, v]) => [k.replace(/_([a-z])/g, (_, c) => c.toUpperCase()), v]));
       assert.deepEqual(limits, camel);
+    } finally {
+      client.close();
+    }
+  });
+});
+
+describe('reservations against a daemon of its own', () => {
+  const daemon = helperDaemon({});
+
+  it('reserves, refuses a start another agent holds, lists, cuts and releases', async () => {
+    const client = new PathdClient(daemon().addr, { timeoutMs: 10000 });
+    try {
+      const a = await client.reservePath('town', 1, [2, 1], [12, 1], 0, 2);
+      const b = await client.reservePath('town', 2, [12, 1], [2, 1], 0, 2, { windowMs: 20000 });
+      for (const r of [a, b]) {
+        assert.ok(['OK', 'PARTIAL'].includes(r.status), r.status);
+        assert.equal(r.waypoints[0].t_arrive_ms, 0);
+      }
+      assert.equal(a.agent, 1);
+      assert.equal(a.reserved_until_ms, null);   // parked at its goal
+      assert.deepEqual([a.waypoints.at(-1).x, a.waypoints.at(-1).y], [12, 1]);
+      // Agent 1 holds (2, 1) at t0 0: a third agent cannot start there.
+      await assert.rejects(client.reservePath('town', 3, [2, 1], [5, 1], 0, 2), (e) => {
+        assert.equal(e.status, 'START_BLOCKED');
+        assert.equal(e.result.blocking_agent, 1);
+        return true;
+      });
+      await assert.rejects(client.reservePath('town', 0, [2, 1], [5, 1], 0, 2), (e) => e.status === 'INVALID_ARGUMENT');
+      await assert.rejects(client.reservePath('town', 4, [2, 1], [5, 1], 0, 0), (e) => e.status === 'INVALID_ARGUMENT');
+      const all = await client.reservations('town');
+      assert.equal(all.agents, 2);
+      assert.deepEqual([...new Set(all.entries.map((e) => e.agent))].sort(), [1, 2]);
+      const goal = await client.reservations('town', { rect: [[12, 1], [12, 1]], fromMs: 1000000 });
+      assert.deepEqual(goal.entries.map((e) => [e.agent, e.t1_ms]), [[1, null]]);
+      // Blocking agent 1's goal from its arrival on cuts exactly the agents
+      // holding that cell from then on: agent 1 among them.
+      const at = a.waypoints.at(-1).t_arrive_ms;
+      const holders = (await client.reservations('town', { rect: [[12, 1], [12, 1]], fromMs: at })).entries;
+      const expected = [...new Set(holders.map((e) => e.agent))].sort((x, y) => x - y);
+      assert.ok(expected.includes(1));
+      const cut = await client.updateCells('town', { cells: [[12, 1]], op: 'block', atMs: at });
+      assert.deepEqual(cut.agents_cut, expected);
+      assert.deepEqual((await client.reservations('town', { rect: [[12, 1], [12, 1]], fromMs: at })).entries, []);
+      await client.updateCells('town', { cells: [[12, 1]], op: 'restore' });
+      assert.equal(await client.releaseAgent('town', 2), true);
+      assert.equal(await client.releaseAgent('town', 2), false);
+      assert.equal((await client.reservations('town')).entries.some((e) => e.agent === 2), false);
     } finally {
       client.close();
     }

@@ -1,0 +1,331 @@
+/*
+ * pathctl_reserve.c - `pathctl reserve|release|reservations` (see
+ * pathctl_reserve.h): space-time reservations from the command line, for
+ * trying them by hand and for tests. Human-readable by default; with
+ * --json one object per answer: reserve prints status, agent,
+ * reserved_until_ms and waypoints [{x, y, t_arrive_ms, t_leave_ms}] (a
+ * time with no end is null), as the issue names them.
+ */
+#include "pathctl_reserve.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "pathctl_scene.h"
+#include "pathd_client.h"
+
+#define PR_EXIT_ANSWER 1
+#define PR_EXIT_USAGE 2
+#define PR_EXIT_CONNECT 3
+
+const char pathctl_reserve_usage[] =
+    "  reserve --scene S --agent ID --from X,Y --to X,Y --t0 MS --speed V\n"
+    "        [--unit K] [--window MS] [--at-goal park|vanish]\n"
+    "                     write: plan agent ID around the other agents'\n"
+    "                     reservations from game time MS and reserve it\n"
+    "  release --scene S --agent ID\n"
+    "                     write: drop every reservation of agent ID\n"
+    "  reservations --scene S [--rect X0,Y0,X1,Y1] [--from-ms T] [--to-ms T]\n"
+    "        [--max N]    the reservations holding those cells in [T0, T1)\n";
+
+typedef struct pr_args {
+    pathctl_conn_opts conn;
+    int json;
+    const char *cmd;
+    pdc_reserve_req req;
+    int has_agent, has_from, has_to, has_t0, has_speed;
+    int has_rect;
+    pdc_xy rect_min, rect_max;
+    int64_t from_ms, to_ms;
+    uint32_t max;
+} pr_args;
+
+#define pr_usage pathctl_cmd_usage
+
+static int pr_i64(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int pr_xy(const char *s, pdc_xy *out)
+{
+    int x, y;
+    char tail;
+    if (sscanf(s, "%d,%d%c", &x, &y, &tail) != 2)
+        return -1;
+    out->x = x;
+    out->y = y;
+    return 0;
+}
+
+/* One option and its value; returns -1 (consumed), or an exit code. */
+static int pr_option(pr_args *a, const char *o, const char *v)
+{
+    int64_t n;
+    int known = pathctl_conn_option(&a->conn, o, v);
+    if (known < 0)
+        return PR_EXIT_USAGE;
+    if (known)
+        return -1;
+    if (!strcmp(o, "--scene")) {
+        a->req.scene = v;
+    } else if (!strcmp(o, "--agent")) {
+        if (pr_i64(v, &n) || n < 0)
+            return pr_usage("bad --agent %s", v);
+        a->req.agent = (uint64_t)n;
+        a->has_agent = 1;
+    } else if (!strcmp(o, "--from")) {
+        if (pr_xy(v, &a->req.start))
+            return pr_usage("bad --from %s (X,Y)", v);
+        a->has_from = 1;
+    } else if (!strcmp(o, "--to")) {
+        if (pr_xy(v, &a->req.goal))
+            return pr_usage("bad --to %s (X,Y)", v);
+        a->has_to = 1;
+    } else if (!strcmp(o, "--t0")) {
+        if (pr_i64(v, &a->req.t0_ms))
+            return pr_usage("bad --t0 %s (milliseconds)", v);
+        a->has_t0 = 1;
+    } else if (!strcmp(o, "--speed")) {
+        char *end;
+        a->req.speed = strtod(v, &end);
+        if (end == v || *end)
+            return pr_usage("bad --speed %s (cells per second)", v);
+        a->has_speed = 1;
+    } else if (!strcmp(o, "--unit")) {
+        if (pr_i64(v, &n) || n < 0 || n > 255)
+            return pr_usage("bad --unit %s", v);
+        a->req.unit_size = (uint32_t)n;
+    } else if (!strcmp(o, "--window")) {
+        if (pr_i64(v, &a->req.window_ms))
+            return pr_usage("bad --window %s (milliseconds; 0: all the way)", v);
+        a->req.has_window = 1;
+    } else if (!strcmp(o, "--at-goal")) {
+        if (strcmp(v, "park") && strcmp(v, "vanish"))
+            return pr_usage("bad --at-goal %s (park or vanish)", v);
+        a->req.vanish = !strcmp(v, "vanish");
+    } else if (!strcmp(o, "--rect")) {
+        int x0, y0, x1, y1;
+        char tail;
+        if (sscanf(v, "%d,%d,%d,%d%c", &x0, &y0, &x1, &y1, &tail) != 4)
+            return pr_usage("bad --rect %s (X0,Y0,X1,Y1)", v);
+        a->rect_min = (pdc_xy){x0, y0};
+        a->rect_max = (pdc_xy){x1, y1};
+        a->has_rect = 1;
+    } else if (!strcmp(o, "--from-ms")) {
+        if (pr_i64(v, &a->from_ms))
+            return pr_usage("bad --from-ms %s", v);
+    } else if (!strcmp(o, "--to-ms")) {
+        if (pr_i64(v, &a->to_ms))
+            return pr_usage("bad --to-ms %s", v);
+    } else if (!strcmp(o, "--max")) {
+        if (pr_i64(v, &n) || n < 0 || n > UINT32_MAX)
+            return pr_usage("bad --max %s", v);
+        a->max = (uint32_t)n;
+    } else {
+        return pr_usage("unknown option %s", o);
+    }
+    return -1;
+}
+
+static int pr_parse(int argc, char **argv, pr_args *a)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (o[0] != '-') {
+            if (a->cmd)
+                return pr_usage("unexpected argument %s", o);
+            a->cmd = o;
+        } else if (!strcmp(o, "--json")) {
+            a->json = 1;
+        } else {
+            if (i + 1 >= argc)
+                return pr_usage("%s needs a value", o);
+            int code = pr_option(a, o, argv[++i]);
+            if (code >= 0)
+                return code;
+        }
+    }
+    if (!a->req.scene)
+        return pr_usage("%s needs --scene", a->cmd);
+    int reserve = !strcmp(a->cmd, "reserve");
+    if ((reserve || !strcmp(a->cmd, "release")) && !a->has_agent)
+        return pr_usage("%s needs --agent", a->cmd);
+    if (reserve && !(a->has_from && a->has_to && a->has_t0 && a->has_speed))
+        return pr_usage("%s needs --from, --to, --t0 and --speed", a->cmd);
+    return -1;
+}
+
+/* A time with no end (-1 on the wire) is JSON null. */
+static void pr_json_time(cJSON *o, const char *key, int64_t t)
+{
+    if (t == -1)
+        cJSON_AddNullToObject(o, key);
+    else
+        cJSON_AddNumberToObject(o, key, (double)t);
+}
+
+static int pr_fail(const pr_args *a, pdc_conn *c, int status)
+{
+    const char *why = pdc_last_error(c);
+    if (a->json && status >= 0) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "status", pdc_status_name(status));
+        if (why && why[0])
+            cJSON_AddStringToObject(o, "message", why);
+        char *text = cJSON_PrintUnformatted(o);
+        if (text)
+            puts(text);
+        free(text);
+        cJSON_Delete(o);
+    }
+    fprintf(stderr, "pathctl: %s%s%s\n", pdc_status_name(status), why && why[0] ? ": " : "", why ? why : "");
+    return status == PDC_ERR_DISCONNECTED || status == PDC_ERR_TIMEOUT ? PR_EXIT_CONNECT
+           : status == PDC_ERR_ARG                                      ? PR_EXIT_USAGE
+                                                                        : PR_EXIT_ANSWER;
+}
+
+static void pr_print(cJSON *o)
+{
+    char *text = cJSON_PrintUnformatted(o);
+    puts(text ? text : "{\"status\":\"NO_MEMORY\"}");
+    free(text);
+    cJSON_Delete(o);
+}
+
+static int pr_reserve(pdc_conn *c, const pr_args *a)
+{
+    pdc_reserve_result r;
+    int st = pdc_reserve_path(c, &a->req, &r);
+    if (st != PDC_OK && st != PDC_PARTIAL) {
+        if (st == PDC_START_BLOCKED && r.has_blocking_agent && a->json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "status", pdc_status_name(st));
+            cJSON_AddStringToObject(o, "message", pdc_last_error(c));
+            cJSON_AddNumberToObject(o, "agent", (double)a->req.agent);
+            cJSON_AddNumberToObject(o, "blocking_agent", (double)r.blocking_agent);
+            pr_print(o);
+            fprintf(stderr, "pathctl: START_BLOCKED: %s\n", pdc_last_error(c));
+            pdc_reserve_result_free(&r);
+            return PR_EXIT_ANSWER;
+        }
+        pdc_reserve_result_free(&r);
+        return pr_fail(a, c, st);
+    }
+    if (a->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "status", pdc_status_name(st));
+        cJSON_AddNumberToObject(o, "agent", (double)r.agent);
+        pr_json_time(o, "reserved_until_ms", r.reserved_until_ms);
+        cJSON *arr = cJSON_AddArrayToObject(o, "waypoints");
+        for (size_t i = 0; i < r.count && arr; i++) {
+            cJSON *w = cJSON_CreateObject();
+            cJSON_AddNumberToObject(w, "x", r.waypoints[i].x);
+            cJSON_AddNumberToObject(w, "y", r.waypoints[i].y);
+            cJSON_AddNumberToObject(w, "t_arrive_ms", (double)r.waypoints[i].t_arrive_ms);
+            pr_json_time(w, "t_leave_ms", r.waypoints[i].t_leave_ms);
+            cJSON_AddItemToArray(arr, w);
+        }
+        cJSON_AddNumberToObject(o, "cost", r.cost);
+        cJSON_AddBoolToObject(o, "was_cut", r.was_cut);
+        pr_print(o);
+    } else {
+        printf("status %s agent %" PRIu64 " waypoints %zu reserved_until_ms %" PRId64 "\n", pdc_status_name(st),
+               r.agent, r.count, r.reserved_until_ms);
+        for (size_t i = 0; i < r.count; i++)
+            printf("%d,%d %" PRId64 "..%" PRId64 "\n", r.waypoints[i].x, r.waypoints[i].y,
+                   r.waypoints[i].t_arrive_ms, r.waypoints[i].t_leave_ms);
+    }
+    pdc_reserve_result_free(&r);
+    return 0;
+}
+
+static int pr_release(pdc_conn *c, const pr_args *a)
+{
+    int released;
+    int st = pdc_release_agent(c, a->req.scene, a->req.agent, &released);
+    if (st != PDC_OK)
+        return pr_fail(a, c, st);
+    if (a->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "status", "OK");
+        cJSON_AddBoolToObject(o, "released", released);
+        pr_print(o);
+    } else {
+        printf("status OK released %s\n", released ? "yes" : "no");
+    }
+    return 0;
+}
+
+static int pr_list(pdc_conn *c, const pr_args *a)
+{
+    pdc_reservation_list l;
+    int st = pdc_reservations(c, a->req.scene, a->has_rect, a->rect_min, a->rect_max, a->from_ms, a->to_ms, a->max,
+                              &l);
+    if (st != PDC_OK)
+        return pr_fail(a, c, st);
+    if (a->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "status", "OK");
+        cJSON *arr = cJSON_AddArrayToObject(o, "entries");
+        for (size_t i = 0; i < l.count && arr; i++) {
+            const pdc_reservation *e = &l.entries[i];
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddNumberToObject(j, "agent", (double)e->agent);
+            cJSON_AddNumberToObject(j, "x", e->x);
+            cJSON_AddNumberToObject(j, "y", e->y);
+            cJSON_AddNumberToObject(j, "width", e->width);
+            cJSON_AddNumberToObject(j, "height", e->height);
+            cJSON_AddNumberToObject(j, "t0_ms", (double)e->t0_ms);
+            pr_json_time(j, "t1_ms", e->t1_ms);
+            cJSON_AddItemToArray(arr, j);
+        }
+        cJSON_AddNumberToObject(o, "matching", (double)l.matching);
+        cJSON_AddNumberToObject(o, "agents", l.agents);
+        cJSON_AddNumberToObject(o, "table_entries", (double)l.table_entries);
+        cJSON_AddNumberToObject(o, "table_bytes", (double)l.table_bytes);
+        pr_print(o);
+    } else {
+        printf("status OK entries %zu matching %" PRIu64 " agents %u\n", l.count, l.matching, l.agents);
+        for (size_t i = 0; i < l.count; i++)
+            printf("agent %" PRIu64 " %d,%d %dx%d %" PRId64 "..%" PRId64 "\n", l.entries[i].agent, l.entries[i].x,
+                   l.entries[i].y, l.entries[i].width, l.entries[i].height, l.entries[i].t0_ms, l.entries[i].t1_ms);
+    }
+    pdc_reservation_list_free(&l);
+    return 0;
+}
+
+int pathctl_reserve_main(int argc, char **argv)
+{
+    const char *cmd = pathctl_command_word(argc, argv);
+    if (!cmd || (strcmp(cmd, "reserve") && strcmp(cmd, "release") && strcmp(cmd, "reservations")))
+        return PATHCTL_RESERVE_NOT_MINE;
+    pr_args a;
+    memset(&a, 0, sizeof a);
+    pathctl_conn_defaults(&a.conn);
+    int code = pr_parse(argc, argv, &a);
+    if (code >= 0)
+        return code;
+    pdc_conn *c = pathctl_open(&a.conn, &code);
+    if (!c)
+        return code;
+    if (!strcmp(a.cmd, "reserve"))
+        code = pr_reserve(c, &a);
+    else if (!strcmp(a.cmd, "release"))
+        code = pr_release(c, &a);
+    else
+        code = pr_list(c, &a);
+    pdc_close(c);
+    return code;
+}

@@ -1,0 +1,498 @@
+#!/usr/bin/env python3
+"""test_reserve_wire.py - space-time reservations over the wire (issue 34).
+
+Starts its own pathd (PATHD_BIN) on a small map of two rooms joined by a
+one-cell door, talks to it with the Python client (PYTHONPATH has
+pathd_client and the generated pathd_pb2), and hands every ReservePath
+answer that came over the wire to the independent checker
+tests/agents/check_plans.py, which shares no code with the planner: each
+test that reserves ends by running the checker on what it was answered.
+
+Covered: agents through the door (both ways), START_BLOCKED naming the
+agent, PARTIAL with its hold, release, expiry by reservation_ttl_ms,
+GetReservations by rectangle and time, UpdateCells cutting reservations
+(UpdateResult.agents_cut, the AGENTS_CUT watch event, was_cut), each bad
+input with its status, the limits in GetLimits, and a randomized run of
+many agents re-reserving on the game's clock.
+"""
+
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+from pathd_client import PathdClient, PathdError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHECKER = os.path.join(HERE, "check_plans.py")
+
+# Two rooms, the door at (5, 3); a side pocket at (5, 1) off the left room's
+# top row is a wall here: the door is the only way across.
+DOOR_MAP = [
+    "############",
+    "#....#.....#",
+    "#....#.....#",
+    "#..........#",
+    "#....#.....#",
+    "#....#.....#",
+    "############",
+]
+DOOR = (5, 3)
+W, H = len(DOOR_MAP[0]), len(DOOR_MAP)
+TTL_MS = 60000
+MAX_AGENTS = 30
+MAX_WINDOW_MS = 60000
+SCENES = ["door", "blocked", "release", "ttl", "partial", "cut", "crowd", "bad", "rand", "grow", "ctl", "conc"]
+
+
+def open_cells(unit=1):
+    """Anchors where a unit x unit footprint fits."""
+    return [(x, y) for y in range(H - unit + 1) for x in range(W - unit + 1)
+            if all(DOOR_MAP[y + j][x + i] == "." for i in range(unit) for j in range(unit))]
+
+
+class Daemon:
+    def __init__(self):
+        self.dir = tempfile.TemporaryDirectory()
+        map_path = os.path.join(self.dir.name, "door.txt")
+        with open(map_path, "w") as f:
+            f.write("\n".join(DOOR_MAP) + "\n")
+        config = {
+            "listen": "127.0.0.1:0", "metrics_listen": "", "threads": 2, "log_level": "info",
+            "limits": {"reservation_ttl_ms": TTL_MS, "max_agents_per_scene": MAX_AGENTS,
+                       "max_reservation_window_ms": MAX_WINDOW_MS},
+            "scenes": [{"name": n, "map": map_path, "format": "ascii", "unit_sizes": [1, 2]} for n in SCENES],
+        }
+        path = os.path.join(self.dir.name, "pathd.json")
+        with open(path, "w") as f:
+            json.dump(config, f)
+        self.log_path = os.path.join(self.dir.name, "pathd.log")
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([os.environ["PATHD_BIN"], "--config", path], stderr=self.log)
+        deadline = time.monotonic() + 30
+        self.addr = None
+        while self.addr is None:
+            with open(self.log_path) as f:
+                for line in f:
+                    if "listening on " in line:
+                        self.addr = line.split("listening on ", 1)[1].split()[0]
+            if self.addr is None:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError("pathd did not start")
+                time.sleep(0.05)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        rc = self.proc.wait(timeout=15)
+        self.log.close()
+        self.dir.cleanup()
+        return rc
+
+
+class Recorder:
+    """The answers of one scene as the checker reads them (JSON lines)."""
+
+    def __init__(self, blocked=()):
+        cells = [0 if DOOR_MAP[y][x] == "#" else 1 for y in range(H) for x in range(W)]
+        self.lines = [{"type": "grid", "width": W, "height": H, "cells": cells}]
+        self.plans = 0
+
+    def plan(self, ans, unit, speed, t0):
+        self.plans += 1
+        self.lines.append({"type": "plan", "agent": ans["agent"], "unit": unit, "speed": speed, "t0": t0,
+                           "waypoints": [[w["x"], w["y"], w["t_arrive_ms"], w["t_leave_ms"]]
+                                         for w in ans["waypoints"]]})
+
+    def add(self, rec):
+        self.lines.append(rec)
+
+    def check(self, case, expect=None):
+        """Runs the checker on what was recorded; fails the case on any count."""
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+            for rec in self.lines:
+                f.write(json.dumps(rec) + "\n")
+            path = f.name
+        try:
+            cmd = [sys.executable, CHECKER, path] + (["--expect", expect] if expect else [])
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        finally:
+            os.unlink(path)
+        case.assertEqual(out.returncode, 0, "checker:\n" + out.stdout + out.stderr)
+        case.assertIn("plans %d " % self.plans, out.stdout)
+        return out.stdout
+
+
+class ReserveWireTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = Daemon()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.assertEqual(unittest.TestCase(), cls.daemon.stop(), 0)
+
+    def setUp(self):
+        self.c = PathdClient(self.daemon.addr, timeout=20)
+
+    def tearDown(self):
+        self.c.close()
+
+    def reserve(self, rec, scene, agent, start, goal, t0, speed=2.0, unit=1, **kw):
+        ans = self.c.reserve_path(scene, agent, start, goal, t0, speed, unit_size=unit, **kw)
+        rec.plan(ans, unit, speed, t0)
+        return ans
+
+    def status_of(self, fn, *args, **kw):
+        with self.assertRaises(PathdError) as cm:
+            fn(*args, **kw)
+        return cm.exception
+
+    # ---- the door ------------------------------------------------------------
+
+    def test_agents_through_the_door(self):
+        rec = Recorder()
+        left = [(1, 1), (1, 3), (1, 5), (2, 2), (2, 4)]
+        right = [(10, 1), (10, 3), (10, 5), (9, 2), (9, 4)]
+        answers = []
+        for i in range(5):   # left to right, and right to left, all at once
+            answers.append(self.reserve(rec, "door", 1 + i, left[i], right[i], 0, window_ms=MAX_WINDOW_MS))
+            answers.append(self.reserve(rec, "door", 11 + i, right[(i + 2) % 5], left[(i + 2) % 5], 0, window_ms=MAX_WINDOW_MS))
+        for a in answers:
+            self.assertEqual(a["status"], "OK", a)
+            self.assertIsNone(a["reserved_until_ms"])   # PARK: the goal is held with no end
+            self.assertEqual(a["waypoints"][0]["t_arrive_ms"], 0)
+        # Every agent went through the door, one at a time.
+        through = [a for a in answers if any((w["x"], w["y"]) == DOOR for w in a["waypoints"])]
+        self.assertEqual(len(through), 10)
+        got = self.c.reservations("door", rect=(DOOR, DOOR))
+        self.assertEqual({e["agent"] for e in got["entries"]}, {a["agent"] for a in answers})
+        self.assertEqual(got["agents"], 10)
+        spans = sorted((e["t0_ms"], e["t1_ms"]) for e in got["entries"])
+        owners = {}
+        for e in got["entries"]:
+            owners.setdefault(e["agent"], []).append((e["t0_ms"], e["t1_ms"]))
+        firsts = sorted((min(s for s, _ in v), max(t for _, t in v)) for v in owners.values())
+        for (s0, e0), (s1, _) in zip(firsts, firsts[1:]):
+            self.assertLessEqual(e0, s1, "two agents in the door at once: %r" % spans)
+        rec.check(self)
+
+    def test_start_blocked_names_the_agent(self):
+        rec = Recorder()
+        a = self.reserve(rec, "blocked", 21, (3, 1), (3, 1), 1000)   # parks where it stands
+        self.assertEqual(a["status"], "OK")
+        e = self.status_of(self.c.reserve_path, "blocked", 22, (3, 1), (8, 1), 1500, 2.0)
+        self.assertEqual(e.status, "START_BLOCKED")
+        self.assertEqual(e.result["blocking_agent"], 21)
+        self.assertIn("agent 21", e.message)
+        # Nothing was reserved for agent 22.
+        self.assertEqual([x for x in self.c.reservations("blocked")["entries"] if x["agent"] == 22], [])
+        rec.check(self)
+
+    def test_partial_holds_until_reserved_again(self):
+        rec = Recorder()
+        a = self.reserve(rec, "partial", 1, (1, 1), (10, 5), 0, speed=1.0, window_ms=2000)
+        self.assertEqual(a["status"], "PARTIAL")
+        self.assertIsNone(a["reserved_until_ms"])
+        last = a["waypoints"][-1]
+        self.assertIsNone(last["t_leave_ms"])
+        self.assertNotEqual((last["x"], last["y"]), (10, 5))
+        # Going on from where it holds: the rest of the way.
+        b = self.reserve(rec, "partial", 1, (last["x"], last["y"]), (10, 5), last["t_arrive_ms"], speed=1.0,
+                         window_ms=MAX_WINDOW_MS)
+        self.assertEqual(b["status"], "OK")
+        self.assertEqual((b["waypoints"][-1]["x"], b["waypoints"][-1]["y"]), (10, 5))
+        rec.check(self)
+
+    def test_release(self):
+        rec = Recorder()
+        self.reserve(rec, "release", 31, (4, 5), (4, 5), 0)
+        self.assertTrue(any(e["agent"] == 31 for e in self.c.reservations("release")["entries"]))
+        self.assertTrue(self.c.release_agent("release", 31))
+        self.assertFalse(any(e["agent"] == 31 for e in self.c.reservations("release")["entries"]))
+        self.assertFalse(self.c.release_agent("release", 31))
+        rec.add({"type": "release", "agent": 31, "t": 0})
+        rec.check(self)
+
+    def test_expiry_by_ttl(self):
+        rec = Recorder()
+        self.reserve(rec, "ttl", 1, (1, 1), (1, 1), 0)
+        self.reserve(rec, "ttl", 2, (10, 5), (10, 5), 0)
+        self.assertEqual(self.c.reservations("ttl")["agents"], 2)
+        # Agent 2 renews at TTL / 2: nobody is stale yet.
+        self.reserve(rec, "ttl", 2, (10, 5), (10, 5), TTL_MS // 2)
+        self.assertEqual(self.c.reservations("ttl")["agents"], 2)
+        # Agent 2 renews long after: agent 1 stopped renewing and goes.
+        self.reserve(rec, "ttl", 2, (10, 5), (10, 5), 3 * TTL_MS)
+        got = self.c.reservations("ttl")
+        self.assertEqual({e["agent"] for e in got["entries"]}, {2})
+        self.assertEqual(got["agents"], 1)
+        rec.add({"type": "release", "agent": 1, "t": 3 * TTL_MS})
+        # Its cell is free for another agent now.
+        self.reserve(rec, "ttl", 3, (2, 1), (1, 1), 3 * TTL_MS)
+        rec.check(self)
+
+    def test_reservations_by_rect_and_time(self):
+        rec = Recorder()
+        a = self.reserve(rec, "grow", 7, (1, 1), (4, 1), 10000, speed=1.0)
+        self.assertEqual(a["status"], "OK")
+        arrive = a["waypoints"][-1]["t_arrive_ms"]
+        whole = self.c.reservations("grow")
+        self.assertGreater(len(whole["entries"]), 0)
+        self.assertEqual(whole["matching"], len(whole["entries"]))
+        # Before it set out: nothing.
+        self.assertEqual(self.c.reservations("grow", from_ms=0, to_ms=10000)["entries"], [])
+        # The goal cell: only its arrival and hold, from the last move on.
+        goal = self.c.reservations("grow", rect=((4, 1), (4, 1)))["entries"]
+        self.assertTrue(goal and all(e["agent"] == 7 for e in goal))
+        self.assertIsNone(goal[-1]["t1_ms"])
+        self.assertEqual(goal[-1]["t0_ms"], arrive)
+        # A cell it never touches: nothing.
+        self.assertEqual(self.c.reservations("grow", rect=((10, 5), (10, 5)))["entries"], [])
+        # max_entries cuts the list short, matching says how many there were.
+        short = self.c.reservations("grow", max_entries=1)
+        self.assertEqual(len(short["entries"]), 1)
+        self.assertEqual(short["matching"], whole["matching"])
+        rec.check(self)
+
+    # ---- the world changes --------------------------------------------------
+
+    def test_update_cuts_reservations(self):
+        rec = Recorder()
+        a = self.reserve(rec, "cut", 41, (1, 3), (10, 3), 0, window_ms=MAX_WINDOW_MS)
+        b = self.reserve(rec, "cut", 42, (1, 1), (1, 1), 0)
+        self.assertEqual(a["status"], "OK")
+        self.assertTrue(any((w["x"], w["y"]) == DOOR for w in a["waypoints"]))
+        u = self.c.update_cells("cut", rect=(DOOR, DOOR), op="block", at_ms=500)
+        self.assertEqual(u["agents_cut"], [41])
+        # 41 keeps its plan up to the last waypoint before the door, and
+        # holds nothing after: no hold without an end, none on the door.
+        self.assertEqual(self.c.reservations("cut", rect=(DOOR, DOOR))["entries"], [])
+        kept = [e for e in self.c.reservations("cut")["entries"] if e["agent"] == 41]
+        self.assertTrue(kept and all(e["t1_ms"] is not None for e in kept), kept)
+        until = max(e["t1_ms"] for e in kept)
+        door_at = min(w["t_arrive_ms"] for w in a["waypoints"] if (w["x"], w["y"]) == DOOR)
+        self.assertGreaterEqual(until, 500)
+        self.assertLess(until, door_at)
+        self.assertEqual(max(e["x"] + e["width"] - 1 for e in kept), DOOR[0] - 1)
+        rec.add({"type": "block", "x0": DOOR[0], "y0": DOOR[1], "x1": DOOR[0], "y1": DOOR[1], "t": 500})
+        rec.add({"type": "cut", "agent": 41, "t": until})
+        # An update that blocks nothing anyone holds cuts nobody.
+        self.assertEqual(self.c.update_cells("cut", rect=((10, 1), (10, 1)), op="block")["agents_cut"], [])
+        # The door is a wall now: no way over; its next plan says it was cut.
+        # It goes on from where its kept plan leaves it.
+        stop = [w for w in a["waypoints"] if w["t_arrive_ms"] <= until][-1]
+        here = (stop["x"], stop["y"])
+        e = self.status_of(self.c.reserve_path, "cut", 41, here, (10, 3), until, 2.0)
+        self.assertEqual(e.status, "NO_PATH")
+        c = self.reserve(rec, "cut", 41, here, (2, 3), until)
+        self.assertTrue(c["was_cut"])
+        self.assertFalse(b["was_cut"])
+        rec.check(self)
+
+    def test_dropped_scene_drops_its_table(self):
+        rec = Recorder()
+        cells = bytes(0 if ch == "#" else 1 for row in DOOR_MAP for ch in row)
+        self.c.create_scene("made", cells=cells, width=W, height=H)
+        self.reserve(rec, "made", 1, (1, 1), (1, 1), 0)
+        self.assertEqual(self.c.reservations("made")["agents"], 1)
+        # An update makes a new version: the reservations stay.
+        self.c.update_cells("made", rect=((10, 5), (10, 5)), op="block")
+        self.assertEqual(self.c.reservations("made")["agents"], 1)
+        self.c.drop_scene("made")
+        e = self.status_of(self.c.reservations, "made")
+        self.assertEqual(e.status, "UNKNOWN_SCENE")
+        # Made again under its name: a new scene, with an empty table.
+        self.c.create_scene("made", cells=cells, width=W, height=H)
+        self.assertEqual(self.c.reservations("made")["agents"], 0)
+        rec.check(self)
+
+    # ---- limits and bad input ----------------------------------------------
+
+    def test_agents_limit(self):
+        rec = Recorder()
+        cells = open_cells()
+        for i in range(MAX_AGENTS):
+            self.reserve(rec, "crowd", 100 + i, cells[i], cells[i], 0)
+        e = self.status_of(self.c.reserve_path, "crowd", 999, cells[MAX_AGENTS], cells[MAX_AGENTS], 0, 2.0)
+        self.assertEqual(e.status, "LIMIT_EXCEEDED")
+        self.assertIn("max_agents_per_scene", e.message)
+        self.assertEqual(self.c.reservations("crowd")["agents"], MAX_AGENTS)
+        rec.check(self)
+
+    def test_bad_input(self):
+        r = self.c.reserve_path
+        cases = [
+            (("nowhere", 1, (1, 1), (2, 1), 0, 2.0), {}, "UNKNOWN_SCENE", "nowhere"),
+            (("bad", 0, (1, 1), (2, 1), 0, 2.0), {}, "INVALID_ARGUMENT", "agent"),
+            (("bad", 1, (1, 1), (2, 1), 0, 0.0), {}, "INVALID_ARGUMENT", "speed"),
+            (("bad", 1, (1, 1), (2, 1), 0, -1.0), {}, "INVALID_ARGUMENT", "speed"),
+            (("bad", 1, (1, 1), (2, 1), -5, 2.0), {}, "INVALID_ARGUMENT", "t0_ms"),
+            (("bad", 1, (1, 1), (2, 1), 0, 2.0), {"window_ms": MAX_WINDOW_MS + 1}, "LIMIT_EXCEEDED",
+             "max_reservation_window_ms"),
+            (("bad", 1, (1, 1), (2, 1), 0, 2.0), {"window_ms": 0}, "LIMIT_EXCEEDED", "max_reservation_window_ms"),
+            (("bad", 1, (40, 1), (2, 1), 0, 2.0), {}, "OUT_OF_BOUNDS", "outside"),
+            (("bad", 1, (1, 1), (2, 100), 0, 2.0), {}, "OUT_OF_BOUNDS", "outside"),
+            (("bad", 1, (0, 0), (2, 1), 0, 2.0), {}, "START_BLOCKED", "blocked"),
+            (("bad", 1, (1, 1), (5, 1), 0, 2.0), {}, "GOAL_BLOCKED", "blocked"),
+            (("bad", 1, (1, 1), (2, 1), 0, 2.0), {"unit_size": 3}, "INVALID_ARGUMENT", "unit_size"),
+        ]
+        for args, kw, status, word in cases:
+            with self.subTest(args=args, kw=kw):
+                e = self.status_of(r, *args, **kw)
+                self.assertEqual(e.status, status, e.message)
+                self.assertIn(word, e.message)
+        e = self.status_of(self.c.release_agent, "nowhere", 1)
+        self.assertEqual(e.status, "UNKNOWN_SCENE")
+        e = self.status_of(self.c.release_agent, "bad", 0)
+        self.assertEqual(e.status, "INVALID_ARGUMENT")
+        e = self.status_of(self.c.reservations, "nowhere")
+        self.assertEqual(e.status, "UNKNOWN_SCENE")
+        e = self.status_of(self.c.reservations, "bad", from_ms=10, to_ms=5)
+        self.assertEqual(e.status, "INVALID_ARGUMENT")
+        # None of it reserved anything, and the server still answers.
+        self.assertEqual(self.c.reservations("bad")["agents"], 0)
+        self.c.ping()
+
+    def test_limits_name_the_reservation_limits(self):
+        lim = self.c.limits()
+        self.assertEqual(lim["reservation_ttl_ms"], TTL_MS)
+        self.assertEqual(lim["max_agents_per_scene"], MAX_AGENTS)
+        self.assertEqual(lim["max_reservation_window_ms"], MAX_WINDOW_MS)
+
+    # ---- pathctl ------------------------------------------------------------
+
+    def pathctl(self, *args, ok=True):
+        out = subprocess.run([os.environ["PATHCTL_BIN"], "--server", self.daemon.addr, "--json"] + list(args),
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0 if ok else 1, out.stderr)
+        return json.loads(out.stdout)
+
+    def test_pathctl_reserve_release_reservations(self):
+        rec = Recorder()
+        a = self.pathctl("reserve", "--scene", "ctl", "--agent", "5", "--from", "1,1", "--to", "10,5", "--t0", "0",
+                         "--speed", "2", "--window", str(MAX_WINDOW_MS))
+        self.assertEqual(set(a) >= {"status", "agent", "reserved_until_ms", "waypoints"}, True, a)
+        self.assertEqual((a["status"], a["agent"], a["reserved_until_ms"]), ("OK", 5, None))
+        self.assertEqual(set(a["waypoints"][0]), {"x", "y", "t_arrive_ms", "t_leave_ms"})
+        rec.plan(a, 1, 2.0, 0)
+        # The same plan as the Python client reads it.
+        same = self.c.reservations("ctl")
+        self.assertEqual(same["agents"], 1)
+        listed = self.pathctl("reservations", "--scene", "ctl", "--rect", "10,5,10,5")
+        self.assertEqual([(e["agent"], e["t1_ms"]) for e in listed["entries"]][-1], (5, None))
+        blocked = self.pathctl("reserve", "--scene", "ctl", "--agent", "6", "--from", "1,1", "--to", "2,1",
+                               "--t0", "0", "--speed", "2", ok=False)
+        self.assertEqual((blocked["status"], blocked["blocking_agent"]), ("START_BLOCKED", 5))
+        bad = self.pathctl("reserve", "--scene", "ctl", "--agent", "6", "--from", "1,1", "--to", "2,1",
+                           "--t0", "0", "--speed", "0", ok=False)
+        self.assertEqual(bad["status"], "INVALID_ARGUMENT")
+        self.assertEqual(self.pathctl("release", "--scene", "ctl", "--agent", "5"), {"status": "OK", "released": True})
+        self.assertEqual(self.pathctl("reservations", "--scene", "ctl")["entries"], [])
+        rec.add({"type": "release", "agent": 5, "t": 0})
+        rec.check(self)
+
+    # ---- many agents --------------------------------------------------------
+
+    def test_randomized_agents_checked(self):
+        rng = random.Random(int(os.environ.get("PD_RESERVE_SEED", "34")))
+        rec = Recorder()
+        cells = open_cells()
+        starts = rng.sample(cells, 12)
+        at = {}        # agent -> (cell it stands on at its end, time it gets there)
+        for i, s in enumerate(starts):
+            a = self.reserve(rec, "rand", 1 + i, s, s, 0)
+            self.assertEqual(a["status"], "OK")
+            at[1 + i] = (s, 0)
+        statuses = {}
+        for _ in range(150):
+            agent = min(at, key=lambda k: (at[k][1], k))   # the game's clock: the earliest first
+            cell, t = at[agent]
+            goal = rng.choice(cells)
+            try:
+                a = self.reserve(rec, "rand", agent, cell, goal, t, speed=rng.choice([1.0, 2.0, 4.0]),
+                                 window_ms=rng.choice([None, 3000, MAX_WINDOW_MS]))
+                statuses[a["status"]] = statuses.get(a["status"], 0) + 1
+                last = a["waypoints"][-1]
+                at[agent] = ((last["x"], last["y"]), max(last["t_arrive_ms"], t + 1))
+            except PathdError as e:
+                # Nothing changed: it still holds its cell; try again later.
+                self.assertIn(e.status, ("NO_PATH", "GOAL_BLOCKED", "START_BLOCKED"), e.message)
+                statuses[e.status] = statuses.get(e.status, 0) + 1
+                at[agent] = (cell, t + 250)
+        self.assertGreater(statuses.get("OK", 0) + statuses.get("PARTIAL", 0), 100, statuses)
+        out = rec.check(self)
+        self.assertIn("conflicts 0", out)
+
+
+    def test_concurrent_clients_checked(self):
+        """Several connections reserving in one scene at once: the scene's
+        lane makes each ReservePath atomic, so what they were answered,
+        replayed together by the checker, never collides. Unit 2 agents
+        among them."""
+        daemon = self.daemon
+        lock = threading.Lock()
+        rec = Recorder()
+        failures = []
+        cells = {1: open_cells(1), 2: open_cells(2)}
+        # Distinct starts, footprints apart: agents of thread i are 1 + 4 i ..
+        rng0 = random.Random(341)
+        taken, agents = set(), []
+        for n in range(12):
+            unit = 2 if n % 4 == 3 else 1
+            for _ in range(1000):
+                c = rng0.choice(cells[unit])
+                fp = {(c[0] + i, c[1] + j) for i in range(unit) for j in range(unit)}
+                if not fp & taken:
+                    taken |= fp
+                    agents.append((1 + n, unit, c))
+                    break
+
+        def run(mine, seed):
+            rng = random.Random(seed)
+            client = PathdClient(daemon.addr, timeout=20)
+            try:
+                at = {agent: (unit, c, 0) for agent, unit, c in mine}
+                for _ in range(25):
+                    agent = min(at, key=lambda k: (at[k][2], k))
+                    unit, cell, t = at[agent]
+                    speed = rng.choice([1.0, 2.0, 4.0])
+                    try:
+                        a = client.reserve_path("conc", agent, cell, rng.choice(cells[unit]), t, speed,
+                                                unit_size=unit, window_ms=rng.choice([None, 3000]))
+                    except PathdError as e:
+                        if e.status not in ("NO_PATH", "GOAL_BLOCKED", "START_BLOCKED"):
+                            raise
+                        at[agent] = (unit, cell, t + 250)
+                        continue
+                    with lock:
+                        rec.plan(a, unit, speed, t)
+                    last = a["waypoints"][-1]
+                    at[agent] = (unit, (last["x"], last["y"]), max(last["t_arrive_ms"], t + 1))
+            except Exception as e:   # reported by the main thread
+                failures.append(e)
+            finally:
+                client.close()
+
+        # Every agent parks where it stands first, before anyone moves: a
+        # plan made meanwhile could run through a start not yet reserved.
+        for agent, unit, c in agents:
+            rec.plan(self.c.reserve_path("conc", agent, c, c, 0, 2.0, unit_size=unit), unit, 2.0, 0)
+        threads = [threading.Thread(target=run, args=(agents[i::4], i)) for i in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(120)
+        self.assertEqual(failures, [])
+        self.assertGreater(rec.plans, 12 + 40)
+        self.assertIn("conflicts 0", rec.check(self))
+
+
+if __name__ == "__main__":
+    unittest.main()
