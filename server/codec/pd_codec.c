@@ -31,6 +31,11 @@
 /* Every arena allocation is aligned to this (max_align_t on x86-64). */
 #define PD__ARENA_ALIGN 16u
 
+/* Response's timing fields, as proto/pathd.proto numbers them
+ * (pd_codec_stamp_timing writes them by hand; test_codec decodes them). */
+#define PD__RESPONSE_SERVER_US_FIELD 5u
+#define PD__RESPONSE_SEARCH_US_FIELD 6u
+
 /* A chunk the arena took from malloc once its first block was full. */
 typedef struct pd__arena_chunk {
     struct pd__arena_chunk *next;
@@ -279,29 +284,46 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
 
 /* ---- encoding ---------------------------------------------------------- */
 
+/* Appends varint field `field` of value v to out (proto3 leaves a zero
+ * out); returns the bytes written, at most 11. */
+static size_t pd__put_varint_field(uint8_t *out, uint32_t field, uint64_t v)
+{
+    if (v == 0)
+        return 0;
+    size_t n = 0;
+    out[n++] = (uint8_t)(field << 3); /* wire type 0, varint; fields 5 and 6 fit a byte */
+    for (; v >= 0x80; v >>= 7)
+        out[n++] = (uint8_t)(v | 0x80);
+    out[n++] = (uint8_t)v;
+    return n;
+}
+
 void pd_codec_stamp_timing(uint8_t **buf, size_t *len, uint64_t server_us, uint64_t search_us)
 {
     if (*buf == NULL || *len < PD_FRAME_HEADER_BYTES)
         return;
-    /* A Response holding only the two fields packs to just their bytes
-     * (proto3 leaves every zero field out); appended to a packed Response
-     * they are merged into it, wherever its other fields stand. */
-    Pathd__V1__Response timing = PATHD__V1__RESPONSE__INIT;
-    timing.server_us = server_us;
-    timing.search_us = search_us;
-    size_t extra = pathd__v1__response__get_packed_size(&timing);
+    /* Response.server_us (5) and search_us (6), written by hand: appended
+     * to a packed Response they are merged into it, wherever its other
+     * fields stand. protobuf-c's pack of a Response holding only them walked
+     * every field of the message twice (size, then pack): about 2,000
+     * instructions an answer (docs/BENCHMARKS.md, "Server cost"). */
+    uint8_t extra[2 * 11];
+    size_t n = pd__put_varint_field(extra, PD__RESPONSE_SERVER_US_FIELD, server_us);
+    n += pd__put_varint_field(extra + n, PD__RESPONSE_SEARCH_US_FIELD, search_us);
+    if (n == 0)
+        return;
     size_t last = 0;
     for (size_t off = 0; off + PD_FRAME_HEADER_BYTES <= *len;) {
         last = off;
         off += PD_FRAME_HEADER_BYTES + pd_frame_get_header(*buf + off);
     }
-    uint8_t *grown = extra > 0 ? realloc(*buf, *len + extra) : NULL;
+    uint8_t *grown = realloc(*buf, *len + n);
     if (grown == NULL)
         return;
-    pathd__v1__response__pack(&timing, grown + *len);
-    pd_frame_put_header(grown + last, (uint32_t)(*len + extra - last - PD_FRAME_HEADER_BYTES));
+    memcpy(grown + *len, extra, n);
+    pd_frame_put_header(grown + last, (uint32_t)(*len + n - last - PD_FRAME_HEADER_BYTES));
     *buf = grown;
-    *len += extra;
+    *len += n;
 }
 
 uint8_t *pd_codec_frame_with_id(uint64_t id, const uint8_t *body, size_t body_len, size_t *out_len)
