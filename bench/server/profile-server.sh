@@ -11,7 +11,8 @@
 #            pd__jps_* : the functions pathd-bench also times)
 #   around = total - search
 # and the top functions by exclusive cost. THREADS (2), SCENE (den520d or
-# open), LIMITS (a JSON object for the config's "limits") change the run.
+# open), LIMITS (a JSON object for the config's "limits") and PATHD (the
+# binary, default BUILD_DIR/server/pathd) change the run.
 #
 #   bench/server/profile-server.sh BUILD_DIR [N] [OUT_DIR]
 set -euo pipefail
@@ -26,7 +27,7 @@ pipeline=${PIPELINE:-64}
 threads=${THREADS:-2}
 scene=${SCENE:-den520d}
 limits=${LIMITS:-"{}"}
-pathd="$build/server/pathd"
+pathd=${PATHD:-$build/server/pathd}
 pathctl="$build/client-examples/c/pathctl"
 load="$build/bench/load/pathd-load"
 . "$here/bench/pathd-up.sh"

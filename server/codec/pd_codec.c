@@ -143,6 +143,7 @@ static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, c
 typedef struct pd__scan {
     uint64_t elements;        /* fields unpacking would allocate or store */
     uint64_t id;              /* Request.id, when the frame reached it */
+    uint32_t body;            /* the last Request body (oneof) field number seen */
     int nul_string;           /* a string field holds a NUL byte */
     const char *nul_field;    /* its name */
 } pd__scan;
@@ -205,6 +206,8 @@ static int pd__scan_message(const ProtobufCMessageDescriptor *d, const uint8_t *
              * sub-message to descend into, a string to check). */
             const ProtobufCFieldDescriptor *f = d ? protobuf_c_message_descriptor_get_field(d, number) : NULL;
             if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+                if (top && (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF))
+                    sc->body = number; /* a oneof: the last one wins, as unpack has it */
                 if (pd__scan_message(f->descriptor, p, p + v, 0, cap, sc) != 0)
                     return -1;
             } else if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, (size_t)v) && !sc->nul_string) {
@@ -219,6 +222,26 @@ static int pd__scan_message(const ProtobufCMessageDescriptor *d, const uint8_t *
         }
     }
     return 0;
+}
+
+/* The scan of a whole Request (pd__scan_message from its top). */
+static int pd__prescan(const uint8_t *payload, size_t len, pd__scan *sc)
+{
+    return pd__scan_message(&pathd__v1__request__descriptor, payload, payload + len, 1, PD_CODEC_MAX_ELEMENTS, sc);
+}
+
+pd_status pd_codec_peek_request(const uint8_t *payload, size_t len, uint64_t *id, pd_request_kind *kind)
+{
+    pd__scan sc = {0};
+    if (payload == NULL || pd__prescan(payload, len, &sc) != 0 || sc.elements > PD_CODEC_MAX_ELEMENTS ||
+        sc.nul_string || sc.body == 0)
+        return PD_INVALID_ARGUMENT;
+    const pd__codec_row *row = pd__row_of_body((Pathd__V1__Request__BodyCase)sc.body);
+    if (!row)
+        return PD_INVALID_ARGUMENT;
+    *id = sc.id;
+    *kind = row->kind;
+    return PD_OK;
 }
 
 pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request *req,
@@ -244,8 +267,7 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
      * element past the cap, and refused (structural: the connection
      * closes after the answer). */
     pd__scan sc = {0};
-    if (pd__scan_message(&pathd__v1__request__descriptor, payload, payload + len, 1, PD_CODEC_MAX_ELEMENTS,
-                         &sc) == 0) {
+    if (pd__prescan(payload, len, &sc) == 0) {
         if (sc.elements > PD_CODEC_MAX_ELEMENTS) {
             req->id = sc.id;
             req->structural = 1;
