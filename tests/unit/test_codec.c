@@ -621,6 +621,19 @@ static void test_decode_nul_in_string(void **state)
     pd_request_free(&req);
 }
 
+/* m packed, then peeked: its id and the kind want. */
+static void expect_peek(const Pathd__V1__Request *m, pd_request_kind want)
+{
+    uint64_t id = 0;
+    pd_request_kind kind = PD_REQ_NONE;
+    size_t len;
+    uint8_t *packed = wire_pack_request(m, &len);
+    assert_int_equal(pd_codec_peek_request(packed, len, &id, &kind), PD_OK);
+    assert_int_equal(id, m->id);
+    assert_int_equal(kind, want);
+    free(packed);
+}
+
 /* pd_codec_peek_request names a frame's kind and id without unpacking it,
  * and places nothing the scan does not pass or whose body it does not know
  * (those are pd_codec_decode_request's to explain). */
@@ -636,27 +649,16 @@ static void test_peek_request(void **state)
     static const uint8_t cut_short[] = {0x08, 0x05, 0x6A, 0x06, 0x0A};
     uint64_t id = 0;
     pd_request_kind kind = PD_REQ_NONE;
-    size_t len;
-    uint8_t *packed;
     (void)state;
     m.id = 42;
     m.body_case = PATHD__V1__REQUEST__BODY_FIND_PATH;
     fp.scene = "town";
     m.find_path = &fp;
-    packed = wire_pack_request(&m, &len);
-    assert_int_equal(pd_codec_peek_request(packed, len, &id, &kind), PD_OK);
-    assert_int_equal(id, 42);
-    assert_int_equal(kind, PD_REQ_FIND_PATH);
-    free(packed);
-
+    expect_peek(&m, PD_REQ_FIND_PATH);
     m.id = 43;
     m.body_case = PATHD__V1__REQUEST__BODY_PING;
     m.ping = &ping;
-    packed = wire_pack_request(&m, &len);
-    assert_int_equal(pd_codec_peek_request(packed, len, &id, &kind), PD_OK);
-    assert_int_equal(id, 43);
-    assert_int_equal(kind, PD_REQ_PING);
-    free(packed);
+    expect_peek(&m, PD_REQ_PING);
 
     id = 0;
     kind = PD_REQ_NONE;
