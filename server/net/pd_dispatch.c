@@ -788,6 +788,10 @@ static void pd__answered(pd_server *s)
 static int pd__refused_unpacked(pd__conn *c, const uint8_t *payload, size_t len, uint64_t arrival_ns)
 {
     pd_server *s = c->server;
+    /* What is waiting never exceeds what was handed out: most frames stop
+     * here, without the wire's lock pd__conn_waiting takes. */
+    if (c->in_flight < s->conf.max_inflight_per_conn)
+        return 0;
     const uint32_t waiting = pd__conn_waiting(c);
     if (waiting < s->conf.max_inflight_per_conn)
         return 0;
