@@ -46,8 +46,12 @@ static void pd__direction(pd_point from, pd_point to, int64_t *dx, int64_t *dy)
 
 static size_t pd__merge_repeats(pd_point *pts, size_t n)
 {
-    size_t kept = 1;
-    for (size_t i = 1; i < n; i++) {
+    /* A search's path has no repeats: it is only read, up to the first. */
+    size_t i = 1;
+    while (i < n && !pd__same_point(pts[i], pts[i - 1]))
+        i++;
+    size_t kept = i;
+    for (; i < n; i++) {
         if (!pd__same_point(pts[i], pts[kept - 1]))
             pts[kept++] = pts[i];
     }
