@@ -31,6 +31,11 @@
 /* Every arena allocation is aligned to this (max_align_t on x86-64). */
 #define PD__ARENA_ALIGN 16u
 
+/* Response's timing fields, as proto/pathd.proto numbers them
+ * (pd_codec_stamp_timing writes them by hand; test_codec decodes them). */
+#define PD__RESPONSE_SERVER_US_FIELD 5u
+#define PD__RESPONSE_SEARCH_US_FIELD 6u
+
 /* A chunk the arena took from malloc once its first block was full. */
 typedef struct pd__arena_chunk {
     struct pd__arena_chunk *next;
@@ -138,6 +143,7 @@ static pd_status pd__decode_body(const Pathd__V1__Request *m, pd_request *req, c
 typedef struct pd__scan {
     uint64_t elements;        /* fields unpacking would allocate or store */
     uint64_t id;              /* Request.id, when the frame reached it */
+    uint32_t body;            /* the last Request body (oneof) field number seen */
     int nul_string;           /* a string field holds a NUL byte */
     const char *nul_field;    /* its name */
 } pd__scan;
@@ -200,6 +206,8 @@ static int pd__scan_message(const ProtobufCMessageDescriptor *d, const uint8_t *
              * sub-message to descend into, a string to check). */
             const ProtobufCFieldDescriptor *f = d ? protobuf_c_message_descriptor_get_field(d, number) : NULL;
             if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+                if (top && (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF))
+                    sc->body = number; /* a oneof: the last one wins, as unpack has it */
                 if (pd__scan_message(f->descriptor, p, p + v, 0, cap, sc) != 0)
                     return -1;
             } else if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, (size_t)v) && !sc->nul_string) {
@@ -214,6 +222,26 @@ static int pd__scan_message(const ProtobufCMessageDescriptor *d, const uint8_t *
         }
     }
     return 0;
+}
+
+/* The scan of a whole Request (pd__scan_message from its top). */
+static int pd__prescan(const uint8_t *payload, size_t len, pd__scan *sc)
+{
+    return pd__scan_message(&pathd__v1__request__descriptor, payload, payload + len, 1, PD_CODEC_MAX_ELEMENTS, sc);
+}
+
+pd_status pd_codec_peek_request(const uint8_t *payload, size_t len, uint64_t *id, pd_request_kind *kind)
+{
+    pd__scan sc = {0};
+    if (payload == NULL || pd__prescan(payload, len, &sc) != 0 || sc.elements > PD_CODEC_MAX_ELEMENTS ||
+        sc.nul_string || sc.body == 0)
+        return PD_INVALID_ARGUMENT;
+    const pd__codec_row *row = pd__row_of_body((Pathd__V1__Request__BodyCase)sc.body);
+    if (!row)
+        return PD_INVALID_ARGUMENT;
+    *id = sc.id;
+    *kind = row->kind;
+    return PD_OK;
 }
 
 pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request *req,
@@ -239,8 +267,7 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
      * element past the cap, and refused (structural: the connection
      * closes after the answer). */
     pd__scan sc = {0};
-    if (pd__scan_message(&pathd__v1__request__descriptor, payload, payload + len, 1, PD_CODEC_MAX_ELEMENTS,
-                         &sc) == 0) {
+    if (pd__prescan(payload, len, &sc) == 0) {
         if (sc.elements > PD_CODEC_MAX_ELEMENTS) {
             req->id = sc.id;
             req->structural = 1;
@@ -279,29 +306,46 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
 
 /* ---- encoding ---------------------------------------------------------- */
 
+/* Appends varint field `field` of value v to out (proto3 leaves a zero
+ * out); returns the bytes written, at most 11. */
+static size_t pd__put_varint_field(uint8_t *out, uint32_t field, uint64_t v)
+{
+    if (v == 0)
+        return 0;
+    size_t n = 0;
+    out[n++] = (uint8_t)(field << 3); /* wire type 0, varint; fields 5 and 6 fit a byte */
+    for (; v >= 0x80; v >>= 7)
+        out[n++] = (uint8_t)(v | 0x80);
+    out[n++] = (uint8_t)v;
+    return n;
+}
+
 void pd_codec_stamp_timing(uint8_t **buf, size_t *len, uint64_t server_us, uint64_t search_us)
 {
     if (*buf == NULL || *len < PD_FRAME_HEADER_BYTES)
         return;
-    /* A Response holding only the two fields packs to just their bytes
-     * (proto3 leaves every zero field out); appended to a packed Response
-     * they are merged into it, wherever its other fields stand. */
-    Pathd__V1__Response timing = PATHD__V1__RESPONSE__INIT;
-    timing.server_us = server_us;
-    timing.search_us = search_us;
-    size_t extra = pathd__v1__response__get_packed_size(&timing);
+    /* Response.server_us (5) and search_us (6), written by hand: appended
+     * to a packed Response they are merged into it, wherever its other
+     * fields stand. protobuf-c's pack of a Response holding only them walked
+     * every field of the message twice (size, then pack): about 2,000
+     * instructions an answer (docs/BENCHMARKS.md, "Server cost"). */
+    uint8_t extra[2 * 11];
+    size_t n = pd__put_varint_field(extra, PD__RESPONSE_SERVER_US_FIELD, server_us);
+    n += pd__put_varint_field(extra + n, PD__RESPONSE_SEARCH_US_FIELD, search_us);
+    if (n == 0)
+        return;
     size_t last = 0;
     for (size_t off = 0; off + PD_FRAME_HEADER_BYTES <= *len;) {
         last = off;
         off += PD_FRAME_HEADER_BYTES + pd_frame_get_header(*buf + off);
     }
-    uint8_t *grown = extra > 0 ? realloc(*buf, *len + extra) : NULL;
+    uint8_t *grown = realloc(*buf, *len + n);
     if (grown == NULL)
         return;
-    pathd__v1__response__pack(&timing, grown + *len);
-    pd_frame_put_header(grown + last, (uint32_t)(*len + extra - last - PD_FRAME_HEADER_BYTES));
+    memcpy(grown + *len, extra, n);
+    pd_frame_put_header(grown + last, (uint32_t)(*len + n - last - PD_FRAME_HEADER_BYTES));
     *buf = grown;
-    *len += extra;
+    *len += n;
 }
 
 uint8_t *pd_codec_frame_with_id(uint64_t id, const uint8_t *body, size_t body_len, size_t *out_len)

@@ -67,6 +67,18 @@
 pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request *req,
                                   char *err, size_t errlen);
 
+/*
+ * What a frame payload's top level says, without unpacking it: the scan
+ * every decode starts with (wire format, the element cap, NUL bytes in
+ * strings) and the Request body's oneof field. PD_OK with *id and *kind
+ * set when the frame passes that scan and its body is a kind this server
+ * knows; otherwise PD_INVALID_ARGUMENT, and only pd_codec_decode_request
+ * can say what is wrong. The body's own fields are not checked: for a
+ * refusal that depends on the kind alone (a connection past its in-flight
+ * cap), where unpacking was most of the cost of saying no.
+ */
+pd_status pd_codec_peek_request(const uint8_t *payload, size_t len, uint64_t *id, pd_request_kind *kind);
+
 /* Server-wide counters for the Stats answer, gathered by the net layer. */
 typedef struct pd_server_stats {
     uint64_t uptime_ms;

@@ -44,19 +44,14 @@ static void pd__direction(pd_point from, pd_point to, int64_t *dx, int64_t *dy)
     *dy = y / g;
 }
 
-/* Both steps are non-zero: repeats are merged before this is asked. */
-static int pd__same_direction(pd_point from_a, pd_point to_a, pd_point from_b, pd_point to_b)
-{
-    int64_t ax, ay, bx, by;
-    pd__direction(from_a, to_a, &ax, &ay);
-    pd__direction(from_b, to_b, &bx, &by);
-    return ax == bx && ay == by;
-}
-
 static size_t pd__merge_repeats(pd_point *pts, size_t n)
 {
-    size_t kept = 1;
-    for (size_t i = 1; i < n; i++) {
+    /* A search's path has no repeats: it is only read, up to the first. */
+    size_t i = 1;
+    while (i < n && !pd__same_point(pts[i], pts[i - 1]))
+        i++;
+    size_t kept = i;
+    for (; i < n; i++) {
         if (!pd__same_point(pts[i], pts[kept - 1]))
             pts[kept++] = pts[i];
     }
@@ -71,15 +66,20 @@ size_t pd_path_corners(pd_point *pts, size_t n)
     if (n < 3)
         return n;
 
-    /* prev holds the original point before pts[i]: the slot it came from may
-     * already have been overwritten by a kept point. */
-    pd_point prev = pts[0];
+    /* Each step's direction is worked out once and carried to the next
+     * point (comparing both steps at every point did it twice: most of the
+     * corners style's cost on a long path). pts[i] and pts[i + 1] are
+     * still the originals when read: every write so far went below i. */
+    int64_t ax, ay;
+    pd__direction(pts[0], pts[1], &ax, &ay);
     size_t kept = 1;
     for (size_t i = 1; i + 1 < n; i++) {
-        pd_point here = pts[i];
-        if (!pd__same_direction(prev, here, here, pts[i + 1]))
-            pts[kept++] = here;
-        prev = here;
+        int64_t bx, by;
+        pd__direction(pts[i], pts[i + 1], &bx, &by);
+        if (bx != ax || by != ay)
+            pts[kept++] = pts[i];
+        ax = bx;
+        ay = by;
     }
     pts[kept++] = pts[n - 1];
     return kept;

@@ -211,6 +211,10 @@ void pd__dispatch_pool_destroy(pd_pool *pool)
 /* Answers OVERLOADED when `weight` more requests (a batch's items) would
  * take the connection past its in-flight limit; returns 1 when the request
  * may go on. */
+/* The refusal of one request past the in-flight cap (pd__inflight_ok,
+ * pd__refused_unpacked), given the count in flight. */
+#define PD__FULL_MESSAGE "%" PRIu32 " requests already in flight on this connection (the limit)"
+
 static int pd__inflight_ok(pd__conn *c, uint64_t id, size_t weight)
 {
     uint32_t limit = c->server->conf.max_inflight_per_conn;
@@ -223,8 +227,7 @@ static int pd__inflight_ok(pd__conn *c, uint64_t id, size_t weight)
                        "%zu queries with %" PRIu32 " already in flight exceed this connection's limit of %" PRIu32,
                        weight, waiting, limit);
     else
-        pd__send_error(c, id, PD_OVERLOADED,
-                       "%" PRIu32 " requests already in flight on this connection (the limit)", waiting);
+        pd__send_error(c, id, PD_OVERLOADED, PD__FULL_MESSAGE, waiting);
     return 0;
 }
 
@@ -776,6 +779,66 @@ static void pd__answered(pd_server *s)
     s->dispatch.answering_conn = NULL;
 }
 
+/* A connection past its in-flight cap sends a request of a kind that
+ * takes one slot (a FindPath, say): it is refused OVERLOADED as
+ * pd__handle_job would refuse it, from the frame's scan alone
+ * (pd_codec_peek_request), before protobuf-c unpacks it. Under overload
+ * that refusal is most of what the loop does for the excess requests, and
+ * the loop shares the cores with the workers everyone waits on
+ * (docs/BENCHMARKS.md, "Overload"). A frame the scan cannot place, a kind
+ * with a weight or served by the loop, and a role the connection lacks go
+ * the usual way. Such a frame's own fields go unchecked: one that would
+ * not decode is refused OVERLOADED too, and its connection stays open
+ * (docs/PROTOCOL.md, "Limits"). Returns 1 when the frame was answered. */
+static int pd__refused_unpacked(pd__conn *c, const uint8_t *payload, size_t len, uint64_t arrival_ns)
+{
+    pd_server *s = c->server;
+    /* What is waiting never exceeds what was handed out: most frames stop
+     * here, without the wire's lock pd__conn_waiting takes. */
+    if (c->in_flight < s->conf.max_inflight_per_conn)
+        return 0;
+    const uint32_t waiting = pd__conn_waiting(c);
+    if (waiting < s->conf.max_inflight_per_conn)
+        return 0;
+    uint64_t id;
+    pd_request_kind kind;
+    if (pd_codec_peek_request(payload, len, &id, &kind) != PD_OK)
+        return 0;
+    const pd_kind *k = pd_kind_of(kind);
+    if ((k->runs != PD_KIND_WORKER && k->runs != PD_KIND_LANE) || k->weight || pd__conn_role(c) < k->role)
+        return 0;
+    /* The answer pd__inflight_ok gives, byte for byte, from a body encoded
+     * once for this count (protobuf-c's packing and the message's
+     * formatting were most of what was left of a refusal's cost). */
+    if (!s->dispatch.full_refusal || s->dispatch.full_refusal_waiting != waiting) {
+        char msg[PD__MESSAGE_MAX];
+        size_t n = 0;
+        snprintf(msg, sizeof msg, PD__FULL_MESSAGE, waiting);
+        uint8_t *frame = pd_codec_encode_error(0, PD_OVERLOADED, msg, &n);
+        if (!frame || n < PD_FRAME_HEADER_BYTES) {
+            free(frame);
+            return 0;
+        }
+        memmove(frame, frame + PD_FRAME_HEADER_BYTES, n - PD_FRAME_HEADER_BYTES);
+        free(s->dispatch.full_refusal);
+        s->dispatch.full_refusal = frame;
+        s->dispatch.full_refusal_len = n - PD_FRAME_HEADER_BYTES;
+        s->dispatch.full_refusal_waiting = waiting;
+    }
+    s->dispatch.answering = (int)kind;
+    s->dispatch.answering_since_ns = arrival_ns;
+    s->dispatch.answering_conn = c;
+    s->dispatch.answering_search_us = 0;
+    pd_metrics_observe_overloaded(s->metrics, PD_METRICS_LIMIT_CONN_IN_FLIGHT);
+    s->dispatch.overloaded_total++;
+    pd__observe(s, PD_OVERLOADED);
+    size_t n = 0;
+    uint8_t *buf = pd_codec_frame_with_id(id, s->dispatch.full_refusal, s->dispatch.full_refusal_len, &n);
+    pd__conn_send(c, buf, n);
+    pd__answered(s);
+    return 1;
+}
+
 void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_t arrival_ns)
 {
     pd_server *s = c->server;
@@ -783,6 +846,8 @@ void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_
     char err[PD__MESSAGE_MAX];
 
     s->dispatch.requests_total++;
+    if (pd__refused_unpacked(c, payload, len, arrival_ns))
+        return;
     err[0] = '\0';
     /* The decoder zeroes req itself. */
     pd_status st = pd_codec_decode_request(payload, len, &req, err, sizeof err);
@@ -947,4 +1012,6 @@ void pd__dispatch_free_inline(pd_server *s)
     s->dispatch.inline_scratch = NULL;
     pd_job_free(s->dispatch.inline_job);
     s->dispatch.inline_job = NULL;
+    free(s->dispatch.full_refusal);
+    s->dispatch.full_refusal = NULL;
 }

@@ -43,6 +43,11 @@ typedef struct pd__dispatch_state {
                                                  conf.worker_retained_bytes after each */
     struct pd_job *inline_job;   /* the loop's one job for FindPaths it may answer itself
                                     (pd__handle_job): no allocation per request */
+    uint8_t *full_refusal;       /* the OVERLOADED answer to a request past its connection's
+                                    in-flight cap, encoded once without its id
+                                    (pd__refused_unpacked); made on first use */
+    size_t full_refusal_len;
+    uint32_t full_refusal_waiting; /* the count of requests in flight its message names */
     int answering;               /* pd_request_kind of the frame being handled, or -1
                                     between frames (errors outside a request are not counted) */
     uint64_t answering_since_ns; /* that frame's arrival */

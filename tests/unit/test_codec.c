@@ -621,6 +621,55 @@ static void test_decode_nul_in_string(void **state)
     pd_request_free(&req);
 }
 
+/* m packed, then peeked: its id and the kind want. */
+static void expect_peek(const Pathd__V1__Request *m, pd_request_kind want)
+{
+    uint64_t id = 0;
+    pd_request_kind kind = PD_REQ_NONE;
+    size_t len;
+    uint8_t *packed = wire_pack_request(m, &len);
+    assert_int_equal(pd_codec_peek_request(packed, len, &id, &kind), PD_OK);
+    assert_int_equal(id, m->id);
+    assert_int_equal(kind, want);
+    free(packed);
+}
+
+/* pd_codec_peek_request names a frame's kind and id without unpacking it,
+ * and places nothing the scan does not pass or whose body it does not know
+ * (those are pd_codec_decode_request's to explain). */
+static void test_peek_request(void **state)
+{
+    Pathd__V1__Request m = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__FindPath fp = PATHD__V1__FIND_PATH__INIT;
+    Pathd__V1__Ping ping = PATHD__V1__PING__INIT;
+    static const uint8_t nul_name[] = {
+        0x08, 0x07, 0x6A, 0x06, 0x0A, 0x04, 't', 'o', 0x00, 'x', /* as test_decode_nul_in_string */
+    };
+    static const uint8_t future_body[] = {0x08, 0x05, 0xA2, 0x01, 0x02, 0x08, 0x01};
+    static const uint8_t cut_short[] = {0x08, 0x05, 0x6A, 0x06, 0x0A};
+    uint64_t id = 0;
+    pd_request_kind kind = PD_REQ_NONE;
+    (void)state;
+    m.id = 42;
+    m.body_case = PATHD__V1__REQUEST__BODY_FIND_PATH;
+    fp.scene = "town";
+    m.find_path = &fp;
+    expect_peek(&m, PD_REQ_FIND_PATH);
+    m.id = 43;
+    m.body_case = PATHD__V1__REQUEST__BODY_PING;
+    m.ping = &ping;
+    expect_peek(&m, PD_REQ_PING);
+
+    id = 0;
+    kind = PD_REQ_NONE;
+    assert_int_equal(pd_codec_peek_request(nul_name, sizeof nul_name, &id, &kind), PD_INVALID_ARGUMENT);
+    assert_int_equal(pd_codec_peek_request(future_body, sizeof future_body, &id, &kind), PD_INVALID_ARGUMENT);
+    assert_int_equal(pd_codec_peek_request(cut_short, sizeof cut_short, &id, &kind), PD_INVALID_ARGUMENT);
+    assert_int_equal(pd_codec_peek_request(nul_name, 2, &id, &kind), PD_INVALID_ARGUMENT); /* no body */
+    assert_int_equal(id, 0);
+    assert_int_equal(kind, PD_REQ_NONE);
+}
+
 static void test_decode_unknown_fields_ignored(void **state)
 {
     Pathd__V1__Request m = PATHD__V1__REQUEST__INIT;
@@ -2129,6 +2178,7 @@ int main(void)
         cmocka_unit_test(test_decode_garbage_is_malformed),
         cmocka_unit_test(test_decode_truncated_is_malformed),
         cmocka_unit_test(test_decode_unknown_fields_ignored),
+        cmocka_unit_test(test_peek_request),
         cmocka_unit_test(test_decode_element_cap),
         cmocka_unit_test(test_decode_nul_in_string),
         cmocka_unit_test(test_encode_path_chunks),

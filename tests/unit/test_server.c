@@ -902,9 +902,16 @@ static void test_inflight_limit(void **state)
         assert_int_equal(seen[r->id]++, 0);
         if (r->status == PATHD__V1__STATUS__OK)
             ok++;
-        else if (r->status == PATHD__V1__STATUS__OVERLOADED)
+        else if (r->status == PATHD__V1__STATUS__OVERLOADED) {
+            /* Refused before unpacking (pd__refused_unpacked), from one
+             * body encoded once: the same answer as after it, with its own
+             * id (above) and its own timing. */
             overloaded++;
-        else
+            assert_non_null(r->error);
+            assert_string_equal(r->error->message, "2 requests already in flight on this connection (the limit)");
+            assert_true(r->final);
+            assert_true(r->server_us >= 1);
+        } else
             fail_msg("unexpected status %d", r->status);
         pathd__v1__response__free_unpacked(r, NULL);
     }
