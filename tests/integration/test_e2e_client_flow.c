@@ -345,15 +345,21 @@ static void test_server_overloaded_is_retried_until_it_succeeds(void **state)
     pdc_conn *c = retrying_client(d, 1000, 60000);
     hog h;
     pthread_t t, stopper;
-    hog_start(&h, &t, d);
-    assert_int_equal(pthread_create(&stopper, NULL, stop_later, &h), 0);
     pdc_path_req slow = serpent_req();
-    pdc_path_result r;
-    assert_int_equal(pdc_find_path(c, &slow, &r), PDC_OK);
-    pdc_path_result_free(&r);
-    pthread_join(stopper, NULL);
-    pthread_join(t, NULL);
-    assert_false(h.failed);
+    /* The hog leaves the queue's place free for a moment after each of its
+     * answers, so a call may slip in unrefused: try again, with a new hog,
+     * (up to 10 times) until a call was refused, retried, and served once
+     * its hog stopped. */
+    for (int i = 0; i < 10 && pdc_overloaded_retries(c) == 0; i++) {
+        hog_start(&h, &t, d);
+        assert_int_equal(pthread_create(&stopper, NULL, stop_later, &h), 0);
+        pdc_path_result r;
+        assert_int_equal(pdc_find_path(c, &slow, &r), PDC_OK);
+        pdc_path_result_free(&r);
+        pthread_join(stopper, NULL);
+        pthread_join(t, NULL);
+        assert_false(h.failed);
+    }
     /* Refused while the hog held the queue, retried, then served. */
     assert_true(pdc_overloaded_retries(c) > 0);
     pdc_close(c);
@@ -367,11 +373,17 @@ static void test_server_overloaded_fails_cleanly_at_the_deadline(void **state)
     pthread_t t;
     hog_start(&h, &t, d);
     pdc_path_req slow = serpent_req();
-    pdc_path_result r;
-    const int64_t started = now_ms();
-    const int st = pdc_find_path(c, &slow, &r);
-    const int64_t waited = now_ms() - started;
-    pdc_path_result_free(&r);
+    /* A retry may land in the hog's free moment (see above): call again,
+     * up to 20 times, until a call gives up. */
+    int st = PDC_OK;
+    int64_t waited = 0;
+    for (int i = 0; i < 20 && st == PDC_OK; i++) {
+        pdc_path_result r;
+        const int64_t started = now_ms();
+        st = pdc_find_path(c, &slow, &r);
+        waited = now_ms() - started;
+        pdc_path_result_free(&r);
+    }
     atomic_store(&h.stop, 1);
     pthread_join(t, NULL);
     assert_false(h.failed);
