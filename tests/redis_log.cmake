@@ -7,3 +7,9 @@
 # naming the package.
 pd_test(NAME test_redis_log SOURCES unit/test_redis_log.c LIBS pathd_scene PkgConfig::HIREDIS LABELS sanitize
         TIMEOUT 120)
+
+# The same log through the real daemon (config "log"): kill -9 of pathd and
+# a restart serve the same versions and cells; Redis killed -> OVERLOADED,
+# nothing served; Redis back -> the update goes through.
+pd_test(NAME test_e2e_redis_log SOURCES integration/test_e2e_redis_log.c
+        LIBS pathd_integ_harness PkgConfig::HIREDIS LABELS sanitize TIMEOUT 120)

@@ -12,22 +12,14 @@
  * redis-server comes from the test package set (scripts/install-deps.sh
  * test): a machine without it fails here, naming the package, never skips.
  */
-#include <errno.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
@@ -36,135 +28,34 @@
 #include "pd_journal.h"
 #include "pd_redis_log.h"
 #include "pd_store.h"
+#include "redis_server.h"
 #include "same_scene.h"
 #include "test_rng.h"
 
 /* Each scene is SIDE x SIDE open cells. */
 #define SIDE 24
 #include "store_check.h"
-/* How long redis-server may take to answer its first PING. */
-#define START_WAIT_MS 10000
 
-/* ---- the redis-server the tests use --------------------------------------- */
-
-static struct {
-    pid_t pid;
-    int port;
-    char dir[64];
-} srv;
-
-/* A loopback port nothing listens on now (the kernel's pick). */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-/* 1 when redis-server is on PATH. */
-static int have_redis_server(void)
-{
-    const char *path = getenv("PATH");
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path ? path : "/usr/bin:/bin");
-    for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-        char p[4200];
-        snprintf(p, sizeof p, "%s/redis-server", d);
-        if (access(p, X_OK) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-static redisContext *raw_connect(void)
-{
-    struct timeval tv = { 1, 0 };
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", srv.port, tv);
-    if (c && !c->err && redisSetTimeout(c, tv) == REDIS_OK)
-        return c;
-    if (c)
-        redisFree(c);
-    return NULL;
-}
-
-/* Starts redis-server on srv.port over srv.dir and waits for its PING. */
-static void redis_start(void)
-{
-    if (!have_redis_server())
-        fail_msg("redis-server is not installed: the Redis log's tests need it (Debian package redis-server, "
-                 "in scripts/install-deps.sh's test set: `make test` installs it)");
-    char port[16];
-    snprintf(port, sizeof port, "%d", srv.port);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        /* Durable before each answer, as deploy/ will run it; no RDB saves. */
-        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--dir", srv.dir,
-               "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no",
-               "--loglevel", "warning", "--logfile", "redis.log", (char *)NULL);
-        _exit(127);
-    }
-    srv.pid = pid;
-    for (int waited = 0; waited < START_WAIT_MS; waited += 20) {
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            srv.pid = 0;
-            fail_msg("redis-server exited (status %d) before answering; see %s/redis.log", status, srv.dir);
-        }
-        redisContext *c = raw_connect();
-        if (c) {
-            redisReply *r = redisCommand(c, "PING");
-            int ok = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
-            if (r)
-                freeReplyObject(r);
-            redisFree(c);
-            if (ok)
-                return;
-        }
-        struct timespec ts = { 0, 20 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
-    }
-    fail_msg("redis-server on port %d did not answer PING within %d ms", srv.port, START_WAIT_MS);
-}
-
-static void redis_stop(int sig)
-{
-    if (srv.pid > 0) {
-        kill(srv.pid, sig);
-        waitpid(srv.pid, NULL, 0);
-        srv.pid = 0;
-    }
-}
+/* The redis-server every test here uses. */
+static redis_srv srv;
 
 static int group_setup(void **state)
 {
     (void)state;
-    snprintf(srv.dir, sizeof srv.dir, "/tmp/pd-redis-log-XXXXXX");
-    if (!mkdtemp(srv.dir))
-        return -1;
-    srv.port = free_port();
-    redis_start();
+    redis_srv_start(&srv);
     return 0;
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    redis_stop(SIGTERM);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", srv.dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return redis_srv_remove(&srv);
 }
 
 /* An integer command's answer, on a connection of the test's own. */
 static long long raw_int(const char *fmt, const char *arg)
 {
-    redisContext *c = raw_connect();
+    redisContext *c = redis_srv_connect(&srv);
     assert_non_null(c);
     redisReply *r = redisCommand(c, fmt, arg);
     assert_non_null(r);
@@ -260,7 +151,7 @@ static void test_function_gives_dense_versions(void **state)
     assert_int_equal(res.version, 2);
     assert_int_equal(stream_len(rl, "s"), 9);
     /* The global sequence counts every append of every scene. */
-    redisContext *c = raw_connect();
+    redisContext *c = redis_srv_connect(&srv);
     redisReply *r = redisCommand(c, "GET dense:seq");
     assert_non_null(r);
     assert_string_equal(r->str, "10");
@@ -426,7 +317,7 @@ static void test_redis_down_is_retryable(void **state)
     pd_store *st = store_over("down");
     random_update(st, "town", &rng);
     random_update(st, "town", &rng);
-    redis_stop(SIGKILL);
+    redis_srv_stop(&srv, SIGKILL);
 
     pd_point p = { 2, 3 };
     pd_scene_update op = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
@@ -452,7 +343,7 @@ static void test_redis_down_is_retryable(void **state)
     pd_store_log_state(st, &lb, &sb, &failed);
     assert_int_equal(failed, 0);
 
-    redis_start();
+    redis_srv_start(&srv);
     assert_int_equal(pd_store_update_cells(st, "town", &op, 1, &out), PD_OK);
     assert_int_equal(out.update.version, 4);
     assert_int_equal(pd_store_add_scene(st, open_scene("arena", SIDE), &ch), PD_OK);
