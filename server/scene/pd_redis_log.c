@@ -220,14 +220,15 @@ pd_status pd_redis_log_append(pd_redis_log *rl, const pd_redis_append *a, pd_red
     snprintf(ttl, sizeof ttl, "%" PRIu32, rl->dedup_ttl_s);
     const char *argv[] = { "FCALL", "pathd_append", "5", stream, meta, dedup, seq, scenes, ops[a->op], expected,
                            made, a->key ? "1" : "0", ttl, a->scene, (const char *)a->payload };
-    size_t argvlen[sizeof argv / sizeof *argv];
-    for (size_t i = 0; i < sizeof argv / sizeof *argv; i++)
+    enum { ARGC = sizeof argv / sizeof *argv };
+    size_t argvlen[ARGC];
+    for (size_t i = 0; i + 1 < ARGC; i++)
         argvlen[i] = strlen(argv[i]);
-    argvlen[sizeof argv / sizeof *argv - 1] = a->len;
+    argvlen[ARGC - 1] = a->len; /* the record is binary: never strlen'ed */
 
     int io = 0;
     pthread_mutex_lock(&rl->conn_lock);
-    redisReply *r = pd__command(rl, (int)(sizeof argv / sizeof *argv), argv, argvlen, &io, out->message,
+    redisReply *r = pd__command(rl, ARGC, argv, argvlen, &io, out->message,
                                 sizeof out->message);
     pthread_mutex_unlock(&rl->conn_lock);
     if (!r)
@@ -572,7 +573,7 @@ static int pd__rl_replay(void *log, pd_registry *r, pd_world_store *ws, pd_journ
         snprintf(err, errlen, "out of memory");
         rc = -1;
     }
-    if (rc == 0)
+    if (rc == 0 && e.n) /* an empty log has no array to sort */
         qsort(e.v, e.n, sizeof *e.v, pd__entry_cmp);
     for (size_t i = 0; rc == 0 && i < e.n; i++) {
         pd_journal_record rec;

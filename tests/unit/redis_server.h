@@ -13,11 +13,13 @@
 #define REDIS_SERVER_H
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -90,6 +92,15 @@ static inline void redis_srv_start(redis_srv *s)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        /* Dies with the test (a crash, an abort) rather than live on
+         * holding the port and the test runner's output pipe. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            dup2(devnull, STDIN_FILENO);
+            dup2(devnull, STDOUT_FILENO);
+            dup2(devnull, STDERR_FILENO);
+        }
         execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--dir", s->dir, "--save", "",
                "--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no", "--loglevel", "warning",
                "--logfile", "redis.log", (char *)NULL);
