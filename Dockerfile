@@ -13,7 +13,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       gcc libc6-dev make cmake pkg-config \
       libuv1-dev libcjson-dev libprotobuf-c-dev protobuf-c-compiler libpng-dev \
-      libxml2-dev zlib1g-dev libzstd-dev \
+      libxml2-dev zlib1g-dev libzstd-dev libhiredis-dev \
  && apt-get clean && rm -rf /var/lib/apt/lists/*
 
 # Copied after the package layer so that a source change reuses that layer.
@@ -33,7 +33,7 @@ FROM debian:bookworm-slim
 # avoid them with their docker-clean apt config).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libuv1 libcjson1 libprotobuf-c1 libpng16-16 libxml2 zlib1g libzstd1 \
+      libuv1 libcjson1 libprotobuf-c1 libpng16-16 libxml2 zlib1g libzstd1 libhiredis0.14 \
  && apt-get clean && rm -rf /var/lib/apt/lists/*
 
 # A fixed, unprivileged UID/GID so a mounted config only has to be readable by

@@ -27,12 +27,14 @@ RUN_PKGS=(
   gcc libc6-dev cmake pkg-config
   libuv1-dev libcjson-dev libprotobuf-c-dev protobuf-c-compiler
   libxml2-dev zlib1g-dev libzstd-dev libpng-dev
+  libhiredis-dev
 )
 # cmocka for the unit tests, clang and its runtime for the libFuzzer targets,
 # python3 for the document checks, protoc + python3-protobuf for the Python
 # client, Go 1.19 with Debian's protobuf module and protoc-gen-go for the Go
 # client (built offline), curl for /metrics,
-# haproxy + openssl for the TLS front test.
+# haproxy + openssl for the TLS front test, redis-server for the Redis change
+# log's tests (tests/redis_log.cmake).
 TEST_PKGS=(
   libcmocka-dev
   clang libclang-rt-14-dev
@@ -40,6 +42,7 @@ TEST_PKGS=(
   golang-go golang-google-protobuf-dev protoc-gen-go
   curl
   haproxy openssl
+  redis-server
 )
 # cachegrind and massif, for the profiles in docs/BENCHMARKS.md.
 BENCH_PKGS=(valgrind)

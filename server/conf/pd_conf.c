@@ -21,6 +21,13 @@
  *                                        file's); absent or "" = no journal
  *     "journal_fsync": "everysec",       "always" | "everysec" | "no" (Redis's appendfsync)
  *     "journal_compact_bytes": 67108864, 64 KiB .. 2^53: a log past this is compacted
+ *     "log": {                           optional: the change log on Redis Streams
+ *       "redis": "127.0.0.1:6379",       required in "log": HOST:PORT, [IPv6]:PORT or a
+ *                                        host name (1..255 bytes of [A-Za-z0-9.-])
+ *       "timeout_ms": 2000,              100 .. 60000: connect and each command
+ *       "prefix": "pathd",               1..63 bytes of [A-Za-z0-9_.-]: the keys' prefix
+ *       "dedup_ttl_s": 86400             1 .. 31536000: idempotency keys kept this long
+ *     },
  *     "auth": {                          optional; no tokens = no authentication
  *       "tokens": [                      at most PD_CONF_MAX_TOKENS
  *         { "token": "...", "role": "query" },     16..127 printable ASCII bytes
@@ -169,6 +176,7 @@ const pd_conf pd_conf_defaults = {
     .data_dir = "",
     .journal_fsync = PD_CONF_FSYNC_EVERYSEC,
     .journal_compact_bytes = 64u * 1024u * 1024u,
+    .log = { .redis_host = "", .redis_port = 0, .timeout_ms = 2000, .prefix = "pathd", .dedup_ttl_s = 86400 },
     .scenes = NULL,
     .n_scenes = 0,
 };
@@ -480,6 +488,79 @@ static int pd__parse_journal(const pd__ctx *ctx, const cJSON *root, pd_conf *c)
     return 0;
 }
 
+
+/* "log"'s "redis": HOST:PORT where HOST is a name or address hiredis
+ * resolves when it connects (a compose service name is a name), or
+ * [IPv6]:PORT; the port 1..65535. */
+static int pd__parse_redis_address(const pd__ctx *ctx, const char *s, const char *path, pd_conf_log *lg)
+{
+    const char *colon = strrchr(s, ':');
+    const char *host = s;
+    size_t host_len = colon ? (size_t)(colon - s) : 0;
+    if (host_len >= 2 && s[0] == '[' && s[host_len - 1] == ']') {
+        host++;
+        host_len -= 2;
+        for (size_t i = 0; i < host_len; i++)
+            if (!isxdigit((unsigned char)host[i]) && host[i] != ':' && host[i] != '.')
+                return pd__fail(ctx, path, "\"%s\": the IPv6 address holds a character other than hex digits, ':' and '.'", s);
+    } else {
+        for (size_t i = 0; i < host_len; i++)
+            if (!isalnum((unsigned char)host[i]) && host[i] != '.' && host[i] != '-')
+                return pd__fail(ctx, path, "\"%s\": must be HOST:PORT (HOST of [A-Za-z0-9.-], or [IPv6])", s);
+    }
+    if (!colon || host_len == 0 || host_len >= sizeof lg->redis_host)
+        return pd__fail(ctx, path, "\"%s\": must be HOST:PORT with a host of 1..%d bytes", s,
+                        PD_CONF_MAX_LOG_HOST - 1);
+    const char *p = colon + 1;
+    unsigned long port = 0;
+    if (!*p || strlen(p) > 5)
+        return pd__fail(ctx, path, "\"%s\": the port must be 1..65535", s);
+    for (; *p; p++) {
+        if (!isdigit((unsigned char)*p))
+            return pd__fail(ctx, path, "\"%s\": the port must be 1..65535", s);
+        port = port * 10 + (unsigned long)(*p - '0');
+    }
+    if (port == 0 || port > 65535)
+        return pd__fail(ctx, path, "\"%s\": the port must be 1..65535", s);
+    memcpy(lg->redis_host, host, host_len);
+    lg->redis_host[host_len] = '\0';
+    lg->redis_port = (uint16_t)port;
+    return 0;
+}
+
+/* "log": the change log on Redis Streams (absent: the file journal). */
+static int pd__parse_log(const pd__ctx *ctx, const cJSON *obj, pd_conf_log *lg)
+{
+    static const char *const keys[] = { "redis", "timeout_ms", "prefix", "dedup_ttl_s", NULL };
+    if (!cJSON_IsObject(obj))
+        return pd__fail(ctx, "$.log", "must be an object, not %s", pd_conf_json_type(obj));
+    if (pd__check_keys(ctx, obj, "$.log", keys) != 0)
+        return -1;
+    const cJSON *v;
+    const char *str = NULL;
+    if (!(v = cJSON_GetObjectItemCaseSensitive(obj, "redis")))
+        return pd__fail(ctx, "$.log.redis", "is required in \"log\" (HOST:PORT of the Redis server)");
+    if (pd__get_string(ctx, v, "$.log.redis", &str) != 0 || pd__parse_redis_address(ctx, str, "$.log.redis", lg) != 0)
+        return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "timeout_ms")) &&
+        pd__get_u32(ctx, v, "$.log.timeout_ms", 100, 60000, &lg->timeout_ms) != 0)
+        return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "dedup_ttl_s")) &&
+        pd__get_u32(ctx, v, "$.log.dedup_ttl_s", 1, 365.0 * 86400, &lg->dedup_ttl_s) != 0)
+        return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "prefix"))) {
+        if (pd__get_string(ctx, v, "$.log.prefix", &str) != 0)
+            return -1;
+        size_t n = strlen(str);
+        if (n == 0 || n >= sizeof lg->prefix)
+            return pd__fail(ctx, "$.log.prefix", "must be 1..%d bytes", PD_CONF_MAX_LOG_PREFIX - 1);
+        for (size_t i = 0; i < n; i++)
+            if (!isalnum((unsigned char)str[i]) && !strchr("_.-", str[i]))
+                return pd__fail(ctx, "$.log.prefix", "\"%s\": only [A-Za-z0-9_.-]", str);
+        memcpy(lg->prefix, str, n + 1);
+    }
+    return 0;
+}
 
 static int pd__parse_unit_sizes(const pd__ctx *ctx, const cJSON *arr, const char *path,
                                 pd_conf_scene *s)
@@ -1003,7 +1084,7 @@ static int pd__parse_document(const pd__ctx *ctx, const char *json, size_t len, 
     static const char *const keys[] = {
         "listen", "metrics_listen", "threads", "limits", "log_level", "jump_point_search", "auth", "scenes",
         "portals", "routes", "data_dir", "journal_fsync", "journal_compact_bytes",
-        NULL,
+        "log", NULL,
     };
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
@@ -1075,6 +1156,9 @@ static int pd__parse_document(const pd__ctx *ctx, const char *json, size_t len, 
         pd__parse_limits(ctx, v, "$.limits", c) != 0)
         goto out;
     if (pd__parse_journal(ctx, root, c) != 0)
+        goto out;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "log")) && !cJSON_IsNull(v) &&
+        pd__parse_log(ctx, v, &c->log) != 0)
         goto out;
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "auth")) && pd__parse_auth(ctx, v, "$.auth", c) != 0)
         goto out;

@@ -87,6 +87,20 @@ typedef enum pd_conf_fsync {
 
 const char *pd_conf_fsync_name(pd_conf_fsync f);
 
+/* "log": where the change log lives when it is not the file journal. */
+#define PD_CONF_MAX_LOG_HOST 256     /* bytes incl. NUL: a host name or address */
+#define PD_CONF_MAX_LOG_PREFIX 64    /* bytes incl. NUL: the Redis keys' prefix */
+typedef struct pd_conf_log {
+    char redis_host[PD_CONF_MAX_LOG_HOST]; /* "redis": "HOST:PORT" (a name, an IPv4
+                                        address or [IPv6]); "" = no Redis log: the
+                                        file journal (data_dir) serves as before */
+    uint16_t redis_port;
+    uint32_t timeout_ms;             /* "timeout_ms": 2000: connect and each command */
+    char prefix[PD_CONF_MAX_LOG_PREFIX]; /* "prefix": "pathd": every key starts with it */
+    uint32_t dedup_ttl_s;            /* "dedup_ttl_s": 86400: how long an idempotency
+                                        key is remembered */
+} pd_conf_log;
+
 typedef struct pd_conf_scene {
     char name[PD_CONF_MAX_NAME];
     char *map_path;                  /* resolved against the config file's directory */
@@ -186,6 +200,7 @@ typedef struct pd_conf {
     pd_conf_fsync journal_fsync;     /* "journal_fsync": everysec */
     uint64_t journal_compact_bytes;  /* "journal_compact_bytes": 64 MiB: a journal log
                                         past this is rewritten as snapshot + tail */
+    pd_conf_log log;                 /* "log": the Redis change log (issue 32) */
 } pd_conf;
 
 extern const pd_conf pd_conf_defaults;

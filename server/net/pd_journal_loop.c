@@ -6,9 +6,11 @@
  * ("everysec") and, when the log wants it, the compaction to the
  * threadpool. Neither ever blocks the loop thread; appends and "always"
  * fsyncs happen on the workers that apply the changes, in the store. Only
- * the choice of the file journal (pd_journal_file_log) names the log's
- * implementation: everything else goes through the store, which owns the
- * log once it is replayed and closes it (pd_store_destroy).
+ * the choice of the log (pd__journal_choose: the file journal, or the
+ * Redis Streams log of config "log") names the log's implementation:
+ * everything else goes through the store, which owns the log once it is
+ * replayed and closes it (pd_store_destroy). The Redis log has nothing to
+ * fsync or compact yet, so the timer finds nothing to do for it.
  */
 #include "pd_server_internal.h"
 
@@ -18,6 +20,7 @@
 #include <string.h>
 
 #include "pd_log.h"
+#include "pd_redis_log.h"
 
 /* How often the timer looks at the journal: "everysec" means this. */
 #define PD_JOURNAL_TICK_MS 1000
@@ -157,9 +160,42 @@ void pd__journal_after_reload(pd_server *s, size_t built)
     pd__journal_maybe_compact(s);
 }
 
+/* The change log the config names: the Redis Streams log with "log.redis"
+ * (issue 32; data_dir is then not used), else the file journal of
+ * data_dir. ops NULL with err when it cannot be made. */
+static pd_changelog pd__journal_choose(pd_server *s, char *err, size_t errlen)
+{
+    const pd_conf_log *lg = &s->conf.log;
+    if (lg->redis_host[0]) {
+        if (s->conf.data_dir[0])
+            pd_log_warn("data_dir %s is not used: the change log is on Redis (\"log\"); a local cache of it is "
+                        "still to come (issue 32)",
+                        s->conf.data_dir);
+        const pd_redis_log_opts ro = {
+            .host = lg->redis_host,
+            .port = lg->redis_port,
+            .timeout_ms = lg->timeout_ms,
+            .prefix = lg->prefix,
+            .dedup_ttl_s = lg->dedup_ttl_s,
+            .warn = pd__journal_warn,
+        };
+        pd_log_info("change log on Redis %s:%u (prefix %s): replaying", lg->redis_host, (unsigned)lg->redis_port,
+                    lg->prefix);
+        return pd_redis_log_open(&ro, err, errlen);
+    }
+    const pd_journal_opts opts = {
+        .dir = s->conf.data_dir,
+        .fsync = s->conf.journal_fsync,
+        .compact_bytes = s->conf.journal_compact_bytes,
+        .warn = pd__journal_warn,
+    };
+    pd_log_info("journal %s: replaying", s->conf.data_dir);
+    return pd_journal_file_log(&opts, err, errlen);
+}
+
 int pd__journal_open(pd_server *s, char *err, size_t errlen)
 {
-    if (!s->conf.data_dir[0])
+    if (!s->conf.data_dir[0] && !s->conf.log.redis_host[0])
         return 0;
     pd__journal_work *w = calloc(1, sizeof *w);
     if (!w) {
@@ -167,18 +203,11 @@ int pd__journal_open(pd_server *s, char *err, size_t errlen)
         return -1;
     }
     w->kind = PD__JW_OPEN;
-    const pd_journal_opts opts = {
-        .dir = s->conf.data_dir,
-        .fsync = s->conf.journal_fsync,
-        .compact_bytes = s->conf.journal_compact_bytes,
-        .warn = pd__journal_warn,
-    };
-    w->log = pd_journal_file_log(&opts, err, errlen);
+    w->log = pd__journal_choose(s, err, errlen);
     if (!w->log.ops) {
         free(w);
         return -1;
     }
-    pd_log_info("journal %s: replaying", s->conf.data_dir);
     /* /readyz answers "loading scenes" until the replay is done. */
     s->loading = 1;
     int rc = pd__journal_queue(s, w);
@@ -202,7 +231,13 @@ int pd__journal_open(pd_server *s, char *err, size_t errlen)
     /* The store closes it (pd_store_destroy), also when stopping now. */
     pd_store_own_log(s->store, w->log, s->conf.journal_fsync);
     const pd_journal_replay_stats *st = &w->stats;
-    pd_log_info("journal %s: replayed %" PRIu64 " records from %" PRIu64 " files (%" PRIu64 " bytes) in %" PRIu64
+    if (s->conf.log.redis_host[0])
+        pd_log_info("change log on Redis %s:%u: replayed %" PRIu64 " records from %" PRIu64 " streams (%" PRIu64
+                    " bytes) in %" PRIu64 " ms, %" PRIu64 " skipped",
+                    s->conf.log.redis_host, (unsigned)s->conf.log.redis_port, st->records, st->files, st->bytes,
+                    st->micros / 1000, st->skipped);
+    else
+        pd_log_info("journal %s: replayed %" PRIu64 " records from %" PRIu64 " files (%" PRIu64 " bytes) in %" PRIu64
                 " ms, %" PRIu64 " skipped, %" PRIu64 " bytes of damaged tail truncated; appending to generation %" PRIu64
                 ", fsync %s",
                 s->conf.data_dir, st->records, st->files, st->bytes, st->micros / 1000, st->skipped,

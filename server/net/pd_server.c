@@ -339,6 +339,11 @@ static int pd__server_apply(pd_server *s, pd__loaded *rl)
     if (strcmp(next.data_dir, s->conf.data_dir) != 0 || next.journal_fsync != s->conf.journal_fsync ||
         next.journal_compact_bytes != s->conf.journal_compact_bytes)
         pd_log_warn("reload: data_dir and the journal's settings need a restart; unchanged");
+    if (strcmp(next.log.redis_host, s->conf.log.redis_host) != 0 || next.log.redis_port != s->conf.log.redis_port ||
+        next.log.timeout_ms != s->conf.log.timeout_ms || strcmp(next.log.prefix, s->conf.log.prefix) != 0 ||
+        next.log.dedup_ttl_s != s->conf.log.dedup_ttl_s)
+        pd_log_warn("reload: the change log's settings (\"log\") need a restart; unchanged");
+    next.log = s->conf.log;
     memcpy(next.data_dir, s->conf.data_dir, sizeof next.data_dir);
     next.journal_fsync = s->conf.journal_fsync;
     next.journal_compact_bytes = s->conf.journal_compact_bytes;

@@ -192,6 +192,24 @@ static int pd__append(pd_store *st, const pd_journal_record *rec)
     return st->log.ops->append(st->log.log, rec);
 }
 
+/* After an append refused, under the lock: the retryable status to answer
+ * when the log says the refusal is not final, else PD_INTERNAL. */
+static pd_status pd__refusal(const pd_store *st)
+{
+    return st->log.ops->refusal ? st->log.ops->refusal(st->log.log) : PD_INTERNAL;
+}
+
+/* The answer's message for a change the log did not take. */
+static void pd__not_taken(const pd_store *st, pd_status refusal, const char *what, char *message, size_t len)
+{
+    if (refusal != PD_INTERNAL)
+        snprintf(message, len, "%s, the change log did not take it: %s; nothing changed, try again", what,
+                 st->log.ops->why(st->log.log));
+    else
+        snprintf(message, len, "%s, the journal did not take it: %s; changes are refused until pathd restarts", what,
+                 st->log.ops->why(st->log.log));
+}
+
 /* ---- cell updates --------------------------------------------------------- */
 
 /* One update's part in the registry's hooks. */
@@ -202,6 +220,7 @@ typedef struct pd__update_ctx {
     size_t n_ops;
     int refused;                  /* the log refused changes: nothing applied */
     int append_rc;                /* the log did not take the record: not served */
+    pd_status refusal;            /* then: pd__refusal */
 } pd__update_ctx;
 
 static int pd__update_lock(void *user)
@@ -219,6 +238,8 @@ static int pd__update_commit(void *user, const pd_scene_update_result *res)
                               .ops = (pd_scene_update *)u->ops, .n_ops = u->n_ops };
     snprintf(rec.scene, sizeof rec.scene, "%s", u->name);
     u->append_rc = pd__append(u->st, &rec);
+    if (u->append_rc != 0)
+        u->refusal = pd__refusal(u->st);
     return u->append_rc;
 }
 
@@ -243,11 +264,10 @@ pd_status pd_store_update_cells(pd_store *st, const char *name, const pd_scene_u
                                             &out->update);
     if (u.refused)
         pd__refused(st, out->message, sizeof out->message);
-    else if (u.append_rc != 0)
-        snprintf(out->message, sizeof out->message,
-                 "not applied, the journal did not take it: %s; changes are refused until pathd restarts",
-                 st->log.ops->why(st->log.log));
-    else if (out->status == PD_LIMIT_EXCEEDED)
+    else if (u.append_rc != 0) {
+        pd__not_taken(st, u.refusal, "not applied", out->message, sizeof out->message);
+        out->status = u.refusal;
+    } else if (out->status == PD_LIMIT_EXCEEDED)
         snprintf(out->message, sizeof out->message,
                  "scene '%s': its new version needs %" PRIu64 " bytes, scenes hold %" PRIu64
                  ", limits.max_scene_bytes would be passed",
@@ -266,6 +286,7 @@ pd_status pd_store_update_cells(pd_store *st, const char *name, const pd_scene_u
 typedef struct pd__add_ctx {
     pd_store *st;
     pd_store_change *out;
+    pd_status refusal;            /* the log did not take the record: pd__refusal, else PD_OK */
 } pd__add_ctx;
 
 /* The record of a scene about to be served (the registry's commit): an
@@ -290,9 +311,10 @@ static int pd__add_commit(void *user, const pd_scene *made, const pd_scene *tmpl
             rc = pd__append(a->st, &rec);
         pd_journal_record_free(&rec);
     }
-    if (rc != 0)
-        snprintf(err, errlen, "not served, the journal did not take it: %s; changes are refused until pathd restarts",
-                 a->st->log.ops->why(a->st->log.log));
+    if (rc != 0) {
+        a->refusal = pd__refusal(a->st);
+        pd__not_taken(a->st, a->refusal, "not served", err, errlen);
+    }
     return rc;
 }
 
@@ -310,9 +332,11 @@ static pd_status pd__add(pd_store *st, pd__add_fn add, void *arg, pd_scene *owne
         out->scene_bytes = pd_registry_bytes(st->registry);
         return out->status;
     }
-    pd__add_ctx a = { st, out };
+    pd__add_ctx a = { st, out, PD_OK };
     const pd_registry_commit commit = { .fn = pd__add_commit, .user = &a };
     pd_status st_add = add(st, pd__has_log(st) ? &commit : NULL, arg, out);
+    if (a.refusal != PD_OK)
+        st_add = a.refusal; /* never served; retryable when the log says so */
     out->applied = st_add == PD_OK;
     if (pd__has_log(st))
         st->log.ops->unlock(st->log.log);

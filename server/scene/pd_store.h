@@ -72,6 +72,12 @@ typedef struct pd_changelog_ops {
      * nonzero when the log did not take it (the change is then never
      * served and the log refuses later ones: failed() turns 1). */
     int (*append)(void *log, const pd_journal_record *rec);
+    /* Optional (NULL: every refusal is final). Right after append refused
+     * a record, under the lock: PD_INTERNAL when the refusal is final (the
+     * log failed), or the retryable status to answer when it is not - the
+     * log took nothing, did not fail, and the same change may be sent
+     * again (PD_OVERLOADED: a log server that cannot be reached now). */
+    pd_status (*refusal)(void *log);
     /* Makes every record appended before the call durable. Several changes
      * may share one. 0, or -1 (errno). */
     int (*sync)(void *log);

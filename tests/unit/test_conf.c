@@ -337,6 +337,73 @@ static void test_journal_keys(void **state)
                  "t.json: $.journal_compact_bytes: must be in 65536..9007199254740992");
 }
 
+/* "log": the Redis change log's address (a name, an IPv4 address or
+ * [IPv6]), its timeout, key prefix and dedup TTL; absent = no Redis log. */
+static void test_log_keys(void **state)
+{
+    (void)state;
+    pd_conf c;
+    char err[256];
+    assert_int_equal(load("{}", &c, err, sizeof err), 0);
+    assert_string_equal(c.log.redis_host, "");
+    assert_int_equal(c.log.timeout_ms, 2000);
+    assert_string_equal(c.log.prefix, "pathd");
+    assert_int_equal(c.log.dedup_ttl_s, 86400);
+    pd_conf_free(&c);
+    assert_int_equal(load("{\"log\": {\"redis\": \"127.0.0.1:6379\"}}", &c, err, sizeof err), 0);
+    assert_string_equal(c.log.redis_host, "127.0.0.1");
+    assert_int_equal(c.log.redis_port, 6379);
+    pd_conf_free(&c);
+    assert_int_equal(load("{\"log\": {\"redis\": \"redis-1.internal:7000\", \"timeout_ms\": 100, "
+                          "\"prefix\": \"game_eu.1\", \"dedup_ttl_s\": 60}}", &c, err, sizeof err), 0);
+    assert_string_equal(c.log.redis_host, "redis-1.internal");
+    assert_int_equal(c.log.redis_port, 7000);
+    assert_int_equal(c.log.timeout_ms, 100);
+    assert_string_equal(c.log.prefix, "game_eu.1");
+    assert_int_equal(c.log.dedup_ttl_s, 60);
+    pd_conf_free(&c);
+    assert_int_equal(load("{\"log\": {\"redis\": \"[::1]:6380\"}}", &c, err, sizeof err), 0);
+    assert_string_equal(c.log.redis_host, "::1");
+    assert_int_equal(c.log.redis_port, 6380);
+    pd_conf_free(&c);
+    assert_int_equal(load("{\"log\": null}", &c, err, sizeof err), 0);
+    assert_string_equal(c.log.redis_host, "");
+    pd_conf_free(&c);
+    /* Each bad "log" and its message. */
+    static const struct {
+        const char *json, *message;
+    } bad[] = {
+        { "{\"log\": \"redis\"}",
+          "t.json: $.log: must be an object, not a string" },
+        { "{\"log\": {}}",
+          "t.json: $.log.redis: is required in \"log\" (HOST:PORT of the Redis server)" },
+        { "{\"log\": {\"redis\": \"localhost\"}}",
+          "t.json: $.log.redis: \"localhost\": must be HOST:PORT with a host of 1..255 bytes" },
+        { "{\"log\": {\"redis\": \":6379\"}}",
+          "t.json: $.log.redis: \":6379\": must be HOST:PORT with a host of 1..255 bytes" },
+        { "{\"log\": {\"redis\": \"a b:6379\"}}",
+          "t.json: $.log.redis: \"a b:6379\": must be HOST:PORT (HOST of [A-Za-z0-9.-], or [IPv6])" },
+        { "{\"log\": {\"redis\": \"h:0\"}}",
+          "t.json: $.log.redis: \"h:0\": the port must be 1..65535" },
+        { "{\"log\": {\"redis\": \"h:65536\"}}",
+          "t.json: $.log.redis: \"h:65536\": the port must be 1..65535" },
+        { "{\"log\": {\"redis\": \"h:6x\"}}",
+          "t.json: $.log.redis: \"h:6x\": the port must be 1..65535" },
+        { "{\"log\": {\"redis\": \"h:1\", \"timeout_ms\": 50}}",
+          "t.json: $.log.timeout_ms: must be in 100..60000" },
+        { "{\"log\": {\"redis\": \"h:1\", \"prefix\": \"\"}}",
+          "t.json: $.log.prefix: must be 1..63 bytes" },
+        { "{\"log\": {\"redis\": \"h:1\", \"prefix\": \"a{b}\"}}",
+          "t.json: $.log.prefix: \"a{b}\": only [A-Za-z0-9_.-]" },
+        { "{\"log\": {\"redis\": \"h:1\", \"dedup_ttl_s\": 0}}",
+          "t.json: $.log.dedup_ttl_s: must be in 1..31536000" },
+        { "{\"log\": {\"redis\": \"h:1\", \"db\": 2}}",
+          "t.json: $.log.db: unknown key" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        expect_error(bad[i].json, bad[i].message);
+}
+
 /* The reservation keys (issue 34) are read as given, 0 included (no limit,
  * or no expiry). */
 static void test_reservation_keys(void **state)
@@ -957,6 +1024,7 @@ int main(void)
         cmocka_unit_test(test_address_format_round_trip),
         cmocka_unit_test(test_listen_errors),
         cmocka_unit_test(test_reservation_keys),
+        cmocka_unit_test(test_log_keys),
         cmocka_unit_test(test_top_level_errors),
         cmocka_unit_test(test_journal_keys),
         cmocka_unit_test(test_json_syntax_errors),

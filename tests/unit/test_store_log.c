@@ -29,6 +29,7 @@
 
 /* Each scene is SIDE x SIDE open cells. */
 #define SIDE 24
+#include "store_check.h"
 
 /* ---- a change log in memory ------------------------------------------------ */
 
@@ -354,15 +355,6 @@ static void mem_free(mem_log *m)
 
 /* ---- scenes and stores ------------------------------------------------------ */
 
-/* A registry holding the "config": scene "town", all open. */
-static pd_registry *config_registry(void)
-{
-    pd_registry *r = pd_registry_create();
-    assert_non_null(r);
-    assert_int_equal(pd_registry_put(r, open_scene("town", SIDE)), PD_OK);
-    return r;
-}
-
 /* A store over r with m replayed into it and made its log. */
 static pd_store *store_over_registry(mem_log *m, pd_registry *r, pd_conf_fsync fsync)
 {
@@ -380,41 +372,6 @@ static pd_store *store_over_registry(mem_log *m, pd_registry *r, pd_conf_fsync f
 static pd_store *store_over(mem_log *m, pd_conf_fsync fsync)
 {
     return store_over_registry(m, config_registry(), fsync);
-}
-
-static void store_free(pd_store *st)
-{
-    pd_registry *r = pd_store_registry(st);
-    pd_store_destroy(st);
-    pd_registry_destroy(r);
-}
-
-/* One update of a random cell that always changes it (so it makes a
- * version): blocked now and then, else a cost other than the one it has.
- * Returns the version made. */
-static uint64_t random_update(pd_store *st, const char *name, uint64_t *rng)
-{
-    pd_point p = { rng_below(rng, SIDE), rng_below(rng, SIDE) };
-    pd_scene *s = pd_registry_acquire(pd_store_registry(st), name);
-    assert_non_null(s);
-    uint8_t cur = pd_grid_get(s->grid, p.x, p.y);
-    pd_scene_release(s);
-    pd_scene_update op = { .op = PD_UPDATE_COST, .cost = (uint8_t)(cur >= 9 || cur == 0 ? 2 : cur + 1),
-                           .cells = &p, .n_cells = 1 };
-    if (cur != 0 && rng_below(rng, 4) == 0)
-        op.op = PD_UPDATE_BLOCK;
-    pd_store_update out;
-    if (pd_store_update_cells(st, name, &op, 1, &out) != PD_OK)
-        fail_msg("update of %s: %s (%s)", name, pd_status_name(out.status), out.message);
-    return out.update.version;
-}
-
-static uint64_t version_of(pd_store *st, const char *name)
-{
-    pd_scene *s = pd_registry_acquire(pd_store_registry(st), name);
-    uint64_t v = s ? s->version : 0;
-    pd_scene_release(s);
-    return v;
 }
 
 /* Updates to the first n_names of town, arena and arena-1 in turn. */
@@ -510,35 +467,9 @@ static void test_tail_from_a_version(void **state)
     mem_log m;
     mem_init(&m);
     pd_store *st = store_over(&m, PD_CONF_FSYNC_NO);
+    check_tail_from_a_version(st, &rng);
     pd_store_change ch;
-    assert_int_equal(pd_store_add_scene(st, open_scene("arena", SIDE), &ch), PD_OK);
-    for (int i = 0; i < 6; i++) {
-        random_update(st, "town", &rng);
-        random_update(st, "arena", &rng);
-    }
-    assert_int_equal(version_of(st, "town"), 7);
-
     tailed g;
-    assert_int_equal(tail_of(st, "town", 3, &g), 0);
-    assert_int_equal(g.n, 4);
-    for (size_t i = 0; i < g.n; i++) {
-        assert_int_equal(g.types[i], PD_JOURNAL_UPDATE);
-        assert_int_equal(g.versions[i], 4 + i);
-    }
-    /* From 0: the whole history the log holds (town is the config's: its
-     * updates; arena: its creation first). */
-    assert_int_equal(tail_of(st, "town", 0, &g), 0);
-    assert_int_equal(g.n, 6);
-    assert_int_equal(tail_of(st, "town", 1, &g), 0); /* as the config loaded it */
-    assert_int_equal(g.n, 6);
-    assert_int_equal(g.versions[0], 2);
-    assert_int_equal(tail_of(st, "arena", 0, &g), 0);
-    assert_int_equal(g.n, 7);
-    assert_int_equal(g.types[0], PD_JOURNAL_SCENE);
-    assert_int_equal(g.versions[6], 7);
-    /* From the current version: nothing yet. */
-    assert_int_equal(tail_of(st, "town", 7, &g), 0);
-    assert_int_equal(g.n, 0);
 
     /* After a compaction the log starts at version 7: an older point is
      * gone, the snapshot's own version goes on. */

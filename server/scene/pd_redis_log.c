@@ -1,0 +1,752 @@
+/*
+ * pd_redis_log.c - the change log on Redis Streams (see pd_redis_log.h for
+ * the keys, the FUNCTION and the layering). hiredis speaks RESP; this file
+ * only builds the commands and reads their replies.
+ *
+ * What it does not do yet (issue 32, docs/ARCHITECTURE.md "Replicas"):
+ * snapshots to Redis and trimming (snapshot refuses, compact is a no-op),
+ * a reload that rebuilds or removes scenes (the log then fails, naming
+ * why, rather than record something a replica would replay wrongly), the
+ * replica's tail on the loop, and reconnect backoff (each command after a
+ * failure tries one connect, bounded by timeout_ms).
+ */
+#include "pd_redis_log.h"
+
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/* The FUNCTION library, loaded with FUNCTION LOAD REPLACE at every
+ * connect (a Redis restarted without its data has none). KEYS: stream,
+ * meta, dedup (meta again when there is no key), seq, scenes. ARGV: op
+ * (next|new|drop), expected ("" none), the NEW version, "1" when a key is
+ * given, its TTL, the scene's name, the record. Answers {status, version}:
+ * OK, DUP (the key's first version), STALE (the log's version), EXISTS,
+ * GONE. The dedup check comes first, so a retry of a change that went
+ * through is answered, not refused as stale. */
+static const char PD__LIBRARY[] =
+    "#!lua name=pathd\n"
+    "local function append(keys, args)\n"
+    "  local stream, meta, dedup, seq, scenes = keys[1], keys[2], keys[3], keys[4], keys[5]\n"
+    "  local op, expected, made, keyed, ttl, scene, record =\n"
+    "    args[1], args[2], args[3], args[4], args[5], args[6], args[7]\n"
+    "  if keyed == '1' then\n"
+    "    local seen = redis.call('GET', dedup)\n"
+    "    if seen then return {'DUP', seen} end\n"
+    "  end\n"
+    "  local m = redis.call('HMGET', meta, 'v', 'inc', 'live')\n"
+    "  local cur, inc, live = tonumber(m[1]) or 0, tonumber(m[2]) or 0, m[3] == '1'\n"
+    "  local want = tonumber(expected)\n"
+    "  local v, id\n"
+    "  if op == 'next' then\n"
+    "    if live then\n"
+    "      if want and want ~= cur then return {'STALE', tostring(cur)} end\n"
+    "      v = cur + 1\n"
+    "    else\n"
+    "      -- no live record of the scene (a config scene as loaded, or one\n"
+    "      -- back after a drop): it goes on from the version the caller has\n"
+    "      inc = inc + 1\n"
+    "      v = (want or 0) + 1\n"
+    "    end\n"
+    "    id = string.format('%d-%d', inc, v)\n"
+    "  elseif op == 'new' then\n"
+    "    if live then return {'EXISTS', tostring(cur)} end\n"
+    "    inc = inc + 1\n"
+    "    v = tonumber(made)\n"
+    "    id = string.format('%d-%d', inc, v)\n"
+    "  elseif op == 'drop' then\n"
+    "    if not live then return {'GONE', tostring(cur)} end\n"
+    "    if want and want ~= cur then return {'STALE', tostring(cur)} end\n"
+    "    v = cur\n"
+    "    inc = inc + 1\n"
+    "    id = string.format('%d-0', inc)\n"
+    "  else\n"
+    "    return redis.error_reply('pathd_append: unknown op ' .. tostring(op))\n"
+    "  end\n"
+    "  local g = redis.call('INCR', seq)\n"
+    "  redis.call('XADD', stream, id, 'v', string.format('%d', v), 'g', g, 'r', record)\n"
+    "  redis.call('HSET', meta, 'v', string.format('%d', v), 'inc', string.format('%d', inc),\n"
+    "             'live', op == 'drop' and '0' or '1')\n"
+    "  redis.call('SADD', scenes, scene)\n"
+    "  if keyed == '1' then redis.call('SET', dedup, string.format('%d', v), 'EX', ttl) end\n"
+    "  return {'OK', string.format('%d', v)}\n"
+    "end\n"
+    "redis.register_function('pathd_append', append)\n";
+
+/* Entries one XRANGE asks for. */
+#define PD__RANGE_COUNT 500
+
+struct pd_redis_log {
+    char host[256];
+    uint16_t port;
+    uint32_t timeout_ms;
+    char prefix[64];
+    uint32_t dedup_ttl_s;
+    void (*warn)(void *user, const char *msg);
+    void *warn_user;
+
+    pthread_mutex_t lock;         /* the change lock (pd_changelog_ops.lock) */
+    pthread_mutex_t conn_lock;    /* guards conn: appends and tails take turns */
+    redisContext *conn;           /* NULL: not connected (made by the next command) */
+    atomic_int failed;            /* final: the log refuses changes */
+    pd_status refusal;            /* the last refused append's (under lock) */
+    char why[256];                /* why the last append refused, or why it failed */
+    atomic_uint_fast64_t bytes;   /* record bytes replayed and appended */
+};
+
+/* ---- keys ------------------------------------------------------------------ */
+
+void pd_redis_log_stream_key(const pd_redis_log *rl, const char *scene, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s:{%s}:log", rl->prefix, scene);
+}
+
+/* ---- the connection --------------------------------------------------------- */
+
+/* Drops the connection (conn_lock held): the next command makes a new one. */
+static void pd__drop_conn(pd_redis_log *rl)
+{
+    if (rl->conn)
+        redisFree(rl->conn);
+    rl->conn = NULL;
+}
+
+/* A connection, with the library loaded (conn_lock held). 0, or -1 with
+ * the reason in err. */
+static int pd__connect(pd_redis_log *rl, char *err, size_t errlen)
+{
+    if (rl->conn)
+        return 0;
+    struct timeval tv = { (time_t)(rl->timeout_ms / 1000), (suseconds_t)(rl->timeout_ms % 1000) * 1000 };
+    redisContext *c = redisConnectWithTimeout(rl->host, rl->port, tv);
+    if (!c) {
+        snprintf(err, errlen, "Redis %.100s:%u: out of memory", rl->host, (unsigned)rl->port);
+        return -1;
+    }
+    if (c->err) {
+        snprintf(err, errlen, "Redis %.100s:%u cannot be reached: %s", rl->host, (unsigned)rl->port, c->errstr);
+        redisFree(c);
+        return -1;
+    }
+    /* Without a command timeout a Redis that stopped answering would hold
+     * the change lock, and every worker behind it, for ever. */
+    if (redisSetTimeout(c, tv) != REDIS_OK || redisEnableKeepAlive(c) != REDIS_OK) {
+        snprintf(err, errlen, "Redis %.100s:%u: cannot set the timeout: %s", rl->host, (unsigned)rl->port, c->errstr);
+        redisFree(c);
+        return -1;
+    }
+    redisReply *r = redisCommand(c, "FUNCTION LOAD REPLACE %s", PD__LIBRARY);
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errlen, "Redis %.100s:%u: FUNCTION LOAD of pathd's library failed: %s", rl->host,
+                 (unsigned)rl->port, r ? r->str : c->errstr);
+        if (r)
+            freeReplyObject(r);
+        redisFree(c);
+        return -1;
+    }
+    freeReplyObject(r);
+    rl->conn = c;
+    return 0;
+}
+
+/* One command (conn_lock held), connecting first when needed. The reply
+ * (never an error reply: those are turned into -1 with err), or NULL with
+ * the reason in err; *io is 1 when the connection failed (a retryable
+ * refusal), 0 when Redis answered with an error. */
+static redisReply *pd__command(pd_redis_log *rl, int argc, const char **argv, const size_t *argvlen, int *io,
+                               char *err, size_t errlen)
+{
+    *io = 1;
+    if (pd__connect(rl, err, errlen) != 0)
+        return NULL;
+    redisReply *r = redisCommandArgv(rl->conn, argc, argv, argvlen);
+    if (!r) {
+        snprintf(err, errlen, "Redis %.100s:%u: the connection failed: %s", rl->host, (unsigned)rl->port,
+                 rl->conn->errstr[0] ? rl->conn->errstr : "no answer");
+        pd__drop_conn(rl);
+        return NULL;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        *io = 0;
+        snprintf(err, errlen, "Redis %.100s:%u: %s: %s", rl->host, (unsigned)rl->port, argv[0], r->str);
+        freeReplyObject(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* ---- appends ----------------------------------------------------------------- */
+
+static int pd__reply_u64(const redisReply *r, uint64_t *out)
+{
+    if (!r || r->type != REDIS_REPLY_STRING || r->len == 0 || r->len > 20)
+        return -1;
+    char *end = NULL;
+    unsigned long long v = strtoull(r->str, &end, 10);
+    if (end != r->str + r->len)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+pd_status pd_redis_log_append(pd_redis_log *rl, const pd_redis_append *a, pd_redis_append_result *out)
+{
+    static const char *const ops[] = { "next", "new", "drop" };
+    memset(out, 0, sizeof *out);
+    if ((unsigned)a->op > PD_REDIS_DROP || !a->scene || !a->scene[0]) {
+        snprintf(out->message, sizeof out->message, "append: no such op, or no scene");
+        return out->status = PD_INVALID_ARGUMENT;
+    }
+    char stream[320], meta[320], dedup[640], seq[96], scenes[96], expected[24], made[24], ttl[16];
+    pd_redis_log_stream_key(rl, a->scene, stream, sizeof stream);
+    snprintf(meta, sizeof meta, "%s:{%s}:meta", rl->prefix, a->scene);
+    if (a->key)
+        snprintf(dedup, sizeof dedup, "%s:{%s}:idem:%s", rl->prefix, a->scene, a->key);
+    else
+        snprintf(dedup, sizeof dedup, "%s", meta);
+    snprintf(seq, sizeof seq, "%s:seq", rl->prefix);
+    snprintf(scenes, sizeof scenes, "%s:scenes", rl->prefix);
+    if (a->has_expected)
+        snprintf(expected, sizeof expected, "%" PRIu64, a->expected);
+    else
+        expected[0] = '\0';
+    snprintf(made, sizeof made, "%" PRIu64, a->version);
+    snprintf(ttl, sizeof ttl, "%" PRIu32, rl->dedup_ttl_s);
+    const char *argv[] = { "FCALL", "pathd_append", "5", stream, meta, dedup, seq, scenes, ops[a->op], expected,
+                           made, a->key ? "1" : "0", ttl, a->scene, (const char *)a->payload };
+    enum { ARGC = sizeof argv / sizeof *argv };
+    size_t argvlen[ARGC];
+    for (size_t i = 0; i + 1 < ARGC; i++)
+        argvlen[i] = strlen(argv[i]);
+    argvlen[ARGC - 1] = a->len; /* the record is binary: never strlen'ed */
+
+    int io = 0;
+    pthread_mutex_lock(&rl->conn_lock);
+    redisReply *r = pd__command(rl, ARGC, argv, argvlen, &io, out->message,
+                                sizeof out->message);
+    pthread_mutex_unlock(&rl->conn_lock);
+    if (!r)
+        /* Unreachable, or an error answer (out of memory with noeviction,
+         * a Redis that is loading): the FUNCTION ran whole or not at all,
+         * so nothing was appended by an error, and a retry may pass. */
+        return out->status = PD_OVERLOADED;
+    uint64_t v = 0;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+        pd__reply_u64(r->element[1], &v) != 0) {
+        snprintf(out->message, sizeof out->message, "Redis %.100s:%u: pathd_append answered something else", rl->host,
+                 (unsigned)rl->port);
+        freeReplyObject(r);
+        return out->status = PD_INTERNAL;
+    }
+    const char *what = r->element[0]->str;
+    out->version = v;
+    if (strcmp(what, "OK") == 0 || strcmp(what, "DUP") == 0) {
+        out->duplicate = what[0] == 'D';
+        out->status = PD_OK;
+    } else if (strcmp(what, "STALE") == 0) {
+        snprintf(out->message, sizeof out->message, "scene '%s': the log is at version %" PRIu64 ", not %" PRIu64,
+                 a->scene, v, a->expected);
+        out->status = PD_STALE_VERSION;
+    } else if (strcmp(what, "EXISTS") == 0) {
+        snprintf(out->message, sizeof out->message, "scene '%s': the log already has it, at version %" PRIu64,
+                 a->scene, v);
+        out->status = PD_SCENE_EXISTS;
+    } else if (strcmp(what, "GONE") == 0) {
+        snprintf(out->message, sizeof out->message, "scene '%s': the log has no live scene of that name", a->scene);
+        out->status = PD_UNKNOWN_SCENE;
+    } else {
+        snprintf(out->message, sizeof out->message, "Redis %.100s:%u: pathd_append answered '%s'", rl->host,
+                 (unsigned)rl->port, what);
+        out->status = PD_INTERNAL;
+    }
+    freeReplyObject(r);
+    if (out->status == PD_OK)
+        atomic_fetch_add(&rl->bytes, a->len);
+    return out->status;
+}
+
+/* ---- reading a stream ------------------------------------------------------------ */
+
+/* One entry of a stream: its global sequence and its record's payload. */
+typedef struct pd__entry {
+    uint64_t g;
+    uint8_t *payload;
+    size_t len;
+} pd__entry;
+
+typedef struct pd__entries {
+    pd__entry *v;
+    size_t n, cap;
+} pd__entries;
+
+static void pd__entries_free(pd__entries *e)
+{
+    for (size_t i = 0; i < e->n; i++)
+        free(e->v[i].payload);
+    free(e->v);
+    memset(e, 0, sizeof *e);
+}
+
+/* Takes one XRANGE entry ([id, [field, value, ...]]) into e; its id into
+ * last. 0, or -1 with err. */
+static int pd__take_entry(const redisReply *x, pd__entries *e, char last[64], char *err, size_t errlen)
+{
+    if (x->type != REDIS_REPLY_ARRAY || x->elements != 2 || x->element[0]->type != REDIS_REPLY_STRING ||
+        x->element[1]->type != REDIS_REPLY_ARRAY || x->element[0]->len >= 64) {
+        snprintf(err, errlen, "a stream entry of another shape");
+        return -1;
+    }
+    snprintf(last, 64, "%s", x->element[0]->str);
+    const redisReply *f = x->element[1];
+    const redisReply *g = NULL, *rec = NULL;
+    for (size_t i = 0; i + 1 < f->elements; i += 2) {
+        if (f->element[i]->type != REDIS_REPLY_STRING)
+            continue;
+        if (strcmp(f->element[i]->str, "g") == 0)
+            g = f->element[i + 1];
+        else if (strcmp(f->element[i]->str, "r") == 0)
+            rec = f->element[i + 1];
+    }
+    pd__entry en = { 0 };
+    if (!rec || rec->type != REDIS_REPLY_STRING || pd__reply_u64(g, &en.g) != 0) {
+        snprintf(err, errlen, "stream entry %s has no g or r field", last);
+        return -1;
+    }
+    if (e->n == e->cap) {
+        size_t cap = e->cap ? 2 * e->cap : 64;
+        pd__entry *v = realloc(e->v, cap * sizeof *v);
+        if (!v) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        e->v = v;
+        e->cap = cap;
+    }
+    en.len = rec->len;
+    if (!(en.payload = malloc(en.len ? en.len : 1))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    memcpy(en.payload, rec->str, en.len);
+    e->v[e->n++] = en;
+    return 0;
+}
+
+/* Every entry of the scene's stream, in order, appended to e. 0, or -1
+ * with err. */
+static int pd__read_stream(pd_redis_log *rl, const char *scene, pd__entries *e, char *err, size_t errlen)
+{
+    char key[320], start[72] = "-", count[16];
+    pd_redis_log_stream_key(rl, scene, key, sizeof key);
+    snprintf(count, sizeof count, "%d", PD__RANGE_COUNT);
+    int rc = 0;
+    pthread_mutex_lock(&rl->conn_lock);
+    for (;;) {
+        const char *argv[] = { "XRANGE", key, start, "+", "COUNT", count };
+        size_t argvlen[6];
+        for (int i = 0; i < 6; i++)
+            argvlen[i] = strlen(argv[i]);
+        int io;
+        redisReply *r = pd__command(rl, 6, argv, argvlen, &io, err, errlen);
+        if (!r || r->type != REDIS_REPLY_ARRAY) {
+            if (r) {
+                snprintf(err, errlen, "XRANGE %s answered something else", key);
+                freeReplyObject(r);
+            }
+            rc = -1;
+            break;
+        }
+        char last[64] = "";
+        for (size_t i = 0; i < r->elements && rc == 0; i++)
+            rc = pd__take_entry(r->element[i], e, last, err, errlen);
+        size_t got = r->elements;
+        freeReplyObject(r);
+        if (rc != 0 || got < PD__RANGE_COUNT)
+            break;
+        snprintf(start, sizeof start, "(%s", last); /* after the last one (Redis 6.2+) */
+    }
+    pthread_mutex_unlock(&rl->conn_lock);
+    return rc;
+}
+
+static int pd__entry_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const pd__entry *)a)->g, y = ((const pd__entry *)b)->g;
+    return x < y ? -1 : x > y;
+}
+
+/* ---- the change log ------------------------------------------------------------- */
+
+static int pd__rl_lock(void *log)
+{
+    pd_redis_log *rl = log;
+    pthread_mutex_lock(&rl->lock);
+    if (!atomic_load(&rl->failed))
+        return 0;
+    pthread_mutex_unlock(&rl->lock);
+    return -1;
+}
+
+static void pd__rl_unlock(void *log)
+{
+    pthread_mutex_unlock(&((pd_redis_log *)log)->lock);
+}
+
+/* The log and this pathd no longer agree: every later change is refused. */
+static void pd__fail(pd_redis_log *rl, const char *fmt, const char *why)
+{
+    char buf[sizeof rl->why];
+    snprintf(buf, sizeof buf, fmt, why);
+    memcpy(rl->why, buf, sizeof rl->why);
+    rl->refusal = PD_INTERNAL;
+    atomic_store(&rl->failed, 1);
+}
+
+static int pd__rl_append(void *log, const pd_journal_record *rec)
+{
+    pd_redis_log *rl = log;
+    pd_redis_append a = { .scene = rec->scene };
+    switch (rec->type) {
+    case PD_JOURNAL_UPDATE:
+    case PD_JOURNAL_RESET:
+        /* The registry made rec->version from rec->version - 1: the log
+         * must be there, or another writer went first. */
+        a.op = PD_REDIS_NEXT;
+        a.has_expected = 1;
+        a.expected = rec->version - 1;
+        break;
+    case PD_JOURNAL_SCENE:
+    case PD_JOURNAL_INSTANCE:
+        a.op = PD_REDIS_NEW;
+        a.version = rec->version;
+        break;
+    case PD_JOURNAL_DROP:
+        a.op = PD_REDIS_DROP;
+        a.has_expected = 1;
+        a.expected = rec->version;
+        break;
+    default:
+        pd__fail(rl, "%s", "a snapshot-only record cannot be appended to the Redis log");
+        return -1;
+    }
+    uint8_t *framed = NULL;
+    size_t len = 0;
+    if (pd_journal_encode(rec, &framed, &len) != 0) {
+        pd__fail(rl, "%s", "out of memory encoding a record");
+        return -1;
+    }
+    a.payload = framed + PD_JOURNAL_HEADER_BYTES;
+    a.len = len - PD_JOURNAL_HEADER_BYTES;
+    pd_redis_append_result res;
+    pd_status st = pd_redis_log_append(rl, &a, &res);
+    free(framed);
+    if (st == PD_OK && res.version == rec->version && !res.duplicate)
+        return 0;
+    if (st == PD_OK)
+        snprintf(res.message, sizeof res.message, "scene '%s': the log made version %" PRIu64 ", not %" PRIu64,
+                 rec->scene, res.version, rec->version);
+    if (st == PD_OVERLOADED && rec->type != PD_JOURNAL_DROP) {
+        /* Nothing served, nothing recorded: the client may try again. */
+        memcpy(rl->why, res.message, sizeof rl->why);
+        rl->refusal = PD_OVERLOADED;
+        return -1;
+    }
+    /* A drop is done before it is recorded, and a log past this pathd's
+     * version (another writer, or an append whose answer timed out after
+     * Redis took it) needs this pathd rebuilt from the log: the tailing
+     * replica's work, not yet here. */
+    pd__fail(rl, "the Redis log and this pathd disagree: %.160s; restart pathd to replay the log", res.message);
+    return -1;
+}
+
+static pd_status pd__rl_refusal(void *log)
+{
+    return ((pd_redis_log *)log)->refusal;
+}
+
+/* Redis makes an append durable before its answer as its appendfsync says
+ * (deploy with "always"): nothing is left for pathd to sync. */
+static int pd__rl_sync(void *log)
+{
+    (void)log;
+    return 0;
+}
+
+static int pd__rl_dirty(void *log)
+{
+    (void)log;
+    return 0;
+}
+
+static const char *pd__rl_why(void *log)
+{
+    return ((pd_redis_log *)log)->why;
+}
+
+static int pd__rl_failed(void *log)
+{
+    return atomic_load(&((pd_redis_log *)log)->failed);
+}
+
+/* A reload's state: the set's scenes built anew, and the names served. */
+typedef struct pd__rl_reload {
+    size_t n_built;
+    pd_scene **before;
+    size_t n_before;
+} pd__rl_reload;
+
+static void *pd__rl_reload_begin(void *log, pd_registry *r, const pd_scene_set *set)
+{
+    pd_redis_log *rl = log;
+    if (pd__rl_lock(rl) != 0)
+        return NULL;
+    pd__rl_reload *st = calloc(1, sizeof *st);
+    if (!st) {
+        pd__fail(rl, "%s", "out of memory recording a reload");
+        pd__rl_unlock(rl);
+        return NULL;
+    }
+    size_t kept = 0;
+    pd_scene_set_counts(set, &kept, &st->n_built);
+    st->n_before = pd_registry_list(r, &st->before);
+    return st;
+}
+
+/* A reload that kept every scene changed nothing the log holds. One that
+ * rebuilt or removed scenes would need RESET and DROP records a replica
+ * replays over its own config: not written yet, so the log fails rather
+ * than go on with a history that does not replay to what is served. */
+static void pd__rl_reload_end(void *log, pd_registry *r, void *state)
+{
+    pd_redis_log *rl = log;
+    pd__rl_reload *st = state;
+    size_t gone = 0;
+    for (size_t i = 0; i < st->n_before; i++) {
+        pd_scene *now = pd_registry_acquire(r, st->before[i]->name);
+        gone += now == NULL;
+        pd_scene_release(now);
+    }
+    if (st->n_built || gone)
+        pd__fail(rl, "%s", "a reload rebuilt or removed scenes, which the Redis log cannot record yet (issue 32)");
+    pd_registry_release_list(st->before, st->n_before);
+    free(st);
+    pd__rl_unlock(rl);
+}
+
+/* Every scene's stream, merged by the global sequence: the order the
+ * changes were served in. */
+static int pd__rl_replay(void *log, pd_registry *r, pd_world_store *ws, pd_journal_replay_stats *stats, char *err,
+                         size_t errlen)
+{
+    pd_redis_log *rl = log;
+    memset(stats, 0, sizeof *stats);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char scenes[96];
+    snprintf(scenes, sizeof scenes, "%s:scenes", rl->prefix);
+    const char *argv[] = { "SMEMBERS", scenes };
+    const size_t argvlen[] = { 8, strlen(scenes) };
+    int io;
+    pthread_mutex_lock(&rl->conn_lock);
+    redisReply *names = pd__command(rl, 2, argv, argvlen, &io, err, errlen);
+    pthread_mutex_unlock(&rl->conn_lock);
+    if (!names)
+        return -1;
+    pd__entries e = { 0 };
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < names->elements; i++) {
+        const redisReply *n = names->element[i];
+        if (n->type != REDIS_REPLY_STRING || n->len >= PD_CONF_MAX_NAME)
+            continue;
+        rc = pd__read_stream(rl, n->str, &e, err, errlen);
+        stats->files++;
+    }
+    freeReplyObject(names);
+    pd_journal_replayer *rp = rc == 0 ? pd_journal_replayer_create(r, ws) : NULL;
+    if (rc == 0 && !rp) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
+    }
+    if (rc == 0 && e.n) /* an empty log has no array to sort */
+        qsort(e.v, e.n, sizeof *e.v, pd__entry_cmp);
+    for (size_t i = 0; rc == 0 && i < e.n; i++) {
+        pd_journal_record rec;
+        char why_buf[256], msg[512];
+        if (pd_journal_decode(e.v[i].payload, e.v[i].len, &rec, why_buf, sizeof why_buf) != 0) {
+            snprintf(err, errlen, "record %" PRIu64 " does not decode: %s", e.v[i].g, why_buf);
+            rc = -1;
+            break;
+        }
+        const char *why = pd_journal_replay_one(rp, &rec, why_buf, sizeof why_buf);
+        if (why) {
+            stats->skipped++;
+            snprintf(msg, sizeof msg, "Redis log: record %" PRIu64 " (scene '%s', version %" PRIu64 ") skipped: %s",
+                     e.v[i].g, rec.scene, rec.version, why);
+            if (rl->warn)
+                rl->warn(rl->warn_user, msg);
+        } else {
+            stats->records++;
+        }
+        stats->bytes += e.v[i].len;
+        atomic_fetch_add(&rl->bytes, e.v[i].len);
+        pd_journal_record_free(&rec);
+    }
+    pd_journal_replayer_destroy(rp);
+    pd__entries_free(&e);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    stats->micros = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000u + (uint64_t)(t1.tv_nsec - t0.tv_nsec) / 1000u;
+    return rc;
+}
+
+/* The records of `name` after the last one that made `from` (the rules of
+ * pd_changelog_ops.tail; the stream holds the scene's whole history, as
+ * nothing trims it yet). */
+static int pd__rl_tail(void *log, const char *name, uint64_t from, pd_journal_tail_fn fn, void *user, char *err,
+                       size_t errlen)
+{
+    pd_redis_log *rl = log;
+    pd__entries e = { 0 };
+    if (pd__read_stream(rl, name, &e, err, errlen) != 0) {
+        pd__entries_free(&e);
+        return -1;
+    }
+    pd_journal_record *recs = e.n ? calloc(e.n, sizeof *recs) : NULL;
+    if (e.n && !recs) {
+        pd__entries_free(&e);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = 0;
+    size_t decoded = 0;
+    for (; decoded < e.n; decoded++) {
+        if (pd_journal_decode(e.v[decoded].payload, e.v[decoded].len, &recs[decoded], err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+    }
+    size_t start = SIZE_MAX;
+    for (size_t i = 0; rc == 0 && i < e.n; i++)
+        if (recs[i].type != PD_JOURNAL_DROP && recs[i].version == from)
+            start = i + 1;
+    /* Not found: the stream's start is the point `from` only with nothing
+     * before it (from 0), or when its first record is the update made on
+     * `from` (a config scene as loaded). */
+    if (rc == 0 && start == SIZE_MAX) {
+        if (from == 0 || (e.n && recs[0].type == PD_JOURNAL_UPDATE && recs[0].version == from + 1))
+            start = 0;
+        else
+            rc = 1;
+    }
+    for (size_t i = start; rc == 0 && i < e.n; i++)
+        if (fn(user, &recs[i]) != 0)
+            break;
+    for (size_t i = 0; i < decoded; i++)
+        pd_journal_record_free(&recs[i]);
+    free(recs);
+    pd__entries_free(&e);
+    return rc;
+}
+
+static int pd__rl_snapshot(void *log, pd_registry *r, char *err, size_t errlen)
+{
+    (void)log, (void)r;
+    snprintf(err, errlen, "the Redis log does not write snapshots yet (issue 32)");
+    return -1;
+}
+
+static int pd__rl_compact(void *log, char *err, size_t errlen)
+{
+    (void)log, (void)err, (void)errlen;
+    return 0;
+}
+
+static int pd__rl_wants_compaction(void *log)
+{
+    (void)log;
+    return 0;
+}
+
+static void pd__rl_sizes(void *log, uint64_t *log_bytes, uint64_t *snapshot_bytes)
+{
+    *log_bytes = atomic_load(&((pd_redis_log *)log)->bytes);
+    *snapshot_bytes = 0;
+}
+
+static void pd__rl_close(void *log)
+{
+    pd_redis_log_destroy(log);
+}
+
+static const pd_changelog_ops PD__REDIS_OPS = {
+    .lock = pd__rl_lock,
+    .unlock = pd__rl_unlock,
+    .append = pd__rl_append,
+    .refusal = pd__rl_refusal,
+    .sync = pd__rl_sync,
+    .dirty = pd__rl_dirty,
+    .why = pd__rl_why,
+    .failed = pd__rl_failed,
+    .reload_begin = pd__rl_reload_begin,
+    .reload_end = pd__rl_reload_end,
+    .replay = pd__rl_replay,
+    .tail = pd__rl_tail,
+    .snapshot = pd__rl_snapshot,
+    .compact = pd__rl_compact,
+    .wants_compaction = pd__rl_wants_compaction,
+    .sizes = pd__rl_sizes,
+    .close = pd__rl_close,
+};
+
+/* ---- life --------------------------------------------------------------------------- */
+
+pd_redis_log *pd_redis_log_create(const pd_redis_log_opts *opts, char *err, size_t errlen)
+{
+    if (!opts->host || !opts->host[0] || strlen(opts->host) >= sizeof ((pd_redis_log *)0)->host || !opts->prefix ||
+        !opts->prefix[0] || strlen(opts->prefix) >= sizeof ((pd_redis_log *)0)->prefix || opts->port == 0 ||
+        opts->timeout_ms == 0 || opts->dedup_ttl_s == 0) {
+        snprintf(err, errlen, "Redis log: a host, a port, a prefix, a timeout and a key TTL are needed");
+        return NULL;
+    }
+    pd_redis_log *rl = calloc(1, sizeof *rl);
+    if (!rl) {
+        snprintf(err, errlen, "Redis log: out of memory");
+        return NULL;
+    }
+    snprintf(rl->host, sizeof rl->host, "%s", opts->host);
+    snprintf(rl->prefix, sizeof rl->prefix, "%s", opts->prefix);
+    rl->port = opts->port;
+    rl->timeout_ms = opts->timeout_ms;
+    rl->dedup_ttl_s = opts->dedup_ttl_s;
+    rl->warn = opts->warn;
+    rl->warn_user = opts->warn_user;
+    rl->refusal = PD_INTERNAL;
+    pthread_mutex_init(&rl->lock, NULL);
+    pthread_mutex_init(&rl->conn_lock, NULL);
+    return rl;
+}
+
+void pd_redis_log_destroy(pd_redis_log *rl)
+{
+    if (!rl)
+        return;
+    pd__drop_conn(rl);
+    pthread_mutex_destroy(&rl->lock);
+    pthread_mutex_destroy(&rl->conn_lock);
+    free(rl);
+}
+
+pd_changelog pd_redis_changelog(pd_redis_log *rl)
+{
+    return (pd_changelog){ rl ? &PD__REDIS_OPS : NULL, rl };
+}
+
+pd_changelog pd_redis_log_open(const pd_redis_log_opts *opts, char *err, size_t errlen)
+{
+    return pd_redis_changelog(pd_redis_log_create(opts, err, errlen));
+}

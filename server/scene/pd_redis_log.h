@@ -1,0 +1,112 @@
+/*
+ * pd_redis_log.h - the store's change log (pd_store.h, pd_changelog) kept
+ * in Redis Streams, one Stream per scene, for replicas that share one log
+ * (issue 32; config "log": {"redis": "HOST:PORT"}).
+ *
+ * Every append is one FCALL of a Redis FUNCTION that pathd installs
+ * (FUNCTION LOAD REPLACE, the Lua library "pathd"): atomically, in one
+ * round trip, it answers a retried change by its idempotency key with the
+ * version it made the first time, refuses a change whose expected version
+ * is not the scene's version in the log (compare-and-set), gives the next
+ * dense version of the scene, and XADDs the record. The record is the file
+ * journal's encoding (pd_journal_encode's payload), so replay and tails use
+ * the same decoder and the same replay rules (pd_journal_replayer).
+ *
+ * Keys (PREFIX is the config's "log.prefix"; {NAME} is a hash tag, so a
+ * later Redis Cluster keeps a scene's keys in one slot):
+ *   PREFIX:{NAME}:log       the scene's Stream; entry id INC-VERSION, where
+ *                           INC counts the scene's incarnations (a drop ends
+ *                           one with id INC-0), fields v (the version), g
+ *                           (the global sequence) and r (the record)
+ *   PREFIX:{NAME}:meta      hash: v (version), inc, live (0 after a drop)
+ *   PREFIX:{NAME}:idem:KEY  the version an idempotency key made (TTL)
+ *   PREFIX:seq              the global sequence: replay merges the scenes'
+ *                           streams in the order the changes were served
+ *   PREFIX:scenes           set of the scene names that have a stream
+ * PREFIX:seq and PREFIX:scenes are not in a scene's slot: the log needs one
+ * Redis (or a Cluster without them, a later step).
+ *
+ * Layering: this file is in the scene layer and uses hiredis's blocking
+ * API only: the store appends on the thread that makes the change (a
+ * worker, under the log's lock), as the file journal writes, and replay
+ * and tails run off the loop. Nothing here touches libuv; the replica's
+ * tail (XREAD BLOCK on hiredis's libuv adapter) will live in server/net.
+ *
+ * Threads: one connection, guarded by its own mutex, so tails (any thread)
+ * and appends (under the change lock) take turns on it. A connection that
+ * failed is dropped and made again by the next command.
+ */
+#ifndef PD_REDIS_LOG_H
+#define PD_REDIS_LOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pd_status.h"
+#include "pd_store.h"
+
+typedef struct pd_redis_log_opts {
+    const char *host;             /* a name or an address (no brackets) */
+    uint16_t port;
+    uint32_t timeout_ms;          /* connect, and each command */
+    const char *prefix;           /* every key starts with "PREFIX:" */
+    uint32_t dedup_ttl_s;         /* how long an idempotency key is remembered */
+    /* Where replay reports a record it could not apply; may be NULL. */
+    void (*warn)(void *user, const char *msg);
+    void *warn_user;
+} pd_redis_log_opts;
+
+typedef struct pd_redis_log pd_redis_log;
+
+/* A log over opts (copied); it connects at its first command. NULL with
+ * the reason in err when memory ran out or opts cannot be used. */
+pd_redis_log *pd_redis_log_create(const pd_redis_log_opts *opts, char *err, size_t errlen);
+/* Frees the log and its connection; NULL is a no-op. */
+void pd_redis_log_destroy(pd_redis_log *rl);
+
+/* The log as the store's change log: its close is pd_redis_log_destroy. */
+pd_changelog pd_redis_changelog(pd_redis_log *rl);
+/* pd_redis_log_create as a change log (ops NULL with err when it failed). */
+pd_changelog pd_redis_log_open(const pd_redis_log_opts *opts, char *err, size_t errlen);
+
+/* What an append does to the scene's version. */
+typedef enum pd_redis_append_op {
+    PD_REDIS_NEXT = 0,            /* a new version: version + 1 (an update, a reload's RESET) */
+    PD_REDIS_NEW = 1,             /* a new incarnation at `version` (a new scene, an instance) */
+    PD_REDIS_DROP = 2,            /* the incarnation ends at the version it has */
+} pd_redis_append_op;
+
+typedef struct pd_redis_append {
+    const char *scene;
+    pd_redis_append_op op;
+    int has_expected;             /* 1: refuse unless the log's version is `expected` */
+    uint64_t expected;            /* NEXT of a scene the log has no live record of: the
+                                     version it has (a config scene as loaded), else 0 */
+    uint64_t version;             /* NEW: the version the new incarnation starts at */
+    const char *key;              /* the idempotency key, or NULL */
+    const uint8_t *payload;       /* the record (pd_journal_encode's payload) */
+    size_t len;
+} pd_redis_append;
+
+typedef struct pd_redis_append_result {
+    /* PD_OK (appended, or a duplicate); PD_OVERLOADED: retryable, Redis
+     * could not be reached or did not answer in time, nothing was applied
+     * by this call's answer (a timeout may still have reached Redis: a
+     * retry with the same key is safe); PD_STALE_VERSION: the log's version
+     * is not the expected one (version holds the log's); PD_SCENE_EXISTS:
+     * NEW of a live scene; PD_UNKNOWN_SCENE: DROP of one that is not live;
+     * PD_INTERNAL: an answer that makes no sense, or memory. */
+    pd_status status;
+    uint64_t version;             /* OK: the version made (a duplicate: the first time's) */
+    int duplicate;                /* OK: the key had been seen; nothing appended */
+    char message[256];            /* why, when status != PD_OK */
+} pd_redis_append_result;
+
+/* One append through the FUNCTION. Any thread; blocks for at most about
+ * two timeouts (a reconnect, then the command). Returns out->status. */
+pd_status pd_redis_log_append(pd_redis_log *rl, const pd_redis_append *a, pd_redis_append_result *out);
+
+/* The scene's stream key ("PREFIX:{NAME}:log") into buf. */
+void pd_redis_log_stream_key(const pd_redis_log *rl, const char *scene, char *buf, size_t len);
+
+#endif

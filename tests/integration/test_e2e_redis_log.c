@@ -1,0 +1,155 @@
+/*
+ * test_e2e_redis_log.c - the change log on Redis Streams (config "log",
+ * issue 32) through the real daemon and a redis-server of the test's own:
+ * a scene created, updated and instanced, the config's scene updated, then
+ * kill -9 of pathd right after an acknowledged update; a pathd started on
+ * the same Redis serves the same versions and cells. With Redis killed an
+ * update is answered the retryable OVERLOADED, nothing served; with Redis
+ * back (its AOF fsynced before each answer) the same update goes through
+ * at the next version, on the same pathd.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+
+#include "harness.h"
+#include "../unit/redis_server.h"
+
+typedef struct fixture {
+    redis_srv redis;
+    char extra[256];
+    pdi_daemon d;
+} fixture;
+
+static void start_pathd(fixture *f)
+{
+    snprintf(f->extra, sizeof f->extra, "\"log\": {\"redis\": \"127.0.0.1:%d\", \"timeout_ms\": 500},", f->redis.port);
+    pdi_limits l = { .extra_json = f->extra };
+    assert_int_equal(pdi_daemon_start(&f->d, &l), 0);
+    if (!pdi_log_contains(&f->d, "change log on Redis 127.0.0.1:")) {
+        pdi_print_log(&f->d);
+        fail_msg("no log line of the Redis change log's replay");
+    }
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    f->d.stderr_fd = f->d.log_fd = -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    pdi_daemon_cleanup(&f->d);
+    int rc = redis_srv_remove(&f->redis);
+    free(f);
+    return rc;
+}
+
+/* What a client sees of one scene: its version and cells. */
+static void scene_read(pdc_conn *c, const char *name, uint64_t *version, pdc_grid *g)
+{
+    pdc_scene_details info;
+    assert_int_equal(pdc_scene_info(c, name, &info), PDC_OK);
+    *version = info.version;
+    pdc_scene_details_free(&info);
+    assert_int_equal(pdc_scene_grid(c, name, 1, g), PDC_OK);
+}
+
+static int update_rect(pdc_conn *c, const char *scene, pdc_update_op op, int32_t x0, int32_t y0, int32_t x1,
+                       int32_t y1, uint64_t *version)
+{
+    pdc_update_req u = { .scene = scene, .is_rect = 1, .rect_min = { x0, y0 }, .rect_max = { x1, y1 }, .op = op };
+    pdc_update_result r;
+    int st = pdc_update_cells(c, &u, &r);
+    if (st == PDC_OK)
+        *version = r.version;
+    return st;
+}
+
+static void test_restart_and_redis_down(void **state)
+{
+    static const char *const names[] = { "arena", "arena-1", "rooms" };
+    fixture *f = *state;
+    redis_srv_start(&f->redis);
+    start_pathd(f);
+    pdc_conn *c = pdi_connect(&f->d);
+    assert_non_null(c);
+    uint8_t cells[32 * 24];
+    for (size_t i = 0; i < sizeof cells; i++)
+        cells[i] = (uint8_t)(i % 7 == 0 ? 0 : 1 + i % 5);
+    pdc_create_scene_req req = { .name = "arena", .width = 32, .height = 24, .cells = cells };
+    pdc_scene_change out;
+    assert_int_equal(pdc_create_scene(c, &req, &out), PDC_OK);
+    uint64_t v = 0;
+    assert_int_equal(update_rect(c, "arena", PDC_UPDATE_BLOCK, 2, 2, 9, 3, &v), PDC_OK);
+    assert_int_equal(v, 2);
+    assert_int_equal(pdc_create_instance(c, "arena-1", "arena", &out), PDC_OK);
+    assert_int_equal(update_rect(c, "arena-1", PDC_UPDATE_PASS, 2, 2, 4, 3, &v), PDC_OK);
+    assert_int_equal(update_rect(c, "rooms", PDC_UPDATE_BLOCK, 5, 5, 5, 8, &v), PDC_OK);
+    assert_int_equal(update_rect(c, "arena", PDC_UPDATE_BLOCK, 20, 10, 21, 12, &v), PDC_OK);
+    assert_int_equal(v, 3);
+    uint64_t before_v[3];
+    pdc_grid before[3];
+    for (int i = 0; i < 3; i++)
+        scene_read(c, names[i], &before_v[i], &before[i]);
+    pdc_close(c);
+
+    /* kill -9 right after the acknowledged update; a new pathd replays. */
+    assert_int_equal(pdi_daemon_signal(&f->d, SIGKILL), 0);
+    assert_int_equal(pdi_daemon_wait_exit(&f->d, 10000), 0);
+    pdi_daemon_cleanup(&f->d);
+    start_pathd(f);
+    c = pdi_connect(&f->d);
+    assert_non_null(c);
+    for (int i = 0; i < 3; i++) {
+        uint64_t after_v;
+        pdc_grid after;
+        scene_read(c, names[i], &after_v, &after);
+        if (after_v != before_v[i])
+            fail_msg("scene '%s': version %llu before, %llu after the restart", names[i],
+                     (unsigned long long)before_v[i], (unsigned long long)after_v);
+        assert_int_equal(after.width, before[i].width);
+        assert_int_equal(after.height, before[i].height);
+        assert_memory_equal(after.cells, before[i].cells, (size_t)after.width * (size_t)after.height);
+        pdc_grid_free(&after);
+        pdc_grid_free(&before[i]);
+    }
+
+    /* Redis down: retryable, nothing served; back: the same update goes
+     * through at the next version. */
+    redis_srv_stop(&f->redis, SIGKILL);
+    assert_int_equal(update_rect(c, "arena", PDC_UPDATE_PASS, 2, 2, 9, 3, &v), PDC_OVERLOADED);
+    assert_non_null(strstr(pdc_last_error(c), "try again"));
+    assert_int_equal(update_rect(c, "arena", PDC_UPDATE_PASS, 2, 2, 9, 3, &v), PDC_OVERLOADED);
+    uint64_t now_v;
+    pdc_grid now;
+    scene_read(c, "arena", &now_v, &now);
+    assert_int_equal(now_v, 3);
+    assert_int_equal(now.cells[2 * now.width + 2], 0); /* still blocked */
+    pdc_grid_free(&now);
+    redis_srv_start(&f->redis);
+    assert_int_equal(update_rect(c, "arena", PDC_UPDATE_PASS, 2, 2, 9, 3, &v), PDC_OK);
+    assert_int_equal(v, 4);
+    pdc_close(c);
+    assert_int_equal(pdi_daemon_stop(&f->d), 0);
+    pdi_daemon_cleanup(&f->d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_restart_and_redis_down, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

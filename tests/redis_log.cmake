@@ -1,0 +1,15 @@
+# Issue 32: the change log on Redis Streams (server/scene/pd_redis_log.c)
+# against a real redis-server the test starts on a loopback port with a
+# temporary directory, and stops (tests/unit/test_redis_log.c): the
+# FUNCTION's dense versions, deduplication and compare-and-set, tails, a
+# store replayed through it, Redis down. redis-server is in the test
+# package set (scripts/install-deps.sh test); without it the test fails,
+# naming the package.
+pd_test(NAME test_redis_log SOURCES unit/test_redis_log.c LIBS pathd_scene PkgConfig::HIREDIS LABELS sanitize
+        TIMEOUT 120)
+
+# The same log through the real daemon (config "log"): kill -9 of pathd and
+# a restart serve the same versions and cells; Redis killed -> OVERLOADED,
+# nothing served; Redis back -> the update goes through.
+pd_test(NAME test_e2e_redis_log SOURCES integration/test_e2e_redis_log.c
+        LIBS pathd_integ_harness PkgConfig::HIREDIS LABELS sanitize TIMEOUT 120)
