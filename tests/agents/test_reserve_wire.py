@@ -158,8 +158,12 @@ class ReserveWireTest(unittest.TestCase):
 
     def test_agents_through_the_door(self):
         rec = Recorder()
-        left = [(1, 1), (1, 3), (1, 5), (2, 2), (2, 4)]
-        right = [(10, 1), (10, 3), (10, 5), (9, 2), (9, 4)]
+        # Starts two cells apart at least: an agent planned earlier moves
+        # from its start at t0 and holds the cells its first move spans
+        # (a diagonal's bounding box), which must not be a start of an agent
+        # planned later - that agent would be START_BLOCKED, rightly.
+        left = [(1, 1), (1, 3), (1, 5), (3, 1), (3, 5)]
+        right = [(10, 1), (10, 3), (10, 5), (8, 1), (8, 5)]
         answers = []
         for i in range(5):   # left to right, and right to left, all at once
             answers.append(self.reserve(rec, "door", 1 + i, left[i], right[i], 0, window_ms=MAX_WINDOW_MS))
