@@ -264,7 +264,7 @@ typedef struct hog {
     const pdi_daemon *d;
     atomic_int stop;
     atomic_int ready;
-    int failed;
+    atomic_int failed;           /* written by the hog while the test reads it */
 } hog;
 
 /* Keeps the one worker and the one queue place taken with serpent
