@@ -217,7 +217,16 @@ uint8_t *pd_codec_encode_ack(uint64_t id, pd_status status, size_t *out_len);
 uint8_t *pd_codec_encode_scene_list(uint64_t id, pd_scene *const *scenes, size_t n, size_t *out_len);
 uint8_t *pd_codec_encode_scene_info(uint64_t id, const pd_scene *scene, size_t *out_len);
 uint8_t *pd_codec_encode_stats(uint64_t id, const pd_server_stats *stats, size_t *out_len);
-uint8_t *pd_codec_encode_pong(uint64_t id, uint64_t nonce, size_t *out_len);
+/* Whether this pathd takes traffic, as Pong.serving says it (values are the
+ * wire's ServingState). */
+typedef enum {
+    PD_SERVING = 1,
+    PD_NOT_SERVING = 2,
+    PD_SERVING_DRAINING = 3,
+} pd_serving;
+
+uint8_t *pd_codec_encode_pong(uint64_t id, uint64_t nonce, pd_serving serving,
+                              size_t *out_len);
 uint8_t *pd_codec_encode_limits(uint64_t id, const pd_codec_limits *limits, size_t *out_len);
 /* Auth accepted: Response{auth: AuthResult{role}}. */
 uint8_t *pd_codec_encode_auth(uint64_t id, const char *role, size_t *out_len);

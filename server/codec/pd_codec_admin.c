@@ -19,11 +19,13 @@ uint8_t *pd_codec_encode_ack(uint64_t id, pd_status status, size_t *out_len)
     return pd__encode_single(&resp, out_len);
 }
 
-uint8_t *pd_codec_encode_pong(uint64_t id, uint64_t nonce, size_t *out_len)
+uint8_t *pd_codec_encode_pong(uint64_t id, uint64_t nonce, pd_serving serving,
+                              size_t *out_len)
 {
     Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     Pathd__V1__Pong pong = PATHD__V1__PONG__INIT;
     pong.nonce = nonce;
+    pong.serving = (Pathd__V1__ServingState)serving;
     resp.id = id;
     resp.status = PATHD__V1__STATUS__OK;
     resp.final = 1;

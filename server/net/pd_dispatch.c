@@ -732,7 +732,7 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
         break;
     }
     case PD_REQ_PING:
-        buf = pd_codec_encode_pong(req->id, req->u.ping_nonce, &len);
+        buf = pd_codec_encode_pong(req->id, req->u.ping_nonce, PD_SERVING, &len);
         break;
     case PD_REQ_GET_LIMITS: {
         pd_codec_limits lim = {

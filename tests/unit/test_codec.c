@@ -8,6 +8,7 @@
  * and unpacked with protobuf-c again, so the tests check what a client
  * actually receives.
  */
+#define _GNU_SOURCE /* memmem */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1058,9 +1059,9 @@ static void test_stamp_timing_on_the_final_frame(void **state)
 
     /* One frame, nothing searched: search_us stays out. The Pong of
      * docs/PROTOCOL.md, section 8, byte for byte. */
-    static const uint8_t pong[] = {0x00, 0x00, 0x00, 0x0a, 0x08, 0x01, 0x18, 0x01,
-                                   0x72, 0x02, 0x08, 0x2a, 0x28, 0x23};
-    buf = pd_codec_encode_pong(1, 42, &len);
+    static const uint8_t pong[] = {0x00, 0x00, 0x00, 0x0c, 0x08, 0x01, 0x18, 0x01,
+                                   0x72, 0x04, 0x08, 0x2a, 0x10, 0x01, 0x28, 0x23};
+    buf = pd_codec_encode_pong(1, 42, PD_SERVING, &len);
     pd_codec_stamp_timing(&buf, &len, 35, 0);
     assert_int_equal(len, sizeof pong);
     assert_memory_equal(buf, pong, len);
@@ -1137,7 +1138,7 @@ static void test_encode_pong_and_stats(void **state)
     uint8_t *buf;
     frames fr;
     (void)state;
-    buf = pd_codec_encode_pong(5, 0xabcdef, &len);
+    buf = pd_codec_encode_pong(5, 0xabcdef, PD_SERVING, &len);
     unpack_frames(buf, len, &fr);
     assert_int_equal(fr.n, 1);
     assert_int_equal(fr.r[0]->id, 5);
@@ -1145,8 +1146,20 @@ static void test_encode_pong_and_stats(void **state)
     assert_true(fr.r[0]->final);
     assert_int_equal(fr.r[0]->body_case, PATHD__V1__RESPONSE__BODY_PONG);
     assert_int_equal(fr.r[0]->pong->nonce, 0xabcdef);
+    assert_int_equal(fr.r[0]->pong->serving, PATHD__V1__SERVING_STATE__SERVING);
     free_frames(&fr);
     free(buf);
+    /* The bytes HAProxy's tcp-check looks for (deploy/cluster): Ping{nonce 1}
+     * answered SERVING carries Pong 72 04 08 01 10 01. */
+    {
+        static const uint8_t want[] = {0x72, 0x04, 0x08, 0x01, 0x10, 0x01};
+        buf = pd_codec_encode_pong(9, 1, PD_SERVING, &len);
+        assert_non_null(memmem(buf, len, want, sizeof want));
+        free(buf);
+        buf = pd_codec_encode_pong(9, 1, PD_NOT_SERVING, &len);
+        assert_null(memmem(buf, len, want, sizeof want));
+        free(buf);
+    }
 
     buf = pd_codec_encode_stats(6, &s, &len);
     unpack_frames(buf, len, &fr);
