@@ -6,7 +6,7 @@ pd_test(NAME test_path
 
 pd_test(NAME test_pool
         SOURCES unit/test_pool.c
-        LIBS pathd_worker pathd_query
+        LIBS pathd_worker
         LABELS sanitize threaded
         TIMEOUT 600)
 

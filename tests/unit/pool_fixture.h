@@ -1,9 +1,9 @@
 /*
- * pool_fixture.h - what test_pool.c and test_query_pipeline.c share: the
- * hand-built scenes of the fixture (small, big with a walled-in corner,
- * corridor), FindPath jobs on them, a wake callback that can hold a worker
- * at a gate, collect(), which takes completed jobs off a pool with a hang
- * guard, and the checks of a cell path (octile, assert_cell_path). Static inline, like query_job.h, so each test binary takes
+ * pool_fixture.h - test_query_pipeline.c's fixture: the hand-built scenes
+ * (small, big with a walled-in corner, corridor), FindPath jobs on them,
+ * collect(), which takes completed jobs off a pool with a hang guard, and
+ * the checks of a cell path (octile, assert_cell_path). The wake callback
+ * and waits are pool_waker.h's. Static inline, like query_job.h, so each test binary takes
  * only what it uses.
  */
 #ifndef POOL_FIXTURE_H
@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "pd_pool.h"
+#include "pool_waker.h"
 #include "query_job.h"
 
 #define SMALL_SIDE 10
@@ -33,139 +34,23 @@
 #define BIG_SIDE 2000
 /* A one-row corridor longer than the worker's starting path buffer. */
 #define CORRIDOR_LEN 3000
-/* How long a test waits for results before failing: a guard against a
- * hang, not a measurement. Generous, because the TSan build runs the
- * searches many times slower: on the shared 2-core machine under parallel
- * ctest, test_jump_points_match_astar's exhaustive search of the big grid
- * outlasted 60 s there. */
-#define COLLECT_TIMEOUT_NS (240ull * 1000000000ull)
-
 static const double SQRT2 = 1.41421356237309504880;
 
-/* ---- wake callback with an optional gate ---- */
-
-typedef struct test_waker {
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    unsigned wakes;        /* times wake was called */
-    unsigned blocked;      /* workers waiting at the closed gate right now */
-    uint64_t last_wake_ns; /* pd_pool_now_ns() of the latest wake */
-    int gate_closed;
-} test_waker;
-
-static inline void waker_init(test_waker *w, int gate_closed)
+static inline void *collect_settle(pd_task *task)
 {
-    pthread_mutex_init(&w->lock, NULL);
-    pthread_cond_init(&w->cond, NULL);
-    w->wakes = 0;
-    w->blocked = 0;
-    w->last_wake_ns = 0;
-    w->gate_closed = gate_closed;
-}
-
-static inline void waker_destroy(test_waker *w)
-{
-    pthread_cond_destroy(&w->cond);
-    pthread_mutex_destroy(&w->lock);
-}
-
-static inline void waker_wake(void *user)
-{
-    test_waker *w = user;
-    pthread_mutex_lock(&w->lock);
-    w->wakes++;
-    w->last_wake_ns = pd_pool_now_ns();
-    pthread_cond_broadcast(&w->cond);
-    while (w->gate_closed) {
-        w->blocked++;
-        pthread_cond_broadcast(&w->cond);
-        pthread_cond_wait(&w->cond, &w->lock);
-        w->blocked--;
-    }
-    pthread_mutex_unlock(&w->lock);
-}
-
-static inline void waker_open_gate(test_waker *w)
-{
-    pthread_mutex_lock(&w->lock);
-    w->gate_closed = 0;
-    pthread_cond_broadcast(&w->cond);
-    pthread_mutex_unlock(&w->lock);
-}
-
-static inline unsigned waker_wakes(test_waker *w)
-{
-    pthread_mutex_lock(&w->lock);
-    unsigned n = w->wakes;
-    pthread_mutex_unlock(&w->lock);
-    return n;
-}
-
-static inline struct timespec abs_time_after_ms(long ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    ts.tv_sec += ms / 1000 + ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    return ts;
-}
-
-/* Waits until `count` workers sit at the closed gate. */
-static inline void waker_wait_blocked(test_waker *w, unsigned count)
-{
-    uint64_t give_up = pd_pool_now_ns() + COLLECT_TIMEOUT_NS;
-    pthread_mutex_lock(&w->lock);
-    while (w->blocked < count) {
-        assert_true(pd_pool_now_ns() < give_up);
-        struct timespec ts = abs_time_after_ms(10);
-        pthread_cond_timedwait(&w->cond, &w->lock, &ts);
-    }
-    pthread_mutex_unlock(&w->lock);
+    return qj_settled(task);
 }
 
 /* Takes completed jobs until `n` have arrived, in completion order. */
 static inline size_t collect(pd_pool *pool, test_waker *w, pd_job **out, size_t n)
 {
-    size_t got = 0;
-    uint64_t give_up = pd_pool_now_ns() + COLLECT_TIMEOUT_NS;
-    while (got < n) {
-        for (pd_task *task = pd_pool_take_completed(pool); task;) {
-            pd_task *next = task->next;
-            assert_true(got < n);
-            out[got++] = qj_settled(task);
-            task = next;
-        }
-        if (got >= n)
-            break;
-        assert_true(pd_pool_now_ns() < give_up);
-        pthread_mutex_lock(&w->lock);
-        struct timespec ts = abs_time_after_ms(5);
-        pthread_cond_timedwait(&w->cond, &w->lock, &ts);
-        pthread_mutex_unlock(&w->lock);
-    }
-    return got;
+    return collect_tasks(pool, w, (void **)out, n, collect_settle);
 }
 
 static inline void free_jobs(pd_job **jobs, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         pd_job_free(jobs[i]);
-}
-
-/* Polls the pool's statistics until `running` jobs are on a worker. */
-static inline void wait_running(pd_pool *pool, uint64_t running)
-{
-    uint64_t give_up = pd_pool_now_ns() + COLLECT_TIMEOUT_NS;
-    pd_pool_stats st;
-    for (;;) {
-        pd_pool_get_stats(pool, &st);
-        if (st.running >= running)
-            return;
-        assert_true(pd_pool_now_ns() < give_up);
-        struct timespec pause = {0, 1000000L};
-        nanosleep(&pause, NULL);
-    }
 }
 
 /* ---- scenes ---- */

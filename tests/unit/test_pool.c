@@ -1,19 +1,18 @@
 /*
- * test_pool.c - the worker pool (an executor of opaque tasks): queue
- * limits, key order, cancels, deadlines, ordered tasks, pausing, batched
- * completions, statistics, scratch trimming and teardown. The tasks are
- * FindPath jobs because they give a search that runs until stopped; what
- * the searches answer (costs, path shapes, JPS against A*) is
- * test_query_pipeline.c's.
+ * test_pool.c - the worker pool (pd_pool.h), an executor of opaque tasks:
+ * queue limits, key order, cancels, deadlines, pausing, teardown, batched
+ * completions, statistics and context trimming. The tasks are the test's
+ * own (the pool knows nothing of what it runs, and neither do these
+ * tests): a spin task counts steps of a checksum, polling its task every
+ * SPIN_POLL steps the way a search polls, and may grow its worker's
+ * context; one with steps SPIN_UNTIL_STOPPED runs until a cancel, a
+ * deadline or the pool's destroy stops it. What searches do on the pool
+ * (stopped part way, their contexts trimmed) is test_query_pipeline.c's.
  *
- * Scenes are built by hand (pd_scene is a public struct) so the tests need no
- * map files. To hold a worker still without sleeping, the wake callback can
- * be gated: a worker that has just finished a job blocks inside wake until
- * the test opens the gate, so jobs submitted meanwhile stay queued.
- *
- * Long searches run on a BIG_SIDE square open grid whose goal cell is
- * walled in: it is passable, so the search cannot refuse it up front, and it
- * is unreachable, so A* keeps expanding until something stops it.
+ * To hold a worker still without sleeping, the wake callback can be gated
+ * (pool_waker.h): a worker that has just finished a task blocks inside
+ * wake until the test opens the gate, so tasks submitted meanwhile stay
+ * queued.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,140 +21,292 @@
 
 #include <cmocka.h>
 
-#include <math.h>
 #include <pthread.h>
-#include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "pd_conf.h"
 #include "pd_pool.h"
-#include "pool_fixture.h"
-#include "query_job.h"
+#include "pool_waker.h"
 
-#define MAX_COLLECT 1024
+/* ---- the test's tasks and worker contexts ---- */
 
-/* Runs one short job on the big grid so the worker's thread is up and its
- * context has grown to that grid: a timed test then measures the search,
- * not a one-off allocation. */
-static void warm_up(pd_pool *pool, test_waker *w, pool_fixture *f)
+/* Steps between two polls of the task: a search polls every thousand
+ * expansions or so. */
+#define SPIN_POLL 1024u
+/* A spin task that runs until something stops it; it gives up by itself
+ * after SPIN_CAP steps (tens of seconds), so a stop that never comes fails
+ * the test (PD_OK where PD_CANCELLED was due) instead of hanging it. */
+#define SPIN_UNTIL_STOPPED UINT64_MAX
+#define SPIN_CAP (1ull << 36)
+
+/* Tasks alive (made and not yet freed): every task the pool took must come
+ * back to the test, whatever happened to it. */
+static atomic_long live_tasks;
+
+typedef struct spin_task {
+    pd_task task;              /* first: the pool hands back this pointer */
+    uint64_t steps;            /* to run, or SPIN_UNTIL_STOPPED */
+    uint64_t done;             /* steps run */
+    uint64_t sum;              /* the checksum of the steps run */
+    size_t grow;               /* bytes its worker's context holds while it runs */
+    int ran;                   /* the run function was called */
+} spin_task;
+
+/* The checksum of steps 0..n-1 from seed: what a spin task must return. */
+static uint64_t spin_sum(uint64_t seed, uint64_t n)
 {
-    submit_ok(pool, make_job(f->big, 0, 0, 0, 0, 5, 5));
-    pd_job *warm[1];
+    uint64_t x = seed, sum = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        sum += x >> 33;
+    }
+    return sum;
+}
+
+/* A worker's context: a buffer a task may grow, as a search grows its
+ * node pool. */
+typedef struct spin_ctx {
+    unsigned char *buf;
+    size_t bytes;
+} spin_ctx;
+
+static void *spin_ctx_create(void *user)
+{
+    (void)user;
+    return calloc(1, sizeof(spin_ctx));
+}
+
+static void spin_ctx_destroy(void *ctx)
+{
+    spin_ctx *c = ctx;
+    free(c->buf);
+    free(c);
+}
+
+/* Keeps at most *retained bytes (everything when user is NULL). */
+static size_t spin_ctx_trim(void *ctx, void *user)
+{
+    spin_ctx *c = ctx;
+    const size_t *retained = user;
+    if (retained && c->bytes > *retained) {
+        free(c->buf);
+        c->buf = *retained ? malloc(*retained) : NULL;
+        c->bytes = c->buf ? *retained : 0;
+    }
+    return sizeof *c + c->bytes;
+}
+
+static const pd_pool_thread_ops spin_ops = {spin_ctx_create, spin_ctx_destroy, spin_ctx_trim};
+
+static pd_status spin_run(pd_task *task, void *thread_ctx)
+{
+    spin_task *t = (spin_task *)task;
+    spin_ctx *c = thread_ctx;
+    t->ran = 1;
+    if (t->grow > c->bytes) {
+        unsigned char *grown = realloc(c->buf, t->grow);
+        if (!grown)
+            return PD_INTERNAL;
+        memset(grown, 1, t->grow); /* touched, as a search's nodes are */
+        c->buf = grown;
+        c->bytes = t->grow;
+    }
+    uint64_t limit = t->steps == SPIN_UNTIL_STOPPED ? SPIN_CAP : t->steps;
+    uint64_t x = task->tag;
+    while (t->done < limit) {
+        if (t->done % SPIN_POLL == 0) {
+            pd_status why = pd_task_interrupt(task);
+            if (why != PD_OK)
+                return why;
+        }
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        t->sum += x >> 33;
+        t->done++;
+    }
+    return PD_OK;
+}
+
+/* A spin task of `steps` for (owner, tag); the tag seeds its checksum. */
+static spin_task *spin_new(uint64_t owner, uint64_t tag, uint64_t steps)
+{
+    spin_task *t = calloc(1, sizeof *t);
+    assert_non_null(t);
+    pd_task_init(&t->task, spin_run);
+    t->task.owner = owner;
+    t->task.tag = tag;
+    t->steps = steps;
+    atomic_fetch_add(&live_tasks, 1);
+    return t;
+}
+
+static void spin_free(spin_task *t)
+{
+    if (t)
+        atomic_fetch_sub(&live_tasks, 1);
+    free(t);
+}
+
+static void spin_free_all(spin_task **tasks, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        spin_free(tasks[i]);
+}
+
+static void submit_ok(pd_pool *pool, spin_task *t)
+{
+    assert_int_equal(pd_pool_submit(pool, &t->task), PD_OK);
+}
+
+/* Takes completed tasks until `n` have arrived, in completion order. */
+static size_t collect(pd_pool *pool, test_waker *w, spin_task **out, size_t n)
+{
+    return collect_tasks(pool, w, (void **)out, n, NULL);
+}
+
+/* A pool of `threads` spin workers keeping `retained` bytes (NULL: all)
+ * and `cap` queue slots whose wake is w's (gate closed or open). */
+static pd_pool *pool_open(test_waker *w, unsigned threads, size_t cap, int gate_closed,
+                          size_t *retained)
+{
+    waker_init(w, gate_closed);
+    return pd_pool_create(threads, cap, &spin_ops, retained, waker_wake, w);
+}
+
+/* Destroys the pool, freeing the tasks it still held, and the waker. */
+static void pool_close(pd_pool *pool, test_waker *w)
+{
+    for (pd_task *t = pd_pool_destroy(pool); t;) {
+        pd_task *next = t->next;
+        spin_free((spin_task *)t);
+        t = next;
+    }
+    waker_destroy(w);
+}
+
+/* Runs one task of a million steps so the worker's thread is up and the
+ * pool has a mean task time to estimate queues with. */
+static void warm_up(pd_pool *pool, test_waker *w)
+{
+    submit_ok(pool, spin_new(0, 0, 1000000));
+    spin_task *warm[1];
     collect(pool, w, warm, 1);
     assert_int_equal(warm[0]->task.status, PD_OK);
-    free_jobs(warm, 1);
+    spin_free_all(warm, 1);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    atomic_store(&live_tasks, 0);
+    return 0;
+}
+
+/* Every task came back and was freed, whatever happened to it. */
+static int teardown(void **state)
+{
+    (void)state;
+    assert_int_equal(atomic_load(&live_tasks), 0);
+    return 0;
 }
 
 /* ---- tests ---- */
 
 static void test_bad_arguments(void **state)
 {
-    pool_fixture *f = *state;
-    assert_null(pd_pool_create(0, 4, &qj_thread_ops, NULL, NULL, NULL));
-    assert_null(pd_pool_create(1, 0, &qj_thread_ops, NULL, NULL, NULL));
+    (void)state;
+    assert_null(pd_pool_create(0, 4, &spin_ops, NULL, NULL, NULL));
+    assert_null(pd_pool_create(1, 0, &spin_ops, NULL, NULL, NULL));
+    pd_pool_thread_ops no_create = {NULL, spin_ctx_destroy, NULL};
+    assert_null(pd_pool_create(1, 4, &no_create, NULL, NULL, NULL));
 
-    pd_pool *pool = pd_pool_create(1, 4, &qj_thread_ops, NULL, NULL, NULL);
+    pd_pool *pool = pd_pool_create(1, 4, &spin_ops, NULL, NULL, NULL);
     assert_non_null(pool);
     assert_int_equal(pd_pool_submit(pool, NULL), PD_INVALID_ARGUMENT);
     /* A task with nothing to run is refused; the submitter still holds it. */
-    pd_job *no_run = qj_new();
-    assert_non_null(no_run);
+    spin_task *no_run = spin_new(1, 1, 1);
     no_run->task.run = NULL;
     assert_int_equal(pd_pool_submit(pool, &no_run->task), PD_INVALID_ARGUMENT);
-    pd_job_free(no_run);
-    /* A path query with no scene is the query layer's to refuse. */
-    pd_job *no_scene = run_now(qj_new());
-    assert_int_equal(no_scene->task.status, PD_INVALID_ARGUMENT);
-    pd_job_free(no_scene);
-    pd_job *job = make_job(f->small, 1, 1, 0, 0, 1, 1);
-    assert_int_equal(pd_pool_submit(NULL, &job->task), PD_INVALID_ARGUMENT);
-    pd_job_free(job);
+    spin_free(no_run);
+    spin_task *t = spin_new(1, 1, 1);
+    assert_int_equal(pd_pool_submit(NULL, &t->task), PD_INVALID_ARGUMENT);
+    spin_free(t);
     assert_int_equal(pd_pool_cancel(pool, 1, 1), 0);
-    qj_pool_destroy(pool);
+    assert_null(pd_pool_destroy(pool));
 }
 
-#define MANY_JOBS 600
-#define MANY_SIDE 24
+#define MANY_TASKS 600
 
-static void test_many_jobs_four_workers(void **state)
+static void test_many_tasks_four_workers(void **state)
 {
     (void)state;
-    pd_scene *scene = scene_open(MANY_SIDE, MANY_SIDE);
     test_waker w;
-    pd_pool *pool = pool_open(&w, 4, MANY_JOBS, 0);
+    pd_pool *pool = pool_open(&w, 4, MANY_TASKS, 0, NULL);
     assert_non_null(pool);
     /* Four workers on a machine with fewer cores is the case the yield is
-     * for: every job must still run once and come back once. */
+     * for: every task must still run once and come back once. */
     pd_pool_set_yield_interval(pool, 1);
 
     uint32_t seed = 12345;
-    for (uint64_t id = 0; id < MANY_JOBS; id++) {
-        int32_t c[4];
-        for (int k = 0; k < 4; k++) {
-            seed = seed * 1103515245u + 12345u;
-            c[k] = (int32_t)((seed >> 16) % MANY_SIDE);
-        }
-        pd_job *job = make_job(scene, id % 7, id, c[0], c[1], c[2], c[3]);
-        job->path_query.style = id % 2 ? PD_STYLE_CORNERS : PD_STYLE_CELLS;
-        submit_ok(pool, job);
+    for (uint64_t id = 0; id < MANY_TASKS; id++) {
+        seed = seed * 1103515245u + 12345u;
+        submit_ok(pool, spin_new(id % 7, id, 1000 + (seed >> 16) % 20000));
     }
 
-    static pd_job *done[MANY_JOBS];
-    static int seen[MANY_JOBS];
+    static spin_task *done[MANY_TASKS];
+    static int seen[MANY_TASKS];
     memset(seen, 0, sizeof seen);
-    collect(pool, &w, done, MANY_JOBS);
-    uint64_t expanded = 0;
-    for (size_t i = 0; i < MANY_JOBS; i++) {
-        pd_job *job = done[i];
-        assert_true(job->task.tag < MANY_JOBS);
-        assert_int_equal(seen[job->task.tag], 0);
-        seen[job->task.tag] = 1;
-        assert_int_equal(job->task.status, PD_OK);
-        assert_int_equal(job->task.owner, job->task.tag % 7);
-        assert_float_equal(job->path.metrics.cost, octile(job->path_query.params.start, job->path_query.params.goal), 1e-9);
-        if (job->path_query.style == PD_STYLE_CELLS)
-            assert_cell_path(job);
-        expanded += job->path.metrics.expanded;
+    collect(pool, &w, done, MANY_TASKS);
+    uint64_t steps = 0;
+    for (size_t i = 0; i < MANY_TASKS; i++) {
+        spin_task *t = done[i];
+        assert_true(t->task.tag < MANY_TASKS);
+        assert_int_equal(seen[t->task.tag], 0);
+        seen[t->task.tag] = 1;
+        assert_int_equal(t->task.status, PD_OK);
+        assert_int_equal(t->task.owner, t->task.tag % 7);
+        assert_int_equal(t->done, t->steps);
+        assert_int_equal(t->sum, spin_sum(t->task.tag, t->steps));
+        assert_true(t->task.finished_ns >= t->task.submitted_ns);
+        steps += t->done;
     }
-    /* Nothing more arrives: each job completed exactly once. */
+    /* Nothing more arrives: each task completed exactly once. */
     assert_null(pd_pool_take_completed(pool));
 
     unsigned wakes = waker_wakes(&w);
-    assert_true(wakes >= 1 && wakes <= MANY_JOBS);
+    assert_true(wakes >= 1 && wakes <= MANY_TASKS);
     pd_pool_stats st;
     pd_pool_get_stats(pool, &st);
     assert_int_equal(st.threads, 4);
+    assert_int_equal(st.threads_ready, 4);
     assert_int_equal(st.yield_interval_ns, 1);
     assert_int_equal(st.queue_depth, 0);
     assert_int_equal(st.running, 0);
-    assert_int_equal(st.tasks_done, MANY_JOBS);
-    assert_true(expanded > 0);
+    assert_int_equal(st.tasks_done, MANY_TASKS);
+    assert_true(steps > 0);
     assert_true(st.busy_ns > 0);
 
-    free_jobs(done, MANY_JOBS);
+    spin_free_all(done, MANY_TASKS);
     pool_close(pool, &w);
-    assert_int_equal(atomic_load(&scene->refs), 1);
-    pd_scene_release(scene);
 }
 
 static void test_queue_full_overloaded(void **state)
 {
-    pool_fixture *f = *state;
+    (void)state;
     test_waker w;
-    pd_pool *pool = pool_open(&w, 1, 2, 1);
+    pd_pool *pool = pool_open(&w, 1, 2, 1, NULL);
     assert_non_null(pool);
 
-    submit_ok(pool, make_job(f->small, 1, 1, 0, 0, 3, 3));
+    submit_ok(pool, spin_new(1, 1, 10));
     waker_wait_blocked(&w, 1);
-    submit_ok(pool, make_job(f->small, 1, 2, 0, 0, 4, 4));
-    submit_ok(pool, make_job(f->small, 1, 3, 0, 0, 5, 5));
-    pd_job *extra = make_job(f->small, 1, 4, 0, 0, 6, 6);
-    assert_int_equal(qj_submit(pool, extra), PD_OVERLOADED);
-    /* The caller still owns the refused job. */
+    submit_ok(pool, spin_new(1, 2, 10));
+    submit_ok(pool, spin_new(1, 3, 10));
+    spin_task *extra = spin_new(1, 4, 10);
+    assert_int_equal(pd_pool_submit(pool, &extra->task), PD_OVERLOADED);
+    /* The caller still owns the refused task, untouched. */
     assert_int_equal(extra->task.status, PD_OK);
-    assert_null(extra->path.path);
+    assert_false(extra->ran);
 
     pd_pool_stats st;
     pd_pool_get_stats(pool, &st);
@@ -164,22 +315,22 @@ static void test_queue_full_overloaded(void **state)
     assert_int_equal(st.tasks_done, 1);
 
     waker_open_gate(&w);
-    pd_job *done[3];
+    spin_task *done[3];
     collect(pool, &w, done, 3);
     /* One worker and a FIFO queue: results come back in submission order. */
     for (size_t i = 0; i < 3; i++) {
         assert_int_equal(done[i]->task.tag, i + 1);
         assert_int_equal(done[i]->task.status, PD_OK);
     }
-    free_jobs(done, 3);
+    spin_free_all(done, 3);
 
-    /* With room again, the refused job goes through. */
+    /* With room again, the refused task goes through. */
     submit_ok(pool, extra);
     collect(pool, &w, done, 1);
     assert_ptr_equal(done[0], extra);
     assert_int_equal(extra->task.status, PD_OK);
-    assert_float_equal(extra->path.metrics.cost, 6 * SQRT2, 1e-9);
-    free_jobs(done, 1);
+    assert_int_equal(extra->sum, spin_sum(4, 10));
+    spin_free_all(done, 1);
     pool_close(pool, &w);
 }
 
@@ -189,27 +340,25 @@ static void test_queue_full_overloaded(void **state)
  * between connections rests on. */
 static void test_keys_order_the_queue(void **state)
 {
-    pool_fixture *f = *state;
+    (void)state;
     test_waker w;
-    pd_pool *pool = pool_open(&w, 1, 16, 0);
+    pd_pool *pool = pool_open(&w, 1, 16, 0, NULL);
     assert_non_null(pool);
     pd_pool_set_paused(pool, 1);
     static const uint64_t keys[] = {5, 3, 9, 3, 1};
     for (uint64_t i = 0; i < 5; i++) {
-        pd_job *job = make_job(f->small, 1, i + 1, 0, 0, 3, 3);
-        job->task.key = keys[i];
-        submit_ok(pool, job);
+        spin_task *t = spin_new(1, i + 1, 10);
+        t->task.key = keys[i];
+        submit_ok(pool, t);
     }
     /* An update-like ordered task goes first, whatever the keys. */
-    pd_job *ord = make_job(f->small, 2, 99, 0, 0, 3, 3);
+    spin_task *ord = spin_new(2, 99, 10);
     ord->task.key = 100;
-    ord->task.owner = 2;
-    ord->task.tag = 99;
     ord->task.ordered = 1;
-    assert_int_equal(pd_pool_submit(pool, &ord->task), PD_OK);
+    submit_ok(pool, ord);
     assert_int_equal(pd_pool_virtual_time(pool), 0);
     pd_pool_set_paused(pool, 0);
-    pd_job *done[6];
+    spin_task *done[6];
     collect(pool, &w, done, 6);
     static const uint64_t want[] = {99, 5, 2, 4, 1, 3};
     for (size_t i = 0; i < 6; i++) {
@@ -219,7 +368,7 @@ static void test_keys_order_the_queue(void **state)
                      (unsigned long long)want[i]);
     }
     assert_int_equal(pd_pool_virtual_time(pool), 9);
-    free_jobs(done, 6);
+    spin_free_all(done, 6);
     pool_close(pool, &w);
 }
 
@@ -228,64 +377,69 @@ static void test_keys_order_the_queue(void **state)
  * go by; one with room to spare, or with no deadline, is queued. */
 static void test_deadline_refused_when_queue_outlasts_it(void **state)
 {
-    pool_fixture *f = *state;
+    (void)state;
     test_waker w;
-    pd_pool *pool = pool_open(&w, 1, 64, 0);
+    pd_pool *pool = pool_open(&w, 1, 64, 0, NULL);
     assert_non_null(pool);
-    warm_up(pool, &w, f); /* one finished task: a mean to estimate with */
+    warm_up(pool, &w); /* one finished task: a mean to estimate with */
     pd_pool_set_paused(pool, 1);
     for (uint64_t i = 1; i <= 32; i++)
-        submit_ok(pool, make_job(f->big, 1, i, 0, 0, 400, 400));
-    pd_job *late = make_job(f->small, 2, 100, 0, 0, 3, 3);
-    late->task.deadline_ns = pd_pool_now_ns() + 1000; /* 1 us: far less than 32 searches */
-    assert_int_equal(qj_submit(pool, late), PD_DEADLINE_EXCEEDED);
+        submit_ok(pool, spin_new(1, i, 100000));
+    spin_task *late = spin_new(2, 100, 10);
+    late->task.deadline_ns = pd_pool_now_ns() + 1000; /* 1 us: far less than 32 tasks */
+    assert_int_equal(pd_pool_submit(pool, &late->task), PD_DEADLINE_EXCEEDED);
+    assert_false(late->ran);
     late->task.deadline_ns = pd_pool_now_ns() + 60ull * 1000000000ull;
-    assert_int_equal(qj_submit(pool, late), PD_OK);
+    submit_ok(pool, late);
+    spin_task *none = spin_new(3, 101, 10); /* no deadline: always queued */
+    submit_ok(pool, none);
     pd_pool_set_paused(pool, 0);
-    pd_job *done[33];
-    collect(pool, &w, done, 33);
-    free_jobs(done, 33);
+    spin_task *done[34];
+    collect(pool, &w, done, 34);
+    for (size_t i = 0; i < 34; i++)
+        assert_int_equal(done[i]->task.status, PD_OK);
+    spin_free_all(done, 34);
     pool_close(pool, &w);
 }
 
 static void test_cancel_queued(void **state)
 {
-    pool_fixture *f = *state;
+    (void)state;
     test_waker w;
-    pd_pool *pool = pool_open(&w, 1, 8, 1);
+    pd_pool *pool = pool_open(&w, 1, 8, 1, NULL);
     assert_non_null(pool);
 
-    submit_ok(pool, make_job(f->small, 1, 1, 0, 0, 3, 3));
+    submit_ok(pool, spin_new(1, 1, 10));
     waker_wait_blocked(&w, 1);
-    submit_ok(pool, make_job(f->small, 1, 2, 0, 0, 9, 9));
-    submit_ok(pool, make_job(f->small, 1, 3, 0, 0, 9, 9));
-    submit_ok(pool, make_job(f->small, 2, 2, 0, 0, 9, 9));
+    submit_ok(pool, spin_new(1, 2, 10));
+    submit_ok(pool, spin_new(1, 3, 10));
+    submit_ok(pool, spin_new(2, 2, 10));
     /* Tasks may share an (owner, tag), as a Batch's items do: the cancel
      * reaches every one of them. */
-    submit_ok(pool, make_job(f->small, 1, 2, 0, 0, 9, 9));
+    submit_ok(pool, spin_new(1, 2, 10));
 
     assert_int_equal(pd_pool_cancel(pool, 1, 2), 1);
     assert_int_equal(pd_pool_cancel(pool, 1, 99), 0);
     assert_int_equal(pd_pool_cancel(pool, 3, 2), 0);
-    /* The finished job is no longer the pool's to cancel. */
+    /* The finished task is no longer the pool's to cancel. */
     assert_int_equal(pd_pool_cancel(pool, 1, 1), 0);
 
     waker_open_gate(&w);
-    pd_job *done[5];
+    spin_task *done[5];
     collect(pool, &w, done, 5);
     assert_int_equal(done[0]->task.status, PD_OK);
     assert_int_equal(done[1]->task.tag, 2);
     assert_int_equal(done[1]->task.owner, 1);
     assert_int_equal(done[1]->task.status, PD_CANCELLED);
-    assert_int_equal(done[1]->path.metrics.expanded, 0);
-    assert_null(done[1]->path.path);
+    assert_false(done[1]->ran);
     assert_int_equal(done[2]->task.status, PD_OK);
     assert_int_equal(done[3]->task.owner, 2);
     assert_int_equal(done[3]->task.status, PD_OK);
     assert_int_equal(done[4]->task.tag, 2);
     assert_int_equal(done[4]->task.owner, 1);
     assert_int_equal(done[4]->task.status, PD_CANCELLED);
-    free_jobs(done, 5);
+    assert_false(done[4]->ran);
+    spin_free_all(done, 5);
 
     pd_pool_stats st;
     pd_pool_get_stats(pool, &st);
@@ -293,103 +447,144 @@ static void test_cancel_queued(void **state)
     pool_close(pool, &w);
 }
 
+/* A running task that polls is stopped by a cancel, part way. */
 static void test_cancel_running(void **state)
 {
-    pool_fixture *f = *state;
+    (void)state;
     test_waker w;
-    pd_pool *pool = pool_open(&w, 1, 4, 0);
+    pd_pool *pool = pool_open(&w, 1, 4, 0, NULL);
     assert_non_null(pool);
 
-    submit_ok(pool, make_long_job(f, 5, 1));
+    submit_ok(pool, spin_new(5, 1, SPIN_UNTIL_STOPPED));
     wait_running(pool, 1);
     assert_int_equal(pd_pool_cancel(pool, 5, 1), 1);
-    pd_job *done[1];
+    spin_task *done[1];
     collect(pool, &w, done, 1);
     assert_int_equal(done[0]->task.status, PD_CANCELLED);
-    assert_null(done[0]->path.path);
-    free_jobs(done, 1);
+    assert_true(done[0]->ran);
+    assert_true(done[0]->done < SPIN_CAP);
+    spin_free_all(done, 1);
     pool_close(pool, &w);
 }
 
-/* cancel_conn reaches both the running job and the queued ones of that
- * connection, and leaves other connections alone. */
-static void test_cancel_conn(void **state)
+/* cancel_owner reaches both the running task and the queued ones of that
+ * owner, and leaves other owners alone. */
+static void test_cancel_owner(void **state)
 {
-    pool_fixture *f = *state;
+    (void)state;
     test_waker w;
-    pd_pool *pool = pool_open(&w, 1, 8, 0);
+    pd_pool *pool = pool_open(&w, 1, 8, 0, NULL);
     assert_non_null(pool);
 
-    submit_ok(pool, make_long_job(f, 7, 1));
+    submit_ok(pool, spin_new(7, 1, SPIN_UNTIL_STOPPED));
     wait_running(pool, 1);
-    submit_ok(pool, make_job(f->small, 7, 2, 0, 0, 9, 9));
-    submit_ok(pool, make_job(f->small, 8, 1, 0, 0, 9, 9));
-    submit_ok(pool, make_job(f->small, 7, 3, 0, 0, 9, 9));
+    submit_ok(pool, spin_new(7, 2, 10));
+    submit_ok(pool, spin_new(8, 1, 10));
+    submit_ok(pool, spin_new(7, 3, 10));
     pd_pool_cancel_owner(pool, 7);
 
-    pd_job *done[4];
+    spin_task *done[4];
     collect(pool, &w, done, 4);
     for (size_t i = 0; i < 4; i++) {
         if (done[i]->task.owner == 7) {
             assert_int_equal(done[i]->task.status, PD_CANCELLED);
-            assert_null(done[i]->path.path);
+            assert_true(done[i]->done < SPIN_CAP);
         } else {
             assert_int_equal(done[i]->task.status, PD_OK);
-            assert_float_equal(done[i]->path.metrics.cost, 9 * SQRT2, 1e-9);
+            assert_int_equal(done[i]->sum, spin_sum(1, 10));
         }
     }
-    free_jobs(done, 4);
+    spin_free_all(done, 4);
     pool_close(pool, &w);
 }
 
 static void test_deadline_already_passed(void **state)
 {
-    pool_fixture *f = *state;
+    (void)state;
     test_waker w;
-    pd_pool *pool = pool_open(&w, 1, 4, 0);
+    pd_pool *pool = pool_open(&w, 1, 4, 0, NULL);
     assert_non_null(pool);
 
-    pd_job *late = make_job(f->small, 1, 1, 0, 0, 9, 9);
+    spin_task *late = spin_new(1, 1, 10);
     late->task.deadline_ns = pd_pool_now_ns() - 1;
     submit_ok(pool, late);
-    pd_job *in_time = make_job(f->small, 1, 2, 0, 0, 9, 9);
+    spin_task *in_time = spin_new(1, 2, 10);
     in_time->task.deadline_ns = pd_pool_now_ns() + COLLECT_TIMEOUT_NS;
     submit_ok(pool, in_time);
 
-    pd_job *done[2];
+    spin_task *done[2];
     collect(pool, &w, done, 2);
     assert_ptr_equal(done[0], late);
     assert_int_equal(late->task.status, PD_DEADLINE_EXCEEDED);
-    assert_int_equal(late->path.metrics.expanded, 0);
-    assert_null(late->path.path);
+    assert_false(late->ran);
     assert_int_equal(in_time->task.status, PD_OK);
-    free_jobs(done, 2);
+    assert_int_equal(in_time->sum, spin_sum(2, 10));
+    spin_free_all(done, 2);
     pool_close(pool, &w);
 }
 
-/* A search that would exhaust four million cells (170-250 ms in an
- * optimised build) stops at its deadline, part way through. */
+/* A task that would run until stopped stops at its deadline, part way,
+ * and not before it. */
 #define SHORT_DEADLINE_NS (20ull * 1000000ull)
 
-static void test_deadline_stops_long_search(void **state)
+static void test_deadline_stops_running_task(void **state)
 {
-    pool_fixture *f = *state;
+    (void)state;
     test_waker w;
-    pd_pool *pool = pool_open(&w, 1, 4, 0);
+    pd_pool *pool = pool_open(&w, 1, 4, 0, NULL);
     assert_non_null(pool);
 
-    warm_up(pool, &w, f);
-    pd_job *job = make_long_job(f, 1, 1);
-    job->task.deadline_ns = pd_pool_now_ns() + SHORT_DEADLINE_NS;
-    submit_ok(pool, job);
-    pd_job *done[1];
+    spin_task *t = spin_new(1, 1, SPIN_UNTIL_STOPPED);
+    t->task.deadline_ns = pd_pool_now_ns() + SHORT_DEADLINE_NS;
+    submit_ok(pool, t);
+    spin_task *done[1];
     collect(pool, &w, done, 1);
-    assert_int_equal(job->task.status, PD_DEADLINE_EXCEEDED);
-    assert_true(job->path.metrics.expanded > 0);
-    assert_true(job->path.metrics.expanded < (uint64_t)BIG_SIDE * BIG_SIDE);
-    assert_true(job->task.finished_ns >= job->task.deadline_ns);
-    assert_null(job->path.path);
-    free_jobs(done, 1);
+    assert_int_equal(t->task.status, PD_DEADLINE_EXCEEDED);
+    assert_true(t->ran);
+    assert_true(t->done > 0 && t->done < SPIN_CAP);
+    assert_true(t->task.finished_ns >= t->task.deadline_ns);
+    spin_free_all(done, 1);
+    pool_close(pool, &w);
+}
+
+/* A paused pool starts no task; a cancelled task still comes back while
+ * paused, and resuming runs the rest. */
+static void test_pause_holds_work(void **state)
+{
+    (void)state;
+    test_waker w;
+    pd_pool *pool = pool_open(&w, 2, 8, 0, NULL);
+    assert_non_null(pool);
+    pd_pool_set_paused(pool, 1);
+    spin_task *mine[4];
+    for (uint64_t id = 1; id <= 4; id++)
+        submit_ok(pool, mine[id - 1] = spin_new(7, id, 10));
+
+    pd_pool_stats st;
+    pd_pool_get_stats(pool, &st);
+    assert_int_equal(st.queue_depth, 4);
+
+    assert_int_equal(pd_pool_cancel(pool, 7, 3), 1);
+    spin_task *done[4];
+    collect(pool, &w, done, 1);
+    assert_int_equal(done[0]->task.tag, 3);
+    assert_int_equal(done[0]->task.status, PD_CANCELLED);
+    pd_pool_get_stats(pool, &st);
+    assert_int_equal(st.queue_depth, 3);
+    assert_int_equal(st.tasks_done, 1);
+    /* Nothing else ran while paused. */
+    for (size_t i = 0; i < 4; i++)
+        assert_false(mine[i]->ran);
+    spin_free_all(done, 1);
+
+    pd_pool_set_paused(pool, 0);
+    collect(pool, &w, done, 3);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_not_equal(done[i]->task.tag, 3);
+        assert_int_equal(done[i]->task.status, PD_OK);
+        assert_true(done[i]->ran);
+    }
+    spin_free_all(done, 3);
     pool_close(pool, &w);
 }
 
@@ -407,70 +602,61 @@ static void *open_gate_later(void *arg)
     return NULL;
 }
 
-/* Destroy with jobs queued, one waiting to be taken and workers busy: every
- * job is freed (the scene's reference count returns to the fixture's one,
- * and ASan would report any leak). */
-/* A paused pool starts no search; a cancelled job still gets its answer
- * while paused, and resuming runs the rest in order. */
-static void test_pause_holds_work(void **state)
+/* Destroy with tasks queued, some waiting to be taken and workers held in
+ * wake: destroy waits for the gate and hands back every task it held, so
+ * each is freed (the teardown counts them; ASan would report a leak). */
+static void test_destroy_with_queued_tasks(void **state)
 {
-    pool_fixture *f = *state;
+    (void)state;
     test_waker w;
-    pd_pool *pool = pool_open(&w, 2, 8, 0);
-    assert_non_null(pool);
-    pd_pool_set_paused(pool, 1);
-    for (uint64_t id = 1; id <= 4; id++)
-        submit_ok(pool, make_job(f->small, 7, id, 0, 0, 9, 9));
-
-    pd_pool_stats st;
-    pd_pool_get_stats(pool, &st);
-    assert_int_equal(st.queue_depth, 4);
-
-    assert_int_equal(pd_pool_cancel(pool, 7, 3), 1);
-    pd_job *done[4];
-    collect(pool, &w, done, 1);
-    assert_int_equal(done[0]->task.tag, 3);
-    assert_int_equal(done[0]->task.status, PD_CANCELLED);
-    pd_pool_get_stats(pool, &st);
-    assert_int_equal(st.queue_depth, 3);
-    assert_int_equal(st.tasks_done, 1);
-    free_jobs(done, 1);
-
-    pd_pool_set_paused(pool, 0);
-    collect(pool, &w, done, 3);
-    size_t ok = 0;
-    for (size_t i = 0; i < 3; i++) {
-        assert_int_not_equal(done[i]->task.tag, 3);
-        ok += done[i]->task.status == PD_OK;
-    }
-    assert_int_equal(ok, 3);
-    free_jobs(done, 3);
-    pool_close(pool, &w);
-}
-
-static void test_destroy_with_queued_jobs(void **state)
-{
-    pool_fixture *f = *state;
-    test_waker w;
-    pd_pool *pool = pool_open(&w, 2, 16, 1);
+    pd_pool *pool = pool_open(&w, 2, 16, 1, NULL);
     assert_non_null(pool);
 
-    submit_ok(pool, make_job(f->small, 1, 1, 0, 0, 3, 3));
-    submit_ok(pool, make_job(f->small, 1, 2, 0, 0, 4, 4));
+    submit_ok(pool, spin_new(1, 1, 10));
+    submit_ok(pool, spin_new(1, 2, 10));
     /* One worker may run both before it hands them over in one batch. */
     waker_wait_blocked(&w, 1);
     for (uint64_t id = 3; id < 12; id++)
-        submit_ok(pool, make_job(f->small, 1, id, 0, 0, 9, 9));
-    assert_true(atomic_load(&f->small->refs) > 1);
+        submit_ok(pool, spin_new(1, id, 10));
+    assert_int_equal(atomic_load(&live_tasks), 11);
 
     /* Workers are held in wake, so destroy must wait for the gate; open it
      * from another thread while destroy is joining. */
     gate_opener g = {&w, 50};
     pthread_t opener;
     assert_int_equal(pthread_create(&opener, NULL, open_gate_later, &g), 0);
-    qj_pool_destroy(pool);
+    pool_close(pool, &w);
     pthread_join(opener, NULL);
-    assert_int_equal(atomic_load(&f->small->refs), 1);
+    assert_int_equal(atomic_load(&live_tasks), 0);
+}
+
+/* Destroy does not wait for a running task to finish on its own: it stops
+ * it at its next poll. The running task comes back CANCELLED part way and
+ * the queued one never ran; the running one's completion is the one wake. */
+static void test_destroy_stops_running_task(void **state)
+{
+    (void)state;
+    test_waker w;
+    pd_pool *pool = pool_open(&w, 1, 4, 0, NULL);
+    assert_non_null(pool);
+
+    spin_task *running = spin_new(1, 1, SPIN_UNTIL_STOPPED);
+    spin_task *queued = spin_new(1, 2, SPIN_UNTIL_STOPPED);
+    submit_ok(pool, running);
+    submit_ok(pool, queued);
+    wait_running(pool, 1);
+    size_t left = 0;
+    for (pd_task *t = pd_pool_destroy(pool); t; left++)
+        t = t->next;
+    assert_int_equal(left, 2);
+    assert_int_equal(running->task.status, PD_CANCELLED);
+    assert_true(running->ran);
+    assert_true(running->done > 0 && running->done < SPIN_CAP);
+    assert_int_equal(queued->task.status, PD_CANCELLED);
+    assert_false(queued->ran);
+    assert_int_equal(waker_wakes(&w), 1);
+    spin_free(running);
+    spin_free(queued);
     waker_destroy(&w);
 }
 
@@ -497,7 +683,7 @@ static void test_completions_come_back_in_batches(void **state)
     enum { N = 48 };
     (void)state;
     test_waker w;
-    pd_pool *pool = pool_open(&w, 1, N, 0);
+    pd_pool *pool = pool_open(&w, 1, N, 0, NULL);
     assert_non_null(pool);
     atomic_uint runs;
     atomic_init(&runs, 0);
@@ -520,12 +706,8 @@ static void test_completions_come_back_in_batches(void **state)
             got++;
         }
         assert_true(pd_pool_now_ns() < give_up);
-        if (got < N) {
-            pthread_mutex_lock(&w.lock);
-            struct timespec ts = abs_time_after_ms(5);
-            pthread_cond_timedwait(&w.cond, &w.lock, &ts);
-            pthread_mutex_unlock(&w.lock);
-        }
+        if (got < N)
+            waker_wait_a_moment(&w);
     }
     assert_int_equal(atomic_load(&runs), N);
     assert_true(waker_wakes(&w) < N / 4);
@@ -558,12 +740,8 @@ static pd_task *take_completed_within(pd_pool *pool, test_waker *w, uint64_t tim
 {
     pd_task *done;
     uint64_t give_up = pd_pool_now_ns() + timeout_ns;
-    while (!(done = pd_pool_take_completed(pool)) && pd_pool_now_ns() < give_up) {
-        pthread_mutex_lock(&w->lock);
-        struct timespec ts = abs_time_after_ms(5);
-        pthread_cond_timedwait(&w->cond, &w->lock, &ts);
-        pthread_mutex_unlock(&w->lock);
-    }
+    while (!(done = pd_pool_take_completed(pool)) && pd_pool_now_ns() < give_up)
+        waker_wait_a_moment(w);
     return done;
 }
 
@@ -575,7 +753,7 @@ static void test_hand_over_at_once_is_not_batched(void **state)
 {
     (void)state;
     test_waker w;
-    pd_pool *pool = pool_open(&w, 1, 4, 0);
+    pd_pool *pool = pool_open(&w, 1, 4, 0, NULL);
     assert_non_null(pool);
     atomic_uint runs;
     atomic_init(&runs, 0);
@@ -615,91 +793,46 @@ static void test_hand_over_at_once_is_not_batched(void **state)
     waker_destroy(&w);
 }
 
-/* Destroy does not wait for a long search to finish on its own: it stops it
- * at the next poll, a thousand expansions away. The running search comes
- * back CANCELLED part way through the grid (a search left to run would
- * exhaust all of it and answer NO_PATH) and the queued one never ran.
- * Judged by the search's own expansion count, not by a wall-clock bound,
- * which a loaded machine (parallel ctest beside a CPU hog) can blow by
- * descheduling the worker; exhausting the grid takes 4 M expansions. */
-static void test_destroy_stops_running_search(void **state)
-{
-    pool_fixture *f = *state;
-    test_waker w;
-    pd_pool *pool = pool_open(&w, 1, 4, 0);
-    assert_non_null(pool);
-    warm_up(pool, &w, f);
-
-    pd_job *running = make_long_job(f, 1, 1), *queued = make_long_job(f, 1, 2);
-    submit_ok(pool, running);
-    submit_ok(pool, queued);
-    wait_running(pool, 1);
-    size_t left = 0;
-    for (pd_task *t = pd_pool_destroy(pool); t; left++) {
-        pd_task *next = t->next;
-        qj_settled(t);
-        t = next;
-    }
-    assert_int_equal(left, 2);
-    assert_int_equal(running->task.status, PD_CANCELLED);
-    assert_true(running->path.metrics.expanded > 0);
-    assert_true(running->path.metrics.expanded < (uint64_t)BIG_SIDE * BIG_SIDE);
-    assert_null(running->path.path);
-    assert_int_equal(queued->task.status, PD_CANCELLED);
-    assert_int_equal(queued->path.metrics.expanded, 0);
-    /* The running search completed (one more wake); the queued one never ran. */
-    assert_int_equal(waker_wakes(&w), 2);
-    pd_job_free(running);
-    pd_job_free(queued);
-    assert_int_equal(atomic_load(&f->big->refs), 1);
-    waker_destroy(&w);
-}
-
-/* Runs one long job (A* across the big grid, or jump point search) on a
- * fresh 2-worker pool keeping `retained` bytes per worker; returns the
- * pool's statistics after it, checking the path. */
-static pd_pool_stats run_long_and_stat(pool_fixture *f, size_t *retained, int jump_points)
+/* Runs one task growing its worker's context to `grow` bytes on a fresh
+ * 2-worker pool keeping `retained` bytes per worker; returns the pool's
+ * statistics after it. */
+static pd_pool_stats run_growing_and_stat(size_t grow, size_t *retained)
 {
     test_waker w;
-    waker_init(&w, 0);
-    pd_pool *pool = pd_pool_create(2, 8, &qj_thread_ops, retained, waker_wake, &w);
+    pd_pool *pool = pool_open(&w, 2, 8, 0, retained);
     assert_non_null(pool);
     pd_pool_stats st;
     pd_pool_get_stats(pool, &st);
-    /* Nothing sized for any grid before the first task. */
-    assert_true(st.context_bytes_max < 64 * 1024);
+    /* Nothing grown before the first task. */
+    assert_true(st.context_bytes_max < 1024);
 
-    pd_job *job = make_job(f->big, 1, 1, 0, 0, BIG_SIDE - 3, BIG_SIDE - 1);
-    job->jump_points = jump_points;
-    submit_ok(pool, job);
-    pd_job *done[1];
+    spin_task *t = spin_new(1, 1, 10);
+    t->grow = grow;
+    submit_ok(pool, t);
+    spin_task *done[1];
     collect(pool, &w, done, 1);
-    assert_int_equal(job->task.status, PD_OK);
-    assert_cell_path(job);
-    assert_float_equal(job->path.metrics.cost, octile(job->path_query.params.start, job->path_query.params.goal), 1e-9);
+    assert_int_equal(t->task.status, PD_OK);
     pd_pool_get_stats(pool, &st);
-    free_jobs(done, 1);
+    spin_free_all(done, 1);
     pool_close(pool, &w);
     return st;
 }
 
-/* A worker's context grows with its search and, after the task and before
+/* A worker's context grows with its task and, after the task and before
  * it completes, gives back whatever exceeds the retained size: with
- * everything kept the long search leaves megabytes behind, with 256 KiB
- * retained the statistics show at most that, for A* and for jump points. */
+ * everything kept the statistics show the megabytes the task grew, with
+ * 256 KiB retained at most that. */
 static void test_workers_trim_contexts(void **state)
 {
-    pool_fixture *f = *state;
-    size_t retained = 256 * 1024;
-    for (int jps = 0; jps <= 1; jps++) {
-        pd_pool_stats kept = run_long_and_stat(f, NULL, jps);
-        assert_true(kept.context_bytes_max > retained);
-        assert_true(kept.context_bytes >= kept.context_bytes_max);
-        pd_pool_stats trimmed = run_long_and_stat(f, &retained, jps);
-        assert_true(trimmed.context_bytes_max <= retained);
-        assert_true(trimmed.context_bytes <= 2 * retained);
-        assert_true(trimmed.context_bytes_max > 0);
-    }
+    (void)state;
+    size_t retained = 256 * 1024, grow = 4u << 20;
+    pd_pool_stats kept = run_growing_and_stat(grow, NULL);
+    assert_true(kept.context_bytes_max >= grow);
+    assert_true(kept.context_bytes >= kept.context_bytes_max);
+    pd_pool_stats trimmed = run_growing_and_stat(grow, &retained);
+    assert_true(trimmed.context_bytes_max <= retained + sizeof(spin_ctx));
+    assert_true(trimmed.context_bytes_max >= retained);
+    assert_true(trimmed.context_bytes <= 2 * (retained + sizeof(spin_ctx)));
 }
 
 int main(void)
@@ -708,18 +841,18 @@ int main(void)
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_completions_come_back_in_batches),
         cmocka_unit_test(test_hand_over_at_once_is_not_batched),
-        cmocka_unit_test(test_many_jobs_four_workers),
+        cmocka_unit_test(test_many_tasks_four_workers),
         cmocka_unit_test(test_queue_full_overloaded),
         cmocka_unit_test(test_keys_order_the_queue),
         cmocka_unit_test(test_deadline_refused_when_queue_outlasts_it),
         cmocka_unit_test(test_cancel_queued),
         cmocka_unit_test(test_cancel_running),
-        cmocka_unit_test(test_cancel_conn),
+        cmocka_unit_test(test_cancel_owner),
         cmocka_unit_test(test_deadline_already_passed),
-        cmocka_unit_test(test_deadline_stops_long_search),
+        cmocka_unit_test(test_deadline_stops_running_task),
         cmocka_unit_test(test_pause_holds_work),
-        cmocka_unit_test(test_destroy_with_queued_jobs),
-        cmocka_unit_test(test_destroy_stops_running_search),
+        cmocka_unit_test(test_destroy_with_queued_tasks),
+        cmocka_unit_test(test_destroy_stops_running_task),
         cmocka_unit_test(test_workers_trim_contexts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

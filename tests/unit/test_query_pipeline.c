@@ -4,7 +4,10 @@
  * pipeline (scene search picks, unit grids, snapping, reachability, fallback
  * goals, avoid cells, windows, cut-off paths, smoothing, timing), FindPath
  * jobs through a pool (costs on an open grid, long paths, corners, jump
- * points against A*), cell updates and routes.
+ * points against A*), cell updates and routes, and searches on the pool: a
+ * long search stopped part way by a cancel, a deadline or the pool's
+ * destroy (it polls its task), and the query workers' contexts trimmed to
+ * what they keep (test_pool.c tests the pool itself with tasks of its own).
  *
  * Most tests call the query layer directly through run_one, with no threads,
  * on scenes loaded from tests/data/wire4_*.txt through pd_scene_load, so they
@@ -1068,6 +1071,163 @@ static void test_route_jobs(void **state)
     route_fixture_free(&rf);
 }
 
+/* ---- searches on the pool: stopped part way, contexts trimmed (moved
+ * from test_pool.c, which now runs tasks of its own) ---- */
+
+/* Runs one short job on the big grid so the worker's thread is up and its
+ * context has grown to that grid: a timed test then measures the search,
+ * not a one-off allocation. */
+static void warm_up(pd_pool *pool, test_waker *w, pool_fixture *f)
+{
+    submit_ok(pool, make_job(f->big, 0, 0, 0, 0, 5, 5));
+    pd_job *warm[1];
+    collect(pool, w, warm, 1);
+    assert_int_equal(warm[0]->task.status, PD_OK);
+    free_jobs(warm, 1);
+}
+
+/* A path query with no scene is the query layer's to refuse. */
+static void test_path_query_without_scene(void **state)
+{
+    (void)state;
+    pd_job *no_scene = run_now(qj_new());
+    assert_int_equal(no_scene->task.status, PD_INVALID_ARGUMENT);
+    pd_job_free(no_scene);
+}
+
+/* A running search polls its task: a cancel stops it part way. */
+static void test_long_search_stops_when_cancelled(void **state)
+{
+    pool_fixture *f = *state;
+    test_waker w;
+    pd_pool *pool = pool_open(&w, 1, 4, 0);
+    assert_non_null(pool);
+
+    submit_ok(pool, make_long_job(f, 5, 1));
+    wait_running(pool, 1);
+    assert_int_equal(pd_pool_cancel(pool, 5, 1), 1);
+    pd_job *done[1];
+    collect(pool, &w, done, 1);
+    assert_int_equal(done[0]->task.status, PD_CANCELLED);
+    assert_true(done[0]->path.metrics.expanded < (uint64_t)BIG_SIDE * BIG_SIDE);
+    assert_null(done[0]->path.path);
+    free_jobs(done, 1);
+    pool_close(pool, &w);
+}
+
+/* A search that would exhaust four million cells (170-250 ms in an
+ * optimised build) stops at its deadline, part way through. */
+#define SHORT_DEADLINE_NS (20ull * 1000000ull)
+
+static void test_long_search_stops_at_deadline(void **state)
+{
+    pool_fixture *f = *state;
+    test_waker w;
+    pd_pool *pool = pool_open(&w, 1, 4, 0);
+    assert_non_null(pool);
+
+    warm_up(pool, &w, f);
+    pd_job *job = make_long_job(f, 1, 1);
+    job->task.deadline_ns = pd_pool_now_ns() + SHORT_DEADLINE_NS;
+    submit_ok(pool, job);
+    pd_job *done[1];
+    collect(pool, &w, done, 1);
+    assert_int_equal(job->task.status, PD_DEADLINE_EXCEEDED);
+    assert_true(job->path.metrics.expanded > 0);
+    assert_true(job->path.metrics.expanded < (uint64_t)BIG_SIDE * BIG_SIDE);
+    assert_true(job->task.finished_ns >= job->task.deadline_ns);
+    assert_null(job->path.path);
+    free_jobs(done, 1);
+    pool_close(pool, &w);
+}
+
+/* Destroy does not wait for a long search to finish on its own: it stops it
+ * at the next poll, a thousand expansions away. The running search comes
+ * back CANCELLED part way through the grid (a search left to run would
+ * exhaust all of it and answer NO_PATH) and the queued one never ran.
+ * Judged by the search's own expansion count, not by a wall-clock bound,
+ * which a loaded machine (parallel ctest beside a CPU hog) can blow by
+ * descheduling the worker; exhausting the grid takes 4 M expansions. */
+static void test_destroy_stops_running_search(void **state)
+{
+    pool_fixture *f = *state;
+    test_waker w;
+    pd_pool *pool = pool_open(&w, 1, 4, 0);
+    assert_non_null(pool);
+    warm_up(pool, &w, f);
+
+    pd_job *running = make_long_job(f, 1, 1), *queued = make_long_job(f, 1, 2);
+    submit_ok(pool, running);
+    submit_ok(pool, queued);
+    wait_running(pool, 1);
+    size_t left = 0;
+    for (pd_task *t = pd_pool_destroy(pool); t; left++) {
+        pd_task *next = t->next;
+        qj_settled(t);
+        t = next;
+    }
+    assert_int_equal(left, 2);
+    assert_int_equal(running->task.status, PD_CANCELLED);
+    assert_true(running->path.metrics.expanded > 0);
+    assert_true(running->path.metrics.expanded < (uint64_t)BIG_SIDE * BIG_SIDE);
+    assert_null(running->path.path);
+    assert_int_equal(queued->task.status, PD_CANCELLED);
+    assert_int_equal(queued->path.metrics.expanded, 0);
+    /* The running search completed (one more wake); the queued one never ran. */
+    assert_int_equal(waker_wakes(&w), 2);
+    pd_job_free(running);
+    pd_job_free(queued);
+    assert_int_equal(atomic_load(&f->big->refs), 1);
+    waker_destroy(&w);
+}
+
+/* Runs one long job (A* across the big grid, or jump point search) on a
+ * fresh 2-worker pool keeping `retained` bytes per worker; returns the
+ * pool's statistics after it, checking the path. */
+static pd_pool_stats run_long_and_stat(pool_fixture *f, size_t *retained, int jump_points)
+{
+    test_waker w;
+    waker_init(&w, 0);
+    pd_pool *pool = pd_pool_create(2, 8, &qj_thread_ops, retained, waker_wake, &w);
+    assert_non_null(pool);
+    pd_pool_stats st;
+    pd_pool_get_stats(pool, &st);
+    /* Nothing sized for any grid before the first task. */
+    assert_true(st.context_bytes_max < 64 * 1024);
+
+    pd_job *job = make_job(f->big, 1, 1, 0, 0, BIG_SIDE - 3, BIG_SIDE - 1);
+    job->jump_points = jump_points;
+    submit_ok(pool, job);
+    pd_job *done[1];
+    collect(pool, &w, done, 1);
+    assert_int_equal(job->task.status, PD_OK);
+    assert_cell_path(job);
+    assert_float_equal(job->path.metrics.cost, octile(job->path_query.params.start, job->path_query.params.goal), 1e-9);
+    pd_pool_get_stats(pool, &st);
+    free_jobs(done, 1);
+    pool_close(pool, &w);
+    return st;
+}
+
+/* A worker's context grows with its search and, after the task and before
+ * it completes, gives back whatever exceeds the retained size: with
+ * everything kept the long search leaves megabytes behind, with 256 KiB
+ * retained the statistics show at most that, for A* and for jump points. */
+static void test_query_contexts_trim(void **state)
+{
+    pool_fixture *f = *state;
+    size_t retained = 256 * 1024;
+    for (int jps = 0; jps <= 1; jps++) {
+        pd_pool_stats kept = run_long_and_stat(f, NULL, jps);
+        assert_true(kept.context_bytes_max > retained);
+        assert_true(kept.context_bytes >= kept.context_bytes_max);
+        pd_pool_stats trimmed = run_long_and_stat(f, &retained, jps);
+        assert_true(trimmed.context_bytes_max <= retained);
+        assert_true(trimmed.context_bytes <= 2 * retained);
+        assert_true(trimmed.context_bytes_max > 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1087,6 +1247,11 @@ int main(void)
         cmocka_unit_test(test_jump_points_match_astar),
         cmocka_unit_test(test_update_cells_jobs),
         cmocka_unit_test(test_route_jobs),
+        cmocka_unit_test(test_path_query_without_scene),
+        cmocka_unit_test(test_long_search_stops_when_cancelled),
+        cmocka_unit_test(test_long_search_stops_at_deadline),
+        cmocka_unit_test(test_destroy_stops_running_search),
+        cmocka_unit_test(test_query_contexts_trim),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
