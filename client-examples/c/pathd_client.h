@@ -774,10 +774,14 @@ typedef enum pdc_watch_kind {
     PDC_WATCH_INSTANCED = 3,    /* `instance` was made from the scene at `version` */
     PDC_WATCH_DROPPED = 4,      /* the scene is gone: its last event */
     PDC_WATCH_ENDED = 5,        /* pdc_unwatch: the watch's last event */
+    PDC_WATCH_AGENTS_CUT = 6,   /* the update that made `version` blocked cells these
+                                   `agents` had reserved: they lost their reservations
+                                   from cut_at_ms on and must reserve again; follows
+                                   that update's UPDATED (a long list: several events) */
 } pdc_watch_kind;
 
-/* "started", "updated", "replaced", "instanced", "dropped", "ended";
- * "unknown" otherwise. */
+/* "started", "updated", "replaced", "instanced", "dropped", "ended",
+ * "agents_cut"; "unknown" otherwise. */
 const char *pdc_watch_kind_name(int kind);
 
 /* One operation of an update, as a watcher hears it. */
@@ -803,6 +807,9 @@ typedef struct pdc_watch_event {
     uint64_t cells_changed;     /* UPDATED */
     pdc_watch_op *ops;          /* UPDATED: op_count entries, heap */
     size_t op_count;
+    uint64_t *agents;           /* AGENTS_CUT: agent_count ids, ascending, heap */
+    size_t agent_count;
+    int64_t cut_at_ms;          /* AGENTS_CUT: the game time the cut took effect */
     char message[PDC_MESSAGE_MAX]; /* why, with WATCH_OVERFLOW */
 } pdc_watch_event;
 

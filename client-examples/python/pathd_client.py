@@ -855,7 +855,7 @@ def _scene_info_op(scene, min_version=0):
         i.version, i.passable_cells)}), value=lambda a: a["info"])
 
 
-_WATCH_KINDS = ("started", "updated", "replaced", "instanced", "dropped", "ended")
+_WATCH_KINDS = ("started", "updated", "replaced", "instanced", "dropped", "ended", "agents_cut")
 _OP_NAMES = {pb.UPDATE_BLOCK: "blocked", pb.UPDATE_PASS: "passable", pb.UPDATE_COST: "cost",
              pb.UPDATE_RESTORE: "restore"}
 
@@ -879,6 +879,9 @@ def _watch_event(response):
                         for op in ev.ops]
         if ev.kind == pb.SCENE_INSTANCED:
             d["instance"] = ev.instance
+        if ev.kind == pb.AGENTS_CUT:
+            d["agents"] = list(ev.agents)
+            d["cut_at_ms"] = ev.cut_at_ms
     else:
         d["message"] = _message(response)
     d["final"] = response.final
@@ -1877,9 +1880,11 @@ class PathdClient(_Api):
         timeout seconds (default: the client's), as the dict pathctl watch
         --json prints: status ("WATCH_OVERFLOW" ends the watch), watch,
         kind ("started", "updated", "replaced", "instanced", "dropped",
-        "ended"), scene, version, changed [x0, y0, x1, y1] or None,
-        cells_changed and ops [{set, cost, bounds, cells}] for an update,
-        instance, final. Raises PathdTimeout, PathdError("IDLE") when no
+        "ended", "agents_cut"), scene, version, changed [x0, y0, x1, y1] or
+        None, cells_changed and ops [{set, cost, bounds, cells}] for an
+        update, instance, agents (ascending) and cut_at_ms for agents_cut
+        (the update that made version cut their reservations; it follows
+        that update's "updated"), final. Raises PathdTimeout, PathdError("IDLE") when no
         watch is open and none is queued, PathdDisconnected."""
         wait = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + wait

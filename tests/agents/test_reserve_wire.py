@@ -26,7 +26,7 @@ import threading
 import time
 import unittest
 
-from pathd_client import PathdClient, PathdError
+from pathd_client import PathdClient, PathdError, PathdTimeout
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKER = os.path.join(HERE, "check_plans.py")
@@ -47,7 +47,8 @@ W, H = len(DOOR_MAP[0]), len(DOOR_MAP)
 TTL_MS = 60000
 MAX_AGENTS = 30
 MAX_WINDOW_MS = 60000
-SCENES = ["door", "blocked", "release", "ttl", "partial", "cut", "crowd", "bad", "rand", "grow", "ctl", "conc"]
+SCENES = ["door", "blocked", "release", "ttl", "partial", "cut", "crowd", "bad", "rand", "grow", "ctl", "conc",
+          "cutwatch", "avoid", "avoidfree"]
 
 
 def open_cells(unit=1):
@@ -298,6 +299,76 @@ class ReserveWireTest(unittest.TestCase):
         c = self.reserve(rec, "cut", 41, here, (2, 3), until)
         self.assertTrue(c["was_cut"])
         self.assertFalse(b["was_cut"])
+        rec.check(self)
+
+    def test_cut_tells_watchers(self):
+        """Two agents through the door; a cell on one's path only is blocked:
+        the scene's watcher hears SCENE_UPDATED, then AGENTS_CUT naming that
+        agent alone, and the agent goes on from where its kept plan leaves it."""
+        rec = Recorder()
+        watcher = PathdClient(self.daemon.addr, timeout=20)
+        # pathctl watch prints the same events (the C client's).
+        pathctl = subprocess.Popen([os.environ["PATHCTL_BIN"], "--server", self.daemon.addr, "--json", "watch",
+                                    "cutwatch", "--count", "2"], stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(json.loads(pathctl.stdout.readline())["kind"], "started")
+            watcher.watch(["cutwatch"])
+            self.assertEqual(watcher.watch_next(timeout=10)["kind"], "started")
+            a = self.reserve(rec, "cutwatch", 51, (1, 3), (10, 3), 0, window_ms=MAX_WINDOW_MS)
+            b = self.reserve(rec, "cutwatch", 52, (10, 5), (1, 5), 0, window_ms=MAX_WINDOW_MS)
+            self.assertEqual((a["status"], b["status"]), ("OK", "OK"))
+            for ans in (a, b):
+                self.assertTrue(any((w["x"], w["y"]) == DOOR for w in ans["waypoints"]), ans)
+            # A cell of 51's path past the door that 52 never holds, reached
+            # well after the cut's time.
+            at_ms = 100
+            cell = None
+            for w in a["waypoints"]:
+                xy = (w["x"], w["y"])
+                if xy[0] > DOOR[0] + 1 and xy != (10, 3) and w["t_arrive_ms"] > at_ms:
+                    holders = {e["agent"] for e in self.c.reservations("cutwatch", rect=(xy, xy))["entries"]}
+                    if holders == {51}:
+                        cell = xy
+                        break
+            self.assertIsNotNone(cell, a)
+            u = self.c.update_cells("cutwatch", rect=(cell, cell), op="block", at_ms=at_ms)
+            self.assertEqual(u["agents_cut"], [51])
+            updated = watcher.watch_next(timeout=10)
+            self.assertEqual((updated["kind"], updated["version"]), ("updated", u["version"]))
+            cut = watcher.watch_next(timeout=10)
+            self.assertEqual(cut["kind"], "agents_cut")
+            self.assertEqual(cut["version"], u["version"])
+            self.assertEqual(cut["agents"], [51])
+            self.assertEqual(cut["cut_at_ms"], at_ms)
+            self.assertFalse(cut["final"])
+            # Nothing more: one AGENTS_CUT for one agent.
+            with self.assertRaises(PathdTimeout):
+                watcher.watch_next(timeout=0.3)
+            printed, _ = pathctl.communicate(timeout=20)
+            self.assertEqual(pathctl.returncode, 0)
+            lines = [json.loads(line) for line in printed.splitlines()]
+            self.assertEqual([(e["kind"], e["version"]) for e in lines],
+                             [("updated", u["version"]), ("agents_cut", u["version"])])
+            self.assertEqual((lines[1]["agents"], lines[1]["cut_at_ms"]), ([51], at_ms))
+        finally:
+            watcher.close()
+            if pathctl.poll() is None:
+                pathctl.kill()
+                pathctl.wait()
+        rec.add({"type": "block", "x0": cell[0], "y0": cell[1], "x1": cell[0], "y1": cell[1], "t": at_ms})
+        kept = [e for e in self.c.reservations("cutwatch")["entries"] if e["agent"] == 51]
+        until = max(e["t1_ms"] for e in kept)
+        rec.add({"type": "cut", "agent": 51, "t": until})
+        # Its next plan starts where the kept plan leaves it, at its end,
+        # and goes round the new wall to the goal.
+        stop = [w for w in a["waypoints"] if w["t_arrive_ms"] <= until][-1]
+        c = self.reserve(rec, "cutwatch", 51, (stop["x"], stop["y"]), (10, 3), until, window_ms=MAX_WINDOW_MS)
+        self.assertEqual(c["status"], "OK")
+        self.assertTrue(c["was_cut"])
+        self.assertEqual((c["waypoints"][0]["x"], c["waypoints"][0]["y"], c["waypoints"][0]["t_arrive_ms"]),
+                         (stop["x"], stop["y"], until))
+        self.assertNotIn(cell, [(w["x"], w["y"]) for w in c["waypoints"]])
+        self.assertEqual((c["waypoints"][-1]["x"], c["waypoints"][-1]["y"]), (10, 3))
         rec.check(self)
 
     def test_dropped_scene_drops_its_table(self):
