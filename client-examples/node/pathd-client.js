@@ -328,13 +328,16 @@ function findPathOp(scene, start, goal, options = {}) {
 
 /* A FindPath message, alone or as a batch item: goal, or options.goals
  * [[x, y]] with goal null; options.range in cells and lineOfSight;
- * options.wantWorld asks for the waypoints' world coordinates. */
+ * options.wantWorld asks for the waypoints' world coordinates;
+ * options.avoidReserved plans around the scene's reservations at their
+ * times, reserving nothing (needs speed > 0; startTime in seconds is the
+ * game time; a wait is its cell twice, at arrival and departure). */
 function findPathMessage(scene, start, goal, options = {}) {
   const {
     world = false, unitSize = 0, connectivity = 0, style = 'cells', goalMode = 'exact', snap = false,
     partialOnCutoff = false, speed = 0, startTime = 0, avoid = [], window = null,
     maxExpansions = 0, deadlineMs = 0, range = 0, lineOfSight = false, goals = [], wantWorld = false,
-    minVersion = 0,
+    minVersion = 0, avoidReserved = false,
   } = options;
   checkScene(scene);
   if ((goal === null || goal === undefined) === (goals.length === 0)) {
@@ -362,6 +365,7 @@ function findPathMessage(scene, start, goal, options = {}) {
     deadlineMs,
     wantWorld: Boolean(wantWorld),
     minVersion,
+    avoidReserved: Boolean(avoidReserved),
   };
   if (goals.length === 0) fp.goal = point(goal, world);
   if (window) fp.window = { min: cell(window[0]), max: cell(window[1]) };

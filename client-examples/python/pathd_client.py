@@ -416,11 +416,13 @@ def _find_path_op(scene, start, goal, **options):
 def _find_path_fill(fp, scene, start, goal, world=False, unit_size=0, connectivity=0, style="cells",
                     goal_mode="exact", snap=False, partial_on_cutoff=False, speed=0.0, start_time=0.0,
                     avoid=(), window=None, max_expansions=0, deadline_ms=0, range=0.0,
-                    line_of_sight=False, goals=(), want_world=False, min_version=0):
+                    line_of_sight=False, goals=(), want_world=False, min_version=0, avoid_reserved=False):
     """Fills a FindPath message (alone or as a batch item): goal, or goals
     [(x, y)] with goal None; range in cells and line_of_sight; want_world
     asks for the waypoints' world coordinates; min_version refuses a scene
-    older than it (STALE_VERSION, with the version it is at)."""
+    older than it (STALE_VERSION, with the version it is at);
+    avoid_reserved plans around the scene's reservations (needs speed > 0;
+    start_time in seconds is the game time)."""
     _check_scene(scene)
     goals = list(goals)
     if (goal is None) == (not goals):
@@ -457,6 +459,7 @@ def _find_path_fill(fp, scene, start, goal, world=False, unit_size=0, connectivi
     fp.deadline_ms = deadline_ms
     fp.want_world = bool(want_world)
     fp.min_version = min_version
+    fp.avoid_reserved = bool(avoid_reserved)
 
 
 def _find_route_op(from_scene, start, to_scene, goal, world=False, unit_size=0, style="cells",
@@ -1113,7 +1116,10 @@ class _Api:
         window ((x0, y0), (x1, y1)), max_expansions, deadline_ms, range
         (cells: stop within it of the goal), line_of_sight (with range),
         goals [(x, y)] with goal None (the nearest; .goal_index), want_world
-        (the result's world coordinates; None without it). Returns a
+        (the result's world coordinates; None without it), avoid_reserved
+        (around the scene's reservations at their times, reserving nothing:
+        needs speed > 0, start_time is the game time in seconds; a wait is
+        its cell twice, at arrival and departure). Returns a
         PathResult for OK or PARTIAL; raises PathdError for any other answer
         (its .result holds the PathResult)."""
         return self._call(_find_path_op(scene, start, goal, **options))

@@ -371,6 +371,107 @@ class ReserveWireTest(unittest.TestCase):
         self.assertEqual((c["waypoints"][-1]["x"], c["waypoints"][-1]["y"]), (10, 3))
         rec.check(self)
 
+    # ---- FindPath around the reservations -------------------------------------
+
+    @staticmethod
+    def timed_plan(path):
+        """A FindPath answer with times as the checker's waypoints: a cell
+        given twice is a wait (arrival, then departure); the last cell is
+        left at arrival (planned alone: nothing is held there)."""
+        ms = [round(t * 1000) for t in path.times]
+        wps = []
+        for (x, y), t in zip(path.waypoints, ms):
+            if wps and (wps[-1][0], wps[-1][1]) == (x, y):
+                wps[-1][3] = t
+            else:
+                if wps:
+                    wps[-1][3] = wps[-1][3] if wps[-1][3] is not None else wps[-1][2]
+                wps.append([x, y, t, None])
+        wps[-1][3] = wps[-1][2]
+        return wps
+
+    @staticmethod
+    def overlaps(wps, entries):
+        """The (cell, time) holds of wps (waits and moves' boxes) that
+        overlap one of entries' [t0_ms, t1_ms)."""
+        holds = []
+        for i, (x, y, ta, tl) in enumerate(wps):
+            if tl > ta:
+                holds.append((x, y, x, y, ta, tl))
+            if i + 1 < len(wps):
+                nx, ny, na, _ = wps[i + 1]
+                holds.append((min(x, nx), min(y, ny), max(x, nx), max(y, ny), tl, na))
+        hits = []
+        for (x0, y0, x1, y1, t0, t1) in holds:
+            for e in entries:
+                end = e["t1_ms"] if e["t1_ms"] is not None else float("inf")
+                if (x0 <= e["x"] + e["width"] - 1 and e["x"] <= x1 and y0 <= e["y"] + e["height"] - 1 and
+                        e["y"] <= y1 and t0 < end and e["t0_ms"] < t1):
+                    hits.append(((x0, y0, x1, y1, t0, t1), e))
+        return hits
+
+    def test_find_path_avoid_reserved(self):
+        """An agent reserved through the door from the right; FindPath from
+        the left: alone it walks into the agent in the door, with
+        avoid_reserved it waits or goes round, and reserves nothing."""
+        rec = Recorder()
+        a = self.reserve(rec, "avoid", 61, (10, 3), (1, 1), 0, window_ms=MAX_WINDOW_MS)
+        self.assertEqual(a["status"], "OK")
+        self.assertTrue(any((w["x"], w["y"]) == DOOR for w in a["waypoints"]))
+        entries = self.c.reservations("avoid")["entries"]
+        before = self.c.reservations("avoid")["table_entries"]
+        plain = self.c.find_path("avoid", (2, 3), (9, 3), speed=2.0, start_time=0.0)
+        self.assertEqual(plain.status, "OK")
+        self.assertTrue(self.overlaps(self.timed_plan(plain), entries), "alone, it should meet agent 61")
+        around = self.c.find_path("avoid", (2, 3), (9, 3), speed=2.0, start_time=0.0, avoid_reserved=True)
+        self.assertEqual(around.status, "OK", around.message)
+        self.assertEqual((around.waypoints[0], around.waypoints[-1]), ((2, 3), (9, 3)))
+        self.assertIn(DOOR, around.waypoints)
+        wps = self.timed_plan(around)
+        self.assertEqual(self.overlaps(wps, entries), [])
+        # Later than alone: it waited for the door.
+        self.assertGreater(around.times[-1], plain.times[-1])
+        # Nothing was reserved.
+        after = self.c.reservations("avoid")
+        self.assertEqual((after["agents"], after["table_entries"]), (1, before))
+        # The checker agrees: legal, not too fast, no conflict with 61.
+        rec.plan({"agent": 62, "waypoints": [{"x": x, "y": y, "t_arrive_ms": ta, "t_leave_ms": tl}
+                                             for x, y, ta, tl in wps]}, 1, 2.0, 0)
+        rec.check(self)
+        # Later on, once 61 is parked at its goal, the way is clear: the
+        # plan goes straight, as alone.
+        late = a["waypoints"][-1]["t_arrive_ms"] / 1000.0 + 1
+        plain = self.c.find_path("avoid", (2, 3), (9, 3), speed=2.0, start_time=late)
+        clear = self.c.find_path("avoid", (2, 3), (9, 3), speed=2.0, start_time=late, avoid_reserved=True)
+        self.assertEqual(clear.waypoints, plain.waypoints)
+        self.assertAlmostEqual(clear.cost, plain.cost, places=6)
+
+    def test_find_path_avoid_reserved_refusals(self):
+        # No reservations in the scene: the plan is A*'s, over time.
+        plain = self.c.find_path("avoidfree", (1, 1), (10, 5), speed=4.0, start_time=2.5)
+        free = self.c.find_path("avoidfree", (1, 1), (10, 5), speed=4.0, start_time=2.5, avoid_reserved=True)
+        self.assertEqual(free.status, "OK")
+        self.assertAlmostEqual(free.cost, plain.cost, places=6)
+        self.assertEqual(free.times[0], 2.5)
+        self.assertEqual(len(free.waypoints), len(plain.waypoints))
+        self.assertEqual(self.c.reservations("avoidfree")["agents"], 0)
+        # What it cannot honour is refused, by name.
+        for opts, word in (({"speed": 0.0}, "speed"), ({"speed": 2.0, "style": "corners"}, "style"),
+                           ({"speed": 2.0, "avoid": [(3, 3)]}, "avoid"), ({"speed": 2.0, "snap": True}, "snap"),
+                           ({"speed": 2.0, "start_time": -1.0}, "start_time")):
+            e = self.status_of(self.c.find_path, "avoidfree", (1, 1), (10, 5), avoid_reserved=True, **opts)
+            self.assertEqual(e.status, "INVALID_ARGUMENT", opts)
+            self.assertIn(word, e.message)
+        # A wall at the goal, and a start another agent holds.
+        self.assertEqual(self.status_of(self.c.find_path, "avoidfree", (1, 1), (0, 0), speed=2.0,
+                                        avoid_reserved=True).status, "GOAL_BLOCKED")
+        self.c.reserve_path("avoidfree", 71, (3, 3), (3, 3), 0, 2.0)
+        e = self.status_of(self.c.find_path, "avoidfree", (3, 3), (10, 5), speed=2.0, start_time=1.0,
+                           avoid_reserved=True)
+        self.assertEqual(e.status, "START_BLOCKED")
+        self.assertIn("agent 71", e.message)
+        self.c.release_agent("avoidfree", 71)
+
     def test_dropped_scene_drops_its_table(self):
         rec = Recorder()
         cells = bytes(0 if ch == "#" else 1 for row in DOOR_MAP for ch in row)

@@ -808,6 +808,14 @@ describe('reservations against a daemon of its own', () => {
       const all = await client.reservations('town');
       assert.equal(all.agents, 2);
       assert.deepEqual([...new Set(all.entries.map((e) => e.agent))].sort(), [1, 2]);
+      // FindPath around them: agent 1 holds its start at t0 0, so a path
+      // from there is START_BLOCKED by it; planned alone, it is not.
+      await assert.rejects(client.findPath('town', [2, 1], [5, 1], { speed: 2, avoidReserved: true }), (e) => {
+        assert.equal(e.status, 'START_BLOCKED');
+        assert.match(e.message, /agent 1 /);
+        return true;
+      });
+      assert.equal((await client.findPath('town', [2, 1], [5, 1], { speed: 2 })).status, 'OK');
       const goal = await client.reservations('town', { rect: [[12, 1], [12, 1]], fromMs: 1000000 });
       assert.deepEqual(goal.entries.map((e) => [e.agent, e.t1_ms]), [[1, null]]);
       // Blocking agent 1's goal from its arrival on cuts exactly the agents
