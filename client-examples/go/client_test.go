@@ -255,8 +255,9 @@ func TestScenesUpdatesAndWatch(t *testing.T) {
 
 // The reservation calls against the live daemon (docs/PROTOCOL.md,
 // "Reservations"): a plan reserved through the maze, START_BLOCKED naming
-// the agent that holds the start, the table listed, FindPath around it,
-// the release, and each call counted as the in-flight slot the server
+// the agent that holds the start, the table listed, FindPath around it, an
+// update that cuts the plan (its AGENTS_CUT watch event), the release, and
+// each call counted as the in-flight slot the server
 // counts it as.
 func TestReservations(t *testing.T) {
 	c := dial(t, env(t, "PATHD_ADDR"), Options{})
@@ -310,6 +311,27 @@ func TestReservations(t *testing.T) {
 	mustf(t, err == nil && p.HasTimes && len(p.Waypoints) >= 3, "FindPath avoid_reserved: %v %v", err, p)
 	after, err := c.GetReservations(ctx, &pb.GetReservations{Scene: scene})
 	mustf(t, err == nil && after.TableEntries == list.TableEntries, "FindPath reserved nothing: %v %v", err, after)
+
+	// Blocking a cell of agent 1's path cuts it: the update says so, and a
+	// watcher hears SCENE_UPDATED, then AGENTS_CUT naming it.
+	w, err := c.Watch(ctx, scene)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := w.Next(ctx)
+	mustf(t, err == nil && ev.Kind == pb.WatchEventKind_WATCH_STARTED, "started: %v %v", err, ev)
+	u, err := c.UpdateCells(ctx, &pb.UpdateCells{Scene: scene, Op: pb.UpdateOp_UPDATE_BLOCK,
+		Target:  &pb.UpdateCells_Cells{Cells: &pb.CellList{Cells: []*pb.Cell{{X: 3, Y: 1}}}},
+		CutTime: &pb.UpdateCells_AtMs{AtMs: 1000}})
+	mustf(t, err == nil && fmt.Sprint(u.AgentsCut) == "[1]", "the cut: %v %v", err, u)
+	ev, err = w.Next(ctx)
+	mustf(t, err == nil && ev.Kind == pb.WatchEventKind_SCENE_UPDATED && ev.Version == u.Version, "updated: %v %v", err, ev)
+	ev, err = w.Next(ctx)
+	mustf(t, err == nil && ev.Kind == pb.WatchEventKind_AGENTS_CUT && ev.Version == u.Version &&
+		fmt.Sprint(ev.Agents) == "[1]" && ev.CutAtMs == 1000, "agents cut: %v %v", err, ev)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	rel, err := c.ReleaseAgent(ctx, &pb.ReleaseAgent{Scene: scene, Agent: 1})
 	mustf(t, err == nil && rel.Released, "release: %v %v", err, rel)
