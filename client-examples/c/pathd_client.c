@@ -1618,6 +1618,7 @@ static int pdc__build_find(const pdc_path_req *r, pdc__find_msg *m)
     m->fp.range = r->range;
     m->fp.line_of_sight = r->line_of_sight != 0;
     m->fp.min_version = r->min_version;
+    m->fp.avoid_reserved = r->avoid_reserved != 0;
     if (r->goal_count > 0 && pdc__goals_to_wire(r, m) != PDC_OK)
         return PDC_ERR_NOMEM;
     m->req.body_case = PATHD__V1__REQUEST__BODY_FIND_PATH;

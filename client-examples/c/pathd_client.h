@@ -204,6 +204,9 @@ typedef struct pdc_path_req {
     int want_world;             /* 1: waypoints carry world coordinates (wx, wy) too */
     uint64_t min_version;       /* 0 = any; an older scene answers PDC_STALE_VERSION
                                    with the version it is at in scene_version */
+    int avoid_reserved;         /* 1: around the scene's reservations at their times,
+                                   reserving nothing (needs speed > 0; start_time is
+                                   the game time in seconds; a wait is its cell twice) */
 } pdc_path_req;
 
 /* How long the server took over one answer (docs/PROTOCOL.md, "Timing"),

@@ -431,6 +431,14 @@ class ReserveWireTest(unittest.TestCase):
         self.assertEqual(self.overlaps(wps, entries), [])
         # Later than alone: it waited for the door.
         self.assertGreater(around.times[-1], plain.times[-1])
+        # pathctl path --avoid-reserved (the C client) answers the same.
+        out = subprocess.run([os.environ["PATHCTL_BIN"], "--server", self.daemon.addr, "--json", "path", "--scene",
+                              "avoid", "--from", "2,3", "--to", "9,3", "--speed", "2", "--avoid-reserved"],
+                             capture_output=True, text=True, timeout=20)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        c = json.loads(out.stdout)
+        self.assertEqual([tuple(w) for w in c["waypoints"]], around.waypoints)
+        self.assertEqual(c["times"], around.times)
         # Nothing was reserved.
         after = self.c.reservations("avoid")
         self.assertEqual((after["agents"], after["table_entries"]), (1, before))
