@@ -95,7 +95,9 @@ bench-server: build
 
 # Issue 34's reservations benchmark (500 agents on den520d and Berlin_0_256,
 # 2000 on Berlin_0_1024, and the FindPath-alone baseline; every answer checked
-# by tests/agents/check_plans.py): docs/BENCHMARKS.md. Needs the Moving AI
+# by tests/agents/check_plans.py), then the reserving runs again through a
+# pathd it starts on a loopback port (--mode wire, the row beneath each
+# scenario's; PD_AGENTS_WIRE=0 skips them): docs/BENCHMARKS.md. Needs the Moving AI
 # maps in ../shared/benchmarks/movingai (skips without them);
 # PD_AGENTS_SECONDS=60 shortens the game time.
 bench-agents: build

@@ -6,8 +6,9 @@ checker's count lines, and prints one Markdown row per scenario: ReservePath's
 server-side (CPU) p50, p99 and mean, the checker's counts for the reserving
 run and the conflicts of the FindPath-alone baseline beside them, deadlocked
 agents, and one agent's ReservePath time against FindPath's on an empty
-table (ratio of medians). Exits 1 when a reserving run broke a rule the
-checker counts.
+table (ratio of medians); beneath it, when run.sh ran it, the same
+simulation through a live pathd (times: Response.server_us). Exits 1 when a
+reserving run, in process or wire, broke a rule the checker counts.
 """
 import re
 import sys
@@ -26,7 +27,7 @@ def main(path):
                 kv = dict(item.split("=", 1) for item in line.split()[1:])
                 cur[kv["mode"]] = kv
                 continue
-            m = re.match(r".*-(reserve|alone)\.jsonl: plans (\d+) boxes \d+ illegal (\d+) too_fast (\d+) "
+            m = re.match(r".*-(reserve|alone|wire)\.jsonl: plans (\d+) boxes \d+ illegal (\d+) too_fast (\d+) "
                          r"conflicts (\d+) jumps (\d+)", line)
             if m:
                 cur["check_" + m.group(1)] = dict(zip(("plans", "illegal", "too_fast", "conflicts", "jumps"),
@@ -46,6 +47,18 @@ def main(path):
             cr.get("too_fast", "?"), cr.get("jumps", "?"), rs.get("deadlocked", "?"), rs.get("waits_pct", "?"),
             al.get("conflicts", "?"), sg.get("ratio_astar", "?"), sg.get("rp_median_us", "?"),
             sg.get("astar_median_us", "?")))
+        # The same simulation through a live pathd (run.sh's wire run), its
+        # times the server's (Response.server_us): the row beneath.
+        ws, cw = r.get("wire"), r.get("check_wire", {})
+        if ws is None and not cw:
+            continue
+        ws = ws or {}
+        if not cw or any(cw[k] for k in ("illegal", "too_fast", "conflicts", "jumps")):
+            bad = True
+        print("| %s (wire, server_us) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | - | - |" % (
+            r["map"], r["agents"], ws.get("seconds", "?"), ws.get("calls", "?"), ws.get("p50_us", "?"),
+            ws.get("p99_us", "?"), ws.get("mean_us", "?"), cw.get("conflicts", "?"), cw.get("illegal", "?"),
+            cw.get("too_fast", "?"), cw.get("jumps", "?"), ws.get("deadlocked", "?"), ws.get("waits_pct", "?")))
     return 1 if bad else 0
 
 

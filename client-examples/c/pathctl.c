@@ -83,14 +83,16 @@ static void pathctl_usage(FILE *out)
             "       [--goal-mode exact|nearest|line] [--snap]\n"
             "       [--speed S] [--start-time T] [--avoid \"X,Y;X,Y\"] [--window X0,Y0,X1,Y1]\n"
             "       [--range R [--los]] [--goals \"X,Y;X,Y\" instead of --to]\n"
-            "       [--min-version N]\n"
+            "       [--min-version N] [--avoid-reserved]\n"
             "                     find a path; --world reads X,Y as world coordinates\n"
             "                     and prints the waypoints' world coordinates (asked of\n"
             "                     the server, as --json does);\n"
             "                     for --unit K > 1, X,Y is the unit's top-left cell;\n"
             "                     --range stops within R cells (Euclidean) of the goal,\n"
             "                     --los only where the goal is in line of sight;\n"
-            "                     --goals goes to the nearest of several (goal_index)\n"
+            "                     --goals goes to the nearest of several (goal_index);\n"
+            "                     --avoid-reserved goes round the scene's reservations\n"
+            "                     (needs --speed; --start-time is the game time, s)\n"
             "  route --from SCENE:X,Y --to SCENE:X,Y [--world] [--unit K]\n"
             "        [--style cells|corners|smooth] [--goal-mode exact|nearest|line]\n"
             "        [--speed S] [--start-time T] [--max-expansions N] [--deadline MS]\n"
@@ -333,9 +335,10 @@ static int pathctl_parse_route(pathctl_args *a, const char *const *val)
     for (size_t i = 0; i < sizeof path_only / sizeof path_only[0]; i++)
         if (val[path_only[i]])
             return pathctl_usage_error("option %s belongs to the path command", pathctl_opt_names[path_only[i]]);
-    if (a->req.snap || a->req.partial_on_cutoff || a->req.line_of_sight)
+    if (a->req.snap || a->req.partial_on_cutoff || a->req.line_of_sight || a->req.avoid_reserved)
         return pathctl_usage_error("option %s belongs to the path command",
-                                   a->req.snap ? "--snap" : a->req.partial_on_cutoff ? "--partial" : "--los");
+                                   a->req.snap ? "--snap" : a->req.partial_on_cutoff ? "--partial"
+                                   : a->req.line_of_sight ? "--los" : "--avoid-reserved");
     if (!a->from || !a->to)
         return pathctl_usage_error("%s", "route needs --from SCENE:X,Y and --to SCENE:X,Y");
     if (pathctl_parse_scene_point(a->from, a->world, &a->route_names[0], &a->route.start))
@@ -487,6 +490,9 @@ static int pathctl_parse(int argc, char **argv, pathctl_args *a)
             a->path_option = arg;
         } else if (!strcmp(arg, "--partial")) {
             a->req.partial_on_cutoff = 1;
+            a->path_option = arg;
+        } else if (!strcmp(arg, "--avoid-reserved")) {
+            a->req.avoid_reserved = 1;
             a->path_option = arg;
         } else if (arg[0] == '-' && arg[1] == '-') {
             size_t k = 0;

@@ -25,7 +25,8 @@
 const char pathctl_watch_usage[] =
     "  watch SCENE... [--count N]\n"
     "                     print each change of the scenes as it happens (version,\n"
-    "                     changed rectangle, operations; instances, drops, reloads),\n"
+    "                     changed rectangle, operations; instances, drops, reloads;\n"
+    "                     agents whose reservations an update cut),\n"
     "                     one a line; after N changes (not counting the first\n"
     "                     line per scene, its version now) it stops\n";
 
@@ -131,6 +132,12 @@ static void pw_print_json(const pdc_watch_event *e)
         }
         if (e->kind == PDC_WATCH_INSTANCED)
             cJSON_AddStringToObject(o, "instance", e->instance);
+        if (e->kind == PDC_WATCH_AGENTS_CUT) {
+            cJSON *ids = cJSON_AddArrayToObject(o, "agents");
+            for (size_t k = 0; k < e->agent_count && ids; k++)
+                cJSON_AddItemToArray(ids, cJSON_CreateNumber((double)e->agents[k]));
+            cJSON_AddNumberToObject(o, "cut_at_ms", (double)e->cut_at_ms);
+        }
     }
     cJSON_AddBoolToObject(o, "final", e->final);
     char *text = cJSON_PrintUnformatted(o);
@@ -158,6 +165,11 @@ static void pw_print_text(const pdc_watch_event *e)
     }
     if (e->kind == PDC_WATCH_INSTANCED)
         printf(" instance %s", e->instance);
+    if (e->kind == PDC_WATCH_AGENTS_CUT) {
+        printf(" at %" PRId64 " agents", e->cut_at_ms);
+        for (size_t k = 0; k < e->agent_count; k++)
+            printf("%c%" PRIu64, k ? ',' : ' ', e->agents[k]);
+    }
     putchar('\n');
 }
 

@@ -1618,6 +1618,7 @@ static int pdc__build_find(const pdc_path_req *r, pdc__find_msg *m)
     m->fp.range = r->range;
     m->fp.line_of_sight = r->line_of_sight != 0;
     m->fp.min_version = r->min_version;
+    m->fp.avoid_reserved = r->avoid_reserved != 0;
     if (r->goal_count > 0 && pdc__goals_to_wire(r, m) != PDC_OK)
         return PDC_ERR_NOMEM;
     m->req.body_case = PATHD__V1__REQUEST__BODY_FIND_PATH;
@@ -3098,7 +3099,8 @@ int pdc_batch(pdc_conn *c, const pdc_query *q, size_t n, pdc_query_result *out)
 
 const char *pdc_watch_kind_name(int kind)
 {
-    static const char *const names[] = { "started", "updated", "replaced", "instanced", "dropped", "ended" };
+    static const char *const names[] = { "started", "updated", "replaced", "instanced", "dropped", "ended",
+                                           "agents_cut" };
     return kind >= 0 && kind < (int)(sizeof names / sizeof names[0]) ? names[kind] : "unknown";
 }
 
@@ -3107,6 +3109,7 @@ void pdc_watch_event_free(pdc_watch_event *e)
     if (!e)
         return;
     free(e->ops);
+    free(e->agents);
     memset(e, 0, sizeof *e);
 }
 
@@ -3147,6 +3150,15 @@ static int pdc__event_take(pdc_conn *c, Pathd__V1__Response *resp, pdc_watch_eve
                 }
             }
             out->op_count = ev->n_ops;
+        }
+        out->cut_at_ms = ev->cut_at_ms;
+        if (r == PDC_OK && ev->n_agents) {
+            if (!(out->agents = malloc(ev->n_agents * sizeof *out->agents))) {
+                r = PDC_ERR_NOMEM;
+            } else {
+                memcpy(out->agents, ev->agents, ev->n_agents * sizeof *out->agents);
+                out->agent_count = ev->n_agents;
+            }
         }
     } else {
         snprintf(c->error, sizeof c->error, "watch %llu sent a frame with no event", (unsigned long long)resp->id);

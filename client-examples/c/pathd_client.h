@@ -204,6 +204,9 @@ typedef struct pdc_path_req {
     int want_world;             /* 1: waypoints carry world coordinates (wx, wy) too */
     uint64_t min_version;       /* 0 = any; an older scene answers PDC_STALE_VERSION
                                    with the version it is at in scene_version */
+    int avoid_reserved;         /* 1: around the scene's reservations at their times,
+                                   reserving nothing (needs speed > 0; start_time is
+                                   the game time in seconds; a wait is its cell twice) */
 } pdc_path_req;
 
 /* How long the server took over one answer (docs/PROTOCOL.md, "Timing"),
@@ -774,10 +777,14 @@ typedef enum pdc_watch_kind {
     PDC_WATCH_INSTANCED = 3,    /* `instance` was made from the scene at `version` */
     PDC_WATCH_DROPPED = 4,      /* the scene is gone: its last event */
     PDC_WATCH_ENDED = 5,        /* pdc_unwatch: the watch's last event */
+    PDC_WATCH_AGENTS_CUT = 6,   /* the update that made `version` blocked cells these
+                                   `agents` had reserved: they lost their reservations
+                                   from cut_at_ms on and must reserve again; follows
+                                   that update's UPDATED (a long list: several events) */
 } pdc_watch_kind;
 
-/* "started", "updated", "replaced", "instanced", "dropped", "ended";
- * "unknown" otherwise. */
+/* "started", "updated", "replaced", "instanced", "dropped", "ended",
+ * "agents_cut"; "unknown" otherwise. */
 const char *pdc_watch_kind_name(int kind);
 
 /* One operation of an update, as a watcher hears it. */
@@ -803,6 +810,9 @@ typedef struct pdc_watch_event {
     uint64_t cells_changed;     /* UPDATED */
     pdc_watch_op *ops;          /* UPDATED: op_count entries, heap */
     size_t op_count;
+    uint64_t *agents;           /* AGENTS_CUT: agent_count ids, ascending, heap */
+    size_t agent_count;
+    int64_t cut_at_ms;          /* AGENTS_CUT: the game time the cut took effect */
     char message[PDC_MESSAGE_MAX]; /* why, with WATCH_OVERFLOW */
 } pdc_watch_event;
 

@@ -252,6 +252,48 @@ func (c *Client) DropScene(ctx context.Context, m *pb.DropScene) (*pb.SceneChang
 	return single(ctx, c, &pb.Request{Body: &pb.Request_DropScene{DropScene: m}}, (*pb.Response).GetSceneChange)
 }
 
+// ---- reservations (docs/PROTOCOL.md, "Reservations") ----
+
+// ReservePath plans the agent around the other agents' reservations (SIPP)
+// and reserves the plan, replacing the agent's reservations from T0Ms on
+// (role write). OK and PARTIAL (the window ended first: reserve again
+// before ReservedUntilMs) return the result; any other status is a
+// *StatusError whose Result is the *pb.ReservePathResult when one came
+// (START_BLOCKED by another agent: BlockingAgent; NO_PATH). Nothing is
+// reserved then.
+func (c *Client) ReservePath(ctx context.Context, m *pb.ReservePath) (*pb.ReservePathResult, error) {
+	a, err := c.Do(ctx, &pb.Request{Body: &pb.Request_ReservePath{ReservePath: m}})
+	if err != nil {
+		return nil, err
+	}
+	r := a.Response
+	res := r.GetReservePath()
+	if r.Status != pb.Status_OK && r.Status != pb.Status_PARTIAL {
+		e := statusError(r)
+		if res != nil {
+			e.Result = res
+		}
+		return nil, e
+	}
+	if res == nil {
+		return nil, protocolError("request %d: the answer has the wrong body", r.Id)
+	}
+	return res, nil
+}
+
+// ReleaseAgent removes every reservation of the agent (role write);
+// Released says whether it was in the table.
+func (c *Client) ReleaseAgent(ctx context.Context, m *pb.ReleaseAgent) (*pb.ReleaseResult, error) {
+	return single(ctx, c, &pb.Request{Body: &pb.Request_ReleaseAgent{ReleaseAgent: m}}, (*pb.Response).GetRelease)
+}
+
+// GetReservations lists the reservations holding cells of a rectangle over a
+// time range, with the table's size: for debugging, drawing and tests.
+func (c *Client) GetReservations(ctx context.Context, m *pb.GetReservations) (*pb.ReservationList, error) {
+	return single(ctx, c, &pb.Request{Body: &pb.Request_Reservations{Reservations: m}},
+		(*pb.Response).GetReservations)
+}
+
 // Scenes lists the served scenes.
 func (c *Client) Scenes(ctx context.Context) ([]*pb.SceneSummary, error) {
 	l, err := single(ctx, c, &pb.Request{Body: &pb.Request_ListScenes{ListScenes: &pb.ListScenes{}}}, (*pb.Response).GetSceneList)

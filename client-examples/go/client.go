@@ -406,7 +406,8 @@ func weightOf(req *pb.Request) int {
 		*pb.Request_CreateScene, *pb.Request_CreateInstance, *pb.Request_DropScene,
 		*pb.Request_Raycast, *pb.Request_ValidateMove, *pb.Request_MoveAlong,
 		*pb.Request_Nearest, *pb.Request_Reachable, *pb.Request_RandomPoint,
-		*pb.Request_DistanceToWall:
+		*pb.Request_DistanceToWall, *pb.Request_ReservePath, *pb.Request_ReleaseAgent,
+		*pb.Request_Reservations:
 		return 1
 	}
 	return 0

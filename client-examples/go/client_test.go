@@ -253,6 +253,99 @@ func TestScenesUpdatesAndWatch(t *testing.T) {
 	mustf(t, err == nil, "drop: %v", err)
 }
 
+// The reservation calls against the live daemon (docs/PROTOCOL.md,
+// "Reservations"): a plan reserved through the maze, START_BLOCKED naming
+// the agent that holds the start, the table listed, FindPath around it, an
+// update that cuts the plan (its AGENTS_CUT watch event), the release, and
+// each call counted as the in-flight slot the server
+// counts it as.
+func TestReservations(t *testing.T) {
+	c := dial(t, env(t, "PATHD_ADDR"), Options{})
+	scene := makeMaze(t, c)
+	ctx := ctxT(t, 10*time.Second)
+
+	r, err := c.ReservePath(ctx, &pb.ReservePath{Scene: scene, Agent: 1, Start: Cell(0, 0), Goal: Cell(4, 0),
+		T0Ms: 1000, Speed: 2, Window: &pb.ReservePath_WindowMs{WindowMs: 20000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustf(t, r.Agent == 1 && r.ReservedUntilMs == -1 && len(r.Waypoints) == len(mazePath),
+		"reserved: agent %d until %d, %d waypoints", r.Agent, r.ReservedUntilMs, len(r.Waypoints))
+	for i, w := range r.Waypoints {
+		mustf(t, w.X == mazePath[i][0] && w.Y == mazePath[i][1], "waypoint %d at (%d,%d), want %v", i, w.X, w.Y, mazePath[i])
+		if i > 0 {
+			mustf(t, w.TArriveMs >= r.Waypoints[i-1].TLeaveMs+500, "step %d faster than 2 cells/s: %v", i, w)
+		}
+	}
+	mustf(t, r.Waypoints[0].TArriveMs == 1000, "the plan starts at t0: %v", r.Waypoints[0])
+
+	// Another agent cannot start where agent 1 stands at t0.
+	_, err = c.ReservePath(ctx, &pb.ReservePath{Scene: scene, Agent: 2, Start: Cell(0, 0), Goal: Cell(1, 2),
+		T0Ms: 1000, Speed: 2})
+	var se *StatusError
+	mustf(t, errors.As(err, &se) && se.Status == pb.Status_START_BLOCKED, "agent 2 at agent 1's start: %v", err)
+	blocked, ok := se.Result.(*pb.ReservePathResult)
+	mustf(t, ok && blocked.HasBlockingAgent && blocked.BlockingAgent == 1 && len(blocked.Waypoints) == 0,
+		"START_BLOCKED names agent 1: %v", se.Result)
+	_, err = c.ReservePath(ctx, &pb.ReservePath{Scene: scene, Agent: 0, Start: Cell(0, 0), Goal: Cell(4, 0), Speed: 2})
+	mustf(t, IsStatus(err, pb.Status_INVALID_ARGUMENT), "agent 0: %v", err)
+
+	list, err := c.GetReservations(ctx, &pb.GetReservations{Scene: scene})
+	mustf(t, err == nil && list.Agents == 1 && len(list.Entries) > 0 && list.Matching == uint64(len(list.Entries)),
+		"the table: %v %v", err, list)
+	for _, e := range list.Entries {
+		mustf(t, e.Agent == 1, "an entry of agent %d", e.Agent)
+	}
+	goal, err := c.GetReservations(ctx, &pb.GetReservations{Scene: scene,
+		Rect: &pb.Rect{Min: &pb.Cell{X: 4, Y: 0}, Max: &pb.Cell{X: 4, Y: 0}}})
+	mustf(t, err == nil && len(goal.Entries) > 0, "the goal's entries: %v %v", err, goal)
+	last := goal.Entries[len(goal.Entries)-1]
+	mustf(t, last.X == 4 && last.Width == 1 && last.T1Ms == -1, "the goal is held for good: %v %v", err, goal)
+	_, err = c.GetReservations(ctx, &pb.GetReservations{Scene: "no-such-scene"})
+	mustf(t, IsStatus(err, pb.Status_UNKNOWN_SCENE), "unknown scene: %v", err)
+
+	// FindPath around the reservations (AvoidReserved): ahead of agent 1
+	// along the bottom row, timed, and nothing reserved.
+	p, err := c.FindPath(ctx, &pb.FindPath{Scene: scene, Start: Cell(1, 2), Goal: Cell(3, 2), Speed: 2,
+		StartTime: 1.0, AvoidReserved: true})
+	mustf(t, err == nil && p.HasTimes && len(p.Waypoints) >= 3, "FindPath avoid_reserved: %v %v", err, p)
+	after, err := c.GetReservations(ctx, &pb.GetReservations{Scene: scene})
+	mustf(t, err == nil && after.TableEntries == list.TableEntries, "FindPath reserved nothing: %v %v", err, after)
+
+	// Blocking a cell of agent 1's path cuts it: the update says so, and a
+	// watcher hears SCENE_UPDATED, then AGENTS_CUT naming it.
+	w, err := c.Watch(ctx, scene)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := w.Next(ctx)
+	mustf(t, err == nil && ev.Kind == pb.WatchEventKind_WATCH_STARTED, "started: %v %v", err, ev)
+	u, err := c.UpdateCells(ctx, &pb.UpdateCells{Scene: scene, Op: pb.UpdateOp_UPDATE_BLOCK,
+		Target:  &pb.UpdateCells_Cells{Cells: &pb.CellList{Cells: []*pb.Cell{{X: 3, Y: 1}}}},
+		CutTime: &pb.UpdateCells_AtMs{AtMs: 1000}})
+	mustf(t, err == nil && fmt.Sprint(u.AgentsCut) == "[1]", "the cut: %v %v", err, u)
+	ev, err = w.Next(ctx)
+	mustf(t, err == nil && ev.Kind == pb.WatchEventKind_SCENE_UPDATED && ev.Version == u.Version, "updated: %v %v", err, ev)
+	ev, err = w.Next(ctx)
+	mustf(t, err == nil && ev.Kind == pb.WatchEventKind_AGENTS_CUT && ev.Version == u.Version &&
+		fmt.Sprint(ev.Agents) == "[1]" && ev.CutAtMs == 1000, "agents cut: %v %v", err, ev)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	rel, err := c.ReleaseAgent(ctx, &pb.ReleaseAgent{Scene: scene, Agent: 1})
+	mustf(t, err == nil && rel.Released, "release: %v %v", err, rel)
+	rel, err = c.ReleaseAgent(ctx, &pb.ReleaseAgent{Scene: scene, Agent: 1})
+	mustf(t, err == nil && !rel.Released, "release again: %v %v", err, rel)
+	list, err = c.GetReservations(ctx, &pb.GetReservations{Scene: scene})
+	mustf(t, err == nil && list.Agents == 0 && len(list.Entries) == 0, "after the release: %v %v", err, list)
+
+	for _, req := range []*pb.Request{{Body: &pb.Request_ReservePath{}}, {Body: &pb.Request_ReleaseAgent{}},
+		{Body: &pb.Request_Reservations{}}} {
+		mustf(t, weightOf(req) == 1, "%T takes one in-flight slot on the server", req.Body)
+	}
+}
+
 // A watch whose events are not read ends with WATCH_OVERFLOW past
 // Options.WatchBuffer, as the server ends one whose socket is not read; the
 // events queued before stay readable.

@@ -328,13 +328,16 @@ function findPathOp(scene, start, goal, options = {}) {
 
 /* A FindPath message, alone or as a batch item: goal, or options.goals
  * [[x, y]] with goal null; options.range in cells and lineOfSight;
- * options.wantWorld asks for the waypoints' world coordinates. */
+ * options.wantWorld asks for the waypoints' world coordinates;
+ * options.avoidReserved plans around the scene's reservations at their
+ * times, reserving nothing (needs speed > 0; startTime in seconds is the
+ * game time; a wait is its cell twice, at arrival and departure). */
 function findPathMessage(scene, start, goal, options = {}) {
   const {
     world = false, unitSize = 0, connectivity = 0, style = 'cells', goalMode = 'exact', snap = false,
     partialOnCutoff = false, speed = 0, startTime = 0, avoid = [], window = null,
     maxExpansions = 0, deadlineMs = 0, range = 0, lineOfSight = false, goals = [], wantWorld = false,
-    minVersion = 0,
+    minVersion = 0, avoidReserved = false,
   } = options;
   checkScene(scene);
   if ((goal === null || goal === undefined) === (goals.length === 0)) {
@@ -362,6 +365,7 @@ function findPathMessage(scene, start, goal, options = {}) {
     deadlineMs,
     wantWorld: Boolean(wantWorld),
     minVersion,
+    avoidReserved: Boolean(avoidReserved),
   };
   if (goals.length === 0) fp.goal = point(goal, world);
   if (window) fp.window = { min: cell(window[0]), max: cell(window[1]) };
@@ -650,7 +654,7 @@ function batchOp(items) {
 
 const WATCH_KINDS = {
   WATCH_STARTED: 'started', SCENE_UPDATED: 'updated', SCENE_REPLACED: 'replaced',
-  SCENE_INSTANCED: 'instanced', SCENE_DROPPED: 'dropped', WATCH_ENDED: 'ended',
+  SCENE_INSTANCED: 'instanced', SCENE_DROPPED: 'dropped', WATCH_ENDED: 'ended', AGENTS_CUT: 'agents_cut',
 };
 const OP_NAMES = { UPDATE_BLOCK: 'blocked', UPDATE_PASS: 'passable', UPDATE_COST: 'cost', UPDATE_RESTORE: 'restore' };
 const rect = (r) => [r.min.x, r.min.y, r.max.x, r.max.y];
@@ -672,6 +676,10 @@ function watchEvent(response) {
       }));
     }
     if (ev.kind === 'SCENE_INSTANCED') e.instance = ev.instance;
+    if (ev.kind === 'AGENTS_CUT') {
+      e.agents = ev.agents.map(Number);
+      e.cut_at_ms = Number(ev.cutAtMs);
+    }
   } else {
     e.message = errorMessage(response);
   }
@@ -1400,9 +1408,10 @@ class PathdClient {
   /* The next event of any watch on this connection, as the object pathctl
    * watch --json prints: { status ('WATCH_OVERFLOW' ends the watch),
    * watch, kind ('started', 'updated', 'replaced', 'instanced', 'dropped',
-   * 'ended'), scene, version, changed [x0, y0, x1, y1] or null, and for an
-   * update cells_changed and ops [{ set, cost, bounds, cells }], instance,
-   * final }. Rejects with PathdTimeout after timeoutMs (default the
+   * 'ended', 'agents_cut'), scene, version, changed [x0, y0, x1, y1] or
+   * null, and for an update cells_changed and ops [{ set, cost, bounds,
+   * cells }], instance, for agents_cut agents (ascending) and cut_at_ms
+   * (after the 'updated' of the update that cut them), final }. Rejects with PathdTimeout after timeoutMs (default the
    * client's), PathdError IDLE when no watch is open and none is queued,
    * PathdDisconnected when the connection went. */
   watchNext({ timeoutMs = this.timeoutMs } = {}) {

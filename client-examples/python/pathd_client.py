@@ -416,11 +416,13 @@ def _find_path_op(scene, start, goal, **options):
 def _find_path_fill(fp, scene, start, goal, world=False, unit_size=0, connectivity=0, style="cells",
                     goal_mode="exact", snap=False, partial_on_cutoff=False, speed=0.0, start_time=0.0,
                     avoid=(), window=None, max_expansions=0, deadline_ms=0, range=0.0,
-                    line_of_sight=False, goals=(), want_world=False, min_version=0):
+                    line_of_sight=False, goals=(), want_world=False, min_version=0, avoid_reserved=False):
     """Fills a FindPath message (alone or as a batch item): goal, or goals
     [(x, y)] with goal None; range in cells and line_of_sight; want_world
     asks for the waypoints' world coordinates; min_version refuses a scene
-    older than it (STALE_VERSION, with the version it is at)."""
+    older than it (STALE_VERSION, with the version it is at);
+    avoid_reserved plans around the scene's reservations (needs speed > 0;
+    start_time in seconds is the game time)."""
     _check_scene(scene)
     goals = list(goals)
     if (goal is None) == (not goals):
@@ -457,6 +459,7 @@ def _find_path_fill(fp, scene, start, goal, world=False, unit_size=0, connectivi
     fp.deadline_ms = deadline_ms
     fp.want_world = bool(want_world)
     fp.min_version = min_version
+    fp.avoid_reserved = bool(avoid_reserved)
 
 
 def _find_route_op(from_scene, start, to_scene, goal, world=False, unit_size=0, style="cells",
@@ -855,7 +858,7 @@ def _scene_info_op(scene, min_version=0):
         i.version, i.passable_cells)}), value=lambda a: a["info"])
 
 
-_WATCH_KINDS = ("started", "updated", "replaced", "instanced", "dropped", "ended")
+_WATCH_KINDS = ("started", "updated", "replaced", "instanced", "dropped", "ended", "agents_cut")
 _OP_NAMES = {pb.UPDATE_BLOCK: "blocked", pb.UPDATE_PASS: "passable", pb.UPDATE_COST: "cost",
              pb.UPDATE_RESTORE: "restore"}
 
@@ -879,6 +882,9 @@ def _watch_event(response):
                         for op in ev.ops]
         if ev.kind == pb.SCENE_INSTANCED:
             d["instance"] = ev.instance
+        if ev.kind == pb.AGENTS_CUT:
+            d["agents"] = list(ev.agents)
+            d["cut_at_ms"] = ev.cut_at_ms
     else:
         d["message"] = _message(response)
     d["final"] = response.final
@@ -1110,7 +1116,10 @@ class _Api:
         window ((x0, y0), (x1, y1)), max_expansions, deadline_ms, range
         (cells: stop within it of the goal), line_of_sight (with range),
         goals [(x, y)] with goal None (the nearest; .goal_index), want_world
-        (the result's world coordinates; None without it). Returns a
+        (the result's world coordinates; None without it), avoid_reserved
+        (around the scene's reservations at their times, reserving nothing:
+        needs speed > 0, start_time is the game time in seconds; a wait is
+        its cell twice, at arrival and departure). Returns a
         PathResult for OK or PARTIAL; raises PathdError for any other answer
         (its .result holds the PathResult)."""
         return self._call(_find_path_op(scene, start, goal, **options))
@@ -1877,9 +1886,11 @@ class PathdClient(_Api):
         timeout seconds (default: the client's), as the dict pathctl watch
         --json prints: status ("WATCH_OVERFLOW" ends the watch), watch,
         kind ("started", "updated", "replaced", "instanced", "dropped",
-        "ended"), scene, version, changed [x0, y0, x1, y1] or None,
-        cells_changed and ops [{set, cost, bounds, cells}] for an update,
-        instance, final. Raises PathdTimeout, PathdError("IDLE") when no
+        "ended", "agents_cut"), scene, version, changed [x0, y0, x1, y1] or
+        None, cells_changed and ops [{set, cost, bounds, cells}] for an
+        update, instance, agents (ascending) and cut_at_ms for agents_cut
+        (the update that made version cut their reservations; it follows
+        that update's "updated"), final. Raises PathdTimeout, PathdError("IDLE") when no
         watch is open and none is queued, PathdDisconnected."""
         wait = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + wait

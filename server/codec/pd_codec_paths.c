@@ -145,6 +145,37 @@ static pd_status pd__decode_unit_conn(const char *what, uint32_t unit_size, int 
     }
 }
 
+/* FindPath.avoid_reserved: ReservePath's planner (SIPP) without the
+ * reserving, which needs a time and a speed and plans to one goal cell,
+ * cell by cell. What it cannot honour is refused rather than ignored. */
+static pd_status pd__decode_avoid_reserved(const Pathd__V1__FindPath *m, pd_find_path_req *out, char *err,
+                                           size_t errlen)
+{
+    if (!m->avoid_reserved)
+        return PD_OK;
+    const char *other = m->n_goals ? "goals" : m->range > 0 ? "range" : m->window ? "window"
+                      : m->n_avoid ? "avoid" : m->snap ? "snap" : m->partial_on_cutoff ? "partial_on_cutoff"
+                      : m->goal_mode != PATHD__V1__GOAL_MODE__GOAL_EXACT ? "goal_mode"
+                      : m->style != PATHD__V1__WAYPOINT_STYLE__STYLE_CELLS ? "style" : NULL;
+    if (other) {
+        pd_set_err(err, errlen, "find_path.avoid_reserved plans to one goal, cell by cell: it does not take "
+                   "find_path.%s", other);
+        return PD_INVALID_ARGUMENT;
+    }
+    if (!(m->speed > 0)) {
+        pd_set_err(err, errlen, "find_path.avoid_reserved needs find_path.speed > 0 (the reservations are timed)");
+        return PD_INVALID_ARGUMENT;
+    }
+    /* The reservations' game time, in ms: 0..PD_SIPP_MAX_T0 as ReservePath's t0_ms. */
+    if (!(m->start_time >= 0) || m->start_time * 1000.0 > (double)PD_SIPP_MAX_T0) {
+        pd_set_err(err, errlen, "find_path.start_time %g is outside 0..%g seconds (avoid_reserved)", m->start_time,
+                   (double)PD_SIPP_MAX_T0 / 1000.0);
+        return PD_INVALID_ARGUMENT;
+    }
+    out->avoid_reserved = 1;
+    return PD_OK;
+}
+
 pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path_req *out,
                                       char *err, size_t errlen)
 {
@@ -202,7 +233,9 @@ pd_status pd__decode_find_path(const Pathd__V1__FindPath *m, pd_find_path_req *o
     }
     out->deadline_ms = m->deadline_ms;
     out->max_expansions = m->max_expansions;
-    return pd__decode_goal_set(m, out, err, errlen);
+    if ((st = pd__decode_goal_set(m, out, err, errlen)) != PD_OK)
+        return st;
+    return pd__decode_avoid_reserved(m, out, err, errlen);
 }
 
 static pd_status pd__decode_find_route(const Pathd__V1__FindRoute *m, pd_find_route_req *out,

@@ -883,17 +883,18 @@ void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_
 /* ---- completions ------------------------------------------------------- */
 
 /* Tells the scene's watchers about the version a finished job made (or
- * the scene it dropped, or the instance it copied), before anyone is
- * answered: the change is served already. A dropped scene's metrics
- * series go with it. */
+ * the scene it dropped, or the instance it copied, or the agents its
+ * update cut), before anyone is answered: the change is served already.
+ * A kind may have several events, published in its order, one at a time
+ * through one struct. A dropped scene's metrics series go with it. */
 static void pd__job_events(pd_server *s, const pd_job *job)
 {
     pd_watch_event ev;
-    if (!job->ops->event || !job->ops->event(job, &ev))
-        return;
-    if (ev.kind == PD_WATCH_DROPPED)
-        pd_metrics_forget_scene(s->metrics, ev.scene);
-    pd__watch_publish(s, &ev);
+    for (size_t i = 0; job->ops->event && job->ops->event(job, i, &ev); i++) {
+        if (ev.kind == PD_WATCH_DROPPED)
+            pd_metrics_forget_scene(s->metrics, ev.scene);
+        pd__watch_publish(s, &ev);
+    }
 }
 
 /* What the job's kind asks the log to say of it. */

@@ -32,8 +32,10 @@
  * while the job that made version 6 has not been collected yet. A topic
  * therefore remembers the newest version it has announced; a version-making
  * event (UPDATED, REPLACED) goes out when it is the next one, an event
- * about a version (INSTANCED, DROPPED) once that version went out, and
- * anything early is held until the events before it arrive. Every version
+ * about a version (INSTANCED, DROPPED, AGENTS_CUT) once that version went
+ * out, and anything early is held until the events before it arrive. An
+ * update's AGENTS_CUT events (one job's list, pd_kind.event) thus follow
+ * its SCENE_UPDATED, held or not, and keep their order among themselves. Every version
  * made while the server runs comes with exactly one event, so nothing is
  * held for long; should that ever fail, at PD__WATCH_MAX_HELD held events
  * they go out in version order anyway, and the gap shows in the versions.
@@ -324,6 +326,18 @@ static int pd__announce(pd_server *s, pd__topic *t, const pd_watch_event *ev)
     return gone;
 }
 
+/* 1 when a should go out before b: the older version first; at one
+ * version the event that made it before the events about it. Otherwise
+ * (equal) the one held first, as the caller scans in held order. */
+static int pd__before(const pd_watch_event *a, const pd_watch_event *b)
+{
+    if (a->version != b->version)
+        return a->version < b->version;
+    int a_makes = a->kind == PD_WATCH_UPDATED || a->kind == PD_WATCH_REPLACED;
+    int b_makes = b->kind == PD_WATCH_UPDATED || b->kind == PD_WATCH_REPLACED;
+    return a_makes && !b_makes;
+}
+
 /* Sends what t holds that the announced version now lets through, oldest
  * first; with `force`, everything. Returns 1 when t is gone. */
 static int pd__release_held(pd_server *s, pd__topic *t, int force)
@@ -331,13 +345,15 @@ static int pd__release_held(pd_server *s, pd__topic *t, int force)
     for (;;) {
         size_t best = t->n_held;
         for (size_t i = 0; i < t->n_held; i++)
-            if ((force || pd__ready(t, t->held[i])) &&
-                (best == t->n_held || t->held[i]->version < t->held[best]->version))
+            if ((force || pd__ready(t, t->held[i])) && (best == t->n_held || pd__before(t->held[i], t->held[best])))
                 best = i;
         if (best == t->n_held)
             return 0;
         pd_watch_event *ev = t->held[best];
-        t->held[best] = t->held[--t->n_held];
+        /* Shifted down, not swapped: events held in one order (an update's
+         * several AGENTS_CUT) keep it. */
+        memmove(&t->held[best], &t->held[best + 1], (t->n_held - best - 1) * sizeof *t->held);
+        t->n_held--;
         int gone = pd__announce(s, t, ev);
         free(ev);
         if (gone)

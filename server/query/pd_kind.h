@@ -82,8 +82,12 @@ typedef struct pd_kind {
     void (*release)(pd_job *job);
 
     /* On the loop, once the job is back. All optional. */
-    /* The watch event of the change the job made: 1 when there is one. */
-    int (*event)(const pd_job *job, pd_watch_event *ev);
+    /* The watch events of the change the job made, a list of any length:
+     * fills event number i (from 0, in the order watchers hear them) and
+     * returns 1, or returns 0 past the last. One event at a time, so a
+     * change with many (an update's SCENE_UPDATED, then one AGENTS_CUT per
+     * PD_WATCH_MAX_AGENTS agents it cut) costs one event's memory. */
+    int (*event)(const pd_job *job, size_t i, pd_watch_event *ev);
     /* A line for the server's log: the level, the text in buf. */
     pd_kind_note (*note)(const pd_job *job, char *buf, size_t len);
     /* The scene its latency is labelled with, or NULL (none, or several). */

@@ -124,6 +124,14 @@ pd_status pd_kind_batch_prepare_item(pd_job *batch, size_t i, const pd_kind_env 
     if (item->kind == PD_REQ_FIND_PATH && item->path && item->path->max_expansions == 0)
         item->path->max_expansions = env->default_max_expansions;
     *deadline_ns = 0;
+    if (item->kind == PD_REQ_FIND_PATH && item->path && item->path->avoid_reserved) {
+        /* It runs in its scene's lane, a batch's items on any worker. */
+        pd_scene_release(scene);
+        pd_move_result *r = &batch->move_results[i];
+        r->status = PD_INVALID_ARGUMENT;
+        snprintf(r->message, sizeof r->message, "find_path.avoid_reserved is not served in a Batch: send it alone");
+        return PD_INVALID_ARGUMENT;
+    }
     if (item->kind == PD_REQ_FIND_PATH && item->path && item->path->deadline_ms)
         *deadline_ns = batch->arrival_ns + (uint64_t)item->path->deadline_ms * 1000000u;
     return pd_move_prepare(scene, item, &batch->move_queries[i], &batch->move_results[i]);

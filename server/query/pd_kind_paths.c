@@ -3,12 +3,15 @@
  * pipeline of pd_query.c) and FindRoute (across scenes through the world's
  * portals). Both are prepared on the loop against the snapshot current
  * when they arrive - so an unknown scene, a unit size not served or a point
- * outside is answered at once - and searched on a worker.
+ * outside is answered at once - and searched on a worker. A FindPath with
+ * avoid_reserved is planned by ReservePath's planner, without reserving
+ * (pd_kind_reserve_find_path), in the scene's lane.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "pd_kind.h"
+#include "pd_kind_reserve.h"
 
 static uint64_t pd__deadline_ns(uint32_t deadline_ms, uint64_t arrival_ns)
 {
@@ -37,6 +40,14 @@ static pd_status pd__path_prepare(pd_job *job, pd_request *req, const pd_kind_en
     fp->n_avoid = 0;
     job->want_world = fp->want_world;
     job->task.deadline_ns = pd__deadline_ns(fp->deadline_ms, job->arrival_ns);
+    if (job->path_query.avoid_reserved) {
+        /* Around the reservations: an ordered task in the scene's lane, as
+         * ReservePath is, so it sees every reservation and cut that arrived
+         * before it, and none half made. */
+        job->task.ordered = 1;
+        job->task.lane = job->task.lane2 = pd_kind_scene_lane(scene->name);
+        job->store = env->store;
+    }
     return PD_OK;
 }
 
@@ -44,6 +55,8 @@ static pd_status pd__path_prepare(pd_job *job, pd_request *req, const pd_kind_en
  * a goal a few cells away costs less than a worker's wakeups. */
 static int pd__path_inline(pd_job *job, pd_query_scratch *scratch, uint64_t budget)
 {
+    if (job->path_query.avoid_reserved)
+        return 0; /* its lane's, not the loop's */
     if (pd_query_find_path_small(scratch, job->scene, &job->path_query, budget, &job->path))
         return 1;
     memset(&job->path, 0, sizeof job->path);
@@ -52,6 +65,9 @@ static int pd__path_inline(pd_job *job, pd_query_scratch *scratch, uint64_t budg
 
 static pd_status pd__path_run(pd_job *job, pd_query_scratch *scratch, const pd_query_control *ctl)
 {
+    if (job->path_query.avoid_reserved)
+        return pd_kind_reserve_find_path(pd_store_registry(job->store), job->scene, &job->path_query, ctl,
+                                         &job->path);
     return pd_query_find_path(scratch, job->scene, &job->path_query, ctl, &job->path);
 }
 

@@ -39,8 +39,6 @@ const char *pd_kind_reserve_limit_key(pd_reserve_limit l)
  * (the query scratch predates SIPP; a context reused keeps its arrays, as
  * a search context does), freed when the thread ends. */
 static pthread_key_t pd__sipp_key;
-/* What a worker's planner context keeps between plans. */
-#define PD__SIPP_KEEP_BYTES (4u << 20)
 static pthread_once_t pd__sipp_once = PTHREAD_ONCE_INIT;
 
 static void pd__sipp_free(void *ctx)
@@ -53,7 +51,7 @@ static void pd__sipp_key_make(void)
     (void)pthread_key_create(&pd__sipp_key, pd__sipp_free);
 }
 
-static pd_sipp_ctx *pd__sipp_ctx(void)
+pd_sipp_ctx *pd_kind_reserve_sipp_ctx(void)
 {
     pthread_once(&pd__sipp_once, pd__sipp_key_make);
     pd_sipp_ctx *ctx = pthread_getspecific(pd__sipp_key);
@@ -62,6 +60,14 @@ static pd_sipp_ctx *pd__sipp_ctx(void)
         ctx = NULL;
     }
     return ctx;
+}
+
+int pd_kind_reserve_apart(const pd_scene_unit *u, pd_point start, pd_point goal)
+{
+    const pd_components *comps = u->components;
+    return comps && pd_components_in_bounds(comps, start) && pd_components_in_bounds(comps, goal) &&
+           pd_components_label(comps, start) != 0 && pd_components_label(comps, goal) != 0 &&
+           !pd_components_connected(comps, start, goal);
 }
 
 static pd_status pd__reserve_prepare(pd_job *job, pd_request *req, const pd_kind_env *env, pd_kind_refusal *why)
@@ -152,13 +158,10 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
 
     /* Not connected on the map: NO_PATH at once, as FindPath decides it
      * (the space-time search would have to visit every state to prove it). */
-    const pd_components *comps = u->components;
-    if (comps && pd_components_in_bounds(comps, p.start) && pd_components_in_bounds(comps, p.goal) &&
-        pd_components_label(comps, p.start) != 0 && pd_components_label(comps, p.goal) != 0 &&
-        !pd_components_connected(comps, p.start, p.goal))
+    if (pd_kind_reserve_apart(u, p.start, p.goal))
         return pd__fail(rj, PD_NO_PATH, "goal is not reachable from start in scene '%s'", s->name);
 
-    pd_sipp_ctx *ctx = pd__sipp_ctx();
+    pd_sipp_ctx *ctx = pd_kind_reserve_sipp_ctx();
     if (!ctx)
         return pd__fail(rj, PD_INTERNAL, "out of memory planning in scene '%s'", s->name);
     pd_reservations *set = pd_registry_reservations(rj->registry);
@@ -186,7 +189,7 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
     pd_reservations_unlock(set, &hold);
     /* A search over a large window may have grown the context far past
      * what the next needs: give that back, as workers trim their scratch. */
-    pd_sipp_ctx_trim(ctx, PD__SIPP_KEEP_BYTES);
+    pd_sipp_ctx_trim(ctx, PD_KIND_RESERVE_SIPP_KEEP_BYTES);
     rj->reserved_until_ms = r.reserved_until_ms;
     rj->cost = r.cost;
     rj->expanded = r.expanded;

@@ -45,6 +45,30 @@ typedef struct pd_reserve_job {
     pd_reserve_stats stats;
 } pd_reserve_job;
 
+/* The calling worker thread's planner context, made at its first use and
+ * freed when the thread ends; NULL when out of memory. Trim it after a
+ * plan (pd_sipp_ctx_trim, PD_KIND_RESERVE_SIPP_KEEP_BYTES). */
+#define PD_KIND_RESERVE_SIPP_KEEP_BYTES (4u << 20)
+struct pd_sipp_ctx *pd_kind_reserve_sipp_ctx(void);
+
+/* 1 when the unit's static components put start and goal apart (both open
+ * and in bounds): no plan can join them, at any time. */
+int pd_kind_reserve_apart(const pd_scene_unit *u, pd_point start, pd_point goal);
+
+/* FindPath with avoid_reserved (q->avoid_reserved), on a worker in the
+ * scene's lane: SIPP (pd_sipp_plan) from q->t0_ms at q->speed /
+ * cell_size cells per second against the scene's table, which it does not
+ * change, to the goal (VANISH: reaching it is enough). `arrived` is the
+ * snapshot FindPath was checked against; the plan uses the scene current
+ * in the lane when it is the same scene (an update queued before it has
+ * applied), else `arrived`. The answer is FindPath's: every cell with its
+ * arrival time in seconds, a wait as the cell twice (arrival, then
+ * departure); PARTIAL with goal_used when the table's longest window
+ * (limits.max_reservation_window_ms) ends before the goal. Returns out's
+ * status. */
+pd_status pd_kind_reserve_find_path(pd_registry *registry, pd_scene *arrived, const pd_path_query *q,
+                                    const pd_query_control *ctl, pd_path_result *out);
+
 /* The config's name of a reservation limit ("limits.max_agents_per_scene"). */
 const char *pd_kind_reserve_limit_key(pd_reserve_limit l);
 

@@ -69,9 +69,16 @@ static void pd__update_release(pd_job *job)
     job->ext = NULL;
 }
 
-static int pd__update_event(const pd_job *job, pd_watch_event *ev)
+/* The update's SCENE_UPDATED, then the AGENTS_CUT events of the agents it
+ * cut (pd_watch_event_agents_cut splits a long list): watchers hear of the
+ * new cells before of the plans they broke. */
+static int pd__update_event(const pd_job *job, size_t i, pd_watch_event *ev)
 {
-    return pd_watch_event_from_update(&job->update_req, &job->update, ev) == 0;
+    if (i == 0)
+        return pd_watch_event_from_update(&job->update_req, &job->update, ev) == 0;
+    const pd_update_cut *cut = job->ext;
+    return cut && pd_watch_event_agents_cut(&job->update_req, &job->update, cut->agents, cut->n_agents, cut->at_ms,
+                                            i - 1, ev) == 0;
 }
 
 static pd_kind_note pd__update_note(const pd_job *job, char *buf, size_t len)
@@ -149,10 +156,11 @@ static pd_status pd__drop_run(pd_job *job, pd_query_scratch *scratch, const pd_q
     return pd_query_drop_scene(job->store, &job->change, &job->change_out);
 }
 
-/* A new scene has no watchers yet: CreateScene emits nothing. */
-static int pd__instance_event(const pd_job *job, pd_watch_event *ev)
+/* One event each. A new scene has no watchers yet: CreateScene emits
+ * nothing. */
+static int pd__instance_event(const pd_job *job, size_t i, pd_watch_event *ev)
 {
-    if (!job->change_out.change.applied)
+    if (i > 0 || !job->change_out.change.applied)
         return 0;
     memset(ev, 0, sizeof *ev);
     ev->kind = PD_WATCH_INSTANCED;
@@ -163,9 +171,9 @@ static int pd__instance_event(const pd_job *job, pd_watch_event *ev)
     return 1;
 }
 
-static int pd__drop_event(const pd_job *job, pd_watch_event *ev)
+static int pd__drop_event(const pd_job *job, size_t i, pd_watch_event *ev)
 {
-    if (!job->change_out.change.applied)
+    if (i > 0 || !job->change_out.change.applied)
         return 0;
     memset(ev, 0, sizeof *ev);
     ev->kind = PD_WATCH_DROPPED;

@@ -287,6 +287,8 @@ pd_status pd_query_path_prepare(const pd_scene *scene, const pd_find_path_req *r
     out->start_time = req->start_time;
     out->avoid = req->avoid;
     out->n_avoid = req->n_avoid;
+    out->avoid_reserved = req->avoid_reserved;
+    out->t0_ms = req->avoid_reserved ? llround(req->start_time * 1000.0) : 0;
     return PD_OK;
 }
 

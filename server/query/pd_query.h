@@ -91,6 +91,11 @@ typedef struct pd_path_query {
     size_t n_goals;
     double range;                 /* cells */
     int line_of_sight;
+    /* FindPath.avoid_reserved: planned by SIPP against the scene's
+     * reservation table in the scene's lane (pd_kind_reserve_find_path),
+     * from the game time t0_ms (start_time in ms), nothing reserved. */
+    int avoid_reserved;
+    int64_t t0_ms;
 } pd_path_query;
 
 typedef struct pd_path_result {

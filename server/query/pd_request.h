@@ -112,6 +112,9 @@ typedef struct pd_find_path_req {
     size_t n_goals;          /* 0, or 1..PD_FINDPATH_MAX_GOALS */
     int want_world;          /* the answer carries world coordinates too */
     uint64_t min_version;    /* 0 = any; an older snapshot answers PD_STALE_VERSION */
+    int avoid_reserved;      /* plan around the scene's reservations (speed > 0,
+                                start_time >= 0; the codec refuses what it cannot
+                                combine with) */
 } pd_find_path_req;
 
 /* FindRoute. Whether the scenes exist, serve the unit size and hold the

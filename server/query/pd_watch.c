@@ -31,15 +31,22 @@ static void pd__watch_op(const pd_scene_update *u, pd_watch_op *w)
     }
 }
 
+/* An event of kind about the version the update made, the rest zero. */
+static void pd__watch_head(const pd_update_cells_req *req, const pd_update_outcome *out, pd_watch_kind kind,
+                           pd_watch_event *ev)
+{
+    memset(ev, 0, sizeof *ev);
+    ev->kind = kind;
+    memcpy(ev->scene, req->scene, sizeof ev->scene);
+    ev->incarnation = out->update.incarnation;
+    ev->version = out->update.version;
+}
+
 int pd_watch_event_from_update(const pd_update_cells_req *req, const pd_update_outcome *out, pd_watch_event *ev)
 {
     if (out->update.cells_changed == 0)
         return -1;
-    memset(ev, 0, sizeof *ev);
-    ev->kind = PD_WATCH_UPDATED;
-    memcpy(ev->scene, req->scene, sizeof ev->scene);
-    ev->incarnation = out->update.incarnation;
-    ev->version = out->update.version;
+    pd__watch_head(req, out, PD_WATCH_UPDATED, ev);
     ev->has_changed = 1;
     ev->changed_min = out->update.changed_min;
     ev->changed_max = out->update.changed_max;
@@ -55,5 +62,18 @@ int pd_watch_event_from_update(const pd_update_cells_req *req, const pd_update_o
         ev->n_ops = PD_SCENE_MAX_UPDATE_OPS;
     for (size_t k = 0; k < ev->n_ops; k++)
         pd__watch_op(&ops[k], &ev->ops[k]);
+    return 0;
+}
+
+int pd_watch_event_agents_cut(const pd_update_cells_req *req, const pd_update_outcome *out, const uint64_t *agents,
+                              size_t n, int64_t cut_at_ms, size_t part, pd_watch_event *ev)
+{
+    if (part >= (n + PD_WATCH_MAX_AGENTS - 1) / PD_WATCH_MAX_AGENTS)
+        return -1;
+    pd__watch_head(req, out, PD_WATCH_AGENTS_CUT, ev);
+    size_t first = part * PD_WATCH_MAX_AGENTS;
+    ev->n_agents = n - first < PD_WATCH_MAX_AGENTS ? n - first : PD_WATCH_MAX_AGENTS;
+    memcpy(ev->agents, agents + first, ev->n_agents * sizeof *agents);
+    ev->cut_at_ms = cut_at_ms;
     return 0;
 }

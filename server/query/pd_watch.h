@@ -23,7 +23,14 @@ typedef enum pd_watch_kind {
     PD_WATCH_INSTANCED = 3,  /* CreateInstance copied the scene (at `version`) as `instance` */
     PD_WATCH_DROPPED = 4,    /* the scene is no longer served: its last event */
     PD_WATCH_ENDED = 5,      /* Unwatch: the watch's final frame */
+    PD_WATCH_AGENTS_CUT = 6, /* the update that made `version` cut `agents`' reservations */
 } pd_watch_kind;
+
+/* The agent ids one AGENTS_CUT event carries, at most (4 KiB of ids, about
+ * 5 KiB on the wire): an update that cuts more sends several AGENTS_CUT
+ * events in a row, each with the next ids (ascending throughout), so an
+ * event's size stays bounded whatever the table holds. */
+#define PD_WATCH_MAX_AGENTS 512
 
 /* One operation of an update, summarised: its cell list may hold a million
  * cells, an event holds where they lie and how many there are. */
@@ -46,6 +53,9 @@ typedef struct pd_watch_event {
     pd_watch_op ops[PD_SCENE_MAX_UPDATE_OPS];  /* UPDATED: the update's, in order */
     size_t n_ops;
     char instance[PD_CONF_MAX_NAME];           /* INSTANCED: the new scene */
+    uint64_t agents[PD_WATCH_MAX_AGENTS];      /* AGENTS_CUT: ascending */
+    size_t n_agents;
+    int64_t cut_at_ms;                         /* AGENTS_CUT: from when they lost their holds */
 } pd_watch_event;
 
 /* Fills ev with the event of an update that made a version (out->update.
@@ -53,5 +63,13 @@ typedef struct pd_watch_event {
  * the registry published still leaves the version served). Returns 0, or
  * -1 when the update made no version (no event is due). */
 int pd_watch_event_from_update(const pd_update_cells_req *req, const pd_update_outcome *out, pd_watch_event *ev);
+
+/* Fills ev with AGENTS_CUT event number `part` (from 0) of an update that
+ * made version `version` of the scene (req's name, out's incarnation) and
+ * cut agents[0..n) (ascending) from cut_at_ms on: the ids
+ * [part * PD_WATCH_MAX_AGENTS, ...) of them. Returns 0, or -1 when part is
+ * past the last (none at all for n = 0). */
+int pd_watch_event_agents_cut(const pd_update_cells_req *req, const pd_update_outcome *out, const uint64_t *agents,
+                              size_t n, int64_t cut_at_ms, size_t part, pd_watch_event *ev);
 
 #endif

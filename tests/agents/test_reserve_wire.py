@@ -26,7 +26,7 @@ import threading
 import time
 import unittest
 
-from pathd_client import PathdClient, PathdError
+from pathd_client import PathdClient, PathdError, PathdTimeout
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKER = os.path.join(HERE, "check_plans.py")
@@ -47,7 +47,8 @@ W, H = len(DOOR_MAP[0]), len(DOOR_MAP)
 TTL_MS = 60000
 MAX_AGENTS = 30
 MAX_WINDOW_MS = 60000
-SCENES = ["door", "blocked", "release", "ttl", "partial", "cut", "crowd", "bad", "rand", "grow", "ctl", "conc"]
+SCENES = ["door", "blocked", "release", "ttl", "partial", "cut", "crowd", "bad", "rand", "grow", "ctl", "conc",
+          "cutwatch", "avoid", "avoidfree"]
 
 
 def open_cells(unit=1):
@@ -299,6 +300,185 @@ class ReserveWireTest(unittest.TestCase):
         self.assertTrue(c["was_cut"])
         self.assertFalse(b["was_cut"])
         rec.check(self)
+
+    def test_cut_tells_watchers(self):
+        """Two agents through the door; a cell on one's path only is blocked:
+        the scene's watcher hears SCENE_UPDATED, then AGENTS_CUT naming that
+        agent alone, and the agent goes on from where its kept plan leaves it."""
+        rec = Recorder()
+        watcher = PathdClient(self.daemon.addr, timeout=20)
+        # pathctl watch prints the same events (the C client's).
+        pathctl = subprocess.Popen([os.environ["PATHCTL_BIN"], "--server", self.daemon.addr, "--json", "watch",
+                                    "cutwatch", "--count", "2"], stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(json.loads(pathctl.stdout.readline())["kind"], "started")
+            watcher.watch(["cutwatch"])
+            self.assertEqual(watcher.watch_next(timeout=10)["kind"], "started")
+            a = self.reserve(rec, "cutwatch", 51, (1, 3), (10, 3), 0, window_ms=MAX_WINDOW_MS)
+            b = self.reserve(rec, "cutwatch", 52, (10, 5), (1, 5), 0, window_ms=MAX_WINDOW_MS)
+            self.assertEqual((a["status"], b["status"]), ("OK", "OK"))
+            for ans in (a, b):
+                self.assertTrue(any((w["x"], w["y"]) == DOOR for w in ans["waypoints"]), ans)
+            # A cell of 51's path past the door that 52 never holds, reached
+            # well after the cut's time.
+            at_ms = 100
+            cell = None
+            for w in a["waypoints"]:
+                xy = (w["x"], w["y"])
+                if xy[0] > DOOR[0] + 1 and xy != (10, 3) and w["t_arrive_ms"] > at_ms:
+                    holders = {e["agent"] for e in self.c.reservations("cutwatch", rect=(xy, xy))["entries"]}
+                    if holders == {51}:
+                        cell = xy
+                        break
+            self.assertIsNotNone(cell, a)
+            u = self.c.update_cells("cutwatch", rect=(cell, cell), op="block", at_ms=at_ms)
+            self.assertEqual(u["agents_cut"], [51])
+            updated = watcher.watch_next(timeout=10)
+            self.assertEqual((updated["kind"], updated["version"]), ("updated", u["version"]))
+            cut = watcher.watch_next(timeout=10)
+            self.assertEqual(cut["kind"], "agents_cut")
+            self.assertEqual(cut["version"], u["version"])
+            self.assertEqual(cut["agents"], [51])
+            self.assertEqual(cut["cut_at_ms"], at_ms)
+            self.assertFalse(cut["final"])
+            # Nothing more: one AGENTS_CUT for one agent.
+            with self.assertRaises(PathdTimeout):
+                watcher.watch_next(timeout=0.3)
+            printed, _ = pathctl.communicate(timeout=20)
+            self.assertEqual(pathctl.returncode, 0)
+            lines = [json.loads(line) for line in printed.splitlines()]
+            self.assertEqual([(e["kind"], e["version"]) for e in lines],
+                             [("updated", u["version"]), ("agents_cut", u["version"])])
+            self.assertEqual((lines[1]["agents"], lines[1]["cut_at_ms"]), ([51], at_ms))
+        finally:
+            watcher.close()
+            if pathctl.poll() is None:
+                pathctl.kill()
+                pathctl.wait()
+        rec.add({"type": "block", "x0": cell[0], "y0": cell[1], "x1": cell[0], "y1": cell[1], "t": at_ms})
+        kept = [e for e in self.c.reservations("cutwatch")["entries"] if e["agent"] == 51]
+        until = max(e["t1_ms"] for e in kept)
+        rec.add({"type": "cut", "agent": 51, "t": until})
+        # Its next plan starts where the kept plan leaves it, at its end,
+        # and goes round the new wall to the goal.
+        stop = [w for w in a["waypoints"] if w["t_arrive_ms"] <= until][-1]
+        c = self.reserve(rec, "cutwatch", 51, (stop["x"], stop["y"]), (10, 3), until, window_ms=MAX_WINDOW_MS)
+        self.assertEqual(c["status"], "OK")
+        self.assertTrue(c["was_cut"])
+        self.assertEqual((c["waypoints"][0]["x"], c["waypoints"][0]["y"], c["waypoints"][0]["t_arrive_ms"]),
+                         (stop["x"], stop["y"], until))
+        self.assertNotIn(cell, [(w["x"], w["y"]) for w in c["waypoints"]])
+        self.assertEqual((c["waypoints"][-1]["x"], c["waypoints"][-1]["y"]), (10, 3))
+        rec.check(self)
+
+    # ---- FindPath around the reservations -------------------------------------
+
+    @staticmethod
+    def timed_plan(path):
+        """A FindPath answer with times as the checker's waypoints: a cell
+        given twice is a wait (arrival, then departure); the last cell is
+        left at arrival (planned alone: nothing is held there)."""
+        ms = [round(t * 1000) for t in path.times]
+        wps = []
+        for (x, y), t in zip(path.waypoints, ms):
+            if wps and (wps[-1][0], wps[-1][1]) == (x, y):
+                wps[-1][3] = t
+            else:
+                if wps:
+                    wps[-1][3] = wps[-1][3] if wps[-1][3] is not None else wps[-1][2]
+                wps.append([x, y, t, None])
+        wps[-1][3] = wps[-1][2]
+        return wps
+
+    @staticmethod
+    def overlaps(wps, entries):
+        """The (cell, time) holds of wps (waits and moves' boxes) that
+        overlap one of entries' [t0_ms, t1_ms)."""
+        holds = []
+        for i, (x, y, ta, tl) in enumerate(wps):
+            if tl > ta:
+                holds.append((x, y, x, y, ta, tl))
+            if i + 1 < len(wps):
+                nx, ny, na, _ = wps[i + 1]
+                holds.append((min(x, nx), min(y, ny), max(x, nx), max(y, ny), tl, na))
+        hits = []
+        for (x0, y0, x1, y1, t0, t1) in holds:
+            for e in entries:
+                end = e["t1_ms"] if e["t1_ms"] is not None else float("inf")
+                if (x0 <= e["x"] + e["width"] - 1 and e["x"] <= x1 and y0 <= e["y"] + e["height"] - 1 and
+                        e["y"] <= y1 and t0 < end and e["t0_ms"] < t1):
+                    hits.append(((x0, y0, x1, y1, t0, t1), e))
+        return hits
+
+    def test_find_path_avoid_reserved(self):
+        """An agent reserved through the door from the right; FindPath from
+        the left: alone it walks into the agent in the door, with
+        avoid_reserved it waits or goes round, and reserves nothing."""
+        rec = Recorder()
+        a = self.reserve(rec, "avoid", 61, (10, 3), (1, 1), 0, window_ms=MAX_WINDOW_MS)
+        self.assertEqual(a["status"], "OK")
+        self.assertTrue(any((w["x"], w["y"]) == DOOR for w in a["waypoints"]))
+        entries = self.c.reservations("avoid")["entries"]
+        before = self.c.reservations("avoid")["table_entries"]
+        plain = self.c.find_path("avoid", (2, 3), (9, 3), speed=2.0, start_time=0.0)
+        self.assertEqual(plain.status, "OK")
+        self.assertTrue(self.overlaps(self.timed_plan(plain), entries), "alone, it should meet agent 61")
+        around = self.c.find_path("avoid", (2, 3), (9, 3), speed=2.0, start_time=0.0, avoid_reserved=True)
+        self.assertEqual(around.status, "OK", around.message)
+        self.assertEqual((around.waypoints[0], around.waypoints[-1]), ((2, 3), (9, 3)))
+        self.assertIn(DOOR, around.waypoints)
+        wps = self.timed_plan(around)
+        self.assertEqual(self.overlaps(wps, entries), [])
+        # Later than alone: it waited for the door.
+        self.assertGreater(around.times[-1], plain.times[-1])
+        # pathctl path --avoid-reserved (the C client) answers the same.
+        out = subprocess.run([os.environ["PATHCTL_BIN"], "--server", self.daemon.addr, "--json", "path", "--scene",
+                              "avoid", "--from", "2,3", "--to", "9,3", "--speed", "2", "--avoid-reserved"],
+                             capture_output=True, text=True, timeout=20)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        c = json.loads(out.stdout)
+        self.assertEqual([tuple(w) for w in c["waypoints"]], around.waypoints)
+        self.assertEqual(c["times"], around.times)
+        # Nothing was reserved.
+        after = self.c.reservations("avoid")
+        self.assertEqual((after["agents"], after["table_entries"]), (1, before))
+        # The checker agrees: legal, not too fast, no conflict with 61.
+        rec.plan({"agent": 62, "waypoints": [{"x": x, "y": y, "t_arrive_ms": ta, "t_leave_ms": tl}
+                                             for x, y, ta, tl in wps]}, 1, 2.0, 0)
+        rec.check(self)
+        # Later on, once 61 is parked at its goal, the way is clear: the
+        # plan goes straight, as alone.
+        late = a["waypoints"][-1]["t_arrive_ms"] / 1000.0 + 1
+        plain = self.c.find_path("avoid", (2, 3), (9, 3), speed=2.0, start_time=late)
+        clear = self.c.find_path("avoid", (2, 3), (9, 3), speed=2.0, start_time=late, avoid_reserved=True)
+        self.assertEqual(clear.waypoints, plain.waypoints)
+        self.assertAlmostEqual(clear.cost, plain.cost, places=6)
+
+    def test_find_path_avoid_reserved_refusals(self):
+        # No reservations in the scene: the plan is A*'s, over time.
+        plain = self.c.find_path("avoidfree", (1, 1), (10, 5), speed=4.0, start_time=2.5)
+        free = self.c.find_path("avoidfree", (1, 1), (10, 5), speed=4.0, start_time=2.5, avoid_reserved=True)
+        self.assertEqual(free.status, "OK")
+        self.assertAlmostEqual(free.cost, plain.cost, places=6)
+        self.assertEqual(free.times[0], 2.5)
+        self.assertEqual(len(free.waypoints), len(plain.waypoints))
+        self.assertEqual(self.c.reservations("avoidfree")["agents"], 0)
+        # What it cannot honour is refused, by name.
+        for opts, word in (({"speed": 0.0}, "speed"), ({"speed": 2.0, "style": "corners"}, "style"),
+                           ({"speed": 2.0, "avoid": [(3, 3)]}, "avoid"), ({"speed": 2.0, "snap": True}, "snap"),
+                           ({"speed": 2.0, "start_time": -1.0}, "start_time")):
+            e = self.status_of(self.c.find_path, "avoidfree", (1, 1), (10, 5), avoid_reserved=True, **opts)
+            self.assertEqual(e.status, "INVALID_ARGUMENT", opts)
+            self.assertIn(word, e.message)
+        # A wall at the goal, and a start another agent holds.
+        self.assertEqual(self.status_of(self.c.find_path, "avoidfree", (1, 1), (0, 0), speed=2.0,
+                                        avoid_reserved=True).status, "GOAL_BLOCKED")
+        self.c.reserve_path("avoidfree", 71, (3, 3), (3, 3), 0, 2.0)
+        e = self.status_of(self.c.find_path, "avoidfree", (3, 3), (10, 5), speed=2.0, start_time=1.0,
+                           avoid_reserved=True)
+        self.assertEqual(e.status, "START_BLOCKED")
+        self.assertIn("agent 71", e.message)
+        self.c.release_agent("avoidfree", 71)
 
     def test_dropped_scene_drops_its_table(self):
         rec = Recorder()

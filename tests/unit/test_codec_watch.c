@@ -420,6 +420,55 @@ static void test_encode_watch_event(void **state)
     pathd__v1__response__free_unpacked(r, NULL);
 }
 
+/* An update that cut agents (issue 34): its AGENTS_CUT events carry the
+ * ids in order, at most PD_WATCH_MAX_AGENTS each, as many events as that
+ * takes and no more; the encoded event carries them and cut_at_ms. */
+static void test_agents_cut_events(void **state)
+{
+    (void)state;
+    pd_update_cells_req req;
+    memset(&req, 0, sizeof req);
+    snprintf(req.scene, sizeof req.scene, "yard");
+    pd_update_outcome out;
+    memset(&out, 0, sizeof out);
+    out.update = (pd_scene_update_result){ .version = 4, .incarnation = 2, .cells_changed = 1 };
+    size_t n = 2 * PD_WATCH_MAX_AGENTS + 3;
+    uint64_t *ids = malloc(n * sizeof *ids);
+    assert_non_null(ids);
+    for (size_t i = 0; i < n; i++)
+        ids[i] = 1000 + i;
+    pd_watch_event ev;
+    assert_int_equal(pd_watch_event_agents_cut(&req, &out, ids, 0, 70, 0, &ev), -1);
+    size_t seen = 0, part = 0;
+    for (; pd_watch_event_agents_cut(&req, &out, ids, n, 70, part, &ev) == 0; part++) {
+        assert_int_equal(ev.kind, PD_WATCH_AGENTS_CUT);
+        assert_string_equal(ev.scene, "yard");
+        assert_int_equal(ev.version, 4);
+        assert_int_equal(ev.incarnation, 2);
+        assert_int_equal(ev.cut_at_ms, 70);
+        assert_true(ev.n_agents >= 1 && ev.n_agents <= PD_WATCH_MAX_AGENTS);
+        for (size_t i = 0; i < ev.n_agents; i++)
+            assert_int_equal(ev.agents[i], ids[seen + i]);
+        seen += ev.n_agents;
+    }
+    assert_int_equal(part, 3);
+    assert_int_equal(seen, n);
+
+    assert_int_equal(pd_watch_event_agents_cut(&req, &out, ids, n, -5, 1, &ev), 0);
+    size_t len = 0;
+    Pathd__V1__Response *r = one_frame(pd_codec_encode_watch_event(3, &ev, 0, &len), &len);
+    const Pathd__V1__WatchEvent *m = r->watch_event;
+    assert_int_equal(m->kind, PATHD__V1__WATCH_EVENT_KIND__AGENTS_CUT);
+    assert_int_equal(m->version, 4);
+    assert_int_equal(m->cut_at_ms, -5);
+    assert_int_equal(m->n_agents, PD_WATCH_MAX_AGENTS);
+    assert_int_equal(m->agents[0], ids[PD_WATCH_MAX_AGENTS]);
+    assert_int_equal(m->agents[PD_WATCH_MAX_AGENTS - 1], ids[2 * PD_WATCH_MAX_AGENTS - 1]);
+    assert_int_equal(m->n_ops, 0);
+    pathd__v1__response__free_unpacked(r, NULL);
+    free(ids);
+}
+
 /* Issue 29, finding 12: an event is encoded once for all its watchers. Its
  * shared body with each watch's id in front is, byte for byte, the frame
  * encoded for that id alone: every id size (none for 0, one to ten varint
@@ -515,6 +564,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_changed_rect_is_the_changed_cells),
         cmocka_unit_test(test_event_from_update),
+        cmocka_unit_test(test_agents_cut_events),
         cmocka_unit_test(test_min_version_checks),
         cmocka_unit_test(test_decode_watch),
         cmocka_unit_test(test_decode_min_version),

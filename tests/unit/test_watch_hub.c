@@ -7,7 +7,8 @@
  * What the end-to-end test cannot force: events reaching the hub out of
  * version order (a reload publishing while an update's job is still
  * uncollected) must still go out in version order; an event about a
- * version (INSTANCED, DROPPED) waits for that version's; a subscription
+ * version (INSTANCED, DROPPED, AGENTS_CUT) waits for that version's, and
+ * an update's several AGENTS_CUT keep their order; a subscription
  * made at version V skips events up to V; the overflow cap ends every
  * watch of the connection that fell behind and no other; a connection
  * that closes takes its watches with it; a scene dropped and made again
@@ -229,6 +230,49 @@ static void test_out_of_order_events_go_out_in_version_order(void **state)
     publish(f->s, PD_WATCH_UPDATED, "north", 6);
     fr = take_frames(f->a);
     assert_null(fr[0]);
+    free_frames(fr);
+}
+
+/* An update's AGENTS_CUT events (issue 34) follow its SCENE_UPDATED and
+ * keep their order among themselves, also when all of them are held for an
+ * earlier version: held events must not be reordered when one leaves the
+ * queue (a swap with the last one did that). */
+static void test_agents_cut_follows_its_update_in_order(void **state)
+{
+    hub_fixture *f = *state;
+    const char *const north[] = { "north" };
+    watch(f->a, 11, north, 1);
+    free_frames(take_frames(f->a));
+    uint64_t inc = incarnation_of(f->s, "north");
+    pd_watch_event ev;
+    publish_of(f->s, PD_WATCH_UPDATED, "north", inc, 3);
+    for (uint64_t part = 0; part < 3; part++) {
+        memset(&ev, 0, sizeof ev);
+        ev.kind = PD_WATCH_AGENTS_CUT;
+        snprintf(ev.scene, sizeof ev.scene, "north");
+        ev.incarnation = inc;
+        ev.version = 3;
+        ev.agents[0] = 100 + part;
+        ev.n_agents = 1;
+        ev.cut_at_ms = 250;
+        pd__watch_publish(f->s, &ev);
+    }
+    Pathd__V1__Response **fr = take_frames(f->a);
+    assert_null(fr[0]); /* version 2 has not gone out */
+    free_frames(fr);
+    publish_of(f->s, PD_WATCH_UPDATED, "north", inc, 2);
+    fr = take_frames(f->a);
+    const uint64_t want[][2] = { { PATHD__V1__WATCH_EVENT_KIND__SCENE_UPDATED, 2 },
+                                 { PATHD__V1__WATCH_EVENT_KIND__SCENE_UPDATED, 3 },
+                                 { PATHD__V1__WATCH_EVENT_KIND__AGENTS_CUT, 3 },
+                                 { PATHD__V1__WATCH_EVENT_KIND__AGENTS_CUT, 3 },
+                                 { PATHD__V1__WATCH_EVENT_KIND__AGENTS_CUT, 3 } };
+    expect_events(fr, want, 5);
+    for (size_t k = 2; k < 5; k++) {
+        assert_int_equal(fr[k]->watch_event->n_agents, 1);
+        assert_int_equal(fr[k]->watch_event->agents[0], 100 + (k - 2));
+        assert_int_equal(fr[k]->watch_event->cut_at_ms, 250);
+    }
     free_frames(fr);
 }
 
@@ -514,6 +558,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_out_of_order_events_go_out_in_version_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_agents_cut_follows_its_update_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_late_subscriber_skips_what_it_has, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overflow_ends_only_the_slow_connections_watches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dropped_scene_events_miss_its_successor, setup, teardown),

@@ -808,6 +808,14 @@ describe('reservations against a daemon of its own', () => {
       const all = await client.reservations('town');
       assert.equal(all.agents, 2);
       assert.deepEqual([...new Set(all.entries.map((e) => e.agent))].sort(), [1, 2]);
+      // FindPath around them: agent 1 holds its start at t0 0, so a path
+      // from there is START_BLOCKED by it; planned alone, it is not.
+      await assert.rejects(client.findPath('town', [2, 1], [5, 1], { speed: 2, avoidReserved: true }), (e) => {
+        assert.equal(e.status, 'START_BLOCKED');
+        assert.match(e.message, /agent 1 /);
+        return true;
+      });
+      assert.equal((await client.findPath('town', [2, 1], [5, 1], { speed: 2 })).status, 'OK');
       const goal = await client.reservations('town', { rect: [[12, 1], [12, 1]], fromMs: 1000000 });
       assert.deepEqual(goal.entries.map((e) => [e.agent, e.t1_ms]), [[1, null]]);
       // Blocking agent 1's goal from its arrival on cuts exactly the agents
@@ -816,8 +824,20 @@ describe('reservations against a daemon of its own', () => {
       const holders = (await client.reservations('town', { rect: [[12, 1], [12, 1]], fromMs: at })).entries;
       const expected = [...new Set(holders.map((e) => e.agent))].sort((x, y) => x - y);
       assert.ok(expected.includes(1));
-      const cut = await client.updateCells('town', { cells: [[12, 1]], op: 'block', atMs: at });
-      assert.deepEqual(cut.agents_cut, expected);
+      // Its watchers hear the update, then the agents it cut.
+      const watcher = new PathdClient(daemon().addr, { timeoutMs: 10000 });
+      let heard;
+      try {
+        await watcher.watch(['town']);
+        assert.equal((await watcher.watchNext()).kind, 'started');
+        const cut = await client.updateCells('town', { cells: [[12, 1]], op: 'block', atMs: at });
+        assert.deepEqual(cut.agents_cut, expected);
+        heard = [await watcher.watchNext(), await watcher.watchNext()];
+        assert.deepEqual(heard.map((e) => [e.kind, e.version]), [['updated', cut.version], ['agents_cut', cut.version]]);
+      } finally {
+        watcher.close();
+      }
+      assert.deepEqual([heard[1].agents, heard[1].cut_at_ms, heard[1].final], [expected, at, false]);
       assert.deepEqual((await client.reservations('town', { rect: [[12, 1], [12, 1]], fromMs: at })).entries, []);
       await client.updateCells('town', { cells: [[12, 1]], op: 'restore' });
       assert.equal(await client.releaseAgent('town', 2), true);
