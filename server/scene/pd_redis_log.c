@@ -6,9 +6,10 @@
  * What it does not do yet (issue 32, docs/ARCHITECTURE.md "Replicas"):
  * snapshots to Redis and trimming (snapshot refuses, compact is a no-op),
  * a reload that rebuilds or removes scenes (the log then fails, naming
- * why, rather than record something a replica would replay wrongly), the
- * replica's tail on the loop, and reconnect backoff (each command after a
- * failure tries one connect, bounded by timeout_ms).
+ * why, rather than record something a replica would replay wrongly).
+ * The replica's tail (server/net/pd_replica.c) reads the streams on its
+ * own connection; this file reconnects with a jittered backoff
+ * (PD_REDIS_BACKOFF_MIN_MS .. _MAX_MS).
  */
 #include "pd_redis_log.h"
 
@@ -96,8 +97,20 @@ struct pd_redis_log {
     redisContext *conn;           /* NULL: not connected (made by the next command) */
     atomic_int failed;            /* final: the log refuses changes */
     pd_status refusal;            /* the last refused append's (under lock) */
+    uint64_t dup_version;         /* the last refused append's key made this version (under lock) */
     char why[256];                /* why the last append refused, or why it failed */
     atomic_uint_fast64_t bytes;   /* record bytes replayed and appended */
+    atomic_int tailed;            /* a replica's tail brings this pathd up to the log */
+
+    /* Reconnects (conn_lock): after a failed connect, commands fail at
+     * once until next_try_us, then one connect is tried; the wait doubles
+     * from PD_REDIS_BACKOFF_MIN_MS to PD_REDIS_BACKOFF_MAX_MS, jittered. */
+    uint64_t next_try_us;
+    uint32_t backoff_ms;          /* 0: the last connect succeeded (or none yet) */
+    int ever_connected;
+    unsigned rand_state;
+    atomic_uint_fast64_t reconnects, connect_failures, appends, append_us, append_fails;
+    atomic_int connected;
 };
 
 /* ---- keys ------------------------------------------------------------------ */
@@ -115,6 +128,30 @@ static void pd__drop_conn(pd_redis_log *rl)
     if (rl->conn)
         redisFree(rl->conn);
     rl->conn = NULL;
+    atomic_store(&rl->connected, 0);
+}
+
+static int pd__connect_now(pd_redis_log *rl, char *err, size_t errlen);
+
+static uint64_t pd__now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* A connect failed (conn_lock held): the next is not tried before a
+ * jittered, doubling wait, so a Redis that is down costs each change one
+ * clock read, not a connect timeout, and replicas do not reconnect in step. */
+static void pd__backoff(pd_redis_log *rl)
+{
+    uint32_t d = rl->backoff_ms ? rl->backoff_ms * 2 : PD_REDIS_BACKOFF_MIN_MS;
+    if (d > PD_REDIS_BACKOFF_MAX_MS)
+        d = PD_REDIS_BACKOFF_MAX_MS;
+    rl->backoff_ms = d;
+    uint32_t wait = d / 2 + (uint32_t)rand_r(&rl->rand_state) % (d / 2 + 1); /* d/2..d */
+    rl->next_try_us = pd__now_us() + (uint64_t)wait * 1000u;
+    atomic_fetch_add(&rl->connect_failures, 1);
 }
 
 /* A connection, with the library loaded (conn_lock held). 0, or -1 with
@@ -123,6 +160,29 @@ static int pd__connect(pd_redis_log *rl, char *err, size_t errlen)
 {
     if (rl->conn)
         return 0;
+    uint64_t now = pd__now_us();
+    if (rl->backoff_ms && now < rl->next_try_us) {
+        snprintf(err, errlen, "Redis %.100s:%u cannot be reached; the next try is in %" PRIu64 " ms", rl->host,
+                 (unsigned)rl->port, (rl->next_try_us - now + 999) / 1000);
+        return -1;
+    }
+    int rc = pd__connect_now(rl, err, errlen);
+    if (rc != 0) {
+        pd__backoff(rl);
+        return -1;
+    }
+    if (rl->ever_connected)
+        atomic_fetch_add(&rl->reconnects, 1);
+    rl->ever_connected = 1;
+    rl->backoff_ms = 0;
+    atomic_store(&rl->connected, 1);
+    return 0;
+}
+
+/* One connect, bounded by timeout_ms, and the library loaded (conn_lock
+ * held). 0, or -1 with the reason in err. */
+static int pd__connect_now(pd_redis_log *rl, char *err, size_t errlen)
+{
     struct timeval tv = { (time_t)(rl->timeout_ms / 1000), (suseconds_t)(rl->timeout_ms % 1000) * 1000 };
     redisContext *c = redisConnectWithTimeout(rl->host, rl->port, tv);
     if (!c) {
@@ -227,15 +287,21 @@ pd_status pd_redis_log_append(pd_redis_log *rl, const pd_redis_append *a, pd_red
     argvlen[ARGC - 1] = a->len; /* the record is binary: never strlen'ed */
 
     int io = 0;
+    uint64_t t0 = pd__now_us();
     pthread_mutex_lock(&rl->conn_lock);
     redisReply *r = pd__command(rl, ARGC, argv, argvlen, &io, out->message,
                                 sizeof out->message);
     pthread_mutex_unlock(&rl->conn_lock);
-    if (!r)
+    if (!r) {
         /* Unreachable, or an error answer (out of memory with noeviction,
          * a Redis that is loading): the FUNCTION ran whole or not at all,
-         * so nothing was appended by an error, and a retry may pass. */
-        return out->status = PD_OVERLOADED;
+         * so nothing was appended by an error, and a retry may pass (a
+         * timeout may have reached Redis: the same key answers it). */
+        atomic_fetch_add(&rl->append_fails, 1);
+        return out->status = PD_UNAVAILABLE;
+    }
+    atomic_fetch_add(&rl->appends, 1);
+    atomic_fetch_add(&rl->append_us, pd__now_us() - t0);
     uint64_t v = 0;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
         pd__reply_u64(r->element[1], &v) != 0) {
@@ -411,7 +477,8 @@ static void pd__fail(pd_redis_log *rl, const char *fmt, const char *why)
 static int pd__rl_append(void *log, const pd_journal_record *rec)
 {
     pd_redis_log *rl = log;
-    pd_redis_append a = { .scene = rec->scene };
+    pd_redis_append a = { .scene = rec->scene, .key = rec->key && rec->key[0] ? rec->key : NULL };
+    rl->dup_version = 0;
     switch (rec->type) {
     case PD_JOURNAL_UPDATE:
     case PD_JOURNAL_RESET:
@@ -446,15 +513,35 @@ static int pd__rl_append(void *log, const pd_journal_record *rec)
     pd_redis_append_result res;
     pd_status st = pd_redis_log_append(rl, &a, &res);
     free(framed);
-    if (st == PD_OK && res.version == rec->version && !res.duplicate)
+    /* A key the log has seen at the version this change makes: the first
+     * try reached the log but not this pathd (its answer timed out), and
+     * the same change on the same version is what the log holds. */
+    if (st == PD_OK && res.version == rec->version)
         return 0;
+    if (st == PD_OK && res.duplicate && rec->type != PD_JOURNAL_DROP) {
+        /* Made before, at another version: answered, nothing applied. */
+        snprintf(rl->why, sizeof rl->why, "scene '%s': idempotency key seen, made version %" PRIu64, rec->scene,
+                 res.version);
+        rl->dup_version = res.version;
+        rl->refusal = PD_UNAVAILABLE;
+        return -1;
+    }
     if (st == PD_OK)
         snprintf(res.message, sizeof res.message, "scene '%s': the log made version %" PRIu64 ", not %" PRIu64,
                  rec->scene, res.version, rec->version);
-    if (st == PD_OVERLOADED && rec->type != PD_JOURNAL_DROP) {
+    if (st == PD_UNAVAILABLE && rec->type != PD_JOURNAL_DROP) {
         /* Nothing served, nothing recorded: the client may try again. */
         memcpy(rl->why, res.message, sizeof rl->why);
-        rl->refusal = PD_OVERLOADED;
+        rl->refusal = PD_UNAVAILABLE;
+        return -1;
+    }
+    if (atomic_load(&rl->tailed) && rec->type != PD_JOURNAL_DROP &&
+        (st == PD_STALE_VERSION || st == PD_SCENE_EXISTS || st == PD_UNKNOWN_SCENE)) {
+        /* Another replica changed the scene first: this one has not
+         * applied that change yet. Its tail will; nothing was served. */
+        snprintf(rl->why, sizeof rl->why, "%.180s; another replica changed it first, this replica is catching up",
+                 res.message);
+        rl->refusal = PD_UNAVAILABLE;
         return -1;
     }
     /* A drop is done before it is recorded, and a log past this pathd's
@@ -468,6 +555,11 @@ static int pd__rl_append(void *log, const pd_journal_record *rec)
 static pd_status pd__rl_refusal(void *log)
 {
     return ((pd_redis_log *)log)->refusal;
+}
+
+static uint64_t pd__rl_duplicate(void *log)
+{
+    return ((pd_redis_log *)log)->dup_version;
 }
 
 /* Redis makes an append durable before its answer as its appendfsync says
@@ -688,6 +780,7 @@ static const pd_changelog_ops PD__REDIS_OPS = {
     .unlock = pd__rl_unlock,
     .append = pd__rl_append,
     .refusal = pd__rl_refusal,
+    .duplicate = pd__rl_duplicate,
     .sync = pd__rl_sync,
     .dirty = pd__rl_dirty,
     .why = pd__rl_why,
@@ -704,6 +797,21 @@ static const pd_changelog_ops PD__REDIS_OPS = {
 };
 
 /* ---- life --------------------------------------------------------------------------- */
+
+void pd_redis_log_set_tailed(pd_redis_log *rl, int tailed)
+{
+    atomic_store(&rl->tailed, tailed != 0);
+}
+
+void pd_redis_log_stats(pd_redis_log *rl, pd_redis_log_counters *out)
+{
+    out->connected = atomic_load(&rl->connected);
+    out->reconnects = atomic_load(&rl->reconnects);
+    out->connect_failures = atomic_load(&rl->connect_failures);
+    out->appends = atomic_load(&rl->appends);
+    out->append_us = atomic_load(&rl->append_us);
+    out->append_failures = atomic_load(&rl->append_fails);
+}
 
 pd_redis_log *pd_redis_log_create(const pd_redis_log_opts *opts, char *err, size_t errlen)
 {
@@ -726,6 +834,7 @@ pd_redis_log *pd_redis_log_create(const pd_redis_log_opts *opts, char *err, size
     rl->warn = opts->warn;
     rl->warn_user = opts->warn_user;
     rl->refusal = PD_INTERNAL;
+    rl->rand_state = (unsigned)pd__now_us() ^ (unsigned)(uintptr_t)rl;
     pthread_mutex_init(&rl->lock, NULL);
     pthread_mutex_init(&rl->conn_lock, NULL);
     return rl;

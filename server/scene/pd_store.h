@@ -78,6 +78,12 @@ typedef struct pd_changelog_ops {
      * log took nothing, did not fail, and the same change may be sent
      * again (PD_OVERLOADED: a log server that cannot be reached now). */
     pd_status (*refusal)(void *log);
+    /* Optional (NULL: never). Right after append refused a record that
+     * carried an idempotency key, under the lock: the version that key
+     * made the first time when the change is in the log already (a resent
+     * change whose first answer was lost), else 0. The store then applies
+     * nothing and answers OK with that version. */
+    uint64_t (*duplicate)(void *log);
     /* Makes every record appended before the call durable. Several changes
      * may share one. 0, or -1 (errno). */
     int (*sync)(void *log);
@@ -221,6 +227,13 @@ typedef struct pd_store_update {
  * refused. Returns out->status. */
 pd_status pd_store_update_cells(pd_store *st, const char *name, const pd_scene_update *ops, size_t n_ops,
                                 pd_store_update *out);
+/* The same with the change's idempotency key (NULL or "": none; at most
+ * PD_IDEMPOTENCY_KEY_MAX bytes), handed to the log with the record. A log
+ * that deduplicates (Redis) answers a key it has seen with the version the
+ * first change made: the store then applies nothing and answers OK with
+ * that version (update.cells_changed 0). The file journal ignores keys. */
+pd_status pd_store_update_cells_keyed(pd_store *st, const char *name, const pd_scene_update *ops, size_t n_ops,
+                                      const char *key, pd_store_update *out);
 
 /* ---- new scenes, instances, drops --------------------------------------- */
 
@@ -253,6 +266,17 @@ pd_status pd_store_add_instance(pd_store *st, const char *name, const char *tmpl
  * take is done in memory (applied) but answered PD_INTERNAL: after a
  * restart the scene is back as it was. */
 pd_status pd_store_drop_scene(pd_store *st, const char *name, int drop_portals, pd_store_change *out);
+
+/* The three with the change's idempotency key, as pd_store_update_cells_keyed.
+ * A resent add whose first one is served here is refused SCENE_EXISTS by
+ * the registry before the log is asked, and a resent drop UNKNOWN_SCENE:
+ * the key answers a change whose first try the log took but this pathd did
+ * not serve (an answer from Redis that timed out). */
+pd_status pd_store_add_scene_keyed(pd_store *st, pd_scene *s, const char *key, pd_store_change *out);
+pd_status pd_store_add_instance_keyed(pd_store *st, const char *name, const char *tmpl, const char *key,
+                                      pd_store_change *out);
+pd_status pd_store_drop_scene_keyed(pd_store *st, const char *name, int drop_portals, const char *key,
+                                    pd_store_change *out);
 
 /* ---- reloads ------------------------------------------------------------ */
 
