@@ -83,6 +83,12 @@ static const char PD__LIBRARY[] =
 /* Entries one XRANGE asks for. */
 #define PD__RANGE_COUNT 500
 
+/* Where replay left a scene's stream: the id of its last entry. */
+typedef struct pd__position {
+    char scene[PD_CONF_MAX_NAME];
+    char id[64];
+} pd__position;
+
 struct pd_redis_log {
     char host[256];
     uint16_t port;
@@ -111,6 +117,10 @@ struct pd_redis_log {
     unsigned rand_state;
     atomic_uint_fast64_t reconnects, connect_failures, appends, append_us, append_fails;
     atomic_int connected;
+
+    pthread_mutex_t pos_lock;     /* guards pos: replay writes, the tail reads */
+    pd__position *pos;
+    size_t n_pos, cap_pos;
 };
 
 /* ---- keys ------------------------------------------------------------------ */
@@ -404,10 +414,13 @@ static int pd__take_entry(const redisReply *x, pd__entries *e, char last[64], ch
     return 0;
 }
 
-/* Every entry of the scene's stream, in order, appended to e. 0, or -1
- * with err. */
-static int pd__read_stream(pd_redis_log *rl, const char *scene, pd__entries *e, char *err, size_t errlen)
+/* Every entry of the scene's stream, in order, appended to e, and the id
+ * of its last entry in last_id ("0-0" when it has none). 0, or -1 with
+ * err. */
+static int pd__read_stream(pd_redis_log *rl, const char *scene, pd__entries *e, char last_id[64], char *err,
+                           size_t errlen)
 {
+    snprintf(last_id, 64, "0-0");
     char key[320], start[72] = "-", count[16];
     pd_redis_log_stream_key(rl, scene, key, sizeof key);
     snprintf(count, sizeof count, "%d", PD__RANGE_COUNT);
@@ -433,12 +446,56 @@ static int pd__read_stream(pd_redis_log *rl, const char *scene, pd__entries *e, 
             rc = pd__take_entry(r->element[i], e, last, err, errlen);
         size_t got = r->elements;
         freeReplyObject(r);
+        if (last[0])
+            memcpy(last_id, last, 64);
         if (rc != 0 || got < PD__RANGE_COUNT)
             break;
         snprintf(start, sizeof start, "(%s", last); /* after the last one (Redis 6.2+) */
     }
     pthread_mutex_unlock(&rl->conn_lock);
     return rc;
+}
+
+/* Replay's position in a scene's stream, for the replica's tail. 0, or
+ * -1 with err (memory). */
+static int pd__remember_position(pd_redis_log *rl, const char *scene, const char *id, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&rl->pos_lock);
+    if (rl->n_pos == rl->cap_pos) {
+        size_t cap = rl->cap_pos ? 2 * rl->cap_pos : 16;
+        pd__position *v = realloc(rl->pos, cap * sizeof *v);
+        if (!v) {
+            pthread_mutex_unlock(&rl->pos_lock);
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        rl->pos = v;
+        rl->cap_pos = cap;
+    }
+    snprintf(rl->pos[rl->n_pos].scene, sizeof rl->pos[rl->n_pos].scene, "%s", scene);
+    snprintf(rl->pos[rl->n_pos].id, sizeof rl->pos[rl->n_pos].id, "%s", id);
+    rl->n_pos++;
+    pthread_mutex_unlock(&rl->pos_lock);
+    return 0;
+}
+
+int pd_redis_log_position(pd_redis_log *rl, const char *scene, char *id, size_t len)
+{
+    int found = 0;
+    pthread_mutex_lock(&rl->pos_lock);
+    for (size_t i = 0; i < rl->n_pos && !found; i++) {
+        if (strcmp(rl->pos[i].scene, scene) == 0) {
+            snprintf(id, len, "%s", rl->pos[i].id);
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&rl->pos_lock);
+    return found;
+}
+
+void pd_redis_log_scenes_key(const pd_redis_log *rl, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s:scenes", rl->prefix);
 }
 
 static int pd__entry_cmp(const void *a, const void *b)
@@ -656,7 +713,10 @@ static int pd__rl_replay(void *log, pd_registry *r, pd_world_store *ws, pd_journ
         const redisReply *n = names->element[i];
         if (n->type != REDIS_REPLY_STRING || n->len >= PD_CONF_MAX_NAME)
             continue;
-        rc = pd__read_stream(rl, n->str, &e, err, errlen);
+        char last_id[64];
+        rc = pd__read_stream(rl, n->str, &e, last_id, err, errlen);
+        if (rc == 0)
+            rc = pd__remember_position(rl, n->str, last_id, err, errlen);
         stats->files++;
     }
     freeReplyObject(names);
@@ -704,7 +764,8 @@ static int pd__rl_tail(void *log, const char *name, uint64_t from, pd_journal_ta
 {
     pd_redis_log *rl = log;
     pd__entries e = { 0 };
-    if (pd__read_stream(rl, name, &e, err, errlen) != 0) {
+    char last_id[64];
+    if (pd__read_stream(rl, name, &e, last_id, err, errlen) != 0) {
         pd__entries_free(&e);
         return -1;
     }
@@ -837,6 +898,7 @@ pd_redis_log *pd_redis_log_create(const pd_redis_log_opts *opts, char *err, size
     rl->rand_state = (unsigned)pd__now_us() ^ (unsigned)(uintptr_t)rl;
     pthread_mutex_init(&rl->lock, NULL);
     pthread_mutex_init(&rl->conn_lock, NULL);
+    pthread_mutex_init(&rl->pos_lock, NULL);
     return rl;
 }
 
@@ -847,6 +909,8 @@ void pd_redis_log_destroy(pd_redis_log *rl)
     pd__drop_conn(rl);
     pthread_mutex_destroy(&rl->lock);
     pthread_mutex_destroy(&rl->conn_lock);
+    pthread_mutex_destroy(&rl->pos_lock);
+    free(rl->pos);
     free(rl);
 }
 

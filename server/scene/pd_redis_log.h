@@ -120,6 +120,13 @@ pd_status pd_redis_log_append(pd_redis_log *rl, const pd_redis_append *a, pd_red
  * failed log. Without a tail such a refusal fails the log. */
 void pd_redis_log_set_tailed(pd_redis_log *rl, int tailed);
 
+/* Where replay left scene's stream: 1 with the id of the last entry it
+ * read in id (the replica's tail reads on after it), 0 for a scene replay
+ * did not see (its whole stream is new). Any thread. */
+int pd_redis_log_position(pd_redis_log *rl, const char *scene, char *id, size_t len);
+/* The set of scene names with a stream ("PREFIX:scenes") into buf. */
+void pd_redis_log_scenes_key(const pd_redis_log *rl, char *buf, size_t len);
+
 /* For /metrics; any thread, never waits. */
 typedef struct pd_redis_log_counters {
     int connected;                /* the append connection is up */

@@ -478,6 +478,121 @@ pd_status pd_store_drop_scene_keyed(pd_store *st, const char *name, int drop_por
     return out->status;
 }
 
+/* ---- changes another replica made ---------------------------------------- */
+
+/* The log's lock around applying a logged record: not taken when the log
+ * refuses changes (it failed): nothing of this pathd's own appends then. */
+typedef struct pd__logged_ctx {
+    pd_store *st;
+    uint64_t want;                /* the version the record makes */
+    int locked;
+} pd__logged_ctx;
+
+static int pd__logged_lock(void *user)
+{
+    pd__logged_ctx *x = user;
+    x->locked = pd__has_log(x->st) && x->st->log.ops->lock(x->st->log.log) == 0;
+    return 0;
+}
+
+/* Served only when it makes the record's version: otherwise this pathd's
+ * own change of that version came first, and this is built on it. */
+static int pd__logged_commit(void *user, const pd_scene_update_result *res)
+{
+    return ((pd__logged_ctx *)user)->want == res->version ? 0 : -1;
+}
+
+static void pd__logged_unlock(void *user, int published, const pd_scene_update_result *res)
+{
+    pd__logged_ctx *x = user;
+    (void)published, (void)res;
+    if (x->locked)
+        x->st->log.ops->unlock(x->st->log.log);
+    x->locked = 0;
+}
+
+static pd_store_logged pd__logged_update(pd_store *st, const pd_journal_record *rec, char *why, size_t len)
+{
+    pd_scene *cur = pd_registry_acquire(st->registry, rec->scene);
+    uint64_t have = cur ? cur->version : 0;
+    pd_scene_release(cur);
+    if (!cur) {
+        snprintf(why, len, "no such scene");
+        return PD_STORE_LOGGED_NOOP;
+    }
+    if (have >= rec->version)
+        return PD_STORE_LOGGED_HAD;
+    if (have + 1 != rec->version) {
+        snprintf(why, len, "the scene is at version %" PRIu64 ", the record makes %" PRIu64, have, rec->version);
+        return PD_STORE_LOGGED_GAP;
+    }
+    pd__logged_ctx x = { st, rec->version, 0 };
+    const pd_registry_update_hooks hooks = { .before_publish = pd__logged_lock, .commit = pd__logged_commit,
+                                             .after_publish = pd__logged_unlock, .user = &x };
+    pd_scene_update_result res;
+    pd_status rc = pd_registry_update_hooked(st->registry, rec->scene, rec->ops, rec->n_ops, &hooks, &res);
+    if (rc == PD_OK && res.version == rec->version) {
+        if (st->world)
+            (void)pd_world_store_refresh(st->world, st->registry, rec->scene, why, len);
+        return PD_STORE_LOGGED_APPLIED;
+    }
+    cur = pd_registry_acquire(st->registry, rec->scene);
+    have = cur ? cur->version : 0;
+    pd_scene_release(cur);
+    if (have >= rec->version)
+        return PD_STORE_LOGGED_HAD; /* this pathd's own change of that version went first */
+    snprintf(why, len, "%s", rc != PD_OK ? pd_status_name(rc) : "it changed no cell");
+    return PD_STORE_LOGGED_NOOP;
+}
+
+pd_store_logged pd_store_apply_logged(pd_store *st, pd_journal_replayer *rp, const pd_journal_record *rec,
+                                      char *why, size_t len)
+{
+    why[0] = '\0';
+    if (rec->type == PD_JOURNAL_UPDATE)
+        return pd__logged_update(st, rec, why, len);
+    pd__logged_ctx x = { st, rec->version, 0 };
+    pd__logged_lock(&x);
+    pd_scene *cur = pd_registry_acquire(st->registry, rec->scene);
+    pd_store_logged out = PD_STORE_LOGGED_APPLIED;
+    const char *skip = NULL;
+    switch (rec->type) {
+    case PD_JOURNAL_SCENE:
+    case PD_JOURNAL_INSTANCE:
+        /* Served already: this pathd made it (its own append). */
+        if (cur)
+            out = PD_STORE_LOGGED_HAD;
+        break;
+    case PD_JOURNAL_DROP:
+        if (!cur)
+            out = PD_STORE_LOGGED_HAD;
+        else if (cur->version != rec->version) {
+            snprintf(why, len, "the scene served is at version %" PRIu64 ", the drop was of %" PRIu64, cur->version,
+                     rec->version);
+            out = PD_STORE_LOGGED_NOOP;
+        }
+        break;
+    case PD_JOURNAL_RESET:
+        if (cur && cur->version >= rec->version)
+            out = PD_STORE_LOGGED_HAD;
+        break;
+    default:
+        snprintf(why, len, "a snapshot-only record in the log");
+        out = PD_STORE_LOGGED_NOOP;
+        break;
+    }
+    pd_scene_release(cur);
+    if (out == PD_STORE_LOGGED_APPLIED && (skip = pd_journal_replay_one(rp, rec, why, len)) != NULL) {
+        if (skip != why)
+            snprintf(why, len, "%s", skip);
+        out = PD_STORE_LOGGED_NOOP;
+    }
+    pd__logged_unlock(&x, 0, NULL);
+    if (out == PD_STORE_LOGGED_APPLIED && st->world && rec->type != PD_JOURNAL_DROP)
+        pd_world_store_mark_stale(st->world, st->registry);
+    return out;
+}
+
 /* ---- reloads ------------------------------------------------------------ */
 
 void *pd_store_reload_begin(pd_store *st, const pd_scene_set *set)

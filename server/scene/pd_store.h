@@ -278,6 +278,30 @@ pd_status pd_store_add_instance_keyed(pd_store *st, const char *name, const char
 pd_status pd_store_drop_scene_keyed(pd_store *st, const char *name, int drop_portals, const char *key,
                                     pd_store_change *out);
 
+/* ---- changes another replica made (issue 32) ----------------------------- */
+
+/* What pd_store_apply_logged did with a record read from the shared log. */
+typedef enum pd_store_logged {
+    PD_STORE_LOGGED_APPLIED = 0,  /* applied: the scene serves the record's version */
+    PD_STORE_LOGGED_HAD = 1,      /* this pathd has it already (its own append) */
+    PD_STORE_LOGGED_NOOP = 2,     /* does not apply here (why says): a recorded no-op */
+    PD_STORE_LOGGED_GAP = 3,      /* an update past the version after this pathd's:
+                                     a record was missed, the scene is not the log's */
+} pd_store_logged;
+
+/* Applies one record of the shared log that this pathd may not have made,
+ * with rp's rules (pd_journal_replayer over the store's registry and
+ * world), never appending it. Safe against this pathd's own changes of the
+ * same scene running meanwhile: an update is built under the scene's
+ * writer lock and served under the log's lock only if it makes exactly
+ * the record's version (else it was this pathd's own, HAD); a new scene,
+ * an instance or a drop is checked and applied under the log's lock. A
+ * record of a scene this pathd serves at that version or later is HAD. Any
+ * thread but the loop's (an update builds a version); rp is the caller's,
+ * used by one thread at a time. */
+pd_store_logged pd_store_apply_logged(pd_store *st, pd_journal_replayer *rp, const pd_journal_record *rec,
+                                      char *why, size_t len);
+
 /* ---- reloads ------------------------------------------------------------ */
 
 /* The log's records of a reload: begin before publishing set (takes the
