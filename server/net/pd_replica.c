@@ -98,6 +98,8 @@ struct pd_replica {
     uint32_t backoff_ms;
     unsigned rand_state;
     size_t checks_left;           /* XREVRANGE answers still to come */
+    pd_scene **checked;           /* the scenes served when they were sent (retained) */
+    size_t n_checked;
 
     pd__rscene *scenes;
     size_t n_scenes, cap_scenes;
@@ -116,14 +118,6 @@ struct pd_replica {
 };
 
 /* ---- helpers ------------------------------------------------------------------------ */
-
-static int pd__id_cmp(const char *a, const char *b)
-{
-    unsigned long long ma = 0, sa = 0, mb = 0, sb = 0;
-    sscanf(a, "%llu-%llu", &ma, &sa);
-    sscanf(b, "%llu-%llu", &mb, &sb);
-    return ma != mb ? (ma < mb ? -1 : 1) : sa != sb ? (sa < sb ? -1 : 1) : 0;
-}
 
 static size_t pd__scene_index(pd_replica *r, const char *name)
 {
@@ -165,6 +159,7 @@ static int pd__track(pd_replica *r, const char *name)
 
 static void pd__cycle(pd_replica *r);
 static void pd__list(pd_replica *r);
+static void pd__end_checks(pd_replica *r);
 static void pd__wake(uv_timer_t *t);
 static void pd__park_tick(uv_timer_t *t);
 
@@ -174,6 +169,8 @@ static void pd__park_tick(uv_timer_t *t);
  * tries again after a jittered, doubling wait. */
 static void pd__drop(pd_replica *r, const char *why)
 {
+    if (r->checked)
+        pd__end_checks(r);
     redisAsyncContext *ac = r->ac;
     r->ac = NULL;
     if (ac)
@@ -226,6 +223,9 @@ static void pd__on_disconnect(const redisAsyncContext *ac, int status)
 }
 
 static void pd__check_reply(redisAsyncContext *ac, void *reply, void *priv);
+static void pd__end_checks(pd_replica *r);
+static void pd__begin_reads(pd_replica *r);
+static void pd__refuse(pd_replica *r, size_t i, const char *fmt, const char *a, const char *b);
 
 /* Caught up: every record the log held when the tail started is applied
  * (a log that goes on growing does not keep a replica NOT_SERVING). */
@@ -288,14 +288,16 @@ static void pd__on_connect(const redisAsyncContext *ac, int status)
     int again = r->ever_connected;
     r->ever_connected = 1;
     /* After a reconnect the log may be another one (a failover, a
-     * restore): each scene's stream must still hold what was read. */
+     * restore): each scene served must still be in its stream at the
+     * version served. */
     r->checks_left = 0;
     if (again) {
         r->phase = PD__R_CHECKING;
-        for (size_t i = 0; i < r->n_scenes; i++) {
-            if (r->scenes[i].refused || strcmp(r->scenes[i].last_id, "0-0") == 0)
-                continue;
-            const char *argv[] = { "XREVRANGE", r->scenes[i].key, "+", "-", "COUNT", "1" };
+        r->n_checked = pd_registry_list(r->s->registry, &r->checked);
+        for (size_t i = 0; i < r->n_checked; i++) {
+            char key[sizeof r->scenes[0].key];
+            pd_redis_log_stream_key(r->rl, r->checked[i]->name, key, sizeof key);
+            const char *argv[] = { "XREVRANGE", key, "+", "-", "COUNT", "1" };
             size_t argvlen[6];
             for (int k = 0; k < 6; k++)
                 argvlen[k] = strlen(argv[k]);
@@ -306,6 +308,7 @@ static void pd__on_connect(const redisAsyncContext *ac, int status)
             pd__arm(r, 0);
             return;
         }
+        pd__end_checks(r);
     }
     pd__begin_reads(r);
 }
@@ -349,6 +352,50 @@ static void pd__refuse(pd_replica *r, size_t i, const char *fmt, const char *a, 
     pd_log_error("replica: scene '%s': %s", sc->name, sc->why);
 }
 
+/* One served scene against its stream's last entry: a scene made here or
+ * changed through the log (a run-time scene, or one past version 1) whose
+ * version the stream does not reach any more went back with the log. A
+ * stream that ends with a drop is another replica's drop, which the tail
+ * will apply. */
+static void pd__check_one(pd_replica *r, const pd_scene *s, const redisReply *x)
+{
+    uint64_t logv = 0;
+    char last[64] = "0-0";
+    if (x->elements && x->element[0]->type == REDIS_REPLY_ARRAY && x->element[0]->elements == 2 &&
+        x->element[0]->element[0]->type == REDIS_REPLY_STRING) {
+        const redisReply *e = x->element[0];
+        snprintf(last, sizeof last, "%s", e->element[0]->str);
+        if (strlen(last) > 2 && strcmp(last + strlen(last) - 2, "-0") == 0)
+            return; /* a drop */
+        const redisReply *f = e->element[1];
+        for (size_t k = 0; f->type == REDIS_REPLY_ARRAY && k + 1 < f->elements; k += 2)
+            if (f->element[k]->type == REDIS_REPLY_STRING && strcmp(f->element[k]->str, "v") == 0 &&
+                f->element[k + 1]->type == REDIS_REPLY_STRING)
+                logv = strtoull(f->element[k + 1]->str, NULL, 10);
+    }
+    if (!(s->runtime || s->version > 1) || logv >= s->version)
+        return;
+    size_t i = pd__scene_index(r, s->name);
+    if (i == SIZE_MAX) {
+        if (pd__track(r, s->name) != 0)
+            return;
+        i = r->n_scenes - 1;
+    }
+    char served[32];
+    snprintf(served, sizeof served, "%" PRIu64, s->version);
+    pd__refuse(r, i,
+               "the log went back (its stream ends at entry %s, this replica serves version %s: a Redis failover "
+               "or restore); not served until this replica is rebuilt from the log (restart it)",
+               last, served);
+}
+
+static void pd__end_checks(pd_replica *r)
+{
+    pd_registry_release_list(r->checked, r->n_checked);
+    r->checked = NULL;
+    r->n_checked = 0;
+}
+
 static void pd__check_reply(redisAsyncContext *ac, void *reply, void *priv)
 {
     pd_replica *r = ac->data;
@@ -357,22 +404,16 @@ static void pd__check_reply(redisAsyncContext *ac, void *reply, void *priv)
     const redisReply *x = reply;
     size_t i = (size_t)(uintptr_t)priv;
     if (!x || x->type != REDIS_REPLY_ARRAY) {
+        pd__end_checks(r);
         pd__drop(r, x && x->type == REDIS_REPLY_ERROR ? x->str : "XREVRANGE failed");
         return;
     }
-    if (i < r->n_scenes) {
-        const char *last = "0-0";
-        if (x->elements && x->element[0]->type == REDIS_REPLY_ARRAY && x->element[0]->elements &&
-            x->element[0]->element[0]->type == REDIS_REPLY_STRING)
-            last = x->element[0]->element[0]->str;
-        if (pd__id_cmp(last, r->scenes[i].last_id) < 0)
-            pd__refuse(r, i,
-                       "the log went back (its stream ends at entry %s, this replica applied %s: a Redis "
-                       "failover or restore); not served until this replica is rebuilt from the log (restart it)",
-                       last, r->scenes[i].last_id);
-    }
-    if (--r->checks_left == 0)
+    if (i < r->n_checked)
+        pd__check_one(r, r->checked[i], x);
+    if (--r->checks_left == 0) {
+        pd__end_checks(r);
         pd__begin_reads(r);
+    }
 }
 
 /* ---- reading ------------------------------------------------------------------------- */
@@ -888,6 +929,8 @@ void pd__replica_close(pd_replica *r)
         return;
     r->closing = 1;
     pd_redis_log_set_tailed(r->rl, 0);
+    if (r->checked)
+        pd__end_checks(r);
     redisAsyncContext *ac = r->ac;
     r->ac = NULL;
     if (ac)

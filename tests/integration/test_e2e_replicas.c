@@ -9,7 +9,8 @@
  * replica C started late answers Ping SERVING once caught up, at A's
  * version. With Redis killed, updates answer UNAVAILABLE while queries go
  * on; with Redis back (its AOF fsynced before each answer) updates go
- * through and both replicas agree again.
+ * through and both replicas agree again. A Redis restarted without its
+ * data makes the replica refuse the scene whose log went back.
  *
  * Raw frames (pdi_raw_*) so the test sets idempotency_key and reads
  * Pong.serving, which the C client does not expose. Every wait is bounded.
@@ -285,10 +286,85 @@ static void test_two_replicas_share_the_log(void **state)
     assert_false(pdi_log_has_sanitizer_report(&f->c));
 }
 
+/* The answer to a FindPath across the arena: its status and message. */
+static int find_across_why(int fd, char *why, size_t len)
+{
+    pdi_fp_msg m;
+    pdi_fp_init(&m, 0, "arena", 0, 0, W - 1, 0);
+    Pathd__V1__Response *r = call(fd, &m.req);
+    int st = r->status;
+    snprintf(why, len, "%s", r->body_case == PATHD__V1__RESPONSE__BODY_ERROR ? r->error->message : r->message);
+    pathd__v1__response__free_unpacked(r, NULL);
+    return st;
+}
+
+/* Redis restarted without its data (a restore, or a failover to one that
+ * had not got the last writes): the replica's tail, reconnecting, finds
+ * the arena's stream ends before what it applied, and stops serving that
+ * scene - queries and updates answer UNAVAILABLE naming why - while the
+ * config's scene, which the log never changed, goes on. */
+static void test_log_that_went_back_refuses_the_scene(void **state)
+{
+    fixture *f = *state;
+    redis_srv_start(&f->redis);
+    start_replica(f, &f->a);
+    int fa = pdi_raw_connect(f->a.port);
+    assert_true(fa >= 0);
+    uint8_t cells[W * H];
+    memset(cells, 1, sizeof cells);
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__CreateScene cs = PATHD__V1__CREATE_SCENE__INIT;
+    cs.name = "arena";
+    cs.width = W;
+    cs.height = H;
+    cs.cells.data = cells;
+    cs.cells.len = sizeof cells;
+    req.body_case = PATHD__V1__REQUEST__BODY_CREATE_SCENE;
+    req.create_scene = &cs;
+    Pathd__V1__Response *r = call(fa, &req);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    pathd__v1__response__free_unpacked(r, NULL);
+    uint64_t v = 0;
+    assert_int_equal(update_column(fa, 4, 0, "wall-4", &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 2);
+    char why[512];
+    assert_int_equal(find_across_why(fa, why, sizeof why), PATHD__V1__STATUS__NO_PATH);
+
+    redis_srv_stop(&f->redis, SIGKILL);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/appendonlydir'", f->redis.dir);
+    assert_int_equal(system(cmd), 0);
+    redis_srv_start(&f->redis);
+
+    double t0 = pdi_now_ms();
+    int st;
+    while ((st = find_across_why(fa, why, sizeof why)) != PATHD__V1__STATUS__UNAVAILABLE &&
+           pdi_now_ms() - t0 < CONVERGE_MS)
+        pdi_sleep_ms(20);
+    if (st != PATHD__V1__STATUS__UNAVAILABLE) {
+        pdi_print_log(&f->a);
+        fail_msg("the arena answers %d (%s), not UNAVAILABLE", st, why);
+    }
+    assert_non_null(strstr(why, "scene 'arena': the log went back"));
+    assert_int_equal(update_column(fa, 5, 0, "wall-5", &v), PATHD__V1__STATUS__UNAVAILABLE);
+    pdi_fp_msg m;
+    pdi_fp_init(&m, 0, "serpent", 0, 0, 5, 0);
+    r = call(fa, &m.req);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    pathd__v1__response__free_unpacked(r, NULL);
+    char *text = pdi_metrics_wait(&f->a, "pathd_replica_scene_refused{scene=\"arena\"} 1", CONVERGE_MS);
+    assert_non_null(text);
+    free(text);
+    close(fa);
+    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+    assert_false(pdi_log_has_sanitizer_report(&f->a));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_two_replicas_share_the_log, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_log_that_went_back_refuses_the_scene, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

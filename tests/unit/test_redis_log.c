@@ -353,6 +353,89 @@ static void test_store_answers_a_resent_key_once(void **state)
     store_free(st);
 }
 
+/* What a replica's tail does with records (pd_store_apply_logged): b
+ * applies a's changes read from the log (a new scene, updates of two
+ * scenes, an instance, a drop) and serves what a serves; read again, every
+ * one is HAD (b has it); b's own change read back is HAD; an update past
+ * the next version is a GAP, one on a scene b does not serve a no-op. */
+typedef struct applier {
+    pd_store *st;
+    pd_journal_replayer *rp;
+    size_t n[4];                  /* by pd_store_logged */
+} applier;
+
+static int apply_one(void *user, const pd_journal_record *rec)
+{
+    applier *ap = user;
+    char why[256];
+    pd_store_logged o = pd_store_apply_logged(ap->st, ap->rp, rec, why, sizeof why);
+    assert_true((unsigned)o < 4);
+    ap->n[o]++;
+    return 0;
+}
+
+static void apply_tail(applier *ap, pd_store *from, const char *scene)
+{
+    char err[256];
+    memset(ap->n, 0, sizeof ap->n);
+    if (pd_store_tail(from, scene, 0, apply_one, ap, err, sizeof err) != 0)
+        fail_msg("tail of %s: %s", scene, err);
+}
+
+static void test_apply_logged_records(void **state)
+{
+    (void)state;
+    uint64_t rng = 21;
+    pd_store *a = store_over("apply"), *b = store_over("apply");
+    pd_store_change ch;
+    assert_int_equal(pd_store_add_scene(a, open_scene("arena", SIDE), &ch), PD_OK);
+    for (int i = 0; i < 4; i++) {
+        random_update(a, "town", &rng);
+        random_update(a, "arena", &rng);
+    }
+    assert_int_equal(pd_store_add_instance(a, "town-1", "town", &ch), PD_OK);
+    random_update(a, "town-1", &rng);
+    assert_int_equal(pd_store_add_scene(a, open_scene("gone", SIDE), &ch), PD_OK);
+    assert_int_equal(pd_store_drop_scene(a, "gone", 0, &ch), PD_OK);
+
+    applier ap = { .st = b, .rp = pd_journal_replayer_create(pd_store_registry(b), NULL) };
+    assert_non_null(ap.rp);
+    /* In the log's order: town before its instance, each stream whole. */
+    static const char *const order[] = { "town", "arena", "town-1", "gone" };
+    static const size_t applied[] = { 4, 5, 2, 2 };
+    for (size_t i = 0; i < 4; i++) {
+        apply_tail(&ap, a, order[i]);
+        assert_int_equal(ap.n[PD_STORE_LOGGED_APPLIED], applied[i]);
+        assert_int_equal(ap.n[PD_STORE_LOGGED_NOOP] + ap.n[PD_STORE_LOGGED_GAP], 0);
+    }
+    assert_same_world(pd_store_registry(a), pd_store_registry(b));
+    /* Read again: b has every one. */
+    for (size_t i = 0; i < 3; i++) {
+        apply_tail(&ap, a, order[i]);
+        assert_int_equal(ap.n[PD_STORE_LOGGED_HAD], applied[i]);
+    }
+    /* b's own update comes back through the log as HAD. */
+    uint64_t v = random_update(b, "town", &rng);
+    apply_tail(&ap, b, "town");
+    assert_int_equal(ap.n[PD_STORE_LOGGED_HAD], 5);
+    assert_int_equal(version_of(b, "town"), v);
+    /* An update two versions ahead: a record is missing. */
+    pd_point p = { 1, 1 };
+    pd_scene_update op = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
+    pd_journal_record rec = { .type = PD_JOURNAL_UPDATE, .version = v + 2, .ops = &op, .n_ops = 1 };
+    snprintf(rec.scene, sizeof rec.scene, "town");
+    char why[256];
+    assert_int_equal(pd_store_apply_logged(b, ap.rp, &rec, why, sizeof why), PD_STORE_LOGGED_GAP);
+    assert_non_null(strstr(why, "the scene is at version"));
+    assert_int_equal(version_of(b, "town"), v);
+    snprintf(rec.scene, sizeof rec.scene, "nowhere");
+    assert_int_equal(pd_store_apply_logged(b, ap.rp, &rec, why, sizeof why), PD_STORE_LOGGED_NOOP);
+    assert_string_equal(why, "no such scene");
+    pd_journal_replayer_destroy(ap.rp);
+    store_free(b);
+    store_free(a);
+}
+
 /* The change answers UNAVAILABLE while the log's reconnect backs off, and
  * goes through within a few backoff periods of Redis coming back. */
 static pd_status update_until_up(pd_store *st, const pd_scene_update *op, pd_store_update *out)
@@ -426,6 +509,7 @@ int main(void)
         cmocka_unit_test(test_store_replays_to_the_same_scenes),
         cmocka_unit_test(test_second_writer_is_refused),
         cmocka_unit_test(test_store_answers_a_resent_key_once),
+        cmocka_unit_test(test_apply_logged_records),
         cmocka_unit_test(test_redis_down_is_retryable),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
