@@ -126,6 +126,28 @@ static int find_across(int fd, uint64_t min_version, uint64_t *version)
     return st;
 }
 
+/* CreateScene "arena", W x H open cells, under key (may be NULL): OK at
+ * version 1. */
+static void create_arena(int fd, const char *key)
+{
+    uint8_t cells[W * H];
+    memset(cells, 1, sizeof cells);
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__CreateScene cs = PATHD__V1__CREATE_SCENE__INIT;
+    cs.name = "arena";
+    cs.width = W;
+    cs.height = H;
+    cs.cells.data = cells;
+    cs.cells.len = sizeof cells;
+    cs.idempotency_key = (char *)(key ? key : "");
+    req.body_case = PATHD__V1__REQUEST__BODY_CREATE_SCENE;
+    req.create_scene = &cs;
+    Pathd__V1__Response *r = call(fd, &req);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    assert_int_equal(r->scene_change->version, 1);
+    pathd__v1__response__free_unpacked(r, NULL);
+}
+
 static uint64_t scene_version(int fd)
 {
     Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
@@ -184,22 +206,7 @@ static void test_two_replicas_share_the_log(void **state)
     assert_true(fa >= 0 && fb >= 0);
 
     /* A new scene on A, open everywhere. */
-    uint8_t cells[W * H];
-    memset(cells, 1, sizeof cells);
-    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
-    Pathd__V1__CreateScene cs = PATHD__V1__CREATE_SCENE__INIT;
-    cs.name = "arena";
-    cs.width = W;
-    cs.height = H;
-    cs.cells.data = cells;
-    cs.cells.len = sizeof cells;
-    cs.idempotency_key = "create-arena";
-    req.body_case = PATHD__V1__REQUEST__BODY_CREATE_SCENE;
-    req.create_scene = &cs;
-    Pathd__V1__Response *r = call(fa, &req);
-    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
-    assert_int_equal(r->scene_change->version, 1);
-    pathd__v1__response__free_unpacked(r, NULL);
+    create_arena(fa, "create-arena");
 
     /* An update on A, answered with its version; B sees it when asked for
      * that version, even straight after (it waits for its tail). */
@@ -310,20 +317,7 @@ static void test_log_that_went_back_refuses_the_scene(void **state)
     start_replica(f, &f->a);
     int fa = pdi_raw_connect(f->a.port);
     assert_true(fa >= 0);
-    uint8_t cells[W * H];
-    memset(cells, 1, sizeof cells);
-    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
-    Pathd__V1__CreateScene cs = PATHD__V1__CREATE_SCENE__INIT;
-    cs.name = "arena";
-    cs.width = W;
-    cs.height = H;
-    cs.cells.data = cells;
-    cs.cells.len = sizeof cells;
-    req.body_case = PATHD__V1__REQUEST__BODY_CREATE_SCENE;
-    req.create_scene = &cs;
-    Pathd__V1__Response *r = call(fa, &req);
-    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
-    pathd__v1__response__free_unpacked(r, NULL);
+    create_arena(fa, NULL);
     uint64_t v = 0;
     assert_int_equal(update_column(fa, 4, 0, "wall-4", &v), PATHD__V1__STATUS__OK);
     assert_int_equal(v, 2);
@@ -349,7 +343,7 @@ static void test_log_that_went_back_refuses_the_scene(void **state)
     assert_int_equal(update_column(fa, 5, 0, "wall-5", &v), PATHD__V1__STATUS__UNAVAILABLE);
     pdi_fp_msg m;
     pdi_fp_init(&m, 0, "serpent", 0, 0, 5, 0);
-    r = call(fa, &m.req);
+    Pathd__V1__Response *r = call(fa, &m.req);
     assert_int_equal(r->status, PATHD__V1__STATUS__OK);
     pathd__v1__response__free_unpacked(r, NULL);
     char *text = pdi_metrics_wait(&f->a, "pathd_replica_scene_refused{scene=\"arena\"} 1", CONVERGE_MS);
