@@ -273,14 +273,30 @@ static void test_two_replicas_share_the_log(void **state)
     wait_version(fc, 24, "C");
     assert_int_equal(find_across(fc, 24, NULL), PATHD__V1__STATUS__NO_PATH);
 
+    /* A version no replica has: B waits limits.max_behind_wait_ms (200)
+     * for its tail, then answers STALE_VERSION (BEHIND) with its version. */
+    pdi_fp_msg m;
+    pdi_fp_init(&m, 0, "arena", 0, 0, W - 1, 0);
+    m.fp.min_version = 1000;
+    double sent = pdi_now_ms();
+    Pathd__V1__Response *r = call(fb, &m.req);
+    double waited = pdi_now_ms() - sent;
+    assert_int_equal(r->status, PATHD__V1__STATUS__STALE_VERSION);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_ERROR);
+    assert_int_equal(r->error->version, 24);
+    pathd__v1__response__free_unpacked(r, NULL);
+    if (waited < 150)
+        fail_msg("STALE_VERSION after %.0f ms: B did not wait for its tail", waited);
+
     /* The metrics name the scene's version and the appends. */
-    char *m = pdi_metrics_wait(&f->b, "pathd_replica_scene_version{scene=\"arena\"} 24", CONVERGE_MS);
-    assert_non_null(m);
-    assert_non_null(strstr(m, "pathd_replica_serving 1"));
-    assert_non_null(strstr(m, "pathd_replica_scene_lag{scene=\"arena\"} 0"));
-    assert_non_null(strstr(m, "pathd_log_append_seconds_count"));
-    assert_non_null(strstr(m, "pathd_log_reconnects_total{conn=\"tail\"} "));
-    free(m);
+    char *text = pdi_metrics_wait(&f->b, "pathd_replica_scene_version{scene=\"arena\"} 24", CONVERGE_MS);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "pathd_replica_serving 1"));
+    assert_non_null(strstr(text, "pathd_replica_behind_total 1\n"));
+    assert_non_null(strstr(text, "pathd_replica_scene_lag{scene=\"arena\"} 0"));
+    assert_non_null(strstr(text, "pathd_log_append_seconds_count"));
+    assert_non_null(strstr(text, "pathd_log_reconnects_total{conn=\"tail\"} "));
+    free(text);
 
     close(fa);
     close(fb);
