@@ -186,7 +186,9 @@ static void pd__drop(pd_replica *r, const char *why)
         pd_log_warn("replica: Redis %s:%u: %s; reading again in %" PRIu32 " ms", r->host, (unsigned)r->port, why,
                     wait);
     r->connect_failures++;
-    r->phase = PD__R_IDLE;
+    /* A batch on the threadpool stays in hand: its end connects again. */
+    if (r->phase != PD__R_APPLYING)
+        r->phase = PD__R_IDLE;
     uv_timer_stop(&r->watchdog);
     uv_timer_start(&r->watchdog, pd__wake, wait, 0);
 }
@@ -592,7 +594,10 @@ static void pd__apply_done(uv_work_t *w, int status)
     }
     pd__wake_parked(r, 0);
     if (!r->ac) {
-        r->phase = PD__R_IDLE; /* the watchdog's backoff connects again */
+        /* The connection went while the batch was applied. */
+        r->phase = PD__R_IDLE;
+        uv_timer_stop(&r->watchdog);
+        uv_timer_start(&r->watchdog, pd__wake, r->backoff_ms ? r->backoff_ms / 2 : PD_REDIS_BACKOFF_MIN_MS, 0);
         return;
     }
     if (r->batch_full || !atomic_load(&r->serving))
@@ -866,7 +871,8 @@ char *pd__replica_metrics(pd_replica *r)
                "pathd_log_reconnects_total{conn=\"append\"} %" PRIu64 "\n"
                "pathd_log_reconnects_total{conn=\"tail\"} %" PRIu64 "\n",
             lc.reconnects, r->reconnects);
-    fprintf(f, "# HELP pathd_log_connect_failures_total Connects to Redis that failed.\n"
+    fprintf(f, "# HELP pathd_log_connect_failures_total Connections to Redis that could not be made, or (the "
+               "tail's) failed or went silent.\n"
                "# TYPE pathd_log_connect_failures_total counter\n"
                "pathd_log_connect_failures_total{conn=\"append\"} %" PRIu64 "\n"
                "pathd_log_connect_failures_total{conn=\"tail\"} %" PRIu64 "\n",

@@ -30,7 +30,8 @@
  * API only: the store appends on the thread that makes the change (a
  * worker, under the log's lock), as the file journal writes, and replay
  * and tails run off the loop. Nothing here touches libuv; the replica's
- * tail (XREAD BLOCK on hiredis's libuv adapter) will live in server/net.
+ * tail (XREAD BLOCK on hiredis's libuv adapter) lives in server/net
+ * (pd_replica.c).
  *
  * Threads: one connection, guarded by its own mutex, so tails (any thread)
  * and appends (under the change lock) take turns on it. A connection that

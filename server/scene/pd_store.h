@@ -76,7 +76,7 @@ typedef struct pd_changelog_ops {
      * a record, under the lock: PD_INTERNAL when the refusal is final (the
      * log failed), or the retryable status to answer when it is not - the
      * log took nothing, did not fail, and the same change may be sent
-     * again (PD_OVERLOADED: a log server that cannot be reached now). */
+     * again (PD_UNAVAILABLE: a log server that cannot be reached now). */
     pd_status (*refusal)(void *log);
     /* Optional (NULL: never). Right after append refused a record that
      * carried an idempotency key, under the lock: the version that key
