@@ -360,6 +360,7 @@ static void pd__metrics_gauges(void *user, pd_metrics_gauges *out)
     out->watchers_dropped = st.watchers_dropped_total;
     out->journal = pd_server_journal_state(src->server, &out->journal_log_bytes, &out->journal_snapshot_bytes,
                                            &out->journal_failed);
+    out->replica_text = pd_server_replica_metrics(src->server);
 }
 
 int main(int argc, char **argv)

@@ -9,7 +9,14 @@ pd_test(NAME test_redis_log SOURCES unit/test_redis_log.c LIBS pathd_scene PkgCo
         TIMEOUT 120)
 
 # The same log through the real daemon (config "log"): kill -9 of pathd and
-# a restart serve the same versions and cells; Redis killed -> OVERLOADED,
+# a restart serve the same versions and cells; Redis killed -> UNAVAILABLE,
 # nothing served; Redis back -> the update goes through.
 pd_test(NAME test_e2e_redis_log SOURCES integration/test_e2e_redis_log.c
         LIBS pathd_integ_harness PkgConfig::HIREDIS LABELS sanitize TIMEOUT 120)
+
+# Replicas (issue 32): two pathd processes and a late third over one Redis:
+# a change on one is seen on the others (min_version waits for the tail),
+# a resent idempotency key applies once, Ping SERVING once caught up, Redis
+# killed -> updates UNAVAILABLE while queries go on, Redis back -> updates.
+pd_test(NAME test_e2e_replicas SOURCES integration/test_e2e_replicas.c
+        LIBS pathd_integ_harness PkgConfig::HIREDIS LABELS sanitize threaded TIMEOUT 120)

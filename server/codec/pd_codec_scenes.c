@@ -91,10 +91,33 @@ static pd_status pd__decode_update_op(const char *what, int op, uint32_t cost, i
     return PD_INVALID_ARGUMENT;
 }
 
+/* An idempotency key (UpdateCells, CreateScene, CreateInstance,
+ * DropScene): "" (none), or up to PD_IDEMPOTENCY_KEY_MAX bytes of printable
+ * ASCII, since it becomes part of a Redis key name and a log line. */
+static pd_status pd__decode_idem_key(const char *key, const char *field, char out[PD_IDEMPOTENCY_KEY_MAX + 1],
+                                     char *err, size_t errlen)
+{
+    size_t n = key ? strlen(key) : 0;
+    if (n > PD_IDEMPOTENCY_KEY_MAX) {
+        pd_set_err(err, errlen, "%s is %zu bytes; at most %d allowed", field, n, PD_IDEMPOTENCY_KEY_MAX);
+        return PD_INVALID_ARGUMENT;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((unsigned char)key[i] < 0x20 || (unsigned char)key[i] > 0x7E) {
+            pd_set_err(err, errlen, "%s byte %zu is not printable ASCII", field, i);
+            return PD_INVALID_ARGUMENT;
+        }
+    }
+    memcpy(out, n ? key : "", n + 1);
+    return PD_OK;
+}
+
 static pd_status pd__decode_update_cells(const Pathd__V1__UpdateCells *m, pd_update_cells_req *out,
                                          char *err, size_t errlen)
 {
     pd_status st = pd__decode_scene_name(m->scene, "update_cells.scene", out->scene, err, errlen);
+    if (st == PD_OK)
+        st = pd__decode_idem_key(m->idempotency_key, "update_cells.idempotency_key", out->idem_key, err, errlen);
     if (st != PD_OK)
         return st;
     if (m->cut_time_case == PATHD__V1__UPDATE_CELLS__CUT_TIME_AT_MS) {
@@ -567,15 +590,19 @@ static pd_status pd__decode_create_scene_body(const Pathd__V1__Request *m, const
                                               pd_request *req, char *err, size_t errlen)
 {
     (void)row;
-    return pd__decode_create_scene(m->create_scene, &req->u.change, err, errlen);
+    pd_status st = pd__decode_idem_key(m->create_scene->idempotency_key, "create_scene.idempotency_key",
+                                       req->u.change.idem_key, err, errlen);
+    return st != PD_OK ? st : pd__decode_create_scene(m->create_scene, &req->u.change, err, errlen);
 }
 
 static pd_status pd__decode_create_instance_body(const Pathd__V1__Request *m, const pd__codec_row *row,
                                                  pd_request *req, char *err, size_t errlen)
 {
     (void)row;
-    pd_status st =
-        pd__decode_scene_name(m->create_instance->name, "create_instance.name", req->u.change.name, err, errlen);
+    pd_status st = pd__decode_idem_key(m->create_instance->idempotency_key, "create_instance.idempotency_key",
+                                       req->u.change.idem_key, err, errlen);
+    if (st == PD_OK)
+        st = pd__decode_scene_name(m->create_instance->name, "create_instance.name", req->u.change.name, err, errlen);
     return st != PD_OK ? st
                        : pd__decode_scene_name(m->create_instance->template_, "create_instance.template",
                                                req->u.change.tmpl, err, errlen);
@@ -586,7 +613,9 @@ static pd_status pd__decode_drop_scene_body(const Pathd__V1__Request *m, const p
 {
     (void)row;
     req->u.change.drop_portals = m->drop_scene->drop_portals;
-    return pd__decode_scene_name(m->drop_scene->name, "drop_scene.name", req->u.change.name, err, errlen);
+    pd_status st = pd__decode_idem_key(m->drop_scene->idempotency_key, "drop_scene.idempotency_key",
+                                       req->u.change.idem_key, err, errlen);
+    return st != PD_OK ? st : pd__decode_scene_name(m->drop_scene->name, "drop_scene.name", req->u.change.name, err, errlen);
 }
 
 static pd_status pd__decode_watch_body(const Pathd__V1__Request *m, const pd__codec_row *row, pd_request *req,

@@ -56,6 +56,8 @@
  *       "max_watch_scenes": 64,          1 .. 1024 (PD_WATCH_MAX_SCENES): scenes per Watch
  *       "max_watchers": 1000,            0 .. 1000000: Watches open on the server
  *       "max_watches_per_conn": 64,      1 .. 1000000: Watches open on one connection
+ *       "max_behind_wait_ms": 200,       0 .. 60000: a replica (log.redis) behind a query's
+ *                                        min_version waits this long for its tail
  *       "metrics_scene_series": 100,     0 .. 100000: scenes with their own /metrics series
  *       "reservation_ttl_ms": 30000,     0 (never) .. 86400000: unrenewed agents are released
  *       "max_agents_per_scene": 10000,   0 (none) .. 1000000: agents in a scene's reservations
@@ -163,6 +165,7 @@ const pd_conf pd_conf_defaults = {
     .max_scene_cells = 4096u * 4096u,
     .max_scene_bytes = 4ull * 1024u * 1024u * 1024u,
     .watch_buffer_bytes = 1024u * 1024u,
+    .max_behind_wait_ms = 200,
     .max_watch_scenes = 64,
     .max_watchers = 1000,
     .max_watches_per_conn = 64,
@@ -367,6 +370,7 @@ static const pd__limit pd__limits[] = {
     PD__LIMIT(max_reservation_entries, 0, 4.0 * PD__GIB - 1),
     PD__LIMIT(max_reservation_window_ms, 0, 86400000),
     PD__LIMIT(max_agent_bytes, 0, PD__GIB),
+    PD__LIMIT(max_behind_wait_ms, 0, 60000),
 };
 
 #define PD__N_LIMITS (sizeof pd__limits / sizeof pd__limits[0])
@@ -380,7 +384,7 @@ static int pd__parse_limits(const pd__ctx *ctx, const cJSON *obj, const char *pa
         "worker_retained_bytes", "inline_max_expansions", "worker_yield_us", "default_max_expansions", "max_scenes", "max_scene_cells",
         "max_scene_bytes", "watch_buffer_bytes", "max_watch_scenes", "max_watchers",
         "max_watches_per_conn", "metrics_scene_series", "reservation_ttl_ms", "max_agents_per_scene",
-        "max_reservation_entries", "max_reservation_window_ms", "max_agent_bytes", NULL,
+        "max_reservation_entries", "max_reservation_window_ms", "max_agent_bytes", "max_behind_wait_ms", NULL,
     };
     char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsObject(obj))

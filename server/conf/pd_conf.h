@@ -164,6 +164,9 @@ typedef struct pd_conf {
                                         (an unchanged instance: a few hundred bytes) */
     uint32_t watch_buffer_bytes;     /* 1 MiB: a watcher's unread answers past which its
                                         watches end with WATCH_OVERFLOW */
+    uint32_t max_behind_wait_ms;     /* 200: a replica (log.redis) whose scene is behind a
+                                        query's min_version waits this long for its tail,
+                                        then answers STALE_VERSION (the issue's BEHIND) */
     uint32_t max_watch_scenes;       /* 64: scenes one Watch may name */
     uint32_t max_watchers;           /* 1000: Watches open on the server at once */
     uint32_t max_watches_per_conn;   /* 64: Watches open on one connection at once, so

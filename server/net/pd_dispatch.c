@@ -34,6 +34,7 @@
 #include "pd_log.h"
 #include "pd_movement.h"
 #include "pd_query.h"
+#include "pd_replica.h"
 #include "pd_server_internal.h"
 
 /* Fair queueing keys (pd__submit): a job's start tag shifted by this many
@@ -358,6 +359,63 @@ static int pd__answer_inline(pd__conn *c, pd_job *job)
  * job needs from the request; refused at once with prepare's status, else
  * answered on the loop when the kind can do that cheaply, else queued (an
  * ordered task in its scene's lane for LANE). */
+/* A replica's scene behind a request's min_version: the frame waits for
+ * the tail (pd_replica.c) up to limits.max_behind_wait_ms from its first
+ * dispatch; 1 when parked (nothing to answer now), 0 when the
+ * STALE_VERSION is to be answered (no replica, the wait is over, or it
+ * cannot wait). */
+static int pd__park_behind(pd__conn *c)
+{
+    pd_server *s = c->server;
+    if (!s->replica || !s->dispatch.frame || s->conf.max_behind_wait_ms == 0)
+        return 0;
+    uint64_t now = uv_hrtime();
+    uint64_t deadline = s->dispatch.park_deadline_ns
+                            ? s->dispatch.park_deadline_ns
+                            : now + (uint64_t)s->conf.max_behind_wait_ms * 1000000u;
+    if (now >= deadline ||
+        pd__replica_park(s->replica, c->id, s->dispatch.frame, s->dispatch.frame_len, s->dispatch.frame_arrival_ns,
+                         deadline) != 0) {
+        pd__replica_count_behind(s->replica);
+        return 0;
+    }
+    return 1;
+}
+
+/* A query's min_version (0: none, or a kind without one): a replica parks
+ * an unknown scene only for a query that names a version of it (the scene
+ * may be made on another replica and not have reached this one yet). */
+static uint64_t pd__request_min_version(const pd_request *req)
+{
+    if (req->kind == PD_REQ_FIND_PATH)
+        return req->u.find_path.min_version;
+    if (pd_request_is_move(req->kind))
+        return req->u.move.min_version;
+    return 0;
+}
+
+/* The scene a prepared job is about, for a replica's refusal. */
+static const char *pd__job_scene_name(const pd_job *job)
+{
+    if (job->scene)
+        return job->scene->name;
+    if (job->kind == PD_REQ_UPDATE_CELLS)
+        return job->update_req.scene;
+    if (pd_request_is_scene_change(job->kind))
+        return job->change.name;
+    return NULL;
+}
+
+void pd__dispatch_parked(pd__conn *c, const uint8_t *payload, size_t len, uint64_t arrival_ns,
+                         uint64_t deadline_ns)
+{
+    pd_server *s = c->server;
+    s->dispatch.requests_total--; /* counted when it first came */
+    s->dispatch.park_deadline_ns = deadline_ns;
+    pd__dispatch_frame(c, payload, len, arrival_ns);
+    s->dispatch.park_deadline_ns = 0;
+}
+
 static void pd__handle_job(pd__conn *c, pd_request *req, const pd_kind *k)
 {
     pd_server *s = c->server;
@@ -385,8 +443,14 @@ static void pd__handle_job(pd__conn *c, pd_request *req, const pd_kind *k)
     why.message[0] = '\0';
     why.version = 0;
     pd_status st = k->prepare(job, req, &env, &why);
+    const char *scene_name = st == PD_OK && s->replica ? pd__job_scene_name(job) : NULL;
+    if (scene_name && pd__replica_refuses(s->replica, scene_name, why.message, sizeof why.message))
+        st = PD_UNAVAILABLE;
     if (st != PD_OK) {
-        if (st == PD_STALE_VERSION)
+        if ((st == PD_STALE_VERSION || (st == PD_UNKNOWN_SCENE && pd__request_min_version(req) > 0)) &&
+            pd__park_behind(c))
+            ; /* answered when the tail catches up, or its wait ends */
+        else if (st == PD_STALE_VERSION)
             pd__send_stale(c, req->id, why.version, why.message);
         else
             pd__send_error(c, req->id, st, "%s", why.message);
@@ -520,11 +584,18 @@ static pd_scene *pd__acquire_fresh(pd__conn *c, uint64_t id, const char *name, u
     char err[PD_QUERY_MESSAGE_MAX];
     pd_scene *scene = pd_registry_acquire(c->server->registry, name);
     if (!scene) {
-        pd__send_error(c, id, PD_UNKNOWN_SCENE, "unknown scene '%s'", name);
+        if (min_version == 0 || !pd__park_behind(c))
+            pd__send_error(c, id, PD_UNKNOWN_SCENE, "unknown scene '%s'", name);
+        return NULL;
+    }
+    if (c->server->replica && pd__replica_refuses(c->server->replica, name, err, sizeof err)) {
+        pd__send_error(c, id, PD_UNAVAILABLE, "%s", err);
+        pd_scene_release(scene);
         return NULL;
     }
     if (pd_query_check_version(scene, min_version, err, sizeof err) != PD_OK) {
-        pd__send_stale(c, id, scene->version, err);
+        if (!pd__park_behind(c))
+            pd__send_stale(c, id, scene->version, err);
         pd_scene_release(scene);
         return NULL;
     }
@@ -732,7 +803,9 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
         break;
     }
     case PD_REQ_PING:
-        buf = pd_codec_encode_pong(req->id, req->u.ping_nonce, PD_SERVING, &len);
+        buf = pd_codec_encode_pong(req->id, req->u.ping_nonce,
+                                   s->replica && !pd__replica_serving(s->replica) ? PD_NOT_SERVING : PD_SERVING,
+                                   &len);
         break;
     case PD_REQ_GET_LIMITS: {
         pd_codec_limits lim = {
@@ -848,6 +921,9 @@ void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_
     s->dispatch.requests_total++;
     if (pd__refused_unpacked(c, payload, len, arrival_ns))
         return;
+    s->dispatch.frame = payload;
+    s->dispatch.frame_len = len;
+    s->dispatch.frame_arrival_ns = arrival_ns;
     err[0] = '\0';
     /* The decoder zeroes req itself. */
     pd_status st = pd_codec_decode_request(payload, len, &req, err, sizeof err);
@@ -876,6 +952,7 @@ void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_
         return;
     }
     pd__handle_request(c, &req, arrival_ns);
+    s->dispatch.frame = NULL;
     pd__answered(s);
     pd_request_free(&req);
 }

@@ -55,10 +55,19 @@ typedef struct pd__dispatch_state {
                                     answers queued for it meanwhile carry their timing
                                     (pd__conn_send, pd__stamp_answer) */
     uint64_t answering_search_us; /* the search the loop ran for it (pd__answer_inline) */
+    const uint8_t *frame;        /* the frame being handled (valid during the call), which a
+                                    replica behind its min_version parks (pd_replica.h) */
+    size_t frame_len;
+    uint64_t frame_arrival_ns;
+    uint64_t park_deadline_ns;   /* a parked frame dispatched again: its wait's end; else 0 */
 } pd__dispatch_state;
 
 /* The connections' on_frame hook. */
 void pd__dispatch_frame(pd__conn *c, const uint8_t *payload, size_t len, uint64_t arrival_ns);
+/* A frame a replica parked (pd_replica.c), dispatched again: answered if
+ * its scene caught up, parked again until deadline_ns, then STALE_VERSION. */
+void pd__dispatch_parked(pd__conn *c, const uint8_t *payload, size_t len, uint64_t arrival_ns,
+                         uint64_t deadline_ns);
 /* The pool (pd_server_pool_create): workers with a query scratch each, that
  * call wake(wake_arg) when a job completes. */
 pd_pool *pd__dispatch_pool_create(pd_server *s, uint32_t threads, pd_pool_wake_fn wake, void *wake_arg);

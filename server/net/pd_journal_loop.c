@@ -21,6 +21,7 @@
 
 #include "pd_log.h"
 #include "pd_redis_log.h"
+#include "pd_replica.h"
 
 /* How often the timer looks at the journal: "everysec" means this. */
 #define PD_JOURNAL_TICK_MS 1000
@@ -230,6 +231,7 @@ int pd__journal_open(pd_server *s, char *err, size_t errlen)
     }
     /* The store closes it (pd_store_destroy), also when stopping now. */
     pd_store_own_log(s->store, w->log, s->conf.journal_fsync);
+    void *w_log = w->log.log;
     const pd_journal_replay_stats *st = &w->stats;
     if (s->conf.log.redis_host[0])
         pd_log_info("change log on Redis %s:%u: replayed %" PRIu64 " records from %" PRIu64 " streams (%" PRIu64
@@ -248,6 +250,10 @@ int pd__journal_open(pd_server *s, char *err, size_t errlen)
     /* Replayed scenes join the world (their route tables) at the next sync. */
     if (s->world_store)
         pd_world_store_mark_stale(s->world_store, s->registry);
+    /* A log other replicas share: the tail reads on from where replay
+     * stopped (pd_replica.c). */
+    if (s->conf.log.redis_host[0] && !(s->replica = pd__replica_start(s, (pd_redis_log *)w_log, pd__dispatch_parked, err, errlen)))
+        return -1;
     if ((rc = uv_timer_init(s->loop, &s->journal.timer)) != 0) {
         snprintf(err, errlen, "journal: timer: %s", uv_strerror(rc));
         return -1;

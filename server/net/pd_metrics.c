@@ -545,6 +545,8 @@ static void pd__render_gauges(pd__text *t, const pd_metrics_gauges *g)
     pd__family(t, "pathd_watchers_dropped_total", "counter",
                "Watches ended with WATCH_OVERFLOW: the watcher left more than limits.watch_buffer_bytes unread.");
     pd__text_printf(t, "pathd_watchers_dropped_total %" PRIu64 "\n", g->watchers_dropped);
+    if (g->replica_text)
+        pd__text_printf(t, "%s", g->replica_text);
     if (!g->journal)
         return;
     pd__family(t, "pathd_journal_bytes", "gauge",
@@ -806,6 +808,8 @@ pd_metrics_snapshot *pd_metrics_snapshot_take(pd_metrics *m, const pd_metrics_ga
     snap->has_gauges = gauges != NULL;
     if (gauges)
         snap->gauges = *gauges;
+    else
+        memset(&snap->gauges, 0, sizeof snap->gauges); /* nothing for snapshot_free to free */
     snap->registry = registry;
     snap->scene_series = m->scene_series;
     snap->render_hook = m->render_hook;
@@ -821,6 +825,8 @@ void pd_metrics_snapshot_free(pd_metrics_snapshot *snap)
     pd_metrics *m = snap->m;
     if (--m->snapshots_out == 0)
         pd__graveyard_empty(m);
+    free(snap->gauges.replica_text);
+    snap->gauges.replica_text = NULL; /* a spare snapshot may be taken without gauges */
     free(snap->counts);
     if (!m->spare)
         m->spare = snap;

@@ -87,6 +87,8 @@ typedef struct pd_metrics_gauges {
     uint64_t journal_log_bytes;  /* its current log */
     uint64_t journal_snapshot_bytes;
     int journal_failed;          /* a write failed: changes are refused */
+    char *replica_text;          /* a replica's families (pd_replica.c), malloc'd, rendered as
+                                    they are; the snapshot taken with these gauges frees it */
 } pd_metrics_gauges;
 
 /* Fills *out (zeroed by the caller) when a scrape arrives; runs on the loop

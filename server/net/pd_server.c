@@ -18,6 +18,7 @@
  * down once its replies are written, cut after PD_SERVER_FLUSH_MS), CLOSED
  * (the server's own handles close and uv_run returns).
  */
+#include "pd_replica.h"
 #include "pd_server_internal.h"
 
 #include <arpa/inet.h>
@@ -96,6 +97,8 @@ static void pd__stop_finish(pd_server *s)
     pd__close_handle((uv_handle_t *)&s->sig_term);
     pd__close_handle((uv_handle_t *)&s->sig_int);
     pd__close_handle((uv_handle_t *)&s->sig_hup);
+    pd__replica_close(s->replica); /* freed once its handles closed */
+    s->replica = NULL;
     uv_unref((uv_handle_t *)&s->async);
     pd_log_info("stopped");
 }
@@ -771,6 +774,11 @@ void pd_server_get_stats(pd_server *s, pd_server_stats *out)
     out->watchers_dropped_total = s->watch.dropped_total;
 }
 
+char *pd_server_replica_metrics(pd_server *s)
+{
+    return s->replica ? pd__replica_metrics(s->replica) : NULL;
+}
+
 int pd_server_ready(void *server, char *reason, size_t cap)
 {
     pd_server *s = server;
@@ -810,6 +818,8 @@ void pd_server_destroy(pd_server *s)
     pd__close_handle((uv_handle_t *)&s->sig_int);
     pd__close_handle((uv_handle_t *)&s->sig_hup);
     pd__close_handle((uv_handle_t *)&s->async);
+    pd__replica_close(s->replica); /* freed once its handles closed */
+    s->replica = NULL;
     pd__close_handle((uv_handle_t *)&s->flush_prepare);
     pd__close_handle((uv_handle_t *)&s->flush_check);
     /* Close callbacks run on the next loop iteration; the phase must not

@@ -131,6 +131,9 @@ int pd_server_open_journal(pd_server *s, char *err, size_t errlen);
 /* The journal's current log and snapshot sizes and whether it failed, for
  * /metrics: returns 1, or 0 (and all zeros) without a journal. Never waits. */
 int pd_server_journal_state(pd_server *s, uint64_t *log_bytes, uint64_t *snapshot_bytes, int *failed);
+/* The replica's /metrics families (a Redis log's tail, issue 32), malloc'd,
+ * or NULL without one. Loop thread. */
+char *pd_server_replica_metrics(pd_server *s);
 
 /* The port actually bound (useful with port 0); 0 before pd_server_start. */
 uint16_t pd_server_port(const pd_server *s);

@@ -91,6 +91,7 @@ struct pd_server {
     pd__watch_state watch;       /* pd_watchers.c */
     pd__reloader reload;         /* pd_reload.c */
     pd__journal_state journal;   /* pd_journal_loop.c */
+    struct pd_replica *replica;  /* pd_replica.c: the tail of a Redis log, or NULL */
 };
 
 #endif

@@ -941,7 +941,7 @@ pd_status pd_query_update_cells(pd_store *store, const pd_update_cells_req *req,
         update.cells = req->cells;
     const pd_scene_update *ops = req->n_ops ? req->ops : &update;
     size_t n_ops = req->n_ops ? req->n_ops : 1;
-    return pd_store_update_cells(store, req->scene, ops, n_ops, out);
+    return pd_store_update_cells_keyed(store, req->scene, ops, n_ops, req->idem_key, out);
 }
 
 /* CreateScene: the map parsed (or the cells taken) into a scene, or NULL
@@ -1010,7 +1010,7 @@ pd_status pd_query_create_scene(pd_store *store, const pd_scene_change_req *req,
         return c->status;
     }
     pd_scene_retain(made); /* to describe it once it is served */
-    pd_store_add_scene(store, made, c);
+    pd_store_add_scene_keyed(store, made, req->idem_key, c);
     if (c->applied)
         pd_scene_describe(made, out->built, sizeof out->built);
     pd_scene_release(made);
@@ -1020,11 +1020,11 @@ pd_status pd_query_create_scene(pd_store *store, const pd_scene_change_req *req,
 pd_status pd_query_create_instance(pd_store *store, const pd_scene_change_req *req, pd_scene_change_outcome *out)
 {
     memset(out, 0, sizeof *out);
-    return pd_store_add_instance(store, req->name, req->tmpl, &out->change);
+    return pd_store_add_instance_keyed(store, req->name, req->tmpl, req->idem_key, &out->change);
 }
 
 pd_status pd_query_drop_scene(pd_store *store, const pd_scene_change_req *req, pd_scene_change_outcome *out)
 {
     memset(out, 0, sizeof *out);
-    return pd_store_drop_scene(store, req->name, req->drop_portals, &out->change);
+    return pd_store_drop_scene_keyed(store, req->name, req->drop_portals, req->idem_key, &out->change);
 }

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "pd_conf.h"
+#include "pd_journal.h"
 #include "pd_scene.h"
 #include "pd_search.h"
 #include "pd_targets.h"
@@ -146,6 +147,7 @@ typedef struct pd_update_cells_req {
     int has_at_ms;           /* UpdateCells.at_ms: when blocked cells cut the scene's
                                 reservations (unset: the latest time they heard of) */
     int64_t at_ms;
+    char idem_key[PD_IDEMPOTENCY_KEY_MAX + 1];  /* "" = none (pd_store.h) */
 } pd_update_cells_req;
 
 /* Frees what a decoded UpdateCells owns (pd_request_free calls it). */
@@ -194,6 +196,7 @@ typedef struct pd_scene_change_req {
     size_t map_len;
     int raw;                         /* 1: map holds width * height raw cells */
     int32_t width, height;
+    char idem_key[PD_IDEMPOTENCY_KEY_MAX + 1];  /* "" = none (pd_store.h) */
 } pd_scene_change_req;
 
 /* ReservePath, ReleaseAgent, GetReservations (issue 34; the three share

@@ -68,8 +68,18 @@ typedef enum pd_journal_type {
 } pd_journal_type;
 
 /* One record, decoded. Arrays are owned (pd_journal_record_free). */
+/* The longest idempotency key a change may carry (UpdateCells,
+ * CreateScene, CreateInstance, DropScene.idempotency_key): bytes of
+ * printable ASCII. It names a Redis key (PREFIX:{NAME}:idem:KEY), so it is
+ * short and has no control characters. */
+#define PD_IDEMPOTENCY_KEY_MAX 64
+
 typedef struct pd_journal_record {
     pd_journal_type type;
+    /* The change's idempotency key (NULL or "": none), for a log that
+     * deduplicates (the Redis log); never encoded, so the file journal and
+     * replay never see it. */
+    const char *key;
     char scene[PD_CONF_MAX_NAME];
     uint64_t version;
     /* PD_JOURNAL_SCENE and PD_JOURNAL_BASE */

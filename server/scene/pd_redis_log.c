@@ -6,9 +6,10 @@
  * What it does not do yet (issue 32, docs/ARCHITECTURE.md "Replicas"):
  * snapshots to Redis and trimming (snapshot refuses, compact is a no-op),
  * a reload that rebuilds or removes scenes (the log then fails, naming
- * why, rather than record something a replica would replay wrongly), the
- * replica's tail on the loop, and reconnect backoff (each command after a
- * failure tries one connect, bounded by timeout_ms).
+ * why, rather than record something a replica would replay wrongly).
+ * The replica's tail (server/net/pd_replica.c) reads the streams on its
+ * own connection; this file reconnects with a jittered backoff
+ * (PD_REDIS_BACKOFF_MIN_MS .. _MAX_MS).
  */
 #include "pd_redis_log.h"
 
@@ -82,6 +83,12 @@ static const char PD__LIBRARY[] =
 /* Entries one XRANGE asks for. */
 #define PD__RANGE_COUNT 500
 
+/* Where replay left a scene's stream: the id of its last entry. */
+typedef struct pd__position {
+    char scene[PD_CONF_MAX_NAME];
+    char id[64];
+} pd__position;
+
 struct pd_redis_log {
     char host[256];
     uint16_t port;
@@ -96,8 +103,24 @@ struct pd_redis_log {
     redisContext *conn;           /* NULL: not connected (made by the next command) */
     atomic_int failed;            /* final: the log refuses changes */
     pd_status refusal;            /* the last refused append's (under lock) */
+    uint64_t dup_version;         /* the last refused append's key made this version (under lock) */
     char why[256];                /* why the last append refused, or why it failed */
     atomic_uint_fast64_t bytes;   /* record bytes replayed and appended */
+    atomic_int tailed;            /* a replica's tail brings this pathd up to the log */
+
+    /* Reconnects (conn_lock): after a failed connect, commands fail at
+     * once until next_try_us, then one connect is tried; the wait doubles
+     * from PD_REDIS_BACKOFF_MIN_MS to PD_REDIS_BACKOFF_MAX_MS, jittered. */
+    uint64_t next_try_us;
+    uint32_t backoff_ms;          /* 0: the last connect succeeded (or none yet) */
+    int ever_connected;
+    unsigned rand_state;
+    atomic_uint_fast64_t reconnects, connect_failures, appends, append_us, append_fails;
+    atomic_int connected;
+
+    pthread_mutex_t pos_lock;     /* guards pos: replay writes, the tail reads */
+    pd__position *pos;
+    size_t n_pos, cap_pos;
 };
 
 /* ---- keys ------------------------------------------------------------------ */
@@ -115,6 +138,30 @@ static void pd__drop_conn(pd_redis_log *rl)
     if (rl->conn)
         redisFree(rl->conn);
     rl->conn = NULL;
+    atomic_store(&rl->connected, 0);
+}
+
+static int pd__connect_now(pd_redis_log *rl, char *err, size_t errlen);
+
+static uint64_t pd__now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* A connect failed (conn_lock held): the next is not tried before a
+ * jittered, doubling wait, so a Redis that is down costs each change one
+ * clock read, not a connect timeout, and replicas do not reconnect in step. */
+static void pd__backoff(pd_redis_log *rl)
+{
+    uint32_t d = rl->backoff_ms ? rl->backoff_ms * 2 : PD_REDIS_BACKOFF_MIN_MS;
+    if (d > PD_REDIS_BACKOFF_MAX_MS)
+        d = PD_REDIS_BACKOFF_MAX_MS;
+    rl->backoff_ms = d;
+    uint32_t wait = d / 2 + (uint32_t)rand_r(&rl->rand_state) % (d / 2 + 1); /* d/2..d */
+    rl->next_try_us = pd__now_us() + (uint64_t)wait * 1000u;
+    atomic_fetch_add(&rl->connect_failures, 1);
 }
 
 /* A connection, with the library loaded (conn_lock held). 0, or -1 with
@@ -123,6 +170,29 @@ static int pd__connect(pd_redis_log *rl, char *err, size_t errlen)
 {
     if (rl->conn)
         return 0;
+    uint64_t now = pd__now_us();
+    if (rl->backoff_ms && now < rl->next_try_us) {
+        snprintf(err, errlen, "Redis %.100s:%u cannot be reached; the next try is in %" PRIu64 " ms", rl->host,
+                 (unsigned)rl->port, (rl->next_try_us - now + 999) / 1000);
+        return -1;
+    }
+    int rc = pd__connect_now(rl, err, errlen);
+    if (rc != 0) {
+        pd__backoff(rl);
+        return -1;
+    }
+    if (rl->ever_connected)
+        atomic_fetch_add(&rl->reconnects, 1);
+    rl->ever_connected = 1;
+    rl->backoff_ms = 0;
+    atomic_store(&rl->connected, 1);
+    return 0;
+}
+
+/* One connect, bounded by timeout_ms, and the library loaded (conn_lock
+ * held). 0, or -1 with the reason in err. */
+static int pd__connect_now(pd_redis_log *rl, char *err, size_t errlen)
+{
     struct timeval tv = { (time_t)(rl->timeout_ms / 1000), (suseconds_t)(rl->timeout_ms % 1000) * 1000 };
     redisContext *c = redisConnectWithTimeout(rl->host, rl->port, tv);
     if (!c) {
@@ -227,15 +297,21 @@ pd_status pd_redis_log_append(pd_redis_log *rl, const pd_redis_append *a, pd_red
     argvlen[ARGC - 1] = a->len; /* the record is binary: never strlen'ed */
 
     int io = 0;
+    uint64_t t0 = pd__now_us();
     pthread_mutex_lock(&rl->conn_lock);
     redisReply *r = pd__command(rl, ARGC, argv, argvlen, &io, out->message,
                                 sizeof out->message);
     pthread_mutex_unlock(&rl->conn_lock);
-    if (!r)
+    if (!r) {
         /* Unreachable, or an error answer (out of memory with noeviction,
          * a Redis that is loading): the FUNCTION ran whole or not at all,
-         * so nothing was appended by an error, and a retry may pass. */
-        return out->status = PD_OVERLOADED;
+         * so nothing was appended by an error, and a retry may pass (a
+         * timeout may have reached Redis: the same key answers it). */
+        atomic_fetch_add(&rl->append_fails, 1);
+        return out->status = PD_UNAVAILABLE;
+    }
+    atomic_fetch_add(&rl->appends, 1);
+    atomic_fetch_add(&rl->append_us, pd__now_us() - t0);
     uint64_t v = 0;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
         pd__reply_u64(r->element[1], &v) != 0) {
@@ -338,10 +414,13 @@ static int pd__take_entry(const redisReply *x, pd__entries *e, char last[64], ch
     return 0;
 }
 
-/* Every entry of the scene's stream, in order, appended to e. 0, or -1
- * with err. */
-static int pd__read_stream(pd_redis_log *rl, const char *scene, pd__entries *e, char *err, size_t errlen)
+/* Every entry of the scene's stream, in order, appended to e, and the id
+ * of its last entry in last_id ("0-0" when it has none). 0, or -1 with
+ * err. */
+static int pd__read_stream(pd_redis_log *rl, const char *scene, pd__entries *e, char last_id[64], char *err,
+                           size_t errlen)
 {
+    snprintf(last_id, 64, "0-0");
     char key[320], start[72] = "-", count[16];
     pd_redis_log_stream_key(rl, scene, key, sizeof key);
     snprintf(count, sizeof count, "%d", PD__RANGE_COUNT);
@@ -367,12 +446,56 @@ static int pd__read_stream(pd_redis_log *rl, const char *scene, pd__entries *e, 
             rc = pd__take_entry(r->element[i], e, last, err, errlen);
         size_t got = r->elements;
         freeReplyObject(r);
+        if (last[0])
+            memcpy(last_id, last, 64);
         if (rc != 0 || got < PD__RANGE_COUNT)
             break;
         snprintf(start, sizeof start, "(%s", last); /* after the last one (Redis 6.2+) */
     }
     pthread_mutex_unlock(&rl->conn_lock);
     return rc;
+}
+
+/* Replay's position in a scene's stream, for the replica's tail. 0, or
+ * -1 with err (memory). */
+static int pd__remember_position(pd_redis_log *rl, const char *scene, const char *id, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&rl->pos_lock);
+    if (rl->n_pos == rl->cap_pos) {
+        size_t cap = rl->cap_pos ? 2 * rl->cap_pos : 16;
+        pd__position *v = realloc(rl->pos, cap * sizeof *v);
+        if (!v) {
+            pthread_mutex_unlock(&rl->pos_lock);
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        rl->pos = v;
+        rl->cap_pos = cap;
+    }
+    snprintf(rl->pos[rl->n_pos].scene, sizeof rl->pos[rl->n_pos].scene, "%s", scene);
+    snprintf(rl->pos[rl->n_pos].id, sizeof rl->pos[rl->n_pos].id, "%s", id);
+    rl->n_pos++;
+    pthread_mutex_unlock(&rl->pos_lock);
+    return 0;
+}
+
+int pd_redis_log_position(pd_redis_log *rl, const char *scene, char *id, size_t len)
+{
+    int found = 0;
+    pthread_mutex_lock(&rl->pos_lock);
+    for (size_t i = 0; i < rl->n_pos && !found; i++) {
+        if (strcmp(rl->pos[i].scene, scene) == 0) {
+            snprintf(id, len, "%s", rl->pos[i].id);
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&rl->pos_lock);
+    return found;
+}
+
+void pd_redis_log_scenes_key(const pd_redis_log *rl, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s:scenes", rl->prefix);
 }
 
 static int pd__entry_cmp(const void *a, const void *b)
@@ -411,7 +534,8 @@ static void pd__fail(pd_redis_log *rl, const char *fmt, const char *why)
 static int pd__rl_append(void *log, const pd_journal_record *rec)
 {
     pd_redis_log *rl = log;
-    pd_redis_append a = { .scene = rec->scene };
+    pd_redis_append a = { .scene = rec->scene, .key = rec->key && rec->key[0] ? rec->key : NULL };
+    rl->dup_version = 0;
     switch (rec->type) {
     case PD_JOURNAL_UPDATE:
     case PD_JOURNAL_RESET:
@@ -446,15 +570,35 @@ static int pd__rl_append(void *log, const pd_journal_record *rec)
     pd_redis_append_result res;
     pd_status st = pd_redis_log_append(rl, &a, &res);
     free(framed);
-    if (st == PD_OK && res.version == rec->version && !res.duplicate)
+    /* A key the log has seen at the version this change makes: the first
+     * try reached the log but not this pathd (its answer timed out), and
+     * the same change on the same version is what the log holds. */
+    if (st == PD_OK && res.version == rec->version)
         return 0;
+    if (st == PD_OK && res.duplicate && rec->type != PD_JOURNAL_DROP) {
+        /* Made before, at another version: answered, nothing applied. */
+        snprintf(rl->why, sizeof rl->why, "scene '%s': idempotency key seen, made version %" PRIu64, rec->scene,
+                 res.version);
+        rl->dup_version = res.version;
+        rl->refusal = PD_UNAVAILABLE;
+        return -1;
+    }
     if (st == PD_OK)
         snprintf(res.message, sizeof res.message, "scene '%s': the log made version %" PRIu64 ", not %" PRIu64,
                  rec->scene, res.version, rec->version);
-    if (st == PD_OVERLOADED && rec->type != PD_JOURNAL_DROP) {
+    if (st == PD_UNAVAILABLE && rec->type != PD_JOURNAL_DROP) {
         /* Nothing served, nothing recorded: the client may try again. */
         memcpy(rl->why, res.message, sizeof rl->why);
-        rl->refusal = PD_OVERLOADED;
+        rl->refusal = PD_UNAVAILABLE;
+        return -1;
+    }
+    if (atomic_load(&rl->tailed) && rec->type != PD_JOURNAL_DROP &&
+        (st == PD_STALE_VERSION || st == PD_SCENE_EXISTS || st == PD_UNKNOWN_SCENE)) {
+        /* Another replica changed the scene first: this one has not
+         * applied that change yet. Its tail will; nothing was served. */
+        snprintf(rl->why, sizeof rl->why, "%.180s; another replica changed it first, this replica is catching up",
+                 res.message);
+        rl->refusal = PD_UNAVAILABLE;
         return -1;
     }
     /* A drop is done before it is recorded, and a log past this pathd's
@@ -468,6 +612,11 @@ static int pd__rl_append(void *log, const pd_journal_record *rec)
 static pd_status pd__rl_refusal(void *log)
 {
     return ((pd_redis_log *)log)->refusal;
+}
+
+static uint64_t pd__rl_duplicate(void *log)
+{
+    return ((pd_redis_log *)log)->dup_version;
 }
 
 /* Redis makes an append durable before its answer as its appendfsync says
@@ -564,7 +713,10 @@ static int pd__rl_replay(void *log, pd_registry *r, pd_world_store *ws, pd_journ
         const redisReply *n = names->element[i];
         if (n->type != REDIS_REPLY_STRING || n->len >= PD_CONF_MAX_NAME)
             continue;
-        rc = pd__read_stream(rl, n->str, &e, err, errlen);
+        char last_id[64];
+        rc = pd__read_stream(rl, n->str, &e, last_id, err, errlen);
+        if (rc == 0)
+            rc = pd__remember_position(rl, n->str, last_id, err, errlen);
         stats->files++;
     }
     freeReplyObject(names);
@@ -612,7 +764,8 @@ static int pd__rl_tail(void *log, const char *name, uint64_t from, pd_journal_ta
 {
     pd_redis_log *rl = log;
     pd__entries e = { 0 };
-    if (pd__read_stream(rl, name, &e, err, errlen) != 0) {
+    char last_id[64];
+    if (pd__read_stream(rl, name, &e, last_id, err, errlen) != 0) {
         pd__entries_free(&e);
         return -1;
     }
@@ -688,6 +841,7 @@ static const pd_changelog_ops PD__REDIS_OPS = {
     .unlock = pd__rl_unlock,
     .append = pd__rl_append,
     .refusal = pd__rl_refusal,
+    .duplicate = pd__rl_duplicate,
     .sync = pd__rl_sync,
     .dirty = pd__rl_dirty,
     .why = pd__rl_why,
@@ -704,6 +858,21 @@ static const pd_changelog_ops PD__REDIS_OPS = {
 };
 
 /* ---- life --------------------------------------------------------------------------- */
+
+void pd_redis_log_set_tailed(pd_redis_log *rl, int tailed)
+{
+    atomic_store(&rl->tailed, tailed != 0);
+}
+
+void pd_redis_log_stats(pd_redis_log *rl, pd_redis_log_counters *out)
+{
+    out->connected = atomic_load(&rl->connected);
+    out->reconnects = atomic_load(&rl->reconnects);
+    out->connect_failures = atomic_load(&rl->connect_failures);
+    out->appends = atomic_load(&rl->appends);
+    out->append_us = atomic_load(&rl->append_us);
+    out->append_failures = atomic_load(&rl->append_fails);
+}
 
 pd_redis_log *pd_redis_log_create(const pd_redis_log_opts *opts, char *err, size_t errlen)
 {
@@ -726,8 +895,10 @@ pd_redis_log *pd_redis_log_create(const pd_redis_log_opts *opts, char *err, size
     rl->warn = opts->warn;
     rl->warn_user = opts->warn_user;
     rl->refusal = PD_INTERNAL;
+    rl->rand_state = (unsigned)pd__now_us() ^ (unsigned)(uintptr_t)rl;
     pthread_mutex_init(&rl->lock, NULL);
     pthread_mutex_init(&rl->conn_lock, NULL);
+    pthread_mutex_init(&rl->pos_lock, NULL);
     return rl;
 }
 
@@ -738,6 +909,8 @@ void pd_redis_log_destroy(pd_redis_log *rl)
     pd__drop_conn(rl);
     pthread_mutex_destroy(&rl->lock);
     pthread_mutex_destroy(&rl->conn_lock);
+    pthread_mutex_destroy(&rl->pos_lock);
+    free(rl->pos);
     free(rl);
 }
 

@@ -30,7 +30,8 @@
  * API only: the store appends on the thread that makes the change (a
  * worker, under the log's lock), as the file journal writes, and replay
  * and tails run off the loop. Nothing here touches libuv; the replica's
- * tail (XREAD BLOCK on hiredis's libuv adapter) will live in server/net.
+ * tail (XREAD BLOCK on hiredis's libuv adapter) lives in server/net
+ * (pd_replica.c).
  *
  * Threads: one connection, guarded by its own mutex, so tails (any thread)
  * and appends (under the change lock) take turns on it. A connection that
@@ -44,6 +45,13 @@
 
 #include "pd_status.h"
 #include "pd_store.h"
+
+/* Reconnects: after a connect that failed, commands fail at once (the
+ * change answers UNAVAILABLE) until a wait has passed, then one connect is
+ * tried; the wait doubles from MIN to MAX after each failure, jittered
+ * (a random point in its upper half), and is forgotten on a success. */
+#define PD_REDIS_BACKOFF_MIN_MS 50u
+#define PD_REDIS_BACKOFF_MAX_MS 2000u
 
 typedef struct pd_redis_log_opts {
     const char *host;             /* a name or an address (no brackets) */
@@ -89,7 +97,7 @@ typedef struct pd_redis_append {
 } pd_redis_append;
 
 typedef struct pd_redis_append_result {
-    /* PD_OK (appended, or a duplicate); PD_OVERLOADED: retryable, Redis
+    /* PD_OK (appended, or a duplicate); PD_UNAVAILABLE: retryable, Redis
      * could not be reached or did not answer in time, nothing was applied
      * by this call's answer (a timeout may still have reached Redis: a
      * retry with the same key is safe); PD_STALE_VERSION: the log's version
@@ -105,6 +113,31 @@ typedef struct pd_redis_append_result {
 /* One append through the FUNCTION. Any thread; blocks for at most about
  * two timeouts (a reconnect, then the command). Returns out->status. */
 pd_status pd_redis_log_append(pd_redis_log *rl, const pd_redis_append *a, pd_redis_append_result *out);
+
+/* A replica's tail brings this pathd up to the log (server/net
+ * pd_replica.c): a change refused because the log moved on (another
+ * replica's change came first: a compare-and-set refusal, a scene made or
+ * dropped there) is then retryable (UNAVAILABLE, nothing served), not a
+ * failed log. Without a tail such a refusal fails the log. */
+void pd_redis_log_set_tailed(pd_redis_log *rl, int tailed);
+
+/* Where replay left scene's stream: 1 with the id of the last entry it
+ * read in id (the replica's tail reads on after it), 0 for a scene replay
+ * did not see (its whole stream is new). Any thread. */
+int pd_redis_log_position(pd_redis_log *rl, const char *scene, char *id, size_t len);
+/* The set of scene names with a stream ("PREFIX:scenes") into buf. */
+void pd_redis_log_scenes_key(const pd_redis_log *rl, char *buf, size_t len);
+
+/* For /metrics; any thread, never waits. */
+typedef struct pd_redis_log_counters {
+    int connected;                /* the append connection is up */
+    uint64_t reconnects;          /* connects after the first that succeeded */
+    uint64_t connect_failures;
+    uint64_t appends;             /* FCALLs Redis answered */
+    uint64_t append_us;           /* their round trips, summed (microseconds) */
+    uint64_t append_failures;     /* appends refused UNAVAILABLE (no answer) */
+} pd_redis_log_counters;
+void pd_redis_log_stats(pd_redis_log *rl, pd_redis_log_counters *out);
 
 /* The scene's stream key ("PREFIX:{NAME}:log") into buf. */
 void pd_redis_log_stream_key(const pd_redis_log *rl, const char *scene, char *buf, size_t len);

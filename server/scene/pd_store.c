@@ -199,6 +199,13 @@ static pd_status pd__refusal(const pd_store *st)
     return st->log.ops->refusal ? st->log.ops->refusal(st->log.log) : PD_INTERNAL;
 }
 
+/* After an append refused, under the lock: the version a keyed change made
+ * the first time (it is in the log already), else 0. */
+static uint64_t pd__duplicate(const pd_store *st, const char *key)
+{
+    return key && key[0] && st->log.ops->duplicate ? st->log.ops->duplicate(st->log.log) : 0;
+}
+
 /* The answer's message for a change the log did not take. */
 static void pd__not_taken(const pd_store *st, pd_status refusal, const char *what, char *message, size_t len)
 {
@@ -218,9 +225,11 @@ typedef struct pd__update_ctx {
     const char *name;
     const pd_scene_update *ops;
     size_t n_ops;
+    const char *key;              /* the idempotency key, or NULL */
     int refused;                  /* the log refused changes: nothing applied */
     int append_rc;                /* the log did not take the record: not served */
     pd_status refusal;            /* then: pd__refusal */
+    uint64_t duplicate;           /* then: the version the key made before, or 0 */
 } pd__update_ctx;
 
 static int pd__update_lock(void *user)
@@ -234,12 +243,14 @@ static int pd__update_lock(void *user)
 static int pd__update_commit(void *user, const pd_scene_update_result *res)
 {
     pd__update_ctx *u = user;
-    pd_journal_record rec = { .type = PD_JOURNAL_UPDATE, .version = res->version,
+    pd_journal_record rec = { .type = PD_JOURNAL_UPDATE, .version = res->version, .key = u->key,
                               .ops = (pd_scene_update *)u->ops, .n_ops = u->n_ops };
     snprintf(rec.scene, sizeof rec.scene, "%s", u->name);
     u->append_rc = pd__append(u->st, &rec);
-    if (u->append_rc != 0)
+    if (u->append_rc != 0) {
         u->refusal = pd__refusal(u->st);
+        u->duplicate = pd__duplicate(u->st, u->key);
+    }
     return u->append_rc;
 }
 
@@ -254,17 +265,30 @@ static void pd__update_unlock(void *user, int published, const pd_scene_update_r
 pd_status pd_store_update_cells(pd_store *st, const char *name, const pd_scene_update *ops, size_t n_ops,
                                 pd_store_update *out)
 {
+    return pd_store_update_cells_keyed(st, name, ops, n_ops, NULL, out);
+}
+
+pd_status pd_store_update_cells_keyed(pd_store *st, const char *name, const pd_scene_update *ops, size_t n_ops,
+                                      const char *key, pd_store_update *out)
+{
     memset(out, 0, sizeof *out);
     /* The log's lock covers only the swap and the append: other scenes'
      * updates build their versions meanwhile. */
-    pd__update_ctx u = { .st = st, .name = name, .ops = ops, .n_ops = n_ops };
+    pd__update_ctx u = { .st = st, .name = name, .ops = ops, .n_ops = n_ops, .key = key };
     const pd_registry_update_hooks hooks = { .before_publish = pd__update_lock, .commit = pd__update_commit,
                                              .after_publish = pd__update_unlock, .user = &u };
     out->status = pd_registry_update_hooked(st->registry, name, ops, n_ops, pd__has_log(st) ? &hooks : NULL,
                                             &out->update);
     if (u.refused)
         pd__refused(st, out->message, sizeof out->message);
-    else if (u.append_rc != 0) {
+    else if (u.append_rc != 0 && u.duplicate) {
+        /* Made before under this key: answered as it was, nothing applied. */
+        out->status = PD_OK;
+        out->update.version = u.duplicate;
+        out->update.cells_changed = 0;
+        out->message[0] = '\0';
+        return out->status;
+    } else if (u.append_rc != 0) {
         pd__not_taken(st, u.refusal, "not applied", out->message, sizeof out->message);
         out->status = u.refusal;
     } else if (out->status == PD_LIMIT_EXCEEDED)
@@ -286,7 +310,9 @@ pd_status pd_store_update_cells(pd_store *st, const char *name, const pd_scene_u
 typedef struct pd__add_ctx {
     pd_store *st;
     pd_store_change *out;
+    const char *key;              /* the idempotency key, or NULL */
     pd_status refusal;            /* the log did not take the record: pd__refusal, else PD_OK */
+    uint64_t duplicate;           /* then: the version the key made before, or 0 */
 } pd__add_ctx;
 
 /* The record of a scene about to be served (the registry's commit): an
@@ -302,17 +328,21 @@ static int pd__add_commit(void *user, const pd_scene *made, const pd_scene *tmpl
         rec.type = PD_JOURNAL_INSTANCE;
         rec.version = made->version;
         rec.tmpl_version = tmpl->version;
+        rec.key = a->key;
         snprintf(rec.scene, sizeof rec.scene, "%s", made->name);
         snprintf(rec.tmpl, sizeof rec.tmpl, "%s", tmpl->name);
         rc = pd__append(a->st, &rec);
     } else {
         rc = pd_journal_scene_record(made, &rec);
+        rec.key = a->key;
         if (rc == 0)
             rc = pd__append(a->st, &rec);
+        rec.key = NULL;
         pd_journal_record_free(&rec);
     }
     if (rc != 0) {
         a->refusal = pd__refusal(a->st);
+        a->duplicate = pd__duplicate(a->st, a->key);
         pd__not_taken(a->st, a->refusal, "not served", err, errlen);
     }
     return rc;
@@ -325,19 +355,25 @@ typedef pd_status (*pd__add_fn)(pd_store *st, const pd_registry_commit *commit, 
 /* owned: a scene the add takes over (released here when the log refuses
  * before the add is tried), or NULL. */
 static pd_status pd__add(pd_store *st, pd__add_fn add, void *arg, pd_scene *owned, const char *name,
-                         pd_store_change *out)
+                         const char *key, pd_store_change *out)
 {
     if ((out->status = pd__begin(st, out->message, sizeof out->message)) != PD_OK) {
         pd_scene_release(owned);
         out->scene_bytes = pd_registry_bytes(st->registry);
         return out->status;
     }
-    pd__add_ctx a = { st, out, PD_OK };
+    pd__add_ctx a = { st, out, key, PD_OK, 0 };
     const pd_registry_commit commit = { .fn = pd__add_commit, .user = &a };
     pd_status st_add = add(st, pd__has_log(st) ? &commit : NULL, arg, out);
     if (a.refusal != PD_OK)
         st_add = a.refusal; /* never served; retryable when the log says so */
-    out->applied = st_add == PD_OK;
+    if (a.duplicate) {
+        /* The log has it from a first try whose answer was lost. */
+        st_add = PD_OK;
+        out->version = a.duplicate;
+        out->message[0] = '\0';
+    }
+    out->applied = st_add == PD_OK && !a.duplicate;
     if (pd__has_log(st))
         st->log.ops->unlock(st->log.log);
     out->status = pd__settle(st, st_add, 0, out->message, sizeof out->message);
@@ -362,10 +398,15 @@ static pd_status pd__add_scene(pd_store *st, const pd_registry_commit *commit, v
 
 pd_status pd_store_add_scene(pd_store *st, pd_scene *s, pd_store_change *out)
 {
+    return pd_store_add_scene_keyed(st, s, NULL, out);
+}
+
+pd_status pd_store_add_scene_keyed(pd_store *st, pd_scene *s, const char *key, pd_store_change *out)
+{
     memset(out, 0, sizeof *out);
     char name[PD_CONF_MAX_NAME];
     snprintf(name, sizeof name, "%s", s->name);
-    return pd__add(st, pd__add_scene, s, s, name, out);
+    return pd__add(st, pd__add_scene, s, s, name, key, out);
 }
 
 typedef struct pd__instance_arg {
@@ -390,12 +431,24 @@ static pd_status pd__add_instance(pd_store *st, const pd_registry_commit *commit
 
 pd_status pd_store_add_instance(pd_store *st, const char *name, const char *tmpl, pd_store_change *out)
 {
+    return pd_store_add_instance_keyed(st, name, tmpl, NULL, out);
+}
+
+pd_status pd_store_add_instance_keyed(pd_store *st, const char *name, const char *tmpl, const char *key,
+                                      pd_store_change *out)
+{
     memset(out, 0, sizeof *out);
     pd__instance_arg ia = { name, tmpl };
-    return pd__add(st, pd__add_instance, &ia, NULL, name, out);
+    return pd__add(st, pd__add_instance, &ia, NULL, name, key, out);
 }
 
 pd_status pd_store_drop_scene(pd_store *st, const char *name, int drop_portals, pd_store_change *out)
+{
+    return pd_store_drop_scene_keyed(st, name, drop_portals, NULL, out);
+}
+
+pd_status pd_store_drop_scene_keyed(pd_store *st, const char *name, int drop_portals, const char *key,
+                                    pd_store_change *out)
 {
     memset(out, 0, sizeof *out);
     if ((out->status = pd__begin(st, out->message, sizeof out->message)) != PD_OK)
@@ -414,7 +467,7 @@ pd_status pd_store_drop_scene(pd_store *st, const char *name, int drop_portals, 
     int appended = 0;
     if (pd__has_log(st)) {
         if (rc == PD_OK) {
-            pd_journal_record rec = { .type = PD_JOURNAL_DROP, .version = out->version };
+            pd_journal_record rec = { .type = PD_JOURNAL_DROP, .version = out->version, .key = key };
             snprintf(rec.scene, sizeof rec.scene, "%s", name);
             appended = pd__append(st, &rec);
         }
@@ -423,6 +476,121 @@ pd_status pd_store_drop_scene(pd_store *st, const char *name, int drop_portals, 
     out->status = pd__settle(st, rc, appended, out->message, sizeof out->message);
     out->scene_bytes = pd_registry_bytes(st->registry);
     return out->status;
+}
+
+/* ---- changes another replica made ---------------------------------------- */
+
+/* The log's lock around applying a logged record: not taken when the log
+ * refuses changes (it failed): nothing of this pathd's own appends then. */
+typedef struct pd__logged_ctx {
+    pd_store *st;
+    uint64_t want;                /* the version the record makes */
+    int locked;
+} pd__logged_ctx;
+
+static int pd__logged_lock(void *user)
+{
+    pd__logged_ctx *x = user;
+    x->locked = pd__has_log(x->st) && x->st->log.ops->lock(x->st->log.log) == 0;
+    return 0;
+}
+
+/* Served only when it makes the record's version: otherwise this pathd's
+ * own change of that version came first, and this is built on it. */
+static int pd__logged_commit(void *user, const pd_scene_update_result *res)
+{
+    return ((pd__logged_ctx *)user)->want == res->version ? 0 : -1;
+}
+
+static void pd__logged_unlock(void *user, int published, const pd_scene_update_result *res)
+{
+    pd__logged_ctx *x = user;
+    (void)published, (void)res;
+    if (x->locked)
+        x->st->log.ops->unlock(x->st->log.log);
+    x->locked = 0;
+}
+
+static pd_store_logged pd__logged_update(pd_store *st, const pd_journal_record *rec, char *why, size_t len)
+{
+    pd_scene *cur = pd_registry_acquire(st->registry, rec->scene);
+    uint64_t have = cur ? cur->version : 0;
+    pd_scene_release(cur);
+    if (!cur) {
+        snprintf(why, len, "no such scene");
+        return PD_STORE_LOGGED_NOOP;
+    }
+    if (have >= rec->version)
+        return PD_STORE_LOGGED_HAD;
+    if (have + 1 != rec->version) {
+        snprintf(why, len, "the scene is at version %" PRIu64 ", the record makes %" PRIu64, have, rec->version);
+        return PD_STORE_LOGGED_GAP;
+    }
+    pd__logged_ctx x = { st, rec->version, 0 };
+    const pd_registry_update_hooks hooks = { .before_publish = pd__logged_lock, .commit = pd__logged_commit,
+                                             .after_publish = pd__logged_unlock, .user = &x };
+    pd_scene_update_result res;
+    pd_status rc = pd_registry_update_hooked(st->registry, rec->scene, rec->ops, rec->n_ops, &hooks, &res);
+    if (rc == PD_OK && res.version == rec->version) {
+        if (st->world)
+            (void)pd_world_store_refresh(st->world, st->registry, rec->scene, why, len);
+        return PD_STORE_LOGGED_APPLIED;
+    }
+    cur = pd_registry_acquire(st->registry, rec->scene);
+    have = cur ? cur->version : 0;
+    pd_scene_release(cur);
+    if (have >= rec->version)
+        return PD_STORE_LOGGED_HAD; /* this pathd's own change of that version went first */
+    snprintf(why, len, "%s", rc != PD_OK ? pd_status_name(rc) : "it changed no cell");
+    return PD_STORE_LOGGED_NOOP;
+}
+
+pd_store_logged pd_store_apply_logged(pd_store *st, pd_journal_replayer *rp, const pd_journal_record *rec,
+                                      char *why, size_t len)
+{
+    why[0] = '\0';
+    if (rec->type == PD_JOURNAL_UPDATE)
+        return pd__logged_update(st, rec, why, len);
+    pd__logged_ctx x = { st, rec->version, 0 };
+    pd__logged_lock(&x);
+    pd_scene *cur = pd_registry_acquire(st->registry, rec->scene);
+    pd_store_logged out = PD_STORE_LOGGED_APPLIED;
+    const char *skip = NULL;
+    switch (rec->type) {
+    case PD_JOURNAL_SCENE:
+    case PD_JOURNAL_INSTANCE:
+        /* Served already: this pathd made it (its own append). */
+        if (cur)
+            out = PD_STORE_LOGGED_HAD;
+        break;
+    case PD_JOURNAL_DROP:
+        if (!cur)
+            out = PD_STORE_LOGGED_HAD;
+        else if (cur->version != rec->version) {
+            snprintf(why, len, "the scene served is at version %" PRIu64 ", the drop was of %" PRIu64, cur->version,
+                     rec->version);
+            out = PD_STORE_LOGGED_NOOP;
+        }
+        break;
+    case PD_JOURNAL_RESET:
+        if (cur && cur->version >= rec->version)
+            out = PD_STORE_LOGGED_HAD;
+        break;
+    default:
+        snprintf(why, len, "a snapshot-only record in the log");
+        out = PD_STORE_LOGGED_NOOP;
+        break;
+    }
+    pd_scene_release(cur);
+    if (out == PD_STORE_LOGGED_APPLIED && (skip = pd_journal_replay_one(rp, rec, why, len)) != NULL) {
+        if (skip != why)
+            snprintf(why, len, "%s", skip);
+        out = PD_STORE_LOGGED_NOOP;
+    }
+    pd__logged_unlock(&x, 0, NULL);
+    if (out == PD_STORE_LOGGED_APPLIED && st->world && rec->type != PD_JOURNAL_DROP)
+        pd_world_store_mark_stale(st->world, st->registry);
+    return out;
 }
 
 /* ---- reloads ------------------------------------------------------------ */

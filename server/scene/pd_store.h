@@ -76,8 +76,14 @@ typedef struct pd_changelog_ops {
      * a record, under the lock: PD_INTERNAL when the refusal is final (the
      * log failed), or the retryable status to answer when it is not - the
      * log took nothing, did not fail, and the same change may be sent
-     * again (PD_OVERLOADED: a log server that cannot be reached now). */
+     * again (PD_UNAVAILABLE: a log server that cannot be reached now). */
     pd_status (*refusal)(void *log);
+    /* Optional (NULL: never). Right after append refused a record that
+     * carried an idempotency key, under the lock: the version that key
+     * made the first time when the change is in the log already (a resent
+     * change whose first answer was lost), else 0. The store then applies
+     * nothing and answers OK with that version. */
+    uint64_t (*duplicate)(void *log);
     /* Makes every record appended before the call durable. Several changes
      * may share one. 0, or -1 (errno). */
     int (*sync)(void *log);
@@ -221,6 +227,13 @@ typedef struct pd_store_update {
  * refused. Returns out->status. */
 pd_status pd_store_update_cells(pd_store *st, const char *name, const pd_scene_update *ops, size_t n_ops,
                                 pd_store_update *out);
+/* The same with the change's idempotency key (NULL or "": none; at most
+ * PD_IDEMPOTENCY_KEY_MAX bytes), handed to the log with the record. A log
+ * that deduplicates (Redis) answers a key it has seen with the version the
+ * first change made: the store then applies nothing and answers OK with
+ * that version (update.cells_changed 0). The file journal ignores keys. */
+pd_status pd_store_update_cells_keyed(pd_store *st, const char *name, const pd_scene_update *ops, size_t n_ops,
+                                      const char *key, pd_store_update *out);
 
 /* ---- new scenes, instances, drops --------------------------------------- */
 
@@ -253,6 +266,41 @@ pd_status pd_store_add_instance(pd_store *st, const char *name, const char *tmpl
  * take is done in memory (applied) but answered PD_INTERNAL: after a
  * restart the scene is back as it was. */
 pd_status pd_store_drop_scene(pd_store *st, const char *name, int drop_portals, pd_store_change *out);
+
+/* The three with the change's idempotency key, as pd_store_update_cells_keyed.
+ * A resent add whose first one is served here is refused SCENE_EXISTS by
+ * the registry before the log is asked, and a resent drop UNKNOWN_SCENE:
+ * the key answers a change whose first try the log took but this pathd did
+ * not serve (an answer from Redis that timed out). */
+pd_status pd_store_add_scene_keyed(pd_store *st, pd_scene *s, const char *key, pd_store_change *out);
+pd_status pd_store_add_instance_keyed(pd_store *st, const char *name, const char *tmpl, const char *key,
+                                      pd_store_change *out);
+pd_status pd_store_drop_scene_keyed(pd_store *st, const char *name, int drop_portals, const char *key,
+                                    pd_store_change *out);
+
+/* ---- changes another replica made (issue 32) ----------------------------- */
+
+/* What pd_store_apply_logged did with a record read from the shared log. */
+typedef enum pd_store_logged {
+    PD_STORE_LOGGED_APPLIED = 0,  /* applied: the scene serves the record's version */
+    PD_STORE_LOGGED_HAD = 1,      /* this pathd has it already (its own append) */
+    PD_STORE_LOGGED_NOOP = 2,     /* does not apply here (why says): a recorded no-op */
+    PD_STORE_LOGGED_GAP = 3,      /* an update past the version after this pathd's:
+                                     a record was missed, the scene is not the log's */
+} pd_store_logged;
+
+/* Applies one record of the shared log that this pathd may not have made,
+ * with rp's rules (pd_journal_replayer over the store's registry and
+ * world), never appending it. Safe against this pathd's own changes of the
+ * same scene running meanwhile: an update is built under the scene's
+ * writer lock and served under the log's lock only if it makes exactly
+ * the record's version (else it was this pathd's own, HAD); a new scene,
+ * an instance or a drop is checked and applied under the log's lock. A
+ * record of a scene this pathd serves at that version or later is HAD. Any
+ * thread but the loop's (an update builds a version); rp is the caller's,
+ * used by one thread at a time. */
+pd_store_logged pd_store_apply_logged(pd_store *st, pd_journal_replayer *rp, const pd_journal_record *rec,
+                                      char *why, size_t len);
 
 /* ---- reloads ------------------------------------------------------------ */
 

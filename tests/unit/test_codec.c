@@ -1525,6 +1525,51 @@ static void test_decode_update_cells_round_trip(void **state)
     pd_request_free(&req);
 }
 
+/* idempotency_key: up to PD_IDEMPOTENCY_KEY_MAX bytes of printable ASCII
+ * reach the request (empty: none); one byte more, or a byte outside
+ * printable ASCII, is INVALID_ARGUMENT naming the field. The same rule on
+ * DropScene (the scene kinds share the decoder). */
+static void test_decode_idempotency_key(void **state)
+{
+    update_msg m;
+    pd_request req;
+    char err[256];
+    char key[PD_IDEMPOTENCY_KEY_MAX + 2];
+    (void)state;
+
+    update_init_rect(&m, 2, 3, 7, 4);
+    assert_int_equal(wire_decode_request(&m.req, &req, err, sizeof err), PD_OK);
+    assert_string_equal(req.u.update_cells.idem_key, "");
+    pd_request_free(&req);
+    memset(key, '~', PD_IDEMPOTENCY_KEY_MAX);
+    key[0] = ' ';
+    key[PD_IDEMPOTENCY_KEY_MAX] = '\0';
+    m.uc.idempotency_key = key;
+    assert_int_equal(wire_decode_request(&m.req, &req, err, sizeof err), PD_OK);
+    assert_string_equal(req.u.update_cells.idem_key, key);
+    pd_request_free(&req);
+    key[PD_IDEMPOTENCY_KEY_MAX] = 'x';
+    key[PD_IDEMPOTENCY_KEY_MAX + 1] = '\0';
+    expect_invalid(&m.req, "update_cells.idempotency_key is 65 bytes; at most 64");
+    m.uc.idempotency_key = "tab\there";
+    expect_invalid(&m.req, "update_cells.idempotency_key byte 3 is not printable ASCII");
+    m.uc.idempotency_key = "caf\xc3\xa9";
+    expect_invalid(&m.req, "update_cells.idempotency_key byte 3");
+
+    Pathd__V1__Request r = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__DropScene d = PATHD__V1__DROP_SCENE__INIT;
+    d.name = "arena";
+    d.idempotency_key = "drop-1";
+    r.id = TEST_ID;
+    r.body_case = PATHD__V1__REQUEST__BODY_DROP_SCENE;
+    r.drop_scene = &d;
+    assert_int_equal(wire_decode_request(&r, &req, err, sizeof err), PD_OK);
+    assert_string_equal(req.u.change.idem_key, "drop-1");
+    pd_request_free(&req);
+    d.idempotency_key = "\x7f";
+    expect_invalid(&r, "drop_scene.idempotency_key");
+}
+
 static void test_decode_update_cells_errors(void **state)
 {
     static cell_list cells;
@@ -2207,6 +2252,7 @@ int main(void)
         cmocka_unit_test(test_decode_find_path_options_round_trip),
         cmocka_unit_test(test_decode_find_path_option_errors),
         cmocka_unit_test(test_decode_update_cells_round_trip),
+        cmocka_unit_test(test_decode_idempotency_key),
         cmocka_unit_test(test_decode_update_cells_errors),
         cmocka_unit_test(test_encode_path_issue4_fields),
         cmocka_unit_test(test_encode_update),

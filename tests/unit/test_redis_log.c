@@ -6,8 +6,8 @@
  * version, refuses a stale expected version; a tail from a version gives
  * exactly the records after it; a store driven through the log replays
  * into a fresh store to the same scenes, cell by cell; and with Redis down
- * a change fails with a retryable status, nothing applied, and goes
- * through once Redis is back.
+ * a change fails with a retryable status (UNAVAILABLE), nothing applied,
+ * and goes through once Redis is back; a resent key applies once.
  *
  * redis-server comes from the test package set (scripts/install-deps.sh
  * test): a machine without it fails here, naming the package, never skips.
@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
@@ -306,8 +307,150 @@ static void test_second_writer_is_refused(void **state)
     store_free(a);
 }
 
+/* Keyed changes through the store: a resent update whose first answer was
+ * lost (it went through) is answered with the first one's version and
+ * applies nothing; a new key makes a new version; a resent instance
+ * whose first try the log took, but this pathd never served (store b
+ * made it; store a did not hear), is served at the log's version. */
+static void test_store_answers_a_resent_key_once(void **state)
+{
+    (void)state;
+    pd_store *st = store_over("keyed");
+    pd_point p = { 4, 5 };
+    pd_scene_update op = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
+    pd_store_update out;
+    assert_int_equal(pd_store_update_cells_keyed(st, "town", &op, 1, "client-7:1", &out), PD_OK);
+    assert_int_equal(out.update.version, 2);
+    pd_scene_update unblock = { .op = PD_UPDATE_COST, .cost = 3, .cells = &p, .n_cells = 1 };
+    /* The same key with other cells: still the first change's answer
+     * (the key names a change, whatever is resent under it). */
+    assert_int_equal(pd_store_update_cells_keyed(st, "town", &unblock, 1, "client-7:1", &out), PD_OK);
+    assert_int_equal(out.update.version, 2);
+    assert_int_equal(out.update.cells_changed, 0);
+    assert_int_equal(version_of(st, "town"), 2);
+    pd_scene *s = pd_registry_acquire(pd_store_registry(st), "town");
+    assert_int_equal(pd_grid_get(s->grid, 4, 5), 0); /* still blocked: nothing applied */
+    pd_scene_release(s);
+    assert_int_equal(pd_store_update_cells_keyed(st, "town", &unblock, 1, "client-7:2", &out), PD_OK);
+    assert_int_equal(out.update.version, 3);
+    /* An empty key is no key: the same change twice makes two versions. */
+    assert_int_equal(pd_store_update_cells_keyed(st, "town", &op, 1, "", &out), PD_OK);
+    assert_int_equal(pd_store_update_cells_keyed(st, "town", &unblock, 1, "", &out), PD_OK);
+    assert_int_equal(out.update.version, 5);
+
+    /* b appends an instance under a key; a, which did not hear of it,
+     * sends the same change with the same key: the log answers with its
+     * version, which a serves (the change the log holds). */
+    pd_store *b = store_over("keyed");
+    pd_store_change ch;
+    assert_int_equal(pd_store_add_instance_keyed(b, "town-1", "town", "inst-1", &ch), PD_OK);
+    assert_int_equal(pd_store_add_instance_keyed(st, "town-1", "town", "inst-1", &ch), PD_OK);
+    assert_int_equal(ch.version, 1);
+    assert_true(ch.applied);
+    assert_int_equal(version_of(st, "town-1"), 1);
+    assert_replays_to("keyed", st);
+    store_free(b);
+    store_free(st);
+}
+
+/* What a replica's tail does with records (pd_store_apply_logged): b
+ * applies a's changes read from the log (a new scene, updates of two
+ * scenes, an instance, a drop) and serves what a serves; read again, every
+ * one is HAD (b has it); b's own change read back is HAD; an update past
+ * the next version is a GAP, one on a scene b does not serve a no-op. */
+typedef struct applier {
+    pd_store *st;
+    pd_journal_replayer *rp;
+    size_t n[4];                  /* by pd_store_logged */
+} applier;
+
+static int apply_one(void *user, const pd_journal_record *rec)
+{
+    applier *ap = user;
+    char why[256];
+    pd_store_logged o = pd_store_apply_logged(ap->st, ap->rp, rec, why, sizeof why);
+    assert_true((unsigned)o < 4);
+    ap->n[o]++;
+    return 0;
+}
+
+static void apply_tail(applier *ap, pd_store *from, const char *scene)
+{
+    char err[256];
+    memset(ap->n, 0, sizeof ap->n);
+    if (pd_store_tail(from, scene, 0, apply_one, ap, err, sizeof err) != 0)
+        fail_msg("tail of %s: %s", scene, err);
+}
+
+static void test_apply_logged_records(void **state)
+{
+    (void)state;
+    uint64_t rng = 21;
+    pd_store *a = store_over("apply"), *b = store_over("apply");
+    pd_store_change ch;
+    assert_int_equal(pd_store_add_scene(a, open_scene("arena", SIDE), &ch), PD_OK);
+    for (int i = 0; i < 4; i++) {
+        random_update(a, "town", &rng);
+        random_update(a, "arena", &rng);
+    }
+    assert_int_equal(pd_store_add_instance(a, "town-1", "town", &ch), PD_OK);
+    random_update(a, "town-1", &rng);
+    assert_int_equal(pd_store_add_scene(a, open_scene("gone", SIDE), &ch), PD_OK);
+    assert_int_equal(pd_store_drop_scene(a, "gone", 0, &ch), PD_OK);
+
+    applier ap = { .st = b, .rp = pd_journal_replayer_create(pd_store_registry(b), NULL) };
+    assert_non_null(ap.rp);
+    /* In the log's order: town before its instance, each stream whole. */
+    static const char *const order[] = { "town", "arena", "town-1", "gone" };
+    static const size_t applied[] = { 4, 5, 2, 2 };
+    for (size_t i = 0; i < 4; i++) {
+        apply_tail(&ap, a, order[i]);
+        assert_int_equal(ap.n[PD_STORE_LOGGED_APPLIED], applied[i]);
+        assert_int_equal(ap.n[PD_STORE_LOGGED_NOOP] + ap.n[PD_STORE_LOGGED_GAP], 0);
+    }
+    assert_same_world(pd_store_registry(a), pd_store_registry(b));
+    /* Read again: b has every one. */
+    for (size_t i = 0; i < 3; i++) {
+        apply_tail(&ap, a, order[i]);
+        assert_int_equal(ap.n[PD_STORE_LOGGED_HAD], applied[i]);
+    }
+    /* b's own update comes back through the log as HAD. */
+    uint64_t v = random_update(b, "town", &rng);
+    apply_tail(&ap, b, "town");
+    assert_int_equal(ap.n[PD_STORE_LOGGED_HAD], 5);
+    assert_int_equal(version_of(b, "town"), v);
+    /* An update two versions ahead: a record is missing. */
+    pd_point p = { 1, 1 };
+    pd_scene_update op = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
+    pd_journal_record rec = { .type = PD_JOURNAL_UPDATE, .version = v + 2, .ops = &op, .n_ops = 1 };
+    snprintf(rec.scene, sizeof rec.scene, "town");
+    char why[256];
+    assert_int_equal(pd_store_apply_logged(b, ap.rp, &rec, why, sizeof why), PD_STORE_LOGGED_GAP);
+    assert_non_null(strstr(why, "the scene is at version"));
+    assert_int_equal(version_of(b, "town"), v);
+    snprintf(rec.scene, sizeof rec.scene, "nowhere");
+    assert_int_equal(pd_store_apply_logged(b, ap.rp, &rec, why, sizeof why), PD_STORE_LOGGED_NOOP);
+    assert_string_equal(why, "no such scene");
+    pd_journal_replayer_destroy(ap.rp);
+    store_free(b);
+    store_free(a);
+}
+
+/* The change answers UNAVAILABLE while the log's reconnect backs off, and
+ * goes through within a few backoff periods of Redis coming back. */
+static pd_status update_until_up(pd_store *st, const pd_scene_update *op, pd_store_update *out)
+{
+    for (int i = 0; i < 200; i++) { /* 200 x 20 ms: well past PD_REDIS_BACKOFF_MAX_MS */
+        if (pd_store_update_cells(st, "town", op, 1, out) != PD_UNAVAILABLE)
+            return out->status;
+        struct timespec ts = { 0, 20 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    return out->status;
+}
+
 /* Redis down: an update, a new scene and an instance fail with the
- * retryable OVERLOADED, nothing applied and the log not failed; once Redis
+ * retryable UNAVAILABLE, nothing applied and the log not failed; once Redis
  * is back (its AOF fsynced before each answer) the same change goes
  * through, and the log replays to the same scenes. */
 static void test_redis_down_is_retryable(void **state)
@@ -323,20 +466,24 @@ static void test_redis_down_is_retryable(void **state)
     pd_scene_update op = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
     pd_store_update out;
     /* The connection it had fails; the next one is refused. */
-    assert_int_equal(pd_store_update_cells(st, "town", &op, 1, &out), PD_OVERLOADED);
+    assert_int_equal(pd_store_update_cells(st, "town", &op, 1, &out), PD_UNAVAILABLE);
     assert_non_null(strstr(out.message, "the connection failed"));
     assert_non_null(strstr(out.message, "nothing changed, try again"));
-    assert_int_equal(pd_store_update_cells(st, "town", &op, 1, &out), PD_OVERLOADED);
+    assert_int_equal(pd_store_update_cells(st, "town", &op, 1, &out), PD_UNAVAILABLE);
     assert_non_null(strstr(out.message, "cannot be reached"));
+    /* The connect that failed set a backoff: the next change is refused
+     * at once, naming the wait, without trying to connect. */
+    assert_int_equal(pd_store_update_cells(st, "town", &op, 1, &out), PD_UNAVAILABLE);
+    assert_non_null(strstr(out.message, "the next try is in"));
     assert_int_equal(version_of(st, "town"), 3);
     pd_scene *s = pd_registry_acquire(pd_store_registry(st), "town");
     assert_int_not_equal(pd_grid_get(s->grid, 2, 3), 0); /* not applied */
     pd_scene_release(s);
     pd_store_change ch;
-    assert_int_equal(pd_store_add_scene(st, open_scene("arena", SIDE), &ch), PD_OVERLOADED);
+    assert_int_equal(pd_store_add_scene(st, open_scene("arena", SIDE), &ch), PD_UNAVAILABLE);
     assert_false(ch.applied);
     assert_null(pd_registry_acquire(pd_store_registry(st), "arena"));
-    assert_int_equal(pd_store_add_instance(st, "town-1", "town", &ch), PD_OVERLOADED);
+    assert_int_equal(pd_store_add_instance(st, "town-1", "town", &ch), PD_UNAVAILABLE);
     assert_null(pd_registry_acquire(pd_store_registry(st), "town-1"));
     uint64_t lb, sb;
     int failed;
@@ -344,7 +491,7 @@ static void test_redis_down_is_retryable(void **state)
     assert_int_equal(failed, 0);
 
     redis_srv_start(&srv);
-    assert_int_equal(pd_store_update_cells(st, "town", &op, 1, &out), PD_OK);
+    assert_int_equal(update_until_up(st, &op, &out), PD_OK);
     assert_int_equal(out.update.version, 4);
     assert_int_equal(pd_store_add_scene(st, open_scene("arena", SIDE), &ch), PD_OK);
     random_update(st, "arena", &rng);
@@ -361,6 +508,8 @@ int main(void)
         cmocka_unit_test(test_tail_from_a_version),
         cmocka_unit_test(test_store_replays_to_the_same_scenes),
         cmocka_unit_test(test_second_writer_is_refused),
+        cmocka_unit_test(test_store_answers_a_resent_key_once),
+        cmocka_unit_test(test_apply_logged_records),
         cmocka_unit_test(test_redis_down_is_retryable),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

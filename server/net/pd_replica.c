@@ -1,0 +1,952 @@
+/*
+ * pd_replica.c - the replica's tail of the shared change log (see
+ * pd_replica.h). One hiredis async connection on the server's loop runs
+ * this cycle, one command at a time:
+ *
+ *   connect -> (after a reconnect: XREVRANGE of each scene's stream, to
+ *   find a log that went back) -> SMEMBERS PREFIX:scenes (new scenes start
+ *   at their stream's first entry; scenes replay read start after the last
+ *   entry it read) -> XREAD COUNT n [BLOCK b] STREAMS ... -> the entries go
+ *   to libuv's threadpool, where pd_store_apply_logged applies them in the
+ *   log's global order -> again.
+ *
+ * Until one XREAD without BLOCK finds nothing new, the replica has not
+ * caught up with the log as it was at start and Ping answers NOT_SERVING.
+ * hiredis 0.14 has no timeout for async commands: a uv timer (the
+ * watchdog) frees a connection whose answer is late, and the same timer
+ * waits out the jittered reconnect backoff. A replica's own appends come
+ * back through the tail: pd_store_apply_logged finds it has them (HAD).
+ *
+ * Applying is the store's, on a threadpool thread (an update builds a
+ * version, and may wait for the scene's writer lock that a worker holds
+ * through a Redis round trip); one batch is in flight at a time, so
+ * records are applied strictly in order.
+ */
+#include "pd_replica.h"
+
+#include <hiredis/adapters/libuv.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pd_journal.h"
+#include "pd_log.h"
+#include "pd_server_internal.h"
+#include "pd_store.h"
+
+/* One scene's stream as the tail reads it. */
+typedef struct pd__rscene {
+    char name[PD_CONF_MAX_NAME];
+    char key[PD_CONF_MAX_NAME + 80];
+    char last_id[64];             /* the last entry read ("0-0": none yet) */
+    uint64_t log_version;         /* the largest version read from its stream */
+    int refused;                  /* the log went back: not served (loop) */
+    char why[400];
+} pd__rscene;
+
+/* One entry read, to apply. */
+typedef struct pd__item {
+    uint64_t g;                   /* the global sequence: the order to apply in */
+    size_t scene;                 /* index into the replica's scenes */
+    pd_journal_record rec;
+    pd_store_logged outcome;
+    char why[160];
+} pd__item;
+
+/* A query parked until the tail catches up with its min_version. */
+typedef struct pd__parked {
+    struct pd__parked *next;
+    uint64_t conn_id, arrival_ns, deadline_ns;
+    size_t len;
+    uint8_t frame[];
+} pd__parked;
+
+typedef enum pd__rphase {
+    PD__R_IDLE,                   /* waiting for the watchdog (backoff, or a pause) */
+    PD__R_CONNECTING,
+    PD__R_CHECKING,               /* XREVRANGEs after a reconnect */
+    PD__R_LISTING,
+    PD__R_READING,
+    PD__R_APPLYING,
+} pd__rphase;
+
+struct pd_replica {
+    pd_server *s;
+    pd__replica_redispatch_fn redispatch;
+    pd_redis_log *rl;
+    char host[PD_CONF_MAX_LOG_HOST];
+    uint16_t port;
+    uint32_t timeout_ms;
+    char scenes_key[PD_CONF_MAX_LOG_PREFIX + 16];
+    char seq_key[PD_CONF_MAX_LOG_PREFIX + 16];
+    uint64_t start_seq;           /* PREFIX:seq when the tail first connected: caught up
+                                     once every record up to it is applied */
+    int start_seq_known;
+    uint64_t max_g;               /* the largest global sequence read */
+
+    redisAsyncContext *ac;        /* NULL: not connected */
+    int ever_connected;
+    uv_timer_t watchdog;          /* a late answer, or the next connect */
+    uv_timer_t park_timer;
+    int handles;                  /* of the two above, not yet closed */
+    int closing;
+    pd__rphase phase;
+    uint32_t backoff_ms;
+    unsigned rand_state;
+    size_t checks_left;           /* XREVRANGE answers still to come */
+    pd_scene **checked;           /* the scenes served when they were sent (retained) */
+    size_t n_checked;
+
+    pd__rscene *scenes;
+    size_t n_scenes, cap_scenes;
+    atomic_int serving;
+
+    pd_journal_replayer *rp;      /* used by the apply work only */
+    uv_work_t work;
+    pd__item *batch;
+    size_t n_batch;
+    int batch_full;               /* a stream gave PD_REPLICA_READ_COUNT: read on at once */
+
+    pd__parked *parked;
+    size_t n_parked;
+
+    uint64_t reconnects, connect_failures, applied, had, noops, gaps, behind, parked_total;
+};
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static size_t pd__scene_index(pd_replica *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_scenes; i++)
+        if (strcmp(r->scenes[i].name, name) == 0)
+            return i;
+    return SIZE_MAX;
+}
+
+static size_t pd__scene_by_key(pd_replica *r, const char *key, size_t len)
+{
+    for (size_t i = 0; i < r->n_scenes; i++)
+        if (strlen(r->scenes[i].key) == len && memcmp(r->scenes[i].key, key, len) == 0)
+            return i;
+    return SIZE_MAX;
+}
+
+/* A scene the tail reads from now on: after replay's position, or from
+ * its stream's start when replay did not see it. */
+static int pd__track(pd_replica *r, const char *name)
+{
+    if (r->n_scenes == r->cap_scenes) {
+        size_t cap = r->cap_scenes ? 2 * r->cap_scenes : 16;
+        pd__rscene *v = realloc(r->scenes, cap * sizeof *v);
+        if (!v)
+            return -1;
+        r->scenes = v;
+        r->cap_scenes = cap;
+    }
+    pd__rscene *sc = &r->scenes[r->n_scenes];
+    memset(sc, 0, sizeof *sc);
+    snprintf(sc->name, sizeof sc->name, "%s", name);
+    pd_redis_log_stream_key(r->rl, name, sc->key, sizeof sc->key);
+    if (!pd_redis_log_position(r->rl, name, sc->last_id, sizeof sc->last_id))
+        snprintf(sc->last_id, sizeof sc->last_id, "0-0");
+    r->n_scenes++;
+    return 0;
+}
+
+static void pd__cycle(pd_replica *r);
+static void pd__list(pd_replica *r);
+static void pd__end_checks(pd_replica *r);
+static void pd__wake(uv_timer_t *t);
+static void pd__park_tick(uv_timer_t *t);
+
+/* ---- the connection ------------------------------------------------------------------ */
+
+/* Drops the connection (its pending callbacks see r->ac changed) and
+ * tries again after a jittered, doubling wait. */
+static void pd__drop(pd_replica *r, const char *why)
+{
+    if (r->checked)
+        pd__end_checks(r);
+    redisAsyncContext *ac = r->ac;
+    r->ac = NULL;
+    if (ac)
+        redisAsyncFree(ac);
+    if (r->closing)
+        return;
+    uint32_t d = r->backoff_ms ? r->backoff_ms * 2 : PD_REDIS_BACKOFF_MIN_MS;
+    if (d > PD_REDIS_BACKOFF_MAX_MS)
+        d = PD_REDIS_BACKOFF_MAX_MS;
+    r->backoff_ms = d;
+    uint32_t wait = d / 2 + (uint32_t)rand_r(&r->rand_state) % (d / 2 + 1);
+    if (why)
+        pd_log_warn("replica: Redis %s:%u: %s; reading again in %" PRIu32 " ms", r->host, (unsigned)r->port, why,
+                    wait);
+    r->connect_failures++;
+    /* A batch on the threadpool stays in hand: its end connects again. */
+    if (r->phase != PD__R_APPLYING)
+        r->phase = PD__R_IDLE;
+    uv_timer_stop(&r->watchdog);
+    uv_timer_start(&r->watchdog, pd__wake, wait, 0);
+}
+
+/* The watchdog: in IDLE the wait is over (connect); otherwise an answer
+ * is late: the connection goes. */
+static void pd__wake(uv_timer_t *t)
+{
+    pd_replica *r = t->data;
+    if (r->closing)
+        return;
+    if (r->phase == PD__R_IDLE) {
+        pd__cycle(r);
+        return;
+    }
+    if (r->phase != PD__R_APPLYING)
+        pd__drop(r, "no answer within the watchdog");
+}
+
+static void pd__arm(pd_replica *r, uint64_t ms)
+{
+    uv_timer_stop(&r->watchdog);
+    uv_timer_start(&r->watchdog, pd__wake, ms + r->timeout_ms, 0);
+}
+
+static void pd__on_disconnect(const redisAsyncContext *ac, int status)
+{
+    pd_replica *r = ac->data;
+    (void)status;
+    if (r && r->ac == ac) {
+        r->ac = NULL; /* hiredis frees it after this callback */
+        pd__drop(r, "the connection closed");
+    }
+}
+
+static void pd__check_reply(redisAsyncContext *ac, void *reply, void *priv);
+static void pd__end_checks(pd_replica *r);
+static void pd__begin_reads(pd_replica *r);
+static void pd__refuse(pd_replica *r, size_t i, const char *fmt, const char *a, const char *b);
+
+/* Caught up: every record the log held when the tail started is applied
+ * (a log that goes on growing does not keep a replica NOT_SERVING). */
+static void pd__maybe_serving(pd_replica *r, int nothing_new)
+{
+    if (atomic_load(&r->serving) || !r->start_seq_known || (!nothing_new && r->max_g < r->start_seq))
+        return;
+    atomic_store(&r->serving, 1);
+    pd_log_info("replica: caught up with the log (%zu streams, its global sequence at start %" PRIu64 ")",
+                r->n_scenes, r->start_seq);
+}
+
+static void pd__seq_reply(redisAsyncContext *ac, void *reply, void *priv)
+{
+    pd_replica *r = ac->data;
+    (void)priv;
+    if (!r || r->ac != ac || r->phase != PD__R_LISTING)
+        return;
+    const redisReply *x = reply;
+    if (!x || (x->type != REDIS_REPLY_STRING && x->type != REDIS_REPLY_NIL)) {
+        pd__drop(r, x && x->type == REDIS_REPLY_ERROR ? x->str : "GET of the sequence failed");
+        return;
+    }
+    r->start_seq = x->type == REDIS_REPLY_STRING ? strtoull(x->str, NULL, 10) : 0;
+    r->start_seq_known = 1;
+    pd__list(r);
+}
+
+/* After a connect (and its checks): the sequence the log is at, the first
+ * time, then the scenes and their streams. */
+static void pd__begin_reads(pd_replica *r)
+{
+    if (!r->start_seq_known) {
+        const char *argv[] = { "GET", r->seq_key };
+        const size_t argvlen[] = { 3, strlen(r->seq_key) };
+        if (redisAsyncCommandArgv(r->ac, pd__seq_reply, NULL, 2, argv, argvlen) != REDIS_OK) {
+            pd__drop(r, "cannot send GET");
+            return;
+        }
+        r->phase = PD__R_LISTING;
+        pd__arm(r, 0);
+        return;
+    }
+    pd__list(r);
+}
+
+static void pd__on_connect(const redisAsyncContext *ac, int status)
+{
+    pd_replica *r = ac->data;
+    if (!r || r->ac != ac)
+        return;
+    if (status != REDIS_OK) {
+        r->ac = NULL; /* hiredis frees it after this callback */
+        pd__drop(r, ac->errstr[0] ? ac->errstr : "cannot connect");
+        return;
+    }
+    r->backoff_ms = 0;
+    if (r->ever_connected)
+        r->reconnects++;
+    int again = r->ever_connected;
+    r->ever_connected = 1;
+    /* After a reconnect the log may be another one (a failover, a
+     * restore): each scene served must still be in its stream at the
+     * version served. */
+    r->checks_left = 0;
+    if (again) {
+        r->phase = PD__R_CHECKING;
+        r->n_checked = pd_registry_list(r->s->registry, &r->checked);
+        for (size_t i = 0; i < r->n_checked; i++) {
+            char key[sizeof r->scenes[0].key];
+            pd_redis_log_stream_key(r->rl, r->checked[i]->name, key, sizeof key);
+            const char *argv[] = { "XREVRANGE", key, "+", "-", "COUNT", "1" };
+            size_t argvlen[6];
+            for (int k = 0; k < 6; k++)
+                argvlen[k] = strlen(argv[k]);
+            if (redisAsyncCommandArgv(r->ac, pd__check_reply, (void *)(uintptr_t)i, 6, argv, argvlen) == REDIS_OK)
+                r->checks_left++;
+        }
+        if (r->checks_left) {
+            pd__arm(r, 0);
+            return;
+        }
+        pd__end_checks(r);
+    }
+    pd__begin_reads(r);
+}
+
+static void pd__connect(pd_replica *r)
+{
+    redisAsyncContext *ac = redisAsyncConnect(r->host, r->port);
+    if (!ac) {
+        pd__drop(r, "out of memory");
+        return;
+    }
+    if (ac->err) {
+        char why[160];
+        snprintf(why, sizeof why, "%s", ac->errstr);
+        redisAsyncFree(ac);
+        pd__drop(r, why);
+        return;
+    }
+    ac->data = r;
+    if (redisLibuvAttach(ac, r->s->loop) != REDIS_OK) {
+        redisAsyncFree(ac);
+        pd__drop(r, "cannot attach to the loop");
+        return;
+    }
+    redisAsyncSetConnectCallback(ac, pd__on_connect);
+    redisAsyncSetDisconnectCallback(ac, pd__on_disconnect);
+    r->ac = ac;
+    r->phase = PD__R_CONNECTING;
+    pd__arm(r, 0);
+}
+
+/* ---- a log that went back --------------------------------------------------------------- */
+
+static void pd__refuse(pd_replica *r, size_t i, const char *fmt, const char *a, const char *b)
+{
+    pd__rscene *sc = &r->scenes[i];
+    if (sc->refused)
+        return;
+    sc->refused = 1;
+    snprintf(sc->why, sizeof sc->why, fmt, a, b);
+    pd_log_error("replica: scene '%s': %s", sc->name, sc->why);
+}
+
+/* One served scene against its stream's last entry: a scene made here or
+ * changed through the log (a run-time scene, or one past version 1) whose
+ * version the stream does not reach any more went back with the log. A
+ * stream that ends with a drop is another replica's drop, which the tail
+ * will apply. */
+static void pd__check_one(pd_replica *r, const pd_scene *s, const redisReply *x)
+{
+    uint64_t logv = 0;
+    char last[64] = "0-0";
+    if (x->elements && x->element[0]->type == REDIS_REPLY_ARRAY && x->element[0]->elements == 2 &&
+        x->element[0]->element[0]->type == REDIS_REPLY_STRING) {
+        const redisReply *e = x->element[0];
+        snprintf(last, sizeof last, "%s", e->element[0]->str);
+        if (strlen(last) > 2 && strcmp(last + strlen(last) - 2, "-0") == 0)
+            return; /* a drop */
+        const redisReply *f = e->element[1];
+        for (size_t k = 0; f->type == REDIS_REPLY_ARRAY && k + 1 < f->elements; k += 2)
+            if (f->element[k]->type == REDIS_REPLY_STRING && strcmp(f->element[k]->str, "v") == 0 &&
+                f->element[k + 1]->type == REDIS_REPLY_STRING)
+                logv = strtoull(f->element[k + 1]->str, NULL, 10);
+    }
+    if (!(s->runtime || s->version > 1) || logv >= s->version)
+        return;
+    size_t i = pd__scene_index(r, s->name);
+    if (i == SIZE_MAX) {
+        if (pd__track(r, s->name) != 0)
+            return;
+        i = r->n_scenes - 1;
+    }
+    char served[32];
+    snprintf(served, sizeof served, "%" PRIu64, s->version);
+    pd__refuse(r, i,
+               "the log went back (its stream ends at entry %s, this replica serves version %s: a Redis failover "
+               "or restore); not served until this replica is rebuilt from the log (restart it)",
+               last, served);
+}
+
+static void pd__end_checks(pd_replica *r)
+{
+    pd_registry_release_list(r->checked, r->n_checked);
+    r->checked = NULL;
+    r->n_checked = 0;
+}
+
+static void pd__check_reply(redisAsyncContext *ac, void *reply, void *priv)
+{
+    pd_replica *r = ac->data;
+    if (!r || r->ac != ac || r->phase != PD__R_CHECKING)
+        return;
+    const redisReply *x = reply;
+    size_t i = (size_t)(uintptr_t)priv;
+    if (!x || x->type != REDIS_REPLY_ARRAY) {
+        pd__end_checks(r);
+        pd__drop(r, x && x->type == REDIS_REPLY_ERROR ? x->str : "XREVRANGE failed");
+        return;
+    }
+    if (i < r->n_checked)
+        pd__check_one(r, r->checked[i], x);
+    if (--r->checks_left == 0) {
+        pd__end_checks(r);
+        pd__begin_reads(r);
+    }
+}
+
+/* ---- reading ------------------------------------------------------------------------- */
+
+static void pd__read_reply(redisAsyncContext *ac, void *reply, void *priv);
+
+static void pd__read(pd_replica *r)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_scenes; i++)
+        n += !r->scenes[i].refused;
+    if (n == 0) {
+        /* Nothing to read yet: look for scenes again after a block's time. */
+        pd__maybe_serving(r, 1);
+        r->phase = PD__R_IDLE;
+        uv_timer_stop(&r->watchdog);
+        uv_timer_start(&r->watchdog, pd__wake, PD_REPLICA_BLOCK_MS, 0);
+        return;
+    }
+    /* BLOCK only once caught up and when the last read was not full. */
+    int block = atomic_load(&r->serving) && !r->batch_full;
+    size_t argc = 4 + (block ? 2 : 0) + 2 * n;
+    const char **argv = malloc(argc * sizeof *argv);
+    size_t *argvlen = malloc(argc * sizeof *argvlen);
+    if (!argv || !argvlen) {
+        free(argv);
+        free(argvlen);
+        pd__drop(r, "out of memory");
+        return;
+    }
+    char count[16], blockms[16];
+    snprintf(count, sizeof count, "%u", PD_REPLICA_READ_COUNT);
+    snprintf(blockms, sizeof blockms, "%u", PD_REPLICA_BLOCK_MS);
+    size_t k = 0;
+    argv[k++] = "XREAD";
+    argv[k++] = "COUNT";
+    argv[k++] = count;
+    if (block) {
+        argv[k++] = "BLOCK";
+        argv[k++] = blockms;
+    }
+    argv[k++] = "STREAMS";
+    for (size_t i = 0; i < r->n_scenes; i++)
+        if (!r->scenes[i].refused)
+            argv[k++] = r->scenes[i].key;
+    for (size_t i = 0; i < r->n_scenes; i++)
+        if (!r->scenes[i].refused)
+            argv[k++] = r->scenes[i].last_id;
+    for (size_t i = 0; i < argc; i++)
+        argvlen[i] = strlen(argv[i]);
+    int rc = redisAsyncCommandArgv(r->ac, pd__read_reply, NULL, (int)argc, argv, argvlen);
+    free(argv);
+    free(argvlen);
+    if (rc != REDIS_OK) {
+        pd__drop(r, "cannot send XREAD");
+        return;
+    }
+    r->phase = PD__R_READING;
+    pd__arm(r, block ? PD_REPLICA_BLOCK_MS : 0);
+}
+
+static void pd__list_reply(redisAsyncContext *ac, void *reply, void *priv)
+{
+    pd_replica *r = ac->data;
+    (void)priv;
+    if (!r || r->ac != ac || r->phase != PD__R_LISTING)
+        return;
+    const redisReply *x = reply;
+    if (!x || x->type != REDIS_REPLY_ARRAY) {
+        pd__drop(r, x && x->type == REDIS_REPLY_ERROR ? x->str : "SMEMBERS failed");
+        return;
+    }
+    for (size_t i = 0; i < x->elements; i++) {
+        const redisReply *n = x->element[i];
+        if (n->type != REDIS_REPLY_STRING || n->len == 0 || n->len >= PD_CONF_MAX_NAME || strlen(n->str) != n->len)
+            continue;
+        if (pd__scene_index(r, n->str) == SIZE_MAX && pd__track(r, n->str) != 0) {
+            pd__drop(r, "out of memory");
+            return;
+        }
+    }
+    pd__read(r);
+}
+
+static void pd__list(pd_replica *r)
+{
+    const char *argv[] = { "SMEMBERS", r->scenes_key };
+    const size_t argvlen[] = { 8, strlen(r->scenes_key) };
+    if (redisAsyncCommandArgv(r->ac, pd__list_reply, NULL, 2, argv, argvlen) != REDIS_OK) {
+        pd__drop(r, "cannot send SMEMBERS");
+        return;
+    }
+    r->phase = PD__R_LISTING;
+    pd__arm(r, 0);
+}
+
+static void pd__cycle(pd_replica *r)
+{
+    if (r->closing)
+        return;
+    if (!r->ac)
+        pd__connect(r);
+    else
+        pd__list(r);
+}
+
+/* ---- applying --------------------------------------------------------------------------- */
+
+static int pd__item_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const pd__item *)a)->g, y = ((const pd__item *)b)->g;
+    return x < y ? -1 : x > y;
+}
+
+static void pd__apply_work(uv_work_t *w)
+{
+    pd_replica *r = w->data;
+    if (r->n_batch)
+        qsort(r->batch, r->n_batch, sizeof *r->batch, pd__item_cmp);
+    for (size_t i = 0; i < r->n_batch; i++) {
+        pd__item *it = &r->batch[i];
+        it->outcome = pd_store_apply_logged(r->s->store, r->rp, &it->rec, it->why, sizeof it->why);
+    }
+}
+
+static void pd__free_batch(pd_replica *r)
+{
+    for (size_t i = 0; i < r->n_batch; i++)
+        pd_journal_record_free(&r->batch[i].rec);
+    free(r->batch);
+    r->batch = NULL;
+    r->n_batch = 0;
+}
+
+static void pd__wake_parked(pd_replica *r, int expired_only);
+
+static void pd__apply_done(uv_work_t *w, int status)
+{
+    pd_replica *r = w->data;
+    (void)status;
+    r->s->open_handles--;
+    for (size_t i = 0; i < r->n_batch; i++) {
+        pd__item *it = &r->batch[i];
+        switch (it->outcome) {
+        case PD_STORE_LOGGED_APPLIED:
+            r->applied++;
+            break;
+        case PD_STORE_LOGGED_HAD:
+            r->had++;
+            break;
+        case PD_STORE_LOGGED_NOOP:
+            r->noops++;
+            pd_log_warn("replica: scene '%s' version %" PRIu64 " from the log is a no-op here: %s", it->rec.scene,
+                        it->rec.version, it->why);
+            break;
+        case PD_STORE_LOGGED_GAP:
+            r->gaps++;
+            pd__refuse(r, it->scene, "a record is missing before this one (%s)%s", it->why,
+                       "; not served until this replica is rebuilt from the log (restart it)");
+            break;
+        }
+    }
+    pd__free_batch(r);
+    if (!r->closing)
+        pd__maybe_serving(r, 0);
+    if (r->closing) {
+        /* The timers' close callbacks free the replica once both ran and
+         * no apply is in flight. */
+        r->phase = PD__R_IDLE;
+        if (r->handles == 0) {
+            free(r->scenes);
+            pd_journal_replayer_destroy(r->rp);
+            free(r);
+        }
+        return;
+    }
+    pd__wake_parked(r, 0);
+    if (!r->ac) {
+        /* The connection went while the batch was applied. */
+        r->phase = PD__R_IDLE;
+        uv_timer_stop(&r->watchdog);
+        uv_timer_start(&r->watchdog, pd__wake, r->backoff_ms ? r->backoff_ms / 2 : PD_REDIS_BACKOFF_MIN_MS, 0);
+        return;
+    }
+    if (r->batch_full || !atomic_load(&r->serving))
+        pd__read(r);
+    else
+        pd__list(r);
+}
+
+/* One stream entry into the batch. 0, or -1 (it does not parse: the
+ * scene is refused, as a record this replica cannot apply would make it
+ * another scene than the log's). */
+static int pd__take(pd_replica *r, size_t scene, const redisReply *e)
+{
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING ||
+        e->element[1]->type != REDIS_REPLY_ARRAY)
+        return -1;
+    const redisReply *f = e->element[1];
+    const redisReply *g = NULL, *v = NULL, *rec = NULL;
+    for (size_t i = 0; i + 1 < f->elements; i += 2) {
+        if (f->element[i]->type != REDIS_REPLY_STRING)
+            continue;
+        if (strcmp(f->element[i]->str, "g") == 0)
+            g = f->element[i + 1];
+        else if (strcmp(f->element[i]->str, "v") == 0)
+            v = f->element[i + 1];
+        else if (strcmp(f->element[i]->str, "r") == 0)
+            rec = f->element[i + 1];
+    }
+    if (!g || !v || !rec || g->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING ||
+        rec->type != REDIS_REPLY_STRING)
+        return -1;
+    pd__item *it = &r->batch[r->n_batch];
+    memset(it, 0, sizeof *it);
+    it->g = strtoull(g->str, NULL, 10);
+    if (it->g > r->max_g)
+        r->max_g = it->g;
+    it->scene = scene;
+    char why[160];
+    if (pd_journal_decode((const uint8_t *)rec->str, rec->len, &it->rec, why, sizeof why) != 0)
+        return -1;
+    r->n_batch++;
+    pd__rscene *sc = &r->scenes[scene];
+    snprintf(sc->last_id, sizeof sc->last_id, "%s", e->element[0]->str);
+    uint64_t ver = strtoull(v->str, NULL, 10);
+    if (ver > sc->log_version || it->rec.type != PD_JOURNAL_UPDATE)
+        sc->log_version = ver;
+    return 0;
+}
+
+static void pd__read_reply(redisAsyncContext *ac, void *reply, void *priv)
+{
+    pd_replica *r = ac->data;
+    (void)priv;
+    if (!r || r->ac != ac || r->phase != PD__R_READING)
+        return;
+    const redisReply *x = reply;
+    if (!x || x->type == REDIS_REPLY_ERROR) {
+        pd__drop(r, x ? x->str : "XREAD failed");
+        return;
+    }
+    uv_timer_stop(&r->watchdog);
+    if (x->type == REDIS_REPLY_NIL || (x->type == REDIS_REPLY_ARRAY && x->elements == 0)) {
+        r->batch_full = 0;
+        pd__maybe_serving(r, 1);
+        pd__list(r);
+        return;
+    }
+    size_t total = 0;
+    for (size_t i = 0; x->type == REDIS_REPLY_ARRAY && i < x->elements; i++) {
+        const redisReply *st = x->element[i];
+        if (st->type == REDIS_REPLY_ARRAY && st->elements == 2 && st->element[1]->type == REDIS_REPLY_ARRAY)
+            total += st->element[1]->elements;
+    }
+    r->batch = calloc(total ? total : 1, sizeof *r->batch);
+    if (!r->batch) {
+        pd__drop(r, "out of memory");
+        return;
+    }
+    r->batch_full = 0;
+    for (size_t i = 0; x->type == REDIS_REPLY_ARRAY && i < x->elements; i++) {
+        const redisReply *st = x->element[i];
+        if (st->type != REDIS_REPLY_ARRAY || st->elements != 2 || st->element[0]->type != REDIS_REPLY_STRING ||
+            st->element[1]->type != REDIS_REPLY_ARRAY)
+            continue;
+        size_t sc = pd__scene_by_key(r, st->element[0]->str, st->element[0]->len);
+        if (sc == SIZE_MAX)
+            continue;
+        const redisReply *entries = st->element[1];
+        if (entries->elements >= PD_REPLICA_READ_COUNT)
+            r->batch_full = 1;
+        for (size_t j = 0; j < entries->elements; j++) {
+            if (pd__take(r, sc, entries->element[j]) != 0) {
+                pd__refuse(r, sc, "an entry of its stream does not parse (%s)%s",
+                           entries->element[j]->type == REDIS_REPLY_ARRAY && entries->element[j]->elements
+                               ? entries->element[j]->element[0]->str
+                               : "?",
+                           "; not served until this replica is rebuilt from the log");
+                break;
+            }
+        }
+    }
+    r->phase = PD__R_APPLYING;
+    r->work.data = r;
+    if (uv_queue_work(r->s->loop, &r->work, pd__apply_work, pd__apply_done) != 0) {
+        pd__free_batch(r);
+        pd__drop(r, "cannot queue the apply work");
+        return;
+    }
+    r->s->open_handles++; /* the server waits for it before freeing the store */
+}
+
+/* ---- parked queries ----------------------------------------------------------------------- */
+
+int pd__replica_park(pd_replica *r, uint64_t conn_id, const uint8_t *frame, size_t len, uint64_t arrival_ns,
+                     uint64_t deadline_ns)
+{
+    if (r->closing || r->n_parked >= PD_REPLICA_MAX_PARKED)
+        return -1;
+    pd__parked *p = malloc(sizeof *p + len);
+    if (!p)
+        return -1;
+    p->conn_id = conn_id;
+    p->arrival_ns = arrival_ns;
+    p->deadline_ns = deadline_ns;
+    p->len = len;
+    memcpy(p->frame, frame, len);
+    p->next = r->parked;
+    r->parked = p;
+    r->n_parked++;
+    r->parked_total++;
+    if (!uv_is_active((uv_handle_t *)&r->park_timer)) {
+        uv_timer_start(&r->park_timer, pd__park_tick, PD_REPLICA_PARK_TICK_MS, PD_REPLICA_PARK_TICK_MS);
+    }
+    return 0;
+}
+
+/* Dispatches the parked frames again (all, or those past their wait): a
+ * query whose scene caught up is answered, one still behind parks again
+ * until its deadline, then is answered STALE_VERSION. */
+static void pd__wake_parked(pd_replica *r, int expired_only)
+{
+    pd__parked *list = r->parked, *keep = NULL;
+    r->parked = NULL;
+    size_t kept = 0;
+    uint64_t now = uv_hrtime();
+    while (list) {
+        pd__parked *p = list;
+        list = p->next;
+        if (expired_only && now < p->deadline_ns) {
+            p->next = keep;
+            keep = p;
+            kept++;
+            continue;
+        }
+        r->n_parked--;
+        pd__conn *c = pd__map_find(&r->s->table.map, p->conn_id);
+        if (c && !c->lingering)
+            r->redispatch(c, p->frame, p->len, p->arrival_ns, p->deadline_ns);
+        free(p);
+    }
+    /* Those parked again meanwhile are in r->parked already. */
+    while (keep) {
+        pd__parked *p = keep;
+        keep = p->next;
+        p->next = r->parked;
+        r->parked = p;
+    }
+    (void)kept;
+    if (!r->parked)
+        uv_timer_stop(&r->park_timer);
+}
+
+static void pd__park_tick(uv_timer_t *t)
+{
+    pd__wake_parked(t->data, 1);
+}
+
+void pd__replica_count_behind(pd_replica *r)
+{
+    r->behind++;
+}
+
+/* ---- the request path's questions ------------------------------------------------------ */
+
+int pd__replica_serving(const pd_replica *r)
+{
+    return atomic_load(&r->serving);
+}
+
+int pd__replica_refuses(pd_replica *r, const char *name, char *msg, size_t len)
+{
+    size_t i = pd__scene_index(r, name);
+    if (i == SIZE_MAX || !r->scenes[i].refused)
+        return 0;
+    snprintf(msg, len, "scene '%s': %s", name, r->scenes[i].why);
+    return 1;
+}
+
+/* ---- metrics ------------------------------------------------------------------------------ */
+
+/* A label value with \, " and newlines escaped (Prometheus text format). */
+static void pd__label(char *out, size_t cap, const char *in)
+{
+    size_t k = 0;
+    for (; *in && k + 3 < cap; in++) {
+        if (*in == '\\' || *in == '"') {
+            out[k++] = '\\';
+            out[k++] = *in;
+        } else if (*in == '\n') {
+            out[k++] = '\\';
+            out[k++] = 'n';
+        } else {
+            out[k++] = *in;
+        }
+    }
+    out[k] = '\0';
+}
+
+char *pd__replica_metrics(pd_replica *r)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    pd_redis_log_counters lc;
+    pd_redis_log_stats(r->rl, &lc);
+    fprintf(f, "# HELP pathd_replica_serving 1 once this replica caught up with the log at start (Ping: SERVING).\n"
+               "# TYPE pathd_replica_serving gauge\npathd_replica_serving %d\n",
+            atomic_load(&r->serving));
+    fprintf(f, "# HELP pathd_replica_scene_version The version of each scene this replica serves.\n"
+               "# TYPE pathd_replica_scene_version gauge\n");
+    char label[2 * PD_CONF_MAX_NAME + 4];
+    for (size_t i = 0; i < r->n_scenes; i++) {
+        pd_scene *s = pd_registry_acquire(r->s->registry, r->scenes[i].name);
+        pd__label(label, sizeof label, r->scenes[i].name);
+        fprintf(f, "pathd_replica_scene_version{scene=\"%s\"} %" PRIu64 "\n", label, s ? s->version : 0);
+        pd_scene_release(s);
+    }
+    fprintf(f, "# HELP pathd_replica_scene_lag Versions of each scene the tail has read from the log and this "
+               "replica does not serve yet.\n# TYPE pathd_replica_scene_lag gauge\n");
+    for (size_t i = 0; i < r->n_scenes; i++) {
+        pd_scene *s = pd_registry_acquire(r->s->registry, r->scenes[i].name);
+        uint64_t have = s ? s->version : 0, log = r->scenes[i].log_version;
+        pd__label(label, sizeof label, r->scenes[i].name);
+        fprintf(f, "pathd_replica_scene_lag{scene=\"%s\"} %" PRIu64 "\n", label, s && log > have ? log - have : 0);
+        pd_scene_release(s);
+    }
+    fprintf(f, "# HELP pathd_replica_scene_refused 1 for a scene not served: its log went back, or missed a "
+               "record (UNAVAILABLE until rebuilt).\n# TYPE pathd_replica_scene_refused gauge\n");
+    for (size_t i = 0; i < r->n_scenes; i++) {
+        pd__label(label, sizeof label, r->scenes[i].name);
+        fprintf(f, "pathd_replica_scene_refused{scene=\"%s\"} %d\n", label, r->scenes[i].refused);
+    }
+    fprintf(f, "# HELP pathd_replica_records_total Records the tail read, by what applying them did.\n"
+               "# TYPE pathd_replica_records_total counter\n"
+               "pathd_replica_records_total{outcome=\"applied\"} %" PRIu64 "\n"
+               "pathd_replica_records_total{outcome=\"had\"} %" PRIu64 "\n"
+               "pathd_replica_records_total{outcome=\"noop\"} %" PRIu64 "\n"
+               "pathd_replica_records_total{outcome=\"gap\"} %" PRIu64 "\n",
+            r->applied, r->had, r->noops, r->gaps);
+    fprintf(f, "# HELP pathd_replica_behind_total Queries answered STALE_VERSION (BEHIND) after waiting "
+               "limits.max_behind_wait_ms for the tail.\n# TYPE pathd_replica_behind_total counter\n"
+               "pathd_replica_behind_total %" PRIu64 "\n",
+            r->behind);
+    fprintf(f, "# HELP pathd_replica_parked_total Queries that waited for the tail to reach their min_version.\n"
+               "# TYPE pathd_replica_parked_total counter\npathd_replica_parked_total %" PRIu64 "\n",
+            r->parked_total);
+    fprintf(f, "# HELP pathd_log_reconnects_total Connections to Redis made again after one failed.\n"
+               "# TYPE pathd_log_reconnects_total counter\n"
+               "pathd_log_reconnects_total{conn=\"append\"} %" PRIu64 "\n"
+               "pathd_log_reconnects_total{conn=\"tail\"} %" PRIu64 "\n",
+            lc.reconnects, r->reconnects);
+    fprintf(f, "# HELP pathd_log_connect_failures_total Connections to Redis that could not be made, or (the "
+               "tail's) failed or went silent.\n"
+               "# TYPE pathd_log_connect_failures_total counter\n"
+               "pathd_log_connect_failures_total{conn=\"append\"} %" PRIu64 "\n"
+               "pathd_log_connect_failures_total{conn=\"tail\"} %" PRIu64 "\n",
+            lc.connect_failures, r->connect_failures);
+    fprintf(f, "# HELP pathd_log_append_seconds Round trips of the appends Redis answered (FCALL pathd_append).\n"
+               "# TYPE pathd_log_append_seconds summary\n"
+               "pathd_log_append_seconds_sum %.6f\npathd_log_append_seconds_count %" PRIu64 "\n",
+            (double)lc.append_us / 1e6, lc.appends);
+    fprintf(f, "# HELP pathd_log_append_failures_total Appends refused UNAVAILABLE: Redis did not answer.\n"
+               "# TYPE pathd_log_append_failures_total counter\npathd_log_append_failures_total %" PRIu64 "\n",
+            lc.append_failures);
+    fclose(f);
+    return buf;
+}
+
+/* ---- life --------------------------------------------------------------------------------- */
+
+static void pd__timer_closed(uv_handle_t *h)
+{
+    pd_replica *r = h->data;
+    r->s->open_handles--;
+    if (--r->handles == 0 && r->phase != PD__R_APPLYING) {
+        free(r->scenes);
+        pd_journal_replayer_destroy(r->rp);
+        free(r);
+    }
+}
+
+pd_replica *pd__replica_start(pd_server *s, pd_redis_log *rl, pd__replica_redispatch_fn redispatch, char *err,
+                              size_t errlen)
+{
+    pd_replica *r = calloc(1, sizeof *r);
+    if (!r || !(r->rp = pd_journal_replayer_create(s->registry, s->world_store))) {
+        free(r);
+        snprintf(err, errlen, "replica: out of memory");
+        return NULL;
+    }
+    r->s = s;
+    r->redispatch = redispatch;
+    r->rl = rl;
+    snprintf(r->host, sizeof r->host, "%s", s->conf.log.redis_host);
+    r->port = s->conf.log.redis_port;
+    r->timeout_ms = s->conf.log.timeout_ms;
+    pd_redis_log_scenes_key(rl, r->scenes_key, sizeof r->scenes_key);
+    snprintf(r->seq_key, sizeof r->seq_key, "%s:seq", s->conf.log.prefix);
+    r->rand_state = (unsigned)uv_hrtime() ^ (unsigned)(uintptr_t)r;
+    uv_timer_init(s->loop, &r->watchdog);
+    uv_timer_init(s->loop, &r->park_timer);
+    r->watchdog.data = r->park_timer.data = r;
+    r->handles = 2;
+    s->open_handles += 2;
+    pd_redis_log_set_tailed(rl, 1);
+    pd__connect(r);
+    return r;
+}
+
+void pd__replica_close(pd_replica *r)
+{
+    if (!r || r->closing)
+        return;
+    r->closing = 1;
+    pd_redis_log_set_tailed(r->rl, 0);
+    if (r->checked)
+        pd__end_checks(r);
+    redisAsyncContext *ac = r->ac;
+    r->ac = NULL;
+    if (ac)
+        redisAsyncFree(ac);
+    while (r->parked) {
+        pd__parked *p = r->parked;
+        r->parked = p->next;
+        free(p);
+    }
+    r->n_parked = 0;
+    uv_close((uv_handle_t *)&r->watchdog, pd__timer_closed);
+    uv_close((uv_handle_t *)&r->park_timer, pd__timer_closed);
+}

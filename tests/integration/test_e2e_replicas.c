@@ -1,0 +1,380 @@
+/*
+ * test_e2e_replicas.c - replicas sharing one change log on Redis Streams
+ * (issue 32): two pathd processes A and B on loopback ports over one
+ * redis-server the test starts. A scene created on A reaches B; an update
+ * on A is answered with its version V, and a FindPath on B with
+ * min_version V sees it (waiting for B's tail if it must); an update on B
+ * reaches A. The same update resent to the other replica with the same
+ * idempotency key is answered with the first version and applied once. A
+ * replica C started late answers Ping SERVING once caught up, at A's
+ * version. With Redis killed, updates answer UNAVAILABLE while queries go
+ * on; with Redis back (its AOF fsynced before each answer) updates go
+ * through and both replicas agree again. A Redis restarted without its
+ * data makes the replica refuse the scene whose log went back.
+ *
+ * Raw frames (pdi_raw_*) so the test sets idempotency_key and reads
+ * Pong.serving, which the C client does not expose. Every wait is bounded.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+
+#include "harness.h"
+#include "../unit/redis_server.h"
+
+#define W 32
+#define H 24
+/* How long a replica may take to show a change another made, or to come
+ * back after Redis did (the tail's reconnect backs off up to 2 s). */
+#define CONVERGE_MS 10000
+
+typedef struct fixture {
+    redis_srv redis;
+    char extra[256];
+    pdi_daemon a, b, c;
+} fixture;
+
+static void start_replica(fixture *f, pdi_daemon *d)
+{
+    snprintf(f->extra, sizeof f->extra, "\"log\": {\"redis\": \"127.0.0.1:%d\", \"timeout_ms\": 500},", f->redis.port);
+    pdi_limits l = { .extra_json = f->extra, .metrics = 1 };
+    assert_int_equal(pdi_daemon_start(d, &l), 0);
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    f->a.stderr_fd = f->a.log_fd = f->b.stderr_fd = f->b.log_fd = f->c.stderr_fd = f->c.log_fd = -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    pdi_daemon_cleanup(&f->a);
+    pdi_daemon_cleanup(&f->b);
+    pdi_daemon_cleanup(&f->c);
+    int rc = redis_srv_remove(&f->redis);
+    free(f);
+    return rc;
+}
+
+static uint64_t next_id = 100;
+
+/* Sends req (its id set here) and returns its final answer. */
+static Pathd__V1__Response *call(int fd, Pathd__V1__Request *req)
+{
+    req->id = ++next_id;
+    assert_int_equal(pdi_raw_send_request(fd, req), 0);
+    Pathd__V1__Response *r = pdi_raw_recv_final(fd, req->id, PDI_CALL_TIMEOUT_MS);
+    assert_non_null(r);
+    return r;
+}
+
+/* UpdateCells of one column x (rows 0..H-1): cost 0 blocks it, else sets
+ * that cost. Returns the status; *version the version answered. */
+static int update_column(int fd, int32_t x, uint32_t cost, const char *key, uint64_t *version)
+{
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__UpdateCells uc = PATHD__V1__UPDATE_CELLS__INIT;
+    Pathd__V1__Rect rect = PATHD__V1__RECT__INIT;
+    Pathd__V1__Cell lo = PATHD__V1__CELL__INIT, hi = PATHD__V1__CELL__INIT;
+    lo.x = x, lo.y = 0, hi.x = x, hi.y = H - 1;
+    rect.min = &lo;
+    rect.max = &hi;
+    uc.scene = "arena";
+    uc.target_case = PATHD__V1__UPDATE_CELLS__TARGET_RECT;
+    uc.rect = &rect;
+    uc.op = cost == 0 ? PATHD__V1__UPDATE_OP__UPDATE_BLOCK : PATHD__V1__UPDATE_OP__UPDATE_COST;
+    uc.cost = cost;
+    uc.idempotency_key = (char *)(key ? key : "");
+    req.body_case = PATHD__V1__REQUEST__BODY_UPDATE_CELLS;
+    req.update_cells = &uc;
+    Pathd__V1__Response *r = call(fd, &req);
+    int st = r->status;
+    if (st == PATHD__V1__STATUS__OK) {
+        assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_UPDATE);
+        *version = r->update->version;
+    }
+    pathd__v1__response__free_unpacked(r, NULL);
+    return st;
+}
+
+/* FindPath across the arena's row 0, from x 0 to x W-1, on the version
+ * min_version or later: OK when no column is blocked, NO_PATH when one is.
+ * *version (may be NULL) the version a path was found on. */
+static int find_across(int fd, uint64_t min_version, uint64_t *version)
+{
+    pdi_fp_msg m;
+    pdi_fp_init(&m, 0, "arena", 0, 0, W - 1, 0);
+    m.fp.min_version = min_version;
+    Pathd__V1__Response *r = call(fd, &m.req);
+    int st = r->status;
+    if (version)
+        *version = st == PATHD__V1__STATUS__OK && r->body_case == PATHD__V1__RESPONSE__BODY_PATH
+                       ? r->path->scene_version
+                       : 0;
+    pathd__v1__response__free_unpacked(r, NULL);
+    return st;
+}
+
+/* CreateScene "arena", W x H open cells, under key (may be NULL): OK at
+ * version 1. */
+static void create_arena(int fd, const char *key)
+{
+    uint8_t cells[W * H];
+    memset(cells, 1, sizeof cells);
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__CreateScene cs = PATHD__V1__CREATE_SCENE__INIT;
+    cs.name = "arena";
+    cs.width = W;
+    cs.height = H;
+    cs.cells.data = cells;
+    cs.cells.len = sizeof cells;
+    cs.idempotency_key = (char *)(key ? key : "");
+    req.body_case = PATHD__V1__REQUEST__BODY_CREATE_SCENE;
+    req.create_scene = &cs;
+    Pathd__V1__Response *r = call(fd, &req);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    assert_int_equal(r->scene_change->version, 1);
+    pathd__v1__response__free_unpacked(r, NULL);
+}
+
+static uint64_t scene_version(int fd)
+{
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__GetSceneInfo gi = PATHD__V1__GET_SCENE_INFO__INIT;
+    gi.scene = "arena";
+    req.body_case = PATHD__V1__REQUEST__BODY_SCENE_INFO;
+    req.scene_info = &gi;
+    Pathd__V1__Response *r = call(fd, &req);
+    uint64_t v = r->status == PATHD__V1__STATUS__OK ? r->scene_info->version : 0;
+    pathd__v1__response__free_unpacked(r, NULL);
+    return v;
+}
+
+static int ping_serving(int fd)
+{
+    pdi_small_msg m;
+    pdi_ping_init(&m, 0, 7);
+    Pathd__V1__Response *r = call(fd, &m.req);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PONG);
+    int serving = r->pong->serving;
+    pathd__v1__response__free_unpacked(r, NULL);
+    return serving;
+}
+
+/* Waits until the replica on fd serves the arena at version v. */
+static void wait_version(int fd, uint64_t v, const char *who)
+{
+    double t0 = pdi_now_ms();
+    uint64_t have = 0;
+    while ((have = scene_version(fd)) != v && pdi_now_ms() - t0 < CONVERGE_MS)
+        pdi_sleep_ms(10);
+    if (have != v)
+        fail_msg("%s serves arena at version %llu, not %llu", who, (unsigned long long)have, (unsigned long long)v);
+}
+
+/* An update until Redis answers again (UNAVAILABLE while the log's
+ * reconnect backs off). */
+static int update_when_up(int fd, int32_t x, uint32_t cost, const char *key, uint64_t *version)
+{
+    double t0 = pdi_now_ms();
+    int st;
+    while ((st = update_column(fd, x, cost, key, version)) == PATHD__V1__STATUS__UNAVAILABLE &&
+           pdi_now_ms() - t0 < CONVERGE_MS)
+        pdi_sleep_ms(20);
+    return st;
+}
+
+static void test_two_replicas_share_the_log(void **state)
+{
+    fixture *f = *state;
+    redis_srv_start(&f->redis);
+    start_replica(f, &f->a);
+    start_replica(f, &f->b);
+    int fa = pdi_raw_connect(f->a.port), fb = pdi_raw_connect(f->b.port);
+    assert_true(fa >= 0 && fb >= 0);
+
+    /* A new scene on A, open everywhere. */
+    create_arena(fa, "create-arena");
+
+    /* An update on A, answered with its version; B sees it when asked for
+     * that version, even straight after (it waits for its tail). */
+    uint64_t v = 0, got = 0;
+    assert_int_equal(update_column(fa, 10, 0, "wall-10", &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 2);
+    assert_int_equal(find_across(fb, v, NULL), PATHD__V1__STATUS__NO_PATH);
+    assert_int_equal(scene_version(fb), 2);
+
+    /* The same update resent to B under the same key: the first version,
+     * nothing applied twice. */
+    assert_int_equal(update_column(fb, 10, 0, "wall-10", &got), PATHD__V1__STATUS__OK);
+    assert_int_equal(got, 2);
+    assert_int_equal(scene_version(fb), 2);
+    assert_int_equal(scene_version(fa), 2);
+
+    /* An update on B reaches A. */
+    assert_int_equal(update_column(fb, 10, 1, "open-10", &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 3);
+    assert_int_equal(find_across(fa, v, &got), PATHD__V1__STATUS__OK);
+    assert_true(got >= 3);
+
+    /* More on A (each changes its column: a column's visits alternate
+     * between blocking and a cost), then a replica started late: SERVING
+     * once caught up, at A's version. */
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(update_column(fa, 5 + i % 7, i % 2 == 0 ? 0 : 2 + (uint32_t)i % 5, NULL, &v),
+                         PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 23);
+    start_replica(f, &f->c);
+    int fc = pdi_raw_connect(f->c.port);
+    assert_true(fc >= 0);
+    int serving = ping_serving(fc);
+    double t0 = pdi_now_ms();
+    while (serving != PATHD__V1__SERVING_STATE__SERVING && pdi_now_ms() - t0 < CONVERGE_MS) {
+        assert_int_equal(serving, PATHD__V1__SERVING_STATE__NOT_SERVING);
+        pdi_sleep_ms(10);
+        serving = ping_serving(fc);
+    }
+    assert_int_equal(serving, PATHD__V1__SERVING_STATE__SERVING);
+    assert_int_equal(scene_version(fc), 23);
+    assert_true(pdi_wait_log(&f->c, "replica: caught up with the log", CONVERGE_MS));
+    wait_version(fb, 23, "B");
+
+    /* Redis down: updates are refused as retryable, nothing served;
+     * queries go on at the version each replica has. */
+    redis_srv_stop(&f->redis, SIGKILL);
+    int st = update_column(fa, 3, 0, "wall-3", &v);
+    assert_int_equal(st, PATHD__V1__STATUS__UNAVAILABLE);
+    assert_int_equal(update_column(fb, 3, 0, "wall-3", &v), PATHD__V1__STATUS__UNAVAILABLE);
+    assert_int_equal(scene_version(fa), 23);
+    assert_int_equal(scene_version(fb), 23);
+    assert_int_equal(find_across(fb, 23, NULL), find_across(fa, 23, NULL));
+    assert_int_equal(ping_serving(fb), PATHD__V1__SERVING_STATE__SERVING);
+
+    /* Redis back: the update resent under its key goes through once, and
+     * every replica comes to it. */
+    redis_srv_start(&f->redis);
+    assert_int_equal(update_when_up(fa, 3, 0, "wall-3", &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 24);
+    assert_int_equal(update_when_up(fb, 3, 0, "wall-3", &got), PATHD__V1__STATUS__OK);
+    assert_int_equal(got, 24);
+    wait_version(fb, 24, "B");
+    wait_version(fc, 24, "C");
+    assert_int_equal(find_across(fc, 24, NULL), PATHD__V1__STATUS__NO_PATH);
+
+    /* A version no replica has: B waits limits.max_behind_wait_ms (200)
+     * for its tail, then answers STALE_VERSION (BEHIND) with its version. */
+    pdi_fp_msg m;
+    pdi_fp_init(&m, 0, "arena", 0, 0, W - 1, 0);
+    m.fp.min_version = 1000;
+    double sent = pdi_now_ms();
+    Pathd__V1__Response *r = call(fb, &m.req);
+    double waited = pdi_now_ms() - sent;
+    assert_int_equal(r->status, PATHD__V1__STATUS__STALE_VERSION);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_ERROR);
+    assert_int_equal(r->error->version, 24);
+    pathd__v1__response__free_unpacked(r, NULL);
+    if (waited < 150)
+        fail_msg("STALE_VERSION after %.0f ms: B did not wait for its tail", waited);
+
+    /* The metrics name the scene's version and the appends. */
+    char *text = pdi_metrics_wait(&f->b, "pathd_replica_scene_version{scene=\"arena\"} 24", CONVERGE_MS);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "pathd_replica_serving 1"));
+    assert_non_null(strstr(text, "pathd_replica_behind_total 1\n"));
+    assert_non_null(strstr(text, "pathd_replica_scene_lag{scene=\"arena\"} 0"));
+    assert_non_null(strstr(text, "pathd_log_append_seconds_count"));
+    assert_non_null(strstr(text, "pathd_log_reconnects_total{conn=\"tail\"} "));
+    free(text);
+
+    close(fa);
+    close(fb);
+    close(fc);
+    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+    assert_int_equal(pdi_daemon_stop(&f->b), 0);
+    assert_int_equal(pdi_daemon_stop(&f->c), 0);
+    assert_false(pdi_log_has_sanitizer_report(&f->a));
+    assert_false(pdi_log_has_sanitizer_report(&f->b));
+    assert_false(pdi_log_has_sanitizer_report(&f->c));
+}
+
+/* The answer to a FindPath across the arena: its status and message. */
+static int find_across_why(int fd, char *why, size_t len)
+{
+    pdi_fp_msg m;
+    pdi_fp_init(&m, 0, "arena", 0, 0, W - 1, 0);
+    Pathd__V1__Response *r = call(fd, &m.req);
+    int st = r->status;
+    snprintf(why, len, "%s", r->body_case == PATHD__V1__RESPONSE__BODY_ERROR ? r->error->message : r->message);
+    pathd__v1__response__free_unpacked(r, NULL);
+    return st;
+}
+
+/* Redis restarted without its data (a restore, or a failover to one that
+ * had not got the last writes): the replica's tail, reconnecting, finds
+ * the arena's stream ends before what it applied, and stops serving that
+ * scene - queries and updates answer UNAVAILABLE naming why - while the
+ * config's scene, which the log never changed, goes on. */
+static void test_log_that_went_back_refuses_the_scene(void **state)
+{
+    fixture *f = *state;
+    redis_srv_start(&f->redis);
+    start_replica(f, &f->a);
+    int fa = pdi_raw_connect(f->a.port);
+    assert_true(fa >= 0);
+    create_arena(fa, NULL);
+    uint64_t v = 0;
+    assert_int_equal(update_column(fa, 4, 0, "wall-4", &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 2);
+    char why[512];
+    assert_int_equal(find_across_why(fa, why, sizeof why), PATHD__V1__STATUS__NO_PATH);
+
+    redis_srv_stop(&f->redis, SIGKILL);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/appendonlydir'", f->redis.dir);
+    assert_int_equal(system(cmd), 0);
+    redis_srv_start(&f->redis);
+
+    double t0 = pdi_now_ms();
+    int st;
+    while ((st = find_across_why(fa, why, sizeof why)) != PATHD__V1__STATUS__UNAVAILABLE &&
+           pdi_now_ms() - t0 < CONVERGE_MS)
+        pdi_sleep_ms(20);
+    if (st != PATHD__V1__STATUS__UNAVAILABLE) {
+        pdi_print_log(&f->a);
+        fail_msg("the arena answers %d (%s), not UNAVAILABLE", st, why);
+    }
+    assert_non_null(strstr(why, "scene 'arena': the log went back"));
+    assert_int_equal(update_column(fa, 5, 0, "wall-5", &v), PATHD__V1__STATUS__UNAVAILABLE);
+    pdi_fp_msg m;
+    pdi_fp_init(&m, 0, "serpent", 0, 0, 5, 0);
+    Pathd__V1__Response *r = call(fa, &m.req);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    pathd__v1__response__free_unpacked(r, NULL);
+    char *text = pdi_metrics_wait(&f->a, "pathd_replica_scene_refused{scene=\"arena\"} 1", CONVERGE_MS);
+    assert_non_null(text);
+    free(text);
+    close(fa);
+    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+    assert_false(pdi_log_has_sanitizer_report(&f->a));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_two_replicas_share_the_log, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_log_that_went_back_refuses_the_scene, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
