@@ -18,6 +18,8 @@ static const char *const pd__names[PD_STATUS_COUNT] = {
     [PD_LIMIT_EXCEEDED] = "LIMIT_EXCEEDED",
     [PD_STALE_VERSION] = "STALE_VERSION",
     [PD_WATCH_OVERFLOW] = "WATCH_OVERFLOW",
+    [PD_DRAINING] = "DRAINING",
+    [PD_UNAVAILABLE] = "UNAVAILABLE",
 };
 
 const char *pd_status_name(pd_status s)

@@ -39,11 +39,16 @@ typedef enum pd_status {
     /* 33..39 are unused; 40..49 belong to hearing about changes. */
     PD_STALE_VERSION = 40,      /* retryable: the snapshot is older than the request's min_version */
     PD_WATCH_OVERFLOW = 41,     /* a watcher fell behind by limits.watch_buffer_bytes: its watch ended */
+    /* 42..49 belong to replicas (docs/OPERATIONS.md). */
+    PD_DRAINING = 42,           /* this replica is draining: unsolicited (id 0) once on every
+                                   connection, then the answer to every new request but Ping */
+    PD_UNAVAILABLE = 43,        /* retryable: the change log cannot be reached, or the scene is
+                                   not served until rebuilt from it */
 } pd_status;
 
 /* One past the largest value; not every value below it is a status
  * (pd_status_is_answer). */
-#define PD_STATUS_COUNT 42
+#define PD_STATUS_COUNT 44
 
 /* 1 for a status that is ever an answer on the wire: every named value but
  * the core-only PD_BUFFER_TOO_SMALL. */

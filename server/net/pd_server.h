@@ -11,7 +11,8 @@
  *   s = pd_server_create(loop, &conf, registry, &source);
  *   pd_server_set_world_store(s, store);       optional: serves FindRoute
  *   pool = pd_server_pool_create(s, threads);  the workers, wired to this server
- *   pd_server_watch_signals(s);                optional: SIGTERM/SIGINT/SIGHUP
+ *   pd_server_watch_signals(s);                optional: SIGTERM/SIGINT/SIGHUP, and
+ *                                              SIGUSR1/SIGUSR2 (drain, ready again)
  *   pd_server_load(s, pool, &conf, err, n);    optional: the scenes, loaded while
  *                                              the loop runs (else load the registry
  *                                              before pd_server_create)
@@ -134,6 +135,8 @@ int pd_server_journal_state(pd_server *s, uint64_t *log_bytes, uint64_t *snapsho
 
 /* The port actually bound (useful with port 0); 0 before pd_server_start. */
 uint16_t pd_server_port(const pd_server *s);
+/* The agent-check port bound (config "agent_check"), or 0 when off. */
+uint16_t pd_server_agent_port(const pd_server *s);
 
 /* Tells the server the port main.c's metrics HTTP server bound, so that a
  * reload's warning names the port that answers, not the configured 0. */
