@@ -8,6 +8,8 @@
 #   scripts/cluster.sh status [--dir DIR]       one line per process: NAME PID HOST:PORT
 #                                               (PID "-" when it is not running; exit 1 then)
 #   scripts/cluster.sh start-replica I [--dir DIR]   start replica I again (after a crash)
+#   scripts/cluster.sh add-replica [--dir DIR]  start replica N+1 and add it to HAProxy
+#                                               while it runs (its admin socket)
 #   scripts/cluster.sh drain I [--dir DIR]      SIGUSR1: replica I takes nothing new
 #   scripts/cluster.sh ready I [--dir DIR]      SIGUSR2: replica I serves again
 #   scripts/cluster.sh down [--dir DIR]         stop everything (SIGTERM, then SIGKILL)
@@ -50,7 +52,7 @@ while [ $# -gt 0 ]; do
 done
 
 usage() {
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -137,26 +139,55 @@ write_configs() {
         -e "/^ *server replica/d" -e "s| resolvers docker||" \
         -e "/^resolvers docker/,/^$/d" \
         "$deploy/haproxy.cfg"
-    for i in $(seq 1 "$replicas"); do
-      echo "    server replica$i 127.0.0.1:$((base + 10 * i)) agent-port $((base + 10 * i + 1))"
-    done
+    for i in $(seq 1 "$replicas"); do server_line "$i"; done
   } > "$dir/haproxy.cfg"
-  # Replicas: deploy/cluster/replica1.json (they are all alike) on loopback
-  # ports, the demo scenes from this checkout, no tokens (loopback only).
-  for i in $(seq 1 "$replicas"); do
-    sed -e "s|\"0.0.0.0:7420\"|\"127.0.0.1:$((base + 10 * i))\"|" \
-        -e "s|\"0.0.0.0:7430\"|\"127.0.0.1:$((base + 10 * i + 1))\"|" \
-        -e "s|\"0.0.0.0:9420\"|\"127.0.0.1:$((base + 10 * i + 2))\"|" \
-        -e "s|\"redis:6379\"|\"127.0.0.1:$rport\"|" \
-        -e "s|\"threads\": 0|\"threads\": 2|" \
-        -e "s|/etc/pathd/scenes/|$root/config/scenes/|" \
-        "$deploy/replica1.json" > "$dir/replica$i.json"
-  done
+  for i in $(seq 1 "$replicas"); do write_replica "$i"; done
+  write_env
+}
+
+# Replica I's line in HAProxy's backend (the checks come from default-server).
+server_line() {
+  echo "    server replica$1 127.0.0.1:$((base + 10 * $1)) agent-port $((base + 10 * $1 + 1))"
+}
+
+# Replica I's config: deploy/cluster/replica1.json (they are all alike) on
+# loopback ports, the demo scenes from this checkout, no tokens (loopback
+# only), two worker threads.
+write_replica() {
+  local i=$1
+  sed -e "s|\"0.0.0.0:7420\"|\"127.0.0.1:$((base + 10 * i))\"|" \
+      -e "s|\"0.0.0.0:7430\"|\"127.0.0.1:$((base + 10 * i + 1))\"|" \
+      -e "s|\"0.0.0.0:9420\"|\"127.0.0.1:$((base + 10 * i + 2))\"|" \
+      -e "s|\"redis:6379\"|\"127.0.0.1:$((base + 1))\"|" \
+      -e "s|\"threads\": 0|\"threads\": 2|" \
+      -e "s|/etc/pathd/scenes/|$root/config/scenes/|" \
+      "$deploy/replica1.json" > "$dir/replica$i.json"
+}
+
+write_env() {
   cat > "$dir/cluster.env" <<ENV
 CLUSTER_REPLICAS=$replicas
 CLUSTER_BASE_PORT=$base
 CLUSTER_PATHD=$pathd
 ENV
+}
+
+# One command to HAProxy's admin socket; prints its answer.
+haproxy_cmd() {
+  /usr/bin/python3 - "$dir/haproxy.sock" "$1" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode() + b"\n")
+out = b""
+while True:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    out += chunk
+sys.stdout.write(out.decode())
+PY
 }
 
 start_replica() {
@@ -245,6 +276,28 @@ case "$cmd" in
     [[ "$index" =~ ^[0-9]+$ ]] && [ "$index" -ge 1 ] && [ "$index" -le "$replicas" ] ||
       die "$cmd needs a replica number 1..$replicas"
     signal_replica "$([ "$cmd" = drain ] && echo USR1 || echo USR2)" "$index"
+    ;;
+  add-replica)
+    load_env
+    live_pid haproxy >/dev/null || die "haproxy is not running: add-replica adds to a running cluster"
+    i=$((replicas + 1))
+    [ "$i" -le 99 ] && [ $((base + 10 * i + 2)) -le 65535 ] || die "no room for replica$i's ports"
+    write_replica "$i"
+    start_replica "$i"
+    # A server added at run time takes no default-server settings: the same
+    # ones are given here (less init-addr and resolvers, which HAProxy
+    # refuses for them); it starts in maintenance until enabled.
+    opts=$(sed -n 's/^ *default-server //p' "$dir/haproxy.cfg" | sed -e 's/ init-addr [^ ]*//' -e 's/ resolvers [^ ]*//')
+    out=$(haproxy_cmd "add server replicas/replica$i 127.0.0.1:$((base + 10 * i)) $opts agent-port $((base + 10 * i + 1))")
+    [[ "$out" == *"New server registered"* ]] || die "HAProxy refused replica$i: $out"
+    haproxy_cmd "enable health replicas/replica$i" >/dev/null
+    haproxy_cmd "enable agent replicas/replica$i" >/dev/null
+    haproxy_cmd "enable server replicas/replica$i" >/dev/null
+    # The file says the same, for HAProxy's next start.
+    server_line "$i" >> "$dir/haproxy.cfg"
+    replicas=$i
+    write_env
+    echo "replica$i $(live_pid "replica$i") 127.0.0.1:$(port_of "replica$i")"
     ;;
   down)
     load_env

@@ -15,7 +15,9 @@ deploy/cluster/, and checks what the deployment promises:
   (SIGUSR2) brings it back;
 - kill -9 of replica2: status says it is gone, HAProxy marks it DOWN and
   still serves; start-replica 2 brings it back, replayed from the Redis log
-  (it has the update replica1 made);
+  (it has the update made through HAProxy);
+- add-replica: replica3 starts, replays the log, and HAProxy (told through
+  its admin socket) marks it UP;
 - `down` leaves none of the processes.
 
 Bounded: every wait has a deadline, and the cluster is taken down (or its
@@ -45,7 +47,7 @@ def free_base():
     """A base port whose cluster ports (cluster.sh's layout) are all free."""
     for _ in range(50):
         base = random.randrange(20000, 60000, 100)
-        ports = [base, base + 1] + [base + 10 * i + k for i in (1, 2) for k in (0, 1, 2)]
+        ports = [base, base + 1] + [base + 10 * i + k for i in (1, 2, 3) for k in (0, 1, 2)]
         socks = []
         try:
             for p in ports:
@@ -318,6 +320,18 @@ def main():
     assert find_path(d2, 42).status == pb.OK
     d2.close()
     print(f"kill -9 replica2: HAProxy DOWN, served by replica1; start-replica 2: UP, town at version {v}")
+
+    r = run("add-replica")
+    rc, lines = status_lines()
+    assert rc == 0 and [l[0] for l in lines][-1] == "replica3" and lines[-1][2] == f"127.0.0.1:{base + 30}", lines
+    assert r.stdout.split()[:2] == lines[-1][:2], (r.stdout, lines)
+    pids.append(int(lines[-1][1]))
+    wait_for("HAProxy to mark the added replica3 UP", lambda: haproxy_stat().get("replica3", ("",))[0] == "UP")
+    d3 = Conn(base + 30)
+    assert d3.ping(50).pong.serving == pb.SERVING and scene_version(d3, 51) == updated
+    d3.close()
+    assert agent_word(base + 31) == "up ready\n"
+    print(f"add-replica: replica3 UP in HAProxy, town at version {updated}")
 
     run("down")
     for pid in pids:
