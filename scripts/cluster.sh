@@ -8,10 +8,15 @@
 #   scripts/cluster.sh status [--dir DIR]       one line per process: NAME PID HOST:PORT
 #                                               (PID "-" when it is not running; exit 1 then)
 #   scripts/cluster.sh start-replica I [--dir DIR]   start replica I again (after a crash)
+#   scripts/cluster.sh stop-replica I [--dir DIR]    SIGTERM: replica I finishes what it owes
+#                                               and exits (drain it first)
+#   scripts/cluster.sh start-redis|start-haproxy [--dir DIR]   start it again (after a crash)
 #   scripts/cluster.sh add-replica [--dir DIR]  start replica N+1 and add it to HAProxy
 #                                               while it runs (its admin socket)
 #   scripts/cluster.sh drain I [--dir DIR]      SIGUSR1: replica I takes nothing new
 #   scripts/cluster.sh ready I [--dir DIR]      SIGUSR2: replica I serves again
+#   scripts/cluster.sh haproxy 'CMD' [--dir DIR]   one command to HAProxy's admin
+#                                               socket, e.g. 'show stat'
 #   scripts/cluster.sh down [--dir DIR]         stop everything (SIGTERM, then SIGKILL)
 #
 # Ports (P = --base-port, 7400 by default): HAProxy's front end P, Redis
@@ -31,7 +36,7 @@ cmd="${1:-}"
 [ $# -gt 0 ] && shift
 index=""
 case "$cmd" in
-  start-replica|drain|ready)
+  start-replica|stop-replica|drain|ready|haproxy)
     index="${1:-}"
     [ $# -gt 0 ] && shift
     ;;
@@ -52,7 +57,7 @@ while [ $# -gt 0 ]; do
 done
 
 usage() {
-  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -203,6 +208,20 @@ start_replica() {
   wait_port "$(port_of "$name")" 30 || die "$name did not listen on 127.0.0.1:$(port_of "$name"); see $dir/$name.log"
 }
 
+start_redis() {
+  live_pid redis >/dev/null && die "redis is running (pid $(live_pid redis))"
+  spawn redis redis-server "$dir/redis.conf"
+  # Loading the append-only file comes before the port listens.
+  wait_port "$(port_of redis)" 30 || die "redis did not listen; see $dir/redis.log"
+}
+
+start_haproxy() {
+  live_pid haproxy >/dev/null && die "haproxy is running (pid $(live_pid haproxy))"
+  rm -f "$dir/haproxy.sock"
+  spawn haproxy haproxy -db -f "$dir/haproxy.cfg"
+  wait_port "$base" 10 || die "haproxy did not listen; see $dir/haproxy.log"
+}
+
 signal_replica() {
   local sig=$1 name="replica$2" pid
   pid=$(live_pid "$name") || die "$name is not running"
@@ -244,11 +263,9 @@ case "$cmd" in
     done
     write_configs
     haproxy -c -q -f "$dir/haproxy.cfg" || die "HAProxy refused $dir/haproxy.cfg"
-    spawn redis redis-server "$dir/redis.conf"
-    wait_port "$(port_of redis)" 10 || die "redis did not listen; see $dir/redis.log"
+    start_redis
     for i in $(seq 1 "$replicas"); do start_replica "$i"; done
-    spawn haproxy haproxy -db -f "$dir/haproxy.cfg"
-    wait_port "$base" 10 || die "haproxy did not listen; see $dir/haproxy.log"
+    start_haproxy
     echo "cluster up in $dir: HAProxy on 127.0.0.1:$base, $replicas replicas, Redis on 127.0.0.1:$((base + 1))"
     ;;
   status)
@@ -270,6 +287,22 @@ case "$cmd" in
       die "start-replica needs a replica number 1..$replicas"
     start_replica "$index"
     echo "replica$index $(live_pid "replica$index") 127.0.0.1:$(port_of "replica$index")"
+    ;;
+  stop-replica)
+    load_env
+    [[ "$index" =~ ^[0-9]+$ ]] && [ "$index" -ge 1 ] && [ "$index" -le "$replicas" ] ||
+      die "stop-replica needs a replica number 1..$replicas"
+    stop_one "replica$index" 15
+    ;;
+  start-redis)
+    load_env
+    start_redis
+    echo "redis $(live_pid redis) 127.0.0.1:$(port_of redis)"
+    ;;
+  start-haproxy)
+    load_env
+    start_haproxy
+    echo "haproxy $(live_pid haproxy) 127.0.0.1:$base"
     ;;
   drain|ready)
     load_env
@@ -298,6 +331,11 @@ case "$cmd" in
     replicas=$i
     write_env
     echo "replica$i $(live_pid "replica$i") 127.0.0.1:$(port_of "replica$i")"
+    ;;
+  haproxy)
+    load_env
+    [ -n "$index" ] || die "haproxy needs a command for its admin socket, e.g. 'show stat'"
+    haproxy_cmd "$index"
     ;;
   down)
     load_env

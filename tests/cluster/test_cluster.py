@@ -18,6 +18,9 @@ deploy/cluster/, and checks what the deployment promises:
   (it has the update made through HAProxy);
 - add-replica: replica3 starts, replays the log, and HAProxy (told through
   its admin socket) marks it UP;
+- kill -9 of Redis: an update is answered OVERLOADED (nothing changed),
+  queries go on; start-redis, and the same update goes through;
+- kill -9 of HAProxy: its connections close; start-haproxy serves again;
 - `down` leaves none of the processes.
 
 Bounded: every wait has a deadline, and the cluster is taken down (or its
@@ -129,18 +132,7 @@ def status_lines():
 
 def haproxy_stat():
     """{server: (status, stot)} from HAProxy's stats socket."""
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(5)
-    s.connect(os.path.join(DIR, "haproxy.sock"))
-    s.sendall(b"show stat\n")
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
-    lines = data.decode().splitlines()
+    lines = run("haproxy", "show stat").stdout.splitlines()
     head = lines[0].lstrip("# ").split(",")
     out = {}
     for line in lines[1:]:
@@ -291,8 +283,8 @@ def main():
         conn.close()
 
     run("drain", "1")  # a second drain changes nothing
-    run("ready", "1")
-    assert agent_word(a1) == "up ready\n"
+    run("ready", "1")  # a signal: the replica takes it in its own time
+    wait_for("replica1's agent to say ready", lambda: agent_word(a1) == "up ready\n", timeout=5)
     wait_for("HAProxy to put replica1 back UP", lambda: haproxy_stat()["replica1"][0] == "UP")
 
     # kill -9 replica2: HAProxy marks it down and replica1 serves alone.
@@ -332,6 +324,46 @@ def main():
     d3.close()
     assert agent_word(base + 31) == "up ready\n"
     print(f"add-replica: replica3 UP in HAProxy, town at version {updated}")
+
+    # Redis dies: replica3 refuses the update retryably and serves queries.
+    def gone(pid):
+        return not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+
+    os.kill(pids[1], signal.SIGKILL)
+    wait_for("redis to be gone", lambda: gone(pids[1]))
+    d3 = Conn(base + 30)
+    upd2 = pb.Request(id=60)
+    upd2.update_cells.scene = "town"
+    upd2.update_cells.cells.cells.add(x=11, y=7)
+    upd2.update_cells.op = pb.UPDATE_BLOCK
+    r = d3.call(upd2)
+    assert r.status == pb.OVERLOADED, r
+    assert scene_version(d3, 61) == updated and find_path(d3, 62).status == pb.OK
+    r = run("start-redis")
+    pids[1] = int(r.stdout.split()[1])
+    upd2.id = 63
+    r = d3.call(upd2)
+    assert r.status == pb.OK and r.update.version == updated + 1, r
+    d3.close()
+    print(f"kill -9 redis: update OVERLOADED, queries OK; start-redis: update -> version {updated + 1}")
+
+    # HAProxy dies: its clients' connections close; started again, it serves.
+    c = Conn(front)
+    assert c.ping(70).pong.serving == pb.SERVING
+    os.kill(pids[0], signal.SIGKILL)
+    try:
+        c.recv(timeout=5)
+        raise AssertionError("a connection through a dead HAProxy stayed open")
+    except (ConnectionError, OSError):
+        pass
+    r = run("start-haproxy")
+    pids[0] = int(r.stdout.split()[1])
+    wait_for("HAProxy to mark the three replicas UP",
+             lambda: [st for st, _ in haproxy_stat().values()] == ["UP"] * 3)
+    c = Conn(front)
+    assert c.ping(71).pong.serving == pb.SERVING and find_path(c, 72).status == pb.OK
+    c.close()
+    print("kill -9 haproxy: its connections closed; start-haproxy: 3 replicas UP, serving")
 
     run("down")
     for pid in pids:
