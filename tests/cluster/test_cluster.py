@@ -38,6 +38,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 
 import pathd_pb2 as pb
 
@@ -267,6 +269,13 @@ def main():
     # replica2 serves on as before.
     assert find_path(quiet[0], 11).status == pb.OK
     assert agent_word(a1) == "drain\n" and agent_word(a2) == "up ready\n"
+    # /readyz of replica1's metrics port: 503, draining; replica2's 200.
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{base + 12}/readyz", timeout=5)
+        raise AssertionError("/readyz of a draining replica answered 200")
+    except urllib.error.HTTPError as e:
+        assert e.code == 503 and b"draining" in e.read(), e
+    assert urllib.request.urlopen(f"http://127.0.0.1:{base + 22}/readyz", timeout=5).status == 200
     wait_for("HAProxy to put replica1 in DRAIN", lambda: haproxy_stat()["replica1"][0].startswith("DRAIN"))
     # New connections all go to replica2.
     st0 = haproxy_stat()
