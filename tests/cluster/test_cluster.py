@@ -378,6 +378,12 @@ def main():
     for pid in pids:
         assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z", pid
     print("down: no process left")
+    # In a sanitizer build the replicas' logs hold its reports.
+    for name in ("replica1", "replica2", "replica3"):
+        with open(os.path.join(DIR, f"{name}.log")) as f:
+            log = f.read()
+        for mark in ("Sanitizer", "runtime error:"):
+            assert mark not in log, f"{name}.log: {mark}"
 
 
 if __name__ == "__main__":
