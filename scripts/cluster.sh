@@ -252,6 +252,9 @@ case "$cmd" in
       die "--base-port must leave room for every port (1024 .. 65535)"
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd)
+    # Absolute, so the other commands work from any directory.
+    [ -x "$pathd" ] || die "no pathd at $pathd (build it: cmake --build build --target pathd, or make cluster)"
+    pathd="$(cd "$(dirname "$pathd")" && pwd)/$(basename "$pathd")"
     if [ -f "$dir/cluster.env" ]; then
       for n in $(replicas=99; names); do
         if live_pid "$n" >/dev/null; then die "$n of a cluster in $dir is running: scripts/cluster.sh down --dir $dir"; fi
