@@ -41,7 +41,8 @@ typedef enum pd_status {
     PD_WATCH_OVERFLOW = 41,     /* a watcher fell behind by limits.watch_buffer_bytes: its watch ended */
     /* 42..49 belong to replicas (docs/OPERATIONS.md). */
     PD_DRAINING = 42,           /* this replica is draining: unsolicited (id 0) once on every
-                                   connection, then the answer to every new request but Ping */
+                                   connection, then the answer to new requests (not Ping,
+                                   Cancel or Unwatch) */
     PD_UNAVAILABLE = 43,        /* retryable: the change log cannot be reached, or the scene is
                                    not served until rebuilt from it */
 } pd_status;

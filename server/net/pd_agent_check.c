@@ -20,7 +20,6 @@
 #include "pd_agent_check.h"
 
 #include <arpa/inet.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +81,6 @@ static void pd__agent_on_connection(uv_stream_t *listener, int status)
     ac->server = s;
     s->agent.open++;
     if (uv_accept(listener, (uv_stream_t *)&ac->tcp) != 0 || s->agent.conns >= PD_AGENT_MAX_CONNS) {
-        s->agent.refused_total++;
         uv_close((uv_handle_t *)&ac->tcp, pd__agent_closed);
         return;
     }
@@ -90,11 +88,8 @@ static void pd__agent_on_connection(uv_stream_t *listener, int status)
     s->agent.conns++;
     const char *word = pd__agent_word(s->agent.serving(s));
     uv_buf_t buf = uv_buf_init((char *)word, (unsigned)strlen(word));
-    if (uv_write(&ac->write, (uv_stream_t *)&ac->tcp, &buf, 1, pd__agent_written) != 0) {
+    if (uv_write(&ac->write, (uv_stream_t *)&ac->tcp, &buf, 1, pd__agent_written) != 0)
         uv_close((uv_handle_t *)&ac->tcp, pd__agent_closed);
-        return;
-    }
-    s->agent.answered_total++;
 }
 
 int pd__agent_start(pd_server *s, const char *host, uint16_t port, char *err, size_t errlen)

@@ -30,8 +30,6 @@ typedef struct pd__agent_state {
     int open;                    /* handles not yet called back from uv_close */
     uint32_t conns;              /* connections being answered */
     uint16_t port;               /* the bound port, 0 when off */
-    uint64_t answered_total;
-    uint64_t refused_total;      /* closed unanswered: past PD_AGENT_MAX_CONNS */
 } pd__agent_state;
 
 /* The word for a serving state, with its newline: "up ready\n" (serving),

@@ -662,10 +662,12 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
     size_t len = 0;
     uint8_t *buf;
 
-    /* A draining replica takes nothing new but Ping (which says so): the
-     * client sends it on a new connection, which the balancer gives
-     * another replica. */
-    if (req->kind != PD_REQ_PING && s->dispatch.up.serving(s) == PD_SERVING_DRAINING) {
+    /* A draining replica takes nothing new: the client sends it on a new
+     * connection, which the balancer gives another replica. Ping (which
+     * says so), and Cancel and Unwatch (they end work already taken on)
+     * are still served. */
+    if (req->kind != PD_REQ_PING && req->kind != PD_REQ_CANCEL && req->kind != PD_REQ_UNWATCH &&
+        s->dispatch.up.serving(s) == PD_SERVING_DRAINING) {
         pd__send_error(c, req->id, PD_DRAINING, "this replica is draining: send it on a new connection");
         return;
     }

@@ -20,9 +20,9 @@
  *
  * Draining (SIGUSR1, back with SIGUSR2; docs/OPERATIONS.md) is not a stop:
  * the replica keeps every connection and answers what it owes, tells each
- * connection DRAINING once and every new request but Ping after, and says
- * "drain" on the agent-check port so HAProxy sends new connections
- * elsewhere. What Ping, the agent and dispatch report is decided in one
+ * connection DRAINING once and every new request after (but Ping, Cancel
+ * and Unwatch), and says "drain" on the agent-check port so HAProxy sends
+ * new connections elsewhere. What Ping, the agent and dispatch report is decided in one
  * place, pd__server_serving.
  */
 #include "pd_server_internal.h"

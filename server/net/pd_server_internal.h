@@ -87,8 +87,8 @@ struct pd_server {
     pd__phase phase;
     /* What Pong.serving and the agent-check port say, decided in one place
      * (pd__server_serving): */
-    int draining;                /* SIGUSR1 until SIGUSR2: every new request but Ping is
-                                    answered DRAINING, the agent says "drain" */
+    int draining;                /* SIGUSR1 until SIGUSR2: new requests (but Ping, Cancel,
+                                    Unwatch) are answered DRAINING, the agent says "drain" */
     int catching_up;             /* NOT_SERVING until the replica has caught up with the
                                     change log (issue 32's replica loop sets it) */
     uint64_t started_ns;

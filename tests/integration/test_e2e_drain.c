@@ -2,8 +2,9 @@
  * test_e2e_drain.c - draining a replica (issue 32; docs/OPERATIONS.md):
  * SIGUSR1 with long searches in flight tells the connection DRAINING once
  * (id 0) and still answers every search it owed; after it Ping says
- * DRAINING_STATE, every other request (on that connection and on a new
- * one) is answered DRAINING, and the agent-check port says "drain";
+ * DRAINING_STATE, Cancel is still served, every other request (on that
+ * connection and on a new one) is answered DRAINING, and the agent-check
+ * port says "drain";
  * SIGUSR2 serves again ("up ready", SERVING, paths) and sends nothing;
  * SIGTERM's stop still exits 0 from a drain. The daemon runs under the
  * sanitizers of the build (the harness fails a test whose log has a
@@ -167,6 +168,14 @@ static void test_drain_and_back(void **state)
      * connection; the agent says drain. */
     assert_int_equal(ping_serving(fd, 102), PATHD__V1__SERVING_STATE__DRAINING_STATE);
     assert_int_equal(short_path(fd, 103), PATHD__V1__STATUS__DRAINING);
+    /* Cancel still is: it ends work already taken on (none is left here). */
+    pdi_small_msg cancel;
+    pdi_cancel_init(&cancel, 109, 1);
+    assert_int_equal(pdi_raw_send_request(fd, &cancel.req), 0);
+    Pathd__V1__Response *cr = pdi_raw_recv_final(fd, 109, PDI_CALL_TIMEOUT_MS);
+    assert_non_null(cr);
+    assert_int_equal(cr->status, PATHD__V1__STATUS__INVALID_ARGUMENT);
+    pathd__v1__response__free_unpacked(cr, NULL);
     int late = pdi_raw_connect(d->port);
     assert_true(late >= 0);
     assert_int_equal(ping_serving(late, 104), PATHD__V1__SERVING_STATE__DRAINING_STATE);
