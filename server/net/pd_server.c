@@ -22,8 +22,8 @@
  * the replica keeps every connection and answers what it owes, tells each
  * connection DRAINING once and every new request after (but Ping, Cancel
  * and Unwatch), and says "drain" on the agent-check port so HAProxy sends
- * new connections elsewhere. What Ping, the agent and dispatch report is decided in one
- * place, pd__server_serving.
+ * new connections elsewhere. What Ping, the agent and dispatch report is
+ * decided in one place, pd__server_serving.
  */
 #include "pd_server_internal.h"
 
@@ -762,11 +762,6 @@ int pd_server_start(pd_server *s, pd_pool *pool, char *err, size_t errlen)
 uint16_t pd_server_port(const pd_server *s)
 {
     return s->port;
-}
-
-uint16_t pd_server_agent_port(const pd_server *s)
-{
-    return s->agent.port;
 }
 
 void pd_server_set_metrics_port(pd_server *s, uint16_t port)

@@ -135,8 +135,6 @@ int pd_server_journal_state(pd_server *s, uint64_t *log_bytes, uint64_t *snapsho
 
 /* The port actually bound (useful with port 0); 0 before pd_server_start. */
 uint16_t pd_server_port(const pd_server *s);
-/* The agent-check port bound (config "agent_check"), or 0 when off. */
-uint16_t pd_server_agent_port(const pd_server *s);
 
 /* Tells the server the port main.c's metrics HTTP server bound, so that a
  * reload's warning names the port that answers, not the configured 0. */
