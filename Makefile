@@ -9,7 +9,9 @@
 # cost beside redis-server), make bench-agents (space-time reservations,
 # issue 34; needs the Moving AI maps of ../shared), make fuzz (each libFuzzer target for
 # FUZZ_SECONDS, docs/FUZZING.md), make docs (regenerate the outputs recorded
-# in the docs from a live daemon, scripts/gen-docs.py).
+# in the docs from a live daemon, scripts/gen-docs.py), make cluster (Redis,
+# HAProxy and REPLICAS pathd replicas on loopback, scripts/cluster.sh up;
+# docs/OPERATIONS.md).
 BUILD    ?= build
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 CONFIG   ?= config/default.json
@@ -20,7 +22,7 @@ FUZZ_SECONDS ?= 60
 PATHD_PYTHON ?= /usr/bin/python3
 
 .PHONY: all deps deps-test deps-bench build build-test fuzz-build run test test-sanitize \
-        test-docker bench bench-server bench-agents fuzz docs clean
+        test-docker bench bench-server bench-agents fuzz docs clean cluster
 
 all: build
 
@@ -56,6 +58,15 @@ run: deps
 	@$(call configure,AUTO)
 	@cmake --build $(BUILD) -j $(JOBS) --target pathd pathctl
 	$(BUILD)/server/pathd --config $(CONFIG)
+
+# Replicas behind HAProxy on one Redis, in $(BUILD)/cluster; haproxy and
+# redis-server are in the test package set. Stop it with
+# `scripts/cluster.sh down`.
+REPLICAS ?= 3
+cluster: deps-test
+	@$(call configure,AUTO)
+	@cmake --build $(BUILD) -j $(JOBS) --target pathd pathctl
+	scripts/cluster.sh up --replicas $(REPLICAS) --dir $(BUILD)/cluster --pathd $(BUILD)/server/pathd
 
 # Every test, then every fuzz target's corpus and regression inputs replayed
 # once under ASan+UBSan (no fuzzing).

@@ -26,6 +26,10 @@ foreach(name cancel concurrency lifecycle)
   pd_test(NAME test_e2e_${name} SOURCES integration/test_e2e_${name}.c
           LIBS pathd_integ_harness LABELS sanitize threaded TIMEOUT 600)
 endforeach()
+# Issue 32: draining (SIGUSR1/SIGUSR2) with searches owed, the DRAINING
+# answers, Pong.serving and the agent-check port; a stop from a drain.
+pd_test(NAME test_e2e_drain SOURCES integration/test_e2e_drain.c
+        LIBS pathd_integ_harness LABELS sanitize threaded TIMEOUT 240)
 # Issue 33: the C client's flow control (in-flight cap, local queue, retry
 # of the server's own OVERLOADED) and WatchEvent.incarnation.
 pd_test(NAME test_e2e_client_flow SOURCES integration/test_e2e_client_flow.c

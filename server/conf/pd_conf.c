@@ -15,6 +15,9 @@
  *     "metrics_listen": "127.0.0.1:9420", Prometheus /metrics + /healthz; "" or null
  *                                       or absent = off;
  *                                        port 0 asks the OS for an ephemeral port
+ *     "agent_check": "127.0.0.1:7430",  HAProxy's agent-check port (one word a connection:
+ *                                        "up ready", "drain" or "down"); "" or null or
+ *                                        absent = off
  *     "threads": 0,                      worker threads 0..256; 0 = number of cores
  *     "log_level": "info",               "error" | "warn" | "info" | "debug"
  *     "data_dir": "data",                the journal's directory (relative to the config
@@ -144,6 +147,9 @@ const pd_conf pd_conf_defaults = {
     .metrics_enabled = 0,          /* config/default.json turns it on at 127.0.0.1:9420 */
     .metrics_host = "127.0.0.1",
     .metrics_port = 9420,
+    .agent_enabled = 0,            /* on with "agent_check" (docs/OPERATIONS.md) */
+    .agent_host = "127.0.0.1",
+    .agent_port = 0,
     .threads = 0,
     .max_frame_bytes = 1024u * 1024u,
     .max_waypoints_per_chunk = 256,
@@ -1088,7 +1094,7 @@ static int pd__parse_document(const pd__ctx *ctx, const char *json, size_t len, 
     static const char *const keys[] = {
         "listen", "metrics_listen", "threads", "limits", "log_level", "jump_point_search", "auth", "scenes",
         "portals", "routes", "data_dir", "journal_fsync", "journal_compact_bytes",
-        "log", NULL,
+        "log", "agent_check", NULL,
     };
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
@@ -1141,6 +1147,17 @@ static int pd__parse_document(const pd__ctx *ctx, const char *json, size_t len, 
             goto out;
         } else {
             c->metrics_enabled = 1;
+        }
+    }
+    /* HAProxy's agent-check port: one word a connection (docs/OPERATIONS.md);
+     * "" or null switches it off, as for metrics_listen. */
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "agent_check")) && !cJSON_IsNull(v)) {
+        if (pd__get_string(ctx, v, "$.agent_check", &str) != 0)
+            goto out;
+        if (*str != '\0') {
+            if (pd__parse_listen(ctx, str, "$.agent_check", c->agent_host, &c->agent_port) != 0)
+                goto out;
+            c->agent_enabled = 1;
         }
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "threads")) &&

@@ -130,6 +130,9 @@ typedef struct pd_conf {
     int metrics_enabled;             /* 1: serve /metrics and /healthz over HTTP */
     char metrics_host[PD_CONF_MAX_HOST]; /* "127.0.0.1": metrics stay on loopback by default */
     uint16_t metrics_port;           /* 9420 */
+    int agent_enabled;               /* 1: answer HAProxy's agent-check ("agent_check") */
+    char agent_host[PD_CONF_MAX_HOST]; /* "agent_check": HOST:PORT, numeric host */
+    uint16_t agent_port;             /* 0 asks the OS for a port */
     uint32_t threads;                /* worker threads; 0 = number of cores */
     uint32_t max_frame_bytes;        /* 1 MiB: largest payload accepted, checked before allocating */
     uint32_t max_waypoints_per_chunk;/* 256: keeps each PathChunk frame small and streamable */

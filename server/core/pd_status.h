@@ -39,8 +39,10 @@ typedef enum pd_status {
     /* 33..39 are unused; 40..49 belong to hearing about changes. */
     PD_STALE_VERSION = 40,      /* retryable: the snapshot is older than the request's min_version */
     PD_WATCH_OVERFLOW = 41,     /* a watcher fell behind by limits.watch_buffer_bytes: its watch ended */
-    /* 42..49 belong to replicas (issue 32). */
-    PD_DRAINING = 42,           /* retryable elsewhere: this replica is draining */
+    /* 42..49 belong to replicas (docs/OPERATIONS.md). */
+    PD_DRAINING = 42,           /* this replica is draining: unsolicited (id 0) once on every
+                                   connection, then the answer to new requests (not Ping,
+                                   Cancel or Unwatch) */
     PD_UNAVAILABLE = 43,        /* retryable: the change log cannot be reached (nothing changed;
                                    resend with the same idempotency key), or the scene is not
                                    served until this replica has rebuilt it from the log */

@@ -733,6 +733,15 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
     size_t len = 0;
     uint8_t *buf;
 
+    /* A draining replica takes nothing new: the client sends it on a new
+     * connection, which the balancer gives another replica. Ping (which
+     * says so), and Cancel and Unwatch (they end work already taken on)
+     * are still served. */
+    if (req->kind != PD_REQ_PING && req->kind != PD_REQ_CANCEL && req->kind != PD_REQ_UNWATCH &&
+        s->dispatch.up.serving(s) == PD_SERVING_DRAINING) {
+        pd__send_error(c, req->id, PD_DRAINING, "this replica is draining: send it on a new connection");
+        return;
+    }
     const pd_kind *k = pd_kind_of(req->kind);
     pd_role have = pd__conn_role(c), need = k->role;
     if (have < need) {
@@ -803,9 +812,7 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
         break;
     }
     case PD_REQ_PING:
-        buf = pd_codec_encode_pong(req->id, req->u.ping_nonce,
-                                   s->replica && !pd__replica_serving(s->replica) ? PD_NOT_SERVING : PD_SERVING,
-                                   &len);
+        buf = pd_codec_encode_pong(req->id, req->u.ping_nonce, s->dispatch.up.serving(s), &len);
         break;
     case PD_REQ_GET_LIMITS: {
         pd_codec_limits lim = {

@@ -2,7 +2,7 @@
  * pd_dispatch.h - a frame's way through the server (pd_dispatch.c):
  * decode, answer or submit a job to the pool, and the completions. Calls
  * down to the connection (pd_conn.h) and the watchers (pd_watchers.h); the
- * two things it needs of the server (a reload, the stats) it asks through
+ * things it needs of the server (a reload, the stats, the serving state) it asks through
  * the hooks the server sets in its part (pd__dispatch_up).
  */
 #ifndef PD_DISPATCH_H
@@ -20,6 +20,8 @@ struct pd_query_scratch;
 typedef struct pd__dispatch_up {
     void (*reload)(pd_server *s);                        /* a Reload request */
     void (*stats)(pd_server *s, pd_server_stats *out);   /* a Stats request */
+    pd_serving (*serving)(pd_server *s);                 /* Ping's Pong.serving; DRAINING
+                                                            refuses new requests */
 } pd__dispatch_up;
 
 /* The dispatch state: the server's part that pd_dispatch.c owns. The

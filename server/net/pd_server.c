@@ -17,6 +17,13 @@
  * PD_SERVER_CANCEL_WAIT_MS to come back), FLUSHING (every connection is shut
  * down once its replies are written, cut after PD_SERVER_FLUSH_MS), CLOSED
  * (the server's own handles close and uv_run returns).
+ *
+ * Draining (SIGUSR1, back with SIGUSR2; docs/OPERATIONS.md) is not a stop:
+ * the replica keeps every connection and answers what it owes, tells each
+ * connection DRAINING once and every new request after (but Ping, Cancel
+ * and Unwatch), and says "drain" on the agent-check port so HAProxy sends
+ * new connections elsewhere. What Ping, the agent and dispatch report is
+ * decided in one place, pd__server_serving.
  */
 #include "pd_replica.h"
 #include "pd_server_internal.h"
@@ -99,6 +106,9 @@ static void pd__stop_finish(pd_server *s)
     pd__close_handle((uv_handle_t *)&s->sig_hup);
     pd__replica_close(s->replica); /* freed once its handles closed */
     s->replica = NULL;
+    pd__close_handle((uv_handle_t *)&s->sig_usr1);
+    pd__close_handle((uv_handle_t *)&s->sig_usr2);
+    pd__agent_close(s);
     uv_unref((uv_handle_t *)&s->async);
     pd_log_info("stopped");
 }
@@ -249,11 +259,59 @@ static void pd__sweep_cb(uv_timer_t *t)
     }
 }
 
+/* The one place this pathd's serving state is decided, from what it is
+ * doing: Ping's Pong.serving (HAProxy's health check expects SERVING, or
+ * DRAINING_STATE so a drain does not cut open connections), the
+ * agent-check port's word (pd_agent_check.c) and the refusal of new
+ * requests while draining (pd_dispatch.c) all ask here. A stop (SIGTERM)
+ * is NOT_SERVING: its listener is closed and it reads nothing new. A
+ * replica (pd_replica.c) is NOT_SERVING until it has applied the change
+ * log up to its head at start. */
+static pd_serving pd__server_serving(pd_server *s)
+{
+    if (s->draining)
+        return PD_SERVING_DRAINING;
+    if (s->phase != PD__RUNNING || s->loading || (s->replica && !pd__replica_serving(s->replica)))
+        return PD_NOT_SERVING;
+    return PD_SERVING;
+}
+
+/* Starts draining (on) or goes back to ready (off). Starting tells every
+ * open connection DRAINING once (id 0, final): a client opens a new
+ * connection, which HAProxy gives another replica once the agent-check
+ * port has said "drain", and closes this one when the answers it is owed
+ * have arrived. Back to ready sends nothing: a connection that stayed is
+ * served again. */
+static void pd__server_drain(pd_server *s, int on)
+{
+    if (on == s->draining || s->phase != PD__RUNNING)
+        return;
+    s->draining = on;
+    if (!on) {
+        pd_log_info("ready: serving new requests again");
+        return;
+    }
+    size_t told = 0;
+    for (pd__conn *c = s->table.conns; c; c = c->next) {
+        if (c->closing || c->lingering)
+            continue;
+        pd__send_error(c, 0, PD_DRAINING, "this replica is draining: open a new connection for new requests "
+                                          "(answers already owed still arrive here)");
+        told++;
+    }
+    pd_log_info("draining: %zu connections told, %" PRIu64 " requests in flight; SIGUSR2 serves again",
+                told, s->dispatch.in_flight);
+}
+
 static void pd__signal_cb(uv_signal_t *h, int signum)
 {
     pd_server *s = h->data;
     if (signum == SIGHUP) {
         pd__server_reload(s);
+        return;
+    }
+    if (signum == SIGUSR1 || signum == SIGUSR2) {
+        pd__server_drain(s, signum == SIGUSR1);
         return;
     }
     pd_log_info("received %s", signum == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -342,6 +400,12 @@ static int pd__server_apply(pd_server *s, pd__loaded *rl)
     if (strcmp(next.data_dir, s->conf.data_dir) != 0 || next.journal_fsync != s->conf.journal_fsync ||
         next.journal_compact_bytes != s->conf.journal_compact_bytes)
         pd_log_warn("reload: data_dir and the journal's settings need a restart; unchanged");
+    if (next.agent_enabled != s->conf.agent_enabled || strcmp(next.agent_host, s->conf.agent_host) != 0 ||
+        next.agent_port != s->conf.agent_port)
+        pd_log_warn("reload: a new agent_check address needs a restart; unchanged");
+    next.agent_enabled = s->conf.agent_enabled;
+    memcpy(next.agent_host, s->conf.agent_host, sizeof next.agent_host);
+    next.agent_port = s->conf.agent_port;
     if (strcmp(next.log.redis_host, s->conf.log.redis_host) != 0 || next.log.redis_port != s->conf.log.redis_port ||
         next.log.timeout_ms != s->conf.log.timeout_ms || strcmp(next.log.prefix, s->conf.log.prefix) != 0 ||
         next.log.dedup_ttl_s != s->conf.log.dedup_ttl_s)
@@ -499,6 +563,7 @@ static const pd__conn_hooks pd__conn_hooks_of_server = {
 static const pd__dispatch_up pd__dispatch_up_of_server = {
     .reload = pd__server_reload,
     .stats = pd_server_get_stats,
+    .serving = pd__server_serving,
 };
 pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *registry,
                             const pd_server_config_source *source)
@@ -528,6 +593,7 @@ pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *r
     atomic_init(&s->reload_requested, 0);
     s->table.hooks = pd__conn_hooks_of_server;
     s->dispatch.up = pd__dispatch_up_of_server;
+    s->agent.serving = pd__server_serving;
     s->reload.loop = loop;
     s->reload.registry = registry;
     s->reload.done = pd__server_loaded;
@@ -686,6 +752,10 @@ int pd_server_start(pd_server *s, pd_pool *pool, char *err, size_t errlen)
     else
         s->port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
 
+    if (s->conf.agent_enabled && pd__agent_start(s, s->conf.agent_host, s->conf.agent_port, err, errlen) != 0) {
+        pd__close_handle((uv_handle_t *)&s->listener);
+        return -1;
+    }
     uv_timer_start(&s->sweep_timer, pd__sweep_cb, s->sweep_interval_ms, s->sweep_interval_ms);
     pd__format_address(s, s->port, where, sizeof where);
     pd_log_info("listening on %s", where);
@@ -707,7 +777,8 @@ int pd_server_watch_signals(pd_server *s)
     struct {
         uv_signal_t *h;
         int signum;
-    } sigs[] = {{&s->sig_term, SIGTERM}, {&s->sig_int, SIGINT}, {&s->sig_hup, SIGHUP}};
+    } sigs[] = {{&s->sig_term, SIGTERM}, {&s->sig_int, SIGINT}, {&s->sig_hup, SIGHUP},
+                {&s->sig_usr1, SIGUSR1}, {&s->sig_usr2, SIGUSR2}};
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
         if (uv_signal_init(s->loop, sigs[i].h) != 0)
             return -1;
@@ -790,6 +861,9 @@ int pd_server_ready(void *server, char *reason, size_t cap)
     else if (s->phase != PD__RUNNING)
         snprintf(reason, cap, "draining: stopping, %" PRIu64 " requests in flight, %zu connections",
                  s->dispatch.in_flight, s->table.n_conns);
+    else if (s->draining)
+        snprintf(reason, cap, "draining (SIGUSR1): %" PRIu64 " requests in flight, %zu connections; "
+                 "SIGUSR2 serves again", s->dispatch.in_flight, s->table.n_conns);
     else if (n_scenes == 0)
         snprintf(reason, cap, "no scenes loaded");
     else if (s->port == 0)
@@ -817,6 +891,9 @@ void pd_server_destroy(pd_server *s)
     pd__close_handle((uv_handle_t *)&s->sig_term);
     pd__close_handle((uv_handle_t *)&s->sig_int);
     pd__close_handle((uv_handle_t *)&s->sig_hup);
+    pd__close_handle((uv_handle_t *)&s->sig_usr1);
+    pd__close_handle((uv_handle_t *)&s->sig_usr2);
+    pd__agent_close(s);
     pd__close_handle((uv_handle_t *)&s->async);
     pd__replica_close(s->replica); /* freed once its handles closed */
     s->replica = NULL;
@@ -829,7 +906,7 @@ void pd_server_destroy(pd_server *s)
     /* A reload still loading must call back before the server is freed (it
      * frees its own memory there, dropping what it loaded); waiting for it
      * blocks in the loop instead of spinning. */
-    while (s->open_handles > 0 || s->table.conns || s->reload.job || s->journal.jobs > 0)
+    while (s->open_handles > 0 || s->agent.open > 0 || s->table.conns || s->reload.job || s->journal.jobs > 0)
         uv_run(s->loop, s->reload.job || s->journal.jobs > 0 ? UV_RUN_ONCE : UV_RUN_NOWAIT);
     /* The workers are gone and so is the journal's threadpool work: the
      * last appends are in, and closing syncs them. */

@@ -11,7 +11,8 @@
  *   s = pd_server_create(loop, &conf, registry, &source);
  *   pd_server_set_world_store(s, store);       optional: serves FindRoute
  *   pool = pd_server_pool_create(s, threads);  the workers, wired to this server
- *   pd_server_watch_signals(s);                optional: SIGTERM/SIGINT/SIGHUP
+ *   pd_server_watch_signals(s);                optional: SIGTERM/SIGINT/SIGHUP, and
+ *                                              SIGUSR1/SIGUSR2 (drain, ready again)
  *   pd_server_load(s, pool, &conf, err, n);    optional: the scenes, loaded while
  *                                              the loop runs (else load the registry
  *                                              before pd_server_create)

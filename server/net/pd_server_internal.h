@@ -4,7 +4,8 @@
  * and one part per file that owns it, each declared in that file's header
  * with the file's functions: the connection table (pd_conn.h), the
  * dispatch state (pd_dispatch.h), the watch state (pd_watchers.h), the
- * reload state (pd_reload.h) and the journal state (pd_journal_loop.h).
+ * reload state (pd_reload.h), the journal state (pd_journal_loop.h) and
+ * the agent-check port (pd_agent_check.h).
  * Not for use outside server/net.
  *
  * The net layer's calls go one way (docs/ARCHITECTURE.md, "The one-way
@@ -21,6 +22,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "pd_agent_check.h"
 #include "pd_conn.h"
 #include "pd_connmap.h"
 #include "pd_dispatch.h"
@@ -70,6 +72,7 @@ struct pd_server {
     uv_timer_t sweep_timer;
     uv_timer_t stop_timer;
     uv_signal_t sig_term, sig_int, sig_hup;
+    uv_signal_t sig_usr1, sig_usr2; /* drain, and back to ready (pd__server_drain) */
     int open_handles;            /* server-level handles not yet called back from uv_close */
     uint64_t sweep_interval_ms;
 
@@ -82,6 +85,10 @@ struct pd_server {
     uint16_t port;
     uint16_t metrics_port;       /* the metrics port main.c bound (pd_server_set_metrics_port); 0: none */
     pd__phase phase;
+    /* What Pong.serving and the agent-check port say, decided in one place
+     * (pd__server_serving): */
+    int draining;                /* SIGUSR1 until SIGUSR2: new requests (but Ping, Cancel,
+                                    Unwatch) are answered DRAINING, the agent says "drain" */
     uint64_t started_ns;
     uint64_t frame_timeouts_total;  /* connections closed for a frame too slow to arrive */
 
@@ -92,6 +99,7 @@ struct pd_server {
     pd__reloader reload;         /* pd_reload.c */
     pd__journal_state journal;   /* pd_journal_loop.c */
     struct pd_replica *replica;  /* pd_replica.c: the tail of a Redis log, or NULL */
+    pd__agent_state agent;       /* pd_agent_check.c */
 };
 
 #endif

@@ -339,6 +339,37 @@ static void test_journal_keys(void **state)
 
 /* "log": the Redis change log's address (a name, an IPv4 address or
  * [IPv6]), its timeout, key prefix and dedup TTL; absent = no Redis log. */
+/* "agent_check": off by default, on with an address (port 0 too), off again
+ * with "" or null, and refused as listen refuses a bad address. */
+static void test_agent_check_key(void **state)
+{
+    (void)state;
+    pd_conf c;
+    char err[256];
+    assert_int_equal(load("{}", &c, err, sizeof err), 0);
+    assert_int_equal(c.agent_enabled, 0);
+    pd_conf_free(&c);
+    assert_int_equal(load("{\"agent_check\": \"127.0.0.1:7430\"}", &c, err, sizeof err), 0);
+    assert_int_equal(c.agent_enabled, 1);
+    assert_string_equal(c.agent_host, "127.0.0.1");
+    assert_int_equal(c.agent_port, 7430);
+    pd_conf_free(&c);
+    assert_int_equal(load("{\"agent_check\": \"[::1]:0\"}", &c, err, sizeof err), 0);
+    assert_int_equal(c.agent_enabled, 1);
+    assert_string_equal(c.agent_host, "::1");
+    assert_int_equal(c.agent_port, 0);
+    pd_conf_free(&c);
+    assert_int_equal(load("{\"agent_check\": \"\"}", &c, err, sizeof err), 0);
+    assert_int_equal(c.agent_enabled, 0);
+    pd_conf_free(&c);
+    assert_int_equal(load("{\"agent_check\": null}", &c, err, sizeof err), 0);
+    assert_int_equal(c.agent_enabled, 0);
+    pd_conf_free(&c);
+    expect_error("{\"agent_check\": \"haproxy:7430\"}",
+                 "t.json: $.agent_check: \"haproxy\" is not a numeric IPv4 address");
+    expect_error("{\"agent_check\": 7430}", "t.json: $.agent_check: must be a string, not a number");
+}
+
 static void test_log_keys(void **state)
 {
     (void)state;
@@ -1017,6 +1048,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_empty_object_gives_defaults),
         cmocka_unit_test(test_full_file),
+        cmocka_unit_test(test_agent_check_key),
         cmocka_unit_test(test_bundled_default_config),
         cmocka_unit_test(test_map_path_resolution),
         cmocka_unit_test(test_config_file_in_working_directory),
