@@ -43,6 +43,7 @@
 #include "pd_nodepool.h"
 #include "pd_ring.h"
 #include "pd_search_common.h"
+#include "pd_sipp_direct.h"
 
 #define PD__NO_NODE UINT32_MAX
 #define PD__UNSET UINT32_MAX
@@ -102,6 +103,7 @@ struct pd_sipp_ctx {
     size_t n_busy, cap_busy;
     pd_waypoint *wp;         /* the last plan */
     size_t n_wp, cap_wp;
+    pd_sipp_direct *direct;  /* the fast path's (pd_sipp_direct.h), made at first use */
     /* The spans of the neighbourhood of the anchor being expanded. */
     const pd_reserve_span *nb_s[PD__NB_SIDE * PD__NB_SIDE];
     uint32_t nb_n[PD__NB_SIDE * PD__NB_SIDE];
@@ -160,6 +162,7 @@ void pd_sipp_ctx_destroy(pd_sipp_ctx *ctx)
     free(ctx->heap);
     free(ctx->busy);
     free(ctx->wp);
+    pd_sipp_direct_destroy(ctx->direct);
     free(ctx);
 }
 
@@ -167,7 +170,8 @@ size_t pd_sipp_ctx_footprint(const pd_sipp_ctx *ctx)
 {
     return sizeof *ctx + pd_nodepool_footprint(&ctx->cells) + pd_nodepool_footprint(&ctx->rcells) +
            pd_ring_footprint(&ctx->ropen) + (size_t)ctx->cap_nodes * sizeof *ctx->nodes +
-           ctx->cap_heap * sizeof *ctx->heap + ctx->cap_busy * sizeof *ctx->busy + ctx->cap_wp * sizeof *ctx->wp;
+           ctx->cap_heap * sizeof *ctx->heap + ctx->cap_busy * sizeof *ctx->busy + ctx->cap_wp * sizeof *ctx->wp +
+           pd_sipp_direct_footprint(ctx->direct);
 }
 
 void pd_sipp_ctx_trim(pd_sipp_ctx *ctx, size_t keep_bytes)
@@ -189,22 +193,17 @@ void pd_sipp_ctx_trim(pd_sipp_ctx *ctx, size_t keep_bytes)
     pd_nodepool_trim(&ctx->rcells, 0);
     size_t rest = pd_sipp_ctx_footprint(ctx) - pd_nodepool_footprint(&ctx->cells);
     pd_nodepool_trim(&ctx->cells, keep_bytes > rest ? keep_bytes - rest : 0);
+    /* The fast path's search keeps what is left after that. */
+    if (pd_sipp_ctx_footprint(ctx) > keep_bytes) {
+        rest = pd_sipp_ctx_footprint(ctx) - pd_sipp_direct_footprint(ctx->direct);
+        pd_sipp_direct_trim(ctx->direct, keep_bytes > rest ? keep_bytes - rest : 0);
+    }
 }
 
 /* Doubles *buf until it holds `need` items of `size` bytes. 0 or -1. */
 static int pd__grow(void **buf, size_t *cap, size_t need, size_t size)
 {
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64u;
-    while (c < need)
-        c *= 2u;
-    void *b = realloc(*buf, c * size);
-    if (!b)
-        return -1;
-    *buf = b;
-    *cap = c;
-    return 0;
+    return pd__grow_array(buf, cap, need, size);
 }
 
 /* ---- goal and heuristic: the two places goal sets will change ---- */
@@ -873,6 +872,12 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
         st = PD_NO_PATH;
         goto done;
     }
+
+    /* The static shortest path, when the table leaves it free, is optimal
+     * (pd_sipp_direct.h): no search over time at all. */
+    if (!p->sipp_only && pd_sipp_direct_plan(&ctx->direct, table, grid, p, r->self, r->use_table,
+                                             (const int64_t (*)[256])r->dur, r->t_end, &out, &st))
+        goto done;
 
     const size_t n_cells = (size_t)(grid->width + 2) * (size_t)(grid->height + 2);
     ctx->n_nodes = 0;

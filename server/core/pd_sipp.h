@@ -66,6 +66,14 @@
  * reverse search's seeds (pd__rra_begin: every accepted cell at time 0, a
  * multi-source search), and nothing else.
  *
+ * The fast path (pd_sipp_direct.h): before any of the above, the static
+ * shortest path in the plan's own step durations (jump point search),
+ * timed without waits, is checked against the table; when its moves are
+ * free up to the end SIPP would take (the goal, or the handover), it is an
+ * optimal plan and is the answer (pd_sipp_result.direct). On an empty
+ * table that is every plan; the search above runs only when another
+ * agent's hold is in the way (or on weighted grids).
+ *
  * Context: one pd_sipp_ctx per thread, reused without clearing (node
  * records carry a generation, as pd_search's). The search allocates only
  * when a scratch array must grow past its largest size so far, never per
@@ -125,6 +133,9 @@ typedef struct pd_sipp_params {
      * not be exact. */
     pd_sipp_heuristic_fn heuristic;
     void *heuristic_user;
+    /* 1: skip the fast path (pd_sipp_direct.h), plan with SIPP alone; for
+     * tests and benchmarks that compare the two. */
+    int sipp_only;
 } pd_sipp_params;
 
 typedef struct pd_sipp_result {
@@ -145,6 +156,9 @@ typedef struct pd_sipp_result {
     /* The reverse search's expansions (exact static times, when the caller
      * gives no heuristic); max_expansions bounds it on its own too. */
     uint64_t reverse_expanded;
+    /* 1 when the fast path (pd_sipp_direct.h) answered: the static shortest
+     * path was free; the searches above then did not run. */
+    int direct;
 } pd_sipp_result;
 
 typedef struct pd_sipp_ctx pd_sipp_ctx;
@@ -152,7 +166,8 @@ typedef struct pd_sipp_ctx pd_sipp_ctx;
 pd_sipp_ctx *pd_sipp_ctx_create(void);
 void pd_sipp_ctx_destroy(pd_sipp_ctx *ctx);
 size_t pd_sipp_ctx_footprint(const pd_sipp_ctx *ctx);
-/* As pd_search_ctx_trim; the last result's waypoints stay valid. */
+/* As pd_search_ctx_trim; the last result's waypoints stay valid (the fast
+ * path's too: pd_sipp_direct_trim keeps them). */
 void pd_sipp_ctx_trim(pd_sipp_ctx *ctx, size_t keep_bytes);
 
 /*
