@@ -846,15 +846,6 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
     r->sx = p->start.x + 1;
     r->sy = p->start.y + 1;
     r->stop = PD_OK;
-    for (int c = 1; c < 256; c++)
-        for (int diag = 0; diag < 2; diag++) {
-            /* The step's cost as pd_search sums it, in milliseconds, rounded
-             * up (a hair of float noise below an integer stays on it). */
-            const double cost = diag ? PD__SQRT2 * c : (double)c;
-            const double ms = ceil(cost * 1000.0 / p->speed - 1e-9);
-            r->dur[diag][c] = ms < 1.0 ? 1 : (int64_t)ms;
-        }
-
     if (r->use_table) {
         uint32_t holder = pd__holder(r, p->start.x, p->start.y, p->t0_ms);
         if (holder != PD_RESERVE_NO_SLOT) {
@@ -875,9 +866,13 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
 
     /* The static shortest path, when the table leaves it free, is optimal
      * (pd_sipp_direct.h): no search over time at all. */
-    if (!p->sipp_only && pd_sipp_direct_plan(&ctx->direct, table, grid, p, r->self, r->use_table,
-                                             (const int64_t (*)[256])r->dur, r->t_end, &out, &st))
+    if (!p->sipp_only && pd_sipp_direct_plan(&ctx->direct, table, grid, p, r->self, r->use_table, r->t_end, &out, &st))
         goto done;
+    /* Made after the fast path, which needs two of them (510 ceil()s are
+     * a fair part of its time on a short query). */
+    for (int c = 1; c < 256; c++)
+        for (int diag = 0; diag < 2; diag++)
+            r->dur[diag][c] = pd_sipp_step_ms(diag, c, p->speed);
 
     const size_t n_cells = (size_t)(grid->width + 2) * (size_t)(grid->height + 2);
     ctx->n_nodes = 0;

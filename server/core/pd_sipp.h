@@ -82,6 +82,7 @@
 #ifndef PD_SIPP_H
 #define PD_SIPP_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -100,6 +101,17 @@
  * then stays below PD_RESERVE_MAX_TIME. */
 #define PD_SIPP_MAX_WINDOW_MS ((int64_t)1 << 40)
 #define PD_SIPP_MAX_T0 ((int64_t)1 << 60)
+
+/* A step's duration in milliseconds: its cost as pd_search sums it (c
+ * straight, c * sqrt(2) diagonally, c the cost byte of the cell entered)
+ * * 1000 / speed, rounded up (a hair of float noise below an integer stays
+ * on it), at least 1. */
+static inline int64_t pd_sipp_step_ms(int diagonal, int cost_byte, double speed)
+{
+    const double cost = diagonal ? 1.41421356237309504880 * cost_byte : (double)cost_byte;
+    const double ms = ceil(cost * 1000.0 / speed - 1e-9);
+    return ms < 1.0 ? 1 : (int64_t)ms;
+}
 
 typedef enum pd_at_goal {
     PD_AT_GOAL_PARK = 0,

@@ -90,7 +90,7 @@ static size_t pd__static_path(pd_sipp_direct *d, const pd_grid *grid, const pd_s
 }
 
 int pd_sipp_direct_plan(pd_sipp_direct **dp, const pd_reserve *table, const pd_grid *grid, const pd_sipp_params *p,
-                        uint32_t self, int use_table, const int64_t dur[2][256], int64_t t_end,
+                        uint32_t self, int use_table, int64_t t_end,
                         pd_sipp_result *res, pd_status *st)
 {
     if (!grid->uniform_cost)
@@ -105,7 +105,8 @@ int pd_sipp_direct_plan(pd_sipp_direct **dp, const pd_reserve *table, const pd_g
     }
     pd_sipp_direct *d = *dp;
     /* Every passable cell costs 1 on a uniform grid. */
-    const size_t n = pd__static_path(d, grid, p, dur[0][1], dur[1][1]);
+    const int64_t dur[2] = { pd_sipp_step_ms(0, 1, p->speed), pd_sipp_step_ms(1, 1, p->speed) };
+    const size_t n = pd__static_path(d, grid, p, dur[0], dur[1]);
     if (n == 0)
         return 0;
 
@@ -138,7 +139,7 @@ int pd_sipp_direct_plan(pd_sipp_direct **dp, const pd_reserve *table, const pd_g
             }
         }
         const int32_t dx = pt[i + 1].x - pt[i].x, dy = pt[i + 1].y - pt[i].y;
-        const int64_t step = dur[dx != 0 && dy != 0][1];
+        const int64_t step = dur[dx != 0 && dy != 0];
         if (use_table) {
             const int32_t x0 = dx < 0 ? pt[i + 1].x : pt[i].x, y0 = dy < 0 ? pt[i + 1].y : pt[i].y;
             const int32_t x1 = (dx > 0 ? pt[i + 1].x : pt[i].x) + k - 1, y1 = (dy > 0 ? pt[i + 1].y : pt[i].y) + k - 1;
@@ -153,7 +154,7 @@ int pd_sipp_direct_plan(pd_sipp_direct **dp, const pd_reserve *table, const pd_g
     g = p->t0_ms;
     for (size_t i = 0; i <= end; i++) {
         if (i > 0)
-            g += dur[pt[i].x != pt[i - 1].x && pt[i].y != pt[i - 1].y][1];
+            g += dur[pt[i].x != pt[i - 1].x && pt[i].y != pt[i - 1].y];
         d->wp[i] = (pd_waypoint){ .x = pt[i].x, .y = pt[i].y, .t_arrive_ms = g, .t_leave_ms = g };
     }
     pd_waypoint *last = &d->wp[end];

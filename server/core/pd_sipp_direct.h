@@ -59,13 +59,13 @@ void pd_sipp_direct_trim(pd_sipp_direct *d, size_t keep_bytes);
  * bounds, start and goal open, the start free at t0). *d is made at first
  * use (NULL stays NULL when memory ran out: the fast path then declines).
  * self is the agent's slot (its own spans do not count), use_table 0 when
- * no other agent holds anything, dur the step durations of pd_sipp.c
- * ([diagonal][cost byte]), t_end the window's end (FOREVER without one).
+ * no other agent holds anything, t_end the window's end (FOREVER without
+ * one). Steps take pd_sipp_step_ms.
  * Returns 1 with *st PD_OK or PD_PARTIAL and *res filled (waypoints owned
  * by *d, valid until its next use), or 0: declined, nothing filled.
  */
 int pd_sipp_direct_plan(pd_sipp_direct **d, const pd_reserve *table, const pd_grid *grid, const pd_sipp_params *p,
-                        uint32_t self, int use_table, const int64_t dur[2][256], int64_t t_end,
+                        uint32_t self, int use_table, int64_t t_end,
                         pd_sipp_result *res, pd_status *st);
 
 #endif
