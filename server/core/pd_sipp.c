@@ -210,6 +210,11 @@ static int pd__grow(void **buf, size_t *cap, size_t need, size_t size)
 
 static int pd__at_goal(const pd__srun *r, uint32_t cell)
 {
+    if (r->p->targets) {
+        const pd_point c = { (int32_t)(cell % (uint32_t)r->stride) - 1, (int32_t)(cell / (uint32_t)r->stride) - 1 };
+        uint32_t which;
+        return pd_targets_accepts(r->p->targets, r->grid, c, &which);
+    }
     return cell == r->goal;
 }
 
@@ -377,6 +382,7 @@ static double pd__h(pd__srun *r, uint32_t cell, int32_t x, int32_t y, int *exact
         }
     }
     const double d = r->p->heuristic   ? r->p->heuristic(r->p->heuristic_user, x - 1, y - 1)
+                     : r->p->targets   ? pd_targets_h(r->p->targets, r->eight ? PD_CONNECT_8 : PD_CONNECT_4, x - 1, y - 1)
                      : r->eight        ? pd__octile(x - r->gx, y - r->gy)
                                        : pd__manhattan(x - r->gx, y - r->gy);
     return d * r->ms_per_cell;
@@ -809,6 +815,18 @@ static pd_status pd__check(const pd_reserve *table, const pd_grid *grid, const p
         res->limit = PD_RESERVE_LIMIT_WINDOW;
         return PD_LIMIT_EXCEEDED;
     }
+    if (p->targets) {
+        /* Goal sets and ranges (pd_targets.h): every goal inside; a blocked
+         * one (or all) is no refusal, it is never reached (NO_PATH). */
+        if (p->targets->n_goals < 1 || p->targets->n_goals > PD_TARGETS_MAX_GOALS || !(p->targets->range >= 0))
+            return PD_INVALID_ARGUMENT;
+        for (size_t i = 0; i < p->targets->n_goals; i++)
+            if (!pd_grid_in_bounds(grid, p->targets->goals[i].x, p->targets->goals[i].y))
+                return PD_OUT_OF_BOUNDS;
+        if (!pd_grid_in_bounds(grid, p->start.x, p->start.y))
+            return PD_OUT_OF_BOUNDS;
+        return pd_grid_get(grid, p->start.x, p->start.y) == PD_CELL_BLOCKED ? PD_START_BLOCKED : PD_OK;
+    }
     if (!pd_grid_in_bounds(grid, p->start.x, p->start.y) || !pd_grid_in_bounds(grid, p->goal.x, p->goal.y))
         return PD_OUT_OF_BOUNDS;
     if (pd_grid_get(grid, p->start.x, p->start.y) == PD_CELL_BLOCKED)
@@ -837,12 +855,15 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
     r->eight = (p->connectivity ? p->connectivity : PD_CONNECT_8) == PD_CONNECT_8;
     r->k = (int32_t)p->unit;
     r->stride = grid->stride;
-    r->goal = (uint32_t)pd_grid_index(grid, p->goal.x, p->goal.y);
+    /* With targets, goal is unused (pd__at_goal, pd__h read the set). */
+    r->goal = p->targets ? UINT32_MAX : (uint32_t)pd_grid_index(grid, p->goal.x, p->goal.y);
     r->gx = p->goal.x + 1;
     r->gy = p->goal.y + 1;
     r->ms_per_cell = 1000.0 / p->speed;
     r->t_end = p->window_ms ? p->t0_ms + p->window_ms : PD_RESERVE_FOREVER;
-    r->exact = p->heuristic == NULL;
+    /* Goal sets and ranges are keyed by pd_targets_h (the reverse search
+     * has one goal): the octile planner, exact but slower. */
+    r->exact = p->heuristic == NULL && p->targets == NULL;
     r->sx = p->start.x + 1;
     r->sy = p->start.y + 1;
     r->stop = PD_OK;
@@ -858,7 +879,7 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
 
     /* Parking where another agent parks can never be: without a window
      * the search would try every state it can reach before saying so. */
-    if (r->use_table && p->at_goal == PD_AT_GOAL_PARK && p->window_ms == 0 &&
+    if (r->use_table && p->at_goal == PD_AT_GOAL_PARK && p->window_ms == 0 && !p->targets &&
         pd__parked_on(r, p->goal.x, p->goal.y)) {
         st = PD_NO_PATH;
         goto done;

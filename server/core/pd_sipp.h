@@ -61,10 +61,16 @@
  * reserved_until_ms = PD_RESERVE_FOREVER); PD_AT_GOAL_VANISH takes any goal
  * state and leaves the table on arrival (reserved_until_ms = arrival).
  *
- * Goals. A single goal cell today. Goal sets and ranges (pd_targets.h)
- * change the goal test (pd__at_goal), the octile bound (pd__h) and the
- * reverse search's seeds (pd__rra_begin: every accepted cell at time 0, a
- * multi-source search), and nothing else.
+ * Goals. One goal cell, or FindPath's goal sets and ranges
+ * (pd_sipp_params.targets, pd_targets.h: any of up to 64 goals, or any
+ * cell within a Euclidean range of one): they change the goal test
+ * (pd__at_goal) and the bound (pd__h: pd_targets_h), and turn the reverse
+ * search off: such a plan is keyed by pd_targets_h, a consistent lower
+ * bound, and the static rest after a handover is searched as A* (the
+ * octile planner; exact, slower). The fast path declines them. A blocked
+ * goal is never reached rather than refused. (Seeding the reverse search
+ * with every accepted cell would key them exactly too; its ring bounds
+ * how far apart its first keys may lie.)
  *
  * The fast path (pd_sipp_direct.h): before any of the above, the static
  * shortest path in the plan's own step durations (jump point search),
@@ -90,6 +96,7 @@
 #include "pd_reserve.h"
 #include "pd_search.h"
 #include "pd_status.h"
+#include "pd_targets.h"
 
 /* Speeds outside [MIN, MAX] cells per second are PD_INVALID_ARGUMENT: the
  * slowest keeps any plan's times far below PD_RESERVE_MAX_TIME, the fastest
@@ -148,6 +155,10 @@ typedef struct pd_sipp_params {
     /* 1: skip the fast path (pd_sipp_direct.h), plan with SIPP alone; for
      * tests and benchmarks that compare the two. */
     int sipp_only;
+    /* Goal sets and ranges (FindPath's, pd_targets.h): NULL for the one
+     * `goal`; else `goal` is unused and the plan ends at the first cell the
+     * set accepts, keyed by pd_targets_h (see "Goals" above). */
+    const pd_targets *targets;
 } pd_sipp_params;
 
 typedef struct pd_sipp_result {

@@ -93,7 +93,7 @@ int pd_sipp_direct_plan(pd_sipp_direct **dp, const pd_reserve *table, const pd_g
                         uint32_t self, int use_table, int64_t t_end,
                         pd_sipp_result *res, pd_status *st)
 {
-    if (!grid->uniform_cost)
+    if (!grid->uniform_cost || p->targets)
         return 0;
     if (!*dp) {
         pd_sipp_direct *d = calloc(1, sizeof *d);

@@ -28,7 +28,7 @@
  * and exactness needs the planner's metric. So it applies where JPS does:
  * uniform-cost unit grids, 8-connected with straight < diagonal < 2 x
  * straight in ms (every speed below about 1,400 cells per second) or
- * 4-connected. Weighted grids go to SIPP.
+ * 4-connected. Weighted grids, and goal sets and ranges, go to SIPP.
  *
  * The answer has SIPP's form: one waypoint per cell, start first, each
  * leaving when it arrives (no waits); the last holds as pd_sipp_extract

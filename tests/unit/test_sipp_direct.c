@@ -15,6 +15,9 @@
  * legal against the table. The runs must see the fast path answer and
  * decline (a conflict) many times each, or they proved nothing.
  *
+ * Goal sets and ranges (SIPP alone: the fast path declines them) are
+ * compared with the best plan to any single cell the set accepts.
+ *
  * Hand-made: a corridor crossed by another agent's plan makes the fast
  * path decline and SIPP wait; a goal another agent parks on later makes it
  * decline for PARK but not for VANISH.
@@ -388,6 +391,121 @@ static void test_jps_weighted(void **state)
     pd_jps_ctx_destroy(jc);
 }
 
+/* The open cells of g that the set accepts, into out (room for every cell). */
+static size_t accepted_cells(const pd_targets *set, const pd_grid *g, pd_point *out)
+{
+    size_t n = 0;
+    for (int32_t y = 0; y < g->height; y++)
+        for (int32_t x = 0; x < g->width; x++) {
+            uint32_t which;
+            if (pd_grid_get(g, x, y) != PD_CELL_BLOCKED && pd_targets_accepts(set, g, (pd_point){ x, y }, &which))
+                out[n++] = (pd_point){ x, y };
+        }
+    return n;
+}
+
+/* Goal sets and ranges (pd_sipp_params.targets): on random grids and
+ * tables, a set's plan must be as good as the best plan to any one cell
+ * the set accepts, each planned alone on the same table (SIPP's optimum
+ * per cell; the objective as above, with the static rest to that cell),
+ * and end on an accepted cell. */
+static void test_goal_sets_match_single_goals(void **state)
+{
+    (void)state;
+    pd_sipp_ctx *ctx = pd_sipp_ctx_create();
+    assert_non_null(ctx);
+    unsigned compared = 0, sets_no_path = 0;
+    for (uint64_t seed = 1; seed <= 25; seed++) {
+        uint64_t r = seed * 15485863u;
+        world wd;
+        world_random(&wd, &r, 8 + (int32_t)rng_below(&r, 8), 8 + (int32_t)rng_below(&r, 8), (int)rng_below(&r, 25));
+        const pd_grid *ug = wd.unit[1];
+        pd_reserve *t = pd_reserve_create(NULL);
+        assert_non_null(t);
+        for (int q = 0; q < 30; q++) {
+            pd_point goals[3];
+            pd_targets set = { .goals = goals, .n_goals = 1 + (size_t)rng_below(&r, 3),
+                               .range = rng_below(&r, 3) == 0 ? 1.5 : 0.0 };
+            for (size_t i = 0; i < set.n_goals; i++)
+                goals[i] = random_open(ug, &r);
+            pd_sipp_params p = { .agent = 1 + rng_below(&r, 8), .unit = 1, .start = random_open(ug, &r),
+                                 .t0_ms = 100 * q, .speed = 2.0,
+                                 .window_ms = rng_below(&r, 2) ? 0 : 2500,
+                                 .at_goal = rng_below(&r, 3) == 0 ? PD_AT_GOAL_VANISH : PD_AT_GOAL_PARK,
+                                 .max_expansions = 500000, .targets = &set };
+            const int64_t t_end = p.window_ms ? p.t0_ms + p.window_ms : FOREVER;
+            pd_sipp_result res;
+            const pd_status st = pd_sipp_plan(ctx, t, ug, &p, &res);
+            assert_false(res.direct);
+            if (st == PD_BUDGET_EXCEEDED || st == PD_START_BLOCKED)
+                continue; /* a start another agent stands on: nothing to compare */
+            int64_t got = INT64_MAX;
+            size_t n_wp = 0;
+            pd_waypoint *wp = NULL;
+            if (st == PD_OK || st == PD_PARTIAL) {
+                n_wp = res.n_waypoints;
+                wp = malloc(n_wp * sizeof *wp);
+                assert_non_null(wp);
+                memcpy(wp, res.waypoints, n_wp * sizeof *wp);
+                if (st == PD_OK) {
+                    uint32_t which;
+                    assert_true(pd_targets_accepts(&set, ug, (pd_point){ wp[n_wp - 1].x, wp[n_wp - 1].y }, &which));
+                    got = wp[n_wp - 1].t_arrive_ms;
+                }
+            } else {
+                assert_int_equal(st, PD_NO_PATH);
+                sets_no_path++;
+            }
+            /* The best single cell the set accepts. */
+            pd_point cells[16 * 16];
+            const size_t n_cells = accepted_cells(&set, ug, cells);
+            int64_t want = INT64_MAX;
+            for (size_t i = 0; i < n_cells; i++) {
+                pd_sipp_params one = p;
+                one.targets = NULL;
+                one.goal = cells[i];
+                one.sipp_only = 1;
+                pd_sipp_result o;
+                const pd_status os = pd_sipp_plan(ctx, t, ug, &one, &o);
+                if (os != PD_OK && os != PD_PARTIAL)
+                    continue;
+                int64_t *times = static_times(ug, one.goal, p.speed);
+                const int64_t v = objective(os, &o, times, ug->width, t_end);
+                free(times);
+                if (v < want)
+                    want = v;
+            }
+            if (st == PD_PARTIAL) {
+                /* The set's objective: its hold start plus the static rest
+                 * to the nearest accepted cell. */
+                const pd_waypoint *last = &wp[n_wp - 1];
+                int64_t rest = INT64_MAX;
+                for (size_t i = 0; i < n_cells; i++) {
+                    int64_t *times = static_times(ug, cells[i], p.speed);
+                    if (times[last->y * ug->width + last->x] < rest)
+                        rest = times[last->y * ug->width + last->x];
+                    free(times);
+                }
+                got = (last->t_arrive_ms > t_end ? last->t_arrive_ms : t_end) + rest;
+            }
+            if (got != want)
+                fail_msg("seed %llu query %d: the set's plan %s objective %lld, best single cell %lld",
+                         (unsigned long long)seed, q, pd_status_name(st), (long long)got, (long long)want);
+            if (wp) {
+                pd_reserve_refusal why;
+                assert_int_equal(pd_reserve_replace(t, p.agent, 1, p.t0_ms, wp, n_wp, &why), PD_OK);
+                compared++;
+            }
+            free(wp);
+        }
+        pd_reserve_destroy(t);
+        world_free(&wd);
+    }
+    print_message("goal sets: %u plans compared, %u NO_PATH\n", compared, sets_no_path);
+    assert_true(compared >= 300);
+    pd_sipp_ctx_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -395,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_fast_path_declines_on_conflict),
         cmocka_unit_test(test_fast_path_window),
         cmocka_unit_test(test_jps_weighted),
+        cmocka_unit_test(test_goal_sets_match_single_goals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
