@@ -206,7 +206,7 @@ static int pd__grow(void **buf, size_t *cap, size_t need, size_t size)
     return pd__grow_array(buf, cap, need, size);
 }
 
-/* ---- goal and heuristic: the two places goal sets will change ---- */
+/* ---- goal and heuristic: where goal sets and ranges (targets) enter ---- */
 
 static int pd__at_goal(const pd__srun *r, uint32_t cell)
 {
