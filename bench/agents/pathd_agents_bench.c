@@ -304,6 +304,7 @@ typedef struct run_args {
     int unit2_pct;
     int64_t window_ms;
     int64_t hold_ms;            /* PARTIAL's hold (pd_sipp.h): 0 until reserved again */
+    int sipp_only;              /* --sipp-only 1: no fast path (pd_sipp_direct.h), to compare */
     FILE *answers;
     pdc_conn *wire;             /* --mode wire: the server's connection */
     const char *scene;          /* and the scene of the map there */
@@ -414,7 +415,7 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
             if (reserve_mode) {
                 pd_sipp_params p = { .agent = a->id, .unit = a->unit, .start = from, .goal = a->goal,
                                      .t0_ms = t0, .speed = a->speed, .window_ms = ra->window_ms,
-                                     .hold_ms = ra->hold_ms };
+                                     .hold_ms = ra->hold_ms, .sipp_only = ra->sipp_only };
                 pd_sipp_result r;
                 if (wire) {
                     st = reserve_wire(ra, &p, &r, &wbuf, &wcap, &wire_us);
@@ -548,7 +549,7 @@ static void run_single(const scene *s, int queries, int64_t window_ms)
 static void usage(void)
 {
     fprintf(stderr, "usage: pathd-agents-bench --map FILE.map [--mode reserve|alone|single|wire] [--agents N]\n"
-                    "         [--seconds S] [--unit2-pct P] [--window MS] [--hold MS] [--queries N] [--seed N]\n"
+                    "         [--seconds S] [--unit2-pct P] [--window MS] [--hold MS] [--sipp-only 1] [--queries N] [--seed N]\n"
                     "         [--answers FILE.jsonl] [--server HOST:PORT --scene NAME (wire)]\n");
     exit(2);
 }
@@ -577,6 +578,8 @@ int main(int argc, char **argv)
             ra.window_ms = atoll(v);
         else if (!strcmp(argv[i], "--hold"))
             ra.hold_ms = atoll(v);
+        else if (!strcmp(argv[i], "--sipp-only"))
+            ra.sipp_only = atoi(v);
         else if (!strcmp(argv[i], "--queries"))
             queries = atoi(v);
         else if (!strcmp(argv[i], "--seed"))
