@@ -119,9 +119,11 @@ int pd_sipp_direct_plan(pd_sipp_direct **dp, const pd_reserve *table, const pd_g
     pd_status out = PD_OK;
     for (size_t i = 0;; i++) {
         if (i + 1 == n) {
-            /* The goal: PARK holds it from arrival on, VANISH leaves. */
-            if (p->at_goal == PD_AT_GOAL_PARK && use_table &&
-                pd__busy(table, self, pt[i].x, pt[i].y, pt[i].x + k - 1, pt[i].y + k - 1, g, PD_RESERVE_FOREVER))
+            /* The goal: PARK holds it from arrival on; VANISH leaves, but
+             * SIPP still arrives only inside a safe interval, so the
+             * footprint must be free at the arrival itself. */
+            const int64_t until = p->at_goal == PD_AT_GOAL_PARK ? PD_RESERVE_FOREVER : g + 1;
+            if (use_table && pd__busy(table, self, pt[i].x, pt[i].y, pt[i].x + k - 1, pt[i].y + k - 1, g, until))
                 return 0;
             end = i;
             out = PD_OK;

@@ -11,8 +11,9 @@
  * rest (SIPP's objective) is below t0 + T either. P timed from t0 with no
  * waits reaches each of its cells at the earliest time any plan could
  * along it; if every move's box is free over [depart, arrive), and its end
- * is one SIPP would accept (the goal held from arrival on for PARK, any
- * arrival for VANISH; or, with a window, the first cell reached at or
+ * is one SIPP would accept (the goal held from arrival on for PARK, free
+ * at the arrival itself for VANISH, as SIPP arrives only inside a safe
+ * interval; or, with a window, the first cell reached at or
  * after t0 + window whose footprint stays free for the hold: the
  * handover), that plan reaches SIPP's lower bound, so it is optimal. Ties
  * may make it another optimal plan than SIPP's: the arrival (or the

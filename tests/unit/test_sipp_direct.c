@@ -297,6 +297,38 @@ static void test_fast_path_declines_on_conflict(void **state)
     world_free(&wd);
 }
 
+/* VANISH at a goal another agent takes at the very moment of arrival: the
+ * agent holds nothing there, but SIPP arrives only inside a safe interval,
+ * so the fast path declines too (it answered 3,000 ms before the fix). */
+static void test_fast_path_vanish_needs_a_free_arrival(void **state)
+{
+    (void)state;
+    world wd = { 0 };
+    wd.g = core_open_grid(5, 3);
+    wd.c = pd_clearance_build(wd.g);
+    for (uint32_t k = 1; k <= 2; k++)
+        wd.unit[k] = pd_unit_grid_build(wd.g, wd.c, k);
+    pd_reserve *t = pd_reserve_create(NULL);
+    pd_sipp_ctx *ctx = pd_sipp_ctx_create();
+    /* Agent 5 waits at (3, 0) until 3,000, then crosses (3, 1) to (3, 2). */
+    const pd_waypoint cross[] = { { 3, 0, 0, 3000 }, { 3, 1, 4000, 4000 }, { 3, 2, 5000, 5000 } };
+    pd_reserve_refusal why;
+    assert_int_equal(pd_reserve_replace(t, 5, 1, 0, cross, 3, &why), PD_OK);
+    pd_sipp_params p = { .agent = 1, .unit = 1, .start = { 0, 1 }, .goal = { 3, 1 }, .speed = 1.0,
+                         .at_goal = PD_AT_GOAL_VANISH };
+    pd_sipp_result fast, slow;
+    assert_int_equal(pd_sipp_plan(ctx, t, wd.unit[1], &p, &fast), PD_OK);
+    assert_false(fast.direct);
+    const int64_t got = fast.waypoints[fast.n_waypoints - 1].t_arrive_ms;
+    assert_true(got > 3000);
+    p.sipp_only = 1;
+    assert_int_equal(pd_sipp_plan(ctx, t, wd.unit[1], &p, &slow), PD_OK);
+    assert_int_equal(slow.waypoints[slow.n_waypoints - 1].t_arrive_ms, got);
+    pd_sipp_ctx_destroy(ctx);
+    pd_reserve_destroy(t);
+    world_free(&wd);
+}
+
 /* A PARTIAL answer from the fast path ends at the first cell at or past
  * the window's end, held for good (or for hold_ms), as SIPP's does. */
 static void test_fast_path_window(void **state)
@@ -512,6 +544,7 @@ int main(void)
         cmocka_unit_test(test_fast_path_matches_sipp),
         cmocka_unit_test(test_fast_path_declines_on_conflict),
         cmocka_unit_test(test_fast_path_window),
+        cmocka_unit_test(test_fast_path_vanish_needs_a_free_arrival),
         cmocka_unit_test(test_jps_weighted),
         cmocka_unit_test(test_goal_sets_match_single_goals),
     };
