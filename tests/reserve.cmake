@@ -30,3 +30,7 @@ else()
                    -- "${PATHD_PYTHON}" "${CMAKE_CURRENT_SOURCE_DIR}/agents/test_reserve_wire.py" -v)
   set_tests_properties(reserve_wire PROPERTIES LABELS "clients" TIMEOUT 180)
 endif()
+# ReservePath's fast path (the static shortest path when the table leaves
+# it free) against SIPP alone on random grids and tables, and jump point
+# search in milliseconds against a Dijkstra.
+pd_test(NAME test_sipp_direct SOURCES unit/test_sipp_direct.c LIBS pathd_core LABELS sanitize TIMEOUT 300)

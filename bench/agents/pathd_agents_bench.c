@@ -83,6 +83,9 @@ typedef struct figures {
     double agent_ms;            /* agents x game time */
     uint64_t deadlocked, expired;
     size_t table_bytes, table_entries;
+    uint64_t direct;            /* plans the fast path answered (pd_sipp_direct.h) */
+    double *slow_us;            /* the CPU microseconds of the others (SIPP) */
+    size_t n_slow, cap_slow;
 } figures;
 
 static double cpu_us(void)
@@ -301,6 +304,7 @@ typedef struct run_args {
     int unit2_pct;
     int64_t window_ms;
     int64_t hold_ms;            /* PARTIAL's hold (pd_sipp.h): 0 until reserved again */
+    int sipp_only;              /* --sipp-only 1: no fast path (pd_sipp_direct.h), to compare */
     FILE *answers;
     pdc_conn *wire;             /* --mode wire: the server's connection */
     const char *scene;          /* and the scene of the map there */
@@ -340,6 +344,10 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
 {
     const int wire = ra->wire != NULL;
     const int reserve_mode = strcmp(ra->mode, "reserve") == 0 || wire;
+    /* PD_AGENTS_FALLBACK_TRACE=FILE: one line per plan the fast path
+     * declined (agent, goal, unit, us): who needed SIPP, and how often
+     * toward the same goal, for sizing a cache of its searches. */
+    FILE *trace = getenv("PD_AGENTS_FALLBACK_TRACE") ? fopen(getenv("PD_AGENTS_FALLBACK_TRACE"), "w") : NULL;
     pd_waypoint *wbuf = NULL;
     size_t wcap = 0;
     double wire_us;
@@ -407,14 +415,27 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
             if (reserve_mode) {
                 pd_sipp_params p = { .agent = a->id, .unit = a->unit, .start = from, .goal = a->goal,
                                      .t0_ms = t0, .speed = a->speed, .window_ms = ra->window_ms,
-                                     .hold_ms = ra->hold_ms };
+                                     .hold_ms = ra->hold_ms, .sipp_only = ra->sipp_only };
                 pd_sipp_result r;
                 if (wire) {
                     st = reserve_wire(ra, &p, &r, &wbuf, &wcap, &wire_us);
                     note_us(f, wire_us);
                 } else {
                     st = pd_sipp_reserve(ctx, table, s->unit[a->unit], &p, &r);
-                    note_us(f, cpu_us() - began);
+                    const double us = cpu_us() - began;
+                    note_us(f, us);
+                    if ((st == PD_OK || st == PD_PARTIAL) && r.direct)
+                        f->direct++;
+                    else if (st == PD_OK || st == PD_PARTIAL) {
+                        if (f->n_slow == f->cap_slow) {
+                            f->cap_slow = f->cap_slow ? 2 * f->cap_slow : 1024;
+                            f->slow_us = xrealloc(f->slow_us, f->cap_slow * sizeof *f->slow_us);
+                        }
+                        f->slow_us[f->n_slow++] = us;
+                    }
+                    if (trace && (st == PD_OK || st == PD_PARTIAL) && !r.direct)
+                        fprintf(trace, "%llu %d %d %u %.0f\n", (unsigned long long)a->id, a->goal.x, a->goal.y,
+                                a->unit, us);
                 }
                 if (st == PD_OK || st == PD_PARTIAL) {
                     f->wait_ms += wait;
@@ -449,6 +470,8 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
         }
     }
     f->agent_ms = (double)ra->agents * (double)ra->game_ms;
+    if (trace)
+        fclose(trace);
     pd_reserve_stats ts;
     pd_reserve_get_stats(table, &ts);
     f->table_bytes = ts.bytes;
@@ -509,7 +532,10 @@ static void run_single(const scene *s, int queries, int64_t window_ms)
         const double mj = quantile(jp, nj, 0.5);
         printf("; FindPath JPS median %.1f us (mean %.1f), ratio %.2f", mj, sum_jp / (double)nj, mr / mj);
     }
-    printf("\nfigures mode=single rp_median_us=%.1f astar_median_us=%.1f ratio_astar=%.2f\n", mr, ma, mr / ma);
+    const double mj = nj ? quantile(jp, nj, 0.5) : 0;
+    printf("\nfigures mode=single rp_median_us=%.1f astar_median_us=%.1f ratio_astar=%.2f jps_median_us=%.1f "
+           "ratio_jps=%.2f\n",
+           mr, ma, mr / ma, mj, mj > 0 ? mr / mj : 0);
     free(rp);
     free(as);
     free(jp);
@@ -523,7 +549,7 @@ static void run_single(const scene *s, int queries, int64_t window_ms)
 static void usage(void)
 {
     fprintf(stderr, "usage: pathd-agents-bench --map FILE.map [--mode reserve|alone|single|wire] [--agents N]\n"
-                    "         [--seconds S] [--unit2-pct P] [--window MS] [--hold MS] [--queries N] [--seed N]\n"
+                    "         [--seconds S] [--unit2-pct P] [--window MS] [--hold MS] [--sipp-only 1] [--queries N] [--seed N]\n"
                     "         [--answers FILE.jsonl] [--server HOST:PORT --scene NAME (wire)]\n");
     exit(2);
 }
@@ -552,6 +578,8 @@ int main(int argc, char **argv)
             ra.window_ms = atoll(v);
         else if (!strcmp(argv[i], "--hold"))
             ra.hold_ms = atoll(v);
+        else if (!strcmp(argv[i], "--sipp-only"))
+            ra.sipp_only = atoi(v);
         else if (!strcmp(argv[i], "--queries"))
             queries = atoi(v);
         else if (!strcmp(argv[i], "--seed"))
@@ -608,10 +636,22 @@ int main(int argc, char **argv)
            (unsigned long long)f.goal_blocked, (unsigned long long)f.start_blocked, (unsigned long long)f.other,
            wall, sum > 0 ? (double)f.calls / (sum / 1e6) : 0, p50, p99, mean, max, 100.0 * f.wait_ms / f.agent_ms,
            (unsigned long long)f.deadlocked, (unsigned long long)f.expired, f.table_entries, f.table_bytes / 1024);
+    double slow_sum = 0;
+    for (size_t i = 0; i < f.n_slow; i++)
+        slow_sum += f.slow_us[i];
+    const double direct_pct = f.calls ? 100.0 * (double)f.direct / (double)f.calls : 0;
+    if (!strcmp(ra.mode, "reserve"))
+        printf("fast path: %llu of %llu calls (%.1f%%); the %zu planned by SIPP: p50 %.0f us, p99 %.0f us, mean %.0f "
+               "us, %.0f%% of all CPU time\n",
+               (unsigned long long)f.direct, (unsigned long long)f.calls, direct_pct, f.n_slow,
+               quantile(f.slow_us, f.n_slow, 0.5), quantile(f.slow_us, f.n_slow, 0.99),
+               f.n_slow ? slow_sum / (double)f.n_slow : 0, sum > 0 ? 100.0 * slow_sum / sum : 0);
     printf("figures mode=%s agents=%d seconds=%.0f calls=%llu p50_us=%.0f p99_us=%.0f mean_us=%.0f waits_pct=%.1f "
-           "deadlocked=%llu start_blocked=%llu\n",
+           "deadlocked=%llu start_blocked=%llu direct_pct=%.1f\n",
            ra.mode, ra.agents, (double)ra.game_ms / 1000, (unsigned long long)f.calls, p50, p99, mean,
-           100.0 * f.wait_ms / f.agent_ms, (unsigned long long)f.deadlocked, (unsigned long long)f.start_blocked);
+           100.0 * f.wait_ms / f.agent_ms, (unsigned long long)f.deadlocked, (unsigned long long)f.start_blocked,
+           direct_pct);
+    free(f.slow_us);
     if (ra.answers)
         fclose(ra.answers);
     pdc_close(ra.wire);

@@ -529,13 +529,19 @@ def _reserve_fields(m):
 
 
 def _reserve_path_op(scene, agent, start, goal, t0_ms, speed, unit_size=0, window_ms=None, at_goal="park",
-                     connectivity=0, max_expansions=0, deadline_ms=0, min_version=0):
+                     connectivity=0, max_expansions=0, deadline_ms=0, min_version=0, goals=(), range=0.0):
     _check_scene(scene)
     request = pb.Request()
     r = request.reserve_path
     r.scene, r.agent, r.unit_size = scene, int(agent), int(unit_size)
     _cell(r.start.cell, start)
-    _cell(r.goal.cell, goal)
+    # goal None with goals: FindPath's goal set (the server checks the
+    # counts and range, and refuses both given).
+    if goal is not None:
+        _cell(r.goal.cell, goal)
+    for g in goals:
+        _cell(r.goals.add().cell, g)
+    r.range = float(range)
     r.t0_ms, r.speed = int(t0_ms), float(speed)
     if window_ms is not None:
         r.window_ms = int(window_ms)
@@ -1190,7 +1196,9 @@ class _Api:
         t0_ms (ms) at speed cells/s around every other agent's reservations,
         and reserves it. Options: unit_size, window_ms (None: 8000; 0: all
         the way), at_goal ("park" or "vanish"), connectivity, max_expansions,
-        deadline_ms, min_version. Returns {status ("OK" or "PARTIAL"), agent,
+        deadline_ms, min_version, goals (cells, with goal None: the nearest
+        of them, as FindPath's) and range (cells: end within it of a goal).
+        Returns {status ("OK" or "PARTIAL"), agent,
         waypoints [{x, y, t_arrive_ms, t_leave_ms (None: no end)}],
         reserved_until_ms (None: no end), cost, expansions, search_micros,
         scene_version, was_cut}; raises PathdError otherwise (START_BLOCKED:

@@ -676,11 +676,30 @@ static pd_status pd__decode_reserve_path_body(const Pathd__V1__Request *req_m, c
         return st;
     if ((st = pd__decode_point(m->start, "reserve_path.start", &out->start, err, errlen)) != PD_OK)
         return st;
-    if (m->n_goals != 0 || m->range != 0.0) {
-        pd_set_err(err, errlen, "reserve_path.goals and reserve_path.range are not served yet: name one goal");
+    /* Goal sets and range, as FindPath's (no line of sight or goal_mode). */
+    if (!isfinite(m->range) || m->range < 0 || m->range > PD_FINDPATH_MAX_RANGE) {
+        pd_set_err(err, errlen, "reserve_path.range %g is not a number in 0..%g (cells)", m->range,
+                   PD_FINDPATH_MAX_RANGE);
         return PD_INVALID_ARGUMENT;
     }
-    if ((st = pd__decode_point(m->goal, "reserve_path.goal", &out->goal, err, errlen)) != PD_OK)
+    out->range = m->range;
+    if (m->n_goals > PD_FINDPATH_MAX_GOALS) {
+        pd_set_err(err, errlen, "reserve_path.goals has %zu points; at most %d allowed", m->n_goals,
+                   PD_FINDPATH_MAX_GOALS);
+        return PD_INVALID_ARGUMENT;
+    }
+    if (m->n_goals != 0 && m->goal != NULL) {
+        pd_set_err(err, errlen, "reserve_path.goal and reserve_path.goals are exclusive: send one");
+        return PD_INVALID_ARGUMENT;
+    }
+    out->n_goals = m->n_goals;
+    for (size_t i = 0; i < m->n_goals; i++) {
+        char field[40];
+        snprintf(field, sizeof field, "reserve_path.goals[%zu]", i);
+        if ((st = pd__decode_point(m->goals[i], field, &out->goals[i], err, errlen)) != PD_OK)
+            return st;
+    }
+    if (m->n_goals == 0 && (st = pd__decode_point(m->goal, "reserve_path.goal", &out->goal, err, errlen)) != PD_OK)
         return st;
     if ((st = pd__decode_unit_conn("reserve_path", m->unit_size, (int)m->connectivity, &out->unit_size,
                                    &out->connectivity, err, errlen)) != PD_OK)

@@ -194,6 +194,10 @@ typedef struct pd__jrun {
     int32_t gx, gy;      /* goal in padded coordinates */
     uint64_t generated;
     int out_of_memory;   /* the open list could not grow */
+    /* Step costs (pd_search_jps: 1 and sqrt(2); pd_search_jps_weighted:
+     * the caller's) and the open list's keys per unit of f: f in straight
+     * steps, as pd__f_key, whatever the unit. */
+    double cs, cd, key_scale;
 } pd__jrun;
 
 /*
@@ -296,8 +300,8 @@ static void pd__jps_relax(pd__jrun *r, int32_t x, int32_t y, uint32_t cur, doubl
      * signed, which it fits (f < 2^39 on any grid jump point search serves). */
     const int32_t ax = pd__abs(x - r->gx), ay = pd__abs(y - r->gy);
     const int32_t lo = ax < ay ? ax : ay, hi = ax < ay ? ay : ax;
-    const double h = r->four ? (double)ax + (double)ay : (double)hi + (PD__SQRT2 - 1.0) * (double)lo;
-    const uint64_t key = (uint64_t)(int64_t)((ng + h) * (double)(1u << PD__KEY_FRACTION_BITS) + 0.5);
+    const double h = r->four ? r->cs * ((double)ax + (double)ay) : r->cs * (double)hi + (r->cd - r->cs) * (double)lo;
+    const uint64_t key = (uint64_t)(int64_t)((ng + h) * r->key_scale + 0.5);
     if (pd_radix_push(&r->ctx->open, key, nb, dir) != 0)
         r->out_of_memory = 1; /* the loop stops before its next pop */
 }
@@ -323,7 +327,7 @@ static inline __attribute__((always_inline)) void pd__scan_straight(pd__jrun *r,
         const int32_t j = dx > 0 ? pd__scan_fwd(line, r->open_e, x, on_line && r->gx > x ? r->gx : INT32_MAX)
                                  : pd__scan_bwd(line, r->open_w, x, on_line && r->gx < x ? r->gx : INT32_MIN);
         if (j >= 0)
-            pd__jps_relax(r, j, y, cur, g + (double)pd__abs(j - x), PD__DIR_TAG(dx, 0));
+            pd__jps_relax(r, j, y, cur, g + r->cs * (double)pd__abs(j - x), PD__DIR_TAG(dx, 0));
     }
     if (dy) {
         const uint64_t *line = (dy > 0 ? r->stop_s : r->stop_n) + (size_t)x * r->col_words;
@@ -331,7 +335,7 @@ static inline __attribute__((always_inline)) void pd__scan_straight(pd__jrun *r,
         const int32_t j = dy > 0 ? pd__scan_fwd(line, r->open_s, y, on_line && r->gy > y ? r->gy : INT32_MAX)
                                  : pd__scan_bwd(line, r->open_n, y, on_line && r->gy < y ? r->gy : INT32_MIN);
         if (j >= 0)
-            pd__jps_relax(r, x, j, cur, g + (double)pd__abs(j - y), PD__DIR_TAG(0, dy));
+            pd__jps_relax(r, x, j, cur, g + r->cs * (double)pd__abs(j - y), PD__DIR_TAG(0, dy));
     }
 }
 
@@ -366,11 +370,11 @@ static inline __attribute__((always_inline)) void pd__walk_found(pd__jrun *r, ui
                                                                   int32_t x, int32_t y, const int32_t dx,
                                                                   const int32_t dy, int32_t jh, int32_t jv)
 {
-    const double dg = g + PD__SQRT2 * k;
+    const double dg = g + r->cd * k;
     if (jh >= 0)
-        pd__jps_relax(r, jh, y, cur, dg + (double)(dx * (jh - x)), PD__DIR_TAG(dx, 0));
+        pd__jps_relax(r, jh, y, cur, dg + r->cs * (double)(dx * (jh - x)), PD__DIR_TAG(dx, 0));
     if (jv >= 0)
-        pd__jps_relax(r, x, jv, cur, dg + (double)(dy * (jv - y)), PD__DIR_TAG(0, dy));
+        pd__jps_relax(r, x, jv, cur, dg + r->cs * (double)(dy * (jv - y)), PD__DIR_TAG(0, dy));
 }
 
 /* One step's two scans from padded (x, y), k diagonal steps from cur, and
@@ -429,7 +433,7 @@ static inline __attribute__((always_inline)) void pd__walk_diag_dir(pd__jrun *r,
             continue;
         }
         if (kx == ky) { /* the goal itself */
-            pd__jps_relax(r, x, y, cur, g + PD__SQRT2 * k, PD__DIR_TAG(dx, dy));
+            pd__jps_relax(r, x, y, cur, g + r->cd * k, PD__DIR_TAG(dx, dy));
             return;
         }
         pd__walk_scans(r, cur, g, k, x, y, dx, dy, row, col, k == ky && (gx - x) * dx > 0 ? gx : no_goal,
@@ -491,7 +495,7 @@ static void pd__walk_vert(pd__jrun *r, uint32_t cur, double g, int32_t x, int32_
     for (int32_t k = 1; p[ds]; k++) {
         p += ds;
         y += dy;
-        const double dg = g + (double)k;
+        const double dg = g + r->cs * (double)k;
         if (x == r->gx && y == r->gy) {
             pd__jps_relax(r, x, y, cur, dg, PD__DIR_TAG(0, dy));
             return;
@@ -680,8 +684,9 @@ pd_status pd_jps_extract(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, s
     return PD_OK;
 }
 
-pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_params *params, pd_point *out,
-                        size_t out_cap, pd_search_metrics *metrics)
+/* pd_search_jps with step costs cs (straight) and cd (diagonal). */
+static pd_status pd__search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_params *params, double cs,
+                                double cd, pd_point *out, size_t out_cap, pd_search_metrics *metrics)
 {
     uint64_t t0 = pd_clock_ns();
     pd_search_metrics m = { 0 };
@@ -716,7 +721,9 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
 
     const uint32_t goal = (uint32_t)pd_grid_index(grid, t.x, t.y);
     const int four = params->connectivity == PD_CONNECT_4;
-    const double h0 = four ? pd__manhattan(s.x - t.x, s.y - t.y) : pd__octile(s.x - t.x, s.y - t.y);
+    const int32_t adx = s.x > t.x ? s.x - t.x : t.x - s.x, ady = s.y > t.y ? s.y - t.y : t.y - s.y;
+    const double h0 = four ? cs * ((double)adx + (double)ady)
+                           : cs * (double)(adx > ady ? adx : ady) + (cd - cs) * (double)(adx > ady ? ady : adx);
     pd__jrun r = {
         .ctx = ctx,
         .four = four,
@@ -732,6 +739,9 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
         .goal = goal,
         .gx = t.x + 1,
         .gy = t.y + 1,
+        .cs = cs,
+        .cd = cd,
+        .key_scale = (double)(1u << PD__KEY_FRACTION_BITS) / cs,
     };
     const uint64_t *rows = grid->bits, *cols = grid->bits + (size_t)(grid->height + 2) * grid->row_words;
     r.open_e = rows - r.stop_e;
@@ -739,8 +749,9 @@ pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_pa
     r.open_s = cols - r.stop_s;
     r.open_n = cols - r.stop_n;
     sb->n[PD__SLOT(start)] = (pd__jnode){ .g = 0.0, .gen = ctx->nodes.gen, .link = PD__NO_PARENT };
-    pd_radix_reset(&ctx->open, pd__f_key(h0));
-    if (pd_radix_push(&ctx->open, pd__f_key(h0), start, PD__DIR_TAG(0, 0)) != 0) {
+    const uint64_t k0 = (uint64_t)(h0 * r.key_scale + 0.5);
+    pd_radix_reset(&ctx->open, k0);
+    if (pd_radix_push(&ctx->open, k0, start, PD__DIR_TAG(0, 0)) != 0) {
         st = PD_INTERNAL;
         goto done;
     }
@@ -766,6 +777,28 @@ done:
     if (metrics)
         *metrics = m;
     return st;
+}
+
+pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_params *params, pd_point *out,
+                        size_t out_cap, pd_search_metrics *metrics)
+{
+    return pd__search_jps(ctx, grid, params, 1.0, PD__SQRT2, out, out_cap, metrics);
+}
+
+pd_status pd_search_jps_weighted(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_params *params,
+                                 double straight, double diagonal, pd_point *out, size_t out_cap,
+                                 pd_search_metrics *metrics)
+{
+    /* The pruning rules hold for straight < diagonal < 2 * straight (the
+     * file comment's inequalities); 4-connected paths use straight only. */
+    const int four = params && params->connectivity == PD_CONNECT_4;
+    if (!(straight > 0.0) || !(straight <= 1e12) || (!four && !(straight < diagonal && diagonal < 2.0 * straight))) {
+        if (metrics)
+            *metrics = (pd_search_metrics){ 0 };
+        ctx->have_path = 0;
+        return PD_INVALID_ARGUMENT;
+    }
+    return pd__search_jps(ctx, grid, params, straight, four ? 2.0 * straight : diagonal, out, out_cap, metrics);
 }
 
 /* xorshift64*: the sample pairs of pd_jps_pick. */

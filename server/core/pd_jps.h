@@ -72,6 +72,23 @@ int pd_jps_applicable(const pd_grid *grid, const pd_search_params *params);
 pd_status pd_search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_params *params,
                         pd_point *out, size_t out_cap, pd_search_metrics *metrics);
 
+/*
+ * pd_search_jps with other step costs: `straight` for a straight step and
+ * `diagonal` for a diagonal one (8-connected), metrics->cost summed in
+ * them. ReservePath's fast path (pd_sipp_direct.h) uses its durations in
+ * milliseconds, ceil(1000 / speed) and ceil(sqrt(2) * 1000 / speed), to get
+ * the path that is shortest in its own rounded times, which the octile
+ * metric's need not be. The pruning rules (pd_jps.c) hold for any
+ * straight < diagonal < 2 * straight; outside that (and for a straight
+ * cost not in (0, 1e12]) PD_INVALID_ARGUMENT, as for an inapplicable
+ * request. 4-connected searches use `straight` alone. Keys are f in
+ * straight steps, as pd_search_jps's: distinct costs must differ by more
+ * than 2^-24 straight steps (integers of milliseconds do).
+ */
+pd_status pd_search_jps_weighted(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_params *params,
+                                 double straight, double diagonal, pd_point *out, size_t out_cap,
+                                 pd_search_metrics *metrics);
+
 /* Copies the full path found by the last successful pd_search_jps on ctx.
  * Returns PD_OK, PD_BUFFER_TOO_SMALL, or PD_NO_PATH when it found none. */
 pd_status pd_jps_extract(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, size_t *path_len);

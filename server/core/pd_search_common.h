@@ -2,7 +2,7 @@
  * pd_search_common.h - the small pieces A* (pd_search.c) and jump point
  * search (pd_jps.c) share: the diagonal step length, the octile and
  * Manhattan heuristics, the open-list key of an f value and the clock their
- * metrics are timed on.
+ * metrics are timed on; and the planners' array growth.
  * Internal to server/core.
  */
 #ifndef PD_SEARCH_COMMON_H
@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "pd_clock.h"
 #include "pd_search.h"
@@ -69,6 +70,24 @@ static inline pd_status pd__count_expansion_with(uint64_t max_expansions, pd_sea
 static inline pd_status pd__count_expansion(const pd_search_params *p, uint64_t *expanded)
 {
     return pd__count_expansion_with(p->max_expansions, p->poll, p->poll_user, expanded);
+}
+
+/* Grows *buf (doubling from 64) until it holds `need` items of `size`
+ * bytes: the planner's scratch arrays (pd_sipp.c, pd_sipp_direct.c).
+ * 0, or -1 with *buf unchanged. */
+static inline int pd__grow_array(void **buf, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 64u;
+    while (c < need)
+        c *= 2u;
+    void *b = realloc(*buf, c * size);
+    if (!b)
+        return -1;
+    *buf = b;
+    *cap = c;
+    return 0;
 }
 
 #endif

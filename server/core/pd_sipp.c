@@ -43,6 +43,7 @@
 #include "pd_nodepool.h"
 #include "pd_ring.h"
 #include "pd_search_common.h"
+#include "pd_sipp_direct.h"
 
 #define PD__NO_NODE UINT32_MAX
 #define PD__UNSET UINT32_MAX
@@ -102,6 +103,7 @@ struct pd_sipp_ctx {
     size_t n_busy, cap_busy;
     pd_waypoint *wp;         /* the last plan */
     size_t n_wp, cap_wp;
+    pd_sipp_direct *direct;  /* the fast path's (pd_sipp_direct.h), made at first use */
     /* The spans of the neighbourhood of the anchor being expanded. */
     const pd_reserve_span *nb_s[PD__NB_SIDE * PD__NB_SIDE];
     uint32_t nb_n[PD__NB_SIDE * PD__NB_SIDE];
@@ -160,6 +162,7 @@ void pd_sipp_ctx_destroy(pd_sipp_ctx *ctx)
     free(ctx->heap);
     free(ctx->busy);
     free(ctx->wp);
+    pd_sipp_direct_destroy(ctx->direct);
     free(ctx);
 }
 
@@ -167,7 +170,8 @@ size_t pd_sipp_ctx_footprint(const pd_sipp_ctx *ctx)
 {
     return sizeof *ctx + pd_nodepool_footprint(&ctx->cells) + pd_nodepool_footprint(&ctx->rcells) +
            pd_ring_footprint(&ctx->ropen) + (size_t)ctx->cap_nodes * sizeof *ctx->nodes +
-           ctx->cap_heap * sizeof *ctx->heap + ctx->cap_busy * sizeof *ctx->busy + ctx->cap_wp * sizeof *ctx->wp;
+           ctx->cap_heap * sizeof *ctx->heap + ctx->cap_busy * sizeof *ctx->busy + ctx->cap_wp * sizeof *ctx->wp +
+           pd_sipp_direct_footprint(ctx->direct);
 }
 
 void pd_sipp_ctx_trim(pd_sipp_ctx *ctx, size_t keep_bytes)
@@ -189,28 +193,28 @@ void pd_sipp_ctx_trim(pd_sipp_ctx *ctx, size_t keep_bytes)
     pd_nodepool_trim(&ctx->rcells, 0);
     size_t rest = pd_sipp_ctx_footprint(ctx) - pd_nodepool_footprint(&ctx->cells);
     pd_nodepool_trim(&ctx->cells, keep_bytes > rest ? keep_bytes - rest : 0);
+    /* The fast path's search keeps what is left after that. */
+    if (pd_sipp_ctx_footprint(ctx) > keep_bytes) {
+        rest = pd_sipp_ctx_footprint(ctx) - pd_sipp_direct_footprint(ctx->direct);
+        pd_sipp_direct_trim(ctx->direct, keep_bytes > rest ? keep_bytes - rest : 0);
+    }
 }
 
 /* Doubles *buf until it holds `need` items of `size` bytes. 0 or -1. */
 static int pd__grow(void **buf, size_t *cap, size_t need, size_t size)
 {
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64u;
-    while (c < need)
-        c *= 2u;
-    void *b = realloc(*buf, c * size);
-    if (!b)
-        return -1;
-    *buf = b;
-    *cap = c;
-    return 0;
+    return pd__grow_array(buf, cap, need, size);
 }
 
-/* ---- goal and heuristic: the two places goal sets will change ---- */
+/* ---- goal and heuristic: where goal sets and ranges (targets) enter ---- */
 
 static int pd__at_goal(const pd__srun *r, uint32_t cell)
 {
+    if (r->p->targets) {
+        const pd_point c = { (int32_t)(cell % (uint32_t)r->stride) - 1, (int32_t)(cell / (uint32_t)r->stride) - 1 };
+        uint32_t which;
+        return pd_targets_accepts(r->p->targets, r->grid, c, &which);
+    }
     return cell == r->goal;
 }
 
@@ -378,6 +382,7 @@ static double pd__h(pd__srun *r, uint32_t cell, int32_t x, int32_t y, int *exact
         }
     }
     const double d = r->p->heuristic   ? r->p->heuristic(r->p->heuristic_user, x - 1, y - 1)
+                     : r->p->targets   ? pd_targets_h(r->p->targets, r->eight ? PD_CONNECT_8 : PD_CONNECT_4, x - 1, y - 1)
                      : r->eight        ? pd__octile(x - r->gx, y - r->gy)
                                        : pd__manhattan(x - r->gx, y - r->gy);
     return d * r->ms_per_cell;
@@ -810,6 +815,18 @@ static pd_status pd__check(const pd_reserve *table, const pd_grid *grid, const p
         res->limit = PD_RESERVE_LIMIT_WINDOW;
         return PD_LIMIT_EXCEEDED;
     }
+    if (p->targets) {
+        /* Goal sets and ranges (pd_targets.h): every goal inside; a blocked
+         * one (or all) is no refusal, it is never reached (NO_PATH). */
+        if (p->targets->n_goals < 1 || p->targets->n_goals > PD_TARGETS_MAX_GOALS || !(p->targets->range >= 0))
+            return PD_INVALID_ARGUMENT;
+        for (size_t i = 0; i < p->targets->n_goals; i++)
+            if (!pd_grid_in_bounds(grid, p->targets->goals[i].x, p->targets->goals[i].y))
+                return PD_OUT_OF_BOUNDS;
+        if (!pd_grid_in_bounds(grid, p->start.x, p->start.y))
+            return PD_OUT_OF_BOUNDS;
+        return pd_grid_get(grid, p->start.x, p->start.y) == PD_CELL_BLOCKED ? PD_START_BLOCKED : PD_OK;
+    }
     if (!pd_grid_in_bounds(grid, p->start.x, p->start.y) || !pd_grid_in_bounds(grid, p->goal.x, p->goal.y))
         return PD_OUT_OF_BOUNDS;
     if (pd_grid_get(grid, p->start.x, p->start.y) == PD_CELL_BLOCKED)
@@ -838,24 +855,18 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
     r->eight = (p->connectivity ? p->connectivity : PD_CONNECT_8) == PD_CONNECT_8;
     r->k = (int32_t)p->unit;
     r->stride = grid->stride;
-    r->goal = (uint32_t)pd_grid_index(grid, p->goal.x, p->goal.y);
+    /* With targets, goal is unused (pd__at_goal, pd__h read the set). */
+    r->goal = p->targets ? UINT32_MAX : (uint32_t)pd_grid_index(grid, p->goal.x, p->goal.y);
     r->gx = p->goal.x + 1;
     r->gy = p->goal.y + 1;
     r->ms_per_cell = 1000.0 / p->speed;
     r->t_end = p->window_ms ? p->t0_ms + p->window_ms : PD_RESERVE_FOREVER;
-    r->exact = p->heuristic == NULL;
+    /* Goal sets and ranges are keyed by pd_targets_h (the reverse search
+     * has one goal): the octile planner, exact but slower. */
+    r->exact = p->heuristic == NULL && p->targets == NULL;
     r->sx = p->start.x + 1;
     r->sy = p->start.y + 1;
     r->stop = PD_OK;
-    for (int c = 1; c < 256; c++)
-        for (int diag = 0; diag < 2; diag++) {
-            /* The step's cost as pd_search sums it, in milliseconds, rounded
-             * up (a hair of float noise below an integer stays on it). */
-            const double cost = diag ? PD__SQRT2 * c : (double)c;
-            const double ms = ceil(cost * 1000.0 / p->speed - 1e-9);
-            r->dur[diag][c] = ms < 1.0 ? 1 : (int64_t)ms;
-        }
-
     if (r->use_table) {
         uint32_t holder = pd__holder(r, p->start.x, p->start.y, p->t0_ms);
         if (holder != PD_RESERVE_NO_SLOT) {
@@ -868,11 +879,21 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
 
     /* Parking where another agent parks can never be: without a window
      * the search would try every state it can reach before saying so. */
-    if (r->use_table && p->at_goal == PD_AT_GOAL_PARK && p->window_ms == 0 &&
+    if (r->use_table && p->at_goal == PD_AT_GOAL_PARK && p->window_ms == 0 && !p->targets &&
         pd__parked_on(r, p->goal.x, p->goal.y)) {
         st = PD_NO_PATH;
         goto done;
     }
+
+    /* The static shortest path, when the table leaves it free, is optimal
+     * (pd_sipp_direct.h): no search over time at all. */
+    if (!p->sipp_only && pd_sipp_direct_plan(&ctx->direct, table, grid, p, r->self, r->use_table, r->t_end, &out, &st))
+        goto done;
+    /* Made after the fast path, which needs two of them (510 ceil()s are
+     * a fair part of its time on a short query). */
+    for (int c = 1; c < 256; c++)
+        for (int diag = 0; diag < 2; diag++)
+            r->dur[diag][c] = pd_sipp_step_ms(diag, c, p->speed);
 
     const size_t n_cells = (size_t)(grid->width + 2) * (size_t)(grid->height + 2);
     ctx->n_nodes = 0;

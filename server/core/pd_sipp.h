@@ -61,10 +61,24 @@
  * reserved_until_ms = PD_RESERVE_FOREVER); PD_AT_GOAL_VANISH takes any goal
  * state and leaves the table on arrival (reserved_until_ms = arrival).
  *
- * Goals. A single goal cell today. Goal sets and ranges (pd_targets.h)
- * change the goal test (pd__at_goal), the octile bound (pd__h) and the
- * reverse search's seeds (pd__rra_begin: every accepted cell at time 0, a
- * multi-source search), and nothing else.
+ * Goals. One goal cell, or FindPath's goal sets and ranges
+ * (pd_sipp_params.targets, pd_targets.h: any of up to 64 goals, or any
+ * cell within a Euclidean range of one): they change the goal test
+ * (pd__at_goal) and the bound (pd__h: pd_targets_h), and turn the reverse
+ * search off: such a plan is keyed by pd_targets_h, a consistent lower
+ * bound, and the static rest after a handover is searched as A* (the
+ * octile planner; exact, slower). The fast path declines them. A blocked
+ * goal is never reached rather than refused. (Seeding the reverse search
+ * with every accepted cell would key them exactly too; its ring bounds
+ * how far apart its first keys may lie.)
+ *
+ * The fast path (pd_sipp_direct.h): before any of the above, the static
+ * shortest path in the plan's own step durations (jump point search),
+ * timed without waits, is checked against the table; when its moves are
+ * free up to the end SIPP would take (the goal, or the handover), it is an
+ * optimal plan and is the answer (pd_sipp_result.direct). On an empty
+ * table that is every plan; the search above runs only when another
+ * agent's hold is in the way (or on weighted grids).
  *
  * Context: one pd_sipp_ctx per thread, reused without clearing (node
  * records carry a generation, as pd_search's). The search allocates only
@@ -74,6 +88,7 @@
 #ifndef PD_SIPP_H
 #define PD_SIPP_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -81,6 +96,7 @@
 #include "pd_reserve.h"
 #include "pd_search.h"
 #include "pd_status.h"
+#include "pd_targets.h"
 
 /* Speeds outside [MIN, MAX] cells per second are PD_INVALID_ARGUMENT: the
  * slowest keeps any plan's times far below PD_RESERVE_MAX_TIME, the fastest
@@ -92,6 +108,17 @@
  * then stays below PD_RESERVE_MAX_TIME. */
 #define PD_SIPP_MAX_WINDOW_MS ((int64_t)1 << 40)
 #define PD_SIPP_MAX_T0 ((int64_t)1 << 60)
+
+/* A step's duration in milliseconds: its cost as pd_search sums it (c
+ * straight, c * sqrt(2) diagonally, c the cost byte of the cell entered)
+ * * 1000 / speed, rounded up (a hair of float noise below an integer stays
+ * on it), at least 1. */
+static inline int64_t pd_sipp_step_ms(int diagonal, int cost_byte, double speed)
+{
+    const double cost = diagonal ? 1.41421356237309504880 * cost_byte : (double)cost_byte;
+    const double ms = ceil(cost * 1000.0 / speed - 1e-9);
+    return ms < 1.0 ? 1 : (int64_t)ms;
+}
 
 typedef enum pd_at_goal {
     PD_AT_GOAL_PARK = 0,
@@ -125,6 +152,13 @@ typedef struct pd_sipp_params {
      * not be exact. */
     pd_sipp_heuristic_fn heuristic;
     void *heuristic_user;
+    /* 1: skip the fast path (pd_sipp_direct.h), plan with SIPP alone; for
+     * tests and benchmarks that compare the two. */
+    int sipp_only;
+    /* Goal sets and ranges (FindPath's, pd_targets.h): NULL for the one
+     * `goal`; else `goal` is unused and the plan ends at the first cell the
+     * set accepts, keyed by pd_targets_h (see "Goals" above). */
+    const pd_targets *targets;
 } pd_sipp_params;
 
 typedef struct pd_sipp_result {
@@ -145,6 +179,9 @@ typedef struct pd_sipp_result {
     /* The reverse search's expansions (exact static times, when the caller
      * gives no heuristic); max_expansions bounds it on its own too. */
     uint64_t reverse_expanded;
+    /* 1 when the fast path (pd_sipp_direct.h) answered: the static shortest
+     * path was free; the searches above then did not run. */
+    int direct;
 } pd_sipp_result;
 
 typedef struct pd_sipp_ctx pd_sipp_ctx;
@@ -152,7 +189,8 @@ typedef struct pd_sipp_ctx pd_sipp_ctx;
 pd_sipp_ctx *pd_sipp_ctx_create(void);
 void pd_sipp_ctx_destroy(pd_sipp_ctx *ctx);
 size_t pd_sipp_ctx_footprint(const pd_sipp_ctx *ctx);
-/* As pd_search_ctx_trim; the last result's waypoints stay valid. */
+/* As pd_search_ctx_trim; the last result's waypoints stay valid (the fast
+ * path's too: pd_sipp_direct_trim keeps them). */
 void pd_sipp_ctx_trim(pd_sipp_ctx *ctx, size_t keep_bytes);
 
 /*

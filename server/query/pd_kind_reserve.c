@@ -145,8 +145,21 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
     p.unit = q->unit_size;
     if (pd__cell_of(s, &q->start, &p.start) != PD_OK)
         return pd__fail(rj, PD_OUT_OF_BOUNDS, "start is outside scene '%s'", s->name);
-    if (pd__cell_of(s, &q->goal, &p.goal) != PD_OK)
-        return pd__fail(rj, PD_OUT_OF_BOUNDS, "goal is outside scene '%s'", s->name);
+    /* Goal sets and range (pd_targets.h): a range around the one goal is a
+     * set of one. */
+    pd_point goals[PD_FINDPATH_MAX_GOALS];
+    pd_targets targets = { .goals = goals, .n_goals = q->n_goals ? q->n_goals : 1, .range = q->range };
+    for (size_t i = 0; i < targets.n_goals; i++)
+        if (pd__cell_of(s, q->n_goals ? &q->goals[i] : &q->goal, &goals[i]) != PD_OK ||
+            (q->n_goals && !pd_grid_in_bounds(u->grid, goals[i].x, goals[i].y))) {
+            if (!q->n_goals)
+                return pd__fail(rj, PD_OUT_OF_BOUNDS, "goal is outside scene '%s'", s->name);
+            snprintf(rj->message, sizeof rj->message, "reserve_path.goals[%zu] is outside scene '%s'", i, s->name);
+            return rj->status = PD_OUT_OF_BOUNDS;
+        }
+    p.goal = goals[0];
+    if (q->n_goals || q->range > 0)
+        p.targets = &targets;
     p.t0_ms = q->t0_ms;
     p.speed = q->speed;
     p.window_ms = q->window_ms;
@@ -158,8 +171,21 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
 
     /* Not connected on the map: NO_PATH at once, as FindPath decides it
      * (the space-time search would have to visit every state to prove it). */
-    if (pd_kind_reserve_apart(u, p.start, p.goal))
+    const pd_components *comps = u->components;
+    if (!p.targets && pd_kind_reserve_apart(u, p.start, p.goal))
         return pd__fail(rj, PD_NO_PATH, "goal is not reachable from start in scene '%s'", s->name);
+    /* A set: NO_PATH at once when no goal's cell is in the start's
+     * component and no range could reach one (a range may end in the start's
+     * component near a goal outside it: the search decides those). */
+    if (comps && p.targets && q->range <= 0 && pd_components_in_bounds(comps, p.start) &&
+        pd_components_label(comps, p.start) != 0) {
+        size_t reachable = 0;
+        for (size_t i = 0; i < targets.n_goals; i++)
+            reachable += pd_components_in_bounds(comps, goals[i]) && pd_components_label(comps, goals[i]) != 0 &&
+                         pd_components_connected(comps, p.start, goals[i]);
+        if (!reachable)
+            return pd__fail(rj, PD_NO_PATH, "no goal is reachable from start in scene '%s'", s->name);
+    }
 
     pd_sipp_ctx *ctx = pd_kind_reserve_sipp_ctx();
     if (!ctx)

@@ -208,6 +208,11 @@ typedef struct pd_reserve_req {
     uint64_t agent;
     uint32_t unit_size;      /* >= 1 after decoding */
     pd_point_spec start, goal;
+    /* FindPath's goal sets and range: n_goals 0 for `goal` alone (inline,
+     * not malloc'd: the request is copied into its job as it is). */
+    pd_point_spec goals[PD_FINDPATH_MAX_GOALS];
+    size_t n_goals;          /* 0, or 1..PD_FINDPATH_MAX_GOALS */
+    double range;            /* 0..PD_FINDPATH_MAX_RANGE cells */
     int64_t t0_ms;           /* 0..PD_SIPP_MAX_T0 */
     double speed;            /* cells per second */
     int64_t window_ms;       /* 8000 when unset; 0 = all the way */

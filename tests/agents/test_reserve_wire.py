@@ -12,8 +12,8 @@ Covered: agents through the door (both ways), START_BLOCKED naming the
 agent, PARTIAL with its hold, release, expiry by reservation_ttl_ms,
 GetReservations by rectangle and time, UpdateCells cutting reservations
 (UpdateResult.agents_cut, the AGENTS_CUT watch event, was_cut), each bad
-input with its status, the limits in GetLimits, and a randomized run of
-many agents re-reserving on the game's clock.
+input with its status, the limits in GetLimits, goal sets and range, and
+a randomized run of many agents re-reserving on the game's clock.
 """
 
 import json
@@ -48,7 +48,7 @@ TTL_MS = 60000
 MAX_AGENTS = 30
 MAX_WINDOW_MS = 60000
 SCENES = ["door", "blocked", "release", "ttl", "partial", "cut", "crowd", "bad", "rand", "grow", "ctl", "conc",
-          "cutwatch", "avoid", "avoidfree"]
+          "cutwatch", "avoid", "avoidfree", "goals"]
 
 
 def open_cells(unit=1):
@@ -508,6 +508,41 @@ class ReserveWireTest(unittest.TestCase):
         self.assertEqual(e.status, "LIMIT_EXCEEDED")
         self.assertIn("max_agents_per_scene", e.message)
         self.assertEqual(self.c.reservations("crowd")["agents"], MAX_AGENTS)
+        rec.check(self)
+
+    def test_goal_sets_and_range(self):
+        """FindPath's goal sets and range: the plan ends at the goal it
+        reaches first (another agent parked on the nearer one makes it the
+        farther), or at the first cell within range; both checked."""
+        rec = Recorder()
+        near, far = (3, 3), (10, 3)
+        a = self.reserve(rec, "goals", 1, (1, 3), None, 0, goals=[far, near], window_ms=20000)
+        self.assertEqual(a["status"], "OK")
+        last = a["waypoints"][-1]
+        self.assertEqual((last["x"], last["y"]), near)
+        self.assertEqual(a["reserved_until_ms"], None)
+        # Agent 1 parks on `near` for good: agent 2 goes to `far`.
+        b = self.reserve(rec, "goals", 2, (2, 1), None, 0, goals=[near, far], window_ms=20000)
+        self.assertEqual(b["status"], "OK")
+        last = b["waypoints"][-1]
+        self.assertEqual((last["x"], last["y"]), far)
+        # Within range 2 of (10, 5): it stops at the first cell that is.
+        c = self.reserve(rec, "goals", 3, (7, 5), (10, 5), 0, range=2.0, at_goal="vanish", window_ms=20000)
+        self.assertEqual(c["status"], "OK")
+        last = c["waypoints"][-1]
+        self.assertEqual((last["x"], last["y"]), (8, 5))
+        for kw, word in (({"goals": [near] * 65}, "goals"), ({"range": 200.0}, "range"),
+                         ({"range": -1.0}, "range")):
+            with self.subTest(kw=kw):
+                e = self.status_of(self.c.reserve_path, "goals", 9, (1, 1), None, 0, 2.0, **kw)
+                self.assertEqual(e.status, "INVALID_ARGUMENT", e.message)
+                self.assertIn(word, e.message)
+        e = self.status_of(self.c.reserve_path, "goals", 9, (1, 1), (2, 1), 0, 2.0, goals=[near])
+        self.assertEqual(e.status, "INVALID_ARGUMENT")
+        self.assertIn("exclusive", e.message)
+        e = self.status_of(self.c.reserve_path, "goals", 9, (1, 1), None, 0, 2.0, goals=[near, (40, 2)])
+        self.assertEqual(e.status, "OUT_OF_BOUNDS")
+        self.assertIn("goals[1]", e.message)
         rec.check(self)
 
     def test_bad_input(self):
