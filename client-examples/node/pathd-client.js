@@ -75,15 +75,15 @@
  *
  * A request that gets no answer rejects with a subclass of PathdError:
  * PathdDisconnected (connection lost and the request not safe to send again,
- * or no server within the retry deadline; see "Replicas"), PathdTimeout (no answer within timeoutMs; a late
- * answer is ignored) or PathdProtocolError (the server broke the protocol; the
+ * or no server within the retry deadline; see "Replicas"), PathdTimeout (no
+ * answer within timeoutMs; a late answer is ignored) or PathdProtocolError (the server broke the protocol; the
  * connection is closed, as the server does). The next call reconnects to the
  * same address by itself. Call close() when done, or the open socket keeps
  * the process alive.
  *
- * Replicas (several pathd behind HAProxy, docs/PROTOCOL.md "Replicas"):
- * every call (not the raw send forms) rides out a replica that dies,
- * restarts or drains, within retryDeadlineMs from its first send:
+ * Replicas (several pathd behind HAProxy; docs/PROTOCOL.md, "Clients and
+ * replicas"): every call (not the raw send forms) rides out a replica that
+ * dies, restarts or drains, within retryDeadlineMs from its first send:
  *   - options.reconnect (default true): a call whose connection is lost, or
  *     cannot be opened, is sent again on a new one after a pause doubling
  *     from RECONNECT_BACKOFF_FIRST_MS up to RECONNECT_BACKOFF_MAX_MS (half

@@ -71,14 +71,15 @@ Results:
 Errors: a call returns for OK (and PARTIAL for paths and routes) and raises
 PathdError (its .status is the wire status name, e.g. "NO_PATH"; .result the
 answer) for any other answer. A request that got no answer raises a
-subclass: PathdDisconnected (connection lost and the request not
-safe to send again, or no server within the deadline; see "Replicas"), PathdTimeout or PathdProtocolError
-(the server broke the protocol; the connection is closed, as the server
-does). The next call reconnects to the same address by itself.
+subclass: PathdDisconnected (connection lost and the request not safe to
+send again, or no server within the deadline; see "Replicas"), PathdTimeout
+or PathdProtocolError (the server broke the protocol; the connection is
+closed, as the server does). The next call reconnects to the same address by itself.
 
-Replicas (several pathd behind HAProxy, docs/PROTOCOL.md "Replicas"): the
-blocking calls (and their coroutine forms) ride out a replica that dies,
-restarts or drains, within retry_deadline seconds from the first send:
+Replicas (several pathd behind HAProxy; docs/PROTOCOL.md, "Clients and
+replicas"): the blocking calls (and their coroutine forms) ride out a
+replica that dies, restarts or drains, within retry_deadline seconds from
+the first send:
   - reconnect=True (default): a call that finds no connection, or loses
     its connection with its answer owed, connects again, pausing between
     attempts from RECONNECT_BACKOFF_FIRST_S doubling to
