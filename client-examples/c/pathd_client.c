@@ -3430,6 +3430,9 @@ int pdc_watch(pdc_conn *c, const char *const *scenes, size_t n, uint64_t *watch_
         if (!scenes[i] || !scenes[i][0])
             return PDC_ERR_ARG;
     c->error[0] = '\0';
+    /* Not on a draining or too old connection: a new watch belongs on the next. */
+    if (c->fd >= 0 && (c->draining || pdc__aged(c)))
+        pdc__retire(c, pdc__deadline_after(c->timeout_ms));
     if (c->fd < 0 && pdc_reconnect(c) != PDC_OK)
         return PDC_ERR_CONNECT;
     Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;

@@ -1926,6 +1926,8 @@ class PathdClient(_Api):
             request_id, p = self._register(sock, op, pipelined)
             request.id = request_id
             if not now:
+                if p is not None:
+                    p.sock = None  # not sent yet: _next_queued says where it goes
                 self._queue.append((request, p, slots))
                 self._sendable.notify()
                 return p if p is not None else request_id
@@ -2391,6 +2393,8 @@ class AsyncPathdClient(_Api):
         request.id = request_id
         if not now:
             # Sent by _slots_freed when answers make room.
+            if p is not None:
+                p.sock = None  # not sent yet: _next_queued says where it goes
             self._queue.append((request, p, slots))
             return p if p is not None else request_id
         self._take_slots(request)
