@@ -971,6 +971,7 @@ class PathdClient {
     this._everConnected = false;
     this._connectedAt = 0;
     this._retiring = new Set(); // draining or aged sockets still owed answers
+    this._closes = 0; // close() calls: a call never resends past one
   }
 
   /* Authenticates this socket (and every later one) with token; resolves
@@ -1030,6 +1031,7 @@ class PathdClient {
 
   /* Closes the socket; requests still waiting reject with PathdDisconnected. */
   close() {
+    this._closes++; // a call retrying now gives up instead of connecting again
     for (const socket of [...this._retiring]) this._fail(socket, PathdDisconnected, 'connection closed by the client');
     this._fail(this._socket, PathdDisconnected, 'connection closed by the client');
   }
@@ -1263,6 +1265,7 @@ class PathdClient {
     const started = Date.now();
     let backoff = RETRY_BACKOFF_FIRST_MS;
     let lostBackoff = RECONNECT_BACKOFF_FIRST_MS;
+    const closes = this._closes;
     for (let attempt = 1; ;) {
       const { id, promise } = this._send(theOp);
       const socket = this._socket;
@@ -1274,9 +1277,10 @@ class PathdClient {
         // after a jittered pause, when that is safe.
         const wait = lostBackoff / 2 + Math.random() * (lostBackoff / 2);
         if (!(err instanceof PathdDisconnected) || !this.reconnect || !resendable(theOp)
-            || Date.now() + wait - started > this.retryDeadlineMs) throw err;
+            || Date.now() + wait - started > this.retryDeadlineMs || this._closes !== closes) throw err;
         this.resent++;
         await sleep(wait);
+        if (this._closes !== closes) throw err;
         lostBackoff = Math.min(lostBackoff * 2, RECONNECT_BACKOFF_MAX_MS);
         continue;
       }
@@ -1291,6 +1295,7 @@ class PathdClient {
       this.retries[answer.status] = (this.retries[answer.status] || 0) + 1;
       if (answer.status === 'DRAINING') this._retire(socket);
       await sleep(wait);
+      if (this._closes !== closes) throw new PathdDisconnected('connection closed by the client', { requestId: id });
       backoff = Math.min(backoff * 2, RETRY_BACKOFF_MAX_MS);
       attempt++;
     }

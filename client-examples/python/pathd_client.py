@@ -1428,6 +1428,7 @@ class _Api:
         self.resent = 0                          # requests sent again after a lost connection
         self._connected_at = 0.0                 # time.monotonic() of the current connection
         self._ever_connected = False
+        self._closes = 0                         # close() calls: no call resends past one
 
     @property
     def in_flight(self):
@@ -1544,9 +1545,11 @@ class _Api:
         return bool(self.max_connection_age) and \
             time.monotonic() - self._connected_at > self.max_connection_age
 
-    def _may_resend(self, op, deadline):
-        """After a lost connection: whether the call sends op again."""
-        return self.reconnect_lost and _resendable(op.request) and time.monotonic() < deadline
+    def _may_resend(self, op, deadline, closes):
+        """After a lost connection: whether the call sends op again (never
+        once close() was called since the call began, closes then)."""
+        return (self.reconnect_lost and _resendable(op.request) and time.monotonic() < deadline
+                and self._closes == closes)
 
     def _reconnect_pause(self, backoff, deadline):
         """The jittered pause before the next connect attempt, or None when
@@ -1826,7 +1829,9 @@ class PathdClient(_Api):
         self.connect()
 
     def close(self):
-        """Closes the connection; unanswered requests fail with PathdDisconnected."""
+        """Closes the connection; unanswered requests fail with PathdDisconnected
+        (a call retrying meanwhile gives up rather than connect again)."""
+        self._closes += 1
         self._drop(PathdDisconnected, "connection closed by the client")
 
     def _drop(self, error_class, message):
@@ -2001,6 +2006,7 @@ class PathdClient(_Api):
         deadline = time.monotonic() + self.retry_deadline
         backoff = RETRY_BACKOFF_FIRST_S
         lost_backoff = RECONNECT_BACKOFF_FIRST_S
+        closes = self._closes
         attempt = 1
         while True:
             sock = None
@@ -2013,11 +2019,13 @@ class PathdClient(_Api):
                     answer = self._wait(p)
                 except PathdDisconnected:
                     pause = self._reconnect_pause(lost_backoff, deadline)
-                    if not recover or not self._may_resend(op, deadline) or pause is None:
+                    if not recover or not self._may_resend(op, deadline, closes) or pause is None:
                         raise
                     self.resent += 1
                     time.sleep(pause)  # a server that accepts and closes is not hammered
                     lost_backoff = min(lost_backoff * 2, RECONNECT_BACKOFF_MAX_S)
+                    if self._closes != closes:
+                        raise
                     continue
             pause = self._retry_pause(answer, attempt, backoff, deadline)
             if pause is None:
@@ -2029,6 +2037,8 @@ class PathdClient(_Api):
             backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
             answer = None
             attempt += 1
+            if self._closes != closes:
+                raise PathdDisconnected("connection closed by the client")
 
     def _call(self, op):
         return self._roundtrip(op)
@@ -2312,6 +2322,7 @@ class AsyncPathdClient(_Api):
 
     async def close(self):
         """Closes the connection; unanswered requests fail with PathdDisconnected."""
+        self._closes += 1
         await self._drop(PathdDisconnected, "connection closed by the client")
 
     async def _drop(self, error_class, message):
@@ -2434,6 +2445,7 @@ class AsyncPathdClient(_Api):
         deadline = time.monotonic() + self.retry_deadline
         backoff = RETRY_BACKOFF_FIRST_S
         lost_backoff = RECONNECT_BACKOFF_FIRST_S
+        closes = self._closes
         attempt = 1
         while True:
             sock = None
@@ -2446,11 +2458,13 @@ class AsyncPathdClient(_Api):
                     answer = await self._wait(p)
                 except PathdDisconnected:
                     pause = self._reconnect_pause(lost_backoff, deadline)
-                    if not recover or not self._may_resend(op, deadline) or pause is None:
+                    if not recover or not self._may_resend(op, deadline, closes) or pause is None:
                         raise
                     self.resent += 1
                     await asyncio.sleep(pause)
                     lost_backoff = min(lost_backoff * 2, RECONNECT_BACKOFF_MAX_S)
+                    if self._closes != closes:
+                        raise
                     continue
             pause = self._retry_pause(answer, attempt, backoff, deadline)
             if pause is None:
@@ -2461,6 +2475,8 @@ class AsyncPathdClient(_Api):
             backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
             answer = None
             attempt += 1
+            if self._closes != closes:
+                raise PathdDisconnected("connection closed by the client")
             answer = None
 
     async def _call(self, op):

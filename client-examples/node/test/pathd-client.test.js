@@ -1305,6 +1305,25 @@ describe('replicas: reconnect, resend, BEHIND, UNAVAILABLE, DRAINING, maximum ag
     await server.done();
   });
 
+  it('gives up a resend when close() is called meanwhile, and opens no new connection', async () => {
+    let dropped;
+    const droppedP = new Promise((resolve) => { dropped = resolve; });
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      await s.readRequest();
+      s.conn.destroy(); // the ping is lost
+      dropped();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 10000 });
+    const ping = client.ping();
+    await droppedP;
+    client.close();
+    await assert.rejects(ping, (err) => err instanceof PathdDisconnected);
+    await server.done();
+    assert.deepEqual([server.conns.length, client.connected, client.reconnects], [0, false, 0]);
+  });
+
   it('backs off and reconnects to a server that comes back on the same port', async () => {
     const probe = net.createServer();
     await new Promise((resolve) => probe.listen(0, '127.0.0.1', resolve));
