@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -128,6 +129,16 @@ struct pdc_conn {
     int retry_deadline_ms;      /* ...this long from the first send (0: the timeout) */
     uint64_t rng;               /* xorshift state for the backoff's jitter */
     uint64_t overloaded_retries;
+    /* Replicas (see "Replicas" in pathd_client.h). */
+    int reconnect;              /* reconnect and resend within a blocking call */
+    int keys;                   /* a fresh idempotency key on every update */
+    int max_age_ms;             /* 0: connections are never replaced for age */
+    int draining;               /* the server said DRAINING: send nothing more here */
+    int in_connect;             /* inside pdc_reconnect (Auth, GetLimits): no recovery */
+    int64_t connected_at;       /* pdc__now_ms() when the socket opened */
+    uint64_t opened, reconnects, resent, replica_retries;
+    char next_key[PDC_IDEMPOTENCY_KEY_MAX + 1]; /* pdc_set_next_idempotency_key */
+    char key[PDC_IDEMPOTENCY_KEY_MAX + 1];      /* the key of the update being sent */
     char error[PDC_MESSAGE_MAX];
 };
 
@@ -142,6 +153,8 @@ static const char *const pdc__wire_names[PDC_WIRE_STATUS_COUNT] = {
     [PDC_LIMIT_EXCEEDED] = "LIMIT_EXCEEDED",
     [PDC_STALE_VERSION] = "STALE_VERSION",
     [PDC_WATCH_OVERFLOW] = "WATCH_OVERFLOW",
+    [PDC_DRAINING] = "DRAINING",
+    [PDC_UNAVAILABLE] = "UNAVAILABLE",
 };
 
 static int pdc__authenticate(pdc_conn *c, char *role, size_t role_len);
@@ -507,6 +520,10 @@ static int pdc__open_socket(pdc_conn *c, char *err, size_t errlen)
             freeaddrinfo(list);
             c->fd = fd;
             c->rstart = c->rend = 0;
+            c->draining = 0;
+            c->connected_at = pdc__now_ms();
+            if (c->opened++)
+                c->reconnects++;
             return PDC_OK;
         }
         last_errno = errno;
@@ -545,6 +562,9 @@ pdc_conn *pdc_connect_flags(const char *host_port, int timeout_ms, unsigned flag
     c->cap = PDC_DEFAULT_INFLIGHT_CAP;
     c->max_queued = PDC_DEFAULT_MAX_QUEUED;
     c->retry_attempts = PDC_RETRY_ATTEMPTS;
+    c->reconnect = 1;
+    c->keys = 1;
+    c->max_age_ms = PDC_MAX_CONN_AGE_MS;
     c->rng = pdc__now_us() ^ (uint64_t)(uintptr_t)c ^ 0x9e3779b97f4a7c15u;
     if (c->rng == 0)
         c->rng = 1;
@@ -590,10 +610,57 @@ int pdc_reconnect(pdc_conn *c)
         snprintf(c->error, sizeof c->error, "%s", err);
         return PDC_ERR_CONNECT;
     }
+    const int nested = c->in_connect;
+    c->in_connect = 1;
     r = c->token[0] ? pdc__authenticate(c, NULL, 0) : PDC_OK;
     if (r == PDC_OK)
         pdc__read_limits(c);
+    c->in_connect = nested;
     return r;
+}
+
+void pdc_set_reconnect(pdc_conn *c, int on)
+{
+    if (c)
+        c->reconnect = on != 0;
+}
+
+void pdc_set_max_conn_age(pdc_conn *c, int max_age_ms)
+{
+    if (c && max_age_ms >= 0)
+        c->max_age_ms = max_age_ms;
+}
+
+void pdc_set_idempotency_keys(pdc_conn *c, int on)
+{
+    if (c)
+        c->keys = on != 0;
+}
+
+int pdc_set_next_idempotency_key(pdc_conn *c, const char *key)
+{
+    if (!c || !key || !key[0] || strlen(key) > PDC_IDEMPOTENCY_KEY_MAX)
+        return PDC_ERR_ARG;
+    for (const char *k = key; *k; k++)
+        if (*k <= ' ' || *k > '~')
+            return PDC_ERR_ARG;
+    snprintf(c->next_key, sizeof c->next_key, "%s", key);
+    return PDC_OK;
+}
+
+uint64_t pdc_reconnects(const pdc_conn *c)
+{
+    return c ? c->reconnects : 0;
+}
+
+uint64_t pdc_resent(const pdc_conn *c)
+{
+    return c ? c->resent : 0;
+}
+
+uint64_t pdc_replica_retries(const pdc_conn *c)
+{
+    return c ? c->replica_retries : 0;
 }
 
 int pdc_is_connected(const pdc_conn *c)
@@ -818,7 +885,7 @@ static int pdc__queue_room(pdc_conn *c, size_t more)
  * whose blocking call gave up (timed out) meanwhile. */
 static void pdc__pump(pdc_conn *c)
 {
-    while (c->q_len > 0 && c->fd >= 0) {
+    while (c->q_len > 0 && c->fd >= 0 && !c->draining) {
         pdc__queued q = c->queue[c->q_head];
         if (pdc__pending_find(c, q.id) &&
             ((c->flow_control && c->used + q.slots > c->cap) || pdc__hold_reserve(c, 1) != PDC_OK))
@@ -853,12 +920,17 @@ static int pdc__unqueue(pdc_conn *c, uint64_t id)
 
 /* A pause of backoff_ms plus up to half of it at random (xorshift64), so
  * clients refused together do not all retry together. */
-static int pdc__jittered(pdc_conn *c, int backoff_ms)
+static uint64_t pdc__rand(pdc_conn *c)
 {
     c->rng ^= c->rng << 13;
     c->rng ^= c->rng >> 7;
     c->rng ^= c->rng << 17;
-    return backoff_ms + (int)(c->rng % (uint64_t)(backoff_ms / 2 + 1));
+    return c->rng;
+}
+
+static int pdc__jittered(pdc_conn *c, int backoff_ms)
+{
+    return backoff_ms + (int)(pdc__rand(c) % (uint64_t)(backoff_ms / 2 + 1));
 }
 
 void pdc_set_flow_control(pdc_conn *c, int on)
@@ -1278,6 +1350,13 @@ static void pdc__dispatch_frame(pdc_conn *c, Pathd__V1__Response *resp)
     const char *msg = resp->message && resp->message[0]                            ? resp->message
                       : resp->body_case == PATHD__V1__RESPONSE__BODY_ERROR && resp->error ? resp->error->message
                                                                                         : "";
+    if (resp->id == 0 && resp->status == PATHD__V1__STATUS__DRAINING) {
+        /* The replica is draining: nothing more is sent here; the next
+         * blocking call reads what is owed, then moves (pdc__retire). */
+        c->draining = 1;
+        pathd__v1__response__free_unpacked(resp, NULL);
+        return;
+    }
     if (resp->id == 0) {
         /* A connection-level error (frame too large, malformed, too many
          * connections): the server closes after it, so close our side too
@@ -1412,41 +1491,211 @@ static int pdc__send_tracked(pdc_conn *c, Pathd__V1__Request *req, pdc__kind kin
     return PDC_OK;
 }
 
-/* The blocking round trip shared by every blocking call: reconnect if an
- * earlier call lost the connection, send, wait, and retry OVERLOADED with
- * backoff. *taken receives the completed entry (caller releases it). */
+/* ---- replicas (pathd_client.h, "Replicas") ------------------------------ */
+
+/* The idempotency_key field of an update request, or NULL for other kinds. */
+static char **pdc__key_field(Pathd__V1__Request *req)
+{
+    switch (req->body_case) {
+    case PATHD__V1__REQUEST__BODY_UPDATE_CELLS: return &req->update_cells->idempotency_key;
+    case PATHD__V1__REQUEST__BODY_CREATE_SCENE: return &req->create_scene->idempotency_key;
+    case PATHD__V1__REQUEST__BODY_CREATE_INSTANCE: return &req->create_instance->idempotency_key;
+    case PATHD__V1__REQUEST__BODY_DROP_SCENE: return &req->drop_scene->idempotency_key;
+    default: return NULL;
+    }
+}
+
+/* Gives an update its key (c->key, which lives until the next call): the
+ * one from pdc_set_next_idempotency_key, else 128 random bits in hex. */
+static void pdc__key_update(pdc_conn *c, Pathd__V1__Request *req)
+{
+    char **field = pdc__key_field(req);
+    if (!field)
+        return;
+    if (c->next_key[0]) {
+        memcpy(c->key, c->next_key, sizeof c->key);
+        c->next_key[0] = '\0';
+    } else if (c->keys) {
+        uint8_t bits[16];
+        if (getrandom(bits, sizeof bits, 0) != (ssize_t)sizeof bits) {
+            /* No kernel randomness: the jitter generator, unique enough per
+             * connection for a key (a clash only merges two updates' retries). */
+            for (size_t i = 0; i < sizeof bits; i++)
+                bits[i] = (uint8_t)pdc__rand(c);
+        }
+        for (size_t i = 0; i < sizeof bits; i++)
+            snprintf(c->key + 2 * i, 3, "%02x", bits[i]);
+    } else {
+        return;
+    }
+    *field = c->key;
+}
+
+/* Whether req may be sent again after its connection was lost with its
+ * answer owed: a query, or an update that carries an idempotency key. */
+static int pdc__resendable(Pathd__V1__Request *req)
+{
+    char **field = pdc__key_field(req);
+    if (field)
+        return *field && (*field)[0];
+    switch (req->body_case) {
+    case PATHD__V1__REQUEST__BODY_CANCEL:
+    case PATHD__V1__REQUEST__BODY_RELOAD:
+    case PATHD__V1__REQUEST__BODY_WATCH:
+    case PATHD__V1__REQUEST__BODY_UNWATCH:
+    case PATHD__V1__REQUEST__BODY_RESERVE_PATH:
+    case PATHD__V1__REQUEST__BODY_RELEASE_AGENT:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+/* A pause of about backoff_ms: half of it fixed, half at random ("equal
+ * jitter"), so clients that lost the same replica do not reconnect in step. */
+static int pdc__equal_jitter(pdc_conn *c, int backoff_ms)
+{
+    const int half = backoff_ms / 2;
+    return half + (int)(pdc__rand(c) % (uint64_t)(half + 1));
+}
+
+static int pdc__doubled(int ms, int max)
+{
+    return ms * 2 > max ? max : ms * 2;
+}
+
+/* Connects again (fd < 0), with jittered backoff until deadline when
+ * reconnecting is on; then sends what waited in the queue. */
+static int pdc__reopen(pdc_conn *c, int64_t deadline)
+{
+    int backoff_ms = PDC_RECONNECT_BACKOFF_FIRST_MS;
+    for (;;) {
+        int r = pdc_reconnect(c);
+        if (r == PDC_OK)
+            pdc__pump(c);
+        if (r != PDC_ERR_CONNECT || !c->reconnect)
+            return r;
+        const int pause_ms = pdc__equal_jitter(c, backoff_ms);
+        if (pdc__remaining_ms(deadline) < pause_ms)
+            return r;
+        pdc__sleep_ms(pause_ms);
+        backoff_ms = pdc__doubled(backoff_ms, PDC_RECONNECT_BACKOFF_MAX_MS);
+    }
+}
+
+/* Whether a request sent on this connection (not one still queued, not a
+ * watch) has not been answered yet. */
+static int pdc__owed(const pdc_conn *c)
+{
+    for (size_t i = 0; i < c->npending; i++) {
+        const pdc__pending *p = &c->pending[i];
+        if (p->done_order || p->kind == PDC__KIND_WATCH)
+            continue;
+        int queued = 0;
+        for (size_t k = 0; k < c->q_len && !queued; k++)
+            queued = c->queue[(c->q_head + k) % c->q_cap].id == p->id;
+        if (!queued)
+            return 1;
+    }
+    return 0;
+}
+
+/* Replaces a draining or too old connection: reads the answers still owed
+ * on it (until deadline), ends its watches with PDC_DRAINING, closes it
+ * and connects again; what waited in the queue goes out on the new one. */
+static int pdc__retire(pdc_conn *c, int64_t deadline)
+{
+    c->draining = 1;
+    while (c->fd >= 0 && pdc__owed(c)) {
+        Pathd__V1__Response *resp = NULL;
+        int r = pdc__read_frame(c, deadline, &resp);
+        if (r == PDC_ERR_TIMEOUT)
+            break;
+        if (r == PDC_OK)
+            pdc__dispatch(c, resp);
+    }
+    if (c->fd >= 0 && pdc__owed(c))
+        pdc__fail(c, PDC_ERR_DISCONNECTED, "a draining connection still owed answers at the deadline");
+    if (c->fd >= 0) {
+        for (size_t i = 0; i < c->npending; i++)
+            if (c->pending[i].kind == PDC__KIND_WATCH && !c->pending[i].done_order)
+                pdc__complete(c, &c->pending[i], PDC_DRAINING,
+                              "the connection was replaced (draining or max connection age)");
+        close(c->fd);
+        c->fd = -1;
+        c->rstart = c->rend = 0;
+        c->nheld = 0;           /* the server forgets a closed connection's slots */
+        c->used = 0;
+    }
+    return pdc__reopen(c, deadline);
+}
+
+static int pdc__aged(const pdc_conn *c)
+{
+    return c->max_age_ms > 0 && pdc__now_ms() - c->connected_at > c->max_age_ms;
+}
+
+/* The blocking round trip shared by every blocking call: (re)connect,
+ * replacing a draining or too old connection, send, wait; send again a
+ * request lost with its connection when that is safe, and retry
+ * OVERLOADED, STALE_VERSION, UNAVAILABLE (after a jittered pause) and
+ * DRAINING (at once, on a new connection) within the retry deadline.
+ * *taken receives the completed entry (caller releases it). */
 static int pdc__call(pdc_conn *c, Pathd__V1__Request *req, pdc__kind kind, pdc__pending *taken)
 {
     memset(taken, 0, sizeof *taken);
-    int backoff_ms = PDC_RETRY_BACKOFF_FIRST_MS;
+    int backoff_ms = PDC_RETRY_BACKOFF_FIRST_MS, lost_ms = PDC_RECONNECT_BACKOFF_FIRST_MS;
     const int64_t retry_deadline =
         pdc__deadline_after(c->retry_deadline_ms > 0 ? c->retry_deadline_ms : c->timeout_ms);
-    for (int attempt = 1;; attempt++) {
+    const int recover = !c->in_connect;
+    pdc__key_update(c, req);
+    for (int attempt = 1;;) {
         c->error[0] = '\0';
         c->last_timing = (pdc_timing){0, 0};
-        if (c->fd < 0 && pdc_reconnect(c) != PDC_OK)
+        if (recover && c->fd >= 0 && (c->draining || pdc__aged(c)))
+            pdc__retire(c, retry_deadline);
+        if (c->fd < 0 && (recover ? pdc__reopen(c, retry_deadline) : pdc_reconnect(c)) != PDC_OK)
             return PDC_ERR_CONNECT;
         uint64_t id;
         int r = pdc__send_tracked(c, req, kind, &id);
-        if (r != PDC_OK)
+        if (r == PDC_OK)
+            r = pdc__wait_for(c, id, pdc__deadline_after(c->timeout_ms), taken);
+        else if (r != PDC_ERR_DISCONNECTED)
             return r;
-        r = pdc__wait_for(c, id, pdc__deadline_after(c->timeout_ms), taken);
         c->last_timing = taken->timing;
-        /* OVERLOADED is retried after a jittered pause, unless that was
-         * the last attempt or the pause would end past the deadline. */
-        const int pause_ms = r == PDC_OVERLOADED ? pdc__jittered(c, backoff_ms) : 0;
-        if (r != PDC_OVERLOADED || attempt >= c->retry_attempts ||
-            pdc__remaining_ms(retry_deadline) < pause_ms) {
+        if (r == PDC_ERR_DISCONNECTED && recover && c->reconnect && pdc__resendable(req)) {
+            const int pause_ms = pdc__equal_jitter(c, lost_ms);
+            if (pdc__remaining_ms(retry_deadline) >= pause_ms) {
+                pdc__pending_release(taken);
+                memset(taken, 0, sizeof *taken);
+                c->resent++;
+                pdc__sleep_ms(pause_ms);
+                lost_ms = pdc__doubled(lost_ms, PDC_RECONNECT_BACKOFF_MAX_MS);
+                continue;
+            }
+        }
+        /* Retryable answers go again after a jittered pause (DRAINING: at
+         * once, elsewhere), unless that was the last attempt or the pause
+         * would end past the deadline. */
+        const int retryable = r == PDC_OVERLOADED || r == PDC_STALE_VERSION || r == PDC_UNAVAILABLE ||
+                              (r == PDC_DRAINING && recover);
+        const int pause_ms = retryable && r != PDC_DRAINING ? pdc__jittered(c, backoff_ms) : 0;
+        if (!retryable || attempt >= c->retry_attempts || pdc__remaining_ms(retry_deadline) < pause_ms) {
             if (r != PDC_OK && r != PDC_PARTIAL && taken->message[0])
                 snprintf(c->error, sizeof c->error, "%s", taken->message);
             return r;
         }
         pdc__pending_release(taken);
         memset(taken, 0, sizeof *taken);
-        c->overloaded_retries++;
+        if (r == PDC_OVERLOADED)
+            c->overloaded_retries++;
+        else
+            c->replica_retries++;
+        if (r == PDC_DRAINING)
+            c->draining = 1;
         pdc__sleep_ms(pause_ms);
-        backoff_ms = backoff_ms * 2 > PDC_RETRY_BACKOFF_MAX_MS ? PDC_RETRY_BACKOFF_MAX_MS
-                                                               : backoff_ms * 2;
+        backoff_ms = pdc__doubled(backoff_ms, PDC_RETRY_BACKOFF_MAX_MS);
+        attempt++;
     }
 }
 
@@ -3193,6 +3442,9 @@ int pdc_watch(pdc_conn *c, const char *const *scenes, size_t n, uint64_t *watch_
         if (!scenes[i] || !scenes[i][0])
             return PDC_ERR_ARG;
     c->error[0] = '\0';
+    /* Not on a draining or too old connection: a new watch belongs on the next. */
+    if (c->fd >= 0 && (c->draining || pdc__aged(c)))
+        pdc__retire(c, pdc__deadline_after(c->timeout_ms));
     if (c->fd < 0 && pdc_reconnect(c) != PDC_OK)
         return PDC_ERR_CONNECT;
     Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;

@@ -43,10 +43,48 @@
  *
  * Connection loss: when the connection drops (or the server sends something
  * that breaks the protocol), every request still waiting for its answer fails
- * with PDC_ERR_DISCONNECTED (or PDC_ERR_PROTOCOL), and nothing is resent.
- * Reconnecting: the next BLOCKING call reconnects automatically to the same
- * address (returning PDC_ERR_CONNECT if that fails); the pipelined API never
- * does, call pdc_reconnect() yourself.
+ * with PDC_ERR_DISCONNECTED (or PDC_ERR_PROTOCOL). Reconnecting: the next
+ * BLOCKING call reconnects automatically to the same address (returning
+ * PDC_ERR_CONNECT if that fails); the pipelined API never does, call
+ * pdc_reconnect() yourself.
+ *
+ * Replicas (several pathd behind HAProxy; docs/PROTOCOL.md, "Clients and
+ * replicas"): a BLOCKING call rides out a replica that dies, restarts or
+ * drains, within its retry deadline (pdc_set_retry; default the timeout):
+ *   - pdc_set_reconnect (default on): a blocking call that finds no
+ *     connection, or loses it with its answer owed, connects again, pausing
+ *     between attempts from PDC_RECONNECT_BACKOFF_FIRST_MS doubling up to
+ *     PDC_RECONNECT_BACKOFF_MAX_MS (half fixed, half random), and sends its
+ *     request again when that is safe: a query always, an update
+ *     (pdc_update_cells*, pdc_create_scene, pdc_create_instance,
+ *     pdc_drop_scene) when it carries an idempotency key. Reservations made
+ *     or released, watches and reloads are never sent twice. Pipelined
+ *     requests (pdc_send_find_path*) are not sent again: they fail with
+ *     PDC_ERR_DISCONNECTED as before.
+ *   - pdc_set_idempotency_keys (default on): every update carries a fresh key
+ *     (128 random bits in hex), or the one given with
+ *     pdc_set_next_idempotency_key, so the change log applies it once
+ *     however often it is sent.
+ *   - PDC_STALE_VERSION (the issue's BEHIND) and PDC_UNAVAILABLE (the change
+ *     log cannot be reached; nothing changed) are retried after jittered
+ *     pauses as PDC_OVERLOADED is, with the same key.
+ *   - PDC_DRAINING (sent by a replica about to stop: unsolicited with id 0, or
+ *     as an answer): nothing more is sent on that connection; the next
+ *     blocking call first reads the answers still owed on it (pipelined
+ *     paths), then closes it and connects again (HAProxy picks another
+ *     replica), and a request refused DRAINING goes again there at once.
+ *     Requests queued behind the in-flight cap go out on the new connection;
+ *     a pipelined request sent meanwhile is answered PDC_DRAINING (any
+ *     blocking call, or pdc_reconnect, then moves).
+ *     This client is single-threaded, so the old connection's owed answers
+ *     are read before the new one opens, not beside it.
+ *   - pdc_set_max_conn_age (default PDC_MAX_CONN_AGE_MS, 10 minutes; 0: never):
+ *     a connection older than that is replaced the same way at the next
+ *     blocking call, since HAProxy never moves a long-lived connection back
+ *     to a replica that restarted.
+ *   - Watches are not re-established: pdc_watch_next returns
+ *     PDC_ERR_DISCONNECTED (lost) or PDC_DRAINING (replaced) once their
+ *     connection is gone; watch again to go on.
  *
  * Threads: a pdc_conn is not thread-safe; use one connection per thread, or
  * guard it with your own lock.
@@ -77,6 +115,14 @@
 #define PDC_RETRY_ATTEMPTS 5
 #define PDC_RETRY_BACKOFF_FIRST_MS 20
 #define PDC_RETRY_BACKOFF_MAX_MS 1000
+/* Replicas (see the top of this file): the pause between reconnect attempts
+ * (doubling from FIRST up to MAX, half fixed and half random), and the age
+ * at which a connection is replaced (0 = never). */
+#define PDC_RECONNECT_BACKOFF_FIRST_MS 50
+#define PDC_RECONNECT_BACKOFF_MAX_MS 2000
+#define PDC_MAX_CONN_AGE_MS (10 * 60 * 1000)
+/* Longest idempotency key, in bytes without the NUL (printable ASCII). */
+#define PDC_IDEMPOTENCY_KEY_MAX 64
 /* Largest grid side pdc_scene_grid accepts, in cells: the daemon's own limit
  * (PD_GRID_MAX_SIDE), so a grid is at most 16384 x 16384 bytes (256 MiB). */
 #define PDC_MAX_GRID_SIDE 16384
@@ -121,6 +167,9 @@ typedef enum pdc_status {
                                    pdc_stale_version() (and the result's version) say
                                    which version it is at */
     PDC_WATCH_OVERFLOW = 41,    /* a watch's last event: it fell behind and ended */
+    PDC_DRAINING = 42,          /* retryable elsewhere: the replica is draining (see
+                                   "Replicas" above) */
+    PDC_UNAVAILABLE = 43,       /* retryable: the change log cannot be reached */
 
     PDC_ERR_DISCONNECTED = -1,  /* connection lost or never there; request unanswered */
     PDC_ERR_TIMEOUT = -2,       /* no answer within the timeout */
@@ -134,7 +183,7 @@ typedef enum pdc_status {
 } pdc_status;
 
 /* One past the largest wire status (18..29 and 33..39 are unused). */
-#define PDC_WIRE_STATUS_COUNT 42
+#define PDC_WIRE_STATUS_COUNT 44
 
 /* "OK", "NO_PATH", ... for wire statuses (the proto enum's names); for client
  * errors "DISCONNECTED", "TIMEOUT", "PROTOCOL_ERROR", ...; "UNKNOWN_STATUS"
@@ -475,6 +524,26 @@ void pdc_set_max_queued(pdc_conn *c, size_t max_queued);
  * PDC_RETRY_ATTEMPTS) and the time from the first send after which no pause
  * starts (ms; 0 = the timeout). A value out of range keeps the current one. */
 void pdc_set_retry(pdc_conn *c, int attempts, int deadline_ms);
+/* Replicas (see the top of this file). Reconnecting and resending within a
+ * blocking call: on (default) or off (0: a lost connection fails the call,
+ * and the next call connects once). */
+void pdc_set_reconnect(pdc_conn *c, int on);
+/* A connection older than max_age_ms is replaced at the next blocking call
+ * (0 = never; default PDC_MAX_CONN_AGE_MS). */
+void pdc_set_max_conn_age(pdc_conn *c, int max_age_ms);
+/* A fresh idempotency key on every update: on (default) or off (0: updates
+ * carry no key unless given one, and are never sent twice). */
+void pdc_set_idempotency_keys(pdc_conn *c, int on);
+/* The key the next update call (pdc_update_cells*, pdc_create_scene,
+ * pdc_create_instance, pdc_drop_scene) sends, instead of a fresh one:
+ * 1..PDC_IDEMPOTENCY_KEY_MAX printable ASCII characters. PDC_ERR_ARG
+ * otherwise. */
+int pdc_set_next_idempotency_key(pdc_conn *c, const char *key);
+/* Connections opened after the first; requests sent again after a lost
+ * connection; STALE_VERSION, UNAVAILABLE and DRAINING answers retried. */
+uint64_t pdc_reconnects(const pdc_conn *c);
+uint64_t pdc_resent(const pdc_conn *c);
+uint64_t pdc_replica_retries(const pdc_conn *c);
 /* The in-flight cap in use (the server's max_inflight_per_conn once
  * GetLimits answered); 0 with flow control off. */
 uint32_t pdc_inflight_cap(const pdc_conn *c);

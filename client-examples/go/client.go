@@ -19,13 +19,35 @@
 // pathd a Cancel for a request already in flight (its slot stays counted
 // until the server's answer to it arrives, as the server counts it).
 //
-// A Client is safe for concurrent use. A lost connection fails the requests
-// it carried with ErrDisconnected (nothing is resent) and is dialled again in
-// the background; while no connection is up, calls fail at once.
+// A Client is safe for concurrent use. A lost connection is dialled again
+// in the background, with jittered back-off from Options.ReconnectBackoff.
+//
+// Replicas (several pathd behind HAProxy; docs/PROTOCOL.md, "Clients and
+// replicas"), all within the call's deadline (or RetryTimeout):
+//   - A call that finds no connection up waits for one (ReconnectBackoff
+//     doubling to ReconnectBackoffMax between looks); a request lost with
+//     its connection is sent again when that is safe: a query always, an
+//     update (UpdateCells, CreateScene, CreateInstance, DropScene) when it
+//     carries an idempotency_key. Reservations made or released, watches,
+//     cancels and reloads fail with ErrDisconnected. Options.NoResend:
+//     every lost request fails with ErrDisconnected (the old behaviour).
+//   - Every update gets a fresh key (128 random bits in hex) unless it has
+//     one, on a copy of the caller's message (Options.NoIdempotencyKeys:
+//     none); the change log applies one key once however often it arrives.
+//   - STALE_VERSION (BEHIND) and UNAVAILABLE are retried with jittered
+//     back-off, as OVERLOADED is, with the same key, at most
+//     Options.ReplicaRetries times.
+//   - DRAINING (unsolicited with id 0, or as an answer) and a connection
+//     older than Options.MaxConnAge (10 minutes; negative: never) retire
+//     it: the pool stops sending on it and dials its slot again at once, a
+//     refused request goes again on another connection, and the old one
+//     closes once the answers owed on it have arrived. Its watches end with
+//     an error wrapping ErrDisconnected: watch again to go on.
 package pathd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"net"
@@ -66,6 +88,26 @@ type Options struct {
 	// it with WATCH_OVERFLOW, as the server does to a watcher that does not
 	// read (4096).
 	WatchBuffer int
+	// Replicas (see the package notes). ReconnectBackoff is the first wait
+	// before dialling a lost connection again, and before a request that
+	// found none (or lost its own) looks again (50 ms); it doubles up to
+	// ReconnectBackoffMax (2 s), each wait drawn from its upper half.
+	ReconnectBackoff    time.Duration
+	ReconnectBackoffMax time.Duration
+	// MaxConnAge retires a connection older than it (10 min; negative:
+	// never), since HAProxy never moves one back to a restarted replica.
+	MaxConnAge time.Duration
+	// ReplicaRetries is how many times one call sends its request again
+	// after STALE_VERSION (BEHIND), UNAVAILABLE or DRAINING (5), so a
+	// version that never comes is reported within about a second rather
+	// than at the deadline.
+	ReplicaRetries int
+	// NoResend fails a request lost with its connection with
+	// ErrDisconnected instead of sending it again.
+	NoResend bool
+	// NoIdempotencyKeys sends updates without a key unless the caller set
+	// one (such an update is then never sent again).
+	NoIdempotencyKeys bool
 }
 
 func (o *Options) defaults() {
@@ -83,11 +125,17 @@ func (o *Options) defaults() {
 	def(&o.QueueLimit, 1024)
 	def(&o.MaxFrameBytes, 16<<20)
 	def(&o.WatchBuffer, 4096)
+	def(&o.ReplicaRetries, 5)
 	defd(&o.DialTimeout, 5*time.Second)
 	defd(&o.WriteTimeout, 5*time.Second)
 	defd(&o.RetryTimeout, 5*time.Second)
 	defd(&o.RetryBackoff, 10*time.Millisecond)
 	defd(&o.RetryBackoffMax, 500*time.Millisecond)
+	defd(&o.ReconnectBackoff, 50*time.Millisecond)
+	defd(&o.ReconnectBackoffMax, 2*time.Second)
+	if o.MaxConnAge == 0 {
+		o.MaxConnAge = 10 * time.Minute
+	}
 }
 
 // waiter is a request queued for in-flight slots.
@@ -102,10 +150,13 @@ type Client struct {
 	addr string
 	opts Options
 
-	nextID     atomic.Uint64
-	overloaded atomic.Uint64 // OVERLOADED answers received (requests and batch items)
-	retries    atomic.Uint64
-	redials    atomic.Uint64 // connections made again after one was lost
+	nextID         atomic.Uint64
+	overloaded     atomic.Uint64 // OVERLOADED answers received (requests and batch items)
+	retries        atomic.Uint64
+	redials        atomic.Uint64 // connections made again after one was lost
+	resent         atomic.Uint64 // requests sent again after a lost connection
+	replicaRetries atomic.Uint64 // STALE_VERSION, UNAVAILABLE, DRAINING retried
+	retired        atomic.Uint64 // connections retired (DRAINING, MaxConnAge)
 
 	mu      sync.Mutex
 	conns   []*conn // one per slot; nil until dialled
@@ -227,6 +278,9 @@ func (c *Client) connect(ctx context.Context, slot int) error {
 	if lim.IdleTimeoutMs > 0 {
 		go cn.keepalive(time.Duration(lim.IdleTimeoutMs) * time.Millisecond / 3)
 	}
+	if c.opts.MaxConnAge > 0 {
+		go cn.expire(c.opts.MaxConnAge)
+	}
 	c.limits = lim
 	c.dispatchLocked()
 	return nil
@@ -251,9 +305,10 @@ func (c *Client) connLost(cn *conn, err error) {
 	go c.redial(cn.slot)
 }
 
-// redial connects slot again, backing off from 50 ms to 2 s between tries.
+// redial connects slot again, backing off from ReconnectBackoff to
+// ReconnectBackoffMax between tries (the first try at once after a retire).
 func (c *Client) redial(slot int) {
-	wait := 50 * time.Millisecond
+	wait := c.opts.ReconnectBackoff
 	for {
 		select {
 		case <-c.stop:
@@ -268,8 +323,8 @@ func (c *Client) redial(slot int) {
 			c.lastErr = err
 			c.mu.Unlock()
 		}
-		if wait *= 2; wait > 2*time.Second {
-			wait = 2 * time.Second
+		if wait *= 2; wait > c.opts.ReconnectBackoffMax {
+			wait = c.opts.ReconnectBackoffMax
 		}
 	}
 }
@@ -446,23 +501,33 @@ func (c *Client) cancelOnServer(cn *conn, target uint64) {
 	_ = cn.start(&call{id: req.Id, done: make(chan struct{})}, req)
 }
 
-// exchange sends req and returns its final frame, retrying OVERLOADED with
-// jittered exponential backoff until the context's deadline (or
-// RetryTimeout). newAsm makes a fresh assembler per attempt (nil for
-// one-frame answers).
+// exchange sends req and returns its final frame, retrying OVERLOADED,
+// STALE_VERSION, UNAVAILABLE and DRAINING with jittered exponential backoff
+// until the context's deadline (or RetryTimeout), waiting for a connection
+// when none is up and sending req again when its connection was lost and
+// that is safe (replicas.go). newAsm makes a fresh assembler per attempt
+// (nil for one-frame answers).
 func (c *Client) exchange(ctx context.Context, req *pb.Request, newAsm func() assembler) (*pb.Response, assembler, error) {
+	req = c.keyed(req)
 	weight := weightOf(req)
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(c.opts.RetryTimeout)
 	}
 	backoff := c.opts.RetryBackoff
+	lostWait := c.opts.ReconnectBackoff
+	drained := false
+	replicaRetries := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
 		cn, err := c.acquire(ctx, weight)
 		if err != nil {
+			// Not sent: waiting for a connection is always safe.
+			if errors.Is(err, ErrDisconnected) && c.waitLost(ctx, deadline, &lostWait) == nil {
+				continue
+			}
 			return nil, nil, err
 		}
 		var asm assembler
@@ -472,7 +537,28 @@ func (c *Client) exchange(ctx context.Context, req *pb.Request, newAsm func() as
 		req.Id = 0 // a fresh id per attempt
 		r, err := c.send(ctx, cn, req, weight, asm, nil)
 		if err != nil {
+			if errors.Is(err, ErrDisconnected) && !c.opts.NoResend && resendable(req) &&
+				c.waitLost(ctx, deadline, &lostWait) == nil {
+				c.resent.Add(1)
+				continue
+			}
 			return nil, nil, err
+		}
+		if retryableStatus(r.Status) && replicaRetries < c.opts.ReplicaRetries {
+			replicaRetries++
+			if r.Status == pb.Status_DRAINING {
+				cn.retire(fmt.Errorf("%w: %s is draining", ErrDisconnected, c.addr))
+			}
+			// DRAINING goes again at once on another connection; BEHIND,
+			// UNAVAILABLE and a second DRAINING after a pause.
+			if r.Status != pb.Status_DRAINING || drained {
+				if err := c.backoff(ctx, deadline, &backoff); err != nil {
+					return r, asm, nil // the caller reports the status
+				}
+			}
+			drained = drained || r.Status == pb.Status_DRAINING
+			c.replicaRetries.Add(1)
+			continue
 		}
 		if r.Status != pb.Status_OVERLOADED {
 			return r, asm, nil
@@ -524,9 +610,15 @@ func (c *Client) capOf(lim *pb.Limits) int {
 // backoff sleeps the next jittered back-off, or fails when that would pass
 // the deadline or the context ends.
 func (c *Client) backoff(ctx context.Context, deadline time.Time, backoff *time.Duration) error {
+	return sleepBackoff(ctx, deadline, backoff, c.opts.RetryBackoffMax)
+}
+
+// sleepBackoff sleeps jitter(*backoff) and doubles *backoff up to max; it
+// fails when the sleep would pass the deadline or the context ends.
+func sleepBackoff(ctx context.Context, deadline time.Time, backoff *time.Duration, max time.Duration) error {
 	d := jitter(*backoff)
-	if *backoff *= 2; *backoff > c.opts.RetryBackoffMax {
-		*backoff = c.opts.RetryBackoffMax
+	if *backoff *= 2; *backoff > max {
+		*backoff = max
 	}
 	if time.Now().Add(d).After(deadline) {
 		return context.DeadlineExceeded

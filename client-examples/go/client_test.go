@@ -803,8 +803,8 @@ func TestProtocolErrors(t *testing.T) {
 	mustf(t, errors.Is(err, ErrProtocol) && strings.Contains(err.Error(), "4294967295-byte frame"), "a 4 GiB frame: %v", err)
 }
 
-// A lost server fails the calls at once with ErrDisconnected; the pool
-// dials again in the background and serves once the server is back.
+// A lost server fails the calls with ErrDisconnected at their deadline; the
+// pool dials again in the background and serves once the server is back.
 func TestReconnect(t *testing.T) {
 	d := startDaemon(t, map[string]any{}, "127.0.0.1:0")
 	addr := d.addr
@@ -814,8 +814,10 @@ func TestReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.stop(t)
+	// With no server a call waits for a connection until its deadline,
+	// then fails with ErrDisconnected.
 	waitFor(t, func() bool {
-		_, err := c.Raycast(ctx, &pb.Raycast{Scene: "town", From: Cell(1, 1), To: Cell(5, 5)})
+		_, err := c.Raycast(ctxT(t, 300*time.Millisecond), &pb.Raycast{Scene: "town", From: Cell(1, 1), To: Cell(5, 5)})
 		return errors.Is(err, ErrDisconnected)
 	}, "calls fail with ErrDisconnected")
 	startDaemon(t, map[string]any{}, addr)

@@ -52,6 +52,8 @@ type conn struct {
 	cap  int  // the server's max_inflight_per_conn (or Options.InflightCap)
 	used int  // slots held by requests sent and not yet finally answered
 	live bool // counted by the pool
+
+	retiring bool // guarded by mu: replaced (replicas.go); closes once nothing is owed
 }
 
 func newConn(cl *Client, slot int, nc net.Conn) *conn {
@@ -126,6 +128,12 @@ func (cn *conn) readLoop() {
 			cn.fail(err)
 			return
 		}
+		if r.Id == 0 && r.Status == pb.Status_DRAINING {
+			// The replica is draining: the pool moves on, and this
+			// connection closes once the answers owed on it arrived.
+			cn.retire(fmt.Errorf("%w: %s is draining", ErrDisconnected, cn.cl.addr))
+			continue
+		}
 		if r.Id == 0 {
 			// A connection-level answer (MALFORMED, FRAME_TOO_LARGE, too many
 			// connections, a token no longer accepted): the server closes.
@@ -166,6 +174,7 @@ func (cn *conn) readLoop() {
 			c.watch.finish(r)
 		}
 		close(c.done)
+		cn.closeIfDrained()
 	}
 }
 

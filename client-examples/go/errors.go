@@ -20,7 +20,9 @@ var (
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("pathd: client closed")
 	// ErrDisconnected: the connection carrying the request was lost (or
-	// none could be made); the request got no answer and is not resent.
+	// none could be made within the deadline), and the request was not safe
+	// to send again or the deadline passed (see "Replicas" in the package
+	// notes); also ends a Watch whose connection was lost or replaced.
 	ErrDisconnected = errors.New("pathd: disconnected")
 	// ErrProtocol: the server sent something the protocol does not allow;
 	// the connection was closed, as the server does to clients.

@@ -74,13 +74,46 @@
  * something else (ping's round trip, batch's array).
  *
  * A request that gets no answer rejects with a subclass of PathdError:
- * PathdDisconnected (connection lost: every request still waiting fails with
- * it and nothing is resent), PathdTimeout (no answer within timeoutMs; a late
- * answer is ignored) or PathdProtocolError (the server broke the protocol; the
+ * PathdDisconnected (connection lost and the request not safe to send again,
+ * or no server within the retry deadline; see "Replicas"), PathdTimeout (no
+ * answer within timeoutMs; a late answer is ignored) or PathdProtocolError (the server broke the protocol; the
  * connection is closed, as the server does). The next call reconnects to the
  * same address by itself. Call close() when done, or the open socket keeps
  * the process alive.
+ *
+ * Replicas (several pathd behind HAProxy; docs/PROTOCOL.md, "Clients and
+ * replicas"): every call (not the raw send forms) rides out a replica that
+ * dies, restarts or drains, within retryDeadlineMs from its first send:
+ *   - options.reconnect (default true): a call whose connection is lost, or
+ *     cannot be opened, is sent again on a new one after a pause doubling
+ *     from RECONNECT_BACKOFF_FIRST_MS up to RECONNECT_BACKOFF_MAX_MS (half
+ *     fixed, half random) when that is safe: a query always, an update
+ *     (updateCells, createScene, createInstance, dropScene) only when it
+ *     carries an idempotencyKey. Reservations made or released, watches,
+ *     cancels and reloads are never sent twice: they reject
+ *     PathdDisconnected. client.resent and client.reconnects count them.
+ *   - options.idempotencyKeys (default true): every update carries a fresh
+ *     key (128 random bits in hex) unless the caller gives one
+ *     ({ idempotencyKey: '...' } in the update's options, 1..64 printable
+ *     ASCII characters), so the change log applies it once however often it
+ *     is sent; false sends none, and such an update is never sent again.
+ *   - BEHIND (STALE_VERSION) and UNAVAILABLE (change log unreachable,
+ *     nothing changed) are retried as OVERLOADED is, with the same key;
+ *     client.retries counts retries by status.
+ *   - DRAINING (unsolicited with id 0, or as an answer): nothing more goes on
+ *     that socket; the next request opens a new one (HAProxy picks another
+ *     replica), a refused request goes again there at once, and the old
+ *     socket closes once every answer owed on it (raw sends included) has
+ *     arrived.
+ *   - options.maxConnectionAgeMs (default MAX_CONNECTION_AGE_MS, 10 min; 0:
+ *     never): an older socket is replaced the same way at the next request,
+ *     since HAProxy never moves a long-lived connection back to a replica
+ *     that restarted.
+ *   - Watches are not re-established: when their socket is lost or replaced
+ *     watchNext() resolves with a last event { status: 'DISCONNECTED' or
+ *     'DRAINING', watch, message, final: true }; watch again to go on.
  */
+const crypto = require('node:crypto');
 const net = require('node:net');
 const path = require('node:path');
 const protobuf = require('protobufjs');
@@ -108,6 +141,27 @@ const RETRY_DEADLINE_MS = 2000;
 // reject with QUEUE_FULL: 16 full caps of the default 64, about a second of
 // work for one worker.
 const MAX_QUEUED = 1024;
+// Replicas (see "Replicas" at the top). Reconnecting after a lost
+// connection: the pause before each new attempt doubles from FIRST up to
+// MAX, half fixed and half random, and none starts past the call's retry
+// deadline (retryDeadlineMs from its first send).
+const RECONNECT_BACKOFF_FIRST_MS = 50;
+const RECONNECT_BACKOFF_MAX_MS = 2000;
+// A connection older than this is replaced, as on DRAINING: HAProxy never
+// moves a long-lived connection back to a restarted replica. 0: never.
+const MAX_CONNECTION_AGE_MS = 10 * 60 * 1000;
+// Answers a call sends again: after a jittered pause (OVERLOADED, BEHIND =
+// STALE_VERSION, UNAVAILABLE), or at once on a new connection (DRAINING).
+const RETRYABLE = new Set(['OVERLOADED', 'STALE_VERSION', 'UNAVAILABLE', 'DRAINING']);
+// Requests that change nothing, so sending one again after a lost
+// connection is always safe; updates (KEYED) are when they carry an
+// idempotencyKey; the rest (reservations made or released, watches,
+// cancels, reloads) never go twice.
+const READ_ONLY = new Set(['findPath', 'listScenes', 'sceneInfo', 'stats', 'ping', 'findRoute', 'sceneGrid',
+  'auth', 'raycast', 'validateMove', 'moveAlong', 'nearest', 'reachable', 'randomPoint', 'distanceToWall',
+  'batch', 'limits', 'reservations']);
+const KEYED = new Set(['updateCells', 'createScene', 'createInstance', 'dropScene']);
+const MAX_IDEMPOTENCY_KEY = 64;
 // The cap used when GetLimits cannot answer (a server that refuses it):
 // the server's default max_inflight_per_conn.
 const FALLBACK_INFLIGHT_CAP = 64;
@@ -858,6 +912,12 @@ function weightOf(requestBody) {
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const bodyName = (theOp) => Object.keys(theOp.body)[0];
+/* Whether a request lost with its connection may be sent again. */
+function resendable(theOp) {
+  const name = bodyName(theOp);
+  return READ_ONLY.has(name) || (KEYED.has(name) && Boolean(theOp.body[name].idempotencyKey));
+}
 const statusOf = (answer) => answer.status;
 const messageOf = (answer) => answer.message || '';
 
@@ -874,6 +934,7 @@ class PathdClient {
   constructor(addr = DEFAULT_SERVER, {
     timeoutMs = DEFAULT_TIMEOUT_MS, retryAttempts = RETRY_ATTEMPTS, retryDeadlineMs = RETRY_DEADLINE_MS,
     protoPath = DEFAULT_PROTO_PATH, token = null, maxInFlight = Infinity, maxQueued = MAX_QUEUED,
+    reconnect = true, maxConnectionAgeMs = MAX_CONNECTION_AGE_MS, idempotencyKeys = true,
   } = {}) {
     ({ host: this.host, port: this.port } = parseAddress(addr));
     if (!(Number.isInteger(retryAttempts) && retryAttempts >= 1)) {
@@ -896,7 +957,6 @@ class PathdClient {
     this.overloadedCount = 0;
     this._schema = loadSchema(protoPath);
     this._socket = null;
-    this._rbuf = Buffer.alloc(0);
     // Ids keep increasing across reconnects, so a late answer to an old
     // request can never be mistaken for a new one.
     this._nextId = 1;
@@ -909,6 +969,17 @@ class PathdClient {
     this._auth = null;
     // The timing of the answer the last call took (see the top of the file).
     this.lastTiming = { serverUs: 0, searchUs: 0 };
+    // Replicas (see the top of the file).
+    this.reconnect = reconnect;
+    this.maxConnectionAgeMs = maxConnectionAgeMs || 0;
+    this.idempotencyKeys = idempotencyKeys;
+    this.reconnects = 0;    // sockets opened after the first
+    this.resent = 0;        // requests sent again after a lost connection
+    this.retries = {};      // status -> answers retried
+    this._everConnected = false;
+    this._connectedAt = 0;
+    this._retiring = new Set(); // draining or aged sockets still owed answers
+    this._closes = 0; // close() calls: a call never resends past one
   }
 
   /* Authenticates this socket (and every later one) with token; resolves
@@ -968,14 +1039,23 @@ class PathdClient {
 
   /* Closes the socket; requests still waiting reject with PathdDisconnected. */
   close() {
+    this._closes++; // a call retrying now gives up instead of connecting again
+    for (const socket of [...this._retiring]) this._fail(socket, PathdDisconnected, 'connection closed by the client');
     this._fail(this._socket, PathdDisconnected, 'connection closed by the client');
   }
 
   // ---- connection -----------------------------------------------------------
 
   _ensureConnected() {
+    if (this._socket && this.maxConnectionAgeMs && Date.now() - this._connectedAt > this.maxConnectionAgeMs) {
+      this._retire(this._socket);
+    }
     if (this._socket) return this._socket;
     const socket = net.connect({ host: this.host, port: this.port });
+    socket.pathdBuf = Buffer.alloc(0);
+    this._connectedAt = Date.now();
+    if (this._everConnected) this.reconnects++;
+    this._everConnected = true;
     socket.setNoDelay(true);
     let reason = 'server closed the connection';
     let established = false;
@@ -987,7 +1067,6 @@ class PathdClient {
     });
     socket.on('close', () => this._fail(socket, PathdDisconnected, reason));
     this._socket = socket;
-    this._rbuf = Buffer.alloc(0);
     this._cap = null;
     this._capRead = null; // GetLimits not answered yet on this socket
     this._used = 0;
@@ -1013,27 +1092,85 @@ class PathdClient {
   /* Drops the socket (if it is still the current one) and rejects every
    * request waiting for an answer. */
   _fail(socket, ErrorClass, message) {
+    if (socket && this._retiring.delete(socket)) {
+      // A replaced socket: only the requests written on it are lost.
+      socket.destroy();
+      this._rejectWritten(socket, ErrorClass, message);
+      return;
+    }
     if (socket === null || socket !== this._socket) return;
     this._socket = null;
-    this._rbuf = Buffer.alloc(0);
     socket.destroy();
     // Queued requests were never sent, and fail the same way: they were
     // meant for this connection, and a caller learns of the loss at once
-    // instead of after a reconnect.
-    const waiting = [...this._pending.values()];
-    this._pending.clear();
+    // (a call then sends it again if it may; see "Replicas").
+    for (const p of this._queue) {
+      clearTimeout(p.timer);
+      this._pending.delete(p.id);
+      if (!p.timedOut) p.reject(new ErrorClass(message, { requestId: p.id }));
+    }
     this._queue = [];
     this._cap = null;
     this._used = 0;
-    for (const p of waiting) {
-      clearTimeout(p.timer);
-      if (!p.timedOut) p.reject(new ErrorClass(message, { requestId: p.id }));
-    }
-    this._watches.clear();
+    this._rejectWritten(socket, ErrorClass, message);
+    this._endWatches('DISCONNECTED', message);
     for (const waiter of this._eventWaiters.splice(0)) {
       clearTimeout(waiter.timer);
       waiter.reject(new ErrorClass(message));
     }
+  }
+
+  /* Rejects every request written on socket and not answered yet. */
+  _rejectWritten(socket, ErrorClass, message) {
+    for (const p of [...this._pending.values()]) {
+      if (p.socket !== socket) continue;
+      this._pending.delete(p.id);
+      clearTimeout(p.timer);
+      if (!p.timedOut) p.reject(new ErrorClass(message, { requestId: p.id }));
+    }
+  }
+
+  /* Every open watch ends with a last event of this status; the caller
+   * watches again (from the version it had) to go on. */
+  _endWatches(status, message) {
+    for (const watch of [...this._watches].sort((a, b) => a - b)) {
+      this._watchEvent({ id: watch, status, final: true, message, body: null }, { status, watch, message, final: true });
+    }
+    this._watches.clear();
+  }
+
+  /* socket (draining, or older than maxConnectionAgeMs) takes no new
+   * request: the next goes on a new socket (opened now when requests wait
+   * in the queue), and socket closes once every answer owed on it arrived. */
+  _retire(socket) {
+    if (socket === null || socket !== this._socket) return;
+    this._socket = null;
+    this._retiring.add(socket);
+    this._cap = null;
+    this._used = 0;
+    this._endWatches('DRAINING', 'the connection was replaced (draining or maxConnectionAgeMs)');
+    this._closeIfDone(socket);
+    if (this._queue.length) this._ensureConnected();
+  }
+
+  _closeIfDone(socket) {
+    if (!this._retiring.has(socket)) return;
+    for (const p of this._pending.values()) if (p.socket === socket && !p.timedOut) return;
+    this._retiring.delete(socket);
+    socket.end();
+  }
+
+  /* theOp (an update) with its idempotencyKey: key, or a fresh random one
+   * (128 bits in hex) when key is undefined and idempotencyKeys is on. */
+  _keyed(theOp, key) {
+    if (key === undefined && this.idempotencyKeys) key = crypto.randomBytes(16).toString('hex');
+    if (key) {
+      if (typeof key !== 'string' || key.length > MAX_IDEMPOTENCY_KEY || !/^[\x21-\x7e]+$/.test(key)) {
+        throw new TypeError(`idempotencyKey: 1..${MAX_IDEMPOTENCY_KEY} printable ASCII characters`);
+      }
+      theOp.body[bodyName(theOp)].idempotencyKey = key;
+    }
+    return theOp;
   }
 
   // ---- sending --------------------------------------------------------------
@@ -1079,6 +1216,7 @@ class PathdClient {
 
   _write(p) {
     p.written = true;
+    p.socket = this._socket;
     this._used += p.weight;
     const { frame } = p;
     p.frame = null;
@@ -1111,7 +1249,9 @@ class PathdClient {
   _release(p) {
     clearTimeout(p.timer);
     this._pending.delete(p.id);
-    if (p.weight > 0) {
+    if (p.socket !== this._socket) {
+      this._closeIfDone(p.socket); // a replaced socket's slots count nowhere
+    } else if (p.weight > 0) {
       this._used -= p.weight;
       this._drain();
     }
@@ -1132,37 +1272,59 @@ class PathdClient {
   async _call(theOp) {
     const started = Date.now();
     let backoff = RETRY_BACKOFF_FIRST_MS;
-    for (let attempt = 1; ; attempt++) {
+    let lostBackoff = RECONNECT_BACKOFF_FIRST_MS;
+    const closes = this._closes;
+    for (let attempt = 1; ;) {
       const { id, promise } = this._send(theOp);
-      const answer = await promise;
+      const socket = this._socket;
+      let answer;
+      try {
+        answer = await promise;
+      } catch (err) {
+        // Lost with its connection (or none could be opened): sent again,
+        // after a jittered pause, when that is safe.
+        const wait = lostBackoff / 2 + Math.random() * (lostBackoff / 2);
+        if (!(err instanceof PathdDisconnected) || !this.reconnect || !resendable(theOp)
+            || Date.now() + wait - started > this.retryDeadlineMs || this._closes !== closes) throw err;
+        this.resent++;
+        await sleep(wait);
+        if (this._closes !== closes) throw err;
+        lostBackoff = Math.min(lostBackoff * 2, RECONNECT_BACKOFF_MAX_MS);
+        continue;
+      }
       if (answer.status === 'OVERLOADED') this.overloadedCount++;
       // Equal jitter: at least half the step, so the backoff still grows.
-      const wait = backoff / 2 + Math.random() * (backoff / 2);
-      if (answer.status !== 'OVERLOADED' || attempt === this.retryAttempts
+      const wait = answer.status === 'DRAINING' ? 0 : backoff / 2 + Math.random() * (backoff / 2);
+      if (!RETRYABLE.has(answer.status) || attempt === this.retryAttempts
           || Date.now() + wait - started > this.retryDeadlineMs) {
         if (!(answer instanceof PathResult)) Object.defineProperty(answer, 'id', { value: id });
         return this._accept(theOp, answer);
       }
+      this.retries[answer.status] = (this.retries[answer.status] || 0) + 1;
+      if (answer.status === 'DRAINING') this._retire(socket);
       await sleep(wait);
+      if (this._closes !== closes) throw new PathdDisconnected('connection closed by the client', { requestId: id });
       backoff = Math.min(backoff * 2, RETRY_BACKOFF_MAX_MS);
+      attempt++;
     }
   }
 
   // ---- receiving ------------------------------------------------------------
 
   _onData(socket, data) {
-    if (socket !== this._socket) return;
-    this._rbuf = this._rbuf.length ? Buffer.concat([this._rbuf, data]) : data;
+    const live = () => socket === this._socket || this._retiring.has(socket);
+    if (!live()) return;
+    socket.pathdBuf = socket.pathdBuf.length ? Buffer.concat([socket.pathdBuf, data]) : data;
     try {
-      while (this._rbuf.length >= HEADER_BYTES && this._socket === socket) {
-        const length = this._rbuf.readUInt32BE(0);
+      while (socket.pathdBuf.length >= HEADER_BYTES && live()) {
+        const length = socket.pathdBuf.readUInt32BE(0);
         // Checked before waiting for (and buffering) the frame's body.
         if (length > MAX_FRAME_BYTES) {
           throw new Violation(`server sent a ${length}-byte frame, above the ${MAX_FRAME_BYTES}-byte limit`);
         }
-        if (this._rbuf.length < HEADER_BYTES + length) break;
-        const payload = this._rbuf.subarray(HEADER_BYTES, HEADER_BYTES + length);
-        this._rbuf = this._rbuf.subarray(HEADER_BYTES + length);
+        if (socket.pathdBuf.length < HEADER_BYTES + length) break;
+        const payload = socket.pathdBuf.subarray(HEADER_BYTES, HEADER_BYTES + length);
+        socket.pathdBuf = socket.pathdBuf.subarray(HEADER_BYTES + length);
         let response;
         try {
           const { Response } = this._schema;
@@ -1181,6 +1343,12 @@ class PathdClient {
   _dispatch(socket, response) {
     const status = statusName(response.status);
     if (response.id === 0) {
+      if (status === 'DRAINING') {
+        // The replica is draining: nothing more goes on socket, the answers
+        // it owes still arrive, and the next request opens a new socket.
+        this._retire(socket);
+        return;
+      }
       // A connection-level error (frame too large, malformed, too many
       // connections): the server closes after it, so close our side too.
       if (status !== 'OK') {
@@ -1278,8 +1446,8 @@ class PathdClient {
    * cells [[x, y]]: { rect | cells, op, cost, atMs (the game time from
    * which blocked cells cut the scene's reservations) }. Resolves with
    * { status, version, cells_changed, micros, agents_cut }. */
-  updateCells(scene, change) {
-    return this._call(updateCellsOp(scene, change));
+  updateCells(scene, change = {}) {
+    return this._call(this._keyed(updateCellsOp(scene, change), change.idempotencyKey));
   }
 
   // ---- reservations (docs/PROTOCOL.md, "Reservations") ------------------------
@@ -1315,19 +1483,20 @@ class PathdClient {
    * { cells, width, height } (row-major, 0 blocked, else the cost), with
    * origin [x, y], cellSize, unitSizes. Resolves with { status, version,
    * own_bytes, scene_bytes }; rejects with SCENE_EXISTS, LIMIT_EXCEEDED... */
-  createScene(name, spec) {
-    return this._call(createSceneOp(name, spec));
+  createScene(name, spec = {}) {
+    return this._call(this._keyed(createSceneOp(name, spec), spec.idempotencyKey));
   }
 
-  /* Write role: a scene sharing template's memory until it is updated. */
-  createInstance(name, template) {
-    return this._call(createInstanceOp(name, template));
+  /* Write role: a scene sharing template's memory until it is updated.
+   * options: { idempotencyKey } as every write call. */
+  createInstance(name, template, { idempotencyKey } = {}) {
+    return this._call(this._keyed(createInstanceOp(name, template), idempotencyKey));
   }
 
   /* Write role: stop serving a scene ({ dropPortals } to drop the portals
    * naming it too; SCENE_IN_USE otherwise). */
-  dropScene(name, options) {
-    return this._call(dropSceneOp(name, options));
+  dropScene(name, options = {}) {
+    return this._call(this._keyed(dropSceneOp(name, options), options.idempotencyKey));
   }
 
   /* One band of a grid's rows: { status, version, width, height, row_start,
@@ -1436,8 +1605,8 @@ class PathdClient {
   }
 
   /* Files a watch frame: to the first waiting watchNext(), or the queue. */
-  _watchEvent(response) {
-    const event = watchEvent(response);
+  _watchEvent(response, made = null) {
+    const event = made || watchEvent(response);
     if (response.final) this._watches.delete(response.id);
     const waiter = this._eventWaiters.shift();
     if (!waiter) {
@@ -1601,4 +1770,7 @@ module.exports = {
   RETRY_BACKOFF_MAX_MS,
   RETRY_DEADLINE_MS,
   MAX_QUEUED,
+  RECONNECT_BACKOFF_FIRST_MS,
+  RECONNECT_BACKOFF_MAX_MS,
+  MAX_CONNECTION_AGE_MS,
 };

@@ -71,15 +71,58 @@ Results:
 Errors: a call returns for OK (and PARTIAL for paths and routes) and raises
 PathdError (its .status is the wire status name, e.g. "NO_PATH"; .result the
 answer) for any other answer. A request that got no answer raises a
-subclass: PathdDisconnected (connection lost; every request still waiting
-fails with it and nothing is resent), PathdTimeout or PathdProtocolError
-(the server broke the protocol; the connection is closed, as the server
-does). The next call reconnects to the same address by itself.
+subclass: PathdDisconnected (connection lost and the request not safe to
+send again, or no server within the deadline; see "Replicas"), PathdTimeout
+or PathdProtocolError (the server broke the protocol; the connection is
+closed, as the server does). The next call reconnects to the same address by itself.
+
+Replicas (several pathd behind HAProxy; docs/PROTOCOL.md, "Clients and
+replicas"): the blocking calls (and their coroutine forms) ride out a
+replica that dies, restarts or drains, within retry_deadline seconds from
+the first send:
+  - reconnect=True (default): a call that finds no connection, or loses
+    its connection with its answer owed, connects again, pausing between
+    attempts from RECONNECT_BACKOFF_FIRST_S doubling to
+    RECONNECT_BACKOFF_MAX_S, each pause half fixed and half random; then
+    it sends its request again if that is safe: a query always, an update
+    (update_cells, create_scene, create_instance, drop_scene) only when it
+    carries an idempotency_key. Reservations made or released, watches,
+    cancels and reloads are never sent twice: they raise PathdDisconnected.
+    reconnect=False gives the old behaviour (fail, reconnect on the next call).
+  - idempotency_keys=True (default): every update carries a fresh key (128
+    random bits in hex) unless the caller gives its own
+    (idempotency_key="...", 1..64 printable ASCII characters), so the change
+    log applies it once however often it is sent. False sends no key, and
+    such an update is never sent again.
+  - BEHIND (STALE_VERSION: the replica has not reached min_version yet) and
+    UNAVAILABLE (the change log cannot be reached; nothing changed) are
+    retried after jittered pauses as OVERLOADED is (retry_attempts in all,
+    within retry_deadline), with the same idempotency key; client.retries
+    counts them by status.
+  - DRAINING, sent by a replica about to stop (unsolicited, id 0, or as the
+    answer to a request): the client sends nothing more on that connection,
+    opens a new one for the next request (HAProxy picks another replica),
+    sends a refused request again there at once, and closes the old one
+    when every answer owed on it (pipelined requests included) has arrived.
+  - max_connection_age=MAX_CONNECTION_AGE_S (600 s; 0 or None: never): a
+    connection older than that is replaced the same way at the next call,
+    since HAProxy never moves a long-lived connection back to a replica
+    that restarted.
+  - Watches are not re-established: when their connection is lost or
+    replaced, watch_next() hands back a last event {"status":
+    "DISCONNECTED" or "DRAINING", "watch": id, "message", "final": True};
+    watch again (after reading scene_info for the version) to go on.
+  - Pipelined requests (send/recv) are not sent again: a lost connection
+    fails them with PathdDisconnected; after DRAINING their answers still
+    arrive on the old connection.
+  client.reconnects and client.resent count connections opened after the
+  first and requests sent again after a lost connection.
 """
 
 import asyncio
 import itertools
 import random
+import secrets
 import socket
 import struct
 import threading
@@ -124,6 +167,32 @@ MAX_BATCH_PATHS = 32
 MAX_BATCH_PATH_WAYPOINTS = 512
 # scene_grid: times it starts over when the scene changes between bands.
 SCENE_GRID_RESTARTS = 8
+# Replicas (see "Replicas" in the module's notes). Reconnecting: the pause
+# before each new attempt doubles from FIRST up to MAX, each pause half
+# fixed and half random ("equal jitter"), so clients that lost the same
+# replica do not all come back in the same instant; no pause starts past
+# the call's retry deadline.
+RECONNECT_BACKOFF_FIRST_S = 0.050
+RECONNECT_BACKOFF_MAX_S = 2.0
+# A connection older than this is replaced (gracefully, as on DRAINING):
+# HAProxy never moves a long-lived connection back to a restarted replica.
+# 0 or None: never.
+MAX_CONNECTION_AGE_S = 600.0
+# Answers a blocking call sends again after a jittered pause (OVERLOADED,
+# BEHIND = STALE_VERSION, UNAVAILABLE) or at once on a new connection
+# (DRAINING), within the retry deadline.
+_RETRYABLE = frozenset(["OVERLOADED", "STALE_VERSION", "UNAVAILABLE", "DRAINING"])
+# Requests that change nothing, so sending one again after a lost
+# connection is always safe. Updates (_KEYED) are safe when they carry an
+# idempotency_key; the rest (reservations made or released, watches,
+# cancels, reloads) are never sent twice.
+_READ_ONLY = frozenset(["find_path", "list_scenes", "scene_info", "stats", "ping", "find_route",
+                      "scene_grid", "auth", "raycast", "validate_move", "move_along", "nearest",
+                      "reachable", "random_point", "distance_to_wall", "batch", "limits",
+                      "reservations"])
+_KEYED = frozenset(["update_cells", "create_scene", "create_instance", "drop_scene"])
+# The longest idempotency_key the server takes (printable ASCII).
+MAX_IDEMPOTENCY_KEY = 64
 
 _HEADER = struct.Struct(">I")
 # Bytes asked of the socket per recv(): a few typical path chunks.
@@ -360,6 +429,18 @@ _COUNTED = frozenset(["find_path", "find_route", "update_cells", "create_scene",
                       "drop_scene", "raycast", "validate_move", "move_along", "nearest", "reachable",
                       "random_point", "distance_to_wall", "reserve_path", "release_agent",
                       "reservations"])
+
+
+def _resendable(request):
+    """Whether request may be sent again after its connection was lost
+    with its answer owed: a query, or an update carrying an idempotency_key."""
+    body = request.WhichOneof("body")
+    return body in _READ_ONLY or (body in _KEYED and bool(getattr(request, body).idempotency_key))
+
+
+def _new_key():
+    """A fresh idempotency key: 128 random bits in hex."""
+    return secrets.token_hex(16)
 
 
 def _weight(request):
@@ -964,7 +1045,7 @@ class _Pending:
     final one, builds the answer with op.finish."""
 
     __slots__ = ("id", "op", "pipelined", "done", "error", "result", "response", "next_seq",
-                 "path", "legs", "leg_seq", "waypoint_count", "waiter")
+                 "path", "legs", "leg_seq", "waypoint_count", "waiter", "sock")
 
     def __init__(self, request_id, op, pipelined):
         self.id = request_id
@@ -980,6 +1061,7 @@ class _Pending:
         self.leg_seq = 0
         self.waypoint_count = 0
         self.waiter = None             # asyncio: the future a blocking call awaits
+        self.sock = None               # the connection it went out on (None: not sent yet)
 
     def feed(self, response):
         """Takes one frame; returns True when the answer is complete."""
@@ -1146,32 +1228,36 @@ class _Api:
 
     # ---- scenes ---------------------------------------------------------------
 
-    def update_cells(self, scene, rect=None, cells=None, op="block", cost=0, at_ms=None):
+    def update_cells(self, scene, rect=None, cells=None, op="block", cost=0, at_ms=None,
+                     idempotency_key=None):
         """Blocks ("block"), opens ("pass") or re-costs ("cost", with cost
         1..255) the cells of rect ((x0, y0), (x1, y1)), inclusive, or of the
         list cells [(x, y)]. at_ms: the game time from which blocked cells
         cut the scene's reservations (None: the latest it heard of).
-        Returns {status, version, cells_changed, micros, agents_cut}."""
-        return self._call(_update_cells_op(scene, rect, cells, op, cost, at_ms))
+        Returns {status, version, cells_changed, micros, agents_cut}.
+        idempotency_key (every write call takes it): see "Replicas" in the
+        module's notes; None = a fresh random key when idempotency_keys is on."""
+        return self._call(self._keyed(_update_cells_op(scene, rect, cells, op, cost, at_ms),
+                                      idempotency_key))
 
     def create_scene(self, name, map_bytes=None, format=None, cells=None, width=0, height=0,
-                     origin=(0.0, 0.0), cell_size=0.0, unit_sizes=()):
+                     origin=(0.0, 0.0), cell_size=0.0, unit_sizes=(), idempotency_key=None):
         """Write role: a scene made at run time from a map file's bytes in
         format ("ascii", "movingai", "tiled", "ldtk") or from raw cells
         (bytes, row-major, 0 blocked, else cost) with width and height.
         Returns {status, version, own_bytes, scene_bytes}; PathdError
         SCENE_EXISTS, LIMIT_EXCEEDED or INVALID_ARGUMENT otherwise."""
-        return self._call(_create_scene_op(name, map_bytes, format, cells, width, height,
-                                           origin, cell_size, unit_sizes))
+        return self._call(self._keyed(_create_scene_op(name, map_bytes, format, cells, width, height,
+                                                       origin, cell_size, unit_sizes), idempotency_key))
 
-    def create_instance(self, name, template):
+    def create_instance(self, name, template, idempotency_key=None):
         """Write role: a scene sharing template's memory until updated."""
-        return self._call(_create_instance_op(name, template))
+        return self._call(self._keyed(_create_instance_op(name, template), idempotency_key))
 
-    def drop_scene(self, name, drop_portals=False):
+    def drop_scene(self, name, drop_portals=False, idempotency_key=None):
         """Write role: stop serving a scene (SCENE_IN_USE while portals name
         it, unless drop_portals). Returns the version it had."""
-        return self._call(_drop_scene_op(name, drop_portals))
+        return self._call(self._keyed(_drop_scene_op(name, drop_portals), idempotency_key))
 
     def scene_grid_band(self, scene, unit_size=0, row_start=0, row_count=0):
         """One band of a grid's rows: {status, version, width, height,
@@ -1316,7 +1402,8 @@ class _Api:
     # ---- what both transports share ----------------------------------------------
 
     def _setup(self, addr, timeout, retry_attempts, token, flow_control=True,
-               max_queued=DEFAULT_MAX_QUEUED, retry_deadline=None):
+               max_queued=DEFAULT_MAX_QUEUED, retry_deadline=None, reconnect=True,
+               max_connection_age=MAX_CONNECTION_AGE_S, idempotency_keys=True):
         self._host, self._port = _parse_addr(addr)
         if retry_attempts < 1:
             raise ValueError("retry_attempts must be at least 1")
@@ -1349,6 +1436,16 @@ class _Api:
         self.token = token
         self.role = None
         self.last_timing = _NO_TIMING  # of the answer the last call took
+        # Replicas (module notes, "Replicas").
+        self.reconnect_lost = reconnect          # reconnect and resend within a call
+        self.max_connection_age = max_connection_age or 0
+        self.idempotency_keys = idempotency_keys  # a fresh key on every update
+        self.reconnects = 0                      # connections opened after the first
+        self.retries = {}                        # status name -> answers retried
+        self.resent = 0                          # requests sent again after a lost connection
+        self._connected_at = 0.0                 # time.monotonic() of the current connection
+        self._ever_connected = False
+        self._closes = 0                         # close() calls: no call resends past one
 
     @property
     def in_flight(self):
@@ -1405,6 +1502,8 @@ class _Api:
                 return None
             self._queue.popleft()
             self._take_slots(request)
+            if p is not None:
+                p.sock = self._sock  # queued on an older connection, sent on this one
             return request
         return None
 
@@ -1431,33 +1530,81 @@ class _Api:
 
     def _retry_pause(self, answer, attempt, backoff, deadline):
         """Seconds to wait before sending again, or None to hand answer back:
-        anything but OVERLOADED, the last attempt, or a pause that would end
-        past the retry deadline. The pause is backoff plus up to half of it
-        at random, so clients refused together do not retry together."""
-        if self._status(answer) != "OVERLOADED" or attempt >= self.retry_attempts:
+        anything but a retryable status (_RETRYABLE), the last attempt, or a
+        pause that would end past the retry deadline. The pause is backoff
+        plus up to half of it at random, so clients refused together do not
+        retry together; DRAINING goes again at once, on a new connection."""
+        status = self._status(answer)
+        if status not in _RETRYABLE or attempt >= self.retry_attempts:
             return None
-        pause = backoff * (1.0 + random.random() / 2)
+        pause = 0.0 if status == "DRAINING" else backoff * (1.0 + random.random() / 2)
         if time.monotonic() + pause > deadline:
             return None
-        self.overloaded_retries += 1
+        if status == "OVERLOADED":
+            self.overloaded_retries += 1
+        self.retries[status] = self.retries.get(status, 0) + 1
         return pause
 
-    def _fail_pending(self, error_class, message):
-        """Every request still waiting fails with error_class; watches end."""
+    def _keyed(self, op, key):
+        """op (an update) with its idempotency_key: key, or a fresh one when
+        key is None and idempotency_keys is on."""
+        if key is None and self.idempotency_keys:
+            key = _new_key()
+        if key:
+            if len(key) > MAX_IDEMPOTENCY_KEY or not all(32 < ord(ch) < 127 for ch in key):
+                raise ValueError("idempotency_key: 1..%d printable ASCII characters" % MAX_IDEMPOTENCY_KEY)
+            body = op.request.WhichOneof("body")
+            getattr(op.request, body).idempotency_key = key
+        return op
+
+    def _aged(self):
+        """Whether the current connection has passed max_connection_age."""
+        return bool(self.max_connection_age) and \
+            time.monotonic() - self._connected_at > self.max_connection_age
+
+    def _may_resend(self, op, deadline, closes):
+        """After a lost connection: whether the call sends op again (never
+        once close() was called since the call began, closes then)."""
+        return (self.reconnect_lost and _resendable(op.request) and time.monotonic() < deadline
+                and self._closes == closes)
+
+    def _reconnect_pause(self, backoff, deadline):
+        """The jittered pause before the next connect attempt, or None when
+        it would end past deadline."""
+        pause = backoff * (0.5 + random.random() / 2)
+        return None if time.monotonic() + pause > deadline else pause
+
+    def _fail_pending(self, error_class, message, sock=None):
+        """Every request still waiting (with sock: those sent on sock, or
+        not sent yet) fails with error_class; watches end, each with a last
+        event saying so."""
         # The server forgets a closed connection's requests: nothing is held.
         self._used = 0
         self._held.clear()
         self._queue.clear()
-        self._watches.clear()
-        self._event_arrived()
+        self._end_watches("DISCONNECTED", message)
         for p in self._pending.values():
-            if not p.done:
+            if not p.done and (sock is None or p.sock is None or p.sock is sock):
                 p.error = (error_class, message)
                 self._complete(p)
+
+    def _end_watches(self, status, message):
+        """Every open watch ends: its last event has this status (the
+        caller watches again, from the version it had, to go on)."""
+        for watch_id in sorted(self._watches):
+            self._events.append({"status": status, "watch": watch_id, "message": message,
+                                 "final": True})
+        self._watches.clear()
+        self._event_arrived()
 
     def _dispatch(self, conn, response):
         """Files one answer frame read from conn (the current connection)."""
         if response.id == 0:
+            if response.status == pb.DRAINING:
+                # The replica is draining: send nothing more on conn, let the
+                # answers it owes arrive, carry on on a new connection.
+                self._retire(conn)
+                return
             # A connection-level error (frame too large, malformed, too many
             # connections): the server closes after it, so close our side too.
             if response.status != pb.OK:
@@ -1509,6 +1656,7 @@ class _Api:
         p = None
         if op is not None:
             p = _Pending(request_id, op, pipelined)
+            p.sock = conn
             self._pending[request_id] = p
             self._pipelined += 1 if pipelined else 0
         return request_id, p
@@ -1565,7 +1713,8 @@ class PathdClient(_Api):
 
     def __init__(self, addr=DEFAULT_SERVER, timeout=DEFAULT_TIMEOUT_S, connect=True,
                  retry_attempts=RETRY_ATTEMPTS, token=None, flow_control=True,
-                 max_queued=DEFAULT_MAX_QUEUED, retry_deadline=None):
+                 max_queued=DEFAULT_MAX_QUEUED, retry_deadline=None, reconnect=True,
+                 max_connection_age=MAX_CONNECTION_AGE_S, idempotency_keys=True):
         """addr is "host:port" or "[v6addr]:port"; timeout (seconds) bounds the
         connect, every blocking call (its wait in the local queue included)
         and every send. With connect=False the first call connects.
@@ -1577,8 +1726,10 @@ class PathdClient(_Api):
         GetLimits on connect and keeps at most its max_inflight_per_conn
         slots outstanding, holding up to max_queued more requests back
         (PathdQueueFull beyond); off, every request goes out at once and the
-        server answers the excess OVERLOADED."""
-        self._setup(addr, timeout, retry_attempts, token, flow_control, max_queued, retry_deadline)
+        server answers the excess OVERLOADED. reconnect, max_connection_age
+        (seconds) and idempotency_keys: see "Replicas" in the module's notes."""
+        self._setup(addr, timeout, retry_attempts, token, flow_control, max_queued, retry_deadline,
+                    reconnect, max_connection_age, idempotency_keys)
         lock = threading.RLock()
         self._lock = threading.Condition(lock)
         # The sender thread's own wake-up, on the same lock: notified only
@@ -1588,6 +1739,7 @@ class PathdClient(_Api):
         self._send_lock = threading.Lock()
         self._connect_lock = threading.Lock()
         self._sock = None
+        self._retiring = set()  # draining or aged connections still owed answers
         self._reader = None
         self._sender = None
         if connect:
@@ -1608,6 +1760,9 @@ class PathdClient(_Api):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
                 self._sock = sock
+                self._connected_at = time.monotonic()
+                self.reconnects += 1 if self._ever_connected else 0
+                self._ever_connected = True
             self._reader = threading.Thread(target=self._read_loop, args=(sock,), daemon=True,
                                             name="pathd-reader")
             self._reader.start()
@@ -1616,7 +1771,7 @@ class PathdClient(_Api):
             self._sender.start()
             try:
                 if self.token is not None:
-                    self._roundtrip(_auth_op(self.token, self._granted))
+                    self._roundtrip(_auth_op(self.token, self._granted), recover=False)
                 self._read_limits()
             except PathdError:
                 self.close()
@@ -1629,11 +1784,60 @@ class PathdClient(_Api):
         if not self.flow_control:
             return
         try:
-            self._limits_read(self._roundtrip(_fields_op("limits")))
+            self._limits_read(self._roundtrip(_fields_op("limits"), recover=False))
         except (PathdDisconnected, PathdTimeout, PathdProtocolError):
             raise
         except PathdError:
             pass
+
+    def _connect_until(self, deadline):
+        """connect(), first replacing a connection older than
+        max_connection_age; with reconnect on, a failed connect is tried
+        again after a jittered, doubling pause until deadline."""
+        if self._sock is not None:
+            if not self._aged():
+                return
+            with self._lock:
+                self._retire(self._sock)
+        backoff = RECONNECT_BACKOFF_FIRST_S
+        while True:
+            try:
+                self.connect()
+                return
+            except PathdDisconnected:
+                pause = self._reconnect_pause(backoff, deadline) if self.reconnect_lost else None
+                if pause is None:
+                    raise
+            time.sleep(pause)
+            backoff = min(backoff * 2, RECONNECT_BACKOFF_MAX_S)
+
+    def _retire(self, sock):
+        """With the lock held: sock (draining, or too old) takes no new
+        request; the next call opens a new connection, and sock is closed
+        once every answer owed on it has arrived. Its watches end."""
+        if sock is None or sock is not self._sock:
+            return
+        self._sock = None
+        self._retiring.add(sock)
+        # The new connection starts with every slot free; answers still due
+        # on sock free nothing there.
+        self._used = 0
+        self._held.clear()
+        self._end_watches("DRAINING", "the connection was replaced (draining or max_connection_age)")
+        self._lock.notify_all()
+        self._sendable.notify_all()  # sock's sender thread ends; the queue waits for the next
+        self._close_if_done(sock)
+
+    def _close_if_done(self, sock):
+        """With the lock held: closes a retired sock once nothing is owed on it."""
+        if sock not in self._retiring or any(p.sock is sock and not p.done for p in self._pending.values()):
+            return
+        self._retiring.discard(sock)
+        try:
+            sock.shutdown(socket.SHUT_RDWR)  # wakes its reader thread
+        except OSError:
+            pass
+        sock.close()
 
     def reconnect(self):
         """Drops the connection (unanswered requests fail with
@@ -1642,7 +1846,9 @@ class PathdClient(_Api):
         self.connect()
 
     def close(self):
-        """Closes the connection; unanswered requests fail with PathdDisconnected."""
+        """Closes the connection; unanswered requests fail with PathdDisconnected
+        (a call retrying meanwhile gives up rather than connect again)."""
+        self._closes += 1
         self._drop(PathdDisconnected, "connection closed by the client")
 
     def _drop(self, error_class, message):
@@ -1665,7 +1871,17 @@ class PathdClient(_Api):
 
     def _fail(self, sock, error_class, message):
         """With the lock held: closes sock if it is still the connection;
-        every request still waiting fails with error_class."""
+        every request still waiting fails with error_class. A retired sock
+        that fails fails only the requests sent on it."""
+        if sock is not None and sock in self._retiring:
+            self._retiring.discard(sock)
+            sock.close()
+            for p in self._pending.values():
+                if not p.done and p.sock is sock:
+                    p.error = (error_class, message)
+                    self._complete(p)
+            self._lock.notify_all()
+            return
         if sock is None or sock is not self._sock:
             return
         self._sock = None
@@ -1674,7 +1890,7 @@ class PathdClient(_Api):
         except OSError:
             pass
         sock.close()
-        self._fail_pending(error_class, message)
+        self._fail_pending(error_class, message, sock)
         self._lock.notify_all()
         self._sendable.notify_all()  # the sender thread sees the socket gone and ends
 
@@ -1698,7 +1914,7 @@ class PathdClient(_Api):
                     break
                 buf += data
                 with self._lock:
-                    if sock is not self._sock:
+                    if sock is not self._sock and sock not in self._retiring:
                         return
                     while True:
                         taken = _take_frame(buf)
@@ -1706,8 +1922,9 @@ class PathdClient(_Api):
                             break
                         del buf[:taken[1]]
                         self._dispatch(sock, taken[0])
-                        if sock is not self._sock:
+                        if sock is not self._sock and sock not in self._retiring:
                             return
+                    self._close_if_done(sock)
                     self._lock.notify_all()
         except _Violation as e:
             error = (PathdProtocolError, str(e))
@@ -1731,6 +1948,8 @@ class PathdClient(_Api):
             request_id, p = self._register(sock, op, pipelined)
             request.id = request_id
             if not now:
+                if p is not None:
+                    p.sock = None  # not sent yet: _next_queued says where it goes
                 self._queue.append((request, p, slots))
                 self._sendable.notify()
                 return p if p is not None else request_id
@@ -1795,28 +2014,54 @@ class PathdClient(_Api):
             self._forget(p.id)
         return self._outcome(p)
 
-    def _roundtrip(self, op, answer=None):
-        """Send, wait, and retry OVERLOADED with jittered backoff until the
-        retry deadline, on the current connection; returns the call's value.
-        With answer, op was already sent once and answered that."""
+    def _roundtrip(self, op, answer=None, recover=True):
+        """Send, wait, and retry a retryable answer (_RETRYABLE) with
+        jittered backoff until the retry deadline; returns the call's value.
+        With recover (not inside connect()), (re)connects first, with
+        backoff, and sends op again when its connection was lost and op is
+        _resendable. With answer, op was already sent once and answered that."""
         deadline = time.monotonic() + self.retry_deadline
         backoff = RETRY_BACKOFF_FIRST_S
-        for attempt in range(1, self.retry_attempts + 1):
+        lost_backoff = RECONNECT_BACKOFF_FIRST_S
+        closes = self._closes
+        attempt = 1
+        while True:
+            sock = None
             if answer is None:
-                answer = self._wait(self._send(op.request, op, False))
+                try:
+                    if recover:
+                        self._connect_until(deadline)
+                    p = self._send(op.request, op, False)
+                    sock = p.sock
+                    answer = self._wait(p)
+                except PathdDisconnected:
+                    pause = self._reconnect_pause(lost_backoff, deadline)
+                    if not recover or not self._may_resend(op, deadline, closes) or pause is None:
+                        raise
+                    self.resent += 1
+                    time.sleep(pause)  # a server that accepts and closes is not hammered
+                    lost_backoff = min(lost_backoff * 2, RECONNECT_BACKOFF_MAX_S)
+                    if self._closes != closes:
+                        raise
+                    continue
             pause = self._retry_pause(answer, attempt, backoff, deadline)
             if pause is None:
                 return self._accept(op, answer)
+            if self._status(answer) == "DRAINING":
+                with self._lock:
+                    self._retire(sock or self._sock)
             time.sleep(pause)
             backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
             answer = None
+            attempt += 1
+            if self._closes != closes:
+                raise PathdDisconnected("connection closed by the client")
 
     def _call(self, op):
-        self.connect()
         return self._roundtrip(op)
 
     def _batch(self, items, op):
-        self.connect()
+        self._connect_until(time.monotonic() + self.retry_deadline)
         ops = self._batch_frames(items, op)
         return self._roundtrip(op) if len(ops) == 1 else self._call_many(ops)
 
@@ -1840,13 +2085,16 @@ class PathdClient(_Api):
                 outcomes.append((op, None, e))
         values = []
         for op, answer, error in outcomes:
+            if isinstance(error, PathdDisconnected) and self.reconnect_lost:
+                values.extend(self._roundtrip(op))  # a batch is queries only: sent again
+                continue
             if error is not None:
                 raise error
             values.extend(self._roundtrip(op, answer))
         return values
 
     def _send_op(self, op):
-        self.connect()
+        self._connect_until(time.monotonic() + self.retry_deadline)
         return self._send(op.request, op, True).id
 
     def auth(self, token):
@@ -1997,11 +2245,14 @@ class AsyncPathdClient(_Api):
 
     def __init__(self, addr=DEFAULT_SERVER, timeout=DEFAULT_TIMEOUT_S,
                  retry_attempts=RETRY_ATTEMPTS, token=None, flow_control=True,
-                 max_queued=DEFAULT_MAX_QUEUED, retry_deadline=None):
+                 max_queued=DEFAULT_MAX_QUEUED, retry_deadline=None, reconnect=True,
+                 max_connection_age=MAX_CONNECTION_AGE_S, idempotency_keys=True):
         """As PathdClient (there is no connect argument: the first call connects)."""
-        self._setup(addr, timeout, retry_attempts, token, flow_control, max_queued, retry_deadline)
+        self._setup(addr, timeout, retry_attempts, token, flow_control, max_queued, retry_deadline,
+                    reconnect, max_connection_age, idempotency_keys)
         self._connect_lock = None      # made on first use, inside the loop
         self._writer = None
+        self._retiring = set()         # draining or aged writers still owed answers
         self._reader_task = None
         self._completed_event = None
         self._event_event = None       # set when a watch event arrives
@@ -2025,10 +2276,13 @@ class AsyncPathdClient(_Api):
                                         % (self._host, self._port, e or "timed out"))
             writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._writer = writer
+            self._connected_at = time.monotonic()
+            self.reconnects += 1 if self._ever_connected else 0
+            self._ever_connected = True
             self._reader_task = asyncio.ensure_future(self._read_loop(reader, writer))
             try:
                 if self.token is not None:
-                    await self._roundtrip(_auth_op(self.token, self._granted))
+                    await self._roundtrip(_auth_op(self.token, self._granted), recover=False)
                 await self._read_limits()
             except PathdError:
                 await self.close()
@@ -2039,11 +2293,47 @@ class AsyncPathdClient(_Api):
         if not self.flow_control:
             return
         try:
-            self._limits_read(await self._roundtrip(_fields_op("limits")))
+            self._limits_read(await self._roundtrip(_fields_op("limits"), recover=False))
         except (PathdDisconnected, PathdTimeout, PathdProtocolError):
             raise
         except PathdError:
             pass
+
+    async def _connect_until(self, deadline):
+        """As PathdClient._connect_until."""
+        if self._writer is not None:
+            if not self._aged():
+                return
+            self._retire(self._writer)
+        backoff = RECONNECT_BACKOFF_FIRST_S
+        while True:
+            try:
+                await self.connect()
+                return
+            except PathdDisconnected:
+                pause = self._reconnect_pause(backoff, deadline) if self.reconnect_lost else None
+                if pause is None:
+                    raise
+            await asyncio.sleep(pause)
+            backoff = min(backoff * 2, RECONNECT_BACKOFF_MAX_S)
+
+    def _retire(self, writer):
+        """As PathdClient._retire."""
+        if writer is None or writer is not self._writer:
+            return
+        self._writer = None
+        self._retiring.add(writer)
+        self._used = 0
+        self._held.clear()
+        self._end_watches("DRAINING", "the connection was replaced (draining or max_connection_age)")
+        self._close_if_done(writer)
+
+    def _close_if_done(self, writer):
+        if writer not in self._retiring or any(p.sock is writer and not p.done
+                                               for p in self._pending.values()):
+            return
+        self._retiring.discard(writer)
+        writer.close()
 
     async def reconnect(self):
         await self._drop(PathdDisconnected, "connection dropped by reconnect()")
@@ -2051,6 +2341,7 @@ class AsyncPathdClient(_Api):
 
     async def close(self):
         """Closes the connection; unanswered requests fail with PathdDisconnected."""
+        self._closes += 1
         await self._drop(PathdDisconnected, "connection closed by the client")
 
     async def _drop(self, error_class, message):
@@ -2066,6 +2357,11 @@ class AsyncPathdClient(_Api):
     def connected(self):
         return self._writer is not None
 
+    @property
+    def _sock(self):
+        """The current connection, under the name the shared code uses."""
+        return self._writer
+
     async def __aenter__(self):
         return self
 
@@ -2073,11 +2369,19 @@ class AsyncPathdClient(_Api):
         await self.close()
 
     def _fail(self, writer, error_class, message):
+        if writer is not None and writer in self._retiring:
+            self._retiring.discard(writer)
+            writer.close()
+            for p in list(self._pending.values()):
+                if not p.done and p.sock is writer:
+                    p.error = (error_class, message)
+                    self._complete(p)
+            return
         if writer is None or writer is not self._writer:
             return
         self._writer = None
         writer.close()
-        self._fail_pending(error_class, message)
+        self._fail_pending(error_class, message, writer)
 
     def _complete(self, p):
         p.done = True
@@ -2090,12 +2394,13 @@ class AsyncPathdClient(_Api):
     async def _read_loop(self, reader, writer):
         error = (PathdDisconnected, "server closed the connection")
         try:
-            while writer is self._writer:
+            while writer is self._writer or writer in self._retiring:
                 (length,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
                 if length > MAX_FRAME_BYTES:
                     raise _Violation("server sent a %d-byte frame, above the %d-byte limit"
                                      % (length, MAX_FRAME_BYTES))
                 self._dispatch(writer, _decode(await reader.readexactly(length)))
+                self._close_if_done(writer)
         except asyncio.IncompleteReadError:
             pass
         except _Violation as e:
@@ -2118,6 +2423,8 @@ class AsyncPathdClient(_Api):
         request.id = request_id
         if not now:
             # Sent by _slots_freed when answers make room.
+            if p is not None:
+                p.sock = None  # not sent yet: _next_queued says where it goes
             self._queue.append((request, p, slots))
             return p if p is not None else request_id
         self._take_slots(request)
@@ -2152,25 +2459,50 @@ class AsyncPathdClient(_Api):
         self._forget(p.id)
         return self._outcome(p)
 
-    async def _roundtrip(self, op, answer=None):
+    async def _roundtrip(self, op, answer=None, recover=True):
+        """As PathdClient._roundtrip."""
         deadline = time.monotonic() + self.retry_deadline
         backoff = RETRY_BACKOFF_FIRST_S
-        for attempt in range(1, self.retry_attempts + 1):
+        lost_backoff = RECONNECT_BACKOFF_FIRST_S
+        closes = self._closes
+        attempt = 1
+        while True:
+            sock = None
             if answer is None:
-                answer = await self._wait(await self._send(op.request, op, False))
+                try:
+                    if recover:
+                        await self._connect_until(deadline)
+                    p = await self._send(op.request, op, False)
+                    sock = p.sock
+                    answer = await self._wait(p)
+                except PathdDisconnected:
+                    pause = self._reconnect_pause(lost_backoff, deadline)
+                    if not recover or not self._may_resend(op, deadline, closes) or pause is None:
+                        raise
+                    self.resent += 1
+                    await asyncio.sleep(pause)
+                    lost_backoff = min(lost_backoff * 2, RECONNECT_BACKOFF_MAX_S)
+                    if self._closes != closes:
+                        raise
+                    continue
             pause = self._retry_pause(answer, attempt, backoff, deadline)
             if pause is None:
                 return self._accept(op, answer)
+            if self._status(answer) == "DRAINING":
+                self._retire(sock or self._writer)
             await asyncio.sleep(pause)
             backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
             answer = None
+            attempt += 1
+            if self._closes != closes:
+                raise PathdDisconnected("connection closed by the client")
+            answer = None
 
     async def _call(self, op):
-        await self.connect()
         return await self._roundtrip(op)
 
     async def _batch(self, items, op):
-        await self.connect()
+        await self._connect_until(time.monotonic() + self.retry_deadline)
         ops = self._batch_frames(items, op)
         return await (self._roundtrip(op) if len(ops) == 1 else self._call_many(ops))
 
@@ -2187,13 +2519,16 @@ class AsyncPathdClient(_Api):
         outcomes = await asyncio.gather(*(self._wait(p) for p in sent), return_exceptions=True)
         values = []
         for op, answer in zip(ops, outcomes):
+            if isinstance(answer, PathdDisconnected) and self.reconnect_lost:
+                values.extend(await self._roundtrip(op))  # a batch is queries only: sent again
+                continue
             if isinstance(answer, BaseException):
                 raise answer
             values.extend(await self._roundtrip(op, answer))
         return values
 
     async def _send_op(self, op):
-        await self.connect()
+        await self._connect_until(time.monotonic() + self.retry_deadline)
         return (await self._send(op.request, op, True)).id
 
     async def auth(self, token):

@@ -282,11 +282,16 @@ class FakeServer:
                 self.conn.close()
             self.listener.close()
 
-    def accept(self):
-        if self.conn:
-            self.conn.close()
+    def accept(self, keep=False):
+        """Takes the client's next connection; the last one is closed, or
+        with keep returned (assign it to .conn to talk on it again)."""
+        old = self.conn
+        if old and not keep:
+            old.close()
+            old = None
         self.conn, _ = self.listener.accept()
         self.conn.settimeout(10)
+        return old
 
     def _read_exact(self, n):
         data = b""
@@ -1092,7 +1097,7 @@ class AsyncClientTest(unittest.TestCase):
         server = FakeServer(script)
 
         async def main():
-            client = AsyncPathdClient(server.addr, timeout=10)
+            client = AsyncPathdClient(server.addr, timeout=10, reconnect=False)
             result = await client.find_path("demo", (1, 1), (3, 2))
             with self.assertRaises(PathdDisconnected):
                 await client.ping()
@@ -1645,7 +1650,7 @@ class FakeServerTest(unittest.TestCase):
             PathdClient(addr, timeout=5)
         self.assertIn("cannot connect to " + addr, caught.exception.message)
 
-    def test_lost_connection_fails_the_call_and_the_next_call_reconnects(self):
+    def test_without_reconnect_a_lost_connection_fails_the_call_and_the_next_call_reconnects(self):
         def script(server):
             server.accept()
             server.read_request()
@@ -1656,13 +1661,327 @@ class FakeServerTest(unittest.TestCase):
             server.send(pong)
 
         server = FakeServer(script)
-        with PathdClient(server.addr, timeout=10) as client:
+        with PathdClient(server.addr, timeout=10, reconnect=False) as client:
             with self.assertRaises(PathdDisconnected) as caught:
                 client.ping()
             self.assertIn("closed", caught.exception.message)
             client.ping()
         server.join()
         self.assertEqual(len(server.requests), 2)
+
+
+def pong(ping):
+    r = pb.Response(id=ping.id, final=True)
+    r.pong.nonce = ping.ping.nonce
+    return r
+
+
+def update_ok(request, version):
+    r = pb.Response(id=request.id, final=True)
+    r.update.version = version
+    r.update.cells_changed = 1
+    return r
+
+
+def stale(request, version):
+    r = error(request.id, pb.STALE_VERSION, "behind")
+    r.error.version = version
+    return r
+
+
+DRAINING_NOW = pb.Response(id=0, status=pb.DRAINING, final=True)
+
+
+class ReplicaFakeTest(unittest.TestCase):
+    """Replicas (issue 32): reconnecting, resending, BEHIND, UNAVAILABLE,
+    DRAINING and the connection's maximum age, against fake servers that
+    send what today's pathd never does."""
+
+    def test_query_lost_with_the_connection_is_sent_again(self):
+        def script(server):
+            server.accept()
+            first = server.read_request()
+            server.accept()  # drops the first connection with the ping unanswered
+            again = server.read_request()
+            server.send(pong(again))
+
+        server = FakeServer(script)
+        with PathdClient(server.addr, timeout=10) as client:
+            client.ping()
+            self.assertEqual((client.resent, client.reconnects), (1, 1))
+        server.join()
+        first, again = server.requests
+        self.assertEqual(again.ping.nonce, first.ping.nonce)
+
+    def test_keyed_update_is_sent_again_with_the_same_key(self):
+        def script(server):
+            server.accept()
+            server.read_request()
+            server.accept()
+            again = server.read_request()
+            server.send(update_ok(again, 5))
+
+        server = FakeServer(script)
+        with PathdClient(server.addr, timeout=10) as client:
+            answer = client.update_cells("demo", cells=[(1, 1)])
+        server.join()
+        self.assertEqual(answer["version"], 5)
+        first, again = server.requests
+        key = first.update_cells.idempotency_key
+        self.assertRegex(key, "^[0-9a-f]{32}$")
+        self.assertEqual(again.update_cells, first.update_cells)
+
+    def test_every_update_gets_its_own_key_or_the_callers(self):
+        def script(server):
+            server.accept()
+            for version in (1, 2, 3):
+                server.send(update_ok(server.read_request(), version))
+
+        server = FakeServer(script)
+        with PathdClient(server.addr, timeout=10) as client:
+            client.update_cells("demo", cells=[(1, 1)])
+            client.update_cells("demo", cells=[(1, 1)])
+            client.update_cells("demo", cells=[(1, 1)], idempotency_key="tick-42")
+            with self.assertRaises(ValueError):
+                client.update_cells("demo", cells=[(1, 1)], idempotency_key="x" * 65)
+        server.join()
+        keys = [r.update_cells.idempotency_key for r in server.requests]
+        self.assertNotEqual(keys[0], keys[1])
+        self.assertEqual(keys[2], "tick-42")
+
+    def test_update_without_key_is_not_sent_again(self):
+        def script(server):
+            server.accept()
+            server.read_request()
+            server.accept()
+            server.send(pong(server.read_request()))
+
+        server = FakeServer(script)
+        with PathdClient(server.addr, timeout=10, idempotency_keys=False) as client:
+            with self.assertRaises(PathdDisconnected):
+                client.update_cells("demo", cells=[(1, 1)])
+            client.ping()
+        server.join()
+        update, ping = server.requests
+        self.assertEqual(update.update_cells.idempotency_key, "")
+        self.assertEqual(ping.WhichOneof("body"), "ping")
+
+    def test_unavailable_and_behind_are_retried_with_the_same_key(self):
+        def script(server):
+            server.accept()
+            server.send(error(server.read_request().id, pb.UNAVAILABLE, "log unreachable"))
+            server.send(stale(server.read_request(), 6))
+            server.send(update_ok(server.read_request(), 7))
+
+        server = FakeServer(script)
+        with PathdClient(server.addr, timeout=10) as client:
+            answer = client.update_cells("demo", rect=((0, 0), (1, 1)))
+            self.assertEqual(client.retries, {"UNAVAILABLE": 1, "STALE_VERSION": 1})
+        server.join()
+        self.assertEqual(answer["version"], 7)
+        self.assertEqual(len({r.update_cells.idempotency_key for r in server.requests}), 1)
+        self.assertEqual(len({r.id for r in server.requests}), 3)
+
+    def test_behind_until_the_deadline_raises_stale_version(self):
+        def script(server):
+            server.accept()
+            for _ in range(RETRY_ATTEMPTS):
+                server.send(stale(server.read_request(), 2))
+
+        server = FakeServer(script)
+        with PathdClient(server.addr, timeout=10) as client:
+            with self.assertRaises(PathdError) as caught:
+                client.scene_info("demo", min_version=9)
+        server.join()
+        self.assertEqual(caught.exception.status, "STALE_VERSION")
+        self.assertEqual(len(server.requests), RETRY_ATTEMPTS)
+
+    def test_draining_signal_moves_to_a_new_connection_after_owed_answers(self):
+        def script(server):
+            server.accept()
+            path = server.read_request()
+            watch = server.read_request()
+            started = pb.Response(id=watch.id)
+            started.watch_event.kind = pb.WATCH_STARTED
+            started.watch_event.scene = "demo"
+            server.send(started, DRAINING_NOW)
+            draining = server.accept(keep=True)  # the client opens a new connection
+            server.send(pong(server.read_request()))
+            new = server.conn
+            server.conn = draining  # the answer owed on the old one still arrives...
+            server.send(chunk(path.id, 0, [(1, 1), (2, 2)], final=True, cost=1.5, total=2))
+            server.wait_closed()    # ...and then the client closes it
+            draining.close()
+            server.conn = new
+
+        server = FakeServer(script)
+        with PathdClient(server.addr, timeout=10) as client:
+            path_id = client.send_find_path("demo", (1, 1), (2, 2))
+            watch_id = client.watch(["demo"])
+            self.assertEqual(client.watch_next()["kind"], "started")
+            ended = client.watch_next()
+            self.assertEqual((ended["status"], ended["watch"], ended["final"]), ("DRAINING", watch_id, True))
+            client.ping()
+            path = client.recv()
+            self.assertEqual((path.id, path.status, path.cost), (path_id, "OK", 1.5))
+            self.assertEqual(client.reconnects, 1)
+        server.join()
+        self.assertEqual([r.WhichOneof("body") for r in server.requests], ["find_path", "watch", "ping"])
+
+    def test_draining_answer_is_sent_again_on_a_new_connection(self):
+        def script(server):
+            server.accept()
+            first = server.read_request()
+            server.send(error(first.id, pb.DRAINING, "draining"))
+            draining = server.accept(keep=True)
+            server.send(update_ok(server.read_request(), 3))
+            new = server.conn
+            server.conn = draining
+            server.wait_closed()  # nothing was owed there any more
+            draining.close()
+            server.conn = new
+
+        server = FakeServer(script)
+        with PathdClient(server.addr, timeout=10) as client:
+            self.assertEqual(client.update_cells("demo", cells=[(2, 2)])["version"], 3)
+            self.assertEqual(client.retries, {"DRAINING": 1})
+        server.join()
+        first, again = server.requests
+        self.assertEqual(again.update_cells, first.update_cells)
+
+    def test_a_connection_older_than_its_maximum_age_is_replaced(self):
+        def script(server):
+            server.accept()
+            server.send(pong(server.read_request()))
+            old = server.accept(keep=True)
+            server.send(pong(server.read_request()))
+            new = server.conn
+            server.conn = old
+            server.wait_closed()
+            old.close()
+            server.conn = new
+
+        server = FakeServer(script)
+        with PathdClient(server.addr, timeout=10, max_connection_age=0.2) as client:
+            client.ping()
+            time.sleep(0.3)
+            client.ping()
+            self.assertEqual(client.reconnects, 1)
+        server.join()
+
+    def test_reconnect_backs_off_until_the_server_is_back(self):
+        """The server is down when the call starts and listens again a
+        little later on the same port: the call waits it out."""
+        with socket.create_server(("127.0.0.1", 0)) as probe:
+            port = probe.getsockname()[1]
+        answered = []
+
+        def later():
+            time.sleep(0.4)
+            with socket.create_server(("127.0.0.1", port)) as listener:
+                listener.settimeout(10)
+                conn, _ = listener.accept()
+                with conn:
+                    conn.settimeout(10)
+                    header = conn.recv(4, socket.MSG_WAITALL)
+                    request = pb.Request()
+                    request.ParseFromString(conn.recv(struct.unpack(">I", header)[0], socket.MSG_WAITALL))
+                    answered.append(request.WhichOneof("body"))
+                    response = pong(request)
+                    conn.sendall(struct.pack(">I", response.ByteSize()) + response.SerializeToString())
+                    conn.recv(1)
+
+        thread = threading.Thread(target=later, daemon=True)
+        thread.start()
+        client = PathdClient("127.0.0.1:%d" % port, timeout=10, connect=False, flow_control=False)
+        client.ping()
+        client.close()
+        thread.join(10)
+        self.assertEqual(answered, ["ping"])
+
+    def test_async_client_resends_and_follows_draining(self):
+        def script(server):
+            server.accept()
+            first = server.read_request()
+            server.accept()  # lost: the keyed update goes again
+            again = server.read_request()
+            server.send(update_ok(again, 4), DRAINING_NOW)
+            server.accept(keep=True).close()
+            server.send(pong(server.read_request()))
+
+        server = FakeServer(script)
+
+        async def main():
+            async with AsyncPathdClient(server.addr, timeout=10) as client:
+                answer = await client.update_cells("demo", cells=[(1, 1)])
+                await asyncio.sleep(0.05)  # the DRAINING frame is read
+                await client.ping()
+                return answer, client.reconnects
+
+        answer, reconnects = asyncio.run(asyncio.wait_for(main(), 60))
+        server.join()
+        self.assertEqual((answer["version"], reconnects), (4, 2))
+        first, again, _ = server.requests
+        self.assertEqual(again.update_cells, first.update_cells)
+
+
+def free_port():
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        return probe.getsockname()[1]
+
+
+class ReplicaRestartLiveTest(unittest.TestCase):
+    """kill -9 of the daemon mid-run and a restart on the same port: every
+    query is answered and every update acknowledged once, with no pause
+    the test has to make."""
+
+    def test_every_call_answered_across_a_kill_and_restart(self):
+        settings = {"listen": "127.0.0.1:%d" % free_port()}
+        daemon = Daemon({}, settings=settings)
+        client = PathdClient(daemon.addr, timeout=10)
+        answers = []   # ("q", status) or ("u", version), in order
+        errors = []
+        stop = threading.Event()
+
+        def load():
+            try:
+                while not stop.is_set():
+                    answers.append(("q", client.find_path(*SHORT).status))
+                    answers.append(("u", client.update_cells("town", cells=[(5, 5)], op="cost",
+                                                             cost=2)["version"]))
+            except Exception as e:  # reported below
+                errors.append(e)
+
+        thread = threading.Thread(target=load, daemon=True)
+        thread.start()
+        try:
+            while len(answers) < 20 and thread.is_alive():
+                time.sleep(0.01)
+            daemon.proc.kill()  # kill -9
+            daemon.stop()       # reaps it and removes its directory
+            killed_at = len(answers)
+            daemon = Daemon({}, settings=settings)
+            while len(answers) < killed_at + 20 and thread.is_alive():
+                time.sleep(0.01)
+        finally:
+            stop.set()
+            thread.join(30)
+            client.close()
+        base = PathdClient(daemon.addr, timeout=10)
+        final = base.scene_info("town").version
+        base.close()
+        daemon.stop()
+        self.assertEqual(errors, [])
+        self.assertGreater(client.reconnects, 0)
+        self.assertTrue(all(status == "OK" for kind, status in answers if kind == "q"))
+        # The restarted daemon's acknowledged versions: one each, dense,
+        # up to the scene's version (an update applied twice would leave a
+        # gap).
+        versions = [v for kind, v in answers if kind == "u"]
+        restart = max(i for i in range(len(versions)) if i == 0 or versions[i] <= versions[i - 1])
+        after = versions[restart:]
+        self.assertEqual(after, list(range(after[0], after[0] + len(after))))
+        self.assertEqual(after[-1], final)
 
 
 if __name__ == "__main__":

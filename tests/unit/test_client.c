@@ -698,6 +698,7 @@ static void test_server_closes_mid_answer(void **state)
     fake_start(&fs, script_close_mid_answer, 2);
     fake_run(&fs);
     pdc_conn *c = connect_to(&fs, 0);
+    pdc_set_reconnect(c, 0); /* the behaviour without replicas' resending */
     uint64_t ids[2];
     for (int i = 0; i < 2; i++) {
         pdc_path_req req = demo_request(0, 0, 5, 5);
@@ -2195,6 +2196,311 @@ static void test_pathctl_route(void **state)
     assert_non_null(strstr(out, "--connect belongs to the path command"));
 }
 
+
+/* ---- replicas (issue 32): reconnect, resend, keys, BEHIND, UNAVAILABLE,
+ * DRAINING and the connection's maximum age --------------------------------- */
+
+/* What the replica scripts saw, for the test to check after fake_finish. */
+static char replica_keys[8][PDC_IDEMPOTENCY_KEY_MAX + 1];
+static int replica_nkeys;
+static uint64_t replica_nonces[4];
+static int replica_nnonces;
+
+static void replica_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void replica_reset(void)
+{
+    memset(replica_keys, 0, sizeof replica_keys);
+    replica_nkeys = replica_nnonces = 0;
+}
+
+/* Reads one request of the expected kind; remembers an update's key and a
+ * ping's nonce. */
+static Pathd__V1__Request *replica_recv(fake_server *fs, int fd, Pathd__V1__Request__BodyCase kind)
+{
+    Pathd__V1__Request *req = fake_recv(fs, fd);
+    if (!req)
+        return NULL;
+    FAKE_CHECK(fs, req->body_case == kind);
+    if (req->body_case == PATHD__V1__REQUEST__BODY_UPDATE_CELLS && replica_nkeys < 8)
+        snprintf(replica_keys[replica_nkeys++], sizeof replica_keys[0], "%s", req->update_cells->idempotency_key);
+    if (req->body_case == PATHD__V1__REQUEST__BODY_PING && replica_nnonces < 4)
+        replica_nonces[replica_nnonces++] = req->ping->nonce;
+    return req;
+}
+
+static void replica_pong(fake_server *fs, int fd, const Pathd__V1__Request *ping)
+{
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    Pathd__V1__Pong pong = PATHD__V1__PONG__INIT;
+    pong.nonce = ping->ping->nonce;
+    resp.id = ping->id;
+    resp.final = 1;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_PONG;
+    resp.pong = &pong;
+    fake_send_response(fs, fd, &resp);
+}
+
+static void replica_update_ok(fake_server *fs, int fd, uint64_t id, uint64_t version)
+{
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    Pathd__V1__UpdateResult u = PATHD__V1__UPDATE_RESULT__INIT;
+    u.version = version;
+    u.cells_changed = 1;
+    resp.id = id;
+    resp.final = 1;
+    resp.body_case = PATHD__V1__RESPONSE__BODY_UPDATE;
+    resp.update = &u;
+    fake_send_response(fs, fd, &resp);
+}
+
+/* Receives one request of kind and answers it: a ping its pong, an update
+ * OK at version. */
+static void replica_answer(fake_server *fs, int fd, Pathd__V1__Request__BodyCase kind, uint64_t version)
+{
+    Pathd__V1__Request *req = replica_recv(fs, fd, kind);
+    if (!req)
+        return;
+    if (kind == PATHD__V1__REQUEST__BODY_PING)
+        replica_pong(fs, fd, req);
+    else
+        replica_update_ok(fs, fd, req->id, version);
+    pathd__v1__request__free_unpacked(req, NULL);
+}
+
+/* Receives one request of kind and answers nothing (the connection then
+ * closes) or the status given. */
+static void replica_refuse(fake_server *fs, int fd, Pathd__V1__Request__BodyCase kind, int status)
+{
+    Pathd__V1__Request *req = replica_recv(fs, fd, kind);
+    if (!req)
+        return;
+    if (status >= 0)
+        fake_send_status(fs, fd, req->id, (Pathd__V1__Status)status, "refused by the fake");
+    pathd__v1__request__free_unpacked(req, NULL);
+}
+
+/* Starts a fake playing script over `connections` connections and a
+ * client of it (10 s timeout), the replica records cleared. */
+static pdc_conn *replica_start(fake_server *fs, fake_script script, int connections)
+{
+    replica_reset();
+    fake_start(fs, script, connections);
+    fake_run(fs);
+    return connect_to(fs, 10000);
+}
+
+static pdc_update_req one_cell_update(void)
+{
+    static const pdc_xy cell = {1, 1};
+    pdc_update_req u;
+    memset(&u, 0, sizeof u);
+    u.scene = "demo";
+    u.op = PDC_UPDATE_BLOCK;
+    u.cells = &cell;
+    u.cell_count = 1;
+    return u;
+}
+
+/* 0: a ping lost with the connection; 1: answered there, then a keyed
+ * update lost; 2: that update again, a caller's key, then an unkeyed one
+ * lost; 3: a ping. */
+static void script_replica_lost(fake_server *fs, int conn_index, int fd)
+{
+    const Pathd__V1__Request__BodyCase ping = PATHD__V1__REQUEST__BODY_PING,
+                                       update = PATHD__V1__REQUEST__BODY_UPDATE_CELLS;
+    if (conn_index == 0) {
+        replica_refuse(fs, fd, ping, -1);
+    } else if (conn_index == 1) {
+        replica_answer(fs, fd, ping, 0);
+        replica_refuse(fs, fd, update, -1);
+    } else if (conn_index == 2) {
+        replica_answer(fs, fd, update, 5);
+        replica_answer(fs, fd, update, 6);
+        replica_refuse(fs, fd, update, -1);
+    } else {
+        replica_answer(fs, fd, ping, 0);
+        fake_wait_eof(fs, fd);
+    }
+}
+
+static void test_replica_lost_requests_are_sent_again_when_safe(void **state)
+{
+    (void)state;
+    fake_server fs;
+    pdc_conn *c = replica_start(&fs, script_replica_lost, 4);
+    uint64_t rtt;
+    assert_int_equal(pdc_ping(c, &rtt), PDC_OK);
+    assert_int_equal(pdc_resent(c), 1);
+    pdc_update_req u = one_cell_update();
+    pdc_update_result res;
+    assert_int_equal(pdc_update_cells(c, &u, &res), PDC_OK);
+    assert_int_equal(res.version, 5);
+    assert_int_equal(pdc_set_next_idempotency_key(c, "tick-42"), PDC_OK);
+    assert_int_equal(pdc_update_cells(c, &u, &res), PDC_OK);
+    assert_int_equal(pdc_set_next_idempotency_key(c, "has space"), PDC_ERR_ARG);
+    pdc_set_idempotency_keys(c, 0);
+    assert_int_equal(pdc_update_cells(c, &u, &res), PDC_ERR_DISCONNECTED);
+    assert_int_equal(pdc_ping(c, &rtt), PDC_OK);
+    assert_int_equal(pdc_reconnects(c), 3);
+    assert_int_equal(pdc_resent(c), 2);
+    pdc_close(c);
+    fake_finish(&fs);
+    assert_int_equal(replica_nnonces, 3);
+    assert_true(replica_nonces[0] == replica_nonces[1]);
+    assert_int_equal(replica_nkeys, 4);
+    assert_int_equal(strlen(replica_keys[0]), 32);
+    assert_string_equal(replica_keys[1], replica_keys[0]);
+    assert_string_equal(replica_keys[2], "tick-42");
+    assert_string_equal(replica_keys[3], "");
+}
+
+static void script_replica_refusals(fake_server *fs, int conn_index, int fd)
+{
+    (void)conn_index;
+    const Pathd__V1__Request__BodyCase update = PATHD__V1__REQUEST__BODY_UPDATE_CELLS;
+    replica_refuse(fs, fd, update, PATHD__V1__STATUS__UNAVAILABLE);
+    replica_refuse(fs, fd, update, PATHD__V1__STATUS__STALE_VERSION);
+    replica_answer(fs, fd, update, 7);
+    fake_wait_eof(fs, fd);
+}
+
+static void test_replica_unavailable_and_behind_are_retried(void **state)
+{
+    (void)state;
+    fake_server fs;
+    pdc_conn *c = replica_start(&fs, script_replica_refusals, 1);
+    pdc_update_req u = one_cell_update();
+    pdc_update_result res;
+    assert_int_equal(pdc_update_cells(c, &u, &res), PDC_OK);
+    assert_int_equal(res.version, 7);
+    assert_int_equal(pdc_replica_retries(c), 2);
+    pdc_close(c);
+    fake_finish(&fs);
+    assert_int_equal(replica_nkeys, 3);
+    assert_string_equal(replica_keys[1], replica_keys[0]);
+    assert_string_equal(replica_keys[2], replica_keys[0]);
+    assert_true(fs.ids[0] < fs.ids[1] && fs.ids[1] < fs.ids[2]);
+}
+
+static const int32_t replica_path[2][2] = {{1, 1}, {2, 2}};
+static const fake_totals replica_totals = {1.5, 3, 10, 1, 2, 20};
+
+/* 0: two pipelined paths; DRAINING and the first answer, a pause, the
+ * second, then the client must close; an update is refused DRAINING. 1:
+ * the update again, then a ping. */
+static void script_replica_draining(fake_server *fs, int conn_index, int fd)
+{
+    if (conn_index == 0) {
+        Pathd__V1__Request *a = fake_recv(fs, fd), *b = a ? fake_recv(fs, fd) : NULL;
+        if (!b) {
+            if (a)
+                pathd__v1__request__free_unpacked(a, NULL);
+            return;
+        }
+        Pathd__V1__Response draining = PATHD__V1__RESPONSE__INIT;
+        draining.status = PATHD__V1__STATUS__DRAINING;
+        draining.final = 1;
+        fake_send_response(fs, fd, &draining);
+        fake_send_chunk(fs, fd, a->id, 0, replica_path, 2, &replica_totals);
+        replica_sleep_ms(100);  /* the client's next call is waiting for this */
+        fake_send_chunk(fs, fd, b->id, 0, replica_path, 2, &replica_totals);
+        pathd__v1__request__free_unpacked(a, NULL);
+        pathd__v1__request__free_unpacked(b, NULL);
+        fake_wait_eof(fs, fd);
+    } else if (conn_index == 1) {
+        replica_refuse(fs, fd, PATHD__V1__REQUEST__BODY_UPDATE_CELLS, PATHD__V1__STATUS__DRAINING);
+        fake_wait_eof(fs, fd);
+    } else {
+        replica_answer(fs, fd, PATHD__V1__REQUEST__BODY_UPDATE_CELLS, 3);
+        replica_answer(fs, fd, PATHD__V1__REQUEST__BODY_PING, 0);
+        fake_wait_eof(fs, fd);
+    }
+}
+
+static void test_replica_draining_moves_after_owed_answers(void **state)
+{
+    (void)state;
+    fake_server fs;
+    pdc_conn *c = replica_start(&fs, script_replica_draining, 3);
+    pdc_path_req req = demo_request(1, 1, 2, 2);
+    uint64_t ids[2];
+    assert_int_equal(pdc_send_find_path(c, &req, &ids[0]), PDC_OK);
+    assert_int_equal(pdc_send_find_path(c, &req, &ids[1]), PDC_OK);
+    pdc_path_result r;
+    assert_int_equal(pdc_recv_result(c, 5000, &r), PDC_OK); /* reads DRAINING too */
+    assert_int_equal(r.id, ids[0]);
+    pdc_path_result_free(&r);
+    /* The update waits for the second path's answer on the old connection,
+     * is refused DRAINING on the next, and goes again on a third. */
+    pdc_update_req u = one_cell_update();
+    pdc_update_result res;
+    assert_int_equal(pdc_update_cells(c, &u, &res), PDC_OK);
+    assert_int_equal(res.version, 3);
+    assert_int_equal(pdc_recv_result(c, 5000, &r), PDC_OK);
+    assert_int_equal(r.id, ids[1]);
+    assert_int_equal(r.count, 2);
+    pdc_path_result_free(&r);
+    uint64_t rtt;
+    assert_int_equal(pdc_ping(c, &rtt), PDC_OK);
+    assert_int_equal(pdc_reconnects(c), 2);
+    assert_int_equal(pdc_replica_retries(c), 1);
+    pdc_close(c);
+    fake_finish(&fs);
+    assert_int_equal(fs.extra_requests, 0);
+    assert_int_equal(replica_nkeys, 2);
+    assert_string_equal(replica_keys[1], replica_keys[0]);
+}
+
+/* 0: a watch and a ping; the client must close it. 1: a ping. */
+static void script_replica_age(fake_server *fs, int conn_index, int fd)
+{
+    if (conn_index == 0) {
+        Pathd__V1__Request *w = replica_recv(fs, fd, PATHD__V1__REQUEST__BODY_WATCH);
+        if (!w)
+            return;
+        Pathd__V1__Response started = PATHD__V1__RESPONSE__INIT;
+        Pathd__V1__WatchEvent ev = PATHD__V1__WATCH_EVENT__INIT;
+        ev.kind = PATHD__V1__WATCH_EVENT_KIND__WATCH_STARTED;
+        ev.scene = "demo";
+        started.id = w->id;
+        started.body_case = PATHD__V1__RESPONSE__BODY_WATCH_EVENT;
+        started.watch_event = &ev;
+        fake_send_response(fs, fd, &started);
+        pathd__v1__request__free_unpacked(w, NULL);
+    }
+    replica_answer(fs, fd, PATHD__V1__REQUEST__BODY_PING, 0);
+    fake_wait_eof(fs, fd);
+}
+
+static void test_replica_old_connection_is_replaced(void **state)
+{
+    (void)state;
+    fake_server fs;
+    pdc_conn *c = replica_start(&fs, script_replica_age, 2);
+    pdc_set_max_conn_age(c, 200);
+    const char *scenes[] = {"demo"};
+    uint64_t watch_id;
+    assert_int_equal(pdc_watch(c, scenes, 1, &watch_id), PDC_OK);
+    uint64_t rtt;
+    assert_int_equal(pdc_ping(c, &rtt), PDC_OK);
+    replica_sleep_ms(300);
+    assert_int_equal(pdc_ping(c, &rtt), PDC_OK);
+    assert_int_equal(pdc_reconnects(c), 1);
+    pdc_watch_event ev;
+    assert_int_equal(pdc_watch_next(c, 1000, &ev), PDC_OK); /* the STARTED event */
+    pdc_watch_event_free(&ev);
+    assert_int_equal(pdc_watch_next(c, 1000, &ev), PDC_DRAINING);
+    pdc_close(c);
+    fake_finish(&fs);
+    assert_int_equal(fs.extra_requests, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2219,6 +2525,10 @@ int main(void)
         cmocka_unit_test(test_pathctl_human_output_and_exit_codes),
         cmocka_unit_test(test_issue4_fields_round_trip),
         cmocka_unit_test(test_pathctl_issue4_flags),
+        cmocka_unit_test(test_replica_lost_requests_are_sent_again_when_safe),
+        cmocka_unit_test(test_replica_unavailable_and_behind_are_retried),
+        cmocka_unit_test(test_replica_draining_moves_after_owed_answers),
+        cmocka_unit_test(test_replica_old_connection_is_replaced),
 #ifdef PDC_LOAD_BIN
         cmocka_unit_test(test_pathd_load_against_fake),
         cmocka_unit_test(test_pathd_load_burst),

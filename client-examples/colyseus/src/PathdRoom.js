@@ -92,7 +92,11 @@ class PathdRoom extends Room {
     this.repathMs = repathMs;
     this.grid = TiledGrid.load(map);
     this.rand = random(seed);
-    this.pathd = pathdAddr ? new PathdPool(pathdAddr, { connections, timeoutMs: CHECK_TIMEOUT_MS }) : null;
+    // retryDeadlineMs: a check's reconnects and resends (the client's
+    // replica handling) end within the time the room gives it.
+    this.pathd = pathdAddr
+      ? new PathdPool(pathdAddr, { connections, timeoutMs: CHECK_TIMEOUT_MS, retryDeadlineMs: CHECK_TIMEOUT_MS })
+      : null;
     this.setState(new RoomState());
     this.resetStats();
     this.acceptedMoves = []; // [from, to, dt]: world points, for the independent check

@@ -1164,7 +1164,7 @@ describe('fake server', () => {
     assert.equal(client.overloadedCount, server.requests.length);
   });
 
-  it('fails the call when the connection drops, and the next call reconnects', async () => {
+  it('without reconnect, fails the call when the connection drops, and the next call reconnects', async () => {
     const server = await FakeServer.start(async (s) => {
       await s.accept();
       await s.readRequest();
@@ -1172,7 +1172,7 @@ describe('fake server', () => {
       const ping = await s.readRequest();
       await s.send([{ id: ping.id, final: true, pong: { nonce: ping.ping.nonce } }]);
     });
-    const client = new PathdClient(server.addr, { timeoutMs: 10000 });
+    const client = new PathdClient(server.addr, { timeoutMs: 10000, reconnect: false });
     await assert.rejects(client.ping(), (err) => {
       assert.ok(err instanceof PathdDisconnected);
       assert.match(err.message, /closed/);
@@ -1182,5 +1182,231 @@ describe('fake server', () => {
     client.close();
     await server.done();
     assert.equal(server.requests.length, 2);
+  });
+});
+
+// ---- replicas (issue 32) ------------------------------------------------------
+
+const pong = (req) => ({ id: req.id, final: true, pong: { nonce: req.ping.nonce } });
+const updateOk = (req, version) => ({ id: req.id, final: true, update: { version, cellsChanged: 1 } });
+const DRAINING_NOW = { id: 0, status: 'DRAINING', final: true };
+
+describe('replicas: reconnect, resend, BEHIND, UNAVAILABLE, DRAINING, maximum age (fake servers)', () => {
+  it('sends a query lost with its connection again on a new one', async () => {
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      await s.readRequest();
+      await s.accept(); // drops the first connection, the ping unanswered
+      await s.send([pong(await s.readRequest())]);
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 10000 });
+    await client.ping();
+    assert.deepEqual([client.resent, client.reconnects], [1, 1]);
+    client.close();
+    await server.done();
+    assert.equal(server.requests[1].ping.nonce, server.requests[0].ping.nonce);
+  });
+
+  it('sends a keyed update again with the same key, and an unkeyed one never', async () => {
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      await s.readRequest();
+      await s.accept();
+      await s.send([updateOk(await s.readRequest(), 5)]);
+      await s.readRequest(); // the unkeyed update, lost too
+      await s.accept();
+      await s.send([pong(await s.readRequest())]);
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 10000 });
+    assert.equal((await client.updateCells('demo', { cells: [[1, 1]] })).version, 5);
+    client.idempotencyKeys = false;
+    await assert.rejects(client.updateCells('demo', { cells: [[1, 1]] }), (err) => err instanceof PathdDisconnected);
+    await client.ping();
+    client.close();
+    await server.done();
+    const [first, again, unkeyed, ping] = server.requests;
+    assert.match(first.updateCells.idempotencyKey, /^[0-9a-f]{32}$/);
+    assert.deepEqual(again.updateCells, first.updateCells);
+    assert.ok(!unkeyed.updateCells.idempotencyKey);
+    assert.equal(ping.body, 'ping');
+  });
+
+  it('retries UNAVAILABLE and BEHIND with the same key; takes the caller\'s key', async () => {
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      await s.send([error((await s.readRequest()).id, 'UNAVAILABLE', 'log unreachable')]);
+      const behind = error((await s.readRequest()).id, 'STALE_VERSION', 'behind');
+      behind.error.version = 6;
+      await s.send([behind]);
+      await s.send([updateOk(await s.readRequest(), 7)]);
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 10000 });
+    const answer = await client.updateCells('demo', { rect: [[0, 0], [1, 1]], idempotencyKey: 'tick-42' });
+    assert.throws(() => client.updateCells('demo', { cells: [[1, 1]], idempotencyKey: 'x'.repeat(65) }), TypeError);
+    assert.equal(answer.version, 7);
+    assert.deepEqual(client.retries, { UNAVAILABLE: 1, STALE_VERSION: 1 });
+    client.close();
+    await server.done();
+    assert.deepEqual(server.requests.map((r) => r.updateCells.idempotencyKey), ['tick-42', 'tick-42', 'tick-42']);
+  });
+
+  it('on a DRAINING signal: a new connection, the answers owed on the old one, then it closes', async () => {
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      // The watch takes no slot, so it may overtake the path queued
+      // behind GetLimits: told apart by body.
+      const two = [await s.readRequest(), await s.readRequest()];
+      const path = two.find((r) => r.body === 'findPath');
+      const watch = two.find((r) => r.body === 'watch');
+      await s.send([{ id: watch.id, watchEvent: { kind: 'WATCH_STARTED', scene: 'demo' } }, DRAINING_NOW]);
+      const old = await s.accept({ keep: true });
+      await s.send([pong(await s.readRequest())]);
+      const fresh = s.st;
+      s.use(old);
+      await s.send([chunk(path.id, 0, [[1, 1], [2, 2]], { final: true, cost: 1.5, total: 2 })]);
+      await s.waitClosed();
+      old.conn.destroy();
+      s.use(fresh);
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 10000 });
+    const path = client.sendFindPath('demo', [1, 1], [2, 2]);
+    const watchId = await client.watch(['demo']);
+    assert.equal((await client.watchNext()).kind, 'started');
+    const ended = await client.watchNext();
+    assert.deepEqual([ended.status, ended.watch, ended.final], ['DRAINING', watchId, true]);
+    await client.ping();
+    const result = await path.promise;
+    assert.deepEqual([result.status, result.cost], ['OK', 1.5]);
+    assert.equal(client.reconnects, 1);
+    client.close();
+    await server.done();
+    assert.deepEqual(server.requests.map((r) => r.body).sort(), ['findPath', 'ping', 'watch']);
+    assert.equal(server.requests[2].body, 'ping');
+  });
+
+  it('sends a request answered DRAINING again at once on a new connection', async () => {
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      await s.send([error((await s.readRequest()).id, 'DRAINING', 'draining')]);
+      const old = await s.accept({ keep: true });
+      await s.send([updateOk(await s.readRequest(), 3)]);
+      const fresh = s.st;
+      s.use(old);
+      await s.waitClosed();
+      old.conn.destroy();
+      s.use(fresh);
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 10000 });
+    assert.equal((await client.updateCells('demo', { cells: [[2, 2]] })).version, 3);
+    assert.deepEqual(client.retries, { DRAINING: 1 });
+    client.close();
+    await server.done();
+    assert.deepEqual(server.requests[1].updateCells, server.requests[0].updateCells);
+  });
+
+  it('replaces a connection older than maxConnectionAgeMs', async () => {
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      await s.send([pong(await s.readRequest())]);
+      const old = await s.accept({ keep: true });
+      await s.send([pong(await s.readRequest())]);
+      const fresh = s.st;
+      s.use(old);
+      await s.waitClosed();
+      old.conn.destroy();
+      s.use(fresh);
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 10000, maxConnectionAgeMs: 200 });
+    await client.ping();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await client.ping();
+    assert.equal(client.reconnects, 1);
+    client.close();
+    await server.done();
+  });
+
+  it('gives up a resend when close() is called meanwhile, and opens no new connection', async () => {
+    let dropped;
+    const droppedP = new Promise((resolve) => { dropped = resolve; });
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      await s.readRequest();
+      s.conn.destroy(); // the ping is lost
+      dropped();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 10000 });
+    const ping = client.ping();
+    await droppedP;
+    client.close();
+    await assert.rejects(ping, (err) => err instanceof PathdDisconnected);
+    await server.done();
+    assert.deepEqual([server.conns.length, client.connected, client.reconnects], [0, false, 0]);
+  });
+
+  it('backs off and reconnects to a server that comes back on the same port', async () => {
+    const probe = net.createServer();
+    await new Promise((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const { port } = probe.address();
+    await new Promise((resolve) => probe.close(resolve));
+    let server = null;
+    const later = new Promise((resolve) => setTimeout(resolve, 400)).then(async () => {
+      server = await FakeServer.start(async (s) => {
+        await s.accept();
+        await s.send([pong(await s.readRequest())]);
+      }, { port });
+    });
+    const client = new PathdClient(`127.0.0.1:${port}`, { timeoutMs: 10000, retryDeadlineMs: 10000 });
+    await client.ping();
+    assert.ok(client.resent >= 1);
+    client.close();
+    await later;
+    await server.done();
+  });
+});
+
+describe('replicas: kill -9 and restart of pathd on the same port mid-run', () => {
+  it('answers every query and acknowledges each update once', async () => {
+    const probe = net.createServer();
+    await new Promise((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const listen = `127.0.0.1:${probe.address().port}`;
+    await new Promise((resolve) => probe.close(resolve));
+    let daemon = await Daemon.start({}, null, { listen });
+    const client = new PathdClient(daemon.addr, { timeoutMs: 10000, retryDeadlineMs: 10000 });
+    const answers = [];
+    let stop = false;
+    const load = (async () => {
+      while (!stop) {
+        answers.push(['q', (await client.findPath(...SHORT)).status]);
+        answers.push(['u', (await client.updateCells('town', { cells: [[5, 5]], op: 'cost', cost: 2 })).version]);
+      }
+    })();
+    const until = async (n) => { while (answers.length < n) await new Promise((resolve) => setTimeout(resolve, 10)); };
+    try {
+      await until(20);
+      daemon.proc.kill('SIGKILL');
+      await daemon.stop();
+      const killedAt = answers.length;
+      daemon = await Daemon.start({}, null, { listen });
+      await until(killedAt + 20);
+    } finally {
+      stop = true;
+      await load.catch((err) => assert.fail(`a call failed across the restart: ${err}`));
+      client.close();
+    }
+    const check = new PathdClient(daemon.addr);
+    const final = (await check.sceneInfo('town')).version;
+    check.close();
+    await daemon.stop();
+    assert.ok(client.reconnects > 0);
+    assert.ok(answers.filter(([kind]) => kind === 'q').every(([, status]) => status === 'OK'));
+    // The restarted daemon's acknowledged versions: one each, dense, up to
+    // the scene's version (an update applied twice would leave a gap).
+    const versions = answers.filter(([kind]) => kind === 'u').map(([, v]) => v);
+    let restart = 0;
+    for (let i = 1; i < versions.length; i++) if (versions[i] <= versions[i - 1]) restart = i;
+    const after = versions.slice(restart);
+    assert.deepEqual(after, after.map((_, i) => after[0] + i));
+    assert.equal(after[after.length - 1], final);
   });
 });

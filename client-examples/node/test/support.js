@@ -165,7 +165,7 @@ function frame(message, Type) {
  * (maxInflightPerConn = options.cap, default 64) and not recorded, so
  * scripts see only the requests under test. */
 class FakeServer {
-  static async start(script, { cap = 64 } = {}) {
+  static async start(script, { cap = 64, port = 0 } = {}) {
     const s = new FakeServer();
     s.cap = cap;
     s.limitsAsked = 0;
@@ -177,7 +177,7 @@ class FakeServer {
       const waiter = s.connWaiters.shift();
       if (waiter) waiter();
     });
-    await new Promise((resolve) => s.server.listen(0, '127.0.0.1', resolve));
+    await new Promise((resolve) => s.server.listen(port, '127.0.0.1', resolve));
     s.addr = `127.0.0.1:${s.server.address().port}`;
     s.finished = Promise.resolve().then(() => script(s)).finally(() => {
       if (s.conn) s.conn.destroy();
@@ -187,31 +187,43 @@ class FakeServer {
     return s;
   }
 
-  /* Waits for the next connection; the previous one is closed. */
-  async accept() {
-    if (this.conn) this.conn.destroy();
+  /* Waits for the next connection; the previous one is closed, or with
+   * keep returned (use(it) to talk on it again). */
+  async accept({ keep = false } = {}) {
+    const old = this.st;
+    if (old && !keep) old.conn.destroy();
     if (this.conns.length === 0) await new Promise((resolve) => this.connWaiters.push(resolve));
-    this.conn = this.conns.shift();
-    this.buf = Buffer.alloc(0);
-    this.ended = false;
-    this.readWaiter = null;
-    this.conn.on('data', (d) => { this.buf = Buffer.concat([this.buf, d]); this._wake(); });
-    this.conn.on('end', () => { this.ended = true; this._wake(); });
+    const st = { conn: this.conns.shift(), buf: Buffer.alloc(0), ended: false, readWaiter: null };
+    const wake = () => {
+      const w = st.readWaiter;
+      st.readWaiter = null;
+      if (w) w();
+    };
+    st.conn.on('data', (d) => { st.buf = Buffer.concat([st.buf, d]); wake(); });
+    st.conn.on('end', () => { st.ended = true; wake(); });
+    this.st = st;
+    return keep ? old : null;
   }
 
-  _wake() {
-    const w = this.readWaiter;
-    this.readWaiter = null;
-    if (w) w();
+  /* The connection the script talks on now. */
+  get conn() {
+    return this.st ? this.st.conn : null;
+  }
+
+  /* Talks on a connection accept({ keep: true }) returned, or the current
+   * one accept() returned earlier (this.st). */
+  use(st) {
+    this.st = st;
   }
 
   async _read(n) {
-    while (this.buf.length < n) {
-      if (this.ended) throw new Error('client closed the connection');
-      await new Promise((resolve) => { this.readWaiter = resolve; });
+    const { st } = this;
+    while (st.buf.length < n) {
+      if (st.ended) throw new Error('client closed the connection');
+      await new Promise((resolve) => { st.readWaiter = resolve; });
     }
-    const out = this.buf.subarray(0, n);
-    this.buf = this.buf.subarray(n);
+    const out = st.buf.subarray(0, n);
+    st.buf = st.buf.subarray(n);
     return out;
   }
 
@@ -233,8 +245,9 @@ class FakeServer {
 
   /* Resolves once the client closed the connection; fails if it sends more. */
   async waitClosed() {
-    while (!this.ended) await new Promise((resolve) => { this.readWaiter = resolve; });
-    if (this.buf.length) throw new Error('client sent more bytes instead of closing');
+    const { st } = this;
+    while (!st.ended) await new Promise((resolve) => { st.readWaiter = resolve; });
+    if (st.buf.length) throw new Error('client sent more bytes instead of closing');
   }
 
   /* Writes the frames; with dribble one byte at a time, so the client sees
