@@ -10,7 +10,9 @@
  * Redis Streams log of config "log") names the log's implementation:
  * everything else goes through the store, which owns the log once it is
  * replayed and closes it (pd_store_destroy). The Redis log has nothing to
- * fsync or compact yet, so the timer finds nothing to do for it.
+ * fsync; its "compaction" is writing the scene snapshots that are due to
+ * Redis and trimming their streams (pd_redis_snapshot.h), which the same
+ * timer hands to the threadpool.
  */
 #include "pd_server_internal.h"
 
@@ -21,6 +23,7 @@
 
 #include "pd_log.h"
 #include "pd_redis_log.h"
+#include "pd_redis_snapshot.h"
 
 /* How often the timer looks at the journal: "everysec" means this. */
 #define PD_JOURNAL_TICK_MS 1000
@@ -87,7 +90,11 @@ static void pd__journal_after_cb(uv_work_t *req, int status)
         uint64_t log_bytes = 0, snap_bytes = 0;
         int failed = 0;
         pd_store_log_state(s->store, &log_bytes, &snap_bytes, &failed);
-        if (w->rc != 0)
+        if (w->rc != 0 && s->conf.log.redis_host[0])
+            pd_log_error("Redis snapshots: %s; the streams keep growing until one is written", w->err);
+        else if (s->conf.log.redis_host[0])
+            pd_log_debug("Redis snapshots written (%" PRIu64 " bytes written or loaded so far)", snap_bytes);
+        else if (w->rc != 0)
             pd_log_error("journal compaction failed: %s; the journal keeps growing until one succeeds", w->err);
         else
             pd_log_info("journal %s compacted: snapshot %" PRIu64 " bytes, log %" PRIu64 " bytes", s->conf.data_dir,
@@ -179,9 +186,15 @@ static pd_changelog pd__journal_choose(pd_server *s, char *err, size_t errlen)
             .dedup_ttl_s = lg->dedup_ttl_s,
             .warn = pd__journal_warn,
         };
+        const pd_redis_snap_opts so = {
+            .every = lg->snapshot_every,
+            .keep = lg->snapshot_keep,
+            .max_bytes = lg->snapshot_max_bytes,
+            .warn = pd__journal_warn,
+        };
         pd_log_info("change log on Redis %s:%u (prefix %s): replaying", lg->redis_host, (unsigned)lg->redis_port,
                     lg->prefix);
-        return pd_redis_log_open(&ro, err, errlen);
+        return pd_redis_log_open_with_snapshots(&ro, &so, err, errlen);
     }
     const pd_journal_opts opts = {
         .dir = s->conf.data_dir,

@@ -3,14 +3,18 @@
  * the keys, the FUNCTION and the layering). hiredis speaks RESP; this file
  * only builds the commands and reads their replies.
  *
+ * Snapshots in Redis and the streams' trim are pd_redis_snapshot.c's,
+ * attached with pd_redis_log_set_snapshots (without them snapshot
+ * refuses and nothing is trimmed).
+ *
  * What it does not do yet (issue 32, docs/ARCHITECTURE.md "Replicas"):
- * snapshots to Redis and trimming (snapshot refuses, compact is a no-op),
  * a reload that rebuilds or removes scenes (the log then fails, naming
  * why, rather than record something a replica would replay wrongly), the
  * replica's tail on the loop, and reconnect backoff (each command after a
  * failure tries one connect, bounded by timeout_ms).
  */
 #include "pd_redis_log.h"
+#include "pd_redis_snapshot.h"
 
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
@@ -98,6 +102,7 @@ struct pd_redis_log {
     pd_status refusal;            /* the last refused append's (under lock) */
     char why[256];                /* why the last append refused, or why it failed */
     atomic_uint_fast64_t bytes;   /* record bytes replayed and appended */
+    pd_redis_snap *snap;          /* snapshots in Redis, or NULL */
 };
 
 /* ---- keys ------------------------------------------------------------------ */
@@ -179,6 +184,26 @@ static redisReply *pd__command(pd_redis_log *rl, int argc, const char **argv, co
         return NULL;
     }
     return r;
+}
+
+redisReply *pd_redis_log_command(pd_redis_log *rl, int argc, const char **argv, const size_t *argvlen, int *io,
+                                 char *err, size_t errlen)
+{
+    pthread_mutex_lock(&rl->conn_lock);
+    redisReply *r = pd__command(rl, argc, argv, argvlen, io, err, errlen);
+    pthread_mutex_unlock(&rl->conn_lock);
+    return r;
+}
+
+const char *pd_redis_log_prefix(const pd_redis_log *rl)
+{
+    return rl->prefix;
+}
+
+void pd_redis_log_set_snapshots(pd_redis_log *rl, pd_redis_snap *sn)
+{
+    pd_redis_snap_destroy(rl->snap);
+    rl->snap = sn;
 }
 
 /* ---- appends ----------------------------------------------------------------- */
@@ -338,11 +363,13 @@ static int pd__take_entry(const redisReply *x, pd__entries *e, char last[64], ch
     return 0;
 }
 
-/* Every entry of the scene's stream, in order, appended to e. 0, or -1
- * with err. */
-static int pd__read_stream(pd_redis_log *rl, const char *scene, pd__entries *e, char *err, size_t errlen)
+/* Every entry of the scene's stream from `from` (an XRANGE start: "-",
+ * or "(ID" after ID), in order, appended to e. 0, or -1 with err. */
+static int pd__read_stream(pd_redis_log *rl, const char *scene, const char *from, pd__entries *e, char *err,
+                           size_t errlen)
 {
-    char key[320], start[72] = "-", count[16];
+    char key[320], start[72], count[16];
+    snprintf(start, sizeof start, "%s", from);
     pd_redis_log_stream_key(rl, scene, key, sizeof key);
     snprintf(count, sizeof count, "%d", PD__RANGE_COUNT);
     int rc = 0;
@@ -446,8 +473,11 @@ static int pd__rl_append(void *log, const pd_journal_record *rec)
     pd_redis_append_result res;
     pd_status st = pd_redis_log_append(rl, &a, &res);
     free(framed);
-    if (st == PD_OK && res.version == rec->version && !res.duplicate)
+    if (st == PD_OK && res.version == rec->version && !res.duplicate) {
+        if (rl->snap)
+            pd_redis_snap_note(rl->snap, rec);
         return 0;
+    }
     if (st == PD_OK)
         snprintf(res.message, sizeof res.message, "scene '%s': the log made version %" PRIu64 ", not %" PRIu64,
                  rec->scene, res.version, rec->version);
@@ -539,8 +569,29 @@ static void pd__rl_reload_end(void *log, pd_registry *r, void *state)
     pd__rl_unlock(rl);
 }
 
-/* Every scene's stream, merged by the global sequence: the order the
- * changes were served in. */
+/* The newest snapshot of `scene` applied with rp, and where its stream
+ * goes on ("(ID"; from untouched without one). 0, or -1 with err. */
+static int pd__replay_snapshot(pd_redis_log *rl, pd_journal_replayer *rp, const char *scene, char *from,
+                               size_t fromlen, pd_journal_replay_stats *stats, char *err, size_t errlen)
+{
+    pd_journal_record rec;
+    char id[64], why_buf[256];
+    int got = pd_redis_snap_fetch(rl->snap, scene, &rec, id, sizeof id, err, errlen);
+    if (got != 0)
+        return got < 0 ? -1 : 0;
+    const char *why = pd_journal_replay_one(rp, &rec, why_buf, sizeof why_buf);
+    pd_journal_record_free(&rec);
+    if (why) {
+        snprintf(err, errlen, "the snapshot %s of scene '%s' does not apply: %s", id, scene, why);
+        return -1;
+    }
+    stats->records++;
+    snprintf(from, fromlen, "(%s", id);
+    return 0;
+}
+
+/* Every scene's stream (after its snapshot), merged by the global
+ * sequence: the order the changes were served in. */
 static int pd__rl_replay(void *log, pd_registry *r, pd_world_store *ws, pd_journal_replay_stats *stats, char *err,
                          size_t errlen)
 {
@@ -560,19 +611,24 @@ static int pd__rl_replay(void *log, pd_registry *r, pd_world_store *ws, pd_journ
         return -1;
     pd__entries e = { 0 };
     int rc = 0;
+    pd_journal_replayer *rp = pd_journal_replayer_create(r, ws);
+    if (!rp) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
+    }
     for (size_t i = 0; rc == 0 && i < names->elements; i++) {
         const redisReply *n = names->element[i];
         if (n->type != REDIS_REPLY_STRING || n->len >= PD_CONF_MAX_NAME)
             continue;
-        rc = pd__read_stream(rl, n->str, &e, err, errlen);
+        /* A scene with a snapshot starts there: its stream may be trimmed
+         * below it (pd_redis_snapshot.h). */
+        char from[72] = "-";
+        if (rl->snap && (rc = pd__replay_snapshot(rl, rp, n->str, from, sizeof from, stats, err, errlen)) != 0)
+            break;
+        rc = pd__read_stream(rl, n->str, from, &e, err, errlen);
         stats->files++;
     }
     freeReplyObject(names);
-    pd_journal_replayer *rp = rc == 0 ? pd_journal_replayer_create(r, ws) : NULL;
-    if (rc == 0 && !rp) {
-        snprintf(err, errlen, "out of memory");
-        rc = -1;
-    }
     if (rc == 0 && e.n) /* an empty log has no array to sort */
         qsort(e.v, e.n, sizeof *e.v, pd__entry_cmp);
     for (size_t i = 0; rc == 0 && i < e.n; i++) {
@@ -605,14 +661,14 @@ static int pd__rl_replay(void *log, pd_registry *r, pd_world_store *ws, pd_journ
 }
 
 /* The records of `name` after the last one that made `from` (the rules of
- * pd_changelog_ops.tail; the stream holds the scene's whole history, as
- * nothing trims it yet). */
+ * pd_changelog_ops.tail; a stream trimmed below its oldest snapshot starts
+ * at that snapshot's entry, so an older `from` is not found: 1). */
 static int pd__rl_tail(void *log, const char *name, uint64_t from, pd_journal_tail_fn fn, void *user, char *err,
                        size_t errlen)
 {
     pd_redis_log *rl = log;
     pd__entries e = { 0 };
-    if (pd__read_stream(rl, name, &e, err, errlen) != 0) {
+    if (pd__read_stream(rl, name, "-", &e, err, errlen) != 0) {
         pd__entries_free(&e);
         return -1;
     }
@@ -653,11 +709,15 @@ static int pd__rl_tail(void *log, const char *name, uint64_t from, pd_journal_ta
     return rc;
 }
 
+/* The snapshots that are due, written and the streams trimmed. */
 static int pd__rl_snapshot(void *log, pd_registry *r, char *err, size_t errlen)
 {
-    (void)log, (void)r;
-    snprintf(err, errlen, "the Redis log does not write snapshots yet (issue 32)");
-    return -1;
+    pd_redis_log *rl = log;
+    if (!rl->snap) {
+        snprintf(err, errlen, "the Redis log has no snapshots attached");
+        return -1;
+    }
+    return pd_redis_snap_write_due(rl->snap, r, err, errlen);
 }
 
 static int pd__rl_compact(void *log, char *err, size_t errlen)
@@ -668,14 +728,15 @@ static int pd__rl_compact(void *log, char *err, size_t errlen)
 
 static int pd__rl_wants_compaction(void *log)
 {
-    (void)log;
-    return 0;
+    pd_redis_log *rl = log;
+    return rl->snap && pd_redis_snap_due(rl->snap);
 }
 
 static void pd__rl_sizes(void *log, uint64_t *log_bytes, uint64_t *snapshot_bytes)
 {
-    *log_bytes = atomic_load(&((pd_redis_log *)log)->bytes);
-    *snapshot_bytes = 0;
+    pd_redis_log *rl = log;
+    *log_bytes = atomic_load(&rl->bytes);
+    *snapshot_bytes = rl->snap ? pd_redis_snap_bytes(rl->snap) : 0;
 }
 
 static void pd__rl_close(void *log)
@@ -735,6 +796,7 @@ void pd_redis_log_destroy(pd_redis_log *rl)
 {
     if (!rl)
         return;
+    pd_redis_snap_destroy(rl->snap);
     pd__drop_conn(rl);
     pthread_mutex_destroy(&rl->lock);
     pthread_mutex_destroy(&rl->conn_lock);

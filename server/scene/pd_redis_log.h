@@ -109,4 +109,23 @@ pd_status pd_redis_log_append(pd_redis_log *rl, const pd_redis_append *a, pd_red
 /* The scene's stream key ("PREFIX:{NAME}:log") into buf. */
 void pd_redis_log_stream_key(const pd_redis_log *rl, const char *scene, char *buf, size_t len);
 
+/* ---- hooks for the snapshots in Redis (pd_redis_snapshot.h) --------------- */
+
+struct redisReply;
+typedef struct pd_redis_snap pd_redis_snap;
+
+/* The keys' prefix (opts.prefix). */
+const char *pd_redis_log_prefix(const pd_redis_log *rl);
+/* One command on the log's connection (taking its turn with appends and
+ * tails; connecting first when needed). The reply, never an error reply,
+ * or NULL with the reason in err: *io 1 when Redis could not be reached
+ * (retryable), 0 when it answered an error (the text in err). */
+struct redisReply *pd_redis_log_command(pd_redis_log *rl, int argc, const char **argv, const size_t *argvlen,
+                                        int *io, char *err, size_t errlen);
+/* Attaches snapshots (before replay; the log then frees them): replay
+ * starts each scene at its newest snapshot and reads its stream after it,
+ * appends note when one is due (pd_redis_snap_note), and the store's
+ * compaction (pd_changelog_ops.snapshot) writes them and trims. */
+void pd_redis_log_set_snapshots(pd_redis_log *rl, pd_redis_snap *sn);
+
 #endif
