@@ -21,3 +21,10 @@ pd_test(NAME test_redis_snapshot SOURCES unit/test_redis_snapshot.c LIBS pathd_s
 # nothing served; Redis back -> the update goes through.
 pd_test(NAME test_e2e_redis_log SOURCES integration/test_e2e_redis_log.c
         LIBS pathd_integ_harness PkgConfig::HIREDIS LABELS sanitize TIMEOUT 120)
+
+# Snapshots through the daemon: 3N updates leave the two newest snapshots
+# and a trimmed stream; a pathd with an empty data_dir starts from Redis's
+# snapshot, one restarted on its data_dir from its local cache, both
+# serving the writer's cells.
+pd_test(NAME test_e2e_redis_snapshot SOURCES integration/test_e2e_redis_snapshot.c
+        LIBS pathd_integ_harness PkgConfig::HIREDIS LABELS sanitize TIMEOUT 120)

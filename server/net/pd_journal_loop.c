@@ -47,6 +47,12 @@ static void pd__journal_warn(void *user, const char *msg)
     pd_log_warn("%s", msg);
 }
 
+static void pd__journal_info(void *user, const char *msg)
+{
+    (void)user;
+    pd_log_info("%s", msg);
+}
+
 static void pd__journal_work_cb(uv_work_t *req)
 {
     pd__journal_work *w = (pd__journal_work *)req;
@@ -168,15 +174,15 @@ void pd__journal_after_reload(pd_server *s, size_t built)
 }
 
 /* The change log the config names: the Redis Streams log with "log.redis"
- * (issue 32; data_dir is then not used), else the file journal of
- * data_dir. ops NULL with err when it cannot be made. */
+ * (issue 32; data_dir, when set, then holds its local cache), else the
+ * file journal of data_dir. ops NULL with err when it cannot be made. */
 static pd_changelog pd__journal_choose(pd_server *s, char *err, size_t errlen)
 {
     const pd_conf_log *lg = &s->conf.log;
     if (lg->redis_host[0]) {
         if (s->conf.data_dir[0])
-            pd_log_warn("data_dir %s is not used: the change log is on Redis (\"log\"); a local cache of it is "
-                        "still to come (issue 32)",
+            pd_log_info("data_dir %s holds a local cache of the Redis log's snapshots (a restart reads only the "
+                        "stream after them)",
                         s->conf.data_dir);
         const pd_redis_log_opts ro = {
             .host = lg->redis_host,
@@ -190,7 +196,9 @@ static pd_changelog pd__journal_choose(pd_server *s, char *err, size_t errlen)
             .every = lg->snapshot_every,
             .keep = lg->snapshot_keep,
             .max_bytes = lg->snapshot_max_bytes,
+            .cache_dir = s->conf.data_dir,
             .warn = pd__journal_warn,
+            .info = pd__journal_info,
         };
         pd_log_info("change log on Redis %s:%u (prefix %s): replaying", lg->redis_host, (unsigned)lg->redis_port,
                     lg->prefix);

@@ -569,27 +569,6 @@ static void pd__rl_reload_end(void *log, pd_registry *r, void *state)
     pd__rl_unlock(rl);
 }
 
-/* The newest snapshot of `scene` applied with rp, and where its stream
- * goes on ("(ID"; from untouched without one). 0, or -1 with err. */
-static int pd__replay_snapshot(pd_redis_log *rl, pd_journal_replayer *rp, const char *scene, char *from,
-                               size_t fromlen, pd_journal_replay_stats *stats, char *err, size_t errlen)
-{
-    pd_journal_record rec;
-    char id[64], why_buf[256];
-    int got = pd_redis_snap_fetch(rl->snap, scene, &rec, id, sizeof id, err, errlen);
-    if (got != 0)
-        return got < 0 ? -1 : 0;
-    const char *why = pd_journal_replay_one(rp, &rec, why_buf, sizeof why_buf);
-    pd_journal_record_free(&rec);
-    if (why) {
-        snprintf(err, errlen, "the snapshot %s of scene '%s' does not apply: %s", id, scene, why);
-        return -1;
-    }
-    stats->records++;
-    snprintf(from, fromlen, "(%s", id);
-    return 0;
-}
-
 /* Every scene's stream (after its snapshot), merged by the global
  * sequence: the order the changes were served in. */
 static int pd__rl_replay(void *log, pd_registry *r, pd_world_store *ws, pd_journal_replay_stats *stats, char *err,
@@ -623,8 +602,9 @@ static int pd__rl_replay(void *log, pd_registry *r, pd_world_store *ws, pd_journ
         /* A scene with a snapshot starts there: its stream may be trimmed
          * below it (pd_redis_snapshot.h). */
         char from[72] = "-";
-        if (rl->snap && (rc = pd__replay_snapshot(rl, rp, n->str, from, sizeof from, stats, err, errlen)) != 0)
+        if (rl->snap && (rc = pd_redis_snap_start(rl->snap, rp, n->str, from, sizeof from, err, errlen)) != 0)
             break;
+        stats->records += from[0] == '(';
         rc = pd__read_stream(rl, n->str, from, &e, err, errlen);
         stats->files++;
     }

@@ -6,6 +6,8 @@
  */
 #include "pd_redis_snapshot.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -13,11 +15,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* KEYS: stream, meta, snaps. ARGV: the version, how many to keep, the
- * record. Answers {status, id, oldest kept}: OK, HAVE (that id or a newer
- * one is the newest already), GONE (no live incarnation), NOENTRY (the
- * stream has no entry INC-V: not a version the log made, or trimmed). */
+ * record. Answers {status, id, oldest kept, g of the entry}: OK, HAVE
+ * (that id or a newer one is the newest already), GONE (no live
+ * incarnation), NOENTRY (the stream has no entry INC-V: not a version the
+ * log made, or trimmed). */
 static const char PD__SNAP_LIBRARY[] =
     "#!lua name=pathd_snap\n"
     "local function older(a, b)\n"
@@ -30,19 +36,22 @@ static const char PD__SNAP_LIBRARY[] =
     "  local stream, meta, snaps = keys[1], keys[2], keys[3]\n"
     "  local v, keep, record = tonumber(args[1]), tonumber(args[2]), args[3]\n"
     "  local m = redis.call('HMGET', meta, 'inc', 'live', 'snaps')\n"
-    "  if m[2] ~= '1' then return {'GONE', '', ''} end\n"
+    "  if m[2] ~= '1' then return {'GONE', '', '', ''} end\n"
     "  local id = string.format('%d-%d', tonumber(m[1]) or 0, v)\n"
     "  local list = {}\n"
     "  for s in string.gmatch(m[3] or '', '%S+') do table.insert(list, s) end\n"
-    "  if #list > 0 and not older(list[#list], id) then return {'HAVE', list[#list], list[1]} end\n"
-    "  if #redis.call('XRANGE', stream, id, id) == 0 then return {'NOENTRY', id, ''} end\n"
+    "  local e = redis.call('XRANGE', stream, id, id)\n"
+    "  if #e == 0 then return {'NOENTRY', id, '', ''} end\n"
+    "  local g = ''\n"
+    "  for i = 1, #e[1][2], 2 do if e[1][2][i] == 'g' then g = e[1][2][i + 1] end end\n"
+    "  if #list > 0 and not older(list[#list], id) then return {'HAVE', id, list[1], g} end\n"
     "  redis.call('HSET', snaps, id, record)\n"
     "  table.insert(list, id)\n"
     "  while #list > keep do redis.call('HDEL', snaps, table.remove(list, 1)) end\n"
     "  redis.call('HSET', meta, 'snap', id, 'snaps', table.concat(list, ' '))\n"
     "  -- every version below the oldest kept snapshot is covered by it\n"
     "  redis.call('XTRIM', stream, 'MINID', list[1])\n"
-    "  return {'OK', id, list[1]}\n"
+    "  return {'OK', id, list[1], g}\n"
     "end\n"
     "redis.register_function('pathd_snapshot', snapshot)\n";
 
@@ -52,6 +61,14 @@ static const char PD__SNAP_LIBRARY[] =
 #define PD__SNAP_WARNED_MAX 64
 /* Reads of a snapshot whose id a writer forgot between the two commands. */
 #define PD__SNAP_FETCH_TRIES 3
+/* The local cache's files: magic, u8 id length, id, u64 g (little-endian),
+ * then the SCENE record framed as the journal frames it (length, crc32,
+ * payload), so a torn or damaged file is told by its checksum. */
+#define PD__CACHE_MAGIC "pathdR1\n"
+#define PD__CACHE_MAGIC_BYTES 8u
+#define PD__CACHE_SUBDIR "redis-cache"
+/* A cache file's path: the directory, '/', the name in hex, a suffix. */
+#define PD__CACHE_PATH_MAX (PD_CONF_MAX_DATA_DIR + sizeof PD__CACHE_SUBDIR + 2 * PD_CONF_MAX_NAME + 16)
 
 struct pd_redis_snap {
     pd_redis_log *rl;
@@ -64,7 +81,33 @@ struct pd_redis_snap {
     size_t n_warned;
     atomic_int n_due;             /* n_pending, read without the lock */
     atomic_uint_fast64_t bytes;
+    char cache[PD_CONF_MAX_DATA_DIR + sizeof PD__CACHE_SUBDIR + 1];  /* "" or DIR/redis-cache */
+    int cache_lock_fd;            /* DIR/redis-cache/lock, flock'ed; -1 without a cache */
+    atomic_uint_fast64_t from_cache, from_redis;   /* scenes replay started from each */
 };
+
+/* The cache directory (made, one level each) and its lock: one pathd per
+ * data_dir. 0, or -1 with err. */
+static int pd__cache_open(pd_redis_snap *sn, const char *dir, char *err, size_t errlen)
+{
+    if (strlen(dir) >= PD_CONF_MAX_DATA_DIR) {
+        snprintf(err, errlen, "Redis log cache: the directory name is too long");
+        return -1;
+    }
+    snprintf(sn->cache, sizeof sn->cache, "%s/%s", dir, PD__CACHE_SUBDIR);
+    char lock[sizeof sn->cache + 8];
+    snprintf(lock, sizeof lock, "%s/lock", sn->cache);
+    if ((mkdir(dir, 0755) != 0 && errno != EEXIST) || (mkdir(sn->cache, 0755) != 0 && errno != EEXIST) ||
+        (sn->cache_lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+        snprintf(err, errlen, "Redis log cache %s: %s", sn->cache, strerror(errno));
+        return -1;
+    }
+    if (flock(sn->cache_lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(err, errlen, "Redis log cache %s: another pathd uses it (%s)", sn->cache, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
 
 pd_redis_snap *pd_redis_snap_create(pd_redis_log *rl, const pd_redis_snap_opts *o, char *err, size_t errlen)
 {
@@ -88,8 +131,13 @@ pd_redis_snap *pd_redis_snap_create(pd_redis_log *rl, const pd_redis_snap_opts *
     }
     sn->rl = rl;
     sn->o = *o;
+    sn->cache_lock_fd = -1;
     snprintf(sn->prefix, sizeof sn->prefix, "%s", pd_redis_log_prefix(rl));
     pthread_mutex_init(&sn->lock, NULL);
+    if (o->cache_dir && o->cache_dir[0] && pd__cache_open(sn, o->cache_dir, err, errlen) != 0) {
+        pd_redis_snap_destroy(sn);
+        return NULL;
+    }
     return sn;
 }
 
@@ -98,6 +146,8 @@ void pd_redis_snap_destroy(pd_redis_snap *sn)
     if (!sn)
         return;
     pthread_mutex_destroy(&sn->lock);
+    if (sn->cache_lock_fd >= 0)
+        close(sn->cache_lock_fd); /* lets go of the flock */
     free(sn->pending);
     free(sn->warned);
     free(sn);
@@ -146,6 +196,131 @@ void pd_redis_snap_note(pd_redis_snap *sn, const pd_journal_record *rec)
 int pd_redis_snap_due(pd_redis_snap *sn)
 {
     return atomic_load(&sn->n_due) > 0;
+}
+
+/* ---- the local cache ------------------------------------------------------------ */
+
+static void pd__cache_path(const pd_redis_snap *sn, const char *scene, const char *suffix, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "%s/", sn->cache);
+    for (const unsigned char *p = (const unsigned char *)scene; *p && n + 3 < len; p++)
+        n += (size_t)snprintf(buf + n, len - n, "%02x", *p);
+    snprintf(buf + n, len - n, "%s", suffix);
+}
+
+static int pd__write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* The scene's cache file, replaced whole (tmp, fdatasync, rename, fsync of
+ * the directory): a crash leaves the old file or the new one. 0, or -1
+ * with err. */
+static int pd__cache_write(pd_redis_snap *sn, const char *scene, const char *id, uint64_t g, const uint8_t *framed,
+                           size_t len, char *err, size_t errlen)
+{
+    char path[PD__CACHE_PATH_MAX], tmp[PD__CACHE_PATH_MAX];
+    pd__cache_path(sn, scene, "", path, sizeof path);
+    pd__cache_path(sn, scene, ".tmp", tmp, sizeof tmp);
+    uint8_t head[PD__CACHE_MAGIC_BYTES + 1 + 64 + 8];
+    size_t idlen = strlen(id), n = PD__CACHE_MAGIC_BYTES;
+    if (idlen >= 64) {
+        snprintf(err, errlen, "Redis log cache: entry id %s too long", id);
+        return -1;
+    }
+    memcpy(head, PD__CACHE_MAGIC, PD__CACHE_MAGIC_BYTES);
+    head[n++] = (uint8_t)idlen;
+    memcpy(head + n, id, idlen);
+    n += idlen;
+    for (int i = 0; i < 8; i++)
+        head[n++] = (uint8_t)(g >> (8 * i));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int ok = fd >= 0 && pd__write_all(fd, head, n) == 0 && pd__write_all(fd, framed, len) == 0 && fdatasync(fd) == 0;
+    int saved = errno;
+    if (fd >= 0)
+        close(fd);
+    if (ok && rename(tmp, path) != 0) {
+        saved = errno;
+        ok = 0;
+    }
+    if (!ok) {
+        unlink(tmp);
+        snprintf(err, errlen, "Redis log cache %s: %s", path, strerror(saved));
+        return -1;
+    }
+    int dfd = open(sn->cache, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+}
+
+typedef struct pd__cache_read {
+    pd_journal_record *rec;
+    int decoded;
+    char why[128];
+} pd__cache_read;
+
+static int pd__cache_record(void *user, const uint8_t *payload, size_t len, size_t offset)
+{
+    (void)offset;
+    pd__cache_read *cr = user;
+    cr->decoded = pd_journal_decode(payload, len, cr->rec, cr->why, sizeof cr->why) == 0;
+    return 1; /* one record */
+}
+
+/* The scene's cached record with its entry id and g: 0, or 1 when there is
+ * none or it cannot be read (why says which; the caller goes to Redis). */
+static int pd__cache_read_scene(pd_redis_snap *sn, const char *scene, pd_journal_record *rec, char *id, size_t idlen,
+                                uint64_t *g, char *why, size_t whylen)
+{
+    char path[PD__CACHE_PATH_MAX];
+    pd__cache_path(sn, scene, "", path, sizeof path);
+    snprintf(why, whylen, "no local cache");
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 1;
+    struct stat st;
+    uint8_t *buf = NULL;
+    size_t size = 0;
+    if (fstat(fileno(f), &st) == 0 && st.st_size > 0 &&
+        (uint64_t)st.st_size <= sn->o.max_bytes + PD__CACHE_MAGIC_BYTES + 80 &&
+        (buf = malloc((size_t)st.st_size)) != NULL && fread(buf, 1, (size_t)st.st_size, f) == (size_t)st.st_size)
+        size = (size_t)st.st_size;
+    fclose(f);
+    size_t n = PD__CACHE_MAGIC_BYTES + 1;
+    int rc = 1;
+    snprintf(why, whylen, "the local cache file %s cannot be read", path);
+    if (size > n && memcmp(buf, PD__CACHE_MAGIC, PD__CACHE_MAGIC_BYTES) == 0 && buf[n - 1] < idlen &&
+        size > n + buf[n - 1] + 8) {
+        size_t il = buf[n - 1];
+        memcpy(id, buf + n, il);
+        id[il] = '\0';
+        n += il;
+        *g = 0;
+        for (int i = 0; i < 8; i++)
+            *g |= (uint64_t)buf[n + (size_t)i] << (8 * i);
+        n += 8;
+        pd__cache_read cr = { .rec = rec };
+        pd_journal_scan_result res;
+        pd_journal_scan(buf + n, size - n, pd__cache_record, &cr, &res);
+        if (cr.decoded && rec->type == PD_JOURNAL_SCENE && strcmp(rec->scene, scene) == 0)
+            rc = 0;
+        else if (cr.decoded)
+            pd_journal_record_free(rec);
+    }
+    free(buf);
+    return rc;
 }
 
 /* ---- writing -------------------------------------------------------------------- */
@@ -220,22 +395,28 @@ int pd_redis_snap_write(pd_redis_snap *sn, const pd_scene *s, pd_redis_snap_outc
         return 0;
     }
     redisReply *r = pd__fcall(sn, s->name, s->version, framed + PD_JOURNAL_HEADER_BYTES, plen, err, errlen);
-    free(framed);
-    if (!r)
-        return -1;
     int rc = 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != REDIS_REPLY_STRING) {
+    if (!r) {
+        rc = -1;
+    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 || r->element[0]->type != REDIS_REPLY_STRING ||
+               r->element[1]->type != REDIS_REPLY_STRING || r->element[3]->type != REDIS_REPLY_STRING) {
         snprintf(err, errlen, "Redis snapshot of '%s': pathd_snapshot answered something else", s->name);
         rc = -1;
-    } else if (strcmp(r->element[0]->str, "OK") == 0) {
-        *out = PD_REDIS_SNAP_WRITTEN;
-        atomic_fetch_add(&sn->bytes, plen);
-    } else if (strcmp(r->element[0]->str, "HAVE") == 0) {
-        *out = PD_REDIS_SNAP_HELD;
+    } else if (strcmp(r->element[0]->str, "OK") == 0 || strcmp(r->element[0]->str, "HAVE") == 0) {
+        *out = r->element[0]->str[0] == 'O' ? PD_REDIS_SNAP_WRITTEN : PD_REDIS_SNAP_HELD;
+        if (*out == PD_REDIS_SNAP_WRITTEN)
+            atomic_fetch_add(&sn->bytes, plen);
+        /* The same record, at the entry the log holds, is this replica's
+         * local cache: a restart reads only the stream after it. */
+        if (sn->cache[0])
+            rc = pd__cache_write(sn, s->name, r->element[1]->str, strtoull(r->element[3]->str, NULL, 10), framed,
+                                 len, err, errlen);
     } else {
         *out = PD_REDIS_SNAP_NOT_IN_LOG;
     }
-    freeReplyObject(r);
+    free(framed);
+    if (r)
+        freeReplyObject(r);
     return rc;
 }
 
@@ -331,6 +512,136 @@ int pd_redis_snap_fetch(pd_redis_snap *sn, const char *scene, pd_journal_record 
     }
     snprintf(err, errlen, "the snapshots of '%s' changed %d times while being read", scene, PD__SNAP_FETCH_TRIES);
     return -1;
+}
+
+/* HMGET of the scene's meta: its version, incarnation and whether it is
+ * live; or of its stream's entry `id` (found 0: not there), its g. 0, or
+ * -1 with err. */
+static int pd__log_position(pd_redis_snap *sn, const char *scene, const char *id, uint64_t *v, uint64_t *inc,
+                            int *found, uint64_t *g, char *err, size_t errlen)
+{
+    char meta[320], stream[320];
+    snprintf(meta, sizeof meta, "%s:{%s}:meta", sn->prefix, scene);
+    pd_redis_log_stream_key(sn->rl, scene, stream, sizeof stream);
+    const char *hm[] = { "HMGET", meta, "v", "inc" };
+    const size_t hmlen[] = { 5, strlen(meta), 1, 3 };
+    int io;
+    redisReply *r = pd_redis_log_command(sn->rl, 4, hm, hmlen, &io, err, errlen);
+    if (!r)
+        return -1;
+    *v = *inc = 0;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+        if (r->element[0]->type == REDIS_REPLY_STRING)
+            *v = strtoull(r->element[0]->str, NULL, 10);
+        if (r->element[1]->type == REDIS_REPLY_STRING)
+            *inc = strtoull(r->element[1]->str, NULL, 10);
+    }
+    freeReplyObject(r);
+    const char *xr[] = { "XRANGE", stream, id, id };
+    const size_t xrlen[] = { 6, strlen(stream), strlen(id), strlen(id) };
+    if (!(r = pd_redis_log_command(sn->rl, 4, xr, xrlen, &io, err, errlen)))
+        return -1;
+    *found = 0;
+    *g = 0;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->type == REDIS_REPLY_ARRAY &&
+        r->element[0]->elements == 2) {
+        const redisReply *f = r->element[0]->element[1];
+        *found = 1;
+        for (size_t i = 0; i + 1 < f->elements; i += 2)
+            if (f->element[i]->type == REDIS_REPLY_STRING && strcmp(f->element[i]->str, "g") == 0 &&
+                f->element[i + 1]->type == REDIS_REPLY_STRING)
+                *g = strtoull(f->element[i + 1]->str, NULL, 10);
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
+static void pd__say(pd_redis_snap *sn, const char *fmt, const char *scene, const char *a, uint64_t v, uint64_t inc)
+{
+    if (!sn->o.warn)
+        return;
+    char msg[512];
+    snprintf(msg, sizeof msg, fmt, scene, a, v, inc);
+    sn->o.warn(sn->o.warn_user, msg);
+}
+
+static void pd__started(pd_redis_snap *sn, const char *scene, const char *id, const char *source)
+{
+    if (!sn->o.info)
+        return;
+    char msg[256];
+    snprintf(msg, sizeof msg, "Redis log: scene '%s' starts at entry %s from %s", scene, id, source);
+    sn->o.info(sn->o.warn_user, msg);
+}
+
+/* The local cache of `scene`, when the log still holds the entry it was
+ * taken at, with the same global sequence (the same history): applied,
+ * from set after it, 0. 1 when it is not usable (said when the log went
+ * back), -1 with err. */
+static int pd__start_from_cache(pd_redis_snap *sn, pd_journal_replayer *rp, const char *scene, char *from,
+                                size_t fromlen, char *err, size_t errlen)
+{
+    pd_journal_record rec;
+    char id[64], why[PD__CACHE_PATH_MAX + 64];
+    uint64_t g = 0, v, inc, lg;
+    int found;
+    if (pd__cache_read_scene(sn, scene, &rec, id, sizeof id, &g, why, sizeof why) != 0)
+        return 1;
+    if (pd__log_position(sn, scene, id, &v, &inc, &found, &lg, err, errlen) != 0) {
+        pd_journal_record_free(&rec);
+        return -1;
+    }
+    unsigned long long cinc = strtoull(id, NULL, 10);
+    int usable = found && lg == g;
+    if (!usable && (found || cinc > inc || (cinc == inc && rec.version > v)))
+        /* Newer than the log, or another history under the same id: the
+         * log went back (a failover, a restore). Never served. */
+        pd__say(sn,
+                "Redis log: scene '%s': the local cache (data_dir) holds entry %s, which the log does not "
+                "(the log is at version %" PRIu64 ", incarnation %" PRIu64 "): the log went back; the scene is "
+                "rebuilt from the log",
+                scene, id, v, inc);
+    const char *bad = usable ? pd_journal_replay_one(rp, &rec, why, sizeof why) : NULL;
+    pd_journal_record_free(&rec);
+    if (!usable)
+        return 1; /* trimmed past, or gone back: the log's snapshot */
+    if (bad) {
+        snprintf(err, errlen, "the local cache of scene '%s' does not apply: %s", scene, bad);
+        return -1;
+    }
+    snprintf(from, fromlen, "(%s", id);
+    atomic_fetch_add(&sn->from_cache, 1);
+    pd__started(sn, scene, id, "the local cache");
+    return 0;
+}
+
+int pd_redis_snap_start(pd_redis_snap *sn, pd_journal_replayer *rp, const char *scene, char *from, size_t fromlen,
+                        char *err, size_t errlen)
+{
+    int rc = sn->cache[0] ? pd__start_from_cache(sn, rp, scene, from, fromlen, err, errlen) : 1;
+    if (rc <= 0)
+        return rc;
+    pd_journal_record rec;
+    char id[64], why[256];
+    int got = pd_redis_snap_fetch(sn, scene, &rec, id, sizeof id, err, errlen);
+    if (got != 0)
+        return got < 0 ? -1 : 0;
+    const char *bad = pd_journal_replay_one(rp, &rec, why, sizeof why);
+    pd_journal_record_free(&rec);
+    if (bad) {
+        snprintf(err, errlen, "the snapshot %s of scene '%s' does not apply: %s", id, scene, bad);
+        return -1;
+    }
+    snprintf(from, fromlen, "(%s", id);
+    atomic_fetch_add(&sn->from_redis, 1);
+    pd__started(sn, scene, id, "its snapshot in Redis");
+    return 0;
+}
+
+void pd_redis_snap_starts(pd_redis_snap *sn, uint64_t *from_cache, uint64_t *from_redis)
+{
+    *from_cache = atomic_load(&sn->from_cache);
+    *from_redis = atomic_load(&sn->from_redis);
 }
 
 uint64_t pd_redis_snap_bytes(pd_redis_snap *sn)

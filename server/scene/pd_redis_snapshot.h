@@ -38,6 +38,15 @@
  * registry serves it then (a version the log made: nothing is served
  * before the log has it).
  *
+ * The local cache (opts.cache_dir: data_dir, with "log" set): each
+ * snapshot this replica writes (or finds written) is also kept in
+ * DATA_DIR/redis-cache/HEX(NAME) with its entry id and global sequence,
+ * so a restart applies it and reads only the stream after it. It is a
+ * cache of what the log holds: used only when the log still holds that
+ * entry with the same global sequence; a cache newer than the log (the
+ * log went back) is said and the scene rebuilt from the log. One pathd
+ * per directory (DATA_DIR/redis-cache/lock, flock).
+ *
  * Bounds: a record larger than `max_bytes` is not written (logged once per
  * scene); the scene's stream is then not trimmed by it.
  *
@@ -60,8 +69,10 @@ typedef struct pd_redis_snap_opts {
     uint32_t keep;                /* snapshots kept per scene (the stream is trimmed
                                      below the oldest of them) */
     uint64_t max_bytes;           /* a larger record is not written */
+    const char *cache_dir;        /* data_dir: the local cache, or NULL / "" for none */
     void (*warn)(void *user, const char *msg);   /* may be NULL */
-    void *warn_user;
+    void (*info)(void *user, const char *msg);   /* where replay started a scene; may be NULL */
+    void *warn_user;                             /* both callbacks' */
 } pd_redis_snap_opts;
 
 typedef struct pd_redis_snap pd_redis_snap;
@@ -106,6 +117,18 @@ int pd_redis_snap_write_due(pd_redis_snap *sn, pd_registry *r, char *err, size_t
  * there is none, -1 with err. */
 int pd_redis_snap_fetch(pd_redis_snap *sn, const char *scene, pd_journal_record *rec, char *id, size_t idlen,
                         char *err, size_t errlen);
+
+/* Where replay starts `scene` (pd_redis_log's replay, and a replica whose
+ * position was trimmed): the local cache when there is one and the log
+ * still holds its entry with the same history; else the newest snapshot
+ * in Redis; else nothing (from untouched: the stream's start). The record
+ * is applied with rp and from set to "(ID", the stream's point after it.
+ * A cache newer than the log, or of another history (the log went back),
+ * is said and not used. 0, or -1 with err. */
+int pd_redis_snap_start(pd_redis_snap *sn, pd_journal_replayer *rp, const char *scene, char *from, size_t fromlen,
+                        char *err, size_t errlen);
+/* How many scenes replay started from the local cache, and from Redis. */
+void pd_redis_snap_starts(pd_redis_snap *sn, uint64_t *from_cache, uint64_t *from_redis);
 
 /* Bytes of the snapshots this replica wrote or loaded (for /metrics). */
 uint64_t pd_redis_snap_bytes(pd_redis_snap *sn);

@@ -93,28 +93,35 @@ static void count_warn(void *user, const char *msg)
 }
 
 /* A Redis log of `prefix` with snapshots every EVERY versions, KEEP kept,
- * at most max_bytes each. */
-static pd_changelog snap_log(const char *prefix, uint64_t max_bytes, warned *w)
+ * at most max_bytes each, cached in cache_dir (NULL: none); *sn (may be
+ * NULL) the snapshots. */
+static pd_changelog snap_log(const char *prefix, uint64_t max_bytes, const char *cache_dir, warned *w,
+                             pd_redis_snap **sn)
 {
     char err[256];
     const pd_redis_log_opts lo = { .host = "127.0.0.1", .port = (uint16_t)srv.port, .timeout_ms = 500,
                                    .prefix = prefix, .dedup_ttl_s = 60 };
-    const pd_redis_snap_opts so = { .every = EVERY, .keep = KEEP, .max_bytes = max_bytes,
+    const pd_redis_snap_opts so = { .every = EVERY, .keep = KEEP, .max_bytes = max_bytes, .cache_dir = cache_dir,
                                     .warn = w ? count_warn : NULL, .warn_user = w };
-    pd_changelog log = pd_redis_log_open_with_snapshots(&lo, &so, err, sizeof err);
-    if (!log.ops)
+    pd_redis_log *rl = pd_redis_log_create(&lo, err, sizeof err);
+    pd_redis_snap *snap = rl ? pd_redis_snap_create(rl, &so, err, sizeof err) : NULL;
+    if (!snap)
         fail_msg("log: %s", err);
-    return log;
+    pd_redis_log_set_snapshots(rl, snap);
+    if (sn)
+        *sn = snap;
+    return pd_redis_changelog(rl);
 }
 
 /* A store over a fresh config with the log of `prefix` (snapshots
  * attached) replayed into it; *records: how many records the replay
  * applied (a snapshot counts one). */
-static pd_store *snap_store(const char *prefix, uint64_t max_bytes, warned *w, uint64_t *records)
+static pd_store *snap_store_in(const char *prefix, uint64_t max_bytes, const char *cache_dir, warned *w,
+                               uint64_t *records, pd_redis_snap **sn)
 {
     pd_store *st = pd_store_create(config_registry(), NULL);
     assert_non_null(st);
-    pd_changelog log = snap_log(prefix, max_bytes, w);
+    pd_changelog log = snap_log(prefix, max_bytes, cache_dir, w, sn);
     pd_journal_replay_stats stats;
     char err[256];
     if (pd_store_replay(st, log, &stats, err, sizeof err) != 0)
@@ -124,6 +131,11 @@ static pd_store *snap_store(const char *prefix, uint64_t max_bytes, warned *w, u
         *records = stats.records;
     pd_store_own_log(st, log, PD_CONF_FSYNC_ALWAYS);
     return st;
+}
+
+static pd_store *snap_store(const char *prefix, uint64_t max_bytes, warned *w, uint64_t *records)
+{
+    return snap_store_in(prefix, max_bytes, NULL, w, records, NULL);
 }
 
 /* n updates of `name`, then the store's compaction when it says one is due
@@ -303,6 +315,99 @@ static void test_too_big_is_not_snapshotted(void **state)
     store_free(st);
 }
 
+/* A replica with a local cache (data_dir) restarts from it: the scene
+ * comes from the cache, not from Redis's snapshot, and only the stream
+ * after it is read; it serves what a replica built from Redis alone
+ * serves. A second pathd on the same directory is refused. */
+static void test_restart_reads_only_the_tail(void **state)
+{
+    (void)state;
+    uint64_t rng = 29, records = 0, from_cache = 0, from_redis = 0;
+    char dir[64], err[256];
+    redis_srv_temp_dir(dir, sizeof dir, "snapcache");
+    pd_redis_snap *sn = NULL;
+    pd_store *st = snap_store_in("cache", 1u << 20, dir, NULL, NULL, &sn);
+    pd_redis_log *other = pd_redis_log_create(
+        &(pd_redis_log_opts){ .host = "127.0.0.1", .port = (uint16_t)srv.port, .timeout_ms = 500,
+                              .prefix = "cache", .dedup_ttl_s = 60 }, err, sizeof err);
+    assert_non_null(other);
+    assert_null(pd_redis_snap_create(other, &(pd_redis_snap_opts){ .every = 1, .keep = 1, .max_bytes = 1024,
+                                                                    .cache_dir = dir }, err, sizeof err));
+    assert_non_null(strstr(err, "another pathd uses it"));
+    pd_redis_log_destroy(other);
+    pd_redis_snap_starts(sn, &from_cache, &from_redis);
+    assert_int_equal(from_cache + from_redis, 0); /* nothing to start from yet */
+    for (int round = 0; round < 3; round++)
+        updates_then_compact(st, "town", EVERY, &rng);
+    random_update(st, "town", &rng);
+    random_update(st, "town", &rng);
+    store_free(st);
+
+    pd_store *cached = snap_store_in("cache", 1u << 20, dir, NULL, &records, &sn);
+    pd_redis_snap_starts(sn, &from_cache, &from_redis);
+    assert_int_equal(from_cache, 1);
+    assert_int_equal(from_redis, 0);
+    assert_int_equal(records, 3); /* the cached scene, then the two updates after it */
+    assert_int_equal(version_of(cached, "town"), 18);
+    pd_store *fresh = snap_store_in("cache", 1u << 20, NULL, NULL, &records, &sn);
+    pd_redis_snap_starts(sn, &from_cache, &from_redis);
+    assert_int_equal(from_cache, 0);
+    assert_int_equal(from_redis, 1);
+    assert_same_world(pd_store_registry(cached), pd_store_registry(fresh));
+    store_free(fresh);
+    store_free(cached);
+    assert_int_equal(redis_srv_rm_dir(dir), 0);
+}
+
+/* The log went back (a failover to a Redis that lost the last writes,
+ * simulated by removing the scene's keys and writing a shorter history):
+ * the local cache is newer than the log, is said, and is not served; the
+ * replica serves the log's state. Once the new history passes the
+ * cache's version, the entry id is there again but with another global
+ * sequence: still not the cache's history, still not served. */
+static void test_cache_newer_than_log_is_not_served(void **state)
+{
+    (void)state;
+    uint64_t rng = 37, from_cache = 0, from_redis = 0;
+    char dir[64], s[64];
+    redis_srv_temp_dir(dir, sizeof dir, "snapcache");
+    pd_store *st = snap_store_in("back", 1u << 20, dir, NULL, NULL, NULL);
+    for (int round = 0; round < 2; round++)
+        updates_then_compact(st, "town", EVERY, &rng);
+    assert_int_equal(version_of(st, "town"), 11);
+    store_free(st);
+    raw(s, sizeof s, "DEL back:{town}:log back:{town}:meta back:{town}:snaps back:scenes");
+    assert_string_equal(s, "4");
+    st = snap_store("back", 1u << 20, NULL, NULL);
+    for (int i = 0; i < 3; i++)
+        random_update(st, "town", &rng);
+
+    warned w = { 0 };
+    pd_redis_snap *sn = NULL;
+    pd_store *again = snap_store_in("back", 1u << 20, dir, &w, NULL, &sn);
+    assert_int_equal(w.n, 1);
+    assert_non_null(strstr(w.last, "scene 'town': the local cache (data_dir) holds entry 1-11"));
+    assert_non_null(strstr(w.last, "the log went back"));
+    pd_redis_snap_starts(sn, &from_cache, &from_redis);
+    assert_int_equal(from_cache, 0);
+    assert_int_equal(version_of(again, "town"), 4);
+    assert_same_world(pd_store_registry(st), pd_store_registry(again));
+    store_free(again);
+
+    for (int i = 0; i < 8; i++)
+        random_update(st, "town", &rng);
+    w.n = 0;
+    again = snap_store_in("back", 1u << 20, dir, &w, NULL, &sn);
+    assert_int_equal(w.n, 1);
+    assert_non_null(strstr(w.last, "holds entry 1-11, which the log does not (the log is at version 12"));
+    pd_redis_snap_starts(sn, &from_cache, &from_redis);
+    assert_int_equal(from_cache, 0);
+    assert_same_world(pd_store_registry(st), pd_store_registry(again));
+    store_free(again);
+    store_free(st);
+    assert_int_equal(redis_srv_rm_dir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -310,6 +415,8 @@ int main(void)
         cmocka_unit_test(test_trimmed_position_starts_from_snapshot),
         cmocka_unit_test(test_instance_outlives_template_trim),
         cmocka_unit_test(test_too_big_is_not_snapshotted),
+        cmocka_unit_test(test_restart_reads_only_the_tail),
+        cmocka_unit_test(test_cache_newer_than_log_is_not_served),
     };
     return cmocka_run_group_tests(tests, start_redis, remove_redis);
 }
