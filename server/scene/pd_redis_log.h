@@ -20,6 +20,8 @@
  *                           (the global sequence) and r (the record)
  *   PREFIX:{NAME}:meta      hash: v (version), inc, live (0 after a drop)
  *   PREFIX:{NAME}:idem:KEY  the version an idempotency key made (TTL)
+ *   PREFIX:{NAME}:snaps     the scene's snapshots (pd_redis_snapshot.h; the
+ *                           meta hash's "snap" and "snaps" name them)
  *   PREFIX:seq              the global sequence: replay merges the scenes'
  *                           streams in the order the changes were served
  *   PREFIX:scenes           set of the scene names that have a stream
