@@ -3,15 +3,15 @@
  * the keys, the FUNCTION and the layering). hiredis speaks RESP; this file
  * only builds the commands and reads their replies.
  *
- * Snapshots in Redis and the streams' trim are pd_redis_snapshot.c's,
- * attached with pd_redis_log_set_snapshots (without them snapshot
- * refuses and nothing is trimmed).
+ * Snapshots in Redis, the streams' trim and a reload's records are
+ * pd_redis_snapshot.c's, attached with pd_redis_log_set_snapshots (the
+ * server always attaches them; without them snapshot refuses, nothing is
+ * trimmed, and a reload that rebuilds or removes scenes fails the log
+ * rather than record something a replica would replay wrongly).
  *
  * What it does not do yet (issue 32, docs/ARCHITECTURE.md "Replicas"):
- * a reload that rebuilds or removes scenes (the log then fails, naming
- * why, rather than record something a replica would replay wrongly), the
- * replica's tail on the loop, and reconnect backoff (each command after a
- * failure tries one connect, bounded by timeout_ms).
+ * the replica's tail on the loop, and reconnect backoff (each command
+ * after a failure tries one connect, bounded by timeout_ms).
  */
 #include "pd_redis_log.h"
 #include "pd_redis_snapshot.h"
@@ -204,6 +204,13 @@ void pd_redis_log_set_snapshots(pd_redis_log *rl, pd_redis_snap *sn)
 {
     pd_redis_snap_destroy(rl->snap);
     rl->snap = sn;
+}
+
+static void pd__fail(pd_redis_log *rl, const char *fmt, const char *why);
+
+void pd_redis_log_fail(pd_redis_log *rl, const char *why)
+{
+    pd__fail(rl, "%s", why);
 }
 
 /* ---- appends ----------------------------------------------------------------- */
@@ -536,6 +543,14 @@ static void *pd__rl_reload_begin(void *log, pd_registry *r, const pd_scene_set *
     pd_redis_log *rl = log;
     if (pd__rl_lock(rl) != 0)
         return NULL;
+    if (rl->snap) { /* with snapshots, a reload goes through the log */
+        void *rs = pd_redis_snap_reload_begin(rl->snap, r, set);
+        if (!rs) {
+            pd__fail(rl, "%s", "out of memory recording a reload");
+            pd__rl_unlock(rl);
+        }
+        return rs;
+    }
     pd__rl_reload *st = calloc(1, sizeof *st);
     if (!st) {
         pd__fail(rl, "%s", "out of memory recording a reload");
@@ -548,13 +563,20 @@ static void *pd__rl_reload_begin(void *log, pd_registry *r, const pd_scene_set *
     return st;
 }
 
-/* A reload that kept every scene changed nothing the log holds. One that
- * rebuilt or removed scenes would need RESET and DROP records a replica
- * replays over its own config: not written yet, so the log fails rather
- * than go on with a history that does not replay to what is served. */
+/* With snapshots attached the reload goes through the log
+ * (pd_redis_snap_reload_end: RESET and DROP records, and snapshots that
+ * end the history made on the replaced maps). Without them: a reload that
+ * kept every scene changed nothing the log holds; one that rebuilt or
+ * removed scenes makes the log fail rather than go on with a history
+ * that does not replay to what is served. */
 static void pd__rl_reload_end(void *log, pd_registry *r, void *state)
 {
     pd_redis_log *rl = log;
+    if (rl->snap) {
+        pd_redis_snap_reload_end(rl->snap, r, state);
+        pd__rl_unlock(rl);
+        return;
+    }
     pd__rl_reload *st = state;
     size_t gone = 0;
     for (size_t i = 0; i < st->n_before; i++) {

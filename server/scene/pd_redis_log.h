@@ -129,5 +129,8 @@ struct redisReply *pd_redis_log_command(pd_redis_log *rl, int argc, const char *
  * appends note when one is due (pd_redis_snap_note), and the store's
  * compaction (pd_changelog_ops.snapshot) writes them and trims. */
 void pd_redis_log_set_snapshots(pd_redis_log *rl, pd_redis_snap *sn);
+/* Makes the log refuse every later change, saying why (a reload's record
+ * it did not take: what is served is past the log). */
+void pd_redis_log_fail(pd_redis_log *rl, const char *why);
 
 #endif

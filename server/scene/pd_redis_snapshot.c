@@ -19,11 +19,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* KEYS: stream, meta, snaps. ARGV: the version, how many to keep, the
- * record. Answers {status, id, oldest kept, g of the entry}: OK, HAVE
+/* pathd_snapshot: KEYS: stream, meta, snaps. ARGV: the version, how many
+ * to keep, the record. Answers {status, id, oldest kept, g of the entry}: OK, HAVE
  * (that id or a newer one is the newest already), GONE (no live
  * incarnation), NOENTRY (the stream has no entry INC-V: not a version the
- * log made, or trimmed). */
+ * log made, or trimmed). pathd_dropped (same keys; ARGV unused): a scene
+ * dropped and not made again has its stream trimmed to the drop's entry
+ * and its snapshots forgotten; answers OK, or LIVE when it is served. */
 static const char PD__SNAP_LIBRARY[] =
     "#!lua name=pathd_snap\n"
     "local function older(a, b)\n"
@@ -53,7 +55,19 @@ static const char PD__SNAP_LIBRARY[] =
     "  redis.call('XTRIM', stream, 'MINID', list[1])\n"
     "  return {'OK', id, list[1], g}\n"
     "end\n"
-    "redis.register_function('pathd_snapshot', snapshot)\n";
+    "redis.register_function('pathd_snapshot', snapshot)\n"
+    "local function dropped(keys, args)\n"
+    "  local stream, meta, snaps = keys[1], keys[2], keys[3]\n"
+    "  local m = redis.call('HMGET', meta, 'inc', 'live')\n"
+    "  if m[2] ~= '0' then return 'LIVE' end\n"
+    "  -- the drop's entry INC-0 ends the history: what came before it\n"
+    "  -- replays to nothing (a name not served stays unserved)\n"
+    "  redis.call('XTRIM', stream, 'MINID', string.format('%d-0', tonumber(m[1]) or 0))\n"
+    "  redis.call('DEL', snaps)\n"
+    "  redis.call('HDEL', meta, 'snap', 'snaps')\n"
+    "  return 'OK'\n"
+    "end\n"
+    "redis.register_function('pathd_dropped', dropped)\n";
 
 /* Scenes noted at once before a write (more are noted on the next note). */
 #define PD__SNAP_PENDING_MAX 256
@@ -181,16 +195,21 @@ static int pd__list_add(char (*list)[PD_CONF_MAX_NAME], size_t *n, size_t cap, c
     return 1;
 }
 
-void pd_redis_snap_note(pd_redis_snap *sn, const pd_journal_record *rec)
+/* Scene `name` waits for its snapshot (or, dropped, its trim). */
+static void pd__note_name(pd_redis_snap *sn, const char *name)
 {
-    int due = rec->type == PD_JOURNAL_INSTANCE ||
-              ((rec->type == PD_JOURNAL_UPDATE || rec->type == PD_JOURNAL_RESET) && rec->version % sn->o.every == 0);
-    if (!due)
-        return;
     pthread_mutex_lock(&sn->lock);
-    pd__list_add(sn->pending, &sn->n_pending, PD__SNAP_PENDING_MAX, rec->scene);
+    pd__list_add(sn->pending, &sn->n_pending, PD__SNAP_PENDING_MAX, name);
     atomic_store(&sn->n_due, (int)sn->n_pending);
     pthread_mutex_unlock(&sn->lock);
+}
+
+void pd_redis_snap_note(pd_redis_snap *sn, const pd_journal_record *rec)
+{
+    int due = rec->type == PD_JOURNAL_INSTANCE || rec->type == PD_JOURNAL_DROP ||
+              (rec->type == PD_JOURNAL_UPDATE && rec->version % sn->o.every == 0);
+    if (due)
+        pd__note_name(sn, rec->scene);
 }
 
 int pd_redis_snap_due(pd_redis_snap *sn)
@@ -327,8 +346,8 @@ static int pd__cache_read_scene(pd_redis_snap *sn, const char *scene, pd_journal
 
 /* FCALL pathd_snapshot, loading the library once when Redis does not have
  * it (first use, or a Redis restarted without its data). */
-static redisReply *pd__fcall(pd_redis_snap *sn, const char *scene, uint64_t version, const uint8_t *payload,
-                             size_t len, char *err, size_t errlen)
+static redisReply *pd__fcall(pd_redis_snap *sn, const char *fn, const char *scene, uint64_t version,
+                             const uint8_t *payload, size_t len, char *err, size_t errlen)
 {
     char stream[320], meta[320], snaps[320], v[24], keep[16];
     pd_redis_log_stream_key(sn->rl, scene, stream, sizeof stream);
@@ -336,11 +355,11 @@ static redisReply *pd__fcall(pd_redis_snap *sn, const char *scene, uint64_t vers
     snprintf(snaps, sizeof snaps, "%s:{%s}:snaps", sn->prefix, scene);
     snprintf(v, sizeof v, "%" PRIu64, version);
     snprintf(keep, sizeof keep, "%" PRIu32, sn->o.keep);
-    const char *argv[] = { "FCALL", "pathd_snapshot", "3", stream, meta, snaps, v, keep, (const char *)payload };
+    const char *argv[] = { "FCALL", fn, "3", stream, meta, snaps, v, keep, payload ? (const char *)payload : "" };
     size_t argvlen[9];
     for (int i = 0; i < 8; i++)
         argvlen[i] = strlen(argv[i]);
-    argvlen[8] = len;
+    argvlen[8] = payload ? len : 0;
     for (int attempt = 0;; attempt++) {
         int io;
         redisReply *r = pd_redis_log_command(sn->rl, 9, argv, argvlen, &io, err, errlen);
@@ -394,7 +413,8 @@ int pd_redis_snap_write(pd_redis_snap *sn, const pd_scene *s, pd_redis_snap_outc
         *out = PD_REDIS_SNAP_TOO_BIG;
         return 0;
     }
-    redisReply *r = pd__fcall(sn, s->name, s->version, framed + PD_JOURNAL_HEADER_BYTES, plen, err, errlen);
+    redisReply *r =
+        pd__fcall(sn, "pathd_snapshot", s->name, s->version, framed + PD_JOURNAL_HEADER_BYTES, plen, err, errlen);
     int rc = 0;
     if (!r) {
         rc = -1;
@@ -420,6 +440,23 @@ int pd_redis_snap_write(pd_redis_snap *sn, const pd_scene *s, pd_redis_snap_outc
     return rc;
 }
 
+/* A dropped scene's stream trimmed to its drop, its snapshots and local
+ * cache forgotten (a name served again is left alone). 0, or -1 with err. */
+static int pd__trim_dropped(pd_redis_snap *sn, const char *scene, char *err, size_t errlen)
+{
+    redisReply *r = pd__fcall(sn, "pathd_dropped", scene, 0, NULL, 0, err, errlen);
+    if (!r)
+        return -1;
+    int gone = r->type == REDIS_REPLY_STRING && strcmp(r->str, "OK") == 0;
+    freeReplyObject(r);
+    if (gone && sn->cache[0]) {
+        char path[PD__CACHE_PATH_MAX];
+        pd__cache_path(sn, scene, "", path, sizeof path);
+        unlink(path);
+    }
+    return 0;
+}
+
 int pd_redis_snap_write_due(pd_redis_snap *sn, pd_registry *r, char *err, size_t errlen)
 {
     /* The list is taken whole: notes made meanwhile wait for the next call. */
@@ -441,8 +478,7 @@ int pd_redis_snap_write_due(pd_redis_snap *sn, pd_registry *r, char *err, size_t
     for (; i < n && rc == 0; i++) {
         pd_scene *s = pd_registry_acquire(r, names[i]);
         pd_redis_snap_outcome out;
-        if (s)
-            rc = pd_redis_snap_write(sn, s, &out, err, errlen);
+        rc = s ? pd_redis_snap_write(sn, s, &out, err, errlen) : pd__trim_dropped(sn, names[i], err, errlen);
         pd_scene_release(s);
     }
     /* A failure leaves the one that failed and the rest due again. */
@@ -455,6 +491,120 @@ int pd_redis_snap_write_due(pd_redis_snap *sn, pd_registry *r, char *err, size_t
     }
     free(names);
     return rc;
+}
+
+/* ---- reloads ------------------------------------------------------------------------ */
+
+struct pd_redis_snap_reload {
+    pd_scene **fresh;             /* the set's scenes built anew, retained */
+    size_t n_fresh;
+    pd_scene **before;            /* what was served before the publish */
+    size_t n_before;
+};
+
+void *pd_redis_snap_reload_begin(pd_redis_snap *sn, pd_registry *r, const pd_scene_set *set)
+{
+    (void)sn;
+    size_t n = 0;
+    pd_scene *const *scenes = pd_scene_set_scenes(set, &n);
+    pd_redis_snap_reload *st = calloc(1, sizeof *st);
+    if (!st || (n && !(st->fresh = calloc(n, sizeof *st->fresh)))) {
+        free(st);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!pd_scene_set_kept(set, i)) {
+            pd_scene_retain(scenes[i]);
+            st->fresh[st->n_fresh++] = scenes[i];
+        }
+    st->n_before = pd_registry_list(r, &st->before);
+    return st;
+}
+
+/* One reload record appended (RESET: next version; DROP: the incarnation
+ * ends). A DROP of a scene the log has no live record of (a config scene
+ * never changed) has nothing to end. 0, or -1 with why. */
+static int pd__reload_append(pd_redis_snap *sn, pd_journal_type type, const char *scene, uint64_t version,
+                             char *why, size_t whylen)
+{
+    pd_journal_record rec = { .type = type, .version = version };
+    snprintf(rec.scene, sizeof rec.scene, "%s", scene);
+    uint8_t *framed = NULL;
+    size_t len = 0;
+    if (pd_journal_encode(&rec, &framed, &len) != 0) {
+        snprintf(why, whylen, "out of memory recording a reload");
+        return -1;
+    }
+    const pd_redis_append a = { .scene = scene,
+                                .op = type == PD_JOURNAL_DROP ? PD_REDIS_DROP : PD_REDIS_NEXT,
+                                .has_expected = 1,
+                                .expected = type == PD_JOURNAL_DROP ? version : version - 1,
+                                .payload = framed + PD_JOURNAL_HEADER_BYTES,
+                                .len = len - PD_JOURNAL_HEADER_BYTES };
+    pd_redis_append_result res;
+    pd_status st = pd_redis_log_append(sn->rl, &a, &res);
+    free(framed);
+    if ((st == PD_OK && res.version == version && !res.duplicate) ||
+        (type == PD_JOURNAL_DROP && st == PD_UNKNOWN_SCENE))
+        return 0;
+    snprintf(why, whylen, "a reload's %s of scene '%s' (version %" PRIu64 ") was not taken: %.120s",
+             type == PD_JOURNAL_DROP ? "DROP" : "RESET", scene, version,
+             st == PD_OK ? "the log made another version" : res.message);
+    return -1;
+}
+
+void pd_redis_snap_reload_end(pd_redis_snap *sn, pd_registry *r, void *state)
+{
+    pd_redis_snap_reload *st = state;
+    char why[256] = "";
+    int rc = 0;
+    /* Config scenes built anew: RESET (the config's definition at the
+     * version it now has), then a snapshot at once, so a replica starting
+     * later reads the map as served, not the history made on the old one. */
+    uint64_t *replaced = st->n_fresh ? calloc(st->n_fresh, sizeof *replaced) : NULL;
+    size_t n_replaced = 0;
+    for (size_t i = 0; i < st->n_fresh && rc == 0; i++) {
+        pd_scene *now = pd_registry_acquire(r, st->fresh[i]->name);
+        if (now == st->fresh[i] && (rc = pd__reload_append(sn, PD_JOURNAL_RESET, now->name, now->version, why,
+                                                          sizeof why)) == 0)
+            pd__note_name(sn, now->name);
+        pd_scene_release(now);
+        for (size_t k = 0; replaced && k < st->n_before; k++)
+            if (strcmp(st->before[k]->name, st->fresh[i]->name) == 0 && st->before[k] != st->fresh[i])
+                replaced[n_replaced++] = st->before[k]->lineage;
+    }
+    if (st->n_fresh && !replaced && rc == 0) {
+        snprintf(why, sizeof why, "out of memory recording a reload");
+        rc = -1;
+    }
+    /* Instances of a config scene it replaced: their INSTANCE records name
+     * a version of the old map, so they are snapshotted too. */
+    pd_scene **served = NULL;
+    size_t n_served = rc == 0 ? pd_registry_list(r, &served) : 0;
+    for (size_t i = 0; i < n_served; i++)
+        for (size_t k = 0; served[i]->runtime && k < n_replaced; k++)
+            if (served[i]->template_lineage == replaced[k])
+                pd__note_name(sn, served[i]->name);
+    pd_registry_release_list(served, n_served);
+    free(replaced);
+    /* Scenes no longer served: DROP (their history is then trimmed). */
+    for (size_t i = 0; i < st->n_before && rc == 0; i++) {
+        pd_scene *now = pd_registry_acquire(r, st->before[i]->name);
+        if (!now && (rc = pd__reload_append(sn, PD_JOURNAL_DROP, st->before[i]->name, st->before[i]->version, why,
+                                            sizeof why)) == 0)
+            pd__note_name(sn, st->before[i]->name);
+        pd_scene_release(now);
+    }
+    /* Already published: a record the log did not take leaves the log
+     * behind what is served, which only a restart (a replay) mends. */
+    if (rc != 0) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s; restart pathd to replay the log", why);
+        pd_redis_log_fail(sn->rl, msg);
+    }
+    pd_registry_release_list(st->fresh, st->n_fresh);
+    pd_registry_release_list(st->before, st->n_before);
+    free(st);
 }
 
 /* ---- reading ---------------------------------------------------------------------- */

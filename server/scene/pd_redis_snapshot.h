@@ -118,6 +118,19 @@ int pd_redis_snap_write_due(pd_redis_snap *sn, pd_registry *r, char *err, size_t
 int pd_redis_snap_fetch(pd_redis_snap *sn, const char *scene, pd_journal_record *rec, char *id, size_t idlen,
                         char *err, size_t errlen);
 
+/* A reload through the log (pd_redis_log's reload_begin/_end, the log's
+ * lock held from begin to end): begin before the publish (NULL: out of
+ * memory), end after it appends a RESET for each config scene the publish
+ * built anew and a DROP for each scene no longer served, and notes them,
+ * and the instances of the config scenes it replaced, for a snapshot (or,
+ * dropped, a trim) at the next compaction, which the server asks for at
+ * once. A record the log does not take fails the log (pd_redis_log_fail):
+ * the reload is served already. Every replica must load the same config:
+ * RESET means "the config's definition". */
+typedef struct pd_redis_snap_reload pd_redis_snap_reload;
+void *pd_redis_snap_reload_begin(pd_redis_snap *sn, pd_registry *r, const pd_scene_set *set);
+void pd_redis_snap_reload_end(pd_redis_snap *sn, pd_registry *r, void *state);
+
 /* Where replay starts `scene` (pd_redis_log's replay, and a replica whose
  * position was trimmed): the local cache when there is one and the log
  * still holds its entry with the same history; else the newest snapshot

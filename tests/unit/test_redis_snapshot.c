@@ -116,10 +116,10 @@ static pd_changelog snap_log(const char *prefix, uint64_t max_bytes, const char 
 /* A store over a fresh config with the log of `prefix` (snapshots
  * attached) replayed into it; *records: how many records the replay
  * applied (a snapshot counts one). */
-static pd_store *snap_store_in(const char *prefix, uint64_t max_bytes, const char *cache_dir, warned *w,
-                               uint64_t *records, pd_redis_snap **sn)
+static pd_store *snap_store_over(pd_registry *r, const char *prefix, uint64_t max_bytes, const char *cache_dir,
+                                 warned *w, uint64_t *records, pd_redis_snap **sn)
 {
-    pd_store *st = pd_store_create(config_registry(), NULL);
+    pd_store *st = pd_store_create(r, NULL);
     assert_non_null(st);
     pd_changelog log = snap_log(prefix, max_bytes, cache_dir, w, sn);
     pd_journal_replay_stats stats;
@@ -131,6 +131,12 @@ static pd_store *snap_store_in(const char *prefix, uint64_t max_bytes, const cha
         *records = stats.records;
     pd_store_own_log(st, log, PD_CONF_FSYNC_ALWAYS);
     return st;
+}
+
+static pd_store *snap_store_in(const char *prefix, uint64_t max_bytes, const char *cache_dir, warned *w,
+                               uint64_t *records, pd_redis_snap **sn)
+{
+    return snap_store_over(config_registry(), prefix, max_bytes, cache_dir, w, records, sn);
 }
 
 static pd_store *snap_store(const char *prefix, uint64_t max_bytes, warned *w, uint64_t *records)
@@ -408,6 +414,96 @@ static void test_cache_newer_than_log_is_not_served(void **state)
     assert_int_equal(redis_srv_rm_dir(dir), 0);
 }
 
+/* A registry loaded from config c. */
+static pd_registry *registry_of(const pd_conf *c)
+{
+    pd_registry *r = pd_registry_create();
+    char err[256];
+    assert_non_null(r);
+    if (pd_registry_load(r, c, err, sizeof err) != 0)
+        fail_msg("load: %s", err);
+    return r;
+}
+
+/* A reload through the store (store_check.h), then the compaction the
+ * server asks for when the reload built scenes anew. */
+static void reload_and_compact(pd_store *st, const pd_conf *c)
+{
+    char err[256] = "";
+    store_reload(st, c);
+    if (pd_store_compaction_due(st) && pd_store_compact(st, err, sizeof err) != 0)
+        fail_msg("compact: %s", err);
+}
+
+static int log_failed(pd_store *st)
+{
+    uint64_t lb, sb;
+    int failed = -1;
+    pd_store_log_state(st, &lb, &sb, &failed);
+    return failed;
+}
+
+/* A reload through the log: one that keeps every scene records nothing;
+ * one that builds the config's town anew from a changed map records a
+ * RESET and snapshots it at once (its update of a cell the new map walls
+ * would not replay on the new map), and one that no longer names yard
+ * records its DROP, trims its stream to it and forgets its snapshots. A
+ * fresh store over the config as it is now replays to the same scenes,
+ * nothing skipped, and the log goes on taking changes. */
+static void test_reload_through_the_log(void **state)
+{
+    (void)state;
+    static const char both[] = "{\"scenes\": [{\"name\": \"town\", \"map\": \"town.txt\", \"format\": \"ascii\"}, "
+                               "{\"name\": \"yard\", \"map\": \"town.txt\", \"format\": \"ascii\"}]}";
+    uint64_t rng = 41;
+    char dir[64], map[(SIDE + 1) * SIDE + 1], s[64];
+    redis_srv_temp_dir(dir, sizeof dir, "snapreload");
+    town_map(map, 0);
+    pd_conf c;
+    town_conf_json(dir, map, both, &c);
+    pd_store *st = snap_store_over(registry_of(&c), "reload", 1u << 20, NULL, NULL, NULL, NULL);
+    pd_point wall = { 0, 0 };
+    pd_scene_update op = { .op = PD_UPDATE_BLOCK, .cells = &wall, .n_cells = 1 };
+    pd_store_update out;
+    assert_int_equal(pd_store_update_cells(st, "town", &op, 1, &out), PD_OK);
+    pd_store_change ch;
+    assert_int_equal(pd_store_add_instance(st, "town-1", "town", &ch), PD_OK);
+    random_update(st, "town-1", &rng);
+    updates_then_compact(st, "yard", EVERY, &rng);
+    raw(s, sizeof s, "HLEN reload:{yard}:snaps");
+    assert_string_equal(s, "1");
+
+    raw(s, sizeof s, "XLEN reload:{town}:log");
+    assert_string_equal(s, "1");
+    reload_and_compact(st, &c); /* the same maps: kept */
+    raw(s, sizeof s, "XLEN reload:{town}:log");
+    assert_string_equal(s, "1");
+    assert_int_equal(log_failed(st), 0);
+    pd_conf_free(&c);
+
+    town_map(map, 2);
+    town_conf(dir, map, &c); /* town's map changed, yard gone */
+    reload_and_compact(st, &c);
+    assert_int_equal(log_failed(st), 0);
+    assert_int_equal(version_of(st, "town"), 3);
+    raw(s, sizeof s, "HGET reload:{town}:meta snap");
+    assert_string_equal(s, "1-3");
+    raw(s, sizeof s, "XLEN reload:{yard}:log");
+    assert_string_equal(s, "1"); /* the DROP alone */
+    raw(s, sizeof s, "HLEN reload:{yard}:snaps");
+    assert_string_equal(s, "0");
+    assert_null(pd_registry_acquire(pd_store_registry(st), "yard"));
+    random_update(st, "town", &rng);
+    random_update(st, "town-1", &rng);
+
+    pd_store *again = snap_store_over(registry_of(&c), "reload", 1u << 20, NULL, NULL, NULL, NULL);
+    assert_same_world(pd_store_registry(st), pd_store_registry(again));
+    store_free(again);
+    pd_conf_free(&c);
+    store_free(st);
+    assert_int_equal(redis_srv_rm_dir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -417,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_too_big_is_not_snapshotted),
         cmocka_unit_test(test_restart_reads_only_the_tail),
         cmocka_unit_test(test_cache_newer_than_log_is_not_served),
+        cmocka_unit_test(test_reload_through_the_log),
     };
     return cmocka_run_group_tests(tests, start_redis, remove_redis);
 }
