@@ -631,6 +631,8 @@ static int pd__rl_replay(void *log, pd_registry *r, pd_world_store *ws, pd_journ
         stats->files++;
     }
     freeReplyObject(names);
+    if (rc == 0 && rl->snap)
+        rc = pd_redis_snap_check_cache(rl->snap, err, errlen);
     if (rc == 0 && e.n) /* an empty log has no array to sort */
         qsort(e.v, e.n, sizeof *e.v, pd__entry_cmp);
     for (size_t i = 0; rc == 0 && i < e.n; i++) {

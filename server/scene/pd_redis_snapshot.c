@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -69,7 +70,8 @@ static const char PD__SNAP_LIBRARY[] =
     "end\n"
     "redis.register_function('pathd_dropped', dropped)\n";
 
-/* Scenes noted at once before a write (more are noted on the next note). */
+/* Scenes noted at once before a write (one noted while the list is full
+ * waits for its next due version). */
 #define PD__SNAP_PENDING_MAX 256
 /* Scenes a too-big warning is remembered for (logged once each). */
 #define PD__SNAP_WARNED_MAX 64
@@ -786,6 +788,66 @@ int pd_redis_snap_start(pd_redis_snap *sn, pd_journal_replayer *rp, const char *
     atomic_fetch_add(&sn->from_redis, 1);
     pd__started(sn, scene, id, "its snapshot in Redis");
     return 0;
+}
+
+/* The scene name a cache file's name spells in hex, or -1. */
+static int pd__unhex(const char *file, char *name, size_t len)
+{
+    size_t n = strlen(file);
+    if (n == 0 || n % 2 || n / 2 >= len)
+        return -1;
+    for (size_t i = 0; i < n; i += 2) {
+        unsigned v;
+        if (sscanf(file + i, "%2x", &v) != 1 || v == 0)
+            return -1;
+        name[i / 2] = (char)v;
+    }
+    name[n / 2] = '\0';
+    return 0;
+}
+
+int pd_redis_snap_check_cache(pd_redis_snap *sn, char *err, size_t errlen)
+{
+    if (!sn->cache[0])
+        return 0;
+    DIR *d = opendir(sn->cache);
+    if (!d) {
+        snprintf(err, errlen, "Redis log cache %s: %s", sn->cache, strerror(errno));
+        return -1;
+    }
+    char scenes[96];
+    snprintf(scenes, sizeof scenes, "%s:scenes", sn->prefix);
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
+        char name[PD_CONF_MAX_NAME];
+        if (pd__unhex(e->d_name, name, sizeof name) != 0)
+            continue; /* lock, ".tmp" files, "." */
+        const char *argv[] = { "SISMEMBER", scenes, name };
+        const size_t argvlen[] = { 9, strlen(scenes), strlen(name) };
+        int io;
+        redisReply *r = pd_redis_log_command(sn->rl, 3, argv, argvlen, &io, err, errlen);
+        if (!r) {
+            rc = -1;
+            break;
+        }
+        int known = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+        freeReplyObject(r);
+        if (known)
+            continue;
+        if (sn->o.warn) {
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "Redis log: scene '%s': the local cache (data_dir) holds it, the log has no record of it: "
+                     "the log went back; its cache is removed, the scene is not served",
+                     name);
+            sn->o.warn(sn->o.warn_user, msg);
+        }
+        char path[PD__CACHE_PATH_MAX];
+        pd__cache_path(sn, name, "", path, sizeof path);
+        unlink(path);
+    }
+    closedir(d);
+    return rc;
 }
 
 void pd_redis_snap_starts(pd_redis_snap *sn, uint64_t *from_cache, uint64_t *from_redis)

@@ -140,6 +140,11 @@ void pd_redis_snap_reload_end(pd_redis_snap *sn, pd_registry *r, void *state);
  * is said and not used. 0, or -1 with err. */
 int pd_redis_snap_start(pd_redis_snap *sn, pd_journal_replayer *rp, const char *scene, char *from, size_t fromlen,
                         char *err, size_t errlen);
+/* After replay: a cached scene the log has no record of at all (the log
+ * went back past its creation, or was emptied) is said and its cache
+ * removed; it was never served, as replay starts only the log's scenes.
+ * 0, or -1 with err. */
+int pd_redis_snap_check_cache(pd_redis_snap *sn, char *err, size_t errlen);
 /* How many scenes replay started from the local cache, and from Redis. */
 void pd_redis_snap_starts(pd_redis_snap *sn, uint64_t *from_cache, uint64_t *from_redis);
 
