@@ -14,7 +14,6 @@
  * after a failure tries one connect, bounded by timeout_ms).
  */
 #include "pd_redis_log.h"
-#include "pd_redis_snapshot.h"
 
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
@@ -102,7 +101,8 @@ struct pd_redis_log {
     pd_status refusal;            /* the last refused append's (under lock) */
     char why[256];                /* why the last append refused, or why it failed */
     atomic_uint_fast64_t bytes;   /* record bytes replayed and appended */
-    pd_redis_snap *snap;          /* snapshots in Redis, or NULL */
+    const pd_redis_log_hooks *snap;   /* snapshots in Redis (pd_redis_snapshot.h), or NULL */
+    void *snap_user;
 };
 
 /* ---- keys ------------------------------------------------------------------ */
@@ -200,10 +200,12 @@ const char *pd_redis_log_prefix(const pd_redis_log *rl)
     return rl->prefix;
 }
 
-void pd_redis_log_set_snapshots(pd_redis_log *rl, pd_redis_snap *sn)
+void pd_redis_log_set_snapshots(pd_redis_log *rl, const pd_redis_log_hooks *hooks, void *user)
 {
-    pd_redis_snap_destroy(rl->snap);
-    rl->snap = sn;
+    if (rl->snap)
+        rl->snap->destroy(rl->snap_user);
+    rl->snap = hooks;
+    rl->snap_user = user;
 }
 
 static void pd__fail(pd_redis_log *rl, const char *fmt, const char *why);
@@ -482,7 +484,7 @@ static int pd__rl_append(void *log, const pd_journal_record *rec)
     free(framed);
     if (st == PD_OK && res.version == rec->version && !res.duplicate) {
         if (rl->snap)
-            pd_redis_snap_note(rl->snap, rec);
+            rl->snap->note(rl->snap_user, rec);
         return 0;
     }
     if (st == PD_OK)
@@ -544,7 +546,7 @@ static void *pd__rl_reload_begin(void *log, pd_registry *r, const pd_scene_set *
     if (pd__rl_lock(rl) != 0)
         return NULL;
     if (rl->snap) { /* with snapshots, a reload goes through the log */
-        void *rs = pd_redis_snap_reload_begin(rl->snap, r, set);
+        void *rs = rl->snap->reload_begin(rl->snap_user, r, set);
         if (!rs) {
             pd__fail(rl, "%s", "out of memory recording a reload");
             pd__rl_unlock(rl);
@@ -564,7 +566,7 @@ static void *pd__rl_reload_begin(void *log, pd_registry *r, const pd_scene_set *
 }
 
 /* With snapshots attached the reload goes through the log
- * (pd_redis_snap_reload_end: RESET and DROP records, and snapshots that
+ * (pd_redis_snapshot.h's reload_end: RESET and DROP records, and snapshots that
  * end the history made on the replaced maps). Without them: a reload that
  * kept every scene changed nothing the log holds; one that rebuilt or
  * removed scenes makes the log fail rather than go on with a history
@@ -573,7 +575,7 @@ static void pd__rl_reload_end(void *log, pd_registry *r, void *state)
 {
     pd_redis_log *rl = log;
     if (rl->snap) {
-        pd_redis_snap_reload_end(rl->snap, r, state);
+        rl->snap->reload_end(rl->snap_user, r, state);
         pd__rl_unlock(rl);
         return;
     }
@@ -624,7 +626,7 @@ static int pd__rl_replay(void *log, pd_registry *r, pd_world_store *ws, pd_journ
         /* A scene with a snapshot starts there: its stream may be trimmed
          * below it (pd_redis_snapshot.h). */
         char from[72] = "-";
-        if (rl->snap && (rc = pd_redis_snap_start(rl->snap, rp, n->str, from, sizeof from, err, errlen)) != 0)
+        if (rl->snap && (rc = rl->snap->start(rl->snap_user, rp, n->str, from, sizeof from, err, errlen)) != 0)
             break;
         stats->records += from[0] == '(';
         rc = pd__read_stream(rl, n->str, from, &e, err, errlen);
@@ -632,7 +634,7 @@ static int pd__rl_replay(void *log, pd_registry *r, pd_world_store *ws, pd_journ
     }
     freeReplyObject(names);
     if (rc == 0 && rl->snap)
-        rc = pd_redis_snap_check_cache(rl->snap, err, errlen);
+        rc = rl->snap->after_replay(rl->snap_user, err, errlen);
     if (rc == 0 && e.n) /* an empty log has no array to sort */
         qsort(e.v, e.n, sizeof *e.v, pd__entry_cmp);
     for (size_t i = 0; rc == 0 && i < e.n; i++) {
@@ -721,7 +723,7 @@ static int pd__rl_snapshot(void *log, pd_registry *r, char *err, size_t errlen)
         snprintf(err, errlen, "the Redis log has no snapshots attached");
         return -1;
     }
-    return pd_redis_snap_write_due(rl->snap, r, err, errlen);
+    return rl->snap->write_due(rl->snap_user, r, err, errlen);
 }
 
 static int pd__rl_compact(void *log, char *err, size_t errlen)
@@ -733,14 +735,14 @@ static int pd__rl_compact(void *log, char *err, size_t errlen)
 static int pd__rl_wants_compaction(void *log)
 {
     pd_redis_log *rl = log;
-    return rl->snap && pd_redis_snap_due(rl->snap);
+    return rl->snap && rl->snap->due(rl->snap_user);
 }
 
 static void pd__rl_sizes(void *log, uint64_t *log_bytes, uint64_t *snapshot_bytes)
 {
     pd_redis_log *rl = log;
     *log_bytes = atomic_load(&rl->bytes);
-    *snapshot_bytes = rl->snap ? pd_redis_snap_bytes(rl->snap) : 0;
+    *snapshot_bytes = rl->snap ? rl->snap->bytes(rl->snap_user) : 0;
 }
 
 static void pd__rl_close(void *log)
@@ -800,7 +802,8 @@ void pd_redis_log_destroy(pd_redis_log *rl)
 {
     if (!rl)
         return;
-    pd_redis_snap_destroy(rl->snap);
+    if (rl->snap)
+        rl->snap->destroy(rl->snap_user);
     pd__drop_conn(rl);
     pthread_mutex_destroy(&rl->lock);
     pthread_mutex_destroy(&rl->conn_lock);

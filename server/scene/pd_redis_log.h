@@ -114,7 +114,6 @@ void pd_redis_log_stream_key(const pd_redis_log *rl, const char *scene, char *bu
 /* ---- hooks for the snapshots in Redis (pd_redis_snapshot.h) --------------- */
 
 struct redisReply;
-typedef struct pd_redis_snap pd_redis_snap;
 
 /* The keys' prefix (opts.prefix). */
 const char *pd_redis_log_prefix(const pd_redis_log *rl);
@@ -124,11 +123,27 @@ const char *pd_redis_log_prefix(const pd_redis_log *rl);
  * (retryable), 0 when it answered an error (the text in err). */
 struct redisReply *pd_redis_log_command(pd_redis_log *rl, int argc, const char **argv, const size_t *argvlen,
                                         int *io, char *err, size_t errlen);
-/* Attaches snapshots (before replay; the log then frees them): replay
- * starts each scene at its newest snapshot and reads its stream after it,
- * appends note when one is due (pd_redis_snap_note), and the store's
- * compaction (pd_changelog_ops.snapshot) writes them and trims. */
-void pd_redis_log_set_snapshots(pd_redis_log *rl, pd_redis_snap *sn);
+/* What the snapshots (pd_redis_snapshot.h) do at the log's points, each
+ * with `user`. A table rather than calls, so the log does not depend on
+ * the snapshots' file (which depends on it). */
+typedef struct pd_redis_log_hooks {
+    void (*note)(void *user, const pd_journal_record *rec);    /* after an append */
+    int (*due)(void *user);                                     /* wants_compaction */
+    int (*write_due)(void *user, pd_registry *r, char *err, size_t errlen);   /* snapshot */
+    /* replay: where scene starts (applied with rp; from: "(ID"), 0 or -1 */
+    int (*start)(void *user, pd_journal_replayer *rp, const char *scene, char *from, size_t fromlen, char *err,
+                 size_t errlen);
+    int (*after_replay)(void *user, char *err, size_t errlen);
+    void *(*reload_begin)(void *user, pd_registry *r, const pd_scene_set *set);   /* NULL: out of memory */
+    void (*reload_end)(void *user, pd_registry *r, void *state);
+    uint64_t (*bytes)(void *user);                              /* sizes' snapshot bytes */
+    void (*destroy)(void *user);                                /* at the log's destroy */
+} pd_redis_log_hooks;
+/* Attaches snapshots (before replay; the log then destroys them): replay
+ * starts each scene where they say and reads its stream after it, appends
+ * note when one is due, the store's compaction (pd_changelog_ops.snapshot)
+ * writes them and trims, a reload goes through them. */
+void pd_redis_log_set_snapshots(pd_redis_log *rl, const pd_redis_log_hooks *hooks, void *user);
 /* Makes the log refuse every later change, saying why (a reload's record
  * it did not take: what is served is past the log). */
 void pd_redis_log_fail(pd_redis_log *rl, const char *why);

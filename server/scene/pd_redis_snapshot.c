@@ -178,7 +178,7 @@ pd_changelog pd_redis_log_open_with_snapshots(const pd_redis_log_opts *lo, const
         pd_redis_log_destroy(rl);
         return pd_redis_changelog(NULL);
     }
-    pd_redis_log_set_snapshots(rl, sn);
+    pd_redis_snap_attach(sn);
     return pd_redis_changelog(rl);
 }
 
@@ -859,4 +859,69 @@ void pd_redis_snap_starts(pd_redis_snap *sn, uint64_t *from_cache, uint64_t *fro
 uint64_t pd_redis_snap_bytes(pd_redis_snap *sn)
 {
     return atomic_load(&sn->bytes);
+}
+
+/* ---- the log's hooks ------------------------------------------------------------------ */
+
+static void pd__hook_note(void *user, const pd_journal_record *rec)
+{
+    pd_redis_snap_note(user, rec);
+}
+
+static int pd__hook_due(void *user)
+{
+    return pd_redis_snap_due(user);
+}
+
+static int pd__hook_write_due(void *user, pd_registry *r, char *err, size_t errlen)
+{
+    return pd_redis_snap_write_due(user, r, err, errlen);
+}
+
+static int pd__hook_start(void *user, pd_journal_replayer *rp, const char *scene, char *from, size_t fromlen,
+                          char *err, size_t errlen)
+{
+    return pd_redis_snap_start(user, rp, scene, from, fromlen, err, errlen);
+}
+
+static int pd__hook_after_replay(void *user, char *err, size_t errlen)
+{
+    return pd_redis_snap_check_cache(user, err, errlen);
+}
+
+static void *pd__hook_reload_begin(void *user, pd_registry *r, const pd_scene_set *set)
+{
+    return pd_redis_snap_reload_begin(user, r, set);
+}
+
+static void pd__hook_reload_end(void *user, pd_registry *r, void *state)
+{
+    pd_redis_snap_reload_end(user, r, state);
+}
+
+static uint64_t pd__hook_bytes(void *user)
+{
+    return pd_redis_snap_bytes(user);
+}
+
+static void pd__hook_destroy(void *user)
+{
+    pd_redis_snap_destroy(user);
+}
+
+static const pd_redis_log_hooks PD__HOOKS = {
+    .note = pd__hook_note,
+    .due = pd__hook_due,
+    .write_due = pd__hook_write_due,
+    .start = pd__hook_start,
+    .after_replay = pd__hook_after_replay,
+    .reload_begin = pd__hook_reload_begin,
+    .reload_end = pd__hook_reload_end,
+    .bytes = pd__hook_bytes,
+    .destroy = pd__hook_destroy,
+};
+
+void pd_redis_snap_attach(pd_redis_snap *sn)
+{
+    pd_redis_log_set_snapshots(sn->rl, &PD__HOOKS, sn);
 }

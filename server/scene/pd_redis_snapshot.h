@@ -78,10 +78,13 @@ typedef struct pd_redis_snap_opts {
 typedef struct pd_redis_snap pd_redis_snap;
 
 /* Snapshots over rl's connection and keys (rl stays the caller's; attach
- * with pd_redis_log_set_snapshots, after which the log frees it). NULL
+ * with pd_redis_snap_attach, after which the log destroys them). NULL
  * with err when the options cannot be used or memory ran out. */
 pd_redis_snap *pd_redis_snap_create(pd_redis_log *rl, const pd_redis_snap_opts *o, char *err, size_t errlen);
 void pd_redis_snap_destroy(pd_redis_snap *sn);
+/* Attaches sn to its log (pd_redis_log_set_snapshots with this file's
+ * hooks): the log's replay, appends, compaction and reloads use it. */
+void pd_redis_snap_attach(pd_redis_snap *sn);
 
 /* pd_redis_log_open with snapshots attached (ops NULL with err). */
 pd_changelog pd_redis_log_open_with_snapshots(const pd_redis_log_opts *lo, const pd_redis_snap_opts *so, char *err,

@@ -108,7 +108,7 @@ static pd_changelog snap_log(const char *prefix, uint64_t max_bytes, const char 
     pd_redis_snap *snap = rl ? pd_redis_snap_create(rl, &so, err, sizeof err) : NULL;
     if (!snap)
         fail_msg("log: %s", err);
-    pd_redis_log_set_snapshots(rl, snap);
+    pd_redis_snap_attach(snap);
     if (sn)
         *sn = snap;
     return pd_redis_changelog(rl);
