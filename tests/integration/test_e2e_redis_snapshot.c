@@ -7,7 +7,9 @@
  * started with an empty data_dir on the same Redis, starts the scene from
  * Redis's snapshot and serves the same version and cells, cell by cell.
  * A restarted on its own data_dir starts from its local cache and serves
- * the same again.
+ * the same again. A reload (SIGHUP) that removes a scene goes through the
+ * log: the log goes on taking changes, the dropped scene's stream is
+ * trimmed to its DROP, and a restart serves what the reload left.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -36,14 +38,30 @@ typedef struct fixture {
     pdi_daemon a, b;
 } fixture;
 
-static void start_pathd(fixture *f, pdi_daemon *d, char *extra, size_t len, const char *data_dir)
+/* The config's extra scene "annex" (integ_rooms.txt). */
+#define ANNEX_JSON ",\n    {\"name\": \"annex\", \"map\": \"" PD_TEST_DATA_DIR "/integ_rooms.txt\", \"format\": \"ascii\"}"
+/* How long a reload may take to show. */
+#define RELOAD_WAIT_MS 10000
+
+/* pathd d's limits: data_dir, the Redis log, snapshots; with annex or not. */
+static pdi_limits limits_of(fixture *f, char *extra, size_t len, const char *data_dir, int annex)
 {
     snprintf(extra, len,
              "\"data_dir\": \"%s\", \"log\": {\"redis\": \"127.0.0.1:%d\", \"timeout_ms\": 500, "
              "\"snapshot_every\": %d, \"snapshot_keep\": 2},",
              data_dir, f->redis.port, EVERY);
-    pdi_limits l = { .extra_json = extra };
+    return (pdi_limits){ .extra_json = extra, .extra_scenes_json = annex ? ANNEX_JSON : NULL };
+}
+
+static void start_pathd_with(fixture *f, pdi_daemon *d, char *extra, size_t len, const char *data_dir, int annex)
+{
+    pdi_limits l = limits_of(f, extra, len, data_dir, annex);
     assert_int_equal(pdi_daemon_start(d, &l), 0);
+}
+
+static void start_pathd(fixture *f, pdi_daemon *d, char *extra, size_t len, const char *data_dir)
+{
+    start_pathd_with(f, d, extra, len, data_dir, 0);
 }
 
 static int setup(void **state)
@@ -107,14 +125,41 @@ static unsigned wait_snapshot_after(fixture *f, unsigned after)
     return 0;
 }
 
+/* Blocks cell (x, y) of scene: its status, and the version made. */
+static int block_at(pdc_conn *c, const char *scene, int32_t x, int32_t y, uint64_t *version)
+{
+    pdc_update_req u = { .scene = scene, .is_rect = 1, .rect_min = { x, y }, .rect_max = { x, y },
+                         .op = PDC_UPDATE_BLOCK };
+    pdc_update_result r;
+    int st = pdc_update_cells(c, &u, &r);
+    *version = st == PDC_OK ? r.version : 0;
+    return st;
+}
+
 /* Blocks cell (x, 0) of arena: a new version each time. */
 static uint64_t block(pdc_conn *c, int32_t x)
 {
-    pdc_update_req u = { .scene = "arena", .is_rect = 1, .rect_min = { x, 0 }, .rect_max = { x, 0 },
-                         .op = PDC_UPDATE_BLOCK };
-    pdc_update_result r;
-    assert_int_equal(pdc_update_cells(c, &u, &r), PDC_OK);
-    return r.version;
+    uint64_t v;
+    assert_int_equal(block_at(c, "arena", x, 0, &v), PDC_OK);
+    return v;
+}
+
+/* The scene's version as served, or 0 when it is not served. */
+static uint64_t served_version(pdi_daemon *d, const char *scene)
+{
+    pdc_conn *c = pdi_connect(d);
+    assert_non_null(c);
+    pdc_scene_details info;
+    int st = pdc_scene_info(c, scene, &info);
+    uint64_t v = 0;
+    if (st == PDC_OK) {
+        v = info.version;
+        pdc_scene_details_free(&info);
+    } else {
+        assert_int_equal(st, PDC_UNKNOWN_SCENE);
+    }
+    pdc_close(c);
+    return v;
 }
 
 /* The daemons serve arena at the same version with the same cells. */
@@ -197,10 +242,56 @@ static void test_start_from_redis_and_from_cache(void **state)
     assert_int_equal(pdi_daemon_stop(&f->b), 0);
 }
 
+/* A reload that removes a scene the log has a history of: DROP through
+ * the log, which goes on taking changes (it failed before); the stream
+ * trimmed to the drop; a restart on the reloaded config serves the same. */
+static void test_reload_removes_a_scene(void **state)
+{
+    fixture *f = *state;
+    redis_srv_start(&f->redis);
+    start_pathd_with(f, &f->a, f->extra_a, sizeof f->extra_a, f->dir_a, 1);
+    pdc_conn *c = pdi_connect(&f->a);
+    assert_non_null(c);
+    uint64_t v;
+    assert_int_equal(block_at(c, "annex", 1, 1, &v), PDC_OK);
+    assert_int_equal(v, 2);
+    pdc_close(c);
+
+    pdi_limits l = limits_of(f, f->extra_a, sizeof f->extra_a, f->dir_a, 0);
+    assert_int_equal(pdi_write_config(&f->a, &l), 0);
+    assert_int_equal(pdi_daemon_signal(&f->a, SIGHUP), 0);
+    double deadline = pdi_now_ms() + RELOAD_WAIT_MS;
+    while (served_version(&f->a, "annex") != 0 && pdi_now_ms() < deadline)
+        pdi_sleep_ms(20);
+    assert_int_equal(served_version(&f->a, "annex"), 0);
+
+    c = pdi_connect(&f->a);
+    assert_non_null(c);
+    if (block_at(c, "rooms", 1, 1, &v) != PDC_OK)
+        fail_msg("an update after the reload: %s", pdc_last_error(c));
+    assert_int_equal(v, 2);
+    pdc_close(c);
+    char s[64] = "";
+    for (deadline = pdi_now_ms() + SNAPSHOT_WAIT_MS; pdi_now_ms() < deadline; pdi_sleep_ms(50)) {
+        redis_text(f, s, sizeof s, "XLEN pathd:{annex}:log");
+        if (strcmp(s, "1") == 0)
+            break;
+    }
+    assert_string_equal(s, "1"); /* the DROP alone */
+
+    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+    pdi_daemon_cleanup(&f->a);
+    start_pathd(f, &f->a, f->extra_a, sizeof f->extra_a, f->dir_a);
+    assert_int_equal(served_version(&f->a, "annex"), 0);
+    assert_int_equal(served_version(&f->a, "rooms"), 2);
+    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_start_from_redis_and_from_cache, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_removes_a_scene, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
