@@ -29,7 +29,10 @@
  *                                        host name (1..255 bytes of [A-Za-z0-9.-])
  *       "timeout_ms": 2000,              100 .. 60000: connect and each command
  *       "prefix": "pathd",               1..63 bytes of [A-Za-z0-9_.-]: the keys' prefix
- *       "dedup_ttl_s": 86400             1 .. 31536000: idempotency keys kept this long
+ *       "dedup_ttl_s": 86400,            1 .. 31536000: idempotency keys kept this long
+ *       "snapshot_every": 1000,          1 .. 1000000000: a scene's snapshot every N versions
+ *       "snapshot_keep": 3,              1 .. 100: snapshots kept per scene (trim below)
+ *       "snapshot_max_bytes": 268435456  1 KiB .. 512 MiB: a larger one is not written
  *     },
  *     "auth": {                          optional; no tokens = no authentication
  *       "tokens": [                      at most PD_CONF_MAX_TOKENS
@@ -185,7 +188,8 @@ const pd_conf pd_conf_defaults = {
     .data_dir = "",
     .journal_fsync = PD_CONF_FSYNC_EVERYSEC,
     .journal_compact_bytes = 64u * 1024u * 1024u,
-    .log = { .redis_host = "", .redis_port = 0, .timeout_ms = 2000, .prefix = "pathd", .dedup_ttl_s = 86400 },
+    .log = { .redis_host = "", .redis_port = 0, .timeout_ms = 2000, .prefix = "pathd", .dedup_ttl_s = 86400,
+             .snapshot_every = 1000, .snapshot_keep = 3, .snapshot_max_bytes = 256u * 1024u * 1024u },
     .scenes = NULL,
     .n_scenes = 0,
 };
@@ -541,7 +545,8 @@ static int pd__parse_redis_address(const pd__ctx *ctx, const char *s, const char
 /* "log": the change log on Redis Streams (absent: the file journal). */
 static int pd__parse_log(const pd__ctx *ctx, const cJSON *obj, pd_conf_log *lg)
 {
-    static const char *const keys[] = { "redis", "timeout_ms", "prefix", "dedup_ttl_s", NULL };
+    static const char *const keys[] = { "redis",          "timeout_ms",    "prefix", "dedup_ttl_s",
+                                        "snapshot_every", "snapshot_keep", "snapshot_max_bytes", NULL };
     if (!cJSON_IsObject(obj))
         return pd__fail(ctx, "$.log", "must be an object, not %s", pd_conf_json_type(obj));
     if (pd__check_keys(ctx, obj, "$.log", keys) != 0)
@@ -557,6 +562,16 @@ static int pd__parse_log(const pd__ctx *ctx, const cJSON *obj, pd_conf_log *lg)
         return -1;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "dedup_ttl_s")) &&
         pd__get_u32(ctx, v, "$.log.dedup_ttl_s", 1, 365.0 * 86400, &lg->dedup_ttl_s) != 0)
+        return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "snapshot_every")) &&
+        pd__get_u32(ctx, v, "$.log.snapshot_every", 1, 1e9, &lg->snapshot_every) != 0)
+        return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "snapshot_keep")) &&
+        pd__get_u32(ctx, v, "$.log.snapshot_keep", 1, 100, &lg->snapshot_keep) != 0)
+        return -1;
+    /* Redis's proto-max-bulk-len is 512 MiB by default. */
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "snapshot_max_bytes")) &&
+        pd__get_uint(ctx, v, "$.log.snapshot_max_bytes", PD__KIB, 512 * PD__MIB, &lg->snapshot_max_bytes) != 0)
         return -1;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "prefix"))) {
         if (pd__get_string(ctx, v, "$.log.prefix", &str) != 0)

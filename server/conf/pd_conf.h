@@ -99,6 +99,12 @@ typedef struct pd_conf_log {
     char prefix[PD_CONF_MAX_LOG_PREFIX]; /* "prefix": "pathd": every key starts with it */
     uint32_t dedup_ttl_s;            /* "dedup_ttl_s": 86400: how long an idempotency
                                         key is remembered */
+    uint32_t snapshot_every;         /* "snapshot_every": 1000: a scene's snapshot is
+                                        written to Redis every this many versions */
+    uint32_t snapshot_keep;          /* "snapshot_keep": 3: snapshots kept per scene;
+                                        its stream is trimmed below the oldest */
+    uint64_t snapshot_max_bytes;     /* "snapshot_max_bytes": 256 MiB: a scene whose
+                                        snapshot is larger is not snapshotted */
 } pd_conf_log;
 
 typedef struct pd_conf_scene {

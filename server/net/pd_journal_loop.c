@@ -10,7 +10,9 @@
  * Redis Streams log of config "log") names the log's implementation:
  * everything else goes through the store, which owns the log once it is
  * replayed and closes it (pd_store_destroy). The Redis log has nothing to
- * fsync or compact yet, so the timer finds nothing to do for it.
+ * fsync; its "compaction" is writing the scene snapshots that are due to
+ * Redis and trimming their streams (pd_redis_snapshot.h), which the same
+ * timer hands to the threadpool.
  */
 #include "pd_server_internal.h"
 
@@ -21,6 +23,7 @@
 
 #include "pd_log.h"
 #include "pd_redis_log.h"
+#include "pd_redis_snapshot.h"
 #include "pd_replica.h"
 
 /* How often the timer looks at the journal: "everysec" means this. */
@@ -43,6 +46,12 @@ static void pd__journal_warn(void *user, const char *msg)
 {
     (void)user;
     pd_log_warn("%s", msg);
+}
+
+static void pd__journal_info(void *user, const char *msg)
+{
+    (void)user;
+    pd_log_info("%s", msg);
 }
 
 static void pd__journal_work_cb(uv_work_t *req)
@@ -88,7 +97,11 @@ static void pd__journal_after_cb(uv_work_t *req, int status)
         uint64_t log_bytes = 0, snap_bytes = 0;
         int failed = 0;
         pd_store_log_state(s->store, &log_bytes, &snap_bytes, &failed);
-        if (w->rc != 0)
+        if (w->rc != 0 && s->conf.log.redis_host[0])
+            pd_log_error("Redis snapshots: %s; the streams keep growing until one is written", w->err);
+        else if (s->conf.log.redis_host[0])
+            pd_log_debug("Redis snapshots written (%" PRIu64 " bytes written or loaded so far)", snap_bytes);
+        else if (w->rc != 0)
             pd_log_error("journal compaction failed: %s; the journal keeps growing until one succeeds", w->err);
         else
             pd_log_info("journal %s compacted: snapshot %" PRIu64 " bytes, log %" PRIu64 " bytes", s->conf.data_dir,
@@ -162,15 +175,15 @@ void pd__journal_after_reload(pd_server *s, size_t built)
 }
 
 /* The change log the config names: the Redis Streams log with "log.redis"
- * (issue 32; data_dir is then not used), else the file journal of
- * data_dir. ops NULL with err when it cannot be made. */
+ * (issue 32; data_dir, when set, then holds its local cache), else the
+ * file journal of data_dir. ops NULL with err when it cannot be made. */
 static pd_changelog pd__journal_choose(pd_server *s, char *err, size_t errlen)
 {
     const pd_conf_log *lg = &s->conf.log;
     if (lg->redis_host[0]) {
         if (s->conf.data_dir[0])
-            pd_log_warn("data_dir %s is not used: the change log is on Redis (\"log\"); a local cache of it is "
-                        "still to come (issue 32)",
+            pd_log_info("data_dir %s holds a local cache of the Redis log's snapshots (a restart reads only the "
+                        "stream after them)",
                         s->conf.data_dir);
         const pd_redis_log_opts ro = {
             .host = lg->redis_host,
@@ -180,9 +193,17 @@ static pd_changelog pd__journal_choose(pd_server *s, char *err, size_t errlen)
             .dedup_ttl_s = lg->dedup_ttl_s,
             .warn = pd__journal_warn,
         };
+        const pd_redis_snap_opts so = {
+            .every = lg->snapshot_every,
+            .keep = lg->snapshot_keep,
+            .max_bytes = lg->snapshot_max_bytes,
+            .cache_dir = s->conf.data_dir,
+            .warn = pd__journal_warn,
+            .info = pd__journal_info,
+        };
         pd_log_info("change log on Redis %s:%u (prefix %s): replaying", lg->redis_host, (unsigned)lg->redis_port,
                     lg->prefix);
-        return pd_redis_log_open(&ro, err, errlen);
+        return pd_redis_log_open_with_snapshots(&ro, &so, err, errlen);
     }
     const pd_journal_opts opts = {
         .dir = s->conf.data_dir,

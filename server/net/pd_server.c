@@ -408,7 +408,9 @@ static int pd__server_apply(pd_server *s, pd__loaded *rl)
     next.agent_port = s->conf.agent_port;
     if (strcmp(next.log.redis_host, s->conf.log.redis_host) != 0 || next.log.redis_port != s->conf.log.redis_port ||
         next.log.timeout_ms != s->conf.log.timeout_ms || strcmp(next.log.prefix, s->conf.log.prefix) != 0 ||
-        next.log.dedup_ttl_s != s->conf.log.dedup_ttl_s)
+        next.log.dedup_ttl_s != s->conf.log.dedup_ttl_s || next.log.snapshot_every != s->conf.log.snapshot_every ||
+        next.log.snapshot_keep != s->conf.log.snapshot_keep ||
+        next.log.snapshot_max_bytes != s->conf.log.snapshot_max_bytes)
         pd_log_warn("reload: the change log's settings (\"log\") need a restart; unchanged");
     next.log = s->conf.log;
     memcpy(next.data_dir, s->conf.data_dir, sizeof next.data_dir);

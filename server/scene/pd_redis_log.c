@@ -3,10 +3,12 @@
  * the keys, the FUNCTION and the layering). hiredis speaks RESP; this file
  * only builds the commands and reads their replies.
  *
- * What it does not do yet (issue 32, docs/ARCHITECTURE.md "Replicas"):
- * snapshots to Redis and trimming (snapshot refuses, compact is a no-op),
- * a reload that rebuilds or removes scenes (the log then fails, naming
- * why, rather than record something a replica would replay wrongly).
+ * Snapshots in Redis, the streams' trim and a reload's records are
+ * pd_redis_snapshot.c's, attached with pd_redis_log_set_snapshots (the
+ * server always attaches them; without them snapshot refuses, nothing is
+ * trimmed, and a reload that rebuilds or removes scenes fails the log
+ * rather than record something a replica would replay wrongly).
+ *
  * The replica's tail (server/net/pd_replica.c) reads the streams on its
  * own connection; this file reconnects with a jittered backoff
  * (PD_REDIS_BACKOFF_MIN_MS .. _MAX_MS).
@@ -121,6 +123,8 @@ struct pd_redis_log {
     pthread_mutex_t pos_lock;     /* guards pos: replay writes, the tail reads */
     pd__position *pos;
     size_t n_pos, cap_pos;
+    const pd_redis_log_hooks *snap;   /* snapshots in Redis (pd_redis_snapshot.h), or NULL */
+    void *snap_user;
 };
 
 /* ---- keys ------------------------------------------------------------------ */
@@ -249,6 +253,35 @@ static redisReply *pd__command(pd_redis_log *rl, int argc, const char **argv, co
         return NULL;
     }
     return r;
+}
+
+redisReply *pd_redis_log_command(pd_redis_log *rl, int argc, const char **argv, const size_t *argvlen, int *io,
+                                 char *err, size_t errlen)
+{
+    pthread_mutex_lock(&rl->conn_lock);
+    redisReply *r = pd__command(rl, argc, argv, argvlen, io, err, errlen);
+    pthread_mutex_unlock(&rl->conn_lock);
+    return r;
+}
+
+const char *pd_redis_log_prefix(const pd_redis_log *rl)
+{
+    return rl->prefix;
+}
+
+void pd_redis_log_set_snapshots(pd_redis_log *rl, const pd_redis_log_hooks *hooks, void *user)
+{
+    if (rl->snap)
+        rl->snap->destroy(rl->snap_user);
+    rl->snap = hooks;
+    rl->snap_user = user;
+}
+
+static void pd__fail(pd_redis_log *rl, const char *fmt, const char *why);
+
+void pd_redis_log_fail(pd_redis_log *rl, const char *why)
+{
+    pd__fail(rl, "%s", why);
 }
 
 /* ---- appends ----------------------------------------------------------------- */
@@ -414,14 +447,16 @@ static int pd__take_entry(const redisReply *x, pd__entries *e, char last[64], ch
     return 0;
 }
 
-/* Every entry of the scene's stream, in order, appended to e, and the id
- * of its last entry in last_id ("0-0" when it has none). 0, or -1 with
- * err. */
-static int pd__read_stream(pd_redis_log *rl, const char *scene, pd__entries *e, char last_id[64], char *err,
-                           size_t errlen)
+/* Every entry of the scene's stream from `from` (an XRANGE start: "-",
+ * or "(ID" after ID), in order, appended to e, and the id of its last
+ * entry in last_id (ID when there is none after "(ID"; "0-0" when the
+ * stream has none). 0, or -1 with err. */
+static int pd__read_stream(pd_redis_log *rl, const char *scene, const char *from, pd__entries *e,
+                           char last_id[64], char *err, size_t errlen)
 {
-    snprintf(last_id, 64, "0-0");
-    char key[320], start[72] = "-", count[16];
+    snprintf(last_id, 64, "%s", from[0] == '(' ? from + 1 : "0-0");
+    char key[320], start[72], count[16];
+    snprintf(start, sizeof start, "%s", from);
     pd_redis_log_stream_key(rl, scene, key, sizeof key);
     snprintf(count, sizeof count, "%d", PD__RANGE_COUNT);
     int rc = 0;
@@ -570,11 +605,16 @@ static int pd__rl_append(void *log, const pd_journal_record *rec)
     pd_redis_append_result res;
     pd_status st = pd_redis_log_append(rl, &a, &res);
     free(framed);
-    /* A key the log has seen at the version this change makes: the first
-     * try reached the log but not this pathd (its answer timed out), and
-     * the same change on the same version is what the log holds. */
-    if (st == PD_OK && res.version == rec->version)
+    /* The log made the version this change makes: a fresh append, or a
+     * key the log has seen at that version (the first try reached the
+     * log but not this pathd: its answer timed out, and the same change
+     * on the same version is what the log holds). Either way it is
+     * served, so the snapshots hear of it. */
+    if (st == PD_OK && res.version == rec->version) {
+        if (rl->snap)
+            rl->snap->note(rl->snap_user, rec);
         return 0;
+    }
     if (st == PD_OK && res.duplicate && rec->type != PD_JOURNAL_DROP) {
         /* Made before, at another version: answered, nothing applied. */
         snprintf(rl->why, sizeof rl->why, "scene '%s': idempotency key seen, made version %" PRIu64, rec->scene,
@@ -655,6 +695,14 @@ static void *pd__rl_reload_begin(void *log, pd_registry *r, const pd_scene_set *
     pd_redis_log *rl = log;
     if (pd__rl_lock(rl) != 0)
         return NULL;
+    if (rl->snap) { /* with snapshots, a reload goes through the log */
+        void *rs = rl->snap->reload_begin(rl->snap_user, r, set);
+        if (!rs) {
+            pd__fail(rl, "%s", "out of memory recording a reload");
+            pd__rl_unlock(rl);
+        }
+        return rs;
+    }
     pd__rl_reload *st = calloc(1, sizeof *st);
     if (!st) {
         pd__fail(rl, "%s", "out of memory recording a reload");
@@ -667,13 +715,20 @@ static void *pd__rl_reload_begin(void *log, pd_registry *r, const pd_scene_set *
     return st;
 }
 
-/* A reload that kept every scene changed nothing the log holds. One that
- * rebuilt or removed scenes would need RESET and DROP records a replica
- * replays over its own config: not written yet, so the log fails rather
- * than go on with a history that does not replay to what is served. */
+/* With snapshots attached the reload goes through the log
+ * (pd_redis_snapshot.h's reload_end: RESET and DROP records, and snapshots that
+ * end the history made on the replaced maps). Without them: a reload that
+ * kept every scene changed nothing the log holds; one that rebuilt or
+ * removed scenes makes the log fail rather than go on with a history
+ * that does not replay to what is served. */
 static void pd__rl_reload_end(void *log, pd_registry *r, void *state)
 {
     pd_redis_log *rl = log;
+    if (rl->snap) {
+        rl->snap->reload_end(rl->snap_user, r, state);
+        pd__rl_unlock(rl);
+        return;
+    }
     pd__rl_reload *st = state;
     size_t gone = 0;
     for (size_t i = 0; i < st->n_before; i++) {
@@ -688,8 +743,8 @@ static void pd__rl_reload_end(void *log, pd_registry *r, void *state)
     pd__rl_unlock(rl);
 }
 
-/* Every scene's stream, merged by the global sequence: the order the
- * changes were served in. */
+/* Every scene's stream (after its snapshot), merged by the global
+ * sequence: the order the changes were served in. */
 static int pd__rl_replay(void *log, pd_registry *r, pd_world_store *ws, pd_journal_replay_stats *stats, char *err,
                          size_t errlen)
 {
@@ -709,22 +764,29 @@ static int pd__rl_replay(void *log, pd_registry *r, pd_world_store *ws, pd_journ
         return -1;
     pd__entries e = { 0 };
     int rc = 0;
+    pd_journal_replayer *rp = pd_journal_replayer_create(r, ws);
+    if (!rp) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
+    }
     for (size_t i = 0; rc == 0 && i < names->elements; i++) {
         const redisReply *n = names->element[i];
         if (n->type != REDIS_REPLY_STRING || n->len >= PD_CONF_MAX_NAME)
             continue;
-        char last_id[64];
-        rc = pd__read_stream(rl, n->str, &e, last_id, err, errlen);
+        /* A scene with a snapshot starts there: its stream may be trimmed
+         * below it (pd_redis_snapshot.h). */
+        char from[72] = "-", last_id[64];
+        if (rl->snap && (rc = rl->snap->start(rl->snap_user, rp, n->str, from, sizeof from, err, errlen)) != 0)
+            break;
+        stats->records += from[0] == '(';
+        rc = pd__read_stream(rl, n->str, from, &e, last_id, err, errlen);
         if (rc == 0)
             rc = pd__remember_position(rl, n->str, last_id, err, errlen);
         stats->files++;
     }
     freeReplyObject(names);
-    pd_journal_replayer *rp = rc == 0 ? pd_journal_replayer_create(r, ws) : NULL;
-    if (rc == 0 && !rp) {
-        snprintf(err, errlen, "out of memory");
-        rc = -1;
-    }
+    if (rc == 0 && rl->snap)
+        rc = rl->snap->after_replay(rl->snap_user, err, errlen);
     if (rc == 0 && e.n) /* an empty log has no array to sort */
         qsort(e.v, e.n, sizeof *e.v, pd__entry_cmp);
     for (size_t i = 0; rc == 0 && i < e.n; i++) {
@@ -757,15 +819,15 @@ static int pd__rl_replay(void *log, pd_registry *r, pd_world_store *ws, pd_journ
 }
 
 /* The records of `name` after the last one that made `from` (the rules of
- * pd_changelog_ops.tail; the stream holds the scene's whole history, as
- * nothing trims it yet). */
+ * pd_changelog_ops.tail; a stream trimmed below its oldest snapshot starts
+ * at that snapshot's entry, so an older `from` is not found: 1). */
 static int pd__rl_tail(void *log, const char *name, uint64_t from, pd_journal_tail_fn fn, void *user, char *err,
                        size_t errlen)
 {
     pd_redis_log *rl = log;
     pd__entries e = { 0 };
     char last_id[64];
-    if (pd__read_stream(rl, name, &e, last_id, err, errlen) != 0) {
+    if (pd__read_stream(rl, name, "-", &e, last_id, err, errlen) != 0) {
         pd__entries_free(&e);
         return -1;
     }
@@ -806,11 +868,15 @@ static int pd__rl_tail(void *log, const char *name, uint64_t from, pd_journal_ta
     return rc;
 }
 
+/* The snapshots that are due, written and the streams trimmed. */
 static int pd__rl_snapshot(void *log, pd_registry *r, char *err, size_t errlen)
 {
-    (void)log, (void)r;
-    snprintf(err, errlen, "the Redis log does not write snapshots yet (issue 32)");
-    return -1;
+    pd_redis_log *rl = log;
+    if (!rl->snap) {
+        snprintf(err, errlen, "the Redis log has no snapshots attached");
+        return -1;
+    }
+    return rl->snap->write_due(rl->snap_user, r, err, errlen);
 }
 
 static int pd__rl_compact(void *log, char *err, size_t errlen)
@@ -821,14 +887,15 @@ static int pd__rl_compact(void *log, char *err, size_t errlen)
 
 static int pd__rl_wants_compaction(void *log)
 {
-    (void)log;
-    return 0;
+    pd_redis_log *rl = log;
+    return rl->snap && rl->snap->due(rl->snap_user);
 }
 
 static void pd__rl_sizes(void *log, uint64_t *log_bytes, uint64_t *snapshot_bytes)
 {
-    *log_bytes = atomic_load(&((pd_redis_log *)log)->bytes);
-    *snapshot_bytes = 0;
+    pd_redis_log *rl = log;
+    *log_bytes = atomic_load(&rl->bytes);
+    *snapshot_bytes = rl->snap ? rl->snap->bytes(rl->snap_user) : 0;
 }
 
 static void pd__rl_close(void *log)
@@ -906,6 +973,8 @@ void pd_redis_log_destroy(pd_redis_log *rl)
 {
     if (!rl)
         return;
+    if (rl->snap)
+        rl->snap->destroy(rl->snap_user);
     pd__drop_conn(rl);
     pthread_mutex_destroy(&rl->lock);
     pthread_mutex_destroy(&rl->conn_lock);

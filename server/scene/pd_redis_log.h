@@ -20,6 +20,8 @@
  *                           (the global sequence) and r (the record)
  *   PREFIX:{NAME}:meta      hash: v (version), inc, live (0 after a drop)
  *   PREFIX:{NAME}:idem:KEY  the version an idempotency key made (TTL)
+ *   PREFIX:{NAME}:snaps     the scene's snapshots (pd_redis_snapshot.h; the
+ *                           meta hash's "snap" and "snaps" name them)
  *   PREFIX:seq              the global sequence: replay merges the scenes'
  *                           streams in the order the changes were served
  *   PREFIX:scenes           set of the scene names that have a stream
@@ -141,5 +143,42 @@ void pd_redis_log_stats(pd_redis_log *rl, pd_redis_log_counters *out);
 
 /* The scene's stream key ("PREFIX:{NAME}:log") into buf. */
 void pd_redis_log_stream_key(const pd_redis_log *rl, const char *scene, char *buf, size_t len);
+
+/* ---- hooks for the snapshots in Redis (pd_redis_snapshot.h) --------------- */
+
+struct redisReply;
+
+/* The keys' prefix (opts.prefix). */
+const char *pd_redis_log_prefix(const pd_redis_log *rl);
+/* One command on the log's connection (taking its turn with appends and
+ * tails; connecting first when needed). The reply, never an error reply,
+ * or NULL with the reason in err: *io 1 when Redis could not be reached
+ * (retryable), 0 when it answered an error (the text in err). */
+struct redisReply *pd_redis_log_command(pd_redis_log *rl, int argc, const char **argv, const size_t *argvlen,
+                                        int *io, char *err, size_t errlen);
+/* What the snapshots (pd_redis_snapshot.h) do at the log's points, each
+ * with `user`. A table rather than calls, so the log does not depend on
+ * the snapshots' file (which depends on it). */
+typedef struct pd_redis_log_hooks {
+    void (*note)(void *user, const pd_journal_record *rec);    /* after an append */
+    int (*due)(void *user);                                     /* wants_compaction */
+    int (*write_due)(void *user, pd_registry *r, char *err, size_t errlen);   /* snapshot */
+    /* replay: where scene starts (applied with rp; from: "(ID"), 0 or -1 */
+    int (*start)(void *user, pd_journal_replayer *rp, const char *scene, char *from, size_t fromlen, char *err,
+                 size_t errlen);
+    int (*after_replay)(void *user, char *err, size_t errlen);
+    void *(*reload_begin)(void *user, pd_registry *r, const pd_scene_set *set);   /* NULL: out of memory */
+    void (*reload_end)(void *user, pd_registry *r, void *state);
+    uint64_t (*bytes)(void *user);                              /* sizes' snapshot bytes */
+    void (*destroy)(void *user);                                /* at the log's destroy */
+} pd_redis_log_hooks;
+/* Attaches snapshots (before replay; the log then destroys them): replay
+ * starts each scene where they say and reads its stream after it, appends
+ * note when one is due, the store's compaction (pd_changelog_ops.snapshot)
+ * writes them and trims, a reload goes through them. */
+void pd_redis_log_set_snapshots(pd_redis_log *rl, const pd_redis_log_hooks *hooks, void *user);
+/* Makes the log refuse every later change, saying why (a reload's record
+ * it did not take: what is served is past the log). */
+void pd_redis_log_fail(pd_redis_log *rl, const char *why);
 
 #endif

@@ -139,16 +139,32 @@ static inline void redis_srv_stop(redis_srv *s, int sig)
     }
 }
 
+/* A new directory of the test's own under /tmp (pathd's data_dir beside
+ * the Redis log), named after tag; out holds at least 64 bytes. */
+static inline void redis_srv_temp_dir(char *out, size_t len, const char *tag)
+{
+    snprintf(out, len, "/tmp/pd_%.32s.XXXXXX", tag);
+    if (!mkdtemp(out))
+        fail_msg("mkdtemp %s failed", out);
+}
+
+/* Removes a directory and what it holds: 0, or -1. */
+static inline int redis_srv_rm_dir(const char *dir)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
 /* Stops it and removes its directory: 0, or -1. */
 static inline int redis_srv_remove(redis_srv *s)
 {
     redis_srv_stop(s, SIGTERM);
     if (!s->dir[0])
         return 0;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s->dir);
+    int rc = redis_srv_rm_dir(s->dir);
     s->dir[0] = '\0';
-    return system(cmd) == 0 ? 0 : -1;
+    return rc;
 }
 
 #endif

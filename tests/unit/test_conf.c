@@ -380,18 +380,25 @@ static void test_log_keys(void **state)
     assert_int_equal(c.log.timeout_ms, 2000);
     assert_string_equal(c.log.prefix, "pathd");
     assert_int_equal(c.log.dedup_ttl_s, 86400);
+    assert_int_equal(c.log.snapshot_every, 1000);
+    assert_int_equal(c.log.snapshot_keep, 3);
+    assert_int_equal(c.log.snapshot_max_bytes, 256u << 20);
     pd_conf_free(&c);
     assert_int_equal(load("{\"log\": {\"redis\": \"127.0.0.1:6379\"}}", &c, err, sizeof err), 0);
     assert_string_equal(c.log.redis_host, "127.0.0.1");
     assert_int_equal(c.log.redis_port, 6379);
     pd_conf_free(&c);
     assert_int_equal(load("{\"log\": {\"redis\": \"redis-1.internal:7000\", \"timeout_ms\": 100, "
-                          "\"prefix\": \"game_eu.1\", \"dedup_ttl_s\": 60}}", &c, err, sizeof err), 0);
+                          "\"prefix\": \"game_eu.1\", \"dedup_ttl_s\": 60, \"snapshot_every\": 7, "
+                          "\"snapshot_keep\": 1, \"snapshot_max_bytes\": 1024}}", &c, err, sizeof err), 0);
     assert_string_equal(c.log.redis_host, "redis-1.internal");
     assert_int_equal(c.log.redis_port, 7000);
     assert_int_equal(c.log.timeout_ms, 100);
     assert_string_equal(c.log.prefix, "game_eu.1");
     assert_int_equal(c.log.dedup_ttl_s, 60);
+    assert_int_equal(c.log.snapshot_every, 7);
+    assert_int_equal(c.log.snapshot_keep, 1);
+    assert_int_equal(c.log.snapshot_max_bytes, 1024);
     pd_conf_free(&c);
     assert_int_equal(load("{\"log\": {\"redis\": \"[::1]:6380\"}}", &c, err, sizeof err), 0);
     assert_string_equal(c.log.redis_host, "::1");
@@ -428,6 +435,12 @@ static void test_log_keys(void **state)
           "t.json: $.log.prefix: \"a{b}\": only [A-Za-z0-9_.-]" },
         { "{\"log\": {\"redis\": \"h:1\", \"dedup_ttl_s\": 0}}",
           "t.json: $.log.dedup_ttl_s: must be in 1..31536000" },
+        { "{\"log\": {\"redis\": \"h:1\", \"snapshot_every\": 0}}",
+          "t.json: $.log.snapshot_every: must be in 1..1000000000" },
+        { "{\"log\": {\"redis\": \"h:1\", \"snapshot_keep\": 101}}",
+          "t.json: $.log.snapshot_keep: must be in 1..100" },
+        { "{\"log\": {\"redis\": \"h:1\", \"snapshot_max_bytes\": 1023}}",
+          "t.json: $.log.snapshot_max_bytes: must be in 1024..536870912" },
         { "{\"log\": {\"redis\": \"h:1\", \"db\": 2}}",
           "t.json: $.log.db: unknown key" },
     };

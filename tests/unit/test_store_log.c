@@ -545,44 +545,6 @@ static void test_refused_record_is_not_served(void **state)
     mem_free(&m);
 }
 
-/* An open SIDE x SIDE ASCII map, its first `blocked` cells walls. */
-static void town_map(char buf[(SIDE + 1) * SIDE + 1], int blocked)
-{
-    char *p = buf;
-    for (int y = 0; y < SIDE; y++) {
-        for (int x = 0; x < SIDE; x++)
-            *p++ = y * SIDE + x < blocked ? '#' : '.';
-        *p++ = '\n';
-    }
-    *p = '\0';
-}
-
-/* The config of a temporary directory: scene "town" from town.txt. */
-static void town_conf(const char *dir, const char *map, pd_conf *c)
-{
-    char path[160], err[256] = "";
-    snprintf(path, sizeof path, "%s/town.txt", dir);
-    FILE *fp = fopen(path, "wb");
-    assert_non_null(fp);
-    assert_int_equal(fwrite(map, 1, strlen(map), fp), strlen(map));
-    assert_int_equal(fclose(fp), 0);
-    const char *json = "{\"scenes\": [{\"name\": \"town\", \"map\": \"town.txt\", \"format\": \"ascii\"}]}";
-    if (pd_conf_load_buffer(json, strlen(json), "test", dir, c, err, sizeof err) != 0)
-        fail_msg("config: %s", err);
-}
-
-/* A reload through the store, as the server makes one. */
-static void store_reload(pd_store *st, const pd_conf *c)
-{
-    char err[256] = "";
-    pd_scene_set *set = pd_registry_prepare_reload(pd_store_registry(st), c, err, sizeof err);
-    if (!set)
-        fail_msg("prepare: %s", err);
-    void *rl = pd_store_reload_begin(st, set);
-    assert_int_equal(pd_registry_publish(pd_store_registry(st), set), 0);
-    pd_store_reload_end(st, rl);
-}
-
 /* Reloads through the second log: one that keeps the config scene (its
  * map unchanged) records nothing and its updates replay on; one that
  * builds it anew from a changed map leaves a log that replays, over the

@@ -1,0 +1,927 @@
+/*
+ * pd_redis_snapshot.c - scene snapshots in Redis and the streams' trim
+ * (see pd_redis_snapshot.h for the keys, the FUNCTION and who writes).
+ * Commands run on the change log's own connection
+ * (pd_redis_log_command), so a reconnect there serves both.
+ */
+#include "pd_redis_snapshot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* pathd_snapshot: KEYS: stream, meta, snaps. ARGV: the version, how many
+ * to keep, the record. Answers {status, id, oldest kept, g of the entry}: OK, HAVE
+ * (that id or a newer one is the newest already), GONE (no live
+ * incarnation), NOENTRY (the stream has no entry INC-V: not a version the
+ * log made, or trimmed). pathd_dropped (same keys; ARGV unused): a scene
+ * dropped and not made again has its stream trimmed to the drop's entry
+ * and its snapshots forgotten; answers OK, or LIVE when it is served. */
+static const char PD__SNAP_LIBRARY[] =
+    "#!lua name=pathd_snap\n"
+    "local function older(a, b)\n"
+    "  local ai, av = string.match(a, '(%d+)-(%d+)')\n"
+    "  local bi, bv = string.match(b, '(%d+)-(%d+)')\n"
+    "  ai, av, bi, bv = tonumber(ai), tonumber(av), tonumber(bi), tonumber(bv)\n"
+    "  return ai < bi or (ai == bi and av < bv)\n"
+    "end\n"
+    "local function snapshot(keys, args)\n"
+    "  local stream, meta, snaps = keys[1], keys[2], keys[3]\n"
+    "  local v, keep, record = tonumber(args[1]), tonumber(args[2]), args[3]\n"
+    "  local m = redis.call('HMGET', meta, 'inc', 'live', 'snaps')\n"
+    "  if m[2] ~= '1' then return {'GONE', '', '', ''} end\n"
+    "  local id = string.format('%d-%d', tonumber(m[1]) or 0, v)\n"
+    "  local list = {}\n"
+    "  for s in string.gmatch(m[3] or '', '%S+') do table.insert(list, s) end\n"
+    "  local e = redis.call('XRANGE', stream, id, id)\n"
+    "  if #e == 0 then return {'NOENTRY', id, '', ''} end\n"
+    "  local g = ''\n"
+    "  for i = 1, #e[1][2], 2 do if e[1][2][i] == 'g' then g = e[1][2][i + 1] end end\n"
+    "  if #list > 0 and not older(list[#list], id) then return {'HAVE', id, list[1], g} end\n"
+    "  redis.call('HSET', snaps, id, record)\n"
+    "  table.insert(list, id)\n"
+    "  while #list > keep do redis.call('HDEL', snaps, table.remove(list, 1)) end\n"
+    "  redis.call('HSET', meta, 'snap', id, 'snaps', table.concat(list, ' '))\n"
+    "  -- every version below the oldest kept snapshot is covered by it\n"
+    "  redis.call('XTRIM', stream, 'MINID', list[1])\n"
+    "  return {'OK', id, list[1], g}\n"
+    "end\n"
+    "redis.register_function('pathd_snapshot', snapshot)\n"
+    "local function dropped(keys, args)\n"
+    "  local stream, meta, snaps = keys[1], keys[2], keys[3]\n"
+    "  local m = redis.call('HMGET', meta, 'inc', 'live')\n"
+    "  if m[2] ~= '0' then return 'LIVE' end\n"
+    "  -- the drop's entry INC-0 ends the history: what came before it\n"
+    "  -- replays to nothing (a name not served stays unserved)\n"
+    "  redis.call('XTRIM', stream, 'MINID', string.format('%d-0', tonumber(m[1]) or 0))\n"
+    "  redis.call('DEL', snaps)\n"
+    "  redis.call('HDEL', meta, 'snap', 'snaps')\n"
+    "  return 'OK'\n"
+    "end\n"
+    "redis.register_function('pathd_dropped', dropped)\n";
+
+/* Scenes noted at once before a write (one noted while the list is full
+ * waits for its next due version). */
+#define PD__SNAP_PENDING_MAX 256
+/* Scenes a too-big warning is remembered for (logged once each). */
+#define PD__SNAP_WARNED_MAX 64
+/* Reads of a snapshot whose id a writer forgot between the two commands. */
+#define PD__SNAP_FETCH_TRIES 3
+/* The local cache's files: magic, u8 id length, id, u64 g (little-endian),
+ * then the SCENE record framed as the journal frames it (length, crc32,
+ * payload), so a torn or damaged file is told by its checksum. */
+#define PD__CACHE_MAGIC "pathdR1\n"
+#define PD__CACHE_MAGIC_BYTES 8u
+#define PD__CACHE_SUBDIR "redis-cache"
+/* A cache file's path: the directory, '/', the name in hex, a suffix. */
+#define PD__CACHE_PATH_MAX (PD_CONF_MAX_DATA_DIR + sizeof PD__CACHE_SUBDIR + 2 * PD_CONF_MAX_NAME + 16)
+
+struct pd_redis_snap {
+    pd_redis_log *rl;
+    pd_redis_snap_opts o;
+    char prefix[64];
+    pthread_mutex_t lock;         /* pending and warned */
+    char (*pending)[PD_CONF_MAX_NAME];
+    size_t n_pending;
+    char (*warned)[PD_CONF_MAX_NAME];
+    size_t n_warned;
+    atomic_int n_due;             /* n_pending, read without the lock */
+    atomic_uint_fast64_t bytes;
+    char cache[PD_CONF_MAX_DATA_DIR + sizeof PD__CACHE_SUBDIR + 1];  /* "" or DIR/redis-cache */
+    int cache_lock_fd;            /* DIR/redis-cache/lock, flock'ed; -1 without a cache */
+    atomic_uint_fast64_t from_cache, from_redis;   /* scenes replay started from each */
+};
+
+/* The cache directory (made, one level each) and its lock: one pathd per
+ * data_dir. 0, or -1 with err. */
+static int pd__cache_open(pd_redis_snap *sn, const char *dir, char *err, size_t errlen)
+{
+    if (strlen(dir) >= PD_CONF_MAX_DATA_DIR) {
+        snprintf(err, errlen, "Redis log cache: the directory name is too long");
+        return -1;
+    }
+    snprintf(sn->cache, sizeof sn->cache, "%s/%s", dir, PD__CACHE_SUBDIR);
+    char lock[sizeof sn->cache + 8];
+    snprintf(lock, sizeof lock, "%s/lock", sn->cache);
+    if ((mkdir(dir, 0755) != 0 && errno != EEXIST) || (mkdir(sn->cache, 0755) != 0 && errno != EEXIST) ||
+        (sn->cache_lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+        snprintf(err, errlen, "Redis log cache %s: %s", sn->cache, strerror(errno));
+        return -1;
+    }
+    if (flock(sn->cache_lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(err, errlen, "Redis log cache %s: another pathd uses it (%s)", sn->cache, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+pd_redis_snap *pd_redis_snap_create(pd_redis_log *rl, const pd_redis_snap_opts *o, char *err, size_t errlen)
+{
+    if (!rl || o->every == 0 || o->keep == 0 || o->max_bytes == 0) {
+        snprintf(err, errlen, "Redis snapshots: a log, an interval, a count to keep and a size bound are needed");
+        return NULL;
+    }
+    pd_redis_snap *sn = calloc(1, sizeof *sn);
+    if (sn) {
+        sn->pending = calloc(PD__SNAP_PENDING_MAX, sizeof *sn->pending);
+        sn->warned = calloc(PD__SNAP_WARNED_MAX, sizeof *sn->warned);
+    }
+    if (!sn || !sn->pending || !sn->warned) {
+        if (sn) {
+            free(sn->pending);
+            free(sn->warned);
+        }
+        free(sn);
+        snprintf(err, errlen, "Redis snapshots: out of memory");
+        return NULL;
+    }
+    sn->rl = rl;
+    sn->o = *o;
+    sn->cache_lock_fd = -1;
+    snprintf(sn->prefix, sizeof sn->prefix, "%s", pd_redis_log_prefix(rl));
+    pthread_mutex_init(&sn->lock, NULL);
+    if (o->cache_dir && o->cache_dir[0] && pd__cache_open(sn, o->cache_dir, err, errlen) != 0) {
+        pd_redis_snap_destroy(sn);
+        return NULL;
+    }
+    return sn;
+}
+
+void pd_redis_snap_destroy(pd_redis_snap *sn)
+{
+    if (!sn)
+        return;
+    pthread_mutex_destroy(&sn->lock);
+    if (sn->cache_lock_fd >= 0)
+        close(sn->cache_lock_fd); /* lets go of the flock */
+    free(sn->pending);
+    free(sn->warned);
+    free(sn);
+}
+
+pd_changelog pd_redis_log_open_with_snapshots(const pd_redis_log_opts *lo, const pd_redis_snap_opts *so, char *err,
+                                              size_t errlen)
+{
+    pd_redis_log *rl = pd_redis_log_create(lo, err, errlen);
+    pd_redis_snap *sn = rl ? pd_redis_snap_create(rl, so, err, errlen) : NULL;
+    if (!sn) {
+        pd_redis_log_destroy(rl);
+        return pd_redis_changelog(NULL);
+    }
+    pd_redis_snap_attach(sn);
+    return pd_redis_changelog(rl);
+}
+
+/* ---- what is due -------------------------------------------------------------- */
+
+/* Adds name to a list of names (lock held) unless it is there or full.
+ * 1 when added. */
+static int pd__list_add(char (*list)[PD_CONF_MAX_NAME], size_t *n, size_t cap, const char *name)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp(list[i], name) == 0)
+            return 0;
+    if (*n == cap)
+        return 0;
+    snprintf(list[(*n)++], PD_CONF_MAX_NAME, "%s", name);
+    return 1;
+}
+
+/* Scene `name` waits for its snapshot (or, dropped, its trim). */
+static void pd__note_name(pd_redis_snap *sn, const char *name)
+{
+    pthread_mutex_lock(&sn->lock);
+    pd__list_add(sn->pending, &sn->n_pending, PD__SNAP_PENDING_MAX, name);
+    atomic_store(&sn->n_due, (int)sn->n_pending);
+    pthread_mutex_unlock(&sn->lock);
+}
+
+void pd_redis_snap_note(pd_redis_snap *sn, const pd_journal_record *rec)
+{
+    int due = rec->type == PD_JOURNAL_INSTANCE || rec->type == PD_JOURNAL_DROP ||
+              (rec->type == PD_JOURNAL_UPDATE && rec->version % sn->o.every == 0);
+    if (due)
+        pd__note_name(sn, rec->scene);
+}
+
+int pd_redis_snap_due(pd_redis_snap *sn)
+{
+    return atomic_load(&sn->n_due) > 0;
+}
+
+/* ---- the local cache ------------------------------------------------------------ */
+
+static void pd__cache_path(const pd_redis_snap *sn, const char *scene, const char *suffix, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "%s/", sn->cache);
+    for (const unsigned char *p = (const unsigned char *)scene; *p && n + 3 < len; p++)
+        n += (size_t)snprintf(buf + n, len - n, "%02x", *p);
+    snprintf(buf + n, len - n, "%s", suffix);
+}
+
+static int pd__write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* The scene's cache file, replaced whole (tmp, fdatasync, rename, fsync of
+ * the directory): a crash leaves the old file or the new one. 0, or -1
+ * with err. */
+static int pd__cache_write(pd_redis_snap *sn, const char *scene, const char *id, uint64_t g, const uint8_t *framed,
+                           size_t len, char *err, size_t errlen)
+{
+    char path[PD__CACHE_PATH_MAX], tmp[PD__CACHE_PATH_MAX];
+    pd__cache_path(sn, scene, "", path, sizeof path);
+    pd__cache_path(sn, scene, ".tmp", tmp, sizeof tmp);
+    uint8_t head[PD__CACHE_MAGIC_BYTES + 1 + 64 + 8];
+    size_t idlen = strlen(id), n = PD__CACHE_MAGIC_BYTES;
+    if (idlen >= 64) {
+        snprintf(err, errlen, "Redis log cache: entry id %s too long", id);
+        return -1;
+    }
+    memcpy(head, PD__CACHE_MAGIC, PD__CACHE_MAGIC_BYTES);
+    head[n++] = (uint8_t)idlen;
+    memcpy(head + n, id, idlen);
+    n += idlen;
+    for (int i = 0; i < 8; i++)
+        head[n++] = (uint8_t)(g >> (8 * i));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int ok = fd >= 0 && pd__write_all(fd, head, n) == 0 && pd__write_all(fd, framed, len) == 0 && fdatasync(fd) == 0;
+    int saved = errno;
+    if (fd >= 0)
+        close(fd);
+    if (ok && rename(tmp, path) != 0) {
+        saved = errno;
+        ok = 0;
+    }
+    if (!ok) {
+        unlink(tmp);
+        snprintf(err, errlen, "Redis log cache %s: %s", path, strerror(saved));
+        return -1;
+    }
+    int dfd = open(sn->cache, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+}
+
+typedef struct pd__cache_read {
+    pd_journal_record *rec;
+    int decoded;
+    char why[128];
+} pd__cache_read;
+
+static int pd__cache_record(void *user, const uint8_t *payload, size_t len, size_t offset)
+{
+    (void)offset;
+    pd__cache_read *cr = user;
+    cr->decoded = pd_journal_decode(payload, len, cr->rec, cr->why, sizeof cr->why) == 0;
+    return 1; /* one record */
+}
+
+/* The scene's cached record with its entry id and g: 0, or 1 when there is
+ * none or it cannot be read (why says which; the caller goes to Redis). */
+static int pd__cache_read_scene(pd_redis_snap *sn, const char *scene, pd_journal_record *rec, char *id, size_t idlen,
+                                uint64_t *g, char *why, size_t whylen)
+{
+    char path[PD__CACHE_PATH_MAX];
+    pd__cache_path(sn, scene, "", path, sizeof path);
+    snprintf(why, whylen, "no local cache");
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 1;
+    struct stat st;
+    uint8_t *buf = NULL;
+    size_t size = 0;
+    if (fstat(fileno(f), &st) == 0 && st.st_size > 0 &&
+        (uint64_t)st.st_size <= sn->o.max_bytes + PD__CACHE_MAGIC_BYTES + 80 &&
+        (buf = malloc((size_t)st.st_size)) != NULL && fread(buf, 1, (size_t)st.st_size, f) == (size_t)st.st_size)
+        size = (size_t)st.st_size;
+    fclose(f);
+    size_t n = PD__CACHE_MAGIC_BYTES + 1;
+    int rc = 1;
+    snprintf(why, whylen, "the local cache file %s cannot be read", path);
+    if (size > n && memcmp(buf, PD__CACHE_MAGIC, PD__CACHE_MAGIC_BYTES) == 0 && buf[n - 1] < idlen &&
+        size > n + buf[n - 1] + 8) {
+        size_t il = buf[n - 1];
+        memcpy(id, buf + n, il);
+        id[il] = '\0';
+        n += il;
+        *g = 0;
+        for (int i = 0; i < 8; i++)
+            *g |= (uint64_t)buf[n + (size_t)i] << (8 * i);
+        n += 8;
+        pd__cache_read cr = { .rec = rec };
+        pd_journal_scan_result res;
+        pd_journal_scan(buf + n, size - n, pd__cache_record, &cr, &res);
+        if (cr.decoded && rec->type == PD_JOURNAL_SCENE && strcmp(rec->scene, scene) == 0)
+            rc = 0;
+        else if (cr.decoded)
+            pd_journal_record_free(rec);
+    }
+    free(buf);
+    return rc;
+}
+
+/* ---- writing -------------------------------------------------------------------- */
+
+/* FCALL pathd_snapshot, loading the library once when Redis does not have
+ * it (first use, or a Redis restarted without its data). */
+static redisReply *pd__fcall(pd_redis_snap *sn, const char *fn, const char *scene, uint64_t version,
+                             const uint8_t *payload, size_t len, char *err, size_t errlen)
+{
+    char stream[320], meta[320], snaps[320], v[24], keep[16];
+    pd_redis_log_stream_key(sn->rl, scene, stream, sizeof stream);
+    snprintf(meta, sizeof meta, "%s:{%s}:meta", sn->prefix, scene);
+    snprintf(snaps, sizeof snaps, "%s:{%s}:snaps", sn->prefix, scene);
+    snprintf(v, sizeof v, "%" PRIu64, version);
+    snprintf(keep, sizeof keep, "%" PRIu32, sn->o.keep);
+    const char *argv[] = { "FCALL", fn, "3", stream, meta, snaps, v, keep, payload ? (const char *)payload : "" };
+    size_t argvlen[9];
+    for (int i = 0; i < 8; i++)
+        argvlen[i] = strlen(argv[i]);
+    argvlen[8] = payload ? len : 0;
+    for (int attempt = 0;; attempt++) {
+        int io;
+        redisReply *r = pd_redis_log_command(sn->rl, 9, argv, argvlen, &io, err, errlen);
+        if (r || io || attempt > 0 || !strstr(err, "Function not found"))
+            return r;
+        const char *load[] = { "FUNCTION", "LOAD", "REPLACE", PD__SNAP_LIBRARY };
+        const size_t loadlen[] = { 8, 4, 7, sizeof PD__SNAP_LIBRARY - 1 };
+        redisReply *l = pd_redis_log_command(sn->rl, 4, load, loadlen, &io, err, errlen);
+        if (!l)
+            return NULL;
+        freeReplyObject(l);
+    }
+}
+
+/* Logs once per scene that it is too big to snapshot. */
+static void pd__warn_too_big(pd_redis_snap *sn, const char *scene, size_t len)
+{
+    pthread_mutex_lock(&sn->lock);
+    int first = pd__list_add(sn->warned, &sn->n_warned, PD__SNAP_WARNED_MAX, scene);
+    pthread_mutex_unlock(&sn->lock);
+    if (first && sn->o.warn) {
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "Redis log: scene '%s' is not snapshotted: its record is %zu bytes, more than "
+                 "log.snapshot_max_bytes %" PRIu64 "; its stream is not trimmed",
+                 scene, len, sn->o.max_bytes);
+        sn->o.warn(sn->o.warn_user, msg);
+    }
+}
+
+int pd_redis_snap_write(pd_redis_snap *sn, const pd_scene *s, pd_redis_snap_outcome *out, char *err,
+                        size_t errlen)
+{
+    pd_journal_record rec;
+    uint8_t *framed = NULL;
+    size_t len = 0;
+    if (pd_journal_scene_record(s, &rec) != 0) {
+        snprintf(err, errlen, "Redis snapshot of '%s': out of memory", s->name);
+        return -1;
+    }
+    int enc = pd_journal_encode(&rec, &framed, &len);
+    pd_journal_record_free(&rec);
+    if (enc != 0) {
+        snprintf(err, errlen, "Redis snapshot of '%s': the record cannot be encoded", s->name);
+        return -1;
+    }
+    size_t plen = len - PD_JOURNAL_HEADER_BYTES;
+    if (plen > sn->o.max_bytes) {
+        free(framed);
+        pd__warn_too_big(sn, s->name, plen);
+        *out = PD_REDIS_SNAP_TOO_BIG;
+        return 0;
+    }
+    redisReply *r =
+        pd__fcall(sn, "pathd_snapshot", s->name, s->version, framed + PD_JOURNAL_HEADER_BYTES, plen, err, errlen);
+    int rc = 0;
+    if (!r) {
+        rc = -1;
+    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 || r->element[0]->type != REDIS_REPLY_STRING ||
+               r->element[1]->type != REDIS_REPLY_STRING || r->element[3]->type != REDIS_REPLY_STRING) {
+        snprintf(err, errlen, "Redis snapshot of '%s': pathd_snapshot answered something else", s->name);
+        rc = -1;
+    } else if (strcmp(r->element[0]->str, "OK") == 0 || strcmp(r->element[0]->str, "HAVE") == 0) {
+        *out = r->element[0]->str[0] == 'O' ? PD_REDIS_SNAP_WRITTEN : PD_REDIS_SNAP_HELD;
+        if (*out == PD_REDIS_SNAP_WRITTEN)
+            atomic_fetch_add(&sn->bytes, plen);
+        /* The same record, at the entry the log holds, is this replica's
+         * local cache: a restart reads only the stream after it. */
+        if (sn->cache[0])
+            rc = pd__cache_write(sn, s->name, r->element[1]->str, strtoull(r->element[3]->str, NULL, 10), framed,
+                                 len, err, errlen);
+    } else {
+        *out = PD_REDIS_SNAP_NOT_IN_LOG;
+    }
+    free(framed);
+    if (r)
+        freeReplyObject(r);
+    return rc;
+}
+
+/* A dropped scene's stream trimmed to its drop, its snapshots and local
+ * cache forgotten (a name served again is left alone). 0, or -1 with err. */
+static int pd__trim_dropped(pd_redis_snap *sn, const char *scene, char *err, size_t errlen)
+{
+    redisReply *r = pd__fcall(sn, "pathd_dropped", scene, 0, NULL, 0, err, errlen);
+    if (!r)
+        return -1;
+    int gone = r->type == REDIS_REPLY_STRING && strcmp(r->str, "OK") == 0;
+    freeReplyObject(r);
+    if (gone && sn->cache[0]) {
+        char path[PD__CACHE_PATH_MAX];
+        pd__cache_path(sn, scene, "", path, sizeof path);
+        unlink(path);
+    }
+    return 0;
+}
+
+int pd_redis_snap_write_due(pd_redis_snap *sn, pd_registry *r, char *err, size_t errlen)
+{
+    /* The list is taken whole: notes made meanwhile wait for the next call. */
+    pthread_mutex_lock(&sn->lock);
+    size_t n = sn->n_pending;
+    char (*names)[PD_CONF_MAX_NAME] = n ? malloc(n * sizeof *names) : NULL;
+    if (names) {
+        memcpy(names, sn->pending, n * sizeof *names);
+        sn->n_pending = 0;
+        atomic_store(&sn->n_due, 0);
+    }
+    pthread_mutex_unlock(&sn->lock);
+    if (n && !names) {
+        snprintf(err, errlen, "Redis snapshots: out of memory");
+        return -1;
+    }
+    int rc = 0;
+    size_t i = 0;
+    for (; i < n && rc == 0; i++) {
+        pd_scene *s = pd_registry_acquire(r, names[i]);
+        pd_redis_snap_outcome out;
+        rc = s ? pd_redis_snap_write(sn, s, &out, err, errlen) : pd__trim_dropped(sn, names[i], err, errlen);
+        pd_scene_release(s);
+    }
+    /* A failure leaves the one that failed and the rest due again. */
+    if (rc != 0) {
+        pthread_mutex_lock(&sn->lock);
+        for (size_t k = i - 1; k < n; k++)
+            pd__list_add(sn->pending, &sn->n_pending, PD__SNAP_PENDING_MAX, names[k]);
+        atomic_store(&sn->n_due, (int)sn->n_pending);
+        pthread_mutex_unlock(&sn->lock);
+    }
+    free(names);
+    return rc;
+}
+
+/* ---- reloads ------------------------------------------------------------------------ */
+
+struct pd_redis_snap_reload {
+    pd_scene **fresh;             /* the set's scenes built anew, retained */
+    size_t n_fresh;
+    pd_scene **before;            /* what was served before the publish */
+    size_t n_before;
+};
+
+void *pd_redis_snap_reload_begin(pd_redis_snap *sn, pd_registry *r, const pd_scene_set *set)
+{
+    (void)sn;
+    size_t n = 0;
+    pd_scene *const *scenes = pd_scene_set_scenes(set, &n);
+    pd_redis_snap_reload *st = calloc(1, sizeof *st);
+    if (!st || (n && !(st->fresh = calloc(n, sizeof *st->fresh)))) {
+        free(st);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!pd_scene_set_kept(set, i)) {
+            pd_scene_retain(scenes[i]);
+            st->fresh[st->n_fresh++] = scenes[i];
+        }
+    st->n_before = pd_registry_list(r, &st->before);
+    return st;
+}
+
+/* One reload record appended (RESET: next version; DROP: the incarnation
+ * ends). A DROP of a scene the log has no live record of (a config scene
+ * never changed) has nothing to end. 0, or -1 with why. */
+static int pd__reload_append(pd_redis_snap *sn, pd_journal_type type, const char *scene, uint64_t version,
+                             char *why, size_t whylen)
+{
+    pd_journal_record rec = { .type = type, .version = version };
+    snprintf(rec.scene, sizeof rec.scene, "%s", scene);
+    uint8_t *framed = NULL;
+    size_t len = 0;
+    if (pd_journal_encode(&rec, &framed, &len) != 0) {
+        snprintf(why, whylen, "out of memory recording a reload");
+        return -1;
+    }
+    const pd_redis_append a = { .scene = scene,
+                                .op = type == PD_JOURNAL_DROP ? PD_REDIS_DROP : PD_REDIS_NEXT,
+                                .has_expected = 1,
+                                .expected = type == PD_JOURNAL_DROP ? version : version - 1,
+                                .payload = framed + PD_JOURNAL_HEADER_BYTES,
+                                .len = len - PD_JOURNAL_HEADER_BYTES };
+    pd_redis_append_result res;
+    pd_status st = pd_redis_log_append(sn->rl, &a, &res);
+    free(framed);
+    if ((st == PD_OK && res.version == version && !res.duplicate) ||
+        (type == PD_JOURNAL_DROP && st == PD_UNKNOWN_SCENE))
+        return 0;
+    snprintf(why, whylen, "a reload's %s of scene '%s' (version %" PRIu64 ") was not taken: %.120s",
+             type == PD_JOURNAL_DROP ? "DROP" : "RESET", scene, version,
+             st == PD_OK ? "the log made another version" : res.message);
+    return -1;
+}
+
+void pd_redis_snap_reload_end(pd_redis_snap *sn, pd_registry *r, void *state)
+{
+    pd_redis_snap_reload *st = state;
+    char why[256] = "";
+    int rc = 0;
+    /* Config scenes built anew: RESET (the config's definition at the
+     * version it now has), then a snapshot at once, so a replica starting
+     * later reads the map as served, not the history made on the old one. */
+    uint64_t *replaced = st->n_fresh ? calloc(st->n_fresh, sizeof *replaced) : NULL;
+    size_t n_replaced = 0;
+    for (size_t i = 0; i < st->n_fresh && rc == 0; i++) {
+        pd_scene *now = pd_registry_acquire(r, st->fresh[i]->name);
+        if (now == st->fresh[i] && (rc = pd__reload_append(sn, PD_JOURNAL_RESET, now->name, now->version, why,
+                                                          sizeof why)) == 0)
+            pd__note_name(sn, now->name);
+        pd_scene_release(now);
+        for (size_t k = 0; replaced && k < st->n_before; k++)
+            if (strcmp(st->before[k]->name, st->fresh[i]->name) == 0 && st->before[k] != st->fresh[i])
+                replaced[n_replaced++] = st->before[k]->lineage;
+    }
+    if (st->n_fresh && !replaced && rc == 0) {
+        snprintf(why, sizeof why, "out of memory recording a reload");
+        rc = -1;
+    }
+    /* Instances of a config scene it replaced: their INSTANCE records name
+     * a version of the old map, so they are snapshotted too. */
+    pd_scene **served = NULL;
+    size_t n_served = rc == 0 ? pd_registry_list(r, &served) : 0;
+    for (size_t i = 0; i < n_served; i++)
+        for (size_t k = 0; served[i]->runtime && k < n_replaced; k++)
+            if (served[i]->template_lineage == replaced[k])
+                pd__note_name(sn, served[i]->name);
+    pd_registry_release_list(served, n_served);
+    free(replaced);
+    /* Scenes no longer served: DROP (their history is then trimmed). */
+    for (size_t i = 0; i < st->n_before && rc == 0; i++) {
+        pd_scene *now = pd_registry_acquire(r, st->before[i]->name);
+        if (!now && (rc = pd__reload_append(sn, PD_JOURNAL_DROP, st->before[i]->name, st->before[i]->version, why,
+                                            sizeof why)) == 0)
+            pd__note_name(sn, st->before[i]->name);
+        pd_scene_release(now);
+    }
+    /* Already published: a record the log did not take leaves the log
+     * behind what is served, which only a restart (a replay) mends. */
+    if (rc != 0) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s; restart pathd to replay the log", why);
+        pd_redis_log_fail(sn->rl, msg);
+    }
+    pd_registry_release_list(st->fresh, st->n_fresh);
+    pd_registry_release_list(st->before, st->n_before);
+    free(st);
+}
+
+/* ---- reading ---------------------------------------------------------------------- */
+
+/* HGET key field: the reply (a string or nil), or NULL with err. */
+static redisReply *pd__hget(pd_redis_snap *sn, const char *key, const char *field, char *err, size_t errlen)
+{
+    const char *argv[] = { "HGET", key, field };
+    const size_t argvlen[] = { 4, strlen(key), strlen(field) };
+    int io;
+    redisReply *r = pd_redis_log_command(sn->rl, 3, argv, argvlen, &io, err, errlen);
+    if (r && r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL) {
+        snprintf(err, errlen, "HGET %s %s answered something else", key, field);
+        freeReplyObject(r);
+        return NULL;
+    }
+    return r;
+}
+
+int pd_redis_snap_fetch(pd_redis_snap *sn, const char *scene, pd_journal_record *rec, char *id, size_t idlen,
+                        char *err, size_t errlen)
+{
+    char meta[320], snaps[320];
+    snprintf(meta, sizeof meta, "%s:{%s}:meta", sn->prefix, scene);
+    snprintf(snaps, sizeof snaps, "%s:{%s}:snaps", sn->prefix, scene);
+    /* Two commands: a writer may forget the id read between them (it keeps
+     * `keep` of them, so only after as many writes); then read again. */
+    for (int t = 0; t < PD__SNAP_FETCH_TRIES; t++) {
+        redisReply *newest = pd__hget(sn, meta, "snap", err, errlen);
+        if (!newest)
+            return -1;
+        if (newest->type == REDIS_REPLY_NIL || newest->len == 0 || newest->len >= idlen) {
+            freeReplyObject(newest);
+            return 1;
+        }
+        snprintf(id, idlen, "%s", newest->str);
+        freeReplyObject(newest);
+        redisReply *body = pd__hget(sn, snaps, id, err, errlen);
+        if (!body)
+            return -1;
+        if (body->type == REDIS_REPLY_NIL) {
+            freeReplyObject(body);
+            continue;
+        }
+        int rc = pd_journal_decode((const uint8_t *)body->str, body->len, rec, err, errlen);
+        if (rc == 0 && (rec->type != PD_JOURNAL_SCENE || strcmp(rec->scene, scene) != 0)) {
+            pd_journal_record_free(rec);
+            snprintf(err, errlen, "snapshot %s of '%s' is not a SCENE record of it", id, scene);
+            rc = -1;
+        }
+        if (rc == 0)
+            atomic_fetch_add(&sn->bytes, body->len);
+        freeReplyObject(body);
+        return rc == 0 ? 0 : -1;
+    }
+    snprintf(err, errlen, "the snapshots of '%s' changed %d times while being read", scene, PD__SNAP_FETCH_TRIES);
+    return -1;
+}
+
+/* HMGET of the scene's meta: its version, incarnation and whether it is
+ * live; or of its stream's entry `id` (found 0: not there), its g. 0, or
+ * -1 with err. */
+static int pd__log_position(pd_redis_snap *sn, const char *scene, const char *id, uint64_t *v, uint64_t *inc,
+                            int *found, uint64_t *g, char *err, size_t errlen)
+{
+    char meta[320], stream[320];
+    snprintf(meta, sizeof meta, "%s:{%s}:meta", sn->prefix, scene);
+    pd_redis_log_stream_key(sn->rl, scene, stream, sizeof stream);
+    const char *hm[] = { "HMGET", meta, "v", "inc" };
+    const size_t hmlen[] = { 5, strlen(meta), 1, 3 };
+    int io;
+    redisReply *r = pd_redis_log_command(sn->rl, 4, hm, hmlen, &io, err, errlen);
+    if (!r)
+        return -1;
+    *v = *inc = 0;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+        if (r->element[0]->type == REDIS_REPLY_STRING)
+            *v = strtoull(r->element[0]->str, NULL, 10);
+        if (r->element[1]->type == REDIS_REPLY_STRING)
+            *inc = strtoull(r->element[1]->str, NULL, 10);
+    }
+    freeReplyObject(r);
+    const char *xr[] = { "XRANGE", stream, id, id };
+    const size_t xrlen[] = { 6, strlen(stream), strlen(id), strlen(id) };
+    if (!(r = pd_redis_log_command(sn->rl, 4, xr, xrlen, &io, err, errlen)))
+        return -1;
+    *found = 0;
+    *g = 0;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->type == REDIS_REPLY_ARRAY &&
+        r->element[0]->elements == 2) {
+        const redisReply *f = r->element[0]->element[1];
+        *found = 1;
+        for (size_t i = 0; i + 1 < f->elements; i += 2)
+            if (f->element[i]->type == REDIS_REPLY_STRING && strcmp(f->element[i]->str, "g") == 0 &&
+                f->element[i + 1]->type == REDIS_REPLY_STRING)
+                *g = strtoull(f->element[i + 1]->str, NULL, 10);
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
+static void pd__say(pd_redis_snap *sn, const char *fmt, const char *scene, const char *a, uint64_t v, uint64_t inc)
+{
+    if (!sn->o.warn)
+        return;
+    char msg[512];
+    snprintf(msg, sizeof msg, fmt, scene, a, v, inc);
+    sn->o.warn(sn->o.warn_user, msg);
+}
+
+static void pd__started(pd_redis_snap *sn, const char *scene, const char *id, const char *source)
+{
+    if (!sn->o.info)
+        return;
+    char msg[256];
+    snprintf(msg, sizeof msg, "Redis log: scene '%s' starts at entry %s from %s", scene, id, source);
+    sn->o.info(sn->o.warn_user, msg);
+}
+
+/* The local cache of `scene`, when the log still holds the entry it was
+ * taken at, with the same global sequence (the same history): applied,
+ * from set after it, 0. 1 when it is not usable (said when the log went
+ * back), -1 with err. */
+static int pd__start_from_cache(pd_redis_snap *sn, pd_journal_replayer *rp, const char *scene, char *from,
+                                size_t fromlen, char *err, size_t errlen)
+{
+    pd_journal_record rec;
+    char id[64], why[PD__CACHE_PATH_MAX + 64];
+    uint64_t g = 0, v, inc, lg;
+    int found;
+    if (pd__cache_read_scene(sn, scene, &rec, id, sizeof id, &g, why, sizeof why) != 0)
+        return 1;
+    if (pd__log_position(sn, scene, id, &v, &inc, &found, &lg, err, errlen) != 0) {
+        pd_journal_record_free(&rec);
+        return -1;
+    }
+    unsigned long long cinc = strtoull(id, NULL, 10);
+    int usable = found && lg == g;
+    if (!usable && (found || cinc > inc || (cinc == inc && rec.version > v)))
+        /* Newer than the log, or another history under the same id: the
+         * log went back (a failover, a restore). Never served. */
+        pd__say(sn,
+                "Redis log: scene '%s': the local cache (data_dir) holds entry %s, which the log does not "
+                "(the log is at version %" PRIu64 ", incarnation %" PRIu64 "): the log went back; the scene is "
+                "rebuilt from the log",
+                scene, id, v, inc);
+    const char *bad = usable ? pd_journal_replay_one(rp, &rec, why, sizeof why) : NULL;
+    pd_journal_record_free(&rec);
+    if (!usable)
+        return 1; /* trimmed past, or gone back: the log's snapshot */
+    if (bad) {
+        snprintf(err, errlen, "the local cache of scene '%s' does not apply: %s", scene, bad);
+        return -1;
+    }
+    snprintf(from, fromlen, "(%s", id);
+    atomic_fetch_add(&sn->from_cache, 1);
+    pd__started(sn, scene, id, "the local cache");
+    return 0;
+}
+
+int pd_redis_snap_start(pd_redis_snap *sn, pd_journal_replayer *rp, const char *scene, char *from, size_t fromlen,
+                        char *err, size_t errlen)
+{
+    int rc = sn->cache[0] ? pd__start_from_cache(sn, rp, scene, from, fromlen, err, errlen) : 1;
+    if (rc <= 0)
+        return rc;
+    pd_journal_record rec;
+    char id[64], why[256];
+    int got = pd_redis_snap_fetch(sn, scene, &rec, id, sizeof id, err, errlen);
+    if (got != 0)
+        return got < 0 ? -1 : 0;
+    const char *bad = pd_journal_replay_one(rp, &rec, why, sizeof why);
+    pd_journal_record_free(&rec);
+    if (bad) {
+        snprintf(err, errlen, "the snapshot %s of scene '%s' does not apply: %s", id, scene, bad);
+        return -1;
+    }
+    snprintf(from, fromlen, "(%s", id);
+    atomic_fetch_add(&sn->from_redis, 1);
+    pd__started(sn, scene, id, "its snapshot in Redis");
+    return 0;
+}
+
+/* The scene name a cache file's name spells in hex, or -1. */
+static int pd__unhex(const char *file, char *name, size_t len)
+{
+    size_t n = strlen(file);
+    if (n == 0 || n % 2 || n / 2 >= len)
+        return -1;
+    for (size_t i = 0; i < n; i += 2) {
+        unsigned v;
+        if (sscanf(file + i, "%2x", &v) != 1 || v == 0)
+            return -1;
+        name[i / 2] = (char)v;
+    }
+    name[n / 2] = '\0';
+    return 0;
+}
+
+int pd_redis_snap_check_cache(pd_redis_snap *sn, char *err, size_t errlen)
+{
+    if (!sn->cache[0])
+        return 0;
+    DIR *d = opendir(sn->cache);
+    if (!d) {
+        snprintf(err, errlen, "Redis log cache %s: %s", sn->cache, strerror(errno));
+        return -1;
+    }
+    char scenes[96];
+    snprintf(scenes, sizeof scenes, "%s:scenes", sn->prefix);
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
+        char name[PD_CONF_MAX_NAME];
+        if (pd__unhex(e->d_name, name, sizeof name) != 0)
+            continue; /* lock, ".tmp" files, "." */
+        const char *argv[] = { "SISMEMBER", scenes, name };
+        const size_t argvlen[] = { 9, strlen(scenes), strlen(name) };
+        int io;
+        redisReply *r = pd_redis_log_command(sn->rl, 3, argv, argvlen, &io, err, errlen);
+        if (!r) {
+            rc = -1;
+            break;
+        }
+        int known = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+        freeReplyObject(r);
+        if (known)
+            continue;
+        if (sn->o.warn) {
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "Redis log: scene '%s': the local cache (data_dir) holds it, the log has no record of it: "
+                     "the log went back; its cache is removed, the scene is not served",
+                     name);
+            sn->o.warn(sn->o.warn_user, msg);
+        }
+        char path[PD__CACHE_PATH_MAX];
+        pd__cache_path(sn, name, "", path, sizeof path);
+        unlink(path);
+    }
+    closedir(d);
+    return rc;
+}
+
+void pd_redis_snap_starts(pd_redis_snap *sn, uint64_t *from_cache, uint64_t *from_redis)
+{
+    *from_cache = atomic_load(&sn->from_cache);
+    *from_redis = atomic_load(&sn->from_redis);
+}
+
+uint64_t pd_redis_snap_bytes(pd_redis_snap *sn)
+{
+    return atomic_load(&sn->bytes);
+}
+
+/* ---- the log's hooks ------------------------------------------------------------------ */
+
+static void pd__hook_note(void *user, const pd_journal_record *rec)
+{
+    pd_redis_snap_note(user, rec);
+}
+
+static int pd__hook_due(void *user)
+{
+    return pd_redis_snap_due(user);
+}
+
+static int pd__hook_write_due(void *user, pd_registry *r, char *err, size_t errlen)
+{
+    return pd_redis_snap_write_due(user, r, err, errlen);
+}
+
+static int pd__hook_start(void *user, pd_journal_replayer *rp, const char *scene, char *from, size_t fromlen,
+                          char *err, size_t errlen)
+{
+    return pd_redis_snap_start(user, rp, scene, from, fromlen, err, errlen);
+}
+
+static int pd__hook_after_replay(void *user, char *err, size_t errlen)
+{
+    return pd_redis_snap_check_cache(user, err, errlen);
+}
+
+static void *pd__hook_reload_begin(void *user, pd_registry *r, const pd_scene_set *set)
+{
+    return pd_redis_snap_reload_begin(user, r, set);
+}
+
+static void pd__hook_reload_end(void *user, pd_registry *r, void *state)
+{
+    pd_redis_snap_reload_end(user, r, state);
+}
+
+static uint64_t pd__hook_bytes(void *user)
+{
+    return pd_redis_snap_bytes(user);
+}
+
+static void pd__hook_destroy(void *user)
+{
+    pd_redis_snap_destroy(user);
+}
+
+static const pd_redis_log_hooks PD__HOOKS = {
+    .note = pd__hook_note,
+    .due = pd__hook_due,
+    .write_due = pd__hook_write_due,
+    .start = pd__hook_start,
+    .after_replay = pd__hook_after_replay,
+    .reload_begin = pd__hook_reload_begin,
+    .reload_end = pd__hook_reload_end,
+    .bytes = pd__hook_bytes,
+    .destroy = pd__hook_destroy,
+};
+
+void pd_redis_snap_attach(pd_redis_snap *sn)
+{
+    pd_redis_log_set_snapshots(sn->rl, &PD__HOOKS, sn);
+}

@@ -1,0 +1,526 @@
+/*
+ * test_redis_snapshot.c - scene snapshots in Redis and the streams' trim
+ * (pd_redis_snapshot.h), against a real redis-server the test starts on a
+ * loopback port (tests/unit/redis_server.h). After 3N updates with the
+ * store's compaction between them, the scene's K newest snapshots are
+ * kept, the newest is published, the stream holds nothing below the
+ * oldest kept; a fresh store replays from the snapshot plus the stream's
+ * tail only and serves the same scenes cell by cell; a replica whose
+ * position was trimmed is told so by the tail and catches up from the
+ * newest snapshot; an instance made before its template's history was
+ * trimmed still replays; a scene over the size bound is not snapshotted
+ * (said once) and its stream is not trimmed.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+
+#include "open_scene.h"
+#include "pd_journal.h"
+#include "pd_redis_log.h"
+#include "pd_redis_snapshot.h"
+#include "pd_store.h"
+#include "redis_server.h"
+#include "same_scene.h"
+#include "test_rng.h"
+
+/* Each scene is SIDE x SIDE open cells. */
+#define SIDE 24
+#include "store_check.h"
+
+/* Versions between snapshots, and snapshots kept. */
+#define EVERY 5
+#define KEEP 2
+
+/* The redis-server of this file's tests, started before the first and
+ * removed after the last. */
+static redis_srv srv;
+
+static int start_redis(void **state)
+{
+    (void)state;
+    redis_srv_start(&srv);
+    return 0;
+}
+
+static int remove_redis(void **state)
+{
+    (void)state;
+    return redis_srv_remove(&srv);
+}
+
+/* A command's answer, on a connection of the test's own: a string (""
+ * for nil) or an integer as text, into out. */
+static void raw(char *out, size_t len, const char *fmt, ...)
+{
+    redisContext *c = redis_srv_connect(&srv);
+    assert_non_null(c);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    if (r->type == REDIS_REPLY_INTEGER)
+        snprintf(out, len, "%lld", r->integer);
+    else if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
+        snprintf(out, len, "%s", r->str);
+    else if (r->type == REDIS_REPLY_ARRAY && r->elements && r->element[0]->type == REDIS_REPLY_ARRAY)
+        snprintf(out, len, "%s", r->element[0]->element[0]->str); /* XRANGE: the first id */
+    else
+        out[0] = '\0';
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+typedef struct warned {
+    int n;
+    char first[256], last[256];
+} warned;
+
+static void count_warn(void *user, const char *msg)
+{
+    warned *w = user;
+    if (w->n++ == 0)
+        snprintf(w->first, sizeof w->first, "%s", msg);
+    snprintf(w->last, sizeof w->last, "%s", msg);
+}
+
+/* A Redis log of `prefix` with snapshots every EVERY versions, KEEP kept,
+ * at most max_bytes each, cached in cache_dir (NULL: none); *sn (may be
+ * NULL) the snapshots. */
+static pd_changelog snap_log(const char *prefix, uint64_t max_bytes, const char *cache_dir, warned *w,
+                             pd_redis_snap **sn)
+{
+    char err[256];
+    const pd_redis_log_opts lo = { .host = "127.0.0.1", .port = (uint16_t)srv.port, .timeout_ms = 500,
+                                   .prefix = prefix, .dedup_ttl_s = 60 };
+    const pd_redis_snap_opts so = { .every = EVERY, .keep = KEEP, .max_bytes = max_bytes, .cache_dir = cache_dir,
+                                    .warn = w ? count_warn : NULL, .warn_user = w };
+    pd_redis_log *rl = pd_redis_log_create(&lo, err, sizeof err);
+    pd_redis_snap *snap = rl ? pd_redis_snap_create(rl, &so, err, sizeof err) : NULL;
+    if (!snap)
+        fail_msg("log: %s", err);
+    pd_redis_snap_attach(snap);
+    if (sn)
+        *sn = snap;
+    return pd_redis_changelog(rl);
+}
+
+/* A store over a fresh config with the log of `prefix` (snapshots
+ * attached) replayed into it; *records: how many records the replay
+ * applied (a snapshot counts one). */
+static pd_store *snap_store_over(pd_registry *r, const char *prefix, uint64_t max_bytes, const char *cache_dir,
+                                 warned *w, uint64_t *records, pd_redis_snap **sn)
+{
+    pd_store *st = pd_store_create(r, NULL);
+    assert_non_null(st);
+    pd_changelog log = snap_log(prefix, max_bytes, cache_dir, w, sn);
+    pd_journal_replay_stats stats;
+    char err[256];
+    if (pd_store_replay(st, log, &stats, err, sizeof err) != 0)
+        fail_msg("replay: %s", err);
+    assert_int_equal(stats.skipped, 0);
+    if (records)
+        *records = stats.records;
+    pd_store_own_log(st, log, PD_CONF_FSYNC_ALWAYS);
+    return st;
+}
+
+static pd_store *snap_store_in(const char *prefix, uint64_t max_bytes, const char *cache_dir, warned *w,
+                               uint64_t *records, pd_redis_snap **sn)
+{
+    return snap_store_over(config_registry(), prefix, max_bytes, cache_dir, w, records, sn);
+}
+
+static pd_store *snap_store(const char *prefix, uint64_t max_bytes, warned *w, uint64_t *records)
+{
+    return snap_store_in(prefix, max_bytes, NULL, w, records, NULL);
+}
+
+/* n updates of `name`, then the store's compaction when it says one is due
+ * (as the server's timer does). */
+static void updates_then_compact(pd_store *st, const char *name, int n, uint64_t *rng)
+{
+    for (int i = 0; i < n; i++)
+        random_update(st, name, rng);
+    if (pd_store_compaction_due(st)) {
+        char err[256];
+        if (pd_store_compact(st, err, sizeof err) != 0)
+            fail_msg("compact: %s", err);
+    }
+    assert_false(pd_store_compaction_due(st));
+}
+
+/* After 3N updates (a compaction after each N): the K newest snapshots are
+ * kept and the newest published, the stream starts at the oldest kept,
+ * and a fresh store replays from the newest snapshot plus the tail alone
+ * to the same scenes, cell by cell. */
+static void test_snapshots_kept_and_stream_trimmed(void **state)
+{
+    (void)state;
+    uint64_t rng = 3, records = 0;
+    pd_store *st = snap_store("snap", 1u << 20, NULL, NULL);
+    pd_store_change ch;
+    assert_int_equal(pd_store_add_scene(st, open_scene("arena", SIDE), &ch), PD_OK);
+    assert_false(pd_store_compaction_due(st)); /* a new scene is whole in its stream */
+    for (int round = 0; round < 3; round++) {
+        updates_then_compact(st, "town", EVERY, &rng);
+        updates_then_compact(st, "arena", EVERY, &rng);
+    }
+    /* Both in incarnation 1 (town, the config's, began it with its first
+     * update); snapshots at 6, 11, 16, the two newest kept. */
+    static const char *const names[] = { "town", "arena" };
+    for (size_t i = 0; i < 2; i++) {
+        char key[64], s[256];
+        snprintf(key, sizeof key, "snap:{%s}:", names[i]);
+        raw(s, sizeof s, "HGET %smeta snap", key);
+        assert_string_equal(s, "1-16");
+        raw(s, sizeof s, "HGET %smeta snaps", key);
+        assert_string_equal(s, "1-11 1-16");
+        raw(s, sizeof s, "HLEN %ssnaps", key);
+        assert_string_equal(s, "2");
+        raw(s, sizeof s, "XRANGE %slog - + COUNT 1", key);
+        assert_string_equal(s, "1-11");
+        raw(s, sizeof s, "XLEN %slog", key);
+        assert_string_equal(s, "6");
+    }
+
+    pd_store *again = snap_store("snap", 1u << 20, NULL, &records);
+    assert_same_world(pd_store_registry(st), pd_store_registry(again));
+    assert_int_equal(records, 2); /* one snapshot per scene, no tail */
+    store_free(again);
+
+    /* Two updates past the newest snapshot: the replay reads just them. */
+    random_update(st, "town", &rng);
+    random_update(st, "town", &rng);
+    again = snap_store("snap", 1u << 20, NULL, &records);
+    assert_same_world(pd_store_registry(st), pd_store_registry(again));
+    assert_int_equal(records, 4);
+    store_free(again);
+    store_free(st);
+}
+
+/* A tail's record applied with the replayer in user. */
+static int apply_record(void *user, const pd_journal_record *rec)
+{
+    char err[256];
+    const char *why = pd_journal_replay_one(user, rec, err, sizeof err);
+    if (why)
+        fail_msg("record of version %" PRIu64 ": %s", rec->version, why);
+    return 0;
+}
+
+/* A replica that stood at version 3 while the log moved past two
+ * snapshots: its tail from 3 says the stream no longer holds that point;
+ * it takes the newest snapshot and tails on from its version, and serves
+ * what the writer serves. */
+static void test_trimmed_position_starts_from_snapshot(void **state)
+{
+    (void)state;
+    uint64_t rng = 11;
+    pd_store *writer = snap_store("trim", 1u << 20, NULL, NULL);
+    random_update(writer, "town", &rng);
+    random_update(writer, "town", &rng);
+    pd_store *replica = snap_store("trim", 1u << 20, NULL, NULL);
+    assert_int_equal(version_of(replica, "town"), 3);
+    for (int round = 0; round < 3; round++)
+        updates_then_compact(writer, "town", EVERY, &rng);
+    random_update(writer, "town", &rng);
+
+    tailed g;
+    assert_int_equal(tail_of(replica, "town", 3, &g), 1);
+
+    /* The replica's catch-up: the newest snapshot, then the tail after it. */
+    char err[256];
+    const pd_redis_log_opts lo = { .host = "127.0.0.1", .port = (uint16_t)srv.port, .timeout_ms = 500,
+                                   .prefix = "trim", .dedup_ttl_s = 60 };
+    const pd_redis_snap_opts so = { .every = EVERY, .keep = KEEP, .max_bytes = 1u << 20 };
+    pd_redis_log *rl = pd_redis_log_create(&lo, err, sizeof err);
+    assert_non_null(rl);
+    pd_redis_snap *sn = pd_redis_snap_create(rl, &so, err, sizeof err);
+    assert_non_null(sn);
+    pd_journal_record rec;
+    char id[64];
+    assert_int_equal(pd_redis_snap_fetch(sn, "town", &rec, id, sizeof id, err, sizeof err), 0);
+    assert_string_equal(id, "1-18");
+    assert_int_equal(rec.type, PD_JOURNAL_SCENE);
+    assert_int_equal(rec.version, 18);
+    pd_journal_replayer *rp = pd_journal_replayer_create(pd_store_registry(replica), NULL);
+    assert_non_null(rp);
+    assert_null(pd_journal_replay_one(rp, &rec, err, sizeof err));
+    pd_journal_record_free(&rec);
+    assert_int_equal(tail_of(replica, "town", 18, &g), 0);
+    assert_int_equal(g.n, 1);
+    assert_int_equal(g.versions[0], 19);
+    /* The tail's one record, applied as the replica's loop will. */
+    assert_int_equal(pd_store_tail(replica, "town", 18, apply_record, rp, err, sizeof err), 0);
+    pd_journal_replayer_destroy(rp);
+    assert_same_world(pd_store_registry(writer), pd_store_registry(replica));
+    /* No snapshot of a scene that has none. */
+    assert_int_equal(pd_redis_snap_fetch(sn, "nowhere", &rec, id, sizeof id, err, sizeof err), 1);
+    pd_redis_snap_destroy(sn);
+    pd_redis_log_destroy(rl);
+    store_free(replica);
+    store_free(writer);
+}
+
+/* An instance's INSTANCE record names its template's version, which the
+ * template's trim removes: the instance is snapshotted when made, so a
+ * fresh store still replays it (and the template's later history). */
+static void test_instance_outlives_template_trim(void **state)
+{
+    (void)state;
+    uint64_t rng = 17;
+    pd_store *st = snap_store("inst", 1u << 20, NULL, NULL);
+    pd_store_change ch;
+    random_update(st, "town", &rng);
+    assert_int_equal(pd_store_add_instance(st, "town-1", "town", &ch), PD_OK);
+    char want[64];
+    snprintf(want, sizeof want, "1-%" PRIu64, ch.version);
+    assert_true(pd_store_compaction_due(st));
+    for (int round = 0; round < 3; round++)
+        updates_then_compact(st, "town", EVERY, &rng);
+    random_update(st, "town-1", &rng);
+    char s[64];
+    raw(s, sizeof s, "HGET inst:{town-1}:meta snap");
+    assert_string_equal(s, want);
+    pd_store *again = snap_store("inst", 1u << 20, NULL, NULL);
+    assert_same_world(pd_store_registry(st), pd_store_registry(again));
+    store_free(again);
+    store_free(st);
+}
+
+/* A scene whose snapshot is over the bound is not snapshotted, said once
+ * however often it comes due, and its stream is kept whole (it replays
+ * from its start). */
+static void test_too_big_is_not_snapshotted(void **state)
+{
+    (void)state;
+    uint64_t rng = 23;
+    warned w = { 0 };
+    pd_store *st = snap_store("big", 8, &w, NULL);
+    for (int round = 0; round < 3; round++)
+        updates_then_compact(st, "town", EVERY, &rng);
+    assert_int_equal(w.n, 1);
+    assert_non_null(strstr(w.last, "scene 'town' is not snapshotted"));
+    char s[64];
+    raw(s, sizeof s, "HGET big:{town}:meta snap");
+    assert_string_equal(s, "");
+    raw(s, sizeof s, "XLEN big:{town}:log");
+    assert_string_equal(s, "15");
+    pd_store *again = snap_store("big", 8, NULL, NULL);
+    assert_same_world(pd_store_registry(st), pd_store_registry(again));
+    store_free(again);
+    store_free(st);
+}
+
+/* A replica with a local cache (data_dir) restarts from it: the scene
+ * comes from the cache, not from Redis's snapshot, and only the stream
+ * after it is read; it serves what a replica built from Redis alone
+ * serves. A second pathd on the same directory is refused. */
+static void test_restart_reads_only_the_tail(void **state)
+{
+    (void)state;
+    uint64_t rng = 29, records = 0, from_cache = 0, from_redis = 0;
+    char dir[64], err[256];
+    redis_srv_temp_dir(dir, sizeof dir, "snapcache");
+    pd_redis_snap *sn = NULL;
+    pd_store *st = snap_store_in("cache", 1u << 20, dir, NULL, NULL, &sn);
+    pd_redis_log *other = pd_redis_log_create(
+        &(pd_redis_log_opts){ .host = "127.0.0.1", .port = (uint16_t)srv.port, .timeout_ms = 500,
+                              .prefix = "cache", .dedup_ttl_s = 60 }, err, sizeof err);
+    assert_non_null(other);
+    assert_null(pd_redis_snap_create(other, &(pd_redis_snap_opts){ .every = 1, .keep = 1, .max_bytes = 1024,
+                                                                    .cache_dir = dir }, err, sizeof err));
+    assert_non_null(strstr(err, "another pathd uses it"));
+    pd_redis_log_destroy(other);
+    pd_redis_snap_starts(sn, &from_cache, &from_redis);
+    assert_int_equal(from_cache + from_redis, 0); /* nothing to start from yet */
+    for (int round = 0; round < 3; round++)
+        updates_then_compact(st, "town", EVERY, &rng);
+    random_update(st, "town", &rng);
+    random_update(st, "town", &rng);
+    store_free(st);
+
+    pd_store *cached = snap_store_in("cache", 1u << 20, dir, NULL, &records, &sn);
+    pd_redis_snap_starts(sn, &from_cache, &from_redis);
+    assert_int_equal(from_cache, 1);
+    assert_int_equal(from_redis, 0);
+    assert_int_equal(records, 3); /* the cached scene, then the two updates after it */
+    assert_int_equal(version_of(cached, "town"), 18);
+    pd_store *fresh = snap_store_in("cache", 1u << 20, NULL, NULL, &records, &sn);
+    pd_redis_snap_starts(sn, &from_cache, &from_redis);
+    assert_int_equal(from_cache, 0);
+    assert_int_equal(from_redis, 1);
+    assert_same_world(pd_store_registry(cached), pd_store_registry(fresh));
+    store_free(fresh);
+    store_free(cached);
+    assert_int_equal(redis_srv_rm_dir(dir), 0);
+}
+
+/* The log went back (a failover to a Redis that lost the last writes,
+ * simulated by removing the scene's keys and writing a shorter history):
+ * the local cache is newer than the log, is said, and is not served; the
+ * replica serves the log's state. Once the new history passes the
+ * cache's version, the entry id is there again but with another global
+ * sequence: still not the cache's history, still not served. */
+static void test_cache_newer_than_log_is_not_served(void **state)
+{
+    (void)state;
+    uint64_t rng = 37, from_cache = 0, from_redis = 0;
+    char dir[64], s[64];
+    redis_srv_temp_dir(dir, sizeof dir, "snapcache");
+    pd_store *st = snap_store_in("back", 1u << 20, dir, NULL, NULL, NULL);
+    pd_store_change ch;
+    assert_int_equal(pd_store_add_scene(st, open_scene("arena", SIDE), &ch), PD_OK);
+    updates_then_compact(st, "arena", EVERY, &rng);
+    for (int round = 0; round < 2; round++)
+        updates_then_compact(st, "town", EVERY, &rng);
+    assert_int_equal(version_of(st, "town"), 11);
+    store_free(st);
+    raw(s, sizeof s, "DEL back:{town}:log back:{town}:meta back:{town}:snaps back:scenes back:{arena}:log "
+                     "back:{arena}:meta back:{arena}:snaps");
+    assert_string_equal(s, "7");
+    st = snap_store("back", 1u << 20, NULL, NULL);
+    for (int i = 0; i < 3; i++)
+        random_update(st, "town", &rng);
+
+    warned w = { 0 };
+    pd_redis_snap *sn = NULL;
+    pd_store *again = snap_store_in("back", 1u << 20, dir, &w, NULL, &sn);
+    assert_int_equal(w.n, 1 + 1); /* and arena's, below */
+    assert_non_null(strstr(w.first, "scene 'town': the local cache (data_dir) holds entry 1-11"));
+    assert_non_null(strstr(w.first, "the log went back"));
+    assert_non_null(strstr(w.last, "scene 'arena': the local cache (data_dir) holds it, the log has no record"));
+    assert_null(pd_registry_acquire(pd_store_registry(again), "arena"));
+    pd_redis_snap_starts(sn, &from_cache, &from_redis);
+    assert_int_equal(from_cache, 0);
+    assert_int_equal(version_of(again, "town"), 4);
+    assert_same_world(pd_store_registry(st), pd_store_registry(again));
+    store_free(again);
+
+    for (int i = 0; i < 8; i++)
+        random_update(st, "town", &rng);
+    w.n = 0;
+    again = snap_store_in("back", 1u << 20, dir, &w, NULL, &sn);
+    assert_int_equal(w.n, 1);
+    assert_non_null(strstr(w.last, "holds entry 1-11, which the log does not (the log is at version 12"));
+    pd_redis_snap_starts(sn, &from_cache, &from_redis);
+    assert_int_equal(from_cache, 0);
+    assert_same_world(pd_store_registry(st), pd_store_registry(again));
+    store_free(again);
+    store_free(st);
+    assert_int_equal(redis_srv_rm_dir(dir), 0);
+}
+
+/* A registry loaded from config c. */
+static pd_registry *registry_of(const pd_conf *c)
+{
+    pd_registry *r = pd_registry_create();
+    char err[256];
+    assert_non_null(r);
+    if (pd_registry_load(r, c, err, sizeof err) != 0)
+        fail_msg("load: %s", err);
+    return r;
+}
+
+/* A reload through the store (store_check.h), then the compaction the
+ * server asks for when the reload built scenes anew. */
+static void reload_and_compact(pd_store *st, const pd_conf *c)
+{
+    char err[256] = "";
+    store_reload(st, c);
+    if (pd_store_compaction_due(st) && pd_store_compact(st, err, sizeof err) != 0)
+        fail_msg("compact: %s", err);
+}
+
+static int log_failed(pd_store *st)
+{
+    uint64_t lb, sb;
+    int failed = -1;
+    pd_store_log_state(st, &lb, &sb, &failed);
+    return failed;
+}
+
+/* A reload through the log: one that keeps every scene records nothing;
+ * one that builds the config's town anew from a changed map records a
+ * RESET and snapshots it at once (its update of a cell the new map walls
+ * would not replay on the new map), and one that no longer names yard
+ * records its DROP, trims its stream to it and forgets its snapshots. A
+ * fresh store over the config as it is now replays to the same scenes,
+ * nothing skipped, and the log goes on taking changes. */
+static void test_reload_through_the_log(void **state)
+{
+    (void)state;
+    static const char both[] = "{\"scenes\": [{\"name\": \"town\", \"map\": \"town.txt\", \"format\": \"ascii\"}, "
+                               "{\"name\": \"yard\", \"map\": \"town.txt\", \"format\": \"ascii\"}]}";
+    uint64_t rng = 41;
+    char dir[64], map[(SIDE + 1) * SIDE + 1], s[64];
+    redis_srv_temp_dir(dir, sizeof dir, "snapreload");
+    town_map(map, 0);
+    pd_conf c;
+    town_conf_json(dir, map, both, &c);
+    pd_store *st = snap_store_over(registry_of(&c), "reload", 1u << 20, NULL, NULL, NULL, NULL);
+    pd_point wall = { 0, 0 };
+    pd_scene_update op = { .op = PD_UPDATE_BLOCK, .cells = &wall, .n_cells = 1 };
+    pd_store_update out;
+    assert_int_equal(pd_store_update_cells(st, "town", &op, 1, &out), PD_OK);
+    pd_store_change ch;
+    assert_int_equal(pd_store_add_instance(st, "town-1", "town", &ch), PD_OK);
+    random_update(st, "town-1", &rng);
+    updates_then_compact(st, "yard", EVERY, &rng);
+    raw(s, sizeof s, "HLEN reload:{yard}:snaps");
+    assert_string_equal(s, "1");
+
+    raw(s, sizeof s, "XLEN reload:{town}:log");
+    assert_string_equal(s, "1");
+    reload_and_compact(st, &c); /* the same maps: kept */
+    raw(s, sizeof s, "XLEN reload:{town}:log");
+    assert_string_equal(s, "1");
+    assert_int_equal(log_failed(st), 0);
+    pd_conf_free(&c);
+
+    town_map(map, 2);
+    town_conf(dir, map, &c); /* town's map changed, yard gone */
+    reload_and_compact(st, &c);
+    assert_int_equal(log_failed(st), 0);
+    assert_int_equal(version_of(st, "town"), 3);
+    raw(s, sizeof s, "HGET reload:{town}:meta snap");
+    assert_string_equal(s, "1-3");
+    raw(s, sizeof s, "XLEN reload:{yard}:log");
+    assert_string_equal(s, "1"); /* the DROP alone */
+    raw(s, sizeof s, "HLEN reload:{yard}:snaps");
+    assert_string_equal(s, "0");
+    assert_null(pd_registry_acquire(pd_store_registry(st), "yard"));
+    random_update(st, "town", &rng);
+    random_update(st, "town-1", &rng);
+
+    pd_store *again = snap_store_over(registry_of(&c), "reload", 1u << 20, NULL, NULL, NULL, NULL);
+    assert_same_world(pd_store_registry(st), pd_store_registry(again));
+    store_free(again);
+    pd_conf_free(&c);
+    store_free(st);
+    assert_int_equal(redis_srv_rm_dir(dir), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_snapshots_kept_and_stream_trimmed),
+        cmocka_unit_test(test_trimmed_position_starts_from_snapshot),
+        cmocka_unit_test(test_instance_outlives_template_trim),
+        cmocka_unit_test(test_too_big_is_not_snapshotted),
+        cmocka_unit_test(test_restart_reads_only_the_tail),
+        cmocka_unit_test(test_cache_newer_than_log_is_not_served),
+        cmocka_unit_test(test_reload_through_the_log),
+    };
+    return cmocka_run_group_tests(tests, start_redis, remove_redis);
+}
