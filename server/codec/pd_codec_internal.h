@@ -41,6 +41,24 @@ struct pd__codec_row {
 extern const pd__codec_row pd__codec_rows_paths[], pd__codec_rows_move[], pd__codec_rows_scenes[],
     pd__codec_rows_admin[];
 
+/* ---- pd_codec_fast.c ------------------------------------------------------ */
+
+/* A plain FindPath Request as protobuf-c would unpack it, on the caller's
+ * storage: every pointer in req points into this struct. */
+typedef struct pd__fast_find_path {
+    Pathd__V1__Request req;
+    Pathd__V1__FindPath fp;
+    Pathd__V1__Point start, goal;
+    Pathd__V1__Cell start_cell, goal_cell;
+    Pathd__V1__WorldPoint start_world, goal_world;
+    char scene[PD_CONF_MAX_NAME];
+} pd__fast_find_path;
+
+/* 1 when payload is a Request with a FindPath body that the hand-written
+ * reader takes (f->req is then what protobuf-c's unpack would give); 0 when
+ * the frame must take the generic path (pre-scan, unpack). */
+int pd__fast_unpack_find_path(const uint8_t *payload, size_t len, pd__fast_find_path *f);
+
 /* ---- pd_codec_common.c ---------------------------------------------------- */
 
 /* Inline: every answer's encoder calls these. */
