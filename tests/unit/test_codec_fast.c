@@ -7,6 +7,8 @@
  * set bit is the tenth byte's, negative cells). Every frame must decode to
  * the same status, reason and fields either way (codec_decode_same.h), and
  * the plain requests - the ones the reader exists for - must take it.
+ * Also the hand-written packer of path answers (pd_codec_pack_path.c):
+ * byte for byte what protobuf-c packs, on random answers.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -21,6 +23,7 @@
 #include "pathd.pb-c.h"
 #include "codec_decode_same.h"
 #include "codec_wire.h"
+#include "pd_codec_internal.h"
 
 /* A fixed-seed generator: the same frames on every run. */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -366,12 +369,96 @@ static void test_hand_made_frames_decode_the_same(void **state)
     pd_request_free(&req);
 }
 
+/* A random path answer, as pd__fill_path_chunk could fill it and beyond
+ * (negative cells and statuses, -0.0, empty and long arrays). */
+static void test_path_pack_matches_protobuf_c(void **state)
+{
+    (void)state;
+    enum { MAXN = 300 };
+    static int32_t dx[MAXN], dy[MAXN];
+    static double t[MAXN], wx[MAXN], wy[MAXN];
+    static uint8_t mine[48 * MAXN + 512], theirs[48 * MAXN + 512];
+    static const char *const messages[] = {NULL, "", "no path: the goal is walled in", "caf\xc3\xa9"};
+    size_t with_points = 0;
+    for (int i = 0; i < 20000; i++) {
+        Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+        Pathd__V1__PathChunk chunk = PATHD__V1__PATH_CHUNK__INIT;
+        Pathd__V1__Waypoints w = PATHD__V1__WAYPOINTS__INIT;
+        Pathd__V1__Cell su = PATHD__V1__CELL__INIT, gu = PATHD__V1__CELL__INIT;
+        resp.id = rnd_u64();
+        resp.status = (Pathd__V1__Status)(rnd_below(4) ? (int)rnd_below(40) : (int)rnd_int32());
+        resp.final = rnd_below(2);
+        resp.message = (char *)messages[rnd_below(4)];
+        resp.server_us = rnd_below(2) ? 0 : rnd_u64();
+        resp.search_us = rnd_below(2) ? 0 : rnd_u64();
+        resp.body_case = PATHD__V1__RESPONSE__BODY_PATH;
+        resp.path = &chunk;
+        chunk.seq = rnd_below(2) ? 0 : rnd_u32();
+        chunk.cost = rnd_below(4) ? rnd_double() : -0.0;
+        chunk.expansions = rnd_u64();
+        chunk.search_micros = rnd_u64();
+        chunk.scene_version = rnd_u64();
+        chunk.total_waypoints = rnd_u32();
+        chunk.cutoff = (Pathd__V1__Status)(rnd_below(3) ? (int)rnd_below(40) : (int)rnd_int32());
+        chunk.goal_index = rnd_below(2) ? 0 : rnd_u32();
+        if (rnd_below(3) == 0) {
+            su.x = rnd_int32();
+            su.y = rnd_int32();
+            chunk.start_used = &su;
+        }
+        if (rnd_below(3) == 0) {
+            gu.x = rnd_int32();
+            gu.y = rnd_int32();
+            chunk.goal_used = &gu;
+        }
+        if (rnd_below(5)) {
+            size_t n = rnd_below(4) ? rnd_below(40) : rnd_below(MAXN + 1);
+            for (size_t k = 0; k < n; k++) {
+                dx[k] = rnd_below(3) ? (int32_t)rnd_below(3) - 1 : rnd_int32();
+                dy[k] = rnd_below(3) ? (int32_t)rnd_below(3) - 1 : rnd_int32();
+                t[k] = rnd_double();
+                wx[k] = rnd_double();
+                wy[k] = rnd_double();
+            }
+            w.n_dx = w.n_dy = n;
+            w.dx = dx;
+            w.dy = dy;
+            if (rnd_below(3) == 0) {
+                w.n_t = n;
+                w.t = t;
+            }
+            if (rnd_below(3) == 0) {
+                w.n_wx = w.n_wy = n;
+                w.wx = wx;
+                w.wy = wy;
+            }
+            chunk.points = &w;
+            with_points += n > 0;
+        }
+        assert_true(pd__path_pack_takes(&resp));
+        size_t want = pathd__v1__response__get_packed_size(&resp);
+        assert_true(want <= sizeof theirs);
+        assert_int_equal(pd__path_pack_size(&resp), want);
+        assert_int_equal(pathd__v1__response__pack(&resp, theirs), want);
+        assert_int_equal(pd__path_pack(&resp, mine), want);
+        if (memcmp(mine, theirs, want) != 0) {
+            size_t at = 0;
+            while (mine[at] == theirs[at])
+                at++;
+            fail_msg("answer %d: %zu bytes, the first difference at byte %zu (%02x by hand, %02x by protobuf-c)", i,
+                     want, at, mine[at], theirs[at]);
+        }
+    }
+    assert_true(with_points > 1000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_requests_decode_the_same),
         cmocka_unit_test(test_mutated_requests_decode_the_same),
         cmocka_unit_test(test_hand_made_frames_decode_the_same),
+        cmocka_unit_test(test_path_pack_matches_protobuf_c),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
