@@ -692,7 +692,7 @@ pd_status pd_query_find_path(pd_query_scratch *s, const pd_scene *scene, const p
 }
 
 int pd_query_find_path_small(pd_query_scratch *s, const pd_scene *scene, const pd_path_query *q,
-                             uint64_t max_expansions, pd_path_result *out)
+                             uint64_t max_expansions, int jump_points, pd_path_result *out)
 {
     memset(out, 0, sizeof *out);
     if (!s || !scene || !scene->grid || !q || max_expansions == 0 || q->n_goals > 0 || q->n_avoid > 0)
@@ -701,15 +701,16 @@ int pd_query_find_path_small(pd_query_scratch *s, const pd_scene *scene, const p
      * worker's search's to give (jump point search counts differently). */
     if (q->params.max_expansions != 0 && q->params.max_expansions <= max_expansions)
         return 0;
+    const pd_components *comps;
+    pd_scene_pick pick;
+    const pd_grid *grid = pd__unit_grid(scene, q->unit_size, &comps, &pick);
+    const int jps = jump_points && pd_scene_pick_uses_jps(pick, 1);
     /* A* expands every cell of the path, and a path has at least as many
      * cells as its ends lie apart (Chebyshev): farther ends cannot finish. */
     const int64_t dx = llabs((int64_t)q->params.start.x - q->params.goal.x);
     const int64_t dy = llabs((int64_t)q->params.start.y - q->params.goal.y);
-    if ((uint64_t)(dx > dy ? dx : dy) >= max_expansions)
+    if (!jps && (uint64_t)(dx > dy ? dx : dy) >= max_expansions)
         return 0;
-    const pd_components *comps;
-    pd_scene_pick pick;
-    const pd_grid *grid = pd__unit_grid(scene, q->unit_size, &comps, &pick);
     if (!grid || !pd_grid_in_bounds(grid, q->params.start.x, q->params.start.y) ||
         !pd_grid_in_bounds(grid, q->params.goal.x, q->params.goal.y))
         return 0;
@@ -727,9 +728,10 @@ int pd_query_find_path_small(pd_query_scratch *s, const pd_scene *scene, const p
     pd_path_query small = *q;
     small.params.max_expansions = max_expansions;
     small.params.partial_on_cutoff = 0;
-    /* A*, whatever the scene's pick: its work is bounded by the expansions,
-     * where one jump point search expansion may scan to the map's edges. */
-    const pd_query_control ctl = {NULL, NULL, 0};
+    /* A*, whatever the scene's pick, unless jump_points: A*'s work is
+     * bounded by the expansions, where one jump point search expansion may
+     * scan to the map's edges (the caller's budget for that is smaller). */
+    const pd_query_control ctl = {NULL, NULL, jps};
     out->status = pd__find_path(s, scene, &small, &ctl, out);
     if (out->status == PD_BUDGET_EXCEEDED) {
         pd_path_result_free(out);
