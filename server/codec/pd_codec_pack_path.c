@@ -111,11 +111,19 @@ static uint8_t *pd__cell_put(uint8_t *o, uint32_t key, const Pathd__V1__Cell *c)
     return pd__vfield(o, PD__K_CELL_Y, pd__i32(c->y));
 }
 
+/* A 32-bit varint's bytes without a loop: every cell step of a path is one
+ * byte, so this runs once per waypoint and array. */
+static inline size_t pd__vsize32(uint32_t v)
+{
+    return 1 + (size_t)(v >= 0x80u) + (size_t)(v >= 0x4000u) + (size_t)(v >= 0x200000u) +
+           (size_t)(v >= 0x10000000u);
+}
+
 static size_t pd__zz_bytes(const int32_t *v, size_t n)
 {
     size_t s = 0;
     for (size_t i = 0; i < n; i++)
-        s += pd__vsize(pd__zigzag(v[i]));
+        s += pd__vsize32(pd__zigzag(v[i]));
     return s;
 }
 
@@ -131,8 +139,13 @@ static uint8_t *pd__zz_put(uint8_t *o, uint32_t key, const int32_t *v, size_t n,
     if (n == 0)
         return o;
     o = pd__lhead(o, key, body);
-    for (size_t i = 0; i < n; i++)
-        o = pd__vput(o, pd__zigzag(v[i]));
+    for (size_t i = 0; i < n; i++) {
+        uint32_t z = pd__zigzag(v[i]);
+        if (z < 0x80u) /* a cell step: the common case */
+            *o++ = (uint8_t)z;
+        else
+            o = pd__vput(o, z);
+    }
     return o;
 }
 

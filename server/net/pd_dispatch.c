@@ -343,14 +343,16 @@ static int pd__answer_inline(pd__conn *c, pd_job *job)
         return 0;
     if (!s->dispatch.inline_scratch && !(s->dispatch.inline_scratch = pd_query_scratch_create()))
         return 0;
-    /* A connection with nothing else in flight (a game server asking one
-     * path at a time) is searched here as a worker would, within
-     * PD__INLINE_LONE_JUMP_POINTS: under overload its request would
-     * otherwise wait for a worker that has a core, behind whatever the
-     * workers run, while the loop, which has the core now, reads on
-     * (issue 30, item 5). A pipelining connection keeps the small budget:
-     * its backlog goes to the workers in fair turns. */
-    const int lone = pd__conn_waiting(c) == 0;
+    /* A connection with nothing else in flight and nothing more read (a
+     * game server asking one path at a time) is searched here as a worker
+     * would, within PD__INLINE_LONE_JUMP_POINTS: under overload its
+     * request would otherwise wait for a worker that has a core, behind
+     * whatever the workers run, while the loop, which has the core now,
+     * reads on (issue 30, item 5). A pipelining connection keeps the small
+     * budget, its backlog going to the workers in fair turns: the bytes of
+     * its next frames already read say so even while each one before was
+     * answered here and left nothing in flight. */
+    const int lone = pd__conn_waiting(c) == 0 && pd_frame_reader_pending(&c->reader) == 0;
     const uint64_t budget = lone && s->conf.inline_max_expansions < PD__INLINE_LONE_JUMP_POINTS
                                 ? PD__INLINE_LONE_JUMP_POINTS
                                 : s->conf.inline_max_expansions;
