@@ -15,3 +15,8 @@ target_include_directories(test_codec_range PRIVATE "${PD_CODEC_GEN_DIR}")
 pd_test(NAME test_codec_watch SOURCES unit/test_codec_watch.c LIBS pathd_codec PkgConfig::PROTOBUFC
         LABELS sanitize)
 target_include_directories(test_codec_watch PRIVATE "${PD_CODEC_GEN_DIR}")
+
+# The hand-written FindPath reader against protobuf-c's unpack, on random
+# and mutated frames (codec_decode_same.h, shared with fuzz_codec).
+pd_test(NAME test_codec_fast SOURCES unit/test_codec_fast.c LIBS pathd_codec PkgConfig::PROTOBUFC LABELS sanitize)
+target_include_directories(test_codec_fast PRIVATE "${PD_CODEC_GEN_DIR}")

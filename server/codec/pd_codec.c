@@ -1,6 +1,7 @@
 /*
  * pd_codec.c - pathd.v1 protobuf messages <-> server structs (see pd_codec.h):
- * the decode entry (the unpack arena, the pre-scan, each body by its kind
+ * the decode entry (the hand-written FindPath reader of pd_codec_fast.c
+ * first, else the unpack arena, the pre-scan, each body by its kind
  * family's row, pd_codec_internal.h), the timing stamp and a finished
  * job's answer by its kind. The kinds' own messages are their family's
  * files: pd_codec_paths.c, pd_codec_move.c, pd_codec_scenes.c,
@@ -244,8 +245,47 @@ pd_status pd_codec_peek_request(const uint8_t *payload, size_t len, uint64_t *id
     return PD_OK;
 }
 
+/* A request whose body failed validation keeps only its id and kind (the
+ * answer names them); whatever it had copied is freed. */
+static pd_status pd__decode_finish(pd_status st, pd_request *req)
+{
+    if (st != PD_OK) {
+        uint64_t id = req->id;
+        pd_request_kind kind = req->kind;
+        pd_request_free(req);
+        memset(req, 0, sizeof *req);
+        req->id = id;
+        req->kind = kind;
+    }
+    return st;
+}
+
 pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request *req,
                                   char *err, size_t errlen)
+{
+    /* The common FindPath read by hand (pd_codec_fast.c): no pre-scan is
+     * needed, since the reader bounds what it takes itself (each field
+     * once, no lists, no NUL in the name), and no unpack. Its message is
+     * validated by the same body decoder as an unpacked one. */
+    pd__fast_find_path f;
+    if (pd__fast_unpack_find_path(payload, len, &f)) {
+        memset(req, 0, sizeof *req);
+        if (err != NULL && errlen > 0)
+            err[0] = '\0';
+        req->id = f.req.id;
+        return pd__decode_finish(pd__decode_body(&f.req, req, err, errlen), req);
+    }
+    return pd_codec_decode_request_generic(payload, len, req, err, errlen);
+}
+
+int pd_codec_fast_path_takes(const uint8_t *payload, size_t len)
+{
+    pd__fast_find_path f;
+    return pd__fast_unpack_find_path(payload, len, &f);
+}
+
+pd_status pd_codec_decode_request_generic(const uint8_t *payload, size_t len, pd_request *req,
+                                          char *err, size_t errlen)
 {
     static const uint8_t empty[1];
     Pathd__V1__Request *m;
@@ -293,15 +333,7 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
     req->id = m->id;
     st = pd__decode_body(m, req, err, errlen);
     pd__arena_reset(&pd__decode_arena);
-    if (st != PD_OK) {
-        uint64_t id = req->id;
-        pd_request_kind kind = req->kind;
-        pd_request_free(req);
-        memset(req, 0, sizeof *req);
-        req->id = id;
-        req->kind = kind;
-    }
-    return st;
+    return pd__decode_finish(st, req);
 }
 
 /* ---- encoding ---------------------------------------------------------- */

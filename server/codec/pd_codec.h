@@ -68,6 +68,18 @@ pd_status pd_codec_decode_request(const uint8_t *payload, size_t len, pd_request
                                   char *err, size_t errlen);
 
 /*
+ * pd_codec_decode_request takes a plain FindPath (no avoid, goals or window
+ * list, an ASCII scene name, each field once) through a hand-written reader
+ * instead of protobuf-c's unpack; every other frame goes the generic way.
+ * These two are for the tests that hold the one to the other: the generic
+ * decode alone (the same contract as pd_codec_decode_request), and whether
+ * the hand-written reader takes a frame (1) or leaves it (0).
+ */
+pd_status pd_codec_decode_request_generic(const uint8_t *payload, size_t len, pd_request *req,
+                                          char *err, size_t errlen);
+int pd_codec_fast_path_takes(const uint8_t *payload, size_t len);
+
+/*
  * What a frame payload's top level says, without unpacking it: the scan
  * every decode starts with (wire format, the element cap, NUL bytes in
  * strings) and the Request body's oneof field. PD_OK with *id and *kind

@@ -41,6 +41,35 @@ struct pd__codec_row {
 extern const pd__codec_row pd__codec_rows_paths[], pd__codec_rows_move[], pd__codec_rows_scenes[],
     pd__codec_rows_admin[];
 
+/* ---- pd_codec_fast.c ------------------------------------------------------ */
+
+/* A plain FindPath Request as protobuf-c would unpack it, on the caller's
+ * storage: every pointer in req points into this struct. */
+typedef struct pd__fast_find_path {
+    Pathd__V1__Request req;
+    Pathd__V1__FindPath fp;
+    Pathd__V1__Point start, goal;
+    Pathd__V1__Cell start_cell, goal_cell;
+    Pathd__V1__WorldPoint start_world, goal_world;
+    char scene[PD_CONF_MAX_NAME];
+} pd__fast_find_path;
+
+/* 1 when payload is a Request with a FindPath body that the hand-written
+ * reader takes (f->req is then what protobuf-c's unpack would give); 0 when
+ * the frame must take the generic path (pre-scan, unpack). */
+int pd__fast_unpack_find_path(const uint8_t *payload, size_t len, pd__fast_find_path *f);
+
+/* ---- pd_codec_pack_path.c ------------------------------------------------- */
+
+/* A path answer (Response with a PathChunk body, as pd__fill_path_chunk
+ * fills it) packed by hand into the bytes protobuf-c would write.
+ * pd__path_pack_takes says whether r is one (else pack it with protobuf-c);
+ * pd__path_pack_size is its packed size, pd__path_pack writes it and
+ * returns the bytes written. */
+int pd__path_pack_takes(const Pathd__V1__Response *r);
+size_t pd__path_pack_size(const Pathd__V1__Response *r);
+size_t pd__path_pack(const Pathd__V1__Response *r, uint8_t *out);
+
 /* ---- pd_codec_common.c ---------------------------------------------------- */
 
 /* Inline: every answer's encoder calls these. */
@@ -53,8 +82,12 @@ static inline Pathd__V1__Status pd__wire_status(pd_status s)
     return (Pathd__V1__Status)s;
 }
 
+/* A path answer, the most common, is sized and packed by hand
+ * (pd_codec_pack_path.c); every other by protobuf-c. */
 static inline size_t pd__frame_size(const Pathd__V1__Response *resp)
 {
+    if (pd__path_pack_takes(resp))
+        return PD_FRAME_HEADER_BYTES + pd__path_pack_size(resp);
     return PD_FRAME_HEADER_BYTES + pathd__v1__response__get_packed_size(resp);
 }
 
@@ -62,7 +95,8 @@ static inline size_t pd__frame_size(const Pathd__V1__Response *resp)
  * the buffer with pd__frame_size on the same message. */
 static inline size_t pd__frame_pack(const Pathd__V1__Response *resp, uint8_t *out)
 {
-    size_t n = pathd__v1__response__pack(resp, out + PD_FRAME_HEADER_BYTES);
+    size_t n = pd__path_pack_takes(resp) ? pd__path_pack(resp, out + PD_FRAME_HEADER_BYTES)
+                                         : pathd__v1__response__pack(resp, out + PD_FRAME_HEADER_BYTES);
     pd_frame_put_header(out, (uint32_t)n);
     return PD_FRAME_HEADER_BYTES + n;
 }

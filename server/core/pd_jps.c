@@ -684,6 +684,65 @@ pd_status pd_jps_extract(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, s
     return PD_OK;
 }
 
+/* One run of n steps (sx, sy) walked backwards from (*x, *y) (unpadded) for
+ * pd_jps_extract_corners: where its direction differs from the run before
+ * (*dx, *dy; 0, 0 before the first), the point where it starts is a corner,
+ * written at out[k]. Returns the new count. */
+static inline size_t pd__corner_run(pd_point *out, size_t k, int32_t *x, int32_t *y, int32_t *dx, int32_t *dy,
+                                    int32_t sx, int32_t sy, int32_t n)
+{
+    if (n <= 0)
+        return k;
+    if ((*dx != 0 || *dy != 0) && (sx != *dx || sy != *dy))
+        out[k++] = (pd_point){ *x, *y };
+    *dx = sx;
+    *dy = sy;
+    *x += sx * n;
+    *y += sy * n;
+    return k;
+}
+
+pd_status pd_jps_extract_corners(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, size_t *n_out)
+{
+    *n_out = 0;
+    if (!ctx->have_path)
+        return PD_NO_PATH;
+    if (out_cap < ctx->last_path_len || !out)
+        return PD_BUFFER_TOO_SMALL;
+    /* Backwards from the goal over the same runs as pd_jps_extract, keeping
+     * the goal, each point where the step's direction changes and the
+     * start: no more points than the path has cells. Then reversed. */
+    const uint32_t stride = (uint32_t)ctx->last_stride;
+    int32_t x = (int32_t)(ctx->last_goal % stride) - 1, y = (int32_t)(ctx->last_goal / stride) - 1;
+    int32_t dx = 0, dy = 0;
+    size_t k = 0;
+    out[k++] = (pd_point){ x, y };
+    for (uint32_t u = pd__parent(ctx, ctx->last_goal); u != PD__NO_PARENT; u = pd__parent(ctx, u)) {
+        const int32_t ux = (int32_t)(u % stride) - 1, uy = (int32_t)(u / stride) - 1;
+        const int32_t sx = pd__sign(ux - x), sy = pd__sign(uy - y);
+        const int32_t ax = pd__abs(ux - x), ay = pd__abs(uy - y);
+        if (ctx->last_four) {
+            k = pd__corner_run(out, k, &x, &y, &dx, &dy, sx, 0, ax);
+            k = pd__corner_run(out, k, &x, &y, &dx, &dy, 0, sy, ay);
+        } else {
+            if (ax >= ay)
+                k = pd__corner_run(out, k, &x, &y, &dx, &dy, sx, 0, ax - ay);
+            else
+                k = pd__corner_run(out, k, &x, &y, &dx, &dy, 0, sy, ay - ax);
+            k = pd__corner_run(out, k, &x, &y, &dx, &dy, sx, sy, ax < ay ? ax : ay);
+        }
+    }
+    if (dx != 0 || dy != 0)
+        out[k++] = (pd_point){ x, y };
+    for (size_t i = 0, j = k - 1; i < j; i++, j--) {
+        const pd_point t = out[i];
+        out[i] = out[j];
+        out[j] = t;
+    }
+    *n_out = k;
+    return PD_OK;
+}
+
 /* pd_search_jps with step costs cs (straight) and cd (diagonal). */
 static pd_status pd__search_jps(pd_jps_ctx *ctx, const pd_grid *grid, const pd_search_params *params, double cs,
                                 double cd, pd_point *out, size_t out_cap, pd_search_metrics *metrics)

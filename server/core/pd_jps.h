@@ -93,6 +93,14 @@ pd_status pd_search_jps_weighted(pd_jps_ctx *ctx, const pd_grid *grid, const pd_
  * Returns PD_OK, PD_BUFFER_TOO_SMALL, or PD_NO_PATH when it found none. */
 pd_status pd_jps_extract(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, size_t *path_len);
 
+/* The same path as pd_jps_extract would copy, reduced as pd_path_corners
+ * reduces it (the start, every cell where the step's direction changes, the
+ * goal), taken from the jump points without writing every cell: the corners
+ * waypoint style's answer. out_cap must hold the full path's cell count
+ * (metrics->path_len of the search); *n_out gets the points written.
+ * Returns PD_OK, PD_BUFFER_TOO_SMALL or PD_NO_PATH. */
+pd_status pd_jps_extract_corners(const pd_jps_ctx *ctx, pd_point *out, size_t out_cap, size_t *n_out);
+
 /* Sample queries pd_jps_pick times with both searches: enough that one
  * unlucky pair does not decide, few enough to keep a scene load short. */
 #define PD_JPS_PICK_PAIRS 16

@@ -58,6 +58,9 @@ typedef struct pd_radix {
     uint64_t nonempty;     /* bit k-1 set when bucket k (1..64) holds entries */
     uint64_t last;         /* the last key popped: no key below it may be pushed */
     size_t size;           /* entries in all buckets */
+    size_t bytes;          /* what the buckets' arrays hold: pd_radix_footprint,
+                              kept as they grow rather than summed over the
+                              buckets after every search (the workers' trim) */
 } pd_radix;
 
 /* Empties the queue and sets the smallest key it will accept; keeps the arrays. */
@@ -77,15 +80,13 @@ static inline void pd_radix_free(pd_radix *q)
         q->b[k].e = NULL;
         q->b[k].n = q->b[k].cap = 0;
     }
+    q->bytes = 0;
 }
 
 /* Bytes the queue's arrays hold. */
 static inline size_t pd_radix_footprint(const pd_radix *q)
 {
-    size_t bytes = 0;
-    for (int k = 0; k < PD_RADIX_BUCKETS; k++)
-        bytes += (size_t)q->b[k].cap * sizeof(pd_radix_entry);
-    return bytes;
+    return q->bytes;
 }
 
 /* Without branches: whether a key equals the last one is anyone's guess. */
@@ -114,8 +115,12 @@ static inline int pd_radix__grow(pd_radix_bucket *bk)
 static inline int pd_radix__append(pd_radix *q, int k, pd_radix_entry entry)
 {
     pd_radix_bucket *bk = &q->b[k];
-    if (bk->n == bk->cap && pd_radix__grow(bk) != 0)
-        return -1;
+    if (bk->n == bk->cap) {
+        const uint32_t before = bk->cap;
+        if (pd_radix__grow(bk) != 0)
+            return -1;
+        q->bytes += (size_t)(bk->cap - before) * sizeof(pd_radix_entry);
+    }
     bk->e[bk->n++] = entry;
     q->nonempty |= (uint64_t)(k != 0) << ((k - 1) & 63); /* bucket 0 has no bit */
     return 0;

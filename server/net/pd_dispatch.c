@@ -326,6 +326,11 @@ static pd_kind_env pd__kind_env(const pd_server *s)
     return env;
 }
 
+/* Jump points a lone request may spend on the loop (pd__answer_inline):
+ * den520d's searches take a few hundred; one jump point's scans are bounded
+ * by the map's width in 64-cell words. */
+#define PD__INLINE_LONE_JUMP_POINTS 2048u
+
 /* Answers a prepared job on the loop thread when its kind can finish it
  * within limits.inline_max_expansions (FindPath: pd_query_find_path_small):
  * a request with its goal a few cells away costs less than the futex and
@@ -339,7 +344,20 @@ static int pd__answer_inline(pd__conn *c, pd_job *job)
         return 0;
     if (!s->dispatch.inline_scratch && !(s->dispatch.inline_scratch = pd_query_scratch_create()))
         return 0;
-    const int answered = job->ops->run_inline(job, s->dispatch.inline_scratch, s->conf.inline_max_expansions);
+    /* A connection with nothing else in flight and nothing more read (a
+     * game server asking one path at a time) is searched here as a worker
+     * would, within PD__INLINE_LONE_JUMP_POINTS: under overload its
+     * request would otherwise wait for a worker that has a core, behind
+     * whatever the workers run, while the loop, which has the core now,
+     * reads on (issue 30, item 5). A pipelining connection keeps the small
+     * budget, its backlog going to the workers in fair turns: the bytes of
+     * its next frames already read say so even while each one before was
+     * answered here and left nothing in flight. */
+    const int lone = pd__conn_waiting(c) == 0 && pd_frame_reader_pending(&c->reader) == 0;
+    const uint64_t budget = lone && s->conf.inline_max_expansions < PD__INLINE_LONE_JUMP_POINTS
+                                ? PD__INLINE_LONE_JUMP_POINTS
+                                : s->conf.inline_max_expansions;
+    const int answered = job->ops->run_inline(job, s->dispatch.inline_scratch, budget, lone);
     /* Small searches all over a large map would otherwise keep a node
      * block for every area they touched: the loop's scratch keeps what a
      * worker's does. */

@@ -73,9 +73,11 @@ typedef struct pd_kind {
     pd_status (*prepare)(pd_job *job, pd_request *req, const pd_kind_env *env, pd_kind_refusal *why);
     /* Optional, on the loop: answers a prepared job at once when that costs
      * less than a worker's round trip (at most `budget` expansions).
-     * Returns 1 when the job's result is final, 0 when it must go to a
-     * worker after all. */
-    int (*run_inline)(pd_job *job, pd_query_scratch *scratch, uint64_t budget);
+     * `lone` says its connection has nothing else in flight: the kind may
+     * then search as a worker would (FindPath: with jump points where the
+     * scene uses them, `budget` counting jump points). Returns 1 when the
+     * job's result is final, 0 when it must go to a worker after all. */
+    int (*run_inline)(pd_job *job, pd_query_scratch *scratch, uint64_t budget, int lone);
     /* On a worker: the query proper. Returns the job's status. */
     pd_status (*run)(pd_job *job, pd_query_scratch *scratch, const pd_query_control *ctl);
     /* Optional: frees what the kind keeps in job->ext. */

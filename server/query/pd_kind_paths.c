@@ -52,12 +52,15 @@ static pd_status pd__path_prepare(pd_job *job, pd_request *req, const pd_kind_en
 }
 
 /* A* within `budget` expansions on the loop thread (pd_query_find_path_small):
- * a goal a few cells away costs less than a worker's wakeups. */
-static int pd__path_inline(pd_job *job, pd_query_scratch *scratch, uint64_t budget)
+ * a goal a few cells away costs less than a worker's wakeups. A lone
+ * request searches as the worker would (jump points where the scene and
+ * the server use them). */
+static int pd__path_inline(pd_job *job, pd_query_scratch *scratch, uint64_t budget, int lone)
 {
     if (job->path_query.avoid_reserved)
         return 0; /* its lane's, not the loop's */
-    if (pd_query_find_path_small(scratch, job->scene, &job->path_query, budget, &job->path))
+    if (pd_query_find_path_small(scratch, job->scene, &job->path_query, budget, lone && job->jump_points,
+                                 &job->path))
         return 1;
     memset(&job->path, 0, sizeof job->path);
     return 0;

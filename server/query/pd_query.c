@@ -20,7 +20,8 @@
  *     partial_on_cutoff. Labels ignore avoid and window, so this may still
  *     end in NO_PATH, which is then reported as it is. A path cut off by the
  *     budget or the deadline ends at goal_used, with metrics.cutoff set.
- *  5. Style: every cell, corners (pd_path_corners) or smoothed
+ *  5. Style: every cell, corners (pd_path_corners; from jump point search,
+ *     pd_jps_extract_corners takes them from the jump points) or smoothed
  *     (pd_path_smooth on the unit grid, with the avoid cells blocked too).
  *  6. Timing when speed > 0: pd_path_times on the unit grid with
  *     speed / cell_size cells per second, over the final waypoints.
@@ -334,7 +335,7 @@ pd_status pd_query_route_prepare(const pd_world *world, const pd_find_route_req 
  * metrics.expanded then counts jump points. */
 static pd_status pd__search(pd_query_scratch *s, const pd_query_control *ctl, const pd_grid *grid,
                             pd_scene_pick pick, const pd_search_params *base, const pd_point *avoid, size_t n_avoid,
-                            pd_search_metrics *m, size_t *len)
+                            pd_waypoint_style style, pd_search_metrics *m, size_t *len)
 {
     if (pd__scratch_grow(s, PD_QUERY_INITIAL_PATH_CAP) != 0)
         return PD_INTERNAL;
@@ -348,6 +349,22 @@ static pd_status pd__search(pd_query_scratch *s, const pd_query_control *ctl, co
     const int jps = pd_scene_pick_uses_jps(pick, ctl && ctl->jump_points) && !params.targets &&
                     pd_jps_applicable(grid, &params) &&
                     (s->jps || (s->jps = pd_jps_ctx_create()));
+    /* The corners style from jump point search takes its points from the
+     * jump points (pd_jps_extract_corners): the same points pd_path_corners
+     * keeps of the full path, without writing every cell of it and reading
+     * them again (most of the work around a search for that style,
+     * docs/BENCHMARKS.md). The buffer still holds the full path's length,
+     * which bounds the corners. pd__finish_path's pass over them then finds
+     * nothing to drop. */
+    if (jps && style == PD_STYLE_CORNERS) {
+        pd_status st = pd_search_jps(s->jps, grid, &params, NULL, 0, m);
+        *len = m->path_len;
+        if (st != PD_OK)
+            return st;
+        if (m->path_len > s->cap && pd__scratch_grow(s, m->path_len) != 0)
+            return PD_INTERNAL;
+        return pd_jps_extract_corners(s->jps, s->buf, s->cap, len);
+    }
     pd_status st = jps ? pd_search_jps(s->jps, grid, &params, s->buf, s->cap, m)
                        : pd_search_astar(s->ctx, grid, &params, s->buf, s->cap, m);
     *len = m->path_len;
@@ -645,7 +662,7 @@ static pd_status pd__find_path(pd_query_scratch *s, const pd_scene *scene, const
     }
 
     size_t len = 0;
-    st = pd__search(s, ctl, grid, pick, &params, q->avoid, q->n_avoid, &r->metrics, &len);
+    st = pd__search(s, ctl, grid, pick, &params, q->avoid, q->n_avoid, q->style, &r->metrics, &len);
     if (st != PD_OK && st != PD_PARTIAL)
         pd__explain_path(scene, q, comps, r, st, r->message, sizeof r->message);
     if ((st != PD_OK && st != PD_PARTIAL) || len == 0)
@@ -677,7 +694,7 @@ pd_status pd_query_find_path(pd_query_scratch *s, const pd_scene *scene, const p
 }
 
 int pd_query_find_path_small(pd_query_scratch *s, const pd_scene *scene, const pd_path_query *q,
-                             uint64_t max_expansions, pd_path_result *out)
+                             uint64_t max_expansions, int jump_points, pd_path_result *out)
 {
     memset(out, 0, sizeof *out);
     if (!s || !scene || !scene->grid || !q || max_expansions == 0 || q->n_goals > 0 || q->n_avoid > 0)
@@ -686,15 +703,16 @@ int pd_query_find_path_small(pd_query_scratch *s, const pd_scene *scene, const p
      * worker's search's to give (jump point search counts differently). */
     if (q->params.max_expansions != 0 && q->params.max_expansions <= max_expansions)
         return 0;
+    const pd_components *comps;
+    pd_scene_pick pick;
+    const pd_grid *grid = pd__unit_grid(scene, q->unit_size, &comps, &pick);
+    const int jps = jump_points && pd_scene_pick_uses_jps(pick, 1);
     /* A* expands every cell of the path, and a path has at least as many
      * cells as its ends lie apart (Chebyshev): farther ends cannot finish. */
     const int64_t dx = llabs((int64_t)q->params.start.x - q->params.goal.x);
     const int64_t dy = llabs((int64_t)q->params.start.y - q->params.goal.y);
-    if ((uint64_t)(dx > dy ? dx : dy) >= max_expansions)
+    if (!jps && (uint64_t)(dx > dy ? dx : dy) >= max_expansions)
         return 0;
-    const pd_components *comps;
-    pd_scene_pick pick;
-    const pd_grid *grid = pd__unit_grid(scene, q->unit_size, &comps, &pick);
     if (!grid || !pd_grid_in_bounds(grid, q->params.start.x, q->params.start.y) ||
         !pd_grid_in_bounds(grid, q->params.goal.x, q->params.goal.y))
         return 0;
@@ -712,9 +730,10 @@ int pd_query_find_path_small(pd_query_scratch *s, const pd_scene *scene, const p
     pd_path_query small = *q;
     small.params.max_expansions = max_expansions;
     small.params.partial_on_cutoff = 0;
-    /* A*, whatever the scene's pick: its work is bounded by the expansions,
-     * where one jump point search expansion may scan to the map's edges. */
-    const pd_query_control ctl = {NULL, NULL, 0};
+    /* A*, whatever the scene's pick, unless jump_points: A*'s work is
+     * bounded by the expansions, where one jump point search expansion may
+     * scan to the map's edges (the caller's budget for that is smaller). */
+    const pd_query_control ctl = {NULL, NULL, jps};
     out->status = pd__find_path(s, scene, &small, &ctl, out);
     if (out->status == PD_BUDGET_EXCEEDED) {
         pd_path_result_free(out);
@@ -821,7 +840,7 @@ static pd_status pd__route_leg(pd_query_scratch *s, const pd_route_query *q, con
     params.max_expansions = q->max_expansions;
     pd_search_metrics m = {0};
     size_t len = 0;
-    pd_status st = pd__search(s, ctl, grid, pick, &params, NULL, 0, &m, &len);
+    pd_status st = pd__search(s, ctl, grid, pick, &params, NULL, 0, PD_STYLE_CELLS, &m, &len);
     *expanded += m.expanded;
     if (st != PD_OK)
         return st == PD_PARTIAL || st == PD_NO_PATH ? PD_INTERNAL : st;

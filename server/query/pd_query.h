@@ -151,9 +151,12 @@ void pd_path_result_free(pd_path_result *r);   /* frees the arrays; NULL is a no
  * among paths of equal cost A*'s pick, whatever the scene's search), or 0
  * with *out empty after at most max_expansions expansions: run q as usual.
  * The server answers trivial requests this way without a worker's round
- * trip (limits.inline_max_expansions). */
+ * trip (limits.inline_max_expansions). With jump_points set, a scene whose
+ * pick uses jump point search is searched as a worker's pd_query_find_path
+ * with ctl->jump_points would (the same path), max_expansions counting jump
+ * points: for a connection with nothing else in flight (pd_dispatch.c). */
 int pd_query_find_path_small(pd_query_scratch *s, const pd_scene *scene, const pd_path_query *q,
-                             uint64_t max_expansions, pd_path_result *out);
+                             uint64_t max_expansions, int jump_points, pd_path_result *out);
 
 /* ---- FindRoute --------------------------------------------------------- */
 

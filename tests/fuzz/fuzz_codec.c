@@ -9,7 +9,9 @@
  * Beyond memory errors it checks what the decoder promises (pd_codec.h): a
  * frame is never longer than the reader's cap, a rejection has a reason and
  * one of the decoder's statuses, an accepted request has a kind, and the
- * error answer is one whole frame naming the request's id.
+ * error answer is one whole frame naming the request's id; and that the
+ * hand-written FindPath reader (pd_codec_fast.c) decodes every frame to the
+ * same status, reason and fields as protobuf-c's unpack.
  * Build with -DPATHD_FUZZ=ON and clang (see tests/fuzz.cmake), run e.g.
  *   build-fuzz/tests/fuzz_codec -max_total_time=60 -max_len=4096
  */
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec_decode_same.h"
 #include "fuzz_check.h"
 #include "pathd.pb-c.h"
 #include "pd_codec.h"
@@ -77,6 +80,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_REQUIRE(dst == PD_OK || err[0] != '\0', "%s without a reason", pd_status_name(dst));
             if (dst != PD_OK)
                 fuzz_answer(req.id, dst, err);
+            /* The hand-written FindPath reader decodes as protobuf-c does. */
+            int fast;
+            char why[768];
+            FUZZ_REQUIRE(decode_same(payload, plen, &fast, why, sizeof why), "the two decoders differ: %s", why);
             pd_request_free(&req);
             if (dst == PD_MALFORMED) {
                 closed = 1;

@@ -25,6 +25,7 @@
 
 #include "core_check.h"
 #include "pd_jps.h"
+#include "pd_path.h"
 #include "test_rng.h"
 
 #define JPS_GRIDS 500
@@ -89,6 +90,14 @@ static pd_status compare_query(jps_fixture *f, const pd_grid *g, pd_connectivity
                  mj.cost);
     assert_int_equal(mj.end.x, t.x);
     assert_int_equal(mj.end.y, t.y);
+    /* The corners style from the jump points equals the corners of the
+     * full path (A*'s path buffer is free by now: it takes them). */
+    size_t nc = 0;
+    assert_int_equal(pd_jps_extract_corners(f->jps, f->apath, JPS_PATH_CAP, &nc), PD_OK);
+    const size_t ncells = pd_path_corners(f->path, mj.path_len);
+    if (nc != ncells || memcmp(f->apath, f->path, nc * sizeof *f->path) != 0)
+        fail_msg("%s %d-connected (%d,%d)->(%d,%d): %zu corners from the jump points, %zu from the %zu cells", where,
+                 conn, s.x, s.y, t.x, t.y, nc, ncells, (size_t)mj.path_len);
     return sa;
 }
 

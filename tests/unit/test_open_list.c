@@ -290,6 +290,18 @@ static void test_reset_keeps_arrays(void **state)
         assert_int_equal(pd_radix_push(&q, i % 7, i, 0), 0);
     size_t grown = pd_radix_footprint(&q);
     assert_true(grown >= 5000 * sizeof(pd_radix_entry));
+    /* The running count is every bucket's array, pops spreading entries
+     * over further buckets included. */
+    pd_radix_entry e;
+    for (uint32_t i = 0; i < 2500; i++)
+        assert_int_equal(pd_radix_pop(&q, &e), 0);
+    for (uint32_t i = 0; i < 3000; i++)
+        assert_int_equal(pd_radix_push(&q, q.last + (i * 2654435761u) % 100000u, i, 0), 0);
+    size_t sum = 0;
+    for (int k = 0; k < PD_RADIX_BUCKETS; k++)
+        sum += (size_t)q.b[k].cap * sizeof(pd_radix_entry);
+    assert_int_equal(pd_radix_footprint(&q), sum);
+    grown = sum;
     pd_radix_reset(&q, 3);
     assert_int_equal(q.size, 0);
     assert_int_equal(pd_radix_footprint(&q), grown);

@@ -810,6 +810,42 @@ static void test_jump_points_match_astar(void **state)
     waker_destroy(&wj);
 }
 
+/* A lone request's search on the loop (pd_query_find_path_small with
+ * jump_points, issue 30 item 5): where A* on the loop gives up at once
+ * (ends farther apart than its budget), it answers, with the very path a
+ * worker's jump point search gives, corners style included. */
+static void test_small_search_with_jump_points(void **state)
+{
+    pool_fixture *f = *state;
+    pd_query_scratch *loop = pd_query_scratch_create(), *worker = pd_query_scratch_create();
+    assert_non_null(loop);
+    assert_non_null(worker);
+    static const pd_point ends[][2] = {{{3, 5}, {1500, 1200}}, {{1700, 20}, {40, 1650}}, {{10, 10}, {12, 900}}};
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
+        for (int style = 0; style < 2; style++) {
+            pd_path_query q;
+            memset(&q, 0, sizeof q);
+            q.params.start = ends[i][0];
+            q.params.goal = ends[i][1];
+            q.params.connectivity = PD_CONNECT_8;
+            q.style = style ? PD_STYLE_CORNERS : PD_STYLE_CELLS;
+            pd_path_result a, b;
+            assert_int_equal(pd_query_find_path_small(loop, f->big, &q, 512, 0, &a), 0);
+            assert_int_equal(pd_query_find_path_small(loop, f->big, &q, 512, 1, &a), 1);
+            const pd_query_control ctl = {NULL, NULL, 1};
+            assert_int_equal(pd_query_find_path(worker, f->big, &q, &ctl, &b), PD_OK);
+            assert_int_equal(a.status, PD_OK);
+            assert_float_equal(a.metrics.cost, b.metrics.cost, 1e-9);
+            assert_int_equal(a.metrics.expanded, b.metrics.expanded);
+            assert_int_equal(a.path_len, b.path_len);
+            assert_memory_equal(a.path, b.path, a.path_len * sizeof *a.path);
+            pd_path_result_free(&a);
+            pd_path_result_free(&b);
+        }
+    pd_query_scratch_destroy(loop);
+    pd_query_scratch_destroy(worker);
+}
+
 /* ---- routes ---- */
 
 #define ROUTE_WORLD_JSON PD_TEST_DATA_DIR "/route_world.json"
@@ -1245,6 +1281,7 @@ int main(void)
         cmocka_unit_test(test_long_path),
         cmocka_unit_test(test_corners_style),
         cmocka_unit_test(test_jump_points_match_astar),
+        cmocka_unit_test(test_small_search_with_jump_points),
         cmocka_unit_test(test_update_cells_jobs),
         cmocka_unit_test(test_route_jobs),
         cmocka_unit_test(test_path_query_without_scene),

@@ -2172,6 +2172,51 @@ static void test_small_searches_answered_on_loop(void **state)
     server_stop(&ts);
 }
 
+/* Issue 30 item 5: with the one worker paused, a search whose connection
+ * has nothing else in flight nor read is searched on the loop within the
+ * lone budget (the maze's (0,0) to (0,2), ~256 cells: beyond the
+ * 64-expansion attempt). The same search followed by another in the same
+ * write is not lone - the second one's bytes are read - and waits for the
+ * worker, while the small one behind it is answered on the loop: a
+ * pipelining connection whose every earlier request was answered on the
+ * loop (none in flight) still sends its backlog to the workers. */
+static void test_lone_request_searched_on_loop(void **state)
+{
+    test_server ts;
+    server_start(&ts, tweak_one_thread);
+    pd_pool_set_paused(ts.pool, 1);
+    int fd = client_connect(ts.port);
+    find_msg near_walled, small;
+    path_answer a;
+
+    find_request(&near_walled, 2, "maze", 0, 0, 0, 2);
+    near_walled.fp.style = PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS;
+    send_request(fd, &near_walled.req);
+    recv_path(fd, 2, &a);
+    assert_int_equal(a.final->status, PATHD__V1__STATUS__OK);
+    assert_true(fabs(a.final->path->cost - 256.0) < 1e-9);
+    pathd__v1__response__free_unpacked(a.final, NULL);
+
+    out_buf b = {0};
+    find_request(&near_walled, 7, "maze", 0, 0, 0, 2);
+    near_walled.fp.style = PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS;
+    find_request(&small, 8, "small", 0, 0, 1, 1);
+    out_append_request(&b, &near_walled.req);
+    out_append_request(&b, &small.req);
+    out_send(fd, &b);
+    recv_path(fd, 8, &a);
+    assert_int_equal(a.final->status, PATHD__V1__STATUS__OK);
+    pathd__v1__response__free_unpacked(a.final, NULL);
+    expect_pong(fd, 9, 9);
+    pd_pool_set_paused(ts.pool, 0);
+    recv_path(fd, 7, &a);
+    assert_int_equal(a.final->status, PATHD__V1__STATUS__OK);
+    assert_true(fabs(a.final->path->cost - 256.0) < 1e-9);
+    pathd__v1__response__free_unpacked(a.final, NULL);
+    close(fd);
+    server_stop(&ts);
+}
+
 /* Unit size 2 is served on "small" (unit_sizes [1, 2]): it walks the top
  * half, but the 1-wide gap is too narrow, so the bottom half is NO_PATH,
  * decided from the labels without expanding a node. Snap, times and the
@@ -2663,6 +2708,7 @@ int main(void)
         cmocka_unit_test(test_update_cells_changes_paths),
         cmocka_unit_test(test_inflight_search_keeps_its_version),
         cmocka_unit_test(test_small_searches_answered_on_loop),
+        cmocka_unit_test(test_lone_request_searched_on_loop),
         cmocka_unit_test(test_unit_sizes_and_options),
         cmocka_unit_test(test_scene_grid),
         cmocka_unit_test(test_scene_grid_bands_of_a_large_scene),
