@@ -27,22 +27,25 @@
  * Times are the thread's CPU time per call (a shared machine's other
  * processes do not count), the server-side cost a worker would pay.
  *
- * Moving holders aside (pd_yield.h, --yield MS, default 2000; 0 is plain
- * prioritised planning): an agent that stood that long may have standing
- * agents re-planned off its way; the bench applies their new plans as the
- * game would (each replaces that agent's plan from its t0 on) and writes
- * them to the answers for the checker.
+ * Keeping agents out of each other's way (pd_yield.h): --clear-holds 1
+ * (the default) holds PARTIAL's hold only where it blocks no one; --yield
+ * MS (default 2000; 0 is off) lets an agent that stood that long have
+ * standing agents moved off its way. The bench applies the moved agents'
+ * new plans as the game would (each replaces that agent's plan from its t0
+ * on) and writes them to the answers for the checker. --yield 0
+ * --clear-holds 0 is plain prioritised planning.
  *
- * Deadlocked: an agent that stood on one anchor for more than 30 s of game
- * time while not at its goal, while a free path existed. Goals are picked
- * in the agent's static component, so a path exists on the map; "free" is
- * judged when the 30 s pass: a path on the agent's unit grid with the
- * footprints of the agents parked at their own goals (arrived, not going
- * anywhere by their own plan) taken as walls. An agent with no such path
- * is counted apart (no_free_path), never as deadlocked, and the other
- * agents standing in its way still count as obstacles it could have been
- * led around only if they moved: they are not walls, since the planner may
- * move them (so this stays an upper bound of deadlocks, not a lower one).
+ * Deadlocked (the issue: an agent that waited more than 30 s of game time
+ * while a free path existed): an agent that stood on one anchor for more
+ * than 30 s of game time while not at its goal, and had a free path then.
+ * Goals are picked in the agent's static component, so a path exists on
+ * the map. Free is judged when the 30 s pass, on the agent's unit grid
+ * with the footprints of the agents parked at their own goals (arrived:
+ * nothing of their own moves them) as walls. An agent without such a path
+ * counts apart (no_free_path): its goal or every way there is occupied by
+ * agents at rest, and no plan could have got it there. Agents that stand
+ * waiting themselves are not walls: the planner could move them, so their
+ * jams count as deadlocks.
  */
 #include <errno.h>
 #include <math.h>
@@ -722,9 +725,6 @@ int main(int argc, char **argv)
            ra.mode, ra.agents, (double)ra.game_ms / 1000, (unsigned long long)f.calls, p50, p99, mean,
            100.0 * f.wait_ms / f.agent_ms, (unsigned long long)f.deadlocked, (unsigned long long)f.no_free_path,
            (unsigned long long)f.displaced, (unsigned long long)f.start_blocked);
-    extern uint64_t pd_yield_dbg[8];
-    for (int i = 0; i < 8; i++) fprintf(stderr, "dbg%d=%llu ", i, (unsigned long long)pd_yield_dbg[i]);
-    fprintf(stderr, "\n");
     if (ra.answers)
         fclose(ra.answers);
     pdc_close(ra.wire);

@@ -5,7 +5,8 @@ Reads the "== map, N agents" headers, the bench's "figures ..." lines and the
 checker's count lines, and prints one Markdown row per scenario: ReservePath's
 server-side (CPU) p50, p99 and mean, the checker's counts for the reserving
 run and the conflicts of the FindPath-alone baseline beside them, deadlocked
-agents, and one agent's ReservePath time against FindPath's on an empty
+agents (and apart from them those with no free path), agents moved aside,
+and one agent's ReservePath time against FindPath's on an empty
 table (ratio of medians). Exits 1 when a reserving run broke a rule the
 checker counts.
 """
@@ -32,18 +33,19 @@ def main(path):
                 cur["check_" + m.group(1)] = dict(zip(("plans", "illegal", "too_fast", "conflicts", "jumps"),
                                                       map(int, m.group(2, 3, 4, 5, 6))))
     print("| map | agents | game s | ReservePath calls | p50 us | p99 us | mean us | conflicts | illegal | "
-          "too fast | jumps | deadlocked | waits % | FindPath-alone conflicts | 1 agent: ReservePath / FindPath A* "
+          "too fast | jumps | deadlocked | no free path | moved aside | waits % | FindPath-alone conflicts | 1 agent: ReservePath / FindPath A* "
           "(medians) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         rs, al, sg = r.get("reserve", {}), r.get("check_alone", {}), r.get("single", {})
         cr = r.get("check_reserve", {})
         if not cr or any(cr[k] for k in ("illegal", "too_fast", "conflicts", "jumps")):
             bad = True
-        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s (%s vs %s us) |" % (
+        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s (%s vs %s us) |" % (
             r["map"], r["agents"], rs.get("seconds", "?"), rs.get("calls", "?"), rs.get("p50_us", "?"),
             rs.get("p99_us", "?"), rs.get("mean_us", "?"), cr.get("conflicts", "?"), cr.get("illegal", "?"),
-            cr.get("too_fast", "?"), cr.get("jumps", "?"), rs.get("deadlocked", "?"), rs.get("waits_pct", "?"),
+            cr.get("too_fast", "?"), cr.get("jumps", "?"), rs.get("deadlocked", "?"),
+            rs.get("no_free_path", "?"), rs.get("displaced", "?"), rs.get("waits_pct", "?"),
             al.get("conflicts", "?"), sg.get("ratio_astar", "?"), sg.get("rp_median_us", "?"),
             sg.get("astar_median_us", "?")))
     return 1 if bad else 0

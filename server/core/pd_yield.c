@@ -1,5 +1,5 @@
 /*
- * pd_yield.c - ReservePath that moves standing agents aside (pd_yield.h).
+ * pd_yield.c - ReservePath with clear holds and holders moved aside (pd_yield.h).
  *
  * The holders' verdicts (movable or not) are memoised per table slot for
  * one request: the planner asks for every span held for good it meets, and
@@ -7,10 +7,8 @@
  */
 #include "pd_yield.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-uint64_t pd_yield_dbg[8];
 
 typedef struct pd__holder {
     uint64_t agent;
@@ -170,14 +168,12 @@ static int pd__crossed(pd_yield_ctx *yc, const pd_reserve *t, const pd_waypoint 
                     if (seen)
                         continue;
                     if (found == PD_YIELD_MAX_DISPLACED) {
-                        pd_yield_dbg[4]++;
                         *later = 1;
                         return found;
                     }
                     pd__holder *h = &yc->h[found];
                     h->agent = id;
                     if (!pd_reserve_agent_info_get(t, id, &h->info) || !pd__movable(yc, &h->info)) {
-                        if (getenv("YDBG")) fprintf(stderr, "notmovable holds=%d speed=%g unit=%u stood=%lld R=%lld since=%lld t0=%lld span.t0=%lld t1=%lld\n", h->info.holds, h->info.speed, h->info.unit, (long long)pd__stood(&h->info, yc->t0), (long long)yc->stood, (long long)h->info.hold_since, (long long)yc->t0, (long long)s[ns-1].t0, (long long)t1);
                         return -1; /* P1 was planned around everything else */
                     }
                     h->t0 = h->info.hold_since > yc->t0 ? h->info.hold_since : yc->t0;
@@ -199,9 +195,10 @@ static void pd__undo(pd_reserve *t, const pd_yield_ctx *yc, int from, int to)
         pd_reserve_replace(t, h->agent, h->info.unit, h->t0, &stop, 1, NULL);
     }
     for (int i = from; i < to; i++) {
+        /* From when it began standing there: one wait, as it had. */
         const pd__holder *h = &yc->h[i];
-        const pd_waypoint hold = { h->info.x, h->info.y, h->t0, PD_RESERVE_FOREVER };
-        pd_reserve_replace(t, h->agent, h->info.unit, h->t0, &hold, 1, NULL);
+        const pd_waypoint hold = { h->info.x, h->info.y, h->info.hold_since, PD_RESERVE_FOREVER };
+        pd_reserve_replace(t, h->agent, h->info.unit, h->info.hold_since, &hold, 1, NULL);
         pd_reserve_set_renewed(t, h->agent, h->info.renewed_ms);
     }
 }
@@ -211,8 +208,8 @@ static int pd__open_at(const pd_grid *g, int32_t x, int32_t y)
     return pd_grid_in_bounds(g, x, y) && pd_grid_get(g, x, y) != PD_CELL_BLOCKED;
 }
 
-/* A ring cell as pd__clear lets the flow through it: open, and (with a
- * table) not held for good by another agent than `self`. */
+/* An open cell not held for good by another agent than `self` (any open
+ * cell without a table). */
 static int pd__free_at(const pd_grid *g, const pd_reserve *t, uint32_t self, int32_t x, int32_t y)
 {
     if (!pd__open_at(g, x, y))
@@ -224,6 +221,13 @@ static int pd__free_at(const pd_grid *g, const pd_reserve *t, uint32_t self, int
     return !(n && s[n - 1].t1 == PD_RESERVE_FOREVER && s[n - 1].slot != self);
 }
 
+/* The parking rule: the open cells on the ring around the k x k footprint
+ * at (x, y) form one run (the footprint splits no passage), and none is
+ * held for good by another agent (with a table): holds keep a cell apart,
+ * so a crowd of them keeps its gaps. Measured on den520d (500 agents, 600
+ * s): with holds allowed beside holds, as long as the free ring cells
+ * stayed one run, crowds still closed up along walls and 214 agents were
+ * deadlocked; with none beside, 4. */
 static int pd__clear(const pd_grid *g, const pd_reserve *t, uint32_t self, uint32_t k, int32_t x, int32_t y)
 {
     const int32_t side = (int32_t)k + 1; /* steps along each edge of the ring */
@@ -231,10 +235,12 @@ static int pd__clear(const pd_grid *g, const pd_reserve *t, uint32_t self, uint3
     static const int8_t ex[4] = { 1, 0, -1, 0 }, ey[4] = { 0, 1, 0, -1 };
     /* Clockwise from the top-left corner; the cell before it is the one
      * below it on the left edge. */
-    int prev = pd__free_at(g, t, self, x - 1, y), runs = 0;
+    int prev = pd__open_at(g, x - 1, y), runs = 0;
     for (int e = 0; e < 4; e++)
         for (int32_t i = 0; i < side; i++) {
-            const int o = pd__free_at(g, t, self, cx, cy);
+            const int o = pd__open_at(g, cx, cy);
+            if (o && !pd__free_at(g, t, self, cx, cy))
+                return 0;
             runs += o && !prev;
             prev = o;
             cx += ex[e];
@@ -305,43 +311,64 @@ static int pd__mark_way(pd_yield_ctx *yc, size_t n, uint32_t k)
     return 0;
 }
 
-/* Moves the holders found aside, the one farthest along R's way first
- * (nearer ones cannot get out past it), each to the nearest anchor off the
- * way it can hold for good. 0 when all moved; -1 with the table as it was. */
+/* Moves the holders found aside, each to the nearest anchor off R's way
+ * it can hold for good. The one farthest along the way first (nearer ones
+ * cannot get out past it), then again those that could not move yet while
+ * another moved since (in a crowd the order that works is not known): at
+ * most found passes. 0 when all moved; -1 with the table as it was. */
 static int pd__move_aside(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_sipp_params *p,
                           int found)
 {
     const pd_yield_params *y = yc->y;
     const int64_t window = pd_reserve_get_limits(table)->max_window_ms;
-    int i = found - 1;
-    for (; i >= 0; i--) {
-        pd__holder *h = &yc->h[i];
-        yc->park_unit = h->info.unit;
-        yc->park_self = pd_reserve_agent_slot(table, h->agent);
-        const pd_sipp_params q = { .agent = h->agent, .unit = h->info.unit, .start = { h->info.x, h->info.y },
-                                   .goal = { h->info.x, h->info.y }, .t0_ms = h->t0, .speed = h->info.speed,
-                                   .window_ms = window > 0 ? window : 0, .connectivity = p->connectivity,
-                                   .max_expansions = y->max_expansions ? y->max_expansions
-                                                                       : PD_YIELD_DEFAULT_EXPANSIONS,
-                                   .poll = p->poll, .poll_user = p->poll_user, .heuristic = pd__zero,
-                                   .park_ok = pd__park_ok, .park_user = yc };
-        pd_sipp_result rh;
-        pd_status sh = pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh);
-        if (getenv("YDBG") && rh.micros > 5000) fprintf(stderr, "slow aside %llu us exp %llu gen %llu %s\n", (unsigned long long)rh.micros, (unsigned long long)rh.expanded, (unsigned long long)rh.generated, pd_status_name(sh));
-        if (sh != PD_OK) { pd_yield_dbg[5]++; if (getenv("YDBG")) fprintf(stderr, "aside %d/%d: %s\n", i, found, pd_status_name(sh)); break; }
-        pd_reserve_set_renewed(table, h->agent, h->info.renewed_ms);
-        if (pd__keep(&yc->aside[i], &yc->cap_aside[i], rh.waypoints, rh.n_waypoints) != 0) {
-            i--; /* reserved: undone below with the others */
-            break;
+    int moved[PD_YIELD_MAX_DISPLACED] = { 0 }, n_moved = 0;
+    for (int progress = 1; progress && n_moved < found;) {
+        progress = 0;
+        for (int i = found - 1; i >= 0; i--) {
+            if (moved[i])
+                continue;
+            pd__holder *h = &yc->h[i];
+            yc->park_unit = h->info.unit;
+            yc->park_self = pd_reserve_agent_slot(table, h->agent);
+            const pd_sipp_params q = { .agent = h->agent, .unit = h->info.unit,
+                                       .start = { h->info.x, h->info.y }, .goal = { h->info.x, h->info.y },
+                                       .t0_ms = h->t0, .speed = h->info.speed,
+                                       .window_ms = window > 0 ? window : 0, .connectivity = p->connectivity,
+                                       .max_expansions = y->max_expansions ? y->max_expansions
+                                                                           : PD_YIELD_DEFAULT_EXPANSIONS,
+                                       .poll = p->poll, .poll_user = p->poll_user, .heuristic = pd__zero,
+                                       .park_ok = pd__park_ok, .park_user = yc };
+            pd_sipp_result rh;
+            if (pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh) != PD_OK)
+                continue;
+            pd_reserve_set_renewed(table, h->agent, h->info.renewed_ms);
+            moved[i] = 1;
+            n_moved++;
+            progress = 1;
+            if (pd__keep(&yc->aside[i], &yc->cap_aside[i], rh.waypoints, rh.n_waypoints) != 0) {
+                n_moved = -1; /* reserved: undone below with the others */
+                break;
+            }
+            yc->out[i] = (pd_displaced){ .agent = h->agent, .unit = h->info.unit, .speed = h->info.speed,
+                                         .t0_ms = h->t0, .waypoints = yc->aside[i],
+                                         .n_waypoints = rh.n_waypoints, .reserved_until_ms = rh.reserved_until_ms };
         }
-        yc->out[i] = (pd_displaced){ .agent = h->agent, .unit = h->info.unit, .speed = h->info.speed,
-                                     .t0_ms = h->t0, .waypoints = yc->aside[i], .n_waypoints = rh.n_waypoints,
-                                     .reserved_until_ms = rh.reserved_until_ms };
+        if (n_moved < 0)
+            break;
     }
-    if (i < 0)
+    if (n_moved == found)
         return 0;
-    pd__undo(table, yc, i + 1, found);
+    pd__undo(table, yc, 0, found);
     return -1;
+}
+
+/* Whether plan b is worth moving holders for, against R's usual plan a:
+ * b arrives PD_YIELD_MIN_GAIN_MS sooner, or a stays where R stands and b
+ * goes somewhere. (A PARTIAL plan's eta assumes the way is free from its
+ * handover on, so a stuck plan's can look as good as one that goes.) */
+static int pd__gains(const pd_sipp_result *a, const pd_sipp_result *b)
+{
+    return b->eta_ms + PD_YIELD_MIN_GAIN_MS <= a->eta_ms || (a->n_waypoints == 1 && b->n_waypoints > 1);
 }
 
 pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_grid *grid,
@@ -423,11 +450,7 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
     const pd_status st1 = pd_sipp_plan(ctx, table, grid, &p1, &r1);
     if (yr)
         yr->tried = 1;
-    pd_yield_dbg[0]++;
-    if (getenv("YDBG") && (r1.micros > 5000 || r0.micros > 5000)) fprintf(stderr, "slow p0 %llu p1 %llu us\n", (unsigned long long)r0.micros, (unsigned long long)r1.micros);
-    if (!(st1 == PD_OK || st1 == PD_PARTIAL)) pd_yield_dbg[1]++;
-    else if (!(r1.eta_ms + PD_YIELD_MIN_GAIN_MS <= r0.eta_ms)) pd_yield_dbg[2]++;
-    if ((st1 == PD_OK || st1 == PD_PARTIAL) && r1.eta_ms + PD_YIELD_MIN_GAIN_MS <= r0.eta_ms &&
+    if ((st1 == PD_OK || st1 == PD_PARTIAL) && pd__gains(&r0, &r1) &&
         pd__keep(&yc->p1, &yc->cap1, r1.waypoints, r1.n_waypoints) == 0) {
         /* Only the holders R meets within its request's window move; with
          * more further on, R's plan stops short of them, as usual. */
@@ -436,15 +459,13 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
                                       window0 > 0 ? p->t0_ms + window0 : PD_RESERVE_FOREVER, &later);
         if (later)
             p2.window_ms = window0;
-        if (found < 0) pd_yield_dbg[3]++;
         if (found > 0 && pd__mark_way(yc, r1.n_waypoints, p->unit) == 0 &&
             pd__move_aside(yc, ctx, table, p, found) == 0) {
             /* The way is clearing: R plans as usual on the table that has
              * the holders' new plans, and keeps it when it gains. */
             pd_sipp_result r2;
             const pd_status st2 = pd_sipp_reserve(ctx, table, grid, &p2, &r2);
-            if ((st2 == PD_OK || st2 == PD_PARTIAL) && r2.eta_ms + PD_YIELD_MIN_GAIN_MS <= r0.eta_ms) {
-                pd_yield_dbg[7]++;
+            if ((st2 == PD_OK || st2 == PD_PARTIAL) && pd__gains(&r0, &r2)) {
                 r2.expanded += r0.expanded + r1.expanded;
                 r2.reverse_expanded += r0.reverse_expanded + r1.reverse_expanded;
                 if (r)
@@ -456,8 +477,6 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
                 pd_reserve_note_speed(table, p->agent, p->speed);
                 return st2;
             }
-            pd_yield_dbg[6]++;
-            if (getenv("YDBG")) fprintf(stderr, "r2 %s eta %lld vs %lld p1 %lld\n", pd_status_name(st2), (long long)(r2.eta_ms-p->t0_ms), (long long)(r0.eta_ms-p->t0_ms), (long long)(r1.eta_ms-p->t0_ms));
             if (st2 == PD_OK || st2 == PD_PARTIAL) {
                 /* R's plan goes with the moves: its P0 crossed no aside plan
                  * only while they were not there. */

@@ -1,6 +1,6 @@
 /*
- * pd_yield.h - ReservePath that moves standing agents aside (issue 34's
- * deadlocks).
+ * pd_yield.h - ReservePath that keeps standing agents out of each other's
+ * way (issue 34's deadlocks): holds that block no one, and holders moved aside.
  *
  * Why. Prioritised planning (pd_sipp.h) plans each agent around everyone
  * else's reservations, and an agent whose plan ended (a parked goal, or
@@ -11,7 +11,20 @@
  * yield: be re-planned off the way, in the same lane step as the request
  * that needs the way.
  *
- * The rule (a priority that rises with the wait).
+ * Two rules, each its own switch (pd_yield_params).
+ *
+ * Clear holds (clear_holds), a parking rule. PARTIAL's hold for good may
+ * only be where the footprint blocks no one (pd_sipp_params.hold_ok): the
+ * open cells on the ring around it form one run, and none of them is held
+ * for good by another agent. Not in a corridor or its mouth, not in a
+ * door, and never beside another hold, so a crowd keeps its gaps. The planner then
+ * reserves on past the window's end to the first such cell (through a
+ * corridor, to its far side), and an agent coming the other way sees the
+ * whole passage taken and waits outside it. The start is always allowed
+ * (the agent stands there already); when nowhere in reach is clear (a
+ * crowd all round) the plan is made without the rule.
+ *
+ * Moving holders aside (after_ms), a priority that rises with the wait.
  *  - The requester R has stood on its start for at least after_ms (its
  *    unbroken waits there in the table, across its re-reservations).
  *  - A holder H may be moved when its reservations end in a hold for good
@@ -19,24 +32,29 @@
  *    hold has stood 0). So the longest-waiting agent gets its way, and two
  *    agents cannot take the way from each other back and forth: the one
  *    moved aside starts its wait again from 0.
- *  - R plans twice: P0 as usual, P1 with the movable holders' holds ignored
- *    (pd_sipp_params.passable). P1 is taken only when it reaches the goal
- *    at least PD_YIELD_MIN_GAIN_MS sooner (pd_sipp_result.eta_ms) and
- *    crosses at most PD_YIELD_MAX_DISPLACED holders.
- *
- * The move, atomic in one lane step. Each holder crossed by P1 is cut at
- * T = max(t0, when it began standing) (it keeps everything before); R's
- * P1 is reserved; then each holder, earliest crossed first, is planned
- * from its anchor at T to the nearest anchor it can hold for good
- * (pd_sipp_params.park_anywhere: a space-time Dijkstra against the table,
- * which now holds P1, so it steps off R's way before R gets there and ends
- * where no reservation ever comes), and reserved. If any step fails (no
- * such anchor within the budget, a holder that was still moving into its
- * hold when P1 needs the cell, a limit) everything is undone - R's P1
- * dropped, each holder's hold restored exactly as it was, renewal time
- * included - and R gets P0, as without this module. The table checks every
- * step itself (pd_reserve_replace), so a wrong plan here is refused, never
- * stored.
+ *  - R plans P0 as usual, and P1 all the way to its goal with the movable
+ *    holders' holds ignored (pd_sipp_params.passable). Only when P1
+ *    arrives at least PD_YIELD_MIN_GAIN_MS sooner (pd_sipp_result.eta_ms)
+ *    are the holders P1 crosses within R's window (at most
+ *    PD_YIELD_MAX_DISPLACED, the first met) moved.
+ *  - Each is re-planned from its anchor at T = max(t0, when it began
+ *    standing) to the nearest anchor off P1's cells (R's whole way) that it
+ *    can hold for good (and, with clear holds, that blocks no one):
+ *    pd_sipp_params.park_ok, a space-time Dijkstra against the table, so
+ *    it steps aside around everyone's plans. The one P1 meets last is moved
+ *    first (nearer ones cannot get out past it), then again those that
+ *    could not move yet, while any moved.
+ *  - R then plans as usual on the table with the holders' new plans - all
+ *    the way when no further holders stay on P1, so its way through the
+ *    narrow part is reserved before a moved holder plans again (otherwise
+ *    the holder walks straight back in to meet R's PARTIAL hold) - and
+ *    keeps it when it gains as much over P0. An agent whose reservations
+ *    reach its goal keeps planning all the way on its later requests for
+ *    the same reason.
+ *  - Otherwise everything is undone - each holder's hold restored exactly
+ *    as it was, renewal time included - and R gets P0, as without this
+ *    module. The table checks every step itself (pd_reserve_replace), so a
+ *    wrong plan here is refused, never stored.
  *
  * The game must learn the displaced agents' new plans: the answer lists
  * them (pd_yield_result; each replaces that agent's plan from its t0_ms on,

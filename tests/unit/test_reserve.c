@@ -1774,6 +1774,109 @@ static void test_yield_corridor_head_on(void **state)
     assert_true(done <= 40000);
 }
 
+/* The parking rule's test on its own: a footprint blocks no one when the
+ * free cells around it form one run. */
+static void test_yield_clear_hold_rule(void **state)
+{
+    (void)state;
+    pd_grid *g = core_grid("...#########...\n"
+                           "...............\n"
+                           "...#########...\n"
+                           "...............\n"
+                           "...............\n");
+    assert_int_equal(pd_yield_clear_hold(g, 1, 6, 1), 0);  /* mid corridor */
+    assert_int_equal(pd_yield_clear_hold(g, 1, 3, 1), 0);  /* its end */
+    assert_int_equal(pd_yield_clear_hold(g, 1, 2, 1), 0);  /* its mouth, in the room */
+    assert_int_equal(pd_yield_clear_hold(g, 1, 0, 1), 1);  /* against the room's wall */
+    assert_int_equal(pd_yield_clear_hold(g, 1, 1, 0), 1);  /* the map's edge is a wall */
+    assert_int_equal(pd_yield_clear_hold(g, 1, 6, 3), 1);  /* a two-wide hall: one lane left */
+    assert_int_equal(pd_yield_clear_hold(g, 2, 6, 3), 0);  /* a 2 x 2 unit fills it */
+    assert_int_equal(pd_yield_clear_hold(g, 2, 0, 0), 1);
+    pd_grid_destroy(g);
+}
+
+/* With clear holds a PARTIAL plan does not stop in a corridor: it reserves
+ * on to the far side. Without, it holds where the window ends. */
+static void test_yield_clear_hold_plan(void **state)
+{
+    stage st;
+    stage_begin(&st, state, "yield_clear_hold", core_grid("...#########...\n"
+                                                          "...............\n"
+                                                          "...#########...\n"));
+    pd_yield_ctx *yc = pd_yield_ctx_create();
+    assert_non_null(yc);
+    const pd_grid *grids[2] = { NULL, st.s.unit[1] };
+    for (int clear = 0; clear < 2; clear++) {
+        const pd_yield_params y = { .unit_grids = grids, .max_unit = 1, .clear_holds = clear };
+        const pd_sipp_params p = { .agent = 1 + (uint64_t)clear, .unit = 1, .start = { 0, 1 }, .goal = { 14, 1 },
+                                   .t0_ms = 100000 * clear, .speed = 1.0, .window_ms = 4000 };
+        pd_yield_result yr;
+        expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &p, &y, &st.r, &yr), PD_PARTIAL,
+                      "through the corridor");
+        answers_plan(&st.log, p.agent, 1, 1.0, p.t0_ms, st.r.waypoints, st.r.n_waypoints);
+        const pd_waypoint *last = &st.r.waypoints[st.r.n_waypoints - 1];
+        if (clear)
+            assert_true(last->x >= 12 && pd_yield_clear_hold(st.s.unit[1], 1, last->x, last->y));
+        else
+            assert_true(last->x <= 4);
+        assert_int_equal(yr.n_displaced, 0);
+        if (!clear) {
+            pd_reserve_release(st.f->t, p.agent);
+            answers_cut(&st.log, "release", p.agent, 100000);
+        }
+    }
+    pd_yield_ctx_destroy(yc);
+    stage_end(&st);
+}
+
+/* A holder that has nowhere off the requester's way to go stays exactly
+ * as it was, and the requester gets its usual plan. */
+static void test_yield_undone(void **state)
+{
+    stage st;
+    stage_begin(&st, state, "yield_undone", core_grid("........\n"));
+    pd_yield_ctx *yc = pd_yield_ctx_create();
+    assert_non_null(yc);
+    const pd_grid *grids[2] = { NULL, st.s.unit[1] };
+    const pd_yield_params y = { .after_ms = 1000, .unit_grids = grids, .max_unit = 1 };
+    pd_yield_result yr;
+    /* A stands at (5, 0) from 0, B at (6, 0) from 500 (A waited longer). */
+    const pd_sipp_params a0 = { .agent = 1, .unit = 1, .start = { 5, 0 }, .goal = { 5, 0 }, .speed = 1.0 };
+    const pd_sipp_params b0 = { .agent = 2, .unit = 1, .start = { 6, 0 }, .goal = { 6, 0 }, .t0_ms = 500,
+                                .speed = 1.0 };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &a0, &y, &st.r, &yr), PD_OK, "A");
+    answers_plan(&st.log, 1, 1, 1.0, 0, st.r.waypoints, st.r.n_waypoints);
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &b0, &y, &st.r, &yr), PD_OK, "B");
+    answers_plan(&st.log, 2, 1, 1.0, 500, st.r.waypoints, st.r.n_waypoints);
+    pd_reserve_entry before[16], after[16];
+    const size_t nb = pd_reserve_query(st.f->t, 6, 0, 6, 0, 0, FOREVER, before, 16);
+    /* A, standing 3000 ms, asks for (7, 0) beyond B: B may be moved, but
+     * the one cell left to it is on A's way. */
+    const pd_sipp_params a1 = { .agent = 1, .unit = 1, .start = { 5, 0 }, .goal = { 7, 0 }, .t0_ms = 3000,
+                                .speed = 1.0, .window_ms = 4000 };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &a1, &y, &st.r, &yr), PD_PARTIAL, "A again");
+    answers_plan(&st.log, 1, 1, 1.0, 3000, st.r.waypoints, st.r.n_waypoints);
+    assert_true(yr.tried);
+    assert_true(yr.undone);
+    assert_int_equal(yr.n_displaced, 0);
+    /* A holds where it stands, short of B, as plain planning has it. */
+    assert_int_equal(st.r.n_waypoints, 1);
+    assert_int_equal(st.r.waypoints[0].x, 5);
+    /* B's reservations are what they were, renewal time included. */
+    const size_t na = pd_reserve_query(st.f->t, 6, 0, 6, 0, 0, FOREVER, after, 16);
+    assert_int_equal(na, nb);
+    assert_memory_equal(after, before, na * sizeof *after);
+    pd_reserve_agent_info info;
+    assert_true(pd_reserve_agent_info_get(st.f->t, 2, &info));
+    assert_int_equal(info.renewed_ms, 500);
+    assert_true(info.holds);
+    assert_int_equal(info.hold_since, 500);
+    assert_int_equal(pd_reserve_standing_since(st.f->t, 1, 5, 0, 3000), 0);
+    assert_int_equal(pd_reserve_standing_since(st.f->t, 1, 4, 0, 3000), 3000);
+    pd_yield_ctx_destroy(yc);
+    stage_end(&st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1800,6 +1903,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_random_simulation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bench_den520d, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_corridor_head_on, setup, teardown),
+        cmocka_unit_test(test_yield_clear_hold_rule),
+        cmocka_unit_test_setup_teardown(test_yield_clear_hold_plan, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_undone, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
