@@ -27,10 +27,25 @@
  * Times are the thread's CPU time per call (a shared machine's other
  * processes do not count), the server-side cost a worker would pay.
  *
- * Deadlocked: an agent that stood on one anchor for more than 30 s of game
- * time while not at its goal. Goals are picked in the agent's static
- * component, so a path exists on the map; whether one was free of other
- * agents is not proved, so this count is an upper bound.
+ * Keeping agents out of each other's way (pd_yield.h): --clear-holds 1
+ * (the default) holds PARTIAL's hold only where it blocks no one; --yield
+ * MS (default 2000; 0 is off) lets an agent that stood that long have
+ * standing agents moved off its way. The bench applies the moved agents'
+ * new plans as the game would (each replaces that agent's plan from its t0
+ * on) and writes them to the answers for the checker. --yield 0
+ * --clear-holds 0 is plain prioritised planning.
+ *
+ * Deadlocked (the issue: an agent that waited more than 30 s of game time
+ * while a free path existed): an agent that stood on one anchor for more
+ * than 30 s of game time while not at its goal, and had a free path then.
+ * Goals are picked in the agent's static component, so a path exists on
+ * the map. Free is judged when the 30 s pass, on the agent's unit grid
+ * with the footprints of the agents parked at their own goals (arrived:
+ * nothing of their own moves them) as walls. An agent without such a path
+ * counts apart (no_free_path): its goal or every way there is occupied by
+ * agents at rest, and no plan could have got it there. Agents that stand
+ * waiting themselves are not walls: the planner could move them, so their
+ * jams count as deadlocks.
  */
 #include <errno.h>
 #include <math.h>
@@ -48,6 +63,7 @@
 #include "pd_reserve.h"
 #include "pd_search.h"
 #include "pd_sipp.h"
+#include "pd_yield.h"
 
 #define MAX_UNIT 2
 #define TICK_MS 100             /* 10 Hz */
@@ -81,7 +97,8 @@ typedef struct figures {
     size_t n_us, cap_us;
     double wait_ms;             /* executed waits, away from the goal */
     double agent_ms;            /* agents x game time */
-    uint64_t deadlocked, expired;
+    uint64_t deadlocked, no_free_path, expired;
+    uint64_t yield_tried, yield_moves, yield_undone, displaced;
     size_t table_bytes, table_entries;
     uint64_t direct;            /* plans the fast path answered (pd_sipp_direct.h) */
     double *slow_us;            /* the CPU microseconds of the others (SIPP) */
@@ -209,14 +226,14 @@ static void write_grid(FILE *f, const pd_grid *g)
     fprintf(f, "]}\n");
 }
 
-static void write_plan(FILE *f, const agent *a, int64_t t0)
+static void write_waypoints(FILE *f, const agent *a, int64_t t0, const pd_waypoint *wp, size_t n)
 {
     if (!f)
         return;
     fprintf(f, "{\"type\":\"plan\",\"agent\":%llu,\"unit\":%u,\"speed\":%.17g,\"t0\":%lld,\"waypoints\":[",
             (unsigned long long)a->id, a->unit, a->speed, (long long)t0);
-    for (size_t i = 0; i < a->n; i++) {
-        const pd_waypoint *w = &a->plan[i];
+    for (size_t i = 0; i < n; i++) {
+        const pd_waypoint *w = &wp[i];
         if (w->t_leave_ms == PD_RESERVE_FOREVER)
             fprintf(f, "%s[%d,%d,%lld,null]", i ? "," : "", w->x, w->y, (long long)w->t_arrive_ms);
         else
@@ -224,6 +241,11 @@ static void write_plan(FILE *f, const agent *a, int64_t t0)
                     (long long)w->t_leave_ms);
     }
     fprintf(f, "]}\n");
+}
+
+static void write_plan(FILE *f, const agent *a, int64_t t0)
+{
+    write_waypoints(f, a, t0, a->plan, a->n);
 }
 
 /* ---- an agent's plan on the clock ---- */
@@ -249,6 +271,67 @@ static void set_plan(agent *a, const pd_waypoint *wp, size_t n)
     }
     memcpy(a->plan, wp, n * sizeof *wp);
     a->n = n;
+}
+
+/* A holder moved aside (pd_yield.h): its plan up to its hold, the hold
+ * ending where the new plan leaves it, then the new plan. The bench's plan
+ * ends in the hold the table knows (the last answer, or an earlier move). */
+static void apply_displaced(agent *a, const pd_displaced *d)
+{
+    const pd_waypoint *hold = &a->plan[a->n - 1u];
+    if (hold->x != d->waypoints[0].x || hold->y != d->waypoints[0].y || hold->t_leave_ms != PD_RESERVE_FOREVER ||
+        hold->t_arrive_ms > d->t0_ms) {
+        fprintf(stderr, "agent %llu moved aside from (%d,%d) at %lld, but its plan ends at (%d,%d)\n",
+                (unsigned long long)a->id, d->waypoints[0].x, d->waypoints[0].y, (long long)d->t0_ms, hold->x,
+                hold->y);
+        exit(2);
+    }
+    const size_t n = a->n - 1u + d->n_waypoints;
+    pd_waypoint *wp = xrealloc(NULL, n * sizeof *wp);
+    memcpy(wp, a->plan, (a->n - 1u) * sizeof *wp);
+    wp[a->n - 1u] = a->plan[a->n - 1u];
+    wp[a->n - 1u].t_leave_ms = d->waypoints[0].t_leave_ms;
+    memcpy(wp + a->n, d->waypoints + 1, (d->n_waypoints - 1u) * sizeof *wp);
+    set_plan(a, wp, n);
+    free(wp);
+    a->to_goal = 0;
+    /* Decide again once it stands aside, if not before. */
+    if (a->next > a->plan[n - 1].t_arrive_ms)
+        a->next = a->plan[n - 1].t_arrive_ms;
+}
+
+/* Whether agent i has a path to its goal on its unit grid with the
+ * footprints of the agents parked at their goals at t taken as walls (see
+ * "Deadlocked" above). */
+static int free_path_exists(const scene *s, const agent *ag, int n_agents, int i, pd_point from, int64_t t,
+                            pd_search_ctx *sctx)
+{
+    const agent *a = &ag[i];
+    pd_grid *g = pd_grid_clone(s->unit[a->unit]);
+    if (!g) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    const int32_t k = (int32_t)a->unit;
+    for (int j = 0; j < n_agents; j++) {
+        const agent *b = &ag[j];
+        if (j == i || !b->to_goal || pd_plan_index_at(b->plan, b->n, t) != (int)b->n - 1)
+            continue;
+        const pd_waypoint *w = &b->plan[b->n - 1];
+        /* Anchors whose k x k footprint meets b's unit x unit one. */
+        for (int32_t y = w->y - k + 1; y <= w->y + (int32_t)b->unit - 1; y++)
+            for (int32_t x = w->x - k + 1; x <= w->x + (int32_t)b->unit - 1; x++)
+                if (pd_grid_in_bounds(g, x, y) && !(x == from.x && y == from.y))
+                    pd_grid_set(g, x, y, PD_CELL_BLOCKED);
+    }
+    pd_grid_refresh_flags(g);
+    pd_search_params sp = { .start = from, .goal = a->goal };
+    pd_search_metrics m;
+    const pd_status st = pd_grid_get(g, a->goal.x, a->goal.y) == PD_CELL_BLOCKED
+                             ? PD_GOAL_BLOCKED
+                             : pd_search_astar(sctx, g, &sp, NULL, 0, &m);
+    pd_grid_destroy(g);
+    return st == PD_OK || st == PD_BUFFER_TOO_SMALL;
 }
 
 /* FindPath alone: A* on the unit grid, timed as pd_sipp times steps (cost x
@@ -305,6 +388,8 @@ typedef struct run_args {
     int64_t window_ms;
     int64_t hold_ms;            /* PARTIAL's hold (pd_sipp.h): 0 until reserved again */
     int sipp_only;              /* --sipp-only 1: no fast path (pd_sipp_direct.h), to compare */
+    int64_t yield_ms;           /* pd_yield_params.after_ms: 0 never moves holders */
+    int clear_holds;            /* pd_yield_params.clear_holds (with yield_ms > 0) */
     FILE *answers;
     pdc_conn *wire;             /* --mode wire: the server's connection */
     const char *scene;          /* and the scene of the map there */
@@ -353,11 +438,15 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
     double wire_us;
     pd_reserve *table = pd_reserve_create(NULL);
     pd_sipp_ctx *ctx = pd_sipp_ctx_create();
+    pd_yield_ctx *yctx = pd_yield_ctx_create();
     pd_search_ctx *sctx = pd_search_ctx_create();
     agent *ag = calloc((size_t)ra->agents, sizeof *ag);
+    const pd_grid *grids[MAX_UNIT + 1] = { NULL, s->unit[1], s->unit[2] };
+    const pd_yield_params yp = { .after_ms = ra->yield_ms, .unit_grids = grids, .max_unit = MAX_UNIT,
+                               .clear_holds = ra->clear_holds };
     size_t cap = 4096;          /* A* copies no path into a NULL buffer */
     pd_point *buf = xrealloc(NULL, cap * sizeof *buf);
-    if (!table || !ctx || !sctx || !ag) {
+    if (!table || !ctx || !yctx || !sctx || !ag) {
         fprintf(stderr, "out of memory\n");
         exit(2);
     }
@@ -376,7 +465,7 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                                  .speed = a->speed };
             pd_sipp_result r;
             if ((wire ? reserve_wire(ra, &p, &r, &wbuf, &wcap, &wire_us)
-                      : pd_sipp_reserve(ctx, table, s->unit[a->unit], &p, &r)) == PD_OK) {
+                      : pd_yield_reserve(yctx, ctx, table, s->unit[a->unit], &p, NULL, &r, NULL)) == PD_OK) {
                 set_plan(a, r.waypoints, r.n_waypoints);
                 break;
             }
@@ -401,7 +490,10 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                 a->still_since = t0;
             } else if (!arrived && !a->deadlocked && t0 - a->still_since > DEADLOCK_MS) {
                 a->deadlocked = 1;
-                f->deadlocked++;
+                if (free_path_exists(s, ag, ra->agents, i, from, t0, sctx))
+                    f->deadlocked++;
+                else
+                    f->no_free_path++;
             }
             if (!reserve_mode && !arrived) {
                 a->next = a->plan[a->n - 1].t_arrive_ms;   /* alone: no re-planning on the way */
@@ -421,7 +513,8 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                     st = reserve_wire(ra, &p, &r, &wbuf, &wcap, &wire_us);
                     note_us(f, wire_us);
                 } else {
-                    st = pd_sipp_reserve(ctx, table, s->unit[a->unit], &p, &r);
+                    pd_yield_result yr;
+                    st = pd_yield_reserve(yctx, ctx, table, s->unit[a->unit], &p, &yp, &r, &yr);
                     const double us = cpu_us() - began;
                     note_us(f, us);
                     if ((st == PD_OK || st == PD_PARTIAL) && r.direct)
@@ -436,6 +529,16 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                     if (trace && (st == PD_OK || st == PD_PARTIAL) && !r.direct)
                         fprintf(trace, "%llu %d %d %u %.0f\n", (unsigned long long)a->id, a->goal.x, a->goal.y,
                                 a->unit, us);
+                    f->yield_tried += (uint64_t)yr.tried;
+                    f->yield_undone += (uint64_t)yr.undone;
+                    f->yield_moves += yr.n_displaced > 0;
+                    f->displaced += yr.n_displaced;
+                    for (size_t d = 0; d < yr.n_displaced; d++) {
+                        agent *h = &ag[yr.displaced[d].agent - 1u];
+                        apply_displaced(h, &yr.displaced[d]);
+                        write_waypoints(ra->answers, h, yr.displaced[d].t0_ms, yr.displaced[d].waypoints,
+                                        yr.displaced[d].n_waypoints);
+                    }
                 }
                 if (st == PD_OK || st == PD_PARTIAL) {
                     f->wait_ms += wait;
@@ -482,6 +585,7 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
     free(buf);
     free(wbuf);
     pd_search_ctx_destroy(sctx);
+    pd_yield_ctx_destroy(yctx);
     pd_sipp_ctx_destroy(ctx);
     pd_reserve_destroy(table);
 }
@@ -549,8 +653,9 @@ static void run_single(const scene *s, int queries, int64_t window_ms)
 static void usage(void)
 {
     fprintf(stderr, "usage: pathd-agents-bench --map FILE.map [--mode reserve|alone|single|wire] [--agents N]\n"
-                    "         [--seconds S] [--unit2-pct P] [--window MS] [--hold MS] [--sipp-only 1] [--queries N] [--seed N]\n"
-                    "         [--answers FILE.jsonl] [--server HOST:PORT --scene NAME (wire)]\n");
+                    "         [--seconds S] [--unit2-pct P] [--window MS] [--hold MS] [--sipp-only 1] [--yield MS]\n"
+                    "         [--clear-holds 0|1] [--queries N] [--seed N]"
+                    " [--answers FILE.jsonl] [--server HOST:PORT --scene NAME (wire)]\n");
     exit(2);
 }
 
@@ -558,7 +663,7 @@ int main(int argc, char **argv)
 {
     const char *map = NULL, *answers = NULL, *server = NULL;
     run_args ra = { .mode = "reserve", .agents = 500, .game_ms = 600000, .unit2_pct = 20,
-                    .window_ms = PD_RESERVE_DEFAULT_WINDOW_MS };
+                    .window_ms = PD_RESERVE_DEFAULT_WINDOW_MS, .yield_ms = 2000, .clear_holds = 1 };
     int queries = 200;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -580,6 +685,10 @@ int main(int argc, char **argv)
             ra.hold_ms = atoll(v);
         else if (!strcmp(argv[i], "--sipp-only"))
             ra.sipp_only = atoi(v);
+        else if (!strcmp(argv[i], "--yield"))
+            ra.yield_ms = atoll(v);
+        else if (!strcmp(argv[i], "--clear-holds"))
+            ra.clear_holds = atoi(v);
         else if (!strcmp(argv[i], "--queries"))
             queries = atoi(v);
         else if (!strcmp(argv[i], "--seed"))
@@ -629,13 +738,16 @@ int main(int argc, char **argv)
                  max = f.n_us ? f.us[f.n_us - 1] : 0;
     printf("%s: %d agents (%d%% unit 2), %.0f s of game time at 10 Hz: %llu calls (%llu OK, %llu PARTIAL, "
            "%llu NO_PATH, %llu GOAL_BLOCKED, %llu START_BLOCKED, %llu other) in %.1f s wall, %.0f per CPU second; "
-           "p50 %.0f us, p99 %.0f us, mean %.0f us, max %.0f us; waits %.1f%% of agent time; deadlocked %llu; "
+           "p50 %.0f us, p99 %.0f us, mean %.0f us, max %.0f us; waits %.1f%% of agent time; deadlocked %llu "
+           "(and %llu with no free path); moved aside: %llu agents in %llu moves (%llu tried, %llu undone); "
            "expired %llu; table %zu entries, %zu KiB at the end\n",
            ra.mode, ra.agents, ra.unit2_pct, (double)ra.game_ms / 1000, (unsigned long long)f.calls,
            (unsigned long long)f.ok, (unsigned long long)f.partial, (unsigned long long)f.no_path,
            (unsigned long long)f.goal_blocked, (unsigned long long)f.start_blocked, (unsigned long long)f.other,
            wall, sum > 0 ? (double)f.calls / (sum / 1e6) : 0, p50, p99, mean, max, 100.0 * f.wait_ms / f.agent_ms,
-           (unsigned long long)f.deadlocked, (unsigned long long)f.expired, f.table_entries, f.table_bytes / 1024);
+           (unsigned long long)f.deadlocked, (unsigned long long)f.no_free_path, (unsigned long long)f.displaced,
+           (unsigned long long)f.yield_moves, (unsigned long long)f.yield_tried, (unsigned long long)f.yield_undone,
+           (unsigned long long)f.expired, f.table_entries, f.table_bytes / 1024);
     double slow_sum = 0;
     for (size_t i = 0; i < f.n_slow; i++)
         slow_sum += f.slow_us[i];
@@ -647,10 +759,10 @@ int main(int argc, char **argv)
                quantile(f.slow_us, f.n_slow, 0.5), quantile(f.slow_us, f.n_slow, 0.99),
                f.n_slow ? slow_sum / (double)f.n_slow : 0, sum > 0 ? 100.0 * slow_sum / sum : 0);
     printf("figures mode=%s agents=%d seconds=%.0f calls=%llu p50_us=%.0f p99_us=%.0f mean_us=%.0f waits_pct=%.1f "
-           "deadlocked=%llu start_blocked=%llu direct_pct=%.1f\n",
+           "deadlocked=%llu no_free_path=%llu displaced=%llu start_blocked=%llu direct_pct=%.1f\n",
            ra.mode, ra.agents, (double)ra.game_ms / 1000, (unsigned long long)f.calls, p50, p99, mean,
-           100.0 * f.wait_ms / f.agent_ms, (unsigned long long)f.deadlocked, (unsigned long long)f.start_blocked,
-           direct_pct);
+           100.0 * f.wait_ms / f.agent_ms, (unsigned long long)f.deadlocked, (unsigned long long)f.no_free_path,
+           (unsigned long long)f.displaced, (unsigned long long)f.start_blocked, direct_pct);
     free(f.slow_us);
     if (ra.answers)
         fclose(ra.answers);

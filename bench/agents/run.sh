@@ -3,8 +3,9 @@
 # scenario (500 agents on den520d and on Berlin_0_256, 2000 on
 # Berlin_0_1024; 80% unit 1, 20% unit 2; 10 Hz; PD_AGENTS_SECONDS of game
 # time, default 600) it runs pathd-agents-bench three times - one agent on an
-# empty table against FindPath, every agent reserving, every agent planned
-# alone (the baseline) - has tests/agents/check_plans.py replay every answer
+# empty table against FindPath, every agent reserving (with the bench's
+# default rules against deadlocks: clear holds, holders moved aside after
+# 2 s; pd_yield.h), every agent planned alone (the baseline) - has tests/agents/check_plans.py replay every answer
 # of the two simulations, and prints the target table. In process on the
 # core; then --mode wire runs the reserving simulation again through a live
 # pathd (started here on a loopback port with a scene of the map, stopped

@@ -50,6 +50,7 @@ typedef struct pd__agent {
     int64_t cut_ms;          /* pd_reserve_block_cells' mark: PD__NO_CUT outside it */
     int was_cut;             /* cut by a block since its last replace */
     uint32_t next_cut;       /* chains the marked agents */
+    double speed;            /* pd_reserve_note_speed's; 0 unknown */
 } pd__agent;
 
 #define PD__NO_CUT INT64_MAX
@@ -952,4 +953,68 @@ uint64_t pd_reserve_slot_agent(const pd_reserve *t, uint32_t slot)
 uint64_t pd_reserve_spans_except(const pd_reserve *t, uint32_t slot)
 {
     return t->spans - (slot < t->n_agents && t->agents[slot].live ? t->agents[slot].spans : 0);
+}
+
+/* ---- the yielding planner's reads (pd_reserve.h) ---- */
+
+static int pd__waits_at(const pd__entry *e, int32_t x, int32_t y)
+{
+    return e->dx == 0 && e->dy == 0 && e->x == x && e->y == y;
+}
+
+/* The start of the unbroken waits at (x, y) that end with entry i. */
+static int64_t pd__stood_from(const pd__agent *a, uint32_t i, int32_t x, int32_t y)
+{
+    while (i > 0 && pd__waits_at(&a->e[i - 1], x, y) && a->e[i - 1].t1 == a->e[i].t0)
+        i--;
+    return a->e[i].t0;
+}
+
+int pd_reserve_agent_info_get(const pd_reserve *t, uint64_t agent, pd_reserve_agent_info *out)
+{
+    uint32_t slot = pd__map_find(&t->agent_map, agent);
+    if (slot == PD__NONE)
+        return 0;
+    const pd__agent *a = &t->agents[slot];
+    *out = (pd_reserve_agent_info){ .speed = a->speed, .renewed_ms = a->renewed_ms };
+    if (a->n == 0)
+        return 1;
+    const pd__entry *last = &a->e[a->n - 1];
+    out->unit = last->unit;
+    if (last->t1 == PD_RESERVE_FOREVER && last->dx == 0 && last->dy == 0) {
+        out->holds = 1;
+        out->x = last->x;
+        out->y = last->y;
+        out->hold_since = pd__stood_from(a, a->n - 1u, last->x, last->y);
+    }
+    return 1;
+}
+
+int64_t pd_reserve_standing_since(const pd_reserve *t, uint64_t agent, int32_t x, int32_t y, int64_t at)
+{
+    uint32_t slot = pd__map_find(&t->agent_map, agent);
+    if (slot == PD__NONE)
+        return at;
+    const pd__agent *a = &t->agents[slot];
+    uint32_t i = pd__entry_after(a, at);
+    /* The wait running across `at`, or the one that ends there. */
+    if (i < a->n && a->e[i].t0 <= at && pd__waits_at(&a->e[i], x, y))
+        return pd__stood_from(a, i, x, y);
+    if (i > 0 && a->e[i - 1].t1 == at && pd__waits_at(&a->e[i - 1], x, y))
+        return pd__stood_from(a, i - 1u, x, y);
+    return at;
+}
+
+void pd_reserve_note_speed(pd_reserve *t, uint64_t agent, double speed)
+{
+    uint32_t slot = pd__map_find(&t->agent_map, agent);
+    if (slot != PD__NONE)
+        t->agents[slot].speed = speed;
+}
+
+void pd_reserve_set_renewed(pd_reserve *t, uint64_t agent, int64_t renewed_ms)
+{
+    uint32_t slot = pd__map_find(&t->agent_map, agent);
+    if (slot != PD__NONE)
+        t->agents[slot].renewed_ms = renewed_ms;
 }

@@ -233,6 +233,39 @@ int pd_reserve_agent_end(const pd_reserve *t, uint64_t agent, pd_reserve_cut *ou
 size_t pd_reserve_query(const pd_reserve *t, int32_t x0, int32_t y0, int32_t x1, int32_t y1,
                         int64_t from_ms, int64_t to_ms, pd_reserve_entry *out, size_t cap);
 
+/* ---- What the yielding planner (pd_yield.h) reads and restores ---- */
+
+/* An agent as a holder: its unit, speed, last renewal, and whether its
+ * reservations end in a hold for good (the last entry a wait at (x, y)
+ * running to PD_RESERVE_FOREVER: a parked goal or PARTIAL's hold). */
+typedef struct pd_reserve_agent_info {
+    uint32_t unit;           /* of its last entry */
+    double speed;            /* as noted by pd_reserve_note_speed; 0 unknown */
+    int64_t renewed_ms;
+    int holds;
+    int32_t x, y;            /* the held anchor, when holds */
+    int64_t hold_since;      /* when it began standing there: the start of
+                                the unbroken waits at (x, y) ending in the hold */
+} pd_reserve_agent_info;
+
+/* 1 and *out filled when agent is in the table, else 0. */
+int pd_reserve_agent_info_get(const pd_reserve *t, uint64_t agent, pd_reserve_agent_info *out);
+
+/* Since when agent has stood on anchor (x, y) without a break up to `at`
+ * (its unbroken waits there, across re-reservations); `at` when its entries
+ * do not have it standing there then. Entries collected (older than the
+ * TTL) no longer count. */
+int64_t pd_reserve_standing_since(const pd_reserve *t, uint64_t agent, int32_t x, int32_t y, int64_t at);
+
+/* The speed (cells per second) of the agent's last plan, which the table
+ * does not otherwise know: a holder moved aside walks at its own speed. */
+void pd_reserve_note_speed(pd_reserve *t, uint64_t agent, double speed);
+
+/* Sets the agent's last renewal (a replace renews it): moving a holder
+ * aside, or undoing that, is not the holder's own renewal, so its TTL
+ * keeps running from its last request. */
+void pd_reserve_set_renewed(pd_reserve *t, uint64_t agent, int64_t renewed_ms);
+
 /* ---- Reading a plan on the clock (the game's side, tests, benchmarks) ---- */
 
 /* The waypoint of wp[0..n) (n >= 1) the agent stands on at t (arriving,

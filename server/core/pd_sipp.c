@@ -210,12 +210,33 @@ static int pd__grow(void **buf, size_t *cap, size_t need, size_t size)
 
 static int pd__at_goal(const pd__srun *r, uint32_t cell)
 {
+    if (r->p->park_ok)
+        return r->p->park_ok(r->p->park_user, (int32_t)(cell % (uint32_t)r->stride) - 1,
+                             (int32_t)(cell / (uint32_t)r->stride) - 1);
     if (r->p->targets) {
         const pd_point c = { (int32_t)(cell % (uint32_t)r->stride) - 1, (int32_t)(cell / (uint32_t)r->stride) - 1 };
         uint32_t which;
         return pd_targets_accepts(r->p->targets, r->grid, c, &which);
     }
     return cell == r->goal;
+}
+
+/* Whether the caller lets the agent hold padded cell `cell` as a handover
+ * (pd_sipp_params.hold_ok); its start always: it stands there already. */
+static int pd__may_hold(const pd__srun *r, uint32_t cell)
+{
+    if (!r->p->hold_ok)
+        return 1;
+    const int32_t x = (int32_t)(cell % (uint32_t)r->stride), y = (int32_t)(cell / (uint32_t)r->stride);
+    return (x == r->sx && y == r->sy) || r->p->hold_ok(r->p->hold_user, x - 1, y - 1);
+}
+
+/* Whether another agent's span counts: the agent's own never do, nor holds
+ * for good that the caller will move aside (pd_sipp_params.passable). */
+static inline int pd__ignored(const pd__srun *r, const pd_reserve_span *s)
+{
+    return s->slot == r->self ||
+           (s->t1 == PD_RESERVE_FOREVER && r->p->passable && r->p->passable(r->p->passable_user, s->slot));
 }
 
 /* ---- the reverse resumable search: exact static times to the goal ----
@@ -497,7 +518,7 @@ static int pd__gather(pd__srun *r, int32_t x0, int32_t y0, int32_t x1, int32_t y
                 s = pd_reserve_cell(r->table, x, y, &n);
             }
             for (size_t i = pd_reserve_first_ending_after(s, n, sizeof *s, after); i < n; i++) {
-                if (s[i].slot == r->self)
+                if (pd__ignored(r, &s[i]))
                     continue;
                 if (pd__grow((void **)&c->busy, &c->cap_busy, c->n_busy + 1u, sizeof *c->busy) != 0)
                     return -1;
@@ -537,7 +558,7 @@ static int64_t pd__earliest(const pd__srun *r, int32_t x0, int32_t y0, int32_t x
                 const pd_reserve_span *s = c->nb_s[at];
                 const size_t n = c->nb_n[at];
                 for (size_t i = pd_reserve_first_ending_after(s, n, sizeof *s, d); i < n && s[i].t0 < d + dur; i++) {
-                    if (s[i].slot == r->self)
+                    if (pd__ignored(r, &s[i]))
                         continue;
                     d = s[i].t1; /* later spans here start at or after it */
                     moved = 1;
@@ -731,7 +752,7 @@ static uint32_t pd__holder(const pd__srun *r, int32_t x, int32_t y, int64_t t)
             size_t n;
             const pd_reserve_span *s = pd_reserve_cell(r->table, i, j, &n);
             for (size_t a = pd_reserve_first_ending_after(s, n, sizeof *s, t); a < n && s[a].t0 <= t; a++)
-                if (s[a].slot != r->self)
+                if (!pd__ignored(r, &s[a]))
                     return s[a].slot;
         }
     return PD_RESERVE_NO_SLOT;
@@ -745,7 +766,7 @@ static int pd__parked_on(const pd__srun *r, int32_t x, int32_t y)
         for (int32_t i = x; i < x + r->k; i++) {
             size_t n;
             const pd_reserve_span *s = pd_reserve_cell(r->table, i, j, &n);
-            if (n && s[n - 1].t1 == PD_RESERVE_FOREVER && s[n - 1].slot != r->self)
+            if (n && s[n - 1].t1 == PD_RESERVE_FOREVER && !pd__ignored(r, &s[n - 1]))
                 return 1;
         }
     return 0;
@@ -879,15 +900,18 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
 
     /* Parking where another agent parks can never be: without a window
      * the search would try every state it can reach before saying so. */
-    if (r->use_table && p->at_goal == PD_AT_GOAL_PARK && p->window_ms == 0 && !p->targets &&
+    if (r->use_table && p->at_goal == PD_AT_GOAL_PARK && p->window_ms == 0 && !p->targets && !p->park_ok &&
         pd__parked_on(r, p->goal.x, p->goal.y)) {
         st = PD_NO_PATH;
         goto done;
     }
 
     /* The static shortest path, when the table leaves it free, is optimal
-     * (pd_sipp_direct.h): no search over time at all. */
-    if (!p->sipp_only && pd_sipp_direct_plan(&ctx->direct, table, grid, p, r->self, r->use_table, r->t_end, &out, &st))
+     * (pd_sipp_direct.h): no search over time at all. Not for pd_yield's
+     * plans: through holders (passable), to any parking cell (park_ok), or
+     * whose hold must be somewhere it allows (hold_ok) - the fast path
+     * knows none of those rules. */
+    if (!p->sipp_only && !p->passable && !p->park_ok && !p->hold_ok && pd_sipp_direct_plan(&ctx->direct, table, grid, p, r->self, r->use_table, r->t_end, &out, &st))
         goto done;
     /* Made after the fast path, which needs two of them (510 ceil()s are
      * a fair part of its time on a short query). */
@@ -920,6 +944,7 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
         goto done;
     }
     uint32_t end = PD__NO_NODE;
+    double end_key = 0.0;
     st = PD_NO_PATH;
     while (ctx->n_heap > 0) {
         const pd__open top = pd__pop(ctx);
@@ -951,17 +976,20 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
          * static rest needs no search. */
         if (r->exact && n->mode == PD__STATIC) {
             end = top.node;
+            end_key = top.f;
             st = PD_PARTIAL;
             break;
         }
         if (pd__at_goal(r, n->cell)) {
             if (n->mode == PD__STATIC) {
                 end = top.node;
+                end_key = top.f;
                 st = PD_PARTIAL;
                 break;
             }
             if (p->at_goal == PD_AT_GOAL_VANISH || n->hi == PD_RESERVE_FOREVER) {
                 end = top.node;
+                end_key = top.f;
                 st = PD_OK;
                 break;
             }
@@ -977,13 +1005,14 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
          * before, it may also wait there for the end (its static twin at
          * t_end), which is how an agent that cannot get anywhere yet holds
          * its cell. */
-        if (n->mode == PD__SPACE_TIME && p->window_ms > 0) {
+        if (n->mode == PD__SPACE_TIME && p->window_ms > 0 && pd__may_hold(r, n->cell)) {
             const int64_t hold_from = n->g > r->t_end ? n->g : r->t_end;
             if (p->hold_ms ? n->hi - hold_from >= p->hold_ms : n->hi == PD_RESERVE_FOREVER) {
                 if (n->g >= r->t_end) {
                     n->mode = PD__HANDOVER;
                     if (r->exact) {
                         end = top.node; /* as a static node, above */
+                        end_key = top.f;
                         st = PD_PARTIAL;
                         break;
                     }
@@ -1002,6 +1031,7 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
     out.reverse_expanded = r->rexpanded;
     if ((st == PD_OK || st == PD_PARTIAL) && pd__extract(r, end, &out) != 0)
         st = PD_INTERNAL;
+    out.eta_ms = (int64_t)end_key;
 done:
     out.micros = pd_clock_us() - started;
     if (res)

@@ -159,6 +159,22 @@ typedef struct pd_sipp_params {
      * `goal`; else `goal` is unused and the plan ends at the first cell the
      * set accepts, keyed by pd_targets_h (see "Goals" above). */
     const pd_targets *targets;
+    /* Moving holders aside (pd_yield.h). passable: spans held for good
+     * (t1 = PD_RESERVE_FOREVER) by the agent in `slot` are ignored when it
+     * returns nonzero - a plan through standing agents that will be moved.
+     * park_ok: when set, the goal is any anchor (x, y) it accepts that the
+     * agent can hold for good from its arrival (set goal = start and give
+     * a zero heuristic): where a holder steps aside to. */
+    int (*passable)(void *user, uint32_t slot);
+    void *passable_user;
+    int (*park_ok)(void *user, int32_t x, int32_t y);
+    void *park_user;
+    /* hold_ok: when set, a handover may only be an anchor it accepts (or
+     * the start): the search goes on past the window's end until one is
+     * reached, so PARTIAL's hold is never where the caller says it blocks
+     * others (pd_yield.h: never mid-corridor). */
+    int (*hold_ok)(void *user, int32_t x, int32_t y);
+    void *hold_user;
 } pd_sipp_params;
 
 typedef struct pd_sipp_result {
@@ -182,6 +198,9 @@ typedef struct pd_sipp_result {
     /* 1 when the fast path (pd_sipp_direct.h) answered: the static shortest
      * path was free; the searches above then did not run. */
     int direct;
+    /* The plan's arrival at the goal as the search ranked it: the goal's
+     * arrival (OK), or the handover's time plus the static rest (PARTIAL). */
+    int64_t eta_ms;
 } pd_sipp_result;
 
 typedef struct pd_sipp_ctx pd_sipp_ctx;

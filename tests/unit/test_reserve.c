@@ -41,6 +41,7 @@
 #include "pd_clearance.h"
 #include "pd_reserve.h"
 #include "pd_sipp.h"
+#include "pd_yield.h"
 
 #ifndef PD_AGENTS_PYTHON
 #define PD_AGENTS_PYTHON "/usr/bin/python3"
@@ -1652,6 +1653,233 @@ static void test_bench_den520d(void **state)
     scene_free(&s);
 }
 
+/* ---- moving holders aside (pd_yield.h) ---- */
+
+/* One agent of a small simulation: its plan as the game keeps it. */
+typedef struct yagent {
+    uint64_t id;
+    pd_point goal;
+    pd_waypoint wp[256];
+    size_t n;
+} yagent;
+
+static void yagent_set(yagent *a, const pd_waypoint *wp, size_t n)
+{
+    assert_true(n <= 256);
+    memcpy(a->wp, wp, n * sizeof *wp);
+    a->n = n;
+}
+
+/* Where a's plan has it standing from t on, and when. */
+static pd_point yagent_at(const yagent *a, int64_t t, int64_t *t0)
+{
+    *t0 = pd_plan_next_stop(a->wp, a->n, t);
+    const int i = pd_plan_index_at(a->wp, a->n, *t0);
+    assert_true(i >= 0);
+    return (pd_point){ a->wp[i].x, a->wp[i].y };
+}
+
+/* ReservePath through pd_yield_reserve (after_ms 0: never moves anyone);
+ * every plan, the displaced agents' too, to the log, and the displaced
+ * agents' new plans taken as the game would take them. */
+static pd_status yreserve(stage *st, pd_yield_ctx *yc, yagent *ag, size_t n_ag, yagent *a, int64_t t,
+                          int64_t window, int64_t after_ms, pd_yield_result *yr)
+{
+    const pd_grid *grids[2] = { NULL, st->s.unit[1] };
+    const pd_yield_params y = { .after_ms = after_ms, .unit_grids = grids, .max_unit = 1 };
+    int64_t t0;
+    const pd_point from = yagent_at(a, t, &t0);
+    const pd_sipp_params p = { .agent = a->id, .unit = 1, .start = from, .goal = a->goal, .t0_ms = t0,
+                               .speed = 1.0, .window_ms = window };
+    pd_status got = pd_yield_reserve(yc, st->f->ctx, st->f->t, st->s.unit[1], &p, &y, &st->r, yr);
+    if (got == PD_OK || got == PD_PARTIAL) {
+        answers_plan(&st->log, a->id, 1, 1.0, t0, st->r.waypoints, st->r.n_waypoints);
+        yagent_set(a, st->r.waypoints, st->r.n_waypoints);
+    }
+    for (size_t d = 0; d < yr->n_displaced; d++) {
+        const pd_displaced *dp = &yr->displaced[d];
+        assert_true(dp->agent != a->id);
+        answers_plan(&st->log, dp->agent, dp->unit, dp->speed, dp->t0_ms, dp->waypoints, dp->n_waypoints);
+        for (size_t i = 0; i < n_ag; i++)
+            if (ag[i].id == dp->agent) {
+                /* It was standing on its hold: the new plan starts there. */
+                assert_int_equal(ag[i].wp[ag[i].n - 1].x, dp->waypoints[0].x);
+                assert_int_equal(ag[i].wp[ag[i].n - 1].y, dp->waypoints[0].y);
+                assert_int_equal(dp->waypoints[0].t_arrive_ms, dp->t0_ms);
+                yagent_set(&ag[i], dp->waypoints, dp->n_waypoints);
+            }
+    }
+    return got;
+}
+
+/* Two agents head on in a one-wide corridor with no pocket, between two
+ * small rooms, each standing in the corridor in the other's way. Plain
+ * prioritised planning leaves them there for good (each plans around the
+ * other's hold); with holders moved aside the one that waited longer sends
+ * the other back into its room and both reach their goals. Returns the time
+ * both stood on their goals, or -1 when they did not within 120 s. */
+static int64_t corridor_duel(void **state, int64_t after_ms, const char *name)
+{
+    stage st;
+    stage_begin(&st, state, name, core_grid("...#########...\n"
+                                            "...............\n"
+                                            "...#########...\n"));
+    pd_yield_ctx *yc = pd_yield_ctx_create();
+    assert_non_null(yc);
+    yagent ag[2] = { { .id = 1, .goal = { 13, 1 } }, { .id = 2, .goal = { 1, 1 } } };
+    const pd_point at[2] = { { 6, 1 }, { 8, 1 } };
+    pd_yield_result yr;
+    /* B stands first (t = 0), A from t = 1000: B has waited longer. */
+    for (int i = 1; i >= 0; i--) {
+        const pd_waypoint hold = { at[i].x, at[i].y, i ? 0 : 1000, FOREVER };
+        yagent_set(&ag[i], &hold, 1);
+        const pd_sipp_params p = { .agent = ag[i].id, .unit = 1, .start = at[i], .goal = at[i],
+                                   .t0_ms = hold.t_arrive_ms, .speed = 1.0 };
+        expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &p, NULL, &st.r, &yr), PD_OK,
+                      "stand");
+        answers_plan(&st.log, p.agent, 1, 1.0, p.t0_ms, st.r.waypoints, st.r.n_waypoints);
+    }
+    int64_t done = -1;
+    for (int64_t t = 3000; t <= 120000 && done < 0; t += 500) {
+        for (int i = 0; i < 2; i++) {
+            int64_t t0;
+            const pd_point here = yagent_at(&ag[i], t, &t0);
+            if (here.x == ag[i].goal.x && here.y == ag[i].goal.y && ag[i].wp[ag[i].n - 1].t_leave_ms == FOREVER &&
+                ag[i].wp[ag[i].n - 1].x == here.x && ag[i].wp[ag[i].n - 1].y == here.y)
+                continue;
+            const pd_status got = yreserve(&st, yc, ag, 2, &ag[i], t, 4000, after_ms, &yr);
+            assert_true(got == PD_OK || got == PD_PARTIAL);
+            if (after_ms > 0 && t == 3000) {
+                /* At 3000 A has stood 2000 ms, B 3000: A may not move B
+                 * (B waited longer), but B may move A. */
+                assert_int_equal(yr.n_displaced, i == 0 ? 0 : 1);
+                if (i == 1)
+                    assert_int_equal(yr.displaced[0].agent, 1);
+            }
+        }
+        int64_t t0a, t0b;
+        const pd_point pa = yagent_at(&ag[0], t, &t0a), pb = yagent_at(&ag[1], t, &t0b);
+        if (pa.x == 13 && pa.y == 1 && pb.x == 1 && pb.y == 1)
+            done = t;
+    }
+    stage_end(&st);
+    pd_yield_ctx_destroy(yc);
+    return done;
+}
+
+static void test_yield_corridor_head_on(void **state)
+{
+    /* Without moving holders: a deadlock, the test's premise. */
+    assert_int_equal(corridor_duel(state, 0, "yield_off_corridor"), -1);
+    /* With it: both arrive, and the checker finds nothing wrong. */
+    const int64_t done = corridor_duel(state, 2000, "yield_corridor");
+    assert_true(done > 0);
+    assert_true(done <= 40000);
+}
+
+/* The parking rule's test on its own: a footprint blocks no one when the
+ * free cells around it form one run. */
+static void test_yield_clear_hold_rule(void **state)
+{
+    (void)state;
+    pd_grid *g = core_grid("...#########...\n"
+                           "...............\n"
+                           "...#########...\n"
+                           "...............\n"
+                           "...............\n");
+    assert_int_equal(pd_yield_clear_hold(g, 1, 6, 1), 0);  /* mid corridor */
+    assert_int_equal(pd_yield_clear_hold(g, 1, 3, 1), 0);  /* its end */
+    assert_int_equal(pd_yield_clear_hold(g, 1, 2, 1), 0);  /* its mouth, in the room */
+    assert_int_equal(pd_yield_clear_hold(g, 1, 0, 1), 1);  /* against the room's wall */
+    assert_int_equal(pd_yield_clear_hold(g, 1, 1, 0), 1);  /* the map's edge is a wall */
+    assert_int_equal(pd_yield_clear_hold(g, 1, 6, 3), 1);  /* a two-wide hall: one lane left */
+    assert_int_equal(pd_yield_clear_hold(g, 2, 6, 3), 0);  /* a 2 x 2 unit fills it */
+    assert_int_equal(pd_yield_clear_hold(g, 2, 0, 0), 1);
+    pd_grid_destroy(g);
+}
+
+/* With clear holds a PARTIAL plan does not stop in a corridor: it reserves
+ * on to the far side. Without, it holds where the window ends. */
+static void test_yield_clear_hold_plan(void **state)
+{
+    stage st;
+    stage_begin(&st, state, "yield_clear_hold", core_grid("...#########...\n"
+                                                          "...............\n"
+                                                          "...#########...\n"));
+    pd_yield_ctx *yc = pd_yield_ctx_create();
+    assert_non_null(yc);
+    const pd_grid *grids[2] = { NULL, st.s.unit[1] };
+    for (int clear = 0; clear < 2; clear++) {
+        const pd_yield_params y = { .unit_grids = grids, .max_unit = 1, .clear_holds = clear };
+        const pd_sipp_params p = { .agent = 1 + (uint64_t)clear, .unit = 1, .start = { 0, 1 }, .goal = { 14, 1 },
+                                   .t0_ms = 100000 * clear, .speed = 1.0, .window_ms = 4000 };
+        pd_yield_result yr;
+        expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &p, &y, &st.r, &yr), PD_PARTIAL,
+                      "through the corridor");
+        answers_plan(&st.log, p.agent, 1, 1.0, p.t0_ms, st.r.waypoints, st.r.n_waypoints);
+        const pd_waypoint *last = &st.r.waypoints[st.r.n_waypoints - 1];
+        if (clear)
+            assert_true(last->x >= 12 && pd_yield_clear_hold(st.s.unit[1], 1, last->x, last->y));
+        else
+            assert_true(last->x <= 4);
+        assert_int_equal(yr.n_displaced, 0);
+        if (!clear) {
+            pd_reserve_release(st.f->t, p.agent);
+            answers_cut(&st.log, "release", p.agent, 100000);
+        }
+    }
+    pd_yield_ctx_destroy(yc);
+    stage_end(&st);
+}
+
+/* A holder that has nowhere off the requester's way to go stays exactly
+ * as it was, and the requester gets its usual plan. */
+static void test_yield_undone(void **state)
+{
+    stage st;
+    stage_begin(&st, state, "yield_undone", core_grid("........\n"));
+    pd_yield_ctx *yc = pd_yield_ctx_create();
+    assert_non_null(yc);
+    const pd_grid *grids[2] = { NULL, st.s.unit[1] };
+    const pd_yield_params y = { .after_ms = 1000, .unit_grids = grids, .max_unit = 1 };
+    pd_yield_result yr;
+    /* A stands at (5, 0) from 0, B at (6, 0) from 500 (A waited longer). */
+    const pd_sipp_params a0 = { .agent = 1, .unit = 1, .start = { 5, 0 }, .goal = { 5, 0 }, .speed = 1.0 };
+    const pd_sipp_params b0 = { .agent = 2, .unit = 1, .start = { 6, 0 }, .goal = { 6, 0 }, .t0_ms = 500,
+                                .speed = 1.0 };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &a0, &y, &st.r, &yr), PD_OK, "A");
+    answers_plan(&st.log, 1, 1, 1.0, 0, st.r.waypoints, st.r.n_waypoints);
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &b0, &y, &st.r, &yr), PD_OK, "B");
+    answers_plan(&st.log, 2, 1, 1.0, 500, st.r.waypoints, st.r.n_waypoints);
+    pd_reserve_entry before[16], after[16];
+    const size_t nb = pd_reserve_query(st.f->t, 6, 0, 6, 0, 0, FOREVER, before, 16);
+    /* A, standing 3000 ms, asks for (7, 0) beyond B: B may be moved, but
+     * the one cell left to it is on A's way. */
+    const pd_sipp_params a1 = { .agent = 1, .unit = 1, .start = { 5, 0 }, .goal = { 7, 0 }, .t0_ms = 3000,
+                                .speed = 1.0, .window_ms = 4000 };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &a1, &y, &st.r, &yr), PD_PARTIAL, "A again");
+    answers_plan(&st.log, 1, 1, 1.0, 3000, st.r.waypoints, st.r.n_waypoints);
+    assert_true(yr.tried);
+    assert_true(yr.undone);
+    assert_int_equal(yr.n_displaced, 0);
+    /* A holds where it stands, short of B, as plain planning has it. */
+    assert_int_equal(st.r.n_waypoints, 1);
+    assert_int_equal(st.r.waypoints[0].x, 5);
+    /* B's reservations are what they were, renewal time included. */
+    const size_t na = pd_reserve_query(st.f->t, 6, 0, 6, 0, 0, FOREVER, after, 16);
+    assert_int_equal(na, nb);
+    assert_memory_equal(after, before, na * sizeof *after);
+    pd_reserve_agent_info info;
+    assert_true(pd_reserve_agent_info_get(st.f->t, 2, &info));
+    assert_int_equal(info.renewed_ms, 500);
+    assert_true(info.holds);
+    assert_int_equal(info.hold_since, 500);
+    assert_int_equal(pd_reserve_standing_since(st.f->t, 1, 5, 0, 3000), 0);
+    assert_int_equal(pd_reserve_standing_since(st.f->t, 1, 4, 0, 3000), 3000);
+    pd_yield_ctx_destroy(yc);
+    stage_end(&st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1677,6 +1905,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_static_rest_not_searched, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_simulation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bench_den520d, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_corridor_head_on, setup, teardown),
+        cmocka_unit_test(test_yield_clear_hold_rule),
+        cmocka_unit_test_setup_teardown(test_yield_clear_hold_plan, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_undone, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

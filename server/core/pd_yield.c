@@ -1,0 +1,510 @@
+/*
+ * pd_yield.c - ReservePath with clear holds and holders moved aside (pd_yield.h).
+ *
+ * The holders' verdicts (movable or not) are memoised per table slot for
+ * one request: the planner asks for every span held for good it meets, and
+ * the answer reads the holder's entries.
+ */
+#include "pd_yield.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct pd__holder {
+    uint64_t agent;
+    pd_reserve_agent_info info;
+    int64_t t0;                        /* where it is cut: max(R's t0, its hold's start) */
+} pd__holder;
+
+struct pd_yield_ctx {
+    pd_waypoint *p0, *p1;              /* R's two plans */
+    size_t cap0, cap1;
+    pd_waypoint *aside[PD_YIELD_MAX_DISPLACED];
+    size_t cap_aside[PD_YIELD_MAX_DISPLACED];
+    pd_displaced out[PD_YIELD_MAX_DISPLACED];
+    pd__holder h[PD_YIELD_MAX_DISPLACED];
+    /* passable's memo: (gen << 1) | verdict per slot */
+    uint64_t *memo;
+    size_t cap_memo;
+    uint64_t gen;
+    /* the request passable judges for */
+    const pd_reserve *table;
+    const pd_yield_params *y;
+    int64_t t0, stood;
+    uint32_t self;
+    /* R's P1's cells (pd__cell_key), sorted: where no holder may park */
+    uint64_t *way;
+    size_t n_way, cap_way;
+    uint32_t park_unit, park_self;
+    uint32_t hold_unit;                /* R's, for pd__hold_ok */
+};
+
+static uint64_t pd__cell_key(int32_t x, int32_t y)
+{
+    return ((uint64_t)(uint32_t)y << 32) | (uint32_t)x;
+}
+
+pd_yield_ctx *pd_yield_ctx_create(void)
+{
+    return calloc(1, sizeof(pd_yield_ctx));
+}
+
+void pd_yield_ctx_destroy(pd_yield_ctx *yc)
+{
+    if (!yc)
+        return;
+    free(yc->p0);
+    free(yc->p1);
+    for (int i = 0; i < PD_YIELD_MAX_DISPLACED; i++)
+        free(yc->aside[i]);
+    free(yc->memo);
+    free(yc->way);
+    free(yc);
+}
+
+/* Copies wp[0..n) into *buf. 0, or -1 on allocation failure. */
+static int pd__keep(pd_waypoint **buf, size_t *cap, const pd_waypoint *wp, size_t n)
+{
+    if (n > *cap) {
+        pd_waypoint *b = realloc(*buf, n * sizeof *b);
+        if (!b)
+            return -1;
+        *buf = b;
+        *cap = n;
+    }
+    memcpy(*buf, wp, n * sizeof *wp);
+    return 0;
+}
+
+static double pd__zero(void *user, int32_t x, int32_t y)
+{
+    (void)user;
+    (void)x;
+    (void)y;
+    return 0.0;
+}
+
+/* How long a holder has stood at R's t0 (0 while it is still on its way). */
+static int64_t pd__stood(const pd_reserve_agent_info *in, int64_t t0)
+{
+    return in->hold_since < t0 ? t0 - in->hold_since : 0;
+}
+
+static int pd__movable(const pd_yield_ctx *yc, const pd_reserve_agent_info *in)
+{
+    return in->holds && in->speed > 0 && in->unit >= 1 && in->unit <= yc->y->max_unit &&
+           yc->y->unit_grids[in->unit] && pd__stood(in, yc->t0) < yc->stood;
+}
+
+/* pd_sipp_params.passable: a hold for good of a movable holder. */
+static int pd__passable(void *user, uint32_t slot)
+{
+    pd_yield_ctx *yc = user;
+    if (slot >= yc->cap_memo) {
+        size_t cap = yc->cap_memo ? yc->cap_memo : 256u;
+        while (cap <= slot)
+            cap *= 2u;
+        uint64_t *m = realloc(yc->memo, cap * sizeof *m);
+        if (!m)
+            return 0;
+        memset(m + yc->cap_memo, 0, (cap - yc->cap_memo) * sizeof *m);
+        yc->memo = m;
+        yc->cap_memo = cap;
+    }
+    if ((yc->memo[slot] >> 1) == yc->gen)
+        return (int)(yc->memo[slot] & 1u);
+    pd_reserve_agent_info in;
+    const int v = slot != yc->self &&
+                  pd_reserve_agent_info_get(yc->table, pd_reserve_slot_agent(yc->table, slot), &in) &&
+                  pd__movable(yc, &in);
+    yc->memo[slot] = (yc->gen << 1) | (uint64_t)v;
+    return v;
+}
+
+/* The movable holders whose holds P1 (wp[0..n), unit k) crosses before
+ * `until`, in the order it meets them, into yc->h: how many, or -1 when
+ * more than fit. *later: whether it crosses more holds from `until` on
+ * (they stay: R's own plan stops short of them). */
+static int pd__crossed(pd_yield_ctx *yc, const pd_reserve *t, const pd_waypoint *wp, size_t n, uint32_t k,
+                       int64_t until, int *later)
+{
+    int found = 0;
+    *later = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (int move = 0; move < 2; move++) {
+            int64_t t0, t1;
+            int32_t x0 = wp[i].x, y0 = wp[i].y, x1 = wp[i].x, y1 = wp[i].y;
+            if (!move) {
+                t0 = wp[i].t_arrive_ms;
+                t1 = wp[i].t_leave_ms;
+            } else {
+                if (i + 1 == n)
+                    break;
+                t0 = wp[i].t_leave_ms;
+                t1 = wp[i + 1].t_arrive_ms;
+                x0 = wp[i + 1].x < x0 ? wp[i + 1].x : x0;
+                y0 = wp[i + 1].y < y0 ? wp[i + 1].y : y0;
+                x1 = wp[i + 1].x > x1 ? wp[i + 1].x : x1;
+                y1 = wp[i + 1].y > y1 ? wp[i + 1].y : y1;
+            }
+            if (t1 <= t0)
+                continue;
+            for (int32_t y = y0; y <= y1 + (int32_t)k - 1; y++)
+                for (int32_t x = x0; x <= x1 + (int32_t)k - 1; x++) {
+                    size_t ns;
+                    const pd_reserve_span *s = pd_reserve_cell(t, x, y, &ns);
+                    /* Only a cell's last span can be a hold for good. */
+                    if (!ns || s[ns - 1].t1 != PD_RESERVE_FOREVER || s[ns - 1].slot == yc->self ||
+                        s[ns - 1].t0 >= t1)
+                        continue;
+                    if (t0 >= until) {
+                        *later = 1;
+                        return found;
+                    }
+                    const uint64_t id = pd_reserve_slot_agent(t, s[ns - 1].slot);
+                    int seen = 0;
+                    for (int j = 0; j < found; j++)
+                        seen |= yc->h[j].agent == id;
+                    if (seen)
+                        continue;
+                    if (found == PD_YIELD_MAX_DISPLACED) {
+                        *later = 1;
+                        return found;
+                    }
+                    pd__holder *h = &yc->h[found];
+                    h->agent = id;
+                    if (!pd_reserve_agent_info_get(t, id, &h->info) || !pd__movable(yc, &h->info)) {
+                        return -1; /* P1 was planned around everything else */
+                    }
+                    h->t0 = h->info.hold_since > yc->t0 ? h->info.hold_since : yc->t0;
+                    found++;
+                }
+        }
+    }
+    return found;
+}
+
+/* Gives the holders h[from..to) back their holds as they were, renewal
+ * time included: first every aside plan goes (one may cross another's
+ * anchor), then the holds come back, into exactly the room they had. */
+static void pd__undo(pd_reserve *t, const pd_yield_ctx *yc, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        const pd__holder *h = &yc->h[i];
+        const pd_waypoint stop = { h->info.x, h->info.y, h->t0, h->t0 };
+        pd_reserve_replace(t, h->agent, h->info.unit, h->t0, &stop, 1, NULL);
+    }
+    for (int i = from; i < to; i++) {
+        /* From when it began standing there: one wait, as it had. */
+        const pd__holder *h = &yc->h[i];
+        const pd_waypoint hold = { h->info.x, h->info.y, h->info.hold_since, PD_RESERVE_FOREVER };
+        pd_reserve_replace(t, h->agent, h->info.unit, h->info.hold_since, &hold, 1, NULL);
+        pd_reserve_set_renewed(t, h->agent, h->info.renewed_ms);
+    }
+}
+
+static int pd__open_at(const pd_grid *g, int32_t x, int32_t y)
+{
+    return pd_grid_in_bounds(g, x, y) && pd_grid_get(g, x, y) != PD_CELL_BLOCKED;
+}
+
+/* An open cell not held for good by another agent than `self` (any open
+ * cell without a table). */
+static int pd__free_at(const pd_grid *g, const pd_reserve *t, uint32_t self, int32_t x, int32_t y)
+{
+    if (!pd__open_at(g, x, y))
+        return 0;
+    if (!t)
+        return 1;
+    size_t n;
+    const pd_reserve_span *s = pd_reserve_cell(t, x, y, &n);
+    return !(n && s[n - 1].t1 == PD_RESERVE_FOREVER && s[n - 1].slot != self);
+}
+
+/* The parking rule: the open cells on the ring around the k x k footprint
+ * at (x, y) form one run (the footprint splits no passage), and none is
+ * held for good by another agent (with a table): holds keep a cell apart,
+ * so a crowd of them keeps its gaps. Measured on den520d (500 agents, 600
+ * s): with holds allowed beside holds, as long as the free ring cells
+ * stayed one run, crowds still closed up along walls and 214 agents were
+ * deadlocked; with none beside, 4. */
+static int pd__clear(const pd_grid *g, const pd_reserve *t, uint32_t self, uint32_t k, int32_t x, int32_t y)
+{
+    const int32_t side = (int32_t)k + 1; /* steps along each edge of the ring */
+    int32_t cx = x - 1, cy = y - 1;
+    static const int8_t ex[4] = { 1, 0, -1, 0 }, ey[4] = { 0, 1, 0, -1 };
+    /* Clockwise from the top-left corner; the cell before it is the one
+     * below it on the left edge. */
+    int prev = pd__open_at(g, x - 1, y), runs = 0;
+    for (int e = 0; e < 4; e++)
+        for (int32_t i = 0; i < side; i++) {
+            const int o = pd__open_at(g, cx, cy);
+            if (o && !pd__free_at(g, t, self, cx, cy))
+                return 0;
+            runs += o && !prev;
+            prev = o;
+            cx += ex[e];
+            cy += ey[e];
+        }
+    return runs <= 1;
+}
+
+int pd_yield_clear_hold(const pd_grid *g, uint32_t k, int32_t x, int32_t y)
+{
+    return pd__clear(g, NULL, PD_RESERVE_NO_SLOT, k, x, y);
+}
+
+/* pd_sipp_params.hold_ok for R. */
+static int pd__hold_ok(void *user, int32_t x, int32_t y)
+{
+    const pd_yield_ctx *yc = user;
+    return pd__clear(yc->y->unit_grids[1], yc->table, yc->self, yc->hold_unit, x, y);
+}
+
+/* pd_sipp_params.park_ok for a holder of unit yc->park_unit: no cell of
+ * its footprint at (x, y) is one of R's P1 (yc->way, sorted). */
+static int pd__park_ok(void *user, int32_t x, int32_t y)
+{
+    const pd_yield_ctx *yc = user;
+    if (yc->y->clear_holds && !pd__clear(yc->y->unit_grids[1], yc->table, yc->park_self, yc->park_unit, x, y))
+        return 0;
+    for (int32_t j = y; j < y + (int32_t)yc->park_unit; j++)
+        for (int32_t i = x; i < x + (int32_t)yc->park_unit; i++) {
+            const uint64_t key = pd__cell_key(i, j);
+            size_t lo = 0, hi = yc->n_way;
+            while (lo < hi) {
+                const size_t mid = lo + (hi - lo) / 2u;
+                if (yc->way[mid] < key)
+                    lo = mid + 1u;
+                else
+                    hi = mid;
+            }
+            if (lo < yc->n_way && yc->way[lo] == key)
+                return 0;
+        }
+    return 1;
+}
+
+static int pd__cmp_key(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The cells P1 (yc->p1[0..n), unit k) covers, sorted, into yc->way. */
+static int pd__mark_way(pd_yield_ctx *yc, size_t n, uint32_t k)
+{
+    const size_t need = n * (size_t)k * k;
+    if (need > yc->cap_way) {
+        uint64_t *w = realloc(yc->way, need * sizeof *w);
+        if (!w)
+            return -1;
+        yc->way = w;
+        yc->cap_way = need;
+    }
+    yc->n_way = 0;
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < k; j++)
+            for (uint32_t a = 0; a < k; a++)
+                yc->way[yc->n_way++] = pd__cell_key(yc->p1[i].x + (int32_t)a, yc->p1[i].y + (int32_t)j);
+    qsort(yc->way, yc->n_way, sizeof *yc->way, pd__cmp_key);
+    return 0;
+}
+
+/* Moves the holders found aside, each to the nearest anchor off R's way
+ * it can hold for good. The one farthest along the way first (nearer ones
+ * cannot get out past it), then again those that could not move yet while
+ * another moved since (in a crowd the order that works is not known): at
+ * most found passes. 0 when all moved; -1 with the table as it was. */
+static int pd__move_aside(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_sipp_params *p,
+                          int found)
+{
+    const pd_yield_params *y = yc->y;
+    const int64_t window = pd_reserve_get_limits(table)->max_window_ms;
+    int moved[PD_YIELD_MAX_DISPLACED] = { 0 }, n_moved = 0;
+    for (int progress = 1; progress && n_moved < found;) {
+        progress = 0;
+        for (int i = found - 1; i >= 0; i--) {
+            if (moved[i])
+                continue;
+            pd__holder *h = &yc->h[i];
+            yc->park_unit = h->info.unit;
+            yc->park_self = pd_reserve_agent_slot(table, h->agent);
+            const pd_sipp_params q = { .agent = h->agent, .unit = h->info.unit,
+                                       .start = { h->info.x, h->info.y }, .goal = { h->info.x, h->info.y },
+                                       .t0_ms = h->t0, .speed = h->info.speed,
+                                       .window_ms = window > 0 ? window : 0, .connectivity = p->connectivity,
+                                       .max_expansions = y->max_expansions ? y->max_expansions
+                                                                           : PD_YIELD_DEFAULT_EXPANSIONS,
+                                       .poll = p->poll, .poll_user = p->poll_user, .heuristic = pd__zero,
+                                       .park_ok = pd__park_ok, .park_user = yc };
+            pd_sipp_result rh;
+            if (pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh) != PD_OK)
+                continue;
+            pd_reserve_set_renewed(table, h->agent, h->info.renewed_ms);
+            moved[i] = 1;
+            n_moved++;
+            progress = 1;
+            if (pd__keep(&yc->aside[i], &yc->cap_aside[i], rh.waypoints, rh.n_waypoints) != 0) {
+                n_moved = -1; /* reserved: undone below with the others */
+                break;
+            }
+            yc->out[i] = (pd_displaced){ .agent = h->agent, .unit = h->info.unit, .speed = h->info.speed,
+                                         .t0_ms = h->t0, .waypoints = yc->aside[i],
+                                         .n_waypoints = rh.n_waypoints, .reserved_until_ms = rh.reserved_until_ms };
+        }
+        if (n_moved < 0)
+            break;
+    }
+    if (n_moved == found)
+        return 0;
+    pd__undo(table, yc, 0, found);
+    return -1;
+}
+
+/* Whether plan b is worth moving holders for, against R's usual plan a:
+ * b arrives PD_YIELD_MIN_GAIN_MS sooner, or a stays where R stands and b
+ * goes somewhere. (A PARTIAL plan's eta assumes the way is free from its
+ * handover on, so a stuck plan's can look as good as one that goes.) */
+static int pd__gains(const pd_sipp_result *a, const pd_sipp_result *b)
+{
+    return b->eta_ms + PD_YIELD_MIN_GAIN_MS <= a->eta_ms || (a->n_waypoints == 1 && b->n_waypoints > 1);
+}
+
+pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_grid *grid,
+                           const pd_sipp_params *p, const pd_yield_params *y, pd_sipp_result *r,
+                           pd_yield_result *yr)
+{
+    pd_yield_result none = { 0 };
+    if (yr)
+        *yr = none;
+    const int moving = y && y->after_ms > 0 && y->unit_grids;
+    const int clearing = y && y->clear_holds && y->unit_grids && y->max_unit >= 1 && y->unit_grids[1];
+    const int64_t max_window = pd_reserve_get_limits(table)->max_window_ms;
+    /* An agent whose reservations already reach its goal keeps planning
+     * all the way (or the longest window allowed): a PARTIAL plan would
+     * give back the way it took through holders moved aside, and hold mid
+     * corridor in front of them again. */
+    const int64_t window0 = p->window_ms;
+    pd_sipp_params pw = *p;
+    pd_reserve_agent_info self;
+    if (moving && p->window_ms > 0 && pd_reserve_agent_info_get(table, p->agent, &self) && self.holds &&
+        self.x == p->goal.x && self.y == p->goal.y && (self.x != p->start.x || self.y != p->start.y))
+        pw.window_ms = max_window > 0 ? max_window : 0;
+    yc->y = y;
+    yc->table = table;
+    yc->self = pd_reserve_agent_slot(table, p->agent);
+    if (clearing) {
+        yc->hold_unit = p->unit;
+        pw.hold_ok = pd__hold_ok;
+        pw.hold_user = yc;
+    }
+    p = &pw;
+    int64_t stood = 0;
+    if (moving)
+        stood = p->t0_ms - pd_reserve_standing_since(table, p->agent, p->start.x, p->start.y, p->t0_ms);
+    if (stood <= 0 || stood < y->after_ms) {
+        pd_status st = pd_sipp_reserve(ctx, table, grid, p, r);
+        if (st == PD_NO_PATH && pw.hold_ok && p->window_ms > 0) {
+            /* Nowhere clear to hold within reach (a crowd all round):
+             * the parking rule gives way rather than the plan. */
+            pw.hold_ok = NULL;
+            st = pd_sipp_reserve(ctx, table, grid, p, r);
+        }
+        if (st == PD_OK || st == PD_PARTIAL)
+            pd_reserve_note_speed(table, p->agent, p->speed);
+        return st;
+    }
+
+    pd_sipp_result r0;
+    pd_status st = pd_sipp_plan(ctx, table, grid, p, &r0);
+    if (st == PD_NO_PATH && pw.hold_ok && p->window_ms > 0) {
+        pw.hold_ok = NULL;
+        st = pd_sipp_plan(ctx, table, grid, p, &r0);
+    }
+    if (st != PD_OK && st != PD_PARTIAL) {
+        if (r)
+            *r = r0;
+        return st;
+    }
+    if (pd__keep(&yc->p0, &yc->cap0, r0.waypoints, r0.n_waypoints) != 0) {
+        st = PD_INTERNAL;
+        goto out;
+    }
+    r0.waypoints = yc->p0;
+
+    /* P1: the same request with the movable holders' holds ignored. */
+    yc->gen++;
+    yc->t0 = p->t0_ms;
+    yc->stood = stood;
+    /* All the way to the goal (or the longest window the table allows):
+     * the holders must park off R's whole way, and R's plan through the
+     * narrow part must be reserved before a moved holder plans again, or
+     * the holder walks straight back in to meet R's PARTIAL hold. */
+    pd_sipp_params p1 = *p;
+    p1.window_ms = max_window > 0 ? max_window : 0;
+    pd_sipp_params p2 = p1;
+    p1.passable = pd__passable;
+    p1.passable_user = yc;
+    pd_sipp_result r1;
+    const pd_status st1 = pd_sipp_plan(ctx, table, grid, &p1, &r1);
+    if (yr)
+        yr->tried = 1;
+    if ((st1 == PD_OK || st1 == PD_PARTIAL) && pd__gains(&r0, &r1) &&
+        pd__keep(&yc->p1, &yc->cap1, r1.waypoints, r1.n_waypoints) == 0) {
+        /* Only the holders R meets within its request's window move; with
+         * more further on, R's plan stops short of them, as usual. */
+        int later;
+        const int found = pd__crossed(yc, table, yc->p1, r1.n_waypoints, p->unit,
+                                      window0 > 0 ? p->t0_ms + window0 : PD_RESERVE_FOREVER, &later);
+        if (later)
+            p2.window_ms = window0;
+        if (found > 0 && pd__mark_way(yc, r1.n_waypoints, p->unit) == 0 &&
+            pd__move_aside(yc, ctx, table, p, found) == 0) {
+            /* The way is clearing: R plans as usual on the table that has
+             * the holders' new plans, and keeps it when it gains. */
+            pd_sipp_result r2;
+            const pd_status st2 = pd_sipp_reserve(ctx, table, grid, &p2, &r2);
+            if ((st2 == PD_OK || st2 == PD_PARTIAL) && pd__gains(&r0, &r2)) {
+                r2.expanded += r0.expanded + r1.expanded;
+                r2.reverse_expanded += r0.reverse_expanded + r1.reverse_expanded;
+                if (r)
+                    *r = r2;
+                if (yr) {
+                    yr->displaced = yc->out;
+                    yr->n_displaced = (size_t)found;
+                }
+                pd_reserve_note_speed(table, p->agent, p->speed);
+                return st2;
+            }
+            if (st2 == PD_OK || st2 == PD_PARTIAL) {
+                /* R's plan goes with the moves: its P0 crossed no aside plan
+                 * only while they were not there. */
+                const pd_waypoint stop = { p->start.x, p->start.y, p->t0_ms, p->t0_ms };
+                pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, &stop, 1, NULL);
+            }
+            pd__undo(table, yc, 0, found);
+            if (yr)
+                yr->undone = 1;
+        } else if (found > 0 && yr) {
+            yr->undone = 1;
+        }
+    }
+
+    /* P0, as pd_sipp_reserve would have reserved it. */
+    pd_reserve_refusal why;
+    const pd_status rs = pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, r0.waypoints, r0.n_waypoints, &why);
+    if (rs != PD_OK) {
+        st = rs;
+        r0.limit = why.limit;
+        r0.waypoints = NULL;
+        r0.n_waypoints = 0;
+        r0.reserved_until_ms = 0;
+    } else {
+        pd_reserve_note_speed(table, p->agent, p->speed);
+    }
+out:
+    if (r)
+        *r = r0;
+    return st;
+}

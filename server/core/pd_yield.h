@@ -1,0 +1,134 @@
+/*
+ * pd_yield.h - ReservePath that keeps standing agents out of each other's
+ * way (issue 34's deadlocks): holds that block no one, and holders moved aside.
+ *
+ * Why. Prioritised planning (pd_sipp.h) plans each agent around everyone
+ * else's reservations, and an agent whose plan ended (a parked goal, or
+ * PARTIAL's unbounded hold) holds its cell for good. In a one- or two-cell
+ * corridor two such holders each wait for the other forever: neither plan
+ * may pass through the other's hold. A bounded hold does not cure it (it
+ * leaves agents standing unreserved in others' way). So a holder must
+ * yield: be re-planned off the way, in the same lane step as the request
+ * that needs the way.
+ *
+ * Two rules, each its own switch (pd_yield_params).
+ *
+ * Clear holds (clear_holds), a parking rule. PARTIAL's hold for good may
+ * only be where the footprint blocks no one (pd_sipp_params.hold_ok): the
+ * open cells on the ring around it form one run, and none of them is held
+ * for good by another agent. Not in a corridor or its mouth, not in a
+ * door, and never beside another hold, so a crowd keeps its gaps. The planner then
+ * reserves on past the window's end to the first such cell (through a
+ * corridor, to its far side), and an agent coming the other way sees the
+ * whole passage taken and waits outside it. The start is always allowed
+ * (the agent stands there already); when nowhere in reach is clear (a
+ * crowd all round) the plan is made without the rule.
+ *
+ * Moving holders aside (after_ms), a priority that rises with the wait.
+ *  - The requester R has stood on its start for at least after_ms (its
+ *    unbroken waits there in the table, across its re-reservations).
+ *  - A holder H may be moved when its reservations end in a hold for good
+ *    and it has stood less long than R (an agent still on its way to its
+ *    hold has stood 0). So the longest-waiting agent gets its way, and two
+ *    agents cannot take the way from each other back and forth: the one
+ *    moved aside starts its wait again from 0.
+ *  - R plans P0 as usual, and P1 all the way to its goal with the movable
+ *    holders' holds ignored (pd_sipp_params.passable). Only when P1
+ *    arrives at least PD_YIELD_MIN_GAIN_MS sooner (pd_sipp_result.eta_ms)
+ *    are the holders P1 crosses within R's window (at most
+ *    PD_YIELD_MAX_DISPLACED, the first met) moved.
+ *  - Each is re-planned from its anchor at T = max(t0, when it began
+ *    standing) to the nearest anchor off P1's cells (R's whole way) that it
+ *    can hold for good (and, with clear holds, that blocks no one):
+ *    pd_sipp_params.park_ok, a space-time Dijkstra against the table, so
+ *    it steps aside around everyone's plans. The one P1 meets last is moved
+ *    first (nearer ones cannot get out past it), then again those that
+ *    could not move yet, while any moved.
+ *  - R then plans as usual on the table with the holders' new plans - all
+ *    the way when no further holders stay on P1, so its way through the
+ *    narrow part is reserved before a moved holder plans again (otherwise
+ *    the holder walks straight back in to meet R's PARTIAL hold) - and
+ *    keeps it when it gains as much over P0. An agent whose reservations
+ *    reach its goal keeps planning all the way on its later requests for
+ *    the same reason.
+ *  - Otherwise everything is undone - each holder's hold restored exactly
+ *    as it was, renewal time included - and R gets P0, as without this
+ *    module. The table checks every step itself (pd_reserve_replace), so a
+ *    wrong plan here is refused, never stored.
+ *
+ * The game must learn the displaced agents' new plans: the answer lists
+ * them (pd_yield_result; each replaces that agent's plan from its t0_ms on,
+ * its first waypoint being its anchor at t0_ms). A moved holder's renewal
+ * time is kept: being moved is not the agent's own request, so its TTL
+ * still runs from its last one.
+ */
+#ifndef PD_YIELD_H
+#define PD_YIELD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pd_reserve.h"
+#include "pd_sipp.h"
+
+#define PD_YIELD_MAX_DISPLACED 4
+#define PD_YIELD_MIN_GAIN_MS 1000
+/* Each aside plan's expansions when the caller sets none. */
+#define PD_YIELD_DEFAULT_EXPANSIONS 4000
+
+typedef struct pd_yield_params {
+    int64_t after_ms;                  /* R's wait before it may move holders; <= 0: never */
+    /* The unit grids holders plan on, indexed by unit size (0 unused); a
+     * holder whose unit has none here is not moved. */
+    const pd_grid *const *unit_grids;
+    uint32_t max_unit;                 /* unit_grids[1..max_unit] */
+    uint64_t max_expansions;           /* each aside plan's; 0: the default */
+    /* Parking rule: PARTIAL's hold, and a moved holder's new place, only
+     * where the footprint blocks no one (see pd_yield_clear_hold); needs
+     * unit_grids[1], the scene's open cells. */
+    int clear_holds;
+} pd_yield_params;
+
+/* A holder moved aside: its new plan replaces its reservations from t0_ms
+ * on (waypoints[0] is its anchor at t0_ms). */
+typedef struct pd_displaced {
+    uint64_t agent;
+    uint32_t unit;
+    double speed;
+    int64_t t0_ms;
+    const pd_waypoint *waypoints;      /* valid until the context's next call */
+    size_t n_waypoints;
+    int64_t reserved_until_ms;
+} pd_displaced;
+
+typedef struct pd_yield_result {
+    const pd_displaced *displaced;
+    size_t n_displaced;
+    int tried;                         /* P1 was planned */
+    int undone;                        /* a move was tried and undone */
+} pd_yield_result;
+
+/*
+ * Whether a k x k footprint at anchor (x, y) blocks no one: the open cells
+ * of grid (unit 1) on the ring around it form one run (or none). Two or
+ * more runs mean the footprint stands between them - a corridor, a door, a
+ * corridor's mouth - and others could only pass through it.
+ */
+int pd_yield_clear_hold(const pd_grid *grid, uint32_t k, int32_t x, int32_t y);
+
+typedef struct pd_yield_ctx pd_yield_ctx;
+
+pd_yield_ctx *pd_yield_ctx_create(void);
+void pd_yield_ctx_destroy(pd_yield_ctx *yc);
+
+/*
+ * pd_sipp_reserve, and the move above when y allows it (y may be NULL: plain
+ * pd_sipp_reserve). Statuses are pd_sipp_reserve's; r's waypoints are valid
+ * until the next call on yc (or ctx). Also notes the agent's speed in the
+ * table (pd_reserve_note_speed): a holder moves at its own speed.
+ */
+pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_grid *grid,
+                           const pd_sipp_params *p, const pd_yield_params *y, pd_sipp_result *r,
+                           pd_yield_result *yr);
+
+#endif
