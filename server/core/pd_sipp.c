@@ -908,11 +908,24 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
 
     /* The static shortest path, when the table leaves it free, is optimal
      * (pd_sipp_direct.h): no search over time at all. Not for pd_yield's
-     * plans: through holders (passable), to any parking cell (park_ok), or
-     * whose hold must be somewhere it allows (hold_ok) - the fast path
-     * knows none of those rules. */
-    if (!p->sipp_only && !p->passable && !p->park_ok && !p->hold_ok && pd_sipp_direct_plan(&ctx->direct, table, grid, p, r->self, r->use_table, r->t_end, &out, &st))
-        goto done;
+     * plans through holders (passable) or to any parking cell (park_ok),
+     * which the fast path knows nothing of; and a PARTIAL one only where
+     * the rule on holds (hold_ok, which restricts handovers, not a goal
+     * reached) accepts its last cell. */
+    if (!p->sipp_only && !p->passable && !p->park_ok &&
+        pd_sipp_direct_plan(&ctx->direct, table, grid, p, r->self, r->use_table, r->t_end, &out, &st)) {
+        const pd_waypoint *last = out.n_waypoints ? &out.waypoints[out.n_waypoints - 1] : NULL;
+        /* A free static path is the earliest arrival there is: its eta is
+         * the goal's (OK) or, PARTIAL, at least its handover's - nothing
+         * pd_yield could gain on by moving holders. */
+        if (last)
+            out.eta_ms = last->t_arrive_ms;
+        if (st != PD_PARTIAL || !p->hold_ok || (last && p->hold_ok(p->hold_user, last->x, last->y)))
+            goto done;
+        pd_sipp_result none = { 0 };
+        out = none;
+        st = PD_OK;
+    }
     /* Made after the fast path, which needs two of them (510 ceil()s are
      * a fair part of its time on a short query). */
     for (int c = 1; c < 256; c++)
