@@ -7,6 +7,9 @@ deploy/cluster/, and checks what the deployment promises:
 - `status` lists the four processes, `NAME PID HOST:PORT`;
 - through HAProxy: Ping answers SERVING (the health check's bytes), FindPath
   answers, an UpdateCells is answered with its version;
+- an update through replica1's own port, then GetSceneInfo with min_version
+  and GetSceneGrid on replica2's own port: replica2 has it (read-your-writes
+  while both run);
 - drain (SIGUSR1 to replica1): its agent-check port says "drain", its open
   connection gets one unsolicited DRAINING frame (id 0) and a new request
   there is answered DRAINING while Ping says DRAINING_STATE, HAProxy puts
@@ -207,6 +210,31 @@ def main():
     c.close()
     print(f"through HAProxy: Ping SERVING, FindPath OK, UpdateCells -> version {updated}")
 
+    # Read-your-writes across replicas: an update through replica1's own
+    # port, then a query on replica2's own port with min_version = the
+    # version it made sees it (replica2 waits for its tail, or would answer
+    # STALE_VERSION). On house, so town's versions below stay as they are.
+    r1, r2 = Conn(base + 10), Conn(base + 20)
+    upd = pb.Request(id=80)
+    upd.update_cells.scene = "house"
+    upd.update_cells.cells.cells.add(x=5, y=7)  # hall floor: walkable until now
+    upd.update_cells.op = pb.UPDATE_BLOCK
+    r = r1.call(upd)
+    assert r.status == pb.OK and r.update.cells_changed == 1, r
+    house_v = r.update.version
+    r = r2.call(pb.Request(id=81, scene_info=pb.GetSceneInfo(scene="house", min_version=house_v)))
+    assert r.status == pb.OK and r.scene_info.version >= house_v, r
+    grid = pb.Request(id=82)
+    grid.scene_grid.scene = "house"
+    grid.scene_grid.row_start, grid.scene_grid.row_count = 7, 1
+    grid.scene_grid.min_version = house_v
+    r = r2.call(grid)
+    assert r.status == pb.OK and r.scene_grid.version >= house_v and r.scene_grid.cells[5] == 0, r
+    r1.close()
+    r2.close()
+    print(f"update on replica1's port -> house version {house_v}; replica2's port with that "
+          "min_version: at it, the cell blocked")
+
     assert agent_word(a1) == "up ready\n" and agent_word(a2) == "up ready\n"
 
     # Two connections through HAProxy: leastconn gives each replica one.
@@ -378,12 +406,32 @@ def main():
     for pid in pids:
         assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z", pid
     print("down: no process left")
-    # In a sanitizer build the replicas' logs hold its reports.
-    for name in ("replica1", "replica2", "replica3"):
+    assert_clean_logs(("replica1", "replica2", "replica3"))
+
+
+def assert_clean_logs(names):
+    """In a sanitizer build the replicas' logs hold its reports: none."""
+    for name in names:
         with open(os.path.join(DIR, f"{name}.log")) as f:
             log = f.read()
         for mark in ("Sanitizer", "runtime error:"):
             assert mark not in log, f"{name}.log: {mark}"
+
+
+def finish(ok, names):
+    """The end of a cluster test (test_faults.py's too): the tails of the
+    logs of names when it failed; whatever happened, nothing is left
+    running and DIR is removed."""
+    if not ok:
+        for name in names:
+            try:
+                print(f"--- {name}.log (tail)", file=sys.stderr)
+                with open(os.path.join(DIR, f"{name}.log")) as f:
+                    print("".join(f.readlines()[-15:]), file=sys.stderr)
+            except OSError:
+                pass
+    subprocess.run([CLUSTER_SH, "down", "--dir", DIR], capture_output=True, timeout=90)
+    shutil.rmtree(DIR, ignore_errors=True)
 
 
 if __name__ == "__main__":
@@ -394,15 +442,5 @@ if __name__ == "__main__":
         main()
         ok = True
     finally:
-        if not ok:
-            for name in ("haproxy", "redis", "replica1", "replica2"):
-                try:
-                    print(f"--- {name}.log (tail)", file=sys.stderr)
-                    with open(os.path.join(DIR, f"{name}.log")) as f:
-                        print("".join(f.readlines()[-15:]), file=sys.stderr)
-                except OSError:
-                    pass
-        # Whatever happened, nothing is left running.
-        subprocess.run([CLUSTER_SH, "down", "--dir", DIR], capture_output=True, timeout=90)
-        shutil.rmtree(DIR, ignore_errors=True)
+        finish(ok, ("haproxy", "redis", "replica1", "replica2"))
     print("test_cluster: PASS")
