@@ -22,7 +22,7 @@ FUZZ_SECONDS ?= 60
 PATHD_PYTHON ?= /usr/bin/python3
 
 .PHONY: all deps deps-test deps-bench build build-test fuzz-build run test test-sanitize \
-        test-docker bench bench-server bench-agents fuzz docs clean cluster
+        test-docker bench bench-server bench-agents bench-replicas fuzz docs clean cluster
 
 all: build
 
@@ -113,6 +113,13 @@ bench-server: build
 # PD_AGENTS_SECONDS=60 shortens the game time.
 bench-agents: build
 	bench/agents/run.sh $(BUILD)
+
+# Issue 32's replica targets (update ack vs a bare XADD, catch-up of 100,000
+# updates, path throughput under 1,000 updates/s vs a standalone pathd), one
+# run on loopback with its own redis-server (appendfsync always) and
+# replicas: docs/BENCHMARKS.md, "Replicas on one Redis (issue 32)".
+bench-replicas: build-test
+	bench/replicas/bench-replicas.sh $(BUILD)
 
 # Each fuzz target for FUZZ_SECONDS (make fuzz FUZZ_SECONDS=600).
 fuzz: fuzz-build
