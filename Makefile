@@ -7,7 +7,8 @@
 # Plus: make test-sanitize (ASan+UBSan and TSan builds), make test-docker (the
 # container image), make bench (vs peers), make bench-server (the server's own
 # cost beside redis-server), make bench-agents (space-time reservations,
-# issue 34; needs the Moving AI maps of ../shared), make fuzz (each libFuzzer target for
+# issue 34; needs the Moving AI maps of ../shared), make bench-replicas (issue 32:
+# replicas on one Redis vs a bare XADD and a standalone pathd), make fuzz (each libFuzzer target for
 # FUZZ_SECONDS, docs/FUZZING.md), make docs (regenerate the outputs recorded
 # in the docs from a live daemon, scripts/gen-docs.py), make cluster (Redis,
 # HAProxy and REPLICAS pathd replicas on loopback, scripts/cluster.sh up;

@@ -557,7 +557,8 @@ def main():
               f"{m['replica']:.0f} req/s (A served {r3['acked']['replica']:.0f} versions/s, B applied {ap['replica']:.0f}/s) | standalone, 1,000 updates/s "
               f"offered to it: {m['solo']:.0f} req/s (applied {ap['solo']:.0f}/s) | {r3['ratio']:.2f}x | >= 0.9x | "
               f"{'yes' if r3['ratio'] >= 0.9 else 'no'} |")
-        print(f"| 3b. the same, updates split over replicas A and C | {m['replica_2via']:.0f} req/s (B applied "
+        print(f"| 3b. the same, updates split over replicas A and C | {m['replica_2via']:.0f} req/s (A served "
+              f"{r3['acked']['replica_2via']:.0f} versions/s, B applied "
               f"{ap['replica_2via']:.0f}/s) | the same standalone | {r3['ratio_2via']:.2f}x | >= 0.9x | "
               f"{'yes' if r3['ratio_2via'] >= 0.9 else 'no'} |")
         print(f"(target 3: replica A's mean log append during the load, ms: {json.dumps(r3['append_mean_ms'])})")
