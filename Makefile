@@ -7,7 +7,8 @@
 # Plus: make test-sanitize (ASan+UBSan and TSan builds), make test-docker (the
 # container image), make bench (vs peers), make bench-server (the server's own
 # cost beside redis-server), make bench-agents (space-time reservations,
-# issue 34; needs the Moving AI maps of ../shared), make fuzz (each libFuzzer target for
+# issue 34; needs the Moving AI maps of ../shared), make bench-replicas (issue 32:
+# replicas on one Redis vs a bare XADD and a standalone pathd), make fuzz (each libFuzzer target for
 # FUZZ_SECONDS, docs/FUZZING.md), make docs (regenerate the outputs recorded
 # in the docs from a live daemon, scripts/gen-docs.py), make cluster (Redis,
 # HAProxy and REPLICAS pathd replicas on loopback, scripts/cluster.sh up;
@@ -22,7 +23,7 @@ FUZZ_SECONDS ?= 60
 PATHD_PYTHON ?= /usr/bin/python3
 
 .PHONY: all deps deps-test deps-bench build build-test fuzz-build run test test-sanitize \
-        test-docker bench bench-server bench-agents fuzz docs clean cluster
+        test-docker bench bench-server bench-agents bench-replicas fuzz docs clean cluster
 
 all: build
 
@@ -113,6 +114,13 @@ bench-server: build
 # PD_AGENTS_SECONDS=60 shortens the game time.
 bench-agents: build
 	bench/agents/run.sh $(BUILD)
+
+# Issue 32's replica targets (update ack vs a bare XADD, catch-up of 100,000
+# updates, path throughput under 1,000 updates/s vs a standalone pathd), one
+# run on loopback with its own redis-server (appendfsync always) and
+# replicas: docs/BENCHMARKS.md, "Replicas on one Redis (issue 32)".
+bench-replicas: build-test
+	bench/replicas/bench-replicas.sh $(BUILD)
 
 # Each fuzz target for FUZZ_SECONDS (make fuzz FUZZ_SECONDS=600).
 fuzz: fuzz-build
