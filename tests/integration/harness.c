@@ -700,6 +700,14 @@ int pdi_wait_log(const pdi_daemon *d, const char *needle, int timeout_ms)
     return pdi_log_contains(d, needle);
 }
 
+int pdi_wait_log_count(const pdi_daemon *d, const char *needle, int count, int timeout_ms)
+{
+    double deadline = pdi_now_ms() + timeout_ms;
+    while (pdi_log_count(d, needle) < count && pdi_now_ms() < deadline)
+        pdi_sleep_ms(20);
+    return pdi_log_count(d, needle) >= count;
+}
+
 char *pdi_metrics_get(const pdi_daemon *d)
 {
     return pdi_metrics_http_get(d, "/metrics");
@@ -717,9 +725,8 @@ char *pdi_metrics_wait(const pdi_daemon *d, const char *needle, int timeout_ms)
     }
 }
 
-uint16_t pdi_metrics_port(const pdi_daemon *d)
+uint16_t pdi_log_port(const pdi_daemon *d, const char *marker)
 {
-    static const char marker[] = "metrics on http://";
     if (!pdi_wait_log(d, marker, PDI_START_TIMEOUT_MS)) {
         fprintf(stderr, "harness: no \"%s\" line in the log\n", marker);
         return 0;
@@ -727,12 +734,17 @@ uint16_t pdi_metrics_port(const pdi_daemon *d)
     char *log = pdi__read_file(d->log_path, PDI__LOG_READ_MAX, NULL);
     const char *at = log ? strstr(log, marker) : NULL;
     unsigned port = 0;
-    if (!at || sscanf(at + sizeof marker - 1, "127.0.0.1:%u/", &port) != 1 || port == 0 || port > 65535) {
-        fprintf(stderr, "harness: cannot read the metrics port from the log\n");
+    if (!at || sscanf(at + strlen(marker), "%u", &port) != 1 || port == 0 || port > 65535) {
+        fprintf(stderr, "harness: cannot read the port after \"%s\" from the log\n", marker);
         port = 0;
     }
     free(log);
     return (uint16_t)port;
+}
+
+uint16_t pdi_metrics_port(const pdi_daemon *d)
+{
+    return pdi_log_port(d, "metrics on http://127.0.0.1:");
 }
 
 char *pdi_metrics_http_get(const pdi_daemon *d, const char *path)
@@ -1224,6 +1236,21 @@ void pdi_ping_init(pdi_small_msg *m, uint64_t id, uint64_t nonce)
     m->req.id = id;
     m->req.body_case = PATHD__V1__REQUEST__BODY_PING;
     m->req.ping = &m->ping;
+}
+
+Pathd__V1__ServingState pdi_raw_ping(int fd, uint64_t id, uint64_t nonce)
+{
+    pdi_small_msg ping;
+    pdi_ping_init(&ping, id, nonce);
+    assert_int_equal(pdi_raw_send_request(fd, &ping.req), 0);
+    Pathd__V1__Response *r = pdi_raw_recv_final(fd, id, PDI_CALL_TIMEOUT_MS);
+    assert_non_null(r);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PONG);
+    assert_true(r->pong->nonce == nonce);
+    Pathd__V1__ServingState serving = r->pong->serving;
+    pathd__v1__response__free_unpacked(r, NULL);
+    return serving;
 }
 
 void pdi_cancel_init(pdi_small_msg *m, uint64_t id, uint64_t target_id)

@@ -158,6 +158,15 @@ int pdi_wait_log(const pdi_daemon *d, const char *needle, int timeout_ms);
 /* How many times needle occurs in the log. */
 int pdi_log_count(const pdi_daemon *d, const char *needle);
 
+/* Polls up to timeout_ms until needle occurs at least count times in the
+ * log; 1 when it does. */
+int pdi_wait_log_count(const pdi_daemon *d, const char *needle, int count, int timeout_ms);
+
+/* The port a log line gives right after marker (e.g. "agent-check on
+ * 127.0.0.1:"), waiting up to PDI_START_TIMEOUT_MS for the line; 0 after
+ * printing why. */
+uint16_t pdi_log_port(const pdi_daemon *d, const char *marker);
+
 /* Prints the daemon's log (tail) to stderr. */
 void pdi_print_log(const pdi_daemon *d);
 
@@ -303,6 +312,11 @@ typedef struct pdi_small_msg {
 
 void pdi_ping_init(pdi_small_msg *m, uint64_t id, uint64_t nonce);
 void pdi_cancel_init(pdi_small_msg *m, uint64_t id, uint64_t target_id);
+
+/* Pings on fd (request id, nonce) and reads the answer: it must be a final
+ * OK Pong echoing nonce (cmocka fails the test if not). Returns
+ * Pong.serving. Only for when nothing else is awaited on fd. */
+Pathd__V1__ServingState pdi_raw_ping(int fd, uint64_t id, uint64_t nonce);
 
 /* Reads Responses until the final frame for id arrives, dropping every other
  * frame on the way (so only for when nothing else is awaited on fd).

@@ -305,24 +305,8 @@ static void assert_pong(const pdi_daemon *d, uint64_t nonce)
 {
     int fd = pdi_raw_connect(d->port);
     assert_true(fd >= 0);
-    pdi_small_msg ping;
-    pdi_ping_init(&ping, 1, nonce);
-    assert_int_equal(pdi_raw_send_request(fd, &ping.req), 0);
-    Pathd__V1__Response *r = pdi_raw_recv_final(fd, 1, PDI_CALL_TIMEOUT_MS);
-    assert_non_null(r);
-    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PONG);
-    assert_true(r->pong->nonce == nonce);
-    pathd__v1__response__free_unpacked(r, NULL);
+    pdi_raw_ping(fd, 1, nonce);
     close(fd);
-}
-
-/* Waits until needle occurs `count` times in the log. */
-static int wait_log_count(const pdi_daemon *d, const char *needle, int count, int timeout_ms)
-{
-    double deadline = pdi_now_ms() + timeout_ms;
-    while (pdi_log_count(d, needle) < count && pdi_now_ms() < deadline)
-        pdi_sleep_ms(20);
-    return pdi_log_count(d, needle) >= count;
 }
 
 /* A T_VAST_SIDE square: open cells with a wall every 16th column that has a
@@ -367,9 +351,9 @@ static void test_sighup_reload_off_loop(void **state)
 
     /* Two more SIGHUPs while it loads: each is logged, neither starts a load. */
     assert_int_equal(pdi_daemon_signal(d, SIGHUP), 0);
-    assert_true(wait_log_count(d, "reload requested while one is loading", 1, T_RELOAD_TIMEOUT_MS));
+    assert_true(pdi_wait_log_count(d, "reload requested while one is loading", 1, T_RELOAD_TIMEOUT_MS));
     assert_int_equal(pdi_daemon_signal(d, SIGHUP), 0);
-    assert_true(wait_log_count(d, "reload requested while one is loading", 2, T_RELOAD_TIMEOUT_MS));
+    assert_true(pdi_wait_log_count(d, "reload requested while one is loading", 2, T_RELOAD_TIMEOUT_MS));
     assert_int_equal(pdi_log_count(d, "reloading "), 1);
 
     /* The config changes while the first load still waits... */

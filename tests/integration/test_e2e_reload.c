@@ -109,9 +109,7 @@ static void reload_until(fixture *f, const char *needle)
     int before = pdi_log_count(&f->d, needle);
     assert_int_equal(pdi_write_config(&f->d, &f->limits), 0);
     assert_int_equal(pdi_daemon_signal(&f->d, SIGHUP), 0);
-    double deadline = pdi_now_ms() + T_RELOAD_TIMEOUT_MS;
-    while (pdi_log_count(&f->d, needle) <= before && pdi_now_ms() < deadline)
-        pdi_sleep_ms(20);
+    pdi_wait_log_count(&f->d, needle, before + 1, T_RELOAD_TIMEOUT_MS);
     if (pdi_log_count(&f->d, needle) != before + 1) {
         pdi_print_log(&f->d);
         fail_msg("no new \"%s\" in the log", needle);
