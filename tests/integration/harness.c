@@ -1529,3 +1529,94 @@ int pdi_write_temp_map(const char *text, char *path, size_t cap)
     }
     return 0;
 }
+
+/* ---- scene state across restarts ------------------------------------------ */
+
+void pdi_daemon_init(pdi_daemon *d)
+{
+    memset(d, 0, sizeof *d);
+    d->stderr_fd = d->log_fd = -1;
+}
+
+void pdi_daemon_kill9(pdi_daemon *d)
+{
+    assert_int_equal(pdi_daemon_signal(d, SIGKILL), 0);
+    assert_int_equal(pdi_daemon_wait_exit(d, 10000), 0);
+    pdi_daemon_cleanup(d);
+}
+
+int pdi_update_rect(pdc_conn *c, const char *scene, pdc_update_op op, uint32_t cost, int32_t x0, int32_t y0,
+                    int32_t x1, int32_t y1, uint64_t *version)
+{
+    pdc_update_req u = { .scene = scene, .is_rect = 1, .rect_min = { x0, y0 }, .rect_max = { x1, y1 }, .op = op,
+                         .cost = cost };
+    pdc_update_result r;
+    int st = pdc_update_cells(c, &u, &r);
+    if (st == PDC_OK)
+        *version = r.version;
+    return st;
+}
+
+void pdi_world_free(pdi_world *w)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        free(w->names[i]);
+        pdc_grid_free(&w->grids[i]);
+        pdc_grid_free(&w->unit2[i]);
+    }
+    memset(w, 0, sizeof *w);
+}
+
+void pdi_world_read(pdc_conn *c, pdi_world *w)
+{
+    memset(w, 0, sizeof *w);
+    pdc_scene_list list;
+    assert_int_equal(pdc_list_scenes(c, &list), PDC_OK);
+    for (size_t i = 0; i < list.count; i++) {
+        const char *name = list.scenes[i].name;
+        if (strcmp(name, "den520d") == 0 || strcmp(name, "serpent") == 0)
+            continue;
+        assert_true(w->n < 16);
+        size_t k = w->n++;
+        w->names[k] = strdup(name);
+        pdc_scene_details info;
+        assert_int_equal(pdc_scene_info(c, name, &info), PDC_OK);
+        w->versions[k] = info.version;
+        int serves2 = 0;
+        for (size_t u = 0; u < info.unit_size_count; u++)
+            serves2 |= info.unit_sizes[u] == 2;
+        pdc_scene_details_free(&info);
+        assert_int_equal(pdc_scene_grid(c, name, 1, &w->grids[k]), PDC_OK);
+        assert_int_equal(w->grids[k].version, w->versions[k]);
+        if (serves2)
+            assert_int_equal(pdc_scene_grid(c, name, 2, &w->unit2[k]), PDC_OK);
+    }
+    pdc_scene_list_free(&list);
+}
+
+void pdi_world_assert_equal(const pdi_world *a, const pdi_world *b)
+{
+    assert_int_equal(a->n, b->n);
+    for (size_t i = 0; i < a->n; i++) {
+        assert_string_equal(a->names[i], b->names[i]);
+        if (a->versions[i] != b->versions[i])
+            fail_msg("scene '%s': version %llu before, %llu after the restart", a->names[i],
+                     (unsigned long long)a->versions[i], (unsigned long long)b->versions[i]);
+        assert_int_equal(a->grids[i].width, b->grids[i].width);
+        assert_int_equal(a->grids[i].height, b->grids[i].height);
+        assert_memory_equal(a->grids[i].cells, b->grids[i].cells,
+                            (size_t)a->grids[i].width * (size_t)a->grids[i].height);
+        assert_int_equal(a->unit2[i].width, b->unit2[i].width);
+        if (a->unit2[i].cells)
+            assert_memory_equal(a->unit2[i].cells, b->unit2[i].cells,
+                                (size_t)a->unit2[i].width * (size_t)a->unit2[i].height);
+    }
+}
+
+int pdi_world_has(const pdi_world *w, const char *name)
+{
+    for (size_t i = 0; i < w->n; i++)
+        if (strcmp(w->names[i], name) == 0)
+            return 1;
+    return 0;
+}
