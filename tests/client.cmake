@@ -1,7 +1,7 @@
 # C client (client-examples/c), pathctl and pathd-load. The unit test runs the
 # library, pathctl and (when built) pathd-load against an in-test fake server.
 pd_test(NAME test_client SOURCES unit/test_client.c
-        LIBS pathd_client PkgConfig::CJSON Threads::Threads
+        LIBS pathd_client pathd_testsock PkgConfig::CJSON Threads::Threads
         LABELS sanitize threaded TIMEOUT 120)
 add_dependencies(test_client pathctl)
 target_compile_definitions(test_client PRIVATE PDC_PATHCTL_BIN="$<TARGET_FILE:pathctl>")

@@ -22,16 +22,10 @@ uint8_t *pd_codec_encode_ack(uint64_t id, pd_status status, size_t *out_len)
 uint8_t *pd_codec_encode_pong(uint64_t id, uint64_t nonce, pd_serving serving,
                               size_t *out_len)
 {
-    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     Pathd__V1__Pong pong = PATHD__V1__PONG__INIT;
     pong.nonce = nonce;
     pong.serving = (Pathd__V1__ServingState)serving;
-    resp.id = id;
-    resp.status = PATHD__V1__STATUS__OK;
-    resp.final = 1;
-    resp.body_case = PATHD__V1__RESPONSE__BODY_PONG;
-    resp.pong = &pong;
-    return pd__encode_single(&resp, out_len);
+    return pd__encode_ok(id, PATHD__V1__RESPONSE__BODY_PONG, &pong, out_len);
 }
 
 void pd_codec_limits_fixed(pd_codec_limits *out)
@@ -49,7 +43,6 @@ void pd_codec_limits_fixed(pd_codec_limits *out)
 
 uint8_t *pd_codec_encode_limits(uint64_t id, const pd_codec_limits *l, size_t *out_len)
 {
-    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     Pathd__V1__Limits m = PATHD__V1__LIMITS__INIT;
     m.max_frame_bytes = l->max_frame_bytes;
     m.max_inflight_per_conn = l->max_inflight_per_conn;
@@ -78,30 +71,18 @@ uint8_t *pd_codec_encode_limits(uint64_t id, const pd_codec_limits *l, size_t *o
     m.max_reservation_entries = l->max_reservation_entries;
     m.max_reservation_window_ms = l->max_reservation_window_ms;
     m.max_agent_bytes = l->max_agent_bytes;
-    resp.id = id;
-    resp.status = PATHD__V1__STATUS__OK;
-    resp.final = 1;
-    resp.body_case = PATHD__V1__RESPONSE__BODY_LIMITS;
-    resp.limits = &m;
-    return pd__encode_single(&resp, out_len);
+    return pd__encode_ok(id, PATHD__V1__RESPONSE__BODY_LIMITS, &m, out_len);
 }
 
 uint8_t *pd_codec_encode_auth(uint64_t id, const char *role, size_t *out_len)
 {
-    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     Pathd__V1__AuthResult m = PATHD__V1__AUTH_RESULT__INIT;
     m.role = (char *)role;
-    resp.id = id;
-    resp.status = PATHD__V1__STATUS__OK;
-    resp.final = 1;
-    resp.body_case = PATHD__V1__RESPONSE__BODY_AUTH;
-    resp.auth = &m;
-    return pd__encode_single(&resp, out_len);
+    return pd__encode_ok(id, PATHD__V1__RESPONSE__BODY_AUTH, &m, out_len);
 }
 
 uint8_t *pd_codec_encode_stats(uint64_t id, const pd_server_stats *stats, size_t *out_len)
 {
-    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     Pathd__V1__Stats m = PATHD__V1__STATS__INIT;
     m.uptime_ms = stats->uptime_ms;
     m.connections = stats->connections;
@@ -119,12 +100,7 @@ uint8_t *pd_codec_encode_stats(uint64_t id, const pd_server_stats *stats, size_t
     m.connections_shed = stats->connections_shed_total;
     m.frame_timeouts = stats->frame_timeouts_total;
     m.accept_errors = stats->accept_errors_total;
-    resp.id = id;
-    resp.status = PATHD__V1__STATUS__OK;
-    resp.final = 1;
-    resp.body_case = PATHD__V1__RESPONSE__BODY_STATS;
-    resp.stats = &m;
-    return pd__encode_single(&resp, out_len);
+    return pd__encode_ok(id, PATHD__V1__RESPONSE__BODY_STATS, &m, out_len);
 }
 
 static pd_status pd__decode_cancel_body(const Pathd__V1__Request *m, const pd__codec_row *row, pd_request *req,

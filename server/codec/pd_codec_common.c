@@ -4,6 +4,7 @@
  * checked on the way in; the wire status, UTF-8 made safe, error frames
  * and the framing of one Response (size, then pack) on the way out.
  */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,6 +160,22 @@ uint8_t *pd__encode_single(const Pathd__V1__Response *resp, size_t *out_len)
         return NULL;
     *out_len = pd__frame_pack(resp, buf);
     return buf;
+}
+
+uint8_t *pd__encode_ok(uint64_t id, Pathd__V1__Response__BodyCase body_case, void *body, size_t *out_len)
+{
+    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+    /* The body must be the case's message type: the descriptor says which. */
+    assert(protobuf_c_message_descriptor_get_field(&pathd__v1__response__descriptor, (unsigned)body_case)
+               ->descriptor == ((const ProtobufCMessage *)body)->descriptor);
+    resp.id = id;
+    resp.status = PATHD__V1__STATUS__OK;
+    resp.final = 1;
+    resp.body_case = body_case;
+    /* Every body of the oneof sits in one union in the generated struct, so
+     * one member serves them all. */
+    resp.path = body;
+    return pd__encode_single(&resp, out_len);
 }
 
 /* Copies a message for the wire, replacing each byte that is not part of a

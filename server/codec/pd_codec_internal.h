@@ -111,6 +111,9 @@ pd_status pd__decode_rect(const Pathd__V1__Rect *r, const char *field, pd_point 
 pd_status pd__copy_cells(Pathd__V1__Cell *const *cells, size_t n, const char *field, pd_point **out,
                           char *err, size_t errlen);
 uint8_t *pd__encode_single(const Pathd__V1__Response *resp, size_t *out_len);
+/* A final OK answer to id whose body is `body`, the message of the
+ * Response's oneof case body_case, framed into a new buffer. */
+uint8_t *pd__encode_ok(uint64_t id, Pathd__V1__Response__BodyCase body_case, void *body, size_t *out_len);
 char *pd__utf8_sanitized(const char *msg);
 
 /* ---- pd_codec_paths.c: a path's waypoints, shared with a Batch's items ----- */

@@ -381,18 +381,10 @@ uint8_t *pd_codec_encode_move(uint64_t id, pd_request_kind kind, const pd_move_r
     if (r->status != PD_OK)
         return pd_codec_encode_error_version(id, r->status, r->message,
                                              r->status == PD_STALE_VERSION ? r->version : 0, out_len);
-    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     pd__move_msg mm;
     const pd__move_row *row = pd__move_row_of(kind);
     void *body = pd__fill_move(row, r, &mm);
-    resp.id = id;
-    resp.status = PATHD__V1__STATUS__OK;
-    resp.final = 1;
-    resp.body_case = row->response;
-    /* Every movement result sits in the Response's oneof at the same offset
-     * (a union in the generated struct), so one assignment serves them all. */
-    resp.raycast = body;
-    return pd__encode_single(&resp, out_len);
+    return pd__encode_ok(id, row->response, body, out_len);
 }
 
 /* A FindPath item's chunk and what it points at. */
@@ -406,7 +398,6 @@ uint8_t *pd_codec_encode_batch(uint64_t id, const pd_move_req *items, const pd_m
                                size_t *out_len)
 {
     *out_len = 0;
-    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     Pathd__V1__BatchResult batch = PATHD__V1__BATCH_RESULT__INIT;
     Pathd__V1__QueryResult *qr = calloc(n, sizeof *qr);
     Pathd__V1__QueryResult **qrp = calloc(n, sizeof *qrp);
@@ -457,12 +448,7 @@ uint8_t *pd_codec_encode_batch(uint64_t id, const pd_move_req *items, const pd_m
     }
     batch.n_items = n;
     batch.items = qrp;
-    resp.id = id;
-    resp.status = PATHD__V1__STATUS__OK;
-    resp.final = 1;
-    resp.body_case = PATHD__V1__RESPONSE__BODY_BATCH;
-    resp.batch = &batch;
-    buf = pd__encode_single(&resp, out_len);
+    buf = pd__encode_ok(id, PATHD__V1__RESPONSE__BODY_BATCH, &batch, out_len);
 out:
     if (messages)
         for (size_t i = 0; i < n; i++)

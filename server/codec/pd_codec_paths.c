@@ -847,15 +847,9 @@ static uint8_t *pd__encode_release_job(const pd_job *job, size_t *len)
     const pd_reserve_job *rj = job->ext;
     if (!rj || job->task.status != PD_OK)
         return pd__reserve_error(job, rj, len);
-    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     Pathd__V1__ReleaseResult m = PATHD__V1__RELEASE_RESULT__INIT;
     m.released = rj->released != 0;
-    resp.id = job->task.tag;
-    resp.status = PATHD__V1__STATUS__OK;
-    resp.final = 1;
-    resp.body_case = PATHD__V1__RESPONSE__BODY_RELEASE;
-    resp.release = &m;
-    return pd__encode_single(&resp, len);
+    return pd__encode_ok(job->task.tag, PATHD__V1__RESPONSE__BODY_RELEASE, &m, len);
 }
 
 static uint8_t *pd__encode_reservations_job(const pd_job *job, size_t *len)
@@ -863,7 +857,6 @@ static uint8_t *pd__encode_reservations_job(const pd_job *job, size_t *len)
     const pd_reserve_job *rj = job->ext;
     if (!rj || job->task.status != PD_OK)
         return pd__reserve_error(job, rj, len);
-    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     Pathd__V1__ReservationList m = PATHD__V1__RESERVATION_LIST__INIT;
     size_t n = rj->n_entries;
     Pathd__V1__Reservation *es = calloc(n ? n : 1, sizeof *es);
@@ -890,12 +883,7 @@ static uint8_t *pd__encode_reservations_job(const pd_job *job, size_t *len)
     m.agents = rj->stats.agents;
     m.table_entries = rj->stats.entries;
     m.table_bytes = rj->stats.bytes;
-    resp.id = job->task.tag;
-    resp.status = PATHD__V1__STATUS__OK;
-    resp.final = 1;
-    resp.body_case = PATHD__V1__RESPONSE__BODY_RESERVATIONS;
-    resp.reservations = &m;
-    buf = pd__encode_single(&resp, len);
+    buf = pd__encode_ok(job->task.tag, PATHD__V1__RESPONSE__BODY_RESERVATIONS, &m, len);
 done:
     free(es);
     free(ptrs);

@@ -298,7 +298,6 @@ static pd_status pd__decode_watch(const Pathd__V1__Watch *m, pd_watch_req *out, 
 
 uint8_t *pd_codec_encode_scene_info(uint64_t id, const pd_scene *scene, size_t *out_len)
 {
-    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     Pathd__V1__SceneInfo m = PATHD__V1__SCENE_INFO__INIT;
     uint32_t unit_sizes[PD_CONF_MAX_UNIT_SIZES];
     size_t n_units = scene->n_unit_sizes < PD_CONF_MAX_UNIT_SIZES ? scene->n_unit_sizes : PD_CONF_MAX_UNIT_SIZES;
@@ -333,18 +332,12 @@ uint8_t *pd_codec_encode_scene_info(uint64_t id, const pd_scene *scene, size_t *
         unit_search[i] = (char *)pd_scene_pick_name(scene->units[i].pick);
     m.n_unit_search = n_units;
     m.unit_search = unit_search;
-    resp.id = id;
-    resp.status = PATHD__V1__STATUS__OK;
-    resp.final = 1;
-    resp.body_case = PATHD__V1__RESPONSE__BODY_SCENE_INFO;
-    resp.scene_info = &m;
-    return pd__encode_single(&resp, out_len);
+    return pd__encode_ok(id, PATHD__V1__RESPONSE__BODY_SCENE_INFO, &m, out_len);
 }
 
 uint8_t *pd_codec_encode_scene_grid(uint64_t id, const pd_grid *grid, uint64_t version, int32_t row_start,
                                     int32_t rows, size_t *out_len)
 {
-    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     Pathd__V1__SceneGrid m = PATHD__V1__SCENE_GRID__INIT;
     uint8_t *cells, *buf;
 
@@ -366,19 +359,13 @@ uint8_t *pd_codec_encode_scene_grid(uint64_t id, const pd_grid *grid, uint64_t v
     m.row_count = rows;
     m.cells.len = (size_t)rows * width;
     m.cells.data = cells;
-    resp.id = id;
-    resp.status = PATHD__V1__STATUS__OK;
-    resp.final = 1;
-    resp.body_case = PATHD__V1__RESPONSE__BODY_SCENE_GRID;
-    resp.scene_grid = &m;
-    buf = pd__encode_single(&resp, out_len);
+    buf = pd__encode_ok(id, PATHD__V1__RESPONSE__BODY_SCENE_GRID, &m, out_len);
     free(cells);
     return buf;
 }
 
 uint8_t *pd_codec_encode_scene_list(uint64_t id, pd_scene *const *scenes, size_t n, size_t *out_len)
 {
-    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     Pathd__V1__SceneList list = PATHD__V1__SCENE_LIST__INIT;
     Pathd__V1__SceneSummary *items = NULL;
     Pathd__V1__SceneSummary **ptrs = NULL;
@@ -403,12 +390,7 @@ uint8_t *pd_codec_encode_scene_list(uint64_t id, pd_scene *const *scenes, size_t
     }
     list.n_scenes = n;
     list.scenes = ptrs;
-    resp.id = id;
-    resp.status = PATHD__V1__STATUS__OK;
-    resp.final = 1;
-    resp.body_case = PATHD__V1__RESPONSE__BODY_SCENE_LIST;
-    resp.scene_list = &list;
-    buf = pd__encode_single(&resp, out_len);
+    buf = pd__encode_ok(id, PATHD__V1__RESPONSE__BODY_SCENE_LIST, &list, out_len);
 done:
     free(items);
     free(ptrs);
@@ -419,7 +401,6 @@ done:
 static uint8_t *pd__encode_update_cut(uint64_t id, const char *scene, const pd_update_outcome *o,
                                       const uint64_t *agents_cut, size_t n_cut, size_t *out_len)
 {
-    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     Pathd__V1__UpdateResult m = PATHD__V1__UPDATE_RESULT__INIT;
 
     if (o->status != PD_OK) {
@@ -433,12 +414,7 @@ static uint8_t *pd__encode_update_cut(uint64_t id, const char *scene, const pd_u
     m.micros = o->update.micros;
     m.agents_cut = (uint64_t *)agents_cut;
     m.n_agents_cut = n_cut;
-    resp.id = id;
-    resp.status = PATHD__V1__STATUS__OK;
-    resp.final = 1;
-    resp.body_case = PATHD__V1__RESPONSE__BODY_UPDATE;
-    resp.update = &m;
-    return pd__encode_single(&resp, out_len);
+    return pd__encode_ok(id, PATHD__V1__RESPONSE__BODY_UPDATE, &m, out_len);
 }
 
 uint8_t *pd_codec_encode_update(uint64_t id, const char *scene, const pd_update_outcome *o,
@@ -454,18 +430,12 @@ uint8_t *pd_codec_encode_scene_change(uint64_t id, const char *name, const pd_sc
     if (o->status != PD_OK)
         return pd_codec_encode_error(id, o->status, o->message[0] ? o->message : pd_status_name(o->status),
                                      out_len);
-    Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     Pathd__V1__SceneChange m = PATHD__V1__SCENE_CHANGE__INIT;
     m.name = (char *)name;
     m.version = o->version;
     m.own_bytes = o->own_bytes;
     m.scene_bytes = o->scene_bytes;
-    resp.id = id;
-    resp.status = PATHD__V1__STATUS__OK;
-    resp.final = 1;
-    resp.body_case = PATHD__V1__RESPONSE__BODY_SCENE_CHANGE;
-    resp.scene_change = &m;
-    return pd__encode_single(&resp, out_len);
+    return pd__encode_ok(id, PATHD__V1__RESPONSE__BODY_SCENE_CHANGE, &m, out_len);
 }
 
 static void pd__fill_cell(Pathd__V1__Cell *c, pd_point p)

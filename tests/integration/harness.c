@@ -700,6 +700,14 @@ int pdi_wait_log(const pdi_daemon *d, const char *needle, int timeout_ms)
     return pdi_log_contains(d, needle);
 }
 
+int pdi_wait_log_count(const pdi_daemon *d, const char *needle, int count, int timeout_ms)
+{
+    double deadline = pdi_now_ms() + timeout_ms;
+    while (pdi_log_count(d, needle) < count && pdi_now_ms() < deadline)
+        pdi_sleep_ms(20);
+    return pdi_log_count(d, needle) >= count;
+}
+
 char *pdi_metrics_get(const pdi_daemon *d)
 {
     return pdi_metrics_http_get(d, "/metrics");
@@ -717,9 +725,8 @@ char *pdi_metrics_wait(const pdi_daemon *d, const char *needle, int timeout_ms)
     }
 }
 
-uint16_t pdi_metrics_port(const pdi_daemon *d)
+uint16_t pdi_log_port(const pdi_daemon *d, const char *marker)
 {
-    static const char marker[] = "metrics on http://";
     if (!pdi_wait_log(d, marker, PDI_START_TIMEOUT_MS)) {
         fprintf(stderr, "harness: no \"%s\" line in the log\n", marker);
         return 0;
@@ -727,12 +734,17 @@ uint16_t pdi_metrics_port(const pdi_daemon *d)
     char *log = pdi__read_file(d->log_path, PDI__LOG_READ_MAX, NULL);
     const char *at = log ? strstr(log, marker) : NULL;
     unsigned port = 0;
-    if (!at || sscanf(at + sizeof marker - 1, "127.0.0.1:%u/", &port) != 1 || port == 0 || port > 65535) {
-        fprintf(stderr, "harness: cannot read the metrics port from the log\n");
+    if (!at || sscanf(at + strlen(marker), "%u", &port) != 1 || port == 0 || port > 65535) {
+        fprintf(stderr, "harness: cannot read the port after \"%s\" from the log\n", marker);
         port = 0;
     }
     free(log);
     return (uint16_t)port;
+}
+
+uint16_t pdi_metrics_port(const pdi_daemon *d)
+{
+    return pdi_log_port(d, "metrics on http://127.0.0.1:");
 }
 
 char *pdi_metrics_http_get(const pdi_daemon *d, const char *path)
@@ -1226,6 +1238,21 @@ void pdi_ping_init(pdi_small_msg *m, uint64_t id, uint64_t nonce)
     m->req.ping = &m->ping;
 }
 
+Pathd__V1__ServingState pdi_raw_ping(int fd, uint64_t id, uint64_t nonce)
+{
+    pdi_small_msg ping;
+    pdi_ping_init(&ping, id, nonce);
+    assert_int_equal(pdi_raw_send_request(fd, &ping.req), 0);
+    Pathd__V1__Response *r = pdi_raw_recv_final(fd, id, PDI_CALL_TIMEOUT_MS);
+    assert_non_null(r);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PONG);
+    assert_true(r->pong->nonce == nonce);
+    Pathd__V1__ServingState serving = r->pong->serving;
+    pathd__v1__response__free_unpacked(r, NULL);
+    return serving;
+}
+
 void pdi_cancel_init(pdi_small_msg *m, uint64_t id, uint64_t target_id)
 {
     pathd__v1__request__init(&m->req);
@@ -1500,5 +1527,96 @@ int pdi_write_temp_map(const char *text, char *path, size_t cap)
         unlink(path);
         return -1;
     }
+    return 0;
+}
+
+/* ---- scene state across restarts ------------------------------------------ */
+
+void pdi_daemon_init(pdi_daemon *d)
+{
+    memset(d, 0, sizeof *d);
+    d->stderr_fd = d->log_fd = -1;
+}
+
+void pdi_daemon_kill9(pdi_daemon *d)
+{
+    assert_int_equal(pdi_daemon_signal(d, SIGKILL), 0);
+    assert_int_equal(pdi_daemon_wait_exit(d, 10000), 0);
+    pdi_daemon_cleanup(d);
+}
+
+int pdi_update_rect(pdc_conn *c, const char *scene, pdc_update_op op, uint32_t cost, int32_t x0, int32_t y0,
+                    int32_t x1, int32_t y1, uint64_t *version)
+{
+    pdc_update_req u = { .scene = scene, .is_rect = 1, .rect_min = { x0, y0 }, .rect_max = { x1, y1 }, .op = op,
+                         .cost = cost };
+    pdc_update_result r;
+    int st = pdc_update_cells(c, &u, &r);
+    if (st == PDC_OK)
+        *version = r.version;
+    return st;
+}
+
+void pdi_world_free(pdi_world *w)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        free(w->names[i]);
+        pdc_grid_free(&w->grids[i]);
+        pdc_grid_free(&w->unit2[i]);
+    }
+    memset(w, 0, sizeof *w);
+}
+
+void pdi_world_read(pdc_conn *c, pdi_world *w)
+{
+    memset(w, 0, sizeof *w);
+    pdc_scene_list list;
+    assert_int_equal(pdc_list_scenes(c, &list), PDC_OK);
+    for (size_t i = 0; i < list.count; i++) {
+        const char *name = list.scenes[i].name;
+        if (strcmp(name, "den520d") == 0 || strcmp(name, "serpent") == 0)
+            continue;
+        assert_true(w->n < 16);
+        size_t k = w->n++;
+        w->names[k] = strdup(name);
+        pdc_scene_details info;
+        assert_int_equal(pdc_scene_info(c, name, &info), PDC_OK);
+        w->versions[k] = info.version;
+        int serves2 = 0;
+        for (size_t u = 0; u < info.unit_size_count; u++)
+            serves2 |= info.unit_sizes[u] == 2;
+        pdc_scene_details_free(&info);
+        assert_int_equal(pdc_scene_grid(c, name, 1, &w->grids[k]), PDC_OK);
+        assert_int_equal(w->grids[k].version, w->versions[k]);
+        if (serves2)
+            assert_int_equal(pdc_scene_grid(c, name, 2, &w->unit2[k]), PDC_OK);
+    }
+    pdc_scene_list_free(&list);
+}
+
+void pdi_world_assert_equal(const pdi_world *a, const pdi_world *b)
+{
+    assert_int_equal(a->n, b->n);
+    for (size_t i = 0; i < a->n; i++) {
+        assert_string_equal(a->names[i], b->names[i]);
+        if (a->versions[i] != b->versions[i])
+            fail_msg("scene '%s': version %llu before, %llu after the restart", a->names[i],
+                     (unsigned long long)a->versions[i], (unsigned long long)b->versions[i]);
+        assert_int_equal(a->grids[i].width, b->grids[i].width);
+        assert_int_equal(a->grids[i].height, b->grids[i].height);
+        assert_memory_equal(a->grids[i].cells, b->grids[i].cells,
+                            (size_t)a->grids[i].width * (size_t)a->grids[i].height);
+        assert_int_equal(a->unit2[i].width, b->unit2[i].width);
+        if (a->unit2[i].cells)
+            assert_memory_equal(a->unit2[i].cells, b->unit2[i].cells,
+                                (size_t)a->unit2[i].width * (size_t)a->unit2[i].height);
+    }
+}
+
+int pdi_world_has(const pdi_world *w, const char *name)
+{
+    for (size_t i = 0; i < w->n; i++)
+        if (strcmp(w->names[i], name) == 0)
+            return 1;
     return 0;
 }

@@ -158,6 +158,15 @@ int pdi_wait_log(const pdi_daemon *d, const char *needle, int timeout_ms);
 /* How many times needle occurs in the log. */
 int pdi_log_count(const pdi_daemon *d, const char *needle);
 
+/* Polls up to timeout_ms until needle occurs at least count times in the
+ * log; 1 when it does. */
+int pdi_wait_log_count(const pdi_daemon *d, const char *needle, int count, int timeout_ms);
+
+/* The port a log line gives right after marker (e.g. "agent-check on
+ * 127.0.0.1:"), waiting up to PDI_START_TIMEOUT_MS for the line; 0 after
+ * printing why. */
+uint16_t pdi_log_port(const pdi_daemon *d, const char *marker);
+
 /* Prints the daemon's log (tail) to stderr. */
 void pdi_print_log(const pdi_daemon *d);
 
@@ -211,6 +220,43 @@ uint64_t pdi_now_ns(void);
  * ran a search or movement query). */
 void pdi_check_timing(pdc_timing t, uint64_t sent_ns, int searched, const char *what);
 void pdi_sleep_ms(int ms);
+
+/* ---- scene state across restarts ---------------------------------------
+ *
+ * For tests that restart pathd on the same durable store (journal, Redis
+ * log): what clients see of the scenes before, compared with what they see
+ * after. */
+
+/* Daemon d, not started yet: pdi_daemon_cleanup is safe on it, and a
+ * fixture may start and stop it more than once. */
+void pdi_daemon_init(pdi_daemon *d);
+
+/* kill -9 of the running daemon: it must be gone within 10 s; then its
+ * temp dir is removed (pdi_daemon_cleanup). */
+void pdi_daemon_kill9(pdi_daemon *d);
+
+/* UpdateCells on the rect (x0, y0)-(x1, y1) with op (and cost, for
+ * PDC_UPDATE_COST): the client's status, and on PDC_OK *version. */
+int pdi_update_rect(pdc_conn *c, const char *scene, pdc_update_op op, uint32_t cost, int32_t x0, int32_t y0,
+                    int32_t x1, int32_t y1, uint64_t *version);
+
+/* A world as clients see it: every scene's name, version and grids. */
+typedef struct pdi_world {
+    size_t n;
+    char *names[16];
+    uint64_t versions[16];
+    pdc_grid grids[16], unit2[16];
+} pdi_world;
+
+/* Reads every scene but the big, never-changed ones of the harness config
+ * (den520d, serpent): version (SceneInfo), unit-1 grid (GetSceneGrid, at
+ * that version) and, when it serves unit 2, the unit-2 grid. */
+void pdi_world_read(pdc_conn *c, pdi_world *w);
+/* Fails the test (cmocka) unless a and b hold the same scenes, versions
+ * and cells. */
+void pdi_world_assert_equal(const pdi_world *a, const pdi_world *b);
+int pdi_world_has(const pdi_world *w, const char *name);
+void pdi_world_free(pdi_world *w);
 
 /* ---- Moving AI data ---------------------------------------------------- */
 
@@ -303,6 +349,11 @@ typedef struct pdi_small_msg {
 
 void pdi_ping_init(pdi_small_msg *m, uint64_t id, uint64_t nonce);
 void pdi_cancel_init(pdi_small_msg *m, uint64_t id, uint64_t target_id);
+
+/* Pings on fd (request id, nonce) and reads the answer: it must be a final
+ * OK Pong echoing nonce (cmocka fails the test if not). Returns
+ * Pong.serving. Only for when nothing else is awaited on fd. */
+Pathd__V1__ServingState pdi_raw_ping(int fd, uint64_t id, uint64_t nonce);
 
 /* Reads Responses until the final frame for id arrives, dropping every other
  * frame on the way (so only for when nothing else is awaited on fd).

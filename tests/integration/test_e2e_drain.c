@@ -42,25 +42,6 @@ static int setup(void **state)
     return pdi_fixture_start(state, &l);
 }
 
-/* The agent-check port pathd bound, from its log line "agent-check on
- * 127.0.0.1:PORT". */
-static uint16_t agent_port(const pdi_daemon *d)
-{
-    assert_true(pdi_wait_log(d, "agent-check on 127.0.0.1:", T_SIGNAL_TIMEOUT_MS));
-    FILE *f = fopen(d->log_path, "r");
-    assert_non_null(f);
-    char line[512];
-    unsigned port = 0;
-    while (fgets(line, sizeof line, f)) {
-        const char *p = strstr(line, "agent-check on 127.0.0.1:");
-        if (p && sscanf(p, "agent-check on 127.0.0.1:%u", &port) == 1)
-            break;
-    }
-    fclose(f);
-    assert_true(port > 0 && port < 65536);
-    return (uint16_t)port;
-}
-
 /* What the agent-check port says: all it sends before it closes. */
 static void expect_agent_word(uint16_t port, const char *want)
 {
@@ -83,22 +64,6 @@ static void expect_agent_word(uint16_t port, const char *want)
     assert_string_equal(buf, want);
 }
 
-/* Pings on fd; returns Pong.serving. */
-static Pathd__V1__ServingState ping_serving(int fd, uint64_t id)
-{
-    pdi_small_msg ping;
-    pdi_ping_init(&ping, id, id);
-    assert_int_equal(pdi_raw_send_request(fd, &ping.req), 0);
-    Pathd__V1__Response *r = pdi_raw_recv_final(fd, id, PDI_CALL_TIMEOUT_MS);
-    assert_non_null(r);
-    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
-    assert_non_null(r->pong);
-    assert_int_equal(r->pong->nonce, id);
-    Pathd__V1__ServingState st = r->pong->serving;
-    pathd__v1__response__free_unpacked(r, NULL);
-    return st;
-}
-
 /* A short rooms path on fd; returns its status. */
 static Pathd__V1__Status short_path(int fd, uint64_t id)
 {
@@ -115,12 +80,13 @@ static Pathd__V1__Status short_path(int fd, uint64_t id)
 static void test_drain_and_back(void **state)
 {
     pdi_daemon *d = *state;
-    uint16_t agent = agent_port(d);
+    uint16_t agent = pdi_log_port(d, "agent-check on 127.0.0.1:");
+    assert_true(agent > 0);
     expect_agent_word(agent, "up ready\n");
 
     int fd = pdi_raw_connect(d->port);
     assert_true(fd >= 0);
-    assert_int_equal(ping_serving(fd, 100), PATHD__V1__SERVING_STATE__SERVING);
+    assert_int_equal(pdi_raw_ping(fd, 100, 100), PATHD__V1__SERVING_STATE__SERVING);
     pdi_warm_up(fd);
     /* Long searches, then a Ping behind them: once its Pong is back every
      * search has been read, and with two workers at least two are running. */
@@ -166,7 +132,7 @@ static void test_drain_and_back(void **state)
 
     /* Draining: Ping says so, anything else is refused, here and on a new
      * connection; the agent says drain. */
-    assert_int_equal(ping_serving(fd, 102), PATHD__V1__SERVING_STATE__DRAINING_STATE);
+    assert_int_equal(pdi_raw_ping(fd, 102, 102), PATHD__V1__SERVING_STATE__DRAINING_STATE);
     assert_int_equal(short_path(fd, 103), PATHD__V1__STATUS__DRAINING);
     /* Cancel still is: it ends work already taken on (none is left here). */
     pdi_small_msg cancel;
@@ -178,7 +144,7 @@ static void test_drain_and_back(void **state)
     pathd__v1__response__free_unpacked(cr, NULL);
     int late = pdi_raw_connect(d->port);
     assert_true(late >= 0);
-    assert_int_equal(ping_serving(late, 104), PATHD__V1__SERVING_STATE__DRAINING_STATE);
+    assert_int_equal(pdi_raw_ping(late, 104, 104), PATHD__V1__SERVING_STATE__DRAINING_STATE);
     assert_int_equal(short_path(late, 105), PATHD__V1__STATUS__DRAINING);
     expect_agent_word(agent, "drain\n");
     /* A second SIGUSR1 changes nothing: no second DRAINING frame. */
@@ -189,7 +155,7 @@ static void test_drain_and_back(void **state)
     assert_true(pdi_wait_log(d, "ready: serving new requests again", T_SIGNAL_TIMEOUT_MS));
     assert_int_equal(pdi_log_count(d, "draining: "), 1);
     assert_null(pdi_raw_recv(fd, T_QUIET_MS, NULL));
-    assert_int_equal(ping_serving(fd, 106), PATHD__V1__SERVING_STATE__SERVING);
+    assert_int_equal(pdi_raw_ping(fd, 106, 106), PATHD__V1__SERVING_STATE__SERVING);
     assert_int_equal(short_path(fd, 107), PATHD__V1__STATUS__OK);
     assert_int_equal(short_path(late, 108), PATHD__V1__STATUS__OK);
     expect_agent_word(agent, "up ready\n");

@@ -34,80 +34,6 @@
 #define T_H 64
 static const uint32_t T_UNITS[] = { 1, 2 };
 
-/* A world as clients see it: every scene's name, version and grids. */
-typedef struct world {
-    size_t n;
-    char *names[16];
-    uint64_t versions[16];
-    pdc_grid grids[16], unit2[16];
-} world;
-
-static void world_free(world *w)
-{
-    for (size_t i = 0; i < w->n; i++) {
-        free(w->names[i]);
-        pdc_grid_free(&w->grids[i]);
-        pdc_grid_free(&w->unit2[i]);
-    }
-    memset(w, 0, sizeof *w);
-}
-
-/* Reads every scene but the big, never-changed ones (den520d, serpent),
- * which the config loads the same way each time. */
-static void world_read(pdc_conn *c, world *w)
-{
-    memset(w, 0, sizeof *w);
-    pdc_scene_list list;
-    assert_int_equal(pdc_list_scenes(c, &list), PDC_OK);
-    for (size_t i = 0; i < list.count; i++) {
-        const char *name = list.scenes[i].name;
-        if (strcmp(name, "den520d") == 0 || strcmp(name, "serpent") == 0)
-            continue;
-        assert_true(w->n < 16);
-        size_t k = w->n++;
-        w->names[k] = strdup(name);
-        pdc_scene_details info;
-        assert_int_equal(pdc_scene_info(c, name, &info), PDC_OK);
-        w->versions[k] = info.version;
-        int serves2 = 0;
-        for (size_t u = 0; u < info.unit_size_count; u++)
-            serves2 |= info.unit_sizes[u] == 2;
-        pdc_scene_details_free(&info);
-        assert_int_equal(pdc_scene_grid(c, name, 1, &w->grids[k]), PDC_OK);
-        assert_int_equal(w->grids[k].version, w->versions[k]);
-        if (serves2)
-            assert_int_equal(pdc_scene_grid(c, name, 2, &w->unit2[k]), PDC_OK);
-    }
-    pdc_scene_list_free(&list);
-}
-
-static void world_assert_equal(const world *a, const world *b)
-{
-    assert_int_equal(a->n, b->n);
-    for (size_t i = 0; i < a->n; i++) {
-        assert_string_equal(a->names[i], b->names[i]);
-        if (a->versions[i] != b->versions[i])
-            fail_msg("scene '%s': version %llu before, %llu after the restart", a->names[i],
-                     (unsigned long long)a->versions[i], (unsigned long long)b->versions[i]);
-        assert_int_equal(a->grids[i].width, b->grids[i].width);
-        assert_int_equal(a->grids[i].height, b->grids[i].height);
-        assert_memory_equal(a->grids[i].cells, b->grids[i].cells,
-                            (size_t)a->grids[i].width * (size_t)a->grids[i].height);
-        assert_int_equal(a->unit2[i].width, b->unit2[i].width);
-        if (a->unit2[i].cells)
-            assert_memory_equal(a->unit2[i].cells, b->unit2[i].cells,
-                                (size_t)a->unit2[i].width * (size_t)a->unit2[i].height);
-    }
-}
-
-static int world_has(const world *w, const char *name)
-{
-    for (size_t i = 0; i < w->n; i++)
-        if (strcmp(w->names[i], name) == 0)
-            return 1;
-    return 0;
-}
-
 typedef struct fixture {
     char data_dir[64];
     char extra[256];
@@ -129,13 +55,6 @@ static void start(fixture *f, const char *fsync_policy, uint64_t compact_bytes)
     assert_int_equal(pdi_daemon_start(&f->d, &l), 0);
 }
 
-static void kill9(fixture *f)
-{
-    assert_int_equal(pdi_daemon_signal(&f->d, SIGKILL), 0);
-    assert_int_equal(pdi_daemon_wait_exit(&f->d, 10000), 0);
-    pdi_daemon_cleanup(&f->d);
-}
-
 static void stop(fixture *f)
 {
     assert_int_equal(pdi_daemon_stop(&f->d), 0);
@@ -146,7 +65,7 @@ static void stop(fixture *f)
  * `also` (may be NULL), and the world it serves to be `before` (which is
  * freed); then stops it. */
 static void restart_and_compare(fixture *f, const char *fsync_policy, uint64_t compact_bytes, const char *says,
-                                const char *also, world *before)
+                                const char *also, pdi_world *before)
 {
     start(f, fsync_policy, compact_bytes);
     if (!pdi_log_contains(&f->d, says) || (also && !pdi_log_contains(&f->d, also))) {
@@ -155,11 +74,11 @@ static void restart_and_compare(fixture *f, const char *fsync_policy, uint64_t c
     }
     pdc_conn *c = pdi_connect(&f->d);
     assert_non_null(c);
-    world after;
-    world_read(c, &after);
-    world_assert_equal(before, &after);
-    world_free(before);
-    world_free(&after);
+    pdi_world after;
+    pdi_world_read(c, &after);
+    pdi_world_assert_equal(before, &after);
+    pdi_world_free(before);
+    pdi_world_free(&after);
     pdc_close(c);
     stop(f);
 }
@@ -167,7 +86,7 @@ static void restart_and_compare(fixture *f, const char *fsync_policy, uint64_t c
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    f->d.stderr_fd = f->d.log_fd = -1;
+    pdi_daemon_init(&f->d);
     *state = f;
     return 0;
 }
@@ -201,14 +120,13 @@ static uint8_t *random_cells(uint32_t seed, int32_t w, int32_t h)
     return c;
 }
 
+/* An acknowledged rect update; its version. */
 static uint64_t update_rect(pdc_conn *c, const char *scene, pdc_update_op op, uint32_t cost, int32_t x0, int32_t y0,
                             int32_t x1, int32_t y1)
 {
-    pdc_update_req u = { .scene = scene, .is_rect = 1, .rect_min = { x0, y0 }, .rect_max = { x1, y1 }, .op = op,
-                         .cost = cost };
-    pdc_update_result r;
-    assert_int_equal(pdc_update_cells(c, &u, &r), PDC_OK);
-    return r.version;
+    uint64_t v = 0;
+    assert_int_equal(pdi_update_rect(c, scene, op, cost, x0, y0, x1, y1, &v), PDC_OK);
+    return v;
 }
 
 /* The changes every test makes: a created scene with updates (one of
@@ -256,13 +174,13 @@ static void test_kill9_after_an_acknowledged_update(void **state)
     pdc_conn *c = pdi_connect(&f->d);
     assert_non_null(c);
     make_changes(c);
-    world before;
-    world_read(c, &before);
-    assert_true(world_has(&before, "arena-1") && world_has(&before, "arena-3") && !world_has(&before, "arena-2"));
+    pdi_world before;
+    pdi_world_read(c, &before);
+    assert_true(pdi_world_has(&before, "arena-1") && pdi_world_has(&before, "arena-3") && !pdi_world_has(&before, "arena-2"));
     /* The last change, acknowledged, then the process dies at once: the
      * expected world is the one read before with that change made. */
     uint64_t v = update_rect(c, "arena-3", PDC_UPDATE_BLOCK, 0, 0, 0, T_W - 1, 0);
-    kill9(f);
+    pdi_daemon_kill9(&f->d);
     pdc_close(c);
     for (size_t i = 0; i < before.n; i++)
         if (strcmp(before.names[i], "arena-3") == 0) {
@@ -276,8 +194,8 @@ static void test_kill9_after_an_acknowledged_update(void **state)
     assert_true(pdi_log_contains(&f->d, "journal"));
     assert_true(pdi_log_contains(&f->d, " 0 skipped, 0 bytes of damaged tail truncated"));
     c = pdi_connect(&f->d);
-    world after;
-    world_read(c, &after);
+    pdi_world after;
+    pdi_world_read(c, &after);
     /* arena-3's unit-2 grid was dropped from the expectation above (its
      * first row changed): compare it by recomputation instead. */
     for (size_t i = 0; i < after.n; i++)
@@ -288,11 +206,11 @@ static void test_kill9_after_an_acknowledged_update(void **state)
             assert_int_equal(g->cells[0], 0);
             pdc_grid_free(&after.unit2[i]);
         }
-    world_assert_equal(&before, &after);
+    pdi_world_assert_equal(&before, &after);
     /* The replayed scenes answer queries. */
     pdi_assert_daemon_serves(&f->d);
-    world_free(&before);
-    world_free(&after);
+    pdi_world_free(&before);
+    pdi_world_free(&after);
     pdc_close(c);
     stop(f);
 }
@@ -326,8 +244,8 @@ static void test_full_disk_refuses_and_serves_nothing_unjournalled(void **state)
     pdc_conn *c = pdi_connect(&f->d);
     assert_non_null(c);
     make_changes(c);
-    world before;
-    world_read(c, &before);
+    pdi_world before;
+    pdi_world_read(c, &before);
     struct rlimit full = { .rlim_cur = (rlim_t)newest_log_size(f), .rlim_max = RLIM_INFINITY };
     assert_int_equal(prlimit(f->d.pid, RLIMIT_FSIZE, &full, NULL), 0);
     pdc_update_req u = { .scene = "arena", .is_rect = 1, .rect_min = { 0, 0 }, .rect_max = { 3, 3 },
@@ -335,14 +253,14 @@ static void test_full_disk_refuses_and_serves_nothing_unjournalled(void **state)
     pdc_update_result r;
     assert_int_equal(pdc_update_cells(c, &u, &r), PDC_INTERNAL);
     /* Served as before: the same versions and cells everywhere. */
-    world now;
-    world_read(c, &now);
-    world_assert_equal(&before, &now);
-    world_free(&now);
+    pdi_world now;
+    pdi_world_read(c, &now);
+    pdi_world_assert_equal(&before, &now);
+    pdi_world_free(&now);
     pdc_scene_change out;
     assert_int_equal(pdc_create_instance(c, "late", "arena", &out), PDC_INTERNAL);
     pdc_close(c);
-    kill9(f);
+    pdi_daemon_kill9(&f->d);
     restart_and_compare(f, "always", 0, "journal", NULL, &before);
 }
 
@@ -352,8 +270,8 @@ static void test_torn_tail_is_reported_and_cut(void **state)
     start(f, "always", 0);
     pdc_conn *c = pdi_connect(&f->d);
     make_changes(c);
-    world before;
-    world_read(c, &before);
+    pdi_world before;
+    pdi_world_read(c, &before);
     pdc_close(c);
     stop(f);
     /* Half a record at the end of the log: a header claiming 100 bytes
@@ -400,10 +318,10 @@ static void test_compaction_preserves_the_world(void **state)
     /* The tail after the snapshot. */
     update_rect(c, "big", PDC_UPDATE_COST, 4, 0, 0, 10, 10);
     update_rect(c, "arena-3", PDC_UPDATE_BLOCK, 0, 0, 0, 5, 5);
-    world before;
-    world_read(c, &before);
+    pdi_world before;
+    pdi_world_read(c, &before);
     pdc_close(c);
-    kill9(f);
+    pdi_daemon_kill9(&f->d);
     char snap[160];
     snprintf(snap, sizeof snap, "%s/data/snapshot.%016x", f->data_dir, 2);
     assert_int_equal(access(snap, F_OK), 0);
@@ -424,10 +342,10 @@ static void test_reload_between_changes(void **state)
     assert_true(pdi_wait_log(&f->d, "reloaded", 20000));
     update_rect(c, "rooms", PDC_UPDATE_COST, 7, 2, 2, 2, 2);
     update_rect(c, "arena-1", PDC_UPDATE_BLOCK, 0, 3, 3, 4, 4);
-    world before;
-    world_read(c, &before);
+    pdi_world before;
+    pdi_world_read(c, &before);
     pdc_close(c);
-    kill9(f);
+    pdi_daemon_kill9(&f->d);
 
     restart_and_compare(f, "everysec", 0, " 0 skipped, 0 bytes of damaged tail truncated", NULL, &before);
 }

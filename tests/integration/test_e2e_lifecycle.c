@@ -5,6 +5,7 @@
  * the loop answering while a reload loads (and a stop waiting for that load),
  * --check-config, --help, --version and bad arguments.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -36,6 +38,10 @@
 #define T_VAST_SIDE 2048
 /* How long loading it may take (TSan is slowest). */
 #define T_VAST_TIMEOUT_MS 120000
+/* How long a reload's load may take to reach the open() of its config: it
+ * runs on libuv's threadpool, whose thread a loaded machine may not run for
+ * seconds (TSan is slowest). A hang guard; the wait ends when it is there. */
+#define T_GATE_TIMEOUT_MS 120000
 /* How long a stopping daemon held by a load is watched for a wrong exit. */
 #define T_HELD_WATCH_MS 300
 
@@ -199,7 +205,9 @@ static void test_sighup_reload(void **state)
  * until the test opens the FIFO's other end, so the load lasts exactly as long
  * as the test wants, whatever the machine's speed. (The loader then refuses
  * the FIFO as "not a regular file".) The FIFO keeps a second name, gate.fifo,
- * so the config path can be given a real file while a load waits on it.
+ * so the config path can be given a real file while a load waits on it - once
+ * the test has seen the load's thread inside that open(), not before, or the
+ * load would open the real file.
  */
 
 /* Puts a FIFO at d's config path; its second name goes into gate. */
@@ -211,6 +219,72 @@ static void gate_install(const pdi_daemon *d, char *gate, size_t cap)
     assert_int_equal(mkfifo(gate, 0600), 0);
     assert_int_equal(link(gate, tmp), 0);
     assert_int_equal(rename(tmp, d->config_path), 0);
+}
+
+/* 1 when a thread of process pid is inside open()/openat() of `path`, as
+ * /proc/PID/task/TID/syscall shows it (the syscall's number and arguments,
+ * the path a pointer read back through /proc/PID/mem); 0 when none is; -1
+ * when /proc does not let the test see (the daemon is its child, so it
+ * may). A load blocked on the FIFO stays there until the gate opens. */
+static int thread_opening(pid_t pid, const char *path)
+{
+    char name[96];
+    snprintf(name, sizeof name, "/proc/%d/mem", (int)pid);
+    int mem = open(name, O_RDONLY);
+    snprintf(name, sizeof name, "/proc/%d/task", (int)pid);
+    DIR *tasks = mem >= 0 ? opendir(name) : NULL;
+    if (!tasks) {
+        if (mem >= 0)
+            close(mem);
+        return -1;
+    }
+    size_t len = strlen(path) + 1;
+    int found = 0, seen = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(tasks)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(name, sizeof name, "/proc/%d/task/%.32s/syscall", (int)pid, e->d_name);
+        FILE *f = fopen(name, "r");
+        if (!f)
+            continue;
+        long nr = -1;
+        unsigned long long arg[2];
+        int n = fscanf(f, "%ld %llx %llx", &nr, &arg[0], &arg[1]);
+        fclose(f);
+        seen += n >= 1;
+        unsigned long long at = 0;
+        if (n == 3 && nr == SYS_openat)
+            at = arg[1];
+#ifdef SYS_open
+        else if (n >= 2 && nr == SYS_open)
+            at = arg[0];
+#endif
+        char got[PDI_PATH_MAX];
+        found = at && len <= sizeof got && pread(mem, got, len, (off_t)at) == (ssize_t)len &&
+                memcmp(got, path, len) == 0;
+    }
+    closedir(tasks);
+    close(mem);
+    return found ? 1 : seen ? 0 : -1;
+}
+
+/* Waits until a reload's load is blocked opening the gate, so that what the
+ * test does next happens while it waits there: "reloading" is logged when
+ * the load is queued, and the threadpool thread may come to the open much
+ * later (on a loaded machine the config was once renamed over the FIFO
+ * first, and the load read the new file instead and never came to the
+ * gate). */
+static void gate_wait_reader(const pdi_daemon *d)
+{
+    double deadline = pdi_now_ms() + T_GATE_TIMEOUT_MS;
+    int at;
+    while ((at = thread_opening(d->pid, d->config_path)) == 0 && pdi_now_ms() < deadline)
+        pdi_sleep_ms(10);
+    if (at < 0)
+        fail_msg("cannot read the threads' system calls in /proc/%d", (int)d->pid);
+    if (at == 0)
+        fail_msg("no thread of pathd came to open %s in %d ms", d->config_path, T_GATE_TIMEOUT_MS);
 }
 
 /* Lets the load waiting on the FIFO go on: opens and closes the writing end
@@ -231,24 +305,8 @@ static void assert_pong(const pdi_daemon *d, uint64_t nonce)
 {
     int fd = pdi_raw_connect(d->port);
     assert_true(fd >= 0);
-    pdi_small_msg ping;
-    pdi_ping_init(&ping, 1, nonce);
-    assert_int_equal(pdi_raw_send_request(fd, &ping.req), 0);
-    Pathd__V1__Response *r = pdi_raw_recv_final(fd, 1, PDI_CALL_TIMEOUT_MS);
-    assert_non_null(r);
-    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PONG);
-    assert_true(r->pong->nonce == nonce);
-    pathd__v1__response__free_unpacked(r, NULL);
+    pdi_raw_ping(fd, 1, nonce);
     close(fd);
-}
-
-/* Waits until needle occurs `count` times in the log. */
-static int wait_log_count(const pdi_daemon *d, const char *needle, int count, int timeout_ms)
-{
-    double deadline = pdi_now_ms() + timeout_ms;
-    while (pdi_log_count(d, needle) < count && pdi_now_ms() < deadline)
-        pdi_sleep_ms(20);
-    return pdi_log_count(d, needle) >= count;
 }
 
 /* A T_VAST_SIDE square: open cells with a wall every 16th column that has a
@@ -282,6 +340,7 @@ static void test_sighup_reload_off_loop(void **state)
 
     assert_int_equal(pdi_daemon_signal(d, SIGHUP), 0);
     assert_true(pdi_wait_log(d, "reloading ", T_RELOAD_TIMEOUT_MS));
+    gate_wait_reader(d);
     /* The load waits at the gate, and the loop answers all the same. */
     assert_pong(d, 11);
     assert_int_equal(has_scene(d, "serpent"), 1);
@@ -292,9 +351,9 @@ static void test_sighup_reload_off_loop(void **state)
 
     /* Two more SIGHUPs while it loads: each is logged, neither starts a load. */
     assert_int_equal(pdi_daemon_signal(d, SIGHUP), 0);
-    assert_true(wait_log_count(d, "reload requested while one is loading", 1, T_RELOAD_TIMEOUT_MS));
+    assert_true(pdi_wait_log_count(d, "reload requested while one is loading", 1, T_RELOAD_TIMEOUT_MS));
     assert_int_equal(pdi_daemon_signal(d, SIGHUP), 0);
-    assert_true(wait_log_count(d, "reload requested while one is loading", 2, T_RELOAD_TIMEOUT_MS));
+    assert_true(pdi_wait_log_count(d, "reload requested while one is loading", 2, T_RELOAD_TIMEOUT_MS));
     assert_int_equal(pdi_log_count(d, "reloading "), 1);
 
     /* The config changes while the first load still waits... */
@@ -338,6 +397,7 @@ static void test_sigterm_while_reload_loads(void **state)
     gate_install(d, gate, sizeof gate);
     assert_int_equal(pdi_daemon_signal(d, SIGHUP), 0);
     assert_true(pdi_wait_log(d, "reloading ", T_RELOAD_TIMEOUT_MS));
+    gate_wait_reader(d);
     assert_pong(d, 21);
 
     assert_int_equal(pdi_daemon_signal(d, SIGTERM), 0);

@@ -73,7 +73,7 @@ static void set_portals(fixture *f, const char *portals)
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    f->d.stderr_fd = f->d.log_fd = -1;
+    pdi_daemon_init(&f->d);
     snprintf(f->dir, sizeof f->dir, "/tmp/pathd-e2e-reload-XXXXXX");
     if (!mkdtemp(f->dir))
         return -1;
@@ -109,22 +109,20 @@ static void reload_until(fixture *f, const char *needle)
     int before = pdi_log_count(&f->d, needle);
     assert_int_equal(pdi_write_config(&f->d, &f->limits), 0);
     assert_int_equal(pdi_daemon_signal(&f->d, SIGHUP), 0);
-    double deadline = pdi_now_ms() + T_RELOAD_TIMEOUT_MS;
-    while (pdi_log_count(&f->d, needle) <= before && pdi_now_ms() < deadline)
-        pdi_sleep_ms(20);
+    pdi_wait_log_count(&f->d, needle, before + 1, T_RELOAD_TIMEOUT_MS);
     if (pdi_log_count(&f->d, needle) != before + 1) {
         pdi_print_log(&f->d);
         fail_msg("no new \"%s\" in the log", needle);
     }
 }
 
+/* An acknowledged rect update; its version. */
 static uint64_t update_rect(pdc_conn *c, const char *scene, pdc_update_op op, int32_t x0, int32_t y0, int32_t x1,
                             int32_t y1)
 {
-    pdc_update_req u = { .scene = scene, .is_rect = 1, .rect_min = { x0, y0 }, .rect_max = { x1, y1 }, .op = op };
-    pdc_update_result r;
-    assert_int_equal(pdc_update_cells(c, &u, &r), PDC_OK);
-    return r.version;
+    uint64_t v = 0;
+    assert_int_equal(pdi_update_rect(c, scene, op, 0, x0, y0, x1, y1, &v), PDC_OK);
+    return v;
 }
 
 static double path_cost(pdc_conn *c, const char *scene, int32_t sx, int32_t sy, int32_t gx, int32_t gy)

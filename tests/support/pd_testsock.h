@@ -5,7 +5,8 @@
  *
  * test_server.c (the binary protocol in-process), test_metrics.c (the HTTP
  * responder) and the end-to-end harness (the real daemon) each had their own
- * copy of these. The functions report failures as return values and never
+ * copy of these; the fake servers of test_client.c and test_render.c use
+ * the same reads and writes on their side of the socket. The functions report failures as return values and never
  * assert, so the harness can turn them into its -1/NULL results and the unit
  * tests into cmocka failures with their own messages.
  *

@@ -34,6 +34,7 @@
 
 #include "pathd.pb-c.h"
 #include "pathd_client.h"
+#include "pd_testsock.h"
 
 /* How long the fake server waits for a connection or a request, in seconds:
  * long enough for a sanitizer build on a busy machine, short enough that a
@@ -77,19 +78,10 @@ static void fake_fail(fake_server *fs, int line, const char *what)
             fake_fail((fs), __LINE__, #cond);     \
     } while (0)
 
+/* 1 when all n bytes came within the fake's wait. */
 static int fake_read_exact(int fd, uint8_t *buf, size_t n)
 {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = recv(fd, buf + got, n - got, 0);
-        if (r > 0)
-            got += (size_t)r;
-        else if (r < 0 && errno == EINTR)
-            continue;
-        else
-            return 0;
-    }
-    return 1;
+    return pd_ts_recv_exact(fd, buf, n, FAKE_WAIT_SECONDS * 1000) == (ssize_t)n;
 }
 
 static void fake_write(fake_server *fs, int fd, const uint8_t *buf, size_t n)
@@ -105,15 +97,8 @@ static void fake_write(fake_server *fs, int fd, const uint8_t *buf, size_t n)
         }
         return;
     }
-    size_t sent = 0;
-    while (sent < n) {
-        ssize_t r = send(fd, buf + sent, n - sent, MSG_NOSIGNAL);
-        if (r <= 0) {
-            fake_fail(fs, __LINE__, "send failed");
-            return;
-        }
-        sent += (size_t)r;
-    }
+    if (pd_ts_send_all(fd, buf, n, FAKE_WAIT_SECONDS * 1000) != 0)
+        fake_fail(fs, __LINE__, "send failed");
 }
 
 static void fake_send_response(fake_server *fs, int fd, const Pathd__V1__Response *resp);
@@ -192,18 +177,13 @@ static void fake_wait_eof(fake_server *fs, int fd)
 
 static void fake_send_response(fake_server *fs, int fd, const Pathd__V1__Response *resp)
 {
-    size_t len = pathd__v1__response__get_packed_size(resp);
-    uint8_t *buf = malloc(len + 4);
+    size_t len = 0;
+    uint8_t *buf = pd_ts_frame(&resp->base, &len);
     if (!buf) {
         fake_fail(fs, __LINE__, "out of memory");
         return;
     }
-    buf[0] = (uint8_t)(len >> 24);
-    buf[1] = (uint8_t)(len >> 16);
-    buf[2] = (uint8_t)(len >> 8);
-    buf[3] = (uint8_t)len;
-    pathd__v1__response__pack(resp, buf + 4);
-    fake_write(fs, fd, buf, len + 4);
+    fake_write(fs, fd, buf, len);
     free(buf);
 }
 
@@ -361,6 +341,24 @@ static pdc_conn *connect_to(const fake_server *fs, int timeout_ms)
     return c;
 }
 
+/* Starts the fake running `script` for `connections` connections, one
+ * after another, and connects a client to it (timeout_ms 0: the library's
+ * default). */
+static pdc_conn *fake_connect(fake_server *fs, fake_script script, int connections, int timeout_ms)
+{
+    fake_start(fs, script, connections);
+    fake_run(fs);
+    return connect_to(fs, timeout_ms);
+}
+
+/* Closes the client, then joins the fake and fails the test with the first
+ * surprise its script recorded. */
+static void fake_close(fake_server *fs, pdc_conn *c)
+{
+    pdc_close(c);
+    fake_finish(fs);
+}
+
 static pdc_path_req demo_request(int32_t sx, int32_t sy, int32_t gx, int32_t gy)
 {
     pdc_path_req req;
@@ -436,8 +434,7 @@ static void run_three_chunks(int byte_at_a_time)
     assert_int_equal(pdc_last_timing(c).server_us, 456);
     assert_int_equal(pdc_last_timing(c).search_us, 123);
     pdc_path_result_free(&r);
-    pdc_close(c);
-    fake_finish(&fs);
+    fake_close(&fs, c);
     assert_int_equal(fs.requests_seen, 1);
     assert_int_equal(fs.extra_requests, 0);
 }
@@ -528,9 +525,7 @@ static void expect_out_of_order_answers(fake_server *fs, pdc_conn *c, const uint
 static void test_pipelined_out_of_order(void **state)
 {
     fake_server fs;
-    fake_start(&fs, script_out_of_order, 1);
-    fake_run(&fs);
-    pdc_conn *c = connect_to(&fs, 0);
+    pdc_conn *c = fake_connect(&fs, script_out_of_order, 1, 0);
     uint64_t ids[3];
     for (int i = 0; i < 3; i++) {
         pdc_path_req req = demo_request(0, 0, i + 1, 0);
@@ -545,9 +540,7 @@ static void test_pipelined_out_of_order(void **state)
 static void test_pipelined_in_one_write(void **state)
 {
     fake_server fs;
-    fake_start(&fs, script_out_of_order, 1);
-    fake_run(&fs);
-    pdc_conn *c = connect_to(&fs, 0);
+    pdc_conn *c = fake_connect(&fs, script_out_of_order, 1, 0);
     pdc_path_req reqs[3];
     for (int i = 0; i < 3; i++)
         reqs[i] = demo_request(0, 0, i + 1, 0);
@@ -633,9 +626,7 @@ static void expect_many_answers(pdc_conn *c, const uint64_t *ids, size_t k0, siz
 static void test_pipelined_hundreds_scrambled(void **state)
 {
     fake_server fs;
-    fake_start(&fs, script_many_scrambled, 1);
-    fake_run(&fs);
-    pdc_conn *c = connect_to(&fs, 0);
+    pdc_conn *c = fake_connect(&fs, script_many_scrambled, 1, 0);
     uint64_t ids[2 * MANY_PHASE];
     for (size_t i = 0; i < 2 * MANY_PHASE; i++) {
         if (i == MANY_PHASE)
@@ -647,8 +638,7 @@ static void test_pipelined_hundreds_scrambled(void **state)
     pdc_path_result r;
     assert_int_equal(pdc_in_flight(c), 0);
     assert_int_equal(pdc_recv_result(c, 0, &r), PDC_ERR_IDLE);
-    pdc_close(c);
-    fake_finish(&fs);
+    fake_close(&fs, c);
     assert_int_equal(fs.requests_seen, 2 * MANY_PHASE);
     assert_int_equal(fs.extra_requests, 0);
 }
@@ -695,9 +685,7 @@ static void script_close_mid_answer(fake_server *fs, int conn_index, int fd)
 static void test_server_closes_mid_answer(void **state)
 {
     fake_server fs;
-    fake_start(&fs, script_close_mid_answer, 2);
-    fake_run(&fs);
-    pdc_conn *c = connect_to(&fs, 0);
+    pdc_conn *c = fake_connect(&fs, script_close_mid_answer, 2, 0);
     pdc_set_reconnect(c, 0); /* the behaviour without replicas' resending */
     uint64_t ids[2];
     for (int i = 0; i < 2; i++) {
@@ -728,8 +716,7 @@ static void test_server_closes_mid_answer(void **state)
     uint64_t rtt = 0;
     assert_int_equal(pdc_ping(c, &rtt), PDC_OK);
     assert_true(pdc_is_connected(c));
-    pdc_close(c);
-    fake_finish(&fs);
+    fake_close(&fs, c);
     assert_int_equal(fs.requests_seen, 4);
     assert_true(fs.ids[3] > fs.ids[2]);
 }
@@ -759,9 +746,7 @@ static void script_overloaded_then_ok(fake_server *fs, int conn_index, int fd)
 static void test_overloaded_then_ok_retries(void **state)
 {
     fake_server fs;
-    fake_start(&fs, script_overloaded_then_ok, 1);
-    fake_run(&fs);
-    pdc_conn *c = connect_to(&fs, 0);
+    pdc_conn *c = fake_connect(&fs, script_overloaded_then_ok, 1, 0);
     pdc_path_req req = demo_request(3, 3, 4, 4);
     pdc_path_result r;
     assert_int_equal(pdc_find_path(c, &req, &r), PDC_OK);
@@ -770,8 +755,7 @@ static void test_overloaded_then_ok_retries(void **state)
     assert_int_equal(r.scene_version, 4);
     assert_int_equal(r.id, 2);
     pdc_path_result_free(&r);
-    pdc_close(c);
-    fake_finish(&fs);
+    fake_close(&fs, c);
     assert_int_equal(fs.requests_seen, 2);
     assert_int_equal(fs.extra_requests, 0);
 }
@@ -788,16 +772,13 @@ static void script_always_overloaded(fake_server *fs, int conn_index, int fd)
 static void test_overloaded_retries_are_bounded(void **state)
 {
     fake_server fs;
-    fake_start(&fs, script_always_overloaded, 1);
-    fake_run(&fs);
-    pdc_conn *c = connect_to(&fs, 0);
+    pdc_conn *c = fake_connect(&fs, script_always_overloaded, 1, 0);
     pdc_path_req req = demo_request(0, 0, 1, 1);
     pdc_path_result r;
     assert_int_equal(pdc_find_path(c, &req, &r), PDC_OVERLOADED);
     assert_string_equal(r.message, "busy");
     pdc_path_result_free(&r);
-    pdc_close(c);
-    fake_finish(&fs);
+    fake_close(&fs, c);
     assert_int_equal(fs.requests_seen, PDC_RETRY_ATTEMPTS);
 }
 
@@ -831,9 +812,7 @@ static void script_bad_frames(fake_server *fs, int conn_index, int fd)
 static void test_protocol_errors(void **state)
 {
     fake_server fs;
-    fake_start(&fs, script_bad_frames, 3);
-    fake_run(&fs);
-    pdc_conn *c = connect_to(&fs, 0);
+    pdc_conn *c = fake_connect(&fs, script_bad_frames, 3, 0);
     pdc_path_req req = demo_request(0, 0, 1, 1);
     pdc_path_result r;
 
@@ -850,8 +829,7 @@ static void test_protocol_errors(void **state)
     assert_non_null(strstr(r.message, "chunk 1"));
     pdc_path_result_free(&r);
 
-    pdc_close(c);
-    fake_finish(&fs);
+    fake_close(&fs, c);
     assert_int_equal(fs.requests_seen, 3);
 }
 
@@ -879,9 +857,7 @@ static void script_cancel(fake_server *fs, int conn_index, int fd)
 static void test_cancel(void **state)
 {
     fake_server fs;
-    fake_start(&fs, script_cancel, 1);
-    fake_run(&fs);
-    pdc_conn *c = connect_to(&fs, 0);
+    pdc_conn *c = fake_connect(&fs, script_cancel, 1, 0);
     pdc_path_req req = demo_request(0, 0, 1, 1);
     uint64_t id;
     assert_int_equal(pdc_send_find_path(c, &req, &id), PDC_OK);
@@ -891,8 +867,7 @@ static void test_cancel(void **state)
     assert_int_equal(r.id, id);
     pdc_path_result_free(&r);
     assert_int_equal(pdc_recv_result(c, 0, &r), PDC_ERR_IDLE);
-    pdc_close(c);
-    fake_finish(&fs);
+    fake_close(&fs, c);
     assert_int_equal(fs.requests_seen, 2);
 }
 
@@ -931,9 +906,7 @@ static int64_t now_ms(void)
 static void test_timeout_then_late_answer_ignored(void **state)
 {
     fake_server fs;
-    fake_start(&fs, script_slow, 1);
-    fake_run(&fs);
-    pdc_conn *c = connect_to(&fs, 200);
+    pdc_conn *c = fake_connect(&fs, script_slow, 1, 200);
     pdc_path_req req = demo_request(0, 0, 1, 1);
     pdc_path_result r;
     int64_t t0 = now_ms();
@@ -944,8 +917,7 @@ static void test_timeout_then_late_answer_ignored(void **state)
     assert_true(pdc_is_connected(c));
     assert_int_equal(pdc_ping(c, NULL), PDC_OK);
     assert_int_equal(pdc_in_flight(c), 0);
-    pdc_close(c);
-    fake_finish(&fs);
+    fake_close(&fs, c);
     assert_int_equal(fs.requests_seen, 2);
 }
 
@@ -1022,9 +994,7 @@ static void script_other_calls(fake_server *fs, int conn_index, int fd)
 static void test_scenes_info_stats(void **state)
 {
     fake_server fs;
-    fake_start(&fs, script_other_calls, 1);
-    fake_run(&fs);
-    pdc_conn *c = connect_to(&fs, 0);
+    pdc_conn *c = fake_connect(&fs, script_other_calls, 1, 0);
 
     pdc_scene_list l;
     assert_int_equal(pdc_list_scenes(c, &l), PDC_OK);
@@ -1057,8 +1027,7 @@ static void test_scenes_info_stats(void **state)
     assert_int_equal(st.malformed_total, 1);
 
     assert_int_equal(pdc_ping(c, NULL), PDC_ERR_PROTOCOL);
-    pdc_close(c);
-    fake_finish(&fs);
+    fake_close(&fs, c);
     assert_int_equal(fs.requests_seen, 5);
 }
 
@@ -1349,8 +1318,7 @@ static void test_localhost_name_resolves(void **state)
     bad.scene = "";
     uint64_t id;
     assert_int_equal(pdc_send_find_path(c, &bad, &id), PDC_ERR_ARG);
-    pdc_close(c);
-    fake_finish(&fs);
+    fake_close(&fs, c);
     assert_int_equal(fs.requests_seen, 1);
 }
 
@@ -1558,9 +1526,7 @@ static void test_issue4_fields_round_trip(void **state)
 {
     (void)state;
     fake_server fs;
-    fake_start(&fs, script_issue4, 1);
-    fake_run(&fs);
-    pdc_conn *c = connect_to(&fs, 2000);
+    pdc_conn *c = fake_connect(&fs, script_issue4, 1, 2000);
 
     pdc_path_req req = issue4_request();
     pdc_path_result r;
@@ -1655,8 +1621,7 @@ static void test_issue4_fields_round_trip(void **state)
     bad = issue4_request();
     bad.window_min = (pdc_xy){-1, 1};
     assert_int_equal(pdc_find_path(c, &bad, &r), PDC_ERR_ARG);
-    pdc_close(c);
-    fake_finish(&fs);
+    fake_close(&fs, c);
     assert_int_equal(fs.requests_seen, 5);
 }
 
@@ -2065,9 +2030,7 @@ static void test_find_route(void **state)
 {
     (void)state;
     fake_server fs;
-    fake_start(&fs, script_route, 3);
-    fake_run(&fs);
-    pdc_conn *c = connect_to(&fs, 0);
+    pdc_conn *c = fake_connect(&fs, script_route, 3, 0);
     pdc_route_req req;
     memset(&req, 0, sizeof req);
     req.from_scene = "town";
@@ -2120,8 +2083,7 @@ static void test_find_route(void **state)
     req.speed = -1;
     assert_int_equal(pdc_find_route(c, &req, &r), PDC_ERR_ARG);
     assert_int_equal(pdc_find_route(c, NULL, &r), PDC_ERR_ARG);
-    pdc_close(c);
-    fake_finish(&fs);
+    fake_close(&fs, c);
     assert_int_equal(fs.requests_seen, 4);
 }
 
@@ -2349,8 +2311,7 @@ static void test_replica_lost_requests_are_sent_again_when_safe(void **state)
     assert_int_equal(pdc_ping(c, &rtt), PDC_OK);
     assert_int_equal(pdc_reconnects(c), 3);
     assert_int_equal(pdc_resent(c), 2);
-    pdc_close(c);
-    fake_finish(&fs);
+    fake_close(&fs, c);
     assert_int_equal(replica_nnonces, 3);
     assert_true(replica_nonces[0] == replica_nonces[1]);
     assert_int_equal(replica_nkeys, 4);
@@ -2380,8 +2341,7 @@ static void test_replica_unavailable_and_behind_are_retried(void **state)
     assert_int_equal(pdc_update_cells(c, &u, &res), PDC_OK);
     assert_int_equal(res.version, 7);
     assert_int_equal(pdc_replica_retries(c), 2);
-    pdc_close(c);
-    fake_finish(&fs);
+    fake_close(&fs, c);
     assert_int_equal(replica_nkeys, 3);
     assert_string_equal(replica_keys[1], replica_keys[0]);
     assert_string_equal(replica_keys[2], replica_keys[0]);
@@ -2450,8 +2410,7 @@ static void test_replica_draining_moves_after_owed_answers(void **state)
     assert_int_equal(pdc_ping(c, &rtt), PDC_OK);
     assert_int_equal(pdc_reconnects(c), 2);
     assert_int_equal(pdc_replica_retries(c), 1);
-    pdc_close(c);
-    fake_finish(&fs);
+    fake_close(&fs, c);
     assert_int_equal(fs.extra_requests, 0);
     assert_int_equal(replica_nkeys, 2);
     assert_string_equal(replica_keys[1], replica_keys[0]);
@@ -2496,8 +2455,7 @@ static void test_replica_old_connection_is_replaced(void **state)
     assert_int_equal(pdc_watch_next(c, 1000, &ev), PDC_OK); /* the STARTED event */
     pdc_watch_event_free(&ev);
     assert_int_equal(pdc_watch_next(c, 1000, &ev), PDC_DRAINING);
-    pdc_close(c);
-    fake_finish(&fs);
+    fake_close(&fs, c);
     assert_int_equal(fs.extra_requests, 0);
 }
 

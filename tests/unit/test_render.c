@@ -32,6 +32,7 @@
 
 #include "pathctl_render.h"
 #include "pathd.pb-c.h"
+#include "pd_testsock.h"
 
 #define OUT_DIR PD_BINARY_DIR "/test_render_out"
 
@@ -549,41 +550,15 @@ static uint8_t fake_room_cell(uint64_t version, int32_t x, int32_t y)
     return c == '#' ? 0 : c == '.' ? 1 : (uint8_t)(c - '0');
 }
 
+/* 1 when all n bytes came within the fake's wait. */
 static int fake_read_exact(int fd, uint8_t *buf, size_t n)
 {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = recv(fd, buf + got, n - got, 0);
-        if (r > 0)
-            got += (size_t)r;
-        else if (!(r < 0 && errno == EINTR))
-            return 0;
-    }
-    return 1;
+    return pd_ts_recv_exact(fd, buf, n, FAKE_WAIT_MS) == (ssize_t)n;
 }
 
 static int fake_send(int fd, const Pathd__V1__Response *resp)
 {
-    size_t len = pathd__v1__response__get_packed_size(resp);
-    uint8_t *buf = malloc(len + 4);
-    if (!buf)
-        return -1;
-    buf[0] = (uint8_t)(len >> 24);
-    buf[1] = (uint8_t)(len >> 16);
-    buf[2] = (uint8_t)(len >> 8);
-    buf[3] = (uint8_t)len;
-    pathd__v1__response__pack(resp, buf + 4);
-    size_t sent = 0;
-    while (sent < len + 4) {
-        ssize_t n = send(fd, buf + sent, len + 4 - sent, MSG_NOSIGNAL);
-        if (n <= 0) {
-            free(buf);
-            return -1;
-        }
-        sent += (size_t)n;
-    }
-    free(buf);
-    return 0;
+    return pd_ts_send_msg(fd, &resp->base, FAKE_WAIT_MS);
 }
 
 static int fake_answer_grid(int fd, const Pathd__V1__Request *req, uint64_t version)
