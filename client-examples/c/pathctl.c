@@ -789,12 +789,10 @@ static int pathctl_update(pdc_conn *c, const pathctl_args *a)
     } else {
         printf("status OK version %" PRIu64 " cells_changed %" PRIu64 " micros %" PRIu64, u.version,
                u.cells_changed, u.micros);
-        /* The agents whose reservations it cut: they must reserve again. */
-        printf(" agents_cut");
+        /* The agents whose reservations it cut, when any: they must
+         * reserve again. */
         for (size_t i = 0; i < u.n_agents_cut; i++)
-            printf("%c%" PRIu64, i ? ',' : ' ', u.agents_cut[i]);
-        if (!u.n_agents_cut)
-            printf(" none");
+            printf("%s%" PRIu64, i ? "," : " agents_cut ", u.agents_cut[i]);
         putchar('\n');
     }
     return 0;

@@ -631,7 +631,8 @@ typedef struct pdc_reserve_result {
     uint64_t blocking_agent;
     int was_cut;
     pdc_displaced_plan *displaced; /* malloc'd: agents moved aside (yield_after_ms),
-                                      ascending; the game must apply each plan */
+                                      in the order they were moved; the game must
+                                      apply each plan */
     size_t n_displaced;
 } pdc_reserve_result;
 

@@ -1302,7 +1302,7 @@ class _Api:
         waypoints [{x, y, t_arrive_ms, t_leave_ms (None: no end)}],
         reserved_until_ms (None: no end), cost, expansions, search_micros,
         scene_version, was_cut, displaced [{agent, t0_ms, reserved_until_ms,
-        waypoints}]: the agents moved aside, ascending, whose plans from
+        waypoints}]: the agents moved aside, in the order they were moved, whose plans from
         t0_ms on the game must replace with these}; raises PathdError otherwise (START_BLOCKED:
         its .result["blocking_agent"] names the agent in the way)."""
         return self._call(_reserve_path_op(scene, agent, start, goal, t0_ms, speed, **options))

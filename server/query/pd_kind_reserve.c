@@ -178,12 +178,6 @@ static pd_status pd__cell_of(const pd_scene *s, const pd_point_spec *p, pd_point
     return pd_scene_world_to_cell(s, p->wx, p->wy, out);
 }
 
-static int pd__cmp_displaced(const void *a, const void *b)
-{
-    uint64_t x = ((const pd_reserve_displaced *)a)->agent, y = ((const pd_reserve_displaced *)b)->agent;
-    return (x > y) - (x < y);
-}
-
 static pd_waypoint *pd__copy_waypoints(const pd_waypoint *wp, size_t n)
 {
     pd_waypoint *out = malloc((n ? n : 1) * sizeof *out);
@@ -215,10 +209,8 @@ static int pd__keep_answer(pd_reserve_job *rj, const pd_sipp_result *r, const pd
         out->n_waypoints = d->n_waypoints;
         rj->n_displaced++;
     }
-    if (rj->displaced && rj->n_displaced == yr->n_displaced) {
-        qsort(rj->displaced, rj->n_displaced, sizeof *rj->displaced, pd__cmp_displaced);
+    if (rj->displaced && rj->n_displaced == yr->n_displaced)
         return 0;
-    }
     pd__drop_plans(rj);
     return -1;
 }

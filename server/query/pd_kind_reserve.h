@@ -48,7 +48,7 @@ typedef struct pd_reserve_job {
     uint64_t blocker;
     int was_cut;
     uint64_t incarnation;             /* the scene's, for the AGENTS_DISPLACED event */
-    pd_reserve_displaced *displaced;  /* malloc'd; ascending by agent */
+    pd_reserve_displaced *displaced;  /* malloc'd; in the order they were moved */
     size_t n_displaced;
     /* ReleaseAgent */
     int released;
