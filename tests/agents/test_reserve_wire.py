@@ -825,14 +825,26 @@ class ReserveWireTest(unittest.TestCase):
         of its way; the game applies A's new plan, and both arrive. The
         scene's watcher hears AGENTS_DISPLACED after each such answer."""
         watcher = PathdClient(self.daemon.addr, timeout=20)
+        # pathctl watch prints the first one too (the C client's).
+        pathctl = subprocess.Popen([os.environ["PATHCTL_BIN"], "--server", self.daemon.addr, "--json", "watch",
+                                    "yield", "--count", "1"], stdout=subprocess.PIPE, text=True)
         try:
+            self.assertEqual(json.loads(pathctl.stdout.readline())["kind"], "started")
             watcher.watch(["yield"])
             self.assertEqual(watcher.watch_next(timeout=10)["kind"], "started")
             done, displaced = self.corridor_duel("yield", 2000, watcher)
             with self.assertRaises(PathdTimeout):
                 watcher.watch_next(timeout=0.3)
+            printed, _ = pathctl.communicate(timeout=20)
+            self.assertEqual(pathctl.returncode, 0)
+            first = json.loads(printed.splitlines()[0])
+            self.assertEqual((first["kind"], first["scene"], first["agents"]),
+                             ("agents_displaced", "yield", sorted(d["agent"] for d in displaced[0])))
         finally:
             watcher.close()
+            if pathctl.poll() is None:
+                pathctl.kill()
+                pathctl.wait()
         self.assertIsNotNone(done)
         self.assertLessEqual(done, 40000)
         # B waited longer: A was moved, at least once.
