@@ -18,6 +18,9 @@
  *            over the wire with the C client; the times are the server's
  *            own (Response.server_us: from the frame read to the answer
  *            encoded, the lane's queue included), expiry the server's.
+ *            --yield goes as ReservePath.yield_after_ms and the answers'
+ *            displaced plans are applied as in process; clear holds are
+ *            the server's (limits.reservation_clear_holds, default on).
  *   single   one agent on an empty table: ReservePath against FindPath (A*,
  *            and JPS where the scene allows it) on the same random queries,
  *            interleaved; medians and their ratios.
@@ -395,32 +398,61 @@ typedef struct run_args {
     const char *scene;          /* and the scene of the map there */
 } run_args;
 
+/* The agents one wire answer moved aside (ReservePathResult.displaced), in
+ * pd_yield_result's shape, with room for their waypoints. */
+typedef struct wire_moved {
+    pd_displaced d[PD_YIELD_MAX_DISPLACED];
+    pd_waypoint *buf[PD_YIELD_MAX_DISPLACED];
+    size_t cap[PD_YIELD_MAX_DISPLACED];
+    size_t n;
+} wire_moved;
+
+/* A wire answer's timed waypoints as the core's (-1: FOREVER), in *buf. */
+static void wire_waypoints(const pdc_timed_waypoint *w, size_t n, pd_waypoint **buf, size_t *cap)
+{
+    if (n > *cap) {
+        *cap = n;
+        *buf = xrealloc(*buf, *cap * sizeof **buf);
+    }
+    for (size_t i = 0; i < n; i++)
+        (*buf)[i] = (pd_waypoint){w[i].x, w[i].y, w[i].t_arrive_ms, w[i].t_leave_ms < 0 ? PD_RESERVE_FOREVER
+                                                                                         : w[i].t_leave_ms};
+}
+
 /* The plan of one ReservePath over the wire, in pd_sipp_result's shape
- * (its waypoints in *buf); *us is the server's time for it. */
-static pd_status reserve_wire(const run_args *ra, const pd_sipp_params *p, pd_sipp_result *r, pd_waypoint **buf,
-                              size_t *cap, double *us)
+ * (its waypoints in *buf); *us is the server's time for it. yield_ms goes
+ * as ReservePath.yield_after_ms; the agents the answer moved aside go to
+ * *moved (NULL: none may be). */
+static pd_status reserve_wire(const run_args *ra, const pd_sipp_params *p, int64_t yield_ms, pd_sipp_result *r,
+                              pd_waypoint **buf, size_t *cap, wire_moved *moved, double *us)
 {
     pdc_reserve_req q = {.scene = ra->scene, .agent = p->agent, .unit_size = p->unit,
                          .start = {p->start.x, p->start.y}, .goal = {p->goal.x, p->goal.y}, .t0_ms = p->t0_ms,
-                         .speed = p->speed, .has_window = p->window_ms != 0, .window_ms = p->window_ms};
+                         .speed = p->speed, .has_window = p->window_ms != 0, .window_ms = p->window_ms,
+                         .yield_after_ms = yield_ms};
     pdc_reserve_result out;
     int st = pdc_reserve_path(ra->wire, &q, &out);
     *us = (double)pdc_last_timing(ra->wire).server_us;
     memset(r, 0, sizeof *r);
-    if (st < 0) {
-        fprintf(stderr, "pathd-agents-bench: %s: %s\n", pdc_status_name(st), pdc_last_error(ra->wire));
+    if (st < 0 || (out.n_displaced && (!moved || out.n_displaced > PD_YIELD_MAX_DISPLACED))) {
+        fprintf(stderr, "pathd-agents-bench: %s: %s\n", st < 0 ? pdc_status_name(st) : "agents moved unasked",
+                pdc_last_error(ra->wire));
         exit(2);
     }
-    if (out.count > *cap) {
-        *cap = out.count;
-        *buf = xrealloc(*buf, *cap * sizeof **buf);
-    }
-    for (size_t i = 0; i < out.count; i++) {
-        const pdc_timed_waypoint *w = &out.waypoints[i];
-        (*buf)[i] = (pd_waypoint){w->x, w->y, w->t_arrive_ms, w->t_leave_ms < 0 ? PD_RESERVE_FOREVER : w->t_leave_ms};
-    }
+    wire_waypoints(out.waypoints, out.count, buf, cap);
     r->waypoints = *buf;
     r->n_waypoints = out.count;
+    if (moved) {
+        moved->n = out.n_displaced;
+        for (size_t i = 0; i < out.n_displaced; i++) {
+            const pdc_displaced_plan *dp = &out.displaced[i];
+            wire_waypoints(dp->waypoints, dp->count, &moved->buf[i], &moved->cap[i]);
+            moved->d[i] = (pd_displaced){.agent = dp->agent, .t0_ms = dp->t0_ms, .waypoints = moved->buf[i],
+                                         .n_waypoints = dp->count,
+                                         .reserved_until_ms = dp->reserved_until_ms < 0 ? PD_RESERVE_FOREVER
+                                                                                       : dp->reserved_until_ms};
+        }
+    }
     pdc_reserve_result_free(&out);
     return (pd_status)st;
 }
@@ -436,6 +468,7 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
     pd_waypoint *wbuf = NULL;
     size_t wcap = 0;
     double wire_us;
+    wire_moved wmoved = {0};
     pd_reserve *table = pd_reserve_create(NULL);
     pd_sipp_ctx *ctx = pd_sipp_ctx_create();
     pd_yield_ctx *yctx = pd_yield_ctx_create();
@@ -464,7 +497,7 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
             pd_sipp_params p = { .agent = a->id, .unit = a->unit, .start = a->goal, .goal = a->goal,
                                  .speed = a->speed };
             pd_sipp_result r;
-            if ((wire ? reserve_wire(ra, &p, &r, &wbuf, &wcap, &wire_us)
+            if ((wire ? reserve_wire(ra, &p, 0, &r, &wbuf, &wcap, NULL, &wire_us)
                       : pd_yield_reserve(yctx, ctx, table, s->unit[a->unit], &p, NULL, &r, NULL)) == PD_OK) {
                 set_plan(a, r.waypoints, r.n_waypoints);
                 break;
@@ -510,8 +543,18 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                                      .hold_ms = ra->hold_ms, .sipp_only = ra->sipp_only };
                 pd_sipp_result r;
                 if (wire) {
-                    st = reserve_wire(ra, &p, &r, &wbuf, &wcap, &wire_us);
+                    st = reserve_wire(ra, &p, ra->yield_ms, &r, &wbuf, &wcap, &wmoved, &wire_us);
                     note_us(f, wire_us);
+                    /* The moved agents' plans, applied and written as the
+                     * in-process run does (the server's order). */
+                    f->yield_moves += wmoved.n > 0;
+                    f->displaced += wmoved.n;
+                    for (size_t d = 0; d < wmoved.n; d++) {
+                        agent *h = &ag[wmoved.d[d].agent - 1u];
+                        apply_displaced(h, &wmoved.d[d]);
+                        write_waypoints(ra->answers, h, wmoved.d[d].t0_ms, wmoved.d[d].waypoints,
+                                        wmoved.d[d].n_waypoints);
+                    }
                 } else {
                     pd_yield_result yr;
                     st = pd_yield_reserve(yctx, ctx, table, s->unit[a->unit], &p, &yp, &r, &yr);
@@ -584,6 +627,8 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
     free(ag);
     free(buf);
     free(wbuf);
+    for (size_t d = 0; d < PD_YIELD_MAX_DISPLACED; d++)
+        free(wmoved.buf[d]);
     pd_search_ctx_destroy(sctx);
     pd_yield_ctx_destroy(yctx);
     pd_sipp_ctx_destroy(ctx);
@@ -714,6 +759,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "pathd-agents-bench: %s\n", err);
             return 2;
         }
+        if (!ra.clear_holds)
+            fprintf(stderr, "pathd-agents-bench: --clear-holds is the server's in wire mode "
+                            "(limits.reservation_clear_holds); the answers follow its config\n");
     }
     scene s;
     scene_init(&s, map);

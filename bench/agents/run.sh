@@ -56,12 +56,17 @@ trap stop_pathd EXIT
 trap 'stop_pathd; exit 130' INT TERM
 
 # start_pathd MAP: a pathd on 127.0.0.1 (a free port) serving the map as
-# scene "bench" (units 1 and 2, the limits' defaults, as the in-process run
-# has them); sets pd_addr, or returns 1 when it did not come up in 60 s.
+# scene "bench" (units 1 and 2) with no reservation limits, as the
+# in-process run's table has none (the longest window matters: moving
+# holders aside plans all the way, or as far as the table allows), the TTL
+# and clear holds at their defaults as the bench's; sets pd_addr, or
+# returns 1 when it did not come up in 60 s.
 start_pathd() {
     pd_dir=$(mktemp -d "${TMPDIR:-/tmp}/pathd-bench-agents.XXXXXX")
     cat >"$pd_dir/pathd.json" <<CONF
 {"listen": "127.0.0.1:0", "metrics_listen": "", "threads": 2, "log_level": "info",
+ "limits": {"max_agents_per_scene": 0, "max_reservation_entries": 0, "max_reservation_window_ms": 0,
+            "max_agent_bytes": 0},
  "scenes": [{"name": "bench", "map": "$1", "format": "movingai", "unit_sizes": [1, 2]}]}
 CONF
     "$pathd" --config "$pd_dir/pathd.json" 2>"$pd_dir/pathd.log" &

@@ -782,10 +782,18 @@ static int pathctl_update(pdc_conn *c, const pathctl_args *a)
         cJSON_AddNumberToObject(o, "version", (double)u.version);
         cJSON_AddNumberToObject(o, "cells_changed", (double)u.cells_changed);
         cJSON_AddNumberToObject(o, "micros", (double)u.micros);
+        cJSON *cut = cJSON_AddArrayToObject(o, "agents_cut");
+        for (size_t i = 0; i < u.n_agents_cut && cut; i++)
+            cJSON_AddItemToArray(cut, cJSON_CreateNumber((double)u.agents_cut[i]));
         pathctl_print_json(o);
     } else {
-        printf("status OK version %" PRIu64 " cells_changed %" PRIu64 " micros %" PRIu64 "\n", u.version,
+        printf("status OK version %" PRIu64 " cells_changed %" PRIu64 " micros %" PRIu64, u.version,
                u.cells_changed, u.micros);
+        /* The agents whose reservations it cut, when any: they must
+         * reserve again. */
+        for (size_t i = 0; i < u.n_agents_cut; i++)
+            printf("%s%" PRIu64, i ? "," : " agents_cut ", u.agents_cut[i]);
+        putchar('\n');
     }
     return 0;
 }

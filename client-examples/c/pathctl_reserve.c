@@ -4,7 +4,9 @@
  * trying them by hand and for tests. Human-readable by default; with
  * --json one object per answer: reserve prints status, agent,
  * reserved_until_ms and waypoints [{x, y, t_arrive_ms, t_leave_ms}] (a
- * time with no end is null), as the issue names them.
+ * time with no end is null), as the issue names them, and displaced
+ * [{agent, t0_ms, reserved_until_ms, waypoints}]: the agents moved out of
+ * the way (--yield-after), whose plans the game must replace.
  */
 #include "pathctl_reserve.h"
 
@@ -25,9 +27,11 @@
 
 const char pathctl_reserve_usage[] =
     "  reserve --scene S --agent ID --from X,Y --to X,Y --t0 MS --speed V\n"
-    "        [--unit K] [--window MS] [--at-goal park|vanish]\n"
+    "        [--unit K] [--window MS] [--at-goal park|vanish] [--yield-after MS]\n"
     "                     write: plan agent ID around the other agents'\n"
-    "                     reservations from game time MS and reserve it\n"
+    "                     reservations from game time MS and reserve it;\n"
+    "                     --yield-after: once it stood MS, agents standing in\n"
+    "                     its way may be moved aside (their plans printed)\n"
     "  release --scene S --agent ID\n"
     "                     write: drop every reservation of agent ID\n"
     "  reservations --scene S [--rect X0,Y0,X1,Y1] [--from-ms T] [--to-ms T]\n"
@@ -111,6 +115,9 @@ static int pr_option(pr_args *a, const char *o, const char *v)
         if (pr_i64(v, &a->req.window_ms))
             return pr_usage("bad --window %s (milliseconds; 0: all the way)", v);
         a->req.has_window = 1;
+    } else if (!strcmp(o, "--yield-after")) {
+        if (pr_i64(v, &a->req.yield_after_ms) || a->req.yield_after_ms < 0)
+            return pr_usage("bad --yield-after %s (milliseconds; 0: move no one)", v);
     } else if (!strcmp(o, "--at-goal")) {
         if (strcmp(v, "park") && strcmp(v, "vanish"))
             return pr_usage("bad --at-goal %s (park or vanish)", v);
@@ -204,6 +211,26 @@ static void pr_print(cJSON *o)
     cJSON_Delete(o);
 }
 
+/* A plan's waypoints as JSON, into key of o. */
+static void pr_json_waypoints(cJSON *o, const char *key, const pdc_timed_waypoint *wp, size_t n)
+{
+    cJSON *arr = cJSON_AddArrayToObject(o, key);
+    for (size_t i = 0; i < n && arr; i++) {
+        cJSON *w = cJSON_CreateObject();
+        cJSON_AddNumberToObject(w, "x", wp[i].x);
+        cJSON_AddNumberToObject(w, "y", wp[i].y);
+        cJSON_AddNumberToObject(w, "t_arrive_ms", (double)wp[i].t_arrive_ms);
+        pr_json_time(w, "t_leave_ms", wp[i].t_leave_ms);
+        cJSON_AddItemToArray(arr, w);
+    }
+}
+
+static void pr_text_waypoints(const char *indent, const pdc_timed_waypoint *wp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        printf("%s%d,%d %" PRId64 "..%" PRId64 "\n", indent, wp[i].x, wp[i].y, wp[i].t_arrive_ms, wp[i].t_leave_ms);
+}
+
 static int pr_reserve(pdc_conn *c, const pr_args *a)
 {
     pdc_reserve_result r;
@@ -228,24 +255,30 @@ static int pr_reserve(pdc_conn *c, const pr_args *a)
         cJSON_AddStringToObject(o, "status", pdc_status_name(st));
         cJSON_AddNumberToObject(o, "agent", (double)r.agent);
         pr_json_time(o, "reserved_until_ms", r.reserved_until_ms);
-        cJSON *arr = cJSON_AddArrayToObject(o, "waypoints");
-        for (size_t i = 0; i < r.count && arr; i++) {
-            cJSON *w = cJSON_CreateObject();
-            cJSON_AddNumberToObject(w, "x", r.waypoints[i].x);
-            cJSON_AddNumberToObject(w, "y", r.waypoints[i].y);
-            cJSON_AddNumberToObject(w, "t_arrive_ms", (double)r.waypoints[i].t_arrive_ms);
-            pr_json_time(w, "t_leave_ms", r.waypoints[i].t_leave_ms);
-            cJSON_AddItemToArray(arr, w);
-        }
+        pr_json_waypoints(o, "waypoints", r.waypoints, r.count);
         cJSON_AddNumberToObject(o, "cost", r.cost);
         cJSON_AddBoolToObject(o, "was_cut", r.was_cut);
+        cJSON *moved = cJSON_AddArrayToObject(o, "displaced");
+        for (size_t d = 0; d < r.n_displaced && moved; d++) {
+            cJSON *p = cJSON_CreateObject();
+            cJSON_AddNumberToObject(p, "agent", (double)r.displaced[d].agent);
+            cJSON_AddNumberToObject(p, "t0_ms", (double)r.displaced[d].t0_ms);
+            pr_json_time(p, "reserved_until_ms", r.displaced[d].reserved_until_ms);
+            pr_json_waypoints(p, "waypoints", r.displaced[d].waypoints, r.displaced[d].count);
+            cJSON_AddItemToArray(moved, p);
+        }
         pr_print(o);
     } else {
         printf("status %s agent %" PRIu64 " waypoints %zu reserved_until_ms %" PRId64 "\n", pdc_status_name(st),
                r.agent, r.count, r.reserved_until_ms);
-        for (size_t i = 0; i < r.count; i++)
-            printf("%d,%d %" PRId64 "..%" PRId64 "\n", r.waypoints[i].x, r.waypoints[i].y,
-                   r.waypoints[i].t_arrive_ms, r.waypoints[i].t_leave_ms);
+        pr_text_waypoints("", r.waypoints, r.count);
+        /* Each agent moved aside, then its new plan, indented. */
+        for (size_t d = 0; d < r.n_displaced; d++) {
+            printf("displaced agent %" PRIu64 " t0_ms %" PRId64 " waypoints %zu reserved_until_ms %" PRId64 "\n",
+                   r.displaced[d].agent, r.displaced[d].t0_ms, r.displaced[d].count,
+                   r.displaced[d].reserved_until_ms);
+            pr_text_waypoints("  ", r.displaced[d].waypoints, r.displaced[d].count);
+        }
     }
     pdc_reserve_result_free(&r);
     return 0;

@@ -138,6 +138,11 @@ static void pw_print_json(const pdc_watch_event *e)
                 cJSON_AddItemToArray(ids, cJSON_CreateNumber((double)e->agents[k]));
             cJSON_AddNumberToObject(o, "cut_at_ms", (double)e->cut_at_ms);
         }
+        if (e->kind == PDC_WATCH_AGENTS_DISPLACED) {
+            cJSON *ids = cJSON_AddArrayToObject(o, "agents");
+            for (size_t k = 0; k < e->agent_count && ids; k++)
+                cJSON_AddItemToArray(ids, cJSON_CreateNumber((double)e->agents[k]));
+        }
     }
     cJSON_AddBoolToObject(o, "final", e->final);
     char *text = cJSON_PrintUnformatted(o);
@@ -165,8 +170,10 @@ static void pw_print_text(const pdc_watch_event *e)
     }
     if (e->kind == PDC_WATCH_INSTANCED)
         printf(" instance %s", e->instance);
-    if (e->kind == PDC_WATCH_AGENTS_CUT) {
-        printf(" at %" PRId64 " agents", e->cut_at_ms);
+    if (e->kind == PDC_WATCH_AGENTS_CUT)
+        printf(" at %" PRId64, e->cut_at_ms);
+    if (e->kind == PDC_WATCH_AGENTS_CUT || e->kind == PDC_WATCH_AGENTS_DISPLACED) {
+        printf(" agents");
         for (size_t k = 0; k < e->agent_count; k++)
             printf("%c%" PRIu64, k ? ',' : ' ', e->agents[k]);
     }

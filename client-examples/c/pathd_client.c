@@ -125,6 +125,8 @@ struct pdc_conn {
     size_t max_queued;
     int limits_known;
     pdc_limits limits;          /* read on connect when limits_known */
+    uint64_t *agents_cut;       /* the last update's (pdc_update_result.agents_cut) */
+    size_t cap_agents_cut;
     int retry_attempts;         /* OVERLOADED: attempts in all, within... */
     int retry_deadline_ms;      /* ...this long from the first send (0: the timeout) */
     uint64_t rng;               /* xorshift state for the backoff's jitter */
@@ -594,6 +596,7 @@ void pdc_close(pdc_conn *c)
     free(c->pending);
     free(c->index);
     free(c->paths_done);
+    free(c->agents_cut);
     free(c->rbuf);
     free(c);
 }
@@ -2560,11 +2563,41 @@ static int pdc__update_answer(pdc_conn *c, Pathd__V1__Request *msg, pdc_update_r
     out->version = resp->update->version;
     out->cells_changed = resp->update->cells_changed;
     out->micros = resp->update->micros;
+    /* The cut agents live in the connection until its next update. */
+    const size_t n = resp->update->n_agents_cut;
+    if (n > c->cap_agents_cut) {
+        uint64_t *grown = realloc(c->agents_cut, n * sizeof *grown);
+        if (!grown) {
+            pathd__v1__response__free_unpacked(resp, NULL);
+            snprintf(c->error, sizeof c->error, "out of memory for %zu cut agents (the update was applied)", n);
+            return PDC_ERR_NOMEM;
+        }
+        c->agents_cut = grown;
+        c->cap_agents_cut = n;
+    }
+    if (n)
+        memcpy(c->agents_cut, resp->update->agents_cut, n * sizeof *c->agents_cut);
+    out->agents_cut = n ? c->agents_cut : NULL;
+    out->n_agents_cut = n;
     pathd__v1__response__free_unpacked(resp, NULL);
     return PDC_OK;
 }
 
 /* ---- reservations -------------------------------------------------------- */
+
+/* A plan's timed waypoints into a malloc'd array; 0, or -1 out of memory. */
+static int pdc__timed_copy(Pathd__V1__TimedWaypoint *const *w, size_t n, pdc_timed_waypoint **out, size_t *count)
+{
+    *count = 0;
+    if (!n)
+        return 0;
+    if (!(*out = calloc(n, sizeof **out)))
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        (*out)[i] = (pdc_timed_waypoint){w[i]->x, w[i]->y, w[i]->t_arrive_ms, w[i]->t_leave_ms};
+    *count = n;
+    return 0;
+}
 
 int pdc_reserve_path(pdc_conn *c, const pdc_reserve_req *req, pdc_reserve_result *out)
 {
@@ -2595,6 +2628,7 @@ int pdc_reserve_path(pdc_conn *c, const pdc_reserve_req *req, pdc_reserve_result
         body.window_ms = req->window_ms;
     }
     body.at_goal = req->vanish ? PATHD__V1__AT_GOAL__AT_GOAL_VANISH : PATHD__V1__AT_GOAL__AT_GOAL_PARK;
+    body.yield_after_ms = req->yield_after_ms;
     msg.body_case = PATHD__V1__REQUEST__BODY_RESERVE_PATH;
     msg.reserve_path = &body;
     pdc__pending taken;
@@ -2613,13 +2647,22 @@ int pdc_reserve_path(pdc_conn *c, const pdc_reserve_req *req, pdc_reserve_result
         out->has_blocking_agent = m->has_blocking_agent;
         out->blocking_agent = m->blocking_agent;
         out->was_cut = m->was_cut;
-        if (m->n_waypoints && !(out->waypoints = calloc(m->n_waypoints, sizeof *out->waypoints)))
+        if (pdc__timed_copy(m->waypoints, m->n_waypoints, &out->waypoints, &out->count) != 0)
             r = PDC_ERR_NOMEM;
-        for (size_t i = 0; out->waypoints && i < m->n_waypoints; i++) {
-            out->waypoints[i] = (pdc_timed_waypoint){m->waypoints[i]->x, m->waypoints[i]->y,
-                                                     m->waypoints[i]->t_arrive_ms, m->waypoints[i]->t_leave_ms};
-            out->count = i + 1;
+        if (m->n_displaced && !(out->displaced = calloc(m->n_displaced, sizeof *out->displaced)))
+            r = PDC_ERR_NOMEM;
+        for (size_t d = 0; out->displaced && d < m->n_displaced; d++) {
+            const Pathd__V1__DisplacedPlan *dp = m->displaced[d];
+            pdc_displaced_plan *o = &out->displaced[d];
+            o->agent = dp->agent;
+            o->t0_ms = dp->t0_ms;
+            o->reserved_until_ms = dp->reserved_until_ms;
+            out->n_displaced = d + 1;
+            if (pdc__timed_copy(dp->waypoints, dp->n_waypoints, &o->waypoints, &o->count) != 0)
+                r = PDC_ERR_NOMEM;
         }
+        if (r == PDC_ERR_NOMEM)
+            snprintf(c->error, sizeof c->error, "out of memory for the plans of the answer (they were reserved)");
     } else if (r == PDC_OK || r == PDC_PARTIAL) {
         snprintf(c->error, sizeof c->error, "answer to request %llu has the wrong body",
                  (unsigned long long)taken.id);
@@ -2636,6 +2679,11 @@ void pdc_reserve_result_free(pdc_reserve_result *r)
     free(r->waypoints);
     r->waypoints = NULL;
     r->count = 0;
+    for (size_t d = 0; d < r->n_displaced; d++)
+        free(r->displaced[d].waypoints);
+    free(r->displaced);
+    r->displaced = NULL;
+    r->n_displaced = 0;
 }
 
 int pdc_release_agent(pdc_conn *c, const char *scene, uint64_t agent, int *released)
@@ -3349,7 +3397,7 @@ int pdc_batch(pdc_conn *c, const pdc_query *q, size_t n, pdc_query_result *out)
 const char *pdc_watch_kind_name(int kind)
 {
     static const char *const names[] = { "started", "updated", "replaced", "instanced", "dropped", "ended",
-                                           "agents_cut" };
+                                           "agents_cut", "agents_displaced" };
     return kind >= 0 && kind < (int)(sizeof names / sizeof names[0]) ? names[kind] : "unknown";
 }
 

@@ -420,6 +420,11 @@ typedef struct pdc_update_result {
     uint64_t version;             /* the scene version the update produced */
     uint64_t cells_changed;       /* cells whose value actually changed */
     uint64_t micros;              /* server time to copy, apply and repair */
+    /* The agents whose reservations the update cut (UpdateResult.agents_cut,
+     * ascending): they must reserve again. Owned by the connection, valid
+     * until its next update call or pdc_close; NULL when none. */
+    const uint64_t *agents_cut;
+    size_t n_agents_cut;
 } pdc_update_result;
 
 typedef struct pdc_server_stats {
@@ -591,6 +596,12 @@ typedef struct pdc_reserve_req {
     int has_window;               /* 0: the server's default (8000 ms) */
     int64_t window_ms;            /* with has_window: 0 = all the way */
     int vanish;                   /* 1: AT_GOAL_VANISH, else PARK */
+    /* Moving standing agents aside (issue 34's deadlocks): once this agent
+     * has stood on its start this long (game ms), agents holding in its way
+     * that stood less long may be re-planned off it; their new plans come
+     * back in pdc_reserve_result.displaced and the game must apply them.
+     * 0: never. */
+    int64_t yield_after_ms;
 } pdc_reserve_req;
 
 typedef struct pdc_timed_waypoint {
@@ -598,6 +609,16 @@ typedef struct pdc_timed_waypoint {
     int64_t t_arrive_ms;
     int64_t t_leave_ms;           /* -1: held until reserved again or released */
 } pdc_timed_waypoint;
+
+/* An agent a ReservePath moved out of the way: its plan from t0_ms on is
+ * replaced by waypoints (the first is where it stood at t0_ms). */
+typedef struct pdc_displaced_plan {
+    uint64_t agent;
+    int64_t t0_ms;
+    int64_t reserved_until_ms;    /* -1: no end */
+    pdc_timed_waypoint *waypoints; /* malloc'd with the result */
+    size_t count;
+} pdc_displaced_plan;
 
 typedef struct pdc_reserve_result {
     uint64_t agent;
@@ -609,6 +630,10 @@ typedef struct pdc_reserve_result {
     int has_blocking_agent;       /* START_BLOCKED by another agent */
     uint64_t blocking_agent;
     int was_cut;
+    pdc_displaced_plan *displaced; /* malloc'd: agents moved aside (yield_after_ms),
+                                      in the order they were moved; the game must
+                                      apply each plan */
+    size_t n_displaced;
 } pdc_reserve_result;
 
 /* ReservePath (write role). Returns the status: PDC_OK or PDC_PARTIAL with
@@ -850,10 +875,12 @@ typedef enum pdc_watch_kind {
                                    `agents` had reserved: they lost their reservations
                                    from cut_at_ms on and must reserve again; follows
                                    that update's UPDATED (a long list: several events) */
+    PDC_WATCH_AGENTS_DISPLACED = 7, /* a ReservePath (at `version`) moved these `agents`
+                                   aside: its answer's displaced plans replace theirs */
 } pdc_watch_kind;
 
 /* "started", "updated", "replaced", "instanced", "dropped", "ended",
- * "agents_cut"; "unknown" otherwise. */
+ * "agents_cut", "agents_displaced"; "unknown" otherwise. */
 const char *pdc_watch_kind_name(int kind);
 
 /* One operation of an update, as a watcher hears it. */
@@ -879,7 +906,8 @@ typedef struct pdc_watch_event {
     uint64_t cells_changed;     /* UPDATED */
     pdc_watch_op *ops;          /* UPDATED: op_count entries, heap */
     size_t op_count;
-    uint64_t *agents;           /* AGENTS_CUT: agent_count ids, ascending, heap */
+    uint64_t *agents;           /* AGENTS_CUT, AGENTS_DISPLACED: agent_count ids,
+                                   ascending, heap */
     size_t agent_count;
     int64_t cut_at_ms;          /* AGENTS_CUT: the game time the cut took effect */
     char message[PDC_MESSAGE_MAX]; /* why, with WATCH_OVERFLOW */

@@ -346,6 +346,60 @@ func TestReservations(t *testing.T) {
 	}
 }
 
+// Standing agents moved aside (ReservePath.YieldAfterMs): in a one-wide
+// corridor with a side pocket above (8, 1), B (2) stands at (8, 1) from 0
+// and A (1) at (6, 1) from 1000. At 4000 B (stood 4000 ms, A 3000) heads
+// for the left room: without YieldAfterMs nobody moves; with it A is moved
+// aside, the answer's Displaced carries A's new plan (which the table now
+// holds), and a watcher hears AGENTS_DISPLACED.
+func TestReservationsYield(t *testing.T) {
+	c := dial(t, env(t, "PATHD_ADDR"), Options{})
+	ctx := ctxT(t, 10*time.Second)
+	scene := fmt.Sprintf("go-corridor-%d-%d", os.Getpid(), sceneSeq.Add(1))
+	if _, err := c.CreateScene(ctx, &pb.CreateScene{Name: scene, Format: "ascii",
+		Map: []byte("...#####.###...\n...............\n...#########...\n")}); err != nil {
+		t.Fatalf("CreateScene: %v", err)
+	}
+	t.Cleanup(func() { _, _ = c.DropScene(context.Background(), &pb.DropScene{Name: scene}) })
+	w, err := c.Watch(ctx, scene)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := w.Next(ctx)
+	mustf(t, err == nil && ev.Kind == pb.WatchEventKind_WATCH_STARTED, "started: %v %v", err, ev)
+	stand := func(agent uint64, x int32, t0 int64) {
+		r, err := c.ReservePath(ctx, &pb.ReservePath{Scene: scene, Agent: agent, Start: Cell(x, 1), Goal: Cell(x, 1),
+			T0Ms: t0, Speed: 1})
+		mustf(t, err == nil && len(r.Displaced) == 0, "agent %d stands: %v %v", agent, err, r)
+	}
+	stand(2, 8, 0)
+	stand(1, 6, 1000)
+	ask := &pb.ReservePath{Scene: scene, Agent: 2, Start: Cell(8, 1), Goal: Cell(1, 1), T0Ms: 4000, Speed: 1,
+		Window: &pb.ReservePath_WindowMs{WindowMs: 4000}}
+	r, err := c.ReservePath(ctx, ask)
+	mustf(t, err == nil && len(r.Displaced) == 0, "without YieldAfterMs: %v %v", err, r)
+	ask.YieldAfterMs = 2000
+	r, err = c.ReservePath(ctx, ask)
+	mustf(t, err == nil && len(r.Displaced) == 1 && r.Displaced[0].Agent == 1, "with YieldAfterMs: %v %v", err, r)
+	d := r.Displaced[0]
+	first, last := d.Waypoints[0], d.Waypoints[len(d.Waypoints)-1]
+	mustf(t, first.X == 6 && first.Y == 1 && first.TArriveMs == d.T0Ms && d.ReservedUntilMs == last.TLeaveMs,
+		"A's new plan starts where it stood, at its t0: %v", d)
+	held, err := c.GetReservations(ctx, &pb.GetReservations{Scene: scene,
+		Rect: &pb.Rect{Min: &pb.Cell{X: last.X, Y: last.Y}, Max: &pb.Cell{X: last.X, Y: last.Y}}})
+	mustf(t, err == nil && len(held.Entries) > 0 && held.Entries[len(held.Entries)-1].Agent == 1,
+		"the table holds A where it was moved: %v %v", err, held)
+	ev, err = w.Next(ctx)
+	mustf(t, err == nil && ev.Kind == pb.WatchEventKind_AGENTS_DISPLACED && ev.Version == r.SceneVersion &&
+		fmt.Sprint(ev.Agents) == "[1]", "agents displaced: %v %v", err, ev)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.ReservePath(ctx, &pb.ReservePath{Scene: scene, Agent: 3, Start: Cell(0, 0), Goal: Cell(0, 0),
+		Speed: 1, YieldAfterMs: -1})
+	mustf(t, IsStatus(err, pb.Status_INVALID_ARGUMENT), "yield_after_ms -1: %v", err)
+}
+
 // A watch whose events are not read ends with WATCH_OVERFLOW past
 // Options.WatchBuffer, as the server ends one whose socket is not read; the
 // events queued before stay readable.

@@ -472,20 +472,33 @@ function updateCellsOp(scene, { rect = null, cells = null, op: kind = 'block', c
 const AT_GOAL = { park: 'AT_GOAL_PARK', vanish: 'AT_GOAL_VANISH' };
 const ms = (t) => (Number(t) === -1 ? null : Number(t));   // -1 on the wire: no end
 
+const timedWaypoints = (ws) => ws.map((w) => ({
+  x: w.x, y: w.y, t_arrive_ms: Number(w.tArriveMs), t_leave_ms: ms(w.tLeaveMs),
+}));
+
 const reserveFields = (m) => ({
   agent: Number(m.agent),
-  waypoints: m.waypoints.map((w) => ({ x: w.x, y: w.y, t_arrive_ms: Number(w.tArriveMs), t_leave_ms: ms(w.tLeaveMs) })),
+  waypoints: timedWaypoints(m.waypoints),
   reserved_until_ms: ms(m.reservedUntilMs), cost: m.cost, expansions: Number(m.expansions),
   search_micros: Number(m.searchMicros), scene_version: Number(m.sceneVersion), was_cut: m.wasCut,
+  // Agents moved out of the way (yieldAfterMs): each plan replaces that
+  // agent's from its t0_ms on; the game must apply them.
+  displaced: (m.displaced || []).map((d) => ({
+    agent: Number(d.agent), t0_ms: Number(d.t0Ms), reserved_until_ms: ms(d.reservedUntilMs),
+    waypoints: timedWaypoints(d.waypoints),
+  })),
   ...(m.hasBlockingAgent ? { blocking_agent: Number(m.blockingAgent) } : {}),
 });
 
 function reservePathOp(scene, agent, start, goal, t0Ms, speed, options = {}) {
   checkScene(scene);
-  const { unitSize = 0, windowMs = null, atGoal = 'park', maxExpansions = 0, deadlineMs = 0, minVersion = 0 } = options;
+  const {
+    unitSize = 0, windowMs = null, atGoal = 'park', maxExpansions = 0, deadlineMs = 0, minVersion = 0,
+    yieldAfterMs = 0,
+  } = options;
   const reservePath = {
     scene, agent, unitSize, start: { cell: cell(start) }, goal: { cell: cell(goal) }, t0Ms, speed,
-    atGoal: choice(AT_GOAL, atGoal, 'atGoal'), maxExpansions, deadlineMs, minVersion,
+    atGoal: choice(AT_GOAL, atGoal, 'atGoal'), maxExpansions, deadlineMs, minVersion, yieldAfterMs,
   };
   if (windowMs !== null) reservePath.windowMs = windowMs;
   return op({ reservePath }, (p) => {
@@ -709,6 +722,7 @@ function batchOp(items) {
 const WATCH_KINDS = {
   WATCH_STARTED: 'started', SCENE_UPDATED: 'updated', SCENE_REPLACED: 'replaced',
   SCENE_INSTANCED: 'instanced', SCENE_DROPPED: 'dropped', WATCH_ENDED: 'ended', AGENTS_CUT: 'agents_cut',
+  AGENTS_DISPLACED: 'agents_displaced',
 };
 const OP_NAMES = { UPDATE_BLOCK: 'blocked', UPDATE_PASS: 'passable', UPDATE_COST: 'cost', UPDATE_RESTORE: 'restore' };
 const rect = (r) => [r.min.x, r.min.y, r.max.x, r.max.y];
@@ -734,6 +748,7 @@ function watchEvent(response) {
       e.agents = ev.agents.map(Number);
       e.cut_at_ms = Number(ev.cutAtMs);
     }
+    if (ev.kind === 'AGENTS_DISPLACED') e.agents = ev.agents.map(Number);
   } else {
     e.message = errorMessage(response);
   }
@@ -1455,10 +1470,14 @@ class PathdClient {
   /* Write role: plans agent (an id >= 1) from cell start at game time t0Ms
    * at speed cells/s around every other agent's reservations, and reserves
    * it. options: { unitSize, windowMs (null: 8000; 0: all the way), atGoal
-   * ('park' | 'vanish'), maxExpansions, deadlineMs, minVersion }. Resolves
-   * with { status ('OK' | 'PARTIAL'), agent, waypoints [{ x, y,
-   * t_arrive_ms, t_leave_ms (null: no end) }], reserved_until_ms (null: no
-   * end), cost, expansions, search_micros, scene_version, was_cut };
+   * ('park' | 'vanish'), maxExpansions, deadlineMs, minVersion,
+   * yieldAfterMs (0: never; else once the agent stood this long, agents
+   * standing in its way may be moved aside) }. Resolves with { status
+   * ('OK' | 'PARTIAL'), agent, waypoints [{ x, y, t_arrive_ms, t_leave_ms
+   * (null: no end) }], reserved_until_ms (null: no end), cost, expansions,
+   * search_micros, scene_version, was_cut, displaced [{ agent, t0_ms,
+   * reserved_until_ms, waypoints }]: the agents moved aside, in the order they were moved,
+   * whose plans from t0_ms on the game must replace with these };
    * rejects with PathdError otherwise (START_BLOCKED: its
    * result.blocking_agent names the agent in the way). */
   reservePath(scene, agent, start, goal, t0Ms, speed, options) {
@@ -1577,10 +1596,12 @@ class PathdClient {
   /* The next event of any watch on this connection, as the object pathctl
    * watch --json prints: { status ('WATCH_OVERFLOW' ends the watch),
    * watch, kind ('started', 'updated', 'replaced', 'instanced', 'dropped',
-   * 'ended', 'agents_cut'), scene, version, changed [x0, y0, x1, y1] or
-   * null, and for an update cells_changed and ops [{ set, cost, bounds,
-   * cells }], instance, for agents_cut agents (ascending) and cut_at_ms
-   * (after the 'updated' of the update that cut them), final }. Rejects with PathdTimeout after timeoutMs (default the
+   * 'ended', 'agents_cut', 'agents_displaced'), scene, version, changed
+   * [x0, y0, x1, y1] or null, and for an update cells_changed and ops [{
+   * set, cost, bounds, cells }], instance, for agents_cut agents
+   * (ascending) and cut_at_ms (after the 'updated' of the update that cut
+   * them), for agents_displaced agents (ascending: a ReservePath moved
+   * them aside), final }. Rejects with PathdTimeout after timeoutMs (default the
    * client's), PathdError IDLE when no watch is open and none is queued,
    * PathdDisconnected when the connection went. */
   watchNext({ timeoutMs = this.timeoutMs } = {}) {

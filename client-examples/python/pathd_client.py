@@ -598,19 +598,27 @@ def _ms(t):
     return None if t == -1 else t
 
 
+def _timed_waypoints(ws):
+    return [{"x": w.x, "y": w.y, "t_arrive_ms": w.t_arrive_ms, "t_leave_ms": _ms(w.t_leave_ms)} for w in ws]
+
+
 def _reserve_fields(m):
     d = {"agent": m.agent,
-         "waypoints": [{"x": w.x, "y": w.y, "t_arrive_ms": w.t_arrive_ms, "t_leave_ms": _ms(w.t_leave_ms)}
-                       for w in m.waypoints],
+         "waypoints": _timed_waypoints(m.waypoints),
          "reserved_until_ms": _ms(m.reserved_until_ms), "cost": m.cost, "expansions": m.expansions,
-         "search_micros": m.search_micros, "scene_version": m.scene_version, "was_cut": m.was_cut}
+         "search_micros": m.search_micros, "scene_version": m.scene_version, "was_cut": m.was_cut,
+         # Agents moved out of the way (yield_after_ms): each plan replaces
+         # that agent's from its t0_ms on; the game must apply them.
+         "displaced": [{"agent": x.agent, "t0_ms": x.t0_ms, "reserved_until_ms": _ms(x.reserved_until_ms),
+                        "waypoints": _timed_waypoints(x.waypoints)} for x in m.displaced]}
     if m.has_blocking_agent:
         d["blocking_agent"] = m.blocking_agent
     return d
 
 
 def _reserve_path_op(scene, agent, start, goal, t0_ms, speed, unit_size=0, window_ms=None, at_goal="park",
-                     connectivity=0, max_expansions=0, deadline_ms=0, min_version=0, goals=(), range=0.0):
+                     connectivity=0, max_expansions=0, deadline_ms=0, min_version=0, goals=(), range=0.0,
+                     yield_after_ms=0):
     _check_scene(scene)
     request = pb.Request()
     r = request.reserve_path
@@ -630,6 +638,7 @@ def _reserve_path_op(scene, agent, start, goal, t0_ms, speed, unit_size=0, windo
     r.connectivity = {0: pb.CONNECTIVITY_DEFAULT, 8: pb.CONNECTIVITY_8, 4: pb.CONNECTIVITY_4}.get(
         connectivity, connectivity)
     r.max_expansions, r.deadline_ms, r.min_version = max_expansions, deadline_ms, min_version
+    r.yield_after_ms = int(yield_after_ms)
 
     def finish(p):
         response = p.response
@@ -945,7 +954,8 @@ def _scene_info_op(scene, min_version=0):
         i.version, i.passable_cells)}), value=lambda a: a["info"])
 
 
-_WATCH_KINDS = ("started", "updated", "replaced", "instanced", "dropped", "ended", "agents_cut")
+_WATCH_KINDS = ("started", "updated", "replaced", "instanced", "dropped", "ended", "agents_cut",
+                "agents_displaced")
 _OP_NAMES = {pb.UPDATE_BLOCK: "blocked", pb.UPDATE_PASS: "passable", pb.UPDATE_COST: "cost",
              pb.UPDATE_RESTORE: "restore"}
 
@@ -972,6 +982,8 @@ def _watch_event(response):
         if ev.kind == pb.AGENTS_CUT:
             d["agents"] = list(ev.agents)
             d["cut_at_ms"] = ev.cut_at_ms
+        if ev.kind == pb.AGENTS_DISPLACED:
+            d["agents"] = list(ev.agents)
     else:
         d["message"] = _message(response)
     d["final"] = response.final
@@ -1283,11 +1295,15 @@ class _Api:
         and reserves it. Options: unit_size, window_ms (None: 8000; 0: all
         the way), at_goal ("park" or "vanish"), connectivity, max_expansions,
         deadline_ms, min_version, goals (cells, with goal None: the nearest
-        of them, as FindPath's) and range (cells: end within it of a goal).
-        Returns {status ("OK" or "PARTIAL"), agent,
+        of them, as FindPath's), range (cells: end within it of a goal) and
+        yield_after_ms (0: never; else once the agent has stood this long,
+        agents standing in its way may be moved aside). Returns {status
+        ("OK" or "PARTIAL"), agent,
         waypoints [{x, y, t_arrive_ms, t_leave_ms (None: no end)}],
         reserved_until_ms (None: no end), cost, expansions, search_micros,
-        scene_version, was_cut}; raises PathdError otherwise (START_BLOCKED:
+        scene_version, was_cut, displaced [{agent, t0_ms, reserved_until_ms,
+        waypoints}]: the agents moved aside, in the order they were moved, whose plans from
+        t0_ms on the game must replace with these}; raises PathdError otherwise (START_BLOCKED:
         its .result["blocking_agent"] names the agent in the way)."""
         return self._call(_reserve_path_op(scene, agent, start, goal, t0_ms, speed, **options))
 
@@ -2142,11 +2158,13 @@ class PathdClient(_Api):
         timeout seconds (default: the client's), as the dict pathctl watch
         --json prints: status ("WATCH_OVERFLOW" ends the watch), watch,
         kind ("started", "updated", "replaced", "instanced", "dropped",
-        "ended", "agents_cut"), scene, version, changed [x0, y0, x1, y1] or
-        None, cells_changed and ops [{set, cost, bounds, cells}] for an
-        update, instance, agents (ascending) and cut_at_ms for agents_cut
-        (the update that made version cut their reservations; it follows
-        that update's "updated"), final. Raises PathdTimeout, PathdError("IDLE") when no
+        "ended", "agents_cut", "agents_displaced"), scene, version,
+        changed [x0, y0, x1, y1] or None, cells_changed and ops [{set, cost,
+        bounds, cells}] for an update, instance, agents (ascending) and
+        cut_at_ms for agents_cut (the update that made version cut their
+        reservations; it follows that update's "updated"), agents
+        (ascending) for agents_displaced (a ReservePath moved them aside;
+        its answer's displaced holds their plans), final. Raises PathdTimeout, PathdError("IDLE") when no
         watch is open and none is queued, PathdDisconnected."""
         wait = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + wait

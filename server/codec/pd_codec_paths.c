@@ -12,6 +12,7 @@
 #include "pd_codec_internal.h"
 #include "pd_kind_reserve.h"
 #include "pd_sipp.h"
+#include "pd_yield.h"
 
 /* The waypoint style, goal mode and timing fields FindPath and FindRoute
  * share; `what` names the message in errors. Unknown enum numbers arrive as
@@ -722,6 +723,13 @@ static pd_status pd__decode_reserve_path_body(const Pathd__V1__Request *req_m, c
         }
         out->window_ms = m->window_ms;
     }
+    /* Game milliseconds, as t0_ms: 0 (never move anyone) .. 2^60. */
+    if (m->yield_after_ms < 0 || m->yield_after_ms > PD_SIPP_MAX_T0) {
+        pd_set_err(err, errlen, "reserve_path.yield_after_ms %lld is not 0..2^60 (0: move no one aside)",
+                   (long long)m->yield_after_ms);
+        return PD_INVALID_ARGUMENT;
+    }
+    out->yield_after_ms = m->yield_after_ms;
     switch ((int)m->at_goal) {
     case PATHD__V1__AT_GOAL__AT_GOAL_PARK:
         out->at_goal = PD_AT_GOAL_PARK;
@@ -794,6 +802,21 @@ static uint8_t *pd__reserve_error(const pd_job *job, const pd_reserve_job *rj, s
     return pd_codec_encode_error(job->task.tag, st, rj && rj->message[0] ? rj->message : pd_status_name(st), len);
 }
 
+/* Timed waypoints as the wire has them (FOREVER as -1), out[i] pointing
+ * at wps[i]. */
+static void pd__fill_timed(Pathd__V1__TimedWaypoint *wps, Pathd__V1__TimedWaypoint **out, const pd_waypoint *wp,
+                           size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        pathd__v1__timed_waypoint__init(&wps[i]);
+        wps[i].x = wp[i].x;
+        wps[i].y = wp[i].y;
+        wps[i].t_arrive_ms = wp[i].t_arrive_ms;
+        wps[i].t_leave_ms = pd__wire_time(wp[i].t_leave_ms);
+        out[i] = &wps[i];
+    }
+}
+
 static uint8_t *pd__encode_reserve_path_job(const pd_job *job, size_t *len)
 {
     const pd_reserve_job *rj = job->ext;
@@ -803,20 +826,35 @@ static uint8_t *pd__encode_reserve_path_job(const pd_job *job, size_t *len)
         return pd__reserve_error(job, rj, len);
     Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
     Pathd__V1__ReservePathResult m = PATHD__V1__RESERVE_PATH_RESULT__INIT;
-    Pathd__V1__TimedWaypoint *wps = calloc(rj->n_waypoints ? rj->n_waypoints : 1, sizeof *wps);
-    Pathd__V1__TimedWaypoint **ptrs = calloc(rj->n_waypoints ? rj->n_waypoints : 1, sizeof *ptrs);
+    /* The moved agents' plans: their waypoints after the answer's own in
+     * one array. */
+    size_t n_all = rj->n_waypoints;
+    for (size_t d = 0; d < rj->n_displaced; d++)
+        n_all += rj->displaced[d].n_waypoints;
+    Pathd__V1__DisplacedPlan dps[PD_YIELD_MAX_DISPLACED], *dptrs[PD_YIELD_MAX_DISPLACED];
+    const size_t n_disp = rj->n_displaced < PD_YIELD_MAX_DISPLACED ? rj->n_displaced : PD_YIELD_MAX_DISPLACED;
+    Pathd__V1__TimedWaypoint *wps = calloc(n_all ? n_all : 1, sizeof *wps);
+    Pathd__V1__TimedWaypoint **ptrs = calloc(n_all ? n_all : 1, sizeof *ptrs);
     uint8_t *buf = NULL;
     *len = 0;
     if (!wps || !ptrs)
         goto done;
-    for (size_t i = 0; i < rj->n_waypoints; i++) {
-        pathd__v1__timed_waypoint__init(&wps[i]);
-        wps[i].x = rj->waypoints[i].x;
-        wps[i].y = rj->waypoints[i].y;
-        wps[i].t_arrive_ms = rj->waypoints[i].t_arrive_ms;
-        wps[i].t_leave_ms = pd__wire_time(rj->waypoints[i].t_leave_ms);
-        ptrs[i] = &wps[i];
+    pd__fill_timed(wps, ptrs, rj->waypoints, rj->n_waypoints);
+    size_t at = rj->n_waypoints;
+    for (size_t d = 0; d < n_disp; d++) {
+        const pd_reserve_displaced *src = &rj->displaced[d];
+        pathd__v1__displaced_plan__init(&dps[d]);
+        dps[d].agent = src->agent;
+        dps[d].t0_ms = src->t0_ms;
+        dps[d].reserved_until_ms = pd__wire_time(src->reserved_until_ms);
+        pd__fill_timed(wps + at, ptrs + at, src->waypoints, src->n_waypoints);
+        dps[d].waypoints = ptrs + at;
+        dps[d].n_waypoints = src->n_waypoints;
+        at += src->n_waypoints;
+        dptrs[d] = &dps[d];
     }
+    m.n_displaced = n_disp;
+    m.displaced = n_disp ? dptrs : NULL;
     m.agent = rj->req.agent;
     m.n_waypoints = rj->n_waypoints;
     m.waypoints = ptrs;

@@ -66,6 +66,7 @@
  *                                        min_version waits this long for its tail
  *       "metrics_scene_series": 100,     0 .. 100000: scenes with their own /metrics series
  *       "reservation_ttl_ms": 30000,     0 (never) .. 86400000: unrenewed agents are released
+ *       "reservation_clear_holds": true, false: PARTIAL holds wherever the window ends
  *       "max_agents_per_scene": 10000,   0 (none) .. 1000000: agents in a scene's reservations
  *       "max_reservation_entries": 1000000, 0 (none) .. 2^32 - 1: reserved waits and moves per scene
  *       "max_reservation_window_ms": 60000, 0 (none) .. 86400000: longest ReservePath window
@@ -180,6 +181,7 @@ const pd_conf pd_conf_defaults = {
     .max_watches_per_conn = 64,
     .metrics_scene_series = 100,
     .reservation_ttl_ms = 30000,
+    .reservation_clear_holds = 1,
     .max_agents_per_scene = 10000,
     .max_reservation_entries = 1000000,
     .max_reservation_window_ms = 60000,
@@ -393,7 +395,8 @@ static int pd__parse_limits(const pd__ctx *ctx, const cJSON *obj, const char *pa
         "write_high_watermark", "write_low_watermark", "buffer_budget_bytes", "frame_timeout_ms",
         "worker_retained_bytes", "inline_max_expansions", "worker_yield_us", "default_max_expansions", "max_scenes", "max_scene_cells",
         "max_scene_bytes", "watch_buffer_bytes", "max_watch_scenes", "max_watchers",
-        "max_watches_per_conn", "metrics_scene_series", "reservation_ttl_ms", "max_agents_per_scene",
+        "max_watches_per_conn", "metrics_scene_series", "reservation_ttl_ms", "reservation_clear_holds",
+        "max_agents_per_scene",
         "max_reservation_entries", "max_reservation_window_ms", "max_agent_bytes", "max_behind_wait_ms", NULL,
     };
     char child[PD_CONF_JSON_PATH_MAX];
@@ -415,6 +418,12 @@ static int pd__parse_limits(const pd__ctx *ctx, const cJSON *obj, const char *pa
         pd_conf_json_key(child, path, "default_max_expansions");
         if (pd__get_uint(ctx, v, child, 0, PD_CONF_MAX_EXACT_INT, &c->default_max_expansions) != 0)
             return -1;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "reservation_clear_holds"))) {
+        pd_conf_json_key(child, path, "reservation_clear_holds");
+        if (!cJSON_IsBool(v))
+            return pd__fail(ctx, child, "must be true or false, not %s", pd_conf_json_type(v));
+        c->reservation_clear_holds = cJSON_IsTrue(v);
     }
     v = cJSON_GetObjectItemCaseSensitive(obj, "max_scene_bytes");
     if (v) {

@@ -188,6 +188,9 @@ typedef struct pd_conf {
                                         ReservePath) for this long is released, and
                                         entries that ended this long ago are collected;
                                         0 = never */
+    int reservation_clear_holds;     /* 1: ReservePath's PARTIAL hold for good (and a
+                                        holder moved aside) only where it blocks no one
+                                        (pd_yield.h's clear holds) */
     uint32_t max_agents_per_scene;   /* 10000: agents in one scene's table; 0 = no limit */
     uint32_t max_reservation_entries;/* 1000000: waits and moves reserved in one scene,
                                         all agents together; 0 = no limit */

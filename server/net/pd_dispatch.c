@@ -28,13 +28,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pd_clock.h"
 #include "pd_dispatch.h"
 #include "pd_job.h"
 #include "pd_kind.h"
+#include "pd_kind_reserve.h"
 #include "pd_log.h"
 #include "pd_movement.h"
 #include "pd_query.h"
 #include "pd_replica.h"
+#include "pd_scene_reserve.h"
 #include "pd_server_internal.h"
 
 /* Fair queueing keys (pd__submit): a job's start tag shifted by this many
@@ -195,6 +198,8 @@ static void pd__free_tasks(pd_task *task)
             pd_job *batch = ((pd_job_item *)task)->batch;
             if (--batch->items_out == 0)
                 pd__job_free(batch);
+        } else if (task->run == pd_kind_reserve_sweep_run) {
+            free(task);
         } else {
             pd__job_free((pd_job *)task);
         }
@@ -1069,6 +1074,15 @@ static void pd__finish_job(pd_server *s, pd_job *job)
     pd__job_free(job);
 }
 
+/* An idle table's sweep (pd__dispatch_reserve_sweep) came back. */
+static void pd__finish_sweep(pd_reserve_sweep *sw)
+{
+    if (sw->released)
+        pd_log_info("scene '%s': %zu agents released (not renewed within limits.reservation_ttl_ms; "
+                    "the scene idle)", sw->scene, sw->released);
+    free(sw);
+}
+
 static void pd__finish_batch(pd_server *s, pd_job *batch)
 {
     pd__count_job(s, batch, batch->task.submitted_ns);
@@ -1103,9 +1117,33 @@ void pd__dispatch_completions(pd_server *s)
         pd_task *next = task->next;
         if (task->run == pd__run_item)
             pd__finish_item(s, (pd_job_item *)task);
+        else if (task->run == pd_kind_reserve_sweep_run)
+            pd__finish_sweep((pd_reserve_sweep *)task);
         else
             pd__finish_job(s, (pd_job *)task);
         task = next;
+    }
+}
+
+/* Idle tables a tick posts sweeps for, at most: a server with more idle
+ * scenes than this sweeps them over several ticks, the queue never full of
+ * them. */
+#define PD__RESERVE_SWEEPS_PER_TICK 64u
+
+void pd__dispatch_reserve_sweep(pd_server *s)
+{
+    if (!s->pool || !s->registry)
+        return;
+    char names[PD__RESERVE_SWEEPS_PER_TICK][PD_CONF_MAX_NAME];
+    const uint64_t now = pd_clock_ns();
+    const size_t n = pd_reservations_idle(pd_registry_reservations(s->registry), now, names,
+                                          PD__RESERVE_SWEEPS_PER_TICK);
+    for (size_t i = 0; i < n; i++) {
+        pd_reserve_sweep *sw = pd_kind_reserve_sweep_new(s->registry, names[i], now);
+        /* Refused (a full queue): the table stays due, and the next tick
+         * tries again. */
+        if (sw && pd_pool_submit(s->pool, &sw->task) != PD_OK)
+            free(sw);
     }
 }
 

@@ -79,6 +79,11 @@ void pd__dispatch_pool_destroy(pd_pool *pool);
  * interval; the retained size is read by the workers themselves). */
 void pd__dispatch_apply_conf(pd_server *s);
 void pd__dispatch_completions(pd_server *s);
+/* The reservation tables idle since their last ReservePath (pd_scene_reserve.h,
+ * "Expiry of idle scenes"): one sweep task into each one's scene lane, at
+ * most PD__RESERVE_SWEEPS_PER_TICK a call (the rest at the next). Called
+ * from the server's periodic timer. */
+void pd__dispatch_reserve_sweep(pd_server *s);
 /* A reload's new tokens (next, before it becomes s->conf) applied to every
  * open connection: the role its token grants now; one whose role falls
  * keeps the lower one, or is answered UNAUTHENTICATED and closed when its

@@ -229,6 +229,7 @@ static void pd__async_cb(uv_async_t *a)
 static void pd__sweep_cb(uv_timer_t *t)
 {
     pd_server *s = t->data;
+    pd__dispatch_reserve_sweep(s);
     uint64_t now = uv_now(s->loop);
     uint32_t idle_ms = s->conf.idle_timeout_ms;
     uint32_t frame_ms = s->conf.frame_timeout_ms;
@@ -334,7 +335,8 @@ static void pd__server_scene_caps(pd_server *s)
         .max_window_ms = s->conf.max_reservation_window_ms,
         .max_agent_bytes = s->conf.max_agent_bytes,
     };
-    pd_reservations_set_limits(pd_registry_reservations(s->registry), &rl, s->conf.reservation_ttl_ms);
+    pd_reservations_set_limits(pd_registry_reservations(s->registry), &rl, s->conf.reservation_ttl_ms,
+                               s->conf.reservation_clear_holds);
 }
 
 /* ---- the one place a config is applied ---------------------------------- */

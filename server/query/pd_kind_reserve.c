@@ -1,7 +1,10 @@
 /*
  * pd_kind_reserve.c - the reservation family's kinds: ReservePath (plan
- * with SIPP around the other agents' holds and reserve, pd_sipp.h),
- * ReleaseAgent and GetReservations. Each runs as an ordered task in its
+ * with SIPP around the other agents' holds and reserve, pd_sipp.h; clear
+ * holds and, when the request sets yield_after_ms, standing agents moved
+ * out of its way, pd_yield.h), ReleaseAgent and GetReservations; and the
+ * sweep of an idle scene's table that the server's timer posts. Each runs
+ * as an ordered task in its
  * scene's lane, the lane UpdateCells' cuts run in, so one scene's
  * reservations change in the order requests arrived (a ReservePath is
  * atomic against every other change of the table), while other scenes'
@@ -17,7 +20,9 @@
 #include "pd_kind.h"
 #include "pd_kind_reserve.h"
 #include "pd_scene_reserve.h"
+#include "pd_clock.h"
 #include "pd_sipp.h"
+#include "pd_yield.h"
 
 const char *pd_kind_reserve_limit_key(pd_reserve_limit l)
 {
@@ -35,31 +40,58 @@ const char *pd_kind_reserve_limit_key(pd_reserve_limit l)
     }
 }
 
-/* One planner context per worker thread, made at its first ReservePath
+/* The planner contexts of one worker thread, made at its first ReservePath
  * (the query scratch predates SIPP; a context reused keeps its arrays, as
- * a search context does), freed when the thread ends. */
-static pthread_key_t pd__sipp_key;
-static pthread_once_t pd__sipp_once = PTHREAD_ONCE_INIT;
+ * a search context does), freed when the thread ends: SIPP's (also for
+ * FindPath's avoid_reserved) and the yielding planner's (pd_yield.h). */
+typedef struct pd__planners {
+    pd_sipp_ctx *sipp;
+    pd_yield_ctx *yield;
+} pd__planners;
 
-static void pd__sipp_free(void *ctx)
+static pthread_key_t pd__planners_key;
+static pthread_once_t pd__planners_once = PTHREAD_ONCE_INIT;
+
+static void pd__planners_free(void *v)
 {
-    pd_sipp_ctx_destroy(ctx);
+    pd__planners *pl = v;
+    pd_sipp_ctx_destroy(pl->sipp);
+    pd_yield_ctx_destroy(pl->yield);
+    free(pl);
 }
 
-static void pd__sipp_key_make(void)
+static void pd__planners_key_make(void)
 {
-    (void)pthread_key_create(&pd__sipp_key, pd__sipp_free);
+    (void)pthread_key_create(&pd__planners_key, pd__planners_free);
+}
+
+/* The calling thread's contexts, each made at its first use; NULL, or a
+ * NULL member, when out of memory. */
+static pd__planners *pd__planners_get(void)
+{
+    pthread_once(&pd__planners_once, pd__planners_key_make);
+    pd__planners *pl = pthread_getspecific(pd__planners_key);
+    if (!pl && (pl = calloc(1, sizeof *pl)) != NULL && pthread_setspecific(pd__planners_key, pl) != 0) {
+        free(pl);
+        pl = NULL;
+    }
+    return pl;
 }
 
 pd_sipp_ctx *pd_kind_reserve_sipp_ctx(void)
 {
-    pthread_once(&pd__sipp_once, pd__sipp_key_make);
-    pd_sipp_ctx *ctx = pthread_getspecific(pd__sipp_key);
-    if (!ctx && (ctx = pd_sipp_ctx_create()) != NULL && pthread_setspecific(pd__sipp_key, ctx) != 0) {
-        pd_sipp_ctx_destroy(ctx);
-        ctx = NULL;
-    }
-    return ctx;
+    pd__planners *pl = pd__planners_get();
+    if (pl && !pl->sipp)
+        pl->sipp = pd_sipp_ctx_create();
+    return pl ? pl->sipp : NULL;
+}
+
+static pd_yield_ctx *pd__yield_ctx(void)
+{
+    pd__planners *pl = pd__planners_get();
+    if (pl && !pl->yield)
+        pl->yield = pd_yield_ctx_create();
+    return pl ? pl->yield : NULL;
 }
 
 int pd_kind_reserve_apart(const pd_scene_unit *u, pd_point start, pd_point goal)
@@ -86,12 +118,26 @@ static pd_status pd__reserve_prepare(pd_job *job, pd_request *req, const pd_kind
     return PD_OK;
 }
 
+/* Frees the plans a ReservePath answer carries (its own, the moved
+ * agents'). */
+static void pd__drop_plans(pd_reserve_job *rj)
+{
+    for (size_t i = 0; i < rj->n_displaced; i++)
+        free(rj->displaced[i].waypoints);
+    free(rj->displaced);
+    rj->displaced = NULL;
+    rj->n_displaced = 0;
+    free(rj->waypoints);
+    rj->waypoints = NULL;
+    rj->n_waypoints = 0;
+}
+
 static void pd__reserve_release(pd_job *job)
 {
     pd_reserve_job *rj = job->ext;
     if (!rj)
         return;
-    free(rj->waypoints);
+    pd__drop_plans(rj);
     free(rj->entries);
     free(rj);
     job->ext = NULL;
@@ -112,6 +158,7 @@ static pd_scene *pd__scene(pd_reserve_job *rj)
         return NULL;
     }
     rj->scene_version = s->version;
+    rj->incarnation = s->incarnation;
     if (rj->req.min_version && s->version < rj->req.min_version) {
         snprintf(rj->message, sizeof rj->message, "scene '%s' is at version %" PRIu64 ", older than min_version %" PRIu64,
                  s->name, s->version, rj->req.min_version);
@@ -129,6 +176,43 @@ static pd_status pd__cell_of(const pd_scene *s, const pd_point_spec *p, pd_point
         return PD_OK;
     }
     return pd_scene_world_to_cell(s, p->wx, p->wy, out);
+}
+
+static pd_waypoint *pd__copy_waypoints(const pd_waypoint *wp, size_t n)
+{
+    pd_waypoint *out = malloc((n ? n : 1) * sizeof *out);
+    if (out)
+        memcpy(out, wp, n * sizeof *out);
+    return out;
+}
+
+/* Copies the plan and the moved agents' plans out of the planner's
+ * contexts (valid until their next call) into the job; 0, or -1 when out
+ * of memory (the job then holds none of them). */
+static int pd__keep_answer(pd_reserve_job *rj, const pd_sipp_result *r, const pd_yield_result *yr)
+{
+    rj->waypoints = pd__copy_waypoints(r->waypoints, r->n_waypoints);
+    if (!rj->waypoints)
+        return -1;
+    rj->n_waypoints = r->n_waypoints;
+    if (yr->n_displaced == 0)
+        return 0;
+    rj->displaced = calloc(yr->n_displaced, sizeof *rj->displaced);
+    for (size_t i = 0; rj->displaced && i < yr->n_displaced; i++) {
+        const pd_displaced *d = &yr->displaced[i];
+        pd_reserve_displaced *out = &rj->displaced[rj->n_displaced];
+        if (!(out->waypoints = pd__copy_waypoints(d->waypoints, d->n_waypoints)))
+            break;
+        out->agent = d->agent;
+        out->t0_ms = d->t0_ms;
+        out->reserved_until_ms = d->reserved_until_ms;
+        out->n_waypoints = d->n_waypoints;
+        rj->n_displaced++;
+    }
+    if (rj->displaced && rj->n_displaced == yr->n_displaced)
+        return 0;
+    pd__drop_plans(rj);
+    return -1;
 }
 
 static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_query_control *ctl)
@@ -188,25 +272,39 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
     }
 
     pd_sipp_ctx *ctx = pd_kind_reserve_sipp_ctx();
-    if (!ctx)
+    pd_yield_ctx *yc = pd__yield_ctx();
+    if (!ctx || !yc)
         return pd__fail(rj, PD_INTERNAL, "out of memory planning in scene '%s'", s->name);
     pd_reservations *set = pd_registry_reservations(rj->registry);
+    /* Holders are re-planned on their own unit's grid (unit 1: the scene's
+     * open cells, which clear holds reads too). */
+    const pd_grid *grids[PD_CONF_MAX_UNIT_SIZE + 1] = { NULL };
+    uint32_t max_unit = 1;
+    grids[1] = s->grid;
+    for (size_t i = 0; i < s->n_unit_sizes; i++)
+        if (s->unit_sizes[i] <= PD_CONF_MAX_UNIT_SIZE) {
+            grids[s->unit_sizes[i]] = s->units[i].grid;
+            max_unit = s->unit_sizes[i] > max_unit ? s->unit_sizes[i] : max_unit;
+        }
+    const pd_yield_params y = { .after_ms = q->yield_after_ms, .unit_grids = grids, .max_unit = max_unit,
+                                .clear_holds = pd_reservations_clear_holds(set) };
     pd_reservations_hold hold;
     pd_reserve *table = pd_reservations_lock(set, s, 1, &hold);
     if (!table)
         return pd__fail(rj, PD_INTERNAL, "out of memory for the reservations of scene '%s'", s->name);
+    pd_reservations_heard(&hold, pd_clock_ns());
     rj->was_cut = pd_reserve_was_cut(table, q->agent);
     pd_sipp_result r;
     memset(&r, 0, sizeof r);
-    pd_status st = pd_sipp_reserve(ctx, table, u->grid, &p, &r);
+    pd_yield_result yr;
+    pd_status st = pd_yield_reserve(yc, ctx, table, u->grid, &p, &y, &r, &yr);
     if (st == PD_OK || st == PD_PARTIAL) {
-        rj->waypoints = malloc((r.n_waypoints ? r.n_waypoints : 1) * sizeof *rj->waypoints);
-        if (rj->waypoints) {
-            memcpy(rj->waypoints, r.waypoints, r.n_waypoints * sizeof *rj->waypoints);
-            rj->n_waypoints = r.n_waypoints;
-        } else {
-            /* reserved, but the answer cannot carry it: take it back */
+        if (pd__keep_answer(rj, &r, &yr) != 0) {
+            /* reserved, but the answer cannot carry it: take it back, and
+             * the moved agents' new plans the game would never hear of */
             pd_reserve_release(table, q->agent);
+            for (size_t i = 0; i < yr.n_displaced; i++)
+                pd_reserve_release(table, yr.displaced[i].agent);
             st = PD_INTERNAL;
             snprintf(rj->message, sizeof rj->message, "out of memory answering in scene '%s'", s->name);
         }
@@ -322,6 +420,21 @@ static pd_status pd__list_run(pd_job *job, pd_query_scratch *scratch, const pd_q
     return rj->status = st;
 }
 
+/* The agents a ReservePath moved aside, to the scene's watchers: one
+ * AGENTS_DISPLACED event (at most PD_YIELD_MAX_DISPLACED ids), after the
+ * answer's plans are in the table, in the lane's order. */
+static int pd__reserve_event(const pd_job *job, size_t i, pd_watch_event *ev)
+{
+    const pd_reserve_job *rj = job->ext;
+    if (i > 0 || !rj || rj->n_displaced == 0 || (job->task.status != PD_OK && job->task.status != PD_PARTIAL))
+        return 0;
+    uint64_t ids[PD_YIELD_MAX_DISPLACED];
+    size_t n = 0;
+    for (; n < rj->n_displaced && n < PD_YIELD_MAX_DISPLACED; n++)
+        ids[n] = rj->displaced[n].agent;
+    return pd_watch_event_agents_displaced(rj->req.scene, rj->incarnation, rj->scene_version, ids, n, ev) == 0;
+}
+
 static const char *pd__reserve_scene(const pd_job *job)
 {
     const pd_reserve_job *rj = job->ext;
@@ -344,6 +457,7 @@ const pd_kind pd_kind_reserve_path = {
     .prepare = pd__reserve_prepare,
     .run = pd__reserve_run,
     .release = pd__reserve_release,
+    .event = pd__reserve_event,
     .scene = pd__reserve_scene,
     .unserved = pd__reserve_unserved,
 };
@@ -369,3 +483,33 @@ const pd_kind pd_kind_get_reservations = {
     .scene = pd__reserve_scene,
     .unserved = pd__reserve_unserved,
 };
+
+/* ---- the idle sweep --------------------------------------------------- */
+
+pd_reserve_sweep *pd_kind_reserve_sweep_new(pd_registry *registry, const char *name, uint64_t listed_ns)
+{
+    pd_reserve_sweep *sw = calloc(1, sizeof *sw);
+    if (!sw)
+        return NULL;
+    pd_task_init(&sw->task, pd_kind_reserve_sweep_run);
+    sw->task.ordered = 1;
+    sw->task.lane = sw->task.lane2 = pd_kind_scene_lane(name);
+    sw->registry = registry;
+    snprintf(sw->scene, sizeof sw->scene, "%s", name);
+    sw->listed_ns = listed_ns;
+    return sw;
+}
+
+pd_status pd_kind_reserve_sweep_run(pd_task *task, void *thread_ctx)
+{
+    (void)thread_ctx;
+    pd_reserve_sweep *sw = (pd_reserve_sweep *)task;
+    pd_scene *s = pd_registry_acquire(sw->registry, sw->scene);
+    if (!s)
+        return PD_OK; /* dropped meanwhile: its table went with it */
+    /* Measured now, in the lane: a ReservePath queued before the sweep has
+     * run, and the table is idle only if none came since. */
+    sw->released = pd_reservations_sweep(pd_registry_reservations(sw->registry), s, pd_clock_ns(), NULL, 0);
+    pd_scene_release(s);
+    return PD_OK;
+}

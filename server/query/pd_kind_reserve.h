@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pd_pool.h"
 #include "pd_query.h"
 #include "pd_request.h"
 #include "pd_reserve.h"
@@ -19,6 +20,16 @@
 /* GetReservations answers at most this many entries (about 40 bytes each
  * on the wire: well inside one frame); max_entries 0 means this many. */
 #define PD_RESERVE_MAX_LIST 16384u
+
+/* An agent a ReservePath moved aside (pd_yield.h): its plan from t0_ms on,
+ * as ReservePathResult.displaced carries it. */
+typedef struct pd_reserve_displaced {
+    uint64_t agent;
+    int64_t t0_ms;
+    int64_t reserved_until_ms;        /* PD_RESERVE_FOREVER: no end */
+    pd_waypoint *waypoints;           /* malloc'd */
+    size_t n_waypoints;
+} pd_reserve_displaced;
 
 typedef struct pd_reserve_job {
     pd_reserve_req req;
@@ -36,6 +47,9 @@ typedef struct pd_reserve_job {
     int has_blocker;
     uint64_t blocker;
     int was_cut;
+    uint64_t incarnation;             /* the scene's, for the AGENTS_DISPLACED event */
+    pd_reserve_displaced *displaced;  /* malloc'd; in the order they were moved */
+    size_t n_displaced;
     /* ReleaseAgent */
     int released;
     /* GetReservations */
@@ -50,6 +64,22 @@ typedef struct pd_reserve_job {
  * plan (pd_sipp_ctx_trim, PD_KIND_RESERVE_SIPP_KEEP_BYTES). */
 #define PD_KIND_RESERVE_SIPP_KEEP_BYTES (4u << 20)
 struct pd_sipp_ctx *pd_kind_reserve_sipp_ctx(void);
+
+/* The maintenance of an idle scene's table (pd_reservations_sweep), posted
+ * by the server's timer into the scene's lane as a pool task of its own
+ * (not a pd_job: nobody waits for an answer). */
+typedef struct pd_reserve_sweep {
+    pd_task task;                     /* first: the pool hands this back */
+    pd_registry *registry;
+    char scene[PD_CONF_MAX_NAME];
+    uint64_t listed_ns;               /* when the timer found it idle */
+    size_t released;                  /* agents the sweep released */
+} pd_reserve_sweep;
+
+/* A sweep of scene `name` in its lane (task.run is pd_kind_reserve_sweep_run),
+ * listed idle at listed_ns; NULL when out of memory. Free with free(). */
+pd_reserve_sweep *pd_kind_reserve_sweep_new(pd_registry *registry, const char *name, uint64_t listed_ns);
+pd_status pd_kind_reserve_sweep_run(pd_task *task, void *thread_ctx);
 
 /* 1 when the unit's static components put start and goal apart (both open
  * and in bounds): no plan can join them, at any time. */

@@ -216,6 +216,8 @@ typedef struct pd_reserve_req {
     int64_t t0_ms;           /* 0..PD_SIPP_MAX_T0 */
     double speed;            /* cells per second */
     int64_t window_ms;       /* 8000 when unset; 0 = all the way */
+    int64_t yield_after_ms;  /* 0: move no one; else holders may be moved aside
+                                once the agent stood this long (pd_yield.h) */
     int at_goal;             /* pd_at_goal */
     pd_connectivity connectivity;
     uint64_t max_expansions; /* 0 = server default */

@@ -1,9 +1,10 @@
 /*
- * pd_watch.c - an applied update as the event its watchers hear (see
- * pd_watch.h).
+ * pd_watch.c - an applied update, or the agents a ReservePath moved aside,
+ * as the events their watchers hear (see pd_watch.h).
  */
 #include "pd_watch.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* One operation's summary: the bounds and count of the cells it named. */
@@ -75,5 +76,26 @@ int pd_watch_event_agents_cut(const pd_update_cells_req *req, const pd_update_ou
     ev->n_agents = n - first < PD_WATCH_MAX_AGENTS ? n - first : PD_WATCH_MAX_AGENTS;
     memcpy(ev->agents, agents + first, ev->n_agents * sizeof *agents);
     ev->cut_at_ms = cut_at_ms;
+    return 0;
+}
+
+int pd_watch_event_agents_displaced(const char *scene, uint64_t incarnation, uint64_t version,
+                                    const uint64_t *agents, size_t n, pd_watch_event *ev)
+{
+    if (n == 0)
+        return -1;
+    memset(ev, 0, sizeof *ev);
+    ev->kind = PD_WATCH_AGENTS_DISPLACED;
+    snprintf(ev->scene, sizeof ev->scene, "%s", scene);
+    ev->incarnation = incarnation;
+    ev->version = version;
+    ev->n_agents = n < PD_WATCH_MAX_AGENTS ? n : PD_WATCH_MAX_AGENTS;
+    /* Insertion sort: a handful of ids (PD_YIELD_MAX_DISPLACED). */
+    for (size_t i = 0; i < ev->n_agents; i++) {
+        size_t j = i;
+        for (; j > 0 && ev->agents[j - 1] > agents[i]; j--)
+            ev->agents[j] = ev->agents[j - 1];
+        ev->agents[j] = agents[i];
+    }
     return 0;
 }

@@ -24,6 +24,7 @@ typedef enum pd_watch_kind {
     PD_WATCH_DROPPED = 4,    /* the scene is no longer served: its last event */
     PD_WATCH_ENDED = 5,      /* Unwatch: the watch's final frame */
     PD_WATCH_AGENTS_CUT = 6, /* the update that made `version` cut `agents`' reservations */
+    PD_WATCH_AGENTS_DISPLACED = 7, /* a ReservePath (at `version`) moved `agents` aside */
 } pd_watch_kind;
 
 /* The agent ids one AGENTS_CUT event carries, at most (4 KiB of ids, about
@@ -53,7 +54,7 @@ typedef struct pd_watch_event {
     pd_watch_op ops[PD_SCENE_MAX_UPDATE_OPS];  /* UPDATED: the update's, in order */
     size_t n_ops;
     char instance[PD_CONF_MAX_NAME];           /* INSTANCED: the new scene */
-    uint64_t agents[PD_WATCH_MAX_AGENTS];      /* AGENTS_CUT: ascending */
+    uint64_t agents[PD_WATCH_MAX_AGENTS];      /* AGENTS_CUT, AGENTS_DISPLACED: ascending */
     size_t n_agents;
     int64_t cut_at_ms;                         /* AGENTS_CUT: from when they lost their holds */
 } pd_watch_event;
@@ -71,5 +72,12 @@ int pd_watch_event_from_update(const pd_update_cells_req *req, const pd_update_o
  * past the last (none at all for n = 0). */
 int pd_watch_event_agents_cut(const pd_update_cells_req *req, const pd_update_outcome *out, const uint64_t *agents,
                               size_t n, int64_t cut_at_ms, size_t part, pd_watch_event *ev);
+
+/* Fills ev with the AGENTS_DISPLACED event of a ReservePath in scene
+ * (name, incarnation) at `version` that moved agents[0..n) aside (n at
+ * most PD_WATCH_MAX_AGENTS; any order: the event lists them ascending).
+ * Returns 0, or -1 when n is 0 (no event is due). */
+int pd_watch_event_agents_displaced(const char *scene, uint64_t incarnation, uint64_t version,
+                                    const uint64_t *agents, size_t n, pd_watch_event *ev);
 
 #endif

@@ -24,12 +24,21 @@ typedef struct pd_reservations_entry {
     pthread_mutex_t lock;      /* held while a request uses the table */
     unsigned refs;             /* guarded by the set's lock: the set's own, plus holders */
     int forgotten;             /* out of the chain; freed at the last release */
+    /* Idle expiry (pd_reservations_idle), guarded by the set's lock and
+     * written at the unlocks: the last game time a ReservePath brought,
+     * when (pd_clock_ns; 0: none yet), when last swept, and whether a
+     * sweep left it empty (nothing more to expire until a ReservePath). */
+    int64_t heard_game_ms;
+    uint64_t heard_ns;
+    uint64_t swept_ns;
+    int swept_empty;
 } pd_reservations_entry;
 
 struct pd_reservations {
     pthread_mutex_t lock;
     pd_reserve_limits limits;
     int64_t ttl_ms;
+    int clear_holds;
     pd_reservations_entry *buckets[PD__RESV_BUCKETS];
 };
 
@@ -68,12 +77,22 @@ void pd_reservations_destroy(pd_reservations *set)
     free(set);
 }
 
-void pd_reservations_set_limits(pd_reservations *set, const pd_reserve_limits *limits, int64_t ttl_ms)
+void pd_reservations_set_limits(pd_reservations *set, const pd_reserve_limits *limits, int64_t ttl_ms,
+                                int clear_holds)
 {
     pthread_mutex_lock(&set->lock);
     set->limits = *limits;
     set->ttl_ms = ttl_ms;
+    set->clear_holds = clear_holds;
     pthread_mutex_unlock(&set->lock);
+}
+
+int pd_reservations_clear_holds(pd_reservations *set)
+{
+    pthread_mutex_lock(&set->lock);
+    int on = set->clear_holds;
+    pthread_mutex_unlock(&set->lock);
+    return on;
 }
 
 int64_t pd_reservations_ttl_ms(pd_reservations *set)
@@ -105,6 +124,7 @@ static void pd__unlink(pd_reservations_entry **at)
 pd_reserve *pd_reservations_lock(pd_reservations *set, const pd_scene *s, int create, pd_reservations_hold *hold)
 {
     hold->entry = NULL;
+    hold->heard_ns = 0;
     pthread_mutex_lock(&set->lock);
     pd_reservations_entry **at = pd__slot(set, s->name);
     if (*at && (*at)->incarnation != s->incarnation)
@@ -143,11 +163,85 @@ void pd_reservations_unlock(pd_reservations *set, pd_reservations_hold *hold)
     if (!e)
         return;
     hold->entry = NULL;
+    const int64_t now_game = pd_reserve_now(e->table);
     pthread_mutex_unlock(&e->lock);
     pthread_mutex_lock(&set->lock);
+    if (hold->heard_ns) {
+        e->heard_game_ms = now_game;
+        e->heard_ns = hold->heard_ns;
+        e->swept_empty = 0;
+    }
     if (--e->refs == 0)
         pd__entry_free(e);
     pthread_mutex_unlock(&set->lock);
+}
+
+void pd_reservations_heard(pd_reservations_hold *hold, uint64_t now_ns)
+{
+    hold->heard_ns = now_ns ? now_ns : 1;
+}
+
+/* Real time (ns) a table must go without a ReservePath before the timer
+ * sweeps it, and between two sweeps: the sixteenth of the TTL that
+ * pd_reserve_maintain waits between its own checks. */
+static uint64_t pd__idle_ns(int64_t ttl_ms)
+{
+    return (uint64_t)(ttl_ms / 16 > 0 ? ttl_ms / 16 : 1) * 1000000u;
+}
+
+/* Whether e is due for a sweep at now_ns; the set's lock is held. */
+static int pd__sweep_due(const pd_reservations_entry *e, int64_t ttl_ms, uint64_t now_ns)
+{
+    const uint64_t idle = pd__idle_ns(ttl_ms);
+    return ttl_ms > 0 && !e->swept_empty && e->heard_ns && now_ns >= e->heard_ns && now_ns - e->heard_ns >= idle &&
+           (now_ns < e->swept_ns || now_ns - e->swept_ns >= idle);
+}
+
+size_t pd_reservations_idle(pd_reservations *set, uint64_t now_ns, char (*names)[PD_CONF_MAX_NAME], size_t cap)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&set->lock);
+    for (size_t b = 0; b < PD__RESV_BUCKETS && n < cap; b++)
+        for (pd_reservations_entry *e = set->buckets[b]; e && n < cap; e = e->next)
+            if (pd__sweep_due(e, set->ttl_ms, now_ns))
+                memcpy(names[n++], e->name, sizeof e->name);
+    pthread_mutex_unlock(&set->lock);
+    return n;
+}
+
+size_t pd_reservations_sweep(pd_reservations *set, const pd_scene *s, uint64_t now_ns, uint64_t *out, size_t cap)
+{
+    pd_reservations_hold hold;
+    pd_reserve *table = pd_reservations_lock(set, s, 0, &hold);
+    if (!table)
+        return 0;
+    pd_reservations_entry *e = hold.entry;
+    pthread_mutex_lock(&set->lock);
+    const int64_t ttl = set->ttl_ms;
+    /* A ReservePath that ran since the timer looked has maintained it. */
+    const int due = pd__sweep_due(e, ttl, now_ns);
+    const int64_t heard_game = e->heard_game_ms;
+    const uint64_t heard_ns = e->heard_ns;
+    if (due)
+        e->swept_ns = now_ns;
+    pthread_mutex_unlock(&set->lock);
+    size_t released = 0;
+    if (due) {
+        const int64_t idle_ms = (int64_t)((now_ns - heard_ns) / 1000000u);
+        const int64_t now_game = heard_game > PD_RESERVE_MAX_TIME - idle_ms ? PD_RESERVE_MAX_TIME
+                                                                           : heard_game + idle_ms;
+        released = pd_reserve_expire(table, now_game - ttl, out, cap);
+        (void)pd_reserve_collect(table, now_game - ttl);
+        pd_reserve_stats st;
+        pd_reserve_get_stats(table, &st);
+        if (st.agents == 0) {
+            pthread_mutex_lock(&set->lock);
+            e->swept_empty = 1;
+            pthread_mutex_unlock(&set->lock);
+        }
+    }
+    pd_reservations_unlock(set, &hold);
+    return released;
 }
 
 void pd_reservations_forget(pd_reservations *set, const char *name)

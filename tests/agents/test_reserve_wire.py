@@ -14,6 +14,13 @@ GetReservations by rectangle and time, UpdateCells cutting reservations
 (UpdateResult.agents_cut, the AGENTS_CUT watch event, was_cut), each bad
 input with its status, the limits in GetLimits, goal sets and range, and
 a randomized run of many agents re-reserving on the game's clock.
+
+Standing agents moved aside (ReservePath.yield_after_ms, pd_yield.h), on a
+second map: two agents head on in a one-wide corridor with a side pocket
+stay stuck with yield_after_ms 0 and both arrive with it on, the game
+applying the displaced plans the answers carry (checked with everything
+else, and heard by a watcher as AGENTS_DISPLACED). And, on a pathd of its
+own with a short TTL, expiry of an idle scene on the server's timer.
 """
 
 import json
@@ -50,6 +57,17 @@ MAX_WINDOW_MS = 60000
 SCENES = ["door", "blocked", "release", "ttl", "partial", "cut", "crowd", "bad", "rand", "grow", "ctl", "conc",
           "cutwatch", "avoid", "avoidfree", "goals"]
 
+# A corridor one cell wide between two rooms, with a side pocket above
+# (8, 1). A stands in it at (6, 1) bound for the right room, B at (8, 1)
+# bound for the left: each is in the other's way, and neither can reach the
+# pocket past the other.
+CORRIDOR_MAP = [
+    "...#####.###...",
+    "...............",
+    "...#########...",
+]
+CORRIDOR_SCENES = ["yield", "yieldoff", "yieldctl"]
+
 
 def open_cells(unit=1):
     """Anchors where a unit x unit footprint fits."""
@@ -58,16 +76,20 @@ def open_cells(unit=1):
 
 
 class Daemon:
-    def __init__(self):
+    def __init__(self, ttl_ms=TTL_MS):
         self.dir = tempfile.TemporaryDirectory()
         map_path = os.path.join(self.dir.name, "door.txt")
         with open(map_path, "w") as f:
             f.write("\n".join(DOOR_MAP) + "\n")
+        corridor_path = os.path.join(self.dir.name, "corridor.txt")
+        with open(corridor_path, "w") as f:
+            f.write("\n".join(CORRIDOR_MAP) + "\n")
         config = {
             "listen": "127.0.0.1:0", "metrics_listen": "", "threads": 2, "log_level": "info",
-            "limits": {"reservation_ttl_ms": TTL_MS, "max_agents_per_scene": MAX_AGENTS,
+            "limits": {"reservation_ttl_ms": ttl_ms, "max_agents_per_scene": MAX_AGENTS,
                        "max_reservation_window_ms": MAX_WINDOW_MS},
-            "scenes": [{"name": n, "map": map_path, "format": "ascii", "unit_sizes": [1, 2]} for n in SCENES],
+            "scenes": [{"name": n, "map": map_path, "format": "ascii", "unit_sizes": [1, 2]} for n in SCENES] +
+                      [{"name": n, "map": corridor_path, "format": "ascii"} for n in CORRIDOR_SCENES],
         }
         path = os.path.join(self.dir.name, "pathd.json")
         with open(path, "w") as f:
@@ -100,9 +122,10 @@ class Daemon:
 class Recorder:
     """The answers of one scene as the checker reads them (JSON lines)."""
 
-    def __init__(self, blocked=()):
-        cells = [0 if DOOR_MAP[y][x] == "#" else 1 for y in range(H) for x in range(W)]
-        self.lines = [{"type": "grid", "width": W, "height": H, "cells": cells}]
+    def __init__(self, blocked=(), rows=DOOR_MAP):
+        w, h = len(rows[0]), len(rows)
+        cells = [0 if rows[y][x] == "#" else 1 for y in range(h) for x in range(w)]
+        self.lines = [{"type": "grid", "width": w, "height": h, "cells": cells}]
         self.plans = 0
 
     def plan(self, ans, unit, speed, t0):
@@ -110,6 +133,11 @@ class Recorder:
         self.lines.append({"type": "plan", "agent": ans["agent"], "unit": unit, "speed": speed, "t0": t0,
                            "waypoints": [[w["x"], w["y"], w["t_arrive_ms"], w["t_leave_ms"]]
                                          for w in ans["waypoints"]]})
+        # Agents the answer moved aside: each new plan replaces that
+        # agent's from its own t0_ms on (they move at their own speed,
+        # which the caller's game knows: here every agent shares one).
+        for d in ans.get("displaced", ()):
+            self.plan(d, unit, speed, d["t0_ms"])
 
     def add(self, rec):
         self.lines.append(rec)
@@ -711,6 +739,185 @@ class ReserveWireTest(unittest.TestCase):
         self.assertEqual(failures, [])
         self.assertGreater(rec.plans, 12 + 40)
         self.assertIn("conflicts 0", rec.check(self))
+
+
+    # ---- standing agents moved aside (yield_after_ms) ------------------------
+
+    @staticmethod
+    def where(plan, t):
+        """Where the game has an agent on its plan at t, and from when it
+        can plan: the anchor it stands on (t), or the one it is moving to
+        (its arrival there)."""
+        for i, w in enumerate(plan):
+            leave = w["t_leave_ms"] if w["t_leave_ms"] is not None else float("inf")
+            if w["t_arrive_ms"] <= t < leave:
+                return (w["x"], w["y"]), t
+            if i + 1 < len(plan) and leave <= t < plan[i + 1]["t_arrive_ms"]:
+                return (plan[i + 1]["x"], plan[i + 1]["y"]), plan[i + 1]["t_arrive_ms"]
+        last = plan[-1]
+        return (last["x"], last["y"]), max(t, last["t_arrive_ms"])
+
+    @staticmethod
+    def apply(plan, t0, new):
+        """The game's plan for an agent once new replaces it from t0 on."""
+        kept = [dict(w) for w in plan if w["t_arrive_ms"] < t0]
+        if kept and (kept[-1]["x"], kept[-1]["y"]) == (new[0]["x"], new[0]["y"]):
+            kept[-1]["t_leave_ms"] = new[0]["t_leave_ms"]
+            return kept + new[1:]
+        return kept + new
+
+    def corridor_duel(self, scene, yield_after_ms, watcher=None):
+        """A and B head on in the corridor (B stood first, at 0; A from
+        1000), each re-reserving toward its goal every 500 ms of game time
+        until it stands on it, as a game would, applying every displaced
+        plan an answer carries. Returns (the time both stood on their goals
+        or None within 60 s, the displaced lists the answers carried)."""
+        rec = Recorder(rows=CORRIDOR_MAP)
+        agents = {1: {"at": (6, 1), "goal": (13, 1), "t": 1000}, 2: {"at": (8, 1), "goal": (1, 1), "t": 0}}
+        for i in (2, 1):
+            a = agents[i]
+            a["plan"] = self.reserve(rec, scene, i, a["at"], a["at"], a["t"], speed=1.0)["waypoints"]
+        displaced, done = [], None
+        for t in range(3000, 60001, 500):
+            for i in (1, 2):
+                a = agents[i]
+                here, t0 = self.where(a["plan"], t)
+                last = a["plan"][-1]
+                if here == a["goal"] and last["t_leave_ms"] is None and (last["x"], last["y"]) == here:
+                    continue
+                ans = self.reserve(rec, scene, i, here, a["goal"], t0, speed=1.0, window_ms=4000,
+                                   yield_after_ms=yield_after_ms)
+                self.assertIn(ans["status"], ("OK", "PARTIAL"))
+                a["plan"] = self.apply(a["plan"], t0, ans["waypoints"])
+                if ans["displaced"]:
+                    displaced.append(ans["displaced"])
+                for d in ans["displaced"]:
+                    self.assertNotEqual(d["agent"], i)
+                    moved = agents[d["agent"]]
+                    # It was standing where its plan ended: the new plan
+                    # starts there, at its t0_ms.
+                    self.assertEqual((d["waypoints"][0]["x"], d["waypoints"][0]["y"]),
+                                     (moved["plan"][-1]["x"], moved["plan"][-1]["y"]))
+                    self.assertEqual(d["waypoints"][0]["t_arrive_ms"], d["t0_ms"])
+                    self.assertEqual(d["reserved_until_ms"], d["waypoints"][-1]["t_leave_ms"])
+                    moved["plan"] = self.apply(moved["plan"], d["t0_ms"], d["waypoints"])
+                if watcher is not None and ans["displaced"]:
+                    ev = watcher.watch_next(timeout=10)
+                    self.assertEqual((ev["kind"], ev["scene"], ev["version"]),
+                                     ("agents_displaced", scene, ans["scene_version"]))
+                    self.assertEqual(ev["agents"], sorted(d["agent"] for d in ans["displaced"]))
+            if all(self.where(a["plan"], t)[0] == a["goal"] for a in agents.values()):
+                done = t
+                break
+        out = rec.check(self)
+        self.assertIn("conflicts 0", out)
+        return done, displaced
+
+    def test_corridor_deadlock_without_yield(self):
+        """The premise: plain prioritised planning (with clear holds) leaves
+        A and B in each other's way for good."""
+        done, displaced = self.corridor_duel("yieldoff", 0)
+        self.assertIsNone(done)
+        self.assertEqual(displaced, [])
+
+    def test_corridor_yield_both_arrive(self):
+        """With yield_after_ms the one that stood longer (B) has A moved out
+        of its way; the game applies A's new plan, and both arrive. The
+        scene's watcher hears AGENTS_DISPLACED after each such answer."""
+        watcher = PathdClient(self.daemon.addr, timeout=20)
+        # pathctl watch prints the first one too (the C client's).
+        pathctl = subprocess.Popen([os.environ["PATHCTL_BIN"], "--server", self.daemon.addr, "--json", "watch",
+                                    "yield", "--count", "1"], stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(json.loads(pathctl.stdout.readline())["kind"], "started")
+            watcher.watch(["yield"])
+            self.assertEqual(watcher.watch_next(timeout=10)["kind"], "started")
+            done, displaced = self.corridor_duel("yield", 2000, watcher)
+            with self.assertRaises(PathdTimeout):
+                watcher.watch_next(timeout=0.3)
+            printed, _ = pathctl.communicate(timeout=20)
+            self.assertEqual(pathctl.returncode, 0)
+            first = json.loads(printed.splitlines()[0])
+            self.assertEqual((first["kind"], first["scene"], first["agents"]),
+                             ("agents_displaced", "yield", sorted(d["agent"] for d in displaced[0])))
+        finally:
+            watcher.close()
+            if pathctl.poll() is None:
+                pathctl.kill()
+                pathctl.wait()
+        self.assertIsNotNone(done)
+        self.assertLessEqual(done, 40000)
+        # B waited longer: A was moved, at least once.
+        self.assertTrue(displaced)
+        self.assertEqual({d["agent"] for ds in displaced for d in ds}, {1})
+
+    def test_yield_after_ms_refused_out_of_range(self):
+        e = self.status_of(self.c.reserve_path, "yieldctl", 1, (0, 0), (1, 0), 0, 1.0, yield_after_ms=-1)
+        self.assertEqual(e.status, "INVALID_ARGUMENT")
+        self.assertIn("yield_after_ms", e.message)
+
+    def test_pathctl_yield_and_displaced(self):
+        """pathctl reserve --yield-after: B stands at (8, 1) from 0 and A at
+        (6, 1) from 1000; at 4000 B (stood 4000 ms, A 3000) asks for the
+        left room: A is moved aside, and pathctl prints its plan."""
+        rec = Recorder(rows=CORRIDOR_MAP)
+        for agent, at, t in ((2, "8,1", 0), (1, "6,1", 1000)):
+            a = self.pathctl("reserve", "--scene", "yieldctl", "--agent", str(agent), "--from", at, "--to", at,
+                             "--t0", str(t), "--speed", "1")
+            self.assertEqual(a["displaced"], [])
+            rec.plan(a, 1, 1.0, t)
+        b = self.pathctl("reserve", "--scene", "yieldctl", "--agent", "2", "--from", "8,1", "--to", "1,1",
+                         "--t0", "4000", "--speed", "1", "--window", "4000", "--yield-after", "2000")
+        self.assertEqual([d["agent"] for d in b["displaced"]], [1])
+        d = b["displaced"][0]
+        self.assertEqual(set(d), {"agent", "t0_ms", "reserved_until_ms", "waypoints"})
+        self.assertEqual(set(d["waypoints"][0]), {"x", "y", "t_arrive_ms", "t_leave_ms"})
+        self.assertEqual((d["waypoints"][0]["x"], d["waypoints"][0]["y"]), (6, 1))
+        rec.plan(b, 1, 1.0, 4000)
+        self.assertIn("conflicts 0", rec.check(self))
+        # Text: one line per moved agent.
+        out = subprocess.run([os.environ["PATHCTL_BIN"], "--server", self.daemon.addr, "reserve", "--scene",
+                              "yieldctl", "--agent", "3", "--from", "0,0", "--to", "0,0", "--t0", "4000",
+                              "--speed", "1", "--yield-after", "1"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertNotIn("displaced", out.stdout)
+
+
+class IdleExpiryTest(unittest.TestCase):
+    """reservation_ttl_ms on the server's timer: a scene nobody reserves in
+    any more hears no game time, yet its stale agents go (the game's clock
+    taken to run on at least as fast as real time while it is idle)."""
+
+    IDLE_TTL_MS = 800
+
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = Daemon(ttl_ms=cls.IDLE_TTL_MS)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.assertEqual(unittest.TestCase(), cls.daemon.stop(), 0)
+
+    def test_idle_scene_releases_stale_agents(self):
+        c = PathdClient(self.daemon.addr, timeout=20)
+        try:
+            c.reserve_path("ttl", 1, (1, 1), (1, 1), 0, 2.0)
+            c.reserve_path("ttl", 2, (10, 5), (10, 5), 0, 2.0)
+            self.assertEqual(c.reservations("ttl")["agents"], 2)
+            # GetReservations hears no game time: it neither expires nor
+            # keeps the scene busy. Within a few TTLs and timer periods of
+            # real time both are gone.
+            deadline = time.monotonic() + 10
+            while c.reservations("ttl")["agents"] and time.monotonic() < deadline:
+                time.sleep(0.1)
+            self.assertEqual(c.reservations("ttl")["agents"], 0)
+            self.assertEqual(c.reservations("ttl")["entries"], [])
+            self.assertFalse(c.release_agent("ttl", 1))
+            # Their cells are free: another agent plans through them.
+            a = c.reserve_path("ttl", 3, (2, 1), (1, 1), 0, 2.0)
+            self.assertEqual(a["status"], "OK")
+        finally:
+            c.close()
 
 
 if __name__ == "__main__":

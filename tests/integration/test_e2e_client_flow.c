@@ -4,7 +4,9 @@
  * connection's in-flight cap outstanding (a Batch counting its items), the
  * rest queued locally up to a bound with a clear error past it, OVERLOADED
  * from the server's own job queue retried with jittered backoff until a
- * deadline, and WatchEvent.incarnation.
+ * deadline, and WatchEvent.incarnation; and the C client's reservation
+ * calls (issue 34): ReservePath with yield_after_ms and its displaced
+ * plans, the AGENTS_DISPLACED event, UpdateCells' agents_cut.
  *
  * The serpent scene's search (hundreds of ms) holds a slot while the test
  * sends more; the server's overloaded_total, read on a second connection,
@@ -533,6 +535,104 @@ static void test_watch_events_carry_the_incarnation(void **state)
     pdc_close(c);
 }
 
+/* ---- reservations: agents moved aside, agents cut ---------------------- */
+
+static pdc_reserve_req corridor_req(uint64_t agent, pdc_xy from, pdc_xy to, int64_t t0)
+{
+    pdc_reserve_req q = {0};
+    q.scene = "corridor";
+    q.agent = agent;
+    q.start = from;
+    q.goal = to;
+    q.t0_ms = t0;
+    q.speed = 1.0;
+    return q;
+}
+
+/* A one-wide corridor with a side pocket above (8, 1). B (2) stands at
+ * (8, 1) from 0, A (1) at (6, 1) from 1000; at 4000 B (stood 4000 ms, A
+ * 3000) heads for the left room with yield_after_ms: A is moved aside and
+ * the answer carries its plan; a watcher hears AGENTS_DISPLACED. Then a
+ * wall dropped on A's new place cuts it: pdc_update_result.agents_cut. */
+static void test_reservations_yield_and_cut(void **state)
+{
+    pdi_daemon *d = *state;
+    pdc_conn *c = pdi_connect(d), *w = pdi_connect(d);
+    assert_non_null(c);
+    assert_non_null(w);
+    static const char rows[3][16] = {"...#####.###...", "...............", "...#########..."};
+    uint8_t cells[3 * 15];
+    for (int y = 0; y < 3; y++)
+        for (int x = 0; x < 15; x++)
+            cells[y * 15 + x] = rows[y][x] == '#' ? 0 : 1;
+    pdc_create_scene_req req = {0};
+    req.name = "corridor";
+    req.width = 15;
+    req.height = 3;
+    req.cells = cells;
+    pdc_scene_change ch;
+    assert_int_equal(pdc_create_scene(c, &req, &ch), PDC_OK);
+    const char *names[1] = {"corridor"};
+    uint64_t watch_id;
+    pdc_watch_event e;
+    assert_int_equal(pdc_watch(w, names, 1, &watch_id), PDC_OK);
+    assert_int_equal(pdc_watch_next(w, PDI_CALL_TIMEOUT_MS, &e), PDC_OK);
+    assert_int_equal(e.kind, PDC_WATCH_STARTED);
+    pdc_watch_event_free(&e);
+
+    pdc_reserve_result r;
+    pdc_reserve_req q = corridor_req(2, (pdc_xy){8, 1}, (pdc_xy){8, 1}, 0);
+    assert_int_equal(pdc_reserve_path(c, &q, &r), PDC_OK);
+    assert_int_equal(r.n_displaced, 0);
+    pdc_reserve_result_free(&r);
+    q = corridor_req(1, (pdc_xy){6, 1}, (pdc_xy){6, 1}, 1000);
+    assert_int_equal(pdc_reserve_path(c, &q, &r), PDC_OK);
+    pdc_reserve_result_free(&r);
+    q = corridor_req(2, (pdc_xy){8, 1}, (pdc_xy){1, 1}, 4000);
+    q.has_window = 1;
+    q.window_ms = 4000;
+    q.yield_after_ms = 2000;
+    int st = pdc_reserve_path(c, &q, &r);
+    assert_true(st == PDC_OK || st == PDC_PARTIAL);
+    assert_int_equal(r.n_displaced, 1);
+    const pdc_displaced_plan *dp = &r.displaced[0];
+    assert_int_equal(dp->agent, 1);
+    assert_true(dp->count >= 2);
+    assert_int_equal(dp->waypoints[0].x, 6);
+    assert_int_equal(dp->waypoints[0].y, 1);
+    assert_int_equal(dp->waypoints[0].t_arrive_ms, dp->t0_ms);
+    assert_int_equal(dp->reserved_until_ms, dp->waypoints[dp->count - 1].t_leave_ms);
+    const pdc_xy aside = {dp->waypoints[dp->count - 1].x, dp->waypoints[dp->count - 1].y};
+    const uint64_t version = r.scene_version;
+    pdc_reserve_result_free(&r);
+    assert_int_equal(pdc_watch_next(w, PDI_CALL_TIMEOUT_MS, &e), PDC_OK);
+    assert_int_equal(e.kind, PDC_WATCH_AGENTS_DISPLACED);
+    assert_string_equal(pdc_watch_kind_name(e.kind), "agents_displaced");
+    assert_int_equal(e.version, version);
+    assert_int_equal(e.agent_count, 1);
+    assert_int_equal(e.agents[0], 1);
+    pdc_watch_event_free(&e);
+
+    /* Out of range: refused, nothing moved. */
+    q = corridor_req(3, (pdc_xy){0, 0}, (pdc_xy){0, 0}, 0);
+    q.yield_after_ms = -1;
+    assert_int_equal(pdc_reserve_path(c, &q, &r), PDC_INVALID_ARGUMENT);
+    pdc_reserve_result_free(&r);
+
+    /* A wall where A now stands for good cuts A alone. */
+    pdc_update_req up = {0};
+    up.scene = "corridor";
+    up.is_rect = 1;
+    up.rect_min = up.rect_max = aside;
+    up.op = PDC_UPDATE_BLOCK;
+    pdc_update_result ur;
+    assert_int_equal(pdc_update_cells(c, &up, &ur), PDC_OK);
+    assert_int_equal(ur.n_agents_cut, 1);
+    assert_int_equal(ur.agents_cut[0], 1);
+    pdc_close(w);
+    pdc_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -552,6 +652,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_pool_spreads_work_over_its_connections, setup_cap,
                                         pdi_fixture_stop),
         cmocka_unit_test_setup_teardown(test_watch_events_carry_the_incarnation, setup_cap, pdi_fixture_stop),
+        cmocka_unit_test_setup_teardown(test_reservations_yield_and_cut, setup_cap, pdi_fixture_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

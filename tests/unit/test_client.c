@@ -1489,6 +1489,12 @@ static void script_issue4(fake_server *fs, int conn_index, int fd)
                                        uc->cells->cells[1]->y == 9);
                     ur.cells_changed = uc->cells->n_cells;
                 }
+                /* A block that cut two agents' reservations. */
+                static uint64_t cut[2] = {4, 17};
+                if (uc->op == PATHD__V1__UPDATE_OP__UPDATE_BLOCK) {
+                    ur.agents_cut = cut;
+                    ur.n_agents_cut = 2;
+                }
                 ur.version = 9;
                 ur.micros = 77;
                 resp.id = req->id;
@@ -1668,19 +1674,26 @@ static void test_pathctl_issue4_flags(void **state)
                              "2,2 t=100.000\n5,3 t=101.500\n9,3 t=103.250\n");
 
     /* update: a rectangle with a cost, then a cell list, human and JSON. */
-    fake_start(&fs, script_issue4, 2);
+    fake_start(&fs, script_issue4, 3);
     fake_run(&fs);
     snprintf(cmd, sizeof cmd, "'%s' --server %s update --scene demo --rect 2,3,5,4 --set cost=7",
              PDC_PATHCTL_BIN, fs.addr);
     code = run_capture(cmd, out, sizeof out);
     assert_int_equal(code, 0);
     assert_string_equal(out, "status OK version 9 cells_changed 8 micros 77\n");
+    /* A block that cut reservations: the agents, in text and JSON. */
+    snprintf(cmd, sizeof cmd, "'%s' --server %s update --scene demo --cells '1,1;8,9' --set blocked",
+             PDC_PATHCTL_BIN, fs.addr);
+    code = run_capture(cmd, out, sizeof out);
+    assert_int_equal(code, 0);
+    assert_string_equal(out, "status OK version 9 cells_changed 2 micros 77 agents_cut 4,17\n");
     snprintf(cmd, sizeof cmd, "'%s' --server %s --json update --scene demo --cells '1,1;8,9' --set blocked",
              PDC_PATHCTL_BIN, fs.addr);
     code = run_capture(cmd, out, sizeof out);
     fake_finish(&fs);
     assert_int_equal(code, 0);
-    assert_string_equal(out, "{\"status\":\"OK\",\"version\":9,\"cells_changed\":2,\"micros\":77}\n");
+    assert_string_equal(out, "{\"status\":\"OK\",\"version\":9,\"cells_changed\":2,\"micros\":77,"
+                             "\"agents_cut\":[4,17]}\n");
 
     /* Usage errors exit 2 without connecting. */
     const char *bad[] = {

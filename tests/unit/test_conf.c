@@ -69,6 +69,7 @@ static void test_empty_object_gives_defaults(void **state)
     assert_int_equal(c.max_watches_per_conn, 64);
     assert_int_equal(c.metrics_scene_series, 100);
     assert_int_equal(c.reservation_ttl_ms, 30000);
+    assert_int_equal(c.reservation_clear_holds, 1);
     assert_int_equal(c.max_agents_per_scene, 10000);
     assert_int_equal(c.max_reservation_entries, 1000000);
     assert_int_equal(c.max_reservation_window_ms, 60000);
@@ -457,8 +458,9 @@ static void test_reservation_keys(void **state)
     char err[256];
     assert_int_equal(load("{\"limits\": {\"reservation_ttl_ms\": 0, \"max_agents_per_scene\": 2000, "
                           "\"max_reservation_entries\": 4294967295, \"max_reservation_window_ms\": 0, "
-                          "\"max_agent_bytes\": 65536}}", &c, err, sizeof err), 0);
+                          "\"max_agent_bytes\": 65536, \"reservation_clear_holds\": false}}", &c, err, sizeof err), 0);
     assert_int_equal(c.reservation_ttl_ms, 0);
+    assert_int_equal(c.reservation_clear_holds, 0);
     assert_int_equal(c.max_agents_per_scene, 2000);
     assert_true(c.max_reservation_entries == UINT32_MAX);
     assert_int_equal(c.max_reservation_window_ms, 0);
@@ -533,6 +535,8 @@ static void test_limit_errors(void **state)
                  "t.json: $.limits.metrics_scene_series: must be in 0..100000");
     expect_error("{\"limits\": {\"reservation_ttl_ms\": 86400001}}",
                  "t.json: $.limits.reservation_ttl_ms: must be in 0..86400000");
+    expect_error("{\"limits\": {\"reservation_clear_holds\": 1}}",
+                 "t.json: $.limits.reservation_clear_holds: must be true or false, not a number");
     expect_error("{\"limits\": {\"max_agents_per_scene\": -1}}",
                  "t.json: $.limits.max_agents_per_scene: must be in 0..1000000");
     expect_error("{\"limits\": {\"max_reservation_entries\": 4294967296}}",

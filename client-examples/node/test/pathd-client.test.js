@@ -847,6 +847,46 @@ describe('reservations against a daemon of its own', () => {
       client.close();
     }
   });
+
+  it('moves a standing agent aside with yieldAfterMs and tells the game its new plan', async () => {
+    // A one-wide corridor with a side pocket above (8, 1): B stands at
+    // (8, 1) from 0, A at (6, 1) from 1000. At 4000 B (stood 4000 ms, A
+    // 3000) heads for the left room: A is in its way and is moved aside.
+    const client = new PathdClient(daemon().addr, { timeoutMs: 10000 });
+    const watcher = new PathdClient(daemon().addr, { timeoutMs: 10000 });
+    try {
+      await client.createScene('js-corridor', {
+        map: '...#####.###...\n...............\n...#########...\n', format: 'ascii',
+      });
+      await watcher.watch(['js-corridor']);
+      assert.equal((await watcher.watchNext()).kind, 'started');
+      const b0 = await client.reservePath('js-corridor', 2, [8, 1], [8, 1], 0, 1);
+      const a0 = await client.reservePath('js-corridor', 1, [6, 1], [6, 1], 1000, 1);
+      assert.deepEqual([b0.displaced, a0.displaced], [[], []]);
+      // Without yieldAfterMs nobody is moved.
+      const plain = await client.reservePath('js-corridor', 2, [8, 1], [1, 1], 4000, 1, { windowMs: 4000 });
+      assert.deepEqual(plain.displaced, []);
+      const b = await client.reservePath('js-corridor', 2, [8, 1], [1, 1], 4000, 1,
+        { windowMs: 4000, yieldAfterMs: 2000 });
+      assert.deepEqual(b.displaced.map((d) => d.agent), [1]);
+      const d = b.displaced[0];
+      assert.deepEqual([d.waypoints[0].x, d.waypoints[0].y, d.waypoints[0].t_arrive_ms], [6, 1, d.t0_ms]);
+      assert.equal(d.reserved_until_ms, d.waypoints.at(-1).t_leave_ms);
+      // B's way is clear of A's new plan: A ends off B's cells.
+      const bCells = new Set(b.waypoints.map((w) => `${w.x},${w.y}`));
+      assert.equal(bCells.has(`${d.waypoints.at(-1).x},${d.waypoints.at(-1).y}`), false);
+      // The table holds A's new plan, and the watcher hears who moved.
+      const held = (await client.reservations('js-corridor')).entries.filter((e) => e.agent === 1);
+      assert.ok(held.some((e) => e.t1_ms === null && e.x === d.waypoints.at(-1).x && e.y === d.waypoints.at(-1).y));
+      const ev = await watcher.watchNext();
+      assert.deepEqual([ev.kind, ev.agents, ev.version], ['agents_displaced', [1], b.scene_version]);
+      await assert.rejects(client.reservePath('js-corridor', 3, [0, 0], [0, 0], 0, 1, { yieldAfterMs: -1 }),
+        (e) => e.status === 'INVALID_ARGUMENT');
+    } finally {
+      watcher.close();
+      client.close();
+    }
+  });
 });
 
 describe('daemon with tokens', () => {
