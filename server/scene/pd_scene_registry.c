@@ -834,8 +834,11 @@ pd_status pd_registry_update_chain(pd_registry *r, const char *name, pd_registry
         pd_scene_writer *l;
         uint64_t max_bytes;
         whole = name ? pd__update_start(r, name, &cur, &l, &max_bytes) : PD_UNKNOWN_SCENE;
-        if (whole != PD_OK)
+        if (whole != PD_OK) {
+            for (size_t k = 0; k < n; k++)
+                items[k].status = whole;
             break;
+        }
         pthread_mutex_lock(&l->lock);
         pd_scene_update_result fits;
         memset(&fits, 0, sizeof fits);

@@ -761,6 +761,41 @@ static void test_store_batch_serves_up_to_the_refusal(void **state)
     store_free(a);
 }
 
+/* Each update of a batch gets the answer it would have had alone: one
+ * out of bounds is refused by itself, one that changes nothing (its cell
+ * blocked by the one before) makes no version, the rest make theirs; a
+ * batch of a scene not served refuses each UNKNOWN_SCENE. */
+static void test_store_batch_items_answer_alone(void **state)
+{
+    (void)state;
+    pd_store *st = replica_over("alone");
+    pd_point a = { 1, 1 }, out_of = { SIDE, 0 }, b = { 2, 2 };
+    pd_scene_update ops[4] = { { .op = PD_UPDATE_BLOCK, .cells = &a, .n_cells = 1 },
+                               { .op = PD_UPDATE_BLOCK, .cells = &out_of, .n_cells = 1 },
+                               { .op = PD_UPDATE_BLOCK, .cells = &a, .n_cells = 1 },
+                               { .op = PD_UPDATE_BLOCK, .cells = &b, .n_cells = 1 } };
+    pd_store_batch_item items[4];
+    for (size_t i = 0; i < 4; i++)
+        items[i] = (pd_store_batch_item){ .ops = &ops[i], .n_ops = 1 };
+    pd_store_update_cells_batch(st, "town", items, 4);
+    assert_int_equal(items[0].out.status, PD_OK);
+    assert_int_equal(items[0].out.update.version, 2);
+    assert_int_equal(items[1].out.status, PD_OUT_OF_BOUNDS);
+    assert_int_equal(items[2].out.status, PD_OK);
+    assert_int_equal(items[2].out.update.version, 2);
+    assert_int_equal(items[2].out.update.cells_changed, 0);
+    assert_int_equal(items[3].out.status, PD_OK);
+    assert_int_equal(items[3].out.update.version, 3);
+    assert_int_equal(version_of(st, "town"), 3);
+    assert_int_equal(cell_of(st, 1, 1), 0);
+    assert_int_equal(cell_of(st, 2, 2), 0);
+    assert_replays_to("alone", st);
+    pd_store_update_cells_batch(st, "nowhere", items, 2);
+    assert_int_equal(items[0].out.status, PD_UNKNOWN_SCENE);
+    assert_int_equal(items[1].out.status, PD_UNKNOWN_SCENE);
+    store_free(st);
+}
+
 typedef struct batch_call {
     pd_store *st;
     batch_of *b;
@@ -881,6 +916,7 @@ int main(void)
         cmocka_unit_test(test_pipelined_appends_in_order),
         cmocka_unit_test(test_cas_failure_in_the_middle_of_a_pipeline),
         cmocka_unit_test(test_store_batch_serves_up_to_the_refusal),
+        cmocka_unit_test(test_store_batch_items_answer_alone),
         cmocka_unit_test(test_redis_dies_with_appends_in_flight),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
