@@ -430,7 +430,7 @@ size_t pd_redis_log_append_many(pd_redis_log *rl, const pd_redis_append *a, size
     for (; queued && answered < n; answered++) {
         void *reply = NULL;
         if (redisGetReply(rl->conn, &reply) != REDIS_OK || !reply) {
-            snprintf(why, sizeof why, "Redis %.100s:%u: the connection failed: %s", rl->host, (unsigned)rl->port,
+            snprintf(why, sizeof why, "Redis %.100s:%u: the connection failed: %.100s", rl->host, (unsigned)rl->port,
                      rl->conn->errstr[0] ? rl->conn->errstr : "no answer");
             pd__drop_conn(rl);
             break;

@@ -786,12 +786,28 @@ pd_status pd_registry_update_hooked(pd_registry *r, const char *name, const pd_s
     }
 }
 
+/* The version of the items' first `upto` (a prefix of a chain the log
+ * took only in part), built again from cur on a copy; NULL when none of
+ * them changed a cell, or memory ran out. */
+static pd_scene *pd__chain_prefix(const pd_scene *cur, const pd_registry_chain_item *items, size_t upto)
+{
+    pd_registry_chain_item again[PD_REGISTRY_CHAIN_MAX];
+    if (upto == 0 || upto > PD_REGISTRY_CHAIN_MAX)
+        return NULL;
+    for (size_t k = 0; k < upto; k++)
+        again[k] = (pd_registry_chain_item){ .ops = items[k].ops, .n_ops = items[k].n_ops };
+    pd_scene *built = NULL;
+    (void)pd__apply_chain(cur, again, upto, NULL, &built);
+    return built;
+}
+
 /* The chain's swap (see pd__update_swap): under reload_lock, when cur is
- * still served, the hooks' commit says how many items are served and the
- * last version among them replaces cur. Returns 1 current (*served set,
- * *published the scene now served or NULL when none of them made a
- * version), 0 replaced meanwhile. */
-static int pd__chain_swap(pd_registry *r, const char *name, pd_scene *cur, pd_scene **built,
+ * still served, the hooks' commit says how many items are served, and
+ * the version the last of them made replaces cur: built when that is the
+ * chain's last, else the prefix built again. Returns 1 current (*served
+ * set, *published what is served now in cur's place or NULL when none of
+ * the served items made a version), 0 replaced meanwhile. */
+static int pd__chain_swap(pd_registry *r, const char *name, pd_scene *cur, pd_scene *built,
                           pd_registry_chain_item *items, size_t n, pd_scene_writer *l,
                           const pd_registry_chain_hooks *hooks, size_t *served, pd_scene **published)
 {
@@ -804,11 +820,18 @@ static int pd__chain_swap(pd_registry *r, const char *name, pd_scene *cur, pd_sc
         *served = hooks && hooks->commit ? hooks->commit(hooks->user, items, n) : n;
         if (*served > n)
             *served = n;
-        for (size_t k = *served; k-- > 0;)
-            if (built[k]) {
-                *published = built[k];
-                break;
-            }
+        int all = 1, some = 0;
+        for (size_t k = 0; k < n; k++) {
+            int made = items[k].status == PD_OK && items[k].res.cells_changed > 0;
+            if (k < *served)
+                some |= made;
+            else
+                all &= !made;
+        }
+        if (all)
+            *published = built;
+        else if (some)
+            *published = pd__chain_prefix(cur, items, *served);
     }
     if (*published)
         pd__serve_next(r, i, *published, l);
@@ -819,11 +842,8 @@ static int pd__chain_swap(pd_registry *r, const char *name, pd_scene *cur, pd_sc
 pd_status pd_registry_update_chain(pd_registry *r, const char *name, pd_registry_chain_item *items, size_t n,
                                    const pd_registry_chain_hooks *hooks)
 {
-    if (!r || !items || n == 0)
+    if (!r || !items || n == 0 || n > PD_REGISTRY_CHAIN_MAX)
         return PD_INVALID_ARGUMENT;
-    pd_scene **built = calloc(n, sizeof *built);
-    if (!built)
-        return PD_INTERNAL;
     pd_status whole = PD_OK;
     for (;;) {
         for (size_t k = 0; k < n; k++) {
@@ -843,46 +863,39 @@ pd_status pd_registry_update_chain(pd_registry *r, const char *name, pd_registry
         pd_scene_update_result fits;
         memset(&fits, 0, sizeof fits);
         whole = pd__update_fits(r, cur, l, max_bytes, &fits);
-        /* Each version is built on the one before it, as plain copies: the
-         * writer's spare holds a served version's cells, not these. */
-        const pd_scene *tip = cur;
-        int any = 0;
-        for (size_t k = 0; whole == PD_OK && k < n; k++) {
-            items[k].status = pd_scene_apply_updates(tip, items[k].ops, items[k].n_ops, &built[k], &items[k].res);
-            if (built[k]) {
-                tip = built[k];
-                any = 1;
-            }
-        }
-        if (whole != PD_OK)
+        /* One version holds them all (one copy, each item's repairs as
+         * alone); each item is told the version it makes. */
+        pd_scene *built = NULL;
+        if (whole == PD_OK)
+            (void)pd__apply_chain(cur, items, n, l, &built);
+        else
             for (size_t k = 0; k < n; k++) {
                 items[k].status = whole;
                 items[k].res = fits;
             }
-        int refused = any && hooks && hooks->before_publish && hooks->before_publish(hooks->user) != 0;
+        int refused = built && hooks && hooks->before_publish && hooks->before_publish(hooks->user) != 0;
         size_t served = 0;
         pd_scene *published = NULL;
         int current = 1;
-        if (any && !refused) {
+        if (built && !refused) {
             current = pd__chain_swap(r, name, cur, built, items, n, l, hooks, &served, &published);
             if (hooks && hooks->after_publish)
                 hooks->after_publish(hooks->user, served, current);
         }
         uint64_t now = published ? published->version : cur->version;
-        for (size_t k = 0; k < n; k++) {
-            if (built[k] && built[k] != published)
-                pd_scene_release(built[k]);
-            if (current && built[k] && (refused || k >= served)) {
+        for (size_t k = 0; built && current && k < n; k++) {
+            if (items[k].status == PD_OK && items[k].res.cells_changed > 0 && (refused || k >= served)) {
                 /* Made but not served: the version served is the answer. */
                 items[k].res.version = now;
                 items[k].res.cells_changed = 0;
                 if (refused)
                     items[k].status = PD_INTERNAL;
             }
-            built[k] = NULL;
         }
-        if (published)
-            pd_scene_release(cur); /* the registry's reference: cur is replaced */
+        if (built && built != published)
+            pd_scene_release(built);
+        if (published) /* cur keeps the registry's reference as the writer's spare (or goes) */
+            pd__update_retire(cur, l, NULL, 0, 0);
         pthread_mutex_unlock(&l->lock);
         pd_scene_release(cur);
         pd__writer_release(l);
@@ -891,7 +904,6 @@ pd_status pd_registry_update_chain(pd_registry *r, const char *name, pd_registry
         /* A reload or a drop replaced the scene while the versions were
          * built: start again from what is served now. */
     }
-    free(built);
     return whole;
 }
 
