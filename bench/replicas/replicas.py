@@ -473,9 +473,11 @@ def load(cl, node):
 def target3(cl, a, b, solo, c):
     """Rows: the standalone with the updates sent to it; replica b with the
     updates sent through replica a (and, as a second row, split over a and
-    c: one pathd has one append in flight at a time, so one replica
-    acknowledges at most 1 / (append round trip) updates a second); the
-    standalone with no updates. Each row's "applied" is the versions the
+    c: their appends of the one scene race on the compare-and-set, so the
+    loser's are refused until its tail has the winner's); the standalone
+    with no updates. A replica appends a scene's updates that queue up
+    during one append round trip together, in one pipeline, so one replica
+    carries more than 1 / (round trip) updates a second. Each row's "applied" is the versions the
     queried pathd served during the load, per second: the update load it
     really carried."""
     kinds = (("solo", solo, [solo]), ("replica", b, [a]), ("replica_2via", b, [a, c]),

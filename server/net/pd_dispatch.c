@@ -291,7 +291,11 @@ static void pd__submit(pd__conn *c, pd_job *job)
     job->task.hand_over_at_once = c->in_flight == 0;
     if (job->task.hand_over_at_once)
         job->wire = pd__wire_retain(c->wire);
+    /* The store hears of each ordered job in its lane's order, so it may
+     * append a scene's queued updates together (pd_kind_lane_submit). */
+    pd_kind_lane_submit(job, s->store);
     pd_status st = pd__enqueue(c, &job->task);
+    pd_kind_lane_submitted(job, s->store, st == PD_OK);
     if (st != PD_OK) {
         char msg[PD__MESSAGE_MAX];
         pd__job_free(job);

@@ -63,6 +63,7 @@ struct pd_job {
     pd_store *store;              /* the server's: every change goes through it */
     pd_update_cells_req update_req;   /* cells owned */
     pd_update_outcome update;
+    struct pd_store_queued *queued;   /* queued for a batch (pd_kind_lane_submit), or NULL */
 
     /* pd_request_is_scene_change(kind): store as above */
     pd_scene_change_req change;   /* map owned */

@@ -121,4 +121,12 @@ pd_status pd_kind_batch_prepare_item(pd_job *batch, size_t i, const pd_kind_env 
  * only share a lane. */
 uint64_t pd_kind_scene_lane(const char *name);
 
+/* Around the submit of an ordered job (job->task.ordered, its lanes set):
+ * the store hears of it (pd_store_lane_note, or an UpdateCells queued with
+ * pd_store_update_enqueue, so a batch of the scene's queued updates may
+ * take it: issue 32's appends in one pipeline); submitted says whether the
+ * pool took it. On the loop, in submission order. */
+void pd_kind_lane_submit(pd_job *job, pd_store *store);
+void pd_kind_lane_submitted(pd_job *job, pd_store *store, int accepted);
+
 #endif

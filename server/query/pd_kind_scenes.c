@@ -57,7 +57,8 @@ static pd_status pd__update_run(pd_job *job, pd_query_scratch *scratch, const pd
 {
     (void)scratch;
     (void)ctl;
-    pd_status st = pd_query_update_cells(job->store, &job->update_req, &job->update);
+    pd_status st = job->queued ? pd_store_update_run(job->store, job->queued, &job->update)
+                               : pd_query_update_cells(job->store, &job->update_req, &job->update);
     if (st == PD_OK && job->update.update.cells_changed)
         pd__update_cut(job);
     return st;
@@ -67,6 +68,32 @@ static void pd__update_release(pd_job *job)
 {
     pd_update_cut_free(job->ext);
     job->ext = NULL;
+    if (job->queued)
+        pd_store_update_forget(job->store, job->queued);
+    job->queued = NULL;
+}
+
+void pd_kind_lane_submit(pd_job *job, pd_store *store)
+{
+    if (!store || !job->task.ordered)
+        return;
+    if (job->kind == PD_REQ_UPDATE_CELLS && job->store == store && pd_store_batches(store)) {
+        const pd_update_cells_req *u = &job->update_req;
+        pd_scene_update one = u->update;
+        if (u->cells)
+            one.cells = u->cells;
+        job->queued = pd_store_update_enqueue(store, u->scene, u->n_ops ? u->ops : &one, u->n_ops ? u->n_ops : 1,
+                                              u->idem_key, job->task.lane, job->task.deadline_ns == 0);
+        if (job->queued)
+            return;
+    }
+    pd_store_lane_note(store, job->task.lane, job->task.lane2);
+}
+
+void pd_kind_lane_submitted(pd_job *job, pd_store *store, int accepted)
+{
+    if (job->queued)
+        pd_store_update_submitted(store, job->queued, accepted);
 }
 
 /* The update's SCENE_UPDATED, then the AGENTS_CUT events of the agents it

@@ -29,22 +29,32 @@
  * connect (a Redis restarted without its data has none). KEYS: stream,
  * meta, dedup (meta again when there is no key), seq, scenes. ARGV: op
  * (next|new|drop), expected ("" none), the NEW version, "1" when a key is
- * given, its TTL, the scene's name, the record. Answers {status, version}:
- * OK, DUP (the key's first version), STALE (the log's version), EXISTS,
+ * given, its TTL, the scene's name, the record, this append's tag, and the
+ * tag the scene's last append must have ("" none). Answers {status,
+ * version}: OK, DUP (the key's first version), STALE (the log's version),
+ * CHAIN (the last append is not the one named: the log's version), EXISTS,
  * GONE. The dedup check comes first, so a retry of a change that went
- * through is answered, not refused as stale. */
+ * through is answered, not refused as stale.
+ *
+ * The tags chain the appends of one pipeline (pd_redis_log_append_many):
+ * each record after the first was built on the one before it, so it may
+ * be appended only right after that one. A version check alone would let
+ * it through after another replica's record took that version (the log
+ * at the expected version, but not by this replica's record): the tag
+ * refuses it, and so every later record of the pipeline. */
 static const char PD__LIBRARY[] =
     "#!lua name=pathd\n"
     "local function append(keys, args)\n"
     "  local stream, meta, dedup, seq, scenes = keys[1], keys[2], keys[3], keys[4], keys[5]\n"
-    "  local op, expected, made, keyed, ttl, scene, record =\n"
-    "    args[1], args[2], args[3], args[4], args[5], args[6], args[7]\n"
+    "  local op, expected, made, keyed, ttl, scene, record, tag, after =\n"
+    "    args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8] or '', args[9] or ''\n"
     "  if keyed == '1' then\n"
     "    local seen = redis.call('GET', dedup)\n"
     "    if seen then return {'DUP', seen} end\n"
     "  end\n"
-    "  local m = redis.call('HMGET', meta, 'v', 'inc', 'live')\n"
+    "  local m = redis.call('HMGET', meta, 'v', 'inc', 'live', 'tag')\n"
     "  local cur, inc, live = tonumber(m[1]) or 0, tonumber(m[2]) or 0, m[3] == '1'\n"
+    "  if after ~= '' and m[4] ~= after then return {'CHAIN', tostring(cur)} end\n"
     "  local want = tonumber(expected)\n"
     "  local v, id\n"
     "  if op == 'next' then\n"
@@ -75,7 +85,7 @@ static const char PD__LIBRARY[] =
     "  local g = redis.call('INCR', seq)\n"
     "  redis.call('XADD', stream, id, 'v', string.format('%d', v), 'g', g, 'r', record)\n"
     "  redis.call('HSET', meta, 'v', string.format('%d', v), 'inc', string.format('%d', inc),\n"
-    "             'live', op == 'drop' and '0' or '1')\n"
+    "             'live', op == 'drop' and '0' or '1', 'tag', tag)\n"
     "  redis.call('SADD', scenes, scene)\n"
     "  if keyed == '1' then redis.call('SET', dedup, string.format('%d', v), 'EX', ttl) end\n"
     "  return {'OK', string.format('%d', v)}\n"
@@ -109,6 +119,8 @@ struct pd_redis_log {
     char why[256];                /* why the last append refused, or why it failed */
     atomic_uint_fast64_t bytes;   /* record bytes replayed and appended */
     atomic_int tailed;            /* a replica's tail brings this pathd up to the log */
+    uint64_t tag_base;            /* this log's part of every append's tag (random) */
+    atomic_uint_fast64_t tag_next;
 
     /* Reconnects (conn_lock): after a failed connect, commands fail at
      * once until next_try_us, then one connect is tried; the wait doubles
@@ -298,14 +310,56 @@ static int pd__reply_u64(const redisReply *r, uint64_t *out)
     return 0;
 }
 
-pd_status pd_redis_log_append(pd_redis_log *rl, const pd_redis_append *a, pd_redis_append_result *out)
+/* Reads one pathd_append answer into out (the version, the status, why). */
+static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const redisReply *r,
+                            pd_redis_append_result *out)
+{
+    uint64_t v = 0;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+        pd__reply_u64(r->element[1], &v) != 0) {
+        snprintf(out->message, sizeof out->message, "Redis %.100s:%u: pathd_append answered something else", rl->host,
+                 (unsigned)rl->port);
+        out->status = PD_INTERNAL;
+        return;
+    }
+    const char *what = r->element[0]->str;
+    out->version = v;
+    if (strcmp(what, "OK") == 0 || strcmp(what, "DUP") == 0) {
+        out->duplicate = what[0] == 'D';
+        out->status = PD_OK;
+    } else if (strcmp(what, "STALE") == 0) {
+        snprintf(out->message, sizeof out->message, "scene '%s': the log is at version %" PRIu64 ", not %" PRIu64,
+                 a->scene, v, a->expected);
+        out->status = PD_STALE_VERSION;
+    } else if (strcmp(what, "CHAIN") == 0) {
+        snprintf(out->message, sizeof out->message,
+                 "scene '%s': the change this one was made on is not the log's last (the log is at version %" PRIu64
+                 ")",
+                 a->scene, v);
+        out->status = PD_UNAVAILABLE;
+        out->chain = 1;
+    } else if (strcmp(what, "EXISTS") == 0) {
+        snprintf(out->message, sizeof out->message, "scene '%s': the log already has it, at version %" PRIu64,
+                 a->scene, v);
+        out->status = PD_SCENE_EXISTS;
+    } else if (strcmp(what, "GONE") == 0) {
+        snprintf(out->message, sizeof out->message, "scene '%s': the log has no live scene of that name", a->scene);
+        out->status = PD_UNKNOWN_SCENE;
+    } else {
+        snprintf(out->message, sizeof out->message, "Redis %.100s:%u: pathd_append answered '%s'", rl->host,
+                 (unsigned)rl->port, what);
+        out->status = PD_INTERNAL;
+    }
+    if (out->status == PD_OK && !out->duplicate)
+        atomic_fetch_add(&rl->bytes, a->len);
+}
+
+/* Queues the FCALL of append a (tag: its tag; after: the tag the scene's
+ * last append must have, "" none) in the connection's output buffer
+ * (conn_lock held, connected). 0, or -1 (memory). */
+static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const char *tag, const char *after)
 {
     static const char *const ops[] = { "next", "new", "drop" };
-    memset(out, 0, sizeof *out);
-    if ((unsigned)a->op > PD_REDIS_DROP || !a->scene || !a->scene[0]) {
-        snprintf(out->message, sizeof out->message, "append: no such op, or no scene");
-        return out->status = PD_INVALID_ARGUMENT;
-    }
     char stream[320], meta[320], dedup[640], seq[96], scenes[96], expected[24], made[24], ttl[16];
     pd_redis_log_stream_key(rl, a->scene, stream, sizeof stream);
     snprintf(meta, sizeof meta, "%s:{%s}:meta", rl->prefix, a->scene);
@@ -322,62 +376,90 @@ pd_status pd_redis_log_append(pd_redis_log *rl, const pd_redis_append *a, pd_red
     snprintf(made, sizeof made, "%" PRIu64, a->version);
     snprintf(ttl, sizeof ttl, "%" PRIu32, rl->dedup_ttl_s);
     const char *argv[] = { "FCALL", "pathd_append", "5", stream, meta, dedup, seq, scenes, ops[a->op], expected,
-                           made, a->key ? "1" : "0", ttl, a->scene, (const char *)a->payload };
-    enum { ARGC = sizeof argv / sizeof *argv };
+                           made, a->key ? "1" : "0", ttl, a->scene, (const char *)a->payload, tag, after };
+    enum { ARGC = sizeof argv / sizeof *argv, RECORD = 14 };
     size_t argvlen[ARGC];
-    for (size_t i = 0; i + 1 < ARGC; i++)
-        argvlen[i] = strlen(argv[i]);
-    argvlen[ARGC - 1] = a->len; /* the record is binary: never strlen'ed */
+    for (size_t i = 0; i < ARGC; i++)
+        argvlen[i] = i == RECORD ? a->len : strlen(argv[i]); /* the record is binary: never strlen'ed */
+    return redisAppendCommandArgv(rl->conn, ARGC, argv, argvlen) == REDIS_OK ? 0 : -1;
+}
 
-    int io = 0;
+pd_status pd_redis_log_append(pd_redis_log *rl, const pd_redis_append *a, pd_redis_append_result *out)
+{
+    pd_redis_log_append_many(rl, a, 1, out);
+    return out->status;
+}
+
+size_t pd_redis_log_append_many(pd_redis_log *rl, const pd_redis_append *a, size_t n, pd_redis_append_result *out)
+{
+    size_t answered = 0, appended = 0;
+    for (size_t i = 0; i < n; i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        out[i].status = PD_UNAVAILABLE; /* until its answer says otherwise */
+        if ((unsigned)a[i].op > PD_REDIS_DROP || !a[i].scene || !a[i].scene[0]) {
+            snprintf(out[0].message, sizeof out[0].message, "append %zu: no such op, or no scene", i);
+            for (size_t j = 0; j < n; j++)
+                out[j].status = PD_INVALID_ARGUMENT;
+            return 0;
+        }
+    }
+    if (n == 0)
+        return 0;
+    /* Tags: this pathd's (random at create) and a counter, so no two
+     * appends anywhere share one. */
+    char tags[2][48];
     uint64_t t0 = pd__now_us();
     pthread_mutex_lock(&rl->conn_lock);
-    redisReply *r = pd__command(rl, ARGC, argv, argvlen, &io, out->message,
-                                sizeof out->message);
-    pthread_mutex_unlock(&rl->conn_lock);
-    if (!r) {
-        /* Unreachable, or an error answer (out of memory with noeviction,
-         * a Redis that is loading): the FUNCTION ran whole or not at all,
-         * so nothing was appended by an error, and a retry may pass (a
-         * timeout may have reached Redis: the same key answers it). */
-        atomic_fetch_add(&rl->append_fails, 1);
-        return out->status = PD_UNAVAILABLE;
+    char why[sizeof out->message] = "";
+    int queued = pd__connect(rl, why, sizeof why) == 0;
+    for (size_t i = 0; queued && i < n; i++) {
+        char *tag = tags[i % 2];
+        snprintf(tag, sizeof tags[0], "%016" PRIx64 "-%" PRIu64, rl->tag_base,
+                 (uint64_t)atomic_fetch_add(&rl->tag_next, 1));
+        if (pd__queue_append(rl, &a[i], tag, i > 0 ? tags[(i - 1) % 2] : "") != 0) {
+            /* Nothing was sent yet (hiredis writes at the first read): a
+             * connection whose buffer is half full is dropped. */
+            snprintf(why, sizeof why, "Redis %.100s:%u: out of memory queueing an append", rl->host,
+                     (unsigned)rl->port);
+            pd__drop_conn(rl);
+            queued = 0;
+        }
     }
-    atomic_fetch_add(&rl->appends, 1);
-    atomic_fetch_add(&rl->append_us, pd__now_us() - t0);
-    uint64_t v = 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
-        pd__reply_u64(r->element[1], &v) != 0) {
-        snprintf(out->message, sizeof out->message, "Redis %.100s:%u: pathd_append answered something else", rl->host,
-                 (unsigned)rl->port);
+    /* The answers, in order: Redis runs one connection's commands in
+     * order, so each is the answer to the append queued at its place. */
+    for (; queued && answered < n; answered++) {
+        void *reply = NULL;
+        if (redisGetReply(rl->conn, &reply) != REDIS_OK || !reply) {
+            snprintf(why, sizeof why, "Redis %.100s:%u: the connection failed: %.100s", rl->host, (unsigned)rl->port,
+                     rl->conn->errstr[0] ? rl->conn->errstr : "no answer");
+            pd__drop_conn(rl);
+            break;
+        }
+        redisReply *r = reply;
+        atomic_fetch_add(&rl->appends, 1);
+        atomic_fetch_add(&rl->append_us, pd__now_us() - t0);
+        if (r->type == REDIS_REPLY_ERROR) {
+            /* An error answer (out of memory with noeviction, a Redis that
+             * is loading): the FUNCTION ran whole or not at all, so
+             * nothing was appended; a retry may pass. */
+            snprintf(out[answered].message, sizeof out[answered].message, "Redis %.100s:%u: FCALL: %s", rl->host,
+                     (unsigned)rl->port, r->str);
+        } else {
+            pd__take_answer(rl, &a[answered], r, &out[answered]);
+        }
         freeReplyObject(r);
-        return out->status = PD_INTERNAL;
+        if (out[answered].status == PD_OK && appended == answered)
+            appended++;
     }
-    const char *what = r->element[0]->str;
-    out->version = v;
-    if (strcmp(what, "OK") == 0 || strcmp(what, "DUP") == 0) {
-        out->duplicate = what[0] == 'D';
-        out->status = PD_OK;
-    } else if (strcmp(what, "STALE") == 0) {
-        snprintf(out->message, sizeof out->message, "scene '%s': the log is at version %" PRIu64 ", not %" PRIu64,
-                 a->scene, v, a->expected);
-        out->status = PD_STALE_VERSION;
-    } else if (strcmp(what, "EXISTS") == 0) {
-        snprintf(out->message, sizeof out->message, "scene '%s': the log already has it, at version %" PRIu64,
-                 a->scene, v);
-        out->status = PD_SCENE_EXISTS;
-    } else if (strcmp(what, "GONE") == 0) {
-        snprintf(out->message, sizeof out->message, "scene '%s': the log has no live scene of that name", a->scene);
-        out->status = PD_UNKNOWN_SCENE;
-    } else {
-        snprintf(out->message, sizeof out->message, "Redis %.100s:%u: pathd_append answered '%s'", rl->host,
-                 (unsigned)rl->port, what);
-        out->status = PD_INTERNAL;
+    pthread_mutex_unlock(&rl->conn_lock);
+    /* Unanswered: unreachable, or the connection failed with the appends
+     * in flight. Each may or may not have reached Redis: retryable (the
+     * same key answers a retry of one that did), never served. */
+    for (size_t i = answered; i < n; i++) {
+        atomic_fetch_add(&rl->append_fails, 1);
+        snprintf(out[i].message, sizeof out[i].message, "%s", why);
     }
-    freeReplyObject(r);
-    if (out->status == PD_OK)
-        atomic_fetch_add(&rl->bytes, a->len);
-    return out->status;
+    return appended;
 }
 
 /* ---- reading a stream ------------------------------------------------------------ */
@@ -566,45 +648,53 @@ static void pd__fail(pd_redis_log *rl, const char *fmt, const char *why)
     atomic_store(&rl->failed, 1);
 }
 
-static int pd__rl_append(void *log, const pd_journal_record *rec)
+/* The append of rec into a, its payload in *framed (the caller frees it).
+ * 0, or -1 when the log failed (a record it cannot hold, memory). */
+static int pd__rl_prepare(pd_redis_log *rl, const pd_journal_record *rec, pd_redis_append *a, uint8_t **framed)
 {
-    pd_redis_log *rl = log;
-    pd_redis_append a = { .scene = rec->scene, .key = rec->key && rec->key[0] ? rec->key : NULL };
-    rl->dup_version = 0;
+    *a = (pd_redis_append){ .scene = rec->scene, .key = rec->key && rec->key[0] ? rec->key : NULL };
+    *framed = NULL;
     switch (rec->type) {
     case PD_JOURNAL_UPDATE:
     case PD_JOURNAL_RESET:
         /* The registry made rec->version from rec->version - 1: the log
          * must be there, or another writer went first. */
-        a.op = PD_REDIS_NEXT;
-        a.has_expected = 1;
-        a.expected = rec->version - 1;
+        a->op = PD_REDIS_NEXT;
+        a->has_expected = 1;
+        a->expected = rec->version - 1;
         break;
     case PD_JOURNAL_SCENE:
     case PD_JOURNAL_INSTANCE:
-        a.op = PD_REDIS_NEW;
-        a.version = rec->version;
+        a->op = PD_REDIS_NEW;
+        a->version = rec->version;
         break;
     case PD_JOURNAL_DROP:
-        a.op = PD_REDIS_DROP;
-        a.has_expected = 1;
-        a.expected = rec->version;
+        a->op = PD_REDIS_DROP;
+        a->has_expected = 1;
+        a->expected = rec->version;
         break;
     default:
         pd__fail(rl, "%s", "a snapshot-only record cannot be appended to the Redis log");
         return -1;
     }
-    uint8_t *framed = NULL;
     size_t len = 0;
-    if (pd_journal_encode(rec, &framed, &len) != 0) {
+    if (pd_journal_encode(rec, framed, &len) != 0) {
         pd__fail(rl, "%s", "out of memory encoding a record");
         return -1;
     }
-    a.payload = framed + PD_JOURNAL_HEADER_BYTES;
-    a.len = len - PD_JOURNAL_HEADER_BYTES;
-    pd_redis_append_result res;
-    pd_status st = pd_redis_log_append(rl, &a, &res);
-    free(framed);
+    a->payload = *framed + PD_JOURNAL_HEADER_BYTES;
+    a->len = len - PD_JOURNAL_HEADER_BYTES;
+    return 0;
+}
+
+/* What the answer res to rec's append means (under the change lock): 0
+ * taken (served), or -1 with why, refusal and dup_version set (and the
+ * log failed when the refusal is final). */
+static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd_redis_append_result *in)
+{
+    pd_redis_append_result res = *in;
+    pd_status st = res.status;
+    rl->dup_version = 0;
     /* The log made the version this change makes: a fresh append, or a
      * key the log has seen at that version (the first try reached the
      * log but not this pathd: its answer timed out, and the same change
@@ -627,7 +717,8 @@ static int pd__rl_append(void *log, const pd_journal_record *rec)
         snprintf(res.message, sizeof res.message, "scene '%s': the log made version %" PRIu64 ", not %" PRIu64,
                  rec->scene, res.version, rec->version);
     if (st == PD_UNAVAILABLE && rec->type != PD_JOURNAL_DROP) {
-        /* Nothing served, nothing recorded: the client may try again. */
+        /* Nothing served, nothing recorded (or a chained append refused
+         * because the one before it was): the client may try again. */
         memcpy(rl->why, res.message, sizeof rl->why);
         rl->refusal = PD_UNAVAILABLE;
         return -1;
@@ -647,6 +738,67 @@ static int pd__rl_append(void *log, const pd_journal_record *rec)
      * replica's work, not yet here. */
     pd__fail(rl, "the Redis log and this pathd disagree: %.160s; restart pathd to replay the log", res.message);
     return -1;
+}
+
+static int pd__rl_append(void *log, const pd_journal_record *rec)
+{
+    pd_redis_log *rl = log;
+    rl->dup_version = 0;
+    pd_redis_append a;
+    uint8_t *framed;
+    if (pd__rl_prepare(rl, rec, &a, &framed) != 0)
+        return -1;
+    pd_redis_append_result res;
+    pd_redis_log_append(rl, &a, &res);
+    free(framed);
+    return pd__rl_judge(rl, rec, &res);
+}
+
+/* Updates of one scene, each made on the one before, in one pipeline
+ * (pd_redis_log_append_many): the records from the first up to the first
+ * refused one are taken; that one is judged as a lone append would be
+ * (refusal, dup_version, why), and every later one is refused - retryable
+ * unless the log failed -, answered by its key when the log has seen it. */
+static size_t pd__rl_append_many(void *log, const pd_journal_record *recs, size_t n, pd_changelog_outcome *out)
+{
+    pd_redis_log *rl = log;
+    rl->dup_version = 0;
+    pd_redis_append *a = calloc(n ? n : 1, sizeof *a);
+    uint8_t **framed = calloc(n ? n : 1, sizeof *framed);
+    pd_redis_append_result *res = calloc(n ? n : 1, sizeof *res);
+    size_t prepared = 0;
+    if (!a || !framed || !res)
+        pd__fail(rl, "%s", "out of memory appending records");
+    else
+        while (prepared < n && pd__rl_prepare(rl, &recs[prepared], &a[prepared], &framed[prepared]) == 0)
+            prepared++;
+    if (prepared == n)
+        pd_redis_log_append_many(rl, a, n, res);
+    size_t taken = 0;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = (pd_changelog_outcome){ .refusal = PD_INTERNAL };
+        if (prepared < n)
+            continue; /* the log failed: nothing was sent */
+        if (taken == i) {
+            if (pd__rl_judge(rl, &recs[i], &res[i]) == 0) {
+                out[i].refusal = PD_OK;
+                taken++;
+            } else {
+                out[i].refusal = rl->refusal;
+                out[i].duplicate = rl->dup_version;
+            }
+            continue;
+        }
+        out[i].refusal = atomic_load(&rl->failed) ? PD_INTERNAL : PD_UNAVAILABLE;
+        if (res[i].status == PD_OK && res[i].duplicate)
+            out[i].duplicate = res[i].version;
+    }
+    for (size_t i = 0; i < prepared; i++)
+        free(framed[i]);
+    free(a);
+    free(framed);
+    free(res);
+    return taken;
 }
 
 static pd_status pd__rl_refusal(void *log)
@@ -907,6 +1059,7 @@ static const pd_changelog_ops PD__REDIS_OPS = {
     .lock = pd__rl_lock,
     .unlock = pd__rl_unlock,
     .append = pd__rl_append,
+    .append_many = pd__rl_append_many,
     .refusal = pd__rl_refusal,
     .duplicate = pd__rl_duplicate,
     .sync = pd__rl_sync,
@@ -941,6 +1094,20 @@ void pd_redis_log_stats(pd_redis_log *rl, pd_redis_log_counters *out)
     out->append_failures = atomic_load(&rl->append_fails);
 }
 
+/* 64 random bits naming this log's appends (their tags), so two pathds,
+ * or two runs of one, never share a tag: /dev/urandom, else the clock,
+ * the pid-dependent address and the object's. */
+static uint64_t pd__tag_base(const pd_redis_log *rl)
+{
+    uint64_t v = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(&v, sizeof v, 1, f) != 1)
+        v = pd__now_us() * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)rl ^ (uint64_t)(uintptr_t)&v;
+    if (f)
+        fclose(f);
+    return v;
+}
+
 pd_redis_log *pd_redis_log_create(const pd_redis_log_opts *opts, char *err, size_t errlen)
 {
     if (!opts->host || !opts->host[0] || strlen(opts->host) >= sizeof ((pd_redis_log *)0)->host || !opts->prefix ||
@@ -963,6 +1130,7 @@ pd_redis_log *pd_redis_log_create(const pd_redis_log_opts *opts, char *err, size
     rl->warn_user = opts->warn_user;
     rl->refusal = PD_INTERNAL;
     rl->rand_state = (unsigned)pd__now_us() ^ (unsigned)(uintptr_t)rl;
+    rl->tag_base = pd__tag_base(rl);
     pthread_mutex_init(&rl->lock, NULL);
     pthread_mutex_init(&rl->conn_lock, NULL);
     pthread_mutex_init(&rl->pos_lock, NULL);

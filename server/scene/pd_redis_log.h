@@ -109,12 +109,30 @@ typedef struct pd_redis_append_result {
     pd_status status;
     uint64_t version;             /* OK: the version made (a duplicate: the first time's) */
     int duplicate;                /* OK: the key had been seen; nothing appended */
+    int chain;                    /* UNAVAILABLE: refused because the append before it in
+                                     its pipeline is not the log's last (it was refused,
+                                     or another replica's came between) */
     char message[256];            /* why, when status != PD_OK */
 } pd_redis_append_result;
 
 /* One append through the FUNCTION. Any thread; blocks for at most about
  * two timeouts (a reconnect, then the command). Returns out->status. */
 pd_status pd_redis_log_append(pd_redis_log *rl, const pd_redis_append *a, pd_redis_append_result *out);
+
+/* n appends of one scene in one pipeline: the n FCALLs are written
+ * together and their answers read in order (Redis runs one connection's
+ * commands in order, and with appendfsync always one fsync covers the
+ * appends that arrive together). Each append after the first is chained
+ * to the one before (the record was made on it): Redis refuses it (out
+ * .chain, UNAVAILABLE) unless the scene's last append is that one, so a
+ * refused append - a compare-and-set that failed, a key seen at another
+ * version, an error - refuses every later one of the pipeline, and none
+ * lands on a version another replica made. out[i] is append i's result;
+ * when the connection fails with appends in flight, each unanswered one
+ * is UNAVAILABLE (it may have reached Redis: a retry with its key is
+ * answered DUP, never applied twice). Returns how many appends from the
+ * first were answered OK (appended, or a duplicate). */
+size_t pd_redis_log_append_many(pd_redis_log *rl, const pd_redis_append *a, size_t n, pd_redis_append_result *out);
 
 /* A replica's tail brings this pathd up to the log (server/net
  * pd_replica.c): a change refused because the log moved on (another

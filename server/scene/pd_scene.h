@@ -531,4 +531,45 @@ pd_status pd_registry_update_hooked(pd_registry *r, const char *name, const pd_s
                                     size_t n_ops, const pd_registry_update_hooks *hooks,
                                     pd_scene_update_result *res);
 
+/* Several updates of one scene in order, each built on the version the one
+ * before made (issue 32: a replica appends them to the shared log in one
+ * pipeline, so a scene's updates queued during one append round trip cost
+ * one more, not one each). Each item is an update of its own: its status
+ * (pd_registry_update_many's) and, on PD_OK with cells changed, the
+ * version it makes. They are applied in order to one private snapshot
+ * (one copy, each item's repairs as it alone would make them), which
+ * holds the last one's version, and not served yet; the hooks' commit,
+ * under the registry's swap, sees them all and returns how many items
+ * from the first may be served; the scene then serves the version the
+ * last of those made (that snapshot, or - when the log took only a
+ * prefix - the prefix applied again to a copy), and an
+ * item after them that made a version is not served (its res.version is
+ * what is served, cells_changed 0; the caller says why in its status).
+ * before_publish runs once, after the builds, when some item made a
+ * version (nonzero: none is served, those items PD_INTERNAL);
+ * after_publish follows it with the count served and whether the scene
+ * was still current (a reload or drop that replaced it meanwhile makes the
+ * chain start again, hooks included). Returns PD_OK, or the status that
+ * refused every item (PD_UNKNOWN_SCENE, PD_LIMIT_EXCEEDED, PD_INTERNAL;
+ * PD_INVALID_ARGUMENT for n outside 1..PD_REGISTRY_CHAIN_MAX). */
+/* Most items one chain takes. */
+#define PD_REGISTRY_CHAIN_MAX 64u
+
+typedef struct pd_registry_chain_item {
+    const pd_scene_update *ops;
+    size_t n_ops;
+    pd_status status;               /* set by the call */
+    pd_scene_update_result res;     /* set by the call */
+} pd_registry_chain_item;
+
+typedef struct pd_registry_chain_hooks {
+    int (*before_publish)(void *user);
+    size_t (*commit)(void *user, pd_registry_chain_item *items, size_t n);
+    void (*after_publish)(void *user, size_t served, int current);
+    void *user;
+} pd_registry_chain_hooks;
+
+pd_status pd_registry_update_chain(pd_registry *r, const char *name, pd_registry_chain_item *items, size_t n,
+                                   const pd_registry_chain_hooks *hooks);
+
 #endif

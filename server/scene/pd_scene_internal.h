@@ -79,5 +79,14 @@ pd_scene *pd__scene_load_or_keep(const pd_conf_scene *cs, pd_scene *keep, const 
 
 pd_status pd__apply_updates(const pd_scene *s, const pd_scene_update *ops, size_t n_ops, pd_scene_writer *l,
                             pd_scene **out, pd_scene_update_result *res);
+/* The chain's items applied in order to one private snapshot of s (the
+ * writer's spare when l allows, else a copy): each validated on its own
+ * (a refused one changes nothing), each given the version it makes when it
+ * changes cells (s's version plus the changing items up to it) and its
+ * own result, repaired op by op as alone. *out: the snapshot, at the last
+ * item's version, or NULL when no item changed a cell. PD_OK, or
+ * PD_INTERNAL (memory: the items that were valid say so, *out NULL). */
+pd_status pd__apply_chain(const pd_scene *s, pd_registry_chain_item *items, size_t n, pd_scene_writer *l,
+                          pd_scene **out);
 
 #endif

@@ -650,6 +650,20 @@ static pd_status pd__update_start(pd_registry *r, const char *name, pd_scene **c
     return st;
 }
 
+/* Serves next at index i, in place of the version there (reload_lock
+ * held): charged, holding a reference to the scene's writer l. */
+static void pd__serve_next(pd_registry *r, size_t i, pd_scene *next, pd_scene_writer *l)
+{
+    if (next->acct)
+        pd__recharge(next); /* a reused spare */
+    else
+        pd__charge(r->acct, next);
+    next->writer = pd__writer_retain(l);
+    pthread_rwlock_wrlock(&r->lock);
+    r->scenes[i] = next;
+    pthread_rwlock_unlock(&r->lock);
+}
+
 /* Serves next in place of cur when cur is still what `name` serves (a
  * reload or a drop may have replaced it while next was built) and the
  * hooks' commit takes it: returns 1 served, 0 replaced meanwhile, -1
@@ -666,16 +680,8 @@ static int pd__update_swap(pd_registry *r, const char *name, pd_scene *cur, pd_s
      * the same lock, so no reader ever sees a version it refused. */
     if (current && next && hooks && hooks->commit && hooks->commit(hooks->user, res) != 0)
         current = -1;
-    if (current == 1 && next) {
-        if (next->acct)
-            pd__recharge(next); /* a reused spare */
-        else
-            pd__charge(r->acct, next);
-        next->writer = pd__writer_retain(l);
-        pthread_rwlock_wrlock(&r->lock);
-        r->scenes[i] = next;
-        pthread_rwlock_unlock(&r->lock);
-    }
+    if (current == 1 && next)
+        pd__serve_next(r, i, next, l);
     pthread_mutex_unlock(&r->reload_lock);
     return current;
 }
@@ -778,6 +784,127 @@ pd_status pd_registry_update_hooked(pd_registry *r, const char *name, const pd_s
         /* A reload or a drop replaced the scene while the version was
          * built: start again from what is served now. */
     }
+}
+
+/* The version of the items' first `upto` (a prefix of a chain the log
+ * took only in part), built again from cur on a copy; NULL when none of
+ * them changed a cell, or memory ran out. */
+static pd_scene *pd__chain_prefix(const pd_scene *cur, const pd_registry_chain_item *items, size_t upto)
+{
+    pd_registry_chain_item again[PD_REGISTRY_CHAIN_MAX];
+    if (upto == 0 || upto > PD_REGISTRY_CHAIN_MAX)
+        return NULL;
+    for (size_t k = 0; k < upto; k++)
+        again[k] = (pd_registry_chain_item){ .ops = items[k].ops, .n_ops = items[k].n_ops };
+    pd_scene *built = NULL;
+    (void)pd__apply_chain(cur, again, upto, NULL, &built);
+    return built;
+}
+
+/* The chain's swap (see pd__update_swap): under reload_lock, when cur is
+ * still served, the hooks' commit says how many items are served, and
+ * the version the last of them made replaces cur: built when that is the
+ * chain's last, else the prefix built again. Returns 1 current (*served
+ * set, *published what is served now in cur's place or NULL when none of
+ * the served items made a version), 0 replaced meanwhile. */
+static int pd__chain_swap(pd_registry *r, const char *name, pd_scene *cur, pd_scene *built,
+                          pd_registry_chain_item *items, size_t n, pd_scene_writer *l,
+                          const pd_registry_chain_hooks *hooks, size_t *served, pd_scene **published)
+{
+    *served = 0;
+    *published = NULL;
+    pthread_mutex_lock(&r->reload_lock);
+    size_t i = pd__lookup(r, name, NULL);
+    int current = i != SIZE_MAX && r->scenes[i] == cur;
+    if (current) {
+        *served = hooks && hooks->commit ? hooks->commit(hooks->user, items, n) : n;
+        if (*served > n)
+            *served = n;
+        int all = 1, some = 0;
+        for (size_t k = 0; k < n; k++) {
+            int made = items[k].status == PD_OK && items[k].res.cells_changed > 0;
+            if (k < *served)
+                some |= made;
+            else
+                all &= !made;
+        }
+        if (all)
+            *published = built;
+        else if (some)
+            *published = pd__chain_prefix(cur, items, *served);
+    }
+    if (*published)
+        pd__serve_next(r, i, *published, l);
+    pthread_mutex_unlock(&r->reload_lock);
+    return current;
+}
+
+pd_status pd_registry_update_chain(pd_registry *r, const char *name, pd_registry_chain_item *items, size_t n,
+                                   const pd_registry_chain_hooks *hooks)
+{
+    if (!r || !items || n == 0 || n > PD_REGISTRY_CHAIN_MAX)
+        return PD_INVALID_ARGUMENT;
+    pd_status whole = PD_OK;
+    for (;;) {
+        for (size_t k = 0; k < n; k++) {
+            memset(&items[k].res, 0, sizeof items[k].res);
+            items[k].status = PD_INTERNAL;
+        }
+        pd_scene *cur;
+        pd_scene_writer *l;
+        uint64_t max_bytes;
+        whole = name ? pd__update_start(r, name, &cur, &l, &max_bytes) : PD_UNKNOWN_SCENE;
+        if (whole != PD_OK) {
+            for (size_t k = 0; k < n; k++)
+                items[k].status = whole;
+            break;
+        }
+        pthread_mutex_lock(&l->lock);
+        pd_scene_update_result fits;
+        memset(&fits, 0, sizeof fits);
+        whole = pd__update_fits(r, cur, l, max_bytes, &fits);
+        /* One version holds them all (one copy, each item's repairs as
+         * alone); each item is told the version it makes. */
+        pd_scene *built = NULL;
+        if (whole == PD_OK)
+            (void)pd__apply_chain(cur, items, n, l, &built);
+        else
+            for (size_t k = 0; k < n; k++) {
+                items[k].status = whole;
+                items[k].res = fits;
+            }
+        int refused = built && hooks && hooks->before_publish && hooks->before_publish(hooks->user) != 0;
+        size_t served = 0;
+        pd_scene *published = NULL;
+        int current = 1;
+        if (built && !refused) {
+            current = pd__chain_swap(r, name, cur, built, items, n, l, hooks, &served, &published);
+            if (hooks && hooks->after_publish)
+                hooks->after_publish(hooks->user, served, current);
+        }
+        uint64_t now = published ? published->version : cur->version;
+        for (size_t k = 0; built && current && k < n; k++) {
+            if (items[k].status == PD_OK && items[k].res.cells_changed > 0 && (refused || k >= served)) {
+                /* Made but not served: the version served is the answer. */
+                items[k].res.version = now;
+                items[k].res.cells_changed = 0;
+                if (refused)
+                    items[k].status = PD_INTERNAL;
+            }
+        }
+        if (built && built != published)
+            pd_scene_release(built);
+        if (published) /* cur keeps the registry's reference as the writer's spare (or goes) */
+            pd__update_retire(cur, l, NULL, 0, 0);
+        pthread_mutex_unlock(&l->lock);
+        pd_scene_release(cur);
+        pd__writer_release(l);
+        if (current)
+            break;
+        /* A reload or a drop replaced the scene while the versions were
+         * built: start again from what is served now. */
+    }
+    return whole;
 }
 
 void pd_registry_set_spare_min_cells(pd_registry *r, uint64_t cells)

@@ -515,6 +515,77 @@ fail:
     return PD_INTERNAL;
 }
 
+pd_status pd__apply_chain(const pd_scene *s, pd_registry_chain_item *items, size_t n, pd_scene_writer *l,
+                          pd_scene **out)
+{
+    uint64_t started = pd_clock_us();
+    *out = NULL;
+    int any = 0;
+    for (size_t k = 0; k < n; k++) {
+        pd_registry_chain_item *it = &items[k];
+        memset(&it->res, 0, sizeof it->res);
+        it->res.version = s->version;
+        it->res.incarnation = s->incarnation;
+        it->status = it->ops && it->n_ops >= 1 && it->n_ops <= PD_SCENE_MAX_UPDATE_OPS ? PD_OK : PD_INVALID_ARGUMENT;
+        for (size_t i = 0; it->status == PD_OK && i < it->n_ops; i++)
+            it->status = pd__validate_update(s->grid, &it->ops[i]);
+        any |= it->status == PD_OK;
+    }
+    if (!any)
+        return PD_OK;
+    pd_scene *n_ = pd__scene_for_next(s, l);
+    if (l) {
+        /* Nothing is recorded for the next update: the spare this leaves
+         * holds a version several before the one served, so it is
+         * overwritten with a copy rather than replayed. */
+        l->ops_version = 0;
+        l->diffs_ok = 0;
+    }
+    if (!n_ || pd__ensure_authored(n_, s) != 0)
+        goto fail;
+    uint64_t version = s->version, total = 0;
+    int64_t delta = 0;
+    for (size_t k = 0; k < n; k++) {
+        pd_registry_chain_item *it = &items[k];
+        if (it->status != PD_OK)
+            continue;
+        uint64_t changed = 0;
+        pd__label_mode lm = { NULL, 0, 0 };
+        pd__box box = { .empty = 1 };
+        if (pd__apply_ops(n_, it->ops, it->n_ops, &changed, &delta, &lm, &box) != 0)
+            goto fail;
+        if (changed) {
+            it->res.version = ++version;
+            it->res.cells_changed = changed;
+            pd__box_to_result(&box, &it->res);
+        } else {
+            it->res.version = version;
+        }
+        total += changed;
+        it->res.micros = pd_clock_us() - started;
+    }
+    if (total == 0) {
+        pd_scene_release(n_);
+        return PD_OK;
+    }
+    n_->version = version;
+    n_->passable_cells = (uint64_t)((int64_t)n_->passable_cells + delta);
+    if (pd__scene_after_change(n_, total) != 0)
+        goto fail;
+    *out = n_;
+    return PD_OK;
+fail:
+    pd_scene_release(n_);
+    for (size_t k = 0; k < n; k++) {
+        if (items[k].status == PD_OK) {
+            items[k].status = PD_INTERNAL;
+            items[k].res.version = s->version;
+            items[k].res.cells_changed = 0;
+        }
+    }
+    return PD_INTERNAL;
+}
+
 pd_status pd_scene_apply_updates(const pd_scene *s, const pd_scene_update *ops, size_t n_ops,
                                  pd_scene **out, pd_scene_update_result *res)
 {

@@ -11,9 +11,13 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Lane buckets counted for batches (a power of two). */
+#define PD__LANE_BUCKETS 256u
 
 struct pd_store {
     pd_registry *registry;
@@ -21,12 +25,22 @@ struct pd_store {
     pd_changelog log;             /* ops NULL: no log */
     int owns_log;                 /* pd_store_own_log: closed with the store */
     pd_conf_fsync fsync;          /* when the log is synced (pd_store_set_fsync) */
+
+    /* Updates gathered into batches (pd_store_update_enqueue): the ones
+     * queued and not yet taken, oldest first, and per lane bucket a count
+     * of the ordered tasks queued in it, so a batch takes only updates
+     * with nothing else between them in their lane (a bucket shared by two
+     * lanes only splits batches more often). */
+    pthread_mutex_t q_lock;
+    pd_store_queued *q_head, *q_tail;
+    uint64_t lane_seq[PD__LANE_BUCKETS];
 };
 
 pd_store *pd_store_create(pd_registry *registry, pd_world_store *world)
 {
     pd_store *st = calloc(1, sizeof *st);
     if (st) {
+        pthread_mutex_init(&st->q_lock, NULL);
         st->registry = registry;
         st->world = world;
         st->fsync = PD_CONF_FSYNC_EVERYSEC;
@@ -38,6 +52,8 @@ void pd_store_destroy(pd_store *st)
 {
     if (st && st->owns_log)
         st->log.ops->close(st->log.log);
+    if (st)
+        pthread_mutex_destroy(&st->q_lock);
     free(st);
 }
 
@@ -303,6 +319,354 @@ pd_status pd_store_update_cells_keyed(pd_store *st, const char *name, const pd_s
         out->world_refresh = pd_world_store_refresh(st->world, st->registry, name, out->world_refresh_error,
                                                     sizeof out->world_refresh_error);
     return out->status;
+}
+
+/* ---- several updates of one scene at once ------------------------------- */
+
+int pd_store_batches(const pd_store *st)
+{
+    return st->log.ops && st->log.ops->append_many;
+}
+
+/* A batch's part in the registry's chain hooks. */
+typedef struct pd__batch_ctx {
+    pd_store *st;
+    const char *name;
+    pd_store_batch_item *items;
+    int refused;                  /* the log refused changes: nothing applied */
+    int committed;                /* commit ran */
+    size_t served;                /* items from the first that are served */
+    pd_changelog_outcome *outcome;    /* per item (those that made a version) */
+    size_t first_refused;         /* the item whose record the log refused first, or SIZE_MAX */
+    char why[PD_STORE_MESSAGE_MAX];   /* then: why (the log's why, read under its lock) */
+} pd__batch_ctx;
+
+static int pd__batch_lock(void *user)
+{
+    pd__batch_ctx *b = user;
+    b->refused = b->st->log.ops->lock(b->st->log.log) != 0;
+    return b->refused ? -1 : 0;
+}
+
+/* The records of the items that made versions, appended together (or one
+ * by one, stopping at the first refused, for a log without append_many):
+ * the items before the first refused record are served. */
+static size_t pd__batch_commit(void *user, pd_registry_chain_item *ci, size_t n)
+{
+    pd__batch_ctx *b = user;
+    b->committed = 1;
+    pd_journal_record *recs = calloc(n, sizeof *recs);
+    size_t *item_of = calloc(n, sizeof *item_of);
+    pd_changelog_outcome *out = calloc(n, sizeof *out);
+    if (!recs || !item_of || !out) {
+        free(recs);
+        free(item_of);
+        free(out);
+        /* Nothing appended: the whole batch is retryable. */
+        b->first_refused = 0;
+        b->outcome[0] = (pd_changelog_outcome){ .refusal = PD_UNAVAILABLE };
+        snprintf(b->why, sizeof b->why, "out of memory");
+        return b->served = 0;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ci[i].status != PD_OK || ci[i].res.cells_changed == 0)
+            continue;
+        pd_journal_record *rec = &recs[m];
+        rec->type = PD_JOURNAL_UPDATE;
+        rec->version = ci[i].res.version;
+        rec->key = b->items[i].key;
+        rec->ops = (pd_scene_update *)ci[i].ops;
+        rec->n_ops = ci[i].n_ops;
+        snprintf(rec->scene, sizeof rec->scene, "%s", b->name);
+        item_of[m++] = i;
+    }
+    size_t taken = 0;
+    const pd_changelog_ops *ops = b->st->log.ops;
+    if (ops->append_many) {
+        taken = ops->append_many(b->st->log.log, recs, m, out);
+    } else {
+        for (; taken < m && ops->append(b->st->log.log, &recs[taken]) == 0; taken++)
+            out[taken].refusal = PD_OK;
+        for (size_t k = taken; k < m; k++)
+            out[k] = (pd_changelog_outcome){ .refusal = k == taken ? pd__refusal(b->st) : PD_INTERNAL,
+                                             .duplicate = k == taken ? pd__duplicate(b->st, recs[k].key) : 0 };
+    }
+    for (size_t k = 0; k < m; k++)
+        b->outcome[item_of[k]] = out[k];
+    b->first_refused = taken < m ? item_of[taken] : SIZE_MAX;
+    if (taken < m)
+        snprintf(b->why, sizeof b->why, "%s", ops->why(b->st->log.log));
+    b->served = taken < m ? item_of[taken] : n;
+    free(recs);
+    free(item_of);
+    free(out);
+    return b->served;
+}
+
+static void pd__batch_unlock(void *user, size_t served, int current)
+{
+    pd__batch_ctx *b = user;
+    (void)served;
+    (void)current;
+    b->st->log.ops->unlock(b->st->log.log);
+}
+
+void pd_store_update_cells_batch(pd_store *st, const char *name, pd_store_batch_item *items, size_t n)
+{
+    if (n == 0)
+        return;
+    pd_registry_chain_item ci[PD_STORE_BATCH_MAX];
+    pd_changelog_outcome outcome[PD_STORE_BATCH_MAX];
+    if (n > PD_STORE_BATCH_MAX || !pd__has_log(st)) {
+        for (size_t i = 0; i < n; i++)
+            pd_store_update_cells_keyed(st, name, items[i].ops, items[i].n_ops, items[i].key, &items[i].out);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        memset(&items[i].out, 0, sizeof items[i].out);
+        ci[i] = (pd_registry_chain_item){ .ops = items[i].ops, .n_ops = items[i].n_ops };
+        outcome[i] = (pd_changelog_outcome){ .refusal = PD_OK };
+    }
+    pd__batch_ctx b = { .st = st, .name = name, .items = items, .outcome = outcome, .first_refused = SIZE_MAX };
+    const pd_registry_chain_hooks hooks = { .before_publish = pd__batch_lock, .commit = pd__batch_commit,
+                                            .after_publish = pd__batch_unlock, .user = &b };
+    pd_status whole = pd_registry_update_chain(st->registry, name, ci, n, &hooks);
+    const char *first_why = b.why;
+    int served_change = 0;
+    for (size_t i = 0; i < n; i++) {
+        pd_store_update *out = &items[i].out;
+        out->status = ci[i].status;
+        out->update = ci[i].res;
+        if (whole == PD_INVALID_ARGUMENT) {
+            out->status = whole;
+            continue;
+        }
+        if (b.refused && out->status == PD_INTERNAL) {
+            pd__refused(st, out->message, sizeof out->message);
+            continue;
+        }
+        /* At or after the first record the log refused, an update built
+         * on unserved cells - even one that changed nothing on them - is
+         * not answered from them; its own invalid input still is. */
+        if (b.committed && i >= b.served && ci[i].status == PD_OK) {
+            const pd_changelog_outcome *o = &outcome[i];
+            if (o->duplicate) {
+                /* Made before under this key: answered as it was. */
+                out->status = PD_OK;
+                out->update.version = o->duplicate;
+                out->update.cells_changed = 0;
+                continue;
+            }
+            pd_status refusal = i == b.first_refused ? o->refusal
+                                : st->log.ops->failed(st->log.log) ? PD_INTERNAL : PD_UNAVAILABLE;
+            out->status = refusal;
+            if (i == b.first_refused)
+                snprintf(out->message, sizeof out->message, "not applied, the change log did not take it: %.150s; %s",
+                         first_why, refusal == PD_INTERNAL ? "changes are refused until pathd restarts"
+                                                           : "nothing changed, try again");
+            else
+                snprintf(out->message, sizeof out->message,
+                         "not applied: it was made on an update of scene '%.64s' the change log did not take (%.60s); "
+                         "nothing changed, try again",
+                         name, first_why);
+            continue;
+        }
+        if (out->status == PD_LIMIT_EXCEEDED)
+            snprintf(out->message, sizeof out->message,
+                     "scene '%s': its new version needs %" PRIu64 " bytes, scenes hold %" PRIu64
+                     ", limits.max_scene_bytes would be passed",
+                     name, out->update.bytes_needed, out->update.bytes_held);
+        out->status = pd__settle(st, out->status, 0, out->message, sizeof out->message);
+        served_change |= out->status == PD_OK && out->update.cells_changed > 0;
+    }
+    /* One refresh of the world's tables covers every version served. */
+    if (served_change && st->world) {
+        pd_status wr = PD_OK;
+        char why[PD_REASON_SHORT_MAX] = "";
+        wr = pd_world_store_refresh(st->world, st->registry, name, why, sizeof why);
+        for (size_t i = 0; i < n; i++) {
+            if (items[i].out.status != PD_OK)
+                continue;
+            items[i].out.world_refresh = wr;
+            memcpy(items[i].out.world_refresh_error, why, sizeof why);
+        }
+    }
+}
+
+/* ---- gathering queued updates into batches ------------------------------- */
+
+struct pd_store_queued {
+    pd_store_queued *prev, *next;     /* in the store's queue while not taken */
+    int in_queue;
+    int refs;                         /* the caller's and a batch's (q_lock) */
+    int armed;                        /* submitted: a batch may take it */
+    int may_batch;
+    int done;                         /* out holds its answer */
+    uint32_t bucket;
+    uint64_t seq;                     /* its place among its bucket's ordered tasks */
+    char name[PD_CONF_MAX_NAME];
+    char key[PD_IDEMPOTENCY_KEY_MAX + 1];
+    pd_scene_update *ops;             /* copies, cells included (one block) */
+    size_t n_ops;
+    pd_store_update out;
+};
+
+static uint32_t pd__bucket(uint64_t lane)
+{
+    return (uint32_t)(lane ^ (lane >> 32)) & (PD__LANE_BUCKETS - 1);
+}
+
+void pd_store_lane_note(pd_store *st, uint64_t lane, uint64_t lane2)
+{
+    if (!pd_store_batches(st))
+        return;
+    uint32_t a = pd__bucket(lane), b = pd__bucket(lane2);
+    pthread_mutex_lock(&st->q_lock);
+    st->lane_seq[a]++;
+    if (b != a)
+        st->lane_seq[b]++;
+    pthread_mutex_unlock(&st->q_lock);
+}
+
+static void pd__unlink(pd_store *st, pd_store_queued *q)
+{
+    if (!q->in_queue)
+        return;
+    if (q->prev)
+        q->prev->next = q->next;
+    else
+        st->q_head = q->next;
+    if (q->next)
+        q->next->prev = q->prev;
+    else
+        st->q_tail = q->prev;
+    q->prev = q->next = NULL;
+    q->in_queue = 0;
+}
+
+/* Drops one reference (q_lock held). */
+static void pd__unref(pd_store_queued *q)
+{
+    if (--q->refs == 0) {
+        free(q->ops);
+        free(q);
+    }
+}
+
+pd_store_queued *pd_store_update_enqueue(pd_store *st, const char *name, const pd_scene_update *ops, size_t n_ops,
+                                         const char *key, uint64_t lane, int may_batch)
+{
+    if (!pd_store_batches(st) || !name || strlen(name) >= PD_CONF_MAX_NAME || n_ops == 0 ||
+        n_ops > PD_SCENE_MAX_UPDATE_OPS || (key && strlen(key) > PD_IDEMPOTENCY_KEY_MAX))
+        return NULL;
+    size_t cells = 0;
+    for (size_t i = 0; i < n_ops; i++)
+        cells += ops[i].is_rect || !ops[i].cells ? 0 : ops[i].n_cells;
+    pd_store_queued *q = calloc(1, sizeof *q);
+    pd_scene_update *copy = malloc(n_ops * sizeof *copy + cells * sizeof(pd_point));
+    if (!q || !copy) {
+        free(q);
+        free(copy);
+        return NULL;
+    }
+    pd_point *at = (pd_point *)(copy + n_ops);
+    for (size_t i = 0; i < n_ops; i++) {
+        copy[i] = ops[i];
+        if (!ops[i].is_rect && ops[i].cells) {
+            memcpy(at, ops[i].cells, ops[i].n_cells * sizeof *at);
+            copy[i].cells = at;
+            at += ops[i].n_cells;
+        }
+    }
+    q->ops = copy;
+    q->n_ops = n_ops;
+    q->refs = 1;
+    q->may_batch = may_batch;
+    snprintf(q->name, sizeof q->name, "%s", name);
+    snprintf(q->key, sizeof q->key, "%s", key ? key : "");
+    q->bucket = pd__bucket(lane);
+    pthread_mutex_lock(&st->q_lock);
+    q->seq = ++st->lane_seq[q->bucket];
+    q->prev = st->q_tail;
+    if (st->q_tail)
+        st->q_tail->next = q;
+    else
+        st->q_head = q;
+    st->q_tail = q;
+    q->in_queue = 1;
+    pthread_mutex_unlock(&st->q_lock);
+    return q;
+}
+
+void pd_store_update_submitted(pd_store *st, pd_store_queued *q, int accepted)
+{
+    if (!q)
+        return;
+    pthread_mutex_lock(&st->q_lock);
+    if (accepted)
+        q->armed = 1;
+    else
+        pd__unlink(st, q);
+    pthread_mutex_unlock(&st->q_lock);
+}
+
+pd_status pd_store_update_run(pd_store *st, pd_store_queued *q, pd_store_update *out)
+{
+    pd_store_queued *batch[PD_STORE_BATCH_MAX];
+    size_t n = 0;
+    pthread_mutex_lock(&st->q_lock);
+    if (q->done) {
+        /* A batch before it in its lane made its answer. */
+        *out = q->out;
+        pthread_mutex_unlock(&st->q_lock);
+        return out->status;
+    }
+    /* It runs: it was submitted, whether or not the submitter has said so
+     * yet. The updates right after it in its lane join it. */
+    batch[n++] = q;
+    q->refs++;
+    for (pd_store_queued *e = q->in_queue ? q->next : NULL; e && n < PD_STORE_BATCH_MAX; e = e->next) {
+        if (e->bucket != q->bucket)
+            continue; /* another lane's: not in the way */
+        if (e->seq != batch[n - 1]->seq + 1 || !e->armed || !e->may_batch || strcmp(e->name, q->name) != 0)
+            break;
+        batch[n++] = e;
+        e->refs++;
+    }
+    for (size_t i = 0; i < n; i++)
+        pd__unlink(st, batch[i]);
+    pthread_mutex_unlock(&st->q_lock);
+
+    pd_store_batch_item items[PD_STORE_BATCH_MAX];
+    for (size_t i = 0; i < n; i++)
+        items[i] = (pd_store_batch_item){ .ops = batch[i]->ops, .n_ops = batch[i]->n_ops,
+                                          .key = batch[i]->key[0] ? batch[i]->key : NULL };
+    if (n == 1)
+        pd_store_update_cells_keyed(st, q->name, q->ops, q->n_ops, items[0].key, &items[0].out);
+    else
+        pd_store_update_cells_batch(st, q->name, items, n);
+
+    pthread_mutex_lock(&st->q_lock);
+    for (size_t i = 0; i < n; i++) {
+        batch[i]->out = items[i].out;
+        batch[i]->done = 1;
+    }
+    *out = q->out;
+    for (size_t i = 0; i < n; i++)
+        pd__unref(batch[i]);
+    pthread_mutex_unlock(&st->q_lock);
+    return out->status;
+}
+
+void pd_store_update_forget(pd_store *st, pd_store_queued *q)
+{
+    if (!q)
+        return;
+    pthread_mutex_lock(&st->q_lock);
+    pd__unlink(st, q);
+    pd__unref(q);
+    pthread_mutex_unlock(&st->q_lock);
 }
 
 /* ---- new scenes, instances, drops --------------------------------------- */

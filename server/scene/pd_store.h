@@ -63,6 +63,14 @@
 
 /* pd_journal_tail_fn: called with each record of a tail in order. */
 
+/* What append_many did with one record. */
+typedef struct pd_changelog_outcome {
+    pd_status refusal;            /* PD_OK: taken; else the status to answer
+                                     (retryable, or PD_INTERNAL: the log failed) */
+    uint64_t duplicate;           /* not taken: the version its key made the first
+                                     time (the change is in the log: answered OK), else 0 */
+} pd_changelog_outcome;
+
 typedef struct pd_changelog_ops {
     /* Takes the log's change lock; nonzero when the log refuses changes
      * (it failed earlier: why() says why), the lock then not held. */
@@ -84,6 +92,15 @@ typedef struct pd_changelog_ops {
      * change whose first answer was lost), else 0. The store then applies
      * nothing and answers OK with that version. */
     uint64_t (*duplicate)(void *log);
+    /* Optional (NULL: the store appends one record at a time). Under the
+     * lock: n updates of one scene, each made on the one before (versions
+     * v, v+1, ...), in one go - the Redis log pipelines them, so they
+     * share a round trip. Returns how many from the first were taken;
+     * out[i] says what became of each: the first one not taken as append
+     * and refusal/duplicate would say, every later one not taken either
+     * (it was made on a change the log did not take), answered by its key
+     * when the log has seen it. why() says why the first was refused. */
+    size_t (*append_many)(void *log, const pd_journal_record *recs, size_t n, pd_changelog_outcome *out);
     /* Makes every record appended before the call durable. Several changes
      * may share one. 0, or -1 (errno). */
     int (*sync)(void *log);
@@ -234,6 +251,69 @@ pd_status pd_store_update_cells(pd_store *st, const char *name, const pd_scene_u
  * that version (update.cells_changed 0). The file journal ignores keys. */
 pd_status pd_store_update_cells_keyed(pd_store *st, const char *name, const pd_scene_update *ops, size_t n_ops,
                                       const char *key, pd_store_update *out);
+
+/* ---- several updates of one scene at once (issue 32) ----------------------
+ *
+ * With a log whose round trip is the cost of an update (Redis: an fsync
+ * away), a scene's updates that queue up while one is appended go to the
+ * log together: their versions are built one on the other
+ * (pd_registry_update_chain), appended in one pipeline (append_many), and
+ * served up to the first the log did not take. Each keeps its own
+ * version, idempotency key and compare-and-set, and its own answer: the
+ * one the same update alone would have had, except that an update made on
+ * a change the log refused is refused too (retryable), because its
+ * version was built on cells that are not served. */
+
+/* Most updates one batch takes (one pipeline). */
+#define PD_STORE_BATCH_MAX 64u
+
+typedef struct pd_store_batch_item {
+    const pd_scene_update *ops;   /* 1..PD_SCENE_MAX_UPDATE_OPS, as one version */
+    size_t n_ops;
+    const char *key;              /* the idempotency key, or NULL */
+    pd_store_update out;          /* the answer, as pd_store_update_cells_keyed's */
+} pd_store_batch_item;
+
+/* 1 when the store's log takes several updates in one go (append_many):
+ * then gathering a scene's queued updates pays. Any thread. */
+int pd_store_batches(const pd_store *st);
+
+/* Applies items[0..n) (n 1..PD_STORE_BATCH_MAX) to scene `name`, in order,
+ * each as pd_store_update_cells_keyed would, with one append of them all. */
+void pd_store_update_cells_batch(pd_store *st, const char *name, pd_store_batch_item *items, size_t n);
+
+/* Gathering: the caller's ordered lanes (one scene's changes run one at a
+ * time, in the order they were submitted) hand the store each update as
+ * it is queued, so the first of a scene's queued updates to run takes the
+ * ones queued right after it in its lane into its batch; they then find
+ * their answers made when their turn comes. Only updates with nothing in
+ * between in their lane are taken (pd_store_lane_note counts what else is
+ * queued in a lane: a reservation, a drop, a new instance keep their
+ * place), and only updates without a deadline (one taken into a batch is
+ * applied even if its deadline then passes in the queue).
+ *
+ * Threads: note, enqueue and submitted on the submitter's thread (the
+ * loop), in submission order; run on the worker running the update, in its
+ * lane; forget on any thread, once the update's answer is taken. */
+typedef struct pd_store_queued pd_store_queued;
+
+/* A task other than an update queued in lanes lane and lane2 (the same
+ * when it has one), before it is submitted. */
+void pd_store_lane_note(pd_store *st, uint64_t lane, uint64_t lane2);
+/* An update of `name` (ops copied, key copied) about to be submitted in
+ * `lane`; may_batch 0 (it has a deadline) keeps it out of others' batches.
+ * NULL when the store does not batch (pd_store_batches) or memory ran
+ * out: the update then runs alone. Counts in its lane as note does. */
+pd_store_queued *pd_store_update_enqueue(pd_store *st, const char *name, const pd_scene_update *ops, size_t n_ops,
+                                         const char *key, uint64_t lane, int may_batch);
+/* After the submit: accepted 1 lets a batch take it; 0 (the submit was
+ * refused) withdraws it (forget still follows). */
+void pd_store_update_submitted(pd_store *st, pd_store_queued *q, int accepted);
+/* In the update's lane turn: its answer, made now with the updates queued
+ * right after it, or made by the batch of an update before it. */
+pd_status pd_store_update_run(pd_store *st, pd_store_queued *q, pd_store_update *out);
+/* The update is done with (answered, cancelled, or never submitted). */
+void pd_store_update_forget(pd_store *st, pd_store_queued *q);
 
 /* ---- new scenes, instances, drops --------------------------------------- */
 

@@ -12,6 +12,7 @@
  * redis-server comes from the test package set (scripts/install-deps.sh
  * test): a machine without it fails here, naming the package, never skips.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -499,6 +500,407 @@ static void test_redis_down_is_retryable(void **state)
     store_free(st);
 }
 
+/* ---- pipelines (several appends in flight) -------------------------------- */
+
+/* n NEXT appends of `scene` chained in one pipeline, expected[i] each
+ * (keys[i] may be NULL). Returns pd_redis_log_append_many's count. */
+static size_t pipeline(pd_redis_log *rl, const char *scene, const uint64_t *expected, const char *const *keys,
+                       size_t n, pd_redis_append_result *res)
+{
+    static const uint8_t payload[] = { 'p', 0, 'l' };
+    pd_redis_append a[8];
+    assert_true(n <= 8);
+    for (size_t i = 0; i < n; i++)
+        a[i] = (pd_redis_append){ .scene = scene, .op = PD_REDIS_NEXT, .has_expected = 1, .expected = expected[i],
+                                  .key = keys ? keys[i] : NULL, .payload = payload, .len = sizeof payload };
+    return pd_redis_log_append_many(rl, a, n, res);
+}
+
+/* The version field of each entry of the scene's stream, in stream order. */
+static size_t stream_versions(pd_redis_log *rl, const char *scene, uint64_t *out, size_t cap)
+{
+    char key[256];
+    pd_redis_log_stream_key(rl, scene, key, sizeof key);
+    redisContext *c = redis_srv_connect(&srv);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "XRANGE %s - +", key);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    size_t n = 0;
+    for (size_t i = 0; i < r->elements && n < cap; i++) {
+        const redisReply *f = r->element[i]->element[1];
+        for (size_t k = 0; k + 1 < f->elements; k += 2)
+            if (strcmp(f->element[k]->str, "v") == 0)
+                out[n++] = strtoull(f->element[k + 1]->str, NULL, 10);
+    }
+    freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+/* Six appends in one pipeline, each expecting the version the one before
+ * makes: all taken, in order, versions dense; the stream holds them in
+ * that order. */
+static void test_pipelined_appends_in_order(void **state)
+{
+    (void)state;
+    pd_redis_log *rl = log_open("pipe");
+    pd_redis_append_result res[8];
+    assert_int_equal(append(rl, "s", PD_REDIS_NEW, 0, 0, NULL, res), PD_OK);
+    const uint64_t expected[] = { 1, 2, 3, 4, 5, 6 };
+    const char *const keys[] = { "a", NULL, "c", NULL, "e", "f" };
+    assert_int_equal(pipeline(rl, "s", expected, keys, 6, res), 6);
+    for (size_t i = 0; i < 6; i++) {
+        assert_int_equal(res[i].status, PD_OK);
+        assert_int_equal(res[i].version, i + 2);
+        assert_false(res[i].duplicate);
+    }
+    uint64_t v[16];
+    assert_int_equal(stream_versions(rl, "s", v, 16), 7);
+    for (size_t i = 0; i < 7; i++)
+        assert_int_equal(v[i], i + 1);
+    /* The same pipeline again (its answers lost, say): every key is
+     * answered with its first version, nothing appended. */
+    assert_int_equal(pipeline(rl, "s", expected, keys, 6, res), 1);
+    assert_true(res[0].duplicate);
+    assert_int_equal(res[0].version, 2);
+    assert_int_equal(res[1].status, PD_UNAVAILABLE);   /* no key, chained after one not appended now */
+    assert_true(res[1].chain);
+    assert_int_equal(res[2].status, PD_OK);            /* a key: its version, whatever came before */
+    assert_true(res[2].duplicate);
+    assert_int_equal(res[2].version, 4);
+    assert_int_equal(res[3].status, PD_UNAVAILABLE);   /* chained after a refused one */
+    assert_true(res[3].chain);
+    assert_int_equal(stream_len(rl, "s"), 7);
+    pd_redis_log_destroy(rl);
+}
+
+/* A compare-and-set that fails in the middle of a pipeline refuses that
+ * append only by its own answer, and every later one by the chain: the
+ * one right after it expects the version the log is at now (the check
+ * alone would let it through, on a version its record was not made on),
+ * yet is refused, and so is a keyed one after it, whose key is then not
+ * recorded. A key seen at another version in the middle: that one is
+ * answered DUP, the next one refused. */
+static void test_cas_failure_in_the_middle_of_a_pipeline(void **state)
+{
+    (void)state;
+    pd_redis_log *rl = log_open("pipecas");
+    pd_redis_append_result res[8];
+    assert_int_equal(append(rl, "s", PD_REDIS_NEW, 0, 0, NULL, res), PD_OK);
+    const uint64_t expected[] = { 1, 5, 2, 3 };
+    const char *const keys[] = { NULL, NULL, NULL, "k" };
+    assert_int_equal(pipeline(rl, "s", expected, keys, 4, res), 1);
+    assert_int_equal(res[0].status, PD_OK);
+    assert_int_equal(res[0].version, 2);
+    assert_int_equal(res[1].status, PD_STALE_VERSION);
+    assert_int_equal(res[1].version, 2);
+    assert_false(res[1].chain);
+    for (size_t i = 2; i < 4; i++) {
+        assert_int_equal(res[i].status, PD_UNAVAILABLE);
+        assert_true(res[i].chain);
+        assert_non_null(strstr(res[i].message, "is not the log's last"));
+    }
+    assert_int_equal(stream_len(rl, "s"), 2);
+    /* "k" was not recorded: sent again it appends. */
+    assert_int_equal(append(rl, "s", PD_REDIS_NEXT, 1, 2, "k", res), PD_OK);
+    assert_int_equal(res[0].version, 3);
+    assert_false(res[0].duplicate);
+
+    /* Another writer's append between two of a pipeline (an append of
+     * its own, on another connection, the log's version moved on): the
+     * later one's version check passes, its chain does not. */
+    pd_redis_log *other = log_open("pipecas");
+    const uint64_t e2[] = { 3 };
+    assert_int_equal(pipeline(rl, "s", e2, NULL, 1, res), 1); /* v4, this log's tag is the last */
+    assert_int_equal(append(other, "s", PD_REDIS_NEXT, 1, 4, NULL, res), PD_OK); /* v5, another's */
+    /* A pipeline whose first append is made on v4 is refused at once (the
+     * log is at 5); one whose first expects 5 goes through: the chain
+     * starts at each pipeline's first append. */
+    const uint64_t e3[] = { 4, 5 };
+    assert_int_equal(pipeline(rl, "s", e3, NULL, 2, res), 0);
+    assert_int_equal(res[0].status, PD_STALE_VERSION);
+    assert_int_equal(res[1].status, PD_UNAVAILABLE);
+    assert_true(res[1].chain);
+    assert_int_equal(stream_len(rl, "s"), 5);
+
+    /* A key seen before at another version in the middle. */
+    const uint64_t e4[] = { 5, 6, 6 };
+    const char *const k4[] = { NULL, "k", NULL };
+    assert_int_equal(pipeline(rl, "s", e4, k4, 3, res), 2);
+    assert_int_equal(res[0].version, 6);
+    assert_true(res[1].duplicate);
+    assert_int_equal(res[1].version, 3);
+    assert_int_equal(res[2].status, PD_UNAVAILABLE);
+    assert_true(res[2].chain);
+    uint64_t v[16];
+    assert_int_equal(stream_versions(rl, "s", v, 16), 6);
+    for (size_t i = 0; i < 6; i++)
+        assert_int_equal(v[i], i + 1);
+    pd_redis_log_destroy(other);
+    pd_redis_log_destroy(rl);
+}
+
+/* A store over the log of `prefix` (as store_over), its log tailed (a
+ * replica: another replica's change first is retryable). */
+static pd_store *replica_over(const char *prefix)
+{
+    pd_store *st = pd_store_create(config_registry(), NULL);
+    assert_non_null(st);
+    pd_redis_log *rl = log_open(prefix);
+    pd_redis_log_set_tailed(rl, 1);
+    pd_changelog log = pd_redis_changelog(rl);
+    pd_journal_replay_stats stats;
+    char err[256];
+    if (pd_store_replay(st, log, &stats, err, sizeof err) != 0)
+        fail_msg("replay: %s", err);
+    pd_store_own_log(st, log, PD_CONF_FSYNC_ALWAYS);
+    return st;
+}
+
+static uint8_t cell_of(pd_store *st, int x, int y)
+{
+    pd_scene *s = pd_registry_acquire(pd_store_registry(st), "town");
+    assert_non_null(s);
+    uint8_t v = pd_grid_get(s->grid, x, y);
+    pd_scene_release(s);
+    return v;
+}
+
+/* One blocking update per cell of pts, keyed keys[i] (or none). */
+typedef struct batch_of {
+    pd_point pts[8];
+    pd_scene_update ops[8];
+    pd_store_batch_item items[8];
+} batch_of;
+
+static void batch_make(batch_of *b, size_t n, const char *const *keys)
+{
+    for (size_t i = 0; i < n; i++) {
+        b->pts[i] = (pd_point){ (int32_t)(i % SIDE), (int32_t)(3 + i / SIDE) };
+        b->ops[i] = (pd_scene_update){ .op = PD_UPDATE_BLOCK, .cells = &b->pts[i], .n_cells = 1 };
+        b->items[i] = (pd_store_batch_item){ .ops = &b->ops[i], .n_ops = 1, .key = keys ? keys[i] : NULL };
+    }
+}
+
+/* The store's batch: every update its own version, in order, served at
+ * once, and the log replays to the same cells; an update whose key the
+ * log has seen at another version in the middle is answered with that
+ * version and applies nothing, and the one after it (made on it) is
+ * refused retryable, nothing of it served; sent again it goes through.
+ * Another replica's change first: the batch's first refused by the
+ * compare-and-set, the rest by the chain, all retryable, the log not
+ * failed, nothing served. */
+static void test_store_batch_serves_up_to_the_refusal(void **state)
+{
+    (void)state;
+    pd_store *a = replica_over("batch");
+    assert_true(pd_store_batches(a));
+    batch_of b;
+    const char *const keys[] = { "k1", "k2", NULL, "k4" };
+    batch_make(&b, 4, keys);
+    pd_store_update_cells_batch(a, "town", b.items, 4);
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(b.items[i].out.status, PD_OK);
+        assert_int_equal(b.items[i].out.update.version, i + 2);
+        assert_int_equal(b.items[i].out.update.cells_changed, 1);
+        assert_int_equal(cell_of(a, b.pts[i].x, b.pts[i].y), 0);
+    }
+    assert_int_equal(version_of(a, "town"), 5);
+    assert_replays_to("batch", a);
+
+    /* "k2" in the middle again: made version 3 before. */
+    pd_point x = { 10, 10 }, y = { 11, 11 }, z = { 12, 12 };
+    pd_scene_update ops[3] = { { .op = PD_UPDATE_BLOCK, .cells = &x, .n_cells = 1 },
+                               { .op = PD_UPDATE_BLOCK, .cells = &y, .n_cells = 1 },
+                               { .op = PD_UPDATE_BLOCK, .cells = &z, .n_cells = 1 } };
+    pd_store_batch_item items[3] = { { .ops = &ops[0], .n_ops = 1, .key = "n1" },
+                                     { .ops = &ops[1], .n_ops = 1, .key = "k2" },
+                                     { .ops = &ops[2], .n_ops = 1, .key = "n3" } };
+    pd_store_update_cells_batch(a, "town", items, 3);
+    assert_int_equal(items[0].out.status, PD_OK);
+    assert_int_equal(items[0].out.update.version, 6);
+    assert_int_equal(items[1].out.status, PD_OK);
+    assert_int_equal(items[1].out.update.version, 3);
+    assert_int_equal(items[1].out.update.cells_changed, 0);
+    assert_int_equal(items[2].out.status, PD_UNAVAILABLE);
+    assert_non_null(strstr(items[2].out.message, "it was made on an update"));
+    assert_int_equal(version_of(a, "town"), 6);
+    assert_int_equal(cell_of(a, 10, 10), 0);
+    assert_int_not_equal(cell_of(a, 11, 11), 0);
+    assert_int_not_equal(cell_of(a, 12, 12), 0);
+    assert_replays_to("batch", a);
+    pd_store_update out;
+    assert_int_equal(pd_store_update_cells_keyed(a, "town", &ops[2], 1, "n3", &out), PD_OK);
+    assert_int_equal(out.update.version, 7);
+
+    /* Another replica goes first. */
+    pd_store *other = replica_over("batch");
+    pd_point w = { 20, 20 };
+    pd_scene_update wop = { .op = PD_UPDATE_BLOCK, .cells = &w, .n_cells = 1 };
+    assert_int_equal(pd_store_update_cells(other, "town", &wop, 1, &out), PD_OK);
+    assert_int_equal(out.update.version, 8);
+    batch_of c;
+    batch_make(&c, 3, NULL);
+    for (size_t i = 0; i < 3; i++)
+        c.pts[i].y = 15;
+    pd_store_update_cells_batch(a, "town", c.items, 3);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(c.items[i].out.status, PD_UNAVAILABLE);
+        assert_int_equal(c.items[i].out.update.version, 7);
+        assert_int_not_equal(cell_of(a, c.pts[i].x, 15), 0);
+    }
+    assert_non_null(strstr(c.items[0].out.message, "another replica changed it first"));
+    assert_int_equal(version_of(a, "town"), 7);
+    uint64_t lb, sb;
+    int failed;
+    pd_store_log_state(a, &lb, &sb, &failed);
+    assert_int_equal(failed, 0);
+    assert_replays_to("batch", other);
+    store_free(other);
+    store_free(a);
+}
+
+/* Each update of a batch gets the answer it would have had alone: one
+ * out of bounds is refused by itself, one that changes nothing (its cell
+ * blocked by the one before) makes no version, the rest make theirs; a
+ * batch of a scene not served refuses each UNKNOWN_SCENE. */
+static void test_store_batch_items_answer_alone(void **state)
+{
+    (void)state;
+    pd_store *st = replica_over("alone");
+    pd_point a = { 1, 1 }, out_of = { SIDE, 0 }, b = { 2, 2 };
+    pd_scene_update ops[4] = { { .op = PD_UPDATE_BLOCK, .cells = &a, .n_cells = 1 },
+                               { .op = PD_UPDATE_BLOCK, .cells = &out_of, .n_cells = 1 },
+                               { .op = PD_UPDATE_BLOCK, .cells = &a, .n_cells = 1 },
+                               { .op = PD_UPDATE_BLOCK, .cells = &b, .n_cells = 1 } };
+    pd_store_batch_item items[4];
+    for (size_t i = 0; i < 4; i++)
+        items[i] = (pd_store_batch_item){ .ops = &ops[i], .n_ops = 1 };
+    pd_store_update_cells_batch(st, "town", items, 4);
+    assert_int_equal(items[0].out.status, PD_OK);
+    assert_int_equal(items[0].out.update.version, 2);
+    assert_int_equal(items[1].out.status, PD_OUT_OF_BOUNDS);
+    assert_int_equal(items[2].out.status, PD_OK);
+    assert_int_equal(items[2].out.update.version, 2);
+    assert_int_equal(items[2].out.update.cells_changed, 0);
+    assert_int_equal(items[3].out.status, PD_OK);
+    assert_int_equal(items[3].out.update.version, 3);
+    assert_int_equal(version_of(st, "town"), 3);
+    assert_int_equal(cell_of(st, 1, 1), 0);
+    assert_int_equal(cell_of(st, 2, 2), 0);
+    assert_replays_to("alone", st);
+    pd_store_update_cells_batch(st, "nowhere", items, 2);
+    assert_int_equal(items[0].out.status, PD_UNKNOWN_SCENE);
+    assert_int_equal(items[1].out.status, PD_UNKNOWN_SCENE);
+    store_free(st);
+}
+
+typedef struct batch_call {
+    pd_store *st;
+    batch_of *b;
+    size_t n;
+} batch_call;
+
+static void *batch_thread(void *arg)
+{
+    batch_call *bc = arg;
+    pd_store_update_cells_batch(bc->st, "town", bc->b->items, bc->n);
+    return NULL;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* Sends the batch again (same keys) until Redis answers: each update then
+ * applied exactly once, whichever of them the lost try had appended. */
+static void batch_until_up(pd_store *st, batch_of *b, size_t n)
+{
+    for (int i = 0; i < 200; i++) {
+        pd_store_update_cells_batch(st, "town", b->items, n);
+        int down = 0;
+        for (size_t k = 0; k < n; k++)
+            down |= b->items[k].out.status == PD_UNAVAILABLE;
+        if (!down)
+            return;
+        sleep_ms(20);
+    }
+    fail_msg("Redis did not come back");
+}
+
+/* Redis dies (kill -9, and a stop whose answers come too late) with a
+ * pipeline in flight: every update of it answers the retryable
+ * UNAVAILABLE, nothing of it is served, the log does not fail; the same
+ * updates sent again with their keys apply exactly once each - dense
+ * versions, every cell once - whether or not the lost try reached Redis. */
+static void test_redis_dies_with_appends_in_flight(void **state)
+{
+    (void)state;
+    pd_store *st = replica_over("inflight");
+    const char *const keys[] = { "f1", "f2", "f3", "f4", "f5" };
+    for (int round = 0; round < 2; round++) {
+        uint64_t v0 = version_of(st, "town");
+        batch_of b;
+        batch_make(&b, 5, keys);
+        for (size_t i = 0; i < 5; i++) {
+            b.pts[i].y = (int32_t)(16 + round);
+            b.items[i].key = NULL;
+        }
+        char kbuf[5][16];
+        for (size_t i = 0; i < 5; i++) {
+            snprintf(kbuf[i], sizeof kbuf[i], "r%d-%s", round, keys[i]);
+            b.items[i].key = kbuf[i];
+        }
+        kill(srv.pid, SIGSTOP);
+        batch_call bc = { st, &b, 5 };
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, batch_thread, &bc), 0);
+        if (round == 0) {
+            /* The FCALLs sit in Redis's socket, unread: none lands. */
+            sleep_ms(150);
+            redis_srv_stop(&srv, SIGKILL);
+        }
+        /* Round 1: the answers time out (500 ms); Redis then goes on and
+         * may run what it read. */
+        pthread_join(t, NULL);
+        for (size_t i = 0; i < 5; i++) {
+            assert_int_equal(b.items[i].out.status, PD_UNAVAILABLE);
+            assert_non_null(strstr(b.items[i].out.message, "try again"));
+        }
+        assert_int_equal(version_of(st, "town"), v0);
+        for (size_t i = 0; i < 5; i++)
+            assert_int_not_equal(cell_of(st, b.pts[i].x, b.pts[i].y), 0);
+        uint64_t lb, sb;
+        int failed;
+        pd_store_log_state(st, &lb, &sb, &failed);
+        assert_int_equal(failed, 0);
+        if (round == 0)
+            redis_srv_start(&srv);
+        else
+            kill(srv.pid, SIGCONT);
+        sleep_ms(100);
+        batch_until_up(st, &b, 5);
+        for (size_t i = 0; i < 5; i++) {
+            assert_int_equal(b.items[i].out.status, PD_OK);
+            assert_int_equal(b.items[i].out.update.version, v0 + 1 + i);
+            assert_int_equal(cell_of(st, b.pts[i].x, b.pts[i].y), 0);
+        }
+        assert_int_equal(version_of(st, "town"), v0 + 5);
+        pd_redis_log *probe = log_open("inflight");
+        uint64_t v[64];
+        size_t n = stream_versions(probe, "town", v, 64);
+        assert_int_equal(n, v0 + 4); /* versions 2 .. v0 + 5, each once */
+        for (size_t i = 0; i < n; i++)
+            assert_int_equal(v[i], i + 2);
+        pd_redis_log_destroy(probe);
+        assert_replays_to("inflight", st);
+    }
+    store_free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -511,6 +913,11 @@ int main(void)
         cmocka_unit_test(test_store_answers_a_resent_key_once),
         cmocka_unit_test(test_apply_logged_records),
         cmocka_unit_test(test_redis_down_is_retryable),
+        cmocka_unit_test(test_pipelined_appends_in_order),
+        cmocka_unit_test(test_cas_failure_in_the_middle_of_a_pipeline),
+        cmocka_unit_test(test_store_batch_serves_up_to_the_refusal),
+        cmocka_unit_test(test_store_batch_items_answer_alone),
+        cmocka_unit_test(test_redis_dies_with_appends_in_flight),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
