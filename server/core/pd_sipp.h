@@ -204,6 +204,9 @@ typedef struct pd_sipp_result {
     uint64_t blocker;
     pd_reserve_limit limit;        /* behind PD_LIMIT_EXCEEDED */
     uint64_t expanded, generated;  /* the space-time search's */
+    /* Wall time: the fast path's static search (its own metrics, as
+     * FindPath reports a search) plus SIPP's when it ran; 0 for a request
+     * refused before any search. */
     uint64_t micros;
     /* The reverse search's expansions (exact static times, when the caller
      * gives no heuristic); max_expansions bounds it on its own too. */

@@ -85,7 +85,7 @@ static int pd__make(pd_sipp_direct **dp)
  * path, budget, poll, memory). */
 static size_t pd__static_path(pd_sipp_direct *d, const pd_grid *grid, const pd_sipp_params *p, pd_point from,
                               uint64_t max_expansions, int64_t straight, int64_t diagonal, pd_status *st,
-                              uint64_t *expanded)
+                              uint64_t *expanded, uint64_t *micros)
 {
     const pd_search_params sp = { .start = from,
                                   .goal = p->goal,
@@ -97,6 +97,8 @@ static size_t pd__static_path(pd_sipp_direct *d, const pd_grid *grid, const pd_s
     *st = pd_search_jps_weighted(d->jps, grid, &sp, (double)straight, (double)diagonal, d->path, d->cap_path, &m);
     if (expanded)
         *expanded = m.expanded;
+    if (micros)
+        *micros = m.micros;
     /* With no buffer yet, pd_search_jps answers OK without copying. */
     if (*st == PD_BUFFER_TOO_SMALL || (*st == PD_OK && !d->path)) {
         if (pd__grow_array((void **)&d->path, &d->cap_path, m.path_len, sizeof *d->path) != 0) {
@@ -123,7 +125,7 @@ size_t pd_sipp_direct_static_path(pd_sipp_direct **dp, const pd_grid *grid, cons
     pd_sipp_direct *d = *dp;
     d->n_path = 0;
     const size_t n = pd__static_path(d, grid, p, from, max_expansions, pd_sipp_step_ms(0, 1, p->speed),
-                                     pd_sipp_step_ms(1, 1, p->speed), st, expanded);
+                                     pd_sipp_step_ms(1, 1, p->speed), st, expanded, NULL);
     *path = d->path;
     return n;
 }
@@ -136,8 +138,9 @@ const pd_point *pd_sipp_direct_declined_path(const pd_sipp_direct *d, size_t *n)
 
 int pd_sipp_direct_plan(pd_sipp_direct **dp, const pd_reserve *table, const pd_grid *grid, const pd_sipp_params *p,
                         uint32_t self, int use_table, int64_t t_end,
-                        pd_sipp_result *res, pd_status *st)
+                        pd_sipp_result *res, pd_status *st, uint64_t *micros)
 {
+    *micros = 0;
     if (*dp)
         (*dp)->n_path = 0;
     if (!grid->uniform_cost || p->targets || pd__make(dp) != 0)
@@ -147,7 +150,8 @@ int pd_sipp_direct_plan(pd_sipp_direct **dp, const pd_reserve *table, const pd_g
     const int64_t dur[2] = { pd_sipp_step_ms(0, 1, p->speed), pd_sipp_step_ms(1, 1, p->speed) };
     pd_status why;
     uint64_t expanded;
-    const size_t n = pd__static_path(d, grid, p, p->start, p->max_expansions, dur[0], dur[1], &why, &expanded);
+    const size_t n =
+        pd__static_path(d, grid, p, p->start, p->max_expansions, dur[0], dur[1], &why, &expanded, micros);
     if (n == 0)
         return 0;
     /* Kept for SIPP when the checks below decline (its exact static times

@@ -64,10 +64,12 @@ void pd_sipp_direct_trim(pd_sipp_direct *d, size_t keep_bytes);
  * one). Steps take pd_sipp_step_ms.
  * Returns 1 with *st PD_OK or PD_PARTIAL and *res filled (waypoints owned
  * by *d, valid until its next use), or 0: declined, nothing filled.
+ * *micros gets its search's time (pd_search_metrics.micros; 0 when none
+ * ran), answered or declined.
  */
 int pd_sipp_direct_plan(pd_sipp_direct **d, const pd_reserve *table, const pd_grid *grid, const pd_sipp_params *p,
                         uint32_t self, int use_table, int64_t t_end,
-                        pd_sipp_result *res, pd_status *st);
+                        pd_sipp_result *res, pd_status *st, uint64_t *micros);
 
 /* After pd_sipp_direct_plan declined (returned 0) having found the static
  * path (start first, goal last, every cell): that path, whose suffixes are
