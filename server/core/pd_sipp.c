@@ -494,10 +494,11 @@ static double pd__probe(pd__srun *r, uint32_t cell)
     const size_t n = pd_sipp_direct_static_path(&r->ctx->direct, r->grid, r->p, from, budget, &path, &st, &expanded);
     r->rexpanded += expanded;
     r->pexpanded += expanded;
-    r->probes++;
     if (n == 0) {
-        if (st == PD_NO_PATH)
+        if (st == PD_NO_PATH) {
+            r->probes++;
             return INFINITY;
+        }
         if (st == PD_INVALID_ARGUMENT || st == PD_INTERNAL) {
             r->probing = 0; /* the reverse search answers instead */
             return -1.0;
@@ -509,6 +510,7 @@ static double pd__probe(pd__srun *r, uint32_t cell)
         r->probing = 0;
         return -1.0;
     }
+    r->probes++;
     return pd__known(r, cell);
 }
 
