@@ -7,13 +7,21 @@
  * chained, so an index stays valid while its agent or cell lives: a span
  * names its holder by slot, and the planner compares slots, not ids.
  *
- * Atomic replace: pd_reserve_replace first checks everything that can
- * refuse (the plan's shape, the limits, overlaps with other agents) and then
- * allocates everything the change could need (the agent's record and entry
- * array, every cell the new entries cover, room for one more span per entry
- * in each cell) before it changes anything. Truncation and insertion after
- * that only move data inside what exists, so they cannot fail halfway. A
+ * Atomic replace: pd_reserve_replace first checks what can refuse without
+ * reading cells (the plan's shape, the limits), then in one pass over the
+ * new entries' cells finds or makes each cell, checks it for another
+ * agent's overlapping span, and notes its index; then it allocates the rest
+ * the change could need (the agent's record and entry array, room for one
+ * more span per entry in each cell) before it changes anything. Truncation
+ * and insertion after that only move data inside what exists (the noted
+ * indices: no second lookup), so they cannot fail halfway. A refused or
  * failed preparation undoes only its own additions: cells it created empty.
+ *
+ * Why it is shaped so (ReservePath on an empty table is a JPS plus this):
+ * one hash lookup per cell an entry covers, not three; the entries and the
+ * indices in scratch arrays the table keeps; and a cell record that empties
+ * keeps a small span array for the next cell made in its place, so the
+ * cells a plan makes cost no allocation in the steady state.
  */
 #include "pd_reserve.h"
 
@@ -88,10 +96,21 @@ struct pd_reserve {
      * pd_reserve_maintain last ran. */
     int64_t now_ms, maintained_ms;
 
-    /* pd_reserve_replace's scratch: the cells it prepared. */
+    /* pd_reserve_replace's scratch: the cells it prepared, the plan's
+     * entries, and the cell of each (entry, cell of its box) in order. */
     uint32_t *touched;
     uint32_t n_touched, cap_touched;
+    pd__entry *ne;
+    uint32_t cap_ne;
+    uint32_t *boxci;
+    uint32_t cap_boxci;
 };
+
+/* A cell record that empties keeps a span array of up to this many spans
+ * for the next cell made in its place (so the free records hold at most
+ * that much each: bounded by the most cells the table ever held). */
+#define PD__KEEP_SPANS 8u
+#define PD__KEEP_ENTRIES 64u
 
 /* ---- hash maps ---- */
 
@@ -275,8 +294,10 @@ static void pd__cell_free(pd_reserve *t, uint32_t ci)
 {
     pd__cell *c = &t->cells[ci];
     pd__map_del(&t->cell_map, c->key);
-    free(c->s);
-    *c = (pd__cell){ .next_free = t->free_cell };
+    pd_reserve_span *keep = c->cap <= PD__KEEP_SPANS ? c->s : NULL;
+    if (!keep)
+        free(c->s);
+    *c = (pd__cell){ .s = keep, .cap = keep ? c->cap : 0u, .next_free = t->free_cell };
     t->free_cell = ci;
     t->live_cells--;
 }
@@ -385,8 +406,12 @@ static void pd__agent_remove(pd_reserve *t, uint32_t slot)
     pd__agent_truncate(t, slot, INT64_MIN);
     pd__agent *a = &t->agents[slot];
     pd__map_del(&t->agent_map, a->id);
-    free(a->e);
-    *a = (pd__agent){ .next_free = t->free_agent };
+    /* As a cell keeps its spans (PD__KEEP_SPANS): a small entry array
+     * stays with the free record for the next agent made in it. */
+    pd__entry *keep = a->cap <= PD__KEEP_ENTRIES ? a->e : NULL;
+    if (!keep)
+        free(a->e);
+    *a = (pd__agent){ .e = keep, .cap = keep ? a->cap : 0u, .next_free = t->free_agent };
     t->free_agent = slot;
     t->live_agents--;
 }
@@ -436,6 +461,8 @@ void pd_reserve_destroy(pd_reserve *t)
     free(t->agents);
     free(t->cells);
     free(t->touched);
+    free(t->ne);
+    free(t->boxci);
     pd__map_free(&t->agent_map);
     pd__map_free(&t->cell_map);
     free(t);
@@ -449,7 +476,8 @@ const pd_reserve_limits *pd_reserve_get_limits(const pd_reserve *t)
 void pd_reserve_get_stats(const pd_reserve *t, pd_reserve_stats *out)
 {
     size_t bytes = sizeof *t + (size_t)t->cap_agents * sizeof *t->agents + (size_t)t->cap_cells * sizeof *t->cells +
-                   t->cap_touched * sizeof *t->touched +
+                   t->cap_touched * sizeof *t->touched + (size_t)t->cap_ne * sizeof *t->ne +
+                   (size_t)t->cap_boxci * sizeof *t->boxci +
                    ((size_t)t->agent_map.cap + t->cell_map.cap) * (sizeof(uint64_t) + sizeof(uint32_t));
     for (uint32_t i = 0; i < t->n_agents; i++)
         bytes += (size_t)t->agents[i].cap * sizeof(pd__entry);
@@ -484,22 +512,13 @@ static int pd__plan_ok(uint32_t unit, int64_t t0, const pd_waypoint *wp, size_t 
     return 1;
 }
 
-/* The agent in another slot than `self` whose span on a cell of e's box
- * overlaps e's time, or PD__NONE. */
-static uint32_t pd__overlap(const pd_reserve *t, const pd__entry *e, uint32_t self)
+/* The agent in another slot than `self` whose span on cell c overlaps
+ * [t0, t1), or PD__NONE. */
+static uint32_t pd__overlap(const pd__cell *c, int64_t t0, int64_t t1, uint32_t self)
 {
-    int32_t x0, y0, x1, y1;
-    pd__box(e, &x0, &y0, &x1, &y1);
-    for (int32_t y = y0; y <= y1; y++)
-        for (int32_t x = x0; x <= x1; x++) {
-            uint32_t ci = pd__map_find(&t->cell_map, pd__cell_key(x, y));
-            if (ci == PD__NONE)
-                continue;
-            const pd__cell *c = &t->cells[ci];
-            for (uint32_t i = pd__first_after(c, e->t0); i < c->n && c->s[i].t0 < e->t1; i++)
-                if (c->s[i].slot != self)
-                    return c->s[i].slot;
-        }
+    for (uint32_t i = pd__first_after(c, t0); i < c->n && c->s[i].t0 < t1; i++)
+        if (c->s[i].slot != self)
+            return c->s[i].slot;
     return PD__NONE;
 }
 
@@ -514,24 +533,27 @@ static void pd__unprepare(pd_reserve *t)
 }
 
 /* Finds or creates cell (x, y) and counts one more pending span on it.
- * 0, or -1 on allocation failure. */
-static int pd__prepare_cell(pd_reserve *t, int32_t x, int32_t y)
+ * Its index, or PD__NONE on allocation failure. */
+static uint32_t pd__prepare_cell(pd_reserve *t, int32_t x, int32_t y)
 {
     const uint64_t key = pd__cell_key(x, y);
     uint32_t ci = pd__map_find(&t->cell_map, key);
     if (ci == PD__NONE) {
         if (pd__map_reserve(&t->cell_map, (uint64_t)t->live_cells + 1u) != 0)
-            return -1;
+            return PD__NONE;
         if (t->free_cell == PD__NONE &&
             pd__grow((void **)&t->cells, &t->cap_cells, (uint64_t)t->n_cells + 1u, sizeof *t->cells, 64u) != 0)
-            return -1;
+            return PD__NONE;
         if (t->free_cell != PD__NONE) {
             ci = t->free_cell;
             t->free_cell = t->cells[ci].next_free;
         } else {
             ci = t->n_cells++;
+            t->cells[ci] = (pd__cell){ 0 };
         }
-        t->cells[ci] = (pd__cell){ .key = key, .next_free = PD__NONE };
+        /* A free record keeps its span array (pd__cell_free). */
+        pd__cell *c = &t->cells[ci];
+        *c = (pd__cell){ .key = key, .s = c->s, .cap = c->cap, .next_free = PD__NONE };
         pd__map_put(&t->cell_map, key, ci);
         t->live_cells++;
     }
@@ -541,26 +563,42 @@ static int pd__prepare_cell(pd_reserve *t, int32_t x, int32_t y)
                      256u) != 0) {
             c->pending--;
             pd__cell_settle(t, ci);
-            return -1;
+            return PD__NONE;
         }
         t->touched[t->n_touched++] = ci;
     }
-    return 0;
+    return ci;
 }
 
-/* Allocates all a replace may need; see the file comment. *slot is the
- * agent's record, PD__NONE for a new agent, which gets one here (not yet
- * live: the commit makes it so). 0, or -1 with the table as it was. */
-static int pd__prepare(pd_reserve *t, uint32_t *slot, uint32_t entries_after, const pd__entry *ne, size_t m)
+/* Allocates all a replace may need and checks the invariant; see the file
+ * comment. *slot is the agent's record, PD__NONE for a new agent, which
+ * gets one here (not yet live: the commit makes it so). The cell of each
+ * (entry, cell of its box), in pd__box's order, goes to t->boxci. 0; 1
+ * when a cell of a new entry is another agent's at the same time (*other
+ * names it; the agent's own later spans are about to go, so they do not
+ * count); or -1 on allocation failure; on both, the table is as it was. */
+static int pd__prepare(pd_reserve *t, uint32_t *slot, uint32_t entries_after, const pd__entry *ne, size_t m,
+                       uint64_t box_cells, uint32_t *other)
 {
     t->n_touched = 0;
+    if (pd__grow((void **)&t->boxci, &t->cap_boxci, box_cells, sizeof *t->boxci, 64u) != 0)
+        return -1;
+    uint64_t k = 0;
     for (size_t i = 0; i < m; i++) {
         int32_t x0, y0, x1, y1;
         pd__box(&ne[i], &x0, &y0, &x1, &y1);
         for (int32_t y = y0; y <= y1; y++)
-            for (int32_t x = x0; x <= x1; x++)
-                if (pd__prepare_cell(t, x, y) != 0)
+            for (int32_t x = x0; x <= x1; x++) {
+                const uint32_t ci = pd__prepare_cell(t, x, y);
+                if (ci == PD__NONE)
                     goto fail;
+                *other = pd__overlap(&t->cells[ci], ne[i].t0, ne[i].t1, *slot);
+                if (*other != PD__NONE) {
+                    pd__unprepare(t);
+                    return 1;
+                }
+                t->boxci[k++] = ci;
+            }
     }
     for (size_t i = 0; i < t->n_touched; i++) {
         pd__cell *c = &t->cells[t->touched[i]];
@@ -575,15 +613,18 @@ static int pd__prepare(pd_reserve *t, uint32_t *slot, uint32_t entries_after, co
             goto fail;
         uint32_t s = t->free_agent != PD__NONE ? t->free_agent : t->n_agents;
         pd__agent *a = &t->agents[s];
-        pd__entry *e = malloc((entries_after ? entries_after : 1u) * sizeof *e);
-        if (!e)
+        if (s != t->free_agent)
+            *a = (pd__agent){ 0 };
+        /* A free record may keep an entry array (pd__agent_remove). */
+        pd__entry *e = a->e;
+        uint32_t cap = a->cap;
+        if (pd__grow((void **)&e, &cap, entries_after ? entries_after : 1u, sizeof *e, 4u) != 0)
             goto fail;
         if (s == t->free_agent)
             t->free_agent = a->next_free;
         else
             t->n_agents++;
-        *a = (pd__agent){ .e = e, .cap = entries_after ? entries_after : 1u, .next_free = PD__NONE,
-                          .cut_ms = PD__NO_CUT };
+        *a = (pd__agent){ .e = e, .cap = cap, .next_free = PD__NONE, .cut_ms = PD__NO_CUT };
         *slot = s;
     } else {
         pd__agent *a = &t->agents[*slot];
@@ -601,18 +642,17 @@ pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64
 {
     pd_reserve_refusal why = { 0 };
     pd_status st = PD_OK;
-    pd__entry *ne = NULL;
     if (!pd__plan_ok(unit, t0_ms, wp, n)) {
         st = PD_INVALID_ARGUMENT;
         goto done;
     }
-    const size_t m = pd__plan_entries(wp, n, unit, NULL);
-    ne = malloc((m ? m : 1u) * sizeof *ne);
-    if (!ne) {
+    /* At most two entries a waypoint (pd__plan_ok bounds n). */
+    if (pd__grow((void **)&t->ne, &t->cap_ne, 2u * (uint64_t)n, sizeof *t->ne, 16u) != 0) {
         st = PD_INTERNAL;
         goto done;
     }
-    pd__plan_entries(wp, n, unit, ne);
+    pd__entry *ne = t->ne;
+    const size_t m = pd__plan_entries(wp, n, unit, ne);
 
     /* What the agent keeps: its entries before t0 (the one across t0 cut
      * short), and what they are accounted at. */
@@ -627,8 +667,12 @@ pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64
         for (uint64_t i = kept; i < a->n; i++)
             bytes -= pd__entry_bytes(&a->e[i]);
     }
-    for (size_t i = 0; i < m; i++)
-        bytes += pd__entry_bytes(&ne[i]);
+    uint64_t box_cells = 0;
+    for (size_t i = 0; i < m; i++) {
+        const uint64_t b = pd__entry_bytes(&ne[i]);
+        bytes += b;
+        box_cells += (b - sizeof(pd__entry)) / sizeof(pd_reserve_span);
+    }
     const pd_reserve_limits *lim = &t->limits;
     if (slot == PD__NONE && lim->max_agents && t->live_agents >= lim->max_agents)
         why.limit = PD_RESERVE_LIMIT_AGENTS;
@@ -641,20 +685,16 @@ pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64
         goto done;
     }
 
-    /* The invariant: no cell of a new entry is another agent's at the
-     * same time. Its own later spans are about to go, so they do not count. */
-    for (size_t i = 0; i < m; i++) {
-        uint32_t other = pd__overlap(t, &ne[i], slot);
-        if (other != PD__NONE) {
+    /* The invariant (no cell of a new entry is another agent's at the same
+     * time) is checked while preparing, cell by cell. */
+    const int is_new = slot == PD__NONE;
+    uint32_t other = PD__NONE;
+    const int prep = pd__prepare(t, &slot, (uint32_t)(kept + m), ne, m, box_cells, &other);
+    if (prep != 0) {
+        if (prep == 1) {
             why.has_agent = 1;
             why.agent = t->agents[other].id;
-            st = PD_INTERNAL;
-            goto done;
         }
-    }
-
-    const int is_new = slot == PD__NONE;
-    if (pd__prepare(t, &slot, (uint32_t)(kept + m), ne, m) != 0) {
         st = PD_INTERNAL;
         goto done;
     }
@@ -669,6 +709,8 @@ pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64
     } else {
         pd__agent_truncate(t, slot, t0_ms);
     }
+    /* The cells in the order pd__prepare noted them: no lookup. */
+    uint64_t k = 0;
     for (size_t i = 0; i < m; i++) {
         a->e[a->n++] = ne[i];
         a->bytes += pd__entry_bytes(&ne[i]);
@@ -676,7 +718,7 @@ pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64
         pd__box(&ne[i], &x0, &y0, &x1, &y1);
         for (int32_t y = y0; y <= y1; y++)
             for (int32_t x = x0; x <= x1; x++)
-                pd__cell_add(t, pd__map_find(&t->cell_map, pd__cell_key(x, y)), slot, ne[i].t0, ne[i].t1);
+                pd__cell_add(t, t->boxci[k++], slot, ne[i].t0, ne[i].t1);
     }
     t->entries += m;
     a->renewed_ms = t0_ms;
@@ -687,7 +729,6 @@ pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64
         t->cells[t->touched[i]].pending = 0;
     t->n_touched = 0;
 done:
-    free(ne);
     if (refusal)
         *refusal = why;
     return st;

@@ -80,6 +80,20 @@ typedef struct pd__rnode {
 } pd__rnode;
 #define PD__RCLOSED UINT16_MAX
 
+/* Per cell whose exact static time a probe (pd__probe) found: 16 bytes. */
+typedef struct pd__knode {
+    int64_t g;               /* milliseconds to the goal, exact */
+    uint32_t gen;
+    uint32_t unused;
+} pd__knode;
+
+/* Jump points the probes of one plan may expand before the reverse search
+ * takes over (pd__exact). On Berlin_0_1024 with 2,000 agents the most any
+ * plan needed was about 27,000 (153 probes; median 10 probes, 224 jump
+ * points), where one reverse search costs about a million cell expansions:
+ * the bound only keeps a pathological crowd from paying both for long. */
+#define PD__PROBE_BUDGET 32768u
+
 typedef struct pd__open {
     double f;
     int64_t g;
@@ -94,6 +108,7 @@ typedef struct pd__iv {
 struct pd_sipp_ctx {
     pd_nodepool cells;
     pd_nodepool rcells;      /* the reverse search's records */
+    pd_nodepool kcells;      /* exact times the probes found (pd__probe) */
     pd_ring ropen;           /* its open list: pd_search's ring */
     pd__snode *nodes;
     uint32_t n_nodes, cap_nodes;
@@ -136,6 +151,17 @@ typedef struct pd__srun {
     pd_status stop;          /* why a reverse search stopped early (OOM, budget, poll) */
     uint64_t rexpanded;
     double rkey_scale;       /* ring keys per millisecond */
+    size_t n_cells;          /* padded cells of the grid */
+    int rra_begun;           /* the reverse search is made at its first use */
+    /* Probes (pd__probe): exact times from static shortest paths. */
+    int probing;             /* 0 once they do not apply or ran out */
+    uint32_t kgen;
+    uint32_t probes;
+    uint64_t pexpanded;      /* the probes' jump points */
+    /* The exact static time of the state being expanded (-INFINITY when
+     * not known), and the floor it puts under the successor being offered:
+     * that time less the step (pd__push). */
+    double h_parent, h_floor;
 } pd__srun;
 
 static const int8_t pd__dx[8] = { 0, 0, 1, -1, 1, -1, 1, -1 };
@@ -148,6 +174,7 @@ pd_sipp_ctx *pd_sipp_ctx_create(void)
         return NULL;
     pd_nodepool_init(&ctx->cells, PD_NODEPOOL_BLOCK_CELLS * sizeof(pd__scell));
     pd_nodepool_init(&ctx->rcells, PD_NODEPOOL_BLOCK_CELLS * sizeof(pd__rnode));
+    pd_nodepool_init(&ctx->kcells, PD_NODEPOOL_BLOCK_CELLS * sizeof(pd__knode));
     return ctx;
 }
 
@@ -157,6 +184,7 @@ void pd_sipp_ctx_destroy(pd_sipp_ctx *ctx)
         return;
     pd_nodepool_free(&ctx->cells);
     pd_nodepool_free(&ctx->rcells);
+    pd_nodepool_free(&ctx->kcells);
     pd_ring_free(&ctx->ropen);
     free(ctx->nodes);
     free(ctx->heap);
@@ -169,6 +197,7 @@ void pd_sipp_ctx_destroy(pd_sipp_ctx *ctx)
 size_t pd_sipp_ctx_footprint(const pd_sipp_ctx *ctx)
 {
     return sizeof *ctx + pd_nodepool_footprint(&ctx->cells) + pd_nodepool_footprint(&ctx->rcells) +
+           pd_nodepool_footprint(&ctx->kcells) +
            pd_ring_footprint(&ctx->ropen) + (size_t)ctx->cap_nodes * sizeof *ctx->nodes +
            ctx->cap_heap * sizeof *ctx->heap + ctx->cap_busy * sizeof *ctx->busy + ctx->cap_wp * sizeof *ctx->wp +
            pd_sipp_direct_footprint(ctx->direct);
@@ -191,6 +220,7 @@ void pd_sipp_ctx_trim(pd_sipp_ctx *ctx, size_t keep_bytes)
     ctx->cap_busy = ctx->n_busy = 0;
     pd_ring_free(&ctx->ropen);
     pd_nodepool_trim(&ctx->rcells, 0);
+    pd_nodepool_trim(&ctx->kcells, 0);
     size_t rest = pd_sipp_ctx_footprint(ctx) - pd_nodepool_footprint(&ctx->cells);
     pd_nodepool_trim(&ctx->cells, keep_bytes > rest ? keep_bytes - rest : 0);
     /* The fast path's search keeps what is left after that. */
@@ -319,6 +349,15 @@ static int pd__rra_begin(pd__srun *r, size_t n_cells)
 static double pd__rra(pd__srun *r, uint32_t cell)
 {
     pd_sipp_ctx *c = r->ctx;
+    if (!r->rra_begun) {
+        if (r->stop != PD_OK)
+            return INFINITY;
+        if (pd__rra_begin(r, r->n_cells) != 0) {
+            r->stop = PD_INTERNAL;
+            return INFINITY;
+        }
+        r->rra_begun = 1;
+    }
     const pd__rnode *want = (const pd__rnode *)(const void *)pd_nodepool_peek(&c->rcells, cell);
     if (want) {
         want += cell & (PD_NODEPOOL_BLOCK_CELLS - 1u);
@@ -377,11 +416,117 @@ static double pd__rra(pd__srun *r, uint32_t cell)
  * has already closed it, else a negative number. */
 static double pd__rra_known(const pd__srun *r, uint32_t cell)
 {
+    if (!r->rra_begun)
+        return -1.0;
     const pd__rnode *n = (const pd__rnode *)(const void *)pd_nodepool_peek(&r->ctx->rcells, cell);
     if (!n)
         return -1.0;
     n += cell & (PD_NODEPOOL_BLOCK_CELLS - 1u);
     return n->gen == r->rgen && n->tag == PD__RCLOSED ? (double)n->g : -1.0;
+}
+
+/* ---- probes: exact static times from static shortest paths ----
+ *
+ * The reverse search above pays about one A* from the goal to the start
+ * for the few tens of cells the space-time search takes out of its open
+ * list. On a uniform grid a cell's exact time is also the length of a
+ * static shortest path from it to the goal, which jump point search finds
+ * for a fraction of A*'s expansions (pd_sipp_direct_static_path: the fast
+ * path's own search, in the same milliseconds), and every cell of that path
+ * learns its exact time with it (a suffix of a shortest path is shortest).
+ * The fast path's declined path seeds them (the start and the way it meant
+ * to go). A cell the forward search needs that no path has passed costs a
+ * probe; past PD__PROBE_BUDGET jump points of probes in one plan the
+ * reverse search takes over (crowds: many cells off every path so far).
+ * Both give the same exact times; which one answered changes only which
+ * of equally good plans a tie picks.
+ */
+
+/* The exact time a probe's path gave padded cell `cell`, else negative. */
+static double pd__known(const pd__srun *r, uint32_t cell)
+{
+    if (r->kgen == 0)
+        return -1.0; /* no probe store this plan */
+    const pd__knode *n = (const pd__knode *)(const void *)pd_nodepool_peek(&r->ctx->kcells, cell);
+    if (!n)
+        return -1.0;
+    n += cell & (PD_NODEPOOL_BLOCK_CELLS - 1u);
+    return n->gen == r->kgen ? (double)n->g : -1.0;
+}
+
+/* Notes the exact times along a static shortest path to the goal (every
+ * cell, unpadded, the goal last). 0, or -1 on allocation failure. */
+static int pd__learn(pd__srun *r, const pd_point *path, size_t n)
+{
+    int64_t g = 0;
+    for (size_t i = n; i-- > 0;) {
+        const uint32_t cell = (uint32_t)((path[i].y + 1) * r->stride + path[i].x + 1);
+        unsigned char *b = pd_nodepool_block(&r->ctx->kcells, cell);
+        if (!b)
+            return -1;
+        ((pd__knode *)(void *)b)[cell & (PD_NODEPOOL_BLOCK_CELLS - 1u)] = (pd__knode){ .g = g, .gen = r->kgen };
+        if (i > 0) {
+            const int diag = path[i].x != path[i - 1].x && path[i].y != path[i - 1].y;
+            g += r->dur[diag][r->grid->cells[cell]];
+        }
+    }
+    return 0;
+}
+
+/* A probe from padded cell `cell`: its exact time, INFINITY when the goal
+ * cannot be reached from it (or a budget or poll stopped the probe:
+ * r->stop), or a negative number when probes do not apply here (they are
+ * then off for the plan). */
+static double pd__probe(pd__srun *r, uint32_t cell)
+{
+    uint64_t budget = 0;
+    if (r->p->max_expansions) {
+        if (r->rexpanded >= r->p->max_expansions) {
+            r->stop = PD_BUDGET_EXCEEDED;
+            return INFINITY;
+        }
+        budget = r->p->max_expansions - r->rexpanded;
+    }
+    const pd_point from = { (int32_t)(cell % (uint32_t)r->stride) - 1, (int32_t)(cell / (uint32_t)r->stride) - 1 };
+    const pd_point *path;
+    pd_status st;
+    uint64_t expanded;
+    const size_t n = pd_sipp_direct_static_path(&r->ctx->direct, r->grid, r->p, from, budget, &path, &st, &expanded);
+    r->rexpanded += expanded;
+    r->pexpanded += expanded;
+    if (n == 0) {
+        if (st == PD_NO_PATH) {
+            r->probes++;
+            return INFINITY;
+        }
+        if (st == PD_INVALID_ARGUMENT || st == PD_INTERNAL) {
+            r->probing = 0; /* the reverse search answers instead */
+            return -1.0;
+        }
+        r->stop = st; /* the budget or the poll */
+        return INFINITY;
+    }
+    if (pd__learn(r, path, n) != 0) {
+        r->probing = 0;
+        return -1.0;
+    }
+    r->probes++;
+    return pd__known(r, cell);
+}
+
+/* The exact static time from padded cell `cell` to the goal (INFINITY
+ * where it cannot be reached, or when a search had to stop: r->stop). */
+static double pd__exact(pd__srun *r, uint32_t cell)
+{
+    const double k = pd__known(r, cell);
+    if (k >= 0.0)
+        return k;
+    if (r->probing && r->pexpanded < PD__PROBE_BUDGET) {
+        const double v = pd__probe(r, cell);
+        if (v >= 0.0 || r->stop != PD_OK)
+            return v >= 0.0 ? v : INFINITY;
+    }
+    return pd__rra(r, cell);
 }
 
 /* Milliseconds, a lower bound on the time from padded (x, y) to the goal:
@@ -396,7 +541,9 @@ static double pd__h(pd__srun *r, uint32_t cell, int32_t x, int32_t y, int *exact
 {
     *exact = 0;
     if (r->exact) {
-        const double k = pd__rra_known(r, cell);
+        double k = pd__known(r, cell);
+        if (k < 0.0)
+            k = pd__rra_known(r, cell);
         if (k >= 0.0) {
             *exact = 1;
             return k;
@@ -406,7 +553,13 @@ static double pd__h(pd__srun *r, uint32_t cell, int32_t x, int32_t y, int *exact
                      : r->p->targets   ? pd_targets_h(r->p->targets, r->eight ? PD_CONNECT_8 : PD_CONNECT_4, x - 1, y - 1)
                      : r->eight        ? pd__octile(x - r->gx, y - r->gy)
                                        : pd__manhattan(x - r->gx, y - r->gy);
-    return d * r->ms_per_cell;
+    const double h = d * r->ms_per_cell;
+    /* With exact times, the expanded state's less the step is a bound too
+     * (the triangle inequality: the way back is no longer than the step),
+     * and a far tighter one where octile misses the walls: a successor off
+     * every known path is then not taken out (and probed) before the
+     * states that follow the known way, unless it may be as good. */
+    return r->exact && r->h_floor > h ? r->h_floor : h;
 }
 
 /* ---- open list ---- */
@@ -707,6 +860,7 @@ static int pd__expand(pd__srun *r, uint32_t at)
         if (diag && (!cells[cell + (uint32_t)dx] || !cells[(uint32_t)((int64_t)cell + dy * r->stride)]))
             continue;
         const int64_t dur = r->dur[diag][cq];
+        r->h_floor = r->h_parent - (double)dur;
         if (!timed) {
             if (pd__relax_static(r, q, here.g + dur, at) != 0)
                 return -1;
@@ -860,7 +1014,10 @@ static pd_status pd__check(const pd_reserve *table, const pd_grid *grid, const p
 pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid *grid, const pd_sipp_params *p,
                        pd_sipp_result *res)
 {
-    const uint64_t started = pd_clock_us();
+    /* Clock reads cost up to half a microsecond on a VM's clock source,
+     * a fair part of a short fast-path plan: the fast path's time comes
+     * from its search's own metrics, and only SIPP reads the clock. */
+    uint64_t started = 0, direct_us = 0;
     pd_sipp_result out = { 0 };
     pd_status st = pd__check(table, grid, p, &out);
     if (st != PD_OK)
@@ -888,6 +1045,7 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
     r->sx = p->start.x + 1;
     r->sy = p->start.y + 1;
     r->stop = PD_OK;
+    r->h_parent = r->h_floor = -INFINITY;
     if (r->use_table) {
         uint32_t holder = pd__holder(r, p->start.x, p->start.y, p->t0_ms);
         if (holder != PD_RESERVE_NO_SLOT) {
@@ -912,8 +1070,9 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
      * which the fast path knows nothing of; and a PARTIAL one only where
      * the rule on holds (hold_ok, which restricts handovers, not a goal
      * reached) accepts its last cell. */
-    if (!p->sipp_only && !p->passable && !p->park_ok &&
-        pd_sipp_direct_plan(&ctx->direct, table, grid, p, r->self, r->use_table, r->t_end, &out, &st)) {
+    const int tried_direct = !p->sipp_only && !p->passable && !p->park_ok;
+    if (tried_direct &&
+        pd_sipp_direct_plan(&ctx->direct, table, grid, p, r->self, r->use_table, r->t_end, &out, &st, &direct_us)) {
         const pd_waypoint *last = out.n_waypoints ? &out.waypoints[out.n_waypoints - 1] : NULL;
         /* A free static path is the earliest arrival there is: its eta is
          * the goal's (OK) or, PARTIAL, at least its handover's - nothing
@@ -926,6 +1085,7 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
         out = none;
         st = PD_OK;
     }
+    started = pd_clock_us();
     /* Made after the fast path, which needs two of them (510 ceil()s are
      * a fair part of its time on a short query). */
     for (int c = 1; c < 256; c++)
@@ -941,9 +1101,20 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
         goto done;
     }
     r->gen = ctx->cells.gen;
-    if (r->exact && pd__rra_begin(r, n_cells) != 0) {
-        st = PD_INTERNAL;
-        goto done;
+    r->n_cells = n_cells;
+    /* Probes where jump point search applies (pd_sipp_direct.h); the
+     * reverse search is begun at its first use. */
+    r->probing = r->exact && grid->uniform_cost && !p->reverse_only;
+    if (r->probing) {
+        if (pd_nodepool_begin(&ctx->kcells, n_cells) != 0) {
+            st = PD_INTERNAL;
+            goto done;
+        }
+        r->kgen = ctx->kcells.gen;
+        size_t n_seed = 0;
+        const pd_point *seed = tried_direct ? pd_sipp_direct_declined_path(ctx->direct, &n_seed) : NULL;
+        if (n_seed && pd__learn(r, seed, n_seed) != 0)
+            r->probing = 0;
     }
     const uint32_t start = (uint32_t)pd_grid_index(grid, p->start.x, p->start.y);
     pd__scell *srec = pd__rec(r, start);
@@ -967,7 +1138,7 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
         if (r->exact && !top.exact) {
             /* Its key was a lower bound: make it exact, and put it back if
              * that raised it. */
-            const double h = pd__rra(r, n->cell);
+            const double h = pd__exact(r, n->cell);
             if (r->stop != PD_OK) {
                 st = r->stop;
                 break;
@@ -1035,18 +1206,22 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
                 }
             }
         }
-        if (pd__expand(r, top.node) != 0) {
+        r->h_parent = r->exact ? top.f - (double)top.g : -INFINITY;
+        const int ex = pd__expand(r, top.node);
+        r->h_floor = r->h_parent = -INFINITY;
+        if (ex != 0) {
             st = r->stop != PD_OK ? r->stop : PD_INTERNAL;
             break;
         }
     }
     out.generated = r->pushes;
     out.reverse_expanded = r->rexpanded;
+    out.probes = r->probes;
     if ((st == PD_OK || st == PD_PARTIAL) && pd__extract(r, end, &out) != 0)
         st = PD_INTERNAL;
     out.eta_ms = (int64_t)end_key;
 done:
-    out.micros = pd_clock_us() - started;
+    out.micros = direct_us + (started ? pd_clock_us() - started : 0);
     if (res)
         *res = out;
     return st;

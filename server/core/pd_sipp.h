@@ -21,15 +21,24 @@
  * distance * 1000 / speed instead) is a fastest plan. On an empty table
  * that is A* over time: the same path cost as pd_search_astar.
  *
- * The exact static times come from a reverse search from the goal toward
- * the start (Silver's reverse resumable A*, WHCA*'s heuristic), over the
- * static grid in the plan's own step durations, resumed only for the
- * states the space-time search takes out of its open list (the others are
- * keyed by octile until then). With exact times a state past the handover
- * (below) ends the search when it is taken out: its key is the whole
- * plan's arrival, so the static rest costs no search at all. The reverse
- * search is most of a plan's work on an empty table: about one A* from the
- * goal to the start.
+ * The exact static times are asked for only for the states the
+ * space-time search takes out of its open list; the others are keyed by a
+ * lower bound until then (octile, or the expanded state's exact time less
+ * the step, whichever is higher). On a uniform grid they come from probes
+ * first: the static shortest path from the state's cell to the goal, by
+ * jump point search in the plan's own step durations
+ * (pd_sipp_direct_static_path), which gives every cell along it its exact
+ * time too; the fast path's declined path seeds them. Past a budget of the
+ * probes' jump points in one plan (a crowd: many cells off every path so
+ * far), and on weighted grids, they come from a reverse search from the
+ * goal toward the start (Silver's reverse resumable A*, WHCA*'s
+ * heuristic), over the static grid in the plan's own step durations,
+ * resumed until the cell asked for is closed: about one A* from the goal
+ * to the start, where a probe is about one jump point search. Both give
+ * the same times (reverse_only forces the second, for comparison). With
+ * exact times a state past the handover (below) ends the search when it is
+ * taken out: its key is the whole plan's arrival, so the static rest costs
+ * no search.
  *
  * The window (window_ms > 0) bounds what is reserved, not what is planned.
  * Let t_end = t0 + window_ms and hold = max(arrival, t_end). A state whose
@@ -155,6 +164,10 @@ typedef struct pd_sipp_params {
     /* 1: skip the fast path (pd_sipp_direct.h), plan with SIPP alone; for
      * tests and benchmarks that compare the two. */
     int sipp_only;
+    /* 1: exact static times from the reverse search alone, no probes (see
+     * "The exact static times" above); for tests and benchmarks that
+     * compare the two. */
+    int reverse_only;
     /* Goal sets and ranges (FindPath's, pd_targets.h): NULL for the one
      * `goal`; else `goal` is unused and the plan ends at the first cell the
      * set accepts, keyed by pd_targets_h (see "Goals" above). */
@@ -191,10 +204,17 @@ typedef struct pd_sipp_result {
     uint64_t blocker;
     pd_reserve_limit limit;        /* behind PD_LIMIT_EXCEEDED */
     uint64_t expanded, generated;  /* the space-time search's */
+    /* Wall time: the fast path's static search (its own metrics, as
+     * FindPath reports a search) plus SIPP's when it ran; 0 for a request
+     * refused before any search. */
     uint64_t micros;
     /* The reverse search's expansions (exact static times, when the caller
      * gives no heuristic); max_expansions bounds it on its own too. */
     uint64_t reverse_expanded;
+    /* Exact static times found by probes instead (static shortest paths by
+     * jump point search, see above): how many; their jump points expanded
+     * count in reverse_expanded. */
+    uint64_t probes;
     /* 1 when the fast path (pd_sipp_direct.h) answered: the static shortest
      * path was free; the searches above then did not run. */
     int direct;

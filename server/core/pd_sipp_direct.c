@@ -17,6 +17,7 @@ struct pd_sipp_direct {
     pd_jps_ctx *jps;
     pd_point *path;          /* the static path, every cell */
     size_t cap_path;
+    size_t n_path;           /* its length when the last plan declined with one */
     pd_waypoint *wp;         /* the last answer */
     size_t cap_wp;
 };
@@ -65,50 +66,97 @@ static int pd__busy(const pd_reserve *table, uint32_t self, int32_t x0, int32_t 
     return 0;
 }
 
-/* The static path from p->start to p->goal into d->path; its length, or 0
- * when jump point search cannot give it (not applicable, no path, budget,
- * poll, memory: SIPP then answers as it would have). */
-static size_t pd__static_path(pd_sipp_direct *d, const pd_grid *grid, const pd_sipp_params *p, int64_t straight,
-                              int64_t diagonal)
+/* Makes *dp at first use: 0, or -1 when memory ran out. */
+static int pd__make(pd_sipp_direct **dp)
 {
-    const pd_search_params sp = { .start = p->start,
+    if (*dp)
+        return 0;
+    pd_sipp_direct *d = calloc(1, sizeof *d);
+    if (!d || !(d->jps = pd_jps_ctx_create())) {
+        free(d);
+        return -1;
+    }
+    *dp = d;
+    return 0;
+}
+
+/* The static path from `from` to p->goal into d->path; its length, or 0
+ * when jump point search cannot give it (*st says why: not applicable, no
+ * path, budget, poll, memory). */
+static size_t pd__static_path(pd_sipp_direct *d, const pd_grid *grid, const pd_sipp_params *p, pd_point from,
+                              uint64_t max_expansions, int64_t straight, int64_t diagonal, pd_status *st,
+                              uint64_t *expanded, uint64_t *micros)
+{
+    const pd_search_params sp = { .start = from,
                                   .goal = p->goal,
                                   .connectivity = p->connectivity ? p->connectivity : PD_CONNECT_8,
-                                  .max_expansions = p->max_expansions,
+                                  .max_expansions = max_expansions,
                                   .poll = p->poll,
                                   .poll_user = p->poll_user };
-    pd_search_metrics m;
-    pd_status st = pd_search_jps_weighted(d->jps, grid, &sp, (double)straight, (double)diagonal, d->path,
-                                          d->cap_path, &m);
+    pd_search_metrics m = { 0 };
+    *st = pd_search_jps_weighted(d->jps, grid, &sp, (double)straight, (double)diagonal, d->path, d->cap_path, &m);
+    if (expanded)
+        *expanded = m.expanded;
+    if (micros)
+        *micros = m.micros;
     /* With no buffer yet, pd_search_jps answers OK without copying. */
-    if (st == PD_BUFFER_TOO_SMALL || (st == PD_OK && !d->path)) {
-        if (pd__grow_array((void **)&d->path, &d->cap_path, m.path_len, sizeof *d->path) != 0)
+    if (*st == PD_BUFFER_TOO_SMALL || (*st == PD_OK && !d->path)) {
+        if (pd__grow_array((void **)&d->path, &d->cap_path, m.path_len, sizeof *d->path) != 0) {
+            *st = PD_INTERNAL;
             return 0;
-        st = pd_jps_extract(d->jps, d->path, d->cap_path, NULL);
+        }
+        *st = pd_jps_extract(d->jps, d->path, d->cap_path, NULL);
     }
-    return st == PD_OK ? m.path_len : 0;
+    return *st == PD_OK ? m.path_len : 0;
+}
+
+size_t pd_sipp_direct_static_path(pd_sipp_direct **dp, const pd_grid *grid, const pd_sipp_params *p, pd_point from,
+                                  uint64_t max_expansions, const pd_point **path, pd_status *st, uint64_t *expanded)
+{
+    *expanded = 0;
+    if (!grid->uniform_cost || p->targets) {
+        *st = PD_INVALID_ARGUMENT;
+        return 0;
+    }
+    if (pd__make(dp) != 0) {
+        *st = PD_INTERNAL;
+        return 0;
+    }
+    pd_sipp_direct *d = *dp;
+    d->n_path = 0;
+    const size_t n = pd__static_path(d, grid, p, from, max_expansions, pd_sipp_step_ms(0, 1, p->speed),
+                                     pd_sipp_step_ms(1, 1, p->speed), st, expanded, NULL);
+    *path = d->path;
+    return n;
+}
+
+const pd_point *pd_sipp_direct_declined_path(const pd_sipp_direct *d, size_t *n)
+{
+    *n = d ? d->n_path : 0;
+    return d ? d->path : NULL;
 }
 
 int pd_sipp_direct_plan(pd_sipp_direct **dp, const pd_reserve *table, const pd_grid *grid, const pd_sipp_params *p,
                         uint32_t self, int use_table, int64_t t_end,
-                        pd_sipp_result *res, pd_status *st)
+                        pd_sipp_result *res, pd_status *st, uint64_t *micros)
 {
-    if (!grid->uniform_cost || p->targets)
+    *micros = 0;
+    if (*dp)
+        (*dp)->n_path = 0;
+    if (!grid->uniform_cost || p->targets || pd__make(dp) != 0)
         return 0;
-    if (!*dp) {
-        pd_sipp_direct *d = calloc(1, sizeof *d);
-        if (!d || !(d->jps = pd_jps_ctx_create())) {
-            free(d);
-            return 0;
-        }
-        *dp = d;
-    }
     pd_sipp_direct *d = *dp;
     /* Every passable cell costs 1 on a uniform grid. */
     const int64_t dur[2] = { pd_sipp_step_ms(0, 1, p->speed), pd_sipp_step_ms(1, 1, p->speed) };
-    const size_t n = pd__static_path(d, grid, p, dur[0], dur[1]);
+    pd_status why;
+    uint64_t expanded;
+    const size_t n =
+        pd__static_path(d, grid, p, p->start, p->max_expansions, dur[0], dur[1], &why, &expanded, micros);
     if (n == 0)
         return 0;
+    /* Kept for SIPP when the checks below decline (its exact static times
+     * along the path: pd_sipp_direct_declined_path). */
+    d->n_path = n;
 
     /* Walk the path from t0 without waits until the first end SIPP would
      * take, checking each move's box (both footprints) over its duration. */
@@ -153,6 +201,7 @@ int pd_sipp_direct_plan(pd_sipp_direct **dp, const pd_reserve *table, const pd_g
 
     if (pd__grow_array((void **)&d->wp, &d->cap_wp, end + 1u, sizeof *d->wp) != 0)
         return 0;
+    d->n_path = 0; /* answered: nothing left for SIPP */
     g = p->t0_ms;
     for (size_t i = 0; i <= end; i++) {
         if (i > 0)

@@ -64,9 +64,30 @@ void pd_sipp_direct_trim(pd_sipp_direct *d, size_t keep_bytes);
  * one). Steps take pd_sipp_step_ms.
  * Returns 1 with *st PD_OK or PD_PARTIAL and *res filled (waypoints owned
  * by *d, valid until its next use), or 0: declined, nothing filled.
+ * *micros gets its search's time (pd_search_metrics.micros; 0 when none
+ * ran), answered or declined.
  */
 int pd_sipp_direct_plan(pd_sipp_direct **d, const pd_reserve *table, const pd_grid *grid, const pd_sipp_params *p,
                         uint32_t self, int use_table, int64_t t_end,
-                        pd_sipp_result *res, pd_status *st);
+                        pd_sipp_result *res, pd_status *st, uint64_t *micros);
+
+/* After pd_sipp_direct_plan declined (returned 0) having found the static
+ * path (start first, goal last, every cell): that path, whose suffixes are
+ * exact static times to the goal, for SIPP's heuristic (pd_sipp.c); *n = 0
+ * when it found none, or answered. Valid until the next use of d. */
+const pd_point *pd_sipp_direct_declined_path(const pd_sipp_direct *d, size_t *n);
+
+/*
+ * SIPP's probe for an exact static time (pd_sipp.c): the static shortest
+ * path from `from` to p->goal in pd_sipp_step_ms steps, by the fast path's
+ * jump point search (uniform grids; p->targets none), every cell, `from`
+ * first. Returns its length with *path (owned by *d, valid until its next
+ * use), or 0 with *st saying why (PD_INVALID_ARGUMENT where jump point
+ * search does not apply - a weighted grid, a speed too high -, PD_NO_PATH,
+ * PD_BUDGET_EXCEEDED past max_expansions (0: none), the poll's status,
+ * PD_INTERNAL). *expanded gets the jump points it expanded.
+ */
+size_t pd_sipp_direct_static_path(pd_sipp_direct **d, const pd_grid *grid, const pd_sipp_params *p, pd_point from,
+                                  uint64_t max_expansions, const pd_point **path, pd_status *st, uint64_t *expanded);
 
 #endif

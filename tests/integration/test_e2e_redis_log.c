@@ -74,6 +74,16 @@ static int teardown(void **state)
     return rc;
 }
 
+/* A scene's version and its unit-1 grid, read through the daemon. */
+static void scene_read(pdc_conn *c, const char *name, uint64_t *version, pdc_grid *g)
+{
+    pdc_scene_details info;
+    assert_int_equal(pdc_scene_info(c, name, &info), PDC_OK);
+    *version = info.version;
+    pdc_scene_details_free(&info);
+    assert_int_equal(pdc_scene_grid(c, name, 1, g), PDC_OK);
+}
+
 static void test_restart_and_redis_down(void **state)
 {
     fixture *f = *state;

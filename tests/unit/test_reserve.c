@@ -1239,11 +1239,13 @@ static double dist_lookup(void *user, int32_t x, int32_t y)
 }
 
 /* Without a caller's heuristic the planner finds exact static times itself
- * (a reverse search from the goal), so the static rest after the handover
- * costs no search: on a serpentine 200 steps long, a 3 s window expands a
- * handful of states, not the whole way (the octile planner before it
- * expanded every cell of the rest). The plan is the same as with the
- * caller's exact distances. */
+ * (a reverse search from the goal, or probes: static shortest paths), so
+ * the static rest after the handover costs no search: on a serpentine 200
+ * steps long, a 3 s window expands a handful of states, not the whole way
+ * (the octile planner before it expanded every cell of the rest). The plan
+ * is the same as with the caller's exact distances, and with probes as with
+ * the reverse search alone, which probes spare: one jump point search
+ * instead of a search of the whole serpentine. */
 static void test_static_rest_not_searched(void **state)
 {
     fixture *f = *state;
@@ -1266,9 +1268,10 @@ static void test_static_rest_not_searched(void **state)
     /* SIPP's own search is what this measures: the fast path
      * (pd_sipp_direct.h) would answer an empty table without it. */
     pd_sipp_params p = { .agent = 1, .unit = 1, .start = { 0, 0 }, .goal = goal, .speed = 1.0, .window_ms = 3000,
-                         .sipp_only = 1 };
+                         .sipp_only = 1, .reverse_only = 1 };
     pd_sipp_result r;
     expect_status(pd_sipp_plan(f->ctx, f->t, s.unit[1], &p, &r), PD_PARTIAL, "serpentine, own distances");
+    assert_int_equal(r.probes, 0);
     print_message("serpentine: %llu expansions, %llu in the reverse search\n", (unsigned long long)r.expanded,
                   (unsigned long long)r.reverse_expanded);
     assert_true(r.expanded <= 12);
@@ -1277,6 +1280,20 @@ static void test_static_rest_not_searched(void **state)
     assert_int_equal(last.x, 3);
     assert_int_equal(last.y, 0);
     assert_int_equal(r.reserved_until_ms, FOREVER);
+    /* Probes: the same handover at the same time, from one static path
+     * (the start's: its cells are the way the plan goes), a few jump
+     * points instead of the serpentine's cells. */
+    p.reverse_only = 0;
+    expect_status(pd_sipp_plan(f->ctx, f->t, s.unit[1], &p, &r), PD_PARTIAL, "serpentine, probes");
+    print_message("serpentine with probes: %llu expansions, %llu probes, %llu jump points\n",
+                  (unsigned long long)r.expanded, (unsigned long long)r.probes,
+                  (unsigned long long)r.reverse_expanded);
+    assert_int_equal(r.probes, 1);
+    assert_true(r.reverse_expanded < 190);
+    assert_int_equal(r.waypoints[r.n_waypoints - 1].x, last.x);
+    assert_int_equal(r.waypoints[r.n_waypoints - 1].y, last.y);
+    assert_int_equal(r.waypoints[r.n_waypoints - 1].t_arrive_ms, last.t_arrive_ms);
+    p.reverse_only = 1;
     /* The caller's exact distances: the same handover. */
     p.heuristic = dist_lookup;
     p.heuristic_user = &dt;

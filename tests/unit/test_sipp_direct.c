@@ -15,6 +15,9 @@
  * legal against the table. The runs must see the fast path answer and
  * decline (a conflict) many times each, or they proved nothing.
  *
+ * SIPP's exact static times by probes (static shortest paths) are compared
+ * with its reverse search alone the same way.
+ *
  * Goal sets and ranges (SIPP alone: the fast path declines them) are
  * compared with the best plan to any single cell the set accepts.
  *
@@ -238,6 +241,115 @@ static void test_fast_path_matches_sipp(void **state)
                   declined);
     assert_true(direct >= 200);
     assert_true(declined >= 50);
+    pd_sipp_ctx_destroy(ctx);
+}
+
+/* Probes (pd_sipp.h: exact static times from static shortest paths by jump
+ * point search, seeded with the fast path's declined path, and the bound
+ * of the expanded state's time less the step) against the reverse search
+ * alone (reverse_only): on random grids with crowded random tables, every
+ * request gets the same status and objective both ways, with the fast path
+ * before SIPP (seeded probes) and with SIPP alone (unseeded). Many plans
+ * must have been answered by probes, or this compared nothing. A fifth of
+ * the requests are 4-connected (compared by status and SIPP's own ranking,
+ * the test's Dijkstra being 8-connected), and 5,000 cells/s rounds both
+ * steps to 1 ms, where jump point search does not apply to 8-connected
+ * moves and the reverse search answers alone. */
+static void test_probes_match_reverse_search(void **state)
+{
+    (void)state;
+    static const double speeds[] = { 1.0, 1.5, 2.3, 3.0, 7.0, 13.0, 250.0, 333.0, 5000.0 };
+    pd_sipp_ctx *ctx = pd_sipp_ctx_create();
+    assert_non_null(ctx);
+    unsigned compared = 0, probed = 0, several = 0;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        uint64_t r = seed * 104729u;
+        world wd;
+        world_random(&wd, &r, 12 + (int32_t)rng_below(&r, 14), 12 + (int32_t)rng_below(&r, 14),
+                     (int)rng_below(&r, 30));
+        pd_reserve *t = pd_reserve_create(NULL);
+        assert_non_null(t);
+        int64_t now = 0;
+        for (int q = 0; q < 60; q++) {
+            const uint32_t unit = rng_below(&r, 5) == 0 ? 2 : 1;
+            const pd_grid *ug = wd.unit[unit];
+            pd_sipp_params p = { .agent = 1 + rng_below(&r, 16),
+                                 .unit = unit,
+                                 .start = random_open(ug, &r),
+                                 .goal = random_open(ug, &r),
+                                 .t0_ms = now,
+                                 .speed = speeds[rng_below(&r, 9)],
+                                 .window_ms = rng_below(&r, 4) == 0 ? 0 : 1000 + 500 * (int64_t)rng_below(&r, 8),
+                                 .hold_ms = rng_below(&r, 3) == 0 ? 1500 : 0,
+                                 .at_goal = rng_below(&r, 4) == 0 ? PD_AT_GOAL_VANISH : PD_AT_GOAL_PARK,
+                                 .connectivity = rng_below(&r, 5) == 0 ? PD_CONNECT_4 : PD_CONNECT_8,
+                                 .max_expansions = 200000 };
+            const int four = p.connectivity == PD_CONNECT_4;
+            now += (int64_t)rng_below(&r, 200);
+            pd_sipp_result res;
+            int64_t obj[3] = { 0, 0, 0 }, eta[3] = { 0, 0, 0 };
+            pd_status st[3];
+            pd_waypoint *keep = NULL;
+            size_t n_keep = 0;
+            int64_t *times = static_times(ug, p.goal, p.speed);
+            const int64_t t_end = p.window_ms ? p.t0_ms + p.window_ms : FOREVER;
+            /* 0: as served (fast path, then SIPP with seeded probes);
+             * 1: SIPP alone with probes; 2: SIPP with the reverse search. */
+            for (int way = 0; way < 3; way++) {
+                p.sipp_only = way > 0;
+                p.reverse_only = way == 2;
+                st[way] = pd_sipp_plan(ctx, t, ug, &p, &res);
+                if (way == 2 || (p.speed > 1000.0 && !four))
+                    assert_int_equal(res.probes, 0);
+                if (way == 1 && res.probes > 0) {
+                    probed++;
+                    several += res.probes > 1;
+                }
+                if (st[way] == PD_OK || st[way] == PD_PARTIAL) {
+                    obj[way] = four ? 0 : objective(st[way], &res, times, ug->width, t_end);
+                    eta[way] = res.eta_ms;
+                    if (way == 0) {
+                        n_keep = res.n_waypoints;
+                        keep = malloc(n_keep * sizeof *keep);
+                        assert_non_null(keep);
+                        memcpy(keep, res.waypoints, n_keep * sizeof *keep);
+                    }
+                }
+            }
+            free(times);
+            if (st[2] == PD_BUDGET_EXCEEDED || st[1] == PD_BUDGET_EXCEEDED) {
+                free(keep);
+                continue; /* the two count a budget differently (pd_sipp.h) */
+            }
+            for (int way = 0; way < 2; way++) {
+                if (st[way] != st[2])
+                    fail_msg("seed %llu query %d: %s with probes (%s), %s by the reverse search",
+                             (unsigned long long)seed, q, pd_status_name(st[way]),
+                             way ? "SIPP alone" : "fast path first", pd_status_name(st[2]));
+                if (obj[way] != obj[2])
+                    fail_msg("seed %llu query %d (%s): objective %lld with probes (%s), %lld by the reverse search",
+                             (unsigned long long)seed, q, pd_status_name(st[2]), (long long)obj[way],
+                             way ? "SIPP alone" : "fast path first", (long long)obj[2]);
+            }
+            /* SIPP ranks its plan by the same number both ways. */
+            assert_int_equal(eta[1], eta[2]);
+            compared++;
+            if (keep) {
+                pd_reserve_refusal why;
+                const pd_status rs = pd_reserve_replace(t, p.agent, p.unit, p.t0_ms, keep, n_keep, &why);
+                if (rs != PD_OK)
+                    fail_msg("seed %llu query %d: the table refused the plan: %s", (unsigned long long)seed, q,
+                             pd_status_name(rs));
+            }
+            free(keep);
+        }
+        pd_reserve_destroy(t);
+        world_free(&wd);
+    }
+    print_message("compared %u requests three ways: %u answered by SIPP with probes, %u with more than one\n",
+                  compared, probed, several);
+    assert_true(probed >= 500);
+    assert_true(several >= 100);
     pd_sipp_ctx_destroy(ctx);
 }
 
@@ -543,6 +655,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fast_path_matches_sipp),
         cmocka_unit_test(test_fast_path_declines_on_conflict),
+        cmocka_unit_test(test_probes_match_reverse_search),
         cmocka_unit_test(test_fast_path_window),
         cmocka_unit_test(test_fast_path_vanish_needs_a_free_arrival),
         cmocka_unit_test(test_jps_weighted),
