@@ -21,10 +21,14 @@
 #include "pd_connmap.h"
 #include "pd_server.h"
 
-/* Entries one XREAD asks for per stream, and how long it blocks once the
- * replica caught up (new scenes are found between two reads: at most this
- * late). The watchdog allows the block plus log.timeout_ms. */
+/* Entries one XREAD asks for per stream once the replica caught up, and
+ * how long it blocks then (new scenes are found between two reads: at
+ * most this late). The watchdog allows the block plus log.timeout_ms.
+ * Behind (starting, or the last read was full) an XREAD asks for
+ * PD_REPLICA_READ_COUNT_BEHIND without blocking, and the next one goes
+ * while its entries are applied. */
 #define PD_REPLICA_READ_COUNT 1000u
+#define PD_REPLICA_READ_COUNT_BEHIND 4000u
 #define PD_REPLICA_BLOCK_MS 100u
 /* Queries parked for the tail at once; past it a behind query is answered
  * STALE_VERSION at once. */
