@@ -45,6 +45,7 @@
 #include "pd_log.h"
 #include "pd_server_internal.h"
 #include "pd_store.h"
+#include "pd_watch.h"
 
 /* One scene's stream as the tail reads it. */
 typedef struct pd__rscene {
@@ -63,6 +64,9 @@ typedef struct pd__item {
     int skip;                     /* its scene is refused: not applied */
     pd_journal_record rec;
     pd_store_logged outcome;
+    pd_scene_update_result res;   /* an update applied: what its watchers hear */
+    uint64_t incarnation;         /* a drop's scene, an instance's template, a reset's
+                                     scene (for their watch events) */
     char why[160];
 } pd__item;
 
@@ -701,6 +705,15 @@ static void pd__cycle(pd_replica *r)
 
 /* ---- applying --------------------------------------------------------------------------- */
 
+/* The incarnation of the scene served as name, 0 when none is. */
+static uint64_t pd__incarnation(pd_replica *r, const char *name)
+{
+    pd_scene *s = pd_registry_acquire(r->s->registry, name);
+    uint64_t inc = s ? s->incarnation : 0;
+    pd_scene_release(s);
+    return inc;
+}
+
 static int pd__item_cmp(const void *a, const void *b)
 {
     uint64_t x = ((const pd__item *)a)->g, y = ((const pd__item *)b)->g;
@@ -717,9 +730,77 @@ static void pd__apply_work(uv_work_t *w)
         qsort(b->items, b->n, sizeof *b->items, pd__item_cmp);
     for (size_t i = 0; i < b->n; i++) {
         pd__item *it = &b->items[i];
-        if (!it->skip)
-            it->outcome = pd_store_apply_logged(r->s->store, r->rp, &it->rec, it->why, sizeof it->why);
+        if (it->skip)
+            continue;
+        /* The incarnation a watch event names: a drop's before it goes,
+         * an instance's template's and a reset's after. */
+        pd_journal_type t = it->rec.type;
+        it->incarnation = t == PD_JOURNAL_DROP ? pd__incarnation(r, it->rec.scene) : 0;
+        it->outcome = pd_store_apply_logged_result(r->s->store, r->rp, &it->rec, &it->res, it->why, sizeof it->why);
+        if (it->outcome == PD_STORE_LOGGED_APPLIED && (t == PD_JOURNAL_INSTANCE || t == PD_JOURNAL_RESET))
+            it->incarnation = pd__incarnation(r, t == PD_JOURNAL_INSTANCE ? it->rec.tmpl : it->rec.scene);
     }
+}
+
+/* The watch event of a record the tail applied: watchers on this replica
+ * hear of changes other replicas made as of their own (an update's
+ * SCENE_UPDATED, a drop's SCENE_DROPPED, an instance's SCENE_INSTANCED on
+ * its template, a reset's SCENE_REPLACED). 0, or -1: none is due. */
+static int pd__event_of(pd_replica *r, const pd__item *it, pd_watch_event *ev)
+{
+    switch (it->rec.type) {
+    case PD_JOURNAL_UPDATE: {
+        pd_update_cells_req req;
+        memset(&req, 0, sizeof req);
+        snprintf(req.scene, sizeof req.scene, "%s", it->rec.scene);
+        req.ops = it->rec.ops;
+        req.n_ops = it->rec.n_ops;
+        pd_update_outcome out;
+        memset(&out, 0, sizeof out);
+        out.update = it->res;
+        return pd_watch_event_from_update(&req, &out, ev);
+    }
+    case PD_JOURNAL_DROP:
+        memset(ev, 0, sizeof *ev);
+        ev->kind = PD_WATCH_DROPPED;
+        ev->version = it->rec.version;
+        break;
+    case PD_JOURNAL_INSTANCE:
+        memset(ev, 0, sizeof *ev);
+        ev->kind = PD_WATCH_INSTANCED;
+        ev->version = it->rec.tmpl_version;
+        snprintf(ev->instance, sizeof ev->instance, "%s", it->rec.scene);
+        snprintf(ev->scene, sizeof ev->scene, "%s", it->rec.tmpl);
+        ev->incarnation = it->incarnation;
+        return 0;
+    case PD_JOURNAL_RESET: {
+        memset(ev, 0, sizeof *ev);
+        ev->kind = PD_WATCH_REPLACED;
+        ev->version = it->rec.version;
+        pd_scene *now = pd_registry_acquire(r->s->registry, it->rec.scene);
+        if (now) {
+            ev->has_changed = 1;
+            ev->changed_max = (pd_point){ now->grid->width - 1, now->grid->height - 1 };
+        }
+        pd_scene_release(now);
+        break;
+    }
+    default:
+        return -1;
+    }
+    snprintf(ev->scene, sizeof ev->scene, "%s", it->rec.scene);
+    ev->incarnation = it->incarnation;
+    return 0;
+}
+
+static void pd__publish(pd_replica *r, const pd__item *it)
+{
+    pd_watch_event ev;
+    if (pd__event_of(r, it, &ev) != 0)
+        return;
+    if (ev.kind == PD_WATCH_DROPPED)
+        pd_metrics_forget_scene(r->s->metrics, ev.scene);
+    pd__watch_publish(r->s, &ev);
 }
 
 static void pd__batch_clear(pd__batch *b)
@@ -790,6 +871,9 @@ static void pd__apply_done(uv_work_t *w, int status)
     (void)status;
     r->s->open_handles--;
     r->applying = NULL;
+    /* Watches begun while the batch was applied start at a version served
+     * then: their subscriptions skip the events up to it. */
+    int watched = !r->closing && pd__watch_count(r->s) > 0;
     for (size_t i = 0; i < b->n; i++) {
         pd__item *it = &b->items[i];
         if (it->skip)
@@ -797,6 +881,8 @@ static void pd__apply_done(uv_work_t *w, int status)
         switch (it->outcome) {
         case PD_STORE_LOGGED_APPLIED:
             r->applied++;
+            if (watched)
+                pd__publish(r, it);
             break;
         case PD_STORE_LOGGED_HAD:
             r->had++;

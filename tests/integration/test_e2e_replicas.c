@@ -10,7 +10,8 @@
  * version. With Redis killed, updates answer UNAVAILABLE while queries go
  * on; with Redis back (its AOF fsynced before each answer) updates go
  * through and both replicas agree again. A Redis restarted without its
- * data makes the replica refuse the scene whose log went back.
+ * data makes the replica refuse the scene whose log went back. Watchers
+ * on B hear the updates, instance and drop A made (through B's tail).
  *
  * Raw frames (pdi_raw_*) so the test sets idempotency_key and reads
  * Pong.serving, which the C client does not expose. Every wait is bounded.
@@ -196,14 +197,22 @@ static int update_when_up(int fd, int32_t x, uint32_t cost, const char *key, uin
     return st;
 }
 
-static void test_two_replicas_share_the_log(void **state)
+/* Redis, replicas A and B over it, and a connection to each. */
+static void start_two(fixture *f, int *fa, int *fb)
 {
-    fixture *f = *state;
     redis_srv_start(&f->redis);
     start_replica(f, &f->a);
     start_replica(f, &f->b);
-    int fa = pdi_raw_connect(f->a.port), fb = pdi_raw_connect(f->b.port);
-    assert_true(fa >= 0 && fb >= 0);
+    *fa = pdi_raw_connect(f->a.port);
+    *fb = pdi_raw_connect(f->b.port);
+    assert_true(*fa >= 0 && *fb >= 0);
+}
+
+static void test_two_replicas_share_the_log(void **state)
+{
+    fixture *f = *state;
+    int fa, fb;
+    start_two(f, &fa, &fb);
 
     /* A new scene on A, open everywhere. */
     create_arena(fa, "create-arena");
@@ -370,11 +379,120 @@ static void test_log_that_went_back_refuses_the_scene(void **state)
     assert_false(pdi_log_has_sanitizer_report(&f->a));
 }
 
+/* The next frame on fd: a watch event of watch id (within the call
+ * timeout). */
+static Pathd__V1__Response *recv_event(int fd, uint64_t id)
+{
+    Pathd__V1__Response *r = pdi_raw_recv(fd, PDI_CALL_TIMEOUT_MS, NULL);
+    if (!r)
+        fail_msg("no watch event of %llu within %d ms", (unsigned long long)id, PDI_CALL_TIMEOUT_MS);
+    if (r->body_case != PATHD__V1__RESPONSE__BODY_WATCH_EVENT || r->id != id)
+        fail_msg("expected a watch event of %llu, got id %llu body %d status %d", (unsigned long long)id,
+                 (unsigned long long)r->id, (int)r->body_case, (int)r->status);
+    return r;
+}
+
+/* req answered OK on fd, then the event of kind it makes heard by watch
+ * id on wfd. */
+static Pathd__V1__Response *change_heard(int fd, Pathd__V1__Request *req, int wfd, uint64_t id,
+                                         Pathd__V1__WatchEventKind kind)
+{
+    Pathd__V1__Response *r = call(fd, req);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    pathd__v1__response__free_unpacked(r, NULL);
+    r = recv_event(wfd, id);
+    assert_int_equal(r->watch_event->kind, kind);
+    return r;
+}
+
+/* Watchers on a replica hear the changes another replica made, which
+ * reach it through its tail: B watches the arena; updates on A are heard
+ * on B as SCENE_UPDATED at A's versions with the rectangles they changed,
+ * an instance A makes of the arena as SCENE_INSTANCED, A's drop of the
+ * arena as SCENE_DROPPED (the subscription's end). Before the tail
+ * published its changes, B's watchers heard only updates made on B. */
+static void test_watchers_hear_other_replicas_changes(void **state)
+{
+    fixture *f = *state;
+    int fa, fb;
+    start_two(f, &fa, &fb);
+    int wb = pdi_raw_connect(f->b.port);
+    assert_true(wb >= 0);
+    create_arena(fa, NULL);
+    wait_version(fb, 1, "B");
+
+    const char *names[] = { "arena" };
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__Watch w = PATHD__V1__WATCH__INIT;
+    w.scenes = (char **)names;
+    w.n_scenes = 1;
+    req.id = 500;
+    req.body_case = PATHD__V1__REQUEST__BODY_WATCH;
+    req.watch = &w;
+    assert_int_equal(pdi_raw_send_request(wb, &req), 0);
+    Pathd__V1__Response *r = recv_event(wb, 500);
+    assert_int_equal(r->watch_event->kind, PATHD__V1__WATCH_EVENT_KIND__WATCH_STARTED);
+    assert_int_equal(r->watch_event->version, 1);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    /* Two updates on A: B's watcher hears both, in order, as A made them. */
+    uint64_t v = 0;
+    assert_int_equal(update_column(fa, 7, 0, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 2);
+    assert_int_equal(update_column(fa, 9, 3, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 3);
+    for (uint64_t want = 2; want <= 3; want++) {
+        r = recv_event(wb, 500);
+        const Pathd__V1__WatchEvent *ev = r->watch_event;
+        assert_int_equal(ev->kind, PATHD__V1__WATCH_EVENT_KIND__SCENE_UPDATED);
+        assert_string_equal(ev->scene, "arena");
+        assert_int_equal(ev->version, want);
+        assert_int_equal(ev->cells_changed, H);
+        assert_non_null(ev->changed);
+        assert_int_equal(ev->changed->min->x, want == 2 ? 7 : 9);
+        assert_int_equal(ev->changed->max->y, H - 1);
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+
+    /* An instance of the arena made on A: SCENE_INSTANCED at version 3. */
+    Pathd__V1__Request ci = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__CreateInstance inst = PATHD__V1__CREATE_INSTANCE__INIT;
+    inst.template_ = "arena";
+    inst.name = "arena_copy";
+    ci.body_case = PATHD__V1__REQUEST__BODY_CREATE_INSTANCE;
+    ci.create_instance = &inst;
+    r = change_heard(fa, &ci, wb, 500, PATHD__V1__WATCH_EVENT_KIND__SCENE_INSTANCED);
+    assert_string_equal(r->watch_event->instance, "arena_copy");
+    assert_int_equal(r->watch_event->version, 3);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    /* A drops the arena: B's watcher hears SCENE_DROPPED, its last frame. */
+    Pathd__V1__Request dr = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__DropScene drop = PATHD__V1__DROP_SCENE__INIT;
+    drop.name = "arena";
+    dr.body_case = PATHD__V1__REQUEST__BODY_DROP_SCENE;
+    dr.drop_scene = &drop;
+    r = change_heard(fa, &dr, wb, 500, PATHD__V1__WATCH_EVENT_KIND__SCENE_DROPPED);
+    assert_string_equal(r->watch_event->scene, "arena");
+    assert_int_equal(r->watch_event->version, 3);
+    assert_true(r->final);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    close(fa);
+    close(fb);
+    close(wb);
+    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+    assert_int_equal(pdi_daemon_stop(&f->b), 0);
+    assert_false(pdi_log_has_sanitizer_report(&f->a));
+    assert_false(pdi_log_has_sanitizer_report(&f->b));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_two_replicas_share_the_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_that_went_back_refuses_the_scene, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_watchers_hear_other_replicas_changes, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
