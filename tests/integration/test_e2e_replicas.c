@@ -11,7 +11,8 @@
  * on; with Redis back (its AOF fsynced before each answer) updates go
  * through and both replicas agree again. A Redis restarted without its
  * data makes the replica refuse the scene whose log went back. Watchers
- * on B hear the updates, instance and drop A made (through B's tail).
+ * on B hear the updates, instance and drop A made (through B's tail). A
+ * Batch item's min_version waits for the tail as a FindPath's does.
  *
  * Raw frames (pdi_raw_*) so the test sets idempotency_key and reads
  * Pong.serving, which the C client does not expose. Every wait is bounded.
@@ -39,12 +40,17 @@
 typedef struct fixture {
     redis_srv redis;
     char extra[256];
+    uint32_t behind_wait_ms;      /* limits.max_behind_wait_ms of the next start (0: default) */
     pdi_daemon a, b, c;
 } fixture;
 
 static void start_replica(fixture *f, pdi_daemon *d)
 {
-    snprintf(f->extra, sizeof f->extra, "\"log\": {\"redis\": \"127.0.0.1:%d\", \"timeout_ms\": 500},", f->redis.port);
+    int n = snprintf(f->extra, sizeof f->extra, "\"log\": {\"redis\": \"127.0.0.1:%d\", \"timeout_ms\": 500},",
+                     f->redis.port);
+    if (f->behind_wait_ms)
+        snprintf(f->extra + n, sizeof f->extra - (size_t)n, "\"limits\": {\"max_behind_wait_ms\": %u},",
+                 (unsigned)f->behind_wait_ms);
     pdi_limits l = { .extra_json = f->extra, .metrics = 1 };
     assert_int_equal(pdi_daemon_start(d, &l), 0);
 }
@@ -487,12 +493,63 @@ static void test_watchers_hear_other_replicas_changes(void **state)
     assert_false(pdi_log_has_sanitizer_report(&f->b));
 }
 
+/* A Batch whose FindPath item names a version B does not serve yet waits
+ * for B's tail as the FindPath sent alone does: sent to B before A makes
+ * that version, it is answered once B applied it, with a path on it.
+ * Before, the item answered STALE_VERSION at once. */
+static void test_batch_waits_for_min_version(void **state)
+{
+    fixture *f = *state;
+    f->behind_wait_ms = 10000;
+    int fa, fb;
+    start_two(f, &fa, &fb);
+    create_arena(fa, NULL);
+    wait_version(fb, 1, "B");
+
+    pdi_fp_msg m;
+    pdi_fp_init(&m, 0, "arena", 0, 0, W - 1, 0);
+    m.fp.min_version = 2;
+    Pathd__V1__Query q = PATHD__V1__QUERY__INIT, *qs[] = { &q };
+    q.kind_case = PATHD__V1__QUERY__KIND_FIND_PATH;
+    q.find_path = &m.fp;
+    Pathd__V1__Batch batch = PATHD__V1__BATCH__INIT;
+    batch.items = qs;
+    batch.n_items = 1;
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    req.id = 900;
+    req.body_case = PATHD__V1__REQUEST__BODY_BATCH;
+    req.batch = &batch;
+    assert_int_equal(pdi_raw_send_request(fb, &req), 0);
+
+    uint64_t v = 0;
+    assert_int_equal(update_column(fa, 10, 5, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 2);
+    Pathd__V1__Response *r = pdi_raw_recv_final(fb, 900, PDI_CALL_TIMEOUT_MS);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_BATCH);
+    assert_int_equal(r->batch->n_items, 1);
+    const Pathd__V1__QueryResult *item = r->batch->items[0];
+    if (item->status != PATHD__V1__STATUS__OK)
+        fail_msg("the batch's item answered %d (%s) at version %llu, not a path", (int)item->status, item->message,
+                 (unsigned long long)item->version);
+    assert_int_equal(item->kind_case, PATHD__V1__QUERY_RESULT__KIND_PATH);
+    assert_int_equal(item->path->scene_version, 2);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    close(fa);
+    close(fb);
+    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+    assert_int_equal(pdi_daemon_stop(&f->b), 0);
+    assert_false(pdi_log_has_sanitizer_report(&f->b));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_two_replicas_share_the_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_that_went_back_refuses_the_scene, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watchers_hear_other_replicas_changes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_waits_for_min_version, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
