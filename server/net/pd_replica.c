@@ -90,6 +90,10 @@ typedef struct pd__parked {
 
 typedef struct pd__arena pd__arena;
 
+/* A watchdog that fires this much later than it was due found the loop
+ * stopped, not Redis silent. */
+#define PD__STALL_MS 1000u
+
 typedef enum pd__rphase {
     PD__R_IDLE,                   /* waiting for the watchdog (backoff, or a pause) */
     PD__R_CONNECTING,
@@ -117,6 +121,8 @@ struct pd_replica {
     pd__arena *arena;             /* its reader's replies (freed with the replica) */
     int ever_connected;
     uv_timer_t watchdog;          /* a late answer, or the next connect */
+    uint64_t armed_ms, due_ms;    /* its wait beyond log.timeout_ms, and when it is due
+                                     (the loop's clock) */
     uv_timer_t park_timer;
     int handles;                  /* of the two above, not yet closed */
     int closing;
@@ -190,6 +196,7 @@ static void pd__cycle(pd_replica *r);
 static void pd__list(pd_replica *r);
 static void pd__end_checks(pd_replica *r);
 static void pd__wake(uv_timer_t *t);
+static void pd__arm(pd_replica *r, uint64_t ms);
 static void pd__park_tick(uv_timer_t *t);
 
 /* ---- replies in an arena ------------------------------------------------------------------ */
@@ -379,12 +386,24 @@ static void pd__wake(uv_timer_t *t)
             pd__cycle(r);
         return;
     }
-    if (r->phase != PD__R_HELD)
-        pd__drop(r, "no answer within the watchdog");
+    if (r->phase == PD__R_HELD)
+        return;
+    /* Fired long after it was due: the loop itself stood still (the
+     * process was stopped, SIGSTOP), and the answer may be waiting in the
+     * socket, which the loop polls after its timers. It gets its time
+     * again rather than the connection going (a reconnect, its checks and
+     * a read again). */
+    if (uv_now(r->s->loop) > r->due_ms + PD__STALL_MS) {
+        pd__arm(r, r->armed_ms);
+        return;
+    }
+    pd__drop(r, "no answer within the watchdog");
 }
 
 static void pd__arm(pd_replica *r, uint64_t ms)
 {
+    r->armed_ms = ms;
+    r->due_ms = uv_now(r->s->loop) + ms + r->timeout_ms;
     uv_timer_stop(&r->watchdog);
     uv_timer_start(&r->watchdog, pd__wake, ms + r->timeout_ms, 0);
 }

@@ -12,7 +12,8 @@
  * through and both replicas agree again. A Redis restarted without its
  * data makes the replica refuse the scene whose log went back. Watchers
  * on B hear the updates, instance and drop A made (through B's tail). A
- * Batch item's min_version waits for the tail as a FindPath's does.
+ * Batch item's min_version waits for the tail as a FindPath's does. A
+ * replica stopped and continued keeps its tail's connection.
  *
  * Raw frames (pdi_raw_*) so the test sets idempotency_key and reads
  * Pong.serving, which the C client does not expose. Every wait is bounded.
@@ -543,6 +544,38 @@ static void test_batch_waits_for_min_version(void **state)
     assert_false(pdi_log_has_sanitizer_report(&f->b));
 }
 
+/* A replica stopped (SIGSTOP) while its tail waits in XREAD BLOCK finds,
+ * once continued, its watchdog long past due: the loop stood still, not
+ * Redis, and the answer waiting in the socket is read - the connection is
+ * kept (no reconnect, no "no answer" warning). Before, the watchdog
+ * dropped it and the tail connected again, checked and read again. */
+static void test_stopped_replica_keeps_its_connection(void **state)
+{
+    fixture *f = *state;
+    int fa, fb;
+    start_two(f, &fa, &fb);
+    create_arena(fa, NULL);
+    wait_version(fb, 1, "B");
+    /* Past log.timeout_ms (500) + the block (100) + the stall's margin (1 s). */
+    assert_int_equal(kill(f->b.pid, SIGSTOP), 0);
+    uint64_t v = 0;
+    assert_int_equal(update_column(fa, 6, 0, NULL, &v), PATHD__V1__STATUS__OK);
+    pdi_sleep_ms(2500);
+    assert_int_equal(kill(f->b.pid, SIGCONT), 0);
+    wait_version(fb, v, "B");
+    assert_false(pdi_log_contains(&f->b, "no answer within the watchdog"));
+    char *text = pdi_metrics_get(&f->b);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "pathd_log_reconnects_total{conn=\"tail\"} 0\n"));
+    free(text);
+
+    close(fa);
+    close(fb);
+    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+    assert_int_equal(pdi_daemon_stop(&f->b), 0);
+    assert_false(pdi_log_has_sanitizer_report(&f->b));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -550,6 +583,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_log_that_went_back_refuses_the_scene, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watchers_hear_other_replicas_changes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_waits_for_min_version, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stopped_replica_keeps_its_connection, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
