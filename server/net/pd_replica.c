@@ -44,8 +44,10 @@
 #include "pd_journal.h"
 #include "pd_log.h"
 #include "pd_server_internal.h"
+#include "pd_redis_snapshot.h"
 #include "pd_store.h"
 #include "pd_watch.h"
+#include "pd_world.h"
 
 /* One scene's stream as the tail reads it. */
 typedef struct pd__rscene {
@@ -54,6 +56,7 @@ typedef struct pd__rscene {
     char last_id[64];             /* the last entry read ("0-0": none yet) */
     uint64_t log_version;         /* the largest version read from its stream */
     int refused;                  /* the log went back: not served (loop) */
+    int rebuild;                  /* refused, and to be rebuilt from the log */
     char why[400];
 } pd__rscene;
 
@@ -101,6 +104,7 @@ typedef enum pd__rphase {
     PD__R_LISTING,
     PD__R_READING,
     PD__R_HELD,                   /* a batch read waits for the one applied: nothing sent */
+    PD__R_REBUILDING,             /* a refused scene rebuilt on the threadpool: nothing sent */
 } pd__rphase;
 
 struct pd_replica {
@@ -149,6 +153,17 @@ struct pd_replica {
     pd__parked *parked;
     size_t n_parked;
 
+    /* Rebuilding a refused scene (pd_redis_snap_rebuild), one at a time,
+     * never beside an apply: the same work request and replayer. */
+    pd_redis_snap *snap;          /* fetches snapshots over the log's connection */
+    int rebuilding;
+    size_t rb_scene;
+    int rb_rc;
+    uint64_t rb_version, rb_inc_before, rb_ver_before, rb_inc_after;
+    char rb_last[64], rb_err[256];
+    uint64_t rebuild_after;       /* the loop's clock: a failed rebuild is tried again then */
+    uint64_t rebuilds;
+
     uint64_t reconnects, connect_failures, applied, had, noops, gaps, behind, parked_total;
 };
 
@@ -196,6 +211,8 @@ static void pd__cycle(pd_replica *r);
 static void pd__list(pd_replica *r);
 static void pd__end_checks(pd_replica *r);
 static void pd__wake(uv_timer_t *t);
+static void pd__free_replica(pd_replica *r);
+static void pd__wake_parked(pd_replica *r, int expired_only);
 static void pd__arm(pd_replica *r, uint64_t ms);
 static void pd__park_tick(uv_timer_t *t);
 
@@ -381,12 +398,13 @@ static void pd__wake(uv_timer_t *t)
     if (r->closing)
         return;
     if (r->phase == PD__R_IDLE) {
-        /* A batch on the threadpool stays in hand: its end connects again. */
-        if (!r->applying)
+        /* A batch or a rebuild on the threadpool stays in hand: its end
+         * connects again. */
+        if (!r->applying && !r->rebuilding)
             pd__cycle(r);
         return;
     }
-    if (r->phase == PD__R_HELD)
+    if (r->phase == PD__R_HELD || r->phase == PD__R_REBUILDING)
         return;
     /* Fired long after it was due: the loop itself stood still (the
      * process was stopped, SIGSTOP), and the answer may be waiting in the
@@ -448,7 +466,7 @@ static void pd__on_disconnect(const redisAsyncContext *ac, int status)
 static void pd__check_reply(redisAsyncContext *ac, void *reply, void *priv);
 static void pd__end_checks(pd_replica *r);
 static void pd__begin_reads(pd_replica *r);
-static void pd__refuse(pd_replica *r, size_t i, const char *fmt, const char *a, const char *b);
+static void pd__refuse(pd_replica *r, size_t i, int rebuild, const char *fmt, const char *a, const char *b);
 
 /* Caught up: every record the log held when the tail started is applied
  * (a log that goes on growing does not keep a replica NOT_SERVING). */
@@ -556,9 +574,12 @@ static void pd__connect(pd_replica *r)
 
 /* ---- a log that went back --------------------------------------------------------------- */
 
-static void pd__refuse(pd_replica *r, size_t i, const char *fmt, const char *a, const char *b)
+/* Scene i is not served from now on; with `rebuild` it is rebuilt from the
+ * log (pd__list starts it), and found again at each reconnect's checks. */
+static void pd__refuse(pd_replica *r, size_t i, int rebuild, const char *fmt, const char *a, const char *b)
 {
     pd__rscene *sc = &r->scenes[i];
+    sc->rebuild |= rebuild;
     if (sc->refused)
         return;
     sc->refused = 1;
@@ -597,10 +618,126 @@ static void pd__check_one(pd_replica *r, const pd_scene *s, const redisReply *x)
     }
     char served[32];
     snprintf(served, sizeof served, "%" PRIu64, s->version);
-    pd__refuse(r, i,
+    pd__refuse(r, i, 1,
                "the log went back (its stream ends at entry %s, this replica serves version %s: a Redis failover "
-               "or restore); not served until this replica is rebuilt from the log (restart it)",
+               "or restore); not served until the scene is rebuilt from the log (under way)",
                last, served);
+}
+
+/* ---- rebuilding a refused scene ------------------------------------------------------------ */
+
+/* How long a failed rebuild waits before it is tried again. */
+#define PD__REBUILD_RETRY_MS 1000u
+
+static uint64_t pd__incarnation(pd_replica *r, const char *name);
+
+static void pd__rebuild_work(uv_work_t *w)
+{
+    pd_replica *r = w->data;
+    const char *name = r->scenes[r->rb_scene].name;
+    pd_scene *was = pd_registry_acquire(r->s->registry, name);
+    r->rb_inc_before = was ? was->incarnation : 0;
+    r->rb_ver_before = was ? was->version : 0;
+    pd_scene_release(was);
+    r->rb_rc = pd_redis_snap_rebuild(r->snap, r->rp, r->s->registry, name, r->rb_last, sizeof r->rb_last,
+                                     &r->rb_version, r->rb_err, sizeof r->rb_err);
+    r->rb_inc_after = pd__incarnation(r, name);
+}
+
+static void pd__rebuild_done(uv_work_t *w, int status);
+
+/* Starts the rebuild of a refused scene when one is due and nothing is
+ * applied: 1 when it went to the threadpool. */
+static int pd__start_rebuild(pd_replica *r)
+{
+    if (r->applying || r->rebuilding || !r->snap || uv_now(r->s->loop) < r->rebuild_after)
+        return 0;
+    size_t i = 0;
+    while (i < r->n_scenes && !(r->scenes[i].refused && r->scenes[i].rebuild))
+        i++;
+    if (i == r->n_scenes)
+        return 0;
+    r->rb_scene = i;
+    r->rebuilding = 1;
+    r->work.data = r;
+    if (uv_queue_work(r->s->loop, &r->work, pd__rebuild_work, pd__rebuild_done) != 0) {
+        r->rebuilding = 0;
+        return 0;
+    }
+    r->s->open_handles++;
+    r->phase = PD__R_REBUILDING;
+    uv_timer_stop(&r->watchdog);
+    return 1;
+}
+
+/* The watch event of a scene rebuilt: its watchers' topic is of the
+ * incarnation they watched; another one (a snapshot of another history,
+ * or a drop) ends them, the same one is replaced (its version may have
+ * gone down: the log's). */
+static void pd__rebuilt_event(pd_replica *r, const char *name)
+{
+    if (!r->rb_inc_before || pd__watch_count(r->s) == 0)
+        return;
+    pd_watch_event ev;
+    memset(&ev, 0, sizeof ev);
+    snprintf(ev.scene, sizeof ev.scene, "%s", name);
+    ev.incarnation = r->rb_inc_before;
+    pd_scene *now = pd_registry_acquire(r->s->registry, name);
+    if (now && r->rb_inc_after == r->rb_inc_before) {
+        ev.kind = PD_WATCH_REPLACED;
+        ev.version = now->version;
+        ev.has_changed = 1;
+        ev.changed_max = (pd_point){ now->grid->width - 1, now->grid->height - 1 };
+    } else {
+        ev.kind = PD_WATCH_DROPPED;
+        ev.version = r->rb_ver_before;
+    }
+    pd_scene_release(now);
+    pd__watch_publish(r->s, &ev);
+}
+
+static void pd__rebuild_done(uv_work_t *w, int status)
+{
+    pd_replica *r = w->data;
+    (void)status;
+    r->s->open_handles--;
+    r->rebuilding = 0;
+    if (r->closing) {
+        r->phase = PD__R_IDLE;
+        if (r->handles == 0)
+            pd__free_replica(r);
+        return;
+    }
+    pd__rscene *sc = &r->scenes[r->rb_scene];
+    if (r->rb_rc == 0) {
+        sc->refused = 0;
+        sc->rebuild = 0;
+        sc->why[0] = '\0';
+        snprintf(sc->last_id, sizeof sc->last_id, "%s", r->rb_last);
+        sc->log_version = r->rb_version;
+        r->rebuilds++;
+        if (r->s->world_store)
+            pd_world_store_mark_stale(r->s->world_store, r->s->registry);
+        pd__rebuilt_event(r, sc->name);
+        if (r->rb_version)
+            pd_log_warn("replica: scene '%s' rebuilt from the log at version %" PRIu64 " (it served %" PRIu64
+                        "); served again",
+                        sc->name, r->rb_version, r->rb_ver_before);
+        else
+            pd_log_warn("replica: scene '%s': the log has no record of it; dropped", sc->name);
+    } else {
+        r->rebuild_after = uv_now(r->s->loop) + PD__REBUILD_RETRY_MS;
+        pd_log_error("replica: scene '%s': rebuilding it from the log failed: %s; tried again in %u ms", sc->name,
+                     r->rb_err, PD__REBUILD_RETRY_MS);
+    }
+    r->phase = PD__R_IDLE;
+    pd__wake_parked(r, 0);
+    if (!r->ac) {
+        uv_timer_stop(&r->watchdog);
+        uv_timer_start(&r->watchdog, pd__wake, r->backoff_ms ? r->backoff_ms / 2 : PD_REDIS_BACKOFF_MIN_MS, 0);
+        return;
+    }
+    pd__list(r);
 }
 
 static void pd__end_checks(pd_replica *r)
@@ -706,8 +843,14 @@ static void pd__list_reply(redisAsyncContext *ac, void *reply, void *priv)
     pd__read(r);
 }
 
+static int pd__start_rebuild(pd_replica *r);
+
+/* The start of each caught-up round: a refused scene due for its rebuild
+ * goes first, then SMEMBERS for new scenes. */
 static void pd__list(pd_replica *r)
 {
+    if (pd__start_rebuild(r))
+        return;
     const char *argv[] = { "SMEMBERS", r->scenes_key };
     (void)pd__send(r, PD__R_LISTING, 0, pd__list_reply, NULL, 2, argv);
 }
@@ -844,6 +987,7 @@ static void pd__free_batches(pd_replica *r)
 /* The end of a closed replica: its handles closed, no apply in flight. */
 static void pd__free_replica(pd_replica *r)
 {
+    pd_redis_snap_destroy(r->snap);
     pd__free_batches(r);
     pd__arena_free(r->arena);
     free(r->scenes);
@@ -871,7 +1015,6 @@ static int pd__start_apply(pd_replica *r, pd__batch *b)
     return 0;
 }
 
-static void pd__wake_parked(pd_replica *r, int expired_only);
 
 /* What the next step is once nothing is sent and nothing applied: read on
  * at once while behind, or look for new scenes, then block. */
@@ -913,8 +1056,8 @@ static void pd__apply_done(uv_work_t *w, int status)
             break;
         case PD_STORE_LOGGED_GAP:
             r->gaps++;
-            pd__refuse(r, it->scene, "a record is missing before this one (%s)%s", it->why,
-                       "; not served until this replica is rebuilt from the log (restart it)");
+            pd__refuse(r, it->scene, 1, "a record is missing before this one (%s)%s", it->why,
+                       "; not served until the scene is rebuilt from the log (under way)");
             break;
         }
     }
@@ -1056,11 +1199,11 @@ static void pd__read_reply(redisAsyncContext *ac, void *reply, void *priv)
         size_t j = 0;
         for (; j < entries->elements; j++) {
             if (pd__take(r, b, sc, entries->element[j]) != 0) {
-                pd__refuse(r, sc, "an entry of its stream does not parse (%s)%s",
+                pd__refuse(r, sc, 0, "an entry of its stream does not parse (%s)%s",
                            entries->element[j]->type == REDIS_REPLY_ARRAY && entries->element[j]->elements
                                ? entries->element[j]->element[0]->str
                                : "?",
-                           "; not served until this replica is rebuilt from the log");
+                           "; not served (a rebuild would read it too: a newer pathd's entry?)");
                 break;
             }
         }
@@ -1229,6 +1372,10 @@ char *pd__replica_metrics(pd_replica *r)
         pd__label(label, sizeof label, r->scenes[i].name);
         fprintf(f, "pathd_replica_scene_refused{scene=\"%s\"} %d\n", label, r->scenes[i].refused);
     }
+    fprintf(f, "# HELP pathd_replica_rebuilds_total Refused scenes rebuilt from the log (its newest snapshot "
+               "and stream) and served again.\n# TYPE pathd_replica_rebuilds_total counter\n"
+               "pathd_replica_rebuilds_total %" PRIu64 "\n",
+            r->rebuilds);
     fprintf(f, "# HELP pathd_replica_records_total Records the tail read, by what applying them did.\n"
                "# TYPE pathd_replica_records_total counter\n"
                "pathd_replica_records_total{outcome=\"applied\"} %" PRIu64 "\n"
@@ -1271,7 +1418,7 @@ static void pd__timer_closed(uv_handle_t *h)
 {
     pd_replica *r = h->data;
     r->s->open_handles--;
-    if (--r->handles == 0 && !r->applying)
+    if (--r->handles == 0 && !r->applying && !r->rebuilding)
         pd__free_replica(r);
 }
 
@@ -1296,6 +1443,11 @@ pd_replica *pd__replica_start(pd_server *s, pd_redis_log *rl, pd__replica_redisp
     pd_redis_log_scenes_key(rl, r->scenes_key, sizeof r->scenes_key);
     snprintf(r->seq_key, sizeof r->seq_key, "%s:seq", s->conf.log.prefix);
     r->rand_state = (unsigned)uv_hrtime() ^ (unsigned)(uintptr_t)r;
+    /* Only fetches: the interval, count and bound are not used. */
+    const pd_redis_snap_opts so = { .every = 1, .keep = 1, .max_bytes = 1 };
+    char why[160];
+    if (!(r->snap = pd_redis_snap_create(rl, &so, why, sizeof why)))
+        pd_log_warn("replica: %s; a scene whose log went back is not rebuilt", why);
     uv_timer_init(s->loop, &r->watchdog);
     uv_timer_init(s->loop, &r->park_timer);
     r->watchdog.data = r->park_timer.data = r;

@@ -10,7 +10,9 @@
  * version. With Redis killed, updates answer UNAVAILABLE while queries go
  * on; with Redis back (its AOF fsynced before each answer) updates go
  * through and both replicas agree again. A Redis restarted without its
- * data makes the replica refuse the scene whose log went back. Watchers
+ * data makes the replica refuse the scene whose log went back, and drop
+ * it (the log has no record of it); a log cut back to fewer versions has
+ * the scene refused, rebuilt and served at the log's version. Watchers
  * on B hear the updates, instance and drop A made (through B's tail). A
  * Batch item's min_version waits for the tail as a FindPath's does. A
  * replica stopped and continued keeps its tail's connection.
@@ -337,19 +339,28 @@ static int find_across_why(int fd, char *why, size_t len)
     return st;
 }
 
-/* Redis restarted without its data (a restore, or a failover to one that
- * had not got the last writes): the replica's tail, reconnecting, finds
- * the arena's stream ends before what it applied, and stops serving that
- * scene - queries and updates answer UNAVAILABLE naming why - while the
- * config's scene, which the log never changed, goes on. */
-static void test_log_that_went_back_refuses_the_scene(void **state)
+/* Redis and replica A with the arena made on it; a connection to A. */
+static int start_one_with_arena(fixture *f)
 {
-    fixture *f = *state;
     redis_srv_start(&f->redis);
     start_replica(f, &f->a);
     int fa = pdi_raw_connect(f->a.port);
     assert_true(fa >= 0);
     create_arena(fa, NULL);
+    return fa;
+}
+
+/* Redis restarted without its data (a restore, or a failover to one that
+ * had not got the last writes): the replica's tail, reconnecting, finds
+ * the arena's stream ends before what it applied, and stops serving that
+ * scene; rebuilding it from the log finds no record of it at all (the log
+ * went back past its creation), so the arena is dropped - UNKNOWN_SCENE -
+ * while the config's scene, which the log never changed, goes on. Before,
+ * it answered UNAVAILABLE until the replica was restarted. */
+static void test_log_that_went_back_refuses_the_scene(void **state)
+{
+    fixture *f = *state;
+    int fa = start_one_with_arena(f);
     uint64_t v = 0;
     assert_int_equal(update_column(fa, 4, 0, "wall-4", &v), PATHD__V1__STATUS__OK);
     assert_int_equal(v, 2);
@@ -362,25 +373,88 @@ static void test_log_that_went_back_refuses_the_scene(void **state)
     assert_int_equal(system(cmd), 0);
     redis_srv_start(&f->redis);
 
+    assert_true(pdi_wait_log(&f->a, "scene 'arena': the log went back", CONVERGE_MS));
     double t0 = pdi_now_ms();
     int st;
-    while ((st = find_across_why(fa, why, sizeof why)) != PATHD__V1__STATUS__UNAVAILABLE &&
+    while ((st = find_across_why(fa, why, sizeof why)) != PATHD__V1__STATUS__UNKNOWN_SCENE &&
            pdi_now_ms() - t0 < CONVERGE_MS)
         pdi_sleep_ms(20);
-    if (st != PATHD__V1__STATUS__UNAVAILABLE) {
+    if (st != PATHD__V1__STATUS__UNKNOWN_SCENE) {
         pdi_print_log(&f->a);
-        fail_msg("the arena answers %d (%s), not UNAVAILABLE", st, why);
+        fail_msg("the arena answers %d (%s), not UNKNOWN_SCENE", st, why);
     }
-    assert_non_null(strstr(why, "scene 'arena': the log went back"));
-    assert_int_equal(update_column(fa, 5, 0, "wall-5", &v), PATHD__V1__STATUS__UNAVAILABLE);
+    assert_true(pdi_log_contains(&f->a, "scene 'arena': the log has no record of it; dropped"));
     pdi_fp_msg m;
     pdi_fp_init(&m, 0, "serpent", 0, 0, 5, 0);
     Pathd__V1__Response *r = call(fa, &m.req);
     assert_int_equal(r->status, PATHD__V1__STATUS__OK);
     pathd__v1__response__free_unpacked(r, NULL);
-    char *text = pdi_metrics_wait(&f->a, "pathd_replica_scene_refused{scene=\"arena\"} 1", CONVERGE_MS);
+    char *text = pdi_metrics_wait(&f->a, "pathd_replica_rebuilds_total 1\n", CONVERGE_MS);
     assert_non_null(text);
+    assert_non_null(strstr(text, "pathd_replica_rebuilds_total 1\n"));
     free(text);
+    close(fa);
+    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+    assert_false(pdi_log_has_sanitizer_report(&f->a));
+}
+
+/* The log goes back to fewer versions (its stream cut to the arena's
+ * creation and first update, as a failover to a Redis that had only those
+ * would leave it): A, its tail reconnecting (CLIENT KILL), refuses the
+ * arena, rebuilds it from the log and serves it again at the log's
+ * version 2 with the log's cells (column 10 walled off: NO_PATH), where it
+ * had served version 4 (the wall opened again). Updates then go on from
+ * there. Before, the arena stayed UNAVAILABLE until a restart. */
+static void test_scene_rebuilt_at_the_logs_version(void **state)
+{
+    fixture *f = *state;
+    int fa = start_one_with_arena(f);
+    uint64_t v = 0;
+    assert_int_equal(update_column(fa, 10, 0, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(update_column(fa, 10, 1, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(update_column(fa, 11, 3, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 4);
+    assert_int_equal(find_across(fa, 4, NULL), PATHD__V1__STATUS__OK);
+
+    /* The stream cut back to its first two entries (version 1: the
+     * scene; 2: the wall), the FUNCTION's counter with it. */
+    redisContext *rc = redis_srv_connect(&f->redis);
+    assert_non_null(rc);
+    redisReply *all = redisCommand(rc, "XRANGE pathd:{arena}:log - +");
+    assert_non_null(all);
+    assert_int_equal(all->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(all->elements, 4);
+    freeReplyObject(redisCommand(rc, "DEL pathd:{arena}:log"));
+    for (size_t i = 0; i < 2; i++) {
+        const redisReply *e = all->element[i], *fl = e->element[1];
+        const char *argv[16];
+        size_t argvlen[16], argc = 0;
+        argv[argc] = "XADD", argvlen[argc++] = 4;
+        argv[argc] = "pathd:{arena}:log", argvlen[argc++] = strlen("pathd:{arena}:log");
+        argv[argc] = e->element[0]->str, argvlen[argc++] = e->element[0]->len;
+        for (size_t k = 0; k < fl->elements && argc < 16; k++)
+            argv[argc] = fl->element[k]->str, argvlen[argc++] = fl->element[k]->len;
+        redisReply *added = redisCommandArgv(rc, (int)argc, argv, argvlen);
+        assert_non_null(added);
+        assert_int_equal(added->type, REDIS_REPLY_STRING);
+        freeReplyObject(added);
+    }
+    freeReplyObject(all);
+    freeReplyObject(redisCommand(rc, "HSET pathd:{arena}:meta v 2"));
+    redisReply *killed = redisCommand(rc, "CLIENT KILL TYPE normal SKIPME yes");
+    assert_non_null(killed);
+    assert_int_equal(killed->type, REDIS_REPLY_INTEGER);
+    freeReplyObject(killed);
+    redisFree(rc);
+
+    assert_true(pdi_wait_log(&f->a, "scene 'arena': the log went back", CONVERGE_MS));
+    assert_true(pdi_wait_log(&f->a, "scene 'arena' rebuilt from the log at version 2 (it served 4)", CONVERGE_MS));
+    assert_int_equal(scene_version(fa), 2);
+    assert_int_equal(find_across(fa, 2, NULL), PATHD__V1__STATUS__NO_PATH);
+    /* Served again, and changed again from the log's version. */
+    assert_int_equal(update_when_up(fa, 10, 1, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 3);
+    assert_int_equal(find_across(fa, 3, NULL), PATHD__V1__STATUS__OK);
     close(fa);
     assert_int_equal(pdi_daemon_stop(&f->a), 0);
     assert_false(pdi_log_has_sanitizer_report(&f->a));
@@ -581,6 +655,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_two_replicas_share_the_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_that_went_back_refuses_the_scene, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scene_rebuilt_at_the_logs_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watchers_hear_other_replicas_changes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_waits_for_min_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stopped_replica_keeps_its_connection, setup, teardown),
