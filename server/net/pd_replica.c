@@ -158,6 +158,7 @@ struct pd_replica {
     pd_redis_snap *snap;          /* fetches snapshots over the log's connection */
     int rebuilding;
     size_t rb_scene;
+    char rb_name[PD_CONF_MAX_NAME]; /* its name, for the threadpool (r->scenes may grow) */
     int rb_rc;
     uint64_t rb_version, rb_inc_before, rb_ver_before, rb_inc_after;
     char rb_last[64], rb_err[256];
@@ -634,7 +635,7 @@ static uint64_t pd__incarnation(pd_replica *r, const char *name);
 static void pd__rebuild_work(uv_work_t *w)
 {
     pd_replica *r = w->data;
-    const char *name = r->scenes[r->rb_scene].name;
+    const char *name = r->rb_name;
     pd_scene *was = pd_registry_acquire(r->s->registry, name);
     r->rb_inc_before = was ? was->incarnation : 0;
     r->rb_ver_before = was ? was->version : 0;
@@ -658,6 +659,7 @@ static int pd__start_rebuild(pd_replica *r)
     if (i == r->n_scenes)
         return 0;
     r->rb_scene = i;
+    snprintf(r->rb_name, sizeof r->rb_name, "%s", r->scenes[i].name);
     r->rebuilding = 1;
     r->work.data = r;
     if (uv_queue_work(r->s->loop, &r->work, pd__rebuild_work, pd__rebuild_done) != 0) {
