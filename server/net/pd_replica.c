@@ -433,7 +433,7 @@ static void pd__arm(pd_replica *r, uint64_t ms)
 static int pd__send(pd_replica *r, pd__rphase phase, uint64_t extra_ms, redisCallbackFn *fn, void *priv, int argc,
                     const char **argv)
 {
-    size_t small[8];
+    size_t small[8] = { 0 };
     size_t *argvlen = argc <= 8 ? small : malloc((size_t)argc * sizeof *argvlen);
     int rc = REDIS_ERR;
     if (argvlen) {
