@@ -560,6 +560,23 @@ static void pd__finish_batch(pd_server *s, pd_job *batch);
  * the in-flight cap could never be admitted: LIMIT_EXCEEDED, naming it
  * (GetLimits' max_batch_items says it); one that does not fit beside what
  * the connection has in flight now is OVERLOADED as a whole. */
+/* 1 when an item of the batch names a version (min_version) of its scene
+ * that this replica does not serve yet, or a scene it does not serve. */
+static int pd__batch_behind(pd_server *s, const pd_job *batch, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const pd_move_req *item = &batch->move_reqs[i];
+        if (item->status != PD_OK || item->min_version == 0)
+            continue;
+        pd_scene *scene = pd_registry_acquire(s->registry, item->scene);
+        int behind = !scene || scene->version < item->min_version;
+        pd_scene_release(scene);
+        if (behind)
+            return 1;
+    }
+    return 0;
+}
+
 static void pd__handle_batch(pd__conn *c, pd_request *req, const pd_kind *k, uint64_t arrival_ns)
 {
     pd_server *s = c->server;
@@ -580,6 +597,13 @@ static void pd__handle_batch(pd__conn *c, pd_request *req, const pd_kind *k, uin
     pd_status st = batch ? k->prepare(batch, req, &env, &why) : PD_INTERNAL;
     if (st != PD_OK) {
         pd__send_error(c, req->id, st, "%s", why.message[0] ? why.message : "out of memory");
+        pd__job_free(batch);
+        return;
+    }
+    /* A replica behind an item's min_version parks the whole frame, as it
+     * parks a FindPath sent alone: answered once the tail caught up, or
+     * its wait ended (the items behind then answer STALE_VERSION). */
+    if (s->replica && pd__batch_behind(s, batch, n) && pd__park_behind(c)) {
         pd__job_free(batch);
         return;
     }

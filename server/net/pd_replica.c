@@ -10,6 +10,14 @@
  *   to libuv's threadpool, where pd_store_apply_logged applies them in the
  *   log's global order -> again.
  *
+ * Catching up (issue 32: 100,000 updates in a second) the read and the
+ * apply overlap: while one batch is applied on the threadpool, the next
+ * XREAD (COUNT PD_REPLICA_READ_COUNT_BEHIND, no BLOCK) is answered and
+ * decoded on the loop into the other of two batch buffers, which are kept
+ * from read to read. The replies are built in an arena (below): hiredis's
+ * own reader mallocs and frees every element of them. At most one batch
+ * is applied and one held, so records are still applied strictly in order.
+ *
  * Until one XREAD without BLOCK finds nothing new, the replica has not
  * caught up with the log as it was at start and Ping answers NOT_SERVING.
  * hiredis 0.14 has no timeout for async commands: a uv timer (the
@@ -19,8 +27,7 @@
  *
  * Applying is the store's, on a threadpool thread (an update builds a
  * version, and may wait for the scene's writer lock that a worker holds
- * through a Redis round trip); one batch is in flight at a time, so
- * records are applied strictly in order.
+ * through a Redis round trip).
  */
 #include "pd_replica.h"
 
@@ -29,6 +36,7 @@
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +44,10 @@
 #include "pd_journal.h"
 #include "pd_log.h"
 #include "pd_server_internal.h"
+#include "pd_redis_snapshot.h"
 #include "pd_store.h"
+#include "pd_watch.h"
+#include "pd_world.h"
 
 /* One scene's stream as the tail reads it. */
 typedef struct pd__rscene {
@@ -45,6 +56,7 @@ typedef struct pd__rscene {
     char last_id[64];             /* the last entry read ("0-0": none yet) */
     uint64_t log_version;         /* the largest version read from its stream */
     int refused;                  /* the log went back: not served (loop) */
+    int rebuild;                  /* refused, and to be rebuilt from the log */
     char why[400];
 } pd__rscene;
 
@@ -52,10 +64,24 @@ typedef struct pd__rscene {
 typedef struct pd__item {
     uint64_t g;                   /* the global sequence: the order to apply in */
     size_t scene;                 /* index into the replica's scenes */
+    int skip;                     /* its scene is refused: not applied */
     pd_journal_record rec;
     pd_store_logged outcome;
+    pd_scene_update_result res;   /* an update applied: what its watchers hear */
+    uint64_t incarnation;         /* a drop's scene, an instance's template, a reset's
+                                     scene (for their watch events) */
     char why[160];
 } pd__item;
+
+/* The entries of one XREAD, decoded. A replica holds two, kept from one
+ * read to the next (their pages stay mapped): one applied on the
+ * threadpool while the next read fills the other. */
+typedef struct pd__batch {
+    pd__item *items;
+    size_t n, cap;
+    uint64_t max_g;               /* the largest global sequence in it */
+    int full;                     /* a stream gave the whole COUNT: read on at once */
+} pd__batch;
 
 /* A query parked until the tail catches up with its min_version. */
 typedef struct pd__parked {
@@ -65,13 +91,20 @@ typedef struct pd__parked {
     uint8_t frame[];
 } pd__parked;
 
+typedef struct pd__arena pd__arena;
+
+/* A watchdog that fires this much later than it was due found the loop
+ * stopped, not Redis silent. */
+#define PD__STALL_MS 1000u
+
 typedef enum pd__rphase {
     PD__R_IDLE,                   /* waiting for the watchdog (backoff, or a pause) */
     PD__R_CONNECTING,
     PD__R_CHECKING,               /* XREVRANGEs after a reconnect */
     PD__R_LISTING,
     PD__R_READING,
-    PD__R_APPLYING,
+    PD__R_HELD,                   /* a batch read waits for the one applied: nothing sent */
+    PD__R_REBUILDING,             /* a refused scene rebuilt on the threadpool: nothing sent */
 } pd__rphase;
 
 struct pd_replica {
@@ -86,11 +119,14 @@ struct pd_replica {
     uint64_t start_seq;           /* PREFIX:seq when the tail first connected: caught up
                                      once every record up to it is applied */
     int start_seq_known;
-    uint64_t max_g;               /* the largest global sequence read */
+    uint64_t applied_g;           /* the largest global sequence applied */
 
     redisAsyncContext *ac;        /* NULL: not connected */
+    pd__arena *arena;             /* its reader's replies (freed with the replica) */
     int ever_connected;
     uv_timer_t watchdog;          /* a late answer, or the next connect */
+    uint64_t armed_ms, due_ms;    /* its wait beyond log.timeout_ms, and when it is due
+                                     (the loop's clock) */
     uv_timer_t park_timer;
     int handles;                  /* of the two above, not yet closed */
     int closing;
@@ -107,12 +143,27 @@ struct pd_replica {
 
     pd_journal_replayer *rp;      /* used by the apply work only */
     uv_work_t work;
-    pd__item *batch;
-    size_t n_batch;
-    int batch_full;               /* a stream gave PD_REPLICA_READ_COUNT: read on at once */
+    pd__batch bufs[2];
+    pd__batch *applying;          /* on the threadpool, or NULL */
+    pd__batch *held;              /* read while another was applied, or NULL */
+    int read_on;                  /* the last read was full, or the replica is behind:
+                                     the next XREAD goes at once, without BLOCK */
+    int drained;                  /* the last XREAD found nothing new */
 
     pd__parked *parked;
     size_t n_parked;
+
+    /* Rebuilding a refused scene (pd_redis_snap_rebuild), one at a time,
+     * never beside an apply: the same work request and replayer. */
+    pd_redis_snap *snap;          /* fetches snapshots over the log's connection */
+    int rebuilding;
+    size_t rb_scene;
+    char rb_name[PD_CONF_MAX_NAME]; /* its name, for the threadpool (r->scenes may grow) */
+    int rb_rc;
+    uint64_t rb_version, rb_inc_before, rb_ver_before, rb_inc_after;
+    char rb_last[64], rb_err[256];
+    uint64_t rebuild_after;       /* the loop's clock: a failed rebuild is tried again then */
+    uint64_t rebuilds;
 
     uint64_t reconnects, connect_failures, applied, had, noops, gaps, behind, parked_total;
 };
@@ -161,7 +212,156 @@ static void pd__cycle(pd_replica *r);
 static void pd__list(pd_replica *r);
 static void pd__end_checks(pd_replica *r);
 static void pd__wake(uv_timer_t *t);
+static void pd__free_replica(pd_replica *r);
+static void pd__wake_parked(pd_replica *r, int expired_only);
+static void pd__arm(pd_replica *r, uint64_t ms);
 static void pd__park_tick(uv_timer_t *t);
+
+/* ---- replies in an arena ------------------------------------------------------------------ */
+
+/* An XREAD answer of thousands of entries is some ten redisReply objects
+ * an entry; hiredis's own reader mallocs each and frees each after the
+ * callback, and that was most of the loop thread's time catching up. The
+ * tail's reader builds its replies here instead: bump allocation from
+ * chunks kept by the replica, all let go at once when hiredis frees the
+ * reply (it frees only whole replies, one at a time, after their callback
+ * or when the reader goes). The objects are hiredis's own redisReply, so
+ * the callbacks read them as ever. */
+#define PD__ARENA_CHUNK (256u * 1024u)
+#define PD__ARENA_KEEP (8u * 1024u * 1024u) /* bytes kept past a reply's end */
+
+typedef struct pd__chunk {
+    struct pd__chunk *next;
+    size_t used, cap;
+    max_align_t data[];
+} pd__chunk;
+
+struct pd__arena {
+    pd__chunk *first, *cur;
+};
+
+static void *pd__arena_alloc(pd__arena *a, size_t n)
+{
+    n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+    while (a->cur && a->cur->used + n > a->cur->cap)
+        a->cur = a->cur->next;
+    if (!a->cur) {
+        size_t cap = n > PD__ARENA_CHUNK ? n : PD__ARENA_CHUNK;
+        pd__chunk *c = malloc(sizeof *c + cap);
+        if (!c)
+            return NULL;
+        c->used = 0;
+        c->cap = cap;
+        /* At the end of the list: chunks kept are tried in order. */
+        c->next = NULL;
+        pd__chunk **tail = &a->first;
+        while (*tail)
+            tail = &(*tail)->next;
+        *tail = c;
+        a->cur = c;
+    }
+    void *p = (char *)a->cur->data + a->cur->used;
+    a->cur->used += n;
+    return p;
+}
+
+/* Every reply let go; past PD__ARENA_KEEP bytes of chunks, the rest are
+ * freed (one huge answer does not pin its memory). */
+static void pd__arena_reset(pd__arena *a)
+{
+    size_t kept = 0;
+    for (pd__chunk **c = &a->first; *c;) {
+        if (kept >= PD__ARENA_KEEP) {
+            pd__chunk *gone = *c;
+            *c = gone->next;
+            free(gone);
+            continue;
+        }
+        kept += (*c)->cap;
+        (*c)->used = 0;
+        c = &(*c)->next;
+    }
+    a->cur = a->first;
+}
+
+static void pd__arena_free(pd__arena *a)
+{
+    if (!a)
+        return;
+    while (a->first) {
+        pd__chunk *c = a->first;
+        a->first = c->next;
+        free(c);
+    }
+    free(a);
+}
+
+/* A new object of the task's reply, linked into its parent array. A whole
+ * reply's object has its arena in front of it: hiredis's freeObject gets
+ * the reply alone. */
+static redisReply *pd__arena_reply(const redisReadTask *task, int type)
+{
+    size_t front = task->parent ? 0 : sizeof(max_align_t);
+    char *p = pd__arena_alloc(task->privdata, front + sizeof(redisReply));
+    if (!p)
+        return NULL;
+    if (front)
+        *(pd__arena **)p = task->privdata;
+    redisReply *x = (redisReply *)(p + front);
+    memset(x, 0, sizeof *x);
+    x->type = type;
+    if (task->parent)
+        ((redisReply *)task->parent->obj)->element[task->idx] = x;
+    return x;
+}
+
+static void *pd__arena_string(const redisReadTask *task, char *str, size_t len)
+{
+    redisReply *x = pd__arena_reply(task, task->type);
+    char *copy = x ? pd__arena_alloc(task->privdata, len + 1) : NULL;
+    if (!copy)
+        return NULL;
+    memcpy(copy, str, len);
+    copy[len] = '\0';
+    x->str = copy;
+    x->len = len;
+    return x;
+}
+
+static void *pd__arena_array(const redisReadTask *task, int elements)
+{
+    redisReply *x = pd__arena_reply(task, REDIS_REPLY_ARRAY);
+    if (!x)
+        return NULL;
+    if (elements > 0 && !(x->element = pd__arena_alloc(task->privdata, (size_t)elements * sizeof *x->element)))
+        return NULL;
+    x->elements = elements > 0 ? (size_t)elements : 0;
+    return x;
+}
+
+static void *pd__arena_integer(const redisReadTask *task, long long value)
+{
+    redisReply *x = pd__arena_reply(task, REDIS_REPLY_INTEGER);
+    if (x)
+        x->integer = value;
+    return x;
+}
+
+static void *pd__arena_nil(const redisReadTask *task)
+{
+    return pd__arena_reply(task, REDIS_REPLY_NIL);
+}
+
+/* hiredis frees whole replies only, one at a time (the next one is not
+ * begun before): the arena starts over. */
+static void pd__arena_release(void *reply)
+{
+    pd__arena_reset(*(pd__arena **)((char *)reply - sizeof(max_align_t)));
+}
+
+static redisReplyObjectFunctions pd__arena_fns = {
+    pd__arena_string, pd__arena_array, pd__arena_integer, pd__arena_nil, pd__arena_release,
+};
 
 /* ---- the connection ------------------------------------------------------------------ */
 
@@ -186,9 +386,7 @@ static void pd__drop(pd_replica *r, const char *why)
         pd_log_warn("replica: Redis %s:%u: %s; reading again in %" PRIu32 " ms", r->host, (unsigned)r->port, why,
                     wait);
     r->connect_failures++;
-    /* A batch on the threadpool stays in hand: its end connects again. */
-    if (r->phase != PD__R_APPLYING)
-        r->phase = PD__R_IDLE;
+    r->phase = PD__R_IDLE;
     uv_timer_stop(&r->watchdog);
     uv_timer_start(&r->watchdog, pd__wake, wait, 0);
 }
@@ -201,17 +399,59 @@ static void pd__wake(uv_timer_t *t)
     if (r->closing)
         return;
     if (r->phase == PD__R_IDLE) {
-        pd__cycle(r);
+        /* A batch or a rebuild on the threadpool stays in hand: its end
+         * connects again. */
+        if (!r->applying && !r->rebuilding)
+            pd__cycle(r);
         return;
     }
-    if (r->phase != PD__R_APPLYING)
-        pd__drop(r, "no answer within the watchdog");
+    if (r->phase == PD__R_HELD || r->phase == PD__R_REBUILDING)
+        return;
+    /* Fired long after it was due: the loop itself stood still (the
+     * process was stopped, SIGSTOP), and the answer may be waiting in the
+     * socket, which the loop polls after its timers. It gets its time
+     * again rather than the connection going (a reconnect, its checks and
+     * a read again). */
+    if (uv_now(r->s->loop) > r->due_ms + PD__STALL_MS) {
+        pd__arm(r, r->armed_ms);
+        return;
+    }
+    pd__drop(r, "no answer within the watchdog");
 }
 
 static void pd__arm(pd_replica *r, uint64_t ms)
 {
+    r->armed_ms = ms;
+    r->due_ms = uv_now(r->s->loop) + ms + r->timeout_ms;
     uv_timer_stop(&r->watchdog);
     uv_timer_start(&r->watchdog, pd__wake, ms + r->timeout_ms, 0);
+}
+
+/* Sends one command (C strings) whose answer fn takes in `phase`, the
+ * watchdog waiting extra_ms (a BLOCK's time) beyond log.timeout_ms for it.
+ * 0, or -1: it could not be sent, and the connection is dropped. */
+static int pd__send(pd_replica *r, pd__rphase phase, uint64_t extra_ms, redisCallbackFn *fn, void *priv, int argc,
+                    const char **argv)
+{
+    size_t small[8] = { 0 };
+    size_t *argvlen = argc <= 8 ? small : malloc((size_t)argc * sizeof *argvlen);
+    int rc = REDIS_ERR;
+    if (argvlen) {
+        for (int i = 0; i < argc; i++)
+            argvlen[i] = strlen(argv[i]);
+        rc = redisAsyncCommandArgv(r->ac, fn, priv, argc, argv, argvlen);
+        if (argvlen != small)
+            free(argvlen);
+    }
+    if (rc != REDIS_OK) {
+        char why[64];
+        snprintf(why, sizeof why, "cannot send %s", argv[0]);
+        pd__drop(r, why);
+        return -1;
+    }
+    r->phase = phase;
+    pd__arm(r, extra_ms);
+    return 0;
 }
 
 static void pd__on_disconnect(const redisAsyncContext *ac, int status)
@@ -227,13 +467,13 @@ static void pd__on_disconnect(const redisAsyncContext *ac, int status)
 static void pd__check_reply(redisAsyncContext *ac, void *reply, void *priv);
 static void pd__end_checks(pd_replica *r);
 static void pd__begin_reads(pd_replica *r);
-static void pd__refuse(pd_replica *r, size_t i, const char *fmt, const char *a, const char *b);
+static void pd__refuse(pd_replica *r, size_t i, int rebuild, const char *fmt, const char *a, const char *b);
 
 /* Caught up: every record the log held when the tail started is applied
  * (a log that goes on growing does not keep a replica NOT_SERVING). */
 static void pd__maybe_serving(pd_replica *r, int nothing_new)
 {
-    if (atomic_load(&r->serving) || !r->start_seq_known || (!nothing_new && r->max_g < r->start_seq))
+    if (atomic_load(&r->serving) || !r->start_seq_known || (!nothing_new && r->applied_g < r->start_seq))
         return;
     atomic_store(&r->serving, 1);
     pd_log_info("replica: caught up with the log (%zu streams, its global sequence at start %" PRIu64 ")",
@@ -262,13 +502,7 @@ static void pd__begin_reads(pd_replica *r)
 {
     if (!r->start_seq_known) {
         const char *argv[] = { "GET", r->seq_key };
-        const size_t argvlen[] = { 3, strlen(r->seq_key) };
-        if (redisAsyncCommandArgv(r->ac, pd__seq_reply, NULL, 2, argv, argvlen) != REDIS_OK) {
-            pd__drop(r, "cannot send GET");
-            return;
-        }
-        r->phase = PD__R_LISTING;
-        pd__arm(r, 0);
+        (void)pd__send(r, PD__R_LISTING, 0, pd__seq_reply, NULL, 2, argv);
         return;
     }
     pd__list(r);
@@ -294,22 +528,17 @@ static void pd__on_connect(const redisAsyncContext *ac, int status)
      * version served. */
     r->checks_left = 0;
     if (again) {
-        r->phase = PD__R_CHECKING;
         r->n_checked = pd_registry_list(r->s->registry, &r->checked);
         for (size_t i = 0; i < r->n_checked; i++) {
             char key[sizeof r->scenes[0].key];
             pd_redis_log_stream_key(r->rl, r->checked[i]->name, key, sizeof key);
             const char *argv[] = { "XREVRANGE", key, "+", "-", "COUNT", "1" };
-            size_t argvlen[6];
-            for (int k = 0; k < 6; k++)
-                argvlen[k] = strlen(argv[k]);
-            if (redisAsyncCommandArgv(r->ac, pd__check_reply, (void *)(uintptr_t)i, 6, argv, argvlen) == REDIS_OK)
-                r->checks_left++;
+            if (pd__send(r, PD__R_CHECKING, 0, pd__check_reply, (void *)(uintptr_t)i, 6, argv) != 0)
+                return;
+            r->checks_left++;
         }
-        if (r->checks_left) {
-            pd__arm(r, 0);
+        if (r->checks_left)
             return;
-        }
         pd__end_checks(r);
     }
     pd__begin_reads(r);
@@ -330,6 +559,8 @@ static void pd__connect(pd_replica *r)
         return;
     }
     ac->data = r;
+    ac->c.reader->fn = &pd__arena_fns;
+    ac->c.reader->privdata = r->arena;
     if (redisLibuvAttach(ac, r->s->loop) != REDIS_OK) {
         redisAsyncFree(ac);
         pd__drop(r, "cannot attach to the loop");
@@ -344,9 +575,12 @@ static void pd__connect(pd_replica *r)
 
 /* ---- a log that went back --------------------------------------------------------------- */
 
-static void pd__refuse(pd_replica *r, size_t i, const char *fmt, const char *a, const char *b)
+/* Scene i is not served from now on; with `rebuild` it is rebuilt from the
+ * log (pd__list starts it), and found again at each reconnect's checks. */
+static void pd__refuse(pd_replica *r, size_t i, int rebuild, const char *fmt, const char *a, const char *b)
 {
     pd__rscene *sc = &r->scenes[i];
+    sc->rebuild |= rebuild;
     if (sc->refused)
         return;
     sc->refused = 1;
@@ -385,10 +619,127 @@ static void pd__check_one(pd_replica *r, const pd_scene *s, const redisReply *x)
     }
     char served[32];
     snprintf(served, sizeof served, "%" PRIu64, s->version);
-    pd__refuse(r, i,
+    pd__refuse(r, i, 1,
                "the log went back (its stream ends at entry %s, this replica serves version %s: a Redis failover "
-               "or restore); not served until this replica is rebuilt from the log (restart it)",
+               "or restore); not served until the scene is rebuilt from the log (under way)",
                last, served);
+}
+
+/* ---- rebuilding a refused scene ------------------------------------------------------------ */
+
+/* How long a failed rebuild waits before it is tried again. */
+#define PD__REBUILD_RETRY_MS 1000u
+
+static uint64_t pd__incarnation(pd_replica *r, const char *name);
+
+static void pd__rebuild_work(uv_work_t *w)
+{
+    pd_replica *r = w->data;
+    const char *name = r->rb_name;
+    pd_scene *was = pd_registry_acquire(r->s->registry, name);
+    r->rb_inc_before = was ? was->incarnation : 0;
+    r->rb_ver_before = was ? was->version : 0;
+    pd_scene_release(was);
+    r->rb_rc = pd_redis_snap_rebuild(r->snap, r->rp, r->s->registry, name, r->rb_last, sizeof r->rb_last,
+                                     &r->rb_version, r->rb_err, sizeof r->rb_err);
+    r->rb_inc_after = pd__incarnation(r, name);
+}
+
+static void pd__rebuild_done(uv_work_t *w, int status);
+
+/* Starts the rebuild of a refused scene when one is due and nothing is
+ * applied: 1 when it went to the threadpool. */
+static int pd__start_rebuild(pd_replica *r)
+{
+    if (r->applying || r->rebuilding || !r->snap || uv_now(r->s->loop) < r->rebuild_after)
+        return 0;
+    size_t i = 0;
+    while (i < r->n_scenes && !(r->scenes[i].refused && r->scenes[i].rebuild))
+        i++;
+    if (i == r->n_scenes)
+        return 0;
+    r->rb_scene = i;
+    snprintf(r->rb_name, sizeof r->rb_name, "%s", r->scenes[i].name);
+    r->rebuilding = 1;
+    r->work.data = r;
+    if (uv_queue_work(r->s->loop, &r->work, pd__rebuild_work, pd__rebuild_done) != 0) {
+        r->rebuilding = 0;
+        return 0;
+    }
+    r->s->open_handles++;
+    r->phase = PD__R_REBUILDING;
+    uv_timer_stop(&r->watchdog);
+    return 1;
+}
+
+/* The watch event of a scene rebuilt: its watchers' topic is of the
+ * incarnation they watched; another one (a snapshot of another history,
+ * or a drop) ends them, the same one is replaced (its version may have
+ * gone down: the log's). */
+static void pd__rebuilt_event(pd_replica *r, const char *name)
+{
+    if (!r->rb_inc_before || pd__watch_count(r->s) == 0)
+        return;
+    pd_watch_event ev;
+    memset(&ev, 0, sizeof ev);
+    snprintf(ev.scene, sizeof ev.scene, "%s", name);
+    ev.incarnation = r->rb_inc_before;
+    pd_scene *now = pd_registry_acquire(r->s->registry, name);
+    if (now && r->rb_inc_after == r->rb_inc_before) {
+        ev.kind = PD_WATCH_REPLACED;
+        ev.version = now->version;
+        ev.has_changed = 1;
+        ev.changed_max = (pd_point){ now->grid->width - 1, now->grid->height - 1 };
+    } else {
+        ev.kind = PD_WATCH_DROPPED;
+        ev.version = r->rb_ver_before;
+    }
+    pd_scene_release(now);
+    pd__watch_publish(r->s, &ev);
+}
+
+static void pd__rebuild_done(uv_work_t *w, int status)
+{
+    pd_replica *r = w->data;
+    (void)status;
+    r->s->open_handles--;
+    r->rebuilding = 0;
+    if (r->closing) {
+        r->phase = PD__R_IDLE;
+        if (r->handles == 0)
+            pd__free_replica(r);
+        return;
+    }
+    pd__rscene *sc = &r->scenes[r->rb_scene];
+    if (r->rb_rc == 0) {
+        sc->refused = 0;
+        sc->rebuild = 0;
+        sc->why[0] = '\0';
+        snprintf(sc->last_id, sizeof sc->last_id, "%s", r->rb_last);
+        sc->log_version = r->rb_version;
+        r->rebuilds++;
+        if (r->s->world_store)
+            pd_world_store_mark_stale(r->s->world_store, r->s->registry);
+        pd__rebuilt_event(r, sc->name);
+        if (r->rb_version)
+            pd_log_warn("replica: scene '%s' rebuilt from the log at version %" PRIu64 " (it served %" PRIu64
+                        "); served again",
+                        sc->name, r->rb_version, r->rb_ver_before);
+        else
+            pd_log_warn("replica: scene '%s': the log has no record of it; dropped", sc->name);
+    } else {
+        r->rebuild_after = uv_now(r->s->loop) + PD__REBUILD_RETRY_MS;
+        pd_log_error("replica: scene '%s': rebuilding it from the log failed: %s; tried again in %u ms", sc->name,
+                     r->rb_err, PD__REBUILD_RETRY_MS);
+    }
+    r->phase = PD__R_IDLE;
+    pd__wake_parked(r, 0);
+    if (!r->ac) {
+        uv_timer_stop(&r->watchdog);
+        uv_timer_start(&r->watchdog, pd__wake, r->backoff_ms ? r->backoff_ms / 2 : PD_REDIS_BACKOFF_MIN_MS, 0);
+        return;
+    }
+    pd__list(r);
 }
 
 static void pd__end_checks(pd_replica *r)
@@ -422,6 +773,11 @@ static void pd__check_reply(redisAsyncContext *ac, void *reply, void *priv)
 
 static void pd__read_reply(redisAsyncContext *ac, void *reply, void *priv);
 
+/* XREAD of every stream not refused, from the last entry read. Behind (the
+ * last read was full, or the replica has not caught up) it asks for
+ * PD_REPLICA_READ_COUNT_BEHIND entries and does not BLOCK; caught up, for
+ * PD_REPLICA_READ_COUNT, blocking PD_REPLICA_BLOCK_MS. Called with a batch
+ * buffer free (at most one applied and one held). */
 static void pd__read(pd_replica *r)
 {
     size_t n = 0;
@@ -429,25 +785,22 @@ static void pd__read(pd_replica *r)
         n += !r->scenes[i].refused;
     if (n == 0) {
         /* Nothing to read yet: look for scenes again after a block's time. */
-        pd__maybe_serving(r, 1);
+        if (!r->applying)
+            pd__maybe_serving(r, 1);
         r->phase = PD__R_IDLE;
         uv_timer_stop(&r->watchdog);
         uv_timer_start(&r->watchdog, pd__wake, PD_REPLICA_BLOCK_MS, 0);
         return;
     }
-    /* BLOCK only once caught up and when the last read was not full. */
-    int block = atomic_load(&r->serving) && !r->batch_full;
+    int block = atomic_load(&r->serving) && !r->read_on;
     size_t argc = 4 + (block ? 2 : 0) + 2 * n;
     const char **argv = malloc(argc * sizeof *argv);
-    size_t *argvlen = malloc(argc * sizeof *argvlen);
-    if (!argv || !argvlen) {
-        free(argv);
-        free(argvlen);
+    if (!argv) {
         pd__drop(r, "out of memory");
         return;
     }
     char count[16], blockms[16];
-    snprintf(count, sizeof count, "%u", PD_REPLICA_READ_COUNT);
+    snprintf(count, sizeof count, "%u", block ? PD_REPLICA_READ_COUNT : PD_REPLICA_READ_COUNT_BEHIND);
     snprintf(blockms, sizeof blockms, "%u", PD_REPLICA_BLOCK_MS);
     size_t k = 0;
     argv[k++] = "XREAD";
@@ -464,17 +817,9 @@ static void pd__read(pd_replica *r)
     for (size_t i = 0; i < r->n_scenes; i++)
         if (!r->scenes[i].refused)
             argv[k++] = r->scenes[i].last_id;
-    for (size_t i = 0; i < argc; i++)
-        argvlen[i] = strlen(argv[i]);
-    int rc = redisAsyncCommandArgv(r->ac, pd__read_reply, NULL, (int)argc, argv, argvlen);
+    (void)pd__send(r, PD__R_READING, block ? PD_REPLICA_BLOCK_MS : 0, pd__read_reply,
+                   (void *)(uintptr_t)strtoul(count, NULL, 10), (int)argc, argv);
     free(argv);
-    free(argvlen);
-    if (rc != REDIS_OK) {
-        pd__drop(r, "cannot send XREAD");
-        return;
-    }
-    r->phase = PD__R_READING;
-    pd__arm(r, block ? PD_REPLICA_BLOCK_MS : 0);
 }
 
 static void pd__list_reply(redisAsyncContext *ac, void *reply, void *priv)
@@ -500,16 +845,16 @@ static void pd__list_reply(redisAsyncContext *ac, void *reply, void *priv)
     pd__read(r);
 }
 
+static int pd__start_rebuild(pd_replica *r);
+
+/* The start of each caught-up round: a refused scene due for its rebuild
+ * goes first, then SMEMBERS for new scenes. */
 static void pd__list(pd_replica *r)
 {
-    const char *argv[] = { "SMEMBERS", r->scenes_key };
-    const size_t argvlen[] = { 8, strlen(r->scenes_key) };
-    if (redisAsyncCommandArgv(r->ac, pd__list_reply, NULL, 2, argv, argvlen) != REDIS_OK) {
-        pd__drop(r, "cannot send SMEMBERS");
+    if (pd__start_rebuild(r))
         return;
-    }
-    r->phase = PD__R_LISTING;
-    pd__arm(r, 0);
+    const char *argv[] = { "SMEMBERS", r->scenes_key };
+    (void)pd__send(r, PD__R_LISTING, 0, pd__list_reply, NULL, 2, argv);
 }
 
 static void pd__cycle(pd_replica *r)
@@ -524,44 +869,184 @@ static void pd__cycle(pd_replica *r)
 
 /* ---- applying --------------------------------------------------------------------------- */
 
+/* The incarnation of the scene served as name, 0 when none is. */
+static uint64_t pd__incarnation(pd_replica *r, const char *name)
+{
+    pd_scene *s = pd_registry_acquire(r->s->registry, name);
+    uint64_t inc = s ? s->incarnation : 0;
+    pd_scene_release(s);
+    return inc;
+}
+
 static int pd__item_cmp(const void *a, const void *b)
 {
     uint64_t x = ((const pd__item *)a)->g, y = ((const pd__item *)b)->g;
     return x < y ? -1 : x > y;
 }
 
+/* One batch in the log's global order (each stream's entries come in
+ * order; several streams interleave). */
 static void pd__apply_work(uv_work_t *w)
 {
     pd_replica *r = w->data;
-    if (r->n_batch)
-        qsort(r->batch, r->n_batch, sizeof *r->batch, pd__item_cmp);
-    for (size_t i = 0; i < r->n_batch; i++) {
-        pd__item *it = &r->batch[i];
-        it->outcome = pd_store_apply_logged(r->s->store, r->rp, &it->rec, it->why, sizeof it->why);
+    pd__batch *b = r->applying;
+    if (b->n > 1)
+        qsort(b->items, b->n, sizeof *b->items, pd__item_cmp);
+    for (size_t i = 0; i < b->n; i++) {
+        pd__item *it = &b->items[i];
+        if (it->skip)
+            continue;
+        /* The incarnation a watch event names: a drop's before it goes,
+         * an instance's template's and a reset's after. */
+        pd_journal_type t = it->rec.type;
+        it->incarnation = t == PD_JOURNAL_DROP ? pd__incarnation(r, it->rec.scene) : 0;
+        it->outcome = pd_store_apply_logged_result(r->s->store, r->rp, &it->rec, &it->res, it->why, sizeof it->why);
+        if (it->outcome == PD_STORE_LOGGED_APPLIED && (t == PD_JOURNAL_INSTANCE || t == PD_JOURNAL_RESET))
+            it->incarnation = pd__incarnation(r, t == PD_JOURNAL_INSTANCE ? it->rec.tmpl : it->rec.scene);
     }
 }
 
-static void pd__free_batch(pd_replica *r)
+/* The watch event of a record the tail applied: watchers on this replica
+ * hear of changes other replicas made as of their own (an update's
+ * SCENE_UPDATED, a drop's SCENE_DROPPED, an instance's SCENE_INSTANCED on
+ * its template, a reset's SCENE_REPLACED). 0, or -1: none is due. */
+static int pd__event_of(pd_replica *r, const pd__item *it, pd_watch_event *ev)
 {
-    for (size_t i = 0; i < r->n_batch; i++)
-        pd_journal_record_free(&r->batch[i].rec);
-    free(r->batch);
-    r->batch = NULL;
-    r->n_batch = 0;
+    switch (it->rec.type) {
+    case PD_JOURNAL_UPDATE: {
+        pd_update_cells_req req;
+        memset(&req, 0, sizeof req);
+        snprintf(req.scene, sizeof req.scene, "%s", it->rec.scene);
+        req.ops = it->rec.ops;
+        req.n_ops = it->rec.n_ops;
+        pd_update_outcome out;
+        memset(&out, 0, sizeof out);
+        out.update = it->res;
+        return pd_watch_event_from_update(&req, &out, ev);
+    }
+    case PD_JOURNAL_DROP:
+        memset(ev, 0, sizeof *ev);
+        ev->kind = PD_WATCH_DROPPED;
+        ev->version = it->rec.version;
+        break;
+    case PD_JOURNAL_INSTANCE:
+        memset(ev, 0, sizeof *ev);
+        ev->kind = PD_WATCH_INSTANCED;
+        ev->version = it->rec.tmpl_version;
+        snprintf(ev->instance, sizeof ev->instance, "%s", it->rec.scene);
+        snprintf(ev->scene, sizeof ev->scene, "%s", it->rec.tmpl);
+        ev->incarnation = it->incarnation;
+        return 0;
+    case PD_JOURNAL_RESET: {
+        memset(ev, 0, sizeof *ev);
+        ev->kind = PD_WATCH_REPLACED;
+        ev->version = it->rec.version;
+        pd_scene *now = pd_registry_acquire(r->s->registry, it->rec.scene);
+        if (now) {
+            ev->has_changed = 1;
+            ev->changed_max = (pd_point){ now->grid->width - 1, now->grid->height - 1 };
+        }
+        pd_scene_release(now);
+        break;
+    }
+    default:
+        return -1;
+    }
+    snprintf(ev->scene, sizeof ev->scene, "%s", it->rec.scene);
+    ev->incarnation = it->incarnation;
+    return 0;
 }
 
-static void pd__wake_parked(pd_replica *r, int expired_only);
+static void pd__publish(pd_replica *r, const pd__item *it)
+{
+    pd_watch_event ev;
+    if (pd__event_of(r, it, &ev) != 0)
+        return;
+    if (ev.kind == PD_WATCH_DROPPED)
+        pd_metrics_forget_scene(r->s->metrics, ev.scene);
+    pd__watch_publish(r->s, &ev);
+}
+
+static void pd__batch_clear(pd__batch *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        pd_journal_record_free(&b->items[i].rec);
+    b->n = 0;
+    b->max_g = 0;
+    b->full = 0;
+}
+
+static void pd__free_batches(pd_replica *r)
+{
+    for (int i = 0; i < 2; i++) {
+        pd__batch_clear(&r->bufs[i]);
+        free(r->bufs[i].items);
+        r->bufs[i].items = NULL;
+        r->bufs[i].cap = 0;
+    }
+}
+
+/* The end of a closed replica: its handles closed, no apply in flight. */
+static void pd__free_replica(pd_replica *r)
+{
+    pd_redis_snap_destroy(r->snap);
+    pd__free_batches(r);
+    pd__arena_free(r->arena);
+    free(r->scenes);
+    pd_journal_replayer_destroy(r->rp);
+    free(r);
+}
+
+static void pd__apply_done(uv_work_t *w, int status);
+
+/* Hands batch b to the threadpool; entries of a scene refused since they
+ * were read are not applied. 0, or -1 (the connection is dropped). */
+static int pd__start_apply(pd_replica *r, pd__batch *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        b->items[i].skip = r->scenes[b->items[i].scene].refused;
+    r->applying = b;
+    r->work.data = r;
+    if (uv_queue_work(r->s->loop, &r->work, pd__apply_work, pd__apply_done) != 0) {
+        r->applying = NULL;
+        pd__batch_clear(b);
+        pd__drop(r, "cannot queue the apply work");
+        return -1;
+    }
+    r->s->open_handles++; /* the server waits for it before freeing the store */
+    return 0;
+}
+
+
+/* What the next step is once nothing is sent and nothing applied: read on
+ * at once while behind, or look for new scenes, then block. */
+static void pd__next(pd_replica *r)
+{
+    if (r->read_on && !r->drained)
+        pd__read(r);
+    else
+        pd__list(r);
+}
 
 static void pd__apply_done(uv_work_t *w, int status)
 {
     pd_replica *r = w->data;
+    pd__batch *b = r->applying;
     (void)status;
     r->s->open_handles--;
-    for (size_t i = 0; i < r->n_batch; i++) {
-        pd__item *it = &r->batch[i];
+    r->applying = NULL;
+    /* Watches begun while the batch was applied start at a version served
+     * then: their subscriptions skip the events up to it. */
+    int watched = !r->closing && pd__watch_count(r->s) > 0;
+    for (size_t i = 0; i < b->n; i++) {
+        pd__item *it = &b->items[i];
+        if (it->skip)
+            continue;
         switch (it->outcome) {
         case PD_STORE_LOGGED_APPLIED:
             r->applied++;
+            if (watched)
+                pd__publish(r, it);
             break;
         case PD_STORE_LOGGED_HAD:
             r->had++;
@@ -573,26 +1058,30 @@ static void pd__apply_done(uv_work_t *w, int status)
             break;
         case PD_STORE_LOGGED_GAP:
             r->gaps++;
-            pd__refuse(r, it->scene, "a record is missing before this one (%s)%s", it->why,
-                       "; not served until this replica is rebuilt from the log (restart it)");
+            pd__refuse(r, it->scene, 1, "a record is missing before this one (%s)%s", it->why,
+                       "; not served until the scene is rebuilt from the log (under way)");
             break;
         }
     }
-    pd__free_batch(r);
-    if (!r->closing)
-        pd__maybe_serving(r, 0);
+    if (b->max_g > r->applied_g)
+        r->applied_g = b->max_g;
+    pd__batch_clear(b);
     if (r->closing) {
         /* The timers' close callbacks free the replica once both ran and
          * no apply is in flight. */
         r->phase = PD__R_IDLE;
-        if (r->handles == 0) {
-            free(r->scenes);
-            pd_journal_replayer_destroy(r->rp);
-            free(r);
-        }
+        if (r->handles == 0)
+            pd__free_replica(r);
         return;
     }
+    pd__maybe_serving(r, r->drained && !r->held);
     pd__wake_parked(r, 0);
+    /* The batch read meanwhile goes next; while behind, the read after it
+     * goes at once (it is read while this one is applied). */
+    pd__batch *next = r->held;
+    r->held = NULL;
+    if (next && pd__start_apply(r, next) != 0)
+        return;
     if (!r->ac) {
         /* The connection went while the batch was applied. */
         r->phase = PD__R_IDLE;
@@ -600,16 +1089,18 @@ static void pd__apply_done(uv_work_t *w, int status)
         uv_timer_start(&r->watchdog, pd__wake, r->backoff_ms ? r->backoff_ms / 2 : PD_REDIS_BACKOFF_MIN_MS, 0);
         return;
     }
-    if (r->batch_full || !atomic_load(&r->serving))
-        pd__read(r);
-    else
-        pd__list(r);
+    if (r->phase == PD__R_HELD || r->phase == PD__R_IDLE) {
+        r->phase = PD__R_IDLE;
+        if (next && !(r->read_on && !r->drained))
+            return; /* caught up: the end of that batch looks for scenes */
+        pd__next(r);
+    }
 }
 
 /* One stream entry into the batch. 0, or -1 (it does not parse: the
  * scene is refused, as a record this replica cannot apply would make it
  * another scene than the log's). */
-static int pd__take(pd_replica *r, size_t scene, const redisReply *e)
+static int pd__take(pd_replica *r, pd__batch *b, size_t scene, const redisReply *e)
 {
     if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING ||
         e->element[1]->type != REDIS_REPLY_ARRAY)
@@ -617,40 +1108,55 @@ static int pd__take(pd_replica *r, size_t scene, const redisReply *e)
     const redisReply *f = e->element[1];
     const redisReply *g = NULL, *v = NULL, *rec = NULL;
     for (size_t i = 0; i + 1 < f->elements; i += 2) {
-        if (f->element[i]->type != REDIS_REPLY_STRING)
+        const redisReply *name = f->element[i];
+        if (name->type != REDIS_REPLY_STRING || name->len != 1)
             continue;
-        if (strcmp(f->element[i]->str, "g") == 0)
+        if (name->str[0] == 'g')
             g = f->element[i + 1];
-        else if (strcmp(f->element[i]->str, "v") == 0)
+        else if (name->str[0] == 'v')
             v = f->element[i + 1];
-        else if (strcmp(f->element[i]->str, "r") == 0)
+        else if (name->str[0] == 'r')
             rec = f->element[i + 1];
     }
     if (!g || !v || !rec || g->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING ||
         rec->type != REDIS_REPLY_STRING)
         return -1;
-    pd__item *it = &r->batch[r->n_batch];
-    memset(it, 0, sizeof *it);
+    pd__item *it = &b->items[b->n];
     it->g = strtoull(g->str, NULL, 10);
-    if (it->g > r->max_g)
-        r->max_g = it->g;
     it->scene = scene;
+    it->skip = 0;
+    it->outcome = PD_STORE_LOGGED_HAD;
+    it->why[0] = '\0';
     char why[160];
     if (pd_journal_decode((const uint8_t *)rec->str, rec->len, &it->rec, why, sizeof why) != 0)
         return -1;
-    r->n_batch++;
+    b->n++;
+    if (it->g > b->max_g)
+        b->max_g = it->g;
     pd__rscene *sc = &r->scenes[scene];
-    snprintf(sc->last_id, sizeof sc->last_id, "%s", e->element[0]->str);
     uint64_t ver = strtoull(v->str, NULL, 10);
     if (ver > sc->log_version || it->rec.type != PD_JOURNAL_UPDATE)
         sc->log_version = ver;
     return 0;
 }
 
+/* Room for n entries in b (kept from one read to the next). */
+static int pd__reserve(pd__batch *b, size_t n)
+{
+    if (n <= b->cap)
+        return 0;
+    pd__item *v = realloc(b->items, n * sizeof *v);
+    if (!v)
+        return -1;
+    b->items = v;
+    b->cap = n;
+    return 0;
+}
+
 static void pd__read_reply(redisAsyncContext *ac, void *reply, void *priv)
 {
     pd_replica *r = ac->data;
-    (void)priv;
+    size_t count = (size_t)(uintptr_t)priv;
     if (!r || r->ac != ac || r->phase != PD__R_READING)
         return;
     const redisReply *x = reply;
@@ -659,24 +1165,28 @@ static void pd__read_reply(redisAsyncContext *ac, void *reply, void *priv)
         return;
     }
     uv_timer_stop(&r->watchdog);
+    r->phase = PD__R_IDLE;
     if (x->type == REDIS_REPLY_NIL || (x->type == REDIS_REPLY_ARRAY && x->elements == 0)) {
-        r->batch_full = 0;
-        pd__maybe_serving(r, 1);
-        pd__list(r);
-        return;
+        r->read_on = 0;
+        r->drained = 1;
+        if (!r->applying) {
+            pd__maybe_serving(r, 1);
+            pd__list(r);
+        }
+        return; /* else the end of the apply goes on */
     }
+    r->drained = 0;
     size_t total = 0;
     for (size_t i = 0; x->type == REDIS_REPLY_ARRAY && i < x->elements; i++) {
         const redisReply *st = x->element[i];
         if (st->type == REDIS_REPLY_ARRAY && st->elements == 2 && st->element[1]->type == REDIS_REPLY_ARRAY)
             total += st->element[1]->elements;
     }
-    r->batch = calloc(total ? total : 1, sizeof *r->batch);
-    if (!r->batch) {
+    pd__batch *b = &r->bufs[0] == r->applying ? &r->bufs[1] : &r->bufs[0];
+    if (pd__reserve(b, total ? total : 1) != 0) {
         pd__drop(r, "out of memory");
         return;
     }
-    r->batch_full = 0;
     for (size_t i = 0; x->type == REDIS_REPLY_ARRAY && i < x->elements; i++) {
         const redisReply *st = x->element[i];
         if (st->type != REDIS_REPLY_ARRAY || st->elements != 2 || st->element[0]->type != REDIS_REPLY_STRING ||
@@ -686,27 +1196,39 @@ static void pd__read_reply(redisAsyncContext *ac, void *reply, void *priv)
         if (sc == SIZE_MAX)
             continue;
         const redisReply *entries = st->element[1];
-        if (entries->elements >= PD_REPLICA_READ_COUNT)
-            r->batch_full = 1;
-        for (size_t j = 0; j < entries->elements; j++) {
-            if (pd__take(r, sc, entries->element[j]) != 0) {
-                pd__refuse(r, sc, "an entry of its stream does not parse (%s)%s",
+        if (entries->elements >= count)
+            b->full = 1;
+        size_t j = 0;
+        for (; j < entries->elements; j++) {
+            if (pd__take(r, b, sc, entries->element[j]) != 0) {
+                pd__refuse(r, sc, 0, "an entry of its stream does not parse (%s)%s",
                            entries->element[j]->type == REDIS_REPLY_ARRAY && entries->element[j]->elements
                                ? entries->element[j]->element[0]->str
                                : "?",
-                           "; not served until this replica is rebuilt from the log");
+                           "; not served (a rebuild would read it too: a newer pathd's entry?)");
                 break;
             }
         }
+        /* The next read starts after the last entry taken. */
+        if (j > 0) {
+            const redisReply *last = entries->element[j - 1];
+            snprintf(r->scenes[sc].last_id, sizeof r->scenes[sc].last_id, "%s", last->element[0]->str);
+        }
     }
-    r->phase = PD__R_APPLYING;
-    r->work.data = r;
-    if (uv_queue_work(r->s->loop, &r->work, pd__apply_work, pd__apply_done) != 0) {
-        pd__free_batch(r);
-        pd__drop(r, "cannot queue the apply work");
+    r->read_on = b->full || !atomic_load(&r->serving);
+    if (r->applying) {
+        /* Read while the one before is applied: it waits for it. */
+        r->held = b;
+        r->phase = PD__R_HELD;
         return;
     }
-    r->s->open_handles++; /* the server waits for it before freeing the store */
+    if (pd__start_apply(r, b) != 0)
+        return;
+    /* Behind: the next read goes now, and is decoded while this batch is
+     * applied. Caught up: the end of the apply looks for scenes, then
+     * blocks. */
+    if (r->read_on)
+        pd__read(r);
 }
 
 /* ---- parked queries ----------------------------------------------------------------------- */
@@ -852,6 +1374,10 @@ char *pd__replica_metrics(pd_replica *r)
         pd__label(label, sizeof label, r->scenes[i].name);
         fprintf(f, "pathd_replica_scene_refused{scene=\"%s\"} %d\n", label, r->scenes[i].refused);
     }
+    fprintf(f, "# HELP pathd_replica_rebuilds_total Refused scenes rebuilt from the log (its newest snapshot "
+               "and stream) and served again.\n# TYPE pathd_replica_rebuilds_total counter\n"
+               "pathd_replica_rebuilds_total %" PRIu64 "\n",
+            r->rebuilds);
     fprintf(f, "# HELP pathd_replica_records_total Records the tail read, by what applying them did.\n"
                "# TYPE pathd_replica_records_total counter\n"
                "pathd_replica_records_total{outcome=\"applied\"} %" PRIu64 "\n"
@@ -894,18 +1420,18 @@ static void pd__timer_closed(uv_handle_t *h)
 {
     pd_replica *r = h->data;
     r->s->open_handles--;
-    if (--r->handles == 0 && r->phase != PD__R_APPLYING) {
-        free(r->scenes);
-        pd_journal_replayer_destroy(r->rp);
-        free(r);
-    }
+    if (--r->handles == 0 && !r->applying && !r->rebuilding)
+        pd__free_replica(r);
 }
 
 pd_replica *pd__replica_start(pd_server *s, pd_redis_log *rl, pd__replica_redispatch_fn redispatch, char *err,
                               size_t errlen)
 {
     pd_replica *r = calloc(1, sizeof *r);
-    if (!r || !(r->rp = pd_journal_replayer_create(s->registry, s->world_store))) {
+    if (!r || !(r->arena = calloc(1, sizeof *r->arena)) ||
+        !(r->rp = pd_journal_replayer_create(s->registry, s->world_store))) {
+        if (r)
+            free(r->arena);
         free(r);
         snprintf(err, errlen, "replica: out of memory");
         return NULL;
@@ -919,6 +1445,11 @@ pd_replica *pd__replica_start(pd_server *s, pd_redis_log *rl, pd__replica_redisp
     pd_redis_log_scenes_key(rl, r->scenes_key, sizeof r->scenes_key);
     snprintf(r->seq_key, sizeof r->seq_key, "%s:seq", s->conf.log.prefix);
     r->rand_state = (unsigned)uv_hrtime() ^ (unsigned)(uintptr_t)r;
+    /* Only fetches: the interval, count and bound are not used. */
+    const pd_redis_snap_opts so = { .every = 1, .keep = 1, .max_bytes = 1 };
+    char why[160];
+    if (!(r->snap = pd_redis_snap_create(rl, &so, why, sizeof why)))
+        pd_log_warn("replica: %s; a scene whose log went back is not rebuilt", why);
     uv_timer_init(s->loop, &r->watchdog);
     uv_timer_init(s->loop, &r->park_timer);
     r->watchdog.data = r->park_timer.data = r;

@@ -3,7 +3,9 @@
  * config "log": {"redis"}; pd_replica.c): every replica reads every
  * scene's Redis Stream on its own connection (hiredis's libuv adapter, on
  * the server's loop) and applies the records it did not make itself, in
- * version order, on libuv's threadpool (pd_store_apply_logged). It also
+ * version order, on libuv's threadpool (pd_store_apply_logged_result),
+ * telling this pathd's watchers of them; a scene whose log went back is
+ * refused and rebuilt from the log (pd_redis_snap_rebuild). It also
  * holds what the request path asks of a replica: whether it serves yet
  * (Ping's NOT_SERVING until it caught up with the log at start), which
  * scenes it refuses (a log that went back), and the queries parked until
@@ -21,10 +23,14 @@
 #include "pd_connmap.h"
 #include "pd_server.h"
 
-/* Entries one XREAD asks for per stream, and how long it blocks once the
- * replica caught up (new scenes are found between two reads: at most this
- * late). The watchdog allows the block plus log.timeout_ms. */
+/* Entries one XREAD asks for per stream once the replica caught up, and
+ * how long it blocks then (new scenes are found between two reads: at
+ * most this late). The watchdog allows the block plus log.timeout_ms.
+ * Behind (starting, or the last read was full) an XREAD asks for
+ * PD_REPLICA_READ_COUNT_BEHIND without blocking, and the next one goes
+ * while its entries are applied. */
 #define PD_REPLICA_READ_COUNT 1000u
+#define PD_REPLICA_READ_COUNT_BEHIND 4000u
 #define PD_REPLICA_BLOCK_MS 100u
 /* Queries parked for the tail at once; past it a behind query is answered
  * STALE_VERSION at once. */

@@ -925,3 +925,146 @@ void pd_redis_snap_attach(pd_redis_snap *sn)
 {
     pd_redis_log_set_snapshots(sn->rl, &PD__HOOKS, sn);
 }
+
+/* ---- a scene rebuilt from the log ---------------------------------------------- */
+
+/* The command's reply, never an error one (NULL with err). */
+static redisReply *pd__cmd(pd_redis_snap *sn, int argc, const char **argv, char *err, size_t errlen)
+{
+    size_t argvlen[8];
+    for (int i = 0; i < argc; i++)
+        argvlen[i] = strlen(argv[i]);
+    int io;
+    return pd_redis_log_command(sn->rl, argc, argv, argvlen, &io, err, errlen);
+}
+
+/* The config scene served as `name` as the config defined it: its
+ * authored cells at version 1 (what its stream's first update was made
+ * on), applied with rp. 0, or -1 with err. */
+static int pd__put_config_base(pd_journal_replayer *rp, const pd_scene *cur, char *err, size_t errlen)
+{
+    pd_journal_record base;
+    if (pd_journal_scene_record(cur, &base) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (base.authored) {
+        free(base.cells);
+        base.cells = base.authored;
+        base.authored = NULL;
+    }
+    base.version = 1;
+    char why[256];
+    const char *bad = pd_journal_replay_one(rp, &base, why, sizeof why);
+    pd_journal_record_free(&base);
+    if (bad) {
+        snprintf(err, errlen, "the config's definition of '%s' does not apply: %s", cur->name, bad);
+        return -1;
+    }
+    return 0;
+}
+
+/* Applies the stream's entries from `from` (an XRANGE start) on, in
+ * order; *n counts them. 0, or -1 with err. */
+static int pd__replay_stream(pd_redis_snap *sn, pd_journal_replayer *rp, const char *key, const char *from,
+                             size_t *n, char *err, size_t errlen)
+{
+    char start[72];
+    snprintf(start, sizeof start, "%s", from);
+    for (;;) {
+        const char *argv[] = { "XRANGE", key, start, "+", "COUNT", "1000" };
+        redisReply *x = pd__cmd(sn, 6, argv, err, errlen);
+        if (!x)
+            return -1;
+        int rc = x->type == REDIS_REPLY_ARRAY ? 0 : -1;
+        if (rc)
+            snprintf(err, errlen, "XRANGE %s answered something else", key);
+        for (size_t i = 0; rc == 0 && i < x->elements; i++) {
+            const redisReply *e = x->element[i];
+            const redisReply *f = e->type == REDIS_REPLY_ARRAY && e->elements == 2 ? e->element[1] : NULL;
+            const redisReply *body = NULL;
+            for (size_t k = 0; f && f->type == REDIS_REPLY_ARRAY && k + 1 < f->elements; k += 2)
+                if (f->element[k]->type == REDIS_REPLY_STRING && strcmp(f->element[k]->str, "r") == 0)
+                    body = f->element[k + 1];
+            pd_journal_record rec;
+            char why[256];
+            if (!body || body->type != REDIS_REPLY_STRING ||
+                pd_journal_decode((const uint8_t *)body->str, body->len, &rec, why, sizeof why) != 0) {
+                snprintf(err, errlen, "entry %s of %s does not decode", e->element[0]->str, key);
+                rc = -1;
+                break;
+            }
+            const char *bad = pd_journal_replay_one(rp, &rec, why, sizeof why);
+            pd_journal_record_free(&rec);
+            if (bad) {
+                snprintf(err, errlen, "entry %s of %s does not apply: %s", e->element[0]->str, key, bad);
+                rc = -1;
+                break;
+            }
+            snprintf(start, sizeof start, "(%s", e->element[0]->str);
+            (*n)++;
+        }
+        size_t got = x->elements;
+        freeReplyObject(x);
+        if (rc != 0 || got < 1000)
+            return rc;
+    }
+}
+
+int pd_redis_snap_rebuild(pd_redis_snap *sn, pd_journal_replayer *rp, pd_registry *r, const char *name,
+                          char *last_id, size_t idlen, uint64_t *version, char *err, size_t errlen)
+{
+    char key[320];
+    pd_redis_log_stream_key(sn->rl, name, key, sizeof key);
+    snprintf(last_id, idlen, "0-0");
+    *version = 0;
+    /* Where the stream ends before anything is read: the tail reads on
+     * after it (entries made meanwhile come again through it, and are had). */
+    const char *argv[] = { "XREVRANGE", key, "+", "-", "COUNT", "1" };
+    redisReply *x = pd__cmd(sn, 6, argv, err, errlen);
+    if (!x)
+        return -1;
+    if (x->type == REDIS_REPLY_ARRAY && x->elements == 1 && x->element[0]->type == REDIS_REPLY_ARRAY &&
+        x->element[0]->elements == 2 && x->element[0]->element[0]->type == REDIS_REPLY_STRING)
+        snprintf(last_id, idlen, "%s", x->element[0]->element[0]->str);
+    freeReplyObject(x);
+
+    pd_journal_record snap;
+    char id[64], from[72] = "-", why[256];
+    int got = pd_redis_snap_fetch(sn, name, &snap, id, sizeof id, err, errlen);
+    if (got < 0)
+        return -1;
+    pd_scene *cur = pd_registry_acquire(r, name);
+    int runtime = cur && cur->runtime, rc = 0;
+    if (got == 0) {
+        const char *bad = pd_journal_replay_one(rp, &snap, why, sizeof why);
+        pd_journal_record_free(&snap);
+        if (bad) {
+            snprintf(err, errlen, "the snapshot %s of '%s' does not apply: %s", id, name, bad);
+            rc = -1;
+        }
+        snprintf(from, sizeof from, "(%s", id);
+    } else if (cur && !runtime) {
+        rc = pd__put_config_base(rp, cur, err, errlen);
+    }
+    pd_scene_release(cur);
+    size_t n = 0;
+    if (rc == 0)
+        rc = pd__replay_stream(sn, rp, key, from, &n, err, errlen);
+    if (rc != 0)
+        return -1;
+    if (got != 0 && n == 0 && runtime) {
+        /* A scene made at run time that the log has no record of at all
+         * (it went back past its creation): not the log's, so dropped. */
+        pd_journal_record drop = { .type = PD_JOURNAL_DROP };
+        snprintf(drop.scene, sizeof drop.scene, "%s", name);
+        if (pd_journal_replay_one(rp, &drop, why, sizeof why) != NULL) {
+            snprintf(err, errlen, "dropping '%s': %s", name, why);
+            return -1;
+        }
+    }
+    pd_scene *now = pd_registry_acquire(r, name);
+    *version = now ? now->version : 0;
+    pd_scene_release(now);
+    return 0;
+}

@@ -151,6 +151,20 @@ int pd_redis_snap_check_cache(pd_redis_snap *sn, char *err, size_t errlen);
 /* How many scenes replay started from the local cache, and from Redis. */
 void pd_redis_snap_starts(pd_redis_snap *sn, uint64_t *from_cache, uint64_t *from_redis);
 
+/* Scene `name` made again as the log holds it now, in place of what r
+ * serves (a replica whose log went back, or missed a record: pd_replica.c
+ * has stopped serving it and applies nothing of it meanwhile): the newest
+ * snapshot in Redis and the stream after it; without a snapshot, the
+ * whole stream, on the config's definition of a config scene (its
+ * authored cells, version 1). A run-time scene the log has no record of
+ * is dropped. Applied with rp (pd_registry_put: the version served may go
+ * down). last_id gets the stream's last entry before anything was read
+ * ("0-0": none), where the tail reads on. 0 with *version (0: dropped),
+ * or -1 with err (the scene is then as far as it got: still not to be
+ * served). Off the loop (commands on the log's connection). */
+int pd_redis_snap_rebuild(pd_redis_snap *sn, pd_journal_replayer *rp, pd_registry *r, const char *name,
+                          char *last_id, size_t idlen, uint64_t *version, char *err, size_t errlen);
+
 /* Bytes of the snapshots this replica wrote or loaded (for /metrics). */
 uint64_t pd_redis_snap_bytes(pd_redis_snap *sn);
 

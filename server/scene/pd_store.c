@@ -875,7 +875,8 @@ static void pd__logged_unlock(void *user, int published, const pd_scene_update_r
     x->locked = 0;
 }
 
-static pd_store_logged pd__logged_update(pd_store *st, const pd_journal_record *rec, char *why, size_t len)
+static pd_store_logged pd__logged_update(pd_store *st, const pd_journal_record *rec, pd_scene_update_result *out,
+                                         char *why, size_t len)
 {
     pd_scene *cur = pd_registry_acquire(st->registry, rec->scene);
     uint64_t have = cur ? cur->version : 0;
@@ -898,6 +899,8 @@ static pd_store_logged pd__logged_update(pd_store *st, const pd_journal_record *
     if (rc == PD_OK && res.version == rec->version) {
         if (st->world)
             (void)pd_world_store_refresh(st->world, st->registry, rec->scene, why, len);
+        if (out)
+            *out = res;
         return PD_STORE_LOGGED_APPLIED;
     }
     cur = pd_registry_acquire(st->registry, rec->scene);
@@ -912,9 +915,17 @@ static pd_store_logged pd__logged_update(pd_store *st, const pd_journal_record *
 pd_store_logged pd_store_apply_logged(pd_store *st, pd_journal_replayer *rp, const pd_journal_record *rec,
                                       char *why, size_t len)
 {
+    return pd_store_apply_logged_result(st, rp, rec, NULL, why, len);
+}
+
+pd_store_logged pd_store_apply_logged_result(pd_store *st, pd_journal_replayer *rp, const pd_journal_record *rec,
+                                             pd_scene_update_result *res, char *why, size_t len)
+{
     why[0] = '\0';
+    if (res)
+        memset(res, 0, sizeof *res);
     if (rec->type == PD_JOURNAL_UPDATE)
-        return pd__logged_update(st, rec, why, len);
+        return pd__logged_update(st, rec, res, why, len);
     pd__logged_ctx x = { st, rec->version, 0 };
     pd__logged_lock(&x);
     pd_scene *cur = pd_registry_acquire(st->registry, rec->scene);

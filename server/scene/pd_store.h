@@ -381,6 +381,10 @@ typedef enum pd_store_logged {
  * used by one thread at a time. */
 pd_store_logged pd_store_apply_logged(pd_store *st, pd_journal_replayer *rp, const pd_journal_record *rec,
                                       char *why, size_t len);
+/* The same, and an applied update's result in *res (may be NULL; zeroed
+ * for any other outcome or record): what its watchers hear (pd_replica.c). */
+pd_store_logged pd_store_apply_logged_result(pd_store *st, pd_journal_replayer *rp, const pd_journal_record *rec,
+                                             pd_scene_update_result *res, char *why, size_t len);
 
 /* ---- reloads ------------------------------------------------------------ */
 

@@ -10,7 +10,12 @@
  * version. With Redis killed, updates answer UNAVAILABLE while queries go
  * on; with Redis back (its AOF fsynced before each answer) updates go
  * through and both replicas agree again. A Redis restarted without its
- * data makes the replica refuse the scene whose log went back.
+ * data makes the replica refuse the scene whose log went back, and drop
+ * it (the log has no record of it); a log cut back to fewer versions has
+ * the scene refused, rebuilt and served at the log's version. Watchers
+ * on B hear the updates, instance and drop A made (through B's tail). A
+ * Batch item's min_version waits for the tail as a FindPath's does. A
+ * replica stopped and continued keeps its tail's connection.
  *
  * Raw frames (pdi_raw_*) so the test sets idempotency_key and reads
  * Pong.serving, which the C client does not expose. Every wait is bounded.
@@ -38,12 +43,17 @@
 typedef struct fixture {
     redis_srv redis;
     char extra[256];
+    uint32_t behind_wait_ms;      /* limits.max_behind_wait_ms of the next start (0: default) */
     pdi_daemon a, b, c;
 } fixture;
 
 static void start_replica(fixture *f, pdi_daemon *d)
 {
-    snprintf(f->extra, sizeof f->extra, "\"log\": {\"redis\": \"127.0.0.1:%d\", \"timeout_ms\": 500},", f->redis.port);
+    int n = snprintf(f->extra, sizeof f->extra, "\"log\": {\"redis\": \"127.0.0.1:%d\", \"timeout_ms\": 500},",
+                     f->redis.port);
+    if (f->behind_wait_ms)
+        snprintf(f->extra + n, sizeof f->extra - (size_t)n, "\"limits\": {\"max_behind_wait_ms\": %u},",
+                 (unsigned)f->behind_wait_ms);
     pdi_limits l = { .extra_json = f->extra, .metrics = 1 };
     assert_int_equal(pdi_daemon_start(d, &l), 0);
 }
@@ -196,14 +206,22 @@ static int update_when_up(int fd, int32_t x, uint32_t cost, const char *key, uin
     return st;
 }
 
-static void test_two_replicas_share_the_log(void **state)
+/* Redis, replicas A and B over it, and a connection to each. */
+static void start_two(fixture *f, int *fa, int *fb)
 {
-    fixture *f = *state;
     redis_srv_start(&f->redis);
     start_replica(f, &f->a);
     start_replica(f, &f->b);
-    int fa = pdi_raw_connect(f->a.port), fb = pdi_raw_connect(f->b.port);
-    assert_true(fa >= 0 && fb >= 0);
+    *fa = pdi_raw_connect(f->a.port);
+    *fb = pdi_raw_connect(f->b.port);
+    assert_true(*fa >= 0 && *fb >= 0);
+}
+
+static void test_two_replicas_share_the_log(void **state)
+{
+    fixture *f = *state;
+    int fa, fb;
+    start_two(f, &fa, &fb);
 
     /* A new scene on A, open everywhere. */
     create_arena(fa, "create-arena");
@@ -321,19 +339,28 @@ static int find_across_why(int fd, char *why, size_t len)
     return st;
 }
 
-/* Redis restarted without its data (a restore, or a failover to one that
- * had not got the last writes): the replica's tail, reconnecting, finds
- * the arena's stream ends before what it applied, and stops serving that
- * scene - queries and updates answer UNAVAILABLE naming why - while the
- * config's scene, which the log never changed, goes on. */
-static void test_log_that_went_back_refuses_the_scene(void **state)
+/* Redis and replica A with the arena made on it; a connection to A. */
+static int start_one_with_arena(fixture *f)
 {
-    fixture *f = *state;
     redis_srv_start(&f->redis);
     start_replica(f, &f->a);
     int fa = pdi_raw_connect(f->a.port);
     assert_true(fa >= 0);
     create_arena(fa, NULL);
+    return fa;
+}
+
+/* Redis restarted without its data (a restore, or a failover to one that
+ * had not got the last writes): the replica's tail, reconnecting, finds
+ * the arena's stream ends before what it applied, and stops serving that
+ * scene; rebuilding it from the log finds no record of it at all (the log
+ * went back past its creation), so the arena is dropped - UNKNOWN_SCENE -
+ * while the config's scene, which the log never changed, goes on. Before,
+ * it answered UNAVAILABLE until the replica was restarted. */
+static void test_log_that_went_back_refuses_the_scene(void **state)
+{
+    fixture *f = *state;
+    int fa = start_one_with_arena(f);
     uint64_t v = 0;
     assert_int_equal(update_column(fa, 4, 0, "wall-4", &v), PATHD__V1__STATUS__OK);
     assert_int_equal(v, 2);
@@ -346,28 +373,281 @@ static void test_log_that_went_back_refuses_the_scene(void **state)
     assert_int_equal(system(cmd), 0);
     redis_srv_start(&f->redis);
 
+    assert_true(pdi_wait_log(&f->a, "scene 'arena': the log went back", CONVERGE_MS));
     double t0 = pdi_now_ms();
     int st;
-    while ((st = find_across_why(fa, why, sizeof why)) != PATHD__V1__STATUS__UNAVAILABLE &&
+    while ((st = find_across_why(fa, why, sizeof why)) != PATHD__V1__STATUS__UNKNOWN_SCENE &&
            pdi_now_ms() - t0 < CONVERGE_MS)
         pdi_sleep_ms(20);
-    if (st != PATHD__V1__STATUS__UNAVAILABLE) {
+    if (st != PATHD__V1__STATUS__UNKNOWN_SCENE) {
         pdi_print_log(&f->a);
-        fail_msg("the arena answers %d (%s), not UNAVAILABLE", st, why);
+        fail_msg("the arena answers %d (%s), not UNKNOWN_SCENE", st, why);
     }
-    assert_non_null(strstr(why, "scene 'arena': the log went back"));
-    assert_int_equal(update_column(fa, 5, 0, "wall-5", &v), PATHD__V1__STATUS__UNAVAILABLE);
+    assert_true(pdi_log_contains(&f->a, "scene 'arena': the log has no record of it; dropped"));
     pdi_fp_msg m;
     pdi_fp_init(&m, 0, "serpent", 0, 0, 5, 0);
     Pathd__V1__Response *r = call(fa, &m.req);
     assert_int_equal(r->status, PATHD__V1__STATUS__OK);
     pathd__v1__response__free_unpacked(r, NULL);
-    char *text = pdi_metrics_wait(&f->a, "pathd_replica_scene_refused{scene=\"arena\"} 1", CONVERGE_MS);
+    char *text = pdi_metrics_wait(&f->a, "pathd_replica_rebuilds_total 1\n", CONVERGE_MS);
     assert_non_null(text);
+    assert_non_null(strstr(text, "pathd_replica_rebuilds_total 1\n"));
     free(text);
     close(fa);
     assert_int_equal(pdi_daemon_stop(&f->a), 0);
     assert_false(pdi_log_has_sanitizer_report(&f->a));
+}
+
+/* The log goes back to fewer versions (its stream cut to the arena's
+ * creation and first update, as a failover to a Redis that had only those
+ * would leave it): A, its tail reconnecting (CLIENT KILL), refuses the
+ * arena, rebuilds it from the log and serves it again at the log's
+ * version 2 with the log's cells (column 10 walled off: NO_PATH), where it
+ * had served version 4 (the wall opened again). Updates then go on from
+ * there. Before, the arena stayed UNAVAILABLE until a restart. */
+static void test_scene_rebuilt_at_the_logs_version(void **state)
+{
+    fixture *f = *state;
+    int fa = start_one_with_arena(f);
+    uint64_t v = 0;
+    assert_int_equal(update_column(fa, 10, 0, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(update_column(fa, 10, 1, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(update_column(fa, 11, 3, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 4);
+    assert_int_equal(find_across(fa, 4, NULL), PATHD__V1__STATUS__OK);
+
+    /* The stream cut back to its first two entries (version 1: the
+     * scene; 2: the wall), the FUNCTION's counter with it. */
+    redisContext *rc = redis_srv_connect(&f->redis);
+    assert_non_null(rc);
+    redisReply *all = redisCommand(rc, "XRANGE pathd:{arena}:log - +");
+    assert_non_null(all);
+    assert_int_equal(all->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(all->elements, 4);
+    freeReplyObject(redisCommand(rc, "DEL pathd:{arena}:log"));
+    for (size_t i = 0; i < 2; i++) {
+        const redisReply *e = all->element[i], *fl = e->element[1];
+        const char *argv[16];
+        size_t argvlen[16], argc = 0;
+        argv[argc] = "XADD", argvlen[argc++] = 4;
+        argv[argc] = "pathd:{arena}:log", argvlen[argc++] = strlen("pathd:{arena}:log");
+        argv[argc] = e->element[0]->str, argvlen[argc++] = e->element[0]->len;
+        for (size_t k = 0; k < fl->elements && argc < 16; k++)
+            argv[argc] = fl->element[k]->str, argvlen[argc++] = fl->element[k]->len;
+        redisReply *added = redisCommandArgv(rc, (int)argc, argv, argvlen);
+        assert_non_null(added);
+        assert_int_equal(added->type, REDIS_REPLY_STRING);
+        freeReplyObject(added);
+    }
+    freeReplyObject(all);
+    freeReplyObject(redisCommand(rc, "HSET pathd:{arena}:meta v 2"));
+    redisReply *killed = redisCommand(rc, "CLIENT KILL TYPE normal SKIPME yes");
+    assert_non_null(killed);
+    assert_int_equal(killed->type, REDIS_REPLY_INTEGER);
+    freeReplyObject(killed);
+    redisFree(rc);
+
+    assert_true(pdi_wait_log(&f->a, "scene 'arena': the log went back", CONVERGE_MS));
+    assert_true(pdi_wait_log(&f->a, "scene 'arena' rebuilt from the log at version 2 (it served 4)", CONVERGE_MS));
+    assert_int_equal(scene_version(fa), 2);
+    assert_int_equal(find_across(fa, 2, NULL), PATHD__V1__STATUS__NO_PATH);
+    /* Served again, and changed again from the log's version. */
+    assert_int_equal(update_when_up(fa, 10, 1, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 3);
+    assert_int_equal(find_across(fa, 3, NULL), PATHD__V1__STATUS__OK);
+    close(fa);
+    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+    assert_false(pdi_log_has_sanitizer_report(&f->a));
+}
+
+/* The next frame on fd: a watch event of watch id (within the call
+ * timeout). */
+static Pathd__V1__Response *recv_event(int fd, uint64_t id)
+{
+    Pathd__V1__Response *r = pdi_raw_recv(fd, PDI_CALL_TIMEOUT_MS, NULL);
+    if (!r)
+        fail_msg("no watch event of %llu within %d ms", (unsigned long long)id, PDI_CALL_TIMEOUT_MS);
+    if (r->body_case != PATHD__V1__RESPONSE__BODY_WATCH_EVENT || r->id != id)
+        fail_msg("expected a watch event of %llu, got id %llu body %d status %d", (unsigned long long)id,
+                 (unsigned long long)r->id, (int)r->body_case, (int)r->status);
+    return r;
+}
+
+/* req answered OK on fd, then the event of kind it makes heard by watch
+ * id on wfd. */
+static Pathd__V1__Response *change_heard(int fd, Pathd__V1__Request *req, int wfd, uint64_t id,
+                                         Pathd__V1__WatchEventKind kind)
+{
+    Pathd__V1__Response *r = call(fd, req);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    pathd__v1__response__free_unpacked(r, NULL);
+    r = recv_event(wfd, id);
+    assert_int_equal(r->watch_event->kind, kind);
+    return r;
+}
+
+/* Watchers on a replica hear the changes another replica made, which
+ * reach it through its tail: B watches the arena; updates on A are heard
+ * on B as SCENE_UPDATED at A's versions with the rectangles they changed,
+ * an instance A makes of the arena as SCENE_INSTANCED, A's drop of the
+ * arena as SCENE_DROPPED (the subscription's end). Before the tail
+ * published its changes, B's watchers heard only updates made on B. */
+static void test_watchers_hear_other_replicas_changes(void **state)
+{
+    fixture *f = *state;
+    int fa, fb;
+    start_two(f, &fa, &fb);
+    int wb = pdi_raw_connect(f->b.port);
+    assert_true(wb >= 0);
+    create_arena(fa, NULL);
+    wait_version(fb, 1, "B");
+
+    const char *names[] = { "arena" };
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__Watch w = PATHD__V1__WATCH__INIT;
+    w.scenes = (char **)names;
+    w.n_scenes = 1;
+    req.id = 500;
+    req.body_case = PATHD__V1__REQUEST__BODY_WATCH;
+    req.watch = &w;
+    assert_int_equal(pdi_raw_send_request(wb, &req), 0);
+    Pathd__V1__Response *r = recv_event(wb, 500);
+    assert_int_equal(r->watch_event->kind, PATHD__V1__WATCH_EVENT_KIND__WATCH_STARTED);
+    assert_int_equal(r->watch_event->version, 1);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    /* Two updates on A: B's watcher hears both, in order, as A made them. */
+    uint64_t v = 0;
+    assert_int_equal(update_column(fa, 7, 0, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 2);
+    assert_int_equal(update_column(fa, 9, 3, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 3);
+    for (uint64_t want = 2; want <= 3; want++) {
+        r = recv_event(wb, 500);
+        const Pathd__V1__WatchEvent *ev = r->watch_event;
+        assert_int_equal(ev->kind, PATHD__V1__WATCH_EVENT_KIND__SCENE_UPDATED);
+        assert_string_equal(ev->scene, "arena");
+        assert_int_equal(ev->version, want);
+        assert_int_equal(ev->cells_changed, H);
+        assert_non_null(ev->changed);
+        assert_int_equal(ev->changed->min->x, want == 2 ? 7 : 9);
+        assert_int_equal(ev->changed->max->y, H - 1);
+        pathd__v1__response__free_unpacked(r, NULL);
+    }
+
+    /* An instance of the arena made on A: SCENE_INSTANCED at version 3. */
+    Pathd__V1__Request ci = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__CreateInstance inst = PATHD__V1__CREATE_INSTANCE__INIT;
+    inst.template_ = "arena";
+    inst.name = "arena_copy";
+    ci.body_case = PATHD__V1__REQUEST__BODY_CREATE_INSTANCE;
+    ci.create_instance = &inst;
+    r = change_heard(fa, &ci, wb, 500, PATHD__V1__WATCH_EVENT_KIND__SCENE_INSTANCED);
+    assert_string_equal(r->watch_event->instance, "arena_copy");
+    assert_int_equal(r->watch_event->version, 3);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    /* A drops the arena: B's watcher hears SCENE_DROPPED, its last frame. */
+    Pathd__V1__Request dr = PATHD__V1__REQUEST__INIT;
+    Pathd__V1__DropScene drop = PATHD__V1__DROP_SCENE__INIT;
+    drop.name = "arena";
+    dr.body_case = PATHD__V1__REQUEST__BODY_DROP_SCENE;
+    dr.drop_scene = &drop;
+    r = change_heard(fa, &dr, wb, 500, PATHD__V1__WATCH_EVENT_KIND__SCENE_DROPPED);
+    assert_string_equal(r->watch_event->scene, "arena");
+    assert_int_equal(r->watch_event->version, 3);
+    assert_true(r->final);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    close(fa);
+    close(fb);
+    close(wb);
+    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+    assert_int_equal(pdi_daemon_stop(&f->b), 0);
+    assert_false(pdi_log_has_sanitizer_report(&f->a));
+    assert_false(pdi_log_has_sanitizer_report(&f->b));
+}
+
+/* A Batch whose FindPath item names a version B does not serve yet waits
+ * for B's tail as the FindPath sent alone does: sent to B before A makes
+ * that version, it is answered once B applied it, with a path on it.
+ * Before, the item answered STALE_VERSION at once. */
+static void test_batch_waits_for_min_version(void **state)
+{
+    fixture *f = *state;
+    f->behind_wait_ms = 10000;
+    int fa, fb;
+    start_two(f, &fa, &fb);
+    create_arena(fa, NULL);
+    wait_version(fb, 1, "B");
+
+    pdi_fp_msg m;
+    pdi_fp_init(&m, 0, "arena", 0, 0, W - 1, 0);
+    m.fp.min_version = 2;
+    Pathd__V1__Query q = PATHD__V1__QUERY__INIT, *qs[] = { &q };
+    q.kind_case = PATHD__V1__QUERY__KIND_FIND_PATH;
+    q.find_path = &m.fp;
+    Pathd__V1__Batch batch = PATHD__V1__BATCH__INIT;
+    batch.items = qs;
+    batch.n_items = 1;
+    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
+    req.id = 900;
+    req.body_case = PATHD__V1__REQUEST__BODY_BATCH;
+    req.batch = &batch;
+    assert_int_equal(pdi_raw_send_request(fb, &req), 0);
+
+    uint64_t v = 0;
+    assert_int_equal(update_column(fa, 10, 5, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 2);
+    Pathd__V1__Response *r = pdi_raw_recv_final(fb, 900, PDI_CALL_TIMEOUT_MS);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_BATCH);
+    assert_int_equal(r->batch->n_items, 1);
+    const Pathd__V1__QueryResult *item = r->batch->items[0];
+    if (item->status != PATHD__V1__STATUS__OK)
+        fail_msg("the batch's item answered %d (%s) at version %llu, not a path", (int)item->status, item->message,
+                 (unsigned long long)item->version);
+    assert_int_equal(item->kind_case, PATHD__V1__QUERY_RESULT__KIND_PATH);
+    assert_int_equal(item->path->scene_version, 2);
+    pathd__v1__response__free_unpacked(r, NULL);
+
+    close(fa);
+    close(fb);
+    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+    assert_int_equal(pdi_daemon_stop(&f->b), 0);
+    assert_false(pdi_log_has_sanitizer_report(&f->b));
+}
+
+/* A replica stopped (SIGSTOP) while its tail waits in XREAD BLOCK finds,
+ * once continued, its watchdog long past due: the loop stood still, not
+ * Redis, and the answer waiting in the socket is read - the connection is
+ * kept (no reconnect, no "no answer" warning). Before, the watchdog
+ * dropped it and the tail connected again, checked and read again. */
+static void test_stopped_replica_keeps_its_connection(void **state)
+{
+    fixture *f = *state;
+    int fa, fb;
+    start_two(f, &fa, &fb);
+    create_arena(fa, NULL);
+    wait_version(fb, 1, "B");
+    /* Past log.timeout_ms (500) + the block (100) + the stall's margin (1 s). */
+    assert_int_equal(kill(f->b.pid, SIGSTOP), 0);
+    uint64_t v = 0;
+    assert_int_equal(update_column(fa, 6, 0, NULL, &v), PATHD__V1__STATUS__OK);
+    pdi_sleep_ms(2500);
+    assert_int_equal(kill(f->b.pid, SIGCONT), 0);
+    wait_version(fb, v, "B");
+    assert_false(pdi_log_contains(&f->b, "no answer within the watchdog"));
+    char *text = pdi_metrics_get(&f->b);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "pathd_log_reconnects_total{conn=\"tail\"} 0\n"));
+    free(text);
+
+    close(fa);
+    close(fb);
+    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+    assert_int_equal(pdi_daemon_stop(&f->b), 0);
+    assert_false(pdi_log_has_sanitizer_report(&f->b));
 }
 
 int main(void)
@@ -375,6 +655,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_two_replicas_share_the_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_that_went_back_refuses_the_scene, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scene_rebuilt_at_the_logs_version, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_watchers_hear_other_replicas_changes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_waits_for_min_version, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stopped_replica_keeps_its_connection, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

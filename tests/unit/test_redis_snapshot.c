@@ -9,7 +9,8 @@
  * position was trimmed is told so by the tail and catches up from the
  * newest snapshot; an instance made before its template's history was
  * trimmed still replays; a scene over the size bound is not snapshotted
- * (said once) and its stream is not trimmed.
+ * (said once) and its stream is not trimmed. A scene with another history
+ * is rebuilt from the log, from its snapshot or from the config's scene.
  */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -511,6 +512,59 @@ static void test_reload_through_the_log(void **state)
     assert_int_equal(redis_srv_rm_dir(dir), 0);
 }
 
+/* A replica's scene rebuilt from the log (pd_redis_snap_rebuild, what a
+ * replica whose log went back does): a store whose "town" took another
+ * history (its own log) gets the writer's town - version and cells - from
+ * the writer's log: from its newest snapshot and the stream after it when
+ * there is one (`updates` past 2 snapshots), else from the config's
+ * definition and the whole stream. last_id is the stream's last entry. */
+static void rebuild_case(const char *prefix, int updates, uint64_t seed)
+{
+    uint64_t rng = seed, other_rng = seed + 100;
+    pd_store *writer = snap_store(prefix, 1u << 20, NULL, NULL);
+    for (int i = 0; i < updates; i++)
+        updates_then_compact(writer, "town", 1, &rng);
+    char other[64];
+    snprintf(other, sizeof other, "%s-other", prefix);
+    pd_store *replica = snap_store(other, 1u << 20, NULL, NULL);
+    for (int i = 0; i < updates + 3; i++)
+        random_update(replica, "town", &other_rng);
+
+    char err[256];
+    const pd_redis_log_opts lo = { .host = "127.0.0.1", .port = (uint16_t)srv.port, .timeout_ms = 500,
+                                   .prefix = prefix, .dedup_ttl_s = 60 };
+    const pd_redis_snap_opts so = { .every = 1, .keep = 1, .max_bytes = 1 };
+    pd_redis_log *rl = pd_redis_log_create(&lo, err, sizeof err);
+    assert_non_null(rl);
+    pd_redis_snap *sn = pd_redis_snap_create(rl, &so, err, sizeof err);
+    assert_non_null(sn);
+    pd_journal_replayer *rp = pd_journal_replayer_create(pd_store_registry(replica), NULL);
+    assert_non_null(rp);
+    char last[64], want[256];
+    uint64_t v = 0;
+    if (pd_redis_snap_rebuild(sn, rp, pd_store_registry(replica), "town", last, sizeof last, &v, err, sizeof err) != 0)
+        fail_msg("rebuild: %s", err);
+    assert_int_equal(v, version_of(writer, "town"));
+    assert_int_equal(version_of(replica, "town"), v);
+    assert_same_world(pd_store_registry(writer), pd_store_registry(replica));
+    raw(want, sizeof want, "XREVRANGE %s:{town}:log + - COUNT 1", prefix);
+    assert_string_equal(last, want);
+    pd_journal_replayer_destroy(rp);
+    pd_redis_snap_destroy(sn);
+    pd_redis_log_destroy(rl);
+    store_free(replica);
+    store_free(writer);
+}
+
+static void test_rebuild_from_the_log(void **state)
+{
+    (void)state;
+    /* Past two snapshots (at 6 and 11): the newest, then 12 and 13. */
+    rebuild_case("rebuild-snap", 2 * EVERY + 2, 5);
+    /* Before any: the config's town, then versions 2..4. */
+    rebuild_case("rebuild-base", EVERY - 2, 6);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -521,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_restart_reads_only_the_tail),
         cmocka_unit_test(test_cache_newer_than_log_is_not_served),
         cmocka_unit_test(test_reload_through_the_log),
+        cmocka_unit_test(test_rebuild_from_the_log),
     };
     return cmocka_run_group_tests(tests, start_redis, remove_redis);
 }
