@@ -78,7 +78,8 @@ void pd__dispatch_pool_destroy(pd_pool *pool);
 /* Applies the worker settings of a reloaded conf to the pool (the yield
  * interval; the retained size is read by the workers themselves). */
 void pd__dispatch_apply_conf(pd_server *s);
-void pd__dispatch_completions(pd_server *s);
+/* Takes the pool's finished jobs and answers them; returns how many. */
+size_t pd__dispatch_completions(pd_server *s);
 /* A reload's new tokens (next, before it becomes s->conf) applied to every
  * open connection: the role its token grants now; one whose role falls
  * keeps the lower one, or is answered UNAUTHENTICATED and closed when its
