@@ -116,10 +116,13 @@ typedef void (*pd_pool_wake_fn)(void *user);
  * the pool's lock. */
 #define PD_POOL_LANE_LOOKAHEAD 64u
 
-/* Longest a worker keeps a finished task back while it runs more (50 us:
- * well under a network round trip, several trivial requests long), and
- * most tasks it gathers before handing them over. */
-#define PD_POOL_BATCH_NS 50000u
+/* Longest a worker keeps a finished task back while it runs more (200 us:
+ * about a LAN round trip, some forty den520d searches; at 50 us a 2 x 64
+ * pipelined load's answers left in about twice as many wakeups and
+ * writes: issue 30, item 6), and most tasks it gathers before handing
+ * them over. A task whose submitter waits on it alone is not held
+ * (hand_over_at_once), nor are results behind a long search (the poll). */
+#define PD_POOL_BATCH_NS 200000u
 #define PD_POOL_BATCH_TASKS 64u
 
 typedef struct pd_pool_stats {
