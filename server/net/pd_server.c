@@ -58,7 +58,8 @@ static void pd__check_drained(pd_server *s);
  * (right after the I/O callbacks, before their answers are flushed), in
  * its prepare phase (the last thing before it sleeps) and when woken by
  * wake_fd. A worker writes to wake_fd only when loop_asleep is set, and
- * then once until the loop has read it (wake_sent). loop_asleep is set at
+ * then once until the loop has read it or looks again before sleeping
+ * (wake_sent, cleared before each of those looks). loop_asleep is set at
  * the top of the prepare phase, before its last look at the list, and
  * cleared once the loop is awake again (the wake itself, the check
  * phase; not by a frame: the prepare phase's own flush may dispatch
@@ -78,6 +79,11 @@ static void pd__flush_prepare_cb(uv_prepare_t *h)
 {
     pd_server *s = h->data;
     atomic_store(&s->loop_asleep, 1);
+    /* Cleared before this last look too, not only when a wake is read: a
+     * wake the loop read before a worker's exchange found it still set
+     * would otherwise leave it set with nothing to read, and no worker
+     * would write again. At worst a wake in flight is written twice. */
+    atomic_store(&s->wake_sent, 0);
     pd__take_completions(s);
     pd__flush_all(s);
 }
