@@ -1136,12 +1136,13 @@ static void pd__finish_item(pd_server *s, pd_job_item *item)
         pd__finish_batch(s, batch);
 }
 
-void pd__dispatch_completions(pd_server *s)
+size_t pd__dispatch_completions(pd_server *s)
 {
     if (!s->pool)
-        return;
+        return 0;
+    size_t n = 0;
     pd_task *task = pd_pool_take_completed(s->pool);
-    while (task) {
+    for (; task; n++) {
         pd_task *next = task->next;
         if (task->run == pd__run_item)
             pd__finish_item(s, (pd_job_item *)task);
@@ -1151,6 +1152,7 @@ void pd__dispatch_completions(pd_server *s)
             pd__finish_job(s, (pd_job *)task);
         task = next;
     }
+    return n;
 }
 
 /* Idle tables a tick posts sweeps for, at most: a server with more idle

@@ -78,7 +78,8 @@ void pd__dispatch_pool_destroy(pd_pool *pool);
 /* Applies the worker settings of a reloaded conf to the pool (the yield
  * interval; the retained size is read by the workers themselves). */
 void pd__dispatch_apply_conf(pd_server *s);
-void pd__dispatch_completions(pd_server *s);
+/* Takes the pool's finished jobs and answers them; returns how many. */
+size_t pd__dispatch_completions(pd_server *s);
 /* The reservation tables idle since their last ReservePath (pd_scene_reserve.h,
  * "Expiry of idle scenes"): one sweep task into each one's scene lane, at
  * most PD__RESERVE_SWEEPS_PER_TICK a call (the rest at the next). Called

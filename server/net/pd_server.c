@@ -9,8 +9,10 @@
  * calls it: they call up through the hooks and callbacks it sets in their
  * parts of the server struct (pd_server_internal.h).
  *
- * Everything here runs on the loop thread except pd_server_wake and the two
- * request_* functions, which only set atomic flags and call uv_async_send.
+ * Everything here runs on the loop thread except pd_server_wake (which
+ * writes to an eventfd while the loop sleeps: see the completion hand-off
+ * below) and the two request_* functions, which only set atomic flags and
+ * call uv_async_send.
  *
  * Shutdown runs through phases: DRAINING (nothing new is read; in-flight jobs
  * get shutdown_grace_ms), CANCELLING (the rest are cancelled and get
@@ -29,12 +31,16 @@
 #include "pd_server_internal.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "pd_log.h"
 #include "pd_scene_reserve.h"
@@ -44,14 +50,76 @@ static void pd__fit_fd_limit(pd_conf *conf);
 static void pd__server_scene_caps(pd_server *s);
 static void pd__server_reload(pd_server *s);
 
+static void pd__check_drained(pd_server *s);
+
+/* ---- the completion hand-off ---------------------------------------------
+ *
+ * The loop takes the workers' results at three points: in its check phase
+ * (right after the I/O callbacks, before their answers are flushed), in
+ * its prepare phase (the last thing before it sleeps) and when woken by
+ * wake_fd. A worker writes to wake_fd only when loop_asleep is set, and
+ * then once until the loop has read it or looks again before sleeping
+ * (wake_sent, cleared before each of those looks). loop_asleep is set at
+ * the top of the prepare phase, before its last look at the list, and
+ * cleared once the loop is awake again (the wake itself, the check
+ * phase; not by a frame: the prepare phase's own flush may dispatch
+ * frames, after its look): a worker that read it clear put its results on the
+ * list before the loop set it (both are sequentially consistent, and the
+ * list is behind a mutex), so the prepare phase's look finds them. Under a
+ * pipelined load the loop is mostly awake while workers finish, and their
+ * results then cost no system call at all. */
+
+static void pd__take_completions(pd_server *s)
+{
+    if (pd__dispatch_completions(s))
+        pd__check_drained(s);
+}
+
 static void pd__flush_prepare_cb(uv_prepare_t *h)
 {
-    pd__flush_all(h->data);
+    pd_server *s = h->data;
+    atomic_store(&s->loop_asleep, 1);
+    /* Cleared before this last look too, not only when a wake is read: a
+     * wake the loop read before a worker's exchange found it still set
+     * would otherwise leave it set with nothing to read, and no worker
+     * would write again. At worst a wake in flight is written twice. */
+    atomic_store(&s->wake_sent, 0);
+    pd__take_completions(s);
+    pd__flush_all(s);
 }
 
 static void pd__flush_check_cb(uv_check_t *h)
 {
-    pd__flush_all(h->data);
+    pd_server *s = h->data;
+    atomic_store_explicit(&s->loop_asleep, 0, memory_order_relaxed);
+    pd__take_completions(s);
+    pd__flush_all(s);
+}
+
+static void pd__wake_cb(uv_poll_t *h, int status, int events)
+{
+    (void)status;
+    (void)events;
+    pd_server *s = h->data;
+    uint64_t n;
+    atomic_store_explicit(&s->loop_asleep, 0, memory_order_relaxed);
+    /* Cleared before the read: a worker that writes after it is read by
+     * the next wake, at worst a spurious one. */
+    atomic_store(&s->wake_sent, 0);
+    while (read(s->wake_fd, &n, sizeof n) < 0 && errno == EINTR)
+        ;
+    pd__take_completions(s);
+}
+
+void pd_server_wake(void *server)
+{
+    pd_server *s = server;
+    if (!atomic_load(&s->loop_asleep) || atomic_exchange(&s->wake_sent, 1))
+        return;
+    const uint64_t one = 1;
+    /* Non-blocking: a full counter (never, in practice) already wakes. */
+    while (write(s->wake_fd, &one, sizeof one) < 0 && errno == EINTR)
+        ;
 }
 
 static void pd__handle_closed(uv_handle_t *h)
@@ -91,8 +159,8 @@ static uint64_t pd__sweep_interval(const pd_conf *conf)
 
 
 /* Last step of a stop: close the server's own handles. The async handle
- * stays open (workers may still wake it until the pool is destroyed) but no
- * longer keeps uv_run going. */
+ * and the completions' wake stay open (workers may still wake it until the
+ * pool is destroyed) but no longer keep uv_run going. */
 static void pd__stop_finish(pd_server *s)
 {
     s->phase = PD__CLOSED;
@@ -110,6 +178,7 @@ static void pd__stop_finish(pd_server *s)
     pd__close_handle((uv_handle_t *)&s->sig_usr2);
     pd__agent_close(s);
     uv_unref((uv_handle_t *)&s->async);
+    uv_unref((uv_handle_t *)&s->wake_poll);
     pd_log_info("stopped");
 }
 
@@ -575,6 +644,10 @@ pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *r
     pd_server *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
+    s->wake_fd = -1;
+    s->loop_fd = uv_backend_fd(loop);
+    atomic_init(&s->loop_asleep, 1);
+    atomic_init(&s->wake_sent, 0);
     s->loop = loop;
     s->conf = *conf;
     s->conf.scenes = NULL;
@@ -614,6 +687,12 @@ pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *r
         goto fail;
     s->async.data = s;
     s->open_handles++;
+    if ((s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 || uv_poll_init(loop, &s->wake_poll, s->wake_fd) != 0)
+        goto fail;
+    s->wake_poll.data = s;
+    s->open_handles++;
+    if (uv_poll_start(&s->wake_poll, UV_READABLE, pd__wake_cb) != 0)
+        goto fail;
     if (uv_timer_init(loop, &s->sweep_timer) != 0)
         goto fail;
     s->sweep_timer.data = s;
@@ -647,15 +726,28 @@ fail:
     return NULL;
 }
 
-void pd_server_wake(void *server)
+/* The workers' yield check (pd_pool_set_yield_check): their yields are
+ * for the loop thread, which under CFS would otherwise wait for a worker's
+ * whole time slice once it is woken. A loop asleep in epoll_wait with no
+ * event ready needs no core, and a yield then only costs a context switch
+ * to whatever else is runnable (under a pipelined load, most of them were
+ * such: issue 30, item 6). An awake loop may be waiting for a core, and
+ * so may a sleeping one with events ready: epoll is woken by them, and its
+ * fd polls readable from then until the loop has handled them. */
+static int pd__loop_may_wait(void *server)
 {
     pd_server *s = server;
-    uv_async_send(&s->async);
+    if (!atomic_load(&s->loop_asleep))
+        return 1;
+    struct pollfd pfd = {s->loop_fd, POLLIN, 0};
+    return poll(&pfd, 1, 0) != 0;
 }
 
 pd_pool *pd_server_pool_create(pd_server *s, uint32_t threads)
 {
-    return pd__dispatch_pool_create(s, threads, pd_server_wake, s);
+    pd_pool *pool = pd__dispatch_pool_create(s, threads, pd_server_wake, s);
+    pd_pool_set_yield_check(pool, pd__loop_may_wait, s);
+    return pool;
 }
 
 void pd_server_pool_destroy(pd_pool *pool)
@@ -899,6 +991,7 @@ void pd_server_destroy(pd_server *s)
     pd__close_handle((uv_handle_t *)&s->sig_usr2);
     pd__agent_close(s);
     pd__close_handle((uv_handle_t *)&s->async);
+    pd__close_handle((uv_handle_t *)&s->wake_poll);
     pd__replica_close(s->replica); /* freed once its handles closed */
     s->replica = NULL;
     pd__close_handle((uv_handle_t *)&s->flush_prepare);
@@ -915,6 +1008,8 @@ void pd_server_destroy(pd_server *s)
     /* The workers are gone and so is the journal's threadpool work: the
      * last appends are in, and closing syncs them. */
     pd_store_destroy(s->store);
+    if (s->wake_fd >= 0)
+        close(s->wake_fd); /* its poll handle closed above */
     pd__dispatch_free_inline(s);
     pd__watch_hub_free(s);
     free(s->table.map.slots);

@@ -4,8 +4,9 @@
  *
  * The server owns every libuv handle it creates and touches them only from
  * the loop thread. Worker threads reach it through pd_server_wake (a
- * pd_pool_wake_fn that calls uv_async_send); other threads may call only
- * pd_server_wake, pd_server_request_stop and pd_server_request_reload.
+ * pd_pool_wake_fn that writes to an eventfd the loop watches, only while the
+ * loop sleeps); other threads may call only pd_server_wake,
+ * pd_server_request_stop and pd_server_request_reload.
  *
  * Order of use (main.c does exactly this):
  *   s = pd_server_create(loop, &conf, registry, &source);
@@ -94,7 +95,9 @@ pd_pool *pd_server_pool_create(pd_server *s, uint32_t threads);
 void pd_server_pool_destroy(pd_pool *pool);
 
 /* The pd_pool_wake_fn to give pd_pool_create, with the server as user data.
- * Thread-safe. */
+ * Thread-safe. Call it after the results are on the pool's completion list:
+ * a loop that is awake takes them before it next sleeps, and is not
+ * woken. */
 void pd_server_wake(void *server);
 
 /* Binds conf's listen address (port 0 = ephemeral) and starts accepting.

@@ -61,7 +61,21 @@ struct pd_server {
     char *config_path;
 
     uv_tcp_t listener;
-    uv_async_t async;
+    uv_async_t async;            /* stop and reload requests from other threads */
+    /* Completions (pd_server_wake): a worker that has put results on the
+     * pool's list wakes the loop through wake_fd (an eventfd watched by
+     * wake_poll) only while loop_asleep says the loop is past its last look
+     * at that list (its prepare phase) and no wake is outstanding
+     * (wake_sent): a loop that is awake takes them in its check or prepare
+     * phase anyway. Not uv_async_send: libuv 1.44's async callback spins,
+     * then calls sched_yield, while the sender is still inside its write to
+     * the eventfd, and under a pipelined load that was about a fifth of the
+     * loop thread's time (issue 30, item 6). */
+    uv_poll_t wake_poll;
+    int wake_fd;                 /* -1 until made */
+    atomic_int loop_asleep;
+    atomic_int wake_sent;
+    int loop_fd;                 /* uv_backend_fd: the workers' yield check polls it */
     /* Answers queued during a loop iteration leave in one write per
      * connection: flushed right after the I/O callbacks (check) and, for
      * answers made in timers or deferred callbacks, before the loop sleeps

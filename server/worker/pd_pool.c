@@ -94,6 +94,9 @@ struct pd_pool {
     atomic_int stopping;      /* written under lock, also read lock-free by polls */
     int paused;               /* guarded by lock; see pd_pool_set_paused */
     atomic_uint_fast64_t yield_interval_ns; /* see pd_pool_set_yield_interval */
+    _Atomic(pd_pool_yield_check_fn) yield_check; /* see pd_pool_set_yield_check */
+    _Atomic(void *) yield_check_user;
+    atomic_uint_fast64_t yields, yields_skipped;
 
     pthread_mutex_t done_lock;
     pd_task *done_head, *done_tail;
@@ -210,7 +213,7 @@ static void pd__complete(pd_pool *p, pd_task *task)
 
 /* Runs a task and adds it to the worker's batch; an ordered task's batch is
  * handed over before its lanes' next task may start, so the tasks of a
- * lane also complete in order. Returns when it finished (once handed over,
+ * lane also complete in order. Returns how long it ran (once handed over,
  * the task is no longer the worker's to read). */
 static uint64_t pd__run_task(pd_pool *p, pd__worker *w, void *ctx, pd_task *task, int holds_order, pd__batch *b)
 {
@@ -229,7 +232,7 @@ static uint64_t pd__run_task(pd_pool *p, pd__worker *w, void *ctx, pd_task *task
     w->stats.busy_ns += task->finished_ns - started;
     pthread_mutex_unlock(&p->lock);
 
-    const uint64_t finished_ns = task->finished_ns;
+    const uint64_t ran_ns = task->finished_ns - started;
     pd__batch_add(b, task);
     if (holds_order || task->hand_over_at_once || b->n >= PD_POOL_BATCH_TASKS || task->finished_ns - b->first_ns >= PD_POOL_BATCH_NS)
         pd__publish(p, b);
@@ -240,7 +243,7 @@ static uint64_t pd__run_task(pd_pool *p, pd__worker *w, void *ctx, pd_task *task
         pd__wake_all(p);
         pthread_mutex_unlock(&p->lock);
     }
-    return finished_ns;
+    return ran_ns;
 }
 
 static int pd__before(const pd_task *a, const pd_task *b)
@@ -420,6 +423,20 @@ static void pd__drain_incoming(pd_pool *p)
     }
 }
 
+/* A yield that is due: made, unless the yield check says the thread it is
+ * for does not need a core now (a context switch each, where something
+ * else is runnable). */
+static void pd__yield(pd_pool *p)
+{
+    pd_pool_yield_check_fn check = atomic_load_explicit(&p->yield_check, memory_order_acquire);
+    if (check && !check(atomic_load_explicit(&p->yield_check_user, memory_order_relaxed))) {
+        atomic_fetch_add_explicit(&p->yields_skipped, 1, memory_order_relaxed);
+        return;
+    }
+    atomic_fetch_add_explicit(&p->yields, 1, memory_order_relaxed);
+    sched_yield();
+}
+
 static void *pd__worker_main(void *arg)
 {
     pd__worker *w = arg;
@@ -428,7 +445,11 @@ static void *pd__worker_main(void *arg)
     const size_t bytes = p->ops->trim && ctx ? p->ops->trim(ctx, p->thread_user) : 0;
     pd__batch batch = {p, NULL, NULL, 0, 0};
     pd__my_batch = &batch;
-    uint64_t last_yield_ns = pd_pool_now_ns();
+    /* Time spent running tasks since the last yield (or the yield check's
+     * "no"): the worker's own run, not the wall clock, which on a loaded
+     * machine also counts the time others ran, and made nearly every task
+     * after a preemption yield again. */
+    uint64_t ran_since_yield_ns = 0;
 
     pthread_mutex_lock(&p->lock);
     w->context_bytes = bytes;
@@ -468,11 +489,11 @@ static void *pd__worker_main(void *arg)
         w->current = task;
         pthread_mutex_unlock(&p->lock);
 
-        const uint64_t finished_ns = pd__run_task(p, w, ctx, task, holds_order, &batch);
+        ran_since_yield_ns += pd__run_task(p, w, ctx, task, holds_order, &batch);
         const uint64_t interval_ns = atomic_load_explicit(&p->yield_interval_ns, memory_order_relaxed);
-        if (interval_ns != 0 && finished_ns - last_yield_ns >= interval_ns) {
-            sched_yield();
-            last_yield_ns = finished_ns;
+        if (interval_ns != 0 && ran_since_yield_ns >= interval_ns) {
+            pd__yield(p);
+            ran_since_yield_ns = 0;
         }
 
         pthread_mutex_lock(&p->lock);
@@ -530,6 +551,10 @@ pd_pool *pd_pool_create(uint32_t threads, uint32_t queue_capacity, const pd_pool
     atomic_init(&p->incoming, NULL);
     atomic_init(&p->queued, 0);
     atomic_init(&p->sleepers, 0);
+    atomic_init(&p->yield_check, NULL);
+    atomic_init(&p->yield_check_user, NULL);
+    atomic_init(&p->yields, 0);
+    atomic_init(&p->yields_skipped, 0);
     p->queue_capacity = queue_capacity;
     p->ops = ops;
     p->thread_user = thread_user;
@@ -703,6 +728,15 @@ void pd_pool_set_yield_interval(pd_pool *p, uint64_t interval_ns)
         atomic_store(&p->yield_interval_ns, interval_ns);
 }
 
+void pd_pool_set_yield_check(pd_pool *p, pd_pool_yield_check_fn check, void *user)
+{
+    if (!p)
+        return;
+    /* The user first: a worker that sees the new check reads it after. */
+    atomic_store_explicit(&p->yield_check_user, user, memory_order_relaxed);
+    atomic_store_explicit(&p->yield_check, check, memory_order_release);
+}
+
 void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out)
 {
     if (!out)
@@ -713,6 +747,8 @@ void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out)
     pthread_mutex_lock(&p->lock);
     out->threads = p->n_workers;
     out->yield_interval_ns = atomic_load(&p->yield_interval_ns);
+    out->yields = atomic_load(&p->yields);
+    out->yields_skipped = atomic_load(&p->yields_skipped);
     out->queue_depth = atomic_load(&p->queued);
     for (uint32_t i = 0; i < p->n_workers; i++) {
         const pd__worker *w = &p->workers[i];

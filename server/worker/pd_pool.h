@@ -116,10 +116,13 @@ typedef void (*pd_pool_wake_fn)(void *user);
  * the pool's lock. */
 #define PD_POOL_LANE_LOOKAHEAD 64u
 
-/* Longest a worker keeps a finished task back while it runs more (50 us:
- * well under a network round trip, several trivial requests long), and
- * most tasks it gathers before handing them over. */
-#define PD_POOL_BATCH_NS 50000u
+/* Longest a worker keeps a finished task back while it runs more (200 us:
+ * about a LAN round trip, some forty den520d searches; at 50 us a 2 x 64
+ * pipelined load's answers left in about twice as many wakeups and
+ * writes: issue 30, item 6), and most tasks it gathers before handing
+ * them over. A task whose submitter waits on it alone is not held
+ * (hand_over_at_once), nor are results behind a long search (the poll). */
+#define PD_POOL_BATCH_NS 200000u
 #define PD_POOL_BATCH_TASKS 64u
 
 typedef struct pd_pool_stats {
@@ -134,6 +137,8 @@ typedef struct pd_pool_stats {
                                      their last trim reported (0 without trim) */
     uint64_t context_bytes_max;   /* the largest one worker's context holds */
     uint64_t yield_interval_ns;   /* pd_pool_set_yield_interval */
+    uint64_t yields;              /* sched_yield calls the workers made */
+    uint64_t yields_skipped;      /* yields due that the yield check skipped */
 } pd_pool_stats;
 
 /* threads >= 1, queue_capacity >= 1, ops with create and destroy (NULL
@@ -171,7 +176,10 @@ void pd_pool_cancel_owner(pd_pool *p, uint64_t owner);
 void pd_pool_set_paused(pd_pool *p, int paused);
 
 /* With interval_ns above 0, a worker calls sched_yield() between tasks
- * once at least interval_ns have passed since it last did. For a pool
+ * once it has run tasks for at least interval_ns since it last did (its
+ * tasks' own time, not the wall clock's: a worker that others preempted
+ * has had no slice to give up), unless the yield check says no
+ * (pd_pool_set_yield_check). For a pool
  * whose workers can occupy every core while another thread (the
  * submitter's event loop) must answer promptly: under Linux's CFS a woken
  * thread waits for the running one's time slice (milliseconds) unless it
@@ -182,6 +190,15 @@ void pd_pool_set_paused(pd_pool *p, int paused);
  * else is runnable, and the submitter then runs more often on less work.
  * 0 (the default): never. */
 void pd_pool_set_yield_interval(pd_pool *p, uint64_t interval_ns);
+
+/* Whether the thread the yields are for (the submitter's event loop) may
+ * be waiting for a core now; called by a worker, with user, when a yield
+ * is due, instead of yielding unconditionally: 0 means "it is not" (say,
+ * it sleeps with nothing to wake it), and that yield is skipped until the
+ * next interval. NULL (the default): always yield. Set it before the
+ * workers run tasks, or from the thread that submits. */
+typedef int (*pd_pool_yield_check_fn)(void *user);
+void pd_pool_set_yield_check(pd_pool *p, pd_pool_yield_check_fn check, void *user);
 
 void pd_pool_get_stats(pd_pool *p, pd_pool_stats *out);
 

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -835,6 +836,74 @@ static void test_workers_trim_contexts(void **state)
     assert_true(trimmed.context_bytes <= 2 * (retained + sizeof(spin_ctx)));
 }
 
+/* The yield check's answers, in turn: no, yes, no, ... (counted). */
+static atomic_uint yield_checks;
+
+static int alternate_check(void *user)
+{
+    assert_ptr_equal(user, &yield_checks);
+    return atomic_fetch_add(&yield_checks, 1) % 2;
+}
+
+/* A yield that is due asks the check first, and one it says no to is not
+ * made: every task of a nanosecond interval makes one yield due. */
+static void test_yield_check_decides(void **state)
+{
+    (void)state;
+    test_waker w;
+    pd_pool *pool = pool_open(&w, 1, 64, 0, NULL);
+    assert_non_null(pool);
+    atomic_store(&yield_checks, 0);
+    pd_pool_set_yield_interval(pool, 1);
+    pd_pool_set_yield_check(pool, alternate_check, &yield_checks);
+    enum { N = 40 };
+    for (uint64_t id = 0; id < N; id++)
+        submit_ok(pool, spin_new(1, id, 2000));
+    spin_task *done[N];
+    collect(pool, &w, done, N);
+    spin_free_all(done, N);
+    /* The worker checks after a task's completion is on its batch: read
+     * the counts once every check has been made. */
+    while (atomic_load(&yield_checks) < N)
+        sched_yield();
+    pd_pool_stats st;
+    pd_pool_get_stats(pool, &st);
+    assert_int_equal(atomic_load(&yield_checks), N);
+    assert_int_equal(st.yields, N / 2);
+    assert_int_equal(st.yields_skipped, N / 2);
+    pool_close(pool, &w);
+}
+
+/* The interval is the worker's own running time: time it spent waiting
+ * for work makes no yield due. Two short tasks 30 ms apart against a
+ * 10 ms interval: no yield, no check (by the wall clock the second one
+ * would have yielded). */
+static void test_yield_interval_counts_running_time(void **state)
+{
+    (void)state;
+    test_waker w;
+    pd_pool *pool = pool_open(&w, 1, 4, 0, NULL);
+    assert_non_null(pool);
+    atomic_store(&yield_checks, 0);
+    pd_pool_set_yield_interval(pool, 10u * 1000u * 1000u);
+    pd_pool_set_yield_check(pool, alternate_check, &yield_checks);
+    for (uint64_t id = 0; id < 2; id++) {
+        if (id > 0) {
+            struct timespec gap = {0, 30 * 1000 * 1000};
+            nanosleep(&gap, NULL);
+        }
+        submit_ok(pool, spin_new(1, id, 2000));
+        spin_task *done[1];
+        collect(pool, &w, done, 1);
+        spin_free_all(done, 1);
+    }
+    pd_pool_stats st;
+    pd_pool_get_stats(pool, &st);
+    assert_int_equal(atomic_load(&yield_checks), 0);
+    assert_int_equal(st.yields + st.yields_skipped, 0);
+    pool_close(pool, &w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -854,6 +923,8 @@ int main(void)
         cmocka_unit_test(test_destroy_with_queued_tasks),
         cmocka_unit_test(test_destroy_stops_running_task),
         cmocka_unit_test(test_workers_trim_contexts),
+        cmocka_unit_test(test_yield_check_decides),
+        cmocka_unit_test(test_yield_interval_counts_running_time),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
