@@ -75,6 +75,8 @@
 #define PD_YIELD_MIN_GAIN_MS 1000
 /* Each aside plan's expansions when the caller sets none. */
 #define PD_YIELD_DEFAULT_EXPANSIONS 4000
+/* Each long plan's (pd_yield_params.long_expansions) when the caller sets none. */
+#define PD_YIELD_DEFAULT_LONG_EXPANSIONS 20000
 
 typedef struct pd_yield_params {
     int64_t after_ms;                  /* R's wait before it may move holders; <= 0: never */
@@ -87,6 +89,19 @@ typedef struct pd_yield_params {
      * where the footprint blocks no one (see pd_yield_clear_hold); needs
      * unit_grids[1], the scene's open cells. */
     int clear_holds;
+    /* The long plans' budget: P1, R's plan after the moves, and the plans
+     * of an agent whose reservations reach its goal go all the way (or the
+     * longest window allowed), each within this many expansions (and as
+     * many of the reverse search); past it, or NO_PATH, they are planned
+     * again in the request's own window. 0: the default; UINT64_MAX: no
+     * budget. */
+    uint64_t long_expansions;
+    /* Taking a free way (take_free_way): when R's P1 gains on P0 but
+     * crosses no hold at all - nobody to move - R reserves P1 itself. P0's
+     * eta is a guess (the handover's time plus the static rest, which
+     * knows nothing of holds further on): a P0 that stands still, betting
+     * on a way that holds for good keep shut, would stand for good. */
+    int take_free_way;
 } pd_yield_params;
 
 /* A holder moved aside: its new plan replaces its reservations from t0_ms
@@ -106,6 +121,8 @@ typedef struct pd_yield_result {
     size_t n_displaced;
     int tried;                         /* P1 was planned */
     int undone;                        /* a move was tried and undone */
+    int took_p1;                       /* R took its P1 (take_free_way) */
+    uint64_t p1_expanded;              /* P1's search (and reverse search) expansions */
 } pd_yield_result;
 
 /*
