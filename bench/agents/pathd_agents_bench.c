@@ -445,7 +445,8 @@ static pd_status plan_alone(pd_search_ctx *sctx, const scene *s, agent *a, pd_po
 }
 
 /* When to decide again: four waypoints on (or the last), a moment after
- * arriving at the goal. */
+ * arriving at the goal; at the latest half a TTL on, as a game renews its
+ * reservations (a long plan may stand longer than that on one waypoint). */
 static int64_t next_decision(const agent *a, int64_t t0)
 {
     if (a->n == 1)
@@ -454,7 +455,7 @@ static int64_t next_decision(const agent *a, int64_t t0)
     int64_t t = a->plan[k].t_arrive_ms;
     if (k == a->n - 1 && a->to_goal)
         t += bench_rand() % 2000;
-    return t;
+    return t < t0 + TTL_MS / 2 ? t : t0 + TTL_MS / 2;
 }
 
 typedef struct run_args {

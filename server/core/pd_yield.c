@@ -578,7 +578,10 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
         pd_sipp_result r3;
         int fell3;
         const pd_status st3 = pd__plan_long(ctx, table, grid, &p3, y, window0, &r3, &fell3);
+        /* Taken only when it leaves within the request's window: a long
+         * plan that first stands longer has found no way yet either. */
         if ((st3 == PD_OK || st3 == PD_PARTIAL) && !fell3 && r3.n_waypoints > 1 &&
+            (window0 <= 0 || r3.waypoints[0].t_leave_ms <= p->t0_ms + window0) &&
             pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, r3.waypoints, r3.n_waypoints, NULL) == PD_OK) {
             r3.expanded += r0.expanded + r1.expanded;
             r3.reverse_expanded += r0.reverse_expanded + r1.reverse_expanded;
