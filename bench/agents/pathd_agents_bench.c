@@ -32,8 +32,18 @@
  * MS (default 2000; 0 is off) lets an agent that stood that long have
  * standing agents moved off its way. The bench applies the moved agents'
  * new plans as the game would (each replaces that agent's plan from its t0
- * on) and writes them to the answers for the checker. --yield 0
- * --clear-holds 0 is plain prioritised planning.
+ * on) and writes them to the answers for the checker. --take-free-way 1
+ * (the default; 0 is off) lets a standing agent whose windowed plan stands
+ * still take a long plan that moves; --long-expansions N bounds the long
+ * plans (0: pd_yield's default). --yield 0 --clear-holds 0 is plain
+ * prioritised planning. An agent decides again at the latest half a TTL
+ * after its last decision, as a game renews its reservations.
+ *
+ * Diagnostics: PD_AGENTS_DEADLOCK_DUMP=FILE writes, for each agent found
+ * deadlocked, where it stands, who holds the cells of its static way, what
+ * yield tried for it and its plans in three windows on the table as it
+ * is; PD_AGENTS_SLOW_TRACE=FILE one line per call over 5 ms (status, what
+ * yield did, expansions, P1's).
  *
  * Deadlocked (the issue: an agent that waited more than 30 s of game time
  * while a free path existed): an agent that stood on one anchor for more
@@ -591,6 +601,7 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
             if (arrived)
                 a->goal = random_cell(s, a->unit, &from);
             pd_status st;
+            uint64_t r_blocker = 0;
             const double wait = waited_before(a, t0);
             const double began = cpu_us();
             if (reserve_mode) {
@@ -604,6 +615,7 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                 } else {
                     pd_yield_result yr;
                     st = pd_yield_reserve(yctx, ctx, table, s->unit[a->unit], &p, &yp, &r, &yr);
+                    r_blocker = st == PD_START_BLOCKED && r.has_blocker ? r.blocker : 0;
                     const double us = cpu_us() - began;
                     note_us(f, us);
                     if ((st == PD_OK || st == PD_PARTIAL) && r.direct)
@@ -662,6 +674,24 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                 f->no_path += st == PD_NO_PATH;
                 f->goal_blocked += st == PD_GOAL_BLOCKED;
                 f->start_blocked += st == PD_START_BLOCKED;
+                if (dump && st == PD_START_BLOCKED && !wire) {
+                    const agent *b = r_blocker ? &ag[r_blocker - 1] : NULL;
+                    fprintf(dump, "start blocked: agent %llu at (%d,%d) t0 %lld by %llu", (unsigned long long)a->id,
+                            from.x, from.y, (long long)t0, (unsigned long long)r_blocker);
+                    if (b) {
+                        fprintf(dump, " whose plan:");
+                        for (size_t j = 0; j < b->n; j++)
+                            fprintf(dump, " (%d,%d %lld-%lld)", b->plan[j].x, b->plan[j].y,
+                                    (long long)b->plan[j].t_arrive_ms,
+                                    b->plan[j].t_leave_ms == PD_RESERVE_FOREVER ? -1LL
+                                                                                : (long long)b->plan[j].t_leave_ms);
+                    }
+                    fprintf(dump, "\n  own plan:");
+                    for (size_t j = 0; j < a->n; j++)
+                        fprintf(dump, " (%d,%d %lld-%lld)", a->plan[j].x, a->plan[j].y, (long long)a->plan[j].t_arrive_ms,
+                                a->plan[j].t_leave_ms == PD_RESERVE_FOREVER ? -1LL : (long long)a->plan[j].t_leave_ms);
+                    fprintf(dump, "\n");
+                }
                 f->other += st != PD_NO_PATH && st != PD_GOAL_BLOCKED && st != PD_START_BLOCKED;
                 a->goal = random_cell(s, a->unit, &from);
                 a->to_goal = 0;

@@ -11,7 +11,7 @@
  * yield: be re-planned off the way, in the same lane step as the request
  * that needs the way.
  *
- * Two rules, each its own switch (pd_yield_params).
+ * Rules, each its own switch (pd_yield_params).
  *
  * Clear holds (clear_holds), a parking rule. PARTIAL's hold for good may
  * only be where the footprint blocks no one (pd_sipp_params.hold_ok): the
@@ -55,6 +55,26 @@
  *    as it was, renewal time included - and R gets P0, as without this
  *    module. The table checks every step itself (pd_reserve_replace), so a
  *    wrong plan here is refused, never stored.
+ *
+ * Taking the way round (take_free_way), when there is nobody to move.
+ * A windowed plan ranks a handover by its time plus the static rest from
+ * there, which knows nothing of holds for good further on: beside a
+ * holder it may not move (one that stood longer) R's P0 stands still for
+ * good, every step back costing more than standing. When R has stood
+ * after_ms and P0 stands still, R takes a long plan that moves: its P1
+ * when P1 crosses no hold at all (then P1 is a plan on the table as it
+ * is), else the long plan on the table as it is (P3), when that leaves
+ * within the request's window. Measured on den520d (500 agents): the
+ * remaining deadlocked agents were unit 2 agents beside such a hold in the
+ * main north-south passage, P1 found and nobody to move.
+ *
+ * The long plans' budget (long_expansions). P1, R's plan after the moves,
+ * P3 and the plans of an agent whose reservations reach its goal go all
+ * the way, a space-time search with no bound of its own: on Berlin_0_256
+ * P1 alone took 30,000 - 40,000 expansions (12 - 25 ms) for agents stuck
+ * for good, again on each of their requests. Each long plan gets this many
+ * expansions (and as many of the reverse search); past them, or NO_PATH,
+ * it is planned again in the request's own window.
  *
  * The game must learn the displaced agents' new plans: the answer lists
  * them (pd_yield_result; each replaces that agent's plan from its t0_ms on,
