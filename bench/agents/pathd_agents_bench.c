@@ -33,9 +33,10 @@
  * standing agents moved off its way. The bench applies the moved agents'
  * new plans as the game would (each replaces that agent's plan from its t0
  * on) and writes them to the answers for the checker. --take-free-way 1
- * (the default; 0 is off) lets a standing agent whose windowed plan stands
- * still take a long plan that moves; --long-expansions N bounds the long
- * plans (0: pd_yield's default). --yield 0 --clear-holds 0 is plain
+ * (off by default: see docs/BENCHMARKS.md, issue 34, branch deadlock2)
+ * lets a standing agent whose windowed plan stands still take a long plan
+ * that moves; --long-expansions N bounds the long plans (0: pd_yield's
+ * default; the bench's default is no bound, as before). --yield 0 --clear-holds 0 is plain
  * prioritised planning. An agent decides again at the latest half a TTL
  * after its last decision, as a game renews its reservations.
  *
@@ -478,7 +479,7 @@ typedef struct run_args {
     int sipp_only;              /* --sipp-only 1: no fast path (pd_sipp_direct.h), to compare */
     int64_t yield_ms;           /* pd_yield_params.after_ms: 0 never moves holders */
     int clear_holds;            /* pd_yield_params.clear_holds (with yield_ms > 0) */
-    uint64_t long_expansions;   /* pd_yield_params.long_expansions (0: its default) */
+    uint64_t long_expansions;   /* pd_yield_params.long_expansions (0: its default; UINT64_MAX none) */
     int take_free_way;          /* pd_yield_params.take_free_way */
     FILE *answers;
     pdc_conn *wire;             /* --mode wire: the server's connection */
@@ -795,7 +796,7 @@ int main(int argc, char **argv)
     const char *map = NULL, *answers = NULL, *server = NULL;
     run_args ra = { .mode = "reserve", .agents = 500, .game_ms = 600000, .unit2_pct = 20,
                     .window_ms = PD_RESERVE_DEFAULT_WINDOW_MS, .yield_ms = 2000, .clear_holds = 1,
-                    .take_free_way = 1 };
+                    .long_expansions = UINT64_MAX };
     int queries = 200;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
