@@ -35,8 +35,19 @@
  * MS (default 2000; 0 is off) lets an agent that stood that long have
  * standing agents moved off its way. The bench applies the moved agents'
  * new plans as the game would (each replaces that agent's plan from its t0
- * on) and writes them to the answers for the checker. --yield 0
- * --clear-holds 0 is plain prioritised planning.
+ * on) and writes them to the answers for the checker. --take-free-way 1
+ * (off by default: see docs/BENCHMARKS.md, issue 34, branch deadlock2)
+ * lets a standing agent whose windowed plan stands still take a long plan
+ * that moves; --long-expansions N bounds the long plans (0: pd_yield's
+ * default; the bench's default is no bound, as before). --yield 0 --clear-holds 0 is plain
+ * prioritised planning. An agent decides again at the latest half a TTL
+ * after its last decision, as a game renews its reservations.
+ *
+ * Diagnostics: PD_AGENTS_DEADLOCK_DUMP=FILE writes, for each agent found
+ * deadlocked, where it stands, who holds the cells of its static way, what
+ * yield tried for it and its plans in three windows on the table as it
+ * is; PD_AGENTS_SLOW_TRACE=FILE one line per call over 5 ms (status, what
+ * yield did, expansions, P1's).
  *
  * Deadlocked (the issue: an agent that waited more than 30 s of game time
  * while a free path existed): an agent that stood on one anchor for more
@@ -92,6 +103,7 @@ typedef struct agent {
     pd_point still_at;          /* deadlock watch: where it stood since when */
     int64_t still_since;
     int deadlocked;
+    uint32_t y_tried, y_undone, y_moved; /* its yield attempts since still_since (the dump) */
 } agent;
 
 typedef struct figures {
@@ -337,6 +349,82 @@ static int free_path_exists(const scene *s, const agent *ag, int n_agents, int i
     return st == PD_OK || st == PD_BUFFER_TOO_SMALL;
 }
 
+/* PD_AGENTS_DEADLOCK_DUMP=FILE: for each agent found deadlocked, where it
+ * stands, where it goes, and who holds the cells of its static way there
+ * at that moment (each holder: whether it is parked at its goal, how long
+ * it has stood, its goal) - to see why yield did not clear the way. */
+static void dump_deadlock(FILE *out, const scene *s, const pd_reserve *table, const agent *ag, int i, pd_point from,
+                          int64_t t, pd_search_ctx *sctx)
+{
+    const agent *a = &ag[i];
+    fprintf(out,
+            "deadlocked agent %llu unit %u speed %.1f at (%d,%d) since %lld, t %lld, goal (%d,%d); yield tried %u "
+            "undone %u moved %u\n",
+            (unsigned long long)a->id, a->unit, a->speed, from.x, from.y, (long long)a->still_since, (long long)t,
+            a->goal.x, a->goal.y, a->y_tried, a->y_undone, a->y_moved);
+    pd_search_params sp = { .start = from, .goal = a->goal };
+    pd_search_metrics m;
+    pd_point path[4096];
+    if (pd_search_astar(sctx, s->unit[a->unit], &sp, path, 4096, &m) != PD_OK) {
+        fprintf(out, "  no static path\n");
+        return;
+    }
+    uint64_t seen[16];
+    int n_seen = 0;
+    for (size_t j = 0; j < m.path_len && j < 60 && n_seen < 16; j++)
+        for (uint32_t dy = 0; dy < a->unit; dy++)
+            for (uint32_t dx = 0; dx < a->unit; dx++) {
+                size_t ns;
+                const pd_reserve_span *sp2 = pd_reserve_cell(table, path[j].x + (int32_t)dx, path[j].y + (int32_t)dy, &ns);
+                for (size_t q = 0; q < ns; q++) {
+                    if (sp2[q].t1 <= t)
+                        continue;
+                    const uint64_t id = pd_reserve_slot_agent(table, sp2[q].slot);
+                    if (id == a->id)
+                        continue;
+                    int dup = 0;
+                    for (int z = 0; z < n_seen; z++)
+                        dup |= seen[z] == id;
+                    if (dup || n_seen == 16)
+                        continue;
+                    seen[n_seen++] = id;
+                    const agent *b = &ag[id - 1];
+                    pd_reserve_agent_info in;
+                    pd_reserve_agent_info_get(table, id, &in);
+                    const int parked = b->to_goal && in.holds && in.x == b->goal.x && in.y == b->goal.y;
+                    fprintf(out,
+                            "  step %zu (%d,%d): agent %llu unit %u span [%lld,%s) %s holds=%d at (%d,%d) since %lld "
+                            "goal (%d,%d)\n",
+                            j, path[j].x, path[j].y, (unsigned long long)id, b->unit, (long long)sp2[q].t0,
+                            sp2[q].t1 == PD_RESERVE_FOREVER ? "forever" : "..", parked ? "PARKED-AT-GOAL" : "on-way",
+                            in.holds, in.x, in.y, (long long)in.hold_since, b->goal.x, b->goal.y);
+                }
+            }
+    {
+        pd_sipp_ctx *c2 = pd_sipp_ctx_create();
+        const int64_t wins[3] = { 8000, 30000, 0 };
+        for (int w = 0; w < 3; w++) {
+            pd_sipp_params p = { .agent = a->id, .unit = a->unit, .start = from, .goal = a->goal, .t0_ms = t,
+                                 .speed = a->speed, .window_ms = wins[w], .max_expansions = 400000 };
+            pd_sipp_result r;
+            const pd_status st = pd_sipp_plan(c2, table, s->unit[a->unit], &p, &r);
+            fprintf(out, "  replan window %lld: %s n %zu eta %lld exp %llu:", (long long)wins[w], pd_status_name(st),
+                    r.n_waypoints, (long long)r.eta_ms, (unsigned long long)r.expanded);
+            for (size_t j = 0; j < r.n_waypoints && j < 6; j++)
+                fprintf(out, " (%d,%d %lld-%lld)", r.waypoints[j].x, r.waypoints[j].y,
+                        (long long)r.waypoints[j].t_arrive_ms,
+                        r.waypoints[j].t_leave_ms == PD_RESERVE_FOREVER ? -1LL : (long long)r.waypoints[j].t_leave_ms);
+            fprintf(out, "\n");
+        }
+        pd_sipp_ctx_destroy(c2);
+    }
+    fprintf(out, "  own plan:");
+    for (size_t j = 0; j < a->n && j < 8; j++)
+        fprintf(out, " (%d,%d %lld-%lld)", a->plan[j].x, a->plan[j].y, (long long)a->plan[j].t_arrive_ms,
+                a->plan[j].t_leave_ms == PD_RESERVE_FOREVER ? -1LL : (long long)a->plan[j].t_leave_ms);
+    fprintf(out, "\n");
+}
+
 /* FindPath alone: A* on the unit grid, timed as pd_sipp times steps (cost x
  * 1000 / speed ms, rounded up), no waits, parked at the end. */
 static pd_status plan_alone(pd_search_ctx *sctx, const scene *s, agent *a, pd_point from, int64_t t0,
@@ -371,7 +459,8 @@ static pd_status plan_alone(pd_search_ctx *sctx, const scene *s, agent *a, pd_po
 }
 
 /* When to decide again: four waypoints on (or the last), a moment after
- * arriving at the goal. */
+ * arriving at the goal; at the latest half a TTL on, as a game renews its
+ * reservations (a long plan may stand longer than that on one waypoint). */
 static int64_t next_decision(const agent *a, int64_t t0)
 {
     if (a->n == 1)
@@ -380,7 +469,7 @@ static int64_t next_decision(const agent *a, int64_t t0)
     int64_t t = a->plan[k].t_arrive_ms;
     if (k == a->n - 1 && a->to_goal)
         t += bench_rand() % 2000;
-    return t;
+    return t < t0 + TTL_MS / 2 ? t : t0 + TTL_MS / 2;
 }
 
 typedef struct run_args {
@@ -393,6 +482,8 @@ typedef struct run_args {
     int sipp_only;              /* --sipp-only 1: no fast path (pd_sipp_direct.h), to compare */
     int64_t yield_ms;           /* pd_yield_params.after_ms: 0 never moves holders */
     int clear_holds;            /* pd_yield_params.clear_holds (with yield_ms > 0) */
+    uint64_t long_expansions;   /* pd_yield_params.long_expansions (0: its default; UINT64_MAX none) */
+    int take_free_way;          /* pd_yield_params.take_free_way */
     FILE *answers;
     pdc_conn *wire;             /* --mode wire: the server's connection */
     const char *scene;          /* and the scene of the map there */
@@ -465,6 +556,8 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
      * declined (agent, goal, unit, us): who needed SIPP, and how often
      * toward the same goal, for sizing a cache of its searches. */
     FILE *trace = getenv("PD_AGENTS_FALLBACK_TRACE") ? fopen(getenv("PD_AGENTS_FALLBACK_TRACE"), "w") : NULL;
+    FILE *slow = getenv("PD_AGENTS_SLOW_TRACE") ? fopen(getenv("PD_AGENTS_SLOW_TRACE"), "w") : NULL;
+    FILE *dump = getenv("PD_AGENTS_DEADLOCK_DUMP") ? fopen(getenv("PD_AGENTS_DEADLOCK_DUMP"), "w") : NULL;
     pd_waypoint *wbuf = NULL;
     size_t wcap = 0;
     double wire_us;
@@ -476,7 +569,8 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
     agent *ag = calloc((size_t)ra->agents, sizeof *ag);
     const pd_grid *grids[MAX_UNIT + 1] = { NULL, s->unit[1], s->unit[2] };
     const pd_yield_params yp = { .after_ms = ra->yield_ms, .unit_grids = grids, .max_unit = MAX_UNIT,
-                               .clear_holds = ra->clear_holds };
+                               .clear_holds = ra->clear_holds, .long_expansions = ra->long_expansions,
+                               .take_free_way = ra->take_free_way };
     size_t cap = 4096;          /* A* copies no path into a NULL buffer */
     pd_point *buf = xrealloc(NULL, cap * sizeof *buf);
     if (!table || !ctx || !yctx || !sctx || !ag) {
@@ -521,10 +615,16 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
             if (from.x != a->still_at.x || from.y != a->still_at.y) {
                 a->still_at = from;
                 a->still_since = t0;
+                a->y_tried = a->y_undone = a->y_moved = 0;
             } else if (!arrived && !a->deadlocked && t0 - a->still_since > DEADLOCK_MS) {
                 a->deadlocked = 1;
-                if (free_path_exists(s, ag, ra->agents, i, from, t0, sctx))
+                if (free_path_exists(s, ag, ra->agents, i, from, t0, sctx)) {
                     f->deadlocked++;
+                    if (dump)
+                        dump_deadlock(dump, s, table, ag, i, from, t0, sctx);
+                } else if (dump) {
+                    fprintf(dump, "no free path: agent %llu\n", (unsigned long long)a->id);
+                }
                 else
                     f->no_free_path++;
             }
@@ -535,6 +635,7 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
             if (arrived)
                 a->goal = random_cell(s, a->unit, &from);
             pd_status st;
+            uint64_t r_blocker = 0;
             const double wait = waited_before(a, t0);
             const double began = cpu_us();
             if (reserve_mode) {
@@ -558,6 +659,7 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                 } else {
                     pd_yield_result yr;
                     st = pd_yield_reserve(yctx, ctx, table, s->unit[a->unit], &p, &yp, &r, &yr);
+                    r_blocker = st == PD_START_BLOCKED && r.has_blocker ? r.blocker : 0;
                     const double us = cpu_us() - began;
                     note_us(f, us);
                     if ((st == PD_OK || st == PD_PARTIAL) && r.direct)
@@ -569,9 +671,17 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                         }
                         f->slow_us[f->n_slow++] = us;
                     }
+                    if (slow && us > 5000)
+                        fprintf(slow, "%llu t0 %lld us %.0f st %s tried %d undone %d moved %zu exp %llu rexp %llu n %zu p1 %llu\n",
+                                (unsigned long long)a->id, (long long)t0, us, pd_status_name(st), yr.tried, yr.undone,
+                                yr.n_displaced, (unsigned long long)r.expanded, (unsigned long long)r.reverse_expanded,
+                                r.n_waypoints, (unsigned long long)yr.p1_expanded);
                     if (trace && (st == PD_OK || st == PD_PARTIAL) && !r.direct)
                         fprintf(trace, "%llu %d %d %u %.0f\n", (unsigned long long)a->id, a->goal.x, a->goal.y,
                                 a->unit, us);
+                    a->y_tried += (uint32_t)yr.tried;
+                    a->y_undone += (uint32_t)yr.undone;
+                    a->y_moved += yr.n_displaced > 0;
                     f->yield_tried += (uint64_t)yr.tried;
                     f->yield_undone += (uint64_t)yr.undone;
                     f->yield_moves += yr.n_displaced > 0;
@@ -608,6 +718,24 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                 f->no_path += st == PD_NO_PATH;
                 f->goal_blocked += st == PD_GOAL_BLOCKED;
                 f->start_blocked += st == PD_START_BLOCKED;
+                if (dump && st == PD_START_BLOCKED && !wire) {
+                    const agent *b = r_blocker ? &ag[r_blocker - 1] : NULL;
+                    fprintf(dump, "start blocked: agent %llu at (%d,%d) t0 %lld by %llu", (unsigned long long)a->id,
+                            from.x, from.y, (long long)t0, (unsigned long long)r_blocker);
+                    if (b) {
+                        fprintf(dump, " whose plan:");
+                        for (size_t j = 0; j < b->n; j++)
+                            fprintf(dump, " (%d,%d %lld-%lld)", b->plan[j].x, b->plan[j].y,
+                                    (long long)b->plan[j].t_arrive_ms,
+                                    b->plan[j].t_leave_ms == PD_RESERVE_FOREVER ? -1LL
+                                                                                : (long long)b->plan[j].t_leave_ms);
+                    }
+                    fprintf(dump, "\n  own plan:");
+                    for (size_t j = 0; j < a->n; j++)
+                        fprintf(dump, " (%d,%d %lld-%lld)", a->plan[j].x, a->plan[j].y, (long long)a->plan[j].t_arrive_ms,
+                                a->plan[j].t_leave_ms == PD_RESERVE_FOREVER ? -1LL : (long long)a->plan[j].t_leave_ms);
+                    fprintf(dump, "\n");
+                }
                 f->other += st != PD_NO_PATH && st != PD_GOAL_BLOCKED && st != PD_START_BLOCKED;
                 a->goal = random_cell(s, a->unit, &from);
                 a->to_goal = 0;
@@ -618,6 +746,10 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
     f->agent_ms = (double)ra->agents * (double)ra->game_ms;
     if (trace)
         fclose(trace);
+    if (dump)
+        fclose(dump);
+    if (slow)
+        fclose(slow);
     pd_reserve_stats ts;
     pd_reserve_get_stats(table, &ts);
     f->table_bytes = ts.bytes;
@@ -699,7 +831,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: pathd-agents-bench --map FILE.map [--mode reserve|alone|single|wire] [--agents N]\n"
                     "         [--seconds S] [--unit2-pct P] [--window MS] [--hold MS] [--sipp-only 1] [--yield MS]\n"
-                    "         [--clear-holds 0|1] [--queries N] [--seed N]"
+                    "         [--clear-holds 0|1] [--long-expansions N] [--take-free-way 0|1] [--queries N] [--seed N]"
                     " [--answers FILE.jsonl] [--server HOST:PORT --scene NAME (wire)]\n");
     exit(2);
 }
@@ -708,7 +840,8 @@ int main(int argc, char **argv)
 {
     const char *map = NULL, *answers = NULL, *server = NULL;
     run_args ra = { .mode = "reserve", .agents = 500, .game_ms = 600000, .unit2_pct = 20,
-                    .window_ms = PD_RESERVE_DEFAULT_WINDOW_MS, .yield_ms = 2000, .clear_holds = 1 };
+                    .window_ms = PD_RESERVE_DEFAULT_WINDOW_MS, .yield_ms = 2000, .clear_holds = 1,
+                    .long_expansions = UINT64_MAX };
     int queries = 200;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -734,6 +867,10 @@ int main(int argc, char **argv)
             ra.yield_ms = atoll(v);
         else if (!strcmp(argv[i], "--clear-holds"))
             ra.clear_holds = atoi(v);
+        else if (!strcmp(argv[i], "--long-expansions"))
+            ra.long_expansions = strtoull(v, NULL, 10);
+        else if (!strcmp(argv[i], "--take-free-way"))
+            ra.take_free_way = atoi(v);
         else if (!strcmp(argv[i], "--queries"))
             queries = atoi(v);
         else if (!strcmp(argv[i], "--seed"))

@@ -371,6 +371,55 @@ static int pd__gains(const pd_sipp_result *a, const pd_sipp_result *b)
     return b->eta_ms + PD_YIELD_MIN_GAIN_MS <= a->eta_ms || (a->n_waypoints == 1 && b->n_waypoints > 1);
 }
 
+/* A long plan (p's window longer than `window`, the request's own, or
+ * all the way) within the long budget; past it, or NO_PATH (all the way:
+ * the goal cannot be parked on at any time), planned again in `window`
+ * (*fell set). The budget bounds a plan that would otherwise search every
+ * state it can reach in time. */
+static pd_status pd__plan_long(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid *grid,
+                               const pd_sipp_params *p, const pd_yield_params *y, int64_t window, pd_sipp_result *r,
+                               int *fell)
+{
+    *fell = 0;
+    if (p->window_ms == window)
+        return pd_sipp_plan(ctx, table, grid, p, r);
+    pd_sipp_params q = *p;
+    const uint64_t cap = y->long_expansions ? y->long_expansions : PD_YIELD_DEFAULT_LONG_EXPANSIONS;
+    if (cap != UINT64_MAX && (!q.max_expansions || cap < q.max_expansions))
+        q.max_expansions = cap;
+    pd_status st = pd_sipp_plan(ctx, table, grid, &q, r);
+    if (st != PD_BUDGET_EXCEEDED && st != PD_NO_PATH)
+        return st;
+    if (st == PD_BUDGET_EXCEEDED && q.max_expansions == p->max_expansions)
+        return st; /* the caller's own budget */
+    *fell = 1;
+    q.window_ms = window;
+    q.max_expansions = p->max_expansions;
+    return pd_sipp_plan(ctx, table, grid, &q, r);
+}
+
+/* pd__plan_long, then the plan reserved as pd_sipp_reserve would. */
+static pd_status pd__reserve_long(pd_sipp_ctx *ctx, pd_reserve *table, const pd_grid *grid, const pd_sipp_params *p,
+                                  const pd_yield_params *y, int64_t window, pd_sipp_result *r, int *fell)
+{
+    pd_sipp_result out;
+    pd_status st = pd__plan_long(ctx, table, grid, p, y, window, &out, fell);
+    if (st == PD_OK || st == PD_PARTIAL) {
+        pd_reserve_refusal why;
+        const pd_status rs = pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, out.waypoints, out.n_waypoints, &why);
+        if (rs != PD_OK) {
+            st = rs;
+            out.limit = why.limit;
+            out.waypoints = NULL;
+            out.n_waypoints = 0;
+            out.reserved_until_ms = 0;
+        }
+    }
+    if (r)
+        *r = out;
+    return st;
+}
+
 pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_grid *grid,
                            const pd_sipp_params *p, const pd_yield_params *y, pd_sipp_result *r,
                            pd_yield_result *yr)
@@ -404,7 +453,12 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
     if (moving)
         stood = p->t0_ms - pd_reserve_standing_since(table, p->agent, p->start.x, p->start.y, p->t0_ms);
     if (stood <= 0 || stood < y->after_ms) {
-        pd_status st = pd_sipp_reserve(ctx, table, grid, p, r);
+        /* The long plan of an agent whose reservations reach its goal, or
+         * the request as it came. */
+        int fell;
+        pd_status st = pd__reserve_long(ctx, table, grid, p, y ? y : &(pd_yield_params){ 0 }, window0, r, &fell);
+        if (fell)
+            pw.window_ms = window0;
         if (st == PD_NO_PATH && pw.hold_ok && p->window_ms > 0) {
             /* Nowhere clear to hold within reach (a crowd all round):
              * the parking rule gives way rather than the plan. */
@@ -417,7 +471,10 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
     }
 
     pd_sipp_result r0;
-    pd_status st = pd_sipp_plan(ctx, table, grid, p, &r0);
+    int fell0 = 0;
+    pd_status st = pd__plan_long(ctx, table, grid, p, y, window0, &r0, &fell0);
+    if (fell0)
+        pw.window_ms = window0;
     if (st == PD_NO_PATH && pw.hold_ok && p->window_ms > 0) {
         pw.hold_ok = NULL;
         st = pd_sipp_plan(ctx, table, grid, p, &r0);
@@ -447,9 +504,14 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
     p1.passable = pd__passable;
     p1.passable_user = yc;
     pd_sipp_result r1;
-    const pd_status st1 = pd_sipp_plan(ctx, table, grid, &p1, &r1);
-    if (yr)
+    int fell1;
+    const pd_status st1 = pd__plan_long(ctx, table, grid, &p1, y, window0, &r1, &fell1);
+    if (fell1)
+        p2.window_ms = window0;
+    if (yr) {
         yr->tried = 1;
+        yr->p1_expanded = r1.expanded + r1.reverse_expanded;
+    }
     if ((st1 == PD_OK || st1 == PD_PARTIAL) && pd__gains(&r0, &r1) &&
         pd__keep(&yc->p1, &yc->cap1, r1.waypoints, r1.n_waypoints) == 0) {
         /* Only the holders R meets within its request's window move; with
@@ -459,12 +521,29 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
                                       window0 > 0 ? p->t0_ms + window0 : PD_RESERVE_FOREVER, &later);
         if (later)
             p2.window_ms = window0;
+        if (found == 0 && !later && y->take_free_way) {
+            /* P1 crosses no hold: it is a plan on the table as it is (the
+             * table checks it again). */
+            pd_reserve_refusal why;
+            if (pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, yc->p1, r1.n_waypoints, &why) == PD_OK) {
+                r1.waypoints = yc->p1;
+                r1.expanded += r0.expanded;
+                r1.reverse_expanded += r0.reverse_expanded;
+                if (r)
+                    *r = r1;
+                if (yr)
+                    yr->took_p1 = 1;
+                pd_reserve_note_speed(table, p->agent, p->speed);
+                return st1;
+            }
+        }
         if (found > 0 && pd__mark_way(yc, r1.n_waypoints, p->unit) == 0 &&
             pd__move_aside(yc, ctx, table, p, found) == 0) {
             /* The way is clearing: R plans as usual on the table that has
              * the holders' new plans, and keeps it when it gains. */
             pd_sipp_result r2;
-            const pd_status st2 = pd_sipp_reserve(ctx, table, grid, &p2, &r2);
+            int fell2;
+            const pd_status st2 = pd__reserve_long(ctx, table, grid, &p2, y, window0, &r2, &fell2);
             if ((st2 == PD_OK || st2 == PD_PARTIAL) && pd__gains(&r0, &r2)) {
                 r2.expanded += r0.expanded + r1.expanded;
                 r2.reverse_expanded += r0.reverse_expanded + r1.reverse_expanded;
@@ -488,6 +567,30 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
                 yr->undone = 1;
         } else if (found > 0 && yr) {
             yr->undone = 1;
+        }
+    }
+
+    if (y->take_free_way && r0.n_waypoints == 1) {
+        /* P0 stands still: its eta bets on a way the table may keep shut
+         * for good. The long plan on the table as it is (P3) knows. */
+        pd_sipp_params p3 = *p;
+        p3.window_ms = max_window > 0 ? max_window : 0;
+        pd_sipp_result r3;
+        int fell3;
+        const pd_status st3 = pd__plan_long(ctx, table, grid, &p3, y, window0, &r3, &fell3);
+        /* Taken only when it leaves within the request's window: a long
+         * plan that first stands longer has found no way yet either. */
+        if ((st3 == PD_OK || st3 == PD_PARTIAL) && !fell3 && r3.n_waypoints > 1 &&
+            (window0 <= 0 || r3.waypoints[0].t_leave_ms <= p->t0_ms + window0) &&
+            pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, r3.waypoints, r3.n_waypoints, NULL) == PD_OK) {
+            r3.expanded += r0.expanded + r1.expanded;
+            r3.reverse_expanded += r0.reverse_expanded + r1.reverse_expanded;
+            if (r)
+                *r = r3;
+            if (yr)
+                yr->took_p1 = 2;
+            pd_reserve_note_speed(table, p->agent, p->speed);
+            return st3;
         }
     }
 

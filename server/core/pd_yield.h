@@ -11,7 +11,7 @@
  * yield: be re-planned off the way, in the same lane step as the request
  * that needs the way.
  *
- * Two rules, each its own switch (pd_yield_params).
+ * Rules, each its own switch (pd_yield_params).
  *
  * Clear holds (clear_holds), a parking rule. PARTIAL's hold for good may
  * only be where the footprint blocks no one (pd_sipp_params.hold_ok): the
@@ -56,6 +56,26 @@
  *    module. The table checks every step itself (pd_reserve_replace), so a
  *    wrong plan here is refused, never stored.
  *
+ * Taking the way round (take_free_way), when there is nobody to move.
+ * A windowed plan ranks a handover by its time plus the static rest from
+ * there, which knows nothing of holds for good further on: beside a
+ * holder it may not move (one that stood longer) R's P0 stands still for
+ * good, every step back costing more than standing. When R has stood
+ * after_ms and P0 stands still, R takes a long plan that moves: its P1
+ * when P1 crosses no hold at all (then P1 is a plan on the table as it
+ * is), else the long plan on the table as it is (P3), when that leaves
+ * within the request's window. Measured on den520d (500 agents): the
+ * remaining deadlocked agents were unit 2 agents beside such a hold in the
+ * main north-south passage, P1 found and nobody to move.
+ *
+ * The long plans' budget (long_expansions). P1, R's plan after the moves,
+ * P3 and the plans of an agent whose reservations reach its goal go all
+ * the way, a space-time search with no bound of its own: on Berlin_0_256
+ * P1 alone took 30,000 - 40,000 expansions (12 - 25 ms) for agents stuck
+ * for good, again on each of their requests. Each long plan gets this many
+ * expansions (and as many of the reverse search); past them, or NO_PATH,
+ * it is planned again in the request's own window.
+ *
  * The game must learn the displaced agents' new plans: the answer lists
  * them (pd_yield_result; each replaces that agent's plan from its t0_ms on,
  * its first waypoint being its anchor at t0_ms). A moved holder's renewal
@@ -75,6 +95,8 @@
 #define PD_YIELD_MIN_GAIN_MS 1000
 /* Each aside plan's expansions when the caller sets none. */
 #define PD_YIELD_DEFAULT_EXPANSIONS 4000
+/* Each long plan's (pd_yield_params.long_expansions) when the caller sets none. */
+#define PD_YIELD_DEFAULT_LONG_EXPANSIONS 20000
 
 typedef struct pd_yield_params {
     int64_t after_ms;                  /* R's wait before it may move holders; <= 0: never */
@@ -87,6 +109,19 @@ typedef struct pd_yield_params {
      * where the footprint blocks no one (see pd_yield_clear_hold); needs
      * unit_grids[1], the scene's open cells. */
     int clear_holds;
+    /* The long plans' budget: P1, R's plan after the moves, and the plans
+     * of an agent whose reservations reach its goal go all the way (or the
+     * longest window allowed), each within this many expansions (and as
+     * many of the reverse search); past it, or NO_PATH, they are planned
+     * again in the request's own window. 0: the default; UINT64_MAX: no
+     * budget. */
+    uint64_t long_expansions;
+    /* Taking a free way (take_free_way): when R's P1 gains on P0 but
+     * crosses no hold at all - nobody to move - R reserves P1 itself. P0's
+     * eta is a guess (the handover's time plus the static rest, which
+     * knows nothing of holds further on): a P0 that stands still, betting
+     * on a way that holds for good keep shut, would stand for good. */
+    int take_free_way;
 } pd_yield_params;
 
 /* A holder moved aside: its new plan replaces its reservations from t0_ms
@@ -106,6 +141,8 @@ typedef struct pd_yield_result {
     size_t n_displaced;
     int tried;                         /* P1 was planned */
     int undone;                        /* a move was tried and undone */
+    int took_p1;                       /* R took its P1 (take_free_way) */
+    uint64_t p1_expanded;              /* P1's search (and reverse search) expansions */
 } pd_yield_result;
 
 /*

@@ -1897,6 +1897,109 @@ static void test_yield_undone(void **state)
     stage_end(&st);
 }
 
+/* The way round (take_free_way): a one-wide corridor (row 0) where H
+ * stands for good - it stood before R, so R may not move it - and a longer
+ * way round by row 3. R's windowed plans bet on the corridor (the static
+ * rest after the window knows nothing of H): it walks up to H and stands
+ * there, every move back costing more than standing. R's P1 goes round and
+ * crosses no hold, so there is nobody to move: without the rule R stands
+ * for good, with it R takes P1. Returns when R stood on its goal, -1 when
+ * not within 120 s. */
+static int64_t way_round(void **state, int take, const char *name)
+{
+    stage st;
+    stage_begin(&st, state, name, core_grid("...............\n"
+                                            ".#############.\n"
+                                            ".#############.\n"
+                                            "...............\n"));
+    pd_yield_ctx *yc = pd_yield_ctx_create();
+    assert_non_null(yc);
+    const pd_grid *grids[2] = { NULL, st.s.unit[1] };
+    const pd_yield_params y = { .after_ms = 1000, .unit_grids = grids, .max_unit = 1, .take_free_way = take };
+    const uint64_t h = take ? 21 : 11, rid = h + 1;
+    yagent r = { .id = rid, .goal = { 13, 0 } };
+    pd_yield_result yr;
+    const pd_sipp_params hp = { .agent = h, .unit = 1, .start = { 9, 0 }, .goal = { 9, 0 }, .speed = 1.0 };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &hp, NULL, &st.r, &yr), PD_OK, "H stands");
+    answers_plan(&st.log, h, 1, 1.0, 0, st.r.waypoints, st.r.n_waypoints);
+    const pd_waypoint stand = { 3, 0, 1000, FOREVER };
+    yagent_set(&r, &stand, 1);
+    const pd_sipp_params rp = { .agent = rid, .unit = 1, .start = { 3, 0 }, .goal = { 3, 0 }, .t0_ms = 1000,
+                                .speed = 1.0 };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &rp, NULL, &st.r, &yr), PD_OK, "R stands");
+    answers_plan(&st.log, rid, 1, 1.0, 1000, st.r.waypoints, st.r.n_waypoints);
+    int64_t done = -1;
+    for (int64_t t = 2000; t <= 120000 && done < 0; t += 500) {
+        int64_t t0;
+        const pd_point here = yagent_at(&r, t, &t0);
+        if (here.x == r.goal.x && here.y == r.goal.y && r.wp[r.n - 1].t_leave_ms == FOREVER &&
+            r.wp[r.n - 1].x == here.x && r.wp[r.n - 1].y == here.y) {
+            done = t;
+            break;
+        }
+        if (t0 > t)
+            continue;
+        const pd_sipp_params p = { .agent = rid, .unit = 1, .start = here, .goal = r.goal, .t0_ms = t0,
+                                   .speed = 1.0, .window_ms = 4000 };
+        const pd_status got = pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &p, &y, &st.r, &yr);
+        assert_true(got == PD_OK || got == PD_PARTIAL);
+        assert_int_equal(yr.n_displaced, 0); /* H stood longer: never moved */
+        answers_plan(&st.log, rid, 1, 1.0, t0, st.r.waypoints, st.r.n_waypoints);
+        yagent_set(&r, st.r.waypoints, st.r.n_waypoints);
+    }
+    pd_reserve_release(st.f->t, h);
+    pd_reserve_release(st.f->t, rid);
+    answers_cut(&st.log, "release", h, 130000);
+    answers_cut(&st.log, "release", rid, 130000);
+    pd_yield_ctx_destroy(yc);
+    stage_end(&st);
+    return done;
+}
+
+static void test_yield_takes_the_way_round(void **state)
+{
+    assert_int_equal(way_round(state, 0, "yield_no_way_round"), -1);
+    const int64_t done = way_round(state, 1, "yield_way_round");
+    assert_true(done > 0);
+    assert_true(done <= 60000);
+}
+
+/* The long plans' budget (long_expansions): an agent whose reservations
+ * reach its goal plans all the way; past the budget it gets the request's
+ * own window instead of PD_BUDGET_EXCEEDED. */
+static void test_yield_long_budget(void **state)
+{
+    stage st;
+    stage_begin(&st, state, "yield_long_budget", core_grid("...............\n"
+                                                           "...............\n"));
+    pd_yield_ctx *yc = pd_yield_ctx_create();
+    assert_non_null(yc);
+    const pd_grid *grids[2] = { NULL, st.s.unit[1] };
+    for (int capped = 0; capped < 2; capped++) {
+        const pd_yield_params y = { .after_ms = 1000, .unit_grids = grids, .max_unit = 1,
+                                    .long_expansions = capped ? 1 : 0 };
+        const uint64_t id = 31 + (uint64_t)capped;
+        const int64_t t0 = 100000 * capped;
+        pd_yield_result yr;
+        /* All the way first: its reservations then end on its goal. */
+        const pd_sipp_params p0 = { .agent = id, .unit = 1, .start = { 0, capped }, .goal = { 14, capped },
+                                    .t0_ms = t0, .speed = 1.0 };
+        expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &p0, &y, &st.r, &yr), PD_OK, "first");
+        answers_plan(&st.log, id, 1, 1.0, t0, st.r.waypoints, st.r.n_waypoints);
+        /* Two cells on, a 3 s window: all the way (OK), or the window
+         * (PARTIAL). SIPP alone: the fast path counts no expansions. */
+        const pd_sipp_params p1 = { .agent = id, .unit = 1, .start = { 2, capped }, .goal = { 14, capped },
+                                    .t0_ms = t0 + 2000, .speed = 1.0, .window_ms = 3000, .sipp_only = 1 };
+        expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &p1, &y, &st.r, &yr),
+                      capped ? PD_PARTIAL : PD_OK, "again");
+        answers_plan(&st.log, id, 1, 1.0, t0 + 2000, st.r.waypoints, st.r.n_waypoints);
+        pd_reserve_release(st.f->t, id);
+        answers_cut(&st.log, "release", id, t0 + 90000);
+    }
+    pd_yield_ctx_destroy(yc);
+    stage_end(&st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1926,6 +2029,8 @@ int main(void)
         cmocka_unit_test(test_yield_clear_hold_rule),
         cmocka_unit_test_setup_teardown(test_yield_clear_hold_plan, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_undone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_takes_the_way_round, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_long_budget, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
