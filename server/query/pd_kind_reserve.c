@@ -131,6 +131,17 @@ static pd_status pd__cell_of(const pd_scene *s, const pd_point_spec *p, pd_point
     return pd_scene_world_to_cell(s, p->wx, p->wy, out);
 }
 
+/* reservation log hook: the change is made in memory but is not in the
+ * log as journal_fsync asks; the log has failed and later changes are
+ * refused (pd_reservations_refusal). */
+static pd_status pd__unlogged(pd_reserve_job *rj, const pd_scene *s)
+{
+    snprintf(rj->message, sizeof rj->message,
+             "the reservation could not be written to the reservation log of data_dir (scene '%s'); "
+             "restart pathd", s->name);
+    return rj->status = PD_INTERNAL;
+}
+
 static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_query_control *ctl)
 {
     const pd_reserve_req *q = &rj->req;
@@ -190,7 +201,10 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
     pd_sipp_ctx *ctx = pd_kind_reserve_sipp_ctx();
     if (!ctx)
         return pd__fail(rj, PD_INTERNAL, "out of memory planning in scene '%s'", s->name);
+    pd_status st;
     pd_reservations *set = pd_registry_reservations(rj->registry);
+    if ((st = pd_reservations_refusal(set, rj->message, sizeof rj->message)) != PD_OK) /* reservation log hook */
+        return rj->status = st;
     pd_reservations_hold hold;
     pd_reserve *table = pd_reservations_lock(set, s, 1, &hold);
     if (!table)
@@ -198,7 +212,7 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
     rj->was_cut = pd_reserve_was_cut(table, q->agent);
     pd_sipp_result r;
     memset(&r, 0, sizeof r);
-    pd_status st = pd_sipp_reserve(ctx, table, u->grid, &p, &r);
+    st = pd_sipp_reserve(ctx, table, u->grid, &p, &r);
     if (st == PD_OK || st == PD_PARTIAL) {
         rj->waypoints = malloc((r.n_waypoints ? r.n_waypoints : 1) * sizeof *rj->waypoints);
         if (rj->waypoints) {
@@ -213,6 +227,8 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
     }
     pd_reserve_maintain(table, pd_reservations_ttl_ms(set), NULL, 0, NULL);
     pd_reservations_unlock(set, &hold);
+    if (hold.unlogged && (st == PD_OK || st == PD_PARTIAL)) /* reservation log hook */
+        st = pd__unlogged(rj, s);
     /* A search over a large window may have grown the context far past
      * what the next needs: give that back, as workers trim their scratch. */
     pd_sipp_ctx_trim(ctx, PD_KIND_RESERVE_SIPP_KEEP_BYTES);
@@ -280,12 +296,19 @@ static pd_status pd__release_run(pd_job *job, pd_query_scratch *scratch, const p
     if (!s)
         return rj->status;
     pd_reservations *set = pd_registry_reservations(rj->registry);
+    pd_status st = pd_reservations_refusal(set, rj->message, sizeof rj->message); /* reservation log hook */
+    if (st != PD_OK) {
+        pd_scene_release(s);
+        return rj->status = st;
+    }
     pd_reservations_hold hold;
     pd_reserve *table = pd_reservations_lock(set, s, 0, &hold);
     rj->released = table ? pd_reserve_release(table, rj->req.agent) : 0;
     pd_reservations_unlock(set, &hold);
+    if (hold.unlogged) /* reservation log hook */
+        st = pd__unlogged(rj, s);
     pd_scene_release(s);
-    return rj->status = PD_OK;
+    return rj->status = st;
 }
 
 static pd_status pd__list_run(pd_job *job, pd_query_scratch *scratch, const pd_query_control *ctl)

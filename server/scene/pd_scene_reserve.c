@@ -6,10 +6,12 @@
  */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pd_index.h"
+#include "pd_reserve_log.h"
 #include "pd_scene_reserve.h"
 
 /* Buckets of the name hash: a chain per bucket. Scenes number in the
@@ -24,6 +26,10 @@ typedef struct pd_reservations_entry {
     pthread_mutex_t lock;      /* held while a request uses the table */
     unsigned refs;             /* guarded by the set's lock: the set's own, plus holders */
     int forgotten;             /* out of the chain; freed at the last release */
+    /* reservation log hook: the table's changes not yet in the log (under
+     * `lock`), written when the request lets go (pd_reserve_log.h) */
+    struct pd_reservations *set;
+    pd_reserve_log_buf pend;
 } pd_reservations_entry;
 
 struct pd_reservations {
@@ -31,6 +37,12 @@ struct pd_reservations {
     pd_reserve_limits limits;
     int64_t ttl_ms;
     pd_reservations_entry *buckets[PD__RESV_BUCKETS];
+    /* reservation log hook (pd_reservations_open_log): NULL without one.
+     * log_lock orders a drop's RESET against the writes of its table. */
+    pd_reserve_log *log;
+    pthread_mutex_t log_lock;
+    /* pd_reservations_refuse_changes: why changes are refused ("" none) */
+    char refuse_why[256];
 };
 
 pd_reservations *pd_reservations_create(void)
@@ -42,12 +54,18 @@ pd_reservations *pd_reservations_create(void)
         free(set);
         return NULL;
     }
+    if (pthread_mutex_init(&set->log_lock, NULL) != 0) {
+        pthread_mutex_destroy(&set->lock);
+        free(set);
+        return NULL;
+    }
     return set;
 }
 
 static void pd__entry_free(pd_reservations_entry *e)
 {
     pd_reserve_destroy(e->table);
+    pd_reserve_log_buf_free(&e->pend);
     pthread_mutex_destroy(&e->lock);
     free(e);
 }
@@ -64,6 +82,8 @@ void pd_reservations_destroy(pd_reservations *set)
             e = next;
         }
     }
+    pd_reserve_log_close(set->log);
+    pthread_mutex_destroy(&set->log_lock);
     pthread_mutex_destroy(&set->lock);
     free(set);
 }
@@ -102,13 +122,163 @@ static void pd__unlink(pd_reservations_entry **at)
         pd__entry_free(e);
 }
 
+/* ---- reservation log hooks (pd_reserve_log.h) ----------------------------- */
+
+/* The table's observer: each change it made, encoded for the log. */
+static void pd__log_observe(void *user, const pd_reserve_op *op)
+{
+    pd_reservations_entry *e = user;
+    if (e->set->log)
+        (void)pd_reserve_log_encode(&e->pend, e->name, op);
+}
+
+/* A new table (the set's lock held): its changes are logged, after a RESET
+ * that ends whatever the log holds for an earlier table of the name. */
+static void pd__log_attach(pd_reservations *set, pd_reservations_entry *e)
+{
+    e->set = set;
+    pd_reserve_set_observer(e->table, pd__log_observe, e);
+    if (set->log)
+        (void)pd_reserve_log_encode(&e->pend, e->name, NULL);
+}
+
+/* Writes what e's request changed (e->lock held): 0, or -1 when it is not
+ * in the log as the fsync policy asks (the log has then failed, and
+ * pd_reservations_refusal refuses the changes after it). A forgotten
+ * table's changes are not written: its RESET went before them. */
+static int pd__log_flush(pd_reservations *set, pd_reservations_entry *e)
+{
+    int rc = e->pend.failed ? -1 : 0;
+    uint64_t end = 0;
+    pthread_mutex_lock(&set->log_lock);
+    pthread_mutex_lock(&set->lock);
+    const int gone = e->forgotten;
+    pthread_mutex_unlock(&set->lock);
+    if (rc == 0 && !gone)
+        rc = pd_reserve_log_write(set->log, e->pend.p, e->pend.n, &end);
+    pthread_mutex_unlock(&set->log_lock);
+    if (rc == 0 && !gone)
+        rc = pd_reserve_log_settle(set->log, end);
+    e->pend.n = 0;
+    e->pend.failed = 0;
+    return rc;
+}
+
+/* The table of `name` is gone (set->log_lock held). */
+static void pd__log_reset(pd_reservations *set, const char *name)
+{
+    if (!set->log)
+        return;
+    pd_reserve_log_buf b = { 0 };
+    uint64_t end = 0;
+    if (pd_reserve_log_encode(&b, name, NULL) == 0 && pd_reserve_log_write(set->log, b.p, b.n, &end) == 0)
+        (void)pd_reserve_log_settle(set->log, end);
+    pd_reserve_log_buf_free(&b);
+}
+
+typedef struct pd__replay {
+    pd_reservations *set;
+    pd_registry *registry;
+    pd_reservations_log_stats *stats;
+} pd__replay;
+
+static void pd__replay_record(void *user, const char *scene, const pd_reserve_op *op)
+{
+    pd__replay *rp = user;
+    rp->stats->records++;
+    if (!op) {
+        pd_reservations_forget(rp->set, scene);
+        return;
+    }
+    pd_scene *s = pd_registry_acquire(rp->registry, scene);
+    if (!s) {
+        rp->stats->unserved++;
+        return;
+    }
+    pd_reservations_hold hold;
+    pd_reserve *table = pd_reservations_lock(rp->set, s, 1, &hold);
+    if (!table || pd_reserve_log_apply(table, op) != PD_OK)
+        rp->stats->refused++;
+    pd_reservations_unlock(rp->set, &hold);
+    pd_scene_release(s);
+}
+
+int pd_reservations_open_log(pd_reservations *set, pd_registry *registry, const char *dir, int fsync_always,
+                             pd_reservations_log_stats *stats, char *err, size_t errlen)
+{
+    memset(stats, 0, sizeof *stats);
+    pd__replay rp = { set, registry, stats };
+    pd_reserve_log_stats fs;
+    /* Replayed before set->log is set: nothing replay does is logged again. */
+    pd_reserve_log *log = pd_reserve_log_open(dir, fsync_always, pd__replay_record, &rp, &fs, err, errlen);
+    if (!log)
+        return -1;
+    stats->bytes = fs.bytes;
+    stats->truncated_bytes = fs.truncated_bytes;
+    pthread_mutex_lock(&set->log_lock);
+    set->log = log;
+    pthread_mutex_unlock(&set->log_lock);
+    /* The tables replay made log their changes from now on; a RESET first
+     * is not needed (the log holds their history). */
+    return 0;
+}
+
+void pd_reservations_refuse_changes(pd_reservations *set, const char *why)
+{
+    pthread_mutex_lock(&set->lock);
+    snprintf(set->refuse_why, sizeof set->refuse_why, "%s", why ? why : "");
+    pthread_mutex_unlock(&set->lock);
+}
+
+pd_status pd_reservations_refusal(pd_reservations *set, char *msg, size_t len)
+{
+    pd_status st = PD_OK;
+    pthread_mutex_lock(&set->lock);
+    if (set->refuse_why[0]) {
+        snprintf(msg, len, "%s", set->refuse_why);
+        st = PD_LIMIT_EXCEEDED;
+    }
+    pthread_mutex_unlock(&set->lock);
+    char why[256];
+    if (st == PD_OK && set->log && pd_reserve_log_failed(set->log, why, sizeof why)) {
+        snprintf(msg, len, "the reservation log failed (%s): no reservation is changed until pathd is restarted",
+                 why);
+        st = PD_INTERNAL;
+    }
+    return st;
+}
+
+int pd_reservations_sync_due(pd_reservations *set)
+{
+    return set->log && pd_reserve_log_sync_due(set->log);
+}
+
+int pd_reservations_sync(pd_reservations *set)
+{
+    return set->log ? pd_reserve_log_sync(set->log) : 0;
+}
+
+uint64_t pd_reservations_log_bytes(pd_reservations *set)
+{
+    return set->log ? pd_reserve_log_bytes(set->log) : 0;
+}
+
 pd_reserve *pd_reservations_lock(pd_reservations *set, const pd_scene *s, int create, pd_reservations_hold *hold)
 {
     hold->entry = NULL;
     pthread_mutex_lock(&set->lock);
     pd_reservations_entry **at = pd__slot(set, s->name);
-    if (*at && (*at)->incarnation != s->incarnation)
+    if (*at && (*at)->incarnation != s->incarnation) {
         pd__unlink(at); /* the name's earlier scene: its agents are gone with it */
+        if (!create) {
+            /* reservation log hook: the log learns they are gone too */
+            pthread_mutex_unlock(&set->lock);
+            pthread_mutex_lock(&set->log_lock);
+            pd__log_reset(set, s->name);
+            pthread_mutex_unlock(&set->log_lock);
+            return NULL;
+        }
+    }
     if (!*at) {
         if (!create) {
             pthread_mutex_unlock(&set->lock);
@@ -125,6 +295,7 @@ pd_reserve *pd_reservations_lock(pd_reservations *set, const pd_scene *s, int cr
         memcpy(e->name, s->name, sizeof e->name); /* both PD_CONF_MAX_NAME, NUL-terminated */
         e->incarnation = s->incarnation;
         e->refs = 1;
+        pd__log_attach(set, e);
         *at = e;
     }
     pd_reservations_entry *e = *at;
@@ -140,9 +311,12 @@ pd_reserve *pd_reservations_lock(pd_reservations *set, const pd_scene *s, int cr
 void pd_reservations_unlock(pd_reservations *set, pd_reservations_hold *hold)
 {
     pd_reservations_entry *e = hold->entry;
+    hold->unlogged = 0;
     if (!e)
         return;
     hold->entry = NULL;
+    if (e->pend.n || e->pend.failed)
+        hold->unlogged = pd__log_flush(set, e) != 0;
     pthread_mutex_unlock(&e->lock);
     pthread_mutex_lock(&set->lock);
     if (--e->refs == 0)
@@ -154,11 +328,16 @@ void pd_reservations_forget(pd_reservations *set, const char *name)
 {
     if (!set || !name)
         return;
+    pthread_mutex_lock(&set->log_lock);
     pthread_mutex_lock(&set->lock);
     pd_reservations_entry **at = pd__slot(set, name);
+    const int had = *at != NULL;
     if (*at)
         pd__unlink(at);
     pthread_mutex_unlock(&set->lock);
+    if (had)
+        pd__log_reset(set, name);
+    pthread_mutex_unlock(&set->log_lock);
 }
 
 /* ---- UpdateCells' cuts -------------------------------------------------- */

@@ -38,6 +38,10 @@ int64_t pd_reservations_ttl_ms(pd_reservations *set);
 /* A table locked for one request. */
 typedef struct pd_reservations_hold {
     struct pd_reservations_entry *entry;
+    /* Set by pd_reservations_unlock: what the request changed is not in
+     * the reservation log as its fsync policy asks (the change is made in
+     * memory; answer it INTERNAL: it would not survive a restart). */
+    int unlogged;
 } pd_reservations_hold;
 
 /* The table of scene s (its name and incarnation), locked: made empty when
@@ -70,6 +74,40 @@ typedef struct pd_update_cut {
 pd_update_cut *pd_reservations_cut(pd_reservations *set, const pd_scene *s, const pd_scene_update *ops,
                                    size_t n_ops, int has_at_ms, int64_t at_ms);
 void pd_update_cut_free(pd_update_cut *cut);
+
+/*
+ * The reservation log (pd_reserve_log.h; docs/ARCHITECTURE.md,
+ * "Reservations in the log"): opens DATA_DIR/reservations.log, applies
+ * what it holds to the tables of the scenes the registry serves (by
+ * validation, never planned again; call after the scene journal's replay,
+ * before requests are served), and from then on every table change is
+ * written to it when its request lets go of the table
+ * (pd_reservations_unlock), fdatasynced before that returns when
+ * fsync_always. 0, or -1 with err.
+ */
+typedef struct pd_reservations_log_stats {
+    uint64_t records;          /* read */
+    uint64_t unserved;         /* of scenes not served now: skipped */
+    uint64_t refused;          /* changes the table refused: skipped (said) */
+    uint64_t bytes;
+    uint64_t truncated_bytes;  /* a damaged tail cut away */
+} pd_reservations_log_stats;
+int pd_reservations_open_log(pd_reservations *set, pd_registry *registry, const char *dir, int fsync_always,
+                             pd_reservations_log_stats *stats, char *err, size_t errlen);
+/* The "everysec" policy's fdatasync (the server's 1 s tick): due when
+ * something was written since the last; 0 or -1. */
+int pd_reservations_sync_due(pd_reservations *set);
+int pd_reservations_sync(pd_reservations *set);
+uint64_t pd_reservations_log_bytes(pd_reservations *set);
+
+/* Changes of reservations (ReservePath, ReleaseAgent) are refused, with
+ * why as the message (NULL or "": no longer). A replica of a shared log
+ * (log.redis) does so: its table would be its own (docs/OPERATIONS.md). */
+void pd_reservations_refuse_changes(pd_reservations *set, const char *why);
+/* PD_OK when a reservation may change; else the status to answer
+ * (PD_LIMIT_EXCEEDED refused by the deployment, PD_INTERNAL the log
+ * failed) and its message in msg. */
+pd_status pd_reservations_refusal(pd_reservations *set, char *msg, size_t len);
 
 /* Made and destroyed by the registry. */
 pd_reservations *pd_reservations_create(void);

@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""test_reserve_durable.py - reservations survive a restart, and replicas
+refuse them (docs/ARCHITECTURE.md, "Reservations in the log").
+
+Starts its own pathd (PATHD_BIN) with a data_dir and journal_fsync
+"always", and talks to it with the Python client:
+
+- a run of agents re-reserving on the game's clock, releases, expiry by
+  reservation_ttl_ms and an UpdateCells that cuts plans; then kill -9 and
+  a restart on the same data_dir: GetReservations of every scene is the
+  same before and after (every entry, the agent and entry counts); a
+  parked agent still blocks a start after the restart; agents reserved
+  after it never overlap the ones before (the independent checker
+  tests/agents/check_plans.py replays the answers of both runs);
+- a scene made at run time, reserved in, dropped and made again under its
+  name: after the restart it has no reservations (its old table's changes
+  do not replay onto the new scene);
+- a damaged tail of reservations.log (a torn write) is cut at the restart
+  and the whole records before it kept;
+- a replica (log.redis set; a redis-server the test starts on a loopback
+  port): ReservePath and ReleaseAgent answer LIMIT_EXCEEDED naming
+  log.redis, nothing is reserved, and GetReservations answers (empty).
+
+    PATHD_BIN=... PYTHONPATH=<pathd_pb2>:<client> test_reserve_durable.py
+"""
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from pathd_client import PathdClient, PathdError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from test_reserve_wire import DOOR_MAP, Recorder, listening_address, open_cells  # noqa: E402
+
+TTL_MS = 20000
+
+
+class Daemon:
+    """A pathd on a data_dir that outlives it (kill -9, start again)."""
+
+    def __init__(self, data_dir, scenes, extra=None):
+        self.data_dir = data_dir
+        map_path = os.path.join(data_dir, "..", "door.txt")
+        with open(map_path, "w") as f:
+            f.write("\n".join(DOOR_MAP) + "\n")
+        config = {
+            "listen": "127.0.0.1:0", "metrics_listen": "", "threads": 2, "log_level": "info",
+            "data_dir": data_dir, "journal_fsync": "always",
+            "limits": {"reservation_ttl_ms": TTL_MS, "max_agents_per_scene": 64,
+                       "max_reservation_window_ms": 60000},
+            "scenes": [{"name": n, "map": os.path.abspath(map_path), "format": "ascii", "unit_sizes": [1, 2]}
+                       for n in scenes],
+        }
+        config.update(extra or {})
+        self.config = os.path.join(data_dir, "..", "pathd.json")
+        with open(self.config, "w") as f:
+            json.dump(config, f)
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.log_path = os.path.join(self.data_dir, "..", "pathd.%d.log" % time.monotonic_ns())
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([os.environ["PATHD_BIN"], "--config", self.config], stderr=self.log)
+        self.addr = listening_address(self.proc, self.log_path)
+        if self.addr is None:
+            self.kill()
+            raise RuntimeError("pathd did not start:\n" + self.log_text())
+
+    def log_text(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=15)
+        self.log.close()
+
+    def restart(self):
+        self.kill()
+        self.start()
+
+
+def table(c, scene):
+    """Everything GetReservations says of scene, in a comparable form."""
+    got = c.reservations(scene, max_entries=100000)
+    entries = sorted((e["agent"], e["x"], e["y"], e["width"], e["height"], e["t0_ms"], e["t1_ms"])
+                     for e in got["entries"])
+    return {"entries": entries, "matching": got["matching"], "agents": got["agents"],
+            "table_entries": got["table_entries"]}
+
+
+class RestartTest(unittest.TestCase):
+    SCENES = ["run", "cut", "blocked", "runtime_base"]
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.data = os.path.join(self.tmp.name, "data")
+        os.mkdir(self.data)
+        self.d = Daemon(self.data, self.SCENES)
+        self.c = PathdClient(self.d.addr, timeout=20)
+
+    def tearDown(self):
+        self.c.close()
+        self.d.kill()
+        self.tmp.cleanup()
+
+    def reconnect(self):
+        self.c.close()
+        self.d.restart()
+        self.c = PathdClient(self.d.addr, timeout=20)
+
+    def run_agents(self, rec, scene, agents, t_from, t_to, rng):
+        """Agents re-reserving random goals on the game's clock: an agent
+        reserves again only while it stands on a waypoint of its plan (as
+        the game follows it), from there."""
+        cells = open_cells(1)
+        pos = {a: cells[(a * 7) % len(cells)] for a in agents}
+        plan = {}
+        for t in range(t_from, t_to, 500):
+            for a in agents:
+                if a in plan:
+                    here = [w for w in plan[a] if w["t_arrive_ms"] <= t and
+                            (w["t_leave_ms"] is None or t < w["t_leave_ms"])]
+                    if not here:
+                        continue          # moving: not at a waypoint now
+                    pos[a] = (here[0]["x"], here[0]["y"])
+                try:
+                    ans = self.c.reserve_path(scene, a, pos[a], rng.choice(cells), t, 2.0, window_ms=4000)
+                except PathdError as e:
+                    # START_BLOCKED / NO_PATH: a start another holds, in the
+                    # random run, as a game's might; it keeps its plan.
+                    self.assertIn(e.status, ("START_BLOCKED", "NO_PATH"), e)
+                    continue
+                rec.plan(ans, 1, 2.0, t)
+                plan[a] = ans["waypoints"]
+
+    def test_restart_keeps_every_reservation(self):
+        rng = random.Random(34)
+        rec = Recorder()
+        self.run_agents(rec, "run", list(range(1, 9)), 0, 6000, rng)
+        # Scene "cut": reservations an update cuts, a release, and expiry
+        # (agents that stop renewing for TTL_MS of game time).
+        self.c.reserve_path("cut", 1, (1, 3), (10, 3), 0, 2.0, window_ms=60000)
+        self.c.reserve_path("cut", 2, (1, 1), (10, 1), 0, 2.0, window_ms=60000)
+        self.c.reserve_path("cut", 3, (1, 5), (3, 5), 0, 2.0, window_ms=60000)
+        self.assertTrue(self.c.release_agent("cut", 2))
+        up = self.c.update_cells("cut", rect=((5, 3), (5, 3)), op="block", at_ms=1000)
+        self.assertEqual(up["agents_cut"], [1])
+        self.c.reserve_path("cut", 4, (10, 5), (8, 5), TTL_MS * 2, 2.0)   # moves "now" on: 1 and 3 expire
+        cut_before = table(self.c, "cut")
+        self.assertEqual({e[0] for e in cut_before["entries"]}, {4}, cut_before)
+        # Scene "blocked": an agent parked on a cell.
+        self.c.reserve_path("blocked", 21, (3, 1), (3, 1), 1000, 2.0)
+        before = {s: table(self.c, s) for s in ("run", "cut", "blocked")}
+        self.assertGreater(before["run"]["table_entries"], 20)
+
+        self.reconnect()
+        after = {s: table(self.c, s) for s in ("run", "cut", "blocked")}
+        self.assertEqual(before, after)
+        self.assertIn("reservation log", self.d.log_text())
+        # The parked agent still holds its cell.
+        with self.assertRaises(PathdError) as cm:
+            self.c.reserve_path("blocked", 22, (3, 1), (8, 1), 1500, 2.0)
+        self.assertEqual(cm.exception.status, "START_BLOCKED")
+        self.assertEqual(cm.exception.result["blocking_agent"], 21)
+        # New agents around the replayed plans: no overlap with the plans of
+        # before the restart (one record of both runs for the checker).
+        self.run_agents(rec, "run", list(range(9, 13)), 6000, 9000, rng)
+        self.assertGreater(rec.plans, 30)
+        rec.check(self)
+
+        # A second restart replays the changes made after the first too.
+        before = {s: table(self.c, s) for s in ("run", "cut", "blocked")}
+        self.reconnect()
+        self.assertEqual(before, {s: table(self.c, s) for s in ("run", "cut", "blocked")})
+
+    def test_dropped_scene_starts_empty(self):
+        with open(os.path.join(self.tmp.name, "door.txt"), "rb") as f:
+            door = f.read()
+        self.c.create_scene("made", map_bytes=door, format="ascii")
+        self.c.reserve_path("made", 5, (1, 1), (1, 1), 0, 2.0)
+        self.assertEqual(table(self.c, "made")["agents"], 1)
+        self.c.drop_scene("made")
+        self.c.create_scene("made", map_bytes=door, format="ascii")
+        # Reserved in neither the new scene, nor after the restart.
+        self.assertEqual(table(self.c, "made")["agents"], 0)
+        self.reconnect()
+        self.assertEqual(table(self.c, "made")["agents"], 0)
+        # The old agent's cell is free in the new scene.
+        self.assertEqual(self.c.reserve_path("made", 6, (1, 1), (2, 1), 10, 2.0)["status"], "OK")
+        before = table(self.c, "made")
+        self.reconnect()
+        self.assertEqual(before, table(self.c, "made"))
+
+    def test_torn_tail_is_cut(self):
+        self.c.reserve_path("run", 1, (1, 1), (10, 5), 0, 2.0, window_ms=60000)
+        self.c.reserve_path("run", 2, (1, 5), (10, 1), 0, 2.0, window_ms=60000)
+        before = table(self.c, "run")
+        self.d.kill()
+        path = os.path.join(self.data, "reservations.log")
+        size = os.path.getsize(path)
+        with open(path, "ab") as f:
+            f.write(b"\x40\x00\x00\x00\x01\x02\x03")   # a record's start, torn
+        self.c.close()
+        self.d.start()
+        self.c = PathdClient(self.d.addr, timeout=20)
+        self.assertEqual(before, table(self.c, "run"))
+        self.assertEqual(os.path.getsize(path), size)
+        self.assertIn("7 bytes of damaged tail truncated", self.d.log_text())
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ReplicaTest(unittest.TestCase):
+    def test_replica_refuses_reservations(self):
+        redis = shutil.which("redis-server")
+        self.assertIsNotNone(redis, "redis-server is not installed (scripts/install-deps.sh test installs it)")
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        port = free_port()
+        rproc = subprocess.Popen([redis, "--port", str(port), "--bind", "127.0.0.1", "--dir", tmp.name,
+                                  "--save", "", "--appendonly", "no"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(rproc.wait)
+        self.addCleanup(rproc.kill)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                self.assertLess(time.monotonic(), deadline, "redis-server did not start")
+                time.sleep(0.05)
+        data = os.path.join(tmp.name, "data")
+        os.mkdir(data)
+        d = Daemon(data, ["door"], {"log": {"redis": "127.0.0.1:%d" % port}})
+        self.addCleanup(d.kill)
+        c = PathdClient(d.addr, timeout=20)
+        self.addCleanup(c.close)
+        for call in (lambda: c.reserve_path("door", 1, (1, 1), (10, 1), 0, 2.0),
+                     lambda: c.release_agent("door", 1)):
+            with self.assertRaises(PathdError) as cm:
+                call()
+            self.assertEqual(cm.exception.status, "LIMIT_EXCEEDED")
+            self.assertIn("log.redis", cm.exception.message)
+            self.assertIn("not shared between replicas", cm.exception.message)
+        self.assertEqual(c.reservations("door")["entries"], [])
+        # FindPath, and its avoid_reserved, go on.
+        self.assertEqual(c.find_path("door", (1, 1), (10, 1)).waypoints[-1], (10, 1))
+
+
+if __name__ == "__main__":
+    unittest.main()
