@@ -214,13 +214,7 @@ static pd_changelog pd__journal_choose(pd_server *s, char *err, size_t errlen)
         };
         pd_log_info("change log on Redis %s:%u (prefix %s): replaying", lg->redis_host, (unsigned)lg->redis_port,
                     lg->prefix);
-        /* reservation log hook: reservations are not in the shared log yet,
-         * so a replica's table would be its own (ARCHITECTURE.md,
-         * "Reservations in the log"). */
-        pd_reservations_refuse_changes(pd_registry_reservations(s->registry),
-                                       "reservations are not shared between replicas yet: ReservePath and "
-                                       "ReleaseAgent need a pathd without log.redis (docs/OPERATIONS.md, "
-                                       "\"Reservations\")");
+
         return pd_redis_log_open_with_snapshots(&ro, &so, err, errlen);
     }
     const pd_journal_opts opts = {
@@ -303,6 +297,10 @@ int pd__journal_open(pd_server *s, char *err, size_t errlen)
      * stopped (pd_replica.c). */
     if (s->conf.log.redis_host[0] && !(s->replica = pd__replica_start(s, (pd_redis_log *)w_log, pd__dispatch_parked, err, errlen)))
         return -1;
+    /* shared log hook: reservations go through the same Redis, one stream
+     * per scene beside its log (ARCHITECTURE.md, "Reservations in the log") */
+    if (s->conf.log.redis_host[0])
+        pd_reservations_share(pd_registry_reservations(s->registry), (pd_redis_log *)w_log);
     if ((rc = uv_timer_init(s->loop, &s->journal.timer)) != 0) {
         snprintf(err, errlen, "journal: timer: %s", uv_strerror(rc));
         return -1;

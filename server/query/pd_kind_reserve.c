@@ -212,20 +212,25 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
     rj->was_cut = pd_reserve_was_cut(table, q->agent);
     pd_sipp_result r;
     memset(&r, 0, sizeof r);
-    st = pd_sipp_reserve(ctx, table, u->grid, &p, &r);
+    const int shared = pd_reservations_shared(set); /* shared log hook */
+    st = shared ? pd_reservations_reserve_shared(set, &hold, ctx, u->grid, &p, &r, rj->message, sizeof rj->message)
+                : pd_sipp_reserve(ctx, table, u->grid, &p, &r);
     if (st == PD_OK || st == PD_PARTIAL) {
         rj->waypoints = malloc((r.n_waypoints ? r.n_waypoints : 1) * sizeof *rj->waypoints);
         if (rj->waypoints) {
             memcpy(rj->waypoints, r.waypoints, r.n_waypoints * sizeof *rj->waypoints);
             rj->n_waypoints = r.n_waypoints;
         } else {
-            /* reserved, but the answer cannot carry it: take it back */
-            pd_reserve_release(table, q->agent);
+            /* reserved, but the answer cannot carry it: take it back
+             * (shared: the log has it; the client's retry replaces it) */
+            if (!shared)
+                pd_reserve_release(table, q->agent);
             st = PD_INTERNAL;
             snprintf(rj->message, sizeof rj->message, "out of memory answering in scene '%s'", s->name);
         }
     }
-    pd_reserve_maintain(table, pd_reservations_ttl_ms(set), NULL, 0, NULL);
+    if (!shared) /* shared: the expiry is in the log's entries */
+        pd_reserve_maintain(table, pd_reservations_ttl_ms(set), NULL, 0, NULL);
     pd_reservations_unlock(set, &hold);
     if (hold.unlogged && (st == PD_OK || st == PD_PARTIAL)) /* reservation log hook */
         st = pd__unlogged(rj, s);
@@ -302,8 +307,13 @@ static pd_status pd__release_run(pd_job *job, pd_query_scratch *scratch, const p
         return rj->status = st;
     }
     pd_reservations_hold hold;
-    pd_reserve *table = pd_reservations_lock(set, s, 0, &hold);
-    rj->released = table ? pd_reserve_release(table, rj->req.agent) : 0;
+    const int shared = pd_reservations_shared(set); /* shared log hook */
+    pd_reserve *table = pd_reservations_lock(set, s, shared, &hold);
+    if (shared && table)
+        st = pd_reservations_release_shared(set, &hold, rj->req.agent, &rj->released, rj->message,
+                                            sizeof rj->message);
+    else
+        rj->released = table ? pd_reserve_release(table, rj->req.agent) : 0;
     pd_reservations_unlock(set, &hold);
     if (hold.unlogged) /* reservation log hook */
         st = pd__unlogged(rj, s);
@@ -328,9 +338,12 @@ static pd_status pd__list_run(pd_job *job, pd_query_scratch *scratch, const pd_q
     size_t cap = q->max_entries && q->max_entries < PD_RESERVE_MAX_LIST ? q->max_entries : PD_RESERVE_MAX_LIST;
     pd_reservations *set = pd_registry_reservations(rj->registry);
     pd_reservations_hold hold;
-    pd_reserve *table = pd_reservations_lock(set, s, 0, &hold);
-    pd_status st = PD_OK;
-    if (table) {
+    const int shared = pd_reservations_shared(set); /* shared log hook: read what the log holds */
+    pd_reserve *table = pd_reservations_lock(set, s, shared, &hold);
+    pd_status st = shared ? pd_reservations_catch_up(set, &hold, rj->message, sizeof rj->message) : PD_OK;
+    if (st != PD_OK) {
+        rj->status = st;
+    } else if (table) {
         rj->entries = malloc(cap * sizeof *rj->entries);
         if (!rj->entries) {
             st = pd__fail(rj, PD_INTERNAL, "out of memory listing the reservations of scene '%s'", s->name);

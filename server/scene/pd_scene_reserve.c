@@ -13,37 +13,7 @@
 #include "pd_index.h"
 #include "pd_reserve_log.h"
 #include "pd_scene_reserve.h"
-
-/* Buckets of the name hash: a chain per bucket. Scenes number in the
- * thousands at most (limits.max_scenes); a fixed table keeps this small. */
-#define PD__RESV_BUCKETS 1024u
-
-typedef struct pd_reservations_entry {
-    struct pd_reservations_entry *next;
-    char name[PD_CONF_MAX_NAME];
-    uint64_t incarnation;
-    pd_reserve *table;
-    pthread_mutex_t lock;      /* held while a request uses the table */
-    unsigned refs;             /* guarded by the set's lock: the set's own, plus holders */
-    int forgotten;             /* out of the chain; freed at the last release */
-    /* reservation log hook: the table's changes not yet in the log (under
-     * `lock`), written when the request lets go (pd_reserve_log.h) */
-    struct pd_reservations *set;
-    pd_reserve_log_buf pend;
-} pd_reservations_entry;
-
-struct pd_reservations {
-    pthread_mutex_t lock;
-    pd_reserve_limits limits;
-    int64_t ttl_ms;
-    pd_reservations_entry *buckets[PD__RESV_BUCKETS];
-    /* reservation log hook (pd_reservations_open_log): NULL without one.
-     * log_lock orders a drop's RESET against the writes of its table. */
-    pd_reserve_log *log;
-    pthread_mutex_t log_lock;
-    /* pd_reservations_refuse_changes: why changes are refused ("" none) */
-    char refuse_why[256];
-};
+#include "pd_scene_reserve_internal.h"
 
 pd_reservations *pd_reservations_create(void)
 {
@@ -125,10 +95,10 @@ static void pd__unlink(pd_reservations_entry **at)
 /* ---- reservation log hooks (pd_reserve_log.h) ----------------------------- */
 
 /* The table's observer: each change it made, encoded for the log. */
-static void pd__log_observe(void *user, const pd_reserve_op *op)
+void pd_reservations_observe(void *user, const pd_reserve_op *op)
 {
     pd_reservations_entry *e = user;
-    if (e->set->log)
+    if (e->set->log || e->capture)
         (void)pd_reserve_log_encode(&e->pend, e->name, op);
 }
 
@@ -137,7 +107,7 @@ static void pd__log_observe(void *user, const pd_reserve_op *op)
 static void pd__log_attach(pd_reservations *set, pd_reservations_entry *e)
 {
     e->set = set;
-    pd_reserve_set_observer(e->table, pd__log_observe, e);
+    pd_reserve_set_observer(e->table, pd_reservations_observe, e);
     if (set->log)
         (void)pd_reserve_log_encode(&e->pend, e->name, NULL);
 }
@@ -223,22 +193,9 @@ int pd_reservations_open_log(pd_reservations *set, pd_registry *registry, const 
     return 0;
 }
 
-void pd_reservations_refuse_changes(pd_reservations *set, const char *why)
-{
-    pthread_mutex_lock(&set->lock);
-    snprintf(set->refuse_why, sizeof set->refuse_why, "%s", why ? why : "");
-    pthread_mutex_unlock(&set->lock);
-}
-
 pd_status pd_reservations_refusal(pd_reservations *set, char *msg, size_t len)
 {
     pd_status st = PD_OK;
-    pthread_mutex_lock(&set->lock);
-    if (set->refuse_why[0]) {
-        snprintf(msg, len, "%s", set->refuse_why);
-        st = PD_LIMIT_EXCEEDED;
-    }
-    pthread_mutex_unlock(&set->lock);
     char why[256];
     if (st == PD_OK && set->log && pd_reserve_log_failed(set->log, why, sizeof why)) {
         snprintf(msg, len, "the reservation log failed (%s): no reservation is changed until pathd is restarted",
@@ -315,7 +272,7 @@ void pd_reservations_unlock(pd_reservations *set, pd_reservations_hold *hold)
     if (!e)
         return;
     hold->entry = NULL;
-    if (e->pend.n || e->pend.failed)
+    if (set->log && (e->pend.n || e->pend.failed))
         hold->unlogged = pd__log_flush(set, e) != 0;
     pthread_mutex_unlock(&e->lock);
     pthread_mutex_lock(&set->lock);
@@ -378,13 +335,11 @@ static void pd__cut_op(pd_reserve *table, const pd_grid *grid, const pd_scene_up
         ids[(*n)++] = cuts[i].agent;
 }
 
-pd_update_cut *pd_reservations_cut(pd_reservations *set, const pd_scene *s, const pd_scene_update *ops,
-                                   size_t n_ops, int has_at_ms, int64_t at_ms)
+pd_update_cut *pd_reservations_cut_table(pd_reserve *table, const pd_scene *s, const pd_scene_update *ops,
+                                         size_t n_ops, int has_at_ms, int64_t at_ms)
 {
-    pd_reservations_hold hold;
-    pd_reserve *table = pd_reservations_lock(set, s, 0, &hold);
     pd_update_cut *cut = NULL;
-    if (table) {
+    {
         pd_reserve_stats st;
         pd_reserve_get_stats(table, &st);
         size_t cap = st.agents, n = 0;
@@ -412,6 +367,17 @@ pd_update_cut *pd_reservations_cut(pd_reservations *set, const pd_scene *s, cons
             cut = NULL;
         }
     }
+    return cut;
+}
+
+pd_update_cut *pd_reservations_cut(pd_reservations *set, const pd_scene *s, const pd_scene_update *ops,
+                                   size_t n_ops, int has_at_ms, int64_t at_ms)
+{
+    if (set->shared) /* shared log hook: the cut goes through the replicas' log */
+        return pd_reservations_cut_shared(set, s, ops, n_ops, has_at_ms, at_ms);
+    pd_reservations_hold hold;
+    pd_reserve *table = pd_reservations_lock(set, s, 0, &hold);
+    pd_update_cut *cut = table ? pd_reservations_cut_table(table, s, ops, n_ops, has_at_ms, at_ms) : NULL;
     pd_reservations_unlock(set, &hold);
     return cut;
 }

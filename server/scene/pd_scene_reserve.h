@@ -22,8 +22,10 @@
 
 #include "pd_reserve.h"
 #include "pd_scene.h"
+#include "pd_sipp.h"
 
 typedef struct pd_reservations pd_reservations;
+struct pd_redis_log;
 
 /* The registry's set of tables (made with the registry). */
 pd_reservations *pd_registry_reservations(pd_registry *r);
@@ -100,14 +102,35 @@ int pd_reservations_sync_due(pd_reservations *set);
 int pd_reservations_sync(pd_reservations *set);
 uint64_t pd_reservations_log_bytes(pd_reservations *set);
 
-/* Changes of reservations (ReservePath, ReleaseAgent) are refused, with
- * why as the message (NULL or "": no longer). A replica of a shared log
- * (log.redis) does so: its table would be its own (docs/OPERATIONS.md). */
-void pd_reservations_refuse_changes(pd_reservations *set, const char *why);
 /* PD_OK when a reservation may change; else the status to answer
- * (PD_LIMIT_EXCEEDED refused by the deployment, PD_INTERNAL the log
- * failed) and its message in msg. */
+ * (PD_INTERNAL: the reservation log failed) and its message in msg. */
 pd_status pd_reservations_refusal(pd_reservations *set, char *msg, size_t len);
+
+/*
+ * Reservations on the replicas' shared log (pd_scene_reserve_shared.c,
+ * pd_reserve_shared.h): with pd_reservations_share, every table follows
+ * its scene's reservation stream in Redis, and changes go through it.
+ * Callers hold the table (pd_reservations_lock with create set, in the
+ * scene's lane) and call, instead of changing it themselves:
+ *  - pd_reservations_catch_up before reading it (GetReservations, a
+ *    FindPath that avoids reservations): PD_OK, or PD_UNAVAILABLE with msg;
+ *  - pd_reservations_reserve_shared for ReservePath (pd_sipp_reserve's
+ *    contract: r's plan, PD_OK / PD_PARTIAL reserved, else nothing; plus
+ *    PD_UNAVAILABLE with msg when the log was not reached, or other
+ *    replicas kept reserving first);
+ *  - pd_reservations_release_shared for ReleaseAgent.
+ * Nothing else may change a shared table (pd_reserve_maintain neither:
+ * the expiry travels in ReservePath's entries). UpdateCells' cut
+ * (pd_reservations_cut) goes through the log by itself.
+ */
+void pd_reservations_share(pd_reservations *set, struct pd_redis_log *rl);
+int pd_reservations_shared(pd_reservations *set);
+pd_status pd_reservations_catch_up(pd_reservations *set, pd_reservations_hold *hold, char *msg, size_t len);
+pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_hold *hold, pd_sipp_ctx *ctx,
+                                         const pd_grid *grid, const pd_sipp_params *p, pd_sipp_result *r, char *msg,
+                                         size_t len);
+pd_status pd_reservations_release_shared(pd_reservations *set, pd_reservations_hold *hold, uint64_t agent,
+                                         int *released, char *msg, size_t len);
 
 /* Made and destroyed by the registry. */
 pd_reservations *pd_reservations_create(void);

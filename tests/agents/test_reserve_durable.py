@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_reserve_durable.py - reservations survive a restart, and replicas
-refuse them (docs/ARCHITECTURE.md, "Reservations in the log").
+share them (docs/ARCHITECTURE.md, "Reservations in the log").
 
 Starts its own pathd (PATHD_BIN) with a data_dir and journal_fsync
 "always", and talks to it with the Python client:
@@ -17,9 +17,15 @@ Starts its own pathd (PATHD_BIN) with a data_dir and journal_fsync
   do not replay onto the new scene);
 - a damaged tail of reservations.log (a torn write) is cut at the restart
   and the whole records before it kept;
-- a replica (log.redis set; a redis-server the test starts on a loopback
-  port): ReservePath and ReleaseAgent answer LIMIT_EXCEEDED naming
-  log.redis, nothing is reserved, and GetReservations answers (empty).
+- two replicas over one Redis (log.redis; a redis-server the test starts
+  on a loopback port): agents reserved through either replica, on the
+  game's clock, never overlap (the checker replays every answer of both),
+  GetReservations answers alike on both, a parked agent reserved through
+  one blocks a start on the other, a release through the other, a replica
+  restarted with kill -9 reads the tables back from the log, both
+  replicas reserving in one scene at once (their appends race) still
+  hand out plans that never meet, and an update's cut through one replica
+  is the same on the other.
 
     PATHD_BIN=... PYTHONPATH=<pathd_pb2>:<client> test_reserve_durable.py
 """
@@ -33,6 +39,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -228,17 +235,21 @@ def free_port():
 
 
 class ReplicaTest(unittest.TestCase):
-    def test_replica_refuses_reservations(self):
+    """Two replicas over one Redis (log.redis), each with its own data_dir:
+    agents reserved through either never overlap, and both answer
+    GetReservations alike."""
+
+    def setUp(self):
         redis = shutil.which("redis-server")
         self.assertIsNotNone(redis, "redis-server is not installed (scripts/install-deps.sh test installs it)")
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
         port = free_port()
-        rproc = subprocess.Popen([redis, "--port", str(port), "--bind", "127.0.0.1", "--dir", tmp.name,
-                                  "--save", "", "--appendonly", "no"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.addCleanup(rproc.wait)
-        self.addCleanup(rproc.kill)
+        self.redis = subprocess.Popen([redis, "--port", str(port), "--bind", "127.0.0.1", "--dir", self.tmp.name,
+                                       "--save", "", "--appendonly", "no"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(self.redis.wait)
+        self.addCleanup(self.redis.kill)
         deadline = time.monotonic() + 10
         while True:
             try:
@@ -247,22 +258,111 @@ class ReplicaTest(unittest.TestCase):
             except OSError:
                 self.assertLess(time.monotonic(), deadline, "redis-server did not start")
                 time.sleep(0.05)
-        data = os.path.join(tmp.name, "data")
-        os.mkdir(data)
-        d = Daemon(data, ["door"], {"log": {"redis": "127.0.0.1:%d" % port}})
-        self.addCleanup(d.kill)
-        c = PathdClient(d.addr, timeout=20)
-        self.addCleanup(c.close)
-        for call in (lambda: c.reserve_path("door", 1, (1, 1), (10, 1), 0, 2.0),
-                     lambda: c.release_agent("door", 1)):
-            with self.assertRaises(PathdError) as cm:
-                call()
-            self.assertEqual(cm.exception.status, "LIMIT_EXCEEDED")
-            self.assertIn("log.redis", cm.exception.message)
-            self.assertIn("not shared between replicas", cm.exception.message)
-        self.assertEqual(c.reservations("door")["entries"], [])
-        # FindPath, and its avoid_reserved, go on.
-        self.assertEqual(c.find_path("door", (1, 1), (10, 1)).waypoints[-1], (10, 1))
+        self.d, self.c = [], []
+        for i in range(2):
+            home = os.path.join(self.tmp.name, "r%d" % i)
+            os.makedirs(os.path.join(home, "data"))
+            d = Daemon(os.path.join(home, "data"), ["door", "cut"], {"log": {"redis": "127.0.0.1:%d" % port}})
+            self.addCleanup(d.kill)
+            self.d.append(d)
+            self.c.append(PathdClient(d.addr, timeout=20))
+            self.addCleanup(self.c[-1].close)
+
+    def test_agents_through_two_replicas_never_meet(self):
+        rec = Recorder()
+        rng = random.Random(32)
+        cells = open_cells(1)
+        pos = {a: cells[(a * 5) % len(cells)] for a in range(1, 11)}
+        plan = {}
+        for t in range(0, 8000, 500):
+            for a in pos:
+                c = self.c[a % 2]          # odd agents through replica 1, even through replica 0
+                if a in plan:
+                    here = [w for w in plan[a] if w["t_arrive_ms"] <= t and
+                            (w["t_leave_ms"] is None or t < w["t_leave_ms"])]
+                    if not here:
+                        continue
+                    pos[a] = (here[0]["x"], here[0]["y"])
+                try:
+                    ans = c.reserve_path("door", a, pos[a], rng.choice(cells), t, 2.0, window_ms=4000)
+                except PathdError as e:
+                    self.assertIn(e.status, ("START_BLOCKED", "NO_PATH"), e)
+                    continue
+                rec.plan(ans, 1, 2.0, t)
+                plan[a] = ans["waypoints"]
+        self.assertGreater(rec.plans, 60)
+        # Every plan of both replicas, replayed together: no two agents in
+        # one cell at overlapping times.
+        rec.check(self)
+        self.assertEqual(table(self.c[0], "door"), table(self.c[1], "door"))
+        # An agent parked through one replica blocks a start on the other.
+        self.c[0].reserve_path("door", 40, (10, 3), (10, 3), 9000, 2.0)
+        with self.assertRaises(PathdError) as cm:
+            self.c[1].reserve_path("door", 41, (10, 3), (1, 3), 9100, 2.0)
+        self.assertEqual(cm.exception.status, "START_BLOCKED")
+        self.assertEqual(cm.exception.result["blocking_agent"], 40)
+        # A release through the other replica.
+        self.assertTrue(self.c[1].release_agent("door", 40))
+        self.assertFalse(self.c[0].release_agent("door", 40))
+        # A replica restarted (kill -9) reads the tables back from the log.
+        before = table(self.c[0], "door")
+        self.c[1].close()
+        self.d[1].restart()
+        self.c[1] = PathdClient(self.d[1].addr, timeout=20)
+        self.addCleanup(self.c[1].close)
+        self.assertEqual(before, table(self.c[1], "door"))
+
+    def test_replicas_reserving_at_once(self):
+        """Both replicas reserve in one scene at the same time, so their
+        appends race (one is refused, catches up, plans again): still no
+        two agents meet, and the tables agree."""
+        rec = Recorder()
+        cells = open_cells(1)
+        errors = []
+
+        def drive(i):
+            rng = random.Random(100 + i)
+            c = PathdClient(self.d[i].addr, timeout=20)
+            agents = [a for a in range(1, 17) if a % 2 == i]
+            pos = {a: cells[(a * 3) % len(cells)] for a in agents}
+            plan = {}
+            try:
+                for t in range(0, 10000, 250):
+                    for a in agents:
+                        if a in plan:
+                            here = [w for w in plan[a] if w["t_arrive_ms"] <= t and
+                                    (w["t_leave_ms"] is None or t < w["t_leave_ms"])]
+                            if not here:
+                                continue
+                            pos[a] = (here[0]["x"], here[0]["y"])
+                        try:
+                            ans = c.reserve_path("cut", a, pos[a], rng.choice(cells), t, 4.0, window_ms=4000)
+                        except PathdError as e:
+                            if e.status not in ("START_BLOCKED", "NO_PATH"):
+                                errors.append(e)
+                            continue
+                        rec.plan(ans, 1, 4.0, t)
+                        plan[a] = ans["waypoints"]
+            finally:
+                c.close()
+
+        threads = [threading.Thread(target=drive, args=(i,)) for i in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(120)
+        self.assertEqual(errors, [])
+        self.assertGreater(rec.plans, 200)
+        rec.check(self)
+        self.assertEqual(table(self.c[0], "cut"), table(self.c[1], "cut"))
+
+    def test_cut_through_one_replica_seen_on_the_other(self):
+        self.c[0].reserve_path("cut", 1, (1, 3), (10, 3), 0, 2.0, window_ms=60000)
+        self.c[1].reserve_path("cut", 2, (1, 1), (3, 1), 0, 2.0, window_ms=60000)
+        up = self.c[1].update_cells("cut", rect=((5, 3), (5, 3)), op="block", at_ms=1000)
+        self.assertEqual(up["agents_cut"], [1])
+        self.assertEqual(table(self.c[0], "cut"), table(self.c[1], "cut"))
+        self.assertTrue(all(e[5] < 5000 for e in table(self.c[0], "cut")["entries"] if e[0] == 1))
 
 
 if __name__ == "__main__":
