@@ -26,7 +26,9 @@ static void pd__apply_record(void *user, const char *scene, const pd_reserve_op 
 {
     (void)scene; /* the stream is the scene's */
     pd__apply *a = user;
-    if (op && pd_reserve_log_apply(a->t, op) != PD_OK)
+    if (!op) /* RESET: the scene was dropped; every agent goes */
+        (void)pd_reserve_expire(a->t, PD_RESERVE_FOREVER, NULL, 0);
+    else if (pd_reserve_log_apply(a->t, op) != PD_OK)
         a->refused++;
 }
 
@@ -90,12 +92,12 @@ int pd_reserve_shared_catch_up(pd_redis_log *rl, const char *scene, pd_reserve *
     }
 }
 
-int pd_reserve_shared_append(pd_redis_log *rl, const char *scene, uint64_t rv, const unsigned char *p, size_t n,
-                             char *err, size_t errlen)
+/* XADD key id d p[0..n): 0, 1 refused as at or below the top, -1 err. */
+static int pd__xadd(pd_redis_log *rl, const char *scene, const char *id, const unsigned char *p, size_t n, char *err,
+                    size_t errlen)
 {
-    char key[512], id[32];
+    char key[512];
     pd__key(rl, scene, key, sizeof key);
-    snprintf(id, sizeof id, "0-%" PRIu64, rv + 1);
     const char *argv[] = { "XADD", key, id, "d", (const char *)p };
     const size_t argvlen[] = { 4, strlen(key), strlen(id), 1, n };
     int io = 0;
@@ -106,4 +108,18 @@ int pd_reserve_shared_append(pd_redis_log *rl, const char *scene, uint64_t rv, c
         return !io && strstr(err, "equal or smaller") ? 1 : -1;
     freeReplyObject(r);
     return 0;
+}
+
+int pd_reserve_shared_append(pd_redis_log *rl, const char *scene, uint64_t rv, const unsigned char *p, size_t n,
+                             char *err, size_t errlen)
+{
+    char id[32];
+    snprintf(id, sizeof id, "0-%" PRIu64, rv + 1);
+    return pd__xadd(rl, scene, id, p, n, err, errlen);
+}
+
+int pd_reserve_shared_append_next(pd_redis_log *rl, const char *scene, const unsigned char *p, size_t n, char *err,
+                                  size_t errlen)
+{
+    return pd__xadd(rl, scene, "0-*", p, n, err, errlen) == 0 ? 0 : -1;
 }

@@ -3,7 +3,8 @@
  * (issue 32 x issue 34; docs/ARCHITECTURE.md, "Reservations in the log"):
  * one Redis Stream per scene, PREFIX:{NAME}:resv, whose entries are a
  * table's changes (pd_reserve_log.h's records, several per entry) under
- * the dense reservation version rv: entry id 0-rv, field "d".
+ * the dense reservation version rv: entry id 0-rv, field "d". A RESET
+ * record (a drop's) empties the table.
  *
  * A replica keeps each table at some rv. Before it reads or changes one,
  * it catches up (the entries after rv, applied by validation); a change
@@ -39,5 +40,11 @@ int pd_reserve_shared_catch_up(pd_redis_log *rl, const char *scene, pd_reserve *
  * reached: retryable, or an error reply). */
 int pd_reserve_shared_append(pd_redis_log *rl, const char *scene, uint64_t rv, const unsigned char *p, size_t n,
                              char *err, size_t errlen);
+
+/* Appends p[0..n) as the next entry whatever the table's rv (XADD with the
+ * id 0-*: Redis numbers it), for a change decided without the table (a
+ * drop's RESET). 0 or -1 with err. */
+int pd_reserve_shared_append_next(pd_redis_log *rl, const char *scene, const unsigned char *p, size_t n, char *err,
+                                  size_t errlen);
 
 #endif

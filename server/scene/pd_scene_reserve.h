@@ -132,6 +132,10 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
 pd_status pd_reservations_release_shared(pd_reservations *set, pd_reservations_hold *hold, uint64_t agent,
                                          int *released, char *msg, size_t len);
 
+/* DropScene made here dropped scene `name`: on a shared log, a RESET entry
+ * ends its reservations for every replica (nothing without one). */
+void pd_reservations_dropped(pd_reservations *set, const char *name);
+
 /* Made and destroyed by the registry. */
 pd_reservations *pd_reservations_create(void);
 void pd_reservations_destroy(pd_reservations *set);

@@ -257,3 +257,16 @@ pd_update_cut *pd_reservations_cut_shared(pd_reservations *set, const pd_scene *
     pd_reservations_unlock(set, &hold);
     return cut;
 }
+
+void pd_reservations_dropped(pd_reservations *set, const char *name)
+{
+    if (!set->shared)
+        return;
+    pd_reserve_log_buf b = { 0 };
+    char err[384];
+    /* Not reached: the dropped scene's agents come back if it is made
+     * again (docs/OPERATIONS.md, "Reservations"). */
+    if (pd_reserve_log_encode(&b, name, NULL) == 0)
+        (void)pd_reserve_shared_append_next(set->shared, name, b.p, b.n, err, sizeof err);
+    pd_reserve_log_buf_free(&b);
+}

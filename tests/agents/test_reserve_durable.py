@@ -24,8 +24,9 @@ Starts its own pathd (PATHD_BIN) with a data_dir and journal_fsync
   one blocks a start on the other, a release through the other, a replica
   restarted with kill -9 reads the tables back from the log, both
   replicas reserving in one scene at once (their appends race) still
-  hand out plans that never meet, and an update's cut through one replica
-  is the same on the other.
+  hand out plans that never meet, an update's cut through one replica
+  is the same on the other, and a scene dropped and made again under its
+  name starts with no reservations on either.
 
     PATHD_BIN=... PYTHONPATH=<pathd_pb2>:<client> test_reserve_durable.py
 """
@@ -355,6 +356,21 @@ class ReplicaTest(unittest.TestCase):
         self.assertGreater(rec.plans, 200)
         rec.check(self)
         self.assertEqual(table(self.c[0], "cut"), table(self.c[1], "cut"))
+
+    def test_scene_made_again_starts_empty_on_every_replica(self):
+        with open(os.path.join(self.tmp.name, "r0", "door.txt"), "rb") as f:
+            door = f.read()
+        self.c[0].create_scene("made", map_bytes=door, format="ascii")
+        self.c[0].reserve_path("made", 5, (1, 1), (1, 1), 0, 2.0)
+        self.assertEqual(table(self.c[0], "made")["agents"], 1)
+        self.c[0].drop_scene("made")
+        self.c[0].create_scene("made", map_bytes=door, format="ascii")
+        for c in self.c:
+            c.scene_info("made", min_version=1)      # replica 1: once its tail has the scene
+            self.assertEqual(table(c, "made")["agents"], 0)
+        # The old agent's cell is free in the new scene, through either.
+        self.assertEqual(self.c[1].reserve_path("made", 6, (1, 1), (2, 1), 10, 2.0)["status"], "OK")
+        self.assertEqual(table(self.c[0], "made"), table(self.c[1], "made"))
 
     def test_cut_through_one_replica_seen_on_the_other(self):
         self.c[0].reserve_path("cut", 1, (1, 3), (10, 3), 0, 2.0, window_ms=60000)
