@@ -56,6 +56,12 @@ static void pd__journal_info(void *user, const char *msg)
     pd_log_info("%s", msg);
 }
 
+/* The reservation log's replay: the scene a record names. */
+static pd_scene *pd__journal_scene(void *registry, const char *name)
+{
+    return pd_registry_acquire(registry, name);
+}
+
 static void pd__journal_work_cb(uv_work_t *req)
 {
     pd__journal_work *w = (pd__journal_work *)req;
@@ -66,9 +72,9 @@ static void pd__journal_work_cb(uv_work_t *req)
         w->ran = 1;
         /* reservation log hook: the tables after the scenes they are of */
         if (w->rc == 0 && !s->conf.log.redis_host[0])
-            w->rc = pd_reservations_open_log(pd_registry_reservations(s->registry), s->registry, s->conf.data_dir,
-                                             s->conf.journal_fsync == PD_CONF_FSYNC_ALWAYS, &w->rstats, w->err,
-                                             sizeof w->err);
+            w->rc = pd_reservations_open_log(pd_registry_reservations(s->registry), pd__journal_scene, s->registry,
+                                             s->conf.data_dir, s->conf.journal_fsync == PD_CONF_FSYNC_ALWAYS,
+                                             &w->rstats, w->err, sizeof w->err);
         break;
     case PD__JW_SYNC:
         w->rc = pd_store_sync(s->store);
@@ -214,7 +220,6 @@ static pd_changelog pd__journal_choose(pd_server *s, char *err, size_t errlen)
         };
         pd_log_info("change log on Redis %s:%u (prefix %s): replaying", lg->redis_host, (unsigned)lg->redis_port,
                     lg->prefix);
-
         return pd_redis_log_open_with_snapshots(&ro, &so, err, errlen);
     }
     const pd_journal_opts opts = {

@@ -213,7 +213,8 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
     pd_sipp_result r;
     memset(&r, 0, sizeof r);
     const int shared = pd_reservations_shared(set); /* shared log hook */
-    st = shared ? pd_reservations_reserve_shared(set, &hold, ctx, u->grid, &p, &r, rj->message, sizeof rj->message)
+    st = shared ? pd_reservations_reserve_shared(set, &hold, ctx, u->grid, &p, &r, &rj->was_cut, rj->message,
+                                                 sizeof rj->message)
                 : pd_sipp_reserve(ctx, table, u->grid, &p, &r);
     if (st == PD_OK || st == PD_PARTIAL) {
         rj->waypoints = malloc((r.n_waypoints ? r.n_waypoints : 1) * sizeof *rj->waypoints);

@@ -148,7 +148,8 @@ static void pd__log_reset(pd_reservations *set, const char *name)
 
 typedef struct pd__replay {
     pd_reservations *set;
-    pd_registry *registry;
+    pd_reservations_scene_fn acquire;
+    void *user;
     pd_reservations_log_stats *stats;
 } pd__replay;
 
@@ -160,7 +161,7 @@ static void pd__replay_record(void *user, const char *scene, const pd_reserve_op
         pd_reservations_forget(rp->set, scene);
         return;
     }
-    pd_scene *s = pd_registry_acquire(rp->registry, scene);
+    pd_scene *s = rp->acquire(rp->user, scene);
     if (!s) {
         rp->stats->unserved++;
         return;
@@ -173,11 +174,11 @@ static void pd__replay_record(void *user, const char *scene, const pd_reserve_op
     pd_scene_release(s);
 }
 
-int pd_reservations_open_log(pd_reservations *set, pd_registry *registry, const char *dir, int fsync_always,
-                             pd_reservations_log_stats *stats, char *err, size_t errlen)
+int pd_reservations_open_log(pd_reservations *set, pd_reservations_scene_fn acquire, void *user, const char *dir,
+                             int fsync_always, pd_reservations_log_stats *stats, char *err, size_t errlen)
 {
     memset(stats, 0, sizeof *stats);
-    pd__replay rp = { set, registry, stats };
+    pd__replay rp = { set, acquire, user, stats };
     pd_reserve_log_stats fs;
     /* Replayed before set->log is set: nothing replay does is logged again. */
     pd_reserve_log *log = pd_reserve_log_open(dir, fsync_always, pd__replay_record, &rp, &fs, err, errlen);
@@ -367,18 +368,6 @@ pd_update_cut *pd_reservations_cut_table(pd_reserve *table, const pd_scene *s, c
             cut = NULL;
         }
     }
-    return cut;
-}
-
-pd_update_cut *pd_reservations_cut(pd_reservations *set, const pd_scene *s, const pd_scene_update *ops,
-                                   size_t n_ops, int has_at_ms, int64_t at_ms)
-{
-    if (set->shared) /* shared log hook: the cut goes through the replicas' log */
-        return pd_reservations_cut_shared(set, s, ops, n_ops, has_at_ms, at_ms);
-    pd_reservations_hold hold;
-    pd_reserve *table = pd_reservations_lock(set, s, 0, &hold);
-    pd_update_cut *cut = table ? pd_reservations_cut_table(table, s, ops, n_ops, has_at_ms, at_ms) : NULL;
-    pd_reservations_unlock(set, &hold);
     return cut;
 }
 

@@ -94,8 +94,12 @@ typedef struct pd_reservations_log_stats {
     uint64_t bytes;
     uint64_t truncated_bytes;  /* a damaged tail cut away */
 } pd_reservations_log_stats;
-int pd_reservations_open_log(pd_reservations *set, pd_registry *registry, const char *dir, int fsync_always,
-                             pd_reservations_log_stats *stats, char *err, size_t errlen);
+/* The scene served under name, acquired (pd_registry_acquire; released
+ * with pd_scene_release), or NULL: a callback, so that this file does not
+ * call the registry, which calls it. */
+typedef pd_scene *(*pd_reservations_scene_fn)(void *user, const char *name);
+int pd_reservations_open_log(pd_reservations *set, pd_reservations_scene_fn acquire, void *user, const char *dir,
+                             int fsync_always, pd_reservations_log_stats *stats, char *err, size_t errlen);
 /* The "everysec" policy's fdatasync (the server's 1 s tick): due when
  * something was written since the last; 0 or -1. */
 int pd_reservations_sync_due(pd_reservations *set);
@@ -115,7 +119,8 @@ pd_status pd_reservations_refusal(pd_reservations *set, char *msg, size_t len);
  *  - pd_reservations_catch_up before reading it (GetReservations, a
  *    FindPath that avoids reservations): PD_OK, or PD_UNAVAILABLE with msg;
  *  - pd_reservations_reserve_shared for ReservePath (pd_sipp_reserve's
- *    contract: r's plan, PD_OK / PD_PARTIAL reserved, else nothing; plus
+ *    contract: r's plan, PD_OK / PD_PARTIAL reserved, else nothing;
+ *    *was_cut as pd_reserve_was_cut on the table caught up; plus
  *    PD_UNAVAILABLE with msg when the log was not reached, or other
  *    replicas kept reserving first);
  *  - pd_reservations_release_shared for ReleaseAgent.
@@ -127,8 +132,8 @@ void pd_reservations_share(pd_reservations *set, struct pd_redis_log *rl);
 int pd_reservations_shared(pd_reservations *set);
 pd_status pd_reservations_catch_up(pd_reservations *set, pd_reservations_hold *hold, char *msg, size_t len);
 pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_hold *hold, pd_sipp_ctx *ctx,
-                                         const pd_grid *grid, const pd_sipp_params *p, pd_sipp_result *r, char *msg,
-                                         size_t len);
+                                         const pd_grid *grid, const pd_sipp_params *p, pd_sipp_result *r, int *was_cut,
+                                         char *msg, size_t len);
 pd_status pd_reservations_release_shared(pd_reservations *set, pd_reservations_hold *hold, uint64_t agent,
                                          int *released, char *msg, size_t len);
 

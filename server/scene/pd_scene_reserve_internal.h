@@ -55,11 +55,10 @@ struct pd_reservations {
 /* The table's observer (pd_scene_reserve.c): its changes into pend. */
 void pd_reservations_observe(void *user, const pd_reserve_op *op);
 
-/* UpdateCells' cut of one table (locked), and the same through the
- * replicas' shared log (pd_scene_reserve_shared.c). */
+/* UpdateCells' cut of one table (locked; pd_scene_reserve.c), which
+ * pd_reservations_cut (pd_scene_reserve_shared.c) runs directly or through
+ * the replicas' shared log. */
 pd_update_cut *pd_reservations_cut_table(pd_reserve *table, const pd_scene *s, const pd_scene_update *ops,
                                          size_t n_ops, int has_at_ms, int64_t at_ms);
-pd_update_cut *pd_reservations_cut_shared(pd_reservations *set, const pd_scene *s, const pd_scene_update *ops,
-                                          size_t n_ops, int has_at_ms, int64_t at_ms);
 
 #endif

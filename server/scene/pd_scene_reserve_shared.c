@@ -12,7 +12,8 @@
  *  - UpdateCells' cut runs on the table (it must find the agents), its
  *    changes captured; a refused append makes the table again from the
  *    log (rare: an update racing a reservation in the scene) and cuts
- *    again.
+ *    again. pd_reservations_cut lives here, so that the set's file
+ *    (pd_scene_reserve.c) never calls this one.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -100,8 +101,8 @@ static pd_status pd__commit(pd_reservations *set, pd_reservations_entry *e, cons
 }
 
 pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_hold *hold, pd_sipp_ctx *ctx,
-                                         const pd_grid *grid, const pd_sipp_params *p, pd_sipp_result *r, char *msg,
-                                         size_t len)
+                                         const pd_grid *grid, const pd_sipp_params *p, pd_sipp_result *r, int *was_cut,
+                                         char *msg, size_t len)
 {
     pd_reservations_entry *e = hold->entry;
     const int64_t ttl = pd_reservations_ttl_ms(set);
@@ -109,6 +110,7 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
         pd_status st = pd_reservations_catch_up(set, hold, msg, len);
         if (st != PD_OK)
             return st;
+        *was_cut = pd_reserve_was_cut(e->table, p->agent);
         memset(r, 0, sizeof *r);
         const pd_status planned = pd_sipp_plan(ctx, e->table, grid, p, r);
         if (planned != PD_OK && planned != PD_PARTIAL)
@@ -217,7 +219,7 @@ static int pd__rebuild(pd_reservations *set, pd_reservations_entry *e, char *err
     return pd_reserve_shared_catch_up(set->shared, e->name, e->table, &e->rv, &refused, err, errlen);
 }
 
-pd_update_cut *pd_reservations_cut_shared(pd_reservations *set, const pd_scene *s, const pd_scene_update *ops,
+static pd_update_cut *pd_reservations_cut_shared(pd_reservations *set, const pd_scene *s, const pd_scene_update *ops,
                                           size_t n_ops, int has_at_ms, int64_t at_ms)
 {
     /* Made when missing: the other replicas' agents are in the log. */
@@ -269,4 +271,16 @@ void pd_reservations_dropped(pd_reservations *set, const char *name)
     if (pd_reserve_log_encode(&b, name, NULL) == 0)
         (void)pd_reserve_shared_append_next(set->shared, name, b.p, b.n, err, sizeof err);
     pd_reserve_log_buf_free(&b);
+}
+
+pd_update_cut *pd_reservations_cut(pd_reservations *set, const pd_scene *s, const pd_scene_update *ops,
+                                   size_t n_ops, int has_at_ms, int64_t at_ms)
+{
+    if (set->shared) /* the cut goes through the replicas' log */
+        return pd_reservations_cut_shared(set, s, ops, n_ops, has_at_ms, at_ms);
+    pd_reservations_hold hold;
+    pd_reserve *table = pd_reservations_lock(set, s, 0, &hold);
+    pd_update_cut *cut = table ? pd_reservations_cut_table(table, s, ops, n_ops, has_at_ms, at_ms) : NULL;
+    pd_reservations_unlock(set, &hold);
+    return cut;
 }
