@@ -300,11 +300,16 @@ size_t pd_reserve_log_decode(const unsigned char *p, size_t n, pd_reserve_log_fn
 
 pd_status pd_reserve_log_apply(pd_reserve *t, const pd_reserve_op *op)
 {
-    const pd_reserve_limits none = { 0 };
+    /* The limits bound changes being decided, not changes made: off for
+     * this one, back for the next decision (a replica checks them before
+     * it appends, with the table caught up). */
+    const pd_reserve_limits none = { 0 }, kept = *pd_reserve_get_limits(t);
     pd_reserve_set_limits(t, &none);
+    pd_status st = PD_OK;
     switch (op->kind) {
     case PD_RESERVE_OP_REPLACE:
-        return pd_reserve_replace(t, op->agent, op->unit, op->at_ms, op->wp, op->n, NULL);
+        st = pd_reserve_replace(t, op->agent, op->unit, op->at_ms, op->wp, op->n, NULL);
+        break;
     case PD_RESERVE_OP_RELEASE:
         (void)pd_reserve_release(t, op->agent);
         break;
@@ -330,7 +335,8 @@ pd_status pd_reserve_log_apply(pd_reserve *t, const pd_reserve_op *op)
         pd_reserve_set_renewed(t, op->agent, op->at_ms);
         break;
     }
-    return PD_OK;
+    pd_reserve_set_limits(t, &kept);
+    return st;
 }
 
 /* ---- the file -------------------------------------------------------------- */

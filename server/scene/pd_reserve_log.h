@@ -71,9 +71,10 @@ typedef void (*pd_reserve_log_fn)(void *user, const char *scene, const pd_reserv
  * they take. A record that does not check ends the run there. */
 size_t pd_reserve_log_decode(const unsigned char *p, size_t n, pd_reserve_log_fn fn, void *user);
 
-/* Applies op to t as the change it records, with the table's limits off (a
- * change made is replayed even when a reload lowered them since). PD_OK, or
- * the status of a replace the table refused (then t is unchanged). */
+/* Applies op to t as the change it records, with the table's limits off
+ * for it (a change made is replayed even when a reload lowered them since;
+ * t's limits are as they were after). PD_OK, or the status of a replace
+ * the table refused (then t is unchanged). */
 pd_status pd_reserve_log_apply(pd_reserve *t, const pd_reserve_op *op);
 
 typedef struct pd_reserve_log pd_reserve_log;

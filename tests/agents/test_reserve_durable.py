@@ -235,10 +235,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-class ReplicaTest(unittest.TestCase):
-    """Two replicas over one Redis (log.redis), each with its own data_dir:
-    agents reserved through either never overlap, and both answer
-    GetReservations alike."""
+class ReplicaBase(unittest.TestCase):
+    """Two replicas over one Redis (log.redis), each with its own data_dir."""
+
+    LIMITS = None   # the config's "limits", when not the Daemon's
 
     def setUp(self):
         redis = shutil.which("redis-server")
@@ -263,11 +263,20 @@ class ReplicaTest(unittest.TestCase):
         for i in range(2):
             home = os.path.join(self.tmp.name, "r%d" % i)
             os.makedirs(os.path.join(home, "data"))
-            d = Daemon(os.path.join(home, "data"), ["door", "cut"], {"log": {"redis": "127.0.0.1:%d" % port}})
+            extra = {"log": {"redis": "127.0.0.1:%d" % port}}
+            if self.LIMITS:
+                extra["limits"] = self.LIMITS
+            d = Daemon(os.path.join(home, "data"), ["door", "cut"], extra)
             self.addCleanup(d.kill)
             self.d.append(d)
             self.c.append(PathdClient(d.addr, timeout=20))
             self.addCleanup(self.c[-1].close)
+
+
+
+class ReplicaTest(ReplicaBase):
+    """Agents reserved through either replica never overlap, and both
+    answer GetReservations alike."""
 
     def test_agents_through_two_replicas_never_meet(self):
         rec = Recorder()
@@ -395,6 +404,23 @@ class ReplicaTest(unittest.TestCase):
         # The other replica tells the cut agent it was cut.
         ans = self.c[0].reserve_path("cut", 1, (3, 3), (3, 5), 2000, 2.0)
         self.assertTrue(ans["was_cut"])
+
+
+class ReplicaLimitTest(ReplicaBase):
+    LIMITS = {"reservation_ttl_ms": TTL_MS, "max_agents_per_scene": 2, "max_reservation_window_ms": 60000}
+
+    def test_agent_limit_counts_the_other_replicas_agents(self):
+        """max_agents_per_scene holds for the table all replicas share,
+        checked after the replica read the others' agents."""
+        self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 0, 2.0)
+        self.c[1].reserve_path("door", 2, (10, 1), (10, 1), 0, 2.0)
+        for c in self.c:
+            with self.assertRaises(PathdError) as cm:
+                c.reserve_path("door", 3, (1, 5), (1, 5), 0, 2.0)
+            self.assertEqual(cm.exception.status, "LIMIT_EXCEEDED")
+            self.assertIn("limits.max_agents_per_scene", cm.exception.message)
+        self.assertEqual(table(self.c[0], "door")["agents"], 2)
+        self.assertEqual(table(self.c[0], "door"), table(self.c[1], "door"))
 
 
 if __name__ == "__main__":
