@@ -20,6 +20,7 @@ set_tests_properties(check_plans_selftest PROPERTIES LABELS "sanitize" TIMEOUT 6
 # (tests/agents/test_reserve_wire.py says what is covered).
 if(PDPY_MISSING)
   pd_client_test_unavailable(reserve_wire "${PDPY_MISSING}")
+  pd_client_test_unavailable(reserve_durable "${PDPY_MISSING}")
 else()
   add_test(NAME reserve_wire
            COMMAND ${CMAKE_COMMAND} -E env
@@ -29,6 +30,17 @@ else()
                    PYTHONDONTWRITEBYTECODE=1
                    -- "${PATHD_PYTHON}" "${CMAKE_CURRENT_SOURCE_DIR}/agents/test_reserve_wire.py" -v)
   set_tests_properties(reserve_wire PROPERTIES LABELS "clients" TIMEOUT 180)
+  # The reservation log: a pathd restarted (kill -9) on its data_dir keeps
+  # every reservation; a replica (log.redis) refuses reservations
+  # (tests/agents/test_reserve_durable.py; redis-server from the test
+  # package set).
+  add_test(NAME reserve_durable
+           COMMAND ${CMAKE_COMMAND} -E env
+                   PATHD_BIN=$<TARGET_FILE:pathd>
+                   "PYTHONPATH=${PDPY_GEN_DIR}:${PROJECT_SOURCE_DIR}/client-examples/python"
+                   PYTHONDONTWRITEBYTECODE=1
+                   -- "${PATHD_PYTHON}" "${CMAKE_CURRENT_SOURCE_DIR}/agents/test_reserve_durable.py" -v)
+  set_tests_properties(reserve_durable PROPERTIES LABELS "clients" TIMEOUT 180)
 endif()
 # ReservePath's fast path (the static shortest path when the table leaves
 # it free) against SIPP alone on random grids and tables, and jump point

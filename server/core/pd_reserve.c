@@ -104,6 +104,10 @@ struct pd_reserve {
     uint32_t cap_ne;
     uint32_t *boxci;
     uint32_t cap_boxci;
+
+    /* pd_reserve_set_observer's: told every change that was made. */
+    pd_reserve_observer observer;
+    void *observer_user;
 };
 
 /* A cell record that empties keeps a span array of up to this many spans
@@ -111,6 +115,20 @@ struct pd_reserve {
  * that much each: bounded by the most cells the table ever held). */
 #define PD__KEEP_SPANS 8u
 #define PD__KEEP_ENTRIES 64u
+
+/* ---- the observer hook (pd_reserve_set_observer; the reservation log) ---- */
+
+void pd_reserve_set_observer(pd_reserve *t, pd_reserve_observer fn, void *user)
+{
+    t->observer = fn;
+    t->observer_user = user;
+}
+
+static void pd__observe(const pd_reserve *t, const pd_reserve_op *op)
+{
+    if (t->observer)
+        t->observer(t->observer_user, op);
+}
 
 /* ---- hash maps ---- */
 
@@ -728,6 +746,8 @@ pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64
     for (size_t i = 0; i < t->n_touched; i++)
         t->cells[t->touched[i]].pending = 0;
     t->n_touched = 0;
+    pd__observe(t, &(pd_reserve_op){ .kind = PD_RESERVE_OP_REPLACE, .agent = agent, .unit = unit, .at_ms = t0_ms,
+                                     .wp = wp, .n = n });
 done:
     if (refusal)
         *refusal = why;
@@ -740,6 +760,7 @@ int pd_reserve_release(pd_reserve *t, uint64_t agent)
     if (slot == PD__NONE)
         return 0;
     pd__agent_remove(t, slot);
+    pd__observe(t, &(pd_reserve_op){ .kind = PD_RESERVE_OP_RELEASE, .agent = agent });
     return 1;
 }
 
@@ -751,6 +772,7 @@ int pd_reserve_touch(pd_reserve *t, uint64_t agent, int64_t now_ms)
     t->agents[slot].renewed_ms = now_ms;
     if (now_ms > t->now_ms)
         t->now_ms = now_ms;
+    pd__observe(t, &(pd_reserve_op){ .kind = PD_RESERVE_OP_TOUCH, .agent = agent, .at_ms = now_ms });
     return 1;
 }
 
@@ -802,6 +824,8 @@ uint64_t pd_reserve_collect(pd_reserve *t, int64_t before_ms)
         if (a->n == 0)
             pd__agent_remove(t, slot);
     }
+    if (removed)
+        pd__observe(t, &(pd_reserve_op){ .kind = PD_RESERVE_OP_COLLECT, .at_ms = before_ms });
     return removed;
 }
 
@@ -817,6 +841,8 @@ size_t pd_reserve_expire(pd_reserve *t, int64_t renewed_before_ms, uint64_t *out
         n++;
         pd__agent_remove(t, slot);
     }
+    if (n)
+        pd__observe(t, &(pd_reserve_op){ .kind = PD_RESERVE_OP_EXPIRE, .at_ms = renewed_before_ms });
     return n;
 }
 
@@ -883,6 +909,9 @@ size_t pd_reserve_block(pd_reserve *t, int32_t x0, int32_t y0, int32_t x1, int32
             break;
         }
     }
+    if (n)
+        pd__observe(t, &(pd_reserve_op){ .kind = PD_RESERVE_OP_BLOCK, .at_ms = at_ms, .x0 = x0, .y0 = y0, .x1 = x1,
+                                         .y1 = y1 });
     return n;
 }
 
@@ -922,6 +951,9 @@ size_t pd_reserve_block_cells(pd_reserve *t, const pd_point *cells, size_t n_cel
         a->cut_ms = PD__NO_CUT;
         pd__cut_agent(t, slot, cut, out, cap, n++);
     }
+    if (n)
+        pd__observe(t, &(pd_reserve_op){ .kind = PD_RESERVE_OP_BLOCK_CELLS, .at_ms = at_ms, .cells = cells,
+                                         .n_cells = n_cells });
     return n;
 }
 
@@ -1049,13 +1081,17 @@ int64_t pd_reserve_standing_since(const pd_reserve *t, uint64_t agent, int32_t x
 void pd_reserve_note_speed(pd_reserve *t, uint64_t agent, double speed)
 {
     uint32_t slot = pd__map_find(&t->agent_map, agent);
-    if (slot != PD__NONE)
+    if (slot != PD__NONE) {
         t->agents[slot].speed = speed;
+        pd__observe(t, &(pd_reserve_op){ .kind = PD_RESERVE_OP_SPEED, .agent = agent, .speed = speed });
+    }
 }
 
 void pd_reserve_set_renewed(pd_reserve *t, uint64_t agent, int64_t renewed_ms)
 {
     uint32_t slot = pd__map_find(&t->agent_map, agent);
-    if (slot != PD__NONE)
+    if (slot != PD__NONE) {
         t->agents[slot].renewed_ms = renewed_ms;
+        pd__observe(t, &(pd_reserve_op){ .kind = PD_RESERVE_OP_RENEWED, .agent = agent, .at_ms = renewed_ms });
+    }
 }

@@ -320,4 +320,45 @@ uint64_t pd_reserve_slot_agent(const pd_reserve *t, uint32_t slot);
  * PD_RESERVE_NO_SLOT): 0 lets the planner skip every lookup. */
 uint64_t pd_reserve_spans_except(const pd_reserve *t, uint32_t slot);
 
+/*
+ * The observer: told each change the table made, as the call that made it
+ * (after it succeeded; a refused replace, a release of an unknown agent, a
+ * collect, expire or block that removed nothing are not changes). Replaying
+ * the same calls, in the same order, on an empty table gives the same
+ * table: no call reads a clock or the map, so a log of them (pd_reserve_log,
+ * scene layer) makes the table durable and is applied by validation
+ * (pd_reserve_replace checks each plan again), never planned again.
+ * pd_reserve_maintain is told as the expire and collect it runs.
+ */
+typedef enum pd_reserve_op_kind {
+    PD_RESERVE_OP_REPLACE = 1,   /* agent, unit, at_ms = t0, wp[0..n) */
+    PD_RESERVE_OP_RELEASE,       /* agent */
+    PD_RESERVE_OP_TOUCH,         /* agent, at_ms = now */
+    PD_RESERVE_OP_COLLECT,       /* at_ms = before */
+    PD_RESERVE_OP_EXPIRE,        /* at_ms = renewed_before */
+    PD_RESERVE_OP_BLOCK,         /* x0, y0, x1, y1, at_ms */
+    PD_RESERVE_OP_BLOCK_CELLS,   /* cells[0..n_cells), at_ms */
+    PD_RESERVE_OP_SPEED,         /* agent, speed (pd_reserve_note_speed) */
+    PD_RESERVE_OP_RENEWED,       /* agent, at_ms (pd_reserve_set_renewed) */
+} pd_reserve_op_kind;
+
+typedef struct pd_reserve_op {
+    pd_reserve_op_kind kind;
+    uint64_t agent;
+    uint32_t unit;
+    int64_t at_ms;
+    const pd_waypoint *wp;
+    size_t n;
+    int32_t x0, y0, x1, y1;
+    const pd_point *cells;
+    size_t n_cells;
+    double speed;
+} pd_reserve_op;
+
+typedef void (*pd_reserve_observer)(void *user, const pd_reserve_op *op);
+
+/* fn NULL: none (the default). Called on the thread making the change,
+ * inside the call. */
+void pd_reserve_set_observer(pd_reserve *t, pd_reserve_observer fn, void *user);
+
 #endif

@@ -420,6 +420,27 @@ static pd_status pd__reserve_long(pd_sipp_ctx *ctx, pd_reserve *table, const pd_
     return st;
 }
 
+pd_status pd_yield_plan(pd_yield_ctx *yc, pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid *grid,
+                        const pd_sipp_params *p, const pd_yield_params *y, pd_sipp_result *r)
+{
+    pd_sipp_params pw = *p;
+    yc->y = y;
+    yc->table = table;
+    yc->self = pd_reserve_agent_slot(table, p->agent);
+    if (y && y->clear_holds && y->unit_grids && y->max_unit >= 1 && y->unit_grids[1]) {
+        yc->hold_unit = p->unit;
+        pw.hold_ok = pd__hold_ok;
+        pw.hold_user = yc;
+    }
+    pd_status st = pd_sipp_plan(ctx, table, grid, &pw, r);
+    if (st == PD_NO_PATH && pw.hold_ok && pw.window_ms > 0) {
+        /* as pd_yield_reserve: the parking rule gives way rather than the plan */
+        pw.hold_ok = NULL;
+        st = pd_sipp_plan(ctx, table, grid, &pw, r);
+    }
+    return st;
+}
+
 pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_grid *grid,
                            const pd_sipp_params *p, const pd_yield_params *y, pd_sipp_result *r,
                            pd_yield_result *yr)

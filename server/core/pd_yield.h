@@ -168,4 +168,13 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
                            const pd_sipp_params *p, const pd_yield_params *y, pd_sipp_result *r,
                            pd_yield_result *yr);
 
+/*
+ * The plan pd_yield_reserve would reserve when no holder is moved (y's
+ * clear holds rule applied; after_ms ignored), made without changing the
+ * table (pd_sipp_plan): the replicas' shared log appends it before any
+ * table holds it. r's waypoints are valid until the next call on ctx.
+ */
+pd_status pd_yield_plan(pd_yield_ctx *yc, pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid *grid,
+                        const pd_sipp_params *p, const pd_yield_params *y, pd_sipp_result *r);
+
 #endif

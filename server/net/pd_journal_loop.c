@@ -25,6 +25,7 @@
 #include "pd_redis_log.h"
 #include "pd_redis_snapshot.h"
 #include "pd_replica.h"
+#include "pd_scene_reserve.h"
 
 /* How often the timer looks at the journal: "everysec" means this. */
 #define PD_JOURNAL_TICK_MS 1000
@@ -40,6 +41,7 @@ typedef struct pd__journal_work {
     int rc;
     int done;
     char err[PD_CONF_MAX_DATA_DIR + 256];
+    pd_reservations_log_stats rstats;  /* PD__JW_OPEN: the reservation log's replay */
 } pd__journal_work;
 
 static void pd__journal_warn(void *user, const char *msg)
@@ -54,6 +56,12 @@ static void pd__journal_info(void *user, const char *msg)
     pd_log_info("%s", msg);
 }
 
+/* The reservation log's replay: the scene a record names. */
+static pd_scene *pd__journal_scene(void *registry, const char *name)
+{
+    return pd_registry_acquire(registry, name);
+}
+
 static void pd__journal_work_cb(uv_work_t *req)
 {
     pd__journal_work *w = (pd__journal_work *)req;
@@ -62,11 +70,20 @@ static void pd__journal_work_cb(uv_work_t *req)
     case PD__JW_OPEN:
         w->rc = pd_store_replay(s->store, w->log, &w->stats, w->err, sizeof w->err);
         w->ran = 1;
+        /* reservation log hook: the tables after the scenes they are of */
+        if (w->rc == 0 && !s->conf.log.redis_host[0])
+            w->rc = pd_reservations_open_log(pd_registry_reservations(s->registry), pd__journal_scene, s->registry,
+                                             s->conf.data_dir, s->conf.journal_fsync == PD_CONF_FSYNC_ALWAYS,
+                                             &w->rstats, w->err, sizeof w->err);
         break;
     case PD__JW_SYNC:
         w->rc = pd_store_sync(s->store);
         if (w->rc != 0)
             snprintf(w->err, sizeof w->err, "%s", strerror(errno));
+        if (pd_reservations_sync(pd_registry_reservations(s->registry)) != 0 && w->rc == 0) { /* reservation log hook */
+            w->rc = -1;
+            snprintf(w->err, sizeof w->err, "the reservation log's fdatasync failed");
+        }
         break;
     case PD__JW_COMPACT:
         w->rc = pd_store_compact(s->store, w->err, sizeof w->err);
@@ -153,7 +170,7 @@ static void pd__journal_tick(uv_timer_t *t)
     pd_server *s = t->data;
     if (s->phase != PD__RUNNING || !pd_store_has_log(s->store))
         return;
-    if (pd_store_sync_due(s->store))
+    if (pd_store_sync_due(s->store) || pd_reservations_sync_due(pd_registry_reservations(s->registry)))
         pd__journal_start(s, PD__JW_SYNC, &s->journal.syncing);
     pd__journal_maybe_compact(s);
 }
@@ -265,6 +282,16 @@ int pd__journal_open(pd_server *s, char *err, size_t errlen)
                 ", fsync %s",
                 s->conf.data_dir, st->records, st->files, st->bytes, st->micros / 1000, st->skipped,
                 st->truncated_bytes, st->generation, pd_conf_fsync_name(s->conf.journal_fsync));
+    if (!s->conf.log.redis_host[0]) { /* reservation log hook */
+        const pd_reservations_log_stats *rs = &w->rstats;
+        pd_log_info("reservation log %s/reservations.log: replayed %" PRIu64 " records (%" PRIu64 " bytes), %" PRIu64
+                    " of scenes not served, %" PRIu64 " refused by the table, %" PRIu64
+                    " bytes of damaged tail truncated",
+                    s->conf.data_dir, rs->records, rs->bytes, rs->unserved, rs->refused, rs->truncated_bytes);
+        if (rs->refused)
+            pd_log_warn("reservation log: %" PRIu64 " changes did not apply to the tables they were made on",
+                        rs->refused);
+    }
     free(w);
     if (s->phase != PD__RUNNING)
         return 1; /* a stop came in during the replay */
@@ -275,6 +302,10 @@ int pd__journal_open(pd_server *s, char *err, size_t errlen)
      * stopped (pd_replica.c). */
     if (s->conf.log.redis_host[0] && !(s->replica = pd__replica_start(s, (pd_redis_log *)w_log, pd__dispatch_parked, err, errlen)))
         return -1;
+    /* shared log hook: reservations go through the same Redis, one stream
+     * per scene beside its log (ARCHITECTURE.md, "Reservations in the log") */
+    if (s->conf.log.redis_host[0])
+        pd_reservations_share(pd_registry_reservations(s->registry), (pd_redis_log *)w_log);
     if ((rc = uv_timer_init(s->loop, &s->journal.timer)) != 0) {
         snprintf(err, errlen, "journal: timer: %s", uv_strerror(rc));
         return -1;

@@ -133,6 +133,10 @@ static pd_status pd__plan(pd_registry *registry, pd_scene *s, const pd_path_quer
     pd_reserve *table = pd_reservations_lock(set, s, 1, &hold);
     if (!table)
         return pd__fail(out, PD_INTERNAL, "out of memory for the reservations of scene '%s'", s->name);
+    /* shared log hook: the other replicas' reservations too (when the log
+     * cannot be read, this replica's table as it is) */
+    char why[256];
+    (void)pd_reservations_catch_up(set, &hold, why, sizeof why);
     /* The longest window the table allows, so the plan goes round every
      * reservation it may meet; 0 (no limit): all the way to the goal. */
     p.window_ms = pd_reserve_get_limits(table)->max_window_ms;

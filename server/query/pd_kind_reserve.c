@@ -215,6 +215,17 @@ static int pd__keep_answer(pd_reserve_job *rj, const pd_sipp_result *r, const pd
     return -1;
 }
 
+/* reservation log hook: the change is made in memory but is not in the
+ * log as journal_fsync asks; the log has failed and later changes are
+ * refused (pd_reservations_refusal). */
+static pd_status pd__unlogged(pd_reserve_job *rj, const pd_scene *s)
+{
+    snprintf(rj->message, sizeof rj->message,
+             "the reservation could not be written to the reservation log of data_dir (scene '%s'); "
+             "restart pathd", s->name);
+    return rj->status = PD_INTERNAL;
+}
+
 static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_query_control *ctl)
 {
     const pd_reserve_req *q = &rj->req;
@@ -275,6 +286,7 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
     pd_yield_ctx *yc = pd__yield_ctx();
     if (!ctx || !yc)
         return pd__fail(rj, PD_INTERNAL, "out of memory planning in scene '%s'", s->name);
+    pd_status st;
     pd_reservations *set = pd_registry_reservations(rj->registry);
     /* Holders are re-planned on their own unit's grid (unit 1: the scene's
      * open cells, which clear holds reads too). */
@@ -288,6 +300,18 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
         }
     const pd_yield_params y = { .after_ms = q->yield_after_ms, .unit_grids = grids, .max_unit = max_unit,
                                 .clear_holds = pd_reservations_clear_holds(set) };
+    if ((st = pd_reservations_refusal(set, rj->message, sizeof rj->message)) != PD_OK) /* reservation log hook */
+        return rj->status = st;
+    if (pd_reservations_shared(set) && q->yield_after_ms > 0) {
+        /* Moving holders aside changes other agents' plans in the table
+         * as it goes (and undoes them); the shared log takes a plan made
+         * without changing the table. Not served rather than ignored: the
+         * game would wait for a way that never clears. */
+        snprintf(rj->message, sizeof rj->message,
+                 "reserve_path.yield_after_ms is not served on replicas (log.redis); scene '%s': send it 0, or "
+                 "reserve on one pathd with data_dir", s->name);
+        return rj->status = PD_LIMIT_EXCEEDED;
+    }
     pd_reservations_hold hold;
     pd_reserve *table = pd_reservations_lock(set, s, 1, &hold);
     if (!table)
@@ -297,20 +321,30 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
     pd_sipp_result r;
     memset(&r, 0, sizeof r);
     pd_yield_result yr;
-    pd_status st = pd_yield_reserve(yc, ctx, table, u->grid, &p, &y, &r, &yr);
+    memset(&yr, 0, sizeof yr);
+    const int shared = pd_reservations_shared(set); /* shared log hook */
+    st = shared ? pd_reservations_reserve_shared(set, &hold, ctx, yc, &y, u->grid, &p, &r, &rj->was_cut, rj->message,
+                                                 sizeof rj->message)
+                : pd_yield_reserve(yc, ctx, table, u->grid, &p, &y, &r, &yr);
     if (st == PD_OK || st == PD_PARTIAL) {
         if (pd__keep_answer(rj, &r, &yr) != 0) {
             /* reserved, but the answer cannot carry it: take it back, and
-             * the moved agents' new plans the game would never hear of */
-            pd_reserve_release(table, q->agent);
-            for (size_t i = 0; i < yr.n_displaced; i++)
-                pd_reserve_release(table, yr.displaced[i].agent);
+             * the moved agents' new plans the game would never hear of
+             * (shared: the log has it; the client's retry replaces it) */
+            if (!shared) {
+                pd_reserve_release(table, q->agent);
+                for (size_t i = 0; i < yr.n_displaced; i++)
+                    pd_reserve_release(table, yr.displaced[i].agent);
+            }
             st = PD_INTERNAL;
             snprintf(rj->message, sizeof rj->message, "out of memory answering in scene '%s'", s->name);
         }
     }
-    pd_reserve_maintain(table, pd_reservations_ttl_ms(set), NULL, 0, NULL);
+    if (!shared) /* shared: the expiry is in the log's entries */
+        pd_reserve_maintain(table, pd_reservations_ttl_ms(set), NULL, 0, NULL);
     pd_reservations_unlock(set, &hold);
+    if (hold.unlogged && (st == PD_OK || st == PD_PARTIAL)) /* reservation log hook */
+        st = pd__unlogged(rj, s);
     /* A search over a large window may have grown the context far past
      * what the next needs: give that back, as workers trim their scratch. */
     pd_sipp_ctx_trim(ctx, PD_KIND_RESERVE_SIPP_KEEP_BYTES);
@@ -378,12 +412,24 @@ static pd_status pd__release_run(pd_job *job, pd_query_scratch *scratch, const p
     if (!s)
         return rj->status;
     pd_reservations *set = pd_registry_reservations(rj->registry);
+    pd_status st = pd_reservations_refusal(set, rj->message, sizeof rj->message); /* reservation log hook */
+    if (st != PD_OK) {
+        pd_scene_release(s);
+        return rj->status = st;
+    }
     pd_reservations_hold hold;
-    pd_reserve *table = pd_reservations_lock(set, s, 0, &hold);
-    rj->released = table ? pd_reserve_release(table, rj->req.agent) : 0;
+    const int shared = pd_reservations_shared(set); /* shared log hook */
+    pd_reserve *table = pd_reservations_lock(set, s, shared, &hold);
+    if (shared && table)
+        st = pd_reservations_release_shared(set, &hold, rj->req.agent, &rj->released, rj->message,
+                                            sizeof rj->message);
+    else
+        rj->released = table ? pd_reserve_release(table, rj->req.agent) : 0;
     pd_reservations_unlock(set, &hold);
+    if (hold.unlogged) /* reservation log hook */
+        st = pd__unlogged(rj, s);
     pd_scene_release(s);
-    return rj->status = PD_OK;
+    return rj->status = st;
 }
 
 static pd_status pd__list_run(pd_job *job, pd_query_scratch *scratch, const pd_query_control *ctl)
@@ -403,9 +449,12 @@ static pd_status pd__list_run(pd_job *job, pd_query_scratch *scratch, const pd_q
     size_t cap = q->max_entries && q->max_entries < PD_RESERVE_MAX_LIST ? q->max_entries : PD_RESERVE_MAX_LIST;
     pd_reservations *set = pd_registry_reservations(rj->registry);
     pd_reservations_hold hold;
-    pd_reserve *table = pd_reservations_lock(set, s, 0, &hold);
-    pd_status st = PD_OK;
-    if (table) {
+    const int shared = pd_reservations_shared(set); /* shared log hook: read what the log holds */
+    pd_reserve *table = pd_reservations_lock(set, s, shared, &hold);
+    pd_status st = shared ? pd_reservations_catch_up(set, &hold, rj->message, sizeof rj->message) : PD_OK;
+    if (st != PD_OK) {
+        rj->status = st;
+    } else if (table) {
         rj->entries = malloc(cap * sizeof *rj->entries);
         if (!rj->entries) {
             st = pd__fail(rj, PD_INTERNAL, "out of memory listing the reservations of scene '%s'", s->name);

@@ -180,7 +180,12 @@ static pd_status pd__drop_run(pd_job *job, pd_query_scratch *scratch, const pd_q
 {
     (void)scratch;
     (void)ctl;
-    return pd_query_drop_scene(job->store, &job->change, &job->change_out);
+    pd_status st = pd_query_drop_scene(job->store, &job->change, &job->change_out);
+    /* shared log hook: the scene's reservations end with it on every
+     * replica (a scene made again under the name starts with none) */
+    if (st == PD_OK && job->change_out.change.applied)
+        pd_reservations_dropped(pd_registry_reservations(pd_store_registry(job->store)), job->change.name);
+    return st;
 }
 
 /* One event each. A new scene has no watchers yet: CreateScene emits

@@ -6,41 +6,15 @@
  */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pd_clock.h"
 #include "pd_index.h"
+#include "pd_reserve_log.h"
 #include "pd_scene_reserve.h"
-
-/* Buckets of the name hash: a chain per bucket. Scenes number in the
- * thousands at most (limits.max_scenes); a fixed table keeps this small. */
-#define PD__RESV_BUCKETS 1024u
-
-typedef struct pd_reservations_entry {
-    struct pd_reservations_entry *next;
-    char name[PD_CONF_MAX_NAME];
-    uint64_t incarnation;
-    pd_reserve *table;
-    pthread_mutex_t lock;      /* held while a request uses the table */
-    unsigned refs;             /* guarded by the set's lock: the set's own, plus holders */
-    int forgotten;             /* out of the chain; freed at the last release */
-    /* Idle expiry (pd_reservations_idle), guarded by the set's lock and
-     * written at the unlocks: the last game time a ReservePath brought,
-     * when (pd_clock_ns; 0: none yet), when last swept, and whether a
-     * sweep left it empty (nothing more to expire until a ReservePath). */
-    int64_t heard_game_ms;
-    uint64_t heard_ns;
-    uint64_t swept_ns;
-    int swept_empty;
-} pd_reservations_entry;
-
-struct pd_reservations {
-    pthread_mutex_t lock;
-    pd_reserve_limits limits;
-    int64_t ttl_ms;
-    int clear_holds;
-    pd_reservations_entry *buckets[PD__RESV_BUCKETS];
-};
+#include "pd_scene_reserve_internal.h"
 
 pd_reservations *pd_reservations_create(void)
 {
@@ -51,12 +25,18 @@ pd_reservations *pd_reservations_create(void)
         free(set);
         return NULL;
     }
+    if (pthread_mutex_init(&set->log_lock, NULL) != 0) {
+        pthread_mutex_destroy(&set->lock);
+        free(set);
+        return NULL;
+    }
     return set;
 }
 
 static void pd__entry_free(pd_reservations_entry *e)
 {
     pd_reserve_destroy(e->table);
+    pd_reserve_log_buf_free(&e->pend);
     pthread_mutex_destroy(&e->lock);
     free(e);
 }
@@ -73,6 +53,8 @@ void pd_reservations_destroy(pd_reservations *set)
             e = next;
         }
     }
+    pd_reserve_log_close(set->log);
+    pthread_mutex_destroy(&set->log_lock);
     pthread_mutex_destroy(&set->lock);
     free(set);
 }
@@ -121,14 +103,156 @@ static void pd__unlink(pd_reservations_entry **at)
         pd__entry_free(e);
 }
 
+/* ---- reservation log hooks (pd_reserve_log.h) ----------------------------- */
+
+/* The table's observer: each change it made, encoded for the log. */
+void pd_reservations_observe(void *user, const pd_reserve_op *op)
+{
+    pd_reservations_entry *e = user;
+    if (e->set->log || e->capture)
+        (void)pd_reserve_log_encode(&e->pend, e->name, op);
+}
+
+/* A new table (the set's lock held): its changes are logged, after a RESET
+ * that ends whatever the log holds for an earlier table of the name. */
+static void pd__log_attach(pd_reservations *set, pd_reservations_entry *e)
+{
+    e->set = set;
+    pd_reserve_set_observer(e->table, pd_reservations_observe, e);
+    if (set->log)
+        (void)pd_reserve_log_encode(&e->pend, e->name, NULL);
+}
+
+/* Writes what e's request changed (e->lock held): 0, or -1 when it is not
+ * in the log as the fsync policy asks (the log has then failed, and
+ * pd_reservations_refusal refuses the changes after it). A forgotten
+ * table's changes are not written: its RESET went before them. */
+static int pd__log_flush(pd_reservations *set, pd_reservations_entry *e)
+{
+    int rc = e->pend.failed ? -1 : 0;
+    uint64_t end = 0;
+    pthread_mutex_lock(&set->log_lock);
+    pthread_mutex_lock(&set->lock);
+    const int gone = e->forgotten;
+    pthread_mutex_unlock(&set->lock);
+    if (rc == 0 && !gone)
+        rc = pd_reserve_log_write(set->log, e->pend.p, e->pend.n, &end);
+    pthread_mutex_unlock(&set->log_lock);
+    if (rc == 0 && !gone)
+        rc = pd_reserve_log_settle(set->log, end);
+    e->pend.n = 0;
+    e->pend.failed = 0;
+    return rc;
+}
+
+/* The table of `name` is gone (set->log_lock held). */
+static void pd__log_reset(pd_reservations *set, const char *name)
+{
+    if (!set->log)
+        return;
+    pd_reserve_log_buf b = { 0 };
+    uint64_t end = 0;
+    if (pd_reserve_log_encode(&b, name, NULL) == 0 && pd_reserve_log_write(set->log, b.p, b.n, &end) == 0)
+        (void)pd_reserve_log_settle(set->log, end);
+    pd_reserve_log_buf_free(&b);
+}
+
+typedef struct pd__replay {
+    pd_reservations *set;
+    pd_reservations_scene_fn acquire;
+    void *user;
+    pd_reservations_log_stats *stats;
+} pd__replay;
+
+static void pd__replay_record(void *user, const char *scene, const pd_reserve_op *op)
+{
+    pd__replay *rp = user;
+    rp->stats->records++;
+    if (!op) {
+        pd_reservations_forget(rp->set, scene);
+        return;
+    }
+    pd_scene *s = rp->acquire(rp->user, scene);
+    if (!s) {
+        rp->stats->unserved++;
+        return;
+    }
+    pd_reservations_hold hold;
+    pd_reserve *table = pd_reservations_lock(rp->set, s, 1, &hold);
+    if (!table || pd_reserve_log_apply(table, op) != PD_OK)
+        rp->stats->refused++;
+    /* Heard now: the idle sweep counts a replayed table's idle time from
+     * the restart (its game time the log's last), or its agents would
+     * never expire until a ReservePath came to the scene. */
+    pd_reservations_heard(&hold, pd_clock_ns());
+    pd_reservations_unlock(rp->set, &hold);
+    pd_scene_release(s);
+}
+
+int pd_reservations_open_log(pd_reservations *set, pd_reservations_scene_fn acquire, void *user, const char *dir,
+                             int fsync_always, pd_reservations_log_stats *stats, char *err, size_t errlen)
+{
+    memset(stats, 0, sizeof *stats);
+    pd__replay rp = { set, acquire, user, stats };
+    pd_reserve_log_stats fs;
+    /* Replayed before set->log is set: nothing replay does is logged again. */
+    pd_reserve_log *log = pd_reserve_log_open(dir, fsync_always, pd__replay_record, &rp, &fs, err, errlen);
+    if (!log)
+        return -1;
+    stats->bytes = fs.bytes;
+    stats->truncated_bytes = fs.truncated_bytes;
+    pthread_mutex_lock(&set->log_lock);
+    set->log = log;
+    pthread_mutex_unlock(&set->log_lock);
+    /* The tables replay made log their changes from now on; a RESET first
+     * is not needed (the log holds their history). */
+    return 0;
+}
+
+pd_status pd_reservations_refusal(pd_reservations *set, char *msg, size_t len)
+{
+    pd_status st = PD_OK;
+    char why[256];
+    if (st == PD_OK && set->log && pd_reserve_log_failed(set->log, why, sizeof why)) {
+        snprintf(msg, len, "the reservation log failed (%s): no reservation is changed until pathd is restarted",
+                 why);
+        st = PD_INTERNAL;
+    }
+    return st;
+}
+
+int pd_reservations_sync_due(pd_reservations *set)
+{
+    return set->log && pd_reserve_log_sync_due(set->log);
+}
+
+int pd_reservations_sync(pd_reservations *set)
+{
+    return set->log ? pd_reserve_log_sync(set->log) : 0;
+}
+
+uint64_t pd_reservations_log_bytes(pd_reservations *set)
+{
+    return set->log ? pd_reserve_log_bytes(set->log) : 0;
+}
+
 pd_reserve *pd_reservations_lock(pd_reservations *set, const pd_scene *s, int create, pd_reservations_hold *hold)
 {
     hold->entry = NULL;
     hold->heard_ns = 0;
     pthread_mutex_lock(&set->lock);
     pd_reservations_entry **at = pd__slot(set, s->name);
-    if (*at && (*at)->incarnation != s->incarnation)
+    if (*at && (*at)->incarnation != s->incarnation) {
         pd__unlink(at); /* the name's earlier scene: its agents are gone with it */
+        if (!create) {
+            /* reservation log hook: the log learns they are gone too */
+            pthread_mutex_unlock(&set->lock);
+            pthread_mutex_lock(&set->log_lock);
+            pd__log_reset(set, s->name);
+            pthread_mutex_unlock(&set->log_lock);
+            return NULL;
+        }
+    }
     if (!*at) {
         if (!create) {
             pthread_mutex_unlock(&set->lock);
@@ -145,6 +269,7 @@ pd_reserve *pd_reservations_lock(pd_reservations *set, const pd_scene *s, int cr
         memcpy(e->name, s->name, sizeof e->name); /* both PD_CONF_MAX_NAME, NUL-terminated */
         e->incarnation = s->incarnation;
         e->refs = 1;
+        pd__log_attach(set, e);
         *at = e;
     }
     pd_reservations_entry *e = *at;
@@ -160,9 +285,12 @@ pd_reserve *pd_reservations_lock(pd_reservations *set, const pd_scene *s, int cr
 void pd_reservations_unlock(pd_reservations *set, pd_reservations_hold *hold)
 {
     pd_reservations_entry *e = hold->entry;
+    hold->unlogged = 0;
     if (!e)
         return;
     hold->entry = NULL;
+    if (set->log && (e->pend.n || e->pend.failed))
+        hold->unlogged = pd__log_flush(set, e) != 0;
     const int64_t now_game = pd_reserve_now(e->table);
     pthread_mutex_unlock(&e->lock);
     pthread_mutex_lock(&set->lock);
@@ -189,8 +317,7 @@ static uint64_t pd__idle_ns(int64_t ttl_ms)
     return (uint64_t)(ttl_ms / 16 > 0 ? ttl_ms / 16 : 1) * 1000000u;
 }
 
-/* Whether e is due for a sweep at now_ns; the set's lock is held. */
-static int pd__sweep_due(const pd_reservations_entry *e, int64_t ttl_ms, uint64_t now_ns)
+int pd_reservations_sweep_due(const pd_reservations_entry *e, int64_t ttl_ms, uint64_t now_ns)
 {
     const uint64_t idle = pd__idle_ns(ttl_ms);
     return ttl_ms > 0 && !e->swept_empty && e->heard_ns && now_ns >= e->heard_ns && now_ns - e->heard_ns >= idle &&
@@ -203,56 +330,26 @@ size_t pd_reservations_idle(pd_reservations *set, uint64_t now_ns, char (*names)
     pthread_mutex_lock(&set->lock);
     for (size_t b = 0; b < PD__RESV_BUCKETS && n < cap; b++)
         for (pd_reservations_entry *e = set->buckets[b]; e && n < cap; e = e->next)
-            if (pd__sweep_due(e, set->ttl_ms, now_ns))
+            if (pd_reservations_sweep_due(e, set->ttl_ms, now_ns))
                 memcpy(names[n++], e->name, sizeof e->name);
     pthread_mutex_unlock(&set->lock);
     return n;
-}
-
-size_t pd_reservations_sweep(pd_reservations *set, const pd_scene *s, uint64_t now_ns, uint64_t *out, size_t cap)
-{
-    pd_reservations_hold hold;
-    pd_reserve *table = pd_reservations_lock(set, s, 0, &hold);
-    if (!table)
-        return 0;
-    pd_reservations_entry *e = hold.entry;
-    pthread_mutex_lock(&set->lock);
-    const int64_t ttl = set->ttl_ms;
-    /* A ReservePath that ran since the timer looked has maintained it. */
-    const int due = pd__sweep_due(e, ttl, now_ns);
-    const int64_t heard_game = e->heard_game_ms;
-    const uint64_t heard_ns = e->heard_ns;
-    if (due)
-        e->swept_ns = now_ns;
-    pthread_mutex_unlock(&set->lock);
-    size_t released = 0;
-    if (due) {
-        const int64_t idle_ms = (int64_t)((now_ns - heard_ns) / 1000000u);
-        const int64_t now_game = heard_game > PD_RESERVE_MAX_TIME - idle_ms ? PD_RESERVE_MAX_TIME
-                                                                           : heard_game + idle_ms;
-        released = pd_reserve_expire(table, now_game - ttl, out, cap);
-        (void)pd_reserve_collect(table, now_game - ttl);
-        pd_reserve_stats st;
-        pd_reserve_get_stats(table, &st);
-        if (st.agents == 0) {
-            pthread_mutex_lock(&set->lock);
-            e->swept_empty = 1;
-            pthread_mutex_unlock(&set->lock);
-        }
-    }
-    pd_reservations_unlock(set, &hold);
-    return released;
 }
 
 void pd_reservations_forget(pd_reservations *set, const char *name)
 {
     if (!set || !name)
         return;
+    pthread_mutex_lock(&set->log_lock);
     pthread_mutex_lock(&set->lock);
     pd_reservations_entry **at = pd__slot(set, name);
+    const int had = *at != NULL;
     if (*at)
         pd__unlink(at);
     pthread_mutex_unlock(&set->lock);
+    if (had)
+        pd__log_reset(set, name);
+    pthread_mutex_unlock(&set->log_lock);
 }
 
 /* ---- UpdateCells' cuts -------------------------------------------------- */
@@ -293,13 +390,11 @@ static void pd__cut_op(pd_reserve *table, const pd_grid *grid, const pd_scene_up
         ids[(*n)++] = cuts[i].agent;
 }
 
-pd_update_cut *pd_reservations_cut(pd_reservations *set, const pd_scene *s, const pd_scene_update *ops,
-                                   size_t n_ops, int has_at_ms, int64_t at_ms)
+pd_update_cut *pd_reservations_cut_table(pd_reserve *table, const pd_scene *s, const pd_scene_update *ops,
+                                         size_t n_ops, int has_at_ms, int64_t at_ms)
 {
-    pd_reservations_hold hold;
-    pd_reserve *table = pd_reservations_lock(set, s, 0, &hold);
     pd_update_cut *cut = NULL;
-    if (table) {
+    {
         pd_reserve_stats st;
         pd_reserve_get_stats(table, &st);
         size_t cap = st.agents, n = 0;
@@ -327,7 +422,6 @@ pd_update_cut *pd_reservations_cut(pd_reservations *set, const pd_scene *s, cons
             cut = NULL;
         }
     }
-    pd_reservations_unlock(set, &hold);
     return cut;
 }
 

@@ -22,8 +22,11 @@
 
 #include "pd_reserve.h"
 #include "pd_scene.h"
+#include "pd_sipp.h"
+#include "pd_yield.h"
 
 typedef struct pd_reservations pd_reservations;
+struct pd_redis_log;
 
 /* The registry's set of tables (made with the registry). */
 pd_reservations *pd_registry_reservations(pd_registry *r);
@@ -42,6 +45,10 @@ int pd_reservations_clear_holds(pd_reservations *set);
 typedef struct pd_reservations_hold {
     struct pd_reservations_entry *entry;
     uint64_t heard_ns;        /* pd_reservations_heard: when, else 0 */
+    /* Set by pd_reservations_unlock: what the request changed is not in
+     * the reservation log as its fsync policy asks (the change is made in
+     * memory; answer it INTERNAL: it would not survive a restart). */
+    int unlogged;
 } pd_reservations_hold;
 
 /* The table of scene s (its name and incarnation), locked: made empty when
@@ -100,6 +107,73 @@ typedef struct pd_update_cut {
 pd_update_cut *pd_reservations_cut(pd_reservations *set, const pd_scene *s, const pd_scene_update *ops,
                                    size_t n_ops, int has_at_ms, int64_t at_ms);
 void pd_update_cut_free(pd_update_cut *cut);
+
+/*
+ * The reservation log (pd_reserve_log.h; docs/ARCHITECTURE.md,
+ * "Reservations in the log"): opens DATA_DIR/reservations.log, applies
+ * what it holds to the tables of the scenes the registry serves (by
+ * validation, never planned again; call after the scene journal's replay,
+ * before requests are served), and from then on every table change is
+ * written to it when its request lets go of the table
+ * (pd_reservations_unlock), fdatasynced before that returns when
+ * fsync_always. 0, or -1 with err.
+ */
+typedef struct pd_reservations_log_stats {
+    uint64_t records;          /* read */
+    uint64_t unserved;         /* of scenes not served now: skipped */
+    uint64_t refused;          /* changes the table refused: skipped (said) */
+    uint64_t bytes;
+    uint64_t truncated_bytes;  /* a damaged tail cut away */
+} pd_reservations_log_stats;
+/* The scene served under name, acquired (pd_registry_acquire; released
+ * with pd_scene_release), or NULL: a callback, so that this file does not
+ * call the registry, which calls it. */
+typedef pd_scene *(*pd_reservations_scene_fn)(void *user, const char *name);
+int pd_reservations_open_log(pd_reservations *set, pd_reservations_scene_fn acquire, void *user, const char *dir,
+                             int fsync_always, pd_reservations_log_stats *stats, char *err, size_t errlen);
+/* The "everysec" policy's fdatasync (the server's 1 s tick): due when
+ * something was written since the last; 0 or -1. */
+int pd_reservations_sync_due(pd_reservations *set);
+int pd_reservations_sync(pd_reservations *set);
+uint64_t pd_reservations_log_bytes(pd_reservations *set);
+
+/* PD_OK when a reservation may change; else the status to answer
+ * (PD_INTERNAL: the reservation log failed) and its message in msg. */
+pd_status pd_reservations_refusal(pd_reservations *set, char *msg, size_t len);
+
+/*
+ * Reservations on the replicas' shared log (pd_scene_reserve_shared.c,
+ * pd_reserve_shared.h): with pd_reservations_share, every table follows
+ * its scene's reservation stream in Redis, and changes go through it.
+ * Callers hold the table (pd_reservations_lock with create set, in the
+ * scene's lane) and call, instead of changing it themselves:
+ *  - pd_reservations_catch_up before reading it (GetReservations, a
+ *    FindPath that avoids reservations): PD_OK, or PD_UNAVAILABLE with msg;
+ *  - pd_reservations_reserve_shared for ReservePath (pd_sipp_reserve's
+ *    contract with y's clear holds rule, pd_yield_plan; y->after_ms is
+ *    not served, no holder is moved: the caller refuses it): r's plan,
+ *    PD_OK / PD_PARTIAL reserved, else nothing;
+ *    *was_cut as pd_reserve_was_cut on the table caught up; plus
+ *    PD_UNAVAILABLE with msg when the log was not reached, or other
+ *    replicas kept reserving first);
+ *  - pd_reservations_release_shared for ReleaseAgent.
+ * Nothing else may change a shared table (pd_reserve_maintain neither:
+ * the expiry travels in ReservePath's entries). UpdateCells' cut
+ * (pd_reservations_cut) goes through the log by itself.
+ */
+void pd_reservations_share(pd_reservations *set, struct pd_redis_log *rl);
+int pd_reservations_shared(pd_reservations *set);
+pd_status pd_reservations_catch_up(pd_reservations *set, pd_reservations_hold *hold, char *msg, size_t len);
+pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_hold *hold, pd_sipp_ctx *ctx,
+                                         pd_yield_ctx *yc, const pd_yield_params *y, const pd_grid *grid,
+                                         const pd_sipp_params *p, pd_sipp_result *r, int *was_cut, char *msg,
+                                         size_t len);
+pd_status pd_reservations_release_shared(pd_reservations *set, pd_reservations_hold *hold, uint64_t agent,
+                                         int *released, char *msg, size_t len);
+
+/* DropScene made here dropped scene `name`: on a shared log, a RESET entry
+ * ends its reservations for every replica (nothing without one). */
+void pd_reservations_dropped(pd_reservations *set, const char *name);
 
 /* Made and destroyed by the registry. */
 pd_reservations *pd_reservations_create(void);

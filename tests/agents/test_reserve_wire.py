@@ -75,6 +75,20 @@ def open_cells(unit=1):
             if all(DOOR_MAP[y + j][x + i] == "." for i in range(unit) for j in range(unit))]
 
 
+def listening_address(proc, log_path, timeout=30):
+    """The address pathd (proc, logging to log_path) says it listens on;
+    None when it exits or does not say so in time."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with open(log_path) as f:
+            for line in f:
+                if "listening on " in line:
+                    return line.split("listening on ", 1)[1].split()[0]
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return None
+        time.sleep(0.05)
+
+
 class Daemon:
     def __init__(self, ttl_ms=TTL_MS):
         self.dir = tempfile.TemporaryDirectory()
@@ -97,18 +111,10 @@ class Daemon:
         self.log_path = os.path.join(self.dir.name, "pathd.log")
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen([os.environ["PATHD_BIN"], "--config", path], stderr=self.log)
-        deadline = time.monotonic() + 30
-        self.addr = None
-        while self.addr is None:
-            with open(self.log_path) as f:
-                for line in f:
-                    if "listening on " in line:
-                        self.addr = line.split("listening on ", 1)[1].split()[0]
-            if self.addr is None:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("pathd did not start")
-                time.sleep(0.05)
+        self.addr = listening_address(self.proc, self.log_path)
+        if self.addr is None:
+            self.stop()
+            raise RuntimeError("pathd did not start")
 
     def stop(self):
         if self.proc.poll() is None:

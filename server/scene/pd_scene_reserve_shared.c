@@ -1,0 +1,368 @@
+/*
+ * pd_scene_reserve_shared.c - the scenes' reservation tables on the
+ * replicas' shared log (pd_reserve_shared.h; docs/ARCHITECTURE.md,
+ * "Reservations in the log"). Every change is decided against the table
+ * caught up to the log, appended as the next entry (compare-and-set), and
+ * only then applied, as every other replica applies it:
+ *  - ReservePath plans without changing the table (pd_sipp_plan) and
+ *    appends the plan as a replace (and, when due, the expiry with the
+ *    game time it uses): a refused append costs nothing to undo, the plan
+ *    is made again on the table caught up;
+ *  - ReleaseAgent appends the release;
+ *  - UpdateCells' cut runs on the table (it must find the agents), its
+ *    changes captured; a refused append makes the table again from the
+ *    log (rare: an update racing a reservation in the scene) and cuts
+ *    again;
+ *  - the server timer's idle sweep appends its expiry with the game time
+ *    it estimated.
+ * pd_reservations_cut and pd_reservations_sweep live here, so that the
+ * set's file (pd_scene_reserve.c) never calls this one.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pd_reserve_shared.h"
+#include "pd_scene_reserve_internal.h"
+#include "pd_sipp.h"
+#include "pd_yield.h"
+
+/* Appends refused in a row (other replicas reserved in the scene first)
+ * before a request is answered UNAVAILABLE. */
+#define PD__SHARED_TRIES 8
+
+void pd_reservations_share(pd_reservations *set, pd_redis_log *rl)
+{
+    pthread_mutex_lock(&set->lock);
+    set->shared = rl;
+    pthread_mutex_unlock(&set->lock);
+}
+
+int pd_reservations_shared(pd_reservations *set)
+{
+    return set->shared != NULL;
+}
+
+pd_status pd_reservations_catch_up(pd_reservations *set, pd_reservations_hold *hold, char *msg, size_t len)
+{
+    pd_reservations_entry *e = hold->entry;
+    if (!set->shared || !e)
+        return PD_OK;
+    char err[384];
+    uint64_t refused = 0;
+    if (pd_reserve_shared_catch_up(set->shared, e->name, e->table, &e->rv, &refused, err, sizeof err) != 0) {
+        snprintf(msg, len, "the reservations of scene '%s' cannot be read from the shared log (%.200s); try again",
+                 e->name, err);
+        return PD_UNAVAILABLE;
+    }
+    return PD_OK;
+}
+
+typedef struct pd__local {
+    pd_reserve *t;
+    int refused;
+} pd__local;
+
+static void pd__apply_local(void *user, const char *scene, const pd_reserve_op *op)
+{
+    (void)scene;
+    pd__local *l = user;
+    if (op && pd_reserve_log_apply(l->t, op) != PD_OK)
+        l->refused = 1;
+}
+
+/* Appends b as the entry after the table's and applies it: PD_OK; *lost 1
+ * (and PD_OK) when another replica appended first; else the status. */
+static pd_status pd__commit(pd_reservations *set, pd_reservations_entry *e, const pd_reserve_log_buf *b, int *lost,
+                            char *msg, size_t len)
+{
+    *lost = 0;
+    if (b->failed) {
+        snprintf(msg, len, "out of memory recording a reservation of scene '%s'", e->name);
+        return PD_INTERNAL;
+    }
+    char err[384];
+    int rc = pd_reserve_shared_append(set->shared, e->name, e->rv, b->p, b->n, err, sizeof err);
+    if (rc == 1) {
+        *lost = 1;
+        return PD_OK;
+    }
+    if (rc != 0) {
+        snprintf(msg, len, "the shared log did not take the reservation of scene '%s' (%.200s); nothing reserved, try "
+                 "again", e->name, err);
+        return PD_UNAVAILABLE;
+    }
+    e->rv++;
+    pd__local l = { e->table, 0 };
+    if (pd_reserve_log_decode(b->p, b->n, pd__apply_local, &l) != b->n || l.refused) {
+        /* Decided on this very table: a bug. The log has it; the table is
+         * made again from the log at the next catch-up of a fresh one. */
+        snprintf(msg, len, "scene '%s': the reservation appended did not apply to the table", e->name);
+        return PD_INTERNAL;
+    }
+    return PD_OK;
+}
+
+pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_hold *hold, pd_sipp_ctx *ctx,
+                                         pd_yield_ctx *yc, const pd_yield_params *y, const pd_grid *grid,
+                                         const pd_sipp_params *p, pd_sipp_result *r, int *was_cut, char *msg,
+                                         size_t len)
+{
+    pd_reservations_entry *e = hold->entry;
+    const int64_t ttl = pd_reservations_ttl_ms(set);
+    for (int attempt = 0; attempt < PD__SHARED_TRIES; attempt++) {
+        pd_status st = pd_reservations_catch_up(set, hold, msg, len);
+        if (st != PD_OK)
+            return st;
+        *was_cut = pd_reserve_was_cut(e->table, p->agent);
+        memset(r, 0, sizeof *r);
+        /* the clear holds rule as file mode applies it (pd_yield_plan) */
+        const pd_status planned = pd_yield_plan(yc, ctx, e->table, grid, p, y, r);
+        if (planned != PD_OK && planned != PD_PARTIAL)
+            return planned;
+        /* The table's limits, checked before the log takes the plan
+         * (replicas apply entries with limits off). Entries: the plan's
+         * waits and moves at most, as if none of the agent's went. */
+        const pd_reserve_limits *lim = pd_reserve_get_limits(e->table);
+        pd_reserve_stats stats;
+        pd_reserve_get_stats(e->table, &stats);
+        const int is_new = pd_reserve_agent_slot(e->table, p->agent) == PD_RESERVE_NO_SLOT;
+        if (lim->max_agents && is_new && stats.agents >= lim->max_agents)
+            r->limit = PD_RESERVE_LIMIT_AGENTS;
+        else if (lim->max_entries && stats.entries + 2u * r->n_waypoints > lim->max_entries)
+            r->limit = PD_RESERVE_LIMIT_ENTRIES;
+        if (r->limit != PD_RESERVE_LIMIT_NONE) {
+            r->waypoints = NULL;
+            r->n_waypoints = 0;
+            return PD_LIMIT_EXCEEDED;
+        }
+        pd_reserve_log_buf b = { 0 };
+        (void)pd_reserve_log_encode(&b, e->name,
+                                    &(pd_reserve_op){ .kind = PD_RESERVE_OP_REPLACE, .agent = p->agent,
+                                                      .unit = p->unit, .at_ms = p->t0_ms, .wp = r->waypoints,
+                                                      .n = r->n_waypoints });
+        /* The agent's speed, as pd_yield_reserve notes it: a holder is
+         * moved at its own speed. */
+        (void)pd_reserve_log_encode(&b, e->name,
+                                    &(pd_reserve_op){ .kind = PD_RESERVE_OP_SPEED, .agent = p->agent,
+                                                      .speed = p->speed });
+        /* Expiry, as pd_reserve_maintain times it (once per sixteenth of
+         * the TTL of game time), with the time it uses in the entry. */
+        const int64_t now = pd_reserve_now(e->table) > p->t0_ms ? pd_reserve_now(e->table) : p->t0_ms;
+        const int64_t every = ttl / 16 > 0 ? ttl / 16 : 1;
+        const int maintain = ttl > 0 && now - ttl >= 0 && (!e->has_maintained || now - e->maintained_ms >= every);
+        if (maintain) {
+            (void)pd_reserve_log_encode(&b, e->name,
+                                        &(pd_reserve_op){ .kind = PD_RESERVE_OP_EXPIRE, .at_ms = now - ttl });
+            (void)pd_reserve_log_encode(&b, e->name,
+                                        &(pd_reserve_op){ .kind = PD_RESERVE_OP_COLLECT, .at_ms = now - ttl });
+        }
+        int lost = 0;
+        st = pd__commit(set, e, &b, &lost, msg, len);
+        pd_reserve_log_buf_free(&b);
+        if (st != PD_OK) {
+            r->waypoints = NULL;
+            r->n_waypoints = 0;
+            return st;
+        }
+        if (!lost) {
+            if (maintain) {
+                e->maintained_ms = now;
+                e->has_maintained = 1;
+            }
+            return planned;
+        }
+    }
+    r->waypoints = NULL;
+    r->n_waypoints = 0;
+    snprintf(msg, len, "other replicas reserved in scene '%s' %d times while this one planned; nothing reserved, try "
+             "again", e->name, PD__SHARED_TRIES);
+    return PD_UNAVAILABLE;
+}
+
+/* The idle sweep's expiry on a replica (pd_reservations_sweep): appends
+ * EXPIRE and COLLECT at at_ms as the scene's next entry and applies them;
+ * the agents released (0 when the log was not reached, or another replica
+ * appended first: the next sweep tries again). */
+static size_t pd__expire_shared(pd_reservations *set, pd_reservations_hold *hold, int64_t at_ms)
+{
+    pd_reservations_entry *e = hold->entry;
+    char msg[512];
+    if (pd_reservations_catch_up(set, hold, msg, sizeof msg) != PD_OK)
+        return 0;
+    pd_reserve_stats before, after;
+    pd_reserve_get_stats(e->table, &before);
+    if (before.agents == 0 && before.entries == 0)
+        return 0; /* nothing to expire: nothing to log */
+    pd_reserve_log_buf b = { 0 };
+    (void)pd_reserve_log_encode(&b, e->name, &(pd_reserve_op){ .kind = PD_RESERVE_OP_EXPIRE, .at_ms = at_ms });
+    (void)pd_reserve_log_encode(&b, e->name, &(pd_reserve_op){ .kind = PD_RESERVE_OP_COLLECT, .at_ms = at_ms });
+    int lost = 0;
+    const pd_status st = pd__commit(set, e, &b, &lost, msg, sizeof msg);
+    pd_reserve_log_buf_free(&b);
+    if (st != PD_OK || lost)
+        return 0;
+    pd_reserve_get_stats(e->table, &after);
+    return before.agents > after.agents ? (size_t)(before.agents - after.agents) : 0;
+}
+
+pd_status pd_reservations_release_shared(pd_reservations *set, pd_reservations_hold *hold, uint64_t agent,
+                                         int *released, char *msg, size_t len)
+{
+    pd_reservations_entry *e = hold->entry;
+    *released = 0;
+    for (int attempt = 0; attempt < PD__SHARED_TRIES; attempt++) {
+        pd_status st = pd_reservations_catch_up(set, hold, msg, len);
+        if (st != PD_OK)
+            return st;
+        if (pd_reserve_agent_slot(e->table, agent) == PD_RESERVE_NO_SLOT)
+            return PD_OK; /* nothing to release: nothing to log */
+        pd_reserve_log_buf b = { 0 };
+        (void)pd_reserve_log_encode(&b, e->name, &(pd_reserve_op){ .kind = PD_RESERVE_OP_RELEASE, .agent = agent });
+        int lost = 0;
+        st = pd__commit(set, e, &b, &lost, msg, len);
+        pd_reserve_log_buf_free(&b);
+        if (st != PD_OK)
+            return st;
+        if (!lost) {
+            *released = 1;
+            return PD_OK;
+        }
+    }
+    snprintf(msg, len, "other replicas reserved in scene '%s' %d times meanwhile; nothing released, try again",
+             e->name, PD__SHARED_TRIES);
+    return PD_UNAVAILABLE;
+}
+
+/* Makes e's table again from the log alone (the set's lock not held, e's
+ * held): what it holds locally that the log does not is gone. */
+static int pd__rebuild(pd_reservations *set, pd_reservations_entry *e, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&set->lock);
+    pd_reserve_limits limits = set->limits;
+    pthread_mutex_unlock(&set->lock);
+    pd_reserve *fresh = pd_reserve_create(&limits);
+    if (!fresh) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    pd_reserve_set_observer(fresh, pd_reservations_observe, e);
+    pd_reserve_destroy(e->table);
+    e->table = fresh;
+    e->rv = 0;
+    e->has_maintained = 0;
+    uint64_t refused = 0;
+    return pd_reserve_shared_catch_up(set->shared, e->name, e->table, &e->rv, &refused, err, errlen);
+}
+
+static pd_update_cut *pd_reservations_cut_shared(pd_reservations *set, const pd_scene *s, const pd_scene_update *ops,
+                                          size_t n_ops, int has_at_ms, int64_t at_ms)
+{
+    /* Made when missing: the other replicas' agents are in the log. */
+    pd_reservations_hold hold;
+    if (!pd_reservations_lock(set, s, 1, &hold))
+        return NULL;
+    pd_reservations_entry *e = hold.entry;
+    pd_update_cut *cut = NULL;
+    char err[512];
+    for (int attempt = 0; attempt < PD__SHARED_TRIES; attempt++) {
+        if (pd_reservations_catch_up(set, &hold, err, sizeof err) != PD_OK)
+            break;
+        e->capture = 1;
+        e->pend.n = 0;
+        e->pend.failed = 0;
+        cut = pd_reservations_cut_table(e->table, s, ops, n_ops, has_at_ms, at_ms);
+        e->capture = 0;
+        if (e->pend.n == 0 && !e->pend.failed)
+            break; /* nothing cut: nothing to log */
+        const int rc = e->pend.failed ? -1 : pd_reserve_shared_append(set->shared, e->name, e->rv, e->pend.p,
+                                                                      e->pend.n, err, sizeof err);
+        e->pend.n = 0;
+        e->pend.failed = 0;
+        if (rc == 0) {
+            e->rv++;
+            break;
+        }
+        const int lost = rc == 1;
+        /* The table holds a cut the log does not: made again from the log. */
+        pd_update_cut_free(cut);
+        cut = NULL;
+        if (pd__rebuild(set, e, err, sizeof err) != 0 || !lost)
+            break;
+    }
+    /* Redis not reached: the update stands, its cut is in no table (the
+     * log's is what every replica serves). */
+    pd_reservations_unlock(set, &hold);
+    return cut;
+}
+
+void pd_reservations_dropped(pd_reservations *set, const char *name)
+{
+    if (!set->shared)
+        return;
+    pd_reserve_log_buf b = { 0 };
+    char err[384];
+    /* Not reached: the dropped scene's agents come back if it is made
+     * again (docs/OPERATIONS.md, "Reservations"). */
+    if (pd_reserve_log_encode(&b, name, NULL) == 0)
+        (void)pd_reserve_shared_append_next(set->shared, name, b.p, b.n, err, sizeof err);
+    pd_reserve_log_buf_free(&b);
+}
+
+/* The idle sweep lives here, as pd_reservations_cut does, so that the
+ * set's file never calls this one: on a replica it appends. */
+size_t pd_reservations_sweep(pd_reservations *set, const pd_scene *s, uint64_t now_ns, uint64_t *out, size_t cap)
+{
+    pd_reservations_hold hold;
+    pd_reserve *table = pd_reservations_lock(set, s, 0, &hold);
+    if (!table)
+        return 0;
+    pd_reservations_entry *e = hold.entry;
+    pthread_mutex_lock(&set->lock);
+    const int64_t ttl = set->ttl_ms;
+    /* A ReservePath that ran since the timer looked has maintained it. */
+    const int due = pd_reservations_sweep_due(e, ttl, now_ns);
+    const int64_t heard_game = e->heard_game_ms;
+    const uint64_t heard_ns = e->heard_ns;
+    if (due)
+        e->swept_ns = now_ns;
+    pthread_mutex_unlock(&set->lock);
+    size_t released = 0;
+    if (due) {
+        const int64_t idle_ms = (int64_t)((now_ns - heard_ns) / 1000000u);
+        const int64_t now_game = heard_game > PD_RESERVE_MAX_TIME - idle_ms ? PD_RESERVE_MAX_TIME
+                                                                           : heard_game + idle_ms;
+        if (pd_reservations_shared(set)) {
+            /* A replica changes its table only through the shared log:
+             * the expiry is appended as an entry with the time it uses
+             * (PD_OK, else tried again at the next sweep). */
+            released = pd__expire_shared(set, &hold, now_game - ttl);
+        } else {
+            /* the table's observer writes both to the reservation log */
+            released = pd_reserve_expire(table, now_game - ttl, out, cap);
+            (void)pd_reserve_collect(table, now_game - ttl);
+        }
+        pd_reserve_stats st;
+        pd_reserve_get_stats(table, &st);
+        if (st.agents == 0) {
+            pthread_mutex_lock(&set->lock);
+            e->swept_empty = 1;
+            pthread_mutex_unlock(&set->lock);
+        }
+    }
+    pd_reservations_unlock(set, &hold);
+    return released;
+}
+
+pd_update_cut *pd_reservations_cut(pd_reservations *set, const pd_scene *s, const pd_scene_update *ops,
+                                   size_t n_ops, int has_at_ms, int64_t at_ms)
+{
+    if (set->shared) /* the cut goes through the replicas' log */
+        return pd_reservations_cut_shared(set, s, ops, n_ops, has_at_ms, at_ms);
+    pd_reservations_hold hold;
+    pd_reserve *table = pd_reservations_lock(set, s, 0, &hold);
+    pd_update_cut *cut = table ? pd_reservations_cut_table(table, s, ops, n_ops, has_at_ms, at_ms) : NULL;
+    pd_reservations_unlock(set, &hold);
+    return cut;
+}

@@ -1,0 +1,565 @@
+#!/usr/bin/env python3
+"""test_reserve_durable.py - reservations survive a restart, and replicas
+share them (docs/ARCHITECTURE.md, "Reservations in the log").
+
+Starts its own pathd (PATHD_BIN) with a data_dir and journal_fsync
+"always", and talks to it with the Python client:
+
+- a run of agents re-reserving on the game's clock, releases, expiry by
+  reservation_ttl_ms and an UpdateCells that cuts plans; then kill -9 and
+  a restart on the same data_dir: GetReservations of every scene is the
+  same before and after (every entry, the agent and entry counts); a
+  parked agent still blocks a start after the restart; agents reserved
+  after it never overlap the ones before (the independent checker
+  tests/agents/check_plans.py replays the answers of both runs);
+- a scene made at run time, reserved in, dropped and made again under its
+  name: after the restart it has no reservations (its old table's changes
+  do not replay onto the new scene);
+- a damaged tail of reservations.log (a torn write) is cut at the restart
+  and the whole records before it kept;
+- two replicas over one Redis (log.redis; a redis-server the test starts
+  on a loopback port): agents reserved through either replica, on the
+  game's clock, never overlap (the checker replays every answer of both),
+  GetReservations answers alike on both, a parked agent reserved through
+  one blocks a start on the other, a release through the other, a replica
+  restarted with kill -9 reads the tables back from the log, both
+  replicas reserving in one scene at once (their appends race) still
+  hand out plans that never meet, an update's cut through one replica
+  is the same on the other, and a scene dropped and made again under its
+  name starts with no reservations on either.
+
+    PATHD_BIN=... PYTHONPATH=<pathd_pb2>:<client> test_reserve_durable.py
+"""
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+from pathd_client import PathdClient, PathdError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import test_reserve_wire as wire  # noqa: E402
+from test_reserve_wire import CORRIDOR_MAP, DOOR_MAP, Recorder, listening_address, open_cells  # noqa: E402
+
+TTL_MS = 20000
+
+
+class Daemon:
+    """A pathd on a data_dir that outlives it (kill -9, start again)."""
+
+    def __init__(self, data_dir, scenes, extra=None, maps=None):
+        self.data_dir = data_dir
+        map_path = os.path.join(data_dir, "..", "door.txt")
+        with open(map_path, "w") as f:
+            f.write("\n".join(DOOR_MAP) + "\n")
+        # maps: scene name -> its rows, for scenes not on the door map
+        paths = {}
+        for name, rows in (maps or {}).items():
+            paths[name] = os.path.join(data_dir, "..", name + ".txt")
+            with open(paths[name], "w") as f:
+                f.write("\n".join(rows) + "\n")
+        config = {
+            "listen": "127.0.0.1:0", "metrics_listen": "", "threads": 2, "log_level": "info",
+            "data_dir": data_dir, "journal_fsync": "always",
+            "limits": {"reservation_ttl_ms": TTL_MS, "max_agents_per_scene": 64,
+                       "max_reservation_window_ms": 60000},
+            "scenes": [{"name": n, "map": os.path.abspath(paths.get(n, map_path)), "format": "ascii",
+                        "unit_sizes": [1, 2]} for n in scenes],
+        }
+        config.update(extra or {})
+        self.config = os.path.join(data_dir, "..", "pathd.json")
+        with open(self.config, "w") as f:
+            json.dump(config, f)
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.log_path = os.path.join(self.data_dir, "..", "pathd.%d.log" % time.monotonic_ns())
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([os.environ["PATHD_BIN"], "--config", self.config], stderr=self.log)
+        self.addr = listening_address(self.proc, self.log_path)
+        if self.addr is None:
+            self.kill()
+            raise RuntimeError("pathd did not start:\n" + self.log_text())
+
+    def log_text(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=15)
+        self.log.close()
+
+    def restart(self):
+        self.kill()
+        self.start()
+
+
+def table(c, scene):
+    """Everything GetReservations says of scene, in a comparable form."""
+    got = c.reservations(scene, max_entries=100000)
+    entries = sorted((e["agent"], e["x"], e["y"], e["width"], e["height"], e["t0_ms"], e["t1_ms"])
+                     for e in got["entries"])
+    return {"entries": entries, "matching": got["matching"], "agents": got["agents"],
+            "table_entries": got["table_entries"]}
+
+
+class DataDirTest(unittest.TestCase):
+    """One pathd on a data_dir of its own, with scenes SCENES (MAPS: the
+    rows of those not on the door map) and config EXTRA."""
+
+    SCENES, MAPS, EXTRA = [], None, None
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.data = os.path.join(self.tmp.name, "data")
+        os.mkdir(self.data)
+        self.d = Daemon(self.data, self.SCENES, extra=self.EXTRA, maps=self.MAPS)
+        self.c = PathdClient(self.d.addr, timeout=20)
+
+    def tearDown(self):
+        self.c.close()
+        self.d.kill()
+        self.tmp.cleanup()
+
+    def reconnect(self):
+        self.c.close()
+        self.d.restart()
+        self.c = PathdClient(self.d.addr, timeout=20)
+
+
+class RestartTest(DataDirTest):
+    SCENES = ["run", "cut", "blocked", "runtime_base"]
+
+    def run_agents(self, rec, scene, agents, t_from, t_to, rng):
+        """Agents re-reserving random goals on the game's clock: an agent
+        reserves again only while it stands on a waypoint of its plan (as
+        the game follows it), from there."""
+        cells = open_cells(1)
+        pos = {a: cells[(a * 7) % len(cells)] for a in agents}
+        plan = {}
+        for t in range(t_from, t_to, 500):
+            for a in agents:
+                if a in plan:
+                    here = [w for w in plan[a] if w["t_arrive_ms"] <= t and
+                            (w["t_leave_ms"] is None or t < w["t_leave_ms"])]
+                    if not here:
+                        continue          # moving: not at a waypoint now
+                    pos[a] = (here[0]["x"], here[0]["y"])
+                try:
+                    ans = self.c.reserve_path(scene, a, pos[a], rng.choice(cells), t, 2.0, window_ms=4000)
+                except PathdError as e:
+                    # START_BLOCKED / NO_PATH: a start another holds, in the
+                    # random run, as a game's might; it keeps its plan.
+                    self.assertIn(e.status, ("START_BLOCKED", "NO_PATH"), e)
+                    continue
+                rec.plan(ans, 1, 2.0, t)
+                plan[a] = ans["waypoints"]
+
+    def test_restart_keeps_every_reservation(self):
+        rng = random.Random(34)
+        rec = Recorder()
+        self.run_agents(rec, "run", list(range(1, 9)), 0, 6000, rng)
+        # Scene "cut": reservations an update cuts, a release, and expiry
+        # (agents that stop renewing for TTL_MS of game time).
+        self.c.reserve_path("cut", 1, (1, 3), (10, 3), 0, 2.0, window_ms=60000)
+        self.c.reserve_path("cut", 2, (1, 1), (10, 1), 0, 2.0, window_ms=60000)
+        self.c.reserve_path("cut", 3, (1, 5), (3, 5), 0, 2.0, window_ms=60000)
+        self.assertTrue(self.c.release_agent("cut", 2))
+        up = self.c.update_cells("cut", rect=((5, 3), (5, 3)), op="block", at_ms=1000)
+        self.assertEqual(up["agents_cut"], [1])
+        self.c.reserve_path("cut", 4, (10, 5), (8, 5), TTL_MS * 2, 2.0)   # moves "now" on: 1 and 3 expire
+        cut_before = table(self.c, "cut")
+        self.assertEqual({e[0] for e in cut_before["entries"]}, {4}, cut_before)
+        # Scene "blocked": an agent parked on a cell.
+        self.c.reserve_path("blocked", 21, (3, 1), (3, 1), 1000, 2.0)
+        before = {s: table(self.c, s) for s in ("run", "cut", "blocked")}
+        self.assertGreater(before["run"]["table_entries"], 20)
+
+        self.reconnect()
+        after = {s: table(self.c, s) for s in ("run", "cut", "blocked")}
+        self.assertEqual(before, after)
+        self.assertIn("reservation log", self.d.log_text())
+        # The parked agent still holds its cell.
+        with self.assertRaises(PathdError) as cm:
+            self.c.reserve_path("blocked", 22, (3, 1), (8, 1), 1500, 2.0)
+        self.assertEqual(cm.exception.status, "START_BLOCKED")
+        self.assertEqual(cm.exception.result["blocking_agent"], 21)
+        # New agents around the replayed plans: no overlap with the plans of
+        # before the restart (one record of both runs for the checker).
+        self.run_agents(rec, "run", list(range(9, 13)), 6000, 9000, rng)
+        self.assertGreater(rec.plans, 30)
+        rec.check(self)
+
+        # A second restart replays the changes made after the first too.
+        before = {s: table(self.c, s) for s in ("run", "cut", "blocked")}
+        self.reconnect()
+        self.assertEqual(before, {s: table(self.c, s) for s in ("run", "cut", "blocked")})
+
+    def test_dropped_scene_starts_empty(self):
+        with open(os.path.join(self.tmp.name, "door.txt"), "rb") as f:
+            door = f.read()
+        self.c.create_scene("made", map_bytes=door, format="ascii")
+        self.c.reserve_path("made", 5, (1, 1), (1, 1), 0, 2.0)
+        self.assertEqual(table(self.c, "made")["agents"], 1)
+        self.c.drop_scene("made")
+        self.c.create_scene("made", map_bytes=door, format="ascii")
+        # Reserved in neither the new scene, nor after the restart.
+        self.assertEqual(table(self.c, "made")["agents"], 0)
+        self.reconnect()
+        self.assertEqual(table(self.c, "made")["agents"], 0)
+        # The old agent's cell is free in the new scene.
+        self.assertEqual(self.c.reserve_path("made", 6, (1, 1), (2, 1), 10, 2.0)["status"], "OK")
+        before = table(self.c, "made")
+        self.reconnect()
+        self.assertEqual(before, table(self.c, "made"))
+
+    def test_torn_tail_is_cut(self):
+        self.c.reserve_path("run", 1, (1, 1), (10, 5), 0, 2.0, window_ms=60000)
+        self.c.reserve_path("run", 2, (1, 5), (10, 1), 0, 2.0, window_ms=60000)
+        before = table(self.c, "run")
+        self.d.kill()
+        path = os.path.join(self.data, "reservations.log")
+        size = os.path.getsize(path)
+        with open(path, "ab") as f:
+            f.write(b"\x40\x00\x00\x00\x01\x02\x03")   # a record's start, torn
+        self.c.close()
+        self.d.start()
+        self.c = PathdClient(self.d.addr, timeout=20)
+        self.assertEqual(before, table(self.c, "run"))
+        self.assertEqual(os.path.getsize(path), size)
+        self.assertIn("7 bytes of damaged tail truncated", self.d.log_text())
+
+
+class YieldRestartTest(DataDirTest):
+    """pd_yield's changes in the reservation log: the requester's plan, each
+    displaced agent's new plan and the undo of a move that did not pay are
+    all table calls (the observer logs them), so a restart after agents
+    were moved aside answers GetReservations as before."""
+
+    SCENES, MAPS = ["corridor"], {"corridor": CORRIDOR_MAP}
+    # test_reserve_wire's corridor duel, as a game follows it: A and B head
+    # on in a corridor, B standing longer; with yield_after_ms A is moved
+    # aside. Its reserve (below) restarts pathd after each move.
+    corridor_duel = wire.ReserveWireTest.corridor_duel
+    where = staticmethod(wire.ReserveWireTest.where)
+    apply = staticmethod(wire.ReserveWireTest.apply)
+
+    def restart_keeps(self):
+        before = table(self.c, "corridor")
+        self.reconnect()
+        self.assertEqual(before, table(self.c, "corridor"))
+        return before
+
+    def reserve(self, rec, scene, agent, start, goal, t0, speed=2.0, unit=1, **kw):
+        ans = self.c.reserve_path(scene, agent, start, goal, t0, speed, unit_size=unit, **kw)
+        rec.plan(ans, unit, speed, t0)
+        if ans["displaced"]:
+            # Right after the move (kill -9): the displaced agents' new
+            # plans and the requester's way are in the table after it too.
+            self.moved += 1
+            entries = self.restart_keeps()["entries"]
+            self.assertTrue({e[0] for e in entries} >= {agent} | {d["agent"] for d in ans["displaced"]})
+        return ans
+
+    def test_displaced_plans_survive_restart(self):
+        self.moved = 0
+        done, displaced = self.corridor_duel("corridor", 2000)
+        self.assertIsNotNone(done)
+        self.assertGreater(self.moved, 0)
+        self.assertEqual(self.moved, len(displaced))
+        self.restart_keeps()
+
+
+class TimerExpiryRestartTest(DataDirTest):
+    """reservation_ttl_ms on the server's timer in file mode: what an idle
+    sweep expired is in the reservation log (it goes through the table's
+    observer), and a table replayed at a restart is swept without a
+    ReservePath (its idle time counted from the restart)."""
+
+    TTL = 2000
+    SCENES, EXTRA = ["ttl"], {"limits": {"reservation_ttl_ms": TTL, "max_reservation_window_ms": 60000}}
+
+    def wait_agents(self, n):
+        deadline = time.monotonic() + 15
+        while self.c.reservations("ttl")["agents"] != n and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return self.c.reservations("ttl")["agents"]
+
+    def test_sweep_is_logged(self):
+        self.c.reserve_path("ttl", 1, (1, 1), (1, 1), 0, 2.0)
+        self.c.reserve_path("ttl", 2, (10, 5), (10, 5), 0, 2.0)
+        self.assertEqual(self.c.reservations("ttl")["agents"], 2)
+        self.assertEqual(self.wait_agents(0), 0)
+        # At once after a kill -9 (within a TTL of real time, before the
+        # timer could expire them again: unlogged, the replay would bring
+        # both back): still gone.
+        self.reconnect()
+        self.assertEqual(table(self.c, "ttl"), {"entries": [], "matching": 0, "agents": 0, "table_entries": 0})
+
+    def test_replayed_table_is_swept(self):
+        self.c.reserve_path("ttl", 1, (1, 1), (1, 1), 0, 2.0)
+        self.reconnect()
+        self.assertEqual(self.c.reservations("ttl")["agents"], 1)
+        # No ReservePath after the restart: the timer alone expires it.
+        self.assertEqual(self.wait_agents(0), 0)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ReplicaBase(unittest.TestCase):
+    """Two replicas over one Redis (log.redis), each with its own data_dir."""
+
+    LIMITS = None   # the config's "limits", when not the Daemon's
+
+    def setUp(self):
+        redis = shutil.which("redis-server")
+        self.assertIsNotNone(redis, "redis-server is not installed (scripts/install-deps.sh test installs it)")
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        port = free_port()
+        self.redis = subprocess.Popen([redis, "--port", str(port), "--bind", "127.0.0.1", "--dir", self.tmp.name,
+                                       "--save", "", "--appendonly", "no"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(self.redis.wait)
+        self.addCleanup(self.redis.kill)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                self.assertLess(time.monotonic(), deadline, "redis-server did not start")
+                time.sleep(0.05)
+        self.d, self.c = [], []
+        for i in range(2):
+            home = os.path.join(self.tmp.name, "r%d" % i)
+            os.makedirs(os.path.join(home, "data"))
+            extra = {"log": {"redis": "127.0.0.1:%d" % port}}
+            if self.LIMITS:
+                extra["limits"] = self.LIMITS
+            d = Daemon(os.path.join(home, "data"), ["door", "cut"], extra)
+            self.addCleanup(d.kill)
+            self.d.append(d)
+            self.c.append(PathdClient(d.addr, timeout=20))
+            self.addCleanup(self.c[-1].close)
+
+
+
+class ReplicaTest(ReplicaBase):
+    """Agents reserved through either replica never overlap, and both
+    answer GetReservations alike."""
+
+    def test_agents_through_two_replicas_never_meet(self):
+        rec = Recorder()
+        rng = random.Random(32)
+        cells = open_cells(1)
+        pos = {a: cells[(a * 5) % len(cells)] for a in range(1, 11)}
+        plan = {}
+        for t in range(0, 8000, 500):
+            for a in pos:
+                c = self.c[a % 2]          # odd agents through replica 1, even through replica 0
+                if a in plan:
+                    here = [w for w in plan[a] if w["t_arrive_ms"] <= t and
+                            (w["t_leave_ms"] is None or t < w["t_leave_ms"])]
+                    if not here:
+                        continue
+                    pos[a] = (here[0]["x"], here[0]["y"])
+                try:
+                    ans = c.reserve_path("door", a, pos[a], rng.choice(cells), t, 2.0, window_ms=4000)
+                except PathdError as e:
+                    self.assertIn(e.status, ("START_BLOCKED", "NO_PATH"), e)
+                    continue
+                rec.plan(ans, 1, 2.0, t)
+                plan[a] = ans["waypoints"]
+        self.assertGreater(rec.plans, 60)
+        # Every plan of both replicas, replayed together: no two agents in
+        # one cell at overlapping times.
+        rec.check(self)
+        self.assertEqual(table(self.c[0], "door"), table(self.c[1], "door"))
+        # An agent parked through one replica blocks a start on the other
+        # (on a cell none of the run's agents holds from 9000 on).
+        held = {(x0 + i, y0 + j) for _, x0, y0, w, h, _, t1 in table(self.c[0], "door")["entries"]
+                if t1 is None or t1 > 9000 for i in range(w) for j in range(h)}
+        free = next(cell for cell in open_cells(1) if cell not in held)
+        self.c[0].reserve_path("door", 40, free, free, 9000, 2.0)
+        with self.assertRaises(PathdError) as cm:
+            self.c[1].reserve_path("door", 41, free, (1, 3), 9100, 2.0)
+        self.assertEqual(cm.exception.status, "START_BLOCKED")
+        self.assertEqual(cm.exception.result["blocking_agent"], 40)
+        # A release through the other replica.
+        self.assertTrue(self.c[1].release_agent("door", 40))
+        self.assertFalse(self.c[0].release_agent("door", 40))
+        # A replica restarted (kill -9) reads the tables back from the log.
+        before = table(self.c[0], "door")
+        self.c[1].close()
+        self.d[1].restart()
+        self.c[1] = PathdClient(self.d[1].addr, timeout=20)
+        self.addCleanup(self.c[1].close)
+        self.assertEqual(before, table(self.c[1], "door"))
+
+    def test_yield_after_ms_not_served(self):
+        """Moving holders aside changes other agents' plans as it plans:
+        replicas answer LIMIT_EXCEEDED naming the field, and reserve
+        nothing."""
+        self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 0, 2.0)
+        for c in self.c:
+            with self.assertRaises(PathdError) as cm:
+                c.reserve_path("door", 2, (1, 5), (10, 5), 1000, 2.0, yield_after_ms=2000)
+            self.assertEqual(cm.exception.status, "LIMIT_EXCEEDED")
+            self.assertIn("reserve_path.yield_after_ms is not served on replicas", cm.exception.message)
+        self.assertEqual(table(self.c[1], "door")["agents"], 1)
+        # 0 is served as before.
+        self.assertEqual(self.c[1].reserve_path("door", 2, (1, 5), (10, 5), 1000, 2.0, yield_after_ms=0)["status"],
+                         "OK")
+
+    def test_clear_holds_on_replicas(self):
+        """limits.reservation_clear_holds (on by default) on a replica too:
+        a PARTIAL plan whose window ends in the door holds on past it, as
+        one pathd with data_dir plans it (pd_yield_plan), never in it."""
+        for i, c in enumerate(self.c):
+            ans = c.reserve_path("door", 10 + i, (4, 3), (10, 3), 1000 + 10000 * i, 2.0, window_ms=500)
+            self.assertEqual(ans["status"], "PARTIAL")
+            last = ans["waypoints"][-1]
+            self.assertIsNone(last["t_leave_ms"])
+            self.assertNotEqual((last["x"], last["y"]), wire.DOOR, ans)
+            c.release_agent("door", 10 + i)
+        self.assertEqual(table(self.c[0], "door"), table(self.c[1], "door"))
+
+    def test_replicas_reserving_at_once(self):
+        """Both replicas reserve in one scene at the same time, so their
+        appends race (one is refused, catches up, plans again): still no
+        two agents meet, and the tables agree."""
+        rec = Recorder()
+        cells = open_cells(1)
+        errors, retried = [], [0]
+
+        def drive(i):
+            rng = random.Random(100 + i)
+            c = PathdClient(self.d[i].addr, timeout=20)
+            agents = [a for a in range(1, 17) if a % 2 == i]
+            pos = {a: cells[(a * 3) % len(cells)] for a in agents}
+            plan = {}
+            try:
+                for t in range(0, 10000, 250):
+                    for a in agents:
+                        if a in plan:
+                            here = [w for w in plan[a] if w["t_arrive_ms"] <= t and
+                                    (w["t_leave_ms"] is None or t < w["t_leave_ms"])]
+                            if not here:
+                                continue
+                            pos[a] = (here[0]["x"], here[0]["y"])
+                        goal = rng.choice(cells)
+                        for _ in range(20):
+                            try:
+                                ans = c.reserve_path("cut", a, pos[a], goal, t, 4.0, window_ms=4000)
+                                break
+                            except PathdError as e:
+                                ans = None
+                                if e.status == "UNAVAILABLE":
+                                    # the other replica kept appending first (a
+                                    # loaded machine): retryable, as a client does
+                                    retried[0] += 1
+                                    time.sleep(0.01)
+                                    continue
+                                if e.status not in ("START_BLOCKED", "NO_PATH"):
+                                    errors.append(e)
+                                break
+                        if ans is None:
+                            continue
+                        rec.plan(ans, 1, 4.0, t)
+                        plan[a] = ans["waypoints"]
+            finally:
+                c.close()
+
+        threads = [threading.Thread(target=drive, args=(i,)) for i in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(120)
+        self.assertEqual(errors, [])
+        self.assertGreater(rec.plans, 200)
+        sys.stderr.write("both replicas at once: %d plans, %d UNAVAILABLE retried\n" % (rec.plans, retried[0]))
+        rec.check(self)
+        self.assertEqual(table(self.c[0], "cut"), table(self.c[1], "cut"))
+
+    def test_scene_made_again_starts_empty_on_every_replica(self):
+        with open(os.path.join(self.tmp.name, "r0", "door.txt"), "rb") as f:
+            door = f.read()
+        self.c[0].create_scene("made", map_bytes=door, format="ascii")
+        self.c[0].reserve_path("made", 5, (1, 1), (1, 1), 0, 2.0)
+        self.assertEqual(table(self.c[0], "made")["agents"], 1)
+        self.c[0].drop_scene("made")
+        self.c[0].create_scene("made", map_bytes=door, format="ascii")
+        for c in self.c:
+            c.scene_info("made", min_version=1)      # replica 1: once its tail has the scene
+            self.assertEqual(table(c, "made")["agents"], 0)
+        # The old agent's cell is free in the new scene, through either.
+        self.assertEqual(self.c[1].reserve_path("made", 6, (1, 1), (2, 1), 10, 2.0)["status"], "OK")
+        self.assertEqual(table(self.c[0], "made"), table(self.c[1], "made"))
+
+    def test_cut_through_one_replica_seen_on_the_other(self):
+        self.c[0].reserve_path("cut", 1, (1, 3), (10, 3), 0, 2.0, window_ms=60000)
+        self.c[1].reserve_path("cut", 2, (1, 1), (3, 1), 0, 2.0, window_ms=60000)
+        up = self.c[1].update_cells("cut", rect=((5, 3), (5, 3)), op="block", at_ms=1000)
+        self.assertEqual(up["agents_cut"], [1])
+        self.assertEqual(table(self.c[0], "cut"), table(self.c[1], "cut"))
+        self.assertTrue(all(e[5] < 5000 for e in table(self.c[0], "cut")["entries"] if e[0] == 1))
+        # The other replica tells the cut agent it was cut.
+        ans = self.c[0].reserve_path("cut", 1, (3, 3), (3, 5), 2000, 2.0)
+        self.assertTrue(ans["was_cut"])
+
+
+class ReplicaLimitTest(ReplicaBase):
+    LIMITS = {"reservation_ttl_ms": TTL_MS, "max_agents_per_scene": 2, "max_reservation_window_ms": 60000}
+
+    def test_agent_limit_counts_the_other_replicas_agents(self):
+        """max_agents_per_scene holds for the table all replicas share,
+        checked after the replica read the others' agents."""
+        self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 0, 2.0)
+        self.c[1].reserve_path("door", 2, (10, 1), (10, 1), 0, 2.0)
+        for c in self.c:
+            with self.assertRaises(PathdError) as cm:
+                c.reserve_path("door", 3, (1, 5), (1, 5), 0, 2.0)
+            self.assertEqual(cm.exception.status, "LIMIT_EXCEEDED")
+            self.assertIn("limits.max_agents_per_scene", cm.exception.message)
+        self.assertEqual(table(self.c[0], "door")["agents"], 2)
+        self.assertEqual(table(self.c[0], "door"), table(self.c[1], "door"))
+
+
+class ReplicaExpiryTest(ReplicaBase):
+    """reservation_ttl_ms's idle sweep on a replica appends its expiry to
+    the scene's reservation stream (it never changes the table alone):
+    the other replica, which reserved nothing there, serves it too."""
+
+    LIMITS = {"reservation_ttl_ms": 2000, "max_reservation_window_ms": 60000}
+
+    def test_idle_sweep_through_the_log(self):
+        self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 0, 2.0)
+        self.c[0].reserve_path("door", 2, (10, 5), (10, 5), 0, 2.0)
+        self.assertEqual(table(self.c[1], "door")["agents"], 2)
+        deadline = time.monotonic() + 15
+        while table(self.c[1], "door")["agents"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertEqual(table(self.c[1], "door")["agents"], 0)
+        self.assertEqual(table(self.c[0], "door"), table(self.c[1], "door"))
+
+
+if __name__ == "__main__":
+    unittest.main()
