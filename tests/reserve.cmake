@@ -46,3 +46,7 @@ endif()
 # it free) against SIPP alone on random grids and tables, and jump point
 # search in milliseconds against a Dijkstra.
 pd_test(NAME test_sipp_direct SOURCES unit/test_sipp_direct.c LIBS pathd_core LABELS sanitize TIMEOUT 300)
+# The reservation log's compaction: a random table exported, encoded,
+# decoded and restored is the same table entry by entry; restore refuses
+# what a replace would; the file rewritten as a dump replays the same.
+pd_test(NAME test_reserve_compact SOURCES unit/test_reserve_compact.c LIBS pathd_scene LABELS sanitize TIMEOUT 300)

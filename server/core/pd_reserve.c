@@ -35,16 +35,9 @@
 #define PD__MAX_COORD (INT32_MAX - 2 * PD_UNIT_SIZE_MAX)
 
 /* A wait (dx = dy = 0) at anchor (x, y), or a move from (x, y) by (dx, dy);
- * either holds its box (pd__box) over [t0, t1). Opens with t0, t1 like a
- * span, for pd_reserve_first_ending_after. */
-typedef struct pd__entry {
-    int64_t t0, t1;
-    int32_t x, y;
-    int8_t dx, dy;
-    uint8_t unit;
-    uint8_t cut;             /* a move whose end a truncation took away */
-    uint32_t unused;
-} pd__entry;
+ * either holds its box (pd__box) over [t0, t1). The public pd_reserve_raw
+ * itself, so that pd_reserve_export hands out the agent's array as it is. */
+typedef pd_reserve_raw pd__entry;
 
 typedef struct pd__agent {
     uint64_t id;
@@ -655,6 +648,53 @@ fail:
     return -1;
 }
 
+/* pd__prepare as a status: PD_OK; PD_INTERNAL with why->agent when a cell
+ * is another agent's at the same time, or on allocation failure. */
+static pd_status pd__prepare_or_refuse(pd_reserve *t, uint32_t *slot, uint32_t entries_after, const pd__entry *ne,
+                                       size_t m, uint64_t box_cells, pd_reserve_refusal *why)
+{
+    uint32_t other = PD__NONE;
+    const int prep = pd__prepare(t, slot, entries_after, ne, m, box_cells, &other);
+    if (prep == 0)
+        return PD_OK;
+    if (prep == 1) {
+        why->has_agent = 1;
+        why->agent = t->agents[other].id;
+    }
+    return PD_INTERNAL;
+}
+
+/* The record pd__prepare made in slot becomes agent's. */
+static void pd__agent_live(pd_reserve *t, uint32_t slot, uint64_t agent)
+{
+    pd__agent *a = &t->agents[slot];
+    a->id = agent;
+    a->live = 1;
+    pd__map_put(&t->agent_map, agent, slot);
+    t->live_agents++;
+}
+
+/* Appends ne[0..m) to the agent in slot and its spans to the cells
+ * pd__prepare noted, in its order (no lookup). Cannot fail. */
+static void pd__commit(pd_reserve *t, uint32_t slot, const pd__entry *ne, size_t m)
+{
+    pd__agent *a = &t->agents[slot];
+    uint64_t k = 0;
+    for (size_t i = 0; i < m; i++) {
+        a->e[a->n++] = ne[i];
+        a->bytes += pd__entry_bytes(&ne[i]);
+        int32_t x0, y0, x1, y1;
+        pd__box(&ne[i], &x0, &y0, &x1, &y1);
+        for (int32_t y = y0; y <= y1; y++)
+            for (int32_t x = x0; x <= x1; x++)
+                pd__cell_add(t, t->boxci[k++], slot, ne[i].t0, ne[i].t1);
+    }
+    t->entries += m;
+    for (size_t i = 0; i < t->n_touched; i++)
+        t->cells[t->touched[i]].pending = 0;
+    t->n_touched = 0;
+}
+
 pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64_t t0_ms,
                              const pd_waypoint *wp, size_t n, pd_reserve_refusal *refusal)
 {
@@ -706,46 +746,21 @@ pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64
     /* The invariant (no cell of a new entry is another agent's at the same
      * time) is checked while preparing, cell by cell. */
     const int is_new = slot == PD__NONE;
-    uint32_t other = PD__NONE;
-    const int prep = pd__prepare(t, &slot, (uint32_t)(kept + m), ne, m, box_cells, &other);
-    if (prep != 0) {
-        if (prep == 1) {
-            why.has_agent = 1;
-            why.agent = t->agents[other].id;
-        }
-        st = PD_INTERNAL;
+    if ((st = pd__prepare_or_refuse(t, &slot, (uint32_t)(kept + m), ne, m, box_cells, &why)) != PD_OK)
         goto done;
-    }
 
     /* From here on nothing can fail. */
     pd__agent *a = &t->agents[slot];
     if (is_new) {
-        a->id = agent;
-        a->live = 1;
-        pd__map_put(&t->agent_map, agent, slot);
-        t->live_agents++;
+        pd__agent_live(t, slot, agent);
     } else {
         pd__agent_truncate(t, slot, t0_ms);
     }
-    /* The cells in the order pd__prepare noted them: no lookup. */
-    uint64_t k = 0;
-    for (size_t i = 0; i < m; i++) {
-        a->e[a->n++] = ne[i];
-        a->bytes += pd__entry_bytes(&ne[i]);
-        int32_t x0, y0, x1, y1;
-        pd__box(&ne[i], &x0, &y0, &x1, &y1);
-        for (int32_t y = y0; y <= y1; y++)
-            for (int32_t x = x0; x <= x1; x++)
-                pd__cell_add(t, t->boxci[k++], slot, ne[i].t0, ne[i].t1);
-    }
-    t->entries += m;
+    pd__commit(t, slot, ne, m);
     a->renewed_ms = t0_ms;
     a->was_cut = 0;
     if (t0_ms > t->now_ms)
         t->now_ms = t0_ms;
-    for (size_t i = 0; i < t->n_touched; i++)
-        t->cells[t->touched[i]].pending = 0;
-    t->n_touched = 0;
     pd__observe(t, &(pd_reserve_op){ .kind = PD_RESERVE_OP_REPLACE, .agent = agent, .unit = unit, .at_ms = t0_ms,
                                      .wp = wp, .n = n });
 done:
@@ -774,6 +789,88 @@ int pd_reserve_touch(pd_reserve *t, uint64_t agent, int64_t now_ms)
         t->now_ms = now_ms;
     pd__observe(t, &(pd_reserve_op){ .kind = PD_RESERVE_OP_TOUCH, .agent = agent, .at_ms = now_ms });
     return 1;
+}
+
+/* ---- the log's compaction: the state as ops (pd_reserve_export) ---- */
+
+size_t pd_reserve_export(const pd_reserve *t, pd_reserve_observer fn, void *user)
+{
+    fn(user, &(pd_reserve_op){ .kind = PD_RESERVE_OP_CLOCK, .at_ms = t->now_ms, .maintained_ms = t->maintained_ms });
+    size_t n = 0;
+    for (uint32_t slot = 0; slot < t->n_agents; slot++) {
+        const pd__agent *a = &t->agents[slot];
+        if (!a->live)
+            continue;
+        fn(user, &(pd_reserve_op){ .kind = PD_RESERVE_OP_RESTORE, .agent = a->id, .at_ms = a->renewed_ms,
+                                   .speed = a->speed, .was_cut = a->was_cut, .raw = a->e, .n = a->n });
+        n++;
+    }
+    return n;
+}
+
+/* Entries a RESTORE may carry: see pd_reserve_restore. */
+static int pd__raw_ok(const pd_reserve_raw *e, size_t n)
+{
+    /* n may be 0: a replace whose plan ends where it starts leaves the
+     * agent in the table holding nothing. */
+    if ((n && !e) || n > UINT32_MAX / 4u)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        const int moves = e[i].dx != 0 || e[i].dy != 0;
+        if (e[i].unit < 1 || e[i].unit > PD_UNIT_SIZE_MAX || e[i].x < 0 || e[i].y < 0 ||
+            e[i].x > PD__MAX_COORD - 1 || e[i].y > PD__MAX_COORD - 1 || e[i].dx < -1 || e[i].dx > 1 ||
+            e[i].dy < -1 || e[i].dy > 1 || (e[i].x == 0 && e[i].dx < 0) || (e[i].y == 0 && e[i].dy < 0) ||
+            e[i].cut > 1 || (e[i].cut && !moves) || e[i].t0 < 0 || !(e[i].t0 < e[i].t1))
+            return 0;
+        if (e[i].t1 > PD_RESERVE_MAX_TIME && !(i + 1 == n && e[i].t1 == PD_RESERVE_FOREVER))
+            return 0;
+        /* In time order and disjoint; not always touching: a replace from
+         * after the agent's last entry ended leaves a gap. */
+        if (i + 1 < n && e[i + 1].t0 < e[i].t1)
+            return 0;
+    }
+    return 1;
+}
+
+pd_status pd_reserve_restore(pd_reserve *t, const pd_reserve_op *op, pd_reserve_refusal *refusal)
+{
+    pd_reserve_refusal why = { 0 };
+    pd_status st = PD_OK;
+    if (op->kind == PD_RESERVE_OP_CLOCK) {
+        t->now_ms = op->at_ms;
+        t->maintained_ms = op->maintained_ms;
+        pd__observe(t, op);
+        goto done;
+    }
+    if (op->kind != PD_RESERVE_OP_RESTORE || !pd__raw_ok(op->raw, op->n) ||
+        pd__map_find(&t->agent_map, op->agent) != PD__NONE) {
+        st = PD_INVALID_ARGUMENT;
+        goto done;
+    }
+    if (pd__grow((void **)&t->ne, &t->cap_ne, op->n, sizeof *t->ne, 16u) != 0) {
+        st = PD_INTERNAL;
+        goto done;
+    }
+    uint64_t box_cells = 0;
+    for (size_t i = 0; i < op->n; i++) {
+        t->ne[i] = op->raw[i];
+        t->ne[i].unused = 0;
+        box_cells += (pd__entry_bytes(&t->ne[i]) - sizeof(pd__entry)) / sizeof(pd_reserve_span);
+    }
+    uint32_t slot = PD__NONE;
+    if ((st = pd__prepare_or_refuse(t, &slot, (uint32_t)op->n, t->ne, op->n, box_cells, &why)) != PD_OK)
+        goto done;
+    pd__agent *a = &t->agents[slot];
+    pd__agent_live(t, slot, op->agent);
+    pd__commit(t, slot, t->ne, op->n);
+    a->renewed_ms = op->at_ms;
+    a->speed = op->speed;
+    a->was_cut = op->was_cut != 0;
+    pd__observe(t, op);
+done:
+    if (refusal)
+        *refusal = why;
+    return st;
 }
 
 int64_t pd_reserve_now(const pd_reserve *t)

@@ -340,7 +340,24 @@ typedef enum pd_reserve_op_kind {
     PD_RESERVE_OP_BLOCK_CELLS,   /* cells[0..n_cells), at_ms */
     PD_RESERVE_OP_SPEED,         /* agent, speed (pd_reserve_note_speed) */
     PD_RESERVE_OP_RENEWED,       /* agent, at_ms (pd_reserve_set_renewed) */
+    /* Never from a change: pd_reserve_export's state, which
+     * pd_reserve_restore applies (the log's compaction, pd_reserve_log.h). */
+    PD_RESERVE_OP_CLOCK,         /* at_ms = pd_reserve_now, maintained_ms */
+    PD_RESERVE_OP_RESTORE,       /* agent, at_ms = renewed, speed, was_cut, raw[0..n) */
 } pd_reserve_op_kind;
+
+/* One of an agent's entries as the table keeps it (see "Layout" above): a
+ * wait (dx = dy = 0) at anchor (x, y), or a move from (x, y) by (dx, dy),
+ * holding the unit's footprints' bounding box over [t0, t1); cut: a move
+ * whose end a truncation took away (it ends mid-move). */
+typedef struct pd_reserve_raw {
+    int64_t t0, t1;
+    int32_t x, y;
+    int8_t dx, dy;
+    uint8_t unit;
+    uint8_t cut;
+    uint32_t unused;         /* 0 */
+} pd_reserve_raw;
 
 typedef struct pd_reserve_op {
     pd_reserve_op_kind kind;
@@ -353,9 +370,37 @@ typedef struct pd_reserve_op {
     const pd_point *cells;
     size_t n_cells;
     double speed;
+    int64_t maintained_ms;   /* CLOCK */
+    int was_cut;             /* RESTORE */
+    const pd_reserve_raw *raw; /* RESTORE: n of them */
 } pd_reserve_op;
 
 typedef void (*pd_reserve_observer)(void *user, const pd_reserve_op *op);
+
+/*
+ * The table's state as ops that make it again on an empty table: one
+ * CLOCK (its game time and when maintain last ran), then one RESTORE per
+ * agent in slot order (its entries exactly as kept, cut moves and
+ * collected prefixes included, its renewal, speed and was_cut). What a
+ * compacted log holds instead of the history that made the table. fn is
+ * called with raw pointing into the table: valid during the call; the
+ * table must not change meanwhile. Returns the agents exported.
+ */
+size_t pd_reserve_export(const pd_reserve *t, pd_reserve_observer fn, void *user);
+
+/*
+ * Applies an op of pd_reserve_export. CLOCK sets the game time and the
+ * maintain mark. RESTORE adds an agent that is not in the table with
+ * exactly those entries, checked as a replace is: well formed (each
+ * t0 < t1, in time order without overlap, unit 1 ..
+ * PD_UNIT_SIZE_MAX, moves to an 8-neighbour, cut only on a move), and no
+ * cell another agent's at the same time (PD_INTERNAL with refusal->agent).
+ * PD_INVALID_ARGUMENT for a malformed one or an agent already there,
+ * PD_INTERNAL on allocation failure; the limits do not apply (a snapshot
+ * holds what the table held). On failure the table is unchanged. Told to
+ * the observer as the op itself.
+ */
+pd_status pd_reserve_restore(pd_reserve *t, const pd_reserve_op *op, pd_reserve_refusal *refusal);
 
 /* fn NULL: none (the default). Called on the thread making the change,
  * inside the call. */

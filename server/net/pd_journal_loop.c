@@ -74,7 +74,7 @@ static void pd__journal_work_cb(uv_work_t *req)
         if (w->rc == 0 && !s->conf.log.redis_host[0])
             w->rc = pd_reservations_open_log(pd_registry_reservations(s->registry), pd__journal_scene, s->registry,
                                              s->conf.data_dir, s->conf.journal_fsync == PD_CONF_FSYNC_ALWAYS,
-                                             &w->rstats, w->err, sizeof w->err);
+                                             s->conf.journal_compact_bytes, &w->rstats, w->err, sizeof w->err);
         break;
     case PD__JW_SYNC:
         w->rc = pd_store_sync(s->store);

@@ -95,6 +95,10 @@ static size_t pd__body_size(const pd_reserve_op *op)
         return 16 + 8;
     case PD_RESERVE_OP_BLOCK_CELLS:
         return 8 + 4 + op->n_cells * 8u;
+    case PD_RESERVE_OP_CLOCK:
+        return 16;
+    case PD_RESERVE_OP_RESTORE:
+        return 8 + 8 + 8 + 1 + 4 + op->n * 28u;
     }
     return SIZE_MAX;
 }
@@ -168,6 +172,29 @@ int pd_reserve_log_encode(pd_reserve_log_buf *b, const char *scene, const pd_res
                 pd__put(b, (uint32_t)op->cells[i].y, 4);
             }
             break;
+        case PD_RESERVE_OP_CLOCK:
+            pd__put(b, (uint64_t)op->at_ms, 8);
+            pd__put(b, (uint64_t)op->maintained_ms, 8);
+            break;
+        case PD_RESERVE_OP_RESTORE:
+            memcpy(&bits, &op->speed, sizeof bits);
+            pd__put(b, op->agent, 8);
+            pd__put(b, (uint64_t)op->at_ms, 8);
+            pd__put(b, bits, 8);
+            pd__put(b, op->was_cut ? 1u : 0u, 1);
+            pd__put(b, op->n, 4);
+            for (size_t i = 0; i < op->n; i++) {
+                const pd_reserve_raw *e = &op->raw[i];
+                pd__put(b, (uint64_t)e->t0, 8);
+                pd__put(b, (uint64_t)e->t1, 8);
+                pd__put(b, (uint32_t)e->x, 4);
+                pd__put(b, (uint32_t)e->y, 4);
+                pd__put(b, (uint8_t)e->dx, 1);
+                pd__put(b, (uint8_t)e->dy, 1);
+                pd__put(b, e->unit, 1);
+                pd__put(b, e->cut, 1);
+            }
+            break;
         }
     }
     pd__le(b->p + start, payload, 4);
@@ -186,7 +213,7 @@ void pd_reserve_log_buf_free(pd_reserve_log_buf *b)
 /* Decodes one payload into op (kind 0: RESET); wp and cells are malloc'd
  * into *wp / *cells (the caller frees). 0, or -1 when it does not parse. */
 static int pd__parse(const unsigned char *p, size_t n, char *scene, pd_reserve_op *op, pd_waypoint **wp,
-                     pd_point **cells)
+                     pd_point **cells, pd_reserve_raw **raw)
 {
     memset(op, 0, sizeof *op);
     if (n < 2 || (size_t)p[1] + 2u > n || p[1] == 0)
@@ -201,7 +228,7 @@ static int pd__parse(const unsigned char *p, size_t n, char *scene, pd_reserve_o
     n -= 2 + name_len;
     if (kind == PD_RESERVE_LOG_RESET)
         return n == 0 ? 0 : -1;
-    if (kind > PD_RESERVE_OP_RENEWED)
+    if (kind > PD_RESERVE_OP_RESTORE)
         return -1;
     op->kind = (pd_reserve_op_kind)kind;
     /* The counted kinds: check the count against what is left. */
@@ -210,6 +237,12 @@ static int pd__parse(const unsigned char *p, size_t n, char *scene, pd_reserve_o
             return -1;
         op->n = (size_t)pd__from_le(p + 20, 4);
         if (n != 24 + op->n * 24u)
+            return -1;
+    } else if (kind == PD_RESERVE_OP_RESTORE) {
+        if (n < 29)
+            return -1;
+        op->n = (size_t)pd__from_le(p + 25, 4);
+        if (n != 29 + op->n * 28u)
             return -1;
     } else if (kind == PD_RESERVE_OP_BLOCK_CELLS) {
         if (n < 12)
@@ -270,6 +303,31 @@ static int pd__parse(const unsigned char *p, size_t n, char *scene, pd_reserve_o
                                       (int32_t)(uint32_t)pd__from_le(p + 16 + i * 8u, 4) };
         op->cells = *cells;
         break;
+    case PD_RESERVE_OP_CLOCK:
+        op->at_ms = (int64_t)pd__from_le(p, 8);
+        op->maintained_ms = (int64_t)pd__from_le(p + 8, 8);
+        break;
+    case PD_RESERVE_OP_RESTORE:
+        op->agent = pd__from_le(p, 8);
+        op->at_ms = (int64_t)pd__from_le(p + 8, 8);
+        bits = pd__from_le(p + 16, 8);
+        memcpy(&op->speed, &bits, sizeof bits);
+        op->was_cut = p[24];
+        if (!(*raw = calloc(op->n ? op->n : 1u, sizeof **raw)))
+            return -1;
+        for (size_t i = 0; i < op->n; i++) {
+            const unsigned char *q = p + 29 + i * 28u;
+            (*raw)[i] = (pd_reserve_raw){ .t0 = (int64_t)pd__from_le(q, 8),
+                                          .t1 = (int64_t)pd__from_le(q + 8, 8),
+                                          .x = (int32_t)(uint32_t)pd__from_le(q + 16, 4),
+                                          .y = (int32_t)(uint32_t)pd__from_le(q + 20, 4),
+                                          .dx = (int8_t)q[24],
+                                          .dy = (int8_t)q[25],
+                                          .unit = q[26],
+                                          .cut = q[27] };
+        }
+        op->raw = *raw;
+        break;
     }
     return 0;
 }
@@ -286,11 +344,13 @@ size_t pd_reserve_log_decode(const unsigned char *p, size_t n, pd_reserve_log_fn
         pd_reserve_op op;
         pd_waypoint *wp = NULL;
         pd_point *cells = NULL;
-        const int ok = pd__parse(p + at + 8, len, scene, &op, &wp, &cells) == 0;
+        pd_reserve_raw *raw = NULL;
+        const int ok = pd__parse(p + at + 8, len, scene, &op, &wp, &cells, &raw) == 0;
         if (ok)
             fn(user, scene, op.kind ? &op : NULL);
         free(wp);
         free(cells);
+        free(raw);
         if (!ok)
             break;
         at += 8 + len;
@@ -334,6 +394,10 @@ pd_status pd_reserve_log_apply(pd_reserve *t, const pd_reserve_op *op)
     case PD_RESERVE_OP_RENEWED:
         pd_reserve_set_renewed(t, op->agent, op->at_ms);
         break;
+    case PD_RESERVE_OP_CLOCK:
+    case PD_RESERVE_OP_RESTORE:
+        st = pd_reserve_restore(t, op, NULL);
+        break;
     }
     pd_reserve_set_limits(t, &kept);
     return st;
@@ -349,6 +413,8 @@ struct pd_reserve_log {
     uint64_t written;        /* bytes written, for pd_reserve_log_sync_due */
     uint64_t synced;         /* ... of them fdatasynced */
     int failed;
+    uint64_t base;           /* bytes of the last compaction's file (0: none yet) */
+    char dir[PATH_MAX];
     char path[PATH_MAX];
     char why[PATH_MAX + 128];
 };
@@ -405,6 +471,7 @@ pd_reserve_log *pd_reserve_log_open(const char *dir, int fsync_always, pd_reserv
     }
     memset(stats, 0, sizeof *stats);
     l->fsync_always = fsync_always;
+    snprintf(l->dir, sizeof l->dir, "%s", dir);
     snprintf(l->path, sizeof l->path, "%s/reservations.log", dir);
     l->fd = open(l->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (l->fd < 0) {
@@ -533,6 +600,64 @@ int pd_reserve_log_failed(pd_reserve_log *l, char *why, size_t len)
         snprintf(why, len, "%s", l->why);
     pthread_mutex_unlock(&l->lock);
     return failed;
+}
+
+int pd_reserve_log_compaction_due(pd_reserve_log *l, uint64_t floor)
+{
+    pthread_mutex_lock(&l->lock);
+    const int due = !l->failed && l->size > floor && l->size / PD_RESERVE_LOG_COMPACT_RATIO > l->base;
+    pthread_mutex_unlock(&l->lock);
+    return due;
+}
+
+int pd_reserve_log_rewrite(pd_reserve_log *l, const unsigned char *p, size_t n, char *err, size_t errlen)
+{
+    char tmp[PATH_MAX + 8];
+    snprintf(tmp, sizeof tmp, "%s.new", l->path);
+    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "reservation log compaction: %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    if (pd__write_all(fd, (const unsigned char *)pd__magic, sizeof pd__magic, 0) != 0 ||
+        pd__write_all(fd, p, n, sizeof pd__magic) != 0 || fsync(fd) != 0) {
+        snprintf(err, errlen, "reservation log compaction: writing %s: %s", tmp, strerror(errno));
+        close(fd);
+        (void)unlink(tmp);
+        return -1;
+    }
+    pthread_mutex_lock(&l->lock);
+    int rc = -1;
+    if (l->failed) {
+        snprintf(err, errlen, "reservation log compaction: the log has failed");
+    } else if (rename(tmp, l->path) != 0) {
+        snprintf(err, errlen, "reservation log compaction: rename %s: %s", tmp, strerror(errno));
+    } else {
+        /* The new file is the log from here on: dup2 puts it under the
+         * descriptor appends and fdatasyncs use, so no one ever holds a
+         * closed one. A rename not yet on disk leaves the old file, which
+         * holds the same state: the directory's fsync only makes it last. */
+        if (dup2(fd, l->fd) < 0) {
+            snprintf(l->why, sizeof l->why, "compaction of %s: dup2: %s", l->path, strerror(errno));
+            l->failed = 1;
+            snprintf(err, errlen, "reservation log compaction: %s", l->why);
+        } else {
+            l->size = l->written = l->synced = l->base = sizeof pd__magic + n;
+            rc = 0;
+        }
+    }
+    pthread_mutex_unlock(&l->lock);
+    close(fd);
+    if (rc != 0) {
+        (void)unlink(tmp);
+        return -1;
+    }
+    int dfd = open(l->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    return 0;
 }
 
 uint64_t pd_reserve_log_bytes(pd_reserve_log *l)

@@ -28,7 +28,11 @@
  *     7 BLOCK_CELLS  i64 at | u32 n | n x (i32 x, i32 y)
  *     8 SPEED        u64 agent | f64 speed (IEEE-754 bits)
  *     9 RENEWED      u64 agent | i64 renewed
- * (kinds 1..9 are pd_reserve_op_kind's), integers little-endian, as the
+ *    10 CLOCK        i64 now | i64 maintained
+ *    11 RESTORE      u64 agent | i64 renewed | f64 speed | u8 was_cut | u32 n |
+ *                    n x (i64 t0, i64 t1, i32 x, i32 y, i8 dx, i8 dy, u8 unit, u8 cut)
+ * (kinds 1..11 are pd_reserve_op_kind's; 10 and 11 only in a compacted
+ * log: a table's state as pd_reserve_export gives it, after its RESET), integers little-endian, as the
  * scene journal's records (pd_journal.h). A damaged or torn tail ends the
  * file at replay: reported and truncated there.
  *
@@ -47,7 +51,7 @@
 /* A record is at most this many bytes (a plan of about a million waypoints). */
 #define PD_RESERVE_LOG_MAX_RECORD (24u << 20)
 
-/* The RESET kind, beside pd_reserve_op_kind's 1..9. */
+/* The RESET kind, beside pd_reserve_op_kind's 1..11. */
 #define PD_RESERVE_LOG_RESET 0
 
 /* Records being built (a table's changes until its request lets go). */
@@ -110,6 +114,24 @@ int pd_reserve_log_sync_due(pd_reserve_log *l);
 /* Non-zero once a write failed; why (at most len bytes) to why. */
 int pd_reserve_log_failed(pd_reserve_log *l, char *why, size_t len);
 uint64_t pd_reserve_log_bytes(pd_reserve_log *l);
+
+/*
+ * Compaction. The file grows with every change; what a restart needs is
+ * the tables as they are. Due when the file is past `floor` bytes (the
+ * config's journal_compact_bytes) and past PD_RESERVE_LOG_COMPACT_RATIO
+ * times the size the last compaction left (so a log of many live
+ * reservations is not rewritten over and over: each rewrite is paid for
+ * by that many times its size of appends). The caller then holds every
+ * table and the writers off, dumps each table (a RESET, then
+ * pd_reserve_export's CLOCK and RESTOREs), and pd_reserve_log_rewrite
+ * writes magic + p[0..n) to reservations.log.new, fsyncs it, renames it
+ * over the log (atomic: a crash leaves the old log or the new one, both
+ * the same tables) and appends to it from then on. 0, or -1 with err (the
+ * old log stays, unharmed, and the next due check tries again).
+ */
+#define PD_RESERVE_LOG_COMPACT_RATIO 4u
+int pd_reserve_log_compaction_due(pd_reserve_log *l, uint64_t floor);
+int pd_reserve_log_rewrite(pd_reserve_log *l, const unsigned char *p, size_t n, char *err, size_t errlen);
 void pd_reserve_log_close(pd_reserve_log *l);
 
 #endif

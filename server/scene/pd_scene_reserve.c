@@ -190,7 +190,8 @@ static void pd__replay_record(void *user, const char *scene, const pd_reserve_op
 }
 
 int pd_reservations_open_log(pd_reservations *set, pd_reservations_scene_fn acquire, void *user, const char *dir,
-                             int fsync_always, pd_reservations_log_stats *stats, char *err, size_t errlen)
+                             int fsync_always, uint64_t compact_bytes, pd_reservations_log_stats *stats, char *err,
+                             size_t errlen)
 {
     memset(stats, 0, sizeof *stats);
     pd__replay rp = { set, acquire, user, stats };
@@ -203,6 +204,7 @@ int pd_reservations_open_log(pd_reservations *set, pd_reservations_scene_fn acqu
     stats->truncated_bytes = fs.truncated_bytes;
     pthread_mutex_lock(&set->log_lock);
     set->log = log;
+    set->compact_bytes = compact_bytes;
     pthread_mutex_unlock(&set->log_lock);
     /* The tables replay made log their changes from now on; a RESET first
      * is not needed (the log holds their history). */
@@ -223,12 +225,120 @@ pd_status pd_reservations_refusal(pd_reservations *set, char *msg, size_t len)
 
 int pd_reservations_sync_due(pd_reservations *set)
 {
-    return set->log && pd_reserve_log_sync_due(set->log);
+    return set->log &&
+           (pd_reserve_log_sync_due(set->log) || pd_reserve_log_compaction_due(set->log, set->compact_bytes));
 }
 
 int pd_reservations_sync(pd_reservations *set)
 {
-    return set->log ? pd_reserve_log_sync(set->log) : 0;
+    if (!set->log)
+        return 0;
+    if (pd_reserve_log_sync(set->log) != 0)
+        return -1;
+    if (pd_reserve_log_compaction_due(set->log, set->compact_bytes)) {
+        char why[sizeof set->compact_why];
+        const int rc = pd_reservations_compact(set, why, sizeof why);
+        pthread_mutex_lock(&set->lock);
+        snprintf(set->compact_why, sizeof set->compact_why, "%s", rc == 0 ? "" : why);
+        pthread_mutex_unlock(&set->lock);
+    }
+    return 0;
+}
+
+uint64_t pd_reservations_compactions(pd_reservations *set, char *why, size_t len)
+{
+    pthread_mutex_lock(&set->lock);
+    const uint64_t n = set->compactions;
+    if (why && len)
+        snprintf(why, len, "%s", set->compact_why);
+    pthread_mutex_unlock(&set->lock);
+    return n;
+}
+
+/* pd_reserve_export's ops, encoded for the table being dumped. */
+typedef struct pd__dump {
+    pd_reserve_log_buf *b;
+    const char *name;
+} pd__dump;
+
+static void pd__dump_op(void *user, const pd_reserve_op *op)
+{
+    pd__dump *d = user;
+    (void)pd_reserve_log_encode(d->b, d->name, op);
+}
+
+/* Releases the references pd_reservations_compact took (the set's lock
+ * not held). */
+static void pd__unref_all(pd_reservations *set, pd_reservations_entry **es, size_t n)
+{
+    pthread_mutex_lock(&set->lock);
+    for (size_t i = 0; i < n; i++)
+        if (--es[i]->refs == 0)
+            pd__entry_free(es[i]);
+    pthread_mutex_unlock(&set->lock);
+}
+
+int pd_reservations_compact(pd_reservations *set, char *err, size_t errlen)
+{
+    if (!set->log)
+        return 0;
+    /* Every table, referenced so none is freed while it waits its turn. */
+    pthread_mutex_lock(&set->lock);
+    size_t n = 0;
+    for (size_t b = 0; b < PD__RESV_BUCKETS; b++)
+        for (pd_reservations_entry *e = set->buckets[b]; e; e = e->next)
+            n++;
+    pd_reservations_entry **es = malloc((n ? n : 1u) * sizeof *es);
+    if (!es) {
+        pthread_mutex_unlock(&set->lock);
+        snprintf(err, errlen, "reservation log compaction: out of memory");
+        return -1;
+    }
+    n = 0;
+    for (size_t b = 0; b < PD__RESV_BUCKETS; b++)
+        for (pd_reservations_entry *e = set->buckets[b]; e; e = e->next) {
+            e->refs++;
+            es[n++] = e;
+        }
+    pthread_mutex_unlock(&set->lock);
+    /* Each table's lock, then the log's: the order a request's unlock
+     * takes them in (its table's, then log_lock to write), so a request
+     * holding one table finishes, writes and lets go while this waits. No
+     * request holds two tables. Holding them all, no table changes and
+     * nothing is appended: the dump is exactly what the log would replay
+     * to. A table's pend holds at most its attach RESET here, which its
+     * next request writes after the dump (an empty table's RESET again). */
+    for (size_t i = 0; i < n; i++)
+        pthread_mutex_lock(&es[i]->lock);
+    pthread_mutex_lock(&set->log_lock);
+    pd_reserve_log_buf b = { 0 };
+    for (size_t i = 0; i < n; i++) {
+        pthread_mutex_lock(&set->lock);
+        const int gone = es[i]->forgotten; /* its RESET is in the log already */
+        pthread_mutex_unlock(&set->lock);
+        if (gone)
+            continue;
+        pd__dump d = { &b, es[i]->name };
+        (void)pd_reserve_log_encode(&b, es[i]->name, NULL);
+        (void)pd_reserve_export(es[i]->table, pd__dump_op, &d);
+    }
+    int rc = -1;
+    if (b.failed)
+        snprintf(err, errlen, "reservation log compaction: the dump did not fit in memory");
+    else
+        rc = pd_reserve_log_rewrite(set->log, b.p, b.n, err, errlen);
+    pthread_mutex_unlock(&set->log_lock);
+    for (size_t i = 0; i < n; i++)
+        pthread_mutex_unlock(&es[i]->lock);
+    pd_reserve_log_buf_free(&b);
+    pd__unref_all(set, es, n);
+    free(es);
+    if (rc == 0) {
+        pthread_mutex_lock(&set->lock);
+        set->compactions++;
+        pthread_mutex_unlock(&set->lock);
+    }
+    return rc;
 }
 
 uint64_t pd_reservations_log_bytes(pd_reservations *set)

@@ -130,11 +130,23 @@ typedef struct pd_reservations_log_stats {
  * call the registry, which calls it. */
 typedef pd_scene *(*pd_reservations_scene_fn)(void *user, const char *name);
 int pd_reservations_open_log(pd_reservations *set, pd_reservations_scene_fn acquire, void *user, const char *dir,
-                             int fsync_always, pd_reservations_log_stats *stats, char *err, size_t errlen);
-/* The "everysec" policy's fdatasync (the server's 1 s tick): due when
- * something was written since the last; 0 or -1. */
+                             int fsync_always, uint64_t compact_bytes, pd_reservations_log_stats *stats, char *err,
+                             size_t errlen);
+/* The server's 1 s tick (a background thread): due when something was
+ * written since the last fdatasync ("everysec"), or the log is due for
+ * compaction (past compact_bytes and pd_reserve_log.h's ratio). sync
+ * fdatasyncs, then compacts when due (pd_reservations_compact); 0, or -1
+ * when the fdatasync failed (a failed compaction leaves the old log as it
+ * was and is tried again at the next tick). */
 int pd_reservations_sync_due(pd_reservations *set);
 int pd_reservations_sync(pd_reservations *set);
+/* Rewrites the log as the tables are now (pd_reserve_log_rewrite): holds
+ * every table meanwhile, so reservation requests wait for it (about the
+ * time to write and fsync the live tables' dump). 0 (also without a log),
+ * or -1 with err. */
+int pd_reservations_compact(pd_reservations *set, char *err, size_t errlen);
+/* Compactions done so far; why the last one failed to why ("" if not). */
+uint64_t pd_reservations_compactions(pd_reservations *set, char *why, size_t len);
 uint64_t pd_reservations_log_bytes(pd_reservations *set);
 
 /* PD_OK when a reservation may change; else the status to answer

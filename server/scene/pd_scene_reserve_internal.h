@@ -57,6 +57,9 @@ struct pd_reservations {
      * log_lock orders a drop's RESET against the writes of its table. */
     pd_reserve_log *log;
     pthread_mutex_t log_lock;
+    uint64_t compact_bytes;    /* the log's compaction floor (journal_compact_bytes) */
+    uint64_t compactions;      /* done, and why the last one failed ("" when it did not) */
+    char compact_why[320];
     /* shared log hook (pd_reservations_share): the replicas' log, or NULL */
     pd_redis_log *shared;
 };

@@ -17,6 +17,10 @@ Starts its own pathd (PATHD_BIN) with a data_dir and journal_fsync
   do not replay onto the new scene);
 - a damaged tail of reservations.log (a torn write) is cut at the restart
   and the whole records before it kept;
+- the log compacted (journal_compact_bytes 64 KiB): many reserve/release
+  cycles keep the file under its floor, and a kill -9 and restart after
+  compactions answers GetReservations as before, an agent cut before the
+  compaction still was_cut;
 - two replicas over one Redis (log.redis; a redis-server the test starts
   on a loopback port): agents reserved through either replica, on the
   game's clock, never overlap (the checker replays every answer of both),
@@ -241,6 +245,75 @@ class RestartTest(DataDirTest):
         self.assertEqual(before, table(self.c, "run"))
         self.assertEqual(os.path.getsize(path), size)
         self.assertIn("7 bytes of damaged tail truncated", self.d.log_text())
+
+
+class CompactionTest(DataDirTest):
+    """The reservation log is compacted (pd_reserve_log.h): past
+    journal_compact_bytes (its floor, 64 KiB here) and 4 times what the
+    last compaction wrote, the server's tick rewrites it as the tables are
+    now. Many reserve/release cycles keep the file bounded; a kill -9 and
+    a restart after compactions answer GetReservations as before (live
+    plans, a plan an update cut, a parked agent), the cut agent's next
+    plan still says was_cut, and changes appended after a compaction
+    replay too."""
+
+    COMPACT = 65536
+    SCENES, EXTRA = ["run", "cut"], {"journal_compact_bytes": COMPACT}
+    run_agents = RestartTest.run_agents
+
+    def log_size(self):
+        return os.path.getsize(os.path.join(self.data, "reservations.log"))
+
+    def cycles(self, n, t_from):
+        """Reserve and release one agent n times: history, nothing live."""
+        for i in range(n):
+            self.c.reserve_path("cut", 50, (1, 1), (4, 1), t_from + i, 2.0, window_ms=60000)
+            self.assertTrue(self.c.release_agent("cut", 50))
+
+    def wait_compacted(self, grown_to):
+        """Until the tick compacted the log, grown to grown_to bytes, below
+        the floor."""
+        deadline = time.monotonic() + 15
+        while self.log_size() >= self.COMPACT and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertLess(self.log_size(), self.COMPACT)
+        self.assertLess(self.log_size(), grown_to)
+
+    def tables(self):
+        return {s: table(self.c, s) for s in ("run", "cut")}
+
+    def test_log_stays_bounded_and_restart_keeps_tables(self):
+        rng = random.Random(35)
+        rec = Recorder()
+        self.run_agents(rec, "run", list(range(1, 7)), 0, 4000, rng)
+        self.c.reserve_path("cut", 1, (1, 3), (10, 3), 0, 2.0, window_ms=60000)
+        self.c.reserve_path("cut", 3, (1, 5), (3, 5), 0, 2.0, window_ms=60000)
+        up = self.c.update_cells("cut", rect=((5, 3), (5, 3)), op="block", at_ms=1000)
+        self.assertEqual(up["agents_cut"], [1])
+        # 1200 cycles of about 180 bytes each: over three times the floor
+        # of history, compacted by the tick as it goes.
+        for _ in range(4):
+            self.cycles(300, 2000)
+            grown = self.log_size()
+            self.wait_compacted(max(grown, self.COMPACT))
+        before = self.tables()
+        self.assertGreater(before["run"]["table_entries"], 10)
+        self.assertEqual(before["cut"]["agents"], 2)
+        self.reconnect()
+        self.assertEqual(before, self.tables())
+        # Agent 1's cut is in the compacted log (was_cut restored).
+        again = self.c.reserve_path("cut", 1, (4, 3), (1, 3), 3000, 2.0, window_ms=60000)
+        self.assertTrue(again["was_cut"])
+        # New plans around the restored ones never meet them.
+        self.run_agents(rec, "run", list(range(7, 11)), 4000, 7000, rng)
+        rec.check(self)
+        # Appends after a compaction replay too.
+        self.cycles(400, 8000)
+        self.wait_compacted(10 ** 9)
+        self.c.reserve_path("cut", 7, (8, 5), (10, 5), 9000, 2.0)
+        before = self.tables()
+        self.reconnect()
+        self.assertEqual(before, self.tables())
 
 
 class YieldRestartTest(DataDirTest):
