@@ -44,6 +44,7 @@
 #include "pd_journal.h"
 #include "pd_log.h"
 #include "pd_server_internal.h"
+#include "pd_redis_journal.h"
 #include "pd_redis_snapshot.h"
 #include "pd_store.h"
 #include "pd_watch.h"
@@ -71,6 +72,7 @@ typedef struct pd__item {
     uint64_t incarnation;         /* a drop's scene, an instance's template, a reset's
                                      scene (for their watch events) */
     char why[160];
+    char id[48];                  /* its stream entry id (for the local journal) */
 } pd__item;
 
 /* The entries of one XREAD, decoded. A replica holds two, kept from one
@@ -156,6 +158,7 @@ struct pd_replica {
     /* Rebuilding a refused scene (pd_redis_snap_rebuild), one at a time,
      * never beside an apply: the same work request and replayer. */
     pd_redis_snap *snap;          /* fetches snapshots over the log's connection */
+    char journal_dir[PD_CONF_MAX_DATA_DIR + 16]; /* data_dir's redis-cache: the local journal, or "" */
     int rebuilding;
     size_t rb_scene;
     char rb_name[PD_CONF_MAX_NAME]; /* its name, for the threadpool (r->scenes may grow) */
@@ -586,6 +589,8 @@ static void pd__refuse(pd_replica *r, size_t i, int rebuild, const char *fmt, co
     sc->refused = 1;
     snprintf(sc->why, sizeof sc->why, fmt, a, b);
     pd_log_error("replica: scene '%s': %s", sc->name, sc->why);
+    if (r->journal_dir[0])
+        pd_redis_journal_discard(r->journal_dir, sc->name); /* of the history left behind */
 }
 
 /* One served scene against its stream's last entry: a scene made here or
@@ -901,6 +906,8 @@ static void pd__apply_work(uv_work_t *w)
         pd_journal_type t = it->rec.type;
         it->incarnation = t == PD_JOURNAL_DROP ? pd__incarnation(r, it->rec.scene) : 0;
         it->outcome = pd_store_apply_logged_result(r->s->store, r->rp, &it->rec, &it->res, it->why, sizeof it->why);
+        if (r->journal_dir[0] && (it->outcome == PD_STORE_LOGGED_APPLIED || it->outcome == PD_STORE_LOGGED_HAD))
+            (void)pd_redis_journal_append(r->journal_dir, it->rec.scene, it->id, it->g, &it->rec); /* a cache */
         if (it->outcome == PD_STORE_LOGGED_APPLIED && (t == PD_JOURNAL_INSTANCE || t == PD_JOURNAL_RESET))
             it->incarnation = pd__incarnation(r, t == PD_JOURNAL_INSTANCE ? it->rec.tmpl : it->rec.scene);
     }
@@ -1127,6 +1134,7 @@ static int pd__take(pd_replica *r, pd__batch *b, size_t scene, const redisReply 
     it->skip = 0;
     it->outcome = PD_STORE_LOGGED_HAD;
     it->why[0] = '\0';
+    snprintf(it->id, sizeof it->id, "%s", e->element[0]->str);
     char why[160];
     if (pd_journal_decode((const uint8_t *)rec->str, rec->len, &it->rec, why, sizeof why) != 0)
         return -1;
@@ -1455,6 +1463,8 @@ pd_replica *pd__replica_start(pd_server *s, pd_redis_log *rl, pd__replica_redisp
     r->watchdog.data = r->park_timer.data = r;
     r->handles = 2;
     s->open_handles += 2;
+    if (s->conf.data_dir[0])
+        snprintf(r->journal_dir, sizeof r->journal_dir, "%s/%s", s->conf.data_dir, PD_REDIS_CACHE_SUBDIR);
     pd_redis_log_set_tailed(rl, 1);
     pd__connect(r);
     return r;

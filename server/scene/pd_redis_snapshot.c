@@ -6,6 +6,8 @@
  */
 #include "pd_redis_snapshot.h"
 
+#include "pd_redis_journal.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
@@ -82,7 +84,7 @@ static const char PD__SNAP_LIBRARY[] =
  * payload), so a torn or damaged file is told by its checksum. */
 #define PD__CACHE_MAGIC "pathdR1\n"
 #define PD__CACHE_MAGIC_BYTES 8u
-#define PD__CACHE_SUBDIR "redis-cache"
+#define PD__CACHE_SUBDIR PD_REDIS_CACHE_SUBDIR
 /* A cache file's path: the directory, '/', the name in hex, a suffix. */
 #define PD__CACHE_PATH_MAX (PD_CONF_MAX_DATA_DIR + sizeof PD__CACHE_SUBDIR + 2 * PD_CONF_MAX_NAME + 16)
 
@@ -100,6 +102,7 @@ struct pd_redis_snap {
     char cache[PD_CONF_MAX_DATA_DIR + sizeof PD__CACHE_SUBDIR + 1];  /* "" or DIR/redis-cache */
     int cache_lock_fd;            /* DIR/redis-cache/lock, flock'ed; -1 without a cache */
     atomic_uint_fast64_t from_cache, from_redis;   /* scenes replay started from each */
+    atomic_uint_fast64_t from_journal;             /* entries replay took from local journals */
 };
 
 /* The cache directory (made, one level each) and its lock: one pathd per
@@ -223,24 +226,7 @@ int pd_redis_snap_due(pd_redis_snap *sn)
 
 static void pd__cache_path(const pd_redis_snap *sn, const char *scene, const char *suffix, char *buf, size_t len)
 {
-    size_t n = (size_t)snprintf(buf, len, "%s/", sn->cache);
-    for (const unsigned char *p = (const unsigned char *)scene; *p && n + 3 < len; p++)
-        n += (size_t)snprintf(buf + n, len - n, "%02x", *p);
-    snprintf(buf + n, len - n, "%s", suffix);
-}
-
-static int pd__write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
+    pd_redis_cache_path(sn->cache, scene, suffix, buf, len);
 }
 
 /* The scene's cache file, replaced whole (tmp, fdatasync, rename, fsync of
@@ -265,7 +251,7 @@ static int pd__cache_write(pd_redis_snap *sn, const char *scene, const char *id,
     for (int i = 0; i < 8; i++)
         head[n++] = (uint8_t)(g >> (8 * i));
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int ok = fd >= 0 && pd__write_all(fd, head, n) == 0 && pd__write_all(fd, framed, len) == 0 && fdatasync(fd) == 0;
+    int ok = fd >= 0 && pd_redis_cache_write_all(fd, head, n) == 0 && pd_redis_cache_write_all(fd, framed, len) == 0 && fdatasync(fd) == 0;
     int saved = errno;
     if (fd >= 0)
         close(fd);
@@ -308,17 +294,10 @@ static int pd__cache_read_scene(pd_redis_snap *sn, const char *scene, pd_journal
     char path[PD__CACHE_PATH_MAX];
     pd__cache_path(sn, scene, "", path, sizeof path);
     snprintf(why, whylen, "no local cache");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return 1;
-    struct stat st;
-    uint8_t *buf = NULL;
     size_t size = 0;
-    if (fstat(fileno(f), &st) == 0 && st.st_size > 0 &&
-        (uint64_t)st.st_size <= sn->o.max_bytes + PD__CACHE_MAGIC_BYTES + 80 &&
-        (buf = malloc((size_t)st.st_size)) != NULL && fread(buf, 1, (size_t)st.st_size, f) == (size_t)st.st_size)
-        size = (size_t)st.st_size;
-    fclose(f);
+    uint8_t *buf = pd_redis_cache_slurp(path, sn->o.max_bytes + PD__CACHE_MAGIC_BYTES + 80, &size);
+    if (!buf && access(path, F_OK) != 0)
+        return 1;
     size_t n = PD__CACHE_MAGIC_BYTES + 1;
     int rc = 1;
     snprintf(why, whylen, "the local cache file %s cannot be read", path);
@@ -433,6 +412,10 @@ int pd_redis_snap_write(pd_redis_snap *sn, const pd_scene *s, pd_redis_snap_outc
         if (sn->cache[0])
             rc = pd__cache_write(sn, s->name, r->element[1]->str, strtoull(r->element[3]->str, NULL, 10), framed,
                                  len, err, errlen);
+        /* The local journal goes on from the new cached snapshot: what it
+         * covers is cut away (only a cache, so a failed cut costs room). */
+        if (sn->cache[0] && rc == 0)
+            (void)pd_redis_journal_cut(sn->cache, s->name, s->version);
     } else {
         *out = PD_REDIS_SNAP_NOT_IN_LOG;
     }
@@ -753,6 +736,8 @@ static int pd__start_from_cache(pd_redis_snap *sn, pd_journal_replayer *rp, cons
                 "(the log is at version %" PRIu64 ", incarnation %" PRIu64 "): the log went back; the scene is "
                 "rebuilt from the log",
                 scene, id, v, inc);
+    if (!usable)
+        pd_redis_journal_discard(sn->cache, scene); /* of the same history as the cache */
     const char *bad = usable ? pd_journal_replay_one(rp, &rec, why, sizeof why) : NULL;
     pd_journal_record_free(&rec);
     if (!usable)
@@ -767,8 +752,85 @@ static int pd__start_from_cache(pd_redis_snap *sn, pd_journal_replayer *rp, cons
     return 0;
 }
 
+/* After the scene started at entry from+1 ("(INC-V"), the local journal's
+ * records that continue it version by version: when the log still holds
+ * the last of them with the same g (the same history), they are applied
+ * and from moves to it, so the stream is read only after it. A journal
+ * whose last entry the log does not hold (the log went back, or trimmed
+ * past it) is said and discarded: the stream gives the rest. 0, or -1
+ * with err (Redis). */
+static int pd__replay_local_journal(pd_redis_snap *sn, pd_journal_replayer *rp, const char *scene, char *from,
+                                    size_t fromlen, char *err, size_t errlen)
+{
+    unsigned long long inc, ver;
+    if (sscanf(from, "(%llu-%llu", &inc, &ver) != 2)
+        return 0;
+    pd_redis_journal_entry *e = NULL;
+    size_t n = 0, first = 0, use = 0;
+    if (pd_redis_journal_read(sn->cache, scene, &e, &n) != 0)
+        return 0; /* out of memory: the stream has it all */
+    while (first < n && e[first].rec.version <= ver)
+        first++; /* covered by the snapshot */
+    for (uint64_t v = ver; first + use < n; use++) {
+        const pd_redis_journal_entry *x = &e[first + use];
+        char want[64];
+        snprintf(want, sizeof want, "%llu-%" PRIu64, inc, v + 1);
+        if (x->rec.version != v + 1 || strcmp(x->id, want) != 0 || strcmp(x->rec.scene, scene) != 0)
+            break; /* a gap, or another incarnation: the stream from here */
+        v++;
+    }
+    int rc = 0;
+    if (use > 0) {
+        const pd_redis_journal_entry *last = &e[first + use - 1];
+        uint64_t lv, linc, lg;
+        int found;
+        if (pd__log_position(sn, scene, last->id, &lv, &linc, &found, &lg, err, errlen) != 0) {
+            rc = -1;
+        } else if (!found || lg != last->g) {
+            pd__say(sn,
+                    "Redis log: scene '%s': the local journal (data_dir) holds entry %s, which the log does not "
+                    "(the log is at version %" PRIu64 ", incarnation %" PRIu64 "): the journal is discarded, the "
+                    "stream read from the snapshot",
+                    scene, last->id, lv, linc);
+            pd_redis_journal_discard(sn->cache, scene);
+        } else {
+            size_t applied = 0;
+            char why[256];
+            for (; applied < use; applied++)
+                if (pd_journal_replay_one(rp, &e[first + applied].rec, why, sizeof why) != NULL)
+                    break; /* the stream has it and what follows */
+            if (applied > 0) {
+                snprintf(from, fromlen, "(%s", e[first + applied - 1].id);
+                if (sn->o.info) {
+                    char msg[320];
+                    snprintf(msg, sizeof msg,
+                             "Redis log: scene '%s': %zu entries from the local journal; the stream is read after "
+                             "entry %s",
+                             scene, applied, e[first + applied - 1].id);
+                    sn->o.info(sn->o.warn_user, msg);
+                }
+                atomic_fetch_add(&sn->from_journal, applied);
+            }
+        }
+    }
+    pd_redis_journal_free(e, n);
+    return rc;
+}
+
+static int pd__start_snapshot(pd_redis_snap *sn, pd_journal_replayer *rp, const char *scene, char *from,
+                              size_t fromlen, char *err, size_t errlen);
+
 int pd_redis_snap_start(pd_redis_snap *sn, pd_journal_replayer *rp, const char *scene, char *from, size_t fromlen,
                         char *err, size_t errlen)
+{
+    if (pd__start_snapshot(sn, rp, scene, from, fromlen, err, errlen) != 0)
+        return -1;
+    return sn->cache[0] && from[0] == '(' ? pd__replay_local_journal(sn, rp, scene, from, fromlen, err, errlen) : 0;
+}
+
+/* The cache, else Redis's newest snapshot, else nothing (from untouched). */
+static int pd__start_snapshot(pd_redis_snap *sn, pd_journal_replayer *rp, const char *scene, char *from,
+                              size_t fromlen, char *err, size_t errlen)
 {
     int rc = sn->cache[0] ? pd__start_from_cache(sn, rp, scene, from, fromlen, err, errlen) : 1;
     if (rc <= 0)

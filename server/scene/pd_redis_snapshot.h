@@ -140,7 +140,10 @@ void pd_redis_snap_reload_end(pd_redis_snap *sn, pd_registry *r, void *state);
  * in Redis; else nothing (from untouched: the stream's start). The record
  * is applied with rp and from set to "(ID", the stream's point after it.
  * A cache newer than the log, or of another history (the log went back),
- * is said and not used. 0, or -1 with err. */
+ * is said and not used. Then the local journal (pd_redis_journal.h): its
+ * records that continue the start's version, when the log holds the last
+ * of them with the same g, are applied and from moves after it; else it
+ * is said and discarded. 0, or -1 with err. */
 int pd_redis_snap_start(pd_redis_snap *sn, pd_journal_replayer *rp, const char *scene, char *from, size_t fromlen,
                         char *err, size_t errlen);
 /* After replay: a cached scene the log has no record of at all (the log

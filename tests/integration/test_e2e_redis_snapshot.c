@@ -7,12 +7,15 @@
  * started with an empty data_dir on the same Redis, starts the scene from
  * Redis's snapshot and serves the same version and cells, cell by cell.
  * A restarted on its own data_dir starts from its local cache and serves
- * the same again. A reload (SIGHUP) that removes a scene goes through the
+ * the same again, and its local journal of the updates after the snapshot
+ * (the stream read only after them); a journal the log went back from is
+ * discarded, the log's cells served. A reload (SIGHUP) that removes a scene goes through the
  * log: the log goes on taking changes, the dropped scene's stream is
  * trimmed to its DROP, and a restart serves what the reload left.
  */
 #include <setjmp.h>
 #include <signal.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -188,9 +191,9 @@ static void assert_same_arena(pdi_daemon *x, pdi_daemon *y)
     pdc_close(cy);
 }
 
-static void test_start_from_redis_and_from_cache(void **state)
+/* Redis and pathd A started, scene arena made on A: a connection to A. */
+static pdc_conn *start_a_with_arena(fixture *f)
 {
-    fixture *f = *state;
     redis_srv_start(&f->redis);
     start_pathd(f, &f->a, f->extra_a, sizeof f->extra_a, f->dir_a);
     pdc_conn *c = pdi_connect(&f->a);
@@ -201,6 +204,23 @@ static void test_start_from_redis_and_from_cache(void **state)
     pdc_create_scene_req req = { .name = "arena", .width = 32, .height = 24, .cells = cells };
     pdc_scene_change out;
     assert_int_equal(pdc_create_scene(c, &req, &out), PDC_OK);
+    return c;
+}
+
+/* A's log holds line, and A and B serve the same arena; both stopped. */
+static void assert_a_logged_then_same(fixture *f, const char *line)
+{
+    if (!pdi_log_contains(&f->a, line))
+        fail_msg("A's log has no \"%s\"", line);
+    assert_same_arena(&f->a, &f->b);
+    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+    assert_int_equal(pdi_daemon_stop(&f->b), 0);
+}
+
+static void test_start_from_redis_and_from_cache(void **state)
+{
+    fixture *f = *state;
+    pdc_conn *c = start_a_with_arena(f);
     /* 3N updates, each N waited for: a snapshot after each, the two
      * newest kept, the stream trimmed below the older. */
     int32_t x = 0;
@@ -237,9 +257,59 @@ static void test_start_from_redis_and_from_cache(void **state)
     snprintf(line, sizeof line, "scene 'arena' starts at entry 1-%u from the local cache", snap_v[2]);
     if (!pdi_log_contains(&f->a, line))
         fail_msg("A's log has no \"%s\"", line);
-    assert_same_arena(&f->a, &f->b);
+    /* ... then its local journal: the updates after the snapshot its tail
+     * applied (its own, come back through the log); the stream is read
+     * only after the last of them. */
+    snprintf(line, sizeof line, "scene 'arena': %u entries from the local journal; the stream is read after entry 1-%d",
+             3 * EVERY + 2 - snap_v[2], 3 * EVERY + 2);
+    assert_a_logged_then_same(f, line);
+}
+
+/* A restart after the log went back (a failover to a Redis that lost the
+ * newest entries): the local journal holds entries the log does not; it
+ * is discarded, the scene serves the log's version and cells (those of a
+ * replica with an empty data_dir), not the cache's. */
+static void test_journal_of_a_log_that_went_back(void **state)
+{
+    fixture *f = *state;
+    pdc_conn *c = start_a_with_arena(f);
+    int32_t x = 0;
+    for (int i = 0; i < EVERY; i++)
+        block(c, x++);
+    unsigned snap = wait_snapshot_after(f, 0);
+    uint64_t last = 0;
+    for (int i = 0; i < 3; i++)
+        last = block(c, x++);
+    pdc_close(c);
+    /* The tail has journaled the last update once A serves it back from
+     * the log: wait until the stream's newest entry is the last one. */
+    char s[64], want[64], cmd[128];
+    snprintf(want, sizeof want, "1-%" PRIu64, last);
+    redis_text(f, s, sizeof s, "XREVRANGE pathd:{arena}:log + - COUNT 1");
+    assert_string_equal(s, want);
+    struct timespec ts = { 0, 300 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
     assert_int_equal(pdi_daemon_stop(&f->a), 0);
-    assert_int_equal(pdi_daemon_stop(&f->b), 0);
+    pdi_daemon_cleanup(&f->a);
+
+    /* The log loses its two newest entries. */
+    for (uint64_t v = last; v > last - 2; v--) {
+        snprintf(cmd, sizeof cmd, "XDEL pathd:{arena}:log 1-%" PRIu64, v);
+        redis_text(f, s, sizeof s, cmd);
+        assert_string_equal(s, "1");
+    }
+    snprintf(cmd, sizeof cmd, "HSET pathd:{arena}:meta v %" PRIu64, last - 2);
+    redis_text(f, s, sizeof s, cmd);
+
+    start_pathd(f, &f->a, f->extra_a, sizeof f->extra_a, f->dir_a);
+    char line[256];
+    snprintf(line, sizeof line, "scene 'arena' starts at entry 1-%u from the local cache", snap);
+    if (!pdi_log_contains(&f->a, line))
+        fail_msg("A's log has no \"%s\"", line);
+    assert_int_equal(served_version(&f->a, "arena"), last - 2);
+    start_pathd(f, &f->b, f->extra_b, sizeof f->extra_b, f->dir_b);
+    snprintf(line, sizeof line, "the local journal (data_dir) holds entry 1-%" PRIu64 ", which the log does not", last);
+    assert_a_logged_then_same(f, line);
 }
 
 /* A reload that removes a scene the log has a history of: DROP through
@@ -292,6 +362,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_start_from_redis_and_from_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_removes_a_scene, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_journal_of_a_log_that_went_back, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
