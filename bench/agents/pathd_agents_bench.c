@@ -484,6 +484,7 @@ typedef struct run_args {
     int clear_holds;            /* pd_yield_params.clear_holds (with yield_ms > 0) */
     uint64_t long_expansions;   /* pd_yield_params.long_expansions (0: its default; UINT64_MAX none) */
     int take_free_way;          /* pd_yield_params.take_free_way */
+    int64_t retry_max_ms;       /* pd_yield_params.retry_max_ms (0: its default; < 0 no back-off) */
     FILE *answers;
     pdc_conn *wire;             /* --mode wire: the server's connection */
     const char *scene;          /* and the scene of the map there */
@@ -570,7 +571,7 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
     const pd_grid *grids[MAX_UNIT + 1] = { NULL, s->unit[1], s->unit[2] };
     const pd_yield_params yp = { .after_ms = ra->yield_ms, .unit_grids = grids, .max_unit = MAX_UNIT,
                                .clear_holds = ra->clear_holds, .long_expansions = ra->long_expansions,
-                               .take_free_way = ra->take_free_way };
+                               .take_free_way = ra->take_free_way, .retry_max_ms = ra->retry_max_ms };
     size_t cap = 4096;          /* A* copies no path into a NULL buffer */
     pd_point *buf = xrealloc(NULL, cap * sizeof *buf);
     if (!table || !ctx || !yctx || !sctx || !ag) {
@@ -871,6 +872,8 @@ int main(int argc, char **argv)
             ra.long_expansions = strtoull(v, NULL, 10);
         else if (!strcmp(argv[i], "--take-free-way"))
             ra.take_free_way = atoi(v);
+        else if (!strcmp(argv[i], "--retry-max"))
+            ra.retry_max_ms = atoll(v);
         else if (!strcmp(argv[i], "--queries"))
             queries = atoi(v);
         else if (!strcmp(argv[i], "--seed"))
