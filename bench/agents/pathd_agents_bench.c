@@ -39,7 +39,8 @@
  * (off by default: see docs/BENCHMARKS.md, issue 34, branch deadlock2)
  * lets a standing agent whose windowed plan stands still take a long plan
  * that moves; --long-expansions N bounds the long plans (0: pd_yield's
- * default; the bench's default is no bound, as before). --yield 0 --clear-holds 0 is plain
+ * default, the bench's too; UINT64_MAX: none). --retry-max MS sets the back-off
+ * (pd_yield_params.retry_max_ms; 0 its default, < 0 none). --yield 0 --clear-holds 0 is plain
  * prioritised planning. An agent decides again at the latest half a TTL
  * after its last decision, as a game renews its reservations.
  *
@@ -832,7 +833,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: pathd-agents-bench --map FILE.map [--mode reserve|alone|single|wire] [--agents N]\n"
                     "         [--seconds S] [--unit2-pct P] [--window MS] [--hold MS] [--sipp-only 1] [--yield MS]\n"
-                    "         [--clear-holds 0|1] [--long-expansions N] [--take-free-way 0|1] [--queries N] [--seed N]"
+                    "         [--clear-holds 0|1] [--long-expansions N] [--take-free-way 0|1] [--retry-max MS] [--queries N] [--seed N]"
                     " [--answers FILE.jsonl] [--server HOST:PORT --scene NAME (wire)]\n");
     exit(2);
 }
@@ -842,7 +843,7 @@ int main(int argc, char **argv)
     const char *map = NULL, *answers = NULL, *server = NULL;
     run_args ra = { .mode = "reserve", .agents = 500, .game_ms = 600000, .unit2_pct = 20,
                     .window_ms = PD_RESERVE_DEFAULT_WINDOW_MS, .yield_ms = 2000, .clear_holds = 1,
-                    .long_expansions = UINT64_MAX };
+                    .long_expansions = 0 };
     int queries = 200;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;

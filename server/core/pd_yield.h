@@ -105,10 +105,10 @@
 /* Each aside plan's expansions when the caller sets none. */
 #define PD_YIELD_DEFAULT_EXPANSIONS 4000
 /* Each long plan's (pd_yield_params.long_expansions) when the caller sets none. */
-#define PD_YIELD_DEFAULT_LONG_EXPANSIONS 20000
+#define PD_YIELD_DEFAULT_LONG_EXPANSIONS 8000
 /* The longest gap between a standing requester's attempts
  * (pd_yield_params.retry_max_ms) when the caller sets none. */
-#define PD_YIELD_DEFAULT_RETRY_MAX_MS 16000
+#define PD_YIELD_DEFAULT_RETRY_MAX_MS 4000
 
 typedef struct pd_yield_params {
     int64_t after_ms;                  /* R's wait before it may move holders; <= 0: never */
