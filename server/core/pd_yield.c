@@ -420,6 +420,26 @@ static pd_status pd__reserve_long(pd_sipp_ctx *ctx, pd_reserve *table, const pd_
     return st;
 }
 
+/* Whether R, standing `stood` ms at t0 and last renewed (its own request)
+ * at `renewed`, tries a move now: its wait crossed a threshold of the
+ * back-off series A, 2A, 4A, ... (gaps up to `gap`, then every `gap`)
+ * since its last request. */
+static int pd__retry_due(int64_t A, int64_t gap, int64_t t0, int64_t stood, int64_t renewed)
+{
+    if (gap < 0 || renewed >= t0 || renewed < t0 - stood)
+        return 1; /* no back-off, or it began standing since its last request */
+    const int64_t prev = stood - (t0 - renewed); /* its wait at its last request */
+    if (prev < A)
+        return 1;
+    /* The first threshold past prev. */
+    int64_t s = A;
+    while (s <= prev && s < gap)
+        s += s;
+    if (s <= prev)
+        s += ((prev - s) / gap + 1) * gap;
+    return s <= stood;
+}
+
 pd_status pd_yield_plan(pd_yield_ctx *yc, pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid *grid,
                         const pd_sipp_params *p, const pd_yield_params *y, pd_sipp_result *r)
 {
@@ -473,6 +493,13 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
     int64_t stood = 0;
     if (moving)
         stood = p->t0_ms - pd_reserve_standing_since(table, p->agent, p->start.x, p->start.y, p->t0_ms);
+    if (stood > 0 && stood >= y->after_ms) {
+        const int64_t gap = y->retry_max_ms ? y->retry_max_ms : PD_YIELD_DEFAULT_RETRY_MAX_MS;
+        pd_reserve_agent_info me;
+        if (pd_reserve_agent_info_get(table, p->agent, &me) &&
+            !pd__retry_due(y->after_ms, gap, p->t0_ms, stood, me.renewed_ms))
+            stood = 0; /* backing off: planned as usual */
+    }
     if (stood <= 0 || stood < y->after_ms) {
         /* The long plan of an agent whose reservations reach its goal, or
          * the request as it came. */

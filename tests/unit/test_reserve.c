@@ -1849,6 +1849,20 @@ static void test_yield_clear_hold_plan(void **state)
     stage_end(&st);
 }
 
+/* test_yield_undone's stage: A stands at (5, 0) from 0, B at (6, 0) from
+ * 500 (A waited longer), on one row of 8 cells. */
+static void undone_stage(stage *st, pd_yield_ctx *yc, const pd_yield_params *y)
+{
+    pd_yield_result yr;
+    const pd_sipp_params a0 = { .agent = 1, .unit = 1, .start = { 5, 0 }, .goal = { 5, 0 }, .speed = 1.0 };
+    const pd_sipp_params b0 = { .agent = 2, .unit = 1, .start = { 6, 0 }, .goal = { 6, 0 }, .t0_ms = 500,
+                                .speed = 1.0 };
+    expect_status(pd_yield_reserve(yc, st->f->ctx, st->f->t, st->s.unit[1], &a0, y, &st->r, &yr), PD_OK, "A");
+    answers_plan(&st->log, 1, 1, 1.0, 0, st->r.waypoints, st->r.n_waypoints);
+    expect_status(pd_yield_reserve(yc, st->f->ctx, st->f->t, st->s.unit[1], &b0, y, &st->r, &yr), PD_OK, "B");
+    answers_plan(&st->log, 2, 1, 1.0, 500, st->r.waypoints, st->r.n_waypoints);
+}
+
 /* A holder that has nowhere off the requester's way to go stays exactly
  * as it was, and the requester gets its usual plan. */
 static void test_yield_undone(void **state)
@@ -1860,14 +1874,7 @@ static void test_yield_undone(void **state)
     const pd_grid *grids[2] = { NULL, st.s.unit[1] };
     const pd_yield_params y = { .after_ms = 1000, .unit_grids = grids, .max_unit = 1 };
     pd_yield_result yr;
-    /* A stands at (5, 0) from 0, B at (6, 0) from 500 (A waited longer). */
-    const pd_sipp_params a0 = { .agent = 1, .unit = 1, .start = { 5, 0 }, .goal = { 5, 0 }, .speed = 1.0 };
-    const pd_sipp_params b0 = { .agent = 2, .unit = 1, .start = { 6, 0 }, .goal = { 6, 0 }, .t0_ms = 500,
-                                .speed = 1.0 };
-    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &a0, &y, &st.r, &yr), PD_OK, "A");
-    answers_plan(&st.log, 1, 1, 1.0, 0, st.r.waypoints, st.r.n_waypoints);
-    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &b0, &y, &st.r, &yr), PD_OK, "B");
-    answers_plan(&st.log, 2, 1, 1.0, 500, st.r.waypoints, st.r.n_waypoints);
+    undone_stage(&st, yc, &y);
     pd_reserve_entry before[16], after[16];
     const size_t nb = pd_reserve_query(st.f->t, 6, 0, 6, 0, 0, FOREVER, before, 16);
     /* A, standing 3000 ms, asks for (7, 0) beyond B: B may be moved, but
@@ -1895,6 +1902,55 @@ static void test_yield_undone(void **state)
     assert_int_equal(pd_reserve_standing_since(st.f->t, 1, 4, 0, 3000), 3000);
     pd_yield_ctx_destroy(yc);
     stage_end(&st);
+}
+
+/* Backing off (retry_max_ms): a requester whose attempt was undone, still
+ * standing, does not try again (plans no P1) on its next request until its
+ * wait crosses the next threshold (after_ms 1000: 1000, 2000, 4000, ...
+ * since its last request); with the rule off (< 0) it tries on every
+ * request. Returns how many of its three requests tried. */
+static int backoff_tries(void **state, int64_t retry_max_ms, const char *name)
+{
+    stage st;
+    stage_begin(&st, state, name, core_grid("........\n"));
+    pd_yield_ctx *yc = pd_yield_ctx_create();
+    assert_non_null(yc);
+    const pd_grid *grids[2] = { NULL, st.s.unit[1] };
+    const pd_yield_params y = { .after_ms = 1000, .unit_grids = grids, .max_unit = 1, .retry_max_ms = retry_max_ms };
+    pd_yield_result yr;
+    /* As test_yield_undone: B has nowhere off A's way to (7, 0). */
+    undone_stage(&st, yc, &y);
+    /* A asks for (7, 0) at 3000 (tried, undone), 3500 (its wait, 3000 at
+     * its last request, crossed no threshold) and 4000 (crossed 4000). */
+    static const int64_t at[3] = { 3000, 3500, 4000 };
+    int tries = 0;
+    for (int i = 0; i < 3; i++) {
+        const pd_sipp_params a1 = { .agent = 1, .unit = 1, .start = { 5, 0 }, .goal = { 7, 0 }, .t0_ms = at[i],
+                                    .speed = 1.0, .window_ms = 4000 };
+        expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &a1, &y, &st.r, &yr), PD_PARTIAL,
+                      "A again");
+        answers_plan(&st.log, 1, 1, 1.0, at[i], st.r.waypoints, st.r.n_waypoints);
+        /* Tried or not, the same plan: A holds short of B, who stays. */
+        assert_int_equal(st.r.n_waypoints, 1);
+        assert_int_equal(st.r.waypoints[0].x, 5);
+        assert_int_equal(yr.n_displaced, 0);
+        assert_int_equal(yr.undone, yr.tried);
+        if (i != 1)
+            assert_true(yr.tried);
+        tries += yr.tried;
+    }
+    pd_reserve_agent_info info;
+    assert_true(pd_reserve_agent_info_get(st.f->t, 2, &info));
+    assert_int_equal(info.hold_since, 500);
+    pd_yield_ctx_destroy(yc);
+    stage_end(&st);
+    return tries;
+}
+
+static void test_yield_backoff(void **state)
+{
+    assert_int_equal(backoff_tries(state, 0, "yield_backoff"), 2);
+    assert_int_equal(backoff_tries(state, -1, "yield_no_backoff"), 3);
 }
 
 /* The way round (take_free_way): a one-wide corridor (row 0) where H
@@ -2029,6 +2085,7 @@ int main(void)
         cmocka_unit_test(test_yield_clear_hold_rule),
         cmocka_unit_test_setup_teardown(test_yield_clear_hold_plan, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_undone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_backoff, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_takes_the_way_round, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_long_budget, setup, teardown),
     };
