@@ -48,7 +48,10 @@
  * deadlocked, where it stands, who holds the cells of its static way, what
  * yield tried for it and its plans in three windows on the table as it
  * is; PD_AGENTS_SLOW_TRACE=FILE one line per call over 5 ms (status, what
- * yield did, expansions, P1's).
+ * yield did, expansions, P1's); PD_AGENTS_EXPIRY_TRACE=FILE one line per
+ * agent the table released for want of renewal (it then reserves again at
+ * once from where it stands; the answers keep it on its plan meanwhile, so
+ * the checker counts what others did through it).
  *
  * Deadlocked (the issue: an agent that waited more than 30 s of game time
  * while a free path existed): an agent that stood on one anchor for more
@@ -560,6 +563,7 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
     FILE *trace = getenv("PD_AGENTS_FALLBACK_TRACE") ? fopen(getenv("PD_AGENTS_FALLBACK_TRACE"), "w") : NULL;
     FILE *slow = getenv("PD_AGENTS_SLOW_TRACE") ? fopen(getenv("PD_AGENTS_SLOW_TRACE"), "w") : NULL;
     FILE *dump = getenv("PD_AGENTS_DEADLOCK_DUMP") ? fopen(getenv("PD_AGENTS_DEADLOCK_DUMP"), "w") : NULL;
+    FILE *expiry = getenv("PD_AGENTS_EXPIRY_TRACE") ? fopen(getenv("PD_AGENTS_EXPIRY_TRACE"), "w") : NULL;
     pd_waypoint *wbuf = NULL;
     size_t wcap = 0;
     double wire_us;
@@ -699,8 +703,19 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                     f->wait_ms += wait;
                     set_plan(a, r.waypoints, r.n_waypoints);
                 }
-                uint64_t gone[8];
-                f->expired += pd_reserve_maintain(table, TTL_MS, gone, 8, NULL);
+                /* Released for want of renewal: the bench still has them
+                 * on their plans, as a game would, so they reserve again
+                 * from where they stand at once (PD_AGENTS_EXPIRY_TRACE=FILE
+                 * says who and when: the table's clock against the game's). */
+                uint64_t gone[64];
+                const size_t ng = pd_reserve_maintain(table, TTL_MS, gone, 64, NULL);
+                f->expired += ng;
+                for (size_t g = 0; g < ng && g < 64; g++) {
+                    ag[gone[g] - 1u].next = now;
+                    if (expiry)
+                        fprintf(expiry, "%llu expired at %lld, the table's now %lld\n", (unsigned long long)gone[g],
+                                (long long)now, (long long)pd_reserve_now(table));
+                }
             } else {
                 st = plan_alone(sctx, s, a, from, t0, &buf, &cap);
                 note_us(f, cpu_us() - began);
@@ -750,6 +765,8 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
         fclose(trace);
     if (dump)
         fclose(dump);
+    if (expiry)
+        fclose(expiry);
     if (slow)
         fclose(slow);
     pd_reserve_stats ts;

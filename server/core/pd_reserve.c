@@ -85,9 +85,11 @@ struct pd_reserve {
 
     uint64_t entries, spans;
 
-    /* The latest game time heard of (t0 of a replace, touch), and when
-     * pd_reserve_maintain last ran. */
-    int64_t now_ms, maintained_ms;
+    /* The latest game time heard of (t0 of a replace, touch; the largest
+     * renewal, live or released: pd_reserve_set_renewed takes back a
+     * replace that was no renewal), and when pd_reserve_maintain last ran;
+     * gone_ms: the largest renewal of the agents removed. */
+    int64_t now_ms, maintained_ms, gone_ms;
 
     /* pd_reserve_replace's scratch: the cells it prepared, the plan's
      * entries, and the cell of each (entry, cell of its box) in order. */
@@ -416,6 +418,8 @@ static void pd__agent_remove(pd_reserve *t, uint32_t slot)
 {
     pd__agent_truncate(t, slot, INT64_MIN);
     pd__agent *a = &t->agents[slot];
+    if (a->renewed_ms > t->gone_ms)
+        t->gone_ms = a->renewed_ms;
     pd__map_del(&t->agent_map, a->id);
     /* As a cell keeps its spans (PD__KEEP_SPANS): a small entry array
      * stays with the free record for the next agent made in it. */
@@ -1188,7 +1192,20 @@ void pd_reserve_set_renewed(pd_reserve *t, uint64_t agent, int64_t renewed_ms)
 {
     uint32_t slot = pd__map_find(&t->agent_map, agent);
     if (slot != PD__NONE) {
+        const int64_t was = t->agents[slot].renewed_ms;
         t->agents[slot].renewed_ms = renewed_ms;
+        /* A holder pd_yield moved: its replace's t0 (when its hold began,
+         * maybe far ahead of the game) was no renewal, nor game time heard
+         * of; left as "now" it expired agents renewed within the TTL
+         * (issue 34). Now is again the largest renewal. Only when this
+         * agent's was the largest: O(agents) then, as pd_yield moves. */
+        if (renewed_ms < was && was >= t->now_ms) {
+            int64_t now = t->gone_ms;
+            for (uint32_t s = 0; s < t->n_agents; s++)
+                if (t->agents[s].live && t->agents[s].renewed_ms > now)
+                    now = t->agents[s].renewed_ms;
+            t->now_ms = now;
+        }
         pd__observe(t, &(pd_reserve_op){ .kind = PD_RESERVE_OP_RENEWED, .agent = agent, .at_ms = renewed_ms });
     }
 }

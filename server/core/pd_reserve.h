@@ -164,7 +164,8 @@ int pd_reserve_touch(pd_reserve *t, uint64_t agent, int64_t now_ms);
 uint64_t pd_reserve_collect(pd_reserve *t, int64_t before_ms);
 
 /* The latest game time the table has heard of: the largest t0_ms of a
- * replace or now_ms of a touch (0 before any). pathd keeps no clock for
+ * replace or now_ms of a touch (0 before any), less the replaces that
+ * pd_reserve_set_renewed took back (a holder moved aside). pathd keeps no clock for
  * reservations; this is what "now" means for expiry, and for an update
  * that names no time of its own. */
 int64_t pd_reserve_now(const pd_reserve *t);
@@ -263,7 +264,9 @@ void pd_reserve_note_speed(pd_reserve *t, uint64_t agent, double speed);
 
 /* Sets the agent's last renewal (a replace renews it): moving a holder
  * aside, or undoing that, is not the holder's own renewal, so its TTL
- * keeps running from its last request. */
+ * keeps running from its last request. Nor was that replace's t0 game time
+ * heard of (a hold may begin far ahead): pd_reserve_now goes back to the
+ * largest renewal, of the live agents and the removed ones. */
 void pd_reserve_set_renewed(pd_reserve *t, uint64_t agent, int64_t renewed_ms);
 
 /* ---- Reading a plan on the clock (the game's side, tests, benchmarks) ---- */

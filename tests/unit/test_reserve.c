@@ -2056,6 +2056,44 @@ static void test_yield_long_budget(void **state)
     stage_end(&st);
 }
 
+/* Issue 34, found by the agents bench (Berlin_0_256, a conflict at 564 s):
+ * pd_yield moves a standing holder with a replace at the holder's t0 (when
+ * its hold begins, possibly far ahead of the game) and then gives it back
+ * its renewal time (pd_reserve_set_renewed: being moved is not a renewal).
+ * That replace's t0 must not become the table's "now" either: it did, and
+ * pd_reserve_maintain then expired agents that had renewed within the TTL
+ * of the game's real time (the bench saw now 586 s at game time 564 s),
+ * and others planned through the cells the game still had them on. */
+static void test_moved_holder_keeps_the_clock(void **state)
+{
+    (void)state;
+    pd_reserve *t = pd_reserve_create(NULL);
+    assert_non_null(t);
+    /* Agent 1 renews at 40000; agent 2 stands from 10000 and is moved at
+     * 70000 (its hold's start far ahead), its renewal restored to 10000. */
+    const pd_waypoint a1[] = { { 0, 0, 40000, PD_RESERVE_FOREVER } };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 40000, a1, 1, NULL), PD_OK);
+    const pd_waypoint a2[] = { { 5, 5, 10000, PD_RESERVE_FOREVER } };
+    assert_int_equal(pd_reserve_replace(t, 2, 1, 10000, a2, 1, NULL), PD_OK);
+    const pd_waypoint moved[] = { { 5, 5, 70000, 71000 }, { 6, 5, 71500, PD_RESERVE_FOREVER } };
+    assert_int_equal(pd_reserve_replace(t, 2, 1, 70000, moved, 2, NULL), PD_OK);
+    pd_reserve_set_renewed(t, 2, 10000);
+    assert_int_equal(pd_reserve_now(t), 40000);
+    /* So at the TTL of 30000 agent 1 (renewed at 40000) stays; agent 2
+     * (at 10000) goes. */
+    uint64_t gone[4];
+    assert_int_equal(pd_reserve_maintain(t, 30000, gone, 4, NULL), 0);
+    pd_reserve_touch(t, 1, 45000);
+    assert_int_equal(pd_reserve_now(t), 45000);
+    assert_int_equal(pd_reserve_maintain(t, 30000, gone, 4, NULL), 1);
+    assert_int_equal(gone[0], 2);
+    assert_int_not_equal(pd_reserve_agent_slot(t, 1), PD_RESERVE_NO_SLOT);
+    /* A released agent's renewals stay heard of. */
+    assert_int_equal(pd_reserve_release(t, 1), 1);
+    assert_int_equal(pd_reserve_now(t), 45000);
+    pd_reserve_destroy(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2063,6 +2101,7 @@ int main(void)
         cmocka_unit_test(test_table_replace_from_t0),
         cmocka_unit_test(test_table_refuses_overlaps_and_bad_plans),
         cmocka_unit_test(test_table_release_collect_expire),
+        cmocka_unit_test(test_moved_holder_keeps_the_clock),
         cmocka_unit_test(test_table_limits),
         cmocka_unit_test(test_table_block_cuts),
         cmocka_unit_test(test_plan_on_the_clock),
