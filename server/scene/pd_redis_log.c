@@ -384,6 +384,35 @@ static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const ch
     return redisAppendCommandArgv(rl->conn, ARGC, argv, argvlen) == REDIS_OK ? 0 : -1;
 }
 
+int pd_redis_log_key_version(pd_redis_log *rl, const char *scene, const char *key, uint64_t *version, char *why,
+                             size_t whylen)
+{
+    *version = 0;
+    if (!key || !key[0])
+        return 0;
+    char dedup[640];
+    snprintf(dedup, sizeof dedup, "%s:{%s}:idem:%s", rl->prefix, scene, key); /* pd__queue_append's */
+    const char *argv[] = { "GET", dedup };
+    const size_t argvlen[] = { 3, strlen(dedup) };
+    int io;
+    redisReply *r = pd_redis_log_command(rl, 2, argv, argvlen, &io, why, whylen);
+    if (!r)
+        return -1;
+    int rc = 0;
+    if (r->type == REDIS_REPLY_STRING) {
+        rc = pd__reply_u64(r, version) == 0 ? 1 : -1;
+        if (rc < 0)
+            snprintf(why, whylen, "Redis %.100s:%u: idempotency key '%.64s' holds something else", rl->host,
+                     (unsigned)rl->port, key);
+    } else if (r->type != REDIS_REPLY_NIL) {
+        snprintf(why, whylen, "Redis %.100s:%u: GET of an idempotency key answered something else", rl->host,
+                 (unsigned)rl->port);
+        rc = -1;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
 pd_status pd_redis_log_append(pd_redis_log *rl, const pd_redis_append *a, pd_redis_append_result *out)
 {
     pd_redis_log_append_many(rl, a, 1, out);
@@ -801,6 +830,12 @@ static size_t pd__rl_append_many(void *log, const pd_journal_record *recs, size_
     return taken;
 }
 
+static int pd__rl_key_version(void *log, const char *scene, const char *key, uint64_t *version, char *why,
+                              size_t whylen)
+{
+    return pd_redis_log_key_version(log, scene, key, version, why, whylen);
+}
+
 static pd_status pd__rl_refusal(void *log)
 {
     return ((pd_redis_log *)log)->refusal;
@@ -1062,6 +1097,7 @@ static const pd_changelog_ops PD__REDIS_OPS = {
     .append_many = pd__rl_append_many,
     .refusal = pd__rl_refusal,
     .duplicate = pd__rl_duplicate,
+    .key_version = pd__rl_key_version,
     .sync = pd__rl_sync,
     .dirty = pd__rl_dirty,
     .why = pd__rl_why,

@@ -162,6 +162,13 @@ void pd_redis_log_stats(pd_redis_log *rl, pd_redis_log_counters *out);
 /* The scene's stream key ("PREFIX:{NAME}:log") into buf. */
 void pd_redis_log_stream_key(const pd_redis_log *rl, const char *scene, char *buf, size_t len);
 
+/* The version the change keyed `key` of scene `scene` made, as the
+ * FUNCTION's dedup key holds it (for log.dedup_ttl_s): 1 with *version,
+ * 0 when the log has not seen the key, -1 with why when Redis could not
+ * be asked (retryable). */
+int pd_redis_log_key_version(pd_redis_log *rl, const char *scene, const char *key, uint64_t *version, char *why,
+                             size_t whylen);
+
 /* ---- hooks for the snapshots in Redis (pd_redis_snapshot.h) --------------- */
 
 struct redisReply;

@@ -235,6 +235,30 @@ static void pd__not_taken(const pd_store *st, pd_status refusal, const char *wha
 
 /* ---- cell updates --------------------------------------------------------- */
 
+/* A keyed update that changed no cell made no record, so the log never
+ * met its key: when it is a resend of a change that went through (its
+ * cells are as that change left them), the answer is that change's
+ * version, not the version served now - which another change made, and a
+ * client would take as its own. A log that could not be asked: retryable. */
+static void pd__answer_unchanged(pd_store *st, const char *name, const char *key, pd_store_update *out)
+{
+    if (out->status != PD_OK || out->update.cells_changed != 0 || !key || !key[0] || !pd__has_log(st) ||
+        !st->log.ops->key_version)
+        return;
+    uint64_t v = 0;
+    char why[200] = "";
+    int seen = st->log.ops->key_version(st->log.log, name, key, &v, why, sizeof why);
+    if (seen > 0) {
+        out->update.version = v;
+    } else if (seen < 0) {
+        out->status = PD_UNAVAILABLE;
+        snprintf(out->message, sizeof out->message,
+                 "scene '%.40s': it changed no cell and the log could not say if its key was seen: %.100s; "
+                 "try again",
+                 name, why);
+    }
+}
+
 /* One update's part in the registry's hooks. */
 typedef struct pd__update_ctx {
     pd_store *st;
@@ -312,6 +336,7 @@ pd_status pd_store_update_cells_keyed(pd_store *st, const char *name, const pd_s
                  "scene '%s': its new version needs %" PRIu64 " bytes, scenes hold %" PRIu64
                  ", limits.max_scene_bytes would be passed",
                  name, out->update.bytes_needed, out->update.bytes_held);
+    pd__answer_unchanged(st, name, key, out);
     out->status = pd__settle(st, out->status, 0, out->message, sizeof out->message);
     /* Refreshing the world before the answer goes out means a route asked
      * for after the update's answer already plans around the change. */
@@ -477,6 +502,7 @@ void pd_store_update_cells_batch(pd_store *st, const char *name, pd_store_batch_
                      "scene '%s': its new version needs %" PRIu64 " bytes, scenes hold %" PRIu64
                      ", limits.max_scene_bytes would be passed",
                      name, out->update.bytes_needed, out->update.bytes_held);
+        pd__answer_unchanged(st, name, items[i].key, out);
         out->status = pd__settle(st, out->status, 0, out->message, sizeof out->message);
         served_change |= out->status == PD_OK && out->update.cells_changed > 0;
     }

@@ -92,6 +92,16 @@ typedef struct pd_changelog_ops {
      * change whose first answer was lost), else 0. The store then applies
      * nothing and answers OK with that version. */
     uint64_t (*duplicate)(void *log);
+    /* Optional (NULL: keys are not kept). Not under the lock: the version
+     * the change named `key` of scene `scene` made, when the log has seen
+     * that key. Asked for a keyed update that changed no cell - a resend
+     * of a change that went through finds its cells already as it left
+     * them, makes no record, so append never meets its key; without this
+     * it would be answered with the version served now, not its own.
+     * 1 seen (*version set), 0 not seen, -1 the log could not be asked
+     * (why in why: retryable). */
+    int (*key_version)(void *log, const char *scene, const char *key, uint64_t *version, char *why,
+                       size_t whylen);
     /* Optional (NULL: the store appends one record at a time). Under the
      * lock: n updates of one scene, each made on the one before (versions
      * v, v+1, ...), in one go - the Redis log pipelines them, so they

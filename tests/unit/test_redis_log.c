@@ -796,6 +796,56 @@ static void test_store_batch_items_answer_alone(void **state)
     store_free(st);
 }
 
+/* The fault run's double acknowledgement (cluster_faults: two updates
+ * answered at one version, the log's record of one of them at another):
+ * a resent keyed update whose first try went through finds its cells as
+ * that try left them, changes nothing and makes no record, so the log
+ * never met its key - and it was answered with the version served now,
+ * another change's. It is answered with its own version, alone and in a
+ * batch, on the replica that made it and on one that did not; a keyed
+ * update that changes nothing under a key the log never saw is answered
+ * with the version served. */
+static void test_resend_that_changes_nothing_keeps_its_version(void **state)
+{
+    (void)state;
+    pd_store *st = replica_over("unchanged");
+    pd_point p = { 1, 1 }, q = { 2, 2 }, r = { 3, 3 };
+    pd_scene_update bp = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
+    pd_scene_update bq = { .op = PD_UPDATE_BLOCK, .cells = &q, .n_cells = 1 };
+    pd_scene_update br = { .op = PD_UPDATE_BLOCK, .cells = &r, .n_cells = 1 };
+    pd_store_update out;
+    assert_int_equal(pd_store_update_cells_keyed(st, "town", &bp, 1, "t1-577", &out), PD_OK);
+    assert_int_equal(out.update.version, 2);
+    assert_int_equal(pd_store_update_cells_keyed(st, "town", &bq, 1, NULL, &out), PD_OK);
+    assert_int_equal(out.update.version, 3);
+    /* The resend, alone: its own version, not 3. */
+    assert_int_equal(pd_store_update_cells_keyed(st, "town", &bp, 1, "t1-577", &out), PD_OK);
+    assert_int_equal(out.update.cells_changed, 0);
+    assert_int_equal(out.update.version, 2);
+    /* In a batch before a new change: the resend 2, the new one 4. */
+    pd_store_batch_item items[2] = { { .ops = &bp, .n_ops = 1, .key = "t1-577" },
+                                     { .ops = &br, .n_ops = 1, .key = "t2-405" } };
+    pd_store_update_cells_batch(st, "town", items, 2);
+    assert_int_equal(items[0].out.status, PD_OK);
+    assert_int_equal(items[0].out.update.cells_changed, 0);
+    assert_int_equal(items[0].out.update.version, 2);
+    assert_int_equal(items[1].out.status, PD_OK);
+    assert_int_equal(items[1].out.update.version, 4);
+    /* A key the log never saw on an update that changes nothing. */
+    assert_int_equal(pd_store_update_cells_keyed(st, "town", &bq, 1, "t3-1", &out), PD_OK);
+    assert_int_equal(out.update.cells_changed, 0);
+    assert_int_equal(out.update.version, 4);
+    /* Another replica, up to the log, sent the resend. */
+    pd_store *other = replica_over("unchanged");
+    assert_int_equal(version_of(other, "town"), 4);
+    assert_int_equal(pd_store_update_cells_keyed(other, "town", &bp, 1, "t1-577", &out), PD_OK);
+    assert_int_equal(out.update.version, 2);
+    assert_int_equal(version_of(st, "town"), 4);
+    assert_replays_to("unchanged", st);
+    store_free(other);
+    store_free(st);
+}
+
 typedef struct batch_call {
     pd_store *st;
     batch_of *b;
@@ -918,6 +968,7 @@ int main(void)
         cmocka_unit_test(test_store_batch_serves_up_to_the_refusal),
         cmocka_unit_test(test_store_batch_items_answer_alone),
         cmocka_unit_test(test_redis_dies_with_appends_in_flight),
+        cmocka_unit_test(test_resend_that_changes_nothing_keeps_its_version),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
