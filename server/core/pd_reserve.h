@@ -31,8 +31,10 @@
  *    touch, so a cell an agent waits on and then leaves holds one span. The
  *    cells live in a hash map keyed by (x, y); a cell whose last span goes
  *    leaves the map.
- *  - per agent, its entries in time order (they tile [first arrival, last
- *    departure)), so release, truncation and expiry cost O(path), and
+ *  - per agent, its entries in time order (disjoint; usually back to back,
+ *    but a replace that starts after the agent's last entry ended leaves a
+ *    gap, and a live agent may hold no entry at all after a plan that ends
+ *    where it starts), so release, truncation and expiry cost O(path), and
  *    GetReservations reads entries as they were planned.
  *
  * Limits (pd_reserve_limits; 0 = none): agents per table, entries per table
