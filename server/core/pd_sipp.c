@@ -1227,22 +1227,26 @@ done:
     return st;
 }
 
+pd_status pd_sipp_commit(pd_reserve *table, const pd_sipp_params *p, pd_status st, pd_sipp_result *out)
+{
+    if (st != PD_OK && st != PD_PARTIAL)
+        return st;
+    pd_reserve_refusal why;
+    const pd_status rs = pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, out->waypoints, out->n_waypoints, &why);
+    if (rs == PD_OK)
+        return st;
+    out->limit = why.limit;
+    out->waypoints = NULL;
+    out->n_waypoints = 0;
+    out->reserved_until_ms = 0;
+    return rs;
+}
+
 pd_status pd_sipp_reserve(pd_sipp_ctx *ctx, pd_reserve *table, const pd_grid *grid, const pd_sipp_params *p,
                           pd_sipp_result *res)
 {
     pd_sipp_result out;
-    pd_status st = pd_sipp_plan(ctx, table, grid, p, &out);
-    if (st == PD_OK || st == PD_PARTIAL) {
-        pd_reserve_refusal why;
-        pd_status rs = pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, out.waypoints, out.n_waypoints, &why);
-        if (rs != PD_OK) {
-            st = rs;
-            out.limit = why.limit;
-            out.waypoints = NULL;
-            out.n_waypoints = 0;
-            out.reserved_until_ms = 0;
-        }
-    }
+    const pd_status st = pd_sipp_commit(table, p, pd_sipp_plan(ctx, table, grid, p, &out), &out);
     if (res)
         *res = out;
     return st;

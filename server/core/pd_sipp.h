@@ -252,6 +252,11 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
  * reservations from t0 on with the plan (atomically: on any failure,
  * including PD_LIMIT_EXCEEDED for the table's limits, nothing changed).
  */
+/* Writes a plan that pd_sipp_plan answered `st` for into the table (when
+ * st is OK or PARTIAL): st, or the table's refusal with *out emptied and
+ * its limit named. The second half of pd_sipp_reserve, for planners that
+ * plan their own way (pd_yield's long plans). */
+pd_status pd_sipp_commit(pd_reserve *table, const pd_sipp_params *p, pd_status st, pd_sipp_result *out);
 pd_status pd_sipp_reserve(pd_sipp_ctx *ctx, pd_reserve *table, const pd_grid *grid,
                           const pd_sipp_params *p, pd_sipp_result *r);
 

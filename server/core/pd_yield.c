@@ -403,18 +403,7 @@ static pd_status pd__reserve_long(pd_sipp_ctx *ctx, pd_reserve *table, const pd_
                                   const pd_yield_params *y, int64_t window, pd_sipp_result *r, int *fell)
 {
     pd_sipp_result out;
-    pd_status st = pd__plan_long(ctx, table, grid, p, y, window, &out, fell);
-    if (st == PD_OK || st == PD_PARTIAL) {
-        pd_reserve_refusal why;
-        const pd_status rs = pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, out.waypoints, out.n_waypoints, &why);
-        if (rs != PD_OK) {
-            st = rs;
-            out.limit = why.limit;
-            out.waypoints = NULL;
-            out.n_waypoints = 0;
-            out.reserved_until_ms = 0;
-        }
-    }
+    const pd_status st = pd_sipp_commit(table, p, pd__plan_long(ctx, table, grid, p, y, window, &out, fell), &out);
     if (r)
         *r = out;
     return st;
