@@ -354,8 +354,15 @@ static pd_serving pd__server_serving(pd_server *s)
  * served again. */
 static void pd__server_drain(pd_server *s, int on)
 {
-    if (on == s->draining || s->phase != PD__RUNNING)
+    if (s->phase != PD__RUNNING)
         return;
+    if (on == s->draining) {
+        /* Logged so an operator (and a test) can see the signal arrived and
+         * was a no-op: no second DRAINING frame, no state change. */
+        pd_log_info("%s again: already %s, nothing changes", on ? "SIGUSR1" : "SIGUSR2",
+                    on ? "draining" : "serving");
+        return;
+    }
     s->draining = on;
     if (!on) {
         pd_log_info("ready: serving new requests again");

@@ -149,6 +149,10 @@ static void test_drain_and_back(void **state)
     expect_agent_word(agent, "drain\n");
     /* A second SIGUSR1 changes nothing: no second DRAINING frame. */
     assert_int_equal(pdi_daemon_signal(d, SIGUSR1), 0);
+    /* Wait until it was handled: signals sent back to back may reach the
+     * loop in either order, and a SIGUSR1 after the SIGUSR2 would drain
+     * again. */
+    assert_true(pdi_wait_log(d, "SIGUSR1 again: already draining", T_SIGNAL_TIMEOUT_MS));
 
     /* Back: served again, nothing sent for it. */
     assert_int_equal(pdi_daemon_signal(d, SIGUSR2), 0);
