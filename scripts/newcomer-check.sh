@@ -16,7 +16,9 @@
 # 4. `make run` in the background until `pathctl ping` answers on
 #    127.0.0.1:7420 (timed), then SIGTERM to the daemon, which must drain and
 #    exit 0 (make run then exits 0 too), and no test tool may be installed;
-# 5. `make test` (timed).
+# 5. `make test` (timed);
+# 6. `scripts/cluster.sh up` (Redis, HAProxy and 3 replicas on loopback
+#    ports 7400-7432), a Ping through HAProxy, `status`, `down`.
 # Prints the times and exit statuses, and the tail of any failing log; exits
 # non-zero when a step fails. Logs stay in ROOT/root/*.log. The chroot shares
 # this machine's network and its local CAs (apt and npm need them); pathd
@@ -184,6 +186,22 @@ else
   tail_log make-test.log
 fi
 grep -E "tests passed|Skipped|\*\*\*Skipped|Not Run" "$ROOT/root/make-test.log" >&2 || true
+
+# 6. The replicas (issue 32, docs/OPERATIONS.md): scripts/cluster.sh up on
+# the clone, with the haproxy and redis-server that make test installed; a
+# Ping through HAProxy's front end; status; down.
+start=$SECONDS
+if in_root bash -c "cd /root/pathd && scripts/cluster.sh up --dir /root/cluster &&
+     build/client-examples/c/pathctl --server 127.0.0.1:7400 --timeout 5000 ping &&
+     build/client-examples/c/pathctl --server 127.0.0.1:7400 scenes && scripts/cluster.sh status --dir /root/cluster" \
+     >"$ROOT/root/cluster.log" 2>&1; then
+  note "cluster.sh up: 3 replicas, HAProxy and Redis serving in $((SECONDS - start)) s;" \
+       "status: $(grep -cE '^(haproxy|redis|replica[0-9]+) [0-9]+ ' "$ROOT/root/cluster.log") processes up"
+else
+  note "cluster.sh up FAILED"; fail=1; tail_log cluster.log
+fi
+in_root bash -c "cd /root/pathd && scripts/cluster.sh down --dir /root/cluster" >>"$ROOT/root/cluster.log" 2>&1 ||
+  { note "cluster.sh down FAILED"; fail=1; }
 
 # The times mean little without the machine's load beside them.
 echo "==== newcomer check ($REF, bookworm minbase, $(nproc) cores," \
