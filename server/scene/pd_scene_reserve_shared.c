@@ -72,6 +72,19 @@ static void pd__apply_local(void *user, const char *scene, const pd_reserve_op *
         l->refused = 1;
 }
 
+/* The entry e->rv just appended and applied: when it ends an interval of
+ * PD_RESERVE_SHARED_SNAPSHOT_EVERY, the table is written as the scene's
+ * snapshot and the stream trimmed below it (pd_reserve_shared.h). Not
+ * written (Redis not reached meanwhile): the next interval's writer does,
+ * the stream one interval longer until then. */
+static void pd__snapshot_due(pd_reservations *set, pd_reservations_entry *e)
+{
+    if (e->rv % PD_RESERVE_SHARED_SNAPSHOT_EVERY != 0)
+        return;
+    char err[384];
+    (void)pd_reserve_shared_snapshot(set->shared, e->name, e->table, e->rv, err, sizeof err);
+}
+
 /* Appends b as the entry after the table's and applies it: PD_OK; *lost 1
  * (and PD_OK) when another replica appended first; else the status. */
 static pd_status pd__commit(pd_reservations *set, pd_reservations_entry *e, const pd_reserve_log_buf *b, int *lost,
@@ -101,6 +114,7 @@ static pd_status pd__commit(pd_reservations *set, pd_reservations_entry *e, cons
         snprintf(msg, len, "scene '%s': the reservation appended did not apply to the table", e->name);
         return PD_INTERNAL;
     }
+    pd__snapshot_due(set, e);
     return PD_OK;
 }
 
@@ -282,6 +296,7 @@ static pd_update_cut *pd_reservations_cut_shared(pd_reservations *set, const pd_
         e->pend.failed = 0;
         if (rc == 0) {
             e->rv++;
+            pd__snapshot_due(set, e);
             break;
         }
         const int lost = rc == 1;
@@ -301,13 +316,10 @@ void pd_reservations_dropped(pd_reservations *set, const char *name)
 {
     if (!set->shared)
         return;
-    pd_reserve_log_buf b = { 0 };
     char err[384];
     /* Not reached: the dropped scene's agents come back if it is made
      * again (docs/OPERATIONS.md, "Reservations"). */
-    if (pd_reserve_log_encode(&b, name, NULL) == 0)
-        (void)pd_reserve_shared_append_next(set->shared, name, b.p, b.n, err, sizeof err);
-    pd_reserve_log_buf_free(&b);
+    (void)pd_reserve_shared_reset(set->shared, name, err, sizeof err);
 }
 
 /* The idle sweep lives here, as pd_reservations_cut does, so that the
