@@ -558,7 +558,24 @@ pd_status pd_kind_reserve_sweep_run(pd_task *task, void *thread_ctx)
         return PD_OK; /* dropped meanwhile: its table went with it */
     /* Measured now, in the lane: a ReservePath queued before the sweep has
      * run, and the table is idle only if none came since. */
-    sw->released = pd_reservations_sweep(pd_registry_reservations(sw->registry), s, pd_clock_ns(), NULL, 0);
+    sw->released = pd_reservations_sweep(pd_registry_reservations(sw->registry), s, pd_clock_ns(), &sw->agents);
+    sw->incarnation = s->incarnation;
+    sw->version = s->version;
     pd_scene_release(s);
     return PD_OK;
+}
+
+void pd_kind_reserve_sweep_free(pd_reserve_sweep *sw)
+{
+    if (!sw)
+        return;
+    free(sw->agents);
+    free(sw);
+}
+
+int pd_kind_reserve_sweep_event(const pd_reserve_sweep *sw, size_t part, pd_watch_event *ev)
+{
+    return sw->agents ? pd_watch_event_agents_expired(sw->scene, sw->incarnation, sw->version, sw->agents,
+                                                      sw->released, part, ev)
+                      : -1;
 }

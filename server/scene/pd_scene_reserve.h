@@ -81,9 +81,11 @@ size_t pd_reservations_idle(pd_reservations *set, uint64_t now_ns, char (*names)
 
 /* In scene s's lane: when its table is still idle at now_ns, releases the
  * agents not renewed since the estimated now - reservation_ttl_ms
- * (pd_reserve_expire; their ids to out[0..cap)) and collects the entries
- * that ended before then. Returns how many agents were released. */
-size_t pd_reservations_sweep(pd_reservations *set, const pd_scene *s, uint64_t now_ns, uint64_t *out, size_t cap);
+ * (pd_reserve_expire) and collects the entries that ended before then.
+ * Returns how many agents were released; their ids, ascending, to
+ * *agents (malloc'd, free() them; NULL when none, or out of memory), for
+ * the AGENTS_EXPIRED watch event. agents may be NULL. */
+size_t pd_reservations_sweep(pd_reservations *set, const pd_scene *s, uint64_t now_ns, uint64_t **agents);
 
 /* The scene `name` is no longer served: its table goes (once no request
  * holds it). */

@@ -195,30 +195,49 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
     return PD_UNAVAILABLE;
 }
 
-/* The idle sweep's expiry on a replica (pd_reservations_sweep): appends
- * EXPIRE and COLLECT at at_ms as the scene's next entry and applies them;
- * the agents released (0 when the log was not reached, or another replica
- * appended first: the next sweep tries again). */
-static size_t pd__expire_shared(pd_reservations *set, pd_reservations_hold *hold, int64_t at_ms)
+/* The agents an EXPIRE at at_ms releases (renewed before it, as
+ * pd_reserve_expire reads them): listed from the table's export, before
+ * the entry that releases them is appended. */
+typedef struct pd__expiring {
+    int64_t at_ms;
+    uint64_t *ids;
+    size_t n;
+} pd__expiring;
+
+static void pd__note_expiring(void *user, const pd_reserve_op *op)
+{
+    pd__expiring *x = user;
+    if (op->kind == PD_RESERVE_OP_RESTORE && op->at_ms < x->at_ms) {
+        if (x->ids)
+            x->ids[x->n] = op->agent;
+        x->n++;
+    }
+}
+
+/* The idle sweep's expiry on a replica (pd_reservations_sweep), on the
+ * table caught up: appends EXPIRE and COLLECT at at_ms as the scene's next
+ * entry and applies them; the agents released (0 when the log was not
+ * reached, or another replica appended first: the next sweep tries
+ * again), their ids to out[0..) (room for every agent of the table; out
+ * may be NULL). */
+static size_t pd__expire_shared(pd_reservations *set, pd_reservations_hold *hold, int64_t at_ms, uint64_t *out)
 {
     pd_reservations_entry *e = hold->entry;
     char msg[512];
-    if (pd_reservations_catch_up(set, hold, msg, sizeof msg) != PD_OK)
-        return 0;
-    pd_reserve_stats before, after;
+    pd_reserve_stats before;
     pd_reserve_get_stats(e->table, &before);
     if (before.agents == 0 && before.entries == 0)
         return 0; /* nothing to expire: nothing to log */
+    pd__expiring x = { at_ms, out, 0 };
+    (void)pd_reserve_export(e->table, pd__note_expiring, &x);
     pd_reserve_log_buf b = { 0 };
     (void)pd_reserve_log_encode(&b, e->name, &(pd_reserve_op){ .kind = PD_RESERVE_OP_EXPIRE, .at_ms = at_ms });
     (void)pd_reserve_log_encode(&b, e->name, &(pd_reserve_op){ .kind = PD_RESERVE_OP_COLLECT, .at_ms = at_ms });
     int lost = 0;
     const pd_status st = pd__commit(set, e, &b, &lost, msg, sizeof msg);
     pd_reserve_log_buf_free(&b);
-    if (st != PD_OK || lost)
-        return 0;
-    pd_reserve_get_stats(e->table, &after);
-    return before.agents > after.agents ? (size_t)(before.agents - after.agents) : 0;
+    /* x.n: the agents the EXPIRE released, as the table applied it */
+    return st != PD_OK || lost ? 0 : x.n;
 }
 
 pd_status pd_reservations_release_shared(pd_reservations *set, pd_reservations_hold *hold, uint64_t agent,
@@ -322,10 +341,18 @@ void pd_reservations_dropped(pd_reservations *set, const char *name)
     (void)pd_reserve_shared_reset(set->shared, name, err, sizeof err);
 }
 
+static int pd__cmp_id(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* The idle sweep lives here, as pd_reservations_cut does, so that the
  * set's file never calls this one: on a replica it appends. */
-size_t pd_reservations_sweep(pd_reservations *set, const pd_scene *s, uint64_t now_ns, uint64_t *out, size_t cap)
+size_t pd_reservations_sweep(pd_reservations *set, const pd_scene *s, uint64_t now_ns, uint64_t **agents)
 {
+    if (agents)
+        *agents = NULL;
     pd_reservations_hold hold;
     pd_reserve *table = pd_reservations_lock(set, s, 0, &hold);
     if (!table)
@@ -345,15 +372,32 @@ size_t pd_reservations_sweep(pd_reservations *set, const pd_scene *s, uint64_t n
         const int64_t idle_ms = (int64_t)((now_ns - heard_ns) / 1000000u);
         const int64_t now_game = heard_game > PD_RESERVE_MAX_TIME - idle_ms ? PD_RESERVE_MAX_TIME
                                                                            : heard_game + idle_ms;
+        /* Room for every agent the table holds (a replica's, once caught
+         * up, may hold more: its export is bounded the same way below). */
+        pd_reserve_stats held;
+        pd_reserve_get_stats(table, &held);
+        uint64_t *ids = NULL;
         if (pd_reservations_shared(set)) {
             /* A replica changes its table only through the shared log:
              * the expiry is appended as an entry with the time it uses
              * (PD_OK, else tried again at the next sweep). */
-            released = pd__expire_shared(set, &hold, now_game - ttl);
+            char msg[512];
+            if (pd_reservations_catch_up(set, &hold, msg, sizeof msg) == PD_OK) {
+                pd_reserve_get_stats(table, &held);
+                ids = agents && held.agents ? malloc(held.agents * sizeof *ids) : NULL;
+                released = pd__expire_shared(set, &hold, now_game - ttl, ids);
+            }
         } else {
+            ids = agents && held.agents ? malloc(held.agents * sizeof *ids) : NULL;
             /* the table's observer writes both to the reservation log */
-            released = pd_reserve_expire(table, now_game - ttl, out, cap);
+            released = pd_reserve_expire(table, now_game - ttl, ids, ids ? held.agents : 0);
             (void)pd_reserve_collect(table, now_game - ttl);
+        }
+        if (ids && released) {
+            qsort(ids, released, sizeof *ids, pd__cmp_id);
+            *agents = ids;
+        } else {
+            free(ids);
         }
         pd_reserve_stats st;
         pd_reserve_get_stats(table, &st);

@@ -31,6 +31,8 @@ Starts its own pathd (PATHD_BIN) with a data_dir and journal_fsync
   hand out plans that never meet, an update's cut through one replica
   is the same on the other, and a scene dropped and made again under its
   name starts with no reservations on either;
+- the timer's idle sweep tells the scene's watchers which agents it
+  released (AGENTS_EXPIRED), on one pathd and on the replica that swept;
 - the replicas' reservation stream is trimmed: past
   PD_RESERVE_SHARED_SNAPSHOT_EVERY entries Redis holds a table snapshot
   and only the entries after it, a replica whose table the trim passed
@@ -54,7 +56,7 @@ import threading
 import time
 import unittest
 
-from pathd_client import PathdClient, PathdError
+from pathd_client import PathdClient, PathdError, PathdTimeout
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -388,6 +390,38 @@ class TimerExpiryRestartTest(DataDirTest):
         self.reconnect()
         self.assertEqual(table(self.c, "ttl"), {"entries": [], "matching": 0, "agents": 0, "table_entries": 0})
 
+    def test_sweep_tells_watchers(self):
+        """The agents the timer's sweep released reach the scene's watchers
+        as one AGENTS_EXPIRED event, ascending, at the version served
+        (Python's watch_next, and pathctl watch: the C client's)."""
+        env = os.environ.get("PATHCTL_BIN")
+        pathctl = None
+        if env:
+            pathctl = subprocess.Popen([env, "--server", self.d.addr, "--json", "watch", "ttl", "--count", "1"],
+                                       stdout=subprocess.PIPE, text=True)
+            self.addCleanup(pathctl.stdout.close)
+            self.addCleanup(pathctl.wait, 15)
+            self.addCleanup(pathctl.kill)
+            self.assertEqual(json.loads(pathctl.stdout.readline())["kind"], "started")
+        watcher = PathdClient(self.d.addr, timeout=20)
+        self.addCleanup(watcher.close)
+        watcher.watch(["ttl"])
+        started = watcher.watch_next(timeout=10)
+        self.assertEqual(started["kind"], "started")
+        self.c.reserve_path("ttl", 7, (10, 5), (10, 5), 0, 2.0)
+        self.c.reserve_path("ttl", 3, (1, 1), (1, 1), 0, 2.0)
+        ev = watcher.watch_next(timeout=15)
+        self.assertEqual(ev["kind"], "agents_expired")
+        self.assertEqual(ev["agents"], [3, 7])
+        self.assertEqual(ev["version"], started["version"])
+        self.assertEqual(self.c.reservations("ttl")["agents"], 0)
+        if pathctl:
+            got = json.loads(pathctl.stdout.readline())
+            self.assertEqual((got["kind"], got["agents"]), ("agents_expired", [3, 7]))
+        # Nothing more: the next sweeps find an empty table.
+        with self.assertRaises(PathdTimeout):
+            watcher.watch_next(timeout=0.5)
+
     def test_replayed_table_is_swept(self):
         self.c.reserve_path("ttl", 1, (1, 1), (1, 1), 0, 2.0)
         self.reconnect()
@@ -647,6 +681,20 @@ class ReplicaExpiryTest(ReplicaBase):
             time.sleep(0.1)
         self.assertEqual(table(self.c[1], "door")["agents"], 0)
         self.assertEqual(table(self.c[0], "door"), table(self.c[1], "door"))
+
+    def test_sweep_tells_watchers(self):
+        """The replica whose sweep appended the expiry tells its watchers
+        the agents it released (AGENTS_EXPIRED), listed from the table as
+        the log had it: agents another replica reserved too."""
+        watcher = PathdClient(self.d[0].addr, timeout=20)
+        self.addCleanup(watcher.close)
+        watcher.watch(["door"])
+        self.assertEqual(watcher.watch_next(timeout=10)["kind"], "started")
+        self.c[0].reserve_path("door", 4, (1, 1), (1, 1), 0, 2.0)
+        self.c[1].reserve_path("door", 9, (10, 5), (10, 5), 0, 2.0)
+        ev = watcher.watch_next(timeout=15)
+        self.assertEqual((ev["kind"], ev["agents"]), ("agents_expired", [4, 9]))
+        self.assertEqual(table(self.c[0], "door")["agents"], 0)
 
 
 # pd_reserve_shared.h's PD_RESERVE_SHARED_SNAPSHOT_EVERY: entries between
