@@ -51,6 +51,8 @@ typedef struct pd_reserve_job {
     uint64_t incarnation;             /* the scene's, for the AGENTS_DISPLACED event */
     pd_reserve_displaced *displaced;  /* malloc'd; in the order they were moved */
     size_t n_displaced;
+    uint64_t *expired;                /* malloc'd, ascending: the TTL released them meanwhile */
+    size_t n_expired;
     /* ReleaseAgent */
     int released;
     /* GetReservations */

@@ -118,13 +118,63 @@ static pd_status pd__commit(pd_reservations *set, pd_reservations_entry *e, cons
     return PD_OK;
 }
 
+/* The agents an EXPIRE at at_ms releases (renewed before it, as
+ * pd_reserve_expire reads them): listed from the table's export, before
+ * the entry that releases them is appended. */
+typedef struct pd__expiring {
+    int64_t at_ms;
+    uint64_t *ids;
+    size_t n;
+    uint64_t except;             /* an agent the entry renews before its EXPIRE (0: none) */
+} pd__expiring;
+
+static void pd__note_expiring(void *user, const pd_reserve_op *op)
+{
+    pd__expiring *x = user;
+    if (op->kind == PD_RESERVE_OP_RESTORE && op->at_ms < x->at_ms && op->agent != x->except) {
+        if (x->ids)
+            x->ids[x->n] = op->agent;
+        x->n++;
+    }
+}
+
+/* ids[0..n) ascending, kept as *agents (NULL when none). */
+static int pd__cmp_id(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void pd__keep_ids(uint64_t *ids, size_t n, uint64_t **agents)
+{
+    if (ids && n) {
+        qsort(ids, n, sizeof *ids, pd__cmp_id);
+        *agents = ids;
+    } else {
+        free(ids);
+    }
+}
+
+size_t pd_reservations_maintain(pd_reserve *table, int64_t ttl_ms, uint64_t **agents)
+{
+    *agents = NULL;
+    pd_reserve_stats held;
+    pd_reserve_get_stats(table, &held);
+    uint64_t *ids = held.agents ? malloc(held.agents * sizeof *ids) : NULL;
+    const size_t n = pd_reserve_maintain(table, ttl_ms, ids, ids ? held.agents : 0, NULL);
+    pd__keep_ids(ids, n, agents);
+    return ids ? n : 0;
+}
+
 pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_hold *hold, pd_sipp_ctx *ctx,
                                          pd_yield_ctx *yc, const pd_yield_params *y, const pd_grid *grid,
-                                         const pd_sipp_params *p, pd_sipp_result *r, int *was_cut, char *msg,
-                                         size_t len)
+                                         const pd_sipp_params *p, pd_sipp_result *r, int *was_cut,
+                                         uint64_t **expired, size_t *n_expired, char *msg, size_t len)
 {
     pd_reservations_entry *e = hold->entry;
     const int64_t ttl = pd_reservations_ttl_ms(set);
+    *expired = NULL;
+    *n_expired = 0;
     for (int attempt = 0; attempt < PD__SHARED_TRIES; attempt++) {
         pd_status st = pd_reservations_catch_up(set, hold, msg, len);
         if (st != PD_OK)
@@ -166,15 +216,23 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
         const int64_t now = pd_reserve_now(e->table) > p->t0_ms ? pd_reserve_now(e->table) : p->t0_ms;
         const int64_t every = ttl / 16 > 0 ? ttl / 16 : 1;
         const int maintain = ttl > 0 && now - ttl >= 0 && (!e->has_maintained || now - e->maintained_ms >= every);
+        /* The agents it releases, listed before the entry is applied (the
+         * requester is renewed by its replace first). */
+        pd__expiring x = { now - ttl, NULL, 0, p->agent };
         if (maintain) {
             (void)pd_reserve_log_encode(&b, e->name,
                                         &(pd_reserve_op){ .kind = PD_RESERVE_OP_EXPIRE, .at_ms = now - ttl });
             (void)pd_reserve_log_encode(&b, e->name,
                                         &(pd_reserve_op){ .kind = PD_RESERVE_OP_COLLECT, .at_ms = now - ttl });
+            x.ids = stats.agents ? malloc(stats.agents * sizeof *x.ids) : NULL;
+            if (x.ids)
+                (void)pd_reserve_export(e->table, pd__note_expiring, &x);
         }
         int lost = 0;
         st = pd__commit(set, e, &b, &lost, msg, len);
         pd_reserve_log_buf_free(&b);
+        if (st != PD_OK || lost)
+            free(x.ids);
         if (st != PD_OK) {
             r->waypoints = NULL;
             r->n_waypoints = 0;
@@ -184,6 +242,8 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
             if (maintain) {
                 e->maintained_ms = now;
                 e->has_maintained = 1;
+                pd__keep_ids(x.ids, x.n, expired);
+                *n_expired = *expired ? x.n : 0;
             }
             return planned;
         }
@@ -193,25 +253,6 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
     snprintf(msg, len, "other replicas reserved in scene '%s' %d times while this one planned; nothing reserved, try "
              "again", e->name, PD__SHARED_TRIES);
     return PD_UNAVAILABLE;
-}
-
-/* The agents an EXPIRE at at_ms releases (renewed before it, as
- * pd_reserve_expire reads them): listed from the table's export, before
- * the entry that releases them is appended. */
-typedef struct pd__expiring {
-    int64_t at_ms;
-    uint64_t *ids;
-    size_t n;
-} pd__expiring;
-
-static void pd__note_expiring(void *user, const pd_reserve_op *op)
-{
-    pd__expiring *x = user;
-    if (op->kind == PD_RESERVE_OP_RESTORE && op->at_ms < x->at_ms) {
-        if (x->ids)
-            x->ids[x->n] = op->agent;
-        x->n++;
-    }
 }
 
 /* The idle sweep's expiry on a replica (pd_reservations_sweep), on the
@@ -228,7 +269,7 @@ static size_t pd__expire_shared(pd_reservations *set, pd_reservations_hold *hold
     pd_reserve_get_stats(e->table, &before);
     if (before.agents == 0 && before.entries == 0)
         return 0; /* nothing to expire: nothing to log */
-    pd__expiring x = { at_ms, out, 0 };
+    pd__expiring x = { at_ms, out, 0, 0 };
     (void)pd_reserve_export(e->table, pd__note_expiring, &x);
     pd_reserve_log_buf b = { 0 };
     (void)pd_reserve_log_encode(&b, e->name, &(pd_reserve_op){ .kind = PD_RESERVE_OP_EXPIRE, .at_ms = at_ms });
@@ -341,12 +382,6 @@ void pd_reservations_dropped(pd_reservations *set, const char *name)
     (void)pd_reserve_shared_reset(set->shared, name, err, sizeof err);
 }
 
-static int pd__cmp_id(const void *a, const void *b)
-{
-    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* The idle sweep lives here, as pd_reservations_cut does, so that the
  * set's file never calls this one: on a replica it appends. */
 size_t pd_reservations_sweep(pd_reservations *set, const pd_scene *s, uint64_t now_ns, uint64_t **agents)
@@ -393,12 +428,10 @@ size_t pd_reservations_sweep(pd_reservations *set, const pd_scene *s, uint64_t n
             released = pd_reserve_expire(table, now_game - ttl, ids, ids ? held.agents : 0);
             (void)pd_reserve_collect(table, now_game - ttl);
         }
-        if (ids && released) {
-            qsort(ids, released, sizeof *ids, pd__cmp_id);
-            *agents = ids;
-        } else {
+        if (agents)
+            pd__keep_ids(ids, released, agents);
+        else
             free(ids);
-        }
         pd_reserve_stats st;
         pd_reserve_get_stats(table, &st);
         if (st.agents == 0) {

@@ -31,8 +31,9 @@ Starts its own pathd (PATHD_BIN) with a data_dir and journal_fsync
   hand out plans that never meet, an update's cut through one replica
   is the same on the other, and a scene dropped and made again under its
   name starts with no reservations on either;
-- the timer's idle sweep tells the scene's watchers which agents it
-  released (AGENTS_EXPIRED), on one pathd and on the replica that swept;
+- the timer's idle sweep, and a ReservePath's own expiry, tell the
+  scene's watchers which agents they released (AGENTS_EXPIRED), on one
+  pathd and on the replica that appended the expiry;
 - the replicas' reservation stream is trimmed: past
   PD_RESERVE_SHARED_SNAPSHOT_EVERY entries Redis holds a table snapshot
   and only the entries after it, a replica whose table the trim passed
@@ -422,12 +423,34 @@ class TimerExpiryRestartTest(DataDirTest):
         with self.assertRaises(PathdTimeout):
             watcher.watch_next(timeout=0.5)
 
+    def test_reserve_path_expiry_tells_watchers(self):
+        """Agents a ReservePath's own expiry released (the scene in use: its
+        t0_ms moved the table's clock a TTL past their renewal) reach the
+        watchers too, the requester itself renewed, not listed."""
+        expire_by_reserve_path(self, self.c, self.c, self.d)
+
     def test_replayed_table_is_swept(self):
         self.c.reserve_path("ttl", 1, (1, 1), (1, 1), 0, 2.0)
         self.reconnect()
         self.assertEqual(self.c.reservations("ttl")["agents"], 1)
         # No ReservePath after the restart: the timer alone expires it.
         self.assertEqual(self.wait_agents(0), 0)
+
+
+def expire_by_reserve_path(test, c, watch_c, d, scene="ttl"):
+    """Agents 1 and 3 parked at 0, agent 1 reserving again at 5000 (TTL
+    2000): the ReservePath releases 3, and watchers of the pathd it went
+    through hear AGENTS_EXPIRED [3] (a watcher on d)."""
+    watcher = PathdClient(d.addr, timeout=20)
+    test.addCleanup(watcher.close)
+    watcher.watch([scene])
+    test.assertEqual(watcher.watch_next(timeout=10)["kind"], "started")
+    c.reserve_path(scene, 1, (1, 1), (1, 1), 0, 2.0)
+    c.reserve_path(scene, 3, (10, 5), (10, 5), 0, 2.0)
+    c.reserve_path(scene, 1, (1, 1), (2, 1), 5000, 2.0)
+    ev = watcher.watch_next(timeout=15)
+    test.assertEqual((ev["kind"], ev["agents"]), ("agents_expired", [3]))
+    test.assertEqual(watch_c.reservations(scene)["agents"], 1)
 
 
 def free_port():
@@ -681,6 +704,11 @@ class ReplicaExpiryTest(ReplicaBase):
             time.sleep(0.1)
         self.assertEqual(table(self.c[1], "door")["agents"], 0)
         self.assertEqual(table(self.c[0], "door"), table(self.c[1], "door"))
+
+    def test_reserve_path_expiry_tells_watchers(self):
+        """The expiry a ReservePath's entry carries, told by the replica
+        that appended it (the requester renewed by that entry not listed)."""
+        expire_by_reserve_path(self, self.c[0], self.c[1], self.d[0], scene="door")
 
     def test_sweep_tells_watchers(self):
         """The replica whose sweep appended the expiry tells its watchers
