@@ -37,6 +37,7 @@ else()
   add_test(NAME reserve_durable
            COMMAND ${CMAKE_COMMAND} -E env
                    PATHD_BIN=$<TARGET_FILE:pathd>
+                   PATHCTL_BIN=$<TARGET_FILE:pathctl>
                    "PYTHONPATH=${PDPY_GEN_DIR}:${PROJECT_SOURCE_DIR}/client-examples/python"
                    PYTHONDONTWRITEBYTECODE=1
                    -- "${PATHD_PYTHON}" "${CMAKE_CURRENT_SOURCE_DIR}/agents/test_reserve_durable.py" -v)

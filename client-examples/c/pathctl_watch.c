@@ -138,7 +138,7 @@ static void pw_print_json(const pdc_watch_event *e)
                 cJSON_AddItemToArray(ids, cJSON_CreateNumber((double)e->agents[k]));
             cJSON_AddNumberToObject(o, "cut_at_ms", (double)e->cut_at_ms);
         }
-        if (e->kind == PDC_WATCH_AGENTS_DISPLACED) {
+        if (e->kind == PDC_WATCH_AGENTS_DISPLACED || e->kind == PDC_WATCH_AGENTS_EXPIRED) {
             cJSON *ids = cJSON_AddArrayToObject(o, "agents");
             for (size_t k = 0; k < e->agent_count && ids; k++)
                 cJSON_AddItemToArray(ids, cJSON_CreateNumber((double)e->agents[k]));
@@ -172,7 +172,8 @@ static void pw_print_text(const pdc_watch_event *e)
         printf(" instance %s", e->instance);
     if (e->kind == PDC_WATCH_AGENTS_CUT)
         printf(" at %" PRId64, e->cut_at_ms);
-    if (e->kind == PDC_WATCH_AGENTS_CUT || e->kind == PDC_WATCH_AGENTS_DISPLACED) {
+    if (e->kind == PDC_WATCH_AGENTS_CUT || e->kind == PDC_WATCH_AGENTS_DISPLACED ||
+        e->kind == PDC_WATCH_AGENTS_EXPIRED) {
         printf(" agents");
         for (size_t k = 0; k < e->agent_count; k++)
             printf("%c%" PRIu64, k ? ',' : ' ', e->agents[k]);

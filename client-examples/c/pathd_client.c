@@ -3397,7 +3397,7 @@ int pdc_batch(pdc_conn *c, const pdc_query *q, size_t n, pdc_query_result *out)
 const char *pdc_watch_kind_name(int kind)
 {
     static const char *const names[] = { "started", "updated", "replaced", "instanced", "dropped", "ended",
-                                           "agents_cut", "agents_displaced" };
+                                           "agents_cut", "agents_displaced", "agents_expired" };
     return kind >= 0 && kind < (int)(sizeof names / sizeof names[0]) ? names[kind] : "unknown";
 }
 

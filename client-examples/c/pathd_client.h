@@ -877,10 +877,13 @@ typedef enum pdc_watch_kind {
                                    that update's UPDATED (a long list: several events) */
     PDC_WATCH_AGENTS_DISPLACED = 7, /* a ReservePath (at `version`) moved these `agents`
                                    aside: its answer's displaced plans replace theirs */
+    PDC_WATCH_AGENTS_EXPIRED = 8, /* reservation_ttl_ms released these `agents` (not
+                                   renewed within it; the scene at `version`): they
+                                   hold nothing now (a long list: several events) */
 } pdc_watch_kind;
 
 /* "started", "updated", "replaced", "instanced", "dropped", "ended",
- * "agents_cut", "agents_displaced"; "unknown" otherwise. */
+ * "agents_cut", "agents_displaced", "agents_expired"; "unknown" otherwise. */
 const char *pdc_watch_kind_name(int kind);
 
 /* One operation of an update, as a watcher hears it. */
@@ -906,7 +909,7 @@ typedef struct pdc_watch_event {
     uint64_t cells_changed;     /* UPDATED */
     pdc_watch_op *ops;          /* UPDATED: op_count entries, heap */
     size_t op_count;
-    uint64_t *agents;           /* AGENTS_CUT, AGENTS_DISPLACED: agent_count ids,
+    uint64_t *agents;           /* AGENTS_CUT, _DISPLACED, _EXPIRED: agent_count ids,
                                    ascending, heap */
     size_t agent_count;
     int64_t cut_at_ms;          /* AGENTS_CUT: the game time the cut took effect */

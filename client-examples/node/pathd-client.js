@@ -722,7 +722,7 @@ function batchOp(items) {
 const WATCH_KINDS = {
   WATCH_STARTED: 'started', SCENE_UPDATED: 'updated', SCENE_REPLACED: 'replaced',
   SCENE_INSTANCED: 'instanced', SCENE_DROPPED: 'dropped', WATCH_ENDED: 'ended', AGENTS_CUT: 'agents_cut',
-  AGENTS_DISPLACED: 'agents_displaced',
+  AGENTS_DISPLACED: 'agents_displaced', AGENTS_EXPIRED: 'agents_expired',
 };
 const OP_NAMES = { UPDATE_BLOCK: 'blocked', UPDATE_PASS: 'passable', UPDATE_COST: 'cost', UPDATE_RESTORE: 'restore' };
 const rect = (r) => [r.min.x, r.min.y, r.max.x, r.max.y];
@@ -748,7 +748,7 @@ function watchEvent(response) {
       e.agents = ev.agents.map(Number);
       e.cut_at_ms = Number(ev.cutAtMs);
     }
-    if (ev.kind === 'AGENTS_DISPLACED') e.agents = ev.agents.map(Number);
+    if (ev.kind === 'AGENTS_DISPLACED' || ev.kind === 'AGENTS_EXPIRED') e.agents = ev.agents.map(Number);
   } else {
     e.message = errorMessage(response);
   }
@@ -1596,12 +1596,13 @@ class PathdClient {
   /* The next event of any watch on this connection, as the object pathctl
    * watch --json prints: { status ('WATCH_OVERFLOW' ends the watch),
    * watch, kind ('started', 'updated', 'replaced', 'instanced', 'dropped',
-   * 'ended', 'agents_cut', 'agents_displaced'), scene, version, changed
+   * 'ended', 'agents_cut', 'agents_displaced', 'agents_expired'), scene, version, changed
    * [x0, y0, x1, y1] or null, and for an update cells_changed and ops [{
    * set, cost, bounds, cells }], instance, for agents_cut agents
    * (ascending) and cut_at_ms (after the 'updated' of the update that cut
    * them), for agents_displaced agents (ascending: a ReservePath moved
-   * them aside), final }. Rejects with PathdTimeout after timeoutMs (default the
+   * them aside), for agents_expired agents (ascending: reservation_ttl_ms
+   * released them), final }. Rejects with PathdTimeout after timeoutMs (default the
    * client's), PathdError IDLE when no watch is open and none is queued,
    * PathdDisconnected when the connection went. */
   watchNext({ timeoutMs = this.timeoutMs } = {}) {

@@ -955,7 +955,7 @@ def _scene_info_op(scene, min_version=0):
 
 
 _WATCH_KINDS = ("started", "updated", "replaced", "instanced", "dropped", "ended", "agents_cut",
-                "agents_displaced")
+                "agents_displaced", "agents_expired")
 _OP_NAMES = {pb.UPDATE_BLOCK: "blocked", pb.UPDATE_PASS: "passable", pb.UPDATE_COST: "cost",
              pb.UPDATE_RESTORE: "restore"}
 
@@ -982,7 +982,7 @@ def _watch_event(response):
         if ev.kind == pb.AGENTS_CUT:
             d["agents"] = list(ev.agents)
             d["cut_at_ms"] = ev.cut_at_ms
-        if ev.kind == pb.AGENTS_DISPLACED:
+        if ev.kind in (pb.AGENTS_DISPLACED, pb.AGENTS_EXPIRED):
             d["agents"] = list(ev.agents)
     else:
         d["message"] = _message(response)
@@ -2158,13 +2158,14 @@ class PathdClient(_Api):
         timeout seconds (default: the client's), as the dict pathctl watch
         --json prints: status ("WATCH_OVERFLOW" ends the watch), watch,
         kind ("started", "updated", "replaced", "instanced", "dropped",
-        "ended", "agents_cut", "agents_displaced"), scene, version,
+        "ended", "agents_cut", "agents_displaced", "agents_expired"), scene, version,
         changed [x0, y0, x1, y1] or None, cells_changed and ops [{set, cost,
         bounds, cells}] for an update, instance, agents (ascending) and
         cut_at_ms for agents_cut (the update that made version cut their
         reservations; it follows that update's "updated"), agents
         (ascending) for agents_displaced (a ReservePath moved them aside;
-        its answer's displaced holds their plans), final. Raises PathdTimeout, PathdError("IDLE") when no
+        its answer's displaced holds their plans) and for agents_expired
+        (reservation_ttl_ms released them), final. Raises PathdTimeout, PathdError("IDLE") when no
         watch is open and none is queued, PathdDisconnected."""
         wait = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + wait

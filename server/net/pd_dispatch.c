@@ -199,7 +199,7 @@ static void pd__free_tasks(pd_task *task)
             if (--batch->items_out == 0)
                 pd__job_free(batch);
         } else if (task->run == pd_kind_reserve_sweep_run) {
-            free(task);
+            pd_kind_reserve_sweep_free((pd_reserve_sweep *)task);
         } else {
             pd__job_free((pd_job *)task);
         }
@@ -1102,13 +1102,17 @@ static void pd__finish_job(pd_server *s, pd_job *job)
     pd__job_free(job);
 }
 
-/* An idle table's sweep (pd__dispatch_reserve_sweep) came back. */
-static void pd__finish_sweep(pd_reserve_sweep *sw)
+/* An idle table's sweep (pd__dispatch_reserve_sweep) came back: the
+ * agents it released to the scene's watchers (AGENTS_EXPIRED). */
+static void pd__finish_sweep(pd_server *s, pd_reserve_sweep *sw)
 {
     if (sw->released)
         pd_log_info("scene '%s': %zu agents released (not renewed within limits.reservation_ttl_ms; "
                     "the scene idle)", sw->scene, sw->released);
-    free(sw);
+    pd_watch_event ev;
+    for (size_t part = 0; pd_kind_reserve_sweep_event(sw, part, &ev) == 0; part++)
+        pd__watch_publish(s, &ev);
+    pd_kind_reserve_sweep_free(sw);
 }
 
 static void pd__finish_batch(pd_server *s, pd_job *batch)
@@ -1147,7 +1151,7 @@ size_t pd__dispatch_completions(pd_server *s)
         if (task->run == pd__run_item)
             pd__finish_item(s, (pd_job_item *)task);
         else if (task->run == pd_kind_reserve_sweep_run)
-            pd__finish_sweep((pd_reserve_sweep *)task);
+            pd__finish_sweep(s, (pd_reserve_sweep *)task);
         else
             pd__finish_job(s, (pd_job *)task);
         task = next;
@@ -1173,7 +1177,7 @@ void pd__dispatch_reserve_sweep(pd_server *s)
         /* Refused (a full queue): the table stays due, and the next tick
          * tries again. */
         if (sw && pd_pool_submit(s->pool, &sw->task) != PD_OK)
-            free(sw);
+            pd_kind_reserve_sweep_free(sw);
     }
 }
 

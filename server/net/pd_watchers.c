@@ -34,7 +34,8 @@
  * event (UPDATED, REPLACED) goes out when it is the next one, an event
  * about a version (INSTANCED, DROPPED, AGENTS_CUT) once that version went
  * out, and anything early is held until the events before it arrive
- * (AGENTS_DISPLACED, a ReservePath's, is about the version it planned on).
+ * (AGENTS_DISPLACED, a ReservePath's, is about the version it planned on;
+ * AGENTS_EXPIRED, the idle sweep's, about the version served when it ran).
  * An update's AGENTS_CUT events (one job's list, pd_kind.event) thus follow
  * its SCENE_UPDATED, held or not, and keep their order among themselves. Every version
  * made while the server runs comes with exactly one event, so nothing is
@@ -287,10 +288,11 @@ static int pd__announce_to(pd_server *s, pd__topic *t, pd__event_bytes *eb)
         pd__sub *next = sub->next;
         pd__watch *w = sub->watch;
         hub->work.visits++;
-        /* An instance, or agents moved aside by a ReservePath, happen at
-         * a version without making one: a subscription made at that
-         * version has not heard of them yet. */
-        int at_version = ev->kind == PD_WATCH_INSTANCED || ev->kind == PD_WATCH_AGENTS_DISPLACED;
+        /* An instance, agents moved aside by a ReservePath, or released
+         * by expiry happen at a version without making one: a
+         * subscription made at that version has not heard of them yet. */
+        int at_version = ev->kind == PD_WATCH_INSTANCED || ev->kind == PD_WATCH_AGENTS_DISPLACED ||
+                         ev->kind == PD_WATCH_AGENTS_EXPIRED;
         int due = sub->stamp != seq &&
                   (dropped || (at_version ? ev->version >= sub->baseline : ev->version > sub->baseline));
         sub->stamp = seq;

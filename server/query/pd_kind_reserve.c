@@ -139,6 +139,7 @@ static void pd__reserve_release(pd_job *job)
         return;
     pd__drop_plans(rj);
     free(rj->entries);
+    free(rj->expired);
     free(rj);
     job->ext = NULL;
 }
@@ -323,8 +324,8 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
     pd_yield_result yr;
     memset(&yr, 0, sizeof yr);
     const int shared = pd_reservations_shared(set); /* shared log hook */
-    st = shared ? pd_reservations_reserve_shared(set, &hold, ctx, yc, &y, u->grid, &p, &r, &rj->was_cut, rj->message,
-                                                 sizeof rj->message)
+    st = shared ? pd_reservations_reserve_shared(set, &hold, ctx, yc, &y, u->grid, &p, &r, &rj->was_cut,
+                                                 &rj->expired, &rj->n_expired, rj->message, sizeof rj->message)
                 : pd_yield_reserve(yc, ctx, table, u->grid, &p, &y, &r, &yr);
     if (st == PD_OK || st == PD_PARTIAL) {
         if (pd__keep_answer(rj, &r, &yr) != 0) {
@@ -341,7 +342,7 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
         }
     }
     if (!shared) /* shared: the expiry is in the log's entries */
-        pd_reserve_maintain(table, pd_reservations_ttl_ms(set), NULL, 0, NULL);
+        rj->n_expired = pd_reservations_maintain(table, pd_reservations_ttl_ms(set), &rj->expired);
     pd_reservations_unlock(set, &hold);
     if (hold.unlogged && (st == PD_OK || st == PD_PARTIAL)) /* reservation log hook */
         st = pd__unlogged(rj, s);
@@ -471,12 +472,17 @@ static pd_status pd__list_run(pd_job *job, pd_query_scratch *scratch, const pd_q
 
 /* The agents a ReservePath moved aside, to the scene's watchers: one
  * AGENTS_DISPLACED event (at most PD_YIELD_MAX_DISPLACED ids), after the
- * answer's plans are in the table, in the lane's order. */
+ * answer's plans are in the table, in the lane's order; then the agents
+ * its expiry released (AGENTS_EXPIRED, PD_WATCH_MAX_AGENTS a event). */
 static int pd__reserve_event(const pd_job *job, size_t i, pd_watch_event *ev)
 {
     const pd_reserve_job *rj = job->ext;
-    if (i > 0 || !rj || rj->n_displaced == 0 || (job->task.status != PD_OK && job->task.status != PD_PARTIAL))
+    if (!rj)
         return 0;
+    const size_t moved = rj->n_displaced && (job->task.status == PD_OK || job->task.status == PD_PARTIAL);
+    if (i >= moved)
+        return rj->expired && pd_watch_event_agents_expired(rj->req.scene, rj->incarnation, rj->scene_version,
+                                                            rj->expired, rj->n_expired, i - moved, ev) == 0;
     uint64_t ids[PD_YIELD_MAX_DISPLACED];
     size_t n = 0;
     for (; n < rj->n_displaced && n < PD_YIELD_MAX_DISPLACED; n++)
@@ -558,7 +564,24 @@ pd_status pd_kind_reserve_sweep_run(pd_task *task, void *thread_ctx)
         return PD_OK; /* dropped meanwhile: its table went with it */
     /* Measured now, in the lane: a ReservePath queued before the sweep has
      * run, and the table is idle only if none came since. */
-    sw->released = pd_reservations_sweep(pd_registry_reservations(sw->registry), s, pd_clock_ns(), NULL, 0);
+    sw->released = pd_reservations_sweep(pd_registry_reservations(sw->registry), s, pd_clock_ns(), &sw->agents);
+    sw->incarnation = s->incarnation;
+    sw->version = s->version;
     pd_scene_release(s);
     return PD_OK;
+}
+
+void pd_kind_reserve_sweep_free(pd_reserve_sweep *sw)
+{
+    if (!sw)
+        return;
+    free(sw->agents);
+    free(sw);
+}
+
+int pd_kind_reserve_sweep_event(const pd_reserve_sweep *sw, size_t part, pd_watch_event *ev)
+{
+    return sw->agents ? pd_watch_event_agents_expired(sw->scene, sw->incarnation, sw->version, sw->agents,
+                                                      sw->released, part, ev)
+                      : -1;
 }

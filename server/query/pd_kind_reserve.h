@@ -16,6 +16,7 @@
 #include "pd_request.h"
 #include "pd_reserve.h"
 #include "pd_scene.h"
+#include "pd_watch.h"
 
 /* GetReservations answers at most this many entries (about 40 bytes each
  * on the wire: well inside one frame); max_entries 0 means this many. */
@@ -50,6 +51,8 @@ typedef struct pd_reserve_job {
     uint64_t incarnation;             /* the scene's, for the AGENTS_DISPLACED event */
     pd_reserve_displaced *displaced;  /* malloc'd; in the order they were moved */
     size_t n_displaced;
+    uint64_t *expired;                /* malloc'd, ascending: the TTL released them meanwhile */
+    size_t n_expired;
     /* ReleaseAgent */
     int released;
     /* GetReservations */
@@ -74,12 +77,19 @@ typedef struct pd_reserve_sweep {
     char scene[PD_CONF_MAX_NAME];
     uint64_t listed_ns;               /* when the timer found it idle */
     size_t released;                  /* agents the sweep released */
+    uint64_t *agents;                 /* their ids, ascending (NULL: none, or no memory) */
+    uint64_t incarnation, version;    /* the scene swept, as served then */
 } pd_reserve_sweep;
 
 /* A sweep of scene `name` in its lane (task.run is pd_kind_reserve_sweep_run),
- * listed idle at listed_ns; NULL when out of memory. Free with free(). */
+ * listed idle at listed_ns; NULL when out of memory. Free with
+ * pd_kind_reserve_sweep_free. */
 pd_reserve_sweep *pd_kind_reserve_sweep_new(pd_registry *registry, const char *name, uint64_t listed_ns);
 pd_status pd_kind_reserve_sweep_run(pd_task *task, void *thread_ctx);
+void pd_kind_reserve_sweep_free(pd_reserve_sweep *sw);
+/* The sweep's AGENTS_EXPIRED event number `part` (from 0): 0, or -1 past
+ * the last (none when it released no agent it could list). */
+int pd_kind_reserve_sweep_event(const pd_reserve_sweep *sw, size_t part, pd_watch_event *ev);
 
 /* 1 when the unit's static components put start and goal apart (both open
  * and in bounds): no plan can join them, at any time. */

@@ -66,17 +66,47 @@ int pd_watch_event_from_update(const pd_update_cells_req *req, const pd_update_o
     return 0;
 }
 
+/* Part `part` of agents[0..n) into ev: 0, or -1 when it is past the last. */
+static int pd__agents_part(const uint64_t *agents, size_t n, size_t part, pd_watch_event *ev)
+{
+    if (part >= (n + PD_WATCH_MAX_AGENTS - 1) / PD_WATCH_MAX_AGENTS)
+        return -1;
+    size_t first = part * PD_WATCH_MAX_AGENTS;
+    ev->n_agents = n - first < PD_WATCH_MAX_AGENTS ? n - first : PD_WATCH_MAX_AGENTS;
+    memcpy(ev->agents, agents + first, ev->n_agents * sizeof *agents);
+    return 0;
+}
+
 int pd_watch_event_agents_cut(const pd_update_cells_req *req, const pd_update_outcome *out, const uint64_t *agents,
                               size_t n, int64_t cut_at_ms, size_t part, pd_watch_event *ev)
 {
     if (part >= (n + PD_WATCH_MAX_AGENTS - 1) / PD_WATCH_MAX_AGENTS)
         return -1;
     pd__watch_head(req, out, PD_WATCH_AGENTS_CUT, ev);
-    size_t first = part * PD_WATCH_MAX_AGENTS;
-    ev->n_agents = n - first < PD_WATCH_MAX_AGENTS ? n - first : PD_WATCH_MAX_AGENTS;
-    memcpy(ev->agents, agents + first, ev->n_agents * sizeof *agents);
+    (void)pd__agents_part(agents, n, part, ev);
     ev->cut_at_ms = cut_at_ms;
     return 0;
+}
+
+/* A reservation event's head (no version made): kind, scene, incarnation,
+ * version; the rest zero. */
+static void pd__agents_head(pd_watch_kind kind, const char *scene, uint64_t incarnation, uint64_t version,
+                            pd_watch_event *ev)
+{
+    memset(ev, 0, sizeof *ev);
+    ev->kind = kind;
+    snprintf(ev->scene, sizeof ev->scene, "%s", scene);
+    ev->incarnation = incarnation;
+    ev->version = version;
+}
+
+int pd_watch_event_agents_expired(const char *scene, uint64_t incarnation, uint64_t version, const uint64_t *agents,
+                                  size_t n, size_t part, pd_watch_event *ev)
+{
+    if (part >= (n + PD_WATCH_MAX_AGENTS - 1) / PD_WATCH_MAX_AGENTS)
+        return -1;
+    pd__agents_head(PD_WATCH_AGENTS_EXPIRED, scene, incarnation, version, ev);
+    return pd__agents_part(agents, n, part, ev);
 }
 
 int pd_watch_event_agents_displaced(const char *scene, uint64_t incarnation, uint64_t version,
@@ -84,11 +114,7 @@ int pd_watch_event_agents_displaced(const char *scene, uint64_t incarnation, uin
 {
     if (n == 0)
         return -1;
-    memset(ev, 0, sizeof *ev);
-    ev->kind = PD_WATCH_AGENTS_DISPLACED;
-    snprintf(ev->scene, sizeof ev->scene, "%s", scene);
-    ev->incarnation = incarnation;
-    ev->version = version;
+    pd__agents_head(PD_WATCH_AGENTS_DISPLACED, scene, incarnation, version, ev);
     ev->n_agents = n < PD_WATCH_MAX_AGENTS ? n : PD_WATCH_MAX_AGENTS;
     /* Insertion sort: a handful of ids (PD_YIELD_MAX_DISPLACED). */
     for (size_t i = 0; i < ev->n_agents; i++) {

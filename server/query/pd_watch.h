@@ -25,6 +25,7 @@ typedef enum pd_watch_kind {
     PD_WATCH_ENDED = 5,      /* Unwatch: the watch's final frame */
     PD_WATCH_AGENTS_CUT = 6, /* the update that made `version` cut `agents`' reservations */
     PD_WATCH_AGENTS_DISPLACED = 7, /* a ReservePath (at `version`) moved `agents` aside */
+    PD_WATCH_AGENTS_EXPIRED = 8,   /* reservation_ttl_ms released `agents` (at `version`) */
 } pd_watch_kind;
 
 /* The agent ids one AGENTS_CUT event carries, at most (4 KiB of ids, about
@@ -54,7 +55,7 @@ typedef struct pd_watch_event {
     pd_watch_op ops[PD_SCENE_MAX_UPDATE_OPS];  /* UPDATED: the update's, in order */
     size_t n_ops;
     char instance[PD_CONF_MAX_NAME];           /* INSTANCED: the new scene */
-    uint64_t agents[PD_WATCH_MAX_AGENTS];      /* AGENTS_CUT, AGENTS_DISPLACED: ascending */
+    uint64_t agents[PD_WATCH_MAX_AGENTS];      /* AGENTS_CUT, _DISPLACED, _EXPIRED: ascending */
     size_t n_agents;
     int64_t cut_at_ms;                         /* AGENTS_CUT: from when they lost their holds */
 } pd_watch_event;
@@ -79,5 +80,12 @@ int pd_watch_event_agents_cut(const pd_update_cells_req *req, const pd_update_ou
  * Returns 0, or -1 when n is 0 (no event is due). */
 int pd_watch_event_agents_displaced(const char *scene, uint64_t incarnation, uint64_t version,
                                     const uint64_t *agents, size_t n, pd_watch_event *ev);
+
+/* Fills ev with AGENTS_EXPIRED event number `part` (from 0) of an expiry
+ * in scene (name, incarnation) at `version` that released agents[0..n)
+ * (ascending): the ids [part * PD_WATCH_MAX_AGENTS, ...) of them. Returns
+ * 0, or -1 when part is past the last (none at all for n = 0). */
+int pd_watch_event_agents_expired(const char *scene, uint64_t incarnation, uint64_t version, const uint64_t *agents,
+                                  size_t n, size_t part, pd_watch_event *ev);
 
 #endif

@@ -7,6 +7,7 @@
 #include "pd_redis_snapshot.h"
 
 #include "pd_redis_journal.h"
+#include "pd_reserve_shared.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -572,12 +573,23 @@ void pd_redis_snap_reload_end(pd_redis_snap *sn, pd_registry *r, void *state)
                 pd__note_name(sn, served[i]->name);
     pd_registry_release_list(served, n_served);
     free(replaced);
-    /* Scenes no longer served: DROP (their history is then trimmed). */
+    /* Scenes no longer served: DROP (their history is then trimmed), and
+     * a RESET of their reservations (pd_reserve_shared.h), as DropScene
+     * appends one: a scene made again under the name starts with no
+     * agents on any replica. Not reached: said; its agents come back if
+     * the scene is made again (docs/OPERATIONS.md, "Reservations"). */
     for (size_t i = 0; i < st->n_before && rc == 0; i++) {
         pd_scene *now = pd_registry_acquire(r, st->before[i]->name);
         if (!now && (rc = pd__reload_append(sn, PD_JOURNAL_DROP, st->before[i]->name, st->before[i]->version, why,
-                                            sizeof why)) == 0)
+                                            sizeof why)) == 0) {
             pd__note_name(sn, st->before[i]->name);
+            char err[256], msg[400];
+            if (pd_reserve_shared_reset(sn->rl, st->before[i]->name, err, sizeof err) != 0 && sn->o.warn) {
+                snprintf(msg, sizeof msg, "a reload's RESET of the reservations of scene '%s' was not taken: %s",
+                         st->before[i]->name, err);
+                sn->o.warn(sn->o.warn_user, msg);
+            }
+        }
         pd_scene_release(now);
     }
     /* Already published: a record the log did not take leaves the log

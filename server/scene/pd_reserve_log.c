@@ -208,6 +208,26 @@ void pd_reserve_log_buf_free(pd_reserve_log_buf *b)
     memset(b, 0, sizeof *b);
 }
 
+/* pd_reserve_export's ops, encoded for the table being dumped. */
+typedef struct pd__dump {
+    pd_reserve_log_buf *b;
+    const char *scene;
+} pd__dump;
+
+static void pd__dump_op(void *user, const pd_reserve_op *op)
+{
+    pd__dump *d = user;
+    (void)pd_reserve_log_encode(d->b, d->scene, op);
+}
+
+int pd_reserve_log_dump(pd_reserve_log_buf *b, const char *scene, const pd_reserve *t)
+{
+    (void)pd_reserve_log_encode(b, scene, NULL);
+    pd__dump d = { b, scene };
+    (void)pd_reserve_export(t, pd__dump_op, &d);
+    return b->failed ? -1 : 0;
+}
+
 /* ---- decoding -------------------------------------------------------------- */
 
 /* Decodes one payload into op (kind 0: RESET); wp and cells are malloc'd

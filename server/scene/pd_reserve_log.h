@@ -66,6 +66,10 @@ typedef struct pd_reserve_log_buf {
  * b->failed set. */
 int pd_reserve_log_encode(pd_reserve_log_buf *b, const char *scene, const pd_reserve_op *op);
 void pd_reserve_log_buf_free(pd_reserve_log_buf *b);
+/* Appends t's state as records for scene: a RESET, then
+ * pd_reserve_export's CLOCK and a RESTORE per agent (what a compacted log,
+ * and a replica's table snapshot, hold). 0, or -1 with b->failed. */
+int pd_reserve_log_dump(pd_reserve_log_buf *b, const char *scene, const pd_reserve *t);
 
 /* One decoded record: scene (NUL-terminated) and op (NULL for RESET; its
  * wp and cells point into storage valid during the call). */

@@ -1,7 +1,8 @@
 /*
  * pd_reserve_shared.c - reservation entries on a Redis Stream per scene
- * (pd_reserve_shared.h): the catch-up (XRANGE after the table's rv) and
- * the compare-and-set append (XADD with the explicit id 0-(rv+1)).
+ * (pd_reserve_shared.h): the catch-up (a table snapshot, then XRANGE after
+ * the table's rv), the compare-and-set append (XADD with the explicit id
+ * 0-(rv+1)), and the snapshot that lets the stream be trimmed.
  */
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
@@ -16,6 +17,29 @@ static void pd__key(pd_redis_log *rl, const char *scene, char *buf, size_t len)
 {
     snprintf(buf, len, "%s:{%s}:resv", pd_redis_log_prefix(rl), scene);
 }
+
+static void pd__snap_key(pd_redis_log *rl, const char *scene, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s:{%s}:resvsnap", pd_redis_log_prefix(rl), scene);
+}
+
+/* Stores a snapshot and trims below it, atomically (EVAL: Redis keeps the
+ * script by its hash after the first call). KEYS: stream, snapshot hash.
+ * ARGV: rv, the records. Refused as HAVE when the hash holds rv or a
+ * newer one (snapshots never go back), NOENTRY when the stream has no
+ * entry 0-rv (not a version this stream made: it went back, or another
+ * history). The trim keeps every entry after rv: a reader that finds the
+ * stream starts past its table loads this snapshot, which covers the rest
+ * (pd_reserve_shared.h). */
+static const char PD__SNAP_SCRIPT[] =
+    "local have = tonumber(redis.call('HGET', KEYS[2], 'rv') or '0') or 0\n"
+    "local rv = tonumber(ARGV[1])\n"
+    "if have >= rv then return 'HAVE' end\n"
+    "local id = '0-' .. ARGV[1]\n"
+    "if #redis.call('XRANGE', KEYS[1], id, id) == 0 then return 'NOENTRY' end\n"
+    "redis.call('HSET', KEYS[2], 'rv', ARGV[1], 'd', ARGV[2])\n"
+    "redis.call('XTRIM', KEYS[1], 'MINID', string.format('0-%d', rv + 1))\n"
+    "return 'OK'\n";
 
 typedef struct pd__apply {
     pd_reserve *t;
@@ -42,12 +66,58 @@ static uint64_t pd__id_version(const redisReply *id)
     return end == id->str + id->len ? (uint64_t)v : 0;
 }
 
+/* Applies the scene's snapshot to t (its RESET first empties t) and sets
+ * *rv to its version: 0; 1 when there is none, or it is not past *rv (t
+ * untouched); -1 with err. */
+static int pd__load_snapshot(pd_redis_log *rl, const char *scene, pd_reserve *t, uint64_t *rv, uint64_t *refused,
+                             char *err, size_t errlen)
+{
+    char key[512];
+    pd__snap_key(rl, scene, key, sizeof key);
+    const char *argv[] = { "HMGET", key, "rv", "d" };
+    const size_t argvlen[] = { 5, strlen(key), 2, 1 };
+    int io = 0;
+    redisReply *r = pd_redis_log_command(rl, 4, argv, argvlen, &io, err, errlen);
+    if (!r)
+        return -1;
+    int rc = 1;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+        snprintf(err, errlen, "HMGET %s: not an array of two", key);
+        rc = -1;
+    } else if (r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
+        char *end = NULL;
+        const unsigned long long v = strtoull(r->element[0]->str, &end, 10);
+        const redisReply *d = r->element[1];
+        if (end != r->element[0]->str + r->element[0]->len || v == 0) {
+            snprintf(err, errlen, "%s: rv is not a version", key);
+            rc = -1;
+        } else if (v > *rv) {
+            pd__apply a = { t, 0 }; /* its RESET first: the snapshot holds all */
+            if (pd_reserve_log_decode((const unsigned char *)d->str, d->len, pd__apply_record, &a) != d->len) {
+                snprintf(err, errlen, "%s: the snapshot at %llu does not decode", key, v);
+                rc = -1;
+            } else {
+                *refused += a.refused;
+                *rv = (uint64_t)v;
+                rc = 0;
+            }
+        }
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
 int pd_reserve_shared_catch_up(pd_redis_log *rl, const char *scene, pd_reserve *t, uint64_t *rv,
                                uint64_t *refused, char *err, size_t errlen)
 {
     char key[512], from[32], count[16];
     pd__key(rl, scene, key, sizeof key);
     snprintf(count, sizeof count, "%u", PD_RESERVE_SHARED_BATCH);
+    /* A table with nothing applied starts at the snapshot, if any: the
+     * stream may be trimmed below it. */
+    if (*rv == 0 && pd__load_snapshot(rl, scene, t, rv, refused, err, errlen) < 0)
+        return -1;
+    int loads = 0;
     for (;;) {
         snprintf(from, sizeof from, "(0-%" PRIu64, *rv);
         const char *argv[] = { "XRANGE", key, from, "+", "COUNT", count };
@@ -64,10 +134,17 @@ int pd_reserve_shared_catch_up(pd_redis_log *rl, const char *scene, pd_reserve *
             return -1;
         }
         const size_t got = r->elements;
-        for (size_t i = 0; i < got; i++) {
+        int reload = 0;
+        for (size_t i = 0; i < got && !reload; i++) {
             const redisReply *e = r->element[i];
             const redisReply *fields = e->type == REDIS_REPLY_ARRAY && e->elements == 2 ? e->element[1] : NULL;
             const uint64_t v = e->type == REDIS_REPLY_ARRAY && e->elements == 2 ? pd__id_version(e->element[0]) : 0;
+            if (i == 0 && v > *rv + 1 && loads < PD_RESERVE_SHARED_SNAPSHOT_TRIES) {
+                /* Trimmed past this table (a snapshot covers what went):
+                 * the table as the newest snapshot has it, then on. */
+                reload = 1;
+                break;
+            }
             if (v != *rv + 1 || !fields || fields->type != REDIS_REPLY_ARRAY || fields->elements != 2 ||
                 fields->element[1]->type != REDIS_REPLY_STRING) {
                 snprintf(err, errlen, "%s: entry after 0-%" PRIu64 " is not 0-%" PRIu64 " with a field \"d\"", key,
@@ -87,6 +164,19 @@ int pd_reserve_shared_catch_up(pd_redis_log *rl, const char *scene, pd_reserve *
             *rv = v;
         }
         freeReplyObject(r);
+        if (reload) {
+            loads++;
+            const uint64_t was = *rv;
+            const int rc = pd__load_snapshot(rl, scene, t, rv, refused, err, errlen);
+            if (rc < 0)
+                return -1;
+            if (rc == 1) {
+                snprintf(err, errlen, "%s: the stream starts past 0-%" PRIu64 " and no snapshot covers it", key,
+                         was);
+                return -1;
+            }
+            continue; /* a newer snapshot may have trimmed meanwhile: read on, or load again */
+        }
         if (got < PD_RESERVE_SHARED_BATCH)
             return 0;
     }
@@ -122,4 +212,53 @@ int pd_reserve_shared_append_next(pd_redis_log *rl, const char *scene, const uns
                                   size_t errlen)
 {
     return pd__xadd(rl, scene, "0-*", p, n, err, errlen) == 0 ? 0 : -1;
+}
+
+int pd_reserve_shared_reset(pd_redis_log *rl, const char *scene, char *err, size_t errlen)
+{
+    pd_reserve_log_buf b = { 0 };
+    int rc = -1;
+    if (pd_reserve_log_encode(&b, scene, NULL) != 0)
+        snprintf(err, errlen, "out of memory");
+    else
+        rc = pd_reserve_shared_append_next(rl, scene, b.p, b.n, err, errlen);
+    pd_reserve_log_buf_free(&b);
+    return rc;
+}
+
+int pd_reserve_shared_snapshot(pd_redis_log *rl, const char *scene, const pd_reserve *t, uint64_t rv, char *err,
+                               size_t errlen)
+{
+    char key[512], snap[512], ver[32];
+    pd__key(rl, scene, key, sizeof key);
+    pd__snap_key(rl, scene, snap, sizeof snap);
+    snprintf(ver, sizeof ver, "%" PRIu64, rv);
+    /* The compacted file log's form: RESET, then CLOCK and a RESTORE per
+     * agent (pd_reserve_log.h). */
+    pd_reserve_log_buf b = { 0 };
+    if (pd_reserve_log_dump(&b, scene, t) != 0) {
+        pd_reserve_log_buf_free(&b);
+        snprintf(err, errlen, "out of memory encoding the reservations of scene '%s'", scene);
+        return -1;
+    }
+    const char *argv[] = { "EVAL", PD__SNAP_SCRIPT, "2", key, snap, ver, (const char *)b.p };
+    const size_t argvlen[] = { 4, sizeof PD__SNAP_SCRIPT - 1, 1, strlen(key), strlen(snap), strlen(ver), b.n };
+    int io = 0;
+    redisReply *r = pd_redis_log_command(rl, 7, argv, argvlen, &io, err, errlen);
+    pd_reserve_log_buf_free(&b);
+    if (!r)
+        return -1;
+    int rc = -1;
+    if (r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_STRING) {
+        if (strcmp(r->str, "OK") == 0)
+            rc = 0;
+        else if (strcmp(r->str, "HAVE") == 0)
+            rc = 1;
+        else
+            snprintf(err, errlen, "%s: no entry 0-%" PRIu64 " (%s): not snapshotted", key, rv, r->str);
+    } else {
+        snprintf(err, errlen, "the snapshot script answered something else");
+    }
+    freeReplyObject(r);
+    return rc;
 }

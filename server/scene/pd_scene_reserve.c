@@ -255,18 +255,6 @@ uint64_t pd_reservations_compactions(pd_reservations *set, char *why, size_t len
     return n;
 }
 
-/* pd_reserve_export's ops, encoded for the table being dumped. */
-typedef struct pd__dump {
-    pd_reserve_log_buf *b;
-    const char *name;
-} pd__dump;
-
-static void pd__dump_op(void *user, const pd_reserve_op *op)
-{
-    pd__dump *d = user;
-    (void)pd_reserve_log_encode(d->b, d->name, op);
-}
-
 /* Releases the references pd_reservations_compact took (the set's lock
  * not held). */
 static void pd__unref_all(pd_reservations *set, pd_reservations_entry **es, size_t n)
@@ -318,9 +306,7 @@ int pd_reservations_compact(pd_reservations *set, char *err, size_t errlen)
         pthread_mutex_unlock(&set->lock);
         if (gone)
             continue;
-        pd__dump d = { &b, es[i]->name };
-        (void)pd_reserve_log_encode(&b, es[i]->name, NULL);
-        (void)pd_reserve_export(es[i]->table, pd__dump_op, &d);
+        (void)pd_reserve_log_dump(&b, es[i]->name, es[i]->table);
     }
     int rc = -1;
     if (b.failed)

@@ -81,9 +81,16 @@ size_t pd_reservations_idle(pd_reservations *set, uint64_t now_ns, char (*names)
 
 /* In scene s's lane: when its table is still idle at now_ns, releases the
  * agents not renewed since the estimated now - reservation_ttl_ms
- * (pd_reserve_expire; their ids to out[0..cap)) and collects the entries
- * that ended before then. Returns how many agents were released. */
-size_t pd_reservations_sweep(pd_reservations *set, const pd_scene *s, uint64_t now_ns, uint64_t *out, size_t cap);
+ * (pd_reserve_expire) and collects the entries that ended before then.
+ * Returns how many agents were released; their ids, ascending, to
+ * *agents (malloc'd, free() them; NULL when none, or out of memory), for
+ * the AGENTS_EXPIRED watch event. agents may be NULL. */
+size_t pd_reservations_sweep(pd_reservations *set, const pd_scene *s, uint64_t now_ns, uint64_t **agents);
+
+/* pd_reserve_maintain(table, ttl_ms) after a ReservePath in file mode, the
+ * agents it released to *agents as pd_reservations_sweep gives them.
+ * Returns how many. */
+size_t pd_reservations_maintain(pd_reserve *table, int64_t ttl_ms, uint64_t **agents);
 
 /* The scene `name` is no longer served: its table goes (once no request
  * holds it). */
@@ -176,10 +183,13 @@ pd_status pd_reservations_refusal(pd_reservations *set, char *msg, size_t len);
 void pd_reservations_share(pd_reservations *set, struct pd_redis_log *rl);
 int pd_reservations_shared(pd_reservations *set);
 pd_status pd_reservations_catch_up(pd_reservations *set, pd_reservations_hold *hold, char *msg, size_t len);
+/* *expired (malloc'd, ascending; NULL: none): the agents the entry's
+ * expiry released, for the AGENTS_EXPIRED watch event; *n_expired their
+ * count. */
 pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_hold *hold, pd_sipp_ctx *ctx,
                                          pd_yield_ctx *yc, const pd_yield_params *y, const pd_grid *grid,
-                                         const pd_sipp_params *p, pd_sipp_result *r, int *was_cut, char *msg,
-                                         size_t len);
+                                         const pd_sipp_params *p, pd_sipp_result *r, int *was_cut,
+                                         uint64_t **expired, size_t *n_expired, char *msg, size_t len);
 pd_status pd_reservations_release_shared(pd_reservations *set, pd_reservations_hold *hold, uint64_t agent,
                                          int *released, char *msg, size_t len);
 

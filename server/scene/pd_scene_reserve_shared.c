@@ -72,6 +72,19 @@ static void pd__apply_local(void *user, const char *scene, const pd_reserve_op *
         l->refused = 1;
 }
 
+/* The entry e->rv just appended and applied: when it ends an interval of
+ * PD_RESERVE_SHARED_SNAPSHOT_EVERY, the table is written as the scene's
+ * snapshot and the stream trimmed below it (pd_reserve_shared.h). Not
+ * written (Redis not reached meanwhile): the next interval's writer does,
+ * the stream one interval longer until then. */
+static void pd__snapshot_due(pd_reservations *set, pd_reservations_entry *e)
+{
+    if (e->rv % PD_RESERVE_SHARED_SNAPSHOT_EVERY != 0)
+        return;
+    char err[384];
+    (void)pd_reserve_shared_snapshot(set->shared, e->name, e->table, e->rv, err, sizeof err);
+}
+
 /* Appends b as the entry after the table's and applies it: PD_OK; *lost 1
  * (and PD_OK) when another replica appended first; else the status. */
 static pd_status pd__commit(pd_reservations *set, pd_reservations_entry *e, const pd_reserve_log_buf *b, int *lost,
@@ -101,16 +114,67 @@ static pd_status pd__commit(pd_reservations *set, pd_reservations_entry *e, cons
         snprintf(msg, len, "scene '%s': the reservation appended did not apply to the table", e->name);
         return PD_INTERNAL;
     }
+    pd__snapshot_due(set, e);
     return PD_OK;
+}
+
+/* The agents an EXPIRE at at_ms releases (renewed before it, as
+ * pd_reserve_expire reads them): listed from the table's export, before
+ * the entry that releases them is appended. */
+typedef struct pd__expiring {
+    int64_t at_ms;
+    uint64_t *ids;
+    size_t n;
+    uint64_t except;             /* an agent the entry renews before its EXPIRE (0: none) */
+} pd__expiring;
+
+static void pd__note_expiring(void *user, const pd_reserve_op *op)
+{
+    pd__expiring *x = user;
+    if (op->kind == PD_RESERVE_OP_RESTORE && op->at_ms < x->at_ms && op->agent != x->except) {
+        if (x->ids)
+            x->ids[x->n] = op->agent;
+        x->n++;
+    }
+}
+
+/* ids[0..n) ascending, kept as *agents (NULL when none). */
+static int pd__cmp_id(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void pd__keep_ids(uint64_t *ids, size_t n, uint64_t **agents)
+{
+    if (ids && n) {
+        qsort(ids, n, sizeof *ids, pd__cmp_id);
+        *agents = ids;
+    } else {
+        free(ids);
+    }
+}
+
+size_t pd_reservations_maintain(pd_reserve *table, int64_t ttl_ms, uint64_t **agents)
+{
+    *agents = NULL;
+    pd_reserve_stats held;
+    pd_reserve_get_stats(table, &held);
+    uint64_t *ids = held.agents ? malloc(held.agents * sizeof *ids) : NULL;
+    const size_t n = pd_reserve_maintain(table, ttl_ms, ids, ids ? held.agents : 0, NULL);
+    pd__keep_ids(ids, n, agents);
+    return ids ? n : 0;
 }
 
 pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_hold *hold, pd_sipp_ctx *ctx,
                                          pd_yield_ctx *yc, const pd_yield_params *y, const pd_grid *grid,
-                                         const pd_sipp_params *p, pd_sipp_result *r, int *was_cut, char *msg,
-                                         size_t len)
+                                         const pd_sipp_params *p, pd_sipp_result *r, int *was_cut,
+                                         uint64_t **expired, size_t *n_expired, char *msg, size_t len)
 {
     pd_reservations_entry *e = hold->entry;
     const int64_t ttl = pd_reservations_ttl_ms(set);
+    *expired = NULL;
+    *n_expired = 0;
     for (int attempt = 0; attempt < PD__SHARED_TRIES; attempt++) {
         pd_status st = pd_reservations_catch_up(set, hold, msg, len);
         if (st != PD_OK)
@@ -152,15 +216,23 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
         const int64_t now = pd_reserve_now(e->table) > p->t0_ms ? pd_reserve_now(e->table) : p->t0_ms;
         const int64_t every = ttl / 16 > 0 ? ttl / 16 : 1;
         const int maintain = ttl > 0 && now - ttl >= 0 && (!e->has_maintained || now - e->maintained_ms >= every);
+        /* The agents it releases, listed before the entry is applied (the
+         * requester is renewed by its replace first). */
+        pd__expiring x = { now - ttl, NULL, 0, p->agent };
         if (maintain) {
             (void)pd_reserve_log_encode(&b, e->name,
                                         &(pd_reserve_op){ .kind = PD_RESERVE_OP_EXPIRE, .at_ms = now - ttl });
             (void)pd_reserve_log_encode(&b, e->name,
                                         &(pd_reserve_op){ .kind = PD_RESERVE_OP_COLLECT, .at_ms = now - ttl });
+            x.ids = stats.agents ? malloc(stats.agents * sizeof *x.ids) : NULL;
+            if (x.ids)
+                (void)pd_reserve_export(e->table, pd__note_expiring, &x);
         }
         int lost = 0;
         st = pd__commit(set, e, &b, &lost, msg, len);
         pd_reserve_log_buf_free(&b);
+        if (st != PD_OK || lost)
+            free(x.ids);
         if (st != PD_OK) {
             r->waypoints = NULL;
             r->n_waypoints = 0;
@@ -170,6 +242,8 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
             if (maintain) {
                 e->maintained_ms = now;
                 e->has_maintained = 1;
+                pd__keep_ids(x.ids, x.n, expired);
+                *n_expired = *expired ? x.n : 0;
             }
             return planned;
         }
@@ -181,30 +255,30 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
     return PD_UNAVAILABLE;
 }
 
-/* The idle sweep's expiry on a replica (pd_reservations_sweep): appends
- * EXPIRE and COLLECT at at_ms as the scene's next entry and applies them;
- * the agents released (0 when the log was not reached, or another replica
- * appended first: the next sweep tries again). */
-static size_t pd__expire_shared(pd_reservations *set, pd_reservations_hold *hold, int64_t at_ms)
+/* The idle sweep's expiry on a replica (pd_reservations_sweep), on the
+ * table caught up: appends EXPIRE and COLLECT at at_ms as the scene's next
+ * entry and applies them; the agents released (0 when the log was not
+ * reached, or another replica appended first: the next sweep tries
+ * again), their ids to out[0..) (room for every agent of the table; out
+ * may be NULL). */
+static size_t pd__expire_shared(pd_reservations *set, pd_reservations_hold *hold, int64_t at_ms, uint64_t *out)
 {
     pd_reservations_entry *e = hold->entry;
     char msg[512];
-    if (pd_reservations_catch_up(set, hold, msg, sizeof msg) != PD_OK)
-        return 0;
-    pd_reserve_stats before, after;
+    pd_reserve_stats before;
     pd_reserve_get_stats(e->table, &before);
     if (before.agents == 0 && before.entries == 0)
         return 0; /* nothing to expire: nothing to log */
+    pd__expiring x = { at_ms, out, 0, 0 };
+    (void)pd_reserve_export(e->table, pd__note_expiring, &x);
     pd_reserve_log_buf b = { 0 };
     (void)pd_reserve_log_encode(&b, e->name, &(pd_reserve_op){ .kind = PD_RESERVE_OP_EXPIRE, .at_ms = at_ms });
     (void)pd_reserve_log_encode(&b, e->name, &(pd_reserve_op){ .kind = PD_RESERVE_OP_COLLECT, .at_ms = at_ms });
     int lost = 0;
     const pd_status st = pd__commit(set, e, &b, &lost, msg, sizeof msg);
     pd_reserve_log_buf_free(&b);
-    if (st != PD_OK || lost)
-        return 0;
-    pd_reserve_get_stats(e->table, &after);
-    return before.agents > after.agents ? (size_t)(before.agents - after.agents) : 0;
+    /* x.n: the agents the EXPIRE released, as the table applied it */
+    return st != PD_OK || lost ? 0 : x.n;
 }
 
 pd_status pd_reservations_release_shared(pd_reservations *set, pd_reservations_hold *hold, uint64_t agent,
@@ -282,6 +356,7 @@ static pd_update_cut *pd_reservations_cut_shared(pd_reservations *set, const pd_
         e->pend.failed = 0;
         if (rc == 0) {
             e->rv++;
+            pd__snapshot_due(set, e);
             break;
         }
         const int lost = rc == 1;
@@ -301,19 +376,18 @@ void pd_reservations_dropped(pd_reservations *set, const char *name)
 {
     if (!set->shared)
         return;
-    pd_reserve_log_buf b = { 0 };
     char err[384];
     /* Not reached: the dropped scene's agents come back if it is made
      * again (docs/OPERATIONS.md, "Reservations"). */
-    if (pd_reserve_log_encode(&b, name, NULL) == 0)
-        (void)pd_reserve_shared_append_next(set->shared, name, b.p, b.n, err, sizeof err);
-    pd_reserve_log_buf_free(&b);
+    (void)pd_reserve_shared_reset(set->shared, name, err, sizeof err);
 }
 
 /* The idle sweep lives here, as pd_reservations_cut does, so that the
  * set's file never calls this one: on a replica it appends. */
-size_t pd_reservations_sweep(pd_reservations *set, const pd_scene *s, uint64_t now_ns, uint64_t *out, size_t cap)
+size_t pd_reservations_sweep(pd_reservations *set, const pd_scene *s, uint64_t now_ns, uint64_t **agents)
 {
+    if (agents)
+        *agents = NULL;
     pd_reservations_hold hold;
     pd_reserve *table = pd_reservations_lock(set, s, 0, &hold);
     if (!table)
@@ -333,16 +407,31 @@ size_t pd_reservations_sweep(pd_reservations *set, const pd_scene *s, uint64_t n
         const int64_t idle_ms = (int64_t)((now_ns - heard_ns) / 1000000u);
         const int64_t now_game = heard_game > PD_RESERVE_MAX_TIME - idle_ms ? PD_RESERVE_MAX_TIME
                                                                            : heard_game + idle_ms;
+        /* Room for every agent the table holds (a replica's, once caught
+         * up, may hold more: its export is bounded the same way below). */
+        pd_reserve_stats held;
+        pd_reserve_get_stats(table, &held);
+        uint64_t *ids = NULL;
         if (pd_reservations_shared(set)) {
             /* A replica changes its table only through the shared log:
              * the expiry is appended as an entry with the time it uses
              * (PD_OK, else tried again at the next sweep). */
-            released = pd__expire_shared(set, &hold, now_game - ttl);
+            char msg[512];
+            if (pd_reservations_catch_up(set, &hold, msg, sizeof msg) == PD_OK) {
+                pd_reserve_get_stats(table, &held);
+                ids = agents && held.agents ? malloc(held.agents * sizeof *ids) : NULL;
+                released = pd__expire_shared(set, &hold, now_game - ttl, ids);
+            }
         } else {
+            ids = agents && held.agents ? malloc(held.agents * sizeof *ids) : NULL;
             /* the table's observer writes both to the reservation log */
-            released = pd_reserve_expire(table, now_game - ttl, out, cap);
+            released = pd_reserve_expire(table, now_game - ttl, ids, ids ? held.agents : 0);
             (void)pd_reserve_collect(table, now_game - ttl);
         }
+        if (agents)
+            pd__keep_ids(ids, released, agents);
+        else
+            free(ids);
         pd_reserve_stats st;
         pd_reserve_get_stats(table, &st);
         if (st.agents == 0) {

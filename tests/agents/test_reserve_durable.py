@@ -30,7 +30,16 @@ Starts its own pathd (PATHD_BIN) with a data_dir and journal_fsync
   replicas reserving in one scene at once (their appends race) still
   hand out plans that never meet, an update's cut through one replica
   is the same on the other, and a scene dropped and made again under its
-  name starts with no reservations on either.
+  name starts with no reservations on either;
+- the timer's idle sweep, and a ReservePath's own expiry, tell the
+  scene's watchers which agents they released (AGENTS_EXPIRED), on one
+  pathd and on the replica that appended the expiry;
+- the replicas' reservation stream is trimmed: past
+  PD_RESERVE_SHARED_SNAPSHOT_EVERY entries Redis holds a table snapshot
+  and only the entries after it, a replica whose table the trim passed
+  and one restarted (kill -9) read the same table from the snapshot;
+- a reload that stops serving a scene RESETs its reservations on every
+  replica: the scene made again under its name has none.
 
     PATHD_BIN=... PYTHONPATH=<pathd_pb2>:<client> test_reserve_durable.py
 """
@@ -48,7 +57,7 @@ import threading
 import time
 import unittest
 
-from pathd_client import PathdClient, PathdError
+from pathd_client import PathdClient, PathdError, PathdTimeout
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -382,12 +391,66 @@ class TimerExpiryRestartTest(DataDirTest):
         self.reconnect()
         self.assertEqual(table(self.c, "ttl"), {"entries": [], "matching": 0, "agents": 0, "table_entries": 0})
 
+    def test_sweep_tells_watchers(self):
+        """The agents the timer's sweep released reach the scene's watchers
+        as one AGENTS_EXPIRED event, ascending, at the version served
+        (Python's watch_next, and pathctl watch: the C client's)."""
+        env = os.environ.get("PATHCTL_BIN")
+        pathctl = None
+        if env:
+            pathctl = subprocess.Popen([env, "--server", self.d.addr, "--json", "watch", "ttl", "--count", "1"],
+                                       stdout=subprocess.PIPE, text=True)
+            self.addCleanup(pathctl.stdout.close)
+            self.addCleanup(pathctl.wait, 15)
+            self.addCleanup(pathctl.kill)
+            self.assertEqual(json.loads(pathctl.stdout.readline())["kind"], "started")
+        watcher = PathdClient(self.d.addr, timeout=20)
+        self.addCleanup(watcher.close)
+        watcher.watch(["ttl"])
+        started = watcher.watch_next(timeout=10)
+        self.assertEqual(started["kind"], "started")
+        self.c.reserve_path("ttl", 7, (10, 5), (10, 5), 0, 2.0)
+        self.c.reserve_path("ttl", 3, (1, 1), (1, 1), 0, 2.0)
+        ev = watcher.watch_next(timeout=15)
+        self.assertEqual(ev["kind"], "agents_expired")
+        self.assertEqual(ev["agents"], [3, 7])
+        self.assertEqual(ev["version"], started["version"])
+        self.assertEqual(self.c.reservations("ttl")["agents"], 0)
+        if pathctl:
+            got = json.loads(pathctl.stdout.readline())
+            self.assertEqual((got["kind"], got["agents"]), ("agents_expired", [3, 7]))
+        # Nothing more: the next sweeps find an empty table.
+        with self.assertRaises(PathdTimeout):
+            watcher.watch_next(timeout=0.5)
+
+    def test_reserve_path_expiry_tells_watchers(self):
+        """Agents a ReservePath's own expiry released (the scene in use: its
+        t0_ms moved the table's clock a TTL past their renewal) reach the
+        watchers too, the requester itself renewed, not listed."""
+        expire_by_reserve_path(self, self.c, self.c, self.d)
+
     def test_replayed_table_is_swept(self):
         self.c.reserve_path("ttl", 1, (1, 1), (1, 1), 0, 2.0)
         self.reconnect()
         self.assertEqual(self.c.reservations("ttl")["agents"], 1)
         # No ReservePath after the restart: the timer alone expires it.
         self.assertEqual(self.wait_agents(0), 0)
+
+
+def expire_by_reserve_path(test, c, watch_c, d, scene="ttl"):
+    """Agents 1 and 3 parked at 0, agent 1 reserving again at 5000 (TTL
+    2000): the ReservePath releases 3, and watchers of the pathd it went
+    through hear AGENTS_EXPIRED [3] (a watcher on d)."""
+    watcher = PathdClient(d.addr, timeout=20)
+    test.addCleanup(watcher.close)
+    watcher.watch([scene])
+    test.assertEqual(watcher.watch_next(timeout=10)["kind"], "started")
+    c.reserve_path(scene, 1, (1, 1), (1, 1), 0, 2.0)
+    c.reserve_path(scene, 3, (10, 5), (10, 5), 0, 2.0)
+    c.reserve_path(scene, 1, (1, 1), (2, 1), 5000, 2.0)
+    ev = watcher.watch_next(timeout=15)
+    test.assertEqual((ev["kind"], ev["agents"]), ("agents_expired", [3]))
+    test.assertEqual(watch_c.reservations(scene)["agents"], 1)
 
 
 def free_port():
@@ -400,13 +463,22 @@ class ReplicaBase(unittest.TestCase):
     """Two replicas over one Redis (log.redis), each with its own data_dir."""
 
     LIMITS = None   # the config's "limits", when not the Daemon's
+    SCENES = ["door", "cut"]
+
+    def redis_cli(self, *args):
+        """One command to the test's Redis (redis-cli, which redis-server's
+        package brings); its answer's text."""
+        cli = shutil.which("redis-cli")
+        self.assertIsNotNone(cli, "redis-cli is not installed (redis-tools, with redis-server)")
+        return subprocess.check_output([cli, "-p", str(self.redis_port), "--raw"] + [str(a) for a in args],
+                                       timeout=20).decode("latin-1")
 
     def setUp(self):
         redis = shutil.which("redis-server")
         self.assertIsNotNone(redis, "redis-server is not installed (scripts/install-deps.sh test installs it)")
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
-        port = free_port()
+        port = self.redis_port = free_port()
         self.redis = subprocess.Popen([redis, "--port", str(port), "--bind", "127.0.0.1", "--dir", self.tmp.name,
                                        "--save", "", "--appendonly", "no"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -427,7 +499,7 @@ class ReplicaBase(unittest.TestCase):
             extra = {"log": {"redis": "127.0.0.1:%d" % port}}
             if self.LIMITS:
                 extra["limits"] = self.LIMITS
-            d = Daemon(os.path.join(home, "data"), ["door", "cut"], extra)
+            d = Daemon(os.path.join(home, "data"), self.SCENES, extra)
             self.addCleanup(d.kill)
             self.d.append(d)
             self.c.append(PathdClient(d.addr, timeout=20))
@@ -632,6 +704,118 @@ class ReplicaExpiryTest(ReplicaBase):
             time.sleep(0.1)
         self.assertEqual(table(self.c[1], "door")["agents"], 0)
         self.assertEqual(table(self.c[0], "door"), table(self.c[1], "door"))
+
+    def test_reserve_path_expiry_tells_watchers(self):
+        """The expiry a ReservePath's entry carries, told by the replica
+        that appended it (the requester renewed by that entry not listed)."""
+        expire_by_reserve_path(self, self.c[0], self.c[1], self.d[0], scene="door")
+
+    def test_sweep_tells_watchers(self):
+        """The replica whose sweep appended the expiry tells its watchers
+        the agents it released (AGENTS_EXPIRED), listed from the table as
+        the log had it: agents another replica reserved too."""
+        watcher = PathdClient(self.d[0].addr, timeout=20)
+        self.addCleanup(watcher.close)
+        watcher.watch(["door"])
+        self.assertEqual(watcher.watch_next(timeout=10)["kind"], "started")
+        self.c[0].reserve_path("door", 4, (1, 1), (1, 1), 0, 2.0)
+        self.c[1].reserve_path("door", 9, (10, 5), (10, 5), 0, 2.0)
+        ev = watcher.watch_next(timeout=15)
+        self.assertEqual((ev["kind"], ev["agents"]), ("agents_expired", [4, 9]))
+        self.assertEqual(table(self.c[0], "door")["agents"], 0)
+
+
+# pd_reserve_shared.h's PD_RESERVE_SHARED_SNAPSHOT_EVERY: entries between
+# two snapshots of a scene's reservation table (and trims of its stream).
+SNAPSHOT_EVERY = 4096
+
+
+class ReplicaTrimTest(ReplicaBase):
+    """The reservation stream is trimmed below a table snapshot, and every
+    replica still makes the same table: one whose position the trim passed,
+    and one restarted with nothing of its own."""
+
+    def test_stream_trimmed_below_snapshot(self):
+        # Parked through replica 1, which then reads nothing for a while:
+        # its table stays at the first entries.
+        self.c[1].reserve_path("door", 99, (10, 5), (10, 5), 0, 2.0)
+        cycles = SNAPSHOT_EVERY // 2 + 60
+        for i in range(cycles):      # two entries each: the plan, the release
+            self.assertIn(self.c[0].reserve_path("door", 1, (1, 1), (3, 1), 100, 2.0)["status"], ("OK", "PARTIAL"))
+            self.assertTrue(self.c[0].release_agent("door", 1))
+        self.c[0].reserve_path("door", 2, (1, 5), (1, 5), 100, 2.0)
+        entries = 2 * cycles + 2
+        # Redis: a snapshot at the interval, the stream after it only.
+        self.assertEqual(self.redis_cli("HGET", "pathd:{door}:resvsnap", "rv").strip(), str(SNAPSHOT_EVERY))
+        # (an idle sweep of either replica may have appended one or two)
+        xlen = int(self.redis_cli("XLEN", "pathd:{door}:resv"))
+        self.assertGreaterEqual(xlen, entries - SNAPSHOT_EVERY)
+        self.assertLessEqual(xlen, entries - SNAPSHOT_EVERY + 4)
+        first = self.redis_cli("XRANGE", "pathd:{door}:resv", "-", "+", "COUNT", 1).split()[0]
+        self.assertEqual(first, "0-%d" % (SNAPSHOT_EVERY + 1))
+        # Replica 1's table was at entry 1: the trim passed it.
+        want = table(self.c[0], "door")
+        self.assertEqual(want["agents"], 2)
+        self.assertEqual(table(self.c[1], "door"), want)
+        # A restart (nothing local: tables live in memory) reads the same.
+        self.c[1].close()
+        self.d[1].restart()
+        self.c[1] = PathdClient(self.d[1].addr, timeout=20)
+        self.addCleanup(self.c[1].close)
+        self.assertEqual(table(self.c[1], "door"), want)
+        # The parked agents still block a start through it, and it appends
+        # on after the snapshot.
+        with self.assertRaises(PathdError) as cm:
+            self.c[1].reserve_path("door", 3, (10, 5), (1, 3), 200, 2.0)
+        self.assertEqual(cm.exception.status, "START_BLOCKED")
+        self.assertEqual(cm.exception.result["blocking_agent"], 99)
+        self.assertTrue(self.c[1].release_agent("door", 99))
+        self.assertEqual(table(self.c[0], "door"), table(self.c[1], "door"))
+
+
+class ReplicaReloadTest(ReplicaBase):
+    """A reload that stops serving a scene RESETs its reservation stream,
+    as DropScene does: made again under the name, it has no agents on any
+    replica."""
+
+    SCENES = ["door", "cut", "gone"]
+
+    def test_scene_removed_by_reload_made_again_starts_empty(self):
+        self.c[0].reserve_path("gone", 5, (1, 1), (1, 1), 0, 2.0)
+        self.c[1].reserve_path("gone", 6, (10, 5), (10, 5), 0, 2.0)
+        self.assertEqual(table(self.c[1], "gone")["agents"], 2)
+        # Every replica's config without "gone", and every replica reloads
+        # (a config scene never updated has no record in the log to drop:
+        # each replica stops serving it at its own reload).
+        for d in self.d:
+            with open(d.config) as f:
+                conf = json.load(f)
+            conf["scenes"] = [sc for sc in conf["scenes"] if sc["name"] != "gone"]
+            with open(d.config, "w") as f:
+                json.dump(conf, f)
+        for d in self.d:
+            d.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 15
+        for c in self.c:
+            while True:
+                try:
+                    c.scene_info("gone")
+                except PathdError as e:
+                    self.assertEqual(e.status, "UNKNOWN_SCENE")
+                    break
+                self.assertLess(time.monotonic(), deadline,
+                                "the reload's drop was not served:\n" + self.d[0].log_text() + self.d[1].log_text())
+                time.sleep(0.05)
+        with open(os.path.join(self.tmp.name, "r0", "door.txt"), "rb") as f:
+            door = f.read()
+        self.c[0].create_scene("gone", map_bytes=door, format="ascii")
+        for c in self.c:
+            c.scene_info("gone", min_version=1)
+            self.assertEqual(table(c, "gone")["agents"], 0)
+        # The old agents' cells are free in the new scene.
+        self.assertEqual(self.c[1].reserve_path("gone", 7, (1, 1), (2, 1), 10, 2.0)["status"], "OK")
+        self.assertEqual(self.c[0].reserve_path("gone", 8, (10, 5), (9, 5), 10, 2.0)["status"], "OK")
+        self.assertEqual(table(self.c[0], "gone"), table(self.c[1], "gone"))
 
 
 if __name__ == "__main__":
