@@ -36,8 +36,9 @@
  * CHAIN (the last append is not the one named: the log's version), EXISTS,
  * GONE. The dedup check comes first, so a retry of a change that went
  * through is answered, not refused as stale. An append answered OK also
- * names the reservation stream's last entry id then ("0-0": no stream;
- * "": an empty one): UpdateCells' cut of the reservations needs its table
+ * names the reservation stream's last entry id then ("0-0": none, as
+ * when it was trimmed empty: an XRANGE would read nothing either):
+ * UpdateCells' cut of the reservations needs its table
  * caught up to that entry, and without it read one XRANGE more per update
  * (pd_redis_log_resv_top).
  *
@@ -91,13 +92,13 @@ static const char PD__LIBRARY[] =
     "  redis.call('XADD', stream, id, 'v', string.format('%d', v), 'g', g, 'r', record)\n"
     "  redis.call('HSET', meta, 'v', string.format('%d', v), 'inc', string.format('%d', inc),\n"
     "             'live', op == 'drop' and '0' or '1', 'tag', tag)\n"
-    "  redis.call('SADD', scenes, scene)\n"
+    "  if not live then redis.call('SADD', scenes, scene) end -- a live one is in it\n"
     "  if keyed == '1' then redis.call('SET', dedup, string.format('%d', v), 'EX', ttl) end\n"
     "  local resv = keys[6]\n"
     "  if not resv then return {'OK', string.format('%d', v)} end\n"
     "  local top = redis.call('XREVRANGE', resv, '+', '-', 'COUNT', 1)\n"
-    "  local at = top[1] and top[1][1] or (redis.call('EXISTS', resv) == 0 and '0-0' or '')\n"
-    "  return {'OK', string.format('%d', v), at}\n"
+    "  return {'OK', string.format('%d', v), top[1] and top[1][1] or '0-0'}\n"
+
     "end\n"
     "redis.register_function('pathd_append', append)\n";
 
