@@ -512,9 +512,9 @@ def target3(cl, a, b, solo, c):
             w0 = version_of(via[0]) if via else 0
             m0 = metrics(via[0]) if via and "mport" in via[0] and via[0] is not solo else None
             v0, t0 = version_of(target), time.monotonic()
-            c0 = cpu_seconds(cl.procs)
+            cpu0 = cpu_seconds(cl.procs)
             res = load(cl, target)
-            c1 = cpu_seconds(cl.procs)
+            cpu1 = cpu_seconds(cl.procs)
             v1, t1 = version_of(target), time.monotonic()
             w1 = version_of(via[0]) if via else 0
             append_ms = None
@@ -529,7 +529,7 @@ def target3(cl, a, b, solo, c):
                                "p50_us": res["latency_us"].get("p50"),
                                "applied_per_s": (v1 - v0) / (t1 - t0),
                                "acked_per_s": (w1 - w0) / (t1 - t0), "append_mean_ms": append_ms,
-                               "cpu_per_s": {k: (c1[k] - c0[k]) / (t1 - t0) for k in c1 if k in c0}})
+                               "cpu_per_s": {k: (cpu1[k] - cpu0[k]) / (t1 - t0) for k in cpu1 if k in cpu0}})
     med = {k: statistics.median(r["throughput"] for r in v) for k, v in rows.items()}
     applied = {k: statistics.median(r["applied_per_s"] for r in v) for k, v in rows.items()}
     acked = {k: statistics.median(r["acked_per_s"] for r in v) for k, v in rows.items()}
