@@ -25,7 +25,9 @@ den520d (tests/data/movingai) as scene "den", then measures:
     them from its tail), then split over replicas A and C, then the
     standalone with no updates; the rows alternate, ROUNDS times each,
     medians compared. Each row also says how many versions/s the queried
-    pathd really served during its load (SceneInfo before and after).
+    pathd really served during its load (SceneInfo before and after), and
+    the CPU each process this script started used meanwhile (/proc/PID/stat
+    utime + stime, seconds per second: who else the 2 cores served).
 
 Every process it starts is on loopback ports it picked, and is stopped at the
 end; it stops by itself. Needs /usr/bin/python3 with python3-protobuf and
@@ -453,6 +455,22 @@ class Updater(threading.Thread):
             await c.close()
 
 
+def cpu_seconds(procs):
+    """utime + stime of each process (name -> Popen), of the pathd-load
+    runs and of this script, seconds."""
+    tick = os.sysconf("SC_CLK_TCK")
+    t = os.times()   # pathd-load (a child waited for) and this script (its updater)
+    out = {"pathd-load": t.children_user + t.children_system, "script": t.user + t.system}
+    for name, p in procs.items():
+        try:
+            with open(f"/proc/{p.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[name] = (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
 def version_of(node):
     """The scene's version as the node serves it (SceneInfo)."""
     client = pc.PathdClient(node["addr"])
@@ -494,7 +512,9 @@ def target3(cl, a, b, solo, c):
             w0 = version_of(via[0]) if via else 0
             m0 = metrics(via[0]) if via and "mport" in via[0] and via[0] is not solo else None
             v0, t0 = version_of(target), time.monotonic()
+            cpu0 = cpu_seconds(cl.procs)
             res = load(cl, target)
+            cpu1 = cpu_seconds(cl.procs)
             v1, t1 = version_of(target), time.monotonic()
             w1 = version_of(via[0]) if via else 0
             append_ms = None
@@ -508,13 +528,16 @@ def target3(cl, a, b, solo, c):
             rows[kind].append({"throughput": res["ok_throughput"], "statuses": res["statuses"],
                                "p50_us": res["latency_us"].get("p50"),
                                "applied_per_s": (v1 - v0) / (t1 - t0),
-                               "acked_per_s": (w1 - w0) / (t1 - t0), "append_mean_ms": append_ms})
+                               "acked_per_s": (w1 - w0) / (t1 - t0), "append_mean_ms": append_ms,
+                               "cpu_per_s": {k: (cpu1[k] - cpu0[k]) / (t1 - t0) for k in cpu1 if k in cpu0}})
     med = {k: statistics.median(r["throughput"] for r in v) for k, v in rows.items()}
     applied = {k: statistics.median(r["applied_per_s"] for r in v) for k, v in rows.items()}
     acked = {k: statistics.median(r["acked_per_s"] for r in v) for k, v in rows.items()}
     appends = {k: statistics.median(r["append_mean_ms"] for r in v) for k, v in rows.items()
                if v[0]["append_mean_ms"] is not None}
-    return {"rows": rows, "median": med, "applied": applied, "acked": acked, "append_mean_ms": appends,
+    cpu = {k: {name: statistics.median(r["cpu_per_s"].get(name, 0.0) for r in v) for name in v[0]["cpu_per_s"]}
+           for k, v in rows.items()}
+    return {"rows": rows, "median": med, "applied": applied, "acked": acked, "append_mean_ms": appends, "cpu": cpu,
             "ratio": med["replica"] / med["solo"], "ratio_2via": med["replica_2via"] / med["solo"]}
 
 
@@ -565,6 +588,9 @@ def main():
               f"{'yes' if r3['ratio_2via'] >= 0.9 else 'no'} |")
         print(f"(target 3: replica A's mean log append during the load, ms: {json.dumps(r3['append_mean_ms'])})")
         print(f"| 3c. standalone, no updates (median of {ROUNDS}) | {m['solo_idle']:.0f} req/s | - | - | - | - |")
+        for kind in ("solo", "replica", "replica_2via", "solo_idle"):
+            split = ", ".join(f"{name} {v:.2f}" for name, v in sorted(r3["cpu"][kind].items()) if v >= 0.005)
+            print(f"(target 3, row {kind}: CPU s/s of the processes this run started, median: {split})")
         print(f"({r2['n']:,} updates written through replica A in {r2['write_secs']:.1f} s, "
               f"{r2['write_rate']:.0f}/s, {r2['write_bad']} not OK)")
     finally:

@@ -10,6 +10,14 @@
  *   to libuv's threadpool, where pd_store_apply_logged applies them in the
  *   log's global order -> again.
  *
+ * SMEMBERS goes only when a new scene may be there (pd__list_due): every
+ * round trip costs Redis, this loop and the threadpool a wakeup each, and
+ * under 1,000 updates/s the tail turns ~150 times a second on a 2-core
+ * machine the searches share (issue 32's target 3). A new scene shows as
+ * a gap in the global sequence (every append takes the next one, and the
+ * tail reads every stream it knows), or it is found after an empty read,
+ * with a query parked, or PD_REPLICA_LIST_MS after the last look.
+ *
  * Catching up (issue 32: 100,000 updates in a second) the read and the
  * apply overlap: while one batch is applied on the threadpool, the next
  * XREAD (COUNT PD_REPLICA_READ_COUNT_BEHIND, no BLOCK) is answered and
@@ -154,6 +162,11 @@ struct pd_replica {
 
     pd__parked *parked;
     size_t n_parked;
+
+    /* When SMEMBERS goes (pd__list_due): */
+    int list_due;                 /* a new scene may be there: look before the next read */
+    uint64_t listed_ms;           /* the loop's clock at the last look */
+    uint64_t seen_g;              /* the largest global sequence read (0: none yet) */
 
     /* Rebuilding a refused scene (pd_redis_snap_rebuild), one at a time,
      * never beside an apply: the same work request and replayer. */
@@ -503,6 +516,7 @@ static void pd__seq_reply(redisAsyncContext *ac, void *reply, void *priv)
  * time, then the scenes and their streams. */
 static void pd__begin_reads(pd_replica *r)
 {
+    r->list_due = 1;
     if (!r->start_seq_known) {
         const char *argv[] = { "GET", r->seq_key };
         (void)pd__send(r, PD__R_LISTING, 0, pd__seq_reply, NULL, 2, argv);
@@ -790,6 +804,7 @@ static void pd__read(pd_replica *r)
         n += !r->scenes[i].refused;
     if (n == 0) {
         /* Nothing to read yet: look for scenes again after a block's time. */
+        r->list_due = 1;
         if (!r->applying)
             pd__maybe_serving(r, 1);
         r->phase = PD__R_IDLE;
@@ -838,6 +853,8 @@ static void pd__list_reply(redisAsyncContext *ac, void *reply, void *priv)
         pd__drop(r, x && x->type == REDIS_REPLY_ERROR ? x->str : "SMEMBERS failed");
         return;
     }
+    r->list_due = 0;
+    r->listed_ms = uv_now(r->s->loop);
     for (size_t i = 0; i < x->elements; i++) {
         const redisReply *n = x->element[i];
         if (n->type != REDIS_REPLY_STRING || n->len == 0 || n->len >= PD_CONF_MAX_NAME || strlen(n->str) != n->len)
@@ -852,12 +869,24 @@ static void pd__list_reply(redisAsyncContext *ac, void *reply, void *priv)
 
 static int pd__start_rebuild(pd_replica *r);
 
+/* Whether SMEMBERS goes before the next read (see the top): a scene the
+ * tail does not read may have entries. */
+static int pd__list_due(pd_replica *r)
+{
+    return r->list_due || r->n_parked > 0 || uv_now(r->s->loop) - r->listed_ms >= PD_REPLICA_LIST_MS;
+}
+
 /* The start of each caught-up round: a refused scene due for its rebuild
- * goes first, then SMEMBERS for new scenes. */
+ * goes first, then SMEMBERS for new scenes when one may be there, then
+ * the read. */
 static void pd__list(pd_replica *r)
 {
     if (pd__start_rebuild(r))
         return;
+    if (!pd__list_due(r)) {
+        pd__read(r);
+        return;
+    }
     const char *argv[] = { "SMEMBERS", r->scenes_key };
     (void)pd__send(r, PD__R_LISTING, 0, pd__list_reply, NULL, 2, argv);
 }
@@ -1148,6 +1177,23 @@ static int pd__take(pd_replica *r, pd__batch *b, size_t scene, const redisReply 
     return 0;
 }
 
+/* A batch just read whose global sequences do not follow the last one
+ * read without a hole has a record in a stream the tail does not read (a
+ * new scene, or one refused): SMEMBERS goes before the next read. */
+static void pd__note_sequence(pd_replica *r, const pd__batch *b)
+{
+    if (b->n == 0)
+        return;
+    uint64_t lo = UINT64_MAX;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->items[i].g < lo)
+            lo = b->items[i].g;
+    if (r->seen_g == 0 || lo != r->seen_g + 1 || b->max_g - lo + 1 != b->n)
+        r->list_due = 1;
+    if (b->max_g > r->seen_g)
+        r->seen_g = b->max_g;
+}
+
 /* Room for n entries in b (kept from one read to the next). */
 static int pd__reserve(pd__batch *b, size_t n)
 {
@@ -1177,6 +1223,7 @@ static void pd__read_reply(redisAsyncContext *ac, void *reply, void *priv)
     if (x->type == REDIS_REPLY_NIL || (x->type == REDIS_REPLY_ARRAY && x->elements == 0)) {
         r->read_on = 0;
         r->drained = 1;
+        r->list_due = 1; /* quiet: a new scene's stream is what else there could be */
         if (!r->applying) {
             pd__maybe_serving(r, 1);
             pd__list(r);
@@ -1223,6 +1270,7 @@ static void pd__read_reply(redisAsyncContext *ac, void *reply, void *priv)
             snprintf(r->scenes[sc].last_id, sizeof r->scenes[sc].last_id, "%s", last->element[0]->str);
         }
     }
+    pd__note_sequence(r, b);
     r->read_on = b->full || !atomic_load(&r->serving);
     if (r->applying) {
         /* Read while the one before is applied: it waits for it. */

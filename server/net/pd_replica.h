@@ -32,6 +32,10 @@
 #define PD_REPLICA_READ_COUNT 1000u
 #define PD_REPLICA_READ_COUNT_BEHIND 4000u
 #define PD_REPLICA_BLOCK_MS 100u
+/* The longest the tail goes without SMEMBERS PREFIX:scenes while entries
+ * keep coming (pd_replica.c: it looks at once when the global sequence
+ * shows a hole, after an empty read, or with a query parked). */
+#define PD_REPLICA_LIST_MS 25u
 /* Queries parked for the tail at once; past it a behind query is answered
  * STALE_VERSION at once. */
 #define PD_REPLICA_MAX_PARKED 4096u

@@ -27,14 +27,20 @@
 
 /* The FUNCTION library, loaded with FUNCTION LOAD REPLACE at every
  * connect (a Redis restarted without its data has none). KEYS: stream,
- * meta, dedup (meta again when there is no key), seq, scenes. ARGV: op
+ * meta, dedup (meta again when there is no key), seq, scenes, and the
+ * scene's reservation stream (pd_reserve_shared.c's). ARGV: op
  * (next|new|drop), expected ("" none), the NEW version, "1" when a key is
  * given, its TTL, the scene's name, the record, this append's tag, and the
  * tag the scene's last append must have ("" none). Answers {status,
  * version}: OK, DUP (the key's first version), STALE (the log's version),
  * CHAIN (the last append is not the one named: the log's version), EXISTS,
  * GONE. The dedup check comes first, so a retry of a change that went
- * through is answered, not refused as stale.
+ * through is answered, not refused as stale. An append answered OK also
+ * names the reservation stream's last entry id then ("0-0": none, as
+ * when it was trimmed empty: an XRANGE would read nothing either):
+ * UpdateCells' cut of the reservations needs its table
+ * caught up to that entry, and without it read one XRANGE more per update
+ * (pd_redis_log_resv_top).
  *
  * The tags chain the appends of one pipeline (pd_redis_log_append_many):
  * each record after the first was built on the one before it, so it may
@@ -86,14 +92,28 @@ static const char PD__LIBRARY[] =
     "  redis.call('XADD', stream, id, 'v', string.format('%d', v), 'g', g, 'r', record)\n"
     "  redis.call('HSET', meta, 'v', string.format('%d', v), 'inc', string.format('%d', inc),\n"
     "             'live', op == 'drop' and '0' or '1', 'tag', tag)\n"
-    "  redis.call('SADD', scenes, scene)\n"
+    "  if not live then redis.call('SADD', scenes, scene) end -- a live one is in it\n"
     "  if keyed == '1' then redis.call('SET', dedup, string.format('%d', v), 'EX', ttl) end\n"
-    "  return {'OK', string.format('%d', v)}\n"
+    "  local resv = keys[6]\n"
+    "  if not resv then return {'OK', string.format('%d', v)} end\n"
+    "  local top = redis.call('XREVRANGE', resv, '+', '-', 'COUNT', 1)\n"
+    "  return {'OK', string.format('%d', v), top[1] and top[1][1] or '0-0'}\n"
+
     "end\n"
     "redis.register_function('pathd_append', append)\n";
 
 /* Entries one XRANGE asks for. */
 #define PD__RANGE_COUNT 500
+
+/* Scenes whose reservation stream's top the last append answered
+ * (pd_redis_log_resv_top): a few, replaced in turn; a scene not here costs
+ * its cut one XRANGE, as before. */
+#define PD__RESV_TOPS 64
+
+typedef struct pd__resv_top {
+    char scene[PD_CONF_MAX_NAME];
+    uint64_t top;                 /* the last entry's version (entry id "0-V") */
+} pd__resv_top;
 
 /* Where replay left a scene's stream: the id of its last entry. */
 typedef struct pd__position {
@@ -131,6 +151,10 @@ struct pd_redis_log {
     unsigned rand_state;
     atomic_uint_fast64_t reconnects, connect_failures, appends, append_us, append_fails;
     atomic_int connected;
+
+    pthread_mutex_t resv_lock;    /* guards resv_tops */
+    pd__resv_top resv_tops[PD__RESV_TOPS];
+    size_t n_resv_tops, next_resv_top;
 
     pthread_mutex_t pos_lock;     /* guards pos: replay writes, the tail reads */
     pd__position *pos;
@@ -296,6 +320,61 @@ void pd_redis_log_fail(pd_redis_log *rl, const char *why)
     pd__fail(rl, "%s", why);
 }
 
+/* ---- the reservation stream's top, as appends saw it --------------------------- */
+
+static pd__resv_top *pd__resv_find(pd_redis_log *rl, const char *scene)
+{
+    for (size_t i = 0; i < rl->n_resv_tops; i++)
+        if (strcmp(rl->resv_tops[i].scene, scene) == 0)
+            return &rl->resv_tops[i];
+    return NULL;
+}
+
+/* Forgets scene's top (resv_lock held): an append of it is under way, or
+ * was answered without one. */
+static void pd__resv_forget(pd_redis_log *rl, const char *scene)
+{
+    pd__resv_top *t = pd__resv_find(rl, scene);
+    if (t)
+        *t = rl->resv_tops[--rl->n_resv_tops];
+}
+
+/* Records the top an OK answer named ("0-V", "0-0"; anything else: none). */
+static void pd__resv_note(pd_redis_log *rl, const char *scene, const redisReply *at)
+{
+    uint64_t v = 0;
+    int known = 0;
+    if (at && at->type == REDIS_REPLY_STRING && at->len > 2 && at->len < 24 && strncmp(at->str, "0-", 2) == 0) {
+        char *end = NULL;
+        v = strtoull(at->str + 2, &end, 10);
+        known = end == at->str + at->len;
+    }
+    pthread_mutex_lock(&rl->resv_lock);
+    pd__resv_top *t = pd__resv_find(rl, scene);
+    if (known && !t && strlen(scene) < sizeof t->scene) {
+        if (rl->n_resv_tops < PD__RESV_TOPS)
+            t = &rl->resv_tops[rl->n_resv_tops++];
+        else
+            t = &rl->resv_tops[rl->next_resv_top++ % PD__RESV_TOPS];
+        snprintf(t->scene, sizeof t->scene, "%s", scene);
+    }
+    if (known && t)
+        t->top = v;
+    else if (t)
+        pd__resv_forget(rl, scene);
+    pthread_mutex_unlock(&rl->resv_lock);
+}
+
+int pd_redis_log_resv_top(pd_redis_log *rl, const char *scene, uint64_t *top)
+{
+    pthread_mutex_lock(&rl->resv_lock);
+    const pd__resv_top *t = pd__resv_find(rl, scene);
+    if (t)
+        *top = t->top;
+    pthread_mutex_unlock(&rl->resv_lock);
+    return t != NULL;
+}
+
 /* ---- appends ----------------------------------------------------------------- */
 
 static int pd__reply_u64(const redisReply *r, uint64_t *out)
@@ -315,8 +394,8 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
                             pd_redis_append_result *out)
 {
     uint64_t v = 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
-        pd__reply_u64(r->element[1], &v) != 0) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING || pd__reply_u64(r->element[1], &v) != 0) {
         snprintf(out->message, sizeof out->message, "Redis %.100s:%u: pathd_append answered something else", rl->host,
                  (unsigned)rl->port);
         out->status = PD_INTERNAL;
@@ -327,6 +406,8 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
     if (strcmp(what, "OK") == 0 || strcmp(what, "DUP") == 0) {
         out->duplicate = what[0] == 'D';
         out->status = PD_OK;
+        if (!out->duplicate)
+            pd__resv_note(rl, a->scene, r->elements == 3 ? r->element[2] : NULL);
     } else if (strcmp(what, "STALE") == 0) {
         snprintf(out->message, sizeof out->message, "scene '%s': the log is at version %" PRIu64 ", not %" PRIu64,
                  a->scene, v, a->expected);
@@ -360,8 +441,9 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
 static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const char *tag, const char *after)
 {
     static const char *const ops[] = { "next", "new", "drop" };
-    char stream[320], meta[320], dedup[640], seq[96], scenes[96], expected[24], made[24], ttl[16];
+    char stream[320], meta[320], dedup[640], seq[96], scenes[96], resv[320], expected[24], made[24], ttl[16];
     pd_redis_log_stream_key(rl, a->scene, stream, sizeof stream);
+    snprintf(resv, sizeof resv, "%s:{%s}:resv", rl->prefix, a->scene); /* pd_reserve_shared.c's key */
     snprintf(meta, sizeof meta, "%s:{%s}:meta", rl->prefix, a->scene);
     if (a->key)
         snprintf(dedup, sizeof dedup, "%s:{%s}:idem:%s", rl->prefix, a->scene, a->key);
@@ -375,9 +457,9 @@ static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const ch
         expected[0] = '\0';
     snprintf(made, sizeof made, "%" PRIu64, a->version);
     snprintf(ttl, sizeof ttl, "%" PRIu32, rl->dedup_ttl_s);
-    const char *argv[] = { "FCALL", "pathd_append", "5", stream, meta, dedup, seq, scenes, ops[a->op], expected,
-                           made, a->key ? "1" : "0", ttl, a->scene, (const char *)a->payload, tag, after };
-    enum { ARGC = sizeof argv / sizeof *argv, RECORD = 14 };
+    const char *argv[] = { "FCALL", "pathd_append", "6", stream, meta, dedup, seq, scenes, resv, ops[a->op],
+                           expected, made, a->key ? "1" : "0", ttl, a->scene, (const char *)a->payload, tag, after };
+    enum { ARGC = sizeof argv / sizeof *argv, RECORD = 15 };
     size_t argvlen[ARGC];
     for (size_t i = 0; i < ARGC; i++)
         argvlen[i] = i == RECORD ? a->len : strlen(argv[i]); /* the record is binary: never strlen'ed */
@@ -437,6 +519,12 @@ size_t pd_redis_log_append_many(pd_redis_log *rl, const pd_redis_append *a, size
     /* Tags: this pathd's (random at create) and a counter, so no two
      * appends anywhere share one. */
     char tags[2][48];
+    /* Until an answer names it again, the scene's reservation top is not
+     * known: a cut must not trust one from before these appends. */
+    pthread_mutex_lock(&rl->resv_lock);
+    for (size_t i = 0; i < n; i++)
+        pd__resv_forget(rl, a[i].scene);
+    pthread_mutex_unlock(&rl->resv_lock);
     uint64_t t0 = pd__now_us();
     pthread_mutex_lock(&rl->conn_lock);
     char why[sizeof out->message] = "";
@@ -1170,6 +1258,7 @@ pd_redis_log *pd_redis_log_create(const pd_redis_log_opts *opts, char *err, size
     pthread_mutex_init(&rl->lock, NULL);
     pthread_mutex_init(&rl->conn_lock, NULL);
     pthread_mutex_init(&rl->pos_lock, NULL);
+    pthread_mutex_init(&rl->resv_lock, NULL);
     return rl;
 }
 
@@ -1183,6 +1272,7 @@ void pd_redis_log_destroy(pd_redis_log *rl)
     pthread_mutex_destroy(&rl->lock);
     pthread_mutex_destroy(&rl->conn_lock);
     pthread_mutex_destroy(&rl->pos_lock);
+    pthread_mutex_destroy(&rl->resv_lock);
     free(rl->pos);
     free(rl);
 }

@@ -134,6 +134,15 @@ pd_status pd_redis_log_append(pd_redis_log *rl, const pd_redis_append *a, pd_red
  * first were answered OK (appended, or a duplicate). */
 size_t pd_redis_log_append_many(pd_redis_log *rl, const pd_redis_append *a, size_t n, pd_redis_append_result *out);
 
+/* The version of the last entry of scene's reservation stream
+ * (pd_reserve_shared.h; 0: none) as this pathd's last append of the
+ * scene, answered OK, found it: 1, or 0 when not known (no such answer
+ * yet, an append of the scene since answered otherwise or under way, or
+ * the scene was not kept among the few recorded). Reservations appended
+ * before that update are at or below it: its cut of the reservations
+ * need not read the stream when the table is there already. Any thread. */
+int pd_redis_log_resv_top(pd_redis_log *rl, const char *scene, uint64_t *top);
+
 /* A replica's tail brings this pathd up to the log (server/net
  * pd_replica.c): a change refused because the log moved on (another
  * replica's change came first: a compare-and-set refusal, a scene made or

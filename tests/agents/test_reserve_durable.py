@@ -29,8 +29,10 @@ Starts its own pathd (PATHD_BIN) with a data_dir and journal_fsync
   restarted with kill -9 reads the tables back from the log, both
   replicas reserving in one scene at once (their appends race) still
   hand out plans that never meet, an update's cut through one replica
-  is the same on the other, and a scene dropped and made again under its
-  name starts with no reservations on either;
+  is the same on the other (and cuts an agent only the other replica
+  reserved, its table read up to the top its own append saw), and a
+  scene dropped and made again under its name starts with no
+  reservations on either;
 - the timer's idle sweep, and a ReservePath's own expiry, tell the
   scene's watchers which agents they released (AGENTS_EXPIRED), on one
   pathd and on the replica that appended the expiry;
@@ -669,6 +671,19 @@ class ReplicaTest(ReplicaBase):
         # The other replica tells the cut agent it was cut.
         ans = self.c[0].reserve_path("cut", 1, (3, 3), (3, 5), 2000, 2.0)
         self.assertTrue(ans["was_cut"])
+
+    def test_cut_of_an_agent_only_the_other_replica_reserved(self):
+        # Replica 1 has appended an update (its append named the
+        # reservation stream's top then: none) and reserved nothing; an
+        # agent reserved through replica 0 since must still be cut by
+        # replica 1's next update (its append names the new top, so its
+        # table is read up to it).
+        first = self.c[1].update_cells("cut", cells=[(10, 5)], op="block")
+        self.assertEqual((first["cells_changed"], first["agents_cut"]), (1, []))
+        self.c[0].reserve_path("cut", 1, (1, 3), (10, 3), 0, 2.0, window_ms=60000)
+        up = self.c[1].update_cells("cut", rect=((5, 3), (5, 3)), op="block", at_ms=1000)
+        self.assertEqual(up["agents_cut"], [1])
+        self.assertEqual(table(self.c[0], "cut"), table(self.c[1], "cut"))
 
 
 class ReplicaLimitTest(ReplicaBase):

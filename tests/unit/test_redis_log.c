@@ -162,6 +162,52 @@ static void test_function_gives_dense_versions(void **state)
     pd_redis_log_destroy(rl);
 }
 
+/* An append answered OK names the scene's reservation stream's last entry
+ * then (UpdateCells' cut reads no XRANGE when its table is there): 0
+ * with no stream, the entry "0-V" as V after one, and nothing known while
+ * the scene's last append was answered otherwise (a duplicate, a refusal)
+ * or for a scene this log never appended. */
+static void test_append_names_the_reservation_top(void **state)
+{
+    (void)state;
+    pd_redis_log *rl = log_open("rtop");
+    pd_redis_append_result res;
+    uint64_t top = 99;
+    assert_int_equal(pd_redis_log_resv_top(rl, "s", &top), 0);
+    assert_int_equal(append(rl, "s", PD_REDIS_NEW, 0, 0, "k-new", &res), PD_OK);
+    assert_int_equal(pd_redis_log_resv_top(rl, "s", &top), 1);
+    assert_int_equal(top, 0);
+    /* Another replica's reservations: the next append sees the last. */
+    redisContext *c = redis_srv_connect(&srv);
+    for (int v = 1; v <= 3; v++) {
+        redisReply *r = redisCommand(c, "XADD rtop:{s}:resv 0-%d d x", v);
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_STRING);
+        freeReplyObject(r);
+    }
+    assert_int_equal(pd_redis_log_resv_top(rl, "s", &top), 1);
+    assert_int_equal(top, 0); /* as of the last append: it does not read the stream */
+    assert_int_equal(append(rl, "s", PD_REDIS_NEXT, 1, 1, NULL, &res), PD_OK);
+    assert_int_equal(pd_redis_log_resv_top(rl, "s", &top), 1);
+    assert_int_equal(top, 3);
+    /* A duplicate appends nothing and names nothing: the top is unknown. */
+    assert_int_equal(append(rl, "s", PD_REDIS_NEW, 0, 0, "k-new", &res), PD_OK);
+    assert_true(res.duplicate);
+    assert_int_equal(pd_redis_log_resv_top(rl, "s", &top), 0);
+    assert_int_equal(append(rl, "s", PD_REDIS_NEXT, 1, 2, NULL, &res), PD_OK);
+    assert_int_equal(pd_redis_log_resv_top(rl, "s", &top), 1);
+    assert_int_equal(top, 3);
+    /* So is a refused one (a stale expected version). */
+    assert_int_equal(append(rl, "s", PD_REDIS_NEXT, 1, 1, NULL, &res), PD_STALE_VERSION);
+    assert_int_equal(pd_redis_log_resv_top(rl, "s", &top), 0);
+    /* Another scene's reservations are not this one's. */
+    assert_int_equal(append(rl, "t", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(pd_redis_log_resv_top(rl, "t", &top), 1);
+    assert_int_equal(top, 0);
+    redisFree(c);
+    pd_redis_log_destroy(rl);
+}
+
 /* A retried change with the same key is answered with the version it made
  * the first time and appends nothing; another key appends. */
 static void test_retried_key_is_deduplicated(void **state)
@@ -956,6 +1002,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_function_gives_dense_versions),
         cmocka_unit_test(test_retried_key_is_deduplicated),
+        cmocka_unit_test(test_append_names_the_reservation_top),
         cmocka_unit_test(test_stale_expected_version_is_refused),
         cmocka_unit_test(test_tail_from_a_version),
         cmocka_unit_test(test_store_replays_to_the_same_scenes),
