@@ -2247,24 +2247,29 @@ static void tweak_one_thread_jps(pd_conf *c)
 
 /* Issue 30 item 6: with jump point search on, a pipelining connection's
  * small search on the loop is the worker's own search, its budget counting
- * jump points: the maze's (0,0) to (0,2), ~256 cells along the serpent but
- * a few jump points, sent behind a far search in the same write (so not
- * lone), is answered while the one worker is paused. A* on the loop (as
+ * jump points: the maze's (0,0) to (0,10), ends 10 cells apart (beyond
+ * A*'s few cells) but five rows of the serpent between them (~640 cells, a
+ * few jump points each), sent behind a far search in the same write (so
+ * not lone), is answered while the one worker is paused. A* on the loop (as
  * before) gave up after 64 expansions and left it to the worker. */
 static void test_pipelined_small_search_uses_jump_points(void **state)
 {
     test_server ts;
     int fd = start_paused(&ts, tweak_one_thread_jps);
-    find_msg far, near_walled;
+    find_msg far, serpent;
     path_answer a;
     out_buf b = {0};
     maze_request(&far, 1);
-    maze_detour_request(&near_walled, 2);
+    find_request(&serpent, 2, "maze", 0, 0, 0, 10);
+    serpent.fp.style = PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS;
     out_append_request(&b, &far.req);
-    out_append_request(&b, &near_walled.req);
+    out_append_request(&b, &serpent.req);
     out_send(fd, &b);
 
-    expect_maze_detour(fd, 2);
+    recv_path(fd, 2, &a);
+    assert_int_equal(a.final->status, PATHD__V1__STATUS__OK);
+    assert_true(a.final->path->cost > 5 * 126.0);
+    pathd__v1__response__free_unpacked(a.final, NULL);
     pd_pool_stats st;
     pd_pool_get_stats(ts.pool, &st);
     assert_int_equal(st.tasks_done, 0);
