@@ -241,11 +241,14 @@ static void pd__conn_drop_pending(pd__conn *c)
     c->n_pend = 0;
     c->pend_bytes = 0;
     if (c->dirty) {
-        /* Rare (a close while answers wait for this iteration's flush), and
-         * the list holds only connections answered since the last flush. */
+        /* Rare (a close while answers wait for their flush), and the
+         * lists hold only connections with answers not yet written. */
         pd__conn **pp = &s->table.dirty;
-        while (*pp != c)
+        while (*pp && *pp != c)
             pp = &(*pp)->next_dirty;
+        if (!*pp) /* held while pd__flush_due writes the others */
+            for (pp = &s->table.held; *pp != c;)
+                pp = &(*pp)->next_dirty;
         *pp = c->next_dirty;
         c->next_dirty = NULL;
         c->dirty = 0;
@@ -329,10 +332,11 @@ static void pd__conn_flush(pd__conn *c)
     }
 }
 
-/* Writes every connection's pending answers: one write per connection per
- * loop iteration, however many answers it got. */
+/* Writes every connection's pending answers: one write per connection,
+ * however many answers it got. */
 void pd__flush_all(pd_server *s)
 {
+    uv_timer_stop(&s->table.hold_timer);
     while (s->table.dirty) {
         pd__conn *c = s->table.dirty;
         s->table.dirty = c->next_dirty;
@@ -340,6 +344,49 @@ void pd__flush_all(pd_server *s)
         c->dirty = 0;
         pd__conn_flush(c);
     }
+}
+
+static void pd__hold_timer_cb(uv_timer_t *t)
+{
+    pd__flush_all(t->data);
+}
+
+/* Whether c's pending answers may wait for more: a pipelining client
+ * (jobs still in flight, whose answers the workers hand over in batches of
+ * their own) takes its answers in as few writes as fit within the hold's
+ * bounds. A client waiting on one request at a time has nothing in flight
+ * once answered, and is written at once; so is anything while the server
+ * stops. Each write wakes the client, and on loopback the server's own
+ * thread pays for that wakeup inside its writev: the largest single cost
+ * around a search in issue 30's item 6 profile. */
+static int pd__conn_may_hold(const pd__conn *c, uint64_t now)
+{
+    return c->in_flight > 0 && !c->closing && !c->lingering && !c->paused && c->server->phase == PD__RUNNING &&
+           c->pend_bytes < PD__HOLD_BYTES && now - c->pend_since_ns < PD__HOLD_NS;
+}
+
+void pd__flush_due(pd_server *s)
+{
+    uint64_t now = 0;
+    /* Held connections wait on table.held while the rest are written, so
+     * that a close during another's write (pd__conn_drop_pending) finds
+     * them, and connections made dirty meanwhile are written too. */
+    while (s->table.dirty) {
+        pd__conn *c = s->table.dirty;
+        s->table.dirty = c->next_dirty;
+        if (c->n_pend > 0 && (now || (now = pd_pool_now_ns())) && pd__conn_may_hold(c, now)) {
+            c->next_dirty = s->table.held;
+            s->table.held = c;
+            continue;
+        }
+        c->next_dirty = NULL;
+        c->dirty = 0;
+        pd__conn_flush(c);
+    }
+    s->table.dirty = s->table.held;
+    s->table.held = NULL;
+    if (s->table.dirty && !uv_is_active((uv_handle_t *)&s->table.hold_timer))
+        uv_timer_start(&s->table.hold_timer, pd__hold_timer_cb, PD__HOLD_TIMER_MS, 0);
 }
 
 void pd__stamp_answer(uint8_t **buf, size_t *len, uint64_t arrival_ns, uint64_t search_us)
@@ -381,6 +428,8 @@ void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len)
         c->pend = grown;
         c->pend_cap = cap;
     }
+    if (c->n_pend == 0)
+        c->pend_since_ns = pd_pool_now_ns();
     c->pend[c->n_pend++] = uv_buf_init((char *)buf, (unsigned int)len);
     c->pend_bytes += len;
     pd__wire_move(c, PD__WIRE_FREE, PD__WIRE_LOOP);

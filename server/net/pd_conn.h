@@ -27,6 +27,17 @@
  * requests, where a connection's own buffer starts at 512 bytes. */
 #define PD__SHARED_READ_BYTES 65536
 
+/* A pipelining connection's answers are written together (pd__flush_due):
+ * held while it has more jobs in flight, for at most PD__HOLD_NS after
+ * the first of them was queued and PD__HOLD_BYTES, so that a burst of
+ * answers leaves in one or two writes, as Redis writes a pipeline's
+ * replies, and its client is woken once for them, not once per worker
+ * hand-over. PD__HOLD_TIMER_MS bounds the hold when nothing else wakes
+ * the loop (libuv's timers count whole milliseconds). */
+#define PD__HOLD_NS 200000u
+#define PD__HOLD_BYTES 65536u
+#define PD__HOLD_TIMER_MS 1u
+
 /* Longest error text sent to a client, in bytes. */
 #define PD__MESSAGE_MAX 256
 
@@ -72,6 +83,7 @@ struct pd__conn {
                                     to uv_write (owned); n_pend of pend_cap used */
     uint32_t n_pend, pend_cap;
     size_t pend_bytes;           /* their bytes */
+    uint64_t pend_since_ns;      /* pd_pool_now_ns when the first of them was queued */
     struct pd__conn *next_dirty; /* in the server's list of connections with pend */
     struct pd__conn *next_full, *prev_full; /* in the server's list of connections at their cap */
     uint32_t in_flight;          /* jobs submitted and not yet completed */
@@ -156,6 +168,8 @@ typedef struct pd__conn_table {
     uv_timer_t full_timer;       /* reads again from connections at their cap (pd__conn_full) */
     pd__conn *full;              /* connections not read because they are at their cap */
     pd__conn *dirty;             /* connections with answers pending, via next_dirty */
+    pd__conn *held;              /* pd__flush_due's held connections while it writes */
+    uv_timer_t hold_timer;       /* writes held answers when nothing else does (pd__flush_due) */
     uv_tcp_t spare;              /* accepts and closes one connection when memory is out */
     int spare_busy;
     uint64_t buffered_bytes;     /* sum of every connection's `buffered` */
@@ -180,8 +194,13 @@ void pd__conn_send(pd__conn *c, uint8_t *buf, size_t len);
  * read, to now, rounded up to whole microseconds) and search_us to an
  * encoded answer (pd_codec_stamp_timing). Any thread. */
 void pd__stamp_answer(uint8_t **buf, size_t *len, uint64_t arrival_ns, uint64_t search_us);
-/* Writes every connection's pending answers (the server's flush handles). */
+/* Writes every connection's pending answers (a stop's flush, the hold
+ * timer). */
 void pd__flush_all(pd_server *s);
+/* The flush handles' write: every connection's pending answers but those
+ * held for a pipelining connection (PD__HOLD_NS above); when any is held,
+ * starts the hold timer, which writes them if nothing else has. */
+void pd__flush_due(pd_server *s);
 void pd__conn_shutdown(pd__conn *c);
 void pd__conn_account(pd__conn *c);
 void pd__observe(pd_server *s, pd_status status);

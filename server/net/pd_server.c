@@ -85,7 +85,7 @@ static void pd__flush_prepare_cb(uv_prepare_t *h)
      * would write again. At worst a wake in flight is written twice. */
     atomic_store(&s->wake_sent, 0);
     pd__take_completions(s);
-    pd__flush_all(s);
+    pd__flush_due(s);
 }
 
 static void pd__flush_check_cb(uv_check_t *h)
@@ -93,7 +93,7 @@ static void pd__flush_check_cb(uv_check_t *h)
     pd_server *s = h->data;
     atomic_store_explicit(&s->loop_asleep, 0, memory_order_relaxed);
     pd__take_completions(s);
-    pd__flush_all(s);
+    pd__flush_due(s);
 }
 
 static void pd__wake_cb(uv_poll_t *h, int status, int events)
@@ -167,6 +167,7 @@ static void pd__stop_finish(pd_server *s)
     pd__close_handle((uv_handle_t *)&s->listener);
     pd__close_handle((uv_handle_t *)&s->sweep_timer);
     pd__close_handle((uv_handle_t *)&s->table.full_timer);
+    pd__close_handle((uv_handle_t *)&s->table.hold_timer);
     pd__close_handle((uv_handle_t *)&s->stop_timer);
     pd__close_handle((uv_handle_t *)&s->journal.timer);
     pd__close_handle((uv_handle_t *)&s->sig_term);
@@ -712,6 +713,10 @@ pd_server *pd_server_create(uv_loop_t *loop, const pd_conf *conf, pd_registry *r
         goto fail;
     s->table.full_timer.data = s;
     s->open_handles++;
+    if (uv_timer_init(loop, &s->table.hold_timer) != 0)
+        goto fail;
+    s->table.hold_timer.data = s;
+    s->open_handles++;
     if (uv_prepare_init(loop, &s->flush_prepare) != 0)
         goto fail;
     s->flush_prepare.data = s;
@@ -989,6 +994,7 @@ void pd_server_destroy(pd_server *s)
     pd__close_handle((uv_handle_t *)&s->listener);
     pd__close_handle((uv_handle_t *)&s->sweep_timer);
     pd__close_handle((uv_handle_t *)&s->table.full_timer);
+    pd__close_handle((uv_handle_t *)&s->table.hold_timer);
     pd__close_handle((uv_handle_t *)&s->stop_timer);
     pd__close_handle((uv_handle_t *)&s->journal.timer);
     pd__close_handle((uv_handle_t *)&s->sig_term);

@@ -993,6 +993,55 @@ static void test_cancel_queued_request(void **state)
     server_stop(&ts);
 }
 
+/* Starts a server with `tweak`, pauses its pool (nothing a worker would
+ * run starts) and connects: returns the client's socket. */
+static int start_paused(test_server *ts, conf_tweak tweak)
+{
+    server_start(ts, tweak);
+    pd_pool_set_paused(ts->pool, 1);
+    return client_connect(ts->port);
+}
+
+/* A pipelining connection's answers may be held for a write together with
+ * its next ones (pd__flush_due), but not for as long as its other work
+ * takes: with its search stuck in the paused pool, a Ping sent behind it
+ * is still answered (the hold timer writes it), and the search after the
+ * pool resumes. Without the hold's bound the Pong would wait for the
+ * search and this would time out. */
+static void test_held_answer_leaves_without_the_rest(void **state)
+{
+    test_server ts;
+    int fd = start_paused(&ts, tweak_one_thread_no_inline);
+    out_buf b = {0};
+    find_msg m;
+    maze_request(&m, 1);
+    out_append_request(&b, &m.req);
+    Pathd__V1__Request req;
+    Pathd__V1__Ping ping;
+    ping_request(&req, &ping, 2, 77);
+    out_append_request(&b, &req);
+    out_send(fd, &b);
+
+    Pathd__V1__Response *r = recv_final(fd);
+    assert_non_null(r);
+    assert_int_equal(r->id, 2);
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_PONG);
+    assert_int_equal(r->pong->nonce, 77);
+    pathd__v1__response__free_unpacked(r, NULL);
+    pd_pool_stats st;
+    pd_pool_get_stats(ts.pool, &st);
+    assert_int_equal(st.tasks_done, 0); /* the search is still held back */
+
+    pd_pool_set_paused(ts.pool, 0);
+    r = recv_final(fd);
+    assert_non_null(r);
+    assert_int_equal(r->id, 1);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    pathd__v1__response__free_unpacked(r, NULL);
+    close(fd);
+    server_stop(&ts);
+}
+
 /* A client that hangs up with searches queued: the server drops their
  * results, its in-flight count returns to zero, and others are served. */
 static void test_disconnect_with_queued_requests(void **state)
@@ -2172,6 +2221,67 @@ static void test_small_searches_answered_on_loop(void **state)
     server_stop(&ts);
 }
 
+/* The maze's (0,0) to (0,2) in the corners style: ~256 cells along the
+ * serpent (row 1 opens only at x = 127) but a few jump points. */
+static void maze_detour_request(find_msg *m, uint64_t id)
+{
+    find_request(m, id, "maze", 0, 0, 0, 2);
+    m->fp.style = PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS;
+}
+
+/* Receives request id's answer to maze_detour_request: OK, cost 256. */
+static void expect_maze_detour(int fd, uint64_t id)
+{
+    path_answer a;
+    recv_path(fd, id, &a);
+    assert_int_equal(a.final->status, PATHD__V1__STATUS__OK);
+    assert_true(fabs(a.final->path->cost - 256.0) < 1e-9);
+    pathd__v1__response__free_unpacked(a.final, NULL);
+}
+
+static void tweak_one_thread_jps(pd_conf *c)
+{
+    c->threads = 1;
+    c->jump_point_search = 1;
+}
+
+/* Issue 30 item 6: with jump point search on, a pipelining connection's
+ * small search on the loop is the worker's own search, its budget counting
+ * jump points: the maze's (0,0) to (0,10), ends 10 cells apart (beyond
+ * A*'s few cells) but five rows of the serpent between them (~640 cells, a
+ * few jump points each), sent behind a far search in the same write (so
+ * not lone), is answered while the one worker is paused. A* on the loop (as
+ * before) gave up after 64 expansions and left it to the worker. */
+static void test_pipelined_small_search_uses_jump_points(void **state)
+{
+    test_server ts;
+    int fd = start_paused(&ts, tweak_one_thread_jps);
+    find_msg far, serpent;
+    path_answer a;
+    out_buf b = {0};
+    maze_request(&far, 1);
+    find_request(&serpent, 2, "maze", 0, 0, 0, 10);
+    serpent.fp.style = PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS;
+    out_append_request(&b, &far.req);
+    out_append_request(&b, &serpent.req);
+    out_send(fd, &b);
+
+    recv_path(fd, 2, &a);
+    assert_int_equal(a.final->status, PATHD__V1__STATUS__OK);
+    assert_true(a.final->path->cost > 5 * 126.0);
+    pathd__v1__response__free_unpacked(a.final, NULL);
+    pd_pool_stats st;
+    pd_pool_get_stats(ts.pool, &st);
+    assert_int_equal(st.tasks_done, 0);
+
+    pd_pool_set_paused(ts.pool, 0);
+    recv_path(fd, 1, &a);
+    assert_int_equal(a.final->status, PATHD__V1__STATUS__OK);
+    pathd__v1__response__free_unpacked(a.final, NULL);
+    close(fd);
+    server_stop(&ts);
+}
+
 /* Issue 30 item 5: with the one worker paused, a search whose connection
  * has nothing else in flight nor read is searched on the loop within the
  * lone budget (the maze's (0,0) to (0,2), ~256 cells: beyond the
@@ -2183,23 +2293,16 @@ static void test_small_searches_answered_on_loop(void **state)
 static void test_lone_request_searched_on_loop(void **state)
 {
     test_server ts;
-    server_start(&ts, tweak_one_thread);
-    pd_pool_set_paused(ts.pool, 1);
-    int fd = client_connect(ts.port);
+    int fd = start_paused(&ts, tweak_one_thread);
     find_msg near_walled, small;
     path_answer a;
 
-    find_request(&near_walled, 2, "maze", 0, 0, 0, 2);
-    near_walled.fp.style = PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS;
+    maze_detour_request(&near_walled, 2);
     send_request(fd, &near_walled.req);
-    recv_path(fd, 2, &a);
-    assert_int_equal(a.final->status, PATHD__V1__STATUS__OK);
-    assert_true(fabs(a.final->path->cost - 256.0) < 1e-9);
-    pathd__v1__response__free_unpacked(a.final, NULL);
+    expect_maze_detour(fd, 2);
 
     out_buf b = {0};
-    find_request(&near_walled, 7, "maze", 0, 0, 0, 2);
-    near_walled.fp.style = PATHD__V1__WAYPOINT_STYLE__STYLE_CORNERS;
+    maze_detour_request(&near_walled, 7);
     find_request(&small, 8, "small", 0, 0, 1, 1);
     out_append_request(&b, &near_walled.req);
     out_append_request(&b, &small.req);
@@ -2209,10 +2312,7 @@ static void test_lone_request_searched_on_loop(void **state)
     pathd__v1__response__free_unpacked(a.final, NULL);
     expect_pong(fd, 9, 9);
     pd_pool_set_paused(ts.pool, 0);
-    recv_path(fd, 7, &a);
-    assert_int_equal(a.final->status, PATHD__V1__STATUS__OK);
-    assert_true(fabs(a.final->path->cost - 256.0) < 1e-9);
-    pathd__v1__response__free_unpacked(a.final, NULL);
+    expect_maze_detour(fd, 7);
     close(fd);
     server_stop(&ts);
 }
@@ -2692,6 +2792,8 @@ int main(void)
         cmocka_unit_test(test_huge_header_is_refused),
         cmocka_unit_test(test_inflight_limit),
         cmocka_unit_test(test_cancel_queued_request),
+        cmocka_unit_test(test_held_answer_leaves_without_the_rest),
+        cmocka_unit_test(test_pipelined_small_search_uses_jump_points),
         cmocka_unit_test(test_disconnect_with_queued_requests),
         cmocka_unit_test(test_stop_drains_in_flight),
         cmocka_unit_test(test_stop_without_grace_cancels),
