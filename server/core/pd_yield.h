@@ -105,7 +105,7 @@
 /* Each aside plan's expansions when the caller sets none. */
 #define PD_YIELD_DEFAULT_EXPANSIONS 4000
 /* Each long plan's (pd_yield_params.long_expansions) when the caller sets none. */
-#define PD_YIELD_DEFAULT_LONG_EXPANSIONS 8000
+#define PD_YIELD_DEFAULT_LONG_EXPANSIONS 4000
 /* The longest gap between a standing requester's attempts
  * (pd_yield_params.retry_max_ms) when the caller sets none. */
 #define PD_YIELD_DEFAULT_RETRY_MAX_MS 4000
@@ -140,6 +140,13 @@ typedef struct pd_yield_params {
      * retry_max_ms - since its last request (the table's renewal time), not
      * on every request. 0: the default; < 0: an attempt on every request. */
     int64_t retry_max_ms;
+    /* Moving holders ahead (move_ahead): when every hold R's P1 crosses is
+     * within reach (no more further on), R reserves P1 itself and the
+     * holders are re-planned around it in time, not off its whole way. */
+    int move_ahead;
+    /* A holder that finds no clear anchor (clear_holds) may park on any
+     * anchor off R's way it can hold for good. */
+    int park_any;
 } pd_yield_params;
 
 /* A holder moved aside: its new plan replaces its reservations from t0_ms
