@@ -40,7 +40,9 @@
  * lets a standing agent whose windowed plan stands still take a long plan
  * that moves; --long-expansions N bounds the long plans (0: pd_yield's
  * default, the bench's too; UINT64_MAX: none). --retry-max MS sets the back-off
- * (pd_yield_params.retry_max_ms; 0 its default, < 0 none). --yield 0 --clear-holds 0 is plain
+ * (pd_yield_params.retry_max_ms; 0 its default, < 0 none). --move-ahead 0|1 and --park-any 0|1
+ * (both on by default, as the server has them) switch pd_yield_params.move_ahead and park_any.
+ * --yield 0 --clear-holds 0 is plain
  * prioritised planning. An agent decides again at the latest half a TTL
  * after its last decision, as a game renews its reservations.
  *
@@ -854,7 +856,8 @@ static void usage(void)
     fprintf(stderr, "usage: pathd-agents-bench --map FILE.map [--mode reserve|alone|single|wire] [--agents N]\n"
                     "         [--seconds S] [--unit2-pct P] [--window MS] [--hold MS] [--sipp-only 1] [--yield MS]\n"
                     "         [--clear-holds 0|1] [--long-expansions N] [--take-free-way 0|1] [--retry-max MS] [--queries N] [--seed N]"
-                    " [--answers FILE.jsonl] [--server HOST:PORT --scene NAME (wire)]\n");
+                    " [--move-ahead 0|1] [--park-any 0|1]\n"
+                    "         [--answers FILE.jsonl] [--server HOST:PORT --scene NAME (wire)]\n");
     exit(2);
 }
 
