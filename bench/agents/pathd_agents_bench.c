@@ -40,7 +40,9 @@
  * lets a standing agent whose windowed plan stands still take a long plan
  * that moves; --long-expansions N bounds the long plans (0: pd_yield's
  * default, the bench's too; UINT64_MAX: none). --retry-max MS sets the back-off
- * (pd_yield_params.retry_max_ms; 0 its default, < 0 none). --yield 0 --clear-holds 0 is plain
+ * (pd_yield_params.retry_max_ms; 0 its default, < 0 none). --move-ahead 0|1 and --park-any 0|1
+ * (both on by default, as the server has them) switch pd_yield_params.move_ahead and park_any.
+ * --yield 0 --clear-holds 0 is plain
  * prioritised planning. An agent decides again at the latest half a TTL
  * after its last decision, as a game renews its reservations.
  *
@@ -489,6 +491,8 @@ typedef struct run_args {
     uint64_t long_expansions;   /* pd_yield_params.long_expansions (0: its default; UINT64_MAX none) */
     int take_free_way;          /* pd_yield_params.take_free_way */
     int64_t retry_max_ms;       /* pd_yield_params.retry_max_ms (0: its default; < 0 no back-off) */
+    int move_ahead;             /* pd_yield_params.move_ahead */
+    int park_any;               /* pd_yield_params.park_any */
     FILE *answers;
     pdc_conn *wire;             /* --mode wire: the server's connection */
     const char *scene;          /* and the scene of the map there */
@@ -576,7 +580,8 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
     const pd_grid *grids[MAX_UNIT + 1] = { NULL, s->unit[1], s->unit[2] };
     const pd_yield_params yp = { .after_ms = ra->yield_ms, .unit_grids = grids, .max_unit = MAX_UNIT,
                                .clear_holds = ra->clear_holds, .long_expansions = ra->long_expansions,
-                               .take_free_way = ra->take_free_way, .retry_max_ms = ra->retry_max_ms };
+                               .take_free_way = ra->take_free_way, .retry_max_ms = ra->retry_max_ms,
+                               .move_ahead = ra->move_ahead, .park_any = ra->park_any };
     size_t cap = 4096;          /* A* copies no path into a NULL buffer */
     pd_point *buf = xrealloc(NULL, cap * sizeof *buf);
     if (!table || !ctx || !yctx || !sctx || !ag) {
@@ -851,7 +856,8 @@ static void usage(void)
     fprintf(stderr, "usage: pathd-agents-bench --map FILE.map [--mode reserve|alone|single|wire] [--agents N]\n"
                     "         [--seconds S] [--unit2-pct P] [--window MS] [--hold MS] [--sipp-only 1] [--yield MS]\n"
                     "         [--clear-holds 0|1] [--long-expansions N] [--take-free-way 0|1] [--retry-max MS] [--queries N] [--seed N]"
-                    " [--answers FILE.jsonl] [--server HOST:PORT --scene NAME (wire)]\n");
+                    " [--move-ahead 0|1] [--park-any 0|1]\n"
+                    "         [--answers FILE.jsonl] [--server HOST:PORT --scene NAME (wire)]\n");
     exit(2);
 }
 
@@ -860,7 +866,7 @@ int main(int argc, char **argv)
     const char *map = NULL, *answers = NULL, *server = NULL;
     run_args ra = { .mode = "reserve", .agents = 500, .game_ms = 600000, .unit2_pct = 20,
                     .window_ms = PD_RESERVE_DEFAULT_WINDOW_MS, .yield_ms = 2000, .clear_holds = 1,
-                    .long_expansions = 0 };
+                    .long_expansions = 0, .move_ahead = 1, .park_any = 1 };
     int queries = 200;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -892,6 +898,10 @@ int main(int argc, char **argv)
             ra.take_free_way = atoi(v);
         else if (!strcmp(argv[i], "--retry-max"))
             ra.retry_max_ms = atoll(v);
+        else if (!strcmp(argv[i], "--move-ahead"))
+            ra.move_ahead = atoi(v);
+        else if (!strcmp(argv[i], "--park-any"))
+            ra.park_any = atoi(v);
         else if (!strcmp(argv[i], "--queries"))
             queries = atoi(v);
         else if (!strcmp(argv[i], "--seed"))

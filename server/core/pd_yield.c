@@ -14,6 +14,7 @@ typedef struct pd__holder {
     uint64_t agent;
     pd_reserve_agent_info info;
     int64_t t0;                        /* where it is cut: max(R's t0, its hold's start) */
+    int64_t meet;                      /* when R's P1 first reaches its footprint */
 } pd__holder;
 
 struct pd_yield_ctx {
@@ -36,6 +37,7 @@ struct pd_yield_ctx {
     uint64_t *way;
     size_t n_way, cap_way;
     uint32_t park_unit, park_self;
+    int park_any;                      /* the holder parks without the clear rule */
     uint32_t hold_unit;                /* R's, for pd__hold_ok */
 };
 
@@ -177,6 +179,7 @@ static int pd__crossed(pd_yield_ctx *yc, const pd_reserve *t, const pd_waypoint 
                         return -1; /* P1 was planned around everything else */
                     }
                     h->t0 = h->info.hold_since > yc->t0 ? h->info.hold_since : yc->t0;
+                    h->meet = t0; /* intervals come in time order: the first is the earliest */
                     found++;
                 }
         }
@@ -266,7 +269,7 @@ static int pd__hold_ok(void *user, int32_t x, int32_t y)
 static int pd__park_ok(void *user, int32_t x, int32_t y)
 {
     const pd_yield_ctx *yc = user;
-    if (yc->y->clear_holds && !pd__clear(yc->y->unit_grids[1], yc->table, yc->park_self, yc->park_unit, x, y))
+    if (yc->y->clear_holds && !yc->park_any && !pd__clear(yc->y->unit_grids[1], yc->table, yc->park_self, yc->park_unit, x, y))
         return 0;
     for (int32_t j = y; j < y + (int32_t)yc->park_unit; j++)
         for (int32_t i = x; i < x + (int32_t)yc->park_unit; i++) {
@@ -339,8 +342,14 @@ static int pd__move_aside(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table,
                                        .poll = p->poll, .poll_user = p->poll_user, .heuristic = pd__zero,
                                        .park_ok = pd__park_ok, .park_user = yc };
             pd_sipp_result rh;
-            if (pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh) != PD_OK)
-                continue;
+            yc->park_any = 0;
+            if (pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh) != PD_OK) {
+                /* Nowhere clear in reach (a crowd): any anchor it may hold
+                 * for good, rather than no move at all. */
+                yc->park_any = y->park_any;
+                if (!yc->park_any || pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh) != PD_OK)
+                    continue;
+            }
             pd_reserve_set_renewed(table, h->agent, h->info.renewed_ms);
             moved[i] = 1;
             n_moved++;
@@ -358,6 +367,87 @@ static int pd__move_aside(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table,
     }
     if (n_moved == found)
         return 0;
+    pd__undo(table, yc, 0, found);
+    return -1;
+}
+
+/* Moves the holders found out of R's P1 in time (PIBT's push, planned
+ * over time): each keeps its anchor only until P1 first reaches it, R's
+ * P1 is reserved, and each holder is then re-planned around it - and
+ * around the others - to the nearest anchor it can hold for good (clear,
+ * with clear holds), which may be ahead of R along its way, in a pocket R
+ * passes, or on a cell R has left. Far along P1 first, then again those
+ * that could not move yet while another moved. 0 with R's P1 and the
+ * holders' new plans reserved; -1 with the table as it was (R's own
+ * reservations from t0 on cut: the caller reserves its P0). */
+static int pd__move_ahead(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_sipp_params *p,
+                          int found, size_t n1)
+{
+    const pd_yield_params *y = yc->y;
+    const int64_t window = pd_reserve_get_limits(table)->max_window_ms;
+    for (int i = 0; i < found; i++)
+        if (yc->h[i].meet <= yc->h[i].t0)
+            return -1; /* R reaches it before it stands there: nothing to cut */
+    int ok = 1;
+    for (int i = 0; i < found && ok; i++) {
+        const pd__holder *h = &yc->h[i];
+        const pd_waypoint until = { h->info.x, h->info.y, h->t0, h->meet };
+        ok = pd_reserve_replace(table, h->agent, h->info.unit, h->t0, &until, 1, NULL) == PD_OK;
+        pd_reserve_set_renewed(table, h->agent, h->info.renewed_ms);
+    }
+    if (ok)
+        ok = pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, yc->p1, n1, NULL) == PD_OK;
+    if (!ok) {
+        pd__undo(table, yc, 0, found);
+        return -1;
+    }
+    yc->n_way = 0; /* where R has passed or will not be is the table's to say */
+    int moved[PD_YIELD_MAX_DISPLACED] = { 0 }, n_moved = 0;
+    for (int progress = 1; progress && n_moved < found;) {
+        progress = 0;
+        for (int i = found - 1; i >= 0; i--) {
+            if (moved[i])
+                continue;
+            pd__holder *h = &yc->h[i];
+            yc->park_unit = h->info.unit;
+            yc->park_self = pd_reserve_agent_slot(table, h->agent);
+            const pd_sipp_params q = { .agent = h->agent, .unit = h->info.unit,
+                                       .start = { h->info.x, h->info.y }, .goal = { h->info.x, h->info.y },
+                                       .t0_ms = h->t0, .speed = h->info.speed,
+                                       .window_ms = window > 0 ? window : 0, .connectivity = p->connectivity,
+                                       .max_expansions = y->max_expansions ? y->max_expansions
+                                                                           : PD_YIELD_DEFAULT_EXPANSIONS,
+                                       .poll = p->poll, .poll_user = p->poll_user, .heuristic = pd__zero,
+                                       .park_ok = pd__park_ok, .park_user = yc };
+            pd_sipp_result rh;
+            yc->park_any = 0;
+            if (pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh) != PD_OK) {
+                /* Nowhere clear in reach (a crowd): any anchor it may hold
+                 * for good, rather than no move at all. */
+                yc->park_any = y->park_any;
+                if (!yc->park_any || pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh) != PD_OK)
+                    continue;
+            }
+            pd_reserve_set_renewed(table, h->agent, h->info.renewed_ms);
+            moved[i] = 1;
+            n_moved++;
+            progress = 1;
+            if (pd__keep(&yc->aside[i], &yc->cap_aside[i], rh.waypoints, rh.n_waypoints) != 0) {
+                n_moved = -1;
+                break;
+            }
+            yc->out[i] = (pd_displaced){ .agent = h->agent, .unit = h->info.unit, .speed = h->info.speed,
+                                         .t0_ms = h->t0, .waypoints = yc->aside[i],
+                                         .n_waypoints = rh.n_waypoints, .reserved_until_ms = rh.reserved_until_ms };
+        }
+        if (n_moved < 0)
+            break;
+    }
+    if (n_moved == found)
+        return 0;
+    /* R's P1 goes first: the holders' holds come back where it passes. */
+    const pd_waypoint stop = { p->start.x, p->start.y, p->t0_ms, p->t0_ms };
+    pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, &stop, 1, NULL);
     pd__undo(table, yc, 0, found);
     return -1;
 }
@@ -554,8 +644,17 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
         /* Only the holders R meets within its request's window move; with
          * more further on, R's plan stops short of them, as usual. */
         int later;
-        const int found = pd__crossed(yc, table, yc->p1, r1.n_waypoints, p->unit,
-                                      window0 > 0 ? p->t0_ms + window0 : PD_RESERVE_FOREVER, &later);
+        int found = -1;
+        if (y->move_ahead && !fell1) {
+            /* Moving ahead clears R's whole way: every holder P1 crosses. */
+            found = pd__crossed(yc, table, yc->p1, r1.n_waypoints, p->unit, PD_RESERVE_FOREVER, &later);
+            if (found <= 0 || later)
+                found = -1;
+        }
+        const int ahead = found > 0;
+        if (!ahead)
+            found = pd__crossed(yc, table, yc->p1, r1.n_waypoints, p->unit,
+                                window0 > 0 ? p->t0_ms + window0 : PD_RESERVE_FOREVER, &later);
         if (later)
             p2.window_ms = window0;
         if (found == 0 && !later && y->take_free_way) {
@@ -574,7 +673,23 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
                 return st1;
             }
         }
-        if (found > 0 && pd__mark_way(yc, r1.n_waypoints, p->unit) == 0 &&
+        if (ahead && pd__move_ahead(yc, ctx, table, p, found, r1.n_waypoints) == 0) {
+            r1.waypoints = yc->p1;
+            r1.expanded += r0.expanded;
+            r1.reverse_expanded += r0.reverse_expanded;
+            if (r)
+                *r = r1;
+            if (yr) {
+                yr->displaced = yc->out;
+                yr->n_displaced = (size_t)found;
+            }
+            pd_reserve_note_speed(table, p->agent, p->speed);
+            return st1;
+        }
+        if (ahead) {
+            if (yr)
+                yr->undone = 1;
+        } else if (found > 0 && pd__mark_way(yc, r1.n_waypoints, p->unit) == 0 &&
             pd__move_aside(yc, ctx, table, p, found) == 0) {
             /* The way is clearing: R plans as usual on the table that has
              * the holders' new plans, and keeps it when it gains. */

@@ -2020,6 +2020,130 @@ static void test_yield_takes_the_way_round(void **state)
     assert_true(done <= 60000);
 }
 
+/* Stands agent id (speed 1) on `at` from t0 for good, through
+ * pd_yield_reserve with no rule, and logs it. */
+static void stand_at(stage *st, pd_yield_ctx *yc, uint64_t id, pd_point at, int64_t t0)
+{
+    pd_yield_result yr;
+    const pd_sipp_params p = { .agent = id, .unit = 1, .start = at, .goal = at, .t0_ms = t0, .speed = 1.0 };
+    expect_status(pd_yield_reserve(yc, st->f->ctx, st->f->t, st->s.unit[1], &p, NULL, &st->r, &yr), PD_OK, "stand");
+    answers_plan(&st->log, id, 1, 1.0, t0, st->r.waypoints, st->r.n_waypoints);
+}
+
+/* Logs R's answer and the plans of the agents it moved (for the checker). */
+static void log_moves(stage *st, uint64_t rid, int64_t t0, const pd_yield_result *yr)
+{
+    answers_plan(&st->log, rid, 1, 1.0, t0, st->r.waypoints, st->r.n_waypoints);
+    for (size_t d = 0; d < yr->n_displaced; d++) {
+        const pd_displaced *dp = &yr->displaced[d];
+        answers_plan(&st->log, dp->agent, dp->unit, dp->speed, dp->t0_ms, dp->waypoints, dp->n_waypoints);
+    }
+}
+
+/* Moving holders ahead (move_ahead): a one-wide corridor (row 1, x 3-11)
+ * between two rooms. R (from 0) stands at its west mouth (2, 1), H1 (from
+ * 1000) in it at (4, 1) and H2 at (9, 1); R's goal is in the east room.
+ * Off R's whole way (row 1) H1 cannot get: H2 holds the corridor east of
+ * it and R its mouth west - so moving holders aside fails, and H2, beyond
+ * R's 3 s window, is not even asked. Moved ahead in time, both walk east
+ * before R into the room and park there, and R's plan reaches its goal. */
+static void moves_ahead(void **state, int ahead, const char *name)
+{
+    stage st;
+    stage_begin(&st, state, name, core_grid("...#########......\n"
+                                            "..................\n"
+                                            "...#########......\n"));
+    pd_yield_ctx *yc = pd_yield_ctx_create();
+    assert_non_null(yc);
+    const pd_grid *grids[2] = { NULL, st.s.unit[1] };
+    const pd_yield_params y = { .after_ms = 1000, .unit_grids = grids, .max_unit = 1, .move_ahead = ahead };
+    const uint64_t base = ahead ? 60 : 50, rid = base + 1, h1 = base + 2, h2 = base + 3;
+    stand_at(&st, yc, rid, (pd_point){ 2, 1 }, 0);
+    stand_at(&st, yc, h1, (pd_point){ 4, 1 }, 1000);
+    stand_at(&st, yc, h2, (pd_point){ 9, 1 }, 1000);
+    pd_yield_result yr;
+    const pd_sipp_params p = { .agent = rid, .unit = 1, .start = { 2, 1 }, .goal = { 16, 1 }, .t0_ms = 3000,
+                               .speed = 1.0, .window_ms = 3000 };
+    const pd_status got = pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &p, &y, &st.r, &yr);
+    assert_true(got == PD_OK || got == PD_PARTIAL);
+    log_moves(&st, rid, 3000, &yr);
+    assert_true(yr.tried);
+    if (ahead) {
+        expect_status(got, PD_OK, "R all the way");
+        assert_int_equal(yr.n_displaced, 2);
+        assert_int_equal(st.r.waypoints[st.r.n_waypoints - 1].x, 16);
+        /* Both stand in the east room at the end, off the corridor. */
+        for (size_t d = 0; d < 2; d++)
+            assert_true(yr.displaced[d].waypoints[yr.displaced[d].n_waypoints - 1].x >= 12);
+    } else {
+        assert_int_equal(yr.n_displaced, 0);
+        expect_status(got, PD_PARTIAL, "R short of H1");
+    }
+    for (uint64_t id = rid; id <= h2; id++) {
+        pd_reserve_release(st.f->t, id);
+        answers_cut(&st.log, "release", id, 90000);
+    }
+    pd_yield_ctx_destroy(yc);
+    stage_end(&st);
+}
+
+static void test_yield_moves_ahead(void **state)
+{
+    moves_ahead(state, 0, "yield_no_move_ahead");
+    moves_ahead(state, 1, "yield_move_ahead");
+}
+
+/* Parking anywhere when nowhere is clear (park_any): a corridor (row 1)
+ * with a two-cell pocket above it at (8, 0) and (9, 0); X parks for good
+ * at (9, 0), so (8, 0), beside X's hold, is not clear (clear_holds), and
+ * it is the only cell off R's way. H (from 1000 at (4, 1)) stands in the
+ * way of R (from 0 at (2, 1), its goal (13, 1)). Without the rule H finds
+ * nowhere to go and R stays short of it; with it H steps into (8, 0). */
+static void parks_anywhere(void **state, int any, const char *name)
+{
+    stage st;
+    stage_begin(&st, state, name, core_grid("########..####\n"
+                                            "..............\n"));
+    pd_yield_ctx *yc = pd_yield_ctx_create();
+    assert_non_null(yc);
+    const pd_grid *grids[2] = { NULL, st.s.unit[1] };
+    const pd_yield_params y = { .after_ms = 1000, .unit_grids = grids, .max_unit = 1, .clear_holds = 1,
+                                .park_any = any };
+    const uint64_t base = any ? 80 : 70, rid = base + 1, h = base + 2, x = base + 3;
+    stand_at(&st, yc, x, (pd_point){ 9, 0 }, 0);
+    stand_at(&st, yc, rid, (pd_point){ 2, 1 }, 0);
+    stand_at(&st, yc, h, (pd_point){ 4, 1 }, 1000);
+    pd_yield_result yr;
+    const pd_sipp_params p = { .agent = rid, .unit = 1, .start = { 2, 1 }, .goal = { 13, 1 }, .t0_ms = 3000,
+                               .speed = 1.0, .window_ms = 4000 };
+    const pd_status got = pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &p, &y, &st.r, &yr);
+    assert_true(got == PD_OK || got == PD_PARTIAL);
+    log_moves(&st, rid, 3000, &yr);
+    assert_true(yr.tried);
+    if (any) {
+        assert_int_equal(yr.n_displaced, 1);
+        const pd_displaced *dp = &yr.displaced[0];
+        assert_int_equal(dp->agent, h);
+        assert_int_equal(dp->waypoints[dp->n_waypoints - 1].x, 8);
+        assert_int_equal(dp->waypoints[dp->n_waypoints - 1].y, 0);
+    } else {
+        assert_int_equal(yr.n_displaced, 0);
+        assert_true(yr.undone);
+    }
+    for (uint64_t id = rid; id <= x; id++) {
+        pd_reserve_release(st.f->t, id);
+        answers_cut(&st.log, "release", id, 90000);
+    }
+    pd_yield_ctx_destroy(yc);
+    stage_end(&st);
+}
+
+static void test_yield_parks_anywhere(void **state)
+{
+    parks_anywhere(state, 0, "yield_no_park_any");
+    parks_anywhere(state, 1, "yield_park_any");
+}
+
 /* The long plans' budget (long_expansions): an agent whose reservations
  * reach its goal plans all the way; past the budget it gets the request's
  * own window instead of PD_BUDGET_EXCEEDED. */
@@ -2127,6 +2251,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_yield_backoff, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_takes_the_way_round, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_long_budget, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_moves_ahead, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_parks_anywhere, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
