@@ -28,6 +28,10 @@ den520d (tests/data/movingai) as scene "den", then measures:
     pathd really served during its load (SceneInfo before and after), and
     the CPU each process this script started used meanwhile (/proc/PID/stat
     utime + stime, seconds per second: who else the 2 cores served).
+    Then the same rows again with replica B and the standalone each given
+    a core of their own and every other process the rest (taskset): on
+    one machine, what a deployment with a machine per pathd would see
+    (rows 3i, 3bi, 3ci). Both are printed; neither replaces the other.
 
 Every process it starts is on loopback ports it picked, and is stopped at the
 end; it stops by itself. Needs /usr/bin/python3 with python3-protobuf and
@@ -488,6 +492,24 @@ def load(cl, node):
     return json.loads(out.stdout)
 
 
+def pin(pid, cpus):
+    """Every thread of process PID (and those it starts later) on CPUS."""
+    subprocess.run(["taskset", "-a", "-p", "-c", ",".join(map(str, cpus)), str(pid)],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def isolate(cl, queried, on):
+    """Target 3 as deployed, on one machine: the queried pathds (replica B,
+    the standalone) get a core of their own and everything else (Redis,
+    replicas A and C, pathd-load, this script's updater) the others, as if
+    each pathd had its machine. Off: every process on every core again."""
+    cpus = sorted(os.sched_getaffinity(0) if on else range(os.cpu_count()))
+    mine, rest = ([cpus[-1]], cpus[:-1]) if on else (cpus, cpus)
+    for name, p in cl.procs.items():
+        pin(p.pid, mine if p in queried else rest)
+    os.sched_setaffinity(0, rest)   # this thread: the updater's and pathd-load inherit it
+
+
 def target3(cl, a, b, solo, c):
     """Rows: the standalone with the updates sent to it; replica b with the
     updates sent through replica a (and, as a second row, split over a and
@@ -541,6 +563,21 @@ def target3(cl, a, b, solo, c):
             "ratio": med["replica"] / med["solo"], "ratio_2via": med["replica_2via"] / med["solo"]}
 
 
+def target3_both(cl, a, b, solo, c):
+    """Target 3 shared, then isolated (on a machine with 2 cores or more)."""
+    r3 = target3(cl, a, b, solo, c)
+    print("target 3: " + json.dumps(r3), flush=True)
+    r3i = None
+    if len(os.sched_getaffinity(0)) >= 2:
+        isolate(cl, (b["proc"], solo["proc"]), True)
+        try:
+            r3i = target3(cl, a, b, solo, c)
+        finally:
+            isolate(cl, (), False)
+        print("target 3, isolated: " + json.dumps(r3i), flush=True)
+    return r3, r3i
+
+
 def main():
     build = sys.argv[1]
     cl = Cluster(build)
@@ -552,16 +589,14 @@ def main():
         up = open("/proc/loadavg").read().split()[:3]
         print(f"load average at start: {' '.join(up)}", flush=True)
         if ONLY3:
-            c = cl.start_pathd("replicaC")
-            print("target 3: " + json.dumps(target3(cl, a, b, solo, c)), flush=True)
+            target3_both(cl, a, b, solo, cl.start_pathd("replicaC"))
             return
         r1 = target1(cl, a)
         print("target 1: " + json.dumps(r1), flush=True)
         r2 = target2(cl, a, b)
         print("target 2: " + json.dumps(r2), flush=True)
         c = cl.start_pathd("replicaC")
-        r3 = target3(cl, a, b, solo, c)
-        print("target 3: " + json.dumps(r3), flush=True)
+        r3, r3i = target3_both(cl, a, b, solo, c)
         up2 = open("/proc/loadavg").read().split()[:3]
         print(f"load average at end: {' '.join(up2)}", flush=True)
         print()
@@ -591,6 +626,21 @@ def main():
         for kind in ("solo", "replica", "replica_2via", "solo_idle"):
             split = ", ".join(f"{name} {v:.2f}" for name, v in sorted(r3["cpu"][kind].items()) if v >= 0.005)
             print(f"(target 3, row {kind}: CPU s/s of the processes this run started, median: {split})")
+        if r3i:
+            mi, api = r3i["median"], r3i["applied"]
+            print(f"| 3i. as 3, replica B and the standalone each on a core of their own, the rest on the other "
+                  f"(median of {ROUNDS}) | {mi['replica']:.0f} req/s (A served {r3i['acked']['replica']:.0f} "
+                  f"versions/s, B applied {api['replica']:.0f}/s) | standalone likewise, 1,000 updates/s offered "
+                  f"to it: {mi['solo']:.0f} req/s (applied {api['solo']:.0f}/s) | {r3i['ratio']:.2f}x | >= 0.9x | "
+                  f"{'yes' if r3i['ratio'] >= 0.9 else 'no'} |")
+            print(f"| 3bi. as 3b, isolated likewise | {mi['replica_2via']:.0f} req/s (A served "
+                  f"{r3i['acked']['replica_2via']:.0f} versions/s, B applied {api['replica_2via']:.0f}/s) | "
+                  f"the same standalone | {r3i['ratio_2via']:.2f}x | >= 0.9x | "
+                  f"{'yes' if r3i['ratio_2via'] >= 0.9 else 'no'} |")
+            print(f"| 3ci. standalone alone on its core, no updates | {mi['solo_idle']:.0f} req/s | - | - | - | - |")
+            for kind in ("solo", "replica", "replica_2via", "solo_idle"):
+                split = ", ".join(f"{name} {v:.2f}" for name, v in sorted(r3i["cpu"][kind].items()) if v >= 0.005)
+                print(f"(target 3 isolated, row {kind}: CPU s/s, median: {split})")
         print(f"({r2['n']:,} updates written through replica A in {r2['write_secs']:.1f} s, "
               f"{r2['write_rate']:.0f}/s, {r2['write_bad']} not OK)")
     finally:
