@@ -78,7 +78,9 @@
  * A request that gets no answer rejects with a subclass of PathdError:
  * PathdDisconnected (connection lost and the request not safe to send again,
  * or no server within the retry deadline; see "Replicas"), PathdTimeout (no
- * answer within timeoutMs; a late answer is ignored) or PathdProtocolError (the server broke the protocol; the
+ * answer within timeoutMs; a late answer is ignored; err.sent says whether
+ * it had left the local queue, so whether the server got it) or
+ * PathdProtocolError (the server broke the protocol; the
  * connection is closed, as the server does). The next call reconnects to the
  * same address by itself. Call close() when done, or the open socket keeps
  * the process alive.
@@ -1265,7 +1267,9 @@ class PathdClient {
     } else if (p.weight === 0) {
       this._pending.delete(p.id);
     }
-    p.reject(new PathdTimeout(`no answer within ${this.timeoutMs} ms`, { requestId: p.id }));
+    const err = new PathdTimeout(`no answer within ${this.timeoutMs} ms`, { requestId: p.id });
+    err.sent = p.written;
+    p.reject(err);
   }
 
   /* The answer to p is complete: its slots are free again. */

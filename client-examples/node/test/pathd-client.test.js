@@ -1055,7 +1055,7 @@ describe('fake server', () => {
         { id: ping.id, final: true, pong: { nonce: ping.ping.nonce } }]);
     });
     const client = new PathdClient(server.addr, { timeoutMs: 200 });
-    await assert.rejects(client.findPath('demo', [0, 0], [0, 0]), (err) => err instanceof PathdTimeout);
+    await assert.rejects(client.findPath('demo', [0, 0], [0, 0]), (err) => err instanceof PathdTimeout && err.sent);
     client.timeoutMs = 10000;
     await client.ping();
     assert.ok(client.connected);
@@ -1081,7 +1081,7 @@ describe('fake server', () => {
     });
     const client = new PathdClient(server.addr, { timeoutMs: 100 });
     try {
-      await assert.rejects(client.findPath('demo', [1, 1], [2, 2]), (err) => err instanceof PathdTimeout);
+      await assert.rejects(client.findPath('demo', [1, 1], [2, 2]), (err) => err instanceof PathdTimeout && !err.sent);
       assert.deepEqual([client.inFlightCap, client.queued], [null, 0]); // the call never left the queue
       client.timeoutMs = 10000;
       // The late GetLimits answer comes while the next call waits for it.
