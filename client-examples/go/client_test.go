@@ -804,11 +804,19 @@ func TestOverloadedRetried(t *testing.T) {
 	mustf(t, err == nil && r.Clear && r.Version == 3, "after two OVERLOADED: %v %v", err, r)
 	mustf(t, c.Overloaded() == 2 && c.Retries() == 2, "overloaded %d retries %d", c.Overloaded(), c.Retries())
 
-	start := time.Now()
-	_, err = c.Raycast(ctxT(t, 300*time.Millisecond), &pb.Raycast{Scene: "always", From: Cell(0, 0), To: Cell(1, 1)})
+	// The retry deadline here is RetryTimeout (the context has none), so
+	// no attempt is cut short by the context: the call ends when the next
+	// back-off would pass the deadline, with the status, whatever the
+	// machine's speed. Before, a 300 ms context on a loaded machine ran
+	// out during a round trip (DeadlineExceeded, not OVERLOADED) or left
+	// room for one retry only. 2 s of back-off doubling from 10 ms up to
+	// 500 ms allow a handful of retries, and a loaded machine at least two.
+	c2 := dial(t, addr, Options{Conns: 1, RetryTimeout: 2 * time.Second})
+	_, err = c2.Raycast(context.Background(), &pb.Raycast{Scene: "always", From: Cell(0, 0), To: Cell(1, 1)})
 	mustf(t, IsStatus(err, pb.Status_OVERLOADED), "persistent OVERLOADED: %v", err)
-	mustf(t, time.Since(start) < 2*time.Second, "gave up by the deadline")
-	mustf(t, c.Retries() > 3, "retried until the deadline: %d retries", c.Retries())
+	mustf(t, c2.Retries() >= 2 && c2.Retries() < 20, "retried until the deadline, not past it: %d retries", c2.Retries())
+	mustf(t, c2.Overloaded() == c2.Retries()+1, "each refusal but the last retried: overloaded %d retries %d",
+		c2.Overloaded(), c2.Retries())
 }
 
 // A server that breaks the protocol gets the connection closed: path chunks

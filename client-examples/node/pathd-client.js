@@ -18,9 +18,11 @@
  * again before the last promise settled.
  *
  * Flow control: the client never overloads the connection by itself. On
- * every new socket it first asks GetLimits, and from then on keeps at most
- * the connection's in-flight cap (Limits.max_inflight_per_conn, or the
- * lower options.maxInFlight) outstanding, counting as the server does (a
+ * every new socket it first asks GetLimits (with no timeout of its own: the
+ * calls queued behind it time out, the connection goes on when it answers),
+ * and from then on keeps at most the connection's in-flight cap
+ * (Limits.max_inflight_per_conn, or the lower options.maxInFlight)
+ * outstanding, counting as the server does (a
  * Batch takes one slot per item; ping, stats, limits, scene lists and grids,
  * watches and cancels take none). Requests beyond the cap wait in a local
  * FIFO queue, like HTTP/2 streams beyond MAX_CONCURRENT_STREAMS, and are
@@ -76,7 +78,9 @@
  * A request that gets no answer rejects with a subclass of PathdError:
  * PathdDisconnected (connection lost and the request not safe to send again,
  * or no server within the retry deadline; see "Replicas"), PathdTimeout (no
- * answer within timeoutMs; a late answer is ignored) or PathdProtocolError (the server broke the protocol; the
+ * answer within timeoutMs; a late answer is ignored; err.sent says whether
+ * it had left the local queue, so whether the server got it) or
+ * PathdProtocolError (the server broke the protocol; the
  * connection is closed, as the server does). The next call reconnects to the
  * same address by itself. Call close() when done, or the open socket keeps
  * the process alive.
@@ -1091,10 +1095,15 @@ class PathdClient {
   }
 
   /* Asks GetLimits first thing on a new socket (behind Auth, which it may
-   * need); counted requests wait in the queue until it answers. */
+   * need); counted requests wait in the queue until it answers. It never
+   * times out: a late answer (a slow connect, or an event loop stalled past
+   * timeoutMs on a loaded machine) must still set the cap, or every later
+   * call would wait in the queue until its own timeout, on a socket that
+   * looks healthy, for as long as it lives. The calls waiting behind it
+   * keep their own timeouts; a lost socket rejects it as any request. */
   _readLimits() {
     const socket = this._socket;
-    const limitsOp = op({ limits: {} }, single('limits', (m) => m));
+    const limitsOp = { ...op({ limits: {} }, single('limits', (m) => m)), untimed: true };
     this._send(limitsOp).promise.then((answer) => {
       if (socket !== this._socket) return;
       this._capRead = answer.status === 'OK';
@@ -1221,7 +1230,8 @@ class PathdClient {
       const p = new Pending(id, theOp, resolve, reject, null);
       Object.assign(p, { weight, frame, written: false, timedOut: false });
       // Counted from the call, queued time included: the caller's wait.
-      p.timer = setTimeout(() => this._timeOut(p), this.timeoutMs);
+      // A socket's own GetLimits has none (see _readLimits).
+      if (!theOp.untimed) p.timer = setTimeout(() => this._timeOut(p), this.timeoutMs);
       this._pending.set(id, p);
       if (mustWait) this._queue.push(p);
       else this._write(p);
@@ -1257,7 +1267,9 @@ class PathdClient {
     } else if (p.weight === 0) {
       this._pending.delete(p.id);
     }
-    p.reject(new PathdTimeout(`no answer within ${this.timeoutMs} ms`, { requestId: p.id }));
+    const err = new PathdTimeout(`no answer within ${this.timeoutMs} ms`, { requestId: p.id });
+    err.sent = p.written;
+    p.reject(err);
   }
 
   /* The answer to p is complete: its slots are free again. */

@@ -135,6 +135,9 @@ class PathdRoom extends Room {
     this.stats = {
       batches: 0, batchItems: 0, batchOk: 0, batchFailed: 0, ticks: 0, overloaded: 0, batchRttMs: [], batchServerMs: [],
       moves: 0, checks: 0, accepted: 0, rejected: 0, unchecked: 0, reasons: {},
+      // Requests (frames + batch items) that timed out before they left the
+      // client's queue: pathd never got them (a loaded room).
+      unsent: 0,
       tickMs: [], tickGapMs: [], npcPathless: 0,
     };
     this.lastTick = null;
@@ -246,7 +249,10 @@ class PathdRoom extends Room {
         npcs[i].idx = 0;
         npcs[i].pathAt = Date.now();
       });
-    }, () => { this.stats.batchFailed++; }).finally(() => {
+    }, (err) => {
+      this.stats.batchFailed++;
+      if (err.sent === false) this.stats.unsent += 1 + items.length;
+    }).finally(() => {
       npcs.forEach((npc) => { npc.asking = false; });
     });
   }
@@ -287,6 +293,7 @@ class PathdRoom extends Room {
       ]);
     } catch (err) {
       this.stats.unchecked++;
+      if (err.sent === false) this.stats.unsent += 3;
       return this.refuse(client, claim, 'unchecked');
     }
     const [valid, ray] = answers;

@@ -1055,13 +1055,48 @@ describe('fake server', () => {
         { id: ping.id, final: true, pong: { nonce: ping.ping.nonce } }]);
     });
     const client = new PathdClient(server.addr, { timeoutMs: 200 });
-    await assert.rejects(client.findPath('demo', [0, 0], [0, 0]), (err) => err instanceof PathdTimeout);
+    await assert.rejects(client.findPath('demo', [0, 0], [0, 0]), (err) => err instanceof PathdTimeout && err.sent);
     client.timeoutMs = 10000;
     await client.ping();
     assert.ok(client.connected);
     assert.equal(client.inFlight, 0);
     client.close();
     await server.done();
+  });
+
+  it('sends its calls once a GetLimits answered after the timeout arrives: a slow start does not wedge', async () => {
+    // A loaded machine (the client's event loop or the server stalled past
+    // timeoutMs) answers a new socket's GetLimits late. Counted calls wait
+    // for that answer, so once it comes the connection must work: before,
+    // the late answer was dropped with its timed-out request, the cap was
+    // never set, and every later call waited in the queue until it timed
+    // out, on a socket that looked healthy (the colyseus room's outage).
+    let open;
+    const gate = new Promise((resolve) => { open = resolve; });
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      await gate; // GetLimits is not read, so not answered, before this
+      const request = await s.readRequest(); // answers GetLimits first
+      await s.send([chunk(request.id, 0, [[2, 2]], { final: true, total: 1 })]);
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 100 });
+    try {
+      await assert.rejects(client.findPath('demo', [1, 1], [2, 2]), (err) => err instanceof PathdTimeout && !err.sent);
+      assert.deepEqual([client.inFlightCap, client.queued], [null, 0]); // the call never left the queue
+      client.timeoutMs = 10000;
+      // The late GetLimits answer comes while the next call waits for it.
+      const next = client.findPath('demo', [1, 1], [2, 2]);
+      open();
+      assert.deepEqual((await next).waypoints, [[2, 2]]);
+      assert.equal(client.inFlightCap, 64);
+      assert.equal(client.reconnects, 0);
+    } finally {
+      client.close(); // also ends the script's wait when the call failed
+      open();
+    }
+    await server.done();
+    assert.equal(server.limitsAsked, 1);
+    assert.equal(server.requests.length, 1, 'the timed-out call was never sent');
   });
 
   it('reads a grid again when the scene changes between bands', async () => {
