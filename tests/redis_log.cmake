@@ -25,7 +25,8 @@ pd_test(NAME test_e2e_redis_log SOURCES integration/test_e2e_redis_log.c
 # Replicas (issue 32): two pathd processes and a late third over one Redis:
 # a change on one is seen on the others (min_version waits for the tail),
 # a resent idempotency key applies once, Ping SERVING once caught up, Redis
-# killed -> updates UNAVAILABLE while queries go on, Redis back -> updates.
+# killed -> updates UNAVAILABLE while queries go on, Redis back -> updates;
+# two replicas appending at once answer every update OK (the race retried).
 pd_test(NAME test_e2e_replicas SOURCES integration/test_e2e_replicas.c
         LIBS pathd_integ_harness PkgConfig::HIREDIS LABELS sanitize threaded TIMEOUT 120)
 
@@ -35,3 +36,4 @@ pd_test(NAME test_e2e_replicas SOURCES integration/test_e2e_replicas.c
 # serving the writer's cells.
 pd_test(NAME test_e2e_redis_snapshot SOURCES integration/test_e2e_redis_snapshot.c
         LIBS pathd_integ_harness PkgConfig::HIREDIS LABELS sanitize TIMEOUT 120)
+

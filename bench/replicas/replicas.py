@@ -418,6 +418,7 @@ class Updater(threading.Thread):
         self.addrs = addrs
         self.stop_flag = threading.Event()
         self.sent = self.ok = 0
+        self.resends = 0   # answers the clients retried (UNAVAILABLE, BEHIND, ...): client.retries
 
     def run(self):
         asyncio.run(self._run())
@@ -455,6 +456,7 @@ class Updater(threading.Thread):
             self.sent = i
         if pending:
             await asyncio.wait(pending, timeout=30)
+        self.resends = sum(sum(c.retries.values()) for c in clients)
         for c in clients:
             await c.close()
 
@@ -547,7 +549,13 @@ def target3(cl, a, b, solo, c):
             if up:
                 up.stop_flag.set()
                 up.join()
-            rows[kind].append({"throughput": res["ok_throughput"], "statuses": res["statuses"],
+            # The updater's whole run (from 0.5 s before the load to its
+            # end): updates sent, answered OK after the clients' retries, and
+            # the retries (a replica that lost the log's compare-and-set to
+            # another's builds the update again itself, up to
+            # limits.max_append_attempts, before answering UNAVAILABLE).
+            upd = {"sent": up.sent, "ok": up.ok, "resends": up.resends} if up else None
+            rows[kind].append({"throughput": res["ok_throughput"], "statuses": res["statuses"], "updates": upd,
                                "p50_us": res["latency_us"].get("p50"),
                                "applied_per_s": (v1 - v0) / (t1 - t0),
                                "acked_per_s": (w1 - w0) / (t1 - t0), "append_mean_ms": append_ms,
@@ -622,6 +630,10 @@ def main():
               f"{ap['replica_2via']:.0f}/s) | the same standalone | {r3['ratio_2via']:.2f}x | >= 0.9x | "
               f"{'yes' if r3['ratio_2via'] >= 0.9 else 'no'} |")
         print(f"(target 3: replica A's mean log append during the load, ms: {json.dumps(r3['append_mean_ms'])})")
+        for kind in ("replica", "replica_2via"):
+            ups = [r["updates"] for r in r3["rows"][kind]]
+            print(f"(target 3, row {kind}: updates per round, sent/OK/client resends: "
+                  + ", ".join(f"{u['sent']}/{u['ok']}/{u['resends']}" for u in ups) + ")")
         print(f"| 3c. standalone, no updates (median of {ROUNDS}) | {m['solo_idle']:.0f} req/s | - | - | - | - |")
         for kind in ("solo", "replica", "replica_2via", "solo_idle"):
             split = ", ".join(f"{name} {v:.2f}" for name, v in sorted(r3["cpu"][kind].items()) if v >= 0.005)

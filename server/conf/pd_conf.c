@@ -64,6 +64,8 @@
  *       "max_watches_per_conn": 64,      1 .. 1000000: Watches open on one connection
  *       "max_behind_wait_ms": 200,       0 .. 60000: a replica (log.redis) behind a query's
  *                                        min_version waits this long for its tail
+ *       "max_append_attempts": 4,        1 .. 100: a replica's appends of one update when
+ *                                        another replica's append keeps winning the log
  *       "metrics_scene_series": 100,     0 .. 100000: scenes with their own /metrics series
  *       "reservation_ttl_ms": 30000,     0 (never) .. 86400000: unrenewed agents are released
  *       "reservation_clear_holds": true, false: PARTIAL holds wherever the window ends
@@ -176,6 +178,7 @@ const pd_conf pd_conf_defaults = {
     .max_scene_bytes = 4ull * 1024u * 1024u * 1024u,
     .watch_buffer_bytes = 1024u * 1024u,
     .max_behind_wait_ms = 200,
+    .max_append_attempts = 4,
     .max_watch_scenes = 64,
     .max_watchers = 1000,
     .max_watches_per_conn = 64,
@@ -383,6 +386,7 @@ static const pd__limit pd__limits[] = {
     PD__LIMIT(max_reservation_window_ms, 0, 86400000),
     PD__LIMIT(max_agent_bytes, 0, PD__GIB),
     PD__LIMIT(max_behind_wait_ms, 0, 60000),
+    PD__LIMIT(max_append_attempts, 1, 100),
 };
 
 #define PD__N_LIMITS (sizeof pd__limits / sizeof pd__limits[0])
@@ -397,7 +401,8 @@ static int pd__parse_limits(const pd__ctx *ctx, const cJSON *obj, const char *pa
         "max_scene_bytes", "watch_buffer_bytes", "max_watch_scenes", "max_watchers",
         "max_watches_per_conn", "metrics_scene_series", "reservation_ttl_ms", "reservation_clear_holds",
         "max_agents_per_scene",
-        "max_reservation_entries", "max_reservation_window_ms", "max_agent_bytes", "max_behind_wait_ms", NULL,
+        "max_reservation_entries", "max_reservation_window_ms", "max_agent_bytes", "max_behind_wait_ms",
+        "max_append_attempts", NULL,
     };
     char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsObject(obj))

@@ -176,6 +176,10 @@ typedef struct pd_conf {
     uint32_t max_behind_wait_ms;     /* 200: a replica (log.redis) whose scene is behind a
                                         query's min_version waits this long for its tail,
                                         then answers STALE_VERSION (the issue's BEHIND) */
+    uint32_t max_append_attempts;    /* 4: a replica (log.redis) whose append lost the log's
+                                        compare-and-set to another replica's waits for its tail
+                                        (max_behind_wait_ms) and builds the update again, up to
+                                        this many appends in all before UNAVAILABLE; 1: never */
     uint32_t max_watch_scenes;       /* 64: scenes one Watch may name */
     uint32_t max_watchers;           /* 1000: Watches open on the server at once */
     uint32_t max_watches_per_conn;   /* 64: Watches open on one connection at once, so

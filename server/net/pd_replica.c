@@ -1466,6 +1466,14 @@ char *pd__replica_metrics(pd_replica *r)
     fprintf(f, "# HELP pathd_log_append_failures_total Appends refused UNAVAILABLE: Redis did not answer.\n"
                "# TYPE pathd_log_append_failures_total counter\npathd_log_append_failures_total %" PRIu64 "\n",
             lc.append_failures);
+    uint64_t race_retries = 0, race_gave_up = 0;
+    pd_store_race_stats(r->s->store, &race_retries, &race_gave_up);
+    fprintf(f, "# HELP pathd_log_append_races_total Updates whose append lost to another replica's: built "
+               "again after the tail applied it, or answered UNAVAILABLE (limits.max_append_attempts or "
+               "limits.max_behind_wait_ms reached).\n# TYPE pathd_log_append_races_total counter\n"
+               "pathd_log_append_races_total{outcome=\"retried\"} %" PRIu64 "\n"
+               "pathd_log_append_races_total{outcome=\"gave_up\"} %" PRIu64 "\n",
+            race_retries, race_gave_up);
     fclose(f);
     return buf;
 }
@@ -1514,6 +1522,10 @@ pd_replica *pd__replica_start(pd_server *s, pd_redis_log *rl, pd__replica_redisp
     if (s->conf.data_dir[0])
         snprintf(r->journal_dir, sizeof r->journal_dir, "%s/%s", s->conf.data_dir, PD_REDIS_CACHE_SUBDIR);
     pd_redis_log_set_tailed(rl, 1);
+    /* An update whose append lost to another replica's waits for this
+     * tail and is built again (pd_store_set_race_retry), rather than
+     * answered UNAVAILABLE for its client to resend late. */
+    pd_store_set_race_retry(s->store, s->conf.max_append_attempts, s->conf.max_behind_wait_ms);
     pd__connect(r);
     return r;
 }
@@ -1524,6 +1536,7 @@ void pd__replica_close(pd_replica *r)
         return;
     r->closing = 1;
     pd_redis_log_set_tailed(r->rl, 0);
+    pd_store_set_race_retry(r->s->store, 0, 0); /* no tail to wait for */
     if (r->checked)
         pd__end_checks(r);
     redisAsyncContext *ac = r->ac;

@@ -136,6 +136,8 @@ struct pd_redis_log {
     atomic_int failed;            /* final: the log refuses changes */
     pd_status refusal;            /* the last refused append's (under lock) */
     uint64_t dup_version;         /* the last refused append's key made this version (under lock) */
+    uint64_t raced_version;       /* the last refused append lost to another replica's: the
+                                     log's version then, else 0 (under lock) */
     char why[256];                /* why the last append refused, or why it failed */
     atomic_uint_fast64_t bytes;   /* record bytes replayed and appended */
     atomic_int tailed;            /* a replica's tail brings this pathd up to the log */
@@ -812,6 +814,7 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
     pd_redis_append_result res = *in;
     pd_status st = res.status;
     rl->dup_version = 0;
+    rl->raced_version = 0;
     /* The log made the version this change makes: a fresh append, or a
      * key the log has seen at that version (the first try reached the
      * log but not this pathd: its answer timed out, and the same change
@@ -835,9 +838,14 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
                  rec->scene, res.version, rec->version);
     if (st == PD_UNAVAILABLE && rec->type != PD_JOURNAL_DROP) {
         /* Nothing served, nothing recorded (or a chained append refused
-         * because the one before it was): the client may try again. */
+         * because the one before it was): the client may try again. A
+         * chained append refused because the one before it was taken and
+         * another replica's came between lost a race, as a refused
+         * compare-and-set does below. */
         memcpy(rl->why, res.message, sizeof rl->why);
         rl->refusal = PD_UNAVAILABLE;
+        if (res.chain && atomic_load(&rl->tailed) && rec->type == PD_JOURNAL_UPDATE && res.version >= rec->version)
+            rl->raced_version = res.version;
         return -1;
     }
     if (atomic_load(&rl->tailed) && rec->type != PD_JOURNAL_DROP &&
@@ -847,6 +855,12 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
         snprintf(rl->why, sizeof rl->why, "%.180s; another replica changed it first, this replica is catching up",
                  res.message);
         rl->refusal = PD_UNAVAILABLE;
+        /* The log is past the version this update was built on (the key,
+         * if any, was not seen: the FUNCTION checks it first): the store
+         * may build it again once the tail applied the winner's records.
+         * A log behind this pathd is no race: nothing to wait for. */
+        if (st == PD_STALE_VERSION && rec->type == PD_JOURNAL_UPDATE && res.version >= rec->version)
+            rl->raced_version = res.version;
         return -1;
     }
     /* A drop is done before it is recorded, and a log past this pathd's
@@ -861,6 +875,7 @@ static int pd__rl_append(void *log, const pd_journal_record *rec)
 {
     pd_redis_log *rl = log;
     rl->dup_version = 0;
+    rl->raced_version = 0;
     pd_redis_append a;
     uint8_t *framed;
     if (pd__rl_prepare(rl, rec, &a, &framed) != 0)
@@ -880,6 +895,7 @@ static size_t pd__rl_append_many(void *log, const pd_journal_record *recs, size_
 {
     pd_redis_log *rl = log;
     rl->dup_version = 0;
+    rl->raced_version = 0;
     pd_redis_append *a = calloc(n ? n : 1, sizeof *a);
     uint8_t **framed = calloc(n ? n : 1, sizeof *framed);
     pd_redis_append_result *res = calloc(n ? n : 1, sizeof *res);
@@ -903,6 +919,7 @@ static size_t pd__rl_append_many(void *log, const pd_journal_record *recs, size_
             } else {
                 out[i].refusal = rl->refusal;
                 out[i].duplicate = rl->dup_version;
+                out[i].raced = rl->raced_version;
             }
             continue;
         }
@@ -932,6 +949,11 @@ static pd_status pd__rl_refusal(void *log)
 static uint64_t pd__rl_duplicate(void *log)
 {
     return ((pd_redis_log *)log)->dup_version;
+}
+
+static uint64_t pd__rl_raced(void *log)
+{
+    return ((pd_redis_log *)log)->raced_version;
 }
 
 /* Redis makes an append durable before its answer as its appendfsync says
@@ -1185,6 +1207,7 @@ static const pd_changelog_ops PD__REDIS_OPS = {
     .append_many = pd__rl_append_many,
     .refusal = pd__rl_refusal,
     .duplicate = pd__rl_duplicate,
+    .raced = pd__rl_raced,
     .key_version = pd__rl_key_version,
     .sync = pd__rl_sync,
     .dirty = pd__rl_dirty,

@@ -12,9 +12,11 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Lane buckets counted for batches (a power of two). */
 #define PD__LANE_BUCKETS 256u
@@ -34,6 +36,17 @@ struct pd_store {
     pthread_mutex_t q_lock;
     pd_store_queued *q_head, *q_tail;
     uint64_t lane_seq[PD__LANE_BUCKETS];
+
+    /* Raced updates (pd_store_set_race_retry): the policy, and the tail's
+     * applies told to the updates waiting for them. A waiter reads the
+     * scene's version under applied_lock, and the tail broadcasts under
+     * it after its change is served, so no wakeup is lost. */
+    _Atomic uint32_t race_attempts;   /* 0 or 1: never built again */
+    _Atomic uint32_t race_wait_ms;
+    _Atomic uint64_t race_retries, race_gave_up;
+    _Atomic uint32_t race_waiters;    /* updates in pd__race_again: the tail wakes them */
+    pthread_mutex_t applied_lock;
+    pthread_cond_t applied;           /* CLOCK_MONOTONIC */
 };
 
 pd_store *pd_store_create(pd_registry *registry, pd_world_store *world)
@@ -41,6 +54,12 @@ pd_store *pd_store_create(pd_registry *registry, pd_world_store *world)
     pd_store *st = calloc(1, sizeof *st);
     if (st) {
         pthread_mutex_init(&st->q_lock, NULL);
+        pthread_mutex_init(&st->applied_lock, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&st->applied, &ca);
+        pthread_condattr_destroy(&ca);
         st->registry = registry;
         st->world = world;
         st->fsync = PD_CONF_FSYNC_EVERYSEC;
@@ -52,8 +71,11 @@ void pd_store_destroy(pd_store *st)
 {
     if (st && st->owns_log)
         st->log.ops->close(st->log.log);
-    if (st)
+    if (st) {
         pthread_mutex_destroy(&st->q_lock);
+        pthread_mutex_destroy(&st->applied_lock);
+        pthread_cond_destroy(&st->applied);
+    }
     free(st);
 }
 
@@ -92,6 +114,18 @@ void pd_store_own_log(pd_store *st, pd_changelog log, pd_conf_fsync fsync)
 void pd_store_set_fsync(pd_store *st, pd_conf_fsync fsync)
 {
     st->fsync = fsync;
+}
+
+void pd_store_set_race_retry(pd_store *st, uint32_t attempts, uint32_t wait_ms)
+{
+    atomic_store(&st->race_attempts, attempts);
+    atomic_store(&st->race_wait_ms, wait_ms);
+}
+
+void pd_store_race_stats(const pd_store *st, uint64_t *retries, uint64_t *gave_up)
+{
+    *retries = atomic_load(&((pd_store *)st)->race_retries);
+    *gave_up = atomic_load(&((pd_store *)st)->race_gave_up);
 }
 
 pd_conf_fsync pd_store_fsync(const pd_store *st)
@@ -270,6 +304,7 @@ typedef struct pd__update_ctx {
     int append_rc;                /* the log did not take the record: not served */
     pd_status refusal;            /* then: pd__refusal */
     uint64_t duplicate;           /* then: the version the key made before, or 0 */
+    uint64_t raced;               /* then: the log's version when another writer's came first */
 } pd__update_ctx;
 
 static int pd__update_lock(void *user)
@@ -290,6 +325,7 @@ static int pd__update_commit(void *user, const pd_scene_update_result *res)
     if (u->append_rc != 0) {
         u->refusal = pd__refusal(u->st);
         u->duplicate = pd__duplicate(u->st, u->key);
+        u->raced = u->st->log.ops->raced ? u->st->log.ops->raced(u->st->log.log) : 0;
     }
     return u->append_rc;
 }
@@ -308,9 +344,93 @@ pd_status pd_store_update_cells(pd_store *st, const char *name, const pd_scene_u
     return pd_store_update_cells_keyed(st, name, ops, n_ops, NULL, out);
 }
 
+/* ---- updates that lost the log to another replica's ---------------------- */
+
+static uint64_t pd__mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The version `name` serves now (0: none). */
+static uint64_t pd__served_version(pd_store *st, const char *name)
+{
+    pd_scene *cur = pd_registry_acquire(st->registry, name);
+    uint64_t v = cur ? cur->version : 0;
+    pd_scene_release(cur);
+    return v;
+}
+
+/* One race's retry: whether the update, refused because the log is at
+ * `log_version` (another writer's), is built again - after this pathd's
+ * tail applied the log up to there, within the update's deadline (set at
+ * its first race) and its attempts. Counted either way. No lock held. */
+static int pd__race_again(pd_store *st, const char *name, uint64_t log_version, unsigned attempt,
+                          uint64_t *deadline_ns)
+{
+    if (!log_version)
+        return 0;
+    uint32_t attempts = atomic_load(&st->race_attempts);
+    if (attempt >= attempts) {
+        if (attempts > 1)
+            atomic_fetch_add(&st->race_gave_up, 1);
+        return 0;
+    }
+    if (!*deadline_ns)
+        *deadline_ns = pd__mono_ns() + (uint64_t)atomic_load(&st->race_wait_ms) * 1000000u;
+    int caught_up;
+    atomic_fetch_add(&st->race_waiters, 1); /* before the version is read: see pd__applied_note */
+    pthread_mutex_lock(&st->applied_lock);
+    while (!(caught_up = pd__served_version(st, name) >= log_version)) {
+        uint64_t deadline = *deadline_ns;
+        if (pd__mono_ns() >= deadline)
+            break;
+        struct timespec ts = { (time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u) };
+        pthread_cond_timedwait(&st->applied, &st->applied_lock, &ts);
+    }
+    pthread_mutex_unlock(&st->applied_lock);
+    atomic_fetch_sub(&st->race_waiters, 1);
+    atomic_fetch_add(caught_up ? &st->race_retries : &st->race_gave_up, 1);
+    return caught_up;
+}
+
+/* The tail applied a record: the raced updates waiting see if it is theirs. */
+static void pd__applied_note(pd_store *st)
+{
+    /* A tail catching up applies 100,000 records a second: the lock only
+     * when an update waits. The version was served before this fence; a
+     * waiter counted after it reads that version itself. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (!atomic_load(&st->race_waiters))
+        return;
+    pthread_mutex_lock(&st->applied_lock);
+    pthread_cond_broadcast(&st->applied);
+    pthread_mutex_unlock(&st->applied_lock);
+}
+
+static pd_status pd__update_cells_once(pd_store *st, const char *name, const pd_scene_update *ops, size_t n_ops,
+                                       const char *key, pd_store_update *out, uint64_t *raced);
+
 pd_status pd_store_update_cells_keyed(pd_store *st, const char *name, const pd_scene_update *ops, size_t n_ops,
                                       const char *key, pd_store_update *out)
 {
+    uint64_t raced = 0, deadline = 0;
+    for (unsigned attempt = 1;; attempt++) {
+        pd__update_cells_once(st, name, ops, n_ops, key, out, &raced);
+        /* Lost to another replica's append: validated and built again on
+         * the state its records make, once this pathd applied them. */
+        if (!pd__race_again(st, name, raced, attempt, &deadline))
+            return out->status;
+    }
+}
+
+/* One attempt of pd_store_update_cells_keyed; *raced: the log's version
+ * when the log refused it only because another writer appended first. */
+static pd_status pd__update_cells_once(pd_store *st, const char *name, const pd_scene_update *ops, size_t n_ops,
+                                       const char *key, pd_store_update *out, uint64_t *raced)
+{
+    *raced = 0;
     memset(out, 0, sizeof *out);
     /* The log's lock covers only the swap and the append: other scenes'
      * updates build their versions meanwhile. */
@@ -331,6 +451,7 @@ pd_status pd_store_update_cells_keyed(pd_store *st, const char *name, const pd_s
     } else if (u.append_rc != 0) {
         pd__not_taken(st, u.refusal, "not applied", out->message, sizeof out->message);
         out->status = u.refusal;
+        *raced = u.refusal == PD_UNAVAILABLE ? u.raced : 0;
     } else if (out->status == PD_LIMIT_EXCEEDED)
         snprintf(out->message, sizeof out->message,
                  "scene '%s': its new version needs %" PRIu64 " bytes, scenes hold %" PRIu64
@@ -414,8 +535,11 @@ static size_t pd__batch_commit(void *user, pd_registry_chain_item *ci, size_t n)
         for (; taken < m && ops->append(b->st->log.log, &recs[taken]) == 0; taken++)
             out[taken].refusal = PD_OK;
         for (size_t k = taken; k < m; k++)
-            out[k] = (pd_changelog_outcome){ .refusal = k == taken ? pd__refusal(b->st) : PD_INTERNAL,
-                                             .duplicate = k == taken ? pd__duplicate(b->st, recs[k].key) : 0 };
+            out[k] = (pd_changelog_outcome){
+                .refusal = k == taken ? pd__refusal(b->st) : PD_INTERNAL,
+                .duplicate = k == taken ? pd__duplicate(b->st, recs[k].key) : 0,
+                .raced = k == taken && ops->raced ? ops->raced(b->st->log.log) : 0,
+            };
     }
     for (size_t k = 0; k < m; k++)
         b->outcome[item_of[k]] = out[k];
@@ -437,17 +561,41 @@ static void pd__batch_unlock(void *user, size_t served, int current)
     b->st->log.ops->unlock(b->st->log.log);
 }
 
+static uint64_t pd__update_batch_once(pd_store *st, const char *name, pd_store_batch_item *items, size_t n,
+                                      size_t *from);
+
 void pd_store_update_cells_batch(pd_store *st, const char *name, pd_store_batch_item *items, size_t n)
 {
     if (n == 0)
         return;
-    pd_registry_chain_item ci[PD_STORE_BATCH_MAX];
-    pd_changelog_outcome outcome[PD_STORE_BATCH_MAX];
     if (n > PD_STORE_BATCH_MAX || !pd__has_log(st)) {
         for (size_t i = 0; i < n; i++)
             pd_store_update_cells_keyed(st, name, items[i].ops, items[i].n_ops, items[i].key, &items[i].out);
         return;
     }
+    /* The items before the first record the log refused are served (their
+     * answers stand); when it lost to another replica's append, that one
+     * and every later one are built again, in their order, on the state
+     * the winner's records make. */
+    uint64_t deadline = 0;
+    size_t done = 0;
+    for (unsigned attempt = 1;; attempt++) {
+        size_t from = 0;
+        uint64_t raced = pd__update_batch_once(st, name, items + done, n - done, &from);
+        if (!pd__race_again(st, name, raced, attempt, &deadline))
+            return;
+        done += from;
+    }
+}
+
+/* One attempt of pd_store_update_cells_batch: every item answered; the
+ * log's version when the first record it refused lost to another writer's
+ * append (*from: that item), else 0. */
+static uint64_t pd__update_batch_once(pd_store *st, const char *name, pd_store_batch_item *items, size_t n,
+                                      size_t *from)
+{
+    pd_registry_chain_item ci[PD_STORE_BATCH_MAX];
+    pd_changelog_outcome outcome[PD_STORE_BATCH_MAX];
     for (size_t i = 0; i < n; i++) {
         memset(&items[i].out, 0, sizeof items[i].out);
         ci[i] = (pd_registry_chain_item){ .ops = items[i].ops, .n_ops = items[i].n_ops };
@@ -518,6 +666,11 @@ void pd_store_update_cells_batch(pd_store *st, const char *name, pd_store_batch_
             memcpy(items[i].out.world_refresh_error, why, sizeof why);
         }
     }
+    size_t first = b.first_refused;
+    if (whole == PD_INVALID_ARGUMENT || !b.committed || first >= n || items[first].out.status != PD_UNAVAILABLE)
+        return 0;
+    *from = first;
+    return outcome[first].raced;
 }
 
 /* ---- gathering queued updates into batches ------------------------------- */
@@ -944,8 +1097,21 @@ pd_store_logged pd_store_apply_logged(pd_store *st, pd_journal_replayer *rp, con
     return pd_store_apply_logged_result(st, rp, rec, NULL, why, len);
 }
 
+static pd_store_logged pd__apply_logged(pd_store *st, pd_journal_replayer *rp, const pd_journal_record *rec,
+                                        pd_scene_update_result *res, char *why, size_t len);
+
 pd_store_logged pd_store_apply_logged_result(pd_store *st, pd_journal_replayer *rp, const pd_journal_record *rec,
                                              pd_scene_update_result *res, char *why, size_t len)
+{
+    pd_store_logged out = pd__apply_logged(st, rp, rec, res, why, len);
+    /* Served now (or found served, or skipped): an update raced by this
+     * record's writer may build itself again (pd__race_again). */
+    pd__applied_note(st);
+    return out;
+}
+
+static pd_store_logged pd__apply_logged(pd_store *st, pd_journal_replayer *rp, const pd_journal_record *rec,
+                                        pd_scene_update_result *res, char *why, size_t len)
 {
     why[0] = '\0';
     if (res)

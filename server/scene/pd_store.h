@@ -69,6 +69,8 @@ typedef struct pd_changelog_outcome {
                                      (retryable, or PD_INTERNAL: the log failed) */
     uint64_t duplicate;           /* not taken: the version its key made the first
                                      time (the change is in the log: answered OK), else 0 */
+    uint64_t raced;               /* not taken only because another writer appended
+                                     first (see raced below): the log's version, else 0 */
 } pd_changelog_outcome;
 
 typedef struct pd_changelog_ops {
@@ -92,6 +94,14 @@ typedef struct pd_changelog_ops {
      * change whose first answer was lost), else 0. The store then applies
      * nothing and answers OK with that version. */
     uint64_t (*duplicate)(void *log);
+    /* Optional (NULL: never). Right after append refused a record, under
+     * the lock: the log's version when the refusal was only because
+     * another writer sharing the log (a replica) appended first - the
+     * log is past the version the change was built on, nothing was taken,
+     * the key (if any) was not seen - else 0. A pathd that tails the log
+     * applies that writer's records, and the store then builds the change
+     * again on them (pd_store_set_race_retry). */
+    uint64_t (*raced)(void *log);
     /* Optional (NULL: keys are not kept). Not under the lock: the version
      * the change named `key` of scene `scene` made, when the log has seen
      * that key. Asked for a keyed update that changed no cell - a resend
@@ -202,6 +212,21 @@ void pd_store_own_log(pd_store *st, pd_changelog log, pd_conf_fsync fsync);
  * "everysec" whenever pd_store_sync_due says (the server's 1 s timer);
  * "no" never (the OS writes back). Default everysec. */
 void pd_store_set_fsync(pd_store *st, pd_conf_fsync fsync);
+
+/* An update (alone or in a batch) whose append the log refused because
+ * another writer appended first (pd_changelog_ops.raced) waits until this
+ * pathd applied the log up to that writer's version - at most wait_ms in
+ * all for the update, as a query waits for limits.max_behind_wait_ms -,
+ * is validated and built again on what is served then, and appended
+ * again, up to `attempts` appends in all (limits.max_append_attempts)
+ * before it is answered with the retryable refusal. Only a pathd that
+ * tails the log (a replica) sets it: without it, or with attempts 1, a
+ * raced update is answered at once. Its updates of one scene run one at
+ * a time in their lane, so the retry keeps them in order. Any thread. */
+void pd_store_set_race_retry(pd_store *st, uint32_t attempts, uint32_t wait_ms);
+/* Updates built again after a race, and those answered the refusal
+ * after their last attempt or wait. Any thread. */
+void pd_store_race_stats(const pd_store *st, uint64_t *retries, uint64_t *gave_up);
 pd_conf_fsync pd_store_fsync(const pd_store *st);
 
 /* 1 when the store has a log. Any thread. */

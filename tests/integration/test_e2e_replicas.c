@@ -15,7 +15,9 @@
  * the scene refused, rebuilt and served at the log's version. Watchers
  * on B hear the updates, instance and drop A made (through B's tail). A
  * Batch item's min_version waits for the tail as a FindPath's does. A
- * replica stopped and continued keeps its tail's connection.
+ * replica stopped and continued keeps its tail's connection. Two replicas
+ * appending to one scene at once answer every update OK at dense versions
+ * (a replica that lost the compare-and-set builds the update again).
  *
  * Raw frames (pdi_raw_*) so the test sets idempotency_key and reads
  * Pong.serving, which the C client does not expose. Every wait is bounded.
@@ -44,6 +46,7 @@ typedef struct fixture {
     redis_srv redis;
     char extra[256];
     uint32_t behind_wait_ms;      /* limits.max_behind_wait_ms of the next start (0: default) */
+    uint32_t append_attempts;     /* limits.max_append_attempts of the next start (0: default) */
     pdi_daemon a, b, c;
 } fixture;
 
@@ -51,7 +54,11 @@ static void start_replica(fixture *f, pdi_daemon *d)
 {
     int n = snprintf(f->extra, sizeof f->extra, "\"log\": {\"redis\": \"127.0.0.1:%d\", \"timeout_ms\": 500},",
                      f->redis.port);
-    if (f->behind_wait_ms)
+    if (f->behind_wait_ms && f->append_attempts)
+        snprintf(f->extra + n, sizeof f->extra - (size_t)n,
+                 "\"limits\": {\"max_behind_wait_ms\": %u, \"max_append_attempts\": %u},",
+                 (unsigned)f->behind_wait_ms, (unsigned)f->append_attempts);
+    else if (f->behind_wait_ms)
         snprintf(f->extra + n, sizeof f->extra - (size_t)n, "\"limits\": {\"max_behind_wait_ms\": %u},",
                  (unsigned)f->behind_wait_ms);
     pdi_limits l = { .extra_json = f->extra, .metrics = 1 };
@@ -650,6 +657,161 @@ static void test_stopped_replica_keeps_its_connection(void **state)
     assert_false(pdi_log_has_sanitizer_report(&f->b));
 }
 
+/* Updates sent to each replica in the race test, and how many are in
+ * flight at once on each connection (a few: the store batches queued
+ * ones). */
+#define PER_REPLICA 240
+#define WINDOW 6
+
+/* One replica's stream of updates: update i of replica `side` (0 A, 1 B)
+ * sets column side * W/2 + i % (W/2) to a cost no update of that column
+ * set just before, so every update changes its cells and makes a version
+ * whatever the other replica did meanwhile. */
+typedef struct stream {
+    int fd;
+    int side;
+    size_t sent, answered;
+    uint64_t ids[PER_REPLICA];
+    Pathd__V1__Request req[PER_REPLICA];
+    Pathd__V1__UpdateCells uc[PER_REPLICA];
+    Pathd__V1__Rect rect[PER_REPLICA];
+    Pathd__V1__Cell lo[PER_REPLICA], hi[PER_REPLICA];
+    char key[PER_REPLICA][32];
+    uint64_t version[PER_REPLICA];
+} stream;
+
+static void send_one(stream *s)
+{
+    size_t i = s->sent++;
+    int32_t x = s->side * (W / 2) + (int32_t)(i % (W / 2));
+    s->req[i] = (Pathd__V1__Request)PATHD__V1__REQUEST__INIT;
+    s->uc[i] = (Pathd__V1__UpdateCells)PATHD__V1__UPDATE_CELLS__INIT;
+    s->rect[i] = (Pathd__V1__Rect)PATHD__V1__RECT__INIT;
+    s->lo[i] = (Pathd__V1__Cell)PATHD__V1__CELL__INIT;
+    s->hi[i] = (Pathd__V1__Cell)PATHD__V1__CELL__INIT;
+    s->lo[i].x = s->hi[i].x = x;
+    s->lo[i].y = 0;
+    s->hi[i].y = H - 1;
+    s->rect[i].min = &s->lo[i];
+    s->rect[i].max = &s->hi[i];
+    s->uc[i].scene = "arena";
+    s->uc[i].target_case = PATHD__V1__UPDATE_CELLS__TARGET_RECT;
+    s->uc[i].rect = &s->rect[i];
+    s->uc[i].op = PATHD__V1__UPDATE_OP__UPDATE_COST;
+    s->uc[i].cost = 2 + (uint32_t)(i / (W / 2)); /* a column's next update: the next cost */
+    snprintf(s->key[i], sizeof s->key[i], "%s", "");
+    if (i % 2)
+        snprintf(s->key[i], sizeof s->key[i], "race-%c-%zu", s->side ? 'b' : 'a', i);
+    s->uc[i].idempotency_key = s->key[i];
+    s->req[i].body_case = PATHD__V1__REQUEST__BODY_UPDATE_CELLS;
+    s->req[i].update_cells = &s->uc[i];
+    s->req[i].id = s->ids[i] = ++next_id;
+    assert_int_equal(pdi_raw_send_request(s->fd, &s->req[i]), 0);
+}
+
+/* Reads one answer on s (any of its in-flight ids): it must be OK. */
+static void take_one(stream *s)
+{
+    Pathd__V1__Response *r = pdi_raw_recv(s->fd, PDI_CALL_TIMEOUT_MS, NULL);
+    assert_non_null(r);
+    size_t i = 0;
+    while (i < s->sent && s->ids[i] != r->id)
+        i++;
+    assert_true(i < s->sent);
+    if (r->status != PATHD__V1__STATUS__OK)
+        fail_msg("replica %c: update %zu answered %d (%s), not OK", s->side ? 'B' : 'A', i, r->status,
+                 r->body_case == PATHD__V1__RESPONSE__BODY_ERROR && r->error ? r->error->message : "");
+    assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_UPDATE);
+    assert_true(r->update->cells_changed > 0);
+    s->version[i] = r->update->version;
+    s->answered++;
+    pathd__v1__response__free_unpacked(r, NULL);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Two replicas appending to one scene at once (the race on the log's
+ * compare-and-set): each gets a pipeline of UpdateCells, WINDOW in flight
+ * (the store appends queued ones together, a lone one alone, so both
+ * paths race), half of them keyed. A replica whose append lost waits for
+ * its tail, builds the update again and appends again: every update is
+ * answered OK - none UNAVAILABLE, as each lost race was before -, at its
+ * own version, the versions dense, one connection's rising. */
+static void test_racing_replicas_answer_every_update(void **state)
+{
+    fixture *f = *state;
+    /* A generous BEHIND wait and attempts: on a loaded test machine the
+     * tail may take a while to apply the winner's record, and this test
+     * is about the retry, not its bounds. */
+    f->behind_wait_ms = 5000;
+    f->append_attempts = 50;
+    redis_srv_start(&f->redis);
+    start_replica(f, &f->a);
+    start_replica(f, &f->b);
+    static stream s[2];
+    memset(s, 0, sizeof s);
+    s[0].fd = pdi_raw_connect(f->a.port);
+    s[1].fd = pdi_raw_connect(f->b.port);
+    s[1].side = 1;
+    assert_true(s[0].fd >= 0 && s[1].fd >= 0);
+    create_arena(s[0].fd, "create-arena");
+    wait_version(s[1].fd, 1, "B");
+
+    /* Both replicas at once, WINDOW in flight on each. */
+    while (s[0].answered < PER_REPLICA || s[1].answered < PER_REPLICA) {
+        for (int k = 0; k < 2; k++)
+            while (s[k].sent < PER_REPLICA && s[k].sent - s[k].answered < WINDOW)
+                send_one(&s[k]);
+        for (int k = 0; k < 2; k++)
+            if (s[k].answered < s[k].sent)
+                take_one(&s[k]);
+    }
+
+    /* Every update at its own version, the versions dense after the
+     * scene's 1. */
+    uint64_t all[2 * PER_REPLICA];
+    for (size_t i = 0; i < PER_REPLICA; i++) {
+        all[i] = s[0].version[i];
+        all[PER_REPLICA + i] = s[1].version[i];
+    }
+    qsort(all, 2 * PER_REPLICA, sizeof all[0], cmp_u64);
+    for (size_t i = 0; i < 2 * PER_REPLICA; i++)
+        if (all[i] != 2 + i)
+            fail_msg("the %zu-th smallest version answered is %llu, not %zu", i, (unsigned long long)all[i], 2 + i);
+    /* One connection's updates are applied in the order they were sent
+     * (and answered): their versions rise. */
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 1; i < PER_REPLICA; i++)
+            if (s[k].version[i] <= s[k].version[i - 1])
+                fail_msg("replica %c: update %zu at version %llu, after update %zu at %llu", k ? 'B' : 'A', i,
+                         (unsigned long long)s[k].version[i], i - 1, (unsigned long long)s[k].version[i - 1]);
+    wait_version(s[0].fd, 1 + 2 * PER_REPLICA, "A");
+    wait_version(s[1].fd, 1 + 2 * PER_REPLICA, "B");
+
+    /* The appends did race (else this test proves nothing): a replica
+     * built some update again after losing. */
+    char *ma = pdi_metrics_get(&f->a), *mb = pdi_metrics_get(&f->b);
+    assert_non_null(ma);
+    assert_non_null(mb);
+    unsigned long long ra = 0, rb = 0;
+    const char *needle = "pathd_log_append_races_total{outcome=\"retried\"} ";
+    const char *pa = strstr(ma, needle), *pb = strstr(mb, needle);
+    assert_non_null(pa);
+    assert_non_null(pb);
+    ra = strtoull(pa + strlen(needle), NULL, 10);
+    rb = strtoull(pb + strlen(needle), NULL, 10);
+    print_message("races retried: A %llu, B %llu\n", ra, rb);
+    assert_true(ra + rb > 0);
+    free(ma);
+    free(mb);
+    close(s[0].fd);
+    close(s[1].fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -659,6 +821,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_watchers_hear_other_replicas_changes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_waits_for_min_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stopped_replica_keeps_its_connection, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_racing_replicas_answer_every_update, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
