@@ -526,6 +526,10 @@ static int pd__server_apply(pd_server *s, pd__loaded *rl)
     pd_metrics_set_scene_series(s->metrics, s->conf.metrics_scene_series);
     atomic_store(&s->dispatch.worker_retained_bytes, s->conf.worker_retained_bytes);
     pd__dispatch_apply_conf(s);
+    /* A raced append's retries follow the reloaded limits too (the store
+     * reads them atomically at each race). */
+    if (s->replica)
+        pd_store_set_race_retry(s->store, s->conf.max_append_attempts, s->conf.max_behind_wait_ms);
     pd_conf_free(&scenes_only);
 
     pd_log_set_level(s->conf.log_level);
