@@ -36,8 +36,8 @@
  * CHAIN (the last append is not the one named: the log's version), EXISTS,
  * GONE. The dedup check comes first, so a retry of a change that went
  * through is answered, not refused as stale. An append answered OK also
- * names the reservation stream's last entry id then ("0-0": none, as
- * when it was trimmed empty: an XRANGE would read nothing either):
+ * names the reservation stream's last entry id then ("0-0": none; a
+ * trim keeps the snapshot's own entry, so only a stream never written):
  * UpdateCells' cut of the reservations needs its table
  * caught up to that entry, and without it read one XRANGE more per update
  * (pd_redis_log_resv_top).

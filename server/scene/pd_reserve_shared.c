@@ -28,9 +28,11 @@ static void pd__snap_key(pd_redis_log *rl, const char *scene, char *buf, size_t 
  * ARGV: rv, the records. Refused as HAVE when the hash holds rv or a
  * newer one (snapshots never go back), NOENTRY when the stream has no
  * entry 0-rv (not a version this stream made: it went back, or another
- * history). The trim keeps every entry after rv: a reader that finds the
- * stream starts past its table loads this snapshot, which covers the rest
- * (pd_reserve_shared.h). */
+ * history). The trim keeps entry rv itself and every entry after it, so
+ * the stream is never left empty: a reader behind rv finds its first
+ * entry past its table and loads this snapshot (pd_reserve_shared.h); an
+ * empty stream would read as "caught up" to a table still behind rv,
+ * whose every append then lost the compare-and-set. */
 static const char PD__SNAP_SCRIPT[] =
     "local have = tonumber(redis.call('HGET', KEYS[2], 'rv') or '0') or 0\n"
     "local rv = tonumber(ARGV[1])\n"
@@ -38,7 +40,7 @@ static const char PD__SNAP_SCRIPT[] =
     "local id = '0-' .. ARGV[1]\n"
     "if #redis.call('XRANGE', KEYS[1], id, id) == 0 then return 'NOENTRY' end\n"
     "redis.call('HSET', KEYS[2], 'rv', ARGV[1], 'd', ARGV[2])\n"
-    "redis.call('XTRIM', KEYS[1], 'MINID', string.format('0-%d', rv + 1))\n"
+    "redis.call('XTRIM', KEYS[1], 'MINID', id)\n"
     "return 'OK'\n";
 
 typedef struct pd__apply {

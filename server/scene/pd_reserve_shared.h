@@ -18,8 +18,10 @@
  * replica that appended the entry writes the table as it is then (the
  * compacted file log's form: RESET, CLOCK, a RESTORE per agent) to the
  * hash PREFIX:{NAME}:resvsnap (fields rv, d) and trims the stream below
- * it (XTRIM MINID 0-(rv+1)), in one script: a reader never finds the
- * stream trimmed past a snapshot it could load. What a replica needs to
+ * that entry (XTRIM MINID 0-rv: entry rv stays, so the stream is never
+ * left empty, which a replica behind rv would read as caught up), in one
+ * script: a reader never finds the stream trimmed past a snapshot it
+ * could load. What a replica needs to
  * make a table is then the snapshot and the entries after it: a new table
  * (rv 0: a new replica, a restart, a scene made again) starts from the
  * snapshot; one whose rv the trim passed (the stream's first entry after

@@ -381,6 +381,11 @@ static int pd__race_again(pd_store *st, const char *name, uint64_t log_version, 
         *deadline_ns = pd__mono_ns() + (uint64_t)atomic_load(&st->race_wait_ms) * 1000000u;
     int caught_up;
     atomic_fetch_add(&st->race_waiters, 1); /* before the version is read: see pd__applied_note */
+    /* Pairs with the applier's fence (publish version, fence, read
+     * race_waiters): without one here too the C11 model lets the version
+     * read below move before the increment, and a wakeup be missed (the
+     * wait would then run to its deadline). */
+    atomic_thread_fence(memory_order_seq_cst);
     pthread_mutex_lock(&st->applied_lock);
     while (!(caught_up = pd__served_version(st, name) >= log_version)) {
         uint64_t deadline = *deadline_ns;
