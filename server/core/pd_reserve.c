@@ -882,17 +882,22 @@ int64_t pd_reserve_now(const pd_reserve *t)
     return t->now_ms;
 }
 
-size_t pd_reserve_maintain(pd_reserve *t, int64_t ttl_ms, uint64_t *out, size_t cap, uint64_t *collected)
+int pd_reserve_maintain_due(const pd_reserve *t, int64_t ttl_ms)
 {
-    if (collected)
-        *collected = 0;
     if (ttl_ms <= 0 || t->now_ms - ttl_ms < 0)
         return 0;
     /* Both passes read every agent: run them once per sixteenth of the TTL
      * of game time, so a ReservePath pays O(agents) only that often and an
      * agent outlives its TTL by at most that sixteenth. */
     const int64_t every = ttl_ms / 16 > 0 ? ttl_ms / 16 : 1;
-    if (t->maintained_ms != 0 && t->now_ms - t->maintained_ms < every)
+    return t->maintained_ms == 0 || t->now_ms - t->maintained_ms >= every;
+}
+
+size_t pd_reserve_maintain(pd_reserve *t, int64_t ttl_ms, uint64_t *out, size_t cap, uint64_t *collected)
+{
+    if (collected)
+        *collected = 0;
+    if (!pd_reserve_maintain_due(t, ttl_ms))
         return 0;
     t->maintained_ms = t->now_ms;
     const size_t n = pd_reserve_expire(t, t->now_ms - ttl_ms, out, cap);

@@ -183,6 +183,9 @@ int64_t pd_reserve_now(const pd_reserve *t);
  * ttl_ms <= 0: nothing expires. Returns how many agents were released.
  */
 size_t pd_reserve_maintain(pd_reserve *t, int64_t ttl_ms, uint64_t *out, size_t cap, uint64_t *collected);
+/* Whether pd_reserve_maintain would run now (1) or return 0 at once: a
+ * caller that allocates room for the released ids asks first. */
+int pd_reserve_maintain_due(const pd_reserve *t, int64_t ttl_ms);
 
 /* Releases the agents whose last renewal (replace or touch) is before
  * renewed_before_ms (the server passes now - reservation_ttl_ms). Their ids

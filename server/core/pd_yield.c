@@ -314,13 +314,16 @@ static int pd__mark_way(pd_yield_ctx *yc, size_t n, uint32_t k)
     return 0;
 }
 
-/* Moves the holders found aside, each to the nearest anchor off R's way
- * it can hold for good. The one farthest along the way first (nearer ones
- * cannot get out past it), then again those that could not move yet while
- * another moved since (in a crowd the order that works is not known): at
- * most found passes. 0 when all moved; -1 with the table as it was. */
-static int pd__move_aside(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_sipp_params *p,
-                          int found)
+/* Plans each holder found again on the table as it is, to the nearest
+ * anchor it can hold for good (clear, with clear holds; any it may hold
+ * when nowhere clear is in reach and park_any is on): the one farthest
+ * along R's way first (nearer ones cannot get out past it), then again
+ * those that could not move yet while another moved since (in a crowd
+ * the order that works is not known): at most found passes. Their new
+ * plans in yc->out. 1 when all moved; 0 otherwise, with what moved left
+ * reserved for the caller to undo. */
+static int pd__replan_holders(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_sipp_params *p,
+                              int found)
 {
     const pd_yield_params *y = yc->y;
     const int64_t window = pd_reserve_get_limits(table)->max_window_ms;
@@ -355,7 +358,7 @@ static int pd__move_aside(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table,
             n_moved++;
             progress = 1;
             if (pd__keep(&yc->aside[i], &yc->cap_aside[i], rh.waypoints, rh.n_waypoints) != 0) {
-                n_moved = -1; /* reserved: undone below with the others */
+                n_moved = -1; /* reserved: the caller undoes it with the others */
                 break;
             }
             yc->out[i] = (pd_displaced){ .agent = h->agent, .unit = h->info.unit, .speed = h->info.speed,
@@ -365,7 +368,16 @@ static int pd__move_aside(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table,
         if (n_moved < 0)
             break;
     }
-    if (n_moved == found)
+    return n_moved == found;
+}
+
+/* Moves the holders found aside, each to the nearest anchor off R's way
+ * it can hold for good (pd__replan_holders). 0 when all moved; -1 with
+ * the table as it was. */
+static int pd__move_aside(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_sipp_params *p,
+                          int found)
+{
+    if (pd__replan_holders(yc, ctx, table, p, found))
         return 0;
     pd__undo(table, yc, 0, found);
     return -1;
@@ -383,8 +395,6 @@ static int pd__move_aside(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table,
 static int pd__move_ahead(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_sipp_params *p,
                           int found, size_t n1)
 {
-    const pd_yield_params *y = yc->y;
-    const int64_t window = pd_reserve_get_limits(table)->max_window_ms;
     for (int i = 0; i < found; i++)
         if (yc->h[i].meet <= yc->h[i].t0)
             return -1; /* R reaches it before it stands there: nothing to cut */
@@ -402,48 +412,7 @@ static int pd__move_ahead(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table,
         return -1;
     }
     yc->n_way = 0; /* where R has passed or will not be is the table's to say */
-    int moved[PD_YIELD_MAX_DISPLACED] = { 0 }, n_moved = 0;
-    for (int progress = 1; progress && n_moved < found;) {
-        progress = 0;
-        for (int i = found - 1; i >= 0; i--) {
-            if (moved[i])
-                continue;
-            pd__holder *h = &yc->h[i];
-            yc->park_unit = h->info.unit;
-            yc->park_self = pd_reserve_agent_slot(table, h->agent);
-            const pd_sipp_params q = { .agent = h->agent, .unit = h->info.unit,
-                                       .start = { h->info.x, h->info.y }, .goal = { h->info.x, h->info.y },
-                                       .t0_ms = h->t0, .speed = h->info.speed,
-                                       .window_ms = window > 0 ? window : 0, .connectivity = p->connectivity,
-                                       .max_expansions = y->max_expansions ? y->max_expansions
-                                                                           : PD_YIELD_DEFAULT_EXPANSIONS,
-                                       .poll = p->poll, .poll_user = p->poll_user, .heuristic = pd__zero,
-                                       .park_ok = pd__park_ok, .park_user = yc };
-            pd_sipp_result rh;
-            yc->park_any = 0;
-            if (pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh) != PD_OK) {
-                /* Nowhere clear in reach (a crowd): any anchor it may hold
-                 * for good, rather than no move at all. */
-                yc->park_any = y->park_any;
-                if (!yc->park_any || pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh) != PD_OK)
-                    continue;
-            }
-            pd_reserve_set_renewed(table, h->agent, h->info.renewed_ms);
-            moved[i] = 1;
-            n_moved++;
-            progress = 1;
-            if (pd__keep(&yc->aside[i], &yc->cap_aside[i], rh.waypoints, rh.n_waypoints) != 0) {
-                n_moved = -1;
-                break;
-            }
-            yc->out[i] = (pd_displaced){ .agent = h->agent, .unit = h->info.unit, .speed = h->info.speed,
-                                         .t0_ms = h->t0, .waypoints = yc->aside[i],
-                                         .n_waypoints = rh.n_waypoints, .reserved_until_ms = rh.reserved_until_ms };
-        }
-        if (n_moved < 0)
-            break;
-    }
-    if (n_moved == found)
+    if (pd__replan_holders(yc, ctx, table, p, found))
         return 0;
     /* R's P1 goes first: the holders' holds come back where it passes. */
     const pd_waypoint stop = { p->start.x, p->start.y, p->t0_ms, p->t0_ms };

@@ -70,7 +70,9 @@
  * which may be ahead of R along its way, in a pocket R passes, or a cell R
  * has left: the table, not a list of cells, says where R will be (PIBT's
  * push, planned over time). If any holder cannot move, R's P1 and every
- * cut go back and the request goes on as with moving aside.
+ * cut go back and the attempt counts as undone: moving aside is not tried
+ * on the same request (R plans as it would with no holder moved, and the
+ * back-off decides when it tries again).
  *
  * Parking anywhere (park_any): with clear holds a holder may only step
  * aside to a clear anchor, and in a crowd there is none (the ring of every

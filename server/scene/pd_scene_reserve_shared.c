@@ -158,6 +158,8 @@ static void pd__keep_ids(uint64_t *ids, size_t n, uint64_t **agents)
 size_t pd_reservations_maintain(pd_reserve *table, int64_t ttl_ms, uint64_t **agents)
 {
     *agents = NULL;
+    if (!pd_reserve_maintain_due(table, ttl_ms))
+        return 0; /* the usual case: no allocation on every ReservePath */
     pd_reserve_stats held;
     pd_reserve_get_stats(table, &held);
     uint64_t *ids = held.agents ? malloc(held.agents * sizeof *ids) : NULL;
