@@ -30,6 +30,10 @@ pd_test(NAME test_scene_runtime SOURCES unit/test_scene_runtime.c LIBS pathd_sce
 # and compaction, on temporary data directories.
 # Its parallel updates of three scenes run on threads: "threaded" for TSan.
 pd_test(NAME test_journal SOURCES unit/test_journal.c LIBS pathd_scene LABELS sanitize threaded)
+# The whole-buffer write every log in data_dir shares (pd_fileio.h: short
+# writes and EINTR, on a pipe a second thread signals) and the one u64
+# comparator (pd_sort.h).
+pd_test(NAME test_fileio SOURCES unit/test_fileio.c LIBS pathd_scene LABELS sanitize threaded)
 # Issue 12, "Reload keeps the living state": which config scenes a reload
 # keeps (definition unchanged: version and updates stay) and which it
 # builds again, on maps the test rewrites in a temporary directory; one

@@ -41,7 +41,13 @@ and goes out as answers free slots. So the server never refuses this client
 OVERLOADED for its own excess; OVERLOADED then means the server as a whole
 is busy (its shared job queue). batch() sizes its frames from
 Limits.max_batch_items. PathdPool / AsyncPathdPool spread blocking calls
-over N connections.
+over N connections. GetLimits (and Auth, sent just before it) has no
+timeout of its own: connect() waits for their answers up to the timeout and
+then goes on; an answer later than that still takes effect when it arrives
+(the cap and batch size, the role), and until GetLimits answers the counted
+requests wait in the queue, each within its own timeout. (A late answer
+dropped with its timed-out request left a loaded machine's connections at
+the default cap of 64, whatever the server's was.)
 
 Watching: watch(scenes) subscribes to the scenes' changes and returns the
 watch's id; watch_next() hands back each event in order (the dict pathctl
@@ -1008,13 +1014,17 @@ def _unwatch_op(watch_id):
     return _op(request, _single(None, None))
 
 
+def _fields(m):
+    """A message of plain fields (Stats, Limits) as a dict of them."""
+    return {f.name: getattr(m, f.name) for f in m.DESCRIPTOR.fields}
+
+
 def _fields_op(body):
     """A request with an empty body whose answer is a message of plain
     fields (Stats, Limits), returned as a dict of them."""
     request = pb.Request()
     getattr(request, body).SetInParent()
-    return _op(request, _single(body, lambda m: {f.name: getattr(m, f.name)
-                                                 for f in m.DESCRIPTOR.fields}),
+    return _op(request, _single(body, _fields),
                value=lambda a: {k: v for k, v in a.items() if k != "status"})
 
 
@@ -1436,6 +1446,12 @@ class _Api:
         self.max_queued = max_queued
         self.server_limits = None  # the Limits dict read on connect, None before
         self._cap = DEFAULT_INFLIGHT_CAP if flow_control else float("inf")
+        # The connection's GetLimits is not answered yet: counted requests
+        # wait in _queue (_fits, _next_queued) until it is.
+        self._limits_due = False
+        # id -> fn(response): applied by the reader when that answer
+        # arrives, whether or not its caller still waits (Auth, GetLimits).
+        self._on_answer = {}
         self.max_batch_items = MAX_BATCH_ITEMS
         self._used = 0             # slots taken by requests sent, not yet answered
         self._held = {}            # id -> (slots, multi_frame) of those requests
@@ -1479,11 +1495,20 @@ class _Api:
         """Requests held back until the server's in-flight cap has room."""
         return len(self._queue)
 
+    @property
+    def in_flight_cap(self):
+        """The connection's cap in use (Limits.max_inflight_per_conn, or
+        DEFAULT_INFLIGHT_CAP when the server refused GetLimits; infinite
+        without flow control); None while GetLimits is not answered."""
+        return None if self._limits_due else self._cap
+
     def _fits(self, slots):
         """Whether a request of `slots` may go out now rather than queue: it
-        takes no slot, or nothing queued is ahead of it and the cap has room
-        (a Batch larger than the cap goes alone, for the server to refuse)."""
-        return slots == 0 or (not self._queue and self._used + min(slots, self._cap) <= self._cap)
+        takes no slot, or the cap is known, nothing queued is ahead of it
+        and the cap has room (a Batch larger than the cap goes alone, for
+        the server to refuse)."""
+        return slots == 0 or (not self._limits_due and not self._queue
+                              and self._used + min(slots, self._cap) <= self._cap)
 
     def _check_queue_room(self):
         if len(self._queue) >= self.max_queued:
@@ -1514,7 +1539,7 @@ class _Api:
             if p is not None and self._pending.get(p.id) is not p:
                 self._queue.popleft()
                 continue
-            if self._used + min(slots, self._cap) > self._cap:
+            if self._limits_due or self._used + min(slots, self._cap) > self._cap:
                 return None
             self._queue.popleft()
             self._take_slots(request)
@@ -1537,12 +1562,47 @@ class _Api:
                 return True
         return False
 
-    def _limits_read(self, answer):
-        """Takes the Limits read on connect: the cap and the batch size."""
-        self.server_limits = answer
-        if self.flow_control:
-            self._cap = max(1, answer.get("max_inflight_per_conn", 0) or DEFAULT_INFLIGHT_CAP)
-            self.max_batch_items = answer.get("max_batch_items", 0) or MAX_BATCH_ITEMS
+    def _limits_answer(self):
+        """The on-answer of the current connection's GetLimits (on the
+        reader): takes its cap and batch size, however late it comes (a
+        refusal - no token yet, an older pathd - leaves the defaults), and
+        sends what waited in the queue for it."""
+        conn = self._sock
+
+        def settle(response):
+            if conn is not self._sock:
+                return  # a replaced connection's: the new one asked its own
+            self._limits_due = False
+            if response.status == pb.OK and response.WhichOneof("body") == "limits":
+                answer = _fields(response.limits)
+                self.server_limits = answer
+                self._cap = max(1, answer.get("max_inflight_per_conn", 0) or DEFAULT_INFLIGHT_CAP)
+                self.max_batch_items = answer.get("max_batch_items", 0) or MAX_BATCH_ITEMS
+            self._slots_freed()
+        return settle
+
+    def _auth_answer(self, response):
+        """The on-answer of Auth (on the reader): the role, however late."""
+        if response.status == pb.OK and response.WhichOneof("body") == "auth":
+            self.role = response.auth.role
+
+    def _ask_first(self, limits):
+        """What a new connection sends before anything else (and auth()):
+        Auth with the kept token (if any), then with limits GetLimits right
+        behind it, so a server with tokens answers it. Returns (op,
+        on_answer) of each, to send in that order."""
+        first = []
+        if self.token is not None:
+            first.append((_auth_op(self.token, self._granted), self._auth_answer))
+        if limits:
+            self._limits_due = True  # counted requests queue from now on
+            first.append((_fields_op("limits"), self._limits_answer()))
+        return first
+
+    def _limits_refused(self):
+        """Whether auth() asks GetLimits again: refused before the token
+        (a server with tokens), none asked since."""
+        return self.flow_control and self.server_limits is None and not self._limits_due
 
     def _retry_pause(self, answer, attempt, backoff, deadline):
         """Seconds to wait before sending again, or None to hand answer back:
@@ -1598,6 +1658,8 @@ class _Api:
         self._used = 0
         self._held.clear()
         self._queue.clear()
+        self._limits_due = False
+        self._on_answer.clear()
         self._end_watches("DISCONNECTED", message)
         for p in self._pending.values():
             if not p.done and (sock is None or p.sock is None or p.sock is sock):
@@ -1630,6 +1692,9 @@ class _Api:
             return
         if self._release_slots(response):
             self._slots_freed()
+        on_answer = self._on_answer.pop(response.id, None)
+        if on_answer is not None:
+            on_answer(response)
         p = self._pending.get(response.id)
         watching = response.id in self._watches
         if p is not None and not p.done and p.op.request.WhichOneof("body") == "watch":
@@ -1662,13 +1727,16 @@ class _Api:
             raise PathdTimeout("no watch event within %gs" % wait)
         return None
 
-    def _register(self, conn, op, pipelined):
+    def _register(self, conn, op, pipelined, on_answer=None):
         """A fresh id for a request about to go out on conn, and its
-        _Pending (None for an untracked request, op None)."""
+        _Pending (None for an untracked request, op None); on_answer(response)
+        is applied when its answer arrives, whoever waits for it."""
         if conn is None:
             raise PathdDisconnected("not connected (the connection was just closed)")
         request_id = self._next_id
         self._next_id += 1
+        if on_answer is not None:
+            self._on_answer[request_id] = on_answer
         p = None
         if op is not None:
             p = _Pending(request_id, op, pipelined)
@@ -1682,6 +1750,18 @@ class _Api:
         p = self._pending.pop(request_id, None)
         if p is not None and p.pipelined:
             self._pipelined -= 1
+
+    def _give_up(self, p):
+        """A call's wait for p timed out: p is forgotten (a late answer is
+        dropped, but for its on-answer) and, not sent yet, leaves the queue
+        for good. Returns the PathdTimeout to raise."""
+        self._forget(p.id)
+        if p.sock is None:
+            for i, (_, queued, _) in enumerate(self._queue):
+                if queued is p:
+                    del self._queue[i]
+                    break
+        return PathdTimeout("no answer within %gs" % self.timeout, p.id)
 
     @staticmethod
     def _outcome(p):
@@ -1785,25 +1865,25 @@ class PathdClient(_Api):
             self._sender = threading.Thread(target=self._send_loop, args=(sock,), daemon=True,
                                             name="pathd-sender")
             self._sender.start()
+            deadline = time.monotonic() + self.timeout
             try:
-                if self.token is not None:
-                    self._roundtrip(_auth_op(self.token, self._granted), recover=False)
-                self._read_limits()
+                sent = [(op, self._send(op.request, op, False, on_answer))
+                        for op, on_answer in self._ask_first(self.flow_control)]
+                self._await_first(sent, deadline)
             except PathdError:
                 self.close()
                 raise
 
-    def _read_limits(self):
-        """Flow control: the server's caps, read once per connection. A
-        server that refuses GetLimits (no token yet, an older pathd) leaves
-        the default cap; a lost connection raises."""
-        if not self.flow_control:
-            return
+    def _await_first(self, sent, deadline):
+        """Waits for the answers of _ask_first's requests until deadline: a
+        refused token raises; past the deadline it goes on (their answers
+        apply when they come; module notes, "Flow control")."""
         try:
-            self._limits_read(self._roundtrip(_fields_op("limits"), recover=False))
-        except (PathdDisconnected, PathdTimeout, PathdProtocolError):
-            raise
-        except PathdError:
+            for op, p in sent:
+                answer = self._wait(p, deadline)
+                if op.request.WhichOneof("body") == "auth":
+                    self._accept(op, answer)
+        except PathdTimeout:
             pass
 
     def _connect_until(self, deadline):
@@ -1951,7 +2031,7 @@ class PathdClient(_Api):
 
     # ---- sending and waiting ------------------------------------------------------
 
-    def _send(self, request, op, pipelined):
+    def _send(self, request, op, pipelined, on_answer=None):
         """Sends one request on the current connection, or queues it behind
         the in-flight cap for the sender thread; returns its _Pending (the
         id for an untracked one, op None). Raises PathdQueueFull."""
@@ -1961,7 +2041,7 @@ class PathdClient(_Api):
             now = self._fits(slots)
             if not now and sock is not None:
                 self._check_queue_room()
-            request_id, p = self._register(sock, op, pipelined)
+            request_id, p = self._register(sock, op, pipelined, on_answer)
             request.id = request_id
             if not now:
                 if p is not None:
@@ -2018,14 +2098,14 @@ class PathdClient(_Api):
             self._fail(sock, PathdDisconnected, failure[1])
         raise failure[0](failure[1], request_id)
 
-    def _wait(self, p):
-        deadline = time.monotonic() + self.timeout
+    def _wait(self, p, deadline=None):
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout
         with self._lock:
             while not p.done:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    self._forget(p.id)
-                    raise PathdTimeout("no answer within %gs" % self.timeout, p.id)
+                    raise self._give_up(p)
                 self._lock.wait(remaining)
             self._forget(p.id)
         return self._outcome(p)
@@ -2120,9 +2200,13 @@ class PathdClient(_Api):
         connection. The limits a server with tokens refused before are read
         now (flow control)."""
         self.token = token
-        role = self._call(_auth_op(token, self._granted))
-        if self.server_limits is None:
-            self._read_limits()
+        self._connect_until(time.monotonic() + self.retry_deadline)
+        deadline = time.monotonic() + self.timeout
+        sent = [(op, self._send(op.request, op, False, on_answer))
+                for op, on_answer in self._ask_first(self._limits_refused())]
+        op, p = sent[0]
+        role = self._roundtrip(op, self._wait(p, deadline))
+        self._await_first(sent[1:], deadline)
         return role
 
     def send_cancel(self, target_id):
@@ -2299,23 +2383,23 @@ class AsyncPathdClient(_Api):
             self.reconnects += 1 if self._ever_connected else 0
             self._ever_connected = True
             self._reader_task = asyncio.ensure_future(self._read_loop(reader, writer))
+            deadline = time.monotonic() + self.timeout
             try:
-                if self.token is not None:
-                    await self._roundtrip(_auth_op(self.token, self._granted), recover=False)
-                await self._read_limits()
+                sent = [(op, await self._send(op.request, op, False, on_answer))
+                        for op, on_answer in self._ask_first(self.flow_control)]
+                await self._await_first(sent, deadline)
             except PathdError:
                 await self.close()
                 raise
 
-    async def _read_limits(self):
-        """As PathdClient._read_limits."""
-        if not self.flow_control:
-            return
+    async def _await_first(self, sent, deadline):
+        """As PathdClient._await_first."""
         try:
-            self._limits_read(await self._roundtrip(_fields_op("limits"), recover=False))
-        except (PathdDisconnected, PathdTimeout, PathdProtocolError):
-            raise
-        except PathdError:
+            for op, p in sent:
+                answer = await self._wait(p, deadline)
+                if op.request.WhichOneof("body") == "auth":
+                    self._accept(op, answer)
+        except PathdTimeout:
             pass
 
     async def _connect_until(self, deadline):
@@ -2430,13 +2514,13 @@ class AsyncPathdClient(_Api):
 
     # ---- sending and waiting ------------------------------------------------------
 
-    async def _send(self, request, op, pipelined):
+    async def _send(self, request, op, pipelined, on_answer=None):
         writer = self._writer
         slots = _weight(request)
         now = self._fits(slots)
         if not now and writer is not None:
             self._check_queue_room()
-        request_id, p = self._register(writer, op, pipelined)
+        request_id, p = self._register(writer, op, pipelined, on_answer)
         if p is not None:
             p.waiter = asyncio.get_running_loop().create_future()
         request.id = request_id
@@ -2469,12 +2553,12 @@ class AsyncPathdClient(_Api):
                 return
             self._writer.write(_frame(request))
 
-    async def _wait(self, p):
+    async def _wait(self, p, deadline=None):
+        wait = self.timeout if deadline is None else max(0.0, deadline - time.monotonic())
         try:
-            await asyncio.wait_for(asyncio.shield(p.waiter), self.timeout)
+            await asyncio.wait_for(asyncio.shield(p.waiter), wait)
         except asyncio.TimeoutError:
-            self._forget(p.id)
-            raise PathdTimeout("no answer within %gs" % self.timeout, p.id)
+            raise self._give_up(p)
         self._forget(p.id)
         return self._outcome(p)
 
@@ -2553,9 +2637,13 @@ class AsyncPathdClient(_Api):
     async def auth(self, token):
         """As PathdClient.auth."""
         self.token = token
-        role = await self._call(_auth_op(token, self._granted))
-        if self.server_limits is None:
-            await self._read_limits()
+        await self._connect_until(time.monotonic() + self.retry_deadline)
+        deadline = time.monotonic() + self.timeout
+        sent = [(op, await self._send(op.request, op, False, on_answer))
+                for op, on_answer in self._ask_first(self._limits_refused())]
+        op, p = sent[0]
+        role = await self._roundtrip(op, await self._wait(p, deadline))
+        await self._await_first(sent[1:], deadline)
         return role
 
     async def send_cancel(self, target_id):

@@ -302,20 +302,22 @@ class FakeServer:
             data += more
         return data
 
+    def read_frame(self):
+        """The next request frame as it is, GetLimits too (nothing answered)."""
+        (length,) = struct.unpack(">I", self._read_exact(4))
+        request = pb.Request()
+        request.ParseFromString(self._read_exact(length))
+        return request
+
     def read_request(self):
         """The next request the script sees. The GetLimits a client sends on
         connect (flow control) is answered here, with a cap no script
         reaches, and neither returned nor kept in requests."""
         while True:
-            (length,) = struct.unpack(">I", self._read_exact(4))
-            request = pb.Request()
-            request.ParseFromString(self._read_exact(length))
+            request = self.read_frame()
             if request.WhichOneof("body") != "limits":
                 break
-            limits = pb.Response(id=request.id, final=True)
-            limits.limits.max_inflight_per_conn = FAKE_INFLIGHT_CAP
-            limits.limits.max_batch_items = 256
-            self.send(limits)
+            self.send(limits_answer(request, FAKE_INFLIGHT_CAP))
         self.requests.append(request)
         return request
 
@@ -1690,6 +1692,151 @@ def stale(request, version):
 
 
 DRAINING_NOW = pb.Response(id=0, status=pb.DRAINING, final=True)
+
+
+def limits_answer(request, cap):
+    """The Limits answer to request, with max_inflight_per_conn cap."""
+    return pb.Response(id=request.id, final=True,
+                       limits=pb.Limits(max_inflight_per_conn=cap, max_batch_items=256))
+
+
+def expect(request, body):
+    """request, after checking it is of that kind (the fake server's script)."""
+    if request.WhichOneof("body") != body:
+        raise AssertionError("expected %s, the client sent %s" % (body, request.WhichOneof("body")))
+    return request
+
+
+def wait_until(condition, what, seconds=10):
+    """Returns once condition() holds, polling; fails after seconds."""
+    end = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError("not within %gs: %s" % (seconds, what))
+        time.sleep(0.005)
+
+
+class LateFirstAnswersTest(unittest.TestCase):
+    """GetLimits and Auth answered after the client's timeout (a loaded
+    machine): the late answers still set the cap and the role, and calls
+    queued behind GetLimits go out once it answers. Before, a timed-out
+    GetLimits on connect closed the connection, and one behind auth() (or
+    auth() itself) dropped its late answer: the connection kept the default
+    cap of 64 whatever the server's was. As the Node client's test."""
+
+    LATE_CAP = 3  # the server's cap, not the default 64
+
+    def test_limits_answered_late_set_the_cap_and_send_the_queue(self):
+        gate = threading.Event()
+
+        def script(server):
+            server.accept()
+            limits = expect(server.read_frame(), "limits")
+            if not gate.wait(20):  # GetLimits is answered once the client gave up on it
+                raise AssertionError("the test never opened the gate")
+            server.send(limits_answer(limits, self.LATE_CAP))
+            request = server.read_request()
+            server.send(chunk(request.id, 0, [(2, 2)], final=True, total=1))
+
+        server = FakeServer(script)
+        client = PathdClient(server.addr, timeout=0.3)  # connect() goes on without the limits
+        try:
+            self.assertTrue(client.connected)
+            self.assertIsNone(client.in_flight_cap)
+            with self.assertRaises(PathdTimeout):  # queued behind GetLimits, never sent
+                client.find_path("demo", (1, 1), (2, 2))
+            self.assertEqual(client.queued, 0)
+            client.timeout = 10
+            outcome = {}
+            waiting = threading.Thread(
+                target=lambda: outcome.update(result=client.find_path("demo", (1, 1), (2, 2))))
+            waiting.start()
+            wait_until(lambda: client.queued == 1, "the second call queued behind GetLimits")
+            gate.set()  # the late answer comes while the call waits for it
+            waiting.join(20)
+            self.assertEqual(outcome["result"].waypoints, [(2, 2)])
+            self.assertEqual(client.in_flight_cap, self.LATE_CAP)
+            self.assertEqual(client.server_limits["max_inflight_per_conn"], self.LATE_CAP)
+            self.assertEqual(client.reconnects, 0)
+        finally:
+            gate.set()
+            client.close()
+        server.join()
+        self.assertEqual(len(server.requests), 1, "the timed-out call was never sent")
+
+    def test_auth_answered_late_sets_the_role_and_the_cap(self):
+        gate = threading.Event()
+
+        def script(server):
+            server.accept()
+            refused = expect(server.read_frame(), "limits")  # a server with tokens, no token yet
+            server.send(error(refused.id, pb.UNAUTHENTICATED, "send Auth first"))
+            auth = expect(server.read_frame(), "auth")
+            limits = expect(server.read_frame(), "limits")  # asked again right behind Auth
+            if not gate.wait(20):
+                raise AssertionError("the test never opened the gate")
+            granted = pb.Response(id=auth.id, final=True)
+            granted.auth.role = "query"
+            server.send(granted, limits_answer(limits, self.LATE_CAP))
+            server.send(pong(server.read_request()))
+
+        server = FakeServer(script)
+        client = PathdClient(server.addr, timeout=0.3)
+        try:
+            self.assertIsNone(client.server_limits)
+            self.assertEqual(client.in_flight_cap, 64)  # the default, GetLimits refused
+            with self.assertRaises(PathdTimeout):
+                client.auth("a-token-the-server-is-slow-to-check")
+            self.assertIsNone(client.role)
+            client.timeout = 10
+            gate.set()
+            client.ping()  # answered after the late Auth and GetLimits answers
+            self.assertEqual(client.role, "query")
+            self.assertEqual(client.in_flight_cap, self.LATE_CAP)
+            self.assertEqual(client.reconnects, 0)
+        finally:
+            gate.set()
+            client.close()
+        server.join()
+
+    def test_asyncio_limits_answered_late_set_the_cap_and_send_the_queue(self):
+        gate = threading.Event()
+
+        def script(server):
+            server.accept()
+            limits = expect(server.read_frame(), "limits")
+            if not gate.wait(20):
+                raise AssertionError("the test never opened the gate")
+            server.send(limits_answer(limits, self.LATE_CAP))
+            request = server.read_request()
+            server.send(chunk(request.id, 0, [(2, 2)], final=True, total=1))
+
+        server = FakeServer(script)
+
+        async def main():
+            client = AsyncPathdClient(server.addr, timeout=0.3)
+            try:
+                await client.connect()  # goes on without the limits
+                self.assertIsNone(client.in_flight_cap)
+                with self.assertRaises(PathdTimeout):  # queued behind GetLimits, never sent
+                    await client.find_path("demo", (1, 1), (2, 2))
+                self.assertEqual(client.queued, 0)
+                client.timeout = 10
+                later = asyncio.ensure_future(client.find_path("demo", (1, 1), (2, 2)))
+                while client.queued < 1:
+                    await asyncio.sleep(0.005)
+                gate.set()
+                result = await later
+                self.assertEqual(result.waypoints, [(2, 2)])
+                self.assertEqual(client.in_flight_cap, self.LATE_CAP)
+                self.assertEqual(client.reconnects, 0)
+            finally:
+                gate.set()
+                await client.close()
+
+        asyncio.run(asyncio.wait_for(main(), 60))
+        server.join()
+        self.assertEqual(len(server.requests), 1, "the timed-out call was never sent")
 
 
 class ReplicaFakeTest(unittest.TestCase):

@@ -11,6 +11,8 @@
 #define _GNU_SOURCE
 #include "pd_journal.h"
 #include "pd_clock.h"
+#include "pd_fileio.h"
+#include "pd_sort.h"
 #include "pd_store.h"
 #include "pd_world.h"
 
@@ -483,21 +485,6 @@ static void pd__journal_path(const pd_journal *j, const char *kind, uint64_t gen
     snprintf(out, cap, "%s/%s.%016" PRIx64 "%s", j->dir, kind, gen, suffix);
 }
 
-static int pd__write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static int pd__fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -518,7 +505,7 @@ static int pd__create_file(const char *path, int extra_flags)
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | extra_flags, 0644);
     if (fd < 0)
         return -1;
-    if (pd__write_all(fd, (const uint8_t *)PD_JOURNAL_MAGIC, PD_JOURNAL_MAGIC_BYTES) != 0) {
+    if (pd_write_all(fd, (const uint8_t *)PD_JOURNAL_MAGIC, PD_JOURNAL_MAGIC_BYTES, PD_WRITE_AT_OFFSET) != 0) {
         int e = errno;
         unlink(path);
         close(fd);
@@ -549,7 +536,7 @@ static int pd__ensure_magic(int fd, uint64_t *size)
         *size = (uint64_t)st.st_size;
         return 0;
     }
-    if (ftruncate(fd, 0) != 0 || pd__write_all(fd, (const uint8_t *)PD_JOURNAL_MAGIC, PD_JOURNAL_MAGIC_BYTES) != 0 ||
+    if (ftruncate(fd, 0) != 0 || pd_write_all(fd, (const uint8_t *)PD_JOURNAL_MAGIC, PD_JOURNAL_MAGIC_BYTES, PD_WRITE_AT_OFFSET) != 0 ||
         fdatasync(fd) != 0)
         return -1;
     *size = PD_JOURNAL_MAGIC_BYTES;
@@ -600,7 +587,7 @@ static int pd__append(pd_journal *j, uint8_t *rec, size_t len, int encoded)
         free(rec);
         return -1;
     }
-    int rc = pd__write_all(j->fd, rec, len);
+    int rc = pd_write_all(j->fd, rec, len, PD_WRITE_AT_OFFSET);
     free(rec);
     if (rc != 0) {
         int e = errno;
@@ -992,12 +979,6 @@ typedef struct pd__files {
     size_t n_snaps, n_logs;
 } pd__files;
 
-static int pd__cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static int pd__push_gen(uint64_t **arr, size_t *n, uint64_t gen)
 {
     uint64_t *grown = realloc(*arr, (*n + 1) * sizeof *grown);
@@ -1041,9 +1022,9 @@ static int pd__list_files(pd_journal *j, pd__files *f, char *err, size_t errlen)
         return -1;
     }
     if (f->n_snaps > 1)
-        qsort(f->snaps, f->n_snaps, sizeof *f->snaps, pd__cmp_u64);
+        qsort(f->snaps, f->n_snaps, sizeof *f->snaps, pd_cmp_u64);
     if (f->n_logs > 1)
-        qsort(f->logs, f->n_logs, sizeof *f->logs, pd__cmp_u64);
+        qsort(f->logs, f->n_logs, sizeof *f->logs, pd_cmp_u64);
     return 0;
 }
 
@@ -1293,7 +1274,7 @@ static int pd__write_record(int fd, const pd_journal_record *rec, uint64_t *byte
     size_t len = 0;
     if (pd_journal_encode(rec, &buf, &len) != 0)
         return -1;
-    int rc = pd__write_all(fd, buf, len);
+    int rc = pd_write_all(fd, buf, len, PD_WRITE_AT_OFFSET);
     free(buf);
     *bytes += len;
     return rc;

@@ -5,6 +5,7 @@
  * last entry against the log.
  */
 #include "pd_redis_journal.h"
+#include "pd_fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,20 +48,6 @@ void pd_redis_journal_path(const char *cache_dir, const char *scene, char *buf, 
     pd_redis_cache_path(cache_dir, scene, PD_REDIS_JOURNAL_SUFFIX, buf, len);
 }
 
-int pd_redis_cache_write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* The entry's head: id length, id, g. Its size, or 0 when the id is too long. */
 static size_t pd__rj_head(uint8_t *head, const char *id, uint64_t g)
 {
@@ -91,7 +78,7 @@ static int pd__rj_append_locked(const char *path, const char *id, uint64_t g, co
         struct stat st;
         if (fd >= 0 && (fstat(fd, &st) != 0 ||
                         (st.st_size == 0 &&
-                         pd_redis_cache_write_all(fd, (const uint8_t *)PD_REDIS_JOURNAL_MAGIC, PD__RJ_MAGIC_BYTES) != 0))) {
+                         pd_write_all(fd, (const uint8_t *)PD_REDIS_JOURNAL_MAGIC, PD__RJ_MAGIC_BYTES, PD_WRITE_AT_OFFSET) != 0))) {
             close(fd);
             fd = -1;
         }
@@ -100,7 +87,7 @@ static int pd__rj_append_locked(const char *path, const char *id, uint64_t g, co
             snprintf(pd__rj_open_path, sizeof pd__rj_open_path, "%s", path);
         }
     }
-    int ok = fd >= 0 && pd_redis_cache_write_all(fd, head, hn) == 0 && pd_redis_cache_write_all(fd, framed, len) == 0;
+    int ok = fd >= 0 && pd_write_all(fd, head, hn, PD_WRITE_AT_OFFSET) == 0 && pd_write_all(fd, framed, len, PD_WRITE_AT_OFFSET) == 0;
     if (fd >= 0 && (!keep || !ok)) {
         if (fd == pd__rj_open_fd)
             pd__rj_close_open(); /* a failed write may have left half an entry: reopen (it ends the file) */

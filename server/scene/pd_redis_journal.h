@@ -64,8 +64,6 @@ void pd_redis_journal_discard(const char *cache_dir, const char *scene);
 /* The cache file of `scene` in cache_dir: '/', the name in hex, suffix
  * ("" for the snapshot, PD_REDIS_JOURNAL_SUFFIX, ".tmp"). */
 void pd_redis_cache_path(const char *cache_dir, const char *scene, const char *suffix, char *buf, size_t len);
-/* write(2) until all of p is written (EINTR retried). 0, or -1. */
-int pd_redis_cache_write_all(int fd, const uint8_t *p, size_t n);
 
 /* The whole file at path when it is 1 to max bytes long: malloc'ed, its
  * size in *size; NULL when it is missing, empty, larger or unreadable. */

@@ -6,6 +6,7 @@
  */
 #include "pd_redis_snapshot.h"
 
+#include "pd_fileio.h"
 #include "pd_redis_journal.h"
 #include "pd_reserve_shared.h"
 
@@ -252,7 +253,7 @@ static int pd__cache_write(pd_redis_snap *sn, const char *scene, const char *id,
     for (int i = 0; i < 8; i++)
         head[n++] = (uint8_t)(g >> (8 * i));
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int ok = fd >= 0 && pd_redis_cache_write_all(fd, head, n) == 0 && pd_redis_cache_write_all(fd, framed, len) == 0 && fdatasync(fd) == 0;
+    int ok = fd >= 0 && pd_write_all(fd, head, n, PD_WRITE_AT_OFFSET) == 0 && pd_write_all(fd, framed, len, PD_WRITE_AT_OFFSET) == 0 && fdatasync(fd) == 0;
     int saved = errno;
     if (fd >= 0)
         close(fd);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "pd_fileio.h"
 #include "pd_reserve_log.h"
 
 static const char pd__magic[8] = { 'p', 'a', 't', 'h', 'd', 'R', '1', '\n' };
@@ -466,21 +467,6 @@ static int pd__slurp(int fd, unsigned char **out, size_t *n)
     return 0;
 }
 
-static int pd__write_all(int fd, const unsigned char *p, size_t n, uint64_t at)
-{
-    while (n > 0) {
-        ssize_t w = pwrite(fd, p, n, (off_t)at);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-        at += (uint64_t)w;
-    }
-    return 0;
-}
-
 pd_reserve_log *pd_reserve_log_open(const char *dir, int fsync_always, pd_reserve_log_fn fn, void *user,
                                     pd_reserve_log_stats *stats, char *err, size_t errlen)
 {
@@ -523,7 +509,7 @@ pd_reserve_log *pd_reserve_log_open(const char *dir, int fsync_always, pd_reserv
     if (n == 0 || whole < n) {
         stats->truncated_bytes = n > whole ? n - whole : 0;
         /* An empty file gets its magic; a torn or damaged tail goes. */
-        if ((n == 0 && pd__write_all(l->fd, (const unsigned char *)pd__magic, sizeof pd__magic, 0) != 0) ||
+        if ((n == 0 && pd_write_all(l->fd, pd__magic, sizeof pd__magic, 0) != 0) ||
             ftruncate(l->fd, (off_t)whole) != 0 || fdatasync(l->fd) != 0) {
             snprintf(err, errlen, "reservation log %s: cannot repair: %s", l->path, strerror(errno));
             free(p);
@@ -551,7 +537,7 @@ int pd_reserve_log_write(pd_reserve_log *l, const unsigned char *p, size_t n, ui
         return -1;
     }
     const uint64_t at = l->size;
-    if (pd__write_all(l->fd, p, n, at) != 0) {
+    if (pd_write_all(l->fd, p, n, (int64_t)at) != 0) {
         snprintf(l->why, sizeof l->why, "write to %s failed: %s", l->path, strerror(errno));
         l->failed = 1;
         /* No half record stays for a later one to follow. */
@@ -639,8 +625,8 @@ int pd_reserve_log_rewrite(pd_reserve_log *l, const unsigned char *p, size_t n, 
         snprintf(err, errlen, "reservation log compaction: %s: %s", tmp, strerror(errno));
         return -1;
     }
-    if (pd__write_all(fd, (const unsigned char *)pd__magic, sizeof pd__magic, 0) != 0 ||
-        pd__write_all(fd, p, n, sizeof pd__magic) != 0 || fsync(fd) != 0) {
+    if (pd_write_all(fd, pd__magic, sizeof pd__magic, 0) != 0 ||
+        pd_write_all(fd, p, n, sizeof pd__magic) != 0 || fsync(fd) != 0) {
         snprintf(err, errlen, "reservation log compaction: writing %s: %s", tmp, strerror(errno));
         close(fd);
         (void)unlink(tmp);

@@ -15,6 +15,7 @@
 #include "pd_reserve_log.h"
 #include "pd_scene_reserve.h"
 #include "pd_scene_reserve_internal.h"
+#include "pd_sort.h"
 
 pd_reservations *pd_reservations_create(void)
 {
@@ -450,12 +451,6 @@ void pd_reservations_forget(pd_reservations *set, const char *name)
 
 /* ---- UpdateCells' cuts -------------------------------------------------- */
 
-static int pd__cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Cuts what op blocked in table; the ids go to ids[*n..), which has room
  * for every agent of the table per op. A RESTORE may bring walls back: its
  * cells blocked in the new grid cut as a BLOCK's. */
@@ -504,7 +499,7 @@ pd_update_cut *pd_reservations_cut_table(pd_reserve *table, const pd_scene *s, c
         }
         free(cuts);
         if (n && cut) {
-            qsort(ids, n, sizeof *ids, pd__cmp_u64);
+            qsort(ids, n, sizeof *ids, pd_cmp_u64);
             size_t k = 0;
             for (size_t i = 0; i < n; i++)
                 if (k == 0 || ids[k - 1] != ids[i])

@@ -26,6 +26,7 @@
 #include "pd_reserve_shared.h"
 #include "pd_scene_reserve_internal.h"
 #include "pd_sipp.h"
+#include "pd_sort.h"
 #include "pd_yield.h"
 
 /* Appends refused in a row (other replicas reserved in the scene first)
@@ -139,16 +140,10 @@ static void pd__note_expiring(void *user, const pd_reserve_op *op)
 }
 
 /* ids[0..n) ascending, kept as *agents (NULL when none). */
-static int pd__cmp_id(const void *a, const void *b)
-{
-    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 static void pd__keep_ids(uint64_t *ids, size_t n, uint64_t **agents)
 {
     if (ids && n) {
-        qsort(ids, n, sizeof *ids, pd__cmp_id);
+        qsort(ids, n, sizeof *ids, pd_cmp_u64);
         *agents = ids;
     } else {
         free(ids);

@@ -1620,3 +1620,9 @@ int pdi_world_has(const pdi_world *w, const char *name)
             return 1;
     return 0;
 }
+
+int pdi_cmp_u64(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}

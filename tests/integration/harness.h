@@ -182,6 +182,10 @@ int pdi_run_pathd(const char *const *args, int timeout_ms, char *out, size_t out
 const char *pdi_pathd_binary(void);
 const char *pdi_pathctl_binary(void);
 
+/* qsort's comparator of uint64_t, ascending (round trips, versions, ids):
+ * the tests link only the client, so not the server's pd_cmp_u64. */
+int pdi_cmp_u64(const void *a, const void *b);
+
 /* ---- clients ----------------------------------------------------------- */
 
 /* The metrics port the daemon bound (read from its "metrics on" log line),

@@ -199,12 +199,6 @@ static void *streamer_main(void *p)
     return NULL;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 #define T_PINGS 200
 
 /* The median of T_PINGS pings on c, in microseconds. */
@@ -213,7 +207,7 @@ static uint64_t ping_median(pdc_conn *c)
     uint64_t rtt[T_PINGS];
     for (int i = 0; i < T_PINGS; i++)
         assert_int_equal(pdc_ping(c, &rtt[i]), PDC_OK);
-    qsort(rtt, T_PINGS, sizeof *rtt, cmp_u64);
+    qsort(rtt, T_PINGS, sizeof *rtt, pdi_cmp_u64);
     return rtt[T_PINGS / 2];
 }
 

@@ -728,12 +728,6 @@ static void take_one(stream *s)
     pathd__v1__response__free_unpacked(r, NULL);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Two replicas appending to one scene at once (the race on the log's
  * compare-and-set): each gets a pipeline of UpdateCells, WINDOW in flight
  * (the store appends queued ones together, a lone one alone, so both
@@ -778,7 +772,7 @@ static void test_racing_replicas_answer_every_update(void **state)
         all[i] = s[0].version[i];
         all[PER_REPLICA + i] = s[1].version[i];
     }
-    qsort(all, 2 * PER_REPLICA, sizeof all[0], cmp_u64);
+    qsort(all, 2 * PER_REPLICA, sizeof all[0], pdi_cmp_u64);
     for (size_t i = 0; i < 2 * PER_REPLICA; i++)
         if (all[i] != 2 + i)
             fail_msg("the %zu-th smallest version answered is %llu, not %zu", i, (unsigned long long)all[i], 2 + i);

@@ -580,12 +580,6 @@ static void *t_pather(void *arg)
     return NULL;
 }
 
-static int t_cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 static void test_concurrent_updates_all_land(void **state)
 {
     t_state *t = *state;
@@ -633,7 +627,7 @@ static void test_concurrent_updates_all_land(void **state)
     uint64_t versions[T_UPDATE_TOTAL];
     memcpy(versions, sh->acked, sizeof versions);
     free(sh);
-    qsort(versions, T_UPDATE_TOTAL, sizeof versions[0], t_cmp_u64);
+    qsort(versions, T_UPDATE_TOTAL, sizeof versions[0], pdi_cmp_u64);
     for (int k = 0; k < T_UPDATE_TOTAL; k++)
         assert_int_equal(versions[k], v0 + 1 + (uint64_t)k);
     assert_int_equal(pdc_scene_info(c, "open", &info), PDC_OK);

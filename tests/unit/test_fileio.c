@@ -1,0 +1,212 @@
+/*
+ * test_fileio.c - pd_write_all (server/scene/pd_fileio.h), the one
+ * whole-buffer write the journal, the reservation log and the replica's
+ * cache share: at an offset (pwrite) or at the file's offset (write), on
+ * through short writes and EINTR, and a failure reported with errno. Also
+ * pd_cmp_u64 (server/core/pd_sort.h), the one u64 comparator.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "pd_fileio.h"
+#include "pd_sort.h"
+
+static char path[64];
+
+static int make_file(void)
+{
+    snprintf(path, sizeof path, "/tmp/pd_fileio_XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    return fd;
+}
+
+static void read_back(int fd, char *out, size_t n, off_t at)
+{
+    assert_int_equal(pread(fd, out, n, at), (ssize_t)n);
+}
+
+/* At an offset: the bytes land there, the file's offset stays; at the
+ * file's offset: they follow what is there and move it. */
+static void test_at_an_offset_and_at_the_files_offset(void **state)
+{
+    (void)state;
+    int fd = make_file();
+    assert_int_equal(pd_write_all(fd, "hello", 5, PD_WRITE_AT_OFFSET), 0);
+    assert_int_equal(lseek(fd, 0, SEEK_CUR), 5);
+    assert_int_equal(pd_write_all(fd, "J", 1, 0), 0);
+    assert_int_equal(pd_write_all(fd, "!!", 2, 8), 0);
+    assert_int_equal(lseek(fd, 0, SEEK_CUR), 5); /* pwrite moved nothing */
+    assert_int_equal(pd_write_all(fd, "xyz", 3, PD_WRITE_AT_OFFSET), 0);
+    char got[10];
+    read_back(fd, got, sizeof got, 0);
+    assert_memory_equal(got, "Jelloxyz!!", sizeof got);
+    assert_int_equal(pd_write_all(fd, "", 0, 3), 0); /* nothing to write: nothing done */
+    close(fd);
+    unlink(path);
+}
+
+/* A file size limit cuts the write short, then refuses the rest: -1 with
+ * the system's errno, the part that fit written. */
+static void test_a_refused_rest_is_an_error_with_errno(void **state)
+{
+    (void)state;
+    int fd = make_file();
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = 100;
+    void (*was)(int) = signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    char buf[150];
+    memset(buf, 'a', sizeof buf);
+    errno = 0;
+    int rc = pd_write_all(fd, buf, sizeof buf, PD_WRITE_AT_OFFSET);
+    int e = errno;
+    int rc_at = pd_write_all(fd, buf, 10, 95);
+    int e_at = errno;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, was);
+    assert_int_equal(rc, -1);
+    assert_int_equal(e, EFBIG);
+    assert_int_equal(rc_at, -1);
+    assert_int_equal(e_at, EFBIG);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_size, 100);
+    close(fd);
+    unlink(path);
+
+    /* A descriptor not open for writing: -1, EBADF. */
+    int ro = open("/dev/null", O_RDONLY);
+    assert_true(ro >= 0);
+    assert_int_equal(pd_write_all(ro, "x", 1, PD_WRITE_AT_OFFSET), -1);
+    assert_int_equal(errno, EBADF);
+    close(ro);
+}
+
+/* ---- short writes and EINTR: a pipe written while signals arrive -------- */
+
+#define PIPE_TOTAL (4u << 20)
+
+static atomic_int signals_caught;
+static atomic_int writing;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    atomic_fetch_add(&signals_caught, 1);
+}
+
+typedef struct {
+    int fd;
+    unsigned char *got;
+    size_t n;
+} reader_arg;
+
+static void *reader(void *p)
+{
+    reader_arg *r = p;
+    while (r->n < PIPE_TOTAL) {
+        /* Small reads: the writer keeps blocking on a full pipe, where a
+         * signal interrupts it part way. */
+        ssize_t k = read(r->fd, r->got + r->n, 4096);
+        if (k <= 0)
+            break;
+        r->n += (size_t)k;
+    }
+    return NULL;
+}
+
+typedef struct {
+    pthread_t target;
+} signaller_arg;
+
+static void *signaller(void *p)
+{
+    signaller_arg *s = p;
+    const struct timespec pause = { 0, 50 * 1000 };
+    while (atomic_load(&writing)) {
+        pthread_kill(s->target, SIGUSR1);
+        nanosleep(&pause, NULL);
+    }
+    return NULL;
+}
+
+/* Signals without SA_RESTART make write(2) on a blocked pipe return early
+ * (a short count, or EINTR): every byte still arrives once, in order. */
+static void test_short_writes_and_eintr_go_on(void **state)
+{
+    (void)state;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal; /* no SA_RESTART: the write comes back early */
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    unsigned char *want = malloc(PIPE_TOTAL);
+    reader_arg r = { fds[0], malloc(PIPE_TOTAL), 0 };
+    assert_non_null(want);
+    assert_non_null(r.got);
+    for (size_t i = 0; i < PIPE_TOTAL; i++)
+        want[i] = (unsigned char)(i * 2654435761u >> 13);
+    atomic_store(&writing, 1);
+    signaller_arg s = { pthread_self() };
+    pthread_t rt, st;
+    assert_int_equal(pthread_create(&rt, NULL, reader, &r), 0);
+    assert_int_equal(pthread_create(&st, NULL, signaller, &s), 0);
+    int rc = pd_write_all(fds[1], want, PIPE_TOTAL, PD_WRITE_AT_OFFSET);
+    atomic_store(&writing, 0);
+    pthread_join(st, NULL);
+    close(fds[1]);
+    pthread_join(rt, NULL);
+    close(fds[0]);
+    sigaction(SIGUSR1, &old, NULL);
+    assert_int_equal(rc, 0);
+    assert_int_equal(r.n, PIPE_TOTAL);
+    assert_memory_equal(r.got, want, PIPE_TOTAL);
+    print_message("signals during the write: %d\n", atomic_load(&signals_caught));
+    free(want);
+    free(r.got);
+}
+
+static void test_cmp_u64_orders_the_whole_range(void **state)
+{
+    (void)state;
+    /* Values whose difference does not fit an int: a subtraction would
+     * order them wrongly. */
+    uint64_t v[] = { UINT64_MAX, 0, (uint64_t)1 << 40, 7, UINT64_MAX - 1, (uint64_t)1 << 63, 7 };
+    const uint64_t sorted[] = { 0, 7, 7, (uint64_t)1 << 40, (uint64_t)1 << 63, UINT64_MAX - 1, UINT64_MAX };
+    qsort(v, sizeof v / sizeof v[0], sizeof v[0], pd_cmp_u64);
+    assert_memory_equal(v, sorted, sizeof v);
+    uint64_t a = 5, b = 5;
+    assert_int_equal(pd_cmp_u64(&a, &b), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_at_an_offset_and_at_the_files_offset),
+        cmocka_unit_test(test_a_refused_rest_is_an_error_with_errno),
+        cmocka_unit_test(test_short_writes_and_eintr_go_on),
+        cmocka_unit_test(test_cmp_u64_orders_the_whole_range),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
