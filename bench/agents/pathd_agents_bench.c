@@ -42,6 +42,8 @@
  * default, the bench's too; UINT64_MAX: none). --retry-max MS sets the back-off
  * (pd_yield_params.retry_max_ms; 0 its default, < 0 none). --move-ahead 0|1 and --park-any 0|1
  * (both on by default, as the server has them) switch pd_yield_params.move_ahead and park_any.
+ * --max-displaced N (pd_yield_params.max_displaced; 0, the default, is
+ * PD_YIELD_MAX_DISPLACED) caps the holders one request moves.
  * --yield 0 --clear-holds 0 is plain
  * prioritised planning. An agent decides again at the latest half a TTL
  * after its last decision, as a game renews its reservations.
@@ -493,6 +495,7 @@ typedef struct run_args {
     int64_t retry_max_ms;       /* pd_yield_params.retry_max_ms (0: its default; < 0 no back-off) */
     int move_ahead;             /* pd_yield_params.move_ahead */
     int park_any;               /* pd_yield_params.park_any */
+    uint32_t max_displaced;     /* pd_yield_params.max_displaced */
     FILE *answers;
     pdc_conn *wire;             /* --mode wire: the server's connection */
     const char *scene;          /* and the scene of the map there */
@@ -581,7 +584,8 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
     const pd_yield_params yp = { .after_ms = ra->yield_ms, .unit_grids = grids, .max_unit = MAX_UNIT,
                                .clear_holds = ra->clear_holds, .long_expansions = ra->long_expansions,
                                .take_free_way = ra->take_free_way, .retry_max_ms = ra->retry_max_ms,
-                               .move_ahead = ra->move_ahead, .park_any = ra->park_any };
+                               .move_ahead = ra->move_ahead, .park_any = ra->park_any,
+                               .max_displaced = ra->max_displaced };
     size_t cap = 4096;          /* A* copies no path into a NULL buffer */
     pd_point *buf = xrealloc(NULL, cap * sizeof *buf);
     if (!table || !ctx || !yctx || !sctx || !ag) {
@@ -633,11 +637,12 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                     f->deadlocked++;
                     if (dump)
                         dump_deadlock(dump, s, table, ag, i, from, t0, sctx);
-                } else if (dump) {
-                    fprintf(dump, "no free path: agent %llu\n", (unsigned long long)a->id);
-                }
-                else
+                } else {
+                    /* Counted whether or not a dump is written. */
                     f->no_free_path++;
+                    if (dump)
+                        fprintf(dump, "no free path: agent %llu\n", (unsigned long long)a->id);
+                }
             }
             if (!reserve_mode && !arrived) {
                 a->next = a->plan[a->n - 1].t_arrive_ms;   /* alone: no re-planning on the way */
@@ -868,7 +873,7 @@ static void usage(void)
     fprintf(stderr, "usage: pathd-agents-bench --map FILE.map [--mode reserve|alone|single|wire] [--agents N]\n"
                     "         [--seconds S] [--unit2-pct P] [--window MS] [--hold MS] [--sipp-only 1] [--yield MS]\n"
                     "         [--clear-holds 0|1] [--long-expansions N] [--take-free-way 0|1] [--retry-max MS] [--queries N] [--seed N]"
-                    " [--move-ahead 0|1] [--park-any 0|1]\n"
+                    " [--move-ahead 0|1] [--park-any 0|1] [--max-displaced N]\n"
                     "         [--answers FILE.jsonl] [--server HOST:PORT --scene NAME (wire)]\n");
     exit(2);
 }
@@ -914,6 +919,8 @@ int main(int argc, char **argv)
             ra.move_ahead = atoi(v);
         else if (!strcmp(argv[i], "--park-any"))
             ra.park_any = atoi(v);
+        else if (!strcmp(argv[i], "--max-displaced"))
+            ra.max_displaced = (uint32_t)atoi(v);
         else if (!strcmp(argv[i], "--queries"))
             queries = atoi(v);
         else if (!strcmp(argv[i], "--seed"))

@@ -123,6 +123,11 @@ static int pd__passable(void *user, uint32_t slot)
     return v;
 }
 
+static uint32_t pd__max_displaced(const pd_yield_params *y)
+{
+    return y->max_displaced && y->max_displaced < PD_YIELD_MAX_DISPLACED ? y->max_displaced : PD_YIELD_MAX_DISPLACED;
+}
+
 /* The movable holders whose holds P1 (wp[0..n), unit k) crosses before
  * `until`, in the order it meets them, into yc->h: how many, or -1 when
  * more than fit. *later: whether it crosses more holds from `until` on
@@ -169,7 +174,7 @@ static int pd__crossed(pd_yield_ctx *yc, const pd_reserve *t, const pd_waypoint 
                         seen |= yc->h[j].agent == id;
                     if (seen)
                         continue;
-                    if (found == PD_YIELD_MAX_DISPLACED) {
+                    if ((uint32_t)found == pd__max_displaced(yc->y)) {
                         *later = 1;
                         return found;
                     }

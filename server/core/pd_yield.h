@@ -127,7 +127,11 @@
 #include "pd_reserve.h"
 #include "pd_sipp.h"
 
-#define PD_YIELD_MAX_DISPLACED 4
+/* The most holders one request moves (pd_yield_result.n_displaced; the
+ * wire's ReservePathResult.displaced). 16: on Berlin_0_256 the jams in its
+ * diagonal street stood more than 4 holders deep on a requester's way, and
+ * moving ahead moves a whole chain or none. */
+#define PD_YIELD_MAX_DISPLACED 16
 #define PD_YIELD_MIN_GAIN_MS 1000
 /* Each aside plan's expansions when the caller sets none. */
 #define PD_YIELD_DEFAULT_EXPANSIONS 4000
@@ -175,6 +179,9 @@ typedef struct pd_yield_params {
     /* A holder that finds no clear anchor (clear_holds) may park on any
      * anchor off R's way it can hold for good. */
     int park_any;
+    /* The most holders one request moves, 1..PD_YIELD_MAX_DISPLACED; 0 (or
+     * more than that): PD_YIELD_MAX_DISPLACED. */
+    uint32_t max_displaced;
 } pd_yield_params;
 
 /* A holder moved aside: its new plan replaces its reservations from t0_ms

@@ -2093,6 +2093,61 @@ static void test_yield_moves_ahead(void **state)
     moves_ahead(state, 1, "yield_move_ahead");
 }
 
+/* A chain longer than 4 (PD_YIELD_MAX_DISPLACED, raised from 4 to 16 for
+ * Berlin_0_256's jams): a one-wide corridor (row 1, x 3-15) between two
+ * rooms, R at its west mouth (2, 1) from 0 and six holders in it from 1000
+ * at x 4, 6, ..., 14; R's goal is in the east room. Moving ahead moves a
+ * chain whole or not at all, so with a cap of 4 holders (max_displaced 4,
+ * the old limit) no one moves and R stays short of the first; with the
+ * default cap all six walk east before R and park in the room. */
+static void moves_a_chain(void **state, uint32_t cap, const char *name)
+{
+    stage st;
+    stage_begin(&st, state, name, core_grid("...#############........\n"
+                                            "........................\n"
+                                            "...#############........\n"));
+    pd_yield_ctx *yc = pd_yield_ctx_create();
+    assert_non_null(yc);
+    const pd_grid *grids[2] = { NULL, st.s.unit[1] };
+    const pd_yield_params y = { .after_ms = 1000, .unit_grids = grids, .max_unit = 1, .move_ahead = 1,
+                                .max_displaced = cap };
+    const uint64_t base = cap ? 110 : 90, rid = base + 1;
+    enum { CHAIN = 6 };
+    stand_at(&st, yc, rid, (pd_point){ 2, 1 }, 0);
+    for (int i = 0; i < CHAIN; i++)
+        stand_at(&st, yc, rid + 1 + (uint64_t)i, (pd_point){ 4 + 2 * i, 1 }, 1000);
+    pd_yield_result yr;
+    const pd_sipp_params p = { .agent = rid, .unit = 1, .start = { 2, 1 }, .goal = { 22, 1 }, .t0_ms = 3000,
+                               .speed = 1.0, .window_ms = 3000 };
+    const pd_status got = pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &p, &y, &st.r, &yr);
+    assert_true(got == PD_OK || got == PD_PARTIAL);
+    log_moves(&st, rid, 3000, &yr);
+    assert_true(yr.tried);
+    if (!cap) {
+        expect_status(got, PD_OK, "R all the way");
+        assert_int_equal(yr.n_displaced, CHAIN);
+        assert_int_equal(st.r.waypoints[st.r.n_waypoints - 1].x, 22);
+        /* All stand in the east room at the end, off the corridor. */
+        for (size_t d = 0; d < CHAIN; d++)
+            assert_true(yr.displaced[d].waypoints[yr.displaced[d].n_waypoints - 1].x >= 16);
+    } else {
+        assert_int_equal(yr.n_displaced, 0);
+        expect_status(got, PD_PARTIAL, "R short of the first holder");
+    }
+    for (uint64_t id = rid; id <= rid + CHAIN; id++) {
+        pd_reserve_release(st.f->t, id);
+        answers_cut(&st.log, "release", id, 90000);
+    }
+    pd_yield_ctx_destroy(yc);
+    stage_end(&st);
+}
+
+static void test_yield_moves_a_chain(void **state)
+{
+    moves_a_chain(state, 4, "yield_chain_capped");
+    moves_a_chain(state, 0, "yield_chain");
+}
+
 /* Parking anywhere when nowhere is clear (park_any): a corridor (row 1)
  * with a two-cell pocket above it at (8, 0) and (9, 0); X parks for good
  * at (9, 0), so (8, 0), beside X's hold, is not clear (clear_holds), and
@@ -2253,6 +2308,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_yield_long_budget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_moves_ahead, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_parks_anywhere, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_moves_a_chain, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
