@@ -961,7 +961,7 @@ static int pd__replay_file(pd__replay *rp, const char *path, int truncate, char 
             rp->stats->truncated_bytes += size - keep;
             /* A file without a whole header gets its magic back. */
             if (ftruncate(fd, (off_t)keep) != 0 ||
-                (keep == 0 && pwrite(fd, PD_JOURNAL_MAGIC, PD_JOURNAL_MAGIC_BYTES, 0) != PD_JOURNAL_MAGIC_BYTES) ||
+                (keep == 0 && pd_write_all(fd, PD_JOURNAL_MAGIC, PD_JOURNAL_MAGIC_BYTES, 0) != 0) ||
                 fdatasync(fd) != 0) {
                 snprintf(err, errlen, "journal: cannot truncate %s: %s", path, strerror(errno));
                 rc = -1;

@@ -187,6 +187,93 @@ static void test_short_writes_and_eintr_go_on(void **state)
     free(r.got);
 }
 
+/* The case above need not meet EINTR itself (a signal may land between
+ * writes, or after a part was written). Here it must: the pipe is full
+ * before the write starts, so write(2) blocks with nothing written, and a
+ * signal without SA_RESTART makes it fail with EINTR; pd_write_all must
+ * try again, and every byte arrive once. */
+typedef struct {
+    int fd;
+    const unsigned char *p;
+    size_t n;
+    int rc;
+} blocked_writer_arg;
+
+static void *blocked_writer(void *p)
+{
+    blocked_writer_arg *w = p;
+    w->rc = pd_write_all(w->fd, w->p, w->n, PD_WRITE_AT_OFFSET);
+    return NULL;
+}
+
+static void test_eintr_with_nothing_written_goes_on(void **state)
+{
+    (void)state;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal; /* no SA_RESTART */
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    /* Fill the pipe without blocking, then make the write end blocking. */
+    const int fl = fcntl(fds[1], F_GETFL);
+    assert_int_equal(fcntl(fds[1], F_SETFL, fl | O_NONBLOCK), 0);
+    size_t filled = 0;
+    unsigned char z[4096] = { 0 };
+    for (;;) {
+        ssize_t k = write(fds[1], z, sizeof z);
+        if (k < 0) {
+            assert_int_equal(errno, EAGAIN);
+            break;
+        }
+        filled += (size_t)k;
+    }
+    assert_int_equal(fcntl(fds[1], F_SETFL, fl), 0);
+    enum { N = 3000 };
+    unsigned char want[N];
+    for (size_t i = 0; i < N; i++)
+        want[i] = (unsigned char)(i * 2654435761u >> 11);
+    blocked_writer_arg w = { fds[1], want, N, 99 };
+    atomic_store(&signals_caught, 0);
+    pthread_t wt;
+    assert_int_equal(pthread_create(&wt, NULL, blocked_writer, &w), 0);
+    /* Several signals, 20 ms apart: the writer is blocked in write(2) for
+     * all but perhaps the first. */
+    const struct timespec gap = { 0, 20 * 1000 * 1000 };
+    for (int i = 0; i < 5; i++) {
+        nanosleep(&gap, NULL);
+        pthread_kill(wt, SIGUSR1);
+    }
+    nanosleep(&gap, NULL);
+    assert_true(atomic_load(&signals_caught) >= 1);
+    /* Drain the fill (the writer goes on, or has given up), wait for the
+     * writer, close its end, then read its bytes to the end. */
+    unsigned char *got = malloc(filled + N);
+    assert_non_null(got);
+    size_t n = 0;
+    for (size_t until = filled; n < until;) {
+        ssize_t k = read(fds[0], got + n, until - n);
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+    }
+    pthread_join(wt, NULL);
+    close(fds[1]);
+    while (n < filled + N) {
+        ssize_t k = read(fds[0], got + n, filled + N - n);
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+    }
+    sigaction(SIGUSR1, &old, NULL);
+    close(fds[0]);
+    assert_int_equal(w.rc, 0);
+    assert_int_equal(n, filled + N);
+    assert_memory_equal(got + filled, want, N);
+    free(got);
+}
+
 static void test_cmp_u64_orders_the_whole_range(void **state)
 {
     (void)state;
@@ -206,6 +293,7 @@ int main(void)
         cmocka_unit_test(test_at_an_offset_and_at_the_files_offset),
         cmocka_unit_test(test_a_refused_rest_is_an_error_with_errno),
         cmocka_unit_test(test_short_writes_and_eintr_go_on),
+        cmocka_unit_test(test_eintr_with_nothing_written_goes_on),
         cmocka_unit_test(test_cmp_u64_orders_the_whole_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
