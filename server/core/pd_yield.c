@@ -333,11 +333,17 @@ static int pd__replan_holders(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *ta
     const pd_yield_params *y = yc->y;
     const int64_t window = pd_reserve_get_limits(table)->max_window_ms;
     int moved[PD_YIELD_MAX_DISPLACED] = { 0 }, n_moved = 0;
+    /* Each pass tries every holder not yet moved (up to two searches
+     * each), and a pass may move only one: unbounded, 16 holders could
+     * take 272 searches in one lane step. */
+    int searches = PD_YIELD_REPLAN_SEARCHES_PER_HOLDER * found;
     for (int progress = 1; progress && n_moved < found;) {
         progress = 0;
         for (int i = found - 1; i >= 0; i--) {
             if (moved[i])
                 continue;
+            if (searches <= 0)
+                return 0; /* the caller undoes the moves made */
             pd__holder *h = &yc->h[i];
             yc->park_unit = h->info.unit;
             yc->park_self = pd_reserve_agent_slot(table, h->agent);
@@ -351,11 +357,15 @@ static int pd__replan_holders(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *ta
                                        .park_ok = pd__park_ok, .park_user = yc };
             pd_sipp_result rh;
             yc->park_any = 0;
+            searches--;
             if (pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh) != PD_OK) {
                 /* Nowhere clear in reach (a crowd): any anchor it may hold
                  * for good, rather than no move at all. */
                 yc->park_any = y->park_any;
-                if (!yc->park_any || pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh) != PD_OK)
+                if (!yc->park_any)
+                    continue;
+                searches--;
+                if (pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh) != PD_OK)
                     continue;
             }
             pd_reserve_set_renewed(table, h->agent, h->info.renewed_ms);

@@ -133,6 +133,12 @@
  * moving ahead moves a whole chain or none. */
 #define PD_YIELD_MAX_DISPLACED 16
 #define PD_YIELD_MIN_GAIN_MS 1000
+/* The aside plans one request may search for its holders, per holder
+ * found (pd__replan_holders; unbounded, 16 holders could take 272
+ * searches of max_expansions each in one lane step, now at most 64). The
+ * agents bench's Berlin_0_256 run (500 agents, 600 s) makes the same
+ * decisions with it as without. */
+#define PD_YIELD_REPLAN_SEARCHES_PER_HOLDER 4
 /* Each aside plan's expansions when the caller sets none. */
 #define PD_YIELD_DEFAULT_EXPANSIONS 4000
 /* Each long plan's (pd_yield_params.long_expansions) when the caller sets none. */
