@@ -18,8 +18,10 @@
  * again before the last promise settled.
  *
  * Flow control: the client never overloads the connection by itself. On
- * every new socket it first asks GetLimits (with no timeout of its own: the
- * calls queued behind it time out, the connection goes on when it answers),
+ * every new socket it first asks GetLimits, behind Auth with a token (neither
+ * has a timeout of its own: the calls queued behind GetLimits time out, the
+ * connection goes on when it answers, and a late Auth answer still sets the
+ * role and asks a GetLimits refused before it again),
  * and from then on keeps at most the connection's in-flight cap
  * (Limits.max_inflight_per_conn, or the lower options.maxInFlight)
  * outstanding, counting as the server does (a
@@ -78,7 +80,7 @@
  * A request that gets no answer rejects with a subclass of PathdError:
  * PathdDisconnected (connection lost and the request not safe to send again,
  * or no server within the retry deadline; see "Replicas"), PathdTimeout (no
- * answer within timeoutMs; a late answer is ignored; err.sent says whether
+ * answer within timeoutMs; a late answer is ignored, but for auth()'s; err.sent says whether
  * it had left the local queue, so whether the server got it) or
  * PathdProtocolError (the server broke the protocol; the
  * connection is closed, as the server does). The next call reconnects to the
@@ -985,7 +987,8 @@ class PathdClient {
     this._eventWaiters = []; // watchNext() calls waiting for one
     this.token = token;
     this.role = null;
-    this._auth = null;
+    this._auth = null;   // the last Auth's answer (the role), untimed
+    this._authId = 0;    // its request id
     // The timing of the answer the last call took (see the top of the file).
     this.lastTiming = { serverUs: 0, searchUs: 0 };
     // Replicas (see the top of the file).
@@ -1004,16 +1007,34 @@ class PathdClient {
   /* Authenticates this socket (and every later one) with token; resolves
    * with the role granted ("query", "write" or "admin"). A wrong token
    * rejects with UNAUTHENTICATED after about a second, and the server
-   * closes the connection. */
+   * closes the connection. No answer within timeoutMs rejects with
+   * PathdTimeout, but the answer still counts when it comes (the role, and
+   * the limits asked again: see _authenticate). */
   auth(token) {
     this.token = token;
-    return this._socket ? this._authenticate() : (this._ensureConnected(), this._auth);
+    const answered = this._socket ? this._authenticate() : (this._ensureConnected(), this._auth);
+    const { timeoutMs } = this;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const err = new PathdTimeout(`no answer within ${timeoutMs} ms`, { requestId: this._authId });
+        err.sent = true; // Auth takes no slot: it is never queued
+        reject(err);
+      }, timeoutMs);
+      answered.then((role) => { clearTimeout(timer); resolve(role); },
+        (err) => { clearTimeout(timer); reject(err); });
+    });
   }
 
-  /* Sends Auth with the kept token ahead of anything else queued after it. */
+  /* Sends Auth with the kept token ahead of anything else queued after it.
+   * Like GetLimits it has no timeout of its own (untimed): a late answer (a
+   * server or event loop slower than timeoutMs) still sets the role and
+   * lets a GetLimits refused before the token be asked again, or the
+   * connection would keep the fallback cap and no role for its life. The
+   * caller's wait is bounded in auth(); a lost socket rejects it. */
   _authenticate() {
-    const authOp = op({ auth: { token: this.token } }, single('auth', (m) => ({ role: m.role })));
-    const { promise } = this._send(authOp);
+    const authOp = { ...op({ auth: { token: this.token } }, single('auth', (m) => ({ role: m.role }))), untimed: true };
+    const { id, promise } = this._send(authOp);
+    this._authId = id;
     this._auth = promise.then((answer) => {
       this.role = this._accept(authOp, answer).role;
       // GetLimits refused before this token (a server with auth.tokens):

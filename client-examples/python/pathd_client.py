@@ -40,14 +40,18 @@ in a local queue, in order (at most max_queued; PathdQueueFull past it),
 and goes out as answers free slots. So the server never refuses this client
 OVERLOADED for its own excess; OVERLOADED then means the server as a whole
 is busy (its shared job queue). batch() sizes its frames from
-Limits.max_batch_items. PathdPool / AsyncPathdPool spread blocking calls
-over N connections. GetLimits (and Auth, sent just before it) has no
-timeout of its own: connect() waits for their answers up to the timeout and
-then goes on; an answer later than that still takes effect when it arrives
-(the cap and batch size, the role), and until GetLimits answers the counted
-requests wait in the queue, each within its own timeout. (A late answer
-dropped with its timed-out request left a loaded machine's connections at
-the default cap of 64, whatever the server's was.)
+Limits.max_batch_items and the cap (pathd refuses a Batch of more items
+than max_inflight_per_conn). PathdPool / AsyncPathdPool spread blocking
+calls over N connections. GetLimits (and Auth, sent just before it, ahead
+of any other request) has no timeout of its own: connect() waits for their
+answers up to the timeout and then goes on; an answer later than that
+still takes effect when it arrives (the cap and batch size, the role), and
+until GetLimits answers the counted requests wait in the queue, each within
+its own timeout, and batch() waits for it (within its timeout) before it
+frames the items. (A late answer dropped with its timed-out request left a
+loaded machine's connections at the default cap of 64, whatever the
+server's was.) Auth answered DRAINING (or another retryable status) on a
+new connection: the client connects again, as when it is lost.
 
 Watching: watch(scenes) subscribes to the scenes' changes and returns the
 watch's id; watch_next() hands back each event in order (the dict pathctl
@@ -1409,8 +1413,12 @@ class _Api:
         return self._batch(items, _batch_op(items))  # checks 1..256 items, 32 paths
 
     def _batch_frames(self, items, op):
-        """The Batch frames items go in on this connection (connected: its
-        limits are known): op alone, or frames of max_batch_items."""
+        """The Batch frames items go in on this connection: op alone, or
+        frames of at most max_batch_items and the in-flight cap (pathd
+        refuses a Batch larger than max_inflight_per_conn whole,
+        LIMIT_EXCEEDED). Called once the connection's GetLimits has
+        answered (_batch waits for it), so both are the server's, or the
+        defaults when it refused GetLimits."""
         size = max(1, min(MAX_BATCH_ITEMS, self.max_batch_items, self._cap))
         if len(items) <= size:
             return [op]
@@ -1578,8 +1586,25 @@ class _Api:
                 self.server_limits = answer
                 self._cap = max(1, answer.get("max_inflight_per_conn", 0) or DEFAULT_INFLIGHT_CAP)
                 self.max_batch_items = answer.get("max_batch_items", 0) or MAX_BATCH_ITEMS
+            self._limits_settled()
             self._slots_freed()
         return settle
+
+    def _limits_wait_ended(self, conn, deadline):
+        """_await_limits' outcome once conn's GetLimits is not due any more
+        or conn is not the connection: True when it still is (its limits
+        known), False to connect again (before deadline), or raises."""
+        if conn is not None and self._sock is conn:
+            return True
+        if time.monotonic() >= deadline:
+            raise self._limits_timeout()
+        return False
+
+    def _limits_timeout(self):
+        """The PathdTimeout of a batch() whose connection's GetLimits did
+        not answer within its timeout (nothing was sent)."""
+        return PathdTimeout("the connection's GetLimits was not answered within %gs: the batch "
+                            "was not sent (its frames follow the server's limits)" % self.timeout)
 
     def _auth_answer(self, response):
         """The on-answer of Auth (on the reader): the role, however late."""
@@ -1603,6 +1628,40 @@ class _Api:
         """Whether auth() asks GetLimits again: refused before the token
         (a server with tokens), none asked since."""
         return self.flow_control and self.server_limits is None and not self._limits_due
+
+    def _abandon(self, p):
+        """(Sync: with the lock held.) No one waits for p (one of
+        _ask_first's) any more, nor applies its answer: its connection was
+        replaced, and the new one asks its own. A retired connection then
+        closes once nothing else is owed on it."""
+        self._forget(p.id)
+        self._on_answer.pop(p.id, None)
+        if p.sock is not None:
+            self._close_if_done(p.sock)
+
+    def _still_owed(self, sent):
+        """(Sync: with the lock held.) Those of sent (_ask_first's) still
+        to be answered on the current connection; the others are abandoned."""
+        owed = [(op, p) for op, p in sent if p.sock is self._sock]
+        for op, p in sent:
+            if p.sock is not self._sock:
+                self._abandon(p)
+        return owed
+
+    def _auth_retryable(self, p, answer, rest):
+        """(Sync: with the lock held.) Auth (p) on a new connection was
+        answered with a retryable status: a draining replica answers
+        DRAINING before it looks at the token. The connection is retired
+        (rest, what _ask_first sent behind Auth, abandoned); returns the
+        PathdDisconnected to raise, on which _connect_until connects again
+        (another replica), as for a connection lost."""
+        for _, q in rest:
+            self._abandon(q)
+        self._retire(p.sock)
+        status = self._status(answer)
+        message = answer.get("message", "")
+        return PathdDisconnected("Auth on the new connection was answered %s%s; connecting again"
+                                 % (status, ": " + message if message else ""), p.id)
 
     def _retry_pause(self, answer, attempt, backoff, deadline):
         """Seconds to wait before sending again, or None to hand answer back:
@@ -1854,11 +1913,26 @@ class PathdClient(_Api):
             except OSError as e:
                 raise PathdDisconnected("cannot connect to %s:%d: %s" % (self._host, self._port, e))
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self._lock:
-                self._sock = sock
-                self._connected_at = time.monotonic()
-                self.reconnects += 1 if self._ever_connected else 0
-                self._ever_connected = True
+            # Auth and GetLimits are registered (and _limits_due set) in the
+            # section that makes sock the connection, and written before
+            # the send lock lets any other thread's frame out: a request
+            # from another thread never goes ahead of them.
+            with self._send_lock:
+                with self._lock:
+                    self._sock = sock
+                    self._connected_at = time.monotonic()
+                    self.reconnects += 1 if self._ever_connected else 0
+                    self._ever_connected = True
+                    sent = []
+                    for op, on_answer in self._ask_first(self.flow_control):
+                        op.request.id, p = self._register(sock, op, False, on_answer)
+                        sent.append((op, p))
+                try:
+                    sock.settimeout(self.timeout)
+                    sock.sendall(b"".join(_frame(op.request) for op, _ in sent))
+                    failure = None
+                except OSError as e:  # socket.timeout too: a frame may be cut
+                    failure = "send failed: %s" % e
             self._reader = threading.Thread(target=self._read_loop, args=(sock,), daemon=True,
                                             name="pathd-reader")
             self._reader.start()
@@ -1867,21 +1941,27 @@ class PathdClient(_Api):
             self._sender.start()
             deadline = time.monotonic() + self.timeout
             try:
-                sent = [(op, self._send(op.request, op, False, on_answer))
-                        for op, on_answer in self._ask_first(self.flow_control)]
+                if failure is not None:
+                    raise PathdDisconnected(failure)
                 self._await_first(sent, deadline)
-            except PathdError:
-                self.close()
+            except PathdError as e:
+                # Not close(): a call that is connecting may still retry.
+                self._drop(PathdDisconnected, "connect() failed: %s" % e)
                 raise
 
     def _await_first(self, sent, deadline):
         """Waits for the answers of _ask_first's requests until deadline: a
-        refused token raises; past the deadline it goes on (their answers
-        apply when they come; module notes, "Flow control")."""
+        refused token raises; Auth answered with a retryable status
+        (DRAINING) raises PathdDisconnected (_auth_retryable); past the
+        deadline it goes on (their answers apply when they come; module
+        notes, "Flow control")."""
         try:
-            for op, p in sent:
+            for i, (op, p) in enumerate(sent):
                 answer = self._wait(p, deadline)
                 if op.request.WhichOneof("body") == "auth":
+                    if self._status(answer) in _RETRYABLE:
+                        with self._lock:
+                            raise self._auth_retryable(p, answer, sent[i + 1:])
                     self._accept(op, answer)
         except PathdTimeout:
             pass
@@ -2110,12 +2190,14 @@ class PathdClient(_Api):
             self._forget(p.id)
         return self._outcome(p)
 
-    def _roundtrip(self, op, answer=None, recover=True):
+    def _roundtrip(self, op, answer=None, recover=True, sent=None):
         """Send, wait, and retry a retryable answer (_RETRYABLE) with
         jittered backoff until the retry deadline; returns the call's value.
         With recover (not inside connect()), (re)connects first, with
         backoff, and sends op again when its connection was lost and op is
-        _resendable. With answer, op was already sent once and answered that."""
+        _resendable. With answer, op was already sent once and answered that;
+        with sent (its _Pending), op was already sent once and is waited for
+        first, so a lost connection sends it again as any call (auth())."""
         deadline = time.monotonic() + self.retry_deadline
         backoff = RETRY_BACKOFF_FIRST_S
         lost_backoff = RECONNECT_BACKOFF_FIRST_S
@@ -2125,9 +2207,12 @@ class PathdClient(_Api):
             sock = None
             if answer is None:
                 try:
-                    if recover:
-                        self._connect_until(deadline)
-                    p = self._send(op.request, op, False)
+                    if sent is not None:
+                        p, sent = sent, None
+                    else:
+                        if recover:
+                            self._connect_until(deadline)
+                        p = self._send(op.request, op, False)
                     sock = p.sock
                     answer = self._wait(p)
                 except PathdDisconnected:
@@ -2157,9 +2242,33 @@ class PathdClient(_Api):
         return self._roundtrip(op)
 
     def _batch(self, items, op):
-        self._connect_until(time.monotonic() + self.retry_deadline)
+        """A batch, framed (_batch_frames) once the connection's GetLimits
+        has answered: waited for up to the timeout (PathdTimeout past it,
+        nothing sent), then each frame has its own timeout."""
+        retry_deadline = time.monotonic() + self.retry_deadline
+        deadline = time.monotonic() + self.timeout
+        self._connect_until(retry_deadline)
+        while not self._await_limits(deadline):
+            self._connect_until(retry_deadline)  # lost or replaced meanwhile
         ops = self._batch_frames(items, op)
         return self._roundtrip(op) if len(ops) == 1 else self._call_many(ops)
+
+    def _await_limits(self, deadline):
+        """Waits until the current connection's GetLimits has answered
+        (at once without flow control): True, or False when the connection
+        was lost or replaced first (the next one asks its own). Raises
+        PathdTimeout past deadline."""
+        with self._lock:
+            sock = self._sock
+            while sock is not None and self._sock is sock and self._limits_due:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise self._limits_timeout()
+                self._lock.wait(remaining)
+            return self._limits_wait_ended(sock, deadline)
+
+    def _limits_settled(self):
+        self._lock.notify_all()  # (the reader holds the lock) wakes _await_limits
 
     def _call_many(self, ops):
         """Several calls in flight together (a batch split in frames); their
@@ -2204,9 +2313,18 @@ class PathdClient(_Api):
         deadline = time.monotonic() + self.timeout
         sent = [(op, self._send(op.request, op, False, on_answer))
                 for op, on_answer in self._ask_first(self._limits_refused())]
-        op, p = sent[0]
-        role = self._roundtrip(op, self._wait(p, deadline))
-        self._await_first(sent[1:], deadline)
+        # Auth is waited for inside _roundtrip: retried, and sent again on
+        # a new connection when this one is lost (it changes nothing).
+        try:
+            role = self._roundtrip(sent[0][0], sent=sent[0][1])
+        except PathdError:
+            with self._lock:  # no one waits for GetLimits; a late answer still applies
+                for _, p in sent[1:]:
+                    self._forget(p.id)
+            raise
+        with self._lock:
+            rest = self._still_owed(sent[1:])
+        self._await_first(rest, deadline)
         return role
 
     def send_cancel(self, target_id):
@@ -2359,6 +2477,7 @@ class AsyncPathdClient(_Api):
         self._reader_task = None
         self._completed_event = None
         self._event_event = None       # set when a watch event arrives
+        self._limits_event = None      # set when GetLimits answers or the connection goes
 
     # ---- connection -------------------------------------------------------------
 
@@ -2368,6 +2487,7 @@ class AsyncPathdClient(_Api):
             self._connect_lock = asyncio.Lock()
             self._completed_event = asyncio.Event()
             self._event_event = asyncio.Event()
+            self._limits_event = asyncio.Event()
         async with self._connect_lock:
             if self._writer is not None:
                 return
@@ -2388,16 +2508,19 @@ class AsyncPathdClient(_Api):
                 sent = [(op, await self._send(op.request, op, False, on_answer))
                         for op, on_answer in self._ask_first(self.flow_control)]
                 await self._await_first(sent, deadline)
-            except PathdError:
-                await self.close()
+            except PathdError as e:
+                # Not close(): a call that is connecting may still retry.
+                await self._drop(PathdDisconnected, "connect() failed: %s" % e)
                 raise
 
     async def _await_first(self, sent, deadline):
         """As PathdClient._await_first."""
         try:
-            for op, p in sent:
+            for i, (op, p) in enumerate(sent):
                 answer = await self._wait(p, deadline)
                 if op.request.WhichOneof("body") == "auth":
+                    if self._status(answer) in _RETRYABLE:
+                        raise self._auth_retryable(p, answer, sent[i + 1:])
                     self._accept(op, answer)
         except PathdTimeout:
             pass
@@ -2429,6 +2552,7 @@ class AsyncPathdClient(_Api):
         self._used = 0
         self._held.clear()
         self._end_watches("DRAINING", "the connection was replaced (draining or max_connection_age)")
+        self._limits_settled()  # a batch waiting for this connection's limits looks again
         self._close_if_done(writer)
 
     def _close_if_done(self, writer):
@@ -2485,6 +2609,7 @@ class AsyncPathdClient(_Api):
         self._writer = None
         writer.close()
         self._fail_pending(error_class, message, writer)
+        self._limits_settled()
 
     def _complete(self, p):
         p.done = True
@@ -2562,7 +2687,7 @@ class AsyncPathdClient(_Api):
         self._forget(p.id)
         return self._outcome(p)
 
-    async def _roundtrip(self, op, answer=None, recover=True):
+    async def _roundtrip(self, op, answer=None, recover=True, sent=None):
         """As PathdClient._roundtrip."""
         deadline = time.monotonic() + self.retry_deadline
         backoff = RETRY_BACKOFF_FIRST_S
@@ -2573,9 +2698,12 @@ class AsyncPathdClient(_Api):
             sock = None
             if answer is None:
                 try:
-                    if recover:
-                        await self._connect_until(deadline)
-                    p = await self._send(op.request, op, False)
+                    if sent is not None:
+                        p, sent = sent, None
+                    else:
+                        if recover:
+                            await self._connect_until(deadline)
+                        p = await self._send(op.request, op, False)
                     sock = p.sock
                     answer = await self._wait(p)
                 except PathdDisconnected:
@@ -2605,9 +2733,32 @@ class AsyncPathdClient(_Api):
         return await self._roundtrip(op)
 
     async def _batch(self, items, op):
-        await self._connect_until(time.monotonic() + self.retry_deadline)
+        """As PathdClient._batch."""
+        retry_deadline = time.monotonic() + self.retry_deadline
+        deadline = time.monotonic() + self.timeout
+        await self._connect_until(retry_deadline)
+        while not await self._await_limits(deadline):
+            await self._connect_until(retry_deadline)
         ops = self._batch_frames(items, op)
         return await (self._roundtrip(op) if len(ops) == 1 else self._call_many(ops))
+
+    async def _await_limits(self, deadline):
+        """As PathdClient._await_limits: _limits_event is set when GetLimits
+        answers and when the connection is lost or retired."""
+        writer = self._writer
+        while writer is not None and self._writer is writer and self._limits_due:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._limits_timeout()
+            self._limits_event.clear()
+            try:
+                await asyncio.wait_for(self._limits_event.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+        return self._limits_wait_ended(writer, deadline)
+
+    def _limits_settled(self):
+        self._limits_event.set()
 
     async def _call_many(self, ops):
         """As PathdClient._call_many."""
@@ -2641,9 +2792,13 @@ class AsyncPathdClient(_Api):
         deadline = time.monotonic() + self.timeout
         sent = [(op, await self._send(op.request, op, False, on_answer))
                 for op, on_answer in self._ask_first(self._limits_refused())]
-        op, p = sent[0]
-        role = await self._roundtrip(op, await self._wait(p, deadline))
-        await self._await_first(sent[1:], deadline)
+        try:
+            role = await self._roundtrip(sent[0][0], sent=sent[0][1])
+        except PathdError:
+            for _, p in sent[1:]:
+                self._forget(p.id)
+            raise
+        await self._await_first(self._still_owed(sent[1:]), deadline)
         return role
 
     async def send_cancel(self, target_id):

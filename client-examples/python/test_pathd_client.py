@@ -1716,6 +1716,15 @@ def wait_until(condition, what, seconds=10):
         time.sleep(0.005)
 
 
+def answer_limits_when(server, gate, cap):
+    """Fake server step: reads the connection's GetLimits and answers it
+    (max_inflight_per_conn cap) once the test sets gate."""
+    limits = expect(server.read_frame(), "limits")
+    if not gate.wait(20):
+        raise AssertionError("the test never opened the gate")
+    server.send(limits_answer(limits, cap))
+
+
 class LateFirstAnswersTest(unittest.TestCase):
     """GetLimits and Auth answered after the client's timeout (a loaded
     machine): the late answers still set the cap and the role, and calls
@@ -1731,10 +1740,7 @@ class LateFirstAnswersTest(unittest.TestCase):
 
         def script(server):
             server.accept()
-            limits = expect(server.read_frame(), "limits")
-            if not gate.wait(20):  # GetLimits is answered once the client gave up on it
-                raise AssertionError("the test never opened the gate")
-            server.send(limits_answer(limits, self.LATE_CAP))
+            answer_limits_when(server, gate, self.LATE_CAP)  # once the client gave up on it
             request = server.read_request()
             server.send(chunk(request.id, 0, [(2, 2)], final=True, total=1))
 
@@ -1804,10 +1810,7 @@ class LateFirstAnswersTest(unittest.TestCase):
 
         def script(server):
             server.accept()
-            limits = expect(server.read_frame(), "limits")
-            if not gate.wait(20):
-                raise AssertionError("the test never opened the gate")
-            server.send(limits_answer(limits, self.LATE_CAP))
+            answer_limits_when(server, gate, self.LATE_CAP)
             request = server.read_request()
             server.send(chunk(request.id, 0, [(2, 2)], final=True, total=1))
 
@@ -1837,6 +1840,251 @@ class LateFirstAnswersTest(unittest.TestCase):
         asyncio.run(asyncio.wait_for(main(), 60))
         server.join()
         self.assertEqual(len(server.requests), 1, "the timed-out call was never sent")
+
+
+def granted(auth, role="query"):
+    """The answer to an Auth request: the role granted."""
+    r = pb.Response(id=auth.id, final=True)
+    r.auth.role = role
+    return r
+
+
+def raycasts_answer(request):
+    """The answer to a Batch of raycasts: every ray clear."""
+    r = pb.Response(id=request.id, final=True)
+    for _ in request.batch.items:
+        r.batch.items.add(status=pb.OK).raycast.clear = True
+    return r
+
+
+def serve_first(server, cap=FAKE_INFLIGHT_CAP):
+    """Answers a new connection's Auth and GetLimits (in that order)."""
+    server.send(granted(expect(server.read_frame(), "auth")))
+    server.send(limits_answer(expect(server.read_frame(), "limits"), cap))
+
+
+class LockWatch(threading.Condition):
+    """A client's _lock that records which threads are blocked entering
+    it (another thread holds it), so a test can tell a call held back by
+    the lock from one that went through."""
+
+    def __init__(self, lock):
+        super().__init__(lock)
+        self.blocked = set()
+
+    def __enter__(self):
+        if self._lock.acquire(False):
+            return True
+        self.blocked.add(threading.get_ident())
+        self._lock.acquire()
+        self.blocked.discard(threading.get_ident())
+        return True
+
+
+class FirstRequestsTest(unittest.TestCase):
+    """What a new connection sends first (Auth, GetLimits) and what waits
+    for their answers, against fake servers: Auth answered DRAINING, an
+    auth() whose connection is lost, a batch() made while GetLimits is not
+    answered, a call from another thread while connect() is under way."""
+
+    LATE_CAP = 3
+
+    def drained_then_served(self, server):
+        """A replica that is draining answers Auth DRAINING (its drain
+        check comes first); the client's next connection is served."""
+        server.accept()
+        auth = expect(server.read_frame(), "auth")
+        server.send(error(auth.id, pb.DRAINING, "this replica is draining"))
+        server.accept()
+        serve_first(server)
+        server.send(pong(server.read_request()))
+
+    def test_auth_answered_draining_on_connect_connects_again(self):
+        server = FakeServer(self.drained_then_served)
+        client = PathdClient(server.addr, timeout=10, token="tok", connect=False)
+        try:
+            client.ping()  # before the fix: PathdError DRAINING from connect()
+            self.assertEqual((client.reconnects, client.role), (1, "query"))
+            self.assertEqual(client.in_flight_cap, FAKE_INFLIGHT_CAP)
+        finally:
+            client.close()
+        server.join()
+
+    def test_asyncio_auth_answered_draining_on_connect_connects_again(self):
+        server = FakeServer(self.drained_then_served)
+
+        async def main():
+            async with AsyncPathdClient(server.addr, timeout=10, token="tok") as client:
+                await client.ping()
+                return client.reconnects, client.role
+
+        self.assertEqual(asyncio.run(asyncio.wait_for(main(), 60)), (1, "query"))
+        server.join()
+
+    def lost_during_auth(self, server):
+        """auth()'s connection is lost before Auth is answered; on the new
+        connection (Auth with the token, GetLimits) auth() sends Auth again."""
+        server.accept()
+        server.send(limits_answer(expect(server.read_frame(), "limits"), FAKE_INFLIGHT_CAP))
+        expect(server.read_frame(), "auth")
+        server.accept()  # closes the first connection, unanswered
+        serve_first(server)
+        server.send(granted(expect(server.read_frame(), "auth"), "write"))
+
+    def test_auth_is_sent_again_when_its_connection_is_lost(self):
+        server = FakeServer(self.lost_during_auth)
+        client = PathdClient(server.addr, timeout=10)
+        try:
+            self.assertEqual(client.auth("tok"), "write")  # before the fix: PathdDisconnected
+            self.assertEqual((client.reconnects, client.resent), (1, 1))
+        finally:
+            client.close()
+        server.join()
+
+    def test_asyncio_auth_is_sent_again_when_its_connection_is_lost(self):
+        server = FakeServer(self.lost_during_auth)
+
+        async def main():
+            async with AsyncPathdClient(server.addr, timeout=10) as client:
+                await client.connect()
+                return await client.auth("tok"), client.reconnects
+
+        self.assertEqual(asyncio.run(asyncio.wait_for(main(), 60)), ("write", 1))
+        server.join()
+
+    def late_limits_then_batches(self, gate, frames):
+        """GetLimits is answered (cap LATE_CAP) once gate is set; the Batch
+        frames after it are answered, LIMIT_EXCEEDED above the cap as pathd."""
+        def script(server):
+            server.accept()
+            answer_limits_when(server, gate, self.LATE_CAP)
+            items = 0
+            while items < 5:
+                request = expect(server.read_frame(), "batch")
+                frames.append(len(request.batch.items))
+                items += len(request.batch.items)
+                if len(request.batch.items) > self.LATE_CAP:
+                    server.send(error(request.id, pb.LIMIT_EXCEEDED, "over max_inflight_per_conn"))
+                    return
+                server.send(raycasts_answer(request))
+        return script
+
+    ITEMS = [query("raycast", "town", (1, 1), (x, 3)) for x in range(1, 6)]
+
+    def test_batch_waits_for_a_late_getlimits_and_frames_by_its_cap(self):
+        gate = threading.Event()
+        frames = []
+        server = FakeServer(self.late_limits_then_batches(gate, frames))
+        client = PathdClient(server.addr, timeout=0.3)  # goes on without the limits
+        try:
+            self.assertIsNone(client.in_flight_cap)
+            client.timeout = 10
+            outcome = {}
+
+            def call():
+                try:
+                    outcome["answers"] = client.batch(self.ITEMS)
+                except PathdError as e:
+                    outcome["error"] = e
+            caller = threading.Thread(target=call)
+            caller.start()
+            # The call is blocked: waiting for GetLimits (or, before the
+            # fix, for the answer of the one frame it sent) - either way
+            # in a Condition.wait, so the answer to GetLimits comes after.
+            wait_until(lambda: any(f.f_code.co_name == "wait" for f in
+                                   frames_of(caller)), "batch() waiting")
+            gate.set()
+            caller.join(20)
+            self.assertNotIn("error", outcome)  # before the fix: LIMIT_EXCEEDED
+            self.assertEqual([a["status"] for a in outcome["answers"]], ["OK"] * 5)
+        finally:
+            gate.set()
+            client.close()
+        server.join()
+        self.assertEqual(frames, [self.LATE_CAP, 5 - self.LATE_CAP])
+
+    def test_asyncio_batch_waits_for_a_late_getlimits_and_frames_by_its_cap(self):
+        gate = threading.Event()
+        frames = []
+        server = FakeServer(self.late_limits_then_batches(gate, frames))
+
+        async def main():
+            client = AsyncPathdClient(server.addr, timeout=0.3)
+            try:
+                await client.connect()
+                self.assertIsNone(client.in_flight_cap)
+                client.timeout = 10
+                call = asyncio.ensure_future(client.batch(self.ITEMS))
+                await asyncio.sleep(0)  # the call runs until it waits (before the fix: sent)
+                await asyncio.sleep(0)
+                self.assertFalse(call.done())
+                gate.set()
+                return [a["status"] for a in await call]
+            finally:
+                gate.set()
+                await client.close()
+
+        self.assertEqual(asyncio.run(asyncio.wait_for(main(), 60)), ["OK"] * 5)
+        server.join()
+        self.assertEqual(frames, [self.LATE_CAP, 5 - self.LATE_CAP])
+
+    def test_a_call_from_another_thread_during_connect_goes_after_auth_and_getlimits(self):
+        """Another thread calls while connect() has made the socket the
+        connection but not yet asked Auth and GetLimits: its request waits
+        for them (before the fix it went out first, before Auth)."""
+        seen = []
+
+        def script(server):
+            server.accept()
+            first = server.read_frame()
+            seen.append(first.WhichOneof("body"))
+            server.send(granted(expect(first, "auth")))
+            server.send(limits_answer(expect(server.read_frame(), "limits"), self.LATE_CAP))
+            request = expect(server.read_frame(), "find_path")
+            server.send(chunk(request.id, 0, [(2, 2)], final=True, total=1))
+
+        server = FakeServer(script)
+        client = PathdClient(server.addr, timeout=10, token="tok", connect=False)
+        lock = threading.RLock()
+        client._lock = LockWatch(lock)  # the client's own, watched (one RLock for both)
+        client._sendable = threading.Condition(lock)
+        ask_first = client._ask_first
+        outcome = {}
+
+        def racing_ask_first(limits):
+            # Runs where connect() asks Auth and GetLimits: the other
+            # thread's call is made now, and this goes on once it is held
+            # back by the lock, or once its request reached the server.
+            other = threading.Thread(target=lambda: outcome.update(
+                result=client.find_path("demo", (1, 1), (2, 2))))
+            other.start()
+            wait_until(lambda: seen or other.ident in client._lock.blocked,
+                       "the other thread's call held back or sent")
+            outcome["thread"] = other
+            return ask_first(limits)
+
+        client._ask_first = racing_ask_first
+        try:
+            try:
+                client.connect()
+            except PathdError as e:  # reported below, after what went first
+                outcome["connect"] = e
+            self.assertEqual(seen, ["auth"], "the first request on the wire")
+            self.assertNotIn("connect", outcome)
+            outcome["thread"].join(20)
+            self.assertEqual(outcome["result"].waypoints, [(2, 2)])
+            self.assertEqual((client.role, client.in_flight_cap), ("query", self.LATE_CAP))
+        finally:
+            client.close()
+        server.join()
+
+
+def frames_of(thread):
+    """The Python frames thread is running, innermost first."""
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None:
+        yield frame
+        frame = frame.f_back
 
 
 class ReplicaFakeTest(unittest.TestCase):

@@ -30,6 +30,15 @@ const {
   env, pathctl, pathctlJson, pathctlText, assertSame, corked, TRAP, Daemon, FakeServer, chunk, error,
 } = require('./support');
 
+/* Resolves once condition() holds, polling; rejects after ms. */
+async function until(condition, what, ms = 10000) {
+  const end = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > end) throw new Error(`not within ${ms} ms: ${what}`);
+    await new Promise((resolve) => { setTimeout(resolve, 5); });
+  }
+}
+
 // A search across the forest (512x512): tens of thousands of expansions and
 // a path of several hundred waypoints, so several chunks and tens of ms.
 const LONG = ['forest', [0, 511], [511, 0]];
@@ -1097,6 +1106,50 @@ describe('fake server', () => {
     await server.done();
     assert.equal(server.limitsAsked, 1);
     assert.equal(server.requests.length, 1, 'the timed-out call was never sent');
+  });
+
+  it('applies an Auth answered after the timeout: the role, and GetLimits asked again', async () => {
+    // A server with tokens refuses GetLimits before Auth; auth()'s answer
+    // comes after timeoutMs (a loaded machine). Before, Auth had a timeout
+    // of its own and its late answer was dropped: the role stayed unset and
+    // the GetLimits asked after a granted Auth was never sent, so the
+    // connection kept the fallback cap (64) for its life.
+    let open;
+    const gate = new Promise((resolve) => { open = resolve; });
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      const refused = await s.readFrame();
+      assert.equal(refused.body, 'limits');
+      await s.send([error(refused.id, 'UNAUTHENTICATED', 'send Auth first')]);
+      const ping = await s.readRequest();
+      await s.send([{ id: ping.id, final: true, pong: { nonce: ping.ping.nonce } }]);
+      const auth = await s.readFrame();
+      assert.equal(auth.body, 'auth');
+      await gate; // answered once the client's auth() timed out
+      await s.send([{ id: auth.id, final: true, auth: { role: 'query' } }]);
+      const limits = await s.readFrame();
+      assert.equal(limits.body, 'limits');
+      await s.send([{ id: limits.id, final: true, limits: { maxInflightPerConn: 3, maxBatchItems: 3 } }]);
+      await s.waitClosed(); // the connection stays up while the test looks
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 10000 });
+    try {
+      await client.ping();
+      assert.deepEqual([client.inFlightCap, client.role], [64, null]); // the fallback cap
+      client.timeoutMs = 100;
+      await assert.rejects(client.auth('a-token-the-server-is-slow-to-check'),
+        (err) => err instanceof PathdTimeout && err.sent);
+      assert.equal(client.role, null);
+      client.timeoutMs = 10000;
+      open();
+      await until(() => client.inFlightCap === 3, 'the cap read again after the late Auth answer');
+      assert.equal(client.role, 'query');
+      assert.equal(client.reconnects, 0);
+    } finally {
+      client.close(); // also ends the script's wait when the test failed
+      open();
+    }
+    await server.done();
   });
 
   it('reads a grid again when the scene changes between bands', async () => {

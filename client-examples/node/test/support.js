@@ -227,11 +227,18 @@ class FakeServer {
     return out;
   }
 
+  /* The next request frame as it is, GetLimits too (nothing answered). */
+  async readFrame() {
+    const length = (await this._read(4)).readUInt32BE(0);
+    return Request.toObject(Request.decode(await this._read(length)),
+      { longs: Number, enums: String, oneofs: true });
+  }
+
+  /* The next request the script sees: a GetLimits before it is answered
+   * (the server's cap, this.cap) and neither returned nor kept in requests. */
   async readRequest() {
     for (;;) {
-      const length = (await this._read(4)).readUInt32BE(0);
-      const request = Request.toObject(Request.decode(await this._read(length)),
-        { longs: Number, enums: String, oneofs: true });
+      const request = await this.readFrame();
       if (request.body !== 'limits') {
         this.requests.push(request);
         return request;
