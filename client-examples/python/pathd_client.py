@@ -47,8 +47,9 @@ of any other request) has no timeout of its own: connect() waits for their
 answers up to the timeout and then goes on; an answer later than that
 still takes effect when it arrives (the cap and batch size, the role), and
 until GetLimits answers the counted requests wait in the queue, each within
-its own timeout, and batch() waits for it (within its timeout) before it
-frames the items. (A late answer dropped with its timed-out request left a
+its own timeout, and batch() waits for it before it frames the items
+(batch()'s timeout bounds the whole call: that wait, every frame's answer
+and any retry). (A late answer dropped with its timed-out request left a
 loaded machine's connections at the default cap of 64, whatever the
 server's was.) Auth answered DRAINING (or another retryable status) on a
 new connection: the client connects again, as when it is lost.
@@ -446,6 +447,17 @@ def _resendable(request):
     with its answer owed: a query, or an update carrying an idempotency_key."""
     body = request.WhichOneof("body")
     return body in _READ_ONLY or (body in _KEYED and bool(getattr(request, body).idempotency_key))
+
+
+def _until(deadline, until):
+    """deadline, or the earlier until (a call's own deadline) when given."""
+    return deadline if until is None else min(deadline, until)
+
+
+def _bounded(seconds, until):
+    """A wait of seconds, cut to what is left before until (when given;
+    never 0, which a socket would take as non-blocking)."""
+    return seconds if until is None else max(0.001, min(seconds, until - time.monotonic()))
 
 
 def _new_key():
@@ -1408,7 +1420,8 @@ class _Api:
         """Up to MAX_BATCH_ITEMS queries (made by query()); returns their
         answers in order, each its own dict with its own status. They go in
         one frame when the server takes that many (Limits.max_batch_items,
-        read on connect), else in frames of that size, in flight together."""
+        read on connect), else in frames of that size, in flight together.
+        The timeout bounds the whole call (PathdTimeout past it)."""
         items = list(items)
         return self._batch(items, _batch_op(items))  # checks 1..256 items, 32 paths
 
@@ -1905,11 +1918,16 @@ class PathdClient(_Api):
     def connect(self):
         """Connects (and authenticates) if not connected. Raises
         PathdDisconnected on failure, PathdError for a refused token."""
+        self._connect()
+
+    def _connect(self, until=None):
+        """connect(), its waits (the TCP connect, the first answers) ending
+        by until too when given: a call's own deadline (batch())."""
         with self._connect_lock:
             if self._sock is not None:
                 return
             try:
-                sock = socket.create_connection((self._host, self._port), timeout=self.timeout)
+                sock = socket.create_connection((self._host, self._port), timeout=_bounded(self.timeout, until))
             except OSError as e:
                 raise PathdDisconnected("cannot connect to %s:%d: %s" % (self._host, self._port, e))
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -1939,7 +1957,7 @@ class PathdClient(_Api):
             self._sender = threading.Thread(target=self._send_loop, args=(sock,), daemon=True,
                                             name="pathd-sender")
             self._sender.start()
-            deadline = time.monotonic() + self.timeout
+            deadline = time.monotonic() + _bounded(self.timeout, until)
             try:
                 if failure is not None:
                     raise PathdDisconnected(failure)
@@ -1969,7 +1987,8 @@ class PathdClient(_Api):
     def _connect_until(self, deadline):
         """connect(), first replacing a connection older than
         max_connection_age; with reconnect on, a failed connect is tried
-        again after a jittered, doubling pause until deadline."""
+        again after a jittered, doubling pause until deadline (which also
+        bounds each connect's waits)."""
         if self._sock is not None:
             if not self._aged():
                 return
@@ -1978,7 +1997,7 @@ class PathdClient(_Api):
         backoff = RECONNECT_BACKOFF_FIRST_S
         while True:
             try:
-                self.connect()
+                self._connect(deadline)
                 return
             except PathdDisconnected:
                 pause = self._reconnect_pause(backoff, deadline) if self.reconnect_lost else None
@@ -2190,15 +2209,17 @@ class PathdClient(_Api):
             self._forget(p.id)
         return self._outcome(p)
 
-    def _roundtrip(self, op, answer=None, recover=True, sent=None):
+    def _roundtrip(self, op, answer=None, recover=True, sent=None, until=None):
         """Send, wait, and retry a retryable answer (_RETRYABLE) with
         jittered backoff until the retry deadline; returns the call's value.
         With recover (not inside connect()), (re)connects first, with
         backoff, and sends op again when its connection was lost and op is
         _resendable. With answer, op was already sent once and answered that;
         with sent (its _Pending), op was already sent once and is waited for
-        first, so a lost connection sends it again as any call (auth())."""
-        deadline = time.monotonic() + self.retry_deadline
+        first, so a lost connection sends it again as any call (auth()).
+        With until (a batch's deadline), every wait and retry ends by it:
+        PathdTimeout past it."""
+        deadline = _until(time.monotonic() + self.retry_deadline, until)
         backoff = RETRY_BACKOFF_FIRST_S
         lost_backoff = RECONNECT_BACKOFF_FIRST_S
         closes = self._closes
@@ -2214,7 +2235,7 @@ class PathdClient(_Api):
                             self._connect_until(deadline)
                         p = self._send(op.request, op, False)
                     sock = p.sock
-                    answer = self._wait(p)
+                    answer = self._wait(p, until)
                 except PathdDisconnected:
                     pause = self._reconnect_pause(lost_backoff, deadline)
                     if not recover or not self._may_resend(op, deadline, closes) or pause is None:
@@ -2243,15 +2264,18 @@ class PathdClient(_Api):
 
     def _batch(self, items, op):
         """A batch, framed (_batch_frames) once the connection's GetLimits
-        has answered: waited for up to the timeout (PathdTimeout past it,
-        nothing sent), then each frame has its own timeout."""
-        retry_deadline = time.monotonic() + self.retry_deadline
+        has answered. The timeout bounds the whole call (PathdTimeout past
+        it): connecting, the wait for GetLimits (nothing sent if it does not
+        answer), every frame's answer and any retry or resend. (Each step
+        had its own timeout: a GetLimits answered just in time left the
+        frames a whole timeout more, so a batch could take twice it.)"""
         deadline = time.monotonic() + self.timeout
+        retry_deadline = _until(time.monotonic() + self.retry_deadline, deadline)
         self._connect_until(retry_deadline)
         while not self._await_limits(deadline):
             self._connect_until(retry_deadline)  # lost or replaced meanwhile
         ops = self._batch_frames(items, op)
-        return self._roundtrip(op) if len(ops) == 1 else self._call_many(ops)
+        return self._roundtrip(op, until=deadline) if len(ops) == 1 else self._call_many(ops, deadline)
 
     def _await_limits(self, deadline):
         """Waits until the current connection's GetLimits has answered
@@ -2270,9 +2294,10 @@ class PathdClient(_Api):
     def _limits_settled(self):
         self._lock.notify_all()  # (the reader holds the lock) wakes _await_limits
 
-    def _call_many(self, ops):
-        """Several calls in flight together (a batch split in frames); their
-        values in order. The first error is raised once all have ended."""
+    def _call_many(self, ops, until):
+        """Several calls in flight together (a batch split in frames), all
+        ended by until; their values in order. The first error is raised
+        once all have ended."""
         sent = []
         try:
             for op in ops:
@@ -2285,17 +2310,17 @@ class PathdClient(_Api):
         outcomes = []
         for op, p in zip(ops, sent):
             try:
-                outcomes.append((op, self._wait(p), None))
+                outcomes.append((op, self._wait(p, until), None))
             except PathdError as e:
                 outcomes.append((op, None, e))
         values = []
         for op, answer, error in outcomes:
             if isinstance(error, PathdDisconnected) and self.reconnect_lost:
-                values.extend(self._roundtrip(op))  # a batch is queries only: sent again
+                values.extend(self._roundtrip(op, until=until))  # a batch is queries only: sent again
                 continue
             if error is not None:
                 raise error
-            values.extend(self._roundtrip(op, answer))
+            values.extend(self._roundtrip(op, answer, until=until))
         return values
 
     def _send_op(self, op):
@@ -2483,6 +2508,10 @@ class AsyncPathdClient(_Api):
 
     async def connect(self):
         """Connects (and authenticates) if not connected."""
+        await self._connect()
+
+    async def _connect(self, until=None):
+        """As PathdClient._connect."""
         if self._connect_lock is None:
             self._connect_lock = asyncio.Lock()
             self._completed_event = asyncio.Event()
@@ -2493,7 +2522,7 @@ class AsyncPathdClient(_Api):
                 return
             try:
                 reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(self._host, self._port), self.timeout)
+                    asyncio.open_connection(self._host, self._port), _bounded(self.timeout, until))
             except (OSError, asyncio.TimeoutError) as e:
                 raise PathdDisconnected("cannot connect to %s:%d: %s"
                                         % (self._host, self._port, e or "timed out"))
@@ -2503,7 +2532,7 @@ class AsyncPathdClient(_Api):
             self.reconnects += 1 if self._ever_connected else 0
             self._ever_connected = True
             self._reader_task = asyncio.ensure_future(self._read_loop(reader, writer))
-            deadline = time.monotonic() + self.timeout
+            deadline = time.monotonic() + _bounded(self.timeout, until)
             try:
                 sent = [(op, await self._send(op.request, op, False, on_answer))
                         for op, on_answer in self._ask_first(self.flow_control)]
@@ -2534,7 +2563,7 @@ class AsyncPathdClient(_Api):
         backoff = RECONNECT_BACKOFF_FIRST_S
         while True:
             try:
-                await self.connect()
+                await self._connect(deadline)
                 return
             except PathdDisconnected:
                 pause = self._reconnect_pause(backoff, deadline) if self.reconnect_lost else None
@@ -2687,9 +2716,9 @@ class AsyncPathdClient(_Api):
         self._forget(p.id)
         return self._outcome(p)
 
-    async def _roundtrip(self, op, answer=None, recover=True, sent=None):
+    async def _roundtrip(self, op, answer=None, recover=True, sent=None, until=None):
         """As PathdClient._roundtrip."""
-        deadline = time.monotonic() + self.retry_deadline
+        deadline = _until(time.monotonic() + self.retry_deadline, until)
         backoff = RETRY_BACKOFF_FIRST_S
         lost_backoff = RECONNECT_BACKOFF_FIRST_S
         closes = self._closes
@@ -2705,7 +2734,7 @@ class AsyncPathdClient(_Api):
                             await self._connect_until(deadline)
                         p = await self._send(op.request, op, False)
                     sock = p.sock
-                    answer = await self._wait(p)
+                    answer = await self._wait(p, until)
                 except PathdDisconnected:
                     pause = self._reconnect_pause(lost_backoff, deadline)
                     if not recover or not self._may_resend(op, deadline, closes) or pause is None:
@@ -2734,13 +2763,13 @@ class AsyncPathdClient(_Api):
 
     async def _batch(self, items, op):
         """As PathdClient._batch."""
-        retry_deadline = time.monotonic() + self.retry_deadline
         deadline = time.monotonic() + self.timeout
+        retry_deadline = _until(time.monotonic() + self.retry_deadline, deadline)
         await self._connect_until(retry_deadline)
         while not await self._await_limits(deadline):
             await self._connect_until(retry_deadline)
         ops = self._batch_frames(items, op)
-        return await (self._roundtrip(op) if len(ops) == 1 else self._call_many(ops))
+        return await (self._roundtrip(op, until=deadline) if len(ops) == 1 else self._call_many(ops, deadline))
 
     async def _await_limits(self, deadline):
         """As PathdClient._await_limits: _limits_event is set when GetLimits
@@ -2760,7 +2789,7 @@ class AsyncPathdClient(_Api):
     def _limits_settled(self):
         self._limits_event.set()
 
-    async def _call_many(self, ops):
+    async def _call_many(self, ops, until):
         """As PathdClient._call_many."""
         sent = []
         try:
@@ -2770,15 +2799,15 @@ class AsyncPathdClient(_Api):
             for p in sent:
                 self._forget(p.id)
             raise
-        outcomes = await asyncio.gather(*(self._wait(p) for p in sent), return_exceptions=True)
+        outcomes = await asyncio.gather(*(self._wait(p, until) for p in sent), return_exceptions=True)
         values = []
         for op, answer in zip(ops, outcomes):
             if isinstance(answer, PathdDisconnected) and self.reconnect_lost:
-                values.extend(await self._roundtrip(op))  # a batch is queries only: sent again
+                values.extend(await self._roundtrip(op, until=until))  # a batch is queries only: sent again
                 continue
             if isinstance(answer, BaseException):
                 raise answer
-            values.extend(await self._roundtrip(op, answer))
+            values.extend(await self._roundtrip(op, answer, until=until))
         return values
 
     async def _send_op(self, op):

@@ -2087,6 +2087,80 @@ def frames_of(thread):
         frame = frame.f_back
 
 
+class BatchDeadlineTest(unittest.TestCase):
+    """batch()'s timeout bounds the whole call. A server that answers
+    GetLimits late (three quarters of the timeout) and never answers the
+    Batch: before the fix the frames had a whole timeout of their own after
+    the wait for GetLimits (1.75 timeouts in all, one more per frame of a
+    split batch); now the call raises PathdTimeout at its timeout. The
+    bound, 1.5 timeouts, leaves the client half a timeout (1.5 s) of slack
+    on a loaded machine; a client without the fix cannot be under it."""
+
+    TIMEOUT = 3.0
+
+    def silent_after_late_limits(self, cap, frames, done):
+        """Answers GetLimits (cap) after 0.75 timeouts, records the Batch
+        frames (their item counts) and answers none until done is set."""
+        def script(server):
+            server.accept()
+            limits = expect(server.read_frame(), "limits")
+            time.sleep(0.75 * self.TIMEOUT)
+            server.send(limits_answer(limits, cap))
+            server.conn.settimeout(0.05)
+            while not done.is_set():
+                try:
+                    frames.append(len(expect(server.read_frame(), "batch").batch.items))
+                except socket.timeout:
+                    pass
+                except EOFError:
+                    return
+        return script
+
+    def timed_batch(self, cap, items, use_asyncio=False):
+        """Seconds batch(items) took to raise PathdTimeout, and the frames
+        the server read."""
+        frames, done = [], threading.Event()
+        server = FakeServer(self.silent_after_late_limits(cap, frames, done))
+        try:
+            if use_asyncio:
+                async def main():
+                    async with AsyncPathdClient(server.addr, timeout=self.TIMEOUT) as client:
+                        started = time.monotonic()
+                        with self.assertRaises(PathdTimeout):
+                            await client.batch(items)
+                        return time.monotonic() - started
+                took = asyncio.run(asyncio.wait_for(main(), 60))
+            else:
+                with PathdClient(server.addr, timeout=self.TIMEOUT, connect=False) as client:
+                    started = time.monotonic()
+                    with self.assertRaises(PathdTimeout):
+                        client.batch(items)
+                    took = time.monotonic() - started
+        finally:
+            done.set()
+        server.join()
+        return took, frames
+
+    ITEMS = [query("raycast", "town", (1, 1), (x, 3)) for x in range(1, 6)]
+
+    def test_one_frame_within_the_timeout(self):
+        took, frames = self.timed_batch(FAKE_INFLIGHT_CAP, self.ITEMS)
+        self.assertEqual(frames, [5], "the batch was sent once GetLimits answered")
+        self.assertLess(took, 1.5 * self.TIMEOUT)
+
+    def test_split_frames_within_the_timeout(self):
+        # A cap of 2: frames of 2, 2 and 1, the first taking both slots
+        # (the others wait in the queue for its answer).
+        took, frames = self.timed_batch(2, self.ITEMS)
+        self.assertEqual(frames, [2])
+        self.assertLess(took, 1.5 * self.TIMEOUT)
+
+    def test_asyncio_within_the_timeout(self):
+        took, frames = self.timed_batch(FAKE_INFLIGHT_CAP, self.ITEMS, use_asyncio=True)
+        self.assertEqual(frames, [5])
+        self.assertLess(took, 1.5 * self.TIMEOUT)
+
+
 class ReplicaFakeTest(unittest.TestCase):
     """Replicas (issue 32): reconnecting, resending, BEHIND, UNAVAILABLE,
     DRAINING and the connection's maximum age, against fake servers that
