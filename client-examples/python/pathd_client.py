@@ -51,8 +51,9 @@ its own timeout, and batch() waits for it before it frames the items
 (batch()'s timeout bounds the whole call: that wait, every frame's answer
 and any retry). (A late answer dropped with its timed-out request left a
 loaded machine's connections at the default cap of 64, whatever the
-server's was.) Auth answered DRAINING (or another retryable status) on a
-new connection: the client connects again, as when it is lost.
+server's was.) Auth or GetLimits answered DRAINING (or another retryable
+status) on a new connection: the client connects again after the
+reconnect backoff, as when it is lost.
 
 Watching: watch(scenes) subscribes to the scenes' changes and returns the
 watch's id; watch_next() hands back each event in order (the dict pathctl
@@ -112,9 +113,11 @@ the first send:
     counts them by status.
   - DRAINING, sent by a replica about to stop (unsolicited, id 0, or as the
     answer to a request): the client sends nothing more on that connection,
-    opens a new one for the next request (HAProxy picks another replica),
-    sends a refused request again there at once, and closes the old one
-    when every answer owed on it (pipelined requests included) has arrived.
+    opens a new one for the next request (HAProxy picks another replica;
+    at once when requests wait in the queue behind the cap, which go
+    there), sends a refused request again there at once, and closes the
+    old one when every answer owed on it (pipelined requests included)
+    has arrived.
   - max_connection_age=MAX_CONNECTION_AGE_S (600 s; 0 or None: never): a
     connection older than that is replaced the same way at the next call,
     since HAProxy never moves a long-lived connection back to a replica
@@ -1593,6 +1596,13 @@ class _Api:
         def settle(response):
             if conn is not self._sock:
                 return  # a replaced connection's: the new one asked its own
+            if _status_name(response.status) in _RETRYABLE:
+                # A draining replica (without a token GetLimits is the first
+                # answer): the connection is given up, the queue held for
+                # the next one (_first_refused).
+                self._retire(conn, refused=True)
+                self._limits_settled()
+                return
             self._limits_due = False
             if response.status == pb.OK and response.WhichOneof("body") == "limits":
                 answer = _fields(response.limits)
@@ -1661,20 +1671,23 @@ class _Api:
                 self._abandon(p)
         return owed
 
-    def _auth_retryable(self, p, answer, rest):
-        """(Sync: with the lock held.) Auth (p) on a new connection was
-        answered with a retryable status: a draining replica answers
-        DRAINING before it looks at the token. The connection is retired
-        (rest, what _ask_first sent behind Auth, abandoned); returns the
-        PathdDisconnected to raise, on which _connect_until connects again
-        (another replica), as for a connection lost."""
+    def _first_refused(self, op, p, answer, rest):
+        """(Sync: with the lock held.) Auth or GetLimits (op, p), the first
+        answers on a new connection, was answered with a retryable status:
+        a draining replica answers every request but Ping DRAINING, Auth
+        before it looks at the token. The connection is retired (rest, what
+        _ask_first sent behind op, abandoned); returns the PathdDisconnected
+        to raise, on which _connect_until connects again after the
+        reconnect backoff (another replica, or this one serving again), as
+        for a connection lost."""
         for _, q in rest:
             self._abandon(q)
-        self._retire(p.sock)
+        self._retire(p.sock, refused=True)
         status = self._status(answer)
         message = answer.get("message", "")
-        return PathdDisconnected("Auth on the new connection was answered %s%s; connecting again"
-                                 % (status, ": " + message if message else ""), p.id)
+        what = "Auth" if op.request.WhichOneof("body") == "auth" else "GetLimits"
+        return PathdDisconnected("%s on the new connection was answered %s%s; connecting again"
+                                 % (what, status, ": " + message if message else ""), p.id)
 
     def _retry_pause(self, answer, attempt, backoff, deadline):
         """Seconds to wait before sending again, or None to hand answer back:
@@ -1908,6 +1921,7 @@ class PathdClient(_Api):
         self._connect_lock = threading.Lock()
         self._sock = None
         self._retiring = set()  # draining or aged connections still owed answers
+        self._carrying = False  # a thread opens the next connection for the queue
         self._reader = None
         self._sender = None
         if connect:
@@ -1969,17 +1983,17 @@ class PathdClient(_Api):
 
     def _await_first(self, sent, deadline):
         """Waits for the answers of _ask_first's requests until deadline: a
-        refused token raises; Auth answered with a retryable status
-        (DRAINING) raises PathdDisconnected (_auth_retryable); past the
-        deadline it goes on (their answers apply when they come; module
+        refused token raises; Auth or GetLimits answered with a retryable
+        status (DRAINING) raises PathdDisconnected (_first_refused); past
+        the deadline it goes on (their answers apply when they come; module
         notes, "Flow control")."""
         try:
             for i, (op, p) in enumerate(sent):
                 answer = self._wait(p, deadline)
+                if self._status(answer) in _RETRYABLE:
+                    with self._lock:
+                        raise self._first_refused(op, p, answer, sent[i + 1:])
                 if op.request.WhichOneof("body") == "auth":
-                    if self._status(answer) in _RETRYABLE:
-                        with self._lock:
-                            raise self._auth_retryable(p, answer, sent[i + 1:])
                     self._accept(op, answer)
         except PathdTimeout:
             pass
@@ -2006,10 +2020,12 @@ class PathdClient(_Api):
             time.sleep(pause)
             backoff = min(backoff * 2, RECONNECT_BACKOFF_MAX_S)
 
-    def _retire(self, sock):
+    def _retire(self, sock, refused=False):
         """With the lock held: sock (draining, or too old) takes no new
-        request; the next call opens a new connection, and sock is closed
-        once every answer owed on it has arrived. Its watches end."""
+        request; the next call opens a new connection (at once when requests
+        wait in the queue; after a reconnect pause when sock was refused on
+        connect), and sock is closed once every answer owed on it has
+        arrived. Its watches end."""
         if sock is None or sock is not self._sock:
             return
         self._sock = None
@@ -2022,6 +2038,33 @@ class PathdClient(_Api):
         self._lock.notify_all()
         self._sendable.notify_all()  # sock's sender thread ends; the queue waits for the next
         self._close_if_done(sock)
+        self._carry_queue(refused)
+
+    def _carry_queue(self, refused):
+        """With the lock held (_retire): requests held back in the queue
+        belong on the next connection, opened now on a thread of its own,
+        as the Node client does. (Nothing opened it but the next call: a
+        queue of blocking calls behind the cap waited until their timeouts
+        after a DRAINING frame.)"""
+        if not self._queue or self._carrying:
+            return
+        self._carrying = True
+        threading.Thread(target=self._carry_queue_run, args=(self._closes, refused), daemon=True,
+                         name="pathd-carry").start()
+
+    def _carry_queue_run(self, closes, refused):
+        try:
+            if refused:  # not straight back to a replica that refused us
+                time.sleep(self._reconnect_pause(RECONNECT_BACKOFF_FIRST_S, float("inf")))
+            if self._closes == closes:
+                self._connect_until(time.monotonic() + self.retry_deadline)
+        except PathdError:
+            pass  # the queued calls time out, or reconnect, on their own
+        finally:
+            with self._lock:
+                self._carrying = False
+        if self._closes != closes:  # close() came while it connected
+            self._drop(PathdDisconnected, "connection closed by the client")
 
     def _close_if_done(self, sock):
         """With the lock held: closes a retired sock once nothing is owed on it."""
@@ -2499,6 +2542,7 @@ class AsyncPathdClient(_Api):
         self._connect_lock = None      # made on first use, inside the loop
         self._writer = None
         self._retiring = set()         # draining or aged writers still owed answers
+        self._carry_task = None        # opens the next connection for the queue
         self._reader_task = None
         self._completed_event = None
         self._event_event = None       # set when a watch event arrives
@@ -2547,9 +2591,9 @@ class AsyncPathdClient(_Api):
         try:
             for i, (op, p) in enumerate(sent):
                 answer = await self._wait(p, deadline)
+                if self._status(answer) in _RETRYABLE:
+                    raise self._first_refused(op, p, answer, sent[i + 1:])
                 if op.request.WhichOneof("body") == "auth":
-                    if self._status(answer) in _RETRYABLE:
-                        raise self._auth_retryable(p, answer, sent[i + 1:])
                     self._accept(op, answer)
         except PathdTimeout:
             pass
@@ -2572,7 +2616,7 @@ class AsyncPathdClient(_Api):
             await asyncio.sleep(pause)
             backoff = min(backoff * 2, RECONNECT_BACKOFF_MAX_S)
 
-    def _retire(self, writer):
+    def _retire(self, writer, refused=False):
         """As PathdClient._retire."""
         if writer is None or writer is not self._writer:
             return
@@ -2583,6 +2627,20 @@ class AsyncPathdClient(_Api):
         self._end_watches("DRAINING", "the connection was replaced (draining or max_connection_age)")
         self._limits_settled()  # a batch waiting for this connection's limits looks again
         self._close_if_done(writer)
+        if self._queue and (self._carry_task is None or self._carry_task.done()):
+            self._carry_task = asyncio.ensure_future(self._carry_queue_run(self._closes, refused))
+
+    async def _carry_queue_run(self, closes, refused):
+        """As PathdClient._carry_queue: the queue's next connection, now."""
+        try:
+            if refused:
+                await asyncio.sleep(self._reconnect_pause(RECONNECT_BACKOFF_FIRST_S, float("inf")))
+            if self._closes == closes:
+                await self._connect_until(time.monotonic() + self.retry_deadline)
+        except PathdError:
+            pass
+        if self._closes != closes:
+            await self._drop(PathdDisconnected, "connection closed by the client")
 
     def _close_if_done(self, writer):
         if writer not in self._retiring or any(p.sock is writer and not p.done

@@ -1921,6 +1921,32 @@ class FirstRequestsTest(unittest.TestCase):
         self.assertEqual(asyncio.run(asyncio.wait_for(main(), 60)), (1, "query"))
         server.join()
 
+    def limits_drained_then_served(self, server):
+        """Without a token GetLimits is the first answer: DRAINING on the
+        first connection (nothing more may come on it), served on the next."""
+        server.accept()
+        limits = expect(server.read_frame(), "limits")
+        server.send(error(limits.id, pb.DRAINING, "this replica is draining"))
+        server.wait_closed()
+        server.accept()
+        server.send(pong(server.read_request()))
+
+    def test_limits_answered_draining_on_connect_connects_again(self):
+        def sync_ping(addr):
+            with PathdClient(addr, timeout=10, connect=False) as client:
+                client.ping()  # before the fix: sent on the draining connection, no answer
+                return client.reconnects, client.in_flight_cap
+
+        async def asyncio_ping(addr):
+            async with AsyncPathdClient(addr, timeout=10) as client:
+                await client.ping()
+                return client.reconnects, client.in_flight_cap
+
+        for ping in (sync_ping, lambda addr: asyncio.run(asyncio.wait_for(asyncio_ping(addr), 60))):
+            server = FakeServer(self.limits_drained_then_served)
+            self.assertEqual(ping(server.addr), (1, FAKE_INFLIGHT_CAP))
+            server.join()
+
     def lost_during_auth(self, server):
         """auth()'s connection is lost before Auth is answered; on the new
         connection (Auth with the token, GetLimits) auth() sends Auth again."""
@@ -2085,6 +2111,88 @@ def frames_of(thread):
     while frame is not None:
         yield frame
         frame = frame.f_back
+
+
+class DrainingQueueTest(unittest.TestCase):
+    """A DRAINING frame (id 0) while a call waits in the client's queue
+    behind the in-flight cap: the queue goes on a new connection, opened at
+    once. Before the fix nothing opened it but the next call, and the
+    queued call waited until its timeout (PathdTimeout). As the Node
+    client."""
+
+    def drain_with_a_queue(self, queued):
+        """Cap 1: the first call in flight; once the test says the second
+        is queued, DRAINING and the first's answer; the second must come on
+        a new connection."""
+        def script(server):
+            server.accept()
+            server.send(limits_answer(expect(server.read_frame(), "limits"), 1))
+            first = server.read_request()
+            if not queued.wait(20):
+                raise AssertionError("the second call never queued")
+            server.send(pb.Response(id=0, status=pb.DRAINING, final=True),
+                        error(first.id, pb.NO_PATH, "first"))
+            old = server.accept(keep=True)
+            second = server.read_request()
+            server.send(error(second.id, pb.NO_PATH, "second"))
+            old.close()
+        return script
+
+    def test_queued_call_goes_on_a_new_connection(self):
+        queued = threading.Event()
+        server = FakeServer(self.drain_with_a_queue(queued))
+        client = PathdClient(server.addr, timeout=5)
+        messages = {}
+
+        def call(name):
+            try:
+                client.find_path("demo", (1, 1), (2, 2))
+            except PathdError as e:
+                messages[name] = (e.status, e.message)
+        try:
+            first = threading.Thread(target=call, args=("first",))
+            first.start()
+            wait_until(lambda: client.slots_in_flight == 1, "the first call in flight")
+            second = threading.Thread(target=call, args=("second",))
+            second.start()
+            wait_until(lambda: client.queued == 1, "the second call queued")
+            queued.set()
+            first.join(20)
+            second.join(20)
+            self.assertEqual(messages, {"first": ("NO_PATH", "first"), "second": ("NO_PATH", "second")})
+            self.assertEqual(client.reconnects, 1)
+        finally:
+            queued.set()
+            client.close()
+        server.join()
+
+    def test_asyncio_queued_call_goes_on_a_new_connection(self):
+        queued = threading.Event()
+        server = FakeServer(self.drain_with_a_queue(queued))
+
+        async def outcome(call):
+            try:
+                await call
+            except PathdError as e:
+                return e.status, e.message
+
+        async def main():
+            async with AsyncPathdClient(server.addr, timeout=5) as client:
+                first = asyncio.ensure_future(outcome(client.find_path("demo", (1, 1), (2, 2))))
+                while client.slots_in_flight != 1:
+                    await asyncio.sleep(0.005)
+                second = asyncio.ensure_future(outcome(client.find_path("demo", (1, 1), (2, 2))))
+                while client.queued != 1:
+                    await asyncio.sleep(0.005)
+                queued.set()
+                return await first, await second, client.reconnects
+
+        try:
+            self.assertEqual(asyncio.run(asyncio.wait_for(main(), 60)),
+                             (("NO_PATH", "first"), ("NO_PATH", "second"), 1))
+        finally:
+            queued.set()
+        server.join()
 
 
 class BatchDeadlineTest(unittest.TestCase):
