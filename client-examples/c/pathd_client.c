@@ -1378,6 +1378,15 @@ static void pdc__dispatch_frame(pdc_conn *c, Pathd__V1__Response *resp)
     const char *msg = resp->message && resp->message[0]                            ? resp->message
                       : resp->body_case == PATHD__V1__RESPONSE__BODY_ERROR && resp->error ? resp->error->message
                                                                                         : "";
+    /* A status newer than this client (pdc_status_name says only
+     * UNKNOWN_STATUS): the message names its number, so the caller and the
+     * log see which one. The call still returns the number. */
+    char newer[PDC_MESSAGE_MAX];
+    if (strcmp(pdc_status_name((int)resp->status), "UNKNOWN_STATUS") == 0) {
+        snprintf(newer, sizeof newer, "status %d, unknown to this client%s%s", (int)resp->status,
+                 msg[0] ? ": " : "", msg);
+        msg = newer;
+    }
     if (resp->id == 0 && resp->status == PATHD__V1__STATUS__DRAINING) {
         /* The replica is draining: nothing more is sent here; the next
          * blocking call reads what is owed, then moves (pdc__retire). */

@@ -2511,6 +2511,50 @@ static void test_replica_first_answer_draining_connects_again(void **state)
     assert_int_equal(fs.extra_requests, 0);
 }
 
+/* A status newer than the client (99): a path answered with it, then a
+ * ping answered; then, with id 0, a connection-level one: the server
+ * closes. */
+#define T_NEWER_STATUS 99
+static void script_newer_status(fake_server *fs, int conn_index, int fd)
+{
+    (void)conn_index;
+    Pathd__V1__Request *req = fake_recv(fs, fd);
+    if (!req)
+        return;
+    fake_send_status(fs, fd, req->id, (Pathd__V1__Status)T_NEWER_STATUS, "from the future");
+    pathd__v1__request__free_unpacked(req, NULL);
+    replica_answer(fs, fd, PATHD__V1__REQUEST__BODY_PING, 0);
+    if ((req = fake_recv(fs, fd)) != NULL) {
+        fake_send_status(fs, fd, 0, (Pathd__V1__Status)T_NEWER_STATUS, "closing");
+        pathd__v1__request__free_unpacked(req, NULL);
+    }
+}
+
+/* A status this client does not know comes back as its number, with a
+ * message naming it (before: "UNKNOWN_STATUS" and the server's words
+ * only), and the connection goes on; with id 0 every waiting request gets
+ * it and the connection closes. */
+static void test_newer_status_is_named_by_its_number(void **state)
+{
+    (void)state;
+    fake_server fs;
+    pdc_conn *c = replica_start(&fs, script_newer_status, 1);
+    pdc_set_reconnect(c, 0);
+    pdc_path_req req = demo_request(1, 1, 2, 2);
+    pdc_path_result r;
+    assert_int_equal(pdc_find_path(c, &req, &r), T_NEWER_STATUS);
+    pdc_path_result_free(&r);
+    assert_string_equal(pdc_status_name(T_NEWER_STATUS), "UNKNOWN_STATUS");
+    assert_string_equal(pdc_last_error(c), "status 99, unknown to this client: from the future");
+    uint64_t rtt;
+    assert_int_equal(pdc_ping(c, &rtt), PDC_OK);
+    assert_int_equal(pdc_find_path(c, &req, &r), T_NEWER_STATUS);
+    pdc_path_result_free(&r);
+    assert_string_equal(pdc_last_error(c), "server: UNKNOWN_STATUS: status 99, unknown to this client: closing");
+    assert_false(pdc_is_connected(c));
+    fake_close(&fs, c);
+}
+
 /* 0: a watch and a ping; the client must close it. 1: a ping. */
 static void script_replica_age(fake_server *fs, int conn_index, int fd)
 {
@@ -2582,6 +2626,7 @@ int main(void)
         cmocka_unit_test(test_replica_unavailable_and_behind_are_retried),
         cmocka_unit_test(test_replica_draining_moves_after_owed_answers),
         cmocka_unit_test(test_replica_first_answer_draining_connects_again),
+        cmocka_unit_test(test_newer_status_is_named_by_its_number),
         cmocka_unit_test(test_replica_old_connection_is_replaced),
 #ifdef PDC_LOAD_BIN
         cmocka_unit_test(test_pathd_load_against_fake),
