@@ -1485,6 +1485,43 @@ class AuthLiveTest(HelperDaemonCase):
 class FakeServerTest(unittest.TestCase):
     """Exact sequences a real daemon cannot be made to produce on demand."""
 
+    def test_status_newer_than_the_client_surfaces_by_its_number(self):
+        """99 is no pathd.v1.Status: a newer server's. Each kind of call
+        raises it (not retried: whether it is retryable is unknown), a
+        batch item keeps it, and the connection goes on."""
+        newer = 99
+
+        def script(server):
+            server.accept()
+            for _ in range(5):
+                request = server.read_request()
+                body = request.WhichOneof("body")
+                if body == "ping":
+                    server.send(pong(request))
+                elif body == "batch":
+                    answer = pb.Response(id=request.id, final=True)
+                    answer.batch.items.add(status=newer, message="from the future")
+                    server.send(answer)
+                else:
+                    server.send(error(request.id, newer, "from the future"))
+
+        server = FakeServer(script)
+        with PathdClient(server.addr, timeout=10) as client:
+            calls = [lambda: client.find_path("demo", (1, 1), (2, 2)),
+                     lambda: client.raycast("demo", (1, 1), (2, 2)),
+                     lambda: client.update_cells("demo", cells=[(1, 1)], op="block")]
+            for call in calls:
+                with self.assertRaises(PathdError) as raised:
+                    call()
+                self.assertEqual((raised.exception.status, raised.exception.message),
+                                 ("UNKNOWN_STATUS_99", "from the future"))
+            self.assertEqual(client.batch([query("raycast", "demo", (1, 1), (2, 2))]),
+                             [{"status": "UNKNOWN_STATUS_99", "message": "from the future"}])
+            client.ping()
+            self.assertEqual((client.retries, client.reconnects), ({}, 0))
+        server.join()
+        self.assertEqual(len(server.requests), 5)
+
     def test_overloaded_once_then_ok_from_split_frames(self):
         server = FakeServer(overloaded_then_path)
         with PathdClient(server.addr, timeout=10) as client:

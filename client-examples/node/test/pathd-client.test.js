@@ -1080,6 +1080,39 @@ describe('fake server', () => {
     assert.deepEqual(result.world, [[1.5, 1.5], [2.5, 2.5], [3.5, 2.5]]);
   });
 
+  it('surfaces a status newer than the client by its number, and goes on', async () => {
+    // 99 is no pathd.v1.Status: a newer server's. Every kind of call must
+    // reject with it (not retried: whether it is retryable is unknown), a
+    // batch item keep it, and the connection go on.
+    const NEWER = 99;
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      for (let n = 0; n < 5; n++) {
+        const r = await s.readRequest();
+        if (r.body === 'ping') await s.send([{ id: r.id, final: true, pong: { nonce: r.ping.nonce } }]);
+        else if (r.body === 'batch') {
+          await s.send([{ id: r.id, final: true, batch: { items: [{ status: NEWER, message: 'from the future' }] } }]);
+        } else await s.send([error(r.id, NEWER, 'from the future')]);
+      }
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 10000 });
+    try {
+      const newer = (err) => err instanceof PathdError && err.status === 'UNKNOWN_STATUS_99'
+        && err.message === 'UNKNOWN_STATUS_99: from the future';
+      await assert.rejects(client.findPath('demo', [1, 1], [2, 2]), newer);
+      await assert.rejects(client.raycast('demo', [1, 1], [2, 2]), newer);
+      await assert.rejects(client.updateCells('demo', { cells: [[1, 1]], op: 'block' }), newer);
+      assert.deepEqual(await client.batch([query('raycast', 'demo', [1, 1], [2, 2])]),
+        [{ status: 'UNKNOWN_STATUS_99', message: 'from the future' }]);
+      await client.ping();
+      assert.deepEqual([client.retries, client.reconnects], [{}, 0]);
+    } finally {
+      client.close();
+    }
+    await server.done();
+    assert.equal(server.requests.length, 5);
+  });
+
   it('gives up on OVERLOADED after a bounded number of attempts', async () => {
     const server = await FakeServer.start(async (s) => {
       await s.accept();
