@@ -1243,9 +1243,9 @@ class PathdClient {
    * (RECONNECT_BACKOFF_FIRST_MS doubling to RECONNECT_BACKOFF_MAX_MS, half
    * of it at random) within its retryDeadlineMs, as when a connection is
    * lost, so a client does not hammer a draining replica; HAProxy picks
-   * another, or this one serves again. (As the Python client does on Auth,
-   * and the Go client on Auth or GetLimits.) Answers owed for what was
-   * already written still arrive; then socket closes. */
+   * another, or this one serves again. (As the C, Python and Go clients.)
+   * Answers owed for what was already written still arrive; then socket
+   * closes. */
   _refuse(socket, what, answer) {
     if (socket === null || socket !== this._socket) return;
     const message = `${what} on the new connection was answered ${answer.status}`
