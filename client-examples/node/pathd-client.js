@@ -1252,6 +1252,7 @@ class PathdClient {
       + `${messageOf(answer) ? ` (${messageOf(answer)})` : ''}: connecting again`;
     const queued = this._queue;
     this._queue = []; // emptied first, or _retire would open the next socket at once
+    socket.pathdRefused = true; // the calls written on it back off too (_call)
     this._retire(socket);
     for (const p of queued) {
       clearTimeout(p.timer);
@@ -1404,6 +1405,20 @@ class PathdClient {
         if (this._closes !== closes) throw err;
         lostBackoff = Math.min(lostBackoff * 2, RECONNECT_BACKOFF_MAX_MS);
         continue;
+      }
+      if (answer.status === 'DRAINING' && socket && socket.pathdRefused && this.reconnect) {
+        // Written at once (it takes no slot) on a socket whose Auth or
+        // GetLimits then came back DRAINING (_refuse): connect again after
+        // the reconnect backoff, as the calls that were queued there do,
+        // not at once on socket after socket.
+        const wait = lostBackoff / 2 + Math.random() * (lostBackoff / 2);
+        if (Date.now() + wait - started <= this.retryDeadlineMs && this._closes === closes) {
+          this.resent++;
+          await sleep(wait);
+          lostBackoff = Math.min(lostBackoff * 2, RECONNECT_BACKOFF_MAX_MS);
+          if (this._closes !== closes) throw new PathdDisconnected('connection closed by the client', { requestId: id });
+          continue;
+        }
       }
       if (answer.status === 'OVERLOADED') this.overloadedCount++;
       // Equal jitter: at least half the step, so the backoff still grows.

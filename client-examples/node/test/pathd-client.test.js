@@ -1043,6 +1043,15 @@ describe('a draining daemon: the first answer on a new socket is DRAINING', () =
     }
   });
 
+  it('does the same for a call that takes no slot, sent before the first answer came', async () => {
+    const { client, value } = await servedAfterDrain(withoutTokens(), {}, (c) => c.scenes());
+    try {
+      assert.ok(value.some((scene) => scene.name === 'town'), JSON.stringify(value));
+    } finally {
+      client.close();
+    }
+  });
+
   it('auth() connects again the same way and resolves with the role', async () => {
     const { client, value } = await servedAfterDrain(withTokens(), {}, (c) => c.auth(QUERY));
     try {
