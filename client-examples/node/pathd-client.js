@@ -112,9 +112,10 @@
  *     socket closes once every answer owed on it (raw sends included) has
  *     arrived. A new socket whose Auth or GetLimits (its first answers) is
  *     answered DRAINING is given up at once, and the calls queued behind
- *     them (never sent, so whatever they are) connect again after the
- *     reconnect backoff above, within retryDeadlineMs, as for a lost
- *     connection; auth() sends Auth again the same way.
+ *     them (never sent, so whatever they are) and those written on it at
+ *     once (they take no slot) connect again after the reconnect backoff
+ *     above, within retryDeadlineMs, as for a lost connection; auth()
+ *     sends Auth again the same way.
  *   - options.maxConnectionAgeMs (default MAX_CONNECTION_AGE_MS, 10 min; 0:
  *     never): an older socket is replaced the same way at the next request,
  *     since HAProxy never moves a long-lived connection back to a replica
