@@ -8,9 +8,13 @@
 # SECS of `pathd-load -c 2 -P 64 --burst` (BURST= for slot by slot) on
 # SCENE (den520d), every 5th scenario, corners. Prints per run
 #   cpu  server CPU per request (utime + stime over every thread of pathd,
-#        /proc/PID/task/*/stat), with each thread's share
+#        /proc/PID/task/*/stat), its system part, and each thread's share
 #   sys  system calls and context switches per request (perf stat
 #        tracepoints; left out when perf cannot count them)
+# LIMITS_A and LIMITS_B (JSON objects, default {}) are each side's config
+# "limits", so one binary can be compared with itself under two settings
+# (e.g. LIMITS_B='{"inline_max_expansions": 0}' with SCENE=open: the
+# trivial request through a worker instead of on the loop).
 #
 #   bench/server/ab-server.sh BUILD_DIR PATHD_A PATHD_B [PAIRS] [SECS]
 set -euo pipefail
@@ -32,10 +36,12 @@ perf stat -e "$events" -o /dev/null -- true > /dev/null 2>&1 && perf_ok=1
 
 # one NAME PATHD: one run; prints its line.
 one() {
-  local name=$1 pathd=$2 port mport pid pp=""
+  local name=$1 pathd=$2 port mport pid pp="" limits
   port=$(free_port); mport=$(free_port)
+  if [ "$name" = A ]; then limits=${LIMITS_A:-"{}"}; else limits=${LIMITS_B:-"{}"}; fi
   cat > "$tmp/pathd.json" <<JSON
 {"listen": "127.0.0.1:$port", "metrics_listen": "127.0.0.1:$mport", "threads": 2, "jump_point_search": true,
+ "limits": $limits,
  "scenes": [{"name": "den520d", "map": "$tmp/den520d.map", "format": "movingai"},
             {"name": "open", "map": "$tmp/open.map", "format": "movingai"}]}
 JSON
@@ -60,15 +66,16 @@ name, d, perf_ok = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 clk = os.sysconf("SC_CLK_TCK")
 n = json.load(open(f"{d}/load.json"))["requests"]
 a = {l.split()[0]: l.split() for l in open(f"{d}/s0")}
-threads, total = [], 0.0
+threads, total, system = [], 0.0, 0.0
 for l in open(f"{d}/s1"):
     tid, u, s = l.split()
     u0, s0 = (int(a[tid][1]), int(a[tid][2])) if tid in a else (0, 0)
     us = ((int(u) - u0) + (int(s) - s0)) / clk * 1e6 / n
     total += us
+    system += (int(s) - s0) / clk * 1e6 / n
     if us > 0.05:
         threads.append(f"{us:.2f}")
-line = f"{name} requests {n} cpu {total:.2f} us/request (threads {' + '.join(threads)})"
+line = f"{name} requests {n} cpu {total:.2f} us/request (system {system:.2f}; threads {' + '.join(threads)})"
 if perf_ok:
     counts = []
     for l in open(f"{d}/stat.txt"):

@@ -153,12 +153,13 @@ pd_status pd__copy_cells(Pathd__V1__Cell *const *cells, size_t n, const char *fi
 /* The common case: one Response, one frame, one buffer. */
 uint8_t *pd__encode_single(const Pathd__V1__Response *resp, size_t *out_len)
 {
-    size_t size = pd__frame_size(resp);
-    uint8_t *buf = malloc(size);
+    pd__frame_plan plan;
+    size_t size = pd__frame_size(resp, &plan);
+    uint8_t *buf = malloc(size + PD__TIMING_ROOM);
     *out_len = 0;
     if (buf == NULL)
         return NULL;
-    *out_len = pd__frame_pack(resp, buf);
+    *out_len = pd__frame_pack(resp, &plan, buf);
     return buf;
 }
 

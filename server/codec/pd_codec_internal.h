@@ -64,11 +64,22 @@ int pd__fast_unpack_find_path(const uint8_t *payload, size_t len, pd__fast_find_
 /* A path answer (Response with a PathChunk body, as pd__fill_path_chunk
  * fills it) packed by hand into the bytes protobuf-c would write.
  * pd__path_pack_takes says whether r is one (else pack it with protobuf-c);
- * pd__path_pack_size is its packed size, pd__path_pack writes it and
- * returns the bytes written. */
+ * pd__path_pack_size works out its packed size and the body sizes its
+ * length prefixes need, and pd__path_pack writes it from those sizes and
+ * returns the bytes written: the answer is sized once, not once to allocate
+ * and again to pack (issue 30, item 6: the second pass was ~580
+ * instructions of a den520d corners answer). The sizes hold only for the
+ * message they were worked out on, unchanged. */
+typedef struct pd__path_sizes {
+    size_t dx, dy;      /* the packed arrays' bodies */
+    size_t points;      /* the Waypoints body */
+    size_t chunk;       /* the PathChunk body */
+    size_t total;       /* the Response */
+} pd__path_sizes;
+
 int pd__path_pack_takes(const Pathd__V1__Response *r);
-size_t pd__path_pack_size(const Pathd__V1__Response *r);
-size_t pd__path_pack(const Pathd__V1__Response *r, uint8_t *out);
+size_t pd__path_pack_size(const Pathd__V1__Response *r, pd__path_sizes *s);
+size_t pd__path_pack(const Pathd__V1__Response *r, const pd__path_sizes *s, uint8_t *out);
 
 /* ---- pd_codec_common.c ---------------------------------------------------- */
 
@@ -83,20 +94,33 @@ static inline Pathd__V1__Status pd__wire_status(pd_status s)
 }
 
 /* A path answer, the most common, is sized and packed by hand
- * (pd_codec_pack_path.c); every other by protobuf-c. */
-static inline size_t pd__frame_size(const Pathd__V1__Response *resp)
+ * (pd_codec_pack_path.c); every other by protobuf-c. pd__frame_size sizes
+ * a frame and notes in *plan how to pack it; pd__frame_pack packs that same
+ * message, unchanged, from the plan. */
+/* Spare bytes pd__encode_single and pd__encode_frames allocate after an answer: the two timing
+ * varint fields pd_codec_stamp_timing appends (a key byte and up to ten
+ * bytes each) then fit without growing the buffer. */
+#define PD__TIMING_ROOM 22
+
+typedef struct pd__frame_plan {
+    int by_hand;
+    pd__path_sizes sizes; /* when by_hand */
+} pd__frame_plan;
+
+static inline size_t pd__frame_size(const Pathd__V1__Response *resp, pd__frame_plan *plan)
 {
-    if (pd__path_pack_takes(resp))
-        return PD_FRAME_HEADER_BYTES + pd__path_pack_size(resp);
+    plan->by_hand = pd__path_pack_takes(resp);
+    if (plan->by_hand)
+        return PD_FRAME_HEADER_BYTES + pd__path_pack_size(resp, &plan->sizes);
     return PD_FRAME_HEADER_BYTES + pathd__v1__response__get_packed_size(resp);
 }
 
 /* Writes one whole frame at out; returns the bytes written. The caller sized
- * the buffer with pd__frame_size on the same message. */
-static inline size_t pd__frame_pack(const Pathd__V1__Response *resp, uint8_t *out)
+ * the buffer with pd__frame_size on the same message, which filled plan. */
+static inline size_t pd__frame_pack(const Pathd__V1__Response *resp, const pd__frame_plan *plan, uint8_t *out)
 {
-    size_t n = pd__path_pack_takes(resp) ? pd__path_pack(resp, out + PD_FRAME_HEADER_BYTES)
-                                         : pathd__v1__response__pack(resp, out + PD_FRAME_HEADER_BYTES);
+    size_t n = plan->by_hand ? pd__path_pack(resp, &plan->sizes, out + PD_FRAME_HEADER_BYTES)
+                             : pathd__v1__response__pack(resp, out + PD_FRAME_HEADER_BYTES);
     pd_frame_put_header(out, (uint32_t)n);
     return PD_FRAME_HEADER_BYTES + n;
 }

@@ -174,14 +174,6 @@ static uint8_t *pd__dbl_put(uint8_t *o, uint32_t key, const double *v, size_t n)
     return o;
 }
 
-/* The body sizes a pack needs again for its length prefixes. */
-typedef struct pd__path_sizes {
-    size_t dx, dy;      /* the packed arrays' bodies */
-    size_t points;      /* the Waypoints body */
-    size_t chunk;       /* the PathChunk body */
-    size_t total;       /* the Response */
-} pd__path_sizes;
-
 static void pd__path_sizes_of(const Pathd__V1__Response *r, pd__path_sizes *s)
 {
     const Pathd__V1__PathChunk *c = r->path;
@@ -229,17 +221,15 @@ int pd__path_pack_takes(const Pathd__V1__Response *r)
            (c->goal_used == NULL || c->goal_used->base.n_unknown_fields == 0);
 }
 
-size_t pd__path_pack_size(const Pathd__V1__Response *r)
+size_t pd__path_pack_size(const Pathd__V1__Response *r, pd__path_sizes *s)
 {
-    pd__path_sizes s;
-    pd__path_sizes_of(r, &s);
-    return s.total;
+    pd__path_sizes_of(r, s);
+    return s->total;
 }
 
-size_t pd__path_pack(const Pathd__V1__Response *r, uint8_t *out)
+size_t pd__path_pack(const Pathd__V1__Response *r, const pd__path_sizes *sz, uint8_t *out)
 {
-    pd__path_sizes s;
-    pd__path_sizes_of(r, &s);
+    const pd__path_sizes s = *sz;
     const Pathd__V1__PathChunk *c = r->path;
     uint8_t *o = out;
     o = pd__vfield(o, PD__K_RESP_ID, r->id);

@@ -399,21 +399,24 @@ typedef const Pathd__V1__Response *(*pd__frame_fn)(void *ctx, size_t i);
 /* An answer of n frames in one buffer, in two passes over the same frames:
  * size them all, then pack each into the buffer, so the net layer gets the
  * whole answer as a single write. One frame (most answers) is packed from
- * the message the sizing pass built. NULL when out of memory. */
+ * the message and the sizes the sizing pass built; with several, the
+ * messages are refilled one at a time, so each is sized again before it is
+ * packed. NULL when out of memory. */
 static uint8_t *pd__encode_frames(size_t n, pd__frame_fn frame, void *ctx, size_t *out_len)
 {
     size_t total = 0, off = 0;
     const Pathd__V1__Response *resp = NULL;
+    pd__frame_plan plan;
     *out_len = 0;
     for (size_t i = 0; i < n; i++)
-        total += pd__frame_size(resp = frame(ctx, i));
-    uint8_t *buf = malloc(total);
+        total += pd__frame_size(resp = frame(ctx, i), &plan);
+    uint8_t *buf = malloc(total + PD__TIMING_ROOM);
     if (buf == NULL)
         return NULL;
     for (size_t i = 0; i < n; i++) {
         if (n > 1)
-            resp = frame(ctx, i);
-        off += pd__frame_pack(resp, buf + off);
+            pd__frame_size(resp = frame(ctx, i), &plan);
+        off += pd__frame_pack(resp, &plan, buf + off);
     }
     *out_len = off;
     return buf;

@@ -335,7 +335,7 @@ pd_status pd_query_route_prepare(const pd_world *world, const pd_find_route_req 
  * metrics.expanded then counts jump points. */
 static pd_status pd__search(pd_query_scratch *s, const pd_query_control *ctl, const pd_grid *grid,
                             pd_scene_pick pick, const pd_search_params *base, const pd_point *avoid, size_t n_avoid,
-                            pd_waypoint_style style, pd_search_metrics *m, size_t *len)
+                            pd_waypoint_style *style, pd_search_metrics *m, size_t *len)
 {
     if (pd__scratch_grow(s, PD_QUERY_INITIAL_PATH_CAP) != 0)
         return PD_INTERNAL;
@@ -354,16 +354,21 @@ static pd_status pd__search(pd_query_scratch *s, const pd_query_control *ctl, co
      * keeps of the full path, without writing every cell of it and reading
      * them again (most of the work around a search for that style,
      * docs/BENCHMARKS.md). The buffer still holds the full path's length,
-     * which bounds the corners. pd__finish_path's pass over them then finds
-     * nothing to drop. */
-    if (jps && style == PD_STYLE_CORNERS) {
+     * which bounds the corners. *style becomes PD_STYLE_CELLS, as there is
+     * no style left to apply: pd_path_corners over the corners again would
+     * find nothing to drop, at ~700 instructions a den520d answer (its
+     * direction test takes a gcd per point). */
+    if (jps && *style == PD_STYLE_CORNERS) {
         pd_status st = pd_search_jps(s->jps, grid, &params, NULL, 0, m);
         *len = m->path_len;
         if (st != PD_OK)
             return st;
         if (m->path_len > s->cap && pd__scratch_grow(s, m->path_len) != 0)
             return PD_INTERNAL;
-        return pd_jps_extract_corners(s->jps, s->buf, s->cap, len);
+        st = pd_jps_extract_corners(s->jps, s->buf, s->cap, len);
+        if (st == PD_OK)
+            *style = PD_STYLE_CELLS;
+        return st;
     }
     pd_status st = jps ? pd_search_jps(s->jps, grid, &params, s->buf, s->cap, m)
                        : pd_search_astar(s->ctx, grid, &params, s->buf, s->cap, m);
@@ -662,7 +667,8 @@ static pd_status pd__find_path(pd_query_scratch *s, const pd_scene *scene, const
     }
 
     size_t len = 0;
-    st = pd__search(s, ctl, grid, pick, &params, q->avoid, q->n_avoid, q->style, &r->metrics, &len);
+    pd_waypoint_style style = q->style; /* what is left to apply after the search */
+    st = pd__search(s, ctl, grid, pick, &params, q->avoid, q->n_avoid, &style, &r->metrics, &len);
     if (st != PD_OK && st != PD_PARTIAL)
         pd__explain_path(scene, q, comps, r, st, r->message, sizeof r->message);
     if ((st != PD_OK && st != PD_PARTIAL) || len == 0)
@@ -680,7 +686,7 @@ static pd_status pd__find_path(pd_query_scratch *s, const pd_scene *scene, const
     if (r->start_substituted || r->goal_substituted)
         st = PD_PARTIAL;
 
-    pd_status fs = pd__finish_path(s, q, grid, q->style, len, q->speed, scene->cell_size, q->start_time,
+    pd_status fs = pd__finish_path(s, q, grid, style, len, q->speed, scene->cell_size, q->start_time,
                                    &r->path, &r->times, &r->path_len);
     return fs == PD_OK ? st : fs;
 }
@@ -840,7 +846,8 @@ static pd_status pd__route_leg(pd_query_scratch *s, const pd_route_query *q, con
     params.max_expansions = q->max_expansions;
     pd_search_metrics m = {0};
     size_t len = 0;
-    pd_status st = pd__search(s, ctl, grid, pick, &params, NULL, 0, PD_STYLE_CELLS, &m, &len);
+    pd_waypoint_style cells = PD_STYLE_CELLS; /* the leg is styled by pd__finish_path below */
+    pd_status st = pd__search(s, ctl, grid, pick, &params, NULL, 0, &cells, &m, &len);
     *expanded += m.expanded;
     if (st != PD_OK)
         return st == PD_PARTIAL || st == PD_NO_PATH ? PD_INTERNAL : st;

@@ -438,9 +438,10 @@ static void test_path_pack_matches_protobuf_c(void **state)
         assert_true(pd__path_pack_takes(&resp));
         size_t want = pathd__v1__response__get_packed_size(&resp);
         assert_true(want <= sizeof theirs);
-        assert_int_equal(pd__path_pack_size(&resp), want);
+        pd__path_sizes sizes;
+        assert_int_equal(pd__path_pack_size(&resp, &sizes), want);
         assert_int_equal(pathd__v1__response__pack(&resp, theirs), want);
-        assert_int_equal(pd__path_pack(&resp, mine), want);
+        assert_int_equal(pd__path_pack(&resp, &sizes, mine), want);
         if (memcmp(mine, theirs, want) != 0) {
             size_t at = 0;
             while (mine[at] == theirs[at])

@@ -30,7 +30,8 @@
 #include "pd_smooth.h"
 #include "query_job.h"
 
-/* Loads tests/data/<file> as an ASCII scene serving unit sizes 1 and 2. */
+/* Loads tests/data/<file> as an ASCII scene serving unit sizes 1 and 2
+ * (the caller may change the entry before loading it). */
 static pd_conf_scene wire4_entry(const char *name, const char *file, char *path, size_t pathlen)
 {
     pd_conf_scene cs;
@@ -846,6 +847,70 @@ static void test_small_search_with_jump_points(void **state)
     pd_query_scratch_destroy(worker);
 }
 
+/* The corners style from jump point search (issue 30, item 6): the search
+ * takes the corners from its jump points and no corners pass runs over
+ * them again, and the answer is still byte for byte the cell path's
+ * corners (pd_path_corners over the same search's every-cell answer), with
+ * the same arrival times, over every den520d scenario of tests/data. */
+static void test_den520d_corners_from_jump_points(void **state)
+{
+    (void)state;
+    char path[512], err[256];
+    pd_conf_scene cs = wire4_entry("den520d", "movingai/maps/den520d.map", path, sizeof path);
+    cs.format = PD_MAP_MOVINGAI;
+    cs.n_unit_sizes = 1;
+    pd_scene *scene = pd_scene_load(&cs, err, sizeof err);
+    if (!scene)
+        fail_msg("%s", err);
+    char scen[512];
+    snprintf(scen, sizeof scen, "%s/movingai/scen/den520d.map.scen", PD_TEST_DATA_DIR);
+    FILE *in = fopen(scen, "r");
+    assert_non_null(in);
+    pd_query_scratch *s = pd_query_scratch_create();
+    assert_non_null(s);
+    const pd_query_control jps = {NULL, NULL, 1};
+    char line[512];
+    size_t n = 0, bent = 0;
+    while (fgets(line, sizeof line, in)) {
+        int sx, sy, gx, gy;
+        if (sscanf(line, "%*d %*s %*d %*d %d %d %d %d", &sx, &sy, &gx, &gy) != 4)
+            continue;
+        pd_path_query q;
+        memset(&q, 0, sizeof q);
+        q.params.start = (pd_point){sx, sy};
+        q.params.goal = (pd_point){gx, gy};
+        q.params.connectivity = PD_CONNECT_8;
+        q.speed = (n % 2) ? 1.5 : 0; /* every other one with arrival times */
+        pd_path_result cells, corners;
+        q.style = PD_STYLE_CELLS;
+        assert_int_equal(pd_query_find_path(s, scene, &q, &jps, &cells), PD_OK);
+        q.style = PD_STYLE_CORNERS;
+        assert_int_equal(pd_query_find_path(s, scene, &q, &jps, &corners), PD_OK);
+        const size_t k = pd_path_corners(cells.path, cells.path_len);
+        if (corners.path_len != k || memcmp(corners.path, cells.path, k * sizeof *cells.path) != 0)
+            fail_msg("(%d,%d)->(%d,%d): %zu corners answered, %zu in the %zu cells", sx, sy, gx, gy,
+                     corners.path_len, k, (size_t)cells.metrics.path_len);
+        if (q.speed > 0) {
+            double *t = malloc(k * sizeof *t);
+            assert_non_null(t);
+            pd_path_times(scene->grid, cells.path, k, q.speed / scene->cell_size, 0, t);
+            assert_non_null(corners.times);
+            assert_memory_equal(corners.times, t, k * sizeof *t);
+            free(t);
+        }
+        assert_float_equal(corners.metrics.cost, cells.metrics.cost, 0);
+        bent += k > 2;
+        n++;
+        pd_path_result_free(&cells);
+        pd_path_result_free(&corners);
+    }
+    fclose(in);
+    assert_true(n >= 800);    /* the file's every scenario was read */
+    assert_true(bent > n / 2); /* and most paths turn: the corners are not just the ends */
+    pd_query_scratch_destroy(s);
+    pd_scene_release(scene);
+}
+
 /* ---- routes ---- */
 
 #define ROUTE_WORLD_JSON PD_TEST_DATA_DIR "/route_world.json"
@@ -1282,6 +1347,7 @@ int main(void)
         cmocka_unit_test(test_corners_style),
         cmocka_unit_test(test_jump_points_match_astar),
         cmocka_unit_test(test_small_search_with_jump_points),
+        cmocka_unit_test(test_den520d_corners_from_jump_points),
         cmocka_unit_test(test_update_cells_jobs),
         cmocka_unit_test(test_route_jobs),
         cmocka_unit_test(test_path_query_without_scene),
