@@ -16,9 +16,6 @@
 #include "pd_codec_internal.h"
 
 #include <math.h>
-#ifdef __GLIBC__
-#include <malloc.h> /* malloc_usable_size: pd_codec_stamp_timing */
-#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -374,16 +371,7 @@ void pd_codec_stamp_timing(uint8_t **buf, size_t *len, uint64_t server_us, uint6
         last = off;
         off += PD_FRAME_HEADER_BYTES + pd_frame_get_header(*buf + off);
     }
-    /* The common encoders (pd__encode_single, pd__encode_frames: every path
-     * answer) leave PD__TIMING_ROOM bytes spare after the answer,
-     * so the fields fit where they are: realloc, even one that stays in
-     * place, was ~225 instructions an answer (docs/BENCHMARKS.md, issue
-     * 30 item 6). Other answers, and other C libraries, grow as before. */
-#ifdef __GLIBC__
-    uint8_t *grown = malloc_usable_size(*buf) >= *len + n ? *buf : realloc(*buf, *len + n);
-#else
     uint8_t *grown = realloc(*buf, *len + n);
-#endif
     if (grown == NULL)
         return;
     memcpy(grown + *len, extra, n);

@@ -161,9 +161,8 @@ void pd_codec_limits_fixed(pd_codec_limits *out);
  * one of the encoders below made: the fields are appended to that frame's
  * bytes (a protobuf message's fields may come in any order) and its length
  * fixed, so the time can be taken once the answer is encoded, just before
- * its bytes go to the socket. Grows *len, and *buf (realloc) when its
- * allocation has no room spare (the common encoders, every path answer included, leave room); on
- * allocation failure, or with *buf NULL, leaves the answer as it was. */
+ * its bytes go to the socket. Grows *buf (realloc) and *len; on allocation
+ * failure, or with *buf NULL, leaves the answer as it was. */
 void pd_codec_stamp_timing(uint8_t **buf, size_t *len, uint64_t server_us, uint64_t search_us);
 
 /* A request-level failure (unknown scene, bad argument, overloaded...):

@@ -155,7 +155,7 @@ uint8_t *pd__encode_single(const Pathd__V1__Response *resp, size_t *out_len)
 {
     pd__frame_plan plan;
     size_t size = pd__frame_size(resp, &plan);
-    uint8_t *buf = malloc(size + PD__TIMING_ROOM);
+    uint8_t *buf = malloc(size);
     *out_len = 0;
     if (buf == NULL)
         return NULL;

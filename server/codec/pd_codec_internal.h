@@ -97,11 +97,6 @@ static inline Pathd__V1__Status pd__wire_status(pd_status s)
  * (pd_codec_pack_path.c); every other by protobuf-c. pd__frame_size sizes
  * a frame and notes in *plan how to pack it; pd__frame_pack packs that same
  * message, unchanged, from the plan. */
-/* Spare bytes pd__encode_single and pd__encode_frames allocate after an answer: the two timing
- * varint fields pd_codec_stamp_timing appends (a key byte and up to ten
- * bytes each) then fit without growing the buffer. */
-#define PD__TIMING_ROOM 22
-
 typedef struct pd__frame_plan {
     int by_hand;
     pd__path_sizes sizes; /* when by_hand */

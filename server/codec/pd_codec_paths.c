@@ -410,7 +410,7 @@ static uint8_t *pd__encode_frames(size_t n, pd__frame_fn frame, void *ctx, size_
     *out_len = 0;
     for (size_t i = 0; i < n; i++)
         total += pd__frame_size(resp = frame(ctx, i), &plan);
-    uint8_t *buf = malloc(total + PD__TIMING_ROOM);
+    uint8_t *buf = malloc(total);
     if (buf == NULL)
         return NULL;
     for (size_t i = 0; i < n; i++) {
