@@ -206,7 +206,7 @@ PY
   read -r mcpu mwall <<< "$m"
   echo "pathd-bench --algo $algo den520d every 5th: $mcpu us CPU per search (wall-clock mean $mwall us)"
   best=$(python3 -c "a='$best'; print($mwall if not a else min(float(a), $mwall))")
-  [ "$algo" = jps ] && jps_warm=$mwall
+  if [ "$algo" = jps ]; then jps_warm=$mwall; fi
 done
 # The subtrahend above is each query's median of 5 runs back to back, the
 # later ones on caches and branch predictors the first left warm; the
@@ -283,7 +283,7 @@ print("| the same, less the in-process mean of each query run once (pathd-bench 
 # socket's share: everything but the search, on the smallest answer) plus
 # what a search run once costs beyond the warm subtrahend (JPS --reps 1
 # mean less JPS --reps 5 mean), against the 4x Redis GET the target allows.
-print("| Floor around a den520d search: trivial pipelined CPU + cold-search gap (pathd-bench JPS --reps 1 mean - --reps 5 mean; not the issue's measure) | %.2f + (%.1f - %.1f) = %.2f us | 4 x redis GET = %.2f us | %.1fx | |" % ($pcpu, $single_mean, $jps_warm, $pcpu + $single_mean - $jps_warm, 4 * $rcpu, r($pcpu + $single_mean - $jps_warm, $rcpu)))
+print("| Floor around a den520d search: trivial pipelined CPU + cold-search gap (pathd-bench JPS --reps 1 mean, lowest of 5 runs, - this run's --reps 5 mean; not the issue's measure) | %.2f + (%.1f - %.1f) = %.2f us | redis GET %.2f us (4x = %.2f us) | %.1fx | <= 4x |" % ($pcpu, $single_mean, $jps_warm, $pcpu + $single_mean - $jps_warm, $rcpu, 4 * $rcpu, r($pcpu + $single_mean - $jps_warm, $rcpu)))
 print("| Every-cell answers: encoding share of the server's profile (${how:-no profiler}) | ${share:-?}% | | | < 10% |")
 print("| One at a time: round trip p50 | %.0f us | redis GET %.0f us | %.2fx | <= 1.2x |" % ($op50, $rop50, r($op50, $rop50)))
 print("| One at a time: server CPU per request | %.1f us | redis GET %.1f us | %.2fx | <= 1.5x |" % ($ocpu, $rocpu, r($ocpu, $rocpu)))

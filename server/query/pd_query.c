@@ -325,7 +325,9 @@ pd_status pd_query_route_prepare(const pd_world *world, const pd_find_route_req 
 /* ---- runs -------------------------------------------------------------- */
 /* Searches into the scratch's buffer, growing it and re-extracting (never
  * re-searching) when the path does not fit. Returns the search's status with
- * the path in s->buf[0..*len) and the metrics in *m.
+ * the path in s->buf[0..*len) and the metrics in *m. *style is the style
+ * asked for, and on return the style left to apply: PD_STYLE_CELLS once
+ * the corners came from the jump points.
  *
  * Jump point search answers whatever it can (uniform-cost 8- or 4-connected
  * grids without avoid cells, window, partial_on_cutoff or a goal set) when the unit size's
