@@ -43,7 +43,10 @@
  * (pd_yield_params.retry_max_ms; 0 its default, < 0 none). --move-ahead 0|1 and --park-any 0|1
  * (both on by default, as the server has them) switch pd_yield_params.move_ahead and park_any.
  * --max-displaced N (pd_yield_params.max_displaced; 0, the default, is
- * PD_YIELD_MAX_DISPLACED) caps the holders one request moves.
+ * PD_YIELD_MAX_DISPLACED) caps the holders one request moves. --give-way MS
+ * (pd_yield_params.give_way_ms; PD_YIELD_GIVE_WAY_MS by default, as the
+ * server has it; 0 off) lets any standing requester move a holder that has
+ * stood that long.
  * --yield 0 --clear-holds 0 is plain
  * prioritised planning. An agent decides again at the latest half a TTL
  * after its last decision, as a game renews its reservations.
@@ -55,7 +58,10 @@
  * yield did, expansions, P1's); PD_AGENTS_EXPIRY_TRACE=FILE one line per
  * agent the table released for want of renewal (it then reserves again at
  * once from where it stands; the answers keep it on its plan meanwhile, so
- * the checker counts what others did through it).
+ * the checker counts what others did through it); PD_AGENTS_YIELD_TRACE=FILE
+ * one line per attempt to move holders (pd_yield_result: how it ended -
+ * PD_YIELD_OUT_* - and the holder that could not move, with where it
+ * holds and since when).
  *
  * Deadlocked (the issue: an agent that waited more than 30 s of game time
  * while a free path existed): an agent that stood on one anchor for more
@@ -496,6 +502,7 @@ typedef struct run_args {
     int move_ahead;             /* pd_yield_params.move_ahead */
     int park_any;               /* pd_yield_params.park_any */
     uint32_t max_displaced;     /* pd_yield_params.max_displaced */
+    int64_t give_way_ms;        /* pd_yield_params.give_way_ms */
     FILE *answers;
     pdc_conn *wire;             /* --mode wire: the server's connection */
     const char *scene;          /* and the scene of the map there */
@@ -571,6 +578,7 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
     FILE *slow = getenv("PD_AGENTS_SLOW_TRACE") ? fopen(getenv("PD_AGENTS_SLOW_TRACE"), "w") : NULL;
     FILE *dump = getenv("PD_AGENTS_DEADLOCK_DUMP") ? fopen(getenv("PD_AGENTS_DEADLOCK_DUMP"), "w") : NULL;
     FILE *expiry = getenv("PD_AGENTS_EXPIRY_TRACE") ? fopen(getenv("PD_AGENTS_EXPIRY_TRACE"), "w") : NULL;
+    FILE *ytrace = getenv("PD_AGENTS_YIELD_TRACE") ? fopen(getenv("PD_AGENTS_YIELD_TRACE"), "w") : NULL;
     pd_waypoint *wbuf = NULL;
     size_t wcap = 0;
     double wire_us;
@@ -585,7 +593,7 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                                .clear_holds = ra->clear_holds, .long_expansions = ra->long_expansions,
                                .take_free_way = ra->take_free_way, .retry_max_ms = ra->retry_max_ms,
                                .move_ahead = ra->move_ahead, .park_any = ra->park_any,
-                               .max_displaced = ra->max_displaced };
+                               .max_displaced = ra->max_displaced, .give_way_ms = ra->give_way_ms };
     size_t cap = 4096;          /* A* copies no path into a NULL buffer */
     pd_point *buf = xrealloc(NULL, cap * sizeof *buf);
     if (!table || !ctx || !yctx || !sctx || !ag) {
@@ -695,6 +703,21 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                     if (trace && (st == PD_OK || st == PD_PARTIAL) && !r.direct)
                         fprintf(trace, "%llu %d %d %u %.0f\n", (unsigned long long)a->id, a->goal.x, a->goal.y,
                                 a->unit, us);
+                    if (ytrace && yr.tried) {
+                        /* The culprit as the table had it after the attempt
+                         * (an undone move restored it exactly). */
+                        pd_reserve_agent_info ci = { 0 };
+                        if (yr.culprit)
+                            pd_reserve_agent_info_get(table, yr.culprit, &ci);
+                        fprintf(ytrace,
+                                "%llu u%u t0 %lld at %d %d stood %lld out %d culprit %llu u%u at %d %d since %lld "
+                                "fell %d found %d ahead %d p1exp %llu st %s n %zu why %d p1wait %lld gain %lld\n",
+                                (unsigned long long)a->id, a->unit, (long long)t0, from.x, from.y,
+                                (long long)(t0 - a->still_since), yr.outcome, (unsigned long long)yr.culprit, ci.unit,
+                                ci.x, ci.y, (long long)ci.hold_since, yr.p1_fell, yr.found, yr.ahead,
+                                (unsigned long long)yr.p1_expanded, pd_status_name(st), r.n_waypoints, yr.undone_why,
+                                (long long)yr.p1_wait_ms, (long long)yr.p1_gain_ms);
+                    }
                     a->y_tried += (uint32_t)yr.tried;
                     a->y_undone += (uint32_t)yr.undone;
                     a->y_moved += yr.n_displaced > 0;
@@ -777,6 +800,8 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
         fclose(dump);
     if (expiry)
         fclose(expiry);
+    if (ytrace)
+        fclose(ytrace);
     if (slow)
         fclose(slow);
     pd_reserve_stats ts;
@@ -883,7 +908,8 @@ int main(int argc, char **argv)
     const char *map = NULL, *answers = NULL, *server = NULL;
     run_args ra = { .mode = "reserve", .agents = 500, .game_ms = 600000, .unit2_pct = 20,
                     .window_ms = PD_RESERVE_DEFAULT_WINDOW_MS, .yield_ms = 2000, .clear_holds = 1,
-                    .long_expansions = 0, .move_ahead = 1, .park_any = 1 };
+                    .long_expansions = 0, .move_ahead = 1, .park_any = 1,
+                    .give_way_ms = PD_YIELD_GIVE_WAY_MS };
     int queries = 200;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -921,6 +947,8 @@ int main(int argc, char **argv)
             ra.park_any = atoi(v);
         else if (!strcmp(argv[i], "--max-displaced"))
             ra.max_displaced = (uint32_t)atoi(v);
+        else if (!strcmp(argv[i], "--give-way"))
+            ra.give_way_ms = atoll(v);
         else if (!strcmp(argv[i], "--queries"))
             queries = atoi(v);
         else if (!strcmp(argv[i], "--seed"))

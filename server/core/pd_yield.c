@@ -39,6 +39,9 @@ struct pd_yield_ctx {
     uint32_t park_unit, park_self;
     int park_any;                      /* the holder parks without the clear rule */
     uint32_t hold_unit;                /* R's, for pd__hold_ok */
+    uint64_t culprit;                  /* the first holder pd__replan_holders could not move */
+    int undone_why;                    /* pd_yield_result.undone_why */
+    pd_status hst[PD_YIELD_MAX_DISPLACED];
 };
 
 static uint64_t pd__cell_key(int32_t x, int32_t y)
@@ -94,8 +97,10 @@ static int64_t pd__stood(const pd_reserve_agent_info *in, int64_t t0)
 
 static int pd__movable(const pd_yield_ctx *yc, const pd_reserve_agent_info *in)
 {
+    const int64_t stood = pd__stood(in, yc->t0);
     return in->holds && in->speed > 0 && in->unit >= 1 && in->unit <= yc->y->max_unit &&
-           yc->y->unit_grids[in->unit] && pd__stood(in, yc->t0) < yc->stood;
+           yc->y->unit_grids[in->unit] &&
+           (stood < yc->stood || (yc->y->give_way_ms > 0 && stood >= yc->y->give_way_ms));
 }
 
 /* pd_sipp_params.passable: a hold for good of a movable holder. */
@@ -342,8 +347,11 @@ static int pd__replan_holders(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *ta
         for (int i = found - 1; i >= 0; i--) {
             if (moved[i])
                 continue;
-            if (searches <= 0)
+            if (searches <= 0) {
+                yc->culprit = yc->h[i].agent;
+                yc->undone_why = 1;
                 return 0; /* the caller undoes the moves made */
+            }
             pd__holder *h = &yc->h[i];
             yc->park_unit = h->info.unit;
             yc->park_self = pd_reserve_agent_slot(table, h->agent);
@@ -358,14 +366,14 @@ static int pd__replan_holders(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *ta
             pd_sipp_result rh;
             yc->park_any = 0;
             searches--;
-            if (pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh) != PD_OK) {
+            if ((yc->hst[i] = pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh)) != PD_OK) {
                 /* Nowhere clear in reach (a crowd): any anchor it may hold
                  * for good, rather than no move at all. */
                 yc->park_any = y->park_any;
                 if (!yc->park_any)
                     continue;
                 searches--;
-                if (pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh) != PD_OK)
+                if ((yc->hst[i] = pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh)) != PD_OK)
                     continue;
             }
             pd_reserve_set_renewed(table, h->agent, h->info.renewed_ms);
@@ -383,6 +391,13 @@ static int pd__replan_holders(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *ta
         if (n_moved < 0)
             break;
     }
+    yc->culprit = 0;
+    for (int i = found - 1; i >= 0 && n_moved >= 0; i--)
+        if (!moved[i]) {
+            yc->culprit = yc->h[i].agent;
+            yc->undone_why = yc->hst[i] == PD_BUDGET_EXCEEDED ? 3 : 2;
+            break;
+        }
     return n_moved == found;
 }
 
@@ -411,8 +426,11 @@ static int pd__move_ahead(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table,
                           int found, size_t n1)
 {
     for (int i = 0; i < found; i++)
-        if (yc->h[i].meet <= yc->h[i].t0)
+        if (yc->h[i].meet <= yc->h[i].t0) {
+            yc->culprit = yc->h[i].agent;
+            yc->undone_why = 4;
             return -1; /* R reaches it before it stands there: nothing to cut */
+        }
     int ok = 1;
     for (int i = 0; i < found && ok; i++) {
         const pd__holder *h = &yc->h[i];
@@ -423,6 +441,7 @@ static int pd__move_ahead(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table,
     if (ok)
         ok = pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, yc->p1, n1, NULL) == PD_OK;
     if (!ok) {
+        yc->undone_why = 5;
         pd__undo(table, yc, 0, found);
         return -1;
     }
@@ -466,7 +485,7 @@ static pd_status pd__plan_long(pd_sipp_ctx *ctx, const pd_reserve *table, const 
         return st;
     if (st == PD_BUDGET_EXCEEDED && q.max_expansions == p->max_expansions)
         return st; /* the caller's own budget */
-    *fell = 1;
+    *fell = st == PD_BUDGET_EXCEEDED ? 1 : 2;
     q.window_ms = window;
     q.max_expansions = p->max_expansions;
     return pd_sipp_plan(ctx, table, grid, &q, r);
@@ -622,6 +641,13 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
     if (yr) {
         yr->tried = 1;
         yr->p1_expanded = r1.expanded + r1.reverse_expanded;
+        yr->p1_fell = fell1;
+        if (st1 == PD_OK || st1 == PD_PARTIAL) {
+            yr->p1_wait_ms = r1.waypoints[0].t_leave_ms == PD_RESERVE_FOREVER ? -1
+                                                                              : r1.waypoints[0].t_leave_ms - p->t0_ms;
+            yr->p1_gain_ms = r0.eta_ms - r1.eta_ms;
+        }
+        yr->outcome = st1 == PD_OK || st1 == PD_PARTIAL ? PD_YIELD_OUT_NO_GAIN : PD_YIELD_OUT_P1_FAILED;
     }
     if ((st1 == PD_OK || st1 == PD_PARTIAL) && pd__gains(&r0, &r1) &&
         pd__keep(&yc->p1, &yc->cap1, r1.waypoints, r1.n_waypoints) == 0) {
@@ -641,6 +667,11 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
                                 window0 > 0 ? p->t0_ms + window0 : PD_RESERVE_FOREVER, &later);
         if (later)
             p2.window_ms = window0;
+        if (yr) {
+            yr->outcome = PD_YIELD_OUT_NONE_IN_WINDOW;
+            yr->found = found;
+            yr->ahead = ahead;
+        }
         if (found == 0 && !later && y->take_free_way) {
             /* P1 crosses no hold: it is a plan on the table as it is (the
              * table checks it again). */
@@ -651,12 +682,16 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
                 r1.reverse_expanded += r0.reverse_expanded;
                 if (r)
                     *r = r1;
-                if (yr)
+                if (yr) {
                     yr->took_p1 = 1;
+                    yr->outcome = PD_YIELD_OUT_TOOK_P1;
+                }
                 pd_reserve_note_speed(table, p->agent, p->speed);
                 return st1;
             }
         }
+        yc->culprit = 0;
+        yc->undone_why = 0;
         if (ahead && pd__move_ahead(yc, ctx, table, p, found, r1.n_waypoints) == 0) {
             r1.waypoints = yc->p1;
             r1.expanded += r0.expanded;
@@ -666,13 +701,18 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
             if (yr) {
                 yr->displaced = yc->out;
                 yr->n_displaced = (size_t)found;
+                yr->outcome = PD_YIELD_OUT_KEPT_AHEAD;
             }
             pd_reserve_note_speed(table, p->agent, p->speed);
             return st1;
         }
         if (ahead) {
-            if (yr)
+            if (yr) {
                 yr->undone = 1;
+                yr->outcome = PD_YIELD_OUT_AHEAD_UNDONE;
+                yr->culprit = yc->culprit;
+                yr->undone_why = yc->undone_why;
+            }
         } else if (found > 0 && pd__mark_way(yc, r1.n_waypoints, p->unit) == 0 &&
             pd__move_aside(yc, ctx, table, p, found) == 0) {
             /* The way is clearing: R plans as usual on the table that has
@@ -688,6 +728,7 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
                 if (yr) {
                     yr->displaced = yc->out;
                     yr->n_displaced = (size_t)found;
+                    yr->outcome = PD_YIELD_OUT_KEPT_ASIDE;
                 }
                 pd_reserve_note_speed(table, p->agent, p->speed);
                 return st2;
@@ -699,10 +740,15 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
                 pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, &stop, 1, NULL);
             }
             pd__undo(table, yc, 0, found);
-            if (yr)
+            if (yr) {
                 yr->undone = 1;
+                yr->outcome = PD_YIELD_OUT_R2_NO_GAIN;
+            }
         } else if (found > 0 && yr) {
             yr->undone = 1;
+            yr->outcome = PD_YIELD_OUT_ASIDE_UNDONE;
+            yr->culprit = yc->culprit;
+            yr->undone_why = yc->undone_why;
         }
     }
 
@@ -723,8 +769,10 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
             r3.reverse_expanded += r0.reverse_expanded + r1.reverse_expanded;
             if (r)
                 *r = r3;
-            if (yr)
+            if (yr) {
                 yr->took_p1 = 2;
+                yr->outcome = PD_YIELD_OUT_TOOK_P1;
+            }
             pd_reserve_note_speed(table, p->agent, p->speed);
             return st3;
         }

@@ -29,7 +29,8 @@
  *    unbroken waits there in the table, across its re-reservations).
  *  - A holder H may be moved when its reservations end in a hold for good
  *    and it has stood less long than R (an agent still on its way to its
- *    hold has stood 0). So the longest-waiting agent gets its way, and two
+ *    hold has stood 0), or - giving way, below - give_way_ms or more. So
+ *    the longest-waiting agent gets its way (until give_way_ms), and two
  *    agents cannot take the way from each other back and forth: the one
  *    moved aside starts its wait again from 0.
  *  - R plans P0 as usual, and P1 all the way to its goal with the movable
@@ -79,6 +80,24 @@
  * anchor touches another hold), so the move was undone and the crowd
  * stayed. With park_any a holder that finds no clear anchor tries again
  * for any anchor (off R's way when moving aside) it can hold for good.
+ *
+ * Giving way (give_way_ms), when the longest waiter is the knot. By the
+ * priority above nobody may move the agent that stood longest, so when it
+ * cannot get its own way it holds for good, and everyone it blocks stands
+ * behind it. Traced on Berlin_0_256 (500 agents, 600 s, default seed;
+ * docs/BENCHMARKS.md, "Deadlocks, sixth pass"): its last jam was 26
+ * deadlocked agents in one street, the longest waiter's way crossed more
+ * than PD_YIELD_MAX_DISPLACED holds (no moving ahead), and in 18 of its
+ * 30 attempts over 166 s a holder, another member of the jam, found no
+ * anchor off its way; the agents coming the other way could not move it.
+ * A holder that has stood give_way_ms is movable by any requester that
+ * may move holders, whatever its own wait: the longest waiter gives way
+ * instead of standing between everyone and their goals. Two agents cannot take the
+ * way from each other back and forth faster than once per give_way_ms: a
+ * moved agent's wait starts again from 0. 500 agents, 600 s, three seeds
+ * each of Berlin_0_256 and den520d: 211 deadlocked agents in all before,
+ * 145 with 16 s, 168 with 20 s; with 10 s Berlin's default seed went
+ * from 43 to 134 (moving agents that would have got their way).
  *
  * Taking the way round (take_free_way), when there is nobody to move.
  * A windowed plan ranks a handover by its time plus the static rest from
@@ -139,6 +158,9 @@
  * agents bench's Berlin_0_256 run (500 agents, 600 s) makes the same
  * decisions with it as without. */
 #define PD_YIELD_REPLAN_SEARCHES_PER_HOLDER 4
+/* pd_yield_params.give_way_ms in the server and the agents bench: 16 s,
+ * about half the 30 s that count an agent deadlocked. */
+#define PD_YIELD_GIVE_WAY_MS 16000
 /* Each aside plan's expansions when the caller sets none. */
 #define PD_YIELD_DEFAULT_EXPANSIONS 4000
 /* Each long plan's (pd_yield_params.long_expansions) when the caller sets none. */
@@ -188,6 +210,11 @@ typedef struct pd_yield_params {
     /* The most holders one request moves, 1..PD_YIELD_MAX_DISPLACED; 0 (or
      * more than that): PD_YIELD_MAX_DISPLACED. */
     uint32_t max_displaced;
+    /* Giving way (give_way_ms, above): a holder that has stood this long
+     * may be moved by any requester that may move holders, not only by one
+     * that stood longer; <= 0: never (the server and the bench:
+     * PD_YIELD_GIVE_WAY_MS). */
+    int64_t give_way_ms;
 } pd_yield_params;
 
 /* A holder moved aside: its new plan replaces its reservations from t0_ms
@@ -209,7 +236,37 @@ typedef struct pd_yield_result {
     int undone;                        /* a move was tried and undone */
     int took_p1;                       /* R took its P1 (take_free_way) */
     uint64_t p1_expanded;              /* P1's search (and reverse search) expansions */
+    /* How the attempt ended, for the agents bench's trace of who stays
+     * stuck and why (PD_YIELD_OUT_*; 0 when none was tried), and the agent
+     * it names (the holder that could not move), or 0. */
+    int outcome;
+    uint64_t culprit;
+    int p1_fell;                       /* P1 planned in the window instead: 1 past its budget, 2 NO_PATH */
+    int found;                         /* the holders this attempt would move (-1: none it may) */
+    int ahead;                         /* moving ahead was tried (else aside) */
+    /* Why the move was undone: 1 the request's aside searches ran out, 2
+     * the culprit found no anchor (NO_PATH), 3 its searches ran past their
+     * budget, 4 R's P1 reaches the culprit's cell no later than it stands
+     * there (nothing to cut), 5 the table refused R's P1. */
+    int undone_why;
+    /* P1 against P0: how long P1 first stands on R's start (-1: for
+     * good), and P0's eta less P1's (> 0: P1 arrives sooner). */
+    int64_t p1_wait_ms, p1_gain_ms;
 } pd_yield_result;
+
+/* pd_yield_result.outcome */
+enum {
+    PD_YIELD_OUT_NONE = 0,
+    PD_YIELD_OUT_P1_FAILED,            /* P1 not even in the window */
+    PD_YIELD_OUT_NO_GAIN,              /* P1 no better than P0 */
+    PD_YIELD_OUT_NONE_IN_WINDOW,       /* P1 gains, crosses no hold R meets in its window */
+    PD_YIELD_OUT_AHEAD_UNDONE,         /* moving ahead: culprit could not move */
+    PD_YIELD_OUT_ASIDE_UNDONE,         /* moving aside: culprit found no anchor off R's way */
+    PD_YIELD_OUT_R2_NO_GAIN,           /* moved aside, R's plan after it gained nothing: undone */
+    PD_YIELD_OUT_KEPT_AHEAD,
+    PD_YIELD_OUT_KEPT_ASIDE,
+    PD_YIELD_OUT_TOOK_P1               /* take_free_way */
+};
 
 /*
  * Whether a k x k footprint at anchor (x, y) blocks no one: the open cells

@@ -2040,6 +2040,29 @@ static void log_moves(stage *st, uint64_t rid, int64_t t0, const pd_yield_result
     }
 }
 
+/* The stage of the corridor tests below: a one-wide corridor (row 1, x
+ * 3-11) between two rooms, and a yield context. */
+static pd_yield_ctx *corridor_begin(stage *st, void **state, const char *name)
+{
+    stage_begin(st, state, name, core_grid("...#########......\n"
+                                           "..................\n"
+                                           "...#########......\n"));
+    pd_yield_ctx *yc = pd_yield_ctx_create();
+    assert_non_null(yc);
+    return yc;
+}
+
+/* Releases agents first..last (logged for the checker) and ends the stage. */
+static void agents_end(stage *st, pd_yield_ctx *yc, uint64_t first, uint64_t last)
+{
+    for (uint64_t id = first; id <= last; id++) {
+        pd_reserve_release(st->f->t, id);
+        answers_cut(&st->log, "release", id, 90000);
+    }
+    pd_yield_ctx_destroy(yc);
+    stage_end(st);
+}
+
 /* Moving holders ahead (move_ahead): a one-wide corridor (row 1, x 3-11)
  * between two rooms. R (from 0) stands at its west mouth (2, 1), H1 (from
  * 1000) in it at (4, 1) and H2 at (9, 1); R's goal is in the east room.
@@ -2050,11 +2073,7 @@ static void log_moves(stage *st, uint64_t rid, int64_t t0, const pd_yield_result
 static void moves_ahead(void **state, int ahead, const char *name)
 {
     stage st;
-    stage_begin(&st, state, name, core_grid("...#########......\n"
-                                            "..................\n"
-                                            "...#########......\n"));
-    pd_yield_ctx *yc = pd_yield_ctx_create();
-    assert_non_null(yc);
+    pd_yield_ctx *yc = corridor_begin(&st, state, name);
     const pd_grid *grids[2] = { NULL, st.s.unit[1] };
     const pd_yield_params y = { .after_ms = 1000, .unit_grids = grids, .max_unit = 1, .move_ahead = ahead };
     const uint64_t base = ahead ? 60 : 50, rid = base + 1, h1 = base + 2, h2 = base + 3;
@@ -2079,12 +2098,7 @@ static void moves_ahead(void **state, int ahead, const char *name)
         assert_int_equal(yr.n_displaced, 0);
         expect_status(got, PD_PARTIAL, "R short of H1");
     }
-    for (uint64_t id = rid; id <= h2; id++) {
-        pd_reserve_release(st.f->t, id);
-        answers_cut(&st.log, "release", id, 90000);
-    }
-    pd_yield_ctx_destroy(yc);
-    stage_end(&st);
+    agents_end(&st, yc, rid, h2);
 }
 
 static void test_yield_moves_ahead(void **state)
@@ -2146,6 +2160,52 @@ static void test_yield_moves_a_chain(void **state)
 {
     moves_a_chain(state, 4, "yield_chain_capped");
     moves_a_chain(state, 0, "yield_chain");
+}
+
+/* Giving way (give_way_ms): the holder that stood longest gives way to
+ * one still standing behind it. A one-wide corridor (row 1, x 3-11)
+ * between two rooms: H has stood in it at (5, 1) since 0 (its own goal,
+ * say, or stuck), R at its west mouth (2, 1) since 1000, and R's goal is
+ * in the east room. At 20 s R has stood 19 s, less than H, so by the
+ * priority rule alone H may not be moved and R stays short of it for good
+ * (Berlin_0_256's knots: a longest waiter whose way no one may clear).
+ * With give_way_ms 16 s, H, standing past it, is moved ahead of R into
+ * the east room and R's plan reaches its goal. */
+static void gives_way(void **state, int64_t give_way_ms, const char *name)
+{
+    stage st;
+    pd_yield_ctx *yc = corridor_begin(&st, state, name);
+    const pd_grid *grids[2] = { NULL, st.s.unit[1] };
+    const pd_yield_params y = { .after_ms = 1000, .unit_grids = grids, .max_unit = 1, .move_ahead = 1,
+                                .give_way_ms = give_way_ms };
+    const uint64_t base = give_way_ms ? 130 : 120, rid = base + 1, h = base + 2;
+    stand_at(&st, yc, h, (pd_point){ 5, 1 }, 0);
+    stand_at(&st, yc, rid, (pd_point){ 2, 1 }, 1000);
+    pd_yield_result yr;
+    const pd_sipp_params p = { .agent = rid, .unit = 1, .start = { 2, 1 }, .goal = { 16, 1 }, .t0_ms = 20000,
+                               .speed = 1.0, .window_ms = 3000 };
+    const pd_status got = pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &p, &y, &st.r, &yr);
+    assert_true(got == PD_OK || got == PD_PARTIAL);
+    log_moves(&st, rid, 20000, &yr);
+    assert_true(yr.tried);
+    if (give_way_ms) {
+        expect_status(got, PD_OK, "R all the way");
+        assert_int_equal(yr.n_displaced, 1);
+        assert_int_equal(yr.displaced[0].agent, h);
+        assert_int_equal(st.r.waypoints[st.r.n_waypoints - 1].x, 16);
+        assert_true(yr.displaced[0].waypoints[yr.displaced[0].n_waypoints - 1].x >= 12);
+    } else {
+        assert_int_equal(yr.n_displaced, 0);
+        expect_status(got, PD_PARTIAL, "R short of H");
+        assert_true(st.r.waypoints[st.r.n_waypoints - 1].x < 5);
+    }
+    agents_end(&st, yc, rid, h);
+}
+
+static void test_yield_gives_way(void **state)
+{
+    gives_way(state, 0, "yield_no_give_way");
+    gives_way(state, 16000, "yield_give_way");
 }
 
 /* Parking anywhere when nowhere is clear (park_any): a corridor (row 1)
@@ -2309,6 +2369,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_yield_moves_ahead, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_parks_anywhere, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_moves_a_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_gives_way, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
