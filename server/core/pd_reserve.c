@@ -935,6 +935,15 @@ uint64_t pd_reserve_collect(pd_reserve *t, int64_t before_ms)
     return removed;
 }
 
+uint64_t pd_reserve_collectable(const pd_reserve *t, int64_t before_ms)
+{
+    uint64_t n = 0;
+    for (uint32_t slot = 0; slot < t->n_agents; slot++)
+        if (t->agents[slot].live)
+            n += pd__entry_after(&t->agents[slot], before_ms);
+    return n;
+}
+
 size_t pd_reserve_expire(pd_reserve *t, int64_t renewed_before_ms, uint64_t *out, size_t cap)
 {
     size_t n = 0;

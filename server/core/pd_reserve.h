@@ -165,6 +165,11 @@ int pd_reserve_touch(pd_reserve *t, uint64_t agent, int64_t now_ms);
  * before_ms, and agents left with no entry. Returns the entries removed. */
 uint64_t pd_reserve_collect(pd_reserve *t, int64_t before_ms);
 
+/* The entries pd_reserve_collect(t, before_ms) would remove, the table left
+ * as it is (a replica asks before it logs a sweep that would change
+ * nothing). */
+uint64_t pd_reserve_collectable(const pd_reserve *t, int64_t before_ms);
+
 /* The latest game time the table has heard of: the largest t0_ms of a
  * replace or now_ms of a touch (0 before any), less the replaces that
  * pd_reserve_set_renewed took back (a holder moved aside). pathd keeps no clock for

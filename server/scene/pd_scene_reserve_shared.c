@@ -268,6 +268,12 @@ static size_t pd__expire_shared(pd_reservations *set, pd_reservations_hold *hold
         return 0; /* nothing to expire: nothing to log */
     pd__expiring x = { at_ms, out, 0, 0 };
     (void)pd_reserve_export(e->table, pd__note_expiring, &x);
+    /* Parked agents renewed within the TTL and no entry ended long ago:
+     * the entry would change nothing on any replica. Logged anyway, every
+     * replica appended one per idle scene at every sweep (each 1/16 of the
+     * TTL), forever, while agents stood parked. */
+    if (x.n == 0 && pd_reserve_collectable(e->table, at_ms) == 0)
+        return 0;
     pd_reserve_log_buf b = { 0 };
     (void)pd_reserve_log_encode(&b, e->name, &(pd_reserve_op){ .kind = PD_RESERVE_OP_EXPIRE, .at_ms = at_ms });
     (void)pd_reserve_log_encode(&b, e->name, &(pd_reserve_op){ .kind = PD_RESERVE_OP_COLLECT, .at_ms = at_ms });

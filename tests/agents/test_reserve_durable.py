@@ -759,6 +759,24 @@ class ReplicaExpiryTest(ReplicaBase):
                 w.watch_next(timeout=0.5)
 
 
+class ReplicaIdleTest(ReplicaBase):
+    """An idle scene's sweep that would release nothing and collect nothing
+    appends nothing: agents parked within the TTL (TTL_MS, the sweep every
+    1/16 of it, 1.25 s) did cost every replica an entry per sweep, forever,
+    and a replica behind read them all."""
+
+    def test_idle_sweep_with_nothing_to_expire_logs_nothing(self):
+        self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 0, 2.0)
+        self.c[1].reserve_path("door", 2, (10, 5), (10, 5), 0, 2.0)
+        before = int(self.redis_cli("XLEN", "pathd:{door}:resv"))
+        # two sweep intervals and more, far inside the TTL (20 s of game
+        # time go by only after 20 s of wall clock)
+        time.sleep(4 * TTL_MS / 16 / 1000)
+        self.assertEqual(int(self.redis_cli("XLEN", "pathd:{door}:resv")), before)
+        self.assertEqual(table(self.c[0], "door")["agents"], 2)
+        self.assertEqual(table(self.c[0], "door"), table(self.c[1], "door"))
+
+
 # pd_reserve_shared.h's PD_RESERVE_SHARED_SNAPSHOT_EVERY: entries between
 # two snapshots of a scene's reservation table (and trims of its stream).
 SNAPSHOT_EVERY = 4096
