@@ -31,7 +31,9 @@
  * hiredis 0.14 has no timeout for async commands: a uv timer (the
  * watchdog) frees a connection whose answer is late, and the same timer
  * waits out the jittered reconnect backoff. A replica's own appends come
- * back through the tail: pd_store_apply_logged finds it has them (HAD).
+ * back through the tail: pd_store_apply_logged_entry finds it has them
+ * (HAD) - by the version, or for a name this pathd dropped or made anew
+ * since by the entry's id (pd_redis_log_own_past).
  *
  * Applying is the store's, on a threadpool thread (an update builds a
  * version, and may wait for the scene's writer lock that a worker holds
@@ -934,7 +936,8 @@ static void pd__apply_work(uv_work_t *w)
          * an instance's template's and a reset's after. */
         pd_journal_type t = it->rec.type;
         it->incarnation = t == PD_JOURNAL_DROP ? pd__incarnation(r, it->rec.scene) : 0;
-        it->outcome = pd_store_apply_logged_result(r->s->store, r->rp, &it->rec, &it->res, it->why, sizeof it->why);
+        it->outcome = pd_store_apply_logged_entry(r->s->store, r->rp, &it->rec, it->id, &it->res, it->why,
+                                                  sizeof it->why);
         if (r->journal_dir[0] && (it->outcome == PD_STORE_LOGGED_APPLIED || it->outcome == PD_STORE_LOGGED_HAD))
             (void)pd_redis_journal_append(r->journal_dir, it->rec.scene, it->id, it->g, &it->rec); /* a cache */
         if (it->outcome == PD_STORE_LOGGED_APPLIED && (t == PD_JOURNAL_INSTANCE || t == PD_JOURNAL_RESET))

@@ -36,7 +36,10 @@
  * CHAIN (the last append is not the one named: the log's version), EXISTS,
  * GONE. The dedup check comes first, so a retry of a change that went
  * through is answered, not refused as stale. An append answered OK also
- * names the reservation stream's last entry id then ("0-0": none; a
+ * names its own entry's id (the store's tail tells by it the entries this
+ * pathd's own new scenes and drops made stale: pd_redis_log_own_past),
+ * and the reservation stream's last entry id then ("0-0": none; "" no
+ * reservation stream named; a
  * trim keeps the snapshot's own entry, so only a stream never written):
  * UpdateCells' cut of the reservations needs its table
  * caught up to that entry, and without it read one XRANGE more per update
@@ -94,10 +97,12 @@ static const char PD__LIBRARY[] =
     "             'live', op == 'drop' and '0' or '1', 'tag', tag)\n"
     "  if not live then redis.call('SADD', scenes, scene) end -- a live one is in it\n"
     "  if keyed == '1' then redis.call('SET', dedup, string.format('%d', v), 'EX', ttl) end\n"
-    "  local resv = keys[6]\n"
-    "  if not resv then return {'OK', string.format('%d', v)} end\n"
-    "  local top = redis.call('XREVRANGE', resv, '+', '-', 'COUNT', 1)\n"
-    "  return {'OK', string.format('%d', v), top[1] and top[1][1] or '0-0'}\n"
+    "  local resv, top = keys[6], ''\n"
+    "  if resv then\n"
+    "    local t = redis.call('XREVRANGE', resv, '+', '-', 'COUNT', 1)\n"
+    "    top = t[1] and t[1][1] or '0-0'\n"
+    "  end\n"
+    "  return {'OK', string.format('%d', v), top, id}\n"
 
     "end\n"
     "redis.register_function('pathd_append', append)\n";
@@ -109,6 +114,13 @@ static const char PD__LIBRARY[] =
  * (pd_redis_log_resv_top): a few, replaced in turn; a scene not here costs
  * its cut one XRANGE, as before. */
 #define PD__RESV_TOPS 64
+
+/* A scene's own mark (pd_redis_log_own_past): the entry id of this
+ * pathd's last new incarnation or drop of it that the log took. */
+typedef struct pd__own_mark {
+    char scene[PD_CONF_MAX_NAME];
+    uint64_t inc, v;
+} pd__own_mark;
 
 typedef struct pd__resv_top {
     char scene[PD_CONF_MAX_NAME];
@@ -157,6 +169,11 @@ struct pd_redis_log {
     pthread_mutex_t resv_lock;    /* guards resv_tops */
     pd__resv_top resv_tops[PD__RESV_TOPS];
     size_t n_resv_tops, next_resv_top;
+
+    pthread_mutex_t mark_lock;    /* guards marks: appends write, the tail reads */
+    pd__own_mark *marks;          /* one per scene this pathd made or dropped (never shrinks:
+                                     a few dozen bytes a name) */
+    size_t n_marks, cap_marks;
 
     pthread_mutex_t pos_lock;     /* guards pos: replay writes, the tail reads */
     pd__position *pos;
@@ -377,6 +394,73 @@ int pd_redis_log_resv_top(pd_redis_log *rl, const char *scene, uint64_t *top)
     return t != NULL;
 }
 
+/* ---- this pathd's own new scenes and drops, as the log took them ------------------ */
+
+/* An entry id "INC-V" into its parts: 0, or -1 when it is not one. */
+static int pd__parse_id(const char *id, size_t len, uint64_t *inc, uint64_t *v)
+{
+    char buf[48], *end = NULL;
+    if (!id || len == 0 || len >= sizeof buf)
+        return -1;
+    memcpy(buf, id, len);
+    buf[len] = '\0';
+    if (buf[0] < '0' || buf[0] > '9')
+        return -1;
+    *inc = strtoull(buf, &end, 10);
+    if (*end != '-' || end[1] < '0' || end[1] > '9')
+        return -1;
+    *v = strtoull(end + 1, &end, 10);
+    return *end == '\0' ? 0 : -1;
+}
+
+/* Records scene's mark (the change lock held, so marks of one scene come
+ * in the log's order: the latest replaces the one before, even a lower one
+ * from a log that went back). Out of memory: no mark, as before marks. */
+static void pd__mark_note(pd_redis_log *rl, const char *scene, uint64_t inc, uint64_t v)
+{
+    if (strlen(scene) >= sizeof rl->marks->scene)
+        return;
+    pthread_mutex_lock(&rl->mark_lock);
+    pd__own_mark *m = NULL;
+    for (size_t i = 0; i < rl->n_marks && !m; i++)
+        if (strcmp(rl->marks[i].scene, scene) == 0)
+            m = &rl->marks[i];
+    if (!m && rl->n_marks == rl->cap_marks) {
+        size_t cap = rl->cap_marks ? rl->cap_marks * 2 : 16;
+        pd__own_mark *grown = realloc(rl->marks, cap * sizeof *grown);
+        if (grown) {
+            rl->marks = grown;
+            rl->cap_marks = cap;
+        }
+    }
+    if (!m && rl->n_marks < rl->cap_marks) {
+        m = &rl->marks[rl->n_marks++];
+        snprintf(m->scene, sizeof m->scene, "%s", scene);
+    }
+    if (m) {
+        m->inc = inc;
+        m->v = v;
+    }
+    pthread_mutex_unlock(&rl->mark_lock);
+}
+
+int pd_redis_log_own_past(pd_redis_log *rl, const char *scene, const char *entry_id)
+{
+    uint64_t inc, v;
+    if (!entry_id || pd__parse_id(entry_id, strlen(entry_id), &inc, &v) != 0)
+        return 0;
+    int past = 0;
+    pthread_mutex_lock(&rl->mark_lock);
+    for (size_t i = 0; i < rl->n_marks; i++)
+        if (strcmp(rl->marks[i].scene, scene) == 0) {
+            const pd__own_mark *m = &rl->marks[i];
+            past = inc < m->inc || (inc == m->inc && v <= m->v);
+            break;
+        }
+    pthread_mutex_unlock(&rl->mark_lock);
+    return past;
+}
+
 /* ---- appends ----------------------------------------------------------------- */
 
 static int pd__reply_u64(const redisReply *r, uint64_t *out)
@@ -396,7 +480,7 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
                             pd_redis_append_result *out)
 {
     uint64_t v = 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3 ||
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 4 ||
         r->element[0]->type != REDIS_REPLY_STRING || pd__reply_u64(r->element[1], &v) != 0) {
         snprintf(out->message, sizeof out->message, "Redis %.100s:%u: pathd_append answered something else", rl->host,
                  (unsigned)rl->port);
@@ -409,7 +493,11 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
         out->duplicate = what[0] == 'D';
         out->status = PD_OK;
         if (!out->duplicate)
-            pd__resv_note(rl, a->scene, r->elements == 3 ? r->element[2] : NULL);
+            pd__resv_note(rl, a->scene, r->elements >= 3 ? r->element[2] : NULL);
+        const redisReply *id = r->elements == 4 ? r->element[3] : NULL;
+        if (!out->duplicate && id && id->type == REDIS_REPLY_STRING &&
+            pd__parse_id(id->str, id->len, &out->inc, &out->entry_v) == 0)
+            out->has_id = 1;
     } else if (strcmp(what, "STALE") == 0) {
         snprintf(out->message, sizeof out->message, "scene '%s': the log is at version %" PRIu64 ", not %" PRIu64,
                  a->scene, v, a->expected);
@@ -823,6 +911,12 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
     if (st == PD_OK && res.version == rec->version) {
         if (rl->snap)
             rl->snap->note(rl->snap_user, rec);
+        /* A new incarnation or a drop: what this pathd serves of the scene
+         * is then the log's through this entry, whatever came before it
+         * (the scene was not live, or the drop's compare-and-set held),
+         * so its tail skips every entry up to it (pd_redis_log_own_past). */
+        if (res.has_id && rec->type != PD_JOURNAL_UPDATE && rec->type != PD_JOURNAL_RESET)
+            pd__mark_note(rl, rec->scene, res.inc, res.entry_v);
         return 0;
     }
     if (st == PD_OK && res.duplicate && rec->type != PD_JOURNAL_DROP) {
@@ -939,6 +1033,11 @@ static int pd__rl_key_version(void *log, const char *scene, const char *key, uin
                               size_t whylen)
 {
     return pd_redis_log_key_version(log, scene, key, version, why, whylen);
+}
+
+static int pd__rl_own_past(void *log, const char *scene, const char *entry_id)
+{
+    return pd_redis_log_own_past(log, scene, entry_id);
 }
 
 static pd_status pd__rl_refusal(void *log)
@@ -1209,6 +1308,7 @@ static const pd_changelog_ops PD__REDIS_OPS = {
     .duplicate = pd__rl_duplicate,
     .raced = pd__rl_raced,
     .key_version = pd__rl_key_version,
+    .own_past = pd__rl_own_past,
     .sync = pd__rl_sync,
     .dirty = pd__rl_dirty,
     .why = pd__rl_why,
@@ -1282,6 +1382,7 @@ pd_redis_log *pd_redis_log_create(const pd_redis_log_opts *opts, char *err, size
     pthread_mutex_init(&rl->conn_lock, NULL);
     pthread_mutex_init(&rl->pos_lock, NULL);
     pthread_mutex_init(&rl->resv_lock, NULL);
+    pthread_mutex_init(&rl->mark_lock, NULL);
     return rl;
 }
 
@@ -1296,6 +1397,8 @@ void pd_redis_log_destroy(pd_redis_log *rl)
     pthread_mutex_destroy(&rl->conn_lock);
     pthread_mutex_destroy(&rl->pos_lock);
     pthread_mutex_destroy(&rl->resv_lock);
+    pthread_mutex_destroy(&rl->mark_lock);
+    free(rl->marks);
     free(rl->pos);
     free(rl);
 }

@@ -109,6 +109,8 @@ typedef struct pd_redis_append_result {
     pd_status status;
     uint64_t version;             /* OK: the version made (a duplicate: the first time's) */
     int duplicate;                /* OK: the key had been seen; nothing appended */
+    int has_id;                   /* OK, not a duplicate: inc and entry_v name its entry */
+    uint64_t inc, entry_v;        /* its entry id INC-V (a drop's V is 0) */
     int chain;                    /* UNAVAILABLE: refused because the append before it in
                                      its pipeline is not the log's last (it was refused,
                                      or another replica's came between) */
@@ -142,6 +144,18 @@ size_t pd_redis_log_append_many(pd_redis_log *rl, const pd_redis_append *a, size
  * before that update are at or below it: its cut of the reservations
  * need not read the stream when the table is there already. Any thread. */
 int pd_redis_log_resv_top(pd_redis_log *rl, const char *scene, uint64_t *top);
+
+/* 1 when entry_id ("INC-V") of scene's stream is at or before this
+ * pathd's last new incarnation (a new scene, an instance) or drop of the
+ * scene that the log took: what this pathd serves of the scene is then
+ * the log's through that entry already, so its tail skips it. Without
+ * this a tail behind this pathd's own appends read its own older entry
+ * of a name since dropped or made again as a change to apply: a drop's
+ * own earlier new scene was made again (and served until the tail read
+ * the drop), an update of the older incarnation was applied to the new
+ * one. 0 for an entry after it, a scene with no such append, an id that
+ * is not one. Any thread. */
+int pd_redis_log_own_past(pd_redis_log *rl, const char *scene, const char *entry_id);
 
 /* A replica's tail brings this pathd up to the log (server/net
  * pd_replica.c): a change refused because the log moved on (another

@@ -483,6 +483,100 @@ static void test_apply_logged_records(void **state)
     store_free(a);
 }
 
+/* A replica's tail behind its own appends (the race of
+ * test_reserve_durable's test_scene_made_again_starts_empty_on_every_replica,
+ * made certain: the tail reads the stream only after the changes): its own
+ * new scene read after its own drop of it is HAD, not made again; an
+ * update of the older incarnation read after the name was made anew is
+ * HAD, not applied to the new one; another replica's entry after them is
+ * still applied. Fails without pd_redis_log_own_past: the first new
+ * scene is APPLIED (the dropped name served again). */
+typedef struct entry_applier {
+    pd_store *st;
+    pd_journal_replayer *rp;
+    const char *const *ids;       /* the stream's entry ids, in order */
+    size_t at;
+    pd_store_logged out[8];
+} entry_applier;
+
+static int apply_entry(void *user, const pd_journal_record *rec)
+{
+    entry_applier *ap = user;
+    char why[256];
+    assert_true(ap->at < 8 && ap->ids[ap->at]);
+    ap->out[ap->at] = pd_store_apply_logged_entry(ap->st, ap->rp, rec, ap->ids[ap->at], NULL, why, sizeof why);
+    ap->at++;
+    return 0;
+}
+
+static void apply_entries(entry_applier *ap, const char *const *ids)
+{
+    char err[256];
+    ap->ids = ids;
+    ap->at = 0;
+    if (pd_store_tail(ap->st, "made", 0, apply_entry, ap, err, sizeof err) != 0)
+        fail_msg("tail of made: %s", err);
+}
+
+/* Cell (1, 1) of "made" as st serves it. */
+static uint8_t made_cell(pd_store *st)
+{
+    pd_scene *s = pd_registry_acquire(pd_store_registry(st), "made");
+    assert_non_null(s);
+    uint8_t c = pd_grid_get(s->grid, 1, 1);
+    pd_scene_release(s);
+    return c;
+}
+
+static void test_tail_behind_own_drop_and_new_scene(void **state)
+{
+    (void)state;
+    pd_store *st = store_over("own");
+    entry_applier ap = { .st = st, .rp = pd_journal_replayer_create(pd_store_registry(st), NULL) };
+    assert_non_null(ap.rp);
+    pd_store_change ch;
+    pd_store_update up;
+    pd_point p = { 1, 1 };
+    pd_scene_update block = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
+    assert_int_equal(pd_store_add_scene(st, open_scene("made", SIDE), &ch), PD_OK);
+    assert_int_equal(pd_store_update_cells(st, "made", &block, 1, &up), PD_OK);
+    assert_int_equal(up.update.version, 2);
+    assert_int_equal(pd_store_drop_scene(st, "made", 0, &ch), PD_OK);
+
+    /* The stream's ids: INC-V, a drop ends incarnation 1 as 2-0. */
+    static const char *const dropped[] = { "1-1", "1-2", "2-0", NULL };
+    apply_entries(&ap, dropped);
+    assert_int_equal(ap.at, 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(ap.out[i], PD_STORE_LOGGED_HAD);
+    assert_int_equal(version_of(st, "made"), 0); /* still dropped */
+
+    /* Made again: the old incarnation's update is not applied to it. */
+    assert_int_equal(pd_store_add_scene(st, open_scene("made", SIDE), &ch), PD_OK);
+    static const char *const again[] = { "1-1", "1-2", "2-0", "3-1", NULL };
+    apply_entries(&ap, again);
+    assert_int_equal(ap.at, 4);
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(ap.out[i], PD_STORE_LOGGED_HAD);
+    assert_int_equal(version_of(st, "made"), 1);
+    assert_int_not_equal(made_cell(st), 0);
+
+    /* Another replica's update after them is applied. */
+    pd_store *other = store_over("own");
+    assert_int_equal(version_of(other, "made"), 1);
+    assert_int_equal(pd_store_update_cells(other, "made", &block, 1, &up), PD_OK);
+    static const char *const later[] = { "1-1", "1-2", "2-0", "3-1", "3-2", NULL };
+    apply_entries(&ap, later);
+    assert_int_equal(ap.at, 5);
+    assert_int_equal(ap.out[4], PD_STORE_LOGGED_APPLIED);
+    assert_int_equal(version_of(st, "made"), 2);
+    assert_int_equal(made_cell(st), 0);
+    assert_same_world(pd_store_registry(st), pd_store_registry(other));
+    pd_journal_replayer_destroy(ap.rp);
+    store_free(other);
+    store_free(st);
+}
+
 /* The change answers UNAVAILABLE while the log's reconnect backs off, and
  * goes through within a few backoff periods of Redis coming back. */
 static pd_status update_until_up(pd_store *st, const pd_scene_update *op, pd_store_update *out)
@@ -1009,6 +1103,7 @@ int main(void)
         cmocka_unit_test(test_second_writer_is_refused),
         cmocka_unit_test(test_store_answers_a_resent_key_once),
         cmocka_unit_test(test_apply_logged_records),
+        cmocka_unit_test(test_tail_behind_own_drop_and_new_scene),
         cmocka_unit_test(test_redis_down_is_retryable),
         cmocka_unit_test(test_pipelined_appends_in_order),
         cmocka_unit_test(test_cas_failure_in_the_middle_of_a_pipeline),
