@@ -603,6 +603,10 @@ static void pd__refuse(pd_replica *r, size_t i, int rebuild, const char *fmt, co
     if (sc->refused)
         return;
     sc->refused = 1;
+    /* This pathd's mark of the scene (pd_redis_log_own_past) names an
+     * entry of the history left behind: the rebuilt stream's are not
+     * skipped by it. */
+    pd_redis_log_own_forget(r->rl, sc->name);
     snprintf(sc->why, sizeof sc->why, fmt, a, b);
     pd_log_error("replica: scene '%s': %s", sc->name, sc->why);
     if (r->journal_dir[0])

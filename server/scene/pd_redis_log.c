@@ -413,9 +413,9 @@ static int pd__parse_id(const char *id, size_t len, uint64_t *inc, uint64_t *v)
     return *end == '\0' ? 0 : -1;
 }
 
-/* Records scene's mark (the change lock held, so marks of one scene come
- * in the log's order: the latest replaces the one before, even a lower one
- * from a log that went back). Out of memory: no mark, as before marks. */
+/* Records scene's mark: the latest replaces the one before, even a lower
+ * one from a log that went back. Out of memory: no mark (the tail then
+ * goes by versions alone, as before marks). */
 static void pd__mark_note(pd_redis_log *rl, const char *scene, uint64_t inc, uint64_t v)
 {
     if (strlen(scene) >= sizeof rl->marks->scene)
@@ -461,6 +461,17 @@ int pd_redis_log_own_past(pd_redis_log *rl, const char *scene, const char *entry
     return past;
 }
 
+void pd_redis_log_own_forget(pd_redis_log *rl, const char *scene)
+{
+    pthread_mutex_lock(&rl->mark_lock);
+    for (size_t i = 0; i < rl->n_marks; i++)
+        if (strcmp(rl->marks[i].scene, scene) == 0) {
+            rl->marks[i] = rl->marks[--rl->n_marks];
+            break;
+        }
+    pthread_mutex_unlock(&rl->mark_lock);
+}
+
 /* ---- appends ----------------------------------------------------------------- */
 
 static int pd__reply_u64(const redisReply *r, uint64_t *out)
@@ -498,6 +509,14 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
         if (!out->duplicate && id && id->type == REDIS_REPLY_STRING &&
             pd__parse_id(id->str, id->len, &out->inc, &out->entry_v) == 0)
             out->has_id = 1;
+        /* A new incarnation or a drop taken (the store appends them under
+         * its change lock, so one scene's marks come in the log's order):
+         * what this pathd serves of the scene is then the log's through
+         * this entry, whatever came before it (the scene was not live, or
+         * the drop's compare-and-set held), so its tail skips every entry
+         * up to it (pd_redis_log_own_past). */
+        if (out->has_id && a->op != PD_REDIS_NEXT)
+            pd__mark_note(rl, a->scene, out->inc, out->entry_v);
     } else if (strcmp(what, "STALE") == 0) {
         snprintf(out->message, sizeof out->message, "scene '%s': the log is at version %" PRIu64 ", not %" PRIu64,
                  a->scene, v, a->expected);
@@ -911,12 +930,6 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
     if (st == PD_OK && res.version == rec->version) {
         if (rl->snap)
             rl->snap->note(rl->snap_user, rec);
-        /* A new incarnation or a drop: what this pathd serves of the scene
-         * is then the log's through this entry, whatever came before it
-         * (the scene was not live, or the drop's compare-and-set held),
-         * so its tail skips every entry up to it (pd_redis_log_own_past). */
-        if (res.has_id && rec->type != PD_JOURNAL_UPDATE && rec->type != PD_JOURNAL_RESET)
-            pd__mark_note(rl, rec->scene, res.inc, res.entry_v);
         return 0;
     }
     if (st == PD_OK && res.duplicate && rec->type != PD_JOURNAL_DROP) {

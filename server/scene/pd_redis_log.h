@@ -156,6 +156,9 @@ int pd_redis_log_resv_top(pd_redis_log *rl, const char *scene, uint64_t *top);
  * one. 0 for an entry after it, a scene with no such append, an id that
  * is not one. Any thread. */
 int pd_redis_log_own_past(pd_redis_log *rl, const char *scene, const char *entry_id);
+/* Forgets scene's mark (a log that went back: its ids start again). Any
+ * thread. */
+void pd_redis_log_own_forget(pd_redis_log *rl, const char *scene);
 
 /* A replica's tail brings this pathd up to the log (server/net
  * pd_replica.c): a change refused because the log moved on (another

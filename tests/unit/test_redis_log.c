@@ -518,6 +518,28 @@ static void apply_entries(entry_applier *ap, const char *const *ids)
         fail_msg("tail of made: %s", err);
 }
 
+/* The mark itself: a new scene's or a drop's entry id, as the log took
+ * it; an update leaves it; forgotten (a log that went back), nothing is
+ * past it. */
+static void test_own_mark_of_new_scenes_and_drops(void **state)
+{
+    (void)state;
+    pd_redis_log *rl = log_open("mark");
+    pd_redis_append_result res;
+    assert_int_equal(pd_redis_log_own_past(rl, "m", "1-1"), 0);
+    assert_int_equal(append(rl, "m", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(res.has_id, 1);
+    assert_int_equal(res.inc, 1);
+    assert_int_equal(res.entry_v, 1);
+    assert_int_equal(append(rl, "m", PD_REDIS_NEXT, 1, 1, NULL, &res), PD_OK);
+    assert_int_equal(pd_redis_log_own_past(rl, "m", "1-1"), 1);
+    assert_int_equal(pd_redis_log_own_past(rl, "m", "1-2"), 0); /* an update leaves the mark */
+    assert_int_equal(pd_redis_log_own_past(rl, "other", "1-1"), 0);
+    pd_redis_log_own_forget(rl, "m");
+    assert_int_equal(pd_redis_log_own_past(rl, "m", "1-1"), 0);
+    pd_redis_log_destroy(rl);
+}
+
 /* Cell (1, 1) of "made" as st serves it. */
 static uint8_t made_cell(pd_store *st)
 {
@@ -1104,6 +1126,7 @@ int main(void)
         cmocka_unit_test(test_store_answers_a_resent_key_once),
         cmocka_unit_test(test_apply_logged_records),
         cmocka_unit_test(test_tail_behind_own_drop_and_new_scene),
+        cmocka_unit_test(test_own_mark_of_new_scenes_and_drops),
         cmocka_unit_test(test_redis_down_is_retryable),
         cmocka_unit_test(test_pipelined_appends_in_order),
         cmocka_unit_test(test_cas_failure_in_the_middle_of_a_pipeline),
