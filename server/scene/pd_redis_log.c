@@ -28,22 +28,25 @@
 /* The FUNCTION library, loaded with FUNCTION LOAD REPLACE at every
  * connect (a Redis restarted without its data has none). KEYS: stream,
  * meta, dedup (meta again when there is no key), seq, scenes, and the
- * scene's reservation stream (pd_reserve_shared.c's). ARGV: op
- * (next|new|drop), expected ("" none), the NEW version, "1" when a key is
- * given, its TTL, the scene's name, the record, this append's tag, and the
- * tag the scene's last append must have ("" none). Answers {status,
- * version}: OK, DUP (the key's first version), STALE (the log's version),
- * CHAIN (the last append is not the one named: the log's version), EXISTS,
- * GONE. The dedup check comes first, so a retry of a change that went
- * through is answered, not refused as stale. An append answered OK also
- * names its own entry's id (the store's tail tells by it the entries this
- * pathd's own new scenes and drops made stale: pd_redis_log_own_past),
- * and the reservation stream's last entry id then ("0-0": none; "" no
- * reservation stream named; a
- * trim keeps the snapshot's own entry, so only a stream never written):
- * UpdateCells' cut of the reservations needs its table
- * caught up to that entry, and without it read one XRANGE more per update
- * (pd_redis_log_resv_top).
+ * scene's reservation stream (pd_reserve_shared.c's; always passed).
+ * ARGV: op (next|new|drop), expected ("" none), the NEW version, "1" when
+ * a key is given, its TTL, the scene's name, the record, this append's
+ * tag, the tag the scene's last append must have ("" none), and "1" to
+ * have the entry's id answered. Answers {status, version}: OK, DUP (the
+ * key's first version), STALE (the log's version), CHAIN (the last
+ * append is not the one named: the log's version), EXISTS, GONE. The
+ * dedup check comes first, so a retry of a change that went through is
+ * answered, not refused as stale. An append answered OK is {OK, version,
+ * top, id}: top is the reservation stream's last entry id then ("0-0":
+ * none; a trim keeps the snapshot's own entry, so only a stream never
+ * written): UpdateCells' cut of the reservations needs its table caught
+ * up to that entry, and without it read one XRANGE more per update
+ * (pd_redis_log_resv_top); id is the append's own entry id (the store's
+ * tail tells by it the entries this pathd's own new scenes and drops made
+ * stale: pd_redis_log_own_past), only when the tenth ARGV asks for it:
+ * during a rolling upgrade an older pathd (which takes 2..3 elements)
+ * shares the library, whichever loaded it last, and must go on working;
+ * an answer with no id (an older library) leaves no mark.
  *
  * The tags chain the appends of one pipeline (pd_redis_log_append_many):
  * each record after the first was built on the one before it, so it may
@@ -55,8 +58,9 @@ static const char PD__LIBRARY[] =
     "#!lua name=pathd\n"
     "local function append(keys, args)\n"
     "  local stream, meta, dedup, seq, scenes = keys[1], keys[2], keys[3], keys[4], keys[5]\n"
-    "  local op, expected, made, keyed, ttl, scene, record, tag, after =\n"
-    "    args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8] or '', args[9] or ''\n"
+    "  local op, expected, made, keyed, ttl, scene, record, tag, after, want_id =\n"
+    "    args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8] or '', args[9] or '',\n"
+    "    args[10] or ''\n"
     "  if keyed == '1' then\n"
     "    local seen = redis.call('GET', dedup)\n"
     "    if seen then return {'DUP', seen} end\n"
@@ -97,12 +101,10 @@ static const char PD__LIBRARY[] =
     "             'live', op == 'drop' and '0' or '1', 'tag', tag)\n"
     "  if not live then redis.call('SADD', scenes, scene) end -- a live one is in it\n"
     "  if keyed == '1' then redis.call('SET', dedup, string.format('%d', v), 'EX', ttl) end\n"
-    "  local resv, top = keys[6], ''\n"
-    "  if resv then\n"
-    "    local t = redis.call('XREVRANGE', resv, '+', '-', 'COUNT', 1)\n"
-    "    top = t[1] and t[1][1] or '0-0'\n"
-    "  end\n"
-    "  return {'OK', string.format('%d', v), top, id}\n"
+    "  local top = redis.call('XREVRANGE', keys[6], '+', '-', 'COUNT', 1)\n"
+    "  local ok = {'OK', string.format('%d', v), top[1] and top[1][1] or '0-0'}\n"
+    "  if want_id == '1' then ok[4] = id end -- asked for: an older caller takes 2..3 elements\n"
+    "  return ok\n"
 
     "end\n"
     "redis.register_function('pathd_append', append)\n";
@@ -117,10 +119,7 @@ static const char PD__LIBRARY[] =
 
 /* A scene's own mark (pd_redis_log_own_past): the entry id of this
  * pathd's last new incarnation or drop of it that the log took. */
-typedef struct pd__own_mark {
-    char scene[PD_CONF_MAX_NAME];
-    uint64_t inc, v;
-} pd__own_mark;
+typedef pd_redis_own_mark pd__own_mark;
 
 typedef struct pd__resv_top {
     char scene[PD_CONF_MAX_NAME];
@@ -171,9 +170,12 @@ struct pd_redis_log {
     size_t n_resv_tops, next_resv_top;
 
     pthread_mutex_t mark_lock;    /* guards marks: appends write, the tail reads */
-    pd__own_mark *marks;          /* one per scene this pathd made or dropped (never shrinks:
-                                     a few dozen bytes a name) */
+    pd__own_mark *marks;          /* one per scene this pathd made or dropped whose entry the
+                                     tail has not read yet (pd_redis_log_own_past forgets it
+                                     then): searched linearly, strcmp per tail entry, as it
+                                     holds only the names changed within the tail's lag */
     size_t n_marks, cap_marks;
+    atomic_int no_id_said;        /* an OK answer with no entry id was logged (once) */
 
     pthread_mutex_t pos_lock;     /* guards pos: replay writes, the tail reads */
     pd__position *pos;
@@ -413,6 +415,21 @@ static int pd__parse_id(const char *id, size_t len, uint64_t *inc, uint64_t *v)
     return *end == '\0' ? 0 : -1;
 }
 
+/* Scene's mark, or NULL (mark_lock held). */
+static pd__own_mark *pd__mark_of(pd_redis_log *rl, const char *scene)
+{
+    for (size_t i = 0; i < rl->n_marks; i++)
+        if (strcmp(rl->marks[i].scene, scene) == 0)
+            return &rl->marks[i];
+    return NULL;
+}
+
+/* Drops mark m (mark_lock held). */
+static void pd__mark_drop(pd_redis_log *rl, pd__own_mark *m)
+{
+    *m = rl->marks[--rl->n_marks];
+}
+
 /* Records scene's mark: the latest replaces the one before, even a lower
  * one from a log that went back. Out of memory: no mark (the tail then
  * goes by versions alone, as before marks). */
@@ -421,10 +438,7 @@ static void pd__mark_note(pd_redis_log *rl, const char *scene, uint64_t inc, uin
     if (strlen(scene) >= sizeof rl->marks->scene)
         return;
     pthread_mutex_lock(&rl->mark_lock);
-    pd__own_mark *m = NULL;
-    for (size_t i = 0; i < rl->n_marks && !m; i++)
-        if (strcmp(rl->marks[i].scene, scene) == 0)
-            m = &rl->marks[i];
+    pd__own_mark *m = pd__mark_of(rl, scene);
     if (!m && rl->n_marks == rl->cap_marks) {
         size_t cap = rl->cap_marks ? rl->cap_marks * 2 : 16;
         pd__own_mark *grown = realloc(rl->marks, cap * sizeof *grown);
@@ -451,24 +465,55 @@ int pd_redis_log_own_past(pd_redis_log *rl, const char *scene, const char *entry
         return 0;
     int past = 0;
     pthread_mutex_lock(&rl->mark_lock);
-    for (size_t i = 0; i < rl->n_marks; i++)
-        if (strcmp(rl->marks[i].scene, scene) == 0) {
-            const pd__own_mark *m = &rl->marks[i];
-            past = inc < m->inc || (inc == m->inc && v <= m->v);
-            break;
-        }
+    pd__own_mark *m = pd__mark_of(rl, scene);
+    if (m) {
+        past = inc < m->inc || (inc == m->inc && v <= m->v);
+        /* The marked entry itself: every later one has a higher id, so
+         * the mark can skip nothing more. Kept, it would outlive a
+         * failover that lost the entry and skip another replica's lower
+         * ids of the history that took its place (served silently, where
+         * versions alone find the GAP). */
+        if (inc == m->inc && v == m->v)
+            pd__mark_drop(rl, m);
+    }
     pthread_mutex_unlock(&rl->mark_lock);
     return past;
+}
+
+int pd_redis_log_own_check(pd_redis_log *rl, const pd_redis_own_mark *seen, const char *last_id)
+{
+    uint64_t inc = 0, v = 0;
+    if (last_id && last_id[0] && pd__parse_id(last_id, strlen(last_id), &inc, &v) != 0)
+        return 0; /* not an id: leave the mark to the tail */
+    int gone = 0;
+    pthread_mutex_lock(&rl->mark_lock);
+    pd__own_mark *m = pd__mark_of(rl, seen->scene);
+    /* Only the mark the check was sent for: one made since is an append
+     * the new log took after its last entry was read. */
+    if (m && m->inc == seen->inc && m->v == seen->v && (inc < m->inc || (inc == m->inc && v < m->v))) {
+        pd__mark_drop(rl, m);
+        gone = 1;
+    }
+    pthread_mutex_unlock(&rl->mark_lock);
+    return gone;
+}
+
+size_t pd_redis_log_own_marked(pd_redis_log *rl, pd_redis_own_mark *marks, size_t max)
+{
+    pthread_mutex_lock(&rl->mark_lock);
+    size_t n = rl->n_marks;
+    for (size_t i = 0; i < n && i < max; i++)
+        marks[i] = rl->marks[i];
+    pthread_mutex_unlock(&rl->mark_lock);
+    return n;
 }
 
 void pd_redis_log_own_forget(pd_redis_log *rl, const char *scene)
 {
     pthread_mutex_lock(&rl->mark_lock);
-    for (size_t i = 0; i < rl->n_marks; i++)
-        if (strcmp(rl->marks[i].scene, scene) == 0) {
-            rl->marks[i] = rl->marks[--rl->n_marks];
-            break;
-        }
+    pd__own_mark *m = pd__mark_of(rl, scene);
+    if (m)
+        pd__mark_drop(rl, m);
     pthread_mutex_unlock(&rl->mark_lock);
 }
 
@@ -517,6 +562,17 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
          * up to it (pd_redis_log_own_past). */
         if (out->has_id && a->op != PD_REDIS_NEXT)
             pd__mark_note(rl, a->scene, out->inc, out->entry_v);
+        else if (!out->duplicate && !out->has_id && !atomic_exchange(&rl->no_id_said, 1) && rl->warn) {
+            /* An older pathd's library (a rolling upgrade: the last to
+             * connect loads its own): no mark, the tail goes by versions
+             * alone, as before marks, until this pathd's is loaded again. */
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "Redis %.100s:%u: pathd_append answered OK with no entry id (an older pathd's library?): "
+                     "this pathd's new scenes and drops leave no mark for its tail",
+                     rl->host, (unsigned)rl->port);
+            rl->warn(rl->warn_user, msg);
+        }
     } else if (strcmp(what, "STALE") == 0) {
         snprintf(out->message, sizeof out->message, "scene '%s': the log is at version %" PRIu64 ", not %" PRIu64,
                  a->scene, v, a->expected);
@@ -567,7 +623,8 @@ static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const ch
     snprintf(made, sizeof made, "%" PRIu64, a->version);
     snprintf(ttl, sizeof ttl, "%" PRIu32, rl->dedup_ttl_s);
     const char *argv[] = { "FCALL", "pathd_append", "6", stream, meta, dedup, seq, scenes, resv, ops[a->op],
-                           expected, made, a->key ? "1" : "0", ttl, a->scene, (const char *)a->payload, tag, after };
+                           expected, made, a->key ? "1" : "0", ttl, a->scene, (const char *)a->payload, tag, after,
+                           "1" /* answer the entry's id */ };
     enum { ARGC = sizeof argv / sizeof *argv, RECORD = 15 };
     size_t argvlen[ARGC];
     for (size_t i = 0; i < ARGC; i++)

@@ -156,9 +156,28 @@ int pd_redis_log_resv_top(pd_redis_log *rl, const char *scene, uint64_t *top);
  * one. 0 for an entry after it, a scene with no such append, an id that
  * is not one. Any thread. */
 int pd_redis_log_own_past(pd_redis_log *rl, const char *scene, const char *entry_id);
+/* The mark lives until the tail reads the marked entry itself (every
+ * later id is higher: it can skip nothing more), so it never outlives a
+ * failover that lost it by more than the reconnect's check below. */
 /* Forgets scene's mark (a log that went back: its ids start again). Any
  * thread. */
 void pd_redis_log_own_forget(pd_redis_log *rl, const char *scene);
+/* A scene's mark: its entry id INC-V. */
+typedef struct pd_redis_own_mark {
+    char scene[PD_CONF_MAX_NAME];
+    uint64_t inc, v;
+} pd_redis_own_mark;
+/* The reconnect's check of a mark seen (pd_redis_log_own_marked) against
+ * its scene's stream's last entry id last_id (NULL or "": an empty
+ * stream): a stream that ends before the mark lost this pathd's append
+ * (a failover), and another replica's entries that take its ids' place
+ * must not be skipped: the mark is forgotten, 1 (the caller refuses a
+ * scene it serves, as a log that went back). 0: kept, no mark, or a
+ * mark made since (an append the new log took). Any thread. */
+int pd_redis_log_own_check(pd_redis_log *rl, const pd_redis_own_mark *seen, const char *last_id);
+/* The marks, up to max of them copied into marks: how many there are.
+ * Any thread. */
+size_t pd_redis_log_own_marked(pd_redis_log *rl, pd_redis_own_mark *marks, size_t max);
 
 /* A replica's tail brings this pathd up to the log (server/net
  * pd_replica.c): a change refused because the log moved on (another

@@ -496,6 +496,7 @@ typedef struct entry_applier {
     pd_journal_replayer *rp;
     const char *const *ids;       /* the stream's entry ids, in order */
     size_t at;
+    size_t from;                  /* entries before it were read already: not applied again */
     pd_store_logged out[8];
 } entry_applier;
 
@@ -504,16 +505,21 @@ static int apply_entry(void *user, const pd_journal_record *rec)
     entry_applier *ap = user;
     char why[256];
     assert_true(ap->at < 8 && ap->ids[ap->at]);
+    if (ap->at < ap->from) {
+        ap->out[ap->at++] = PD_STORE_LOGGED_HAD; /* the tail is past it */
+        return 0;
+    }
     ap->out[ap->at] = pd_store_apply_logged_entry(ap->st, ap->rp, rec, ap->ids[ap->at], NULL, why, sizeof why);
     ap->at++;
     return 0;
 }
 
-static void apply_entries(entry_applier *ap, const char *const *ids)
+static void apply_entries(entry_applier *ap, const char *const *ids, size_t from)
 {
     char err[256];
     ap->ids = ids;
     ap->at = 0;
+    ap->from = from;
     if (pd_store_tail(ap->st, "made", 0, apply_entry, ap, err, sizeof err) != 0)
         fail_msg("tail of made: %s", err);
 }
@@ -538,6 +544,183 @@ static void test_own_mark_of_new_scenes_and_drops(void **state)
     pd_redis_log_own_forget(rl, "m");
     assert_int_equal(pd_redis_log_own_past(rl, "m", "1-1"), 0);
     pd_redis_log_destroy(rl);
+}
+
+/* A log whose scene this pathd made, dropped and made again: its mark
+ * is 3-1. */
+static pd_redis_log *log_made_dropped_made(const char *prefix, const char *scene)
+{
+    pd_redis_log *rl = log_open(prefix);
+    pd_redis_append_result res;
+    assert_int_equal(append(rl, scene, PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(append(rl, scene, PD_REDIS_DROP, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(append(rl, scene, PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(res.has_id, 1);
+    assert_int_equal(res.inc, 3);
+    assert_int_equal(res.entry_v, 1);
+    return rl;
+}
+
+/* The mark lives until the tail reads the marked entry itself: after it
+ * every id is higher, so it can skip nothing more, and kept it would skip
+ * another replica's lower ids of a history that took a lost one's place
+ * (a failover that lost this pathd's drop and new scene: the stream then
+ * holds the other's 1-8, below the lost mark 3-1, and the tail must find
+ * the GAP, not take it as HAD). Fails without the forgetting: 1-8 is
+ * still past after 3-1 was read. */
+static void test_own_mark_forgotten_once_read(void **state)
+{
+    (void)state;
+    pd_redis_log *rl = log_made_dropped_made("markread", "f");
+    assert_int_equal(pd_redis_log_own_past(rl, "f", "1-1"), 1); /* the tail behind: skipped */
+    assert_int_equal(pd_redis_log_own_past(rl, "f", "2-0"), 1);
+    assert_int_equal(pd_redis_log_own_past(rl, "f", "3-1"), 1); /* the marked entry itself */
+    assert_int_equal(pd_redis_log_own_past(rl, "f", "1-8"), 0); /* a later history's: not skipped */
+    assert_int_equal(pd_redis_log_own_past(rl, "f", "3-1"), 0);
+    assert_int_equal(pd_redis_log_own_marked(rl, NULL, 0), 0);
+    pd_redis_log_destroy(rl);
+}
+
+/* The reconnect's check (pd_replica.c): a stream whose last entry is
+ * below the mark lost the marked append (a failover), and the mark is
+ * forgotten (the replica then refuses a scene it serves); a stream at or
+ * past it keeps it. The stream here is really cut back: its keys are
+ * deleted and another log writes the name again (1-1 .. 1-2), as a
+ * replica of a Redis that lost this pathd's entries would. */
+static void test_own_mark_checked_against_a_stream_that_went_back(void **state)
+{
+    (void)state;
+    pd_redis_log *rl = log_made_dropped_made("markback", "g");
+    pd_redis_append_result res;
+    pd_redis_own_mark seen[4];
+    assert_int_equal(pd_redis_log_own_marked(rl, seen, 4), 1);
+    assert_string_equal(seen[0].scene, "g");
+    assert_int_equal(seen[0].inc, 3);
+    assert_int_equal(seen[0].v, 1);
+    assert_int_equal(pd_redis_log_own_check(rl, &seen[0], "3-1"), 0); /* the log has it: kept */
+    assert_int_equal(pd_redis_log_own_past(rl, "g", "2-0"), 1);
+
+    char key[256];
+    pd_redis_log_stream_key(rl, "g", key, sizeof key);
+    redisContext *c = redis_srv_connect(&srv);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "DEL %s markback:{g}:meta", key);
+    assert_non_null(r);
+    freeReplyObject(r);
+    pd_redis_log *other = log_open("markback");
+    assert_int_equal(append(other, "g", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(append(other, "g", PD_REDIS_NEXT, 1, 1, NULL, &res), PD_OK);
+    r = redisCommand(c, "XREVRANGE %s + - COUNT 1", key);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 1);
+    char last[64];
+    snprintf(last, sizeof last, "%s", r->element[0]->element[0]->str);
+    freeReplyObject(r);
+    redisFree(c);
+    assert_string_equal(last, "1-2");
+
+    assert_int_equal(pd_redis_log_own_check(rl, &seen[0], last), 1); /* below 3-1: forgotten */
+    assert_int_equal(pd_redis_log_own_past(rl, "g", "1-2"), 0); /* the tail applies it */
+    assert_int_equal(pd_redis_log_own_check(rl, &seen[0], last), 0); /* nothing left to forget */
+
+    /* A mark made after the check was sent is the new log's: kept. */
+    assert_int_equal(append(rl, "h", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(pd_redis_log_own_marked(rl, seen, 4), 1);
+    assert_int_equal(append(rl, "h", PD_REDIS_DROP, 0, 0, NULL, &res), PD_OK); /* mark 2-0 */
+    assert_int_equal(pd_redis_log_own_check(rl, &seen[0], "1-1"), 0);
+    assert_int_equal(pd_redis_log_own_past(rl, "h", "1-1"), 1);
+    assert_int_equal(pd_redis_log_own_marked(rl, seen, 4), 1);
+    assert_int_equal(pd_redis_log_own_check(rl, &seen[0], NULL), 1); /* an empty stream is below any */
+    pd_redis_log_destroy(other);
+    pd_redis_log_destroy(rl);
+}
+
+/* An append of scene "o" under prefix "oldcall" by FCALL on c, as a pathd
+ * sends it: op, its tag, and want_id as the tenth ARGV (NULL: an older
+ * pathd's nine). Answered OK (the caller frees it). */
+static redisReply *raw_append(redisContext *c, const char *op, const char *tag, const char *want_id)
+{
+#define OLDCALL_KEYS                                                                                  \
+    "FCALL pathd_append 6 oldcall:{o}:log oldcall:{o}:meta oldcall:{o}:meta oldcall:seq oldcall:scenes " \
+    "oldcall:{o}:resv"
+    redisReply *r = want_id ? redisCommand(c, OLDCALL_KEYS " %s %s 1 0 60 o rec %s %s %s", op, "", tag, "", want_id)
+                            : redisCommand(c, OLDCALL_KEYS " %s %s 1 0 60 o rec %s %s", op, "", tag, "");
+#undef OLDCALL_KEYS
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_string_equal(r->element[0]->str, "OK");
+    return r;
+}
+
+/* Rolling upgrade: the library answers an OK with the entry's id only
+ * when the tenth ARGV asks for it, so an older pathd (which takes 2..3
+ * elements and refuses any other answer) sharing it goes on working.
+ * Fails without the ARGV: every OK has 4 elements. */
+static void test_append_id_only_when_asked(void **state)
+{
+    (void)state;
+    pd_redis_log *rl = log_open("oldcall"); /* loads the library */
+    pd_redis_append_result res;
+    assert_int_equal(append(rl, "warm", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    redisContext *c = redis_srv_connect(&srv);
+    assert_non_null(c);
+    /* An older pathd's call: nine ARGV. */
+    redisReply *r = raw_append(c, "new", "t1", NULL);
+    assert_int_equal(r->elements, 3);
+    freeReplyObject(r);
+    /* This pathd's: asked, the id comes fourth. */
+    r = raw_append(c, "drop", "t2", "1");
+    assert_int_equal(r->elements, 4);
+    assert_string_equal(r->element[3]->str, "2-0");
+    freeReplyObject(r);
+    redisFree(c);
+    pd_redis_log_destroy(rl);
+}
+
+/* An OK with no id (an older pathd's library, loaded by the last to
+ * connect) is taken, leaves no mark (versions alone, as before marks),
+ * and is said once, not per append. */
+static int no_id_warnings;
+static void count_warning(void *user, const char *msg)
+{
+    (void)user;
+    if (strstr(msg, "no entry id"))
+        no_id_warnings++;
+}
+
+static void test_answer_without_id_leaves_no_mark(void **state)
+{
+    (void)state;
+    char err[256];
+    const pd_redis_log_opts o = { .host = "127.0.0.1", .port = (uint16_t)srv.port, .timeout_ms = 500,
+                                  .prefix = "oldlib", .dedup_ttl_s = 60, .warn = count_warning };
+    pd_redis_log *rl = pd_redis_log_create(&o, err, sizeof err);
+    assert_non_null(rl);
+    pd_redis_append_result res;
+    assert_int_equal(append(rl, "warm", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK); /* connected, loaded */
+    redisContext *c = redis_srv_connect(&srv);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "FUNCTION LOAD REPLACE %s",
+                                 "#!lua name=pathd\n"
+                                 "redis.register_function('pathd_append', function(keys, args)\n"
+                                 "  return {'OK', '1', '0-0'} end)\n");
+    assert_non_null(r);
+    assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    redisFree(c);
+    no_id_warnings = 0;
+    assert_int_equal(append(rl, "n", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(res.has_id, 0);
+    assert_int_equal(append(rl, "n2", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(no_id_warnings, 1);
+    assert_int_equal(pd_redis_log_own_marked(rl, NULL, 0), 1); /* warm's, from before */
+    assert_int_equal(pd_redis_log_own_past(rl, "n", "1-1"), 0);
+    pd_redis_log_destroy(rl);
+    pd_redis_log *again = log_open("oldlib"); /* its connect loads this pathd's library again */
+    assert_int_equal(append(again, "after", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(res.has_id, 1);
+    pd_redis_log_destroy(again);
 }
 
 /* Cell (1, 1) of "made" as st serves it. */
@@ -567,7 +750,7 @@ static void test_tail_behind_own_drop_and_new_scene(void **state)
 
     /* The stream's ids: INC-V, a drop ends incarnation 1 as 2-0. */
     static const char *const dropped[] = { "1-1", "1-2", "2-0", NULL };
-    apply_entries(&ap, dropped);
+    apply_entries(&ap, dropped, 0);
     assert_int_equal(ap.at, 3);
     for (size_t i = 0; i < 3; i++)
         assert_int_equal(ap.out[i], PD_STORE_LOGGED_HAD);
@@ -576,19 +759,20 @@ static void test_tail_behind_own_drop_and_new_scene(void **state)
     /* Made again: the old incarnation's update is not applied to it. */
     assert_int_equal(pd_store_add_scene(st, open_scene("made", SIDE), &ch), PD_OK);
     static const char *const again[] = { "1-1", "1-2", "2-0", "3-1", NULL };
-    apply_entries(&ap, again);
+    apply_entries(&ap, again, 0);
     assert_int_equal(ap.at, 4);
     for (size_t i = 0; i < 4; i++)
         assert_int_equal(ap.out[i], PD_STORE_LOGGED_HAD);
     assert_int_equal(version_of(st, "made"), 1);
     assert_int_not_equal(made_cell(st), 0);
 
-    /* Another replica's update after them is applied. */
+    /* Another replica's update after them is applied (the tail goes on
+     * after the last entry it read). */
     pd_store *other = store_over("own");
     assert_int_equal(version_of(other, "made"), 1);
     assert_int_equal(pd_store_update_cells(other, "made", &block, 1, &up), PD_OK);
     static const char *const later[] = { "1-1", "1-2", "2-0", "3-1", "3-2", NULL };
-    apply_entries(&ap, later);
+    apply_entries(&ap, later, 4);
     assert_int_equal(ap.at, 5);
     assert_int_equal(ap.out[4], PD_STORE_LOGGED_APPLIED);
     assert_int_equal(version_of(st, "made"), 2);
@@ -1127,6 +1311,10 @@ int main(void)
         cmocka_unit_test(test_apply_logged_records),
         cmocka_unit_test(test_tail_behind_own_drop_and_new_scene),
         cmocka_unit_test(test_own_mark_of_new_scenes_and_drops),
+        cmocka_unit_test(test_own_mark_forgotten_once_read),
+        cmocka_unit_test(test_own_mark_checked_against_a_stream_that_went_back),
+        cmocka_unit_test(test_append_id_only_when_asked),
+        cmocka_unit_test(test_answer_without_id_leaves_no_mark),
         cmocka_unit_test(test_redis_down_is_retryable),
         cmocka_unit_test(test_pipelined_appends_in_order),
         cmocka_unit_test(test_cas_failure_in_the_middle_of_a_pipeline),
