@@ -623,8 +623,9 @@ static void pd__refuse(pd_replica *r, size_t i, int rebuild, const char *fmt, co
     sc->rebuild |= rebuild;
     /* This pathd's mark of the scene (pd_redis_log_own_past) names an
      * entry of the history left behind: the rebuilt stream's are not
-     * skipped by it. Forgotten even when the scene was refused already
-     * (a mark made since is of the history left behind too). */
+     * skipped by it; the incarnation its appends name goes with it (the
+     * rebuild sets it again). Forgotten even when the scene was refused
+     * already (a mark made since is of the history left behind too). */
     pd_redis_log_own_forget(r->rl, sc->name);
     if (sc->refused)
         return;

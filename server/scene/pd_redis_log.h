@@ -111,6 +111,9 @@ typedef struct pd_redis_append_result {
     int duplicate;                /* OK: the key had been seen; nothing appended */
     int has_id;                   /* OK, not a duplicate: inc and entry_v name its entry */
     uint64_t inc, entry_v;        /* its entry id INC-V (a drop's V is 0) */
+    int other_incarnation;        /* STALE_VERSION: the log's live incarnation of the scene is
+                                     not the one this pathd serves (made anew since; version
+                                     holds its version), or none is (version 0) */
     int chain;                    /* UNAVAILABLE: refused because the append before it in
                                      its pipeline is not the log's last (it was refused,
                                      or another replica's came between) */
@@ -159,9 +162,30 @@ int pd_redis_log_own_past(pd_redis_log *rl, const char *scene, const char *entry
 /* The mark lives until the tail reads the marked entry itself (every
  * later id is higher: it can skip nothing more), so it never outlives a
  * failover that lost it by more than the reconnect's check below. */
-/* Forgets scene's mark (a log that went back: its ids start again). Any
- * thread. */
+/* Forgets scene's mark and its incarnation (below) (a log that went
+ * back: its ids start again). Any thread. */
 void pd_redis_log_own_forget(pd_redis_log *rl, const char *scene);
+
+/* The incarnation check. Versions restart at 1 on a new scene, so a
+ * version alone does not say which incarnation of a name an append was
+ * made on: a replica still serving the older one at version v (its tail
+ * behind another replica's drop and new scene) would append onto the new
+ * one once that reached v. Every append of a scene (but a new one) names
+ * the INC of the entries what this pathd serves of it came from, when
+ * known, and the FUNCTION refuses another (STALE_VERSION, as a lost
+ * version race; out.other_incarnation). Known from this pathd's own
+ * appends' answers, replay, and served_entry below; not known (versions
+ * alone) for a scene the log has no entry of, after a duplicate's or an
+ * older library's answer, or once forgotten. */
+/* What this pathd serves of scene is the log's through its entry
+ * entry_id ("INC-V"; the tail applied it, a rebuild read up to it): its
+ * incarnation is INC; after a drop (V 0), or an id that is not one, none
+ * is known. Called where what is served changes (under the store's
+ * change lock, so an append's check matches the scene it was made on).
+ * Any thread. */
+void pd_redis_log_served_entry(pd_redis_log *rl, const char *scene, const char *entry_id);
+/* The incarnation known for scene: 1 with *inc, or 0. Any thread. */
+int pd_redis_log_incarnation(pd_redis_log *rl, const char *scene, uint64_t *inc);
 /* A scene's mark: its entry id INC-V. */
 typedef struct pd_redis_own_mark {
     char scene[PD_CONF_MAX_NAME];

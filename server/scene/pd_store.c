@@ -1051,6 +1051,14 @@ static int pd__own_past(const pd_store *st, const char *scene, const char *entry
            st->log.ops->own_past(st->log.log, scene, entry_id);
 }
 
+/* The tail's record of entry_id is served (the log's lock held): the
+ * log's later appends of the scene name its incarnation. */
+static void pd__served(const pd_store *st, const char *scene, const char *entry_id)
+{
+    if (entry_id && pd__has_log(st) && st->log.ops->served)
+        st->log.ops->served(st->log.log, scene, entry_id);
+}
+
 static int pd__logged_lock(void *user)
 {
     pd__logged_ctx *x = user;
@@ -1067,7 +1075,10 @@ static int pd__logged_commit(void *user, const pd_scene_update_result *res)
         x->past = 1;
         return -1;
     }
-    return x->want == res->version ? 0 : -1;
+    if (x->want != res->version)
+        return -1;
+    pd__served(x->st, x->scene, x->entry_id); /* served right after, under the same locks */
+    return 0;
 }
 
 static void pd__logged_unlock(void *user, int published, const pd_scene_update_result *res)
@@ -1199,6 +1210,10 @@ static pd_store_logged pd__apply_logged(pd_store *st, pd_journal_replayer *rp, c
             snprintf(why, len, "%s", skip);
         out = PD_STORE_LOGGED_NOOP;
     }
+    /* Only a record applied here: one had (this pathd's own, whose
+     * answer noted it) or skipped says nothing of what is served. */
+    if (out == PD_STORE_LOGGED_APPLIED)
+        pd__served(st, rec->scene, entry_id);
     pd__logged_unlock(&x, 0, NULL);
     if (out == PD_STORE_LOGGED_APPLIED && st->world && rec->type != PD_JOURNAL_DROP)
         pd_world_store_mark_stale(st->world, st->registry);

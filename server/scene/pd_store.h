@@ -128,6 +128,12 @@ typedef struct pd_changelog_ops {
      * answers HAD), as what is served of the scene is the log's through
      * that append. */
     int (*own_past)(void *log, const char *scene, const char *entry_id);
+    /* Optional (NULL: nothing kept). Under the lock (when the log has not
+     * failed), as the tail's record is served: what is served of scene is
+     * now the log's through its entry entry_id - the Redis log's appends
+     * of the scene name that entry's incarnation from then on
+     * (pd_redis_log_served_entry). */
+    void (*served)(void *log, const char *scene, const char *entry_id);
     /* Makes every record appended before the call durable. Several changes
      * may share one. 0, or -1 (errno). */
     int (*sync)(void *log);

@@ -99,12 +99,15 @@ static long long stream_len(pd_redis_log *rl, const char *scene)
 }
 
 /* A store over a fresh config with the log of `prefix` replayed into it
- * and made its log. */
-static pd_store *store_over(const char *prefix)
+ * and made its log (*rl: the log, when rl is not NULL). */
+static pd_store *store_over_log(const char *prefix, pd_redis_log **rl)
 {
     pd_store *st = pd_store_create(config_registry(), NULL);
     assert_non_null(st);
-    pd_changelog log = pd_redis_changelog(log_open(prefix));
+    pd_redis_log *opened = log_open(prefix);
+    if (rl)
+        *rl = opened;
+    pd_changelog log = pd_redis_changelog(opened);
     pd_journal_replay_stats stats;
     char err[256];
     if (pd_store_replay(st, log, &stats, err, sizeof err) != 0)
@@ -112,6 +115,11 @@ static pd_store *store_over(const char *prefix)
     assert_int_equal(stats.skipped, 0);
     pd_store_own_log(st, log, PD_CONF_FSYNC_ALWAYS);
     return st;
+}
+
+static pd_store *store_over(const char *prefix)
+{
+    return store_over_log(prefix, NULL);
 }
 
 /* A fresh store over the config with the log of `prefix` replayed into it
@@ -494,6 +502,7 @@ static void test_apply_logged_records(void **state)
 typedef struct entry_applier {
     pd_store *st;
     pd_journal_replayer *rp;
+    const char *scene;            /* the stream tailed ("made" when NULL) */
     const char *const *ids;       /* the stream's entry ids, in order */
     size_t at;
     size_t from;                  /* entries before it were read already: not applied again */
@@ -520,8 +529,9 @@ static void apply_entries(entry_applier *ap, const char *const *ids, size_t from
     ap->ids = ids;
     ap->at = 0;
     ap->from = from;
-    if (pd_store_tail(ap->st, "made", 0, apply_entry, ap, err, sizeof err) != 0)
-        fail_msg("tail of made: %s", err);
+    const char *scene = ap->scene ? ap->scene : "made";
+    if (pd_store_tail(ap->st, scene, 0, apply_entry, ap, err, sizeof err) != 0)
+        fail_msg("tail of %s: %s", scene, err);
 }
 
 /* The mark itself: a new scene's or a drop's entry id, as the log took
@@ -781,6 +791,142 @@ static void test_tail_behind_own_drop_and_new_scene(void **state)
     pd_journal_replayer_destroy(ap.rp);
     store_free(other);
     store_free(st);
+}
+
+/* The incarnation check (the FUNCTION's eleventh ARGV): versions restart
+ * at 1 on a new scene, so a log still serving a name's older incarnation
+ * at version v (its tail behind another's drop and new scene) must not
+ * append onto the new one once that is at v too - neither an update nor
+ * a drop (which would end it) -, refused STALE_VERSION as a lost version
+ * race, nothing appended, its key not kept; once it served the new
+ * incarnation's entries (its tail applied them) its appends go through;
+ * an update of a name dropped since is refused too (version 0: nothing
+ * live to wait for). A log that knows no incarnation of the name (b here:
+ * it has seen no entry of it; an older pathd sends none) goes by versions
+ * alone. Fails without the check: a's update is appended as 3-3 onto b's
+ * scene. */
+static void test_append_names_its_incarnation(void **state)
+{
+    (void)state;
+    pd_redis_log *a = log_open("inc"), *b = log_open("inc");
+    pd_redis_append_result res;
+    uint64_t inc = 0;
+    assert_int_equal(append(a, "s", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);     /* 1-1 */
+    assert_int_equal(append(a, "s", PD_REDIS_NEXT, 1, 1, NULL, &res), PD_OK);    /* 1-2 */
+    assert_int_equal(pd_redis_log_incarnation(a, "s", &inc), 1);
+    assert_int_equal(inc, 1);
+    assert_int_equal(pd_redis_log_incarnation(b, "s", &inc), 0);
+    assert_int_equal(append(b, "s", PD_REDIS_DROP, 1, 2, NULL, &res), PD_OK);    /* 2-0 */
+    assert_int_equal(pd_redis_log_incarnation(b, "s", &inc), 0);
+    assert_int_equal(append(b, "s", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);     /* 3-1 */
+    assert_int_equal(append(b, "s", PD_REDIS_NEXT, 1, 1, NULL, &res), PD_OK);    /* 3-2 */
+    assert_int_equal(pd_redis_log_incarnation(b, "s", &inc), 1);
+    assert_int_equal(inc, 3);
+    assert_int_equal(stream_len(a, "s"), 5);
+
+    /* a, at version 2 of incarnation 1: refused, nothing appended. */
+    assert_int_equal(append(a, "s", PD_REDIS_NEXT, 1, 2, "k-old", &res), PD_STALE_VERSION);
+    assert_int_equal(res.other_incarnation, 1);
+    assert_int_equal(res.version, 2);
+    assert_non_null(strstr(res.message, "another incarnation"));
+    assert_int_equal(append(a, "s", PD_REDIS_DROP, 1, 2, NULL, &res), PD_STALE_VERSION);
+    assert_int_equal(res.other_incarnation, 1);
+    assert_int_equal(stream_len(a, "s"), 5);
+    uint64_t made = 0;
+    char why[128];
+    assert_int_equal(pd_redis_log_key_version(a, "s", "k-old", &made, why, sizeof why), 0);
+
+    /* A lost version race within one incarnation is no other incarnation. */
+    assert_int_equal(append(b, "s", PD_REDIS_NEXT, 1, 1, NULL, &res), PD_STALE_VERSION);
+    assert_int_equal(res.other_incarnation, 0);
+
+    /* a's tail applied b's entries: its appends name incarnation 3. */
+    pd_redis_log_served_entry(a, "s", "3-2");
+    assert_int_equal(append(a, "s", PD_REDIS_NEXT, 1, 2, NULL, &res), PD_OK);    /* 3-3 */
+    assert_int_equal(res.version, 3);
+    assert_int_equal(res.inc, 3);
+
+    /* b drops it (b is behind a's 3-3 first: a version race), then a's
+     * update of the incarnation dropped is refused. */
+    assert_int_equal(append(b, "s", PD_REDIS_DROP, 1, 2, NULL, &res), PD_STALE_VERSION);
+    assert_int_equal(res.other_incarnation, 0);
+    assert_int_equal(append(b, "s", PD_REDIS_DROP, 1, 3, NULL, &res), PD_OK);    /* 4-0 */
+    assert_int_equal(append(a, "s", PD_REDIS_NEXT, 1, 3, NULL, &res), PD_STALE_VERSION);
+    assert_int_equal(res.other_incarnation, 1);
+    assert_int_equal(res.version, 0); /* none live */
+    assert_non_null(strstr(res.message, "dropped"));
+    assert_int_equal(stream_len(a, "s"), 7);
+
+    /* A drop's id served, or an id that is not one: none known. */
+    pd_redis_log_served_entry(a, "s", "4-0");
+    assert_int_equal(pd_redis_log_incarnation(a, "s", &inc), 0);
+    pd_redis_log_served_entry(a, "s", "3-2");
+    pd_redis_log_served_entry(a, "s", "x");
+    assert_int_equal(pd_redis_log_incarnation(a, "s", &inc), 0);
+    pd_redis_log_served_entry(a, "s", "3-2");
+    pd_redis_log_own_forget(a, "s"); /* a log that went back */
+    assert_int_equal(pd_redis_log_incarnation(a, "s", &inc), 0);
+    pd_redis_log_destroy(b);
+    pd_redis_log_destroy(a);
+}
+
+/* The same through stores, as replicas run them: a's store serves the
+ * older incarnation of "s" while b's has dropped it, made it again and
+ * brought it to the same version. a's update answers UNAVAILABLE (a
+ * tailed log: retryable, another replica went first), nothing served or
+ * appended, a's log not failed; once a's tail applied b's entries (the
+ * drop, the new scene, its update: each APPLIED, so a's log knows the
+ * incarnation) a's update goes through on b's scene, and the log replays
+ * to what a serves. A store replayed from the log knows the incarnation
+ * too (b). Fails without the check: a's first update is served (OK,
+ * version 3) and appended onto b's scene. */
+static void test_store_update_of_an_older_incarnation_is_refused(void **state)
+{
+    (void)state;
+    pd_redis_log *arl = NULL, *brl = NULL;
+    pd_store *a = store_over_log("incstore", &arl);
+    pd_redis_log_set_tailed(arl, 1);
+    pd_store_change ch;
+    pd_store_update up;
+    pd_point p = { 1, 1 }, q = { 2, 2 }, r = { 3, 3 };
+    pd_scene_update block = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
+    pd_scene_update block2 = { .op = PD_UPDATE_BLOCK, .cells = &q, .n_cells = 1 };
+    pd_scene_update block3 = { .op = PD_UPDATE_BLOCK, .cells = &r, .n_cells = 1 };
+    assert_int_equal(pd_store_add_scene(a, open_scene("s", SIDE), &ch), PD_OK);      /* 1-1 */
+    assert_int_equal(pd_store_update_cells(a, "s", &block, 1, &up), PD_OK);         /* 1-2 */
+
+    pd_store *b = store_over_log("incstore", &brl);
+    pd_redis_log_set_tailed(brl, 1);
+    uint64_t inc = 0;
+    assert_int_equal(pd_redis_log_incarnation(brl, "s", &inc), 1); /* from replay */
+    assert_int_equal(inc, 1);
+    assert_int_equal(pd_store_drop_scene(b, "s", 0, &ch), PD_OK);                  /* 2-0 */
+    assert_int_equal(pd_store_add_scene(b, open_scene("s", SIDE), &ch), PD_OK);      /* 3-1 */
+    assert_int_equal(pd_store_update_cells(b, "s", &block2, 1, &up), PD_OK);        /* 3-2 */
+    assert_int_equal(up.update.version, 2);
+    assert_int_equal(stream_len(arl, "s"), 5);
+
+    assert_int_equal(pd_store_update_cells(a, "s", &block3, 1, &up), PD_UNAVAILABLE);
+    assert_non_null(strstr(up.message, "another incarnation"));
+    assert_int_equal(version_of(a, "s"), 2);
+    assert_int_equal(stream_len(arl, "s"), 5);
+
+    entry_applier ap = { .st = a, .rp = pd_journal_replayer_create(pd_store_registry(a), NULL), .scene = "s" };
+    assert_non_null(ap.rp);
+    static const char *const ids[] = { "1-1", "1-2", "2-0", "3-1", "3-2", NULL };
+    apply_entries(&ap, ids, 2);
+    assert_int_equal(ap.at, 5);
+    for (size_t i = 2; i < 5; i++)
+        assert_int_equal(ap.out[i], PD_STORE_LOGGED_APPLIED);
+    assert_int_equal(pd_redis_log_incarnation(arl, "s", &inc), 1);
+    assert_int_equal(inc, 3);
+    assert_int_equal(pd_store_update_cells(a, "s", &block3, 1, &up), PD_OK);        /* 3-3 */
+    assert_int_equal(up.update.version, 3);
+    assert_int_equal(stream_len(arl, "s"), 6);
+    assert_replays_to("incstore", a);
+    pd_journal_replayer_destroy(ap.rp);
+    store_free(b);
+    store_free(a);
 }
 
 /* The change answers UNAVAILABLE while the log's reconnect backs off, and
@@ -1314,6 +1460,8 @@ int main(void)
         cmocka_unit_test(test_own_mark_forgotten_once_read),
         cmocka_unit_test(test_own_mark_checked_against_a_stream_that_went_back),
         cmocka_unit_test(test_append_id_only_when_asked),
+        cmocka_unit_test(test_append_names_its_incarnation),
+        cmocka_unit_test(test_store_update_of_an_older_incarnation_is_refused),
         cmocka_unit_test(test_answer_without_id_leaves_no_mark),
         cmocka_unit_test(test_redis_down_is_retryable),
         cmocka_unit_test(test_pipelined_appends_in_order),
