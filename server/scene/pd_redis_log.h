@@ -7,7 +7,8 @@
  * (FUNCTION LOAD REPLACE, the Lua library "pathd"): atomically, in one
  * round trip, it answers a retried change by its idempotency key with the
  * version it made the first time, refuses a change whose expected version
- * is not the scene's version in the log (compare-and-set), gives the next
+ * is not the scene's version in the log (compare-and-set), or that was
+ * made on another incarnation of the scene (below), gives the next
  * dense version of the scene, and XADDs the record. The record is the file
  * journal's encoding (pd_journal_encode's payload), so replay and tails use
  * the same decoder and the same replay rules (pd_journal_replayer).
