@@ -160,7 +160,7 @@ static const char *const pdc__wire_names[PDC_WIRE_STATUS_COUNT] = {
 };
 
 static int pdc__authenticate(pdc_conn *c, char *role, size_t role_len);
-static void pdc__read_limits(pdc_conn *c);
+static int pdc__read_limits(pdc_conn *c);
 
 /* Indexed by -status. */
 static const char *const pdc__client_names[] = {
@@ -575,7 +575,11 @@ pdc_conn *pdc_connect_flags(const char *host_port, int timeout_ms, unsigned flag
         free(c);
         return NULL;
     }
-    pdc__read_limits(c);
+    /* As inside pdc_reconnect: a draining server's refusal is not chased
+     * here (the connection stays; the first blocking call moves). */
+    c->in_connect = 1;
+    (void)pdc__read_limits(c);
+    c->in_connect = 0;
     return c;
 }
 
@@ -615,10 +619,28 @@ int pdc_reconnect(pdc_conn *c)
     }
     const int nested = c->in_connect;
     c->in_connect = 1;
+    const char *what = "Auth";
     r = c->token[0] ? pdc__authenticate(c, NULL, 0) : PDC_OK;
-    if (r == PDC_OK)
-        pdc__read_limits(c);
+    if (r == PDC_OK) {
+        what = "GetLimits";
+        r = pdc__read_limits(c);
+    }
     c->in_connect = nested;
+    if (r == PDC_DRAINING) {
+        /* A draining replica answers Auth (before it looks at the token)
+         * and GetLimits DRAINING: this connection is given up at once, and
+         * a blocking call connects again after the reconnect backoff
+         * (pdc__reopen), as when connecting fails, so it neither fails at
+         * once nor hammers the replica; the balancer picks another. Nothing
+         * else was sent on it: the queue waits for the next. */
+        snprintf(c->error, sizeof c->error, "%s on the new connection was answered DRAINING: "
+                 "connecting again", what);
+        close(c->fd);
+        c->fd = -1;
+        c->rstart = c->rend = 0;
+        c->nheld = 0;
+        c->used = 0;
+    }
     return r;
 }
 
@@ -991,22 +1013,25 @@ int pdc_conn_limits(const pdc_conn *c, pdc_limits *out)
 
 /* Reads GetLimits for flow control; a server that refuses it (no token
  * yet, an older pathd) leaves the default cap. It goes out with an id of
- * its own, the largest, so the caller's ids still run 1, 2, 3... */
-static void pdc__read_limits(pdc_conn *c)
+ * its own, the largest, so the caller's ids still run 1, 2, 3... Returns
+ * PDC_DRAINING when a draining server refused it (pdc_reconnect then gives
+ * the connection up), else PDC_OK. */
+static int pdc__read_limits(pdc_conn *c)
 {
     if (!c->flow_control || c->fd < 0)
-        return;
+        return PDC_OK;
     pdc_limits l;
     const uint64_t next_id = c->next_id;
     c->next_id = UINT64_MAX;
     const int r = pdc_get_limits(c, &l);
     c->next_id = next_id;
     if (r != PDC_OK)
-        return;
+        return r == PDC_DRAINING ? r : PDC_OK;
     c->limits = l;
     c->limits_known = 1;
     if (l.max_inflight_per_conn > 0)
         c->cap = l.max_inflight_per_conn;
+    return PDC_OK;
 }
 
 /* ---- receiving ------------------------------------------------------------ */
@@ -1353,6 +1378,15 @@ static void pdc__dispatch_frame(pdc_conn *c, Pathd__V1__Response *resp)
     const char *msg = resp->message && resp->message[0]                            ? resp->message
                       : resp->body_case == PATHD__V1__RESPONSE__BODY_ERROR && resp->error ? resp->error->message
                                                                                         : "";
+    /* A status newer than this client (pdc_status_name says only
+     * UNKNOWN_STATUS): the message names its number, so the caller and the
+     * log see which one. The call still returns the number. */
+    char newer[PDC_MESSAGE_MAX];
+    if (strcmp(pdc_status_name((int)resp->status), "UNKNOWN_STATUS") == 0) {
+        snprintf(newer, sizeof newer, "status %d, unknown to this client%s%s", (int)resp->status,
+                 msg[0] ? ": " : "", msg);
+        msg = newer;
+    }
     if (resp->id == 0 && resp->status == PATHD__V1__STATUS__DRAINING) {
         /* The replica is draining: nothing more is sent here; the next
          * blocking call reads what is owed, then moves (pdc__retire). */
@@ -1576,7 +1610,8 @@ static int pdc__reopen(pdc_conn *c, int64_t deadline)
         int r = pdc_reconnect(c);
         if (r == PDC_OK)
             pdc__pump(c);
-        if (r != PDC_ERR_CONNECT || !c->reconnect)
+        /* (PDC_DRAINING: refused on connect, the connection given up.) */
+        if ((r != PDC_ERR_CONNECT && r != PDC_DRAINING) || !c->reconnect)
             return r;
         const int pause_ms = pdc__equal_jitter(c, backoff_ms);
         if (pdc__remaining_ms(deadline) < pause_ms)
@@ -2945,7 +2980,7 @@ int pdc_auth(pdc_conn *c, const char *token, char *role, size_t role_len)
     snprintf(c->token, sizeof c->token, "%s", token);
     int r = pdc__authenticate(c, role, role_len);
     if (r == PDC_OK && !c->limits_known)
-        pdc__read_limits(c); /* refused before the token came */
+        (void)pdc__read_limits(c); /* refused before the token came */
     return r;
 }
 

@@ -75,7 +75,9 @@
  *     replica), and a request refused DRAINING goes again there at once.
  *     Requests queued behind the in-flight cap go out on the new connection;
  *     a pipelined request sent meanwhile is answered PDC_DRAINING (any
- *     blocking call, or pdc_reconnect, then moves).
+ *     blocking call, or pdc_reconnect, then moves). A new connection whose
+ *     Auth or GetLimits is answered DRAINING is closed at once and counts
+ *     as one that could not be opened (the reconnect pauses above).
  *     This client is single-threaded, so the old connection's owed answers
  *     are read before the new one opens, not beside it.
  *   - pdc_set_max_conn_age (default PDC_MAX_CONN_AGE_MS, 10 minutes; 0: never):
@@ -494,7 +496,8 @@ void pdc_close(pdc_conn *c);
  * PDC_ERR_DISCONNECTED) and connects again to the same address. Ids keep
  * increasing, so a late answer to an old request can never be mistaken for a
  * new one. With a token from pdc_auth, authenticates again. Returns PDC_OK,
- * PDC_ERR_CONNECT, or the status of that Auth. */
+ * PDC_ERR_CONNECT, or the status of that Auth; PDC_DRAINING (Auth or
+ * GetLimits answered so: a draining replica) with the connection closed. */
 int pdc_reconnect(pdc_conn *c);
 
 /* 1 while the socket is open. */

@@ -968,3 +968,40 @@ func TestGeneratedMatchesProto(t *testing.T) {
 	mustf(t, strip(fresh) == strip(committed),
 		"pathdpb/pathd.pb.go is stale: proto/pathd.proto changed; run client-examples/go/gen.sh and commit the result")
 }
+
+// A status newer than the client (99: not in pathdpb) surfaces as a
+// StatusError carrying its number, for a path, a query, a batch item and
+// an update (never retried: the client cannot know it is retryable), and
+// the connection goes on.
+func TestNewerStatus(t *testing.T) {
+	const newer = pb.Status(99)
+	addr := fakeServer(t, 64, func(req *pb.Request) []*pb.Response {
+		switch {
+		case req.GetPing() != nil:
+			return []*pb.Response{pongTo(req)}
+		case req.GetBatch() != nil:
+			return []*pb.Response{{Id: req.Id, Final: true, Body: &pb.Response_Batch{Batch: &pb.BatchResult{
+				Items: []*pb.QueryResult{{Status: newer, Message: "from the future"}}}}}}
+		}
+		return []*pb.Response{refusal(req, newer, 0)}
+	})
+	c := dial(t, addr, Options{Conns: 1})
+	ctx := ctxT(t, 10*time.Second)
+	named := func(what string, err error) {
+		t.Helper()
+		mustf(t, IsStatus(err, newer) && err.Error() == "pathd: 99: fake", "%s: %v", what, err)
+	}
+	_, err := c.FindPath(ctx, &pb.FindPath{Scene: "demo", Start: Cell(1, 1), Goal: Cell(2, 2)})
+	named("a path", err)
+	_, err = c.Raycast(ctx, &pb.Raycast{Scene: "demo", From: Cell(1, 1), To: Cell(2, 2)})
+	named("a query", err)
+	_, err = c.UpdateCells(ctx, oneCell("demo"))
+	named("an update", err)
+	items, err := c.Batch(ctx, []*pb.Query{Q(&pb.Raycast{Scene: "demo", From: Cell(1, 1), To: Cell(2, 2)})})
+	mustf(t, err == nil && len(items) == 1 && items[0].Status == newer && items[0].Status.String() == "99",
+		"a batch item keeps its status: %v %v", err, items)
+	_, err = c.Ping(ctx)
+	mustf(t, err == nil, "the connection goes on: %v", err)
+	mustf(t, c.Retries() == 0 && c.Reconnects() == 0, "nothing retried: %d retries, %d reconnects",
+		c.Retries(), c.Reconnects())
+}

@@ -110,7 +110,12 @@
  *     that socket; the next request opens a new one (HAProxy picks another
  *     replica), a refused request goes again there at once, and the old
  *     socket closes once every answer owed on it (raw sends included) has
- *     arrived.
+ *     arrived. A new socket whose Auth or GetLimits (its first answers) is
+ *     answered DRAINING is given up at once, and the calls queued behind
+ *     them (never sent, so whatever they are) and those written on it at
+ *     once (they take no slot) connect again after the reconnect backoff
+ *     above, within retryDeadlineMs, as for a lost connection; auth()
+ *     sends Auth again the same way.
  *   - options.maxConnectionAgeMs (default MAX_CONNECTION_AGE_MS, 10 min; 0:
  *     never): an older socket is replaced the same way at the next request,
  *     since HAProxy never moves a long-lived connection back to a replica
@@ -1012,7 +1017,7 @@ class PathdClient {
    * the limits asked again: see _authenticate). */
   auth(token) {
     this.token = token;
-    const answered = this._socket ? this._authenticate() : (this._ensureConnected(), this._auth);
+    const answered = this._authUntilServed();
     const { timeoutMs } = this;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -1025,6 +1030,30 @@ class PathdClient {
     });
   }
 
+  /* auth()'s Auth, sent again on a new socket, after the reconnect
+   * backoff and within retryDeadlineMs, when its socket is lost or the
+   * server refuses it for now (DRAINING: _refuse): Auth changes nothing,
+   * so it is always safe to send again, as any query. */
+  async _authUntilServed() {
+    const started = Date.now();
+    const closes = this._closes;
+    let lostBackoff = RECONNECT_BACKOFF_FIRST_MS;
+    for (;;) {
+      const answered = this._socket ? this._authenticate() : (this._ensureConnected(), this._auth);
+      try {
+        return await answered;
+      } catch (err) {
+        const wait = lostBackoff / 2 + Math.random() * (lostBackoff / 2);
+        const refused = err instanceof PathdDisconnected || (err instanceof PathdError && RETRYABLE.has(err.status));
+        if (!refused || !this.reconnect || Date.now() + wait - started > this.retryDeadlineMs
+            || this._closes !== closes) throw err;
+        await sleep(wait);
+        if (this._closes !== closes) throw err;
+        lostBackoff = Math.min(lostBackoff * 2, RECONNECT_BACKOFF_MAX_MS);
+      }
+    }
+  }
+
   /* Sends Auth with the kept token ahead of anything else queued after it.
    * Like GetLimits it has no timeout of its own (untimed): a late answer (a
    * server or event loop slower than timeoutMs) still sets the role and
@@ -1034,8 +1063,12 @@ class PathdClient {
   _authenticate() {
     const authOp = { ...op({ auth: { token: this.token } }, single('auth', (m) => ({ role: m.role }))), untimed: true };
     const { id, promise } = this._send(authOp);
+    const socket = this._socket;
     this._authId = id;
     this._auth = promise.then((answer) => {
+      // A draining replica answers Auth DRAINING before it looks at the
+      // token: this socket is given up and the calls waiting connect again.
+      if (RETRYABLE.has(answer.status)) this._refuse(socket, 'Auth', answer);
       this.role = this._accept(authOp, answer).role;
       // GetLimits refused before this token (a server with auth.tokens):
       // the cap in use is the fallback, so read the server's now.
@@ -1127,6 +1160,10 @@ class PathdClient {
     const limitsOp = { ...op({ limits: {} }, single('limits', (m) => m)), untimed: true };
     this._send(limitsOp).promise.then((answer) => {
       if (socket !== this._socket) return;
+      if (RETRYABLE.has(answer.status)) {
+        this._refuse(socket, 'GetLimits', answer); // draining (without a token, the first answer)
+        return;
+      }
       this._capRead = answer.status === 'OK';
       const cap = this._capRead ? answer.maxInflightPerConn : FALLBACK_INFLIGHT_CAP;
       this._cap = Math.max(1, Math.min(cap, this.maxInFlight));
@@ -1196,6 +1233,35 @@ class PathdClient {
     this._endWatches('DRAINING', 'the connection was replaced (draining or maxConnectionAgeMs)');
     this._closeIfDone(socket);
     if (this._queue.length) this._ensureConnected();
+  }
+
+  /* socket's Auth or GetLimits (what a new socket sends first) was
+   * answered with a retryable status: a draining replica (pathd being
+   * stopped, or one going down behind HAProxy) answers every request but
+   * Ping DRAINING. socket takes nothing more, and the requests queued for
+   * it (held back until GetLimits answered) reject with PathdDisconnected,
+   * err.sent false: each call connects again after the reconnect backoff
+   * (RECONNECT_BACKOFF_FIRST_MS doubling to RECONNECT_BACKOFF_MAX_MS, half
+   * of it at random) within its retryDeadlineMs, as when a connection is
+   * lost, so a client does not hammer a draining replica; HAProxy picks
+   * another, or this one serves again. (As the C, Python and Go clients.)
+   * Answers owed for what was already written still arrive; then socket
+   * closes. */
+  _refuse(socket, what, answer) {
+    if (socket === null || socket !== this._socket) return;
+    const message = `${what} on the new connection was answered ${answer.status}`
+      + `${messageOf(answer) ? ` (${messageOf(answer)})` : ''}: connecting again`;
+    const queued = this._queue;
+    this._queue = []; // emptied first, or _retire would open the next socket at once
+    socket.pathdRefused = true; // the calls written on it back off too (_call)
+    this._retire(socket);
+    for (const p of queued) {
+      clearTimeout(p.timer);
+      this._pending.delete(p.id);
+      const err = new PathdDisconnected(message, { requestId: p.id });
+      err.sent = false;
+      p.reject(err);
+    }
   }
 
   _closeIfDone(socket) {
@@ -1332,13 +1398,28 @@ class PathdClient {
         // Lost with its connection (or none could be opened): sent again,
         // after a jittered pause, when that is safe.
         const wait = lostBackoff / 2 + Math.random() * (lostBackoff / 2);
-        if (!(err instanceof PathdDisconnected) || !this.reconnect || !resendable(theOp)
+        // (Never written, err.sent false: safe whatever the request.)
+        if (!(err instanceof PathdDisconnected) || !this.reconnect || !(err.sent === false || resendable(theOp))
             || Date.now() + wait - started > this.retryDeadlineMs || this._closes !== closes) throw err;
         this.resent++;
         await sleep(wait);
         if (this._closes !== closes) throw err;
         lostBackoff = Math.min(lostBackoff * 2, RECONNECT_BACKOFF_MAX_MS);
         continue;
+      }
+      if (answer.status === 'DRAINING' && socket && socket.pathdRefused && this.reconnect) {
+        // Written at once (it takes no slot) on a socket whose Auth or
+        // GetLimits then came back DRAINING (_refuse): connect again after
+        // the reconnect backoff, as the calls that were queued there do,
+        // not at once on socket after socket.
+        const wait = lostBackoff / 2 + Math.random() * (lostBackoff / 2);
+        if (Date.now() + wait - started <= this.retryDeadlineMs && this._closes === closes) {
+          this.resent++;
+          await sleep(wait);
+          lostBackoff = Math.min(lostBackoff * 2, RECONNECT_BACKOFF_MAX_MS);
+          if (this._closes !== closes) throw new PathdDisconnected('connection closed by the client', { requestId: id });
+          continue;
+        }
       }
       if (answer.status === 'OVERLOADED') this.overloadedCount++;
       // Equal jitter: at least half the step, so the backoff still grows.

@@ -47,11 +47,13 @@ of any other request) has no timeout of its own: connect() waits for their
 answers up to the timeout and then goes on; an answer later than that
 still takes effect when it arrives (the cap and batch size, the role), and
 until GetLimits answers the counted requests wait in the queue, each within
-its own timeout, and batch() waits for it (within its timeout) before it
-frames the items. (A late answer dropped with its timed-out request left a
+its own timeout, and batch() waits for it before it frames the items
+(batch()'s timeout bounds the whole call: that wait, every frame's answer
+and any retry). (A late answer dropped with its timed-out request left a
 loaded machine's connections at the default cap of 64, whatever the
-server's was.) Auth answered DRAINING (or another retryable status) on a
-new connection: the client connects again, as when it is lost.
+server's was.) Auth or GetLimits answered DRAINING (or another retryable
+status) on a new connection: the client connects again after the
+reconnect backoff, as when it is lost.
 
 Watching: watch(scenes) subscribes to the scenes' changes and returns the
 watch's id; watch_next() hands back each event in order (the dict pathctl
@@ -111,9 +113,11 @@ the first send:
     counts them by status.
   - DRAINING, sent by a replica about to stop (unsolicited, id 0, or as the
     answer to a request): the client sends nothing more on that connection,
-    opens a new one for the next request (HAProxy picks another replica),
-    sends a refused request again there at once, and closes the old one
-    when every answer owed on it (pipelined requests included) has arrived.
+    opens a new one for the next request (HAProxy picks another replica;
+    at once when requests wait in the queue behind the cap, which go
+    there), sends a refused request again there at once, and closes the
+    old one when every answer owed on it (pipelined requests included)
+    has arrived.
   - max_connection_age=MAX_CONNECTION_AGE_S (600 s; 0 or None: never): a
     connection older than that is replaced the same way at the next call,
     since HAProxy never moves a long-lived connection back to a replica
@@ -446,6 +450,17 @@ def _resendable(request):
     with its answer owed: a query, or an update carrying an idempotency_key."""
     body = request.WhichOneof("body")
     return body in _READ_ONLY or (body in _KEYED and bool(getattr(request, body).idempotency_key))
+
+
+def _until(deadline, until):
+    """deadline, or the earlier until (a call's own deadline) when given."""
+    return deadline if until is None else min(deadline, until)
+
+
+def _bounded(seconds, until):
+    """A wait of seconds, cut to what is left before until (when given;
+    never 0, which a socket would take as non-blocking)."""
+    return seconds if until is None else max(0.001, min(seconds, until - time.monotonic()))
 
 
 def _new_key():
@@ -1408,7 +1423,8 @@ class _Api:
         """Up to MAX_BATCH_ITEMS queries (made by query()); returns their
         answers in order, each its own dict with its own status. They go in
         one frame when the server takes that many (Limits.max_batch_items,
-        read on connect), else in frames of that size, in flight together."""
+        read on connect), else in frames of that size, in flight together.
+        The timeout bounds the whole call (PathdTimeout past it)."""
         items = list(items)
         return self._batch(items, _batch_op(items))  # checks 1..256 items, 32 paths
 
@@ -1580,6 +1596,13 @@ class _Api:
         def settle(response):
             if conn is not self._sock:
                 return  # a replaced connection's: the new one asked its own
+            if _status_name(response.status) in _RETRYABLE:
+                # A draining replica (without a token GetLimits is the first
+                # answer): the connection is given up, the queue held for
+                # the next one (_first_refused).
+                self._retire(conn, refused=True)
+                self._limits_settled()
+                return
             self._limits_due = False
             if response.status == pb.OK and response.WhichOneof("body") == "limits":
                 answer = _fields(response.limits)
@@ -1648,20 +1671,23 @@ class _Api:
                 self._abandon(p)
         return owed
 
-    def _auth_retryable(self, p, answer, rest):
-        """(Sync: with the lock held.) Auth (p) on a new connection was
-        answered with a retryable status: a draining replica answers
-        DRAINING before it looks at the token. The connection is retired
-        (rest, what _ask_first sent behind Auth, abandoned); returns the
-        PathdDisconnected to raise, on which _connect_until connects again
-        (another replica), as for a connection lost."""
+    def _first_refused(self, op, p, answer, rest):
+        """(Sync: with the lock held.) Auth or GetLimits (op, p), the first
+        answers on a new connection, was answered with a retryable status:
+        a draining replica answers every request but Ping DRAINING, Auth
+        before it looks at the token. The connection is retired (rest, what
+        _ask_first sent behind op, abandoned); returns the PathdDisconnected
+        to raise, on which _connect_until connects again after the
+        reconnect backoff (another replica, or this one serving again), as
+        for a connection lost."""
         for _, q in rest:
             self._abandon(q)
-        self._retire(p.sock)
+        self._retire(p.sock, refused=True)
         status = self._status(answer)
         message = answer.get("message", "")
-        return PathdDisconnected("Auth on the new connection was answered %s%s; connecting again"
-                                 % (status, ": " + message if message else ""), p.id)
+        what = "Auth" if op.request.WhichOneof("body") == "auth" else "GetLimits"
+        return PathdDisconnected("%s on the new connection was answered %s%s; connecting again"
+                                 % (what, status, ": " + message if message else ""), p.id)
 
     def _retry_pause(self, answer, attempt, backoff, deadline):
         """Seconds to wait before sending again, or None to hand answer back:
@@ -1895,6 +1921,7 @@ class PathdClient(_Api):
         self._connect_lock = threading.Lock()
         self._sock = None
         self._retiring = set()  # draining or aged connections still owed answers
+        self._carrying = False  # a thread opens the next connection for the queue
         self._reader = None
         self._sender = None
         if connect:
@@ -1905,11 +1932,16 @@ class PathdClient(_Api):
     def connect(self):
         """Connects (and authenticates) if not connected. Raises
         PathdDisconnected on failure, PathdError for a refused token."""
+        self._connect()
+
+    def _connect(self, until=None):
+        """connect(), its waits (the TCP connect, the first answers) ending
+        by until too when given: a call's own deadline (batch())."""
         with self._connect_lock:
             if self._sock is not None:
                 return
             try:
-                sock = socket.create_connection((self._host, self._port), timeout=self.timeout)
+                sock = socket.create_connection((self._host, self._port), timeout=_bounded(self.timeout, until))
             except OSError as e:
                 raise PathdDisconnected("cannot connect to %s:%d: %s" % (self._host, self._port, e))
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -1939,7 +1971,7 @@ class PathdClient(_Api):
             self._sender = threading.Thread(target=self._send_loop, args=(sock,), daemon=True,
                                             name="pathd-sender")
             self._sender.start()
-            deadline = time.monotonic() + self.timeout
+            deadline = time.monotonic() + _bounded(self.timeout, until)
             try:
                 if failure is not None:
                     raise PathdDisconnected(failure)
@@ -1951,17 +1983,17 @@ class PathdClient(_Api):
 
     def _await_first(self, sent, deadline):
         """Waits for the answers of _ask_first's requests until deadline: a
-        refused token raises; Auth answered with a retryable status
-        (DRAINING) raises PathdDisconnected (_auth_retryable); past the
-        deadline it goes on (their answers apply when they come; module
+        refused token raises; Auth or GetLimits answered with a retryable
+        status (DRAINING) raises PathdDisconnected (_first_refused); past
+        the deadline it goes on (their answers apply when they come; module
         notes, "Flow control")."""
         try:
             for i, (op, p) in enumerate(sent):
                 answer = self._wait(p, deadline)
+                if self._status(answer) in _RETRYABLE:
+                    with self._lock:
+                        raise self._first_refused(op, p, answer, sent[i + 1:])
                 if op.request.WhichOneof("body") == "auth":
-                    if self._status(answer) in _RETRYABLE:
-                        with self._lock:
-                            raise self._auth_retryable(p, answer, sent[i + 1:])
                     self._accept(op, answer)
         except PathdTimeout:
             pass
@@ -1969,7 +2001,8 @@ class PathdClient(_Api):
     def _connect_until(self, deadline):
         """connect(), first replacing a connection older than
         max_connection_age; with reconnect on, a failed connect is tried
-        again after a jittered, doubling pause until deadline."""
+        again after a jittered, doubling pause until deadline (which also
+        bounds each connect's waits)."""
         if self._sock is not None:
             if not self._aged():
                 return
@@ -1978,7 +2011,7 @@ class PathdClient(_Api):
         backoff = RECONNECT_BACKOFF_FIRST_S
         while True:
             try:
-                self.connect()
+                self._connect(deadline)
                 return
             except PathdDisconnected:
                 pause = self._reconnect_pause(backoff, deadline) if self.reconnect_lost else None
@@ -1987,10 +2020,12 @@ class PathdClient(_Api):
             time.sleep(pause)
             backoff = min(backoff * 2, RECONNECT_BACKOFF_MAX_S)
 
-    def _retire(self, sock):
+    def _retire(self, sock, refused=False):
         """With the lock held: sock (draining, or too old) takes no new
-        request; the next call opens a new connection, and sock is closed
-        once every answer owed on it has arrived. Its watches end."""
+        request; the next call opens a new connection (at once when requests
+        wait in the queue; after a reconnect pause when sock was refused on
+        connect), and sock is closed once every answer owed on it has
+        arrived. Its watches end."""
         if sock is None or sock is not self._sock:
             return
         self._sock = None
@@ -2003,6 +2038,33 @@ class PathdClient(_Api):
         self._lock.notify_all()
         self._sendable.notify_all()  # sock's sender thread ends; the queue waits for the next
         self._close_if_done(sock)
+        self._carry_queue(refused)
+
+    def _carry_queue(self, refused):
+        """With the lock held (_retire): requests held back in the queue
+        belong on the next connection, opened now on a thread of its own,
+        as the Node client does. (Nothing opened it but the next call: a
+        queue of blocking calls behind the cap waited until their timeouts
+        after a DRAINING frame.)"""
+        if not self._queue or self._carrying:
+            return
+        self._carrying = True
+        threading.Thread(target=self._carry_queue_run, args=(self._closes, refused), daemon=True,
+                         name="pathd-carry").start()
+
+    def _carry_queue_run(self, closes, refused):
+        try:
+            if refused:  # not straight back to a replica that refused us
+                time.sleep(self._reconnect_pause(RECONNECT_BACKOFF_FIRST_S, float("inf")))
+            if self._closes == closes:
+                self._connect_until(time.monotonic() + self.retry_deadline)
+        except PathdError:
+            pass  # the queued calls time out, or reconnect, on their own
+        finally:
+            with self._lock:
+                self._carrying = False
+        if self._closes != closes:  # close() came while it connected
+            self._drop(PathdDisconnected, "connection closed by the client")
 
     def _close_if_done(self, sock):
         """With the lock held: closes a retired sock once nothing is owed on it."""
@@ -2190,15 +2252,17 @@ class PathdClient(_Api):
             self._forget(p.id)
         return self._outcome(p)
 
-    def _roundtrip(self, op, answer=None, recover=True, sent=None):
+    def _roundtrip(self, op, answer=None, recover=True, sent=None, until=None):
         """Send, wait, and retry a retryable answer (_RETRYABLE) with
         jittered backoff until the retry deadline; returns the call's value.
         With recover (not inside connect()), (re)connects first, with
         backoff, and sends op again when its connection was lost and op is
         _resendable. With answer, op was already sent once and answered that;
         with sent (its _Pending), op was already sent once and is waited for
-        first, so a lost connection sends it again as any call (auth())."""
-        deadline = time.monotonic() + self.retry_deadline
+        first, so a lost connection sends it again as any call (auth()).
+        With until (a batch's deadline), every wait and retry ends by it:
+        PathdTimeout past it."""
+        deadline = _until(time.monotonic() + self.retry_deadline, until)
         backoff = RETRY_BACKOFF_FIRST_S
         lost_backoff = RECONNECT_BACKOFF_FIRST_S
         closes = self._closes
@@ -2214,7 +2278,7 @@ class PathdClient(_Api):
                             self._connect_until(deadline)
                         p = self._send(op.request, op, False)
                     sock = p.sock
-                    answer = self._wait(p)
+                    answer = self._wait(p, until)
                 except PathdDisconnected:
                     pause = self._reconnect_pause(lost_backoff, deadline)
                     if not recover or not self._may_resend(op, deadline, closes) or pause is None:
@@ -2243,15 +2307,18 @@ class PathdClient(_Api):
 
     def _batch(self, items, op):
         """A batch, framed (_batch_frames) once the connection's GetLimits
-        has answered: waited for up to the timeout (PathdTimeout past it,
-        nothing sent), then each frame has its own timeout."""
-        retry_deadline = time.monotonic() + self.retry_deadline
+        has answered. The timeout bounds the whole call (PathdTimeout past
+        it): connecting, the wait for GetLimits (nothing sent if it does not
+        answer), every frame's answer and any retry or resend. (Each step
+        had its own timeout: a GetLimits answered just in time left the
+        frames a whole timeout more, so a batch could take twice it.)"""
         deadline = time.monotonic() + self.timeout
+        retry_deadline = _until(time.monotonic() + self.retry_deadline, deadline)
         self._connect_until(retry_deadline)
         while not self._await_limits(deadline):
             self._connect_until(retry_deadline)  # lost or replaced meanwhile
         ops = self._batch_frames(items, op)
-        return self._roundtrip(op) if len(ops) == 1 else self._call_many(ops)
+        return self._roundtrip(op, until=deadline) if len(ops) == 1 else self._call_many(ops, deadline)
 
     def _await_limits(self, deadline):
         """Waits until the current connection's GetLimits has answered
@@ -2270,9 +2337,10 @@ class PathdClient(_Api):
     def _limits_settled(self):
         self._lock.notify_all()  # (the reader holds the lock) wakes _await_limits
 
-    def _call_many(self, ops):
-        """Several calls in flight together (a batch split in frames); their
-        values in order. The first error is raised once all have ended."""
+    def _call_many(self, ops, until):
+        """Several calls in flight together (a batch split in frames), all
+        ended by until; their values in order. The first error is raised
+        once all have ended."""
         sent = []
         try:
             for op in ops:
@@ -2285,17 +2353,17 @@ class PathdClient(_Api):
         outcomes = []
         for op, p in zip(ops, sent):
             try:
-                outcomes.append((op, self._wait(p), None))
+                outcomes.append((op, self._wait(p, until), None))
             except PathdError as e:
                 outcomes.append((op, None, e))
         values = []
         for op, answer, error in outcomes:
             if isinstance(error, PathdDisconnected) and self.reconnect_lost:
-                values.extend(self._roundtrip(op))  # a batch is queries only: sent again
+                values.extend(self._roundtrip(op, until=until))  # a batch is queries only: sent again
                 continue
             if error is not None:
                 raise error
-            values.extend(self._roundtrip(op, answer))
+            values.extend(self._roundtrip(op, answer, until=until))
         return values
 
     def _send_op(self, op):
@@ -2474,6 +2542,7 @@ class AsyncPathdClient(_Api):
         self._connect_lock = None      # made on first use, inside the loop
         self._writer = None
         self._retiring = set()         # draining or aged writers still owed answers
+        self._carry_task = None        # opens the next connection for the queue
         self._reader_task = None
         self._completed_event = None
         self._event_event = None       # set when a watch event arrives
@@ -2483,6 +2552,10 @@ class AsyncPathdClient(_Api):
 
     async def connect(self):
         """Connects (and authenticates) if not connected."""
+        await self._connect()
+
+    async def _connect(self, until=None):
+        """As PathdClient._connect."""
         if self._connect_lock is None:
             self._connect_lock = asyncio.Lock()
             self._completed_event = asyncio.Event()
@@ -2493,7 +2566,7 @@ class AsyncPathdClient(_Api):
                 return
             try:
                 reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(self._host, self._port), self.timeout)
+                    asyncio.open_connection(self._host, self._port), _bounded(self.timeout, until))
             except (OSError, asyncio.TimeoutError) as e:
                 raise PathdDisconnected("cannot connect to %s:%d: %s"
                                         % (self._host, self._port, e or "timed out"))
@@ -2503,7 +2576,7 @@ class AsyncPathdClient(_Api):
             self.reconnects += 1 if self._ever_connected else 0
             self._ever_connected = True
             self._reader_task = asyncio.ensure_future(self._read_loop(reader, writer))
-            deadline = time.monotonic() + self.timeout
+            deadline = time.monotonic() + _bounded(self.timeout, until)
             try:
                 sent = [(op, await self._send(op.request, op, False, on_answer))
                         for op, on_answer in self._ask_first(self.flow_control)]
@@ -2518,9 +2591,9 @@ class AsyncPathdClient(_Api):
         try:
             for i, (op, p) in enumerate(sent):
                 answer = await self._wait(p, deadline)
+                if self._status(answer) in _RETRYABLE:
+                    raise self._first_refused(op, p, answer, sent[i + 1:])
                 if op.request.WhichOneof("body") == "auth":
-                    if self._status(answer) in _RETRYABLE:
-                        raise self._auth_retryable(p, answer, sent[i + 1:])
                     self._accept(op, answer)
         except PathdTimeout:
             pass
@@ -2534,7 +2607,7 @@ class AsyncPathdClient(_Api):
         backoff = RECONNECT_BACKOFF_FIRST_S
         while True:
             try:
-                await self.connect()
+                await self._connect(deadline)
                 return
             except PathdDisconnected:
                 pause = self._reconnect_pause(backoff, deadline) if self.reconnect_lost else None
@@ -2543,7 +2616,7 @@ class AsyncPathdClient(_Api):
             await asyncio.sleep(pause)
             backoff = min(backoff * 2, RECONNECT_BACKOFF_MAX_S)
 
-    def _retire(self, writer):
+    def _retire(self, writer, refused=False):
         """As PathdClient._retire."""
         if writer is None or writer is not self._writer:
             return
@@ -2554,6 +2627,20 @@ class AsyncPathdClient(_Api):
         self._end_watches("DRAINING", "the connection was replaced (draining or max_connection_age)")
         self._limits_settled()  # a batch waiting for this connection's limits looks again
         self._close_if_done(writer)
+        if self._queue and (self._carry_task is None or self._carry_task.done()):
+            self._carry_task = asyncio.ensure_future(self._carry_queue_run(self._closes, refused))
+
+    async def _carry_queue_run(self, closes, refused):
+        """As PathdClient._carry_queue: the queue's next connection, now."""
+        try:
+            if refused:
+                await asyncio.sleep(self._reconnect_pause(RECONNECT_BACKOFF_FIRST_S, float("inf")))
+            if self._closes == closes:
+                await self._connect_until(time.monotonic() + self.retry_deadline)
+        except PathdError:
+            pass
+        if self._closes != closes:
+            await self._drop(PathdDisconnected, "connection closed by the client")
 
     def _close_if_done(self, writer):
         if writer not in self._retiring or any(p.sock is writer and not p.done
@@ -2687,9 +2774,9 @@ class AsyncPathdClient(_Api):
         self._forget(p.id)
         return self._outcome(p)
 
-    async def _roundtrip(self, op, answer=None, recover=True, sent=None):
+    async def _roundtrip(self, op, answer=None, recover=True, sent=None, until=None):
         """As PathdClient._roundtrip."""
-        deadline = time.monotonic() + self.retry_deadline
+        deadline = _until(time.monotonic() + self.retry_deadline, until)
         backoff = RETRY_BACKOFF_FIRST_S
         lost_backoff = RECONNECT_BACKOFF_FIRST_S
         closes = self._closes
@@ -2705,7 +2792,7 @@ class AsyncPathdClient(_Api):
                             await self._connect_until(deadline)
                         p = await self._send(op.request, op, False)
                     sock = p.sock
-                    answer = await self._wait(p)
+                    answer = await self._wait(p, until)
                 except PathdDisconnected:
                     pause = self._reconnect_pause(lost_backoff, deadline)
                     if not recover or not self._may_resend(op, deadline, closes) or pause is None:
@@ -2734,13 +2821,13 @@ class AsyncPathdClient(_Api):
 
     async def _batch(self, items, op):
         """As PathdClient._batch."""
-        retry_deadline = time.monotonic() + self.retry_deadline
         deadline = time.monotonic() + self.timeout
+        retry_deadline = _until(time.monotonic() + self.retry_deadline, deadline)
         await self._connect_until(retry_deadline)
         while not await self._await_limits(deadline):
             await self._connect_until(retry_deadline)
         ops = self._batch_frames(items, op)
-        return await (self._roundtrip(op) if len(ops) == 1 else self._call_many(ops))
+        return await (self._roundtrip(op, until=deadline) if len(ops) == 1 else self._call_many(ops, deadline))
 
     async def _await_limits(self, deadline):
         """As PathdClient._await_limits: _limits_event is set when GetLimits
@@ -2760,7 +2847,7 @@ class AsyncPathdClient(_Api):
     def _limits_settled(self):
         self._limits_event.set()
 
-    async def _call_many(self, ops):
+    async def _call_many(self, ops, until):
         """As PathdClient._call_many."""
         sent = []
         try:
@@ -2770,15 +2857,15 @@ class AsyncPathdClient(_Api):
             for p in sent:
                 self._forget(p.id)
             raise
-        outcomes = await asyncio.gather(*(self._wait(p) for p in sent), return_exceptions=True)
+        outcomes = await asyncio.gather(*(self._wait(p, until) for p in sent), return_exceptions=True)
         values = []
         for op, answer in zip(ops, outcomes):
             if isinstance(answer, PathdDisconnected) and self.reconnect_lost:
-                values.extend(await self._roundtrip(op))  # a batch is queries only: sent again
+                values.extend(await self._roundtrip(op, until=until))  # a batch is queries only: sent again
                 continue
             if isinstance(answer, BaseException):
                 raise answer
-            values.extend(await self._roundtrip(op, answer))
+            values.extend(await self._roundtrip(op, answer, until=until))
         return values
 
     async def _send_op(self, op):

@@ -1485,6 +1485,43 @@ class AuthLiveTest(HelperDaemonCase):
 class FakeServerTest(unittest.TestCase):
     """Exact sequences a real daemon cannot be made to produce on demand."""
 
+    def test_status_newer_than_the_client_surfaces_by_its_number(self):
+        """99 is no pathd.v1.Status: a newer server's. Each kind of call
+        raises it (not retried: whether it is retryable is unknown), a
+        batch item keeps it, and the connection goes on."""
+        newer = 99
+
+        def script(server):
+            server.accept()
+            for _ in range(5):
+                request = server.read_request()
+                body = request.WhichOneof("body")
+                if body == "ping":
+                    server.send(pong(request))
+                elif body == "batch":
+                    answer = pb.Response(id=request.id, final=True)
+                    answer.batch.items.add(status=newer, message="from the future")
+                    server.send(answer)
+                else:
+                    server.send(error(request.id, newer, "from the future"))
+
+        server = FakeServer(script)
+        with PathdClient(server.addr, timeout=10) as client:
+            calls = [lambda: client.find_path("demo", (1, 1), (2, 2)),
+                     lambda: client.raycast("demo", (1, 1), (2, 2)),
+                     lambda: client.update_cells("demo", cells=[(1, 1)], op="block")]
+            for call in calls:
+                with self.assertRaises(PathdError) as raised:
+                    call()
+                self.assertEqual((raised.exception.status, raised.exception.message),
+                                 ("UNKNOWN_STATUS_99", "from the future"))
+            self.assertEqual(client.batch([query("raycast", "demo", (1, 1), (2, 2))]),
+                             [{"status": "UNKNOWN_STATUS_99", "message": "from the future"}])
+            client.ping()
+            self.assertEqual((client.retries, client.reconnects), ({}, 0))
+        server.join()
+        self.assertEqual(len(server.requests), 5)
+
     def test_overloaded_once_then_ok_from_split_frames(self):
         server = FakeServer(overloaded_then_path)
         with PathdClient(server.addr, timeout=10) as client:
@@ -1921,6 +1958,32 @@ class FirstRequestsTest(unittest.TestCase):
         self.assertEqual(asyncio.run(asyncio.wait_for(main(), 60)), (1, "query"))
         server.join()
 
+    def limits_drained_then_served(self, server):
+        """Without a token GetLimits is the first answer: DRAINING on the
+        first connection (nothing more may come on it), served on the next."""
+        server.accept()
+        limits = expect(server.read_frame(), "limits")
+        server.send(error(limits.id, pb.DRAINING, "this replica is draining"))
+        server.wait_closed()
+        server.accept()
+        server.send(pong(server.read_request()))
+
+    def test_limits_answered_draining_on_connect_connects_again(self):
+        def sync_ping(addr):
+            with PathdClient(addr, timeout=10, connect=False) as client:
+                client.ping()  # before the fix: sent on the draining connection, no answer
+                return client.reconnects, client.in_flight_cap
+
+        async def asyncio_ping(addr):
+            async with AsyncPathdClient(addr, timeout=10) as client:
+                await client.ping()
+                return client.reconnects, client.in_flight_cap
+
+        for ping in (sync_ping, lambda addr: asyncio.run(asyncio.wait_for(asyncio_ping(addr), 60))):
+            server = FakeServer(self.limits_drained_then_served)
+            self.assertEqual(ping(server.addr), (1, FAKE_INFLIGHT_CAP))
+            server.join()
+
     def lost_during_auth(self, server):
         """auth()'s connection is lost before Auth is answered; on the new
         connection (Auth with the token, GetLimits) auth() sends Auth again."""
@@ -2085,6 +2148,162 @@ def frames_of(thread):
     while frame is not None:
         yield frame
         frame = frame.f_back
+
+
+class DrainingQueueTest(unittest.TestCase):
+    """A DRAINING frame (id 0) while a call waits in the client's queue
+    behind the in-flight cap: the queue goes on a new connection, opened at
+    once. Before the fix nothing opened it but the next call, and the
+    queued call waited until its timeout (PathdTimeout). As the Node
+    client."""
+
+    def drain_with_a_queue(self, queued):
+        """Cap 1: the first call in flight; once the test says the second
+        is queued, DRAINING and the first's answer; the second must come on
+        a new connection."""
+        def script(server):
+            server.accept()
+            server.send(limits_answer(expect(server.read_frame(), "limits"), 1))
+            first = server.read_request()
+            if not queued.wait(20):
+                raise AssertionError("the second call never queued")
+            server.send(pb.Response(id=0, status=pb.DRAINING, final=True),
+                        error(first.id, pb.NO_PATH, "first"))
+            old = server.accept(keep=True)
+            second = server.read_request()
+            server.send(error(second.id, pb.NO_PATH, "second"))
+            old.close()
+        return script
+
+    def test_queued_call_goes_on_a_new_connection(self):
+        queued = threading.Event()
+        server = FakeServer(self.drain_with_a_queue(queued))
+        client = PathdClient(server.addr, timeout=5)
+        messages = {}
+
+        def call(name):
+            try:
+                client.find_path("demo", (1, 1), (2, 2))
+            except PathdError as e:
+                messages[name] = (e.status, e.message)
+        try:
+            first = threading.Thread(target=call, args=("first",))
+            first.start()
+            wait_until(lambda: client.slots_in_flight == 1, "the first call in flight")
+            second = threading.Thread(target=call, args=("second",))
+            second.start()
+            wait_until(lambda: client.queued == 1, "the second call queued")
+            queued.set()
+            first.join(20)
+            second.join(20)
+            self.assertEqual(messages, {"first": ("NO_PATH", "first"), "second": ("NO_PATH", "second")})
+            self.assertEqual(client.reconnects, 1)
+        finally:
+            queued.set()
+            client.close()
+        server.join()
+
+    def test_asyncio_queued_call_goes_on_a_new_connection(self):
+        queued = threading.Event()
+        server = FakeServer(self.drain_with_a_queue(queued))
+
+        async def outcome(call):
+            try:
+                await call
+            except PathdError as e:
+                return e.status, e.message
+
+        async def main():
+            async with AsyncPathdClient(server.addr, timeout=5) as client:
+                first = asyncio.ensure_future(outcome(client.find_path("demo", (1, 1), (2, 2))))
+                while client.slots_in_flight != 1:
+                    await asyncio.sleep(0.005)
+                second = asyncio.ensure_future(outcome(client.find_path("demo", (1, 1), (2, 2))))
+                while client.queued != 1:
+                    await asyncio.sleep(0.005)
+                queued.set()
+                return await first, await second, client.reconnects
+
+        try:
+            self.assertEqual(asyncio.run(asyncio.wait_for(main(), 60)),
+                             (("NO_PATH", "first"), ("NO_PATH", "second"), 1))
+        finally:
+            queued.set()
+        server.join()
+
+
+class BatchDeadlineTest(unittest.TestCase):
+    """batch()'s timeout bounds the whole call. A server that answers
+    GetLimits late (three quarters of the timeout) and never answers the
+    Batch: before the fix the frames had a whole timeout of their own after
+    the wait for GetLimits (1.75 timeouts in all, one more per frame of a
+    split batch); now the call raises PathdTimeout at its timeout. The
+    bound, 1.5 timeouts, leaves the client half a timeout (1.5 s) of slack
+    on a loaded machine; a client without the fix cannot be under it."""
+
+    TIMEOUT = 3.0
+
+    def silent_after_late_limits(self, cap, frames, done):
+        """Answers GetLimits (cap) after 0.75 timeouts, records the Batch
+        frames (their item counts) and answers none until done is set."""
+        def script(server):
+            server.accept()
+            limits = expect(server.read_frame(), "limits")
+            time.sleep(0.75 * self.TIMEOUT)
+            server.send(limits_answer(limits, cap))
+            server.conn.settimeout(0.05)
+            while not done.is_set():
+                try:
+                    frames.append(len(expect(server.read_frame(), "batch").batch.items))
+                except socket.timeout:
+                    pass
+                except EOFError:
+                    return
+        return script
+
+    def timed_batch(self, cap, items, use_asyncio=False):
+        """Seconds batch(items) took to raise PathdTimeout, and the frames
+        the server read."""
+        frames, done = [], threading.Event()
+        server = FakeServer(self.silent_after_late_limits(cap, frames, done))
+        try:
+            if use_asyncio:
+                async def main():
+                    async with AsyncPathdClient(server.addr, timeout=self.TIMEOUT) as client:
+                        started = time.monotonic()
+                        with self.assertRaises(PathdTimeout):
+                            await client.batch(items)
+                        return time.monotonic() - started
+                took = asyncio.run(asyncio.wait_for(main(), 60))
+            else:
+                with PathdClient(server.addr, timeout=self.TIMEOUT, connect=False) as client:
+                    started = time.monotonic()
+                    with self.assertRaises(PathdTimeout):
+                        client.batch(items)
+                    took = time.monotonic() - started
+        finally:
+            done.set()
+        server.join()
+        return took, frames
+
+    ITEMS = [query("raycast", "town", (1, 1), (x, 3)) for x in range(1, 6)]
+
+    def test_one_frame_within_the_timeout(self):
+        took, frames = self.timed_batch(FAKE_INFLIGHT_CAP, self.ITEMS)
+        self.assertEqual(frames, [5], "the batch was sent once GetLimits answered")
+        self.assertLess(took, 1.5 * self.TIMEOUT)
+
+    def test_split_frames_within_the_timeout(self):
+        # A cap of 2: frames of 2, 2 and 1, the first taking both slots
+        # (the others wait in the queue for its answer).
+        took, frames = self.timed_batch(2, self.ITEMS)
+        self.assertEqual(frames, [2])
+        self.assertLess(took, 1.5 * self.TIMEOUT)
+
+    def test_asyncio_within_the_timeout(self):
+        took, frames = self.timed_batch(FAKE_INFLIGHT_CAP, self.ITEMS, use_asyncio=True)
+        self.assertEqual(frames, [5])
+        self.assertLess(took, 1.5 * self.TIMEOUT)
 
 
 class ReplicaFakeTest(unittest.TestCase):

@@ -2429,6 +2429,132 @@ static void test_replica_draining_moves_after_owed_answers(void **state)
     assert_string_equal(replica_keys[1], replica_keys[0]);
 }
 
+/* Receives Auth and grants it the role "query" (or answers it status). */
+static void replica_auth(fake_server *fs, int fd, int status)
+{
+    Pathd__V1__Request *req = replica_recv(fs, fd, PATHD__V1__REQUEST__BODY_AUTH);
+    if (!req)
+        return;
+    if (status == PATHD__V1__STATUS__OK) {
+        Pathd__V1__Response resp = PATHD__V1__RESPONSE__INIT;
+        Pathd__V1__AuthResult granted = PATHD__V1__AUTH_RESULT__INIT;
+        granted.role = "query";
+        resp.id = req->id;
+        resp.final = 1;
+        resp.body_case = PATHD__V1__RESPONSE__BODY_AUTH;
+        resp.auth = &granted;
+        fake_send_response(fs, fd, &resp);
+    } else {
+        fake_send_status(fs, fd, req->id, (Pathd__V1__Status)status, "this replica is draining");
+    }
+    pathd__v1__request__free_unpacked(req, NULL);
+}
+
+/* A draining replica answers Auth DRAINING before it looks at the token.
+ * 0: Auth granted, then a ping refused DRAINING; 1 and 2: Auth refused
+ * DRAINING, and nothing more may come; 3: Auth granted, a ping. */
+static void script_replica_auth_draining(fake_server *fs, int conn_index, int fd)
+{
+    const int ok = PATHD__V1__STATUS__OK, draining = PATHD__V1__STATUS__DRAINING;
+    replica_auth(fs, fd, conn_index == 0 || conn_index == 3 ? ok : draining);
+    if (conn_index == 0)
+        replica_refuse(fs, fd, PATHD__V1__REQUEST__BODY_PING, draining);
+    else if (conn_index == 3)
+        replica_answer(fs, fd, PATHD__V1__REQUEST__BODY_PING, 0);
+    fake_wait_eof(fs, fd);
+}
+
+/* Without a token GetLimits is the first answer. 0: a ping refused
+ * DRAINING; 1: GetLimits refused DRAINING, and nothing more may come; 2: a
+ * ping. */
+static void script_replica_limits_draining(fake_server *fs, int conn_index, int fd)
+{
+    if (conn_index == 1) {
+        Pathd__V1__Request *limits = fake_recv_any(fs, fd);
+        if (!limits)
+            return;
+        FAKE_CHECK(fs, limits->body_case == PATHD__V1__REQUEST__BODY_LIMITS);
+        fake_send_status(fs, fd, limits->id, PATHD__V1__STATUS__DRAINING, "this replica is draining");
+        pathd__v1__request__free_unpacked(limits, NULL);
+    } else if (conn_index == 0) {
+        replica_refuse(fs, fd, PATHD__V1__REQUEST__BODY_PING, PATHD__V1__STATUS__DRAINING);
+    } else {
+        replica_answer(fs, fd, PATHD__V1__REQUEST__BODY_PING, 0);
+    }
+    fake_wait_eof(fs, fd);
+}
+
+/* A new connection whose first answer is DRAINING is given up, and the
+ * blocking call connects again after the reconnect backoff until served.
+ * Before the fix the refused connection was kept (an Auth refusal was
+ * returned and ignored, a GetLimits one taken for a server without
+ * limits) and the ping went out on it: a real pathd answers DRAINING
+ * again, retried at once; here no answer, PDC_ERR_TIMEOUT. */
+static void test_replica_first_answer_draining_connects_again(void **state)
+{
+    (void)state;
+    fake_server fs;
+    pdc_conn *c = replica_start(&fs, script_replica_auth_draining, 4);
+    char role[16];
+    assert_int_equal(pdc_auth(c, "a-token", role, sizeof role), PDC_OK);
+    assert_string_equal(role, "query");
+    uint64_t rtt;
+    assert_int_equal(pdc_ping(c, &rtt), PDC_OK);
+    assert_int_equal(pdc_reconnects(c), 3);
+    fake_close(&fs, c);
+    assert_int_equal(fs.extra_requests, 0);
+
+    c = replica_start(&fs, script_replica_limits_draining, 3);
+    assert_int_equal(pdc_ping(c, &rtt), PDC_OK);
+    assert_int_equal(pdc_reconnects(c), 2);
+    fake_close(&fs, c);
+    assert_int_equal(fs.extra_requests, 0);
+}
+
+/* A status newer than the client (99): a path answered with it, then a
+ * ping answered; then, with id 0, a connection-level one: the server
+ * closes. */
+#define T_NEWER_STATUS 99
+static void script_newer_status(fake_server *fs, int conn_index, int fd)
+{
+    (void)conn_index;
+    Pathd__V1__Request *req = fake_recv(fs, fd);
+    if (!req)
+        return;
+    fake_send_status(fs, fd, req->id, (Pathd__V1__Status)T_NEWER_STATUS, "from the future");
+    pathd__v1__request__free_unpacked(req, NULL);
+    replica_answer(fs, fd, PATHD__V1__REQUEST__BODY_PING, 0);
+    if ((req = fake_recv(fs, fd)) != NULL) {
+        fake_send_status(fs, fd, 0, (Pathd__V1__Status)T_NEWER_STATUS, "closing");
+        pathd__v1__request__free_unpacked(req, NULL);
+    }
+}
+
+/* A status this client does not know comes back as its number, with a
+ * message naming it (before: "UNKNOWN_STATUS" and the server's words
+ * only), and the connection goes on; with id 0 every waiting request gets
+ * it and the connection closes. */
+static void test_newer_status_is_named_by_its_number(void **state)
+{
+    (void)state;
+    fake_server fs;
+    pdc_conn *c = replica_start(&fs, script_newer_status, 1);
+    pdc_set_reconnect(c, 0);
+    pdc_path_req req = demo_request(1, 1, 2, 2);
+    pdc_path_result r;
+    assert_int_equal(pdc_find_path(c, &req, &r), T_NEWER_STATUS);
+    pdc_path_result_free(&r);
+    assert_string_equal(pdc_status_name(T_NEWER_STATUS), "UNKNOWN_STATUS");
+    assert_string_equal(pdc_last_error(c), "status 99, unknown to this client: from the future");
+    uint64_t rtt;
+    assert_int_equal(pdc_ping(c, &rtt), PDC_OK);
+    assert_int_equal(pdc_find_path(c, &req, &r), T_NEWER_STATUS);
+    pdc_path_result_free(&r);
+    assert_string_equal(pdc_last_error(c), "server: UNKNOWN_STATUS: status 99, unknown to this client: closing");
+    assert_false(pdc_is_connected(c));
+    fake_close(&fs, c);
+}
+
 /* 0: a watch and a ping; the client must close it. 1: a ping. */
 static void script_replica_age(fake_server *fs, int conn_index, int fd)
 {
@@ -2499,6 +2625,8 @@ int main(void)
         cmocka_unit_test(test_replica_lost_requests_are_sent_again_when_safe),
         cmocka_unit_test(test_replica_unavailable_and_behind_are_retried),
         cmocka_unit_test(test_replica_draining_moves_after_owed_answers),
+        cmocka_unit_test(test_replica_first_answer_draining_connects_again),
+        cmocka_unit_test(test_newer_status_is_named_by_its_number),
         cmocka_unit_test(test_replica_old_connection_is_replaced),
 #ifdef PDC_LOAD_BIN
         cmocka_unit_test(test_pathd_load_against_fake),

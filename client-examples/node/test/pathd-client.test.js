@@ -970,6 +970,99 @@ describe('daemon with tokens and 3 requests in flight per connection', () => {
   });
 });
 
+/* The daemon drains (SIGUSR1: every request but Ping is answered DRAINING,
+ * Auth and GetLimits first of all) and serves again (SIGUSR2), each step
+ * waited for in its log. */
+async function drain(daemon, on) {
+  const line = on ? 'draining: ' : 'ready: serving new requests again';
+  const before = daemon.log().split(line).length;
+  daemon.proc.kill(on ? 'SIGUSR1' : 'SIGUSR2');
+  await until(() => daemon.log().split(line).length > before, `pathd logs "${line}"`);
+}
+
+/* A call made to a draining pathd (a replica going down behind HAProxy, or
+ * one being stopped): the new socket's first answer (Auth with a token,
+ * else GetLimits) is DRAINING. The client must connect again with the
+ * reconnect backoff, within its retry deadline, until a pathd serves it:
+ * here the same one, after SIGUSR2. Before the fix the Node client sent
+ * the call at once on socket after socket and rejected DRAINING after
+ * retryAttempts (5) tries, in a few milliseconds. */
+async function servedAfterDrain(daemon, options, call) {
+  await drain(daemon, true);
+  let draining = true;
+  const client = new PathdClient(daemon.addr, { timeoutMs: 30000, retryDeadlineMs: 30000, ...options });
+  try {
+    let settled = null;
+    const pending = call(client).then((value) => { settled = { value }; }, (err) => { settled = { err }; });
+    // More sockets than retryAttempts would have allowed, each refused.
+    await until(() => settled !== null || client.reconnects >= RETRY_ATTEMPTS + 1,
+      'the client connecting again', 20000);
+    assert.equal(settled, null, `the call settled while pathd was draining: ${JSON.stringify(settled)}`
+      + ` ${settled && settled.err}`);
+    // Backing off, not hammering: the pauses double from 50 ms (at least
+    // half of each), so the 6 sockets after the first took at least
+    // 25+50+100+200+400+500 ms.
+    await drain(daemon, false);
+    draining = false;
+    await pending;
+    if (settled.err) throw settled.err;
+    return { client, value: settled.value };
+  } catch (err) {
+    client.close();
+    throw err;
+  } finally {
+    if (draining) await drain(daemon, false).catch(() => {});
+  }
+}
+
+describe('a draining daemon: the first answer on a new socket is DRAINING', () => {
+  const QUERY = 'query-token-0123456789';
+  const withTokens = helperDaemon({}, { tokens: [{ token: QUERY, role: 'query' }] });
+  const withoutTokens = helperDaemon({});
+
+  it('connects again with backoff while Auth is answered DRAINING, and is served once pathd is', async () => {
+    const started = Date.now();
+    const { client, value } = await servedAfterDrain(withTokens(), { token: QUERY }, (c) => c.findPath(...SHORT));
+    try {
+      assert.equal(value.status, 'OK');
+      assert.equal(client.role, 'query');
+      assert.ok(Date.now() - started >= 1275, `${Date.now() - started} ms: no backoff between the sockets`);
+      assert.equal(client.retries.DRAINING, undefined, 'the call itself was never sent to the draining pathd');
+    } finally {
+      client.close();
+    }
+  });
+
+  it('does the same when GetLimits is the first answer (no token)', async () => {
+    const { client, value } = await servedAfterDrain(withoutTokens(), {}, (c) => c.isReachable('town', [1, 1], [3, 3]));
+    try {
+      assert.equal(value.reachable, true);
+      assert.equal(client.inFlightCap, 64); // the server's, read on the socket that was served
+    } finally {
+      client.close();
+    }
+  });
+
+  it('does the same for a call that takes no slot, sent before the first answer came', async () => {
+    const { client, value } = await servedAfterDrain(withoutTokens(), {}, (c) => c.scenes());
+    try {
+      assert.ok(value.some((scene) => scene.name === 'town'), JSON.stringify(value));
+    } finally {
+      client.close();
+    }
+  });
+
+  it('auth() connects again the same way and resolves with the role', async () => {
+    const { client, value } = await servedAfterDrain(withTokens(), {}, (c) => c.auth(QUERY));
+    try {
+      assert.equal(value, 'query');
+      assert.equal((await client.findPath(...SHORT)).status, 'OK');
+    } finally {
+      client.close();
+    }
+  });
+});
+
 describe('fake server', () => {
   it('retries OVERLOADED once, then assembles an answer from split frames', async () => {
     const server = await FakeServer.start(async (s) => {
@@ -994,6 +1087,39 @@ describe('fake server', () => {
     assert.deepEqual([result.status, result.cost, result.expansions, result.version], ['OK', 2.5, 7, 3]);
     assert.deepEqual(result.waypoints, [[1, 1], [2, 2], [3, 2]]);
     assert.deepEqual(result.world, [[1.5, 1.5], [2.5, 2.5], [3.5, 2.5]]);
+  });
+
+  it('surfaces a status newer than the client by its number, and goes on', async () => {
+    // 99 is no pathd.v1.Status: a newer server's. Every kind of call must
+    // reject with it (not retried: whether it is retryable is unknown), a
+    // batch item keep it, and the connection go on.
+    const NEWER = 99;
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      for (let n = 0; n < 5; n++) {
+        const r = await s.readRequest();
+        if (r.body === 'ping') await s.send([{ id: r.id, final: true, pong: { nonce: r.ping.nonce } }]);
+        else if (r.body === 'batch') {
+          await s.send([{ id: r.id, final: true, batch: { items: [{ status: NEWER, message: 'from the future' }] } }]);
+        } else await s.send([error(r.id, NEWER, 'from the future')]);
+      }
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 10000 });
+    try {
+      const newer = (err) => err instanceof PathdError && err.status === 'UNKNOWN_STATUS_99'
+        && err.message === 'UNKNOWN_STATUS_99: from the future';
+      await assert.rejects(client.findPath('demo', [1, 1], [2, 2]), newer);
+      await assert.rejects(client.raycast('demo', [1, 1], [2, 2]), newer);
+      await assert.rejects(client.updateCells('demo', { cells: [[1, 1]], op: 'block' }), newer);
+      assert.deepEqual(await client.batch([query('raycast', 'demo', [1, 1], [2, 2])]),
+        [{ status: 'UNKNOWN_STATUS_99', message: 'from the future' }]);
+      await client.ping();
+      assert.deepEqual([client.retries, client.reconnects], [{}, 0]);
+    } finally {
+      client.close();
+    }
+    await server.done();
+    assert.equal(server.requests.length, 5);
   });
 
   it('gives up on OVERLOADED after a bounded number of attempts', async () => {
