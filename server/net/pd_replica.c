@@ -3,12 +3,13 @@
  * pd_replica.h). One hiredis async connection on the server's loop runs
  * this cycle, one command at a time:
  *
- *   connect -> (after a reconnect: XREVRANGE of each scene's stream, to
- *   find a log that went back) -> SMEMBERS PREFIX:scenes (new scenes start
+ *   connect -> (after a reconnect: XREVRANGE of each scene's stream, and
+ *   of each scene with a mark of this pathd's own, to find a log that went
+ *   back) -> SMEMBERS PREFIX:scenes (new scenes start
  *   at their stream's first entry; scenes replay read start after the last
  *   entry it read) -> XREAD COUNT n [BLOCK b] STREAMS ... -> the entries go
- *   to libuv's threadpool, where pd_store_apply_logged applies them in the
- *   log's global order -> again.
+ *   to libuv's threadpool, where pd_store_apply_logged_entry applies them
+ *   in the log's global order -> again.
  *
  * SMEMBERS goes only when a new scene may be there (pd__list_due): every
  * round trip costs Redis, this loop and the threadpool a wakeup each, and
@@ -31,7 +32,9 @@
  * hiredis 0.14 has no timeout for async commands: a uv timer (the
  * watchdog) frees a connection whose answer is late, and the same timer
  * waits out the jittered reconnect backoff. A replica's own appends come
- * back through the tail: pd_store_apply_logged finds it has them (HAD).
+ * back through the tail: pd_store_apply_logged_entry finds it has them
+ * (HAD) - by the version, or for a name this pathd dropped or made anew
+ * since by the entry's id (pd_redis_log_own_past).
  *
  * Applying is the store's, on a threadpool thread (an update builds a
  * version, and may wait for the scene's writer lock that a worker holds
@@ -146,6 +149,9 @@ struct pd_replica {
     size_t checks_left;           /* XREVRANGE answers still to come */
     pd_scene **checked;           /* the scenes served when they were sent (retained) */
     size_t n_checked;
+    pd_redis_own_mark *marked;    /* this pathd's own marks when they were sent
+                                     (pd_redis_log_own_check), checked after them */
+    size_t n_marked;
 
     pd__rscene *scenes;
     size_t n_scenes, cap_scenes;
@@ -385,7 +391,7 @@ static redisReplyObjectFunctions pd__arena_fns = {
  * tries again after a jittered, doubling wait. */
 static void pd__drop(pd_replica *r, const char *why)
 {
-    if (r->checked)
+    if (r->checked || r->marked)
         pd__end_checks(r);
     redisAsyncContext *ac = r->ac;
     r->ac = NULL;
@@ -554,6 +560,23 @@ static void pd__on_connect(const redisAsyncContext *ac, int status)
                 return;
             r->checks_left++;
         }
+        /* This pathd's marks (pd_redis_log_own_past) against their
+         * streams: a failover that lost the marked entry would have the
+         * mark skip another replica's entries that took its ids. */
+        size_t n = pd_redis_log_own_marked(r->rl, NULL, 0);
+        r->marked = n ? calloc(n, sizeof *r->marked) : NULL;
+        r->n_marked = r->marked ? pd_redis_log_own_marked(r->rl, r->marked, n) : 0;
+        if (r->n_marked > n)
+            r->n_marked = n; /* one made since: its entry is on the new log */
+        for (size_t j = 0; j < r->n_marked; j++) {
+            char key[sizeof r->scenes[0].key];
+            pd_redis_log_stream_key(r->rl, r->marked[j].scene, key, sizeof key);
+            const char *argv[] = { "XREVRANGE", key, "+", "-", "COUNT", "1" };
+            if (pd__send(r, PD__R_CHECKING, 0, pd__check_reply, (void *)(uintptr_t)(r->n_checked + j), 6, argv) !=
+                0)
+                return;
+            r->checks_left++;
+        }
         if (r->checks_left)
             return;
         pd__end_checks(r);
@@ -598,6 +621,12 @@ static void pd__refuse(pd_replica *r, size_t i, int rebuild, const char *fmt, co
 {
     pd__rscene *sc = &r->scenes[i];
     sc->rebuild |= rebuild;
+    /* This pathd's mark of the scene (pd_redis_log_own_past) names an
+     * entry of the history left behind: the rebuilt stream's are not
+     * skipped by it; the incarnation its appends name goes with it (the
+     * rebuild sets it again). Forgotten even when the scene was refused
+     * already (a mark made since is of the history left behind too). */
+    pd_redis_log_own_forget(r->rl, sc->name);
     if (sc->refused)
         return;
     sc->refused = 1;
@@ -642,6 +671,37 @@ static void pd__check_one(pd_replica *r, const pd_scene *s, const redisReply *x)
                "the log went back (its stream ends at entry %s, this replica serves version %s: a Redis failover "
                "or restore); not served until the scene is rebuilt from the log (under way)",
                last, served);
+}
+
+/* One scene with a mark of this pathd's own against its stream's last
+ * entry: a stream that ends before the mark lost the marked append (a
+ * failover). The mark is forgotten (pd_redis_log_own_check), and a scene
+ * served here is served from a history the log no longer has: refused and
+ * rebuilt, as a log that went back. */
+static void pd__check_mark(pd_replica *r, const pd_redis_own_mark *m, const redisReply *x)
+{
+    const char *name = m->scene;
+    char last[64] = "";
+    if (x->elements && x->element[0]->type == REDIS_REPLY_ARRAY && x->element[0]->elements == 2 &&
+        x->element[0]->element[0]->type == REDIS_REPLY_STRING)
+        snprintf(last, sizeof last, "%s", x->element[0]->element[0]->str);
+    if (!pd_redis_log_own_check(r->rl, m, last))
+        return;
+    pd_scene *s = pd_registry_acquire(r->s->registry, name);
+    int served = s != NULL;
+    pd_scene_release(s);
+    if (!served)
+        return; /* dropped here: the tail's versions find what the log has (a GAP) */
+    size_t i = pd__scene_index(r, name);
+    if (i == SIZE_MAX) {
+        if (pd__track(r, name) != 0)
+            return;
+        i = r->n_scenes - 1;
+    }
+    pd__refuse(r, i, 1,
+               "the log went back (its stream ends at entry %s, before this replica's own %s of it: a Redis "
+               "failover or restore); not served until the scene is rebuilt from the log (under way)",
+               last[0] ? last : "(none)", "new scene or drop");
 }
 
 /* ---- rebuilding a refused scene ------------------------------------------------------------ */
@@ -766,6 +826,9 @@ static void pd__end_checks(pd_replica *r)
     pd_registry_release_list(r->checked, r->n_checked);
     r->checked = NULL;
     r->n_checked = 0;
+    free(r->marked);
+    r->marked = NULL;
+    r->n_marked = 0;
 }
 
 static void pd__check_reply(redisAsyncContext *ac, void *reply, void *priv)
@@ -782,6 +845,8 @@ static void pd__check_reply(redisAsyncContext *ac, void *reply, void *priv)
     }
     if (i < r->n_checked)
         pd__check_one(r, r->checked[i], x);
+    else if (i - r->n_checked < r->n_marked)
+        pd__check_mark(r, &r->marked[i - r->n_checked], x);
     if (--r->checks_left == 0) {
         pd__end_checks(r);
         pd__begin_reads(r);
@@ -934,7 +999,8 @@ static void pd__apply_work(uv_work_t *w)
          * an instance's template's and a reset's after. */
         pd_journal_type t = it->rec.type;
         it->incarnation = t == PD_JOURNAL_DROP ? pd__incarnation(r, it->rec.scene) : 0;
-        it->outcome = pd_store_apply_logged_result(r->s->store, r->rp, &it->rec, &it->res, it->why, sizeof it->why);
+        it->outcome = pd_store_apply_logged_entry(r->s->store, r->rp, &it->rec, it->id, &it->res, it->why,
+                                                  sizeof it->why);
         if (r->journal_dir[0] && (it->outcome == PD_STORE_LOGGED_APPLIED || it->outcome == PD_STORE_LOGGED_HAD))
             (void)pd_redis_journal_append(r->journal_dir, it->rec.scene, it->id, it->g, &it->rec); /* a cache */
         if (it->outcome == PD_STORE_LOGGED_APPLIED && (t == PD_JOURNAL_INSTANCE || t == PD_JOURNAL_RESET))
@@ -1537,7 +1603,7 @@ void pd__replica_close(pd_replica *r)
     r->closing = 1;
     pd_redis_log_set_tailed(r->rl, 0);
     pd_store_set_race_retry(r->s->store, 0, 0); /* no tail to wait for */
-    if (r->checked)
+    if (r->checked || r->marked)
         pd__end_checks(r);
     redisAsyncContext *ac = r->ac;
     r->ac = NULL;

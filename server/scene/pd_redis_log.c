@@ -28,19 +28,37 @@
 /* The FUNCTION library, loaded with FUNCTION LOAD REPLACE at every
  * connect (a Redis restarted without its data has none). KEYS: stream,
  * meta, dedup (meta again when there is no key), seq, scenes, and the
- * scene's reservation stream (pd_reserve_shared.c's). ARGV: op
- * (next|new|drop), expected ("" none), the NEW version, "1" when a key is
- * given, its TTL, the scene's name, the record, this append's tag, and the
- * tag the scene's last append must have ("" none). Answers {status,
- * version}: OK, DUP (the key's first version), STALE (the log's version),
- * CHAIN (the last append is not the one named: the log's version), EXISTS,
- * GONE. The dedup check comes first, so a retry of a change that went
- * through is answered, not refused as stale. An append answered OK also
- * names the reservation stream's last entry id then ("0-0": none; a
- * trim keeps the snapshot's own entry, so only a stream never written):
- * UpdateCells' cut of the reservations needs its table
- * caught up to that entry, and without it read one XRANGE more per update
- * (pd_redis_log_resv_top).
+ * scene's reservation stream (pd_reserve_shared.c's; always passed).
+ * ARGV: op (next|new|drop), expected ("" none), the NEW version, "1" when
+ * a key is given, its TTL, the scene's name, the record, this append's
+ * tag, the tag the scene's last append must have ("" none), "1" to have
+ * the entry's id answered, and the incarnation (INC) the caller's scene
+ * is of ("" not known: versions alone). Answers {status, version}: OK,
+ * DUP (the key's first version), STALE (the log's version; {STALE,
+ * version, INC} when the incarnation is not the caller's: "0" when none
+ * is live), CHAIN (the last
+ * append is not the one named: the log's version), EXISTS, GONE. The
+ * dedup check comes first, so a retry of a change that went through is
+ * answered, not refused as stale. An append answered OK is {OK, version,
+ * top, id}: top is the reservation stream's last entry id then ("0-0":
+ * none; a trim keeps the snapshot's own entry, so only a stream never
+ * written): UpdateCells' cut of the reservations needs its table caught
+ * up to that entry, and without it read one XRANGE more per update
+ * (pd_redis_log_resv_top); id is the append's own entry id (the store's
+ * tail tells by it the entries this pathd's own new scenes and drops made
+ * stale: pd_redis_log_own_past), only when the tenth ARGV asks for it:
+ * during a rolling upgrade an older pathd (which takes 2..3 elements)
+ * shares the library, whichever loaded it last, and must go on working;
+ * an answer with no id (an older library) leaves no mark.
+ *
+ * The incarnation (the eleventh ARGV) closes what versions alone leave
+ * open: they restart at 1 on a new scene, so a replica still serving the
+ * name's older incarnation at version v (its tail behind another
+ * replica's drop and new scene) would append its update onto the new one
+ * once that reached v too, and its drop would end it. The caller names
+ * the INC of the entries its scene came from (pd_redis_log_served_entry
+ * keeps it per scene; an older pathd sends none and is checked by
+ * versions alone, as before).
  *
  * The tags chain the appends of one pipeline (pd_redis_log_append_many):
  * each record after the first was built on the one before it, so it may
@@ -52,8 +70,9 @@ static const char PD__LIBRARY[] =
     "#!lua name=pathd\n"
     "local function append(keys, args)\n"
     "  local stream, meta, dedup, seq, scenes = keys[1], keys[2], keys[3], keys[4], keys[5]\n"
-    "  local op, expected, made, keyed, ttl, scene, record, tag, after =\n"
-    "    args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8] or '', args[9] or ''\n"
+    "  local op, expected, made, keyed, ttl, scene, record, tag, after, want_id, want_inc =\n"
+    "    args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8] or '', args[9] or '',\n"
+    "    args[10] or '', args[11] or ''\n"
     "  if keyed == '1' then\n"
     "    local seen = redis.call('GET', dedup)\n"
     "    if seen then return {'DUP', seen} end\n"
@@ -62,6 +81,13 @@ static const char PD__LIBRARY[] =
     "  local cur, inc, live = tonumber(m[1]) or 0, tonumber(m[2]) or 0, m[3] == '1'\n"
     "  if after ~= '' and m[4] ~= after then return {'CHAIN', tostring(cur)} end\n"
     "  local want = tonumber(expected)\n"
+    "  -- the incarnation the caller's scene is of ('' not known: versions alone):\n"
+    "  -- another one (versions restart at a new scene), or an update of one a\n"
+    "  -- drop ended, lost a race too (version 0: no live one to wait for)\n"
+    "  if want_inc ~= '' and ((live and op ~= 'new' and tonumber(want_inc) ~= inc) or\n"
+    "                         (not live and op == 'next')) then\n"
+    "    return {'STALE', live and tostring(cur) or '0', string.format('%d', inc)}\n"
+    "  end\n"
     "  local v, id\n"
     "  if op == 'next' then\n"
     "    if live then\n"
@@ -94,10 +120,10 @@ static const char PD__LIBRARY[] =
     "             'live', op == 'drop' and '0' or '1', 'tag', tag)\n"
     "  if not live then redis.call('SADD', scenes, scene) end -- a live one is in it\n"
     "  if keyed == '1' then redis.call('SET', dedup, string.format('%d', v), 'EX', ttl) end\n"
-    "  local resv = keys[6]\n"
-    "  if not resv then return {'OK', string.format('%d', v)} end\n"
-    "  local top = redis.call('XREVRANGE', resv, '+', '-', 'COUNT', 1)\n"
-    "  return {'OK', string.format('%d', v), top[1] and top[1][1] or '0-0'}\n"
+    "  local top = redis.call('XREVRANGE', keys[6], '+', '-', 'COUNT', 1)\n"
+    "  local ok = {'OK', string.format('%d', v), top[1] and top[1][1] or '0-0'}\n"
+    "  if want_id == '1' then ok[4] = id end -- asked for: an older caller takes 2..3 elements\n"
+    "  return ok\n"
 
     "end\n"
     "redis.register_function('pathd_append', append)\n";
@@ -109,6 +135,24 @@ static const char PD__LIBRARY[] =
  * (pd_redis_log_resv_top): a few, replaced in turn; a scene not here costs
  * its cut one XRANGE, as before. */
 #define PD__RESV_TOPS 64
+
+/* A scene's own mark (pd_redis_log_own_past): the entry id of this
+ * pathd's last new incarnation or drop of it that the log took. */
+typedef pd_redis_own_mark pd__own_mark;
+
+/* The incarnation what this pathd serves of a scene is of (the INC of its
+ * entries: pd_redis_log_served_entry). */
+typedef struct pd__own_inc {
+    char scene[PD_CONF_MAX_NAME];
+    uint64_t inc;
+} pd__own_inc;
+
+/* A small table of per-scene entries, each opening with the scene's name
+ * (char[PD_CONF_MAX_NAME]): the marks and the incarnations. */
+typedef struct pd__named {
+    unsigned char *v;
+    size_t n, cap, size;          /* size: one entry's bytes */
+} pd__named;
 
 typedef struct pd__resv_top {
     char scene[PD_CONF_MAX_NAME];
@@ -157,6 +201,17 @@ struct pd_redis_log {
     pthread_mutex_t resv_lock;    /* guards resv_tops */
     pd__resv_top resv_tops[PD__RESV_TOPS];
     size_t n_resv_tops, next_resv_top;
+
+    pthread_mutex_t mark_lock;    /* guards marks: appends write, the tail reads */
+    pd__named marks;              /* pd__own_mark, one per scene this pathd made or dropped
+                                     whose entry the tail has not read yet (pd_redis_log_own_past
+                                     forgets it then): searched linearly, strcmp per tail entry,
+                                     as it holds only the names changed within the tail's lag */
+    pd__named incs;               /* (mark_lock) pd__own_inc, per scene the incarnation (INC)
+                                     what this pathd serves of it is of, when known: every
+                                     append of it names it (the FUNCTION's eleventh ARGV);
+                                     searched once per append */
+    atomic_int no_id_said;        /* an OK answer with no entry id was logged (once) */
 
     pthread_mutex_t pos_lock;     /* guards pos: replay writes, the tail reads */
     pd__position *pos;
@@ -377,6 +432,201 @@ int pd_redis_log_resv_top(pd_redis_log *rl, const char *scene, uint64_t *top)
     return t != NULL;
 }
 
+/* ---- this pathd's own new scenes and drops, as the log took them ------------------ */
+
+/* An entry id "INC-V" into its parts: 0, or -1 when it is not one. */
+static int pd__parse_id(const char *id, size_t len, uint64_t *inc, uint64_t *v)
+{
+    char buf[48], *end = NULL;
+    if (!id || len == 0 || len >= sizeof buf)
+        return -1;
+    memcpy(buf, id, len);
+    buf[len] = '\0';
+    if (buf[0] < '0' || buf[0] > '9')
+        return -1;
+    *inc = strtoull(buf, &end, 10);
+    if (*end != '-' || end[1] < '0' || end[1] > '9')
+        return -1;
+    *v = strtoull(end + 1, &end, 10);
+    return *end == '\0' ? 0 : -1;
+}
+
+static void pd__inc_forget(pd_redis_log *rl, const char *scene);
+
+/* Scene's entry in t, or NULL; with add, made (zeroed but for the name)
+ * when there is none - NULL then only when memory ran out or the name is
+ * too long (mark_lock held). */
+static void *pd__named_find(pd__named *t, const char *scene, int add)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp((const char *)t->v + i * t->size, scene) == 0)
+            return t->v + i * t->size;
+    if (!add || strlen(scene) >= PD_CONF_MAX_NAME)
+        return NULL;
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 16;
+        unsigned char *grown = realloc(t->v, cap * t->size);
+        if (!grown)
+            return NULL;
+        t->v = grown;
+        t->cap = cap;
+    }
+    unsigned char *e = t->v + t->n++ * t->size;
+    memset(e, 0, t->size);
+    snprintf((char *)e, PD_CONF_MAX_NAME, "%s", scene);
+    return e;
+}
+
+/* Drops entry e of t (mark_lock held): the last takes its place. */
+static void pd__named_drop(pd__named *t, void *e)
+{
+    unsigned char *last = t->v + --t->n * t->size;
+    if ((unsigned char *)e != last)
+        memcpy(e, last, t->size);
+}
+
+/* Scene's mark, or NULL (mark_lock held). */
+static pd__own_mark *pd__mark_of(pd_redis_log *rl, const char *scene)
+{
+    return pd__named_find(&rl->marks, scene, 0);
+}
+
+/* Drops mark m (mark_lock held). */
+static void pd__mark_drop(pd_redis_log *rl, pd__own_mark *m)
+{
+    pd__named_drop(&rl->marks, m);
+}
+
+/* Records scene's mark: the latest replaces the one before, even a lower
+ * one from a log that went back. Out of memory: no mark (the tail then
+ * goes by versions alone, as before marks). */
+static void pd__mark_note(pd_redis_log *rl, const char *scene, uint64_t inc, uint64_t v)
+{
+    pthread_mutex_lock(&rl->mark_lock);
+    pd__own_mark *m = pd__named_find(&rl->marks, scene, 1);
+    if (m) {
+        m->inc = inc;
+        m->v = v;
+    }
+    pthread_mutex_unlock(&rl->mark_lock);
+}
+
+int pd_redis_log_own_past(pd_redis_log *rl, const char *scene, const char *entry_id)
+{
+    uint64_t inc, v;
+    if (!entry_id || pd__parse_id(entry_id, strlen(entry_id), &inc, &v) != 0)
+        return 0;
+    int past = 0;
+    pthread_mutex_lock(&rl->mark_lock);
+    pd__own_mark *m = pd__mark_of(rl, scene);
+    if (m) {
+        past = inc < m->inc || (inc == m->inc && v <= m->v);
+        /* The marked entry itself: every later one has a higher id, so
+         * the mark can skip nothing more. Kept, it would outlive a
+         * failover that lost the entry and skip another replica's lower
+         * ids of the history that took its place (served silently, where
+         * versions alone find the GAP). */
+        if (inc == m->inc && v == m->v)
+            pd__mark_drop(rl, m);
+    }
+    pthread_mutex_unlock(&rl->mark_lock);
+    return past;
+}
+
+int pd_redis_log_own_check(pd_redis_log *rl, const pd_redis_own_mark *seen, const char *last_id)
+{
+    uint64_t inc = 0, v = 0;
+    if (last_id && last_id[0] && pd__parse_id(last_id, strlen(last_id), &inc, &v) != 0)
+        return 0; /* not an id: leave the mark to the tail */
+    int gone = 0;
+    pthread_mutex_lock(&rl->mark_lock);
+    pd__own_mark *m = pd__mark_of(rl, seen->scene);
+    /* Only the mark the check was sent for: one made since is an append
+     * the new log took after its last entry was read. */
+    if (m && m->inc == seen->inc && m->v == seen->v && (inc < m->inc || (inc == m->inc && v < m->v))) {
+        pd__mark_drop(rl, m);
+        pd__inc_forget(rl, seen->scene); /* the history it named is gone too */
+        gone = 1;
+    }
+    pthread_mutex_unlock(&rl->mark_lock);
+    return gone;
+}
+
+size_t pd_redis_log_own_marked(pd_redis_log *rl, pd_redis_own_mark *marks, size_t max)
+{
+    pthread_mutex_lock(&rl->mark_lock);
+    size_t n = rl->marks.n;
+    for (size_t i = 0; i < n && i < max; i++)
+        memcpy(&marks[i], rl->marks.v + i * rl->marks.size, sizeof marks[i]);
+    pthread_mutex_unlock(&rl->mark_lock);
+    return n;
+}
+
+void pd_redis_log_own_forget(pd_redis_log *rl, const char *scene)
+{
+    pthread_mutex_lock(&rl->mark_lock);
+    pd__own_mark *m = pd__mark_of(rl, scene);
+    if (m)
+        pd__mark_drop(rl, m);
+    pd__inc_forget(rl, scene);
+    pthread_mutex_unlock(&rl->mark_lock);
+}
+
+/* ---- the incarnation this pathd serves of each scene ------------------------------ */
+
+/* Scene's entry, or NULL (mark_lock held). */
+static pd__own_inc *pd__inc_of(pd_redis_log *rl, const char *scene)
+{
+    return pd__named_find(&rl->incs, scene, 0);
+}
+
+/* Not known any more (mark_lock held): its appends go by versions alone. */
+static void pd__inc_forget(pd_redis_log *rl, const char *scene)
+{
+    pd__own_inc *e = pd__inc_of(rl, scene);
+    if (e)
+        pd__named_drop(&rl->incs, e);
+}
+
+/* Scene's incarnation is inc (mark_lock held). Out of memory: not known
+ * (an append then goes by versions alone, never refused for it). */
+static void pd__inc_set(pd_redis_log *rl, const char *scene, uint64_t inc)
+{
+    pd__own_inc *e = pd__named_find(&rl->incs, scene, 1);
+    if (e)
+        e->inc = inc;
+}
+
+/* What an entry INC-V served means for the scene's incarnation: INC, or
+ * none live after a drop (V 0) - forgotten, as it is for an id that is
+ * not one (mark_lock held). */
+static void pd__inc_entry(pd_redis_log *rl, const char *scene, int known, uint64_t inc, uint64_t v)
+{
+    if (known && v > 0)
+        pd__inc_set(rl, scene, inc);
+    else
+        pd__inc_forget(rl, scene);
+}
+
+void pd_redis_log_served_entry(pd_redis_log *rl, const char *scene, const char *entry_id)
+{
+    uint64_t inc = 0, v = 0;
+    int known = entry_id && pd__parse_id(entry_id, strlen(entry_id), &inc, &v) == 0;
+    pthread_mutex_lock(&rl->mark_lock);
+    pd__inc_entry(rl, scene, known, inc, v);
+    pthread_mutex_unlock(&rl->mark_lock);
+}
+
+int pd_redis_log_incarnation(pd_redis_log *rl, const char *scene, uint64_t *inc)
+{
+    pthread_mutex_lock(&rl->mark_lock);
+    const pd__own_inc *e = pd__inc_of(rl, scene);
+    if (e)
+        *inc = e->inc;
+    pthread_mutex_unlock(&rl->mark_lock);
+    return e != NULL;
+}
+
 /* ---- appends ----------------------------------------------------------------- */
 
 static int pd__reply_u64(const redisReply *r, uint64_t *out)
@@ -396,7 +646,7 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
                             pd_redis_append_result *out)
 {
     uint64_t v = 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3 ||
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 4 ||
         r->element[0]->type != REDIS_REPLY_STRING || pd__reply_u64(r->element[1], &v) != 0) {
         snprintf(out->message, sizeof out->message, "Redis %.100s:%u: pathd_append answered something else", rl->host,
                  (unsigned)rl->port);
@@ -409,7 +659,51 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
         out->duplicate = what[0] == 'D';
         out->status = PD_OK;
         if (!out->duplicate)
-            pd__resv_note(rl, a->scene, r->elements == 3 ? r->element[2] : NULL);
+            pd__resv_note(rl, a->scene, r->elements >= 3 ? r->element[2] : NULL);
+        const redisReply *id = r->elements == 4 ? r->element[3] : NULL;
+        if (!out->duplicate && id && id->type == REDIS_REPLY_STRING &&
+            pd__parse_id(id->str, id->len, &out->inc, &out->entry_v) == 0)
+            out->has_id = 1;
+        /* A new incarnation or a drop taken (the store appends them under
+         * its change lock, so one scene's marks come in the log's order):
+         * what this pathd serves of the scene is then the log's through
+         * this entry, whatever came before it (the scene was not live, or
+         * the drop's compare-and-set held), so its tail skips every entry
+         * up to it (pd_redis_log_own_past). */
+        if (out->has_id && a->op != PD_REDIS_NEXT)
+            pd__mark_note(rl, a->scene, out->inc, out->entry_v);
+        /* What this pathd serves of the scene once the store takes the
+         * answer (under its change lock, as the tail's notes): the
+         * incarnation of the entry (none after a drop); a duplicate's or
+         * an older library's answer names no entry: not known, versions
+         * alone check the next append. */
+        pthread_mutex_lock(&rl->mark_lock);
+        pd__inc_entry(rl, a->scene, out->has_id, out->inc, out->entry_v);
+        pthread_mutex_unlock(&rl->mark_lock);
+        if (!out->duplicate && !out->has_id && !atomic_exchange(&rl->no_id_said, 1) && rl->warn) {
+            /* An older pathd's library (a rolling upgrade: the last to
+             * connect loads its own): no mark, the tail goes by versions
+             * alone, as before marks, until this pathd's is loaded again. */
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "Redis %.100s:%u: pathd_append answered OK with no entry id (an older pathd's library?): "
+                     "this pathd's new scenes and drops leave no mark for its tail",
+                     rl->host, (unsigned)rl->port);
+            rl->warn(rl->warn_user, msg);
+        }
+    } else if (strcmp(what, "STALE") == 0 && r->elements == 3) {
+        /* Another incarnation than the one this append's scene is of. */
+        uint64_t log_inc = 0;
+        (void)pd__reply_u64(r->element[2], &log_inc);
+        if (v)
+            snprintf(out->message, sizeof out->message,
+                     "scene '%s': the log holds another incarnation of it (%" PRIu64 ", made anew since), at "
+                     "version %" PRIu64,
+                     a->scene, log_inc, v);
+        else
+            snprintf(out->message, sizeof out->message, "scene '%s': the log has dropped it since", a->scene);
+        out->status = PD_STALE_VERSION;
+        out->other_incarnation = 1;
     } else if (strcmp(what, "STALE") == 0) {
         snprintf(out->message, sizeof out->message, "scene '%s': the log is at version %" PRIu64 ", not %" PRIu64,
                  a->scene, v, a->expected);
@@ -444,6 +738,14 @@ static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const ch
 {
     static const char *const ops[] = { "next", "new", "drop" };
     char stream[320], meta[320], dedup[640], seq[96], scenes[96], resv[320], expected[24], made[24], ttl[16];
+    char inc[24] = ""; /* not known, or a new incarnation: versions alone */
+    if (a->op != PD_REDIS_NEW) {
+        pthread_mutex_lock(&rl->mark_lock);
+        const pd__own_inc *e = pd__inc_of(rl, a->scene);
+        if (e)
+            snprintf(inc, sizeof inc, "%" PRIu64, e->inc);
+        pthread_mutex_unlock(&rl->mark_lock);
+    }
     pd_redis_log_stream_key(rl, a->scene, stream, sizeof stream);
     snprintf(resv, sizeof resv, "%s:{%s}:resv", rl->prefix, a->scene); /* pd_reserve_shared.c's key */
     snprintf(meta, sizeof meta, "%s:{%s}:meta", rl->prefix, a->scene);
@@ -460,7 +762,8 @@ static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const ch
     snprintf(made, sizeof made, "%" PRIu64, a->version);
     snprintf(ttl, sizeof ttl, "%" PRIu32, rl->dedup_ttl_s);
     const char *argv[] = { "FCALL", "pathd_append", "6", stream, meta, dedup, seq, scenes, resv, ops[a->op],
-                           expected, made, a->key ? "1" : "0", ttl, a->scene, (const char *)a->payload, tag, after };
+                           expected, made, a->key ? "1" : "0", ttl, a->scene, (const char *)a->payload, tag, after,
+                           "1" /* answer the entry's id */, inc };
     enum { ARGC = sizeof argv / sizeof *argv, RECORD = 15 };
     size_t argvlen[ARGC];
     for (size_t i = 0; i < ARGC; i++)
@@ -941,6 +1244,16 @@ static int pd__rl_key_version(void *log, const char *scene, const char *key, uin
     return pd_redis_log_key_version(log, scene, key, version, why, whylen);
 }
 
+static int pd__rl_own_past(void *log, const char *scene, const char *entry_id)
+{
+    return pd_redis_log_own_past(log, scene, entry_id);
+}
+
+static void pd__rl_served(void *log, const char *scene, const char *entry_id)
+{
+    pd_redis_log_served_entry(log, scene, entry_id);
+}
+
 static pd_status pd__rl_refusal(void *log)
 {
     return ((pd_redis_log *)log)->refusal;
@@ -1079,6 +1392,8 @@ static int pd__rl_replay(void *log, pd_registry *r, pd_world_store *ws, pd_journ
         rc = pd__read_stream(rl, n->str, from, &e, last_id, err, errlen);
         if (rc == 0)
             rc = pd__remember_position(rl, n->str, last_id, err, errlen);
+        if (rc == 0) /* what replay serves of it is the log's through there */
+            pd_redis_log_served_entry(rl, n->str, last_id);
         stats->files++;
     }
     freeReplyObject(names);
@@ -1209,6 +1524,8 @@ static const pd_changelog_ops PD__REDIS_OPS = {
     .duplicate = pd__rl_duplicate,
     .raced = pd__rl_raced,
     .key_version = pd__rl_key_version,
+    .own_past = pd__rl_own_past,
+    .served = pd__rl_served,
     .sync = pd__rl_sync,
     .dirty = pd__rl_dirty,
     .why = pd__rl_why,
@@ -1282,6 +1599,9 @@ pd_redis_log *pd_redis_log_create(const pd_redis_log_opts *opts, char *err, size
     pthread_mutex_init(&rl->conn_lock, NULL);
     pthread_mutex_init(&rl->pos_lock, NULL);
     pthread_mutex_init(&rl->resv_lock, NULL);
+    pthread_mutex_init(&rl->mark_lock, NULL);
+    rl->marks.size = sizeof(pd__own_mark);
+    rl->incs.size = sizeof(pd__own_inc);
     return rl;
 }
 
@@ -1296,6 +1616,9 @@ void pd_redis_log_destroy(pd_redis_log *rl)
     pthread_mutex_destroy(&rl->conn_lock);
     pthread_mutex_destroy(&rl->pos_lock);
     pthread_mutex_destroy(&rl->resv_lock);
+    pthread_mutex_destroy(&rl->mark_lock);
+    free(rl->marks.v);
+    free(rl->incs.v);
     free(rl->pos);
     free(rl);
 }

@@ -7,7 +7,8 @@
  * (FUNCTION LOAD REPLACE, the Lua library "pathd"): atomically, in one
  * round trip, it answers a retried change by its idempotency key with the
  * version it made the first time, refuses a change whose expected version
- * is not the scene's version in the log (compare-and-set), gives the next
+ * is not the scene's version in the log (compare-and-set), or that was
+ * made on another incarnation of the scene (below), gives the next
  * dense version of the scene, and XADDs the record. The record is the file
  * journal's encoding (pd_journal_encode's payload), so replay and tails use
  * the same decoder and the same replay rules (pd_journal_replayer).
@@ -109,6 +110,11 @@ typedef struct pd_redis_append_result {
     pd_status status;
     uint64_t version;             /* OK: the version made (a duplicate: the first time's) */
     int duplicate;                /* OK: the key had been seen; nothing appended */
+    int has_id;                   /* OK, not a duplicate: inc and entry_v name its entry */
+    uint64_t inc, entry_v;        /* its entry id INC-V (a drop's V is 0) */
+    int other_incarnation;        /* STALE_VERSION: the log's live incarnation of the scene is
+                                     not the one this pathd serves (made anew since; version
+                                     holds its version), or none is (version 0) */
     int chain;                    /* UNAVAILABLE: refused because the append before it in
                                      its pipeline is not the log's last (it was refused,
                                      or another replica's came between) */
@@ -142,6 +148,61 @@ size_t pd_redis_log_append_many(pd_redis_log *rl, const pd_redis_append *a, size
  * before that update are at or below it: its cut of the reservations
  * need not read the stream when the table is there already. Any thread. */
 int pd_redis_log_resv_top(pd_redis_log *rl, const char *scene, uint64_t *top);
+
+/* 1 when entry_id ("INC-V") of scene's stream is at or before this
+ * pathd's last new incarnation (a new scene, an instance) or drop of the
+ * scene that the log took: what this pathd serves of the scene is then
+ * the log's through that entry already, so its tail skips it. Without
+ * this a tail behind this pathd's own appends read its own older entry
+ * of a name since dropped or made again as a change to apply: a drop's
+ * own earlier new scene was made again (and served until the tail read
+ * the drop), an update of the older incarnation was applied to the new
+ * one. 0 for an entry after it, a scene with no such append, an id that
+ * is not one. Any thread. */
+int pd_redis_log_own_past(pd_redis_log *rl, const char *scene, const char *entry_id);
+/* The mark lives until the tail reads the marked entry itself (every
+ * later id is higher: it can skip nothing more), so it never outlives a
+ * failover that lost it by more than the reconnect's check below. */
+/* Forgets scene's mark and its incarnation (below) (a log that went
+ * back: its ids start again). Any thread. */
+void pd_redis_log_own_forget(pd_redis_log *rl, const char *scene);
+
+/* The incarnation check. Versions restart at 1 on a new scene, so a
+ * version alone does not say which incarnation of a name an append was
+ * made on: a replica still serving the older one at version v (its tail
+ * behind another replica's drop and new scene) would append onto the new
+ * one once that reached v. Every append of a scene (but a new one) names
+ * the INC of the entries what this pathd serves of it came from, when
+ * known, and the FUNCTION refuses another (STALE_VERSION, as a lost
+ * version race; out.other_incarnation). Known from this pathd's own
+ * appends' answers, replay, and served_entry below; not known (versions
+ * alone) for a scene the log has no entry of, after a duplicate's or an
+ * older library's answer, or once forgotten. */
+/* What this pathd serves of scene is the log's through its entry
+ * entry_id ("INC-V"; the tail applied it, a rebuild read up to it): its
+ * incarnation is INC; after a drop (V 0), or an id that is not one, none
+ * is known. Called where what is served changes (under the store's
+ * change lock, so an append's check matches the scene it was made on).
+ * Any thread. */
+void pd_redis_log_served_entry(pd_redis_log *rl, const char *scene, const char *entry_id);
+/* The incarnation known for scene: 1 with *inc, or 0. Any thread. */
+int pd_redis_log_incarnation(pd_redis_log *rl, const char *scene, uint64_t *inc);
+/* A scene's mark: its entry id INC-V. */
+typedef struct pd_redis_own_mark {
+    char scene[PD_CONF_MAX_NAME];
+    uint64_t inc, v;
+} pd_redis_own_mark;
+/* The reconnect's check of a mark seen (pd_redis_log_own_marked) against
+ * its scene's stream's last entry id last_id (NULL or "": an empty
+ * stream): a stream that ends before the mark lost this pathd's append
+ * (a failover), and another replica's entries that take its ids' place
+ * must not be skipped: the mark is forgotten, 1 (the caller refuses a
+ * scene it serves, as a log that went back). 0: kept, no mark, or a
+ * mark made since (an append the new log took). Any thread. */
+int pd_redis_log_own_check(pd_redis_log *rl, const pd_redis_own_mark *seen, const char *last_id);
+/* The marks, up to max of them copied into marks: how many there are.
+ * Any thread. */
+size_t pd_redis_log_own_marked(pd_redis_log *rl, pd_redis_own_mark *marks, size_t max);
 
 /* A replica's tail brings this pathd up to the log (server/net
  * pd_replica.c): a change refused because the log moved on (another

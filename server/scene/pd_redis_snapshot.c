@@ -1039,13 +1039,13 @@ static int pd__put_config_base(pd_journal_replayer *rp, const pd_scene *cur, cha
     return 0;
 }
 
-/* Applies the stream's entries from `from` (an XRANGE start) on, in
- * order; *n counts them. 0, or -1 with err. */
-static int pd__replay_stream(pd_redis_snap *sn, pd_journal_replayer *rp, const char *key, const char *from,
-                             size_t *n, char *err, size_t errlen)
+/* Applies the stream's entries from `from` (an XRANGE start: "-" or
+ * "(ID") on, in order; *n counts them, and from ends as "(ID" of the last
+ * one applied (as it was when none). 0, or -1 with err. */
+static int pd__replay_stream(pd_redis_snap *sn, pd_journal_replayer *rp, const char *key, char *from,
+                             size_t fromlen, size_t *n, char *err, size_t errlen)
 {
-    char start[72];
-    snprintf(start, sizeof start, "%s", from);
+    char *start = from;
     for (;;) {
         const char *argv[] = { "XRANGE", key, start, "+", "COUNT", "1000" };
         redisReply *x = pd__cmd(sn, 6, argv, err, errlen);
@@ -1076,7 +1076,7 @@ static int pd__replay_stream(pd_redis_snap *sn, pd_journal_replayer *rp, const c
                 rc = -1;
                 break;
             }
-            snprintf(start, sizeof start, "(%s", e->element[0]->str);
+            snprintf(start, fromlen, "(%s", e->element[0]->str);
             (*n)++;
         }
         size_t got = x->elements;
@@ -1125,9 +1125,14 @@ int pd_redis_snap_rebuild(pd_redis_snap *sn, pd_journal_replayer *rp, pd_registr
     pd_scene_release(cur);
     size_t n = 0;
     if (rc == 0)
-        rc = pd__replay_stream(sn, rp, key, from, &n, err, errlen);
+        rc = pd__replay_stream(sn, rp, key, from, sizeof from, &n, err, errlen);
     if (rc != 0)
         return -1;
+    /* What is served of it now is the log's through the last entry read
+     * (a snapshot's, or none: not known), the incarnation its appends
+     * name (pd_redis_log_served_entry); the tail's entries after it that
+     * this rebuild read already are had, and note nothing. */
+    pd_redis_log_served_entry(sn->rl, name, from[0] == '(' ? from + 1 : NULL);
     if (got != 0 && n == 0 && runtime) {
         /* A scene made at run time that the log has no record of at all
          * (it went back past its creation): not the log's, so dropped. */

@@ -1033,8 +1033,31 @@ pd_status pd_store_drop_scene_keyed(pd_store *st, const char *name, int drop_por
 typedef struct pd__logged_ctx {
     pd_store *st;
     uint64_t want;                /* the version the record makes */
+    const char *scene;
+    const char *entry_id;         /* the record's id in the log, or NULL */
     int locked;
+    int past;                     /* this pathd's own new scene or drop came after it */
 } pd__logged_ctx;
+
+/* Not a record type: pd__apply_logged's case of an entry made stale. */
+#define PD_JOURNAL_TYPE_OWN_PAST (-1)
+
+/* 1 when the record's entry is at or before this pathd's own latest new
+ * scene or drop of its scene (pd_changelog_ops.own_past): read under the
+ * log's lock, that append was served already. */
+static int pd__own_past(const pd_store *st, const char *scene, const char *entry_id)
+{
+    return entry_id && pd__has_log(st) && st->log.ops->own_past &&
+           st->log.ops->own_past(st->log.log, scene, entry_id);
+}
+
+/* The tail's record of entry_id is served (the log's lock held): the
+ * log's later appends of the scene name its incarnation. */
+static void pd__served(const pd_store *st, const char *scene, const char *entry_id)
+{
+    if (entry_id && pd__has_log(st) && st->log.ops->served)
+        st->log.ops->served(st->log.log, scene, entry_id);
+}
 
 static int pd__logged_lock(void *user)
 {
@@ -1047,7 +1070,15 @@ static int pd__logged_lock(void *user)
  * own change of that version came first, and this is built on it. */
 static int pd__logged_commit(void *user, const pd_scene_update_result *res)
 {
-    return ((pd__logged_ctx *)user)->want == res->version ? 0 : -1;
+    pd__logged_ctx *x = user;
+    if (pd__own_past(x->st, x->scene, x->entry_id)) {
+        x->past = 1;
+        return -1;
+    }
+    if (x->want != res->version)
+        return -1;
+    pd__served(x->st, x->scene, x->entry_id); /* served right after, under the same locks */
+    return 0;
 }
 
 static void pd__logged_unlock(void *user, int published, const pd_scene_update_result *res)
@@ -1059,9 +1090,14 @@ static void pd__logged_unlock(void *user, int published, const pd_scene_update_r
     x->locked = 0;
 }
 
-static pd_store_logged pd__logged_update(pd_store *st, const pd_journal_record *rec, pd_scene_update_result *out,
-                                         char *why, size_t len)
+static pd_store_logged pd__logged_update(pd_store *st, const pd_journal_record *rec, const char *entry_id,
+                                         pd_scene_update_result *out, char *why, size_t len)
 {
+    /* Made stale by this pathd's own drop or new scene of the name (an
+     * own append's mark only grows in the log's order: checked again
+     * under the lock below, before anything is served). */
+    if (pd__own_past(st, rec->scene, entry_id))
+        return PD_STORE_LOGGED_HAD;
     pd_scene *cur = pd_registry_acquire(st->registry, rec->scene);
     uint64_t have = cur ? cur->version : 0;
     pd_scene_release(cur);
@@ -1075,7 +1111,7 @@ static pd_store_logged pd__logged_update(pd_store *st, const pd_journal_record *
         snprintf(why, len, "the scene is at version %" PRIu64 ", the record makes %" PRIu64, have, rec->version);
         return PD_STORE_LOGGED_GAP;
     }
-    pd__logged_ctx x = { st, rec->version, 0 };
+    pd__logged_ctx x = { .st = st, .want = rec->version, .scene = rec->scene, .entry_id = entry_id };
     const pd_registry_update_hooks hooks = { .before_publish = pd__logged_lock, .commit = pd__logged_commit,
                                              .after_publish = pd__logged_unlock, .user = &x };
     pd_scene_update_result res;
@@ -1087,6 +1123,8 @@ static pd_store_logged pd__logged_update(pd_store *st, const pd_journal_record *
             *out = res;
         return PD_STORE_LOGGED_APPLIED;
     }
+    if (x.past)
+        return PD_STORE_LOGGED_HAD; /* this pathd's own drop or new scene of the name came after it */
     cur = pd_registry_acquire(st->registry, rec->scene);
     have = cur ? cur->version : 0;
     pd_scene_release(cur);
@@ -1103,12 +1141,19 @@ pd_store_logged pd_store_apply_logged(pd_store *st, pd_journal_replayer *rp, con
 }
 
 static pd_store_logged pd__apply_logged(pd_store *st, pd_journal_replayer *rp, const pd_journal_record *rec,
-                                        pd_scene_update_result *res, char *why, size_t len);
+                                        const char *entry_id, pd_scene_update_result *res, char *why, size_t len);
 
 pd_store_logged pd_store_apply_logged_result(pd_store *st, pd_journal_replayer *rp, const pd_journal_record *rec,
                                              pd_scene_update_result *res, char *why, size_t len)
 {
-    pd_store_logged out = pd__apply_logged(st, rp, rec, res, why, len);
+    return pd_store_apply_logged_entry(st, rp, rec, NULL, res, why, len);
+}
+
+pd_store_logged pd_store_apply_logged_entry(pd_store *st, pd_journal_replayer *rp, const pd_journal_record *rec,
+                                            const char *entry_id, pd_scene_update_result *res, char *why,
+                                            size_t len)
+{
+    pd_store_logged out = pd__apply_logged(st, rp, rec, entry_id, res, why, len);
     /* Served now (or found served, or skipped): an update raced by this
      * record's writer may build itself again (pd__race_again). */
     pd__applied_note(st);
@@ -1116,19 +1161,25 @@ pd_store_logged pd_store_apply_logged_result(pd_store *st, pd_journal_replayer *
 }
 
 static pd_store_logged pd__apply_logged(pd_store *st, pd_journal_replayer *rp, const pd_journal_record *rec,
-                                        pd_scene_update_result *res, char *why, size_t len)
+                                        const char *entry_id, pd_scene_update_result *res, char *why, size_t len)
 {
     why[0] = '\0';
     if (res)
         memset(res, 0, sizeof *res);
     if (rec->type == PD_JOURNAL_UPDATE)
-        return pd__logged_update(st, rec, res, why, len);
-    pd__logged_ctx x = { st, rec->version, 0 };
+        return pd__logged_update(st, rec, entry_id, res, why, len);
+    pd__logged_ctx x = { .st = st, .want = rec->version, .scene = rec->scene, .entry_id = entry_id };
     pd__logged_lock(&x);
     pd_scene *cur = pd_registry_acquire(st->registry, rec->scene);
     pd_store_logged out = PD_STORE_LOGGED_APPLIED;
     const char *skip = NULL;
-    switch (rec->type) {
+    /* This pathd dropped the name, or made it anew, after this entry: a
+     * new scene read here would be made again though dropped, a drop
+     * would end the incarnation made since. */
+    switch (pd__own_past(st, rec->scene, entry_id) ? PD_JOURNAL_TYPE_OWN_PAST : (int)rec->type) {
+    case PD_JOURNAL_TYPE_OWN_PAST:
+        out = PD_STORE_LOGGED_HAD;
+        break;
     case PD_JOURNAL_SCENE:
     case PD_JOURNAL_INSTANCE:
         /* Served already: this pathd made it (its own append). */
@@ -1159,6 +1210,10 @@ static pd_store_logged pd__apply_logged(pd_store *st, pd_journal_replayer *rp, c
             snprintf(why, len, "%s", skip);
         out = PD_STORE_LOGGED_NOOP;
     }
+    /* Only a record applied here: one had (this pathd's own, whose
+     * answer noted it) or skipped says nothing of what is served. */
+    if (out == PD_STORE_LOGGED_APPLIED)
+        pd__served(st, rec->scene, entry_id);
     pd__logged_unlock(&x, 0, NULL);
     if (out == PD_STORE_LOGGED_APPLIED && st->world && rec->type != PD_JOURNAL_DROP)
         pd_world_store_mark_stale(st->world, st->registry);

@@ -121,6 +121,19 @@ typedef struct pd_changelog_ops {
      * (it was made on a change the log did not take), answered by its key
      * when the log has seen it. why() says why the first was refused. */
     size_t (*append_many)(void *log, const pd_journal_record *recs, size_t n, pd_changelog_outcome *out);
+    /* Optional (NULL: never). Any thread: 1 when the log's entry
+     * entry_id (the log's own id of it, as a tail read it) of scene is
+     * at or before this pathd's own latest append that made the scene
+     * anew or dropped it: the tail skips it (pd_store_apply_logged_entry
+     * answers HAD), as what is served of the scene is the log's through
+     * that append. */
+    int (*own_past)(void *log, const char *scene, const char *entry_id);
+    /* Optional (NULL: nothing kept). Under the lock (when the log has not
+     * failed), as the tail's record is served: what is served of scene is
+     * now the log's through its entry entry_id - the Redis log's appends
+     * of the scene name that entry's incarnation from then on
+     * (pd_redis_log_served_entry). */
+    void (*served)(void *log, const char *scene, const char *entry_id);
     /* Makes every record appended before the call durable. Several changes
      * may share one. 0, or -1 (errno). */
     int (*sync)(void *log);
@@ -420,6 +433,14 @@ pd_store_logged pd_store_apply_logged(pd_store *st, pd_journal_replayer *rp, con
  * for any other outcome or record): what its watchers hear (pd_replica.c). */
 pd_store_logged pd_store_apply_logged_result(pd_store *st, pd_journal_replayer *rp, const pd_journal_record *rec,
                                              pd_scene_update_result *res, char *why, size_t len);
+/* The same for a record read as the log's entry entry_id (NULL: not
+ * known): one at or before this pathd's own latest new scene or drop of
+ * that name (pd_changelog_ops.own_past) is HAD, checked under the log's
+ * lock, so a tail behind this pathd's own changes never makes a name it
+ * dropped again, nor applies an older incarnation's update to a newer. */
+pd_store_logged pd_store_apply_logged_entry(pd_store *st, pd_journal_replayer *rp, const pd_journal_record *rec,
+                                            const char *entry_id, pd_scene_update_result *res, char *why,
+                                            size_t len);
 
 /* ---- reloads ------------------------------------------------------------ */
 

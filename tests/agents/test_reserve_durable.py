@@ -787,6 +787,15 @@ class ReplicaTrimTest(ReplicaBase):
     replica still makes the same table: one whose position the trim passed,
     and one restarted with nothing of its own."""
 
+    # A TTL no run of these tests comes near in real time: replica 1 parks
+    # agent 99 at t0 0 and then reserves nothing while replica 0 appends
+    # thousands of entries, so replica 1's idle sweep (its game clock run
+    # on with real time) would expire agent 99 - one entry more than
+    # test_trim_at_the_top_leaves_a_replica_behind_serving counts - once
+    # that took longer than the TTL (TTL_MS, 20 s: on a loaded machine,
+    # 4097 != 4096 about one run in five; with 2 s, every other run).
+    LIMITS = {"reservation_ttl_ms": 3600000, "max_agents_per_scene": 64, "max_reservation_window_ms": 60000}
+
     def test_stream_trimmed_below_snapshot(self):
         # Parked through replica 1, which then reads nothing for a while:
         # its table stays at the first entries.
@@ -853,7 +862,8 @@ class ReplicaTrimTest(ReplicaBase):
                 self.c[0].reserve_path("door", 1, (1, 1), (3, 1), 100, 2.0)
             reserved = not reserved
         # (no sweep appends meanwhile: the game clock stays near t0 100,
-        # far inside the TTL, so the snapshot's entry is the last)
+        # and replica 1's idle one far inside the class's TTL, so the
+        # snapshot's entry is the last)
         self.assertEqual(top(), SNAPSHOT_EVERY)
         self.assertEqual(self.redis_cli("HGET", "pathd:{door}:resvsnap", "rv").strip(), str(SNAPSHOT_EVERY))
         # Replica 1 is at entry 1: it reserves through the log at once.

@@ -17,7 +17,9 @@
  * Batch item's min_version waits for the tail as a FindPath's does. A
  * replica stopped and continued keeps its tail's connection. Two replicas
  * appending to one scene at once answer every update OK at dense versions
- * (a replica that lost the compare-and-set builds the update again).
+ * (a replica that lost the compare-and-set builds the update again). A replica
+ * whose tail is behind another's drop and new scene of a name does not
+ * append its update of the older incarnation onto the new one.
  *
  * Raw frames (pdi_raw_*) so the test sets idempotency_key and reads
  * Pong.serving, which the C client does not expose. Every wait is bounded.
@@ -96,26 +98,42 @@ static Pathd__V1__Response *call(int fd, Pathd__V1__Request *req)
     return r;
 }
 
-/* UpdateCells of one column x (rows 0..H-1): cost 0 blocks it, else sets
- * that cost. Returns the status; *version the version answered. */
+/* An UpdateCells of one column x (rows 0..H-1) of the arena: cost 0
+ * blocks it, else sets that cost. */
+typedef struct column_msg {
+    Pathd__V1__Request req;
+    Pathd__V1__UpdateCells uc;
+    Pathd__V1__Rect rect;
+    Pathd__V1__Cell lo, hi;
+} column_msg;
+
+static void column_msg_init(column_msg *m, int32_t x, uint32_t cost, const char *key)
+{
+    m->req = (Pathd__V1__Request)PATHD__V1__REQUEST__INIT;
+    m->uc = (Pathd__V1__UpdateCells)PATHD__V1__UPDATE_CELLS__INIT;
+    m->rect = (Pathd__V1__Rect)PATHD__V1__RECT__INIT;
+    m->lo = (Pathd__V1__Cell)PATHD__V1__CELL__INIT;
+    m->hi = (Pathd__V1__Cell)PATHD__V1__CELL__INIT;
+    m->lo.x = x, m->lo.y = 0, m->hi.x = x, m->hi.y = H - 1;
+    m->rect.min = &m->lo;
+    m->rect.max = &m->hi;
+    m->uc.scene = "arena";
+    m->uc.target_case = PATHD__V1__UPDATE_CELLS__TARGET_RECT;
+    m->uc.rect = &m->rect;
+    m->uc.op = cost == 0 ? PATHD__V1__UPDATE_OP__UPDATE_BLOCK : PATHD__V1__UPDATE_OP__UPDATE_COST;
+    m->uc.cost = cost;
+    m->uc.idempotency_key = (char *)(key ? key : "");
+    m->req.body_case = PATHD__V1__REQUEST__BODY_UPDATE_CELLS;
+    m->req.update_cells = &m->uc;
+}
+
+/* UpdateCells of one column (column_msg). Returns the status; *version
+ * the version answered. */
 static int update_column(int fd, int32_t x, uint32_t cost, const char *key, uint64_t *version)
 {
-    Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
-    Pathd__V1__UpdateCells uc = PATHD__V1__UPDATE_CELLS__INIT;
-    Pathd__V1__Rect rect = PATHD__V1__RECT__INIT;
-    Pathd__V1__Cell lo = PATHD__V1__CELL__INIT, hi = PATHD__V1__CELL__INIT;
-    lo.x = x, lo.y = 0, hi.x = x, hi.y = H - 1;
-    rect.min = &lo;
-    rect.max = &hi;
-    uc.scene = "arena";
-    uc.target_case = PATHD__V1__UPDATE_CELLS__TARGET_RECT;
-    uc.rect = &rect;
-    uc.op = cost == 0 ? PATHD__V1__UPDATE_OP__UPDATE_BLOCK : PATHD__V1__UPDATE_OP__UPDATE_COST;
-    uc.cost = cost;
-    uc.idempotency_key = (char *)(key ? key : "");
-    req.body_case = PATHD__V1__REQUEST__BODY_UPDATE_CELLS;
-    req.update_cells = &uc;
-    Pathd__V1__Response *r = call(fd, &req);
+    column_msg m;
+    column_msg_init(&m, x, cost, key);
+    Pathd__V1__Response *r = call(fd, &m.req);
     int st = r->status;
     if (st == PATHD__V1__STATUS__OK) {
         assert_int_equal(r->body_case, PATHD__V1__RESPONSE__BODY_UPDATE);
@@ -163,6 +181,16 @@ static void create_arena(int fd, const char *key)
     assert_int_equal(r->status, PATHD__V1__STATUS__OK);
     assert_int_equal(r->scene_change->version, 1);
     pathd__v1__response__free_unpacked(r, NULL);
+}
+
+/* DropScene of the arena into *req. */
+static void drop_arena_init(Pathd__V1__Request *req, Pathd__V1__DropScene *drop)
+{
+    *req = (Pathd__V1__Request)PATHD__V1__REQUEST__INIT;
+    *drop = (Pathd__V1__DropScene)PATHD__V1__DROP_SCENE__INIT;
+    drop->name = "arena";
+    req->body_case = PATHD__V1__REQUEST__BODY_DROP_SCENE;
+    req->drop_scene = drop;
 }
 
 static uint64_t scene_version(int fd)
@@ -555,11 +583,9 @@ static void test_watchers_hear_other_replicas_changes(void **state)
     pathd__v1__response__free_unpacked(r, NULL);
 
     /* A drops the arena: B's watcher hears SCENE_DROPPED, its last frame. */
-    Pathd__V1__Request dr = PATHD__V1__REQUEST__INIT;
-    Pathd__V1__DropScene drop = PATHD__V1__DROP_SCENE__INIT;
-    drop.name = "arena";
-    dr.body_case = PATHD__V1__REQUEST__BODY_DROP_SCENE;
-    dr.drop_scene = &drop;
+    Pathd__V1__Request dr;
+    Pathd__V1__DropScene drop;
+    drop_arena_init(&dr, &drop);
     r = change_heard(fa, &dr, wb, 500, PATHD__V1__WATCH_EVENT_KIND__SCENE_DROPPED);
     assert_string_equal(r->watch_event->scene, "arena");
     assert_int_equal(r->watch_event->version, 3);
@@ -655,6 +681,113 @@ static void test_stopped_replica_keeps_its_connection(void **state)
     assert_int_equal(pdi_daemon_stop(&f->a), 0);
     assert_int_equal(pdi_daemon_stop(&f->b), 0);
     assert_false(pdi_log_has_sanitizer_report(&f->b));
+}
+
+/* Kills every connection to Redis whose last command is XREAD: the
+ * replicas' tails (each reconnects after the log's backoff; a tail caught
+ * between two reads, a few microseconds of its 100 ms cycle, is missed).
+ * Not the appends' connections: a replica's replay leaves its own on
+ * SMEMBERS or XRANGE, and a drop whose append fails fails the log. */
+static void kill_tails(fixture *f)
+{
+    redisContext *c = redis_srv_connect(&f->redis);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "CLIENT LIST");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    int killed = 0;
+    for (const char *line = r->str; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), line);
+        const char *id = strstr(buf, "id=");
+        if (id && strstr(buf, "cmd=xread")) {
+            redisReply *k = redisCommand(c, "CLIENT KILL ID %lld", strtoll(id + 3, NULL, 10));
+            assert_non_null(k);
+            killed += k->type == REDIS_REPLY_INTEGER && k->integer == 1;
+            freeReplyObject(k);
+        }
+        line = end ? end + 1 : NULL;
+    }
+    freeReplyObject(r);
+    redisFree(c);
+    assert_true(killed >= 1);
+}
+
+/* A replica whose tail is behind another's DropScene and CreateScene of
+ * the arena, still serving the older incarnation at the version the new
+ * one has reached too, must not append its update onto the new one
+ * (versions restart at 1; the append names its incarnation). A is
+ * stopped, its tail's connection killed (so on SIGCONT it reconnects
+ * after the backoff, well after A's worker ran the update), B drops the
+ * arena (A's had column 5 blocked), makes it again and updates it to
+ * version 2, and A gets an update of column 9: it answers UNAVAILABLE
+ * (or, had its tail won, OK on the new arena), and once caught up A and
+ * B serve the same arena - open across, at one version. Fails without
+ * the incarnation check: A's update is appended at version 3 onto B's
+ * arena and A serves its old one with column 5 blocked for ever
+ * (NO_PATH on A, a path on B). */
+static void test_update_of_an_older_incarnation_is_not_appended(void **state)
+{
+    fixture *f = *state;
+    int fa, fb;
+    start_two(f, &fa, &fb);
+    create_arena(fa, NULL);
+    uint64_t v = 0;
+    assert_int_equal(update_column(fa, 5, 0, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 2);
+    wait_version(fb, 2, "B");
+    assert_int_equal(find_across(fb, 2, NULL), PATHD__V1__STATUS__NO_PATH);
+
+    assert_int_equal(kill(f->a.pid, SIGSTOP), 0);
+    kill_tails(f);
+    Pathd__V1__Request dr;
+    Pathd__V1__DropScene drop;
+    drop_arena_init(&dr, &drop);
+    Pathd__V1__Response *r = call(fb, &dr);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    pathd__v1__response__free_unpacked(r, NULL);
+    create_arena(fb, NULL);
+    assert_int_equal(update_column(fb, 7, 3, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 2);
+
+    /* A's update waits in its socket; A runs it as soon as it is continued. */
+    column_msg m;
+    column_msg_init(&m, 9, 4, NULL);
+    m.req.id = ++next_id;
+    assert_int_equal(pdi_raw_send_request(fa, &m.req), 0);
+    assert_int_equal(kill(f->a.pid, SIGCONT), 0);
+    r = pdi_raw_recv_final(fa, m.req.id, PDI_CALL_TIMEOUT_MS);
+    assert_non_null(r);
+    int st = r->status;
+    uint64_t made = st == PATHD__V1__STATUS__OK && r->body_case == PATHD__V1__RESPONSE__BODY_UPDATE
+                        ? r->update->version
+                        : 0;
+    print_message("A's update: status %d, version %llu\n", st, (unsigned long long)made);
+    pathd__v1__response__free_unpacked(r, NULL);
+    assert_true(st == PATHD__V1__STATUS__UNAVAILABLE || st == PATHD__V1__STATUS__OK);
+
+    /* Caught up: one arena, open across, at one version on both. */
+    double t0 = pdi_now_ms();
+    uint64_t va = 0, vb = 0;
+    int pa = -1, pb = -1;
+    while (pdi_now_ms() - t0 < CONVERGE_MS) {
+        va = scene_version(fa), vb = scene_version(fb);
+        pa = find_across(fa, 0, NULL), pb = find_across(fb, 0, NULL);
+        if (va == vb && pa == PATHD__V1__STATUS__OK && pb == PATHD__V1__STATUS__OK)
+            break;
+        pdi_sleep_ms(20);
+    }
+    if (va != vb || pa != PATHD__V1__STATUS__OK || pb != PATHD__V1__STATUS__OK)
+        fail_msg("A serves the arena at version %llu (FindPath across: %d), B at %llu (%d)", (unsigned long long)va,
+                 pa, (unsigned long long)vb, pb);
+    assert_int_equal(vb, made ? made : 2);
+    close(fa);
+    close(fb);
+    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+    assert_int_equal(pdi_daemon_stop(&f->b), 0);
+    assert_false(pdi_log_has_sanitizer_report(&f->a));
 }
 
 /* Updates sent to each replica in the race test, and how many are in
@@ -816,6 +949,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batch_waits_for_min_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stopped_replica_keeps_its_connection, setup, teardown),
         cmocka_unit_test_setup_teardown(test_racing_replicas_answer_every_update, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_update_of_an_older_incarnation_is_not_appended, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

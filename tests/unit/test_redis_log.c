@@ -99,12 +99,15 @@ static long long stream_len(pd_redis_log *rl, const char *scene)
 }
 
 /* A store over a fresh config with the log of `prefix` replayed into it
- * and made its log. */
-static pd_store *store_over(const char *prefix)
+ * and made its log (*rl: the log, when rl is not NULL). */
+static pd_store *store_over_log(const char *prefix, pd_redis_log **rl)
 {
     pd_store *st = pd_store_create(config_registry(), NULL);
     assert_non_null(st);
-    pd_changelog log = pd_redis_changelog(log_open(prefix));
+    pd_redis_log *opened = log_open(prefix);
+    if (rl)
+        *rl = opened;
+    pd_changelog log = pd_redis_changelog(opened);
     pd_journal_replay_stats stats;
     char err[256];
     if (pd_store_replay(st, log, &stats, err, sizeof err) != 0)
@@ -112,6 +115,11 @@ static pd_store *store_over(const char *prefix)
     assert_int_equal(stats.skipped, 0);
     pd_store_own_log(st, log, PD_CONF_FSYNC_ALWAYS);
     return st;
+}
+
+static pd_store *store_over(const char *prefix)
+{
+    return store_over_log(prefix, NULL);
 }
 
 /* A fresh store over the config with the log of `prefix` replayed into it
@@ -478,6 +486,444 @@ static void test_apply_logged_records(void **state)
     snprintf(rec.scene, sizeof rec.scene, "nowhere");
     assert_int_equal(pd_store_apply_logged(b, ap.rp, &rec, why, sizeof why), PD_STORE_LOGGED_NOOP);
     assert_string_equal(why, "no such scene");
+    pd_journal_replayer_destroy(ap.rp);
+    store_free(b);
+    store_free(a);
+}
+
+/* A replica's tail behind its own appends (the race of
+ * test_reserve_durable's test_scene_made_again_starts_empty_on_every_replica,
+ * made certain: the tail reads the stream only after the changes): its own
+ * new scene read after its own drop of it is HAD, not made again; an
+ * update of the older incarnation read after the name was made anew is
+ * HAD, not applied to the new one; another replica's entry after them is
+ * still applied. Fails without pd_redis_log_own_past: the first new
+ * scene is APPLIED (the dropped name served again). */
+typedef struct entry_applier {
+    pd_store *st;
+    pd_journal_replayer *rp;
+    const char *scene;            /* the stream tailed ("made" when NULL) */
+    const char *const *ids;       /* the stream's entry ids, in order */
+    size_t at;
+    size_t from;                  /* entries before it were read already: not applied again */
+    pd_store_logged out[8];
+} entry_applier;
+
+static int apply_entry(void *user, const pd_journal_record *rec)
+{
+    entry_applier *ap = user;
+    char why[256];
+    assert_true(ap->at < 8 && ap->ids[ap->at]);
+    if (ap->at < ap->from) {
+        ap->out[ap->at++] = PD_STORE_LOGGED_HAD; /* the tail is past it */
+        return 0;
+    }
+    ap->out[ap->at] = pd_store_apply_logged_entry(ap->st, ap->rp, rec, ap->ids[ap->at], NULL, why, sizeof why);
+    ap->at++;
+    return 0;
+}
+
+static void apply_entries(entry_applier *ap, const char *const *ids, size_t from)
+{
+    char err[256];
+    ap->ids = ids;
+    ap->at = 0;
+    ap->from = from;
+    const char *scene = ap->scene ? ap->scene : "made";
+    if (pd_store_tail(ap->st, scene, 0, apply_entry, ap, err, sizeof err) != 0)
+        fail_msg("tail of %s: %s", scene, err);
+}
+
+/* The mark itself: a new scene's or a drop's entry id, as the log took
+ * it; an update leaves it; forgotten (a log that went back), nothing is
+ * past it. */
+static void test_own_mark_of_new_scenes_and_drops(void **state)
+{
+    (void)state;
+    pd_redis_log *rl = log_open("mark");
+    pd_redis_append_result res;
+    assert_int_equal(pd_redis_log_own_past(rl, "m", "1-1"), 0);
+    assert_int_equal(append(rl, "m", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(res.has_id, 1);
+    assert_int_equal(res.inc, 1);
+    assert_int_equal(res.entry_v, 1);
+    assert_int_equal(append(rl, "m", PD_REDIS_NEXT, 1, 1, NULL, &res), PD_OK);
+    assert_int_equal(pd_redis_log_own_past(rl, "m", "1-1"), 1);
+    assert_int_equal(pd_redis_log_own_past(rl, "m", "1-2"), 0); /* an update leaves the mark */
+    assert_int_equal(pd_redis_log_own_past(rl, "other", "1-1"), 0);
+    pd_redis_log_own_forget(rl, "m");
+    assert_int_equal(pd_redis_log_own_past(rl, "m", "1-1"), 0);
+    pd_redis_log_destroy(rl);
+}
+
+/* A log whose scene this pathd made, dropped and made again: its mark
+ * is 3-1. */
+static pd_redis_log *log_made_dropped_made(const char *prefix, const char *scene)
+{
+    pd_redis_log *rl = log_open(prefix);
+    pd_redis_append_result res;
+    assert_int_equal(append(rl, scene, PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(append(rl, scene, PD_REDIS_DROP, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(append(rl, scene, PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(res.has_id, 1);
+    assert_int_equal(res.inc, 3);
+    assert_int_equal(res.entry_v, 1);
+    return rl;
+}
+
+/* The mark lives until the tail reads the marked entry itself: after it
+ * every id is higher, so it can skip nothing more, and kept it would skip
+ * another replica's lower ids of a history that took a lost one's place
+ * (a failover that lost this pathd's drop and new scene: the stream then
+ * holds the other's 1-8, below the lost mark 3-1, and the tail must find
+ * the GAP, not take it as HAD). Fails without the forgetting: 1-8 is
+ * still past after 3-1 was read. */
+static void test_own_mark_forgotten_once_read(void **state)
+{
+    (void)state;
+    pd_redis_log *rl = log_made_dropped_made("markread", "f");
+    assert_int_equal(pd_redis_log_own_past(rl, "f", "1-1"), 1); /* the tail behind: skipped */
+    assert_int_equal(pd_redis_log_own_past(rl, "f", "2-0"), 1);
+    assert_int_equal(pd_redis_log_own_past(rl, "f", "3-1"), 1); /* the marked entry itself */
+    assert_int_equal(pd_redis_log_own_past(rl, "f", "1-8"), 0); /* a later history's: not skipped */
+    assert_int_equal(pd_redis_log_own_past(rl, "f", "3-1"), 0);
+    assert_int_equal(pd_redis_log_own_marked(rl, NULL, 0), 0);
+    pd_redis_log_destroy(rl);
+}
+
+/* The reconnect's check (pd_replica.c): a stream whose last entry is
+ * below the mark lost the marked append (a failover), and the mark is
+ * forgotten (the replica then refuses a scene it serves); a stream at or
+ * past it keeps it. The stream here is really cut back: its keys are
+ * deleted and another log writes the name again (1-1 .. 1-2), as a
+ * replica of a Redis that lost this pathd's entries would. */
+static void test_own_mark_checked_against_a_stream_that_went_back(void **state)
+{
+    (void)state;
+    pd_redis_log *rl = log_made_dropped_made("markback", "g");
+    pd_redis_append_result res;
+    pd_redis_own_mark seen[4];
+    assert_int_equal(pd_redis_log_own_marked(rl, seen, 4), 1);
+    assert_string_equal(seen[0].scene, "g");
+    assert_int_equal(seen[0].inc, 3);
+    assert_int_equal(seen[0].v, 1);
+    assert_int_equal(pd_redis_log_own_check(rl, &seen[0], "3-1"), 0); /* the log has it: kept */
+    assert_int_equal(pd_redis_log_own_past(rl, "g", "2-0"), 1);
+
+    char key[256];
+    pd_redis_log_stream_key(rl, "g", key, sizeof key);
+    redisContext *c = redis_srv_connect(&srv);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "DEL %s markback:{g}:meta", key);
+    assert_non_null(r);
+    freeReplyObject(r);
+    pd_redis_log *other = log_open("markback");
+    assert_int_equal(append(other, "g", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(append(other, "g", PD_REDIS_NEXT, 1, 1, NULL, &res), PD_OK);
+    r = redisCommand(c, "XREVRANGE %s + - COUNT 1", key);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 1);
+    char last[64];
+    snprintf(last, sizeof last, "%s", r->element[0]->element[0]->str);
+    freeReplyObject(r);
+    redisFree(c);
+    assert_string_equal(last, "1-2");
+
+    assert_int_equal(pd_redis_log_own_check(rl, &seen[0], last), 1); /* below 3-1: forgotten */
+    assert_int_equal(pd_redis_log_own_past(rl, "g", "1-2"), 0); /* the tail applies it */
+    assert_int_equal(pd_redis_log_own_check(rl, &seen[0], last), 0); /* nothing left to forget */
+
+    /* A mark made after the check was sent is the new log's: kept. */
+    assert_int_equal(append(rl, "h", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(pd_redis_log_own_marked(rl, seen, 4), 1);
+    assert_int_equal(append(rl, "h", PD_REDIS_DROP, 0, 0, NULL, &res), PD_OK); /* mark 2-0 */
+    assert_int_equal(pd_redis_log_own_check(rl, &seen[0], "1-1"), 0);
+    assert_int_equal(pd_redis_log_own_past(rl, "h", "1-1"), 1);
+    assert_int_equal(pd_redis_log_own_marked(rl, seen, 4), 1);
+    assert_int_equal(pd_redis_log_own_check(rl, &seen[0], NULL), 1); /* an empty stream is below any */
+    pd_redis_log_destroy(other);
+    pd_redis_log_destroy(rl);
+}
+
+/* An append of scene "o" under prefix "oldcall" by FCALL on c, as a pathd
+ * sends it: op, its tag, and want_id as the tenth ARGV (NULL: an older
+ * pathd's nine). Answered OK (the caller frees it). */
+static redisReply *raw_append(redisContext *c, const char *op, const char *tag, const char *want_id)
+{
+#define OLDCALL_KEYS                                                                                  \
+    "FCALL pathd_append 6 oldcall:{o}:log oldcall:{o}:meta oldcall:{o}:meta oldcall:seq oldcall:scenes " \
+    "oldcall:{o}:resv"
+    redisReply *r = want_id ? redisCommand(c, OLDCALL_KEYS " %s %s 1 0 60 o rec %s %s %s", op, "", tag, "", want_id)
+                            : redisCommand(c, OLDCALL_KEYS " %s %s 1 0 60 o rec %s %s", op, "", tag, "");
+#undef OLDCALL_KEYS
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_string_equal(r->element[0]->str, "OK");
+    return r;
+}
+
+/* Rolling upgrade: the library answers an OK with the entry's id only
+ * when the tenth ARGV asks for it, so an older pathd (which takes 2..3
+ * elements and refuses any other answer) sharing it goes on working.
+ * Fails without the ARGV: every OK has 4 elements. */
+static void test_append_id_only_when_asked(void **state)
+{
+    (void)state;
+    pd_redis_log *rl = log_open("oldcall"); /* loads the library */
+    pd_redis_append_result res;
+    assert_int_equal(append(rl, "warm", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    redisContext *c = redis_srv_connect(&srv);
+    assert_non_null(c);
+    /* An older pathd's call: nine ARGV. */
+    redisReply *r = raw_append(c, "new", "t1", NULL);
+    assert_int_equal(r->elements, 3);
+    freeReplyObject(r);
+    /* This pathd's: asked, the id comes fourth. */
+    r = raw_append(c, "drop", "t2", "1");
+    assert_int_equal(r->elements, 4);
+    assert_string_equal(r->element[3]->str, "2-0");
+    freeReplyObject(r);
+    redisFree(c);
+    pd_redis_log_destroy(rl);
+}
+
+/* An OK with no id (an older pathd's library, loaded by the last to
+ * connect) is taken, leaves no mark (versions alone, as before marks),
+ * and is said once, not per append. */
+static int no_id_warnings;
+static void count_warning(void *user, const char *msg)
+{
+    (void)user;
+    if (strstr(msg, "no entry id"))
+        no_id_warnings++;
+}
+
+static void test_answer_without_id_leaves_no_mark(void **state)
+{
+    (void)state;
+    char err[256];
+    const pd_redis_log_opts o = { .host = "127.0.0.1", .port = (uint16_t)srv.port, .timeout_ms = 500,
+                                  .prefix = "oldlib", .dedup_ttl_s = 60, .warn = count_warning };
+    pd_redis_log *rl = pd_redis_log_create(&o, err, sizeof err);
+    assert_non_null(rl);
+    pd_redis_append_result res;
+    assert_int_equal(append(rl, "warm", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK); /* connected, loaded */
+    redisContext *c = redis_srv_connect(&srv);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "FUNCTION LOAD REPLACE %s",
+                                 "#!lua name=pathd\n"
+                                 "redis.register_function('pathd_append', function(keys, args)\n"
+                                 "  return {'OK', '1', '0-0'} end)\n");
+    assert_non_null(r);
+    assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    redisFree(c);
+    no_id_warnings = 0;
+    assert_int_equal(append(rl, "n", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(res.has_id, 0);
+    assert_int_equal(append(rl, "n2", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(no_id_warnings, 1);
+    assert_int_equal(pd_redis_log_own_marked(rl, NULL, 0), 1); /* warm's, from before */
+    assert_int_equal(pd_redis_log_own_past(rl, "n", "1-1"), 0);
+    pd_redis_log_destroy(rl);
+    pd_redis_log *again = log_open("oldlib"); /* its connect loads this pathd's library again */
+    assert_int_equal(append(again, "after", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(res.has_id, 1);
+    pd_redis_log_destroy(again);
+}
+
+/* Cell (1, 1) of "made" as st serves it. */
+static uint8_t made_cell(pd_store *st)
+{
+    pd_scene *s = pd_registry_acquire(pd_store_registry(st), "made");
+    assert_non_null(s);
+    uint8_t c = pd_grid_get(s->grid, 1, 1);
+    pd_scene_release(s);
+    return c;
+}
+
+static void test_tail_behind_own_drop_and_new_scene(void **state)
+{
+    (void)state;
+    pd_store *st = store_over("own");
+    entry_applier ap = { .st = st, .rp = pd_journal_replayer_create(pd_store_registry(st), NULL) };
+    assert_non_null(ap.rp);
+    pd_store_change ch;
+    pd_store_update up;
+    pd_point p = { 1, 1 };
+    pd_scene_update block = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
+    assert_int_equal(pd_store_add_scene(st, open_scene("made", SIDE), &ch), PD_OK);
+    assert_int_equal(pd_store_update_cells(st, "made", &block, 1, &up), PD_OK);
+    assert_int_equal(up.update.version, 2);
+    assert_int_equal(pd_store_drop_scene(st, "made", 0, &ch), PD_OK);
+
+    /* The stream's ids: INC-V, a drop ends incarnation 1 as 2-0. */
+    static const char *const dropped[] = { "1-1", "1-2", "2-0", NULL };
+    apply_entries(&ap, dropped, 0);
+    assert_int_equal(ap.at, 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(ap.out[i], PD_STORE_LOGGED_HAD);
+    assert_int_equal(version_of(st, "made"), 0); /* still dropped */
+
+    /* Made again: the old incarnation's update is not applied to it. */
+    assert_int_equal(pd_store_add_scene(st, open_scene("made", SIDE), &ch), PD_OK);
+    static const char *const again[] = { "1-1", "1-2", "2-0", "3-1", NULL };
+    apply_entries(&ap, again, 0);
+    assert_int_equal(ap.at, 4);
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(ap.out[i], PD_STORE_LOGGED_HAD);
+    assert_int_equal(version_of(st, "made"), 1);
+    assert_int_not_equal(made_cell(st), 0);
+
+    /* Another replica's update after them is applied (the tail goes on
+     * after the last entry it read). */
+    pd_store *other = store_over("own");
+    assert_int_equal(version_of(other, "made"), 1);
+    assert_int_equal(pd_store_update_cells(other, "made", &block, 1, &up), PD_OK);
+    static const char *const later[] = { "1-1", "1-2", "2-0", "3-1", "3-2", NULL };
+    apply_entries(&ap, later, 4);
+    assert_int_equal(ap.at, 5);
+    assert_int_equal(ap.out[4], PD_STORE_LOGGED_APPLIED);
+    assert_int_equal(version_of(st, "made"), 2);
+    assert_int_equal(made_cell(st), 0);
+    assert_same_world(pd_store_registry(st), pd_store_registry(other));
+    pd_journal_replayer_destroy(ap.rp);
+    store_free(other);
+    store_free(st);
+}
+
+/* The incarnation check (the FUNCTION's eleventh ARGV): versions restart
+ * at 1 on a new scene, so a log still serving a name's older incarnation
+ * at version v (its tail behind another's drop and new scene) must not
+ * append onto the new one once that is at v too - neither an update nor
+ * a drop (which would end it) -, refused STALE_VERSION as a lost version
+ * race, nothing appended, its key not kept; once it served the new
+ * incarnation's entries (its tail applied them) its appends go through;
+ * an update of a name dropped since is refused too (version 0: nothing
+ * live to wait for). A log that knows no incarnation of the name (b here:
+ * it has seen no entry of it; an older pathd sends none) goes by versions
+ * alone. Fails without the check: a's update is appended as 3-3 onto b's
+ * scene. */
+static void test_append_names_its_incarnation(void **state)
+{
+    (void)state;
+    pd_redis_log *a = log_open("inc"), *b = log_open("inc");
+    pd_redis_append_result res;
+    uint64_t inc = 0;
+    assert_int_equal(append(a, "s", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);     /* 1-1 */
+    assert_int_equal(append(a, "s", PD_REDIS_NEXT, 1, 1, NULL, &res), PD_OK);    /* 1-2 */
+    assert_int_equal(pd_redis_log_incarnation(a, "s", &inc), 1);
+    assert_int_equal(inc, 1);
+    assert_int_equal(pd_redis_log_incarnation(b, "s", &inc), 0);
+    assert_int_equal(append(b, "s", PD_REDIS_DROP, 1, 2, NULL, &res), PD_OK);    /* 2-0 */
+    assert_int_equal(pd_redis_log_incarnation(b, "s", &inc), 0);
+    assert_int_equal(append(b, "s", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);     /* 3-1 */
+    assert_int_equal(append(b, "s", PD_REDIS_NEXT, 1, 1, NULL, &res), PD_OK);    /* 3-2 */
+    assert_int_equal(pd_redis_log_incarnation(b, "s", &inc), 1);
+    assert_int_equal(inc, 3);
+    assert_int_equal(stream_len(a, "s"), 5);
+
+    /* a, at version 2 of incarnation 1: refused, nothing appended. */
+    assert_int_equal(append(a, "s", PD_REDIS_NEXT, 1, 2, "k-old", &res), PD_STALE_VERSION);
+    assert_int_equal(res.other_incarnation, 1);
+    assert_int_equal(res.version, 2);
+    assert_non_null(strstr(res.message, "another incarnation"));
+    assert_int_equal(append(a, "s", PD_REDIS_DROP, 1, 2, NULL, &res), PD_STALE_VERSION);
+    assert_int_equal(res.other_incarnation, 1);
+    assert_int_equal(stream_len(a, "s"), 5);
+    uint64_t made = 0;
+    char why[128];
+    assert_int_equal(pd_redis_log_key_version(a, "s", "k-old", &made, why, sizeof why), 0);
+
+    /* A lost version race within one incarnation is no other incarnation. */
+    assert_int_equal(append(b, "s", PD_REDIS_NEXT, 1, 1, NULL, &res), PD_STALE_VERSION);
+    assert_int_equal(res.other_incarnation, 0);
+
+    /* a's tail applied b's entries: its appends name incarnation 3. */
+    pd_redis_log_served_entry(a, "s", "3-2");
+    assert_int_equal(append(a, "s", PD_REDIS_NEXT, 1, 2, NULL, &res), PD_OK);    /* 3-3 */
+    assert_int_equal(res.version, 3);
+    assert_int_equal(res.inc, 3);
+
+    /* b drops it (b is behind a's 3-3 first: a version race), then a's
+     * update of the incarnation dropped is refused. */
+    assert_int_equal(append(b, "s", PD_REDIS_DROP, 1, 2, NULL, &res), PD_STALE_VERSION);
+    assert_int_equal(res.other_incarnation, 0);
+    assert_int_equal(append(b, "s", PD_REDIS_DROP, 1, 3, NULL, &res), PD_OK);    /* 4-0 */
+    assert_int_equal(append(a, "s", PD_REDIS_NEXT, 1, 3, NULL, &res), PD_STALE_VERSION);
+    assert_int_equal(res.other_incarnation, 1);
+    assert_int_equal(res.version, 0); /* none live */
+    assert_non_null(strstr(res.message, "dropped"));
+    assert_int_equal(stream_len(a, "s"), 7);
+
+    /* A drop's id served, or an id that is not one: none known. */
+    pd_redis_log_served_entry(a, "s", "4-0");
+    assert_int_equal(pd_redis_log_incarnation(a, "s", &inc), 0);
+    pd_redis_log_served_entry(a, "s", "3-2");
+    pd_redis_log_served_entry(a, "s", "x");
+    assert_int_equal(pd_redis_log_incarnation(a, "s", &inc), 0);
+    pd_redis_log_served_entry(a, "s", "3-2");
+    pd_redis_log_own_forget(a, "s"); /* a log that went back */
+    assert_int_equal(pd_redis_log_incarnation(a, "s", &inc), 0);
+    pd_redis_log_destroy(b);
+    pd_redis_log_destroy(a);
+}
+
+/* The same through stores, as replicas run them: a's store serves the
+ * older incarnation of "s" while b's has dropped it, made it again and
+ * brought it to the same version. a's update answers UNAVAILABLE (a
+ * tailed log: retryable, another replica went first), nothing served or
+ * appended, a's log not failed; once a's tail applied b's entries (the
+ * drop, the new scene, its update: each APPLIED, so a's log knows the
+ * incarnation) a's update goes through on b's scene, and the log replays
+ * to what a serves. A store replayed from the log knows the incarnation
+ * too (b). Fails without the check: a's first update is served (OK,
+ * version 3) and appended onto b's scene. */
+static void test_store_update_of_an_older_incarnation_is_refused(void **state)
+{
+    (void)state;
+    pd_redis_log *arl = NULL, *brl = NULL;
+    pd_store *a = store_over_log("incstore", &arl);
+    pd_redis_log_set_tailed(arl, 1);
+    pd_store_change ch;
+    pd_store_update up;
+    pd_point p = { 1, 1 }, q = { 2, 2 }, r = { 3, 3 };
+    pd_scene_update block = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
+    pd_scene_update block2 = { .op = PD_UPDATE_BLOCK, .cells = &q, .n_cells = 1 };
+    pd_scene_update block3 = { .op = PD_UPDATE_BLOCK, .cells = &r, .n_cells = 1 };
+    assert_int_equal(pd_store_add_scene(a, open_scene("s", SIDE), &ch), PD_OK);      /* 1-1 */
+    assert_int_equal(pd_store_update_cells(a, "s", &block, 1, &up), PD_OK);         /* 1-2 */
+
+    pd_store *b = store_over_log("incstore", &brl);
+    pd_redis_log_set_tailed(brl, 1);
+    uint64_t inc = 0;
+    assert_int_equal(pd_redis_log_incarnation(brl, "s", &inc), 1); /* from replay */
+    assert_int_equal(inc, 1);
+    assert_int_equal(pd_store_drop_scene(b, "s", 0, &ch), PD_OK);                  /* 2-0 */
+    assert_int_equal(pd_store_add_scene(b, open_scene("s", SIDE), &ch), PD_OK);      /* 3-1 */
+    assert_int_equal(pd_store_update_cells(b, "s", &block2, 1, &up), PD_OK);        /* 3-2 */
+    assert_int_equal(up.update.version, 2);
+    assert_int_equal(stream_len(arl, "s"), 5);
+
+    assert_int_equal(pd_store_update_cells(a, "s", &block3, 1, &up), PD_UNAVAILABLE);
+    assert_non_null(strstr(up.message, "another incarnation"));
+    assert_int_equal(version_of(a, "s"), 2);
+    assert_int_equal(stream_len(arl, "s"), 5);
+
+    entry_applier ap = { .st = a, .rp = pd_journal_replayer_create(pd_store_registry(a), NULL), .scene = "s" };
+    assert_non_null(ap.rp);
+    static const char *const ids[] = { "1-1", "1-2", "2-0", "3-1", "3-2", NULL };
+    apply_entries(&ap, ids, 2);
+    assert_int_equal(ap.at, 5);
+    for (size_t i = 2; i < 5; i++)
+        assert_int_equal(ap.out[i], PD_STORE_LOGGED_APPLIED);
+    assert_int_equal(pd_redis_log_incarnation(arl, "s", &inc), 1);
+    assert_int_equal(inc, 3);
+    assert_int_equal(pd_store_update_cells(a, "s", &block3, 1, &up), PD_OK);        /* 3-3 */
+    assert_int_equal(up.update.version, 3);
+    assert_int_equal(stream_len(arl, "s"), 6);
+    assert_replays_to("incstore", a);
     pd_journal_replayer_destroy(ap.rp);
     store_free(b);
     store_free(a);
@@ -1009,6 +1455,14 @@ int main(void)
         cmocka_unit_test(test_second_writer_is_refused),
         cmocka_unit_test(test_store_answers_a_resent_key_once),
         cmocka_unit_test(test_apply_logged_records),
+        cmocka_unit_test(test_tail_behind_own_drop_and_new_scene),
+        cmocka_unit_test(test_own_mark_of_new_scenes_and_drops),
+        cmocka_unit_test(test_own_mark_forgotten_once_read),
+        cmocka_unit_test(test_own_mark_checked_against_a_stream_that_went_back),
+        cmocka_unit_test(test_append_id_only_when_asked),
+        cmocka_unit_test(test_append_names_its_incarnation),
+        cmocka_unit_test(test_store_update_of_an_older_incarnation_is_refused),
+        cmocka_unit_test(test_answer_without_id_leaves_no_mark),
         cmocka_unit_test(test_redis_down_is_retryable),
         cmocka_unit_test(test_pipelined_appends_in_order),
         cmocka_unit_test(test_cas_failure_in_the_middle_of_a_pipeline),
