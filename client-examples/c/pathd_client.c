@@ -636,8 +636,8 @@ int pdc_reconnect(pdc_conn *c)
          * (pdc__reopen), as when connecting fails, so it neither fails at
          * once nor hammers the replica; the balancer picks another. Nothing
          * else was sent on it: the queue waits for the next. */
-        snprintf(c->error, sizeof c->error, "%s on the new connection was answered DRAINING: "
-                 "connecting again", what);
+        snprintf(c->error, sizeof c->error, "%s on the new connection was answered DRAINING "
+                 "(a draining replica): connection closed", what);
         close(c->fd);
         c->fd = -1;
         c->rstart = c->rend = 0;

@@ -2548,6 +2548,31 @@ static void test_connect_limits_draining_moves_first_call(void **state)
     fake_close(&fs, c);
 }
 
+/* Every connection (pdc_connect's, the retired one's replacement, the
+ * call's own second try) refuses GetLimits DRAINING. */
+static void script_limits_always_draining(fake_server *fs, int conn_index, int fd)
+{
+    (void)conn_index;
+    replica_refuse_limits(fs, fd);
+    fake_wait_eof(fs, fd);
+}
+
+/* Without reconnecting, a call whose new connection is refused gives up:
+ * the error says what happened and no longer promises "connecting again"
+ * (before the fix it did, though nothing connected again). */
+static void test_refused_reconnect_error_promises_nothing(void **state)
+{
+    (void)state;
+    fake_server fs;
+    pdc_conn *c = replica_start(&fs, script_limits_always_draining, 3);
+    pdc_set_reconnect(c, 0);
+    uint64_t rtt;
+    assert_int_equal(pdc_ping(c, &rtt), PDC_ERR_CONNECT);
+    assert_non_null(strstr(pdc_last_error(c), "GetLimits on the new connection was answered DRAINING"));
+    assert_null(strstr(pdc_last_error(c), "connecting again"));
+    fake_close(&fs, c);
+}
+
 /* A status newer than the client (99): a path answered with it, then a
  * ping answered; then, with id 0, a connection-level one: the server
  * closes. */
@@ -2664,6 +2689,7 @@ int main(void)
         cmocka_unit_test(test_replica_draining_moves_after_owed_answers),
         cmocka_unit_test(test_replica_first_answer_draining_connects_again),
         cmocka_unit_test(test_connect_limits_draining_moves_first_call),
+        cmocka_unit_test(test_refused_reconnect_error_promises_nothing),
         cmocka_unit_test(test_newer_status_is_named_by_its_number),
         cmocka_unit_test(test_replica_old_connection_is_replaced),
 #ifdef PDC_LOAD_BIN
