@@ -96,8 +96,8 @@ the first send:
     its connection with its answer owed, connects again, pausing between
     attempts from RECONNECT_BACKOFF_FIRST_S doubling to
     RECONNECT_BACKOFF_MAX_S, each pause half fixed and half random. The
-    pause belongs to the client, not to each call: after a failed or
-    refused connect no call connects before it ends, so however many calls
+    pause belongs to the client, not to each call: after a failed, lost or
+    refused connection no call connects before it ends, so however many calls
     wait, one connection is tried per pause (it starts over once a call is
     served). Then a call sends its request again if that is safe: a query always, an update
     (update_cells, create_scene, create_instance, drop_scene) only when it
@@ -1506,8 +1506,8 @@ class _Api:
         self._ever_connected = False
         self._closes = 0                         # close() calls: no call resends past one
         # The client's reconnect gate (_gate_*): no connect before
-        # _gate_at, pushed a jittered _gate_step (doubling) on each failed
-        # or refused connect, shared by every call so the attempts do not
+        # _gate_at, pushed a jittered _gate_step (doubling) on each failed,
+        # refused or lost connection, shared by every call so the attempts do not
         # grow with the calls waiting.
         self._gate_at = 0.0
         self._gate_step = RECONNECT_BACKOFF_FIRST_S
@@ -2242,6 +2242,8 @@ class PathdClient(_Api):
         except OSError as e:
             error = (PathdDisconnected, "receive failed: %s" % e)
         with self._lock:
+            if sock is self._sock:  # lost, not closed by us: the next connect waits a step
+                self._gate_shut()
             self._fail(sock, *error)
 
     # ---- sending and waiting ------------------------------------------------------
@@ -2813,6 +2815,8 @@ class AsyncPathdClient(_Api):
             error = (PathdProtocolError, str(e))
         except OSError as e:
             error = (PathdDisconnected, "receive failed: %s" % e)
+        if writer is self._writer:  # lost, not closed by us: the next connect waits a step
+            self._gate_shut()
         self._fail(writer, *error)
 
     # ---- sending and waiting ------------------------------------------------------
