@@ -576,9 +576,12 @@ pdc_conn *pdc_connect_flags(const char *host_port, int timeout_ms, unsigned flag
         return NULL;
     }
     /* As inside pdc_reconnect: a draining server's refusal is not chased
-     * here (the connection stays; the first blocking call moves). */
+     * here (the connection stays; the first blocking call moves). It is
+     * marked draining so that first call moves before it sends, rather
+     * than spending a retry attempt on a connection already refused. */
     c->in_connect = 1;
-    (void)pdc__read_limits(c);
+    if (pdc__read_limits(c) == PDC_DRAINING)
+        c->draining = 1;
     c->in_connect = 0;
     return c;
 }
@@ -633,8 +636,8 @@ int pdc_reconnect(pdc_conn *c)
          * (pdc__reopen), as when connecting fails, so it neither fails at
          * once nor hammers the replica; the balancer picks another. Nothing
          * else was sent on it: the queue waits for the next. */
-        snprintf(c->error, sizeof c->error, "%s on the new connection was answered DRAINING: "
-                 "connecting again", what);
+        snprintf(c->error, sizeof c->error, "%s on the new connection was answered DRAINING "
+                 "(a draining replica): connection closed", what);
         close(c->fd);
         c->fd = -1;
         c->rstart = c->rend = 0;
@@ -1614,8 +1617,13 @@ static int pdc__reopen(pdc_conn *c, int64_t deadline)
         if ((r != PDC_ERR_CONNECT && r != PDC_DRAINING) || !c->reconnect)
             return r;
         const int pause_ms = pdc__equal_jitter(c, backoff_ms);
-        if (pdc__remaining_ms(deadline) < pause_ms)
+        if (pdc__remaining_ms(deadline) < pause_ms) {
+            /* Given up: the error no longer promises another attempt. */
+            if (r == PDC_DRAINING)
+                snprintf(c->error, sizeof c->error, "every new connection was answered DRAINING "
+                         "until the retry deadline");
             return r;
+        }
         pdc__sleep_ms(pause_ms);
         backoff_ms = pdc__doubled(backoff_ms, PDC_RECONNECT_BACKOFF_MAX_MS);
     }

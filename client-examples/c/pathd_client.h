@@ -77,7 +77,9 @@
  *     a pipelined request sent meanwhile is answered PDC_DRAINING (any
  *     blocking call, or pdc_reconnect, then moves). A new connection whose
  *     Auth or GetLimits is answered DRAINING is closed at once and counts
- *     as one that could not be opened (the reconnect pauses above).
+ *     as one that could not be opened (the reconnect pauses above); one
+ *     refused inside pdc_connect is kept but marked draining, so the first
+ *     blocking call moves before it sends anything there.
  *     This client is single-threaded, so the old connection's owed answers
  *     are read before the new one opens, not beside it.
  *   - pdc_set_max_conn_age (default PDC_MAX_CONN_AGE_MS, 10 minutes; 0: never):

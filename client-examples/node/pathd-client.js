@@ -93,7 +93,11 @@
  *   - options.reconnect (default true): a call whose connection is lost, or
  *     cannot be opened, is sent again on a new one after a pause doubling
  *     from RECONNECT_BACKOFF_FIRST_MS up to RECONNECT_BACKOFF_MAX_MS (half
- *     fixed, half random) when that is safe: a query always, an update
+ *     fixed, half random). The pause is the client's, not each call's:
+ *     after a failed, lost or refused socket no call opens another until it
+ *     ends (one shared wait), so however many calls wait one socket is
+ *     opened per step; the steps start over once a call is served. The
+ *     call is sent again when that is safe: a query always, an update
  *     (updateCells, createScene, createInstance, dropScene) only when it
  *     carries an idempotencyKey. Reservations made or released, watches,
  *     cancels and reloads are never sent twice: they reject
@@ -1007,6 +1011,14 @@ class PathdClient {
     this._connectedAt = 0;
     this._retiring = new Set(); // draining or aged sockets still owed answers
     this._closes = 0; // close() calls: a call never resends past one
+    // The client's reconnect gate (_gateShut): no call opens a socket
+    // before _gateAt; each failed, lost or refused socket pushes it a
+    // jittered _gateStep, doubling. One gate for all calls, so the sockets
+    // opened do not grow with the calls waiting (each call had its own
+    // pause: 50 waiting calls opened 55 sockets a second).
+    this._gateAt = 0;
+    this._gateStep = RECONNECT_BACKOFF_FIRST_MS;
+    this._gateWaiting = null; // { at, promise }: the one wait every call shares
   }
 
   /* Authenticates this socket (and every later one) with token; resolves
@@ -1017,10 +1029,12 @@ class PathdClient {
    * the limits asked again: see _authenticate). */
   auth(token) {
     this.token = token;
-    const answered = this._authUntilServed();
+    const gaveUp = { now: false };
+    const answered = this._authUntilServed(gaveUp);
     const { timeoutMs } = this;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
+        gaveUp.now = true; // no more sockets for an auth() already rejected
         const err = new PathdTimeout(`no answer within ${timeoutMs} ms`, { requestId: this._authId });
         err.sent = true; // Auth takes no slot: it is never queued
         reject(err);
@@ -1030,27 +1044,63 @@ class PathdClient {
     });
   }
 
-  /* auth()'s Auth, sent again on a new socket, after the reconnect
-   * backoff and within retryDeadlineMs, when its socket is lost or the
-   * server refuses it for now (DRAINING: _refuse): Auth changes nothing,
-   * so it is always safe to send again, as any query. */
-  async _authUntilServed() {
+  /* auth()'s Auth, sent again on a new socket when the reconnect gate
+   * opens, when its socket is lost or the server refuses it for now
+   * (DRAINING: _refuse): Auth changes nothing, so it is always safe to
+   * send again, as any query. It stops within min(retryDeadlineMs,
+   * timeoutMs), or once auth() has rejected (gaveUp.now): before, it kept
+   * connecting and sending Auth for the whole retry deadline after auth()
+   * had timed out, its timers keeping the process alive. */
+  async _authUntilServed(gaveUp) {
     const started = Date.now();
     const closes = this._closes;
-    let lostBackoff = RECONNECT_BACKOFF_FIRST_MS;
+    const deadlineMs = Math.min(this.retryDeadlineMs, this.timeoutMs);
     for (;;) {
       const answered = this._socket ? this._authenticate() : (this._ensureConnected(), this._auth);
       try {
         return await answered;
       } catch (err) {
-        const wait = lostBackoff / 2 + Math.random() * (lostBackoff / 2);
         const refused = err instanceof PathdDisconnected || (err instanceof PathdError && RETRYABLE.has(err.status));
-        if (!refused || !this.reconnect || Date.now() + wait - started > this.retryDeadlineMs
-            || this._closes !== closes) throw err;
-        await sleep(wait);
-        if (this._closes !== closes) throw err;
-        lostBackoff = Math.min(lostBackoff * 2, RECONNECT_BACKOFF_MAX_MS);
+        if (!refused || !this.reconnect || Date.now() + this._gatePause() - started > deadlineMs
+            || this._closes !== closes || gaveUp.now) throw err;
+        await this._gateWait();
+        if (this._closes !== closes || gaveUp.now) throw err;
       }
+    }
+  }
+
+  /* Milliseconds before the reconnect gate opens (0: open). */
+  _gatePause() {
+    return Math.max(0, this._gateAt - Date.now());
+  }
+
+  /* A socket failed to open, was lost or was refused (DRAINING first):
+   * the gate shuts for a jittered step (half fixed, half random), doubled
+   * for the next, up to RECONNECT_BACKOFF_MAX_MS. Once per step: calls
+   * that failed together push it once. */
+  _gateShut() {
+    const now = Date.now();
+    if (this._gateAt > now) return;
+    this._gateAt = now + this._gateStep / 2 + Math.random() * (this._gateStep / 2);
+    this._gateStep = Math.min(this._gateStep * 2, RECONNECT_BACKOFF_MAX_MS);
+  }
+
+  /* Resolves when the gate opens: one promise shared by every call waiting. */
+  _gateWait() {
+    const pause = this._gatePause();
+    if (pause === 0) return Promise.resolve();
+    if (!this._gateWaiting || this._gateWaiting.at !== this._gateAt) {
+      this._gateWaiting = { at: this._gateAt, promise: sleep(pause) };
+    }
+    return this._gateWaiting.promise;
+  }
+
+  /* A call's final answer: one not retryable means a replica served it,
+   * so the next failure pauses from the first step again. */
+  _served(answer) {
+    if (!RETRYABLE.has(answer.status)) {
+      this._gateAt = 0;
+      this._gateStep = RECONNECT_BACKOFF_FIRST_MS;
     }
   }
 
@@ -1138,7 +1188,10 @@ class PathdClient {
       reason = established ? `connection failed: ${err.message}`
         : `cannot connect to ${this.host}:${this.port}: ${err.message}`;
     });
-    socket.on('close', () => this._fail(socket, PathdDisconnected, reason));
+    socket.on('close', () => {
+      if (socket === this._socket) this._gateShut(); // failed to open, or lost: not retired by us
+      this._fail(socket, PathdDisconnected, reason);
+    });
     this._socket = socket;
     this._cap = null;
     this._capRead = null; // GetLimits not answered yet on this socket
@@ -1238,19 +1291,21 @@ class PathdClient {
   /* socket's Auth or GetLimits (what a new socket sends first) was
    * answered with a retryable status: a draining replica (pathd being
    * stopped, or one going down behind HAProxy) answers every request but
-   * Ping DRAINING. socket takes nothing more, and the requests queued for
-   * it (held back until GetLimits answered) reject with PathdDisconnected,
-   * err.sent false: each call connects again after the reconnect backoff
-   * (RECONNECT_BACKOFF_FIRST_MS doubling to RECONNECT_BACKOFF_MAX_MS, half
-   * of it at random) within its retryDeadlineMs, as when a connection is
-   * lost, so a client does not hammer a draining replica; HAProxy picks
-   * another, or this one serves again. (As the C, Python and Go clients.)
+   * Ping DRAINING. socket takes nothing more, the reconnect gate shuts,
+   * and the requests queued for it (held back until GetLimits answered)
+   * reject with PathdDisconnected, err.sent false: each call connects
+   * again when the gate opens (RECONNECT_BACKOFF_FIRST_MS doubling to
+   * RECONNECT_BACKOFF_MAX_MS, half of it at random) within its
+   * retryDeadlineMs, as when a connection is lost, so a client does not
+   * hammer a draining replica; HAProxy picks another, or this one serves
+   * again. (As the C, Python and Go clients.)
    * Answers owed for what was already written still arrive; then socket
    * closes. */
   _refuse(socket, what, answer) {
     if (socket === null || socket !== this._socket) return;
     const message = `${what} on the new connection was answered ${answer.status}`
-      + `${messageOf(answer) ? ` (${messageOf(answer)})` : ''}: connecting again`;
+      + `${messageOf(answer) ? ` (${messageOf(answer)})` : ''}`;
+    this._gateShut();
     const queued = this._queue;
     this._queue = []; // emptied first, or _retire would open the next socket at once
     socket.pathdRefused = true; // the calls written on it back off too (_call)
@@ -1386,7 +1441,6 @@ class PathdClient {
   async _call(theOp) {
     const started = Date.now();
     let backoff = RETRY_BACKOFF_FIRST_MS;
-    let lostBackoff = RECONNECT_BACKOFF_FIRST_MS;
     const closes = this._closes;
     for (let attempt = 1; ;) {
       const { id, promise } = this._send(theOp);
@@ -1396,27 +1450,23 @@ class PathdClient {
         answer = await promise;
       } catch (err) {
         // Lost with its connection (or none could be opened): sent again,
-        // after a jittered pause, when that is safe.
-        const wait = lostBackoff / 2 + Math.random() * (lostBackoff / 2);
+        // once the client's reconnect gate opens, when that is safe.
         // (Never written, err.sent false: safe whatever the request.)
         if (!(err instanceof PathdDisconnected) || !this.reconnect || !(err.sent === false || resendable(theOp))
-            || Date.now() + wait - started > this.retryDeadlineMs || this._closes !== closes) throw err;
+            || Date.now() + this._gatePause() - started > this.retryDeadlineMs || this._closes !== closes) throw err;
         this.resent++;
-        await sleep(wait);
+        await this._gateWait();
         if (this._closes !== closes) throw err;
-        lostBackoff = Math.min(lostBackoff * 2, RECONNECT_BACKOFF_MAX_MS);
         continue;
       }
       if (answer.status === 'DRAINING' && socket && socket.pathdRefused && this.reconnect) {
         // Written at once (it takes no slot) on a socket whose Auth or
-        // GetLimits then came back DRAINING (_refuse): connect again after
-        // the reconnect backoff, as the calls that were queued there do,
-        // not at once on socket after socket.
-        const wait = lostBackoff / 2 + Math.random() * (lostBackoff / 2);
-        if (Date.now() + wait - started <= this.retryDeadlineMs && this._closes === closes) {
+        // GetLimits then came back DRAINING (_refuse): connect again when
+        // the gate opens, as the calls that were queued there do, not at
+        // once on socket after socket.
+        if (Date.now() + this._gatePause() - started <= this.retryDeadlineMs && this._closes === closes) {
           this.resent++;
-          await sleep(wait);
-          lostBackoff = Math.min(lostBackoff * 2, RECONNECT_BACKOFF_MAX_MS);
+          await this._gateWait();
           if (this._closes !== closes) throw new PathdDisconnected('connection closed by the client', { requestId: id });
           continue;
         }
@@ -1427,6 +1477,7 @@ class PathdClient {
       if (!RETRYABLE.has(answer.status) || attempt === this.retryAttempts
           || Date.now() + wait - started > this.retryDeadlineMs) {
         if (!(answer instanceof PathResult)) Object.defineProperty(answer, 'id', { value: id });
+        this._served(answer);
         return this._accept(theOp, answer);
       }
       this.retries[answer.status] = (this.retries[answer.status] || 0) + 1;

@@ -95,8 +95,11 @@ the first send:
   - reconnect=True (default): a call that finds no connection, or loses
     its connection with its answer owed, connects again, pausing between
     attempts from RECONNECT_BACKOFF_FIRST_S doubling to
-    RECONNECT_BACKOFF_MAX_S, each pause half fixed and half random; then
-    it sends its request again if that is safe: a query always, an update
+    RECONNECT_BACKOFF_MAX_S, each pause half fixed and half random. The
+    pause belongs to the client, not to each call: after a failed, lost or
+    refused connection no call connects before it ends, so however many calls
+    wait, one connection is tried per pause (it starts over once a call is
+    served). Then a call sends its request again if that is safe: a query always, an update
     (update_cells, create_scene, create_instance, drop_scene) only when it
     carries an idempotency_key. Reservations made or released, watches,
     cancels and reloads are never sent twice: they raise PathdDisconnected.
@@ -1502,6 +1505,13 @@ class _Api:
         self._connected_at = 0.0                 # time.monotonic() of the current connection
         self._ever_connected = False
         self._closes = 0                         # close() calls: no call resends past one
+        # The client's reconnect gate (_gate_*): no connect before
+        # _gate_at, pushed a jittered _gate_step (doubling) on each failed,
+        # refused or lost connection, shared by every call so the attempts do not
+        # grow with the calls waiting.
+        self._gate_at = 0.0
+        self._gate_step = RECONNECT_BACKOFF_FIRST_S
+        self._carry_again = False                # a carry's new connection retired meanwhile
 
     @property
     def in_flight(self):
@@ -1678,15 +1688,15 @@ class _Api:
         before it looks at the token. The connection is retired (rest, what
         _ask_first sent behind op, abandoned); returns the PathdDisconnected
         to raise, on which _connect_until connects again after the
-        reconnect backoff (another replica, or this one serving again), as
-        for a connection lost."""
+        reconnect gate (another replica, or this one serving again), as
+        for a connection lost, until its deadline."""
         for _, q in rest:
             self._abandon(q)
         self._retire(p.sock, refused=True)
         status = self._status(answer)
         message = answer.get("message", "")
         what = "Auth" if op.request.WhichOneof("body") == "auth" else "GetLimits"
-        return PathdDisconnected("%s on the new connection was answered %s%s; connecting again"
+        return PathdDisconnected("%s on the new connection was answered %s%s"
                                  % (what, status, ": " + message if message else ""), p.id)
 
     def _retry_pause(self, answer, attempt, backoff, deadline):
@@ -1728,6 +1738,43 @@ class _Api:
         once close() was called since the call began, closes then)."""
         return (self.reconnect_lost and _resendable(op.request) and time.monotonic() < deadline
                 and self._closes == closes)
+
+    def _gate_pause(self):
+        """Seconds before this client may try its next connect (0: now)."""
+        return max(0.0, self._gate_at - time.monotonic())
+
+    def _gate_shut(self):
+        """A connect failed or its first answer refused it: the client's
+        next connect waits a jittered step, doubled for the one after, up to
+        RECONNECT_BACKOFF_MAX_S. Once per step: calls that failed together
+        push it once."""
+        now = time.monotonic()
+        if self._gate_at > now:
+            return
+        self._gate_at = now + self._gate_step * (0.5 + random.random() / 2)
+        self._gate_step = min(self._gate_step * 2, RECONNECT_BACKOFF_MAX_S)
+
+    def _served(self, answer):
+        """A call's last answer: one not retryable means a replica served
+        it, so the next failed connect pauses from the first step again."""
+        if self._status(answer) not in _RETRYABLE:
+            self._gate_at = 0.0
+            self._gate_step = RECONNECT_BACKOFF_FIRST_S
+
+    def _gate_wait(self, deadline, until, failure):
+        """_connect_until's step before each connect: the seconds to wait
+        for the gate (0: connect now; reconnect off: never gated). Raises
+        PathdTimeout once until (the call's own deadline) has passed, and
+        failure (the last connect's), or a PathdDisconnected saying so,
+        when the gate opens past deadline."""
+        if until is not None and time.monotonic() >= until:
+            raise PathdTimeout("the call's timeout passed before a connection was open")
+        pause = self._gate_pause() if self.reconnect_lost else 0.0
+        if pause > 0 and time.monotonic() + pause > deadline:
+            raise failure or PathdDisconnected(
+                "no connection to %s:%d before the retry deadline (connecting paused after "
+                "failed or refused attempts)" % (self._host, self._port))
+        return pause
 
     def _reconnect_pause(self, backoff, deadline):
         """The jittered pause before the next connect attempt, or None when
@@ -1931,18 +1978,26 @@ class PathdClient(_Api):
 
     def connect(self):
         """Connects (and authenticates) if not connected. Raises
-        PathdDisconnected on failure, PathdError for a refused token."""
-        self._connect()
+        PathdDisconnected on failure, PathdError for a refused token. With
+        reconnect on, a failed or refused (draining replica) connect is
+        tried again within retry_deadline, as a call does."""
+        self._connect_until(time.monotonic() + self.retry_deadline)
 
-    def _connect(self, until=None):
-        """connect(), its waits (the TCP connect, the first answers) ending
-        by until too when given: a call's own deadline (batch())."""
+    def _connect(self, until=None, gated=False):
+        """One connect: its waits (the TCP connect, the first answers)
+        ending by until too when given, a call's own deadline (batch()).
+        With gated, returns False without trying while the reconnect gate
+        is shut (checked under the connect lock, so calls queued on it do
+        not each try at once); True once connected."""
         with self._connect_lock:
             if self._sock is not None:
-                return
+                return True
+            if gated and self._gate_pause() > 0:
+                return False
             try:
                 sock = socket.create_connection((self._host, self._port), timeout=_bounded(self.timeout, until))
             except OSError as e:
+                self._gate_shut()
                 raise PathdDisconnected("cannot connect to %s:%d: %s" % (self._host, self._port, e))
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             # Auth and GetLimits are registered (and _limits_due set) in the
@@ -1974,12 +2029,14 @@ class PathdClient(_Api):
             deadline = time.monotonic() + _bounded(self.timeout, until)
             try:
                 if failure is not None:
+                    self._gate_shut()
                     raise PathdDisconnected(failure)
                 self._await_first(sent, deadline)
             except PathdError as e:
                 # Not close(): a call that is connecting may still retry.
                 self._drop(PathdDisconnected, "connect() failed: %s" % e)
                 raise
+            return True
 
     def _await_first(self, sent, deadline):
         """Waits for the answers of _ask_first's requests until deadline: a
@@ -1998,27 +2055,32 @@ class PathdClient(_Api):
         except PathdTimeout:
             pass
 
-    def _connect_until(self, deadline):
+    def _connect_until(self, deadline, until=None):
         """connect(), first replacing a connection older than
         max_connection_age; with reconnect on, a failed connect is tried
-        again after a jittered, doubling pause until deadline (which also
-        bounds each connect's waits)."""
+        again when the client's reconnect gate opens (_gate_shut), until
+        deadline. Each connect's own waits are the timeout's, cut only by
+        until, the call's own deadline (batch()): PathdTimeout once it has
+        passed. (deadline, the retry deadline, is 0 s away with
+        retry_deadline=0, which must not make a connect impossible.)"""
         if self._sock is not None:
             if not self._aged():
                 return
             with self._lock:
                 self._retire(self._sock)
-        backoff = RECONNECT_BACKOFF_FIRST_S
+        failure = None
         while True:
+            pause = self._gate_wait(deadline, until, failure)
+            if pause > 0:
+                time.sleep(pause)
+                continue
             try:
-                self._connect(deadline)
-                return
-            except PathdDisconnected:
-                pause = self._reconnect_pause(backoff, deadline) if self.reconnect_lost else None
-                if pause is None:
+                if self._connect(until, gated=self.reconnect_lost):
+                    return
+            except PathdDisconnected as e:
+                if not self.reconnect_lost:
                     raise
-            time.sleep(pause)
-            backoff = min(backoff * 2, RECONNECT_BACKOFF_MAX_S)
+                failure = e
 
     def _retire(self, sock, refused=False):
         """With the lock held: sock (draining, or too old) takes no new
@@ -2037,32 +2099,43 @@ class PathdClient(_Api):
         self._end_watches("DRAINING", "the connection was replaced (draining or max_connection_age)")
         self._lock.notify_all()
         self._sendable.notify_all()  # sock's sender thread ends; the queue waits for the next
+        if refused:  # not straight back to a replica that refused us
+            self._gate_shut()
         self._close_if_done(sock)
-        self._carry_queue(refused)
+        self._carry_queue()
 
-    def _carry_queue(self, refused):
+    def _carry_queue(self):
         """With the lock held (_retire): requests held back in the queue
         belong on the next connection, opened now on a thread of its own,
         as the Node client does. (Nothing opened it but the next call: a
         queue of blocking calls behind the cap waited until their timeouts
-        after a DRAINING frame.)"""
-        if not self._queue or self._carrying:
+        after a DRAINING frame.) A carry already under way whose new
+        connection this retires goes round again (_carry_again): before,
+        the queue was stranded until its timeouts."""
+        if not self._queue:
+            return
+        if self._carrying:
+            self._carry_again = True
             return
         self._carrying = True
-        threading.Thread(target=self._carry_queue_run, args=(self._closes, refused), daemon=True,
+        self._carry_again = False
+        threading.Thread(target=self._carry_queue_run, args=(self._closes,), daemon=True,
                          name="pathd-carry").start()
 
-    def _carry_queue_run(self, closes, refused):
-        try:
-            if refused:  # not straight back to a replica that refused us
-                time.sleep(self._reconnect_pause(RECONNECT_BACKOFF_FIRST_S, float("inf")))
-            if self._closes == closes:
-                self._connect_until(time.monotonic() + self.retry_deadline)
-        except PathdError:
-            pass  # the queued calls time out, or reconnect, on their own
-        finally:
+    def _carry_queue_run(self, closes):
+        while True:
+            try:
+                if self._closes == closes:  # (the reconnect gate paces it after a refusal)
+                    self._connect_until(time.monotonic() + self.retry_deadline)
+            except PathdError:
+                pass  # the queued calls time out, or reconnect, on their own
             with self._lock:
-                self._carrying = False
+                again = (self._carry_again and self._closes == closes and self._sock is None
+                         and bool(self._queue))
+                self._carry_again = False
+                if not again:
+                    self._carrying = False
+                    break
         if self._closes != closes:  # close() came while it connected
             self._drop(PathdDisconnected, "connection closed by the client")
 
@@ -2169,6 +2242,8 @@ class PathdClient(_Api):
         except OSError as e:
             error = (PathdDisconnected, "receive failed: %s" % e)
         with self._lock:
+            if sock is self._sock:  # lost, not closed by us: the next connect waits a step
+                self._gate_shut()
             self._fail(sock, *error)
 
     # ---- sending and waiting ------------------------------------------------------
@@ -2275,7 +2350,7 @@ class PathdClient(_Api):
                         p, sent = sent, None
                     else:
                         if recover:
-                            self._connect_until(deadline)
+                            self._connect_until(deadline, until)
                         p = self._send(op.request, op, False)
                     sock = p.sock
                     answer = self._wait(p, until)
@@ -2291,6 +2366,7 @@ class PathdClient(_Api):
                     continue
             pause = self._retry_pause(answer, attempt, backoff, deadline)
             if pause is None:
+                self._served(answer)
                 return self._accept(op, answer)
             if self._status(answer) == "DRAINING":
                 with self._lock:
@@ -2314,9 +2390,9 @@ class PathdClient(_Api):
         frames a whole timeout more, so a batch could take twice it.)"""
         deadline = time.monotonic() + self.timeout
         retry_deadline = _until(time.monotonic() + self.retry_deadline, deadline)
-        self._connect_until(retry_deadline)
+        self._connect_until(retry_deadline, deadline)
         while not self._await_limits(deadline):
-            self._connect_until(retry_deadline)  # lost or replaced meanwhile
+            self._connect_until(retry_deadline, deadline)  # lost or replaced meanwhile
         ops = self._batch_frames(items, op)
         return self._roundtrip(op, until=deadline) if len(ops) == 1 else self._call_many(ops, deadline)
 
@@ -2551,10 +2627,10 @@ class AsyncPathdClient(_Api):
     # ---- connection -------------------------------------------------------------
 
     async def connect(self):
-        """Connects (and authenticates) if not connected."""
-        await self._connect()
+        """As PathdClient.connect."""
+        await self._connect_until(time.monotonic() + self.retry_deadline)
 
-    async def _connect(self, until=None):
+    async def _connect(self, until=None, gated=False):
         """As PathdClient._connect."""
         if self._connect_lock is None:
             self._connect_lock = asyncio.Lock()
@@ -2563,11 +2639,14 @@ class AsyncPathdClient(_Api):
             self._limits_event = asyncio.Event()
         async with self._connect_lock:
             if self._writer is not None:
-                return
+                return True
+            if gated and self._gate_pause() > 0:
+                return False
             try:
                 reader, writer = await asyncio.wait_for(
                     asyncio.open_connection(self._host, self._port), _bounded(self.timeout, until))
             except (OSError, asyncio.TimeoutError) as e:
+                self._gate_shut()
                 raise PathdDisconnected("cannot connect to %s:%d: %s"
                                         % (self._host, self._port, e or "timed out"))
             writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -2585,6 +2664,7 @@ class AsyncPathdClient(_Api):
                 # Not close(): a call that is connecting may still retry.
                 await self._drop(PathdDisconnected, "connect() failed: %s" % e)
                 raise
+            return True
 
     async def _await_first(self, sent, deadline):
         """As PathdClient._await_first."""
@@ -2598,23 +2678,25 @@ class AsyncPathdClient(_Api):
         except PathdTimeout:
             pass
 
-    async def _connect_until(self, deadline):
+    async def _connect_until(self, deadline, until=None):
         """As PathdClient._connect_until."""
         if self._writer is not None:
             if not self._aged():
                 return
             self._retire(self._writer)
-        backoff = RECONNECT_BACKOFF_FIRST_S
+        failure = None
         while True:
+            pause = self._gate_wait(deadline, until, failure)
+            if pause > 0:
+                await asyncio.sleep(pause)
+                continue
             try:
-                await self._connect(deadline)
-                return
-            except PathdDisconnected:
-                pause = self._reconnect_pause(backoff, deadline) if self.reconnect_lost else None
-                if pause is None:
+                if await self._connect(until, gated=self.reconnect_lost):
+                    return
+            except PathdDisconnected as e:
+                if not self.reconnect_lost:
                     raise
-            await asyncio.sleep(pause)
-            backoff = min(backoff * 2, RECONNECT_BACKOFF_MAX_S)
+                failure = e
 
     def _retire(self, writer, refused=False):
         """As PathdClient._retire."""
@@ -2626,19 +2708,30 @@ class AsyncPathdClient(_Api):
         self._held.clear()
         self._end_watches("DRAINING", "the connection was replaced (draining or max_connection_age)")
         self._limits_settled()  # a batch waiting for this connection's limits looks again
+        if refused:
+            self._gate_shut()
         self._close_if_done(writer)
-        if self._queue and (self._carry_task is None or self._carry_task.done()):
-            self._carry_task = asyncio.ensure_future(self._carry_queue_run(self._closes, refused))
+        if not self._queue:
+            return
+        if self._carry_task is None or self._carry_task.done():
+            self._carry_again = False
+            self._carry_task = asyncio.ensure_future(self._carry_queue_run(self._closes))
+        else:
+            self._carry_again = True  # the carry under way goes round again
 
-    async def _carry_queue_run(self, closes, refused):
+    async def _carry_queue_run(self, closes):
         """As PathdClient._carry_queue: the queue's next connection, now."""
-        try:
-            if refused:
-                await asyncio.sleep(self._reconnect_pause(RECONNECT_BACKOFF_FIRST_S, float("inf")))
-            if self._closes == closes:
-                await self._connect_until(time.monotonic() + self.retry_deadline)
-        except PathdError:
-            pass
+        while True:
+            try:
+                if self._closes == closes:
+                    await self._connect_until(time.monotonic() + self.retry_deadline)
+            except PathdError:
+                pass
+            again = (self._carry_again and self._closes == closes and self._writer is None
+                     and bool(self._queue))
+            self._carry_again = False
+            if not again:
+                break
         if self._closes != closes:
             await self._drop(PathdDisconnected, "connection closed by the client")
 
@@ -2722,6 +2815,8 @@ class AsyncPathdClient(_Api):
             error = (PathdProtocolError, str(e))
         except OSError as e:
             error = (PathdDisconnected, "receive failed: %s" % e)
+        if writer is self._writer:  # lost, not closed by us: the next connect waits a step
+            self._gate_shut()
         self._fail(writer, *error)
 
     # ---- sending and waiting ------------------------------------------------------
@@ -2789,7 +2884,7 @@ class AsyncPathdClient(_Api):
                         p, sent = sent, None
                     else:
                         if recover:
-                            await self._connect_until(deadline)
+                            await self._connect_until(deadline, until)
                         p = await self._send(op.request, op, False)
                     sock = p.sock
                     answer = await self._wait(p, until)
@@ -2805,6 +2900,7 @@ class AsyncPathdClient(_Api):
                     continue
             pause = self._retry_pause(answer, attempt, backoff, deadline)
             if pause is None:
+                self._served(answer)
                 return self._accept(op, answer)
             if self._status(answer) == "DRAINING":
                 self._retire(sock or self._writer)
@@ -2823,9 +2919,9 @@ class AsyncPathdClient(_Api):
         """As PathdClient._batch."""
         deadline = time.monotonic() + self.timeout
         retry_deadline = _until(time.monotonic() + self.retry_deadline, deadline)
-        await self._connect_until(retry_deadline)
+        await self._connect_until(retry_deadline, deadline)
         while not await self._await_limits(deadline):
-            await self._connect_until(retry_deadline)
+            await self._connect_until(retry_deadline, deadline)
         ops = self._batch_frames(items, op)
         return await (self._roundtrip(op, until=deadline) if len(ops) == 1 else self._call_many(ops, deadline))
 
@@ -2982,8 +3078,17 @@ class PathdPool(_Pool):
     goes to the least loaded connection. Safe to share between threads."""
 
     def __init__(self, addr=DEFAULT_SERVER, connections=4, **options):
-        """options are PathdClient's (timeout, token, max_queued, ...)."""
-        self._start([PathdClient(addr, **options) for _ in range(connections)])
+        """options are PathdClient's (timeout, token, max_queued, ...). When
+        one cannot connect, those already made are closed before it raises."""
+        clients = []
+        try:
+            for _ in range(connections):
+                clients.append(PathdClient(addr, **options))
+        except BaseException:
+            for client in clients:
+                client.close()
+            raise
+        self._start(clients)
 
     def close(self):
         for client in self.clients:

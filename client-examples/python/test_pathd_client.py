@@ -2157,16 +2157,23 @@ class DrainingQueueTest(unittest.TestCase):
     queued call waited until its timeout (PathdTimeout). As the Node
     client."""
 
+    @staticmethod
+    def first_in_flight(server, queued):
+        """Fake server step: a connection with cap 1; its first request,
+        once the test says the second call is queued."""
+        server.accept()
+        server.send(limits_answer(expect(server.read_frame(), "limits"), 1))
+        first = server.read_request()
+        if not queued.wait(20):
+            raise AssertionError("the second call never queued")
+        return first
+
     def drain_with_a_queue(self, queued):
         """Cap 1: the first call in flight; once the test says the second
         is queued, DRAINING and the first's answer; the second must come on
         a new connection."""
         def script(server):
-            server.accept()
-            server.send(limits_answer(expect(server.read_frame(), "limits"), 1))
-            first = server.read_request()
-            if not queued.wait(20):
-                raise AssertionError("the second call never queued")
+            first = self.first_in_flight(server, queued)
             server.send(pb.Response(id=0, status=pb.DRAINING, final=True),
                         error(first.id, pb.NO_PATH, "first"))
             old = server.accept(keep=True)
@@ -2175,9 +2182,44 @@ class DrainingQueueTest(unittest.TestCase):
             old.close()
         return script
 
+    def drain_twice_with_a_queue(self, queued):
+        """As drain_with_a_queue, but the connection opened for the queue
+        is retired straight away: its GetLimits answer and DRAINING (id 0)
+        come in one segment, and anything sent there is refused DRAINING.
+        The second call must come on a third connection. Before the fix the
+        carry under way ignored that second retirement and the queued call
+        waited, with no connection, until its timeout."""
+        def script(server):
+            first = self.first_in_flight(server, queued)
+            server.send(DRAINING_NOW, error(first.id, pb.NO_PATH, "first"))
+            old = server.accept(keep=True)
+            server.send(limits_answer(expect(server.read_frame(), "limits"), 1), DRAINING_NOW)
+            while True:  # until the client closes it
+                try:
+                    refused = server.read_frame()
+                except EOFError:
+                    break
+                server.send(error(refused.id, pb.DRAINING, "this replica is draining"))
+            old.close()
+            server.accept()
+            second = server.read_request()
+            server.send(error(second.id, pb.NO_PATH, "second"))
+        return script
+
     def test_queued_call_goes_on_a_new_connection(self):
+        self.assertEqual(self.sync_calls(self.drain_with_a_queue),
+                         ({"first": ("NO_PATH", "first"), "second": ("NO_PATH", "second")}, 1))
+
+    def test_queue_moves_again_when_its_new_connection_is_retired(self):
+        self.assertEqual(self.sync_calls(self.drain_twice_with_a_queue),
+                         ({"first": ("NO_PATH", "first"), "second": ("NO_PATH", "second")}, 2))
+
+    def sync_calls(self, make_script):
+        """Two blocking calls from threads against make_script(queued), the
+        second queued behind the first: their (status, message) by name,
+        and the client's reconnects."""
         queued = threading.Event()
-        server = FakeServer(self.drain_with_a_queue(queued))
+        server = FakeServer(make_script(queued))
         client = PathdClient(server.addr, timeout=5)
         messages = {}
 
@@ -2196,16 +2238,25 @@ class DrainingQueueTest(unittest.TestCase):
             queued.set()
             first.join(20)
             second.join(20)
-            self.assertEqual(messages, {"first": ("NO_PATH", "first"), "second": ("NO_PATH", "second")})
-            self.assertEqual(client.reconnects, 1)
+            outcome = messages, client.reconnects
         finally:
             queued.set()
             client.close()
         server.join()
+        return outcome
 
     def test_asyncio_queued_call_goes_on_a_new_connection(self):
+        self.assertEqual(self.asyncio_calls(self.drain_with_a_queue),
+                         (("NO_PATH", "first"), ("NO_PATH", "second"), 1))
+
+    def test_asyncio_queue_moves_again_when_its_new_connection_is_retired(self):
+        self.assertEqual(self.asyncio_calls(self.drain_twice_with_a_queue),
+                         (("NO_PATH", "first"), ("NO_PATH", "second"), 2))
+
+    def asyncio_calls(self, make_script):
+        """As sync_calls, with AsyncPathdClient: both outcomes, reconnects."""
         queued = threading.Event()
-        server = FakeServer(self.drain_with_a_queue(queued))
+        server = FakeServer(make_script(queued))
 
         async def outcome(call):
             try:
@@ -2225,38 +2276,39 @@ class DrainingQueueTest(unittest.TestCase):
                 return await first, await second, client.reconnects
 
         try:
-            self.assertEqual(asyncio.run(asyncio.wait_for(main(), 60)),
-                             (("NO_PATH", "first"), ("NO_PATH", "second"), 1))
+            outcome = asyncio.run(asyncio.wait_for(main(), 60))
         finally:
             queued.set()
         server.join()
+        return outcome
 
 
 class BatchDeadlineTest(unittest.TestCase):
     """batch()'s timeout bounds the whole call. A server that answers
-    GetLimits late (three quarters of the timeout) and never answers the
-    Batch: before the fix the frames had a whole timeout of their own after
-    the wait for GetLimits (1.75 timeouts in all, one more per frame of a
-    split batch); now the call raises PathdTimeout at its timeout. The
-    bound, 1.5 timeouts, leaves the client half a timeout (1.5 s) of slack
-    on a loaded machine; a client without the fix cannot be under it."""
+    GetLimits late (half the timeout) and never answers the Batch: before
+    the fix the frames had a whole timeout of their own after the wait for
+    GetLimits (1.5 timeouts in all, one more per frame of a split batch);
+    now the call raises PathdTimeout at its timeout. The bound, 1.5
+    timeouts, leaves the client half a timeout (2.25 s) of slack on a
+    loaded machine (it had 1.5 s with GetLimits at 0.75 of 3 s, thin under
+    load 10-15); a client without the fix cannot be under it."""
 
-    TIMEOUT = 3.0
+    TIMEOUT = 4.5
 
-    def silent_after_late_limits(self, cap, frames, done):
-        """Answers GetLimits (cap) after 0.75 timeouts, records the Batch
-        frames (their item counts) and answers none until done is set."""
+    def silent_after_late_limits(self, cap, frames):
+        """Answers GetLimits (cap) after half the timeout, then records the
+        Batch frames (their item counts), answering none, until the client
+        closes the connection (so no frame is missed however late it
+        comes)."""
         def script(server):
             server.accept()
             limits = expect(server.read_frame(), "limits")
-            time.sleep(0.75 * self.TIMEOUT)
+            time.sleep(0.5 * self.TIMEOUT)
             server.send(limits_answer(limits, cap))
-            server.conn.settimeout(0.05)
-            while not done.is_set():
+            server.conn.settimeout(60)
+            while True:
                 try:
                     frames.append(len(expect(server.read_frame(), "batch").batch.items))
-                except socket.timeout:
-                    pass
                 except EOFError:
                     return
         return script
@@ -2264,25 +2316,22 @@ class BatchDeadlineTest(unittest.TestCase):
     def timed_batch(self, cap, items, use_asyncio=False):
         """Seconds batch(items) took to raise PathdTimeout, and the frames
         the server read."""
-        frames, done = [], threading.Event()
-        server = FakeServer(self.silent_after_late_limits(cap, frames, done))
-        try:
-            if use_asyncio:
-                async def main():
-                    async with AsyncPathdClient(server.addr, timeout=self.TIMEOUT) as client:
-                        started = time.monotonic()
-                        with self.assertRaises(PathdTimeout):
-                            await client.batch(items)
-                        return time.monotonic() - started
-                took = asyncio.run(asyncio.wait_for(main(), 60))
-            else:
-                with PathdClient(server.addr, timeout=self.TIMEOUT, connect=False) as client:
+        frames = []
+        server = FakeServer(self.silent_after_late_limits(cap, frames))
+        if use_asyncio:
+            async def main():
+                async with AsyncPathdClient(server.addr, timeout=self.TIMEOUT) as client:
                     started = time.monotonic()
                     with self.assertRaises(PathdTimeout):
-                        client.batch(items)
-                    took = time.monotonic() - started
-        finally:
-            done.set()
+                        await client.batch(items)
+                    return time.monotonic() - started
+            took = asyncio.run(asyncio.wait_for(main(), 60))
+        else:
+            with PathdClient(server.addr, timeout=self.TIMEOUT, connect=False) as client:
+                started = time.monotonic()
+                with self.assertRaises(PathdTimeout):
+                    client.batch(items)
+                took = time.monotonic() - started
         server.join()
         return took, frames
 
@@ -2304,6 +2353,156 @@ class BatchDeadlineTest(unittest.TestCase):
         took, frames = self.timed_batch(FAKE_INFLIGHT_CAP, self.ITEMS, use_asyncio=True)
         self.assertEqual(frames, [5])
         self.assertLess(took, 1.5 * self.TIMEOUT)
+
+
+def always_draining(accepted, stop):
+    """Fake server script: every connection's first request (GetLimits) is
+    answered DRAINING, as a replica being stopped does, until stop is set;
+    accepted counts the connections."""
+    def script(server):
+        server.listener.settimeout(0.05)
+        while not stop.is_set():
+            try:
+                server.accept()
+            except socket.timeout:
+                continue
+            accepted.append(time.monotonic())
+            try:
+                limits = expect(server.read_frame(), "limits")
+                server.send(error(limits.id, pb.DRAINING, "this replica is draining"))
+            except (EOFError, OSError):
+                pass
+    return script
+
+
+class ConnectPacingTest(unittest.TestCase):
+    """How connects are paced and bounded (the review of the DRAINING
+    reconnect): retry_deadline=0 does not cut a connect's own waits;
+    connect() and the constructors ride out a draining replica as a call
+    does; the reconnect pause belongs to the client, not to each call."""
+
+    def auth_answered_after_a_pause(self, server):
+        """Auth and GetLimits read, then 0.3 s in which the client must send
+        nothing more (it waits for their answers: its timeout is 10 s),
+        then both answered and a ping served."""
+        server.accept()
+        auth = expect(server.read_frame(), "auth")
+        limits = expect(server.read_frame(), "limits")
+        server.conn.settimeout(0.3)
+        try:
+            early = server.read_frame()
+            raise AssertionError("%s sent before Auth was answered" % early.WhichOneof("body"))
+        except socket.timeout:
+            pass
+        server.conn.settimeout(10)
+        server.send(granted(auth), limits_answer(limits, FAKE_INFLIGHT_CAP))
+        server.send(pong(server.read_request()))
+
+    def test_retry_deadline_zero_still_connects_and_answers(self):
+        # retry_deadline=0 turns off retries, not the connect: before the
+        # fix the connect and its wait for Auth were cut to 1 ms (the ping
+        # went out before Auth was answered; asyncio could not connect).
+        server = FakeServer(self.auth_answered_after_a_pause)
+        with PathdClient(server.addr, timeout=10, token="tok", retry_deadline=0,
+                         connect=False) as client:
+            client.ping()
+            self.assertEqual(client.role, "query")
+        server.join()
+
+        async def main(addr):
+            async with AsyncPathdClient(addr, timeout=10, token="tok", retry_deadline=0) as client:
+                await client.ping()
+                return client.role
+
+        server = FakeServer(self.auth_answered_after_a_pause)
+        self.assertEqual(asyncio.run(asyncio.wait_for(main(server.addr), 60)), "query")
+        server.join()
+
+    def test_constructor_and_connect_ride_out_a_draining_replica(self):
+        # Before the fix PathdClient(addr) and connect() raised at once.
+        script = FirstRequestsTest.limits_drained_then_served
+        server = FakeServer(lambda s: script(None, s))
+        with PathdClient(server.addr, timeout=10) as client:
+            self.assertEqual(client.reconnects, 1)
+            client.ping()
+        server.join()
+
+        async def main(addr):
+            async with AsyncPathdClient(addr, timeout=10) as client:
+                await client.connect()
+                reconnects = client.reconnects
+                await client.ping()
+                return reconnects
+
+        server = FakeServer(lambda s: script(None, s))
+        self.assertEqual(asyncio.run(asyncio.wait_for(main(server.addr), 60)), 1)
+        server.join()
+
+    def test_refused_connect_says_what_happened_and_a_pool_closes_its_clients(self):
+        """Without reconnect a refused connect raises at once; its message
+        no longer promises "connecting again". A pool whose second client
+        is refused closes the first before raising (before: left open)."""
+        def script(server):
+            server.accept()
+            server.send(limits_answer(expect(server.read_frame(), "limits"), FAKE_INFLIGHT_CAP))
+            first = server.accept(keep=True)
+            limits = expect(server.read_frame(), "limits")
+            server.send(error(limits.id, pb.DRAINING, "this replica is draining"))
+            server.wait_closed()
+            server.conn.close()
+            server.conn = first
+            server.wait_closed()  # the pool closed the client it had made
+
+        server = FakeServer(script)
+        with self.assertRaises(PathdDisconnected) as raised:
+            PathdPool(server.addr, connections=2, timeout=10, reconnect=False)
+        server.join()
+        self.assertIn("GetLimits on the new connection was answered DRAINING", raised.exception.message)
+        self.assertNotIn("connecting again", raised.exception.message)
+
+    def connections_opened(self, calls, use_asyncio=False):
+        """Connections an always-draining server saw while `calls` pings
+        waited together, each with a 2 s retry deadline (they all fail)."""
+        accepted, stop = [], threading.Event()
+        server = FakeServer(always_draining(accepted, stop))
+        failures = []
+        try:
+            if use_asyncio:
+                async def main():
+                    client = AsyncPathdClient(server.addr, timeout=2, retry_deadline=2)
+                    outcomes = await asyncio.gather(*(client.ping() for _ in range(calls)),
+                                                    return_exceptions=True)
+                    await client.close()
+                    return outcomes
+                failures = asyncio.run(asyncio.wait_for(main(), 60))
+            else:
+                client = PathdClient(server.addr, timeout=2, retry_deadline=2, connect=False)
+
+                def ping():
+                    try:
+                        client.ping()
+                    except PathdError as e:
+                        failures.append(e)
+                threads = [threading.Thread(target=ping) for _ in range(calls)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join(30)
+                client.close()
+        finally:
+            stop.set()
+        server.join()
+        self.assertEqual(len(failures), calls)
+        self.assertTrue(all(isinstance(f, PathdDisconnected) for f in failures), failures[:1])
+        return len(accepted)
+
+    def test_connects_do_not_grow_with_the_calls_waiting(self):
+        # The pause doubles from 50 ms (each half random) to 2 s: within a
+        # 2 s deadline about 7 connects whatever the calls; 20 leaves a wide
+        # margin. Before the fix each call paced only itself: 50 calls made
+        # over 100 connections in 2 s.
+        for use_asyncio in (False, True):
+            self.assertLessEqual(self.connections_opened(50, use_asyncio), 20)
 
 
 class ReplicaFakeTest(unittest.TestCase):

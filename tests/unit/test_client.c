@@ -2464,18 +2464,25 @@ static void script_replica_auth_draining(fake_server *fs, int conn_index, int fd
     fake_wait_eof(fs, fd);
 }
 
+/* Receives the GetLimits a client sends first (without a token) and
+ * answers it DRAINING, as a draining replica does. */
+static void replica_refuse_limits(fake_server *fs, int fd)
+{
+    Pathd__V1__Request *limits = fake_recv_any(fs, fd);
+    if (!limits)
+        return;
+    FAKE_CHECK(fs, limits->body_case == PATHD__V1__REQUEST__BODY_LIMITS);
+    fake_send_status(fs, fd, limits->id, PATHD__V1__STATUS__DRAINING, "this replica is draining");
+    pathd__v1__request__free_unpacked(limits, NULL);
+}
+
 /* Without a token GetLimits is the first answer. 0: a ping refused
  * DRAINING; 1: GetLimits refused DRAINING, and nothing more may come; 2: a
  * ping. */
 static void script_replica_limits_draining(fake_server *fs, int conn_index, int fd)
 {
     if (conn_index == 1) {
-        Pathd__V1__Request *limits = fake_recv_any(fs, fd);
-        if (!limits)
-            return;
-        FAKE_CHECK(fs, limits->body_case == PATHD__V1__REQUEST__BODY_LIMITS);
-        fake_send_status(fs, fd, limits->id, PATHD__V1__STATUS__DRAINING, "this replica is draining");
-        pathd__v1__request__free_unpacked(limits, NULL);
+        replica_refuse_limits(fs, fd);
     } else if (conn_index == 0) {
         replica_refuse(fs, fd, PATHD__V1__REQUEST__BODY_PING, PATHD__V1__STATUS__DRAINING);
     } else {
@@ -2509,6 +2516,61 @@ static void test_replica_first_answer_draining_connects_again(void **state)
     assert_int_equal(pdc_reconnects(c), 2);
     fake_close(&fs, c);
     assert_int_equal(fs.extra_requests, 0);
+}
+
+/* 0: GetLimits (inside pdc_connect) refused DRAINING; a ping sent there
+ * anyway is refused DRAINING too, as a real pathd does. 1: a ping. */
+static void script_connect_limits_draining(fake_server *fs, int conn_index, int fd)
+{
+    if (conn_index == 0) {
+        replica_refuse_limits(fs, fd);
+        replica_refuse(fs, fd, PATHD__V1__REQUEST__BODY_PING, PATHD__V1__STATUS__DRAINING);
+    } else {
+        replica_answer(fs, fd, PATHD__V1__REQUEST__BODY_PING, 0);
+    }
+    fake_wait_eof(fs, fd);
+}
+
+/* pdc_connect's GetLimits answered DRAINING marks the connection draining,
+ * so the first call moves before sending and needs no retry attempt.
+ * Before the fix the answer was ignored, the ping went out on the refused
+ * connection and, with one attempt allowed, came back PDC_DRAINING. */
+static void test_connect_limits_draining_moves_first_call(void **state)
+{
+    (void)state;
+    fake_server fs;
+    pdc_conn *c = replica_start(&fs, script_connect_limits_draining, 2);
+    pdc_set_retry(c, 1, 0);
+    uint64_t rtt;
+    assert_int_equal(pdc_ping(c, &rtt), PDC_OK);
+    assert_int_equal(pdc_reconnects(c), 1);
+    assert_int_equal(replica_nnonces, 1);
+    fake_close(&fs, c);
+}
+
+/* Every connection (pdc_connect's, the retired one's replacement, the
+ * call's own second try) refuses GetLimits DRAINING. */
+static void script_limits_always_draining(fake_server *fs, int conn_index, int fd)
+{
+    (void)conn_index;
+    replica_refuse_limits(fs, fd);
+    fake_wait_eof(fs, fd);
+}
+
+/* Without reconnecting, a call whose new connection is refused gives up:
+ * the error says what happened and no longer promises "connecting again"
+ * (before the fix it did, though nothing connected again). */
+static void test_refused_reconnect_error_promises_nothing(void **state)
+{
+    (void)state;
+    fake_server fs;
+    pdc_conn *c = replica_start(&fs, script_limits_always_draining, 3);
+    pdc_set_reconnect(c, 0);
+    uint64_t rtt;
+    assert_int_equal(pdc_ping(c, &rtt), PDC_ERR_CONNECT);
+    assert_non_null(strstr(pdc_last_error(c), "GetLimits on the new connection was answered DRAINING"));
+    assert_null(strstr(pdc_last_error(c), "connecting again"));
+    fake_close(&fs, c);
 }
 
 /* A status newer than the client (99): a path answered with it, then a
@@ -2626,6 +2688,8 @@ int main(void)
         cmocka_unit_test(test_replica_unavailable_and_behind_are_retried),
         cmocka_unit_test(test_replica_draining_moves_after_owed_answers),
         cmocka_unit_test(test_replica_first_answer_draining_connects_again),
+        cmocka_unit_test(test_connect_limits_draining_moves_first_call),
+        cmocka_unit_test(test_refused_reconnect_error_promises_nothing),
         cmocka_unit_test(test_newer_status_is_named_by_its_number),
         cmocka_unit_test(test_replica_old_connection_is_replaced),
 #ifdef PDC_LOAD_BIN

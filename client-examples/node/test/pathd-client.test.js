@@ -28,6 +28,7 @@ const {
 } = require('../pathd-client');
 const {
   env, pathctl, pathctlJson, pathctlText, assertSame, corked, TRAP, Daemon, FakeServer, chunk, error,
+  alwaysDraining,
 } = require('./support');
 
 /* Resolves once condition() holds, polling; rejects after ms. */
@@ -1444,6 +1445,53 @@ describe('fake server', () => {
 const pong = (req) => ({ id: req.id, final: true, pong: { nonce: req.ping.nonce } });
 const updateOk = (req, version) => ({ id: req.id, final: true, update: { version, cellsChanged: 1 } });
 const DRAINING_NOW = { id: 0, status: 'DRAINING', final: true };
+
+/* The reconnect pause belongs to the client: against a server that
+ * refuses every socket (DRAINING first), the sockets opened follow the
+ * doubling steps whatever the number of calls waiting. Before the fix each
+ * call had its own pause: 1 call opened 5 sockets in 0.8 s, 50 calls 55 in
+ * 1 s, 500 calls 90. */
+describe('the reconnect gate is shared by the calls waiting', () => {
+  async function socketsOpened(calls) {
+    const server = await alwaysDraining();
+    const client = new PathdClient(server.addr, { timeoutMs: 5000, retryDeadlineMs: 1000 });
+    try {
+      // Half take a slot (queued behind GetLimits), half none (Ping: written at once).
+      const outcomes = await Promise.allSettled(Array.from({ length: calls },
+        (_, i) => (i % 2 ? client.ping() : client.isReachable('town', [1, 1], [3, 3]))));
+      assert.ok(outcomes.every((o) => o.status === 'rejected'), 'every call was refused');
+      return server.accepted;
+    } finally {
+      client.close();
+      await server.close();
+    }
+  }
+
+  it('opens about one socket per back-off step however many calls wait', async () => {
+    // Steps of 25-50, 50-100, 100-200, 200-400, 400-800 ms: at most 6
+    // sockets within the 1 s deadline; 15 leaves a wide margin.
+    for (const calls of [1, 50, 500]) {
+      const opened = await socketsOpened(calls);
+      assert.ok(opened >= 2 && opened <= 15, `${calls} calls opened ${opened} sockets`);
+    }
+  });
+
+  it('auth() stops connecting once it has been rejected', async () => {
+    // Before the fix it went on connecting and sending Auth for the whole
+    // retryDeadlineMs (10 s here) after rejecting at its timeoutMs.
+    const server = await alwaysDraining();
+    const client = new PathdClient(server.addr, { timeoutMs: 300, retryDeadlineMs: 10000 });
+    try {
+      await assert.rejects(client.auth('a-token'), PathdError); // DRAINING, or PathdTimeout
+      const rejectedAt = server.accepted;
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      assert.ok(server.accepted <= rejectedAt + 1, `${server.accepted - rejectedAt} sockets after auth() rejected`);
+    } finally {
+      client.close();
+      await server.close();
+    }
+  });
+});
 
 describe('replicas: reconnect, resend, BEHIND, UNAVAILABLE, DRAINING, maximum age (fake servers)', () => {
   it('sends a query lost with its connection again on a new one', async () => {

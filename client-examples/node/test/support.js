@@ -276,6 +276,36 @@ class FakeServer {
   }
 }
 
+/* A server on 127.0.0.1 that answers every request on every connection
+ * DRAINING (Auth and GetLimits first), as a replica being stopped does,
+ * until close(); accepted counts the connections it took. */
+async function alwaysDraining() {
+  const s = { accepted: 0, sockets: new Set() };
+  s.server = net.createServer((conn) => {
+    s.accepted++;
+    s.sockets.add(conn);
+    conn.on('close', () => s.sockets.delete(conn));
+    conn.on('error', () => {});
+    let buf = Buffer.alloc(0);
+    conn.on('data', (data) => {
+      buf = Buffer.concat([buf, data]);
+      while (buf.length >= 4 && buf.length >= 4 + buf.readUInt32BE(0)) {
+        const length = buf.readUInt32BE(0);
+        const request = Request.decode(buf.subarray(4, 4 + length));
+        buf = buf.subarray(4 + length);
+        conn.write(frame(error(request.id, 'DRAINING', 'this replica is draining'), Response));
+      }
+    });
+  });
+  await new Promise((resolve) => s.server.listen(0, '127.0.0.1', resolve));
+  s.addr = `127.0.0.1:${s.server.address().port}`;
+  s.close = () => new Promise((resolve) => {
+    for (const conn of s.sockets) conn.destroy();
+    s.server.close(resolve);
+  });
+  return s;
+}
+
 function chunk(id, seq, cells, { final = false, status = 'OK', cost = 0, total = 0 } = {}) {
   // Packed as the server packs them: the first cell absolute, then deltas.
   const points = {
@@ -295,4 +325,5 @@ function error(id, status, message) {
 
 module.exports = {
   env, pathctl, pathctlJson, pathctlText, assertSame, corked, TRAP, Daemon, FakeServer, chunk, error,
+  alwaysDraining,
 };
