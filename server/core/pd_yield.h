@@ -92,9 +92,13 @@
  * anchor off its way; the agents coming the other way could not move it.
  * A holder that has stood give_way_ms is movable by any requester that
  * may move holders, whatever its own wait: the longest waiter gives way
- * instead of standing between everyone and their goals. Two agents cannot take the
- * way from each other back and forth faster than once per give_way_ms: a
- * moved agent's wait starts again from 0. 500 agents, 600 s, three seeds
+ * instead of standing between everyone and their goals. A moved agent's
+ * wait starts again from 0 once it steps off its anchor; one whose new
+ * plan first waits there and that reserves again in place before leaving
+ * keeps its wait (the table joins the waits), and may be given way again
+ * at once (the dl6 review counted 32 such moves in a Berlin_0_256 run).
+ * Resetting it needs a "moved at" time in the table and its log; not
+ * done. 500 agents, 600 s, three seeds
  * each of Berlin_0_256 and den520d: 211 deadlocked agents in all before,
  * 145 with 16 s, 168 with 20 s; with 10 s Berlin's default seed went
  * from 43 to 134 (moving agents that would have got their way).

@@ -3217,7 +3217,8 @@ type ReservePath struct {
 	DeadlineMs    uint32               `protobuf:"varint,14,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"`          // as FindPath.deadline_ms
 	// Moving standing agents aside (issue 34's deadlocks): once this agent has
 	// stood on its start at least yield_after_ms, agents parked or holding in
-	// its way (that stood less long) may be re-planned off it; their new plans
+	// its way (that stood less long, or that have stood 16 s whatever this
+	// one's wait) may be re-planned off it; their new plans
 	// come back in ReservePathResult.displaced and the game must apply them.
 	// 0 (the default): never move anyone for this request.
 	YieldAfterMs int64  `protobuf:"varint,15,opt,name=yield_after_ms,json=yieldAfterMs,proto3" json:"yield_after_ms,omitempty"`
