@@ -28,7 +28,9 @@
 /* The FUNCTION library, loaded with FUNCTION LOAD REPLACE at every
  * connect (a Redis restarted without its data has none). KEYS: stream,
  * meta, dedup (meta again when there is no key), seq, scenes, and the
- * scene's reservation stream (pd_reserve_shared.c's; always passed).
+ * scene's reservation stream (pd_reserve_shared.c's; this pathd always
+ * passes it, an older one passes only the first five: its answer's top
+ * is then "0-0", which an older caller ignores).
  * ARGV: op (next|new|drop), expected ("" none), the NEW version, "1" when
  * a key is given, its TTL, the scene's name, the record, this append's
  * tag, the tag the scene's last append must have ("" none), "1" to have
@@ -120,7 +122,9 @@ static const char PD__LIBRARY[] =
     "             'live', op == 'drop' and '0' or '1', 'tag', tag)\n"
     "  if not live then redis.call('SADD', scenes, scene) end -- a live one is in it\n"
     "  if keyed == '1' then redis.call('SET', dedup, string.format('%d', v), 'EX', ttl) end\n"
-    "  local top = redis.call('XREVRANGE', keys[6], '+', '-', 'COUNT', 1)\n"
+    "  -- an older pathd passes 5 keys: no top for it (asked only after the XADD\n"
+    "  -- so the check cannot fail once the append is made)\n"
+    "  local top = keys[6] and redis.call('XREVRANGE', keys[6], '+', '-', 'COUNT', 1) or {}\n"
     "  local ok = {'OK', string.format('%d', v), top[1] and top[1][1] or '0-0'}\n"
     "  if want_id == '1' then ok[4] = id end -- asked for: an older caller takes 2..3 elements\n"
     "  return ok\n"
@@ -674,12 +678,16 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
             pd__mark_note(rl, a->scene, out->inc, out->entry_v);
         /* What this pathd serves of the scene once the store takes the
          * answer (under its change lock, as the tail's notes): the
-         * incarnation of the entry (none after a drop); a duplicate's or
-         * an older library's answer names no entry: not known, versions
-         * alone check the next append. */
-        pthread_mutex_lock(&rl->mark_lock);
-        pd__inc_entry(rl, a->scene, out->has_id, out->inc, out->entry_v);
-        pthread_mutex_unlock(&rl->mark_lock);
+         * incarnation of the entry (none after a drop); an older library's
+         * answer names no entry: not known, versions alone check the next
+         * append. A duplicate (a retried key) appended nothing: what this
+         * pathd serves is unchanged, and so is its incarnation - forgot,
+         * the check would be off for the scene until its next entry. */
+        if (!out->duplicate) {
+            pthread_mutex_lock(&rl->mark_lock);
+            pd__inc_entry(rl, a->scene, out->has_id, out->inc, out->entry_v);
+            pthread_mutex_unlock(&rl->mark_lock);
+        }
         if (!out->duplicate && !out->has_id && !atomic_exchange(&rl->no_id_said, 1) && rl->warn) {
             /* An older pathd's library (a rolling upgrade: the last to
              * connect loads its own): no mark, the tail goes by versions
@@ -704,6 +712,7 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
             snprintf(out->message, sizeof out->message, "scene '%s': the log has dropped it since", a->scene);
         out->status = PD_STALE_VERSION;
         out->other_incarnation = 1;
+        out->log_inc = log_inc;
     } else if (strcmp(what, "STALE") == 0) {
         snprintf(out->message, sizeof out->message, "scene '%s': the log is at version %" PRIu64 ", not %" PRIu64,
                  a->scene, v, a->expected);
@@ -734,7 +743,8 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
 /* Queues the FCALL of append a (tag: its tag; after: the tag the scene's
  * last append must have, "" none) in the connection's output buffer
  * (conn_lock held, connected). 0, or -1 (memory). */
-static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const char *tag, const char *after)
+static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const char *tag, const char *after,
+                            pd_redis_append_result *out)
 {
     static const char *const ops[] = { "next", "new", "drop" };
     char stream[320], meta[320], dedup[640], seq[96], scenes[96], resv[320], expected[24], made[24], ttl[16];
@@ -742,8 +752,10 @@ static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const ch
     if (a->op != PD_REDIS_NEW) {
         pthread_mutex_lock(&rl->mark_lock);
         const pd__own_inc *e = pd__inc_of(rl, a->scene);
-        if (e)
+        if (e) {
             snprintf(inc, sizeof inc, "%" PRIu64, e->inc);
+            out->sent_inc = e->inc;
+        }
         pthread_mutex_unlock(&rl->mark_lock);
     }
     pd_redis_log_stream_key(rl, a->scene, stream, sizeof stream);
@@ -838,7 +850,7 @@ size_t pd_redis_log_append_many(pd_redis_log *rl, const pd_redis_append *a, size
         char *tag = tags[i % 2];
         snprintf(tag, sizeof tags[0], "%016" PRIx64 "-%" PRIu64, rl->tag_base,
                  (uint64_t)atomic_fetch_add(&rl->tag_next, 1));
-        if (pd__queue_append(rl, &a[i], tag, i > 0 ? tags[(i - 1) % 2] : "") != 0) {
+        if (pd__queue_append(rl, &a[i], tag, i > 0 ? tags[(i - 1) % 2] : "", &out[i]) != 0) {
             /* Nothing was sent yet (hiredis writes at the first read): a
              * connection whose buffer is half full is dropped. */
             snprintf(why, sizeof why, "Redis %.100s:%u: out of memory queueing an append", rl->host,
@@ -1151,6 +1163,22 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
             rl->raced_version = res.version;
         return -1;
     }
+    if (atomic_load(&rl->tailed) && rec->type == PD_JOURNAL_DROP && res.sent_inc &&
+        ((st == PD_STALE_VERSION && res.other_incarnation && (res.version == 0 || res.log_inc > res.sent_inc)) ||
+         st == PD_UNKNOWN_SCENE)) {
+        /* A drop of an incarnation the log ended already: another replica
+         * dropped the name first (GONE: none live; STALE: made anew since,
+         * a higher INC live). The incarnation sent is one this pathd read
+         * from the log, so the log had it live: only a drop since ended
+         * it. Nothing recorded; this replica's tail brings it to the log's
+         * state, as for the lost races below. A lower INC than the one
+         * sent (a log that went back), or a drop with no INC known (the
+         * log may never have had the scene), is no race: it fails below. */
+        snprintf(rl->why, sizeof rl->why, "%.180s; another replica dropped it first, this replica is catching up",
+                 res.message);
+        rl->refusal = PD_UNAVAILABLE;
+        return -1;
+    }
     if (atomic_load(&rl->tailed) && rec->type != PD_JOURNAL_DROP &&
         (st == PD_STALE_VERSION || st == PD_SCENE_EXISTS || st == PD_UNKNOWN_SCENE)) {
         /* Another replica changed the scene first: this one has not
@@ -1162,7 +1190,8 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
          * if any, was not seen: the FUNCTION checks it first): the store
          * may build it again once the tail applied the winner's records.
          * A log behind this pathd is no race: nothing to wait for. */
-        if (st == PD_STALE_VERSION && rec->type == PD_JOURNAL_UPDATE && res.version >= rec->version)
+        if (st == PD_STALE_VERSION && rec->type == PD_JOURNAL_UPDATE && res.version >= rec->version &&
+            !res.other_incarnation)
             rl->raced_version = res.version;
         return -1;
     }
