@@ -151,11 +151,19 @@ typedef struct pd__own_inc {
     uint64_t inc;
 } pd__own_inc;
 
-/* A small table of per-scene entries, each opening with the scene's name
- * (char[PD_CONF_MAX_NAME]): the marks and the incarnations. */
+/* A table of per-scene entries, each opening with the scene's name
+ * (char[PD_CONF_MAX_NAME]): the marks and the incarnations. The entries
+ * are packed in v (a drop moves the last into its place); slots index
+ * them by the name's hash (open addressing, linear probing, deletion by
+ * backward shift, so no tombstones): the incarnations hold every scene
+ * with a known INC (up to limits.max_scenes), looked up per append, per
+ * tail record and per stream on replay, under mark_lock - a linear scan
+ * made replay quadratic in the scenes. */
 typedef struct pd__named {
     unsigned char *v;
     size_t n, cap, size;          /* size: one entry's bytes */
+    size_t *slots;                /* an entry's index + 1, 0 empty */
+    size_t n_slots;               /* a power of two, above 2 * n (0: none yet) */
 } pd__named;
 
 typedef struct pd__resv_top {
@@ -209,12 +217,11 @@ struct pd_redis_log {
     pthread_mutex_t mark_lock;    /* guards marks: appends write, the tail reads */
     pd__named marks;              /* pd__own_mark, one per scene this pathd made or dropped
                                      whose entry the tail has not read yet (pd_redis_log_own_past
-                                     forgets it then): searched linearly, strcmp per tail entry,
-                                     as it holds only the names changed within the tail's lag */
+                                     forgets it then): found by hash, per tail entry */
     pd__named incs;               /* (mark_lock) pd__own_inc, per scene the incarnation (INC)
                                      what this pathd serves of it is of, when known: every
                                      append of it names it (the FUNCTION's eleventh ARGV);
-                                     searched once per append */
+                                     found by hash, per append, tail record and replayed stream */
     atomic_int no_id_said;        /* an OK answer with no entry id was logged (once) */
 
     pthread_mutex_t pos_lock;     /* guards pos: replay writes, the tail reads */
@@ -457,14 +464,56 @@ static int pd__parse_id(const char *id, size_t len, uint64_t *inc, uint64_t *v)
 
 static void pd__inc_forget(pd_redis_log *rl, const char *scene);
 
+/* FNV-1a of a scene's name: the slot it starts probing at. */
+static size_t pd__name_hash(const char *name)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        h = (h ^ *c) * 0x100000001b3ull;
+    return (size_t)(h ^ (h >> 32));
+}
+
+static const char *pd__named_name(const pd__named *t, size_t i)
+{
+    return (const char *)t->v + i * t->size;
+}
+
+/* The slot of scene's entry, or of the empty slot where it would go
+ * (t->n_slots > 0, so at least one slot is empty). */
+static size_t pd__named_slot(const pd__named *t, const char *scene)
+{
+    size_t mask = t->n_slots - 1;
+    size_t at = pd__name_hash(scene) & mask;
+    while (t->slots[at] && strcmp(pd__named_name(t, t->slots[at] - 1), scene) != 0)
+        at = (at + 1) & mask;
+    return at;
+}
+
+/* Rebuilds the slots at n_slots (a power of two above 2 * n): 0, or -1
+ * (memory; the table is left as it was). */
+static int pd__named_rehash(pd__named *t, size_t n_slots)
+{
+    size_t *slots = calloc(n_slots, sizeof *slots);
+    if (!slots)
+        return -1;
+    free(t->slots);
+    t->slots = slots;
+    t->n_slots = n_slots;
+    for (size_t i = 0; i < t->n; i++)
+        t->slots[pd__named_slot(t, pd__named_name(t, i))] = i + 1;
+    return 0;
+}
+
 /* Scene's entry in t, or NULL; with add, made (zeroed but for the name)
  * when there is none - NULL then only when memory ran out or the name is
  * too long (mark_lock held). */
 static void *pd__named_find(pd__named *t, const char *scene, int add)
 {
-    for (size_t i = 0; i < t->n; i++)
-        if (strcmp((const char *)t->v + i * t->size, scene) == 0)
-            return t->v + i * t->size;
+    if (t->n_slots) {
+        size_t at = pd__named_slot(t, scene);
+        if (t->slots[at])
+            return t->v + (t->slots[at] - 1) * t->size;
+    }
     if (!add || strlen(scene) >= PD_CONF_MAX_NAME)
         return NULL;
     if (t->n == t->cap) {
@@ -475,18 +524,42 @@ static void *pd__named_find(pd__named *t, const char *scene, int add)
         t->v = grown;
         t->cap = cap;
     }
-    unsigned char *e = t->v + t->n++ * t->size;
+    /* At most half full, so probes stay short. */
+    if ((t->n + 1) * 2 > t->n_slots && pd__named_rehash(t, t->n_slots ? t->n_slots * 2 : 32) != 0)
+        return NULL;
+    unsigned char *e = t->v + t->n * t->size;
     memset(e, 0, t->size);
     snprintf((char *)e, PD_CONF_MAX_NAME, "%s", scene);
+    t->slots[pd__named_slot(t, scene)] = ++t->n;
     return e;
+}
+
+/* Empties slot at, shifting back the entries after it that probed past
+ * it, so every entry stays reachable from its home slot. */
+static void pd__named_unslot(pd__named *t, size_t at)
+{
+    size_t mask = t->n_slots - 1;
+    for (size_t next = (at + 1) & mask; t->slots[next]; next = (next + 1) & mask) {
+        size_t home = pd__name_hash(pd__named_name(t, t->slots[next] - 1)) & mask;
+        /* It may move to at when at lies on its probe path, home..next. */
+        if (((next - home) & mask) >= ((next - at) & mask)) {
+            t->slots[at] = t->slots[next];
+            at = next;
+        }
+    }
+    t->slots[at] = 0;
 }
 
 /* Drops entry e of t (mark_lock held): the last takes its place. */
 static void pd__named_drop(pd__named *t, void *e)
 {
-    unsigned char *last = t->v + --t->n * t->size;
-    if ((unsigned char *)e != last)
-        memcpy(e, last, t->size);
+    size_t i = (size_t)((unsigned char *)e - t->v) / t->size, last = t->n - 1;
+    pd__named_unslot(t, pd__named_slot(t, pd__named_name(t, i)));
+    if (i != last) {
+        t->slots[pd__named_slot(t, pd__named_name(t, last))] = i + 1;
+        memcpy(e, t->v + last * t->size, t->size);
+    }
+    t->n--;
 }
 
 /* Scene's mark, or NULL (mark_lock held). */
@@ -1647,7 +1720,9 @@ void pd_redis_log_destroy(pd_redis_log *rl)
     pthread_mutex_destroy(&rl->resv_lock);
     pthread_mutex_destroy(&rl->mark_lock);
     free(rl->marks.v);
+    free(rl->marks.slots);
     free(rl->incs.v);
+    free(rl->incs.slots);
     free(rl->pos);
     free(rl);
 }

@@ -1041,6 +1041,62 @@ static void test_store_drops_at_once_are_retryable(void **state)
     store_free(a);
 }
 
+/* The incarnation table with many names (a hash on the name, deletion by
+ * backward shift): every name set is found with its own INC; a third
+ * forgotten (a drop's entry served, or the mark forgotten) are not found
+ * while every other still is, with its INC; set again they are found
+ * again, and a name never set is not. Correctness only, no timing. */
+#define MANY_SCENES 5000
+
+/* Every scene-I of the many, I % every == 0, is served from entry
+ * (I + plus)-V. */
+static void serve_many(pd_redis_log *rl, int every, int plus, int v)
+{
+    char name[32], id[48];
+    for (int i = 0; i < MANY_SCENES; i += every) {
+        snprintf(name, sizeof name, "scene-%d", i);
+        snprintf(id, sizeof id, "%d-%d", i + plus, v);
+        pd_redis_log_served_entry(rl, name, id);
+    }
+}
+
+static void test_incarnations_of_many_scenes(void **state)
+{
+    (void)state;
+    enum { MANY = MANY_SCENES };
+    pd_redis_log *rl = log_open("manyinc");
+    char name[32];
+    uint64_t inc = 0;
+    serve_many(rl, 1, 1, 1);
+    for (int i = 0; i < MANY; i++) {
+        snprintf(name, sizeof name, "scene-%d", i);
+        assert_int_equal(pd_redis_log_incarnation(rl, name, &inc), 1);
+        assert_int_equal(inc, (uint64_t)i + 1);
+    }
+    for (int i = 0; i < MANY; i += 3) {
+        snprintf(name, sizeof name, "scene-%d", i);
+        if (i % 2)
+            pd_redis_log_served_entry(rl, name, "9-0"); /* a drop's entry: none live */
+        else
+            pd_redis_log_own_forget(rl, name);
+    }
+    for (int i = 0; i < MANY; i++) {
+        snprintf(name, sizeof name, "scene-%d", i);
+        inc = 0;
+        assert_int_equal(pd_redis_log_incarnation(rl, name, &inc), i % 3 != 0);
+        if (i % 3 != 0)
+            assert_int_equal(inc, (uint64_t)i + 1);
+    }
+    serve_many(rl, 3, 7, 4);
+    for (int i = 0; i < MANY; i++) {
+        snprintf(name, sizeof name, "scene-%d", i);
+        assert_int_equal(pd_redis_log_incarnation(rl, name, &inc), 1);
+        assert_int_equal(inc, (uint64_t)i + (i % 3 ? 1 : 7));
+    }
+    assert_int_equal(pd_redis_log_incarnation(rl, "scene-never", &inc), 0);
+    pd_redis_log_destroy(rl);
+}
+
 /* b drops "s" at version `at` and makes it anew at version 2 (INC-0,
  * INC+1-1, INC+1-2). */
 static void anew_at_two(pd_redis_log *b, uint64_t at)
@@ -1619,6 +1675,7 @@ static void test_redis_dies_with_appends_in_flight(void **state)
     store_free(st);
 }
 
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1639,6 +1696,7 @@ int main(void)
         cmocka_unit_test(test_append_names_its_incarnation),
         cmocka_unit_test(test_store_update_of_an_older_incarnation_is_refused),
         cmocka_unit_test(test_five_keys_of_an_older_pathd),
+        cmocka_unit_test(test_incarnations_of_many_scenes),
         cmocka_unit_test(test_store_drop_of_an_incarnation_ended_since_is_retryable),
         cmocka_unit_test(test_store_drops_at_once_are_retryable),
         cmocka_unit_test(test_duplicate_keeps_the_incarnation),
