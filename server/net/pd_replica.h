@@ -3,7 +3,7 @@
  * config "log": {"redis"}; pd_replica.c): every replica reads every
  * scene's Redis Stream on its own connection (hiredis's libuv adapter, on
  * the server's loop) and applies the records it did not make itself, in
- * version order, on libuv's threadpool (pd_store_apply_logged_result),
+ * version order, on libuv's threadpool (pd_store_apply_logged_entry),
  * telling this pathd's watchers of them; a scene whose log went back is
  * refused and rebuilt from the log (pd_redis_snap_rebuild). It also
  * holds what the request path asks of a replica: whether it serves yet

@@ -28,7 +28,9 @@
 /* The FUNCTION library, loaded with FUNCTION LOAD REPLACE at every
  * connect (a Redis restarted without its data has none). KEYS: stream,
  * meta, dedup (meta again when there is no key), seq, scenes, and the
- * scene's reservation stream (pd_reserve_shared.c's; always passed).
+ * scene's reservation stream (pd_reserve_shared.c's; this pathd always
+ * passes it, an older one passes only the first five: its answer's top
+ * is then "0-0", which an older caller ignores).
  * ARGV: op (next|new|drop), expected ("" none), the NEW version, "1" when
  * a key is given, its TTL, the scene's name, the record, this append's
  * tag, the tag the scene's last append must have ("" none), "1" to have
@@ -120,7 +122,9 @@ static const char PD__LIBRARY[] =
     "             'live', op == 'drop' and '0' or '1', 'tag', tag)\n"
     "  if not live then redis.call('SADD', scenes, scene) end -- a live one is in it\n"
     "  if keyed == '1' then redis.call('SET', dedup, string.format('%d', v), 'EX', ttl) end\n"
-    "  local top = redis.call('XREVRANGE', keys[6], '+', '-', 'COUNT', 1)\n"
+    "  -- an older pathd passes 5 keys: no top for it (asked only after the XADD\n"
+    "  -- so the check cannot fail once the append is made)\n"
+    "  local top = keys[6] and redis.call('XREVRANGE', keys[6], '+', '-', 'COUNT', 1) or {}\n"
     "  local ok = {'OK', string.format('%d', v), top[1] and top[1][1] or '0-0'}\n"
     "  if want_id == '1' then ok[4] = id end -- asked for: an older caller takes 2..3 elements\n"
     "  return ok\n"
@@ -147,11 +151,19 @@ typedef struct pd__own_inc {
     uint64_t inc;
 } pd__own_inc;
 
-/* A small table of per-scene entries, each opening with the scene's name
- * (char[PD_CONF_MAX_NAME]): the marks and the incarnations. */
+/* A table of per-scene entries, each opening with the scene's name
+ * (char[PD_CONF_MAX_NAME]): the marks and the incarnations. The entries
+ * are packed in v (a drop moves the last into its place); slots index
+ * them by the name's hash (open addressing, linear probing, deletion by
+ * backward shift, so no tombstones): the incarnations hold every scene
+ * with a known INC (up to limits.max_scenes), looked up per append, per
+ * tail record and per stream on replay, under mark_lock - a linear scan
+ * made replay quadratic in the scenes. */
 typedef struct pd__named {
     unsigned char *v;
     size_t n, cap, size;          /* size: one entry's bytes */
+    size_t *slots;                /* an entry's index + 1, 0 empty */
+    size_t n_slots;               /* a power of two, above 2 * n (0: none yet) */
 } pd__named;
 
 typedef struct pd__resv_top {
@@ -205,12 +217,11 @@ struct pd_redis_log {
     pthread_mutex_t mark_lock;    /* guards marks: appends write, the tail reads */
     pd__named marks;              /* pd__own_mark, one per scene this pathd made or dropped
                                      whose entry the tail has not read yet (pd_redis_log_own_past
-                                     forgets it then): searched linearly, strcmp per tail entry,
-                                     as it holds only the names changed within the tail's lag */
+                                     forgets it then): found by hash, per tail entry */
     pd__named incs;               /* (mark_lock) pd__own_inc, per scene the incarnation (INC)
                                      what this pathd serves of it is of, when known: every
                                      append of it names it (the FUNCTION's eleventh ARGV);
-                                     searched once per append */
+                                     found by hash, per append, tail record and replayed stream */
     atomic_int no_id_said;        /* an OK answer with no entry id was logged (once) */
 
     pthread_mutex_t pos_lock;     /* guards pos: replay writes, the tail reads */
@@ -453,14 +464,56 @@ static int pd__parse_id(const char *id, size_t len, uint64_t *inc, uint64_t *v)
 
 static void pd__inc_forget(pd_redis_log *rl, const char *scene);
 
+/* FNV-1a of a scene's name: the slot it starts probing at. */
+static size_t pd__name_hash(const char *name)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        h = (h ^ *c) * 0x100000001b3ull;
+    return (size_t)(h ^ (h >> 32));
+}
+
+static const char *pd__named_name(const pd__named *t, size_t i)
+{
+    return (const char *)t->v + i * t->size;
+}
+
+/* The slot of scene's entry, or of the empty slot where it would go
+ * (t->n_slots > 0, so at least one slot is empty). */
+static size_t pd__named_slot(const pd__named *t, const char *scene)
+{
+    size_t mask = t->n_slots - 1;
+    size_t at = pd__name_hash(scene) & mask;
+    while (t->slots[at] && strcmp(pd__named_name(t, t->slots[at] - 1), scene) != 0)
+        at = (at + 1) & mask;
+    return at;
+}
+
+/* Rebuilds the slots at n_slots (a power of two above 2 * n): 0, or -1
+ * (memory; the table is left as it was). */
+static int pd__named_rehash(pd__named *t, size_t n_slots)
+{
+    size_t *slots = calloc(n_slots, sizeof *slots);
+    if (!slots)
+        return -1;
+    free(t->slots);
+    t->slots = slots;
+    t->n_slots = n_slots;
+    for (size_t i = 0; i < t->n; i++)
+        t->slots[pd__named_slot(t, pd__named_name(t, i))] = i + 1;
+    return 0;
+}
+
 /* Scene's entry in t, or NULL; with add, made (zeroed but for the name)
  * when there is none - NULL then only when memory ran out or the name is
  * too long (mark_lock held). */
 static void *pd__named_find(pd__named *t, const char *scene, int add)
 {
-    for (size_t i = 0; i < t->n; i++)
-        if (strcmp((const char *)t->v + i * t->size, scene) == 0)
-            return t->v + i * t->size;
+    if (t->n_slots) {
+        size_t at = pd__named_slot(t, scene);
+        if (t->slots[at])
+            return t->v + (t->slots[at] - 1) * t->size;
+    }
     if (!add || strlen(scene) >= PD_CONF_MAX_NAME)
         return NULL;
     if (t->n == t->cap) {
@@ -471,18 +524,42 @@ static void *pd__named_find(pd__named *t, const char *scene, int add)
         t->v = grown;
         t->cap = cap;
     }
-    unsigned char *e = t->v + t->n++ * t->size;
+    /* At most half full, so probes stay short. */
+    if ((t->n + 1) * 2 > t->n_slots && pd__named_rehash(t, t->n_slots ? t->n_slots * 2 : 32) != 0)
+        return NULL;
+    unsigned char *e = t->v + t->n * t->size;
     memset(e, 0, t->size);
     snprintf((char *)e, PD_CONF_MAX_NAME, "%s", scene);
+    t->slots[pd__named_slot(t, scene)] = ++t->n;
     return e;
+}
+
+/* Empties slot at, shifting back the entries after it that probed past
+ * it, so every entry stays reachable from its home slot. */
+static void pd__named_unslot(pd__named *t, size_t at)
+{
+    size_t mask = t->n_slots - 1;
+    for (size_t next = (at + 1) & mask; t->slots[next]; next = (next + 1) & mask) {
+        size_t home = pd__name_hash(pd__named_name(t, t->slots[next] - 1)) & mask;
+        /* It may move to at when at lies on its probe path, home..next. */
+        if (((next - home) & mask) >= ((next - at) & mask)) {
+            t->slots[at] = t->slots[next];
+            at = next;
+        }
+    }
+    t->slots[at] = 0;
 }
 
 /* Drops entry e of t (mark_lock held): the last takes its place. */
 static void pd__named_drop(pd__named *t, void *e)
 {
-    unsigned char *last = t->v + --t->n * t->size;
-    if ((unsigned char *)e != last)
-        memcpy(e, last, t->size);
+    size_t i = (size_t)((unsigned char *)e - t->v) / t->size, last = t->n - 1;
+    pd__named_unslot(t, pd__named_slot(t, pd__named_name(t, i)));
+    if (i != last) {
+        t->slots[pd__named_slot(t, pd__named_name(t, last))] = i + 1;
+        memcpy(e, t->v + last * t->size, t->size);
+    }
+    t->n--;
 }
 
 /* Scene's mark, or NULL (mark_lock held). */
@@ -674,12 +751,16 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
             pd__mark_note(rl, a->scene, out->inc, out->entry_v);
         /* What this pathd serves of the scene once the store takes the
          * answer (under its change lock, as the tail's notes): the
-         * incarnation of the entry (none after a drop); a duplicate's or
-         * an older library's answer names no entry: not known, versions
-         * alone check the next append. */
-        pthread_mutex_lock(&rl->mark_lock);
-        pd__inc_entry(rl, a->scene, out->has_id, out->inc, out->entry_v);
-        pthread_mutex_unlock(&rl->mark_lock);
+         * incarnation of the entry (none after a drop); an older library's
+         * answer names no entry: not known, versions alone check the next
+         * append. A duplicate (a retried key) appended nothing: what this
+         * pathd serves is unchanged, and so is its incarnation - forgot,
+         * the check would be off for the scene until its next entry. */
+        if (!out->duplicate) {
+            pthread_mutex_lock(&rl->mark_lock);
+            pd__inc_entry(rl, a->scene, out->has_id, out->inc, out->entry_v);
+            pthread_mutex_unlock(&rl->mark_lock);
+        }
         if (!out->duplicate && !out->has_id && !atomic_exchange(&rl->no_id_said, 1) && rl->warn) {
             /* An older pathd's library (a rolling upgrade: the last to
              * connect loads its own): no mark, the tail goes by versions
@@ -704,6 +785,7 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
             snprintf(out->message, sizeof out->message, "scene '%s': the log has dropped it since", a->scene);
         out->status = PD_STALE_VERSION;
         out->other_incarnation = 1;
+        out->log_inc = log_inc;
     } else if (strcmp(what, "STALE") == 0) {
         snprintf(out->message, sizeof out->message, "scene '%s': the log is at version %" PRIu64 ", not %" PRIu64,
                  a->scene, v, a->expected);
@@ -734,7 +816,8 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
 /* Queues the FCALL of append a (tag: its tag; after: the tag the scene's
  * last append must have, "" none) in the connection's output buffer
  * (conn_lock held, connected). 0, or -1 (memory). */
-static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const char *tag, const char *after)
+static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const char *tag, const char *after,
+                            pd_redis_append_result *out)
 {
     static const char *const ops[] = { "next", "new", "drop" };
     char stream[320], meta[320], dedup[640], seq[96], scenes[96], resv[320], expected[24], made[24], ttl[16];
@@ -742,8 +825,10 @@ static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const ch
     if (a->op != PD_REDIS_NEW) {
         pthread_mutex_lock(&rl->mark_lock);
         const pd__own_inc *e = pd__inc_of(rl, a->scene);
-        if (e)
+        if (e) {
             snprintf(inc, sizeof inc, "%" PRIu64, e->inc);
+            out->sent_inc = e->inc;
+        }
         pthread_mutex_unlock(&rl->mark_lock);
     }
     pd_redis_log_stream_key(rl, a->scene, stream, sizeof stream);
@@ -838,7 +923,7 @@ size_t pd_redis_log_append_many(pd_redis_log *rl, const pd_redis_append *a, size
         char *tag = tags[i % 2];
         snprintf(tag, sizeof tags[0], "%016" PRIx64 "-%" PRIu64, rl->tag_base,
                  (uint64_t)atomic_fetch_add(&rl->tag_next, 1));
-        if (pd__queue_append(rl, &a[i], tag, i > 0 ? tags[(i - 1) % 2] : "") != 0) {
+        if (pd__queue_append(rl, &a[i], tag, i > 0 ? tags[(i - 1) % 2] : "", &out[i]) != 0) {
             /* Nothing was sent yet (hiredis writes at the first read): a
              * connection whose buffer is half full is dropped. */
             snprintf(why, sizeof why, "Redis %.100s:%u: out of memory queueing an append", rl->host,
@@ -1151,6 +1236,22 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
             rl->raced_version = res.version;
         return -1;
     }
+    if (atomic_load(&rl->tailed) && rec->type == PD_JOURNAL_DROP && res.sent_inc &&
+        ((st == PD_STALE_VERSION && res.other_incarnation && (res.version == 0 || res.log_inc > res.sent_inc)) ||
+         st == PD_UNKNOWN_SCENE)) {
+        /* A drop of an incarnation the log ended already: another replica
+         * dropped the name first (GONE: none live; STALE: made anew since,
+         * a higher INC live). The incarnation sent is one this pathd read
+         * from the log, so the log had it live: only a drop since ended
+         * it. Nothing recorded; this replica's tail brings it to the log's
+         * state, as for the lost races below. A lower INC than the one
+         * sent (a log that went back), or a drop with no INC known (the
+         * log may never have had the scene), is no race: it fails below. */
+        snprintf(rl->why, sizeof rl->why, "%.180s; another replica dropped it first, this replica is catching up",
+                 res.message);
+        rl->refusal = PD_UNAVAILABLE;
+        return -1;
+    }
     if (atomic_load(&rl->tailed) && rec->type != PD_JOURNAL_DROP &&
         (st == PD_STALE_VERSION || st == PD_SCENE_EXISTS || st == PD_UNKNOWN_SCENE)) {
         /* Another replica changed the scene first: this one has not
@@ -1162,7 +1263,8 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
          * if any, was not seen: the FUNCTION checks it first): the store
          * may build it again once the tail applied the winner's records.
          * A log behind this pathd is no race: nothing to wait for. */
-        if (st == PD_STALE_VERSION && rec->type == PD_JOURNAL_UPDATE && res.version >= rec->version)
+        if (st == PD_STALE_VERSION && rec->type == PD_JOURNAL_UPDATE && res.version >= rec->version &&
+            !res.other_incarnation)
             rl->raced_version = res.version;
         return -1;
     }
@@ -1618,7 +1720,9 @@ void pd_redis_log_destroy(pd_redis_log *rl)
     pthread_mutex_destroy(&rl->resv_lock);
     pthread_mutex_destroy(&rl->mark_lock);
     free(rl->marks.v);
+    free(rl->marks.slots);
     free(rl->incs.v);
+    free(rl->incs.slots);
     free(rl->pos);
     free(rl);
 }

@@ -1019,7 +1019,22 @@ pd_status pd_store_drop_scene_keyed(pd_store *st, const char *name, int drop_por
             snprintf(rec.scene, sizeof rec.scene, "%s", name);
             appended = pd__append(st, &rec);
         }
+        /* Refused, but not finally: the log had ended the incarnation
+         * dropped here already (another replica dropped the name first,
+         * and may have made it anew). The drop done here is a state the
+         * log went through: the tail brings this pathd on to the log's. */
+        pd_status refusal = appended != 0 ? pd__refusal(st) : PD_INTERNAL;
+        if (refusal != PD_INTERNAL && refusal != PD_OK) {
+            snprintf(out->message, sizeof out->message,
+                     "dropped here, the change log did not take it: %s; try again once this replica caught up",
+                     st->log.ops->why(st->log.log));
+            out->status = refusal;
+        }
         st->log.ops->unlock(st->log.log);
+        if (out->status != PD_OK) {
+            out->scene_bytes = pd_registry_bytes(st->registry);
+            return out->status;
+        }
     }
     out->status = pd__settle(st, rc, appended, out->message, sizeof out->message);
     out->scene_bytes = pd_registry_bytes(st->registry);

@@ -24,6 +24,7 @@
  * Raw frames (pdi_raw_*) so the test sets idempotency_key and reads
  * Pong.serving, which the C client does not expose. Every wait is bounded.
  */
+#include <dirent.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -32,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
 
@@ -683,29 +685,99 @@ static void test_stopped_replica_keeps_its_connection(void **state)
     assert_false(pdi_log_has_sanitizer_report(&f->b));
 }
 
+/* The inode of the TCP socket whose local port is `port` (/proc/net/tcp
+ * and tcp6: Redis's CLIENT LIST names a client by its address), or 0. */
+static unsigned long socket_inode_of_port(unsigned port)
+{
+    static const char *const tables[] = { "/proc/net/tcp", "/proc/net/tcp6" };
+    for (size_t t = 0; t < 2; t++) {
+        FILE *fp = fopen(tables[t], "r");
+        if (!fp)
+            continue;
+        char line[512];
+        unsigned long inode = 0;
+        while (!inode && fgets(line, sizeof line, fp)) {
+            char local[128];
+            unsigned lport = 0;
+            unsigned long ino = 0;
+            /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+            if (sscanf(line, " %*s %127s %*s %*s %*s %*s %*s %*s %*s %lu", local, &ino) != 2)
+                continue; /* the header */
+            const char *colon = strrchr(local, ':');
+            if (colon && sscanf(colon + 1, "%x", &lport) == 1 && lport == port)
+                inode = ino;
+        }
+        fclose(fp);
+        if (inode)
+            return inode;
+    }
+    return 0;
+}
+
+/* Whether process pid holds the socket of inode (its /proc/PID/fd). */
+static int pid_holds_socket(pid_t pid, unsigned long inode)
+{
+    char want[64], dir[64];
+    snprintf(want, sizeof want, "socket:[%lu]", inode);
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int held = 0;
+    for (struct dirent *e; !held && (e = readdir(d)) != NULL;) {
+        char path[384], target[96];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        if (n <= 0)
+            continue;
+        target[n] = '\0';
+        held = strcmp(target, want) == 0;
+    }
+    closedir(d);
+    return held;
+}
+
 /* Kills every connection to Redis whose last command is XREAD: the
  * replicas' tails (each reconnects after the log's backoff; a tail caught
  * between two reads, a few microseconds of its 100 ms cycle, is missed).
  * Not the appends' connections: a replica's replay leaves its own on
- * SMEMBERS or XRANGE, and a drop whose append fails fails the log. */
-static void kill_tails(fixture *f)
+ * SMEMBERS or XRANGE, and a drop whose append fails fails the log.
+ * Answers whether A's tail was among them: B's alone would leave
+ * A's tail reading on, and the test below would not race A's append with
+ * its tail (it would pass on OK without testing the check). The client's
+ * port (CLIENT LIST's addr=) is matched to A's sockets. */
+static int kill_tails(fixture *f)
 {
     redisContext *c = redis_srv_connect(&f->redis);
     assert_non_null(c);
     redisReply *r = redisCommand(c, "CLIENT LIST");
     assert_non_null(r);
     assert_int_equal(r->type, REDIS_REPLY_STRING);
-    int killed = 0;
+    int killed = 0, killed_a = 0;
     for (const char *line = r->str; line && *line;) {
         const char *end = strchr(line, '\n');
         size_t len = end ? (size_t)(end - line) : strlen(line);
         char buf[1024];
         snprintf(buf, sizeof buf, "%.*s", (int)(len < sizeof buf ? len : sizeof buf - 1), line);
         const char *id = strstr(buf, "id=");
+        const char *addr = strstr(buf, " addr=");
+        const char *port = addr ? strchr(addr + 6, ' ') : NULL;
         if (id && strstr(buf, "cmd=xread")) {
+            /* addr=HOST:PORT: the port is after the last colon before the space */
+            unsigned p = 0;
+            if (addr && port) {
+                const char *colon = port;
+                while (colon > addr && *colon != ':')
+                    colon--;
+                p = (unsigned)strtoul(colon + 1, NULL, 10);
+            }
+            unsigned long inode = p ? socket_inode_of_port(p) : 0;
+            int of_a = inode && pid_holds_socket(f->a.pid, inode);
             redisReply *k = redisCommand(c, "CLIENT KILL ID %lld", strtoll(id + 3, NULL, 10));
             assert_non_null(k);
-            killed += k->type == REDIS_REPLY_INTEGER && k->integer == 1;
+            int one = k->type == REDIS_REPLY_INTEGER && k->integer == 1;
+            killed += one;
+            killed_a += one && of_a;
             freeReplyObject(k);
         }
         line = end ? end + 1 : NULL;
@@ -713,6 +785,7 @@ static void kill_tails(fixture *f)
     freeReplyObject(r);
     redisFree(c);
     assert_true(killed >= 1);
+    return killed_a;
 }
 
 /* A replica whose tail is behind another's DropScene and CreateScene of
@@ -740,8 +813,19 @@ static void test_update_of_an_older_incarnation_is_not_appended(void **state)
     wait_version(fb, 2, "B");
     assert_int_equal(find_across(fb, 2, NULL), PATHD__V1__STATUS__NO_PATH);
 
+    /* A's tail missed (stopped between two reads, its last command
+     * SMEMBERS): A runs a moment, and is stopped again. */
     assert_int_equal(kill(f->a.pid, SIGSTOP), 0);
-    kill_tails(f);
+    int a_tail = 0;
+    for (int i = 0; i < 20 && !a_tail; i++) {
+        if (i > 0) {
+            assert_int_equal(kill(f->a.pid, SIGCONT), 0);
+            pdi_sleep_ms(30);
+            assert_int_equal(kill(f->a.pid, SIGSTOP), 0);
+        }
+        a_tail = kill_tails(f);
+    }
+    assert_true(a_tail);
     Pathd__V1__Request dr;
     Pathd__V1__DropScene drop;
     drop_arena_init(&dr, &drop);

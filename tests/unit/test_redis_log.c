@@ -870,6 +870,36 @@ static void test_append_names_its_incarnation(void **state)
     pd_redis_log_destroy(a);
 }
 
+/* Two tailed stores over the log of `prefix`, as replicas: a made "s"
+ * and updated it (incarnation 1, version 2: cell 1,1 blocked); b,
+ * replayed after (so it knows incarnation 1), dropped it, made it again
+ * and updated it to version 2 too (incarnation 3: cell 2,2 blocked). a's
+ * tail has read none of b's entries: a serves the older incarnation. */
+static void older_and_newer(const char *prefix, pd_store **a, pd_redis_log **arl, pd_store **b,
+                            pd_redis_log **brl)
+{
+    *a = store_over_log(prefix, arl);
+    pd_redis_log_set_tailed(*arl, 1);
+    pd_store_change ch;
+    pd_store_update up;
+    pd_point p = { 1, 1 }, q = { 2, 2 };
+    pd_scene_update block = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
+    pd_scene_update block2 = { .op = PD_UPDATE_BLOCK, .cells = &q, .n_cells = 1 };
+    assert_int_equal(pd_store_add_scene(*a, open_scene("s", SIDE), &ch), PD_OK);     /* 1-1 */
+    assert_int_equal(pd_store_update_cells(*a, "s", &block, 1, &up), PD_OK);        /* 1-2 */
+
+    *b = store_over_log(prefix, brl);
+    pd_redis_log_set_tailed(*brl, 1);
+    uint64_t inc = 0;
+    assert_int_equal(pd_redis_log_incarnation(*brl, "s", &inc), 1); /* from replay */
+    assert_int_equal(inc, 1);
+    assert_int_equal(pd_store_drop_scene(*b, "s", 0, &ch), PD_OK);                 /* 2-0 */
+    assert_int_equal(pd_store_add_scene(*b, open_scene("s", SIDE), &ch), PD_OK);     /* 3-1 */
+    assert_int_equal(pd_store_update_cells(*b, "s", &block2, 1, &up), PD_OK);       /* 3-2 */
+    assert_int_equal(up.update.version, 2);
+    assert_int_equal(stream_len(*arl, "s"), 5);
+}
+
 /* The same through stores, as replicas run them: a's store serves the
  * older incarnation of "s" while b's has dropped it, made it again and
  * brought it to the same version. a's update answers UNAVAILABLE (a
@@ -884,28 +914,12 @@ static void test_store_update_of_an_older_incarnation_is_refused(void **state)
 {
     (void)state;
     pd_redis_log *arl = NULL, *brl = NULL;
-    pd_store *a = store_over_log("incstore", &arl);
-    pd_redis_log_set_tailed(arl, 1);
-    pd_store_change ch;
+    pd_store *a = NULL, *b = NULL;
+    older_and_newer("incstore", &a, &arl, &b, &brl);
     pd_store_update up;
-    pd_point p = { 1, 1 }, q = { 2, 2 }, r = { 3, 3 };
-    pd_scene_update block = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
-    pd_scene_update block2 = { .op = PD_UPDATE_BLOCK, .cells = &q, .n_cells = 1 };
+    pd_point r = { 3, 3 };
     pd_scene_update block3 = { .op = PD_UPDATE_BLOCK, .cells = &r, .n_cells = 1 };
-    assert_int_equal(pd_store_add_scene(a, open_scene("s", SIDE), &ch), PD_OK);      /* 1-1 */
-    assert_int_equal(pd_store_update_cells(a, "s", &block, 1, &up), PD_OK);         /* 1-2 */
-
-    pd_store *b = store_over_log("incstore", &brl);
-    pd_redis_log_set_tailed(brl, 1);
     uint64_t inc = 0;
-    assert_int_equal(pd_redis_log_incarnation(brl, "s", &inc), 1); /* from replay */
-    assert_int_equal(inc, 1);
-    assert_int_equal(pd_store_drop_scene(b, "s", 0, &ch), PD_OK);                  /* 2-0 */
-    assert_int_equal(pd_store_add_scene(b, open_scene("s", SIDE), &ch), PD_OK);      /* 3-1 */
-    assert_int_equal(pd_store_update_cells(b, "s", &block2, 1, &up), PD_OK);        /* 3-2 */
-    assert_int_equal(up.update.version, 2);
-    assert_int_equal(stream_len(arl, "s"), 5);
-
     assert_int_equal(pd_store_update_cells(a, "s", &block3, 1, &up), PD_UNAVAILABLE);
     assert_non_null(strstr(up.message, "another incarnation"));
     assert_int_equal(version_of(a, "s"), 2);
@@ -927,6 +941,224 @@ static void test_store_update_of_an_older_incarnation_is_refused(void **state)
     pd_journal_replayer_destroy(ap.rp);
     store_free(b);
     store_free(a);
+}
+
+/* An older pathd passes the FUNCTION five keys (no reservation stream):
+ * its append is made and answered, the top "0-0", never an error after the
+ * XADD ran. Fails without the mend: XREVRANGE of a nil key errors. */
+static void test_five_keys_of_an_older_pathd(void **state)
+{
+    (void)state;
+    pd_redis_log *rl = log_open("fivekeys"); /* loads the library */
+    redisContext *c = redis_srv_connect(&srv);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "FCALL pathd_append 5 fivekeys:{o}:log fivekeys:{o}:meta fivekeys:{o}:meta "
+                                    "fivekeys:seq fivekeys:scenes new %s 1 0 60 o rec tag %s",
+                                 "", "");
+    assert_non_null(r);
+    if (r->type == REDIS_REPLY_ERROR)
+        fail_msg("FCALL: %s", r->str);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 3);
+    assert_string_equal(r->element[0]->str, "OK");
+    assert_string_equal(r->element[1]->str, "1");
+    assert_string_equal(r->element[2]->str, "0-0");
+    freeReplyObject(r);
+    redisFree(c);
+    pd_redis_log_destroy(rl);
+}
+
+/* A drop of an incarnation another replica ended (review of race2): a's
+ * store serves incarnation 1 of "s" at version 2 while b dropped it, made
+ * it anew and brought it to version 2. a's drop is done here but the log
+ * refuses it (the FUNCTION's {STALE, 2, 3}: incarnation 3 live, a sent 1):
+ * a retryable UNAVAILABLE, nothing appended, a's log not failed - a's next
+ * change of another scene goes through; once a's tail read b's entries (the
+ * drop had: "s" is gone here; the new scene and its update applied) a
+ * serves b's incarnation, updates it, and the log replays to what a
+ * serves. Fails without the mend: a's drop answers INTERNAL, the log
+ * fails, and a's CreateScene of "t" is INTERNAL too. */
+static void test_store_drop_of_an_incarnation_ended_since_is_retryable(void **state)
+{
+    (void)state;
+    pd_redis_log *arl = NULL, *brl = NULL;
+    pd_store *a = NULL, *b = NULL;
+    older_and_newer("incdrop", &a, &arl, &b, &brl);
+    pd_store_change ch;
+    pd_store_update up;
+    pd_point p = { 4, 4 };
+    pd_scene_update block = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
+
+    assert_int_equal(pd_store_drop_scene(a, "s", 0, &ch), PD_UNAVAILABLE);
+    assert_non_null(strstr(ch.message, "dropped it first"));
+    assert_int_equal(stream_len(arl, "s"), 5);
+    assert_int_equal(version_of(a, "s"), 0); /* dropped here: a state the log went through */
+    assert_int_equal(pd_store_add_scene(a, open_scene("t", SIDE), &ch), PD_OK);
+
+    entry_applier ap = { .st = a, .rp = pd_journal_replayer_create(pd_store_registry(a), NULL), .scene = "s" };
+    assert_non_null(ap.rp);
+    static const char *const ids[] = { "1-1", "1-2", "2-0", "3-1", "3-2", NULL };
+    apply_entries(&ap, ids, 2);
+    assert_int_equal(ap.at, 5);
+    assert_int_equal(ap.out[2], PD_STORE_LOGGED_HAD);
+    assert_int_equal(ap.out[3], PD_STORE_LOGGED_APPLIED);
+    assert_int_equal(ap.out[4], PD_STORE_LOGGED_APPLIED);
+    assert_int_equal(version_of(a, "s"), 2);
+    uint64_t inc = 0;
+    assert_int_equal(pd_redis_log_incarnation(arl, "s", &inc), 1);
+    assert_int_equal(inc, 3);
+    assert_int_equal(pd_store_update_cells(a, "s", &block, 1, &up), PD_OK);         /* 3-3 */
+    assert_int_equal(up.update.version, 3);
+    assert_replays_to("incdrop", a);
+    pd_journal_replayer_destroy(ap.rp);
+    store_free(b);
+    store_free(a);
+}
+
+/* Two replicas drop the same incarnation at once: b's goes first, a's is
+ * answered GONE by the FUNCTION. a sent the incarnation it read from the
+ * log, so the log had it live and only a drop since ended it: UNAVAILABLE,
+ * the log not failed, a's next change goes through, and the log replays
+ * to what a serves. Fails without the mend: INTERNAL, and "t" refused. */
+static void test_store_drops_at_once_are_retryable(void **state)
+{
+    (void)state;
+    pd_redis_log *arl = NULL;
+    pd_store *a = store_over_log("dropboth", &arl);
+    pd_redis_log_set_tailed(arl, 1);
+    pd_store_change ch;
+    assert_int_equal(pd_store_add_scene(a, open_scene("s", SIDE), &ch), PD_OK);      /* 1-1 */
+    pd_redis_log *brl = NULL;
+    pd_store *b = store_over_log("dropboth", &brl);
+    pd_redis_log_set_tailed(brl, 1);
+    assert_int_equal(pd_store_drop_scene(b, "s", 0, &ch), PD_OK);                  /* 2-0 */
+    assert_int_equal(pd_store_drop_scene(a, "s", 0, &ch), PD_UNAVAILABLE);
+    assert_non_null(strstr(ch.message, "dropped it first"));
+    assert_int_equal(stream_len(arl, "s"), 2);
+    assert_int_equal(pd_store_add_scene(a, open_scene("t", SIDE), &ch), PD_OK);
+    assert_replays_to("dropboth", a);
+    store_free(b);
+    store_free(a);
+}
+
+/* The incarnation table with many names (a hash on the name, deletion by
+ * backward shift): every name set is found with its own INC; a third
+ * forgotten (a drop's entry served, or the mark forgotten) are not found
+ * while every other still is, with its INC; set again they are found
+ * again, and a name never set is not. Correctness only, no timing. */
+#define MANY_SCENES 5000
+
+/* Every scene-I of the many, I % every == 0, is served from entry
+ * (I + plus)-V. */
+static void serve_many(pd_redis_log *rl, int every, int plus, int v)
+{
+    char name[32], id[48];
+    for (int i = 0; i < MANY_SCENES; i += every) {
+        snprintf(name, sizeof name, "scene-%d", i);
+        snprintf(id, sizeof id, "%d-%d", i + plus, v);
+        pd_redis_log_served_entry(rl, name, id);
+    }
+}
+
+static void test_incarnations_of_many_scenes(void **state)
+{
+    (void)state;
+    enum { MANY = MANY_SCENES };
+    pd_redis_log *rl = log_open("manyinc");
+    char name[32];
+    uint64_t inc = 0;
+    serve_many(rl, 1, 1, 1);
+    for (int i = 0; i < MANY; i++) {
+        snprintf(name, sizeof name, "scene-%d", i);
+        assert_int_equal(pd_redis_log_incarnation(rl, name, &inc), 1);
+        assert_int_equal(inc, (uint64_t)i + 1);
+    }
+    for (int i = 0; i < MANY; i += 3) {
+        snprintf(name, sizeof name, "scene-%d", i);
+        if (i % 2)
+            pd_redis_log_served_entry(rl, name, "9-0"); /* a drop's entry: none live */
+        else
+            pd_redis_log_own_forget(rl, name);
+    }
+    for (int i = 0; i < MANY; i++) {
+        snprintf(name, sizeof name, "scene-%d", i);
+        inc = 0;
+        assert_int_equal(pd_redis_log_incarnation(rl, name, &inc), i % 3 != 0);
+        if (i % 3 != 0)
+            assert_int_equal(inc, (uint64_t)i + 1);
+    }
+    serve_many(rl, 3, 7, 4);
+    for (int i = 0; i < MANY; i++) {
+        snprintf(name, sizeof name, "scene-%d", i);
+        assert_int_equal(pd_redis_log_incarnation(rl, name, &inc), 1);
+        assert_int_equal(inc, (uint64_t)i + (i % 3 ? 1 : 7));
+    }
+    assert_int_equal(pd_redis_log_incarnation(rl, "scene-never", &inc), 0);
+    pd_redis_log_destroy(rl);
+}
+
+/* b drops "s" at version `at` and makes it anew at version 2 (INC-0,
+ * INC+1-1, INC+1-2). */
+static void anew_at_two(pd_redis_log *b, uint64_t at)
+{
+    pd_redis_append_result res;
+    assert_int_equal(append(b, "s", PD_REDIS_DROP, 1, at, NULL, &res), PD_OK);
+    assert_int_equal(append(b, "s", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(append(b, "s", PD_REDIS_NEXT, 1, 1, NULL, &res), PD_OK);
+}
+
+/* A retried key answered DUP appended nothing: the incarnation the log
+ * knows of the scene stays, and the next append still names it (so an
+ * update of an older incarnation is still refused). Fails without the
+ * mend: the DUP forgets it (pd_redis_log_incarnation answers 0) and a's
+ * update goes onto b's incarnation by versions alone. */
+static void test_duplicate_keeps_the_incarnation(void **state)
+{
+    (void)state;
+    pd_redis_log *a = log_open("dupinc"), *b = log_open("dupinc");
+    pd_redis_append_result res;
+    uint64_t inc = 0;
+    assert_int_equal(append(a, "s", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);     /* 1-1 */
+    assert_int_equal(append(a, "s", PD_REDIS_NEXT, 1, 1, "k", &res), PD_OK);     /* 1-2 */
+    assert_int_equal(append(a, "s", PD_REDIS_NEXT, 1, 1, "k", &res), PD_OK);     /* DUP */
+    assert_int_equal(res.duplicate, 1);
+    assert_int_equal(pd_redis_log_incarnation(a, "s", &inc), 1);
+    assert_int_equal(inc, 1);
+    anew_at_two(b, 2); /* 2-0, 3-1, 3-2 */
+    assert_int_equal(append(a, "s", PD_REDIS_NEXT, 1, 2, NULL, &res), PD_STALE_VERSION);
+    assert_int_equal(res.other_incarnation, 1);
+    assert_int_equal(res.log_inc, 3);
+    assert_int_equal(res.sent_inc, 1);
+    assert_int_equal(stream_len(a, "s"), 5);
+    pd_redis_log_destroy(b);
+    pd_redis_log_destroy(a);
+}
+
+/* An update refused for another incarnation (its version compared across
+ * incarnations means nothing) is no lost version race: UNAVAILABLE at
+ * once, no raced version for the store to wait on. Fails without the
+ * mend: raced is 2 (incarnation 3's version). */
+static void test_other_incarnation_is_no_version_race(void **state)
+{
+    (void)state;
+    pd_redis_log *a = log_open("incrace"), *b = log_open("incrace");
+    pd_redis_log_set_tailed(a, 1);
+    pd_redis_append_result res;
+    assert_int_equal(append(a, "s", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);     /* 1-1 */
+    anew_at_two(b, 1); /* 2-0, 3-1, 3-2 */
+    pd_changelog cl = pd_redis_changelog(a);
+    pd_point p = { 1, 1 };
+    pd_scene_update block = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
+    pd_journal_record rec = { .type = PD_JOURNAL_UPDATE, .version = 2, .ops = &block, .n_ops = 1 };
+    snprintf(rec.scene, sizeof rec.scene, "s");
+    assert_int_equal(cl.ops->lock(cl.log), 0);
+    assert_int_not_equal(cl.ops->append(cl.log, &rec), 0);
+    assert_int_equal(cl.ops->refusal(cl.log), PD_UNAVAILABLE);
+    assert_int_equal(cl.ops->raced(cl.log), 0);
+    cl.ops->unlock(cl.log);
+    assert_int_equal(stream_len(a, "s"), 4);
+    pd_redis_log_destroy(b);
+    pd_redis_log_destroy(a);
 }
 
 /* The change answers UNAVAILABLE while the log's reconnect backs off, and
@@ -1443,6 +1675,7 @@ static void test_redis_dies_with_appends_in_flight(void **state)
     store_free(st);
 }
 
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1462,6 +1695,12 @@ int main(void)
         cmocka_unit_test(test_append_id_only_when_asked),
         cmocka_unit_test(test_append_names_its_incarnation),
         cmocka_unit_test(test_store_update_of_an_older_incarnation_is_refused),
+        cmocka_unit_test(test_five_keys_of_an_older_pathd),
+        cmocka_unit_test(test_incarnations_of_many_scenes),
+        cmocka_unit_test(test_store_drop_of_an_incarnation_ended_since_is_retryable),
+        cmocka_unit_test(test_store_drops_at_once_are_retryable),
+        cmocka_unit_test(test_duplicate_keeps_the_incarnation),
+        cmocka_unit_test(test_other_incarnation_is_no_version_race),
         cmocka_unit_test(test_answer_without_id_leaves_no_mark),
         cmocka_unit_test(test_redis_down_is_retryable),
         cmocka_unit_test(test_pipelined_appends_in_order),
