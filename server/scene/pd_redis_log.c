@@ -753,10 +753,12 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
          * answer (under its change lock, as the tail's notes): the
          * incarnation of the entry (none after a drop); an older library's
          * answer names no entry: not known, versions alone check the next
-         * append. A duplicate (a retried key) appended nothing: what this
-         * pathd serves is unchanged, and so is its incarnation - forgot,
-         * the check would be off for the scene until its next entry. */
-        if (!out->duplicate) {
+         * append. A duplicate update (a retried key) appended nothing:
+         * what this pathd serves is unchanged, and so is its incarnation -
+         * forgot, the check would be off for the scene until its next
+         * entry. A duplicate new scene or drop is noted as any answer: its
+         * scene is not the one this pathd read before (a drop: none). */
+        if (!out->duplicate || a->op != PD_REDIS_NEXT) {
             pthread_mutex_lock(&rl->mark_lock);
             pd__inc_entry(rl, a->scene, out->has_id, out->inc, out->entry_v);
             pthread_mutex_unlock(&rl->mark_lock);
@@ -1247,9 +1249,22 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
          * state, as for the lost races below. A lower INC than the one
          * sent (a log that went back), or a drop with no INC known (the
          * log may never have had the scene), is no race: it fails below. */
-        snprintf(rl->why, sizeof rl->why, "%.180s; another replica dropped it first, this replica is catching up",
+        snprintf(rl->why, sizeof rl->why,
+                 "%.150s; another replica dropped it first (and may have made the name anew), this replica is "
+                 "catching up",
                  res.message);
-        rl->refusal = PD_UNAVAILABLE;
+        /* Not UNAVAILABLE: every client resends those with the same key,
+         * and by then this replica's tail may serve the other replica's new
+         * incarnation - the resend would drop it too. A resent DropScene
+         * answers UNKNOWN_SCENE anyway. */
+        rl->refusal = PD_UNKNOWN_SCENE;
+        /* This pathd serves nothing of the name now: the incarnation it
+         * read is over. Kept, a later append of the name (a reload's
+         * RESET, an update once a resent CreateScene was answered from
+         * its key) would name it and be refused for good. */
+        pthread_mutex_lock(&rl->mark_lock);
+        pd__inc_forget(rl, rec->scene);
+        pthread_mutex_unlock(&rl->mark_lock);
         return -1;
     }
     if (atomic_load(&rl->tailed) && rec->type != PD_JOURNAL_DROP &&

@@ -1026,7 +1026,7 @@ pd_status pd_store_drop_scene_keyed(pd_store *st, const char *name, int drop_por
         pd_status refusal = appended != 0 ? pd__refusal(st) : PD_INTERNAL;
         if (refusal != PD_INTERNAL && refusal != PD_OK) {
             snprintf(out->message, sizeof out->message,
-                     "dropped here, the change log did not take it: %s; try again once this replica caught up",
+                     "dropped here, the change log did not take it: %s; nothing to resend",
                      st->log.ops->why(st->log.log));
             out->status = refusal;
         }

@@ -784,7 +784,10 @@ static int kill_tails(fixture *f)
     }
     freeReplyObject(r);
     redisFree(c);
-    assert_true(killed >= 1);
+    /* killed may be 0 here: B's tail, killed by the pass before, may not
+     * be back on XREAD yet, and A's may be between reads; the caller
+     * tries again until A's was killed. */
+    (void)killed;
     return killed_a;
 }
 
@@ -817,10 +820,10 @@ static void test_update_of_an_older_incarnation_is_not_appended(void **state)
      * SMEMBERS): A runs a moment, and is stopped again. */
     assert_int_equal(kill(f->a.pid, SIGSTOP), 0);
     int a_tail = 0;
-    for (int i = 0; i < 20 && !a_tail; i++) {
+    for (int i = 0; i < 50 && !a_tail; i++) {
         if (i > 0) {
             assert_int_equal(kill(f->a.pid, SIGCONT), 0);
-            pdi_sleep_ms(30);
+            pdi_sleep_ms(50);
             assert_int_equal(kill(f->a.pid, SIGSTOP), 0);
         }
         a_tail = kill_tails(f);

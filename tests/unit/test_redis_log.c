@@ -972,13 +972,15 @@ static void test_five_keys_of_an_older_pathd(void **state)
  * store serves incarnation 1 of "s" at version 2 while b dropped it, made
  * it anew and brought it to version 2. a's drop is done here but the log
  * refuses it (the FUNCTION's {STALE, 2, 3}: incarnation 3 live, a sent 1):
- * a retryable UNAVAILABLE, nothing appended, a's log not failed - a's next
+ * UNKNOWN_SCENE (not UNAVAILABLE, which clients resend: the resend would
+ * drop b's new scene), nothing appended, the incarnation a read forgotten
+ * (kept, a's later appends of the name would be refused), a's log not failed - a's next
  * change of another scene goes through; once a's tail read b's entries (the
  * drop had: "s" is gone here; the new scene and its update applied) a
  * serves b's incarnation, updates it, and the log replays to what a
  * serves. Fails without the mend: a's drop answers INTERNAL, the log
  * fails, and a's CreateScene of "t" is INTERNAL too. */
-static void test_store_drop_of_an_incarnation_ended_since_is_retryable(void **state)
+static void test_store_drop_of_an_incarnation_ended_since_is_not_resent(void **state)
 {
     (void)state;
     pd_redis_log *arl = NULL, *brl = NULL;
@@ -989,10 +991,12 @@ static void test_store_drop_of_an_incarnation_ended_since_is_retryable(void **st
     pd_point p = { 4, 4 };
     pd_scene_update block = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
 
-    assert_int_equal(pd_store_drop_scene(a, "s", 0, &ch), PD_UNAVAILABLE);
+    assert_int_equal(pd_store_drop_scene(a, "s", 0, &ch), PD_UNKNOWN_SCENE);
     assert_non_null(strstr(ch.message, "dropped it first"));
     assert_int_equal(stream_len(arl, "s"), 5);
     assert_int_equal(version_of(a, "s"), 0); /* dropped here: a state the log went through */
+    uint64_t had = 0;
+    assert_int_equal(pd_redis_log_incarnation(arl, "s", &had), 0); /* a serves nothing of it */
     assert_int_equal(pd_store_add_scene(a, open_scene("t", SIDE), &ch), PD_OK);
 
     entry_applier ap = { .st = a, .rp = pd_journal_replayer_create(pd_store_registry(a), NULL), .scene = "s" };
@@ -1017,10 +1021,10 @@ static void test_store_drop_of_an_incarnation_ended_since_is_retryable(void **st
 
 /* Two replicas drop the same incarnation at once: b's goes first, a's is
  * answered GONE by the FUNCTION. a sent the incarnation it read from the
- * log, so the log had it live and only a drop since ended it: UNAVAILABLE,
+ * log, so the log had it live and only a drop since ended it: UNKNOWN_SCENE,
  * the log not failed, a's next change goes through, and the log replays
  * to what a serves. Fails without the mend: INTERNAL, and "t" refused. */
-static void test_store_drops_at_once_are_retryable(void **state)
+static void test_store_drops_at_once_are_not_resent(void **state)
 {
     (void)state;
     pd_redis_log *arl = NULL;
@@ -1032,7 +1036,7 @@ static void test_store_drops_at_once_are_retryable(void **state)
     pd_store *b = store_over_log("dropboth", &brl);
     pd_redis_log_set_tailed(brl, 1);
     assert_int_equal(pd_store_drop_scene(b, "s", 0, &ch), PD_OK);                  /* 2-0 */
-    assert_int_equal(pd_store_drop_scene(a, "s", 0, &ch), PD_UNAVAILABLE);
+    assert_int_equal(pd_store_drop_scene(a, "s", 0, &ch), PD_UNKNOWN_SCENE);
     assert_non_null(strstr(ch.message, "dropped it first"));
     assert_int_equal(stream_len(arl, "s"), 2);
     assert_int_equal(pd_store_add_scene(a, open_scene("t", SIDE), &ch), PD_OK);
@@ -1130,6 +1134,32 @@ static void test_duplicate_keeps_the_incarnation(void **state)
     assert_int_equal(res.log_inc, 3);
     assert_int_equal(res.sent_inc, 1);
     assert_int_equal(stream_len(a, "s"), 5);
+    pd_redis_log_destroy(b);
+    pd_redis_log_destroy(a);
+}
+
+/* A retried key of a new scene answered DUP: the scene it names is the
+ * one that entry made, not the one this log read before (a client's
+ * CreateScene went to b, then was resent to a, whose tail is behind): a
+ * no longer names incarnation 1. Fails with a DUP keeping the incarnation
+ * for every op (1 still known: every update of "s" on a refused until
+ * another replica's entry). */
+static void test_duplicate_new_scene_forgets_the_older_incarnation(void **state)
+{
+    (void)state;
+    pd_redis_log *a = log_open("dupnew"), *b = log_open("dupnew");
+    pd_redis_append_result res;
+    uint64_t inc = 0;
+    assert_int_equal(append(a, "s", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);     /* 1-1 */
+    assert_int_equal(pd_redis_log_incarnation(a, "s", &inc), 1);
+    assert_int_equal(inc, 1);
+    assert_int_equal(append(b, "s", PD_REDIS_DROP, 1, 1, NULL, &res), PD_OK);    /* 2-0 */
+    assert_int_equal(append(b, "s", PD_REDIS_NEW, 0, 0, "kc", &res), PD_OK);     /* 3-1 */
+    assert_int_equal(append(a, "s", PD_REDIS_NEW, 0, 0, "kc", &res), PD_OK);     /* DUP */
+    assert_int_equal(res.duplicate, 1);
+    inc = 0;
+    const int known = pd_redis_log_incarnation(a, "s", &inc);
+    assert_true(!known || inc != 1);
     pd_redis_log_destroy(b);
     pd_redis_log_destroy(a);
 }
@@ -1697,9 +1727,10 @@ int main(void)
         cmocka_unit_test(test_store_update_of_an_older_incarnation_is_refused),
         cmocka_unit_test(test_five_keys_of_an_older_pathd),
         cmocka_unit_test(test_incarnations_of_many_scenes),
-        cmocka_unit_test(test_store_drop_of_an_incarnation_ended_since_is_retryable),
-        cmocka_unit_test(test_store_drops_at_once_are_retryable),
+        cmocka_unit_test(test_store_drop_of_an_incarnation_ended_since_is_not_resent),
+        cmocka_unit_test(test_store_drops_at_once_are_not_resent),
         cmocka_unit_test(test_duplicate_keeps_the_incarnation),
+        cmocka_unit_test(test_duplicate_new_scene_forgets_the_older_incarnation),
         cmocka_unit_test(test_other_incarnation_is_no_version_race),
         cmocka_unit_test(test_answer_without_id_leaves_no_mark),
         cmocka_unit_test(test_redis_down_is_retryable),
