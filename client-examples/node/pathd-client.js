@@ -96,8 +96,8 @@
  *     fixed, half random). The pause is the client's, not each call's:
  *     after a failed, lost or refused socket no call opens another until it
  *     ends (one shared wait), so however many calls wait one socket is
- *     opened per step; the steps start over once a call is served. The
- *     call is sent again when that is safe: a query always, an update
+ *     opened per step, and a new call made meanwhile waits too; the steps
+ *     start over once a call is served. The call is sent again when that is safe: a query always, an update
  *     (updateCells, createScene, createInstance, dropScene) only when it
  *     carries an idempotencyKey. Reservations made or released, watches,
  *     cancels and reloads are never sent twice: they reject
@@ -1055,7 +1055,9 @@ class PathdClient {
     const started = Date.now();
     const closes = this._closes;
     const deadlineMs = Math.min(this.retryDeadlineMs, this.timeoutMs);
+    if (this.reconnect && this._socket === null && this._gatePause() > 0) await this._gateWait(); // as _call
     for (;;) {
+      if (this._closes !== closes || gaveUp.now) throw new PathdDisconnected('connection closed by the client');
       const answered = this._socket ? this._authenticate() : (this._ensureConnected(), this._auth);
       try {
         return await answered;
@@ -1132,6 +1134,12 @@ class PathdClient {
 
   get connected() {
     return this._socket !== null;
+  }
+
+  /* Milliseconds before a call may open a socket again (0: it may now):
+   * the reconnect backoff's pause after a failed, lost or refused socket. */
+  get reconnectPauseMs() {
+    return this._gatePause();
   }
 
   /* Requests written to the socket and not yet answered (a request that
@@ -1442,6 +1450,14 @@ class PathdClient {
     const started = Date.now();
     let backoff = RETRY_BACKOFF_FIRST_MS;
     const closes = this._closes;
+    // A new call while the reconnect gate is shut (a socket failed, was
+    // lost or was refused a moment ago) waits for it as the calls already
+    // waiting do: one socket per step however many calls come, not one at
+    // once for each new call.
+    if (this.reconnect && this._socket === null && this._gatePause() > 0) {
+      await this._gateWait();
+      if (this._closes !== closes) throw new PathdDisconnected('connection closed by the client');
+    }
     for (let attempt = 1; ;) {
       const { id, promise } = this._send(theOp);
       const socket = this._socket;

@@ -998,15 +998,16 @@ async function servedAfterDrain(daemon, options, call) {
     // More sockets than retryAttempts would have allowed, each refused.
     await until(() => settled !== null || client.reconnects >= RETRY_ATTEMPTS + 1,
       'the client connecting again', 20000);
+    const seen = () => `reconnects ${client.reconnects}, resent ${client.resent}, retries ${JSON.stringify(client.retries)}`;
     assert.equal(settled, null, `the call settled while pathd was draining: ${JSON.stringify(settled)}`
-      + ` ${settled && settled.err}`);
+      + ` ${settled && settled.err} (${seen()})`);
     // Backing off, not hammering: the pauses double from 50 ms (at least
     // half of each), so the 6 sockets after the first took at least
     // 25+50+100+200+400+500 ms.
     await drain(daemon, false);
     draining = false;
     await pending;
-    if (settled.err) throw settled.err;
+    if (settled.err) throw new Error(`${settled.err} (${seen()})`, { cause: settled.err });
     return { client, value: settled.value };
   } catch (err) {
     client.close();
@@ -1028,7 +1029,8 @@ describe('a draining daemon: the first answer on a new socket is DRAINING', () =
       assert.equal(value.status, 'OK');
       assert.equal(client.role, 'query');
       assert.ok(Date.now() - started >= 1275, `${Date.now() - started} ms: no backoff between the sockets`);
-      assert.equal(client.retries.DRAINING, undefined, 'the call itself was never sent to the draining pathd');
+      assert.equal(client.retries.DRAINING, undefined, 'the call itself was never sent to the draining pathd: '
+        + `reconnects ${client.reconnects}, resent ${client.resent}, retries ${JSON.stringify(client.retries)}`);
     } finally {
       client.close();
     }
@@ -1060,6 +1062,43 @@ describe('a draining daemon: the first answer on a new socket is DRAINING', () =
       assert.equal((await client.findPath(...SHORT)).status, 'OK');
     } finally {
       client.close();
+    }
+  });
+});
+
+describe('a call made while the client backs off', () => {
+  const daemonOf = helperDaemon({});
+
+  /* The reconnect pause is the client's: a call made during it waits for it
+   * as the calls already retrying do. Before the fix a new call opened a
+   * socket at once, so a game server making calls at its own pace hammered
+   * a draining (or down) replica whatever the backoff. */
+  it('opens no socket of its own, and is served with the others once pathd is', async () => {
+    const daemon = daemonOf();
+    await drain(daemon, true);
+    let draining = true;
+    const client = new PathdClient(daemon.addr, { timeoutMs: 30000, retryDeadlineMs: 30000 });
+    try {
+      const first = client.isReachable('town', [1, 1], [3, 3]);
+      // A few refused sockets, so a pause (100 ms or more from the third
+      // step) is under way; caught at least 20 ms before it ends.
+      await until(() => client.reconnects >= 2 && !client.connected && client.reconnectPauseMs > 20,
+        'the client pausing after a refused socket', 20000);
+      const opened = client.reconnects;
+      const later = [client.findPath(...SHORT), client.scenes(), client.raycast('town', [1, 1], [3, 1])];
+      for (const call of [first, ...later]) call.catch(() => {}); // awaited below; a failed test closes them
+      assert.equal(client.reconnects, opened, 'a new call opened a socket during the pause');
+      assert.equal(client.connected, false);
+      await drain(daemon, false);
+      draining = false;
+      const [reachable, path, scenes, ray] = await Promise.all([first, ...later]);
+      assert.equal(reachable.reachable, true);
+      assert.equal(path.status, 'OK');
+      assert.ok(scenes.some((scene) => scene.name === 'town'), JSON.stringify(scenes));
+      assert.deepEqual(ray, await client.raycast('town', [1, 1], [3, 1])); // the answer a served call gets
+    } finally {
+      client.close();
+      if (draining) await drain(daemon, false).catch(() => {});
     }
   });
 });
