@@ -39,10 +39,19 @@
 //     Options.ReplicaRetries times.
 //   - DRAINING (unsolicited with id 0, or as an answer) and a connection
 //     older than Options.MaxConnAge (10 minutes; negative: never) retire
-//     it: the pool stops sending on it and dials its slot again at once, a
-//     refused request goes again on another connection, and the old one
-//     closes once the answers owed on it have arrived. Its watches end with
-//     an error wrapping ErrDisconnected: watch again to go on.
+//     it: the pool stops sending on it and dials its slot again (after
+//     one jittered ReconnectBackoff), a refused request goes again on
+//     another connection, and the old one closes once the answers owed on
+//     it have arrived. Its watches end with an error wrapping
+//     ErrDisconnected: watch again to go on.
+//   - A new connection whose first answer (Auth with a token, else
+//     GetLimits) is DRAINING reached a draining replica: it is closed and
+//     counts as a connection that could not be made, so Dial and the
+//     redial loop connect again after the reconnect back-off above (never
+//     at once, so the draining replica is not hammered) until one is
+//     served; Dial within its context's deadline (or
+//     Options.DialRetryTimeout), then failing with an error that says
+//     DRAINING (IsStatus(err, pb.Status_DRAINING)).
 package pathd
 
 import (
@@ -70,8 +79,13 @@ type Options struct {
 	InflightCap int
 	// Token is sent as Auth first on every connection (empty: none).
 	Token string
-	// DialTimeout bounds connecting, Auth and GetLimits (5 s).
+	// DialTimeout bounds connecting, Auth and GetLimits (5 s), for each
+	// connection tried.
 	DialTimeout time.Duration
+	// DialRetryTimeout bounds how long Dial keeps connecting again while
+	// pathd answers DRAINING, when Dial's context has no deadline
+	// (RetryTimeout, 5 s); a context's deadline bounds it otherwise.
+	DialRetryTimeout time.Duration
 	// WriteTimeout bounds writing one frame (5 s).
 	WriteTimeout time.Duration
 	// RetryTimeout bounds OVERLOADED retries when the context has no
@@ -129,6 +143,7 @@ func (o *Options) defaults() {
 	defd(&o.DialTimeout, 5*time.Second)
 	defd(&o.WriteTimeout, 5*time.Second)
 	defd(&o.RetryTimeout, 5*time.Second)
+	defd(&o.DialRetryTimeout, o.RetryTimeout)
 	defd(&o.RetryBackoff, 10*time.Millisecond)
 	defd(&o.RetryBackoffMax, 500*time.Millisecond)
 	defd(&o.ReconnectBackoff, 50*time.Millisecond)
@@ -169,14 +184,61 @@ type Client struct {
 
 // Dial connects Options.Conns connections to addr (HOST:PORT), each
 // authenticating with Options.Token when given and reading GetLimits. It
-// fails unless every connection is made.
+// fails unless every connection is made, but not at the first DRAINING: a
+// draining pathd (SIGUSR1, or a replica HAProxy is taking out) answers Auth
+// and GetLimits DRAINING, and then Dial closes that connection and
+// connects again after the reconnect back-off (ReconnectBackoff doubling
+// to ReconnectBackoffMax, each wait drawn from its upper half), so it
+// neither fails while a balancer has another replica to give nor hammers
+// the draining one. Once a DRAINING was seen a connection that cannot be
+// made is tried again the same way (the replica may be restarting); before
+// that, one fails Dial at once (nothing listens at addr). Dial gives up
+// when its context ends or the next wait would pass its deadline
+// (Options.DialRetryTimeout from now when the context has none), with an
+// error that says DRAINING and carries the status (IsStatus(err,
+// pb.Status_DRAINING)). Each try is bounded by Options.DialTimeout too.
 func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	opts.defaults()
 	c := &Client{addr: addr, opts: opts, conns: make([]*conn, opts.Conns), stop: make(chan struct{})}
-	for i := 0; i < opts.Conns; i++ {
-		if err := c.connect(ctx, i); err != nil {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		// Bounds the waits only: each try keeps its DialTimeout, as before
+		// a DRAINING was retried.
+		deadline = time.Now().Add(opts.DialRetryTimeout)
+	}
+	wait := opts.ReconnectBackoff
+	var drained error // the last DRAINING refusal, once there was one
+	refused := 0
+	for i := 0; i < opts.Conns; {
+		err := c.connect(ctx, i)
+		if err == nil {
+			i++
+			wait = opts.ReconnectBackoff // served: the steps start over
+			continue
+		}
+		if IsStatus(err, pb.Status_DRAINING) {
+			drained = err
+			refused++
+		} else if drained == nil || !(errors.Is(err, ErrDisconnected) || errors.Is(err, context.DeadlineExceeded) ||
+			errors.Is(err, context.Canceled)) {
+			// Nothing listens, a status other than DRAINING (a token
+			// refused), a protocol error: retrying will not help.
 			c.Close()
 			return nil, err
+		}
+		// A connection lost or timed out after a DRAINING: tried again,
+		// unless Dial's own context has ended (the wait below fails).
+		if sleepBackoff(ctx, deadline, &wait, opts.ReconnectBackoffMax) != nil {
+			c.Close()
+			why := "the next wait would pass it"
+			if ctx.Err() != nil {
+				why = ctx.Err().Error()
+			}
+			if err != drained { // the replica went on to refuse the connection itself
+				why += "; the last try: " + err.Error()
+			}
+			return nil, fmt.Errorf("pathd: dialling %s: %d new connection(s) answered DRAINING (a draining pathd), "+
+				"none served before Dial's deadline (%s): %w", addr, refused, why, drained)
 		}
 	}
 	return c, nil
@@ -306,7 +368,13 @@ func (c *Client) connLost(cn *conn, err error) {
 }
 
 // redial connects slot again, backing off from ReconnectBackoff to
-// ReconnectBackoffMax between tries (the first try at once after a retire).
+// ReconnectBackoffMax, each wait drawn from its upper half, before every
+// try (the first too, a retire's included, so the slots of a pool that
+// were retired together do not dial in step). A connection refused
+// DRAINING (connect's Auth or GetLimits) is a failed try like one that
+// cannot be made: the next waits the doubled step, so a draining replica
+// gets one connection per step until it serves again or the Client is
+// closed (TestDrainRedialBacksOff).
 func (c *Client) redial(slot int) {
 	wait := c.opts.ReconnectBackoff
 	for {

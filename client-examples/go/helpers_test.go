@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -204,46 +205,84 @@ func rawWrite(w io.Writer, m proto.Message) error {
 	return err
 }
 
-// fakeServer accepts one connection, answers GetLimits with the cap given,
-// and then hands every other request to answer, which returns the
-// responses to send (none: no answer).
-func fakeServer(t *testing.T, inflightCap uint32, answer func(req *pb.Request) []*pb.Response) string {
+// listenFake listens on an ephemeral loopback port and hands every
+// connection it accepts to onConn, on the accepting goroutine (start one
+// for anything that blocks); the listener and every connection accepted
+// close when the test ends. It returns the address.
+func listenFake(t *testing.T, onConn func(nc net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	var mu sync.Mutex
+	var open []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, nc := range open {
+			nc.Close()
+		}
+	})
 	go func() {
 		for {
 			nc, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go func() {
-				defer nc.Close()
-				for {
-					req := &pb.Request{}
-					if rawRead(nc, req) != nil {
-						return
-					}
-					var out []*pb.Response
-					if req.GetLimits() != nil {
-						out = []*pb.Response{{Id: req.Id, Final: true, Body: &pb.Response_Limits{
-							Limits: &pb.Limits{MaxInflightPerConn: inflightCap, MaxBatchItems: inflightCap}}}}
-					} else {
-						out = answer(req)
-					}
-					for _, r := range out {
-						if rawWrite(nc, r) != nil {
-							return
-						}
-					}
-				}
-			}()
+			mu.Lock()
+			open = append(open, nc)
+			mu.Unlock()
+			onConn(nc)
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// readRequests hands every request read from nc to handle, until handle
+// returns false or the client closes nc (then closed runs, when given).
+func readRequests(nc net.Conn, closed func(), handle func(req *pb.Request) bool) {
+	for {
+		req := &pb.Request{}
+		if rawRead(nc, req) != nil {
+			if closed != nil {
+				closed()
+			}
+			return
+		}
+		if !handle(req) {
+			return
+		}
+	}
+}
+
+// fakeServer accepts connections, answers GetLimits with the cap given,
+// and then hands every other request to answer, which returns the
+// responses to send (none: no answer).
+func fakeServer(t *testing.T, inflightCap uint32, answer func(req *pb.Request) []*pb.Response) string {
+	t.Helper()
+	return listenFake(t, func(nc net.Conn) {
+		go readRequests(nc, nil, func(req *pb.Request) bool {
+			out := []*pb.Response{limitsTo(req, inflightCap)}
+			if req.GetLimits() == nil {
+				out = answer(req)
+			}
+			for _, r := range out {
+				if rawWrite(nc, r) != nil {
+					nc.Close()
+					return false
+				}
+			}
+			return true
+		})
+	})
+}
+
+// limitsTo answers GetLimits with a cap of n (slots and batch items).
+func limitsTo(req *pb.Request, n uint32) *pb.Response {
+	return &pb.Response{Id: req.Id, Final: true, Body: &pb.Response_Limits{
+		Limits: &pb.Limits{MaxInflightPerConn: n, MaxBatchItems: n}}}
 }
 
 func mustf(t *testing.T, ok bool, format string, args ...any) {

@@ -93,7 +93,7 @@ func (c *Client) waitLost(ctx context.Context, deadline time.Time, wait *time.Du
 }
 
 // retire replaces cn gracefully (DRAINING, or older than MaxConnAge): the
-// pool stops sending on it and dials its slot again at once, its watches
+// pool stops sending on it and dials its slot again (redial), its watches
 // end with why (watch again to go on), and it closes once the answers still
 // owed on it have arrived (readLoop).
 func (cn *conn) retire(why error) {

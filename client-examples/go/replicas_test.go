@@ -31,52 +31,30 @@ type multiFake struct {
 
 func newMultiFake(t *testing.T, handle func(f *multiFake, conn int, req *pb.Request)) *multiFake {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &multiFake{addr: ln.Addr().String(), closed: map[int]bool{}}
-	t.Cleanup(func() {
-		ln.Close()
+	f := &multiFake{closed: map[int]bool{}}
+	f.addr = listenFake(t, func(nc net.Conn) {
 		f.mu.Lock()
-		defer f.mu.Unlock()
-		for _, nc := range f.conns {
-			nc.Close()
+		i := len(f.conns)
+		f.conns = append(f.conns, nc)
+		f.mu.Unlock()
+		closed := func() {
+			f.mu.Lock()
+			f.closed[i] = true
+			f.mu.Unlock()
 		}
-	})
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
+		go readRequests(nc, closed, func(req *pb.Request) bool {
+			if req.GetLimits() != nil {
+				_ = rawWrite(nc, limitsTo(req, 8))
+				return true
 			}
 			f.mu.Lock()
-			i := len(f.conns)
-			f.conns = append(f.conns, nc)
+			f.reqs = append(f.reqs, req)
+			f.on = append(f.on, i)
 			f.mu.Unlock()
-			go func() {
-				for {
-					req := &pb.Request{}
-					if rawRead(nc, req) != nil {
-						f.mu.Lock()
-						f.closed[i] = true
-						f.mu.Unlock()
-						return
-					}
-					if req.GetLimits() != nil {
-						_ = rawWrite(nc, &pb.Response{Id: req.Id, Final: true, Body: &pb.Response_Limits{
-							Limits: &pb.Limits{MaxInflightPerConn: 8, MaxBatchItems: 8}}})
-						continue
-					}
-					f.mu.Lock()
-					f.reqs = append(f.reqs, req)
-					f.on = append(f.on, i)
-					f.mu.Unlock()
-					handle(f, i, req)
-				}
-			}()
-		}
-	}()
+			handle(f, i, req)
+			return true
+		})
+	})
 	return f
 }
 
