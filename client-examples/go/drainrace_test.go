@@ -8,7 +8,9 @@
 package pathd
 
 import (
+	"context"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,3 +82,42 @@ func TestDrainStartsDuringConnect(t *testing.T) {
 type bufWriter []byte
 
 func (b *bufWriter) Write(p []byte) (int, error) { *b = append(*b, p...); return len(p), nil }
+
+// Review rev-c4: Dial's context cancelled during its back-off ends Dial
+// then, with an error that says so. (TestDrainDialGivesUp's sub-test of
+// this cannot fail: with ReconnectBackoff 10 s and the default
+// DialRetryTimeout of 5 s its first wait would pass the deadline, so Dial
+// returns "the next wait would pass it" before cancel() runs, whether or
+// not sleepBackoff watches ctx.)
+func TestDrainDialCancelledInBackoff(t *testing.T) {
+	f := newDrainFake(t, 1<<30)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Waits of 30-60 s, within a 10-minute DialRetryTimeout: only the
+	// cancel can end this Dial before the hang guard below.
+	opts := Options{Conns: 1, ReconnectBackoff: time.Minute, ReconnectBackoffMax: time.Minute,
+		DialRetryTimeout: 10 * time.Minute}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Dial(ctx, f.addr, opts)
+		done <- err
+	}()
+	// The client closes the refused connection after it read the refusal
+	// (drained is set), before its wait: cancel lands in the back-off.
+	waitFor(t, func() bool { s := f.snapshot(); return len(s.closed) > 0 && s.closed[0] },
+		"the first connection refused and closed")
+	select {
+	case err := <-done:
+		t.Fatalf("Dial returned before it was cancelled: %v", err)
+	default:
+	}
+	cancel()
+	select {
+	case err := <-done:
+		mustf(t, IsStatus(err, pb.Status_DRAINING) && strings.Contains(err.Error(), context.Canceled.Error()),
+			"Dial cancelled in its back-off: %v", err)
+	case <-time.After(20 * time.Second): // a hang guard: the wait's floor is 30 s
+		t.Fatal("Dial did not return when its context was cancelled")
+	}
+	mustf(t, f.count() == 1, "%d connections", f.count())
+}
