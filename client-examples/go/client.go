@@ -45,7 +45,8 @@
 //     it have arrived. Its watches end with an error wrapping
 //     ErrDisconnected: watch again to go on.
 //   - A new connection whose first answer (Auth with a token, else
-//     GetLimits) is DRAINING reached a draining replica: it is closed and
+//     GetLimits) is DRAINING, or that is told DRAINING (id 0) before the
+//     pool counts it, reached a draining replica: it is closed and
 //     counts as a connection that could not be made, so Dial and the
 //     redial loop connect again after the reconnect back-off above (never
 //     at once, so the draining replica is not hammered) until one is
@@ -330,10 +331,17 @@ func (c *Client) connect(ctx context.Context, slot int) error {
 		return ErrClosed
 	}
 	cn.mu.Lock()
-	alive := cn.dead == nil
+	alive, drained := cn.dead == nil, cn.drainSeen
 	cn.mu.Unlock()
 	if !alive {
 		return fmt.Errorf("%w: %s closed the connection while it was set up", ErrDisconnected, c.addr)
+	}
+	if drained {
+		// DRAINING (id 0) came while the connection was set up (retire
+		// ignored it: not counted yet). A refusal like a DRAINING answer.
+		go cn.fail(ErrClosed) // connLost takes c.mu, held here
+		return fmt.Errorf("pathd: %s began draining while the connection was set up: %w", c.addr,
+			&StatusError{Status: pb.Status_DRAINING, Message: "DRAINING (id 0) right after GetLimits"})
 	}
 	cn.live = true
 	c.conns[slot] = cn

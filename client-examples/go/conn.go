@@ -54,6 +54,10 @@ type conn struct {
 	live bool // counted by the pool
 
 	retiring bool // guarded by mu: replaced (replicas.go); closes once nothing is owed
+	// drainSeen (guarded by mu): DRAINING (id 0) arrived, perhaps before
+	// connect counted the connection (retire then did nothing): connect
+	// refuses such a connection as it does one whose first answer is DRAINING.
+	drainSeen bool
 }
 
 func newConn(cl *Client, slot int, nc net.Conn) *conn {
@@ -131,6 +135,9 @@ func (cn *conn) readLoop() {
 		if r.Id == 0 && r.Status == pb.Status_DRAINING {
 			// The replica is draining: the pool moves on, and this
 			// connection closes once the answers owed on it arrived.
+			cn.mu.Lock()
+			cn.drainSeen = true
+			cn.mu.Unlock()
 			cn.retire(fmt.Errorf("%w: %s is draining", ErrDisconnected, cn.cl.addr))
 			continue
 		}
