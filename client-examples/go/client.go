@@ -197,21 +197,29 @@ type Client struct {
 // when its context ends or the next wait would pass its deadline
 // (Options.DialRetryTimeout from now when the context has none), with an
 // error that says DRAINING and carries the status (IsStatus(err,
-// pb.Status_DRAINING)). Each try is bounded by Options.DialTimeout too.
+// pb.Status_DRAINING)). Each try is bounded by Options.DialTimeout too,
+// and once a DRAINING was seen by that deadline.
 func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	opts.defaults()
 	c := &Client{addr: addr, opts: opts, conns: make([]*conn, opts.Conns), stop: make(chan struct{})}
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		// Bounds the waits only: each try keeps its DialTimeout, as before
-		// a DRAINING was retried.
+		// Bounds the waits, and the tries once a DRAINING was seen (before,
+		// each try keeps only its DialTimeout).
 		deadline = time.Now().Add(opts.DialRetryTimeout)
 	}
 	wait := opts.ReconnectBackoff
 	var drained error // the last DRAINING refusal, once there was one
 	refused := 0
 	for i := 0; i < opts.Conns; {
-		err := c.connect(ctx, i)
+		// After a DRAINING the deadline bounds the tries too, not only the
+		// waits: else the last try could run a whole DialTimeout past it.
+		tryCtx, cancelTry := ctx, context.CancelFunc(func() {})
+		if drained != nil {
+			tryCtx, cancelTry = context.WithDeadline(ctx, deadline)
+		}
+		err := c.connect(tryCtx, i)
+		cancelTry()
 		if err == nil {
 			i++
 			wait = opts.ReconnectBackoff // served: the steps start over
