@@ -246,11 +246,31 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 			if err != drained { // the replica went on to refuse the connection itself
 				why += "; the last try: " + err.Error()
 			}
-			return nil, fmt.Errorf("pathd: dialling %s: %d new connection(s) answered DRAINING (a draining pathd), "+
-				"none served before Dial's deadline (%s): %w", addr, refused, why, drained)
+			return nil, &dialGaveUp{
+				msg: fmt.Sprintf("pathd: dialling %s: %d new connection(s) answered DRAINING (a draining pathd), "+
+					"none served before Dial's deadline (%s): %v", addr, refused, why, drained),
+				drained: drained, ctxErr: ctx.Err(),
+			}
 		}
 	}
 	return c, nil
+}
+
+// dialGaveUp is Dial's error when no connection was served before its
+// deadline, a draining pathd having refused them: it carries the DRAINING
+// status (IsStatus), is ErrDisconnected (none could be made within the
+// deadline, as for a lost connection) and, when the context ended it,
+// that context's error. (Go 1.19's fmt.Errorf wraps only one error.)
+type dialGaveUp struct {
+	msg     string
+	drained error // the last DRAINING refusal
+	ctxErr  error // ctx.Err() when the context ended it, else nil
+}
+
+func (e *dialGaveUp) Error() string { return e.msg }
+func (e *dialGaveUp) Unwrap() error { return e.drained }
+func (e *dialGaveUp) Is(target error) bool {
+	return target == ErrDisconnected || (e.ctxErr != nil && target == e.ctxErr)
 }
 
 // Limits returns the server's limits as the last connection made read them.

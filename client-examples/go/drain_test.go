@@ -491,6 +491,7 @@ func TestDrainDialTriesStopAtTheDeadline(t *testing.T) {
 	_, err := Dial(context.Background(), f.addr, opts)
 	elapsed := time.Since(start)
 	mustf(t, IsStatus(err, pb.Status_DRAINING), "the error says DRAINING: %v", err)
+	mustf(t, errors.Is(err, ErrDisconnected), "no connection made within the deadline is ErrDisconnected: %v", err)
 	mustf(t, elapsed < 30*time.Second, "Dial took %v: its last try ran on past DialRetryTimeout", elapsed)
 	mustf(t, f.count() >= 2, "%d connection(s): the one after the DRAINING was never tried", f.count())
 }

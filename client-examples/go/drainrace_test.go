@@ -9,8 +9,8 @@ package pathd
 
 import (
 	"context"
+	"errors"
 	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -114,7 +114,7 @@ func TestDrainDialCancelledInBackoff(t *testing.T) {
 	cancel()
 	select {
 	case err := <-done:
-		mustf(t, IsStatus(err, pb.Status_DRAINING) && strings.Contains(err.Error(), context.Canceled.Error()),
+		mustf(t, IsStatus(err, pb.Status_DRAINING) && errors.Is(err, context.Canceled) && errors.Is(err, ErrDisconnected),
 			"Dial cancelled in its back-off: %v", err)
 	case <-time.After(20 * time.Second): // a hang guard: the wait's floor is 30 s
 		t.Fatal("Dial did not return when its context was cancelled")
