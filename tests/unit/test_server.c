@@ -1302,6 +1302,14 @@ static void test_light_client_overtakes_heavy_batches(void **state)
     maze_request(&m, 7);
     send_request(light, &m.req);
     wait_queue_depth(&ts, heavy_tasks + 1);
+    /* The loop queued the light search from inside its read callback, which
+     * then looks at the connection's in-flight count under the wire lock.
+     * A loop preempted in between (a loaded machine) would take that lock
+     * only once the worker below has sent the answer - while the gate
+     * holds the worker inside its send, lock and all, for
+     * T_RECV_TIMEOUT_S - and on_loop below would time out (seen once under
+     * a full ctest -j 2). A probe runs only after that callback returned. */
+    assert_true(on_loop(&ts, loop_noop, NULL));
 
     gate_on(local_port(light));
     pd_pool_set_paused(ts.pool, 0);
