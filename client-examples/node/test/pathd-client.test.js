@@ -24,7 +24,7 @@ const { describe, it, before, after } = require('node:test');
 
 const {
   PathdClient, PathdPool, PathdError, PathdDisconnected, PathdProtocolError, PathdTimeout, PathdQueueFull,
-  RETRY_ATTEMPTS, RETRY_BACKOFF_FIRST_MS, query, gridRows,
+  RETRY_ATTEMPTS, RETRY_BACKOFF_FIRST_MS, RECONNECT_BACKOFF_FIRST_MS, RECONNECT_BACKOFF_MAX_MS, query, gridRows,
 } = require('../pathd-client');
 const {
   env, pathctl, pathctlJson, pathctlText, assertSame, corked, TRAP, Daemon, FakeServer, chunk, error,
@@ -1512,6 +1512,55 @@ describe('the reconnect gate is shared by the calls waiting', () => {
     for (const calls of [1, 50, 500]) {
       const opened = await socketsOpened(calls);
       assert.ok(opened >= 2 && opened <= 15, `${calls} calls opened ${opened} sockets`);
+    }
+  });
+
+  /* The gate opens when its timer fires. Before the fix it was "shut
+   * until Date.now() reaches _gateAt", and Date.now() is the wall clock:
+   * NTP or a VM's clock sync may step it back, and even unstepped, libuv's
+   * whole-millisecond timers fire up to ~1.6 ms before it says their wait
+   * is over. The socket the timer let through, refused before Date.now()
+   * got there, was taken for a failure of the step under way: nothing
+   * shut the gate again, and the call opened socket after socket at once
+   * while the wall clock lagged, the pauses' doubling skipped (the likely
+   * cause of the draining test's one CI failure, 'no backoff between the
+   * sockets'). The 1.6 ms made that rare; a clock stepped back 500 ms
+   * makes it certain. Failed before the fix: the socket after the step
+   * opened while the client itself said it was pausing, and the next ones
+   * a millisecond apart. */
+  it('waits out every pause when the wall clock is stepped back during one', async () => {
+    const wallClock = Date.now;
+    for (const token of [null, 'a-token']) { // GetLimits, or Auth, is the first answer
+      let client = null;
+      const opened = []; // performance.now() of each socket the server took
+      let openedPausing = 0;
+      const server = await alwaysDraining({
+        onAccept: () => {
+          opened.push(performance.now());
+          if (client && client.reconnectPauseMs > 0) openedPausing++;
+        },
+      });
+      client = new PathdClient(server.addr, { timeoutMs: 30000, retryDeadlineMs: 30000, token });
+      try {
+        const call = client.isReachable('town', [1, 1], [3, 3]);
+        call.catch(() => {}); // refused for as long as the server lives
+        await until(() => client.reconnectPauseMs > 0, 'the first socket refused');
+        Date.now = () => wallClock() - 500;
+        await until(() => server.accepted >= 5, 'four more sockets', 20000);
+        const gaps = opened.slice(1, 5).map((at, k) => at - opened[k]);
+        const seen = `token ${token}: ${openedPausing} sockets opened during a pause; gaps ${gaps.map(Math.round)} ms`;
+        assert.equal(openedPausing, 0, seen);
+        // Each pause at least half its step (the steps double from the
+        // first), less 2 ms for a timer firing before the whole millisecond.
+        gaps.forEach((gap, k) => {
+          const least = Math.min(RECONNECT_BACKOFF_FIRST_MS * 2 ** k, RECONNECT_BACKOFF_MAX_MS) / 2 - 2;
+          assert.ok(gap >= least, `${seen}: pause ${k + 1} under ${least} ms`);
+        });
+      } finally {
+        Date.now = wallClock;
+        client.close();
+        await server.close();
+      }
     }
   });
 
