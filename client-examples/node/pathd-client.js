@@ -1016,7 +1016,7 @@ class PathdClient {
     // jittered _gateStep, doubling. One gate for all calls, so the sockets
     // opened do not grow with the calls waiting (each call had its own
     // pause: 50 waiting calls opened 55 sockets a second).
-    this._gate = null; // { at (performance.now()), promise }: shut until its timer fires
+    this._gate = null; // { at (performance.now()), timer, promise }: shut until the timer fires
     this._gateStep = RECONNECT_BACKOFF_FIRST_MS;
   }
 
@@ -1087,22 +1087,28 @@ class PathdClient {
    * "shut until Date.now() reaches _gateAt", but Date.now() is the wall
    * clock and the timers are libuv's monotonic whole milliseconds. A timer
    * fires up to ~1.6 ms before Date.now() says its wait is over (measured
-   * on the CI machine), and far more when NTP or a VM's clock sync steps
+   * on the test machine), and far more when NTP or a VM's clock sync steps
    * the wall clock back. The socket the timer let through could then be
-   * refused (a draining pathd answers Auth in well under a millisecond)
-   * while the gate still read shut; that refusal was taken for one of the
-   * step under way, so nothing shut the gate again, and the calls opened
-   * the next socket at once, back to back while the wall clock lagged: a
-   * draining replica hammered, and the pauses' doubling skipped (the CI
-   * failure of the draining test's "no backoff between the sockets"). */
+   * refused (a draining pathd answers Auth in about a millisecond) while
+   * the gate still read shut; that refusal was taken for one of the step
+   * under way, so nothing shut the gate again, and the calls opened the
+   * next socket at once, back to back while the wall clock lagged: a
+   * draining replica hammered, the pauses' doubling skipped (the likely
+   * cause of the draining test's one CI failure). */
   _gateShut() {
     if (this._gate) return;
     const pause = this._gateStep / 2 + Math.random() * (this._gateStep / 2);
     this._gateStep = Math.min(this._gateStep * 2, RECONNECT_BACKOFF_MAX_MS);
     const gate = { at: performance.now() + pause };
-    gate.promise = sleep(pause).then(() => {
-      if (this._gate === gate) this._gate = null;
+    gate.promise = new Promise((resolve) => {
+      gate.timer = setTimeout(() => {
+        if (this._gate === gate) this._gate = null;
+        resolve();
+      }, pause);
     });
+    // Keeps the process alive only while a call waits (_gateWait): a
+    // script whose server went away exits after close() as before.
+    gate.timer.unref();
     this._gate = gate;
   }
 
@@ -1110,7 +1116,9 @@ class PathdClient {
    * settled after the gate opened, so the socket a waiting call opens is
    * one whose failure shuts it again. */
   _gateWait() {
-    return this._gate ? this._gate.promise : Promise.resolve();
+    if (!this._gate) return Promise.resolve();
+    this._gate.timer.ref();
+    return this._gate.promise;
   }
 
   /* A call's final answer: one not retryable means a replica served it,
