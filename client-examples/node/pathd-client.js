@@ -1011,14 +1011,13 @@ class PathdClient {
     this._connectedAt = 0;
     this._retiring = new Set(); // draining or aged sockets still owed answers
     this._closes = 0; // close() calls: a call never resends past one
-    // The client's reconnect gate (_gateShut): no call opens a socket
-    // before _gateAt; each failed, lost or refused socket pushes it a
+    // The client's reconnect gate (_gateShut): while it is shut no call
+    // opens a socket; each failed, lost or refused socket shuts it for a
     // jittered _gateStep, doubling. One gate for all calls, so the sockets
     // opened do not grow with the calls waiting (each call had its own
     // pause: 50 waiting calls opened 55 sockets a second).
-    this._gateAt = 0;
+    this._gate = null; // { at (performance.now()), timer, promise }: shut until the timer fires
     this._gateStep = RECONNECT_BACKOFF_FIRST_MS;
-    this._gateWaiting = null; // { at, promise }: the one wait every call shares
   }
 
   /* Authenticates this socket (and every later one) with token; resolves
@@ -1055,7 +1054,7 @@ class PathdClient {
     const started = Date.now();
     const closes = this._closes;
     const deadlineMs = Math.min(this.retryDeadlineMs, this.timeoutMs);
-    if (this.reconnect && this._socket === null && this._gatePause() > 0) await this._gateWait(); // as _call
+    if (this.reconnect && this._socket === null && this._gate) await this._gateWait(); // as _call
     for (;;) {
       if (this._closes !== closes || gaveUp.now) throw new PathdDisconnected('connection closed by the client');
       const answered = this._socket ? this._authenticate() : (this._ensureConnected(), this._auth);
@@ -1071,37 +1070,62 @@ class PathdClient {
     }
   }
 
-  /* Milliseconds before the reconnect gate opens (0: open). */
+  /* Milliseconds before the reconnect gate opens (0: open), for the
+   * retry deadlines and reconnectPauseMs; whether a call may open a socket
+   * is this._gate alone. */
   _gatePause() {
-    return Math.max(0, this._gateAt - Date.now());
+    return this._gate ? Math.max(0, this._gate.at - performance.now()) : 0;
   }
 
   /* A socket failed to open, was lost or was refused (DRAINING first):
    * the gate shuts for a jittered step (half fixed, half random), doubled
-   * for the next, up to RECONNECT_BACKOFF_MAX_MS. Once per step: calls
-   * that failed together push it once. */
+   * for the next, up to RECONNECT_BACKOFF_MAX_MS. Once per step: a socket
+   * opened around a shut gate (a raw send, a watch) that fails meanwhile
+   * does not push it further.
+   *
+   * The gate opens when its timer fires, never by reading a clock: it was
+   * "shut until Date.now() reaches _gateAt", but Date.now() is the wall
+   * clock and the timers are libuv's monotonic whole milliseconds. A timer
+   * fires up to ~1.6 ms before Date.now() says its wait is over (measured
+   * on the test machine), and far more when NTP or a VM's clock sync steps
+   * the wall clock back. The socket the timer let through could then be
+   * refused (a draining pathd answers Auth in about a millisecond) while
+   * the gate still read shut; that refusal was taken for one of the step
+   * under way, so nothing shut the gate again, and the calls opened the
+   * next socket at once, back to back while the wall clock lagged: a
+   * draining replica hammered, the pauses' doubling skipped (the likely
+   * cause of the draining test's one CI failure). */
   _gateShut() {
-    const now = Date.now();
-    if (this._gateAt > now) return;
-    this._gateAt = now + this._gateStep / 2 + Math.random() * (this._gateStep / 2);
+    if (this._gate) return;
+    const pause = this._gateStep / 2 + Math.random() * (this._gateStep / 2);
     this._gateStep = Math.min(this._gateStep * 2, RECONNECT_BACKOFF_MAX_MS);
+    const gate = { at: performance.now() + pause };
+    gate.promise = new Promise((resolve) => {
+      gate.timer = setTimeout(() => {
+        if (this._gate === gate) this._gate = null;
+        resolve();
+      }, pause);
+    });
+    // Keeps the process alive only while a call waits (_gateWait): a
+    // script whose server went away exits after close() as before.
+    gate.timer.unref();
+    this._gate = gate;
   }
 
-  /* Resolves when the gate opens: one promise shared by every call waiting. */
+  /* Resolves when the gate opens: one promise shared by every call waiting,
+   * settled after the gate opened, so the socket a waiting call opens is
+   * one whose failure shuts it again. */
   _gateWait() {
-    const pause = this._gatePause();
-    if (pause === 0) return Promise.resolve();
-    if (!this._gateWaiting || this._gateWaiting.at !== this._gateAt) {
-      this._gateWaiting = { at: this._gateAt, promise: sleep(pause) };
-    }
-    return this._gateWaiting.promise;
+    if (!this._gate) return Promise.resolve();
+    this._gate.timer.ref();
+    return this._gate.promise;
   }
 
   /* A call's final answer: one not retryable means a replica served it,
    * so the next failure pauses from the first step again. */
   _served(answer) {
     if (!RETRYABLE.has(answer.status)) {
-      this._gateAt = 0;
+      this._gate = null;
       this._gateStep = RECONNECT_BACKOFF_FIRST_MS;
     }
   }
@@ -1454,7 +1478,7 @@ class PathdClient {
     // lost or was refused a moment ago) waits for it as the calls already
     // waiting do: one socket per step however many calls come, not one at
     // once for each new call.
-    if (this.reconnect && this._socket === null && this._gatePause() > 0) {
+    if (this.reconnect && this._socket === null && this._gate) {
       await this._gateWait();
       if (this._closes !== closes) throw new PathdDisconnected('connection closed by the client');
     }

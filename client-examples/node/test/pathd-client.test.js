@@ -24,7 +24,7 @@ const { describe, it, before, after } = require('node:test');
 
 const {
   PathdClient, PathdPool, PathdError, PathdDisconnected, PathdProtocolError, PathdTimeout, PathdQueueFull,
-  RETRY_ATTEMPTS, RETRY_BACKOFF_FIRST_MS, query, gridRows,
+  RETRY_ATTEMPTS, RETRY_BACKOFF_FIRST_MS, RECONNECT_BACKOFF_FIRST_MS, RECONNECT_BACKOFF_MAX_MS, query, gridRows,
 } = require('../pathd-client');
 const {
   env, pathctl, pathctlJson, pathctlText, assertSame, corked, TRAP, Daemon, FakeServer, chunk, error,
@@ -981,6 +981,14 @@ async function drain(daemon, on) {
   await until(() => daemon.log().split(line).length > before, `pathd logs "${line}"`);
 }
 
+/* Backing off, not hammering: RETRY_ATTEMPTS + 1 sockets after the first
+ * each waited a pause of at least half its step, the steps doubling from
+ * RECONNECT_BACKOFF_FIRST_MS (25+50+100+200+400+800 ms), less 2 ms each
+ * for a timer firing before the whole millisecond. */
+const LEAST_BACKOFF_MS = Array.from({ length: RETRY_ATTEMPTS + 1 },
+  (_, k) => Math.min(RECONNECT_BACKOFF_FIRST_MS * 2 ** k, RECONNECT_BACKOFF_MAX_MS) / 2 - 2)
+  .reduce((sum, pause) => sum + pause, 0);
+
 /* A call made to a draining pathd (a replica going down behind HAProxy, or
  * one being stopped): the new socket's first answer (Auth with a token,
  * else GetLimits) is DRAINING. The client must connect again with the
@@ -1001,9 +1009,6 @@ async function servedAfterDrain(daemon, options, call) {
     const seen = () => `reconnects ${client.reconnects}, resent ${client.resent}, retries ${JSON.stringify(client.retries)}`;
     assert.equal(settled, null, `the call settled while pathd was draining: ${JSON.stringify(settled)}`
       + ` ${settled && settled.err} (${seen()})`);
-    // Backing off, not hammering: the pauses double from 50 ms (at least
-    // half of each), so the 6 sockets after the first took at least
-    // 25+50+100+200+400+500 ms.
     await drain(daemon, false);
     draining = false;
     await pending;
@@ -1023,12 +1028,14 @@ describe('a draining daemon: the first answer on a new socket is DRAINING', () =
   const withoutTokens = helperDaemon({});
 
   it('connects again with backoff while Auth is answered DRAINING, and is served once pathd is', async () => {
-    const started = Date.now();
+    const started = performance.now(); // monotonic: a wall clock stepped meanwhile changes nothing
     const { client, value } = await servedAfterDrain(withTokens(), { token: QUERY }, (c) => c.findPath(...SHORT));
     try {
+      const took = Math.round(performance.now() - started);
       assert.equal(value.status, 'OK');
       assert.equal(client.role, 'query');
-      assert.ok(Date.now() - started >= 1275, `${Date.now() - started} ms: no backoff between the sockets`);
+      assert.ok(took >= LEAST_BACKOFF_MS, `${took} ms, under ${LEAST_BACKOFF_MS}: no backoff between the sockets `
+        + `(reconnects ${client.reconnects}, resent ${client.resent})`);
       assert.equal(client.retries.DRAINING, undefined, 'the call itself was never sent to the draining pathd: '
         + `reconnects ${client.reconnects}, resent ${client.resent}, retries ${JSON.stringify(client.retries)}`);
     } finally {
@@ -1512,6 +1519,55 @@ describe('the reconnect gate is shared by the calls waiting', () => {
     for (const calls of [1, 50, 500]) {
       const opened = await socketsOpened(calls);
       assert.ok(opened >= 2 && opened <= 15, `${calls} calls opened ${opened} sockets`);
+    }
+  });
+
+  /* The gate opens when its timer fires. Before the fix it was "shut
+   * until Date.now() reaches _gateAt", and Date.now() is the wall clock:
+   * NTP or a VM's clock sync may step it back, and even unstepped, libuv's
+   * whole-millisecond timers fire up to ~1.6 ms before it says their wait
+   * is over. The socket the timer let through, refused before Date.now()
+   * got there, was taken for a failure of the step under way: nothing
+   * shut the gate again, and the call opened socket after socket at once
+   * while the wall clock lagged, the pauses' doubling skipped (the likely
+   * cause of the draining test's one CI failure, 'no backoff between the
+   * sockets'). The 1.6 ms made that rare; a clock stepped back 500 ms
+   * makes it certain. Failed before the fix: the socket after the step
+   * opened while the client itself said it was pausing, and the next ones
+   * a millisecond apart. */
+  it('waits out every pause when the wall clock is stepped back during one', async () => {
+    const wallClock = Date.now;
+    for (const token of [null, 'a-token']) { // GetLimits, or Auth, is the first answer
+      let client = null;
+      const opened = []; // performance.now() of each socket the server took
+      let openedPausing = 0;
+      const server = await alwaysDraining({
+        onAccept: () => {
+          opened.push(performance.now());
+          if (client && client.reconnectPauseMs > 0) openedPausing++;
+        },
+      });
+      client = new PathdClient(server.addr, { timeoutMs: 30000, retryDeadlineMs: 30000, token });
+      try {
+        const call = client.isReachable('town', [1, 1], [3, 3]);
+        call.catch(() => {}); // refused for as long as the server lives
+        await until(() => client.reconnectPauseMs > 0, 'the first socket refused');
+        Date.now = () => wallClock() - 500;
+        await until(() => server.accepted >= 5, 'four more sockets', 20000);
+        const gaps = opened.slice(1, 5).map((at, k) => at - opened[k]);
+        const seen = `token ${token}: ${openedPausing} sockets opened during a pause; gaps ${gaps.map(Math.round)} ms`;
+        assert.equal(openedPausing, 0, seen);
+        // Each pause at least half its step (the steps double from the
+        // first), less 2 ms for a timer firing before the whole millisecond.
+        gaps.forEach((gap, k) => {
+          const least = Math.min(RECONNECT_BACKOFF_FIRST_MS * 2 ** k, RECONNECT_BACKOFF_MAX_MS) / 2 - 2;
+          assert.ok(gap >= least, `${seen}: pause ${k + 1} under ${least} ms`);
+        });
+      } finally {
+        Date.now = wallClock;
+        client.close();
+        await server.close();
+      }
     }
   });
 

@@ -278,11 +278,13 @@ class FakeServer {
 
 /* A server on 127.0.0.1 that answers every request on every connection
  * DRAINING (Auth and GetLimits first), as a replica being stopped does,
- * until close(); accepted counts the connections it took. */
-async function alwaysDraining() {
+ * until close(); accepted counts the connections it took, onAccept() is
+ * called as each is taken (before anything is read from it). */
+async function alwaysDraining({ onAccept = () => {} } = {}) {
   const s = { accepted: 0, sockets: new Set() };
   s.server = net.createServer((conn) => {
     s.accepted++;
+    onAccept();
     s.sockets.add(conn);
     conn.on('close', () => s.sockets.delete(conn));
     conn.on('error', () => {});
