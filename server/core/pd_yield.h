@@ -157,7 +157,8 @@
  *
  * The game must learn the displaced agents' new plans: the answer lists
  * them (pd_yield_result; each replaces that agent's plan from its t0_ms on,
- * its first waypoint being its anchor at t0_ms). A moved holder's renewal
+ * its first waypoint being where it is at t0_ms: a holder's anchor, or the
+ * waypoint door_ms cut a moving agent's plan at). A moved holder's renewal
  * time is kept: being moved is not the agent's own request, so its TTL
  * still runs from its last one.
  */
@@ -253,8 +254,9 @@ typedef struct pd_yield_params {
     int64_t door_ms;
 } pd_yield_params;
 
-/* A holder moved aside: its new plan replaces its reservations from t0_ms
- * on (waypoints[0] is its anchor at t0_ms). */
+/* An agent moved: its new plan replaces its reservations from t0_ms on
+ * (waypoints[0] is where it is at t0_ms: a holder's anchor, or the
+ * waypoint door_ms cut its plan at, later than the requester's t0). */
 typedef struct pd_displaced {
     uint64_t agent;
     uint32_t unit;
