@@ -46,7 +46,11 @@
  * PD_YIELD_MAX_DISPLACED) caps the holders one request moves. --give-way MS
  * (pd_yield_params.give_way_ms; PD_YIELD_GIVE_WAY_MS by default, as the
  * server has it; 0 off) lets any standing requester move a holder that has
- * stood that long.
+ * stood that long. --door MS (pd_yield_params.door_ms; PD_YIELD_DOOR_MS by
+ * default, as the server has it; 0 off) lets an agent one step from its
+ * goal that stood that long have the agents whose plans cross its goal
+ * after its window re-planned round it (their answers are applied as a
+ * moved holder's: the plan up to the move's t0, then the new one).
  * --yield 0 --clear-holds 0 is plain
  * prioritised planning. An agent decides again at the latest half a TTL
  * after its last decision, as a game renews its reservations.
@@ -302,28 +306,36 @@ static void set_plan(agent *a, const pd_waypoint *wp, size_t n)
     a->n = n;
 }
 
-/* A holder moved aside (pd_yield.h): its plan up to its hold, the hold
- * ending where the new plan leaves it, then the new plan. The bench's plan
- * ends in the hold the table knows (the last answer, or an earlier move). */
+/* An agent moved (pd_yield.h): its plan up to the waypoint where it
+ * stands at the move's t0 (a holder's hold, or a waypoint of a moving
+ * agent's plan that door_ms cut), that waypoint left when the new plan
+ * leaves it, then the new plan. The bench's plan is the one the table
+ * knows (the last answer, or an earlier move). */
 static void apply_displaced(agent *a, const pd_displaced *d)
 {
-    const pd_waypoint *hold = &a->plan[a->n - 1u];
-    if (hold->x != d->waypoints[0].x || hold->y != d->waypoints[0].y || hold->t_leave_ms != PD_RESERVE_FOREVER ||
-        hold->t_arrive_ms > d->t0_ms) {
-        fprintf(stderr, "agent %llu moved aside from (%d,%d) at %lld, but its plan ends at (%d,%d)\n",
-                (unsigned long long)a->id, d->waypoints[0].x, d->waypoints[0].y, (long long)d->t0_ms, hold->x,
-                hold->y);
+    size_t k = 0;
+    while (k + 1u < a->n && a->plan[k + 1u].t_arrive_ms <= d->t0_ms)
+        k++;
+    const pd_waypoint *at = &a->plan[k];
+    if (at->x != d->waypoints[0].x || at->y != d->waypoints[0].y || at->t_arrive_ms > d->t0_ms ||
+        at->t_leave_ms < d->t0_ms) {
+        fprintf(stderr, "agent %llu moved from (%d,%d) at %lld, but its plan has it at (%d,%d)\n",
+                (unsigned long long)a->id, d->waypoints[0].x, d->waypoints[0].y, (long long)d->t0_ms, at->x,
+                at->y);
         exit(2);
     }
-    const size_t n = a->n - 1u + d->n_waypoints;
+    const size_t n = k + d->n_waypoints;
+    const int was_last = k + 1u == a->n;
     pd_waypoint *wp = xrealloc(NULL, n * sizeof *wp);
-    memcpy(wp, a->plan, (a->n - 1u) * sizeof *wp);
-    wp[a->n - 1u] = a->plan[a->n - 1u];
-    wp[a->n - 1u].t_leave_ms = d->waypoints[0].t_leave_ms;
-    memcpy(wp + a->n, d->waypoints + 1, (d->n_waypoints - 1u) * sizeof *wp);
+    memcpy(wp, a->plan, (k + 1u) * sizeof *wp);
+    wp[k].t_leave_ms = d->waypoints[0].t_leave_ms;
+    memcpy(wp + k + 1u, d->waypoints + 1, (d->n_waypoints - 1u) * sizeof *wp);
     set_plan(a, wp, n);
     free(wp);
-    a->to_goal = 0;
+    /* A holder leaves its hold (its goal, maybe); a cut plan re-planned to
+     * where it ended still ends at the goal when it did. */
+    a->to_goal = !was_last && a->to_goal && a->plan[n - 1].x == a->goal.x && a->plan[n - 1].y == a->goal.y &&
+                 a->plan[n - 1].t_leave_ms == PD_RESERVE_FOREVER;
     /* Decide again once it stands aside, if not before. */
     if (a->next > a->plan[n - 1].t_arrive_ms)
         a->next = a->plan[n - 1].t_arrive_ms;
@@ -503,6 +515,7 @@ typedef struct run_args {
     int park_any;               /* pd_yield_params.park_any */
     uint32_t max_displaced;     /* pd_yield_params.max_displaced */
     int64_t give_way_ms;        /* pd_yield_params.give_way_ms */
+    int64_t door_ms;            /* pd_yield_params.door_ms */
     FILE *answers;
     pdc_conn *wire;             /* --mode wire: the server's connection */
     const char *scene;          /* and the scene of the map there */
@@ -593,7 +606,8 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                                .clear_holds = ra->clear_holds, .long_expansions = ra->long_expansions,
                                .take_free_way = ra->take_free_way, .retry_max_ms = ra->retry_max_ms,
                                .move_ahead = ra->move_ahead, .park_any = ra->park_any,
-                               .max_displaced = ra->max_displaced, .give_way_ms = ra->give_way_ms };
+                               .max_displaced = ra->max_displaced, .give_way_ms = ra->give_way_ms,
+                               .door_ms = ra->door_ms };
     size_t cap = 4096;          /* A* copies no path into a NULL buffer */
     pd_point *buf = xrealloc(NULL, cap * sizeof *buf);
     if (!table || !ctx || !yctx || !sctx || !ag) {
@@ -898,7 +912,7 @@ static void usage(void)
     fprintf(stderr, "usage: pathd-agents-bench --map FILE.map [--mode reserve|alone|single|wire] [--agents N]\n"
                     "         [--seconds S] [--unit2-pct P] [--window MS] [--hold MS] [--sipp-only 1] [--yield MS]\n"
                     "         [--clear-holds 0|1] [--long-expansions N] [--take-free-way 0|1] [--retry-max MS] [--queries N] [--seed N]"
-                    " [--move-ahead 0|1] [--park-any 0|1] [--max-displaced N]\n"
+                    " [--move-ahead 0|1] [--park-any 0|1] [--max-displaced N] [--door MS]\n"
                     "         [--answers FILE.jsonl] [--server HOST:PORT --scene NAME (wire)]\n");
     exit(2);
 }
@@ -909,7 +923,7 @@ int main(int argc, char **argv)
     run_args ra = { .mode = "reserve", .agents = 500, .game_ms = 600000, .unit2_pct = 20,
                     .window_ms = PD_RESERVE_DEFAULT_WINDOW_MS, .yield_ms = 2000, .clear_holds = 1,
                     .long_expansions = 0, .move_ahead = 1, .park_any = 1,
-                    .give_way_ms = PD_YIELD_GIVE_WAY_MS };
+                    .give_way_ms = PD_YIELD_GIVE_WAY_MS, .door_ms = PD_YIELD_DOOR_MS };
     int queries = 200;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -947,6 +961,8 @@ int main(int argc, char **argv)
             ra.park_any = atoi(v);
         else if (!strcmp(argv[i], "--max-displaced"))
             ra.max_displaced = (uint32_t)atoi(v);
+        else if (!strcmp(argv[i], "--door"))
+            ra.door_ms = atoll(v);
         else if (!strcmp(argv[i], "--give-way"))
             ra.give_way_ms = atoll(v);
         else if (!strcmp(argv[i], "--queries"))

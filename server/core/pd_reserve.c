@@ -981,6 +981,41 @@ int pd_reserve_was_cut(const pd_reserve *t, uint64_t agent)
     return slot != PD__NONE && t->agents[slot].was_cut;
 }
 
+size_t pd_reserve_agent_plan(const pd_reserve *t, uint64_t agent, int64_t from_ms, pd_waypoint *out, size_t cap)
+{
+    const uint32_t slot = pd__map_find(&t->agent_map, agent);
+    if (slot == PD__NONE)
+        return 0;
+    const pd__agent *a = &t->agents[slot];
+    size_t n = 0;
+    pd_waypoint last = { 0 }; /* out[n - 1], kept here too when out is full */
+    for (uint32_t i = pd__entry_after(a, from_ms); i < a->n; i++) {
+        const pd__entry *e = &a->e[i];
+        if (e->t0 < from_ms && n == 0)
+            continue; /* its waypoint arrived before from_ms */
+        if (e->cut)
+            break;    /* a move a block cut: the plan ends before it */
+        if (e->dx == 0 && e->dy == 0) {
+            if (n && last.x == e->x && last.y == e->y && last.t_leave_ms == e->t0)
+                last.t_leave_ms = e->t1; /* the wait after the move there */
+            else
+                last = (pd_waypoint){ e->x, e->y, e->t0, e->t1 }, n++;
+        } else {
+            if (n == 0) {
+                last = (pd_waypoint){ e->x, e->y, e->t0, e->t0 };
+                if (cap)
+                    out[0] = last;
+                n = 1;
+            }
+            last = (pd_waypoint){ e->x + e->dx, e->y + e->dy, e->t1, e->t1 };
+            n++;
+        }
+        if (n <= cap)
+            out[n - 1] = last;
+    }
+    return n;
+}
+
 int pd_reserve_agent_end(const pd_reserve *t, uint64_t agent, pd_reserve_cut *out)
 {
     uint32_t slot = pd__map_find(&t->agent_map, agent);

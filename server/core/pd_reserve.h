@@ -235,6 +235,13 @@ int pd_reserve_was_cut(const pd_reserve *t, uint64_t agent);
  * fills *out, or 0 when it is not in the table or holds nothing. */
 int pd_reserve_agent_end(const pd_reserve *t, uint64_t agent, pd_reserve_cut *out);
 
+/* The agent's plan from its first waypoint arriving at or after from_ms
+ * on, as a replace from that arrival would take it (the last waypoint's
+ * t_leave_ms is its hold's end): how many waypoints (0: none), of which
+ * the first cap are in out. What pd_yield reads to cut a moving agent's
+ * plan and to give it back. */
+size_t pd_reserve_agent_plan(const pd_reserve *t, uint64_t agent, int64_t from_ms, pd_waypoint *out, size_t cap);
+
 /*
  * GetReservations: entries covering any cell of x0..x1 by y0..y1
  * (inclusive) at some time of [from_ms, to_ms), agent by agent and in time

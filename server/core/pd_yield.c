@@ -42,6 +42,9 @@ struct pd_yield_ctx {
     uint64_t culprit;                  /* the first holder pd__replan_holders could not move */
     int undone_why;                    /* pd_yield_result.undone_why */
     pd_status hst[PD_YIELD_MAX_DISPLACED];
+    /* door_ms: the crossing agents' plans from their cut on, for undoing */
+    pd_waypoint *old[PD_YIELD_MAX_DISPLACED];
+    size_t cap_old[PD_YIELD_MAX_DISPLACED], n_old[PD_YIELD_MAX_DISPLACED];
 };
 
 static uint64_t pd__cell_key(int32_t x, int32_t y)
@@ -61,7 +64,7 @@ void pd_yield_ctx_destroy(pd_yield_ctx *yc)
     free(yc->p0);
     free(yc->p1);
     for (int i = 0; i < PD_YIELD_MAX_DISPLACED; i++)
-        free(yc->aside[i]);
+        free(yc->aside[i]), free(yc->old[i]);
     free(yc->memo);
     free(yc->way);
     free(yc);
@@ -543,6 +546,151 @@ pd_status pd_yield_plan(pd_yield_ctx *yc, pd_sipp_ctx *ctx, const pd_reserve *ta
     return st;
 }
 
+/* Gives the agents h[0..n) that pd__door cut their plans back from their
+ * cut on (yc->old), renewal time included: first every new plan goes,
+ * then the old ones come back into the room they had. */
+static void pd__door_undo(pd_reserve *t, const pd_yield_ctx *yc, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const pd__holder *h = &yc->h[i];
+        const pd_waypoint stop = { yc->old[i][0].x, yc->old[i][0].y, h->t0, h->t0 };
+        pd_reserve_replace(t, h->agent, h->info.unit, h->t0, &stop, 1, NULL);
+    }
+    for (int i = 0; i < n; i++) {
+        const pd__holder *h = &yc->h[i];
+        pd_reserve_replace(t, h->agent, h->info.unit, h->t0, yc->old[i], yc->n_old[i], NULL);
+        pd_reserve_set_renewed(t, h->agent, h->info.renewed_ms);
+    }
+}
+
+/* Coming in at its own door (door_ms): R stands one step from its goal
+ * and may not park there, because other agents' plans cross the goal
+ * later on (a hold is for good). When every crossing left starts after
+ * R's window (t0 + window) and belongs to a moving agent whose plan has a
+ * waypoint from then on before the crossing, each such agent keeps its
+ * plan up to that waypoint, R plans as usual (and parks), and each agent
+ * is re-planned from that waypoint to where its plan ended, around R.
+ * 1 with all of it reserved (the agents' new plans in yc->out); 0 with
+ * the table as it was. */
+static int pd__door(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_grid *grid,
+                    const pd_sipp_params *p, const pd_yield_params *y, int64_t window0, pd_sipp_result *r,
+                    int *found_out)
+{
+    const int64_t far = p->t0_ms + window0;
+    const int64_t max_window = pd_reserve_get_limits(table)->max_window_ms;
+    int found = 0;
+    *found_out = -1;
+    for (int32_t gy = p->goal.y; gy < p->goal.y + (int32_t)p->unit; gy++)
+        for (int32_t gx = p->goal.x; gx < p->goal.x + (int32_t)p->unit; gx++) {
+            size_t ns;
+            const pd_reserve_span *s = pd_reserve_cell(table, gx, gy, &ns);
+            for (size_t j = 0; j < ns; j++) {
+                if (s[j].slot == yc->self || s[j].t1 <= p->t0_ms || s[j].t0 < far)
+                    continue; /* its own, past, or near: R's plan waits for those */
+                if (s[j].t1 == PD_RESERVE_FOREVER)
+                    return 0; /* a hold: moving holders' business */
+                const uint64_t id = pd_reserve_slot_agent(table, s[j].slot);
+                int k = 0;
+                while (k < found && yc->h[k].agent != id)
+                    k++;
+                if (k < found) {
+                    if (s[j].t0 < yc->h[k].meet)
+                        yc->h[k].meet = s[j].t0;
+                    continue;
+                }
+                if (found == (int)pd__max_displaced(y))
+                    return 0;
+                pd__holder *h = &yc->h[found];
+                h->agent = id;
+                /* A plan a block cut ends mid-move: its entries could not
+                 * be given back as waypoints. */
+                if (!pd_reserve_agent_info_get(table, id, &h->info) || h->info.speed <= 0 || h->info.unit < 1 ||
+                    h->info.unit > y->max_unit || !y->unit_grids[h->info.unit] || pd_reserve_was_cut(table, id))
+                    return 0;
+                h->meet = s[j].t0;
+                found++;
+            }
+        }
+    if (!found)
+        return 0;
+    *found_out = found;
+    /* Each one's plan from its first waypoint at or after `far`, kept for
+     * undoing; the waypoint must come before its crossing. */
+    for (int i = 0; i < found; i++) {
+        pd__holder *h = &yc->h[i];
+        size_t n = pd_reserve_agent_plan(table, h->agent, far, yc->old[i], yc->cap_old[i]);
+        if (n > yc->cap_old[i]) {
+            pd_waypoint *b = realloc(yc->old[i], n * sizeof *b);
+            if (!b)
+                return 0;
+            yc->old[i] = b;
+            yc->cap_old[i] = n;
+            n = pd_reserve_agent_plan(table, h->agent, far, yc->old[i], yc->cap_old[i]);
+        }
+        if (n < 2 || yc->old[i][0].t_arrive_ms > h->meet)
+            return 0;
+        yc->n_old[i] = n;
+        h->t0 = yc->old[i][0].t_arrive_ms;
+    }
+    /* Cut: each leaves the table at that waypoint. */
+    for (int i = 0; i < found; i++) {
+        const pd__holder *h = &yc->h[i];
+        const pd_waypoint stop = { yc->old[i][0].x, yc->old[i][0].y, h->t0, h->t0 };
+        if (pd_reserve_replace(table, h->agent, h->info.unit, h->t0, &stop, 1, NULL) != PD_OK) {
+            pd__door_undo(table, yc, i);
+            return 0;
+        }
+        pd_reserve_set_renewed(table, h->agent, h->info.renewed_ms);
+    }
+    pd_sipp_result rr;
+    pd_status st = pd_sipp_reserve(ctx, table, grid, p, &rr);
+    if (st != PD_OK) {
+        if (st == PD_PARTIAL) {
+            const pd_waypoint stop = { p->start.x, p->start.y, p->t0_ms, p->t0_ms };
+            pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, &stop, 1, NULL);
+        }
+        pd__door_undo(table, yc, found);
+        return 0;
+    }
+    /* R's plan in the context's buffer: keep it past the others' plans. */
+    if (pd__keep(&yc->p1, &yc->cap1, rr.waypoints, rr.n_waypoints) != 0)
+        goto undo;
+    rr.waypoints = yc->p1;
+    for (int i = 0; i < found; i++) {
+        const pd__holder *h = &yc->h[i];
+        const pd_waypoint *end = &yc->old[i][yc->n_old[i] - 1];
+        const pd_sipp_params q = { .agent = h->agent, .unit = h->info.unit,
+                                   .start = { yc->old[i][0].x, yc->old[i][0].y }, .goal = { end->x, end->y },
+                                   .t0_ms = h->t0, .speed = h->info.speed,
+                                   .window_ms = max_window > 0 ? max_window : 0,
+                                   .at_goal = end->t_leave_ms == PD_RESERVE_FOREVER ? PD_AT_GOAL_PARK
+                                                                                     : PD_AT_GOAL_VANISH,
+                                   .connectivity = p->connectivity, .poll = p->poll, .poll_user = p->poll_user };
+        pd_sipp_result rh;
+        int fell;
+        st = pd__reserve_long(ctx, table, y->unit_grids[h->info.unit], &q, y, window0, &rh, &fell);
+        if (st != PD_OK && st != PD_PARTIAL) {
+            yc->culprit = h->agent;
+            goto undo;
+        }
+        pd_reserve_set_renewed(table, h->agent, h->info.renewed_ms);
+        if (pd__keep(&yc->aside[i], &yc->cap_aside[i], rh.waypoints, rh.n_waypoints) != 0)
+            goto undo;
+        yc->out[i] = (pd_displaced){ .agent = h->agent, .unit = h->info.unit, .speed = h->info.speed,
+                                     .t0_ms = h->t0, .waypoints = yc->aside[i], .n_waypoints = rh.n_waypoints,
+                                     .reserved_until_ms = rh.reserved_until_ms };
+    }
+    if (r)
+        *r = rr;
+    return 1;
+undo : {
+    const pd_waypoint stop = { p->start.x, p->start.y, p->t0_ms, p->t0_ms };
+    pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, &stop, 1, NULL);
+    pd__door_undo(table, yc, found);
+    return 0;
+}
+}
+
 pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_grid *grid,
                            const pd_sipp_params *p, const pd_yield_params *y, pd_sipp_result *r,
                            pd_yield_result *yr)
@@ -619,6 +767,35 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
         goto out;
     }
     r0.waypoints = yc->p0;
+
+    if (y->door_ms > 0 && stood >= y->door_ms && window0 > 0 && p->at_goal == PD_AT_GOAL_PARK && !p->targets &&
+        abs(p->start.x - p->goal.x) <= 1 && abs(p->start.y - p->goal.y) <= 1 &&
+        (p->start.x != p->goal.x || p->start.y != p->goal.y) &&
+        (r0.n_waypoints == 0 || r0.waypoints[r0.n_waypoints - 1].x != p->goal.x ||
+         r0.waypoints[r0.n_waypoints - 1].y != p->goal.y)) {
+        int dfound;
+        pd_sipp_result rd;
+        if (pd__door(yc, ctx, table, grid, p, y, window0, &rd, &dfound)) {
+            if (r)
+                *r = rd;
+            if (yr) {
+                yr->tried = 1;
+                yr->displaced = yc->out;
+                yr->n_displaced = (size_t)dfound;
+                yr->found = dfound;
+                yr->outcome = PD_YIELD_OUT_KEPT_DOOR;
+            }
+            pd_reserve_note_speed(table, p->agent, p->speed);
+            return PD_OK;
+        }
+        if (yr && dfound > 0) {
+            yr->tried = 1;
+            yr->undone = 1;
+            yr->found = dfound;
+            yr->culprit = yc->culprit;
+            yr->outcome = PD_YIELD_OUT_DOOR_UNDONE;
+        }
+    }
 
     /* P1: the same request with the movable holders' holds ignored. */
     yc->gen++;

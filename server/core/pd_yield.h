@@ -103,7 +103,27 @@
  * 145 with 16 s, 168 with 20 s; with 10 s Berlin's default seed went
  * from 43 to 134 (moving agents that would have got their way).
  *
- * Taking the way round (take_free_way), when there is nobody to move.
+ * Coming in at its own door (door_ms), when the goal is crossed far ahead.
+ * R may park on its goal only when no other reservation crosses the goal
+ * after it arrives (a hold is for good), and the all-the-way plans of
+ * agents whose reservations reach their goal cross other goals 40 s and
+ * more ahead: on den520d (500 agents, 600 s) half the deadlocked agents
+ * stood one step from their goal (docs/BENCHMARKS.md, seventh pass). When
+ * R stands one step from its goal (an anchor's 8-neighbour), may move
+ * holders (after_ms, the back-off) and has stood door_ms, and P0 does not
+ * reach the goal: if every crossing of the goal left is no hold for good,
+ * starts after R's window (t0 + window) and belongs to an agent M (at
+ * most PD_YIELD_MAX_DISPLACED of them) whose plan has a waypoint from
+ * then on before its crossing, each M keeps its plan up to that waypoint
+ * (the table's pd_reserve_agent_plan reads it), R plans as usual and must
+ * park, and each M is re-planned from that waypoint to where its plan
+ * ended (a long plan, the same at_goal), round R. The answer lists the
+ * new plans as displaced ones (t0_ms that waypoint's arrival, later than
+ * R's t0: the near part of M's plan stands). If R cannot park or any M
+ * finds no plan, every plan goes back as it was and R tries the moves
+ * above. Crossings within the window stay: R's plan waits for them.
+ *
+
  * A windowed plan ranks a handover by its time plus the static rest from
  * there, which knows nothing of holds for good further on: beside a
  * holder it may not move (one that stood longer) R's P0 stands still for
@@ -137,7 +157,8 @@
  *
  * The game must learn the displaced agents' new plans: the answer lists
  * them (pd_yield_result; each replaces that agent's plan from its t0_ms on,
- * its first waypoint being its anchor at t0_ms). A moved holder's renewal
+ * its first waypoint being where it is at t0_ms: a holder's anchor, or the
+ * waypoint door_ms cut a moving agent's plan at). A moved holder's renewal
  * time is kept: being moved is not the agent's own request, so its TTL
  * still runs from its last one.
  */
@@ -165,6 +186,12 @@
 /* pd_yield_params.give_way_ms in the server and the agents bench: 16 s,
  * about half the 30 s that count an agent deadlocked. */
 #define PD_YIELD_GIVE_WAY_MS 16000
+/* pd_yield_params.door_ms in the server and the agents bench: 2 s, the
+ * bench's after_ms (an agent at its door tries it on its first attempt).
+ * 500 agents, 600 s, three seeds each of Berlin_0_256 and den520d: 145
+ * deadlocked agents without it, 116 with 2 s, 148 with 10 s, 168 with 6
+ * s, 220 with 16 s (docs/BENCHMARKS.md, "Deadlocks, eighth pass"). */
+#define PD_YIELD_DOOR_MS 2000
 /* Each aside plan's expansions when the caller sets none. */
 #define PD_YIELD_DEFAULT_EXPANSIONS 4000
 /* Each long plan's (pd_yield_params.long_expansions) when the caller sets none. */
@@ -219,10 +246,17 @@ typedef struct pd_yield_params {
      * that stood longer; <= 0: never (the server and the bench:
      * PD_YIELD_GIVE_WAY_MS). */
     int64_t give_way_ms;
+    /* Coming in at its own door (door_ms, above): a requester one step
+     * from its goal that has stood this long (and may move holders) has
+     * the agents whose plans cross its goal only after its window cut
+     * there and re-planned round it; <= 0: never (the server and the
+     * bench: PD_YIELD_DOOR_MS). */
+    int64_t door_ms;
 } pd_yield_params;
 
-/* A holder moved aside: its new plan replaces its reservations from t0_ms
- * on (waypoints[0] is its anchor at t0_ms). */
+/* An agent moved: its new plan replaces its reservations from t0_ms on
+ * (waypoints[0] is where it is at t0_ms: a holder's anchor, or the
+ * waypoint door_ms cut its plan at, later than the requester's t0). */
 typedef struct pd_displaced {
     uint64_t agent;
     uint32_t unit;
@@ -269,7 +303,9 @@ enum {
     PD_YIELD_OUT_R2_NO_GAIN,           /* moved aside, R's plan after it gained nothing: undone */
     PD_YIELD_OUT_KEPT_AHEAD,
     PD_YIELD_OUT_KEPT_ASIDE,
-    PD_YIELD_OUT_TOOK_P1               /* take_free_way */
+    PD_YIELD_OUT_TOOK_P1,              /* take_free_way */
+    PD_YIELD_OUT_KEPT_DOOR,            /* door_ms: R parked, the far crossings re-planned */
+    PD_YIELD_OUT_DOOR_UNDONE           /* door_ms: tried and undone */
 };
 
 /*

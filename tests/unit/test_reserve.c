@@ -2042,14 +2042,19 @@ static void log_moves(stage *st, uint64_t rid, int64_t t0, const pd_yield_result
 
 /* The stage of the corridor tests below: a one-wide corridor (row 1, x
  * 3-11) between two rooms, and a yield context. */
-static pd_yield_ctx *corridor_begin(stage *st, void **state, const char *name)
+static pd_yield_ctx *yield_begin(stage *st, void **state, const char *name, pd_grid *g)
 {
-    stage_begin(st, state, name, core_grid("...#########......\n"
-                                           "..................\n"
-                                           "...#########......\n"));
+    stage_begin(st, state, name, g);
     pd_yield_ctx *yc = pd_yield_ctx_create();
     assert_non_null(yc);
     return yc;
+}
+
+static pd_yield_ctx *corridor_begin(stage *st, void **state, const char *name)
+{
+    return yield_begin(st, state, name, core_grid("...#########......\n"
+                                                  "..................\n"
+                                                  "...#########......\n"));
 }
 
 /* Releases agents first..last (logged for the checker) and ends the stage. */
@@ -2206,6 +2211,66 @@ static void test_yield_gives_way(void **state)
 {
     gives_way(state, 0, "yield_no_give_way");
     gives_way(state, 16000, "yield_give_way");
+}
+
+/* Coming in at its own door (door_ms): R stands in a pocket at (5, 3),
+ * one step below its goal (5, 2) in a corridor (row 2) that a ring (rows
+ * 0-2, open at both ends) joins back to itself. M, planned all the way
+ * from the east end (20, 2) at 1 s to park at the west end (0, 2), crosses
+ * R's goal at about 15 s, far after R's window (t0 3 s + 3 s), and a hold
+ * is for good: without the rule R may not park, and stands short of its
+ * goal (den520d's agents at their door, docs/BENCHMARKS.md, seventh
+ * pass). With door_ms 1 s M keeps its plan up to its first waypoint from
+ * 6 s on (15, 2), R parks on its goal, and M is re-planned from there
+ * round the ring to its old end, never through R's goal. */
+static void comes_in_at_door(void **state, int64_t door_ms, const char *name)
+{
+    stage st;
+    pd_yield_ctx *yc = yield_begin(&st, state, name, core_grid(".....................\n"
+                                                               ".###################.\n"
+                                                               ".....................\n"
+                                                               "#####.###############\n"));
+    const pd_grid *grids[2] = { NULL, st.s.unit[1] };
+    const pd_yield_params y = { .after_ms = 1000, .unit_grids = grids, .max_unit = 1, .move_ahead = 1,
+                                .door_ms = door_ms };
+    const uint64_t base = door_ms ? 150 : 140, rid = base + 1, m = base + 2;
+    stand_at(&st, yc, rid, (pd_point){ 5, 3 }, 0);
+    pd_yield_result yr;
+    const pd_sipp_params pm = { .agent = m, .unit = 1, .start = { 20, 2 }, .goal = { 0, 2 }, .t0_ms = 1000,
+                                .speed = 1.0 };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &pm, NULL, &st.r, &yr), PD_OK, "M");
+    answers_plan(&st.log, m, 1, 1.0, 1000, st.r.waypoints, st.r.n_waypoints);
+    assert_true(visits(&st.r, 5, 2));
+    const pd_sipp_params p = { .agent = rid, .unit = 1, .start = { 5, 3 }, .goal = { 5, 2 }, .t0_ms = 3000,
+                               .speed = 1.0, .window_ms = 3000 };
+    const pd_status got = pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &p, &y, &st.r, &yr);
+    assert_true(got == PD_OK || got == PD_PARTIAL);
+    log_moves(&st, rid, 3000, &yr);
+    if (door_ms) {
+        expect_status(got, PD_OK, "R parks on its goal");
+        assert_int_equal(yr.outcome, PD_YIELD_OUT_KEPT_DOOR);
+        const pd_waypoint *end = &st.r.waypoints[st.r.n_waypoints - 1];
+        assert_true(end->x == 5 && end->y == 2 && end->t_leave_ms == FOREVER);
+        assert_int_equal(yr.n_displaced, 1);
+        const pd_displaced *d = &yr.displaced[0];
+        assert_int_equal(d->agent, m);
+        assert_true(d->t0_ms >= 6000);
+        assert_true(d->waypoints[0].x == 15 && d->waypoints[0].y == 2 && d->waypoints[0].t_arrive_ms == d->t0_ms);
+        const pd_waypoint *mend = &d->waypoints[d->n_waypoints - 1];
+        assert_true(mend->x == 0 && mend->y == 2 && mend->t_leave_ms == FOREVER);
+        for (size_t i = 0; i < d->n_waypoints; i++)
+            assert_false(d->waypoints[i].x == 5 && d->waypoints[i].y == 2);
+    } else {
+        expect_status(got, PD_PARTIAL, "R short of its goal");
+        assert_int_equal(yr.n_displaced, 0);
+    }
+    agents_end(&st, yc, rid, m);
+}
+
+static void test_yield_comes_in_at_door(void **state)
+{
+    comes_in_at_door(state, 0, "yield_no_door");
+    comes_in_at_door(state, 1000, "yield_door");
 }
 
 /* Parking anywhere when nowhere is clear (park_any): a corridor (row 1)
@@ -2368,6 +2433,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_yield_long_budget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_moves_ahead, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_parks_anywhere, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_comes_in_at_door, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_moves_a_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_gives_way, setup, teardown),
     };

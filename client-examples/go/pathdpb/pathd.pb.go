@@ -4764,7 +4764,9 @@ func (x *ReservePathResult) GetDisplaced() []*DisplacedPlan {
 }
 
 // An agent moved out of the requester's way: its plan from t0_ms on is
-// replaced by `waypoints` (the first is where it stood at t0_ms).
+// replaced by `waypoints` (the first is where its plan has it at t0_ms:
+// where it stood, or a later waypoint of a plan that crossed the
+// requester's goal after the requester's window).
 type DisplacedPlan struct {
 	state         protoimpl.MessageState
 	sizeCache     protoimpl.SizeCache
