@@ -97,7 +97,11 @@
  *     after a failed, lost or refused socket no call opens another until it
  *     ends (one shared wait), so however many calls wait one socket is
  *     opened per step, and a new call made meanwhile waits too; the steps
- *     start over once a call is served. The call is sent again when that is safe: a query always, an update
+ *     start over once a call is served, and close() ends the wait (the
+ *     calls waiting reject at once). The raw send forms, watch() and
+ *     cancel() do not wait: with no socket they open one at once, even
+ *     during the pause, and a failure of it does not lengthen the pause.
+ *     The call is sent again when that is safe: a query always, an update
  *     (updateCells, createScene, createInstance, dropScene) only when it
  *     carries an idempotencyKey. Reservations made or released, watches,
  *     cancels and reloads are never sent twice: they reject
@@ -1054,7 +1058,7 @@ class PathdClient {
     const started = Date.now();
     const closes = this._closes;
     const deadlineMs = Math.min(this.retryDeadlineMs, this.timeoutMs);
-    if (this.reconnect && this._socket === null && this._gate) await this._gateWait(); // as _call
+    if (this.reconnect && this._socket === null && this._gate) await this._gateWait(closes); // as _call
     for (;;) {
       if (this._closes !== closes || gaveUp.now) throw new PathdDisconnected('connection closed by the client');
       const answered = this._socket ? this._authenticate() : (this._ensureConnected(), this._auth);
@@ -1064,7 +1068,7 @@ class PathdClient {
         const refused = err instanceof PathdDisconnected || (err instanceof PathdError && RETRYABLE.has(err.status));
         if (!refused || !this.reconnect || Date.now() + this._gatePause() - started > deadlineMs
             || this._closes !== closes || gaveUp.now) throw err;
-        await this._gateWait();
+        await this._gateWait(closes);
         if (this._closes !== closes || gaveUp.now) throw err;
       }
     }
@@ -1101,6 +1105,7 @@ class PathdClient {
     this._gateStep = Math.min(this._gateStep * 2, RECONNECT_BACKOFF_MAX_MS);
     const gate = { at: performance.now() + pause };
     gate.promise = new Promise((resolve) => {
+      gate.open = resolve;
       gate.timer = setTimeout(() => {
         if (this._gate === gate) this._gate = null;
         resolve();
@@ -1112,20 +1117,34 @@ class PathdClient {
     this._gate = gate;
   }
 
-  /* Resolves when the gate opens: one promise shared by every call waiting,
-   * settled after the gate opened, so the socket a waiting call opens is
-   * one whose failure shuts it again. */
-  _gateWait() {
-    if (!this._gate) return Promise.resolve();
-    this._gate.timer.ref();
-    return this._gate.promise;
+  /* Resolves when the gate is open: the promise every call waiting
+   * shares, settled after the gate opened, so the socket a waiting call
+   * opens is one whose failure shuts it again. Waits again if another gate
+   * shut meanwhile (a shared promise is a gate's, not "the" gate's: a call
+   * woken by an old one would open a socket inside the new pause), and
+   * returns at once after a close() since `closes`. */
+  async _gateWait(closes = this._closes) {
+    while (this._gate && this._closes === closes) {
+      this._gate.timer.ref();
+      await this._gate.promise; // eslint-disable-line no-await-in-loop
+    }
+  }
+
+  /* Opens the gate now (a call served, or close()): its timer no longer
+   * holds the process, and the calls waiting wake at once. */
+  _gateOpen() {
+    const gate = this._gate;
+    if (!gate) return;
+    this._gate = null;
+    clearTimeout(gate.timer);
+    gate.open();
   }
 
   /* A call's final answer: one not retryable means a replica served it,
    * so the next failure pauses from the first step again. */
   _served(answer) {
     if (!RETRYABLE.has(answer.status)) {
-      this._gate = null;
+      this._gateOpen();
       this._gateStep = RECONNECT_BACKOFF_FIRST_MS;
     }
   }
@@ -1195,6 +1214,7 @@ class PathdClient {
   /* Closes the socket; requests still waiting reject with PathdDisconnected. */
   close() {
     this._closes++; // a call retrying now gives up instead of connecting again
+    this._gateOpen(); // the calls waiting for the pause reject now, not when it ends
     for (const socket of [...this._retiring]) this._fail(socket, PathdDisconnected, 'connection closed by the client');
     this._fail(this._socket, PathdDisconnected, 'connection closed by the client');
   }
@@ -1474,15 +1494,16 @@ class PathdClient {
     const started = Date.now();
     let backoff = RETRY_BACKOFF_FIRST_MS;
     const closes = this._closes;
-    // A new call while the reconnect gate is shut (a socket failed, was
-    // lost or was refused a moment ago) waits for it as the calls already
-    // waiting do: one socket per step however many calls come, not one at
-    // once for each new call.
-    if (this.reconnect && this._socket === null && this._gate) {
-      await this._gateWait();
-      if (this._closes !== closes) throw new PathdDisconnected('connection closed by the client');
-    }
     for (let attempt = 1; ;) {
+      // A send that would open a socket while the reconnect gate is shut (a
+      // socket failed, was lost or was refused a moment ago) waits for it
+      // as the calls already waiting do: one socket per step however many
+      // calls come. Before every send, not only the first: a retry after
+      // OVERLOADED whose socket was lost during its sleep waits too.
+      if (this.reconnect && this._socket === null && this._gate) {
+        await this._gateWait(closes); // eslint-disable-line no-await-in-loop
+        if (this._closes !== closes) throw new PathdDisconnected('connection closed by the client');
+      }
       const { id, promise } = this._send(theOp);
       const socket = this._socket;
       let answer;
@@ -1495,7 +1516,7 @@ class PathdClient {
         if (!(err instanceof PathdDisconnected) || !this.reconnect || !(err.sent === false || resendable(theOp))
             || Date.now() + this._gatePause() - started > this.retryDeadlineMs || this._closes !== closes) throw err;
         this.resent++;
-        await this._gateWait();
+        await this._gateWait(closes);
         if (this._closes !== closes) throw err;
         continue;
       }
@@ -1506,7 +1527,7 @@ class PathdClient {
         // once on socket after socket.
         if (Date.now() + this._gatePause() - started <= this.retryDeadlineMs && this._closes === closes) {
           this.resent++;
-          await this._gateWait();
+          await this._gateWait(closes);
           if (this._closes !== closes) throw new PathdDisconnected('connection closed by the client', { requestId: id });
           continue;
         }
@@ -1573,6 +1594,11 @@ class PathdClient {
       // connections): the server closes after it, so close our side too.
       if (status !== 'OK') {
         const message = errorMessage(response);
+        // Lost as surely as by its close event, which comes after _fail
+        // dropped it and so would not shut the gate: without this every
+        // query was resent at once, a socket per round trip to a pathd at
+        // max_connections (OVERLOADED with id 0) for the whole deadline.
+        if (socket === this._socket) this._gateShut();
         this._fail(socket, PathdDisconnected,
           `server closed the connection after ${status}${message ? `: ${message}` : ''}`);
       }

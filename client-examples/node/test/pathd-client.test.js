@@ -28,7 +28,7 @@ const {
 } = require('../pathd-client');
 const {
   env, pathctl, pathctlJson, pathctlText, assertSame, corked, TRAP, Daemon, FakeServer, chunk, error,
-  alwaysDraining,
+  alwaysDraining, scriptedServer,
 } = require('./support');
 
 /* Resolves once condition() holds, polling; rejects after ms. */
@@ -1805,5 +1805,98 @@ describe('replicas: kill -9 and restart of pathd on the same port mid-run', () =
     const after = versions.slice(restart);
     assert.deepEqual(after, after.map((_, i) => after[0] + i));
     assert.equal(after[after.length - 1], final);
+  });
+});
+
+describe('the reconnect gate: review of the Node client (rev-node)', () => {
+  const limits = (request) => ({ id: request.id, status: 'OK', final: true, limits: { maxInflightPerConn: 64, maxBatchItems: 64 } });
+  const refused = (request) => error(request.id, 'DRAINING', 'this replica is draining');
+
+  /* close() during a reconnect pause: the calls waiting at the gate (one
+   * resending, one new, an auth()) reject at once, not when the pause
+   * ends (up to RECONNECT_BACKOFF_MAX_MS later), and no gate timer is left
+   * holding the process. Before the fix they waited for the gate's timer,
+   * which the waiting calls had ref()ed, so a script that called close()
+   * stayed alive for the rest of the pause. Settled before a setImmediate:
+   * no wall-clock bound. */
+  it('close() during a pause rejects the waiting calls at once, no timer left', async () => {
+    const server = await alwaysDraining();
+    const client = new PathdClient(server.addr, { timeoutMs: 30000, retryDeadlineMs: 30000 });
+    try {
+      const first = client.isReachable('town', [1, 1], [3, 3]);
+      await until(() => client.reconnects >= 3 && !client.connected && client.reconnectPauseMs > 50,
+        'the client pausing after a refused socket', 20000);
+      const calls = [first, client.scenes(), client.auth('a-token')];
+      const outcomes = calls.map((call) => call.then(() => 'resolved', (err) => err));
+      client.close();
+      const seen = await Promise.race([Promise.all(outcomes),
+        new Promise((resolve) => { setImmediate(() => resolve('still waiting')); })]);
+      assert.notEqual(seen, 'still waiting', 'a call waiting at the gate outlived close()');
+      for (const err of seen) assert.ok(err instanceof PathdDisconnected, String(err));
+      const gate = client._gate;
+      assert.ok(!gate || !gate.timer.hasRef(), 'a gate timer keeps the process alive after close()');
+    } finally {
+      client.close();
+      await server.close();
+    }
+  });
+
+  /* A call retried after OVERLOADED sleeps its retry backoff; if its socket
+   * is lost meanwhile the gate shuts, and the call must wait for it like
+   * any other. Before the fix the gate was only looked at before the first
+   * send, so the retry opened a socket at once, inside the pause. Three
+   * refused sockets first grow the step, so the pause (200-400 ms) far
+   * outlasts the retry's sleep (10-20 ms). */
+  it('a call retrying OVERLOADED whose socket was lost meanwhile waits for the pause', async () => {
+    let client = null;
+    const pauseAtAccept = [];
+    const server = await scriptedServer({
+      onAccept: () => pauseAtAccept.push(client ? client.reconnectPauseMs : 0),
+      answer: (request, k, conn) => {
+        if (k < 3) return [refused(request)];
+        if (request.body === 'limits') return [limits(request)];
+        if (k === 3) {
+          setImmediate(() => conn.end()); // lost after its OVERLOADED answer
+          return [error(request.id, 'OVERLOADED', 'job queue full')];
+        }
+        return [{ id: request.id, status: 'OK', final: true, sceneList: { scenes: [] } }];
+      },
+    });
+    client = new PathdClient(server.addr, { timeoutMs: 30000, retryDeadlineMs: 30000 });
+    try {
+      assert.deepEqual(await client.scenes(), []);
+      assert.equal(server.accepted, 5, `pauses at accept ${pauseAtAccept.map(Math.round)}`);
+      assert.equal(pauseAtAccept[4], 0, `the socket after the lost one opened ${Math.round(pauseAtAccept[4])} ms `
+        + 'before the reconnect pause ended');
+    } finally {
+      client.close();
+      await server.close();
+    }
+  });
+
+  /* pathd at max_connections accepts a connection, answers OVERLOADED with
+   * id 0 and closes it (docs/PROTOCOL.md, "Limits"). That socket is one
+   * that could not be opened: the gate must shut. Before the fix _fail()
+   * dropped it first, so its close event did not shut the gate, and every
+   * query resent at once: a full server hammered with a socket per round
+   * trip for the whole retryDeadlineMs (hundreds in 1 s). With the pauses
+   * (25-50, 50-100, ... ms) at most 6 fit in 1 s; 15 leaves a wide margin. */
+  it('a connection refused with an id-0 error shuts the gate', async () => {
+    const server = await scriptedServer({
+      greet: (k, conn) => {
+        setImmediate(() => conn.end());
+        return [{ id: 0, status: 'OVERLOADED', final: true, error: { message: 'too many connections' } }];
+      },
+      answer: () => [],
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 5000, retryDeadlineMs: 1000 });
+    try {
+      const outcome = await client.isReachable('town', [1, 1], [3, 3]).then(() => null, (err) => err);
+      assert.ok(outcome instanceof PathdDisconnected, String(outcome));
+      assert.ok(server.accepted >= 2 && server.accepted <= 15, `${server.accepted} sockets in the 1 s deadline`);
+    } finally {
+      client.close();
+      await server.close();
+    }
   });
 });

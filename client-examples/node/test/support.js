@@ -276,26 +276,29 @@ class FakeServer {
   }
 }
 
-/* A server on 127.0.0.1 that answers every request on every connection
- * DRAINING (Auth and GetLimits first), as a replica being stopped does,
- * until close(); accepted counts the connections it took, onAccept() is
- * called as each is taken (before anything is read from it). */
-async function alwaysDraining({ onAccept = () => {} } = {}) {
+/* A server on 127.0.0.1 that answers each request on its k-th connection
+ * (k from 0) with the frames answer(request, k, conn) returns (Response
+ * objects; request as readFrame gives it), and on each new connection first
+ * writes greet(k, conn)'s, until close(); accepted counts the connections
+ * it took, onAccept() is called as each is taken (before anything is read). */
+async function scriptedServer({ answer, greet = () => [], onAccept = () => {} }) {
   const s = { accepted: 0, sockets: new Set() };
   s.server = net.createServer((conn) => {
-    s.accepted++;
-    onAccept();
+    const k = s.accepted++;
+    onAccept(k);
     s.sockets.add(conn);
     conn.on('close', () => s.sockets.delete(conn));
     conn.on('error', () => {});
+    for (const response of greet(k, conn)) conn.write(frame(response, Response));
     let buf = Buffer.alloc(0);
     conn.on('data', (data) => {
       buf = Buffer.concat([buf, data]);
       while (buf.length >= 4 && buf.length >= 4 + buf.readUInt32BE(0)) {
         const length = buf.readUInt32BE(0);
-        const request = Request.decode(buf.subarray(4, 4 + length));
+        const request = Request.toObject(Request.decode(buf.subarray(4, 4 + length)),
+          { longs: Number, enums: String, oneofs: true });
         buf = buf.subarray(4 + length);
-        conn.write(frame(error(request.id, 'DRAINING', 'this replica is draining'), Response));
+        for (const response of answer(request, k, conn)) conn.write(frame(response, Response));
       }
     });
   });
@@ -306,6 +309,14 @@ async function alwaysDraining({ onAccept = () => {} } = {}) {
     s.server.close(resolve);
   });
   return s;
+}
+
+/* A server on 127.0.0.1 that answers every request on every connection
+ * DRAINING (Auth and GetLimits first), as a replica being stopped does,
+ * until close(); accepted counts the connections it took, onAccept() is
+ * called as each is taken (before anything is read from it). */
+function alwaysDraining({ onAccept = () => {} } = {}) {
+  return scriptedServer({ onAccept, answer: (request) => [error(request.id, 'DRAINING', 'this replica is draining')] });
 }
 
 function chunk(id, seq, cells, { final = false, status = 'OK', cost = 0, total = 0 } = {}) {
@@ -327,5 +338,5 @@ function error(id, status, message) {
 
 module.exports = {
   env, pathctl, pathctlJson, pathctlText, assertSame, corked, TRAP, Daemon, FakeServer, chunk, error,
-  alwaysDraining,
+  alwaysDraining, scriptedServer,
 };
