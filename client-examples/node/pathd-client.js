@@ -1055,7 +1055,7 @@ class PathdClient {
    * connecting and sending Auth for the whole retry deadline after auth()
    * had timed out, its timers keeping the process alive. */
   async _authUntilServed(gaveUp) {
-    const started = Date.now();
+    const started = performance.now(); // the monotonic clock, as the gate's
     const closes = this._closes;
     const deadlineMs = Math.min(this.retryDeadlineMs, this.timeoutMs);
     if (this.reconnect && this._socket === null && this._gate) await this._gateWait(closes); // as _call
@@ -1066,7 +1066,7 @@ class PathdClient {
         return await answered;
       } catch (err) {
         const refused = err instanceof PathdDisconnected || (err instanceof PathdError && RETRYABLE.has(err.status));
-        if (!refused || !this.reconnect || Date.now() + this._gatePause() - started > deadlineMs
+        if (!refused || !this.reconnect || performance.now() + this._gatePause() - started > deadlineMs
             || this._closes !== closes || gaveUp.now) throw err;
         await this._gateWait(closes);
         if (this._closes !== closes || gaveUp.now) throw err;
@@ -1491,7 +1491,9 @@ class PathdClient {
   /* The blocking-style round trip: send, wait, and retry OVERLOADED with
    * backoff. Resolves with the call's value. */
   async _call(theOp) {
-    const started = Date.now();
+    // The monotonic clock, as the gate's: a wall clock stepped back would
+    // lengthen the retry deadline by the step.
+    const started = performance.now();
     let backoff = RETRY_BACKOFF_FIRST_MS;
     const closes = this._closes;
     for (let attempt = 1; ;) {
@@ -1501,6 +1503,14 @@ class PathdClient {
       // calls come. Before every send, not only the first: a retry after
       // OVERLOADED whose socket was lost during its sleep waits too.
       if (this.reconnect && this._socket === null && this._gate) {
+        // The wait counts against the call's retry deadline, the first
+        // send's as every resend's: never sent, so safe whatever the call.
+        if (performance.now() + this._gatePause() - started > this.retryDeadlineMs) {
+          const err = new PathdDisconnected(`the reconnect backoff pauses ${Math.ceil(this._gatePause())} ms more, `
+            + `past retryDeadlineMs (${this.retryDeadlineMs}); nothing was sent`);
+          err.sent = false;
+          throw err;
+        }
         await this._gateWait(closes); // eslint-disable-line no-await-in-loop
         if (this._closes !== closes) throw new PathdDisconnected('connection closed by the client');
       }
@@ -1514,7 +1524,7 @@ class PathdClient {
         // once the client's reconnect gate opens, when that is safe.
         // (Never written, err.sent false: safe whatever the request.)
         if (!(err instanceof PathdDisconnected) || !this.reconnect || !(err.sent === false || resendable(theOp))
-            || Date.now() + this._gatePause() - started > this.retryDeadlineMs || this._closes !== closes) throw err;
+            || performance.now() + this._gatePause() - started > this.retryDeadlineMs || this._closes !== closes) throw err;
         this.resent++;
         await this._gateWait(closes);
         if (this._closes !== closes) throw err;
@@ -1525,7 +1535,7 @@ class PathdClient {
         // GetLimits then came back DRAINING (_refuse): connect again when
         // the gate opens, as the calls that were queued there do, not at
         // once on socket after socket.
-        if (Date.now() + this._gatePause() - started <= this.retryDeadlineMs && this._closes === closes) {
+        if (performance.now() + this._gatePause() - started <= this.retryDeadlineMs && this._closes === closes) {
           this.resent++;
           await this._gateWait(closes);
           if (this._closes !== closes) throw new PathdDisconnected('connection closed by the client', { requestId: id });
@@ -1536,7 +1546,7 @@ class PathdClient {
       // Equal jitter: at least half the step, so the backoff still grows.
       const wait = answer.status === 'DRAINING' ? 0 : backoff / 2 + Math.random() * (backoff / 2);
       if (!RETRYABLE.has(answer.status) || attempt === this.retryAttempts
-          || Date.now() + wait - started > this.retryDeadlineMs) {
+          || performance.now() + wait - started > this.retryDeadlineMs) {
         if (!(answer instanceof PathResult)) Object.defineProperty(answer, 'id', { value: id });
         this._served(answer);
         return this._accept(theOp, answer);

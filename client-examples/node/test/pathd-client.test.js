@@ -1571,6 +1571,31 @@ describe('the reconnect gate is shared by the calls waiting', () => {
     }
   });
 
+  it('a new call whose retry deadline ends inside the pause rejects at once, nothing sent', async () => {
+    // Before the fix its first send waited out the whole pause (up to 2 s)
+    // whatever its retryDeadlineMs; its resends already checked it.
+    const server = await alwaysDraining();
+    const client = new PathdClient(server.addr, { timeoutMs: 30000, retryDeadlineMs: 30000 });
+    try {
+      const first = client.scenes();
+      first.catch(() => {});
+      await until(() => client.reconnects >= 3 && !client.connected && client.reconnectPauseMs > 50,
+        'a pause of more than 50 ms', 20000);
+      client.retryDeadlineMs = 10; // the next call's deadline (and the first's) ends inside the pause
+      const accepted = server.accepted;
+      let settled = null;
+      client.ping().then(() => { settled = 'resolved'; }, (err) => { settled = err; });
+      await new Promise((resolve) => { setImmediate(resolve); });
+      assert.ok(settled instanceof PathdDisconnected, `not rejected before the pause ended: ${settled}`);
+      assert.equal(settled.sent, false);
+      assert.match(settled.message, /past retryDeadlineMs \(10\)/);
+      assert.equal(server.accepted, accepted, 'a socket was opened for it');
+    } finally {
+      client.close();
+      await server.close();
+    }
+  });
+
   it('auth() stops connecting once it has been rejected', async () => {
     // Before the fix it went on connecting and sending Auth for the whole
     // retryDeadlineMs (10 s here) after rejecting at its timeoutMs.
