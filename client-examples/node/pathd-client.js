@@ -1395,13 +1395,18 @@ class PathdClient {
 
   /* Sends one request; the promise settles with its answer, of any status.
    * Without theOp.finish the answer is not tracked. */
-  _send(theOp) {
-    const id = this._nextId++;
+  /* One request's frame: its length prefix and the encoded Request. */
+  _frame(id, body) {
     const { Request } = this._schema;
-    const payload = Request.encode(Request.fromObject({ id, ...theOp.body })).finish();
+    const payload = Request.encode(Request.fromObject({ id, ...body })).finish();
     const header = Buffer.alloc(HEADER_BYTES);
     header.writeUInt32BE(payload.length);
-    const frame = Buffer.concat([header, payload]);
+    return Buffer.concat([header, payload]);
+  }
+
+  _send(theOp) {
+    const id = this._nextId++;
+    const frame = this._frame(id, theOp.body);
     const socket = this._ensureConnected();
     if (!theOp.finish) {
       socket.write(frame);
@@ -1691,8 +1696,14 @@ class PathdClient {
       }));
       return;
     }
-    // The acknowledgement carries nothing the caller needs: not tracked.
-    this._send({ body: { cancel: { targetId } }, finish: null });
+    // Sent on the connection the target was written on: a retiring
+    // (draining) one still runs it and owes its answer, and the id means
+    // nothing on any other. With none holding it (answered, or its
+    // connection lost) there is nothing to cancel, and no socket is opened
+    // for it. The acknowledgement carries nothing the caller needs: not
+    // tracked.
+    if (!p || !p.socket || p.socket.destroyed) return;
+    p.socket.write(this._frame(this._nextId++, { cancel: { targetId } }));
   }
 
   // ---- scenes -----------------------------------------------------------------

@@ -1596,6 +1596,33 @@ describe('the reconnect gate is shared by the calls waiting', () => {
     }
   });
 
+  it('cancels a request on the connection it was written on, even once that one is retiring', async () => {
+    // Before the fix the cancel went on a new socket (the id means nothing
+    // there), and the draining replica ran the search to its end.
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      const r = await s.readRequest();
+      await s.send([error(0, 'DRAINING', 'draining')]);
+      const c = await s.readRequest(); // on the same connection
+      assert.equal(c.body, 'cancel');
+      assert.equal(Number(c.cancel.targetId), r.id);
+      await s.send([error(r.id, 'CANCELLED', 'cancelled')]);
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 10000 });
+    try {
+      const { id, promise } = client.sendFindPath('demo', [1, 1], [2, 2]);
+      await until(() => server.requests.length >= 1 && !client.connected, 'the socket retired on DRAINING');
+      client.cancel(id);
+      assert.equal((await promise).status, 'CANCELLED');
+      assert.equal(client.reconnects, 0, 'a socket was opened for the cancel');
+      client.cancel(id); // answered: nothing left to cancel, and no socket for it
+      assert.equal(client.connected, false);
+    } finally {
+      client.close();
+    }
+    await server.done();
+  });
+
   it('auth() stops connecting once it has been rejected', async () => {
     // Before the fix it went on connecting and sending Auth for the whole
     // retryDeadlineMs (10 s here) after rejecting at its timeoutMs.
