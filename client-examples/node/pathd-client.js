@@ -98,9 +98,10 @@
  *     ends (one shared wait), so however many calls wait one socket is
  *     opened per step, and a new call made meanwhile waits too; the steps
  *     start over once a call is served, and close() ends the wait (the
- *     calls waiting reject at once). The raw send forms, watch() and
- *     cancel() do not wait: with no socket they open one at once, even
- *     during the pause, and a failure of it does not lengthen the pause.
+ *     calls waiting reject at once). The raw send forms and watch() do
+ *     not wait: with no socket they open one at once, even during the
+ *     pause, and a failure of it does not lengthen the pause. cancel()
+ *     goes on the socket its target was written on, and opens none.
  *     The call is sent again when that is safe: a query always, an update
  *     (updateCells, createScene, createInstance, dropScene) only when it
  *     carries an idempotencyKey. Reservations made or released, watches,
