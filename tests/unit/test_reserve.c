@@ -2364,6 +2364,57 @@ static void test_yield_door_undo_under_limit(void **state)
     agents_end(&st, yc, rid, m);
 }
 
+/* When agent `slot` first holds cell (x, y) at or after `from` (INT64_MAX:
+ * never). */
+static int64_t first_hold(const pd_reserve *t, uint32_t slot, int32_t x, int32_t y, int64_t from)
+{
+    size_t n;
+    const pd_reserve_span *s = pd_reserve_cell(t, x, y, &n);
+    for (size_t i = 0; i < n; i++)
+        if (s[i].slot == slot && s[i].t1 > from)
+            return s[i].t0 > from ? s[i].t0 : from;
+    return INT64_MAX;
+}
+
+/* Coming in at its own door, undone over a gap in M's reservations
+ * (review of issue 34's eighth pass): the corridor without a ring of
+ * test_yield_door_no_way_round. M's first plan from (20, 0) at 1 s
+ * crosses R's goal at about 16 s and vanishes on (0, 0) at 21 s; M then
+ * reserved again from (0, 0) at 30 s to park on (1, 0). M has no way
+ * round R's goal, so the door is undone (or not tried). Before the fix
+ * pd_reserve_agent_plan read M's two plans as one (no waypoint for the
+ * 30 s start), and the restore made a move from (0, 0) at 21 s to (1, 0)
+ * at 31 s: M held (1, 0) from 21 s, a cell it had left free until 30 s. */
+static void test_yield_door_undo_over_a_gap(void **state)
+{
+    stage st;
+    const uint64_t rid = 181, m = 182;
+    pd_yield_ctx *yc = yield_begin(&st, state, "yield_door_undo_gap", core_grid(".....................\n"
+                                                                               "#####.###############\n"));
+    stand_at(&st, yc, rid, (pd_point){ 5, 1 }, 0);
+    pd_yield_result yr;
+    const pd_sipp_params pm = { .agent = m, .unit = 1, .start = { 20, 0 }, .goal = { 0, 0 }, .t0_ms = 1000,
+                                .speed = 1.0, .at_goal = PD_AT_GOAL_VANISH };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &pm, NULL, &st.r, &yr), PD_OK, "M");
+    answers_plan(&st.log, m, 1, 1.0, 1000, st.r.waypoints, st.r.n_waypoints);
+    const pd_sipp_params pm2 = { .agent = m, .unit = 1, .start = { 0, 0 }, .goal = { 1, 0 }, .t0_ms = 30000,
+                                 .speed = 1.0 };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &pm2, NULL, &st.r, &yr), PD_OK, "M again");
+    const uint32_t ms = pd_reserve_agent_slot(st.f->t, m);
+    const int64_t before = first_hold(st.f->t, ms, 1, 0, 25000);
+    assert_int_equal(before, 30000);
+    const pd_status got = door_request(&st, yc, rid, (pd_point){ 5, 1 }, &yr);
+    assert_true(got == PD_OK || got == PD_PARTIAL);
+    assert_false(yr.outcome == PD_YIELD_OUT_KEPT_DOOR);
+    assert_int_equal(first_hold(st.f->t, ms, 1, 0, 25000), before); /* M's reservations as they were */
+    pd_yield_ctx_destroy(yc);
+    for (uint64_t id = rid; id <= m; id++)
+        pd_reserve_release(st.f->t, id);
+    check_table(st.f->t, st.s.g->width, st.s.g->height);
+    scene_free(&st.s);
+    fclose(st.log.f);
+}
+
 /* Parking anywhere when nowhere is clear (park_any): a corridor (row 1)
  * with a two-cell pocket above it at (8, 0) and (9, 0); X parks for good
  * at (9, 0), so (8, 0), beside X's hold, is not clear (clear_holds), and
@@ -2527,6 +2578,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_yield_comes_in_at_door, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_door_no_way_round, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_door_undo_under_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_door_undo_over_a_gap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_moves_a_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_gives_way, setup, teardown),
     };
