@@ -124,9 +124,10 @@
  * R's hold for good: no way round), every plan goes back as it was (the
  * table's limits off for that: they bound decisions, not a plan given
  * back) and R tries the moves above. Each M's search has the aside
- * plans' budget (max_expansions). Crossings within the window stay: R's plan waits for them.
+ * plans' budget (max_expansions). Crossings within the window stay: R's
+ * plan waits for them.
  *
-
+ * Taking the way round (take_free_way), when there is nobody to move.
  * A windowed plan ranks a handover by its time plus the static rest from
  * there, which knows nothing of holds for good further on: beside a
  * holder it may not move (one that stood longer) R's P0 stands still for
