@@ -989,12 +989,17 @@ size_t pd_reserve_agent_plan(const pd_reserve *t, uint64_t agent, int64_t from_m
     const pd__agent *a = &t->agents[slot];
     size_t n = 0;
     pd_waypoint last = { 0 }; /* out[n - 1], kept here too when out is full */
+    int64_t end = 0;          /* where the entries read so far end */
     for (uint32_t i = pd__entry_after(a, from_ms); i < a->n; i++) {
         const pd__entry *e = &a->e[i];
         if (e->t0 < from_ms && n == 0)
             continue; /* its waypoint arrived before from_ms */
-        if (e->cut)
-            break;    /* a move a block cut: the plan ends before it */
+        /* A move a block cut, or a gap (the agent left the table and a
+         * later replace brought it back): no replace gives these back,
+         * and waypoints across them would invent a move. */
+        if (e->cut || (n && e->t0 != end))
+            return 0;
+        end = e->t1;
         if (e->dx == 0 && e->dy == 0) {
             if (n && last.x == e->x && last.y == e->y && last.t_leave_ms == e->t0)
                 last.t_leave_ms = e->t1; /* the wait after the move there */

@@ -237,8 +237,10 @@ int pd_reserve_agent_end(const pd_reserve *t, uint64_t agent, pd_reserve_cut *ou
 
 /* The agent's plan from its first waypoint arriving at or after from_ms
  * on, as a replace from that arrival would take it (the last waypoint's
- * t_leave_ms is its hold's end): how many waypoints (0: none), of which
- * the first cap are in out. What pd_yield reads to cut a moving agent's
+ * t_leave_ms is its hold's end): how many waypoints (0: none, or the
+ * entries from there are not one plan a replace could give back: a move a
+ * block cut, or a gap where the agent left the table and came back), of
+ * which the first cap are in out. What pd_yield reads to cut a moving agent's
  * plan and to give it back. */
 size_t pd_reserve_agent_plan(const pd_reserve *t, uint64_t agent, int64_t from_ms, pd_waypoint *out, size_t cap);
 

@@ -551,6 +551,12 @@ pd_status pd_yield_plan(pd_yield_ctx *yc, pd_sipp_ctx *ctx, const pd_reserve *ta
  * then the old ones come back into the room they had. */
 static void pd__door_undo(pd_reserve *t, const pd_yield_ctx *yc, int n)
 {
+    /* The limits bound changes being decided, not a plan given back: one
+     * lowered since (pd_reservations_lock sets them on every lock) would
+     * refuse the restore and leave the agent cut, untold. Off for the
+     * undo, as pd_reserve_log_apply does. */
+    const pd_reserve_limits none = { 0 }, kept = *pd_reserve_get_limits(t);
+    pd_reserve_set_limits(t, &none);
     for (int i = 0; i < n; i++) {
         const pd__holder *h = &yc->h[i];
         const pd_waypoint stop = { yc->old[i][0].x, yc->old[i][0].y, h->t0, h->t0 };
@@ -561,6 +567,7 @@ static void pd__door_undo(pd_reserve *t, const pd_yield_ctx *yc, int n)
         pd_reserve_replace(t, h->agent, h->info.unit, h->t0, yc->old[i], yc->n_old[i], NULL);
         pd_reserve_set_renewed(t, h->agent, h->info.renewed_ms);
     }
+    pd_reserve_set_limits(t, &kept);
 }
 
 /* Coming in at its own door (door_ms): R stands one step from its goal
@@ -665,11 +672,16 @@ static int pd__door(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const
                                    .window_ms = max_window > 0 ? max_window : 0,
                                    .at_goal = end->t_leave_ms == PD_RESERVE_FOREVER ? PD_AT_GOAL_PARK
                                                                                      : PD_AT_GOAL_VANISH,
-                                   .connectivity = p->connectivity, .poll = p->poll, .poll_user = p->poll_user };
+                                   .connectivity = p->connectivity,
+                                   .max_expansions = y->max_expansions ? y->max_expansions
+                                                                       : PD_YIELD_DEFAULT_EXPANSIONS,
+                                   .poll = p->poll, .poll_user = p->poll_user };
         pd_sipp_result rh;
         int fell;
         st = pd__reserve_long(ctx, table, y->unit_grids[h->info.unit], &q, y, window0, &rh, &fell);
-        if (st != PD_OK && st != PD_PARTIAL) {
+        /* Its old plan reached `end`: a PARTIAL one stops short of it,
+         * maybe for good behind R's hold (no way round). */
+        if (st != PD_OK) {
             yc->culprit = h->agent;
             goto undo;
         }

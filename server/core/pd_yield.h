@@ -120,10 +120,14 @@
  * ended (a long plan, the same at_goal), round R. The answer lists the
  * new plans as displaced ones (t0_ms that waypoint's arrival, later than
  * R's t0: the near part of M's plan stands). If R cannot park or any M
- * finds no plan, every plan goes back as it was and R tries the moves
- * above. Crossings within the window stay: R's plan waits for them.
+ * finds no plan that reaches its old end (a PARTIAL one may stop behind
+ * R's hold for good: no way round), every plan goes back as it was (the
+ * table's limits off for that: they bound decisions, not a plan given
+ * back) and R tries the moves above. Each M's search has the aside
+ * plans' budget (max_expansions). Crossings within the window stay: R's
+ * plan waits for them.
  *
-
+ * Taking the way round (take_free_way), when there is nobody to move.
  * A windowed plan ranks a handover by its time plus the static rest from
  * there, which knows nothing of holds for good further on: beside a
  * holder it may not move (one that stood longer) R's P0 stands still for

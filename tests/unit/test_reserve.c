@@ -2273,6 +2273,148 @@ static void test_yield_comes_in_at_door(void **state)
     comes_in_at_door(state, 1000, "yield_door");
 }
 
+/* The stage of the door reviews below: R stands below its goal at
+ * `pocket` from 0, and M is planned all the way (no yield) from `from` at
+ * 1 s to park at `to`, across R's goal far after R's window. */
+static pd_yield_ctx *door_begin(stage *st, void **state, const char *name, pd_grid *g, uint64_t rid, pd_point pocket,
+                                uint64_t m, pd_point from, pd_point to)
+{
+    pd_yield_ctx *yc = yield_begin(st, state, name, g);
+    stand_at(st, yc, rid, pocket, 0);
+    pd_yield_result yr;
+    const pd_sipp_params pm = { .agent = m, .unit = 1, .start = from, .goal = to, .t0_ms = 1000, .speed = 1.0 };
+    expect_status(pd_yield_reserve(yc, st->f->ctx, st->f->t, st->s.unit[1], &pm, NULL, &st->r, &yr), PD_OK, "M");
+    answers_plan(&st->log, m, 1, 1.0, 1000, st->r.waypoints, st->r.n_waypoints);
+    return yc;
+}
+
+/* R's request at 3 s (window 3 s, door_ms 1 s) from `pocket` to the cell
+ * above it. */
+static pd_status door_request(stage *st, pd_yield_ctx *yc, uint64_t rid, pd_point pocket, pd_yield_result *yr)
+{
+    const pd_grid *grids[2] = { NULL, st->s.unit[1] };
+    const pd_yield_params y = { .after_ms = 1000, .unit_grids = grids, .max_unit = 1, .move_ahead = 1,
+                                .door_ms = 1000 };
+    const pd_sipp_params p = { .agent = rid, .unit = 1, .start = pocket, .goal = { pocket.x, pocket.y - 1 },
+                               .t0_ms = 3000, .speed = 1.0, .window_ms = 3000 };
+    return pd_yield_reserve(yc, st->f->ctx, st->f->t, st->s.unit[1], &p, &y, &st->r, yr);
+}
+
+/* Coming in at its own door with no way round (review of issue 34's
+ * eighth pass): the corridor of comes_in_at_door without its ring. R
+ * stands in the pocket (5, 1) below its goal (5, 0); M, planned all the
+ * way from (20, 0) to park at (0, 0), crosses R's goal far after R's
+ * window. The only way from M's cut to its end is through R's goal: once
+ * R parks there for good M can never reach its end, so the rule must not
+ * park R. Before the fix M's new plan was a PARTIAL one holding (12, 0)
+ * for good, behind R's hold. */
+static void test_yield_door_no_way_round(void **state)
+{
+    stage st;
+    const uint64_t rid = 161, m = 162;
+    pd_yield_ctx *yc = door_begin(&st, state, "yield_door_no_way_round",
+                                  core_grid(".....................\n"
+                                            "#####.###############\n"),
+                                  rid, (pd_point){ 5, 1 }, m, (pd_point){ 20, 0 }, (pd_point){ 0, 0 });
+    pd_yield_result yr;
+    const pd_status got = door_request(&st, yc, rid, (pd_point){ 5, 1 }, &yr);
+    assert_true(got == PD_OK || got == PD_PARTIAL);
+    log_moves(&st, rid, 3000, &yr);
+    for (size_t d = 0; d < yr.n_displaced; d++) {
+        const pd_displaced *dp = &yr.displaced[d];
+        const pd_waypoint *e = &dp->waypoints[dp->n_waypoints - 1];
+        assert_true(e->x == 0 && e->y == 0); /* M's new plan still reaches where its old one ended */
+    }
+    agents_end(&st, yc, rid, m);
+}
+
+/* Coming in at its own door, undone under a lowered limit (review of
+ * issue 34's eighth pass): comes_in_at_door's ring, but the table's
+ * max_entries is lowered (as a config reload does: pd_reservations_lock
+ * sets the limits on every lock) below what it holds once M has planned.
+ * M's plan round the ring needs more entries than its straight one, so
+ * its re-plan is refused and the door is undone; the undo must give M its
+ * plan back exactly. Before the fix the limit refused the restore and M
+ * was left cut at its waypoint (21 waypoints, then 6), untold. */
+static void test_yield_door_undo_under_limit(void **state)
+{
+    stage st;
+    const uint64_t rid = 171, m = 172;
+    pd_yield_ctx *yc = door_begin(&st, state, "yield_door_undo_limit",
+                                  core_grid(".....................\n"
+                                            ".###################.\n"
+                                            ".....................\n"
+                                            "#####.###############\n"),
+                                  rid, (pd_point){ 5, 3 }, m, (pd_point){ 20, 2 }, (pd_point){ 0, 2 });
+    pd_waypoint before[64], after[64];
+    const size_t nb = pd_reserve_agent_plan(st.f->t, m, 0, before, 64);
+    assert_true(nb > 2 && nb <= 64);
+    pd_reserve_stats stats;
+    pd_reserve_get_stats(st.f->t, &stats);
+    const pd_reserve_limits lowered = { .max_entries = stats.entries - 1 }, none = { 0 };
+    pd_reserve_set_limits(st.f->t, &lowered);
+    pd_yield_result yr;
+    const pd_status got = door_request(&st, yc, rid, (pd_point){ 5, 3 }, &yr);
+    pd_reserve_set_limits(st.f->t, &none);
+    assert_false(yr.outcome == PD_YIELD_OUT_KEPT_DOOR);
+    assert_int_equal(pd_reserve_agent_plan(st.f->t, m, 0, after, 64), nb); /* M's plan as it was */
+    assert_memory_equal(after, before, nb * sizeof *before);
+    if (got == PD_OK || got == PD_PARTIAL)
+        log_moves(&st, rid, 3000, &yr);
+    agents_end(&st, yc, rid, m);
+}
+
+/* When agent `slot` first holds cell (x, y) at or after `from` (INT64_MAX:
+ * never). */
+static int64_t first_hold(const pd_reserve *t, uint32_t slot, int32_t x, int32_t y, int64_t from)
+{
+    size_t n;
+    const pd_reserve_span *s = pd_reserve_cell(t, x, y, &n);
+    for (size_t i = 0; i < n; i++)
+        if (s[i].slot == slot && s[i].t1 > from)
+            return s[i].t0 > from ? s[i].t0 : from;
+    return INT64_MAX;
+}
+
+/* Coming in at its own door, undone over a gap in M's reservations
+ * (review of issue 34's eighth pass): the corridor without a ring of
+ * test_yield_door_no_way_round. M's first plan from (20, 0) at 1 s
+ * crosses R's goal at about 16 s and vanishes on (0, 0) at 21 s; M then
+ * reserved again from (0, 0) at 30 s to park on (1, 0). M has no way
+ * round R's goal, so the door is undone (or not tried). Before the fix
+ * pd_reserve_agent_plan read M's two plans as one (no waypoint for the
+ * 30 s start), and the restore made a move from (0, 0) at 21 s to (1, 0)
+ * at 31 s: M held (1, 0) from 21 s, a cell it had left free until 30 s. */
+static void test_yield_door_undo_over_a_gap(void **state)
+{
+    stage st;
+    const uint64_t rid = 181, m = 182;
+    pd_yield_ctx *yc = yield_begin(&st, state, "yield_door_undo_gap", core_grid(".....................\n"
+                                                                               "#####.###############\n"));
+    stand_at(&st, yc, rid, (pd_point){ 5, 1 }, 0);
+    pd_yield_result yr;
+    const pd_sipp_params pm = { .agent = m, .unit = 1, .start = { 20, 0 }, .goal = { 0, 0 }, .t0_ms = 1000,
+                                .speed = 1.0, .at_goal = PD_AT_GOAL_VANISH };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &pm, NULL, &st.r, &yr), PD_OK, "M");
+    answers_plan(&st.log, m, 1, 1.0, 1000, st.r.waypoints, st.r.n_waypoints);
+    const pd_sipp_params pm2 = { .agent = m, .unit = 1, .start = { 0, 0 }, .goal = { 1, 0 }, .t0_ms = 30000,
+                                 .speed = 1.0 };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &pm2, NULL, &st.r, &yr), PD_OK, "M again");
+    const uint32_t ms = pd_reserve_agent_slot(st.f->t, m);
+    const int64_t before = first_hold(st.f->t, ms, 1, 0, 25000);
+    assert_int_equal(before, 30000);
+    const pd_status got = door_request(&st, yc, rid, (pd_point){ 5, 1 }, &yr);
+    assert_true(got == PD_OK || got == PD_PARTIAL);
+    assert_false(yr.outcome == PD_YIELD_OUT_KEPT_DOOR);
+    assert_int_equal(first_hold(st.f->t, ms, 1, 0, 25000), before); /* M's reservations as they were */
+    pd_yield_ctx_destroy(yc);
+    for (uint64_t id = rid; id <= m; id++)
+        pd_reserve_release(st.f->t, id);
+    check_table(st.f->t, st.s.g->width, st.s.g->height);
+    scene_free(&st.s);
+    fclose(st.log.f);
+}
+
 /* Parking anywhere when nowhere is clear (park_any): a corridor (row 1)
  * with a two-cell pocket above it at (8, 0) and (9, 0); X parks for good
  * at (9, 0), so (8, 0), beside X's hold, is not clear (clear_holds), and
@@ -2434,6 +2576,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_yield_moves_ahead, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_parks_anywhere, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_comes_in_at_door, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_door_no_way_round, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_door_undo_under_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_door_undo_over_a_gap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_moves_a_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_gives_way, setup, teardown),
     };
