@@ -1243,6 +1243,26 @@ static int pd__take(pd_replica *r, pd__batch *b, size_t scene, const redisReply 
     return 0;
 }
 
+/* Whether stream entry `next` ("INC-V") may come right after `prev` in
+ * its stream: in one incarnation (its versions the store checks), a drop
+ * ("INC+1-0") after it, or a new incarnation after a drop. Any other
+ * change of INC leaves entries out - a snapshot's trim (XTRIM MINID) of
+ * what a tail behind had not read, the drop and the new scene among
+ * them - and versions restart at a new scene, so the store's version
+ * check would take the new incarnation's update at the version this
+ * replica serves of the old one for one it has (HAD), serving the old
+ * scene for ever. An id that is not INC-V, or none read yet ("0-0"),
+ * follows anything. */
+static int pd__follows(const char *prev, const char *next)
+{
+    unsigned long long pi, pv, ni, nv;
+    if (sscanf(prev, "%llu-%llu", &pi, &pv) != 2 || sscanf(next, "%llu-%llu", &ni, &nv) != 2 || (pi == 0 && pv == 0))
+        return 1;
+    if (ni == pi)
+        return 1;
+    return ni == pi + 1 && (pv == 0 || nv == 0);
+}
+
 /* A batch just read whose global sequences do not follow the last one
  * read without a hole has a record in a stream the tail does not read (a
  * new scene, or one refused): SMEMBERS goes before the next read. */
@@ -1321,7 +1341,17 @@ static void pd__read_reply(redisAsyncContext *ac, void *reply, void *priv)
             b->full = 1;
         size_t j = 0;
         for (; j < entries->elements; j++) {
-            if (pd__take(r, b, sc, entries->element[j]) != 0) {
+            const redisReply *e = entries->element[j];
+            const char *prev = j ? entries->element[j - 1]->element[0]->str : r->scenes[sc].last_id;
+            if (e->type == REDIS_REPLY_ARRAY && e->elements == 2 && e->element[0]->type == REDIS_REPLY_STRING &&
+                !pd__follows(prev, e->element[0]->str)) {
+                pd__refuse(r, sc, 1, "its stream goes on at entry %s after %s, the last entry read: those between "
+                           "are gone (trimmed below a snapshot); not served until the scene is rebuilt from the log "
+                           "(under way)",
+                           e->element[0]->str, prev);
+                break;
+            }
+            if (pd__take(r, b, sc, e) != 0) {
                 pd__refuse(r, sc, 0, "an entry of its stream does not parse (%s)%s",
                            entries->element[j]->type == REDIS_REPLY_ARRAY && entries->element[j]->elements
                                ? entries->element[j]->element[0]->str
