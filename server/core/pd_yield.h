@@ -194,7 +194,9 @@
  * bench's after_ms (an agent at its door tries it on its first attempt).
  * 500 agents, 600 s, three seeds each of Berlin_0_256 and den520d: 145
  * deadlocked agents without it, 116 with 2 s, 148 with 10 s, 168 with 6
- * s, 220 with 16 s (docs/BENCHMARKS.md, "Deadlocks, eighth pass"). */
+ * s, 220 with 16 s; 86 with 2 s after the review's fixes (a mover must
+ * reach its old plan's end) (docs/BENCHMARKS.md, "Deadlocks, eighth
+ * pass"). */
 #define PD_YIELD_DOOR_MS 2000
 /* Each aside plan's expansions when the caller sets none. */
 #define PD_YIELD_DEFAULT_EXPANSIONS 4000
