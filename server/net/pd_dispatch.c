@@ -793,7 +793,7 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
         /* The first one is logged at once: a balancer that still routes
          * new connections here is what an operator wants to see early. */
         if (s->dispatch.draining_refused++ == 0)
-            pd_log_info("draining: a new request refused DRAINING (the first of this drain; the drain's end "
+            pd_log_info("a new request refused DRAINING (the first of this drain; the drain's end "
                         "logs how many)");
         pd__send_error(c, req->id, PD_DRAINING, "this replica is draining: send it on a new connection");
         return;
