@@ -412,6 +412,18 @@ func (c *Client) connLost(cn *conn, err error) {
 // gets one connection per step until it serves again or the Client is
 // closed (TestDrainRedialBacksOff).
 func (c *Client) redial(slot int) {
+	// Close ends a try in progress too: without this a connection being
+	// set up when the Client closed stayed open until DialTimeout
+	// (TestCloseEndsARedialInProgress).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	wait := c.opts.ReconnectBackoff
 	for {
 		select {
@@ -419,7 +431,7 @@ func (c *Client) redial(slot int) {
 			return
 		case <-time.After(jitter(wait)):
 		}
-		if err := c.connect(context.Background(), slot); err == nil {
+		if err := c.connect(ctx, slot); err == nil {
 			c.redials.Add(1)
 			return
 		} else {

@@ -495,3 +495,59 @@ func TestDrainDialTriesStopAtTheDeadline(t *testing.T) {
 	mustf(t, elapsed < 30*time.Second, "Dial took %v: its last try ran on past DialRetryTimeout", elapsed)
 	mustf(t, f.count() >= 2, "%d connection(s): the one after the DRAINING was never tried", f.count())
 }
+
+// Close while the redial loop is setting a connection up (its GetLimits
+// unanswered) ends that try at once: the connection is closed long before
+// DialTimeout, and no slot is counted after Close.
+func TestCloseEndsARedialInProgress(t *testing.T) {
+	var mu sync.Mutex
+	var second net.Conn
+	secondClosed := make(chan time.Time, 1)
+	n := 0
+	addr := listenFake(t, func(nc net.Conn) {
+		mu.Lock()
+		n++
+		k := n
+		if k == 2 {
+			second = nc
+		}
+		mu.Unlock()
+		go readRequests(nc, func() {
+			if k == 2 {
+				secondClosed <- time.Now()
+			}
+		}, func(req *pb.Request) bool {
+			if k == 1 && req.GetLimits() != nil {
+				return rawWrite(nc, limitsTo(req, 4)) == nil
+			}
+			return true // every later connection: read, never answered
+		})
+	})
+	c, err := Dial(ctxT(t, 5*time.Second), addr, Options{Conns: 1, DialTimeout: 30 * time.Second,
+		ReconnectBackoff: 5 * time.Millisecond, ReconnectBackoffMax: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	first := n
+	mu.Unlock()
+	mustf(t, first == 1, "%d connections made by Dial", first)
+	// The fake drops the served connection: the slot is redialled, and the
+	// new connection waits for a GetLimits answer that never comes.
+	waitConn := func() bool { mu.Lock(); defer mu.Unlock(); return second != nil }
+	c.mu.Lock()
+	cn := c.conns[0]
+	c.mu.Unlock()
+	cn.nc.Close()
+	waitFor(t, waitConn, "the redial's connection")
+	closedAt := time.Now()
+	c.Close()
+	select {
+	case at := <-secondClosed:
+		mustf(t, at.Sub(closedAt) < 5*time.Second, "the redial's connection closed %v after Close",
+			at.Sub(closedAt))
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the redial's connection is still open 10 s after Close (DialTimeout 30 s)")
+	}
+	mustf(t, c.Reconnects() == 0, "%d reconnects counted", c.Reconnects())
+}

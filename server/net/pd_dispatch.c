@@ -790,6 +790,11 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
      * are still served. */
     if (req->kind != PD_REQ_PING && req->kind != PD_REQ_CANCEL && req->kind != PD_REQ_UNWATCH &&
         s->dispatch.up.serving(s) == PD_SERVING_DRAINING) {
+        /* The first one is logged at once: a balancer that still routes
+         * new connections here is what an operator wants to see early. */
+        if (s->dispatch.draining_refused++ == 0)
+            pd_log_info("a new request refused DRAINING (the first of this drain; the drain's end "
+                        "logs how many)");
         pd__send_error(c, req->id, PD_DRAINING, "this replica is draining: send it on a new connection");
         return;
     }

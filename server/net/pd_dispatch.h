@@ -34,6 +34,8 @@ typedef struct pd__dispatch_state {
     uint64_t requests_total;
     uint64_t overloaded_total;
     uint64_t malformed_total;
+    uint64_t draining_refused;   /* new requests answered DRAINING in this drain (pd_server.c
+                                    logs it when the drain ends and clears it) */
     uint64_t in_flight;
     uint64_t paths_found;        /* FindPath / FindRoute (Batch items too) answered OK or PARTIAL */
     uint64_t expansions_total;

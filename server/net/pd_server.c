@@ -366,7 +366,10 @@ static void pd__server_drain(pd_server *s, int on)
     }
     s->draining = on;
     if (!on) {
-        pd_log_info("ready: serving new requests again");
+        pd_log_info("ready: serving new requests again (%" PRIu64 " new requests were refused DRAINING while "
+                    "draining)",
+                    s->dispatch.draining_refused);
+        s->dispatch.draining_refused = 0;
         return;
     }
     size_t told = 0;
