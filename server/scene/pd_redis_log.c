@@ -704,6 +704,17 @@ int pd_redis_log_incarnation(pd_redis_log *rl, const char *scene, uint64_t *inc)
     return e != NULL;
 }
 
+pd_scene *pd_redis_log_served_scene(pd_redis_log *rl, pd_registry *r, const char *scene, uint64_t *inc)
+{
+    *inc = 0;
+    pthread_mutex_lock(&rl->lock);
+    pd_scene *s = pd_registry_acquire(r, scene);
+    if (s && !pd_redis_log_incarnation(rl, scene, inc))
+        *inc = 0;
+    pthread_mutex_unlock(&rl->lock);
+    return s;
+}
+
 /* ---- appends ----------------------------------------------------------------- */
 
 static int pd__reply_u64(const redisReply *r, uint64_t *out)
