@@ -636,30 +636,47 @@ static void pd__refuse(pd_replica *r, size_t i, int rebuild, const char *fmt, co
         pd_redis_journal_discard(r->journal_dir, sc->name); /* of the history left behind */
 }
 
+/* Whether stream entry id a ("INC-V") comes before b; ids that are not
+ * INC-V never do. */
+static int pd__id_before(const char *a, const char *b)
+{
+    unsigned long long ai, av, bi, bv;
+    if (sscanf(a, "%llu-%llu", &ai, &av) != 2 || sscanf(b, "%llu-%llu", &bi, &bv) != 2)
+        return 0;
+    return ai < bi || (ai == bi && av < bv);
+}
+
 /* One served scene against its stream's last entry: a scene made here or
  * changed through the log (a run-time scene, or one past version 1) whose
- * version the stream does not reach any more went back with the log. A
- * stream that ends with a drop is another replica's drop, which the tail
- * will apply. */
+ * version the stream does not reach any more went back with the log, and
+ * so did one whose stream ends before the last entry the tail read of it
+ * (a stream's end never goes back otherwise: trims keep it) - whatever
+ * its versions say, which restart at each incarnation. A stream that
+ * ends with a drop the tail has not read is another replica's drop,
+ * which the tail will apply; one the tail read past is a log that went
+ * back to it (the tail would read nothing after it until the new
+ * history's ids passed the ones it read, then apply them onto the older
+ * scene). */
 static void pd__check_one(pd_replica *r, const pd_scene *s, const redisReply *x)
 {
     uint64_t logv = 0;
     char last[64] = "0-0";
+    int drop = 0;
     if (x->elements && x->element[0]->type == REDIS_REPLY_ARRAY && x->element[0]->elements == 2 &&
         x->element[0]->element[0]->type == REDIS_REPLY_STRING) {
         const redisReply *e = x->element[0];
         snprintf(last, sizeof last, "%s", e->element[0]->str);
-        if (strlen(last) > 2 && strcmp(last + strlen(last) - 2, "-0") == 0)
-            return; /* a drop */
+        drop = strlen(last) > 2 && strcmp(last + strlen(last) - 2, "-0") == 0;
         const redisReply *f = e->element[1];
-        for (size_t k = 0; f->type == REDIS_REPLY_ARRAY && k + 1 < f->elements; k += 2)
+        for (size_t k = 0; !drop && f->type == REDIS_REPLY_ARRAY && k + 1 < f->elements; k += 2)
             if (f->element[k]->type == REDIS_REPLY_STRING && strcmp(f->element[k]->str, "v") == 0 &&
                 f->element[k + 1]->type == REDIS_REPLY_STRING)
                 logv = strtoull(f->element[k + 1]->str, NULL, 10);
     }
-    if (!(s->runtime || s->version > 1) || logv >= s->version)
-        return;
     size_t i = pd__scene_index(r, s->name);
+    int read_past = i != SIZE_MAX && pd__id_before(last, r->scenes[i].last_id);
+    if (!read_past && (drop || !(s->runtime || s->version > 1) || logv >= s->version))
+        return;
     if (i == SIZE_MAX) {
         if (pd__track(r, s->name) != 0)
             return;

@@ -704,6 +704,17 @@ int pd_redis_log_incarnation(pd_redis_log *rl, const char *scene, uint64_t *inc)
     return e != NULL;
 }
 
+pd_scene *pd_redis_log_served_scene(pd_redis_log *rl, pd_registry *r, const char *scene, uint64_t *inc)
+{
+    *inc = 0;
+    pthread_mutex_lock(&rl->lock);
+    pd_scene *s = pd_registry_acquire(r, scene);
+    if (s && !pd_redis_log_incarnation(rl, scene, inc))
+        *inc = 0;
+    pthread_mutex_unlock(&rl->lock);
+    return s;
+}
+
 /* ---- appends ----------------------------------------------------------------- */
 
 static int pd__reply_u64(const redisReply *r, uint64_t *out)
@@ -1215,7 +1226,7 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
             rl->snap->note(rl->snap_user, rec);
         return 0;
     }
-    if (st == PD_OK && res.duplicate && rec->type != PD_JOURNAL_DROP) {
+    if (st == PD_OK && res.duplicate) {
         /* Made before, at another version: answered, nothing applied. */
         snprintf(rl->why, sizeof rl->why, "scene '%s': idempotency key seen, made version %" PRIu64, rec->scene,
                  res.version);
@@ -1226,8 +1237,10 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
     if (st == PD_OK)
         snprintf(res.message, sizeof res.message, "scene '%s': the log made version %" PRIu64 ", not %" PRIu64,
                  rec->scene, res.version, rec->version);
-    if (st == PD_UNAVAILABLE && rec->type != PD_JOURNAL_DROP) {
-        /* Nothing served, nothing recorded (or a chained append refused
+    if (st == PD_UNAVAILABLE) {
+        /* Nothing served, nothing recorded (a drop too: the store records
+         * it before it is done), or one unanswered that may be recorded
+         * (its key answers the retry), or a chained append refused
          * because the one before it was): the client may try again. A
          * chained append refused because the one before it was taken and
          * another replica's came between lost a race, as a refused
@@ -1248,7 +1261,9 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
          * it. Nothing recorded; this replica's tail brings it to the log's
          * state, as for the lost races below. A lower INC than the one
          * sent (a log that went back), or a drop with no INC known (the
-         * log may never have had the scene), is no race: it fails below. */
+         * log may never have had the scene), is not this race: nothing was
+         * dropped here, so it is retryable below as any change another
+         * replica's went before. */
         snprintf(rl->why, sizeof rl->why,
                  "%.150s; another replica dropped it first (and may have made the name anew), this replica is "
                  "catching up",
@@ -1258,16 +1273,13 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
          * incarnation - the resend would drop it too. A resent DropScene
          * answers UNKNOWN_SCENE anyway. */
         rl->refusal = PD_UNKNOWN_SCENE;
-        /* This pathd serves nothing of the name now: the incarnation it
-         * read is over. Kept, a later append of the name (a reload's
-         * RESET, an update once a resent CreateScene was answered from
-         * its key) would name it and be refused for good. */
-        pthread_mutex_lock(&rl->mark_lock);
-        pd__inc_forget(rl, rec->scene);
-        pthread_mutex_unlock(&rl->mark_lock);
+        /* The incarnation read stays known: the store records a drop
+         * before it is done, so this pathd still serves that incarnation
+         * until its tail applies the other replica's drop (which forgets
+         * it, pd_redis_log_served_entry). */
         return -1;
     }
-    if (atomic_load(&rl->tailed) && rec->type != PD_JOURNAL_DROP &&
+    if (atomic_load(&rl->tailed) &&
         (st == PD_STALE_VERSION || st == PD_SCENE_EXISTS || st == PD_UNKNOWN_SCENE)) {
         /* Another replica changed the scene first: this one has not
          * applied that change yet. Its tail will; nothing was served. */
@@ -1283,10 +1295,9 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
             rl->raced_version = res.version;
         return -1;
     }
-    /* A drop is done before it is recorded, and a log past this pathd's
-     * version (another writer, or an append whose answer timed out after
-     * Redis took it) needs this pathd rebuilt from the log: the tailing
-     * replica's work, not yet here. */
+    /* A log past this pathd's version (another writer, or an append
+     * whose answer timed out after Redis took it) with no tail to bring
+     * this pathd to it: it needs a restart, replaying the log. */
     pd__fail(rl, "the Redis log and this pathd disagree: %.160s; restart pathd to replay the log", res.message);
     return -1;
 }

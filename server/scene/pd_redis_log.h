@@ -190,6 +190,14 @@ void pd_redis_log_own_forget(pd_redis_log *rl, const char *scene);
 void pd_redis_log_served_entry(pd_redis_log *rl, const char *scene, const char *entry_id);
 /* The incarnation known for scene: 1 with *inc, or 0. Any thread. */
 int pd_redis_log_incarnation(pd_redis_log *rl, const char *scene, uint64_t *inc);
+/* The scene r serves as `scene` (acquired, NULL when none) and in *inc the
+ * incarnation its state is of (0: not known), read together under the
+ * change lock: every change of what is served and of its incarnation (the
+ * store's own, the tail's) is made under it, so the two match - read
+ * apart, a drop and a new scene between them would pair the older state
+ * with the newer INC. Waits for a change in flight (an append's round
+ * trip). Any thread but one holding the change lock. */
+pd_scene *pd_redis_log_served_scene(pd_redis_log *rl, pd_registry *r, const char *scene, uint64_t *inc);
 /* A scene's mark: its entry id INC-V. */
 typedef struct pd_redis_own_mark {
     char scene[PD_CONF_MAX_NAME];

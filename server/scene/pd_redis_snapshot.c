@@ -24,11 +24,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* pathd_snapshot: KEYS: stream, meta, snaps. ARGV: the version, how many
- * to keep, the record. Answers {status, id, oldest kept, g of the entry}: OK, HAVE
- * (that id or a newer one is the newest already), GONE (no live
- * incarnation), NOENTRY (the stream has no entry INC-V: not a version the
- * log made, or trimmed). pathd_dropped (same keys; ARGV unused): a scene
+/* pathd_snapshot_of: KEYS: stream, meta, snaps. ARGV: the version, how
+ * many to keep, the record, the incarnation (INC) the record's state is of
+ * ("" not known: versions alone). Answers {status, id, oldest kept, g of
+ * the entry}: OK, HAVE (that id or a newer one is the newest already),
+ * GONE (no live incarnation), STALE (the live incarnation is not the
+ * record's: the name was dropped and made anew after the state was
+ * captured, and the entry INC-V is another scene's version), NOENTRY (the
+ * stream has no entry INC-V: not a version the log made, or trimmed).
+ * pathd_snapshot is the same function under its first name, for an older
+ * pathd sharing the library in a rolling upgrade (it sends no INC); the
+ * new name makes this pathd load the library over an older one that
+ * would ignore the INC (pd__fcall loads it when the name is not found).
+ * pathd_dropped (same keys; ARGV unused): a scene
  * dropped and not made again has its stream trimmed to the drop's entry
  * and its snapshots forgotten; answers OK, or LIVE when it is served. */
 static const char PD__SNAP_LIBRARY[] =
@@ -47,6 +55,8 @@ static const char PD__SNAP_LIBRARY[] =
     "  local id = string.format('%d-%d', tonumber(m[1]) or 0, v)\n"
     "  local list = {}\n"
     "  for s in string.gmatch(m[3] or '', '%S+') do table.insert(list, s) end\n"
+    "  local want = args[4]\n"
+    "  if want and want ~= '' and tonumber(want) ~= (tonumber(m[1]) or 0) then return {'STALE', id, '', ''} end\n"
     "  local e = redis.call('XRANGE', stream, id, id)\n"
     "  if #e == 0 then return {'NOENTRY', id, '', ''} end\n"
     "  local g = ''\n"
@@ -61,6 +71,7 @@ static const char PD__SNAP_LIBRARY[] =
     "  return {'OK', id, list[1], g}\n"
     "end\n"
     "redis.register_function('pathd_snapshot', snapshot)\n"
+    "redis.register_function('pathd_snapshot_of', snapshot)\n"
     "local function dropped(keys, args)\n"
     "  local stream, meta, snaps = keys[1], keys[2], keys[3]\n"
     "  local m = redis.call('HMGET', meta, 'inc', 'live')\n"
@@ -330,22 +341,24 @@ static int pd__cache_read_scene(pd_redis_snap *sn, const char *scene, pd_journal
 /* FCALL pathd_snapshot, loading the library once when Redis does not have
  * it (first use, or a Redis restarted without its data). */
 static redisReply *pd__fcall(pd_redis_snap *sn, const char *fn, const char *scene, uint64_t version,
-                             const uint8_t *payload, size_t len, char *err, size_t errlen)
+                             const uint8_t *payload, size_t len, uint64_t inc, char *err, size_t errlen)
 {
-    char stream[320], meta[320], snaps[320], v[24], keep[16];
+    char stream[320], meta[320], snaps[320], v[24], keep[16], incs[24] = "";
+    if (inc)
+        snprintf(incs, sizeof incs, "%" PRIu64, inc);
     pd_redis_log_stream_key(sn->rl, scene, stream, sizeof stream);
     snprintf(meta, sizeof meta, "%s:{%s}:meta", sn->prefix, scene);
     snprintf(snaps, sizeof snaps, "%s:{%s}:snaps", sn->prefix, scene);
     snprintf(v, sizeof v, "%" PRIu64, version);
     snprintf(keep, sizeof keep, "%" PRIu32, sn->o.keep);
-    const char *argv[] = { "FCALL", fn, "3", stream, meta, snaps, v, keep, payload ? (const char *)payload : "" };
-    size_t argvlen[9];
-    for (int i = 0; i < 8; i++)
-        argvlen[i] = strlen(argv[i]);
-    argvlen[8] = payload ? len : 0;
+    const char *argv[] = { "FCALL", fn, "3", stream, meta, snaps, v, keep, payload ? (const char *)payload : "",
+                           incs };
+    size_t argvlen[10];
+    for (int i = 0; i < 10; i++)
+        argvlen[i] = i == 8 ? (payload ? len : 0) : strlen(argv[i]); /* the record is binary */
     for (int attempt = 0;; attempt++) {
         int io;
-        redisReply *r = pd_redis_log_command(sn->rl, 9, argv, argvlen, &io, err, errlen);
+        redisReply *r = pd_redis_log_command(sn->rl, 10, argv, argvlen, &io, err, errlen);
         if (r || io || attempt > 0 || !strstr(err, "Function not found"))
             return r;
         const char *load[] = { "FUNCTION", "LOAD", "REPLACE", PD__SNAP_LIBRARY };
@@ -373,7 +386,7 @@ static void pd__warn_too_big(pd_redis_snap *sn, const char *scene, size_t len)
     }
 }
 
-int pd_redis_snap_write(pd_redis_snap *sn, const pd_scene *s, pd_redis_snap_outcome *out, char *err,
+int pd_redis_snap_write(pd_redis_snap *sn, const pd_scene *s, uint64_t inc, pd_redis_snap_outcome *out, char *err,
                         size_t errlen)
 {
     pd_journal_record rec;
@@ -397,7 +410,8 @@ int pd_redis_snap_write(pd_redis_snap *sn, const pd_scene *s, pd_redis_snap_outc
         return 0;
     }
     redisReply *r =
-        pd__fcall(sn, "pathd_snapshot", s->name, s->version, framed + PD_JOURNAL_HEADER_BYTES, plen, err, errlen);
+        pd__fcall(sn, "pathd_snapshot_of", s->name, s->version, framed + PD_JOURNAL_HEADER_BYTES, plen, inc, err,
+                  errlen);
     int rc = 0;
     if (!r) {
         rc = -1;
@@ -431,7 +445,7 @@ int pd_redis_snap_write(pd_redis_snap *sn, const pd_scene *s, pd_redis_snap_outc
  * cache forgotten (a name served again is left alone). 0, or -1 with err. */
 static int pd__trim_dropped(pd_redis_snap *sn, const char *scene, char *err, size_t errlen)
 {
-    redisReply *r = pd__fcall(sn, "pathd_dropped", scene, 0, NULL, 0, err, errlen);
+    redisReply *r = pd__fcall(sn, "pathd_dropped", scene, 0, NULL, 0, 0, err, errlen);
     if (!r)
         return -1;
     int gone = r->type == REDIS_REPLY_STRING && strcmp(r->str, "OK") == 0;
@@ -463,9 +477,15 @@ int pd_redis_snap_write_due(pd_redis_snap *sn, pd_registry *r, char *err, size_t
     int rc = 0;
     size_t i = 0;
     for (; i < n && rc == 0; i++) {
-        pd_scene *s = pd_registry_acquire(r, names[i]);
+        /* The state and the incarnation it is of, taken together: the
+         * name may have been dropped and made anew (another replica's,
+         * applied by the tail, or this pathd's own) since it was noted,
+         * and the FUNCTION must not store an older incarnation's cells
+         * under the live one's entry of the same version. */
+        uint64_t inc = 0;
+        pd_scene *s = pd_redis_log_served_scene(sn->rl, r, names[i], &inc);
         pd_redis_snap_outcome out;
-        rc = s ? pd_redis_snap_write(sn, s, &out, err, errlen) : pd__trim_dropped(sn, names[i], err, errlen);
+        rc = s ? pd_redis_snap_write(sn, s, inc, &out, err, errlen) : pd__trim_dropped(sn, names[i], err, errlen);
         pd_scene_release(s);
     }
     /* A failure leaves the one that failed and the rest due again. */

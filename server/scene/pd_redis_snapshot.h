@@ -106,9 +106,12 @@ typedef enum pd_redis_snap_outcome {
                                      live incarnation (dropped, another writer's) */
 } pd_redis_snap_outcome;
 
-/* Writes s's snapshot now (s as served). 0 with *out, or -1 with err
- * (Redis unreachable, memory). */
-int pd_redis_snap_write(pd_redis_snap *sn, const pd_scene *s, pd_redis_snap_outcome *out, char *err,
+/* Writes s's snapshot now (s as served), inc the incarnation (INC) of the
+ * log's entries its state came from (0: not known, versions alone; see
+ * pd_redis_log_served_scene): the log refuses it (NOT_IN_LOG) when another
+ * incarnation is live. 0 with *out, or -1 with err (Redis unreachable,
+ * memory). */
+int pd_redis_snap_write(pd_redis_snap *sn, const pd_scene *s, uint64_t inc, pd_redis_snap_outcome *out, char *err,
                         size_t errlen);
 /* Writes the snapshots of the noted scenes as r serves them (a scene no
  * longer served is forgotten). 0, or -1 with err (the scenes not written

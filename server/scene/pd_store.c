@@ -1003,40 +1003,75 @@ pd_status pd_store_drop_scene_keyed(pd_store *st, const char *name, int drop_por
         return out->status;
     /* The scene the drop takes: this scene's changes run one at a time
      * (its lane), so only a reload can replace it before the drop, and
-     * that keeps its incarnation. */
+     * that keeps its incarnation. Under the log's lock nothing else
+     * changes what is served of it (the tail's applies take it too). */
     pd_scene *gone = pd_registry_acquire(st->registry, name);
     out->incarnation = gone ? gone->incarnation : 0;
+    out->version = gone ? gone->version : 0;
     pd_scene_release(gone);
-    /* A drop is recorded once done: one the log missed brings the scene
-     * back after a restart, at the version and with the cells it had. */
-    pd_status rc = pd_world_store_drop_scene(st->world, st->registry, name, drop_portals, &out->version,
-                                             out->message, sizeof out->message);
-    out->applied = rc == PD_OK;
-    int appended = 0;
-    if (pd__has_log(st)) {
-        if (rc == PD_OK) {
-            pd_journal_record rec = { .type = PD_JOURNAL_DROP, .version = out->version, .key = key };
-            snprintf(rec.scene, sizeof rec.scene, "%s", name);
-            appended = pd__append(st, &rec);
-        }
-        /* Refused, but not finally: the log had ended the incarnation
-         * dropped here already (another replica dropped the name first,
-         * and may have made it anew). The drop done here is a state the
-         * log went through: the tail brings this pathd on to the log's. */
-        pd_status refusal = appended != 0 ? pd__refusal(st) : PD_INTERNAL;
-        if (refusal != PD_INTERNAL && refusal != PD_OK) {
+    /* Recorded first, then done: a drop the log did not take (no answer,
+     * Redis down, another replica's change first) leaves the scene served
+     * as the log may still have it, and fails only this request. Done
+     * first, a drop whose append went unanswered could not be told from
+     * one the log refused: the log failed, and every later change with it
+     * (restart to replay). What is checked before the record is what
+     * would refuse the drop here. */
+    pd_status rc = PD_OK;
+    if (!gone) {
+        snprintf(out->message, sizeof out->message, "unknown scene '%s'", name);
+        rc = PD_UNKNOWN_SCENE;
+    } else if (!drop_portals && st->world) {
+        pd_world *w = pd_world_store_acquire(st->world);
+        size_t naming = w ? pd_world_portals_naming(w, name) : 0;
+        pd_world_release(w);
+        if (naming > 0) {
             snprintf(out->message, sizeof out->message,
-                     "dropped here, the change log did not take it: %s; nothing to resend",
-                     st->log.ops->why(st->log.log));
-            out->status = refusal;
+                     "scene '%s' is named by %zu portal%s: drop them too (drop_portals) or keep the scene", name,
+                     naming, naming == 1 ? "" : "s");
+            rc = PD_SCENE_IN_USE;
         }
-        st->log.ops->unlock(st->log.log);
-        if (out->status != PD_OK) {
+    }
+    int recorded = rc == PD_OK && pd__has_log(st);
+    if (recorded) {
+        pd_journal_record rec = { .type = PD_JOURNAL_DROP, .version = out->version, .key = key };
+        snprintf(rec.scene, sizeof rec.scene, "%s", name);
+        if (pd__append(st, &rec) != 0) {
+            uint64_t dup = pd__duplicate(st, key);
+            rc = dup ? PD_OK : pd__refusal(st);
+            if (dup) {
+                /* The key's drop went through before, of another version
+                 * (the first try's answer was lost): answered, nothing
+                 * done again. */
+                out->version = dup;
+            } else if (rc == PD_UNKNOWN_SCENE) {
+                snprintf(out->message, sizeof out->message, "not dropped here, the change log did not take it: %s",
+                         st->log.ops->why(st->log.log));
+            } else {
+                pd__not_taken(st, rc, "not dropped", out->message, sizeof out->message);
+            }
+            out->status = rc;
+            st->log.ops->unlock(st->log.log);
             out->scene_bytes = pd_registry_bytes(st->registry);
             return out->status;
         }
     }
-    out->status = pd__settle(st, rc, appended, out->message, sizeof out->message);
+    uint64_t dropped = 0;
+    if (rc == PD_OK)
+        rc = pd_world_store_drop_scene(st->world, st->registry, name, drop_portals, &dropped, out->message,
+                                       sizeof out->message);
+    out->applied = rc == PD_OK;
+    if (pd__has_log(st)) {
+        st->log.ops->unlock(st->log.log);
+        /* Recorded, then not done: only a reload that made a portal name
+         * the scene between the check and the drop could (reloads take
+         * the log's lock too); the log and this pathd disagree. */
+        if (rc != PD_OK && recorded) {
+            snprintf(out->message, sizeof out->message,
+                     "scene '%s': the drop was recorded but not done here; restart pathd to replay the log", name);
+            rc = PD_INTERNAL;
+        }
+    }
+    out->status = pd__settle(st, rc, 0, out->message, sizeof out->message);
     out->scene_bytes = pd_registry_bytes(st->registry);
     return out->status;
 }

@@ -389,10 +389,12 @@ pd_status pd_store_add_scene(pd_store *st, pd_scene *s, pd_store_change *out);
  * PD_UNKNOWN_SCENE when tmpl is not served. */
 pd_status pd_store_add_instance(pd_store *st, const char *name, const char *tmpl, pd_store_change *out);
 
-/* Stops serving `name` (with drop_portals, the portals naming it too; else
- * PD_SCENE_IN_USE while one does), then records it; a drop the log did not
- * take is done in memory (applied) but answered PD_INTERNAL: after a
- * restart the scene is back as it was. */
+/* Records the drop of `name`, then stops serving it (with drop_portals,
+ * the portals naming it too; else PD_SCENE_IN_USE while one does, nothing
+ * recorded). A drop the log did not take is not done: the log's refusal
+ * (PD_UNAVAILABLE when it is not final: no answer, Redis down, another
+ * replica's change first; PD_UNKNOWN_SCENE when another replica dropped
+ * it first; else PD_INTERNAL, the log failed). */
 pd_status pd_store_drop_scene(pd_store *st, const char *name, int drop_portals, pd_store_change *out);
 
 /* The three with the change's idempotency key, as pd_store_update_cells_keyed.

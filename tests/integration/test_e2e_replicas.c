@@ -195,6 +195,25 @@ static void drop_arena_init(Pathd__V1__Request *req, Pathd__V1__DropScene *drop)
     req->drop_scene = drop;
 }
 
+/* DropScene of the arena: OK. */
+static void drop_arena(int fd)
+{
+    Pathd__V1__Request req;
+    Pathd__V1__DropScene drop;
+    drop_arena_init(&req, &drop);
+    Pathd__V1__Response *r = call(fd, &req);
+    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
+    pathd__v1__response__free_unpacked(r, NULL);
+}
+
+/* DropScene of the arena, then CreateScene of it anew: both OK, a new
+ * incarnation at version 1. */
+static void drop_and_create_arena(int fd)
+{
+    drop_arena(fd);
+    create_arena(fd, NULL);
+}
+
 static uint64_t scene_version(int fd)
 {
     Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
@@ -437,6 +456,52 @@ static void test_log_that_went_back_refuses_the_scene(void **state)
     assert_false(pdi_log_has_sanitizer_report(&f->a));
 }
 
+/* The arena's stream entries, as XRANGE answers them (free the reply). */
+static redisReply *arena_entries(fixture *f)
+{
+    redisContext *rc = redis_srv_connect(&f->redis);
+    assert_non_null(rc);
+    redisReply *all = redisCommand(rc, "XRANGE pathd:{arena}:log - +");
+    assert_non_null(all);
+    assert_int_equal(all->type, REDIS_REPLY_ARRAY);
+    redisFree(rc);
+    return all;
+}
+
+/* The log gone back as a failover to a Redis that lacked the last writes
+ * would leave it: the arena's stream put back to the first `keep` of the
+ * entries `all` (arena_entries of an earlier time), no snapshot of it,
+ * its meta hash set by the command `meta`, and every connection but the
+ * test's killed, so the replicas' tails reconnect and check their scenes
+ * against it. */
+static void put_back_arena_log(fixture *f, const redisReply *all, size_t keep, const char *meta)
+{
+    redisContext *rc = redis_srv_connect(&f->redis);
+    assert_non_null(rc);
+    freeReplyObject(redisCommand(rc, "DEL pathd:{arena}:log pathd:{arena}:snaps"));
+    freeReplyObject(redisCommand(rc, "HDEL pathd:{arena}:meta snap snaps"));
+    for (size_t i = 0; i < keep; i++) {
+        const redisReply *e = all->element[i], *fl = e->element[1];
+        const char *argv[16];
+        size_t argvlen[16], argc = 0;
+        argv[argc] = "XADD", argvlen[argc++] = 4;
+        argv[argc] = "pathd:{arena}:log", argvlen[argc++] = strlen("pathd:{arena}:log");
+        argv[argc] = e->element[0]->str, argvlen[argc++] = e->element[0]->len;
+        for (size_t k = 0; k < fl->elements && argc < 16; k++)
+            argv[argc] = fl->element[k]->str, argvlen[argc++] = fl->element[k]->len;
+        redisReply *added = redisCommandArgv(rc, (int)argc, argv, argvlen);
+        assert_non_null(added);
+        assert_int_equal(added->type, REDIS_REPLY_STRING);
+        freeReplyObject(added);
+    }
+    freeReplyObject(redisCommand(rc, meta));
+    redisReply *killed = redisCommand(rc, "CLIENT KILL TYPE normal SKIPME yes");
+    assert_non_null(killed);
+    assert_int_equal(killed->type, REDIS_REPLY_INTEGER);
+    freeReplyObject(killed);
+    redisFree(rc);
+}
+
 /* The log goes back to fewer versions (its stream cut to the arena's
  * creation and first update, as a failover to a Redis that had only those
  * would leave it): A, its tail reconnecting (CLIENT KILL), refuses the
@@ -457,34 +522,10 @@ static void test_scene_rebuilt_at_the_logs_version(void **state)
 
     /* The stream cut back to its first two entries (version 1: the
      * scene; 2: the wall), the FUNCTION's counter with it. */
-    redisContext *rc = redis_srv_connect(&f->redis);
-    assert_non_null(rc);
-    redisReply *all = redisCommand(rc, "XRANGE pathd:{arena}:log - +");
-    assert_non_null(all);
-    assert_int_equal(all->type, REDIS_REPLY_ARRAY);
+    redisReply *all = arena_entries(f);
     assert_int_equal(all->elements, 4);
-    freeReplyObject(redisCommand(rc, "DEL pathd:{arena}:log"));
-    for (size_t i = 0; i < 2; i++) {
-        const redisReply *e = all->element[i], *fl = e->element[1];
-        const char *argv[16];
-        size_t argvlen[16], argc = 0;
-        argv[argc] = "XADD", argvlen[argc++] = 4;
-        argv[argc] = "pathd:{arena}:log", argvlen[argc++] = strlen("pathd:{arena}:log");
-        argv[argc] = e->element[0]->str, argvlen[argc++] = e->element[0]->len;
-        for (size_t k = 0; k < fl->elements && argc < 16; k++)
-            argv[argc] = fl->element[k]->str, argvlen[argc++] = fl->element[k]->len;
-        redisReply *added = redisCommandArgv(rc, (int)argc, argv, argvlen);
-        assert_non_null(added);
-        assert_int_equal(added->type, REDIS_REPLY_STRING);
-        freeReplyObject(added);
-    }
+    put_back_arena_log(f, all, 2, "HSET pathd:{arena}:meta v 2");
     freeReplyObject(all);
-    freeReplyObject(redisCommand(rc, "HSET pathd:{arena}:meta v 2"));
-    redisReply *killed = redisCommand(rc, "CLIENT KILL TYPE normal SKIPME yes");
-    assert_non_null(killed);
-    assert_int_equal(killed->type, REDIS_REPLY_INTEGER);
-    freeReplyObject(killed);
-    redisFree(rc);
 
     assert_true(pdi_wait_log(&f->a, "scene 'arena': the log went back", CONVERGE_MS));
     assert_true(pdi_wait_log(&f->a, "scene 'arena' rebuilt from the log at version 2 (it served 4)", CONVERGE_MS));
@@ -494,6 +535,47 @@ static void test_scene_rebuilt_at_the_logs_version(void **state)
     assert_int_equal(update_when_up(fa, 10, 1, NULL, &v), PATHD__V1__STATUS__OK);
     assert_int_equal(v, 3);
     assert_int_equal(find_across(fa, 3, NULL), PATHD__V1__STATUS__OK);
+    close(fa);
+    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+    assert_false(pdi_log_has_sanitizer_report(&f->a));
+}
+
+/* The log goes back to a drop the tail read long ago: A made the arena,
+ * dropped it (2-0), made it anew (3-1) and updated it twice (3-3), its
+ * tail reading all five back (had, so no mark of its own is left); the
+ * stream then ends at the drop 2-0 again (live 0, no snapshot), as a
+ * failover to a Redis that had only that would leave it. A, reconnecting, refuses the
+ * arena and rebuilds it: the log has it dropped, so A drops it too
+ * (UNKNOWN_SCENE). Before, a stream that ended with a drop was taken for
+ * another replica's drop the tail would apply, though the tail had read
+ * past it: A served incarnation 3 at version 3 for good, and a new scene
+ * made on the log (3-1 again, ...) was below what its tail reads after,
+ * until its versions passed 3 and applied onto the wrong cells. */
+static void test_log_back_to_an_old_drop_refuses_the_scene(void **state)
+{
+    fixture *f = *state;
+    int fa = start_one_with_arena(f);
+    drop_arena(fa);
+    /* The stream up to the drop (a compaction may have trimmed it to the
+     * drop alone), kept for the failover below. */
+    redisReply *upto = arena_entries(f);
+    assert_true(upto->elements >= 1);
+    assert_string_equal(upto->element[upto->elements - 1]->element[0]->str, "2-0");
+    create_arena(fa, NULL);
+    uint64_t v = 0;
+    assert_int_equal(update_column(fa, 4, 0, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(update_column(fa, 4, 1, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 3);
+    char *text = pdi_metrics_wait(&f->a, "pathd_replica_records_total{outcome=\"had\"} 5\n", CONVERGE_MS);
+    assert_non_null(text);
+    free(text);
+
+    put_back_arena_log(f, upto, upto->elements, "HSET pathd:{arena}:meta v 1 inc 2 live 0");
+    freeReplyObject(upto);
+
+    assert_true(pdi_wait_log(&f->a, "scene 'arena': the log went back", CONVERGE_MS));
+    assert_true(pdi_wait_log(&f->a, "scene 'arena': the log has no record of it; dropped", CONVERGE_MS));
+    assert_int_equal(find_across(fa, 0, NULL), PATHD__V1__STATUS__UNKNOWN_SCENE);
     close(fa);
     assert_int_equal(pdi_daemon_stop(&f->a), 0);
     assert_false(pdi_log_has_sanitizer_report(&f->a));
@@ -847,13 +929,7 @@ static void older_incarnation_case(void **state, int after_trim)
         a_tail = kill_tails(f);
     }
     assert_true(a_tail);
-    Pathd__V1__Request dr;
-    Pathd__V1__DropScene drop;
-    drop_arena_init(&dr, &drop);
-    Pathd__V1__Response *r = call(fb, &dr);
-    assert_int_equal(r->status, PATHD__V1__STATUS__OK);
-    pathd__v1__response__free_unpacked(r, NULL);
-    create_arena(fb, NULL);
+    drop_and_create_arena(fb);
     assert_int_equal(update_column(fb, 7, 3, NULL, &v), PATHD__V1__STATUS__OK);
     assert_int_equal(v, 2);
 
@@ -871,7 +947,7 @@ static void older_incarnation_case(void **state, int after_trim)
         assert_true(first_entry_inc(f) >= 2);
     }
     assert_int_equal(kill(f->a.pid, SIGCONT), 0);
-    r = pdi_raw_recv_final(fa, m.req.id, PDI_CALL_TIMEOUT_MS);
+    Pathd__V1__Response *r = pdi_raw_recv_final(fa, m.req.id, PDI_CALL_TIMEOUT_MS);
     assert_non_null(r);
     int st = r->status;
     uint64_t made = st == PATHD__V1__STATUS__OK && r->body_case == PATHD__V1__RESPONSE__BODY_UPDATE
@@ -1075,6 +1151,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_two_replicas_share_the_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_log_that_went_back_refuses_the_scene, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scene_rebuilt_at_the_logs_version, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_log_back_to_an_old_drop_refuses_the_scene, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watchers_hear_other_replicas_changes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_waits_for_min_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stopped_replica_keeps_its_connection, setup, teardown),

@@ -970,16 +970,16 @@ static void test_five_keys_of_an_older_pathd(void **state)
 
 /* A drop of an incarnation another replica ended (review of race2): a's
  * store serves incarnation 1 of "s" at version 2 while b dropped it, made
- * it anew and brought it to version 2. a's drop is done here but the log
- * refuses it (the FUNCTION's {STALE, 2, 3}: incarnation 3 live, a sent 1):
- * UNKNOWN_SCENE (not UNAVAILABLE, which clients resend: the resend would
- * drop b's new scene), nothing appended, the incarnation a read forgotten
- * (kept, a's later appends of the name would be refused), a's log not failed - a's next
- * change of another scene goes through; once a's tail read b's entries (the
- * drop had: "s" is gone here; the new scene and its update applied) a
- * serves b's incarnation, updates it, and the log replays to what a
- * serves. Fails without the mend: a's drop answers INTERNAL, the log
- * fails, and a's CreateScene of "t" is INTERNAL too. */
+ * it anew and brought it to version 2. a's drop is recorded first and the
+ * log refuses it (the FUNCTION's {STALE, 2, 3}: incarnation 3 live, a sent
+ * 1): UNKNOWN_SCENE (not UNAVAILABLE, which clients resend: the resend
+ * would drop b's new scene), nothing appended, nothing dropped here (a
+ * still serves incarnation 1, and knows it), a's log not failed - a's next
+ * change of another scene goes through; once a's tail read b's entries
+ * (the drop applied: "s" is gone here; the new scene and its update
+ * applied) a serves b's incarnation, updates it, and the log replays to
+ * what a serves. Fails without the mend: a's drop answers INTERNAL, the
+ * log fails, and a's CreateScene of "t" is INTERNAL too. */
 static void test_store_drop_of_an_incarnation_ended_since_is_not_resent(void **state)
 {
     (void)state;
@@ -994,9 +994,10 @@ static void test_store_drop_of_an_incarnation_ended_since_is_not_resent(void **s
     assert_int_equal(pd_store_drop_scene(a, "s", 0, &ch), PD_UNKNOWN_SCENE);
     assert_non_null(strstr(ch.message, "dropped it first"));
     assert_int_equal(stream_len(arl, "s"), 5);
-    assert_int_equal(version_of(a, "s"), 0); /* dropped here: a state the log went through */
+    assert_int_equal(version_of(a, "s"), 2); /* not dropped here: b's drop comes through the tail */
     uint64_t had = 0;
-    assert_int_equal(pd_redis_log_incarnation(arl, "s", &had), 0); /* a serves nothing of it */
+    assert_int_equal(pd_redis_log_incarnation(arl, "s", &had), 1); /* what a serves */
+    assert_int_equal(had, 1);
     assert_int_equal(pd_store_add_scene(a, open_scene("t", SIDE), &ch), PD_OK);
 
     entry_applier ap = { .st = a, .rp = pd_journal_replayer_create(pd_store_registry(a), NULL), .scene = "s" };
@@ -1004,7 +1005,7 @@ static void test_store_drop_of_an_incarnation_ended_since_is_not_resent(void **s
     static const char *const ids[] = { "1-1", "1-2", "2-0", "3-1", "3-2", NULL };
     apply_entries(&ap, ids, 2);
     assert_int_equal(ap.at, 5);
-    assert_int_equal(ap.out[2], PD_STORE_LOGGED_HAD);
+    assert_int_equal(ap.out[2], PD_STORE_LOGGED_APPLIED); /* b's drop */
     assert_int_equal(ap.out[3], PD_STORE_LOGGED_APPLIED);
     assert_int_equal(ap.out[4], PD_STORE_LOGGED_APPLIED);
     assert_int_equal(version_of(a, "s"), 2);
@@ -1022,8 +1023,9 @@ static void test_store_drop_of_an_incarnation_ended_since_is_not_resent(void **s
 /* Two replicas drop the same incarnation at once: b's goes first, a's is
  * answered GONE by the FUNCTION. a sent the incarnation it read from the
  * log, so the log had it live and only a drop since ended it: UNKNOWN_SCENE,
- * the log not failed, a's next change goes through, and the log replays
- * to what a serves. Fails without the mend: INTERNAL, and "t" refused. */
+ * nothing dropped here until a's tail applies b's drop, the log not
+ * failed, a's next change goes through, and the log replays to what a
+ * serves. Fails without the mend: INTERNAL, and "t" refused. */
 static void test_store_drops_at_once_are_not_resent(void **state)
 {
     (void)state;
@@ -1039,7 +1041,15 @@ static void test_store_drops_at_once_are_not_resent(void **state)
     assert_int_equal(pd_store_drop_scene(a, "s", 0, &ch), PD_UNKNOWN_SCENE);
     assert_non_null(strstr(ch.message, "dropped it first"));
     assert_int_equal(stream_len(arl, "s"), 2);
+    assert_int_equal(version_of(a, "s"), 1);
     assert_int_equal(pd_store_add_scene(a, open_scene("t", SIDE), &ch), PD_OK);
+    entry_applier ap = { .st = a, .rp = pd_journal_replayer_create(pd_store_registry(a), NULL), .scene = "s" };
+    assert_non_null(ap.rp);
+    static const char *const ids[] = { "1-1", "2-0", NULL };
+    apply_entries(&ap, ids, 1);
+    assert_int_equal(ap.out[1], PD_STORE_LOGGED_APPLIED); /* b's drop, through a's tail */
+    assert_int_equal(version_of(a, "s"), 0);
+    pd_journal_replayer_destroy(ap.rp);
     assert_replays_to("dropboth", a);
     store_free(b);
     store_free(a);
@@ -1619,6 +1629,21 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+/* After a round of changes Redis did not answer: the log did not fail,
+ * and Redis is back - round 0 started again after its SIGKILL, later
+ * rounds let go on after their SIGSTOP. */
+static void redis_back_log_not_failed(pd_store *st, int round)
+{
+    uint64_t lb, sb;
+    int failed;
+    pd_store_log_state(st, &lb, &sb, &failed);
+    assert_int_equal(failed, 0);
+    if (round == 0)
+        redis_srv_start(&srv);
+    else
+        kill(srv.pid, SIGCONT);
+}
+
 /* Sends the batch again (same keys) until Redis answers: each update then
  * applied exactly once, whichever of them the lost try had appended. */
 static void batch_until_up(pd_store *st, batch_of *b, size_t n)
@@ -1677,14 +1702,7 @@ static void test_redis_dies_with_appends_in_flight(void **state)
         assert_int_equal(version_of(st, "town"), v0);
         for (size_t i = 0; i < 5; i++)
             assert_int_not_equal(cell_of(st, b.pts[i].x, b.pts[i].y), 0);
-        uint64_t lb, sb;
-        int failed;
-        pd_store_log_state(st, &lb, &sb, &failed);
-        assert_int_equal(failed, 0);
-        if (round == 0)
-            redis_srv_start(&srv);
-        else
-            kill(srv.pid, SIGCONT);
+        redis_back_log_not_failed(st, round);
         sleep_ms(100);
         batch_until_up(st, &b, 5);
         for (size_t i = 0; i < 5; i++) {
@@ -1702,6 +1720,55 @@ static void test_redis_dies_with_appends_in_flight(void **state)
         pd_redis_log_destroy(probe);
         assert_replays_to("inflight", st);
     }
+    store_free(st);
+}
+
+/* A keyed drop retried until Redis answers it (after its backoff). */
+static pd_status drop_until_up(pd_store *st, const char *name, const char *key, pd_store_change *ch)
+{
+    for (int i = 0; i < 200; i++) { /* 200 x 20 ms: well past PD_REDIS_BACKOFF_MAX_MS */
+        if (pd_store_drop_scene_keyed(st, name, 0, key, ch) != PD_UNAVAILABLE)
+            return ch->status;
+        sleep_ms(20);
+    }
+    return ch->status;
+}
+
+/* A drop whose append gets no answer - Redis killed (nothing reached it),
+ * or stopped past the command timeout (it may run the FCALL once it goes
+ * on) - is that request's failure alone: UNAVAILABLE ("try again"), the
+ * scene still served as the log may still have it, the log not failed.
+ * The same drop sent again with its key once Redis is back is done once
+ * (a DUP when the first reached Redis), and the log replays to what this
+ * pathd serves. Fails without the fix: the drop was done before it was
+ * recorded, so the unanswered append failed the whole log (INTERNAL,
+ * "restart pathd"), refusing every later change. */
+static void test_drop_without_an_answer_is_retryable(void **state)
+{
+    (void)state;
+    pd_store *st = replica_over("dropdown");
+    pd_store_change ch;
+    static const char *const names[] = { "s0", "s1" };
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(pd_store_add_scene(st, open_scene(names[round], SIDE), &ch), PD_OK);
+        if (round == 0)
+            redis_srv_stop(&srv, SIGKILL);
+        else
+            kill(srv.pid, SIGSTOP); /* the answer times out (500 ms) */
+        assert_int_equal(pd_store_drop_scene_keyed(st, names[round], 0, "drop-1", &ch), PD_UNAVAILABLE);
+        assert_non_null(strstr(ch.message, "try again"));
+        assert_false(ch.applied);
+        assert_int_equal(version_of(st, names[round]), 1); /* still served */
+        redis_back_log_not_failed(st, round);
+        assert_int_equal(drop_until_up(st, names[round], "drop-1", &ch), PD_OK);
+        assert_true(ch.applied);
+        assert_int_equal(version_of(st, names[round]), 0);
+        pd_redis_log *probe = log_open("dropdown");
+        assert_int_equal(stream_len(probe, names[round]), 2); /* the new scene and one drop */
+        pd_redis_log_destroy(probe);
+    }
+    assert_int_equal(pd_store_add_scene(st, open_scene("t", SIDE), &ch), PD_OK);
+    assert_replays_to("dropdown", st);
     store_free(st);
 }
 
@@ -1739,6 +1806,7 @@ int main(void)
         cmocka_unit_test(test_store_batch_serves_up_to_the_refusal),
         cmocka_unit_test(test_store_batch_items_answer_alone),
         cmocka_unit_test(test_redis_dies_with_appends_in_flight),
+        cmocka_unit_test(test_drop_without_an_answer_is_retryable),
         cmocka_unit_test(test_resend_that_changes_nothing_keeps_its_version),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -146,6 +146,16 @@ static pd_store *snap_store(const char *prefix, uint64_t max_bytes, warned *w, u
     return snap_store_in(prefix, max_bytes, NULL, w, records, NULL);
 }
 
+/* A store of the log of `prefix` (snapshots attached) with the run-time
+ * scene "arena" made in it, at version 1 of the log's incarnation 1. */
+static pd_store *arena_store(const char *prefix)
+{
+    pd_store *st = snap_store(prefix, 1u << 20, NULL, NULL);
+    pd_store_change ch;
+    assert_int_equal(pd_store_add_scene(st, open_scene("arena", SIDE), &ch), PD_OK);
+    return st;
+}
+
 /* n updates of `name`, then the store's compaction when it says one is due
  * (as the server's timer does). */
 static void updates_then_compact(pd_store *st, const char *name, int n, uint64_t *rng)
@@ -168,9 +178,7 @@ static void test_snapshots_kept_and_stream_trimmed(void **state)
 {
     (void)state;
     uint64_t rng = 3, records = 0;
-    pd_store *st = snap_store("snap", 1u << 20, NULL, NULL);
-    pd_store_change ch;
-    assert_int_equal(pd_store_add_scene(st, open_scene("arena", SIDE), &ch), PD_OK);
+    pd_store *st = arena_store("snap");
     assert_false(pd_store_compaction_due(st)); /* a new scene is whole in its stream */
     for (int round = 0; round < 3; round++) {
         updates_then_compact(st, "town", EVERY, &rng);
@@ -556,6 +564,50 @@ static void rebuild_case(const char *prefix, int updates, uint64_t seed)
     store_free(writer);
 }
 
+/* A writer whose noted scene was dropped and made anew by another replica
+ * before its compaction (its tail behind: it still serves the older
+ * incarnation, at the version the new one has reached) writes no snapshot:
+ * the state it holds is not the live incarnation's, whose entry of that
+ * version is another scene. Written under the live INC, every replica
+ * starting from it (and the stream trimmed to it) would serve the older
+ * scene for good. */
+static void test_snapshot_of_an_older_incarnation_is_not_written(void **state)
+{
+    (void)state;
+    uint64_t rng = 29, other_rng = 31;
+    pd_store *writer = arena_store("incs");
+    pd_store_change ch;
+    uint64_t v = 1;
+    while (!pd_store_compaction_due(writer))
+        v = random_update(writer, "arena", &rng);
+    /* Another replica (no tail here: the writer reads none of this) drops
+     * the name, makes it anew and brings it to the same version. */
+    pd_store *other = snap_store("incs", 1u << 20, NULL, NULL);
+    assert_int_equal(pd_store_drop_scene(other, "arena", 0, &ch), PD_OK);
+    assert_int_equal(pd_store_add_scene(other, open_scene("arena", SIDE), &ch), PD_OK);
+    uint64_t w = 1;
+    while (w < v)
+        w = random_update(other, "arena", &other_rng);
+    assert_int_equal(w, v);
+    char s[64], id[64];
+    snprintf(id, sizeof id, "3-%" PRIu64, v); /* the drop was 2-0 */
+    raw(s, sizeof s, "XRANGE incs:{arena}:log %s %s", id, id);
+    assert_string_equal(s, id); /* the live incarnation's entry of that version */
+
+    char err[256];
+    assert_int_equal(pd_store_compact(writer, err, sizeof err), 0);
+    raw(s, sizeof s, "HGET incs:{arena}:meta snap");
+    assert_string_equal(s, "");
+    raw(s, sizeof s, "XRANGE incs:{arena}:log - + COUNT 1");
+    assert_string_equal(s, "1-1"); /* not trimmed */
+    /* A replica starting now serves the other replica's scene. */
+    pd_store *fresh = snap_store("incs", 1u << 20, NULL, NULL);
+    assert_same_world(pd_store_registry(other), pd_store_registry(fresh));
+    store_free(fresh);
+    store_free(other);
+    store_free(writer);
+}
+
 static void test_rebuild_from_the_log(void **state)
 {
     (void)state;
@@ -576,6 +628,7 @@ int main(void)
         cmocka_unit_test(test_cache_newer_than_log_is_not_served),
         cmocka_unit_test(test_reload_through_the_log),
         cmocka_unit_test(test_rebuild_from_the_log),
+        cmocka_unit_test(test_snapshot_of_an_older_incarnation_is_not_written),
     };
     return cmocka_run_group_tests(tests, start_redis, remove_redis);
 }
