@@ -1368,8 +1368,12 @@ static void pd__note_layer(pd__walk *w, const char *name, const char *path)
 /* Visits every layer depth first. In the bounds pass (w->g NULL) it counts
  * the tile layers, names the counted layers in the stats and, for infinite
  * maps, takes the chunks' bounding box; in the cost pass (w->costing) it
- * costs the colliders; then it folds each counted layer into the grid. */
-static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, int depth)
+ * costs the colliders; then it folds each counted layer into the grid.
+ * (gox, goy): the offsets of the groups around `layers`, summed: Tiled draws
+ * a layer at its own offset plus its groups', so a counted layer inside a
+ * shifted group is as far off the grid as one shifted itself. */
+static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, int depth,
+                           double gox, double goy)
 {
     const pd__tctx *ctx = w->ctx;
     const pd_tiled_rules *r = ctx->rules;
@@ -1398,14 +1402,19 @@ static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, i
         int tile = strcmp(type, "tilelayer") == 0, objects = strcmp(type, "objectgroup") == 0;
         int counted = (tile && (!r->layer[0] || (name && strcmp(name, r->layer) == 0))) ||
                       (objects && r->colliders);
-        if (counted) {
-            double ox = 0, oy = 0;
-            if (pd__tget_number(ctx, l, label, "offsetx", &ox) != 0 ||
-                pd__tget_number(ctx, l, label, "offsety", &oy) != 0)
-                return -1;
-            if (ox != 0 || oy != 0)
-                return pd__tfail(ctx, label, "is drawn at an offset (%g, %g); a layer that counts "
-                                             "must line up with the grid", ox, oy);
+        int group = strcmp(type, "group") == 0;
+        double ox = 0, oy = 0;
+        if ((counted || group) &&
+            (pd__tget_number(ctx, l, label, "offsetx", &ox) != 0 ||
+             pd__tget_number(ctx, l, label, "offsety", &oy) != 0))
+            return -1;
+        if (counted && (ox + gox != 0 || oy + goy != 0)) {
+            if (gox != 0 || goy != 0)
+                return pd__tfail(ctx, label, "is drawn at an offset (%g, %g), its groups' included; "
+                                             "a layer that counts must line up with the grid",
+                                 ox + gox, oy + goy);
+            return pd__tfail(ctx, label, "is drawn at an offset (%g, %g); a layer that counts "
+                                         "must line up with the grid", ox, oy);
         }
         int rc = 0;
         int bounds = !w->g && !w->costing;
@@ -1418,13 +1427,13 @@ static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, i
                 rc = pd__tile_layer(w, l, label);
         } else if (objects && counted && !bounds) {
             rc = pd__object_layer(w, l, label);
-        } else if (strcmp(type, "group") == 0) {
+        } else if (group) {
             char sub[PD_CONF_JSON_PATH_MAX];
             pd_conf_json_key(sub, label, "layers");
             const cJSON *nested = cJSON_GetObjectItemCaseSensitive(l, "layers");
             if (!nested)
                 return pd__tfail(ctx, sub, "is required in a group layer");
-            rc = pd__walk_layers(w, nested, sub, depth + 1);
+            rc = pd__walk_layers(w, nested, sub, depth + 1, gox + ox, goy + oy);
         } else if (!tile && !objects && strcmp(type, "imagelayer") != 0) {
             char type_path[PD_CONF_JSON_PATH_MAX];
             pd_conf_json_key(type_path, label, "type");
@@ -1585,7 +1594,7 @@ pd_grid *pd_tiled_load_ctl(const char *buf, size_t len, const pd_tiled_rules *ru
         pd__tfail(&ctx, "$.layers", "is required");
         goto out;
     }
-    if (pd__walk_layers(&w, layers, "$.layers", 0) != 0)
+    if (pd__walk_layers(&w, layers, "$.layers", 0, 0, 0) != 0)
         goto out;
     if (w.n_tile_layers == 0) {
         if (rules->layer[0])
@@ -1612,7 +1621,7 @@ pd_grid *pd_tiled_load_ctl(const char *buf, size_t len, const pd_tiled_rules *ru
     w.gh = (int32_t)gh;
     w.collider_budget = (uint64_t)PD_TILED_COLLIDER_WORK_PER_CELL * gw * gh + PD_TILED_COLLIDER_WORK_BASE;
     w.costing = 1;
-    if (rules->colliders && pd__walk_layers(&w, layers, "$.layers", 0) != 0)
+    if (rules->colliders && pd__walk_layers(&w, layers, "$.layers", 0, 0, 0) != 0)
         goto out;
     w.costing = 0;
     g = pd_grid_create((int32_t)gw, (int32_t)gh);
@@ -1633,7 +1642,7 @@ pd_grid *pd_tiled_load_ctl(const char *buf, size_t len, const pd_tiled_rules *ru
     if (w.by)
         memset(w.by, PD_TILED_BY_NO_TILE | PD_TILED_BY_NO_TILE << 4, pd__by_bytes((size_t)gw * gh));
     w.g = g;
-    if (pd__walk_layers(&w, layers, "$.layers", 0) != 0) {
+    if (pd__walk_layers(&w, layers, "$.layers", 0, 0, 0) != 0) {
         pd_grid_destroy(g);
         g = NULL;
         goto out;

@@ -656,6 +656,48 @@ static void test_object_colliders(void **state)
     expect_error(buf, NULL, "$.layers[1] (layer \"o\").objects[0].x: must be a finite number, not a string");
 }
 
+/* A group's offset moves the layers inside it as a layer's own offset does
+ * (Tiled draws a layer at its offset plus its groups'). A counted layer
+ * inside a shifted group used to be read as if the group were not shifted:
+ * its walls landed a column off, with no word said. */
+static void test_group_offsets(void **state)
+{
+    (void)state;
+    /* gid 1 (untagged: blocked with these rules) in column 0 of a 3 x 1 map. */
+    const char *fmt = "{\"width\": 3, \"height\": 1, \"tilewidth\": 8, \"tileheight\": 8, "
+                      "\"tilesets\": [{\"firstgid\": 1, \"tilecount\": 1}], \"layers\": ["
+                      "{\"type\": \"group\", \"name\": \"g\", \"offsetx\": %d, \"layers\": ["
+                      "{\"type\": \"group\", \"name\": \"h\", \"layers\": ["
+                      "{\"type\": \"tilelayer\", \"name\": \"walls\", \"offsetx\": %d, \"data\": [1, 0, 0]},"
+                      "{\"type\": \"imagelayer\", \"name\": \"sky\", \"offsetx\": 3}]}]}]}";
+    char buf[MAP_TEXT_MAX];
+    snprintf(buf, sizeof buf, fmt, 8, 0);
+    expect_error(buf, NULL, "$.layers[0] (layer \"g\").layers[0] (layer \"h\").layers[0] (layer \"walls\"): "
+                            "is drawn at an offset (8, 0), its groups' included; a layer that counts must "
+                            "line up with the grid");
+    /* The layer's own offset undoes the group's: it lines up, column 0 walled. */
+    snprintf(buf, sizeof buf, fmt, 8, -8);
+    static const char *const want[] = { "#.." };
+    pd_grid *g = load_ok(buf, NULL);
+    grid_picture_check(g, want, 1);
+    pd_grid_destroy(g);
+    /* A shifted group that holds nothing counted (an image layer) is fine. */
+    g = load_ok("{\"width\": 2, \"height\": 1, \"tilewidth\": 8, \"tileheight\": 8, \"layers\": ["
+                "{\"type\": \"tilelayer\", \"data\": [0, 0]},"
+                "{\"type\": \"group\", \"offsety\": 5, \"layers\": [{\"type\": \"imagelayer\"}]}]}",
+                NULL);
+    pd_grid_destroy(g);
+    /* The same in XML, an object layer inside the group. */
+    expect_error("<map orientation=\"orthogonal\" width=\"2\" height=\"1\" tilewidth=\"8\" tileheight=\"8\">\n"
+                 " <layer name=\"ground\" width=\"2\" height=\"1\"><data encoding=\"csv\">0,0</data></layer>\n"
+                 " <group name=\"g\" offsety=\"-4\">\n"
+                 "  <objectgroup name=\"o\"><object id=\"1\" x=\"0\" y=\"0\" width=\"8\" height=\"8\"/></objectgroup>\n"
+                 " </group>\n"
+                 "</map>",
+                 NULL, "$.layers[1] (layer \"g\").layers[0] (layer \"o\"): is drawn at an offset (0, -4), its "
+                       "groups' included; a layer that counts must line up with the grid");
+}
+
 /* ---- the configurable rule ---- */
 
 static void test_property_names_and_untagged_tiles(void **state)
@@ -1175,6 +1217,7 @@ int main(void)
         cmocka_unit_test(test_infinite_maps),
         cmocka_unit_test(test_infinite_scene_origin),
         cmocka_unit_test(test_object_colliders),
+        cmocka_unit_test(test_group_offsets),
         cmocka_unit_test(test_property_names_and_untagged_tiles),
         cmocka_unit_test(test_tile_and_object_classes),
         cmocka_unit_test(test_orientation_and_xml_errors),
