@@ -445,17 +445,26 @@ static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *pat
     if (!out->rules)
         return pd__tfail(ctx, child, "out of memory");
     size_t i = 0;
+    uint32_t reach = 0; /* 1 + the largest id of a tile with its own image */
     char tile_path[PD_CONF_JSON_PATH_MAX], sub[PD_CONF_JSON_PATH_MAX];
     for (const cJSON *t = tiles->child; t; t = t->next, i++) {
         pd_conf_json_index(tile_path, child, i);
         if (!cJSON_IsObject(t))
             return pd__tfail(ctx, tile_path, "must be an object, not %s", pd_conf_json_type(t));
-        if (out->has_tilecount && out->tilecount == 0)
+        /* A tile with its own image belongs to an image collection, whose
+         * tiles keep their ids when others are removed in Tiled: its ids may
+         * run past tilecount (the TMX and JSON specifications say so), and
+         * the tileset then reaches to its largest one. */
+        int own_image = cJSON_GetObjectItemCaseSensitive(t, "image") != NULL;
+        if (out->has_tilecount && out->tilecount == 0 && !own_image)
             return pd__tfail(ctx, tile_path, "describes a tile, but the tileset has tilecount 0");
-        uint32_t max_id = out->has_tilecount ? out->tilecount - 1 : PD_TILED_MAX_TILE_ID;
+        uint32_t max_id =
+            out->has_tilecount && !own_image ? out->tilecount - 1 : PD_TILED_MAX_TILE_ID;
         uint32_t id;
         if (pd__tget_uint(ctx, t, tile_path, "id", 0, max_id, &id) != 0)
             return -1;
+        if (own_image && id >= reach)
+            reach = id + 1;
         /* Properties first, then the class, then collision shapes. */
         int has = 0, has_class = 0;
         uint8_t cell = 0, class_cell = 0, by = PD_TILED_BY_PROPERTY;
@@ -482,6 +491,8 @@ static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *pat
         if (has)
             out->rules[out->n_rules++] = (pd__tile_rule){ id, cell, by };
     }
+    if (out->has_tilecount && reach > out->tilecount)
+        out->tilecount = reach;
     qsort(out->rules, out->n_rules, sizeof *out->rules, pd__cmp_rule);
     for (size_t k = 1; k < out->n_rules; k++) {
         if (out->rules[k - 1].id == out->rules[k].id)

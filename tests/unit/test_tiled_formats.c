@@ -698,6 +698,47 @@ static void test_group_offsets(void **state)
                        "groups' included; a layer that counts must line up with the grid");
 }
 
+/* An image collection tileset (a tile per image) keeps a tile's id when the
+ * tiles before it are removed in Tiled, so its ids run past its tilecount
+ * (the format specifications say so; Tiled gives the next tileset the
+ * firstgid after the largest id). Such a map used to be refused ("id: must
+ * be in 0..1"); it loads, and its gids up to the largest id are its tiles. */
+static void test_image_collection_ids_past_tilecount(void **state)
+{
+    (void)state;
+    /* Tiles 0 (open) and 5 (blocked) of 2; the next tileset starts at 7. */
+    static const char *const want[] = { ".#3." };
+    pd_grid *g = load_ok(
+        "{\"width\": 4, \"height\": 1, \"tilewidth\": 8, \"tileheight\": 8, \"tilesets\": ["
+        "{\"firstgid\": 1, \"columns\": 0, \"tilecount\": 2, \"tiles\": ["
+        " {\"id\": 0, \"image\": \"a.png\", \"properties\": [{\"name\": \"blocked\", \"type\": \"bool\", \"value\": false}]},"
+        " {\"id\": 5, \"image\": \"b.png\", \"properties\": [{\"name\": \"blocked\", \"type\": \"bool\", \"value\": true}]}]},"
+        "{\"firstgid\": 7, \"tilecount\": 1, \"tiles\": [{\"id\": 0, \"properties\": [{\"name\": \"cost\", \"type\": \"int\", \"value\": 3}]}]}],"
+        " \"layers\": [{\"type\": \"tilelayer\", \"data\": [1, 6, 7, 0]}]}",
+        NULL);
+    grid_picture_check(g, want, 1);
+    pd_grid_destroy(g);
+    g = load_ok("<map orientation=\"orthogonal\" width=\"4\" height=\"1\" tilewidth=\"8\" tileheight=\"8\">\n"
+                " <tileset firstgid=\"1\" columns=\"0\" tilecount=\"2\">\n"
+                "  <tile id=\"0\"><properties><property name=\"blocked\" type=\"bool\" value=\"false\"/></properties>"
+                "<image source=\"a.png\" width=\"8\" height=\"8\"/></tile>\n"
+                "  <tile id=\"5\"><properties><property name=\"blocked\" type=\"bool\" value=\"true\"/></properties>"
+                "<image source=\"b.png\" width=\"8\" height=\"8\"/></tile>\n"
+                " </tileset>\n"
+                " <tileset firstgid=\"7\" tilecount=\"1\"><tile id=\"0\"><properties>"
+                "<property name=\"cost\" type=\"int\" value=\"3\"/></properties></tile></tileset>\n"
+                " <layer name=\"l\" width=\"4\" height=\"1\"><data encoding=\"csv\">1,6,7,0</data></layer>\n"
+                "</map>",
+                NULL);
+    grid_picture_check(g, want, 1);
+    pd_grid_destroy(g);
+    /* A tile of a single-image tileset still may not pass its tilecount. */
+    expect_error("{\"width\": 1, \"height\": 1, \"tilewidth\": 8, \"tileheight\": 8, \"tilesets\": ["
+                 "{\"firstgid\": 1, \"image\": \"t.png\", \"tilecount\": 2, \"tiles\": [{\"id\": 5}]}],"
+                 " \"layers\": [{\"type\": \"tilelayer\", \"data\": [1]}]}",
+                 NULL, "$.tilesets[0].tiles[0].id: must be in 0..1");
+}
+
 /* ---- the configurable rule ---- */
 
 static void test_property_names_and_untagged_tiles(void **state)
@@ -1218,6 +1259,7 @@ int main(void)
         cmocka_unit_test(test_infinite_scene_origin),
         cmocka_unit_test(test_object_colliders),
         cmocka_unit_test(test_group_offsets),
+        cmocka_unit_test(test_image_collection_ids_past_tilecount),
         cmocka_unit_test(test_property_names_and_untagged_tiles),
         cmocka_unit_test(test_tile_and_object_classes),
         cmocka_unit_test(test_orientation_and_xml_errors),
