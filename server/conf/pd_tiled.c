@@ -71,6 +71,10 @@ typedef struct pd__tileset {
     int has_tilecount;           /* 0: not given, the tileset runs to the next one */
     pd__tile_rule *rules;        /* sorted by id */
     size_t n_rules;
+    /* Where a tile object of this set stands on its (x, y), as fractions
+     * of its width left of it and of its height above it: Tiled's
+     * objectalignment, bottomleft (0, 1) when unspecified (orthogonal). */
+    double align_x, align_y;
 } pd__tileset;
 
 typedef struct pd__tilesets {
@@ -424,13 +428,49 @@ static int pd__tile_collision(const pd__tctx *ctx, const cJSON *group, const cha
     return 0;
 }
 
+/* The tileset's objectalignment (how its tile objects stand on their
+ * position; Tiled 1.4 on) into out->align_x / align_y. */
+static int pd__parse_alignment(const pd__tctx *ctx, const cJSON *ts, const char *path,
+                               pd__tileset *out)
+{
+    static const struct {
+        const char *name;
+        double x, y;
+    } aligns[] = {
+        { "unspecified", 0, 1 }, { "bottomleft", 0, 1 }, { "bottom", 0.5, 1 },
+        { "bottomright", 1, 1 }, { "left", 0, 0.5 },     { "center", 0.5, 0.5 },
+        { "right", 1, 0.5 },     { "topleft", 0, 0 },    { "top", 0.5, 0 },
+        { "topright", 1, 0 },
+    };
+    const char *align = NULL;
+    out->align_x = 0;
+    out->align_y = 1;
+    if (pd__tget_string(ctx, ts, path, "objectalignment", &align) != 0)
+        return -1;
+    if (!align)
+        return 0;
+    for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++) {
+        if (strcmp(align, aligns[i].name) == 0) {
+            out->align_x = aligns[i].x;
+            out->align_y = aligns[i].y;
+            return 0;
+        }
+    }
+    char child[PD_CONF_JSON_PATH_MAX];
+    pd_conf_json_key(child, path, "objectalignment");
+    return pd__tfail(ctx, child, "unknown alignment \"%s\" (want unspecified, topleft, top, "
+                                 "topright, left, center, right, bottomleft, bottom or bottomright)",
+                     align);
+}
+
 static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *path,
                            pd__tileset *out)
 {
     char child[PD_CONF_JSON_PATH_MAX];
     double tw = ctx->tile_w, th = ctx->tile_h;
     if (pd__tget_number(ctx, ts, path, "tilewidth", &tw) != 0 ||
-        pd__tget_number(ctx, ts, path, "tileheight", &th) != 0)
+        pd__tget_number(ctx, ts, path, "tileheight", &th) != 0 ||
+        pd__parse_alignment(ctx, ts, path, out) != 0)
         return -1;
     const cJSON *tiles = cJSON_GetObjectItemCaseSensitive(ts, "tiles");
     if (!tiles)
@@ -674,6 +714,21 @@ static int pd__parse_tilesets(const pd__tctx *ctx, const cJSON *root,
     return 0;
 }
 
+/* The tileset a gid (flags stripped, not 0) falls in: the one with the
+ * largest firstgid <= gid; NULL below every tileset. */
+static const pd__tileset *pd__tileset_of(const pd__tilesets *t, uint32_t gid)
+{
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->sets[mid].firstgid <= gid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo ? &t->sets[lo - 1] : NULL;
+}
+
 /* The cell value of a gid: 0 is empty ground (open, cost 1); otherwise the
  * tile's rule in the tileset it belongs to (the one with the largest
  * firstgid <= gid), or the untagged default; *by gets the pd_tiled_by that
@@ -684,22 +739,13 @@ static int pd__gid_cell(const pd__tctx *ctx, const pd__tilesets *t, uint32_t raw
     *by = PD_TILED_BY_NO_TILE;
     if (gid == 0)
         return PD_CELL_FREE;
-    size_t lo = 0, hi = t->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (t->sets[mid].firstgid <= gid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == 0)
+    const pd__tileset *ts = pd__tileset_of(t, gid);
+    if (!ts)
         return -1;
-    const pd__tileset *ts = &t->sets[lo - 1];
     uint32_t id = gid - ts->firstgid;
     if (ts->has_tilecount && id >= ts->tilecount)
         return -1;
-    lo = 0;
-    hi = ts->n_rules;
+    size_t lo = 0, hi = ts->n_rules;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (ts->rules[mid].id == id) {
@@ -1301,6 +1347,16 @@ static int pd__object_collider(const pd__walk *w, const cJSON *o, const char *ob
         if (*value < 0)
             return pd__tfail(ctx, obj_path, "gid %u is beyond every tileset",
                              (unsigned)(s->gid & ~PD_TILED_FLAG_BITS));
+        /* The tile stands on (x, y) as its tileset's objectalignment says
+         * (pd__parse_shape put it on its bottom-left corner). */
+        const pd__tileset *ts = pd__tileset_of(w->sets, s->gid & ~PD_TILED_FLAG_BITS);
+        if (ts) {
+            double tw = s->x1 - s->x0, th = s->y1 - s->y0;
+            s->x0 = -ts->align_x * tw;
+            s->x1 = s->x0 + tw;
+            s->y0 = -ts->align_y * th;
+            s->y1 = s->y0 + th;
+        }
     }
     int has = 0;
     uint8_t cell = 0;

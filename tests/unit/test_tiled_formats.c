@@ -739,6 +739,42 @@ static void test_image_collection_ids_past_tilecount(void **state)
                  NULL, "$.tilesets[0].tiles[0].id: must be in 0..1");
 }
 
+/* A tileset's objectalignment (Tiled 1.4 on) says where its tile objects
+ * stand on their (x, y): bottomleft when unspecified, as every test above
+ * assumes, but topleft, center... when the tileset says so. Such objects
+ * used to be drawn as bottom-left ones, a tile (or half of one) off, with
+ * no word said. */
+static void test_tile_object_alignment(void **state)
+{
+    (void)state;
+    /* 3 x 3 cells of 8 px; tile 0 of each set blocks. Set "tl" (gids 1)
+     * aligns topleft, "c" (gid 2) center, "br" (gid 3) bottomright. */
+    const char *map =
+        "<map orientation=\"orthogonal\" width=\"3\" height=\"3\" tilewidth=\"8\" tileheight=\"8\">\n"
+        " <tileset firstgid=\"1\" name=\"tl\" tilecount=\"1\" objectalignment=\"topleft\"/>\n"
+        " <tileset firstgid=\"2\" name=\"c\" tilecount=\"1\" objectalignment=\"center\"/>\n"
+        " <tileset firstgid=\"3\" name=\"br\" tilecount=\"1\" objectalignment=\"bottomright\"/>\n"
+        " <layer name=\"ground\" width=\"3\" height=\"3\"><data encoding=\"csv\">0,0,0,0,0,0,0,0,0</data></layer>\n"
+        " <objectgroup name=\"things\">\n"
+        /* topleft at (0, 0): cell (0, 0); bottomleft would be off the map. */
+        "  <object id=\"1\" gid=\"1\" x=\"0\" y=\"0\" width=\"8\" height=\"8\"/>\n"
+        /* center at (12, 12): cell (1, 1); bottomleft would give (1, 0). */
+        "  <object id=\"2\" gid=\"2\" x=\"12\" y=\"12\" width=\"8\" height=\"8\"/>\n"
+        /* bottomright at (24, 24): cell (2, 2); bottomleft would be off the map. */
+        "  <object id=\"3\" gid=\"3\" x=\"24\" y=\"24\" width=\"8\" height=\"8\"/>\n"
+        " </objectgroup>\n"
+        "</map>";
+    static const char *const want[] = { "#..", ".#.", "..#" };
+    pd_grid *g = load_ok(map, NULL);
+    grid_picture_check(g, want, 3);
+    pd_grid_destroy(g);
+    expect_error("{\"width\": 1, \"height\": 1, \"tilewidth\": 8, \"tileheight\": 8, \"tilesets\": ["
+                 "{\"firstgid\": 1, \"tilecount\": 1, \"objectalignment\": \"middle\"}],"
+                 " \"layers\": [{\"type\": \"tilelayer\", \"data\": [0]}]}",
+                 NULL, "$.tilesets[0].objectalignment: unknown alignment \"middle\" (want unspecified, "
+                       "topleft, top, topright, left, center, right, bottomleft, bottom or bottomright)");
+}
+
 /* ---- the configurable rule ---- */
 
 static void test_property_names_and_untagged_tiles(void **state)
@@ -1259,6 +1295,7 @@ int main(void)
         cmocka_unit_test(test_infinite_scene_origin),
         cmocka_unit_test(test_object_colliders),
         cmocka_unit_test(test_group_offsets),
+        cmocka_unit_test(test_tile_object_alignment),
         cmocka_unit_test(test_image_collection_ids_past_tilecount),
         cmocka_unit_test(test_property_names_and_untagged_tiles),
         cmocka_unit_test(test_tile_and_object_classes),
