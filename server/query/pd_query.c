@@ -563,14 +563,21 @@ static const pd_grid *pd__unit_grid(const pd_scene *scene, uint32_t unit, const 
 }
 
 /* Why an end is refused: a wall in the scene, or - for a unit larger than
- * a cell - a wall somewhere under its footprint. */
+ * a cell - its footprint running past the scene's edge or a wall somewhere
+ * under it. */
 static void pd__explain_blocked(const pd_scene *scene, const pd_path_query *q, const char *end, pd_point p,
                                 char *msg, size_t cap)
 {
     uint32_t unit = q->unit_size ? q->unit_size : 1;
+    const pd_grid *g = scene->grid;
     const char *snap = q->snap ? "; no open cell to snap to within the fallback radius" : " (snap not asked for)";
-    if (unit <= 1 || pd_grid_get(scene->grid, p.x, p.y) == PD_CELL_BLOCKED)
+    if (unit <= 1 || pd_grid_get(g, p.x, p.y) == PD_CELL_BLOCKED)
         pd_set_err(msg, cap, "%s cell (%d,%d) of scene '%s' is a wall%s", end, p.x, p.y, scene->name, snap);
+    else if ((int64_t)p.x + unit > g->width || (int64_t)p.y + unit > g->height)
+        pd_set_err(msg, cap,
+                 "%s (%d,%d) of scene '%s' is open, but a unit of size %u anchored there does not fit: "
+                 "its %ux%u footprint runs past the scene's edge (%dx%d)%s",
+                 end, p.x, p.y, scene->name, unit, unit, unit, g->width, g->height, snap);
     else
         pd_set_err(msg, cap,
                  "%s (%d,%d) of scene '%s' is open, but a unit of size %u anchored there does not fit: "
