@@ -389,6 +389,19 @@ static void test_unit_size_limit(void **state)
     assert_non_null(strstr(r.message, "for unit size 3"));
     pdc_route_result_free(&r);
 
+    /* Size 2 is within the gate's max_unit, but cannot stand on its town
+     * end: the message names that reason too (it used to blame only a
+     * max_unit below 2, which the gate does not have). */
+    q.unit_size = 2;
+    start = open_anchor(c, "town", 2, 30, 13);
+    goal = open_anchor(c, "forest", 2, 10, 10);
+    q.start = pdc_cell(start.x, start.y);
+    q.goal = pdc_cell(goal.x, goal.y);
+    assert_int_equal(pdc_find_route(c, &q, &r), PDC_NO_PATH);
+    if (!strstr(r.message, "or with an end a unit of size 2 does not fit on, are closed to it"))
+        fail_msg("message: %s", r.message);
+    pdc_route_result_free(&r);
+
     /* The cellar serves unit 1 only. */
     q = route_req("town", start.x, start.y, "cellar", 10, 2);
     q.unit_size = 3;
