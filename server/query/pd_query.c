@@ -924,12 +924,16 @@ static pd_status pd__find_route(pd_query_scratch *s, const pd_world *world, cons
     r->metrics.expanded = expanded;
     if (st != PD_OK) {
         uint32_t unit = q->unit_size ? q->unit_size : 1;
+        char closed[128] = "";
+        if (unit > 1)
+            snprintf(closed, sizeof closed,
+                     " (portals with a max_unit below %u, or with an end a unit of size %u does not fit on, "
+                     "are closed to it)", unit, unit);
         if (st == PD_NO_PATH)
             pd_set_err(r->message, sizeof r->message,
                      "no walk joins '%s' (%d,%d) to '%s' (%d,%d) for unit size %u: the ends are in parts of "
-                     "their scenes no portal open to this unit size connects (portals with a max_unit "
-                     "below %u, or with an end a unit of size %u does not fit on, are closed to it)",
-                     q->from_scene, q->start.x, q->start.y, q->to_scene, q->goal.x, q->goal.y, unit, unit, unit);
+                     "their scenes no portal open to this unit size connects%s",
+                     q->from_scene, q->start.x, q->start.y, q->to_scene, q->goal.x, q->goal.y, unit, closed);
         else if (st == PD_START_BLOCKED || st == PD_GOAL_BLOCKED)
             pd_set_err(r->message, sizeof r->message, "%s (%d,%d) of scene '%s' is a wall for unit size %u",
                      st == PD_START_BLOCKED ? "start" : "goal", st == PD_START_BLOCKED ? q->start.x : q->goal.x,

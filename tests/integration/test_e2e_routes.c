@@ -304,6 +304,8 @@ static void test_pinned_route(void **state)
     pdc_close(c);
 }
 
+static pdc_xy open_anchor(pdc_conn *c, const char *scene, uint32_t unit, int32_t x0, int32_t y0);
+
 static void test_errors(void **state)
 {
     pdi_daemon *d = *state;
@@ -316,6 +318,19 @@ static void test_errors(void **state)
     pdc_route_result_free(&r);
     q = route_req("town", 3, 4, "attic", 10, 2);
     assert_int_equal(pdc_find_route(c, &q, &r), PDC_UNKNOWN_SCENE);
+    pdc_route_result_free(&r);
+
+    /* No portal joins the town to the dungeon at all: for unit size 1 the
+     * message says so without a word on max_unit (it used to add
+     * "portals with a max_unit below 1 are closed to it"). */
+    q = route_req("town", 3, 4, "dungeon", 1, 1);
+    pdc_xy dungeon_goal = open_anchor(c, "dungeon", 1, 1, 1);
+    q.goal = pdc_cell(dungeon_goal.x, dungeon_goal.y);
+    assert_int_equal(pdc_find_route(c, &q, &r), PDC_NO_PATH);
+    assert_non_null(strstr(r.message, "for unit size 1: the ends are in parts of their scenes no portal open to "
+                                      "this unit size connects"));
+    if (strstr(r.message, "max_unit"))
+        fail_msg("message: %s", r.message);
     pdc_route_result_free(&r);
 
     q = route_req("town", 3, 4, "cellar", 500, 2);
