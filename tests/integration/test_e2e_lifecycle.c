@@ -488,6 +488,18 @@ static void test_check_config(void **state)
         if (on_wall && !strstr(out, "error: portal 'walled' end b (b 2,1) is a wall"))
             fail_msg("no error for the portal on a wall: %s", out);
     }
+    /* A unit size that fits on no cell of its map (4 on this 4x3 room,
+     * where 2 is the largest) is a warning naming it (exit 0); it used to
+     * pass without a word, and every path for it was refused. */
+    snprintf(text, sizeof text,
+             "{ \"scenes\": [ {\"name\": \"a\", \"map\": \"%s\", \"format\": \"ascii\", \"unit_sizes\": [1, 2, 4]} ] }",
+             room);
+    write_file(portals, text);
+    assert_int_equal(pdi_run_pathd(portal_args, T_RUN_TIMEOUT_MS, out, sizeof out), 0);
+    if (!strstr(out, "warning: scene 'a' (4x3): unit size 4 fits on no cell (the largest that fits anywhere is 2)"))
+        fail_msg("no warning for unit size 4: %s", out);
+    if (strstr(out, "unit size 2 fits on no cell"))
+        fail_msg("a warning for unit size 2, which fits: %s", out);
     unlink(portals);
     unlink(room);
 
