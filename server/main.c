@@ -307,6 +307,29 @@ static int pd__check_data_dir(const char *path, const pd_conf *conf)
     return 0;
 }
 
+/* What each Tiled scene's rule decided (pd_tiled_stats_format), and a
+ * warning when no tile decided anything: a misspelt property or class name
+ * otherwise loads the map all open (or all walled) with an "ok". */
+static void pd__check_tiled(const char *path, pd_registry *registry)
+{
+    pd_scene **list = NULL;
+    size_t n = pd_registry_list(registry, &list);
+    char line[PD_TILED_STATS_LAYERS + 256];
+    for (size_t i = 0; i < n; i++) {
+        const pd_scene *s = list[i];
+        if (!s->from_tiled)
+            continue;
+        pd_tiled_stats_format(&s->tiled_stats, line, sizeof line);
+        printf("  %s (Tiled): %s\n", s->name, line);
+        if (pd_tiled_stats_untagged_only(&s->tiled_stats))
+            fprintf(stderr,
+                    "pathd: %s: warning: scene '%s': no tile decided a cell by its property, class, collision shape "
+                    "or object (%s): check blocked_property / walkable_property and the class names\n",
+                    path, s->name, line);
+    }
+    pd_registry_release_list(list, n);
+}
+
 /* --check-config: every scene must load; the summary goes to stdout, the
  * checks of meaning to stderr. Errors (exit 1): a scene or the world that
  * does not load (a scene with no walkable cell does not), a portal end on
@@ -359,6 +382,7 @@ static int pd__check_config(const char *path, const pd_conf *conf, pd_registry *
            scene_bytes + workers + conf->buffer_budget_bytes, scene_bytes, threads, conf->worker_retained_bytes,
            conf->buffer_budget_bytes);
     pd__check_unit_sizes(path, registry);
+    pd__check_tiled(path, registry);
     int errors = pd__check_portals(path, conf, registry) + pd__check_data_dir(path, conf);
     return errors > 0 ? 1 : 0;
 }

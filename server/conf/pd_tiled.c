@@ -1574,6 +1574,12 @@ void pd_tiled_stats_format(const pd_tiled_stats *st, char *buf, size_t len)
     }
 }
 
+int pd_tiled_stats_untagged_only(const pd_tiled_stats *st)
+{
+    return st->cells[PD_TILED_BY_PROPERTY] == 0 && st->cells[PD_TILED_BY_CLASS] == 0 &&
+           st->cells[PD_TILED_BY_SHAPE] == 0 && st->cells[PD_TILED_BY_OBJECT] == 0;
+}
+
 /* A classes table built by hand (a run-time request, a test) is checked as
  * the config's is, so a bad one is an error, not an overread. (pd_scene
  * checks the name fields.) */

@@ -440,6 +440,28 @@ static void test_check_config(void **state)
     assert_true(grid && den_end && grid < den_end);
     assert_non_null(strstr(den, "per cell"));
 
+    /* A Tiled scene: what each rule decided is printed; a blocked_property
+     * no tile carries (a typo) loads the map all open, and is warned of. */
+    char tiled_conf[PDI_PATH_MAX + 32], tiled_text[PDI_PATH_MAX * 2];
+    snprintf(tiled_conf, sizeof tiled_conf, "%s/tiled.json", d->dir);
+    const char *tiled_args[] = {"--check-config", "--config", tiled_conf, NULL};
+    for (int typo = 0; typo < 2; typo++) {
+        snprintf(tiled_text, sizeof tiled_text,
+                 "{ \"scenes\": [ {\"name\": \"marked\", \"map\": \"%s/tiled/walls_marked.tmj\", "
+                 "\"format\": \"tiled\"%s} ] }",
+                 PD_TEST_DATA_DIR, typo ? ", \"blocked_property\": \"solid\"" : "");
+        write_file(tiled_conf, tiled_text);
+        assert_int_equal(pdi_run_pathd(tiled_args, T_RUN_TIMEOUT_MS, out, sizeof out), 0);
+        const char *want = typo ? "  marked (Tiled): layers ground, walls: 48 untagged (untagged_tiles: open)"
+                                : "  marked (Tiled): layers ground, walls: 26 by property, 22 untagged "
+                                  "(untagged_tiles: open)";
+        if (!strstr(out, want))
+            fail_msg("no \"%s\" in: %s", want, out);
+        if ((strstr(out, "warning: scene 'marked': no tile decided a cell") != NULL) != typo)
+            fail_msg("the warning of a property no tile carries is %s: %s", typo ? "missing" : "wrong", out);
+    }
+    unlink(tiled_conf);
+
     /* A scene with no walkable cell does not load (issue 30): the error
      * names it, its map and that every cell is blocked. */
     char wall[PDI_PATH_MAX + 32], walled[PDI_PATH_MAX + 32], text[PDI_PATH_MAX * 4];
