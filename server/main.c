@@ -227,6 +227,37 @@ static int pd__check_portals(const char *path, const pd_conf *conf, pd_registry 
     return errors;
 }
 
+/* --check-config's look at each scene's unit sizes: a size no cell of the
+ * map fits (larger than the map, or than every open square in it) is a
+ * warning: every request for it would be refused START_BLOCKED, and the
+ * config says nothing else about it. */
+static void pd__check_unit_sizes(const char *path, pd_registry *registry)
+{
+    pd_scene **list = NULL;
+    size_t n = pd_registry_list(registry, &list);
+    for (size_t i = 0; i < n; i++) {
+        const pd_scene *s = list[i];
+        uint32_t largest = 0, wanted = 1;
+        for (size_t k = 0; k < s->n_unit_sizes; k++)
+            wanted = s->unit_sizes[k] > wanted ? s->unit_sizes[k] : wanted;
+        for (int32_t y = 0; y < s->grid->height && largest < wanted; y++) {
+            for (int32_t x = 0; x < s->grid->width && largest < wanted; x++) {
+                uint32_t fit = pd__fit_at(s, x, y);
+                largest = fit > largest ? fit : largest;
+            }
+        }
+        for (size_t k = 0; k < s->n_unit_sizes; k++) {
+            if (s->unit_sizes[k] > largest)
+                fprintf(stderr,
+                        "pathd: %s: warning: scene '%s' (%" PRId32 "x%" PRId32 "): unit size %" PRIu32
+                        " fits on no cell (the largest that fits anywhere is %" PRIu32
+                        "): every path for it is refused\n",
+                        path, s->name, s->grid->width, s->grid->height, s->unit_sizes[k], largest);
+        }
+    }
+    pd_registry_release_list(list, n);
+}
+
 /* --check-config's look at data_dir: the daemon makes it (one level) when
  * missing, so it must be a writable directory, or its parent must be.
  * Returns the number of errors. */
@@ -276,10 +307,34 @@ static int pd__check_data_dir(const char *path, const pd_conf *conf)
     return 0;
 }
 
+/* What each Tiled scene's rule decided (pd_tiled_stats_format), and a
+ * warning when no tile decided anything: a misspelt property or class name
+ * otherwise loads the map all open (or all walled) with an "ok". */
+static void pd__check_tiled(const char *path, pd_registry *registry)
+{
+    pd_scene **list = NULL;
+    size_t n = pd_registry_list(registry, &list);
+    char line[PD_TILED_STATS_LAYERS + 256];
+    for (size_t i = 0; i < n; i++) {
+        const pd_scene *s = list[i];
+        if (!s->from_tiled)
+            continue;
+        pd_tiled_stats_format(&s->tiled_stats, line, sizeof line);
+        printf("  %s (Tiled): %s\n", s->name, line);
+        if (pd_tiled_stats_untagged_only(&s->tiled_stats))
+            fprintf(stderr,
+                    "pathd: %s: warning: scene '%s': no tile decided a cell by its property, class, collision shape "
+                    "or object (%s): check blocked_property / walkable_property and the class names\n",
+                    path, s->name, line);
+    }
+    pd_registry_release_list(list, n);
+}
+
 /* --check-config: every scene must load; the summary goes to stdout, the
  * checks of meaning to stderr. Errors (exit 1): a scene or the world that
  * does not load (a scene with no walkable cell does not), a portal end on
- * a wall. Warnings (exit 0): a portal end too narrow for its max_unit. */
+ * a wall. Warnings (exit 0): a portal end too narrow for its max_unit, a
+ * unit size that fits on no cell of its scene. */
 static int pd__check_config(const char *path, const pd_conf *conf, pd_registry *registry)
 {
     char err[PD_LOAD_ERR_MAX];
@@ -326,6 +381,8 @@ static int pd__check_config(const char *path, const pd_conf *conf, pd_registry *
            " retained + buffer budget %" PRIu32 "\n",
            scene_bytes + workers + conf->buffer_budget_bytes, scene_bytes, threads, conf->worker_retained_bytes,
            conf->buffer_budget_bytes);
+    pd__check_unit_sizes(path, registry);
+    pd__check_tiled(path, registry);
     int errors = pd__check_portals(path, conf, registry) + pd__check_data_dir(path, conf);
     return errors > 0 ? 1 : 0;
 }

@@ -26,10 +26,10 @@ load="$build/bench/load/pathd-load"
 scene=${SCENE:-den520d}
 burst=${BURST---burst}
 . "$here/bench/pathd-up.sh"
+. "$here/bench/server/two-scenes.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cp "$here/tests/data/movingai/maps/den520d.map" "$here/tests/data/movingai/scen/den520d.map.scen" "$tmp/"
-python3 "$here/bench/server/gen-open-map.py" "$tmp"
+two_scenes_data "$tmp"
 events=context-switches,syscalls:sys_enter_writev,syscalls:sys_enter_write,syscalls:sys_enter_read,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_futex,syscalls:sys_enter_sched_yield
 perf_ok=0
 perf stat -e "$events" -o /dev/null -- true > /dev/null 2>&1 && perf_ok=1
@@ -39,12 +39,7 @@ one() {
   local name=$1 pathd=$2 port mport pid pp="" limits
   port=$(free_port); mport=$(free_port)
   if [ "$name" = A ]; then limits=${LIMITS_A:-"{}"}; else limits=${LIMITS_B:-"{}"}; fi
-  cat > "$tmp/pathd.json" <<JSON
-{"listen": "127.0.0.1:$port", "metrics_listen": "127.0.0.1:$mport", "threads": 2, "jump_point_search": true,
- "limits": $limits,
- "scenes": [{"name": "den520d", "map": "$tmp/den520d.map", "format": "movingai"},
-            {"name": "open", "map": "$tmp/open.map", "format": "movingai"}]}
-JSON
+  two_scenes_conf "$tmp" "$port" "$limits" "\"metrics_listen\": \"127.0.0.1:$mport\","
   "$pathd" --config "$tmp/pathd.json" --log-level warn 2> "$tmp/pathd.log" &
   pid=$!
   wait_pathd ab-server "$pathctl" "$port" "$tmp/pathd.log"

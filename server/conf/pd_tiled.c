@@ -71,6 +71,10 @@ typedef struct pd__tileset {
     int has_tilecount;           /* 0: not given, the tileset runs to the next one */
     pd__tile_rule *rules;        /* sorted by id */
     size_t n_rules;
+    /* Where a tile object of this set stands on its (x, y), as fractions
+     * of its width left of it and of its height above it: Tiled's
+     * objectalignment, bottomleft (0, 1) when unspecified (orthogonal). */
+    double align_x, align_y;
 } pd__tileset;
 
 typedef struct pd__tilesets {
@@ -424,13 +428,49 @@ static int pd__tile_collision(const pd__tctx *ctx, const cJSON *group, const cha
     return 0;
 }
 
+/* The tileset's objectalignment (how its tile objects stand on their
+ * position; Tiled 1.4 on) into out->align_x / align_y. */
+static int pd__parse_alignment(const pd__tctx *ctx, const cJSON *ts, const char *path,
+                               pd__tileset *out)
+{
+    static const struct {
+        const char *name;
+        double x, y;
+    } aligns[] = {
+        { "unspecified", 0, 1 }, { "bottomleft", 0, 1 }, { "bottom", 0.5, 1 },
+        { "bottomright", 1, 1 }, { "left", 0, 0.5 },     { "center", 0.5, 0.5 },
+        { "right", 1, 0.5 },     { "topleft", 0, 0 },    { "top", 0.5, 0 },
+        { "topright", 1, 0 },
+    };
+    const char *align = NULL;
+    out->align_x = 0;
+    out->align_y = 1;
+    if (pd__tget_string(ctx, ts, path, "objectalignment", &align) != 0)
+        return -1;
+    if (!align)
+        return 0;
+    for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++) {
+        if (strcmp(align, aligns[i].name) == 0) {
+            out->align_x = aligns[i].x;
+            out->align_y = aligns[i].y;
+            return 0;
+        }
+    }
+    char child[PD_CONF_JSON_PATH_MAX];
+    pd_conf_json_key(child, path, "objectalignment");
+    return pd__tfail(ctx, child, "unknown alignment \"%s\" (want unspecified, topleft, top, "
+                                 "topright, left, center, right, bottomleft, bottom or bottomright)",
+                     align);
+}
+
 static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *path,
                            pd__tileset *out)
 {
     char child[PD_CONF_JSON_PATH_MAX];
     double tw = ctx->tile_w, th = ctx->tile_h;
     if (pd__tget_number(ctx, ts, path, "tilewidth", &tw) != 0 ||
-        pd__tget_number(ctx, ts, path, "tileheight", &th) != 0)
+        pd__tget_number(ctx, ts, path, "tileheight", &th) != 0 ||
+        pd__parse_alignment(ctx, ts, path, out) != 0)
         return -1;
     const cJSON *tiles = cJSON_GetObjectItemCaseSensitive(ts, "tiles");
     if (!tiles)
@@ -445,17 +485,26 @@ static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *pat
     if (!out->rules)
         return pd__tfail(ctx, child, "out of memory");
     size_t i = 0;
+    uint32_t reach = 0; /* 1 + the largest id of a tile with its own image */
     char tile_path[PD_CONF_JSON_PATH_MAX], sub[PD_CONF_JSON_PATH_MAX];
     for (const cJSON *t = tiles->child; t; t = t->next, i++) {
         pd_conf_json_index(tile_path, child, i);
         if (!cJSON_IsObject(t))
             return pd__tfail(ctx, tile_path, "must be an object, not %s", pd_conf_json_type(t));
-        if (out->has_tilecount && out->tilecount == 0)
+        /* A tile with its own image belongs to an image collection, whose
+         * tiles keep their ids when others are removed in Tiled: its ids may
+         * run past tilecount (the TMX and JSON specifications say so), and
+         * the tileset then reaches to its largest one. */
+        int own_image = cJSON_GetObjectItemCaseSensitive(t, "image") != NULL;
+        if (out->has_tilecount && out->tilecount == 0 && !own_image)
             return pd__tfail(ctx, tile_path, "describes a tile, but the tileset has tilecount 0");
-        uint32_t max_id = out->has_tilecount ? out->tilecount - 1 : PD_TILED_MAX_TILE_ID;
+        uint32_t max_id =
+            out->has_tilecount && !own_image ? out->tilecount - 1 : PD_TILED_MAX_TILE_ID;
         uint32_t id;
         if (pd__tget_uint(ctx, t, tile_path, "id", 0, max_id, &id) != 0)
             return -1;
+        if (own_image && id >= reach)
+            reach = id + 1;
         /* Properties first, then the class, then collision shapes. */
         int has = 0, has_class = 0;
         uint8_t cell = 0, class_cell = 0, by = PD_TILED_BY_PROPERTY;
@@ -482,6 +531,8 @@ static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *pat
         if (has)
             out->rules[out->n_rules++] = (pd__tile_rule){ id, cell, by };
     }
+    if (out->has_tilecount && reach > out->tilecount)
+        out->tilecount = reach;
     qsort(out->rules, out->n_rules, sizeof *out->rules, pd__cmp_rule);
     for (size_t k = 1; k < out->n_rules; k++) {
         if (out->rules[k - 1].id == out->rules[k].id)
@@ -663,6 +714,21 @@ static int pd__parse_tilesets(const pd__tctx *ctx, const cJSON *root,
     return 0;
 }
 
+/* The tileset a gid (flags stripped, not 0) falls in: the one with the
+ * largest firstgid <= gid; NULL below every tileset. */
+static const pd__tileset *pd__tileset_of(const pd__tilesets *t, uint32_t gid)
+{
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->sets[mid].firstgid <= gid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo ? &t->sets[lo - 1] : NULL;
+}
+
 /* The cell value of a gid: 0 is empty ground (open, cost 1); otherwise the
  * tile's rule in the tileset it belongs to (the one with the largest
  * firstgid <= gid), or the untagged default; *by gets the pd_tiled_by that
@@ -673,22 +739,13 @@ static int pd__gid_cell(const pd__tctx *ctx, const pd__tilesets *t, uint32_t raw
     *by = PD_TILED_BY_NO_TILE;
     if (gid == 0)
         return PD_CELL_FREE;
-    size_t lo = 0, hi = t->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (t->sets[mid].firstgid <= gid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == 0)
+    const pd__tileset *ts = pd__tileset_of(t, gid);
+    if (!ts)
         return -1;
-    const pd__tileset *ts = &t->sets[lo - 1];
     uint32_t id = gid - ts->firstgid;
     if (ts->has_tilecount && id >= ts->tilecount)
         return -1;
-    lo = 0;
-    hi = ts->n_rules;
+    size_t lo = 0, hi = ts->n_rules;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (ts->rules[mid].id == id) {
@@ -1290,6 +1347,16 @@ static int pd__object_collider(const pd__walk *w, const cJSON *o, const char *ob
         if (*value < 0)
             return pd__tfail(ctx, obj_path, "gid %u is beyond every tileset",
                              (unsigned)(s->gid & ~PD_TILED_FLAG_BITS));
+        /* The tile stands on (x, y) as its tileset's objectalignment says
+         * (pd__parse_shape put it on its bottom-left corner). */
+        const pd__tileset *ts = pd__tileset_of(w->sets, s->gid & ~PD_TILED_FLAG_BITS);
+        if (ts) {
+            double tw = s->x1 - s->x0, th = s->y1 - s->y0;
+            s->x0 = -ts->align_x * tw;
+            s->x1 = s->x0 + tw;
+            s->y0 = -ts->align_y * th;
+            s->y1 = s->y0 + th;
+        }
     }
     int has = 0;
     uint8_t cell = 0;
@@ -1368,8 +1435,12 @@ static void pd__note_layer(pd__walk *w, const char *name, const char *path)
 /* Visits every layer depth first. In the bounds pass (w->g NULL) it counts
  * the tile layers, names the counted layers in the stats and, for infinite
  * maps, takes the chunks' bounding box; in the cost pass (w->costing) it
- * costs the colliders; then it folds each counted layer into the grid. */
-static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, int depth)
+ * costs the colliders; then it folds each counted layer into the grid.
+ * (gox, goy): the offsets of the groups around `layers`, summed: Tiled draws
+ * a layer at its own offset plus its groups', so a counted layer inside a
+ * shifted group is as far off the grid as one shifted itself. */
+static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, int depth,
+                           double gox, double goy)
 {
     const pd__tctx *ctx = w->ctx;
     const pd_tiled_rules *r = ctx->rules;
@@ -1398,14 +1469,19 @@ static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, i
         int tile = strcmp(type, "tilelayer") == 0, objects = strcmp(type, "objectgroup") == 0;
         int counted = (tile && (!r->layer[0] || (name && strcmp(name, r->layer) == 0))) ||
                       (objects && r->colliders);
-        if (counted) {
-            double ox = 0, oy = 0;
-            if (pd__tget_number(ctx, l, label, "offsetx", &ox) != 0 ||
-                pd__tget_number(ctx, l, label, "offsety", &oy) != 0)
-                return -1;
-            if (ox != 0 || oy != 0)
-                return pd__tfail(ctx, label, "is drawn at an offset (%g, %g); a layer that counts "
-                                             "must line up with the grid", ox, oy);
+        int group = strcmp(type, "group") == 0;
+        double ox = 0, oy = 0;
+        if ((counted || group) &&
+            (pd__tget_number(ctx, l, label, "offsetx", &ox) != 0 ||
+             pd__tget_number(ctx, l, label, "offsety", &oy) != 0))
+            return -1;
+        if (counted && (ox + gox != 0 || oy + goy != 0)) {
+            if (gox != 0 || goy != 0)
+                return pd__tfail(ctx, label, "is drawn at an offset (%g, %g), its groups' included; "
+                                             "a layer that counts must line up with the grid",
+                                 ox + gox, oy + goy);
+            return pd__tfail(ctx, label, "is drawn at an offset (%g, %g); a layer that counts "
+                                         "must line up with the grid", ox, oy);
         }
         int rc = 0;
         int bounds = !w->g && !w->costing;
@@ -1418,13 +1494,13 @@ static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, i
                 rc = pd__tile_layer(w, l, label);
         } else if (objects && counted && !bounds) {
             rc = pd__object_layer(w, l, label);
-        } else if (strcmp(type, "group") == 0) {
+        } else if (group) {
             char sub[PD_CONF_JSON_PATH_MAX];
             pd_conf_json_key(sub, label, "layers");
             const cJSON *nested = cJSON_GetObjectItemCaseSensitive(l, "layers");
             if (!nested)
                 return pd__tfail(ctx, sub, "is required in a group layer");
-            rc = pd__walk_layers(w, nested, sub, depth + 1);
+            rc = pd__walk_layers(w, nested, sub, depth + 1, gox + ox, goy + oy);
         } else if (!tile && !objects && strcmp(type, "imagelayer") != 0) {
             char type_path[PD_CONF_JSON_PATH_MAX];
             pd_conf_json_key(type_path, label, "type");
@@ -1496,6 +1572,12 @@ void pd_tiled_stats_format(const pd_tiled_stats *st, char *buf, size_t len)
                                                       : " (untagged_tiles: blocked)");
         sep = ", ";
     }
+}
+
+int pd_tiled_stats_untagged_only(const pd_tiled_stats *st)
+{
+    return st->cells[PD_TILED_BY_PROPERTY] == 0 && st->cells[PD_TILED_BY_CLASS] == 0 &&
+           st->cells[PD_TILED_BY_SHAPE] == 0 && st->cells[PD_TILED_BY_OBJECT] == 0;
 }
 
 /* A classes table built by hand (a run-time request, a test) is checked as
@@ -1585,7 +1667,7 @@ pd_grid *pd_tiled_load_ctl(const char *buf, size_t len, const pd_tiled_rules *ru
         pd__tfail(&ctx, "$.layers", "is required");
         goto out;
     }
-    if (pd__walk_layers(&w, layers, "$.layers", 0) != 0)
+    if (pd__walk_layers(&w, layers, "$.layers", 0, 0, 0) != 0)
         goto out;
     if (w.n_tile_layers == 0) {
         if (rules->layer[0])
@@ -1612,7 +1694,7 @@ pd_grid *pd_tiled_load_ctl(const char *buf, size_t len, const pd_tiled_rules *ru
     w.gh = (int32_t)gh;
     w.collider_budget = (uint64_t)PD_TILED_COLLIDER_WORK_PER_CELL * gw * gh + PD_TILED_COLLIDER_WORK_BASE;
     w.costing = 1;
-    if (rules->colliders && pd__walk_layers(&w, layers, "$.layers", 0) != 0)
+    if (rules->colliders && pd__walk_layers(&w, layers, "$.layers", 0, 0, 0) != 0)
         goto out;
     w.costing = 0;
     g = pd_grid_create((int32_t)gw, (int32_t)gh);
@@ -1633,7 +1715,7 @@ pd_grid *pd_tiled_load_ctl(const char *buf, size_t len, const pd_tiled_rules *ru
     if (w.by)
         memset(w.by, PD_TILED_BY_NO_TILE | PD_TILED_BY_NO_TILE << 4, pd__by_bytes((size_t)gw * gh));
     w.g = g;
-    if (pd__walk_layers(&w, layers, "$.layers", 0) != 0) {
+    if (pd__walk_layers(&w, layers, "$.layers", 0, 0, 0) != 0) {
         pd_grid_destroy(g);
         g = NULL;
         goto out;

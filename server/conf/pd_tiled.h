@@ -144,6 +144,13 @@ typedef struct pd_tiled_stats {
  * with no tile. */
 void pd_tiled_stats_format(const pd_tiled_stats *st, char *buf, size_t len);
 
+/* 1 when no tile decided a cell by itself (property, class, collision
+ * shape or tile object): every cell fell to untagged_tiles or had no
+ * tile. Most often a misspelt blocked_property / walkable_property or a
+ * class name the tileset does not use: the map then loads all open (or
+ * all walled), and --check-config and the load's log say so. */
+int pd_tiled_stats_untagged_only(const pd_tiled_stats *st);
+
 /* Where the map came from, for external tilesets: the map's directory
  * (map_path's, or map_dir when map_path is NULL: a map sent as a buffer,
  * with no file of its own) resolves a tileset's "source", which must lie

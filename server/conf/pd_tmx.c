@@ -353,6 +353,10 @@ static cJSON *pd__tileset(const xmlNode *n)
                     rc = pd__add(tile, "properties", pd__properties(t));
                 else if (pd__name_is(t, "objectgroup"))
                     rc = pd__add(tile, "objectgroup", pd__objectgroup(t));
+                else if (pd__name_is(t, "image"))
+                    /* An image collection's tile (its id may pass tilecount);
+                     * only its presence is read. */
+                    rc = pd__add(tile, "image", cJSON_CreateTrue());
             }
         }
         if (rc != 0)

@@ -231,8 +231,17 @@ pd_grid *pd_map_parse_ascii(const char *buf, size_t len, pd_parse_error *err)
         for (size_t x = 0; x < n; x++) {
             char c = line[x];
             if (c != '.' && c != '#' && !(c >= '1' && c <= '9')) {
-                pd__set_error(err, r.line_no, (int)x + 1, "unexpected character '%c' (want . # or 1-9)",
-                              (c >= 32 && c < 127) ? c : '?');
+                /* A byte that does not print is named by its value (a tab,
+                 * a CR alone, the UTF-8 byte order mark some editors put
+                 * first), not as a '?' the file does not hold. */
+                if (r.line_no == 1 && x == 0 && n >= 3 && memcmp(line, "\xef\xbb\xbf", 3) == 0)
+                    pd__set_error(err, r.line_no, 1,
+                                  "the file starts with a UTF-8 byte order mark (EF BB BF); save it without one");
+                else if (c >= 32 && c < 127)
+                    pd__set_error(err, r.line_no, (int)x + 1, "unexpected character '%c' (want . # or 1-9)", c);
+                else
+                    pd__set_error(err, r.line_no, (int)x + 1, "unexpected byte 0x%02x (want . # or 1-9)",
+                                  (unsigned char)c);
                 return NULL;
             }
         }

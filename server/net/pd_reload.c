@@ -78,6 +78,10 @@ static void pd__log_built(const pd_scene_set *set)
             continue;
         pd_scene_describe(scenes[i], line, sizeof line);
         pd_log_info("scene '%s' built: %s", scenes[i]->name, line);
+        if (scenes[i]->from_tiled && pd_tiled_stats_untagged_only(&scenes[i]->tiled_stats))
+            pd_log_warn("scene '%s': no tile decided a cell by its property, class, collision shape or object: "
+                        "check blocked_property / walkable_property and the class names",
+                        scenes[i]->name);
     }
 }
 

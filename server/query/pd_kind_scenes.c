@@ -50,6 +50,42 @@ static void pd__update_cut(pd_job *job)
     pd_scene_release(s);
 }
 
+/* OUT_OF_BOUNDS from the store says no more than that: name the first
+ * cell or rectangle of the request that leaves the scene, with its size. */
+static void pd__explain_out_of_bounds(pd_job *job)
+{
+    pd_scene *s = pd_registry_acquire(pd_store_registry(job->store), job->update_req.scene);
+    if (!s)
+        return;
+    const pd_update_cells_req *u = &job->update_req;
+    pd_scene_update one = u->update;
+    if (u->cells)
+        one.cells = u->cells;
+    const pd_scene_update *ops = u->n_ops ? u->ops : &one;
+    size_t n_ops = u->n_ops ? u->n_ops : 1;
+    char where[112] = "";
+    const pd_grid *g = s->grid;
+    for (size_t k = 0; k < n_ops && !where[0]; k++) {
+        const pd_scene_update *op = &ops[k];
+        char prefix[32] = "";
+        if (u->n_ops)
+            snprintf(prefix, sizeof prefix, "ops[%zu]: ", k);
+        if (op->is_rect && (!pd_grid_in_bounds(g, op->rect_min.x, op->rect_min.y) ||
+                            !pd_grid_in_bounds(g, op->rect_max.x, op->rect_max.y)))
+            snprintf(where, sizeof where, "%srect (%" PRId32 ",%" PRId32 ")-(%" PRId32 ",%" PRId32 ") reaches", prefix,
+                     op->rect_min.x, op->rect_min.y, op->rect_max.x, op->rect_max.y);
+        for (size_t i = 0; !op->is_rect && i < op->n_cells && !where[0]; i++) {
+            if (!pd_grid_in_bounds(g, op->cells[i].x, op->cells[i].y))
+                snprintf(where, sizeof where, "%scell (%" PRId32 ",%" PRId32 ") is", prefix, op->cells[i].x,
+                         op->cells[i].y);
+        }
+    }
+    if (where[0])
+        snprintf(job->update.message, sizeof job->update.message, "%s outside the scene (%" PRId32 "x%" PRId32 ")",
+                 where, g->width, g->height);
+    pd_scene_release(s);
+}
+
 /* An update that blocked cells cuts the reservations holding them, in the
  * same lane run (so no ReservePath of the scene plans on the old cells
  * after the update answered); job->ext keeps who was cut. */
@@ -61,6 +97,8 @@ static pd_status pd__update_run(pd_job *job, pd_query_scratch *scratch, const pd
                                : pd_query_update_cells(job->store, &job->update_req, &job->update);
     if (st == PD_OK && job->update.update.cells_changed)
         pd__update_cut(job);
+    if (st == PD_OUT_OF_BOUNDS && !job->update.message[0])
+        pd__explain_out_of_bounds(job);
     return st;
 }
 

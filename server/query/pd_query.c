@@ -563,14 +563,21 @@ static const pd_grid *pd__unit_grid(const pd_scene *scene, uint32_t unit, const 
 }
 
 /* Why an end is refused: a wall in the scene, or - for a unit larger than
- * a cell - a wall somewhere under its footprint. */
+ * a cell - its footprint running past the scene's edge or a wall somewhere
+ * under it. */
 static void pd__explain_blocked(const pd_scene *scene, const pd_path_query *q, const char *end, pd_point p,
                                 char *msg, size_t cap)
 {
     uint32_t unit = q->unit_size ? q->unit_size : 1;
+    const pd_grid *g = scene->grid;
     const char *snap = q->snap ? "; no open cell to snap to within the fallback radius" : " (snap not asked for)";
-    if (unit <= 1 || pd_grid_get(scene->grid, p.x, p.y) == PD_CELL_BLOCKED)
+    if (unit <= 1 || pd_grid_get(g, p.x, p.y) == PD_CELL_BLOCKED)
         pd_set_err(msg, cap, "%s cell (%d,%d) of scene '%s' is a wall%s", end, p.x, p.y, scene->name, snap);
+    else if ((int64_t)p.x + unit > g->width || (int64_t)p.y + unit > g->height)
+        pd_set_err(msg, cap,
+                 "%s (%d,%d) of scene '%s' is open, but a unit of size %u anchored there does not fit: "
+                 "its %ux%u footprint runs past the scene's edge (%dx%d)%s",
+                 end, p.x, p.y, scene->name, unit, unit, unit, g->width, g->height, snap);
     else
         pd_set_err(msg, cap,
                  "%s (%d,%d) of scene '%s' is open, but a unit of size %u anchored there does not fit: "
@@ -917,12 +924,16 @@ static pd_status pd__find_route(pd_query_scratch *s, const pd_world *world, cons
     r->metrics.expanded = expanded;
     if (st != PD_OK) {
         uint32_t unit = q->unit_size ? q->unit_size : 1;
+        char closed[128] = "";
+        if (unit > 1)
+            snprintf(closed, sizeof closed,
+                     " (portals with a max_unit below %u, or with an end a unit of size %u does not fit on, "
+                     "are closed to it)", unit, unit);
         if (st == PD_NO_PATH)
             pd_set_err(r->message, sizeof r->message,
                      "no walk joins '%s' (%d,%d) to '%s' (%d,%d) for unit size %u: the ends are in parts of "
-                     "their scenes no portal open to this unit size connects (portals with a max_unit "
-                     "below %u are closed to it)",
-                     q->from_scene, q->start.x, q->start.y, q->to_scene, q->goal.x, q->goal.y, unit, unit);
+                     "their scenes no portal open to this unit size connects%s",
+                     q->from_scene, q->start.x, q->start.y, q->to_scene, q->goal.x, q->goal.y, unit, closed);
         else if (st == PD_START_BLOCKED || st == PD_GOAL_BLOCKED)
             pd_set_err(r->message, sizeof r->message, "%s (%d,%d) of scene '%s' is a wall for unit size %u",
                      st == PD_START_BLOCKED ? "start" : "goal", st == PD_START_BLOCKED ? q->start.x : q->goal.x,

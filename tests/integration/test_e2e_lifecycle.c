@@ -440,6 +440,28 @@ static void test_check_config(void **state)
     assert_true(grid && den_end && grid < den_end);
     assert_non_null(strstr(den, "per cell"));
 
+    /* A Tiled scene: what each rule decided is printed; a blocked_property
+     * no tile carries (a typo) loads the map all open, and is warned of. */
+    char tiled_conf[PDI_PATH_MAX + 32], tiled_text[PDI_PATH_MAX * 2];
+    snprintf(tiled_conf, sizeof tiled_conf, "%s/tiled.json", d->dir);
+    const char *tiled_args[] = {"--check-config", "--config", tiled_conf, NULL};
+    for (int typo = 0; typo < 2; typo++) {
+        snprintf(tiled_text, sizeof tiled_text,
+                 "{ \"scenes\": [ {\"name\": \"marked\", \"map\": \"%s/tiled/walls_marked.tmj\", "
+                 "\"format\": \"tiled\"%s} ] }",
+                 PD_TEST_DATA_DIR, typo ? ", \"blocked_property\": \"solid\"" : "");
+        write_file(tiled_conf, tiled_text);
+        assert_int_equal(pdi_run_pathd(tiled_args, T_RUN_TIMEOUT_MS, out, sizeof out), 0);
+        const char *want = typo ? "  marked (Tiled): layers ground, walls: 48 untagged (untagged_tiles: open)"
+                                : "  marked (Tiled): layers ground, walls: 26 by property, 22 untagged "
+                                  "(untagged_tiles: open)";
+        if (!strstr(out, want))
+            fail_msg("no \"%s\" in: %s", want, out);
+        if ((strstr(out, "warning: scene 'marked': no tile decided a cell") != NULL) != typo)
+            fail_msg("the warning of a property no tile carries is %s: %s", typo ? "missing" : "wrong", out);
+    }
+    unlink(tiled_conf);
+
     /* A scene with no walkable cell does not load (issue 30): the error
      * names it, its map and that every cell is blocked. */
     char wall[PDI_PATH_MAX + 32], walled[PDI_PATH_MAX + 32], text[PDI_PATH_MAX * 4];
@@ -488,6 +510,18 @@ static void test_check_config(void **state)
         if (on_wall && !strstr(out, "error: portal 'walled' end b (b 2,1) is a wall"))
             fail_msg("no error for the portal on a wall: %s", out);
     }
+    /* A unit size that fits on no cell of its map (4 on this 4x3 room,
+     * where 2 is the largest) is a warning naming it (exit 0); it used to
+     * pass without a word, and every path for it was refused. */
+    snprintf(text, sizeof text,
+             "{ \"scenes\": [ {\"name\": \"a\", \"map\": \"%s\", \"format\": \"ascii\", \"unit_sizes\": [1, 2, 4]} ] }",
+             room);
+    write_file(portals, text);
+    assert_int_equal(pdi_run_pathd(portal_args, T_RUN_TIMEOUT_MS, out, sizeof out), 0);
+    if (!strstr(out, "warning: scene 'a' (4x3): unit size 4 fits on no cell (the largest that fits anywhere is 2)"))
+        fail_msg("no warning for unit size 4: %s", out);
+    if (strstr(out, "unit size 2 fits on no cell"))
+        fail_msg("a warning for unit size 2, which fits: %s", out);
     unlink(portals);
     unlink(room);
 

@@ -304,6 +304,8 @@ static void test_pinned_route(void **state)
     pdc_close(c);
 }
 
+static pdc_xy open_anchor(pdc_conn *c, const char *scene, uint32_t unit, int32_t x0, int32_t y0);
+
 static void test_errors(void **state)
 {
     pdi_daemon *d = *state;
@@ -316,6 +318,19 @@ static void test_errors(void **state)
     pdc_route_result_free(&r);
     q = route_req("town", 3, 4, "attic", 10, 2);
     assert_int_equal(pdc_find_route(c, &q, &r), PDC_UNKNOWN_SCENE);
+    pdc_route_result_free(&r);
+
+    /* No portal joins the town to the dungeon at all: for unit size 1 the
+     * message says so without a word on max_unit (it used to add
+     * "portals with a max_unit below 1 are closed to it"). */
+    q = route_req("town", 3, 4, "dungeon", 1, 1);
+    pdc_xy dungeon_goal = open_anchor(c, "dungeon", 1, 1, 1);
+    q.goal = pdc_cell(dungeon_goal.x, dungeon_goal.y);
+    assert_int_equal(pdc_find_route(c, &q, &r), PDC_NO_PATH);
+    assert_non_null(strstr(r.message, "for unit size 1: the ends are in parts of their scenes no portal open to "
+                                      "this unit size connects"));
+    if (strstr(r.message, "max_unit"))
+        fail_msg("message: %s", r.message);
     pdc_route_result_free(&r);
 
     q = route_req("town", 3, 4, "cellar", 500, 2);
@@ -387,6 +402,19 @@ static void test_unit_size_limit(void **state)
     assert_int_equal(r.leg_count, 0);
     assert_non_null(strstr(r.message, "no walk joins 'town'"));
     assert_non_null(strstr(r.message, "for unit size 3"));
+    pdc_route_result_free(&r);
+
+    /* Size 2 is within the gate's max_unit, but cannot stand on its town
+     * end: the message names that reason too (it used to blame only a
+     * max_unit below 2, which the gate does not have). */
+    q.unit_size = 2;
+    start = open_anchor(c, "town", 2, 30, 13);
+    goal = open_anchor(c, "forest", 2, 10, 10);
+    q.start = pdc_cell(start.x, start.y);
+    q.goal = pdc_cell(goal.x, goal.y);
+    assert_int_equal(pdc_find_route(c, &q, &r), PDC_NO_PATH);
+    if (!strstr(r.message, "or with an end a unit of size 2 does not fit on, are closed to it"))
+        fail_msg("message: %s", r.message);
     pdc_route_result_free(&r);
 
     /* The cellar serves unit 1 only. */

@@ -261,6 +261,23 @@ static void test_unit_endpoint_rules(void **state)
     /* A footprint leaving the grid is blocked, not out of bounds. */
     assert_int_equal(t_path(c, "units", 2, 0, 2, 8, 29, 15, &r), PDC_GOAL_BLOCKED);
     pdc_path_result_free(&r);
+    /* On an open cell of the random map's right edge, the message says the
+     * footprint runs past the edge (it used to blame a wall under it). */
+    char text[T_RANDOM_SIDE * (T_RANDOM_SIDE + 1) + 128];
+    t_random_map_text(text, sizeof text);
+    const char *rows = strchr(text, '\n') + 1; /* after the comment line */
+    int32_t edge_y = 0;
+    while (edge_y < T_RANDOM_SIDE && rows[edge_y * (T_RANDOM_SIDE + 1) + T_RANDOM_SIDE - 1] == '#')
+        edge_y++;
+    assert_true(edge_y < T_RANDOM_SIDE);
+    assert_int_equal(t_path(c, "random", 2, 0, T_RANDOM_SIDE - 1, edge_y, 0, 0, &r), PDC_START_BLOCKED);
+    char want[160];
+    snprintf(want, sizeof want, "start (%d,%d) of scene 'random' is open, but a unit of size 2 anchored there "
+             "does not fit: its 2x2 footprint runs past the scene's edge (%dx%d)", T_RANDOM_SIDE - 1, (int)edge_y,
+             T_RANDOM_SIDE, T_RANDOM_SIDE);
+    if (!strstr(r.message, want))
+        fail_msg("message: %s\nwanted:  %s", r.message, want);
+    pdc_path_result_free(&r);
     /* Size 4 is not in this scene's unit_sizes; den520d serves only 1. */
     assert_int_equal(t_path(c, "units", 4, 0, 2, 8, 3, 8, &r), PDC_INVALID_ARGUMENT);
     pdc_path_result_free(&r);

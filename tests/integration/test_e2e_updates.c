@@ -335,7 +335,8 @@ typedef struct t_raw_update {
     uint32_t cost;
 } t_raw_update;
 
-static int t_raw_update_status(const pdi_daemon *d, uint64_t id, const t_raw_update *u)
+/* The answer's status; message (may be NULL) gets its message. */
+static int t_raw_update_status(const pdi_daemon *d, uint64_t id, const t_raw_update *u, char *message, size_t cap)
 {
     Pathd__V1__Request req = PATHD__V1__REQUEST__INIT;
     Pathd__V1__UpdateCells uc = PATHD__V1__UPDATE_CELLS__INIT;
@@ -370,12 +371,17 @@ static int t_raw_update_status(const pdi_daemon *d, uint64_t id, const t_raw_upd
     Pathd__V1__Response *resp = pdi_raw_recv_final(fd, id, PDI_CALL_TIMEOUT_MS);
     assert_non_null(resp);
     int st = (int)resp->status;
+    if (message)
+        snprintf(message, cap, "%s",
+                 resp->body_case == PATHD__V1__RESPONSE__BODY_ERROR && resp->error->message ? resp->error->message : "");
     pathd__v1__response__free_unpacked(resp, NULL);
     close(fd);
     return st;
 }
 
-/* Bad updates get their status and change nothing. */
+/* Bad updates get their status and change nothing; one outside the scene
+ * names the cell or rectangle and the scene's size (the message used to
+ * be "update of scene 'upd_units' failed: OUT_OF_BOUNDS", no more). */
 static void test_invalid_updates(void **state)
 {
     t_state *t = *state;
@@ -386,27 +392,35 @@ static void test_invalid_updates(void **state)
     static const struct {
         t_raw_update u;
         int want;
+        const char *message; /* in the answer's message, when not NULL */
     } cases[] = {
-        {{"upd_units", 1, 25, 0, 30, 5, 1, 0, 0, 0}, PDC_OUT_OF_BOUNDS},       /* x 30 is past the edge */
-        {{"upd_units", 1, -1, 0, 3, 3, 1, 0, 0, 0}, PDC_OUT_OF_BOUNDS},
-        {{"upd_units", 2, 3, 16, 0, 0, 0, 1, 0, 0}, PDC_OUT_OF_BOUNDS},        /* cell below the last row */
-        {{"upd_units", 1, 5, 5, 2, 2, 1, 0, 0, 0}, PDC_INVALID_ARGUMENT},      /* min > max */
-        {{"upd_units", 1, 5, 5, 0, 0, 0, 0, 0, 0}, PDC_INVALID_ARGUMENT},      /* no max corner */
-        {{"upd_units", 2, 0, 0, 0, 0, 0, 0, 0, 0}, PDC_INVALID_ARGUMENT},      /* empty cell list */
-        {{"upd_units", 0, 0, 0, 0, 0, 0, 0, 0, 0}, PDC_INVALID_ARGUMENT},      /* no target */
-        {{"upd_units", 1, 1, 5, 2, 6, 1, 0, 2, 0}, PDC_INVALID_ARGUMENT},      /* UPDATE_COST, cost 0 */
-        {{"upd_units", 1, 1, 5, 2, 6, 1, 0, 2, 256}, PDC_INVALID_ARGUMENT},    /* cost above 255 */
-        {{"upd_units", 1, 1, 5, 2, 6, 1, 0, 0, 5}, PDC_INVALID_ARGUMENT},      /* a cost with BLOCK */
-        {{"upd_units", 1, 1, 5, 2, 6, 1, 0, 1, 5}, PDC_INVALID_ARGUMENT},      /* a cost with PASS */
-        {{"upd_units", 1, 1, 5, 2, 6, 1, 0, 7, 0}, PDC_INVALID_ARGUMENT},      /* unknown op */
-        {{"no_such_scene", 1, 1, 5, 2, 6, 1, 0, 0, 0}, PDC_UNKNOWN_SCENE},
-        {{"", 1, 1, 5, 2, 6, 1, 0, 0, 0}, PDC_INVALID_ARGUMENT},
+        {{"upd_units", 1, 25, 0, 30, 5, 1, 0, 0, 0}, PDC_OUT_OF_BOUNDS,        /* x 30 is past the edge */
+         "update of scene 'upd_units' failed: rect (25,0)-(30,5) reaches outside the scene (30x16)"},
+        {{"upd_units", 1, -1, 0, 3, 3, 1, 0, 0, 0}, PDC_OUT_OF_BOUNDS,
+         "rect (-1,0)-(3,3) reaches outside the scene (30x16)"},
+        {{"upd_units", 2, 3, 16, 0, 0, 0, 1, 0, 0}, PDC_OUT_OF_BOUNDS,         /* cell below the last row */
+         "update of scene 'upd_units' failed: cell (3,16) is outside the scene (30x16)"},
+        {{"upd_units", 1, 5, 5, 2, 2, 1, 0, 0, 0}, PDC_INVALID_ARGUMENT, NULL},      /* min > max */
+        {{"upd_units", 1, 5, 5, 0, 0, 0, 0, 0, 0}, PDC_INVALID_ARGUMENT, NULL},      /* no max corner */
+        {{"upd_units", 2, 0, 0, 0, 0, 0, 0, 0, 0}, PDC_INVALID_ARGUMENT, NULL},      /* empty cell list */
+        {{"upd_units", 0, 0, 0, 0, 0, 0, 0, 0, 0}, PDC_INVALID_ARGUMENT, NULL},      /* no target */
+        {{"upd_units", 1, 1, 5, 2, 6, 1, 0, 2, 0}, PDC_INVALID_ARGUMENT, NULL},      /* UPDATE_COST, cost 0 */
+        {{"upd_units", 1, 1, 5, 2, 6, 1, 0, 2, 256}, PDC_INVALID_ARGUMENT, NULL},    /* cost above 255 */
+        {{"upd_units", 1, 1, 5, 2, 6, 1, 0, 0, 5}, PDC_INVALID_ARGUMENT, NULL},      /* a cost with BLOCK */
+        {{"upd_units", 1, 1, 5, 2, 6, 1, 0, 1, 5}, PDC_INVALID_ARGUMENT, NULL},      /* a cost with PASS */
+        {{"upd_units", 1, 1, 5, 2, 6, 1, 0, 7, 0}, PDC_INVALID_ARGUMENT, NULL},      /* unknown op */
+        {{"no_such_scene", 1, 1, 5, 2, 6, 1, 0, 0, 0}, PDC_UNKNOWN_SCENE, NULL},
+        {{"", 1, 1, 5, 2, 6, 1, 0, 0, 0}, PDC_INVALID_ARGUMENT, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int st = t_raw_update_status(t->d, 50 + i, &cases[i].u);
+        char message[256];
+        int st = t_raw_update_status(t->d, 50 + i, &cases[i].u, message, sizeof message);
         if (st != cases[i].want)
             fail_msg("invalid update case %zu: %s, expected %s", i, pdc_status_name(st),
                      pdc_status_name(cases[i].want));
+        if (cases[i].message && !strstr(message, cases[i].message))
+            fail_msg("invalid update case %zu: message \"%s\", expected \"%s\" in it", i, message,
+                     cases[i].message);
     }
     assert_int_equal(t_version(c, s), v0);
     /* The client library refuses what it can see is wrong before sending. */

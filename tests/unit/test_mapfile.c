@@ -396,6 +396,26 @@ static void test_ascii_bad_char(void **state)
     expect_error(pd_map_parse_ascii, "..\n@.\n", 2, 1);
     /* ';' only starts a comment in column 1. */
     expect_error(pd_map_parse_ascii, ".;\n", 1, 2);
+    /* A byte that does not print is named by its value, and a UTF-8 byte
+     * order mark as one (both used to read "unexpected character '?'"). */
+    static const struct {
+        const char *text;
+        int column;
+        const char *message;
+    } named[] = {
+        { "\xef\xbb\xbf..\n..\n", 1,
+          "the file starts with a UTF-8 byte order mark (EF BB BF); save it without one" },
+        { ".\t\n", 2, "unexpected byte 0x09 (want . # or 1-9)" },
+        { ".x\n", 2, "unexpected character 'x' (want . # or 1-9)" },
+    };
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+        pd_parse_error err;
+        memset(&err, 0, sizeof err);
+        assert_null(pd_map_parse_ascii(named[i].text, strlen(named[i].text), &err));
+        assert_int_equal(err.line, 1);
+        assert_int_equal(err.column, named[i].column);
+        assert_string_equal(err.message, named[i].message);
+    }
 }
 
 static void test_ascii_blank_line_then_rows(void **state)

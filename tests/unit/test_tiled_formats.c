@@ -656,6 +656,125 @@ static void test_object_colliders(void **state)
     expect_error(buf, NULL, "$.layers[1] (layer \"o\").objects[0].x: must be a finite number, not a string");
 }
 
+/* A group's offset moves the layers inside it as a layer's own offset does
+ * (Tiled draws a layer at its offset plus its groups'). A counted layer
+ * inside a shifted group used to be read as if the group were not shifted:
+ * its walls landed a column off, with no word said. */
+static void test_group_offsets(void **state)
+{
+    (void)state;
+    /* gid 1 (untagged: blocked with these rules) in column 0 of a 3 x 1 map. */
+    const char *fmt = "{\"width\": 3, \"height\": 1, \"tilewidth\": 8, \"tileheight\": 8, "
+                      "\"tilesets\": [{\"firstgid\": 1, \"tilecount\": 1}], \"layers\": ["
+                      "{\"type\": \"group\", \"name\": \"g\", \"offsetx\": %d, \"layers\": ["
+                      "{\"type\": \"group\", \"name\": \"h\", \"layers\": ["
+                      "{\"type\": \"tilelayer\", \"name\": \"walls\", \"offsetx\": %d, \"data\": [1, 0, 0]},"
+                      "{\"type\": \"imagelayer\", \"name\": \"sky\", \"offsetx\": 3}]}]}]}";
+    char buf[MAP_TEXT_MAX];
+    snprintf(buf, sizeof buf, fmt, 8, 0);
+    expect_error(buf, NULL, "$.layers[0] (layer \"g\").layers[0] (layer \"h\").layers[0] (layer \"walls\"): "
+                            "is drawn at an offset (8, 0), its groups' included; a layer that counts must "
+                            "line up with the grid");
+    /* The layer's own offset undoes the group's: it lines up, column 0 walled. */
+    snprintf(buf, sizeof buf, fmt, 8, -8);
+    static const char *const want[] = { "#.." };
+    pd_grid *g = load_ok(buf, NULL);
+    grid_picture_check(g, want, 1);
+    pd_grid_destroy(g);
+    /* A shifted group that holds nothing counted (an image layer) is fine. */
+    g = load_ok("{\"width\": 2, \"height\": 1, \"tilewidth\": 8, \"tileheight\": 8, \"layers\": ["
+                "{\"type\": \"tilelayer\", \"data\": [0, 0]},"
+                "{\"type\": \"group\", \"offsety\": 5, \"layers\": [{\"type\": \"imagelayer\"}]}]}",
+                NULL);
+    pd_grid_destroy(g);
+    /* The same in XML, an object layer inside the group. */
+    expect_error("<map orientation=\"orthogonal\" width=\"2\" height=\"1\" tilewidth=\"8\" tileheight=\"8\">\n"
+                 " <layer name=\"ground\" width=\"2\" height=\"1\"><data encoding=\"csv\">0,0</data></layer>\n"
+                 " <group name=\"g\" offsety=\"-4\">\n"
+                 "  <objectgroup name=\"o\"><object id=\"1\" x=\"0\" y=\"0\" width=\"8\" height=\"8\"/></objectgroup>\n"
+                 " </group>\n"
+                 "</map>",
+                 NULL, "$.layers[1] (layer \"g\").layers[0] (layer \"o\"): is drawn at an offset (0, -4), its "
+                       "groups' included; a layer that counts must line up with the grid");
+}
+
+/* An image collection tileset (a tile per image) keeps a tile's id when the
+ * tiles before it are removed in Tiled, so its ids run past its tilecount
+ * (the format specifications say so; Tiled gives the next tileset the
+ * firstgid after the largest id). Such a map used to be refused ("id: must
+ * be in 0..1"); it loads, and its gids up to the largest id are its tiles. */
+static void test_image_collection_ids_past_tilecount(void **state)
+{
+    (void)state;
+    /* Tiles 0 (open) and 5 (blocked) of 2; the next tileset starts at 7. */
+    static const char *const want[] = { ".#3." };
+    pd_grid *g = load_ok(
+        "{\"width\": 4, \"height\": 1, \"tilewidth\": 8, \"tileheight\": 8, \"tilesets\": ["
+        "{\"firstgid\": 1, \"columns\": 0, \"tilecount\": 2, \"tiles\": ["
+        " {\"id\": 0, \"image\": \"a.png\", \"properties\": [{\"name\": \"blocked\", \"type\": \"bool\", \"value\": false}]},"
+        " {\"id\": 5, \"image\": \"b.png\", \"properties\": [{\"name\": \"blocked\", \"type\": \"bool\", \"value\": true}]}]},"
+        "{\"firstgid\": 7, \"tilecount\": 1, \"tiles\": [{\"id\": 0, \"properties\": [{\"name\": \"cost\", \"type\": \"int\", \"value\": 3}]}]}],"
+        " \"layers\": [{\"type\": \"tilelayer\", \"data\": [1, 6, 7, 0]}]}",
+        NULL);
+    grid_picture_check(g, want, 1);
+    pd_grid_destroy(g);
+    g = load_ok("<map orientation=\"orthogonal\" width=\"4\" height=\"1\" tilewidth=\"8\" tileheight=\"8\">\n"
+                " <tileset firstgid=\"1\" columns=\"0\" tilecount=\"2\">\n"
+                "  <tile id=\"0\"><properties><property name=\"blocked\" type=\"bool\" value=\"false\"/></properties>"
+                "<image source=\"a.png\" width=\"8\" height=\"8\"/></tile>\n"
+                "  <tile id=\"5\"><properties><property name=\"blocked\" type=\"bool\" value=\"true\"/></properties>"
+                "<image source=\"b.png\" width=\"8\" height=\"8\"/></tile>\n"
+                " </tileset>\n"
+                " <tileset firstgid=\"7\" tilecount=\"1\"><tile id=\"0\"><properties>"
+                "<property name=\"cost\" type=\"int\" value=\"3\"/></properties></tile></tileset>\n"
+                " <layer name=\"l\" width=\"4\" height=\"1\"><data encoding=\"csv\">1,6,7,0</data></layer>\n"
+                "</map>",
+                NULL);
+    grid_picture_check(g, want, 1);
+    pd_grid_destroy(g);
+    /* A tile of a single-image tileset still may not pass its tilecount. */
+    expect_error("{\"width\": 1, \"height\": 1, \"tilewidth\": 8, \"tileheight\": 8, \"tilesets\": ["
+                 "{\"firstgid\": 1, \"image\": \"t.png\", \"tilecount\": 2, \"tiles\": [{\"id\": 5}]}],"
+                 " \"layers\": [{\"type\": \"tilelayer\", \"data\": [1]}]}",
+                 NULL, "$.tilesets[0].tiles[0].id: must be in 0..1");
+}
+
+/* A tileset's objectalignment (Tiled 1.4 on) says where its tile objects
+ * stand on their (x, y): bottomleft when unspecified, as every test above
+ * assumes, but topleft, center... when the tileset says so. Such objects
+ * used to be drawn as bottom-left ones, a tile (or half of one) off, with
+ * no word said. */
+static void test_tile_object_alignment(void **state)
+{
+    (void)state;
+    /* 3 x 3 cells of 8 px; tile 0 of each set blocks. Set "tl" (gids 1)
+     * aligns topleft, "c" (gid 2) center, "br" (gid 3) bottomright. */
+    const char *map =
+        "<map orientation=\"orthogonal\" width=\"3\" height=\"3\" tilewidth=\"8\" tileheight=\"8\">\n"
+        " <tileset firstgid=\"1\" name=\"tl\" tilecount=\"1\" objectalignment=\"topleft\"/>\n"
+        " <tileset firstgid=\"2\" name=\"c\" tilecount=\"1\" objectalignment=\"center\"/>\n"
+        " <tileset firstgid=\"3\" name=\"br\" tilecount=\"1\" objectalignment=\"bottomright\"/>\n"
+        " <layer name=\"ground\" width=\"3\" height=\"3\"><data encoding=\"csv\">0,0,0,0,0,0,0,0,0</data></layer>\n"
+        " <objectgroup name=\"things\">\n"
+        /* topleft at (0, 0): cell (0, 0); bottomleft would be off the map. */
+        "  <object id=\"1\" gid=\"1\" x=\"0\" y=\"0\" width=\"8\" height=\"8\"/>\n"
+        /* center at (12, 12): cell (1, 1); bottomleft would give (1, 0). */
+        "  <object id=\"2\" gid=\"2\" x=\"12\" y=\"12\" width=\"8\" height=\"8\"/>\n"
+        /* bottomright at (24, 24): cell (2, 2); bottomleft would be off the map. */
+        "  <object id=\"3\" gid=\"3\" x=\"24\" y=\"24\" width=\"8\" height=\"8\"/>\n"
+        " </objectgroup>\n"
+        "</map>";
+    static const char *const want[] = { "#..", ".#.", "..#" };
+    pd_grid *g = load_ok(map, NULL);
+    grid_picture_check(g, want, 3);
+    pd_grid_destroy(g);
+    expect_error("{\"width\": 1, \"height\": 1, \"tilewidth\": 8, \"tileheight\": 8, \"tilesets\": ["
+                 "{\"firstgid\": 1, \"tilecount\": 1, \"objectalignment\": \"middle\"}],"
+                 " \"layers\": [{\"type\": \"tilelayer\", \"data\": [0]}]}",
+                 NULL, "$.tilesets[0].objectalignment: unknown alignment \"middle\" (want unspecified, "
+                       "topleft, top, topright, left, center, right, bottomleft, bottom or bottomright)");
+}
+
 /* ---- the configurable rule ---- */
 
 static void test_property_names_and_untagged_tiles(void **state)
@@ -1175,6 +1294,9 @@ int main(void)
         cmocka_unit_test(test_infinite_maps),
         cmocka_unit_test(test_infinite_scene_origin),
         cmocka_unit_test(test_object_colliders),
+        cmocka_unit_test(test_group_offsets),
+        cmocka_unit_test(test_tile_object_alignment),
+        cmocka_unit_test(test_image_collection_ids_past_tilecount),
         cmocka_unit_test(test_property_names_and_untagged_tiles),
         cmocka_unit_test(test_tile_and_object_classes),
         cmocka_unit_test(test_orientation_and_xml_errors),
