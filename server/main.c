@@ -323,8 +323,9 @@ static void pd__check_tiled(const char *path, pd_registry *registry)
         printf("  %s (Tiled): %s\n", s->name, line);
         if (pd_tiled_stats_untagged_only(&s->tiled_stats))
             fprintf(stderr,
-                    "pathd: %s: warning: scene '%s': no tile decided a cell by its property, class, collision shape "
-                    "or object (%s): check blocked_property / walkable_property and the class names\n",
+                    "pathd: %s: warning: scene '%s' loads all open: no tile decided a cell by its property, class, "
+                    "collision shape or object (%s); if the map has walls, check blocked_property and the class "
+                    "names\n",
                     path, s->name, line);
     }
     pd_registry_release_list(list, n);

@@ -1576,7 +1576,8 @@ void pd_tiled_stats_format(const pd_tiled_stats *st, char *buf, size_t len)
 
 int pd_tiled_stats_untagged_only(const pd_tiled_stats *st)
 {
-    return st->cells[PD_TILED_BY_PROPERTY] == 0 && st->cells[PD_TILED_BY_CLASS] == 0 &&
+    return st->untagged_open && st->cells[PD_TILED_BY_UNTAGGED] > 0 && st->cells[PD_TILED_BY_PROPERTY] == 0 &&
+           st->cells[PD_TILED_BY_CLASS] == 0 &&
            st->cells[PD_TILED_BY_SHAPE] == 0 && st->cells[PD_TILED_BY_OBJECT] == 0;
 }
 

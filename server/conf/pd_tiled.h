@@ -144,11 +144,13 @@ typedef struct pd_tiled_stats {
  * with no tile. */
 void pd_tiled_stats_format(const pd_tiled_stats *st, char *buf, size_t len);
 
-/* 1 when no tile decided a cell by itself (property, class, collision
- * shape or tile object): every cell fell to untagged_tiles or had no
- * tile. Most often a misspelt blocked_property / walkable_property or a
- * class name the tileset does not use: the map then loads all open (or
- * all walled), and --check-config and the load's log say so. */
+/* 1 when the map loads all open with no tile having decided a cell by
+ * itself (property, class, collision shape or tile object): every tile
+ * fell to untagged_tiles "open". Most often a misspelt blocked_property or
+ * a class name the tileset does not use; --check-config and the load's log
+ * say so. Not with untagged_tiles "blocked": a collision layer whose every
+ * painted tile is a wall (the floor left empty) needs no property at all,
+ * and a misspelt walkable_property walls the map, which is refused. */
 int pd_tiled_stats_untagged_only(const pd_tiled_stats *st);
 
 /* Where the map came from, for external tilesets: the map's directory

@@ -79,8 +79,8 @@ static void pd__log_built(const pd_scene_set *set)
         pd_scene_describe(scenes[i], line, sizeof line);
         pd_log_info("scene '%s' built: %s", scenes[i]->name, line);
         if (scenes[i]->from_tiled && pd_tiled_stats_untagged_only(&scenes[i]->tiled_stats))
-            pd_log_warn("scene '%s': no tile decided a cell by its property, class, collision shape or object: "
-                        "check blocked_property / walkable_property and the class names",
+            pd_log_warn("scene '%s' loads all open: no tile decided a cell by its property, class, collision "
+                        "shape or object; if the map has walls, check blocked_property and the class names",
                         scenes[i]->name);
     }
 }

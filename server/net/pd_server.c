@@ -273,8 +273,14 @@ static void pd__stop_begin(pd_server *s)
      * would otherwise wait for it. */
     if (s->registry)
         pd_registry_stop_loads(s->registry);
-    pd_log_info("stopping: %zu connections, %" PRIu64 " jobs in flight, grace %" PRIu32 " ms",
-                s->table.n_conns, s->dispatch.in_flight, s->conf.shutdown_grace_ms);
+    /* Drain then stop (docs/OPERATIONS.md) ends a drain with no SIGUSR2:
+     * its count of refusals is final here (nothing new is read). */
+    char drained[96] = "";
+    if (s->draining)
+        snprintf(drained, sizeof drained, "; %" PRIu64 " new requests were refused DRAINING while draining",
+                 s->dispatch.draining_refused);
+    pd_log_info("stopping: %zu connections, %" PRIu64 " jobs in flight, grace %" PRIu32 " ms%s",
+                s->table.n_conns, s->dispatch.in_flight, s->conf.shutdown_grace_ms, drained);
     pd__close_handle((uv_handle_t *)&s->listener);
     for (pd__conn *c = s->table.conns; c; c = c->next)
         if (!c->lingering)

@@ -183,9 +183,13 @@ static void test_stop_while_draining(void **state)
     assert_int_equal(r->id, 0);
     assert_int_equal(r->status, PATHD__V1__STATUS__DRAINING);
     pathd__v1__response__free_unpacked(r, NULL);
+    assert_int_equal(short_path(fd, 1), PATHD__V1__STATUS__DRAINING);
     assert_int_equal(pdi_daemon_stop(d), 0);
     /* The stop closed the drained connection. */
     assert_true(pdi_raw_wait_closed(fd, PDI_CALL_TIMEOUT_MS));
+    /* Drain then stop is the usual way down (no SIGUSR2): the stop's line
+     * gives the drain's count. */
+    assert_true(pdi_log_contains(d, "; 1 new requests were refused DRAINING while draining"));
     close(fd);
 }
 

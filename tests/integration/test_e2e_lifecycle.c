@@ -441,24 +441,32 @@ static void test_check_config(void **state)
     assert_non_null(strstr(den, "per cell"));
 
     /* A Tiled scene: what each rule decided is printed; a blocked_property
-     * no tile carries (a typo) loads the map all open, and is warned of. */
+     * no tile carries (a typo) loads the map all open, and is warned of.
+     * A collision layer whose painted tiles are all walls (untagged_tiles
+     * "blocked", no property needed: case 2) is not. */
     char tiled_conf[PDI_PATH_MAX + 32], tiled_text[PDI_PATH_MAX * 2];
     snprintf(tiled_conf, sizeof tiled_conf, "%s/tiled.json", d->dir);
     const char *tiled_args[] = {"--check-config", "--config", tiled_conf, NULL};
-    for (int typo = 0; typo < 2; typo++) {
+    static const char *const tiled_extra[] = {
+        "", ", \"blocked_property\": \"solid\"",
+        ", \"blocked_property\": \"solid\", \"layer\": \"walls\", \"untagged_tiles\": \"blocked\""};
+    static const char *const tiled_want[] = {
+        "  marked (Tiled): layers ground, walls: 26 by property, 22 untagged (untagged_tiles: open)",
+        "  marked (Tiled): layers ground, walls: 48 untagged (untagged_tiles: open)",
+        "  marked (Tiled): layers walls: 26 untagged (untagged_tiles: blocked), 22 with no tile"};
+    for (int k = 0; k < 3; k++) {
+        const int typo = k == 1;
         snprintf(tiled_text, sizeof tiled_text,
                  "{ \"scenes\": [ {\"name\": \"marked\", \"map\": \"%s/tiled/walls_marked.tmj\", "
                  "\"format\": \"tiled\"%s} ] }",
-                 PD_TEST_DATA_DIR, typo ? ", \"blocked_property\": \"solid\"" : "");
+                 PD_TEST_DATA_DIR, tiled_extra[k]);
         write_file(tiled_conf, tiled_text);
         assert_int_equal(pdi_run_pathd(tiled_args, T_RUN_TIMEOUT_MS, out, sizeof out), 0);
-        const char *want = typo ? "  marked (Tiled): layers ground, walls: 48 untagged (untagged_tiles: open)"
-                                : "  marked (Tiled): layers ground, walls: 26 by property, 22 untagged "
-                                  "(untagged_tiles: open)";
-        if (!strstr(out, want))
-            fail_msg("no \"%s\" in: %s", want, out);
-        if ((strstr(out, "warning: scene 'marked': no tile decided a cell") != NULL) != typo)
-            fail_msg("the warning of a property no tile carries is %s: %s", typo ? "missing" : "wrong", out);
+        if (!strstr(out, tiled_want[k]))
+            fail_msg("no \"%s\" in: %s", tiled_want[k], out);
+        if ((strstr(out, "warning: scene 'marked' loads all open: no tile decided a cell") != NULL) != typo)
+            fail_msg("case %d: the warning of a property no tile carries is %s: %s", k,
+                     typo ? "missing" : "wrong", out);
     }
     unlink(tiled_conf);
 
