@@ -30,13 +30,18 @@
  * meta, dedup (meta again when there is no key), seq, scenes, and the
  * scene's reservation stream (pd_reserve_shared.c's; this pathd always
  * passes it, an older one passes only the first five: its answer's top
- * is then "0-0", which an older caller ignores).
+ * is then "0-0", which an older caller ignores), and the key's INC (the
+ * incarnation of the entry its change made, kept beside the key for as
+ * long; meta again when there is no key; an older pathd passes six: none
+ * kept, none answered).
  * ARGV: op (next|new|drop), expected ("" none), the NEW version, "1" when
  * a key is given, its TTL, the scene's name, the record, this append's
  * tag, the tag the scene's last append must have ("" none), "1" to have
  * the entry's id answered, and the incarnation (INC) the caller's scene
  * is of ("" not known: versions alone). Answers {status, version}: OK,
- * DUP (the key's first version), STALE (the log's version; {STALE,
+ * DUP (the key's first version; {DUP, version, INC} when the key's INC
+ * is kept: the same version on another incarnation is another change,
+ * pd__rl_judge tells them apart), STALE (the log's version; {STALE,
  * version, INC} when the incarnation is not the caller's: "0" when none
  * is live), CHAIN (the last
  * append is not the one named: the log's version), EXISTS, GONE. The
@@ -62,6 +67,12 @@
  * keeps it per scene; an older pathd sends none and is checked by
  * versions alone, as before).
  *
+ * pathd_append_of is the same function under a new name: this pathd
+ * calls it, so a Redis holding an older pathd's library (loaded over this
+ * one in a rolling upgrade: it keeps no key's INC) answers "not found"
+ * and this pathd loads its own again (pd_redis_log_append_many);
+ * pathd_append stays for the older pathd.
+ *
  * The tags chain the appends of one pipeline (pd_redis_log_append_many):
  * each record after the first was built on the one before it, so it may
  * be appended only right after that one. A version check alone would let
@@ -75,9 +86,14 @@ static const char PD__LIBRARY[] =
     "  local op, expected, made, keyed, ttl, scene, record, tag, after, want_id, want_inc =\n"
     "    args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8] or '', args[9] or '',\n"
     "    args[10] or '', args[11] or ''\n"
+    "  local kinc = keys[7] -- the key's INC (an older caller passes none)\n"
     "  if keyed == '1' then\n"
     "    local seen = redis.call('GET', dedup)\n"
-    "    if seen then return {'DUP', seen} end\n"
+    "    if seen then\n"
+    "      local at = kinc and redis.call('GET', kinc)\n"
+    "      if at then return {'DUP', seen, at} end -- an older caller ignores a 3rd\n"
+    "      return {'DUP', seen}\n"
+    "    end\n"
     "  end\n"
     "  local m = redis.call('HMGET', meta, 'v', 'inc', 'live', 'tag')\n"
     "  local cur, inc, live = tonumber(m[1]) or 0, tonumber(m[2]) or 0, m[3] == '1'\n"
@@ -121,7 +137,10 @@ static const char PD__LIBRARY[] =
     "  redis.call('HSET', meta, 'v', string.format('%d', v), 'inc', string.format('%d', inc),\n"
     "             'live', op == 'drop' and '0' or '1', 'tag', tag)\n"
     "  if not live then redis.call('SADD', scenes, scene) end -- a live one is in it\n"
-    "  if keyed == '1' then redis.call('SET', dedup, string.format('%d', v), 'EX', ttl) end\n"
+    "  if keyed == '1' then\n"
+    "    redis.call('SET', dedup, string.format('%d', v), 'EX', ttl)\n"
+    "    if kinc then redis.call('SET', kinc, string.format('%d', inc), 'EX', ttl) end\n"
+    "  end\n"
     "  -- an older pathd passes 5 keys: no top for it (asked only after the XADD\n"
     "  -- so the check cannot fail once the append is made)\n"
     "  local top = keys[6] and redis.call('XREVRANGE', keys[6], '+', '-', 'COUNT', 1) or {}\n"
@@ -130,7 +149,8 @@ static const char PD__LIBRARY[] =
     "  return ok\n"
 
     "end\n"
-    "redis.register_function('pathd_append', append)\n";
+    "redis.register_function('pathd_append', append)\n"
+    "redis.register_function('pathd_append_of', append)\n";
 
 /* Entries one XRANGE asks for. */
 #define PD__RANGE_COUNT 500
@@ -297,6 +317,22 @@ static int pd__connect(pd_redis_log *rl, char *err, size_t errlen)
     return 0;
 }
 
+/* Loads pathd's library on c, over whichever Redis has. 0, or -1 with the
+ * reason in err. */
+static int pd__load_library(pd_redis_log *rl, redisContext *c, char *err, size_t errlen)
+{
+    redisReply *r = redisCommand(c, "FUNCTION LOAD REPLACE %s", PD__LIBRARY);
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errlen, "Redis %.100s:%u: FUNCTION LOAD of pathd's library failed: %s", rl->host,
+                 (unsigned)rl->port, r ? r->str : c->errstr);
+        if (r)
+            freeReplyObject(r);
+        return -1;
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
 /* One connect, bounded by timeout_ms, and the library loaded (conn_lock
  * held). 0, or -1 with the reason in err. */
 static int pd__connect_now(pd_redis_log *rl, char *err, size_t errlen)
@@ -319,16 +355,10 @@ static int pd__connect_now(pd_redis_log *rl, char *err, size_t errlen)
         redisFree(c);
         return -1;
     }
-    redisReply *r = redisCommand(c, "FUNCTION LOAD REPLACE %s", PD__LIBRARY);
-    if (!r || r->type == REDIS_REPLY_ERROR) {
-        snprintf(err, errlen, "Redis %.100s:%u: FUNCTION LOAD of pathd's library failed: %s", rl->host,
-                 (unsigned)rl->port, r ? r->str : c->errstr);
-        if (r)
-            freeReplyObject(r);
+    if (pd__load_library(rl, c, err, errlen) != 0) {
         redisFree(c);
         return -1;
     }
-    freeReplyObject(r);
     rl->conn = c;
     return 0;
 }
@@ -748,6 +778,17 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
         out->status = PD_OK;
         if (!out->duplicate)
             pd__resv_note(rl, a->scene, r->elements >= 3 ? r->element[2] : NULL);
+        uint64_t key_inc = 0;
+        if (out->duplicate && r->elements == 3 && out->sent_inc && pd__reply_u64(r->element[2], &key_inc) == 0) {
+            /* The key's change was made on another incarnation than the
+             * one this append names (the name was dropped and made anew
+             * since, and versions restart): not this change, even at the
+             * same version. A drop's entry is of the INC after the one it
+             * ended. A new scene names none: versions alone, as before. */
+            uint64_t same = a->op == PD_REDIS_DROP ? out->sent_inc + 1 : out->sent_inc;
+            out->other_incarnation = a->op != PD_REDIS_NEW && key_inc != same;
+            out->log_inc = key_inc;
+        }
         const redisReply *id = r->elements == 4 ? r->element[3] : NULL;
         if (!out->duplicate && id && id->type == REDIS_REPLY_STRING &&
             pd__parse_id(id->str, id->len, &out->inc, &out->entry_v) == 0)
@@ -768,8 +809,10 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
          * what this pathd serves is unchanged, and so is its incarnation -
          * forgot, the check would be off for the scene until its next
          * entry. A duplicate new scene or drop is noted as any answer: its
-         * scene is not the one this pathd read before (a drop: none). */
-        if (!out->duplicate || a->op != PD_REDIS_NEXT) {
+         * scene is not the one this pathd read before (a drop: none) -
+         * unless the key's change was of another incarnation: nothing is
+         * applied here, so what this pathd serves is unchanged. */
+        if (!out->other_incarnation && (!out->duplicate || a->op != PD_REDIS_NEXT)) {
             pthread_mutex_lock(&rl->mark_lock);
             pd__inc_entry(rl, a->scene, out->has_id, out->inc, out->entry_v);
             pthread_mutex_unlock(&rl->mark_lock);
@@ -833,7 +876,8 @@ static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const ch
                             pd_redis_append_result *out)
 {
     static const char *const ops[] = { "next", "new", "drop" };
-    char stream[320], meta[320], dedup[640], seq[96], scenes[96], resv[320], expected[24], made[24], ttl[16];
+    char stream[320], meta[320], dedup[640], dedup_inc[640], seq[96], scenes[96], resv[320], expected[24],
+        made[24], ttl[16];
     char inc[24] = ""; /* not known, or a new incarnation: versions alone */
     if (a->op != PD_REDIS_NEW) {
         pthread_mutex_lock(&rl->mark_lock);
@@ -847,10 +891,14 @@ static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const ch
     pd_redis_log_stream_key(rl, a->scene, stream, sizeof stream);
     snprintf(resv, sizeof resv, "%s:{%s}:resv", rl->prefix, a->scene); /* pd_reserve_shared.c's key */
     snprintf(meta, sizeof meta, "%s:{%s}:meta", rl->prefix, a->scene);
-    if (a->key)
+    if (a->key) {
         snprintf(dedup, sizeof dedup, "%s:{%s}:idem:%s", rl->prefix, a->scene, a->key);
-    else
+        /* Not idem:KEY:inc - that is key "KEY:inc"'s own dedup key. */
+        snprintf(dedup_inc, sizeof dedup_inc, "%s:{%s}:ideminc:%s", rl->prefix, a->scene, a->key);
+    } else {
         snprintf(dedup, sizeof dedup, "%s", meta);
+        snprintf(dedup_inc, sizeof dedup_inc, "%s", meta);
+    }
     snprintf(seq, sizeof seq, "%s:seq", rl->prefix);
     snprintf(scenes, sizeof scenes, "%s:scenes", rl->prefix);
     if (a->has_expected)
@@ -859,10 +907,10 @@ static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const ch
         expected[0] = '\0';
     snprintf(made, sizeof made, "%" PRIu64, a->version);
     snprintf(ttl, sizeof ttl, "%" PRIu32, rl->dedup_ttl_s);
-    const char *argv[] = { "FCALL", "pathd_append", "6", stream, meta, dedup, seq, scenes, resv, ops[a->op],
-                           expected, made, a->key ? "1" : "0", ttl, a->scene, (const char *)a->payload, tag, after,
-                           "1" /* answer the entry's id */, inc };
-    enum { ARGC = sizeof argv / sizeof *argv, RECORD = 15 };
+    const char *argv[] = { "FCALL", "pathd_append_of", "7", stream, meta, dedup, seq, scenes, resv, dedup_inc,
+                           ops[a->op], expected, made, a->key ? "1" : "0", ttl, a->scene, (const char *)a->payload,
+                           tag, after, "1" /* answer the entry's id */, inc };
+    enum { ARGC = sizeof argv / sizeof *argv, RECORD = 16 };
     size_t argvlen[ARGC];
     for (size_t i = 0; i < ARGC; i++)
         argvlen[i] = i == RECORD ? a->len : strlen(argv[i]); /* the record is binary: never strlen'ed */
@@ -907,6 +955,7 @@ pd_status pd_redis_log_append(pd_redis_log *rl, const pd_redis_append *a, pd_red
 size_t pd_redis_log_append_many(pd_redis_log *rl, const pd_redis_append *a, size_t n, pd_redis_append_result *out)
 {
     size_t answered = 0, appended = 0;
+    int retried = 0;
     for (size_t i = 0; i < n; i++) {
         memset(&out[i], 0, sizeof out[i]);
         out[i].status = PD_UNAVAILABLE; /* until its answer says otherwise */
@@ -932,6 +981,8 @@ size_t pd_redis_log_append_many(pd_redis_log *rl, const pd_redis_append *a, size
     pthread_mutex_lock(&rl->conn_lock);
     char why[sizeof out->message] = "";
     int queued = pd__connect(rl, why, sizeof why) == 0;
+again:;
+    size_t not_found = 0; /* answers that Redis has no pathd_append_of */
     for (size_t i = 0; queued && i < n; i++) {
         char *tag = tags[i % 2];
         snprintf(tag, sizeof tags[0], "%016" PRIx64 "-%" PRIu64, rl->tag_base,
@@ -964,12 +1015,31 @@ size_t pd_redis_log_append_many(pd_redis_log *rl, const pd_redis_append *a, size
              * nothing was appended; a retry may pass. */
             snprintf(out[answered].message, sizeof out[answered].message, "Redis %.100s:%u: FCALL: %s", rl->host,
                      (unsigned)rl->port, r->str);
+            not_found += strstr(r->str, "Function not found") != NULL;
         } else {
             pd__take_answer(rl, &a[answered], r, &out[answered]);
         }
         freeReplyObject(r);
         if (out[answered].status == PD_OK && appended == answered)
             appended++;
+    }
+    /* An older pathd's library, loaded over this one since it connected
+     * (a rolling upgrade): nothing ran, so this pathd loads its own again
+     * and sends them once more. Some answered otherwise (a load between
+     * them): those not run stay retryable. */
+    if (queued && not_found > 0 && rl->conn) {
+        int all = not_found == n && answered == n;
+        if (pd__load_library(rl, rl->conn, why, sizeof why) != 0) {
+            pd__drop_conn(rl);
+        } else if (all && !retried) {
+            retried = 1;
+            answered = appended = 0;
+            for (size_t i = 0; i < n; i++) {
+                memset(&out[i], 0, sizeof out[i]);
+                out[i].status = PD_UNAVAILABLE;
+            }
+            goto again;
+        }
     }
     pthread_mutex_unlock(&rl->conn_lock);
     /* Unanswered: unreachable, or the connection failed with the appends
@@ -1219,15 +1289,21 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
     /* The log made the version this change makes: a fresh append, or a
      * key the log has seen at that version (the first try reached the
      * log but not this pathd: its answer timed out, and the same change
-     * on the same version is what the log holds). Either way it is
+     * on the same version of the same incarnation is what the log holds,
+     * pd__take_answer tells by the key's INC). Either way it is
      * served, so the snapshots hear of it. */
-    if (st == PD_OK && res.version == rec->version) {
+    if (st == PD_OK && res.version == rec->version && !res.other_incarnation) {
         if (rl->snap)
             rl->snap->note(rl->snap_user, rec);
         return 0;
     }
     if (st == PD_OK && res.duplicate) {
-        /* Made before, at another version: answered, nothing applied. */
+        /* Made before, at another version or on another incarnation
+         * (the name dropped and made anew since: its versions restart, so
+         * the key's version can be this record's; applied here it would
+         * change, or drop, an incarnation the log never applied it to):
+         * answered, nothing applied here. The log has it already; this
+         * replica's tail applies what it did not make itself. */
         snprintf(rl->why, sizeof rl->why, "scene '%s': idempotency key seen, made version %" PRIu64, rec->scene,
                  res.version);
         rl->dup_version = res.version;

@@ -114,10 +114,13 @@ typedef struct pd_redis_append_result {
     uint64_t inc, entry_v;        /* its entry id INC-V (a drop's V is 0) */
     int other_incarnation;        /* STALE_VERSION: the log's live incarnation of the scene is
                                      not the one this pathd serves (made anew since; version
-                                     holds its version), or none is (version 0) */
+                                     holds its version), or none is (version 0); OK, a
+                                     duplicate: the key's change was made on another
+                                     incarnation than the one this append named */
     uint64_t sent_inc;            /* the incarnation this append named (0: none, versions alone) */
     uint64_t log_inc;             /* other_incarnation: the log's INC of the scene (the live
-                                     one's, or the drop's that ended the last one) */
+                                     one's, or the drop's that ended the last one; a
+                                     duplicate: the INC of the key's entry) */
     int chain;                    /* UNAVAILABLE: refused because the append before it in
                                      its pipeline is not the log's last (it was refused,
                                      or another replica's came between) */

@@ -699,6 +699,19 @@ static void count_warning(void *user, const char *msg)
         no_id_warnings++;
 }
 
+/* Loads the Lua library code over whichever Redis has (as an older
+ * pathd's connect would). */
+static void load_library(const char *code)
+{
+    redisContext *c = redis_srv_connect(&srv);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "FUNCTION LOAD REPLACE %s", code);
+    assert_non_null(r);
+    assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
 static void test_answer_without_id_leaves_no_mark(void **state)
 {
     (void)state;
@@ -709,16 +722,11 @@ static void test_answer_without_id_leaves_no_mark(void **state)
     assert_non_null(rl);
     pd_redis_append_result res;
     assert_int_equal(append(rl, "warm", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK); /* connected, loaded */
-    redisContext *c = redis_srv_connect(&srv);
-    assert_non_null(c);
-    redisReply *r = redisCommand(c, "FUNCTION LOAD REPLACE %s",
-                                 "#!lua name=pathd\n"
-                                 "redis.register_function('pathd_append', function(keys, args)\n"
-                                 "  return {'OK', '1', '0-0'} end)\n");
-    assert_non_null(r);
-    assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
-    freeReplyObject(r);
-    redisFree(c);
+    load_library("#!lua name=pathd\n"
+                 "local function old(keys, args) return {'OK', '1', '0-0'} end\n"
+                 "redis.register_function('pathd_append', old)\n"
+                 /* under this pathd's name too, or it loads its own */
+                 "redis.register_function('pathd_append_of', old)\n");
     no_id_warnings = 0;
     assert_int_equal(append(rl, "n", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
     assert_int_equal(res.has_id, 0);
@@ -731,6 +739,26 @@ static void test_answer_without_id_leaves_no_mark(void **state)
     assert_int_equal(append(again, "after", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
     assert_int_equal(res.has_id, 1);
     pd_redis_log_destroy(again);
+}
+
+/* Rolling upgrade: an older pathd's library (no pathd_append_of: it keeps
+ * no key's INC), loaded over this pathd's after it connected, answers its
+ * append "not found": nothing ran, so this pathd loads its own again and
+ * the append goes through, once. Fails without the reload: UNAVAILABLE
+ * until this pathd reconnects. */
+static void test_older_library_loaded_over_is_replaced(void **state)
+{
+    (void)state;
+    pd_redis_log *rl = log_open("olderlib");
+    pd_redis_append_result res;
+    assert_int_equal(append(rl, "warm", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK); /* connected, loaded */
+    load_library("#!lua name=pathd\n"
+                 "redis.register_function('pathd_append', function(keys, args)\n"
+                 "  return {'OK', '1', '0-0'} end)\n");
+    assert_int_equal(append(rl, "n", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
+    assert_int_equal(res.has_id, 1); /* this pathd's library answered it */
+    assert_int_equal(stream_len(rl, "n"), 1);
+    pd_redis_log_destroy(rl);
 }
 
 /* Cell (1, 1) of "made" as st serves it. */
@@ -1773,6 +1801,88 @@ static void test_drop_without_an_answer_is_retryable(void **state)
 }
 
 
+/* A keyed DropScene resent after the name was made anew (the first try
+ * went through; its answer was lost on the way to the client): the log
+ * answers its key (DUP) at the version it dropped, which the new
+ * incarnation has too (versions restart). It is answered, and drops
+ * nothing here: the log has the new one live. Fails without the key's
+ * incarnation (the FUNCTION's seventh key, pd__rl_judge): the resend
+ * dropped the new "s" here (version_of 0). */
+static void test_keyed_drop_resent_after_recreate_drops_nothing(void **state)
+{
+    (void)state;
+    pd_store *st = replica_over("dupdrop");
+    pd_store_change ch;
+    assert_int_equal(pd_store_add_scene(st, open_scene("s", SIDE), &ch), PD_OK);
+    assert_int_equal(pd_store_drop_scene_keyed(st, "s", 0, "drop-k", &ch), PD_OK);
+    assert_int_equal(ch.applied, 1);
+    assert_int_equal(pd_store_add_scene(st, open_scene("s", SIDE), &ch), PD_OK);
+    assert_int_equal(version_of(st, "s"), 1);
+    assert_int_equal(pd_store_drop_scene_keyed(st, "s", 0, "drop-k", &ch), PD_OK);
+    assert_int_equal(ch.applied, 0);
+    assert_int_equal(ch.version, 1); /* the key's drop's version */
+    /* the log still has "s" live (no new entry): so must this pathd */
+    pd_redis_log *probe = log_open("dupdrop");
+    assert_int_equal(stream_len(probe, "s"), 3);
+    pd_redis_log_destroy(probe);
+    assert_int_equal(version_of(st, "s"), 1);
+    assert_replays_to("dupdrop", st);
+    /* The incarnation this pathd serves is still known: a drop now ends
+     * the new "s" (an unkeyed one, and the same key answers it again). */
+    assert_int_equal(pd_store_drop_scene_keyed(st, "s", 0, "drop-k2", &ch), PD_OK);
+    assert_int_equal(ch.applied, 1);
+    assert_int_equal(version_of(st, "s"), 0);
+    assert_replays_to("dupdrop", st);
+    store_free(st);
+}
+
+/* Cell (x, y) of scene name as st serves it. */
+static uint8_t cell_in(pd_store *st, const char *name, int x, int y)
+{
+    pd_scene *s = pd_registry_acquire(pd_store_registry(st), name);
+    assert_non_null(s);
+    uint8_t v = pd_grid_get(s->grid, x, y);
+    pd_scene_release(s);
+    return v;
+}
+
+/* The same for a keyed UpdateCells: it made version 2 of "u"; "u" was
+ * dropped and made anew, and the resend, built on the new one's version
+ * 1, makes version 2 again - the key's version. It is answered with it,
+ * and nothing is applied here: the log never applied it to the new "u".
+ * Fails without the key's incarnation: the new "u" got the update here
+ * (version 2, cell blocked) though the log has it at 1. */
+static void test_keyed_update_resent_after_recreate_applies_nothing(void **state)
+{
+    (void)state;
+    pd_store *st = replica_over("dupupd");
+    pd_store_change ch;
+    pd_point p = { 1, 1 };
+    pd_scene_update bp = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
+    pd_store_update out;
+    assert_int_equal(pd_store_add_scene(st, open_scene("u", SIDE), &ch), PD_OK);
+    uint8_t open = cell_in(st, "u", 1, 1);
+    assert_int_equal(pd_store_update_cells_keyed(st, "u", &bp, 1, "upd-k", &out), PD_OK);
+    assert_int_equal(out.update.version, 2);
+    assert_int_not_equal(cell_in(st, "u", 1, 1), open);
+    assert_int_equal(pd_store_drop_scene_keyed(st, "u", 0, NULL, &ch), PD_OK);
+    assert_int_equal(pd_store_add_scene(st, open_scene("u", SIDE), &ch), PD_OK);
+    assert_int_equal(pd_store_update_cells_keyed(st, "u", &bp, 1, "upd-k", &out), PD_OK);
+    assert_int_equal(out.update.version, 2); /* the key's own version */
+    assert_int_equal(version_of(st, "u"), 1);
+    assert_int_equal(cell_in(st, "u", 1, 1), open);
+    pd_redis_log *probe = log_open("dupupd");
+    assert_int_equal(stream_len(probe, "u"), 4); /* new, update, drop, new */
+    pd_redis_log_destroy(probe);
+    assert_replays_to("dupupd", st);
+    /* The incarnation stays known: an update now goes on the new "u". */
+    assert_int_equal(pd_store_update_cells_keyed(st, "u", &bp, 1, "upd-k2", &out), PD_OK);
+    assert_int_equal(out.update.version, 2);
+    assert_int_equal(version_of(st, "u"), 2);
+    assert_replays_to("dupupd", st);
+    store_free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1800,6 +1910,7 @@ int main(void)
         cmocka_unit_test(test_duplicate_new_scene_forgets_the_older_incarnation),
         cmocka_unit_test(test_other_incarnation_is_no_version_race),
         cmocka_unit_test(test_answer_without_id_leaves_no_mark),
+        cmocka_unit_test(test_older_library_loaded_over_is_replaced),
         cmocka_unit_test(test_redis_down_is_retryable),
         cmocka_unit_test(test_pipelined_appends_in_order),
         cmocka_unit_test(test_cas_failure_in_the_middle_of_a_pipeline),
@@ -1807,6 +1918,8 @@ int main(void)
         cmocka_unit_test(test_store_batch_items_answer_alone),
         cmocka_unit_test(test_redis_dies_with_appends_in_flight),
         cmocka_unit_test(test_drop_without_an_answer_is_retryable),
+        cmocka_unit_test(test_keyed_drop_resent_after_recreate_drops_nothing),
+        cmocka_unit_test(test_keyed_update_resent_after_recreate_applies_nothing),
         cmocka_unit_test(test_resend_that_changes_nothing_keeps_its_version),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
