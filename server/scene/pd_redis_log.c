@@ -323,8 +323,11 @@ static int pd__load_library(pd_redis_log *rl, redisContext *c, char *err, size_t
 {
     redisReply *r = redisCommand(c, "FUNCTION LOAD REPLACE %s", PD__LIBRARY);
     if (!r || r->type == REDIS_REPLY_ERROR) {
-        snprintf(err, errlen, "Redis %.100s:%u: FUNCTION LOAD of pathd's library failed: %s", rl->host,
-                 (unsigned)rl->port, r ? r->str : c->errstr);
+        /* Cut to errlen on purpose (the return value is looked at so GCC
+         * does not warn of the truncation). */
+        if (snprintf(err, errlen, "Redis %.100s:%u: FUNCTION LOAD of pathd's library failed: %s", rl->host,
+                     (unsigned)rl->port, r ? r->str : c->errstr) < 0)
+            err[0] = '\0';
         if (r)
             freeReplyObject(r);
         return -1;
