@@ -927,7 +927,10 @@ uint64_t pd_reserve_collect(pd_reserve *t, int64_t before_ms)
         a->n -= k;
         t->entries -= k;
         removed += k;
-        if (a->n == 0)
+        /* An agent a block cut to nothing stays (it holds nothing) until
+         * it reserves again, is released or expires: its next answer must
+         * still say was_cut. */
+        if (a->n == 0 && !a->was_cut)
             pd__agent_remove(t, slot);
     }
     if (removed)

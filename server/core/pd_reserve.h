@@ -162,7 +162,9 @@ int pd_reserve_release(pd_reserve *t, uint64_t agent);
 int pd_reserve_touch(pd_reserve *t, uint64_t agent, int64_t now_ms);
 
 /* Collects what ended long ago: entries whose t1 is at or before
- * before_ms, and agents left with no entry. Returns the entries removed. */
+ * before_ms, and agents left with no entry - but one a block cut (it
+ * stays, holding nothing, until it reserves again, and that answer says
+ * was_cut; or until released or expired). Returns the entries removed. */
 uint64_t pd_reserve_collect(pd_reserve *t, int64_t before_ms);
 
 /* The entries pd_reserve_collect(t, before_ms) would remove, the table left

@@ -288,6 +288,13 @@ int pd__journal_open(pd_server *s, char *err, size_t errlen)
                     " of scenes not served, %" PRIu64 " refused by the table, %" PRIu64
                     " bytes of damaged tail truncated",
                     s->conf.data_dir, rs->records, rs->bytes, rs->unserved, rs->refused, rs->truncated_bytes);
+        /* A damaged tail is acknowledged changes lost (the scene journal's
+         * replay warns the same way): said at warn, where an operator who
+         * logs only warnings sees it, with where it began. */
+        if (rs->truncated_bytes)
+            pd_log_warn("reservation log %s/reservations.log: damaged at offset %" PRIu64 ": %" PRIu64
+                        " records kept, %" PRIu64 " bytes truncated (the reservation changes in them are lost)",
+                        s->conf.data_dir, rs->bytes, rs->records, rs->truncated_bytes);
         if (rs->refused)
             pd_log_warn("reservation log: %" PRIu64 " changes did not apply to the tables they were made on",
                         rs->refused);

@@ -256,6 +256,9 @@ class RestartTest(DataDirTest):
         self.assertEqual(before, table(self.c, "run"))
         self.assertEqual(os.path.getsize(path), size)
         self.assertIn("7 bytes of damaged tail truncated", self.d.log_text())
+        # and said at warn, with where the damage began (the kept bytes)
+        self.assertRegex(self.d.log_text(), r"WARN reservation log \S*/reservations\.log: damaged at offset %d: "
+                         r"\d+ records kept, 7 bytes truncated" % size)
 
 
 class CompactionTest(DataDirTest):

@@ -548,6 +548,17 @@ static void test_table_block_cuts(void **state)
     assert_int_equal(pd_reserve_block(t, 3, 2, 3, 2, 9000, cut, 4), 0);
     assert_int_equal(pd_reserve_block(t, 0, 0, 7, 7, 0, NULL, 0), 2);
     check_table(t, 8, 8);
+    /* Both are cut to nothing now. A collect (the server's idle sweep runs
+     * one every sixteenth of the TTL) keeps them, was_cut, so their next
+     * ReservePath still says so; expiry (by their renewal) still takes
+     * them. Without that the sweep dropped them and was_cut with them. */
+    pd_reserve_collect(t, 500);
+    assert_true(pd_reserve_was_cut(t, 1) && pd_reserve_was_cut(t, 2));
+    assert_int_not_equal(pd_reserve_agent_slot(t, 1), PD_RESERVE_NO_SLOT);
+    uint64_t gone[4];
+    assert_int_equal(pd_reserve_expire(t, 1, gone, 4), 2);
+    assert_int_equal(pd_reserve_agent_slot(t, 1), PD_RESERVE_NO_SLOT);
+    check_table(t, 8, 8);
     pd_reserve_destroy(t);
 }
 
