@@ -223,6 +223,29 @@ describe('live daemon', () => {
     assert.equal(client.inFlight, 0);
   });
 
+  // protobufjs encodes NaN, a string or undefined in an integer field as 0
+  // and wraps 2^32 + 1 to 1: without checkNumbers these asked about the
+  // wall at (0, 1) (START_BLOCKED), raycast to (0, 3) (OK, a wrong answer),
+  // ran an unlimited search for maxExpansions -1 and blocked cell (0, 1).
+  it('refuses an integer field that would change on the wire, naming it', async () => {
+    const refused = (field) => (err) => err instanceof TypeError && err.message.startsWith(`${field} must be an integer`);
+    assert.throws(() => client.sendFindPath('town', [NaN, 1], [3, 3]), refused('findPath.start.cell.x'));
+    assert.throws(() => client.sendFindPath('town', ['a', 1], [3, 3]), refused('findPath.start.cell.x'));
+    assert.throws(() => client.sendFindPath('town', [1, undefined], [3, 3]), refused('findPath.start.cell.y'));
+    assert.throws(() => client.sendFindPath('town', [2 ** 32 + 1, 1], [3, 3]), refused('findPath.start.cell.x'));
+    assert.throws(() => client.sendFindPath('town', [1, 1], [3, 3], { maxExpansions: -1 }), refused('findPath.maxExpansions'));
+    assert.throws(() => client.sendFindPath('town', [1, 1], [3, 3], { unitSize: 'big' }), refused('findPath.unitSize'));
+    await assert.rejects(client.raycast('town', [1, 1], [NaN, 3]), refused('raycast.to.cell.x'));
+    await assert.rejects(client.nearestWalkable('town', [1, 1], -1), refused('nearest.radius'));
+    await assert.rejects(client.updateCells('town', { cells: [[NaN, 1]] }), refused('updateCells.cells.cells[0].x'));
+    await assert.rejects(client.batch([query('isReachable', 'town', [1, 1], [3, NaN])]),
+      refused('batch.items[0].reachable.to.cell.y'));
+    assert.equal(client.inFlight, 0);
+    // A float cell is truncated, as Python's int() does, and still sent.
+    const path = await client.findPath('town', [1.7, 1], [3, 3]);
+    assert.deepEqual(path.waypoints[0], [1, 1]);
+  });
+
   it('runs the example, which prints the waypoints', () => {
     const out = execFileSync(process.execPath, [path.join(__dirname, '..', 'example.js'), addr],
       { encoding: 'utf8', timeout: 30000 });
