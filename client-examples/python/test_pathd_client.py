@@ -554,6 +554,24 @@ class LiveDaemonTest(LiveClientCase):
             self.assertIn("cell (%d, %d)" % (x, y), out.stdout)
 
 
+class ReadmeExampleTest(HelperDaemonCase):
+    """The Python example in client-examples/README.md, run as written (the
+    address aside) against a daemon of its own, whose reservations no other
+    test touches. It reserved agent 8 from (1, 2), which agent 7's plan
+    enters at t0_ms 0, so it stopped at START_BLOCKED."""
+
+    def test_readme_python_example_runs(self):
+        with open(os.path.join(HERE, "..", "README.md")) as f:
+            text = f.read()
+        section = text.split("\n## Python\n", 1)[1]
+        code = section.split("```python\n", 1)[1].split("```", 1)[0]
+        self.assertIn('"127.0.0.1:7420"', code)
+        code = code.replace('"127.0.0.1:7420"', repr(self.daemon.addr))
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("'clear': False, 'hit': [2, 2]", out.stdout)
+
+
 class TimingTest(LiveClientCase):
     """Every answer's .timing (Response.server_us, search_us), and
     last_timing for calls that return something else."""
