@@ -2310,6 +2310,12 @@ class PathdClient(_Api):
             except OSError as e:
                 failure = (PathdDisconnected, "send failed: %s" % e)
         with self._lock:
+            p = self._pending.get(request_id)
+            if p is not None and p.done and p.error is not None:
+                # The connection was given up first (close() from another
+                # thread, a lost connection), which shut the socket under
+                # the write: its reason, not the dead socket's errno.
+                failure = p.error
             if forget:
                 self._forget(request_id)
             self._fail(sock, PathdDisconnected, failure[1])

@@ -554,6 +554,31 @@ class LiveDaemonTest(LiveClientCase):
             self.assertIn("cell (%d, %d)" % (x, y), out.stdout)
 
 
+class CloseDuringSendTest(LiveClientCase):
+    """close() from another thread between a call's registration and its
+    write: the call fails with close()'s reason, not with the errno of the
+    socket close() shut ("send failed: [Errno 9] Bad file descriptor", seen
+    closing a client with three threads calling; this test fails so without
+    the fix in _write)."""
+
+    def test_call_fails_with_the_close_reason(self):
+        import pathd_client
+        self.client.ping()
+        real_frame = pathd_client._frame
+
+        def close_then_frame(request):
+            self.client.close()
+            return real_frame(request)
+
+        pathd_client._frame = close_then_frame
+        try:
+            with self.assertRaises(PathdDisconnected) as caught:
+                self.client.find_path("town", (1, 1), (3, 3))
+        finally:
+            pathd_client._frame = real_frame
+        self.assertIn("connection closed by the client", str(caught.exception))
+
+
 class ReadmeExampleTest(HelperDaemonCase):
     """The Python example in client-examples/README.md, run as written (the
     address aside) against a daemon of its own, whose reservations no other
