@@ -650,9 +650,12 @@ const QUERIES = {
     last_valid: xy(m.lastValid),
     ...(m.lastValid ? { last_valid_world: wxy(m.lastValidWorld) } : {}),
   })],
-  moveAlong: ['moveAlong', (from, delta, o) => ({
-    unitSize: unitOf(o), from: point(from, worldOf(o)), dx: Number(delta[0]), dy: Number(delta[1]),
-  }), (m) => ({ end: xy(m.end), end_world: wxy(m.endWorld), slid: m.slid })],
+  moveAlong: ['moveAlong', (from, delta, o) => {
+    if (!Array.isArray(delta) || delta.length !== 2) {
+      throw new TypeError(`a move's delta is a pair [dx, dy], got ${JSON.stringify(delta)}`);
+    }
+    return { unitSize: unitOf(o), from: point(from, worldOf(o)), dx: Number(delta[0]), dy: Number(delta[1]) };
+  }, (m) => ({ end: xy(m.end), end_world: wxy(m.endWorld), slid: m.slid })],
   nearestWalkable: ['nearest', (at, radius, o) => ({
     unitSize: unitOf(o),
     at: point(at, worldOf(o)),
@@ -1506,6 +1509,12 @@ class PathdClient {
       this._pending.delete(p.id);
     } else if (p.weight === 0) {
       this._pending.delete(p.id);
+    } else if (p.socket && !p.socket.destroyed) {
+      // Sent and running: without a Cancel the server searched on for an
+      // answer nobody reads (up to the request's own deadline), holding
+      // its slots on a busy server. Its CANCELLED answer frees them, as
+      // the Go client does when a call's context ends.
+      p.socket.write(this._frame(this._nextId++, { cancel: { targetId: p.id } }));
     }
     const err = new PathdTimeout(`no answer within ${this.timeoutMs} ms`, { requestId: p.id });
     err.sent = p.written;
