@@ -778,6 +778,8 @@ def _validate_move(m, moves, max_speed, tolerance=0.0, world=False, unit_size=0)
 
 
 def _move_along(m, frm, delta, world=False, unit_size=0):
+    if len(delta) != 2:
+        raise ValueError("a move's delta is a pair (dx, dy), got %r" % (delta,))
     m.unit_size = unit_size
     _point(getattr(m, "from"), frm, world)
     m.dx, m.dy = float(delta[0]), float(delta[1])

@@ -543,6 +543,9 @@ class LiveDaemonTest(LiveClientCase):
         with self.assertRaises(ValueError):
             self.client.send_find_path("", (1, 1), (3, 3))
         self.assertEqual(self.client.in_flight, 0)
+        # A delta of one number raised IndexError (tuple index out of range).
+        with self.assertRaisesRegex(ValueError, "a move's delta is a pair"):
+            self.client.move_along("town", (1, 1), (1,))
 
     def test_example_script_prints_waypoints(self):
         out = subprocess.run([sys.executable, os.path.join(HERE, "example.py"), self.addr],
