@@ -2330,10 +2330,23 @@ class PathdClient(_Api):
             while not p.done:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise self._give_up(p)
+                    # Sent and counted: the server would search on for an
+                    # answer nobody reads (up to the request's own deadline),
+                    # holding its slots. A Cancel stops it; its CANCELLED
+                    # answer frees them (as Node's and Go's clients do).
+                    running = p.sock if p.sock is not None and p.sock is self._sock and p.id in self._held else None
+                    error = self._give_up(p)
+                    break
                 self._lock.wait(remaining)
-            self._forget(p.id)
-        return self._outcome(p)
+            else:
+                self._forget(p.id)
+                return self._outcome(p)
+        if running is not None:
+            try:
+                self._write(running, _cancel_request(p.id))
+            except PathdError:
+                pass  # the connection failed with it: nothing runs there any more
+        raise error
 
     def _roundtrip(self, op, answer=None, recover=True, sent=None, until=None):
         """Send, wait, and retry a retryable answer (_RETRYABLE) with
