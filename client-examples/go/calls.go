@@ -10,7 +10,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -68,11 +70,11 @@ type Answer struct {
 // status: the raw form for what the typed calls do not cover. OVERLOADED is
 // still retried until the deadline. Watch has its own call.
 func (c *Client) Do(ctx context.Context, req *pb.Request) (*Answer, error) {
-	switch req.Body.(type) {
-	case *pb.Request_Watch:
+	if err := checkRequest(req); err != nil {
+		return nil, err
+	}
+	if _, ok := req.Body.(*pb.Request_Watch); ok {
 		return nil, fmt.Errorf("pathd: Do cannot carry a Watch: use Client.Watch")
-	case nil:
-		return nil, fmt.Errorf("pathd: request has no body")
 	}
 	fp := req.GetFindPath()
 	var newAsm func() assembler
@@ -130,9 +132,30 @@ func (c *Client) FindRoute(ctx context.Context, fr *pb.FindRoute) (*Route, error
 	return a.Route, nil
 }
 
+// checkRequest refuses a request built around a nil message (FindPath(ctx,
+// nil), Raycast(ctx, nil)): proto would send it as an empty message, and
+// FindPath went on to read the path its answer never carried, a nil
+// dereference in the caller's process.
+func checkRequest(req *pb.Request) error {
+	if req == nil {
+		return errors.New("pathd: the request is nil")
+	}
+	if req.Body == nil {
+		return errors.New("pathd: request has no body")
+	}
+	// Every body is a oneof wrapper struct holding one message pointer.
+	if v := reflect.ValueOf(req.Body).Elem().Field(0); v.Kind() == reflect.Pointer && v.IsNil() {
+		return fmt.Errorf("pathd: the request's %s is nil", v.Type().Elem().Name())
+	}
+	return nil
+}
+
 // single sends req and returns the body get picks from an OK answer.
 func single[T proto.Message](ctx context.Context, c *Client, req *pb.Request, get func(*pb.Response) T) (T, error) {
 	var zero T
+	if err := checkRequest(req); err != nil {
+		return zero, err
+	}
 	r, _, err := c.exchange(ctx, req, nil)
 	if err != nil {
 		return zero, err
@@ -187,6 +210,11 @@ func (c *Client) DistanceToWall(ctx context.Context, m *pb.DistanceToWall) (*pb.
 func (c *Client) Batch(ctx context.Context, items []*pb.Query) ([]*pb.QueryResult, error) {
 	if len(items) == 0 {
 		return nil, fmt.Errorf("pathd: a batch needs at least one item")
+	}
+	for i, q := range items {
+		if q == nil || q.Kind == nil || reflect.ValueOf(q.Kind).Elem().Field(0).IsNil() {
+			return nil, fmt.Errorf("pathd: batch item %d is nil", i)
+		}
 	}
 	results := make([]*pb.QueryResult, len(items))
 	todo := make([]int, len(items))

@@ -1005,3 +1005,31 @@ func TestNewerStatus(t *testing.T) {
 	mustf(t, c.Retries() == 0 && c.Reconnects() == 0, "nothing retried: %d retries, %d reconnects",
 		c.Retries(), c.Reconnects())
 }
+
+// A nil request message (FindPath(ctx, nil), a nil batch item) is an error
+// naming it, never a panic in the caller's game server: FindPath(ctx, nil)
+// used to dereference the path that a nil message's answer never carried,
+// and Do(ctx, nil) read a nil request's body.
+func TestNilRequestIsAnError(t *testing.T) {
+	c := dial(t, env(t, "PATHD_ADDR"), Options{})
+	ctx := ctxT(t, 10*time.Second)
+	if _, err := c.FindPath(ctx, nil); err == nil || !strings.Contains(err.Error(), "FindPath is nil") {
+		t.Errorf("FindPath(nil): %v", err)
+	}
+	if _, err := c.FindRoute(ctx, nil); err == nil || !strings.Contains(err.Error(), "FindRoute is nil") {
+		t.Errorf("FindRoute(nil): %v", err)
+	}
+	if _, err := c.Raycast(ctx, nil); err == nil || !strings.Contains(err.Error(), "Raycast is nil") {
+		t.Errorf("Raycast(nil): %v", err)
+	}
+	if _, err := c.Do(ctx, nil); err == nil || !strings.Contains(err.Error(), "request is nil") {
+		t.Errorf("Do(nil): %v", err)
+	}
+	if _, err := c.Batch(ctx, []*pb.Query{nil}); err == nil || !strings.Contains(err.Error(), "item 0 is nil") {
+		t.Errorf("Batch([nil]): %v", err)
+	}
+	// The client still serves.
+	if _, err := c.Ping(ctx); err != nil {
+		t.Fatalf("Ping after: %v", err)
+	}
+}

@@ -224,6 +224,45 @@ function loadSchema(protoPath) {
   return schemas.get(protoPath);
 }
 
+/* The integer types' ranges on the wire, for checkNumbers (64-bit: as said). */
+const INTEGER_RANGES = {
+  int32: [-(2 ** 31), 2 ** 31 - 1], sint32: [-(2 ** 31), 2 ** 31 - 1], sfixed32: [-(2 ** 31), 2 ** 31 - 1],
+  uint32: [0, 2 ** 32 - 1], fixed32: [0, 2 ** 32 - 1],
+  int64: [-(2 ** 63), 2 ** 63, '-2^63..2^63-1'], sint64: [-(2 ** 63), 2 ** 63, '-2^63..2^63-1'],
+  sfixed64: [-(2 ** 63), 2 ** 63, '-2^63..2^63-1'], uint64: [0, 2 ** 64, '0..2^64-1'], fixed64: [0, 2 ** 64, '0..2^64-1'],
+};
+
+/* Refuses, before anything is sent, an integer field that protobufjs would
+ * silently change on the wire: it encodes NaN, a string or undefined as 0,
+ * wraps 2^32 + 1 to 1 and turns -1 in an unsigned field into another
+ * number, so a typo became a request about another cell (a path from the
+ * wall at (0, y), a raycast to the wrong cell, an update of the wrong cell)
+ * or another limit, where the Python client raises ValueError/TypeError.
+ * A cell's float coordinate is truncated before this (point(), cell()), as
+ * Python's int() does; other integer options must be integers, as in
+ * Python. 64-bit fields may also be a Long or a string of digits. Doubles
+ * are left to the server, which names a non-finite one (INVALID_ARGUMENT). */
+function checkNumbers(type, object, where) {
+  for (const [key, value] of Object.entries(object)) {
+    const field = type.fields[key];
+    if (!field || value === null || value === undefined) continue;
+    field.resolve();
+    const at = where ? `${where}.${key}` : key;
+    (field.repeated && Array.isArray(value) ? value : [value]).forEach((v, i) => {
+      const name = field.repeated ? `${at}[${i}]` : at;
+      if (field.resolvedType instanceof protobuf.Type) {
+        if (v && typeof v === 'object') checkNumbers(field.resolvedType, v, name);
+        return;
+      }
+      const range = INTEGER_RANGES[field.type];
+      if (!range || (typeof v === 'object' && v !== null) || (typeof v === 'string' && /^-?\d+$/.test(v))) return;
+      if (!(Number.isInteger(v) && v >= range[0] && v <= range[1])) {
+        throw new TypeError(`${name} must be an integer in ${range[2] || `${range[0]}..${range[1]}`}, got ${typeof v === 'string' ? JSON.stringify(v) : String(v)}`);
+      }
+    });
+  }
+}
+
 class PathdError extends Error {
   /* status: the wire status name ("UNKNOWN_SCENE", "OVERLOADED", ...) or, for
    * the subclasses, "DISCONNECTED", "TIMEOUT", "PROTOCOL_ERROR". requestId is
@@ -611,9 +650,12 @@ const QUERIES = {
     last_valid: xy(m.lastValid),
     ...(m.lastValid ? { last_valid_world: wxy(m.lastValidWorld) } : {}),
   })],
-  moveAlong: ['moveAlong', (from, delta, o) => ({
-    unitSize: unitOf(o), from: point(from, worldOf(o)), dx: Number(delta[0]), dy: Number(delta[1]),
-  }), (m) => ({ end: xy(m.end), end_world: wxy(m.endWorld), slid: m.slid })],
+  moveAlong: ['moveAlong', (from, delta, o) => {
+    if (!Array.isArray(delta) || delta.length !== 2) {
+      throw new TypeError(`a move's delta is a pair [dx, dy], got ${JSON.stringify(delta)}`);
+    }
+    return { unitSize: unitOf(o), from: point(from, worldOf(o)), dx: Number(delta[0]), dy: Number(delta[1]) };
+  }, (m) => ({ end: xy(m.end), end_world: wxy(m.endWorld), slid: m.slid })],
   nearestWalkable: ['nearest', (at, radius, o) => ({
     unitSize: unitOf(o),
     at: point(at, worldOf(o)),
@@ -1406,6 +1448,7 @@ class PathdClient {
   }
 
   _send(theOp) {
+    checkNumbers(this._schema.Request, theOp.body, '');
     const id = this._nextId++;
     const frame = this._frame(id, theOp.body);
     const socket = this._ensureConnected();
@@ -1466,6 +1509,12 @@ class PathdClient {
       this._pending.delete(p.id);
     } else if (p.weight === 0) {
       this._pending.delete(p.id);
+    } else if (p.socket && !p.socket.destroyed) {
+      // Sent and running: without a Cancel the server searched on for an
+      // answer nobody reads (up to the request's own deadline), holding
+      // its slots on a busy server. Its CANCELLED answer frees them, as
+      // the Go client does when a call's context ends.
+      p.socket.write(this._frame(this._nextId++, { cancel: { targetId: p.id } }));
     }
     const err = new PathdTimeout(`no answer within ${this.timeoutMs} ms`, { requestId: p.id });
     err.sent = p.written;

@@ -778,6 +778,8 @@ def _validate_move(m, moves, max_speed, tolerance=0.0, world=False, unit_size=0)
 
 
 def _move_along(m, frm, delta, world=False, unit_size=0):
+    if len(delta) != 2:
+        raise ValueError("a move's delta is a pair (dx, dy), got %r" % (delta,))
     m.unit_size = unit_size
     _point(getattr(m, "from"), frm, world)
     m.dx, m.dy = float(delta[0]), float(delta[1])
@@ -2310,6 +2312,12 @@ class PathdClient(_Api):
             except OSError as e:
                 failure = (PathdDisconnected, "send failed: %s" % e)
         with self._lock:
+            p = self._pending.get(request_id)
+            if p is not None and p.done and p.error is not None:
+                # The connection was given up first (close() from another
+                # thread, a lost connection), which shut the socket under
+                # the write: its reason, not the dead socket's errno.
+                failure = p.error
             if forget:
                 self._forget(request_id)
             self._fail(sock, PathdDisconnected, failure[1])
@@ -2322,10 +2330,23 @@ class PathdClient(_Api):
             while not p.done:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise self._give_up(p)
+                    # Sent and counted: the server would search on for an
+                    # answer nobody reads (up to the request's own deadline),
+                    # holding its slots. A Cancel stops it; its CANCELLED
+                    # answer frees them (as Node's and Go's clients do).
+                    running = p.sock if p.sock is not None and p.sock is self._sock and p.id in self._held else None
+                    error = self._give_up(p)
+                    break
                 self._lock.wait(remaining)
-            self._forget(p.id)
-        return self._outcome(p)
+            else:
+                self._forget(p.id)
+                return self._outcome(p)
+        if running is not None:
+            try:
+                self._write(running, _cancel_request(p.id))
+            except PathdError:
+                pass  # the connection failed with it: nothing runs there any more
+        raise error
 
     def _roundtrip(self, op, answer=None, recover=True, sent=None, until=None):
         """Send, wait, and retry a retryable answer (_RETRYABLE) with

@@ -223,6 +223,33 @@ describe('live daemon', () => {
     assert.equal(client.inFlight, 0);
   });
 
+  // protobufjs encodes NaN, a string or undefined in an integer field as 0
+  // and wraps 2^32 + 1 to 1: without checkNumbers these asked about the
+  // wall at (0, 1) (START_BLOCKED), raycast to (0, 3) (OK, a wrong answer),
+  // ran an unlimited search for maxExpansions -1 and blocked cell (0, 1).
+  it('refuses an integer field that would change on the wire, naming it', async () => {
+    const refused = (field) => (err) => err instanceof TypeError && err.message.startsWith(`${field} must be an integer`);
+    assert.throws(() => client.sendFindPath('town', [NaN, 1], [3, 3]), refused('findPath.start.cell.x'));
+    assert.throws(() => client.sendFindPath('town', ['a', 1], [3, 3]), refused('findPath.start.cell.x'));
+    assert.throws(() => client.sendFindPath('town', [1, undefined], [3, 3]), refused('findPath.start.cell.y'));
+    assert.throws(() => client.sendFindPath('town', [2 ** 32 + 1, 1], [3, 3]), refused('findPath.start.cell.x'));
+    assert.throws(() => client.sendFindPath('town', [1, 1], [3, 3], { maxExpansions: -1 }), refused('findPath.maxExpansions'));
+    assert.throws(() => client.sendFindPath('town', [1, 1], [3, 3], { unitSize: 'big' }), refused('findPath.unitSize'));
+    await assert.rejects(client.raycast('town', [1, 1], [NaN, 3]), refused('raycast.to.cell.x'));
+    await assert.rejects(client.nearestWalkable('town', [1, 1], -1), refused('nearest.radius'));
+    await assert.rejects(client.updateCells('town', { cells: [[NaN, 1]] }), refused('updateCells.cells.cells[0].x'));
+    await assert.rejects(client.batch([query('isReachable', 'town', [1, 1], [3, NaN])]),
+      refused('batch.items[0].reachable.to.cell.y'));
+    assert.equal(client.inFlight, 0);
+    // moveAlong without its delta read delta[0] of undefined (a TypeError
+    // about 'reading 0', not about the argument).
+    assert.throws(() => client.moveAlong('town', [1, 1]), /a move's delta is a pair \[dx, dy\], got undefined/);
+    assert.throws(() => client.moveAlong('town', [1, 1], [1]), /a move's delta is a pair/);
+    // A float cell is truncated, as Python's int() does, and still sent.
+    const path = await client.findPath('town', [1.7, 1], [3, 3]);
+    assert.deepEqual(path.waypoints[0], [1, 1]);
+  });
+
   it('runs the example, which prints the waypoints', () => {
     const out = execFileSync(process.execPath, [path.join(__dirname, '..', 'example.js'), addr],
       { encoding: 'utf8', timeout: 30000 });
@@ -1136,6 +1163,33 @@ describe('fake server', () => {
     assert.deepEqual(result.world, [[1.5, 1.5], [2.5, 2.5], [3.5, 2.5]]);
   });
 
+  // Without the Cancel the server went on searching for an answer nobody
+  // would read, holding the call's slots (the Go client cancels on its
+  // context's end). Fails without the Cancel in _timeOut: the next frame
+  // the server reads is the ping, not a Cancel.
+  it('sends a Cancel for a call that timed out after it was sent', async () => {
+    const server = await FakeServer.start(async (s) => {
+      await s.accept();
+      const search = await s.readRequest();
+      const next = await s.readRequest();
+      assert.equal(next.body, 'cancel');
+      assert.equal(next.cancel.targetId, search.id);
+      await s.send([error(search.id, 'CANCELLED', 'cancelled'), { id: next.id, final: true }]);
+      const ping = await s.readRequest();
+      await s.send([{ id: ping.id, final: true, pong: { nonce: ping.ping.nonce } }]);
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 200 });
+    try {
+      await assert.rejects(client.findPath('demo', [1, 1], [3, 2]), PathdTimeout);
+      client.timeoutMs = 10000;
+      await client.ping();
+      await server.done();
+      assert.equal(client.inFlightSlots, 0);
+    } finally {
+      client.close();
+    }
+  });
+
   it('surfaces a status newer than the client by its number, and goes on', async () => {
     // 99 is no pathd.v1.Status: a newer server's. Every kind of call must
     // reject with it (not retried: whether it is retryable is unknown), a
@@ -1232,7 +1286,10 @@ describe('fake server', () => {
     const server = await FakeServer.start(async (s) => {
       await s.accept();
       const slow = await s.readRequest();
+      const cancel = await s.readRequest(); // the client gave up on slow: the search is not wanted
+      assert.deepEqual([cancel.body, cancel.cancel.targetId], ['cancel', slow.id]);
       const ping = await s.readRequest(); // sent after the client gave up on slow
+      // The search's answer came before the Cancel stopped it: still ignored.
       await s.send([chunk(slow.id, 0, [[0, 0]], { final: true, total: 1 }),
         { id: ping.id, final: true, pong: { nonce: ping.ping.nonce } }]);
     });
