@@ -1909,6 +1909,37 @@ static void test_review_keyed_create_resent_after_drop(void **state)
     store_free(st);
 }
 
+/* REVIEW (rev-dupfix): what follows the wrongly made "c" above: an
+ * update of it here goes to the log as an update of a scene the log has
+ * dropped (the FUNCTION takes it as a config scene "back after a drop"),
+ * and a fresh replica's replay of the log does not serve what this one
+ * does. Prints what happens; asserts the log is left as it was. */
+static void test_review_update_after_wrong_create(void **state)
+{
+    (void)state;
+    pd_store *st = replica_over("revcreate2");
+    pd_store_change ch;
+    assert_int_equal(pd_store_add_scene_keyed(st, open_scene("c", SIDE), "mk", &ch), PD_OK);
+    assert_int_equal(pd_store_drop_scene_keyed(st, "c", 0, NULL, &ch), PD_OK);
+    (void)pd_store_add_scene_keyed(st, open_scene("c", SIDE), "mk", &ch);
+    pd_point p = { 1, 1 };
+    pd_scene_update bp = { .op = PD_UPDATE_BLOCK, .cells = &p, .n_cells = 1 };
+    pd_store_update out;
+    pd_status s = pd_store_update_cells_keyed(st, "c", &bp, 1, NULL, &out);
+    pd_redis_log *probe = log_open("revcreate2");
+    long long len = stream_len(probe, "c");
+    pd_redis_log_destroy(probe);
+    print_message("update after wrong create: status %d, log entries %lld\n", (int)s, len);
+    pd_store *again = replica_over("revcreate2"); /* store_over asserts nothing skipped: it is */
+    print_message("update after wrong create: status %d version %llu; log entries %lld; fresh replay serves c at %llu, "
+                  "this pathd at %llu\n",
+                  (int)s, (unsigned long long)out.update.version, len, (unsigned long long)version_of(again, "c"),
+                  (unsigned long long)version_of(st, "c"));
+    store_free(again);
+    assert_int_equal(len, 2);
+    store_free(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1948,6 +1979,7 @@ int main(void)
         cmocka_unit_test(test_keyed_update_resent_after_recreate_applies_nothing),
         cmocka_unit_test(test_resend_that_changes_nothing_keeps_its_version),
         cmocka_unit_test(test_review_keyed_create_resent_after_drop),
+        cmocka_unit_test(test_review_update_after_wrong_create),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
