@@ -91,7 +91,7 @@ static const char PD__LIBRARY[] =
     "    local seen = redis.call('GET', dedup)\n"
     "    if seen then\n"
     "      local at = kinc and redis.call('GET', kinc)\n"
-    "      if at and op == 'new' then -- REVIEW: a create's key is served only while its scene is live\n"
+    "      if at and op == 'new' then -- a create's key names the live INC too ('0': not live)\n"
     "        local lm = redis.call('HMGET', meta, 'inc', 'live')\n"
     "        return {'DUP', seen, at, lm[2] == '1' and (lm[1] or '0') or '0'}\n"
     "      end\n"
@@ -799,7 +799,9 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
         uint64_t live_inc = 0;
         if (out->duplicate && a->op == PD_REDIS_NEW && r->elements == 4 &&
             pd__reply_u64(r->element[2], &key_inc) == 0 && pd__reply_u64(r->element[3], &live_inc) == 0) {
-            /* REVIEW: the key's create is not the live incarnation (dropped since). */
+            /* A keyed create resent after its scene was dropped (and maybe made
+             * again): the key's incarnation is not the live one, so it is
+             * answered, nothing made here (the tail follows the log). */
             out->other_incarnation = key_inc != live_inc;
             out->log_inc = key_inc;
         }

@@ -1883,12 +1883,13 @@ static void test_keyed_update_resent_after_recreate_applies_nothing(void **state
     store_free(st);
 }
 
-/* REVIEW (rev-dupfix): a keyed CreateScene resent after its scene was
- * dropped. The log has "c" made (key "mk", 1-1) and dropped (2-0); the
- * resend is answered DUP at version 1, which is also the version the
- * resend's record makes, so pd__rl_judge takes it as "served" and the
- * store makes "c" here though the log has it dropped. */
-static void test_review_keyed_create_resent_after_drop(void **state)
+/* A keyed CreateScene resent after its scene was dropped. The log has "c"
+ * made (key "mk", 1-1) and dropped (2-0); the resend is answered DUP at
+ * version 1, which is also the version the resend's record makes: taken
+ * as "served", the store made "c" here though the log has it dropped. The
+ * DUP of a create names the live incarnation now, and a key of another
+ * one is answered, nothing made. */
+static void test_keyed_create_resent_after_drop_makes_nothing(void **state)
 {
     (void)state;
     pd_store *st = replica_over("revcreate");
@@ -1909,12 +1910,11 @@ static void test_review_keyed_create_resent_after_drop(void **state)
     store_free(st);
 }
 
-/* REVIEW (rev-dupfix): what follows the wrongly made "c" above: an
- * update of it here goes to the log as an update of a scene the log has
- * dropped (the FUNCTION takes it as a config scene "back after a drop"),
- * and a fresh replica's replay of the log does not serve what this one
- * does. Prints what happens; asserts the log is left as it was. */
-static void test_review_update_after_wrong_create(void **state)
+/* What followed such a wrongly made "c": an update of it here went to the
+ * log as an update of a scene the log has dropped (the FUNCTION took it
+ * as a config scene "back after a drop"), and a fresh replica's replay of
+ * the log did not serve what this one did. The log is left as it was. */
+static void test_update_after_a_resent_create_appends_nothing(void **state)
 {
     (void)state;
     pd_store *st = replica_over("revcreate2");
@@ -1978,8 +1978,8 @@ int main(void)
         cmocka_unit_test(test_keyed_drop_resent_after_recreate_drops_nothing),
         cmocka_unit_test(test_keyed_update_resent_after_recreate_applies_nothing),
         cmocka_unit_test(test_resend_that_changes_nothing_keeps_its_version),
-        cmocka_unit_test(test_review_keyed_create_resent_after_drop),
-        cmocka_unit_test(test_review_update_after_wrong_create),
+        cmocka_unit_test(test_keyed_create_resent_after_drop_makes_nothing),
+        cmocka_unit_test(test_update_after_a_resent_create_appends_nothing),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
