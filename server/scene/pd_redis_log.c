@@ -91,6 +91,10 @@ static const char PD__LIBRARY[] =
     "    local seen = redis.call('GET', dedup)\n"
     "    if seen then\n"
     "      local at = kinc and redis.call('GET', kinc)\n"
+    "      if at and op == 'new' then -- a create's key names the live INC too ('0': not live)\n"
+    "        local lm = redis.call('HMGET', meta, 'inc', 'live')\n"
+    "        return {'DUP', seen, at, lm[2] == '1' and (lm[1] or '0') or '0'}\n"
+    "      end\n"
     "      if at then return {'DUP', seen, at} end -- an older caller ignores a 3rd\n"
     "      return {'DUP', seen}\n"
     "    end\n"
@@ -790,6 +794,15 @@ static void pd__take_answer(pd_redis_log *rl, const pd_redis_append *a, const re
              * ended. A new scene names none: versions alone, as before. */
             uint64_t same = a->op == PD_REDIS_DROP ? out->sent_inc + 1 : out->sent_inc;
             out->other_incarnation = a->op != PD_REDIS_NEW && key_inc != same;
+            out->log_inc = key_inc;
+        }
+        uint64_t live_inc = 0;
+        if (out->duplicate && a->op == PD_REDIS_NEW && r->elements == 4 &&
+            pd__reply_u64(r->element[2], &key_inc) == 0 && pd__reply_u64(r->element[3], &live_inc) == 0) {
+            /* A keyed create resent after its scene was dropped (and maybe made
+             * again): the key's incarnation is not the live one, so it is
+             * answered, nothing made here (the tail follows the log). */
+            out->other_incarnation = key_inc != live_inc;
             out->log_inc = key_inc;
         }
         const redisReply *id = r->elements == 4 ? r->element[3] : NULL;
