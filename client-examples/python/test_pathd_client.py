@@ -1660,8 +1660,8 @@ class FakeServerTest(unittest.TestCase):
             self.assertEqual(client.in_flight, 0)
         server.join()
 
-    def test_review_cancel_of_a_just_finished_call_keeps_the_connection(self):
-        """REVIEW (rev-nu23): the Cancel a timed-out blocking call sends
+    def test_cancel_of_a_just_finished_call_keeps_the_connection(self):
+        """The Cancel a timed-out blocking call sends
         went with id 0. When its target had just finished, pathd answers
         that Cancel INVALID_ARGUMENT with the Cancel's id - 0, which the
         client takes for a connection-level error: it dropped the

@@ -87,7 +87,7 @@ static int by_agent(const void *p, const void *q)
  * slot order (what GetReservations lists) when `ordered`; else by id: an
  * agent made after a restore takes the next slot where the table that
  * lived on reuses a freed one. */
-static int skip_maintained; /* REVIEW: maintain() is not an op of the log */
+static int skip_maintained; /* maintain() is not an op of the log */
 static void assert_same_table(const pd_reserve *x, const pd_reserve *y, int ordered)
 {
     state a, b;
@@ -278,10 +278,10 @@ static void test_export_replay_random(void **unused)
 }
 
 
-/* REVIEW (rev-nu23): the reservation log's own replay - every op the live
+/* The reservation log's own replay - every op the live
  * table's observer wrote, applied in order to an empty table - must give
  * the live table (what a restart without compaction does). */
-static void test_review_oplog_replay_random(void **unused)
+static void test_oplog_replay_random(void **unused)
 {
     (void)unused;
     for (uint64_t seed = 1; seed <= 200; seed++) {
@@ -303,10 +303,10 @@ static void test_review_oplog_replay_random(void **unused)
     }
 }
 
-/* REVIEW (rev-nu23): the minimal case - an agent whose plan is one
- * zero-length waypoint holds nothing; a collect that removes no entry
- * removes it and logs nothing. */
-static void test_review_empty_agent_collect_logged(void **unused)
+/* The minimal case - an agent whose plan is one zero-length waypoint
+ * holds nothing; a collect that removed no entry removed it and logged
+ * nothing, so a replay of the log kept it. */
+static void test_empty_agent_collect_logged(void **unused)
 {
     (void)unused;
     pd_reserve *t = pd_reserve_create(NULL);
@@ -470,8 +470,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_export_replay_random),
-        cmocka_unit_test(test_review_oplog_replay_random),
-        cmocka_unit_test(test_review_empty_agent_collect_logged),
+        cmocka_unit_test(test_oplog_replay_random),
+        cmocka_unit_test(test_empty_agent_collect_logged),
         cmocka_unit_test(test_cut_mark_is_exported),
         cmocka_unit_test(test_restore_refuses),
         cmocka_unit_test(test_file_rewrite),

@@ -822,11 +822,11 @@ describe('daemon with other limits', () => {
 describe('reservations against a daemon of its own', () => {
   const daemon = helperDaemon({});
 
-  // REVIEW (rev-nu23): checkNumbers refused a BigInt agent id (what a uint64
+  // checkNumbers refused a BigInt agent id (what a uint64
   // id above 2^53 is in JS; protobufjs sends it exactly) with "must be an
   // integer in 0..2^64-1, got 9", and let a string of digits through
   // unchecked: '-1' went out as agent 2^64-1, maxExpansions '-1' as 2^64-1.
-  it('takes a BigInt agent id and range-checks 64-bit strings (REVIEW)', async () => {
+  it('takes a BigInt agent id and range-checks 64-bit strings', async () => {
     const client = new PathdClient(daemon().addr, { timeoutMs: 10000 });
     try {
       const a = await client.reservePath('town', 9n, [2, 1], [5, 1], 0, 2);
