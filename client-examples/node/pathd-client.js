@@ -255,9 +255,19 @@ function checkNumbers(type, object, where) {
         return;
       }
       const range = INTEGER_RANGES[field.type];
-      if (!range || (typeof v === 'object' && v !== null) || (typeof v === 'string' && /^-?\d+$/.test(v))) return;
-      if (!(Number.isInteger(v) && v >= range[0] && v <= range[1])) {
-        throw new TypeError(`${name} must be an integer in ${range[2] || `${range[0]}..${range[1]}`}, got ${typeof v === 'string' ? JSON.stringify(v) : String(v)}`);
+      if (!range || (typeof v === 'object' && v !== null)) return;
+      // 64-bit: a BigInt or a string of digits, exactly (protobufjs takes
+      // both: Long.fromValue), checked by BigInt - '-1' in a uint64 went out
+      // as 2^64-1, a 21-digit id as 0. A number must be below 2^63 / 2^64:
+      // the double 2^64 (what 18446744073709551615 reads as) is clamped.
+      // A string of digits in a 32-bit field is checked the same way.
+      const wide = range.length === 3;
+      const digits = typeof v === 'string' && /^-?\d+$/.test(v);
+      const ok = digits || (wide && typeof v === 'bigint')
+        ? BigInt(v) >= BigInt(range[0]) && (wide ? BigInt(v) < BigInt(range[1]) : BigInt(v) <= BigInt(range[1]))
+        : Number.isInteger(v) && v >= range[0] && (wide ? v < range[1] : v <= range[1]);
+      if (!ok) {
+        throw new TypeError(`${name} must be an integer in ${range[2] || `${range[0]}..${range[1]}`}, got ${typeof v === 'string' ? JSON.stringify(v) : typeof v === 'bigint' ? `${v}n` : String(v)}`);
       }
     });
   }

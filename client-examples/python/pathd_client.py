@@ -2335,6 +2335,13 @@ class PathdClient(_Api):
                     # holding its slots. A Cancel stops it; its CANCELLED
                     # answer frees them (as Node's and Go's clients do).
                     running = p.sock if p.sock is not None and p.sock is self._sock and p.id in self._held else None
+                    if running is not None:
+                        # An id of its own: its acknowledgement has the
+                        # Cancel's id, and one with id 0 (INVALID_ARGUMENT
+                        # when the target just finished) would read as a
+                        # connection-level error and drop the connection.
+                        cancel = _cancel_request(p.id)
+                        cancel.id = self._register(running, None, False)[0]
                     error = self._give_up(p)
                     break
                 self._lock.wait(remaining)
@@ -2343,7 +2350,7 @@ class PathdClient(_Api):
                 return self._outcome(p)
         if running is not None:
             try:
-                self._write(running, _cancel_request(p.id))
+                self._write(running, cancel)
             except PathdError:
                 pass  # the connection failed with it: nothing runs there any more
         raise error

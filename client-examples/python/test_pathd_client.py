@@ -1660,6 +1660,37 @@ class FakeServerTest(unittest.TestCase):
             self.assertEqual(client.in_flight, 0)
         server.join()
 
+    def test_cancel_of_a_just_finished_call_keeps_the_connection(self):
+        """The Cancel a timed-out blocking call sends
+        went with id 0. When its target had just finished, pathd answers
+        that Cancel INVALID_ARGUMENT with the Cancel's id - 0, which the
+        client takes for a connection-level error: it dropped the
+        connection and failed every other call on it."""
+        def script(server):
+            server.accept()
+            slow = server.read_request()
+            cancel = server.read_request()
+            assert cancel.WhichOneof("body") == "cancel" and cancel.cancel.target_id == slow.id, cancel
+            # slow finished just before the Cancel came: its answer, then the
+            # Cancel's acknowledgement as pathd sends it (PROTOCOL section 5).
+            ack = pb.Response(id=cancel.id, status=pb.INVALID_ARGUMENT, final=True)
+            ack.error.message = "no request %d in flight on this connection" % slow.id
+            server.send(chunk(slow.id, 0, [(0, 0)], final=True, total=1), ack)
+            ping = server.read_request()
+            pong = pb.Response(id=ping.id, final=True)
+            pong.pong.nonce = ping.ping.nonce
+            server.send(pong)
+            server.wait_closed()
+
+        server = FakeServer(script)
+        with PathdClient(server.addr, timeout=0.2) as client:
+            with self.assertRaises(PathdTimeout):
+                client.find_path("demo", (0, 0), (0, 0))
+            client.timeout = 3
+            client.ping()
+            self.assertTrue(client.connected)
+        server.join()
+
     def test_grid_read_again_when_the_scene_changes_between_bands(self):
         def band(request, version, rows):
             r = pb.Response(id=request.id, final=True)

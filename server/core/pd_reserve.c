@@ -909,7 +909,7 @@ size_t pd_reserve_maintain(pd_reserve *t, int64_t ttl_ms, uint64_t *out, size_t 
 
 uint64_t pd_reserve_collect(pd_reserve *t, int64_t before_ms)
 {
-    uint64_t removed = 0;
+    uint64_t removed = 0, gone = 0;
     for (uint32_t slot = 0; slot < t->n_agents; slot++) {
         pd__agent *a = &t->agents[slot];
         if (!a->live)
@@ -930,10 +930,14 @@ uint64_t pd_reserve_collect(pd_reserve *t, int64_t before_ms)
         /* An agent a block cut to nothing stays (it holds nothing) until
          * it reserves again, is released or expires: its next answer must
          * still say was_cut. */
-        if (a->n == 0 && !a->was_cut)
+        if (a->n == 0 && !a->was_cut) {
             pd__agent_remove(t, slot);
+            gone++;
+        }
     }
-    if (removed)
+    /* An agent that held nothing goes with no entry removed: logged too,
+     * else a replay of the log keeps it. */
+    if (removed || gone)
         pd__observe(t, &(pd_reserve_op){ .kind = PD_RESERVE_OP_COLLECT, .at_ms = before_ms });
     return removed;
 }

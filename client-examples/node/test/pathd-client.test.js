@@ -822,6 +822,28 @@ describe('daemon with other limits', () => {
 describe('reservations against a daemon of its own', () => {
   const daemon = helperDaemon({});
 
+  // checkNumbers refused a BigInt agent id (what a uint64
+  // id above 2^53 is in JS; protobufjs sends it exactly) with "must be an
+  // integer in 0..2^64-1, got 9", and let a string of digits through
+  // unchecked: '-1' went out as agent 2^64-1, maxExpansions '-1' as 2^64-1.
+  it('takes a BigInt agent id and range-checks 64-bit strings', async () => {
+    const client = new PathdClient(daemon().addr, { timeoutMs: 10000 });
+    try {
+      const a = await client.reservePath('town', 9n, [2, 1], [5, 1], 0, 2);
+      assert.ok(['OK', 'PARTIAL'].includes(a.status), a.status);
+      assert.equal(a.agent, 9);
+      assert.equal(await client.releaseAgent('town', 9n), true);
+      const refused = (field) => (err) => err instanceof TypeError && err.message.startsWith(`${field} must be an integer`);
+      await assert.rejects(client.reservePath('town', '-1', [2, 3], [4, 3], 0, 2), refused('reservePath.agent'));
+      await assert.rejects(client.reservePath('town', '18446744073709551616', [2, 3], [4, 3], 0, 2),
+        refused('reservePath.agent'));
+      await assert.rejects(client.findPath('town', [1, 1], [3, 3], { maxExpansions: '-1' }), refused('findPath.maxExpansions'));
+      assert.equal(client.inFlight, 0);
+    } finally {
+      client.close();
+    }
+  });
+
   it('reserves, refuses a start another agent holds, lists, cuts and releases', async () => {
     const client = new PathdClient(daemon().addr, { timeoutMs: 10000 });
     try {
