@@ -369,7 +369,11 @@ static void test_restore_refuses(void **unused)
     pd_reserve *t = pd_reserve_create(NULL);
     pd_waypoint w = { 5, 5, 0, PD_RESERVE_FOREVER };
     assert_int_equal(pd_reserve_replace(t, 1, 1, 0, &w, 1, NULL), PD_OK);
+    /* Zeroed: the compare below reads the padding too, which the stack
+     * left by the tests before may fill differently (it did under ASan). */
     pd_reserve_stats before, after;
+    memset(&before, 0, sizeof before);
+    memset(&after, 0, sizeof after);
     pd_reserve_get_stats(t, &before);
     /* Another agent's cell at the same time. */
     pd_reserve_raw e[2] = { { .t0 = 50, .t1 = 80, .x = 4, .y = 5, .unit = 2 },
