@@ -1885,6 +1885,22 @@ class _Api:
         if p is not None and p.pipelined:
             self._pipelined -= 1
 
+    def _cancel_of(self, p):
+        """For a call whose wait for p timed out: (connection, Cancel) when
+        p was sent and runs on a worker there, else (None, None). The server
+        would search on for an answer nobody reads (up to the request's own
+        deadline), holding its slots; the Cancel stops it and its CANCELLED
+        answer frees them (as the Node, Go and C clients do). The Cancel
+        has an id of its own: its acknowledgement carries the Cancel's id,
+        and one with id 0 (INVALID_ARGUMENT when the target just finished)
+        would read as a connection-level error and drop the connection."""
+        conn = p.sock
+        if conn is None or conn is not self._sock or p.id not in self._held:
+            return None, None
+        cancel = _cancel_request(p.id)
+        cancel.id = self._register(conn, None, False)[0]
+        return conn, cancel
+
     def _give_up(self, p):
         """A call's wait for p timed out: p is forgotten (a late answer is
         dropped, but for its on-answer) and, not sent yet, leaves the queue
@@ -2330,18 +2346,7 @@ class PathdClient(_Api):
             while not p.done:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    # Sent and counted: the server would search on for an
-                    # answer nobody reads (up to the request's own deadline),
-                    # holding its slots. A Cancel stops it; its CANCELLED
-                    # answer frees them (as Node's and Go's clients do).
-                    running = p.sock if p.sock is not None and p.sock is self._sock and p.id in self._held else None
-                    if running is not None:
-                        # An id of its own: its acknowledgement has the
-                        # Cancel's id, and one with id 0 (INVALID_ARGUMENT
-                        # when the target just finished) would read as a
-                        # connection-level error and drop the connection.
-                        cancel = _cancel_request(p.id)
-                        cancel.id = self._register(running, None, False)[0]
+                    running, cancel = self._cancel_of(p)
                     error = self._give_up(p)
                     break
                 self._lock.wait(remaining)
@@ -2893,6 +2898,11 @@ class AsyncPathdClient(_Api):
         try:
             await asyncio.wait_for(asyncio.shield(p.waiter), wait)
         except asyncio.TimeoutError:
+            writer, cancel = self._cancel_of(p)
+            if writer is not None:
+                # write() only buffers, so the caller hears of its timeout
+                # now; a connection that fails meanwhile ends the search too.
+                writer.write(_frame(cancel))
             raise self._give_up(p)
         self._forget(p.id)
         return self._outcome(p)

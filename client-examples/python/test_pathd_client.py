@@ -1163,7 +1163,9 @@ class AsyncClientTest(unittest.TestCase):
     def test_timeout_and_protocol_error(self):
         def script(server):
             server.accept()
-            server.read_request()  # never answered
+            raycast = server.read_request()  # never answered
+            cancel = server.read_request()   # the client gave up on it
+            assert (cancel.WhichOneof("body"), cancel.cancel.target_id) == ("cancel", raycast.id), cancel
             request = server.read_request()
             server.send(chunk(request.id, 1, [(0, 0)], final=True, total=1))
             server.wait_closed()
@@ -1180,6 +1182,38 @@ class AsyncClientTest(unittest.TestCase):
             self.assertIn("chunk 1 arrived, expected 0", caught.exception.message)
             self.assertFalse(client.connected)
             await client.close()
+
+        self.run_async(main())
+        server.join()
+
+    def test_timeout_cancels_on_the_server(self):
+        """A call that timed out after it was sent left the server searching
+        (holding a worker and its slots) for an answer nobody read: the
+        async client sent no Cancel, where the blocking one does. Its
+        Cancel takes an id of its own, so an INVALID_ARGUMENT
+        acknowledgement (the target had just finished) keeps the connection."""
+        def script(server):
+            server.accept()
+            slow = server.read_request()
+            cancel = server.read_request()
+            assert (cancel.WhichOneof("body"), cancel.cancel.target_id) == ("cancel", slow.id), cancel
+            assert cancel.id not in (0, slow.id), cancel
+            ack = pb.Response(id=cancel.id, status=pb.INVALID_ARGUMENT, final=True)
+            ack.error.message = "no request %d in flight on this connection" % slow.id
+            server.send(chunk(slow.id, 0, [(0, 0)], final=True, total=1), ack)
+            server.send(pong(server.read_request()))
+            server.wait_closed()
+
+        server = FakeServer(script)
+
+        async def main():
+            async with AsyncPathdClient(server.addr, timeout=0.2) as client:
+                with self.assertRaises(PathdTimeout):
+                    await client.find_path("demo", (0, 0), (0, 0))
+                client.timeout = 10
+                await client.ping()
+                self.assertTrue(client.connected)
+                self.assertEqual(client.slots_in_flight, 0)
 
         self.run_async(main())
         server.join()
