@@ -87,6 +87,8 @@ subclass: PathdDisconnected (connection lost and the request not safe to
 send again, or no server within the deadline; see "Replicas"), PathdTimeout
 or PathdProtocolError (the server broke the protocol; the connection is
 closed, as the server does). The next call reconnects to the same address by itself.
+close() is for good: after it every call raises PathdClosed (status
+"CLOSED") and sends nothing, as Go's client returns ErrClosed.
 
 Replicas (several pathd behind HAProxy; docs/PROTOCOL.md, "Clients and
 replicas"): the blocking calls (and their coroutine forms) ride out a
@@ -268,6 +270,14 @@ class PathdProtocolError(PathdError):
 
     def __init__(self, message="", request_id=None):
         super().__init__("PROTOCOL_ERROR", message, request_id)
+
+
+class PathdClosed(PathdError):
+    """close() was called: a closed client stays closed (as Go's ErrClosed),
+    and a call on it sends nothing. Make a new client to talk again."""
+
+    def __init__(self, message="client is closed (close() was called); make a new client", request_id=None):
+        super().__init__("CLOSED", message, request_id)
 
 
 class PathdQueueFull(PathdError):
@@ -1885,6 +1895,14 @@ class _Api:
         if p is not None and p.pipelined:
             self._pipelined -= 1
 
+    def _check_open(self):
+        """Raises PathdClosed once close() was called: every call, connect()
+        and reconnect() come here before opening a connection. (A closed
+        client reconnected on the next call, where a game engineer
+        expects it to stay closed, as Go's does.)"""
+        if self._closes:
+            raise PathdClosed()
+
     def _cancel_of(self, p):
         """For a call whose wait for p timed out: (connection, Cancel) when
         p was sent and runs on a worker there, else (None, None). The server
@@ -2080,7 +2098,9 @@ class PathdClient(_Api):
         deadline. Each connect's own waits are the timeout's, cut only by
         until, the call's own deadline (batch()): PathdTimeout once it has
         passed. (deadline, the retry deadline, is 0 s away with
-        retry_deadline=0, which must not make a connect impossible.)"""
+        retry_deadline=0, which must not make a connect impossible.)
+        PathdClosed after close()."""
+        self._check_open()
         if self._sock is not None:
             if not self._aged():
                 return
@@ -2175,8 +2195,9 @@ class PathdClient(_Api):
         self.connect()
 
     def close(self):
-        """Closes the connection; unanswered requests fail with PathdDisconnected
-        (a call retrying meanwhile gives up rather than connect again)."""
+        """Closes the connection for good; unanswered requests fail with
+        PathdDisconnected (a call retrying meanwhile gives up rather than
+        connect again), and later calls raise PathdClosed."""
         self._closes += 1
         self._drop(PathdDisconnected, "connection closed by the client")
 
@@ -2713,6 +2734,7 @@ class AsyncPathdClient(_Api):
 
     async def _connect_until(self, deadline, until=None):
         """As PathdClient._connect_until."""
+        self._check_open()
         if self._writer is not None:
             if not self._aged():
                 return
@@ -2780,7 +2802,7 @@ class AsyncPathdClient(_Api):
         await self.connect()
 
     async def close(self):
-        """Closes the connection; unanswered requests fail with PathdDisconnected."""
+        """As PathdClient.close."""
         self._closes += 1
         await self._drop(PathdDisconnected, "connection closed by the client")
 

@@ -39,7 +39,7 @@ import unittest
 
 import pathd_pb2 as pb
 from pathd_client import (RETRY_ATTEMPTS, RETRY_BACKOFF_FIRST_S, AsyncPathdClient, AsyncPathdPool,
-                          PathdClient, PathdDisconnected, PathdError, PathdPool, PathdProtocolError,
+                          PathdClient, PathdClosed, PathdDisconnected, PathdError, PathdPool, PathdProtocolError,
                           PathdQueueFull, PathdTimeout, grid_rows, query)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -1186,6 +1186,22 @@ class AsyncClientTest(unittest.TestCase):
         self.run_async(main())
         server.join()
 
+    def test_closed_client_stays_closed(self):
+        """As FakeServerTest.test_closed_client_stays_closed, awaited."""
+        server = FakeServer(serve_one_ping)
+
+        async def main():
+            client = AsyncPathdClient(server.addr, timeout=2)
+            await client.ping()
+            await client.close()
+            for call in (client.ping, client.connect, client.reconnect, lambda: client.send_find_path(*SHORT)):
+                with self.assertRaises(PathdClosed):
+                    await call()
+            self.assertFalse(client.connected)
+
+        self.run_async(main())
+        server.join()
+
     def test_timeout_cancels_on_the_server(self):
         """A call that timed out after it was sent left the server searching
         (holding a worker and its slots) for an answer nobody read: the
@@ -1562,8 +1578,31 @@ class AuthLiveTest(HelperDaemonCase):
         self.assertEqual(caught.exception.status, "UNAUTHENTICATED")
 
 
+def serve_one_ping(server):
+    """One connection that answers one ping, then waits for the client to close it."""
+    server.accept()
+    server.send(pong(server.read_request()))
+    server.wait_closed()
+
+
 class FakeServerTest(unittest.TestCase):
     """Exact sequences a real daemon cannot be made to produce on demand."""
+
+    def test_closed_client_stays_closed(self):
+        """After close() the next call connected again (to whatever now
+        listened there), where a closed client is expected to stay closed,
+        as Go's (ErrClosed)."""
+        server = FakeServer(serve_one_ping)
+        client = PathdClient(server.addr, timeout=2)
+        client.ping()
+        client.close()
+        server.join()
+        for call in (client.ping, client.connect, client.reconnect, lambda: client.send_find_path(*SHORT)):
+            with self.assertRaises(PathdClosed) as caught:
+                call()
+            self.assertEqual(caught.exception.status, "CLOSED")
+            self.assertIn("client is closed", str(caught.exception))
+        self.assertFalse(client.connected)
 
     def test_status_newer_than_the_client_surfaces_by_its_number(self):
         """99 is no pathd.v1.Status: a newer server's. Each kind of call
