@@ -1409,6 +1409,22 @@ static void test_pathctl_human_output_and_exit_codes(void **state)
     assert_non_null(strstr(out, "{\"status\":\"UNKNOWN_SCENE\",\"message\":\"no scene named that\"}"));
 }
 
+/* validate --max-speed nan said the flag was missing: a value given but not
+ * a finite number is named as such, and only an absent flag is "missing".
+ * Usage errors exit 2 before connecting (port 1: nothing listens). */
+static void test_pathctl_validate_bad_speed_named(void **state)
+{
+    char cmd[512], out[2048];
+    snprintf(cmd, sizeof cmd, "'%s' --server 127.0.0.1:1 validate --scene demo --max-speed nan --moves 1,1,0 2>&1",
+             PDC_PATHCTL_BIN);
+    assert_int_equal(run_capture(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "pathctl: bad --max-speed nan: not a finite number"));
+    snprintf(cmd, sizeof cmd, "'%s' --server 127.0.0.1:1 validate --scene demo --moves 1,1,0 2>&1",
+             PDC_PATHCTL_BIN);
+    assert_int_equal(run_capture(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "pathctl: validate needs --max-speed V"));
+}
+
 /* ---- issue 4: FindPath options, PARTIAL extras, UpdateCells ----------------- */
 
 /* The options every issue-4 request below carries, checked by the fake. */
@@ -2687,6 +2703,7 @@ int main(void)
         cmocka_unit_test(test_protocol_errors),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_timeout_then_late_answer_ignored),
+        cmocka_unit_test(test_pathctl_validate_bad_speed_named),
         cmocka_unit_test(test_scenes_info_stats),
         cmocka_unit_test(test_scene_grid_bands),
         cmocka_unit_test(test_scene_grid_restarts_on_a_new_version),
