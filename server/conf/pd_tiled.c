@@ -47,6 +47,17 @@
 #define PD_TILED_DEG (3.14159265358979323846 / 180.0)
 /* Most points a polygon collider may have: hand-drawn shapes have tens. */
 #define PD_TILED_MAX_POLYGON_POINTS 65536
+/* How far from zero a counted layer's summed offset (its own plus its
+ * groups', pd__walk_layers) may be and still line up, as a fraction of the
+ * sum of the offsets' magnitudes: the rounding error of the sum, not a
+ * leeway. Each of the at most 33 offsets (PD_TILED_MAX_GROUP_DEPTH groups
+ * and the layer) is rounded once when its decimal is read and once when
+ * added, each time by at most half an ulp (2^-53 of its magnitude), so a
+ * sum that is zero in the file comes out within 66 x 2^-53 < 2^-46 of that
+ * sum of magnitudes: 0.1 + 0.2 - 0.3 is 5.55e-17 px. A real offset is far
+ * outside it (0.001 px among offsets of a million pixels: 2^-46 of them is
+ * 1.4e-8 px), so it is still refused. */
+#define PD_TILED_OFFSET_ROUNDING 0x1p-46
 
 typedef struct pd__tctx {
     char *err;
@@ -1432,15 +1443,24 @@ static void pd__note_layer(pd__walk *w, const char *name, const char *path)
         snprintf(list + used, room - used, "%s...", used ? ", " : "");
 }
 
+/* The offsets of the groups around a layer, summed: Tiled draws a layer
+ * at its own offset plus its groups', so a counted layer inside a shifted
+ * group is as far off the grid as one shifted itself. mag: the sum of
+ * their magnitudes, which bounds the rounding in x and y
+ * (PD_TILED_OFFSET_ROUNDING). */
+typedef struct pd__goffset {
+    double x, y, mag;
+} pd__goffset;
+
+static const pd__goffset pd__no_offset = { 0, 0, 0 };
+
 /* Visits every layer depth first. In the bounds pass (w->g NULL) it counts
  * the tile layers, names the counted layers in the stats and, for infinite
  * maps, takes the chunks' bounding box; in the cost pass (w->costing) it
  * costs the colliders; then it folds each counted layer into the grid.
- * (gox, goy): the offsets of the groups around `layers`, summed: Tiled draws
- * a layer at its own offset plus its groups', so a counted layer inside a
- * shifted group is as far off the grid as one shifted itself. */
+ * go: the offsets of the groups around `layers`. */
 static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, int depth,
-                           double gox, double goy)
+                           pd__goffset go)
 {
     const pd__tctx *ctx = w->ctx;
     const pd_tiled_rules *r = ctx->rules;
@@ -1475,13 +1495,17 @@ static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, i
             (pd__tget_number(ctx, l, label, "offsetx", &ox) != 0 ||
              pd__tget_number(ctx, l, label, "offsety", &oy) != 0))
             return -1;
-        if (counted && (ox + gox != 0 || oy + goy != 0)) {
-            if (gox != 0 || goy != 0)
+        const pd__goffset sum = { ox + go.x, oy + go.y, fabs(ox) + fabs(oy) + go.mag };
+        /* The offset with the sums' rounding taken as the zero it is. */
+        const double rounding = PD_TILED_OFFSET_ROUNDING * sum.mag;
+        const double dx = fabs(sum.x) > rounding ? sum.x : 0, dy = fabs(sum.y) > rounding ? sum.y : 0;
+        if (counted && (dx != 0 || dy != 0)) {
+            if (go.x != 0 || go.y != 0)
                 return pd__tfail(ctx, label, "is drawn at an offset (%g, %g), its groups' included; "
                                              "a layer that counts must line up with the grid",
-                                 ox + gox, oy + goy);
+                                 dx, dy);
             return pd__tfail(ctx, label, "is drawn at an offset (%g, %g); a layer that counts "
-                                         "must line up with the grid", ox, oy);
+                                         "must line up with the grid", dx, dy);
         }
         int rc = 0;
         int bounds = !w->g && !w->costing;
@@ -1500,7 +1524,7 @@ static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, i
             const cJSON *nested = cJSON_GetObjectItemCaseSensitive(l, "layers");
             if (!nested)
                 return pd__tfail(ctx, sub, "is required in a group layer");
-            rc = pd__walk_layers(w, nested, sub, depth + 1, gox + ox, goy + oy);
+            rc = pd__walk_layers(w, nested, sub, depth + 1, sum);
         } else if (!tile && !objects && strcmp(type, "imagelayer") != 0) {
             char type_path[PD_CONF_JSON_PATH_MAX];
             pd_conf_json_key(type_path, label, "type");
@@ -1668,7 +1692,7 @@ pd_grid *pd_tiled_load_ctl(const char *buf, size_t len, const pd_tiled_rules *ru
         pd__tfail(&ctx, "$.layers", "is required");
         goto out;
     }
-    if (pd__walk_layers(&w, layers, "$.layers", 0, 0, 0) != 0)
+    if (pd__walk_layers(&w, layers, "$.layers", 0, pd__no_offset) != 0)
         goto out;
     if (w.n_tile_layers == 0) {
         if (rules->layer[0])
@@ -1695,7 +1719,7 @@ pd_grid *pd_tiled_load_ctl(const char *buf, size_t len, const pd_tiled_rules *ru
     w.gh = (int32_t)gh;
     w.collider_budget = (uint64_t)PD_TILED_COLLIDER_WORK_PER_CELL * gw * gh + PD_TILED_COLLIDER_WORK_BASE;
     w.costing = 1;
-    if (rules->colliders && pd__walk_layers(&w, layers, "$.layers", 0, 0, 0) != 0)
+    if (rules->colliders && pd__walk_layers(&w, layers, "$.layers", 0, pd__no_offset) != 0)
         goto out;
     w.costing = 0;
     g = pd_grid_create((int32_t)gw, (int32_t)gh);
@@ -1716,7 +1740,7 @@ pd_grid *pd_tiled_load_ctl(const char *buf, size_t len, const pd_tiled_rules *ru
     if (w.by)
         memset(w.by, PD_TILED_BY_NO_TILE | PD_TILED_BY_NO_TILE << 4, pd__by_bytes((size_t)gw * gh));
     w.g = g;
-    if (pd__walk_layers(&w, layers, "$.layers", 0, 0, 0) != 0) {
+    if (pd__walk_layers(&w, layers, "$.layers", 0, pd__no_offset) != 0) {
         pd_grid_destroy(g);
         g = NULL;
         goto out;

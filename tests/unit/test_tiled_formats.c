@@ -698,6 +698,31 @@ static void test_group_offsets(void **state)
                        "groups' included; a layer that counts must line up with the grid");
 }
 
+/* Offsets that sum to zero in the file but not in doubles (0.1 + 0.2 - 0.3
+ * is 5.55e-17) line up: they were refused as "drawn at an offset
+ * (5.55112e-17, 0)". An offset that is really there, however small, still
+ * is refused. */
+static void test_group_offsets_rounding(void **state)
+{
+    (void)state;
+    const char *fmt = "{\"width\": 3, \"height\": 1, \"tilewidth\": 8, \"tileheight\": 8, "
+                      "\"tilesets\": [{\"firstgid\": 1, \"tilecount\": 1}], \"layers\": ["
+                      "{\"type\": \"group\", \"name\": \"g\", \"offsetx\": 0.1, \"offsety\": 0.7, \"layers\": ["
+                      "{\"type\": \"group\", \"name\": \"h\", \"offsetx\": 0.2, \"offsety\": 0.1, \"layers\": ["
+                      "{\"type\": \"tilelayer\", \"name\": \"walls\", \"offsetx\": %s, \"offsety\": -0.8, "
+                      "\"data\": [1, 0, 0]}]}]}]}";
+    char buf[MAP_TEXT_MAX];
+    snprintf(buf, sizeof buf, fmt, "-0.3");
+    static const char *const want[] = { "#.." };
+    pd_grid *g = load_ok(buf, NULL);
+    grid_picture_check(g, want, 1);
+    pd_grid_destroy(g);
+    snprintf(buf, sizeof buf, fmt, "-0.299");
+    expect_error(buf, NULL, "$.layers[0] (layer \"g\").layers[0] (layer \"h\").layers[0] (layer \"walls\"): "
+                            "is drawn at an offset (0.001, 0), its groups' included; a layer that counts must "
+                            "line up with the grid");
+}
+
 /* An image collection tileset (a tile per image) keeps a tile's id when the
  * tiles before it are removed in Tiled, so its ids run past its tilecount
  * (the format specifications say so; Tiled gives the next tileset the
@@ -1295,6 +1320,7 @@ int main(void)
         cmocka_unit_test(test_infinite_scene_origin),
         cmocka_unit_test(test_object_colliders),
         cmocka_unit_test(test_group_offsets),
+        cmocka_unit_test(test_group_offsets_rounding),
         cmocka_unit_test(test_tile_object_alignment),
         cmocka_unit_test(test_image_collection_ids_past_tilecount),
         cmocka_unit_test(test_property_names_and_untagged_tiles),
