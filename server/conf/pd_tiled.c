@@ -86,6 +86,17 @@ typedef struct pd__tileset {
      * of its width left of it and of its height above it: Tiled's
      * objectalignment, bottomleft (0, 1) when unspecified (orthogonal). */
     double align_x, align_y;
+    /* Its tile size (pixels; the map's when not given): the size of a tile
+     * object that gives none (old TMX), as Tiled draws it. */
+    double tile_w, tile_h;
+    /* Its tileoffset (pixels, x right, y down): Tiled draws its tiles that
+     * far from where they stand, a tile object's too (scaled with it). */
+    double offset_x, offset_y;
+    /* An image collection's tile ids, sorted (NULL for a tileset cut from
+     * one image): removing tiles in Tiled leaves gaps, and a gid in a gap
+     * is no tile. */
+    uint32_t *images;
+    size_t n_images;
 } pd__tileset;
 
 typedef struct pd__tilesets {
@@ -402,6 +413,12 @@ static int pd__cmp_rule(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static int pd__cmp_id(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
 static int pd__cmp_tileset(const void *a, const void *b)
 {
     uint32_t x = ((const pd__tileset *)a)->firstgid, y = ((const pd__tileset *)b)->firstgid;
@@ -474,15 +491,35 @@ static int pd__parse_alignment(const pd__tctx *ctx, const cJSON *ts, const char 
                      align);
 }
 
+/* The tileset's tileoffset {x, y} (optional) into out->offset_x / offset_y. */
+static int pd__parse_tileoffset(const pd__tctx *ctx, const cJSON *ts, const char *path,
+                                pd__tileset *out)
+{
+    char child[PD_CONF_JSON_PATH_MAX];
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(ts, "tileoffset");
+    out->offset_x = out->offset_y = 0;
+    if (!off)
+        return 0;
+    pd_conf_json_key(child, path, "tileoffset");
+    if (!cJSON_IsObject(off))
+        return pd__tfail(ctx, child, "must be an object {x, y}, not %s", pd_conf_json_type(off));
+    return pd__tget_number(ctx, off, child, "x", &out->offset_x) != 0 ||
+                   pd__tget_number(ctx, off, child, "y", &out->offset_y) != 0
+               ? -1
+               : 0;
+}
+
 static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *path,
                            pd__tileset *out)
 {
     char child[PD_CONF_JSON_PATH_MAX];
-    double tw = ctx->tile_w, th = ctx->tile_h;
-    if (pd__tget_number(ctx, ts, path, "tilewidth", &tw) != 0 ||
-        pd__tget_number(ctx, ts, path, "tileheight", &th) != 0 ||
-        pd__parse_alignment(ctx, ts, path, out) != 0)
+    out->tile_w = ctx->tile_w;
+    out->tile_h = ctx->tile_h;
+    if (pd__tget_number(ctx, ts, path, "tilewidth", &out->tile_w) != 0 ||
+        pd__tget_number(ctx, ts, path, "tileheight", &out->tile_h) != 0 ||
+        pd__parse_alignment(ctx, ts, path, out) != 0 || pd__parse_tileoffset(ctx, ts, path, out) != 0)
         return -1;
+    const double tw = out->tile_w, th = out->tile_h;
     const cJSON *tiles = cJSON_GetObjectItemCaseSensitive(ts, "tiles");
     if (!tiles)
         return 0;
@@ -493,7 +530,8 @@ static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *pat
     if (n == 0)
         return 0;
     out->rules = calloc((size_t)n, sizeof *out->rules);
-    if (!out->rules)
+    out->images = calloc((size_t)n, sizeof *out->images);
+    if (!out->rules || !out->images)
         return pd__tfail(ctx, child, "out of memory");
     size_t i = 0;
     uint32_t reach = 0; /* 1 + the largest id of a tile with its own image */
@@ -516,6 +554,8 @@ static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *pat
             return -1;
         if (own_image && id >= reach)
             reach = id + 1;
+        if (own_image)
+            out->images[out->n_images++] = id;
         /* Properties first, then the class, then collision shapes. */
         int has = 0, has_class = 0;
         uint8_t cell = 0, class_cell = 0, by = PD_TILED_BY_PROPERTY;
@@ -544,6 +584,11 @@ static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *pat
     }
     if (out->has_tilecount && reach > out->tilecount)
         out->tilecount = reach;
+    if (out->n_images == 0) {
+        free(out->images);
+        out->images = NULL;
+    }
+    qsort(out->images, out->n_images, sizeof *out->images, pd__cmp_id);
     qsort(out->rules, out->n_rules, sizeof *out->rules, pd__cmp_rule);
     for (size_t k = 1; k < out->n_rules; k++) {
         if (out->rules[k - 1].id == out->rules[k].id)
@@ -688,8 +733,10 @@ static int pd__parse_tileset(const pd__tctx *ctx, const cJSON *ts, const char *p
 
 static void pd__free_tilesets(pd__tilesets *t)
 {
-    for (size_t i = 0; i < t->n; i++)
+    for (size_t i = 0; i < t->n; i++) {
         free(t->sets[i].rules);
+        free(t->sets[i].images);
+    }
     free(t->sets);
 }
 
@@ -740,10 +787,15 @@ static const pd__tileset *pd__tileset_of(const pd__tilesets *t, uint32_t gid)
     return lo ? &t->sets[lo - 1] : NULL;
 }
 
+/* pd__gid_cell's refusals. */
+enum { PD__GID_BEYOND = -1, PD__GID_NOT_IN_COLLECTION = -2 };
+
 /* The cell value of a gid: 0 is empty ground (open, cost 1); otherwise the
  * tile's rule in the tileset it belongs to (the one with the largest
  * firstgid <= gid), or the untagged default; *by gets the pd_tiled_by that
- * decided it. -1: beyond every tileset. */
+ * decided it. PD__GID_BEYOND: beyond every tileset; PD__GID_NOT_IN_COLLECTION:
+ * in an image collection, but none of its tiles (a gap left by tiles
+ * removed in Tiled): untagged would be a guess. */
 static int pd__gid_cell(const pd__tctx *ctx, const pd__tilesets *t, uint32_t raw_gid, uint8_t *by)
 {
     uint32_t gid = raw_gid & ~PD_TILED_FLAG_BITS;
@@ -752,10 +804,12 @@ static int pd__gid_cell(const pd__tctx *ctx, const pd__tilesets *t, uint32_t raw
         return PD_CELL_FREE;
     const pd__tileset *ts = pd__tileset_of(t, gid);
     if (!ts)
-        return -1;
+        return PD__GID_BEYOND;
     uint32_t id = gid - ts->firstgid;
     if (ts->has_tilecount && id >= ts->tilecount)
-        return -1;
+        return PD__GID_BEYOND;
+    if (ts->images && !bsearch(&id, ts->images, ts->n_images, sizeof *ts->images, pd__cmp_id))
+        return PD__GID_NOT_IN_COLLECTION;
     size_t lo = 0, hi = ts->n_rules;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -770,6 +824,20 @@ static int pd__gid_cell(const pd__tctx *ctx, const pd__tilesets *t, uint32_t raw
     }
     *by = PD_TILED_BY_UNTAGGED;
     return ctx->rules->untagged_open ? PD_CELL_FREE : PD_CELL_BLOCKED;
+}
+
+/* Fails at path with why the gid raw has no cell value (v, pd__gid_cell's
+ * refusal); `where` (the cell, for a layer's tile) goes first. */
+static int pd__gid_fail(const pd__tctx *ctx, const pd__tilesets *t, const char *path, const char *where,
+                        uint32_t raw, int v)
+{
+    const uint32_t gid = raw & ~PD_TILED_FLAG_BITS;
+    const pd__tileset *ts = pd__tileset_of(t, gid);
+    if (v == PD__GID_NOT_IN_COLLECTION && ts)
+        return pd__tfail(ctx, path, "%sgid %u is no tile of its image collection (the tileset at "
+                                    "firstgid %u has no tile id %u; was it removed in Tiled?)",
+                         where, (unsigned)gid, (unsigned)ts->firstgid, (unsigned)(gid - ts->firstgid));
+    return pd__tfail(ctx, path, "%sgid %u is beyond every tileset", where, (unsigned)gid);
 }
 
 /* ---- layers ---- */
@@ -882,10 +950,11 @@ static int pd__apply_gid(pd__walk *w, const char *label, int64_t tx, int64_t ty,
     pd_grid *g = w->g;
     uint8_t by;
     int v = pd__gid_cell(w->ctx, w->sets, raw, &by);
-    if (v < 0)
-        return pd__tfail(w->ctx, label, "cell (%lld, %lld): gid %u is beyond every tileset",
-                         (long long)(tx + x), (long long)(ty + y),
-                         (unsigned)(raw & ~PD_TILED_FLAG_BITS));
+    if (v < 0) {
+        char where[64];
+        snprintf(where, sizeof where, "cell (%lld, %lld): ", (long long)(tx + x), (long long)(ty + y));
+        return pd__gid_fail(w->ctx, w->sets, label, where, raw, v);
+    }
     int32_t gx = (int32_t)(tx + x - w->ctx->min_x), gy = (int32_t)(ty + y - w->ctx->min_y);
     if (w->seen) {
         /* Two chunks giving one tile: which one Tiled meant is a guess. */
@@ -1356,16 +1425,22 @@ static int pd__object_collider(const pd__walk *w, const cJSON *o, const char *ob
     if (s->gid) {
         *value = pd__gid_cell(ctx, w->sets, s->gid, by);
         if (*value < 0)
-            return pd__tfail(ctx, obj_path, "gid %u is beyond every tileset",
-                             (unsigned)(s->gid & ~PD_TILED_FLAG_BITS));
-        /* The tile stands on (x, y) as its tileset's objectalignment says
-         * (pd__parse_shape put it on its bottom-left corner). */
+            return pd__gid_fail(ctx, w->sets, obj_path, "", s->gid, *value);
         const pd__tileset *ts = pd__tileset_of(w->sets, s->gid & ~PD_TILED_FLAG_BITS);
         if (ts) {
-            double tw = s->x1 - s->x0, th = s->y1 - s->y0;
-            s->x0 = -ts->align_x * tw;
+            /* Old TMX wrote no size for a tile object: Tiled draws it at its
+             * tile's size (it covered nothing). */
+            double tw = cJSON_GetObjectItemCaseSensitive(o, "width") ? s->x1 - s->x0 : ts->tile_w;
+            double th = cJSON_GetObjectItemCaseSensitive(o, "height") ? s->y1 - s->y0 : ts->tile_h;
+            /* The tile stands on (x, y) as its tileset's objectalignment
+             * says (pd__parse_shape put it on its bottom-left corner), moved
+             * by the tileoffset, which scales with the object as Tiled
+             * draws it (in the object's frame: its rotation turns it too). */
+            double ox = ts->tile_w > 0 ? ts->offset_x * tw / ts->tile_w : ts->offset_x;
+            double oy = ts->tile_h > 0 ? ts->offset_y * th / ts->tile_h : ts->offset_y;
+            s->x0 = -ts->align_x * tw + ox;
             s->x1 = s->x0 + tw;
-            s->y0 = -ts->align_y * th;
+            s->y0 = -ts->align_y * th + oy;
             s->y1 = s->y0 + th;
         }
     }

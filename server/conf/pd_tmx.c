@@ -6,8 +6,8 @@
  * pd_tiled reports it as "must be an integer, not string" with its path).
  * Child elements map as the JSON format maps them: layers in document order
  * into "layers" with their "type", <tileset> into "tilesets", <tile> of a
- * tileset into "tiles", <object> into "objects", <properties> into an array
- * of {name, type, value}.
+ * tileset into "tiles", <tileoffset> into "tileoffset", <object> into
+ * "objects", <properties> into an array of {name, type, value}.
  */
 #include "pd_tmx.h"
 #include "pd_reason.h"
@@ -343,6 +343,12 @@ static cJSON *pd__tileset(const xmlNode *n)
         int rc = 0;
         if (pd__name_is(c, "properties")) {
             rc = pd__add(ts, "properties", pd__properties(c));
+        } else if (pd__name_is(c, "tileoffset")) {
+            /* <tileoffset x y/>: {"x", "y"}, as the JSON format writes it. */
+            cJSON *off = cJSON_CreateObject();
+            rc = pd__add(ts, "tileoffset", off);
+            if (rc == 0)
+                rc = pd__copy_attrs(c, off);
         } else if (pd__name_is(c, "tile")) {
             cJSON *tile = cJSON_CreateObject();
             rc = pd__append(pd__array(ts, "tiles"), tile);

@@ -800,6 +800,89 @@ static void test_tile_object_alignment(void **state)
                        "topleft, top, topright, left, center, right, bottomleft, bottom or bottomright)");
 }
 
+/* A tile object with no width and height (old TMX wrote none) is drawn by
+ * Tiled at its tile's size, its tileset's (16 px here, the map's cells are
+ * 8): it used to cover nothing. */
+static void test_tile_object_without_size(void **state)
+{
+    (void)state;
+    static const char *const want[] = { "##.", "##.", "..." };
+    pd_grid *g = load_ok(
+        "<map orientation=\"orthogonal\" width=\"3\" height=\"3\" tilewidth=\"8\" tileheight=\"8\">\n"
+        " <tileset firstgid=\"1\" name=\"big\" tilewidth=\"16\" tileheight=\"16\" tilecount=\"1\"/>\n"
+        " <layer name=\"ground\" width=\"3\" height=\"3\"><data encoding=\"csv\">0,0,0,0,0,0,0,0,0</data></layer>\n"
+        " <objectgroup name=\"things\"><object id=\"1\" gid=\"1\" x=\"0\" y=\"16\"/></objectgroup>\n"
+        "</map>",
+        NULL);
+    grid_picture_check(g, want, 3);
+    pd_grid_destroy(g);
+}
+
+/* A tileset's tileoffset moves its tiles as Tiled draws them, a tile
+ * object's too, scaled with the object (its size over the tile's): tile
+ * objects used to be read where they stand, a tile off here. */
+static void test_tile_object_tileoffset(void **state)
+{
+    (void)state;
+    /* Bottom-left at (0, 16), 8 x 8: cell (0, 1); moved by (8, -8): (1, 0). */
+    static const char *const moved[] = { ".#.", "...", "..." };
+    pd_grid *g = load_ok(
+        "<map orientation=\"orthogonal\" width=\"3\" height=\"3\" tilewidth=\"8\" tileheight=\"8\">\n"
+        " <tileset firstgid=\"1\" name=\"t\" tilewidth=\"8\" tileheight=\"8\" tilecount=\"1\">\n"
+        "  <tileoffset x=\"8\" y=\"-8\"/>\n"
+        " </tileset>\n"
+        " <layer name=\"ground\" width=\"3\" height=\"3\"><data encoding=\"csv\">0,0,0,0,0,0,0,0,0</data></layer>\n"
+        " <objectgroup name=\"things\"><object id=\"1\" gid=\"1\" x=\"0\" y=\"16\" width=\"8\" height=\"8\"/>"
+        "</objectgroup>\n"
+        "</map>",
+        NULL);
+    grid_picture_check(g, moved, 3);
+    pd_grid_destroy(g);
+    /* Drawn at twice the tile's size, the offset (4, 0) doubles too: columns
+     * 1 and 2, where an unscaled one would give 0 and 1. */
+    static const char *const scaled[] = { ".##.", ".##." };
+    g = load_ok("{\"width\": 4, \"height\": 2, \"tilewidth\": 8, \"tileheight\": 8, \"tilesets\": ["
+                "{\"firstgid\": 1, \"tilecount\": 1, \"tilewidth\": 8, \"tileheight\": 8, "
+                "\"tileoffset\": {\"x\": 4, \"y\": 0}}], \"layers\": ["
+                "{\"type\": \"tilelayer\", \"data\": [0, 0, 0, 0, 0, 0, 0, 0]},"
+                "{\"type\": \"objectgroup\", \"objects\": [{\"gid\": 1, \"x\": 0, \"y\": 16, \"width\": 16, "
+                "\"height\": 16}]}]}",
+                NULL);
+    grid_picture_check(g, scaled, 2);
+    pd_grid_destroy(g);
+    expect_error("{\"width\": 1, \"height\": 1, \"tilewidth\": 8, \"tileheight\": 8, \"tilesets\": ["
+                 "{\"firstgid\": 1, \"tilecount\": 1, \"tileoffset\": {\"x\": \"4\"}}],"
+                 " \"layers\": [{\"type\": \"tilelayer\", \"data\": [0]}]}",
+                 NULL, "$.tilesets[0].tileoffset.x: must be a finite number, not a string");
+}
+
+/* Removing tiles from an image collection in Tiled leaves gaps in its ids
+ * (legal); a gid in a gap is no tile, and used to load as an untagged one
+ * (open or blocked by the untagged rule, a guess). It is refused, naming
+ * the gid, the layer and the cell, or the object. */
+static void test_image_collection_gap_gid(void **state)
+{
+    (void)state;
+    const char *fmt =
+        "{\"width\": 3, \"height\": 1, \"tilewidth\": 8, \"tileheight\": 8, \"tilesets\": ["
+        "{\"firstgid\": 1, \"columns\": 0, \"tilecount\": 2, \"tiles\": ["
+        " {\"id\": 0, \"image\": \"a.png\"}, {\"id\": 5, \"image\": \"b.png\"}]}],"
+        " \"layers\": [{\"type\": \"tilelayer\", \"name\": \"walls\", \"data\": [%s]}%s]}";
+    char buf[MAP_TEXT_MAX];
+    snprintf(buf, sizeof buf, fmt, "1, 3, 6", "");
+    expect_error(buf, NULL, "$.layers[0] (layer \"walls\"): cell (1, 0): gid 3 is no tile of its image "
+                            "collection (the tileset at firstgid 1 has no tile id 2; was it removed in Tiled?)");
+    snprintf(buf, sizeof buf, fmt, "1, 0, 6",
+             ", {\"type\": \"objectgroup\", \"name\": \"o\", \"objects\": [{\"gid\": 4, \"x\": 0, \"y\": 8, "
+             "\"width\": 8, \"height\": 8}]}");
+    expect_error(buf, NULL, "$.layers[1] (layer \"o\").objects[0]: gid 4 is no tile of its image "
+                            "collection (the tileset at firstgid 1 has no tile id 3; was it removed in Tiled?)");
+    /* The gap itself is legal: its tiles on the map load. */
+    snprintf(buf, sizeof buf, fmt, "1, 0, 6", "");
+    pd_grid *g = load_ok(buf, NULL);
+    pd_grid_destroy(g);
+}
+
 /* ---- the configurable rule ---- */
 
 static void test_property_names_and_untagged_tiles(void **state)
@@ -1322,6 +1405,9 @@ int main(void)
         cmocka_unit_test(test_group_offsets),
         cmocka_unit_test(test_group_offsets_rounding),
         cmocka_unit_test(test_tile_object_alignment),
+        cmocka_unit_test(test_tile_object_without_size),
+        cmocka_unit_test(test_tile_object_tileoffset),
+        cmocka_unit_test(test_image_collection_gap_gid),
         cmocka_unit_test(test_image_collection_ids_past_tilecount),
         cmocka_unit_test(test_property_names_and_untagged_tiles),
         cmocka_unit_test(test_tile_and_object_classes),
