@@ -2042,6 +2042,11 @@ class PathdClient(_Api):
             # from another thread never goes ahead of them.
             with self._send_lock:
                 with self._lock:
+                    if self._closes:
+                        # close() came while this connected (it found no
+                        # connection to close): sock is not the client's.
+                        sock.close()
+                        raise PathdClosed()
                     self._sock = sock
                     self._connected_at = time.monotonic()
                     self.reconnects += 1 if self._ever_connected else 0
@@ -2108,6 +2113,7 @@ class PathdClient(_Api):
                 self._retire(self._sock)
         failure = None
         while True:
+            self._check_open()  # close() came while this waited or failed to connect
             pause = self._gate_wait(deadline, until, failure)
             if pause > 0:
                 time.sleep(pause)
@@ -2703,6 +2709,9 @@ class AsyncPathdClient(_Api):
                 self._gate_shut()
                 raise PathdDisconnected("cannot connect to %s:%d: %s"
                                         % (self._host, self._port, e or "timed out"))
+            if self._closes:  # as PathdClient._connect
+                writer.close()
+                raise PathdClosed()
             writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._writer = writer
             self._connected_at = time.monotonic()
@@ -2741,6 +2750,7 @@ class AsyncPathdClient(_Api):
             self._retire(self._writer)
         failure = None
         while True:
+            self._check_open()  # as PathdClient._connect_until
             pause = self._gate_wait(deadline, until, failure)
             if pause > 0:
                 await asyncio.sleep(pause)

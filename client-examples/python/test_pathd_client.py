@@ -1202,6 +1202,27 @@ class AsyncClientTest(unittest.TestCase):
         self.run_async(main())
         server.join()
 
+    def test_close_while_a_call_waits_to_reconnect(self):
+        """As FakeServerTest.test_close_while_a_call_waits_to_reconnect, awaited."""
+        server = FakeServer(serve_one_ping_then_lose_it)
+
+        async def main():
+            client = AsyncPathdClient(server.addr, timeout=2)
+            await client.ping()
+            client._gate_step = 1.0  # as the blocking test
+            deadline = time.monotonic() + 5
+            while client.connected and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            waiting = asyncio.ensure_future(client.ping())
+            await asyncio.sleep(0.2)  # the ping waits for the gate
+            await client.close()
+            with self.assertRaises(PathdClosed):
+                await waiting
+            self.assertFalse(client.connected)
+
+        self.run_async(main())
+        server.join()
+
     def test_timeout_cancels_on_the_server(self):
         """A call that timed out after it was sent left the server searching
         (holding a worker and its slots) for an answer nobody read: the
@@ -1585,6 +1606,30 @@ def serve_one_ping(server):
     server.wait_closed()
 
 
+def serve_one_ping_then_lose_it(server):
+    """One connection that answers one ping and is then lost (the client's
+    next connect waits for its reconnect gate); fails if the client
+    connects again within 2 s."""
+    server.accept()
+    server.send(pong(server.read_request()))
+    time.sleep(0.2)  # lost after the ping was answered, not with its answer
+    server.conn.close()
+    server.conn = None
+    server.listener.settimeout(2)
+    try:
+        server.accept()
+    except socket.timeout:
+        return
+    raise AssertionError("the client connected again after close()")
+
+
+def wait_disconnected(client):
+    """Until the client has seen its connection lost (at most 5 s)."""
+    deadline = time.monotonic() + 5
+    while client.connected and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 class FakeServerTest(unittest.TestCase):
     """Exact sequences a real daemon cannot be made to produce on demand."""
 
@@ -1602,6 +1647,33 @@ class FakeServerTest(unittest.TestCase):
                 call()
             self.assertEqual(caught.exception.status, "CLOSED")
             self.assertIn("client is closed", str(caught.exception))
+        self.assertFalse(client.connected)
+
+    def test_close_while_a_call_waits_to_reconnect(self):
+        """close() came while a call waited for the reconnect gate (its
+        connection just lost): the call then connected again after close()
+        had returned and sent its request there, leaving the closed client
+        with an open connection and its threads. It fails with PathdClosed."""
+        server = FakeServer(serve_one_ping_then_lose_it)
+        client = PathdClient(server.addr, timeout=2)
+        client.ping()
+        client._gate_step = 1.0  # the gate stays shut 0.5-1 s after the loss: close() comes within it
+        wait_disconnected(client)
+        caught = []
+
+        def call():
+            try:
+                client.ping()
+            except PathdError as e:
+                caught.append(e)
+
+        waiting = threading.Thread(target=call)
+        waiting.start()
+        time.sleep(0.2)  # the ping waits for the gate
+        client.close()
+        waiting.join(5)
+        server.join()
+        self.assertEqual([type(e) for e in caught], [PathdClosed])
         self.assertFalse(client.connected)
 
     def test_status_newer_than_the_client_surfaces_by_its_number(self):
