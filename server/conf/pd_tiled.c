@@ -49,8 +49,8 @@
 #define PD_TILED_MAX_POLYGON_POINTS 65536
 /* How far from zero a counted layer's summed offset (its own plus its
  * groups', pd__walk_layers) may be and still line up, as a fraction of the
- * sum of the offsets' magnitudes: the rounding error of the sum, not a
- * leeway. Each of the at most 33 offsets (PD_TILED_MAX_GROUP_DEPTH groups
+ * sum of the offsets' magnitudes on the same axis: the rounding error of the
+ * sum, not a leeway. Each of the at most 33 offsets (PD_TILED_MAX_GROUP_DEPTH groups
  * and the layer) is rounded once when its decimal is read and once when
  * added, each time by at most half an ulp (2^-53 of its magnitude), so a
  * sum that is zero in the file comes out within 66 x 2^-53 < 2^-46 of that
@@ -1520,14 +1520,23 @@ static void pd__note_layer(pd__walk *w, const char *name, const char *path)
 
 /* The offsets of the groups around a layer, summed: Tiled draws a layer
  * at its own offset plus its groups', so a counted layer inside a shifted
- * group is as far off the grid as one shifted itself. mag: the sum of
- * their magnitudes, which bounds the rounding in x and y
- * (PD_TILED_OFFSET_ROUNDING). */
+ * group is as far off the grid as one shifted itself. mag_x, mag_y: the
+ * sums of their magnitudes, which bound the rounding on each axis
+ * (PD_TILED_OFFSET_ROUNDING); one bound for both let x offsets that cancel
+ * (1e17 and -1e17) hide a half-tile offset in y. */
 typedef struct pd__goffset {
-    double x, y, mag;
+    double x, y, mag_x, mag_y;
 } pd__goffset;
 
-static const pd__goffset pd__no_offset = { 0, 0, 0 };
+static const pd__goffset pd__no_offset = { 0, 0, 0, 0 };
+
+/* A summed offset on one axis with its rounding (mag: the sum of the
+ * offsets' magnitudes there) taken as the zero it is. A sum that overflowed
+ * is no rounding (its bound is infinite too): it stays, and is refused. */
+static double pd__offset_off_grid(double sum, double mag)
+{
+    return isfinite(mag) && fabs(sum) <= PD_TILED_OFFSET_ROUNDING * mag ? 0 : sum;
+}
 
 /* Visits every layer depth first. In the bounds pass (w->g NULL) it counts
  * the tile layers, names the counted layers in the stats and, for infinite
@@ -1570,10 +1579,8 @@ static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, i
             (pd__tget_number(ctx, l, label, "offsetx", &ox) != 0 ||
              pd__tget_number(ctx, l, label, "offsety", &oy) != 0))
             return -1;
-        const pd__goffset sum = { ox + go.x, oy + go.y, fabs(ox) + fabs(oy) + go.mag };
-        /* The offset with the sums' rounding taken as the zero it is. */
-        const double rounding = PD_TILED_OFFSET_ROUNDING * sum.mag;
-        const double dx = fabs(sum.x) > rounding ? sum.x : 0, dy = fabs(sum.y) > rounding ? sum.y : 0;
+        const pd__goffset sum = { ox + go.x, oy + go.y, fabs(ox) + go.mag_x, fabs(oy) + go.mag_y };
+        const double dx = pd__offset_off_grid(sum.x, sum.mag_x), dy = pd__offset_off_grid(sum.y, sum.mag_y);
         if (counted && (dx != 0 || dy != 0)) {
             if (go.x != 0 || go.y != 0)
                 return pd__tfail(ctx, label, "is drawn at an offset (%g, %g), its groups' included; "

@@ -723,6 +723,31 @@ static void test_group_offsets_rounding(void **state)
                             "line up with the grid");
 }
 
+/* The rounding bound is each axis's own: a half-tile offset in y beside
+ * x offsets that cancel (a group at x 1e17, its layer at -1e17) lined up,
+ * the x magnitudes' bound (2^-46 of 2e17 is 2842 px) taken for y too. Sums
+ * that overflow to infinity are no rounding either: they loaded as lined
+ * up (the bound was infinite too). */
+static void test_group_offsets_rounding_per_axis(void **state)
+{
+    (void)state;
+    const char *fmt = "{\"width\": 2, \"height\": 1, \"tilewidth\": 16, \"tileheight\": 16, "
+                      "\"tilesets\": [{\"firstgid\": 1, \"tilecount\": 1}], \"layers\": ["
+                      "{\"type\": \"group\", \"name\": \"g\", \"offsetx\": %s, \"layers\": ["
+                      "{\"type\": \"group\", \"name\": \"h\", \"offsetx\": %s, \"layers\": ["
+                      "{\"type\": \"tilelayer\", \"name\": \"walls\", \"offsetx\": %s, \"offsety\": %s, "
+                      "\"data\": [1, 0]}]}]}]}";
+    char buf[MAP_TEXT_MAX];
+    snprintf(buf, sizeof buf, fmt, "1e17", "0", "-1e17", "8");
+    expect_error(buf, NULL, "$.layers[0] (layer \"g\").layers[0] (layer \"h\").layers[0] (layer \"walls\"): "
+                            "is drawn at an offset (0, 8), its groups' included; a layer that counts must "
+                            "line up with the grid");
+    snprintf(buf, sizeof buf, fmt, "1e308", "1e308", "-1e308", "0");
+    expect_error(buf, NULL, "$.layers[0] (layer \"g\").layers[0] (layer \"h\").layers[0] (layer \"walls\"): "
+                            "is drawn at an offset (inf, 0), its groups' included; a layer that counts must "
+                            "line up with the grid");
+}
+
 /* An image collection tileset (a tile per image) keeps a tile's id when the
  * tiles before it are removed in Tiled, so its ids run past its tilecount
  * (the format specifications say so; Tiled gives the next tileset the
@@ -1404,6 +1429,7 @@ int main(void)
         cmocka_unit_test(test_object_colliders),
         cmocka_unit_test(test_group_offsets),
         cmocka_unit_test(test_group_offsets_rounding),
+        cmocka_unit_test(test_group_offsets_rounding_per_axis),
         cmocka_unit_test(test_tile_object_alignment),
         cmocka_unit_test(test_tile_object_without_size),
         cmocka_unit_test(test_tile_object_tileoffset),
