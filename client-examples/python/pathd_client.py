@@ -2203,8 +2203,13 @@ class PathdClient(_Api):
     def close(self):
         """Closes the connection for good; unanswered requests fail with
         PathdDisconnected (a call retrying meanwhile gives up rather than
-        connect again), and later calls raise PathdClosed."""
+        connect again), and later calls raise PathdClosed. Connections
+        retired (draining, or older than max_connection_age) close too:
+        the calls still owed an answer there waited out their timeouts."""
         self._closes += 1
+        with self._lock:
+            for sock in list(self._retiring):
+                self._fail(sock, PathdDisconnected, "connection closed by the client")
         self._drop(PathdDisconnected, "connection closed by the client")
 
     def _drop(self, error_class, message):
@@ -2231,6 +2236,10 @@ class PathdClient(_Api):
         that fails fails only the requests sent on it."""
         if sock is not None and sock in self._retiring:
             self._retiring.discard(sock)
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes its reader thread (close() alone does not)
+            except OSError:
+                pass
             sock.close()
             for p in self._pending.values():
                 if not p.done and p.sock is sock:
@@ -2814,6 +2823,8 @@ class AsyncPathdClient(_Api):
     async def close(self):
         """As PathdClient.close."""
         self._closes += 1
+        for writer in list(self._retiring):
+            self._fail(writer, PathdDisconnected, "connection closed by the client")
         await self._drop(PathdDisconnected, "connection closed by the client")
 
     async def _drop(self, error_class, message):

@@ -1223,6 +1223,23 @@ class AsyncClientTest(unittest.TestCase):
         self.run_async(main())
         server.join()
 
+    def test_close_fails_calls_owed_on_a_draining_connection(self):
+        """As FakeServerTest.test_close_fails_calls_owed_on_a_draining_connection, awaited."""
+        server = FakeServer(serve_a_call_then_drain)
+
+        async def main():
+            client = AsyncPathdClient(server.addr, timeout=5)
+            waiting = asyncio.ensure_future(client.find_path(*SHORT))
+            while not server.requests:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)  # as the blocking test
+            await client.close()
+            with self.assertRaises(PathdDisconnected):
+                await asyncio.wait_for(waiting, 2)
+
+        self.run_async(main())
+        server.join()
+
     def test_timeout_cancels_on_the_server(self):
         """A call that timed out after it was sent left the server searching
         (holding a worker and its slots) for an answer nobody read: the
@@ -1623,6 +1640,23 @@ def serve_one_ping_then_lose_it(server):
     raise AssertionError("the client connected again after close()")
 
 
+def serve_a_call_then_drain(server):
+    """Takes one call and says DRAINING without answering it: the client
+    retires the connection, still owed that answer. Returns once the
+    client has closed it."""
+    server.accept()
+    server.read_request()
+    server.send(DRAINING_NOW)
+    server.wait_closed()
+
+
+def wait_for_requests(server, n):
+    """Until the fake server has read n requests (at most 5 s)."""
+    deadline = time.monotonic() + 5
+    while len(server.requests) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def wait_disconnected(client):
     """Until the client has seen its connection lost (at most 5 s)."""
     deadline = time.monotonic() + 5
@@ -1675,6 +1709,30 @@ class FakeServerTest(unittest.TestCase):
         server.join()
         self.assertEqual([type(e) for e in caught], [PathdClosed])
         self.assertFalse(client.connected)
+
+    def test_close_fails_calls_owed_on_a_draining_connection(self):
+        """close() closed only the current connection: one retired (its
+        server draining, or max_connection_age) stayed open, and the calls
+        still owed an answer on it waited out their timeouts (or got it,
+        after close()). They fail with PathdDisconnected, as Node's do."""
+        server = FakeServer(serve_a_call_then_drain)
+        client = PathdClient(server.addr, timeout=5)
+        caught = []
+
+        def call():
+            try:
+                client.find_path(*SHORT)
+            except PathdError as e:
+                caught.append(e)
+
+        waiting = threading.Thread(target=call)
+        waiting.start()
+        wait_for_requests(server, 1)
+        time.sleep(0.2)  # the DRAINING frame arrives: the connection is retired
+        client.close()
+        waiting.join(2)
+        self.assertEqual([type(e) for e in caught], [PathdDisconnected])
+        server.join()
 
     def test_status_newer_than_the_client_surfaces_by_its_number(self):
         """99 is no pathd.v1.Status: a newer server's. Each kind of call
