@@ -49,14 +49,14 @@
 #define PD_TILED_MAX_POLYGON_POINTS 65536
 /* How far from zero a counted layer's summed offset (its own plus its
  * groups', pd__walk_layers) may be and still line up, as a fraction of the
- * sum of the offsets' magnitudes on the same axis: the rounding error of the
- * sum, not a leeway. Each of the at most 33 offsets (PD_TILED_MAX_GROUP_DEPTH groups
- * and the layer) is rounded once when its decimal is read and once when
- * added, each time by at most half an ulp (2^-53 of its magnitude), so a
- * sum that is zero in the file comes out within 66 x 2^-53 < 2^-46 of that
- * sum of magnitudes: 0.1 + 0.2 - 0.3 is 5.55e-17 px. A real offset is far
- * outside it (0.001 px among offsets of a million pixels: 2^-46 of them is
- * 1.4e-8 px), so it is still refused. */
+ * sum of the offsets' magnitudes on the same axis: the rounding error of
+ * the sum, not a leeway. Each of the at most 33 offsets
+ * (PD_TILED_MAX_GROUP_DEPTH groups and the layer) is rounded once when its
+ * decimal is read and once when added, each time by at most half an ulp
+ * (2^-53 of its magnitude), so a sum that is zero in the file comes out
+ * within 66 x 2^-53 < 2^-46 of that sum of magnitudes: 0.1 + 0.2 - 0.3 is
+ * 5.55e-17 px. A real offset is far outside it (0.001 px among offsets of
+ * a million pixels: 2^-46 of them is 1.4e-8 px), so it is still refused. */
 #define PD_TILED_OFFSET_ROUNDING 0x1p-46
 
 typedef struct pd__tctx {
@@ -76,6 +76,16 @@ typedef struct pd__tile_rule {
     uint8_t by;                  /* the pd_tiled_by that decided it */
 } pd__tile_rule;
 
+/* A tile of an image collection: its id (first, for pd__cmp_id) and its
+ * size, its image's (the tileset's tile size is only the largest of them):
+ * Tiled draws a tile object of it at that size when the object gives
+ * none, and scales the tileoffset by the object's size over it. 0: not
+ * given (the tileset's tile size is taken). */
+typedef struct pd__tile_image {
+    uint32_t id;
+    double w, h;
+} pd__tile_image;
+
 typedef struct pd__tileset {
     uint32_t firstgid;
     uint32_t tilecount;          /* tiles in the set, when has_tilecount */
@@ -92,10 +102,10 @@ typedef struct pd__tileset {
     /* Its tileoffset (pixels, x right, y down): Tiled draws its tiles that
      * far from where they stand, a tile object's too (scaled with it). */
     double offset_x, offset_y;
-    /* An image collection's tile ids, sorted (NULL for a tileset cut from
-     * one image): removing tiles in Tiled leaves gaps, and a gid in a gap
-     * is no tile. */
-    uint32_t *images;
+    /* An image collection's tiles, sorted by id (NULL for a tileset cut
+     * from one image): removing tiles in Tiled leaves gaps, and a gid in a
+     * gap is no tile. */
+    struct pd__tile_image *images;
     size_t n_images;
 } pd__tileset;
 
@@ -413,6 +423,7 @@ static int pd__cmp_rule(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Orders uint32_t ids, or structs that start with one (pd__tile_image). */
 static int pd__cmp_id(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -554,8 +565,16 @@ static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *pat
             return -1;
         if (own_image && id >= reach)
             reach = id + 1;
-        if (own_image)
-            out->images[out->n_images++] = id;
+        if (own_image) {
+            /* Its size: its sub-rectangle's (Tiled 1.9+), else its image's. */
+            pd__tile_image *img = &out->images[out->n_images++];
+            img->id = id;
+            if (pd__tget_number(ctx, t, tile_path, "imagewidth", &img->w) != 0 ||
+                pd__tget_number(ctx, t, tile_path, "imageheight", &img->h) != 0 ||
+                pd__tget_number(ctx, t, tile_path, "width", &img->w) != 0 ||
+                pd__tget_number(ctx, t, tile_path, "height", &img->h) != 0)
+                return -1;
+        }
         /* Properties first, then the class, then collision shapes. */
         int has = 0, has_class = 0;
         uint8_t cell = 0, class_cell = 0, by = PD_TILED_BY_PROPERTY;
@@ -1428,16 +1447,26 @@ static int pd__object_collider(const pd__walk *w, const cJSON *o, const char *ob
             return pd__gid_fail(ctx, w->sets, obj_path, "", s->gid, *value);
         const pd__tileset *ts = pd__tileset_of(w->sets, s->gid & ~PD_TILED_FLAG_BITS);
         if (ts) {
-            /* Old TMX wrote no size for a tile object: Tiled draws it at its
-             * tile's size (it covered nothing). */
-            double tw = cJSON_GetObjectItemCaseSensitive(o, "width") ? s->x1 - s->x0 : ts->tile_w;
-            double th = cJSON_GetObjectItemCaseSensitive(o, "height") ? s->y1 - s->y0 : ts->tile_h;
+            /* The tile's size: an image collection's tile has its image's. */
+            const uint32_t id = (s->gid & ~PD_TILED_FLAG_BITS) - ts->firstgid;
+            const pd__tile_image *img =
+                ts->images ? bsearch(&id, ts->images, ts->n_images, sizeof *ts->images, pd__cmp_id) : NULL;
+            const double size_w = img && img->w > 0 ? img->w : ts->tile_w;
+            const double size_h = img && img->h > 0 ? img->h : ts->tile_h;
+            /* A width or height of 0 (old TMX wrote none) is the tile's, as
+             * Tiled reads it (it covered nothing). */
+            double tw = s->x1 - s->x0, th = s->y1 - s->y0;
+            if (tw == 0)
+                tw = size_w;
+            if (th == 0)
+                th = size_h;
             /* The tile stands on (x, y) as its tileset's objectalignment
              * says (pd__parse_shape put it on its bottom-left corner), moved
-             * by the tileoffset, which scales with the object as Tiled
-             * draws it (in the object's frame: its rotation turns it too). */
-            double ox = ts->tile_w > 0 ? ts->offset_x * tw / ts->tile_w : ts->offset_x;
-            double oy = ts->tile_h > 0 ? ts->offset_y * th / ts->tile_h : ts->offset_y;
+             * by the tileoffset, which scales with the object (its size over
+             * the tile's) as Tiled draws it (in the object's frame: its
+             * rotation turns it too). */
+            double ox = size_w > 0 ? ts->offset_x * tw / size_w : ts->offset_x;
+            double oy = size_h > 0 ? ts->offset_y * th / size_h : ts->offset_y;
             s->x0 = -ts->align_x * tw + ox;
             s->x1 = s->x0 + tw;
             s->y0 = -ts->align_y * th + oy;

@@ -37,7 +37,8 @@
  *    in the map's). It blocks; a tile object takes its tile's
  *    value instead (drawn as Tiled draws it: placed by its tileset's
  *    objectalignment, moved by its tileoffset scaled with the object, its
- *    tileset's tile size when it gives none); the object's class, then its properties, override that
+ *    tile's size, an image collection's tile's its image's, when it gives
+ *    a width or height of 0 or none); the object's class, then its properties, override that
  *    as they do for tiles (a cost adds that cost, an open value does
  *    nothing); objects never open a cell. Points and text have no area and are
  *    skipped; a polyline is refused (it has no inside: draw a polygon), and

@@ -881,6 +881,54 @@ static void test_tile_object_tileoffset(void **state)
                  NULL, "$.tilesets[0].tileoffset.x: must be a finite number, not a string");
 }
 
+/* An image collection's tile has its image's size (the tileset's
+ * tilewidth and tileheight are only the largest image's), and Tiled reads a
+ * tile object's width or height of 0 as its tile's, as when none is given.
+ * Both used the tileset's size: a tileoffset was scaled by the object's
+ * size over the largest image's (halved here: a cell off), a sizeless
+ * object of a small image covered the largest image's area, and an object
+ * with width 0 covered nothing. */
+static void test_tile_object_size_is_its_tiles(void **state)
+{
+    (void)state;
+    const char *tileset = "{\"firstgid\": 1, \"columns\": 0, \"tilewidth\": 16, \"tileheight\": 16, "
+                          "\"tilecount\": 2, \"tileoffset\": {\"x\": %d, \"y\": 0}, \"tiles\": ["
+                          "{\"id\": 0, \"image\": \"small.png\", \"imagewidth\": 8, \"imageheight\": 8},"
+                          "{\"id\": 1, \"image\": \"big.png\", \"imagewidth\": 16, \"imageheight\": 16}]}";
+    const char *fmt = "{\"width\": 4, \"height\": 2, \"tilewidth\": 8, \"tileheight\": 8, \"tilesets\": [%s],"
+                      " \"layers\": [{\"type\": \"tilelayer\", \"data\": [0, 0, 0, 0, 0, 0, 0, 0]},"
+                      "{\"type\": \"objectgroup\", \"objects\": [{\"gid\": 1, \"x\": 0, \"y\": 8, %s}]}]}";
+    char ts[512], buf[MAP_TEXT_MAX];
+    /* Drawn at its image's size: the offset (8, 0) is not scaled, cell 1. */
+    snprintf(ts, sizeof ts, tileset, 8);
+    snprintf(buf, sizeof buf, fmt, ts, "\"width\": 8, \"height\": 8");
+    static const char *const moved[] = { ".#..", "...." };
+    pd_grid *g = load_ok(buf, NULL);
+    grid_picture_check(g, moved, 2);
+    pd_grid_destroy(g);
+    /* Width and height 0: the small image's 8 x 8, cell 0 only. */
+    snprintf(ts, sizeof ts, tileset, 0);
+    snprintf(buf, sizeof buf, fmt, ts, "\"width\": 0, \"height\": 0");
+    static const char *const own[] = { "#...", "...." };
+    g = load_ok(buf, NULL);
+    grid_picture_check(g, own, 2);
+    pd_grid_destroy(g);
+    /* Old TMX: no size on the object; the image's size is on <image>. */
+    g = load_ok("<map orientation=\"orthogonal\" width=\"4\" height=\"2\" tilewidth=\"8\" tileheight=\"8\">\n"
+                " <tileset firstgid=\"1\" name=\"things\" tilewidth=\"16\" tileheight=\"16\" tilecount=\"2\" "
+                "columns=\"0\">\n"
+                "  <tile id=\"0\"><image source=\"small.png\" width=\"8\" height=\"8\"/></tile>\n"
+                "  <tile id=\"1\"><image source=\"big.png\" width=\"16\" height=\"16\"/></tile>\n"
+                " </tileset>\n"
+                " <layer name=\"ground\" width=\"4\" height=\"2\"><data encoding=\"csv\">0,0,0,0,0,0,0,0</data>"
+                "</layer>\n"
+                " <objectgroup name=\"o\"><object id=\"1\" gid=\"1\" x=\"0\" y=\"8\"/></objectgroup>\n"
+                "</map>",
+                NULL);
+    grid_picture_check(g, own, 2);
+    pd_grid_destroy(g);
+}
+
 /* Removing tiles from an image collection in Tiled leaves gaps in its ids
  * (legal); a gid in a gap is no tile, and used to load as an untagged one
  * (open or blocked by the untagged rule, a guess). It is refused, naming
@@ -1433,6 +1481,7 @@ int main(void)
         cmocka_unit_test(test_tile_object_alignment),
         cmocka_unit_test(test_tile_object_without_size),
         cmocka_unit_test(test_tile_object_tileoffset),
+        cmocka_unit_test(test_tile_object_size_is_its_tiles),
         cmocka_unit_test(test_image_collection_gap_gid),
         cmocka_unit_test(test_image_collection_ids_past_tilecount),
         cmocka_unit_test(test_property_names_and_untagged_tiles),
