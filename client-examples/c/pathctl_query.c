@@ -280,8 +280,11 @@ static int pq_parse(int argc, char **argv, int first, int global, pq_args *a)
             return pq_usage_error("bad --seed %s", seed);
     }
     if (a->q.kind == PDC_Q_VALIDATE_MOVE) {
-        if (!speed || pq_parse_double(speed, &a->q.max_speed))
+        if (!speed)
             return pq_usage_error("%s", "validate needs --max-speed V");
+        /* Told apart from a missing flag: "nan" or "fast" was given. */
+        if (pq_parse_double(speed, &a->q.max_speed))
+            return pq_usage_error("bad --max-speed %s: not a finite number (world units per second)", speed);
         if (tolerance && pq_parse_double(tolerance, &a->q.tolerance))
             return pq_usage_error("bad --tolerance %s", tolerance);
         long n = moves ? pq_parse_moves(moves, world, &a->moves) : -1;

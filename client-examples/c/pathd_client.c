@@ -1473,8 +1473,14 @@ static void pdc__dispatch(pdc_conn *c, Pathd__V1__Response *resp)
 }
 
 /* Pumps frames until request `id` completes or the deadline passes. On a
- * timeout the request is forgotten (a late answer is then ignored). */
-static int pdc__wait_for(pdc_conn *c, uint64_t id, int64_t deadline, pdc__pending *taken)
+ * timeout the request is forgotten (a late answer is then ignored) and, when
+ * it was sent and runs on a worker (`counted`: it takes in-flight slots),
+ * cancelled: without the Cancel the server searched on for an answer nobody
+ * reads, up to the request's own deadline, holding a worker and its slots
+ * (the Go, Node and Python clients cancel too). The Cancel has an id of its
+ * own, as pdc_send_cancel's: pathd acknowledges it with that id, and an
+ * acknowledgement with id 0 would read as a connection-level error. */
+static int pdc__wait_for(pdc_conn *c, uint64_t id, int counted, int64_t deadline, pdc__pending *taken)
 {
     for (;;) {
         pdc__pending *p = pdc__pending_find(c, id);
@@ -1491,6 +1497,11 @@ static int pdc__wait_for(pdc_conn *c, uint64_t id, int64_t deadline, pdc__pendin
             const int queued = pdc__unqueue(c, id);
             pdc__pending_release(p);
             pdc__pending_remove(c, p);
+            /* Not on a draining connection, where nothing more is sent; its
+             * answer's slots come back when it arrives (pdc__release). A
+             * failed send closed the connection, which ends the search too. */
+            if (counted && !queued && c->fd >= 0 && !c->draining)
+                (void)pdc_send_cancel(c, id);
             snprintf(c->error, sizeof c->error, "no answer within %d ms%s", c->timeout_ms,
                      queued ? " (still queued behind the in-flight cap; never sent)" : "");
             return PDC_ERR_TIMEOUT;
@@ -1705,7 +1716,7 @@ static int pdc__call(pdc_conn *c, Pathd__V1__Request *req, pdc__kind kind, pdc__
         uint64_t id;
         int r = pdc__send_tracked(c, req, kind, &id);
         if (r == PDC_OK)
-            r = pdc__wait_for(c, id, pdc__deadline_after(c->timeout_ms), taken);
+            r = pdc__wait_for(c, id, pdc__slots(c, req) > 0, pdc__deadline_after(c->timeout_ms), taken);
         else if (r != PDC_ERR_DISCONNECTED)
             return r;
         c->last_timing = taken->timing;

@@ -85,7 +85,8 @@
  * PathdProtocolError (the server broke the protocol; the
  * connection is closed, as the server does). The next call reconnects to the
  * same address by itself. Call close() when done, or the open socket keeps
- * the process alive.
+ * the process alive; close() is for good: later calls reject with
+ * PathdClosed (status "CLOSED") and send nothing, as Go's return ErrClosed.
  *
  * Replicas (several pathd behind HAProxy; docs/PROTOCOL.md, "Clients and
  * replicas"): every call (not the raw send forms) rides out a replica that
@@ -301,6 +302,14 @@ class PathdProtocolError extends PathdError {
 
 /* The local queue of requests waiting for an in-flight slot is full
  * (options.maxQueued): nothing was sent. Back off or shed load. */
+/* close() was called: a closed client stays closed (as Go's ErrClosed) and
+ * a call on it sends nothing. Make a new client to talk again. */
+class PathdClosed extends PathdError {
+  constructor(message = 'client is closed (close() was called); make a new client', options) {
+    super('CLOSED', message, options);
+  }
+}
+
 class PathdQueueFull extends PathdError {
   constructor(message, options) { super('QUEUE_FULL', message, options); }
 }
@@ -1110,6 +1119,7 @@ class PathdClient {
   async _authUntilServed(gaveUp) {
     const started = performance.now(); // the monotonic clock, as the gate's
     const closes = this._closes;
+    if (closes) throw new PathdClosed();
     const deadlineMs = Math.min(this.retryDeadlineMs, this.timeoutMs);
     if (this.reconnect && this._socket === null && this._gate) await this._gateWait(closes); // as _call
     for (;;) {
@@ -1264,7 +1274,9 @@ class PathdClient {
     return this._queue.length;
   }
 
-  /* Closes the socket; requests still waiting reject with PathdDisconnected. */
+  /* Closes the socket for good; requests still waiting reject with
+   * PathdDisconnected, later calls with PathdClosed (the next call used to
+   * open a new socket, where a closed client is expected to stay closed). */
   close() {
     this._closes++; // a call retrying now gives up instead of connecting again
     this._gateOpen(); // the calls waiting for the pause reject now, not when it ends
@@ -1460,6 +1472,7 @@ class PathdClient {
   _send(theOp) {
     checkNumbers(this._schema.Request, theOp.body, '');
     const id = this._nextId++;
+    if (this._closes) return { id, promise: Promise.reject(new PathdClosed(undefined, { requestId: id })) };
     const frame = this._frame(id, theOp.body);
     const socket = this._ensureConnected();
     if (!theOp.finish) {
@@ -1561,6 +1574,7 @@ class PathdClient {
     const started = performance.now();
     let backoff = RETRY_BACKOFF_FIRST_MS;
     const closes = this._closes;
+    if (closes) throw new PathdClosed(); // not after a wait for the reconnect gate
     for (let attempt = 1; ;) {
       // A send that would open a socket while the reconnect gate is shut (a
       // socket failed, was lost or was refused a moment ago) waits for it
@@ -2083,6 +2097,7 @@ module.exports = {
   PathdClient,
   PathdPool,
   PathdQueueFull,
+  PathdClosed,
   PathResult,
   query,
   gridRows,

@@ -87,6 +87,8 @@ subclass: PathdDisconnected (connection lost and the request not safe to
 send again, or no server within the deadline; see "Replicas"), PathdTimeout
 or PathdProtocolError (the server broke the protocol; the connection is
 closed, as the server does). The next call reconnects to the same address by itself.
+close() is for good: after it every call raises PathdClosed (status
+"CLOSED") and sends nothing, as Go's client returns ErrClosed.
 
 Replicas (several pathd behind HAProxy; docs/PROTOCOL.md, "Clients and
 replicas"): the blocking calls (and their coroutine forms) ride out a
@@ -268,6 +270,14 @@ class PathdProtocolError(PathdError):
 
     def __init__(self, message="", request_id=None):
         super().__init__("PROTOCOL_ERROR", message, request_id)
+
+
+class PathdClosed(PathdError):
+    """close() was called: a closed client stays closed (as Go's ErrClosed),
+    and a call on it sends nothing. Make a new client to talk again."""
+
+    def __init__(self, message="client is closed (close() was called); make a new client", request_id=None):
+        super().__init__("CLOSED", message, request_id)
 
 
 class PathdQueueFull(PathdError):
@@ -1885,6 +1895,30 @@ class _Api:
         if p is not None and p.pipelined:
             self._pipelined -= 1
 
+    def _check_open(self):
+        """Raises PathdClosed once close() was called: every call, connect()
+        and reconnect() come here before opening a connection. (A closed
+        client reconnected on the next call, where a game engineer
+        expects it to stay closed, as Go's does.)"""
+        if self._closes:
+            raise PathdClosed()
+
+    def _cancel_of(self, p):
+        """For a call whose wait for p timed out: (connection, Cancel) when
+        p was sent and runs on a worker there, else (None, None). The server
+        would search on for an answer nobody reads (up to the request's own
+        deadline), holding its slots; the Cancel stops it and its CANCELLED
+        answer frees them (as the Node, Go and C clients do). The Cancel
+        has an id of its own: its acknowledgement carries the Cancel's id,
+        and one with id 0 (INVALID_ARGUMENT when the target just finished)
+        would read as a connection-level error and drop the connection."""
+        conn = p.sock
+        if conn is None or conn is not self._sock or p.id not in self._held:
+            return None, None
+        cancel = _cancel_request(p.id)
+        cancel.id = self._register(conn, None, False)[0]
+        return conn, cancel
+
     def _give_up(self, p):
         """A call's wait for p timed out: p is forgotten (a late answer is
         dropped, but for its on-answer) and, not sent yet, leaves the queue
@@ -2008,6 +2042,11 @@ class PathdClient(_Api):
             # from another thread never goes ahead of them.
             with self._send_lock:
                 with self._lock:
+                    if self._closes:
+                        # close() came while this connected (it found no
+                        # connection to close): sock is not the client's.
+                        sock.close()
+                        raise PathdClosed()
                     self._sock = sock
                     self._connected_at = time.monotonic()
                     self.reconnects += 1 if self._ever_connected else 0
@@ -2064,7 +2103,9 @@ class PathdClient(_Api):
         deadline. Each connect's own waits are the timeout's, cut only by
         until, the call's own deadline (batch()): PathdTimeout once it has
         passed. (deadline, the retry deadline, is 0 s away with
-        retry_deadline=0, which must not make a connect impossible.)"""
+        retry_deadline=0, which must not make a connect impossible.)
+        PathdClosed after close()."""
+        self._check_open()
         if self._sock is not None:
             if not self._aged():
                 return
@@ -2072,6 +2113,7 @@ class PathdClient(_Api):
                 self._retire(self._sock)
         failure = None
         while True:
+            self._check_open()  # close() came while this waited or failed to connect
             pause = self._gate_wait(deadline, until, failure)
             if pause > 0:
                 time.sleep(pause)
@@ -2159,9 +2201,15 @@ class PathdClient(_Api):
         self.connect()
 
     def close(self):
-        """Closes the connection; unanswered requests fail with PathdDisconnected
-        (a call retrying meanwhile gives up rather than connect again)."""
+        """Closes the connection for good; unanswered requests fail with
+        PathdDisconnected (a call retrying meanwhile gives up rather than
+        connect again), and later calls raise PathdClosed. Connections
+        retired (draining, or older than max_connection_age) close too:
+        the calls still owed an answer there waited out their timeouts."""
         self._closes += 1
+        with self._lock:
+            for sock in list(self._retiring):
+                self._fail(sock, PathdDisconnected, "connection closed by the client")
         self._drop(PathdDisconnected, "connection closed by the client")
 
     def _drop(self, error_class, message):
@@ -2188,6 +2236,10 @@ class PathdClient(_Api):
         that fails fails only the requests sent on it."""
         if sock is not None and sock in self._retiring:
             self._retiring.discard(sock)
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes its reader thread (close() alone does not)
+            except OSError:
+                pass
             sock.close()
             for p in self._pending.values():
                 if not p.done and p.sock is sock:
@@ -2330,18 +2382,7 @@ class PathdClient(_Api):
             while not p.done:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    # Sent and counted: the server would search on for an
-                    # answer nobody reads (up to the request's own deadline),
-                    # holding its slots. A Cancel stops it; its CANCELLED
-                    # answer frees them (as Node's and Go's clients do).
-                    running = p.sock if p.sock is not None and p.sock is self._sock and p.id in self._held else None
-                    if running is not None:
-                        # An id of its own: its acknowledgement has the
-                        # Cancel's id, and one with id 0 (INVALID_ARGUMENT
-                        # when the target just finished) would read as a
-                        # connection-level error and drop the connection.
-                        cancel = _cancel_request(p.id)
-                        cancel.id = self._register(running, None, False)[0]
+                    running, cancel = self._cancel_of(p)
                     error = self._give_up(p)
                     break
                 self._lock.wait(remaining)
@@ -2677,6 +2718,9 @@ class AsyncPathdClient(_Api):
                 self._gate_shut()
                 raise PathdDisconnected("cannot connect to %s:%d: %s"
                                         % (self._host, self._port, e or "timed out"))
+            if self._closes:  # as PathdClient._connect
+                writer.close()
+                raise PathdClosed()
             writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._writer = writer
             self._connected_at = time.monotonic()
@@ -2708,12 +2752,14 @@ class AsyncPathdClient(_Api):
 
     async def _connect_until(self, deadline, until=None):
         """As PathdClient._connect_until."""
+        self._check_open()
         if self._writer is not None:
             if not self._aged():
                 return
             self._retire(self._writer)
         failure = None
         while True:
+            self._check_open()  # as PathdClient._connect_until
             pause = self._gate_wait(deadline, until, failure)
             if pause > 0:
                 await asyncio.sleep(pause)
@@ -2775,8 +2821,10 @@ class AsyncPathdClient(_Api):
         await self.connect()
 
     async def close(self):
-        """Closes the connection; unanswered requests fail with PathdDisconnected."""
+        """As PathdClient.close."""
         self._closes += 1
+        for writer in list(self._retiring):
+            self._fail(writer, PathdDisconnected, "connection closed by the client")
         await self._drop(PathdDisconnected, "connection closed by the client")
 
     async def _drop(self, error_class, message):
@@ -2893,6 +2941,11 @@ class AsyncPathdClient(_Api):
         try:
             await asyncio.wait_for(asyncio.shield(p.waiter), wait)
         except asyncio.TimeoutError:
+            writer, cancel = self._cancel_of(p)
+            if writer is not None:
+                # write() only buffers, so the caller hears of its timeout
+                # now; a connection that fails meanwhile ends the search too.
+                writer.write(_frame(cancel))
             raise self._give_up(p)
         self._forget(p.id)
         return self._outcome(p)

@@ -39,7 +39,7 @@ import unittest
 
 import pathd_pb2 as pb
 from pathd_client import (RETRY_ATTEMPTS, RETRY_BACKOFF_FIRST_S, AsyncPathdClient, AsyncPathdPool,
-                          PathdClient, PathdDisconnected, PathdError, PathdPool, PathdProtocolError,
+                          PathdClient, PathdClosed, PathdDisconnected, PathdError, PathdPool, PathdProtocolError,
                           PathdQueueFull, PathdTimeout, grid_rows, query)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -1163,7 +1163,9 @@ class AsyncClientTest(unittest.TestCase):
     def test_timeout_and_protocol_error(self):
         def script(server):
             server.accept()
-            server.read_request()  # never answered
+            raycast = server.read_request()  # never answered
+            cancel = server.read_request()   # the client gave up on it
+            assert (cancel.WhichOneof("body"), cancel.cancel.target_id) == ("cancel", raycast.id), cancel
             request = server.read_request()
             server.send(chunk(request.id, 1, [(0, 0)], final=True, total=1))
             server.wait_closed()
@@ -1180,6 +1182,92 @@ class AsyncClientTest(unittest.TestCase):
             self.assertIn("chunk 1 arrived, expected 0", caught.exception.message)
             self.assertFalse(client.connected)
             await client.close()
+
+        self.run_async(main())
+        server.join()
+
+    def test_closed_client_stays_closed(self):
+        """As FakeServerTest.test_closed_client_stays_closed, awaited."""
+        server = FakeServer(serve_one_ping)
+
+        async def main():
+            client = AsyncPathdClient(server.addr, timeout=2)
+            await client.ping()
+            await client.close()
+            for call in (client.ping, client.connect, client.reconnect, lambda: client.send_find_path(*SHORT)):
+                with self.assertRaises(PathdClosed):
+                    await call()
+            self.assertFalse(client.connected)
+
+        self.run_async(main())
+        server.join()
+
+    def test_close_while_a_call_waits_to_reconnect(self):
+        """As FakeServerTest.test_close_while_a_call_waits_to_reconnect, awaited."""
+        server = FakeServer(serve_one_ping_then_lose_it)
+
+        async def main():
+            client = AsyncPathdClient(server.addr, timeout=2)
+            await client.ping()
+            client._gate_step = 1.0  # as the blocking test
+            deadline = time.monotonic() + 5
+            while client.connected and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            waiting = asyncio.ensure_future(client.ping())
+            await asyncio.sleep(0.2)  # the ping waits for the gate
+            await client.close()
+            with self.assertRaises(PathdClosed):
+                await waiting
+            self.assertFalse(client.connected)
+
+        self.run_async(main())
+        server.join()
+
+    def test_close_fails_calls_owed_on_a_draining_connection(self):
+        """As FakeServerTest.test_close_fails_calls_owed_on_a_draining_connection, awaited."""
+        server = FakeServer(serve_a_call_then_drain)
+
+        async def main():
+            client = AsyncPathdClient(server.addr, timeout=5)
+            waiting = asyncio.ensure_future(client.find_path(*SHORT))
+            while not server.requests:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)  # as the blocking test
+            await client.close()
+            with self.assertRaises(PathdDisconnected):
+                await asyncio.wait_for(waiting, 2)
+
+        self.run_async(main())
+        server.join()
+
+    def test_timeout_cancels_on_the_server(self):
+        """A call that timed out after it was sent left the server searching
+        (holding a worker and its slots) for an answer nobody read: the
+        async client sent no Cancel, where the blocking one does. Its
+        Cancel takes an id of its own, so an INVALID_ARGUMENT
+        acknowledgement (the target had just finished) keeps the connection."""
+        def script(server):
+            server.accept()
+            slow = server.read_request()
+            cancel = server.read_request()
+            assert (cancel.WhichOneof("body"), cancel.cancel.target_id) == ("cancel", slow.id), cancel
+            assert cancel.id not in (0, slow.id), cancel
+            ack = pb.Response(id=cancel.id, status=pb.INVALID_ARGUMENT, final=True)
+            ack.error.message = "no request %d in flight on this connection" % slow.id
+            server.send(chunk(slow.id, 0, [(0, 0)], final=True, total=1), ack)
+            server.send(pong(server.read_request()))
+            server.wait_closed()
+
+        server = FakeServer(script)
+
+        async def main():
+            async with AsyncPathdClient(server.addr, timeout=0.2) as client:
+                with self.assertRaises(PathdTimeout):
+                    await client.find_path("demo", (0, 0), (0, 0))
+                client.timeout = 10
+                await client.ping()
+                self.assertTrue(client.connected)
+                self.assertEqual(client.slots_in_flight, 0)
 
         self.run_async(main())
         server.join()
@@ -1528,8 +1616,123 @@ class AuthLiveTest(HelperDaemonCase):
         self.assertEqual(caught.exception.status, "UNAUTHENTICATED")
 
 
+def serve_one_ping(server):
+    """One connection that answers one ping, then waits for the client to close it."""
+    server.accept()
+    server.send(pong(server.read_request()))
+    server.wait_closed()
+
+
+def serve_one_ping_then_lose_it(server):
+    """One connection that answers one ping and is then lost (the client's
+    next connect waits for its reconnect gate); fails if the client
+    connects again within 2 s."""
+    server.accept()
+    server.send(pong(server.read_request()))
+    time.sleep(0.2)  # lost after the ping was answered, not with its answer
+    server.conn.close()
+    server.conn = None
+    server.listener.settimeout(2)
+    try:
+        server.accept()
+    except socket.timeout:
+        return
+    raise AssertionError("the client connected again after close()")
+
+
+def serve_a_call_then_drain(server):
+    """Takes one call and says DRAINING without answering it: the client
+    retires the connection, still owed that answer. Returns once the
+    client has closed it."""
+    server.accept()
+    server.read_request()
+    server.send(DRAINING_NOW)
+    server.wait_closed()
+
+
+def wait_for_requests(server, n):
+    """Until the fake server has read n requests (at most 5 s)."""
+    deadline = time.monotonic() + 5
+    while len(server.requests) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def wait_disconnected(client):
+    """Until the client has seen its connection lost (at most 5 s)."""
+    deadline = time.monotonic() + 5
+    while client.connected and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 class FakeServerTest(unittest.TestCase):
     """Exact sequences a real daemon cannot be made to produce on demand."""
+
+    def test_closed_client_stays_closed(self):
+        """After close() the next call connected again (to whatever now
+        listened there), where a closed client is expected to stay closed,
+        as Go's (ErrClosed)."""
+        server = FakeServer(serve_one_ping)
+        client = PathdClient(server.addr, timeout=2)
+        client.ping()
+        client.close()
+        server.join()
+        for call in (client.ping, client.connect, client.reconnect, lambda: client.send_find_path(*SHORT)):
+            with self.assertRaises(PathdClosed) as caught:
+                call()
+            self.assertEqual(caught.exception.status, "CLOSED")
+            self.assertIn("client is closed", str(caught.exception))
+        self.assertFalse(client.connected)
+
+    def test_close_while_a_call_waits_to_reconnect(self):
+        """close() came while a call waited for the reconnect gate (its
+        connection just lost): the call then connected again after close()
+        had returned and sent its request there, leaving the closed client
+        with an open connection and its threads. It fails with PathdClosed."""
+        server = FakeServer(serve_one_ping_then_lose_it)
+        client = PathdClient(server.addr, timeout=2)
+        client.ping()
+        client._gate_step = 1.0  # the gate stays shut 0.5-1 s after the loss: close() comes within it
+        wait_disconnected(client)
+        caught = []
+
+        def call():
+            try:
+                client.ping()
+            except PathdError as e:
+                caught.append(e)
+
+        waiting = threading.Thread(target=call)
+        waiting.start()
+        time.sleep(0.2)  # the ping waits for the gate
+        client.close()
+        waiting.join(5)
+        server.join()
+        self.assertEqual([type(e) for e in caught], [PathdClosed])
+        self.assertFalse(client.connected)
+
+    def test_close_fails_calls_owed_on_a_draining_connection(self):
+        """close() closed only the current connection: one retired (its
+        server draining, or max_connection_age) stayed open, and the calls
+        still owed an answer on it waited out their timeouts (or got it,
+        after close()). They fail with PathdDisconnected, as Node's do."""
+        server = FakeServer(serve_a_call_then_drain)
+        client = PathdClient(server.addr, timeout=5)
+        caught = []
+
+        def call():
+            try:
+                client.find_path(*SHORT)
+            except PathdError as e:
+                caught.append(e)
+
+        waiting = threading.Thread(target=call)
+        waiting.start()
+        wait_for_requests(server, 1)
+        time.sleep(0.2)  # the DRAINING frame arrives: the connection is retired
+        client.close()
+        waiting.join(2)
+        self.assertEqual([type(e) for e in caught], [PathdDisconnected])
+        server.join()
 
     def test_status_newer_than_the_client_surfaces_by_its_number(self):
         """99 is no pathd.v1.Status: a newer server's. Each kind of call

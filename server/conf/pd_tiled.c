@@ -47,6 +47,17 @@
 #define PD_TILED_DEG (3.14159265358979323846 / 180.0)
 /* Most points a polygon collider may have: hand-drawn shapes have tens. */
 #define PD_TILED_MAX_POLYGON_POINTS 65536
+/* How far from zero a counted layer's summed offset (its own plus its
+ * groups', pd__walk_layers) may be and still line up, as a fraction of the
+ * sum of the offsets' magnitudes on the same axis: the rounding error of
+ * the sum, not a leeway. Each of the at most 33 offsets
+ * (PD_TILED_MAX_GROUP_DEPTH groups and the layer) is rounded once when its
+ * decimal is read and once when added, each time by at most half an ulp
+ * (2^-53 of its magnitude), so a sum that is zero in the file comes out
+ * within 66 x 2^-53 < 2^-46 of that sum of magnitudes: 0.1 + 0.2 - 0.3 is
+ * 5.55e-17 px. A real offset is far outside it (0.001 px among offsets of
+ * a million pixels: 2^-46 of them is 1.4e-8 px), so it is still refused. */
+#define PD_TILED_OFFSET_ROUNDING 0x1p-46
 
 typedef struct pd__tctx {
     char *err;
@@ -65,6 +76,16 @@ typedef struct pd__tile_rule {
     uint8_t by;                  /* the pd_tiled_by that decided it */
 } pd__tile_rule;
 
+/* A tile of an image collection: its id (first, for pd__cmp_id) and its
+ * size, its image's (the tileset's tile size is only the largest of them):
+ * Tiled draws a tile object of it at that size when the object gives
+ * none, and scales the tileoffset by the object's size over it. 0: not
+ * given (the tileset's tile size is taken). */
+typedef struct pd__tile_image {
+    uint32_t id;
+    double w, h;
+} pd__tile_image;
+
 typedef struct pd__tileset {
     uint32_t firstgid;
     uint32_t tilecount;          /* tiles in the set, when has_tilecount */
@@ -75,6 +96,17 @@ typedef struct pd__tileset {
      * of its width left of it and of its height above it: Tiled's
      * objectalignment, bottomleft (0, 1) when unspecified (orthogonal). */
     double align_x, align_y;
+    /* Its tile size (pixels; the map's when not given): the size of a tile
+     * object that gives none (old TMX), as Tiled draws it. */
+    double tile_w, tile_h;
+    /* Its tileoffset (pixels, x right, y down): Tiled draws its tiles that
+     * far from where they stand, a tile object's too (scaled with it). */
+    double offset_x, offset_y;
+    /* An image collection's tiles, sorted by id (NULL for a tileset cut
+     * from one image): removing tiles in Tiled leaves gaps, and a gid in a
+     * gap is no tile. */
+    struct pd__tile_image *images;
+    size_t n_images;
 } pd__tileset;
 
 typedef struct pd__tilesets {
@@ -391,6 +423,13 @@ static int pd__cmp_rule(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Orders uint32_t ids, or structs that start with one (pd__tile_image). */
+static int pd__cmp_id(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
 static int pd__cmp_tileset(const void *a, const void *b)
 {
     uint32_t x = ((const pd__tileset *)a)->firstgid, y = ((const pd__tileset *)b)->firstgid;
@@ -463,15 +502,35 @@ static int pd__parse_alignment(const pd__tctx *ctx, const cJSON *ts, const char 
                      align);
 }
 
+/* The tileset's tileoffset {x, y} (optional) into out->offset_x / offset_y. */
+static int pd__parse_tileoffset(const pd__tctx *ctx, const cJSON *ts, const char *path,
+                                pd__tileset *out)
+{
+    char child[PD_CONF_JSON_PATH_MAX];
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(ts, "tileoffset");
+    out->offset_x = out->offset_y = 0;
+    if (!off)
+        return 0;
+    pd_conf_json_key(child, path, "tileoffset");
+    if (!cJSON_IsObject(off))
+        return pd__tfail(ctx, child, "must be an object {x, y}, not %s", pd_conf_json_type(off));
+    return pd__tget_number(ctx, off, child, "x", &out->offset_x) != 0 ||
+                   pd__tget_number(ctx, off, child, "y", &out->offset_y) != 0
+               ? -1
+               : 0;
+}
+
 static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *path,
                            pd__tileset *out)
 {
     char child[PD_CONF_JSON_PATH_MAX];
-    double tw = ctx->tile_w, th = ctx->tile_h;
-    if (pd__tget_number(ctx, ts, path, "tilewidth", &tw) != 0 ||
-        pd__tget_number(ctx, ts, path, "tileheight", &th) != 0 ||
-        pd__parse_alignment(ctx, ts, path, out) != 0)
+    out->tile_w = ctx->tile_w;
+    out->tile_h = ctx->tile_h;
+    if (pd__tget_number(ctx, ts, path, "tilewidth", &out->tile_w) != 0 ||
+        pd__tget_number(ctx, ts, path, "tileheight", &out->tile_h) != 0 ||
+        pd__parse_alignment(ctx, ts, path, out) != 0 || pd__parse_tileoffset(ctx, ts, path, out) != 0)
         return -1;
+    const double tw = out->tile_w, th = out->tile_h;
     const cJSON *tiles = cJSON_GetObjectItemCaseSensitive(ts, "tiles");
     if (!tiles)
         return 0;
@@ -482,7 +541,8 @@ static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *pat
     if (n == 0)
         return 0;
     out->rules = calloc((size_t)n, sizeof *out->rules);
-    if (!out->rules)
+    out->images = calloc((size_t)n, sizeof *out->images);
+    if (!out->rules || !out->images)
         return pd__tfail(ctx, child, "out of memory");
     size_t i = 0;
     uint32_t reach = 0; /* 1 + the largest id of a tile with its own image */
@@ -505,6 +565,16 @@ static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *pat
             return -1;
         if (own_image && id >= reach)
             reach = id + 1;
+        if (own_image) {
+            /* Its size: its sub-rectangle's (Tiled 1.9+), else its image's. */
+            pd__tile_image *img = &out->images[out->n_images++];
+            img->id = id;
+            if (pd__tget_number(ctx, t, tile_path, "imagewidth", &img->w) != 0 ||
+                pd__tget_number(ctx, t, tile_path, "imageheight", &img->h) != 0 ||
+                pd__tget_number(ctx, t, tile_path, "width", &img->w) != 0 ||
+                pd__tget_number(ctx, t, tile_path, "height", &img->h) != 0)
+                return -1;
+        }
         /* Properties first, then the class, then collision shapes. */
         int has = 0, has_class = 0;
         uint8_t cell = 0, class_cell = 0, by = PD_TILED_BY_PROPERTY;
@@ -533,6 +603,11 @@ static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *pat
     }
     if (out->has_tilecount && reach > out->tilecount)
         out->tilecount = reach;
+    if (out->n_images == 0) {
+        free(out->images);
+        out->images = NULL;
+    }
+    qsort(out->images, out->n_images, sizeof *out->images, pd__cmp_id);
     qsort(out->rules, out->n_rules, sizeof *out->rules, pd__cmp_rule);
     for (size_t k = 1; k < out->n_rules; k++) {
         if (out->rules[k - 1].id == out->rules[k].id)
@@ -677,8 +752,10 @@ static int pd__parse_tileset(const pd__tctx *ctx, const cJSON *ts, const char *p
 
 static void pd__free_tilesets(pd__tilesets *t)
 {
-    for (size_t i = 0; i < t->n; i++)
+    for (size_t i = 0; i < t->n; i++) {
         free(t->sets[i].rules);
+        free(t->sets[i].images);
+    }
     free(t->sets);
 }
 
@@ -729,10 +806,15 @@ static const pd__tileset *pd__tileset_of(const pd__tilesets *t, uint32_t gid)
     return lo ? &t->sets[lo - 1] : NULL;
 }
 
+/* pd__gid_cell's refusals. */
+enum { PD__GID_BEYOND = -1, PD__GID_NOT_IN_COLLECTION = -2 };
+
 /* The cell value of a gid: 0 is empty ground (open, cost 1); otherwise the
  * tile's rule in the tileset it belongs to (the one with the largest
  * firstgid <= gid), or the untagged default; *by gets the pd_tiled_by that
- * decided it. -1: beyond every tileset. */
+ * decided it. PD__GID_BEYOND: beyond every tileset; PD__GID_NOT_IN_COLLECTION:
+ * in an image collection, but none of its tiles (a gap left by tiles
+ * removed in Tiled): untagged would be a guess. */
 static int pd__gid_cell(const pd__tctx *ctx, const pd__tilesets *t, uint32_t raw_gid, uint8_t *by)
 {
     uint32_t gid = raw_gid & ~PD_TILED_FLAG_BITS;
@@ -741,10 +823,12 @@ static int pd__gid_cell(const pd__tctx *ctx, const pd__tilesets *t, uint32_t raw
         return PD_CELL_FREE;
     const pd__tileset *ts = pd__tileset_of(t, gid);
     if (!ts)
-        return -1;
+        return PD__GID_BEYOND;
     uint32_t id = gid - ts->firstgid;
     if (ts->has_tilecount && id >= ts->tilecount)
-        return -1;
+        return PD__GID_BEYOND;
+    if (ts->images && !bsearch(&id, ts->images, ts->n_images, sizeof *ts->images, pd__cmp_id))
+        return PD__GID_NOT_IN_COLLECTION;
     size_t lo = 0, hi = ts->n_rules;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -759,6 +843,20 @@ static int pd__gid_cell(const pd__tctx *ctx, const pd__tilesets *t, uint32_t raw
     }
     *by = PD_TILED_BY_UNTAGGED;
     return ctx->rules->untagged_open ? PD_CELL_FREE : PD_CELL_BLOCKED;
+}
+
+/* Fails at path with why the gid raw has no cell value (v, pd__gid_cell's
+ * refusal); `where` (the cell, for a layer's tile) goes first. */
+static int pd__gid_fail(const pd__tctx *ctx, const pd__tilesets *t, const char *path, const char *where,
+                        uint32_t raw, int v)
+{
+    const uint32_t gid = raw & ~PD_TILED_FLAG_BITS;
+    const pd__tileset *ts = pd__tileset_of(t, gid);
+    if (v == PD__GID_NOT_IN_COLLECTION && ts)
+        return pd__tfail(ctx, path, "%sgid %u is no tile of its image collection (the tileset at "
+                                    "firstgid %u has no tile id %u; was it removed in Tiled?)",
+                         where, (unsigned)gid, (unsigned)ts->firstgid, (unsigned)(gid - ts->firstgid));
+    return pd__tfail(ctx, path, "%sgid %u is beyond every tileset", where, (unsigned)gid);
 }
 
 /* ---- layers ---- */
@@ -871,10 +969,11 @@ static int pd__apply_gid(pd__walk *w, const char *label, int64_t tx, int64_t ty,
     pd_grid *g = w->g;
     uint8_t by;
     int v = pd__gid_cell(w->ctx, w->sets, raw, &by);
-    if (v < 0)
-        return pd__tfail(w->ctx, label, "cell (%lld, %lld): gid %u is beyond every tileset",
-                         (long long)(tx + x), (long long)(ty + y),
-                         (unsigned)(raw & ~PD_TILED_FLAG_BITS));
+    if (v < 0) {
+        char where[64];
+        snprintf(where, sizeof where, "cell (%lld, %lld): ", (long long)(tx + x), (long long)(ty + y));
+        return pd__gid_fail(w->ctx, w->sets, label, where, raw, v);
+    }
     int32_t gx = (int32_t)(tx + x - w->ctx->min_x), gy = (int32_t)(ty + y - w->ctx->min_y);
     if (w->seen) {
         /* Two chunks giving one tile: which one Tiled meant is a guess. */
@@ -1345,16 +1444,32 @@ static int pd__object_collider(const pd__walk *w, const cJSON *o, const char *ob
     if (s->gid) {
         *value = pd__gid_cell(ctx, w->sets, s->gid, by);
         if (*value < 0)
-            return pd__tfail(ctx, obj_path, "gid %u is beyond every tileset",
-                             (unsigned)(s->gid & ~PD_TILED_FLAG_BITS));
-        /* The tile stands on (x, y) as its tileset's objectalignment says
-         * (pd__parse_shape put it on its bottom-left corner). */
+            return pd__gid_fail(ctx, w->sets, obj_path, "", s->gid, *value);
         const pd__tileset *ts = pd__tileset_of(w->sets, s->gid & ~PD_TILED_FLAG_BITS);
         if (ts) {
+            /* The tile's size: an image collection's tile has its image's. */
+            const uint32_t id = (s->gid & ~PD_TILED_FLAG_BITS) - ts->firstgid;
+            const pd__tile_image *img =
+                ts->images ? bsearch(&id, ts->images, ts->n_images, sizeof *ts->images, pd__cmp_id) : NULL;
+            const double size_w = img && img->w > 0 ? img->w : ts->tile_w;
+            const double size_h = img && img->h > 0 ? img->h : ts->tile_h;
+            /* A width or height of 0 (old TMX wrote none) is the tile's, as
+             * Tiled reads it (it covered nothing). */
             double tw = s->x1 - s->x0, th = s->y1 - s->y0;
-            s->x0 = -ts->align_x * tw;
+            if (tw == 0)
+                tw = size_w;
+            if (th == 0)
+                th = size_h;
+            /* The tile stands on (x, y) as its tileset's objectalignment
+             * says (pd__parse_shape put it on its bottom-left corner), moved
+             * by the tileoffset, which scales with the object (its size over
+             * the tile's) as Tiled draws it (in the object's frame: its
+             * rotation turns it too). */
+            double ox = size_w > 0 ? ts->offset_x * tw / size_w : ts->offset_x;
+            double oy = size_h > 0 ? ts->offset_y * th / size_h : ts->offset_y;
+            s->x0 = -ts->align_x * tw + ox;
             s->x1 = s->x0 + tw;
-            s->y0 = -ts->align_y * th;
+            s->y0 = -ts->align_y * th + oy;
             s->y1 = s->y0 + th;
         }
     }
@@ -1432,15 +1547,33 @@ static void pd__note_layer(pd__walk *w, const char *name, const char *path)
         snprintf(list + used, room - used, "%s...", used ? ", " : "");
 }
 
+/* The offsets of the groups around a layer, summed: Tiled draws a layer
+ * at its own offset plus its groups', so a counted layer inside a shifted
+ * group is as far off the grid as one shifted itself. mag_x, mag_y: the
+ * sums of their magnitudes, which bound the rounding on each axis
+ * (PD_TILED_OFFSET_ROUNDING); one bound for both let x offsets that cancel
+ * (1e17 and -1e17) hide a half-tile offset in y. */
+typedef struct pd__goffset {
+    double x, y, mag_x, mag_y;
+} pd__goffset;
+
+static const pd__goffset pd__no_offset = { 0, 0, 0, 0 };
+
+/* A summed offset on one axis with its rounding (mag: the sum of the
+ * offsets' magnitudes there) taken as the zero it is. A sum that overflowed
+ * is no rounding (its bound is infinite too): it stays, and is refused. */
+static double pd__offset_off_grid(double sum, double mag)
+{
+    return isfinite(mag) && fabs(sum) <= PD_TILED_OFFSET_ROUNDING * mag ? 0 : sum;
+}
+
 /* Visits every layer depth first. In the bounds pass (w->g NULL) it counts
  * the tile layers, names the counted layers in the stats and, for infinite
  * maps, takes the chunks' bounding box; in the cost pass (w->costing) it
  * costs the colliders; then it folds each counted layer into the grid.
- * (gox, goy): the offsets of the groups around `layers`, summed: Tiled draws
- * a layer at its own offset plus its groups', so a counted layer inside a
- * shifted group is as far off the grid as one shifted itself. */
+ * go: the offsets of the groups around `layers`. */
 static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, int depth,
-                           double gox, double goy)
+                           pd__goffset go)
 {
     const pd__tctx *ctx = w->ctx;
     const pd_tiled_rules *r = ctx->rules;
@@ -1475,13 +1608,15 @@ static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, i
             (pd__tget_number(ctx, l, label, "offsetx", &ox) != 0 ||
              pd__tget_number(ctx, l, label, "offsety", &oy) != 0))
             return -1;
-        if (counted && (ox + gox != 0 || oy + goy != 0)) {
-            if (gox != 0 || goy != 0)
+        const pd__goffset sum = { ox + go.x, oy + go.y, fabs(ox) + go.mag_x, fabs(oy) + go.mag_y };
+        const double dx = pd__offset_off_grid(sum.x, sum.mag_x), dy = pd__offset_off_grid(sum.y, sum.mag_y);
+        if (counted && (dx != 0 || dy != 0)) {
+            if (go.x != 0 || go.y != 0)
                 return pd__tfail(ctx, label, "is drawn at an offset (%g, %g), its groups' included; "
                                              "a layer that counts must line up with the grid",
-                                 ox + gox, oy + goy);
+                                 dx, dy);
             return pd__tfail(ctx, label, "is drawn at an offset (%g, %g); a layer that counts "
-                                         "must line up with the grid", ox, oy);
+                                         "must line up with the grid", dx, dy);
         }
         int rc = 0;
         int bounds = !w->g && !w->costing;
@@ -1500,7 +1635,7 @@ static int pd__walk_layers(pd__walk *w, const cJSON *layers, const char *path, i
             const cJSON *nested = cJSON_GetObjectItemCaseSensitive(l, "layers");
             if (!nested)
                 return pd__tfail(ctx, sub, "is required in a group layer");
-            rc = pd__walk_layers(w, nested, sub, depth + 1, gox + ox, goy + oy);
+            rc = pd__walk_layers(w, nested, sub, depth + 1, sum);
         } else if (!tile && !objects && strcmp(type, "imagelayer") != 0) {
             char type_path[PD_CONF_JSON_PATH_MAX];
             pd_conf_json_key(type_path, label, "type");
@@ -1668,7 +1803,7 @@ pd_grid *pd_tiled_load_ctl(const char *buf, size_t len, const pd_tiled_rules *ru
         pd__tfail(&ctx, "$.layers", "is required");
         goto out;
     }
-    if (pd__walk_layers(&w, layers, "$.layers", 0, 0, 0) != 0)
+    if (pd__walk_layers(&w, layers, "$.layers", 0, pd__no_offset) != 0)
         goto out;
     if (w.n_tile_layers == 0) {
         if (rules->layer[0])
@@ -1695,7 +1830,7 @@ pd_grid *pd_tiled_load_ctl(const char *buf, size_t len, const pd_tiled_rules *ru
     w.gh = (int32_t)gh;
     w.collider_budget = (uint64_t)PD_TILED_COLLIDER_WORK_PER_CELL * gw * gh + PD_TILED_COLLIDER_WORK_BASE;
     w.costing = 1;
-    if (rules->colliders && pd__walk_layers(&w, layers, "$.layers", 0, 0, 0) != 0)
+    if (rules->colliders && pd__walk_layers(&w, layers, "$.layers", 0, pd__no_offset) != 0)
         goto out;
     w.costing = 0;
     g = pd_grid_create((int32_t)gw, (int32_t)gh);
@@ -1716,7 +1851,7 @@ pd_grid *pd_tiled_load_ctl(const char *buf, size_t len, const pd_tiled_rules *ru
     if (w.by)
         memset(w.by, PD_TILED_BY_NO_TILE | PD_TILED_BY_NO_TILE << 4, pd__by_bytes((size_t)gw * gh));
     w.g = g;
-    if (pd__walk_layers(&w, layers, "$.layers", 0, 0, 0) != 0) {
+    if (pd__walk_layers(&w, layers, "$.layers", 0, pd__no_offset) != 0) {
         pd_grid_destroy(g);
         g = NULL;
         goto out;

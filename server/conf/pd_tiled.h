@@ -35,16 +35,20 @@
  *    centre lies inside it (rotation applied; edges: left and top inside,
  *    right and bottom outside, in the object's frame; a rotated polygon's
  *    in the map's). It blocks; a tile object takes its tile's
- *    value instead; the object's class, then its properties, override that
+ *    value instead (drawn as Tiled draws it: placed by its tileset's
+ *    objectalignment, moved by its tileoffset scaled with the object, its
+ *    tile's size, an image collection's tile's its image's, when it gives
+ *    a width or height of 0 or none); the object's class, then its properties, override that
  *    as they do for tiles (a cost adds that cost, an open value does
  *    nothing); objects never open a cell. Points and text have no area and are
  *    skipped; a polyline is refused (it has no inside: draw a polygon), and
  *    so is a template instance (its shape is in the .tx file). What the
  *    colliders cost together is bounded (PD_TILED_COLLIDER_WORK_PER_CELL).
- * Anything else that cannot be decided (a gid beyond every tileset, a layer
- * offset that does not line up with the grid, a property of the wrong type,
- * two chunks of one layer giving the same tile)
- * is refused with the JSON path, the layer's name and the cell.
+ * Anything else that cannot be decided (a gid beyond every tileset or in a
+ * gap of an image collection's ids, a layer offset that does not line up
+ * with the grid, up to the rounding of the offsets' sum, a property of the
+ * wrong type, two chunks of one layer giving the same tile) is refused with
+ * the JSON path, the layer's name and the cell.
  */
 #ifndef PD_TILED_H
 #define PD_TILED_H

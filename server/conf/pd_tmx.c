@@ -6,8 +6,9 @@
  * pd_tiled reports it as "must be an integer, not string" with its path).
  * Child elements map as the JSON format maps them: layers in document order
  * into "layers" with their "type", <tileset> into "tilesets", <tile> of a
- * tileset into "tiles", <object> into "objects", <properties> into an array
- * of {name, type, value}.
+ * tileset into "tiles" (its <image> into "image" and its size into
+ * "imagewidth" and "imageheight"), <tileoffset> into "tileoffset", <object>
+ * into "objects", <properties> into an array of {name, type, value}.
  */
 #include "pd_tmx.h"
 #include "pd_reason.h"
@@ -79,6 +80,17 @@ static int pd__add(cJSON *obj, const char *key, cJSON *item)
         return -1;
     }
     return 0;
+}
+
+/* n's attribute attr (when it has one) as obj[key]. Returns 0, -1 out of memory. */
+static int pd__add_attr_as(const xmlNode *n, const char *attr, cJSON *obj, const char *key)
+{
+    xmlChar *v = xmlGetProp(n, (const xmlChar *)attr);
+    if (!v)
+        return 0;
+    cJSON *item = pd__attr_value(attr, (const char *)v);
+    xmlFree(v);
+    return pd__add(obj, key, item);
 }
 
 /* The array obj[key], created on first use. */
@@ -343,6 +355,12 @@ static cJSON *pd__tileset(const xmlNode *n)
         int rc = 0;
         if (pd__name_is(c, "properties")) {
             rc = pd__add(ts, "properties", pd__properties(c));
+        } else if (pd__name_is(c, "tileoffset")) {
+            /* <tileoffset x y/>: {"x", "y"}, as the JSON format writes it. */
+            cJSON *off = cJSON_CreateObject();
+            rc = pd__add(ts, "tileoffset", off);
+            if (rc == 0)
+                rc = pd__copy_attrs(c, off);
         } else if (pd__name_is(c, "tile")) {
             cJSON *tile = cJSON_CreateObject();
             rc = pd__append(pd__array(ts, "tiles"), tile);
@@ -354,9 +372,14 @@ static cJSON *pd__tileset(const xmlNode *n)
                 else if (pd__name_is(t, "objectgroup"))
                     rc = pd__add(tile, "objectgroup", pd__objectgroup(t));
                 else if (pd__name_is(t, "image"))
-                    /* An image collection's tile (its id may pass tilecount);
-                     * only its presence is read. */
-                    rc = pd__add(tile, "image", cJSON_CreateTrue());
+                    /* An image collection's tile (its id may pass tilecount),
+                     * and its size, as the JSON format's imagewidth and
+                     * imageheight: a tile object of it is drawn at it. */
+                    rc = pd__add(tile, "image", cJSON_CreateTrue()) != 0 ||
+                                 pd__add_attr_as(t, "width", tile, "imagewidth") != 0 ||
+                                 pd__add_attr_as(t, "height", tile, "imageheight") != 0
+                             ? -1
+                             : 0;
             }
         }
         if (rc != 0)

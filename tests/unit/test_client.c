@@ -835,15 +835,21 @@ static void test_protocol_errors(void **state)
 
 /* ---- cancel ----------------------------------------------------------------- */
 
+/* Checks that `cancel` is a Cancel of `target`, with an id of its own. */
+static void fake_check_cancel(fake_server *fs, const Pathd__V1__Request *cancel, const Pathd__V1__Request *target)
+{
+    FAKE_CHECK(fs, cancel->body_case == PATHD__V1__REQUEST__BODY_CANCEL);
+    FAKE_CHECK(fs, cancel->id > target->id);
+    if (cancel->body_case == PATHD__V1__REQUEST__BODY_CANCEL)
+        FAKE_CHECK(fs, cancel->cancel->target_id == target->id);
+}
+
 static void script_cancel(fake_server *fs, int conn_index, int fd)
 {
     Pathd__V1__Request *find = fake_recv(fs, fd);
     Pathd__V1__Request *cancel = find ? fake_recv(fs, fd) : NULL;
     if (cancel) {
-        FAKE_CHECK(fs, cancel->body_case == PATHD__V1__REQUEST__BODY_CANCEL);
-        FAKE_CHECK(fs, cancel->id > find->id);
-        if (cancel->body_case == PATHD__V1__REQUEST__BODY_CANCEL)
-            FAKE_CHECK(fs, cancel->cancel->target_id == find->id);
+        fake_check_cancel(fs, cancel, find);
         /* An acknowledgement of the cancel itself, which the client drops. */
         fake_send_status(fs, fd, cancel->id, PATHD__V1__STATUS__OK, NULL);
         fake_send_status(fs, fd, find->id, PATHD__V1__STATUS__CANCELLED, "cancelled by client");
@@ -876,7 +882,14 @@ static void test_cancel(void **state)
 static void script_slow(fake_server *fs, int conn_index, int fd)
 {
     Pathd__V1__Request *find = fake_recv(fs, fd);
-    Pathd__V1__Request *ping = find ? fake_recv(fs, fd) : NULL;
+    /* The client gave up on find: a Cancel, with an id of its own, so the
+     * server stops the search (without it the next request was the ping). */
+    Pathd__V1__Request *cancel = find ? fake_recv(fs, fd) : NULL;
+    if (cancel) {
+        fake_check_cancel(fs, cancel, find);
+        pathd__v1__request__free_unpacked(cancel, NULL);
+    }
+    Pathd__V1__Request *ping = cancel ? fake_recv(fs, fd) : NULL;
     if (ping) {
         static const int32_t wp[1][2] = {{1, 1}};
         const fake_totals totals = {0.0, 1, 1, 1, 1, 1};
@@ -918,7 +931,7 @@ static void test_timeout_then_late_answer_ignored(void **state)
     assert_int_equal(pdc_ping(c, NULL), PDC_OK);
     assert_int_equal(pdc_in_flight(c), 0);
     fake_close(&fs, c);
-    assert_int_equal(fs.requests_seen, 2);
+    assert_int_equal(fs.requests_seen, 3);
 }
 
 /* ---- scene list, scene info, stats, error answers ------------------------------ */
@@ -1394,6 +1407,22 @@ static void test_pathctl_human_output_and_exit_codes(void **state)
     fake_finish(&fs);
     assert_int_equal(code, 1);
     assert_non_null(strstr(out, "{\"status\":\"UNKNOWN_SCENE\",\"message\":\"no scene named that\"}"));
+}
+
+/* validate --max-speed nan said the flag was missing: a value given but not
+ * a finite number is named as such, and only an absent flag is "missing".
+ * Usage errors exit 2 before connecting (port 1: nothing listens). */
+static void test_pathctl_validate_bad_speed_named(void **state)
+{
+    char cmd[512], out[2048];
+    snprintf(cmd, sizeof cmd, "'%s' --server 127.0.0.1:1 validate --scene demo --max-speed nan --moves 1,1,0 2>&1",
+             PDC_PATHCTL_BIN);
+    assert_int_equal(run_capture(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "pathctl: bad --max-speed nan: not a finite number"));
+    snprintf(cmd, sizeof cmd, "'%s' --server 127.0.0.1:1 validate --scene demo --moves 1,1,0 2>&1",
+             PDC_PATHCTL_BIN);
+    assert_int_equal(run_capture(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "pathctl: validate needs --max-speed V"));
 }
 
 /* ---- issue 4: FindPath options, PARTIAL extras, UpdateCells ----------------- */
@@ -2674,6 +2703,7 @@ int main(void)
         cmocka_unit_test(test_protocol_errors),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_timeout_then_late_answer_ignored),
+        cmocka_unit_test(test_pathctl_validate_bad_speed_named),
         cmocka_unit_test(test_scenes_info_stats),
         cmocka_unit_test(test_scene_grid_bands),
         cmocka_unit_test(test_scene_grid_restarts_on_a_new_version),

@@ -698,6 +698,56 @@ static void test_group_offsets(void **state)
                        "groups' included; a layer that counts must line up with the grid");
 }
 
+/* Offsets that sum to zero in the file but not in doubles (0.1 + 0.2 - 0.3
+ * is 5.55e-17) line up: they were refused as "drawn at an offset
+ * (5.55112e-17, 0)". An offset that is really there, however small, still
+ * is refused. */
+static void test_group_offsets_rounding(void **state)
+{
+    (void)state;
+    const char *fmt = "{\"width\": 3, \"height\": 1, \"tilewidth\": 8, \"tileheight\": 8, "
+                      "\"tilesets\": [{\"firstgid\": 1, \"tilecount\": 1}], \"layers\": ["
+                      "{\"type\": \"group\", \"name\": \"g\", \"offsetx\": 0.1, \"offsety\": 0.7, \"layers\": ["
+                      "{\"type\": \"group\", \"name\": \"h\", \"offsetx\": 0.2, \"offsety\": 0.1, \"layers\": ["
+                      "{\"type\": \"tilelayer\", \"name\": \"walls\", \"offsetx\": %s, \"offsety\": -0.8, "
+                      "\"data\": [1, 0, 0]}]}]}]}";
+    char buf[MAP_TEXT_MAX];
+    snprintf(buf, sizeof buf, fmt, "-0.3");
+    static const char *const want[] = { "#.." };
+    pd_grid *g = load_ok(buf, NULL);
+    grid_picture_check(g, want, 1);
+    pd_grid_destroy(g);
+    snprintf(buf, sizeof buf, fmt, "-0.299");
+    expect_error(buf, NULL, "$.layers[0] (layer \"g\").layers[0] (layer \"h\").layers[0] (layer \"walls\"): "
+                            "is drawn at an offset (0.001, 0), its groups' included; a layer that counts must "
+                            "line up with the grid");
+}
+
+/* The rounding bound is each axis's own: a half-tile offset in y beside
+ * x offsets that cancel (a group at x 1e17, its layer at -1e17) lined up,
+ * the x magnitudes' bound (2^-46 of 2e17 is 2842 px) taken for y too. Sums
+ * that overflow to infinity are no rounding either: they loaded as lined
+ * up (the bound was infinite too). */
+static void test_group_offsets_rounding_per_axis(void **state)
+{
+    (void)state;
+    const char *fmt = "{\"width\": 2, \"height\": 1, \"tilewidth\": 16, \"tileheight\": 16, "
+                      "\"tilesets\": [{\"firstgid\": 1, \"tilecount\": 1}], \"layers\": ["
+                      "{\"type\": \"group\", \"name\": \"g\", \"offsetx\": %s, \"layers\": ["
+                      "{\"type\": \"group\", \"name\": \"h\", \"offsetx\": %s, \"layers\": ["
+                      "{\"type\": \"tilelayer\", \"name\": \"walls\", \"offsetx\": %s, \"offsety\": %s, "
+                      "\"data\": [1, 0]}]}]}]}";
+    char buf[MAP_TEXT_MAX];
+    snprintf(buf, sizeof buf, fmt, "1e17", "0", "-1e17", "8");
+    expect_error(buf, NULL, "$.layers[0] (layer \"g\").layers[0] (layer \"h\").layers[0] (layer \"walls\"): "
+                            "is drawn at an offset (0, 8), its groups' included; a layer that counts must "
+                            "line up with the grid");
+    snprintf(buf, sizeof buf, fmt, "1e308", "1e308", "-1e308", "0");
+    expect_error(buf, NULL, "$.layers[0] (layer \"g\").layers[0] (layer \"h\").layers[0] (layer \"walls\"): "
+                            "is drawn at an offset (inf, 0), its groups' included; a layer that counts must "
+                            "line up with the grid");
+}
+
 /* An image collection tileset (a tile per image) keeps a tile's id when the
  * tiles before it are removed in Tiled, so its ids run past its tilecount
  * (the format specifications say so; Tiled gives the next tileset the
@@ -773,6 +823,137 @@ static void test_tile_object_alignment(void **state)
                  " \"layers\": [{\"type\": \"tilelayer\", \"data\": [0]}]}",
                  NULL, "$.tilesets[0].objectalignment: unknown alignment \"middle\" (want unspecified, "
                        "topleft, top, topright, left, center, right, bottomleft, bottom or bottomright)");
+}
+
+/* A tile object with no width and height (old TMX wrote none) is drawn by
+ * Tiled at its tile's size, its tileset's (16 px here, the map's cells are
+ * 8): it used to cover nothing. */
+static void test_tile_object_without_size(void **state)
+{
+    (void)state;
+    static const char *const want[] = { "##.", "##.", "..." };
+    pd_grid *g = load_ok(
+        "<map orientation=\"orthogonal\" width=\"3\" height=\"3\" tilewidth=\"8\" tileheight=\"8\">\n"
+        " <tileset firstgid=\"1\" name=\"big\" tilewidth=\"16\" tileheight=\"16\" tilecount=\"1\"/>\n"
+        " <layer name=\"ground\" width=\"3\" height=\"3\"><data encoding=\"csv\">0,0,0,0,0,0,0,0,0</data></layer>\n"
+        " <objectgroup name=\"things\"><object id=\"1\" gid=\"1\" x=\"0\" y=\"16\"/></objectgroup>\n"
+        "</map>",
+        NULL);
+    grid_picture_check(g, want, 3);
+    pd_grid_destroy(g);
+}
+
+/* A tileset's tileoffset moves its tiles as Tiled draws them, a tile
+ * object's too, scaled with the object (its size over the tile's): tile
+ * objects used to be read where they stand, a tile off here. */
+static void test_tile_object_tileoffset(void **state)
+{
+    (void)state;
+    /* Bottom-left at (0, 16), 8 x 8: cell (0, 1); moved by (8, -8): (1, 0). */
+    static const char *const moved[] = { ".#.", "...", "..." };
+    pd_grid *g = load_ok(
+        "<map orientation=\"orthogonal\" width=\"3\" height=\"3\" tilewidth=\"8\" tileheight=\"8\">\n"
+        " <tileset firstgid=\"1\" name=\"t\" tilewidth=\"8\" tileheight=\"8\" tilecount=\"1\">\n"
+        "  <tileoffset x=\"8\" y=\"-8\"/>\n"
+        " </tileset>\n"
+        " <layer name=\"ground\" width=\"3\" height=\"3\"><data encoding=\"csv\">0,0,0,0,0,0,0,0,0</data></layer>\n"
+        " <objectgroup name=\"things\"><object id=\"1\" gid=\"1\" x=\"0\" y=\"16\" width=\"8\" height=\"8\"/>"
+        "</objectgroup>\n"
+        "</map>",
+        NULL);
+    grid_picture_check(g, moved, 3);
+    pd_grid_destroy(g);
+    /* Drawn at twice the tile's size, the offset (4, 0) doubles too: columns
+     * 1 and 2, where an unscaled one would give 0 and 1. */
+    static const char *const scaled[] = { ".##.", ".##." };
+    g = load_ok("{\"width\": 4, \"height\": 2, \"tilewidth\": 8, \"tileheight\": 8, \"tilesets\": ["
+                "{\"firstgid\": 1, \"tilecount\": 1, \"tilewidth\": 8, \"tileheight\": 8, "
+                "\"tileoffset\": {\"x\": 4, \"y\": 0}}], \"layers\": ["
+                "{\"type\": \"tilelayer\", \"data\": [0, 0, 0, 0, 0, 0, 0, 0]},"
+                "{\"type\": \"objectgroup\", \"objects\": [{\"gid\": 1, \"x\": 0, \"y\": 16, \"width\": 16, "
+                "\"height\": 16}]}]}",
+                NULL);
+    grid_picture_check(g, scaled, 2);
+    pd_grid_destroy(g);
+    expect_error("{\"width\": 1, \"height\": 1, \"tilewidth\": 8, \"tileheight\": 8, \"tilesets\": ["
+                 "{\"firstgid\": 1, \"tilecount\": 1, \"tileoffset\": {\"x\": \"4\"}}],"
+                 " \"layers\": [{\"type\": \"tilelayer\", \"data\": [0]}]}",
+                 NULL, "$.tilesets[0].tileoffset.x: must be a finite number, not a string");
+}
+
+/* An image collection's tile has its image's size (the tileset's
+ * tilewidth and tileheight are only the largest image's), and Tiled reads a
+ * tile object's width or height of 0 as its tile's, as when none is given.
+ * Both used the tileset's size: a tileoffset was scaled by the object's
+ * size over the largest image's (halved here: a cell off), a sizeless
+ * object of a small image covered the largest image's area, and an object
+ * with width 0 covered nothing. */
+static void test_tile_object_size_is_its_tiles(void **state)
+{
+    (void)state;
+    const char *tileset = "{\"firstgid\": 1, \"columns\": 0, \"tilewidth\": 16, \"tileheight\": 16, "
+                          "\"tilecount\": 2, \"tileoffset\": {\"x\": %d, \"y\": 0}, \"tiles\": ["
+                          "{\"id\": 0, \"image\": \"small.png\", \"imagewidth\": 8, \"imageheight\": 8},"
+                          "{\"id\": 1, \"image\": \"big.png\", \"imagewidth\": 16, \"imageheight\": 16}]}";
+    const char *fmt = "{\"width\": 4, \"height\": 2, \"tilewidth\": 8, \"tileheight\": 8, \"tilesets\": [%s],"
+                      " \"layers\": [{\"type\": \"tilelayer\", \"data\": [0, 0, 0, 0, 0, 0, 0, 0]},"
+                      "{\"type\": \"objectgroup\", \"objects\": [{\"gid\": 1, \"x\": 0, \"y\": 8, %s}]}]}";
+    char ts[512], buf[MAP_TEXT_MAX];
+    /* Drawn at its image's size: the offset (8, 0) is not scaled, cell 1. */
+    snprintf(ts, sizeof ts, tileset, 8);
+    snprintf(buf, sizeof buf, fmt, ts, "\"width\": 8, \"height\": 8");
+    static const char *const moved[] = { ".#..", "...." };
+    pd_grid *g = load_ok(buf, NULL);
+    grid_picture_check(g, moved, 2);
+    pd_grid_destroy(g);
+    /* Width and height 0: the small image's 8 x 8, cell 0 only. */
+    snprintf(ts, sizeof ts, tileset, 0);
+    snprintf(buf, sizeof buf, fmt, ts, "\"width\": 0, \"height\": 0");
+    static const char *const own[] = { "#...", "...." };
+    g = load_ok(buf, NULL);
+    grid_picture_check(g, own, 2);
+    pd_grid_destroy(g);
+    /* Old TMX: no size on the object; the image's size is on <image>. */
+    g = load_ok("<map orientation=\"orthogonal\" width=\"4\" height=\"2\" tilewidth=\"8\" tileheight=\"8\">\n"
+                " <tileset firstgid=\"1\" name=\"things\" tilewidth=\"16\" tileheight=\"16\" tilecount=\"2\" "
+                "columns=\"0\">\n"
+                "  <tile id=\"0\"><image source=\"small.png\" width=\"8\" height=\"8\"/></tile>\n"
+                "  <tile id=\"1\"><image source=\"big.png\" width=\"16\" height=\"16\"/></tile>\n"
+                " </tileset>\n"
+                " <layer name=\"ground\" width=\"4\" height=\"2\"><data encoding=\"csv\">0,0,0,0,0,0,0,0</data>"
+                "</layer>\n"
+                " <objectgroup name=\"o\"><object id=\"1\" gid=\"1\" x=\"0\" y=\"8\"/></objectgroup>\n"
+                "</map>",
+                NULL);
+    grid_picture_check(g, own, 2);
+    pd_grid_destroy(g);
+}
+
+/* Removing tiles from an image collection in Tiled leaves gaps in its ids
+ * (legal); a gid in a gap is no tile, and used to load as an untagged one
+ * (open or blocked by the untagged rule, a guess). It is refused, naming
+ * the gid, the layer and the cell, or the object. */
+static void test_image_collection_gap_gid(void **state)
+{
+    (void)state;
+    const char *fmt =
+        "{\"width\": 3, \"height\": 1, \"tilewidth\": 8, \"tileheight\": 8, \"tilesets\": ["
+        "{\"firstgid\": 1, \"columns\": 0, \"tilecount\": 2, \"tiles\": ["
+        " {\"id\": 0, \"image\": \"a.png\"}, {\"id\": 5, \"image\": \"b.png\"}]}],"
+        " \"layers\": [{\"type\": \"tilelayer\", \"name\": \"walls\", \"data\": [%s]}%s]}";
+    char buf[MAP_TEXT_MAX];
+    snprintf(buf, sizeof buf, fmt, "1, 3, 6", "");
+    expect_error(buf, NULL, "$.layers[0] (layer \"walls\"): cell (1, 0): gid 3 is no tile of its image "
+                            "collection (the tileset at firstgid 1 has no tile id 2; was it removed in Tiled?)");
+    snprintf(buf, sizeof buf, fmt, "1, 0, 6",
+             ", {\"type\": \"objectgroup\", \"name\": \"o\", \"objects\": [{\"gid\": 4, \"x\": 0, \"y\": 8, "
+             "\"width\": 8, \"height\": 8}]}");
+    expect_error(buf, NULL, "$.layers[1] (layer \"o\").objects[0]: gid 4 is no tile of its image "
+                            "collection (the tileset at firstgid 1 has no tile id 3; was it removed in Tiled?)");
+    /* The gap itself is legal: its tiles on the map load. */
+    snprintf(buf, sizeof buf, fmt, "1, 0, 6", "");
+    pd_grid *g = load_ok(buf, NULL);
+    pd_grid_destroy(g);
 }
 
 /* ---- the configurable rule ---- */
@@ -1295,7 +1476,13 @@ int main(void)
         cmocka_unit_test(test_infinite_scene_origin),
         cmocka_unit_test(test_object_colliders),
         cmocka_unit_test(test_group_offsets),
+        cmocka_unit_test(test_group_offsets_rounding),
+        cmocka_unit_test(test_group_offsets_rounding_per_axis),
         cmocka_unit_test(test_tile_object_alignment),
+        cmocka_unit_test(test_tile_object_without_size),
+        cmocka_unit_test(test_tile_object_tileoffset),
+        cmocka_unit_test(test_tile_object_size_is_its_tiles),
+        cmocka_unit_test(test_image_collection_gap_gid),
         cmocka_unit_test(test_image_collection_ids_past_tilecount),
         cmocka_unit_test(test_property_names_and_untagged_tiles),
         cmocka_unit_test(test_tile_and_object_classes),

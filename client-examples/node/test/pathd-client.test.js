@@ -23,7 +23,7 @@ const path = require('node:path');
 const { describe, it, before, after } = require('node:test');
 
 const {
-  PathdClient, PathdPool, PathdError, PathdDisconnected, PathdProtocolError, PathdTimeout, PathdQueueFull,
+  PathdClient, PathdPool, PathdError, PathdDisconnected, PathdProtocolError, PathdTimeout, PathdQueueFull, PathdClosed,
   RETRY_ATTEMPTS, RETRY_BACKOFF_FIRST_MS, RECONNECT_BACKOFF_FIRST_MS, RECONNECT_BACKOFF_MAX_MS, query, gridRows,
 } = require('../pathd-client');
 const {
@@ -1209,6 +1209,32 @@ describe('fake server', () => {
       assert.equal(client.inFlightSlots, 0);
     } finally {
       client.close();
+    }
+  });
+
+  // After close() the next call opened a new socket (to whatever listened
+  // there by then), where a closed client is expected to stay closed, as
+  // Go's (ErrClosed). Fails without the checks in _call, _send and
+  // _authUntilServed: the ping resolves on a second connection.
+  it('a closed client stays closed: calls reject with PathdClosed and open no socket', async () => {
+    const server = await scriptedServer({
+      answer: (r) => [r.body === 'limits' ? { id: r.id, final: true, limits: { maxInflightPerConn: 4 } }
+        : { id: r.id, final: true, pong: { nonce: r.ping.nonce } }],
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 2000 });
+    try {
+      await client.ping();
+      client.close();
+      const closed = (err) => err instanceof PathdClosed && err.status === 'CLOSED'
+        && /client is closed/.test(err.message);
+      await assert.rejects(client.ping(), closed);
+      await assert.rejects(client.findPath(...SHORT), closed);
+      await assert.rejects(client.send('raycast', ...SHORT).promise, closed);
+      await assert.rejects(client.watch(['town']), closed);
+      await assert.rejects(client.auth('secret'), closed);
+      assert.equal(server.accepted, 1);
+    } finally {
+      await server.close();
     }
   });
 
