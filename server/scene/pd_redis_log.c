@@ -962,6 +962,12 @@ int pd_redis_log_key_version(pd_redis_log *rl, const char *scene, const char *ke
     return rc;
 }
 
+void pd_redis_log_unique(pd_redis_log *rl, const char *prefix, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%016" PRIx64 "-%" PRIu64, prefix, rl->tag_base,
+             (uint64_t)atomic_fetch_add(&rl->tag_next, 1));
+}
+
 pd_status pd_redis_log_append(pd_redis_log *rl, const pd_redis_append *a, pd_redis_append_result *out)
 {
     pd_redis_log_append_many(rl, a, 1, out);
@@ -1001,8 +1007,7 @@ again:;
     size_t not_found = 0; /* answers that Redis has no pathd_append_of */
     for (size_t i = 0; queued && i < n; i++) {
         char *tag = tags[i % 2];
-        snprintf(tag, sizeof tags[0], "%016" PRIx64 "-%" PRIu64, rl->tag_base,
-                 (uint64_t)atomic_fetch_add(&rl->tag_next, 1));
+        pd_redis_log_unique(rl, "", tag, sizeof tags[0]);
         if (pd__queue_append(rl, &a[i], tag, i > 0 ? tags[(i - 1) % 2] : "", &out[i]) != 0) {
             /* Nothing was sent yet (hiredis writes at the first read): a
              * connection whose buffer is half full is dropped. */
@@ -1394,11 +1399,29 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
     return -1;
 }
 
+/* A reload's record of scene Redis has not answered yet (held by the
+ * snapshots, sent again here first; under the change lock): a change of
+ * the scene now would come before it in the log, on a version the log
+ * has not made, so it is refused, retryable. 1 refused (why, refusal
+ * set: UNAVAILABLE, or INTERNAL when the retry was refused and failed the
+ * log), else 0. */
+static int pd__held_refuses(pd_redis_log *rl, const char *scene)
+{
+    char why[sizeof rl->why];
+    if (!rl->snap || !rl->snap->held || rl->snap->held(rl->snap_user, scene, why, sizeof why) == 0)
+        return atomic_load(&rl->failed);
+    memcpy(rl->why, why, sizeof rl->why);
+    rl->refusal = PD_UNAVAILABLE;
+    return 1;
+}
+
 static int pd__rl_append(void *log, const pd_journal_record *rec)
 {
     pd_redis_log *rl = log;
     rl->dup_version = 0;
     rl->raced_version = 0;
+    if (pd__held_refuses(rl, rec->scene))
+        return -1;
     pd_redis_append a;
     uint8_t *framed;
     if (pd__rl_prepare(rl, rec, &a, &framed) != 0)
@@ -1425,6 +1448,8 @@ static size_t pd__rl_append_many(void *log, const pd_journal_record *recs, size_
     size_t prepared = 0;
     if (!a || !framed || !res)
         pd__fail(rl, "%s", "out of memory appending records");
+    else if (n && pd__held_refuses(rl, recs[0].scene))
+        ; /* nothing sent: each refused as the first (one scene's updates) */
     else
         while (prepared < n && pd__rl_prepare(rl, &recs[prepared], &a[prepared], &framed[prepared]) == 0)
             prepared++;
@@ -1433,8 +1458,12 @@ static size_t pd__rl_append_many(void *log, const pd_journal_record *recs, size_
     size_t taken = 0;
     for (size_t i = 0; i < n; i++) {
         out[i] = (pd_changelog_outcome){ .refusal = PD_INTERNAL };
-        if (prepared < n)
-            continue; /* the log failed: nothing was sent */
+        if (prepared < n) {
+            /* Nothing was sent: the log failed, or a reload's record of the
+             * scene waits for Redis (rl->refusal says which). */
+            out[i].refusal = rl->refusal;
+            continue;
+        }
         if (taken == i) {
             if (pd__rl_judge(rl, &recs[i], &res[i]) == 0) {
                 out[i].refusal = PD_OK;
@@ -1707,6 +1736,16 @@ static int pd__rl_snapshot(void *log, pd_registry *r, char *err, size_t errlen)
     if (!rl->snap) {
         snprintf(err, errlen, "the Redis log has no snapshots attached");
         return -1;
+    }
+    /* A reload's records Redis did not answer are sent again first (the
+     * compaction's tick is their retry when no change comes). While one
+     * is held no snapshot is written: the scene it is of is served at a
+     * version the log has not made (or, dropped, not ended). */
+    if (rl->snap->held && pd__rl_lock(rl) == 0) {
+        int held = rl->snap->held(rl->snap_user, NULL, err, errlen);
+        pd__rl_unlock(rl);
+        if (held)
+            return -1;
     }
     return rl->snap->write_due(rl->snap_user, r, err, errlen);
 }

@@ -278,6 +278,9 @@ typedef struct pd_redis_log_hooks {
     int (*after_replay)(void *user, char *err, size_t errlen);
     void *(*reload_begin)(void *user, pd_registry *r, const pd_scene_set *set);   /* NULL: out of memory */
     void (*reload_end)(void *user, pd_registry *r, void *state);
+    /* under the change lock: a reload's record of scene (NULL: any) not in
+     * the log yet, after one more try: 1 with why, else 0 */
+    int (*held)(void *user, const char *scene, char *why, size_t whylen);
     uint64_t (*bytes)(void *user);                              /* sizes' snapshot bytes */
     void (*destroy)(void *user);                                /* at the log's destroy */
 } pd_redis_log_hooks;
@@ -286,6 +289,9 @@ typedef struct pd_redis_log_hooks {
  * note when one is due, the store's compaction (pd_changelog_ops.snapshot)
  * writes them and trims, a reload goes through them. */
 void pd_redis_log_set_snapshots(pd_redis_log *rl, const pd_redis_log_hooks *hooks, void *user);
+/* A name no other append's tag or key has, anywhere: prefix, this log's
+ * random part and a count, into buf. */
+void pd_redis_log_unique(pd_redis_log *rl, const char *prefix, char *buf, size_t len);
 /* Makes the log refuse every later change, saying why (a reload's record
  * it did not take: what is served is past the log). */
 void pd_redis_log_fail(pd_redis_log *rl, const char *why);
