@@ -627,6 +627,12 @@ static void pd__refuse(pd_replica *r, size_t i, int rebuild, const char *fmt, co
      * rebuild sets it again). Forgotten even when the scene was refused
      * already (a mark made since is of the history left behind too). */
     pd_redis_log_own_forget(r->rl, sc->name);
+    /* Changes already past the request path's refusal (queued in the
+     * scene's lane) are refused by the log until the rebuild is done: the
+     * rebuild runs without the change lock. Out of memory, they are not
+     * (as before this mark): said. */
+    if (pd_redis_log_set_refused(r->rl, sc->name, 1) != 0)
+        pd_log_error("replica: scene '%s': out of memory marking it refused in the log", sc->name);
     if (sc->refused)
         return;
     sc->refused = 1;
@@ -810,6 +816,7 @@ static void pd__rebuild_done(uv_work_t *w, int status)
     if (r->rb_rc == 0) {
         sc->refused = 0;
         sc->rebuild = 0;
+        (void)pd_redis_log_set_refused(r->rl, sc->name, 0);
         sc->why[0] = '\0';
         snprintf(sc->last_id, sizeof sc->last_id, "%s", r->rb_last);
         sc->log_version = r->rb_version;

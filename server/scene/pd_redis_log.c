@@ -247,6 +247,9 @@ struct pd_redis_log {
                                      append of it names it (the FUNCTION's eleventh ARGV);
                                      found by hash, per append, tail record and replayed stream */
     atomic_int no_id_said;        /* an OK answer with no entry id was logged (once) */
+    char (*refused)[PD_CONF_MAX_NAME];   /* (mark_lock) scenes the replica refuses until
+                                            rebuilt (pd_redis_log_set_refused): few */
+    size_t n_refused, cap_refused;
 
     pthread_mutex_t pos_lock;     /* guards pos: replay writes, the tail reads */
     pd__position *pos;
@@ -684,6 +687,46 @@ void pd_redis_log_own_forget(pd_redis_log *rl, const char *scene)
         pd__mark_drop(rl, m);
     pd__inc_forget(rl, scene);
     pthread_mutex_unlock(&rl->mark_lock);
+}
+
+/* ---- scenes refused until rebuilt ------------------------------------------------ */
+
+int pd_redis_log_set_refused(pd_redis_log *rl, const char *scene, int refused)
+{
+    int rc = 0;
+    pthread_mutex_lock(&rl->mark_lock);
+    size_t i = 0;
+    while (i < rl->n_refused && strcmp(rl->refused[i], scene) != 0)
+        i++;
+    if (!refused && i < rl->n_refused) {
+        memcpy(rl->refused[i], rl->refused[--rl->n_refused], sizeof rl->refused[i]);
+    } else if (refused && i == rl->n_refused) {
+        if (rl->n_refused == rl->cap_refused) {
+            size_t cap = rl->cap_refused ? 2 * rl->cap_refused : 4;
+            char (*more)[PD_CONF_MAX_NAME] = realloc(rl->refused, cap * sizeof *more);
+            if (more) {
+                rl->refused = more;
+                rl->cap_refused = cap;
+            }
+        }
+        if (rl->n_refused < rl->cap_refused)
+            snprintf(rl->refused[rl->n_refused++], sizeof rl->refused[0], "%s", scene);
+        else
+            rc = -1;
+    }
+    pthread_mutex_unlock(&rl->mark_lock);
+    return rc;
+}
+
+int pd_redis_log_refused(pd_redis_log *rl, const char *scene)
+{
+    pthread_mutex_lock(&rl->mark_lock);
+    size_t i = 0;
+    while (i < rl->n_refused && strcmp(rl->refused[i], scene) != 0)
+        i++;
+    int found = i < rl->n_refused;
+    pthread_mutex_unlock(&rl->mark_lock);
+    return found;
 }
 
 /* ---- the incarnation this pathd serves of each scene ------------------------------ */
@@ -1399,15 +1442,28 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
     return -1;
 }
 
-/* A reload's record of scene Redis has not answered yet (held by the
- * snapshots, sent again here first; under the change lock): a change of
- * the scene now would come before it in the log, on a version the log
- * has not made, so it is refused, retryable. 1 refused (why, refusal
- * set: UNAVAILABLE, or INTERNAL when the retry was refused and failed the
- * log), else 0. */
+/* Whether a change of scene may be appended now (under the change lock).
+ * Not while the replica refuses the scene until it is rebuilt
+ * (pd_redis_log_set_refused): a change queued in its lane before the
+ * refusal would be built on the history left behind, or on a state the
+ * rebuild has not finished (it replays without the change lock), and the
+ * log - which may have no record of the scene, so takes any version -
+ * would hold it where the rebuild then cannot apply it. Nor while a
+ * reload's record of scene Redis has not answered is held (by the
+ * snapshots, sent again here first): a change of the scene now would
+ * come before it in the log, on a version the log has not made. Both
+ * refused, retryable. 1 refused (why, refusal set: UNAVAILABLE, or
+ * INTERNAL when the held record's retry was refused and failed the log),
+ * else 0. */
 static int pd__held_refuses(pd_redis_log *rl, const char *scene)
 {
     char why[sizeof rl->why];
+    if (pd_redis_log_refused(rl, scene)) {
+        snprintf(rl->why, sizeof rl->why,
+                 "scene '%.100s' is not served here until it is rebuilt from the log (the log went back)", scene);
+        rl->refusal = PD_UNAVAILABLE;
+        return 1;
+    }
     if (!rl->snap || !rl->snap->held || rl->snap->held(rl->snap_user, scene, why, sizeof why) == 0)
         return atomic_load(&rl->failed);
     memcpy(rl->why, why, sizeof rl->why);
@@ -1880,6 +1936,7 @@ void pd_redis_log_destroy(pd_redis_log *rl)
     free(rl->marks.slots);
     free(rl->incs.v);
     free(rl->incs.slots);
+    free(rl->refused);
     free(rl->pos);
     free(rl);
 }

@@ -218,6 +218,19 @@ int pd_redis_log_own_check(pd_redis_log *rl, const pd_redis_own_mark *seen, cons
  * Any thread. */
 size_t pd_redis_log_own_marked(pd_redis_log *rl, pd_redis_own_mark *marks, size_t max);
 
+/* A scene the replica does not serve until it is rebuilt from the log
+ * (pd_replica.c: its log went back): refused 1 from the refusal on, 0
+ * once it is rebuilt. While refused every append of it is refused
+ * UNAVAILABLE - a change already queued in its lane would be built on the
+ * history left behind, or on a state pd_redis_snap_rebuild has half
+ * made, and land in the log where the rebuild cannot apply it - and no
+ * snapshot of it is written (what is served is of the history left
+ * behind; another replica may have written that INC-V since). 0, or -1
+ * when memory ran out (not refused). Any thread. */
+int pd_redis_log_set_refused(pd_redis_log *rl, const char *scene, int refused);
+/* 1 while scene is refused (above). Any thread. */
+int pd_redis_log_refused(pd_redis_log *rl, const char *scene);
+
 /* A replica's tail brings this pathd up to the log (server/net
  * pd_replica.c): a change refused because the log moved on (another
  * replica's change came first: a compare-and-set refusal, a scene made or

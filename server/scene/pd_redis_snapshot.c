@@ -123,6 +123,8 @@ struct pd_redis_snap {
     struct pd__held *held;
     size_t n_held, cap_held;
     atomic_int n_held_due;        /* n_held, read without the lock (due) */
+    void (*rebuild_pause)(void *user);   /* tests: pd_redis_snap_set_rebuild_pause */
+    void *rebuild_pause_user;
 };
 
 /* The cache directory (made, one level each) and its lock: one pathd per
@@ -491,6 +493,11 @@ int pd_redis_snap_write_due(pd_redis_snap *sn, pd_registry *r, char *err, size_t
          * and the FUNCTION must not store an older incarnation's cells
          * under the live one's entry of the same version. */
         uint64_t inc = 0;
+        /* A scene the replica refuses (its log went back) is served from
+         * the history left behind: the log may hold the same INC-V again,
+         * another replica's, which the FUNCTION cannot tell apart. */
+        if (pd_redis_log_refused(sn->rl, names[i]))
+            continue;
         pd_scene *s = pd_redis_log_served_scene(sn->rl, r, names[i], &inc);
         pd_redis_snap_outcome out;
         rc = s ? pd_redis_snap_write(sn, s, inc, &out, err, errlen) : pd__trim_dropped(sn, names[i], err, errlen);
@@ -1056,6 +1063,12 @@ uint64_t pd_redis_snap_bytes(pd_redis_snap *sn)
     return atomic_load(&sn->bytes);
 }
 
+void pd_redis_snap_set_rebuild_pause(pd_redis_snap *sn, void (*fn)(void *user), void *user)
+{
+    sn->rebuild_pause = fn;
+    sn->rebuild_pause_user = user;
+}
+
 /* ---- the log's hooks ------------------------------------------------------------------ */
 
 static void pd__hook_note(void *user, const pd_journal_record *rec)
@@ -1235,6 +1248,25 @@ int pd_redis_snap_rebuild(pd_redis_snap *sn, pd_journal_replayer *rp, pd_registr
     int got = pd_redis_snap_fetch(sn, name, &snap, id, sizeof id, err, errlen);
     if (got < 0)
         return -1;
+    /* What follows puts the scene and replays its stream without the
+     * change lock, which it cannot take: the lock order is a scene's
+     * writer lock, then the change lock (an update takes it to append),
+     * and replaying an update takes the writer lock. Nothing else changes
+     * the scene meanwhile: the replica's tail reads none of its entries
+     * while it is refused, and the log refuses this pathd's own appends
+     * of it until the replica clears the refusal after the rebuild
+     * (pd_redis_log_set_refused), so a change queued in its lane before
+     * the refusal is answered UNAVAILABLE. Before that mark such a change
+     * run here (the pause below lets a test run one) was built on the
+     * history left behind and appended - a log with no record of the
+     * scene takes any version -, answered OK, then undone by the put
+     * below, and its entry made every rebuild fail (a GAP): the scene
+     * refused for good (test_change_queued_during_a_rebuild_is_refused).
+     * Readers see
+     * the versions go down to the log's and up again: the scene is
+     * refused to them too (pd__replica_refuses). */
+    if (sn->rebuild_pause)
+        sn->rebuild_pause(sn->rebuild_pause_user);
     pd_scene *cur = pd_registry_acquire(r, name);
     int runtime = cur && cur->runtime, rc = 0;
     if (got == 0) {

@@ -181,6 +181,10 @@ void pd_redis_snap_starts(pd_redis_snap *sn, uint64_t *from_cache, uint64_t *fro
 int pd_redis_snap_rebuild(pd_redis_snap *sn, pd_journal_replayer *rp, pd_registry *r, const char *name,
                           char *last_id, size_t idlen, uint64_t *version, char *err, size_t errlen);
 
+/* Tests: fn(user) runs in pd_redis_snap_rebuild after its reads of the
+ * stream's end and the snapshot, before it puts anything (NULL: none). */
+void pd_redis_snap_set_rebuild_pause(pd_redis_snap *sn, void (*fn)(void *user), void *user);
+
 /* Bytes of the snapshots this replica wrote or loaded (for /metrics). */
 uint64_t pd_redis_snap_bytes(pd_redis_snap *sn);
 

@@ -120,12 +120,10 @@ static pd_changelog snap_log(const char *prefix, uint64_t max_bytes, const char 
 /* A store over a fresh config with the log of `prefix` (snapshots
  * attached) replayed into it; *records: how many records the replay
  * applied (a snapshot counts one). */
-static pd_store *snap_store_over(pd_registry *r, const char *prefix, uint64_t max_bytes, const char *cache_dir,
-                                 warned *w, uint64_t *records, pd_redis_snap **sn)
+static pd_store *store_with(pd_registry *r, pd_changelog log, uint64_t *records)
 {
     pd_store *st = pd_store_create(r, NULL);
     assert_non_null(st);
-    pd_changelog log = snap_log(prefix, max_bytes, cache_dir, w, sn);
     pd_journal_replay_stats stats;
     char err[256];
     if (pd_store_replay(st, log, &stats, err, sizeof err) != 0)
@@ -135,6 +133,21 @@ static pd_store *snap_store_over(pd_registry *r, const char *prefix, uint64_t ma
         *records = stats.records;
     pd_store_own_log(st, log, PD_CONF_FSYNC_ALWAYS);
     return st;
+}
+
+static pd_store *snap_store_over(pd_registry *r, const char *prefix, uint64_t max_bytes, const char *cache_dir,
+                                 warned *w, uint64_t *records, pd_redis_snap **sn)
+{
+    return store_with(r, snap_log(prefix, max_bytes, cache_dir, w, sn), records);
+}
+
+/* A store of the config's town over the log of `prefix` (snapshots
+ * attached), as a replica holds it: *rl its log, *sn its snapshots. */
+static pd_store *replica_store(const char *prefix, pd_redis_log **rl, pd_redis_snap **sn)
+{
+    pd_changelog log = snap_log(prefix, 1u << 20, NULL, NULL, sn);
+    *rl = log.log;
+    return store_with(config_registry(), log, NULL);
 }
 
 static pd_store *snap_store_in(const char *prefix, uint64_t max_bytes, const char *cache_dir, warned *w,
@@ -614,6 +627,126 @@ static void test_reload_without_an_answer_is_recorded_later(void **state)
     }
 }
 
+/* The log going back for a replica's town, as a Redis restored from a
+ * backup older than every change of it: its keys removed. What the
+ * replica does when it finds it (pd_replica.c's refusal): it forgets the
+ * incarnation it read and marks the scene refused in its log. */
+static void log_went_back(const char *prefix, pd_redis_log *rl)
+{
+    char s[64];
+    raw(s, sizeof s, "DEL %s:{town}:log %s:{town}:meta %s:{town}:snaps", prefix, prefix, prefix);
+    pd_redis_log_own_forget(rl, "town");
+    assert_int_equal(pd_redis_log_set_refused(rl, "town", 1), 0);
+}
+
+/* An UpdateCells queued in town's lane before the refusal, run while the
+ * rebuild is between its reads and its first put (the pause). */
+typedef struct queued_update {
+    pd_store *st;
+    pd_status status;
+    char message[256];
+} queued_update;
+
+static void run_queued_update(void *user)
+{
+    queued_update *q = user;
+    pd_point cell = { 2, 2 };
+    pd_scene_update op = { .op = PD_UPDATE_BLOCK, .cells = &cell, .n_cells = 1 };
+    pd_store_update out;
+    q->status = pd_store_update_cells(q->st, "town", &op, 1, &out);
+    snprintf(q->message, sizeof q->message, "%s", out.message);
+}
+
+/* pd_redis_snap_rebuild replays without the change lock, and a change
+ * already queued in the scene's lane when the replica refused it runs
+ * meanwhile: here in the rebuild's window between its reads and its first
+ * put. It is refused UNAVAILABLE (the log refuses appends of a scene
+ * refused until rebuilt), the rebuild serves the config's town at
+ * version 1 (the log has nothing of it), and once the refusal is cleared
+ * the update resent goes through and the log replays to what is served.
+ * Fails without the log's refusal: the update was built on the history
+ * left behind (version 3), and the log, with no record of town, took it
+ * as version 4 (answered OK); the rebuild put version 1 and could not
+ * apply that entry (a GAP): it failed, and would fail at every retry,
+ * the scene refused for good and the acknowledged update gone. */
+static void test_change_queued_during_a_rebuild_is_refused(void **state)
+{
+    (void)state;
+    uint64_t rng = 61;
+    pd_redis_log *rl;
+    pd_redis_snap *sn;
+    pd_store *st = replica_store("rbq", &rl, &sn);
+    random_update(st, "town", &rng);
+    random_update(st, "town", &rng);
+    assert_int_equal(version_of(st, "town"), 3);
+    log_went_back("rbq", rl);
+
+    queued_update q = { .st = st, .status = PD_OK };
+    pd_redis_snap_set_rebuild_pause(sn, run_queued_update, &q);
+    pd_journal_replayer *rp = pd_journal_replayer_create(pd_store_registry(st), NULL);
+    assert_non_null(rp);
+    char last[64], err[256] = "", s[64];
+    uint64_t v = 0;
+    int rc = pd_redis_snap_rebuild(sn, rp, pd_store_registry(st), "town", last, sizeof last, &v, err, sizeof err);
+    pd_redis_snap_set_rebuild_pause(sn, NULL, NULL);
+    pd_journal_replayer_destroy(rp);
+    if (rc != 0)
+        fail_msg("rebuild: %s", err);
+    assert_int_equal(q.status, PD_UNAVAILABLE);
+    assert_non_null(strstr(q.message, "rebuilt from the log"));
+    assert_int_equal(v, 1);
+    assert_int_equal(version_of(st, "town"), 1);
+    raw(s, sizeof s, "XLEN rbq:{town}:log");
+    assert_string_equal(s, "0"); /* nothing appended */
+
+    assert_int_equal(pd_redis_log_set_refused(rl, "town", 0), 0); /* the replica serves it again */
+    run_queued_update(&q);
+    assert_int_equal(q.status, PD_OK);
+    assert_int_equal(version_of(st, "town"), 2);
+    pd_store *again = snap_store("rbq", 1u << 20, NULL, NULL);
+    assert_same_world(pd_store_registry(st), pd_store_registry(again));
+    store_free(again);
+    store_free(st);
+}
+
+/* A snapshot writer of a scene its replica refuses: the log went back
+ * under town (version 5 here, noted for its snapshot), and another
+ * replica made versions 2..5 again, other cells under the same entry ids
+ * 1-2..1-5. The compaction writes nothing of town: what this replica
+ * serves is of the history left behind, and the FUNCTION cannot tell its
+ * 1-5 from the other replica's. A fresh store replays the other
+ * replica's town. Fails without the check: the snapshot of the old
+ * history was stored as 1-5 (and the stream trimmed to it), so every
+ * replica starting later served cells the log never held. */
+static void test_snapshot_of_a_refused_scene_is_not_written(void **state)
+{
+    (void)state;
+    uint64_t rng = 71, other_rng = 171;
+    pd_redis_log *rl;
+    pd_redis_snap *sn;
+    pd_store *st = replica_store("rfs", &rl, &sn);
+    for (int i = 0; i < EVERY - 1; i++)
+        random_update(st, "town", &rng);
+    assert_int_equal(version_of(st, "town"), EVERY);
+    assert_true(pd_store_compaction_due(st));
+    log_went_back("rfs", rl);
+    pd_store *other = snap_store("rfs", 1u << 20, NULL, NULL);
+    for (int i = 0; i < EVERY - 1; i++)
+        random_update(other, "town", &other_rng);
+    assert_int_equal(version_of(other, "town"), EVERY);
+
+    char err[256] = "", s[64];
+    if (pd_store_compact(st, err, sizeof err) != 0)
+        fail_msg("compact: %s", err);
+    raw(s, sizeof s, "HLEN rfs:{town}:snaps");
+    assert_string_equal(s, "0");
+    pd_store *again = snap_store("rfs", 1u << 20, NULL, NULL);
+    assert_same_world(pd_store_registry(other), pd_store_registry(again));
+    store_free(again);
+    store_free(other);
+    store_free(st);
+}
+
 /* A replica's scene rebuilt from the log (pd_redis_snap_rebuild, what a
  * replica whose log went back does): a store whose "town" took another
  * history (its own log) gets the writer's town - version and cells - from
@@ -722,6 +855,8 @@ int main(void)
         cmocka_unit_test(test_cache_newer_than_log_is_not_served),
         cmocka_unit_test(test_reload_through_the_log),
         cmocka_unit_test(test_reload_without_an_answer_is_recorded_later),
+        cmocka_unit_test(test_change_queued_during_a_rebuild_is_refused),
+        cmocka_unit_test(test_snapshot_of_a_refused_scene_is_not_written),
         cmocka_unit_test(test_rebuild_from_the_log),
         cmocka_unit_test(test_snapshot_of_an_older_incarnation_is_not_written),
     };
