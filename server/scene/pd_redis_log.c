@@ -1048,6 +1048,7 @@ size_t pd_redis_log_append_many(pd_redis_log *rl, const pd_redis_append *a, size
     int queued = pd__connect(rl, why, sizeof why) == 0;
 again:;
     size_t not_found = 0; /* answers that Redis has no pathd_append_of */
+    uint64_t round_us = 0; /* the answers' round trips, counted once they are final */
     for (size_t i = 0; queued && i < n; i++) {
         char *tag = tags[i % 2];
         pd_redis_log_unique(rl, "", tag, sizeof tags[0]);
@@ -1071,8 +1072,7 @@ again:;
             break;
         }
         redisReply *r = reply;
-        atomic_fetch_add(&rl->appends, 1);
-        atomic_fetch_add(&rl->append_us, pd__now_us() - t0);
+        round_us += pd__now_us() - t0;
         if (r->type == REDIS_REPLY_ERROR) {
             /* An error answer (out of memory with noeviction, a Redis that
              * is loading): the FUNCTION ran whole or not at all, so
@@ -1096,7 +1096,10 @@ again:;
         if (pd__load_library(rl, rl->conn, why, sizeof why) != 0) {
             pd__drop_conn(rl);
         } else if (all && !retried) {
+            /* Sent again: this round's answers are not counted (the
+             * metric's appends are FCALLs Redis ran or refused, once). */
             retried = 1;
+            t0 = pd__now_us();
             answered = appended = 0;
             for (size_t i = 0; i < n; i++) {
                 memset(&out[i], 0, sizeof out[i]);
@@ -1106,6 +1109,8 @@ again:;
         }
     }
     pthread_mutex_unlock(&rl->conn_lock);
+    atomic_fetch_add(&rl->appends, answered);
+    atomic_fetch_add(&rl->append_us, round_us);
     /* Unanswered: unreachable, or the connection failed with the appends
      * in flight. Each may or may not have reached Redis: retryable (the
      * same key answers a retry of one that did), never served. */

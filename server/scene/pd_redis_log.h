@@ -250,7 +250,8 @@ typedef struct pd_redis_log_counters {
     int connected;                /* the append connection is up */
     uint64_t reconnects;          /* connects after the first that succeeded */
     uint64_t connect_failures;
-    uint64_t appends;             /* FCALLs Redis answered */
+    uint64_t appends;             /* FCALLs Redis answered (one sent again after this pathd's
+                                     library was loaded anew counts once: its last answer) */
     uint64_t append_us;           /* their round trips, summed (microseconds) */
     uint64_t append_failures;     /* appends refused UNAVAILABLE (no answer) */
 } pd_redis_log_counters;
