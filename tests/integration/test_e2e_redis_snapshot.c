@@ -314,12 +314,10 @@ static void test_journal_of_a_log_that_went_back(void **state)
     assert_a_logged_then_same(f, line);
 }
 
-/* A reload that removes a scene the log has a history of: DROP through
- * the log, which goes on taking changes (it failed before); the stream
- * trimmed to the drop; a restart on the reloaded config serves the same. */
-static void test_reload_removes_a_scene(void **state)
+/* Redis and pathd A with annex, changed once (its stream has a history),
+ * and A's config rewritten without it, for the reload to come. */
+static void annex_changed_then_config_without(fixture *f)
 {
-    fixture *f = *state;
     redis_srv_start(&f->redis);
     start_pathd_with(f, &f->a, f->extra_a, sizeof f->extra_a, f->dir_a, 1);
     pdc_conn *c = pdi_connect(&f->a);
@@ -328,28 +326,39 @@ static void test_reload_removes_a_scene(void **state)
     assert_int_equal(block_at(c, "annex", 1, 1, &v), PDC_OK);
     assert_int_equal(v, 2);
     pdc_close(c);
-
     pdi_limits l = limits_of(f, f->extra_a, sizeof f->extra_a, f->dir_a, 0);
     assert_int_equal(pdi_write_config(&f->a, &l), 0);
+}
+
+/* SIGHUP to A, and the wait until it serves no annex. */
+static void reload_without_annex(fixture *f)
+{
     assert_int_equal(pdi_daemon_signal(&f->a, SIGHUP), 0);
     double deadline = pdi_now_ms() + RELOAD_WAIT_MS;
     while (served_version(&f->a, "annex") != 0 && pdi_now_ms() < deadline)
         pdi_sleep_ms(20);
     assert_int_equal(served_version(&f->a, "annex"), 0);
+}
 
-    c = pdi_connect(&f->a);
-    assert_non_null(c);
-    if (block_at(c, "rooms", 1, 1, &v) != PDC_OK)
-        fail_msg("an update after the reload: %s", pdc_last_error(c));
-    assert_int_equal(v, 2);
-    pdc_close(c);
+/* After the reload: annex's stream trimmed to its DROP (the compaction
+ * after it), the log takes changes, and a restart on the reloaded config
+ * serves the same. */
+static void assert_reload_recorded(fixture *f)
+{
     char s[64] = "";
-    for (deadline = pdi_now_ms() + SNAPSHOT_WAIT_MS; pdi_now_ms() < deadline; pdi_sleep_ms(50)) {
+    for (double deadline = pdi_now_ms() + SNAPSHOT_WAIT_MS; pdi_now_ms() < deadline; pdi_sleep_ms(50)) {
         redis_text(f, s, sizeof s, "XLEN pathd:{annex}:log");
         if (strcmp(s, "1") == 0)
             break;
     }
     assert_string_equal(s, "1"); /* the DROP alone */
+    pdc_conn *c = pdi_connect(&f->a);
+    assert_non_null(c);
+    uint64_t v;
+    if (block_at(c, "rooms", 1, 1, &v) != PDC_OK)
+        fail_msg("an update after the reload: %s", pdc_last_error(c));
+    assert_int_equal(v, 2);
+    pdc_close(c);
 
     assert_int_equal(pdi_daemon_stop(&f->a), 0);
     pdi_daemon_cleanup(&f->a);
@@ -357,6 +366,17 @@ static void test_reload_removes_a_scene(void **state)
     assert_int_equal(served_version(&f->a, "annex"), 0);
     assert_int_equal(served_version(&f->a, "rooms"), 2);
     assert_int_equal(pdi_daemon_stop(&f->a), 0);
+}
+
+/* A reload that removes a scene the log has a history of: DROP through
+ * the log, which goes on taking changes (it failed before); the stream
+ * trimmed to the drop; a restart on the reloaded config serves the same. */
+static void test_reload_removes_a_scene(void **state)
+{
+    fixture *f = *state;
+    annex_changed_then_config_without(f);
+    reload_without_annex(f);
+    assert_reload_recorded(f);
 }
 
 /* A reload that removes a scene while Redis is stopped past the 500 ms
@@ -369,45 +389,12 @@ static void test_reload_removes_a_scene(void **state)
 static void test_reload_while_redis_is_stopped(void **state)
 {
     fixture *f = *state;
-    redis_srv_start(&f->redis);
-    start_pathd_with(f, &f->a, f->extra_a, sizeof f->extra_a, f->dir_a, 1);
-    pdc_conn *c = pdi_connect(&f->a);
-    assert_non_null(c);
-    uint64_t v;
-    assert_int_equal(block_at(c, "annex", 1, 1, &v), PDC_OK);
-    pdc_close(c);
-
-    pdi_limits l = limits_of(f, f->extra_a, sizeof f->extra_a, f->dir_a, 0);
-    assert_int_equal(pdi_write_config(&f->a, &l), 0);
+    annex_changed_then_config_without(f);
     assert_int_equal(kill(f->redis.pid, SIGSTOP), 0);
-    assert_int_equal(pdi_daemon_signal(&f->a, SIGHUP), 0);
-    double deadline = pdi_now_ms() + RELOAD_WAIT_MS;
-    while (served_version(&f->a, "annex") != 0 && pdi_now_ms() < deadline)
-        pdi_sleep_ms(20);
-    assert_int_equal(served_version(&f->a, "annex"), 0);
+    reload_without_annex(f);
     pdi_sleep_ms(1500); /* the timer's retries meet a silent Redis */
     assert_int_equal(kill(f->redis.pid, SIGCONT), 0);
-
-    char s[64] = "";
-    for (deadline = pdi_now_ms() + SNAPSHOT_WAIT_MS; pdi_now_ms() < deadline; pdi_sleep_ms(50)) {
-        redis_text(f, s, sizeof s, "XLEN pathd:{annex}:log");
-        if (strcmp(s, "1") == 0)
-            break;
-    }
-    assert_string_equal(s, "1"); /* the DROP alone, trimmed to */
-    c = pdi_connect(&f->a);
-    assert_non_null(c);
-    if (block_at(c, "rooms", 1, 1, &v) != PDC_OK)
-        fail_msg("an update after the reload: %s", pdc_last_error(c));
-    assert_int_equal(v, 2);
-    pdc_close(c);
-
-    assert_int_equal(pdi_daemon_stop(&f->a), 0);
-    pdi_daemon_cleanup(&f->a);
-    start_pathd(f, &f->a, f->extra_a, sizeof f->extra_a, f->dir_a);
-    assert_int_equal(served_version(&f->a, "annex"), 0);
-    assert_int_equal(served_version(&f->a, "rooms"), 2);
-    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+    assert_reload_recorded(f);
 }
 
 int main(void)
