@@ -1460,7 +1460,7 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
  * refused, retryable. 1 refused (why, refusal set: UNAVAILABLE, or
  * INTERNAL when the held record's retry was refused and failed the log),
  * else 0. */
-static int pd__held_refuses(pd_redis_log *rl, const char *scene)
+static int pd__change_refused(pd_redis_log *rl, const char *scene)
 {
     char why[sizeof rl->why];
     if (pd_redis_log_refused(rl, scene)) {
@@ -1481,7 +1481,7 @@ static int pd__rl_append(void *log, const pd_journal_record *rec)
     pd_redis_log *rl = log;
     rl->dup_version = 0;
     rl->raced_version = 0;
-    if (pd__held_refuses(rl, rec->scene))
+    if (pd__change_refused(rl, rec->scene))
         return -1;
     pd_redis_append a;
     uint8_t *framed;
@@ -1509,7 +1509,7 @@ static size_t pd__rl_append_many(void *log, const pd_journal_record *recs, size_
     size_t prepared = 0;
     if (!a || !framed || !res)
         pd__fail(rl, "%s", "out of memory appending records");
-    else if (n && pd__held_refuses(rl, recs[0].scene))
+    else if (n && pd__change_refused(rl, recs[0].scene))
         ; /* nothing sent: each refused as the first (one scene's updates) */
     else
         while (prepared < n && pd__rl_prepare(rl, &recs[prepared], &a[prepared], &framed[prepared]) == 0)
@@ -1520,8 +1520,8 @@ static size_t pd__rl_append_many(void *log, const pd_journal_record *recs, size_
     for (size_t i = 0; i < n; i++) {
         out[i] = (pd_changelog_outcome){ .refusal = PD_INTERNAL };
         if (prepared < n) {
-            /* Nothing was sent: the log failed, or a reload's record of the
-             * scene waits for Redis (rl->refusal says which). */
+            /* Nothing was sent: the log failed, or the scene's changes are
+             * refused for now (pd__change_refused; rl->refusal says which). */
             out[i].refusal = rl->refusal;
             continue;
         }

@@ -1262,9 +1262,8 @@ int pd_redis_snap_rebuild(pd_redis_snap *sn, pd_journal_replayer *rp, pd_registr
      * scene takes any version -, answered OK, then undone by the put
      * below, and its entry made every rebuild fail (a GAP): the scene
      * refused for good (test_change_queued_during_a_rebuild_is_refused).
-     * Readers see
-     * the versions go down to the log's and up again: the scene is
-     * refused to them too (pd__replica_refuses). */
+     * Readers would see the versions go down to the log's and up again:
+     * the scene is refused to them too (pd__replica_refuses). */
     if (sn->rebuild_pause)
         sn->rebuild_pause(sn->rebuild_pause_user);
     pd_scene *cur = pd_registry_acquire(r, name);
