@@ -101,6 +101,16 @@ static const char PD__SNAP_LIBRARY[] =
 /* A cache file's path: the directory, '/', the name in hex, a suffix. */
 #define PD__CACHE_PATH_MAX (PD_CONF_MAX_DATA_DIR + sizeof PD__CACHE_SUBDIR + 2 * PD_CONF_MAX_NAME + 16)
 
+/* A reload's record (RESET: next version; DROP: the incarnation ends),
+ * with the key it is sent with every time: a retry of one that reached
+ * Redis though its answer did not reach pathd is answered DUP. */
+typedef struct pd__held {
+    pd_journal_type type;
+    char scene[PD_CONF_MAX_NAME];
+    uint64_t version;
+    char key[48];
+} pd__held;
+
 struct pd_redis_snap {
     pd_redis_log *rl;
     pd_redis_snap_opts o;
@@ -120,7 +130,7 @@ struct pd_redis_snap {
      * timeout), oldest first, sent again with their keys until it does
      * (pd_redis_snap_retry_held). The change lock guards them: reloads,
      * appends and the retry all run under it. */
-    struct pd__held *held;
+    pd__held *held;
     size_t n_held, cap_held;
     atomic_int n_held_due;        /* n_held, read without the lock (due) */
     void (*rebuild_pause)(void *user);   /* tests: pd_redis_snap_set_rebuild_pause */
@@ -191,6 +201,17 @@ void pd_redis_snap_destroy(pd_redis_snap *sn)
         close(sn->cache_lock_fd); /* lets go of the flock */
     free(sn->pending);
     free(sn->warned);
+    /* Held only in memory: the log never has them, so a restart replays
+     * the history made on the maps they replaced (skipped records), as
+     * after a crash before the reload's snapshots. Said. */
+    for (size_t i = 0; i < sn->n_held && sn->o.warn; i++) {
+        char msg[400];
+        snprintf(msg, sizeof msg,
+                 "a reload's %s of scene '%s' never reached Redis: the log does not have it (a restart replays "
+                 "the scene's history as the log holds it)",
+                 sn->held[i].type == PD_JOURNAL_DROP ? "DROP" : "RESET", sn->held[i].scene);
+        sn->o.warn(sn->o.warn_user, msg);
+    }
     free(sn->held);
     free(sn);
 }
@@ -542,16 +563,6 @@ void *pd_redis_snap_reload_begin(pd_redis_snap *sn, pd_registry *r, const pd_sce
     st->n_before = pd_registry_list(r, &st->before);
     return st;
 }
-
-/* A reload's record (RESET: next version; DROP: the incarnation ends),
- * with the key it is sent with every time: a retry of one that reached
- * Redis though its answer did not reach pathd is answered DUP. */
-typedef struct pd__held {
-    pd_journal_type type;
-    char scene[PD_CONF_MAX_NAME];
-    uint64_t version;
-    char key[48];
-} pd__held;
 
 /* One reload record appended. A DROP of a scene the log has no live
  * record of (a config scene never changed) has nothing to end. 0 taken,

@@ -627,6 +627,31 @@ static void test_reload_without_an_answer_is_recorded_later(void **state)
     }
 }
 
+/* A pathd stopped while a reload's record still waits for Redis says
+ * so: the log never got it (a restart replays the history it holds). */
+static void test_reload_held_at_stop_is_said(void **state)
+{
+    (void)state;
+    char dir[64], map[(SIDE + 1) * SIDE + 1];
+    redis_srv_temp_dir(dir, sizeof dir, "snapstop");
+    town_map(map, 0);
+    pd_conf c;
+    town_conf(dir, map, &c);
+    warned w = { 0 };
+    pd_store *st = snap_store_over(registry_of(&c), "heldstop", 1u << 20, NULL, &w, NULL, NULL);
+    pd_conf_free(&c);
+    redis_srv_stop(&srv, SIGKILL);
+    town_map(map, 2);
+    town_conf(dir, map, &c);
+    store_reload(st, &c);
+    assert_int_equal(log_failed(st), 0);
+    store_free(st);
+    assert_non_null(strstr(w.last, "a reload's RESET of scene 'town' never reached Redis"));
+    redis_srv_start(&srv);
+    pd_conf_free(&c);
+    assert_int_equal(redis_srv_rm_dir(dir), 0);
+}
+
 /* The log going back for a replica's town, as a Redis restored from a
  * backup older than every change of it: its keys removed. What the
  * replica does when it finds it (pd_replica.c's refusal): it forgets the
@@ -855,6 +880,7 @@ int main(void)
         cmocka_unit_test(test_cache_newer_than_log_is_not_served),
         cmocka_unit_test(test_reload_through_the_log),
         cmocka_unit_test(test_reload_without_an_answer_is_recorded_later),
+        cmocka_unit_test(test_reload_held_at_stop_is_said),
         cmocka_unit_test(test_change_queued_during_a_rebuild_is_refused),
         cmocka_unit_test(test_snapshot_of_a_refused_scene_is_not_written),
         cmocka_unit_test(test_rebuild_from_the_log),
