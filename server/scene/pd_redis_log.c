@@ -250,6 +250,8 @@ struct pd_redis_log {
     char (*refused)[PD_CONF_MAX_NAME];   /* (mark_lock) scenes the replica refuses until
                                             rebuilt (pd_redis_log_set_refused): few */
     size_t n_refused, cap_refused;
+    void (*append_pause)(void *user);   /* tests: pd_redis_log_set_append_pause */
+    void *append_pause_user;
 
     pthread_mutex_t pos_lock;     /* guards pos: replay writes, the tail reads */
     pd__position *pos;
@@ -691,13 +693,20 @@ void pd_redis_log_own_forget(pd_redis_log *rl, const char *scene)
 
 /* ---- scenes refused until rebuilt ------------------------------------------------ */
 
+/* Scene's index in refused, n_refused when it is not refused (mark_lock held). */
+static size_t pd__refused_at(const pd_redis_log *rl, const char *scene)
+{
+    size_t i = 0;
+    while (i < rl->n_refused && strcmp(rl->refused[i], scene) != 0)
+        i++;
+    return i;
+}
+
 int pd_redis_log_set_refused(pd_redis_log *rl, const char *scene, int refused)
 {
     int rc = 0;
     pthread_mutex_lock(&rl->mark_lock);
-    size_t i = 0;
-    while (i < rl->n_refused && strcmp(rl->refused[i], scene) != 0)
-        i++;
+    size_t i = pd__refused_at(rl, scene);
     if (!refused && i < rl->n_refused) {
         memcpy(rl->refused[i], rl->refused[--rl->n_refused], sizeof rl->refused[i]);
     } else if (refused && i == rl->n_refused) {
@@ -721,12 +730,15 @@ int pd_redis_log_set_refused(pd_redis_log *rl, const char *scene, int refused)
 int pd_redis_log_refused(pd_redis_log *rl, const char *scene)
 {
     pthread_mutex_lock(&rl->mark_lock);
-    size_t i = 0;
-    while (i < rl->n_refused && strcmp(rl->refused[i], scene) != 0)
-        i++;
-    int found = i < rl->n_refused;
+    int found = pd__refused_at(rl, scene) < rl->n_refused;
     pthread_mutex_unlock(&rl->mark_lock);
     return found;
+}
+
+void pd_redis_log_set_append_pause(pd_redis_log *rl, void (*fn)(void *user), void *user)
+{
+    rl->append_pause = fn;
+    rl->append_pause_user = user;
 }
 
 /* ---- the incarnation this pathd serves of each scene ------------------------------ */
@@ -941,7 +953,18 @@ static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const ch
     if (a->op != PD_REDIS_NEW) {
         pthread_mutex_lock(&rl->mark_lock);
         const pd__own_inc *e = pd__inc_of(rl, a->scene);
-        if (e) {
+        if (a->change && pd__refused_at(rl, a->scene) < rl->n_refused) {
+            /* The replica refused the scene after the change passed
+             * pd__change_refused, and may have forgotten its incarnation
+             * (pd_replica.c marks the refusal first, then forgets): sent
+             * with none, the change would be taken by a log with no live
+             * record of the scene, on the history left behind, where the
+             * rebuild cannot apply it. Incarnation 0, which no live scene
+             * has, makes Redis refuse it; read with the mark, under one
+             * lock, so no refusal falls between them. */
+            snprintf(inc, sizeof inc, "0");
+            out->refused_scene = 1;
+        } else if (e) {
             snprintf(inc, sizeof inc, "%" PRIu64, e->inc);
             out->sent_inc = e->inc;
         }
@@ -1311,7 +1334,7 @@ static void pd__fail(pd_redis_log *rl, const char *fmt, const char *why)
  * 0, or -1 when the log failed (a record it cannot hold, memory). */
 static int pd__rl_prepare(pd_redis_log *rl, const pd_journal_record *rec, pd_redis_append *a, uint8_t **framed)
 {
-    *a = (pd_redis_append){ .scene = rec->scene, .key = rec->key && rec->key[0] ? rec->key : NULL };
+    *a = (pd_redis_append){ .scene = rec->scene, .key = rec->key && rec->key[0] ? rec->key : NULL, .change = 1 };
     *framed = NULL;
     switch (rec->type) {
     case PD_JOURNAL_UPDATE:
@@ -1346,6 +1369,15 @@ static int pd__rl_prepare(pd_redis_log *rl, const pd_journal_record *rec, pd_red
     return 0;
 }
 
+/* The refusal of a change of a scene refused until rebuilt
+ * (pd_redis_log_set_refused; under the change lock): retryable. */
+static void pd__refused_why(pd_redis_log *rl, const char *scene)
+{
+    snprintf(rl->why, sizeof rl->why,
+             "scene '%.100s' is not served here until it is rebuilt from the log (the log went back)", scene);
+    rl->refusal = PD_UNAVAILABLE;
+}
+
 /* What the answer res to rec's append means (under the change lock): 0
  * taken (served), or -1 with why, refusal and dup_version set (and the
  * log failed when the refusal is final). */
@@ -1355,6 +1387,10 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
     pd_status st = res.status;
     rl->dup_version = 0;
     rl->raced_version = 0;
+    if (res.refused_scene && st != PD_OK) {
+        pd__refused_why(rl, rec->scene); /* Redis refused it for that (pd__queue_append) */
+        return -1;
+    }
     /* The log made the version this change makes: a fresh append, or a
      * key the log has seen at that version (the first try reached the
      * log but not this pathd: its answer timed out, and the same change
@@ -1464,9 +1500,7 @@ static int pd__change_refused(pd_redis_log *rl, const char *scene)
 {
     char why[sizeof rl->why];
     if (pd_redis_log_refused(rl, scene)) {
-        snprintf(rl->why, sizeof rl->why,
-                 "scene '%.100s' is not served here until it is rebuilt from the log (the log went back)", scene);
-        rl->refusal = PD_UNAVAILABLE;
+        pd__refused_why(rl, scene);
         return 1;
     }
     if (!rl->snap || !rl->snap->held || rl->snap->held(rl->snap_user, scene, why, sizeof why) == 0)
@@ -1483,6 +1517,8 @@ static int pd__rl_append(void *log, const pd_journal_record *rec)
     rl->raced_version = 0;
     if (pd__change_refused(rl, rec->scene))
         return -1;
+    if (rl->append_pause)
+        rl->append_pause(rl->append_pause_user);
     pd_redis_append a;
     uint8_t *framed;
     if (pd__rl_prepare(rl, rec, &a, &framed) != 0)

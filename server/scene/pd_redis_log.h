@@ -97,6 +97,10 @@ typedef struct pd_redis_append {
     const char *key;              /* the idempotency key, or NULL */
     const uint8_t *payload;       /* the record (pd_journal_encode's payload) */
     size_t len;
+    int change;                   /* a change the store appends (not a reload's record): NEXT
+                                     or DROP of a scene refused until rebuilt
+                                     (pd_redis_log_set_refused) names no live incarnation, so
+                                     Redis refuses it (refused_scene in the result) */
 } pd_redis_append;
 
 typedef struct pd_redis_append_result {
@@ -124,6 +128,8 @@ typedef struct pd_redis_append_result {
     int chain;                    /* UNAVAILABLE: refused because the append before it in
                                      its pipeline is not the log's last (it was refused,
                                      or another replica's came between) */
+    int refused_scene;            /* sent while its scene was refused until rebuilt (a
+                                     change: pd_redis_append.change) */
     char message[256];            /* why, when status != PD_OK */
 } pd_redis_append_result;
 
@@ -230,6 +236,9 @@ size_t pd_redis_log_own_marked(pd_redis_log *rl, pd_redis_own_mark *marks, size_
 int pd_redis_log_set_refused(pd_redis_log *rl, const char *scene, int refused);
 /* 1 while scene is refused (above). Any thread. */
 int pd_redis_log_refused(pd_redis_log *rl, const char *scene);
+/* Tests: fn(user) runs in the change log's append of one record after
+ * its refusal checks, before the record is sent (NULL: none). */
+void pd_redis_log_set_append_pause(pd_redis_log *rl, void (*fn)(void *user), void *user);
 
 /* A replica's tail brings this pathd up to the log (server/net
  * pd_replica.c): a change refused because the log moved on (another

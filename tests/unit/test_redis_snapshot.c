@@ -660,8 +660,34 @@ static void log_went_back(const char *prefix, pd_redis_log *rl)
 {
     char s[64];
     raw(s, sizeof s, "DEL %s:{town}:log %s:{town}:meta %s:{town}:snaps", prefix, prefix, prefix);
-    pd_redis_log_own_forget(rl, "town");
     assert_int_equal(pd_redis_log_set_refused(rl, "town", 1), 0);
+    pd_redis_log_own_forget(rl, "town");
+}
+
+/* A replica's store (replica_store) with town changed twice: version 3. */
+static pd_store *replica_town_at_3(const char *prefix, uint64_t seed, pd_redis_log **rl, pd_redis_snap **sn)
+{
+    uint64_t rng = seed;
+    pd_store *st = replica_store(prefix, rl, sn);
+    random_update(st, "town", &rng);
+    random_update(st, "town", &rng);
+    assert_int_equal(version_of(st, "town"), 3);
+    return st;
+}
+
+/* The replica's rebuild of town (pd_redis_snap_rebuild): the version it
+ * serves then. */
+static uint64_t rebuild_town(pd_redis_snap *sn, pd_store *st)
+{
+    pd_journal_replayer *rp = pd_journal_replayer_create(pd_store_registry(st), NULL);
+    assert_non_null(rp);
+    char last[64], err[256] = "";
+    uint64_t v = 0;
+    int rc = pd_redis_snap_rebuild(sn, rp, pd_store_registry(st), "town", last, sizeof last, &v, err, sizeof err);
+    pd_journal_replayer_destroy(rp);
+    if (rc != 0)
+        fail_msg("rebuild: %s", err);
+    return v;
 }
 
 /* An UpdateCells queued in town's lane before the refusal, run while the
@@ -697,26 +723,16 @@ static void run_queued_update(void *user)
 static void test_change_queued_during_a_rebuild_is_refused(void **state)
 {
     (void)state;
-    uint64_t rng = 61;
     pd_redis_log *rl;
     pd_redis_snap *sn;
-    pd_store *st = replica_store("rbq", &rl, &sn);
-    random_update(st, "town", &rng);
-    random_update(st, "town", &rng);
-    assert_int_equal(version_of(st, "town"), 3);
+    pd_store *st = replica_town_at_3("rbq", 61, &rl, &sn);
     log_went_back("rbq", rl);
 
     queued_update q = { .st = st, .status = PD_OK };
     pd_redis_snap_set_rebuild_pause(sn, run_queued_update, &q);
-    pd_journal_replayer *rp = pd_journal_replayer_create(pd_store_registry(st), NULL);
-    assert_non_null(rp);
-    char last[64], err[256] = "", s[64];
-    uint64_t v = 0;
-    int rc = pd_redis_snap_rebuild(sn, rp, pd_store_registry(st), "town", last, sizeof last, &v, err, sizeof err);
+    uint64_t v = rebuild_town(sn, st);
     pd_redis_snap_set_rebuild_pause(sn, NULL, NULL);
-    pd_journal_replayer_destroy(rp);
-    if (rc != 0)
-        fail_msg("rebuild: %s", err);
+    char s[64];
     assert_int_equal(q.status, PD_UNAVAILABLE);
     assert_non_null(strstr(q.message, "rebuilt from the log"));
     assert_int_equal(v, 1);
@@ -731,6 +747,53 @@ static void test_change_queued_during_a_rebuild_is_refused(void **state)
     pd_store *again = snap_store("rbq", 1u << 20, NULL, NULL);
     assert_same_world(pd_store_registry(st), pd_store_registry(again));
     store_free(again);
+    store_free(st);
+}
+
+/* The refusal made while an update's append is under way (the pause). */
+typedef struct refusal_in_flight {
+    const char *prefix;
+    pd_redis_log *rl;
+    int made;
+} refusal_in_flight;
+
+static void refuse_in_flight(void *user)
+{
+    refusal_in_flight *f = user;
+    if (f->made++ == 0)
+        log_went_back(f->prefix, f->rl);
+}
+
+/* The replica refuses town while an UpdateCells of it is in its append:
+ * past the log's refusal check, not yet sent (the pause). Redis refuses
+ * it (the append reads the refusal with the incarnation it names, under
+ * one lock): UNAVAILABLE, nothing appended, and the rebuild serves the
+ * config's town. Fails without that: sent naming no incarnation (the
+ * refusal forgot it), the update built on the history left behind was
+ * taken as version 4 by the log, which has no record of town (answered
+ * OK), and the rebuild could not apply that entry (a GAP) at any retry:
+ * the scene refused for good, the acknowledged update gone. */
+static void test_refusal_during_an_append_is_kept(void **state)
+{
+    (void)state;
+    pd_redis_log *rl;
+    pd_redis_snap *sn;
+    pd_store *st = replica_town_at_3("rfa", 81, &rl, &sn);
+    refusal_in_flight f = { .prefix = "rfa", .rl = rl };
+    pd_redis_log_set_append_pause(rl, refuse_in_flight, &f);
+    pd_point cell = { 2, 2 };
+    pd_scene_update op = { .op = PD_UPDATE_BLOCK, .cells = &cell, .n_cells = 1 };
+    pd_store_update out;
+    pd_status got = pd_store_update_cells(st, "town", &op, 1, &out);
+    pd_redis_log_set_append_pause(rl, NULL, NULL);
+    assert_int_equal(f.made, 1);
+    assert_int_equal(got, PD_UNAVAILABLE);
+    assert_non_null(strstr(out.message, "rebuilt from the log"));
+    char s[64];
+    raw(s, sizeof s, "XLEN rfa:{town}:log");
+    assert_string_equal(s, "0"); /* nothing appended */
+    assert_int_equal(rebuild_town(sn, st), 1);
+    assert_int_equal(version_of(st, "town"), 1);
     store_free(st);
 }
 
@@ -882,6 +945,7 @@ int main(void)
         cmocka_unit_test(test_reload_without_an_answer_is_recorded_later),
         cmocka_unit_test(test_reload_held_at_stop_is_said),
         cmocka_unit_test(test_change_queued_during_a_rebuild_is_refused),
+        cmocka_unit_test(test_refusal_during_an_append_is_kept),
         cmocka_unit_test(test_snapshot_of_a_refused_scene_is_not_written),
         cmocka_unit_test(test_rebuild_from_the_log),
         cmocka_unit_test(test_snapshot_of_an_older_incarnation_is_not_written),
