@@ -1387,8 +1387,10 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
     pd_status st = res.status;
     rl->dup_version = 0;
     rl->raced_version = 0;
-    if (res.refused_scene && st != PD_OK) {
-        pd__refused_why(rl, rec->scene); /* Redis refused it for that (pd__queue_append) */
+    if (res.refused_scene) {
+        /* Redis refused it for that (pd__queue_append), or answered its
+         * key's DUP: nothing is applied to a scene refused until rebuilt. */
+        pd__refused_why(rl, rec->scene);
         return -1;
     }
     /* The log made the version this change makes: a fresh append, or a
