@@ -1485,7 +1485,7 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
     return -1;
 }
 
-/* Whether a change of scene may be appended now (under the change lock).
+/* Whether the change rec may be appended now (under the change lock).
  * Not while the replica refuses the scene until it is rebuilt
  * (pd_redis_log_set_refused): a change queued in its lane before the
  * refusal would be built on the history left behind, or on a state the
@@ -1494,18 +1494,22 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
  * would hold it where the rebuild then cannot apply it. Nor while a
  * reload's record of scene Redis has not answered is held (by the
  * snapshots, sent again here first): a change of the scene now would
- * come before it in the log, on a version the log has not made. Both
- * refused, retryable. 1 refused (why, refusal set: UNAVAILABLE, or
- * INTERNAL when the held record's retry was refused and failed the log),
- * else 0. */
-static int pd__change_refused(pd_redis_log *rl, const char *scene)
+ * come before it in the log, on a version the log has not made - so
+ * would an instance of it (its INSTANCE record names the template's
+ * version: a replay before the RESET is in skips it). Both refused,
+ * retryable. 1 refused (why, refusal set: UNAVAILABLE, or INTERNAL when
+ * the held record's retry was refused and failed the log), else 0. */
+static int pd__change_refused(pd_redis_log *rl, const pd_journal_record *rec)
 {
     char why[sizeof rl->why];
-    if (pd_redis_log_refused(rl, scene)) {
-        pd__refused_why(rl, scene);
+    if (pd_redis_log_refused(rl, rec->scene)) {
+        pd__refused_why(rl, rec->scene);
         return 1;
     }
-    if (!rl->snap || !rl->snap->held || rl->snap->held(rl->snap_user, scene, why, sizeof why) == 0)
+    int held = rl->snap && rl->snap->held && rl->snap->held(rl->snap_user, rec->scene, why, sizeof why);
+    if (!held && rl->snap && rl->snap->held && rec->type == PD_JOURNAL_INSTANCE)
+        held = rl->snap->held(rl->snap_user, rec->tmpl, why, sizeof why);
+    if (!held)
         return atomic_load(&rl->failed);
     memcpy(rl->why, why, sizeof rl->why);
     rl->refusal = PD_UNAVAILABLE;
@@ -1517,7 +1521,7 @@ static int pd__rl_append(void *log, const pd_journal_record *rec)
     pd_redis_log *rl = log;
     rl->dup_version = 0;
     rl->raced_version = 0;
-    if (pd__change_refused(rl, rec->scene))
+    if (pd__change_refused(rl, rec))
         return -1;
     if (rl->append_pause)
         rl->append_pause(rl->append_pause_user);
@@ -1547,7 +1551,7 @@ static size_t pd__rl_append_many(void *log, const pd_journal_record *recs, size_
     size_t prepared = 0;
     if (!a || !framed || !res)
         pd__fail(rl, "%s", "out of memory appending records");
-    else if (n && pd__change_refused(rl, recs[0].scene))
+    else if (n && pd__change_refused(rl, &recs[0]))
         ; /* nothing sent: each refused as the first (one scene's updates) */
     else
         while (prepared < n && pd__rl_prepare(rl, &recs[prepared], &a[prepared], &framed[prepared]) == 0)

@@ -627,27 +627,106 @@ static void test_reload_without_an_answer_is_recorded_later(void **state)
     }
 }
 
+/* A store of town (config c, in dir[64]) over the log of `prefix` (*rl,
+ * warnings to w), reloaded with town's map changed while Redis is killed:
+ * the reload's RESET of town held; c is then the reloaded config. */
+static pd_store *town_reloaded_while_down(const char *prefix, char *dir, pd_conf *c, warned *w, pd_redis_log **rl)
+{
+    char map[(SIDE + 1) * SIDE + 1];
+    redis_srv_temp_dir(dir, 64, prefix);
+    town_map(map, 0);
+    town_conf(dir, map, c);
+    pd_changelog log = snap_log(prefix, 1u << 20, NULL, w, NULL);
+    *rl = log.log;
+    pd_store *st = store_with(registry_of(c), log, NULL);
+    pd_conf_free(c);
+    redis_srv_stop(&srv, SIGKILL);
+    town_map(map, 2);
+    town_conf(dir, map, c);
+    store_reload(st, c);
+    assert_int_equal(log_failed(st), 0);
+    assert_int_equal(version_of(st, "town"), 2);
+    return st;
+}
+
 /* A pathd stopped while a reload's record still waits for Redis says
  * so: the log never got it (a restart replays the history it holds). */
 static void test_reload_held_at_stop_is_said(void **state)
 {
     (void)state;
-    char dir[64], map[(SIDE + 1) * SIDE + 1];
-    redis_srv_temp_dir(dir, sizeof dir, "snapstop");
-    town_map(map, 0);
+    char dir[64];
     pd_conf c;
-    town_conf(dir, map, &c);
     warned w = { 0 };
-    pd_store *st = snap_store_over(registry_of(&c), "heldstop", 1u << 20, NULL, &w, NULL, NULL);
-    pd_conf_free(&c);
-    redis_srv_stop(&srv, SIGKILL);
-    town_map(map, 2);
-    town_conf(dir, map, &c);
-    store_reload(st, &c);
-    assert_int_equal(log_failed(st), 0);
+    pd_redis_log *rl;
+    pd_store *st = town_reloaded_while_down("heldstop", dir, &c, &w, &rl);
     store_free(st);
     assert_non_null(strstr(w.last, "a reload's RESET of scene 'town' never reached Redis"));
     redis_srv_start(&srv);
+    pd_conf_free(&c);
+    assert_int_equal(redis_srv_rm_dir(dir), 0);
+}
+
+/* Redis started again once (the pause), and waited for past the log's
+ * reconnect backoff (PD_REDIS_BACKOFF_MAX_MS), so the append it pauses
+ * reaches it. */
+static void redis_back_once(void *user)
+{
+    int *made = user;
+    if ((*made)++ == 0) {
+        redis_srv_start(&srv);
+        const struct timespec past_backoff = { 2, 500 * 1000 * 1000 };
+        nanosleep(&past_backoff, NULL);
+    }
+}
+
+/* Records a pathd starting now over the log of `prefix` and config c
+ * skips (a new replica, a restart). */
+static uint64_t replay_skips(const char *prefix, const pd_conf *c)
+{
+    pd_store *st = pd_store_create(registry_of(c), NULL);
+    assert_non_null(st);
+    pd_journal_replay_stats stats;
+    char err[256];
+    if (pd_store_replay(st, snap_log(prefix, 1u << 20, NULL, NULL, NULL), &stats, err, sizeof err) != 0)
+        fail_msg("replay: %s", err);
+    store_free(st);
+    return stats.skipped;
+}
+
+/* A CreateInstance of town while a reload's RESET of town is held
+ * (Redis was down at the reload): Redis comes back after the retry of
+ * the RESET found it down and before the instance's record is sent (the
+ * pause). The instance is refused UNAVAILABLE, as a change of town: its
+ * INSTANCE record names town's new version, which the log makes only
+ * with the RESET. A pathd starting meanwhile replays the log whole; the
+ * RESET goes in, the instance is made, and a fresh store replays to what
+ * is served. Fails without that: the instance was answered OK, its
+ * INSTANCE ahead of the RESET in the log, and a pathd starting before
+ * the RESET got in skipped it ("its template 'town' is at version 1,
+ * not 2"): an acknowledged scene missing there. */
+static void test_instance_of_a_held_scene_is_refused(void **state)
+{
+    (void)state;
+    char dir[64];
+    pd_conf c;
+    pd_redis_log *rl;
+    pd_store *st = town_reloaded_while_down("heldinst", dir, &c, NULL, &rl);
+    int made = 0;
+    pd_redis_log_set_append_pause(rl, redis_back_once, &made);
+    pd_store_change ch;
+    pd_status got = pd_store_add_instance(st, "town-1", "town", &ch);
+    pd_redis_log_set_append_pause(rl, NULL, NULL);
+    if (!made)
+        redis_srv_start(&srv);
+    assert_int_equal(replay_skips("heldinst", &c), 0);
+    assert_int_equal(got, PD_UNAVAILABLE);
+    assert_non_null(strstr(ch.message, "not in the change log yet"));
+    compact_until_up(st);
+    assert_int_equal(pd_store_add_instance(st, "town-1", "town", &ch), PD_OK);
+    pd_store *again = snap_store_over(registry_of(&c), "heldinst", 1u << 20, NULL, NULL, NULL, NULL);
+    assert_same_world(pd_store_registry(st), pd_store_registry(again));
+    store_free(again);
+    store_free(st);
     pd_conf_free(&c);
     assert_int_equal(redis_srv_rm_dir(dir), 0);
 }
@@ -944,6 +1023,7 @@ int main(void)
         cmocka_unit_test(test_reload_through_the_log),
         cmocka_unit_test(test_reload_without_an_answer_is_recorded_later),
         cmocka_unit_test(test_reload_held_at_stop_is_said),
+        cmocka_unit_test(test_instance_of_a_held_scene_is_refused),
         cmocka_unit_test(test_change_queued_during_a_rebuild_is_refused),
         cmocka_unit_test(test_refusal_during_an_append_is_kept),
         cmocka_unit_test(test_snapshot_of_a_refused_scene_is_not_written),
