@@ -1491,7 +1491,9 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
  * refusal would be built on the history left behind, or on a state the
  * rebuild has not finished (it replays without the change lock), and the
  * log - which may have no record of the scene, so takes any version -
- * would hold it where the rebuild then cannot apply it. Nor while a
+ * would hold it where the rebuild then cannot apply it; nor an instance
+ * of it (a copy of that history, its record naming a version the log
+ * may not have: a replay skips it). Nor while a
  * reload's record of scene Redis has not answered is held (by the
  * snapshots, sent again here first): a change of the scene now would
  * come before it in the log, on a version the log has not made - so
@@ -1504,6 +1506,10 @@ static int pd__change_refused(pd_redis_log *rl, const pd_journal_record *rec)
     char why[sizeof rl->why];
     if (pd_redis_log_refused(rl, rec->scene)) {
         pd__refused_why(rl, rec->scene);
+        return 1;
+    }
+    if (rec->type == PD_JOURNAL_INSTANCE && pd_redis_log_refused(rl, rec->tmpl)) {
+        pd__refused_why(rl, rec->tmpl); /* the copy would be of the history left behind */
         return 1;
     }
     int held = rl->snap && rl->snap->held && rl->snap->held(rl->snap_user, rec->scene, why, sizeof why);

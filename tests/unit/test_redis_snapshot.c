@@ -679,11 +679,11 @@ static void redis_back_once(void *user)
     }
 }
 
-/* Records a pathd starting now over the log of `prefix` and config c
- * skips (a new replica, a restart). */
-static uint64_t replay_skips(const char *prefix, const pd_conf *c)
+/* Records a pathd starting now over the log of `prefix` and the config
+ * registry r skips (a new replica, a restart). */
+static uint64_t replay_skips(const char *prefix, pd_registry *r)
 {
-    pd_store *st = pd_store_create(registry_of(c), NULL);
+    pd_store *st = pd_store_create(r, NULL);
     assert_non_null(st);
     pd_journal_replay_stats stats;
     char err[256];
@@ -718,7 +718,7 @@ static void test_instance_of_a_held_scene_is_refused(void **state)
     pd_redis_log_set_append_pause(rl, NULL, NULL);
     if (!made)
         redis_srv_start(&srv);
-    assert_int_equal(replay_skips("heldinst", &c), 0);
+    assert_int_equal(replay_skips("heldinst", registry_of(&c)), 0);
     assert_int_equal(got, PD_UNAVAILABLE);
     assert_non_null(strstr(ch.message, "not in the change log yet"));
     compact_until_up(st);
@@ -876,6 +876,27 @@ static void test_refusal_during_an_append_is_kept(void **state)
     store_free(st);
 }
 
+/* A CreateInstance of town while the replica refuses town (its log went
+ * back): refused UNAVAILABLE, as a change of town, and a pathd starting
+ * now replays the log whole. Fails without that: the instance, a copy
+ * of the history left behind, was answered OK and its INSTANCE record
+ * names town's version 3, which the log does not have: every pathd
+ * starting (or tailing) skipped it, an acknowledged scene missing there. */
+static void test_instance_of_a_refused_scene_is_refused(void **state)
+{
+    (void)state;
+    pd_redis_log *rl;
+    pd_redis_snap *sn;
+    pd_store *st = replica_town_at_3("rfi", 91, &rl, &sn);
+    log_went_back("rfi", rl);
+    pd_store_change ch;
+    pd_status got = pd_store_add_instance(st, "town-1", "town", &ch);
+    assert_int_equal(replay_skips("rfi", config_registry()), 0);
+    assert_int_equal(got, PD_UNAVAILABLE);
+    assert_non_null(strstr(ch.message, "rebuilt from the log"));
+    store_free(st);
+}
+
 /* A snapshot writer of a scene its replica refuses: the log went back
  * under town (version 5 here, noted for its snapshot), and another
  * replica made versions 2..5 again, other cells under the same entry ids
@@ -1026,6 +1047,7 @@ int main(void)
         cmocka_unit_test(test_instance_of_a_held_scene_is_refused),
         cmocka_unit_test(test_change_queued_during_a_rebuild_is_refused),
         cmocka_unit_test(test_refusal_during_an_append_is_kept),
+        cmocka_unit_test(test_instance_of_a_refused_scene_is_refused),
         cmocka_unit_test(test_snapshot_of_a_refused_scene_is_not_written),
         cmocka_unit_test(test_rebuild_from_the_log),
         cmocka_unit_test(test_snapshot_of_an_older_incarnation_is_not_written),
