@@ -621,11 +621,21 @@ static void pd__refuse(pd_replica *r, size_t i, int rebuild, const char *fmt, co
 {
     pd__rscene *sc = &r->scenes[i];
     sc->rebuild |= rebuild;
+    /* Changes already past the request path's refusal (queued in the
+     * scene's lane) are refused by the log until the rebuild is done: the
+     * rebuild runs without the change lock. Out of memory, they are not
+     * (as before this mark): said. */
+    if (pd_redis_log_set_refused(r->rl, sc->name, 1) != 0)
+        pd_log_error("replica: scene '%s': out of memory marking it refused in the log", sc->name);
     /* This pathd's mark of the scene (pd_redis_log_own_past) names an
      * entry of the history left behind: the rebuilt stream's are not
      * skipped by it; the incarnation its appends name goes with it (the
      * rebuild sets it again). Forgotten even when the scene was refused
-     * already (a mark made since is of the history left behind too). */
+     * already (a mark made since is of the history left behind too), and
+     * after the refusal's mark: an append in flight reads both under one
+     * lock, and one that found neither would be taken, on the history
+     * left behind, by a log with no live record of the scene
+     * (pd_redis_log.c's pd__queue_append). */
     pd_redis_log_own_forget(r->rl, sc->name);
     if (sc->refused)
         return;
@@ -810,6 +820,7 @@ static void pd__rebuild_done(uv_work_t *w, int status)
     if (r->rb_rc == 0) {
         sc->refused = 0;
         sc->rebuild = 0;
+        (void)pd_redis_log_set_refused(r->rl, sc->name, 0);
         sc->why[0] = '\0';
         snprintf(sc->last_id, sizeof sc->last_id, "%s", r->rb_last);
         sc->log_version = r->rb_version;

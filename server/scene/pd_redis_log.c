@@ -247,6 +247,11 @@ struct pd_redis_log {
                                      append of it names it (the FUNCTION's eleventh ARGV);
                                      found by hash, per append, tail record and replayed stream */
     atomic_int no_id_said;        /* an OK answer with no entry id was logged (once) */
+    char (*refused)[PD_CONF_MAX_NAME];   /* (mark_lock) scenes the replica refuses until
+                                            rebuilt (pd_redis_log_set_refused): few */
+    size_t n_refused, cap_refused;
+    void (*append_pause)(void *user);   /* tests: pd_redis_log_set_append_pause */
+    void *append_pause_user;
 
     pthread_mutex_t pos_lock;     /* guards pos: replay writes, the tail reads */
     pd__position *pos;
@@ -686,6 +691,56 @@ void pd_redis_log_own_forget(pd_redis_log *rl, const char *scene)
     pthread_mutex_unlock(&rl->mark_lock);
 }
 
+/* ---- scenes refused until rebuilt ------------------------------------------------ */
+
+/* Scene's index in refused, n_refused when it is not refused (mark_lock held). */
+static size_t pd__refused_at(const pd_redis_log *rl, const char *scene)
+{
+    size_t i = 0;
+    while (i < rl->n_refused && strcmp(rl->refused[i], scene) != 0)
+        i++;
+    return i;
+}
+
+int pd_redis_log_set_refused(pd_redis_log *rl, const char *scene, int refused)
+{
+    int rc = 0;
+    pthread_mutex_lock(&rl->mark_lock);
+    size_t i = pd__refused_at(rl, scene);
+    if (!refused && i < rl->n_refused) {
+        memcpy(rl->refused[i], rl->refused[--rl->n_refused], sizeof rl->refused[i]);
+    } else if (refused && i == rl->n_refused) {
+        if (rl->n_refused == rl->cap_refused) {
+            size_t cap = rl->cap_refused ? 2 * rl->cap_refused : 4;
+            char (*more)[PD_CONF_MAX_NAME] = realloc(rl->refused, cap * sizeof *more);
+            if (more) {
+                rl->refused = more;
+                rl->cap_refused = cap;
+            }
+        }
+        if (rl->n_refused < rl->cap_refused)
+            snprintf(rl->refused[rl->n_refused++], sizeof rl->refused[0], "%s", scene);
+        else
+            rc = -1;
+    }
+    pthread_mutex_unlock(&rl->mark_lock);
+    return rc;
+}
+
+int pd_redis_log_refused(pd_redis_log *rl, const char *scene)
+{
+    pthread_mutex_lock(&rl->mark_lock);
+    int found = pd__refused_at(rl, scene) < rl->n_refused;
+    pthread_mutex_unlock(&rl->mark_lock);
+    return found;
+}
+
+void pd_redis_log_set_append_pause(pd_redis_log *rl, void (*fn)(void *user), void *user)
+{
+    rl->append_pause = fn;
+    rl->append_pause_user = user;
+}
+
 /* ---- the incarnation this pathd serves of each scene ------------------------------ */
 
 /* Scene's entry, or NULL (mark_lock held). */
@@ -898,7 +953,18 @@ static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const ch
     if (a->op != PD_REDIS_NEW) {
         pthread_mutex_lock(&rl->mark_lock);
         const pd__own_inc *e = pd__inc_of(rl, a->scene);
-        if (e) {
+        if (a->change && pd__refused_at(rl, a->scene) < rl->n_refused) {
+            /* The replica refused the scene after the change passed
+             * pd__change_refused, and may have forgotten its incarnation
+             * (pd_replica.c marks the refusal first, then forgets): sent
+             * with none, the change would be taken by a log with no live
+             * record of the scene, on the history left behind, where the
+             * rebuild cannot apply it. Incarnation 0, which no live scene
+             * has, makes Redis refuse it; read with the mark, under one
+             * lock, so no refusal falls between them. */
+            snprintf(inc, sizeof inc, "0");
+            out->refused_scene = 1;
+        } else if (e) {
             snprintf(inc, sizeof inc, "%" PRIu64, e->inc);
             out->sent_inc = e->inc;
         }
@@ -962,6 +1028,12 @@ int pd_redis_log_key_version(pd_redis_log *rl, const char *scene, const char *ke
     return rc;
 }
 
+void pd_redis_log_unique(pd_redis_log *rl, const char *prefix, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%016" PRIx64 "-%" PRIu64, prefix, rl->tag_base,
+             (uint64_t)atomic_fetch_add(&rl->tag_next, 1));
+}
+
 pd_status pd_redis_log_append(pd_redis_log *rl, const pd_redis_append *a, pd_redis_append_result *out)
 {
     pd_redis_log_append_many(rl, a, 1, out);
@@ -999,10 +1071,10 @@ size_t pd_redis_log_append_many(pd_redis_log *rl, const pd_redis_append *a, size
     int queued = pd__connect(rl, why, sizeof why) == 0;
 again:;
     size_t not_found = 0; /* answers that Redis has no pathd_append_of */
+    uint64_t round_us = 0; /* the answers' round trips, counted once they are final */
     for (size_t i = 0; queued && i < n; i++) {
         char *tag = tags[i % 2];
-        snprintf(tag, sizeof tags[0], "%016" PRIx64 "-%" PRIu64, rl->tag_base,
-                 (uint64_t)atomic_fetch_add(&rl->tag_next, 1));
+        pd_redis_log_unique(rl, "", tag, sizeof tags[0]);
         if (pd__queue_append(rl, &a[i], tag, i > 0 ? tags[(i - 1) % 2] : "", &out[i]) != 0) {
             /* Nothing was sent yet (hiredis writes at the first read): a
              * connection whose buffer is half full is dropped. */
@@ -1023,8 +1095,7 @@ again:;
             break;
         }
         redisReply *r = reply;
-        atomic_fetch_add(&rl->appends, 1);
-        atomic_fetch_add(&rl->append_us, pd__now_us() - t0);
+        round_us += pd__now_us() - t0;
         if (r->type == REDIS_REPLY_ERROR) {
             /* An error answer (out of memory with noeviction, a Redis that
              * is loading): the FUNCTION ran whole or not at all, so
@@ -1048,7 +1119,10 @@ again:;
         if (pd__load_library(rl, rl->conn, why, sizeof why) != 0) {
             pd__drop_conn(rl);
         } else if (all && !retried) {
+            /* Sent again: this round's answers are not counted (the
+             * metric's appends are FCALLs Redis ran or refused, once). */
             retried = 1;
+            t0 = pd__now_us();
             answered = appended = 0;
             for (size_t i = 0; i < n; i++) {
                 memset(&out[i], 0, sizeof out[i]);
@@ -1058,6 +1132,8 @@ again:;
         }
     }
     pthread_mutex_unlock(&rl->conn_lock);
+    atomic_fetch_add(&rl->appends, answered);
+    atomic_fetch_add(&rl->append_us, round_us);
     /* Unanswered: unreachable, or the connection failed with the appends
      * in flight. Each may or may not have reached Redis: retryable (the
      * same key answers a retry of one that did), never served. */
@@ -1258,7 +1334,7 @@ static void pd__fail(pd_redis_log *rl, const char *fmt, const char *why)
  * 0, or -1 when the log failed (a record it cannot hold, memory). */
 static int pd__rl_prepare(pd_redis_log *rl, const pd_journal_record *rec, pd_redis_append *a, uint8_t **framed)
 {
-    *a = (pd_redis_append){ .scene = rec->scene, .key = rec->key && rec->key[0] ? rec->key : NULL };
+    *a = (pd_redis_append){ .scene = rec->scene, .key = rec->key && rec->key[0] ? rec->key : NULL, .change = 1 };
     *framed = NULL;
     switch (rec->type) {
     case PD_JOURNAL_UPDATE:
@@ -1293,6 +1369,15 @@ static int pd__rl_prepare(pd_redis_log *rl, const pd_journal_record *rec, pd_red
     return 0;
 }
 
+/* The refusal of a change of a scene refused until rebuilt
+ * (pd_redis_log_set_refused; under the change lock): retryable. */
+static void pd__refused_why(pd_redis_log *rl, const char *scene)
+{
+    snprintf(rl->why, sizeof rl->why,
+             "scene '%.100s' is not served here until it is rebuilt from the log (the log went back)", scene);
+    rl->refusal = PD_UNAVAILABLE;
+}
+
 /* What the answer res to rec's append means (under the change lock): 0
  * taken (served), or -1 with why, refusal and dup_version set (and the
  * log failed when the refusal is final). */
@@ -1302,6 +1387,12 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
     pd_status st = res.status;
     rl->dup_version = 0;
     rl->raced_version = 0;
+    if (res.refused_scene) {
+        /* Redis refused it for that (pd__queue_append), or answered its
+         * key's DUP: nothing is applied to a scene refused until rebuilt. */
+        pd__refused_why(rl, rec->scene);
+        return -1;
+    }
     /* The log made the version this change makes: a fresh append, or a
      * key the log has seen at that version (the first try reached the
      * log but not this pathd: its answer timed out, and the same change
@@ -1394,11 +1485,52 @@ static int pd__rl_judge(pd_redis_log *rl, const pd_journal_record *rec, const pd
     return -1;
 }
 
+/* Whether the change rec may be appended now (under the change lock).
+ * Not while the replica refuses the scene until it is rebuilt
+ * (pd_redis_log_set_refused): a change queued in its lane before the
+ * refusal would be built on the history left behind, or on a state the
+ * rebuild has not finished (it replays without the change lock), and the
+ * log - which may have no record of the scene, so takes any version -
+ * would hold it where the rebuild then cannot apply it; nor an instance
+ * of it (a copy of that history, its record naming a version the log
+ * may not have: a replay skips it). Nor while a
+ * reload's record of scene Redis has not answered is held (by the
+ * snapshots, sent again here first): a change of the scene now would
+ * come before it in the log, on a version the log has not made - so
+ * would an instance of it (its INSTANCE record names the template's
+ * version: a replay before the RESET is in skips it). Both refused,
+ * retryable. 1 refused (why, refusal set: UNAVAILABLE, or INTERNAL when
+ * the held record's retry was refused and failed the log), else 0. */
+static int pd__change_refused(pd_redis_log *rl, const pd_journal_record *rec)
+{
+    char why[sizeof rl->why];
+    if (pd_redis_log_refused(rl, rec->scene)) {
+        pd__refused_why(rl, rec->scene);
+        return 1;
+    }
+    if (rec->type == PD_JOURNAL_INSTANCE && pd_redis_log_refused(rl, rec->tmpl)) {
+        pd__refused_why(rl, rec->tmpl); /* the copy would be of the history left behind */
+        return 1;
+    }
+    int held = rl->snap && rl->snap->held && rl->snap->held(rl->snap_user, rec->scene, why, sizeof why);
+    if (!held && rl->snap && rl->snap->held && rec->type == PD_JOURNAL_INSTANCE)
+        held = rl->snap->held(rl->snap_user, rec->tmpl, why, sizeof why);
+    if (!held)
+        return atomic_load(&rl->failed);
+    memcpy(rl->why, why, sizeof rl->why);
+    rl->refusal = PD_UNAVAILABLE;
+    return 1;
+}
+
 static int pd__rl_append(void *log, const pd_journal_record *rec)
 {
     pd_redis_log *rl = log;
     rl->dup_version = 0;
     rl->raced_version = 0;
+    if (pd__change_refused(rl, rec))
+        return -1;
+    if (rl->append_pause)
+        rl->append_pause(rl->append_pause_user);
     pd_redis_append a;
     uint8_t *framed;
     if (pd__rl_prepare(rl, rec, &a, &framed) != 0)
@@ -1425,6 +1557,8 @@ static size_t pd__rl_append_many(void *log, const pd_journal_record *recs, size_
     size_t prepared = 0;
     if (!a || !framed || !res)
         pd__fail(rl, "%s", "out of memory appending records");
+    else if (n && pd__change_refused(rl, &recs[0]))
+        ; /* nothing sent: each refused as the first (one scene's updates) */
     else
         while (prepared < n && pd__rl_prepare(rl, &recs[prepared], &a[prepared], &framed[prepared]) == 0)
             prepared++;
@@ -1433,8 +1567,12 @@ static size_t pd__rl_append_many(void *log, const pd_journal_record *recs, size_
     size_t taken = 0;
     for (size_t i = 0; i < n; i++) {
         out[i] = (pd_changelog_outcome){ .refusal = PD_INTERNAL };
-        if (prepared < n)
-            continue; /* the log failed: nothing was sent */
+        if (prepared < n) {
+            /* Nothing was sent: the log failed, or the scene's changes are
+             * refused for now (pd__change_refused; rl->refusal says which). */
+            out[i].refusal = rl->refusal;
+            continue;
+        }
         if (taken == i) {
             if (pd__rl_judge(rl, &recs[i], &res[i]) == 0) {
                 out[i].refusal = PD_OK;
@@ -1708,6 +1846,16 @@ static int pd__rl_snapshot(void *log, pd_registry *r, char *err, size_t errlen)
         snprintf(err, errlen, "the Redis log has no snapshots attached");
         return -1;
     }
+    /* A reload's records Redis did not answer are sent again first (the
+     * compaction's tick is their retry when no change comes). While one
+     * is held no snapshot is written: the scene it is of is served at a
+     * version the log has not made (or, dropped, not ended). */
+    if (rl->snap->held && pd__rl_lock(rl) == 0) {
+        int held = rl->snap->held(rl->snap_user, NULL, err, errlen);
+        pd__rl_unlock(rl);
+        if (held)
+            return -1;
+    }
     return rl->snap->write_due(rl->snap_user, r, err, errlen);
 }
 
@@ -1841,6 +1989,7 @@ void pd_redis_log_destroy(pd_redis_log *rl)
     free(rl->marks.slots);
     free(rl->incs.v);
     free(rl->incs.slots);
+    free(rl->refused);
     free(rl->pos);
     free(rl);
 }

@@ -97,6 +97,10 @@ typedef struct pd_redis_append {
     const char *key;              /* the idempotency key, or NULL */
     const uint8_t *payload;       /* the record (pd_journal_encode's payload) */
     size_t len;
+    int change;                   /* a change the store appends (not a reload's record): NEXT
+                                     or DROP of a scene refused until rebuilt
+                                     (pd_redis_log_set_refused) names no live incarnation, so
+                                     Redis refuses it (refused_scene in the result) */
 } pd_redis_append;
 
 typedef struct pd_redis_append_result {
@@ -124,6 +128,8 @@ typedef struct pd_redis_append_result {
     int chain;                    /* UNAVAILABLE: refused because the append before it in
                                      its pipeline is not the log's last (it was refused,
                                      or another replica's came between) */
+    int refused_scene;            /* sent while its scene was refused until rebuilt (a
+                                     change: pd_redis_append.change) */
     char message[256];            /* why, when status != PD_OK */
 } pd_redis_append_result;
 
@@ -218,6 +224,22 @@ int pd_redis_log_own_check(pd_redis_log *rl, const pd_redis_own_mark *seen, cons
  * Any thread. */
 size_t pd_redis_log_own_marked(pd_redis_log *rl, pd_redis_own_mark *marks, size_t max);
 
+/* A scene the replica does not serve until it is rebuilt from the log
+ * (pd_replica.c: its log went back): refused 1 from the refusal on, 0
+ * once it is rebuilt. While refused every append of it is refused
+ * UNAVAILABLE - a change already queued in its lane would be built on the
+ * history left behind, or on a state pd_redis_snap_rebuild has half
+ * made, and land in the log where the rebuild cannot apply it - and no
+ * snapshot of it is written (what is served is of the history left
+ * behind; another replica may have written that INC-V since). 0, or -1
+ * when memory ran out (not refused). Any thread. */
+int pd_redis_log_set_refused(pd_redis_log *rl, const char *scene, int refused);
+/* 1 while scene is refused (above). Any thread. */
+int pd_redis_log_refused(pd_redis_log *rl, const char *scene);
+/* Tests: fn(user) runs in the change log's append of one record after
+ * its refusal checks, before the record is sent (NULL: none). */
+void pd_redis_log_set_append_pause(pd_redis_log *rl, void (*fn)(void *user), void *user);
+
 /* A replica's tail brings this pathd up to the log (server/net
  * pd_replica.c): a change refused because the log moved on (another
  * replica's change came first: a compare-and-set refusal, a scene made or
@@ -237,7 +259,8 @@ typedef struct pd_redis_log_counters {
     int connected;                /* the append connection is up */
     uint64_t reconnects;          /* connects after the first that succeeded */
     uint64_t connect_failures;
-    uint64_t appends;             /* FCALLs Redis answered */
+    uint64_t appends;             /* FCALLs Redis answered (one sent again after this pathd's
+                                     library was loaded anew counts once: its last answer) */
     uint64_t append_us;           /* their round trips, summed (microseconds) */
     uint64_t append_failures;     /* appends refused UNAVAILABLE (no answer) */
 } pd_redis_log_counters;
@@ -278,6 +301,9 @@ typedef struct pd_redis_log_hooks {
     int (*after_replay)(void *user, char *err, size_t errlen);
     void *(*reload_begin)(void *user, pd_registry *r, const pd_scene_set *set);   /* NULL: out of memory */
     void (*reload_end)(void *user, pd_registry *r, void *state);
+    /* under the change lock: a reload's record of scene (NULL: any) not in
+     * the log yet, after one more try: 1 with why, else 0 */
+    int (*held)(void *user, const char *scene, char *why, size_t whylen);
     uint64_t (*bytes)(void *user);                              /* sizes' snapshot bytes */
     void (*destroy)(void *user);                                /* at the log's destroy */
 } pd_redis_log_hooks;
@@ -286,6 +312,9 @@ typedef struct pd_redis_log_hooks {
  * note when one is due, the store's compaction (pd_changelog_ops.snapshot)
  * writes them and trims, a reload goes through them. */
 void pd_redis_log_set_snapshots(pd_redis_log *rl, const pd_redis_log_hooks *hooks, void *user);
+/* A name no other append's tag or key has, anywhere: prefix, this log's
+ * random part and a count, into buf. */
+void pd_redis_log_unique(pd_redis_log *rl, const char *prefix, char *buf, size_t len);
 /* Makes the log refuse every later change, saying why (a reload's record
  * it did not take: what is served is past the log). */
 void pd_redis_log_fail(pd_redis_log *rl, const char *why);

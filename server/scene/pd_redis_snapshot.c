@@ -101,6 +101,16 @@ static const char PD__SNAP_LIBRARY[] =
 /* A cache file's path: the directory, '/', the name in hex, a suffix. */
 #define PD__CACHE_PATH_MAX (PD_CONF_MAX_DATA_DIR + sizeof PD__CACHE_SUBDIR + 2 * PD_CONF_MAX_NAME + 16)
 
+/* A reload's record (RESET: next version; DROP: the incarnation ends),
+ * with the key it is sent with every time: a retry of one that reached
+ * Redis though its answer did not reach pathd is answered DUP. */
+typedef struct pd__held {
+    pd_journal_type type;
+    char scene[PD_CONF_MAX_NAME];
+    uint64_t version;
+    char key[48];
+} pd__held;
+
 struct pd_redis_snap {
     pd_redis_log *rl;
     pd_redis_snap_opts o;
@@ -116,6 +126,15 @@ struct pd_redis_snap {
     int cache_lock_fd;            /* DIR/redis-cache/lock, flock'ed; -1 without a cache */
     atomic_uint_fast64_t from_cache, from_redis;   /* scenes replay started from each */
     atomic_uint_fast64_t from_journal;             /* entries replay took from local journals */
+    /* A reload's records Redis did not answer (down, or silent past the
+     * timeout), oldest first, sent again with their keys until it does
+     * (pd_redis_snap_retry_held). The change lock guards them: reloads,
+     * appends and the retry all run under it. */
+    pd__held *held;
+    size_t n_held, cap_held;
+    atomic_int n_held_due;        /* n_held, read without the lock (due) */
+    void (*rebuild_pause)(void *user);   /* tests: pd_redis_snap_set_rebuild_pause */
+    void *rebuild_pause_user;
 };
 
 /* The cache directory (made, one level each) and its lock: one pathd per
@@ -182,6 +201,18 @@ void pd_redis_snap_destroy(pd_redis_snap *sn)
         close(sn->cache_lock_fd); /* lets go of the flock */
     free(sn->pending);
     free(sn->warned);
+    /* Held only in memory: the log never has them, so a restart replays
+     * the history made on the maps they replaced (skipped records), as
+     * after a crash before the reload's snapshots. Said. */
+    for (size_t i = 0; i < sn->n_held && sn->o.warn; i++) {
+        char msg[400];
+        snprintf(msg, sizeof msg,
+                 "a reload's %s of scene '%s' never reached Redis: the log does not have it (a restart replays "
+                 "the scene's history as the log holds it)",
+                 sn->held[i].type == PD_JOURNAL_DROP ? "DROP" : "RESET", sn->held[i].scene);
+        sn->o.warn(sn->o.warn_user, msg);
+    }
+    free(sn->held);
     free(sn);
 }
 
@@ -232,7 +263,7 @@ void pd_redis_snap_note(pd_redis_snap *sn, const pd_journal_record *rec)
 
 int pd_redis_snap_due(pd_redis_snap *sn)
 {
-    return atomic_load(&sn->n_due) > 0;
+    return atomic_load(&sn->n_due) > 0 || atomic_load(&sn->n_held_due) > 0;
 }
 
 /* ---- the local cache ------------------------------------------------------------ */
@@ -483,6 +514,11 @@ int pd_redis_snap_write_due(pd_redis_snap *sn, pd_registry *r, char *err, size_t
          * and the FUNCTION must not store an older incarnation's cells
          * under the live one's entry of the same version. */
         uint64_t inc = 0;
+        /* A scene the replica refuses (its log went back) is served from
+         * the history left behind: the log may hold the same INC-V again,
+         * another replica's, which the FUNCTION cannot tell apart. */
+        if (pd_redis_log_refused(sn->rl, names[i]))
+            continue;
         pd_scene *s = pd_redis_log_served_scene(sn->rl, r, names[i], &inc);
         pd_redis_snap_outcome out;
         rc = s ? pd_redis_snap_write(sn, s, inc, &out, err, errlen) : pd__trim_dropped(sn, names[i], err, errlen);
@@ -528,36 +564,130 @@ void *pd_redis_snap_reload_begin(pd_redis_snap *sn, pd_registry *r, const pd_sce
     return st;
 }
 
-/* One reload record appended (RESET: next version; DROP: the incarnation
- * ends). A DROP of a scene the log has no live record of (a config scene
- * never changed) has nothing to end. 0, or -1 with why. */
-static int pd__reload_append(pd_redis_snap *sn, pd_journal_type type, const char *scene, uint64_t version,
-                             char *why, size_t whylen)
+/* One reload record appended. A DROP of a scene the log has no live
+ * record of (a config scene never changed) has nothing to end. 0 taken,
+ * 1 not answered (Redis down or silent: it may be taken, its key tells),
+ * or -1 refused, with why. */
+static int pd__reload_append(pd_redis_snap *sn, const pd__held *h, char *why, size_t whylen)
 {
-    pd_journal_record rec = { .type = type, .version = version };
-    snprintf(rec.scene, sizeof rec.scene, "%s", scene);
+    pd_journal_record rec = { .type = h->type, .version = h->version };
+    snprintf(rec.scene, sizeof rec.scene, "%s", h->scene);
     uint8_t *framed = NULL;
     size_t len = 0;
     if (pd_journal_encode(&rec, &framed, &len) != 0) {
         snprintf(why, whylen, "out of memory recording a reload");
         return -1;
     }
-    const pd_redis_append a = { .scene = scene,
-                                .op = type == PD_JOURNAL_DROP ? PD_REDIS_DROP : PD_REDIS_NEXT,
+    const pd_redis_append a = { .scene = h->scene,
+                                .op = h->type == PD_JOURNAL_DROP ? PD_REDIS_DROP : PD_REDIS_NEXT,
                                 .has_expected = 1,
-                                .expected = type == PD_JOURNAL_DROP ? version : version - 1,
+                                .expected = h->type == PD_JOURNAL_DROP ? h->version : h->version - 1,
+                                .key = h->key,
                                 .payload = framed + PD_JOURNAL_HEADER_BYTES,
                                 .len = len - PD_JOURNAL_HEADER_BYTES };
     pd_redis_append_result res;
     pd_status st = pd_redis_log_append(sn->rl, &a, &res);
     free(framed);
-    if ((st == PD_OK && res.version == version && !res.duplicate) ||
-        (type == PD_JOURNAL_DROP && st == PD_UNKNOWN_SCENE))
+    /* The key is this record's alone: seen, it is this record, taken. */
+    if ((st == PD_OK && (res.duplicate || res.version == h->version)) ||
+        (h->type == PD_JOURNAL_DROP && st == PD_UNKNOWN_SCENE))
         return 0;
     snprintf(why, whylen, "a reload's %s of scene '%s' (version %" PRIu64 ") was not taken: %.120s",
-             type == PD_JOURNAL_DROP ? "DROP" : "RESET", scene, version,
+             h->type == PD_JOURNAL_DROP ? "DROP" : "RESET", h->scene, h->version,
              st == PD_OK ? "the log made another version" : res.message);
-    return -1;
+    return st == PD_UNAVAILABLE ? 1 : -1;
+}
+
+/* What follows a reload's record taken: a snapshot of a RESET scene at
+ * once (a replica starting later reads the map as served, not the
+ * history made on the old one); a DROP's trim, and a RESET of its
+ * reservations (pd_reserve_shared.h), as DropScene appends one: a scene
+ * made again under the name starts with no agents on any replica. Not
+ * reached: said; its agents come back if the scene is made again
+ * (docs/OPERATIONS.md, "Reservations"). */
+static void pd__reload_taken(pd_redis_snap *sn, const pd__held *h)
+{
+    pd__note_name(sn, h->scene);
+    char err[256], msg[400];
+    if (h->type == PD_JOURNAL_DROP && pd_reserve_shared_reset(sn->rl, h->scene, err, sizeof err) != 0 &&
+        sn->o.warn) {
+        snprintf(msg, sizeof msg, "a reload's RESET of the reservations of scene '%s' was not taken: %s", h->scene,
+                 err);
+        sn->o.warn(sn->o.warn_user, msg);
+    }
+}
+
+/* Sends the held records again, oldest first, until one is not answered
+ * (the change lock held). A refused one fails the log: what is served is
+ * past the log, which only a restart (a replay) mends. */
+static void pd__retry_held(pd_redis_snap *sn)
+{
+    char why[256];
+    size_t done = 0;
+    int rc = 0;
+    for (; done < sn->n_held && (rc = pd__reload_append(sn, &sn->held[done], why, sizeof why)) == 0; done++)
+        pd__reload_taken(sn, &sn->held[done]);
+    if (rc < 0) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s; restart pathd to replay the log", why);
+        pd_redis_log_fail(sn->rl, msg);
+        done = sn->n_held; /* the log refuses every change now: nothing waits for them */
+    }
+    memmove(sn->held, sn->held + done, (sn->n_held - done) * sizeof *sn->held);
+    sn->n_held -= done;
+    atomic_store(&sn->n_held_due, (int)sn->n_held);
+}
+
+/* A reload's record appended now, or held when Redis does not answer (or
+ * one before it is held: the order of one scene's records is kept, and a
+ * reload on the loop waits for at most one timeout). 0, or -1 with why
+ * when the log refused it, or memory ran out. */
+static int pd__reload_record(pd_redis_snap *sn, pd_journal_type type, const char *scene, uint64_t version,
+                             char *why, size_t whylen)
+{
+    pd__held h = { .type = type, .version = version };
+    snprintf(h.scene, sizeof h.scene, "%s", scene);
+    pd_redis_log_unique(sn->rl, "reload-", h.key, sizeof h.key);
+    int rc = sn->n_held ? 1 : pd__reload_append(sn, &h, why, whylen);
+    if (rc == 0)
+        pd__reload_taken(sn, &h);
+    if (rc <= 0)
+        return rc;
+    if (sn->n_held == sn->cap_held) {
+        size_t cap = sn->cap_held ? 2 * sn->cap_held : 8;
+        pd__held *more = realloc(sn->held, cap * sizeof *more);
+        if (!more) {
+            snprintf(why, whylen, "out of memory holding a reload's record for Redis");
+            return -1;
+        }
+        sn->held = more;
+        sn->cap_held = cap;
+    }
+    sn->held[sn->n_held++] = h;
+    atomic_store(&sn->n_held_due, (int)sn->n_held);
+    if (sn->o.warn) {
+        char msg[400];
+        snprintf(msg, sizeof msg,
+                 "a reload's %s of scene '%s' waits for Redis (sent again until it answers; changes of the scene "
+                 "are refused UNAVAILABLE meanwhile)",
+                 type == PD_JOURNAL_DROP ? "DROP" : "RESET", scene);
+        sn->o.warn(sn->o.warn_user, msg);
+    }
+    return 0;
+}
+
+int pd_redis_snap_retry_held(pd_redis_snap *sn, const char *scene, char *why, size_t whylen)
+{
+    if (sn->n_held)
+        pd__retry_held(sn);
+    for (size_t i = 0; i < sn->n_held; i++)
+        if (!scene || strcmp(sn->held[i].scene, scene) == 0) {
+            snprintf(why, whylen,
+                     "scene '%s': a reload's %s of it is not in the change log yet (Redis did not answer)",
+                     sn->held[i].scene, sn->held[i].type == PD_JOURNAL_DROP ? "DROP" : "RESET");
+            return 1;
+        }
+    return 0;
 }
 
 void pd_redis_snap_reload_end(pd_redis_snap *sn, pd_registry *r, void *state)
@@ -566,15 +696,13 @@ void pd_redis_snap_reload_end(pd_redis_snap *sn, pd_registry *r, void *state)
     char why[256] = "";
     int rc = 0;
     /* Config scenes built anew: RESET (the config's definition at the
-     * version it now has), then a snapshot at once, so a replica starting
-     * later reads the map as served, not the history made on the old one. */
+     * version it now has), then a snapshot at once. */
     uint64_t *replaced = st->n_fresh ? calloc(st->n_fresh, sizeof *replaced) : NULL;
     size_t n_replaced = 0;
     for (size_t i = 0; i < st->n_fresh && rc == 0; i++) {
         pd_scene *now = pd_registry_acquire(r, st->fresh[i]->name);
-        if (now == st->fresh[i] && (rc = pd__reload_append(sn, PD_JOURNAL_RESET, now->name, now->version, why,
-                                                          sizeof why)) == 0)
-            pd__note_name(sn, now->name);
+        if (now == st->fresh[i])
+            rc = pd__reload_record(sn, PD_JOURNAL_RESET, now->name, now->version, why, sizeof why);
         pd_scene_release(now);
         for (size_t k = 0; replaced && k < st->n_before; k++)
             if (strcmp(st->before[k]->name, st->fresh[i]->name) == 0 && st->before[k] != st->fresh[i])
@@ -594,27 +722,17 @@ void pd_redis_snap_reload_end(pd_redis_snap *sn, pd_registry *r, void *state)
                 pd__note_name(sn, served[i]->name);
     pd_registry_release_list(served, n_served);
     free(replaced);
-    /* Scenes no longer served: DROP (their history is then trimmed), and
-     * a RESET of their reservations (pd_reserve_shared.h), as DropScene
-     * appends one: a scene made again under the name starts with no
-     * agents on any replica. Not reached: said; its agents come back if
-     * the scene is made again (docs/OPERATIONS.md, "Reservations"). */
+    /* Scenes no longer served: DROP (their history is then trimmed). */
     for (size_t i = 0; i < st->n_before && rc == 0; i++) {
         pd_scene *now = pd_registry_acquire(r, st->before[i]->name);
-        if (!now && (rc = pd__reload_append(sn, PD_JOURNAL_DROP, st->before[i]->name, st->before[i]->version, why,
-                                            sizeof why)) == 0) {
-            pd__note_name(sn, st->before[i]->name);
-            char err[256], msg[400];
-            if (pd_reserve_shared_reset(sn->rl, st->before[i]->name, err, sizeof err) != 0 && sn->o.warn) {
-                snprintf(msg, sizeof msg, "a reload's RESET of the reservations of scene '%s' was not taken: %s",
-                         st->before[i]->name, err);
-                sn->o.warn(sn->o.warn_user, msg);
-            }
-        }
+        if (!now)
+            rc = pd__reload_record(sn, PD_JOURNAL_DROP, st->before[i]->name, st->before[i]->version, why,
+                                   sizeof why);
         pd_scene_release(now);
     }
-    /* Already published: a record the log did not take leaves the log
-     * behind what is served, which only a restart (a replay) mends. */
+    /* Already published: a record the log refused leaves the log behind
+     * what is served, which only a restart (a replay) mends. One Redis did
+     * not answer is held, not lost (pd__reload_record). */
     if (rc != 0) {
         char msg[400];
         snprintf(msg, sizeof msg, "%s; restart pathd to replay the log", why);
@@ -956,6 +1074,12 @@ uint64_t pd_redis_snap_bytes(pd_redis_snap *sn)
     return atomic_load(&sn->bytes);
 }
 
+void pd_redis_snap_set_rebuild_pause(pd_redis_snap *sn, void (*fn)(void *user), void *user)
+{
+    sn->rebuild_pause = fn;
+    sn->rebuild_pause_user = user;
+}
+
 /* ---- the log's hooks ------------------------------------------------------------------ */
 
 static void pd__hook_note(void *user, const pd_journal_record *rec)
@@ -994,6 +1118,11 @@ static void pd__hook_reload_end(void *user, pd_registry *r, void *state)
     pd_redis_snap_reload_end(user, r, state);
 }
 
+static int pd__hook_held(void *user, const char *scene, char *why, size_t whylen)
+{
+    return pd_redis_snap_retry_held(user, scene, why, whylen);
+}
+
 static uint64_t pd__hook_bytes(void *user)
 {
     return pd_redis_snap_bytes(user);
@@ -1012,6 +1141,7 @@ static const pd_redis_log_hooks PD__HOOKS = {
     .after_replay = pd__hook_after_replay,
     .reload_begin = pd__hook_reload_begin,
     .reload_end = pd__hook_reload_end,
+    .held = pd__hook_held,
     .bytes = pd__hook_bytes,
     .destroy = pd__hook_destroy,
 };
@@ -1129,6 +1259,24 @@ int pd_redis_snap_rebuild(pd_redis_snap *sn, pd_journal_replayer *rp, pd_registr
     int got = pd_redis_snap_fetch(sn, name, &snap, id, sizeof id, err, errlen);
     if (got < 0)
         return -1;
+    /* What follows puts the scene and replays its stream without the
+     * change lock, which it cannot take: the lock order is a scene's
+     * writer lock, then the change lock (an update takes it to append),
+     * and replaying an update takes the writer lock. Nothing else changes
+     * the scene meanwhile: the replica's tail reads none of its entries
+     * while it is refused, and the log refuses this pathd's own appends
+     * of it until the replica clears the refusal after the rebuild
+     * (pd_redis_log_set_refused), so a change queued in its lane before
+     * the refusal is answered UNAVAILABLE. Before that mark such a change
+     * run here (the pause below lets a test run one) was built on the
+     * history left behind and appended - a log with no record of the
+     * scene takes any version -, answered OK, then undone by the put
+     * below, and its entry made every rebuild fail (a GAP): the scene
+     * refused for good (test_change_queued_during_a_rebuild_is_refused).
+     * Readers would see the versions go down to the log's and up again:
+     * the scene is refused to them too (pd__replica_refuses). */
+    if (sn->rebuild_pause)
+        sn->rebuild_pause(sn->rebuild_pause_user);
     pd_scene *cur = pd_registry_acquire(r, name);
     int runtime = cur && cur->runtime, rc = 0;
     if (got == 0) {

@@ -130,12 +130,22 @@ int pd_redis_snap_fetch(pd_redis_snap *sn, const char *scene, pd_journal_record 
  * built anew and a DROP for each scene no longer served, and notes them,
  * and the instances of the config scenes it replaced, for a snapshot (or,
  * dropped, a trim) at the next compaction, which the server asks for at
- * once. A record the log does not take fails the log (pd_redis_log_fail):
- * the reload is served already. Every replica must load the same config:
- * RESET means "the config's definition". */
+ * once. Every record carries a key of its own. One Redis does not answer
+ * (down, or silent past the timeout) is held, with every later one (one
+ * timeout at most on the loop), and sent again with its key until Redis
+ * answers (pd_redis_snap_retry_held: at every change of any scene, and the
+ * compaction's tick); a record the log refuses fails the log
+ * (pd_redis_log_fail): the reload is served already. Every replica must
+ * load the same config: RESET means "the config's definition". */
 typedef struct pd_redis_snap_reload pd_redis_snap_reload;
 void *pd_redis_snap_reload_begin(pd_redis_snap *sn, pd_registry *r, const pd_scene_set *set);
 void pd_redis_snap_reload_end(pd_redis_snap *sn, pd_registry *r, void *state);
+/* Sends the held reload records again, oldest first, until one is not
+ * answered (the log's change lock held). 1 when one of `scene` (NULL:
+ * any) is still held, with why: a change of the scene would be appended
+ * before the reload's record of it, so it is refused (UNAVAILABLE); else
+ * 0 (the log may have failed: a refused record). */
+int pd_redis_snap_retry_held(pd_redis_snap *sn, const char *scene, char *why, size_t whylen);
 
 /* Where replay starts `scene` (pd_redis_log's replay, and a replica whose
  * position was trimmed): the local cache when there is one and the log
@@ -170,6 +180,10 @@ void pd_redis_snap_starts(pd_redis_snap *sn, uint64_t *from_cache, uint64_t *fro
  * served). Off the loop (commands on the log's connection). */
 int pd_redis_snap_rebuild(pd_redis_snap *sn, pd_journal_replayer *rp, pd_registry *r, const char *name,
                           char *last_id, size_t idlen, uint64_t *version, char *err, size_t errlen);
+
+/* Tests: fn(user) runs in pd_redis_snap_rebuild after its reads of the
+ * stream's end and the snapshot, before it puts anything (NULL: none). */
+void pd_redis_snap_set_rebuild_pause(pd_redis_snap *sn, void (*fn)(void *user), void *user);
 
 /* Bytes of the snapshots this replica wrote or loaded (for /metrics). */
 uint64_t pd_redis_snap_bytes(pd_redis_snap *sn);

@@ -11,7 +11,9 @@
  * (the stream read only after them); a journal the log went back from is
  * discarded, the log's cells served. A reload (SIGHUP) that removes a scene goes through the
  * log: the log goes on taking changes, the dropped scene's stream is
- * trimmed to its DROP, and a restart serves what the reload left.
+ * trimmed to its DROP, and a restart serves what the reload left; so
+ * does one made while Redis is stopped, its DROP sent again by the
+ * server's timer once Redis goes on.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -312,12 +314,10 @@ static void test_journal_of_a_log_that_went_back(void **state)
     assert_a_logged_then_same(f, line);
 }
 
-/* A reload that removes a scene the log has a history of: DROP through
- * the log, which goes on taking changes (it failed before); the stream
- * trimmed to the drop; a restart on the reloaded config serves the same. */
-static void test_reload_removes_a_scene(void **state)
+/* Redis and pathd A with annex, changed once (its stream has a history),
+ * and A's config rewritten without it, for the reload to come. */
+static void annex_changed_then_config_without(fixture *f)
 {
-    fixture *f = *state;
     redis_srv_start(&f->redis);
     start_pathd_with(f, &f->a, f->extra_a, sizeof f->extra_a, f->dir_a, 1);
     pdc_conn *c = pdi_connect(&f->a);
@@ -326,28 +326,39 @@ static void test_reload_removes_a_scene(void **state)
     assert_int_equal(block_at(c, "annex", 1, 1, &v), PDC_OK);
     assert_int_equal(v, 2);
     pdc_close(c);
-
     pdi_limits l = limits_of(f, f->extra_a, sizeof f->extra_a, f->dir_a, 0);
     assert_int_equal(pdi_write_config(&f->a, &l), 0);
+}
+
+/* SIGHUP to A, and the wait until it serves no annex. */
+static void reload_without_annex(fixture *f)
+{
     assert_int_equal(pdi_daemon_signal(&f->a, SIGHUP), 0);
     double deadline = pdi_now_ms() + RELOAD_WAIT_MS;
     while (served_version(&f->a, "annex") != 0 && pdi_now_ms() < deadline)
         pdi_sleep_ms(20);
     assert_int_equal(served_version(&f->a, "annex"), 0);
+}
 
-    c = pdi_connect(&f->a);
-    assert_non_null(c);
-    if (block_at(c, "rooms", 1, 1, &v) != PDC_OK)
-        fail_msg("an update after the reload: %s", pdc_last_error(c));
-    assert_int_equal(v, 2);
-    pdc_close(c);
+/* After the reload: annex's stream trimmed to its DROP (the compaction
+ * after it), the log takes changes, and a restart on the reloaded config
+ * serves the same. */
+static void assert_reload_recorded(fixture *f)
+{
     char s[64] = "";
-    for (deadline = pdi_now_ms() + SNAPSHOT_WAIT_MS; pdi_now_ms() < deadline; pdi_sleep_ms(50)) {
+    for (double deadline = pdi_now_ms() + SNAPSHOT_WAIT_MS; pdi_now_ms() < deadline; pdi_sleep_ms(50)) {
         redis_text(f, s, sizeof s, "XLEN pathd:{annex}:log");
         if (strcmp(s, "1") == 0)
             break;
     }
     assert_string_equal(s, "1"); /* the DROP alone */
+    pdc_conn *c = pdi_connect(&f->a);
+    assert_non_null(c);
+    uint64_t v;
+    if (block_at(c, "rooms", 1, 1, &v) != PDC_OK)
+        fail_msg("an update after the reload: %s", pdc_last_error(c));
+    assert_int_equal(v, 2);
+    pdc_close(c);
 
     assert_int_equal(pdi_daemon_stop(&f->a), 0);
     pdi_daemon_cleanup(&f->a);
@@ -357,11 +368,41 @@ static void test_reload_removes_a_scene(void **state)
     assert_int_equal(pdi_daemon_stop(&f->a), 0);
 }
 
+/* A reload that removes a scene the log has a history of: DROP through
+ * the log, which goes on taking changes (it failed before); the stream
+ * trimmed to the drop; a restart on the reloaded config serves the same. */
+static void test_reload_removes_a_scene(void **state)
+{
+    fixture *f = *state;
+    annex_changed_then_config_without(f);
+    reload_without_annex(f);
+    assert_reload_recorded(f);
+}
+
+/* A reload that removes a scene while Redis is stopped past the 500 ms
+ * timeout: served at once, its DROP held, not lost; the server's 1 s
+ * timer sends it again (its key answers the try Redis ran once it went
+ * on), with no client change needed: the stream is trimmed to the drop,
+ * the log takes changes, a restart serves what the reload left. Fails
+ * without the fix: the unanswered DROP failed the log (the update after
+ * it INTERNAL, "restart pathd"), and nothing trimmed the stream. */
+static void test_reload_while_redis_is_stopped(void **state)
+{
+    fixture *f = *state;
+    annex_changed_then_config_without(f);
+    assert_int_equal(kill(f->redis.pid, SIGSTOP), 0);
+    reload_without_annex(f);
+    pdi_sleep_ms(1500); /* the timer's retries meet a silent Redis */
+    assert_int_equal(kill(f->redis.pid, SIGCONT), 0);
+    assert_reload_recorded(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_start_from_redis_and_from_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_removes_a_scene, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_while_redis_is_stopped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_journal_of_a_log_that_went_back, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -744,8 +744,10 @@ static void test_answer_without_id_leaves_no_mark(void **state)
 /* Rolling upgrade: an older pathd's library (no pathd_append_of: it keeps
  * no key's INC), loaded over this pathd's after it connected, answers its
  * append "not found": nothing ran, so this pathd loads its own again and
- * the append goes through, once. Fails without the reload: UNAVAILABLE
- * until this pathd reconnects. */
+ * the append goes through, once, and is counted once in the appends
+ * metric. Fails without the reload: UNAVAILABLE until this pathd
+ * reconnects; without counting only the last round's answers, the
+ * appends metric counts it twice. */
 static void test_older_library_loaded_over_is_replaced(void **state)
 {
     (void)state;
@@ -755,9 +757,16 @@ static void test_older_library_loaded_over_is_replaced(void **state)
     load_library("#!lua name=pathd\n"
                  "redis.register_function('pathd_append', function(keys, args)\n"
                  "  return {'OK', '1', '0-0'} end)\n");
+    pd_redis_log_counters before, after;
+    pd_redis_log_stats(rl, &before);
     assert_int_equal(append(rl, "n", PD_REDIS_NEW, 0, 0, NULL, &res), PD_OK);
     assert_int_equal(res.has_id, 1); /* this pathd's library answered it */
     assert_int_equal(stream_len(rl, "n"), 1);
+    /* One append, counted once though it was sent twice (the metric's
+     * pathd_log_append_seconds_count; it counted 2 before). */
+    pd_redis_log_stats(rl, &after);
+    assert_int_equal(after.appends - before.appends, 1);
+    assert_int_equal(after.append_failures, before.append_failures);
     pd_redis_log_destroy(rl);
 }
 

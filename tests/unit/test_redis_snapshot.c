@@ -13,6 +13,7 @@
  * is rebuilt from the log, from its snapshot or from the config's scene.
  */
 #include <inttypes.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
@@ -118,12 +120,10 @@ static pd_changelog snap_log(const char *prefix, uint64_t max_bytes, const char 
 /* A store over a fresh config with the log of `prefix` (snapshots
  * attached) replayed into it; *records: how many records the replay
  * applied (a snapshot counts one). */
-static pd_store *snap_store_over(pd_registry *r, const char *prefix, uint64_t max_bytes, const char *cache_dir,
-                                 warned *w, uint64_t *records, pd_redis_snap **sn)
+static pd_store *store_with(pd_registry *r, pd_changelog log, uint64_t *records)
 {
     pd_store *st = pd_store_create(r, NULL);
     assert_non_null(st);
-    pd_changelog log = snap_log(prefix, max_bytes, cache_dir, w, sn);
     pd_journal_replay_stats stats;
     char err[256];
     if (pd_store_replay(st, log, &stats, err, sizeof err) != 0)
@@ -133,6 +133,21 @@ static pd_store *snap_store_over(pd_registry *r, const char *prefix, uint64_t ma
         *records = stats.records;
     pd_store_own_log(st, log, PD_CONF_FSYNC_ALWAYS);
     return st;
+}
+
+static pd_store *snap_store_over(pd_registry *r, const char *prefix, uint64_t max_bytes, const char *cache_dir,
+                                 warned *w, uint64_t *records, pd_redis_snap **sn)
+{
+    return store_with(r, snap_log(prefix, max_bytes, cache_dir, w, sn), records);
+}
+
+/* A store of the config's town over the log of `prefix` (snapshots
+ * attached), as a replica holds it: *rl its log, *sn its snapshots. */
+static pd_store *replica_store(const char *prefix, pd_redis_log **rl, pd_redis_snap **sn)
+{
+    pd_changelog log = snap_log(prefix, 1u << 20, NULL, NULL, sn);
+    *rl = log.log;
+    return store_with(config_registry(), log, NULL);
 }
 
 static pd_store *snap_store_in(const char *prefix, uint64_t max_bytes, const char *cache_dir, warned *w,
@@ -520,6 +535,400 @@ static void test_reload_through_the_log(void **state)
     assert_int_equal(redis_srv_rm_dir(dir), 0);
 }
 
+/* The compaction's tick, every 20 ms until it succeeds (Redis back: past
+ * the log's reconnect backoff, PD_REDIS_BACKOFF_MAX_MS). */
+static void compact_until_up(pd_store *st)
+{
+    char err[256] = "";
+    const struct timespec tick = { 0, 20 * 1000 * 1000 };
+    for (int i = 0; i < 200; i++) {
+        if (pd_store_compact(st, err, sizeof err) == 0)
+            return;
+        nanosleep(&tick, NULL);
+    }
+    fail_msg("compact: %s", err);
+}
+
+/* A reload whose records Redis does not answer - killed (nothing reached
+ * it), or stopped past the 500 ms timeout (the first try runs once it
+ * goes on) - is served, and its RESET of town and DROP of yard are held,
+ * not lost: the log does not fail; changes of town, and a new yard, are
+ * refused UNAVAILABLE ("not in the change log yet") while the records
+ * wait, so none lands before them; the compaction's tick sends them
+ * again with their keys once Redis is back (a DUP for the one that
+ * reached it), then the log takes changes again and a fresh store
+ * replays to what this one serves. Fails without the fix: the
+ * unanswered RESET failed the log (log_failed 1, every later change
+ * INTERNAL until a restart). */
+static void test_reload_without_an_answer_is_recorded_later(void **state)
+{
+    (void)state;
+    static const char both[] = "{\"scenes\": [{\"name\": \"town\", \"map\": \"town.txt\", \"format\": \"ascii\"}, "
+                               "{\"name\": \"yard\", \"map\": \"town.txt\", \"format\": \"ascii\"}]}";
+    for (int round = 0; round < 2; round++) {
+        uint64_t rng = 47 + (uint64_t)round;
+        char dir[64], map[(SIDE + 1) * SIDE + 1], s[64], prefix[16];
+        snprintf(prefix, sizeof prefix, "held%d", round);
+        redis_srv_temp_dir(dir, sizeof dir, "snapheld");
+        town_map(map, 0);
+        pd_conf c;
+        town_conf_json(dir, map, both, &c);
+        warned w = { 0 };
+        pd_store *st = snap_store_over(registry_of(&c), prefix, 1u << 20, NULL, &w, NULL, NULL);
+        random_update(st, "town", &rng);
+        random_update(st, "yard", &rng);
+        pd_conf_free(&c);
+
+        if (round == 0)
+            redis_srv_stop(&srv, SIGKILL);
+        else
+            kill(srv.pid, SIGSTOP);
+        town_map(map, 2);
+        town_conf(dir, map, &c); /* town's map changed, yard gone */
+        store_reload(st, &c);
+        assert_int_equal(log_failed(st), 0);
+        assert_int_equal(version_of(st, "town"), 3); /* the reload is served */
+        assert_int_equal(version_of(st, "yard"), 0);
+        assert_non_null(strstr(w.last, "waits for Redis"));
+        pd_point cell = { 1, 1 };
+        pd_scene_update op = { .op = PD_UPDATE_BLOCK, .cells = &cell, .n_cells = 1 };
+        pd_store_update out;
+        assert_int_equal(pd_store_update_cells(st, "town", &op, 1, &out), PD_UNAVAILABLE);
+        assert_non_null(strstr(out.message, "not in the change log yet"));
+        pd_store_change ch;
+        assert_int_equal(pd_store_add_scene(st, open_scene("yard", SIDE), &ch), PD_UNAVAILABLE);
+        assert_int_equal(version_of(st, "yard"), 0);
+        assert_true(pd_store_compaction_due(st));
+        assert_int_equal(log_failed(st), 0);
+
+        if (round == 0)
+            redis_srv_start(&srv);
+        else
+            kill(srv.pid, SIGCONT);
+        compact_until_up(st);
+        assert_int_equal(log_failed(st), 0);
+        assert_false(pd_store_compaction_due(st));
+        raw(s, sizeof s, "HGET %s:{town}:meta v", prefix);
+        assert_string_equal(s, "3"); /* the RESET, once */
+        raw(s, sizeof s, "HGET %s:{town}:meta snap", prefix);
+        assert_string_equal(s, "1-3");
+        raw(s, sizeof s, "HGET %s:{yard}:meta live", prefix);
+        assert_string_equal(s, "0");
+        assert_int_equal(pd_store_update_cells(st, "town", &op, 1, &out), PD_OK);
+        assert_int_equal(out.update.version, 4);
+        assert_int_equal(pd_store_add_scene(st, open_scene("yard", SIDE), &ch), PD_OK);
+
+        pd_store *again = snap_store_over(registry_of(&c), prefix, 1u << 20, NULL, NULL, NULL, NULL);
+        assert_same_world(pd_store_registry(st), pd_store_registry(again));
+        store_free(again);
+        pd_conf_free(&c);
+        store_free(st);
+        assert_int_equal(redis_srv_rm_dir(dir), 0);
+    }
+}
+
+/* A store of town (config c, in dir[64]) over the log of `prefix` (*rl,
+ * warnings to w), reloaded with town's map changed while Redis is killed:
+ * the reload's RESET of town held; c is then the reloaded config. */
+static pd_store *town_reloaded_while_down(const char *prefix, char *dir, pd_conf *c, warned *w, pd_redis_log **rl)
+{
+    char map[(SIDE + 1) * SIDE + 1];
+    redis_srv_temp_dir(dir, 64, prefix);
+    town_map(map, 0);
+    town_conf(dir, map, c);
+    pd_changelog log = snap_log(prefix, 1u << 20, NULL, w, NULL);
+    *rl = log.log;
+    pd_store *st = store_with(registry_of(c), log, NULL);
+    pd_conf_free(c);
+    redis_srv_stop(&srv, SIGKILL);
+    town_map(map, 2);
+    town_conf(dir, map, c);
+    store_reload(st, c);
+    assert_int_equal(log_failed(st), 0);
+    assert_int_equal(version_of(st, "town"), 2);
+    return st;
+}
+
+/* A pathd stopped while a reload's record still waits for Redis says
+ * so: the log never got it (a restart replays the history it holds). */
+static void test_reload_held_at_stop_is_said(void **state)
+{
+    (void)state;
+    char dir[64];
+    pd_conf c;
+    warned w = { 0 };
+    pd_redis_log *rl;
+    pd_store *st = town_reloaded_while_down("heldstop", dir, &c, &w, &rl);
+    store_free(st);
+    assert_non_null(strstr(w.last, "a reload's RESET of scene 'town' never reached Redis"));
+    redis_srv_start(&srv);
+    pd_conf_free(&c);
+    assert_int_equal(redis_srv_rm_dir(dir), 0);
+}
+
+/* Redis started again once (the pause), and waited for past the log's
+ * reconnect backoff (PD_REDIS_BACKOFF_MAX_MS), so the append it pauses
+ * reaches it. */
+static void redis_back_once(void *user)
+{
+    int *made = user;
+    if ((*made)++ == 0) {
+        redis_srv_start(&srv);
+        const struct timespec past_backoff = { 2, 500 * 1000 * 1000 };
+        nanosleep(&past_backoff, NULL);
+    }
+}
+
+/* A pathd starting now over the log of `prefix` and the config registry
+ * r (a new replica, a restart) replays every record (store_with: none
+ * skipped). */
+static void replays_whole(const char *prefix, pd_registry *r)
+{
+    store_free(store_with(r, snap_log(prefix, 1u << 20, NULL, NULL, NULL), NULL));
+}
+
+/* A CreateInstance of town while a reload's RESET of town is held
+ * (Redis was down at the reload): Redis comes back after the retry of
+ * the RESET found it down and before the instance's record is sent (the
+ * pause). The instance is refused UNAVAILABLE, as a change of town: its
+ * INSTANCE record names town's new version, which the log makes only
+ * with the RESET. A pathd starting meanwhile replays the log whole; the
+ * RESET goes in, the instance is made, and a fresh store replays to what
+ * is served. Fails without that: the instance was answered OK, its
+ * INSTANCE ahead of the RESET in the log, and a pathd starting before
+ * the RESET got in skipped it ("its template 'town' is at version 1,
+ * not 2"): an acknowledged scene missing there. */
+static void test_instance_of_a_held_scene_is_refused(void **state)
+{
+    (void)state;
+    char dir[64];
+    pd_conf c;
+    pd_redis_log *rl;
+    pd_store *st = town_reloaded_while_down("heldinst", dir, &c, NULL, &rl);
+    int made = 0;
+    pd_redis_log_set_append_pause(rl, redis_back_once, &made);
+    pd_store_change ch;
+    pd_status got = pd_store_add_instance(st, "town-1", "town", &ch);
+    pd_redis_log_set_append_pause(rl, NULL, NULL);
+    if (!made)
+        redis_srv_start(&srv);
+    replays_whole("heldinst", registry_of(&c));
+    assert_int_equal(got, PD_UNAVAILABLE);
+    assert_non_null(strstr(ch.message, "not in the change log yet"));
+    compact_until_up(st);
+    assert_int_equal(pd_store_add_instance(st, "town-1", "town", &ch), PD_OK);
+    pd_store *again = snap_store_over(registry_of(&c), "heldinst", 1u << 20, NULL, NULL, NULL, NULL);
+    assert_same_world(pd_store_registry(st), pd_store_registry(again));
+    store_free(again);
+    store_free(st);
+    pd_conf_free(&c);
+    assert_int_equal(redis_srv_rm_dir(dir), 0);
+}
+
+/* The log going back for a replica's town, as a Redis restored from a
+ * backup older than every change of it: its keys removed. What the
+ * replica does when it finds it (pd_replica.c's refusal): it forgets the
+ * incarnation it read and marks the scene refused in its log. */
+static void log_went_back(const char *prefix, pd_redis_log *rl)
+{
+    char s[64];
+    raw(s, sizeof s, "DEL %s:{town}:log %s:{town}:meta %s:{town}:snaps", prefix, prefix, prefix);
+    assert_int_equal(pd_redis_log_set_refused(rl, "town", 1), 0);
+    pd_redis_log_own_forget(rl, "town");
+}
+
+/* A replica's store (replica_store) with town changed twice: version 3. */
+static pd_store *replica_town_at_3(const char *prefix, uint64_t seed, pd_redis_log **rl, pd_redis_snap **sn)
+{
+    uint64_t rng = seed;
+    pd_store *st = replica_store(prefix, rl, sn);
+    random_update(st, "town", &rng);
+    random_update(st, "town", &rng);
+    assert_int_equal(version_of(st, "town"), 3);
+    return st;
+}
+
+/* The replica's rebuild of town (pd_redis_snap_rebuild): the version it
+ * serves then. */
+static uint64_t rebuild_town(pd_redis_snap *sn, pd_store *st)
+{
+    pd_journal_replayer *rp = pd_journal_replayer_create(pd_store_registry(st), NULL);
+    assert_non_null(rp);
+    char last[64], err[256] = "";
+    uint64_t v = 0;
+    int rc = pd_redis_snap_rebuild(sn, rp, pd_store_registry(st), "town", last, sizeof last, &v, err, sizeof err);
+    pd_journal_replayer_destroy(rp);
+    if (rc != 0)
+        fail_msg("rebuild: %s", err);
+    return v;
+}
+
+/* An UpdateCells queued in town's lane before the refusal, run while the
+ * rebuild is between its reads and its first put (the pause). */
+typedef struct queued_update {
+    pd_store *st;
+    pd_status status;
+    char message[256];
+} queued_update;
+
+static void run_queued_update(void *user)
+{
+    queued_update *q = user;
+    pd_point cell = { 2, 2 };
+    pd_scene_update op = { .op = PD_UPDATE_BLOCK, .cells = &cell, .n_cells = 1 };
+    pd_store_update out;
+    q->status = pd_store_update_cells(q->st, "town", &op, 1, &out);
+    snprintf(q->message, sizeof q->message, "%s", out.message);
+}
+
+/* pd_redis_snap_rebuild replays without the change lock, and a change
+ * already queued in the scene's lane when the replica refused it runs
+ * meanwhile: here in the rebuild's window between its reads and its first
+ * put. It is refused UNAVAILABLE (the log refuses appends of a scene
+ * refused until rebuilt), the rebuild serves the config's town at
+ * version 1 (the log has nothing of it), and once the refusal is cleared
+ * the update resent goes through and the log replays to what is served.
+ * Fails without the log's refusal: the update was built on the history
+ * left behind (version 3), and the log, with no record of town, took it
+ * as version 4 (answered OK); the rebuild put version 1 and could not
+ * apply that entry (a GAP): it failed, and would fail at every retry,
+ * the scene refused for good and the acknowledged update gone. */
+static void test_change_queued_during_a_rebuild_is_refused(void **state)
+{
+    (void)state;
+    pd_redis_log *rl;
+    pd_redis_snap *sn;
+    pd_store *st = replica_town_at_3("rbq", 61, &rl, &sn);
+    log_went_back("rbq", rl);
+
+    queued_update q = { .st = st, .status = PD_OK };
+    pd_redis_snap_set_rebuild_pause(sn, run_queued_update, &q);
+    uint64_t v = rebuild_town(sn, st);
+    pd_redis_snap_set_rebuild_pause(sn, NULL, NULL);
+    char s[64];
+    assert_int_equal(q.status, PD_UNAVAILABLE);
+    assert_non_null(strstr(q.message, "rebuilt from the log"));
+    assert_int_equal(v, 1);
+    assert_int_equal(version_of(st, "town"), 1);
+    raw(s, sizeof s, "XLEN rbq:{town}:log");
+    assert_string_equal(s, "0"); /* nothing appended */
+
+    assert_int_equal(pd_redis_log_set_refused(rl, "town", 0), 0); /* the replica serves it again */
+    run_queued_update(&q);
+    assert_int_equal(q.status, PD_OK);
+    assert_int_equal(version_of(st, "town"), 2);
+    pd_store *again = snap_store("rbq", 1u << 20, NULL, NULL);
+    assert_same_world(pd_store_registry(st), pd_store_registry(again));
+    store_free(again);
+    store_free(st);
+}
+
+/* The refusal made while an update's append is under way (the pause). */
+typedef struct refusal_in_flight {
+    const char *prefix;
+    pd_redis_log *rl;
+    int made;
+} refusal_in_flight;
+
+static void refuse_in_flight(void *user)
+{
+    refusal_in_flight *f = user;
+    if (f->made++ == 0)
+        log_went_back(f->prefix, f->rl);
+}
+
+/* The replica refuses town while an UpdateCells of it is in its append:
+ * past the log's refusal check, not yet sent (the pause). Redis refuses
+ * it (the append reads the refusal with the incarnation it names, under
+ * one lock): UNAVAILABLE, nothing appended, and the rebuild serves the
+ * config's town. Fails without that: sent naming no incarnation (the
+ * refusal forgot it), the update built on the history left behind was
+ * taken as version 4 by the log, which has no record of town (answered
+ * OK), and the rebuild could not apply that entry (a GAP) at any retry:
+ * the scene refused for good, the acknowledged update gone. */
+static void test_refusal_during_an_append_is_kept(void **state)
+{
+    (void)state;
+    pd_redis_log *rl;
+    pd_redis_snap *sn;
+    pd_store *st = replica_town_at_3("rfa", 81, &rl, &sn);
+    refusal_in_flight f = { .prefix = "rfa", .rl = rl };
+    pd_redis_log_set_append_pause(rl, refuse_in_flight, &f);
+    pd_point cell = { 2, 2 };
+    pd_scene_update op = { .op = PD_UPDATE_BLOCK, .cells = &cell, .n_cells = 1 };
+    pd_store_update out;
+    pd_status got = pd_store_update_cells(st, "town", &op, 1, &out);
+    pd_redis_log_set_append_pause(rl, NULL, NULL);
+    assert_int_equal(f.made, 1);
+    assert_int_equal(got, PD_UNAVAILABLE);
+    assert_non_null(strstr(out.message, "rebuilt from the log"));
+    char s[64];
+    raw(s, sizeof s, "XLEN rfa:{town}:log");
+    assert_string_equal(s, "0"); /* nothing appended */
+    assert_int_equal(rebuild_town(sn, st), 1);
+    assert_int_equal(version_of(st, "town"), 1);
+    store_free(st);
+}
+
+/* A CreateInstance of town while the replica refuses town (its log went
+ * back): refused UNAVAILABLE, as a change of town, and a pathd starting
+ * now replays the log whole. Fails without that: the instance, a copy
+ * of the history left behind, was answered OK and its INSTANCE record
+ * names town's version 3, which the log does not have: every pathd
+ * starting (or tailing) skipped it, an acknowledged scene missing there. */
+static void test_instance_of_a_refused_scene_is_refused(void **state)
+{
+    (void)state;
+    pd_redis_log *rl;
+    pd_redis_snap *sn;
+    pd_store *st = replica_town_at_3("rfi", 91, &rl, &sn);
+    log_went_back("rfi", rl);
+    pd_store_change ch;
+    pd_status got = pd_store_add_instance(st, "town-1", "town", &ch);
+    replays_whole("rfi", config_registry());
+    assert_int_equal(got, PD_UNAVAILABLE);
+    assert_non_null(strstr(ch.message, "rebuilt from the log"));
+    store_free(st);
+}
+
+/* A snapshot writer of a scene its replica refuses: the log went back
+ * under town (version 5 here, noted for its snapshot), and another
+ * replica made versions 2..5 again, other cells under the same entry ids
+ * 1-2..1-5. The compaction writes nothing of town: what this replica
+ * serves is of the history left behind, and the FUNCTION cannot tell its
+ * 1-5 from the other replica's. A fresh store replays the other
+ * replica's town. Fails without the check: the snapshot of the old
+ * history was stored as 1-5 (and the stream trimmed to it), so every
+ * replica starting later served cells the log never held. */
+static void test_snapshot_of_a_refused_scene_is_not_written(void **state)
+{
+    (void)state;
+    uint64_t rng = 71, other_rng = 171;
+    pd_redis_log *rl;
+    pd_redis_snap *sn;
+    pd_store *st = replica_store("rfs", &rl, &sn);
+    for (int i = 0; i < EVERY - 1; i++)
+        random_update(st, "town", &rng);
+    assert_int_equal(version_of(st, "town"), EVERY);
+    assert_true(pd_store_compaction_due(st));
+    log_went_back("rfs", rl);
+    pd_store *other = snap_store("rfs", 1u << 20, NULL, NULL);
+    for (int i = 0; i < EVERY - 1; i++)
+        random_update(other, "town", &other_rng);
+    assert_int_equal(version_of(other, "town"), EVERY);
+
+    char err[256] = "", s[64];
+    if (pd_store_compact(st, err, sizeof err) != 0)
+        fail_msg("compact: %s", err);
+    raw(s, sizeof s, "HLEN rfs:{town}:snaps");
+    assert_string_equal(s, "0");
+    pd_store *again = snap_store("rfs", 1u << 20, NULL, NULL);
+    assert_same_world(pd_store_registry(other), pd_store_registry(again));
+    store_free(again);
+    store_free(other);
+    store_free(st);
+}
+
 /* A replica's scene rebuilt from the log (pd_redis_snap_rebuild, what a
  * replica whose log went back does): a store whose "town" took another
  * history (its own log) gets the writer's town - version and cells - from
@@ -627,6 +1036,13 @@ int main(void)
         cmocka_unit_test(test_restart_reads_only_the_tail),
         cmocka_unit_test(test_cache_newer_than_log_is_not_served),
         cmocka_unit_test(test_reload_through_the_log),
+        cmocka_unit_test(test_reload_without_an_answer_is_recorded_later),
+        cmocka_unit_test(test_reload_held_at_stop_is_said),
+        cmocka_unit_test(test_instance_of_a_held_scene_is_refused),
+        cmocka_unit_test(test_change_queued_during_a_rebuild_is_refused),
+        cmocka_unit_test(test_refusal_during_an_append_is_kept),
+        cmocka_unit_test(test_instance_of_a_refused_scene_is_refused),
+        cmocka_unit_test(test_snapshot_of_a_refused_scene_is_not_written),
         cmocka_unit_test(test_rebuild_from_the_log),
         cmocka_unit_test(test_snapshot_of_an_older_incarnation_is_not_written),
     };
