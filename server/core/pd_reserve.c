@@ -429,6 +429,11 @@ static void pd__agent_remove(pd_reserve *t, uint32_t slot)
     *a = (pd__agent){ .e = keep, .cap = keep ? a->cap : 0u, .next_free = t->free_agent };
     t->free_agent = slot;
     t->live_agents--;
+    /* The last agent gone: the table forgets its clock (pd_reserve_now).
+     * Kept, one bad t0 - or a game clock that started over - would expire
+     * every agent reserved after it, and a replay does the same here. */
+    if (t->live_agents == 0)
+        t->now_ms = t->maintained_ms = t->gone_ms = 0;
 }
 
 /* ---- public ---- */
@@ -783,6 +788,35 @@ int pd_reserve_release(pd_reserve *t, uint64_t agent)
     return 1;
 }
 
+size_t pd_reserve_release_all(pd_reserve *t)
+{
+    const size_t n = t->live_agents;
+    for (uint32_t slot = 0; slot < t->n_agents; slot++)
+        if (t->agents[slot].live)
+            pd__agent_remove(t, slot);
+    /* An empty table forgets its clock as its last agent goes; one that
+     * held none forgets it here too (nothing else could have set it). */
+    t->now_ms = t->maintained_ms = t->gone_ms = 0;
+    if (n)
+        pd__observe(t, &(pd_reserve_op){ .kind = PD_RESERVE_OP_RELEASE_ALL });
+    return n;
+}
+
+pd_reserve_clock_fit pd_reserve_clock_fits(const pd_reserve *t, int64_t t0_ms, int64_t ttl_ms)
+{
+    if (t->live_agents == 0)
+        return PD_RESERVE_CLOCK_OK;
+    const int64_t step = t->limits.max_clock_step_ms;
+    /* now_ms is a replace's t0 (0 .. PD_RESERVE_MAX_TIME) and a step or
+     * TTL far below 2^62: with t0 > now, t0 - now cannot overflow for any
+     * t0 a request brings, nor now - ttl. */
+    if (step > 0 && t0_ms > t->now_ms && t0_ms - t->now_ms > step)
+        return PD_RESERVE_CLOCK_AHEAD;
+    if (ttl_ms > 0 && t0_ms < t->now_ms - ttl_ms)
+        return PD_RESERVE_CLOCK_BEHIND;
+    return PD_RESERVE_CLOCK_OK;
+}
+
 int pd_reserve_touch(pd_reserve *t, uint64_t agent, int64_t now_ms)
 {
     uint32_t slot = pd__map_find(&t->agent_map, agent);
@@ -900,8 +934,11 @@ size_t pd_reserve_maintain(pd_reserve *t, int64_t ttl_ms, uint64_t *out, size_t 
     if (!pd_reserve_maintain_due(t, ttl_ms))
         return 0;
     t->maintained_ms = t->now_ms;
-    const size_t n = pd_reserve_expire(t, t->now_ms - ttl_ms, out, cap);
-    const uint64_t c = pd_reserve_collect(t, t->now_ms - ttl_ms);
+    /* Taken before the expiry, which may empty the table and so forget
+     * its clock: the collect uses the same time (a replay applies both). */
+    const int64_t before = t->now_ms - ttl_ms;
+    const size_t n = pd_reserve_expire(t, before, out, cap);
+    const uint64_t c = pd_reserve_collect(t, before);
     if (collected)
         *collected = c;
     return n;

@@ -318,13 +318,21 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
     pd_reserve *table = pd_reservations_lock(set, s, 1, &hold);
     if (!table)
         return pd__fail(rj, PD_INTERNAL, "out of memory for the reservations of scene '%s'", s->name);
+    /* A t0 the scene's clock cannot take, refused before anything changes
+     * (nor is it game time heard). Shared: against the table caught up,
+     * in pd_reservations_reserve_shared. */
+    const int shared = pd_reservations_shared(set); /* shared log hook */
+    if (!shared && (st = pd_reservations_clock_refusal(set, table, s->name, q->t0_ms, rj->message,
+                                                       sizeof rj->message)) != PD_OK) {
+        pd_reservations_unlock(set, &hold);
+        return rj->status = st;
+    }
     pd_reservations_heard(&hold, pd_clock_ns());
     rj->was_cut = pd_reserve_was_cut(table, q->agent);
     pd_sipp_result r;
     memset(&r, 0, sizeof r);
     pd_yield_result yr;
     memset(&yr, 0, sizeof yr);
-    const int shared = pd_reservations_shared(set); /* shared log hook */
     st = shared ? pd_reservations_reserve_shared(set, &hold, ctx, yc, &y, u->grid, &p, &r, &rj->was_cut,
                                                  &rj->expired, &rj->n_expired, rj->message, sizeof rj->message)
                 : pd_yield_reserve(yc, ctx, table, u->grid, &p, &y, &r, &yr);

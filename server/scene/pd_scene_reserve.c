@@ -4,6 +4,7 @@
  * reference-counted so that forgetting a scene while a request holds its
  * table frees it once that request lets go.
  */
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -84,6 +85,32 @@ int64_t pd_reservations_ttl_ms(pd_reservations *set)
     int64_t ttl = set->ttl_ms;
     pthread_mutex_unlock(&set->lock);
     return ttl;
+}
+
+pd_status pd_reservations_clock_refusal(pd_reservations *set, const pd_reserve *table, const char *scene,
+                                        int64_t t0_ms, char *msg, size_t len)
+{
+    const int64_t ttl = pd_reservations_ttl_ms(set), now = pd_reserve_now(table);
+    switch (pd_reserve_clock_fits(table, t0_ms, ttl)) {
+    case PD_RESERVE_CLOCK_OK:
+        return PD_OK;
+    case PD_RESERVE_CLOCK_AHEAD:
+        snprintf(msg, len,
+                 "reserve_path.t0_ms %" PRId64 " is more than limits.max_clock_step_ms (%" PRId64 ") after the game "
+                 "clock of scene '%s' (%" PRId64 ", the latest time its agents were reserved at): taken, it would "
+                 "expire every agent there; send the game's time, or release the scene's agents (ReleaseAgent "
+                 "with all) if its clock really jumped",
+                 t0_ms, pd_reserve_get_limits(table)->max_clock_step_ms, scene, now);
+        break;
+    case PD_RESERVE_CLOCK_BEHIND:
+        snprintf(msg, len,
+                 "reserve_path.t0_ms %" PRId64 " is more than limits.reservation_ttl_ms (%" PRId64 ") before the "
+                 "game clock of scene '%s' (%" PRId64 "): the game's clock went back, and the agent would expire "
+                 "at once; a game that restarted its clock releases its agents first (ReleaseAgent with all)",
+                 t0_ms, ttl, scene, now);
+        break;
+    }
+    return PD_INVALID_ARGUMENT;
 }
 
 static pd_reservations_entry **pd__slot(pd_reservations *set, const char *name)

@@ -176,8 +176,12 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
         pd_status st = pd_reservations_catch_up(set, hold, msg, len);
         if (st != PD_OK)
             return st;
-        *was_cut = pd_reserve_was_cut(e->table, p->agent);
         memset(r, 0, sizeof *r);
+        /* The clock check of file mode, on the table caught up: before
+         * the append, so no replica takes the t0. */
+        if ((st = pd_reservations_clock_refusal(set, e->table, e->name, p->t0_ms, msg, len)) != PD_OK)
+            return st;
+        *was_cut = pd_reserve_was_cut(e->table, p->agent);
         /* the clear holds rule as file mode applies it (pd_yield_plan) */
         const pd_status planned = pd_yield_plan(yc, ctx, e->table, grid, p, y, r);
         if (planned != PD_OK && planned != PD_PARTIAL)
@@ -212,6 +216,11 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
          * the TTL of game time), with the time it uses in the entry. */
         const int64_t now = pd_reserve_now(e->table) > p->t0_ms ? pd_reserve_now(e->table) : p->t0_ms;
         const int64_t every = ttl / 16 > 0 ? ttl / 16 : 1;
+        /* An empty table forgot its clock (pd_reserve_now): so does the
+         * expiry's mark, or a clock started over would wait for the old
+         * one's time to come round again. */
+        if (stats.agents == 0)
+            e->has_maintained = 0;
         const int maintain = ttl > 0 && now - ttl >= 0 && (!e->has_maintained || now - e->maintained_ms >= every);
         /* The agents it releases, listed before the entry is applied (the
          * requester is renewed by its replace first). */

@@ -6,7 +6,7 @@
  * with their cut marks, renewal, speed and was_cut; the game time; every
  * cell's spans). The tables are random: replaces at random times (cutting
  * moves short), releases, touches, blocks of rectangles and cell lists,
- * collects, expiries, speeds and renewals. Also: restore refuses what a
+ * collects, expiries, speeds, renewals and releases of every agent. Also: restore refuses what a
  * replace would (an overlap, a malformed entry, an agent already there)
  * with the table unchanged, and the file: a log rewritten as a dump and
  * opened again replays to the same table.
@@ -211,8 +211,11 @@ static void random_table(pd_reserve *t, int steps)
             (void)pd_reserve_maintain(t, 5000, NULL, 0, NULL);
         } else if (what < 97) {
             pd_reserve_note_speed(t, agent, 0.5 + rnd(40) / 8.0);
-        } else {
+        } else if (what < 99) {
             pd_reserve_set_renewed(t, agent, now - rnd(1000));
+        } else {
+            /* A game that starts over: every agent goes, and the clock. */
+            (void)pd_reserve_release_all(t);
         }
     }
 }
@@ -458,7 +461,11 @@ static void test_file_rewrite(void **unused)
     l = pd_reserve_log_open(dir, 1, file_record, NULL, &st, err, sizeof err);
     assert_non_null(l);
     assert_int_equal(st.truncated_bytes, 0);
+    /* The changes after the dump are replayed as ops: a maintain among
+     * them moved the live table's mark, which no op carries. */
+    skip_maintained = 1;
     assert_same_table(t, file_table, 0);
+    skip_maintained = 0;
     pd_reserve_log_close(l);
     char path[600];
     snprintf(path, sizeof path, "%s/reservations.log", dir);
