@@ -788,12 +788,16 @@ int pd_reserve_release(pd_reserve *t, uint64_t agent)
     return 1;
 }
 
-size_t pd_reserve_release_all(pd_reserve *t)
+size_t pd_reserve_release_all(pd_reserve *t, uint64_t *out, size_t cap)
 {
-    const size_t n = t->live_agents;
+    size_t n = 0;
     for (uint32_t slot = 0; slot < t->n_agents; slot++)
-        if (t->agents[slot].live)
+        if (t->agents[slot].live) {
+            if (n < cap)
+                out[n] = t->agents[slot].id;
+            n++;
             pd__agent_remove(t, slot);
+        }
     /* An empty table forgets its clock as its last agent goes; one that
      * held none forgets it here too (nothing else could have set it). */
     t->now_ms = t->maintained_ms = t->gone_ms = 0;

@@ -160,9 +160,10 @@ pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64
 int pd_reserve_release(pd_reserve *t, uint64_t agent);
 
 /* Removes every agent (ReleaseAgent with all: a game that starts its clock
- * over), which forgets the table's clock. Returns how many were removed;
- * told to the observer as PD_RESERVE_OP_RELEASE_ALL when any was. */
-size_t pd_reserve_release_all(pd_reserve *t);
+ * over), which forgets the table's clock. Their ids, in slot order, go to
+ * out[0..cap); returns how many were removed (may exceed cap). Told to the
+ * observer as PD_RESERVE_OP_RELEASE_ALL when any was. */
+size_t pd_reserve_release_all(pd_reserve *t, uint64_t *out, size_t cap);
 
 /* Renews agent at now_ms without changing its plan (a parked agent that is
  * still there). Returns 1 when it was in the table. */

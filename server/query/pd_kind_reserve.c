@@ -140,6 +140,7 @@ static void pd__reserve_release(pd_job *job)
     pd__drop_plans(rj);
     free(rj->entries);
     free(rj->expired);
+    free(rj->released_ids);
     free(rj);
     job->ext = NULL;
 }
@@ -430,11 +431,18 @@ static pd_status pd__release_run(pd_job *job, pd_query_scratch *scratch, const p
     pd_reservations_hold hold;
     const int shared = pd_reservations_shared(set); /* shared log hook */
     pd_reserve *table = pd_reservations_lock(set, s, shared, &hold);
-    if (shared && table)
+    if (rj->req.all && table) {
+        st = pd_reservations_release_all(set, &hold, &rj->released_ids, &rj->n_released, rj->message,
+                                         sizeof rj->message);
+        rj->released = rj->n_released > 0;
+    } else if (shared && table) {
         st = pd_reservations_release_shared(set, &hold, rj->req.agent, &rj->released, rj->message,
                                             sizeof rj->message);
-    else
+    } else {
         rj->released = table ? pd_reserve_release(table, rj->req.agent) : 0;
+    }
+    if (!rj->req.all)
+        rj->n_released = rj->released != 0;
     pd_reservations_unlock(set, &hold);
     if (hold.unlogged) /* reservation log hook */
         st = pd__unlogged(rj, s);
@@ -499,6 +507,16 @@ static int pd__reserve_event(const pd_job *job, size_t i, pd_watch_event *ev)
     return pd_watch_event_agents_displaced(rj->req.scene, rj->incarnation, rj->scene_version, ids, n, ev) == 0;
 }
 
+/* ReleaseAgent with all: the agents it released, to the scene's watchers
+ * (AGENTS_RELEASED, PD_WATCH_MAX_AGENTS an event), in the lane's order. */
+static int pd__release_event(const pd_job *job, size_t i, pd_watch_event *ev)
+{
+    const pd_reserve_job *rj = job->ext;
+    return rj && rj->released_ids && job->task.status == PD_OK &&
+           pd_watch_event_agents_released(rj->req.scene, rj->incarnation, rj->scene_version, rj->released_ids,
+                                          rj->n_released, i, ev) == 0;
+}
+
 static const char *pd__reserve_scene(const pd_job *job)
 {
     const pd_reserve_job *rj = job->ext;
@@ -533,6 +551,7 @@ const pd_kind pd_kind_release_agent = {
     .prepare = pd__reserve_prepare,
     .run = pd__release_run,
     .release = pd__reserve_release,
+    .event = pd__release_event,
     .scene = pd__reserve_scene,
     .unserved = pd__reserve_unserved,
 };

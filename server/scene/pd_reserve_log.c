@@ -401,7 +401,7 @@ pd_status pd_reserve_log_apply(pd_reserve *t, const pd_reserve_op *op)
         (void)pd_reserve_release(t, op->agent);
         break;
     case PD_RESERVE_OP_RELEASE_ALL:
-        (void)pd_reserve_release_all(t);
+        (void)pd_reserve_release_all(t, NULL, 0);
         break;
     case PD_RESERVE_OP_TOUCH:
         (void)pd_reserve_touch(t, op->agent, op->at_ms);

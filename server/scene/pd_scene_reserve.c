@@ -96,17 +96,16 @@ pd_status pd_reservations_clock_refusal(pd_reservations *set, const pd_reserve *
         return PD_OK;
     case PD_RESERVE_CLOCK_AHEAD:
         snprintf(msg, len,
-                 "reserve_path.t0_ms %" PRId64 " is more than limits.max_clock_step_ms (%" PRId64 ") after the game "
-                 "clock of scene '%s' (%" PRId64 ", the latest time its agents were reserved at): taken, it would "
-                 "expire every agent there; send the game's time, or release the scene's agents (ReleaseAgent "
-                 "with all) if its clock really jumped",
+                 "reserve_path.t0_ms %" PRId64 " is more than limits.max_clock_step_ms (%" PRId64 ") past the game "
+                 "clock of scene '%s' (%" PRId64 ") and would expire every agent there; send the game's time, or "
+                 "ReleaseAgent all first if it jumped",
                  t0_ms, pd_reserve_get_limits(table)->max_clock_step_ms, scene, now);
         break;
     case PD_RESERVE_CLOCK_BEHIND:
         snprintf(msg, len,
                  "reserve_path.t0_ms %" PRId64 " is more than limits.reservation_ttl_ms (%" PRId64 ") before the "
-                 "game clock of scene '%s' (%" PRId64 "): the game's clock went back, and the agent would expire "
-                 "at once; a game that restarted its clock releases its agents first (ReleaseAgent with all)",
+                 "game clock of scene '%s' (%" PRId64 "): the game's clock went back; a game that restarted its "
+                 "clock sends ReleaseAgent all first",
                  t0_ms, ttl, scene, now);
         break;
     }

@@ -206,6 +206,17 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
 pd_status pd_reservations_release_shared(pd_reservations *set, pd_reservations_hold *hold, uint64_t agent,
                                          int *released, char *msg, size_t len);
 
+/*
+ * ReleaseAgent with all, on the table held (file mode, or a replica's
+ * through the shared log: the table caught up, RELEASE_ALL appended, then
+ * applied): every agent goes and the scene's clock is forgotten. *n: how
+ * many were released; *ids (malloc'd, ascending; NULL when none, or out of
+ * memory for the list) for the AGENTS_RELEASED watch event. PD_OK, or
+ * PD_UNAVAILABLE / PD_INTERNAL with msg (nothing released).
+ */
+pd_status pd_reservations_release_all(pd_reservations *set, pd_reservations_hold *hold, uint64_t **ids, size_t *n,
+                                      char *msg, size_t len);
+
 /* DropScene made here dropped scene `name`: on a shared log, a RESET entry
  * ends its reservations for every replica (nothing without one). */
 void pd_reservations_dropped(pd_reservations *set, const char *name);

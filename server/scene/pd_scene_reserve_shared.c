@@ -321,6 +321,64 @@ pd_status pd_reservations_release_shared(pd_reservations *set, pd_reservations_h
     return PD_UNAVAILABLE;
 }
 
+/* The ids of every agent of the table, ascending, to *ids (NULL when none
+ * or out of memory); returns how many there are. */
+static size_t pd__all_ids(const pd_reserve *table, uint64_t **ids)
+{
+    pd_reserve_stats held;
+    pd_reserve_get_stats(table, &held);
+    /* every agent was renewed before the end of time */
+    pd__expiring x = { PD_RESERVE_FOREVER, held.agents ? malloc(held.agents * sizeof *x.ids) : NULL, 0, 0 };
+    if (x.ids)
+        (void)pd_reserve_export(table, pd__note_expiring, &x);
+    *ids = NULL;
+    pd__keep_ids(x.ids, x.n, ids);
+    return held.agents;
+}
+
+pd_status pd_reservations_release_all(pd_reservations *set, pd_reservations_hold *hold, uint64_t **ids, size_t *n,
+                                      char *msg, size_t len)
+{
+    pd_reservations_entry *e = hold->entry;
+    *ids = NULL;
+    *n = 0;
+    if (!set->shared) {
+        /* the table's observer writes the RELEASE_ALL to the reservation log */
+        *n = pd__all_ids(e->table, ids);
+        (void)pd_reserve_release_all(e->table, NULL, 0);
+        return PD_OK;
+    }
+    for (int attempt = 0; attempt < PD__SHARED_TRIES; attempt++) {
+        pd_status st = pd_reservations_catch_up(set, hold, msg, len);
+        if (st != PD_OK)
+            return st;
+        pd_reserve_stats held;
+        pd_reserve_get_stats(e->table, &held);
+        if (held.agents == 0)
+            return PD_OK; /* nothing to release: nothing to log (an empty table has no clock) */
+        uint64_t *listed = NULL;
+        const size_t count = pd__all_ids(e->table, &listed);
+        pd_reserve_log_buf b = { 0 };
+        (void)pd_reserve_log_encode(&b, e->name, &(pd_reserve_op){ .kind = PD_RESERVE_OP_RELEASE_ALL });
+        int lost = 0;
+        st = pd__commit(set, e, &b, &lost, msg, len);
+        pd_reserve_log_buf_free(&b);
+        if (st != PD_OK || lost) {
+            free(listed);
+            if (st != PD_OK)
+                return st;
+            continue;
+        }
+        e->has_maintained = 0; /* the clock is forgotten, and the expiry's mark with it */
+        *ids = listed;
+        *n = count;
+        return PD_OK;
+    }
+    snprintf(msg, len, "other replicas reserved in scene '%s' %d times meanwhile; nothing released, try again",
+             e->name, PD__SHARED_TRIES);
+    return PD_UNAVAILABLE;
+}
+
 /* Makes e's table again from the log alone (the set's lock not held, e's
  * held): what it holds locally that the log does not is gone. */
 static int pd__rebuild(pd_reservations *set, pd_reservations_entry *e, char *err, size_t errlen)

@@ -442,6 +442,88 @@ class TimerExpiryRestartTest(DataDirTest):
         self.assertEqual(self.wait_agents(0), 0)
 
 
+class ClockTest(DataDirTest):
+    """The scene's game clock (the latest t0_ms its agents were reserved at)
+    takes no t0 that would throw acknowledged reservations away: one far
+    ahead (limits.max_clock_step_ms, default an hour) or more than
+    reservation_ttl_ms back is refused with INVALID_ARGUMENT before
+    anything changes; a game whose clock starts over releases every agent
+    first (ReleaseAgent all), which forgets the clock, durably."""
+
+    SCENES = ["clock"]
+
+    def test_far_t0_refused_and_nobody_expires(self):
+        """One t0 of 2**60 (a game bug, a fuzzed client) was taken as the
+        scene's clock: every agent reserved at the game's times expired at
+        the next ReservePath, and after a restart too."""
+        self.c.reserve_path("clock", 1, (1, 1), (1, 1), 1000, 2.0)
+        self.c.reserve_path("clock", 2, (10, 5), (10, 5), 1000, 2.0)
+        with self.assertRaises(PathdError) as cm:
+            self.c.reserve_path("clock", 3, (1, 5), (3, 5), 2 ** 60, 2.0)
+        self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+        for word in ("'clock'", "max_clock_step_ms", "1000", str(2 ** 60), "ReleaseAgent all"):
+            self.assertIn(word, cm.exception.message)
+        # Nothing of it was taken: the next ReservePath on the game's clock
+        # (which runs the expiry check) keeps both agents.
+        self.c.reserve_path("clock", 4, (1, 3), (2, 3), 2000, 2.0)
+        got = table(self.c, "clock")
+        self.assertEqual({e[0] for e in got["entries"]}, {1, 2, 4})
+        # An update with no at_ms cuts from the game's clock, not from 2**60.
+        up = self.c.update_cells("clock", cells=[(10, 5)], op="block")
+        self.assertEqual(up["agents_cut"], [2])
+        self.reconnect()
+        self.assertEqual(table(self.c, "clock")["agents"], 3)
+        self.c.reserve_path("clock", 5, (1, 5), (1, 5), 2500, 2.0)
+        self.assertEqual(table(self.c, "clock")["agents"], 4)
+
+    def test_clock_going_back_refused(self):
+        self.c.reserve_path("clock", 1, (1, 1), (1, 1), 100000, 2.0)
+        with self.assertRaises(PathdError) as cm:
+            self.c.reserve_path("clock", 2, (10, 5), (10, 5), 100000 - TTL_MS - 1, 2.0)
+        self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+        for word in ("'clock'", "reservation_ttl_ms", "went back", "100000", "ReleaseAgent all"):
+            self.assertIn(word, cm.exception.message)
+        self.assertEqual(table(self.c, "clock")["agents"], 1)
+        # Within the TTL back: taken (a late answer's time), and kept.
+        self.c.reserve_path("clock", 2, (10, 5), (10, 5), 100000 - TTL_MS + 1000, 2.0)
+        self.assertEqual(table(self.c, "clock")["agents"], 2)
+        # Once the last agent left, the scene has no clock: any t0 sets it.
+        self.assertTrue(self.c.release_agent("clock", 1))
+        self.assertTrue(self.c.release_agent("clock", 2))
+        self.c.reserve_path("clock", 3, (1, 1), (1, 1), 0, 2.0)
+        self.c.reserve_path("clock", 4, (10, 5), (10, 5), 100, 2.0)
+        self.assertEqual(table(self.c, "clock")["agents"], 2)
+
+    def test_release_all_then_a_clock_from_zero_survives_restart(self):
+        watcher = PathdClient(self.d.addr, timeout=20)
+        self.addCleanup(watcher.close)
+        watcher.watch(["clock"])
+        started = watcher.watch_next(timeout=10)
+        self.c.reserve_path("clock", 1, (1, 1), (1, 1), 500000, 2.0)
+        self.c.reserve_path("clock", 2, (10, 5), (10, 5), 500000, 2.0)
+        # The game restarted its clock: its t0 from 0 is refused ...
+        with self.assertRaises(PathdError) as cm:
+            self.c.reserve_path("clock", 1, (1, 1), (1, 1), 0, 2.0)
+        self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+        # ... until it releases every agent, which watchers hear.
+        self.assertEqual(self.c.release_all("clock"), 2)
+        ev = watcher.watch_next(timeout=10)
+        self.assertEqual((ev["kind"], ev["agents"], ev["version"]), ("agents_released", [1, 2], started["version"]))
+        self.assertEqual(table(self.c, "clock")["agents"], 0)
+        self.c.reserve_path("clock", 5, (1, 1), (1, 1), 0, 2.0)
+        self.c.reserve_path("clock", 6, (10, 5), (10, 5), 100, 2.0)
+        before = table(self.c, "clock")
+        self.assertEqual(before["agents"], 2)
+        # A restart replays the release and the new clock.
+        self.reconnect()
+        self.assertEqual(table(self.c, "clock"), before)
+        self.c.reserve_path("clock", 7, (1, 3), (1, 3), 200, 2.0)
+        self.assertEqual(table(self.c, "clock")["agents"], 3)
+        with self.assertRaises(PathdError) as cm:
+            self.c.reserve_path("clock", 8, (1, 5), (1, 5), 500000 + 3600001, 2.0)
+        self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+
+
 def expire_by_reserve_path(test, c, watch_c, d, scene="ttl"):
     """Agents 1 and 3 parked at 0, agent 1 reserving again at 5000 (TTL
     2000): the ReservePath releases 3, and watchers of the pathd it went
@@ -687,6 +769,44 @@ class ReplicaTest(ReplicaBase):
         up = self.c[1].update_cells("cut", rect=((5, 3), (5, 3)), op="block", at_ms=1000)
         self.assertEqual(up["agents_cut"], [1])
         self.assertEqual(table(self.c[0], "cut"), table(self.c[1], "cut"))
+
+
+class ReplicaClockTest(ReplicaBase):
+    """The clock check on replicas: against the table caught up to the
+    shared log, before the append; ReleaseAgent all through one replica is
+    seen by the other, whose clock starts over too."""
+
+    def test_release_all_seen_on_the_other_replica(self):
+        watcher = PathdClient(self.d[1].addr, timeout=20)
+        self.addCleanup(watcher.close)
+        watcher.watch(["door"])
+        self.assertEqual(watcher.watch_next(timeout=10)["kind"], "started")
+        self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 500000, 2.0)
+        self.c[1].reserve_path("door", 2, (10, 5), (10, 5), 500000, 2.0)
+        # Refused on the replica that reserved nothing at that time either.
+        for c, t0 in ((self.c[1], 2 ** 60), (self.c[0], 0)):
+            with self.assertRaises(PathdError) as cm:
+                c.reserve_path("door", 3, (1, 5), (1, 5), t0, 2.0)
+            self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+        self.assertEqual(table(self.c[1], "door")["agents"], 2)
+        self.assertEqual(self.c[0].release_all("door"), 2)
+        self.assertEqual(table(self.c[1], "door")["agents"], 0)
+        # The clock from 0 on both.
+        self.c[1].reserve_path("door", 5, (1, 1), (1, 1), 0, 2.0)
+        self.c[0].reserve_path("door", 6, (10, 5), (10, 5), 100, 2.0)
+        self.assertEqual(table(self.c[0], "door")["agents"], 2)
+        self.assertEqual(table(self.c[0], "door"), table(self.c[1], "door"))
+        # Watchers hear it only from the replica that released (a watcher
+        # on the other one is told nothing: it applied a log entry).
+        with self.assertRaises(PathdTimeout):
+            watcher.watch_next(timeout=0.5)
+        # A replica restarted reads the release from the log.
+        before = table(self.c[0], "door")
+        self.c[1].close()
+        self.d[1].restart()
+        self.c[1] = PathdClient(self.d[1].addr, timeout=20)
+        self.addCleanup(self.c[1].close)
+        self.assertEqual(table(self.c[1], "door"), before)
 
 
 class ReplicaLimitTest(ReplicaBase):

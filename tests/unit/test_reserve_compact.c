@@ -215,7 +215,7 @@ static void random_table(pd_reserve *t, int steps)
             pd_reserve_set_renewed(t, agent, now - rnd(1000));
         } else {
             /* A game that starts over: every agent goes, and the clock. */
-            (void)pd_reserve_release_all(t);
+            (void)pd_reserve_release_all(t, NULL, 0);
         }
     }
 }
