@@ -902,6 +902,12 @@ describe('reservations against a daemon of its own', () => {
       assert.equal(await client.releaseAgent('town', 2), true);
       assert.equal(await client.releaseAgent('town', 2), false);
       assert.equal((await client.reservations('town')).entries.some((e) => e.agent === 2), false);
+      // Every agent at once (a game whose clock starts over): how many went.
+      const left = (await client.reservations('town')).agents;
+      assert.ok(left >= 1, `agent 1 is still held (${left})`);
+      assert.equal(await client.releaseAll('town'), left);
+      assert.equal((await client.reservations('town')).agents, 0);
+      assert.equal(await client.releaseAll('town'), 0);
     } finally {
       client.close();
     }
