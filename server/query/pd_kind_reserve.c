@@ -2,7 +2,9 @@
  * pd_kind_reserve.c - the reservation family's kinds: ReservePath (plan
  * with SIPP around the other agents' holds and reserve, pd_sipp.h; clear
  * holds and, when the request sets yield_after_ms, standing agents moved
- * out of its way, pd_yield.h), ReleaseAgent and GetReservations; and the
+ * out of its way, pd_yield.h; a t0_ms the scene's game clock cannot take
+ * refused first, pd_reservations_clock_refusal), ReleaseAgent (one agent,
+ * or with all every agent: AGENTS_RELEASED) and GetReservations; and the
  * sweep of an idle scene's table that the server's timer posts. Each runs
  * as an ordered task in its
  * scene's lane, the lane UpdateCells' cuts run in, so one scene's
