@@ -495,6 +495,15 @@ class ClockTest(DataDirTest):
         self.assertEqual(table(self.c, "clock")["agents"], 2)
 
     def test_release_all_then_a_clock_from_zero_survives_restart(self):
+        env = os.environ.get("PATHCTL_BIN")
+        pathctl = None
+        if env:  # the C client's watch hears it too
+            pathctl = subprocess.Popen([env, "--server", self.d.addr, "--json", "watch", "clock", "--count", "1"],
+                                       stdout=subprocess.PIPE, text=True)
+            self.addCleanup(pathctl.stdout.close)
+            self.addCleanup(pathctl.wait, 15)
+            self.addCleanup(pathctl.kill)
+            self.assertEqual(json.loads(pathctl.stdout.readline())["kind"], "started")
         watcher = PathdClient(self.d.addr, timeout=20)
         self.addCleanup(watcher.close)
         watcher.watch(["clock"])
@@ -509,6 +518,9 @@ class ClockTest(DataDirTest):
         self.assertEqual(self.c.release_all("clock"), 2)
         ev = watcher.watch_next(timeout=10)
         self.assertEqual((ev["kind"], ev["agents"], ev["version"]), ("agents_released", [1, 2], started["version"]))
+        if pathctl:
+            got = json.loads(pathctl.stdout.readline())
+            self.assertEqual((got["kind"], got["agents"]), ("agents_released", [1, 2]))
         self.assertEqual(table(self.c, "clock")["agents"], 0)
         self.c.reserve_path("clock", 5, (1, 1), (1, 1), 0, 2.0)
         self.c.reserve_path("clock", 6, (10, 5), (10, 5), 100, 2.0)
