@@ -495,7 +495,13 @@ size_t pd_reservations_sweep(pd_reservations *set, const pd_scene *s, uint64_t n
              * the expiry is appended as an entry with the time it uses
              * (PD_OK, else tried again at the next sweep). */
             char msg[512];
-            if (pd_reservations_catch_up(set, &hold, msg, sizeof msg) == PD_OK) {
+            /* The scene's clock behind the last one this replica heard:
+             * it was forgotten since (ReleaseAgent all, or every agent
+             * gone) and another replica reserves on a new one, which this
+             * estimate knows nothing of - it would expire the new agents
+             * at once. That replica's own sweep times them. */
+            if (pd_reservations_catch_up(set, &hold, msg, sizeof msg) == PD_OK &&
+                pd_reserve_now(table) >= heard_game) {
                 pd_reserve_get_stats(table, &held);
                 ids = agents && held.agents ? malloc(held.agents * sizeof *ids) : NULL;
                 released = pd__expire_shared(set, &hold, now_game - ttl, ids);

@@ -821,6 +821,22 @@ class ReplicaClockTest(ReplicaBase):
         self.assertEqual(table(self.c[1], "door"), before)
 
 
+class ReplicaClockSweepTest(ReplicaBase):
+    """A replica's idle sweep estimates the game's time from the last t0_ms
+    it heard itself: once the scene's clock started over (ReleaseAgent all)
+    and another replica reserves from 0, that estimate is of the old clock
+    and must not expire the new agents (TTL_MS, 20 s: the sweep every
+    1.25 s; a legitimate expiry only 20 s after the last renewal)."""
+
+    def test_old_clock_sweeps_no_new_agent(self):
+        self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 500000, 2.0)
+        self.assertEqual(self.c[0].release_all("door"), 1)
+        self.c[1].reserve_path("door", 5, (10, 5), (10, 5), 0, 2.0)
+        time.sleep(4 * TTL_MS / 16 / 1000)
+        self.assertEqual(table(self.c[1], "door")["agents"], 1)
+        self.assertEqual(table(self.c[0], "door"), table(self.c[1], "door"))
+
+
 class ReplicaLimitTest(ReplicaBase):
     LIMITS = {"reservation_ttl_ms": TTL_MS, "max_agents_per_scene": 2, "max_reservation_window_ms": 60000}
 
