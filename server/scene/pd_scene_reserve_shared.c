@@ -218,8 +218,11 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
         const int64_t every = ttl / 16 > 0 ? ttl / 16 : 1;
         /* An empty table forgot its clock (pd_reserve_now): so does the
          * expiry's mark, or a clock started over would wait for the old
-         * one's time to come round again. */
-        if (stats.agents == 0)
+         * one's time to come round again. A clock below the mark was
+         * forgotten and started over through another replica (its
+         * ReleaseAgent all, or its expiry of the last agent) while this
+         * one's mark stayed: the same. */
+        if (stats.agents == 0 || now < e->maintained_ms)
             e->has_maintained = 0;
         const int maintain = ttl > 0 && now - ttl >= 0 && (!e->has_maintained || now - e->maintained_ms >= every);
         /* The agents it releases, listed before the entry is applied (the

@@ -820,6 +820,22 @@ class ReplicaClockTest(ReplicaBase):
         self.addCleanup(self.c[1].close)
         self.assertEqual(table(self.c[1], "door"), before)
 
+    def test_expiry_runs_on_the_new_clock_of_another_replica(self):
+        """A replica that reserved on the old clock kept its expiry's mark
+        (the old clock's time) when another replica released every agent
+        and reserved on a new clock below it: its ReservePaths never ran
+        the expiry again until the new clock passed the old mark, and an
+        agent the game had forgotten held its cells on every replica."""
+        self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 10000000, 2.0)
+        self.assertEqual(self.c[1].release_all("door"), 1)
+        self.c[1].reserve_path("door", 2, (10, 5), (10, 5), 1000000, 2.0)
+        # More than a TTL of game time after agent 2's renewal (far inside
+        # a TTL of wall time: no idle sweep takes part).
+        self.c[0].reserve_path("door", 3, (1, 5), (1, 5), 1000000 + TTL_MS + 5000, 2.0)
+        got = table(self.c[0], "door")
+        self.assertEqual({e[0] for e in got["entries"]}, {3})
+        self.assertEqual(got, table(self.c[1], "door"))
+
 
 class ReplicaClockSweepTest(ReplicaBase):
     """A replica's idle sweep estimates the game's time from the last t0_ms
