@@ -91,22 +91,25 @@ pd_status pd_reservations_clock_refusal(pd_reservations *set, const pd_reserve *
                                         int64_t t0_ms, char *msg, size_t len)
 {
     const int64_t ttl = pd_reservations_ttl_ms(set), now = pd_reserve_now(table);
+    /* Short enough for the longest scene name (63 bytes), t0 and clock
+     * (19 digits) and limit (10) in a reply's message (PD_REASON_MAX, 256
+     * bytes): cut there, the remedy at its end was lost. */
     switch (pd_reserve_clock_fits(table, t0_ms, ttl)) {
     case PD_RESERVE_CLOCK_OK:
         return PD_OK;
     case PD_RESERVE_CLOCK_AHEAD:
         snprintf(msg, len,
-                 "reserve_path.t0_ms %" PRId64 " is more than limits.max_clock_step_ms (%" PRId64 ") past the game "
-                 "clock of scene '%s' (%" PRId64 ") and would expire every agent there; send the game's time, or "
-                 "ReleaseAgent all first if it jumped",
-                 t0_ms, pd_reserve_get_limits(table)->max_clock_step_ms, scene, now);
+                 "reserve_path.t0_ms %" PRId64 " leads scene '%s''s clock %" PRId64
+                 " by over max_clock_step_ms (%" PRId64 ") and would expire every agent; ReleaseAgent all first "
+                 "if it jumped",
+                 t0_ms, scene, now, pd_reserve_get_limits(table)->max_clock_step_ms);
         break;
     case PD_RESERVE_CLOCK_BEHIND:
         snprintf(msg, len,
-                 "reserve_path.t0_ms %" PRId64 " is more than limits.reservation_ttl_ms (%" PRId64 ") before the "
-                 "game clock of scene '%s' (%" PRId64 "): the game's clock went back; a game that restarted its "
-                 "clock sends ReleaseAgent all first",
-                 t0_ms, ttl, scene, now);
+                 "reserve_path.t0_ms %" PRId64 " trails scene '%s''s clock %" PRId64
+                 " by over reservation_ttl_ms (%" PRId64 "): the game clock went back; ReleaseAgent all first "
+                 "if it restarted",
+                 t0_ms, scene, now, ttl);
         break;
     }
     return PD_INVALID_ARGUMENT;

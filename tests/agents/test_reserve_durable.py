@@ -450,7 +450,24 @@ class ClockTest(DataDirTest):
     anything changes; a game whose clock starts over releases every agent
     first (ReleaseAgent all), which forgets the clock, durably."""
 
-    SCENES = ["clock"]
+    # the longest scene name (PD_CONF_MAX_NAME less its NUL)
+    LONG = "match-" + "7" * 57
+    SCENES = ["clock", LONG]
+
+    def test_refusal_keeps_its_remedy_for_the_longest_scene_name(self):
+        """A refusal's message names the scene, t0, the clock and the limit,
+        then the remedy: with a long scene name and epoch-sized times it
+        passed the 256 bytes of a reply's message and was cut before the
+        remedy."""
+        self.c.reserve_path(self.LONG, 1, (1, 1), (1, 1), 10 ** 18, 2.0)
+        for t0, end in ((2 ** 60, "ReleaseAgent all first if it jumped"),
+                        (10 ** 18 - TTL_MS - 1, "ReleaseAgent all first if it restarted")):
+            with self.assertRaises(PathdError) as cm:
+                self.c.reserve_path(self.LONG, 2, (10, 5), (10, 5), t0, 2.0)
+            self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+            self.assertIn("'%s'" % self.LONG, cm.exception.message)
+            self.assertIn(str(t0), cm.exception.message)
+            self.assertTrue(cm.exception.message.endswith(end), cm.exception.message)
 
     def test_far_t0_refused_and_nobody_expires(self):
         """One t0 of 2**60 (a game bug, a fuzzed client) was taken as the
