@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pd_clock.h"
 #include "pd_reserve_shared.h"
 #include "pd_scene_reserve_internal.h"
 #include "pd_sipp.h"
@@ -56,6 +57,23 @@ pd_status pd_reservations_catch_up(pd_reservations *set, pd_reservations_hold *h
         snprintf(msg, len, "the reservations of scene '%s' cannot be read from the shared log (%.200s); try again",
                  e->name, err);
         return PD_UNAVAILABLE;
+    }
+    if (!e->read_once) {
+        /* Read from the log for the first time (a replica started): its
+         * idle time counts from now, its game time the log's, as file
+         * mode's replay counts a table's from the restart. Else a table
+         * that no ReservePath is taken for (every t0 refused against the
+         * clock read back, the game's having run on meanwhile) was never
+         * swept, and refused them for good. */
+        e->read_once = 1;
+        const int64_t now_game = pd_reserve_now(e->table);
+        pthread_mutex_lock(&set->lock);
+        if (!e->heard_ns) {
+            e->heard_game_ms = now_game;
+            e->heard_ns = pd_clock_ns();
+            e->swept_empty = 0;
+        }
+        pthread_mutex_unlock(&set->lock);
     }
     return PD_OK;
 }
@@ -179,8 +197,12 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
         memset(r, 0, sizeof *r);
         /* The clock check of file mode, on the table caught up: before
          * the append, so no replica takes the t0. */
-        if ((st = pd_reservations_clock_refusal(set, e->table, e->name, p->t0_ms, msg, len)) != PD_OK)
+        if ((st = pd_reservations_clock_refusal(set, e->table, e->name, p->t0_ms, msg, len)) != PD_OK) {
+            /* nor is it game time heard (as in file mode): a game that
+             * retries would put the idle sweep off for good */
+            hold->heard_ns = 0;
             return st;
+        }
         *was_cut = pd_reserve_was_cut(e->table, p->agent);
         /* the clear holds rule as file mode applies it (pd_yield_plan) */
         const pd_status planned = pd_yield_plan(yc, ctx, e->table, grid, p, y, r);

@@ -870,6 +870,38 @@ class ReplicaClockSweepTest(ReplicaBase):
         self.assertEqual(table(self.c[0], "door"), table(self.c[1], "door"))
 
 
+class ReplicaClockRestartTest(ReplicaBase):
+    """Both replicas restarted (a deploy) while the game's clock ran on past
+    max_clock_step_ms: the scene's clock, read back from the log, refuses
+    the game's t0 until its stale agents expire - by the idle sweep, which
+    times a table read from the log from that read, as file mode times a
+    replayed one from its restart. A refused t0 is no game time heard: the
+    game retrying does not put the sweep off."""
+
+    LIMITS = {"reservation_ttl_ms": 2000, "max_clock_step_ms": 10000, "max_reservation_window_ms": 60000}
+
+    def test_stale_clock_after_restart_expires_while_the_game_retries(self):
+        self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 100000, 2.0)
+        for i in range(2):
+            self.c[i].close()
+            self.d[i].restart()
+            self.c[i] = PathdClient(self.d[i].addr, timeout=20)
+            self.addCleanup(self.c[i].close)
+        refused, got = 0, None
+        deadline = time.monotonic() + 30  # the TTL is 2 s of real time
+        while got is None and time.monotonic() < deadline:
+            try:
+                got = self.c[0].reserve_path("door", 2, (10, 5), (10, 5), 200000, 2.0)
+            except PathdError as e:
+                self.assertEqual(e.status, "INVALID_ARGUMENT", e.message)
+                self.assertIn("max_clock_step_ms", e.message)
+                refused += 1
+                time.sleep(0.05)  # more often than the sweep's 125 ms
+        self.assertIsNotNone(got, "refused %d times in 30 s" % refused)
+        self.assertGreater(refused, 0)
+        self.assertEqual({e[0] for e in table(self.c[1], "door")["entries"]}, {2})
+
+
 class ReplicaLimitTest(ReplicaBase):
     LIMITS = {"reservation_ttl_ms": TTL_MS, "max_agents_per_scene": 2, "max_reservation_window_ms": 60000}
 
