@@ -37,7 +37,6 @@ typedef struct pd_reservations_entry {
     uint64_t rv;
     int64_t maintained_ms;
     int has_maintained;
-    int read_once;             /* caught up since this process started */
     /* Idle expiry (pd_reservations_idle), guarded by the set's lock and
      * written at the unlocks: the last game time a ReservePath brought,
      * when (pd_clock_ns; 0: none yet), when last swept, and whether a

@@ -58,23 +58,6 @@ pd_status pd_reservations_catch_up(pd_reservations *set, pd_reservations_hold *h
                  e->name, err);
         return PD_UNAVAILABLE;
     }
-    if (!e->read_once) {
-        /* Read from the log for the first time (a replica started): its
-         * idle time counts from now, its game time the log's, as file
-         * mode's replay counts a table's from the restart. Else a table
-         * that no ReservePath is taken for (every t0 refused against the
-         * clock read back, the game's having run on meanwhile) was never
-         * swept, and refused them for good. */
-        e->read_once = 1;
-        const int64_t now_game = pd_reserve_now(e->table);
-        pthread_mutex_lock(&set->lock);
-        if (!e->heard_ns) {
-            e->heard_game_ms = now_game;
-            e->heard_ns = pd_clock_ns();
-            e->swept_empty = 0;
-        }
-        pthread_mutex_unlock(&set->lock);
-    }
     return PD_OK;
 }
 
@@ -181,6 +164,28 @@ size_t pd_reservations_maintain(pd_reserve *table, int64_t ttl_ms, uint64_t **ag
     return ids ? n : 0;
 }
 
+/* A ReservePath's t0 the clock check refused (hold's table caught up). It
+ * is no game time heard, as in file mode: counted, a game retrying more
+ * often than the idle sweep's interval put the sweep off for good. But a
+ * table this replica has heard nothing of since it started (file mode's
+ * replay counts a table as heard at the restart) is timed from now, at
+ * the clock read back: else, both replicas restarted after the game's
+ * clock ran past max_clock_step_ms, the stale agents were never swept and
+ * every t0 was refused for good. */
+static void pd__refused_heard(pd_reservations *set, pd_reservations_hold *hold)
+{
+    pd_reservations_entry *e = hold->entry;
+    hold->heard_ns = 0;
+    const int64_t now_game = pd_reserve_now(e->table);
+    pthread_mutex_lock(&set->lock);
+    if (!e->heard_ns) {
+        e->heard_game_ms = now_game;
+        e->heard_ns = pd_clock_ns();
+        e->swept_empty = 0;
+    }
+    pthread_mutex_unlock(&set->lock);
+}
+
 pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_hold *hold, pd_sipp_ctx *ctx,
                                          pd_yield_ctx *yc, const pd_yield_params *y, const pd_grid *grid,
                                          const pd_sipp_params *p, pd_sipp_result *r, int *was_cut,
@@ -198,9 +203,7 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
         /* The clock check of file mode, on the table caught up: before
          * the append, so no replica takes the t0. */
         if ((st = pd_reservations_clock_refusal(set, e->table, e->name, p->t0_ms, msg, len)) != PD_OK) {
-            /* nor is it game time heard (as in file mode): a game that
-             * retries would put the idle sweep off for good */
-            hold->heard_ns = 0;
+            pd__refused_heard(set, hold);
             return st;
         }
         *was_cut = pd_reserve_was_cut(e->table, p->agent);
