@@ -874,9 +874,9 @@ class ReplicaClockRestartTest(ReplicaBase):
     """Both replicas restarted (a deploy) while the game's clock ran on past
     max_clock_step_ms: the scene's clock, read back from the log, refuses
     the game's t0 until its stale agents expire - by the idle sweep, which
-    times a table read from the log from that read, as file mode times a
-    replayed one from its restart. A refused t0 is no game time heard: the
-    game retrying does not put the sweep off."""
+    times a table not heard since the start from its first refusal, as file
+    mode times a replayed one from its restart. A refused t0 is no game
+    time heard: the game retrying does not put the sweep off."""
 
     LIMITS = {"reservation_ttl_ms": 2000, "max_clock_step_ms": 10000, "max_reservation_window_ms": 60000}
 
