@@ -761,6 +761,13 @@ pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64
     /* From here on nothing can fail. */
     pd__agent *a = &t->agents[slot];
     if (is_new) {
+        /* The first agent of an empty table: it has no clock, whatever a
+         * dump said (one written before tables forgot theirs - a
+         * compaction, a replicas' snapshot - carried the old game time,
+         * and a game whose clock started over had this agent expired by
+         * the next maintain). */
+        if (t->live_agents == 0)
+            t->now_ms = t->maintained_ms = t->gone_ms = 0;
         pd__agent_live(t, slot, agent);
     } else {
         pd__agent_truncate(t, slot, t0_ms);

@@ -186,7 +186,9 @@ uint64_t pd_reserve_collectable(const pd_reserve *t, int64_t before_ms);
  * reservations; this is what "now" means for expiry, and for an update
  * that names no time of its own. A table whose last agent goes forgets it
  * (0 again, and maintain is due at once): with no agent there is nothing
- * to compare a game time with, and the next replace sets it - so a game
+ * to compare a game time with, and the next replace sets it (whatever an
+ * old dump restored: pd_reserve_replace of an empty table's first agent
+ * starts from 0) - so a game
  * whose clock started over, or one bad t0 long gone, leaves no trace. */
 int64_t pd_reserve_now(const pd_reserve *t);
 

@@ -239,7 +239,10 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
                                                       .speed = p->speed });
         /* Expiry, as pd_reserve_maintain times it (once per sixteenth of
          * the TTL of game time), with the time it uses in the entry. */
-        const int64_t now = pd_reserve_now(e->table) > p->t0_ms ? pd_reserve_now(e->table) : p->t0_ms;
+        /* An empty table has no clock, whatever an old snapshot restored
+         * (pd_reserve_replace starts its first agent from 0) */
+        const int64_t clock = stats.agents ? pd_reserve_now(e->table) : 0;
+        const int64_t now = clock > p->t0_ms ? clock : p->t0_ms;
         const int64_t every = ttl / 16 > 0 ? ttl / 16 : 1;
         /* An empty table forgot its clock (pd_reserve_now): so does the
          * expiry's mark, or a clock started over would wait for the old

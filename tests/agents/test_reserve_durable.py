@@ -52,12 +52,14 @@ import random
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import unittest
+import zlib
 
 from pathd_client import PathdClient, PathdError, PathdTimeout
 
@@ -900,6 +902,36 @@ class ReplicaClockRestartTest(ReplicaBase):
         self.assertIsNotNone(got, "refused %d times in 30 s" % refused)
         self.assertGreater(refused, 0)
         self.assertEqual({e[0] for e in table(self.c[1], "door")["entries"]}, {2})
+
+
+class ReplicaOldClockTest(ReplicaBase):
+    """A table restored with a clock and no agent - an empty table's
+    snapshot written before tables forgot their clock carried the old game
+    time (here its CLOCK record, kind 10, as the scene's first stream entry)
+    - has no clock: the first ReservePath of a game whose clock started over
+    was expired by the expiry appended with it, reserved and lost at once."""
+
+    def redis_raw(self, *args):
+        """One command with binary arguments (RESP); the first line of the
+        answer."""
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        with socket.create_connection(("127.0.0.1", self.redis_port), timeout=10) as s:
+            s.sendall(out)
+            return s.recv(4096).split(b"\r\n")[0]
+
+    def test_restored_clock_of_an_empty_table_expires_nobody(self):
+        payload = struct.pack("<BB", 10, len(b"door")) + b"door" + struct.pack("<qq", 1000000, 1000000)
+        head = struct.pack("<I", len(payload))
+        record = head + struct.pack("<I", zlib.crc32(head + payload)) + payload
+        self.assertEqual(self.redis_raw("XADD", "pathd:{door}:resv", "0-1", "d", record), b"$3")
+        self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 0, 2.0)
+        self.c[1].reserve_path("door", 2, (10, 5), (10, 5), 100, 2.0)
+        got = table(self.c[0], "door")
+        self.assertEqual({e[0] for e in got["entries"]}, {1, 2})
+        self.assertEqual(got, table(self.c[1], "door"))
 
 
 class ReplicaLimitTest(ReplicaBase):

@@ -366,6 +366,27 @@ static void test_cut_mark_is_exported(void **unused)
     pd_reserve_destroy(r);
 }
 
+/* A dump written before tables forgot their clock (a compaction, a
+ * replicas' snapshot): an empty table's CLOCK still carried the old game
+ * time. Restored, a table with no agent had that clock, and the first
+ * agent of a game whose clock had started over was expired by the next
+ * maintain. */
+static void test_old_dump_of_an_empty_table(void **unused)
+{
+    (void)unused;
+    pd_reserve *r = pd_reserve_create(NULL);
+    const pd_reserve_op clock = { .kind = PD_RESERVE_OP_CLOCK, .at_ms = 1000000, .maintained_ms = 1000000 };
+    assert_int_equal(pd_reserve_restore(r, &clock, NULL), PD_OK);
+    assert_int_equal(pd_reserve_clock_fits(r, 0, 30000), PD_RESERVE_CLOCK_OK);
+    const pd_waypoint w = { 3, 3, 0, PD_RESERVE_FOREVER };
+    assert_int_equal(pd_reserve_replace(r, 7, 1, 0, &w, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_now(r), 0);
+    uint64_t gone[1];
+    assert_int_equal(pd_reserve_maintain(r, 30000, gone, 1, NULL), 0);
+    assert_int_not_equal(pd_reserve_agent_slot(r, 7), PD_RESERVE_NO_SLOT);
+    pd_reserve_destroy(r);
+}
+
 static void test_restore_refuses(void **unused)
 {
     (void)unused;
@@ -484,6 +505,7 @@ int main(void)
         cmocka_unit_test(test_oplog_replay_random),
         cmocka_unit_test(test_empty_agent_collect_logged),
         cmocka_unit_test(test_cut_mark_is_exported),
+        cmocka_unit_test(test_old_dump_of_an_empty_table),
         cmocka_unit_test(test_restore_refuses),
         cmocka_unit_test(test_file_rewrite),
     };
