@@ -817,7 +817,12 @@ pd_reserve_clock_fit pd_reserve_clock_fits(const pd_reserve *t, int64_t t0_ms, i
 {
     if (t->live_agents == 0)
         return PD_RESERVE_CLOCK_OK;
-    const int64_t step = t->limits.max_clock_step_ms;
+    /* A step within the TTL expires only agents already idle (as any
+     * ReservePath's expiry does): a TTL longer than the step (a slow game)
+     * is the limit then. */
+    const int64_t step = t->limits.max_clock_step_ms > 0 && ttl_ms > t->limits.max_clock_step_ms
+                             ? ttl_ms
+                             : t->limits.max_clock_step_ms;
     /* now_ms is a replace's t0 (0 .. PD_RESERVE_MAX_TIME) and a step or
      * TTL far below 2^62: with t0 > now, t0 - now cannot overflow for any
      * t0 a request brings, nor now - ttl. */

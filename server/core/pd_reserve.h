@@ -195,7 +195,8 @@ int64_t pd_reserve_now(const pd_reserve *t);
 /* Whether a request's game time t0_ms fits the table's clock, checked
  * before a request moves it (ReservePath's t0; pd_reserve_replace itself
  * takes any time, as replay and pd_yield need):
- *  - AHEAD: more than limits.max_clock_step_ms (when set) after
+ *  - AHEAD: more than limits.max_clock_step_ms (when set; ttl_ms when
+ *    that is longer: a step within it expires only idle agents) after
  *    pd_reserve_now: taken, it would make every other agent look idle
  *    and expire it;
  *  - BEHIND: more than ttl_ms (when > 0) before it: the agent would be

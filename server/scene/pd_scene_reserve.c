@@ -97,13 +97,16 @@ pd_status pd_reservations_clock_refusal(pd_reservations *set, const pd_reserve *
     switch (pd_reserve_clock_fits(table, t0_ms, ttl)) {
     case PD_RESERVE_CLOCK_OK:
         return PD_OK;
-    case PD_RESERVE_CLOCK_AHEAD:
+    case PD_RESERVE_CLOCK_AHEAD: {
+        /* the limit pd_reserve_clock_fits applied: a longer TTL's */
+        const int64_t step = pd_reserve_get_limits(table)->max_clock_step_ms;
+        const int by_ttl = ttl > step;
         snprintf(msg, len,
-                 "reserve_path.t0_ms %" PRId64 " leads scene '%s''s clock %" PRId64
-                 " by over max_clock_step_ms (%" PRId64 ") and would expire every agent; ReleaseAgent all first "
-                 "if it jumped",
-                 t0_ms, scene, now, pd_reserve_get_limits(table)->max_clock_step_ms);
+                 "reserve_path.t0_ms %" PRId64 " leads scene '%s''s clock %" PRId64 " by over %s (%" PRId64
+                 ") and would expire every agent; ReleaseAgent all first if it jumped",
+                 t0_ms, scene, now, by_ttl ? "reservation_ttl_ms" : "max_clock_step_ms", by_ttl ? ttl : step);
         break;
+    }
     case PD_RESERVE_CLOCK_BEHIND:
         snprintf(msg, len,
                  "reserve_path.t0_ms %" PRId64 " trails scene '%s''s clock %" PRId64

@@ -555,6 +555,27 @@ class ClockTest(DataDirTest):
         self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
 
 
+class ClockLongTtlTest(DataDirTest):
+    """A slow game's TTL (a day) longer than max_clock_step_ms (an hour): a
+    t0_ms two hours on expires nobody the clock renewed, and is taken; past
+    the TTL the refusal names the TTL, the limit it passed."""
+
+    DAY = 86400000
+    SCENES = ["clock"]
+    EXTRA = {"limits": {"reservation_ttl_ms": DAY, "max_clock_step_ms": 3600000,
+                        "max_reservation_window_ms": 60000}}
+
+    def test_a_step_within_the_ttl_is_taken(self):
+        self.c.reserve_path("clock", 1, (1, 1), (1, 1), 100000, 2.0)
+        self.c.reserve_path("clock", 2, (10, 5), (10, 5), 100000 + 7200000, 2.0)
+        self.assertEqual(table(self.c, "clock")["agents"], 2)
+        with self.assertRaises(PathdError) as cm:
+            self.c.reserve_path("clock", 3, (1, 5), (1, 5), 7300000 + self.DAY + 1, 2.0)
+        self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+        self.assertIn("by over reservation_ttl_ms (%d)" % self.DAY, cm.exception.message)
+        self.assertEqual(table(self.c, "clock")["agents"], 2)
+
+
 def expire_by_reserve_path(test, c, watch_c, d, scene="ttl"):
     """Agents 1 and 3 parked at 0, agent 1 reserving again at 5000 (TTL
     2000): the ReservePath releases 3, and watchers of the pathd it went

@@ -662,6 +662,28 @@ static void test_clock_forgotten_when_empty(void **state)
     pd_reserve_destroy(t);
 }
 
+/* A step within the TTL expires nobody the clock had renewed (only agents
+ * already idle, as any ReservePath's expiry does): a slow game with a TTL
+ * longer than max_clock_step_ms (a turn a day, the TTL a day) was refused
+ * its next turn two hours on, and stayed refused until the idle sweep had
+ * expired every agent a TTL of real time later. */
+static void test_clock_step_within_the_ttl(void **state)
+{
+    (void)state;
+    const pd_reserve_limits lim = { .max_clock_step_ms = 3600000 };
+    pd_reserve *t = pd_reserve_create(&lim);
+    const int64_t day = 86400000, hours2 = 7200000;
+    const pd_waypoint a[] = { wp(0, 0, 100000, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 100000, a, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 100000 + hours2, day), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 100000 + day, day), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 100000 + day + 1, day), PD_RESERVE_CLOCK_AHEAD);
+    /* The TTL shorter than the step: the step is the limit, as before. */
+    assert_int_equal(pd_reserve_clock_fits(t, 100000 + 3600000, 30000), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 100000 + 3600001, 30000), PD_RESERVE_CLOCK_AHEAD);
+    pd_reserve_destroy(t);
+}
+
 /* Expiry as the server runs it: pd_reserve_maintain on the table's own
  * "now" (the latest t0 heard of), at most once per ttl / 16. */
 static void test_table_maintain(void **state)
@@ -2647,6 +2669,7 @@ int main(void)
         cmocka_unit_test(test_plan_on_the_clock),
         cmocka_unit_test(test_table_maintain),
         cmocka_unit_test(test_clock_forgotten_when_empty),
+        cmocka_unit_test(test_clock_step_within_the_ttl),
         cmocka_unit_test(test_table_block_cells),
         cmocka_unit_test(test_table_random_ops),
         cmocka_unit_test_setup_teardown(test_head_on_with_pocket, setup, teardown),
