@@ -32,8 +32,10 @@ const char pathctl_reserve_usage[] =
     "                     reservations from game time MS and reserve it;\n"
     "                     --yield-after: once it stood MS, agents standing in\n"
     "                     its way may be moved aside (their plans printed)\n"
-    "  release --scene S --agent ID\n"
-    "                     write: drop every reservation of agent ID\n"
+    "  release --scene S --agent ID | --all\n"
+    "                     write: drop every reservation of agent ID; --all:\n"
+    "                     of every agent, and forget the scene's game clock\n"
+    "                     (a game whose clock starts over)\n"
     "  reservations --scene S [--rect X0,Y0,X1,Y1] [--from-ms T] [--to-ms T]\n"
     "        [--max N]    the reservations holding those cells in [T0, T1)\n";
 
@@ -43,6 +45,7 @@ typedef struct pr_args {
     const char *cmd;
     pdc_reserve_req req;
     int has_agent, has_from, has_to, has_t0, has_speed;
+    int all;                 /* release --all */
     int has_rect;
     pdc_xy rect_min, rect_max;
     int64_t from_ms, to_ms;
@@ -156,6 +159,8 @@ static int pr_parse(int argc, char **argv, pr_args *a)
             a->cmd = o;
         } else if (!strcmp(o, "--json")) {
             a->json = 1;
+        } else if (!strcmp(o, "--all")) {
+            a->all = 1;
         } else {
             if (i + 1 >= argc)
                 return pr_usage("%s needs a value", o);
@@ -167,7 +172,14 @@ static int pr_parse(int argc, char **argv, pr_args *a)
     if (!a->req.scene)
         return pr_usage("%s needs --scene", a->cmd);
     int reserve = !strcmp(a->cmd, "reserve");
-    if ((reserve || !strcmp(a->cmd, "release")) && !a->has_agent)
+    const int release = !strcmp(a->cmd, "release");
+    if (a->all && !release)
+        return pr_usage("%s takes no --all (release's: every agent of the scene)", a->cmd);
+    if (release && a->all && a->has_agent)
+        return pr_usage("%s takes --agent or --all, not both", a->cmd);
+    if (release && !a->has_agent && !a->all)
+        return pr_usage("%s needs --agent (or --all)", a->cmd);
+    if (reserve && !a->has_agent)
         return pr_usage("%s needs --agent", a->cmd);
     if (reserve && !(a->has_from && a->has_to && a->has_t0 && a->has_speed))
         return pr_usage("%s needs --from, --to, --t0 and --speed", a->cmd);
@@ -286,15 +298,22 @@ static int pr_reserve(pdc_conn *c, const pr_args *a)
 
 static int pr_release(pdc_conn *c, const pr_args *a)
 {
-    int released;
-    int st = pdc_release_agent(c, a->req.scene, a->req.agent, &released);
+    int released = 0;
+    uint64_t n = 0;
+    int st = a->all ? pdc_release_all(c, a->req.scene, &n) : pdc_release_agent(c, a->req.scene, a->req.agent, &released);
     if (st != PDC_OK)
         return pr_fail(a, c, st);
+    if (a->all)
+        released = n != 0;
     if (a->json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "status", "OK");
         cJSON_AddBoolToObject(o, "released", released);
+        if (a->all)
+            cJSON_AddNumberToObject(o, "agents_released", (double)n);
         pr_print(o);
+    } else if (a->all) {
+        printf("status OK agents_released %" PRIu64 "\n", n);
     } else {
         printf("status OK released %s\n", released ? "yes" : "no");
     }

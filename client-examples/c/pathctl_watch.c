@@ -138,7 +138,8 @@ static void pw_print_json(const pdc_watch_event *e)
                 cJSON_AddItemToArray(ids, cJSON_CreateNumber((double)e->agents[k]));
             cJSON_AddNumberToObject(o, "cut_at_ms", (double)e->cut_at_ms);
         }
-        if (e->kind == PDC_WATCH_AGENTS_DISPLACED || e->kind == PDC_WATCH_AGENTS_EXPIRED) {
+        if (e->kind == PDC_WATCH_AGENTS_DISPLACED || e->kind == PDC_WATCH_AGENTS_EXPIRED ||
+            e->kind == PDC_WATCH_AGENTS_RELEASED) {
             cJSON *ids = cJSON_AddArrayToObject(o, "agents");
             for (size_t k = 0; k < e->agent_count && ids; k++)
                 cJSON_AddItemToArray(ids, cJSON_CreateNumber((double)e->agents[k]));
@@ -173,7 +174,7 @@ static void pw_print_text(const pdc_watch_event *e)
     if (e->kind == PDC_WATCH_AGENTS_CUT)
         printf(" at %" PRId64, e->cut_at_ms);
     if (e->kind == PDC_WATCH_AGENTS_CUT || e->kind == PDC_WATCH_AGENTS_DISPLACED ||
-        e->kind == PDC_WATCH_AGENTS_EXPIRED) {
+        e->kind == PDC_WATCH_AGENTS_EXPIRED || e->kind == PDC_WATCH_AGENTS_RELEASED) {
         printf(" agents");
         for (size_t k = 0; k < e->agent_count; k++)
             printf("%c%" PRIu64, k ? ',' : ' ', e->agents[k]);

@@ -2740,26 +2740,45 @@ void pdc_reserve_result_free(pdc_reserve_result *r)
     r->n_displaced = 0;
 }
 
-int pdc_release_agent(pdc_conn *c, const char *scene, uint64_t agent, int *released)
+/* ReleaseAgent of one agent, or every agent with all: how many went. */
+static int pdc__release_agents(pdc_conn *c, const char *scene, uint64_t agent, int all, uint64_t *released)
 {
-    if (released)
-        *released = 0;
+    *released = 0;
     if (!c || !scene || !scene[0])
         return PDC_ERR_ARG;
     Pathd__V1__Request msg = PATHD__V1__REQUEST__INIT;
     Pathd__V1__ReleaseAgent body = PATHD__V1__RELEASE_AGENT__INIT;
     body.scene = (char *)scene;
     body.agent = agent;
+    body.all = all != 0;
     msg.body_case = PATHD__V1__REQUEST__BODY_RELEASE_AGENT;
     msg.release_agent = &body;
     Pathd__V1__Response *resp;
     int r = pdc__call_other(c, &msg, PATHD__V1__RESPONSE__BODY_RELEASE, &resp);
     if (r != PDC_OK)
         return r;
-    if (released)
-        *released = resp->release->released;
+    /* a server before agents_released says only whether any went */
+    *released = resp->release->agents_released ? resp->release->agents_released : resp->release->released != 0;
     pathd__v1__response__free_unpacked(resp, NULL);
     return PDC_OK;
+}
+
+int pdc_release_agent(pdc_conn *c, const char *scene, uint64_t agent, int *released)
+{
+    uint64_t n;
+    const int r = pdc__release_agents(c, scene, agent, 0, &n);
+    if (released)
+        *released = n != 0;
+    return r;
+}
+
+int pdc_release_all(pdc_conn *c, const char *scene, uint64_t *released)
+{
+    uint64_t n;
+    const int r = pdc__release_agents(c, scene, 0, 1, &n);
+    if (released)
+        *released = n;
+    return r;
 }
 
 int pdc_reservations(pdc_conn *c, const char *scene, int has_rect, pdc_xy rect_min, pdc_xy rect_max,
@@ -3451,7 +3470,8 @@ int pdc_batch(pdc_conn *c, const pdc_query *q, size_t n, pdc_query_result *out)
 const char *pdc_watch_kind_name(int kind)
 {
     static const char *const names[] = { "started", "updated", "replaced", "instanced", "dropped", "ended",
-                                           "agents_cut", "agents_displaced", "agents_expired" };
+                                           "agents_cut", "agents_displaced", "agents_expired",
+                                           "agents_released" };
     return kind >= 0 && kind < (int)(sizeof names / sizeof names[0]) ? names[kind] : "unknown";
 }
 

@@ -650,6 +650,9 @@ void pdc_reserve_result_free(pdc_reserve_result *r);
 
 /* ReleaseAgent (write role): *released is 1 when the agent had reservations. */
 int pdc_release_agent(pdc_conn *c, const char *scene, uint64_t agent, int *released);
+/* ReleaseAgent with all (write role): every agent of the scene, and its game
+ * clock forgotten (a game whose clock starts over); *released: how many. */
+int pdc_release_all(pdc_conn *c, const char *scene, uint64_t *released);
 
 typedef struct pdc_reservation {
     uint64_t agent;
@@ -885,10 +888,13 @@ typedef enum pdc_watch_kind {
     PDC_WATCH_AGENTS_EXPIRED = 8, /* reservation_ttl_ms released these `agents` (not
                                    renewed within it; the scene at `version`): they
                                    hold nothing now (a long list: several events) */
+    PDC_WATCH_AGENTS_RELEASED = 9, /* ReleaseAgent all released these `agents` (every
+                                   agent of the scene; its game clock starts over) */
 } pdc_watch_kind;
 
 /* "started", "updated", "replaced", "instanced", "dropped", "ended",
- * "agents_cut", "agents_displaced", "agents_expired"; "unknown" otherwise. */
+ * "agents_cut", "agents_displaced", "agents_expired", "agents_released";
+ * "unknown" otherwise. */
 const char *pdc_watch_kind_name(int kind);
 
 /* One operation of an update, as a watcher hears it. */

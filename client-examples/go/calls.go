@@ -315,6 +315,14 @@ func (c *Client) ReleaseAgent(ctx context.Context, m *pb.ReleaseAgent) (*pb.Rele
 	return single(ctx, c, &pb.Request{Body: &pb.Request_ReleaseAgent{ReleaseAgent: m}}, (*pb.Response).GetRelease)
 }
 
+// ReleaseAll releases every agent of the scene and forgets its game clock
+// (role write): a game whose clock starts over calls it first, or its
+// t0_ms from 0 are refused. AgentsReleased says how many went; watchers
+// hear AGENTS_RELEASED.
+func (c *Client) ReleaseAll(ctx context.Context, scene string) (*pb.ReleaseResult, error) {
+	return c.ReleaseAgent(ctx, &pb.ReleaseAgent{Scene: scene, All: true})
+}
+
 // GetReservations lists the reservations holding cells of a rectangle over a
 // time range, with the table's size: for debugging, drawing and tests.
 func (c *Client) GetReservations(ctx context.Context, m *pb.GetReservations) (*pb.ReservationList, error) {

@@ -340,6 +340,22 @@ func TestReservations(t *testing.T) {
 	list, err = c.GetReservations(ctx, &pb.GetReservations{Scene: scene})
 	mustf(t, err == nil && list.Agents == 0 && len(list.Entries) == 0, "after the release: %v %v", err, list)
 
+	// Every agent at once, and the scene's clock with them: a clock from 0
+	// is refused while agents reserved at 100000 are held, taken after.
+	for i, at := range [][2]int32{{0, 0}, {4, 0}} {
+		_, err = c.ReservePath(ctx, &pb.ReservePath{Scene: scene, Agent: uint64(5 + i), Start: Cell(at[0], at[1]),
+			Goal: Cell(at[0], at[1]), T0Ms: 100000, Speed: 2})
+		mustf(t, err == nil, "agent %d at 100000: %v", 5+i, err)
+	}
+	_, err = c.ReservePath(ctx, &pb.ReservePath{Scene: scene, Agent: 7, Start: Cell(1, 2), Goal: Cell(1, 2), Speed: 2})
+	mustf(t, IsStatus(err, pb.Status_INVALID_ARGUMENT), "a clock gone back: %v", err)
+	rel, err = c.ReleaseAll(ctx, scene)
+	mustf(t, err == nil && rel.Released && rel.AgentsReleased == 2, "release all: %v %v", err, rel)
+	_, err = c.ReservePath(ctx, &pb.ReservePath{Scene: scene, Agent: 7, Start: Cell(1, 2), Goal: Cell(1, 2), Speed: 2})
+	mustf(t, err == nil, "the clock from 0 after release all: %v", err)
+	rel, err = c.ReleaseAll(ctx, scene)
+	mustf(t, err == nil && rel.AgentsReleased == 1, "release all again: %v %v", err, rel)
+
 	for _, req := range []*pb.Request{{Body: &pb.Request_ReservePath{}}, {Body: &pb.Request_ReleaseAgent{}},
 		{Body: &pb.Request_Reservations{}}} {
 		mustf(t, weightOf(req) == 1, "%T takes one in-flight slot on the server", req.Body)

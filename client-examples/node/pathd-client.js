@@ -587,9 +587,11 @@ function reservePathOp(scene, agent, start, goal, t0Ms, speed, options = {}) {
   }, { accept: OK_PARTIAL });
 }
 
-function releaseAgentOp(scene, agent) {
+function releaseAgentOp(scene, agent, all = false) {
   checkScene(scene);
-  return op({ releaseAgent: { scene, agent } }, single('release', (m) => ({ released: m.released })));
+  return op({ releaseAgent: { scene, agent, all } }, single('release', (m) => ({
+    released: m.released, agents_released: Number(m.agentsReleased),
+  })));
 }
 
 function reservationsOp(scene, { rect = null, fromMs = 0, toMs = 0, maxEntries = 0 } = {}) {
@@ -803,7 +805,7 @@ function batchOp(items) {
 const WATCH_KINDS = {
   WATCH_STARTED: 'started', SCENE_UPDATED: 'updated', SCENE_REPLACED: 'replaced',
   SCENE_INSTANCED: 'instanced', SCENE_DROPPED: 'dropped', WATCH_ENDED: 'ended', AGENTS_CUT: 'agents_cut',
-  AGENTS_DISPLACED: 'agents_displaced', AGENTS_EXPIRED: 'agents_expired',
+  AGENTS_DISPLACED: 'agents_displaced', AGENTS_EXPIRED: 'agents_expired', AGENTS_RELEASED: 'agents_released',
 };
 const OP_NAMES = { UPDATE_BLOCK: 'blocked', UPDATE_PASS: 'passable', UPDATE_COST: 'cost', UPDATE_RESTORE: 'restore' };
 const rect = (r) => [r.min.x, r.min.y, r.max.x, r.max.y];
@@ -829,7 +831,9 @@ function watchEvent(response) {
       e.agents = ev.agents.map(Number);
       e.cut_at_ms = Number(ev.cutAtMs);
     }
-    if (ev.kind === 'AGENTS_DISPLACED' || ev.kind === 'AGENTS_EXPIRED') e.agents = ev.agents.map(Number);
+    if (ev.kind === 'AGENTS_DISPLACED' || ev.kind === 'AGENTS_EXPIRED' || ev.kind === 'AGENTS_RELEASED') {
+      e.agents = ev.agents.map(Number);
+    }
   } else {
     e.message = errorMessage(response);
   }
@@ -1815,6 +1819,13 @@ class PathdClient {
     return (await this._call(releaseAgentOp(scene, agent))).released;
   }
 
+  /* Write role: releases every agent of scene and forgets its game clock
+   * (a game whose clock starts over calls it first); resolves with how
+   * many agents were released. Watchers hear agents_released. */
+  async releaseAll(scene) {
+    return (await this._call(releaseAgentOp(scene, 0, true))).agents_released;
+  }
+
   /* The reservations holding any cell of rect [[x0, y0], [x1, y1]] (null:
    * the whole scene) at some time of [fromMs, toMs) (toMs 0: no end):
    * { entries [{ agent, x, y, width, height, t0_ms, t1_ms }], matching,
@@ -1922,13 +1933,13 @@ class PathdClient {
   /* The next event of any watch on this connection, as the object pathctl
    * watch --json prints: { status ('WATCH_OVERFLOW' ends the watch),
    * watch, kind ('started', 'updated', 'replaced', 'instanced', 'dropped',
-   * 'ended', 'agents_cut', 'agents_displaced', 'agents_expired'), scene, version, changed
+   * 'ended', 'agents_cut', 'agents_displaced', 'agents_expired', 'agents_released'), scene, version, changed
    * [x0, y0, x1, y1] or null, and for an update cells_changed and ops [{
    * set, cost, bounds, cells }], instance, for agents_cut agents
    * (ascending) and cut_at_ms (after the 'updated' of the update that cut
    * them), for agents_displaced agents (ascending: a ReservePath moved
    * them aside), for agents_expired agents (ascending: reservation_ttl_ms
-   * released them), final }. Rejects with PathdTimeout after timeoutMs (default the
+   * released them) and agents_released (ReleaseAgent all released them), final }. Rejects with PathdTimeout after timeoutMs (default the
    * client's), PathdError IDLE when no watch is open and none is queued,
    * PathdDisconnected when the connection went. */
   watchNext({ timeoutMs = this.timeoutMs } = {}) {
@@ -2036,7 +2047,7 @@ class PathdClient {
  * answered once. Watches, cancel and auth belong to one connection and
  * stay on PathdClient. */
 const POOLED = ['findPath', 'findRoute', 'updateCells', 'createScene', 'createInstance', 'dropScene',
-  'reservePath', 'releaseAgent', 'reservations',
+  'reservePath', 'releaseAgent', 'releaseAll', 'reservations',
   'sceneGridBand', 'sceneGrid', 'ping', 'scenes', 'sceneInfo', 'stats', 'limits', 'reload',
   ...Object.keys(QUERIES), 'batch'];
 

@@ -690,11 +690,13 @@ def _reserve_path_op(scene, agent, start, goal, t0_ms, speed, unit_size=0, windo
     return _op(request, finish, accept=_OK_PARTIAL)
 
 
-def _release_agent_op(scene, agent):
+def _release_agent_op(scene, agent, release_all=False):
     _check_scene(scene)
     request = pb.Request()
     request.release_agent.scene, request.release_agent.agent = scene, int(agent)
-    return _op(request, _single("release", lambda m: {"released": m.released}))
+    request.release_agent.all = release_all
+    return _op(request, _single("release", lambda m: {"released": m.released,
+                                                       "agents_released": m.agents_released}))
 
 
 def _reservations_op(scene, rect=None, from_ms=0, to_ms=0, max_entries=0):
@@ -995,7 +997,7 @@ def _scene_info_op(scene, min_version=0):
 
 
 _WATCH_KINDS = ("started", "updated", "replaced", "instanced", "dropped", "ended", "agents_cut",
-                "agents_displaced", "agents_expired")
+                "agents_displaced", "agents_expired", "agents_released")
 _OP_NAMES = {pb.UPDATE_BLOCK: "blocked", pb.UPDATE_PASS: "passable", pb.UPDATE_COST: "cost",
              pb.UPDATE_RESTORE: "restore"}
 
@@ -1022,7 +1024,7 @@ def _watch_event(response):
         if ev.kind == pb.AGENTS_CUT:
             d["agents"] = list(ev.agents)
             d["cut_at_ms"] = ev.cut_at_ms
-        if ev.kind in (pb.AGENTS_DISPLACED, pb.AGENTS_EXPIRED):
+        if ev.kind in (pb.AGENTS_DISPLACED, pb.AGENTS_EXPIRED, pb.AGENTS_RELEASED):
             d["agents"] = list(ev.agents)
     else:
         d["message"] = _message(response)
@@ -1354,6 +1356,12 @@ class _Api:
     def release_agent(self, scene, agent):
         """Write role: drops every reservation of agent; True when it had any."""
         return self._call(_release_agent_op(scene, agent))["released"]
+
+    def release_all(self, scene):
+        """Write role: releases every agent of scene and forgets its game
+        clock (a game whose clock starts over calls it first); how many
+        agents were released. Watchers hear agents_released."""
+        return self._call(_release_agent_op(scene, 0, release_all=True))["agents_released"]
 
     def reservations(self, scene, rect=None, from_ms=0, to_ms=0, max_entries=0):
         """The reservations holding any cell of rect ((x0, y0), (x1, y1);
@@ -2573,14 +2581,15 @@ class PathdClient(_Api):
         timeout seconds (default: the client's), as the dict pathctl watch
         --json prints: status ("WATCH_OVERFLOW" ends the watch), watch,
         kind ("started", "updated", "replaced", "instanced", "dropped",
-        "ended", "agents_cut", "agents_displaced", "agents_expired"), scene, version,
+        "ended", "agents_cut", "agents_displaced", "agents_expired", "agents_released"), scene, version,
         changed [x0, y0, x1, y1] or None, cells_changed and ops [{set, cost,
         bounds, cells}] for an update, instance, agents (ascending) and
         cut_at_ms for agents_cut (the update that made version cut their
         reservations; it follows that update's "updated"), agents
         (ascending) for agents_displaced (a ReservePath moved them aside;
-        its answer's displaced holds their plans) and for agents_expired
-        (reservation_ttl_ms released them), final. Raises PathdTimeout, PathdError("IDLE") when no
+        its answer's displaced holds their plans), for agents_expired
+        (reservation_ttl_ms released them) and for agents_released
+        (ReleaseAgent all released them), final. Raises PathdTimeout, PathdError("IDLE") when no
         watch is open and none is queued, PathdDisconnected."""
         wait = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + wait

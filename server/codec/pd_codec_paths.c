@@ -764,6 +764,17 @@ static pd_status pd__decode_release_agent_body(const Pathd__V1__Request *req_m, 
     pd_status st = pd__decode_scene_name(m->scene, "release_agent.scene", req->u.reserve.scene, err, errlen);
     if (st != PD_OK)
         return st;
+    if (m->all) {
+        /* An agent named beside all is a client's mistake either way:
+         * which one did it mean? */
+        if (m->agent != 0) {
+            pd_set_err(err, errlen, "release_agent.agent %llu with release_agent.all: all releases every agent, "
+                       "send agent 0 with it (or all false to release this one)", (unsigned long long)m->agent);
+            return PD_INVALID_ARGUMENT;
+        }
+        req->u.reserve.all = 1;
+        return PD_OK;
+    }
     return pd__decode_agent(m->agent, "release_agent.agent", &req->u.reserve, err, errlen);
 }
 
@@ -890,6 +901,7 @@ static uint8_t *pd__encode_release_job(const pd_job *job, size_t *len)
         return pd__reserve_error(job, rj, len);
     Pathd__V1__ReleaseResult m = PATHD__V1__RELEASE_RESULT__INIT;
     m.released = rj->released != 0;
+    m.agents_released = rj->n_released;
     return pd__encode_ok(job->task.tag, PATHD__V1__RESPONSE__BODY_RELEASE, &m, len);
 }
 

@@ -492,7 +492,7 @@ static void pd__watch_msg_fill(pd__watch_msg *w, uint64_t id, const pd_watch_eve
     m->n_ops = n;
     m->ops = w->opp;
     if (ev->kind == PD_WATCH_AGENTS_CUT || ev->kind == PD_WATCH_AGENTS_DISPLACED ||
-        ev->kind == PD_WATCH_AGENTS_EXPIRED) {
+        ev->kind == PD_WATCH_AGENTS_EXPIRED || ev->kind == PD_WATCH_AGENTS_RELEASED) {
         m->n_agents = ev->n_agents < PD_WATCH_MAX_AGENTS ? ev->n_agents : PD_WATCH_MAX_AGENTS;
         m->agents = (uint64_t *)ev->agents;
         m->cut_at_ms = ev->cut_at_ms;

@@ -73,6 +73,8 @@
  *       "max_reservation_entries": 1000000, 0 (none) .. 2^32 - 1: reserved waits and moves per scene
  *       "max_reservation_window_ms": 60000, 0 (none) .. 86400000: longest ReservePath window
  *       "max_agent_bytes": 1048576,      0 (none) .. 1 GiB: one agent's reservations
+ *       "max_clock_step_ms": 3600000,    0 (none) .. 2^32 - 1: how far (game ms) a ReservePath's
+ *                                        t0_ms may lead its scene's clock while agents are held
  *       "max_scenes": 100000,            1 .. 1000000: scenes served, config and run time
  *       "max_scene_cells": 16777216,     1 .. 2^28: cells of one scene CreateScene makes
  *       "max_scene_bytes": 4294967296    1 MiB .. 2^53: all scene snapshots together
@@ -189,6 +191,7 @@ const pd_conf pd_conf_defaults = {
     .max_reservation_entries = 1000000,
     .max_reservation_window_ms = 60000,
     .max_agent_bytes = 1024u * 1024u,
+    .max_clock_step_ms = 3600000,
     .log_level = PD_LOG_INFO,
     .data_dir = "",
     .journal_fsync = PD_CONF_FSYNC_EVERYSEC,
@@ -385,6 +388,7 @@ static const pd__limit pd__limits[] = {
     PD__LIMIT(max_reservation_entries, 0, 4.0 * PD__GIB - 1),
     PD__LIMIT(max_reservation_window_ms, 0, 86400000),
     PD__LIMIT(max_agent_bytes, 0, PD__GIB),
+    PD__LIMIT(max_clock_step_ms, 0, 4.0 * PD__GIB - 1),
     PD__LIMIT(max_behind_wait_ms, 0, 60000),
     PD__LIMIT(max_append_attempts, 1, 100),
 };
@@ -401,8 +405,8 @@ static int pd__parse_limits(const pd__ctx *ctx, const cJSON *obj, const char *pa
         "max_scene_bytes", "watch_buffer_bytes", "max_watch_scenes", "max_watchers",
         "max_watches_per_conn", "metrics_scene_series", "reservation_ttl_ms", "reservation_clear_holds",
         "max_agents_per_scene",
-        "max_reservation_entries", "max_reservation_window_ms", "max_agent_bytes", "max_behind_wait_ms",
-        "max_append_attempts", NULL,
+        "max_reservation_entries", "max_reservation_window_ms", "max_agent_bytes", "max_clock_step_ms",
+        "max_behind_wait_ms", "max_append_attempts", NULL,
     };
     char child[PD_CONF_JSON_PATH_MAX];
     if (!cJSON_IsObject(obj))

@@ -203,6 +203,11 @@ typedef struct pd_conf {
                                         0 = no limit */
     uint32_t max_agent_bytes;        /* 1 MiB: accounted bytes of one agent's
                                         reservations; 0 = no limit */
+    uint32_t max_clock_step_ms;      /* 3600000 (game time): how far a ReservePath's
+                                        t0_ms may lead its scene's clock while the
+                                        scene holds agents (a t0 past it would expire
+                                        them all; a longer reservation_ttl_ms
+                                        is the limit then); 0 = no limit */
     pd_log_level log_level;          /* info */
     int jump_point_search;           /* 1: workers answer with JPS where it applies
                                         (uniform 8-connected grids, no avoid/window/

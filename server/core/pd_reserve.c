@@ -429,6 +429,11 @@ static void pd__agent_remove(pd_reserve *t, uint32_t slot)
     *a = (pd__agent){ .e = keep, .cap = keep ? a->cap : 0u, .next_free = t->free_agent };
     t->free_agent = slot;
     t->live_agents--;
+    /* The last agent gone: the table forgets its clock (pd_reserve_now).
+     * Kept, one bad t0 - or a game clock that started over - would expire
+     * every agent reserved after it, and a replay does the same here. */
+    if (t->live_agents == 0)
+        t->now_ms = t->maintained_ms = t->gone_ms = 0;
 }
 
 /* ---- public ---- */
@@ -756,6 +761,13 @@ pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64
     /* From here on nothing can fail. */
     pd__agent *a = &t->agents[slot];
     if (is_new) {
+        /* The first agent of an empty table: it has no clock, whatever a
+         * dump said (one written before tables forgot theirs - a
+         * compaction, a replicas' snapshot - carried the old game time,
+         * and a game whose clock started over had this agent expired by
+         * the next maintain). */
+        if (t->live_agents == 0)
+            t->now_ms = t->maintained_ms = t->gone_ms = 0;
         pd__agent_live(t, slot, agent);
     } else {
         pd__agent_truncate(t, slot, t0_ms);
@@ -781,6 +793,44 @@ int pd_reserve_release(pd_reserve *t, uint64_t agent)
     pd__agent_remove(t, slot);
     pd__observe(t, &(pd_reserve_op){ .kind = PD_RESERVE_OP_RELEASE, .agent = agent });
     return 1;
+}
+
+size_t pd_reserve_release_all(pd_reserve *t, uint64_t *out, size_t cap)
+{
+    size_t n = 0;
+    for (uint32_t slot = 0; slot < t->n_agents; slot++)
+        if (t->agents[slot].live) {
+            if (n < cap)
+                out[n] = t->agents[slot].id;
+            n++;
+            pd__agent_remove(t, slot);
+        }
+    /* An empty table forgets its clock as its last agent goes; one that
+     * held none forgets it here too (nothing else could have set it). */
+    t->now_ms = t->maintained_ms = t->gone_ms = 0;
+    if (n)
+        pd__observe(t, &(pd_reserve_op){ .kind = PD_RESERVE_OP_RELEASE_ALL });
+    return n;
+}
+
+pd_reserve_clock_fit pd_reserve_clock_fits(const pd_reserve *t, int64_t t0_ms, int64_t ttl_ms)
+{
+    if (t->live_agents == 0)
+        return PD_RESERVE_CLOCK_OK;
+    /* A step within the TTL expires only agents already idle (as any
+     * ReservePath's expiry does): a TTL longer than the step (a slow game)
+     * is the limit then. */
+    const int64_t step = t->limits.max_clock_step_ms > 0 && ttl_ms > t->limits.max_clock_step_ms
+                             ? ttl_ms
+                             : t->limits.max_clock_step_ms;
+    /* now_ms is a replace's t0 (0 .. PD_RESERVE_MAX_TIME) and a step or
+     * TTL far below 2^62: with t0 > now, t0 - now cannot overflow for any
+     * t0 a request brings, nor now - ttl. */
+    if (step > 0 && t0_ms > t->now_ms && t0_ms - t->now_ms > step)
+        return PD_RESERVE_CLOCK_AHEAD;
+    if (ttl_ms > 0 && t0_ms < t->now_ms - ttl_ms)
+        return PD_RESERVE_CLOCK_BEHIND;
+    return PD_RESERVE_CLOCK_OK;
 }
 
 int pd_reserve_touch(pd_reserve *t, uint64_t agent, int64_t now_ms)
@@ -900,8 +950,11 @@ size_t pd_reserve_maintain(pd_reserve *t, int64_t ttl_ms, uint64_t *out, size_t 
     if (!pd_reserve_maintain_due(t, ttl_ms))
         return 0;
     t->maintained_ms = t->now_ms;
-    const size_t n = pd_reserve_expire(t, t->now_ms - ttl_ms, out, cap);
-    const uint64_t c = pd_reserve_collect(t, t->now_ms - ttl_ms);
+    /* Taken before the expiry, which may empty the table and so forget
+     * its clock: the collect uses the same time (a replay applies both). */
+    const int64_t before = t->now_ms - ttl_ms;
+    const size_t n = pd_reserve_expire(t, before, out, cap);
+    const uint64_t c = pd_reserve_collect(t, before);
     if (collected)
         *collected = c;
     return n;

@@ -77,6 +77,8 @@ typedef struct pd_reserve_limits {
     int64_t max_window_ms;     /* longest ReservePath window; with a limit set,
                                   window 0 ("all the way") is past it */
     uint64_t max_agent_bytes;  /* accounted bytes of one agent (see above) */
+    int64_t max_clock_step_ms; /* how far a request's t0 may lead pd_reserve_now
+                                  (pd_reserve_clock_fit); not a change's limit */
 } pd_reserve_limits;
 
 typedef enum pd_reserve_limit {
@@ -157,6 +159,12 @@ pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64
  * Returns 1 when it was in the table, 0 otherwise. */
 int pd_reserve_release(pd_reserve *t, uint64_t agent);
 
+/* Removes every agent (ReleaseAgent with all: a game that starts its clock
+ * over), which forgets the table's clock. Their ids, in slot order, go to
+ * out[0..cap); returns how many were removed (may exceed cap). Told to the
+ * observer as PD_RESERVE_OP_RELEASE_ALL when any was. */
+size_t pd_reserve_release_all(pd_reserve *t, uint64_t *out, size_t cap);
+
 /* Renews agent at now_ms without changing its plan (a parked agent that is
  * still there). Returns 1 when it was in the table. */
 int pd_reserve_touch(pd_reserve *t, uint64_t agent, int64_t now_ms);
@@ -176,8 +184,30 @@ uint64_t pd_reserve_collectable(const pd_reserve *t, int64_t before_ms);
  * replace or now_ms of a touch (0 before any), less the replaces that
  * pd_reserve_set_renewed took back (a holder moved aside). pathd keeps no clock for
  * reservations; this is what "now" means for expiry, and for an update
- * that names no time of its own. */
+ * that names no time of its own. A table whose last agent goes forgets it
+ * (0 again, and maintain is due at once): with no agent there is nothing
+ * to compare a game time with, and the next replace sets it (whatever an
+ * old dump restored: pd_reserve_replace of an empty table's first agent
+ * starts from 0) - so a game
+ * whose clock started over, or one bad t0 long gone, leaves no trace. */
 int64_t pd_reserve_now(const pd_reserve *t);
+
+/* Whether a request's game time t0_ms fits the table's clock, checked
+ * before a request moves it (ReservePath's t0; pd_reserve_replace itself
+ * takes any time, as replay and pd_yield need):
+ *  - AHEAD: more than limits.max_clock_step_ms (when set; ttl_ms when
+ *    that is longer: a step within it expires only idle agents) after
+ *    pd_reserve_now: taken, it would make every other agent look idle
+ *    and expire it;
+ *  - BEHIND: more than ttl_ms (when > 0) before it: the agent would be
+ *    acknowledged and then expired by the next check.
+ * OK whenever the table holds no agent (it has no clock then). */
+typedef enum pd_reserve_clock_fit {
+    PD_RESERVE_CLOCK_OK = 0,
+    PD_RESERVE_CLOCK_AHEAD,
+    PD_RESERVE_CLOCK_BEHIND,
+} pd_reserve_clock_fit;
+pd_reserve_clock_fit pd_reserve_clock_fits(const pd_reserve *t, int64_t t0_ms, int64_t ttl_ms);
 
 /*
  * Expiry (the config's reservation_ttl_ms): with now = pd_reserve_now,
@@ -368,6 +398,9 @@ typedef enum pd_reserve_op_kind {
      * pd_reserve_restore applies (the log's compaction, pd_reserve_log.h). */
     PD_RESERVE_OP_CLOCK,         /* at_ms = pd_reserve_now, maintained_ms */
     PD_RESERVE_OP_RESTORE,       /* agent, at_ms = renewed, speed, was_cut, raw[0..n) */
+    /* A change again, numbered after the others: the kinds are the log's
+     * record tags (pd_reserve_log.h), which must keep their numbers. */
+    PD_RESERVE_OP_RELEASE_ALL,   /* (pd_reserve_release_all) */
 } pd_reserve_op_kind;
 
 /* One of an agent's entries as the table keeps it (see "Layout" above): a

@@ -420,6 +420,7 @@ static void pd__server_scene_caps(pd_server *s)
         .max_entries = s->conf.max_reservation_entries,
         .max_window_ms = s->conf.max_reservation_window_ms,
         .max_agent_bytes = s->conf.max_agent_bytes,
+        .max_clock_step_ms = s->conf.max_clock_step_ms,
     };
     pd_reservations_set_limits(pd_registry_reservations(s->registry), &rl, s->conf.reservation_ttl_ms,
                                s->conf.reservation_clear_holds);

@@ -289,10 +289,10 @@ static int pd__announce_to(pd_server *s, pd__topic *t, pd__event_bytes *eb)
         pd__watch *w = sub->watch;
         hub->work.visits++;
         /* An instance, agents moved aside by a ReservePath, or released
-         * by expiry happen at a version without making one: a
-         * subscription made at that version has not heard of them yet. */
+         * by expiry or ReleaseAgent all happen at a version without making
+         * one: a subscription made at that version has not heard of them yet. */
         int at_version = ev->kind == PD_WATCH_INSTANCED || ev->kind == PD_WATCH_AGENTS_DISPLACED ||
-                         ev->kind == PD_WATCH_AGENTS_EXPIRED;
+                         ev->kind == PD_WATCH_AGENTS_EXPIRED || ev->kind == PD_WATCH_AGENTS_RELEASED;
         int due = sub->stamp != seq &&
                   (dropped || (at_version ? ev->version >= sub->baseline : ev->version > sub->baseline));
         sub->stamp = seq;

@@ -2,7 +2,9 @@
  * pd_kind_reserve.c - the reservation family's kinds: ReservePath (plan
  * with SIPP around the other agents' holds and reserve, pd_sipp.h; clear
  * holds and, when the request sets yield_after_ms, standing agents moved
- * out of its way, pd_yield.h), ReleaseAgent and GetReservations; and the
+ * out of its way, pd_yield.h; a t0_ms the scene's game clock cannot take
+ * refused first, pd_reservations_clock_refusal), ReleaseAgent (one agent,
+ * or with all every agent: AGENTS_RELEASED) and GetReservations; and the
  * sweep of an idle scene's table that the server's timer posts. Each runs
  * as an ordered task in its
  * scene's lane, the lane UpdateCells' cuts run in, so one scene's
@@ -140,6 +142,7 @@ static void pd__reserve_release(pd_job *job)
     pd__drop_plans(rj);
     free(rj->entries);
     free(rj->expired);
+    free(rj->released_ids);
     free(rj);
     job->ext = NULL;
 }
@@ -318,13 +321,21 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
     pd_reserve *table = pd_reservations_lock(set, s, 1, &hold);
     if (!table)
         return pd__fail(rj, PD_INTERNAL, "out of memory for the reservations of scene '%s'", s->name);
+    /* A t0 the scene's clock cannot take, refused before anything changes
+     * (nor is it game time heard). Shared: against the table caught up,
+     * in pd_reservations_reserve_shared. */
+    const int shared = pd_reservations_shared(set); /* shared log hook */
+    if (!shared && (st = pd_reservations_clock_refusal(set, table, s->name, q->t0_ms, rj->message,
+                                                       sizeof rj->message)) != PD_OK) {
+        pd_reservations_unlock(set, &hold);
+        return rj->status = st;
+    }
     pd_reservations_heard(&hold, pd_clock_ns());
     rj->was_cut = pd_reserve_was_cut(table, q->agent);
     pd_sipp_result r;
     memset(&r, 0, sizeof r);
     pd_yield_result yr;
     memset(&yr, 0, sizeof yr);
-    const int shared = pd_reservations_shared(set); /* shared log hook */
     st = shared ? pd_reservations_reserve_shared(set, &hold, ctx, yc, &y, u->grid, &p, &r, &rj->was_cut,
                                                  &rj->expired, &rj->n_expired, rj->message, sizeof rj->message)
                 : pd_yield_reserve(yc, ctx, table, u->grid, &p, &y, &r, &yr);
@@ -422,11 +433,18 @@ static pd_status pd__release_run(pd_job *job, pd_query_scratch *scratch, const p
     pd_reservations_hold hold;
     const int shared = pd_reservations_shared(set); /* shared log hook */
     pd_reserve *table = pd_reservations_lock(set, s, shared, &hold);
-    if (shared && table)
+    if (rj->req.all && table) {
+        st = pd_reservations_release_all(set, &hold, &rj->released_ids, &rj->n_released, rj->message,
+                                         sizeof rj->message);
+        rj->released = rj->n_released > 0;
+    } else if (shared && table) {
         st = pd_reservations_release_shared(set, &hold, rj->req.agent, &rj->released, rj->message,
                                             sizeof rj->message);
-    else
+    } else {
         rj->released = table ? pd_reserve_release(table, rj->req.agent) : 0;
+    }
+    if (!rj->req.all)
+        rj->n_released = rj->released != 0;
     pd_reservations_unlock(set, &hold);
     if (hold.unlogged) /* reservation log hook */
         st = pd__unlogged(rj, s);
@@ -491,6 +509,16 @@ static int pd__reserve_event(const pd_job *job, size_t i, pd_watch_event *ev)
     return pd_watch_event_agents_displaced(rj->req.scene, rj->incarnation, rj->scene_version, ids, n, ev) == 0;
 }
 
+/* ReleaseAgent with all: the agents it released, to the scene's watchers
+ * (AGENTS_RELEASED, PD_WATCH_MAX_AGENTS an event), in the lane's order. */
+static int pd__release_event(const pd_job *job, size_t i, pd_watch_event *ev)
+{
+    const pd_reserve_job *rj = job->ext;
+    return rj && rj->released_ids && job->task.status == PD_OK &&
+           pd_watch_event_agents_released(rj->req.scene, rj->incarnation, rj->scene_version, rj->released_ids,
+                                          rj->n_released, i, ev) == 0;
+}
+
 static const char *pd__reserve_scene(const pd_job *job)
 {
     const pd_reserve_job *rj = job->ext;
@@ -525,6 +553,7 @@ const pd_kind pd_kind_release_agent = {
     .prepare = pd__reserve_prepare,
     .run = pd__release_run,
     .release = pd__reserve_release,
+    .event = pd__release_event,
     .scene = pd__reserve_scene,
     .unserved = pd__reserve_unserved,
 };

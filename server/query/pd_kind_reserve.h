@@ -55,6 +55,9 @@ typedef struct pd_reserve_job {
     size_t n_expired;
     /* ReleaseAgent */
     int released;
+    uint64_t *released_ids;           /* all: malloc'd, ascending (AGENTS_RELEASED) */
+    size_t n_released;                /* agents released (all: may exceed the ids kept
+                                         when out of memory) */
     /* GetReservations */
     pd_reserve_entry *entries;        /* malloc'd */
     size_t n_entries;

@@ -228,6 +228,8 @@ typedef struct pd_reserve_req {
     pd_point rect_min, rect_max;
     int64_t from_ms, to_ms;  /* to_ms: INT64_MAX for no end */
     uint32_t max_entries;    /* 0 = as many as fit one frame */
+    /* ReleaseAgent */
+    int all;                 /* every agent of the scene (agent is 0) */
 } pd_reserve_req;
 
 /* ---- authoritative movement (pd_movement.h runs these) ---------------- */

@@ -100,13 +100,26 @@ static void pd__agents_head(pd_watch_kind kind, const char *scene, uint64_t inca
     ev->version = version;
 }
 
-int pd_watch_event_agents_expired(const char *scene, uint64_t incarnation, uint64_t version, const uint64_t *agents,
-                                  size_t n, size_t part, pd_watch_event *ev)
+/* Part `part` of an event that lists agents[0..n) (expired, released). */
+static int pd__agents_event(pd_watch_kind kind, const char *scene, uint64_t incarnation, uint64_t version,
+                            const uint64_t *agents, size_t n, size_t part, pd_watch_event *ev)
 {
     if (part >= (n + PD_WATCH_MAX_AGENTS - 1) / PD_WATCH_MAX_AGENTS)
         return -1;
-    pd__agents_head(PD_WATCH_AGENTS_EXPIRED, scene, incarnation, version, ev);
+    pd__agents_head(kind, scene, incarnation, version, ev);
     return pd__agents_part(agents, n, part, ev);
+}
+
+int pd_watch_event_agents_expired(const char *scene, uint64_t incarnation, uint64_t version, const uint64_t *agents,
+                                  size_t n, size_t part, pd_watch_event *ev)
+{
+    return pd__agents_event(PD_WATCH_AGENTS_EXPIRED, scene, incarnation, version, agents, n, part, ev);
+}
+
+int pd_watch_event_agents_released(const char *scene, uint64_t incarnation, uint64_t version,
+                                   const uint64_t *agents, size_t n, size_t part, pd_watch_event *ev)
+{
+    return pd__agents_event(PD_WATCH_AGENTS_RELEASED, scene, incarnation, version, agents, n, part, ev);
 }
 
 int pd_watch_event_agents_displaced(const char *scene, uint64_t incarnation, uint64_t version,

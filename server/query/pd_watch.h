@@ -26,6 +26,7 @@ typedef enum pd_watch_kind {
     PD_WATCH_AGENTS_CUT = 6, /* the update that made `version` cut `agents`' reservations */
     PD_WATCH_AGENTS_DISPLACED = 7, /* a ReservePath (at `version`) moved `agents` aside */
     PD_WATCH_AGENTS_EXPIRED = 8,   /* reservation_ttl_ms released `agents` (at `version`) */
+    PD_WATCH_AGENTS_RELEASED = 9,  /* ReleaseAgent with all released `agents` (at `version`) */
 } pd_watch_kind;
 
 /* The agent ids one AGENTS_CUT event carries, at most (4 KiB of ids, about
@@ -87,5 +88,10 @@ int pd_watch_event_agents_displaced(const char *scene, uint64_t incarnation, uin
  * 0, or -1 when part is past the last (none at all for n = 0). */
 int pd_watch_event_agents_expired(const char *scene, uint64_t incarnation, uint64_t version, const uint64_t *agents,
                                   size_t n, size_t part, pd_watch_event *ev);
+
+/* The same for AGENTS_RELEASED: ReleaseAgent with all released
+ * agents[0..n) (ascending). */
+int pd_watch_event_agents_released(const char *scene, uint64_t incarnation, uint64_t version,
+                                   const uint64_t *agents, size_t n, size_t part, pd_watch_event *ev);
 
 #endif

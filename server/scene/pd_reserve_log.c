@@ -100,6 +100,8 @@ static size_t pd__body_size(const pd_reserve_op *op)
         return 16;
     case PD_RESERVE_OP_RESTORE:
         return 8 + 8 + 8 + 1 + 4 + op->n * 28u;
+    case PD_RESERVE_OP_RELEASE_ALL:
+        return 0;
     }
     return SIZE_MAX;
 }
@@ -196,6 +198,8 @@ int pd_reserve_log_encode(pd_reserve_log_buf *b, const char *scene, const pd_res
                 pd__put(b, e->cut, 1);
             }
             break;
+        case PD_RESERVE_OP_RELEASE_ALL:
+            break;
         }
     }
     pd__le(b->p + start, payload, 4);
@@ -249,7 +253,7 @@ static int pd__parse(const unsigned char *p, size_t n, char *scene, pd_reserve_o
     n -= 2 + name_len;
     if (kind == PD_RESERVE_LOG_RESET)
         return n == 0 ? 0 : -1;
-    if (kind > PD_RESERVE_OP_RESTORE)
+    if (kind > PD_RESERVE_OP_RELEASE_ALL)
         return -1;
     op->kind = (pd_reserve_op_kind)kind;
     /* The counted kinds: check the count against what is left. */
@@ -349,6 +353,8 @@ static int pd__parse(const unsigned char *p, size_t n, char *scene, pd_reserve_o
         }
         op->raw = *raw;
         break;
+    case PD_RESERVE_OP_RELEASE_ALL:
+        break;
     }
     return 0;
 }
@@ -393,6 +399,9 @@ pd_status pd_reserve_log_apply(pd_reserve *t, const pd_reserve_op *op)
         break;
     case PD_RESERVE_OP_RELEASE:
         (void)pd_reserve_release(t, op->agent);
+        break;
+    case PD_RESERVE_OP_RELEASE_ALL:
+        (void)pd_reserve_release_all(t, NULL, 0);
         break;
     case PD_RESERVE_OP_TOUCH:
         (void)pd_reserve_touch(t, op->agent, op->at_ms);

@@ -31,7 +31,9 @@
  *    10 CLOCK        i64 now | i64 maintained
  *    11 RESTORE      u64 agent | i64 renewed | f64 speed | u8 was_cut | u32 n |
  *                    n x (i64 t0, i64 t1, i32 x, i32 y, i8 dx, i8 dy, u8 unit, u8 cut)
- * (kinds 1..11 are pd_reserve_op_kind's; 10 and 11 only in a compacted
+ *    12 RELEASE_ALL  -   (every agent released, the table's clock forgotten:
+ *                    ReleaseAgent with all; the scene's table stays)
+ * (kinds 1..12 are pd_reserve_op_kind's; 10 and 11 only in a compacted
  * log: a table's state as pd_reserve_export gives it, after its RESET), integers little-endian, as the
  * scene journal's records (pd_journal.h). A damaged or torn tail ends the
  * file at replay: reported and truncated there.
@@ -51,7 +53,7 @@
 /* A record is at most this many bytes (a plan of about a million waypoints). */
 #define PD_RESERVE_LOG_MAX_RECORD (24u << 20)
 
-/* The RESET kind, beside pd_reserve_op_kind's 1..11. */
+/* The RESET kind, beside pd_reserve_op_kind's 1..12. */
 #define PD_RESERVE_LOG_RESET 0
 
 /* Records being built (a table's changes until its request lets go). */

@@ -4,6 +4,7 @@
  * reference-counted so that forgetting a scene while a request holds its
  * table frees it once that request lets go.
  */
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -84,6 +85,37 @@ int64_t pd_reservations_ttl_ms(pd_reservations *set)
     int64_t ttl = set->ttl_ms;
     pthread_mutex_unlock(&set->lock);
     return ttl;
+}
+
+pd_status pd_reservations_clock_refusal(pd_reservations *set, const pd_reserve *table, const char *scene,
+                                        int64_t t0_ms, char *msg, size_t len)
+{
+    const int64_t ttl = pd_reservations_ttl_ms(set), now = pd_reserve_now(table);
+    /* Short enough for the longest scene name (63 bytes), t0 and clock
+     * (19 digits) and limit (10) in a reply's message (PD_REASON_MAX, 256
+     * bytes): cut there, the remedy at its end was lost. */
+    switch (pd_reserve_clock_fits(table, t0_ms, ttl)) {
+    case PD_RESERVE_CLOCK_OK:
+        return PD_OK;
+    case PD_RESERVE_CLOCK_AHEAD: {
+        /* the limit pd_reserve_clock_fits applied: a longer TTL's */
+        const int64_t step = pd_reserve_get_limits(table)->max_clock_step_ms;
+        const int by_ttl = ttl > step;
+        snprintf(msg, len,
+                 "reserve_path.t0_ms %" PRId64 " leads scene '%s''s clock %" PRId64 " by over %s (%" PRId64
+                 ") and would expire every agent; ReleaseAgent all first if it jumped",
+                 t0_ms, scene, now, by_ttl ? "reservation_ttl_ms" : "max_clock_step_ms", by_ttl ? ttl : step);
+        break;
+    }
+    case PD_RESERVE_CLOCK_BEHIND:
+        snprintf(msg, len,
+                 "reserve_path.t0_ms %" PRId64 " trails scene '%s''s clock %" PRId64
+                 " by over reservation_ttl_ms (%" PRId64 "): the game clock went back; ReleaseAgent all first "
+                 "if it restarted",
+                 t0_ms, scene, now, ttl);
+        break;
+    }
+    return PD_INVALID_ARGUMENT;
 }
 
 static pd_reservations_entry **pd__slot(pd_reservations *set, const char *name)

@@ -41,6 +41,19 @@ void pd_reservations_set_limits(pd_reservations *set, const pd_reserve_limits *l
 int64_t pd_reservations_ttl_ms(pd_reservations *set);
 int pd_reservations_clear_holds(pd_reservations *set);
 
+/*
+ * Whether a request's game time t0_ms fits the clock of scene's table
+ * (pd_reserve_clock_fits with limits.max_clock_step_ms and
+ * reservation_ttl_ms), checked before the request changes anything: PD_OK,
+ * else PD_INVALID_ARGUMENT with a message naming the scene, its clock, the
+ * t0, the limit and the remedy. INVALID_ARGUMENT: t0_ms is outside the
+ * range the scene takes now, and sending it again never helps (not a
+ * retryable status); nor is it a capacity (LIMIT_EXCEEDED): the game's
+ * clock is what is wrong. A table holding no agent takes any t0.
+ */
+pd_status pd_reservations_clock_refusal(pd_reservations *set, const pd_reserve *table, const char *scene,
+                                        int64_t t0_ms, char *msg, size_t len);
+
 /* A table locked for one request. */
 typedef struct pd_reservations_hold {
     struct pd_reservations_entry *entry;
@@ -192,6 +205,17 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
                                          uint64_t **expired, size_t *n_expired, char *msg, size_t len);
 pd_status pd_reservations_release_shared(pd_reservations *set, pd_reservations_hold *hold, uint64_t agent,
                                          int *released, char *msg, size_t len);
+
+/*
+ * ReleaseAgent with all, on the table held (file mode, or a replica's
+ * through the shared log: the table caught up, RELEASE_ALL appended, then
+ * applied): every agent goes and the scene's clock is forgotten. *n: how
+ * many were released; *ids (malloc'd, ascending; NULL when none, or out of
+ * memory for the list) for the AGENTS_RELEASED watch event. PD_OK, or
+ * PD_UNAVAILABLE / PD_INTERNAL with msg (nothing released).
+ */
+pd_status pd_reservations_release_all(pd_reservations *set, pd_reservations_hold *hold, uint64_t **ids, size_t *n,
+                                      char *msg, size_t len);
 
 /* DropScene made here dropped scene `name`: on a shared log, a RESET entry
  * ends its reservations for every replica (nothing without one). */

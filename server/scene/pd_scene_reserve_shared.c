@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pd_clock.h"
 #include "pd_reserve_shared.h"
 #include "pd_scene_reserve_internal.h"
 #include "pd_sipp.h"
@@ -163,6 +164,28 @@ size_t pd_reservations_maintain(pd_reserve *table, int64_t ttl_ms, uint64_t **ag
     return ids ? n : 0;
 }
 
+/* A ReservePath's t0 the clock check refused (hold's table caught up). It
+ * is no game time heard, as in file mode: counted, a game retrying more
+ * often than the idle sweep's interval put the sweep off for good. But a
+ * table this replica has heard nothing of since it started (file mode's
+ * replay counts a table as heard at the restart) is timed from now, at
+ * the clock read back: else, both replicas restarted after the game's
+ * clock ran past max_clock_step_ms, the stale agents were never swept and
+ * every t0 was refused for good. */
+static void pd__refused_heard(pd_reservations *set, pd_reservations_hold *hold)
+{
+    pd_reservations_entry *e = hold->entry;
+    hold->heard_ns = 0;
+    const int64_t now_game = pd_reserve_now(e->table);
+    pthread_mutex_lock(&set->lock);
+    if (!e->heard_ns) {
+        e->heard_game_ms = now_game;
+        e->heard_ns = pd_clock_ns();
+        e->swept_empty = 0;
+    }
+    pthread_mutex_unlock(&set->lock);
+}
+
 pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_hold *hold, pd_sipp_ctx *ctx,
                                          pd_yield_ctx *yc, const pd_yield_params *y, const pd_grid *grid,
                                          const pd_sipp_params *p, pd_sipp_result *r, int *was_cut,
@@ -176,8 +199,14 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
         pd_status st = pd_reservations_catch_up(set, hold, msg, len);
         if (st != PD_OK)
             return st;
-        *was_cut = pd_reserve_was_cut(e->table, p->agent);
         memset(r, 0, sizeof *r);
+        /* The clock check of file mode, on the table caught up: before
+         * the append, so no replica takes the t0. */
+        if ((st = pd_reservations_clock_refusal(set, e->table, e->name, p->t0_ms, msg, len)) != PD_OK) {
+            pd__refused_heard(set, hold);
+            return st;
+        }
+        *was_cut = pd_reserve_was_cut(e->table, p->agent);
         /* the clear holds rule as file mode applies it (pd_yield_plan) */
         const pd_status planned = pd_yield_plan(yc, ctx, e->table, grid, p, y, r);
         if (planned != PD_OK && planned != PD_PARTIAL)
@@ -210,8 +239,19 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
                                                       .speed = p->speed });
         /* Expiry, as pd_reserve_maintain times it (once per sixteenth of
          * the TTL of game time), with the time it uses in the entry. */
-        const int64_t now = pd_reserve_now(e->table) > p->t0_ms ? pd_reserve_now(e->table) : p->t0_ms;
+        /* An empty table has no clock, whatever an old snapshot restored
+         * (pd_reserve_replace starts its first agent from 0) */
+        const int64_t clock = stats.agents ? pd_reserve_now(e->table) : 0;
+        const int64_t now = clock > p->t0_ms ? clock : p->t0_ms;
         const int64_t every = ttl / 16 > 0 ? ttl / 16 : 1;
+        /* An empty table forgot its clock (pd_reserve_now): so does the
+         * expiry's mark, or a clock started over would wait for the old
+         * one's time to come round again. A clock below the mark was
+         * forgotten and started over through another replica (its
+         * ReleaseAgent all, or its expiry of the last agent) while this
+         * one's mark stayed: the same. */
+        if (stats.agents == 0 || now < e->maintained_ms)
+            e->has_maintained = 0;
         const int maintain = ttl > 0 && now - ttl >= 0 && (!e->has_maintained || now - e->maintained_ms >= every);
         /* The agents it releases, listed before the entry is applied (the
          * requester is renewed by its replace first). */
@@ -306,6 +346,64 @@ pd_status pd_reservations_release_shared(pd_reservations *set, pd_reservations_h
             *released = 1;
             return PD_OK;
         }
+    }
+    snprintf(msg, len, "other replicas reserved in scene '%s' %d times meanwhile; nothing released, try again",
+             e->name, PD__SHARED_TRIES);
+    return PD_UNAVAILABLE;
+}
+
+/* The ids of every agent of the table, ascending, to *ids (NULL when none
+ * or out of memory); returns how many there are. */
+static size_t pd__all_ids(const pd_reserve *table, uint64_t **ids)
+{
+    pd_reserve_stats held;
+    pd_reserve_get_stats(table, &held);
+    /* every agent was renewed before the end of time */
+    pd__expiring x = { PD_RESERVE_FOREVER, held.agents ? malloc(held.agents * sizeof *x.ids) : NULL, 0, 0 };
+    if (x.ids)
+        (void)pd_reserve_export(table, pd__note_expiring, &x);
+    *ids = NULL;
+    pd__keep_ids(x.ids, x.n, ids);
+    return held.agents;
+}
+
+pd_status pd_reservations_release_all(pd_reservations *set, pd_reservations_hold *hold, uint64_t **ids, size_t *n,
+                                      char *msg, size_t len)
+{
+    pd_reservations_entry *e = hold->entry;
+    *ids = NULL;
+    *n = 0;
+    if (!set->shared) {
+        /* the table's observer writes the RELEASE_ALL to the reservation log */
+        *n = pd__all_ids(e->table, ids);
+        (void)pd_reserve_release_all(e->table, NULL, 0);
+        return PD_OK;
+    }
+    for (int attempt = 0; attempt < PD__SHARED_TRIES; attempt++) {
+        pd_status st = pd_reservations_catch_up(set, hold, msg, len);
+        if (st != PD_OK)
+            return st;
+        pd_reserve_stats held;
+        pd_reserve_get_stats(e->table, &held);
+        if (held.agents == 0)
+            return PD_OK; /* nothing to release: nothing to log (an empty table has no clock) */
+        uint64_t *listed = NULL;
+        const size_t count = pd__all_ids(e->table, &listed);
+        pd_reserve_log_buf b = { 0 };
+        (void)pd_reserve_log_encode(&b, e->name, &(pd_reserve_op){ .kind = PD_RESERVE_OP_RELEASE_ALL });
+        int lost = 0;
+        st = pd__commit(set, e, &b, &lost, msg, len);
+        pd_reserve_log_buf_free(&b);
+        if (st != PD_OK || lost) {
+            free(listed);
+            if (st != PD_OK)
+                return st;
+            continue;
+        }
+        e->has_maintained = 0; /* the clock is forgotten, and the expiry's mark with it */
+        *ids = listed;
+        *n = count;
+        return PD_OK;
     }
     snprintf(msg, len, "other replicas reserved in scene '%s' %d times meanwhile; nothing released, try again",
              e->name, PD__SHARED_TRIES);
@@ -428,7 +526,13 @@ size_t pd_reservations_sweep(pd_reservations *set, const pd_scene *s, uint64_t n
              * the expiry is appended as an entry with the time it uses
              * (PD_OK, else tried again at the next sweep). */
             char msg[512];
-            if (pd_reservations_catch_up(set, &hold, msg, sizeof msg) == PD_OK) {
+            /* The scene's clock behind the last one this replica heard:
+             * it was forgotten since (ReleaseAgent all, or every agent
+             * gone) and another replica reserves on a new one, which this
+             * estimate knows nothing of - it would expire the new agents
+             * at once. That replica's own sweep times them. */
+            if (pd_reservations_catch_up(set, &hold, msg, sizeof msg) == PD_OK &&
+                pd_reserve_now(table) >= heard_game) {
                 pd_reserve_get_stats(table, &held);
                 ids = agents && held.agents ? malloc(held.agents * sizeof *ids) : NULL;
                 released = pd__expire_shared(set, &hold, now_game - ttl, ids);

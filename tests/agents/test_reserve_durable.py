@@ -52,12 +52,14 @@ import random
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import unittest
+import zlib
 
 from pathd_client import PathdClient, PathdError, PathdTimeout
 
@@ -442,6 +444,138 @@ class TimerExpiryRestartTest(DataDirTest):
         self.assertEqual(self.wait_agents(0), 0)
 
 
+class ClockTest(DataDirTest):
+    """The scene's game clock (the latest t0_ms its agents were reserved at)
+    takes no t0 that would throw acknowledged reservations away: one far
+    ahead (limits.max_clock_step_ms, default an hour) or more than
+    reservation_ttl_ms back is refused with INVALID_ARGUMENT before
+    anything changes; a game whose clock starts over releases every agent
+    first (ReleaseAgent all), which forgets the clock, durably."""
+
+    # the longest scene name (PD_CONF_MAX_NAME less its NUL)
+    LONG = "match-" + "7" * 57
+    SCENES = ["clock", LONG]
+
+    def test_refusal_keeps_its_remedy_for_the_longest_scene_name(self):
+        """A refusal's message names the scene, t0, the clock and the limit,
+        then the remedy: with a long scene name and epoch-sized times it
+        passed the 256 bytes of a reply's message and was cut before the
+        remedy."""
+        self.c.reserve_path(self.LONG, 1, (1, 1), (1, 1), 10 ** 18, 2.0)
+        for t0, end in ((2 ** 60, "ReleaseAgent all first if it jumped"),
+                        (10 ** 18 - TTL_MS - 1, "ReleaseAgent all first if it restarted")):
+            with self.assertRaises(PathdError) as cm:
+                self.c.reserve_path(self.LONG, 2, (10, 5), (10, 5), t0, 2.0)
+            self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+            self.assertIn("'%s'" % self.LONG, cm.exception.message)
+            self.assertIn(str(t0), cm.exception.message)
+            self.assertTrue(cm.exception.message.endswith(end), cm.exception.message)
+
+    def test_far_t0_refused_and_nobody_expires(self):
+        """One t0 of 2**60 (a game bug, a fuzzed client) was taken as the
+        scene's clock: every agent reserved at the game's times expired at
+        the next ReservePath, and after a restart too."""
+        self.c.reserve_path("clock", 1, (1, 1), (1, 1), 1000, 2.0)
+        self.c.reserve_path("clock", 2, (10, 5), (10, 5), 1000, 2.0)
+        with self.assertRaises(PathdError) as cm:
+            self.c.reserve_path("clock", 3, (1, 5), (3, 5), 2 ** 60, 2.0)
+        self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+        for word in ("'clock'", "max_clock_step_ms", "1000", str(2 ** 60), "ReleaseAgent all"):
+            self.assertIn(word, cm.exception.message)
+        # Nothing of it was taken: the next ReservePath on the game's clock
+        # (which runs the expiry check) keeps both agents.
+        self.c.reserve_path("clock", 4, (1, 3), (2, 3), 2000, 2.0)
+        got = table(self.c, "clock")
+        self.assertEqual({e[0] for e in got["entries"]}, {1, 2, 4})
+        # An update with no at_ms cuts from the game's clock, not from 2**60.
+        up = self.c.update_cells("clock", cells=[(10, 5)], op="block")
+        self.assertEqual(up["agents_cut"], [2])
+        self.reconnect()
+        self.assertEqual(table(self.c, "clock")["agents"], 3)
+        self.c.reserve_path("clock", 5, (1, 5), (1, 5), 2500, 2.0)
+        self.assertEqual(table(self.c, "clock")["agents"], 4)
+
+    def test_clock_going_back_refused(self):
+        self.c.reserve_path("clock", 1, (1, 1), (1, 1), 100000, 2.0)
+        with self.assertRaises(PathdError) as cm:
+            self.c.reserve_path("clock", 2, (10, 5), (10, 5), 100000 - TTL_MS - 1, 2.0)
+        self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+        for word in ("'clock'", "reservation_ttl_ms", "went back", "100000", "ReleaseAgent all"):
+            self.assertIn(word, cm.exception.message)
+        self.assertEqual(table(self.c, "clock")["agents"], 1)
+        # Within the TTL back: taken (a late answer's time), and kept.
+        self.c.reserve_path("clock", 2, (10, 5), (10, 5), 100000 - TTL_MS + 1000, 2.0)
+        self.assertEqual(table(self.c, "clock")["agents"], 2)
+        # Once the last agent left, the scene has no clock: any t0 sets it.
+        self.assertTrue(self.c.release_agent("clock", 1))
+        self.assertTrue(self.c.release_agent("clock", 2))
+        self.c.reserve_path("clock", 3, (1, 1), (1, 1), 0, 2.0)
+        self.c.reserve_path("clock", 4, (10, 5), (10, 5), 100, 2.0)
+        self.assertEqual(table(self.c, "clock")["agents"], 2)
+
+    def test_release_all_then_a_clock_from_zero_survives_restart(self):
+        env = os.environ.get("PATHCTL_BIN")
+        pathctl = None
+        if env:  # the C client's watch hears it too
+            pathctl = subprocess.Popen([env, "--server", self.d.addr, "--json", "watch", "clock", "--count", "1"],
+                                       stdout=subprocess.PIPE, text=True)
+            self.addCleanup(pathctl.stdout.close)
+            self.addCleanup(pathctl.wait, 15)
+            self.addCleanup(pathctl.kill)
+            self.assertEqual(json.loads(pathctl.stdout.readline())["kind"], "started")
+        watcher = PathdClient(self.d.addr, timeout=20)
+        self.addCleanup(watcher.close)
+        watcher.watch(["clock"])
+        started = watcher.watch_next(timeout=10)
+        self.c.reserve_path("clock", 1, (1, 1), (1, 1), 500000, 2.0)
+        self.c.reserve_path("clock", 2, (10, 5), (10, 5), 500000, 2.0)
+        # The game restarted its clock: its t0 from 0 is refused ...
+        with self.assertRaises(PathdError) as cm:
+            self.c.reserve_path("clock", 1, (1, 1), (1, 1), 0, 2.0)
+        self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+        # ... until it releases every agent, which watchers hear.
+        self.assertEqual(self.c.release_all("clock"), 2)
+        ev = watcher.watch_next(timeout=10)
+        self.assertEqual((ev["kind"], ev["agents"], ev["version"]), ("agents_released", [1, 2], started["version"]))
+        if pathctl:
+            got = json.loads(pathctl.stdout.readline())
+            self.assertEqual((got["kind"], got["agents"]), ("agents_released", [1, 2]))
+        self.assertEqual(table(self.c, "clock")["agents"], 0)
+        self.c.reserve_path("clock", 5, (1, 1), (1, 1), 0, 2.0)
+        self.c.reserve_path("clock", 6, (10, 5), (10, 5), 100, 2.0)
+        before = table(self.c, "clock")
+        self.assertEqual(before["agents"], 2)
+        # A restart replays the release and the new clock.
+        self.reconnect()
+        self.assertEqual(table(self.c, "clock"), before)
+        self.c.reserve_path("clock", 7, (1, 3), (1, 3), 200, 2.0)
+        self.assertEqual(table(self.c, "clock")["agents"], 3)
+        with self.assertRaises(PathdError) as cm:
+            self.c.reserve_path("clock", 8, (1, 5), (1, 5), 500000 + 3600001, 2.0)
+        self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+
+
+class ClockLongTtlTest(DataDirTest):
+    """A slow game's TTL (a day) longer than max_clock_step_ms (an hour): a
+    t0_ms two hours on expires nobody the clock renewed, and is taken; past
+    the TTL the refusal names the TTL, the limit it passed."""
+
+    DAY = 86400000
+    SCENES = ["clock"]
+    EXTRA = {"limits": {"reservation_ttl_ms": DAY, "max_clock_step_ms": 3600000,
+                        "max_reservation_window_ms": 60000}}
+
+    def test_a_step_within_the_ttl_is_taken(self):
+        self.c.reserve_path("clock", 1, (1, 1), (1, 1), 100000, 2.0)
+        self.c.reserve_path("clock", 2, (10, 5), (10, 5), 100000 + 7200000, 2.0)
+        self.assertEqual(table(self.c, "clock")["agents"], 2)
+        with self.assertRaises(PathdError) as cm:
+            self.c.reserve_path("clock", 3, (1, 5), (1, 5), 7300000 + self.DAY + 1, 2.0)
+        self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+        self.assertIn("by over reservation_ttl_ms (%d)" % self.DAY, cm.exception.message)
+        self.assertEqual(table(self.c, "clock")["agents"], 2)
+
+
 def expire_by_reserve_path(test, c, watch_c, d, scene="ttl"):
     """Agents 1 and 3 parked at 0, agent 1 reserving again at 5000 (TTL
     2000): the ReservePath releases 3, and watchers of the pathd it went
@@ -687,6 +821,138 @@ class ReplicaTest(ReplicaBase):
         up = self.c[1].update_cells("cut", rect=((5, 3), (5, 3)), op="block", at_ms=1000)
         self.assertEqual(up["agents_cut"], [1])
         self.assertEqual(table(self.c[0], "cut"), table(self.c[1], "cut"))
+
+
+class ReplicaClockTest(ReplicaBase):
+    """The clock check on replicas: against the table caught up to the
+    shared log, before the append; ReleaseAgent all through one replica is
+    seen by the other, whose clock starts over too."""
+
+    def test_release_all_seen_on_the_other_replica(self):
+        watcher = PathdClient(self.d[1].addr, timeout=20)
+        self.addCleanup(watcher.close)
+        watcher.watch(["door"])
+        self.assertEqual(watcher.watch_next(timeout=10)["kind"], "started")
+        self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 500000, 2.0)
+        self.c[1].reserve_path("door", 2, (10, 5), (10, 5), 500000, 2.0)
+        # Refused on the replica that reserved nothing at that time either.
+        for c, t0 in ((self.c[1], 2 ** 60), (self.c[0], 0)):
+            with self.assertRaises(PathdError) as cm:
+                c.reserve_path("door", 3, (1, 5), (1, 5), t0, 2.0)
+            self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+        self.assertEqual(table(self.c[1], "door")["agents"], 2)
+        self.assertEqual(self.c[0].release_all("door"), 2)
+        self.assertEqual(table(self.c[1], "door")["agents"], 0)
+        # The clock from 0 on both.
+        self.c[1].reserve_path("door", 5, (1, 1), (1, 1), 0, 2.0)
+        self.c[0].reserve_path("door", 6, (10, 5), (10, 5), 100, 2.0)
+        self.assertEqual(table(self.c[0], "door")["agents"], 2)
+        self.assertEqual(table(self.c[0], "door"), table(self.c[1], "door"))
+        # Watchers hear it only from the replica that released (a watcher
+        # on the other one is told nothing: it applied a log entry).
+        with self.assertRaises(PathdTimeout):
+            watcher.watch_next(timeout=0.5)
+        # A replica restarted reads the release from the log.
+        before = table(self.c[0], "door")
+        self.c[1].close()
+        self.d[1].restart()
+        self.c[1] = PathdClient(self.d[1].addr, timeout=20)
+        self.addCleanup(self.c[1].close)
+        self.assertEqual(table(self.c[1], "door"), before)
+
+    def test_expiry_runs_on_the_new_clock_of_another_replica(self):
+        """A replica that reserved on the old clock kept its expiry's mark
+        (the old clock's time) when another replica released every agent
+        and reserved on a new clock below it: its ReservePaths never ran
+        the expiry again until the new clock passed the old mark, and an
+        agent the game had forgotten held its cells on every replica."""
+        self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 10000000, 2.0)
+        self.assertEqual(self.c[1].release_all("door"), 1)
+        self.c[1].reserve_path("door", 2, (10, 5), (10, 5), 1000000, 2.0)
+        # More than a TTL of game time after agent 2's renewal (far inside
+        # a TTL of wall time: no idle sweep takes part).
+        self.c[0].reserve_path("door", 3, (1, 5), (1, 5), 1000000 + TTL_MS + 5000, 2.0)
+        got = table(self.c[0], "door")
+        self.assertEqual({e[0] for e in got["entries"]}, {3})
+        self.assertEqual(got, table(self.c[1], "door"))
+
+
+class ReplicaClockSweepTest(ReplicaBase):
+    """A replica's idle sweep estimates the game's time from the last t0_ms
+    it heard itself: once the scene's clock started over (ReleaseAgent all)
+    and another replica reserves from 0, that estimate is of the old clock
+    and must not expire the new agents (TTL_MS, 20 s: the sweep every
+    1.25 s; a legitimate expiry only 20 s after the last renewal)."""
+
+    def test_old_clock_sweeps_no_new_agent(self):
+        self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 500000, 2.0)
+        self.assertEqual(self.c[0].release_all("door"), 1)
+        self.c[1].reserve_path("door", 5, (10, 5), (10, 5), 0, 2.0)
+        time.sleep(4 * TTL_MS / 16 / 1000)
+        self.assertEqual(table(self.c[1], "door")["agents"], 1)
+        self.assertEqual(table(self.c[0], "door"), table(self.c[1], "door"))
+
+
+class ReplicaClockRestartTest(ReplicaBase):
+    """Both replicas restarted (a deploy) while the game's clock ran on past
+    max_clock_step_ms: the scene's clock, read back from the log, refuses
+    the game's t0 until its stale agents expire - by the idle sweep, which
+    times a table not heard since the start from its first refusal, as file
+    mode times a replayed one from its restart. A refused t0 is no game
+    time heard: the game retrying does not put the sweep off."""
+
+    LIMITS = {"reservation_ttl_ms": 2000, "max_clock_step_ms": 10000, "max_reservation_window_ms": 60000}
+
+    def test_stale_clock_after_restart_expires_while_the_game_retries(self):
+        self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 100000, 2.0)
+        for i in range(2):
+            self.c[i].close()
+            self.d[i].restart()
+            self.c[i] = PathdClient(self.d[i].addr, timeout=20)
+            self.addCleanup(self.c[i].close)
+        refused, got = 0, None
+        deadline = time.monotonic() + 30  # the TTL is 2 s of real time
+        while got is None and time.monotonic() < deadline:
+            try:
+                got = self.c[0].reserve_path("door", 2, (10, 5), (10, 5), 200000, 2.0)
+            except PathdError as e:
+                self.assertEqual(e.status, "INVALID_ARGUMENT", e.message)
+                self.assertIn("max_clock_step_ms", e.message)
+                refused += 1
+                time.sleep(0.05)  # more often than the sweep's 125 ms
+        self.assertIsNotNone(got, "refused %d times in 30 s" % refused)
+        self.assertGreater(refused, 0)
+        self.assertEqual({e[0] for e in table(self.c[1], "door")["entries"]}, {2})
+
+
+class ReplicaOldClockTest(ReplicaBase):
+    """A table restored with a clock and no agent - an empty table's
+    snapshot written before tables forgot their clock carried the old game
+    time (here its CLOCK record, kind 10, as the scene's first stream entry)
+    - has no clock: the first ReservePath of a game whose clock started over
+    was expired by the expiry appended with it, reserved and lost at once."""
+
+    def redis_raw(self, *args):
+        """One command with binary arguments (RESP); the first line of the
+        answer."""
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        with socket.create_connection(("127.0.0.1", self.redis_port), timeout=10) as s:
+            s.sendall(out)
+            return s.recv(4096).split(b"\r\n")[0]
+
+    def test_restored_clock_of_an_empty_table_expires_nobody(self):
+        payload = struct.pack("<BB", 10, len(b"door")) + b"door" + struct.pack("<qq", 1000000, 1000000)
+        head = struct.pack("<I", len(payload))
+        record = head + struct.pack("<I", zlib.crc32(head + payload)) + payload
+        self.assertEqual(self.redis_raw("XADD", "pathd:{door}:resv", "0-1", "d", record), b"$3")
+        self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 0, 2.0)
+        self.c[1].reserve_path("door", 2, (10, 5), (10, 5), 100, 2.0)
+        got = table(self.c[0], "door")
+        self.assertEqual({e[0] for e in got["entries"]}, {1, 2})
+        self.assertEqual(got, table(self.c[1], "door"))
 
 
 class ReplicaLimitTest(ReplicaBase):

@@ -33,6 +33,7 @@ import threading
 import time
 import unittest
 
+import pathd_client
 from pathd_client import PathdClient, PathdError, PathdTimeout
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -258,6 +259,12 @@ class ReserveWireTest(unittest.TestCase):
         self.assertFalse(self.c.release_agent("release", 31))
         rec.add({"type": "release", "agent": 31, "t": 0})
         rec.check(self)
+        # Every agent at once (ReleaseAgent all): how many went.
+        self.c.reserve_path("release", 32, (4, 5), (4, 5), 0, 2.0)
+        self.c.reserve_path("release", 33, (1, 1), (1, 1), 0, 2.0)
+        self.assertEqual(self.c.release_all("release"), 2)
+        self.assertEqual(self.c.reservations("release")["agents"], 0)
+        self.assertEqual(self.c.release_all("release"), 0)
 
     def test_expiry_by_ttl(self):
         rec = Recorder()
@@ -605,6 +612,10 @@ class ReserveWireTest(unittest.TestCase):
         self.assertEqual(e.status, "UNKNOWN_SCENE")
         e = self.status_of(self.c.release_agent, "bad", 0)
         self.assertEqual(e.status, "INVALID_ARGUMENT")
+        # all names every agent: an agent beside it is refused, not ignored
+        e = self.status_of(lambda: self.c._call(pathd_client._release_agent_op("bad", 3, release_all=True)))
+        self.assertEqual(e.status, "INVALID_ARGUMENT")
+        self.assertIn("release_agent.all", e.message)
         e = self.status_of(self.c.reservations, "nowhere")
         self.assertEqual(e.status, "UNKNOWN_SCENE")
         e = self.status_of(self.c.reservations, "bad", from_ms=10, to_ms=5)
@@ -650,6 +661,17 @@ class ReserveWireTest(unittest.TestCase):
         self.assertEqual(self.pathctl("reservations", "--scene", "ctl")["entries"], [])
         rec.add({"type": "release", "agent": 5, "t": 0})
         rec.check(self)
+        # release --all: every agent of the scene (ReleaseAgent all).
+        self.c.reserve_path("ctl", 7, (1, 1), (1, 1), 0, 2.0)
+        self.c.reserve_path("ctl", 8, (10, 5), (10, 5), 0, 2.0)
+        self.assertEqual(self.pathctl("release", "--scene", "ctl", "--all"),
+                         {"status": "OK", "released": True, "agents_released": 2})
+        self.assertEqual(self.c.reservations("ctl")["agents"], 0)
+        self.assertEqual(self.pathctl("release", "--scene", "ctl", "--all"),
+                         {"status": "OK", "released": False, "agents_released": 0})
+        both = subprocess.run([os.environ["PATHCTL_BIN"], "--server", self.daemon.addr, "release", "--scene", "ctl",
+                               "--all", "--agent", "7"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(both.returncode, 2, both.stderr)
 
     # ---- many agents --------------------------------------------------------
 

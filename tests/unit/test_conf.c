@@ -73,6 +73,7 @@ static void test_empty_object_gives_defaults(void **state)
     assert_int_equal(c.max_agents_per_scene, 10000);
     assert_int_equal(c.max_reservation_entries, 1000000);
     assert_int_equal(c.max_reservation_window_ms, 60000);
+    assert_int_equal(c.max_clock_step_ms, 3600000);
     assert_int_equal(c.max_agent_bytes, 1024 * 1024);
     assert_int_equal(c.log_level, PD_LOG_INFO);
     assert_null(c.scenes);
@@ -458,8 +459,10 @@ static void test_reservation_keys(void **state)
     char err[256];
     assert_int_equal(load("{\"limits\": {\"reservation_ttl_ms\": 0, \"max_agents_per_scene\": 2000, "
                           "\"max_reservation_entries\": 4294967295, \"max_reservation_window_ms\": 0, "
-                          "\"max_agent_bytes\": 65536, \"reservation_clear_holds\": false}}", &c, err, sizeof err), 0);
+                          "\"max_agent_bytes\": 65536, \"reservation_clear_holds\": false, "
+                          "\"max_clock_step_ms\": 0}}", &c, err, sizeof err), 0);
     assert_int_equal(c.reservation_ttl_ms, 0);
+    assert_int_equal(c.max_clock_step_ms, 0);
     assert_int_equal(c.reservation_clear_holds, 0);
     assert_int_equal(c.max_agents_per_scene, 2000);
     assert_true(c.max_reservation_entries == UINT32_MAX);

@@ -585,6 +585,105 @@ static void test_plan_on_the_clock(void **state)
     assert_int_equal(pd_plan_next_stop(p, 3, 9000), 9000);
 }
 
+/* The table's clock (pd_reserve_now) is forgotten when its last agent
+ * goes, by a release, an expiry or pd_reserve_release_all: one t0 far
+ * ahead (a game bug) kept as "now" expired every agent reserved at the
+ * game's real times, and a game whose clock started over had its new
+ * agents expired at once. While agents are held, pd_reserve_clock_fits
+ * tells the request layer which t0 to refuse. */
+static void test_clock_forgotten_when_empty(void **state)
+{
+    (void)state;
+    const pd_reserve_limits lim = { .max_clock_step_ms = 3600000 };
+    pd_reserve *t = pd_reserve_create(&lim);
+    const int64_t ttl = 30000, far = (int64_t)1 << 60;
+    /* No agent: no clock to compare with, any t0 fits. */
+    assert_int_equal(pd_reserve_clock_fits(t, far, ttl), PD_RESERVE_CLOCK_OK);
+    const pd_waypoint a[] = { wp(0, 0, 100000, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 100000, a, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 100000 + 3600000, ttl), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 100000 + 3600001, ttl), PD_RESERVE_CLOCK_AHEAD);
+    assert_int_equal(pd_reserve_clock_fits(t, far, ttl), PD_RESERVE_CLOCK_AHEAD);
+    assert_int_equal(pd_reserve_clock_fits(t, 100000 - 30000, ttl), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 100000 - 30001, ttl), PD_RESERVE_CLOCK_BEHIND);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 0), PD_RESERVE_CLOCK_OK); /* no TTL: nothing expires */
+    const pd_reserve_limits none = { 0 };
+    pd_reserve_set_limits(t, &none);
+    assert_int_equal(pd_reserve_clock_fits(t, far, ttl), PD_RESERVE_CLOCK_OK); /* no step limit */
+    pd_reserve_set_limits(t, &lim);
+
+    /* The table itself takes any time (replay, pd_yield): a far t0 is its
+     * clock while an agent is held ... */
+    const pd_waypoint b[] = { wp(2, 0, far, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 2, 1, far, b, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_now(t), far);
+    assert_int_equal(pd_reserve_release(t, 2), 1);
+    assert_int_equal(pd_reserve_now(t), far);
+    /* ... and gone with the last one. */
+    assert_int_equal(pd_reserve_release(t, 1), 1);
+    assert_int_equal(pd_reserve_now(t), 0);
+    /* A clock from 0 again: nothing expires the new agents. */
+    const pd_waypoint c[] = { wp(4, 0, 500, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 3, 1, 500, c, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_now(t), 500);
+    uint64_t gone[4];
+    assert_int_equal(pd_reserve_maintain(t, ttl, gone, 4, NULL), 0);
+    assert_int_not_equal(pd_reserve_agent_slot(t, 3), PD_RESERVE_NO_SLOT);
+
+    /* An expiry that empties the table forgets it too, and maintain is due
+     * at once on the next clock. */
+    assert_true(pd_reserve_touch(t, 3, 200000));
+    assert_int_equal(pd_reserve_maintain(t, ttl, gone, 4, NULL), 0);
+    const pd_waypoint d[] = { wp(6, 0, 300000, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 4, 1, 300000, d, 1, NULL), PD_OK);
+    pd_reserve_set_renewed(t, 4, 100);
+    assert_true(pd_reserve_touch(t, 3, 100));
+    assert_int_equal(pd_reserve_expire(t, 1000, gone, 4), 2);
+    assert_int_equal(pd_reserve_now(t), 0);
+    assert_int_equal(pd_reserve_maintain_due(t, ttl), 0); /* no clock: nothing to run on */
+
+    /* pd_reserve_release_all: every agent, and the clock. */
+    assert_int_equal(pd_reserve_replace(t, 5, 1, far, b, 1, NULL), PD_OK);
+    const pd_waypoint e[] = { wp(0, 0, far, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 6, 1, far, e, 1, NULL), PD_OK);
+    uint64_t ids[1];
+    assert_int_equal(pd_reserve_release_all(t, ids, 1), 2); /* both go; one id fits */
+    assert_true(ids[0] == 5 || ids[0] == 6);
+    pd_reserve_stats st;
+    pd_reserve_get_stats(t, &st);
+    assert_int_equal(st.agents, 0);
+    assert_int_equal(st.entries, 0);
+    assert_int_equal(st.cells, 0);
+    assert_int_equal(pd_reserve_now(t), 0);
+    assert_int_equal(pd_reserve_release_all(t, NULL, 0), 0);
+    assert_int_equal(pd_reserve_replace(t, 7, 1, 500, c, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_now(t), 500);
+    check_table(t, 8, 8);
+    pd_reserve_destroy(t);
+}
+
+/* A step within the TTL expires nobody the clock had renewed (only agents
+ * already idle, as any ReservePath's expiry does): a slow game with a TTL
+ * longer than max_clock_step_ms (a turn a day, the TTL a day) was refused
+ * its next turn two hours on, and stayed refused until the idle sweep had
+ * expired every agent a TTL of real time later. */
+static void test_clock_step_within_the_ttl(void **state)
+{
+    (void)state;
+    const pd_reserve_limits lim = { .max_clock_step_ms = 3600000 };
+    pd_reserve *t = pd_reserve_create(&lim);
+    const int64_t day = 86400000, hours2 = 7200000;
+    const pd_waypoint a[] = { wp(0, 0, 100000, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 100000, a, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 100000 + hours2, day), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 100000 + day, day), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 100000 + day + 1, day), PD_RESERVE_CLOCK_AHEAD);
+    /* The TTL shorter than the step: the step is the limit, as before. */
+    assert_int_equal(pd_reserve_clock_fits(t, 100000 + 3600000, 30000), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 100000 + 3600001, 30000), PD_RESERVE_CLOCK_AHEAD);
+    pd_reserve_destroy(t);
+}
+
 /* Expiry as the server runs it: pd_reserve_maintain on the table's own
  * "now" (the latest t0 heard of), at most once per ttl / 16. */
 static void test_table_maintain(void **state)
@@ -2545,9 +2644,15 @@ static void test_moved_holder_keeps_the_clock(void **state)
     assert_int_equal(pd_reserve_maintain(t, 30000, gone, 4, NULL), 1);
     assert_int_equal(gone[0], 2);
     assert_int_not_equal(pd_reserve_agent_slot(t, 1), PD_RESERVE_NO_SLOT);
-    /* A released agent's renewals stay heard of. */
+    /* A released agent's renewals stay heard of while others are held;
+     * the last one gone, the table forgets its clock
+     * (test_clock_forgotten_when_empty). */
+    const pd_waypoint a3[] = { { 9, 9, 20000, PD_RESERVE_FOREVER } };
+    assert_int_equal(pd_reserve_replace(t, 3, 1, 20000, a3, 1, NULL), PD_OK);
     assert_int_equal(pd_reserve_release(t, 1), 1);
     assert_int_equal(pd_reserve_now(t), 45000);
+    assert_int_equal(pd_reserve_release(t, 3), 1);
+    assert_int_equal(pd_reserve_now(t), 0);
     pd_reserve_destroy(t);
 }
 
@@ -2563,6 +2668,8 @@ int main(void)
         cmocka_unit_test(test_table_block_cuts),
         cmocka_unit_test(test_plan_on_the_clock),
         cmocka_unit_test(test_table_maintain),
+        cmocka_unit_test(test_clock_forgotten_when_empty),
+        cmocka_unit_test(test_clock_step_within_the_ttl),
         cmocka_unit_test(test_table_block_cells),
         cmocka_unit_test(test_table_random_ops),
         cmocka_unit_test_setup_teardown(test_head_on_with_pocket, setup, teardown),

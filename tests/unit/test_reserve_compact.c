@@ -6,7 +6,7 @@
  * with their cut marks, renewal, speed and was_cut; the game time; every
  * cell's spans). The tables are random: replaces at random times (cutting
  * moves short), releases, touches, blocks of rectangles and cell lists,
- * collects, expiries, speeds and renewals. Also: restore refuses what a
+ * collects, expiries, speeds, renewals and releases of every agent. Also: restore refuses what a
  * replace would (an overlap, a malformed entry, an agent already there)
  * with the table unchanged, and the file: a log rewritten as a dump and
  * opened again replays to the same table.
@@ -211,8 +211,11 @@ static void random_table(pd_reserve *t, int steps)
             (void)pd_reserve_maintain(t, 5000, NULL, 0, NULL);
         } else if (what < 97) {
             pd_reserve_note_speed(t, agent, 0.5 + rnd(40) / 8.0);
-        } else {
+        } else if (what < 99) {
             pd_reserve_set_renewed(t, agent, now - rnd(1000));
+        } else {
+            /* A game that starts over: every agent goes, and the clock. */
+            (void)pd_reserve_release_all(t, NULL, 0);
         }
     }
 }
@@ -363,6 +366,27 @@ static void test_cut_mark_is_exported(void **unused)
     pd_reserve_destroy(r);
 }
 
+/* A dump written before tables forgot their clock (a compaction, a
+ * replicas' snapshot): an empty table's CLOCK still carried the old game
+ * time. Restored, a table with no agent had that clock, and the first
+ * agent of a game whose clock had started over was expired by the next
+ * maintain. */
+static void test_old_dump_of_an_empty_table(void **unused)
+{
+    (void)unused;
+    pd_reserve *r = pd_reserve_create(NULL);
+    const pd_reserve_op clock = { .kind = PD_RESERVE_OP_CLOCK, .at_ms = 1000000, .maintained_ms = 1000000 };
+    assert_int_equal(pd_reserve_restore(r, &clock, NULL), PD_OK);
+    assert_int_equal(pd_reserve_clock_fits(r, 0, 30000), PD_RESERVE_CLOCK_OK);
+    const pd_waypoint w = { 3, 3, 0, PD_RESERVE_FOREVER };
+    assert_int_equal(pd_reserve_replace(r, 7, 1, 0, &w, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_now(r), 0);
+    uint64_t gone[1];
+    assert_int_equal(pd_reserve_maintain(r, 30000, gone, 1, NULL), 0);
+    assert_int_not_equal(pd_reserve_agent_slot(r, 7), PD_RESERVE_NO_SLOT);
+    pd_reserve_destroy(r);
+}
+
 static void test_restore_refuses(void **unused)
 {
     (void)unused;
@@ -458,7 +482,11 @@ static void test_file_rewrite(void **unused)
     l = pd_reserve_log_open(dir, 1, file_record, NULL, &st, err, sizeof err);
     assert_non_null(l);
     assert_int_equal(st.truncated_bytes, 0);
+    /* The changes after the dump are replayed as ops: a maintain among
+     * them moved the live table's mark, which no op carries. */
+    skip_maintained = 1;
     assert_same_table(t, file_table, 0);
+    skip_maintained = 0;
     pd_reserve_log_close(l);
     char path[600];
     snprintf(path, sizeof path, "%s/reservations.log", dir);
@@ -477,6 +505,7 @@ int main(void)
         cmocka_unit_test(test_oplog_replay_random),
         cmocka_unit_test(test_empty_agent_collect_logged),
         cmocka_unit_test(test_cut_mark_is_exported),
+        cmocka_unit_test(test_old_dump_of_an_empty_table),
         cmocka_unit_test(test_restore_refuses),
         cmocka_unit_test(test_file_rewrite),
     };

@@ -902,6 +902,23 @@ describe('reservations against a daemon of its own', () => {
       assert.equal(await client.releaseAgent('town', 2), true);
       assert.equal(await client.releaseAgent('town', 2), false);
       assert.equal((await client.reservations('town')).entries.some((e) => e.agent === 2), false);
+      // Every agent at once (a game whose clock starts over): how many went,
+      // and its watchers hear which.
+      const held = (await client.reservations('town')).entries.map((e) => e.agent);
+      const ids = [...new Set(held)].sort((x, y) => x - y);
+      assert.ok(ids.includes(1), `agent 1 is still held (${ids})`);
+      const releasedWatcher = new PathdClient(daemon().addr, { timeoutMs: 10000 });
+      try {
+        await releasedWatcher.watch(['town']);
+        assert.equal((await releasedWatcher.watchNext()).kind, 'started');
+        assert.equal(await client.releaseAll('town'), ids.length);
+        const ev = await releasedWatcher.watchNext();
+        assert.deepEqual([ev.kind, ev.agents], ['agents_released', ids]);
+      } finally {
+        releasedWatcher.close();
+      }
+      assert.equal((await client.reservations('town')).agents, 0);
+      assert.equal(await client.releaseAll('town'), 0);
     } finally {
       client.close();
     }
