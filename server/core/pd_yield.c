@@ -237,44 +237,73 @@ static int pd__free_at(const pd_grid *g, const pd_reserve *t, uint32_t self, int
     return !(n && s[n - 1].t1 == PD_RESERVE_FOREVER && s[n - 1].slot != self);
 }
 
+/* How many runs the open anchors of g (a unit grid) form on the ring of
+ * `side` steps per edge whose top-left corner is (x0, y0), clockwise. */
+static int pd__ring_runs(const pd_grid *g, int32_t x0, int32_t y0, int32_t side)
+{
+    static const int8_t ex[4] = { 1, 0, -1, 0 }, ey[4] = { 0, 1, 0, -1 };
+    int32_t cx = x0, cy = y0;
+    /* the cell before the corner is the one below it on the left edge */
+    int prev = pd__open_at(g, x0, y0 + 1), runs = 0;
+    for (int e = 0; e < 4; e++)
+        for (int32_t i = 0; i < side; i++) {
+            const int o = pd__open_at(g, cx, cy);
+            runs += o && !prev;
+            prev = o;
+            cx += ex[e];
+            cy += ey[e];
+        }
+    return runs;
+}
+
 /* The parking rule: the open cells on the ring around the k x k footprint
  * at (x, y) form one run (the footprint splits no passage), and none is
  * held for good by another agent (with a table): holds keep a cell apart,
  * so a crowd of them keeps its gaps. Measured on den520d (500 agents, 600
  * s): with holds allowed beside holds, as long as the free ring cells
  * stayed one run, crowds still closed up along walls and 214 agents were
- * deadlocked; with none beside, 4. */
-static int pd__clear(const pd_grid *g, const pd_reserve *t, uint32_t self, uint32_t k, int32_t x, int32_t y)
+ * deadlocked; with none beside, 4.
+ *
+ * With `units` (clear_holds 2) the footprint must split no passage of a
+ * larger unit either: a unit u cannot anchor anywhere in the (k+u-1)
+ * square up and left of the footprint's corner, so the open anchors of
+ * unit u's grid on the ring round that square must form one run too. A
+ * unit-1 ring is blind to it: a 2 x 2 agent holding against one wall of a
+ * three-wide street leaves the unit-1 ring one run round its open side,
+ * and no 2 x 2 agent can pass. */
+static int pd__clear(const pd_grid *g, const pd_reserve *t, uint32_t self, uint32_t k, int32_t x, int32_t y,
+                     const pd_yield_params *units)
 {
     const int32_t side = (int32_t)k + 1; /* steps along each edge of the ring */
     int32_t cx = x - 1, cy = y - 1;
     static const int8_t ex[4] = { 1, 0, -1, 0 }, ey[4] = { 0, 1, 0, -1 };
-    /* Clockwise from the top-left corner; the cell before it is the one
-     * below it on the left edge. */
-    int prev = pd__open_at(g, x - 1, y), runs = 0;
     for (int e = 0; e < 4; e++)
         for (int32_t i = 0; i < side; i++) {
-            const int o = pd__open_at(g, cx, cy);
-            if (o && !pd__free_at(g, t, self, cx, cy))
+            if (pd__open_at(g, cx, cy) && !pd__free_at(g, t, self, cx, cy))
                 return 0;
-            runs += o && !prev;
-            prev = o;
             cx += ex[e];
             cy += ey[e];
         }
-    return runs <= 1;
+    if (pd__ring_runs(g, x - 1, y - 1, side) > 1)
+        return 0;
+    if (units && units->clear_holds >= 2)
+        for (uint32_t u = 2; u <= units->max_unit; u++)
+            if (units->unit_grids[u] &&
+                pd__ring_runs(units->unit_grids[u], x - (int32_t)u, y - (int32_t)u, (int32_t)(k + u)) > 1)
+                return 0;
+    return 1;
 }
 
 int pd_yield_clear_hold(const pd_grid *g, uint32_t k, int32_t x, int32_t y)
 {
-    return pd__clear(g, NULL, PD_RESERVE_NO_SLOT, k, x, y);
+    return pd__clear(g, NULL, PD_RESERVE_NO_SLOT, k, x, y, NULL);
 }
 
 /* pd_sipp_params.hold_ok for R. */
 static int pd__hold_ok(void *user, int32_t x, int32_t y)
 {
     const pd_yield_ctx *yc = user;
-    return pd__clear(yc->y->unit_grids[1], yc->table, yc->self, yc->hold_unit, x, y);
+    return pd__clear(yc->y->unit_grids[1], yc->table, yc->self, yc->hold_unit, x, y, yc->y);
 }
 
 /* pd_sipp_params.park_ok for a holder of unit yc->park_unit: no cell of
@@ -282,7 +311,7 @@ static int pd__hold_ok(void *user, int32_t x, int32_t y)
 static int pd__park_ok(void *user, int32_t x, int32_t y)
 {
     const pd_yield_ctx *yc = user;
-    if (yc->y->clear_holds && !yc->park_any && !pd__clear(yc->y->unit_grids[1], yc->table, yc->park_self, yc->park_unit, x, y))
+    if (yc->y->clear_holds && !yc->park_any && !pd__clear(yc->y->unit_grids[1], yc->table, yc->park_self, yc->park_unit, x, y, yc->y))
         return 0;
     for (int32_t j = y; j < y + (int32_t)yc->park_unit; j++)
         for (int32_t i = x; i < x + (int32_t)yc->park_unit; i++) {
