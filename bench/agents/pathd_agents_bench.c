@@ -130,7 +130,7 @@ typedef struct figures {
     size_t n_us, cap_us;
     double wait_ms;             /* executed waits, away from the goal */
     double agent_ms;            /* agents x game time */
-    uint64_t deadlocked, no_free_path, expired;
+    uint64_t deadlocked, no_free_path, expired, hold_fell;
     uint64_t yield_tried, yield_moves, yield_undone, displaced;
     size_t table_bytes, table_entries;
     uint64_t direct;            /* plans the fast path answered (pd_sipp_direct.h) */
@@ -736,6 +736,7 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                     a->y_undone += (uint32_t)yr.undone;
                     a->y_moved += yr.n_displaced > 0;
                     f->yield_tried += (uint64_t)yr.tried;
+                    f->hold_fell += (uint64_t)yr.hold_fell;
                     f->yield_undone += (uint64_t)yr.undone;
                     f->yield_moves += yr.n_displaced > 0;
                     f->displaced += yr.n_displaced;
@@ -1042,6 +1043,9 @@ int main(int argc, char **argv)
            ra.mode, ra.agents, (double)ra.game_ms / 1000, (unsigned long long)f.calls, p50, p99, mean,
            100.0 * f.wait_ms / f.agent_ms, (unsigned long long)f.deadlocked, (unsigned long long)f.no_free_path,
            (unsigned long long)f.displaced, (unsigned long long)f.start_blocked, direct_pct);
+    if (!strcmp(ra.mode, "reserve"))
+        printf("clear holds: %llu plans found no clear anchor in reach and were made without the rule\n",
+               (unsigned long long)f.hold_fell);
     free(f.slow_us);
     if (ra.answers)
         fclose(ra.answers);
