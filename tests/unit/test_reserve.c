@@ -1906,6 +1906,55 @@ static void test_yield_clear_hold_plan_units(void **state)
     stage_end(&st);
 }
 
+/* hold_ok records each anchor it is asked about. */
+typedef struct hold_asked {
+    pd_point cell;
+    int calls, asked_cell;
+} hold_asked;
+
+static int hold_ok_counting(void *user, int32_t x, int32_t y)
+{
+    hold_asked *h = user;
+    h->calls++;
+    h->asked_cell += x == h->cell.x && y == h->cell.y;
+    return 1;
+}
+
+/* hold_ok is asked only where the agent could hold: pd_yield's clear
+ * holds read the table round the anchor for every unit size the scene
+ * has, and was asked of every state the search tried, most of which could
+ * never be a handover (Berlin_0_256, 500 agents, 120 s, the scene's unit
+ * sizes 1 to 16: SIPP's p99 6.4 ms, 5.0 asked only where holdable; 1.5
+ * with the unit-1 ring alone). Agent 2 parks at (3, 1) from 5 s on: agent
+ * 1, passing it before then, could never hold there. */
+static void test_sipp_hold_ok_asked_where_holdable(void **state)
+{
+    (void)state;
+    pd_grid *g = core_grid("..........\n"
+                           "..........\n"
+                           "..........\n");
+    pd_reserve *t = pd_reserve_create(NULL);
+    pd_sipp_ctx *ctx = pd_sipp_ctx_create();
+    assert_non_null(g);
+    assert_non_null(t);
+    assert_non_null(ctx);
+    const pd_waypoint parked = { 3, 1, 5000, PD_RESERVE_FOREVER };
+    assert_int_equal(pd_reserve_replace(t, 2, 1, 5000, &parked, 1, NULL), PD_OK);
+    hold_asked h = { .cell = { 3, 1 } };
+    const pd_sipp_params p = { .agent = 1, .unit = 1, .start = { 0, 1 }, .goal = { 9, 1 }, .t0_ms = 0,
+                               .speed = 1.0, .window_ms = 2500, .sipp_only = 1, .hold_ok = hold_ok_counting,
+                               .hold_user = &h };
+    pd_sipp_result r;
+    memset(&r, 0, sizeof r);
+    expect_status(pd_sipp_plan(ctx, t, g, &p, &r), PD_PARTIAL, "past the parked agent's cell");
+    assert_true(r.waypoints[r.n_waypoints - 1].x >= 3); /* it went by (3, 1) */
+    assert_true(h.calls > 0);
+    assert_int_equal(h.asked_cell, 0);
+    pd_sipp_ctx_destroy(ctx);
+    pd_reserve_destroy(t);
+    pd_grid_destroy(g);
+}
+
 /* With clear holds a PARTIAL plan does not stop in a corridor: it reserves
  * on to the far side. Without, it holds where the window ends. */
 static void test_yield_clear_hold_plan(void **state)
@@ -2660,6 +2709,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_yield_corridor_head_on, setup, teardown),
         cmocka_unit_test(test_yield_clear_hold_rule),
         cmocka_unit_test(test_yield_clear_hold_units),
+        cmocka_unit_test(test_sipp_hold_ok_asked_where_holdable),
         cmocka_unit_test_setup_teardown(test_yield_clear_hold_plan_units, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_clear_hold_plan, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_undone, setup, teardown),
