@@ -97,7 +97,7 @@
 #include "pd_sipp.h"
 #include "pd_yield.h"
 
-#define MAX_UNIT 2
+#define MAX_UNIT 16 /* the scene's unit sizes: 1, 2, 4, ... up to --scene-units (agents: 1 and 2) */
 #define TICK_MS 100             /* 10 Hz */
 #define DEADLOCK_MS 30000
 #define TTL_MS 30000            /* reservation_ttl_ms's default */
@@ -130,7 +130,7 @@ typedef struct figures {
     size_t n_us, cap_us;
     double wait_ms;             /* executed waits, away from the goal */
     double agent_ms;            /* agents x game time */
-    uint64_t deadlocked, no_free_path, expired;
+    uint64_t deadlocked, no_free_path, expired, hold_fell;
     uint64_t yield_tried, yield_moves, yield_undone, displaced;
     size_t table_bytes, table_entries;
     uint64_t direct;            /* plans the fast path answered (pd_sipp_direct.h) */
@@ -205,12 +205,12 @@ static pd_grid *load_map(const char *path)
     return g;
 }
 
-static void scene_init(scene *s, const char *path)
+static void scene_init(scene *s, const char *path, uint32_t scene_units)
 {
     memset(s, 0, sizeof *s);
     s->g = load_map(path);
     s->c = pd_clearance_build(s->g);
-    for (uint32_t k = 1; k <= MAX_UNIT; k++) {
+    for (uint32_t k = 1; k <= scene_units; k += k) {
         s->unit[k] = pd_unit_grid_build(s->g, s->c, k);
         s->comp[k] = s->unit[k] ? pd_components_build(s->unit[k]) : NULL;
         if (!s->comp[k]) {
@@ -503,6 +503,7 @@ typedef struct run_args {
     int agents;
     int64_t game_ms;
     int unit2_pct;
+    uint32_t scene_units;       /* the largest unit size the scene has, for clear holds */
     int64_t window_ms;
     int64_t hold_ms;            /* PARTIAL's hold (pd_sipp.h): 0 until reserved again */
     int sipp_only;              /* --sipp-only 1: no fast path (pd_sipp_direct.h), to compare */
@@ -601,8 +602,10 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
     pd_yield_ctx *yctx = pd_yield_ctx_create();
     pd_search_ctx *sctx = pd_search_ctx_create();
     agent *ag = calloc((size_t)ra->agents, sizeof *ag);
-    const pd_grid *grids[MAX_UNIT + 1] = { NULL, s->unit[1], s->unit[2] };
-    const pd_yield_params yp = { .after_ms = ra->yield_ms, .unit_grids = grids, .max_unit = MAX_UNIT,
+    const pd_grid *grids[MAX_UNIT + 1];
+    for (uint32_t k = 0; k <= MAX_UNIT; k++)
+        grids[k] = s->unit[k];
+    const pd_yield_params yp = { .after_ms = ra->yield_ms, .unit_grids = grids, .max_unit = ra->scene_units,
                                .clear_holds = ra->clear_holds, .long_expansions = ra->long_expansions,
                                .take_free_way = ra->take_free_way, .retry_max_ms = ra->retry_max_ms,
                                .move_ahead = ra->move_ahead, .park_any = ra->park_any,
@@ -736,6 +739,7 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                     a->y_undone += (uint32_t)yr.undone;
                     a->y_moved += yr.n_displaced > 0;
                     f->yield_tried += (uint64_t)yr.tried;
+                    f->hold_fell += (uint64_t)yr.hold_fell;
                     f->yield_undone += (uint64_t)yr.undone;
                     f->yield_moves += yr.n_displaced > 0;
                     f->displaced += yr.n_displaced;
@@ -910,7 +914,7 @@ static void run_single(const scene *s, int queries, int64_t window_ms)
 static void usage(void)
 {
     fprintf(stderr, "usage: pathd-agents-bench --map FILE.map [--mode reserve|alone|single|wire] [--agents N]\n"
-                    "         [--seconds S] [--unit2-pct P] [--window MS] [--hold MS] [--sipp-only 1] [--yield MS]\n"
+                    "         [--seconds S] [--unit2-pct P] [--scene-units 2|4|8|16] [--window MS] [--hold MS] [--sipp-only 1] [--yield MS]\n"
                     "         [--clear-holds 0|1] [--long-expansions N] [--take-free-way 0|1] [--retry-max MS] [--queries N] [--seed N]"
                     " [--move-ahead 0|1] [--park-any 0|1] [--max-displaced N] [--door MS]\n"
                     "         [--answers FILE.jsonl] [--server HOST:PORT --scene NAME (wire)]\n");
@@ -920,7 +924,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     const char *map = NULL, *answers = NULL, *server = NULL;
-    run_args ra = { .mode = "reserve", .agents = 500, .game_ms = 600000, .unit2_pct = 20,
+    run_args ra = { .mode = "reserve", .agents = 500, .game_ms = 600000, .unit2_pct = 20, .scene_units = 2,
                     .window_ms = PD_RESERVE_DEFAULT_WINDOW_MS, .yield_ms = 2000, .clear_holds = 1,
                     .long_expansions = 0, .move_ahead = 1, .park_any = 1,
                     .give_way_ms = PD_YIELD_GIVE_WAY_MS, .door_ms = PD_YIELD_DOOR_MS };
@@ -939,6 +943,11 @@ int main(int argc, char **argv)
             ra.game_ms = (int64_t)(atof(v) * 1000);
         else if (!strcmp(argv[i], "--unit2-pct"))
             ra.unit2_pct = atoi(v);
+        else if (!strcmp(argv[i], "--scene-units")) {
+            ra.scene_units = (uint32_t)atoi(v);
+            if (ra.scene_units < 2 || ra.scene_units > MAX_UNIT || (ra.scene_units & (ra.scene_units - 1)))
+                usage();
+        }
         else if (!strcmp(argv[i], "--window"))
             ra.window_ms = atoll(v);
         else if (!strcmp(argv[i], "--hold"))
@@ -995,7 +1004,7 @@ int main(int argc, char **argv)
                             "(limits.reservation_clear_holds); the answers follow its config\n");
     }
     scene s;
-    scene_init(&s, map);
+    scene_init(&s, map, ra.scene_units);
     if (!strcmp(ra.mode, "single")) {
         run_single(&s, queries, ra.window_ms);
         scene_free(&s);
@@ -1042,6 +1051,9 @@ int main(int argc, char **argv)
            ra.mode, ra.agents, (double)ra.game_ms / 1000, (unsigned long long)f.calls, p50, p99, mean,
            100.0 * f.wait_ms / f.agent_ms, (unsigned long long)f.deadlocked, (unsigned long long)f.no_free_path,
            (unsigned long long)f.displaced, (unsigned long long)f.start_blocked, direct_pct);
+    if (!strcmp(ra.mode, "reserve"))
+        printf("clear holds: %llu plans found no clear anchor in reach and were made without the rule\n",
+               (unsigned long long)f.hold_fell);
     free(f.slow_us);
     if (ra.answers)
         fclose(ra.answers);

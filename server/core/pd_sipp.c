@@ -1189,9 +1189,13 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
          * before, it may also wait there for the end (its static twin at
          * t_end), which is how an agent that cannot get anywhere yet holds
          * its cell. */
-        if (n->mode == PD__SPACE_TIME && p->window_ms > 0 && pd__may_hold(r, n->cell)) {
+        if (n->mode == PD__SPACE_TIME && p->window_ms > 0) {
             const int64_t hold_from = n->g > r->t_end ? n->g : r->t_end;
-            if (p->hold_ms ? n->hi - hold_from >= p->hold_ms : n->hi == PD_RESERVE_FOREVER) {
+            /* The interval first: it is one comparison, and hold_ok is
+             * the dear test (pd_yield's clear holds read the table round
+             * the anchor for every unit size the scene has). */
+            if ((p->hold_ms ? n->hi - hold_from >= p->hold_ms : n->hi == PD_RESERVE_FOREVER) &&
+                pd__may_hold(r, n->cell)) {
                 if (n->g >= r->t_end) {
                     n->mode = PD__HANDOVER;
                     if (r->exact) {

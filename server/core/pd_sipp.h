@@ -185,7 +185,9 @@ typedef struct pd_sipp_params {
     /* hold_ok: when set, a handover may only be an anchor it accepts (or
      * the start): the search goes on past the window's end until one is
      * reached, so PARTIAL's hold is never where the caller says it blocks
-     * others (pd_yield.h: never mid-corridor). */
+     * others (pd_yield.h: never mid-corridor). Asked only of a state the
+     * agent could otherwise hold (its interval long enough), as it may
+     * be dear. */
     int (*hold_ok)(void *user, int32_t x, int32_t y);
     void *hold_user;
 } pd_sipp_params;

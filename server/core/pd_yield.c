@@ -237,44 +237,100 @@ static int pd__free_at(const pd_grid *g, const pd_reserve *t, uint32_t self, int
     return !(n && s[n - 1].t1 == PD_RESERVE_FOREVER && s[n - 1].slot != self);
 }
 
+/* Whether unit u may anchor at (x, y) on its grid g and, with a table, no
+ * cell of its u x u footprint there is held for good by another agent than
+ * `self` (a hold is a wall for the rest of the plan). */
+static int pd__anchor_free(const pd_grid *g, const pd_grid *cells, const pd_reserve *t, uint32_t self, uint32_t u,
+                           int32_t x, int32_t y)
+{
+    if (!pd__open_at(g, x, y))
+        return 0;
+    if (!t)
+        return 1;
+    for (int32_t j = y; j < y + (int32_t)u; j++)
+        for (int32_t i = x; i < x + (int32_t)u; i++)
+            if (!pd__free_at(cells, t, self, i, j))
+                return 0;
+    return 1;
+}
+
+/* How many runs the open anchors of unit u's grid g form on the ring of
+ * `side` steps per edge whose top-left corner is (x0, y0), clockwise;
+ * with a table, an anchor whose footprint another's hold for good covers
+ * is closed (pd__anchor_free). */
+static int pd__ring_runs(const pd_grid *g, const pd_grid *cells, const pd_reserve *t, uint32_t self, uint32_t u,
+                         int32_t x0, int32_t y0, int32_t side)
+{
+    static const int8_t ex[4] = { 1, 0, -1, 0 }, ey[4] = { 0, 1, 0, -1 };
+    int32_t cx = x0, cy = y0;
+    /* the cell before the corner is the one below it on the left edge */
+    int prev = pd__anchor_free(g, cells, t, self, u, x0, y0 + 1), runs = 0;
+    for (int e = 0; e < 4; e++)
+        for (int32_t i = 0; i < side; i++) {
+            const int o = pd__anchor_free(g, cells, t, self, u, cx, cy);
+            runs += o && !prev;
+            prev = o;
+            cx += ex[e];
+            cy += ey[e];
+        }
+    return runs;
+}
+
 /* The parking rule: the open cells on the ring around the k x k footprint
  * at (x, y) form one run (the footprint splits no passage), and none is
  * held for good by another agent (with a table): holds keep a cell apart,
  * so a crowd of them keeps its gaps. Measured on den520d (500 agents, 600
  * s): with holds allowed beside holds, as long as the free ring cells
  * stayed one run, crowds still closed up along walls and 214 agents were
- * deadlocked; with none beside, 4. */
-static int pd__clear(const pd_grid *g, const pd_reserve *t, uint32_t self, uint32_t k, int32_t x, int32_t y)
+ * deadlocked; with none beside, 4.
+ *
+ * Nor may the footprint split a passage of any larger unit size the scene
+ * has (unit_grids[2..max_unit]), counting the other agents' holds for good
+ * as walls: a unit u cannot anchor anywhere in the (k + u - 1) square up
+ * and left of the footprint's far corner, so the anchors on the ring round
+ * that square that unit u may take (its grid open, no hold under its
+ * footprint) must form one run too. The unit-1 ring is blind to both: a
+ * 2 x 2 agent holding against one wall of a three-wide street leaves it
+ * one run round the open side, and two holds on either side of a five-wide
+ * street, a cell apart, leave each other's ring free - and no 2 x 2 agent
+ * can pass either. Measured (docs/BENCHMARKS.md, "Deadlocks, tenth pass"):
+ * 500 agents, 600 s, twelve seeds each, deadlocked agents Berlin_0_256 607
+ * -> 78, den520d 96 -> 83; the unit-1 ring and the larger units' static
+ * grids alone, without the holds, 304 and 107. */
+static int pd__clear(const pd_grid *const *unit_grids, uint32_t max_unit, const pd_reserve *t, uint32_t self,
+                     uint32_t k, int32_t x, int32_t y)
 {
+    const pd_grid *g = unit_grids[1];
     const int32_t side = (int32_t)k + 1; /* steps along each edge of the ring */
     int32_t cx = x - 1, cy = y - 1;
     static const int8_t ex[4] = { 1, 0, -1, 0 }, ey[4] = { 0, 1, 0, -1 };
-    /* Clockwise from the top-left corner; the cell before it is the one
-     * below it on the left edge. */
-    int prev = pd__open_at(g, x - 1, y), runs = 0;
     for (int e = 0; e < 4; e++)
         for (int32_t i = 0; i < side; i++) {
-            const int o = pd__open_at(g, cx, cy);
-            if (o && !pd__free_at(g, t, self, cx, cy))
+            if (pd__open_at(g, cx, cy) && !pd__free_at(g, t, self, cx, cy))
                 return 0;
-            runs += o && !prev;
-            prev = o;
             cx += ex[e];
             cy += ey[e];
         }
-    return runs <= 1;
+    if (pd__ring_runs(g, g, NULL, self, 1, x - 1, y - 1, side) > 1)
+        return 0;
+    for (uint32_t u = 2; u <= max_unit; u++)
+        if (unit_grids[u] &&
+            pd__ring_runs(unit_grids[u], g, t, self, u, x - (int32_t)u, y - (int32_t)u, (int32_t)(k + u)) > 1)
+            return 0;
+    return 1;
 }
 
-int pd_yield_clear_hold(const pd_grid *g, uint32_t k, int32_t x, int32_t y)
+int pd_yield_clear_hold(const pd_grid *const *unit_grids, uint32_t max_unit, const pd_reserve *t, uint32_t k,
+                        int32_t x, int32_t y)
 {
-    return pd__clear(g, NULL, PD_RESERVE_NO_SLOT, k, x, y);
+    return pd__clear(unit_grids, max_unit, t, PD_RESERVE_NO_SLOT, k, x, y);
 }
 
 /* pd_sipp_params.hold_ok for R. */
 static int pd__hold_ok(void *user, int32_t x, int32_t y)
 {
     const pd_yield_ctx *yc = user;
-    return pd__clear(yc->y->unit_grids[1], yc->table, yc->self, yc->hold_unit, x, y);
+    return pd__clear(yc->y->unit_grids, yc->y->max_unit, yc->table, yc->self, yc->hold_unit, x, y);
 }
 
 /* pd_sipp_params.park_ok for a holder of unit yc->park_unit: no cell of
@@ -282,7 +338,7 @@ static int pd__hold_ok(void *user, int32_t x, int32_t y)
 static int pd__park_ok(void *user, int32_t x, int32_t y)
 {
     const pd_yield_ctx *yc = user;
-    if (yc->y->clear_holds && !yc->park_any && !pd__clear(yc->y->unit_grids[1], yc->table, yc->park_self, yc->park_unit, x, y))
+    if (yc->y->clear_holds && !yc->park_any && !pd__clear(yc->y->unit_grids, yc->y->max_unit, yc->table, yc->park_self, yc->park_unit, x, y))
         return 0;
     for (int32_t j = y; j < y + (int32_t)yc->park_unit; j++)
         for (int32_t i = x; i < x + (int32_t)yc->park_unit; i++) {
@@ -753,6 +809,8 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
             /* Nowhere clear to hold within reach (a crowd all round):
              * the parking rule gives way rather than the plan. */
             pw.hold_ok = NULL;
+            if (yr)
+                yr->hold_fell = 1;
             st = pd_sipp_reserve(ctx, table, grid, p, r);
         }
         if (st == PD_OK || st == PD_PARTIAL)
@@ -767,6 +825,8 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
         pw.window_ms = window0;
     if (st == PD_NO_PATH && pw.hold_ok && p->window_ms > 0) {
         pw.hold_ok = NULL;
+        if (yr)
+            yr->hold_fell = 1;
         st = pd_sipp_plan(ctx, table, grid, p, &r0);
     }
     if (st != PD_OK && st != PD_PARTIAL) {

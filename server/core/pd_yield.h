@@ -16,9 +16,11 @@
  * Clear holds (clear_holds), a parking rule. PARTIAL's hold for good may
  * only be where the footprint blocks no one (pd_sipp_params.hold_ok): the
  * open cells on the ring around it form one run, and none of them is held
- * for good by another agent. Not in a corridor or its mouth, not in a
- * door, and never beside another hold, so a crowd keeps its gaps. The planner then
- * reserves on past the window's end to the first such cell (through a
+ * for good by another agent; nor may it close a passage for any larger
+ * unit size, the other holds counted as walls (pd_yield_clear_hold). Not
+ * in a corridor or its mouth, not in a door, never beside another hold, so
+ * a crowd keeps its gaps, and never where a 2 x 2 could no longer pass.
+ * The planner then reserves on past the window's end to the first such cell (through a
  * corridor, to its far side), and an agent coming the other way sees the
  * whole passage taken and waits outside it. The start is always allowed
  * (the agent stands there already); when nowhere in reach is clear (a
@@ -286,6 +288,7 @@ typedef struct pd_yield_result {
     int outcome;
     uint64_t culprit;
     int p1_fell;                       /* P1 planned in the window instead: 1 past its budget, 2 NO_PATH */
+    int hold_fell;                     /* clear holds found no clear anchor in reach: planned without the rule */
     int found;                         /* the holders this attempt would move (-1: none it may) */
     int ahead;                         /* moving ahead was tried (else aside) */
     /* Why the move was undone: 1 the request's aside searches ran out, 2
@@ -316,11 +319,17 @@ enum {
 
 /*
  * Whether a k x k footprint at anchor (x, y) blocks no one: the open cells
- * of grid (unit 1) on the ring around it form one run (or none). Two or
+ * of unit_grids[1] (the scene's cells) on the ring around it form one run
+ * (or none), and so do the anchors round it that each larger unit size u
+ * (unit_grids[u], 2 <= u <= max_unit, NULL ones skipped) could take. Two or
  * more runs mean the footprint stands between them - a corridor, a door, a
- * corridor's mouth - and others could only pass through it.
+ * corridor's mouth, a street too narrow for a 2 x 2 beside it - and others
+ * could only pass through it. With a table t (may be NULL), another agent's
+ * hold for good is a wall for this, and no cell of the unit-1 ring may be
+ * held for good at all (holds keep a cell apart).
  */
-int pd_yield_clear_hold(const pd_grid *grid, uint32_t k, int32_t x, int32_t y);
+int pd_yield_clear_hold(const pd_grid *const *unit_grids, uint32_t max_unit, const pd_reserve *t, uint32_t k,
+                        int32_t x, int32_t y);
 
 typedef struct pd_yield_ctx pd_yield_ctx;
 
