@@ -607,8 +607,11 @@ static int pd__parse_tiles(const pd__tctx *ctx, const cJSON *ts, const char *pat
         free(out->images);
         out->images = NULL;
     }
-    qsort(out->images, out->n_images, sizeof *out->images, pd__cmp_id);
-    qsort(out->rules, out->n_rules, sizeof *out->rules, pd__cmp_rule);
+    /* qsort's base must not be NULL, even for no elements (UBSan). */
+    if (out->n_images > 1)
+        qsort(out->images, out->n_images, sizeof *out->images, pd__cmp_id);
+    if (out->n_rules > 1)
+        qsort(out->rules, out->n_rules, sizeof *out->rules, pd__cmp_rule);
     for (size_t k = 1; k < out->n_rules; k++) {
         if (out->rules[k - 1].id == out->rules[k].id)
             return pd__tfail(ctx, child, "tile id %u is described more than once",
