@@ -78,10 +78,11 @@
  * request: a holder whose only way out of R's way passes R's start (two
  * agents to swap in a pocket, each wanting the other's side) cannot get
  * out ahead of R, who reserves its way from t0 on, but it can once R
- * waits for it. Measured on Berlin_0_256 seed 1 (docs/BENCHMARKS.md,
- * "Deadlocks, tenth pass"): two 2 x 2s in a dead end stood for good
- * with every attempt undone so. Otherwise R plans as it would with no
- * holder moved, and the back-off decides when it tries again.
+ * waits for it. Seen on Berlin_0_256 seed 1: two 2 x 2s in a dead end
+ * stood for good with every attempt undone so (that dead end is
+ * test_reserve's test_yield_aside_after_ahead). Otherwise R plans as it
+ * would with no holder moved, and the back-off decides when it tries
+ * again.
  *
  * Parking anywhere (park_any): with clear holds a holder may only step
  * aside to a clear anchor, and in a crowd there is none (the ring of every
