@@ -2186,6 +2186,8 @@ static int pocket_swap(void **state, int aside_after_ahead, const char *name)
     const pd_waypoint *last = &st.r.waypoints[st.r.n_waypoints - 1];
     const int reached = sa == PD_OK && last->x == 11 && last->y == 5;
     if (reached) {
+        assert_int_equal(yr.outcome, PD_YIELD_OUT_KEPT_ASIDE);
+        assert_int_equal(yr.undone, 0);
         assert_int_equal(yr.n_displaced, 1);
         const pd_displaced *d = &yr.displaced[0];
         assert_int_equal(d->agent, 2);
