@@ -511,6 +511,7 @@ typedef struct run_args {
     int clear_holds;            /* pd_yield_params.clear_holds (with yield_ms > 0) */
     uint64_t long_expansions;   /* pd_yield_params.long_expansions (0: its default; UINT64_MAX none) */
     int take_free_way;          /* pd_yield_params.take_free_way */
+    int aside_after_ahead;      /* pd_yield_params.aside_after_ahead */
     int64_t retry_max_ms;       /* pd_yield_params.retry_max_ms (0: its default; < 0 no back-off) */
     int move_ahead;             /* pd_yield_params.move_ahead */
     int park_any;               /* pd_yield_params.park_any */
@@ -610,7 +611,7 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                                .take_free_way = ra->take_free_way, .retry_max_ms = ra->retry_max_ms,
                                .move_ahead = ra->move_ahead, .park_any = ra->park_any,
                                .max_displaced = ra->max_displaced, .give_way_ms = ra->give_way_ms,
-                               .door_ms = ra->door_ms };
+                               .door_ms = ra->door_ms, .aside_after_ahead = ra->aside_after_ahead };
     size_t cap = 4096;          /* A* copies no path into a NULL buffer */
     pd_point *buf = xrealloc(NULL, cap * sizeof *buf);
     if (!table || !ctx || !yctx || !sctx || !ag) {
@@ -915,7 +916,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: pathd-agents-bench --map FILE.map [--mode reserve|alone|single|wire] [--agents N]\n"
                     "         [--seconds S] [--unit2-pct P] [--scene-units 2|4|8|16] [--window MS] [--hold MS] [--sipp-only 1] [--yield MS]\n"
-                    "         [--clear-holds 0|1] [--long-expansions N] [--take-free-way 0|1] [--retry-max MS] [--queries N] [--seed N]"
+                    "         [--clear-holds 0|1] [--long-expansions N] [--take-free-way 0|1] [--aside-after-ahead 0|1] [--retry-max MS] [--queries N] [--seed N]"
                     " [--move-ahead 0|1] [--park-any 0|1] [--max-displaced N] [--door MS]\n"
                     "         [--answers FILE.jsonl] [--server HOST:PORT --scene NAME (wire)]\n");
     exit(2);
@@ -927,7 +928,7 @@ int main(int argc, char **argv)
     run_args ra = { .mode = "reserve", .agents = 500, .game_ms = 600000, .unit2_pct = 20, .scene_units = 2,
                     .window_ms = PD_RESERVE_DEFAULT_WINDOW_MS, .yield_ms = 2000, .clear_holds = 1,
                     .long_expansions = 0, .move_ahead = 1, .park_any = 1,
-                    .give_way_ms = PD_YIELD_GIVE_WAY_MS, .door_ms = PD_YIELD_DOOR_MS };
+                    .give_way_ms = PD_YIELD_GIVE_WAY_MS, .door_ms = PD_YIELD_DOOR_MS, .aside_after_ahead = 1 };
     int queries = 200;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -960,6 +961,8 @@ int main(int argc, char **argv)
             ra.clear_holds = atoi(v);
         else if (!strcmp(argv[i], "--long-expansions"))
             ra.long_expansions = strtoull(v, NULL, 10);
+        else if (!strcmp(argv[i], "--aside-after-ahead"))
+            ra.aside_after_ahead = atoi(v);
         else if (!strcmp(argv[i], "--take-free-way"))
             ra.take_free_way = atoi(v);
         else if (!strcmp(argv[i], "--retry-max"))

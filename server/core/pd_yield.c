@@ -955,6 +955,7 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
             pd_reserve_note_speed(table, p->agent, p->speed);
             return st1;
         }
+        int aside = !ahead;
         if (ahead) {
             if (yr) {
                 yr->undone = 1;
@@ -962,7 +963,19 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
                 yr->culprit = yc->culprit;
                 yr->undone_why = yc->undone_why;
             }
-        } else if (found > 0 && pd__mark_way(yc, r1.n_waypoints, p->unit) == 0 &&
+            if (y->aside_after_ahead && yc->undone_why == 2) {
+                /* A holder found no anchor in time: its only way out
+                 * of R's way is past R (a swap in a pocket). Moved
+                 * aside it steps off R's whole way first and R waits
+                 * for it: the holders R meets in its window. */
+                aside = 1;
+                found = pd__crossed(yc, table, yc->p1, r1.n_waypoints, p->unit,
+                                    window0 > 0 ? p->t0_ms + window0 : PD_RESERVE_FOREVER, &later);
+                if (later)
+                    p2.window_ms = window0;
+            }
+        }
+        if (aside && found > 0 && pd__mark_way(yc, r1.n_waypoints, p->unit) == 0 &&
             pd__move_aside(yc, ctx, table, p, found) == 0) {
             /* The way is clearing: R plans as usual on the table that has
              * the holders' new plans, and keeps it when it gains. */
@@ -978,6 +991,9 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
                     yr->displaced = yc->out;
                     yr->n_displaced = (size_t)found;
                     yr->outcome = PD_YIELD_OUT_KEPT_ASIDE;
+                    yr->undone = 0; /* moving ahead's, when aside came after it */
+                    yr->culprit = 0;
+                    yr->undone_why = 0;
                 }
                 pd_reserve_note_speed(table, p->agent, p->speed);
                 return st2;
@@ -993,7 +1009,7 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
                 yr->undone = 1;
                 yr->outcome = PD_YIELD_OUT_R2_NO_GAIN;
             }
-        } else if (found > 0 && yr) {
+        } else if (aside && found > 0 && yr) {
             yr->undone = 1;
             yr->outcome = PD_YIELD_OUT_ASIDE_UNDONE;
             yr->culprit = yc->culprit;

@@ -73,9 +73,16 @@
  * which may be ahead of R along its way, in a pocket R passes, or a cell R
  * has left: the table, not a list of cells, says where R will be (PIBT's
  * push, planned over time). If any holder cannot move, R's P1 and every
- * cut go back and the attempt counts as undone: moving aside is not tried
- * on the same request (R plans as it would with no holder moved, and the
- * back-off decides when it tries again).
+ * cut go back and the attempt counts as undone. When the holder found no
+ * anchor at all (aside_after_ahead), moving aside is tried on the same
+ * request: a holder whose only way out of R's way passes R's start (two
+ * agents to swap in a pocket, each wanting the other's side) cannot get
+ * out ahead of R, who reserves its way from t0 on, but it can once R
+ * waits for it. Seen on Berlin_0_256 seed 1: two 2 x 2s in a dead end
+ * stood for good with every attempt undone so (that dead end is
+ * test_reserve's test_yield_aside_after_ahead). Otherwise R plans as it
+ * would with no holder moved, and the back-off decides when it tries
+ * again.
  *
  * Parking anywhere (park_any): with clear holds a holder may only step
  * aside to a clear anchor, and in a crowd there is none (the ring of every
@@ -260,6 +267,11 @@ typedef struct pd_yield_params {
      * there and re-planned round it; <= 0: never (the server and the
      * bench: PD_YIELD_DOOR_MS). */
     int64_t door_ms;
+    /* Moving aside after moving ahead (above): when moving ahead is undone
+     * because a holder found no anchor, the holders R meets within its
+     * window are moved aside on the same request (the server and the
+     * bench: on). */
+    int aside_after_ahead;
 } pd_yield_params;
 
 /* An agent moved: its new plan replaces its reservations from t0_ms on

@@ -2143,6 +2143,77 @@ static void test_yield_undone(void **state)
     stage_end(&st);
 }
 
+/* Moving aside after moving ahead (aside_after_ahead), on the dead end of
+ * Berlin_0_256 (x 229-244, y 122-130) where two 2 x 2s stood for good in
+ * the agents bench: A parked at the pocket's top (9, 2) wants out to
+ * (11, 5); B parked at its mouth (10, 5), where A's way ends. Moving ahead
+ * reserves A's way from t0 on, so B, whose only way off it is west past
+ * the pocket's mouth, finds no anchor in time and the move is undone.
+ * Moved aside, B steps off A's whole way first and A waits for it.
+ * Returns whether A's plan reached its goal. */
+static int pocket_swap(void **state, int aside_after_ahead, const char *name)
+{
+    stage st;
+    stage_begin(&st, state, name, core_grid(".....######.####\n"
+                                            "...#######..####\n"
+                                            "..#######...####\n"
+                                            "...#####....####\n"
+                                            "#...##.......###\n"
+                                            "#............###\n"
+                                            "##...........###\n"
+                                            "##........######\n"
+                                            "###.....########\n"));
+    pd_yield_ctx *yc = pd_yield_ctx_create();
+    assert_non_null(yc);
+    const pd_yield_params y = { .after_ms = 2000, .unit_grids = (const pd_grid *const *)st.s.unit, .max_unit = 2,
+                                .clear_holds = 1, .move_ahead = 1, .park_any = 1,
+                                .aside_after_ahead = aside_after_ahead };
+    pd_yield_result yr;
+    const pd_sipp_params a0 = { .agent = 1, .unit = 2, .start = { 9, 2 }, .goal = { 9, 2 }, .speed = 1.5 };
+    const pd_sipp_params b0 = { .agent = 2, .unit = 2, .start = { 10, 5 }, .goal = { 10, 5 }, .t0_ms = 500,
+                                .speed = 1.5 };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &a0, &y, &st.r, &yr), PD_OK, "A parks");
+    answers_plan(&st.log, 1, 2, 1.5, 0, st.r.waypoints, st.r.n_waypoints);
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &b0, &y, &st.r, &yr), PD_OK, "B parks");
+    answers_plan(&st.log, 2, 2, 1.5, 500, st.r.waypoints, st.r.n_waypoints);
+    const pd_sipp_params a1 = { .agent = 1, .unit = 2, .start = { 9, 2 }, .goal = { 11, 5 }, .t0_ms = 3000,
+                                .speed = 1.5, .window_ms = 8000 };
+    const pd_status sa = pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &a1, &y, &st.r, &yr);
+    assert_true(sa == PD_OK || sa == PD_PARTIAL);
+    answers_plan(&st.log, 1, 2, 1.5, 3000, st.r.waypoints, st.r.n_waypoints);
+    assert_true(yr.tried);
+    assert_true(yr.ahead);
+    const pd_waypoint *last = &st.r.waypoints[st.r.n_waypoints - 1];
+    const int reached = sa == PD_OK && last->x == 11 && last->y == 5;
+    if (reached) {
+        assert_int_equal(yr.outcome, PD_YIELD_OUT_KEPT_ASIDE);
+        assert_int_equal(yr.undone, 0);
+        assert_int_equal(yr.n_displaced, 1);
+        const pd_displaced *d = &yr.displaced[0];
+        assert_int_equal(d->agent, 2);
+        answers_plan(&st.log, 2, 2, 1.5, d->t0_ms, d->waypoints, d->n_waypoints);
+        /* B parks off every footprint of A's way (the checker below
+         * judges the times). */
+        const pd_waypoint *bl = &d->waypoints[d->n_waypoints - 1];
+        assert_int_equal(bl->t_leave_ms, FOREVER);
+        for (size_t i = 0; i < st.r.n_waypoints; i++)
+            assert_true(abs(bl->x - st.r.waypoints[i].x) >= 2 || abs(bl->y - st.r.waypoints[i].y) >= 2);
+    } else {
+        assert_int_equal(yr.outcome, PD_YIELD_OUT_AHEAD_UNDONE);
+        assert_int_equal(yr.undone_why, 2);
+        assert_int_equal(yr.n_displaced, 0);
+    }
+    pd_yield_ctx_destroy(yc);
+    stage_end(&st);
+    return reached;
+}
+
+static void test_yield_aside_after_ahead(void **state)
+{
+    assert_int_equal(pocket_swap(state, 0, "yield_pocket_ahead_only"), 0);
+    assert_int_equal(pocket_swap(state, 1, "yield_pocket_aside_after_ahead"), 1);
+}
+
 /* Backing off (retry_max_ms): a requester whose attempt was undone, still
  * standing, does not try again (plans no P1) on its next request until its
  * wait crosses the next threshold (after_ms 1000: 1000, 2000, 4000, ...
@@ -2816,6 +2887,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_yield_corridor_head_on, setup, teardown),
         cmocka_unit_test(test_yield_clear_hold_rule),
         cmocka_unit_test(test_yield_clear_hold_units),
+        cmocka_unit_test_setup_teardown(test_yield_aside_after_ahead, setup, teardown),
         cmocka_unit_test(test_sipp_hold_ok_asked_where_holdable),
         cmocka_unit_test_setup_teardown(test_yield_clear_hold_plan_units, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_clear_hold_plan, setup, teardown),
