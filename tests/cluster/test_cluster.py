@@ -147,6 +147,18 @@ def haproxy_stat():
     return out
 
 
+def haproxy_scur():
+    """{server: connections open now} from HAProxy's stats socket."""
+    lines = run("haproxy", "show stat").stdout.splitlines()
+    head = lines[0].lstrip("# ").split(",")
+    out = {}
+    for line in lines[1:]:
+        row = dict(zip(head, line.split(",")))
+        if row.get("pxname") == "replicas" and row.get("svname", "").startswith("replica"):
+            out[row["svname"]] = int(row["scur"] or 0)
+    return out
+
+
 def agent_word(port):
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         data = b""
@@ -237,7 +249,12 @@ def main():
 
     assert agent_word(a1) == "up ready\n" and agent_word(a2) == "up ready\n"
 
-    # Two connections through HAProxy: leastconn gives each replica one.
+    # Two connections through HAProxy: leastconn gives each replica one -
+    # once HAProxy holds no earlier connection open to either (one the
+    # steps above closed may still count on a loaded machine, and then
+    # both went to the other replica).
+    wait_for("HAProxy to hold no connection to the replicas",
+             lambda: list(haproxy_scur().values()) == [0, 0], timeout=10)
     x, y = Conn(front), Conn(front)
     assert x.ping(5).pong.serving == pb.SERVING and y.ping(6).pong.serving == pb.SERVING
     d1 = Conn(base + 10)  # straight to replica1
