@@ -135,28 +135,26 @@ def status_lines():
     return r.returncode, [line.split() for line in r.stdout.splitlines()]
 
 
-def haproxy_stat():
-    """{server: (status, stot)} from HAProxy's stats socket."""
+def haproxy_rows():
+    """The replicas' rows of HAProxy's stats socket, {server: {column: value}}."""
     lines = run("haproxy", "show stat").stdout.splitlines()
     head = lines[0].lstrip("# ").split(",")
     out = {}
     for line in lines[1:]:
         row = dict(zip(head, line.split(",")))
         if row.get("pxname") == "replicas" and row.get("svname", "").startswith("replica"):
-            out[row["svname"]] = (row["status"], int(row["stot"] or 0))
+            out[row["svname"]] = row
     return out
+
+
+def haproxy_stat():
+    """{server: (status, stot)} from HAProxy's stats socket."""
+    return {sv: (row["status"], int(row["stot"] or 0)) for sv, row in haproxy_rows().items()}
 
 
 def haproxy_scur():
     """{server: connections open now} from HAProxy's stats socket."""
-    lines = run("haproxy", "show stat").stdout.splitlines()
-    head = lines[0].lstrip("# ").split(",")
-    out = {}
-    for line in lines[1:]:
-        row = dict(zip(head, line.split(",")))
-        if row.get("pxname") == "replicas" and row.get("svname", "").startswith("replica"):
-            out[row["svname"]] = int(row["scur"] or 0)
-    return out
+    return {sv: int(row["scur"] or 0) for sv, row in haproxy_rows().items()}
 
 
 def agent_word(port):
