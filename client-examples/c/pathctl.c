@@ -949,6 +949,7 @@ static int pathctl_limits(pdc_conn *c, const pathctl_args *a)
         {"max_reservation_entries", l.max_reservation_entries},
         {"max_reservation_window_ms", l.max_reservation_window_ms},
         {"max_agent_bytes", l.max_agent_bytes},
+        {"max_clock_step_ms", l.max_clock_step_ms},
     };
     return pathctl_print_numbers(a, fields, sizeof fields / sizeof fields[0]);
 }

@@ -807,7 +807,8 @@ describe('daemon with other limits', () => {
       assert.deepEqual([limits.watchBufferBytes, limits.maxWatchScenes, limits.maxWatchers], [1048576, 64, 1000]);
       // The reservation limits, at their defaults (config/README.md).
       assert.deepEqual([limits.reservationTtlMs, limits.maxAgentsPerScene, limits.maxReservationEntries,
-        limits.maxReservationWindowMs, limits.maxAgentBytes], [30000, 10000, 1000000, 60000, 1048576]);
+        limits.maxReservationWindowMs, limits.maxAgentBytes, limits.maxClockStepMs],
+      [30000, 10000, 1000000, 60000, 1048576, 3600000]);
       const { status, ...reference } = pathctlJson(daemon().addr, ['limits']);
       assert.equal(status, 'OK');
       const camel = Object.fromEntries(Object.entries(reference)
