@@ -770,6 +770,13 @@ pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64
             t->now_ms = t->maintained_ms = t->gone_ms = 0;
         pd__agent_live(t, slot, agent);
     } else {
+        /* The table's only agent, its clock going back: the clock was
+         * this agent's alone and starts afresh at t0, as if the agent had
+         * been released first (kept, the agent renewed at t0 was expired
+         * by the next maintain; pd_reserve_holds_only). A step ahead
+         * needs nothing: t0 is the clock then anyway. */
+        if (t->live_agents == 1 && t0_ms < t->now_ms)
+            t->now_ms = t->maintained_ms = t->gone_ms = 0;
         pd__agent_truncate(t, slot, t0_ms);
     }
     pd__commit(t, slot, ne, m);
@@ -813,9 +820,14 @@ size_t pd_reserve_release_all(pd_reserve *t, uint64_t *out, size_t cap)
     return n;
 }
 
-pd_reserve_clock_fit pd_reserve_clock_fits(const pd_reserve *t, int64_t t0_ms, int64_t ttl_ms)
+int pd_reserve_holds_only(const pd_reserve *t, uint64_t agent)
 {
-    if (t->live_agents == 0)
+    return t->live_agents == 0 || (t->live_agents == 1 && pd__map_find(&t->agent_map, agent) != PD__NONE);
+}
+
+pd_reserve_clock_fit pd_reserve_clock_fits(const pd_reserve *t, uint64_t agent, int64_t t0_ms, int64_t ttl_ms)
+{
+    if (pd_reserve_holds_only(t, agent))
         return PD_RESERVE_CLOCK_OK;
     /* A step within the TTL expires only agents already idle (as any
      * ReservePath's expiry does): a TTL longer than the step (a slow game)

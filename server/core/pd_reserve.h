@@ -189,25 +189,37 @@ uint64_t pd_reserve_collectable(const pd_reserve *t, int64_t before_ms);
  * to compare a game time with, and the next replace sets it (whatever an
  * old dump restored: pd_reserve_replace of an empty table's first agent
  * starts from 0) - so a game
- * whose clock started over, or one bad t0 long gone, leaves no trace. */
+ * whose clock started over, or one bad t0 long gone, leaves no trace. So
+ * does a table whose only agent is replaced at a t0 before its clock: the
+ * clock was that agent's alone, and starts afresh at the t0, as if the
+ * agent had been released first (pd_reserve_holds_only). */
 int64_t pd_reserve_now(const pd_reserve *t);
 
-/* Whether a request's game time t0_ms fits the table's clock, checked
- * before a request moves it (ReservePath's t0; pd_reserve_replace itself
- * takes any time, as replay and pd_yield need):
+/* Whether the table holds no agent but agent (none at all, or agent
+ * alone): then the table's clock is agent's own, and agent's next replace
+ * may take any t0 as a fresh clock (nothing else could be expired or
+ * conflict). Decided from the table alone, so every replica applying a
+ * shared log's replace decides it alike. */
+int pd_reserve_holds_only(const pd_reserve *t, uint64_t agent);
+
+/* Whether agent's request at game time t0_ms fits the table's clock,
+ * checked before a request moves it (ReservePath's t0; pd_reserve_replace
+ * itself takes any time, as replay and pd_yield need):
  *  - AHEAD: more than limits.max_clock_step_ms (when set; ttl_ms when
  *    that is longer: a step within it expires only idle agents) after
  *    pd_reserve_now: taken, it would make every other agent look idle
  *    and expire it;
  *  - BEHIND: more than ttl_ms (when > 0) before it: the agent would be
  *    acknowledged and then expired by the next check.
- * OK whenever the table holds no agent (it has no clock then). */
+ * OK whenever the table holds no agent but agent (pd_reserve_holds_only:
+ * it has no clock then, or only agent's, which its replace starts afresh:
+ * a game with one NPC restarting its clock conflicts with nobody). */
 typedef enum pd_reserve_clock_fit {
     PD_RESERVE_CLOCK_OK = 0,
     PD_RESERVE_CLOCK_AHEAD,
     PD_RESERVE_CLOCK_BEHIND,
 } pd_reserve_clock_fit;
-pd_reserve_clock_fit pd_reserve_clock_fits(const pd_reserve *t, int64_t t0_ms, int64_t ttl_ms);
+pd_reserve_clock_fit pd_reserve_clock_fits(const pd_reserve *t, uint64_t agent, int64_t t0_ms, int64_t ttl_ms);
 
 /*
  * Expiry (the config's reservation_ttl_ms): with now = pd_reserve_now,

@@ -326,7 +326,7 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
      * (nor is it game time heard). Shared: against the table caught up,
      * in pd_reservations_reserve_shared. */
     const int shared = pd_reservations_shared(set); /* shared log hook */
-    if (!shared && (st = pd_reservations_clock_refusal(set, table, s->name, q->t0_ms, rj->message,
+    if (!shared && (st = pd_reservations_clock_refusal(set, table, s->name, q->agent, q->t0_ms, rj->message,
                                                        sizeof rj->message)) != PD_OK) {
         pd_reservations_unlock(set, &hold);
         return rj->status = st;

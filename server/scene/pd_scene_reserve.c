@@ -88,13 +88,13 @@ int64_t pd_reservations_ttl_ms(pd_reservations *set)
 }
 
 pd_status pd_reservations_clock_refusal(pd_reservations *set, const pd_reserve *table, const char *scene,
-                                        int64_t t0_ms, char *msg, size_t len)
+                                        uint64_t agent, int64_t t0_ms, char *msg, size_t len)
 {
     const int64_t ttl = pd_reservations_ttl_ms(set), now = pd_reserve_now(table);
     /* Short enough for the longest scene name (63 bytes), t0 and clock
      * (19 digits) and limit (10) in a reply's message (PD_REASON_MAX, 256
      * bytes): cut there, the remedy at its end was lost. */
-    switch (pd_reserve_clock_fits(table, t0_ms, ttl)) {
+    switch (pd_reserve_clock_fits(table, agent, t0_ms, ttl)) {
     case PD_RESERVE_CLOCK_OK:
         return PD_OK;
     case PD_RESERVE_CLOCK_AHEAD: {

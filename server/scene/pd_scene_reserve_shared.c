@@ -202,7 +202,7 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
         memset(r, 0, sizeof *r);
         /* The clock check of file mode, on the table caught up: before
          * the append, so no replica takes the t0. */
-        if ((st = pd_reservations_clock_refusal(set, e->table, e->name, p->t0_ms, msg, len)) != PD_OK) {
+        if ((st = pd_reservations_clock_refusal(set, e->table, e->name, p->agent, p->t0_ms, msg, len)) != PD_OK) {
             pd__refused_heard(set, hold);
             return st;
         }
@@ -240,8 +240,11 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
         /* Expiry, as pd_reserve_maintain times it (once per sixteenth of
          * the TTL of game time), with the time it uses in the entry. */
         /* An empty table has no clock, whatever an old snapshot restored
-         * (pd_reserve_replace starts its first agent from 0) */
-        const int64_t clock = stats.agents ? pd_reserve_now(e->table) : 0;
+         * (pd_reserve_replace starts its first agent from 0); nor, for the
+         * expiry, one holding the requester alone: its replace starts the
+         * clock afresh at t0 when t0 is before it (pd_reserve_holds_only),
+         * and t0 is the clock when after. */
+        const int64_t clock = pd_reserve_holds_only(e->table, p->agent) ? 0 : pd_reserve_now(e->table);
         const int64_t now = clock > p->t0_ms ? clock : p->t0_ms;
         const int64_t every = ttl / 16 > 0 ? ttl / 16 : 1;
         /* An empty table forgot its clock (pd_reserve_now): so does the

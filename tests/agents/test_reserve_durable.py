@@ -554,6 +554,29 @@ class ClockTest(DataDirTest):
             self.c.reserve_path("clock", 8, (1, 5), (1, 5), 500000 + 3600001, 2.0)
         self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
 
+    def test_the_only_agent_restarts_its_clock(self):
+        """A game with one NPC whose clock started over: nothing else could
+        conflict, so its t0 from 0 is a fresh clock (as after ReleaseAgent
+        all), kept by the ReservePath's own expiry and after a restart. It
+        was refused; and taken on the old clock, the NPC renewed at 0 was
+        expired at once. A second agent makes the clock shared again."""
+        self.c.reserve_path("clock", 1, (1, 1), (2, 1), 500000, 2.0)
+        self.c.reserve_path("clock", 1, (1, 1), (1, 1), 0, 2.0)
+        self.assertEqual(table(self.c, "clock")["agents"], 1)
+        self.c.reserve_path("clock", 2, (10, 5), (10, 5), 100, 2.0)
+        before = table(self.c, "clock")
+        self.assertEqual({e[0] for e in before["entries"]}, {1, 2})
+        self.reconnect()
+        self.assertEqual(table(self.c, "clock"), before)
+        with self.assertRaises(PathdError) as cm:
+            self.c.reserve_path("clock", 1, (1, 1), (1, 1), 100 + 3600001, 2.0)
+        self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+        # Alone again, a jump ahead is the NPC's own clock too.
+        self.assertTrue(self.c.release_agent("clock", 2))
+        self.c.reserve_path("clock", 1, (1, 1), (1, 1), 2 ** 40, 2.0)
+        self.c.reserve_path("clock", 3, (10, 5), (10, 5), 2 ** 40 + 100, 2.0)
+        self.assertEqual(table(self.c, "clock")["agents"], 2)
+
 
 class ClockLongTtlTest(DataDirTest):
     """A slow game's TTL (a day) longer than max_clock_step_ms (an hour): a
@@ -859,6 +882,22 @@ class ReplicaClockTest(ReplicaBase):
         self.c[1] = PathdClient(self.d[1].addr, timeout=20)
         self.addCleanup(self.c[1].close)
         self.assertEqual(table(self.c[1], "door"), before)
+
+    def test_the_only_agent_restarts_its_clock_through_the_other_replica(self):
+        """One NPC restarting its clock through the other replica than the
+        one it reserved on: a fresh clock on both (decided by each table
+        as it applies the log). The first replica's idle sweep, which last
+        heard the old clock, expires nobody."""
+        self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 500000, 2.0)
+        self.c[1].reserve_path("door", 1, (1, 1), (1, 1), 0, 2.0)
+        time.sleep(4 * TTL_MS / 16 / 1000)
+        self.c[1].reserve_path("door", 2, (10, 5), (10, 5), 100, 2.0)
+        got = table(self.c[0], "door")
+        self.assertEqual({e[0] for e in got["entries"]}, {1, 2})
+        self.assertEqual(got, table(self.c[1], "door"))
+        with self.assertRaises(PathdError) as cm:
+            self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 2 ** 60, 2.0)
+        self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
 
     def test_expiry_runs_on_the_new_clock_of_another_replica(self):
         """A replica that reserved on the old clock kept its expiry's mark

@@ -598,18 +598,18 @@ static void test_clock_forgotten_when_empty(void **state)
     pd_reserve *t = pd_reserve_create(&lim);
     const int64_t ttl = 30000, far = (int64_t)1 << 60;
     /* No agent: no clock to compare with, any t0 fits. */
-    assert_int_equal(pd_reserve_clock_fits(t, far, ttl), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, far, ttl), PD_RESERVE_CLOCK_OK);
     const pd_waypoint a[] = { wp(0, 0, 100000, FOREVER) };
     assert_int_equal(pd_reserve_replace(t, 1, 1, 100000, a, 1, NULL), PD_OK);
-    assert_int_equal(pd_reserve_clock_fits(t, 100000 + 3600000, ttl), PD_RESERVE_CLOCK_OK);
-    assert_int_equal(pd_reserve_clock_fits(t, 100000 + 3600001, ttl), PD_RESERVE_CLOCK_AHEAD);
-    assert_int_equal(pd_reserve_clock_fits(t, far, ttl), PD_RESERVE_CLOCK_AHEAD);
-    assert_int_equal(pd_reserve_clock_fits(t, 100000 - 30000, ttl), PD_RESERVE_CLOCK_OK);
-    assert_int_equal(pd_reserve_clock_fits(t, 100000 - 30001, ttl), PD_RESERVE_CLOCK_BEHIND);
-    assert_int_equal(pd_reserve_clock_fits(t, 0, 0), PD_RESERVE_CLOCK_OK); /* no TTL: nothing expires */
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 100000 + 3600000, ttl), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 100000 + 3600001, ttl), PD_RESERVE_CLOCK_AHEAD);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, far, ttl), PD_RESERVE_CLOCK_AHEAD);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 100000 - 30000, ttl), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 100000 - 30001, ttl), PD_RESERVE_CLOCK_BEHIND);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 0, 0), PD_RESERVE_CLOCK_OK); /* no TTL: nothing expires */
     const pd_reserve_limits none = { 0 };
     pd_reserve_set_limits(t, &none);
-    assert_int_equal(pd_reserve_clock_fits(t, far, ttl), PD_RESERVE_CLOCK_OK); /* no step limit */
+    assert_int_equal(pd_reserve_clock_fits(t, 0, far, ttl), PD_RESERVE_CLOCK_OK); /* no step limit */
     pd_reserve_set_limits(t, &lim);
 
     /* The table itself takes any time (replay, pd_yield): a far t0 is its
@@ -675,12 +675,59 @@ static void test_clock_step_within_the_ttl(void **state)
     const int64_t day = 86400000, hours2 = 7200000;
     const pd_waypoint a[] = { wp(0, 0, 100000, FOREVER) };
     assert_int_equal(pd_reserve_replace(t, 1, 1, 100000, a, 1, NULL), PD_OK);
-    assert_int_equal(pd_reserve_clock_fits(t, 100000 + hours2, day), PD_RESERVE_CLOCK_OK);
-    assert_int_equal(pd_reserve_clock_fits(t, 100000 + day, day), PD_RESERVE_CLOCK_OK);
-    assert_int_equal(pd_reserve_clock_fits(t, 100000 + day + 1, day), PD_RESERVE_CLOCK_AHEAD);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 100000 + hours2, day), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 100000 + day, day), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 100000 + day + 1, day), PD_RESERVE_CLOCK_AHEAD);
     /* The TTL shorter than the step: the step is the limit, as before. */
-    assert_int_equal(pd_reserve_clock_fits(t, 100000 + 3600000, 30000), PD_RESERVE_CLOCK_OK);
-    assert_int_equal(pd_reserve_clock_fits(t, 100000 + 3600001, 30000), PD_RESERVE_CLOCK_AHEAD);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 100000 + 3600000, 30000), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 100000 + 3600001, 30000), PD_RESERVE_CLOCK_AHEAD);
+    pd_reserve_destroy(t);
+}
+
+/* A table holding only the requester: its clock is that agent's alone, and
+ * any t0 of it is a fresh clock (as an empty table forgets its clock). A
+ * game with one NPC that restarted its clock was refused (BEHIND) though
+ * nothing else could conflict; and had the table taken the t0 keeping its
+ * old clock, the NPC renewed at it was expired by the next maintain. */
+static void test_clock_of_the_only_agent(void **state)
+{
+    (void)state;
+    const pd_reserve_limits lim = { .max_clock_step_ms = 3600000 };
+    pd_reserve *t = pd_reserve_create(&lim);
+    const int64_t ttl = 30000, far = (int64_t)1 << 40;
+    uint64_t gone[2];
+    const pd_waypoint a[] = { wp(0, 0, 500000, 501000), wp(1, 0, 502000, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 500000, a, 2, NULL), PD_OK);
+    assert_true(pd_reserve_holds_only(t, 1));
+    assert_false(pd_reserve_holds_only(t, 2));
+    /* Another agent would be expired by the clock, or expire the NPC. */
+    assert_int_equal(pd_reserve_clock_fits(t, 2, 0, ttl), PD_RESERVE_CLOCK_BEHIND);
+    assert_int_equal(pd_reserve_clock_fits(t, 2, far, ttl), PD_RESERVE_CLOCK_AHEAD);
+    /* The NPC itself: any t0. Its clock restarts at 0 ... */
+    assert_int_equal(pd_reserve_clock_fits(t, 1, 0, ttl), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 1, far, ttl), PD_RESERVE_CLOCK_OK);
+    const pd_waypoint b[] = { wp(0, 0, 0, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 0, b, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_now(t), 0);
+    /* ... and it is kept: renewed at the clock, not 500000 - ttl behind. */
+    assert_int_equal(pd_reserve_maintain(t, ttl, gone, 2, NULL), 0);
+    const pd_waypoint c[] = { wp(0, 0, 40000, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 40000, c, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_maintain(t, ttl, gone, 2, NULL), 0);
+    assert_int_not_equal(pd_reserve_agent_slot(t, 1), PD_RESERVE_NO_SLOT);
+    /* A jump ahead is its clock too, and expires nobody. */
+    const pd_waypoint d[] = { wp(0, 0, far, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, far, d, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_now(t), far);
+    assert_int_equal(pd_reserve_maintain(t, ttl, gone, 2, NULL), 0);
+    assert_int_not_equal(pd_reserve_agent_slot(t, 1), PD_RESERVE_NO_SLOT);
+    /* With a second agent the clock is shared again: the NPC's step back
+     * is refused, as any other's. */
+    const pd_waypoint e[] = { wp(5, 5, far, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 2, 1, far, e, 1, NULL), PD_OK);
+    assert_false(pd_reserve_holds_only(t, 1));
+    assert_int_equal(pd_reserve_clock_fits(t, 1, 0, ttl), PD_RESERVE_CLOCK_BEHIND);
+    check_table(t, 8, 8);
     pd_reserve_destroy(t);
 }
 
@@ -2870,6 +2917,7 @@ int main(void)
         cmocka_unit_test(test_table_maintain),
         cmocka_unit_test(test_clock_forgotten_when_empty),
         cmocka_unit_test(test_clock_step_within_the_ttl),
+        cmocka_unit_test(test_clock_of_the_only_agent),
         cmocka_unit_test(test_table_block_cells),
         cmocka_unit_test(test_table_random_ops),
         cmocka_unit_test_setup_teardown(test_head_on_with_pocket, setup, teardown),

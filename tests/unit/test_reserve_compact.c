@@ -381,7 +381,7 @@ static void test_old_dump_of_an_empty_table(void **unused)
     pd_reserve *r = pd_reserve_create(NULL);
     const pd_reserve_op clock = { .kind = PD_RESERVE_OP_CLOCK, .at_ms = 1000000, .maintained_ms = 1000000 };
     assert_int_equal(pd_reserve_restore(r, &clock, NULL), PD_OK);
-    assert_int_equal(pd_reserve_clock_fits(r, 0, 30000), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(r, 0, 0, 30000), PD_RESERVE_CLOCK_OK);
     const pd_waypoint w = { 3, 3, 0, PD_RESERVE_FOREVER };
     assert_int_equal(pd_reserve_replace(r, 7, 1, 0, &w, 1, NULL), PD_OK);
     assert_int_equal(pd_reserve_now(r), 0);
