@@ -578,6 +578,29 @@ class ClockTest(DataDirTest):
         self.assertEqual(table(self.c, "clock")["agents"], 2)
 
 
+class ClockNoTtlTest(DataDirTest):
+    """reservation_ttl_ms 0: no agent ever expires, so a t0 refused for
+    leading the clock is refused until the game releases its agents - the
+    refusal says so (it promised an expiry that never comes), within a
+    reply's message for the longest scene name and epoch-sized times."""
+
+    SCENES = [ClockTest.LONG]
+    EXTRA = {"limits": {"reservation_ttl_ms": 0, "max_reservation_window_ms": 60000}}
+
+    def test_refusal_names_the_release_as_the_only_remedy(self):
+        self.c.reserve_path(self.SCENES[0], 1, (1, 1), (1, 1), 10 ** 18, 2.0)
+        for _ in range(2):  # sent again: the same refusal
+            with self.assertRaises(PathdError) as cm:
+                self.c.reserve_path(self.SCENES[0], 2, (10, 5), (10, 5), 2 ** 60, 2.0)
+            self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+            self.assertIn("'%s'" % self.SCENES[0], cm.exception.message)
+            self.assertIn("max_clock_step_ms (3600000)", cm.exception.message)
+            self.assertTrue(cm.exception.message.endswith(
+                "with reservation_ttl_ms 0 this never clears: ReleaseAgent all first"), cm.exception.message)
+        self.assertEqual(self.c.release_all(self.SCENES[0]), 1)
+        self.c.reserve_path(self.SCENES[0], 2, (10, 5), (10, 5), 2 ** 60, 2.0)
+
+
 class ClockLongTtlTest(DataDirTest):
     """A slow game's TTL (a day) longer than max_clock_step_ms (an hour): a
     t0_ms two hours on expires nobody the clock renewed, and is taken; past
