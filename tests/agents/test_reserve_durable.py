@@ -156,6 +156,33 @@ class DataDirTest(unittest.TestCase):
         self.d.restart()
         self.c = PathdClient(self.d.addr, timeout=20)
 
+    def _watch_both(self, scene):
+        """A watch of scene through both clients: the Python client's and,
+        when PATHCTL_BIN is set, pathctl watch --count 1 (the C client's),
+        each past its STARTED. Returns (watcher, its STARTED event, the
+        pathctl process or None); _pathctl_heard reads pathctl's next."""
+        env = os.environ.get("PATHCTL_BIN")
+        pathctl = None
+        if env:
+            pathctl = subprocess.Popen([env, "--server", self.d.addr, "--json", "watch", scene, "--count", "1"],
+                                       stdout=subprocess.PIPE, text=True)
+            self.addCleanup(pathctl.stdout.close)
+            self.addCleanup(pathctl.wait, 15)
+            self.addCleanup(pathctl.kill)
+            self.assertEqual(json.loads(pathctl.stdout.readline())["kind"], "started")
+        watcher = PathdClient(self.d.addr, timeout=20)
+        self.addCleanup(watcher.close)
+        watcher.watch([scene])
+        started = watcher.watch_next(timeout=10)
+        self.assertEqual(started["kind"], "started")
+        return watcher, started, pathctl
+
+    def _pathctl_heard(self, pathctl, kind, agents):
+        """pathctl watch's next event (from _watch_both) is kind, agents."""
+        if pathctl:
+            got = json.loads(pathctl.stdout.readline())
+            self.assertEqual((got["kind"], got["agents"]), (kind, agents))
+
 
 class RestartTest(DataDirTest):
     SCENES = ["run", "cut", "blocked", "runtime_base"]
@@ -402,20 +429,7 @@ class TimerExpiryRestartTest(DataDirTest):
         """The agents the timer's sweep released reach the scene's watchers
         as one AGENTS_EXPIRED event, ascending, at the version served
         (Python's watch_next, and pathctl watch: the C client's)."""
-        env = os.environ.get("PATHCTL_BIN")
-        pathctl = None
-        if env:
-            pathctl = subprocess.Popen([env, "--server", self.d.addr, "--json", "watch", "ttl", "--count", "1"],
-                                       stdout=subprocess.PIPE, text=True)
-            self.addCleanup(pathctl.stdout.close)
-            self.addCleanup(pathctl.wait, 15)
-            self.addCleanup(pathctl.kill)
-            self.assertEqual(json.loads(pathctl.stdout.readline())["kind"], "started")
-        watcher = PathdClient(self.d.addr, timeout=20)
-        self.addCleanup(watcher.close)
-        watcher.watch(["ttl"])
-        started = watcher.watch_next(timeout=10)
-        self.assertEqual(started["kind"], "started")
+        watcher, started, pathctl = self._watch_both("ttl")
         self.c.reserve_path("ttl", 7, (10, 5), (10, 5), 0, 2.0)
         self.c.reserve_path("ttl", 3, (1, 1), (1, 1), 0, 2.0)
         ev = watcher.watch_next(timeout=15)
@@ -423,9 +437,7 @@ class TimerExpiryRestartTest(DataDirTest):
         self.assertEqual(ev["agents"], [3, 7])
         self.assertEqual(ev["version"], started["version"])
         self.assertEqual(self.c.reservations("ttl")["agents"], 0)
-        if pathctl:
-            got = json.loads(pathctl.stdout.readline())
-            self.assertEqual((got["kind"], got["agents"]), ("agents_expired", [3, 7]))
+        self._pathctl_heard(pathctl, "agents_expired", [3, 7])
         # Nothing more: the next sweeps find an empty table.
         with self.assertRaises(PathdTimeout):
             watcher.watch_next(timeout=0.5)
@@ -514,19 +526,7 @@ class ClockTest(DataDirTest):
         self.assertEqual(table(self.c, "clock")["agents"], 2)
 
     def test_release_all_then_a_clock_from_zero_survives_restart(self):
-        env = os.environ.get("PATHCTL_BIN")
-        pathctl = None
-        if env:  # the C client's watch hears it too
-            pathctl = subprocess.Popen([env, "--server", self.d.addr, "--json", "watch", "clock", "--count", "1"],
-                                       stdout=subprocess.PIPE, text=True)
-            self.addCleanup(pathctl.stdout.close)
-            self.addCleanup(pathctl.wait, 15)
-            self.addCleanup(pathctl.kill)
-            self.assertEqual(json.loads(pathctl.stdout.readline())["kind"], "started")
-        watcher = PathdClient(self.d.addr, timeout=20)
-        self.addCleanup(watcher.close)
-        watcher.watch(["clock"])
-        started = watcher.watch_next(timeout=10)
+        watcher, started, pathctl = self._watch_both("clock")  # the C client's watch hears it too
         self.c.reserve_path("clock", 1, (1, 1), (1, 1), 500000, 2.0)
         self.c.reserve_path("clock", 2, (10, 5), (10, 5), 500000, 2.0)
         # The game restarted its clock: its t0 from 0 is refused ...
@@ -537,9 +537,7 @@ class ClockTest(DataDirTest):
         self.assertEqual(self.c.release_all("clock"), 2)
         ev = watcher.watch_next(timeout=10)
         self.assertEqual((ev["kind"], ev["agents"], ev["version"]), ("agents_released", [1, 2], started["version"]))
-        if pathctl:
-            got = json.loads(pathctl.stdout.readline())
-            self.assertEqual((got["kind"], got["agents"]), ("agents_released", [1, 2]))
+        self._pathctl_heard(pathctl, "agents_released", [1, 2])
         self.assertEqual(table(self.c, "clock")["agents"], 0)
         self.c.reserve_path("clock", 5, (1, 1), (1, 1), 0, 2.0)
         self.c.reserve_path("clock", 6, (10, 5), (10, 5), 100, 2.0)
