@@ -707,8 +707,16 @@ static void test_clock_of_the_only_agent(void **state)
     assert_int_equal(pd_reserve_clock_fits(t, 1, 0, ttl), PD_RESERVE_CLOCK_OK);
     assert_int_equal(pd_reserve_clock_fits(t, 1, far, ttl), PD_RESERVE_CLOCK_OK);
     const pd_waypoint b[] = { wp(0, 0, 0, FOREVER) };
+    assert_int_equal(pd_reserve_clock_restarts(t, 1, 0), 1);
+    assert_int_equal(pd_reserve_clock_restarts(t, 2, 0), 0);
     assert_int_equal(pd_reserve_replace(t, 1, 1, 0, b, 1, NULL), PD_OK);
+    /* The replace alone never moves the clock back (a log's REPLACE
+     * means what it meant to an older pathd); the request restarts it. */
+    assert_int_equal(pd_reserve_now(t), 500000);
+    assert_int_equal(pd_reserve_restart_clock(t, 2), 0);
+    assert_int_equal(pd_reserve_restart_clock(t, 1), 1);
     assert_int_equal(pd_reserve_now(t), 0);
+    assert_int_equal(pd_reserve_restart_clock(t, 1), 0); /* at its clock: nothing to restart */
     /* ... and it is kept: renewed at the clock, not 500000 - ttl behind. */
     assert_int_equal(pd_reserve_maintain(t, ttl, gone, 2, NULL), 0);
     const pd_waypoint c[] = { wp(0, 0, 40000, FOREVER) };
@@ -718,6 +726,7 @@ static void test_clock_of_the_only_agent(void **state)
     /* A jump ahead is its clock too, and expires nobody. */
     const pd_waypoint d[] = { wp(0, 0, far, FOREVER) };
     assert_int_equal(pd_reserve_replace(t, 1, 1, far, d, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_restart_clock(t, 1), 0);
     assert_int_equal(pd_reserve_now(t), far);
     assert_int_equal(pd_reserve_maintain(t, ttl, gone, 2, NULL), 0);
     assert_int_not_equal(pd_reserve_agent_slot(t, 1), PD_RESERVE_NO_SLOT);
@@ -727,6 +736,49 @@ static void test_clock_of_the_only_agent(void **state)
     assert_int_equal(pd_reserve_replace(t, 2, 1, far, e, 1, NULL), PD_OK);
     assert_false(pd_reserve_holds_only(t, 1));
     assert_int_equal(pd_reserve_clock_fits(t, 1, 0, ttl), PD_RESERVE_CLOCK_BEHIND);
+    assert_int_equal(pd_reserve_clock_restarts(t, 1, 0), 0);
+    check_table(t, 8, 8);
+    pd_reserve_destroy(t);
+}
+
+/* The clock goes back only through pd_reserve_restart_clock, never inside
+ * a replace: pd_yield gives a lone holder its hold back from when it began
+ * standing (pd__undo), long before the clock, and that replace restarted
+ * the clock at the hold's start - then every other agent's t0 was a jump
+ * ahead, refused (with no TTL, until the holder reserved again). The
+ * restart is told to the observer as a CLOCK op of its own, so the log
+ * carries it (test_reserve_compact replays it). */
+static void note_kind(void *user, const pd_reserve_op *op)
+{
+    *(pd_reserve_op_kind *)user = op->kind;
+}
+
+static void test_clock_goes_back_only_by_restart(void **state)
+{
+    (void)state;
+    const pd_reserve_limits lim = { .max_clock_step_ms = 3600000 };
+    pd_reserve *t = pd_reserve_create(&lim);
+    pd_reserve_op_kind last = 0;
+    pd_reserve_set_observer(t, note_kind, &last);
+    const int64_t hours2 = 7200000;
+    /* A guard standing since 500 renews there two hours on. */
+    const pd_waypoint h0[] = { wp(4, 4, 500, FOREVER) };
+    const pd_waypoint h1[] = { wp(4, 4, 500 + hours2, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 7, 1, 500, h0, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_replace(t, 7, 1, 500 + hours2, h1, 1, NULL), PD_OK);
+    /* pd__undo's replace: the hold from when it began, renewal put back. */
+    assert_int_equal(pd_reserve_replace(t, 7, 1, 500, h0, 1, NULL), PD_OK);
+    pd_reserve_set_renewed(t, 7, 500 + hours2);
+    assert_int_equal(pd_reserve_now(t), 500 + hours2);
+    assert_int_equal(pd_reserve_clock_fits(t, 8, 500 + hours2 + 100, 0), PD_RESERVE_CLOCK_OK);
+    /* The guard's own restart, as pd_kind_reserve makes it. */
+    const pd_waypoint h2[] = { wp(4, 4, 100, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 7, 1, 100, h2, 1, NULL), PD_OK);
+    assert_int_equal(last, PD_RESERVE_OP_REPLACE);
+    assert_int_equal(pd_reserve_now(t), 500 + hours2);
+    assert_int_equal(pd_reserve_restart_clock(t, 7), 1);
+    assert_int_equal(last, PD_RESERVE_OP_CLOCK);
+    assert_int_equal(pd_reserve_now(t), 100);
     check_table(t, 8, 8);
     pd_reserve_destroy(t);
 }
@@ -2918,6 +2970,7 @@ int main(void)
         cmocka_unit_test(test_clock_forgotten_when_empty),
         cmocka_unit_test(test_clock_step_within_the_ttl),
         cmocka_unit_test(test_clock_of_the_only_agent),
+        cmocka_unit_test(test_clock_goes_back_only_by_restart),
         cmocka_unit_test(test_table_block_cells),
         cmocka_unit_test(test_table_random_ops),
         cmocka_unit_test_setup_teardown(test_head_on_with_pocket, setup, teardown),
