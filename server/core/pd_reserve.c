@@ -773,8 +773,7 @@ pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64
         /* The clock never goes back here, even for the table's only
          * agent (pd_reserve_restart_clock does that, as an op of its
          * own): a REPLACE in a log means what it meant to the pathd that
-         * wrote it, and pd_yield replaces a lone holder at its hold's
-         * start, long before the clock. */
+         * wrote it, and to an older one applying it. */
         pd__agent_truncate(t, slot, t0_ms);
     }
     pd__commit(t, slot, ne, m);

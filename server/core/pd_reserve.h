@@ -211,8 +211,9 @@ int pd_reserve_clock_restarts(const pd_reserve *t, uint64_t agent, int64_t t0_ms
  * renewed at t0 was expired by the next maintain). Recorded as a CLOCK op
  * of its own, after the REPLACE, never decided inside a replace: a log
  * means the same to every replica and pathd version applying it (an older
- * one applies a CLOCK as a dump's), and pd_yield's replaces of a lone
- * holder at its hold's start move no clock. 1 when it restarted, else 0
+ * one applies a CLOCK as a dump's; one that applied the bare REPLACE kept
+ * the old clock, and its expiry removed the agent on every replica).
+ * 1 when it restarted, else 0
  * (the table unchanged). The agent's entries before t0 stay: they end
  * before the new clock, as the past they were (the checker's view too:
  * a plan replaces an agent's occupancy from its t0 on). */

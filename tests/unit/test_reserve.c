@@ -742,12 +742,14 @@ static void test_clock_of_the_only_agent(void **state)
 }
 
 /* The clock goes back only through pd_reserve_restart_clock, never inside
- * a replace: pd_yield gives a lone holder its hold back from when it began
- * standing (pd__undo), long before the clock, and that replace restarted
- * the clock at the hold's start - then every other agent's t0 was a jump
- * ahead, refused (with no TTL, until the holder reserved again). The
- * restart is told to the observer as a CLOCK op of its own, so the log
- * carries it (test_reserve_compact replays it). */
+ * a replace: a REPLACE in a log must mean what it meant to the pathd that
+ * wrote it and to an older one applying it (a replica in a rolling
+ * upgrade, a downgrade's replay), which keeps the clock - decided inside
+ * the replace, that pathd kept the old clock, and its expiry removed the
+ * agent on every replica. A guard standing since 500, renewed two hours
+ * on, replaced from its hold's start (as a log may hold it): the clock
+ * stays. The restart is told to the observer as a CLOCK op of its own,
+ * so the log carries it (test_reserve_compact replays it). */
 static void note_kind(void *user, const pd_reserve_op *op)
 {
     *(pd_reserve_op_kind *)user = op->kind;
@@ -761,14 +763,13 @@ static void test_clock_goes_back_only_by_restart(void **state)
     pd_reserve_op_kind last = 0;
     pd_reserve_set_observer(t, note_kind, &last);
     const int64_t hours2 = 7200000;
-    /* A guard standing since 500 renews there two hours on. */
     const pd_waypoint h0[] = { wp(4, 4, 500, FOREVER) };
     const pd_waypoint h1[] = { wp(4, 4, 500 + hours2, FOREVER) };
     assert_int_equal(pd_reserve_replace(t, 7, 1, 500, h0, 1, NULL), PD_OK);
     assert_int_equal(pd_reserve_replace(t, 7, 1, 500 + hours2, h1, 1, NULL), PD_OK);
-    /* pd__undo's replace: the hold from when it began, renewal put back. */
     assert_int_equal(pd_reserve_replace(t, 7, 1, 500, h0, 1, NULL), PD_OK);
     pd_reserve_set_renewed(t, 7, 500 + hours2);
+    assert_int_equal(last, PD_RESERVE_OP_RENEWED);
     assert_int_equal(pd_reserve_now(t), 500 + hours2);
     assert_int_equal(pd_reserve_clock_fits(t, 8, 500 + hours2 + 100, 0), PD_RESERVE_CLOCK_OK);
     /* The guard's own restart, as pd_kind_reserve makes it. */
