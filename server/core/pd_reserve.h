@@ -213,10 +213,10 @@ int pd_reserve_clock_restarts(const pd_reserve *t, uint64_t agent, int64_t t0_ms
  * means the same to every replica and pathd version applying it (an older
  * one applies a CLOCK as a dump's; one that applied the bare REPLACE kept
  * the old clock, and its expiry removed the agent on every replica).
- * 1 when it restarted, else 0
- * (the table unchanged). The agent's entries before t0 stay: they end
- * before the new clock, as the past they were (the checker's view too:
- * a plan replaces an agent's occupancy from its t0 on). */
+ * 1 when it restarted, else 0 (the table unchanged). The agent's entries
+ * before t0 stay: they end before the new clock, as the past they were
+ * (the checker's view too: a plan replaces an agent's occupancy from its
+ * t0 on). */
 int pd_reserve_restart_clock(pd_reserve *t, uint64_t agent);
 
 /* Whether agent's request at game time t0_ms fits the table's clock,
@@ -479,8 +479,9 @@ size_t pd_reserve_export(const pd_reserve *t, pd_reserve_observer fn, void *user
 /*
  * Applies an op of pd_reserve_export. CLOCK sets the game time and the
  * maintain mark (and forgets the removed agents' renewals: a dump's comes
- * before any, a restart's ends the old clock's). RESTORE adds an agent that is not in the table with
- * exactly those entries, checked as a replace is: well formed (each
+ * before any, a restart's ends the old clock's). RESTORE adds an agent
+ * that is not in the table with exactly those entries, checked as a
+ * replace is: well formed (each
  * t0 < t1, in time order without overlap, unit 1 ..
  * PD_UNIT_SIZE_MAX, moves to an 8-neighbour, cut only on a move), and no
  * cell another agent's at the same time (PD_INTERNAL with refusal->agent).
