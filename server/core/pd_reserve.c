@@ -842,7 +842,10 @@ int pd_reserve_restart_clock(pd_reserve *t, uint64_t agent)
 
 pd_reserve_clock_fit pd_reserve_clock_fits(const pd_reserve *t, uint64_t agent, int64_t t0_ms, int64_t ttl_ms)
 {
-    if (pd_reserve_holds_only(t, agent))
+    /* The only agent may take its game's clock back (a restart: nothing
+     * else could conflict), not far ahead: one bad t0 (microseconds,
+     * 2^60) would move the clock away from every agent that joins. */
+    if (t->live_agents == 0 || (t0_ms <= t->now_ms && pd_reserve_holds_only(t, agent)))
         return PD_RESERVE_CLOCK_OK;
     /* A step within the TTL expires only agents already idle (as any
      * ReservePath's expiry does): a TTL longer than the step (a slow game)

@@ -228,10 +228,12 @@ int pd_reserve_restart_clock(pd_reserve *t, uint64_t agent);
  *    and expire it;
  *  - BEHIND: more than ttl_ms (when > 0) before it: the agent would be
  *    acknowledged and then expired by the next check.
- * OK whenever the table holds no agent but agent (pd_reserve_holds_only:
- * it has no clock then, or only agent's, which its request starts afresh
- * (pd_reserve_restart_clock): a game with one NPC restarting its clock
- * conflicts with nobody). */
+ * OK for a t0 at or before the clock whenever the table holds no agent
+ * but agent (pd_reserve_holds_only: it has no clock then, or only agent's,
+ * which its request starts afresh (pd_reserve_restart_clock): a game with
+ * one NPC restarting its clock conflicts with nobody). A lone agent's jump
+ * ahead is bound as anyone's: one bad t0 (microseconds, 2^60) would move
+ * the clock away from every agent that joins later. */
 typedef enum pd_reserve_clock_fit {
     PD_RESERVE_CLOCK_OK = 0,
     PD_RESERVE_CLOCK_AHEAD,

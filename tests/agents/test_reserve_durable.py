@@ -569,10 +569,15 @@ class ClockTest(DataDirTest):
         with self.assertRaises(PathdError) as cm:
             self.c.reserve_path("clock", 1, (1, 1), (1, 1), 100 + 3600001, 2.0)
         self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
-        # Alone again, a jump ahead is the NPC's own clock too.
+        # Alone again, a jump far ahead is still refused (one bad t0 of a
+        # lone NPC would move the clock away from every agent that joins),
+        # and a jump back is its fresh clock.
         self.assertTrue(self.c.release_agent("clock", 2))
-        self.c.reserve_path("clock", 1, (1, 1), (1, 1), 2 ** 40, 2.0)
-        self.c.reserve_path("clock", 3, (10, 5), (10, 5), 2 ** 40 + 100, 2.0)
+        with self.assertRaises(PathdError) as cm:
+            self.c.reserve_path("clock", 1, (1, 1), (1, 1), 2 ** 40, 2.0)
+        self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+        self.c.reserve_path("clock", 1, (1, 1), (1, 1), 50, 2.0)
+        self.c.reserve_path("clock", 3, (10, 5), (10, 5), 60, 2.0)
         self.assertEqual(table(self.c, "clock")["agents"], 2)
 
 

@@ -703,9 +703,12 @@ static void test_clock_of_the_only_agent(void **state)
     /* Another agent would be expired by the clock, or expire the NPC. */
     assert_int_equal(pd_reserve_clock_fits(t, 2, 0, ttl), PD_RESERVE_CLOCK_BEHIND);
     assert_int_equal(pd_reserve_clock_fits(t, 2, far, ttl), PD_RESERVE_CLOCK_AHEAD);
-    /* The NPC itself: any t0. Its clock restarts at 0 ... */
+    /* The NPC itself: any t0 back, none far ahead (one bad t0 of a lone
+     * NPC would move the clock away from every agent that joins later).
+     * Its clock restarts at 0 ... */
     assert_int_equal(pd_reserve_clock_fits(t, 1, 0, ttl), PD_RESERVE_CLOCK_OK);
-    assert_int_equal(pd_reserve_clock_fits(t, 1, far, ttl), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 1, far, ttl), PD_RESERVE_CLOCK_AHEAD);
+    assert_int_equal(pd_reserve_clock_fits(t, 1, 500000 + 3600000, ttl), PD_RESERVE_CLOCK_OK);
     const pd_waypoint b[] = { wp(0, 0, 0, FOREVER) };
     assert_int_equal(pd_reserve_clock_restarts(t, 1, 0), 1);
     assert_int_equal(pd_reserve_clock_restarts(t, 2, 0), 0);
