@@ -233,18 +233,6 @@ static int pathctl_parse_rect(const char *s, pdc_xy *min, pdc_xy *max)
     return 0;
 }
 
-/* A finite double. */
-static int pathctl_parse_double(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || v != v || v > 1e308 || v < -1e308)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 /* Options that take a value. Returns the value for argv[*i] (and advances
  * *i past it), accepting both "--opt value" and "--opt=value". */
 static const char *pathctl_option_value(int argc, char **argv, int *i, const char *name)
@@ -302,7 +290,7 @@ static int pathctl_parse_path(pathctl_args *a, const char *const *val)
         a->req.goal_count = (size_t)n;
     }
     if (val[OPT_RANGE] &&
-        (pathctl_parse_double(val[OPT_RANGE], &a->req.range) || !(a->req.range >= 0 && a->req.range <= PDC_MAX_RANGE)))
+        (pathctl_parse_number(val[OPT_RANGE], &a->req.range) || !(a->req.range >= 0 && a->req.range <= PDC_MAX_RANGE)))
         return pathctl_usage_error("bad --range %s (cells, 0..128)", val[OPT_RANGE]);
     if (a->req.line_of_sight && !(a->req.range > 0))
         return pathctl_usage_error("%s", "--los needs --range R > 0");
@@ -406,9 +394,9 @@ static int pathctl_parse_path_options(pathctl_args *a, const char *const *val)
             return pathctl_usage_error("bad --deadline %s (milliseconds)", val[OPT_DEADLINE]);
         a->req.deadline_ms = (uint32_t)ms;
     }
-    if (val[OPT_SPEED] && (pathctl_parse_double(val[OPT_SPEED], &a->req.speed) || a->req.speed < 0))
+    if (val[OPT_SPEED] && (pathctl_parse_number(val[OPT_SPEED], &a->req.speed) || a->req.speed < 0))
         return pathctl_usage_error("bad --speed %s (world units per second, >= 0)", val[OPT_SPEED]);
-    if (val[OPT_START_TIME] && pathctl_parse_double(val[OPT_START_TIME], &a->req.start_time))
+    if (val[OPT_START_TIME] && pathctl_parse_number(val[OPT_START_TIME], &a->req.start_time))
         return pathctl_usage_error("bad --start-time %s (seconds)", val[OPT_START_TIME]);
     if (val[OPT_AVOID]) {
         long count = pathctl_parse_cells(val[OPT_AVOID], PDC_MAX_AVOID, &a->avoid);
@@ -949,6 +937,7 @@ static int pathctl_limits(pdc_conn *c, const pathctl_args *a)
         {"max_reservation_entries", l.max_reservation_entries},
         {"max_reservation_window_ms", l.max_reservation_window_ms},
         {"max_agent_bytes", l.max_agent_bytes},
+        {"max_clock_step_ms", l.max_clock_step_ms},
     };
     return pathctl_print_numbers(a, fields, sizeof fields / sizeof fields[0]);
 }

@@ -70,7 +70,7 @@ static int pq_is_mine(const char *cmd)
     return 0;
 }
 
-static int pq_parse_double(const char *s, double *out)
+int pathctl_parse_number(const char *s, double *out)
 {
     char *end;
     errno = 0;
@@ -124,7 +124,7 @@ static long pq_parse_moves(const char *s, int world, pdc_timed_point **out)
         if (!last || n >= PDC_MAX_MOVES)
             goto bad;
         *last = '\0';
-        if (pathctl_parse_point(item, world, &moves[n].point) || pq_parse_double(last + 1, &moves[n].t))
+        if (pathctl_parse_point(item, world, &moves[n].point) || pathctl_parse_number(last + 1, &moves[n].t))
             goto bad;
         n++;
     }
@@ -260,17 +260,19 @@ static int pq_parse(int argc, char **argv, int first, int global, pq_args *a)
         a->q.has_b = 1;
     }
     if (a->q.kind == PDC_Q_MOVE_ALONG) {
-        char *comma = by ? strchr(by, ',') : NULL;
-        if (!comma)
+        if (!by)
             return pq_usage_error("%s", "move needs --by DX,DY");
+        const char *comma = strchr(by, ',');
         char dx[64];
-        snprintf(dx, sizeof dx, "%.*s", (int)(comma - by), by);
-        if (pq_parse_double(dx, &a->q.dx) || pq_parse_double(comma + 1, &a->q.dy))
-            return pq_usage_error("bad --by %s", by);
+        snprintf(dx, sizeof dx, "%.*s", comma ? (int)(comma - by) : 0, by);
+        if (!comma || pathctl_parse_number(dx, &a->q.dx) || pathctl_parse_number(comma + 1, &a->q.dy))
+            return pq_usage_error("bad --by %s (DX,DY: finite numbers)", by);
     }
     if (a->q.kind == PDC_Q_NEAREST || a->q.kind == PDC_Q_RANDOM_POINT || a->q.kind == PDC_Q_DISTANCE_TO_WALL) {
-        if (radius ? pq_parse_double(radius, &a->q.radius) || a->q.radius < 0 : a->q.kind != PDC_Q_DISTANCE_TO_WALL)
+        if (!radius && a->q.kind != PDC_Q_DISTANCE_TO_WALL)
             return pq_usage_error("%s needs --radius R (>= 0)", a->command);
+        if (radius && (pathctl_parse_number(radius, &a->q.radius) || a->q.radius < 0))
+            return pq_usage_error("bad --radius %s (cells: a finite number >= 0)", radius);
     }
     if (seed) {
         char *end;
@@ -282,14 +284,17 @@ static int pq_parse(int argc, char **argv, int first, int global, pq_args *a)
     if (a->q.kind == PDC_Q_VALIDATE_MOVE) {
         if (!speed)
             return pq_usage_error("%s", "validate needs --max-speed V");
-        /* Told apart from a missing flag: "nan" or "fast" was given. */
-        if (pq_parse_double(speed, &a->q.max_speed))
+        /* Told apart from a missing flag: "nan" or "fast" was given
+         * (pathctl_parse_number). */
+        if (pathctl_parse_number(speed, &a->q.max_speed))
             return pq_usage_error("bad --max-speed %s: not a finite number (world units per second)", speed);
-        if (tolerance && pq_parse_double(tolerance, &a->q.tolerance))
-            return pq_usage_error("bad --tolerance %s", tolerance);
-        long n = moves ? pq_parse_moves(moves, world, &a->moves) : -1;
-        if (n < 0)
+        if (tolerance && pathctl_parse_number(tolerance, &a->q.tolerance))
+            return pq_usage_error("bad --tolerance %s (a finite number)", tolerance);
+        if (!moves)
             return pq_usage_error("%s", "validate needs --moves \"X,Y,T;X,Y,T;...\" (1 to 256 points)");
+        long n = pq_parse_moves(moves, world, &a->moves);
+        if (n < 0)
+            return pq_usage_error("bad --moves %s (\"X,Y,T;X,Y,T;...\", finite numbers, 1 to 256 points)", moves);
         a->q.moves = a->moves;
         a->q.move_count = (size_t)n;
     }

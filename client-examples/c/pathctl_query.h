@@ -18,6 +18,13 @@ extern const char pathctl_query_usage[];
  * numbers); 0, or -1 for anything else. Shared by every pathctl command. */
 int pathctl_parse_point(const char *s, int world, pdc_point *out);
 
+/* The whole of s as a finite number (not nan, inf or out of a double's
+ * range); 0, or -1 for anything else. Every pathctl flag that takes a
+ * number with a fraction reads it so, and a command says "bad --FLAG V"
+ * for a value given but not taken, keeping "needs --FLAG" for one
+ * absent: "--radius nan" was reported as a missing --radius. */
+int pathctl_parse_number(const char *s, double *out);
+
 /* Runs the command in argv when it is one of these; returns its exit code
  * (as pathctl's), or PATHCTL_QUERY_NOT_MINE. */
 int pathctl_query_main(int argc, char **argv);

@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "pathctl_query.h"
 #include "pathctl_scene.h"
 #include "pathd_client.h"
 
@@ -105,10 +106,8 @@ static int pr_option(pr_args *a, const char *o, const char *v)
             return pr_usage("bad --t0 %s (milliseconds)", v);
         a->has_t0 = 1;
     } else if (!strcmp(o, "--speed")) {
-        char *end;
-        a->req.speed = strtod(v, &end);
-        if (end == v || *end)
-            return pr_usage("bad --speed %s (cells per second)", v);
+        if (pathctl_parse_number(v, &a->req.speed))
+            return pr_usage("bad --speed %s (cells per second: a finite number)", v);
         a->has_speed = 1;
     } else if (!strcmp(o, "--unit")) {
         if (pr_i64(v, &n) || n < 0 || n > 255)

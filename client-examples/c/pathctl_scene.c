@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "pathctl_query.h"
 #include "pathd_client.h"
 
 #define PS_EXIT_ANSWER 1
@@ -55,14 +56,6 @@ static int ps_usage(const char *fmt, const char *arg)
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\n(try pathctl --help)\n");
     return PS_EXIT_USAGE;
-}
-
-static int ps_number(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    *out = strtod(s, &end);
-    return errno || end == s || *end ? -1 : 0;
 }
 
 static int ps_parse_units(const char *s, ps_args *a)
@@ -124,7 +117,7 @@ static int ps_parse(int argc, char **argv, ps_args *a)
             } else if (!strcmp(o, "--of")) {
                 a->of = v;
             } else if (!strcmp(o, "--cell-size")) {
-                if (ps_number(v, &a->cell_size) || !(a->cell_size > 0))
+                if (pathctl_parse_number(v, &a->cell_size) || !(a->cell_size > 0))
                     return ps_usage("bad --cell-size %s (a number > 0)", v);
             } else if (!strcmp(o, "--origin")) {
                 char buf[128];
@@ -133,7 +126,7 @@ static int ps_parse(int argc, char **argv, ps_args *a)
                 if (!comma)
                     return ps_usage("bad --origin %s (X,Y)", v);
                 *comma = '\0';
-                if (ps_number(buf, &a->origin[0]) || ps_number(comma + 1, &a->origin[1]))
+                if (pathctl_parse_number(buf, &a->origin[0]) || pathctl_parse_number(comma + 1, &a->origin[1]))
                     return ps_usage("bad --origin %s (X,Y)", v);
             } else if (!strcmp(o, "--units")) {
                 if (ps_parse_units(v, a))
@@ -317,7 +310,7 @@ int pathctl_conn_option(pathctl_conn_opts *c, const char *o, const char *v)
         c->token = v;
     } else if (!strcmp(o, "--timeout")) {
         double t;
-        if (ps_number(v, &t) || t < 1 || t > 3600000 || t != (int)t) {
+        if (pathctl_parse_number(v, &t) || t < 1 || t > 3600000 || t != (int)t) {
             ps_usage("bad --timeout %s (milliseconds, > 0)", v);
             return -1;
         }

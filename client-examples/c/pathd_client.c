@@ -2560,6 +2560,7 @@ int pdc_get_limits(pdc_conn *c, pdc_limits *out)
     out->max_reservation_entries = l->max_reservation_entries;
     out->max_reservation_window_ms = l->max_reservation_window_ms;
     out->max_agent_bytes = l->max_agent_bytes;
+    out->max_clock_step_ms = l->max_clock_step_ms;
     pathd__v1__response__free_unpacked(resp, NULL);
     return PDC_OK;
 }

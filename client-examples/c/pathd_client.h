@@ -474,6 +474,7 @@ typedef struct pdc_limits {
     uint32_t max_reservation_entries;
     uint32_t max_reservation_window_ms;
     uint32_t max_agent_bytes;
+    uint32_t max_clock_step_ms;        /* game ms a ReservePath's t0_ms may lead the scene's clock */
 } pdc_limits;
 
 typedef struct pdc_conn pdc_conn;

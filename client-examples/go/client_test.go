@@ -474,7 +474,7 @@ func TestDemoWorld(t *testing.T) {
 	// The reservation limits, at their defaults (config/README.md).
 	mustf(t, lim.GetReservationTtlMs() == 30000 && lim.GetMaxAgentsPerScene() == 10000 &&
 		lim.GetMaxReservationEntries() == 1000000 && lim.GetMaxReservationWindowMs() == 60000 &&
-		lim.GetMaxAgentBytes() == 1048576, "reservation limits: %v", lim)
+		lim.GetMaxAgentBytes() == 1048576 && lim.GetMaxClockStepMs() == 3600000, "reservation limits: %v", lim)
 	st, err := c.Stats(ctx)
 	mustf(t, err == nil && st.Connections >= 2 && st.RequestsTotal > 0, "stats: %v %v", err, st)
 

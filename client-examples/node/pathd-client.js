@@ -1941,9 +1941,12 @@ class PathdClient {
    * them aside), for agents_expired agents (ascending: reservation_ttl_ms
    * released them) and agents_released (ReleaseAgent all released them), final }. Rejects with PathdTimeout after timeoutMs (default the
    * client's), PathdError IDLE when no watch is open and none is queued,
-   * PathdDisconnected when the connection went. */
+   * PathdDisconnected when the connection went, PathdClosed after close()
+   * once the events queued (the watch's last, which close() queues) are
+   * taken, as every call after close() (Go's Next: ErrClosed). */
   watchNext({ timeoutMs = this.timeoutMs } = {}) {
     if (this._events.length) return Promise.resolve(this._events.shift());
+    if (this._closes) return Promise.reject(new PathdClosed());
     if (this._watches.size === 0) {
       return Promise.reject(this._socket ? new PathdError('IDLE', 'no watch is open')
         : new PathdDisconnected('not connected: the connection and its watches are gone'));

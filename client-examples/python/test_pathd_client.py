@@ -1557,7 +1557,8 @@ class LimitsLiveTest(HelperDaemonCase):
         # The reservation limits, at their defaults (config/README.md).
         self.assertEqual((limits["reservation_ttl_ms"], limits["max_agents_per_scene"],
                           limits["max_reservation_entries"], limits["max_reservation_window_ms"],
-                          limits["max_agent_bytes"]), (30000, 10000, 1000000, 60000, 1048576))
+                          limits["max_agent_bytes"], limits["max_clock_step_ms"]),
+                         (30000, 10000, 1000000, 60000, 1048576, 3600000))
         reference = pathctl(self.daemon.addr, "limits")
         self.assertEqual(reference.pop("status"), "OK")
         self.assertEqual(limits, reference)

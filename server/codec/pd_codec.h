@@ -146,6 +146,7 @@ typedef struct pd_codec_limits {
     uint32_t max_reservation_entries;
     uint32_t max_reservation_window_ms;
     uint32_t max_agent_bytes;
+    uint32_t max_clock_step_ms;
 } pd_codec_limits;
 
 /* Fills the limits fixed at build time (the request decoder's and the

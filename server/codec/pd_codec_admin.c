@@ -71,6 +71,7 @@ uint8_t *pd_codec_encode_limits(uint64_t id, const pd_codec_limits *l, size_t *o
     m.max_reservation_entries = l->max_reservation_entries;
     m.max_reservation_window_ms = l->max_reservation_window_ms;
     m.max_agent_bytes = l->max_agent_bytes;
+    m.max_clock_step_ms = l->max_clock_step_ms;
     return pd__encode_ok(id, PATHD__V1__RESPONSE__BODY_LIMITS, &m, out_len);
 }
 

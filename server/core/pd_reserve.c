@@ -770,6 +770,10 @@ pd_status pd_reserve_replace(pd_reserve *t, uint64_t agent, uint32_t unit, int64
             t->now_ms = t->maintained_ms = t->gone_ms = 0;
         pd__agent_live(t, slot, agent);
     } else {
+        /* The clock never goes back here, even for the table's only
+         * agent (pd_reserve_restart_clock does that, as an op of its
+         * own): a REPLACE in a log means what it meant to the pathd that
+         * wrote it, and to an older one applying it. */
         pd__agent_truncate(t, slot, t0_ms);
     }
     pd__commit(t, slot, ne, m);
@@ -813,9 +817,35 @@ size_t pd_reserve_release_all(pd_reserve *t, uint64_t *out, size_t cap)
     return n;
 }
 
-pd_reserve_clock_fit pd_reserve_clock_fits(const pd_reserve *t, int64_t t0_ms, int64_t ttl_ms)
+int pd_reserve_holds_only(const pd_reserve *t, uint64_t agent)
 {
-    if (t->live_agents == 0)
+    return t->live_agents == 0 || (t->live_agents == 1 && pd__map_find(&t->agent_map, agent) != PD__NONE);
+}
+
+int pd_reserve_clock_restarts(const pd_reserve *t, uint64_t agent, int64_t t0_ms)
+{
+    return t->live_agents == 1 && t0_ms < t->now_ms && pd__map_find(&t->agent_map, agent) != PD__NONE;
+}
+
+int pd_reserve_restart_clock(pd_reserve *t, uint64_t agent)
+{
+    const uint32_t slot = pd__map_find(&t->agent_map, agent);
+    if (slot == PD__NONE || !pd_reserve_clock_restarts(t, agent, t->agents[slot].renewed_ms))
+        return 0;
+    /* As pd__agent_remove forgets the clock of an empty table: the
+     * expiry's mark and the removed agents' renewals were the old clock's. */
+    t->now_ms = t->agents[slot].renewed_ms;
+    t->maintained_ms = t->gone_ms = 0;
+    pd__observe(t, &(pd_reserve_op){ .kind = PD_RESERVE_OP_CLOCK, .at_ms = t->now_ms, .maintained_ms = 0 });
+    return 1;
+}
+
+pd_reserve_clock_fit pd_reserve_clock_fits(const pd_reserve *t, uint64_t agent, int64_t t0_ms, int64_t ttl_ms)
+{
+    /* The only agent may take its game's clock back (a restart: nothing
+     * else could conflict), not far ahead: one bad t0 (microseconds,
+     * 2^60) would move the clock away from every agent that joins. */
+    if (t->live_agents == 0 || (t0_ms <= t->now_ms && pd_reserve_holds_only(t, agent)))
         return PD_RESERVE_CLOCK_OK;
     /* A step within the TTL expires only agents already idle (as any
      * ReservePath's expiry does): a TTL longer than the step (a slow game)
@@ -893,6 +923,9 @@ pd_status pd_reserve_restore(pd_reserve *t, const pd_reserve_op *op, pd_reserve_
     if (op->kind == PD_RESERVE_OP_CLOCK) {
         t->now_ms = op->at_ms;
         t->maintained_ms = op->maintained_ms;
+        /* A dump's CLOCK comes first (nothing removed yet); a restart's
+         * (pd_reserve_restart_clock) forgets the old clock's removals. */
+        t->gone_ms = 0;
         pd__observe(t, op);
         goto done;
     }

@@ -189,25 +189,57 @@ uint64_t pd_reserve_collectable(const pd_reserve *t, int64_t before_ms);
  * to compare a game time with, and the next replace sets it (whatever an
  * old dump restored: pd_reserve_replace of an empty table's first agent
  * starts from 0) - so a game
- * whose clock started over, or one bad t0 long gone, leaves no trace. */
+ * whose clock started over, or one bad t0 long gone, leaves no trace. So
+ * does a table whose only agent restarted its clock
+ * (pd_reserve_restart_clock). A replace never moves it back. */
 int64_t pd_reserve_now(const pd_reserve *t);
 
-/* Whether a request's game time t0_ms fits the table's clock, checked
- * before a request moves it (ReservePath's t0; pd_reserve_replace itself
- * takes any time, as replay and pd_yield need):
+/* Whether the table holds no agent but agent (none at all, or agent
+ * alone): then the table's clock is agent's own, and agent's request may
+ * take any t0 as a fresh clock (nothing else could be expired or
+ * conflict; pd_reserve_restart_clock after its replace). */
+int pd_reserve_holds_only(const pd_reserve *t, uint64_t agent);
+
+/* Whether agent, the table's only agent, renewed at t0_ms (its replace
+ * at that t0) is before the clock: then its request restarts the clock
+ * (pd_reserve_restart_clock). A replica decides it before the append. */
+int pd_reserve_clock_restarts(const pd_reserve *t, uint64_t agent, int64_t t0_ms);
+
+/* After the replace of a request by agent, the table's only agent, at a
+ * t0 before the clock: the clock was that agent's alone and starts afresh
+ * at its renewal, as if it had been released first (kept, the agent
+ * renewed at t0 was expired by the next maintain). Recorded as a CLOCK op
+ * of its own, after the REPLACE, never decided inside a replace: a log
+ * means the same to every replica and pathd version applying it (an older
+ * one applies a CLOCK as a dump's; one that applied the bare REPLACE kept
+ * the old clock, and its expiry removed the agent on every replica).
+ * 1 when it restarted, else 0 (the table unchanged). The agent's entries
+ * before t0 stay: they end before the new clock, as the past they were
+ * (the checker's view too: a plan replaces an agent's occupancy from its
+ * t0 on). */
+int pd_reserve_restart_clock(pd_reserve *t, uint64_t agent);
+
+/* Whether agent's request at game time t0_ms fits the table's clock,
+ * checked before a request moves it (ReservePath's t0; pd_reserve_replace
+ * itself takes any time, as replay and pd_yield need):
  *  - AHEAD: more than limits.max_clock_step_ms (when set; ttl_ms when
  *    that is longer: a step within it expires only idle agents) after
  *    pd_reserve_now: taken, it would make every other agent look idle
  *    and expire it;
  *  - BEHIND: more than ttl_ms (when > 0) before it: the agent would be
  *    acknowledged and then expired by the next check.
- * OK whenever the table holds no agent (it has no clock then). */
+ * OK for a t0 at or before the clock whenever the table holds no agent
+ * but agent (pd_reserve_holds_only: it has no clock then, or only agent's,
+ * which its request starts afresh (pd_reserve_restart_clock): a game with
+ * one NPC restarting its clock conflicts with nobody). A lone agent's jump
+ * ahead is bound as anyone's: one bad t0 (microseconds, 2^60) would move
+ * the clock away from every agent that joins later. */
 typedef enum pd_reserve_clock_fit {
     PD_RESERVE_CLOCK_OK = 0,
     PD_RESERVE_CLOCK_AHEAD,
     PD_RESERVE_CLOCK_BEHIND,
 } pd_reserve_clock_fit;
-pd_reserve_clock_fit pd_reserve_clock_fits(const pd_reserve *t, int64_t t0_ms, int64_t ttl_ms);
+pd_reserve_clock_fit pd_reserve_clock_fits(const pd_reserve *t, uint64_t agent, int64_t t0_ms, int64_t ttl_ms);
 
 /*
  * Expiry (the config's reservation_ttl_ms): with now = pd_reserve_now,
@@ -394,8 +426,9 @@ typedef enum pd_reserve_op_kind {
     PD_RESERVE_OP_BLOCK_CELLS,   /* cells[0..n_cells), at_ms */
     PD_RESERVE_OP_SPEED,         /* agent, speed (pd_reserve_note_speed) */
     PD_RESERVE_OP_RENEWED,       /* agent, at_ms (pd_reserve_set_renewed) */
-    /* Never from a change: pd_reserve_export's state, which
-     * pd_reserve_restore applies (the log's compaction, pd_reserve_log.h). */
+    /* pd_reserve_export's state, which pd_reserve_restore applies (the
+     * log's compaction, pd_reserve_log.h); the clock also from
+     * pd_reserve_restart_clock, the one change told as a CLOCK. */
     PD_RESERVE_OP_CLOCK,         /* at_ms = pd_reserve_now, maintained_ms */
     PD_RESERVE_OP_RESTORE,       /* agent, at_ms = renewed, speed, was_cut, raw[0..n) */
     /* A change again, numbered after the others: the kinds are the log's
@@ -447,8 +480,10 @@ size_t pd_reserve_export(const pd_reserve *t, pd_reserve_observer fn, void *user
 
 /*
  * Applies an op of pd_reserve_export. CLOCK sets the game time and the
- * maintain mark. RESTORE adds an agent that is not in the table with
- * exactly those entries, checked as a replace is: well formed (each
+ * maintain mark (and forgets the removed agents' renewals: a dump's comes
+ * before any, a restart's ends the old clock's). RESTORE adds an agent
+ * that is not in the table with exactly those entries, checked as a
+ * replace is: well formed (each
  * t0 < t1, in time order without overlap, unit 1 ..
  * PD_UNIT_SIZE_MAX, moves to an 8-neighbour, cut only on a move), and no
  * cell another agent's at the same time (PD_INTERNAL with refusal->agent).

@@ -890,6 +890,7 @@ static void pd__handle_request(pd__conn *c, pd_request *req, uint64_t arrival_ns
             .max_reservation_entries = s->conf.max_reservation_entries,
             .max_reservation_window_ms = s->conf.max_reservation_window_ms,
             .max_agent_bytes = s->conf.max_agent_bytes,
+            .max_clock_step_ms = s->conf.max_clock_step_ms,
         };
         pd_codec_limits_fixed(&lim);
         /* Each item takes an in-flight slot: a larger batch is refused

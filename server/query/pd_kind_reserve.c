@@ -326,7 +326,7 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
      * (nor is it game time heard). Shared: against the table caught up,
      * in pd_reservations_reserve_shared. */
     const int shared = pd_reservations_shared(set); /* shared log hook */
-    if (!shared && (st = pd_reservations_clock_refusal(set, table, s->name, q->t0_ms, rj->message,
+    if (!shared && (st = pd_reservations_clock_refusal(set, table, s->name, q->agent, q->t0_ms, rj->message,
                                                        sizeof rj->message)) != PD_OK) {
         pd_reservations_unlock(set, &hold);
         return rj->status = st;
@@ -354,6 +354,11 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
             snprintf(rj->message, sizeof rj->message, "out of memory answering in scene '%s'", s->name);
         }
     }
+    /* The only agent's t0 before the clock: its clock starts afresh (a
+     * CLOCK op the log records after the replace). Shared: the entry
+     * carries it (pd_reservations_reserve_shared). */
+    if (!shared && (st == PD_OK || st == PD_PARTIAL))
+        (void)pd_reserve_restart_clock(table, q->agent);
     if (!shared) /* shared: the expiry is in the log's entries */
         rj->n_expired = pd_reservations_maintain(table, pd_reservations_ttl_ms(set), &rj->expired);
     pd_reservations_unlock(set, &hold);

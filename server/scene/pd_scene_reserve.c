@@ -88,23 +88,26 @@ int64_t pd_reservations_ttl_ms(pd_reservations *set)
 }
 
 pd_status pd_reservations_clock_refusal(pd_reservations *set, const pd_reserve *table, const char *scene,
-                                        int64_t t0_ms, char *msg, size_t len)
+                                        uint64_t agent, int64_t t0_ms, char *msg, size_t len)
 {
     const int64_t ttl = pd_reservations_ttl_ms(set), now = pd_reserve_now(table);
     /* Short enough for the longest scene name (63 bytes), t0 and clock
      * (19 digits) and limit (10) in a reply's message (PD_REASON_MAX, 256
      * bytes): cut there, the remedy at its end was lost. */
-    switch (pd_reserve_clock_fits(table, t0_ms, ttl)) {
+    switch (pd_reserve_clock_fits(table, agent, t0_ms, ttl)) {
     case PD_RESERVE_CLOCK_OK:
         return PD_OK;
     case PD_RESERVE_CLOCK_AHEAD: {
         /* the limit pd_reserve_clock_fits applied: a longer TTL's */
         const int64_t step = pd_reserve_get_limits(table)->max_clock_step_ms;
         const int by_ttl = ttl > step;
-        snprintf(msg, len,
-                 "reserve_path.t0_ms %" PRId64 " leads scene '%s''s clock %" PRId64 " by over %s (%" PRId64
-                 ") and would expire every agent; ReleaseAgent all first if it jumped",
-                 t0_ms, scene, now, by_ttl ? "reservation_ttl_ms" : "max_clock_step_ms", by_ttl ? ttl : step);
+        /* With no TTL no agent ever expires: neither the idle sweep nor
+         * the game's retries clear this refusal, only a release - said
+         * so, or the game retries for good. */
+        snprintf(msg, len, "reserve_path.t0_ms %" PRId64 " leads scene '%s''s clock %" PRId64 " by over %s (%" PRId64 ")%s",
+                 t0_ms, scene, now, by_ttl ? "reservation_ttl_ms" : "max_clock_step_ms", by_ttl ? ttl : step,
+                 ttl > 0 ? " and would expire every agent; ReleaseAgent all first if it jumped"
+                         : "; with reservation_ttl_ms 0 this never clears: ReleaseAgent all first");
         break;
     }
     case PD_RESERVE_CLOCK_BEHIND:

@@ -42,17 +42,17 @@ int64_t pd_reservations_ttl_ms(pd_reservations *set);
 int pd_reservations_clear_holds(pd_reservations *set);
 
 /*
- * Whether a request's game time t0_ms fits the clock of scene's table
+ * Whether agent's request at game time t0_ms fits the clock of scene's table
  * (pd_reserve_clock_fits with limits.max_clock_step_ms and
  * reservation_ttl_ms), checked before the request changes anything: PD_OK,
  * else PD_INVALID_ARGUMENT with a message naming the scene, its clock, the
  * t0, the limit and the remedy. INVALID_ARGUMENT: t0_ms is outside the
  * range the scene takes now, and sending it again never helps (not a
  * retryable status); nor is it a capacity (LIMIT_EXCEEDED): the game's
- * clock is what is wrong. A table holding no agent takes any t0.
+ * clock is what is wrong. A table holding no agent but agent takes any t0.
  */
 pd_status pd_reservations_clock_refusal(pd_reservations *set, const pd_reserve *table, const char *scene,
-                                        int64_t t0_ms, char *msg, size_t len);
+                                        uint64_t agent, int64_t t0_ms, char *msg, size_t len);
 
 /* A table locked for one request. */
 typedef struct pd_reservations_hold {

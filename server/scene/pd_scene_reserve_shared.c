@@ -202,7 +202,7 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
         memset(r, 0, sizeof *r);
         /* The clock check of file mode, on the table caught up: before
          * the append, so no replica takes the t0. */
-        if ((st = pd_reservations_clock_refusal(set, e->table, e->name, p->t0_ms, msg, len)) != PD_OK) {
+        if ((st = pd_reservations_clock_refusal(set, e->table, e->name, p->agent, p->t0_ms, msg, len)) != PD_OK) {
             pd__refused_heard(set, hold);
             return st;
         }
@@ -237,11 +237,23 @@ pd_status pd_reservations_reserve_shared(pd_reservations *set, pd_reservations_h
         (void)pd_reserve_log_encode(&b, e->name,
                                     &(pd_reserve_op){ .kind = PD_RESERVE_OP_SPEED, .agent = p->agent,
                                                       .speed = p->speed });
+        /* The requester alone at a t0 before the clock: the entry starts
+         * the clock afresh at t0 (pd_reserve_restart_clock's CLOCK, as
+         * file mode logs it), decided here against the table caught up
+         * and carried by the log, so every replica - and an older pathd -
+         * applies the same clock. */
+        if (pd_reserve_clock_restarts(e->table, p->agent, p->t0_ms))
+            (void)pd_reserve_log_encode(&b, e->name,
+                                        &(pd_reserve_op){ .kind = PD_RESERVE_OP_CLOCK, .at_ms = p->t0_ms,
+                                                          .maintained_ms = 0 });
         /* Expiry, as pd_reserve_maintain times it (once per sixteenth of
          * the TTL of game time), with the time it uses in the entry. */
         /* An empty table has no clock, whatever an old snapshot restored
-         * (pd_reserve_replace starts its first agent from 0) */
-        const int64_t clock = stats.agents ? pd_reserve_now(e->table) : 0;
+         * (pd_reserve_replace starts its first agent from 0); nor, for the
+         * expiry, one holding the requester alone: the entry restarts the
+         * clock at t0 when t0 is before it, and t0 is the clock when
+         * after. */
+        const int64_t clock = pd_reserve_holds_only(e->table, p->agent) ? 0 : pd_reserve_now(e->table);
         const int64_t now = clock > p->t0_ms ? clock : p->t0_ms;
         const int64_t every = ttl / 16 > 0 ? ttl / 16 : 1;
         /* An empty table forgot its clock (pd_reserve_now): so does the

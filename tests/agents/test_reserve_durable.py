@@ -156,6 +156,33 @@ class DataDirTest(unittest.TestCase):
         self.d.restart()
         self.c = PathdClient(self.d.addr, timeout=20)
 
+    def _watch_both(self, scene):
+        """A watch of scene through both clients: the Python client's and,
+        when PATHCTL_BIN is set, pathctl watch --count 1 (the C client's),
+        each past its STARTED. Returns (watcher, its STARTED event, the
+        pathctl process or None); _pathctl_heard reads pathctl's next."""
+        env = os.environ.get("PATHCTL_BIN")
+        pathctl = None
+        if env:
+            pathctl = subprocess.Popen([env, "--server", self.d.addr, "--json", "watch", scene, "--count", "1"],
+                                       stdout=subprocess.PIPE, text=True)
+            self.addCleanup(pathctl.stdout.close)
+            self.addCleanup(pathctl.wait, 15)
+            self.addCleanup(pathctl.kill)
+            self.assertEqual(json.loads(pathctl.stdout.readline())["kind"], "started")
+        watcher = PathdClient(self.d.addr, timeout=20)
+        self.addCleanup(watcher.close)
+        watcher.watch([scene])
+        started = watcher.watch_next(timeout=10)
+        self.assertEqual(started["kind"], "started")
+        return watcher, started, pathctl
+
+    def _pathctl_heard(self, pathctl, kind, agents):
+        """pathctl watch's next event (from _watch_both) is kind, agents."""
+        if pathctl:
+            got = json.loads(pathctl.stdout.readline())
+            self.assertEqual((got["kind"], got["agents"]), (kind, agents))
+
 
 class RestartTest(DataDirTest):
     SCENES = ["run", "cut", "blocked", "runtime_base"]
@@ -402,20 +429,7 @@ class TimerExpiryRestartTest(DataDirTest):
         """The agents the timer's sweep released reach the scene's watchers
         as one AGENTS_EXPIRED event, ascending, at the version served
         (Python's watch_next, and pathctl watch: the C client's)."""
-        env = os.environ.get("PATHCTL_BIN")
-        pathctl = None
-        if env:
-            pathctl = subprocess.Popen([env, "--server", self.d.addr, "--json", "watch", "ttl", "--count", "1"],
-                                       stdout=subprocess.PIPE, text=True)
-            self.addCleanup(pathctl.stdout.close)
-            self.addCleanup(pathctl.wait, 15)
-            self.addCleanup(pathctl.kill)
-            self.assertEqual(json.loads(pathctl.stdout.readline())["kind"], "started")
-        watcher = PathdClient(self.d.addr, timeout=20)
-        self.addCleanup(watcher.close)
-        watcher.watch(["ttl"])
-        started = watcher.watch_next(timeout=10)
-        self.assertEqual(started["kind"], "started")
+        watcher, started, pathctl = self._watch_both("ttl")
         self.c.reserve_path("ttl", 7, (10, 5), (10, 5), 0, 2.0)
         self.c.reserve_path("ttl", 3, (1, 1), (1, 1), 0, 2.0)
         ev = watcher.watch_next(timeout=15)
@@ -423,9 +437,7 @@ class TimerExpiryRestartTest(DataDirTest):
         self.assertEqual(ev["agents"], [3, 7])
         self.assertEqual(ev["version"], started["version"])
         self.assertEqual(self.c.reservations("ttl")["agents"], 0)
-        if pathctl:
-            got = json.loads(pathctl.stdout.readline())
-            self.assertEqual((got["kind"], got["agents"]), ("agents_expired", [3, 7]))
+        self._pathctl_heard(pathctl, "agents_expired", [3, 7])
         # Nothing more: the next sweeps find an empty table.
         with self.assertRaises(PathdTimeout):
             watcher.watch_next(timeout=0.5)
@@ -514,19 +526,7 @@ class ClockTest(DataDirTest):
         self.assertEqual(table(self.c, "clock")["agents"], 2)
 
     def test_release_all_then_a_clock_from_zero_survives_restart(self):
-        env = os.environ.get("PATHCTL_BIN")
-        pathctl = None
-        if env:  # the C client's watch hears it too
-            pathctl = subprocess.Popen([env, "--server", self.d.addr, "--json", "watch", "clock", "--count", "1"],
-                                       stdout=subprocess.PIPE, text=True)
-            self.addCleanup(pathctl.stdout.close)
-            self.addCleanup(pathctl.wait, 15)
-            self.addCleanup(pathctl.kill)
-            self.assertEqual(json.loads(pathctl.stdout.readline())["kind"], "started")
-        watcher = PathdClient(self.d.addr, timeout=20)
-        self.addCleanup(watcher.close)
-        watcher.watch(["clock"])
-        started = watcher.watch_next(timeout=10)
+        watcher, started, pathctl = self._watch_both("clock")  # the C client's watch hears it too
         self.c.reserve_path("clock", 1, (1, 1), (1, 1), 500000, 2.0)
         self.c.reserve_path("clock", 2, (10, 5), (10, 5), 500000, 2.0)
         # The game restarted its clock: its t0 from 0 is refused ...
@@ -537,9 +537,7 @@ class ClockTest(DataDirTest):
         self.assertEqual(self.c.release_all("clock"), 2)
         ev = watcher.watch_next(timeout=10)
         self.assertEqual((ev["kind"], ev["agents"], ev["version"]), ("agents_released", [1, 2], started["version"]))
-        if pathctl:
-            got = json.loads(pathctl.stdout.readline())
-            self.assertEqual((got["kind"], got["agents"]), ("agents_released", [1, 2]))
+        self._pathctl_heard(pathctl, "agents_released", [1, 2])
         self.assertEqual(table(self.c, "clock")["agents"], 0)
         self.c.reserve_path("clock", 5, (1, 1), (1, 1), 0, 2.0)
         self.c.reserve_path("clock", 6, (10, 5), (10, 5), 100, 2.0)
@@ -553,6 +551,57 @@ class ClockTest(DataDirTest):
         with self.assertRaises(PathdError) as cm:
             self.c.reserve_path("clock", 8, (1, 5), (1, 5), 500000 + 3600001, 2.0)
         self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+
+    def test_the_only_agent_restarts_its_clock(self):
+        """A game with one NPC whose clock started over: nothing else could
+        conflict, so its t0 from 0 is a fresh clock (as after ReleaseAgent
+        all), kept by the ReservePath's own expiry and after a restart. It
+        was refused; and taken on the old clock, the NPC renewed at 0 was
+        expired at once. A second agent makes the clock shared again."""
+        self.c.reserve_path("clock", 1, (1, 1), (2, 1), 500000, 2.0)
+        self.c.reserve_path("clock", 1, (1, 1), (1, 1), 0, 2.0)
+        self.assertEqual(table(self.c, "clock")["agents"], 1)
+        self.c.reserve_path("clock", 2, (10, 5), (10, 5), 100, 2.0)
+        before = table(self.c, "clock")
+        self.assertEqual({e[0] for e in before["entries"]}, {1, 2})
+        self.reconnect()
+        self.assertEqual(table(self.c, "clock"), before)
+        with self.assertRaises(PathdError) as cm:
+            self.c.reserve_path("clock", 1, (1, 1), (1, 1), 100 + 3600001, 2.0)
+        self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+        # Alone again, a jump far ahead is still refused (one bad t0 of a
+        # lone NPC would move the clock away from every agent that joins),
+        # and a jump back is its fresh clock.
+        self.assertTrue(self.c.release_agent("clock", 2))
+        with self.assertRaises(PathdError) as cm:
+            self.c.reserve_path("clock", 1, (1, 1), (1, 1), 2 ** 40, 2.0)
+        self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+        self.c.reserve_path("clock", 1, (1, 1), (1, 1), 50, 2.0)
+        self.c.reserve_path("clock", 3, (10, 5), (10, 5), 60, 2.0)
+        self.assertEqual(table(self.c, "clock")["agents"], 2)
+
+
+class ClockNoTtlTest(DataDirTest):
+    """reservation_ttl_ms 0: no agent ever expires, so a t0 refused for
+    leading the clock is refused until the game releases its agents - the
+    refusal says so (it promised an expiry that never comes), within a
+    reply's message for the longest scene name and epoch-sized times."""
+
+    SCENES = [ClockTest.LONG]
+    EXTRA = {"limits": {"reservation_ttl_ms": 0, "max_reservation_window_ms": 60000}}
+
+    def test_refusal_names_the_release_as_the_only_remedy(self):
+        self.c.reserve_path(self.SCENES[0], 1, (1, 1), (1, 1), 10 ** 18, 2.0)
+        for _ in range(2):  # sent again: the same refusal
+            with self.assertRaises(PathdError) as cm:
+                self.c.reserve_path(self.SCENES[0], 2, (10, 5), (10, 5), 2 ** 60, 2.0)
+            self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
+            self.assertIn("'%s'" % self.SCENES[0], cm.exception.message)
+            self.assertIn("max_clock_step_ms (3600000)", cm.exception.message)
+            self.assertTrue(cm.exception.message.endswith(
+                "with reservation_ttl_ms 0 this never clears: ReleaseAgent all first"), cm.exception.message)
+        self.assertEqual(self.c.release_all(self.SCENES[0]), 1)
+        self.c.reserve_path(self.SCENES[0], 2, (10, 5), (10, 5), 2 ** 60, 2.0)
 
 
 class ClockLongTtlTest(DataDirTest):
@@ -859,6 +908,22 @@ class ReplicaClockTest(ReplicaBase):
         self.c[1] = PathdClient(self.d[1].addr, timeout=20)
         self.addCleanup(self.c[1].close)
         self.assertEqual(table(self.c[1], "door"), before)
+
+    def test_the_only_agent_restarts_its_clock_through_the_other_replica(self):
+        """One NPC restarting its clock through the other replica than the
+        one it reserved on: a fresh clock on both (decided by each table
+        as it applies the log). The first replica's idle sweep, which last
+        heard the old clock, expires nobody."""
+        self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 500000, 2.0)
+        self.c[1].reserve_path("door", 1, (1, 1), (1, 1), 0, 2.0)
+        time.sleep(4 * TTL_MS / 16 / 1000)
+        self.c[1].reserve_path("door", 2, (10, 5), (10, 5), 100, 2.0)
+        got = table(self.c[0], "door")
+        self.assertEqual({e[0] for e in got["entries"]}, {1, 2})
+        self.assertEqual(got, table(self.c[1], "door"))
+        with self.assertRaises(PathdError) as cm:
+            self.c[0].reserve_path("door", 1, (1, 1), (1, 1), 2 ** 60, 2.0)
+        self.assertEqual(cm.exception.status, "INVALID_ARGUMENT")
 
     def test_expiry_runs_on_the_new_clock_of_another_replica(self):
         """A replica that reserved on the old clock kept its expiry's mark

@@ -629,6 +629,7 @@ class ReserveWireTest(unittest.TestCase):
         self.assertEqual(lim["reservation_ttl_ms"], TTL_MS)
         self.assertEqual(lim["max_agents_per_scene"], MAX_AGENTS)
         self.assertEqual(lim["max_reservation_window_ms"], MAX_WINDOW_MS)
+        self.assertEqual(lim["max_clock_step_ms"], 3600000)  # the default (config/README.md)
 
     # ---- pathctl ------------------------------------------------------------
 

@@ -664,6 +664,7 @@ static void test_bad_watch_requests(void **state)
     assert_int_equal(lim.max_reservation_entries, 1000000);
     assert_int_equal(lim.max_reservation_window_ms, 60000);
     assert_int_equal(lim.max_agent_bytes, 1048576);
+    assert_int_equal(lim.max_clock_step_ms, 3600000);
     pdc_close(c);
 
     const char *const unknown[] = { "rooms", "nowhere" };

@@ -1425,6 +1425,69 @@ static void test_pathctl_validate_bad_speed_named(void **state)
     assert_non_null(strstr(out, "pathctl: validate needs --max-speed V"));
 }
 
+/* Every flag of pathctl that takes a number with a fraction (or X,Y of
+ * them), given nan or inf: the flag and the value are named (exit 2,
+ * before connecting), never "missing", and nothing is sent. --radius nan
+ * said "nearest needs --radius R", --by and --moves the same; reserve's
+ * --speed, scene create's --cell-size inf and --origin took them. */
+static void test_pathctl_float_flags_refuse_nan_and_inf(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *args, *says;
+    } cases[] = {
+        { "path --scene demo --from 1,1 --to 2,2 --range V", "bad --range V" },
+        { "path --scene demo --from 1,1 --to 2,2 --speed V", "bad --speed V" },
+        { "path --scene demo --from 1,1 --to 2,2 --start-time V", "bad --start-time V" },
+        { "path --scene demo --world --from V,1 --to 2,2", "bad --from V,1" },
+        { "route --from a:1,1 --to b:2,2 --speed V", "bad --speed V" },
+        { "validate --scene demo --max-speed V --moves 1,1,0", "bad --max-speed V" },
+        { "validate --scene demo --max-speed 1 --tolerance V --moves 1,1,0", "bad --tolerance V" },
+        { "validate --scene demo --max-speed 1 --moves \"1,1,0;2,1,V\"", "bad --moves 1,1,0;2,1,V" },
+        { "move --scene demo --from 1,1 --by V", "bad --by V" },
+        { "move --scene demo --from 1,1 --by 1,V", "bad --by 1,V" },
+        { "nearest --scene demo --at 1,1 --radius V", "bad --radius V" },
+        { "random --scene demo --around 1,1 --radius V", "bad --radius V" },
+        { "clearance --scene demo --at 1,1 --radius V", "bad --radius V" },
+        { "reserve --scene demo --agent 1 --from 1,1 --to 2,2 --t0 0 --speed V", "bad --speed V" },
+        { "scene create s --map m.txt --cell-size V", "bad --cell-size V" },
+        { "scene create s --map m.txt --origin V,0", "bad --origin V,0" },
+        { "--timeout V ping", "bad --timeout V" },
+    };
+    static const char *const values[] = { "nan", "inf", "-inf", "NAN", "1e999" };
+    char args[256], says[256], cmd[768], out[2048];
+    int wrong = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (size_t v = 0; v < sizeof values / sizeof values[0]; v++) {
+            /* V in the case, replaced by the value */
+            const char *src[2] = { cases[i].args, cases[i].says };
+            char *dst[2] = { args, says };
+            for (int k = 0; k < 2; k++) {
+                size_t n = 0;
+                for (const char *p = src[k]; *p && n + 8 < sizeof args; p++)
+                    n += *p == 'V' ? (size_t)snprintf(dst[k] + n, sizeof args - n, "%s", values[v])
+                                   : (size_t)snprintf(dst[k] + n, sizeof args - n, "%c", *p);
+            }
+            snprintf(cmd, sizeof cmd, "'%s' --server 127.0.0.1:1 %s 2>&1", PDC_PATHCTL_BIN, args);
+            const int code = run_capture(cmd, out, sizeof out);
+            if (code != 2 || !strstr(out, says)) {
+                print_error("pathctl %s: exit %d, said: %s(wanted \"%s\")\n", args, code, out, says);
+                wrong++;
+            }
+        }
+    assert_int_equal(wrong, 0);
+    /* An absent flag is still "missing". */
+    snprintf(cmd, sizeof cmd, "'%s' --server 127.0.0.1:1 nearest --scene demo --at 1,1 2>&1", PDC_PATHCTL_BIN);
+    assert_int_equal(run_capture(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "pathctl: nearest needs --radius R"));
+    snprintf(cmd, sizeof cmd, "'%s' --server 127.0.0.1:1 move --scene demo --from 1,1 2>&1", PDC_PATHCTL_BIN);
+    assert_int_equal(run_capture(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "pathctl: move needs --by DX,DY"));
+    snprintf(cmd, sizeof cmd, "'%s' --server 127.0.0.1:1 validate --scene demo --max-speed 1 2>&1", PDC_PATHCTL_BIN);
+    assert_int_equal(run_capture(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "pathctl: validate needs --moves"));
+}
+
 /* ---- issue 4: FindPath options, PARTIAL extras, UpdateCells ----------------- */
 
 /* The options every issue-4 request below carries, checked by the fake. */
@@ -2704,6 +2767,7 @@ int main(void)
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_timeout_then_late_answer_ignored),
         cmocka_unit_test(test_pathctl_validate_bad_speed_named),
+        cmocka_unit_test(test_pathctl_float_flags_refuse_nan_and_inf),
         cmocka_unit_test(test_scenes_info_stats),
         cmocka_unit_test(test_scene_grid_bands),
         cmocka_unit_test(test_scene_grid_restarts_on_a_new_version),

@@ -598,18 +598,18 @@ static void test_clock_forgotten_when_empty(void **state)
     pd_reserve *t = pd_reserve_create(&lim);
     const int64_t ttl = 30000, far = (int64_t)1 << 60;
     /* No agent: no clock to compare with, any t0 fits. */
-    assert_int_equal(pd_reserve_clock_fits(t, far, ttl), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, far, ttl), PD_RESERVE_CLOCK_OK);
     const pd_waypoint a[] = { wp(0, 0, 100000, FOREVER) };
     assert_int_equal(pd_reserve_replace(t, 1, 1, 100000, a, 1, NULL), PD_OK);
-    assert_int_equal(pd_reserve_clock_fits(t, 100000 + 3600000, ttl), PD_RESERVE_CLOCK_OK);
-    assert_int_equal(pd_reserve_clock_fits(t, 100000 + 3600001, ttl), PD_RESERVE_CLOCK_AHEAD);
-    assert_int_equal(pd_reserve_clock_fits(t, far, ttl), PD_RESERVE_CLOCK_AHEAD);
-    assert_int_equal(pd_reserve_clock_fits(t, 100000 - 30000, ttl), PD_RESERVE_CLOCK_OK);
-    assert_int_equal(pd_reserve_clock_fits(t, 100000 - 30001, ttl), PD_RESERVE_CLOCK_BEHIND);
-    assert_int_equal(pd_reserve_clock_fits(t, 0, 0), PD_RESERVE_CLOCK_OK); /* no TTL: nothing expires */
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 100000 + 3600000, ttl), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 100000 + 3600001, ttl), PD_RESERVE_CLOCK_AHEAD);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, far, ttl), PD_RESERVE_CLOCK_AHEAD);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 100000 - 30000, ttl), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 100000 - 30001, ttl), PD_RESERVE_CLOCK_BEHIND);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 0, 0), PD_RESERVE_CLOCK_OK); /* no TTL: nothing expires */
     const pd_reserve_limits none = { 0 };
     pd_reserve_set_limits(t, &none);
-    assert_int_equal(pd_reserve_clock_fits(t, far, ttl), PD_RESERVE_CLOCK_OK); /* no step limit */
+    assert_int_equal(pd_reserve_clock_fits(t, 0, far, ttl), PD_RESERVE_CLOCK_OK); /* no step limit */
     pd_reserve_set_limits(t, &lim);
 
     /* The table itself takes any time (replay, pd_yield): a far t0 is its
@@ -675,12 +675,115 @@ static void test_clock_step_within_the_ttl(void **state)
     const int64_t day = 86400000, hours2 = 7200000;
     const pd_waypoint a[] = { wp(0, 0, 100000, FOREVER) };
     assert_int_equal(pd_reserve_replace(t, 1, 1, 100000, a, 1, NULL), PD_OK);
-    assert_int_equal(pd_reserve_clock_fits(t, 100000 + hours2, day), PD_RESERVE_CLOCK_OK);
-    assert_int_equal(pd_reserve_clock_fits(t, 100000 + day, day), PD_RESERVE_CLOCK_OK);
-    assert_int_equal(pd_reserve_clock_fits(t, 100000 + day + 1, day), PD_RESERVE_CLOCK_AHEAD);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 100000 + hours2, day), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 100000 + day, day), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 100000 + day + 1, day), PD_RESERVE_CLOCK_AHEAD);
     /* The TTL shorter than the step: the step is the limit, as before. */
-    assert_int_equal(pd_reserve_clock_fits(t, 100000 + 3600000, 30000), PD_RESERVE_CLOCK_OK);
-    assert_int_equal(pd_reserve_clock_fits(t, 100000 + 3600001, 30000), PD_RESERVE_CLOCK_AHEAD);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 100000 + 3600000, 30000), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 0, 100000 + 3600001, 30000), PD_RESERVE_CLOCK_AHEAD);
+    pd_reserve_destroy(t);
+}
+
+/* A table holding only the requester: its clock is that agent's alone, and
+ * any t0 of it is a fresh clock (as an empty table forgets its clock). A
+ * game with one NPC that restarted its clock was refused (BEHIND) though
+ * nothing else could conflict; and had the table taken the t0 keeping its
+ * old clock, the NPC renewed at it was expired by the next maintain. */
+static void test_clock_of_the_only_agent(void **state)
+{
+    (void)state;
+    const pd_reserve_limits lim = { .max_clock_step_ms = 3600000 };
+    pd_reserve *t = pd_reserve_create(&lim);
+    const int64_t ttl = 30000, far = (int64_t)1 << 40;
+    uint64_t gone[2];
+    const pd_waypoint a[] = { wp(0, 0, 500000, 501000), wp(1, 0, 502000, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 500000, a, 2, NULL), PD_OK);
+    assert_true(pd_reserve_holds_only(t, 1));
+    assert_false(pd_reserve_holds_only(t, 2));
+    /* Another agent would be expired by the clock, or expire the NPC. */
+    assert_int_equal(pd_reserve_clock_fits(t, 2, 0, ttl), PD_RESERVE_CLOCK_BEHIND);
+    assert_int_equal(pd_reserve_clock_fits(t, 2, far, ttl), PD_RESERVE_CLOCK_AHEAD);
+    /* The NPC itself: any t0 back, none far ahead (one bad t0 of a lone
+     * NPC would move the clock away from every agent that joins later).
+     * Its clock restarts at 0 ... */
+    assert_int_equal(pd_reserve_clock_fits(t, 1, 0, ttl), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(t, 1, far, ttl), PD_RESERVE_CLOCK_AHEAD);
+    assert_int_equal(pd_reserve_clock_fits(t, 1, 500000 + 3600000, ttl), PD_RESERVE_CLOCK_OK);
+    const pd_waypoint b[] = { wp(0, 0, 0, FOREVER) };
+    assert_int_equal(pd_reserve_clock_restarts(t, 1, 0), 1);
+    assert_int_equal(pd_reserve_clock_restarts(t, 2, 0), 0);
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 0, b, 1, NULL), PD_OK);
+    /* The replace alone never moves the clock back (a log's REPLACE
+     * means what it meant to an older pathd); the request restarts it. */
+    assert_int_equal(pd_reserve_now(t), 500000);
+    assert_int_equal(pd_reserve_restart_clock(t, 2), 0);
+    assert_int_equal(pd_reserve_restart_clock(t, 1), 1);
+    assert_int_equal(pd_reserve_now(t), 0);
+    assert_int_equal(pd_reserve_restart_clock(t, 1), 0); /* at its clock: nothing to restart */
+    /* ... and it is kept: renewed at the clock, not 500000 - ttl behind. */
+    assert_int_equal(pd_reserve_maintain(t, ttl, gone, 2, NULL), 0);
+    const pd_waypoint c[] = { wp(0, 0, 40000, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, 40000, c, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_maintain(t, ttl, gone, 2, NULL), 0);
+    assert_int_not_equal(pd_reserve_agent_slot(t, 1), PD_RESERVE_NO_SLOT);
+    /* A jump ahead is its clock too, and expires nobody. */
+    const pd_waypoint d[] = { wp(0, 0, far, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 1, 1, far, d, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_restart_clock(t, 1), 0);
+    assert_int_equal(pd_reserve_now(t), far);
+    assert_int_equal(pd_reserve_maintain(t, ttl, gone, 2, NULL), 0);
+    assert_int_not_equal(pd_reserve_agent_slot(t, 1), PD_RESERVE_NO_SLOT);
+    /* With a second agent the clock is shared again: the NPC's step back
+     * is refused, as any other's. */
+    const pd_waypoint e[] = { wp(5, 5, far, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 2, 1, far, e, 1, NULL), PD_OK);
+    assert_false(pd_reserve_holds_only(t, 1));
+    assert_int_equal(pd_reserve_clock_fits(t, 1, 0, ttl), PD_RESERVE_CLOCK_BEHIND);
+    assert_int_equal(pd_reserve_clock_restarts(t, 1, 0), 0);
+    check_table(t, 8, 8);
+    pd_reserve_destroy(t);
+}
+
+/* The clock goes back only through pd_reserve_restart_clock, never inside
+ * a replace: a REPLACE in a log must mean what it meant to the pathd that
+ * wrote it and to an older one applying it (a replica in a rolling
+ * upgrade, a downgrade's replay), which keeps the clock - decided inside
+ * the replace, that pathd kept the old clock, and its expiry removed the
+ * agent on every replica. A guard standing since 500, renewed two hours
+ * on, replaced from its hold's start (as a log may hold it): the clock
+ * stays. The restart is told to the observer as a CLOCK op of its own,
+ * so the log carries it (test_reserve_compact replays it). */
+static void note_kind(void *user, const pd_reserve_op *op)
+{
+    *(pd_reserve_op_kind *)user = op->kind;
+}
+
+static void test_clock_goes_back_only_by_restart(void **state)
+{
+    (void)state;
+    const pd_reserve_limits lim = { .max_clock_step_ms = 3600000 };
+    pd_reserve *t = pd_reserve_create(&lim);
+    pd_reserve_op_kind last = 0;
+    pd_reserve_set_observer(t, note_kind, &last);
+    const int64_t hours2 = 7200000;
+    const pd_waypoint h0[] = { wp(4, 4, 500, FOREVER) };
+    const pd_waypoint h1[] = { wp(4, 4, 500 + hours2, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 7, 1, 500, h0, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_replace(t, 7, 1, 500 + hours2, h1, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_replace(t, 7, 1, 500, h0, 1, NULL), PD_OK);
+    pd_reserve_set_renewed(t, 7, 500 + hours2);
+    assert_int_equal(last, PD_RESERVE_OP_RENEWED);
+    assert_int_equal(pd_reserve_now(t), 500 + hours2);
+    assert_int_equal(pd_reserve_clock_fits(t, 8, 500 + hours2 + 100, 0), PD_RESERVE_CLOCK_OK);
+    /* The guard's own restart, as pd_kind_reserve makes it. */
+    const pd_waypoint h2[] = { wp(4, 4, 100, FOREVER) };
+    assert_int_equal(pd_reserve_replace(t, 7, 1, 100, h2, 1, NULL), PD_OK);
+    assert_int_equal(last, PD_RESERVE_OP_REPLACE);
+    assert_int_equal(pd_reserve_now(t), 500 + hours2);
+    assert_int_equal(pd_reserve_restart_clock(t, 7), 1);
+    assert_int_equal(last, PD_RESERVE_OP_CLOCK);
+    assert_int_equal(pd_reserve_now(t), 100);
+    check_table(t, 8, 8);
     pd_reserve_destroy(t);
 }
 
@@ -2870,6 +2973,8 @@ int main(void)
         cmocka_unit_test(test_table_maintain),
         cmocka_unit_test(test_clock_forgotten_when_empty),
         cmocka_unit_test(test_clock_step_within_the_ttl),
+        cmocka_unit_test(test_clock_of_the_only_agent),
+        cmocka_unit_test(test_clock_goes_back_only_by_restart),
         cmocka_unit_test(test_table_block_cells),
         cmocka_unit_test(test_table_random_ops),
         cmocka_unit_test_setup_teardown(test_head_on_with_pocket, setup, teardown),

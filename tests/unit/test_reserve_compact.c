@@ -195,6 +195,8 @@ static void random_table(pd_reserve *t, int steps)
              * waits are cut short by the replace. */
             size_t n = random_plan(wp, 24, now - rnd(2000) > 0 ? now - rnd(2000) : now);
             (void)pd_reserve_replace(t, agent, 1 + rnd(2), wp[0].t_arrive_ms, wp, n, NULL);
+            /* a lone agent's t0 before the clock restarts it, as a request does */
+            (void)pd_reserve_restart_clock(t, agent);
         } else if (what < 68) {
             (void)pd_reserve_release(t, agent);
         } else if (what < 74) {
@@ -331,6 +333,41 @@ static void test_empty_agent_collect_logged(void **unused)
     pd_reserve_destroy(r);
 }
 
+/* A lone agent's clock restart (pd_reserve_restart_clock) is an op of the
+ * log, after its REPLACE: a replay gives the same clock, and the agent
+ * renewed at it survives the next maintain. Decided inside the replace
+ * (as first done), an older pathd - or a replica of one in a rolling
+ * upgrade - applying the same REPLACE kept the old clock and expired it. */
+static void test_clock_restart_replays(void **unused)
+{
+    (void)unused;
+    pd_reserve *t = pd_reserve_create(NULL);
+    dump d;
+    memset(&d, 0, sizeof d);
+    pd_reserve_set_observer(t, dump_op, &d);
+    const pd_waypoint w0 = { 3, 3, 500000, PD_RESERVE_FOREVER }, w1 = { 3, 3, 100, PD_RESERVE_FOREVER };
+    assert_int_equal(pd_reserve_replace(t, 7, 1, 500000, &w0, 1, NULL), PD_OK);
+    assert_int_equal(pd_reserve_replace(t, 7, 1, 100, &w1, 1, NULL), PD_OK);
+    const size_t replace_only = d.b.n;
+    assert_int_equal(pd_reserve_restart_clock(t, 7), 1);
+    assert_true(d.b.n > replace_only);
+    pd_reserve *r = pd_reserve_create(NULL);
+    assert_int_equal(pd_reserve_log_decode(d.b.p, d.b.n, apply_record, &r), d.b.n);
+    assert_same_table(t, r, 0);
+    assert_int_equal(pd_reserve_now(r), 100);
+    uint64_t gone[1];
+    assert_int_equal(pd_reserve_maintain(r, 30000, gone, 1, NULL), 0);
+    assert_int_not_equal(pd_reserve_agent_slot(r, 7), PD_RESERVE_NO_SLOT);
+    /* The REPLACEs alone, as a log without the CLOCK: the old clock. */
+    pd_reserve *o = pd_reserve_create(NULL);
+    assert_int_equal(pd_reserve_log_decode(d.b.p, replace_only, apply_record, &o), replace_only);
+    assert_int_equal(pd_reserve_now(o), 500000);
+    pd_reserve_log_buf_free(&d.b);
+    pd_reserve_destroy(t);
+    pd_reserve_destroy(r);
+    pd_reserve_destroy(o);
+}
+
 /* What export carries matters: a move cut short by a block, restored
  * without its cut mark, would leave the agent at the move's far end. */
 static void test_cut_mark_is_exported(void **unused)
@@ -381,7 +418,7 @@ static void test_old_dump_of_an_empty_table(void **unused)
     pd_reserve *r = pd_reserve_create(NULL);
     const pd_reserve_op clock = { .kind = PD_RESERVE_OP_CLOCK, .at_ms = 1000000, .maintained_ms = 1000000 };
     assert_int_equal(pd_reserve_restore(r, &clock, NULL), PD_OK);
-    assert_int_equal(pd_reserve_clock_fits(r, 0, 30000), PD_RESERVE_CLOCK_OK);
+    assert_int_equal(pd_reserve_clock_fits(r, 0, 0, 30000), PD_RESERVE_CLOCK_OK);
     const pd_waypoint w = { 3, 3, 0, PD_RESERVE_FOREVER };
     assert_int_equal(pd_reserve_replace(r, 7, 1, 0, &w, 1, NULL), PD_OK);
     assert_int_equal(pd_reserve_now(r), 0);
@@ -508,6 +545,7 @@ int main(void)
         cmocka_unit_test(test_export_replay_random),
         cmocka_unit_test(test_oplog_replay_random),
         cmocka_unit_test(test_empty_agent_collect_logged),
+        cmocka_unit_test(test_clock_restart_replays),
         cmocka_unit_test(test_cut_mark_is_exported),
         cmocka_unit_test(test_old_dump_of_an_empty_table),
         cmocka_unit_test(test_restore_refuses),

@@ -807,7 +807,8 @@ describe('daemon with other limits', () => {
       assert.deepEqual([limits.watchBufferBytes, limits.maxWatchScenes, limits.maxWatchers], [1048576, 64, 1000]);
       // The reservation limits, at their defaults (config/README.md).
       assert.deepEqual([limits.reservationTtlMs, limits.maxAgentsPerScene, limits.maxReservationEntries,
-        limits.maxReservationWindowMs, limits.maxAgentBytes], [30000, 10000, 1000000, 60000, 1048576]);
+        limits.maxReservationWindowMs, limits.maxAgentBytes, limits.maxClockStepMs],
+      [30000, 10000, 1000000, 60000, 1048576, 3600000]);
       const { status, ...reference } = pathctlJson(daemon().addr, ['limits']);
       assert.equal(status, 'OK');
       const camel = Object.fromEntries(Object.entries(reference)
@@ -1248,8 +1249,34 @@ describe('fake server', () => {
       await assert.rejects(client.findPath(...SHORT), closed);
       await assert.rejects(client.send('raycast', ...SHORT).promise, closed);
       await assert.rejects(client.watch(['town']), closed);
+      await assert.rejects(client.watchNext({ timeoutMs: 50 }), closed);
       await assert.rejects(client.auth('secret'), closed);
       assert.equal(server.accepted, 1);
+    } finally {
+      await server.close();
+    }
+  });
+
+  // watchNext() after close() rejected PathdDisconnected ("not connected"),
+  // unlike every other call: a closed client says so. The watch's last
+  // event, queued by close() itself, still comes first (as Go's Next gives
+  // the events queued, then ErrClosed).
+  it('watchNext after close: the watch\'s last event, then PathdClosed', async () => {
+    const server = await scriptedServer({
+      answer: (r) => [r.body === 'limits' ? { id: r.id, final: true, limits: { maxInflightPerConn: 4 } }
+        : { id: r.id, watchEvent: { kind: 'WATCH_STARTED', scene: 'town' } }],
+    });
+    const client = new PathdClient(server.addr, { timeoutMs: 2000 });
+    try {
+      const watchId = await client.watch(['town']);
+      assert.equal((await client.watchNext()).kind, 'started');
+      client.close();
+      const ended = await client.watchNext();
+      assert.deepEqual([ended.status, ended.watch, ended.final], ['DISCONNECTED', watchId, true]);
+      for (let n = 0; n < 2; n++) {
+        await assert.rejects(client.watchNext({ timeoutMs: 50 }),
+          (err) => err instanceof PathdClosed && err.status === 'CLOSED');
+      }
     } finally {
       await server.close();
     }
