@@ -610,11 +610,14 @@ static void pd__definition_hash(const pd_scene *s, char *out)
  * definition (another replica reloaded the same config at about the same
  * moment, and its record got in first) - what this pathd serves is then
  * the log's through that entry, which is noted as the tail notes an entry
- * it applied (its tail finds it had it) -, else 0 (a real conflict: the
- * log holds another definition, another change came between, an entry
- * with no hash, or Redis did not answer). Decided from the log alone, so
- * every replica decides alike. The change lock held. */
-static int pd__adopt_reset(pd_redis_snap *sn, const pd__held *h)
+ * it applied (its tail finds it had it) -, 0 when it is not (a real
+ * conflict: the log holds another definition, another change came
+ * between, an entry with no hash), or -1 with why when Redis did not
+ * answer the reads (gone or silent past the timeout, or an error answer:
+ * the record is held and sent again, as one the FCALL got no answer to -
+ * not known to conflict, it must not fail the log). Decided from the log
+ * alone, so every replica decides alike. The change lock held. */
+static int pd__adopt_reset(pd_redis_snap *sn, const pd__held *h, char *why, size_t whylen)
 {
     if (h->type != PD_JOURNAL_RESET || !h->def[0])
         return 0;
@@ -626,7 +629,7 @@ static int pd__adopt_reset(pd_redis_snap *sn, const pd__held *h)
     int io;
     redisReply *r = pd_redis_log_command(sn->rl, 4, hm, hmlen, &io, err, sizeof err);
     if (!r)
-        return 0;
+        goto unanswered;
     int live = r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
                r->element[1]->type == REDIS_REPLY_STRING && strcmp(r->element[1]->str, "1") == 0;
     if (live)
@@ -637,7 +640,7 @@ static int pd__adopt_reset(pd_redis_snap *sn, const pd__held *h)
     const char *xr[] = { "XRANGE", stream, id, id };
     const size_t xrlen[] = { 6, strlen(stream), strlen(id), strlen(id) };
     if (!(r = pd_redis_log_command(sn->rl, 4, xr, xrlen, &io, err, sizeof err)))
-        return 0;
+        goto unanswered;
     const redisReply *def = NULL, *rec = NULL;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->type == REDIS_REPLY_ARRAY &&
         r->element[0]->elements == 2 && r->element[0]->element[1]->type == REDIS_REPLY_ARRAY) {
@@ -670,6 +673,11 @@ static int pd__adopt_reset(pd_redis_snap *sn, const pd__held *h)
         sn->o.warn(sn->o.warn_user, msg);
     }
     return 1;
+unanswered:
+    snprintf(why, whylen,
+             "a reload's RESET of scene '%s' (version %" PRIu64 "): the log's entry there not read: %.80s",
+             h->scene, h->version, err);
+    return -1;
 }
 
 /* One reload record appended. A DROP of a scene the log has no live
@@ -702,9 +710,11 @@ static int pd__reload_append(pd_redis_snap *sn, const pd__held *h, char *why, si
         (h->type == PD_JOURNAL_DROP && st == PD_UNKNOWN_SCENE))
         return 0;
     /* Another replica's RESET of the same definition took the version
-     * (the same config reloaded on both at once): the same as this one. */
-    if (st == PD_STALE_VERSION && !res.other_incarnation && pd__adopt_reset(sn, h))
-        return 0;
+     * (the same config reloaded on both at once): the same as this one.
+     * Not known (Redis did not answer the reads): held, as unanswered. */
+    int adopted = st == PD_STALE_VERSION && !res.other_incarnation ? pd__adopt_reset(sn, h, why, whylen) : 0;
+    if (adopted)
+        return adopted > 0 ? 0 : 1;
     snprintf(why, whylen, "a reload's %s of scene '%s' (version %" PRIu64 ") was not taken: %.120s",
              h->type == PD_JOURNAL_DROP ? "DROP" : "RESET", h->scene, h->version,
              st == PD_OK ? "the log made another version" : res.message);
@@ -763,7 +773,11 @@ static int pd__reload_record(pd_redis_snap *sn, pd_journal_type type, const pd_s
     if (s)
         pd__definition_hash(s, h.def);
     pd_redis_log_unique(sn->rl, "reload-", h.key, sizeof h.key);
-    int rc = sn->n_held ? 1 : pd__reload_append(sn, &h, why, whylen);
+    int rc = 1;
+    if (sn->n_held)
+        snprintf(why, whylen, "a reload's record before it waits");
+    else
+        rc = pd__reload_append(sn, &h, why, whylen);
     if (rc == 0)
         pd__reload_taken(sn, &h);
     if (rc <= 0)
@@ -784,8 +798,8 @@ static int pd__reload_record(pd_redis_snap *sn, pd_journal_type type, const pd_s
         char msg[400];
         snprintf(msg, sizeof msg,
                  "a reload's %s of scene '%s' waits for Redis (sent again until it answers; changes of the scene "
-                 "are refused UNAVAILABLE meanwhile)",
-                 type == PD_JOURNAL_DROP ? "DROP" : "RESET", scene);
+                 "are refused UNAVAILABLE meanwhile): %.200s",
+                 type == PD_JOURNAL_DROP ? "DROP" : "RESET", scene, why);
         sn->o.warn(sn->o.warn_user, msg);
     }
     return 0;
