@@ -1602,6 +1602,52 @@ char *pd__replica_metrics(pd_replica *r)
     return buf;
 }
 
+/* ---- the config a RESET goes back to ------------------------------------------------------ */
+
+void pd__replica_set_config(pd_replica *r, pd_scene **scenes, size_t n)
+{
+    pd_journal_replayer_set_config(r->rp, scenes, n);
+}
+
+typedef struct pd__reload_config {
+    pd_scene **list;
+    size_t n;
+} pd__reload_config;
+
+void *pd__replica_reload_begin(pd_replica *r, const pd_scene_set *set)
+{
+    size_t n = 0;
+    pd_scene *const *scenes = pd_scene_set_scenes(set, &n);
+    pd__reload_config *c = calloc(1, sizeof *c);
+    if (!c || (n && !(c->list = calloc(n, sizeof *c->list)))) {
+        free(c);
+        pd_log_warn("replica: out of memory keeping the reloaded config: a RESET its tail applies goes back to "
+                    "the config before it");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        /* A kept scene's config entry did not change: the tail's has its
+         * definition (the scene served may hold changes since). */
+        pd_scene *def = pd_scene_set_kept(set, i) ? pd_journal_replayer_config(r->rp, scenes[i]->name) : NULL;
+        if (!def)
+            pd_scene_retain(def = scenes[i]);
+        c->list[c->n++] = def;
+    }
+    return c;
+}
+
+void pd__replica_reload_end(pd_replica *r, void *state, int published)
+{
+    pd__reload_config *c = state;
+    if (!c)
+        return;
+    if (published)
+        pd_journal_replayer_set_config(r->rp, c->list, c->n);
+    else
+        pd_registry_release_list(c->list, c->n);
+    free(c);
+}
+
 /* ---- life --------------------------------------------------------------------------------- */
 
 static void pd__timer_closed(uv_handle_t *h)

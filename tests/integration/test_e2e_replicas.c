@@ -1157,10 +1157,21 @@ static void test_racing_replicas_answer_every_update(void **state)
 
 /* ---- one config reloaded on two replicas at once ---------------------------------------- */
 
+/* Closes fa and fb, stops A and B: neither with a sanitizer report. */
+static void stop_two(fixture *f, int fa, int fb)
+{
+    close(fa);
+    close(fb);
+    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+    assert_int_equal(pdi_daemon_stop(&f->b), 0);
+    assert_false(pdi_log_has_sanitizer_report(&f->a));
+    assert_false(pdi_log_has_sanitizer_report(&f->b));
+}
+
 /* The config scene "arena"'s map file in map_dir as `file`: W x H open
- * cells, column wall_x walled (-1: none). Written aside and renamed in, so
- * a reload never reads half a map. */
-static void write_arena_map(fixture *f, const char *file, int wall_x)
+ * cells, column wall_x walled (-1: none) but for row gap_y (-1: none).
+ * Written aside and renamed in, so a reload never reads half a map. */
+static void write_arena_map_gap(fixture *f, const char *file, int wall_x, int gap_y)
 {
     char path[128], tmp[160];
     snprintf(path, sizeof path, "%s/%s", f->map_dir, file);
@@ -1169,11 +1180,16 @@ static void write_arena_map(fixture *f, const char *file, int wall_x)
     assert_non_null(fp);
     for (int y = 0; y < H; y++) {
         for (int x = 0; x < W; x++)
-            fputc(x == wall_x ? '#' : '.', fp);
+            fputc(x == wall_x && y != gap_y ? '#' : '.', fp);
         fputc('\n', fp);
     }
     assert_int_equal(fclose(fp), 0);
     assert_int_equal(rename(tmp, path), 0);
+}
+
+static void write_arena_map(fixture *f, const char *file, int wall_x)
+{
+    write_arena_map_gap(f, file, wall_x, -1);
 }
 
 /* The config names "arena" (map_dir/file) beside the harness's scenes. */
@@ -1258,12 +1274,7 @@ static void reloaded_at_once_case(void **state, int same)
         assert_true((sa == PATHD__V1__STATUS__INTERNAL) != (sb == PATHD__V1__STATUS__INTERNAL));
         assert_true(sa == PATHD__V1__STATUS__OK || sb == PATHD__V1__STATUS__OK);
     }
-    close(fa);
-    close(fb);
-    assert_int_equal(pdi_daemon_stop(&f->a), 0);
-    assert_int_equal(pdi_daemon_stop(&f->b), 0);
-    assert_false(pdi_log_has_sanitizer_report(&f->a));
-    assert_false(pdi_log_has_sanitizer_report(&f->b));
+    stop_two(f, fa, fb);
 }
 
 static void test_same_config_reloaded_at_once(void **state)
@@ -1274,6 +1285,65 @@ static void test_same_config_reloaded_at_once(void **state)
 static void test_other_config_reloaded_at_once_fails_a_log(void **state)
 {
     reloaded_at_once_case(state, 0);
+}
+
+/* The config push of a rolling deploy: the new config (column 20 walled)
+ * reloaded on A, then - A's RESET applied by B's tail meanwhile - on B. A's
+ * tail then applies B's RESET, and both serve the new map at one version.
+ * Fails without the fix: a tail's RESET went back to the scenes served
+ * when the replica started, so A served its old, open map at version 4
+ * (a path across) until a restart, B the new one. */
+static void test_config_reloaded_on_one_replica_then_the_other(void **state)
+{
+    fixture *f = *state;
+    int fa, fb;
+    start_two_on_a_config_arena(f, &fa, &fb);
+    assert_int_equal(pdi_daemon_signal(&f->a, SIGHUP), 0);
+    wait_version(fa, 3, "A");
+    wait_version(fb, 3, "B");
+    assert_int_equal(find_across(fa, 3, NULL), PATHD__V1__STATUS__NO_PATH);
+    assert_int_equal(pdi_daemon_signal(&f->b, SIGHUP), 0);
+    wait_version(fb, 4, "B");
+    wait_version(fa, 4, "A");
+    int sa = find_across(fa, 4, NULL), sb = find_across(fb, 4, NULL);
+    assert_int_equal(sb, PATHD__V1__STATUS__NO_PATH);
+    assert_int_equal(sa, PATHD__V1__STATUS__NO_PATH);
+    stop_two(f, fa, fb);
+}
+
+/* A deploy that restarts replicas on the new config instead: B restarted
+ * on it (column 20 walled but for row 0) replays the log's wall of column
+ * 5 onto its new map; A, reloaded, appends a RESET. B's tail goes back to
+ * its config's arena as loaded, not to the arena its replay left: both
+ * serve the new map, a path across row 0. Fails without the fix: B served
+ * column 5's wall again (NO_PATH) at the RESET's version. */
+static void test_replica_restarted_on_a_config_resets_to_it(void **state)
+{
+    fixture *f = *state;
+    int fa, fb;
+    redis_srv_temp_dir(f->map_dir, sizeof f->map_dir, "e2e_reload2");
+    write_arena_map(f, "arena.txt", -1);
+    arena_in_config(f, "arena.txt");
+    start_two(f, &fa, &fb);
+    uint64_t v = 0;
+    assert_int_equal(update_column(fa, 5, 0, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 2);
+    wait_version(fb, 2, "B");
+    write_arena_map_gap(f, "arena.txt", 20, 0);
+    close(fb);
+    assert_int_equal(pdi_daemon_stop(&f->b), 0);
+    assert_false(pdi_log_has_sanitizer_report(&f->b));
+    pdi_daemon_cleanup(&f->b);
+    start_replica(f, &f->b);
+    fb = pdi_raw_connect(f->b.port);
+    assert_true(fb >= 0);
+    wait_version(fb, 2, "B");
+    assert_int_equal(pdi_daemon_signal(&f->a, SIGHUP), 0);
+    wait_version(fa, 3, "A");
+    wait_version(fb, 3, "B");
+    assert_int_equal(find_across(fa, 3, NULL), PATHD__V1__STATUS__OK);
+    assert_int_equal(find_across(fb, 3, NULL), PATHD__V1__STATUS__OK);
+    stop_two(f, fa, fb);
 }
 
 int main(void)
@@ -1291,6 +1361,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tail_behind_a_trim_rebuilds_the_new_incarnation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_same_config_reloaded_at_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_config_reloaded_at_once_fails_a_log, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config_reloaded_on_one_replica_then_the_other, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replica_restarted_on_a_config_resets_to_it, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
