@@ -98,15 +98,14 @@ static const char PD__SNAP_LIBRARY[] =
 #define PD__CACHE_MAGIC "pathdR1\n"
 #define PD__CACHE_MAGIC_BYTES 8u
 #define PD__CACHE_SUBDIR PD_REDIS_CACHE_SUBDIR
-/* A definition hash in hex (pd__definition_hash), with its NUL. */
-#define PD__DEF_HEX 17
+#define PD__DEF_HEX PD_REDIS_SNAP_DEF_HEX
 /* A cache file's path: the directory, '/', the name in hex, a suffix. */
 #define PD__CACHE_PATH_MAX (PD_CONF_MAX_DATA_DIR + sizeof PD__CACHE_SUBDIR + 2 * PD_CONF_MAX_NAME + 16)
 
 /* A reload's record (RESET: next version; DROP: the incarnation ends),
  * with the key it is sent with every time: a retry of one that reached
  * Redis though its answer did not reach pathd is answered DUP. A RESET
- * carries its definition's hash (pd__definition_hash), so a replica that
+ * carries its definition's hash (pd_redis_snap_definition_hash), so a replica that
  * reloaded the same config at once can tell another's RESET for its own. */
 typedef struct pd__held {
     pd_journal_type type;
@@ -578,14 +577,9 @@ static uint64_t pd__fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-/* The hash of the definition a reload built s from - what a replay of its
- * RESET serves: its grid, cells, placement, unit sizes and search - in
- * hex, into out (PD__DEF_HEX). Two replicas that loaded the same config
- * give the same; a RESET whose entry names another is another config's
- * (an entry of an older pathd names none). FNV-1a 64 (pd_index.c's):
- * not a defence against forgery - a replica is trusted with the log - but
- * against two configs told for one. */
-static void pd__definition_hash(const pd_scene *s, char *out)
+/* FNV-1a 64 (pd_index.c's): not a defence against forgery - a replica
+ * is trusted with the log - but against two configs told for one. */
+void pd_redis_snap_definition_hash(const pd_scene *s, char *out)
 {
     uint64_t h = 14695981039346656037ull;
     const int32_t side[2] = { s->grid->width, s->grid->height };
@@ -771,7 +765,7 @@ static int pd__reload_record(pd_redis_snap *sn, pd_journal_type type, const pd_s
     pd__held h = { .type = type, .version = version };
     snprintf(h.scene, sizeof h.scene, "%s", scene);
     if (s)
-        pd__definition_hash(s, h.def);
+        pd_redis_snap_definition_hash(s, h.def);
     pd_redis_log_unique(sn->rl, "reload-", h.key, sizeof h.key);
     int rc = 1;
     if (sn->n_held)

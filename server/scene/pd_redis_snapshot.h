@@ -141,6 +141,15 @@ int pd_redis_snap_fetch(pd_redis_snap *sn, const char *scene, pd_journal_record 
  * reload is served already. Every replica must load the same config:
  * RESET means "the config's definition". */
 typedef struct pd_redis_snap_reload pd_redis_snap_reload;
+/* A definition's hash in hex, with its NUL. */
+#define PD_REDIS_SNAP_DEF_HEX 17
+/* The hash of the definition a reload built s from - what a replay of its
+ * RESET serves: its grid, cells (costs included), placement, unit sizes
+ * and search - in hex, into out (PD_REDIS_SNAP_DEF_HEX): a reload's RESET
+ * carries it (entry field d). Two replicas that loaded the same config
+ * give the same; a RESET whose entry names another was made from another
+ * config (an entry of an older pathd names none). */
+void pd_redis_snap_definition_hash(const pd_scene *s, char *out);
 void *pd_redis_snap_reload_begin(pd_redis_snap *sn, pd_registry *r, const pd_scene_set *set);
 void pd_redis_snap_reload_end(pd_redis_snap *sn, pd_registry *r, void *state);
 /* Sends the held reload records again, oldest first, until one is not

@@ -1157,6 +1157,10 @@ static void test_racing_replicas_answer_every_update(void **state)
 
 /* ---- one config reloaded on two replicas at once ---------------------------------------- */
 
+/* What a replica's log says when its tail applied a RESET made from
+ * another config than its own. */
+static const char other_definition[] = "was made from another config's definition of it";
+
 /* Closes fa and fb, stops A and B: neither with a sanitizer report. */
 static void stop_two(fixture *f, int fa, int fb)
 {
@@ -1288,11 +1292,13 @@ static void test_other_config_reloaded_at_once_fails_a_log(void **state)
 }
 
 /* The config push of a rolling deploy: the new config (column 20 walled)
- * reloaded on A, then - A's RESET applied by B's tail meanwhile - on B. A's
- * tail then applies B's RESET, and both serve the new map at one version.
- * Fails without the fix: a tail's RESET went back to the scenes served
- * when the replica started, so A served its old, open map at version 4
- * (a path across) until a restart, B the new one. */
+ * reloaded on A, then on B. B's tail applies A's RESET meanwhile from its
+ * own, older config, and says so (the RESET's field d names another
+ * definition). A's tail then applies B's RESET, and both serve the new map
+ * at one version. Fails without the fix: a tail's RESET went back to the
+ * scenes served when the replica started, so A served its old, open map
+ * at version 4 (a path across) until a restart, B the new one; and B did
+ * not say it served another map at version 3. */
 static void test_config_reloaded_on_one_replica_then_the_other(void **state)
 {
     fixture *f = *state;
@@ -1302,12 +1308,15 @@ static void test_config_reloaded_on_one_replica_then_the_other(void **state)
     wait_version(fa, 3, "A");
     wait_version(fb, 3, "B");
     assert_int_equal(find_across(fa, 3, NULL), PATHD__V1__STATUS__NO_PATH);
+    assert_int_equal(find_across(fb, 3, NULL), PATHD__V1__STATUS__OK); /* its config is not pushed yet */
+    assert_true(pdi_wait_log(&f->b, other_definition, 5000));
     assert_int_equal(pdi_daemon_signal(&f->b, SIGHUP), 0);
     wait_version(fb, 4, "B");
     wait_version(fa, 4, "A");
     int sa = find_across(fa, 4, NULL), sb = find_across(fb, 4, NULL);
     assert_int_equal(sb, PATHD__V1__STATUS__NO_PATH);
     assert_int_equal(sa, PATHD__V1__STATUS__NO_PATH);
+    assert_false(pdi_log_contains(&f->a, other_definition)); /* B's RESET is of A's config */
     stop_two(f, fa, fb);
 }
 
@@ -1343,6 +1352,7 @@ static void test_replica_restarted_on_a_config_resets_to_it(void **state)
     wait_version(fb, 3, "B");
     assert_int_equal(find_across(fa, 3, NULL), PATHD__V1__STATUS__OK);
     assert_int_equal(find_across(fb, 3, NULL), PATHD__V1__STATUS__OK);
+    assert_false(pdi_log_contains(&f->b, other_definition)); /* A's RESET is of B's config as loaded */
     stop_two(f, fa, fb);
 }
 
