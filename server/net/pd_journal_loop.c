@@ -232,10 +232,30 @@ static pd_changelog pd__journal_choose(pd_server *s, char *err, size_t errlen)
     return pd_journal_file_log(&opts, err, errlen);
 }
 
+static int pd__journal_replay(pd_server *s, char *err, size_t errlen);
+
 int pd__journal_open(pd_server *s, char *err, size_t errlen)
 {
     if (!s->conf.data_dir[0] && !s->conf.log.redis_host[0])
         return 0;
+    /* The config's scenes as loaded, before the replay changes them: what
+     * a RESET the replica's tail applies goes back to (not the scenes the
+     * replay leaves, which hold the log's changes). Out of memory: those. */
+    pd_scene **loaded = NULL;
+    size_t n_loaded = s->conf.log.redis_host[0] ? pd_registry_list(s->registry, &loaded) : 0;
+    int rc = pd__journal_replay(s, err, errlen);
+    if (rc == 0 && s->replica && loaded) {
+        pd__replica_set_config(s->replica, loaded, n_loaded);
+        loaded = NULL;
+        n_loaded = 0;
+    }
+    pd_registry_release_list(loaded, n_loaded);
+    return rc;
+}
+
+/* pd__journal_open's replay, then the replica's tail and the tick. */
+static int pd__journal_replay(pd_server *s, char *err, size_t errlen)
+{
     pd__journal_work *w = calloc(1, sizeof *w);
     if (!w) {
         snprintf(err, errlen, "journal: out of memory");

@@ -84,6 +84,9 @@ typedef struct pd__item {
                                      scene (for their watch events) */
     char why[160];
     char id[48];                  /* its stream entry id (for the local journal) */
+    char def[PD_REDIS_SNAP_DEF_HEX]; /* a reload's RESET: its definition's hash (field d; "" none) */
+    int other_def;                /* a RESET applied from this pathd's config, which defines
+                                     the scene otherwise than the config it was made with */
 } pd__item;
 
 /* The entries of one XREAD, decoded. A replica holds two, kept from one
@@ -1033,6 +1036,17 @@ static void pd__apply_work(uv_work_t *w)
             (void)pd_redis_journal_append(r->journal_dir, it->rec.scene, it->id, it->g, &it->rec); /* a cache */
         if (it->outcome == PD_STORE_LOGGED_APPLIED && (t == PD_JOURNAL_INSTANCE || t == PD_JOURNAL_RESET))
             it->incarnation = pd__incarnation(r, t == PD_JOURNAL_INSTANCE ? it->rec.tmpl : it->rec.scene);
+        if (it->outcome == PD_STORE_LOGGED_APPLIED && t == PD_JOURNAL_RESET && it->def[0]) {
+            /* The config this RESET goes back to is this pathd's: another
+             * replica's reload made it from another (a config push that
+             * has not reached this one yet), said on the loop. */
+            pd_scene *cfg = pd_journal_replayer_config(r->rp, it->rec.scene);
+            char mine[PD_REDIS_SNAP_DEF_HEX] = "";
+            if (cfg)
+                pd_redis_snap_definition_hash(cfg, mine);
+            pd_scene_release(cfg);
+            it->other_def = strcmp(mine, it->def) != 0;
+        }
     }
 }
 
@@ -1177,6 +1191,11 @@ static void pd__apply_done(uv_work_t *w, int status)
             r->applied++;
             if (watched)
                 pd__publish(r, it);
+            if (it->other_def)
+                pd_log_warn("replica: scene '%s' version %" PRIu64 ": the log's RESET (entry %s) was made from "
+                            "another config's definition of it than this pathd's; it serves its own config's "
+                            "map at that version until it loads the same config (every replica must)",
+                            it->rec.scene, it->rec.version, it->id);
             break;
         case PD_STORE_LOGGED_HAD:
             r->had++;
@@ -1236,7 +1255,7 @@ static int pd__take(pd_replica *r, pd__batch *b, size_t scene, const redisReply 
         e->element[1]->type != REDIS_REPLY_ARRAY)
         return -1;
     const redisReply *f = e->element[1];
-    const redisReply *g = NULL, *v = NULL, *rec = NULL;
+    const redisReply *g = NULL, *v = NULL, *rec = NULL, *def = NULL;
     for (size_t i = 0; i + 1 < f->elements; i += 2) {
         const redisReply *name = f->element[i];
         if (name->type != REDIS_REPLY_STRING || name->len != 1)
@@ -1247,6 +1266,8 @@ static int pd__take(pd_replica *r, pd__batch *b, size_t scene, const redisReply 
             v = f->element[i + 1];
         else if (name->str[0] == 'r')
             rec = f->element[i + 1];
+        else if (name->str[0] == 'd')
+            def = f->element[i + 1];
     }
     if (!g || !v || !rec || g->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING ||
         rec->type != REDIS_REPLY_STRING)
@@ -1258,6 +1279,8 @@ static int pd__take(pd_replica *r, pd__batch *b, size_t scene, const redisReply 
     it->outcome = PD_STORE_LOGGED_HAD;
     it->why[0] = '\0';
     snprintf(it->id, sizeof it->id, "%s", e->element[0]->str);
+    snprintf(it->def, sizeof it->def, "%s", def && def->type == REDIS_REPLY_STRING ? def->str : "");
+    it->other_def = 0;
     char why[160];
     if (pd_journal_decode((const uint8_t *)rec->str, rec->len, &it->rec, why, sizeof why) != 0)
         return -1;
@@ -1600,6 +1623,52 @@ char *pd__replica_metrics(pd_replica *r)
             race_retries, race_gave_up);
     fclose(f);
     return buf;
+}
+
+/* ---- the config a RESET goes back to ------------------------------------------------------ */
+
+void pd__replica_set_config(pd_replica *r, pd_scene **scenes, size_t n)
+{
+    pd_journal_replayer_set_config(r->rp, scenes, n);
+}
+
+typedef struct pd__reload_config {
+    pd_scene **list;
+    size_t n;
+} pd__reload_config;
+
+void *pd__replica_reload_begin(pd_replica *r, const pd_scene_set *set)
+{
+    size_t n = 0;
+    pd_scene *const *scenes = pd_scene_set_scenes(set, &n);
+    pd__reload_config *c = calloc(1, sizeof *c);
+    if (!c || (n && !(c->list = calloc(n, sizeof *c->list)))) {
+        free(c);
+        pd_log_warn("replica: out of memory keeping the reloaded config: a RESET its tail applies goes back to "
+                    "the config before it");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        /* A kept scene's config entry did not change: the tail's has its
+         * definition (the scene served may hold changes since). */
+        pd_scene *def = pd_scene_set_kept(set, i) ? pd_journal_replayer_config(r->rp, scenes[i]->name) : NULL;
+        if (!def)
+            pd_scene_retain(def = scenes[i]);
+        c->list[c->n++] = def;
+    }
+    return c;
+}
+
+void pd__replica_reload_end(pd_replica *r, void *state, int published)
+{
+    pd__reload_config *c = state;
+    if (!c)
+        return;
+    if (published)
+        pd_journal_replayer_set_config(r->rp, c->list, c->n);
+    else
+        pd_registry_release_list(c->list, c->n);
+    free(c);
 }
 
 /* ---- life --------------------------------------------------------------------------------- */

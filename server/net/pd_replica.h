@@ -54,6 +54,18 @@ typedef void (*pd__replica_redispatch_fn)(pd__conn *c, const uint8_t *frame, siz
  * ran out. Marks rl tailed (pd_redis_log_set_tailed). */
 pd_replica *pd__replica_start(pd_server *s, pd_redis_log *rl, pd__replica_redispatch_fn redispatch, char *err,
                               size_t errlen);
+/* The config's scenes a RESET the tail applies goes back to: at start,
+ * the scenes as loaded before the replay (the replica takes the list:
+ * pd_journal_replayer_set_config). */
+void pd__replica_set_config(pd_replica *r, pd_scene **scenes, size_t n);
+/* A reload: before its publish (which takes the set), the config it
+ * publishes - the set's scenes built anew as built, those it keeps as the
+ * tail had them -; after it, that config is the tail's when published
+ * (under the change lock, which the tail's apply takes: no RESET applies
+ * between the publish and it), else dropped. NULL: out of memory (said;
+ * the tail keeps the config it had). */
+void *pd__replica_reload_begin(pd_replica *r, const pd_scene_set *set);
+void pd__replica_reload_end(pd_replica *r, void *state, int published);
 /* Stops reading and closes the replica's handles (counted in the server's
  * open_handles until their close callbacks ran); the replica is freed
  * then. Parked queries are dropped (their connections are closing). */

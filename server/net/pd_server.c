@@ -458,10 +458,14 @@ static int pd__server_apply(pd_server *s, pd__loaded *rl)
      * scenes the publish replaced or dropped, in order with the changes
      * around it. */
     void *jr = pd_store_reload_begin(s->store, rl->scenes);
+    /* A replica's tail goes back to this config at a RESET from now on. */
+    void *cr = s->replica ? pd__replica_reload_begin(s->replica, rl->scenes) : NULL;
     /* Watchers hear of every watched scene whose snapshot the publish
      * replaced or dropped; one it kept makes no event. */
     pd__watch_reload *wr = pd__watch_reload_begin(s);
     int rc = pd__publish_loaded(s, rl);
+    if (s->replica)
+        pd__replica_reload_end(s->replica, cr, rc == 0);
     pd_store_reload_end(s->store, jr);
     pd__watch_reload_end(s, wr);
     if (rc != 0) {

@@ -735,6 +735,10 @@ typedef struct pd_journal_replayer {
     pd_world_store *ws;           /* may be NULL */
     pd_scene **config;            /* the config's scenes as loaded, for RESET */
     size_t n_config;
+    int config_locks;             /* a replayer (pd_journal_replayer_create): config_lock
+                                     guards config, which a reload replaces while a
+                                     rebuild may read it */
+    pthread_mutex_t config_lock;
     pd_scene **bases;             /* a snapshot's BASE records, by id */
     size_t n_bases;
     const char *file;             /* for messages */
@@ -857,14 +861,12 @@ static const char *pd__apply(pd__replay *rp, const pd_journal_record *in, char *
             why = err[0] ? err : "no such scene";
         break;
     case PD_JOURNAL_RESET: {
-        pd_scene *cfg = NULL;
-        for (size_t i = 0; i < rp->n_config && !cfg; i++)
-            if (strcmp(rp->config[i]->name, rec.scene) == 0)
-                cfg = rp->config[i];
+        pd_scene *cfg = pd_journal_replayer_config(rp, rec.scene);
         if (!cfg)
             why = "the config has no such scene";
         else if (!(put = pd__copy_of(cfg, rec.scene, rec.version, 0)))
             why = "out of memory";
+        pd_scene_release(cfg);
         break;
     }
     case PD_JOURNAL_UPDATE: {
@@ -1527,8 +1529,38 @@ pd_journal_replayer *pd_journal_replayer_create(pd_registry *r, pd_world_store *
         rp->ws = ws;
         rp->stats = &rp->own_stats;
         rp->n_config = pd_registry_list(r, &rp->config);
+        rp->config_locks = pthread_mutex_init(&rp->config_lock, NULL) == 0;
+        if (!rp->config_locks) {
+            pd__replay_free(rp);
+            free(rp);
+            return NULL;
+        }
     }
     return rp;
+}
+
+pd_scene *pd_journal_replayer_config(pd_journal_replayer *rp, const char *name)
+{
+    if (rp->config_locks)
+        pthread_mutex_lock(&rp->config_lock);
+    pd_scene *cfg = NULL;
+    for (size_t i = 0; i < rp->n_config && !cfg; i++)
+        if (strcmp(rp->config[i]->name, name) == 0)
+            pd_scene_retain(cfg = rp->config[i]);
+    if (rp->config_locks)
+        pthread_mutex_unlock(&rp->config_lock);
+    return cfg;
+}
+
+void pd_journal_replayer_set_config(pd_journal_replayer *rp, pd_scene **scenes, size_t n)
+{
+    pthread_mutex_lock(&rp->config_lock);
+    pd_scene **old = rp->config;
+    size_t n_old = rp->n_config;
+    rp->config = scenes;
+    rp->n_config = n;
+    pthread_mutex_unlock(&rp->config_lock);
+    pd_registry_release_list(old, n_old);
 }
 
 const char *pd_journal_replay_one(pd_journal_replayer *rp, const pd_journal_record *rec, char *err, size_t errlen)
@@ -1541,6 +1573,8 @@ void pd_journal_replayer_destroy(pd_journal_replayer *rp)
     if (!rp)
         return;
     pd__replay_free(rp);
+    if (rp->config_locks)
+        pthread_mutex_destroy(&rp->config_lock);
     free(rp);
 }
 

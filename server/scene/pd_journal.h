@@ -240,6 +240,17 @@ typedef struct pd_journal_replayer pd_journal_replayer;
 pd_journal_replayer *pd_journal_replayer_create(pd_registry *r, pd_world_store *ws);
 /* NULL when rec was applied, else why it was skipped (in err or static). */
 const char *pd_journal_replay_one(pd_journal_replayer *rp, const pd_journal_record *rec, char *err, size_t errlen);
+/* The config's scene of that name a RESET goes back to, retained, or NULL.
+ * At first the scenes r served at pd_journal_replayer_create. */
+pd_scene *pd_journal_replayer_config(pd_journal_replayer *rp, const char *name);
+/* Replaces the config's scenes RESET goes back to with scenes (n of them,
+ * each retained; the array is the replayer's now, freed as
+ * pd_registry_release_list frees one): a tail that lives across reloads
+ * must go back to the config loaded last, as built - not to the scenes
+ * served when it was made, which replay may have changed, and which a
+ * reload replaced. Any thread; a replay_one meanwhile sees the old or the
+ * new ones. */
+void pd_journal_replayer_set_config(pd_journal_replayer *rp, pd_scene **scenes, size_t n);
 void pd_journal_replayer_destroy(pd_journal_replayer *rp);
 
 /* Bytes of the current log and of the current snapshot. */

@@ -38,7 +38,10 @@
  * a key is given, its TTL, the scene's name, the record, this append's
  * tag, the tag the scene's last append must have ("" none), "1" to have
  * the entry's id answered, and the incarnation (INC) the caller's scene
- * is of ("" not known: versions alone). Answers {status, version}: OK,
+ * is of ("" not known: versions alone), and the hash of the scene's
+ * definition a reload's RESET names ("" none: kept in the entry as field
+ * d; pd_redis_snapshot.c reads it when two replicas reloaded the same
+ * config at once). Answers {status, version}: OK,
  * DUP (the key's first version; {DUP, version, INC} when the key's INC
  * is kept: the same version on another incarnation is another change,
  * pd__rl_judge tells them apart), STALE (the log's version; {STALE,
@@ -83,9 +86,9 @@ static const char PD__LIBRARY[] =
     "#!lua name=pathd\n"
     "local function append(keys, args)\n"
     "  local stream, meta, dedup, seq, scenes = keys[1], keys[2], keys[3], keys[4], keys[5]\n"
-    "  local op, expected, made, keyed, ttl, scene, record, tag, after, want_id, want_inc =\n"
+    "  local op, expected, made, keyed, ttl, scene, record, tag, after, want_id, want_inc, def =\n"
     "    args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8] or '', args[9] or '',\n"
-    "    args[10] or '', args[11] or ''\n"
+    "    args[10] or '', args[11] or '', args[12] or ''\n"
     "  local kinc = keys[7] -- the key's INC (an older caller passes none)\n"
     "  if keyed == '1' then\n"
     "    local seen = redis.call('GET', dedup)\n"
@@ -137,7 +140,11 @@ static const char PD__LIBRARY[] =
     "    return redis.error_reply('pathd_append: unknown op ' .. tostring(op))\n"
     "  end\n"
     "  local g = redis.call('INCR', seq)\n"
-    "  redis.call('XADD', stream, id, 'v', string.format('%d', v), 'g', g, 'r', record)\n"
+    "  if def ~= '' then -- a reload's RESET: the hash of the definition it names\n"
+    "    redis.call('XADD', stream, id, 'v', string.format('%d', v), 'g', g, 'r', record, 'd', def)\n"
+    "  else\n"
+    "    redis.call('XADD', stream, id, 'v', string.format('%d', v), 'g', g, 'r', record)\n"
+    "  end\n"
     "  redis.call('HSET', meta, 'v', string.format('%d', v), 'inc', string.format('%d', inc),\n"
     "             'live', op == 'drop' and '0' or '1', 'tag', tag)\n"
     "  if not live then redis.call('SADD', scenes, scene) end -- a live one is in it\n"
@@ -991,7 +998,7 @@ static int pd__queue_append(pd_redis_log *rl, const pd_redis_append *a, const ch
     snprintf(ttl, sizeof ttl, "%" PRIu32, rl->dedup_ttl_s);
     const char *argv[] = { "FCALL", "pathd_append_of", "7", stream, meta, dedup, seq, scenes, resv, dedup_inc,
                            ops[a->op], expected, made, a->key ? "1" : "0", ttl, a->scene, (const char *)a->payload,
-                           tag, after, "1" /* answer the entry's id */, inc };
+                           tag, after, "1" /* answer the entry's id */, inc, a->def ? a->def : "" };
     enum { ARGC = sizeof argv / sizeof *argv, RECORD = 16 };
     size_t argvlen[ARGC];
     for (size_t i = 0; i < ARGC; i++)

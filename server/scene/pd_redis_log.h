@@ -18,7 +18,8 @@
  *   PREFIX:{NAME}:log       the scene's Stream; entry id INC-VERSION, where
  *                           INC counts the scene's incarnations (a drop ends
  *                           one with id INC-0), fields v (the version), g
- *                           (the global sequence) and r (the record)
+ *                           (the global sequence) and r (the record); a
+ *                           reload's RESET also d (its definition's hash)
  *   PREFIX:{NAME}:meta      hash: v (version), inc, live (0 after a drop)
  *   PREFIX:{NAME}:idem:KEY  the version an idempotency key made (TTL)
  *   PREFIX:{NAME}:snaps     the scene's snapshots (pd_redis_snapshot.h; the
@@ -97,6 +98,8 @@ typedef struct pd_redis_append {
     const char *key;              /* the idempotency key, or NULL */
     const uint8_t *payload;       /* the record (pd_journal_encode's payload) */
     size_t len;
+    const char *def;              /* a reload's RESET: the hash of the scene's definition
+                                     (hex), kept in the entry as field d; NULL: none */
     int change;                   /* a change the store appends (not a reload's record): NEXT
                                      or DROP of a scene refused until rebuilt
                                      (pd_redis_log_set_refused) names no live incarnation, so

@@ -98,17 +98,21 @@ static const char PD__SNAP_LIBRARY[] =
 #define PD__CACHE_MAGIC "pathdR1\n"
 #define PD__CACHE_MAGIC_BYTES 8u
 #define PD__CACHE_SUBDIR PD_REDIS_CACHE_SUBDIR
+#define PD__DEF_HEX PD_REDIS_SNAP_DEF_HEX
 /* A cache file's path: the directory, '/', the name in hex, a suffix. */
 #define PD__CACHE_PATH_MAX (PD_CONF_MAX_DATA_DIR + sizeof PD__CACHE_SUBDIR + 2 * PD_CONF_MAX_NAME + 16)
 
 /* A reload's record (RESET: next version; DROP: the incarnation ends),
  * with the key it is sent with every time: a retry of one that reached
- * Redis though its answer did not reach pathd is answered DUP. */
+ * Redis though its answer did not reach pathd is answered DUP. A RESET
+ * carries its definition's hash (pd_redis_snap_definition_hash), so a replica that
+ * reloaded the same config at once can tell another's RESET for its own. */
 typedef struct pd__held {
     pd_journal_type type;
     char scene[PD_CONF_MAX_NAME];
     uint64_t version;
     char key[48];
+    char def[PD__DEF_HEX];
 } pd__held;
 
 struct pd_redis_snap {
@@ -564,6 +568,112 @@ void *pd_redis_snap_reload_begin(pd_redis_snap *sn, pd_registry *r, const pd_sce
     return st;
 }
 
+/* FNV-1a 64 over n bytes, going on from h. */
+static uint64_t pd__fnv(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* FNV-1a 64 (pd_index.c's): not a defence against forgery - a replica
+ * is trusted with the log - but against two configs told for one. */
+void pd_redis_snap_definition_hash(const pd_scene *s, char *out)
+{
+    uint64_t h = 14695981039346656037ull;
+    const int32_t side[2] = { s->grid->width, s->grid->height };
+    const double place[3] = { s->origin_x, s->origin_y, s->cell_size };
+    const uint32_t search = (uint32_t)s->search, n_units = (uint32_t)s->n_unit_sizes;
+    h = pd__fnv(h, side, sizeof side);
+    h = pd__fnv(h, place, sizeof place);
+    h = pd__fnv(h, &search, sizeof search);
+    h = pd__fnv(h, &n_units, sizeof n_units);
+    h = pd__fnv(h, s->unit_sizes, s->n_unit_sizes * sizeof *s->unit_sizes);
+    const pd_grid *authored = pd_scene_authored_grid(s);
+    for (int32_t y = 0; y < s->grid->height; y++) {
+        h = pd__fnv(h, s->grid->cells + pd_grid_index(s->grid, 0, y), (size_t)s->grid->width);
+        if (authored)
+            h = pd__fnv(h, authored->cells + pd_grid_index(authored, 0, y), (size_t)authored->width);
+    }
+    snprintf(out, PD__DEF_HEX, "%016" PRIx64, h);
+}
+
+/* A RESET of h's scene the log refused because its version moved: 1 when
+ * the entry at h's version of the live incarnation is a RESET of the same
+ * definition (another replica reloaded the same config at about the same
+ * moment, and its record got in first) - what this pathd serves is then
+ * the log's through that entry, which is noted as the tail notes an entry
+ * it applied (its tail finds it had it) -, 0 when it is not (a real
+ * conflict: the log holds another definition, another change came
+ * between, an entry with no hash), or -1 with why when Redis did not
+ * answer the reads (gone or silent past the timeout, or an error answer:
+ * the record is held and sent again, as one the FCALL got no answer to -
+ * not known to conflict, it must not fail the log). Decided from the log
+ * alone, so every replica decides alike. The change lock held. */
+static int pd__adopt_reset(pd_redis_snap *sn, const pd__held *h, char *why, size_t whylen)
+{
+    if (h->type != PD_JOURNAL_RESET || !h->def[0])
+        return 0;
+    char meta[320], stream[320], id[48], err[256];
+    snprintf(meta, sizeof meta, "%s:{%s}:meta", sn->prefix, h->scene);
+    pd_redis_log_stream_key(sn->rl, h->scene, stream, sizeof stream);
+    const char *hm[] = { "HMGET", meta, "inc", "live" };
+    const size_t hmlen[] = { 5, strlen(meta), 3, 4 };
+    int io;
+    redisReply *r = pd_redis_log_command(sn->rl, 4, hm, hmlen, &io, err, sizeof err);
+    if (!r)
+        goto unanswered;
+    int live = r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_STRING &&
+               r->element[1]->type == REDIS_REPLY_STRING && strcmp(r->element[1]->str, "1") == 0;
+    if (live)
+        snprintf(id, sizeof id, "%llu-%" PRIu64, strtoull(r->element[0]->str, NULL, 10), h->version);
+    freeReplyObject(r);
+    if (!live)
+        return 0;
+    const char *xr[] = { "XRANGE", stream, id, id };
+    const size_t xrlen[] = { 6, strlen(stream), strlen(id), strlen(id) };
+    if (!(r = pd_redis_log_command(sn->rl, 4, xr, xrlen, &io, err, sizeof err)))
+        goto unanswered;
+    const redisReply *def = NULL, *rec = NULL;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->type == REDIS_REPLY_ARRAY &&
+        r->element[0]->elements == 2 && r->element[0]->element[1]->type == REDIS_REPLY_ARRAY) {
+        const redisReply *f = r->element[0]->element[1];
+        for (size_t i = 0; i + 1 < f->elements; i += 2)
+            if (f->element[i]->type == REDIS_REPLY_STRING && f->element[i + 1]->type == REDIS_REPLY_STRING) {
+                if (strcmp(f->element[i]->str, "d") == 0)
+                    def = f->element[i + 1];
+                else if (strcmp(f->element[i]->str, "r") == 0)
+                    rec = f->element[i + 1];
+            }
+    }
+    pd_journal_record got;
+    int same = def && rec && strcmp(def->str, h->def) == 0 &&
+               pd_journal_decode((const uint8_t *)rec->str, rec->len, &got, err, sizeof err) == 0;
+    if (same) {
+        same = got.type == PD_JOURNAL_RESET && got.version == h->version && strcmp(got.scene, h->scene) == 0;
+        pd_journal_record_free(&got);
+    }
+    freeReplyObject(r);
+    if (!same)
+        return 0;
+    pd_redis_log_served_entry(sn->rl, h->scene, id);
+    if (sn->o.warn) {
+        char msg[400];
+        snprintf(msg, sizeof msg,
+                 "a reload's RESET of scene '%s' (version %" PRIu64 "): another replica's RESET of the same "
+                 "definition is the log's entry %s; this pathd serves it",
+                 h->scene, h->version, id);
+        sn->o.warn(sn->o.warn_user, msg);
+    }
+    return 1;
+unanswered:
+    snprintf(why, whylen,
+             "a reload's RESET of scene '%s' (version %" PRIu64 "): the log's entry there not read: %.80s",
+             h->scene, h->version, err);
+    return -1;
+}
+
 /* One reload record appended. A DROP of a scene the log has no live
  * record of (a config scene never changed) has nothing to end. 0 taken,
  * 1 not answered (Redis down or silent: it may be taken, its key tells),
@@ -583,6 +693,7 @@ static int pd__reload_append(pd_redis_snap *sn, const pd__held *h, char *why, si
                                 .has_expected = 1,
                                 .expected = h->type == PD_JOURNAL_DROP ? h->version : h->version - 1,
                                 .key = h->key,
+                                .def = h->def[0] ? h->def : NULL,
                                 .payload = framed + PD_JOURNAL_HEADER_BYTES,
                                 .len = len - PD_JOURNAL_HEADER_BYTES };
     pd_redis_append_result res;
@@ -592,6 +703,12 @@ static int pd__reload_append(pd_redis_snap *sn, const pd__held *h, char *why, si
     if ((st == PD_OK && (res.duplicate || res.version == h->version)) ||
         (h->type == PD_JOURNAL_DROP && st == PD_UNKNOWN_SCENE))
         return 0;
+    /* Another replica's RESET of the same definition took the version
+     * (the same config reloaded on both at once): the same as this one.
+     * Not known (Redis did not answer the reads): held, as unanswered. */
+    int adopted = st == PD_STALE_VERSION && !res.other_incarnation ? pd__adopt_reset(sn, h, why, whylen) : 0;
+    if (adopted)
+        return adopted > 0 ? 0 : 1;
     snprintf(why, whylen, "a reload's %s of scene '%s' (version %" PRIu64 ") was not taken: %.120s",
              h->type == PD_JOURNAL_DROP ? "DROP" : "RESET", h->scene, h->version,
              st == PD_OK ? "the log made another version" : res.message);
@@ -642,13 +759,19 @@ static void pd__retry_held(pd_redis_snap *sn)
  * one before it is held: the order of one scene's records is kept, and a
  * reload on the loop waits for at most one timeout). 0, or -1 with why
  * when the log refused it, or memory ran out. */
-static int pd__reload_record(pd_redis_snap *sn, pd_journal_type type, const char *scene, uint64_t version,
-                             char *why, size_t whylen)
+static int pd__reload_record(pd_redis_snap *sn, pd_journal_type type, const pd_scene *s, const char *scene,
+                             uint64_t version, char *why, size_t whylen)
 {
     pd__held h = { .type = type, .version = version };
     snprintf(h.scene, sizeof h.scene, "%s", scene);
+    if (s)
+        pd_redis_snap_definition_hash(s, h.def);
     pd_redis_log_unique(sn->rl, "reload-", h.key, sizeof h.key);
-    int rc = sn->n_held ? 1 : pd__reload_append(sn, &h, why, whylen);
+    int rc = 1;
+    if (sn->n_held)
+        snprintf(why, whylen, "a reload's record before it waits");
+    else
+        rc = pd__reload_append(sn, &h, why, whylen);
     if (rc == 0)
         pd__reload_taken(sn, &h);
     if (rc <= 0)
@@ -669,8 +792,8 @@ static int pd__reload_record(pd_redis_snap *sn, pd_journal_type type, const char
         char msg[400];
         snprintf(msg, sizeof msg,
                  "a reload's %s of scene '%s' waits for Redis (sent again until it answers; changes of the scene "
-                 "are refused UNAVAILABLE meanwhile)",
-                 type == PD_JOURNAL_DROP ? "DROP" : "RESET", scene);
+                 "are refused UNAVAILABLE meanwhile): %.200s",
+                 type == PD_JOURNAL_DROP ? "DROP" : "RESET", scene, why);
         sn->o.warn(sn->o.warn_user, msg);
     }
     return 0;
@@ -702,7 +825,7 @@ void pd_redis_snap_reload_end(pd_redis_snap *sn, pd_registry *r, void *state)
     for (size_t i = 0; i < st->n_fresh && rc == 0; i++) {
         pd_scene *now = pd_registry_acquire(r, st->fresh[i]->name);
         if (now == st->fresh[i])
-            rc = pd__reload_record(sn, PD_JOURNAL_RESET, now->name, now->version, why, sizeof why);
+            rc = pd__reload_record(sn, PD_JOURNAL_RESET, now, now->name, now->version, why, sizeof why);
         pd_scene_release(now);
         for (size_t k = 0; replaced && k < st->n_before; k++)
             if (strcmp(st->before[k]->name, st->fresh[i]->name) == 0 && st->before[k] != st->fresh[i])
@@ -726,7 +849,7 @@ void pd_redis_snap_reload_end(pd_redis_snap *sn, pd_registry *r, void *state)
     for (size_t i = 0; i < st->n_before && rc == 0; i++) {
         pd_scene *now = pd_registry_acquire(r, st->before[i]->name);
         if (!now)
-            rc = pd__reload_record(sn, PD_JOURNAL_DROP, st->before[i]->name, st->before[i]->version, why,
+            rc = pd__reload_record(sn, PD_JOURNAL_DROP, NULL, st->before[i]->name, st->before[i]->version, why,
                                    sizeof why);
         pd_scene_release(now);
     }

@@ -134,10 +134,22 @@ int pd_redis_snap_fetch(pd_redis_snap *sn, const char *scene, pd_journal_record 
  * (down, or silent past the timeout) is held, with every later one (one
  * timeout at most on the loop), and sent again with its key until Redis
  * answers (pd_redis_snap_retry_held: at every change of any scene, and the
- * compaction's tick); a record the log refuses fails the log
- * (pd_redis_log_fail): the reload is served already. Every replica must
- * load the same config: RESET means "the config's definition". */
+ * compaction's tick). A RESET refused because another replica's RESET
+ * of the same definition (its hash in the entry) took the version - the
+ * same config reloaded on both at once - is served as that entry; any
+ * other record the log refuses fails the log (pd_redis_log_fail): the
+ * reload is served already. Every replica must load the same config:
+ * RESET means "the config's definition". */
 typedef struct pd_redis_snap_reload pd_redis_snap_reload;
+/* A definition's hash in hex, with its NUL. */
+#define PD_REDIS_SNAP_DEF_HEX 17
+/* The hash of the definition a reload built s from - what a replay of its
+ * RESET serves: its grid, cells (costs included), placement, unit sizes
+ * and search - in hex, into out (PD_REDIS_SNAP_DEF_HEX): a reload's RESET
+ * carries it (entry field d). Two replicas that loaded the same config
+ * give the same; a RESET whose entry names another was made from another
+ * config (an entry of an older pathd names none). */
+void pd_redis_snap_definition_hash(const pd_scene *s, char *out);
 void *pd_redis_snap_reload_begin(pd_redis_snap *sn, pd_registry *r, const pd_scene_set *set);
 void pd_redis_snap_reload_end(pd_redis_snap *sn, pd_registry *r, void *state);
 /* Sends the held reload records again, oldest first, until one is not

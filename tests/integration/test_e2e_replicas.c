@@ -49,12 +49,15 @@
 typedef struct fixture {
     redis_srv redis;
     char extra[256];
+    char map_dir[64];             /* the config scene "arena"'s map (reload tests; "" none) */
+    char scenes[256];             /* the config's extra scenes (pdi_limits.extra_scenes_json) */
     uint32_t behind_wait_ms;      /* limits.max_behind_wait_ms of the next start (0: default) */
     uint32_t append_attempts;     /* limits.max_append_attempts of the next start (0: default) */
     pdi_daemon a, b, c;
 } fixture;
 
-static void start_replica(fixture *f, pdi_daemon *d)
+/* The limits a replica starts with (and a reload's config is written from). */
+static pdi_limits replica_limits(fixture *f)
 {
     int n = snprintf(f->extra, sizeof f->extra, "\"log\": {\"redis\": \"127.0.0.1:%d\", \"timeout_ms\": 500},",
                      f->redis.port);
@@ -65,7 +68,12 @@ static void start_replica(fixture *f, pdi_daemon *d)
     else if (f->behind_wait_ms)
         snprintf(f->extra + n, sizeof f->extra - (size_t)n, "\"limits\": {\"max_behind_wait_ms\": %u},",
                  (unsigned)f->behind_wait_ms);
-    pdi_limits l = { .extra_json = f->extra, .metrics = 1 };
+    return (pdi_limits){ .extra_json = f->extra, .metrics = 1, .extra_scenes_json = f->scenes[0] ? f->scenes : NULL };
+}
+
+static void start_replica(fixture *f, pdi_daemon *d)
+{
+    pdi_limits l = replica_limits(f);
     assert_int_equal(pdi_daemon_start(d, &l), 0);
 }
 
@@ -84,6 +92,8 @@ static int teardown(void **state)
     pdi_daemon_cleanup(&f->b);
     pdi_daemon_cleanup(&f->c);
     int rc = redis_srv_remove(&f->redis);
+    if (f->map_dir[0] && redis_srv_rm_dir(f->map_dir) != 0)
+        rc = -1;
     free(f);
     return rc;
 }
@@ -830,7 +840,7 @@ static int pid_holds_socket(pid_t pid, unsigned long inode)
  * A's tail reading on, and the test below would not race A's append with
  * its tail (it would pass on OK without testing the check). The client's
  * port (CLIENT LIST's addr=) is matched to A's sockets. */
-static int kill_tails(fixture *f)
+static int kill_tails(fixture *f, pid_t pid)
 {
     redisContext *c = redis_srv_connect(&f->redis);
     assert_non_null(c);
@@ -856,7 +866,7 @@ static int kill_tails(fixture *f)
                 p = (unsigned)strtoul(colon + 1, NULL, 10);
             }
             unsigned long inode = p ? socket_inode_of_port(p) : 0;
-            int of_a = inode && pid_holds_socket(f->a.pid, inode);
+            int of_a = inode && pid_holds_socket(pid, inode);
             redisReply *k = redisCommand(c, "CLIENT KILL ID %lld", strtoll(id + 3, NULL, 10));
             assert_non_null(k);
             int one = k->type == REDIS_REPLY_INTEGER && k->integer == 1;
@@ -926,7 +936,7 @@ static void older_incarnation_case(void **state, int after_trim)
             pdi_sleep_ms(50);
             assert_int_equal(kill(f->a.pid, SIGSTOP), 0);
         }
-        a_tail = kill_tails(f);
+        a_tail = kill_tails(f, f->a.pid);
     }
     assert_true(a_tail);
     drop_and_create_arena(fb);
@@ -1145,6 +1155,207 @@ static void test_racing_replicas_answer_every_update(void **state)
     close(s[1].fd);
 }
 
+/* ---- one config reloaded on two replicas at once ---------------------------------------- */
+
+/* What a replica's log says when its tail applied a RESET made from
+ * another config than its own. */
+static const char other_definition[] = "was made from another config's definition of it";
+
+/* Closes fa and fb, stops A and B: neither with a sanitizer report. */
+static void stop_two(fixture *f, int fa, int fb)
+{
+    close(fa);
+    close(fb);
+    assert_int_equal(pdi_daemon_stop(&f->a), 0);
+    assert_int_equal(pdi_daemon_stop(&f->b), 0);
+    assert_false(pdi_log_has_sanitizer_report(&f->a));
+    assert_false(pdi_log_has_sanitizer_report(&f->b));
+}
+
+/* The config scene "arena"'s map file in map_dir as `file`: W x H open
+ * cells, column wall_x walled (-1: none) but for row gap_y (-1: none).
+ * Written aside and renamed in, so a reload never reads half a map. */
+static void write_arena_map_gap(fixture *f, const char *file, int wall_x, int gap_y)
+{
+    char path[128], tmp[160];
+    snprintf(path, sizeof path, "%s/%s", f->map_dir, file);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *fp = fopen(tmp, "w");
+    assert_non_null(fp);
+    for (int y = 0; y < H; y++) {
+        for (int x = 0; x < W; x++)
+            fputc(x == wall_x && y != gap_y ? '#' : '.', fp);
+        fputc('\n', fp);
+    }
+    assert_int_equal(fclose(fp), 0);
+    assert_int_equal(rename(tmp, path), 0);
+}
+
+static void write_arena_map(fixture *f, const char *file, int wall_x)
+{
+    write_arena_map_gap(f, file, wall_x, -1);
+}
+
+/* The config names "arena" (map_dir/file) beside the harness's scenes. */
+static void arena_in_config(fixture *f, const char *file)
+{
+    snprintf(f->scenes, sizeof f->scenes, ",\n    {\"name\": \"arena\", \"map\": \"%s/%s\", \"format\": \"ascii\"}",
+             f->map_dir, file);
+}
+
+/* Redis, A and B over it, both loading "arena" (open) from one map file,
+ * updated once on A (column 5 cost 3: version 2, which B serves too). The
+ * new config both are then given walls column 20 of that file. */
+static void start_two_on_a_config_arena(fixture *f, int *fa, int *fb)
+{
+    redis_srv_temp_dir(f->map_dir, sizeof f->map_dir, "e2e_reload2");
+    write_arena_map(f, "arena.txt", -1);
+    arena_in_config(f, "arena.txt");
+    start_two(f, fa, fb);
+    uint64_t v = 0;
+    assert_int_equal(update_column(*fa, 5, 3, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 2);
+    wait_version(*fb, 2, "B");
+    write_arena_map(f, "arena.txt", 20);
+}
+
+/* A change on the replica on fd once Redis answers: its status, *version. */
+static int update_after_reload(int fd, int32_t x, uint64_t *version)
+{
+    return update_when_up(fd, x, 2, NULL, version);
+}
+
+/* SIGHUP to A and B at once while Redis is stopped past the 500 ms
+ * timeout: both serve their new map at version 3, their RESETs held (and
+ * each FCALL waiting in Redis's socket). Redis goes on: one RESET takes
+ * version 3 (Redis picks which); the other is refused, the version moved.
+ * `same`: both were given the same config - the refused one is of the
+ * same definition as the log's, so its replica serves that entry (it says
+ * so), and both then take changes at dense versions and serve the new
+ * map (column 20 walled: NO_PATH across) at one version. Fails without
+ * the fix: the refused RESET failed its replica's log, its update
+ * INTERNAL ("restart pathd to replay the log"). Else B was given another
+ * map (column 21 walled): the refused replica's log fails as before. */
+static void reloaded_at_once_case(void **state, int same)
+{
+    fixture *f = *state;
+    int fa, fb;
+    start_two_on_a_config_arena(f, &fa, &fb);
+    if (!same) {
+        write_arena_map(f, "other.txt", 21);
+        arena_in_config(f, "other.txt");
+        pdi_limits l = replica_limits(f);
+        assert_int_equal(pdi_write_config(&f->b, &l), 0);
+    }
+    assert_int_equal(kill(f->redis.pid, SIGSTOP), 0);
+    assert_int_equal(pdi_daemon_signal(&f->a, SIGHUP), 0);
+    assert_int_equal(pdi_daemon_signal(&f->b, SIGHUP), 0);
+    wait_version(fa, 3, "A");
+    wait_version(fb, 3, "B");
+    assert_int_equal(kill(f->redis.pid, SIGCONT), 0);
+    uint64_t va = 0, vb = 0;
+    int sa = update_after_reload(fa, 7, &va);
+    if (sa == PATHD__V1__STATUS__OK)
+        wait_version(fb, va, "B");
+    int sb = update_after_reload(fb, 9, &vb);
+    print_message("after the reloads: A's update %d (version %llu), B's %d (version %llu); adopted on A %d, B %d\n",
+                  sa, (unsigned long long)va, sb, (unsigned long long)vb,
+                  pdi_log_contains(&f->a, "another replica's RESET of the same definition"),
+                  pdi_log_contains(&f->b, "another replica's RESET of the same definition"));
+    if (same) {
+        assert_int_equal(sa, PATHD__V1__STATUS__OK);
+        assert_int_equal(sb, PATHD__V1__STATUS__OK);
+        assert_int_equal(va, 4);
+        assert_int_equal(vb, 5);
+        assert_int_equal(pdi_log_contains(&f->a, "another replica's RESET of the same definition") +
+                             pdi_log_contains(&f->b, "another replica's RESET of the same definition"),
+                         1);
+        wait_version(fa, 5, "A");
+        assert_int_equal(find_across(fa, 5, NULL), PATHD__V1__STATUS__NO_PATH);
+        assert_int_equal(find_across(fb, 5, NULL), PATHD__V1__STATUS__NO_PATH);
+    } else {
+        /* One log failed: its change INTERNAL; the other's went through. */
+        assert_true((sa == PATHD__V1__STATUS__INTERNAL) != (sb == PATHD__V1__STATUS__INTERNAL));
+        assert_true(sa == PATHD__V1__STATUS__OK || sb == PATHD__V1__STATUS__OK);
+    }
+    stop_two(f, fa, fb);
+}
+
+static void test_same_config_reloaded_at_once(void **state)
+{
+    reloaded_at_once_case(state, 1);
+}
+
+static void test_other_config_reloaded_at_once_fails_a_log(void **state)
+{
+    reloaded_at_once_case(state, 0);
+}
+
+/* The config push of a rolling deploy: the new config (column 20 walled)
+ * reloaded on A, then on B. B's tail applies A's RESET meanwhile from its
+ * own, older config, and says so (the RESET's field d names another
+ * definition). A's tail then applies B's RESET, and both serve the new map
+ * at one version. Fails without the fix: a tail's RESET went back to the
+ * scenes served when the replica started, so A served its old, open map
+ * at version 4 (a path across) until a restart, B the new one; and B did
+ * not say it served another map at version 3. */
+static void test_config_reloaded_on_one_replica_then_the_other(void **state)
+{
+    fixture *f = *state;
+    int fa, fb;
+    start_two_on_a_config_arena(f, &fa, &fb);
+    assert_int_equal(pdi_daemon_signal(&f->a, SIGHUP), 0);
+    wait_version(fa, 3, "A");
+    wait_version(fb, 3, "B");
+    assert_int_equal(find_across(fa, 3, NULL), PATHD__V1__STATUS__NO_PATH);
+    assert_int_equal(find_across(fb, 3, NULL), PATHD__V1__STATUS__OK); /* its config is not pushed yet */
+    assert_true(pdi_wait_log(&f->b, other_definition, 5000));
+    assert_int_equal(pdi_daemon_signal(&f->b, SIGHUP), 0);
+    wait_version(fb, 4, "B");
+    wait_version(fa, 4, "A");
+    int sa = find_across(fa, 4, NULL), sb = find_across(fb, 4, NULL);
+    assert_int_equal(sb, PATHD__V1__STATUS__NO_PATH);
+    assert_int_equal(sa, PATHD__V1__STATUS__NO_PATH);
+    assert_false(pdi_log_contains(&f->a, other_definition)); /* B's RESET is of A's config */
+    stop_two(f, fa, fb);
+}
+
+/* A deploy that restarts replicas on the new config instead: B restarted
+ * on it (column 20 walled but for row 0) replays the log's wall of column
+ * 5 onto its new map; A, reloaded, appends a RESET. B's tail goes back to
+ * its config's arena as loaded, not to the arena its replay left: both
+ * serve the new map, a path across row 0. Fails without the fix: B served
+ * column 5's wall again (NO_PATH) at the RESET's version. */
+static void test_replica_restarted_on_a_config_resets_to_it(void **state)
+{
+    fixture *f = *state;
+    int fa, fb;
+    redis_srv_temp_dir(f->map_dir, sizeof f->map_dir, "e2e_reload2");
+    write_arena_map(f, "arena.txt", -1);
+    arena_in_config(f, "arena.txt");
+    start_two(f, &fa, &fb);
+    uint64_t v = 0;
+    assert_int_equal(update_column(fa, 5, 0, NULL, &v), PATHD__V1__STATUS__OK);
+    assert_int_equal(v, 2);
+    wait_version(fb, 2, "B");
+    write_arena_map_gap(f, "arena.txt", 20, 0);
+    close(fb);
+    assert_int_equal(pdi_daemon_stop(&f->b), 0);
+    assert_false(pdi_log_has_sanitizer_report(&f->b));
+    pdi_daemon_cleanup(&f->b);
+    start_replica(f, &f->b);
+    fb = pdi_raw_connect(f->b.port);
+    assert_true(fb >= 0);
+    wait_version(fb, 2, "B");
+    assert_int_equal(pdi_daemon_signal(&f->a, SIGHUP), 0);
+    wait_version(fa, 3, "A");
+    wait_version(fb, 3, "B");
+    assert_int_equal(find_across(fa, 3, NULL), PATHD__V1__STATUS__OK);
+    assert_int_equal(find_across(fb, 3, NULL), PATHD__V1__STATUS__OK);
+    assert_false(pdi_log_contains(&f->b, other_definition)); /* A's RESET is of B's config as loaded */
+    stop_two(f, fa, fb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1158,6 +1369,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_racing_replicas_answer_every_update, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update_of_an_older_incarnation_is_not_appended, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tail_behind_a_trim_rebuilds_the_new_incarnation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_same_config_reloaded_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_other_config_reloaded_at_once_fails_a_log, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config_reloaded_on_one_replica_then_the_other, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replica_restarted_on_a_config_resets_to_it, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
