@@ -207,6 +207,9 @@
  * reach its old plan's end) (docs/BENCHMARKS.md, "Deadlocks, eighth
  * pass"). */
 #define PD_YIELD_DOOR_MS 2000
+/* pd_yield_params.cross_ms in the server and the agents bench (see
+ * "Crossing at last"). */
+#define PD_YIELD_CROSS_MS 4000
 /* Each aside plan's expansions when the caller sets none. */
 #define PD_YIELD_DEFAULT_EXPANSIONS 4000
 /* Each long plan's (pd_yield_params.long_expansions) when the caller sets none. */
@@ -272,6 +275,12 @@ typedef struct pd_yield_params {
      * window are moved aside on the same request (the server and the
      * bench: on). */
     int aside_after_ahead;
+    /* Crossing at last (cross_ms, above): a requester that has stood this
+     * long (and may move holders) and whose plan does not take it to its
+     * goal within its window has the plans that reach its whole way only
+     * after its window cut there and re-planned round it; <= 0: never
+     * (the server and the bench: PD_YIELD_CROSS_MS). */
+    int64_t cross_ms;
 } pd_yield_params;
 
 /* An agent moved: its new plan replaces its reservations from t0_ms on
@@ -326,7 +335,9 @@ enum {
     PD_YIELD_OUT_KEPT_ASIDE,
     PD_YIELD_OUT_TOOK_P1,              /* take_free_way */
     PD_YIELD_OUT_KEPT_DOOR,            /* door_ms: R parked, the far crossings re-planned */
-    PD_YIELD_OUT_DOOR_UNDONE           /* door_ms: tried and undone */
+    PD_YIELD_OUT_DOOR_UNDONE,          /* door_ms: tried and undone */
+    PD_YIELD_OUT_KEPT_CROSS,           /* cross_ms: R's way kept, the later plans re-planned round it */
+    PD_YIELD_OUT_CROSS_UNDONE          /* cross_ms: tried and undone */
 };
 
 /*

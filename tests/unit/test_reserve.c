@@ -2725,6 +2725,74 @@ static void test_yield_door_undo_over_a_gap(void **state)
     fclose(st.log.f);
 }
 
+/* Crossing at last (cross_ms): a T - a street (row 0) and a one-wide
+ * lane down from (10, 0). R stands at the street's west end (0, 0) from
+ * 0 and wants its east end (20, 0); M, planned all the way from the lane's
+ * foot (10, 10) at 1 s, comes up the lane to park at (10, 0) at 11 s, for
+ * good across R's way. R asks at 5 s (window 3 s): every plan on the
+ * table stops short of (10, 0) for good. With the rule M's plan is cut at
+ * its first waypoint from 8 s on ((10, 3) at 8 s), R gets its way to the
+ * goal, and M comes up behind R to park where it meant to. */
+static void crosses_at_last(void **state, int64_t cross_ms, const char *name)
+{
+    stage st;
+    const uint64_t rid = 191, m = 192;
+    pd_yield_ctx *yc = yield_begin(&st, state, name,
+                                   core_grid(".....................\n"
+                                             "##########.##########\n"
+                                             "##########.##########\n"
+                                             "##########.##########\n"
+                                             "##########.##########\n"
+                                             "##########.##########\n"
+                                             "##########.##########\n"
+                                             "##########.##########\n"
+                                             "##########.##########\n"
+                                             "##########.##########\n"
+                                             "##########.##########\n"));
+    stand_at(&st, yc, rid, (pd_point){ 0, 0 }, 0);
+    pd_yield_result yr;
+    const pd_sipp_params pm = { .agent = m, .unit = 1, .start = { 10, 10 }, .goal = { 10, 0 }, .t0_ms = 1000,
+                                .speed = 1.0 };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &pm, NULL, &st.r, &yr), PD_OK, "M");
+    answers_plan(&st.log, m, 1, 1.0, 1000, st.r.waypoints, st.r.n_waypoints);
+    const pd_grid *grids[2] = { NULL, st.s.unit[1] };
+    const pd_yield_params y = { .after_ms = 1000, .unit_grids = grids, .max_unit = 1, .move_ahead = 1,
+                                .cross_ms = cross_ms };
+    const pd_sipp_params p = { .agent = rid, .unit = 1, .start = { 0, 0 }, .goal = { 20, 0 }, .t0_ms = 5000,
+                               .speed = 1.0, .window_ms = 3000 };
+    const pd_status got = pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &p, &y, &st.r, &yr);
+    log_moves(&st, rid, 5000, &yr);
+    const pd_waypoint *end = &st.r.waypoints[st.r.n_waypoints - 1];
+    if (cross_ms) {
+        expect_status(got, PD_OK, "R reaches its goal");
+        assert_int_equal(yr.outcome, PD_YIELD_OUT_KEPT_CROSS);
+        assert_true(end->x == 20 && end->y == 0 && end->t_leave_ms == FOREVER);
+        assert_int_equal(yr.n_displaced, 1);
+        const pd_displaced *d = &yr.displaced[0];
+        assert_int_equal(d->agent, m);
+        assert_int_equal(d->t0_ms, 8000);
+        assert_true(d->waypoints[0].x == 10 && d->waypoints[0].y == 3 && d->waypoints[0].t_arrive_ms == 8000);
+        const pd_waypoint *mend = &d->waypoints[d->n_waypoints - 1];
+        assert_true(mend->x == 10 && mend->y == 0 && mend->t_leave_ms == FOREVER);
+        int64_t r_left = -1;
+        for (size_t i = 0; i < st.r.n_waypoints; i++)
+            if (st.r.waypoints[i].x == 10 && st.r.waypoints[i].y == 0)
+                r_left = st.r.waypoints[i].t_leave_ms;
+        assert_true(r_left > 0 && mend->t_arrive_ms >= r_left); /* M parks behind R */
+    } else {
+        expect_status(got, PD_PARTIAL, "R short of its goal");
+        assert_true(end->x < 10 && end->t_leave_ms == FOREVER);
+        assert_int_equal(yr.n_displaced, 0);
+    }
+    agents_end(&st, yc, rid, m);
+}
+
+static void test_yield_crosses_at_last(void **state)
+{
+    crosses_at_last(state, 0, "yield_no_cross");
+    crosses_at_last(state, 2000, "yield_cross");
+}
+
 /* Parking anywhere when nowhere is clear (park_any): a corridor (row 1)
  * with a two-cell pocket above it at (8, 0) and (9, 0); X parks for good
  * at (9, 0), so (8, 0), beside X's hold, is not clear (clear_holds), and
@@ -2901,6 +2969,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_yield_door_no_way_round, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_door_undo_under_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_door_undo_over_a_gap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_crosses_at_last, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_moves_a_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_gives_way, setup, teardown),
     };
