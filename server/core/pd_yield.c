@@ -334,6 +334,14 @@ static int pd__hold_ok(void *user, int32_t x, int32_t y)
     return pd__clear(yc->y->unit_grids, yc->y->max_unit, yc->table, yc->self, yc->hold_unit, x, y);
 }
 
+/* pd_sipp_params.hold_ok for the agent in yc->park_self, of unit
+ * yc->park_unit (a crosser whose end R took). */
+static int pd__hold_ok_other(void *user, int32_t x, int32_t y)
+{
+    const pd_yield_ctx *yc = user;
+    return pd__clear(yc->y->unit_grids, yc->y->max_unit, yc->table, yc->park_self, yc->park_unit, x, y);
+}
+
 /* pd_sipp_params.park_ok for a holder of unit yc->park_unit: no cell of
  * its footprint at (x, y) is one of R's P1 (yc->way, sorted). */
 static int pd__park_ok(void *user, int32_t x, int32_t y)
@@ -632,20 +640,28 @@ static void pd__door_undo(pd_reserve *t, const pd_yield_ctx *yc, int n)
  * `far`, which must come before that crossing: their plans from there are
  * kept in yc->old for undoing, and cut. 1 with all cut; 0 with the table
  * as it was. */
-static int pd__cut_crossers(pd_yield_ctx *yc, pd_reserve *table, int64_t far, int found)
+static size_t pd__plan_from(pd_yield_ctx *yc, const pd_reserve *table, int i, int64_t from)
+{
+    size_t n = pd_reserve_agent_plan(table, yc->h[i].agent, from, yc->old[i], yc->cap_old[i]);
+    if (n > yc->cap_old[i]) {
+        pd_waypoint *b = realloc(yc->old[i], n * sizeof *b);
+        if (!b)
+            return 0;
+        yc->old[i] = b;
+        yc->cap_old[i] = n;
+        n = pd_reserve_agent_plan(table, yc->h[i].agent, from, yc->old[i], yc->cap_old[i]);
+    }
+    return n;
+}
+
+static int pd__cut_crossers(pd_yield_ctx *yc, pd_reserve *table, int64_t far, int64_t near, int found, int before)
 {
     for (int i = 0; i < found; i++) {
         pd__holder *h = &yc->h[i];
-        size_t n = pd_reserve_agent_plan(table, h->agent, far, yc->old[i], yc->cap_old[i]);
-        if (n > yc->cap_old[i]) {
-            pd_waypoint *b = realloc(yc->old[i], n * sizeof *b);
-            if (!b)
-                return 0;
-            yc->old[i] = b;
-            yc->cap_old[i] = n;
-            n = pd_reserve_agent_plan(table, h->agent, far, yc->old[i], yc->cap_old[i]);
-        }
-        if (n < 2 || yc->old[i][0].t_arrive_ms > h->meet)
+        size_t n = pd__plan_from(yc, table, i, far);
+        if ((n < 2 || yc->old[i][0].t_arrive_ms > h->meet - before) && near < far)
+            n = pd__plan_from(yc, table, i, near);
+        if (n < 2 || yc->old[i][0].t_arrive_ms > h->meet - before)
             return 0;
         yc->n_old[i] = n;
         h->t0 = yc->old[i][0].t_arrive_ms;
@@ -669,33 +685,67 @@ static int pd__cut_crossers(pd_yield_ctx *yc, pd_reserve *table, int64_t far, in
  * in *r, the others' in yc->out); 0 with the table as it was before the
  * cut, R's reservations from t0 on gone (the caller reserves its P0). */
 static int pd__replan_crossers(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_sipp_params *p,
-                               const pd_yield_params *y, int64_t window0, int found, pd_sipp_result *rr,
-                               pd_sipp_result *r)
+                               const pd_yield_params *y, int64_t window0, int found, uint64_t budget,
+                               pd_sipp_result *rr, pd_sipp_result *r)
 {
     const int64_t max_window = pd_reserve_get_limits(table)->max_window_ms;
     /* R's plan in the context's buffer: keep it past the others' plans. */
-    if (pd__keep(&yc->p1, &yc->cap1, rr->waypoints, rr->n_waypoints) != 0)
+    if (rr->waypoints != yc->p1 && pd__keep(&yc->p1, &yc->cap1, rr->waypoints, rr->n_waypoints) != 0)
         goto undo;
     rr->waypoints = yc->p1;
+    const pd_waypoint *rend = &rr->waypoints[rr->n_waypoints - 1];
+    uint64_t left = 2u * budget; /* one request's lane step stays bounded */
     for (int i = 0; i < found; i++) {
         const pd__holder *h = &yc->h[i];
         const pd_waypoint *end = &yc->old[i][yc->n_old[i] - 1];
-        const pd_sipp_params q = { .agent = h->agent, .unit = h->info.unit,
+        const int32_t k = (int32_t)h->info.unit, rk = (int32_t)p->unit;
+        /* First come at a goal: its plan parked where R now parks for
+         * good (two goals over one cell). It plans in the request's window
+         * as near as it can hold clear of others, and the game sees it
+         * cannot get there while R stands. */
+        const int taken = end->t_leave_ms == PD_RESERVE_FOREVER && rend->t_leave_ms == PD_RESERVE_FOREVER &&
+                          end->x < rend->x + rk && rend->x < end->x + k && end->y < rend->y + rk &&
+                          rend->y < end->y + k;
+        pd_sipp_params q = { .agent = h->agent, .unit = h->info.unit,
                                    .start = { yc->old[i][0].x, yc->old[i][0].y }, .goal = { end->x, end->y },
                                    .t0_ms = h->t0, .speed = h->info.speed,
                                    .window_ms = max_window > 0 ? max_window : 0,
                                    .at_goal = end->t_leave_ms == PD_RESERVE_FOREVER ? PD_AT_GOAL_PARK
                                                                                      : PD_AT_GOAL_VANISH,
                                    .connectivity = p->connectivity,
-                                   .max_expansions = y->max_expansions ? y->max_expansions
-                                                                       : PD_YIELD_DEFAULT_EXPANSIONS,
-                                   .poll = p->poll, .poll_user = p->poll_user };
+                                   .max_expansions = budget, .poll = p->poll, .poll_user = p->poll_user };
         pd_sipp_result rh;
-        int fell;
-        const pd_status st = pd__reserve_long(ctx, table, y->unit_grids[h->info.unit], &q, y, window0, &rh, &fell);
+        int fell = 0;
+        pd_status st;
+        yc->park_unit = h->info.unit;
+        yc->park_self = pd_reserve_agent_slot(table, h->agent);
+        if (y->clear_holds) {
+            q.hold_ok = pd__hold_ok_other;
+            q.hold_user = yc;
+        }
+        if (taken) {
+            q.window_ms = window0;
+            st = pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh);
+            if (st == PD_NO_PATH && q.hold_ok) {
+                q.hold_ok = NULL; /* nowhere clear in reach: as R's own plan would */
+                st = pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh);
+            }
+        } else if (budget) {
+            /* All the way, in the crossing's own budget: the long plans'
+             * (pd__plan_long) is too small for one that waits for R. */
+            q.max_expansions = left < budget ? left : budget;
+            st = q.max_expansions ? pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh)
+                                  : PD_BUDGET_EXCEEDED;
+            if (st != PD_BUDGET_EXCEEDED)
+                left -= rh.expanded < left ? rh.expanded : left;
+        } else {
+            q.max_expansions = y->max_expansions ? y->max_expansions : PD_YIELD_DEFAULT_EXPANSIONS;
+            st = pd__reserve_long(ctx, table, y->unit_grids[h->info.unit], &q, y, window0, &rh, &fell);
+        }
         /* Its old plan reached `end`: a PARTIAL one stops short of it,
-         * maybe for good behind R's hold (no way round). */
-        if (st != PD_OK) {
+         * maybe for good behind R's hold (no way round) - unless its end
+         * is taken. */
+        if (st != PD_OK && !(taken && st == PD_PARTIAL)) {
             yc->culprit = h->agent;
             goto undo;
         }
@@ -740,8 +790,8 @@ static int pd__door(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const
             for (size_t j = 0; j < ns; j++) {
                 if (s[j].slot == yc->self || s[j].t1 <= p->t0_ms || s[j].t0 < far)
                     continue; /* its own, past, or near: R's plan waits for those */
-                if (s[j].t1 == PD_RESERVE_FOREVER)
-                    return 0; /* a hold: moving holders' business */
+                /* A hold from far on is an agent still on its way to park
+                 * over R's goal: R, there first, takes it (pd__replan_crossers). */
                 const uint64_t id = pd_reserve_slot_agent(table, s[j].slot);
                 int k = 0;
                 while (k < found && yc->h[k].agent != id)
@@ -767,7 +817,7 @@ static int pd__door(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const
     if (!found)
         return 0;
     *found_out = found;
-    if (!pd__cut_crossers(yc, table, far, found))
+    if (!pd__cut_crossers(yc, table, far, far, found, 0))
         return 0;
     pd_sipp_result rr;
     pd_status st = pd_sipp_reserve(ctx, table, grid, p, &rr);
@@ -779,7 +829,7 @@ static int pd__door(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const
         pd__door_undo(table, yc, found);
         return 0;
     }
-    return pd__replan_crossers(yc, ctx, table, p, y, window0, found, &rr, r);
+    return pd__replan_crossers(yc, ctx, table, p, y, window0, found, 0, &rr, r);
 }
 
 /* ignore_span for the crossing's P1: another agent's span that begins at
@@ -873,7 +923,6 @@ static int pd__cross(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, cons
     pd_sipp_params px = *p;
     px.window_ms = max_window > 0 ? max_window : 0;
     px.hold_ok = NULL;
-    pd_sipp_params pr = px;
     px.ignore_span = pd__later_span;
     px.ignore_user = yc;
     pd_sipp_result rx;
@@ -888,19 +937,19 @@ static int pd__cross(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, cons
     if (found <= 0)
         return 0;
     *found_out = found;
-    if (!pd__cut_crossers(yc, table, yc->far, found))
+    /* R's way is P1 itself: the crossers were found for it, and they
+     * keep only what P1 went round (their plans before far). Each must
+     * stand on its cut strictly before P1 gets there, or it could not
+     * start from it. */
+    if (pd__keep(&yc->p1, &yc->cap1, rx.waypoints, rx.n_waypoints) != 0 ||
+        !pd__cut_crossers(yc, table, yc->far, p->t0_ms, found, 1))
         return 0;
-    pd_sipp_result rr;
-    const pd_status st = pd__reserve_long(ctx, table, grid, &pr, y, window0, &rr, &fell);
-    if (st != PD_OK || fell || (!r0_short && !pd__gains(r0, &rr))) {
-        if (st == PD_OK || st == PD_PARTIAL) {
-            const pd_waypoint stop = { p->start.x, p->start.y, p->t0_ms, p->t0_ms };
-            pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, &stop, 1, NULL);
-        }
+    rx.waypoints = yc->p1;
+    if (pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, yc->p1, rx.n_waypoints, NULL) != PD_OK) {
         pd__door_undo(table, yc, found);
         return 0;
     }
-    return pd__replan_crossers(yc, ctx, table, p, y, window0, found, &rr, r);
+    return pd__replan_crossers(yc, ctx, table, p, y, window0, found, PD_YIELD_CROSS_EXPANSIONS, &rx, r);
 }
 
 pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_grid *grid,
@@ -1107,7 +1156,7 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
                 yr->culprit = yc->culprit;
                 yr->undone_why = yc->undone_why;
             }
-            if (y->aside_after_ahead && yc->undone_why == 2) {
+            if (y->aside_after_ahead && (yc->undone_why == 2 || yc->undone_why == 4)) {
                 /* A holder found no anchor in time: its only way out
                  * of R's way is past R (a swap in a pocket). Moved
                  * aside it steps off R's whole way first and R waits
