@@ -2214,6 +2214,77 @@ static void test_yield_aside_after_ahead(void **state)
     assert_int_equal(pocket_swap(state, 1, "yield_pocket_aside_after_ahead"), 1);
 }
 
+/* Moving aside after moving ahead when P1 meets the holder at once (the
+ * chamber of Berlin_0_256 at x 226-245, y 118-133, where two 2 x 2s stood
+ * for good side by side in the agents bench, seed 1: agents 474 and 45).
+ * A parked at (8, 9) wants the pocket up at (12, 6); B parked beside it at
+ * (10, 8), on A's way. A's first move already touches B's footprint, so
+ * moving ahead has nothing to cut (undone_why 4) and was undone on every
+ * attempt; moved aside, B steps off A's whole way and A waits for it.
+ * Returns whether A's plan reached its goal. */
+static int chamber_pair(void **state, int aside_after_ahead, const char *name)
+{
+    stage st;
+    stage_begin(&st, state, name, core_grid("..............######\n"
+                                            ".............#######\n"
+                                            "...........#########\n"
+                                            ".........###########\n"
+                                            "........######.#####\n"
+                                            "......#######..#####\n"
+                                            ".....#######...#####\n"
+                                            "..#...#####....#####\n"
+                                            "####...##.......####\n"
+                                            "####............####\n"
+                                            "#####...........####\n"
+                                            "#####........#######\n"
+                                            "######.....#########\n"
+                                            "#######..###########\n"
+                                            "#######...##########\n"
+                                            "########...#########\n"));
+    pd_yield_ctx *yc = pd_yield_ctx_create();
+    assert_non_null(yc);
+    const pd_yield_params y = { .after_ms = 2000, .unit_grids = (const pd_grid *const *)st.s.unit, .max_unit = 2,
+                                .clear_holds = 1, .move_ahead = 1, .park_any = 1,
+                                .aside_after_ahead = aside_after_ahead };
+    pd_yield_result yr;
+    const pd_sipp_params a0 = { .agent = 1, .unit = 2, .start = { 8, 9 }, .goal = { 8, 9 }, .speed = 1.5 };
+    const pd_sipp_params b0 = { .agent = 2, .unit = 2, .start = { 10, 8 }, .goal = { 10, 8 }, .t0_ms = 500,
+                                .speed = 1.5 };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &a0, &y, &st.r, &yr), PD_OK, "A parks");
+    answers_plan(&st.log, 1, 2, 1.5, 0, st.r.waypoints, st.r.n_waypoints);
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &b0, &y, &st.r, &yr), PD_OK, "B parks");
+    answers_plan(&st.log, 2, 2, 1.5, 500, st.r.waypoints, st.r.n_waypoints);
+    const pd_sipp_params a1 = { .agent = 1, .unit = 2, .start = { 8, 9 }, .goal = { 12, 6 }, .t0_ms = 3000,
+                                .speed = 1.5, .window_ms = 8000 };
+    const pd_status sa = pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &a1, &y, &st.r, &yr);
+    assert_true(sa == PD_OK || sa == PD_PARTIAL);
+    answers_plan(&st.log, 1, 2, 1.5, 3000, st.r.waypoints, st.r.n_waypoints);
+    assert_true(yr.tried);
+    assert_true(yr.ahead);
+    const pd_waypoint *last = &st.r.waypoints[st.r.n_waypoints - 1];
+    const int reached = sa == PD_OK && last->x == 12 && last->y == 6;
+    if (reached) {
+        assert_int_equal(yr.outcome, PD_YIELD_OUT_KEPT_ASIDE);
+        assert_int_equal(yr.n_displaced, 1);
+        const pd_displaced *d = &yr.displaced[0];
+        assert_int_equal(d->agent, 2);
+        answers_plan(&st.log, 2, 2, 1.5, d->t0_ms, d->waypoints, d->n_waypoints);
+    } else {
+        assert_int_equal(yr.outcome, PD_YIELD_OUT_AHEAD_UNDONE);
+        assert_int_equal(yr.undone_why, 4);
+        assert_int_equal(yr.n_displaced, 0);
+    }
+    pd_yield_ctx_destroy(yc);
+    stage_end(&st);
+    return reached;
+}
+
+static void test_yield_aside_when_ahead_meets_at_once(void **state)
+{
+    assert_int_equal(chamber_pair(state, 0, "yield_chamber_ahead_only"), 0);
+    assert_int_equal(chamber_pair(state, 1, "yield_chamber_aside_after_ahead"), 1);
+}
+
 /* Backing off (retry_max_ms): a requester whose attempt was undone, still
  * standing, does not try again (plans no P1) on its next request until its
  * wait crosses the next threshold (after_ms 1000: 1000, 2000, 4000, ...
@@ -2638,6 +2709,37 @@ static void test_yield_door_no_way_round(void **state)
     agents_end(&st, yc, rid, m);
 }
 
+/* First come at a goal: M, planned all the way from (20, 0) at 1 s, is to
+ * park on (5, 0) at about 16 s - the goal R stands one step below. Two
+ * goals over one cell; R is there first. Before, a hold crossing R's goal
+ * stopped the door (a hold was the holders' business, and M was not
+ * holding yet): R stood below its goal until M came, for good. Now R
+ * parks, and M's plan, cut at (15, 0) at 6 s, stops short of the goal
+ * taken (PARTIAL): the game sees it cannot get there while R stands. */
+static void test_yield_door_first_come(void **state)
+{
+    stage st;
+    const uint64_t rid = 195, m = 196;
+    pd_yield_ctx *yc = door_begin(&st, state, "yield_door_first_come",
+                                  core_grid(".....................\n"
+                                            "#####.###############\n"),
+                                  rid, (pd_point){ 5, 1 }, m, (pd_point){ 20, 0 }, (pd_point){ 5, 0 });
+    pd_yield_result yr;
+    const pd_status got = door_request(&st, yc, rid, (pd_point){ 5, 1 }, &yr);
+    log_moves(&st, rid, 3000, &yr);
+    expect_status(got, PD_OK, "R parks on its goal");
+    assert_int_equal(yr.outcome, PD_YIELD_OUT_KEPT_DOOR);
+    const pd_waypoint *end = &st.r.waypoints[st.r.n_waypoints - 1];
+    assert_true(end->x == 5 && end->y == 0 && end->t_leave_ms == FOREVER);
+    assert_int_equal(yr.n_displaced, 1);
+    const pd_displaced *d = &yr.displaced[0];
+    assert_int_equal(d->agent, m);
+    assert_true(d->waypoints[0].x == 15 && d->waypoints[0].y == 0 && d->t0_ms == 6000);
+    const pd_waypoint *mend = &d->waypoints[d->n_waypoints - 1];
+    assert_false(mend->x == 5 && mend->y == 0);
+    agents_end(&st, yc, rid, m);
+}
+
 /* Coming in at its own door, undone under a lowered limit (review of
  * issue 34's eighth pass): comes_in_at_door's ring, but the table's
  * max_entries is lowered (as a config reload does: pd_reservations_lock
@@ -2956,6 +3058,7 @@ int main(void)
         cmocka_unit_test(test_yield_clear_hold_rule),
         cmocka_unit_test(test_yield_clear_hold_units),
         cmocka_unit_test_setup_teardown(test_yield_aside_after_ahead, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_aside_when_ahead_meets_at_once, setup, teardown),
         cmocka_unit_test(test_sipp_hold_ok_asked_where_holdable),
         cmocka_unit_test_setup_teardown(test_yield_clear_hold_plan_units, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_clear_hold_plan, setup, teardown),
@@ -2967,6 +3070,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_yield_parks_anywhere, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_comes_in_at_door, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_door_no_way_round, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_door_first_come, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_door_undo_under_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_door_undo_over_a_gap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_crosses_at_last, setup, teardown),
