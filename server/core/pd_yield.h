@@ -236,7 +236,7 @@
 #define PD_YIELD_CROSS_MS 4000
 /* Each re-plan of an agent crossing_at_last cut (its way to where its
  * plan ended, round R, all the way). */
-#define PD_YIELD_CROSS_EXPANSIONS 8000
+#define PD_YIELD_CROSS_EXPANSIONS 16000
 /* Each aside plan's expansions when the caller sets none. */
 #define PD_YIELD_DEFAULT_EXPANSIONS 4000
 /* Each long plan's (pd_yield_params.long_expansions) when the caller sets none. */
