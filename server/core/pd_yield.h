@@ -74,8 +74,10 @@
  * has left: the table, not a list of cells, says where R will be (PIBT's
  * push, planned over time). If any holder cannot move, R's P1 and every
  * cut go back and the attempt counts as undone. When the holder found no
- * anchor at all (aside_after_ahead), moving aside is tried on the same
- * request: a holder whose only way out of R's way passes R's start (two
+ * anchor at all, or P1 meets it at once (nothing to cut: two 2 x 2s side
+ * by side in a chamber of Berlin_0_256, seed 1, each attempt undone so;
+ * test_yield_aside_when_ahead_meets_at_once) (aside_after_ahead), moving
+ * aside is tried on the same request: a holder whose only way out of R's way passes R's start (two
  * agents to swap in a pocket, each wanting the other's side) cannot get
  * out ahead of R, who reserves its way from t0 on, but it can once R
  * waits for it. Seen on Berlin_0_256 seed 1: two 2 x 2s in a dead end
@@ -120,8 +122,8 @@
  * stood one step from their goal (docs/BENCHMARKS.md, seventh pass). When
  * R stands one step from its goal (an anchor's 8-neighbour), may move
  * holders (after_ms, the back-off) and has stood door_ms, and P0 does not
- * reach the goal: if every crossing of the goal left is no hold for good,
- * starts after R's window (t0 + window) and belongs to an agent M (at
+ * reach the goal: if every crossing of the goal left starts after R's
+ * window (t0 + window) and belongs to an agent M (at
  * most PD_YIELD_MAX_DISPLACED of them) whose plan has a waypoint from
  * then on before its crossing, each M keeps its plan up to that waypoint
  * (the table's pd_reserve_agent_plan reads it), R plans as usual and must
@@ -134,7 +136,12 @@
  * table's limits off for that: they bound decisions, not a plan given
  * back) and R tries the moves above. Each M's search has the aside
  * plans' budget (max_expansions). Crossings within the window stay: R's
- * plan waits for them.
+ * plan waits for them. First come at a goal: an M that was to park over
+ * R's goal (two goals over one cell; its hold begins after R's window, so
+ * it is still on its way) finds it taken: its re-plan is the request's own
+ * window, as near as it can hold (clear), PARTIAL accepted
+ * (test_yield_door_first_come; before, any later hold stopped the door and
+ * R stood below its goal until M came, for good).
  *
  * Crossing at last (cross_ms), when the way is taken far ahead. Agents
  * whose reservations reach their goal plan all the way, so a busy street
