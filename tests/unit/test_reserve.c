@@ -3026,6 +3026,198 @@ static void test_moved_holder_keeps_the_clock(void **state)
     pd_reserve_destroy(t);
 }
 
+/* ---- every rule at once, at random: the table is what the answers say ----
+ *
+ * Agents on small random maps reserve through pd_yield_reserve with the
+ * server's rules on (crossing at last, the door, moving ahead and aside)
+ * at thresholds low enough that they fire often. After every request each
+ * agent's plan in the table from the request's time on must be exactly
+ * its copy built from the answers alone (R's plan and every displaced
+ * plan, each replacing from its t0_ms); a displaced plan never starts
+ * before the request; and the checker replays the answers. */
+static void yield_sim_merge(agent *a, int64_t t0, const pd_waypoint *wp, size_t n)
+{
+    size_t keep = 0;
+    while (keep < a->n && a->plan[keep].t_arrive_ms < t0)
+        keep++;
+    pd_waypoint *b = malloc((keep + n) * sizeof *b);
+    assert_non_null(b);
+    memcpy(b, a->plan, keep * sizeof *b);
+    if (keep && b[keep - 1].t_leave_ms > t0)
+        b[keep - 1].t_leave_ms = t0;
+    /* A wait that goes on where it was is one waypoint in the table. */
+    size_t skip = 0;
+    if (keep && n && b[keep - 1].x == wp[0].x && b[keep - 1].y == wp[0].y && b[keep - 1].t_leave_ms == t0) {
+        b[keep - 1].t_leave_ms = wp[0].t_leave_ms;
+        skip = 1;
+    }
+    memcpy(b + keep, wp + skip, (n - skip) * sizeof *b);
+    free(a->plan);
+    a->plan = b;
+    a->n = keep + n - skip;
+}
+
+static void yield_sim_expect_table(const pd_reserve *t, const agent *a, int64_t now, uint64_t request)
+{
+    size_t k = 0;
+    while (k < a->n && a->plan[k].t_arrive_ms < now)
+        k++;
+    const size_t want = a->n - k;
+    pd_waypoint *got = malloc((want + 1) * sizeof *got);
+    assert_non_null(got);
+    /* From its first waypoint arriving from now on (the table reads a
+     * plan from within a wait as starting at the wait's end). */
+    const size_t n = want ? pd_reserve_agent_plan(t, a->id, a->plan[k].t_arrive_ms, got, want + 1) : 0;
+    if (n != want) {
+        for (size_t i = 0; i < n && i <= want; i++)
+            print_message("table   %zu: (%d,%d %lld-%lld)\n", i, got[i].x, got[i].y, (long long)got[i].t_arrive_ms,
+                          (long long)got[i].t_leave_ms);
+        for (size_t i = 0; i < a->n; i++)
+            print_message("answers %zu: (%d,%d %lld-%lld)\n", i, a->plan[i].x, a->plan[i].y,
+                          (long long)a->plan[i].t_arrive_ms, (long long)a->plan[i].t_leave_ms);
+    }
+    if (n != want)
+        fail_msg("request %llu at %lld: agent %llu holds %zu waypoints from then, its answers %zu",
+                 (unsigned long long)request, (long long)now, (unsigned long long)a->id, n, want);
+    for (size_t i = 0; i < n; i++) {
+        const pd_waypoint *w = &a->plan[k + i];
+        if (got[i].x != w->x || got[i].y != w->y || got[i].t_arrive_ms != w->t_arrive_ms ||
+            got[i].t_leave_ms != w->t_leave_ms)
+            fail_msg("request %llu at %lld: agent %llu waypoint %zu: table (%d,%d %lld-%lld), answers (%d,%d "
+                     "%lld-%lld)",
+                     (unsigned long long)request, (long long)now, (unsigned long long)a->id, i, got[i].x, got[i].y,
+                     (long long)got[i].t_arrive_ms, (long long)got[i].t_leave_ms, w->x, w->y,
+                     (long long)w->t_arrive_ms, (long long)w->t_leave_ms);
+    }
+    free(got);
+}
+
+static void yield_random_round(fixture *f, int round, uint64_t *crossed, uint64_t *moved)
+{
+    rng_state = 9100 + (uint64_t)round;
+    scene s;
+    const int32_t w = 12 + (int32_t)rnd(8), h = 10 + (int32_t)rnd(8);
+    scene_init(&s, random_grid(w, h, 15 + (int)rnd(15), 0));
+    answers log;
+    char name[64];
+    snprintf(name, sizeof name, "yield_random_%d", round);
+    answers_open(&log, name, s.g);
+    pd_reserve_destroy(f->t);
+    f->t = pd_reserve_create(NULL);
+    pd_yield_ctx *yc = pd_yield_ctx_create();
+    pd_search_ctx *sctx = pd_search_ctx_create();
+    assert_non_null(yc);
+    assert_non_null(sctx);
+    const pd_grid *grids[3] = { NULL, s.unit[1], s.unit[2] };
+    const pd_yield_params y = { .after_ms = 500, .unit_grids = grids, .max_unit = 2, .clear_holds = 1,
+                                .move_ahead = 1, .park_any = 1, .give_way_ms = 1500, .door_ms = 1000,
+                                .aside_after_ahead = 1, .cross_ms = 1500, .retry_max_ms = 1000 };
+    const int n_agents = 10 + (int)rnd(14);
+    agent *ag = calloc((size_t)n_agents, sizeof *ag);
+    assert_non_null(ag);
+    for (int i = 0; i < n_agents; i++) {
+        agent *a = &ag[i];
+        a->id = 1000 + (uint64_t)i;
+        a->unit = rnd(100) < 15 ? 2u : 1u;
+        a->speed = 1.0 + rnd(3) * 0.5;
+        pd_sipp_result r;
+        pd_yield_result yr;
+        for (int tries = 0;; tries++) {
+            assert_true(tries < 1000);
+            a->goal = random_open(s.unit[a->unit]);
+            const pd_sipp_params p = { .agent = a->id, .unit = (uint32_t)a->unit, .start = a->goal,
+                                       .goal = a->goal, .speed = a->speed };
+            if (pd_yield_reserve(yc, f->ctx, f->t, s.unit[a->unit], &p, &y, &r, &yr) == PD_OK)
+                break;
+        }
+        answers_plan(&log, a->id, (uint32_t)a->unit, a->speed, 0, r.waypoints, r.n_waypoints);
+        keep_plan(a, &r);
+        a->at_goal = 1;
+        a->next = (int64_t)rnd(1000);
+    }
+    for (uint64_t request = 0;; request++) {
+        int who = 0;
+        for (int i = 1; i < n_agents; i++)
+            if (ag[i].next < ag[who].next)
+                who = i;
+        agent *a = &ag[who];
+        const int64_t now = a->next;
+        if (now >= 90000)
+            break;
+        const int at = pd_plan_index_at(a->plan, a->n, now);
+        assert_true(at >= 0);
+        const pd_waypoint here = a->plan[at];
+        if (a->at_goal && at + 1 == (int)a->n)
+            a->goal = random_goal(sctx, s.unit[a->unit], (pd_point){ here.x, here.y });
+        const pd_sipp_params p = { .agent = a->id, .unit = (uint32_t)a->unit, .start = { here.x, here.y },
+                                   .goal = a->goal, .t0_ms = now, .speed = a->speed,
+                                   .window_ms = 2000 + 1000 * (int64_t)rnd(3), .max_expansions = 200000 };
+        pd_sipp_result r;
+        pd_yield_result yr;
+        const pd_status rs = pd_yield_reserve(yc, f->ctx, f->t, s.unit[a->unit], &p, &y, &r, &yr);
+        if (rs == PD_OK || rs == PD_PARTIAL) {
+            answers_plan(&log, a->id, (uint32_t)a->unit, a->speed, now, r.waypoints, r.n_waypoints);
+            yield_sim_merge(a, now, r.waypoints, r.n_waypoints);
+            a->at_goal = rs == PD_OK;
+        } else if (rs == PD_NO_PATH || rs == PD_GOAL_BLOCKED || rs == PD_BUDGET_EXCEEDED) {
+            a->goal = random_goal(sctx, s.unit[a->unit], (pd_point){ here.x, here.y });
+            a->at_goal = 0;
+        } else {
+            fail_msg("request %llu: agent %llu at %lld: %s", (unsigned long long)request,
+                     (unsigned long long)a->id, (long long)now, pd_status_name(rs));
+        }
+        *crossed += yr.outcome == PD_YIELD_OUT_KEPT_CROSS;
+        for (size_t d = 0; d < yr.n_displaced; d++) {
+            const pd_displaced *dp = &yr.displaced[d];
+            assert_true(dp->agent >= 1000 && dp->agent < 1000 + (uint64_t)n_agents && dp->agent != a->id);
+            if (dp->t0_ms < now)
+                fail_msg("request %llu at %lld: agent %llu displaced from %lld", (unsigned long long)request,
+                         (long long)now, (unsigned long long)dp->agent, (long long)dp->t0_ms);
+            assert_true(dp->n_waypoints >= 1 && dp->waypoints[0].t_arrive_ms == dp->t0_ms);
+            answers_plan(&log, dp->agent, dp->unit, dp->speed, dp->t0_ms, dp->waypoints, dp->n_waypoints);
+            agent *b = &ag[dp->agent - 1000];
+            yield_sim_merge(b, dp->t0_ms, dp->waypoints, dp->n_waypoints);
+            b->at_goal = 0;
+            b->next = pd_plan_next_stop(b->plan, b->n, b->next > now ? b->next : now + 1);
+            (*moved)++;
+        }
+        for (int i = 0; i < n_agents; i++)
+            yield_sim_expect_table(f->t, &ag[i], now, request);
+        const int cur = pd_plan_index_at(a->plan, a->n, now);
+        assert_true(cur >= 0);
+        int64_t when;
+        if (cur + 1 < (int)a->n) {
+            when = a->plan[cur + 3 < (int)a->n ? cur + 3 : (int)a->n - 1].t_arrive_ms;
+        } else {
+            const int64_t leave = a->plan[a->n - 1].t_leave_ms;
+            when = leave == FOREVER || leave <= now ? now + 200 + rnd(800) : now + 1 + (leave - now) / 2;
+        }
+        /* The copy keeps R's last waypoint before now, ending at now. */
+        a->next = pd_plan_next_stop(a->plan, a->n, when > now ? when : now + 200 + rnd(800));
+        assert_true(a->next > now);
+    }
+    check_table(f->t, w, h);
+    answers_check(&log);
+    for (int i = 0; i < n_agents; i++)
+        free(ag[i].plan);
+    free(ag);
+    pd_search_ctx_destroy(sctx);
+    pd_yield_ctx_destroy(yc);
+    scene_free(&s);
+}
+
+static void test_yield_random(void **state)
+{
+    fixture *f = *state;
+    const int rounds = getenv("PD_YIELD_RANDOM_ROUNDS") ? atoi(getenv("PD_YIELD_RANDOM_ROUNDS")) : 6;
+    uint64_t crossed = 0, moved = 0;
+    for (int round = 0; round < rounds; round++)
+        yield_random_round(f, round, &crossed, &moved);
+    print_message("%d rounds: %llu crossings kept, %llu plans displaced\n", rounds, (unsigned long long)crossed,
+                  (unsigned long long)moved);
+    assert_true(crossed > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -3074,6 +3266,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_yield_door_undo_under_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_door_undo_over_a_gap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_crosses_at_last, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_random, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_moves_a_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_gives_way, setup, teardown),
     };
