@@ -1568,6 +1568,19 @@ static void sim_block(scene *s, pd_reserve *t, answers *log, agent *ag, int64_t 
     }
 }
 
+/* When an agent decides again: `ahead` waypoints on; on the last one,
+ * halfway through its hold, or idle_min + up to idle_spread ms later when
+ * it parks. */
+static int64_t next_decision(const agent *a, int64_t now, int ahead, int64_t idle_min, uint32_t idle_spread)
+{
+    const int cur = pd_plan_index_at(a->plan, a->n, now);
+    assert_true(cur >= 0);
+    if (cur + 1 < (int)a->n)
+        return a->plan[cur + ahead < (int)a->n ? cur + ahead : (int)a->n - 1].t_arrive_ms;
+    const int64_t leave = a->plan[a->n - 1].t_leave_ms;
+    return leave == FOREVER || leave <= now ? now + idle_min + rnd(idle_spread) : now + 1 + (leave - now) / 2;
+}
+
 /*
  * n_agents agents on scene s, deciding in time order on one clock: at a
  * decision an agent stands on a waypoint of its plan and reserves again from
@@ -1669,16 +1682,7 @@ static void simulate(scene *s, pd_reserve *t, pd_sipp_ctx *ctx, answers *log, in
         }
         /* Decide again a few waypoints on; on the last one, halfway
          * through its hold (or a while later when it parks). */
-        const int cur = pd_plan_index_at(a->plan, a->n, now);
-        assert_true(cur >= 0);
-        int64_t when;
-        if (cur + 1 < (int)a->n) {
-            when = a->plan[cur + 4 < (int)a->n ? cur + 4 : (int)a->n - 1].t_arrive_ms;
-        } else {
-            const int64_t leave = a->plan[a->n - 1].t_leave_ms;
-            when = leave == FOREVER || leave <= now ? now + 500 + rnd(2000) : now + 1 + (leave - now) / 2;
-        }
-        a->next = pd_plan_next_stop(a->plan, a->n, when);
+        a->next = pd_plan_next_stop(a->plan, a->n, next_decision(a, now, 4, 500, 2000));
 
         if (block_every && ++decisions % (uint64_t)block_every == 0)
             sim_block(s, t, log, ag, now, &st);
@@ -3183,15 +3187,7 @@ static void yield_random_round(fixture *f, int round, uint64_t *crossed, uint64_
         }
         for (int i = 0; i < n_agents; i++)
             yield_sim_expect_table(f->t, &ag[i], now, request);
-        const int cur = pd_plan_index_at(a->plan, a->n, now);
-        assert_true(cur >= 0);
-        int64_t when;
-        if (cur + 1 < (int)a->n) {
-            when = a->plan[cur + 3 < (int)a->n ? cur + 3 : (int)a->n - 1].t_arrive_ms;
-        } else {
-            const int64_t leave = a->plan[a->n - 1].t_leave_ms;
-            when = leave == FOREVER || leave <= now ? now + 200 + rnd(800) : now + 1 + (leave - now) / 2;
-        }
+        const int64_t when = next_decision(a, now, 3, 200, 800);
         /* The copy keeps R's last waypoint before now, ending at now. */
         a->next = pd_plan_next_stop(a->plan, a->n, when > now ? when : now + 200 + rnd(800));
         assert_true(a->next > now);
