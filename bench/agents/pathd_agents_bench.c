@@ -518,6 +518,7 @@ typedef struct run_args {
     uint32_t max_displaced;     /* pd_yield_params.max_displaced */
     int64_t give_way_ms;        /* pd_yield_params.give_way_ms */
     int64_t door_ms;            /* pd_yield_params.door_ms */
+    int64_t cross_ms;           /* pd_yield_params.cross_ms */
     FILE *answers;
     pdc_conn *wire;             /* --mode wire: the server's connection */
     const char *scene;          /* and the scene of the map there */
@@ -611,7 +612,8 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                                .take_free_way = ra->take_free_way, .retry_max_ms = ra->retry_max_ms,
                                .move_ahead = ra->move_ahead, .park_any = ra->park_any,
                                .max_displaced = ra->max_displaced, .give_way_ms = ra->give_way_ms,
-                               .door_ms = ra->door_ms, .aside_after_ahead = ra->aside_after_ahead };
+                               .door_ms = ra->door_ms, .aside_after_ahead = ra->aside_after_ahead,
+                               .cross_ms = ra->cross_ms };
     size_t cap = 4096;          /* A* copies no path into a NULL buffer */
     pd_point *buf = xrealloc(NULL, cap * sizeof *buf);
     if (!table || !ctx || !yctx || !sctx || !ag) {
@@ -917,7 +919,7 @@ static void usage(void)
     fprintf(stderr, "usage: pathd-agents-bench --map FILE.map [--mode reserve|alone|single|wire] [--agents N]\n"
                     "         [--seconds S] [--unit2-pct P] [--scene-units 2|4|8|16] [--window MS] [--hold MS] [--sipp-only 1] [--yield MS]\n"
                     "         [--clear-holds 0|1] [--long-expansions N] [--take-free-way 0|1] [--aside-after-ahead 0|1] [--retry-max MS] [--queries N] [--seed N]"
-                    " [--move-ahead 0|1] [--park-any 0|1] [--max-displaced N] [--door MS]\n"
+                    " [--move-ahead 0|1] [--park-any 0|1] [--max-displaced N] [--door MS] [--cross MS]\n"
                     "         [--answers FILE.jsonl] [--server HOST:PORT --scene NAME (wire)]\n");
     exit(2);
 }
@@ -928,7 +930,8 @@ int main(int argc, char **argv)
     run_args ra = { .mode = "reserve", .agents = 500, .game_ms = 600000, .unit2_pct = 20, .scene_units = 2,
                     .window_ms = PD_RESERVE_DEFAULT_WINDOW_MS, .yield_ms = 2000, .clear_holds = 1,
                     .long_expansions = 0, .move_ahead = 1, .park_any = 1,
-                    .give_way_ms = PD_YIELD_GIVE_WAY_MS, .door_ms = PD_YIELD_DOOR_MS, .aside_after_ahead = 1 };
+                    .give_way_ms = PD_YIELD_GIVE_WAY_MS, .door_ms = PD_YIELD_DOOR_MS, .aside_after_ahead = 1,
+                    .cross_ms = PD_YIELD_CROSS_MS };
     int queries = 200;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -975,6 +978,8 @@ int main(int argc, char **argv)
             ra.max_displaced = (uint32_t)atoi(v);
         else if (!strcmp(argv[i], "--door"))
             ra.door_ms = atoll(v);
+        else if (!strcmp(argv[i], "--cross"))
+            ra.cross_ms = atoll(v);
         else if (!strcmp(argv[i], "--give-way"))
             ra.give_way_ms = atoll(v);
         else if (!strcmp(argv[i], "--queries"))

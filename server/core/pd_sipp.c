@@ -262,11 +262,13 @@ static int pd__may_hold(const pd__srun *r, uint32_t cell)
 }
 
 /* Whether another agent's span counts: the agent's own never do, nor holds
- * for good that the caller will move aside (pd_sipp_params.passable). */
+ * for good that the caller will move aside (pd_sipp_params.passable), nor
+ * spans the caller will cut (ignore_span). */
 static inline int pd__ignored(const pd__srun *r, const pd_reserve_span *s)
 {
     return s->slot == r->self ||
-           (s->t1 == PD_RESERVE_FOREVER && r->p->passable && r->p->passable(r->p->passable_user, s->slot));
+           (s->t1 == PD_RESERVE_FOREVER && r->p->passable && r->p->passable(r->p->passable_user, s->slot)) ||
+           (r->p->ignore_span && r->p->ignore_span(r->p->ignore_user, s));
 }
 
 /* ---- the reverse resumable search: exact static times to the goal ----
@@ -1066,11 +1068,11 @@ pd_status pd_sipp_plan(pd_sipp_ctx *ctx, const pd_reserve *table, const pd_grid 
 
     /* The static shortest path, when the table leaves it free, is optimal
      * (pd_sipp_direct.h): no search over time at all. Not for pd_yield's
-     * plans through holders (passable) or to any parking cell (park_ok),
-     * which the fast path knows nothing of; and a PARTIAL one only where
+     * plans through holders (passable), past later plans (ignore_span) or
+     * to any parking cell (park_ok), which the fast path knows nothing of; and a PARTIAL one only where
      * the rule on holds (hold_ok, which restricts handovers, not a goal
      * reached) accepts its last cell. */
-    const int tried_direct = !p->sipp_only && !p->passable && !p->park_ok;
+    const int tried_direct = !p->sipp_only && !p->passable && !p->park_ok && !p->ignore_span;
     if (tried_direct &&
         pd_sipp_direct_plan(&ctx->direct, table, grid, p, r->self, r->use_table, r->t_end, &out, &st, &direct_us)) {
         const pd_waypoint *last = out.n_waypoints ? &out.waypoints[out.n_waypoints - 1] : NULL;

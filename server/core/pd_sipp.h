@@ -190,6 +190,12 @@ typedef struct pd_sipp_params {
      * be dear. */
     int (*hold_ok)(void *user, int32_t x, int32_t y);
     void *hold_user;
+    /* ignore_span: when set, another agent's span it returns nonzero for
+     * is not there for this plan - pd_yield's crossing (pd_yield.h): plans
+     * that reach R's way only after a while give way to a requester that
+     * stood long, and are re-planned round it. */
+    int (*ignore_span)(void *user, const pd_reserve_span *s);
+    void *ignore_user;
 } pd_sipp_params;
 
 typedef struct pd_sipp_result {

@@ -32,6 +32,7 @@ struct pd_yield_ctx {
     const pd_reserve *table;
     const pd_yield_params *y;
     int64_t t0, stood;
+    int64_t far;                       /* cross_ms: spans from here on give way */
     uint32_t self;
     /* R's P1's cells (pd__cell_key), sorted: where no holder may park */
     uint64_t *way;
@@ -333,6 +334,14 @@ static int pd__hold_ok(void *user, int32_t x, int32_t y)
     return pd__clear(yc->y->unit_grids, yc->y->max_unit, yc->table, yc->self, yc->hold_unit, x, y);
 }
 
+/* pd_sipp_params.hold_ok for the agent in yc->park_self, of unit
+ * yc->park_unit (a crosser whose end R took). */
+static int pd__hold_ok_other(void *user, int32_t x, int32_t y)
+{
+    const pd_yield_ctx *yc = user;
+    return pd__clear(yc->y->unit_grids, yc->y->max_unit, yc->table, yc->park_self, yc->park_unit, x, y);
+}
+
 /* pd_sipp_params.park_ok for a holder of unit yc->park_unit: no cell of
  * its footprint at (x, y) is one of R's P1 (yc->way, sorted). */
 static int pd__park_ok(void *user, int32_t x, int32_t y)
@@ -626,6 +635,138 @@ static void pd__door_undo(pd_reserve *t, const pd_yield_ctx *yc, int n)
     pd_reserve_set_limits(t, &kept);
 }
 
+/* The agents h[0..found) (their meet set: when each first crosses R's
+ * way) each keep their plan up to its first waypoint arriving at or after
+ * `far`, which must come before that crossing: their plans from there are
+ * kept in yc->old for undoing, and cut. 1 with all cut; 0 with the table
+ * as it was. */
+static size_t pd__plan_from(pd_yield_ctx *yc, const pd_reserve *table, int i, int64_t from)
+{
+    size_t n = pd_reserve_agent_plan(table, yc->h[i].agent, from, yc->old[i], yc->cap_old[i]);
+    if (n > yc->cap_old[i]) {
+        pd_waypoint *b = realloc(yc->old[i], n * sizeof *b);
+        if (!b)
+            return 0;
+        yc->old[i] = b;
+        yc->cap_old[i] = n;
+        n = pd_reserve_agent_plan(table, yc->h[i].agent, from, yc->old[i], yc->cap_old[i]);
+    }
+    return n;
+}
+
+static int pd__cut_crossers(pd_yield_ctx *yc, pd_reserve *table, int64_t far, int64_t near, int found, int before)
+{
+    for (int i = 0; i < found; i++) {
+        pd__holder *h = &yc->h[i];
+        size_t n = pd__plan_from(yc, table, i, far);
+        if ((n < 2 || yc->old[i][0].t_arrive_ms > h->meet - before) && near < far)
+            n = pd__plan_from(yc, table, i, near);
+        if (n < 2 || yc->old[i][0].t_arrive_ms > h->meet - before)
+            return 0;
+        yc->n_old[i] = n;
+        h->t0 = yc->old[i][0].t_arrive_ms;
+    }
+    /* Cut: each leaves the table at that waypoint. */
+    for (int i = 0; i < found; i++) {
+        const pd__holder *h = &yc->h[i];
+        const pd_waypoint stop = { yc->old[i][0].x, yc->old[i][0].y, h->t0, h->t0 };
+        if (pd_reserve_replace(table, h->agent, h->info.unit, h->t0, &stop, 1, NULL) != PD_OK) {
+            pd__door_undo(table, yc, i);
+            return 0;
+        }
+        pd_reserve_set_renewed(table, h->agent, h->info.renewed_ms);
+    }
+    return 1;
+}
+
+/* After pd__cut_crossers and R's plan rr reserved: each agent cut is
+ * re-planned from its cut to where its plan ended, round R (a long plan,
+ * the same at_goal), and must get there. 1 with every plan reserved (R's
+ * in *r, the others' in yc->out); 0 with the table as it was before the
+ * cut, R's reservations from t0 on gone (the caller reserves its P0). */
+static int pd__replan_crossers(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_sipp_params *p,
+                               const pd_yield_params *y, int64_t window0, int found, uint64_t budget,
+                               pd_sipp_result *rr, pd_sipp_result *r)
+{
+    const int64_t max_window = pd_reserve_get_limits(table)->max_window_ms;
+    /* R's plan in the context's buffer: keep it past the others' plans. */
+    if (rr->waypoints != yc->p1 && pd__keep(&yc->p1, &yc->cap1, rr->waypoints, rr->n_waypoints) != 0)
+        goto undo;
+    rr->waypoints = yc->p1;
+    const pd_waypoint *rend = &rr->waypoints[rr->n_waypoints - 1];
+    uint64_t left = 2u * budget; /* one request's lane step stays bounded */
+    for (int i = 0; i < found; i++) {
+        const pd__holder *h = &yc->h[i];
+        const pd_waypoint *end = &yc->old[i][yc->n_old[i] - 1];
+        const int32_t k = (int32_t)h->info.unit, rk = (int32_t)p->unit;
+        /* First come at a goal: its plan parked where R now parks for
+         * good (two goals over one cell). It plans in the request's window
+         * as near as it can hold clear of others, and the game sees it
+         * cannot get there while R stands. */
+        const int taken = end->t_leave_ms == PD_RESERVE_FOREVER && rend->t_leave_ms == PD_RESERVE_FOREVER &&
+                          end->x < rend->x + rk && rend->x < end->x + k && end->y < rend->y + rk &&
+                          rend->y < end->y + k;
+        pd_sipp_params q = { .agent = h->agent, .unit = h->info.unit,
+                                   .start = { yc->old[i][0].x, yc->old[i][0].y }, .goal = { end->x, end->y },
+                                   .t0_ms = h->t0, .speed = h->info.speed,
+                                   .window_ms = max_window > 0 ? max_window : 0,
+                                   .at_goal = end->t_leave_ms == PD_RESERVE_FOREVER ? PD_AT_GOAL_PARK
+                                                                                     : PD_AT_GOAL_VANISH,
+                                   .connectivity = p->connectivity,
+                                   .max_expansions = budget, .poll = p->poll, .poll_user = p->poll_user };
+        pd_sipp_result rh;
+        int fell = 0;
+        pd_status st;
+        yc->park_unit = h->info.unit;
+        yc->park_self = pd_reserve_agent_slot(table, h->agent);
+        if (y->clear_holds) {
+            q.hold_ok = pd__hold_ok_other;
+            q.hold_user = yc;
+        }
+        if (taken) {
+            q.window_ms = window0;
+            st = pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh);
+            if (st == PD_NO_PATH && q.hold_ok) {
+                q.hold_ok = NULL; /* nowhere clear in reach: as R's own plan would */
+                st = pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh);
+            }
+        } else if (budget) {
+            /* All the way, in the crossing's own budget: the long plans'
+             * (pd__plan_long) is too small for one that waits for R. */
+            q.max_expansions = left < budget ? left : budget;
+            st = q.max_expansions ? pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh)
+                                  : PD_BUDGET_EXCEEDED;
+            if (st != PD_BUDGET_EXCEEDED)
+                left -= rh.expanded < left ? rh.expanded : left;
+        } else {
+            q.max_expansions = y->max_expansions ? y->max_expansions : PD_YIELD_DEFAULT_EXPANSIONS;
+            st = pd__reserve_long(ctx, table, y->unit_grids[h->info.unit], &q, y, window0, &rh, &fell);
+        }
+        /* Its old plan reached `end`: a PARTIAL one stops short of it,
+         * maybe for good behind R's hold (no way round) - unless its end
+         * is taken. */
+        if (st != PD_OK && !(taken && st == PD_PARTIAL)) {
+            yc->culprit = h->agent;
+            goto undo;
+        }
+        pd_reserve_set_renewed(table, h->agent, h->info.renewed_ms);
+        if (pd__keep(&yc->aside[i], &yc->cap_aside[i], rh.waypoints, rh.n_waypoints) != 0)
+            goto undo;
+        yc->out[i] = (pd_displaced){ .agent = h->agent, .unit = h->info.unit, .speed = h->info.speed,
+                                     .t0_ms = h->t0, .waypoints = yc->aside[i], .n_waypoints = rh.n_waypoints,
+                                     .reserved_until_ms = rh.reserved_until_ms };
+    }
+    if (r)
+        *r = *rr;
+    return 1;
+undo : {
+    const pd_waypoint stop = { p->start.x, p->start.y, p->t0_ms, p->t0_ms };
+    pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, &stop, 1, NULL);
+    pd__door_undo(table, yc, found);
+    return 0;
+}
+}
+
 /* Coming in at its own door (door_ms): R stands one step from its goal
  * and may not park there, because other agents' plans cross the goal
  * later on (a hold is for good). When every crossing left starts after
@@ -640,7 +781,6 @@ static int pd__door(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const
                     int *found_out)
 {
     const int64_t far = p->t0_ms + window0;
-    const int64_t max_window = pd_reserve_get_limits(table)->max_window_ms;
     int found = 0;
     *found_out = -1;
     for (int32_t gy = p->goal.y; gy < p->goal.y + (int32_t)p->unit; gy++)
@@ -650,8 +790,8 @@ static int pd__door(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const
             for (size_t j = 0; j < ns; j++) {
                 if (s[j].slot == yc->self || s[j].t1 <= p->t0_ms || s[j].t0 < far)
                     continue; /* its own, past, or near: R's plan waits for those */
-                if (s[j].t1 == PD_RESERVE_FOREVER)
-                    return 0; /* a hold: moving holders' business */
+                /* A hold from far on is an agent still on its way to park
+                 * over R's goal: R, there first, takes it (pd__replan_crossers). */
                 const uint64_t id = pd_reserve_slot_agent(table, s[j].slot);
                 int k = 0;
                 while (k < found && yc->h[k].agent != id)
@@ -677,34 +817,8 @@ static int pd__door(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const
     if (!found)
         return 0;
     *found_out = found;
-    /* Each one's plan from its first waypoint at or after `far`, kept for
-     * undoing; the waypoint must come before its crossing. */
-    for (int i = 0; i < found; i++) {
-        pd__holder *h = &yc->h[i];
-        size_t n = pd_reserve_agent_plan(table, h->agent, far, yc->old[i], yc->cap_old[i]);
-        if (n > yc->cap_old[i]) {
-            pd_waypoint *b = realloc(yc->old[i], n * sizeof *b);
-            if (!b)
-                return 0;
-            yc->old[i] = b;
-            yc->cap_old[i] = n;
-            n = pd_reserve_agent_plan(table, h->agent, far, yc->old[i], yc->cap_old[i]);
-        }
-        if (n < 2 || yc->old[i][0].t_arrive_ms > h->meet)
-            return 0;
-        yc->n_old[i] = n;
-        h->t0 = yc->old[i][0].t_arrive_ms;
-    }
-    /* Cut: each leaves the table at that waypoint. */
-    for (int i = 0; i < found; i++) {
-        const pd__holder *h = &yc->h[i];
-        const pd_waypoint stop = { yc->old[i][0].x, yc->old[i][0].y, h->t0, h->t0 };
-        if (pd_reserve_replace(table, h->agent, h->info.unit, h->t0, &stop, 1, NULL) != PD_OK) {
-            pd__door_undo(table, yc, i);
-            return 0;
-        }
-        pd_reserve_set_renewed(table, h->agent, h->info.renewed_ms);
-    }
+    if (!pd__cut_crossers(yc, table, far, far, found, 0))
+        return 0;
     pd_sipp_result rr;
     pd_status st = pd_sipp_reserve(ctx, table, grid, p, &rr);
     if (st != PD_OK) {
@@ -715,48 +829,127 @@ static int pd__door(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const
         pd__door_undo(table, yc, found);
         return 0;
     }
-    /* R's plan in the context's buffer: keep it past the others' plans. */
-    if (pd__keep(&yc->p1, &yc->cap1, rr.waypoints, rr.n_waypoints) != 0)
-        goto undo;
-    rr.waypoints = yc->p1;
-    for (int i = 0; i < found; i++) {
-        const pd__holder *h = &yc->h[i];
-        const pd_waypoint *end = &yc->old[i][yc->n_old[i] - 1];
-        const pd_sipp_params q = { .agent = h->agent, .unit = h->info.unit,
-                                   .start = { yc->old[i][0].x, yc->old[i][0].y }, .goal = { end->x, end->y },
-                                   .t0_ms = h->t0, .speed = h->info.speed,
-                                   .window_ms = max_window > 0 ? max_window : 0,
-                                   .at_goal = end->t_leave_ms == PD_RESERVE_FOREVER ? PD_AT_GOAL_PARK
-                                                                                     : PD_AT_GOAL_VANISH,
-                                   .connectivity = p->connectivity,
-                                   .max_expansions = y->max_expansions ? y->max_expansions
-                                                                       : PD_YIELD_DEFAULT_EXPANSIONS,
-                                   .poll = p->poll, .poll_user = p->poll_user };
-        pd_sipp_result rh;
-        int fell;
-        st = pd__reserve_long(ctx, table, y->unit_grids[h->info.unit], &q, y, window0, &rh, &fell);
-        /* Its old plan reached `end`: a PARTIAL one stops short of it,
-         * maybe for good behind R's hold (no way round). */
-        if (st != PD_OK) {
-            yc->culprit = h->agent;
-            goto undo;
-        }
-        pd_reserve_set_renewed(table, h->agent, h->info.renewed_ms);
-        if (pd__keep(&yc->aside[i], &yc->cap_aside[i], rh.waypoints, rh.n_waypoints) != 0)
-            goto undo;
-        yc->out[i] = (pd_displaced){ .agent = h->agent, .unit = h->info.unit, .speed = h->info.speed,
-                                     .t0_ms = h->t0, .waypoints = yc->aside[i], .n_waypoints = rh.n_waypoints,
-                                     .reserved_until_ms = rh.reserved_until_ms };
-    }
-    if (r)
-        *r = rr;
-    return 1;
-undo : {
-    const pd_waypoint stop = { p->start.x, p->start.y, p->t0_ms, p->t0_ms };
-    pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, &stop, 1, NULL);
-    pd__door_undo(table, yc, found);
-    return 0;
+    return pd__replan_crossers(yc, ctx, table, p, y, window0, found, 0, &rr, r);
 }
+
+/* ignore_span for the crossing's P1: another agent's span that begins at
+ * or after yc->far (R's own never counts anyway). */
+static int pd__later_span(void *user, const pd_reserve_span *s)
+{
+    const pd_yield_ctx *yc = user;
+    return s->t0 >= yc->far;
+}
+
+/* The agents whose spans from yc->far on R's plan wp[0..n) (unit k)
+ * crosses, in the order it meets them, into yc->h with the time each is
+ * first met: how many (0: none), or -1 when more than fit or one cannot be
+ * cut (pd__door's rules: a known speed and unit grid, a plan no block
+ * cut). */
+static int pd__crossers(pd_yield_ctx *yc, const pd_reserve *t, const pd_waypoint *wp, size_t n, uint32_t k)
+{
+    const pd_yield_params *y = yc->y;
+    int found = 0;
+    for (size_t i = 0; i < n; i++)
+        for (int move = 0; move < 2; move++) {
+            int64_t t0, t1;
+            int32_t x0 = wp[i].x, y0 = wp[i].y, x1 = wp[i].x, y1 = wp[i].y;
+            if (!move) {
+                t0 = wp[i].t_arrive_ms;
+                t1 = wp[i].t_leave_ms;
+            } else {
+                if (i + 1 == n)
+                    break;
+                t0 = wp[i].t_leave_ms;
+                t1 = wp[i + 1].t_arrive_ms;
+                x0 = wp[i + 1].x < x0 ? wp[i + 1].x : x0;
+                y0 = wp[i + 1].y < y0 ? wp[i + 1].y : y0;
+                x1 = wp[i + 1].x > x1 ? wp[i + 1].x : x1;
+                y1 = wp[i + 1].y > y1 ? wp[i + 1].y : y1;
+            }
+            if (t1 <= t0)
+                continue;
+            for (int32_t cy = y0; cy <= y1 + (int32_t)k - 1; cy++)
+                for (int32_t cx = x0; cx <= x1 + (int32_t)k - 1; cx++) {
+                    size_t ns;
+                    const pd_reserve_span *s = pd_reserve_cell(t, cx, cy, &ns);
+                    for (size_t j = pd_reserve_first_ending_after(s, ns, sizeof *s, t0); j < ns && s[j].t0 < t1;
+                         j++) {
+                        if (s[j].slot == yc->self || s[j].t0 < yc->far)
+                            continue;
+                        const uint64_t id = pd_reserve_slot_agent(t, s[j].slot);
+                        const int64_t meet = s[j].t0 > t0 ? s[j].t0 : t0;
+                        int m = 0;
+                        while (m < found && yc->h[m].agent != id)
+                            m++;
+                        if (m < found) {
+                            if (meet < yc->h[m].meet)
+                                yc->h[m].meet = meet;
+                            continue;
+                        }
+                        if ((uint32_t)found == pd__max_displaced(y))
+                            return -1;
+                        pd__holder *h = &yc->h[found];
+                        h->agent = id;
+                        if (!pd_reserve_agent_info_get(t, id, &h->info) || h->info.speed <= 0 || h->info.unit < 1 ||
+                            h->info.unit > y->max_unit || !y->unit_grids[h->info.unit] ||
+                            pd_reserve_was_cut(t, id))
+                            return -1;
+                        h->meet = meet;
+                        found++;
+                    }
+                }
+        }
+    return found;
+}
+
+/* Crossing at last (cross_ms): R has stood that long and P0 does not take
+ * it to its goal within its window, while a plan through the others'
+ * later plans would. R plans all the way with every other agent's spans
+ * from t0 + window on ignored (pd__later_span); when that reaches the goal
+ * (and gains on P0, when P0 does too), the agents it crosses there (at most
+ * PD_YIELD_MAX_DISPLACED) keep their plans up to their first waypoint
+ * from t0 + window on, R plans all the way on that table (and must reach
+ * its goal, and gain as above), and each is re-planned from its cut to where its
+ * plan ended, round R - pd__door's cut and re-plans, for R's whole way
+ * rather than its goal. 1 with all of it reserved (the agents' new plans
+ * in yc->out); 0 with the table as it was. */
+static int pd__cross(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_grid *grid,
+                     const pd_sipp_params *p, const pd_yield_params *y, int64_t window0, const pd_sipp_result *r0,
+                     int r0_short, pd_sipp_result *r, int *found_out)
+{
+    const int64_t max_window = pd_reserve_get_limits(table)->max_window_ms;
+    *found_out = -1;
+    yc->far = p->t0_ms + window0;
+    pd_sipp_params px = *p;
+    px.window_ms = max_window > 0 ? max_window : 0;
+    px.hold_ok = NULL;
+    px.ignore_span = pd__later_span;
+    px.ignore_user = yc;
+    pd_sipp_result rx;
+    int fell;
+    /* P0 short of the goal (PARTIAL) has an eta that is a guess (its
+     * handover's time plus the static rest): any plan that gets there
+     * beats it. */
+    if (pd__plan_long(ctx, table, grid, &px, y, window0, &rx, &fell) != PD_OK || fell ||
+        (!r0_short && !pd__gains(r0, &rx)))
+        return 0;
+    const int found = pd__crossers(yc, table, rx.waypoints, rx.n_waypoints, p->unit);
+    if (found <= 0)
+        return 0;
+    *found_out = found;
+    /* R's way is P1 itself: the crossers were found for it, and they
+     * keep only what P1 went round (their plans before far). Each must
+     * stand on its cut strictly before P1 gets there, or it could not
+     * start from it. */
+    if (pd__keep(&yc->p1, &yc->cap1, rx.waypoints, rx.n_waypoints) != 0 ||
+        !pd__cut_crossers(yc, table, yc->far, p->t0_ms, found, 1))
+        return 0;
+    rx.waypoints = yc->p1;
+    if (pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, yc->p1, rx.n_waypoints, NULL) != PD_OK) {
+        pd__door_undo(table, yc, found);
+        return 0;
+    }
+    return pd__replan_crossers(yc, ctx, table, p, y, window0, found, PD_YIELD_CROSS_EXPANSIONS, &rx, r);
 }
 
 pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_grid *grid,
@@ -963,7 +1156,7 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
                 yr->culprit = yc->culprit;
                 yr->undone_why = yc->undone_why;
             }
-            if (y->aside_after_ahead && yc->undone_why == 2) {
+            if (y->aside_after_ahead && (yc->undone_why == 2 || yc->undone_why == 4)) {
                 /* A holder found no anchor in time: its only way out
                  * of R's way is past R (a swap in a pocket). Moved
                  * aside it steps off R's whole way first and R waits
@@ -1014,6 +1207,34 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
             yr->outcome = PD_YIELD_OUT_ASIDE_UNDONE;
             yr->culprit = yc->culprit;
             yr->undone_why = yc->undone_why;
+        }
+    }
+
+    if (y->cross_ms > 0 && stood >= y->cross_ms && window0 > 0 && !p->targets &&
+        (st == PD_PARTIAL || (r0.n_waypoints && r0.waypoints[0].t_leave_ms > p->t0_ms + window0))) {
+        int cfound;
+        pd_sipp_result rc;
+        if (pd__cross(yc, ctx, table, grid, p, y, window0, &r0, st == PD_PARTIAL, &rc, &cfound)) {
+            rc.expanded += r0.expanded;
+            rc.reverse_expanded += r0.reverse_expanded;
+            if (r)
+                *r = rc;
+            if (yr) {
+                yr->tried = 1;
+                yr->undone = 0;
+                yr->displaced = yc->out;
+                yr->n_displaced = (size_t)cfound;
+                yr->found = cfound;
+                yr->outcome = PD_YIELD_OUT_KEPT_CROSS;
+            }
+            pd_reserve_note_speed(table, p->agent, p->speed);
+            return PD_OK;
+        }
+        if (yr && cfound > 0) {
+            yr->tried = 1;
+            yr->undone = 1;
+            yr->culprit = yc->culprit;
+            yr->outcome = PD_YIELD_OUT_CROSS_UNDONE;
         }
     }
 

@@ -74,8 +74,10 @@
  * has left: the table, not a list of cells, says where R will be (PIBT's
  * push, planned over time). If any holder cannot move, R's P1 and every
  * cut go back and the attempt counts as undone. When the holder found no
- * anchor at all (aside_after_ahead), moving aside is tried on the same
- * request: a holder whose only way out of R's way passes R's start (two
+ * anchor at all, or P1 meets it at once (nothing to cut: two 2 x 2s side
+ * by side in a chamber of Berlin_0_256, seed 1, each attempt undone so;
+ * test_yield_aside_when_ahead_meets_at_once) (aside_after_ahead), moving
+ * aside is tried on the same request: a holder whose only way out of R's way passes R's start (two
  * agents to swap in a pocket, each wanting the other's side) cannot get
  * out ahead of R, who reserves its way from t0 on, but it can once R
  * waits for it. Seen on Berlin_0_256 seed 1: two 2 x 2s in a dead end
@@ -120,8 +122,8 @@
  * stood one step from their goal (docs/BENCHMARKS.md, seventh pass). When
  * R stands one step from its goal (an anchor's 8-neighbour), may move
  * holders (after_ms, the back-off) and has stood door_ms, and P0 does not
- * reach the goal: if every crossing of the goal left is no hold for good,
- * starts after R's window (t0 + window) and belongs to an agent M (at
+ * reach the goal: if every crossing of the goal left starts after R's
+ * window (t0 + window) and belongs to an agent M (at
  * most PD_YIELD_MAX_DISPLACED of them) whose plan has a waypoint from
  * then on before its crossing, each M keeps its plan up to that waypoint
  * (the table's pd_reserve_agent_plan reads it), R plans as usual and must
@@ -134,7 +136,36 @@
  * table's limits off for that: they bound decisions, not a plan given
  * back) and R tries the moves above. Each M's search has the aside
  * plans' budget (max_expansions). Crossings within the window stay: R's
- * plan waits for them.
+ * plan waits for them. First come at a goal: an M that was to park over
+ * R's goal (two goals over one cell; its hold begins after R's window, so
+ * it is still on its way) finds it taken: its re-plan is the request's own
+ * window, as near as it can hold (clear), PARTIAL accepted
+ * (test_yield_door_first_come; before, any later hold stopped the door and
+ * R stood below its goal until M came, for good).
+ *
+ * Crossing at last (cross_ms), when the way is taken far ahead. Agents
+ * whose reservations reach their goal plan all the way, so a busy street
+ * is reserved by plans that cross it 10 - 40 s ahead, and an agent that
+ * must cross it or go along it, planning in its window, always finds its
+ * way taken after the window's end: its P0 stands short of its goal for
+ * good, request after request, while the others' plans keep coming (on
+ * den520d seed 21, 500 agents: 15 of the 20 deadlocked agents had a plan
+ * to their goal on the table as it was, after a wait of up to 41 s). First
+ * come is not fair there: whoever reserved later, farther ahead, wins.
+ * When R has stood cross_ms (and may move holders, on a back-off
+ * attempt), and P0 does not take it to its goal within its window (PARTIAL,
+ * or it first leaves after the window), R plans all the way with every
+ * other agent's spans that begin at or after far = t0 + window ignored
+ * (pd_sipp_params.ignore_span). When that plan reaches the goal (and
+ * gains on P0 when P0 reaches it too), the agents whose later spans it
+ * crosses (at most PD_YIELD_MAX_DISPLACED; none with a plan a block cut)
+ * are handled as door_ms handles the crossings of R's goal: each keeps its
+ * plan up to its first waypoint arriving at or after far, which must come
+ * before its crossing, R plans all the way on that table (and must reach
+ * its goal), and each is re-planned from its cut to where its plan ended,
+ * round R; if any cannot get there, every plan goes back as it was. The
+ * plans within R's window stand (R waits for them), and holds for good
+ * begun before far stay the other rules' business.
  *
  * Taking the way round (take_free_way), when there is nobody to move.
  * A windowed plan ranks a handover by its time plus the static rest from
@@ -207,6 +238,12 @@
  * reach its old plan's end) (docs/BENCHMARKS.md, "Deadlocks, eighth
  * pass"). */
 #define PD_YIELD_DOOR_MS 2000
+/* pd_yield_params.cross_ms in the server and the agents bench (see
+ * "Crossing at last"). */
+#define PD_YIELD_CROSS_MS 4000
+/* Each re-plan of an agent crossing_at_last cut (its way to where its
+ * plan ended, round R, all the way). */
+#define PD_YIELD_CROSS_EXPANSIONS 16000
 /* Each aside plan's expansions when the caller sets none. */
 #define PD_YIELD_DEFAULT_EXPANSIONS 4000
 /* Each long plan's (pd_yield_params.long_expansions) when the caller sets none. */
@@ -272,6 +309,12 @@ typedef struct pd_yield_params {
      * window are moved aside on the same request (the server and the
      * bench: on). */
     int aside_after_ahead;
+    /* Crossing at last (cross_ms, above): a requester that has stood this
+     * long (and may move holders) and whose plan does not take it to its
+     * goal within its window has the plans that reach its whole way only
+     * after its window cut there and re-planned round it; <= 0: never
+     * (the server and the bench: PD_YIELD_CROSS_MS). */
+    int64_t cross_ms;
 } pd_yield_params;
 
 /* An agent moved: its new plan replaces its reservations from t0_ms on
@@ -326,7 +369,9 @@ enum {
     PD_YIELD_OUT_KEPT_ASIDE,
     PD_YIELD_OUT_TOOK_P1,              /* take_free_way */
     PD_YIELD_OUT_KEPT_DOOR,            /* door_ms: R parked, the far crossings re-planned */
-    PD_YIELD_OUT_DOOR_UNDONE           /* door_ms: tried and undone */
+    PD_YIELD_OUT_DOOR_UNDONE,          /* door_ms: tried and undone */
+    PD_YIELD_OUT_KEPT_CROSS,           /* cross_ms: R's way kept, the later plans re-planned round it */
+    PD_YIELD_OUT_CROSS_UNDONE          /* cross_ms: tried and undone */
 };
 
 /*

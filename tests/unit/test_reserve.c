@@ -1671,6 +1671,19 @@ static void sim_block(scene *s, pd_reserve *t, answers *log, agent *ag, int64_t 
     }
 }
 
+/* When an agent decides again: `ahead` waypoints on; on the last one,
+ * halfway through its hold, or idle_min + up to idle_spread ms later when
+ * it parks. */
+static int64_t next_decision(const agent *a, int64_t now, int ahead, int64_t idle_min, uint32_t idle_spread)
+{
+    const int cur = pd_plan_index_at(a->plan, a->n, now);
+    assert_true(cur >= 0);
+    if (cur + 1 < (int)a->n)
+        return a->plan[cur + ahead < (int)a->n ? cur + ahead : (int)a->n - 1].t_arrive_ms;
+    const int64_t leave = a->plan[a->n - 1].t_leave_ms;
+    return leave == FOREVER || leave <= now ? now + idle_min + rnd(idle_spread) : now + 1 + (leave - now) / 2;
+}
+
 /*
  * n_agents agents on scene s, deciding in time order on one clock: at a
  * decision an agent stands on a waypoint of its plan and reserves again from
@@ -1772,16 +1785,7 @@ static void simulate(scene *s, pd_reserve *t, pd_sipp_ctx *ctx, answers *log, in
         }
         /* Decide again a few waypoints on; on the last one, halfway
          * through its hold (or a while later when it parks). */
-        const int cur = pd_plan_index_at(a->plan, a->n, now);
-        assert_true(cur >= 0);
-        int64_t when;
-        if (cur + 1 < (int)a->n) {
-            when = a->plan[cur + 4 < (int)a->n ? cur + 4 : (int)a->n - 1].t_arrive_ms;
-        } else {
-            const int64_t leave = a->plan[a->n - 1].t_leave_ms;
-            when = leave == FOREVER || leave <= now ? now + 500 + rnd(2000) : now + 1 + (leave - now) / 2;
-        }
-        a->next = pd_plan_next_stop(a->plan, a->n, when);
+        a->next = pd_plan_next_stop(a->plan, a->n, next_decision(a, now, 4, 500, 2000));
 
         if (block_every && ++decisions % (uint64_t)block_every == 0)
             sim_block(s, t, log, ag, now, &st);
@@ -2317,6 +2321,77 @@ static void test_yield_aside_after_ahead(void **state)
     assert_int_equal(pocket_swap(state, 1, "yield_pocket_aside_after_ahead"), 1);
 }
 
+/* Moving aside after moving ahead when P1 meets the holder at once (the
+ * chamber of Berlin_0_256 at x 226-245, y 118-133, where two 2 x 2s stood
+ * for good side by side in the agents bench, seed 1: agents 474 and 45).
+ * A parked at (8, 9) wants the pocket up at (12, 6); B parked beside it at
+ * (10, 8), on A's way. A's first move already touches B's footprint, so
+ * moving ahead has nothing to cut (undone_why 4) and was undone on every
+ * attempt; moved aside, B steps off A's whole way and A waits for it.
+ * Returns whether A's plan reached its goal. */
+static int chamber_pair(void **state, int aside_after_ahead, const char *name)
+{
+    stage st;
+    stage_begin(&st, state, name, core_grid("..............######\n"
+                                            ".............#######\n"
+                                            "...........#########\n"
+                                            ".........###########\n"
+                                            "........######.#####\n"
+                                            "......#######..#####\n"
+                                            ".....#######...#####\n"
+                                            "..#...#####....#####\n"
+                                            "####...##.......####\n"
+                                            "####............####\n"
+                                            "#####...........####\n"
+                                            "#####........#######\n"
+                                            "######.....#########\n"
+                                            "#######..###########\n"
+                                            "#######...##########\n"
+                                            "########...#########\n"));
+    pd_yield_ctx *yc = pd_yield_ctx_create();
+    assert_non_null(yc);
+    const pd_yield_params y = { .after_ms = 2000, .unit_grids = (const pd_grid *const *)st.s.unit, .max_unit = 2,
+                                .clear_holds = 1, .move_ahead = 1, .park_any = 1,
+                                .aside_after_ahead = aside_after_ahead };
+    pd_yield_result yr;
+    const pd_sipp_params a0 = { .agent = 1, .unit = 2, .start = { 8, 9 }, .goal = { 8, 9 }, .speed = 1.5 };
+    const pd_sipp_params b0 = { .agent = 2, .unit = 2, .start = { 10, 8 }, .goal = { 10, 8 }, .t0_ms = 500,
+                                .speed = 1.5 };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &a0, &y, &st.r, &yr), PD_OK, "A parks");
+    answers_plan(&st.log, 1, 2, 1.5, 0, st.r.waypoints, st.r.n_waypoints);
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &b0, &y, &st.r, &yr), PD_OK, "B parks");
+    answers_plan(&st.log, 2, 2, 1.5, 500, st.r.waypoints, st.r.n_waypoints);
+    const pd_sipp_params a1 = { .agent = 1, .unit = 2, .start = { 8, 9 }, .goal = { 12, 6 }, .t0_ms = 3000,
+                                .speed = 1.5, .window_ms = 8000 };
+    const pd_status sa = pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &a1, &y, &st.r, &yr);
+    assert_true(sa == PD_OK || sa == PD_PARTIAL);
+    answers_plan(&st.log, 1, 2, 1.5, 3000, st.r.waypoints, st.r.n_waypoints);
+    assert_true(yr.tried);
+    assert_true(yr.ahead);
+    const pd_waypoint *last = &st.r.waypoints[st.r.n_waypoints - 1];
+    const int reached = sa == PD_OK && last->x == 12 && last->y == 6;
+    if (reached) {
+        assert_int_equal(yr.outcome, PD_YIELD_OUT_KEPT_ASIDE);
+        assert_int_equal(yr.n_displaced, 1);
+        const pd_displaced *d = &yr.displaced[0];
+        assert_int_equal(d->agent, 2);
+        answers_plan(&st.log, 2, 2, 1.5, d->t0_ms, d->waypoints, d->n_waypoints);
+    } else {
+        assert_int_equal(yr.outcome, PD_YIELD_OUT_AHEAD_UNDONE);
+        assert_int_equal(yr.undone_why, 4);
+        assert_int_equal(yr.n_displaced, 0);
+    }
+    pd_yield_ctx_destroy(yc);
+    stage_end(&st);
+    return reached;
+}
+
+static void test_yield_aside_when_ahead_meets_at_once(void **state)
+{
+    assert_int_equal(chamber_pair(state, 0, "yield_chamber_ahead_only"), 0);
+    assert_int_equal(chamber_pair(state, 1, "yield_chamber_aside_after_ahead"), 1);
+}
+
 /* Backing off (retry_max_ms): a requester whose attempt was undone, still
  * standing, does not try again (plans no P1) on its next request until its
  * wait crosses the next threshold (after_ms 1000: 1000, 2000, 4000, ...
@@ -2741,6 +2816,37 @@ static void test_yield_door_no_way_round(void **state)
     agents_end(&st, yc, rid, m);
 }
 
+/* First come at a goal: M, planned all the way from (20, 0) at 1 s, is to
+ * park on (5, 0) at about 16 s - the goal R stands one step below. Two
+ * goals over one cell; R is there first. Before, a hold crossing R's goal
+ * stopped the door (a hold was the holders' business, and M was not
+ * holding yet): R stood below its goal until M came, for good. Now R
+ * parks, and M's plan, cut at (15, 0) at 6 s, stops short of the goal
+ * taken (PARTIAL): the game sees it cannot get there while R stands. */
+static void test_yield_door_first_come(void **state)
+{
+    stage st;
+    const uint64_t rid = 195, m = 196;
+    pd_yield_ctx *yc = door_begin(&st, state, "yield_door_first_come",
+                                  core_grid(".....................\n"
+                                            "#####.###############\n"),
+                                  rid, (pd_point){ 5, 1 }, m, (pd_point){ 20, 0 }, (pd_point){ 5, 0 });
+    pd_yield_result yr;
+    const pd_status got = door_request(&st, yc, rid, (pd_point){ 5, 1 }, &yr);
+    log_moves(&st, rid, 3000, &yr);
+    expect_status(got, PD_OK, "R parks on its goal");
+    assert_int_equal(yr.outcome, PD_YIELD_OUT_KEPT_DOOR);
+    const pd_waypoint *end = &st.r.waypoints[st.r.n_waypoints - 1];
+    assert_true(end->x == 5 && end->y == 0 && end->t_leave_ms == FOREVER);
+    assert_int_equal(yr.n_displaced, 1);
+    const pd_displaced *d = &yr.displaced[0];
+    assert_int_equal(d->agent, m);
+    assert_true(d->waypoints[0].x == 15 && d->waypoints[0].y == 0 && d->t0_ms == 6000);
+    const pd_waypoint *mend = &d->waypoints[d->n_waypoints - 1];
+    assert_false(mend->x == 5 && mend->y == 0);
+    agents_end(&st, yc, rid, m);
+}
+
 /* Coming in at its own door, undone under a lowered limit (review of
  * issue 34's eighth pass): comes_in_at_door's ring, but the table's
  * max_entries is lowered (as a config reload does: pd_reservations_lock
@@ -2826,6 +2932,74 @@ static void test_yield_door_undo_over_a_gap(void **state)
     check_table(st.f->t, st.s.g->width, st.s.g->height);
     scene_free(&st.s);
     fclose(st.log.f);
+}
+
+/* Crossing at last (cross_ms): a T - a street (row 0) and a one-wide
+ * lane down from (10, 0). R stands at the street's west end (0, 0) from
+ * 0 and wants its east end (20, 0); M, planned all the way from the lane's
+ * foot (10, 10) at 1 s, comes up the lane to park at (10, 0) at 11 s, for
+ * good across R's way. R asks at 5 s (window 3 s): every plan on the
+ * table stops short of (10, 0) for good. With the rule M's plan is cut at
+ * its first waypoint from 8 s on ((10, 3) at 8 s), R gets its way to the
+ * goal, and M comes up behind R to park where it meant to. */
+static void crosses_at_last(void **state, int64_t cross_ms, const char *name)
+{
+    stage st;
+    const uint64_t rid = 191, m = 192;
+    pd_yield_ctx *yc = yield_begin(&st, state, name,
+                                   core_grid(".....................\n"
+                                             "##########.##########\n"
+                                             "##########.##########\n"
+                                             "##########.##########\n"
+                                             "##########.##########\n"
+                                             "##########.##########\n"
+                                             "##########.##########\n"
+                                             "##########.##########\n"
+                                             "##########.##########\n"
+                                             "##########.##########\n"
+                                             "##########.##########\n"));
+    stand_at(&st, yc, rid, (pd_point){ 0, 0 }, 0);
+    pd_yield_result yr;
+    const pd_sipp_params pm = { .agent = m, .unit = 1, .start = { 10, 10 }, .goal = { 10, 0 }, .t0_ms = 1000,
+                                .speed = 1.0 };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &pm, NULL, &st.r, &yr), PD_OK, "M");
+    answers_plan(&st.log, m, 1, 1.0, 1000, st.r.waypoints, st.r.n_waypoints);
+    const pd_grid *grids[2] = { NULL, st.s.unit[1] };
+    const pd_yield_params y = { .after_ms = 1000, .unit_grids = grids, .max_unit = 1, .move_ahead = 1,
+                                .cross_ms = cross_ms };
+    const pd_sipp_params p = { .agent = rid, .unit = 1, .start = { 0, 0 }, .goal = { 20, 0 }, .t0_ms = 5000,
+                               .speed = 1.0, .window_ms = 3000 };
+    const pd_status got = pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &p, &y, &st.r, &yr);
+    log_moves(&st, rid, 5000, &yr);
+    const pd_waypoint *end = &st.r.waypoints[st.r.n_waypoints - 1];
+    if (cross_ms) {
+        expect_status(got, PD_OK, "R reaches its goal");
+        assert_int_equal(yr.outcome, PD_YIELD_OUT_KEPT_CROSS);
+        assert_true(end->x == 20 && end->y == 0 && end->t_leave_ms == FOREVER);
+        assert_int_equal(yr.n_displaced, 1);
+        const pd_displaced *d = &yr.displaced[0];
+        assert_int_equal(d->agent, m);
+        assert_int_equal(d->t0_ms, 8000);
+        assert_true(d->waypoints[0].x == 10 && d->waypoints[0].y == 3 && d->waypoints[0].t_arrive_ms == 8000);
+        const pd_waypoint *mend = &d->waypoints[d->n_waypoints - 1];
+        assert_true(mend->x == 10 && mend->y == 0 && mend->t_leave_ms == FOREVER);
+        int64_t r_left = -1;
+        for (size_t i = 0; i < st.r.n_waypoints; i++)
+            if (st.r.waypoints[i].x == 10 && st.r.waypoints[i].y == 0)
+                r_left = st.r.waypoints[i].t_leave_ms;
+        assert_true(r_left > 0 && mend->t_arrive_ms >= r_left); /* M parks behind R */
+    } else {
+        expect_status(got, PD_PARTIAL, "R short of its goal");
+        assert_true(end->x < 10 && end->t_leave_ms == FOREVER);
+        assert_int_equal(yr.n_displaced, 0);
+    }
+    agents_end(&st, yc, rid, m);
+}
+
+static void test_yield_crosses_at_last(void **state)
+{
+    crosses_at_last(state, 0, "yield_no_cross");
+    crosses_at_last(state, 2000, "yield_cross");
 }
 
 /* Parking anywhere when nowhere is clear (park_any): a corridor (row 1)
@@ -2959,6 +3133,190 @@ static void test_moved_holder_keeps_the_clock(void **state)
     pd_reserve_destroy(t);
 }
 
+/* ---- every rule at once, at random: the table is what the answers say ----
+ *
+ * Agents on small random maps reserve through pd_yield_reserve with the
+ * server's rules on (crossing at last, the door, moving ahead and aside)
+ * at thresholds low enough that they fire often. After every request each
+ * agent's plan in the table from the request's time on must be exactly
+ * its copy built from the answers alone (R's plan and every displaced
+ * plan, each replacing from its t0_ms); a displaced plan never starts
+ * before the request; and the checker replays the answers. */
+static void yield_sim_merge(agent *a, int64_t t0, const pd_waypoint *wp, size_t n)
+{
+    size_t keep = 0;
+    while (keep < a->n && a->plan[keep].t_arrive_ms < t0)
+        keep++;
+    pd_waypoint *b = malloc((keep + n) * sizeof *b);
+    assert_non_null(b);
+    memcpy(b, a->plan, keep * sizeof *b);
+    if (keep && b[keep - 1].t_leave_ms > t0)
+        b[keep - 1].t_leave_ms = t0;
+    /* A wait that goes on where it was is one waypoint in the table. */
+    size_t skip = 0;
+    if (keep && n && b[keep - 1].x == wp[0].x && b[keep - 1].y == wp[0].y && b[keep - 1].t_leave_ms == t0) {
+        b[keep - 1].t_leave_ms = wp[0].t_leave_ms;
+        skip = 1;
+    }
+    memcpy(b + keep, wp + skip, (n - skip) * sizeof *b);
+    free(a->plan);
+    a->plan = b;
+    a->n = keep + n - skip;
+}
+
+static void yield_sim_expect_table(const pd_reserve *t, const agent *a, int64_t now, uint64_t request)
+{
+    size_t k = 0;
+    while (k < a->n && a->plan[k].t_arrive_ms < now)
+        k++;
+    const size_t want = a->n - k;
+    pd_waypoint *got = malloc((want + 1) * sizeof *got);
+    assert_non_null(got);
+    /* From its first waypoint arriving from now on (the table reads a
+     * plan from within a wait as starting at the wait's end). */
+    const size_t n = want ? pd_reserve_agent_plan(t, a->id, a->plan[k].t_arrive_ms, got, want + 1) : 0;
+    if (n != want) {
+        for (size_t i = 0; i < n && i <= want; i++)
+            print_message("table   %zu: (%d,%d %lld-%lld)\n", i, got[i].x, got[i].y, (long long)got[i].t_arrive_ms,
+                          (long long)got[i].t_leave_ms);
+        for (size_t i = 0; i < a->n; i++)
+            print_message("answers %zu: (%d,%d %lld-%lld)\n", i, a->plan[i].x, a->plan[i].y,
+                          (long long)a->plan[i].t_arrive_ms, (long long)a->plan[i].t_leave_ms);
+    }
+    if (n != want)
+        fail_msg("request %llu at %lld: agent %llu holds %zu waypoints from then, its answers %zu",
+                 (unsigned long long)request, (long long)now, (unsigned long long)a->id, n, want);
+    for (size_t i = 0; i < n; i++) {
+        const pd_waypoint *w = &a->plan[k + i];
+        if (got[i].x != w->x || got[i].y != w->y || got[i].t_arrive_ms != w->t_arrive_ms ||
+            got[i].t_leave_ms != w->t_leave_ms)
+            fail_msg("request %llu at %lld: agent %llu waypoint %zu: table (%d,%d %lld-%lld), answers (%d,%d "
+                     "%lld-%lld)",
+                     (unsigned long long)request, (long long)now, (unsigned long long)a->id, i, got[i].x, got[i].y,
+                     (long long)got[i].t_arrive_ms, (long long)got[i].t_leave_ms, w->x, w->y,
+                     (long long)w->t_arrive_ms, (long long)w->t_leave_ms);
+    }
+    free(got);
+}
+
+static void yield_random_round(fixture *f, int round, uint64_t *crossed, uint64_t *moved)
+{
+    rng_state = 9100 + (uint64_t)round;
+    scene s;
+    const int32_t w = 12 + (int32_t)rnd(8), h = 10 + (int32_t)rnd(8);
+    scene_init(&s, random_grid(w, h, 15 + (int)rnd(15), 0));
+    answers log;
+    char name[64];
+    snprintf(name, sizeof name, "yield_random_%d", round);
+    answers_open(&log, name, s.g);
+    pd_reserve_destroy(f->t);
+    f->t = pd_reserve_create(NULL);
+    pd_yield_ctx *yc = pd_yield_ctx_create();
+    pd_search_ctx *sctx = pd_search_ctx_create();
+    assert_non_null(yc);
+    assert_non_null(sctx);
+    const pd_grid *grids[3] = { NULL, s.unit[1], s.unit[2] };
+    const pd_yield_params y = { .after_ms = 500, .unit_grids = grids, .max_unit = 2, .clear_holds = 1,
+                                .move_ahead = 1, .park_any = 1, .give_way_ms = 1500, .door_ms = 1000,
+                                .aside_after_ahead = 1, .cross_ms = 1500, .retry_max_ms = 1000 };
+    const int n_agents = 10 + (int)rnd(14);
+    agent *ag = calloc((size_t)n_agents, sizeof *ag);
+    assert_non_null(ag);
+    for (int i = 0; i < n_agents; i++) {
+        agent *a = &ag[i];
+        a->id = 1000 + (uint64_t)i;
+        a->unit = rnd(100) < 15 ? 2u : 1u;
+        a->speed = 1.0 + rnd(3) * 0.5;
+        pd_sipp_result r;
+        pd_yield_result yr;
+        for (int tries = 0;; tries++) {
+            assert_true(tries < 1000);
+            a->goal = random_open(s.unit[a->unit]);
+            const pd_sipp_params p = { .agent = a->id, .unit = (uint32_t)a->unit, .start = a->goal,
+                                       .goal = a->goal, .speed = a->speed };
+            if (pd_yield_reserve(yc, f->ctx, f->t, s.unit[a->unit], &p, &y, &r, &yr) == PD_OK)
+                break;
+        }
+        answers_plan(&log, a->id, (uint32_t)a->unit, a->speed, 0, r.waypoints, r.n_waypoints);
+        keep_plan(a, &r);
+        a->at_goal = 1;
+        a->next = (int64_t)rnd(1000);
+    }
+    for (uint64_t request = 0;; request++) {
+        int who = 0;
+        for (int i = 1; i < n_agents; i++)
+            if (ag[i].next < ag[who].next)
+                who = i;
+        agent *a = &ag[who];
+        const int64_t now = a->next;
+        if (now >= 90000)
+            break;
+        const int at = pd_plan_index_at(a->plan, a->n, now);
+        assert_true(at >= 0);
+        const pd_waypoint here = a->plan[at];
+        if (a->at_goal && at + 1 == (int)a->n)
+            a->goal = random_goal(sctx, s.unit[a->unit], (pd_point){ here.x, here.y });
+        const pd_sipp_params p = { .agent = a->id, .unit = (uint32_t)a->unit, .start = { here.x, here.y },
+                                   .goal = a->goal, .t0_ms = now, .speed = a->speed,
+                                   .window_ms = 2000 + 1000 * (int64_t)rnd(3), .max_expansions = 200000 };
+        pd_sipp_result r;
+        pd_yield_result yr;
+        const pd_status rs = pd_yield_reserve(yc, f->ctx, f->t, s.unit[a->unit], &p, &y, &r, &yr);
+        if (rs == PD_OK || rs == PD_PARTIAL) {
+            answers_plan(&log, a->id, (uint32_t)a->unit, a->speed, now, r.waypoints, r.n_waypoints);
+            yield_sim_merge(a, now, r.waypoints, r.n_waypoints);
+            a->at_goal = rs == PD_OK;
+        } else if (rs == PD_NO_PATH || rs == PD_GOAL_BLOCKED || rs == PD_BUDGET_EXCEEDED) {
+            a->goal = random_goal(sctx, s.unit[a->unit], (pd_point){ here.x, here.y });
+            a->at_goal = 0;
+        } else {
+            fail_msg("request %llu: agent %llu at %lld: %s", (unsigned long long)request,
+                     (unsigned long long)a->id, (long long)now, pd_status_name(rs));
+        }
+        *crossed += yr.outcome == PD_YIELD_OUT_KEPT_CROSS;
+        for (size_t d = 0; d < yr.n_displaced; d++) {
+            const pd_displaced *dp = &yr.displaced[d];
+            assert_true(dp->agent >= 1000 && dp->agent < 1000 + (uint64_t)n_agents && dp->agent != a->id);
+            if (dp->t0_ms < now)
+                fail_msg("request %llu at %lld: agent %llu displaced from %lld", (unsigned long long)request,
+                         (long long)now, (unsigned long long)dp->agent, (long long)dp->t0_ms);
+            assert_true(dp->n_waypoints >= 1 && dp->waypoints[0].t_arrive_ms == dp->t0_ms);
+            answers_plan(&log, dp->agent, dp->unit, dp->speed, dp->t0_ms, dp->waypoints, dp->n_waypoints);
+            agent *b = &ag[dp->agent - 1000];
+            yield_sim_merge(b, dp->t0_ms, dp->waypoints, dp->n_waypoints);
+            b->at_goal = 0;
+            b->next = pd_plan_next_stop(b->plan, b->n, b->next > now ? b->next : now + 1);
+            (*moved)++;
+        }
+        for (int i = 0; i < n_agents; i++)
+            yield_sim_expect_table(f->t, &ag[i], now, request);
+        const int64_t when = next_decision(a, now, 3, 200, 800);
+        /* The copy keeps R's last waypoint before now, ending at now. */
+        a->next = pd_plan_next_stop(a->plan, a->n, when > now ? when : now + 200 + rnd(800));
+        assert_true(a->next > now);
+    }
+    check_table(f->t, w, h);
+    answers_check(&log);
+    for (int i = 0; i < n_agents; i++)
+        free(ag[i].plan);
+    free(ag);
+    pd_search_ctx_destroy(sctx);
+    pd_yield_ctx_destroy(yc);
+    scene_free(&s);
+}
+
+static void test_yield_random(void **state)
+{
+    fixture *f = *state;
+    const int rounds = getenv("PD_YIELD_RANDOM_ROUNDS") ? atoi(getenv("PD_YIELD_RANDOM_ROUNDS")) : 6;
+    uint64_t crossed = 0, moved = 0;
+    for (int round = 0; round < rounds; round++)
+        yield_random_round(f, round, &crossed, &moved);
+    print_message("%d rounds: %llu crossings kept, %llu plans displaced\n", rounds, (unsigned long long)crossed,
+                  (unsigned long long)moved);
+    assert_true(crossed > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2993,6 +3351,7 @@ int main(void)
         cmocka_unit_test(test_yield_clear_hold_rule),
         cmocka_unit_test(test_yield_clear_hold_units),
         cmocka_unit_test_setup_teardown(test_yield_aside_after_ahead, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_aside_when_ahead_meets_at_once, setup, teardown),
         cmocka_unit_test(test_sipp_hold_ok_asked_where_holdable),
         cmocka_unit_test_setup_teardown(test_yield_clear_hold_plan_units, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_clear_hold_plan, setup, teardown),
@@ -3004,8 +3363,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_yield_parks_anywhere, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_comes_in_at_door, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_door_no_way_round, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_door_first_come, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_door_undo_under_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_door_undo_over_a_gap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_crosses_at_last, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_random, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_moves_a_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_gives_way, setup, teardown),
     };
