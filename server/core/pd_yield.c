@@ -679,6 +679,13 @@ static int pd__cut_crossers(pd_yield_ctx *yc, pd_reserve *table, int64_t far, in
     return 1;
 }
 
+/* A search's expansions, both directions (a search past its budget
+ * spent all of it). */
+static uint64_t pd__spent(pd_status st, const pd_sipp_params *q, const pd_sipp_result *r)
+{
+    return st == PD_BUDGET_EXCEEDED ? q->max_expansions : r->expanded + r->reverse_expanded;
+}
+
 /* After pd__cut_crossers and R's plan rr reserved: each agent cut is
  * re-planned from its cut to where its plan ended, round R (a long plan,
  * the same at_goal), and must get there. 1 with every plan reserved (R's
@@ -723,25 +730,33 @@ static int pd__replan_crossers(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *t
             q.hold_ok = pd__hold_ok_other;
             q.hold_user = yc;
         }
-        if (taken) {
+        /* Each search's budget: the crossing's own, counted against what
+         * the request has left (both directions' expansions), else the
+         * aside plans'. */
+        q.max_expansions = budget ? (left < budget ? left : budget)
+                                  : (y->max_expansions ? y->max_expansions : PD_YIELD_DEFAULT_EXPANSIONS);
+        uint64_t spent = 0;
+        if (!q.max_expansions) {
+            st = PD_BUDGET_EXCEEDED;
+        } else if (taken) {
             q.window_ms = window0;
             st = pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh);
+            spent = pd__spent(st, &q, &rh);
             if (st == PD_NO_PATH && q.hold_ok) {
                 q.hold_ok = NULL; /* nowhere clear in reach: as R's own plan would */
                 st = pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh);
+                spent += pd__spent(st, &q, &rh);
             }
         } else if (budget) {
             /* All the way, in the crossing's own budget: the long plans'
              * (pd__plan_long) is too small for one that waits for R. */
-            q.max_expansions = left < budget ? left : budget;
-            st = q.max_expansions ? pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh)
-                                  : PD_BUDGET_EXCEEDED;
-            if (st != PD_BUDGET_EXCEEDED)
-                left -= rh.expanded < left ? rh.expanded : left;
+            st = pd_sipp_reserve(ctx, table, y->unit_grids[h->info.unit], &q, &rh);
+            spent = pd__spent(st, &q, &rh);
         } else {
-            q.max_expansions = y->max_expansions ? y->max_expansions : PD_YIELD_DEFAULT_EXPANSIONS;
             st = pd__reserve_long(ctx, table, y->unit_grids[h->info.unit], &q, y, window0, &rh, &fell);
         }
+        if (budget)
+            left -= spent < left ? spent : left;
         /* Its old plan reached `end`: a PARTIAL one stops short of it,
          * maybe for good behind R's hold (no way round) - unless its end
          * is taken. */
