@@ -137,6 +137,37 @@ static uint32_t pd__max_displaced(const pd_yield_params *y)
     return y->max_displaced && y->max_displaced < PD_YIELD_MAX_DISPLACED ? y->max_displaced : PD_YIELD_MAX_DISPLACED;
 }
 
+/* What a plan occupies, step by step: its i-th waypoint's stay (move 0)
+ * or its move from there to the next (move 1, the two footprints' box),
+ * as cells x0..x1 by y0..y1 (unit k footprints) over [t0, t1). 0 when
+ * there is none (the last waypoint's move, an empty span). */
+typedef struct pd__box {
+    int64_t t0, t1;
+    int32_t x0, y0, x1, y1;
+} pd__box;
+
+static int pd__box_of(const pd_waypoint *wp, size_t n, size_t i, int move, uint32_t k, pd__box *b)
+{
+    b->x0 = b->x1 = wp[i].x;
+    b->y0 = b->y1 = wp[i].y;
+    if (!move) {
+        b->t0 = wp[i].t_arrive_ms;
+        b->t1 = wp[i].t_leave_ms;
+    } else {
+        if (i + 1 == n)
+            return 0;
+        b->t0 = wp[i].t_leave_ms;
+        b->t1 = wp[i + 1].t_arrive_ms;
+        b->x0 = wp[i + 1].x < b->x0 ? wp[i + 1].x : b->x0;
+        b->y0 = wp[i + 1].y < b->y0 ? wp[i + 1].y : b->y0;
+        b->x1 = wp[i + 1].x > b->x1 ? wp[i + 1].x : b->x1;
+        b->y1 = wp[i + 1].y > b->y1 ? wp[i + 1].y : b->y1;
+    }
+    b->x1 += (int32_t)k - 1;
+    b->y1 += (int32_t)k - 1;
+    return b->t1 > b->t0;
+}
+
 /* The movable holders whose holds P1 (wp[0..n), unit k) crosses before
  * `until`, in the order it meets them, into yc->h: how many, or -1 when
  * more than fit. *later: whether it crosses more holds from `until` on
@@ -148,25 +179,12 @@ static int pd__crossed(pd_yield_ctx *yc, const pd_reserve *t, const pd_waypoint 
     *later = 0;
     for (size_t i = 0; i < n; i++) {
         for (int move = 0; move < 2; move++) {
-            int64_t t0, t1;
-            int32_t x0 = wp[i].x, y0 = wp[i].y, x1 = wp[i].x, y1 = wp[i].y;
-            if (!move) {
-                t0 = wp[i].t_arrive_ms;
-                t1 = wp[i].t_leave_ms;
-            } else {
-                if (i + 1 == n)
-                    break;
-                t0 = wp[i].t_leave_ms;
-                t1 = wp[i + 1].t_arrive_ms;
-                x0 = wp[i + 1].x < x0 ? wp[i + 1].x : x0;
-                y0 = wp[i + 1].y < y0 ? wp[i + 1].y : y0;
-                x1 = wp[i + 1].x > x1 ? wp[i + 1].x : x1;
-                y1 = wp[i + 1].y > y1 ? wp[i + 1].y : y1;
-            }
-            if (t1 <= t0)
+            pd__box b;
+            if (!pd__box_of(wp, n, i, move, k, &b))
                 continue;
-            for (int32_t y = y0; y <= y1 + (int32_t)k - 1; y++)
-                for (int32_t x = x0; x <= x1 + (int32_t)k - 1; x++) {
+            const int64_t t0 = b.t0, t1 = b.t1;
+            for (int32_t y = b.y0; y <= b.y1; y++)
+                for (int32_t x = b.x0; x <= b.x1; x++) {
                     size_t ns;
                     const pd_reserve_span *s = pd_reserve_cell(t, x, y, &ns);
                     /* Only a cell's last span can be a hold for good. */
@@ -866,25 +884,12 @@ static int pd__crossers(pd_yield_ctx *yc, const pd_reserve *t, const pd_waypoint
     int found = 0;
     for (size_t i = 0; i < n; i++)
         for (int move = 0; move < 2; move++) {
-            int64_t t0, t1;
-            int32_t x0 = wp[i].x, y0 = wp[i].y, x1 = wp[i].x, y1 = wp[i].y;
-            if (!move) {
-                t0 = wp[i].t_arrive_ms;
-                t1 = wp[i].t_leave_ms;
-            } else {
-                if (i + 1 == n)
-                    break;
-                t0 = wp[i].t_leave_ms;
-                t1 = wp[i + 1].t_arrive_ms;
-                x0 = wp[i + 1].x < x0 ? wp[i + 1].x : x0;
-                y0 = wp[i + 1].y < y0 ? wp[i + 1].y : y0;
-                x1 = wp[i + 1].x > x1 ? wp[i + 1].x : x1;
-                y1 = wp[i + 1].y > y1 ? wp[i + 1].y : y1;
-            }
-            if (t1 <= t0)
+            pd__box b;
+            if (!pd__box_of(wp, n, i, move, k, &b))
                 continue;
-            for (int32_t cy = y0; cy <= y1 + (int32_t)k - 1; cy++)
-                for (int32_t cx = x0; cx <= x1 + (int32_t)k - 1; cx++) {
+            const int64_t t0 = b.t0, t1 = b.t1;
+            for (int32_t cy = b.y0; cy <= b.y1; cy++)
+                for (int32_t cx = b.x0; cx <= b.x1; cx++) {
                     size_t ns;
                     const pd_reserve_span *s = pd_reserve_cell(t, cx, cy, &ns);
                     for (size_t j = pd_reserve_first_ending_after(s, ns, sizeof *s, t0); j < ns && s[j].t0 < t1;
