@@ -630,9 +630,9 @@ pd_status pd_yield_plan(pd_yield_ctx *yc, pd_sipp_ctx *ctx, const pd_reserve *ta
 }
 
 /* Gives the agents h[0..n) that pd__cut_crossers cut (for the door or the
- * crossing) their plans back from their
- * cut on (yc->old), renewal time included: first every new plan goes,
- * then the old ones come back into the room they had. */
+ * crossing) their plans back from their cut on (yc->old), renewal time
+ * included: first every new plan goes, then the old ones come back into
+ * the room they had. */
 static void pd__door_undo(pd_reserve *t, const pd_yield_ctx *yc, int n)
 {
     /* The limits bound changes being decided, not a plan given back: one
