@@ -698,11 +698,14 @@ static int pd__cut_crossers(pd_yield_ctx *yc, pd_reserve *table, int64_t far, in
     return 1;
 }
 
-/* A search's expansions, both directions (a search past its budget
- * spent all of it). */
+/* A search's expansions, as its budget counts them (forward; the
+ * reverse search gets as many again); a search past its budget spent all
+ * of it. Counting both directions against the request's total left
+ * den520d 21 deadlocked over seven seeds against 15 (docs/BENCHMARKS.md,
+ * eleventh pass). */
 static uint64_t pd__spent(pd_status st, const pd_sipp_params *q, const pd_sipp_result *r)
 {
-    return st == PD_BUDGET_EXCEEDED ? q->max_expansions : r->expanded + r->reverse_expanded;
+    return st == PD_BUDGET_EXCEEDED ? q->max_expansions : r->expanded;
 }
 
 /* After pd__cut_crossers and R's plan rr reserved: each agent cut is
@@ -750,8 +753,7 @@ static int pd__replan_crossers(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *t
             q.hold_user = yc;
         }
         /* Each search's budget: the crossing's own, counted against what
-         * the request has left (both directions' expansions), else the
-         * aside plans'. */
+         * the request has left, else the aside plans'. */
         q.max_expansions = budget ? (left < budget ? left : budget)
                                   : (y->max_expansions ? y->max_expansions : PD_YIELD_DEFAULT_EXPANSIONS);
         uint64_t spent = 0;

@@ -241,9 +241,10 @@
 /* pd_yield_params.cross_ms in the server and the agents bench (see
  * "Crossing at last"). */
 #define PD_YIELD_CROSS_MS 4000
-/* The expansions (both directions) of each re-plan of an agent crossing
- * at last cut - its way to where its plan ended, round R, all the way -
- * and twice that for all of one request's. 8,000: den520d seed 1 gave 8
+/* The expansions (forward, as pd_sipp_params.max_expansions counts them)
+ * of each re-plan of an agent crossing at last cut - its way to where its
+ * plan ended, round R, all the way - and twice that for all of one
+ * request's. 8,000: den520d seed 1 gave 8
  * deadlocked against 3 (docs/BENCHMARKS.md, eleventh pass). */
 #define PD_YIELD_CROSS_EXPANSIONS 16000
 /* Each aside plan's expansions when the caller sets none. */
