@@ -975,6 +975,25 @@ static int pd__cross(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, cons
     return pd__replan_crossers(yc, ctx, table, p, y, window0, found, PD_YIELD_CROSS_EXPANSIONS, &rx, r);
 }
 
+/* Notes in yr how a door or crossing attempt that found `found` agents
+ * ended: kept (the agents' new plans in yc->out) or undone (naming the
+ * one that could not be re-planned); nothing when none was found. */
+static void pd__note_cut(pd_yield_result *yr, const pd_yield_ctx *yc, int found, int kept, int outcome)
+{
+    if (!yr || found <= 0)
+        return;
+    yr->tried = 1;
+    yr->undone = !kept;
+    yr->found = found;
+    yr->outcome = outcome;
+    if (kept) {
+        yr->displaced = yc->out;
+        yr->n_displaced = (size_t)found;
+    } else {
+        yr->culprit = yc->culprit;
+    }
+}
+
 pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_grid *grid,
                            const pd_sipp_params *p, const pd_yield_params *y, pd_sipp_result *r,
                            pd_yield_result *yr)
@@ -1063,25 +1082,13 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
          r0.waypoints[r0.n_waypoints - 1].y != p->goal.y)) {
         int dfound;
         pd_sipp_result rd;
-        if (pd__door(yc, ctx, table, grid, p, y, window0, &rd, &dfound)) {
+        const int kept = pd__door(yc, ctx, table, grid, p, y, window0, &rd, &dfound);
+        pd__note_cut(yr, yc, dfound, kept, kept ? PD_YIELD_OUT_KEPT_DOOR : PD_YIELD_OUT_DOOR_UNDONE);
+        if (kept) {
             if (r)
                 *r = rd;
-            if (yr) {
-                yr->tried = 1;
-                yr->displaced = yc->out;
-                yr->n_displaced = (size_t)dfound;
-                yr->found = dfound;
-                yr->outcome = PD_YIELD_OUT_KEPT_DOOR;
-            }
             pd_reserve_note_speed(table, p->agent, p->speed);
             return PD_OK;
-        }
-        if (yr && dfound > 0) {
-            yr->tried = 1;
-            yr->undone = 1;
-            yr->found = dfound;
-            yr->culprit = yc->culprit;
-            yr->outcome = PD_YIELD_OUT_DOOR_UNDONE;
         }
     }
 
@@ -1237,27 +1244,15 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
         (st == PD_PARTIAL || (r0.n_waypoints && r0.waypoints[0].t_leave_ms > p->t0_ms + window0))) {
         int cfound;
         pd_sipp_result rc;
-        if (pd__cross(yc, ctx, table, grid, p, y, window0, &r0, st == PD_PARTIAL, &rc, &cfound)) {
+        const int kept = pd__cross(yc, ctx, table, grid, p, y, window0, &r0, st == PD_PARTIAL, &rc, &cfound);
+        pd__note_cut(yr, yc, cfound, kept, kept ? PD_YIELD_OUT_KEPT_CROSS : PD_YIELD_OUT_CROSS_UNDONE);
+        if (kept) {
             rc.expanded += r0.expanded;
             rc.reverse_expanded += r0.reverse_expanded;
             if (r)
                 *r = rc;
-            if (yr) {
-                yr->tried = 1;
-                yr->undone = 0;
-                yr->displaced = yc->out;
-                yr->n_displaced = (size_t)cfound;
-                yr->found = cfound;
-                yr->outcome = PD_YIELD_OUT_KEPT_CROSS;
-            }
             pd_reserve_note_speed(table, p->agent, p->speed);
             return PD_OK;
-        }
-        if (yr && cfound > 0) {
-            yr->tried = 1;
-            yr->undone = 1;
-            yr->culprit = yc->culprit;
-            yr->outcome = PD_YIELD_OUT_CROSS_UNDONE;
         }
     }
 

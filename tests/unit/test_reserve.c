@@ -2250,40 +2250,35 @@ static void test_yield_undone(void **state)
     stage_end(&st);
 }
 
-/* Moving aside after moving ahead (aside_after_ahead), on the dead end of
- * Berlin_0_256 (x 229-244, y 122-130) where two 2 x 2s stood for good in
- * the agents bench: A parked at the pocket's top (9, 2) wants out to
- * (11, 5); B parked at its mouth (10, 5), where A's way ends. Moving ahead
- * reserves A's way from t0 on, so B, whose only way off it is west past
- * the pocket's mouth, finds no anchor in time and the move is undone.
- * Moved aside, B steps off A's whole way first and A waits for it.
- * Returns whether A's plan reached its goal. */
-static int pocket_swap(void **state, int aside_after_ahead, const char *name)
+/* Moving aside after moving ahead (aside_after_ahead): two 2 x 2s of the
+ * agents bench on Berlin_0_256 that stood for good side by side. A parks
+ * at `a` (t0 0), B at `b` (t0 500, so A stood longer); A then asks for
+ * `goal` (t0 3000), and B is on its way. Moving ahead is undone (`why`),
+ * every attempt; moved aside, B steps off A's whole way first and A waits
+ * for it. Returns whether A's plan reached its goal. */
+typedef struct pair_stage {
+    const char *grid;
+    pd_point a, b, goal;
+    int why;
+} pair_stage;
+
+static int pair_moves(void **state, const pair_stage *ps, int aside_after_ahead, const char *name)
 {
     stage st;
-    stage_begin(&st, state, name, core_grid(".....######.####\n"
-                                            "...#######..####\n"
-                                            "..#######...####\n"
-                                            "...#####....####\n"
-                                            "#...##.......###\n"
-                                            "#............###\n"
-                                            "##...........###\n"
-                                            "##........######\n"
-                                            "###.....########\n"));
+    stage_begin(&st, state, name, core_grid(ps->grid));
     pd_yield_ctx *yc = pd_yield_ctx_create();
     assert_non_null(yc);
     const pd_yield_params y = { .after_ms = 2000, .unit_grids = (const pd_grid *const *)st.s.unit, .max_unit = 2,
                                 .clear_holds = 1, .move_ahead = 1, .park_any = 1,
                                 .aside_after_ahead = aside_after_ahead };
     pd_yield_result yr;
-    const pd_sipp_params a0 = { .agent = 1, .unit = 2, .start = { 9, 2 }, .goal = { 9, 2 }, .speed = 1.5 };
-    const pd_sipp_params b0 = { .agent = 2, .unit = 2, .start = { 10, 5 }, .goal = { 10, 5 }, .t0_ms = 500,
-                                .speed = 1.5 };
+    const pd_sipp_params a0 = { .agent = 1, .unit = 2, .start = ps->a, .goal = ps->a, .speed = 1.5 };
+    const pd_sipp_params b0 = { .agent = 2, .unit = 2, .start = ps->b, .goal = ps->b, .t0_ms = 500, .speed = 1.5 };
     expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &a0, &y, &st.r, &yr), PD_OK, "A parks");
     answers_plan(&st.log, 1, 2, 1.5, 0, st.r.waypoints, st.r.n_waypoints);
     expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &b0, &y, &st.r, &yr), PD_OK, "B parks");
     answers_plan(&st.log, 2, 2, 1.5, 500, st.r.waypoints, st.r.n_waypoints);
-    const pd_sipp_params a1 = { .agent = 1, .unit = 2, .start = { 9, 2 }, .goal = { 11, 5 }, .t0_ms = 3000,
+    const pd_sipp_params a1 = { .agent = 1, .unit = 2, .start = ps->a, .goal = ps->goal, .t0_ms = 3000,
                                 .speed = 1.5, .window_ms = 8000 };
     const pd_status sa = pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &a1, &y, &st.r, &yr);
     assert_true(sa == PD_OK || sa == PD_PARTIAL);
@@ -2291,7 +2286,7 @@ static int pocket_swap(void **state, int aside_after_ahead, const char *name)
     assert_true(yr.tried);
     assert_true(yr.ahead);
     const pd_waypoint *last = &st.r.waypoints[st.r.n_waypoints - 1];
-    const int reached = sa == PD_OK && last->x == 11 && last->y == 5;
+    const int reached = sa == PD_OK && last->x == ps->goal.x && last->y == ps->goal.y;
     if (reached) {
         assert_int_equal(yr.outcome, PD_YIELD_OUT_KEPT_ASIDE);
         assert_int_equal(yr.undone, 0);
@@ -2307,7 +2302,7 @@ static int pocket_swap(void **state, int aside_after_ahead, const char *name)
             assert_true(abs(bl->x - st.r.waypoints[i].x) >= 2 || abs(bl->y - st.r.waypoints[i].y) >= 2);
     } else {
         assert_int_equal(yr.outcome, PD_YIELD_OUT_AHEAD_UNDONE);
-        assert_int_equal(yr.undone_why, 2);
+        assert_int_equal(yr.undone_why, ps->why);
         assert_int_equal(yr.n_displaced, 0);
     }
     pd_yield_ctx_destroy(yc);
@@ -2315,24 +2310,32 @@ static int pocket_swap(void **state, int aside_after_ahead, const char *name)
     return reached;
 }
 
+/* The dead end at x 229-244, y 122-130: A parked at the pocket's top
+ * (9, 2) wants out to (11, 5); B parked at its mouth (10, 5), where A's
+ * way ends. Moving ahead reserves A's way from t0 on, so B, whose only way
+ * off it is west past the pocket's mouth, finds no anchor in time (2). */
 static void test_yield_aside_after_ahead(void **state)
 {
-    assert_int_equal(pocket_swap(state, 0, "yield_pocket_ahead_only"), 0);
-    assert_int_equal(pocket_swap(state, 1, "yield_pocket_aside_after_ahead"), 1);
+    const pair_stage ps = { ".....######.####\n"
+                                            "...#######..####\n"
+                                            "..#######...####\n"
+                                            "...#####....####\n"
+                                            "#...##.......###\n"
+                                            "#............###\n"
+                                            "##...........###\n"
+                                            "##........######\n"
+                                            "###.....########\n", { 9, 2 }, { 10, 5 }, { 11, 5 }, 2 };
+    assert_int_equal(pair_moves(state, &ps, 0, "yield_pocket_ahead_only"), 0);
+    assert_int_equal(pair_moves(state, &ps, 1, "yield_pocket_aside_after_ahead"), 1);
 }
 
-/* Moving aside after moving ahead when P1 meets the holder at once (the
- * chamber of Berlin_0_256 at x 226-245, y 118-133, where two 2 x 2s stood
- * for good side by side in the agents bench, seed 1: agents 474 and 45).
- * A parked at (8, 9) wants the pocket up at (12, 6); B parked beside it at
+/* The chamber at x 226-245, y 118-133 (seed 1: agents 474 and 45): A
+ * parked at (8, 9) wants the pocket up at (12, 6); B parked beside it at
  * (10, 8), on A's way. A's first move already touches B's footprint, so
- * moving ahead has nothing to cut (undone_why 4) and was undone on every
- * attempt; moved aside, B steps off A's whole way and A waits for it.
- * Returns whether A's plan reached its goal. */
-static int chamber_pair(void **state, int aside_after_ahead, const char *name)
+ * moving ahead has nothing to cut (4). */
+static void test_yield_aside_when_ahead_meets_at_once(void **state)
 {
-    stage st;
-    stage_begin(&st, state, name, core_grid("..............######\n"
+    const pair_stage ps = { "..............######\n"
                                             ".............#######\n"
                                             "...........#########\n"
                                             ".........###########\n"
@@ -2347,49 +2350,9 @@ static int chamber_pair(void **state, int aside_after_ahead, const char *name)
                                             "######.....#########\n"
                                             "#######..###########\n"
                                             "#######...##########\n"
-                                            "########...#########\n"));
-    pd_yield_ctx *yc = pd_yield_ctx_create();
-    assert_non_null(yc);
-    const pd_yield_params y = { .after_ms = 2000, .unit_grids = (const pd_grid *const *)st.s.unit, .max_unit = 2,
-                                .clear_holds = 1, .move_ahead = 1, .park_any = 1,
-                                .aside_after_ahead = aside_after_ahead };
-    pd_yield_result yr;
-    const pd_sipp_params a0 = { .agent = 1, .unit = 2, .start = { 8, 9 }, .goal = { 8, 9 }, .speed = 1.5 };
-    const pd_sipp_params b0 = { .agent = 2, .unit = 2, .start = { 10, 8 }, .goal = { 10, 8 }, .t0_ms = 500,
-                                .speed = 1.5 };
-    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &a0, &y, &st.r, &yr), PD_OK, "A parks");
-    answers_plan(&st.log, 1, 2, 1.5, 0, st.r.waypoints, st.r.n_waypoints);
-    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &b0, &y, &st.r, &yr), PD_OK, "B parks");
-    answers_plan(&st.log, 2, 2, 1.5, 500, st.r.waypoints, st.r.n_waypoints);
-    const pd_sipp_params a1 = { .agent = 1, .unit = 2, .start = { 8, 9 }, .goal = { 12, 6 }, .t0_ms = 3000,
-                                .speed = 1.5, .window_ms = 8000 };
-    const pd_status sa = pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &a1, &y, &st.r, &yr);
-    assert_true(sa == PD_OK || sa == PD_PARTIAL);
-    answers_plan(&st.log, 1, 2, 1.5, 3000, st.r.waypoints, st.r.n_waypoints);
-    assert_true(yr.tried);
-    assert_true(yr.ahead);
-    const pd_waypoint *last = &st.r.waypoints[st.r.n_waypoints - 1];
-    const int reached = sa == PD_OK && last->x == 12 && last->y == 6;
-    if (reached) {
-        assert_int_equal(yr.outcome, PD_YIELD_OUT_KEPT_ASIDE);
-        assert_int_equal(yr.n_displaced, 1);
-        const pd_displaced *d = &yr.displaced[0];
-        assert_int_equal(d->agent, 2);
-        answers_plan(&st.log, 2, 2, 1.5, d->t0_ms, d->waypoints, d->n_waypoints);
-    } else {
-        assert_int_equal(yr.outcome, PD_YIELD_OUT_AHEAD_UNDONE);
-        assert_int_equal(yr.undone_why, 4);
-        assert_int_equal(yr.n_displaced, 0);
-    }
-    pd_yield_ctx_destroy(yc);
-    stage_end(&st);
-    return reached;
-}
-
-static void test_yield_aside_when_ahead_meets_at_once(void **state)
-{
-    assert_int_equal(chamber_pair(state, 0, "yield_chamber_ahead_only"), 0);
-    assert_int_equal(chamber_pair(state, 1, "yield_chamber_aside_after_ahead"), 1);
+                                            "########...#########\n", { 8, 9 }, { 10, 8 }, { 12, 6 }, 4 };
+    assert_int_equal(pair_moves(state, &ps, 0, "yield_chamber_ahead_only"), 0);
+    assert_int_equal(pair_moves(state, &ps, 1, "yield_chamber_aside_after_ahead"), 1);
 }
 
 /* Backing off (retry_max_ms): a requester whose attempt was undone, still
