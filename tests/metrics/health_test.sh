@@ -37,7 +37,7 @@ fail() {
 # ${2:-1} lines matching $1.
 wait_log() {
     tries=0
-    while [ "$(grep -c "$1" "$dir/err")" -lt "${2:-1}" ]; do
+    while [ "$(grep -c "$1" "$dir/err" 2>/dev/null || true)" -lt "${2:-1}" ]; do
         tries=$((tries + 1))
         [ "$tries" -le 200 ] || fail "fewer than ${2:-1} log lines matching '$1'"
         [ -z "$pid" ] || kill -0 "$pid" 2>/dev/null || fail "the daemon exited while waiting for '$1'"
@@ -76,6 +76,10 @@ cat >"$dir/pathd.json" <<'EOF'
   "scenes": [ { "name": "gate", "map": "gate.tmj", "format": "tiled" } ] }
 EOF
 
+# The log exists before the daemon starts: the background job opens it
+# itself, and under load the first wait_log could run before it did
+# (grep found no file, the count was empty, and the wait ended at once).
+: >"$dir/err"
 "$pathd" --config "$dir/pathd.json" --metrics-listen 127.0.0.1:0 --threads 2 2>"$dir/err" &
 pid=$!
 wait_log 'metrics on http://'
