@@ -156,7 +156,12 @@
  * attempt), and P0 does not take it to its goal within its window (PARTIAL,
  * or it first leaves after the window), R plans all the way with every
  * other agent's spans that begin at or after far = t0 + window ignored
- * (pd_sipp_params.ignore_span). When that plan reaches the goal (and
+ * (pd_sipp_params.ignore_span), within its own budget
+ * (PD_YIELD_CROSS_PLAN_EXPANSIONS; with the long plans' 4,000, 152 of 262
+ * attempts for the agents left deadlocked gave up there, past it, and a
+ * budget of its own cut den520d's deadlocked agents from 23 to 13 over
+ * twelve seeds; 48,000 crossed more and did worse: docs/BENCHMARKS.md,
+ * twelfth pass). When that plan reaches the goal (and
  * gains on P0 when P0 reaches it too), the agents whose later spans it
  * crosses (at most PD_YIELD_MAX_DISPLACED; none with a plan a block cut)
  * are handled as door_ms handles the crossings of R's goal: each keeps its
@@ -177,7 +182,10 @@
  * is), else the long plan on the table as it is (P3), when that leaves
  * within the request's window. Measured on den520d (500 agents): the
  * remaining deadlocked agents were unit 2 agents beside such a hold in the
- * main north-south passage, P1 found and nobody to move.
+ * main north-south passage, P1 found and nobody to move. On in the server
+ * and the bench since crossing at last came (with it, twelve seeds a map:
+ * Berlin_0_256 12 -> 6 deadlocked, den520d 13 -> 13; before the crossing
+ * it made den520d worse: docs/BENCHMARKS.md, twelfth pass).
  *
  * The long plans' budget (long_expansions). P1, R's plan after the moves,
  * P3 and the plans of an agent whose reservations reach its goal go all
@@ -247,6 +255,9 @@
  * request's. 8,000: den520d seed 1 gave 8
  * deadlocked against 3 (docs/BENCHMARKS.md, eleventh pass). */
 #define PD_YIELD_CROSS_EXPANSIONS 16000
+/* The expansions of the crossing's own plan (R's, all the way through the
+ * later spans), forward as pd_sipp_params.max_expansions counts them. */
+#define PD_YIELD_CROSS_PLAN_EXPANSIONS 16000
 /* Each aside plan's expansions when the caller sets none. */
 #define PD_YIELD_DEFAULT_EXPANSIONS 4000
 /* Each long plan's (pd_yield_params.long_expansions) when the caller sets none. */
@@ -354,6 +365,14 @@ typedef struct pd_yield_result {
      * budget, 4 R's P1 reaches the culprit's cell no later than it stands
      * there (nothing to cut), 5 the table refused R's P1. */
     int undone_why;
+    /* Why crossing at last (cross_ms) gave up (0: it was not tried, or
+     * kept): R's plan through the later spans 1 ran past its budget
+     * (PD_YIELD_CROSS_PLAN_EXPANSIONS) or 2 did not reach the goal, 3 it
+     * did not gain on P0, 4 it crosses more agents than may move (or one
+     * that cannot), 5 none, 6 a crosser's cut is not before the crossing, 7
+     * the table refused R's plan, 8 - 11 a crosser's re-plan failed: 9 past
+     * its budget, 10 short of its end, 11 no path. */
+    int cross_why;
     /* P1 against P0: how long P1 first stands on R's start (-1: for
      * good), and P0's eta less P1's (> 0: P1 arrives sooner). */
     int64_t p1_wait_ms, p1_gain_ms;
