@@ -35,8 +35,8 @@
  * MS (default 2000; 0 is off) lets an agent that stood that long have
  * standing agents moved off its way. The bench applies the moved agents'
  * new plans as the game would (each replaces that agent's plan from its t0
- * on) and writes them to the answers for the checker. --take-free-way 0|1
- * (on by default, as the server has it: docs/BENCHMARKS.md, twelfth pass)
+ * on) and writes them to the answers for the checker. --take-free-way 1
+ * (off by default, as in the server: docs/BENCHMARKS.md, twelfth pass)
  * lets a standing agent whose windowed plan stands still take a long plan
  * that moves; --long-expansions N bounds the long plans (0: pd_yield's
  * default, the bench's too; UINT64_MAX: none). --retry-max MS sets the back-off
@@ -931,7 +931,7 @@ int main(int argc, char **argv)
                     .window_ms = PD_RESERVE_DEFAULT_WINDOW_MS, .yield_ms = 2000, .clear_holds = 1,
                     .long_expansions = 0, .move_ahead = 1, .park_any = 1,
                     .give_way_ms = PD_YIELD_GIVE_WAY_MS, .door_ms = PD_YIELD_DOOR_MS, .aside_after_ahead = 1,
-                    .cross_ms = PD_YIELD_CROSS_MS, .take_free_way = 1 };
+                    .cross_ms = PD_YIELD_CROSS_MS };
     int queries = 200;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -182,10 +182,10 @@
  * is), else the long plan on the table as it is (P3), when that leaves
  * within the request's window. Measured on den520d (500 agents): the
  * remaining deadlocked agents were unit 2 agents beside such a hold in the
- * main north-south passage, P1 found and nobody to move. On in the server
- * and the bench since crossing at last came (with it, twelve seeds a map:
- * Berlin_0_256 12 -> 6 deadlocked, den520d 13 -> 13; before the crossing
- * it made den520d worse: docs/BENCHMARKS.md, twelfth pass).
+ * main north-south passage, P1 found and nobody to move. Off in the
+ * server and the bench: beside crossing at last it changed nothing over 24
+ * seeds a map (Berlin_0_256 17 -> 24 deadlocked, den520d 35 -> 29) and
+ * raised Berlin's p99 (docs/BENCHMARKS.md, twelfth pass).
  *
  * The long plans' budget (long_expansions). P1, R's plan after the moves,
  * P3 and the plans of an agent whose reservations reach its goal go all

@@ -69,15 +69,6 @@ CORRIDOR_MAP = [
 ]
 CORRIDOR_SCENES = ["yield", "yieldoff", "yieldctl"]
 
-# A one-wide corridor (row 0) and a longer way round by row 3: an agent
-# standing for good in the corridor shuts it (test_yield_takes_the_way_round).
-WAY_ROUND_MAP = [
-    "...............",
-    ".#############.",
-    ".#############.",
-    "...............",
-]
-
 
 def open_cells(unit=1):
     """Anchors where a unit x unit footprint fits."""
@@ -108,16 +99,12 @@ class Daemon:
         corridor_path = os.path.join(self.dir.name, "corridor.txt")
         with open(corridor_path, "w") as f:
             f.write("\n".join(CORRIDOR_MAP) + "\n")
-        way_round_path = os.path.join(self.dir.name, "wayround.txt")
-        with open(way_round_path, "w") as f:
-            f.write("\n".join(WAY_ROUND_MAP) + "\n")
         config = {
             "listen": "127.0.0.1:0", "metrics_listen": "", "threads": 2, "log_level": "info",
             "limits": {"reservation_ttl_ms": ttl_ms, "max_agents_per_scene": MAX_AGENTS,
                        "max_reservation_window_ms": MAX_WINDOW_MS},
             "scenes": [{"name": n, "map": map_path, "format": "ascii", "unit_sizes": [1, 2]} for n in SCENES] +
-                      [{"name": n, "map": corridor_path, "format": "ascii"} for n in CORRIDOR_SCENES] +
-                      [{"name": "wayround", "map": way_round_path, "format": "ascii"}],
+                      [{"name": n, "map": corridor_path, "format": "ascii"} for n in CORRIDOR_SCENES],
         }
         path = os.path.join(self.dir.name, "pathd.json")
         with open(path, "w") as f:
@@ -892,33 +879,6 @@ class ReserveWireTest(unittest.TestCase):
         # B waited longer: A was moved, at least once.
         self.assertTrue(displaced)
         self.assertEqual({d["agent"] for ds in displaced for d in ds}, {1})
-
-    def test_yield_takes_the_way_round(self):
-        """The server takes the way round (pd_yield_params.take_free_way):
-        H parks for good at (9, 0) in the corridor, before R stands at (3,
-        0), so R may not move it. R's windowed plans bet on the corridor
-        (the static rest knows nothing of H) and stand beside H; standing,
-        R takes its long plan round by row 3 and arrives."""
-        rec = Recorder(rows=WAY_ROUND_MAP)
-        self.reserve(rec, "wayround", 1, (9, 0), (9, 0), 0, speed=1.0)
-        plan = self.reserve(rec, "wayround", 2, (3, 0), (3, 0), 1000, speed=1.0)["waypoints"]
-        goal, done = (13, 0), None
-        for t in range(2000, 120001, 500):
-            here, t0 = self.where(plan, t)
-            last = plan[-1]
-            if here == goal and last["t_leave_ms"] is None and (last["x"], last["y"]) == here:
-                done = t
-                break
-            if t0 > t:
-                continue
-            ans = self.reserve(rec, "wayround", 2, here, goal, t0, speed=1.0, window_ms=4000, yield_after_ms=1000)
-            self.assertIn(ans["status"], ("OK", "PARTIAL"))
-            self.assertEqual(ans["displaced"], [])  # H parked first: never moved
-            plan = self.apply(plan, t0, ans["waypoints"])
-        self.assertIsNotNone(done, "R stood for good beside H")
-        held = self.c.reservations("wayround", rect=((9, 0), (9, 0)), from_ms=done)["entries"]
-        self.assertEqual({e["agent"] for e in held}, {1})  # H still parked there
-        self.assertIn("conflicts 0", rec.check(self))
 
     def test_yield_after_ms_refused_out_of_range(self):
         e = self.status_of(self.c.reserve_path, "yieldctl", 1, (0, 0), (1, 0), 0, 1.0, yield_after_ms=-1)
