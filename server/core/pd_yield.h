@@ -375,9 +375,9 @@ typedef struct pd_yield_result {
      * what the poll returned), 3 it did not gain on P0, 4 it crosses more
      * agents than may move (or one that cannot), 5 none, 6 a crosser could
      * not be cut (its cut is not before the crossing, or memory or the
-     * table refused it), 7
-     * the table refused R's plan, 8 - 11 a crosser's re-plan failed: 9 past
-     * its budget, 10 short of its end, 11 no path, 8 out of memory. */
+     * table refused it), 7 the table refused R's plan, 8 - 11 a crosser's
+     * re-plan failed: 9 past its budget, 10 short of its end, 11 no path,
+     * 8 out of memory. */
     int cross_why;
     /* P1 against P0: how long P1 first stands on R's start (-1: for
      * good), and P0's eta less P1's (> 0: P1 arrives sooner). */
