@@ -933,8 +933,8 @@ static int pd__crossers(pd_yield_ctx *yc, const pd_reserve *t, const pd_waypoint
  * from t0 + window on ignored (pd__later_span); when that reaches the goal
  * (and gains on P0, when P0 does too), the agents it crosses there (at most
  * PD_YIELD_MAX_DISPLACED) keep their plans up to their first waypoint
- * from t0 + window on, R plans all the way on that table (and must reach
- * its goal, and gain as above), and each is re-planned from its cut to where its
+ * from t0 + window on (else from t0 on) before they cross it, R reserves
+ * that plan itself, and each is re-planned from its cut to where its
  * plan ended, round R - pd__door's cut and re-plans, for R's whole way
  * rather than its goal. 1 with all of it reserved (the agents' new plans
  * in yc->out); 0 with the table as it was. */

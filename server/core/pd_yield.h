@@ -165,10 +165,10 @@
  * gains on P0 when P0 reaches it too), the agents whose later spans it
  * crosses (at most PD_YIELD_MAX_DISPLACED; none with a plan a block cut)
  * are handled as door_ms handles the crossings of R's goal: each keeps its
- * plan up to its first waypoint arriving at or after far, which must come
- * before its crossing, R plans all the way on that table (and must reach
- * its goal), and each is re-planned from its cut to where its plan ended,
- * round R; if any cannot get there, every plan goes back as it was. The
+ * plan up to its first waypoint arriving at or after far (else at or
+ * after t0), which must come before its crossing, R reserves that plan
+ * itself (it crosses only what was cut), and each is re-planned from its
+ * cut to where its plan ended, round R; if any cannot get there, every plan goes back as it was. The
  * plans within R's window stand (R waits for them), and holds for good
  * begun before far stay the other rules' business.
  *
@@ -256,7 +256,10 @@
  * deadlocked against 3 (docs/BENCHMARKS.md, eleventh pass). */
 #define PD_YIELD_CROSS_EXPANSIONS 16000
 /* The expansions of the crossing's own plan (R's, all the way through the
- * later spans), forward as pd_sipp_params.max_expansions counts them. */
+ * later spans), forward as pd_sipp_params.max_expansions counts them; the
+ * request's own max_expansions when lower (it is R's search). The
+ * crossers' re-plans have PD_YIELD_CROSS_EXPANSIONS whatever the request
+ * sets, as the aside plans have theirs (pd_yield_params.max_expansions). */
 #define PD_YIELD_CROSS_PLAN_EXPANSIONS 16000
 /* Each aside plan's expansions when the caller sets none. */
 #define PD_YIELD_DEFAULT_EXPANSIONS 4000
@@ -367,11 +370,14 @@ typedef struct pd_yield_result {
     int undone_why;
     /* Why crossing at last (cross_ms) gave up (0: it was not tried, or
      * kept): R's plan through the later spans 1 ran past its budget
-     * (PD_YIELD_CROSS_PLAN_EXPANSIONS) or 2 did not reach the goal, 3 it
-     * did not gain on P0, 4 it crosses more agents than may move (or one
-     * that cannot), 5 none, 6 a crosser's cut is not before the crossing, 7
-     * the table refused R's plan, 8 - 11 a crosser's re-plan failed: 9 past
-     * its budget, 10 short of its end, 11 no path. */
+     * (PD_YIELD_CROSS_PLAN_EXPANSIONS, or the request's lower
+     * max_expansions) or 2 did not reach the goal (PARTIAL, NO_PATH, or
+     * what the poll returned), 3 it did not gain on P0, 4 it crosses more
+     * agents than may move (or one that cannot), 5 none, 6 a crosser could
+     * not be cut (its cut is not before the crossing, or memory or the
+     * table refused it), 7 the table refused R's plan, 8 - 11 a crosser's
+     * re-plan failed: 9 past its budget, 10 short of its end, 11 no path,
+     * 8 out of memory. */
     int cross_why;
     /* P1 against P0: how long P1 first stands on R's start (-1: for
      * good), and P0's eta less P1's (> 0: P1 arrives sooner). */
