@@ -821,6 +821,7 @@ static int pd__door(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const
     const int64_t far = p->t0_ms + window0;
     int found = 0;
     *found_out = -1;
+    yc->culprit = 0; /* only a re-plan names one; not an earlier request's */
     for (int32_t gy = p->goal.y; gy < p->goal.y + (int32_t)p->unit; gy++)
         for (int32_t gx = p->goal.x; gx < p->goal.x + (int32_t)p->unit; gx++) {
             size_t ns;
@@ -944,6 +945,7 @@ static int pd__cross(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, cons
 {
     const int64_t max_window = pd_reserve_get_limits(table)->max_window_ms;
     *found_out = -1;
+    yc->culprit = 0; /* as pd__door */
     yc->far = p->t0_ms + window0;
     pd_sipp_params px = *p;
     px.window_ms = max_window > 0 ? max_window : 0;
