@@ -157,11 +157,11 @@
  * or it first leaves after the window), R plans all the way with every
  * other agent's spans that begin at or after far = t0 + window ignored
  * (pd_sipp_params.ignore_span), within its own budget
- * (PD_YIELD_CROSS_PLAN_EXPANSIONS; with the long plans' 4,000, 152 of 262
- * attempts for the agents left deadlocked gave up there, past it, and a
- * budget of its own cut den520d's deadlocked agents from 23 to 13 over
- * twelve seeds; 48,000 crossed more and did worse: docs/BENCHMARKS.md,
- * twelfth pass). When that plan reaches the goal (and
+ * (PD_YIELD_CROSS_PLAN_EXPANSIONS; with the long plans' 4,000, 152 of the
+ * 222 crossings tried by the agents left deadlocked gave up there, and a
+ * budget of its own cut the deadlocked agents from 72 to 52 over 24 seeds
+ * a map; 48,000 did worse: docs/BENCHMARKS.md, twelfth pass). When that
+ * plan reaches the goal (and
  * gains on P0 when P0 reaches it too), the agents whose later spans it
  * crosses (at most PD_YIELD_MAX_DISPLACED; none with a plan a block cut)
  * are handled as door_ms handles the crossings of R's goal: each keeps its
