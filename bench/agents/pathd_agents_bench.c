@@ -36,7 +36,7 @@
  * standing agents moved off its way. The bench applies the moved agents'
  * new plans as the game would (each replaces that agent's plan from its t0
  * on) and writes them to the answers for the checker. --take-free-way 1
- * (off by default: see docs/BENCHMARKS.md, issue 34, branch deadlock2)
+ * (off by default, as in the server: docs/BENCHMARKS.md, twelfth pass)
  * lets a standing agent whose windowed plan stands still take a long plan
  * that moves; --long-expansions N bounds the long plans (0: pd_yield's
  * default, the bench's too; UINT64_MAX: none). --retry-max MS sets the back-off
@@ -731,12 +731,12 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                             pd_reserve_agent_info_get(table, yr.culprit, &ci);
                         fprintf(ytrace,
                                 "%llu u%u t0 %lld at %d %d stood %lld out %d culprit %llu u%u at %d %d since %lld "
-                                "fell %d found %d ahead %d p1exp %llu st %s n %zu why %d p1wait %lld gain %lld\n",
+                                "fell %d found %d ahead %d p1exp %llu st %s n %zu why %d p1wait %lld gain %lld cross %d\n",
                                 (unsigned long long)a->id, a->unit, (long long)t0, from.x, from.y,
                                 (long long)(t0 - a->still_since), yr.outcome, (unsigned long long)yr.culprit, ci.unit,
                                 ci.x, ci.y, (long long)ci.hold_since, yr.p1_fell, yr.found, yr.ahead,
                                 (unsigned long long)yr.p1_expanded, pd_status_name(st), r.n_waypoints, yr.undone_why,
-                                (long long)yr.p1_wait_ms, (long long)yr.p1_gain_ms);
+                                (long long)yr.p1_wait_ms, (long long)yr.p1_gain_ms, yr.cross_why);
                     }
                     a->y_tried += (uint32_t)yr.tried;
                     a->y_undone += (uint32_t)yr.undone;

@@ -42,6 +42,7 @@ struct pd_yield_ctx {
     uint32_t hold_unit;                /* R's, for pd__hold_ok */
     uint64_t culprit;                  /* the first holder pd__replan_holders could not move */
     int undone_why;                    /* pd_yield_result.undone_why */
+    int cross_why;                     /* pd_yield_result.cross_why */
     pd_status hst[PD_YIELD_MAX_DISPLACED];
     /* door_ms: the crossing agents' plans from their cut on, for undoing */
     pd_waypoint *old[PD_YIELD_MAX_DISPLACED];
@@ -783,6 +784,7 @@ static int pd__replan_crossers(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *t
          * is taken. */
         if (st != PD_OK && !(taken && st == PD_PARTIAL)) {
             yc->culprit = h->agent;
+            yc->cross_why = st == PD_BUDGET_EXCEEDED ? 9 : st == PD_PARTIAL ? 10 : 11;
             goto undo;
         }
         pd_reserve_set_renewed(table, h->agent, h->info.renewed_ms);
@@ -819,6 +821,7 @@ static int pd__door(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const
     const int64_t far = p->t0_ms + window0;
     int found = 0;
     *found_out = -1;
+    yc->culprit = 0; /* only a re-plan names one; not an earlier request's */
     for (int32_t gy = p->goal.y; gy < p->goal.y + (int32_t)p->unit; gy++)
         for (int32_t gx = p->goal.x; gx < p->goal.x + (int32_t)p->unit; gx++) {
             size_t ns;
@@ -931,8 +934,8 @@ static int pd__crossers(pd_yield_ctx *yc, const pd_reserve *t, const pd_waypoint
  * from t0 + window on ignored (pd__later_span); when that reaches the goal
  * (and gains on P0, when P0 does too), the agents it crosses there (at most
  * PD_YIELD_MAX_DISPLACED) keep their plans up to their first waypoint
- * from t0 + window on, R plans all the way on that table (and must reach
- * its goal, and gain as above), and each is re-planned from its cut to where its
+ * from t0 + window on (else from t0 on) before they cross it, R reserves
+ * that plan itself, and each is re-planned from its cut to where its
  * plan ended, round R - pd__door's cut and re-plans, for R's whole way
  * rather than its goal. 1 with all of it reserved (the agents' new plans
  * in yc->out); 0 with the table as it was. */
@@ -942,24 +945,35 @@ static int pd__cross(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, cons
 {
     const int64_t max_window = pd_reserve_get_limits(table)->max_window_ms;
     *found_out = -1;
+    yc->culprit = 0; /* as pd__door */
     yc->far = p->t0_ms + window0;
     pd_sipp_params px = *p;
     px.window_ms = max_window > 0 ? max_window : 0;
     px.hold_ok = NULL;
     px.ignore_span = pd__later_span;
     px.ignore_user = yc;
+    /* Its own budget, not the long plans': with theirs (4,000) 41% of the
+     * crossings tried gave up here, and 152 of the 222 tried by agents left
+     * deadlocked (docs/BENCHMARKS.md, twelfth pass). */
+    if (!px.max_expansions || px.max_expansions > PD_YIELD_CROSS_PLAN_EXPANSIONS)
+        px.max_expansions = PD_YIELD_CROSS_PLAN_EXPANSIONS;
     pd_sipp_result rx;
-    int fell;
+    const pd_status stx = pd_sipp_plan(ctx, table, grid, &px, &rx);
+    yc->cross_why = stx == PD_BUDGET_EXCEEDED ? 1 : 2;
+    if (stx != PD_OK)
+        return 0;
     /* P0 short of the goal (PARTIAL) has an eta that is a guess (its
      * handover's time plus the static rest): any plan that gets there
      * beats it. */
-    if (pd__plan_long(ctx, table, grid, &px, y, window0, &rx, &fell) != PD_OK || fell ||
-        (!r0_short && !pd__gains(r0, &rx)))
+    yc->cross_why = 3;
+    if (!r0_short && !pd__gains(r0, &rx))
         return 0;
     const int found = pd__crossers(yc, table, rx.waypoints, rx.n_waypoints, p->unit);
+    yc->cross_why = found < 0 ? 4 : 5;
     if (found <= 0)
         return 0;
     *found_out = found;
+    yc->cross_why = 6;
     /* R's way is P1 itself: the crossers were found for it, and they
      * keep only what P1 went round (their plans before far). Each must
      * stand on its cut strictly before P1 gets there, or it could not
@@ -968,10 +982,12 @@ static int pd__cross(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, cons
         !pd__cut_crossers(yc, table, yc->far, p->t0_ms, found, 1))
         return 0;
     rx.waypoints = yc->p1;
+    yc->cross_why = 7;
     if (pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, yc->p1, rx.n_waypoints, NULL) != PD_OK) {
         pd__door_undo(table, yc, found);
         return 0;
     }
+    yc->cross_why = 8; /* pd__replan_crossers tells more */
     return pd__replan_crossers(yc, ctx, table, p, y, window0, found, PD_YIELD_CROSS_EXPANSIONS, &rx, r);
 }
 
@@ -1246,6 +1262,8 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
         pd_sipp_result rc;
         const int kept = pd__cross(yc, ctx, table, grid, p, y, window0, &r0, st == PD_PARTIAL, &rc, &cfound);
         pd__note_cut(yr, yc, cfound, kept, kept ? PD_YIELD_OUT_KEPT_CROSS : PD_YIELD_OUT_CROSS_UNDONE);
+        if (yr && !kept)
+            yr->cross_why = yc->cross_why;
         if (kept) {
             rc.expanded += r0.expanded;
             rc.reverse_expanded += r0.reverse_expanded;

@@ -156,14 +156,19 @@
  * attempt), and P0 does not take it to its goal within its window (PARTIAL,
  * or it first leaves after the window), R plans all the way with every
  * other agent's spans that begin at or after far = t0 + window ignored
- * (pd_sipp_params.ignore_span). When that plan reaches the goal (and
+ * (pd_sipp_params.ignore_span), within its own budget
+ * (PD_YIELD_CROSS_PLAN_EXPANSIONS; with the long plans' 4,000, 152 of the
+ * 222 crossings tried by the agents left deadlocked gave up there, and a
+ * budget of its own cut the deadlocked agents from 72 to 52 over 24 seeds
+ * a map; 48,000 did worse: docs/BENCHMARKS.md, twelfth pass). When that
+ * plan reaches the goal (and
  * gains on P0 when P0 reaches it too), the agents whose later spans it
  * crosses (at most PD_YIELD_MAX_DISPLACED; none with a plan a block cut)
  * are handled as door_ms handles the crossings of R's goal: each keeps its
- * plan up to its first waypoint arriving at or after far, which must come
- * before its crossing, R plans all the way on that table (and must reach
- * its goal), and each is re-planned from its cut to where its plan ended,
- * round R; if any cannot get there, every plan goes back as it was. The
+ * plan up to its first waypoint arriving at or after far (else at or
+ * after t0), which must come before its crossing, R reserves that plan
+ * itself (it crosses only what was cut), and each is re-planned from its
+ * cut to where its plan ended, round R; if any cannot get there, every plan goes back as it was. The
  * plans within R's window stand (R waits for them), and holds for good
  * begun before far stay the other rules' business.
  *
@@ -177,7 +182,10 @@
  * is), else the long plan on the table as it is (P3), when that leaves
  * within the request's window. Measured on den520d (500 agents): the
  * remaining deadlocked agents were unit 2 agents beside such a hold in the
- * main north-south passage, P1 found and nobody to move.
+ * main north-south passage, P1 found and nobody to move. Off in the
+ * server and the bench: beside crossing at last it changed nothing over 24
+ * seeds a map (Berlin_0_256 17 -> 24 deadlocked, den520d 35 -> 29) and
+ * raised Berlin's p99 (docs/BENCHMARKS.md, twelfth pass).
  *
  * The long plans' budget (long_expansions). P1, R's plan after the moves,
  * P3 and the plans of an agent whose reservations reach its goal go all
@@ -247,6 +255,12 @@
  * request's. 8,000: den520d seed 1 gave 8
  * deadlocked against 3 (docs/BENCHMARKS.md, eleventh pass). */
 #define PD_YIELD_CROSS_EXPANSIONS 16000
+/* The expansions of the crossing's own plan (R's, all the way through the
+ * later spans), forward as pd_sipp_params.max_expansions counts them; the
+ * request's own max_expansions when lower (it is R's search). The
+ * crossers' re-plans have PD_YIELD_CROSS_EXPANSIONS whatever the request
+ * sets, as the aside plans have theirs (pd_yield_params.max_expansions). */
+#define PD_YIELD_CROSS_PLAN_EXPANSIONS 16000
 /* Each aside plan's expansions when the caller sets none. */
 #define PD_YIELD_DEFAULT_EXPANSIONS 4000
 /* Each long plan's (pd_yield_params.long_expansions) when the caller sets none. */
@@ -354,6 +368,17 @@ typedef struct pd_yield_result {
      * budget, 4 R's P1 reaches the culprit's cell no later than it stands
      * there (nothing to cut), 5 the table refused R's P1. */
     int undone_why;
+    /* Why crossing at last (cross_ms) gave up (0: it was not tried, or
+     * kept): R's plan through the later spans 1 ran past its budget
+     * (PD_YIELD_CROSS_PLAN_EXPANSIONS, or the request's lower
+     * max_expansions) or 2 did not reach the goal (PARTIAL, NO_PATH, or
+     * what the poll returned), 3 it did not gain on P0, 4 it crosses more
+     * agents than may move (or one that cannot), 5 none, 6 a crosser could
+     * not be cut (its cut is not before the crossing, or memory or the
+     * table refused it), 7 the table refused R's plan, 8 - 11 a crosser's
+     * re-plan failed: 9 past its budget, 10 short of its end, 11 no path,
+     * 8 out of memory. */
+    int cross_why;
     /* P1 against P0: how long P1 first stands on R's start (-1: for
      * good), and P0's eta less P1's (> 0: P1 arrives sooner). */
     int64_t p1_wait_ms, p1_gain_ms;

@@ -2905,7 +2905,8 @@ static void test_yield_door_undo_over_a_gap(void **state)
  * table stops short of (10, 0) for good. With the rule M's plan is cut at
  * its first waypoint from 8 s on ((10, 3) at 8 s), R gets its way to the
  * goal, and M comes up behind R to park where it meant to. */
-static void crosses_at_last(void **state, int64_t cross_ms, const char *name)
+static void crosses_at_last(void **state, int64_t cross_ms, uint64_t long_expansions, uint64_t max_expansions,
+                            const char *name)
 {
     stage st;
     const uint64_t rid = 191, m = 192;
@@ -2929,15 +2930,16 @@ static void crosses_at_last(void **state, int64_t cross_ms, const char *name)
     answers_plan(&st.log, m, 1, 1.0, 1000, st.r.waypoints, st.r.n_waypoints);
     const pd_grid *grids[2] = { NULL, st.s.unit[1] };
     const pd_yield_params y = { .after_ms = 1000, .unit_grids = grids, .max_unit = 1, .move_ahead = 1,
-                                .cross_ms = cross_ms };
+                                .cross_ms = cross_ms, .long_expansions = long_expansions };
     const pd_sipp_params p = { .agent = rid, .unit = 1, .start = { 0, 0 }, .goal = { 20, 0 }, .t0_ms = 5000,
-                               .speed = 1.0, .window_ms = 3000 };
+                               .speed = 1.0, .window_ms = 3000, .max_expansions = max_expansions };
     const pd_status got = pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[1], &p, &y, &st.r, &yr);
     log_moves(&st, rid, 5000, &yr);
     const pd_waypoint *end = &st.r.waypoints[st.r.n_waypoints - 1];
-    if (cross_ms) {
+    if (cross_ms && !max_expansions) {
         expect_status(got, PD_OK, "R reaches its goal");
         assert_int_equal(yr.outcome, PD_YIELD_OUT_KEPT_CROSS);
+        assert_int_equal(yr.cross_why, 0);
         assert_true(end->x == 20 && end->y == 0 && end->t_leave_ms == FOREVER);
         assert_int_equal(yr.n_displaced, 1);
         const pd_displaced *d = &yr.displaced[0];
@@ -2955,14 +2957,23 @@ static void crosses_at_last(void **state, int64_t cross_ms, const char *name)
         expect_status(got, PD_PARTIAL, "R short of its goal");
         assert_true(end->x < 10 && end->t_leave_ms == FOREVER);
         assert_int_equal(yr.n_displaced, 0);
+        /* Not tried (0), or R's plan through M's ran past the request's
+         * own budget (1). */
+        assert_int_equal(yr.cross_why, cross_ms ? 1 : 0);
     }
     agents_end(&st, yc, rid, m);
 }
 
 static void test_yield_crosses_at_last(void **state)
 {
-    crosses_at_last(state, 0, "yield_no_cross");
-    crosses_at_last(state, 2000, "yield_cross");
+    crosses_at_last(state, 0, 0, 0, "yield_no_cross");
+    crosses_at_last(state, 2000, 0, 0, "yield_cross");
+    /* The request's own max_expansions, when lower, bounds it: R's plan
+     * through M's takes 20 here. */
+    crosses_at_last(state, 2000, 0, 10, "yield_cross_request_capped");
+    /* The crossing's plan has its own budget: the long plans' (here one
+     * expansion) does not bound it. */
+    crosses_at_last(state, 2000, 1, 0, "yield_cross_long_capped");
 }
 
 /* Parking anywhere when nowhere is clear (park_any): a corridor (row 1)
