@@ -161,16 +161,16 @@
  * 222 crossings tried by the agents left deadlocked gave up there, and a
  * budget of its own cut the deadlocked agents from 72 to 52 over 24 seeds
  * a map; 48,000 did worse: docs/BENCHMARKS.md, twelfth pass). When that
- * plan reaches the goal (and
- * gains on P0 when P0 reaches it too), the agents whose later spans it
- * crosses (at most PD_YIELD_MAX_DISPLACED; none with a plan a block cut)
- * are handled as door_ms handles the crossings of R's goal: each keeps its
- * plan up to its first waypoint arriving at or after far (else at or
- * after t0), which must come before its crossing, R reserves that plan
- * itself (it crosses only what was cut), and each is re-planned from its
- * cut to where its plan ended, round R; if any cannot get there, every plan goes back as it was. The
- * plans within R's window stand (R waits for them), and holds for good
- * begun before far stay the other rules' business.
+ * plan reaches the goal (and gains on P0 when P0 reaches it too), the
+ * agents whose later spans it crosses (at most PD_YIELD_MAX_DISPLACED;
+ * none with a plan a block cut) are handled as door_ms handles the
+ * crossings of R's goal: each keeps its plan up to its first waypoint
+ * arriving at or after far (else at or after t0), which must come before
+ * its crossing, R reserves that plan itself (it crosses only what was
+ * cut), and each is re-planned from its cut to where its plan ended, round
+ * R; if any cannot get there, every plan goes back as it was. The plans
+ * within R's window stand (R waits for them), and holds for good begun
+ * before far stay the other rules' business.
  *
  * Taking the way round (take_free_way), when there is nobody to move.
  * A windowed plan ranks a handover by its time plus the static rest from
