@@ -634,18 +634,27 @@ func (c *Client) exchange(ctx context.Context, req *pb.Request, newAsm func() as
 	lostWait := c.opts.ReconnectBackoff
 	drained := false
 	replicaRetries := 0
+	// The connection error being waited out: a deadline that passes while
+	// waiting (a late timer on a loaded machine) says why there was no
+	// connection, as a wait that would pass it does, not only that time ran out.
+	var lost error
 	for {
 		if err := ctx.Err(); err != nil {
+			if lost != nil {
+				return nil, nil, lost
+			}
 			return nil, nil, err
 		}
 		cn, err := c.acquire(ctx, weight)
 		if err != nil {
 			// Not sent: waiting for a connection is always safe.
 			if errors.Is(err, ErrDisconnected) && c.waitLost(ctx, deadline, &lostWait) == nil {
+				lost = err
 				continue
 			}
 			return nil, nil, err
 		}
+		lost = nil
 		var asm assembler
 		if newAsm != nil {
 			asm = newAsm()
@@ -656,6 +665,7 @@ func (c *Client) exchange(ctx context.Context, req *pb.Request, newAsm func() as
 			if errors.Is(err, ErrDisconnected) && !c.opts.NoResend && resendable(req) &&
 				c.waitLost(ctx, deadline, &lostWait) == nil {
 				c.resent.Add(1)
+				lost = err
 				continue
 			}
 			return nil, nil, err
