@@ -142,6 +142,8 @@ static const char PD__LIBRARY[] =
     "  local g = redis.call('INCR', seq)\n"
     "  if def ~= '' then -- a reload's RESET: the hash of the definition it names\n"
     "    redis.call('XADD', stream, id, 'v', string.format('%d', v), 'g', g, 'r', record, 'd', def)\n"
+    "    -- and in meta, which outlives the entry's trim (pd__adopt_reset)\n"
+    "    redis.call('HSET', meta, 'rdef', id .. ' ' .. def)\n"
     "  else\n"
     "    redis.call('XADD', stream, id, 'v', string.format('%d', v), 'g', g, 'r', record)\n"
     "  end\n"
@@ -1327,14 +1329,21 @@ static void pd__rl_unlock(void *log)
     pthread_mutex_unlock(&((pd_redis_log *)log)->lock);
 }
 
-/* The log and this pathd no longer agree: every later change is refused. */
+/* The log and this pathd no longer agree: every later change is refused.
+ * The first failure is said: the clients see INTERNAL, and the operator,
+ * who must restart pathd, would otherwise find nothing in its log. */
 static void pd__fail(pd_redis_log *rl, const char *fmt, const char *why)
 {
     char buf[sizeof rl->why];
     snprintf(buf, sizeof buf, fmt, why);
     memcpy(rl->why, buf, sizeof rl->why);
     rl->refusal = PD_INTERNAL;
-    atomic_store(&rl->failed, 1);
+    if (!atomic_exchange(&rl->failed, 1) && rl->warn) {
+        char msg[sizeof buf + 96];
+        snprintf(msg, sizeof msg, "the change log failed: %s; every change is refused (INTERNAL) until pathd restarts",
+                 buf);
+        rl->warn(rl->warn_user, msg);
+    }
 }
 
 /* The append of rec into a, its payload in *framed (the caller frees it).

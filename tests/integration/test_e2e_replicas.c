@@ -1274,9 +1274,13 @@ static void reloaded_at_once_case(void **state, int same)
         assert_int_equal(find_across(fa, 5, NULL), PATHD__V1__STATUS__NO_PATH);
         assert_int_equal(find_across(fb, 5, NULL), PATHD__V1__STATUS__NO_PATH);
     } else {
-        /* One log failed: its change INTERNAL; the other's went through. */
+        /* One log failed: its change INTERNAL, and its log says so; the
+         * other's went through. */
         assert_true((sa == PATHD__V1__STATUS__INTERNAL) != (sb == PATHD__V1__STATUS__INTERNAL));
         assert_true(sa == PATHD__V1__STATUS__OK || sb == PATHD__V1__STATUS__OK);
+        assert_true(pdi_log_contains(sa == PATHD__V1__STATUS__INTERNAL ? &f->a : &f->b,
+                                     "the change log failed: a reload's RESET of scene 'arena' (version 3) was not "
+                                     "taken"));
     }
     stop_two(f, fa, fb);
 }
