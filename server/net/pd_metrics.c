@@ -9,6 +9,7 @@
  */
 #include "pd_metrics.h"
 
+#include "pd_fileio.h"
 #include "pd_index.h"
 
 #include <dirent.h>
@@ -763,7 +764,7 @@ static void pd__render_process(pd__text *t)
         }
         fclose(statm);
     }
-    DIR *d = opendir("/proc/self/fd");
+    DIR *d = pd_open_dir("/proc/self/fd");
     if (d) {
         uint64_t fds = 0;
         for (struct dirent *e; (e = readdir(d));)

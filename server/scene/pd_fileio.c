@@ -1,11 +1,12 @@
 /*
  * pd_fileio.c - pd_write_all, the whole-buffer write every log in
- * data_dir uses (see pd_fileio.h).
+ * data_dir uses, and pd_open_dir (see pd_fileio.h).
  */
 #define _GNU_SOURCE
 #include "pd_fileio.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -30,4 +31,18 @@ int pd_write_all(int fd, const void *p, size_t n, int64_t at)
             at += w;
     }
     return 0;
+}
+
+DIR *pd_open_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return d;
 }

@@ -994,7 +994,7 @@ static int pd__push_gen(uint64_t **arr, size_t *n, uint64_t gen)
 static int pd__list_files(pd_journal *j, pd__files *f, char *err, size_t errlen)
 {
     memset(f, 0, sizeof *f);
-    DIR *d = opendir(j->dir);
+    DIR *d = pd_open_dir(j->dir);
     if (!d) {
         snprintf(err, errlen, "journal: cannot read %s: %s", j->dir, strerror(errno));
         return -1;

@@ -1173,7 +1173,7 @@ int pd_redis_snap_check_cache(pd_redis_snap *sn, char *err, size_t errlen)
 {
     if (!sn->cache[0])
         return 0;
-    DIR *d = opendir(sn->cache);
+    DIR *d = pd_open_dir(sn->cache);
     if (!d) {
         snprintf(err, errlen, "Redis log cache %s: %s", sn->cache, strerror(errno));
         return -1;

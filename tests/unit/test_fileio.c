@@ -2,12 +2,14 @@
  * test_fileio.c - pd_write_all (server/scene/pd_fileio.h), the one
  * whole-buffer write the journal, the reservation log and the replica's
  * cache share: at an offset (pwrite) or at the file's offset (write), on
- * through short writes and EINTR, and a failure reported with errno. Also
- * pd_cmp_u64 (server/core/pd_sort.h), the one u64 comparator.
+ * through short writes and EINTR, and a failure reported with errno;
+ * pd_open_dir, the one directory listing. Also pd_cmp_u64
+ * (server/core/pd_sort.h), the one u64 comparator.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
+#include <dirent.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <errno.h>
@@ -19,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -274,6 +278,63 @@ static void test_eintr_with_nothing_written_goes_on(void **state)
     free(got);
 }
 
+/* A socket made and closed on another thread, with nothing ordering it
+ * before the listing (as a connection the loop accepted and closed, and
+ * a journal compaction on a pool thread): the directory's descriptor gets
+ * its number. Closed as libuv closes one, by the system call itself,
+ * which TSan does not see. */
+static void *socket_made_and_closed(void *arg)
+{
+    (void)arg;
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s >= 0)
+        syscall(SYS_close, s);
+    return NULL;
+}
+
+/* pd_open_dir lists a directory, and says ENOENT / ENOTDIR for a path
+ * that is none. Run under ThreadSanitizer (make test-tsan), the listing
+ * after the socket above reuses its number: with opendir(3), whose
+ * descriptor TSan does not see made, closedir was reported as a data race
+ * with the other thread's close (failed so before pd_open_dir). */
+static void test_open_dir_lists_and_says_why_not(void **state)
+{
+    (void)state;
+    char dir[64], file[96];
+    snprintf(dir, sizeof dir, "/tmp/pd_dir_XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(file, sizeof file, "%s/log.1", dir);
+    int fd = open(file, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, socket_made_and_closed, NULL), 0);
+    const struct timespec settle = { 0, 100 * 1000 * 1000 }; /* no sync: a sleep orders it */
+    nanosleep(&settle, NULL);
+    DIR *d = pd_open_dir(dir);
+    assert_non_null(d);
+    int seen = 0, others = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, "log.1") == 0)
+            seen++;
+        else if (e->d_name[0] != '.')
+            others++;
+    assert_int_equal(closedir(d), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(seen, 1);
+    assert_int_equal(others, 0);
+
+    errno = 0;
+    assert_null(pd_open_dir(file));
+    assert_int_equal(errno, ENOTDIR);
+    assert_int_equal(unlink(file), 0);
+    assert_int_equal(rmdir(dir), 0);
+    errno = 0;
+    assert_null(pd_open_dir(dir));
+    assert_int_equal(errno, ENOENT);
+}
+
 static void test_cmp_u64_orders_the_whole_range(void **state)
 {
     (void)state;
@@ -294,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_a_refused_rest_is_an_error_with_errno),
         cmocka_unit_test(test_short_writes_and_eintr_go_on),
         cmocka_unit_test(test_eintr_with_nothing_written_goes_on),
+        cmocka_unit_test(test_open_dir_lists_and_says_why_not),
         cmocka_unit_test(test_cmp_u64_orders_the_whole_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
