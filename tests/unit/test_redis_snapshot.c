@@ -730,6 +730,15 @@ static void test_same_config_reloaded_entry_trimmed_is_adopted(void **state)
     compact_until_up(second);
     assert_int_equal(log_failed(second), 0);
     assert_non_null(strstr(w.last, "another replica's RESET of the same definition is the log's entry 1-3"));
+    /* It serves 1-3, whose successors are trimmed too: its catch-up is
+     * the newest snapshot, then the tail (as a replica's loop does), and
+     * it then serves what the first does. */
+    assert_int_equal(version_of(second, "town"), 3);
+    tailed g;
+    assert_int_equal(tail_of(second, "town", 3, &g), 1);
+    pd_store *again = snap_store_over(registry_of(&c), "trimmed", 1u << 20, NULL, NULL, NULL, NULL);
+    assert_same_world(pd_store_registry(first), pd_store_registry(again));
+    store_free(again);
     pd_conf_free(&c);
     store_free(second);
     store_free(first);
