@@ -22,7 +22,7 @@
  *                           reload's RESET also d (its definition's hash)
  *   PREFIX:{NAME}:meta      hash: v (version), inc, live (0 after a drop),
  *                           rdefs (the last 8 reload RESETs' "INC-V HASH",
- *                           newest first) and rdef (the last one's)
+ *                           newest first)
  *   PREFIX:{NAME}:idem:KEY  the version an idempotency key made (TTL)
  *   PREFIX:{NAME}:snaps     the scene's snapshots (pd_redis_snapshot.h; the
  *                           meta hash's "snap" and "snaps" name them)

@@ -638,8 +638,7 @@ static int pd__entry_is_reset_of(pd_redis_snap *sn, const pd__held *h, const cha
 
 /* What the RESETs kept in a scene's meta say of its entry id: 1 a RESET
  * of def, 0 of another definition, -1 not named there. kept is "INC-V
- * HASH" pairs, space-separated (rdefs; an older pathd's library keeps
- * only rdef, one pair, or none). */
+ * HASH" pairs, space-separated (rdefs). */
 static int pd__kept_reset_says(const char *kept, const char *id, const char *def)
 {
     const size_t n = strlen(id);
@@ -677,16 +676,16 @@ static int pd__adopt_reset(pd_redis_snap *sn, const pd__held *h, char *why, size
         return 0;
     char meta[320], id[48], err[256];
     snprintf(meta, sizeof meta, "%s:{%s}:meta", sn->prefix, h->scene);
-    const char *hm[] = { "HMGET", meta, "inc", "live", "rdef", "rdefs" };
-    const size_t hmlen[] = { 5, strlen(meta), 3, 4, 4, 5 };
+    const char *hm[] = { "HMGET", meta, "inc", "live", "rdefs" };
+    const size_t hmlen[] = { 5, strlen(meta), 3, 4, 5 };
     int io;
-    redisReply *r = pd_redis_log_command(sn->rl, 6, hm, hmlen, &io, err, sizeof err);
+    redisReply *r = pd_redis_log_command(sn->rl, 5, hm, hmlen, &io, err, sizeof err);
     if (!r)
         goto unanswered;
-    int live = r->type == REDIS_REPLY_ARRAY && r->elements == 4 && r->element[0]->type == REDIS_REPLY_STRING &&
+    int live = r->type == REDIS_REPLY_ARRAY && r->elements == 3 && r->element[0]->type == REDIS_REPLY_STRING &&
                r->element[1]->type == REDIS_REPLY_STRING && strcmp(r->element[1]->str, "1") == 0;
-    /* The last RESETs' "INC-V HASH" (meta fields rdefs, the last 8, and
-     * rdef, the last one) decide when they name the entry at h's version:
+    /* The last 8 RESETs' "INC-V HASH" (meta field rdefs) decide when they
+     * name the entry at h's version:
      * they outlive the entry, which a snapshot past it trims - another
      * replica may well change the scene, even reload again, and compact
      * before this one's RESET is sent again (the entry's read alone failed
@@ -696,9 +695,8 @@ static int pd__adopt_reset(pd_redis_snap *sn, const pd__held *h, char *why, size
     int same = -1;
     if (live) {
         snprintf(id, sizeof id, "%llu-%" PRIu64, strtoull(r->element[0]->str, NULL, 10), h->version);
-        for (size_t i = 3; i >= 2 && same < 0; i--) /* rdefs, else rdef */
-            if (r->element[i]->type == REDIS_REPLY_STRING)
-                same = pd__kept_reset_says(r->element[i]->str, id, h->def);
+        if (r->element[2]->type == REDIS_REPLY_STRING)
+            same = pd__kept_reset_says(r->element[2]->str, id, h->def);
     }
     freeReplyObject(r);
     if (!live)

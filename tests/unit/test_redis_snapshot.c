@@ -666,7 +666,7 @@ static void test_same_config_reloaded_entry_unread_is_held(void **state)
     warned w = { 0 };
     pd_store *first, *second;
     town_reloaded_by_the_first("unread", &rng, dir, &c, &w, &first, &second);
-    raw(s, sizeof s, "HDEL unread:{town}:meta rdef rdefs"); /* as an older pathd's library writes none */
+    raw(s, sizeof s, "HDEL unread:{town}:meta rdefs"); /* as an older pathd's library writes none */
     raw(s, sizeof s, "ACL SETUSER default -xrange");
     store_reload(second, &c);
     int failed = log_failed(second);
@@ -712,7 +712,7 @@ static void second_reload_held(pd_store *second, const pd_conf *c)
  * held (Redis stopped past the 500 ms timeout at its reload), while the
  * first goes on changing town and compacts twice: the entry of the
  * first's RESET (1-3) is trimmed when the second's is sent again. The
- * RESET's hash kept in the scene's meta (rdef) still tells it for the
+ * RESET's hash kept in the scene's meta (rdefs) still tells it for the
  * same definition, so the second serves it and its log does not fail.
  * Fails without the fix: the entry read alone found nothing there and
  * failed the second's log ("restart pathd to replay the log"; seen about
@@ -733,7 +733,6 @@ static void test_same_config_reloaded_entry_trimmed_is_adopted(void **state)
         updates_then_compact(first, "town", EVERY, &rng);
     raw(s, sizeof s, "XRANGE trimmed:{town}:log - + COUNT 1");
     assert_string_equal(s, "1-8"); /* the first's RESET (1-3) trimmed */
-    raw(s, sizeof s, "HDEL trimmed:{town}:meta rdefs"); /* rdef alone, as the library before rdefs kept */
 
     compact_until_up(second);
     assert_int_equal(log_failed(second), 0);
@@ -757,7 +756,7 @@ static void test_same_config_reloaded_entry_trimmed_is_adopted(void **state)
  * then reloads yet another config (its RESET at 1-8 is the last one) and
  * compacts before the second's held RESET is sent again: the RESETs kept
  * in meta (rdefs, the last few) still name 1-3, so the second serves it.
- * Fails with only the last RESET kept (rdef): it names 1-8, the entry
+ * Fails with only the last RESET kept: it names 1-8, the entry
  * 1-3 is trimmed, and the second's log failed. */
 static void test_same_config_reloaded_entry_trimmed_after_another_reload_is_adopted(void **state)
 {
