@@ -142,8 +142,15 @@ static const char PD__LIBRARY[] =
     "  local g = redis.call('INCR', seq)\n"
     "  if def ~= '' then -- a reload's RESET: the hash of the definition it names\n"
     "    redis.call('XADD', stream, id, 'v', string.format('%d', v), 'g', g, 'r', record, 'd', def)\n"
-    "    -- and in meta, which outlives the entry's trim (pd__adopt_reset)\n"
-    "    redis.call('HSET', meta, 'rdef', id .. ' ' .. def)\n"
+    "    -- and in meta, which outlives the entry's trim (pd__adopt_reset): the\n"
+    "    -- last 8, newest first (a later reload's must not hide one a replica\n"
+    "    -- still holds)\n"
+    "    local kept = {id .. ' ' .. def}\n"
+    "    for pair in string.gmatch(redis.call('HGET', meta, 'rdefs') or '', '[^ ]+ [^ ]+') do\n"
+    "      if #kept >= 8 then break end\n"
+    "      kept[#kept + 1] = pair\n"
+    "    end\n"
+    "    redis.call('HSET', meta, 'rdefs', table.concat(kept, ' '))\n"
     "  else\n"
     "    redis.call('XADD', stream, id, 'v', string.format('%d', v), 'g', g, 'r', record)\n"
     "  end\n"
@@ -1340,7 +1347,7 @@ static void pd__fail(pd_redis_log *rl, const char *fmt, const char *why)
     rl->refusal = PD_INTERNAL;
     if (!atomic_exchange(&rl->failed, 1) && rl->warn) {
         char msg[sizeof buf + 96];
-        snprintf(msg, sizeof msg, "the change log failed: %s; every change is refused (INTERNAL) until pathd restarts",
+        snprintf(msg, sizeof msg, "the change log failed (every change is refused INTERNAL until pathd restarts): %s",
                  buf);
         rl->warn(rl->warn_user, msg);
     }

@@ -20,7 +20,9 @@
  *                           one with id INC-0), fields v (the version), g
  *                           (the global sequence) and r (the record); a
  *                           reload's RESET also d (its definition's hash)
- *   PREFIX:{NAME}:meta      hash: v (version), inc, live (0 after a drop)
+ *   PREFIX:{NAME}:meta      hash: v (version), inc, live (0 after a drop),
+ *                           rdefs (the last 8 reload RESETs' "INC-V HASH",
+ *                           newest first)
  *   PREFIX:{NAME}:idem:KEY  the version an idempotency key made (TTL)
  *   PREFIX:{NAME}:snaps     the scene's snapshots (pd_redis_snapshot.h; the
  *                           meta hash's "snap" and "snaps" name them)

@@ -636,6 +636,28 @@ static int pd__entry_is_reset_of(pd_redis_snap *sn, const pd__held *h, const cha
     return same;
 }
 
+/* What the RESETs kept in a scene's meta say of its entry id: 1 a RESET
+ * of def, 0 of another definition, -1 not named there. kept is "INC-V
+ * HASH" pairs, space-separated (rdefs). */
+static int pd__kept_reset_says(const char *kept, const char *id, const char *def)
+{
+    const size_t n = strlen(id);
+    for (const char *p = kept; *p;) {
+        const char *hash = strchr(p, ' ');
+        if (!hash)
+            break;
+        hash++;
+        const char *end = strchr(hash, ' ');
+        const size_t len = end ? (size_t)(end - hash) : strlen(hash);
+        if ((size_t)(hash - 1 - p) == n && strncmp(p, id, n) == 0)
+            return len == strlen(def) && strncmp(hash, def, len) == 0;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return -1;
+}
+
 /* A RESET of h's scene the log refused because its version moved: 1 when
  * the entry at h's version of the live incarnation is a RESET of the same
  * definition (another replica reloaded the same config at about the same
@@ -654,28 +676,27 @@ static int pd__adopt_reset(pd_redis_snap *sn, const pd__held *h, char *why, size
         return 0;
     char meta[320], id[48], err[256];
     snprintf(meta, sizeof meta, "%s:{%s}:meta", sn->prefix, h->scene);
-    const char *hm[] = { "HMGET", meta, "inc", "live", "rdef" };
-    const size_t hmlen[] = { 5, strlen(meta), 3, 4, 4 };
+    const char *hm[] = { "HMGET", meta, "inc", "live", "rdefs" };
+    const size_t hmlen[] = { 5, strlen(meta), 3, 4, 5 };
     int io;
     redisReply *r = pd_redis_log_command(sn->rl, 5, hm, hmlen, &io, err, sizeof err);
     if (!r)
         goto unanswered;
     int live = r->type == REDIS_REPLY_ARRAY && r->elements == 3 && r->element[0]->type == REDIS_REPLY_STRING &&
                r->element[1]->type == REDIS_REPLY_STRING && strcmp(r->element[1]->str, "1") == 0;
-    /* The last RESET's "INC-V HASH" (meta field rdef) decides when it is
-     * the entry at h's version: it outlives the entry, which a snapshot
-     * past it trims - another replica may well change the scene and
-     * compact before this one's RESET is sent again (the entry's read
-     * alone failed the log then: test_same_config_reloaded_entry_trimmed_
-     * is_adopted). Else (an older pathd's library writes none, or a later
-     * RESET came since) the entry is read. */
+    /* The last 8 RESETs' "INC-V HASH" (meta field rdefs) decide when they
+     * name the entry at h's version:
+     * they outlive the entry, which a snapshot past it trims - another
+     * replica may well change the scene, even reload again, and compact
+     * before this one's RESET is sent again (the entry's read alone failed
+     * the log then: test_same_config_reloaded_entry_trimmed_is_adopted,
+     * ..._after_another_reload_is_adopted). Else (an older pathd's library
+     * writes none, or 8 RESETs came since) the entry is read. */
     int same = -1;
     if (live) {
         snprintf(id, sizeof id, "%llu-%" PRIu64, strtoull(r->element[0]->str, NULL, 10), h->version);
-        const redisReply *rd = r->element[2];
-        const size_t n = strlen(id);
-        if (rd->type == REDIS_REPLY_STRING && rd->len > n && strncmp(rd->str, id, n) == 0 && rd->str[n] == ' ')
-            same = strcmp(rd->str + n + 1, h->def) == 0;
+        if (r->element[2]->type == REDIS_REPLY_STRING)
+            same = pd__kept_reset_says(r->element[2]->str, id, h->def);
     }
     freeReplyObject(r);
     if (!live)

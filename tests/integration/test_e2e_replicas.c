@@ -1279,7 +1279,7 @@ static void reloaded_at_once_case(void **state, int same)
         assert_true((sa == PATHD__V1__STATUS__INTERNAL) != (sb == PATHD__V1__STATUS__INTERNAL));
         assert_true(sa == PATHD__V1__STATUS__OK || sb == PATHD__V1__STATUS__OK);
         assert_true(pdi_log_contains(sa == PATHD__V1__STATUS__INTERNAL ? &f->a : &f->b,
-                                     "the change log failed: a reload's RESET of scene 'arena' (version 3) was not "
+                                     "until pathd restarts): a reload's RESET of scene 'arena' (version 3) was not "
                                      "taken"));
     }
     stop_two(f, fa, fb);

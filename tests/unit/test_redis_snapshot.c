@@ -666,7 +666,7 @@ static void test_same_config_reloaded_entry_unread_is_held(void **state)
     warned w = { 0 };
     pd_store *first, *second;
     town_reloaded_by_the_first("unread", &rng, dir, &c, &w, &first, &second);
-    raw(s, sizeof s, "HDEL unread:{town}:meta rdef"); /* as an older pathd's library writes none */
+    raw(s, sizeof s, "HDEL unread:{town}:meta rdefs"); /* as an older pathd's library writes none */
     raw(s, sizeof s, "ACL SETUSER default -xrange");
     store_reload(second, &c);
     int failed = log_failed(second);
@@ -698,11 +698,21 @@ static void test_same_config_reloaded_entry_unread_is_held(void **state)
     assert_int_equal(redis_srv_rm_dir(dir), 0);
 }
 
+/* The second's reload of c, its RESET held: Redis stopped past the
+ * 500 ms timeout (the log does not fail: it waits for Redis). */
+static void second_reload_held(pd_store *second, const pd_conf *c)
+{
+    assert_int_equal(kill(srv.pid, SIGSTOP), 0);
+    store_reload(second, c);
+    assert_int_equal(kill(srv.pid, SIGCONT), 0);
+    assert_int_equal(log_failed(second), 0);
+}
+
 /* The same config reloaded on two replicas at once, the second's RESET
  * held (Redis stopped past the 500 ms timeout at its reload), while the
  * first goes on changing town and compacts twice: the entry of the
  * first's RESET (1-3) is trimmed when the second's is sent again. The
- * RESET's hash kept in the scene's meta (rdef) still tells it for the
+ * RESET's hash kept in the scene's meta (rdefs) still tells it for the
  * same definition, so the second serves it and its log does not fail.
  * Fails without the fix: the entry read alone found nothing there and
  * failed the second's log ("restart pathd to replay the log"; seen about
@@ -717,10 +727,7 @@ static void test_same_config_reloaded_entry_trimmed_is_adopted(void **state)
     warned w = { 0 };
     pd_store *first, *second;
     town_reloaded_by_the_first("trimmed", &rng, dir, &c, &w, &first, &second);
-    assert_int_equal(kill(srv.pid, SIGSTOP), 0);
-    store_reload(second, &c);
-    assert_int_equal(kill(srv.pid, SIGCONT), 0);
-    assert_int_equal(log_failed(second), 0);
+    second_reload_held(second, &c);
     assert_non_null(strstr(w.last, "waits for Redis"));
     for (int i = 0; i < 2; i++)
         updates_then_compact(first, "town", EVERY, &rng);
@@ -730,6 +737,48 @@ static void test_same_config_reloaded_entry_trimmed_is_adopted(void **state)
     compact_until_up(second);
     assert_int_equal(log_failed(second), 0);
     assert_non_null(strstr(w.last, "another replica's RESET of the same definition is the log's entry 1-3"));
+    /* It serves 1-3, whose successors are trimmed too: its catch-up is
+     * the newest snapshot, then the tail (as a replica's loop does), and
+     * it then serves what the first does. */
+    assert_int_equal(version_of(second, "town"), 3);
+    tailed g;
+    assert_int_equal(tail_of(second, "town", 3, &g), 1);
+    pd_store *again = snap_store_over(registry_of(&c), "trimmed", 1u << 20, NULL, NULL, NULL, NULL);
+    assert_same_world(pd_store_registry(first), pd_store_registry(again));
+    store_free(again);
+    pd_conf_free(&c);
+    store_free(second);
+    store_free(first);
+    assert_int_equal(redis_srv_rm_dir(dir), 0);
+}
+
+/* As test_same_config_reloaded_entry_trimmed_is_adopted, but the first
+ * then reloads yet another config (its RESET at 1-8 is the last one) and
+ * compacts before the second's held RESET is sent again: the RESETs kept
+ * in meta (rdefs, the last few) still name 1-3, so the second serves it.
+ * Fails with only the last RESET kept: it names 1-8, the entry
+ * 1-3 is trimmed, and the second's log failed. */
+static void test_same_config_reloaded_entry_trimmed_after_another_reload_is_adopted(void **state)
+{
+    (void)state;
+    uint64_t rng = 61;
+    char dir[64], s[64], map[(SIDE + 1) * SIDE + 1];
+    pd_conf c, next;
+    warned w = { 0 };
+    pd_store *first, *second;
+    town_reloaded_by_the_first("again", &rng, dir, &c, &w, &first, &second);
+    second_reload_held(second, &c);
+    updates_then_compact(first, "town", EVERY, &rng);
+    town_map(map, 3);
+    town_conf(dir, map, &next); /* another config, the first's alone */
+    reload_and_compact(first, &next);
+    raw(s, sizeof s, "XRANGE again:{town}:log - + COUNT 1");
+    assert_string_equal(s, "1-8"); /* the first's second RESET; 1-3 trimmed */
+
+    compact_until_up(second);
+    assert_int_equal(log_failed(second), 0);
+    assert_non_null(strstr(w.last, "another replica's RESET of the same definition is the log's entry 1-3"));
+    pd_conf_free(&next);
     pd_conf_free(&c);
     store_free(second);
     store_free(first);
@@ -1223,6 +1272,7 @@ int main(void)
         cmocka_unit_test(test_same_config_reloaded_on_two_replicas),
         cmocka_unit_test(test_same_config_reloaded_entry_unread_is_held),
         cmocka_unit_test(test_same_config_reloaded_entry_trimmed_is_adopted),
+        cmocka_unit_test(test_same_config_reloaded_entry_trimmed_after_another_reload_is_adopted),
         cmocka_unit_test(test_reload_without_an_answer_is_recorded_later),
         cmocka_unit_test(test_reload_held_at_stop_is_said),
         cmocka_unit_test(test_instance_of_a_held_scene_is_refused),
