@@ -40,7 +40,8 @@ static void fuzz_check_scene(const pd_conf *c, size_t i)
     for (size_t j = 0; j < i; j++)
         FUZZ_REQUIRE(strcmp(c->scenes[j].name, s->name) != 0, "scene '%s' twice", s->name);
     FUZZ_REQUIRE(s->map_path != NULL && s->map_path[0] != '\0', "scene '%s' has no map", s->name);
-    FUZZ_REQUIRE(s->format == PD_MAP_MOVINGAI || s->format == PD_MAP_ASCII || s->format == PD_MAP_TILED,
+    FUZZ_REQUIRE(s->format == PD_MAP_MOVINGAI || s->format == PD_MAP_ASCII || s->format == PD_MAP_TILED ||
+                     s->format == PD_MAP_LDTK,
                  "format %d", (int)s->format);
     FUZZ_REQUIRE(isfinite(s->cell_size) && s->cell_size > 0, "cell_size %g", s->cell_size);
     FUZZ_REQUIRE(isfinite(s->origin_x) && isfinite(s->origin_y), "origin %g, %g", s->origin_x, s->origin_y);
