@@ -261,6 +261,9 @@
  * crossers' re-plans have PD_YIELD_CROSS_EXPANSIONS whatever the request
  * sets, as the aside plans have theirs (pd_yield_params.max_expansions). */
 #define PD_YIELD_CROSS_PLAN_EXPANSIONS 16000
+/* The joint search's expansions (pd_yield_params.joint), each a joint
+ * state with up to 25 successors checked against the table. */
+#define PD_YIELD_JOINT_EXPANSIONS 4000
 /* Each aside plan's expansions when the caller sets none. */
 #define PD_YIELD_DEFAULT_EXPANSIONS 4000
 /* Each long plan's (pd_yield_params.long_expansions) when the caller sets none. */
@@ -332,6 +335,10 @@ typedef struct pd_yield_params {
      * after its window cut there and re-planned round it; <= 0: never
      * (the server and the bench: PD_YIELD_CROSS_MS). */
     int64_t cross_ms;
+    /* Crossing jointly (joint, above): when a crosser's re-plan round R
+     * fails, R and that crosser are planned together past each other,
+     * and the crossing's re-plans go on from there. */
+    int joint;
 } pd_yield_params;
 
 /* An agent moved: its new plan replaces its reservations from t0_ms on
@@ -379,6 +386,8 @@ typedef struct pd_yield_result {
      * re-plan failed: 9 past its budget, 10 short of its end, 11 no path,
      * 8 out of memory. */
     int cross_why;
+    /* Crossing jointly (joint): 0 not tried, 1 tried and undone, 2 kept. */
+    int joint;
     /* P1 against P0: how long P1 first stands on R's start (-1: for
      * good), and P0's eta less P1's (> 0: P1 arrives sooner). */
     int64_t p1_wait_ms, p1_gain_ms;

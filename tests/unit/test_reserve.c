@@ -2976,6 +2976,92 @@ static void test_yield_crosses_at_last(void **state)
     crosses_at_last(state, 2000, 1, 0, "yield_cross_long_capped");
 }
 
+/* Crossing jointly (joint): two rooms joined by a street two cells high
+ * (rows 2-3, x 6-19), too narrow for two 2 x 2 units. R (2 x 2, speed 2)
+ * stands in the west room at (1, 4) from 0 and wants the east room's
+ * (24, 2); M (2 x 2, speed 1), planned all the way at 1 s from the east
+ * room's (22, 2), comes west through the street to park at (0, 0). R asks
+ * at 5 s (window 3 s): M's plan fills the street until about 20 s, so R
+ * stands short. Crossing at last cuts M at its first waypoint from 8 s on,
+ * already in the street, and R, twice as fast, would catch it before it
+ * could back out: M's re-plan round R finds no path (cross_why 11) and R
+ * stays short. Planned together (R and M, one tick at a time), R steps
+ * back into the west room off the street's rows, M comes through past it,
+ * and R goes east through the street behind M; M parks where it meant to. */
+static void crosses_jointly(void **state, int joint, const char *name)
+{
+    stage st;
+    const uint64_t rid = 211, m = 212;
+    pd_yield_ctx *yc = yield_begin(&st, state, name,
+                                   core_grid("......##############......\n"
+                                             "......##############......\n"
+                                             "..........................\n"
+                                             "..........................\n"
+                                             "......##############......\n"
+                                             "......##############......\n"));
+    pd_yield_result yr;
+    const pd_sipp_params pr = { .agent = rid, .unit = 2, .start = { 1, 4 }, .goal = { 1, 4 }, .speed = 2.0 };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &pr, NULL, &st.r, &yr), PD_OK, "R stands");
+    answers_plan(&st.log, rid, 2, 2.0, 0, st.r.waypoints, st.r.n_waypoints);
+    const pd_sipp_params pm = { .agent = m, .unit = 2, .start = { 22, 2 }, .goal = { 0, 0 }, .t0_ms = 1000,
+                                .speed = 1.0 };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &pm, NULL, &st.r, &yr), PD_OK, "M");
+    answers_plan(&st.log, m, 2, 1.0, 1000, st.r.waypoints, st.r.n_waypoints);
+    const pd_grid *grids[3] = { NULL, st.s.unit[1], st.s.unit[2] };
+    const pd_yield_params y = { .after_ms = 1000, .unit_grids = grids, .max_unit = 2, .move_ahead = 1,
+                                .cross_ms = 2000, .joint = joint };
+    const pd_sipp_params p = { .agent = rid, .unit = 2, .start = { 1, 4 }, .goal = { 24, 2 }, .t0_ms = 5000,
+                               .speed = 2.0, .window_ms = 3000 };
+    const pd_status got = pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &p, &y, &st.r, &yr);
+    answers_plan(&st.log, rid, 2, 2.0, 5000, st.r.waypoints, st.r.n_waypoints);
+    for (size_t d = 0; d < yr.n_displaced; d++) {
+        const pd_displaced *dp = &yr.displaced[d];
+        answers_plan(&st.log, dp->agent, dp->unit, dp->speed, dp->t0_ms, dp->waypoints, dp->n_waypoints);
+    }
+    const pd_waypoint *end = &st.r.waypoints[st.r.n_waypoints - 1];
+    if (!joint) {
+        expect_status(got, PD_PARTIAL, "R short of its goal");
+        assert_int_equal(yr.outcome, PD_YIELD_OUT_CROSS_UNDONE);
+        assert_int_equal(yr.cross_why, 11); /* M found no way out ahead of R */
+        assert_int_equal(yr.culprit, m);
+        assert_int_equal(yr.joint, 0);
+        assert_true(end->x < 6 && end->t_leave_ms == FOREVER);
+        assert_int_equal(yr.n_displaced, 0);
+    } else {
+        expect_status(got, PD_OK, "R reaches its goal");
+        assert_int_equal(yr.outcome, PD_YIELD_OUT_KEPT_CROSS);
+        assert_int_equal(yr.cross_why, 0);
+        assert_int_equal(yr.joint, 2);
+        assert_true(end->x == 24 && end->y == 2 && end->t_leave_ms == FOREVER);
+        assert_int_equal(yr.n_displaced, 1);
+        const pd_displaced *d = &yr.displaced[0];
+        assert_int_equal(d->agent, m);
+        assert_int_equal(d->t0_ms, 8000); /* cut where the crossing cut it */
+        assert_true(d->waypoints[0].t_arrive_ms == 8000 && d->waypoints[0].x >= 6 && d->waypoints[0].x < 20);
+        /* R, the faster, steps back off the street's rows into the west
+         * room (y >= 4) and stands there while M comes out of the street
+         * past it (M's first waypoint west of x 5). */
+        int64_t m_out = -1;
+        for (size_t i = 0; i < d->n_waypoints && m_out < 0; i++)
+            if (d->waypoints[i].x < 5)
+                m_out = d->waypoints[i].t_arrive_ms;
+        int stood_aside = 0;
+        for (size_t i = 0; i < st.r.n_waypoints; i++)
+            stood_aside |= st.r.waypoints[i].y >= 4 && st.r.waypoints[i].t_arrive_ms > 5000 &&
+                           st.r.waypoints[i].t_arrive_ms <= m_out && st.r.waypoints[i].t_leave_ms >= m_out;
+        assert_true(m_out > 0 && stood_aside);
+        const pd_waypoint *mend = &d->waypoints[d->n_waypoints - 1];
+        assert_true(mend->x == 0 && mend->y == 0 && mend->t_leave_ms == FOREVER);
+    }
+    agents_end(&st, yc, rid, m);
+}
+
+static void test_yield_crosses_jointly(void **state)
+{
+    crosses_jointly(state, 0, "yield_no_joint");
+    crosses_jointly(state, 1, "yield_joint");
+}
+
 /* Parking anywhere when nowhere is clear (park_any): a corridor (row 1)
  * with a two-cell pocket above it at (8, 0) and (9, 0); X parks for good
  * at (9, 0), so (8, 0), beside X's hold, is not clear (clear_holds), and
@@ -3341,6 +3427,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_yield_door_undo_under_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_door_undo_over_a_gap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_crosses_at_last, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_crosses_jointly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_random, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_moves_a_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_gives_way, setup, teardown),
