@@ -717,10 +717,10 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                         f->slow_us[f->n_slow++] = us;
                     }
                     if (slow && us > 5000)
-                        fprintf(slow, "%llu t0 %lld us %.0f st %s tried %d undone %d moved %zu exp %llu rexp %llu n %zu p1 %llu\n",
+                        fprintf(slow, "%llu t0 %lld us %.0f st %s tried %d undone %d moved %zu exp %llu rexp %llu n %zu p1 %llu joint %d\n",
                                 (unsigned long long)a->id, (long long)t0, us, pd_status_name(st), yr.tried, yr.undone,
                                 yr.n_displaced, (unsigned long long)r.expanded, (unsigned long long)r.reverse_expanded,
-                                r.n_waypoints, (unsigned long long)yr.p1_expanded);
+                                r.n_waypoints, (unsigned long long)yr.p1_expanded, yr.joint);
                     if (trace && (st == PD_OK || st == PD_PARTIAL) && !r.direct)
                         fprintf(trace, "%llu %d %d %u %.0f\n", (unsigned long long)a->id, a->goal.x, a->goal.y,
                                 a->unit, us);

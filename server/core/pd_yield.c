@@ -62,6 +62,7 @@ struct pd_yield_ctx {
     size_t cap_jw[2], n_jw[2];
     int joint_i;
     int joint;                         /* pd_yield_result.joint */
+    uint64_t cross_left;               /* the crossing's re-plan expansions left */
 };
 
 static uint64_t pd__cell_key(int32_t x, int32_t y)
@@ -756,7 +757,11 @@ static int pd__replan_crossers(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *t
         goto undo;
     rr->waypoints = yc->p1;
     const pd_waypoint *rend = &rr->waypoints[rr->n_waypoints - 1];
-    uint64_t left = 2u * budget; /* one request's lane step stays bounded */
+    /* One request's lane step stays bounded: a joint crossing's re-plans
+     * get what the crossing's first ones left. */
+    if (yc->joint_i < 0)
+        yc->cross_left = 2u * budget;
+    uint64_t *const left = &yc->cross_left;
     for (int i = 0; i < found; i++) {
         const pd__holder *h = &yc->h[i];
         const pd_waypoint *end = &yc->old[i][yc->n_old[i] - 1];
@@ -791,7 +796,7 @@ static int pd__replan_crossers(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *t
         }
         /* Each search's budget: the crossing's own, counted against what
          * the request has left, else the aside plans'. */
-        q.max_expansions = budget ? (left < budget ? left : budget)
+        q.max_expansions = budget ? (*left < budget ? *left : budget)
                                   : (y->max_expansions ? y->max_expansions : PD_YIELD_DEFAULT_EXPANSIONS);
         uint64_t spent = 0;
         if (!q.max_expansions) {
@@ -814,7 +819,7 @@ static int pd__replan_crossers(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *t
             st = pd__reserve_long(ctx, table, y->unit_grids[h->info.unit], &q, y, window0, &rh, &fell);
         }
         if (budget)
-            left -= spent < left ? spent : left;
+            *left -= spent < *left ? spent : *left;
         /* Its old plan reached `end`: a PARTIAL one stops short of it,
          * maybe for good behind R's hold (no way round) - unless its end
          * is taken. */
@@ -1209,6 +1214,17 @@ static int pd__jsearch(pd_yield_ctx *yc, const pd_reserve *t, pd__jagent *a, int
         ++*spent;
         const int64_t ta = t0 + (int64_t)c.step * tick, tb = ta + tick;
         const int moves1 = c.step >= kc, present1 = c.step >= kp;
+        /* C's steps this tick, against the table (they do not depend on R's). */
+        int ok1[5];
+        for (int d1 = 0; d1 < 5; d1++) {
+            const int32_t x1 = c.x[1] + dx[d1], y1 = c.y[1] + dy[d1], k1 = (int32_t)a[1].k;
+            ok1[d1] = (d1 == 0 || moves1) && pd__jdist(&a[1], x1, y1) >= 0 &&
+                      (!present1 ||
+                       ((!d1 || pd_sipp_step_ms(0, pd_grid_get(a[1].g, x1, y1), a[1].speed) <= tick) &&
+                        pd__jfree(t, a[1].slot, x1 < c.x[1] ? x1 : c.x[1], y1 < c.y[1] ? y1 : c.y[1],
+                                  (x1 > c.x[1] ? x1 : c.x[1]) + k1 - 1, (y1 > c.y[1] ? y1 : c.y[1]) + k1 - 1,
+                                  ta > tc ? ta : tc, tb)));
+        }
         for (int d0 = 0; d0 < 5; d0++) {
             const int32_t x0 = c.x[0] + dx[d0], y0 = c.y[0] + dy[d0];
             const int32_t h0 = pd__jdist(&a[0], x0, y0);
@@ -1225,15 +1241,8 @@ static int pd__jsearch(pd_yield_ctx *yc, const pd_reserve *t, pd__jagent *a, int
                 const int32_t b1x0 = x1 < c.x[1] ? x1 : c.x[1], b1y0 = y1 < c.y[1] ? y1 : c.y[1];
                 const int32_t b1x1 = (x1 > c.x[1] ? x1 : c.x[1]) + k1 - 1,
                               b1y1 = (y1 > c.y[1] ? y1 : c.y[1]) + k1 - 1;
-                if (h1 < 0)
-                    continue;
-                if (present1) {
-                    if (b0x0 <= b1x1 && b1x0 <= b0x1 && b0y0 <= b1y1 && b1y0 <= b0y1)
-                        continue; /* R and C in each other's way */
-                    if ((d1 && pd_sipp_step_ms(0, pd_grid_get(a[1].g, x1, y1), a[1].speed) > tick) ||
-                        !pd__jfree(t, a[1].slot, b1x0, b1y0, b1x1, b1y1, ta > tc ? ta : tc, tb))
-                        continue;
-                }
+                if (!ok1[d1] || (present1 && b0x0 <= b1x1 && b1x0 <= b0x1 && b0y0 <= b1y1 && b1y0 <= b0y1))
+                    continue; /* a wall, another agent, or R and C in each other's way */
                 pd__jnode nn = { .x = { x0, x1 }, .y = { y0, y1 }, .step = c.step + 1, .parent = ci };
                 nn.g = c.g + (d0 || x0 != a[0].tx || y0 != a[0].ty) +
                        (present1 && (d1 || x1 != a[1].tx || y1 != a[1].ty));
@@ -1336,8 +1345,8 @@ static int pd__joint_cross(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
         q.t0_ms = e->t_leave_ms;
         q.window_ms = max_window > 0 ? max_window : 0;
         q.hold_ok = NULL;
-        if (!q.max_expansions || q.max_expansions > PD_YIELD_CROSS_PLAN_EXPANSIONS)
-            q.max_expansions = PD_YIELD_CROSS_PLAN_EXPANSIONS;
+        if (!q.max_expansions || q.max_expansions > PD_YIELD_CROSS_PLAN_EXPANSIONS / 2)
+            q.max_expansions = PD_YIELD_CROSS_PLAN_EXPANSIONS / 2;
         pd_sipp_result rc;
         if (pd_sipp_plan(ctx, table, grid, &q, &rc) != PD_OK)
             goto undo_r;

@@ -172,6 +172,31 @@
  * within R's window stand (R waits for them), and holds for good begun
  * before far stay the other rules' business.
  *
+ * Crossing jointly (joint), when a crosser cannot get out of R's way.
+ * The crossers are re-planned one after another round R's plan, which
+ * went all the way as if they were not there: in a street too narrow for
+ * two 2 x 2 units, a crosser cut inside it that R meets head-on can only
+ * back out ahead of R, and R, planned first, leaves it no time (on
+ * den520d and Berlin_0_256, 500 agents, most crossings tried by the agents
+ * left deadlocked gave up so: cross_why 9 - 11). When a crosser's re-plan
+ * fails (cross_why 9 - 11), everything is cut again as the crossing cut
+ * it, and R and that crosser C are planned together: a space-time A* over
+ * both (pd__jsearch), one tick (the slower one's straight step) at a
+ * time, each waiting or taking a straight step, the table's other
+ * reservations walls in time and R and C apart within each tick, C on
+ * its cut until its cut time; until R stands on the waypoint of its plan
+ * after the last one C's old plan comes to, and C on the waypoint of its
+ * old plan after the last one R's plan comes to - past each other, in
+ * whichever order costs less (one backs into a pocket, the other goes
+ * by). Within PD_YIELD_JOINT_EXPANSIONS. R then plans on from its joint
+ * part's end all the way on the table as it is (the crossers cut, C's
+ * joint part reserved; half the crossing plan's budget), and every
+ * crosser is re-planned round R as the crossing does - C from its joint
+ * part's end - with what the crossing's first re-plans left of their
+ * budget. Anything failing puts every plan back, as the crossing does
+ * (pd_yield_result.joint: 1 tried, 2 kept; cross_why 12 the joint search
+ * found nothing, 13 R's plan on from it failed).
+ *
  * Taking the way round (take_free_way), when there is nobody to move.
  * A windowed plan ranks a handover by its time plus the static rest from
  * there, which knows nothing of holds for good further on: beside a
@@ -384,7 +409,10 @@ typedef struct pd_yield_result {
      * not be cut (its cut is not before the crossing, or memory or the
      * table refused it), 7 the table refused R's plan, 8 - 11 a crosser's
      * re-plan failed: 9 past its budget, 10 short of its end, 11 no path,
-     * 8 out of memory. */
+     * 8 out of memory; crossing jointly (joint) after 9 - 11: 12 its
+     * search found no joint plan (or R and the crosser's ways do not
+     * meet), 13 R's plan on from it failed (or the table refused the
+     * joint plans), then 8 - 11 as above for its re-plans. */
     int cross_why;
     /* Crossing jointly (joint): 0 not tried, 1 tried and undone, 2 kept. */
     int joint;

@@ -3259,7 +3259,7 @@ static void yield_sim_expect_table(const pd_reserve *t, const agent *a, int64_t 
     free(got);
 }
 
-static void yield_random_round(fixture *f, int round, uint64_t *crossed, uint64_t *moved)
+static void yield_random_round(fixture *f, int round, uint64_t *crossed, uint64_t *joint, uint64_t *moved)
 {
     rng_state = 9100 + (uint64_t)round;
     scene s;
@@ -3278,7 +3278,7 @@ static void yield_random_round(fixture *f, int round, uint64_t *crossed, uint64_
     const pd_grid *grids[3] = { NULL, s.unit[1], s.unit[2] };
     const pd_yield_params y = { .after_ms = 500, .unit_grids = grids, .max_unit = 2, .clear_holds = 1,
                                 .move_ahead = 1, .park_any = 1, .give_way_ms = 1500, .door_ms = 1000,
-                                .aside_after_ahead = 1, .cross_ms = 1500, .retry_max_ms = 1000 };
+                                .aside_after_ahead = 1, .cross_ms = 1500, .retry_max_ms = 1000, .joint = 1 };
     const int n_agents = 10 + (int)rnd(14);
     agent *ag = calloc((size_t)n_agents, sizeof *ag);
     assert_non_null(ag);
@@ -3334,6 +3334,7 @@ static void yield_random_round(fixture *f, int round, uint64_t *crossed, uint64_
                      (unsigned long long)a->id, (long long)now, pd_status_name(rs));
         }
         *crossed += yr.outcome == PD_YIELD_OUT_KEPT_CROSS;
+        *joint += yr.outcome == PD_YIELD_OUT_KEPT_CROSS && yr.joint == 2;
         for (size_t d = 0; d < yr.n_displaced; d++) {
             const pd_displaced *dp = &yr.displaced[d];
             assert_true(dp->agent >= 1000 && dp->agent < 1000 + (uint64_t)n_agents && dp->agent != a->id);
@@ -3369,11 +3370,11 @@ static void test_yield_random(void **state)
 {
     fixture *f = *state;
     const int rounds = getenv("PD_YIELD_RANDOM_ROUNDS") ? atoi(getenv("PD_YIELD_RANDOM_ROUNDS")) : 6;
-    uint64_t crossed = 0, moved = 0;
+    uint64_t crossed = 0, joint = 0, moved = 0;
     for (int round = 0; round < rounds; round++)
-        yield_random_round(f, round, &crossed, &moved);
-    print_message("%d rounds: %llu crossings kept, %llu plans displaced\n", rounds, (unsigned long long)crossed,
-                  (unsigned long long)moved);
+        yield_random_round(f, round, &crossed, &joint, &moved);
+    print_message("%d rounds: %llu crossings kept (%llu jointly), %llu plans displaced\n", rounds,
+                  (unsigned long long)crossed, (unsigned long long)joint, (unsigned long long)moved);
     assert_true(crossed > 0);
 }
 
