@@ -51,7 +51,9 @@
  * goal that stood that long have the agents whose plans cross its goal
  * after its window re-planned round it (their answers are applied as a
  * moved holder's: the plan up to the move's t0, then the new one).
- * --yield 0 --clear-holds 0 is plain
+ * --joint 0|1 (pd_yield_params.joint; on by default, as the server has
+ * it) lets a crossing whose crosser cannot get round the requester plan
+ * the two together. --yield 0 --clear-holds 0 is plain
  * prioritised planning. An agent decides again at the latest half a TTL
  * after its last decision, as a game renews its reservations.
  *
@@ -932,7 +934,7 @@ int main(int argc, char **argv)
                     .window_ms = PD_RESERVE_DEFAULT_WINDOW_MS, .yield_ms = 2000, .clear_holds = 1,
                     .long_expansions = 0, .move_ahead = 1, .park_any = 1,
                     .give_way_ms = PD_YIELD_GIVE_WAY_MS, .door_ms = PD_YIELD_DOOR_MS, .aside_after_ahead = 1,
-                    .cross_ms = PD_YIELD_CROSS_MS };
+                    .cross_ms = PD_YIELD_CROSS_MS, .joint = 1 };
     int queries = 200;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -1001,6 +1001,10 @@ typedef struct pd__jnode {
 #define PD__JHASH_EMPTY UINT32_MAX
 /* The joint search's horizon, in ticks. */
 #define PD__JOINT_MAX_TICKS 512
+/* The largest grid it runs on: its static distances cover the whole grid
+ * (3 x 4 bytes a cell, kept in the context). Larger scenes cross one by
+ * one only. */
+#define PD__JOINT_MAX_CELLS (512u * 512u)
 
 typedef struct pd__jagent {
     const pd_grid *g;
@@ -1140,7 +1144,7 @@ static int pd__jsearch(pd_yield_ctx *yc, const pd_reserve *t, pd__jagent *a, int
         yc->cap_jhash = hcap;
     }
     const size_t cells = (size_t)a[0].g->width * (size_t)a[0].g->height;
-    if (a[1].g->width != a[0].g->width || a[1].g->height != a[0].g->height)
+    if (a[1].g->width != a[0].g->width || a[1].g->height != a[0].g->height || cells > PD__JOINT_MAX_CELLS)
         return 0;
     if (yc->cap_jdist < cells) {
         for (int i = 0; i < 2; i++) {

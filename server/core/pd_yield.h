@@ -188,14 +188,19 @@
  * after the last one C's old plan comes to, and C on the waypoint of its
  * old plan after the last one R's plan comes to - past each other, in
  * whichever order costs less (one backs into a pocket, the other goes
- * by). Within PD_YIELD_JOINT_EXPANSIONS. R then plans on from its joint
+ * by). Within PD_YIELD_JOINT_EXPANSIONS, on grids up to 512 x 512 cells
+ * (its static distances cover the whole grid). R then plans on from its joint
  * part's end all the way on the table as it is (the crossers cut, C's
  * joint part reserved; half the crossing plan's budget), and every
  * crosser is re-planned round R as the crossing does - C from its joint
  * part's end - with what the crossing's first re-plans left of their
  * budget. Anything failing puts every plan back, as the crossing does
  * (pd_yield_result.joint: 1 tried, 2 kept; cross_why 12 the joint search
- * found nothing, 13 R's plan on from it failed).
+ * found nothing, 13 R's plan on from it failed). On in the server and the
+ * bench: 500 agents, 600 s, odd seeds 1 - 47 on Berlin_0_256 and den520d,
+ * 16 + 30 agents deadlocked against 17 + 35, the longest call 77 ms
+ * against 73 ms; with the joint round's re-plans on a budget of their own
+ * (not what the first ones left) the longest call was 121 ms.
  *
  * Taking the way round (take_free_way), when there is nobody to move.
  * A windowed plan ranks a handover by its time plus the static rest from
@@ -287,7 +292,8 @@
  * sets, as the aside plans have theirs (pd_yield_params.max_expansions). */
 #define PD_YIELD_CROSS_PLAN_EXPANSIONS 16000
 /* The joint search's expansions (pd_yield_params.joint), each a joint
- * state with up to 25 successors checked against the table. */
+ * state with up to 25 successors (each agent's 5 steps checked against
+ * the table once). */
 #define PD_YIELD_JOINT_EXPANSIONS 4000
 /* Each aside plan's expansions when the caller sets none. */
 #define PD_YIELD_DEFAULT_EXPANSIONS 4000
