@@ -1122,9 +1122,11 @@ static int pd__jsearch(pd_yield_ctx *yc, const pd_reserve *t, pd__jagent *a, int
 {
     *spent = 0;
     const int64_t tick = pd_sipp_step_ms(0, 1, a[0].speed < a[1].speed ? a[0].speed : a[1].speed);
-    const size_t max_nodes = (size_t)budget * 25 + 1, hcap = 1u << 18;
-    if (max_nodes > hcap / 2)
-        return 0;
+    /* Every node generated, and an index at most half full. */
+    const size_t max_nodes = (size_t)budget * 25 + 1;
+    size_t hcap = 1024;
+    while (hcap < 2 * max_nodes)
+        hcap *= 2;
     if (yc->cap_jn < max_nodes) {
         pd__jnode *b = realloc(yc->jn, max_nodes * sizeof *b);
         uint32_t *hp = realloc(yc->jheap, max_nodes * sizeof *hp);
