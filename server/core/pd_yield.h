@@ -200,7 +200,8 @@
  * bench: 500 agents, 600 s, odd seeds 1 - 47 on Berlin_0_256 and den520d,
  * 16 + 30 agents deadlocked against 17 + 35, the longest call 77 ms
  * against 73 ms; with the joint round's re-plans on a budget of their own
- * (not what the first ones left) the longest call was 121 ms.
+ * (not what the first ones left) the longest call was 121 ms; with 8,000
+ * joint expansions 18 + 31 deadlocked.
  *
  * Taking the way round (take_free_way), when there is nobody to move.
  * A windowed plan ranks a handover by its time plus the static rest from
