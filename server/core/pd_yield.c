@@ -1122,6 +1122,12 @@ static int pd__jsearch(pd_yield_ctx *yc, const pd_reserve *t, pd__jagent *a, int
 {
     *spent = 0;
     const int64_t tick = pd_sipp_step_ms(0, 1, a[0].speed < a[1].speed ? a[0].speed : a[1].speed);
+    /* Refused before any buffer grows: a larger scene would otherwise
+     * leave a worker's context holding the search's ~4 MB for a search
+     * that never runs. */
+    const size_t cells = (size_t)a[0].g->width * (size_t)a[0].g->height;
+    if (a[1].g->width != a[0].g->width || a[1].g->height != a[0].g->height || cells > PD__JOINT_MAX_CELLS)
+        return 0;
     /* Every node generated, and an index at most half full. */
     const size_t max_nodes = (size_t)budget * 25 + 1;
     size_t hcap = 1024;
@@ -1145,9 +1151,6 @@ static int pd__jsearch(pd_yield_ctx *yc, const pd_reserve *t, pd__jagent *a, int
         yc->jhash = b;
         yc->cap_jhash = hcap;
     }
-    const size_t cells = (size_t)a[0].g->width * (size_t)a[0].g->height;
-    if (a[1].g->width != a[0].g->width || a[1].g->height != a[0].g->height || cells > PD__JOINT_MAX_CELLS)
-        return 0;
     if (yc->cap_jdist < cells) {
         for (int i = 0; i < 2; i++) {
             int32_t *b = realloc(yc->jdist[i], cells * sizeof *b);
@@ -1777,4 +1780,16 @@ out:
     if (r)
         *r = r0;
     return st;
+}
+
+size_t pd_yield_ctx_bytes(const pd_yield_ctx *yc)
+{
+    size_t n = sizeof *yc + (yc->cap0 + yc->cap1) * sizeof(pd_waypoint) + yc->cap_memo * sizeof *yc->memo +
+               yc->cap_way * sizeof *yc->way;
+    for (int i = 0; i < PD_YIELD_MAX_DISPLACED; i++)
+        n += (yc->cap_aside[i] + yc->cap_old[i]) * sizeof(pd_waypoint);
+    n += yc->cap_jn * (sizeof *yc->jn + sizeof *yc->jheap) + yc->cap_jhash * sizeof *yc->jhash +
+         yc->cap_jdist * (2 * sizeof *yc->jdist[0] + sizeof *yc->jq) +
+         (yc->cap_jw[0] + yc->cap_jw[1]) * sizeof(pd_waypoint);
+    return n;
 }

@@ -2988,17 +2988,26 @@ static void test_yield_crosses_at_last(void **state)
  * stays short. Planned together (R and M, one tick at a time), R steps
  * back into the west room off the street's rows, M comes through past it,
  * and R goes east through the street behind M; M parks where it meant to. */
-static void crosses_jointly(void **state, int joint, const char *name)
+static void crosses_jointly(void **state, int joint, int wide, const char *name)
 {
     stage st;
     const uint64_t rid = 211, m = 212;
-    pd_yield_ctx *yc = yield_begin(&st, state, name,
-                                   core_grid("......##############......\n"
-                                             "......##############......\n"
-                                             "..........................\n"
-                                             "..........................\n"
-                                             "......##############......\n"
-                                             "......##############......\n"));
+    static const char *const rows[6] = { "......##############......", "......##############......",
+                                         "..........................", "..........................",
+                                         "......##############......", "......##############......" };
+    /* wide: the same street in the corner of a 600 x 500 scene, walls
+     * elsewhere - past the joint search's 512 x 512 cells. */
+    const int w = wide ? 600 : 26, h = wide ? 500 : 6;
+    char *text = malloc((size_t)(w + 1) * (size_t)h + 1), *c = text;
+    assert_non_null(text);
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++)
+            *c++ = y < 6 && x < 26 ? rows[y][x] : '#';
+        *c++ = '\n';
+    }
+    *c = 0;
+    pd_yield_ctx *yc = yield_begin(&st, state, name, core_grid(text));
+    free(text);
     pd_yield_result yr;
     const pd_sipp_params pr = { .agent = rid, .unit = 2, .start = { 1, 4 }, .goal = { 1, 4 }, .speed = 2.0 };
     expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &pr, NULL, &st.r, &yr), PD_OK, "R stands");
@@ -3019,12 +3028,14 @@ static void crosses_jointly(void **state, int joint, const char *name)
         answers_plan(&st.log, dp->agent, dp->unit, dp->speed, dp->t0_ms, dp->waypoints, dp->n_waypoints);
     }
     const pd_waypoint *end = &st.r.waypoints[st.r.n_waypoints - 1];
-    if (!joint) {
+    if (!joint || wide) {
         expect_status(got, PD_PARTIAL, "R short of its goal");
         assert_int_equal(yr.outcome, PD_YIELD_OUT_CROSS_UNDONE);
-        assert_int_equal(yr.cross_why, 11); /* M found no way out ahead of R */
+        assert_int_equal(yr.cross_why, wide ? 12 : 11); /* M found no way out ahead of R */
         assert_int_equal(yr.culprit, m);
-        assert_int_equal(yr.joint, 0);
+        assert_int_equal(yr.joint, wide ? 1 : 0);
+        /* Refused for its size before its buffers grew (~4 MB). */
+        assert_true(pd_yield_ctx_bytes(yc) < 1000000);
         assert_true(end->x < 6 && end->t_leave_ms == FOREVER);
         assert_int_equal(yr.n_displaced, 0);
     } else {
@@ -3058,8 +3069,9 @@ static void crosses_jointly(void **state, int joint, const char *name)
 
 static void test_yield_crosses_jointly(void **state)
 {
-    crosses_jointly(state, 0, "yield_no_joint");
-    crosses_jointly(state, 1, "yield_joint");
+    crosses_jointly(state, 0, 0, "yield_no_joint");
+    crosses_jointly(state, 1, 0, "yield_joint");
+    crosses_jointly(state, 1, 1, "yield_joint_wide");
 }
 
 /* Parking anywhere when nowhere is clear (park_any): a corridor (row 1)
