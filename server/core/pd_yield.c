@@ -3,9 +3,12 @@
  *
  * The holders' verdicts (movable or not) are memoised per table slot for
  * one request: the planner asks for every span held for good it meets, and
- * the answer reads the holder's entries.
+ * the answer reads the holder's entries. Crossing jointly's search is
+ * pd_joint.c's; what it is tried for, and the undo, are here.
  */
 #include "pd_yield.h"
+
+#include "pd_joint.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -47,17 +50,10 @@ struct pd_yield_ctx {
     /* door_ms: the crossing agents' plans from their cut on, for undoing */
     pd_waypoint *old[PD_YIELD_MAX_DISPLACED];
     size_t cap_old[PD_YIELD_MAX_DISPLACED], n_old[PD_YIELD_MAX_DISPLACED];
-    /* The joint crossing (pd__joint): its search's nodes, their index by
-     * state, the two agents' static distances, R's plan, and the partner
-     * h[joint_i]'s joint part (pd__replan_crossers goes on from its end). */
-    struct pd__jnode *jn;
-    size_t cap_jn;
-    uint32_t *jhash;
-    size_t cap_jhash;
-    int32_t *jdist[2];
-    size_t cap_jdist;
-    uint32_t *jheap, *jq;
-    size_t cap_jheap, cap_jq;
+    /* The joint crossing (pd__joint_cross): its search's context (made at
+     * its first use), R's plan and the partner h[joint_i]'s joint part
+     * (pd__replan_crossers goes on from its end). */
+    pd_joint_ctx *jc;
     pd_waypoint *jw[2];
     size_t cap_jw[2], n_jw[2];
     int joint_i;
@@ -88,10 +84,7 @@ void pd_yield_ctx_destroy(pd_yield_ctx *yc)
         free(yc->aside[i]), free(yc->old[i]);
     free(yc->memo);
     free(yc->way);
-    free(yc->jn);
-    free(yc->jhash);
-    free(yc->jdist[0]), free(yc->jdist[1]);
-    free(yc->jheap), free(yc->jq);
+    pd_joint_ctx_destroy(yc->jc);
     free(yc->jw[0]), free(yc->jw[1]);
     free(yc);
 }
@@ -981,303 +974,6 @@ static int pd__crossers(pd_yield_ctx *yc, const pd_reserve *t, const pd_waypoint
 }
 
 
-/* Crossing jointly (pd_yield_params.joint): a space-time A* over R and one
- * crosser C together, on their unit grids, one tick (the slower one's
- * straight step) at a time, each agent waiting or taking a straight step
- * per tick. The table's other reservations are walls in time (each
- * agent's box over the whole tick, checked against every other agent's
- * spans, its own slot aside), and R and C may not share a cell within a
- * tick (their boxes, from and to, apart). Cost: the ticks each spends
- * away from its target, or moving (so a target reached may be waited
- * on for free); heuristic: the static straight-step distances to the
- * targets. C stands on its cut until its cut time (tc) and moves from
- * the first tick at or after it. */
-typedef struct pd__jnode {
-    int32_t x[2], y[2];
-    uint32_t step, parent;
-    uint32_t g, f;
-} pd__jnode;
-
-#define PD__JHASH_EMPTY UINT32_MAX
-/* The joint search's horizon, in ticks. */
-#define PD__JOINT_MAX_TICKS 512
-/* The largest grid it runs on: its static distances cover the whole grid
- * (3 x 4 bytes a cell, kept in the context). Larger scenes cross one by
- * one only. */
-#define PD__JOINT_MAX_CELLS (512u * 512u)
-
-typedef struct pd__jagent {
-    const pd_grid *g;
-    uint32_t k, slot;
-    double speed;
-    int32_t tx, ty;                    /* the target */
-    int32_t *dist;                     /* static straight-step distance to it, -1: none */
-} pd__jagent;
-
-static uint32_t pd__jhash(const pd__jnode *n, size_t mask)
-{
-    uint64_t h = (uint64_t)(uint32_t)n->x[0] * 0x9E3779B97F4A7C15ull;
-    h ^= ((uint64_t)(uint32_t)n->y[0] << 16) ^ ((uint64_t)(uint32_t)n->x[1] << 32) ^
-         ((uint64_t)(uint32_t)n->y[1] << 48) ^ (uint64_t)n->step * 0xC2B2AE3D27D4EB4Full;
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 32;
-    return (uint32_t)(h & mask);
-}
-
-/* Static straight-step distances on a's grid from its target (a BFS over
- * the whole grid, in yc->jq). 0, or -1 on allocation failure. */
-static int pd__jdistances(pd_yield_ctx *yc, pd__jagent *a)
-{
-    const int32_t w = a->g->width, hgt = a->g->height;
-    const size_t cells = (size_t)w * (size_t)hgt;
-    for (int32_t i = 0; i < (int32_t)cells; i++)
-        a->dist[i] = -1;
-    if (!pd__open_at(a->g, a->tx, a->ty))
-        return 0;
-    size_t head = 0, tail = 0;
-    a->dist[(size_t)a->ty * (size_t)w + (size_t)a->tx] = 0;
-    yc->jq[tail++] = (uint32_t)((size_t)a->ty * (size_t)w + (size_t)a->tx);
-    static const int32_t dx[4] = { 1, -1, 0, 0 }, dy[4] = { 0, 0, 1, -1 };
-    while (head < tail) {
-        const uint32_t c = yc->jq[head++];
-        const int32_t cx = (int32_t)(c % (uint32_t)w), cy = (int32_t)(c / (uint32_t)w);
-        for (int d = 0; d < 4; d++) {
-            const int32_t nx = cx + dx[d], ny = cy + dy[d];
-            if (!pd__open_at(a->g, nx, ny) || a->dist[(size_t)ny * (size_t)w + (size_t)nx] >= 0)
-                continue;
-            a->dist[(size_t)ny * (size_t)w + (size_t)nx] = a->dist[c] + 1;
-            yc->jq[tail++] = (uint32_t)((size_t)ny * (size_t)w + (size_t)nx);
-        }
-    }
-    return 0;
-}
-
-static int32_t pd__jdist(const pd__jagent *a, int32_t x, int32_t y)
-{
-    return pd_grid_in_bounds(a->g, x, y) ? a->dist[(size_t)y * (size_t)a->g->width + (size_t)x] : -1;
-}
-
-/* Whether no other agent's span than `slot`'s covers a cell of the box
- * x0..x1 by y0..y1 within [t0, t1). */
-static int pd__jfree(const pd_reserve *t, uint32_t slot, int32_t x0, int32_t y0, int32_t x1, int32_t y1, int64_t t0,
-                     int64_t t1)
-{
-    for (int32_t y = y0; y <= y1; y++)
-        for (int32_t x = x0; x <= x1; x++) {
-            size_t ns;
-            const pd_reserve_span *s = pd_reserve_cell(t, x, y, &ns);
-            for (size_t j = pd_reserve_first_ending_after(s, ns, sizeof *s, t0); j < ns && s[j].t0 < t1; j++)
-                if (s[j].slot != slot)
-                    return 0;
-        }
-    return 1;
-}
-
-static void pd__jheap_push(pd_yield_ctx *yc, size_t *n, uint32_t v)
-{
-    const pd__jnode *jn = yc->jn;
-    size_t i = (*n)++;
-    while (i > 0) {
-        const size_t up = (i - 1) / 2;
-        const pd__jnode *a = &jn[yc->jheap[up]], *b = &jn[v];
-        if (a->f < b->f || (a->f == b->f && a->g >= b->g))
-            break;
-        yc->jheap[i] = yc->jheap[up];
-        i = up;
-    }
-    yc->jheap[i] = v;
-}
-
-static uint32_t pd__jheap_pop(pd_yield_ctx *yc, size_t *n)
-{
-    const pd__jnode *jn = yc->jn;
-    const uint32_t top = yc->jheap[0], v = yc->jheap[--*n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= *n)
-            break;
-        if (c + 1 < *n && (jn[yc->jheap[c + 1]].f < jn[yc->jheap[c]].f ||
-                           (jn[yc->jheap[c + 1]].f == jn[yc->jheap[c]].f &&
-                            jn[yc->jheap[c + 1]].g > jn[yc->jheap[c]].g)))
-            c++;
-        if (jn[v].f < jn[yc->jheap[c]].f || (jn[v].f == jn[yc->jheap[c]].f && jn[v].g >= jn[yc->jheap[c]].g))
-            break;
-        yc->jheap[i] = yc->jheap[c];
-        i = c;
-    }
-    if (*n)
-        yc->jheap[i] = v;
-    return top;
-}
-
-/* The joint plans of a[0] (R, at (sx0, sy0) from t0) and a[1] (C, on its
- * cut (sx1, sy1) from tc >= t0) to their targets, into yc->jw[0..1]
- * (each ending with a wait until the tick both stand on their targets).
- * 1 found; 0 none within `budget` expansions (or memory); *spent the
- * expansions. */
-static int pd__jsearch(pd_yield_ctx *yc, const pd_reserve *t, pd__jagent *a, int32_t sx0, int32_t sy0, int32_t sx1,
-                       int32_t sy1, int64_t t0, int64_t tc, uint64_t budget, uint64_t *spent)
-{
-    *spent = 0;
-    const int64_t tick = pd_sipp_step_ms(0, 1, a[0].speed < a[1].speed ? a[0].speed : a[1].speed);
-    /* Refused before any buffer grows: a larger scene would otherwise
-     * leave a worker's context holding the search's ~4 MB for a search
-     * that never runs. */
-    const size_t cells = (size_t)a[0].g->width * (size_t)a[0].g->height;
-    if (a[1].g->width != a[0].g->width || a[1].g->height != a[0].g->height || cells > PD__JOINT_MAX_CELLS)
-        return 0;
-    /* Every node generated, and an index at most half full. */
-    const size_t max_nodes = (size_t)budget * 25 + 1;
-    size_t hcap = 1024;
-    while (hcap < 2 * max_nodes)
-        hcap *= 2;
-    if (yc->cap_jn < max_nodes) {
-        pd__jnode *b = realloc(yc->jn, max_nodes * sizeof *b);
-        uint32_t *hp = realloc(yc->jheap, max_nodes * sizeof *hp);
-        if (b)
-            yc->jn = b;
-        if (hp)
-            yc->jheap = hp;
-        if (!b || !hp)
-            return 0;
-        yc->cap_jn = max_nodes;
-    }
-    if (yc->cap_jhash < hcap) {
-        uint32_t *b = realloc(yc->jhash, hcap * sizeof *b);
-        if (!b)
-            return 0;
-        yc->jhash = b;
-        yc->cap_jhash = hcap;
-    }
-    if (yc->cap_jdist < cells) {
-        for (int i = 0; i < 2; i++) {
-            int32_t *b = realloc(yc->jdist[i], cells * sizeof *b);
-            if (!b)
-                return 0;
-            yc->jdist[i] = b;
-        }
-        uint32_t *q = realloc(yc->jq, cells * sizeof *q);
-        if (!q)
-            return 0;
-        yc->jq = q;
-        yc->cap_jdist = cells;
-    }
-    for (int i = 0; i < 2; i++) {
-        a[i].dist = yc->jdist[i];
-        pd__jdistances(yc, &a[i]);
-    }
-    if (pd__jdist(&a[0], sx0, sy0) < 0 || pd__jdist(&a[1], sx1, sy1) < 0)
-        return 0;
-    memset(yc->jhash, 0xff, hcap * sizeof *yc->jhash);
-    const size_t mask = hcap - 1;
-    /* The first tick C may move on, and the first it stands on its cut. */
-    const uint32_t kc = (uint32_t)((tc - t0 + tick - 1) / tick), kp = kc ? kc - 1 : 0;
-    size_t n_nodes = 0, n_heap = 0;
-    pd__jnode *root = &yc->jn[n_nodes];
-    *root = (pd__jnode){ .x = { sx0, sx1 }, .y = { sy0, sy1 }, .step = 0, .parent = UINT32_MAX, .g = 0 };
-    root->f = (uint32_t)(pd__jdist(&a[0], sx0, sy0) + pd__jdist(&a[1], sx1, sy1));
-    yc->jhash[pd__jhash(root, mask)] = 0;
-    n_nodes = 1;
-    pd__jheap_push(yc, &n_heap, 0);
-    static const int32_t dx[5] = { 0, 1, -1, 0, 0 }, dy[5] = { 0, 0, 0, 1, -1 };
-    while (n_heap) {
-        const uint32_t ci = pd__jheap_pop(yc, &n_heap);
-        const pd__jnode c = yc->jn[ci];
-        if (c.step >= kc && c.x[0] == a[0].tx && c.y[0] == a[0].ty && c.x[1] == a[1].tx && c.y[1] == a[1].ty) {
-            /* Found: each agent's cells, tick by tick, as waypoints. */
-            const int64_t tend = t0 + (int64_t)c.step * tick;
-            for (int i = 0; i < 2; i++) {
-                size_t n = 0;
-                for (uint32_t v = ci; v != UINT32_MAX; v = yc->jn[v].parent)
-                    n++;
-                /* at most one waypoint per tick, and the start */
-                if (pd__grow(&yc->jw[i], &yc->cap_jw[i], n + 1) != 0)
-                    return 0;
-                /* path in tick order, into jheap (free now) */
-                size_t m = n;
-                for (uint32_t v = ci; v != UINT32_MAX; v = yc->jn[v].parent)
-                    yc->jheap[--m] = v;
-                pd_waypoint *w = yc->jw[i];
-                size_t nw = 0;
-                w[nw++] = (pd_waypoint){ yc->jn[yc->jheap[0]].x[i], yc->jn[yc->jheap[0]].y[i], i ? tc : t0, 0 };
-                for (size_t s = 1; s < n; s++) {
-                    const pd__jnode *v = &yc->jn[yc->jheap[s]];
-                    if (v->x[i] == w[nw - 1].x && v->y[i] == w[nw - 1].y)
-                        continue;
-                    const int64_t leave = t0 + (int64_t)(s - 1) * tick;
-                    w[nw - 1].t_leave_ms = leave;
-                    w[nw++] = (pd_waypoint){ v->x[i], v->y[i],
-                                             leave + pd_sipp_step_ms(0, pd_grid_get(a[i].g, v->x[i], v->y[i]),
-                                                                     a[i].speed),
-                                             0 };
-                }
-                w[nw - 1].t_leave_ms = tend > w[nw - 1].t_arrive_ms ? tend : w[nw - 1].t_arrive_ms;
-                yc->n_jw[i] = nw;
-            }
-            return 1;
-        }
-        if (*spent >= budget || c.step >= PD__JOINT_MAX_TICKS)
-            continue;
-        ++*spent;
-        const int64_t ta = t0 + (int64_t)c.step * tick, tb = ta + tick;
-        const int moves1 = c.step >= kc, present1 = c.step >= kp;
-        /* C's steps this tick, against the table (they do not depend on R's). */
-        int ok1[5];
-        for (int d1 = 0; d1 < 5; d1++) {
-            const int32_t x1 = c.x[1] + dx[d1], y1 = c.y[1] + dy[d1], k1 = (int32_t)a[1].k;
-            ok1[d1] = (d1 == 0 || moves1) && pd__jdist(&a[1], x1, y1) >= 0 &&
-                      (!present1 ||
-                       ((!d1 || pd_sipp_step_ms(0, pd_grid_get(a[1].g, x1, y1), a[1].speed) <= tick) &&
-                        pd__jfree(t, a[1].slot, x1 < c.x[1] ? x1 : c.x[1], y1 < c.y[1] ? y1 : c.y[1],
-                                  (x1 > c.x[1] ? x1 : c.x[1]) + k1 - 1, (y1 > c.y[1] ? y1 : c.y[1]) + k1 - 1,
-                                  ta > tc ? ta : tc, tb)));
-        }
-        for (int d0 = 0; d0 < 5; d0++) {
-            const int32_t x0 = c.x[0] + dx[d0], y0 = c.y[0] + dy[d0];
-            const int32_t h0 = pd__jdist(&a[0], x0, y0);
-            const int32_t k0 = (int32_t)a[0].k;
-            const int32_t b0x0 = x0 < c.x[0] ? x0 : c.x[0], b0y0 = y0 < c.y[0] ? y0 : c.y[0];
-            const int32_t b0x1 = (x0 > c.x[0] ? x0 : c.x[0]) + k0 - 1, b0y1 = (y0 > c.y[0] ? y0 : c.y[0]) + k0 - 1;
-            if (h0 < 0 || (d0 && pd_sipp_step_ms(0, pd_grid_get(a[0].g, x0, y0), a[0].speed) > tick) ||
-                !pd__jfree(t, a[0].slot, b0x0, b0y0, b0x1, b0y1, ta, tb))
-                continue;
-            for (int d1 = 0; d1 < (moves1 ? 5 : 1); d1++) {
-                const int32_t x1 = c.x[1] + dx[d1], y1 = c.y[1] + dy[d1];
-                const int32_t h1 = pd__jdist(&a[1], x1, y1);
-                const int32_t k1 = (int32_t)a[1].k;
-                const int32_t b1x0 = x1 < c.x[1] ? x1 : c.x[1], b1y0 = y1 < c.y[1] ? y1 : c.y[1];
-                const int32_t b1x1 = (x1 > c.x[1] ? x1 : c.x[1]) + k1 - 1,
-                              b1y1 = (y1 > c.y[1] ? y1 : c.y[1]) + k1 - 1;
-                if (!ok1[d1] || (present1 && b0x0 <= b1x1 && b1x0 <= b0x1 && b0y0 <= b1y1 && b1y0 <= b0y1))
-                    continue; /* a wall, another agent, or R and C in each other's way */
-                pd__jnode nn = { .x = { x0, x1 }, .y = { y0, y1 }, .step = c.step + 1, .parent = ci };
-                nn.g = c.g + (d0 || x0 != a[0].tx || y0 != a[0].ty) +
-                       (present1 && (d1 || x1 != a[1].tx || y1 != a[1].ty));
-                nn.f = nn.g + (uint32_t)h0 + (uint32_t)h1;
-                uint32_t hi = pd__jhash(&nn, mask);
-                int seen = 0;
-                while (yc->jhash[hi] != PD__JHASH_EMPTY) {
-                    const pd__jnode *o = &yc->jn[yc->jhash[hi]];
-                    if (o->step == nn.step && o->x[0] == x0 && o->y[0] == y0 && o->x[1] == x1 && o->y[1] == y1) {
-                        seen = 1;
-                        break;
-                    }
-                    hi = (hi + 1) & mask;
-                }
-                if (seen || n_nodes == max_nodes)
-                    continue;
-                yc->jn[n_nodes] = nn;
-                yc->jhash[hi] = (uint32_t)n_nodes;
-                pd__jheap_push(yc, &n_heap, (uint32_t)n_nodes);
-                n_nodes++;
-            }
-        }
-    }
-    return 0;
-}
-
 static int pd__jover(int32_t ax, int32_t ay, int32_t ka, int32_t bx, int32_t by, int32_t kb)
 {
     return ax < bx + kb && bx < ax + ka && ay < by + kb && by < ay + ka;
@@ -1297,7 +993,7 @@ static int64_t pd__jlast_meet(const pd_waypoint *a, size_t na, int32_t ka, const
 
 /* Crossing jointly (joint): the crossing's re-plans failed for the
  * crosser h[j] (the culprit). Everything is cut again as the crossing
- * cut it; R and h[j] are planned together (pd__jsearch) until R stands
+ * cut it; R and h[j] are planned together (pd_joint_search) until R stands
  * past the last cell of its way that h[j]'s old plan (from its cut) comes
  * to, and h[j] past the last cell of its old plan that R's way comes to;
  * R plans on from there on the table as it is then (every crosser cut,
@@ -1323,10 +1019,10 @@ static int pd__joint_cross(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
     const int32_t rk = (int32_t)p->unit, ck = (int32_t)h->info.unit;
     const int64_t ir = pd__jlast_meet(rx, n_rx, rk, old, n_old, ck);
     const int64_t ic = pd__jlast_meet(old, n_old, ck, rx, n_rx, rk);
-    pd__jagent a[2] = {
-        { .g = grid, .k = p->unit, .slot = yc->self, .speed = p->speed },
+    pd_joint_agent a[2] = {
+        { .g = grid, .k = p->unit, .slot = yc->self, .speed = p->speed, .sx = p->start.x, .sy = p->start.y },
         { .g = y->unit_grids[h->info.unit], .k = h->info.unit, .slot = pd_reserve_agent_slot(table, h->agent),
-          .speed = h->info.speed },
+          .speed = h->info.speed, .sx = old[0].x, .sy = old[0].y },
     };
     uint64_t spent = 0;
     if (ir < 0 || ic < 0)
@@ -1337,8 +1033,11 @@ static int pd__joint_cross(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
         a[0].tx = tr->x, a[0].ty = tr->y;
         a[1].tx = tcw->x, a[1].ty = tcw->y;
     }
-    if (!pd__jsearch(yc, table, a, p->start.x, p->start.y, old[0].x, old[0].y, p->t0_ms, h->t0,
-                     PD_YIELD_JOINT_EXPANSIONS, &spent))
+    if (!yc->jc)
+        yc->jc = pd_joint_ctx_create();
+    if (!yc->jc || pd__grow(&yc->jw[0], &yc->cap_jw[0], PD_JOINT_MAX_WAYPOINTS) != 0 ||
+        pd__grow(&yc->jw[1], &yc->cap_jw[1], PD_JOINT_MAX_WAYPOINTS) != 0 ||
+        !pd_joint_search(yc->jc, table, a, p->t0_ms, h->t0, PD_YIELD_JOINT_EXPANSIONS, yc->jw, yc->n_jw, &spent))
         goto undo_cut;
     yc->cross_why = 13;
     if (pd_reserve_replace(table, h->agent, h->info.unit, h->t0, yc->jw[1], yc->n_jw[1], NULL) != PD_OK)
@@ -1788,8 +1487,6 @@ size_t pd_yield_ctx_bytes(const pd_yield_ctx *yc)
                yc->cap_way * sizeof *yc->way;
     for (int i = 0; i < PD_YIELD_MAX_DISPLACED; i++)
         n += (yc->cap_aside[i] + yc->cap_old[i]) * sizeof(pd_waypoint);
-    n += yc->cap_jn * (sizeof *yc->jn + sizeof *yc->jheap) + yc->cap_jhash * sizeof *yc->jhash +
-         yc->cap_jdist * (2 * sizeof *yc->jdist[0] + sizeof *yc->jq) +
-         (yc->cap_jw[0] + yc->cap_jw[1]) * sizeof(pd_waypoint);
+    n += (yc->cap_jw[0] + yc->cap_jw[1]) * sizeof(pd_waypoint) + pd_joint_ctx_bytes(yc->jc);
     return n;
 }

@@ -181,7 +181,7 @@
  * left deadlocked gave up so: cross_why 9 - 11). When a crosser's re-plan
  * fails (cross_why 9 - 11), everything is cut again as the crossing cut
  * it, and R and that crosser C are planned together: a space-time A* over
- * both (pd__jsearch), one tick (the slower one's straight step) at a
+ * both (pd_joint.h), one tick (the slower one's straight step) at a
  * time, each waiting or taking a straight step, the table's other
  * reservations walls in time and R and C apart within each tick, C on
  * its cut until its cut time; until R stands on the waypoint of its plan
