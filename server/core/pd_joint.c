@@ -114,22 +114,6 @@ static int32_t pd__jdist(const pd__jagent *a, int32_t x, int32_t y)
     return pd_grid_in_bounds(a->g, x, y) ? a->dist[(size_t)y * (size_t)a->g->width + (size_t)x] : -1;
 }
 
-/* Whether no other agent's span than `slot`'s covers a cell of the box
- * x0..x1 by y0..y1 within [t0, t1). */
-static int pd__jfree(const pd_reserve *t, uint32_t slot, int32_t x0, int32_t y0, int32_t x1, int32_t y1, int64_t t0,
-                     int64_t t1)
-{
-    for (int32_t y = y0; y <= y1; y++)
-        for (int32_t x = x0; x <= x1; x++) {
-            size_t ns;
-            const pd_reserve_span *s = pd_reserve_cell(t, x, y, &ns);
-            for (size_t j = pd_reserve_first_ending_after(s, ns, sizeof *s, t0); j < ns && s[j].t0 < t1; j++)
-                if (s[j].slot != slot)
-                    return 0;
-        }
-    return 1;
-}
-
 static void pd__jheap_push(pd_joint_ctx *jc, size_t *n, uint32_t v)
 {
     const pd__jnode *jn = jc->jn;
@@ -285,7 +269,7 @@ int pd_joint_search(pd_joint_ctx *jc, const pd_reserve *t, const pd_joint_agent 
             ok1[d1] = (d1 == 0 || moves1) && pd__jdist(&a[1], x1, y1) >= 0 &&
                       (!present1 ||
                        ((!d1 || pd_sipp_step_ms(0, pd_grid_get(a[1].g, x1, y1), a[1].speed) <= tick) &&
-                        pd__jfree(t, a[1].slot, x1 < c.x[1] ? x1 : c.x[1], y1 < c.y[1] ? y1 : c.y[1],
+                        !pd_reserve_box_busy(t, a[1].slot, x1 < c.x[1] ? x1 : c.x[1], y1 < c.y[1] ? y1 : c.y[1],
                                   (x1 > c.x[1] ? x1 : c.x[1]) + k1 - 1, (y1 > c.y[1] ? y1 : c.y[1]) + k1 - 1,
                                   ta > tc ? ta : tc, tb)));
         }
@@ -296,7 +280,7 @@ int pd_joint_search(pd_joint_ctx *jc, const pd_reserve *t, const pd_joint_agent 
             const int32_t b0x0 = x0 < c.x[0] ? x0 : c.x[0], b0y0 = y0 < c.y[0] ? y0 : c.y[0];
             const int32_t b0x1 = (x0 > c.x[0] ? x0 : c.x[0]) + k0 - 1, b0y1 = (y0 > c.y[0] ? y0 : c.y[0]) + k0 - 1;
             if (h0 < 0 || (d0 && pd_sipp_step_ms(0, pd_grid_get(a[0].g, x0, y0), a[0].speed) > tick) ||
-                !pd__jfree(t, a[0].slot, b0x0, b0y0, b0x1, b0y1, ta, tb))
+                pd_reserve_box_busy(t, a[0].slot, b0x0, b0y0, b0x1, b0y1, ta, tb))
                 continue;
             for (int d1 = 0; d1 < (moves1 ? 5 : 1); d1++) {
                 const int32_t x1 = c.x[1] + dx[d1], y1 = c.y[1] + dy[d1];
