@@ -212,8 +212,13 @@ int pd_joint_search(pd_joint_ctx *jc, const pd_reserve *t, const pd_joint_agent 
         return 0;
     memset(jc->jhash, 0xff, hcap * sizeof *jc->jhash);
     const size_t mask = hcap - 1;
-    /* The first tick C may move on, and the first it stands on its cut. */
-    const uint32_t kc = (uint32_t)((tc - t0 + tick - 1) / tick), kp = kc ? kc - 1 : 0;
+    /* The first tick C may move on, and the first it stands on its cut;
+     * past the horizon there is no joint plan (counted in 64 bits: a cut
+     * 2^32 ticks ahead must not wrap to one C may move at once). */
+    const int64_t kc64 = (tc - t0 + tick - 1) / tick;
+    if (kc64 < 0 || kc64 > PD_JOINT_MAX_TICKS)
+        return 0;
+    const uint32_t kc = (uint32_t)kc64, kp = kc ? kc - 1 : 0;
     size_t n_nodes = 0, n_heap = 0;
     pd__jnode *root = &jc->jn[n_nodes];
     *root = (pd__jnode){ .x = { sx0, sx1 }, .y = { sy0, sy1 }, .step = 0, .parent = UINT32_MAX, .g = 0 };

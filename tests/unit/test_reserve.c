@@ -39,6 +39,7 @@
 
 #include "core_check.h"
 #include "pd_clearance.h"
+#include "pd_joint.h"
 #include "pd_reserve.h"
 #include "pd_sipp.h"
 #include "pd_yield.h"
@@ -3067,6 +3068,38 @@ static void crosses_jointly(void **state, int joint, int wide, const char *name)
     agents_end(&st, yc, rid, m);
 }
 
+/* The joint search with C's cut 2^32 ticks and one after R's t0 (a plan
+ * reserved far ahead): C may not move before its cut, whatever the tick
+ * count comes to - no joint plan within the horizon, rather than one
+ * leaving before it arrives. */
+static void test_joint_cut_far_ahead(void **state)
+{
+    fixture *f = *state;
+    pd_grid *g = core_grid("........\n");
+    pd_joint_ctx *jc = pd_joint_ctx_create();
+    assert_non_null(jc);
+    pd_waypoint w0[PD_JOINT_MAX_WAYPOINTS], w1[PD_JOINT_MAX_WAYPOINTS];
+    pd_waypoint *const jw[2] = { w0, w1 };
+    size_t n[2] = { 0, 0 };
+    uint64_t spent = 0;
+    const pd_joint_agent a[2] = {
+        { .g = g, .k = 1, .slot = PD_RESERVE_NO_SLOT, .speed = 1.0, .sx = 0, .sy = 0, .tx = 0, .ty = 0 },
+        { .g = g, .k = 1, .slot = PD_RESERVE_NO_SLOT, .speed = 1.0, .sx = 7, .sy = 0, .tx = 6, .ty = 0 },
+    };
+    const int64_t tick = pd_sipp_step_ms(0, 1, 1.0), tc = 5000 + (((int64_t)1 << 32) + 1) * tick;
+    const int found = pd_joint_search(jc, f->t, a, 5000, tc, 4000, jw, n, &spent);
+    for (int i = 0; found && i < 2; i++)
+        for (size_t j = 0; j < n[i]; j++)
+            assert_true(jw[i][j].t_leave_ms >= jw[i][j].t_arrive_ms);
+    assert_int_equal(found, 0);
+    /* the same within the horizon: C steps west once its cut comes */
+    assert_int_equal(pd_joint_search(jc, f->t, a, 5000, 5000 + 3 * tick, 4000, jw, n, &spent), 1);
+    assert_int_equal(n[1], 2);
+    assert_true(w1[0].t_arrive_ms == 5000 + 3 * tick && w1[0].t_leave_ms >= w1[0].t_arrive_ms && w1[1].x == 6);
+    pd_joint_ctx_destroy(jc);
+    pd_grid_destroy(g);
+}
+
 static void test_yield_crosses_jointly(void **state)
 {
     crosses_jointly(state, 0, 0, "yield_no_joint");
@@ -3441,6 +3474,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_yield_door_undo_over_a_gap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_crosses_at_last, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_crosses_jointly, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_joint_cut_far_ahead, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_random, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_moves_a_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_gives_way, setup, teardown),
