@@ -1068,6 +1068,9 @@ static int pd__joint_cross(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
         rc.waypoints = yc->jw[0];
         rc.n_waypoints = n;
         rc.expanded += spent;
+        /* pd_sipp_result.cost: the joint part's straight steps too */
+        for (size_t i = 1; i < nj; i++)
+            rc.cost += pd_grid_get(grid, yc->jw[0][i].x, yc->jw[0][i].y);
         yc->joint_i = j;
         yc->cross_why = 8;
         const int kept = pd__replan_crossers(yc, ctx, table, p, y, window0, found, PD_YIELD_CROSS_EXPANSIONS, &rc, r);

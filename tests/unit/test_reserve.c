@@ -3045,6 +3045,16 @@ static void crosses_jointly(void **state, int joint, int wide, const char *name)
         assert_int_equal(yr.cross_why, 0);
         assert_int_equal(yr.joint, 2);
         assert_true(end->x == 24 && end->y == 2 && end->t_leave_ms == FOREVER);
+        /* Its cost is its waypoints' (pd_sipp_result.cost), the joint part's
+         * steps included. */
+        double cost = 0;
+        for (size_t i = 1; i < st.r.n_waypoints; i++) {
+            const pd_waypoint *u = &st.r.waypoints[i - 1], *v = &st.r.waypoints[i];
+            if (u->x != v->x || u->y != v->y)
+                cost += (u->x != v->x && u->y != v->y ? 1.41421356237309504880 : 1.0) *
+                        pd_grid_get(st.s.unit[2], v->x, v->y);
+        }
+        assert_float_equal(st.r.cost, cost, 1e-6);
         assert_int_equal(yr.n_displaced, 1);
         const pd_displaced *d = &yr.displaced[0];
         assert_int_equal(d->agent, m);
