@@ -51,7 +51,9 @@
  * goal that stood that long have the agents whose plans cross its goal
  * after its window re-planned round it (their answers are applied as a
  * moved holder's: the plan up to the move's t0, then the new one).
- * --yield 0 --clear-holds 0 is plain
+ * --joint 0|1 (pd_yield_params.joint; on by default, as the server has
+ * it) lets a crossing whose crosser cannot get round the requester plan
+ * the two together. --yield 0 --clear-holds 0 is plain
  * prioritised planning. An agent decides again at the latest half a TTL
  * after its last decision, as a game renews its reservations.
  *
@@ -519,6 +521,7 @@ typedef struct run_args {
     int64_t give_way_ms;        /* pd_yield_params.give_way_ms */
     int64_t door_ms;            /* pd_yield_params.door_ms */
     int64_t cross_ms;           /* pd_yield_params.cross_ms */
+    int joint;                  /* pd_yield_params.joint */
     FILE *answers;
     pdc_conn *wire;             /* --mode wire: the server's connection */
     const char *scene;          /* and the scene of the map there */
@@ -613,7 +616,7 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                                .move_ahead = ra->move_ahead, .park_any = ra->park_any,
                                .max_displaced = ra->max_displaced, .give_way_ms = ra->give_way_ms,
                                .door_ms = ra->door_ms, .aside_after_ahead = ra->aside_after_ahead,
-                               .cross_ms = ra->cross_ms };
+                               .cross_ms = ra->cross_ms, .joint = ra->joint };
     size_t cap = 4096;          /* A* copies no path into a NULL buffer */
     pd_point *buf = xrealloc(NULL, cap * sizeof *buf);
     if (!table || !ctx || !yctx || !sctx || !ag) {
@@ -716,10 +719,10 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                         f->slow_us[f->n_slow++] = us;
                     }
                     if (slow && us > 5000)
-                        fprintf(slow, "%llu t0 %lld us %.0f st %s tried %d undone %d moved %zu exp %llu rexp %llu n %zu p1 %llu\n",
+                        fprintf(slow, "%llu t0 %lld us %.0f st %s tried %d undone %d moved %zu exp %llu rexp %llu n %zu p1 %llu joint %d\n",
                                 (unsigned long long)a->id, (long long)t0, us, pd_status_name(st), yr.tried, yr.undone,
                                 yr.n_displaced, (unsigned long long)r.expanded, (unsigned long long)r.reverse_expanded,
-                                r.n_waypoints, (unsigned long long)yr.p1_expanded);
+                                r.n_waypoints, (unsigned long long)yr.p1_expanded, yr.joint);
                     if (trace && (st == PD_OK || st == PD_PARTIAL) && !r.direct)
                         fprintf(trace, "%llu %d %d %u %.0f\n", (unsigned long long)a->id, a->goal.x, a->goal.y,
                                 a->unit, us);
@@ -731,12 +734,12 @@ static void run_agents(const scene *s, const run_args *ra, figures *f)
                             pd_reserve_agent_info_get(table, yr.culprit, &ci);
                         fprintf(ytrace,
                                 "%llu u%u t0 %lld at %d %d stood %lld out %d culprit %llu u%u at %d %d since %lld "
-                                "fell %d found %d ahead %d p1exp %llu st %s n %zu why %d p1wait %lld gain %lld cross %d\n",
+                                "fell %d found %d ahead %d p1exp %llu st %s n %zu why %d p1wait %lld gain %lld cross %d joint %d\n",
                                 (unsigned long long)a->id, a->unit, (long long)t0, from.x, from.y,
                                 (long long)(t0 - a->still_since), yr.outcome, (unsigned long long)yr.culprit, ci.unit,
                                 ci.x, ci.y, (long long)ci.hold_since, yr.p1_fell, yr.found, yr.ahead,
                                 (unsigned long long)yr.p1_expanded, pd_status_name(st), r.n_waypoints, yr.undone_why,
-                                (long long)yr.p1_wait_ms, (long long)yr.p1_gain_ms, yr.cross_why);
+                                (long long)yr.p1_wait_ms, (long long)yr.p1_gain_ms, yr.cross_why, yr.joint);
                     }
                     a->y_tried += (uint32_t)yr.tried;
                     a->y_undone += (uint32_t)yr.undone;
@@ -919,7 +922,7 @@ static void usage(void)
     fprintf(stderr, "usage: pathd-agents-bench --map FILE.map [--mode reserve|alone|single|wire] [--agents N]\n"
                     "         [--seconds S] [--unit2-pct P] [--scene-units 2|4|8|16] [--window MS] [--hold MS] [--sipp-only 1] [--yield MS]\n"
                     "         [--clear-holds 0|1] [--long-expansions N] [--take-free-way 0|1] [--aside-after-ahead 0|1] [--retry-max MS] [--queries N] [--seed N]"
-                    " [--move-ahead 0|1] [--park-any 0|1] [--max-displaced N] [--door MS] [--cross MS]\n"
+                    " [--move-ahead 0|1] [--park-any 0|1] [--max-displaced N] [--door MS] [--cross MS] [--joint 0|1]\n"
                     "         [--answers FILE.jsonl] [--server HOST:PORT --scene NAME (wire)]\n");
     exit(2);
 }
@@ -931,7 +934,7 @@ int main(int argc, char **argv)
                     .window_ms = PD_RESERVE_DEFAULT_WINDOW_MS, .yield_ms = 2000, .clear_holds = 1,
                     .long_expansions = 0, .move_ahead = 1, .park_any = 1,
                     .give_way_ms = PD_YIELD_GIVE_WAY_MS, .door_ms = PD_YIELD_DOOR_MS, .aside_after_ahead = 1,
-                    .cross_ms = PD_YIELD_CROSS_MS };
+                    .cross_ms = PD_YIELD_CROSS_MS, .joint = 1 };
     int queries = 200;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -980,6 +983,8 @@ int main(int argc, char **argv)
             ra.door_ms = atoll(v);
         else if (!strcmp(argv[i], "--cross"))
             ra.cross_ms = atoll(v);
+        else if (!strcmp(argv[i], "--joint"))
+            ra.joint = atoi(v);
         else if (!strcmp(argv[i], "--give-way"))
             ra.give_way_ms = atoll(v);
         else if (!strcmp(argv[i], "--queries"))

@@ -398,6 +398,23 @@ static inline size_t pd_reserve_first_ending_after(const void *items, size_t n, 
  * next change to the table. */
 const pd_reserve_span *pd_reserve_cell(const pd_reserve *t, int32_t x, int32_t y, size_t *n);
 
+/* Whether another agent than slot `self` holds a cell of x0..x1 by y0..y1
+ * at some time of [from, to) (pd_sipp_direct's fast path and pd_joint's
+ * search check a step's box so; inline, as their loops call it). */
+static inline int pd_reserve_box_busy(const pd_reserve *t, uint32_t self, int32_t x0, int32_t y0, int32_t x1,
+                                      int32_t y1, int64_t from, int64_t to)
+{
+    for (int32_t y = y0; y <= y1; y++)
+        for (int32_t x = x0; x <= x1; x++) {
+            size_t n;
+            const pd_reserve_span *s = pd_reserve_cell(t, x, y, &n);
+            for (size_t i = pd_reserve_first_ending_after(s, n, sizeof *s, from); i < n && s[i].t0 < to; i++)
+                if (s[i].slot != self)
+                    return 1;
+        }
+    return 0;
+}
+
 /* The slot of an agent in the table, or PD_RESERVE_NO_SLOT; and back. */
 uint32_t pd_reserve_agent_slot(const pd_reserve *t, uint64_t agent);
 uint64_t pd_reserve_slot_agent(const pd_reserve *t, uint32_t slot);

@@ -50,22 +50,6 @@ void pd_sipp_direct_trim(pd_sipp_direct *d, size_t keep_bytes)
     pd_jps_ctx_trim(d->jps, keep_bytes > rest ? keep_bytes - rest : 0);
 }
 
-/* Whether another agent than `self` holds any cell of x0..x1 by y0..y1 at
- * some time of [from, to). */
-static int pd__busy(const pd_reserve *table, uint32_t self, int32_t x0, int32_t y0, int32_t x1, int32_t y1,
-                    int64_t from, int64_t to)
-{
-    for (int32_t y = y0; y <= y1; y++)
-        for (int32_t x = x0; x <= x1; x++) {
-            size_t n;
-            const pd_reserve_span *s = pd_reserve_cell(table, x, y, &n);
-            for (size_t i = pd_reserve_first_ending_after(s, n, sizeof *s, from); i < n && s[i].t0 < to; i++)
-                if (s[i].slot != self)
-                    return 1;
-        }
-    return 0;
-}
-
 /* Makes *dp at first use: 0, or -1 when memory ran out. */
 static int pd__make(pd_sipp_direct **dp)
 {
@@ -171,7 +155,8 @@ int pd_sipp_direct_plan(pd_sipp_direct **dp, const pd_reserve *table, const pd_g
              * SIPP still arrives only inside a safe interval, so the
              * footprint must be free at the arrival itself. */
             const int64_t until = p->at_goal == PD_AT_GOAL_PARK ? PD_RESERVE_FOREVER : g + 1;
-            if (use_table && pd__busy(table, self, pt[i].x, pt[i].y, pt[i].x + k - 1, pt[i].y + k - 1, g, until))
+            if (use_table &&
+                pd_reserve_box_busy(table, self, pt[i].x, pt[i].y, pt[i].x + k - 1, pt[i].y + k - 1, g, until))
                 return 0;
             end = i;
             out = PD_OK;
@@ -182,7 +167,7 @@ int pd_sipp_direct_plan(pd_sipp_direct **dp, const pd_reserve *table, const pd_g
              * whose footprint stays free for the hold. */
             const int64_t until = p->hold_ms ? g + p->hold_ms : PD_RESERVE_FOREVER;
             if (!use_table ||
-                !pd__busy(table, self, pt[i].x, pt[i].y, pt[i].x + k - 1, pt[i].y + k - 1, g, until)) {
+                !pd_reserve_box_busy(table, self, pt[i].x, pt[i].y, pt[i].x + k - 1, pt[i].y + k - 1, g, until)) {
                 end = i;
                 out = PD_PARTIAL;
                 break;
@@ -193,7 +178,7 @@ int pd_sipp_direct_plan(pd_sipp_direct **dp, const pd_reserve *table, const pd_g
         if (use_table) {
             const int32_t x0 = dx < 0 ? pt[i + 1].x : pt[i].x, y0 = dy < 0 ? pt[i + 1].y : pt[i].y;
             const int32_t x1 = (dx > 0 ? pt[i + 1].x : pt[i].x) + k - 1, y1 = (dy > 0 ? pt[i + 1].y : pt[i].y) + k - 1;
-            if (pd__busy(table, self, x0, y0, x1, y1, g, g + step))
+            if (pd_reserve_box_busy(table, self, x0, y0, x1, y1, g, g + step))
                 return 0;
         }
         g += step;

@@ -3,9 +3,12 @@
  *
  * The holders' verdicts (movable or not) are memoised per table slot for
  * one request: the planner asks for every span held for good it meets, and
- * the answer reads the holder's entries.
+ * the answer reads the holder's entries. Crossing jointly's search is
+ * pd_joint.c's; what it is tried for, and the undo, are here.
  */
 #include "pd_yield.h"
+
+#include "pd_joint.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +50,15 @@ struct pd_yield_ctx {
     /* door_ms: the crossing agents' plans from their cut on, for undoing */
     pd_waypoint *old[PD_YIELD_MAX_DISPLACED];
     size_t cap_old[PD_YIELD_MAX_DISPLACED], n_old[PD_YIELD_MAX_DISPLACED];
+    /* The joint crossing (pd__joint_cross): its search's context (made at
+     * its first use), R's plan and the partner h[joint_i]'s joint part
+     * (pd__replan_crossers goes on from its end). */
+    pd_joint_ctx *jc;
+    pd_waypoint *jw[2];
+    size_t cap_jw[2], n_jw[2];
+    int joint_i;
+    int joint;                         /* pd_yield_result.joint */
+    uint64_t cross_left;               /* the crossing's re-plan expansions left */
 };
 
 static uint64_t pd__cell_key(int32_t x, int32_t y)
@@ -56,7 +68,10 @@ static uint64_t pd__cell_key(int32_t x, int32_t y)
 
 pd_yield_ctx *pd_yield_ctx_create(void)
 {
-    return calloc(1, sizeof(pd_yield_ctx));
+    pd_yield_ctx *yc = calloc(1, sizeof(pd_yield_ctx));
+    if (yc)
+        yc->joint_i = -1;
+    return yc;
 }
 
 void pd_yield_ctx_destroy(pd_yield_ctx *yc)
@@ -69,11 +84,14 @@ void pd_yield_ctx_destroy(pd_yield_ctx *yc)
         free(yc->aside[i]), free(yc->old[i]);
     free(yc->memo);
     free(yc->way);
+    pd_joint_ctx_destroy(yc->jc);
+    free(yc->jw[0]), free(yc->jw[1]);
     free(yc);
 }
 
-/* Copies wp[0..n) into *buf. 0, or -1 on allocation failure. */
-static int pd__keep(pd_waypoint **buf, size_t *cap, const pd_waypoint *wp, size_t n)
+/* Makes room for n waypoints in *buf, keeping what it holds. 0, or -1 on
+ * allocation failure. */
+static int pd__grow(pd_waypoint **buf, size_t *cap, size_t n)
 {
     if (n > *cap) {
         pd_waypoint *b = realloc(*buf, n * sizeof *b);
@@ -82,6 +100,14 @@ static int pd__keep(pd_waypoint **buf, size_t *cap, const pd_waypoint *wp, size_
         *buf = b;
         *cap = n;
     }
+    return 0;
+}
+
+/* Copies wp[0..n) into *buf. 0, or -1 on allocation failure. */
+static int pd__keep(pd_waypoint **buf, size_t *cap, const pd_waypoint *wp, size_t n)
+{
+    if (pd__grow(buf, cap, n) != 0)
+        return -1;
     memcpy(*buf, wp, n * sizeof *wp);
     return 0;
 }
@@ -724,7 +750,11 @@ static int pd__replan_crossers(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *t
         goto undo;
     rr->waypoints = yc->p1;
     const pd_waypoint *rend = &rr->waypoints[rr->n_waypoints - 1];
-    uint64_t left = 2u * budget; /* one request's lane step stays bounded */
+    /* One request's lane step stays bounded: a joint crossing's re-plans
+     * get what the crossing's first ones left. */
+    if (yc->joint_i < 0)
+        yc->cross_left = 2u * budget;
+    uint64_t *const left = &yc->cross_left;
     for (int i = 0; i < found; i++) {
         const pd__holder *h = &yc->h[i];
         const pd_waypoint *end = &yc->old[i][yc->n_old[i] - 1];
@@ -736,9 +766,13 @@ static int pd__replan_crossers(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *t
         const int taken = end->t_leave_ms == PD_RESERVE_FOREVER && rend->t_leave_ms == PD_RESERVE_FOREVER &&
                           end->x < rend->x + rk && rend->x < end->x + k && end->y < rend->y + rk &&
                           rend->y < end->y + k;
+        /* The joint partner goes on from where the joint search left it
+         * (its part up to there is reserved). */
+        const int jp = i == yc->joint_i;
+        const pd_waypoint *from = jp ? &yc->jw[1][yc->n_jw[1] - 1] : &yc->old[i][0];
         pd_sipp_params q = { .agent = h->agent, .unit = h->info.unit,
-                                   .start = { yc->old[i][0].x, yc->old[i][0].y }, .goal = { end->x, end->y },
-                                   .t0_ms = h->t0, .speed = h->info.speed,
+                                   .start = { from->x, from->y }, .goal = { end->x, end->y },
+                                   .t0_ms = jp ? from->t_leave_ms : h->t0, .speed = h->info.speed,
                                    .window_ms = max_window > 0 ? max_window : 0,
                                    .at_goal = end->t_leave_ms == PD_RESERVE_FOREVER ? PD_AT_GOAL_PARK
                                                                                      : PD_AT_GOAL_VANISH,
@@ -755,7 +789,7 @@ static int pd__replan_crossers(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *t
         }
         /* Each search's budget: the crossing's own, counted against what
          * the request has left, else the aside plans'. */
-        q.max_expansions = budget ? (left < budget ? left : budget)
+        q.max_expansions = budget ? (*left < budget ? *left : budget)
                                   : (y->max_expansions ? y->max_expansions : PD_YIELD_DEFAULT_EXPANSIONS);
         uint64_t spent = 0;
         if (!q.max_expansions) {
@@ -778,7 +812,7 @@ static int pd__replan_crossers(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *t
             st = pd__reserve_long(ctx, table, y->unit_grids[h->info.unit], &q, y, window0, &rh, &fell);
         }
         if (budget)
-            left -= spent < left ? spent : left;
+            *left -= spent < *left ? spent : *left;
         /* Its old plan reached `end`: a PARTIAL one stops short of it,
          * maybe for good behind R's hold (no way round) - unless its end
          * is taken. */
@@ -788,10 +822,21 @@ static int pd__replan_crossers(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *t
             goto undo;
         }
         pd_reserve_set_renewed(table, h->agent, h->info.renewed_ms);
-        if (pd__keep(&yc->aside[i], &yc->cap_aside[i], rh.waypoints, rh.n_waypoints) != 0)
+        size_t nh = rh.n_waypoints;
+        if (jp) {
+            /* Its joint part, then this plan from the part's last waypoint on. */
+            const size_t nj = yc->n_jw[1];
+            nh += nj - 1;
+            if (pd__grow(&yc->aside[i], &yc->cap_aside[i], nh) != 0)
+                goto undo;
+            memcpy(yc->aside[i], yc->jw[1], nj * sizeof *yc->jw[1]);
+            yc->aside[i][nj - 1].t_leave_ms = rh.waypoints[0].t_leave_ms;
+            memcpy(&yc->aside[i][nj], &rh.waypoints[1], (rh.n_waypoints - 1) * sizeof *rh.waypoints);
+        } else if (pd__keep(&yc->aside[i], &yc->cap_aside[i], rh.waypoints, rh.n_waypoints) != 0) {
             goto undo;
+        }
         yc->out[i] = (pd_displaced){ .agent = h->agent, .unit = h->info.unit, .speed = h->info.speed,
-                                     .t0_ms = h->t0, .waypoints = yc->aside[i], .n_waypoints = rh.n_waypoints,
+                                     .t0_ms = h->t0, .waypoints = yc->aside[i], .n_waypoints = nh,
                                      .reserved_until_ms = rh.reserved_until_ms };
     }
     if (r)
@@ -928,6 +973,120 @@ static int pd__crossers(pd_yield_ctx *yc, const pd_reserve *t, const pd_waypoint
     return found;
 }
 
+
+static int pd__jover(int32_t ax, int32_t ay, int32_t ka, int32_t bx, int32_t by, int32_t kb)
+{
+    return ax < bx + kb && bx < ax + ka && ay < by + kb && by < ay + ka;
+}
+
+/* The last index of a[0..na) (unit ka) whose footprint meets one of
+ * b[0..nb) (unit kb), or -1. */
+static int64_t pd__jlast_meet(const pd_waypoint *a, size_t na, int32_t ka, const pd_waypoint *b, size_t nb,
+                              int32_t kb)
+{
+    for (size_t i = na; i-- > 0;)
+        for (size_t j = 0; j < nb; j++)
+            if (pd__jover(a[i].x, a[i].y, ka, b[j].x, b[j].y, kb))
+                return (int64_t)i;
+    return -1;
+}
+
+/* Crossing jointly (joint): the crossing's re-plans failed for the
+ * crosser h[j] (the culprit). Everything is cut again as the crossing
+ * cut it; R and h[j] are planned together (pd_joint_search) until R stands
+ * past the last cell of its way that h[j]'s old plan (from its cut) comes
+ * to, and h[j] past the last cell of its old plan that R's way comes to;
+ * R plans on from there on the table as it is then (every crosser cut,
+ * h[j]'s joint part reserved), and every crosser is re-planned round R
+ * as the crossing does (h[j] from where the joint part left it). 1 with
+ * all of it reserved; 0 with the table as it was. */
+static int pd__joint_cross(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, const pd_grid *grid,
+                           const pd_sipp_params *p, const pd_yield_params *y, int64_t window0, size_t n_rx,
+                           int found, pd_sipp_result *r)
+{
+    int j = 0;
+    while (j < found && yc->h[j].agent != yc->culprit)
+        j++;
+    if (j == found)
+        return 0;
+    yc->joint = 1;
+    yc->cross_why = 12;
+    if (!pd__cut_crossers(yc, table, yc->far, p->t0_ms, found, 1))
+        return 0;
+    const pd__holder *h = &yc->h[j];
+    const pd_waypoint *rx = yc->p1, *old = yc->old[j];
+    const size_t n_old = yc->n_old[j];
+    const int32_t rk = (int32_t)p->unit, ck = (int32_t)h->info.unit;
+    const int64_t ir = pd__jlast_meet(rx, n_rx, rk, old, n_old, ck);
+    const int64_t ic = pd__jlast_meet(old, n_old, ck, rx, n_rx, rk);
+    pd_joint_agent a[2] = {
+        { .g = grid, .k = p->unit, .slot = yc->self, .speed = p->speed, .sx = p->start.x, .sy = p->start.y },
+        { .g = y->unit_grids[h->info.unit], .k = h->info.unit, .slot = pd_reserve_agent_slot(table, h->agent),
+          .speed = h->info.speed, .sx = old[0].x, .sy = old[0].y },
+    };
+    uint64_t spent = 0;
+    if (ir < 0 || ic < 0)
+        goto undo_cut;
+    {
+        const pd_waypoint *tr = &rx[(size_t)ir + 1 < n_rx ? (size_t)ir + 1 : n_rx - 1];
+        const pd_waypoint *tcw = &old[(size_t)ic + 1 < n_old ? (size_t)ic + 1 : n_old - 1];
+        a[0].tx = tr->x, a[0].ty = tr->y;
+        a[1].tx = tcw->x, a[1].ty = tcw->y;
+    }
+    if (!yc->jc)
+        yc->jc = pd_joint_ctx_create();
+    if (!yc->jc || pd__grow(&yc->jw[0], &yc->cap_jw[0], PD_JOINT_MAX_WAYPOINTS) != 0 ||
+        pd__grow(&yc->jw[1], &yc->cap_jw[1], PD_JOINT_MAX_WAYPOINTS) != 0 ||
+        !pd_joint_search(yc->jc, table, a, p->t0_ms, h->t0, PD_YIELD_JOINT_EXPANSIONS, yc->jw, yc->n_jw, &spent))
+        goto undo_cut;
+    yc->cross_why = 13;
+    if (pd_reserve_replace(table, h->agent, h->info.unit, h->t0, yc->jw[1], yc->n_jw[1], NULL) != PD_OK)
+        goto undo_cut;
+    if (pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, yc->jw[0], yc->n_jw[0], NULL) != PD_OK)
+        goto undo_r;
+    {
+        /* R on from its joint part's end, all the way, round everyone. */
+        const int64_t max_window = pd_reserve_get_limits(table)->max_window_ms;
+        const pd_waypoint *e = &yc->jw[0][yc->n_jw[0] - 1];
+        pd_sipp_params q = *p;
+        q.start = (pd_point){ e->x, e->y };
+        q.t0_ms = e->t_leave_ms;
+        q.window_ms = max_window > 0 ? max_window : 0;
+        q.hold_ok = NULL;
+        if (!q.max_expansions || q.max_expansions > PD_YIELD_CROSS_PLAN_EXPANSIONS / 2)
+            q.max_expansions = PD_YIELD_CROSS_PLAN_EXPANSIONS / 2;
+        pd_sipp_result rc;
+        if (pd_sipp_plan(ctx, table, grid, &q, &rc) != PD_OK)
+            goto undo_r;
+        const size_t nj = yc->n_jw[0], n = nj + rc.n_waypoints - 1;
+        if (pd__grow(&yc->jw[0], &yc->cap_jw[0], n) != 0)
+            goto undo_r;
+        yc->jw[0][nj - 1].t_leave_ms = rc.waypoints[0].t_leave_ms;
+        memcpy(&yc->jw[0][nj], &rc.waypoints[1], (rc.n_waypoints - 1) * sizeof *rc.waypoints);
+        if (pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, yc->jw[0], n, NULL) != PD_OK)
+            goto undo_r;
+        rc.waypoints = yc->jw[0];
+        rc.n_waypoints = n;
+        rc.expanded += spent;
+        /* pd_sipp_result.cost: the joint part's straight steps too */
+        for (size_t i = 1; i < nj; i++)
+            rc.cost += pd_grid_get(grid, yc->jw[0][i].x, yc->jw[0][i].y);
+        yc->joint_i = j;
+        yc->cross_why = 8;
+        const int kept = pd__replan_crossers(yc, ctx, table, p, y, window0, found, PD_YIELD_CROSS_EXPANSIONS, &rc, r);
+        yc->joint_i = -1;
+        yc->joint = kept ? 2 : 1;
+        return kept;
+    }
+undo_r : {
+    const pd_waypoint stop = { p->start.x, p->start.y, p->t0_ms, p->t0_ms };
+    pd_reserve_replace(table, p->agent, p->unit, p->t0_ms, &stop, 1, NULL);
+}
+undo_cut:
+    pd__door_undo(table, yc, found);
+    return 0;
+}
+
 /* Crossing at last (cross_ms): R has stood that long and P0 does not take
  * it to its goal within its window, while a plan through the others'
  * later plans would. R plans all the way with every other agent's spans
@@ -946,6 +1105,7 @@ static int pd__cross(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, cons
     const int64_t max_window = pd_reserve_get_limits(table)->max_window_ms;
     *found_out = -1;
     yc->culprit = 0; /* as pd__door */
+    yc->joint = 0;
     yc->far = p->t0_ms + window0;
     pd_sipp_params px = *p;
     px.window_ms = max_window > 0 ? max_window : 0;
@@ -988,7 +1148,11 @@ static int pd__cross(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table, cons
         return 0;
     }
     yc->cross_why = 8; /* pd__replan_crossers tells more */
-    return pd__replan_crossers(yc, ctx, table, p, y, window0, found, PD_YIELD_CROSS_EXPANSIONS, &rx, r);
+    if (pd__replan_crossers(yc, ctx, table, p, y, window0, found, PD_YIELD_CROSS_EXPANSIONS, &rx, r))
+        return 1;
+    if (!y->joint || yc->cross_why < 9 || yc->cross_why > 11)
+        return 0;
+    return pd__joint_cross(yc, ctx, table, grid, p, y, window0, rx.n_waypoints, found, r);
 }
 
 /* Notes in yr how a door or crossing attempt that found `found` agents
@@ -1264,6 +1428,8 @@ pd_status pd_yield_reserve(pd_yield_ctx *yc, pd_sipp_ctx *ctx, pd_reserve *table
         pd__note_cut(yr, yc, cfound, kept, kept ? PD_YIELD_OUT_KEPT_CROSS : PD_YIELD_OUT_CROSS_UNDONE);
         if (yr && !kept)
             yr->cross_why = yc->cross_why;
+        if (yr)
+            yr->joint = yc->joint;
         if (kept) {
             rc.expanded += r0.expanded;
             rc.reverse_expanded += r0.reverse_expanded;
@@ -1316,4 +1482,14 @@ out:
     if (r)
         *r = r0;
     return st;
+}
+
+size_t pd_yield_ctx_bytes(const pd_yield_ctx *yc)
+{
+    size_t n = sizeof *yc + (yc->cap0 + yc->cap1) * sizeof(pd_waypoint) + yc->cap_memo * sizeof *yc->memo +
+               yc->cap_way * sizeof *yc->way;
+    for (int i = 0; i < PD_YIELD_MAX_DISPLACED; i++)
+        n += (yc->cap_aside[i] + yc->cap_old[i]) * sizeof(pd_waypoint);
+    n += (yc->cap_jw[0] + yc->cap_jw[1]) * sizeof(pd_waypoint) + pd_joint_ctx_bytes(yc->jc);
+    return n;
 }

@@ -172,6 +172,40 @@
  * within R's window stand (R waits for them), and holds for good begun
  * before far stay the other rules' business.
  *
+ * Crossing jointly (joint), when a crosser cannot get out of R's way.
+ * The crossers are re-planned one after another round R's plan, which
+ * went all the way as if they were not there: in a street too narrow for
+ * two 2 x 2 units, a crosser cut inside it that R meets head-on can only
+ * back out ahead of R, and R, planned first, leaves it no time (on
+ * den520d and Berlin_0_256, 500 agents, most crossings tried by the agents
+ * left deadlocked gave up so: cross_why 9 - 11). When a crosser's re-plan
+ * fails (cross_why 9 - 11), everything is cut again as the crossing cut
+ * it, and R and that crosser C are planned together: a space-time A* over
+ * both (pd_joint.h), one tick (the slower one's straight step) at a
+ * time, each waiting or taking a straight step, the table's other
+ * reservations walls in time and R and C apart within each tick, C on
+ * its cut until its cut time; until R stands on the waypoint of its plan
+ * after the last one C's old plan comes to, and C on the waypoint of its
+ * old plan after the last one R's plan comes to - past each other, in
+ * whichever order costs less (one backs into a pocket, the other goes
+ * by). Within PD_YIELD_JOINT_EXPANSIONS, on grids up to 512 x 512 cells
+ * (its static distances cover the whole grid: larger ones cross one by
+ * one only), and only through cells the slower agent crosses in one tick
+ * (cost 1 for it: on a map with terrain costs it seldom finds a plan).
+ * Its buffers (pd_yield_ctx_bytes) stay in the context. R then plans on from its joint
+ * part's end all the way on the table as it is (the crossers cut, C's
+ * joint part reserved; half the crossing plan's budget), and every
+ * crosser is re-planned round R as the crossing does - C from its joint
+ * part's end - with what the crossing's first re-plans left of their
+ * budget. Anything failing puts every plan back, as the crossing does
+ * (pd_yield_result.joint: 1 tried, 2 kept; cross_why 12 the joint search
+ * found nothing, 13 R's plan on from it failed). On in the server and the
+ * bench: 500 agents, 600 s, odd seeds 1 - 47 on Berlin_0_256 and den520d,
+ * 16 + 30 agents deadlocked against 17 + 35, the longest call 77 ms
+ * against 73 ms; with the joint round's re-plans on a budget of their own
+ * (not what the first ones left) the longest call was 121 ms; with 8,000
+ * joint expansions 18 + 31 deadlocked.
+ *
  * Taking the way round (take_free_way), when there is nobody to move.
  * A windowed plan ranks a handover by its time plus the static rest from
  * there, which knows nothing of holds for good further on: beside a
@@ -261,6 +295,10 @@
  * crossers' re-plans have PD_YIELD_CROSS_EXPANSIONS whatever the request
  * sets, as the aside plans have theirs (pd_yield_params.max_expansions). */
 #define PD_YIELD_CROSS_PLAN_EXPANSIONS 16000
+/* The joint search's expansions (pd_yield_params.joint), each a joint
+ * state with up to 25 successors (each agent's 5 steps checked against
+ * the table once). */
+#define PD_YIELD_JOINT_EXPANSIONS 4000
 /* Each aside plan's expansions when the caller sets none. */
 #define PD_YIELD_DEFAULT_EXPANSIONS 4000
 /* Each long plan's (pd_yield_params.long_expansions) when the caller sets none. */
@@ -332,6 +370,10 @@ typedef struct pd_yield_params {
      * after its window cut there and re-planned round it; <= 0: never
      * (the server and the bench: PD_YIELD_CROSS_MS). */
     int64_t cross_ms;
+    /* Crossing jointly (joint, above): when a crosser's re-plan round R
+     * fails, R and that crosser are planned together past each other,
+     * and the crossing's re-plans go on from there. */
+    int joint;
 } pd_yield_params;
 
 /* An agent moved: its new plan replaces its reservations from t0_ms on
@@ -377,8 +419,13 @@ typedef struct pd_yield_result {
      * not be cut (its cut is not before the crossing, or memory or the
      * table refused it), 7 the table refused R's plan, 8 - 11 a crosser's
      * re-plan failed: 9 past its budget, 10 short of its end, 11 no path,
-     * 8 out of memory. */
+     * 8 out of memory; crossing jointly (joint) after 9 - 11: 12 its
+     * search found no joint plan (or R and the crosser's ways do not
+     * meet), 13 R's plan on from it failed (or the table refused the
+     * joint plans), then 8 - 11 as above for its re-plans. */
     int cross_why;
+    /* Crossing jointly (joint): 0 not tried, 1 tried and undone, 2 kept. */
+    int joint;
     /* P1 against P0: how long P1 first stands on R's start (-1: for
      * good), and P0's eta less P1's (> 0: P1 arrives sooner). */
     int64_t p1_wait_ms, p1_gain_ms;
@@ -420,6 +467,10 @@ typedef struct pd_yield_ctx pd_yield_ctx;
 
 pd_yield_ctx *pd_yield_ctx_create(void);
 void pd_yield_ctx_destroy(pd_yield_ctx *yc);
+/* The bytes the context holds (its buffers keep their largest size until
+ * it is destroyed: with joint, after its first joint search, about 4.6 MB
+ * plus 12 bytes a cell of the scene - 7.8 MB at 512 x 512). */
+size_t pd_yield_ctx_bytes(const pd_yield_ctx *yc);
 
 /*
  * pd_sipp_reserve, and the move above when y allows it (y may be NULL: plain

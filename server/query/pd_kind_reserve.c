@@ -305,7 +305,7 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
     const pd_yield_params y = { .after_ms = q->yield_after_ms, .unit_grids = grids, .max_unit = max_unit,
                                 .clear_holds = pd_reservations_clear_holds(set), .move_ahead = 1, .park_any = 1,
                                 .give_way_ms = PD_YIELD_GIVE_WAY_MS, .door_ms = PD_YIELD_DOOR_MS,
-                                .aside_after_ahead = 1, .cross_ms = PD_YIELD_CROSS_MS };
+                                .aside_after_ahead = 1, .cross_ms = PD_YIELD_CROSS_MS, .joint = 1 };
     if ((st = pd_reservations_refusal(set, rj->message, sizeof rj->message)) != PD_OK) /* reservation log hook */
         return rj->status = st;
     if (pd_reservations_shared(set) && q->yield_after_ms > 0) {

@@ -39,6 +39,7 @@
 
 #include "core_check.h"
 #include "pd_clearance.h"
+#include "pd_joint.h"
 #include "pd_reserve.h"
 #include "pd_sipp.h"
 #include "pd_yield.h"
@@ -2976,6 +2977,146 @@ static void test_yield_crosses_at_last(void **state)
     crosses_at_last(state, 2000, 1, 0, "yield_cross_long_capped");
 }
 
+/* Crossing jointly (joint): two rooms joined by a street two cells high
+ * (rows 2-3, x 6-19), too narrow for two 2 x 2 units. R (2 x 2, speed 2)
+ * stands in the west room at (1, 4) from 0 and wants the east room's
+ * (24, 2); M (2 x 2, speed 1), planned all the way at 1 s from the east
+ * room's (22, 2), comes west through the street to park at (0, 0). R asks
+ * at 5 s (window 3 s): M's plan fills the street until about 20 s, so R
+ * stands short. Crossing at last cuts M at its first waypoint from 8 s on,
+ * already in the street, and R, twice as fast, would catch it before it
+ * could back out: M's re-plan round R finds no path (cross_why 11) and R
+ * stays short. Planned together (R and M, one tick at a time), R steps
+ * back into the west room off the street's rows, M comes through past it,
+ * and R goes east through the street behind M; M parks where it meant to. */
+static void crosses_jointly(void **state, int joint, int wide, const char *name)
+{
+    stage st;
+    const uint64_t rid = 211, m = 212;
+    static const char *const rows[6] = { "......##############......", "......##############......",
+                                         "..........................", "..........................",
+                                         "......##############......", "......##############......" };
+    /* wide: the same street in the corner of a 600 x 500 scene, walls
+     * elsewhere - past the joint search's 512 x 512 cells. */
+    const int w = wide ? 600 : 26, h = wide ? 500 : 6;
+    char *text = malloc((size_t)(w + 1) * (size_t)h + 1), *c = text;
+    assert_non_null(text);
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++)
+            *c++ = y < 6 && x < 26 ? rows[y][x] : '#';
+        *c++ = '\n';
+    }
+    *c = 0;
+    pd_yield_ctx *yc = yield_begin(&st, state, name, core_grid(text));
+    free(text);
+    pd_yield_result yr;
+    const pd_sipp_params pr = { .agent = rid, .unit = 2, .start = { 1, 4 }, .goal = { 1, 4 }, .speed = 2.0 };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &pr, NULL, &st.r, &yr), PD_OK, "R stands");
+    answers_plan(&st.log, rid, 2, 2.0, 0, st.r.waypoints, st.r.n_waypoints);
+    const pd_sipp_params pm = { .agent = m, .unit = 2, .start = { 22, 2 }, .goal = { 0, 0 }, .t0_ms = 1000,
+                                .speed = 1.0 };
+    expect_status(pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &pm, NULL, &st.r, &yr), PD_OK, "M");
+    answers_plan(&st.log, m, 2, 1.0, 1000, st.r.waypoints, st.r.n_waypoints);
+    const pd_grid *grids[3] = { NULL, st.s.unit[1], st.s.unit[2] };
+    const pd_yield_params y = { .after_ms = 1000, .unit_grids = grids, .max_unit = 2, .move_ahead = 1,
+                                .cross_ms = 2000, .joint = joint };
+    const pd_sipp_params p = { .agent = rid, .unit = 2, .start = { 1, 4 }, .goal = { 24, 2 }, .t0_ms = 5000,
+                               .speed = 2.0, .window_ms = 3000 };
+    const pd_status got = pd_yield_reserve(yc, st.f->ctx, st.f->t, st.s.unit[2], &p, &y, &st.r, &yr);
+    answers_plan(&st.log, rid, 2, 2.0, 5000, st.r.waypoints, st.r.n_waypoints);
+    for (size_t d = 0; d < yr.n_displaced; d++) {
+        const pd_displaced *dp = &yr.displaced[d];
+        answers_plan(&st.log, dp->agent, dp->unit, dp->speed, dp->t0_ms, dp->waypoints, dp->n_waypoints);
+    }
+    const pd_waypoint *end = &st.r.waypoints[st.r.n_waypoints - 1];
+    if (!joint || wide) {
+        expect_status(got, PD_PARTIAL, "R short of its goal");
+        assert_int_equal(yr.outcome, PD_YIELD_OUT_CROSS_UNDONE);
+        assert_int_equal(yr.cross_why, wide ? 12 : 11); /* M found no way out ahead of R */
+        assert_int_equal(yr.culprit, m);
+        assert_int_equal(yr.joint, wide ? 1 : 0);
+        /* Refused for its size before its buffers grew (~4 MB). */
+        assert_true(pd_yield_ctx_bytes(yc) < 1000000);
+        assert_true(end->x < 6 && end->t_leave_ms == FOREVER);
+        assert_int_equal(yr.n_displaced, 0);
+    } else {
+        expect_status(got, PD_OK, "R reaches its goal");
+        assert_int_equal(yr.outcome, PD_YIELD_OUT_KEPT_CROSS);
+        assert_int_equal(yr.cross_why, 0);
+        assert_int_equal(yr.joint, 2);
+        assert_true(end->x == 24 && end->y == 2 && end->t_leave_ms == FOREVER);
+        /* Its cost is its waypoints' (pd_sipp_result.cost), the joint part's
+         * steps included. */
+        double cost = 0;
+        for (size_t i = 1; i < st.r.n_waypoints; i++) {
+            const pd_waypoint *u = &st.r.waypoints[i - 1], *v = &st.r.waypoints[i];
+            if (u->x != v->x || u->y != v->y)
+                cost += (u->x != v->x && u->y != v->y ? 1.41421356237309504880 : 1.0) *
+                        pd_grid_get(st.s.unit[2], v->x, v->y);
+        }
+        assert_float_equal(st.r.cost, cost, 1e-6);
+        assert_int_equal(yr.n_displaced, 1);
+        const pd_displaced *d = &yr.displaced[0];
+        assert_int_equal(d->agent, m);
+        assert_int_equal(d->t0_ms, 8000); /* cut where the crossing cut it */
+        assert_true(d->waypoints[0].t_arrive_ms == 8000 && d->waypoints[0].x >= 6 && d->waypoints[0].x < 20);
+        /* R, the faster, steps back off the street's rows into the west
+         * room (y >= 4) and stands there while M comes out of the street
+         * past it (M's first waypoint west of x 5). */
+        int64_t m_out = -1;
+        for (size_t i = 0; i < d->n_waypoints && m_out < 0; i++)
+            if (d->waypoints[i].x < 5)
+                m_out = d->waypoints[i].t_arrive_ms;
+        int stood_aside = 0;
+        for (size_t i = 0; i < st.r.n_waypoints; i++)
+            stood_aside |= st.r.waypoints[i].y >= 4 && st.r.waypoints[i].t_arrive_ms > 5000 &&
+                           st.r.waypoints[i].t_arrive_ms <= m_out && st.r.waypoints[i].t_leave_ms >= m_out;
+        assert_true(m_out > 0 && stood_aside);
+        const pd_waypoint *mend = &d->waypoints[d->n_waypoints - 1];
+        assert_true(mend->x == 0 && mend->y == 0 && mend->t_leave_ms == FOREVER);
+    }
+    agents_end(&st, yc, rid, m);
+}
+
+/* The joint search with C's cut 2^32 ticks and one after R's t0 (a plan
+ * reserved far ahead): C may not move before its cut, whatever the tick
+ * count comes to - no joint plan within the horizon, rather than one
+ * leaving before it arrives. */
+static void test_joint_cut_far_ahead(void **state)
+{
+    fixture *f = *state;
+    pd_grid *g = core_grid("........\n");
+    pd_joint_ctx *jc = pd_joint_ctx_create();
+    assert_non_null(jc);
+    pd_waypoint w0[PD_JOINT_MAX_WAYPOINTS], w1[PD_JOINT_MAX_WAYPOINTS];
+    pd_waypoint *const jw[2] = { w0, w1 };
+    size_t n[2] = { 0, 0 };
+    uint64_t spent = 0;
+    const pd_joint_agent a[2] = {
+        { .g = g, .k = 1, .slot = PD_RESERVE_NO_SLOT, .speed = 1.0, .sx = 0, .sy = 0, .tx = 0, .ty = 0 },
+        { .g = g, .k = 1, .slot = PD_RESERVE_NO_SLOT, .speed = 1.0, .sx = 7, .sy = 0, .tx = 6, .ty = 0 },
+    };
+    const int64_t tick = pd_sipp_step_ms(0, 1, 1.0), tc = 5000 + (((int64_t)1 << 32) + 1) * tick;
+    const int found = pd_joint_search(jc, f->t, a, 5000, tc, 4000, jw, n, &spent);
+    for (int i = 0; found && i < 2; i++)
+        for (size_t j = 0; j < n[i]; j++)
+            assert_true(jw[i][j].t_leave_ms >= jw[i][j].t_arrive_ms);
+    assert_int_equal(found, 0);
+    /* the same within the horizon: C steps west once its cut comes */
+    assert_int_equal(pd_joint_search(jc, f->t, a, 5000, 5000 + 3 * tick, 4000, jw, n, &spent), 1);
+    assert_int_equal(n[1], 2);
+    assert_true(w1[0].t_arrive_ms == 5000 + 3 * tick && w1[0].t_leave_ms >= w1[0].t_arrive_ms && w1[1].x == 6);
+    pd_joint_ctx_destroy(jc);
+    pd_grid_destroy(g);
+}
+
+static void test_yield_crosses_jointly(void **state)
+{
+    crosses_jointly(state, 0, 0, "yield_no_joint");
+    crosses_jointly(state, 1, 0, "yield_joint");
+    crosses_jointly(state, 1, 1, "yield_joint_wide");
+}
+
 /* Parking anywhere when nowhere is clear (park_any): a corridor (row 1)
  * with a two-cell pocket above it at (8, 0) and (9, 0); X parks for good
  * at (9, 0), so (8, 0), beside X's hold, is not clear (clear_holds), and
@@ -3173,7 +3314,7 @@ static void yield_sim_expect_table(const pd_reserve *t, const agent *a, int64_t 
     free(got);
 }
 
-static void yield_random_round(fixture *f, int round, uint64_t *crossed, uint64_t *moved)
+static void yield_random_round(fixture *f, int round, uint64_t *crossed, uint64_t *joint, uint64_t *moved)
 {
     rng_state = 9100 + (uint64_t)round;
     scene s;
@@ -3192,7 +3333,7 @@ static void yield_random_round(fixture *f, int round, uint64_t *crossed, uint64_
     const pd_grid *grids[3] = { NULL, s.unit[1], s.unit[2] };
     const pd_yield_params y = { .after_ms = 500, .unit_grids = grids, .max_unit = 2, .clear_holds = 1,
                                 .move_ahead = 1, .park_any = 1, .give_way_ms = 1500, .door_ms = 1000,
-                                .aside_after_ahead = 1, .cross_ms = 1500, .retry_max_ms = 1000 };
+                                .aside_after_ahead = 1, .cross_ms = 1500, .retry_max_ms = 1000, .joint = 1 };
     const int n_agents = 10 + (int)rnd(14);
     agent *ag = calloc((size_t)n_agents, sizeof *ag);
     assert_non_null(ag);
@@ -3248,6 +3389,7 @@ static void yield_random_round(fixture *f, int round, uint64_t *crossed, uint64_
                      (unsigned long long)a->id, (long long)now, pd_status_name(rs));
         }
         *crossed += yr.outcome == PD_YIELD_OUT_KEPT_CROSS;
+        *joint += yr.outcome == PD_YIELD_OUT_KEPT_CROSS && yr.joint == 2;
         for (size_t d = 0; d < yr.n_displaced; d++) {
             const pd_displaced *dp = &yr.displaced[d];
             assert_true(dp->agent >= 1000 && dp->agent < 1000 + (uint64_t)n_agents && dp->agent != a->id);
@@ -3283,11 +3425,11 @@ static void test_yield_random(void **state)
 {
     fixture *f = *state;
     const int rounds = getenv("PD_YIELD_RANDOM_ROUNDS") ? atoi(getenv("PD_YIELD_RANDOM_ROUNDS")) : 6;
-    uint64_t crossed = 0, moved = 0;
+    uint64_t crossed = 0, joint = 0, moved = 0;
     for (int round = 0; round < rounds; round++)
-        yield_random_round(f, round, &crossed, &moved);
-    print_message("%d rounds: %llu crossings kept, %llu plans displaced\n", rounds, (unsigned long long)crossed,
-                  (unsigned long long)moved);
+        yield_random_round(f, round, &crossed, &joint, &moved);
+    print_message("%d rounds: %llu crossings kept (%llu jointly), %llu plans displaced\n", rounds,
+                  (unsigned long long)crossed, (unsigned long long)joint, (unsigned long long)moved);
     assert_true(crossed > 0);
 }
 
@@ -3341,6 +3483,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_yield_door_undo_under_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_door_undo_over_a_gap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_crosses_at_last, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_yield_crosses_jointly, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_joint_cut_far_ahead, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_random, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_moves_a_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_yield_gives_way, setup, teardown),
