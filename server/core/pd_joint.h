@@ -20,7 +20,8 @@
  * Bounds: `budget` expansions (each up to 25 successors), 512 ticks, and
  * only scenes up to 512 x 512 cells (its static distances cover the whole
  * grid). The context's buffers grow at the first search to about 4.6 MB
- * plus 12 bytes a cell (4,000 expansions) and stay until it is destroyed.
+ * plus 12 bytes a cell (4,000 expansions) and stay until it is destroyed
+ * (pd_yield_ctx_trim destroys it after a request that grew it).
  */
 #ifndef PD_JOINT_H
 #define PD_JOINT_H

@@ -1484,6 +1484,15 @@ out:
     return st;
 }
 
+size_t pd_yield_ctx_trim(pd_yield_ctx *yc, size_t keep)
+{
+    if (yc->jc && pd_yield_ctx_bytes(yc) > keep) {
+        pd_joint_ctx_destroy(yc->jc); /* holds nothing a result points into */
+        yc->jc = NULL;
+    }
+    return pd_yield_ctx_bytes(yc);
+}
+
 size_t pd_yield_ctx_bytes(const pd_yield_ctx *yc)
 {
     size_t n = sizeof *yc + (yc->cap0 + yc->cap1) * sizeof(pd_waypoint) + yc->cap_memo * sizeof *yc->memo +

@@ -192,7 +192,7 @@
  * (its static distances cover the whole grid: larger ones cross one by
  * one only), and only through cells the slower agent crosses in one tick
  * (cost 1 for it: on a map with terrain costs it seldom finds a plan).
- * Its buffers (pd_yield_ctx_bytes) stay in the context. R then plans on from its joint
+ * Its buffers (pd_yield_ctx_bytes) stay in the context until pd_yield_ctx_trim. R then plans on from its joint
  * part's end all the way on the table as it is (the crossers cut, C's
  * joint part reserved; half the crossing plan's budget), and every
  * crosser is re-planned round R as the crossing does - C from its joint
@@ -467,10 +467,15 @@ typedef struct pd_yield_ctx pd_yield_ctx;
 
 pd_yield_ctx *pd_yield_ctx_create(void);
 void pd_yield_ctx_destroy(pd_yield_ctx *yc);
-/* The bytes the context holds (its buffers keep their largest size until
- * it is destroyed: with joint, after its first joint search, about 4.6 MB
- * plus 12 bytes a cell of the scene - 7.8 MB at 512 x 512). */
+/* The bytes the context holds (with joint, after a joint search, about
+ * 4.6 MB plus 12 bytes a cell of the scene - 7.8 MB at 512 x 512 - until
+ * pd_yield_ctx_trim gives them back). */
 size_t pd_yield_ctx_bytes(const pd_yield_ctx *yc);
+/* Gives back the joint search's buffers when the context holds more than
+ * keep bytes (the next joint search makes them again: a crossing is rare,
+ * and a worker should keep what an ordinary request needs, as
+ * pd_sipp_ctx_trim does). The bytes it holds after. */
+size_t pd_yield_ctx_trim(pd_yield_ctx *yc, size_t keep);
 
 /*
  * pd_sipp_reserve, and the move above when y allows it (y may be NULL: plain

@@ -367,6 +367,7 @@ static pd_status pd__reserve_plan(pd_reserve_job *rj, pd_scene *s, const pd_quer
     /* A search over a large window may have grown the context far past
      * what the next needs: give that back, as workers trim their scratch. */
     pd_sipp_ctx_trim(ctx, PD_KIND_RESERVE_SIPP_KEEP_BYTES);
+    (void)pd_yield_ctx_trim(yc, PD_KIND_RESERVE_YIELD_KEEP_BYTES);
     rj->reserved_until_ms = r.reserved_until_ms;
     rj->cost = r.cost;
     rj->expanded = r.expanded;

@@ -69,6 +69,10 @@ typedef struct pd_reserve_job {
  * freed when the thread ends; NULL when out of memory. Trim it after a
  * plan (pd_sipp_ctx_trim, PD_KIND_RESERVE_SIPP_KEEP_BYTES). */
 #define PD_KIND_RESERVE_SIPP_KEEP_BYTES (4u << 20)
+/* What the thread's yield context may keep after a request: its plans'
+ * buffers, not a joint search's (pd_yield_ctx_trim; several MB, and
+ * seldom needed again soon). */
+#define PD_KIND_RESERVE_YIELD_KEEP_BYTES (1u << 20)
 struct pd_sipp_ctx *pd_kind_reserve_sipp_ctx(void);
 
 /* The maintenance of an idle scene's table (pd_reservations_sweep), posted

@@ -3074,6 +3074,12 @@ static void crosses_jointly(void **state, int joint, int wide, const char *name)
         assert_true(m_out > 0 && stood_aside);
         const pd_waypoint *mend = &d->waypoints[d->n_waypoints - 1];
         assert_true(mend->x == 0 && mend->y == 0 && mend->t_leave_ms == FOREVER);
+        /* The joint search's buffers (several MB) are the context's until
+         * pd_yield_ctx_trim gives them back, as the server does after each
+         * request; the plans above are not in them. */
+        assert_true(pd_yield_ctx_bytes(yc) > 2000000);
+        assert_true(pd_yield_ctx_trim(yc, 1u << 20) < 1000000);
+        assert_true(d->waypoints[0].t_arrive_ms == 8000 && mend->x == 0);
     }
     agents_end(&st, yc, rid, m);
 }
